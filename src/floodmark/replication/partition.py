@@ -1,0 +1,816 @@
+"""One replica of one partition: the sans-I/O state machine the broker and the simulator drive.
+
+The core never owns log bytes. The caller passes a read-only ``LogView`` (anything with
+``log_start_offset``, ``log_end_offset`` and ``epoch_cache`` — ``floodmark.storage.Log`` fits),
+performs the I/O, and tells the core what happened. Every decision comes back as a value:
+
+* ``Effect`` values, to be applied in order by the caller: ``AssignEpoch`` (write (epoch, LEO) to
+  the epoch cache durably before accepting writes), ``TruncateTo``, ``HighWatermarkChanged``,
+  ``CompleteProduce`` (answer a produce), ``ProposeIsr`` (send AlterPartition to the controller).
+* ``FetchDecision`` for a follower fetch on the leader (error / diverging epoch / what to read
+  and the HW *snapshot taken before* the follower's LEO was recorded, Kafka's KAFKA-7104 rule).
+* ``FollowerAction`` for a fetch response on a follower (append, truncate, back off, stop).
+
+Driving it, leader side::
+
+    error = p.check_produce(acks)                   # NOT_LEADER / NOT_ENOUGH_REPLICAS / NONE
+    info = log.append_as_leader(batches, p.leader_epoch, now_ms)
+    effects = p.on_leader_append(log, produce_id, acks, info.first_offset, info.last_offset,
+                                 now_ms, timeout_ms)
+    decision = p.handle_follower_fetch(log, fetch, now_ms)   # then read and answer
+    effects = p.maybe_shrink_isr(log, now_ms)       # every replica.lag.time.max.ms / 2
+    effects = p.expire_produces(now_ms)
+    effects = p.handle_alter_partition_response(log, proposal, error, registration, now_ms)
+
+Follower side::
+
+    effects = p.apply_metadata(log, registration, now_ms)     # may return TruncateTo (HW mode)
+    request = p.next_fetch(log)           # FollowerFetch, or EpochQuery in epoch-offset mode
+    action = p.on_fetch_response(log, response)      # truncate / append / backoff / stop
+    p.after_truncate(log); effects = p.after_follower_append(log, response)
+
+The role is an explicit type: ``LeaderState`` or ``FollowerState`` (``None`` before any metadata).
+Min-ISR semantics are strict (Kafka 3.7+): the leader HW is frozen while the committed ISR is
+smaller than min(min.insync.replicas, replication factor); see ``isr.leader_high_watermark``.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+from floodmark.errors import ErrorCode
+from floodmark.replication import fencing
+from floodmark.replication import isr as isr_rules
+from floodmark.replication.election import (
+    NO_LEADER,
+    AlterPartitionRequest,
+    LeaderRecoveryState,
+    PartitionRegistration,
+)
+from floodmark.replication.epochs import UNDEFINED_EPOCH, EpochCache, EpochEndOffset
+from floodmark.replication.isr import (
+    CommittedIsr,
+    IsrState,
+    PendingExpandIsr,
+    PendingShrinkIsr,
+    ReplicaState,
+)
+from floodmark.replication.modes import DEFAULT_TRUNCATION, Truncation
+from floodmark.replication.purgatory import CompleteProduce, DelayedProduce, ProducePurgatory
+from floodmark.replication.truncation import (
+    FetchValidation,
+    leader_end_offset_for,
+    truncation_on_become_follower,
+    truncation_point,
+    validate_fetch,
+)
+
+logger = logging.getLogger("floodmark.replication")
+
+ACKS_NONE = 0
+ACKS_LEADER = 1
+ACKS_ALL = -1
+
+
+class LogView(Protocol):
+    """The log facts the core reads. It never writes through this."""
+
+    @property
+    def log_start_offset(self) -> int: ...
+
+    @property
+    def log_end_offset(self) -> int: ...
+
+    @property
+    def epoch_cache(self) -> EpochCache: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionConfig:
+    topic: str
+    partition: int
+    broker_id: int
+    min_insync_replicas: int = 1
+    replica_lag_time_max_ms: int = 30_000
+    truncation: Truncation = DEFAULT_TRUNCATION
+
+
+# -- effects -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AssignEpoch:
+    """Record (epoch, start_offset) in the epoch cache, durably, before accepting writes."""
+
+    epoch: int
+    start_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class TruncateTo:
+    """Remove every offset >= ``offset``; then call ``Partition.after_truncate``."""
+
+    offset: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class HighWatermarkChanged:
+    old: int
+    new: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProposeIsr:
+    """Send AlterPartition with this request; answer with ``handle_alter_partition_response``."""
+
+    request: AlterPartitionRequest
+
+
+Effect = AssignEpoch | TruncateTo | HighWatermarkChanged | CompleteProduce | ProposeIsr
+
+
+# -- role states -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderState:
+    leader_epoch: int
+    partition_epoch: int
+    replicas: tuple[int, ...]
+    isr_state: IsrState
+    leader_epoch_start_offset: int  # LESO: the LEO when this epoch began (KAFKA-7128)
+    recovery_state: LeaderRecoveryState = LeaderRecoveryState.RECOVERED
+
+
+class FetchPhase(enum.Enum):
+    TRUNCATING = "truncating"  # epoch-offset mode: ask OffsetsForLeaderEpoch first
+    FETCHING = "fetching"
+    FENCED = "fenced"  # FENCED_LEADER_EPOCH with our own epoch: wait for new metadata
+
+
+@dataclass(frozen=True, slots=True)
+class FollowerState:
+    leader_id: int
+    leader_epoch: int
+    partition_epoch: int
+    replicas: tuple[int, ...]
+    phase: FetchPhase
+
+
+# -- requests and answers ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FollowerFetch:
+    replica_id: int
+    fetch_offset: int
+    last_fetched_epoch: int
+    current_leader_epoch: int
+    log_start_offset: int
+    broker_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class EpochQuery:
+    """OffsetsForLeaderEpoch from a follower (epoch-offset mode, and legacy fallbacks)."""
+
+    replica_id: int
+    current_leader_epoch: int
+    leader_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchDecision:
+    """The leader's answer to a follower fetch, minus the bytes (the caller reads them).
+
+    Read ``[read_from, read_upto)`` (whole batches) when ``error`` is NONE and ``diverging`` is None.
+    ``high_watermark`` is the snapshot taken before the follower's fetch was recorded.
+    """
+
+    error: ErrorCode
+    leader_epoch: int
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    log_end_offset: int = -1
+    diverging: EpochEndOffset | None = None
+    read_from: int = -1
+    read_upto: int = -1
+    effects: tuple[Effect, ...] = ()
+
+    @property
+    def has_data(self) -> bool:
+        return (
+            self.error is ErrorCode.NONE
+            and self.diverging is None
+            and self.read_upto > self.read_from
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResponse:
+    """What a follower needs from a fetch response (the records travel separately)."""
+
+    error: ErrorCode
+    request_leader_epoch: int  # the epoch the follower sent (stale responses are dropped)
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    log_end_offset: int = -1
+    diverging: EpochEndOffset | None = None
+    has_records: bool = False
+
+
+class FollowerActionKind(enum.Enum):
+    APPEND = "append"  # append the records as follower, then after_follower_append
+    TRUNCATE = "truncate"  # truncate to ``offset``, then after_truncate, then fetch again
+    TRUNCATE_FULLY = "truncate-fully"  # truncate_fully_and_start_at(``offset``)
+    RETRY = "retry"  # fetch again (after a backoff if ``backoff``)
+    STOP = "stop"  # fenced: wait for metadata
+    IGNORE = "ignore"  # stale response for an older epoch
+
+
+@dataclass(frozen=True, slots=True)
+class FollowerAction:
+    kind: FollowerActionKind
+    offset: int = -1
+    backoff: bool = False
+    reason: str = ""
+
+
+@dataclass(slots=True)
+class Partition:
+    """One replica's replication state. Mutable; each method documents what it returns."""
+
+    config: PartitionConfig
+    high_watermark: int = 0
+    role: LeaderState | FollowerState | None = None
+    replica_states: dict[int, ReplicaState] = field(default_factory=dict)
+    purgatory: ProducePurgatory = field(default_factory=ProducePurgatory)
+    broker_epochs: dict[int, int] = field(default_factory=dict)  # registered, from metadata
+    ineligible: frozenset[int] = frozenset()  # fenced / shutting down, from metadata
+    local_broker_epoch: int = -1
+
+    # -- views -------------------------------------------------------------------------------
+    @property
+    def is_leader(self) -> bool:
+        return isinstance(self.role, LeaderState)
+
+    @property
+    def leader_epoch(self) -> int:
+        return self.role.leader_epoch if self.role is not None else UNDEFINED_EPOCH
+
+    @property
+    def partition_epoch(self) -> int:
+        return self.role.partition_epoch if self.role is not None else -1
+
+    @property
+    def leader_id(self) -> int:
+        if isinstance(self.role, LeaderState):
+            return self.config.broker_id
+        if isinstance(self.role, FollowerState):
+            return self.role.leader_id
+        return NO_LEADER
+
+    @property
+    def isr(self) -> tuple[int, ...]:
+        return self.role.isr_state.isr if isinstance(self.role, LeaderState) else ()
+
+    @property
+    def maximal_isr(self) -> tuple[int, ...]:
+        return self.role.isr_state.maximal_isr if isinstance(self.role, LeaderState) else ()
+
+    def remote_log_end_offsets(self) -> dict[int, int]:
+        """Leader only: the follower LEOs it has learned (-1 = unknown), by replica id."""
+        if not isinstance(self.role, LeaderState):
+            return {}
+        out: dict[int, int] = {}
+        for replica_id in self.role.replicas:
+            if replica_id == self.config.broker_id:
+                continue
+            state = self.replica_states.get(replica_id)
+            out[replica_id] = state.log_end_offset if state else isr_rules.UNKNOWN_OFFSET
+        return out
+
+    def _log(self, message: str, *args: object) -> None:
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug(
+                "[%s-%d broker=%d epoch=%d] " + message,
+                self.config.topic,
+                self.config.partition,
+                self.config.broker_id,
+                self.leader_epoch,
+                *args,
+            )
+
+    def _effective_min_isr(self, replicas: tuple[int, ...]) -> int:
+        return max(1, min(self.config.min_insync_replicas, len(replicas)))
+
+    def _eligible(self, replica_id: int) -> bool:
+        return replica_id not in self.ineligible
+
+    # -- startup -----------------------------------------------------------------------------
+    @staticmethod
+    def clamp_high_watermark(checkpointed: int, log: LogView) -> int:
+        """HW from the checkpoint, clamped to [log start, LEO] (it may be stale; never trusted)."""
+        return max(log.log_start_offset, min(checkpointed, log.log_end_offset))
+
+    # -- metadata ----------------------------------------------------------------------------
+    def apply_metadata(
+        self,
+        log: LogView,
+        registration: PartitionRegistration,
+        now_ms: int,
+        *,
+        broker_epochs: Mapping[int, int] | None = None,
+        ineligible: frozenset[int] | None = None,
+    ) -> list[Effect]:
+        """Apply the controller's partition record (``makeLeader``/``makeFollower``).
+
+        Ignored when its partition epoch is older than ours. A new leader epoch with us as leader
+        makes us leader (LESO := LEO, AssignEpoch in leader-epoch mode, follower state reset);
+        with someone else as leader makes us a follower that re-validates its log against the
+        leader, even when the leader is unchanged (KAFKA-7164).
+        """
+        if broker_epochs is not None:
+            self.broker_epochs = dict(broker_epochs)
+        if ineligible is not None:
+            self.ineligible = ineligible
+        if registration.partition_epoch < self.partition_epoch:
+            self._log("ignoring stale metadata partition_epoch=%d", registration.partition_epoch)
+            return []
+        me = self.config.broker_id
+        if registration.leader == me:
+            if (
+                isinstance(self.role, LeaderState)
+                and self.role.leader_epoch == registration.leader_epoch
+            ):
+                return self._update_leader_isr(log, registration, now_ms)
+            return self._make_leader(log, registration, now_ms)
+        if registration.leader_epoch < self.leader_epoch:
+            return []
+        if (
+            isinstance(self.role, FollowerState)
+            and self.role.leader_epoch == registration.leader_epoch
+            and self.role.leader_id == registration.leader
+        ):
+            self.role = replace(
+                self.role,
+                partition_epoch=registration.partition_epoch,
+                replicas=registration.replicas,
+            )
+            return []
+        return self._make_follower(log, registration)
+
+    def _make_leader(
+        self, log: LogView, registration: PartitionRegistration, now_ms: int
+    ) -> list[Effect]:
+        is_new_leader = not isinstance(self.role, LeaderState)
+        leo = log.log_end_offset
+        effects: list[Effect] = []
+        if self.config.truncation.records_epoch_on_election:
+            effects.append(AssignEpoch(registration.leader_epoch, leo))
+        isr_members = set(registration.isr)
+        states: dict[int, ReplicaState] = {}
+        for replica_id in registration.replicas:
+            if replica_id == self.config.broker_id:
+                continue
+            old = self.replica_states.get(replica_id, ReplicaState(replica_id))
+            states[replica_id] = isr_rules.reset_for_leadership(
+                old, now_ms=now_ms, in_isr=replica_id in isr_members, is_new_leader=is_new_leader
+            )
+        self.replica_states = states
+        self.role = LeaderState(
+            leader_epoch=registration.leader_epoch,
+            partition_epoch=registration.partition_epoch,
+            replicas=registration.replicas,
+            isr_state=CommittedIsr(registration.isr),
+            leader_epoch_start_offset=leo,
+            recovery_state=registration.leader_recovery_state,
+        )
+        self._log(
+            "became leader at LEO %d, HW %d, ISR %s", leo, self.high_watermark, registration.isr
+        )
+        effects.extend(self._maybe_increment_hw(log, now_ms))
+        return effects
+
+    def _update_leader_isr(
+        self, log: LogView, registration: PartitionRegistration, now_ms: int
+    ) -> list[Effect]:
+        assert isinstance(self.role, LeaderState)
+        self.role = replace(
+            self.role,
+            partition_epoch=registration.partition_epoch,
+            replicas=registration.replicas,
+            isr_state=CommittedIsr(registration.isr),
+        )
+        return self._maybe_increment_hw(log, now_ms)
+
+    def _make_follower(self, log: LogView, registration: PartitionRegistration) -> list[Effect]:
+        effects: list[Effect] = list(self.purgatory.fail_all(ErrorCode.NOT_LEADER_OR_FOLLOWER))
+        self.replica_states = {}
+        mode = self.config.truncation
+        cut = truncation_on_become_follower(mode, log.log_end_offset, self.high_watermark)
+        if cut is not None:
+            effects.append(
+                TruncateTo(cut, "high-watermark rule: truncate to own HW on becoming follower")
+            )
+        phase = FetchPhase.FETCHING
+        if mode is Truncation.EPOCH_OFFSET and log.log_end_offset > log.log_start_offset:
+            phase = FetchPhase.TRUNCATING
+        self.role = FollowerState(
+            leader_id=registration.leader,
+            leader_epoch=registration.leader_epoch,
+            partition_epoch=registration.partition_epoch,
+            replicas=registration.replicas,
+            phase=phase,
+        )
+        self._log("became follower of %d", registration.leader)
+        return effects
+
+    # -- leader: produce ---------------------------------------------------------------------
+    def check_produce(self, acks: int) -> ErrorCode:
+        """Before appending: not leader, or acks=all with the ISR below min ISR (nothing appended)."""
+        if not isinstance(self.role, LeaderState):
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if acks == ACKS_ALL and len(self.role.isr_state.isr) < self._effective_min_isr(
+            self.role.replicas
+        ):
+            return ErrorCode.NOT_ENOUGH_REPLICAS
+        return ErrorCode.NONE
+
+    def on_leader_append(
+        self,
+        log: LogView,
+        produce_id: int,
+        acks: int,
+        base_offset: int,
+        last_offset: int,
+        now_ms: int,
+        timeout_ms: int,
+    ) -> list[Effect]:
+        """The caller appended [base_offset, last_offset] as leader. acks=1 completes now, acks=0
+        never, acks=all parks until the HW passes ``last_offset``."""
+        effects = self._maybe_increment_hw(log, now_ms)
+        if acks == ACKS_LEADER:
+            effects.append(CompleteProduce(produce_id, ErrorCode.NONE, base_offset))
+        elif acks == ACKS_ALL:
+            self.purgatory.add(
+                DelayedProduce(produce_id, base_offset, last_offset + 1, now_ms + timeout_ms)
+            )
+            effects.extend(self._try_complete_produces())
+        return effects
+
+    def expire_produces(self, now_ms: int) -> list[Effect]:
+        return list(self.purgatory.expire(now_ms))
+
+    def _try_complete_produces(self) -> list[Effect]:
+        if not isinstance(self.role, LeaderState) or not len(self.purgatory):
+            return []
+        return list(
+            self.purgatory.try_complete(
+                self.high_watermark,
+                len(self.role.isr_state.maximal_isr),
+                self._effective_min_isr(self.role.replicas),
+            )
+        )
+
+    def _maybe_increment_hw(self, log: LogView, now_ms: int) -> list[Effect]:
+        role = self.role
+        if not isinstance(role, LeaderState):
+            return []
+        new_hw = isr_rules.leader_high_watermark(
+            current_high_watermark=self.high_watermark,
+            leader_id=self.config.broker_id,
+            leader_log_end_offset=log.log_end_offset,
+            replicas=role.replicas,
+            isr_state=role.isr_state,
+            replica_states=self.replica_states,
+            effective_min_isr=self._effective_min_isr(role.replicas),
+            now_ms=now_ms,
+            replica_lag_time_max_ms=self.config.replica_lag_time_max_ms,
+            eligible=self._eligible,
+        )
+        if new_hw <= self.high_watermark:
+            return []
+        old = self.high_watermark
+        self.high_watermark = new_hw
+        self._log("HW %d -> %d", old, new_hw)
+        effects: list[Effect] = [HighWatermarkChanged(old, new_hw)]
+        effects.extend(self._try_complete_produces())
+        return effects
+
+    # -- leader: follower fetch --------------------------------------------------------------
+    def handle_follower_fetch(
+        self, log: LogView, fetch: FollowerFetch, now_ms: int
+    ) -> FetchDecision:
+        """Fence, check divergence (leader-epoch mode), record the follower's LEO, maybe expand
+        the ISR and advance the HW. The decision's HW is the pre-update snapshot."""
+        role = self.role
+        replicas = role.replicas if role is not None else ()
+        error = fencing.check_replica_fetch(
+            self.leader_epoch,
+            fetch.current_leader_epoch,
+            is_leader=isinstance(role, LeaderState),
+            replica_id=fetch.replica_id,
+            replicas=replicas,
+            request_broker_epoch=fetch.broker_epoch,
+            registered_broker_epoch=self.broker_epochs.get(fetch.replica_id, -1),
+        )
+        if error is not ErrorCode.NONE:
+            return FetchDecision(error, self.leader_epoch)
+        assert isinstance(role, LeaderState)  # check_replica_fetch answered NOT_LEADER otherwise
+        hw_snapshot = self.high_watermark
+        leo = log.log_end_offset
+        log_start = log.log_start_offset
+        check = validate_fetch(
+            self.config.truncation,
+            log.epoch_cache,
+            log_start,
+            leo,
+            fetch.fetch_offset,
+            fetch.last_fetched_epoch,
+        )
+        if check.result is FetchValidation.DIVERGING:
+            return FetchDecision(
+                ErrorCode.NONE,
+                role.leader_epoch,
+                hw_snapshot,
+                log_start,
+                leo,
+                diverging=check.diverging,
+            )
+        if check.result is FetchValidation.OFFSET_OUT_OF_RANGE:
+            return FetchDecision(
+                ErrorCode.OFFSET_OUT_OF_RANGE, role.leader_epoch, hw_snapshot, log_start, leo
+            )
+        old = self.replica_states.get(fetch.replica_id, ReplicaState(fetch.replica_id))
+        self.replica_states[fetch.replica_id] = isr_rules.update_fetch_state(
+            old,
+            fetch_offset=fetch.fetch_offset,
+            follower_log_start_offset=fetch.log_start_offset,
+            fetch_time_ms=now_ms,
+            leader_log_end_offset_at_read=leo,
+            broker_epoch=fetch.broker_epoch,
+        )
+        effects = self._maybe_expand_isr(fetch.replica_id, log)
+        effects.extend(self._maybe_increment_hw(log, now_ms))
+        return FetchDecision(
+            ErrorCode.NONE,
+            role.leader_epoch,
+            hw_snapshot,
+            log_start,
+            leo,
+            read_from=fetch.fetch_offset,
+            read_upto=leo,
+            effects=tuple(effects),
+        )
+
+    def handle_epoch_query(
+        self, log: LogView, query: EpochQuery
+    ) -> tuple[ErrorCode, EpochEndOffset]:
+        """OffsetsForLeaderEpoch on the leader: fenced, leader-only, answer per protocol mode."""
+        error = fencing.check_leader_request(
+            self.leader_epoch, query.current_leader_epoch, is_leader=self.is_leader
+        )
+        if error is not ErrorCode.NONE:
+            return error, EpochEndOffset(UNDEFINED_EPOCH, -1)
+        answer = leader_end_offset_for(
+            self.config.truncation, log.epoch_cache, query.leader_epoch, log.log_end_offset
+        )
+        return ErrorCode.NONE, answer
+
+    def consumer_fetch_bound(self, current_leader_epoch: int) -> tuple[ErrorCode, int]:
+        """A consumer (READ_UNCOMMITTED) may read below the HW of the leader only."""
+        error = fencing.check_leader_request(
+            self.leader_epoch, current_leader_epoch, is_leader=self.is_leader
+        )
+        return error, self.high_watermark
+
+    # -- leader: ISR changes -----------------------------------------------------------------
+    def _proposal(self, role: LeaderState, new_isr: tuple[int, ...]) -> ProposeIsr:
+        epochs = tuple(
+            self.local_broker_epoch
+            if r == self.config.broker_id
+            else self.replica_states.get(r, ReplicaState(r)).broker_epoch
+            for r in new_isr
+        )
+        return ProposeIsr(
+            AlterPartitionRequest(
+                broker_id=self.config.broker_id,
+                broker_epoch=self.local_broker_epoch,
+                leader_epoch=role.leader_epoch,
+                partition_epoch=role.partition_epoch,
+                new_isr=new_isr,
+                new_isr_broker_epochs=epochs,
+                leader_recovered=role.recovery_state is LeaderRecoveryState.RECOVERING,
+            )
+        )
+
+    def _maybe_expand_isr(self, replica_id: int, log: LogView) -> list[Effect]:
+        role = self.role
+        if not isinstance(role, LeaderState):
+            return []
+        state = self.replica_states[replica_id]
+        if role.recovery_state is LeaderRecoveryState.RECOVERING:
+            return []  # the controller accepts no larger ISR until we report RECOVERED
+        if not isr_rules.can_expand_isr(
+            role.isr_state,
+            state,
+            high_watermark=self.high_watermark,
+            leader_epoch_start_offset=role.leader_epoch_start_offset,
+            eligible=self._eligible(replica_id)
+            and (
+                state.broker_epoch == -1
+                or state.broker_epoch == self.broker_epochs.get(replica_id, -1)
+            ),
+        ):
+            return []
+        committed = role.isr_state
+        assert isinstance(committed, CommittedIsr)
+        pending = PendingExpandIsr(committed.isr, replica_id, committed)
+        self.role = replace(role, isr_state=pending)
+        self._log("proposing ISR expand +%d (LEO %d)", replica_id, state.log_end_offset)
+        return [self._proposal(role, tuple(r for r in role.replicas if r in pending.maximal_isr))]
+
+    def maybe_shrink_isr(self, log: LogView, now_ms: int) -> list[Effect]:
+        """Periodic check (every replica.lag.time.max.ms / 2): propose removing lagging members;
+        the HW does not move until the controller commits the shrink."""
+        role = self.role
+        if not isinstance(role, LeaderState):
+            return []
+        lagging = isr_rules.out_of_sync_replicas(
+            role.isr_state,
+            leader_id=self.config.broker_id,
+            leader_log_end_offset=log.log_end_offset,
+            replica_states=self.replica_states,
+            now_ms=now_ms,
+            replica_lag_time_max_ms=self.config.replica_lag_time_max_ms,
+        )
+        if not lagging:
+            return []
+        committed = role.isr_state
+        assert isinstance(committed, CommittedIsr)
+        pending = PendingShrinkIsr(committed.isr, lagging, committed)
+        self.role = replace(role, isr_state=pending)
+        self._log("proposing ISR shrink -%s", lagging)
+        return [self._proposal(role, pending.proposed_isr)]
+
+    def handle_alter_partition_response(
+        self,
+        log: LogView,
+        proposal: AlterPartitionRequest,
+        error: ErrorCode,
+        registration: PartitionRegistration | None,
+        now_ms: int,
+    ) -> list[Effect]:
+        """Commit, revert or keep pending (``Partition.handleAlterPartition*``)."""
+        role = self.role
+        if not isinstance(role, LeaderState) or not role.isr_state.is_inflight:
+            return []
+        if isr_rules.proposed_isr(role.isr_state) != proposal.new_isr or (
+            role.leader_epoch != proposal.leader_epoch
+        ):
+            return []  # our state moved on meanwhile
+        if error is ErrorCode.NONE and registration is not None:
+            if (
+                registration.leader_epoch != role.leader_epoch
+                or registration.partition_epoch < role.partition_epoch
+            ):
+                return []
+            self.role = replace(
+                role,
+                isr_state=CommittedIsr(registration.isr),
+                partition_epoch=registration.partition_epoch,
+                recovery_state=registration.leader_recovery_state,
+            )
+            self._log(
+                "ISR committed %s partition_epoch=%d",
+                registration.isr,
+                registration.partition_epoch,
+            )
+            return self._maybe_increment_hw(log, now_ms)
+        if error is ErrorCode.INELIGIBLE_REPLICA:  # the controller guarantees it was not applied
+            state = role.isr_state
+            assert not isinstance(state, CommittedIsr)
+            self.role = replace(role, isr_state=state.last_committed)
+            self._log("ISR proposal rejected (%s), reverted", error.name)
+            return []
+        # FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION, ...: stay pending until metadata arrives.
+        self._log("ISR proposal failed (%s), pending until new metadata", error.name)
+        return []
+
+    # -- follower ----------------------------------------------------------------------------
+    def next_fetch(self, log: LogView) -> FollowerFetch | EpochQuery | None:
+        """The next request a follower sends to its leader (None when not fetching)."""
+        role = self.role
+        if not isinstance(role, FollowerState) or role.phase is FetchPhase.FENCED:
+            return None
+        if role.phase is FetchPhase.TRUNCATING:
+            return EpochQuery(
+                self.config.broker_id, role.leader_epoch, log.epoch_cache.latest_epoch
+            )
+        last_fetched = (
+            log.epoch_cache.latest_epoch
+            if self.config.truncation is Truncation.LEADER_EPOCH
+            else UNDEFINED_EPOCH
+        )
+        return FollowerFetch(
+            replica_id=self.config.broker_id,
+            fetch_offset=log.log_end_offset,
+            last_fetched_epoch=last_fetched,
+            current_leader_epoch=role.leader_epoch,
+            log_start_offset=log.log_start_offset,
+            broker_epoch=self.local_broker_epoch,
+        )
+
+    def on_epoch_answer(
+        self, log: LogView, request_leader_epoch: int, error: ErrorCode, answer: EpochEndOffset
+    ) -> FollowerAction:
+        """Epoch-offset mode: the leader's OffsetsForLeaderEpoch answer decides the cut."""
+        role = self.role
+        if not isinstance(role, FollowerState) or role.leader_epoch != request_leader_epoch:
+            return FollowerAction(FollowerActionKind.IGNORE)
+        if error is not ErrorCode.NONE:
+            return self._on_fetch_error(role, error)
+        point = truncation_point(
+            self.config.truncation, log.epoch_cache, log.log_end_offset, self.high_watermark, answer
+        )
+        if point.final:
+            self.role = replace(role, phase=FetchPhase.FETCHING)
+        return FollowerAction(FollowerActionKind.TRUNCATE, point.offset, reason="epoch answer")
+
+    def on_fetch_response(self, log: LogView, response: FetchResponse) -> FollowerAction:
+        """Decide what a fetch response means for this follower."""
+        role = self.role
+        if (
+            not isinstance(role, FollowerState)
+            or role.leader_epoch != response.request_leader_epoch
+        ):
+            return FollowerAction(FollowerActionKind.IGNORE)
+        if response.error is ErrorCode.OFFSET_OUT_OF_RANGE:
+            return self._on_out_of_range(log, response)
+        if response.error is not ErrorCode.NONE:
+            return self._on_fetch_error(role, response.error)
+        if response.diverging is not None:
+            point = truncation_point(
+                self.config.truncation,
+                log.epoch_cache,
+                log.log_end_offset,
+                self.high_watermark,
+                response.diverging,
+            )
+            return FollowerAction(
+                FollowerActionKind.TRUNCATE,
+                point.offset,
+                reason=f"diverging epoch {response.diverging.epoch}@{response.diverging.end_offset}"
+                + ("" if point.final else " (intermediate)"),
+            )
+        return FollowerAction(FollowerActionKind.APPEND)
+
+    def _on_fetch_error(self, role: FollowerState, error: ErrorCode) -> FollowerAction:
+        if error is ErrorCode.FENCED_LEADER_EPOCH:
+            self.role = replace(role, phase=FetchPhase.FENCED)
+            return FollowerAction(FollowerActionKind.STOP, reason=error.name)
+        return FollowerAction(FollowerActionKind.RETRY, backoff=True, reason=error.name)
+
+    def _on_out_of_range(self, log: LogView, response: FetchResponse) -> FollowerAction:
+        """``fetchOffsetAndTruncate``: cut to a shorter leader log, or jump to its log start."""
+        if response.log_end_offset >= 0 and response.log_end_offset < log.log_end_offset:
+            return FollowerAction(
+                FollowerActionKind.TRUNCATE, response.log_end_offset, reason="leader log shorter"
+            )
+        if response.log_start_offset > log.log_end_offset:
+            return FollowerAction(
+                FollowerActionKind.TRUNCATE_FULLY,
+                response.log_start_offset,
+                reason="behind log start",
+            )
+        return FollowerAction(FollowerActionKind.RETRY, backoff=True, reason="out of range")
+
+    def after_truncate(self, log: LogView) -> list[Effect]:
+        """The log was truncated: keep HW <= LEO (a follower HW may go backwards)."""
+        if self.high_watermark > log.log_end_offset:
+            old = self.high_watermark
+            self.high_watermark = log.log_end_offset
+            return [HighWatermarkChanged(old, self.high_watermark)]
+        return []
+
+    def after_follower_append(self, log: LogView, response: FetchResponse) -> list[Effect]:
+        """Follower HW = max(log start, min(leader HW, own LEO)); no monotonicity."""
+        new_hw = max(log.log_start_offset, min(response.high_watermark, log.log_end_offset))
+        if new_hw != self.high_watermark:
+            old = self.high_watermark
+            self.high_watermark = new_hw
+            return [HighWatermarkChanged(old, new_hw)]
+        return []
+
+    def resign(self) -> list[Effect]:
+        """Stop replicating (broker shutting down or partition removed)."""
+        effects: list[Effect] = list(self.purgatory.fail_all(ErrorCode.NOT_LEADER_OR_FOLLOWER))
+        self.role = None
+        self.replica_states = {}
+        return effects
