@@ -82,9 +82,7 @@ def check(
     transitions = 0
     depth = 0
 
-    def result(
-        complete: bool, violation: Violation | None, trace: list[TraceStep]
-    ) -> CheckResult:
+    def result(complete: bool, violation: Violation | None, trace: list[TraceStep]) -> CheckResult:
         seconds = time.perf_counter() - started
         outcome = CheckResult(
             config=config,

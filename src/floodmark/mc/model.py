@@ -151,9 +151,7 @@ def truncate_replica(rep: ReplicaState, offset: int) -> ReplicaState:
     new_leo = min(offset, rep.leo)
     cache = EpochCache(rep.cache)
     cache.truncate_from_end(new_leo)
-    return rep._replace(
-        log=rep.log[:new_leo], cache=cache_pairs(cache), hw=min(rep.hw, new_leo)
-    )
+    return rep._replace(log=rep.log[:new_leo], cache=cache_pairs(cache), hw=min(rep.hw, new_leo))
 
 
 class Model:
@@ -206,7 +204,11 @@ class Model:
         return max(rep.hw, new_hw)
 
     def _with_leader(
-        self, state: ModelState, r: int, rep: ReplicaState, extra: dict[int, ReplicaState] | None = None
+        self,
+        state: ModelState,
+        r: int,
+        rep: ReplicaState,
+        extra: dict[int, ReplicaState] | None = None,
     ) -> ModelState:
         """Install leader ``r``'s new state, advancing its HW and the ``committed`` history."""
         new_hw = self._leader_hw(rep, r)
@@ -271,7 +273,10 @@ class Model:
         for epoch in range(rep.leader_epoch + 1, state.controller_epoch + 1):
             request = state.requests[epoch]
             if request.leader == r:
-                yield Action("BecomeLeader", r, epoch), self._become_leader(state, r, epoch, request)
+                yield (
+                    Action("BecomeLeader", r, epoch),
+                    self._become_leader(state, r, epoch, request),
+                )
             else:
                 yield (
                     Action("BecomeFollower", r, epoch),
@@ -341,15 +346,17 @@ class Model:
                 # Shrink: a follower that has not caught up to the leader's LEO (§3.2).
                 new_isr = rep.isr & ~(1 << f)
                 nxt = state._replace(controller_isr=new_isr)
-                yield Action("LeaderShrinkIsr", r, f), self._with_leader(
-                    nxt, r, rep._replace(isr=new_isr)
+                yield (
+                    Action("LeaderShrinkIsr", r, f),
+                    self._with_leader(nxt, r, rep._replace(isr=new_isr)),
                 )
             elif not in_isr and known >= rep.hw and known >= self._leso(rep):
                 # Expand: LEO (as learned from its fetches) >= HW and >= LESO (§3.3, KAFKA-7128).
                 new_isr = rep.isr | (1 << f)
                 nxt = state._replace(controller_isr=new_isr)
-                yield Action("LeaderExpandIsr", r, f), self._with_leader(
-                    nxt, r, rep._replace(isr=new_isr)
+                yield (
+                    Action("LeaderExpandIsr", r, f),
+                    self._with_leader(nxt, r, rep._replace(isr=new_isr)),
                 )
 
     def _leso(self, rep: ReplicaState) -> int:
@@ -378,8 +385,9 @@ class Model:
             return
         rep = state.replicas[f]
         if rep.pending_truncation:
-            yield Action("OffsetsForLeaderEpoch", f, target), self._offsets_for_leader_epoch(
-                state, f, target
+            yield (
+                Action("OffsetsForLeaderEpoch", f, target),
+                self._offsets_for_leader_epoch(state, f, target),
             )
             return
         nxt = self._fetch(state, f, target)

@@ -117,9 +117,7 @@ def _replica_line(config: ModelConfig, r: int, rep: ReplicaState) -> str:
         role = f"follows {config.name(rep.leader)} e{rep.leader_epoch}"
     else:
         role = f"no leader e{rep.leader_epoch}" if rep.leader_epoch >= 0 else "idle"
-    return (
-        f"    {config.name(r)}: [{log}] LEO={rep.leo} HW={rep.hw} epochs={{{cache}}}  {role}"
-    )
+    return f"    {config.name(r)}: [{log}] LEO={rep.leo} HW={rep.hw} epochs={{{cache}}}  {role}"
 
 
 def trace_text(result: CheckResult) -> list[str]:
@@ -128,9 +126,7 @@ def trace_text(result: CheckResult) -> list[str]:
     for index, step in enumerate(result.trace):
         state = step.state
         leader = (
-            config.name(state.controller_leader)
-            if state.controller_leader != NO_LEADER
-            else "none"
+            config.name(state.controller_leader) if state.controller_leader != NO_LEADER else "none"
         )
         isr = ",".join(_names(config, state.controller_isr))
         lines.append(f"  {index:2d}. {describe(step.action, state, config)}")
@@ -158,9 +154,7 @@ def result_text(result: CheckResult) -> str:
         f"wall time: {result.seconds:.2f} s  ({result.states_per_second:,.0f} states/s)",
     ]
     if result.violation is not None:
-        lines.append(
-            f"verdict: VIOLATED {result.violation.invariant}: {result.violation.detail}"
-        )
+        lines.append(f"verdict: VIOLATED {result.violation.invariant}: {result.violation.detail}")
         lines.append(f"shortest counterexample ({len(result.trace) - 1} steps):")
         lines.extend(trace_text(result))
     elif result.complete:
