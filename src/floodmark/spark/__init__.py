@@ -1,1 +1,47 @@
+"""PySpark data source ``floodmark``: Spark's Kafka source and sink, over the Kafka protocol.
 
+    import floodmark.spark
+    floodmark.spark.register(spark)
+    df = (spark.readStream.format("floodmark")
+          .option("kafka.bootstrap.servers", "127.0.0.1:9092")
+          .option("subscribe", "events").load())
+
+Same schema and option names as Spark's Kafka connector; see docs/spark.md. Nothing here imports
+pyspark at module import time, so ``import floodmark.spark`` is cheap and side-effect free.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+FORMAT = "floodmark"
+
+
+def register(spark: Any) -> None:
+    """Register the ``floodmark`` format on a SparkSession (once per session)."""
+    from floodmark.spark.source import FloodmarkDataSource
+
+    spark.dataSource.register(FloodmarkDataSource)
+    try:
+        python_exec = spark.sparkContext.pythonExec
+    except Exception:  # Spark Connect sessions have no sparkContext
+        return
+    if os.path.realpath(python_exec or "") != os.path.realpath(sys.executable) and \
+            "PYSPARK_PYTHON" not in os.environ:
+        log.warning("Spark workers run %r, not this interpreter %r; set PYSPARK_PYTHON=%s before "
+                    "creating the session so workers can import floodmark and pyarrow",
+                    python_exec, sys.executable, sys.executable)
+
+
+def prepare_environment() -> None:
+    """Point PySpark workers at this interpreter (call before creating the SparkSession)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+
+__all__ = ["FORMAT", "prepare_environment", "register"]

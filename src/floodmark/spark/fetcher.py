@@ -1,0 +1,159 @@
+"""Executor side: read one offset range [start, end) of one partition as Arrow record batches.
+
+``end`` was chosen by the driver at or below the high watermark (or LSO under read_committed), so
+nothing at or above the HW of planning time is ever returned; on top of that every fetch response's
+own HW caps what is kept, so even a broker whose HW moved backwards (truncation after an unclean
+election) cannot make the reader return an offset it does not vouch for.
+
+Clients are cached per Python worker process (Spark reuses workers), keyed by the connection
+options, like Spark's Kafka consumer pool.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from floodmark.errors import ErrorCode, KafkaError
+from floodmark.spark.decode import AbortedTracker, decode_batch, iter_batches
+from floodmark.spark.protocol import READ_COMMITTED, KafkaClient
+
+log = logging.getLogger(__name__)
+
+_CLIENTS: dict[tuple[object, ...], KafkaClient] = {}
+_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    """What a worker needs to open a client (picklable, hashable)."""
+
+    bootstrap_servers: str
+    client_id: str = "floodmark-spark"
+    request_timeout_ms: int = 30_000
+    isolation_level: int = 0
+    fetch_max_bytes: int = 8 * 1024 * 1024
+    max_wait_ms: int = 500
+    poll_timeout_ms: int = 120_000
+    truncation_grace_ms: int = 2_000
+
+
+def client_for(cfg: ClientConfig) -> KafkaClient:
+    key = (cfg.bootstrap_servers, cfg.client_id, cfg.request_timeout_ms, cfg.isolation_level,
+           threading.get_ident())
+    with _LOCK:
+        c = _CLIENTS.get(key)
+        if c is None:
+            c = KafkaClient(cfg.bootstrap_servers, client_id=cfg.client_id,
+                            request_timeout_ms=cfg.request_timeout_ms,
+                            isolation_level=cfg.isolation_level)
+            _CLIENTS[key] = c
+        return c
+
+
+class DataLossError(Exception):
+    """Data the query expected is gone (retention moved the log start, or a truncation)."""
+
+
+def data_loss(message: str, fail_on_data_loss: bool) -> None:
+    """Spark Kafka source semantics: raise when failOnDataLoss, otherwise log a warning."""
+    if fail_on_data_loss:
+        raise DataLossError(
+            message + ". Some data may have been lost because they are not available in the broker "
+            "any more; either the data was aged out by the broker or the topic was truncated "
+            "(e.g. after an unclean leader election). If you want your query to continue "
+            "anyway, set the source option 'failOnDataLoss' to 'false'.")
+    log.warning("%s. Some data may have been lost; continuing because failOnDataLoss=false",
+                message)
+
+
+def read_range(
+    cfg: ClientConfig,
+    topic: str,
+    partition: int,
+    start: int,
+    end: int,
+    *,
+    include_headers: bool,
+    fail_on_data_loss: bool,
+) -> Iterator[pa.RecordBatch]:
+    """Yield Arrow batches with every record at offsets [start, end) that the broker still has."""
+    client = client_for(cfg)
+    offset = start
+    deadline = time.monotonic() + cfg.poll_timeout_ms / 1000
+    grace_deadline = time.monotonic() + cfg.truncation_grace_ms / 1000
+    tracker_needed = cfg.isolation_level == READ_COMMITTED
+    while offset < end:
+        fp = client.fetch(topic, partition, offset, max_bytes=cfg.fetch_max_bytes,
+                          max_wait_ms=cfg.max_wait_ms)
+        if fp.error_code == int(ErrorCode.OFFSET_OUT_OF_RANGE):
+            bounds = client.bounds(topic, partition)
+            if offset < bounds.log_start_offset:
+                data_loss(f"Cannot fetch offset {offset} of {topic}-{partition}: the log now "
+                          f"starts at {bounds.log_start_offset} (requested range [{start}, {end}))",
+                          fail_on_data_loss)
+                offset = bounds.log_start_offset
+                continue
+            data_loss(f"Offsets [{offset}, {end}) of {topic}-{partition} are gone: the high "
+                      f"watermark is now {bounds.high_watermark} (truncated)", fail_on_data_loss)
+            return
+        if fp.error_code != int(ErrorCode.NONE):
+            raise KafkaError(ErrorCode(fp.error_code), f"Fetch {topic}-{partition} at {offset}")
+        if offset < fp.log_start_offset:
+            data_loss(f"Offset {offset} of {topic}-{partition} is below the log start offset "
+                      f"{fp.log_start_offset} (requested range [{start}, {end}))",
+                      fail_on_data_loss)
+        limit = min(end, fp.high_watermark)
+        if cfg.isolation_level == READ_COMMITTED and fp.last_stable_offset >= 0:
+            limit = min(limit, fp.last_stable_offset)
+        if limit <= offset:
+            # Nothing committed at `offset` although the driver planned up to `end`: either the
+            # HW of a new leader has not caught up yet (wait), or the log was truncated below the
+            # planned end (data loss). Wait `truncation_grace_ms` before calling it a loss.
+            if time.monotonic() > grace_deadline:
+                data_loss(f"Offsets [{offset}, {end}) of {topic}-{partition} are gone: the high "
+                          f"watermark is now {fp.high_watermark}", fail_on_data_loss)
+                return
+            time.sleep(0.05)
+            continue
+        grace_deadline = time.monotonic() + cfg.truncation_grace_ms / 1000
+        tracker = AbortedTracker.from_response(fp.aborted) if tracker_needed else None
+        next_offset = offset
+        pending: list[pa.RecordBatch] = []
+        for hdr, records in iter_batches(fp.records):
+            if hdr.next_offset <= offset:
+                continue
+            if hdr.base_offset >= limit:
+                break
+            next_offset = max(next_offset, min(hdr.next_offset, limit))
+            if tracker is not None and tracker.skip(hdr, records):
+                continue
+            if hdr.is_control:
+                continue
+            rb = decode_batch(hdr, records, topic=topic, partition=partition, start=offset,
+                              end=limit, include_headers=include_headers)
+            if rb is not None and rb.num_rows:
+                pending.append(rb)
+        if pending:
+            if len(pending) == 1:
+                yield pending[0]
+            else:
+                yield pa.Table.from_batches(pending).combine_chunks().to_batches()[0]
+        if next_offset > offset:
+            offset = next_offset
+            deadline = time.monotonic() + cfg.poll_timeout_ms / 1000
+            continue
+        if len(fp.records) >= cfg.fetch_max_bytes:
+            raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE,
+                             f"{topic}-{partition}: a batch at {offset} exceeds "
+                             f"fetch.max.bytes={cfg.fetch_max_bytes}")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{topic}-{partition}: no data at offset {offset} although the "
+                               f"high watermark is {fp.high_watermark} "
+                               f"(kafkaConsumer.pollTimeoutMs={cfg.poll_timeout_ms})")
+        time.sleep(0.01)
