@@ -1,0 +1,263 @@
+"""The broker process: state, lifecycle (open/recover, serve, checkpoint, shut down), dispatch.
+
+One asyncio event loop. The broker owns the partition logs (through ``floodmark.storage``), the
+leader-side partition state (``partition_state``), the fetch purgatory, the group coordinator and
+the committed-offset store; it asks the controller (``metadata.Controller``) for every metadata
+change. Request handlers live in ``broker/handlers``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from floodmark.broker import storage_glue
+from floodmark.broker.config import BrokerConfig
+from floodmark.broker.groups import GroupCoordinator
+from floodmark.broker.handlers import admin, data, group_apis
+from floodmark.broker.metadata import LocalController, TopicMeta
+from floodmark.broker.offsets import OFFSETS_TOPIC, OffsetStore
+from floodmark.broker.partition_state import PartitionState
+from floodmark.broker.producer_state import BatchMeta
+from floodmark.broker.purgatory import FetchPurgatory
+from floodmark.broker.server import Connection, start_listener
+from floodmark.errors import ErrorCode, KafkaError
+from floodmark.wire.api_table import SUPPORTED, ApiKey, supported_range
+from floodmark.wire.codec import (
+    ProtocolError,
+    RequestHeader,
+    api_versions_error_response,
+    decode_request,
+    encode_response,
+    peek_header,
+)
+
+log = logging.getLogger(__name__)
+
+Parts = list[bytes | memoryview]
+Handler = Callable[["Broker", RequestHeader, Any, Connection], Any]
+
+HANDLERS: dict[ApiKey, Handler] = {
+    ApiKey.API_VERSIONS: admin.api_versions,
+    ApiKey.METADATA: admin.metadata,
+    ApiKey.CREATE_TOPICS: admin.create_topics,
+    ApiKey.DELETE_TOPICS: admin.delete_topics,
+    ApiKey.CREATE_PARTITIONS: admin.create_partitions,
+    ApiKey.DESCRIBE_CONFIGS: admin.describe_configs,
+    ApiKey.PRODUCE: data.produce,
+    ApiKey.FETCH: data.fetch,
+    ApiKey.LIST_OFFSETS: data.list_offsets,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: data.offset_for_leader_epoch,
+    ApiKey.INIT_PRODUCER_ID: data.init_producer_id,
+    ApiKey.FIND_COORDINATOR: group_apis.find_coordinator,
+    ApiKey.JOIN_GROUP: group_apis.join_group,
+    ApiKey.SYNC_GROUP: group_apis.sync_group,
+    ApiKey.HEARTBEAT: group_apis.heartbeat,
+    ApiKey.LEAVE_GROUP: group_apis.leave_group,
+    ApiKey.OFFSET_COMMIT: group_apis.offset_commit,
+    ApiKey.OFFSET_FETCH: group_apis.offset_fetch,
+    ApiKey.LIST_GROUPS: group_apis.list_groups,
+    ApiKey.DESCRIBE_GROUPS: group_apis.describe_groups,
+}
+assert set(HANDLERS) == set(SUPPORTED), "the API table and the handler table must agree"
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        self.data_dir = Path(config.data_dir)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.controller = LocalController(self.data_dir, self.node_id)
+        self.partitions: dict[tuple[str, int], PartitionState] = {}
+        self.purgatory = FetchPurgatory()
+        self.offsets = OffsetStore()
+        self.groups = GroupCoordinator(
+            initial_rebalance_delay_ms=int(config.get("group.initial.rebalance.delay.ms")),
+            min_session_timeout_ms=int(config.get("group.min.session.timeout.ms")),
+            max_session_timeout_ms=int(config.get("group.max.session.timeout.ms")),
+        )
+        self.connections: set[Connection] = set()
+        self.max_request_bytes = int(config.get("socket.request.max.bytes"))
+        self.storage = storage_glue.Storage(self.data_dir, config)
+        self._server: asyncio.Server | None = None
+        self._stopping: asyncio.Event | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self.bound_port: int = config.listen_port
+        self.now_ms = now_ms
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def open(self) -> None:
+        """Open (and recover) every partition log the metadata knows; replay committed offsets."""
+        t0 = time.monotonic()
+        for meta in list(self.controller.topics().values()):
+            self._open_topic(meta)
+        if OFFSETS_TOPIC not in self.controller.topics():
+            n = int(self.config.get("offsets.topic.num.partitions"))
+            meta = self.controller.create_topic(
+                OFFSETS_TOPIC, n, 1, {"cleanup.policy": "compact"}, internal=True
+            )
+            self._open_topic(meta)
+        internal = self.controller.topics()[OFFSETS_TOPIC]
+        replayed = self.offsets.replay(lambda: self._read_all(internal))
+        self.storage.remove_orphans(self.controller.topics())
+        log.info("broker %d opened %d partitions (%d committed offsets replayed) in %.2fs",
+                 self.node_id, len(self.partitions), replayed, time.monotonic() - t0)
+
+    def _read_all(self, meta: TopicMeta) -> Any:
+        for p in meta.partitions:
+            ps = self.partitions[(meta.name, p.partition)]
+            yield from self.storage.read_all(ps.log, ps.high_watermark)
+
+    def _open_topic(self, meta: TopicMeta) -> None:
+        min_isr = int(meta.configs.get("min.insync.replicas",
+                                       self.config.get("min.insync.replicas")))
+        for p in meta.partitions:
+            key = (meta.name, p.partition)
+            if key in self.partitions:
+                continue
+            plog, hw = self.storage.open_log(meta.name, p.partition, meta.configs, self.now_ms())
+            ps = PartitionState(meta.name, p.partition, self.node_id, p.leader_epoch, plog,
+                                min_insync_replicas=min_isr, high_watermark=hw)
+            ps.become_leader(p.leader_epoch)
+            # Producer state is rebuilt from the batch headers in the log (idempotence survives
+            # restarts): the last five batches of each producer id.
+            for h in plog.iter_batch_headers():
+                if h.producer_id >= 0:
+                    ps.producers.record(BatchMeta.from_header(h), h.base_offset)
+            ps.maybe_increment_high_watermark()
+            self.partitions[key] = ps
+
+    async def serve(self, ready: Callable[[int], None] | None = None) -> None:
+        self._stopping = asyncio.Event()
+        self._server = await start_listener(
+            self.config.listen_host, self.config.listen_port, self.dispatch,
+            self.max_request_bytes, self.connections.add, self.connections.discard,
+        )
+        sock = self._server.sockets[0]
+        self.bound_port = sock.getsockname()[1]
+        log.info("broker %d listening on %s:%d advertised %s:%d", self.node_id,
+                 self.config.listen_host, self.bound_port, *self.advertised)
+        self._tasks.append(asyncio.create_task(self._periodic()))
+        if ready is not None:
+            ready(self.bound_port)
+        await self._stopping.wait()
+        await self._shutdown()
+
+    def stop(self) -> None:
+        if self._stopping is not None:
+            self._stopping.set()
+
+    async def _periodic(self) -> None:
+        interval_s = int(self.config.get("log.checkpoint.interval.ms")) / 1000
+        last_checkpoint = time.monotonic()
+        while True:
+            await asyncio.sleep(0.5)
+            self.groups.expire_sessions()
+            for ps in self.partitions.values():
+                self.storage.maybe_flush(ps.log, self.now_ms())
+            if time.monotonic() - last_checkpoint >= interval_s:
+                last_checkpoint = time.monotonic()
+                self.checkpoint()
+
+    def checkpoint(self) -> None:
+        self.storage.write_checkpoints(self.partitions)
+
+    async def _shutdown(self) -> None:
+        log.info("broker %d shutting down", self.node_id)
+        for task in self._tasks:
+            task.cancel()
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self.connections):
+            conn.abort()
+        self.groups.shutdown()
+        self.purgatory.wake_all()
+        await asyncio.sleep(0)
+        self.close()
+
+    def close(self) -> None:
+        for ps in self.partitions.values():
+            self.storage.flush(ps.log)
+        self.checkpoint()
+        for ps in self.partitions.values():
+            ps.log.close()
+        log.info("broker %d closed cleanly (checkpoints written)", self.node_id)
+
+    @property
+    def advertised(self) -> tuple[str, int]:
+        host = self.config.advertised_host or self.config.listen_host
+        if host in ("0.0.0.0", "::", ""):
+            host = "127.0.0.1"
+        return host, self.config.advertised_port or self.bound_port
+
+    # -- metadata changes ----------------------------------------------------------------------
+    def create_topic(self, name: str, num_partitions: int, replication_factor: int,
+                     configs: dict[str, Any], *, validate_only: bool = False) -> TopicMeta:
+        if num_partitions == -1:
+            num_partitions = int(self.config.get("num.partitions"))
+        if replication_factor == -1:
+            replication_factor = int(self.config.get("default.replication.factor"))
+        configs = self.storage.validate_topic_configs(configs)
+        if name.startswith("__") and name == OFFSETS_TOPIC:
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"{name} is internal")
+        meta = self.controller.create_topic(name, num_partitions, replication_factor, configs,
+                                            validate_only=validate_only)
+        if not validate_only:
+            self._open_topic(meta)
+        return meta
+
+    def delete_topic(self, name: str) -> TopicMeta:
+        meta = self.controller.delete_topic(name)
+        for p in meta.partitions:
+            ps = self.partitions.pop((name, p.partition), None)
+            if ps is not None:
+                ps.log.close()
+                self.storage.delete_log(name, p.partition)
+                self.purgatory.wake((name, p.partition))
+        self.offsets.remove_topic(name)
+        self.checkpoint()
+        return meta
+
+    def create_partitions(self, name: str, count: int, *, validate_only: bool = False) -> None:
+        meta = self.controller.create_partitions(name, count, validate_only=validate_only)
+        if not validate_only:
+            self._open_topic(meta)
+
+    # -- dispatch ------------------------------------------------------------------------------
+    def dispatch(self, frame: memoryview | bytes, conn: Connection) -> Parts | None | Awaitable[Parts | None]:
+        key, version, corr = peek_header(frame)
+        if key == ApiKey.API_VERSIONS and version > SUPPORTED[ApiKey.API_VERSIONS].max_version:
+            # Too new: answer in the v0 layout with our table, without parsing the body (P1).
+            return api_versions_error_response(corr, admin.api_keys_table())
+        rng = supported_range(key)
+        if rng is None:
+            raise ProtocolError(f"unknown api_key {key} (correlation_id={corr})")
+        if version not in rng:
+            raise ProtocolError(
+                f"unsupported version {version} of api_key {key} (supported {rng.min_version}-"
+                f"{rng.max_version})"
+            )
+        header, body = decode_request(frame)
+        result = HANDLERS[ApiKey(key)](self, header, body, conn)
+        if inspect.isawaitable(result):
+            return self._finish(header, result)
+        return self._encode(header, result)
+
+    async def _finish(self, header: RequestHeader, pending: Awaitable[Any]) -> Parts | None:
+        return self._encode(header, await pending)
+
+    @staticmethod
+    def _encode(header: RequestHeader, result: Any) -> Parts | None:
+        if result is None or isinstance(result, list):
+            return result
+        return encode_response(header.api_key, header.api_version, header.correlation_id, result)

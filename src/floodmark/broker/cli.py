@@ -1,0 +1,63 @@
+"""``floodmark broker`` (run a broker) and the human commands ``topic``, ``produce``, ``consume``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("broker", help="run a Kafka-compatible broker (broker+controller)")
+    p.add_argument("--data-dir", required=True, help="data directory (created if missing)")
+    p.add_argument("--listen", default="127.0.0.1:9092", help="HOST:PORT to bind (port 0 = any)")
+    p.add_argument("--advertised", default=None, help="HOST:PORT clients are told to use")
+    p.add_argument("--config", default=None, help="TOML file of Kafka-named settings")
+    p.add_argument("--set", dest="overrides", action="append", default=[],
+                   metavar="NAME=VALUE", help="any Kafka-named setting (repeatable)")
+    p.add_argument("--node-id", type=int, default=None)
+    p.add_argument("--log-level", default=os.environ.get("FLOODMARK_LOG_LEVEL", "INFO"))
+    p.set_defaults(func=run_broker)
+    from floodmark.broker import human_cli
+
+    human_cli.register(subparsers)
+
+
+def run_broker(args: argparse.Namespace) -> int:
+    from floodmark.broker.broker import Broker
+    from floodmark.broker.config import BrokerConfig
+
+    logging.basicConfig(
+        level=args.log_level.upper(), stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    config = BrokerConfig.load(
+        data_dir=args.data_dir, listen=args.listen, advertised=args.advertised,
+        config_file=args.config, overrides=args.overrides, node_id=args.node_id,
+    )
+    try:
+        import uvloop
+
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
+        pass
+    broker = Broker(config)
+    broker.open()
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, broker.stop)
+
+        def ready(port: int) -> None:
+            # One machine-readable line on stdout so scripts and tests learn the bound port.
+            print(f"floodmark broker listening on {config.listen_host}:{port}", flush=True)
+
+        await broker.serve(ready)
+
+    asyncio.run(main())
+    return 0

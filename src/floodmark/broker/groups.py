@@ -1,0 +1,381 @@
+"""The classic consumer-group coordinator (JoinGroup/SyncGroup/Heartbeat/LeaveGroup).
+
+One state machine per group, Kafka's states: EMPTY -> PREPARING_REBALANCE -> COMPLETING_REBALANCE
+-> STABLE, back to PREPARING_REBALANCE when a member joins, leaves or times out. Generations start
+at 1 (aiokafka skips LeaveGroup at generation 0, wire-compat.md P11). A rebalance completes when
+every known member has rejoined, after ``group.initial.rebalance.delay.ms`` for an empty group, or
+at the rebalance timeout (members that did not rejoin are removed). Only the leader gets the member
+list; followers' SyncGroup waits for the leader's assignment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from floodmark.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+
+class GroupState(enum.Enum):
+    EMPTY = "Empty"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+@dataclass
+class JoinResult:
+    error: ErrorCode
+    generation_id: int = -1
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader: str = ""
+    member_id: str = ""
+    members: list[tuple[str, str | None, bytes]] = field(default_factory=list)
+
+
+@dataclass
+class Member:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    assignment: bytes = b""
+    last_heartbeat_ms: float = 0.0
+    join_future: asyncio.Future[JoinResult] | None = None
+    sync_future: asyncio.Future[tuple[ErrorCode, bytes]] | None = None
+
+    def metadata_for(self, protocol: str) -> bytes:
+        for name, meta in self.protocols:
+            if name == protocol:
+                return meta
+        return b""
+
+
+def _now_ms() -> float:
+    return time.monotonic() * 1000
+
+
+@dataclass
+class Group:
+    group_id: str
+    state: GroupState = GroupState.EMPTY
+    generation_id: int = 0
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader_id: str | None = None
+    members: dict[str, Member] = field(default_factory=dict)
+    pending_members: set[str] = field(default_factory=set)
+    rebalance_timer: asyncio.TimerHandle | None = None
+    initial_delay_timer: asyncio.TimerHandle | None = None
+
+
+class GroupCoordinator:
+    def __init__(
+        self,
+        *,
+        initial_rebalance_delay_ms: int,
+        min_session_timeout_ms: int,
+        max_session_timeout_ms: int,
+        on_group_emptied: Callable[[str], None] | None = None,
+    ) -> None:
+        self.groups: dict[str, Group] = {}
+        self._initial_delay_ms = initial_rebalance_delay_ms
+        self._min_session_ms = min_session_timeout_ms
+        self._max_session_ms = max_session_timeout_ms
+        self._on_group_emptied = on_group_emptied
+
+    def group(self, group_id: str) -> Group:
+        g = self.groups.get(group_id)
+        if g is None:
+            g = Group(group_id)
+            self.groups[group_id] = g
+        return g
+
+    # -- JoinGroup -----------------------------------------------------------------------------
+    async def join(
+        self, *, group_id: str, member_id: str, group_instance_id: str | None, client_id: str,
+        client_host: str, session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str,
+        protocols: list[tuple[str, bytes]], require_known_member_id: bool,
+    ) -> JoinResult:
+        if not group_id:
+            return JoinResult(ErrorCode.INVALID_GROUP_ID, member_id=member_id)
+        if not (self._min_session_ms <= session_timeout_ms <= self._max_session_ms):
+            return JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, member_id=member_id)
+        g = self.group(group_id)
+        if g.state is GroupState.DEAD:
+            return JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id=member_id)
+        names = {p for p, _ in protocols}
+        if not protocols or (
+            g.members and (g.protocol_type != protocol_type
+                           or not names & self._common_protocols(g, exclude=member_id))
+        ):
+            return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
+        if not member_id:
+            new_id = f"{client_id or 'member'}-{uuid.uuid4()}"
+            if require_known_member_id:
+                # KIP-394: hand out the id first; the client rejoins with it.
+                g.pending_members.add(new_id)
+                return JoinResult(ErrorCode.MEMBER_ID_REQUIRED, member_id=new_id)
+            member_id = new_id
+        elif member_id not in g.members and member_id not in g.pending_members:
+            return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id)
+        g.pending_members.discard(member_id)
+        loop = asyncio.get_running_loop()
+        member = g.members.get(member_id)
+        if member is None:
+            member = Member(member_id, group_instance_id, client_id, client_host,
+                            session_timeout_ms, rebalance_timeout_ms, protocol_type, protocols)
+            g.members[member_id] = member
+            if g.protocol_type is None:
+                g.protocol_type = protocol_type
+        else:
+            if (g.state is GroupState.STABLE and member.protocols == protocols
+                    and g.leader_id != member_id):
+                # A follower rejoining with the same metadata while stable: just answer.
+                member.last_heartbeat_ms = _now_ms()
+                return self._join_result(g, member)
+            member.protocols = protocols
+            member.session_timeout_ms = session_timeout_ms
+            member.rebalance_timeout_ms = rebalance_timeout_ms
+        member.last_heartbeat_ms = _now_ms()
+        if member.join_future is not None and not member.join_future.done():
+            member.join_future.set_result(JoinResult(ErrorCode.REBALANCE_IN_PROGRESS,
+                                                     member_id=member_id))
+        member.join_future = loop.create_future()
+        fut = member.join_future
+        self._prepare_rebalance(g, f"member {member_id} joined")
+        self._maybe_complete_join(g)
+        return await fut
+
+    def _common_protocols(self, g: Group, exclude: str = "") -> set[str]:
+        common: set[str] | None = None
+        for m in g.members.values():
+            if m.member_id == exclude:
+                continue
+            names = {p for p, _ in m.protocols}
+            common = names if common is None else common & names
+        return common if common is not None else set()
+
+    def _prepare_rebalance(self, g: Group, reason: str) -> None:
+        loop = asyncio.get_running_loop()
+        if g.state is GroupState.PREPARING_REBALANCE:
+            return
+        # Members waiting in SyncGroup of the previous round must rejoin.
+        for m in g.members.values():
+            if m.sync_future is not None and not m.sync_future.done():
+                m.sync_future.set_result((ErrorCode.REBALANCE_IN_PROGRESS, b""))
+        was_empty = g.state is GroupState.EMPTY
+        g.state = GroupState.PREPARING_REBALANCE
+        log.info("group %s preparing rebalance generation=%d: %s", g.group_id,
+                 g.generation_id, reason)
+        timeout_ms = max((m.rebalance_timeout_ms for m in g.members.values()), default=0)
+        if g.rebalance_timer is not None:
+            g.rebalance_timer.cancel()
+        g.rebalance_timer = loop.call_later(timeout_ms / 1000, self._rebalance_timeout, g)
+        if was_empty and self._initial_delay_ms > 0:
+            g.initial_delay_timer = loop.call_later(
+                self._initial_delay_ms / 1000, self._initial_delay_done, g
+            )
+
+    def _initial_delay_done(self, g: Group) -> None:
+        g.initial_delay_timer = None
+        self._maybe_complete_join(g)
+
+    def _rebalance_timeout(self, g: Group) -> None:
+        g.rebalance_timer = None
+        if g.state is not GroupState.PREPARING_REBALANCE:
+            return
+        for m in list(g.members.values()):
+            if m.join_future is None or m.join_future.done():
+                log.info("group %s: member %s did not rejoin in time, removed", g.group_id,
+                         m.member_id)
+                del g.members[m.member_id]
+        if g.initial_delay_timer is not None:
+            g.initial_delay_timer.cancel()
+            g.initial_delay_timer = None
+        self._maybe_complete_join(g)
+
+    def _maybe_complete_join(self, g: Group) -> None:
+        if g.state is not GroupState.PREPARING_REBALANCE or g.initial_delay_timer is not None:
+            return
+        if any(m.join_future is None or m.join_future.done() for m in g.members.values()):
+            return
+        if g.rebalance_timer is not None:
+            g.rebalance_timer.cancel()
+            g.rebalance_timer = None
+        if not g.members:
+            self._to_empty(g)
+            return
+        g.generation_id += 1
+        common = self._common_protocols(g)
+        leader = g.members.get(g.leader_id or "") or next(iter(g.members.values()))
+        g.leader_id = leader.member_id
+        g.protocol_name = next((p for p, _ in leader.protocols if p in common), None)
+        g.state = GroupState.COMPLETING_REBALANCE
+        log.info("group %s generation=%d leader=%s protocol=%s members=%d", g.group_id,
+                 g.generation_id, g.leader_id, g.protocol_name, len(g.members))
+        for m in g.members.values():
+            m.assignment = b""
+            fut = m.join_future
+            m.join_future = None
+            m.last_heartbeat_ms = _now_ms()
+            if fut is not None and not fut.done():
+                fut.set_result(self._join_result(g, m))
+
+    def _join_result(self, g: Group, m: Member) -> JoinResult:
+        members = []
+        if m.member_id == g.leader_id:
+            members = [(x.member_id, x.group_instance_id, x.metadata_for(g.protocol_name or ""))
+                       for x in g.members.values()]
+        return JoinResult(ErrorCode.NONE, g.generation_id, g.protocol_type, g.protocol_name,
+                          g.leader_id or "", m.member_id, members)
+
+    def _to_empty(self, g: Group) -> None:
+        g.state = GroupState.EMPTY
+        g.leader_id = None
+        g.protocol_name = None
+        g.protocol_type = None
+        g.generation_id += 1
+        if self._on_group_emptied is not None:
+            self._on_group_emptied(g.group_id)
+
+    # -- SyncGroup -----------------------------------------------------------------------------
+    async def sync(
+        self, *, group_id: str, member_id: str, generation_id: int,
+        assignments: list[tuple[str, bytes]],
+    ) -> tuple[ErrorCode, bytes, GroupState | None]:
+        g = self.groups.get(group_id)
+        if g is None or member_id not in g.members:
+            return ErrorCode.UNKNOWN_MEMBER_ID, b"", None
+        if generation_id != g.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION, b"", None
+        m = g.members[member_id]
+        m.last_heartbeat_ms = _now_ms()
+        if g.state is GroupState.PREPARING_REBALANCE:
+            return ErrorCode.REBALANCE_IN_PROGRESS, b"", None
+        if g.state is GroupState.STABLE:
+            return ErrorCode.NONE, m.assignment, g.state
+        # COMPLETING_REBALANCE
+        if member_id == g.leader_id:
+            given = dict(assignments)
+            for x in g.members.values():
+                x.assignment = given.get(x.member_id, b"")
+            g.state = GroupState.STABLE
+            for x in g.members.values():
+                if x.sync_future is not None and not x.sync_future.done():
+                    x.sync_future.set_result((ErrorCode.NONE, x.assignment))
+                x.sync_future = None
+            return ErrorCode.NONE, m.assignment, g.state
+        m.sync_future = asyncio.get_running_loop().create_future()
+        err, assignment = await m.sync_future
+        return err, assignment, g.state
+
+    # -- Heartbeat / LeaveGroup ---------------------------------------------------------------
+    def heartbeat(self, group_id: str, member_id: str, generation_id: int) -> ErrorCode:
+        g = self.groups.get(group_id)
+        if g is None or member_id not in g.members:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        g.members[member_id].last_heartbeat_ms = _now_ms()
+        if g.state is GroupState.PREPARING_REBALANCE:
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        if generation_id != g.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+        return ErrorCode.NONE
+
+    def leave(self, group_id: str, member_id: str) -> ErrorCode:
+        g = self.groups.get(group_id)
+        if g is None or member_id not in g.members:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        self._remove_member(g, member_id, "left the group")
+        return ErrorCode.NONE
+
+    def _remove_member(self, g: Group, member_id: str, reason: str) -> None:
+        m = g.members.pop(member_id)
+        if m.join_future is not None and not m.join_future.done():
+            m.join_future.set_result(JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id))
+        if m.sync_future is not None and not m.sync_future.done():
+            m.sync_future.set_result((ErrorCode.UNKNOWN_MEMBER_ID, b""))
+        if g.leader_id == member_id:
+            g.leader_id = None
+        log.info("group %s: member %s %s", g.group_id, member_id, reason)
+        if not g.members:
+            if g.rebalance_timer is not None:
+                g.rebalance_timer.cancel()
+                g.rebalance_timer = None
+            if g.initial_delay_timer is not None:
+                g.initial_delay_timer.cancel()
+                g.initial_delay_timer = None
+            self._to_empty(g)
+        elif g.state is GroupState.PREPARING_REBALANCE:
+            self._maybe_complete_join(g)
+        else:
+            self._prepare_rebalance(g, f"member {member_id} {reason}")
+
+    def expire_sessions(self) -> None:
+        """Remove members whose session timed out (called periodically by the broker)."""
+        now = _now_ms()
+        for g in list(self.groups.values()):
+            for m in list(g.members.values()):
+                waiting = m.join_future is not None and not m.join_future.done()
+                if not waiting and now - m.last_heartbeat_ms > m.session_timeout_ms:
+                    self._remove_member(g, m.member_id, "session expired")
+
+    def validate_commit(self, group_id: str, member_id: str, generation_id: int) -> ErrorCode:
+        """OffsetCommit's member check; generation -1 with no member is a simple (manual) commit."""
+        if generation_id < 0 and not member_id:
+            g = self.groups.get(group_id)
+            if g is not None and g.members:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            return ErrorCode.NONE
+        g = self.groups.get(group_id)
+        if g is None or member_id not in g.members:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if generation_id != g.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+        if g.state is GroupState.PREPARING_REBALANCE:
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        g.members[member_id].last_heartbeat_ms = _now_ms()
+        return ErrorCode.NONE
+
+    def describe(self, group_id: str) -> dict[str, Any]:
+        g = self.groups.get(group_id)
+        if g is None:
+            return {"group_id": group_id, "state": "Dead", "protocol_type": "",
+                    "protocol_data": "", "members": []}
+        return {
+            "group_id": group_id,
+            "state": g.state.value,
+            "protocol_type": g.protocol_type or "",
+            "protocol_data": g.protocol_name or "",
+            "members": [
+                {"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                 "client_id": m.client_id, "client_host": m.client_host,
+                 "member_metadata": m.metadata_for(g.protocol_name or ""),
+                 "member_assignment": m.assignment}
+                for m in g.members.values()
+            ],
+        }
+
+    def shutdown(self) -> None:
+        for g in self.groups.values():
+            for timer in (g.rebalance_timer, g.initial_delay_timer):
+                if timer is not None:
+                    timer.cancel()
+            for m in g.members.values():
+                for fut in (m.join_future, m.sync_future):
+                    if fut is not None and not fut.done():
+                        fut.cancel()

@@ -1,0 +1,241 @@
+"""ApiVersions, Metadata, CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from floodmark.broker.metadata import validate_topic_name
+from floodmark.errors import ErrorCode, KafkaError
+from floodmark.wire.api_table import SUPPORTED, ApiKey
+from floodmark.wire.codec import RequestHeader, encode_response
+
+if TYPE_CHECKING:
+    from floodmark.broker.broker import Broker
+
+INT32_MIN = -(2**31)
+
+
+def api_keys_table() -> list[dict[str, int]]:
+    return [
+        {"api_key": int(k), "min_version": r.min_version, "max_version": r.max_version}
+        for k, r in sorted(SUPPORTED.items())
+    ]
+
+
+_API_VERSIONS_CACHE: dict[tuple[int, int], bytes] = {}
+
+
+def api_versions(broker: Broker, header: RequestHeader, req: Any, conn: Any = None) -> list[bytes | memoryview]:
+    # The body never changes, so the encoded bytes are cached per version; only the correlation
+    # id differs (bytes 4..7 of the frame).
+    key = (header.api_version, 0)
+    cached = _API_VERSIONS_CACHE.get(key)
+    if cached is None:
+        parts = encode_response(
+            ApiKey.API_VERSIONS, header.api_version, 0,
+            {"error_code": 0, "api_keys": api_keys_table(), "throttle_time": 0},
+        )
+        cached = b"".join(parts)
+        _API_VERSIONS_CACHE[key] = cached
+    return [cached[:4], header.correlation_id.to_bytes(4, "big", signed=True), cached[8:]]
+
+
+def _partition_entries(broker: Broker, topic: str) -> list[dict[str, Any]]:
+    meta = broker.controller.topics()[topic]
+    return [
+        {
+            "error_code": 0,
+            "partition_index": p.partition,
+            "leader_id": p.leader,
+            "leader_epoch": p.leader_epoch,
+            "replica_nodes": list(p.replicas),
+            "isr_nodes": list(p.isr),
+            "offline_replicas": [],
+        }
+        for p in meta.partitions
+    ]
+
+
+def metadata(broker: Broker, header: RequestHeader, req: Any, conn: Any = None) -> dict[str, Any]:
+    version = header.api_version
+    topics_meta = broker.controller.topics()
+    requested = req.topics
+    if requested is None or (version == 0 and len(requested) == 0):
+        names = list(topics_meta)
+    else:
+        names = [t.name for t in requested if t.name is not None]
+    auto_create = bool(getattr(req, "allow_auto_topic_creation", True)) and bool(
+        broker.config.get("auto.create.topics.enable")
+    )
+    out = []
+    for name in names:
+        if name not in topics_meta:
+            error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            if auto_create:
+                try:
+                    broker.create_topic(name, -1, -1, {})
+                    error = ErrorCode.NONE
+                except KafkaError as exc:
+                    error = exc.code
+            if error != ErrorCode.NONE:
+                out.append({"error_code": int(error), "name": name, "topic_id": None,
+                            "is_internal": False, "partitions": [],
+                            "topic_authorized_operations": INT32_MIN})
+                continue
+        meta = topics_meta[name]
+        out.append({
+            "error_code": 0,
+            "name": name,
+            "topic_id": meta.topic_id,
+            "is_internal": meta.internal,
+            "partitions": _partition_entries(broker, name),
+            "topic_authorized_operations": INT32_MIN,
+        })
+    host, port = broker.advertised
+    return {
+        "throttle_time": 0,
+        "brokers": [{"node_id": broker.node_id, "host": host, "port": port, "rack": None}],
+        "cluster_id": broker.controller.cluster_id,
+        "controller_id": broker.node_id,
+        "topics": out,
+        "cluster_authorized_operations": INT32_MIN,
+    }
+
+
+def create_topics(broker: Broker, header: RequestHeader, req: Any, conn: Any = None) -> dict[str, Any]:
+    validate_only = bool(getattr(req, "validate_only", False))
+    results = []
+    seen: set[str] = set()
+    for t in req.topics:
+        entry: dict[str, Any] = {"name": t.name, "topic_id": None, "error_code": 0,
+                                 "error_message": None, "num_partitions": -1,
+                                 "replication_factor": -1, "configs": []}
+        try:
+            if t.name in seen:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "topic listed twice")
+            seen.add(t.name)
+            if t.assignments:
+                raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                 "manual replica assignment is not supported")
+            configs = {c.name: c.value for c in t.configs}
+            meta = broker.create_topic(
+                t.name, int(t.num_partitions), int(t.replication_factor), configs,
+                validate_only=validate_only,
+            )
+            entry.update(topic_id=meta.topic_id, num_partitions=len(meta.partitions),
+                         replication_factor=len(meta.partitions[0].replicas))
+        except KafkaError as exc:
+            entry.update(error_code=int(exc.code), error_message=exc.message or None)
+        results.append(entry)
+    return {"throttle_time": 0, "topics": results}
+
+
+def delete_topics(broker: Broker, header: RequestHeader, req: Any, conn: Any = None) -> dict[str, Any]:
+    if header.api_version >= 6:
+        names = [(t.name, t.topic_id) for t in req.topics]
+    else:
+        names = [(n, None) for n in req.topic_names]
+    results = []
+    by_id = {m.topic_id: m.name for m in broker.controller.topics().values()}
+    for name, topic_id in names:
+        if name is None and topic_id is not None:
+            name = by_id.get(topic_id)
+        entry: dict[str, Any] = {"name": name, "topic_id": topic_id, "error_code": 0,
+                                 "error_message": None}
+        try:
+            if name is None:
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "unknown topic id")
+            meta = broker.delete_topic(name)
+            entry["topic_id"] = meta.topic_id
+        except KafkaError as exc:
+            entry.update(error_code=int(exc.code), error_message=exc.message or None)
+        results.append(entry)
+    return {"throttle_time": 0, "responses": results}
+
+
+def create_partitions(broker: Broker, header: RequestHeader, req: Any, conn: Any = None) -> dict[str, Any]:
+    results = []
+    for t in req.topics:
+        entry: dict[str, Any] = {"name": t.name, "error_code": 0, "error_message": None}
+        try:
+            if t.assignments:
+                raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                 "manual replica assignment is not supported")
+            broker.create_partitions(t.name, int(t.count), validate_only=bool(req.validate_only))
+        except KafkaError as exc:
+            entry.update(error_code=int(exc.code), error_message=exc.message or None)
+        results.append(entry)
+    return {"throttle_time": 0, "results": results}
+
+
+_TOPIC_RESOURCE = 2
+_BROKER_RESOURCE = 4
+_SOURCE_DYNAMIC_TOPIC = 1
+_SOURCE_STATIC_BROKER = 4
+_SOURCE_DEFAULT = 5
+
+
+def _config_type(value: Any) -> int:
+    # ConfigType: 1 BOOLEAN, 2 STRING, 3 INT, 4 SHORT, 5 LONG
+    if isinstance(value, bool):
+        return 1
+    if isinstance(value, int):
+        return 5
+    return 2
+
+
+def _render(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def describe_configs(broker: Broker, header: RequestHeader, req: Any, conn: Any = None) -> dict[str, Any]:
+    results = []
+    for res in req.resources:
+        keys = set(res.configuration_keys) if res.configuration_keys is not None else None
+        entry: dict[str, Any] = {"error_code": 0, "error_message": None,
+                                 "resource_type": int(res.resource_type),
+                                 "resource_name": res.resource_name, "configs": []}
+        configs: list[dict[str, Any]] = []
+        if res.resource_type == _TOPIC_RESOURCE:
+            meta = broker.controller.topics().get(res.resource_name)
+            if meta is None:
+                entry.update(error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                             error_message=f"unknown topic {res.resource_name!r}")
+            else:
+                for name, default in sorted(broker.config.topic_defaults().items()):
+                    dynamic = name in meta.configs
+                    value = meta.configs[name] if dynamic else default
+                    configs.append(_config_entry(name, value, dynamic, _SOURCE_DYNAMIC_TOPIC))
+        elif res.resource_type == _BROKER_RESOURCE:
+            for name, value in sorted(broker.config.settings.items()):
+                configs.append(_config_entry(name, value, False, _SOURCE_STATIC_BROKER))
+        else:
+            entry.update(error_code=int(ErrorCode.INVALID_REQUEST),
+                         error_message=f"unsupported resource type {res.resource_type}")
+        if keys is not None:
+            configs = [c for c in configs if c["name"] in keys]
+        entry["configs"] = configs
+        results.append(entry)
+    return {"throttle_time": 0, "results": results}
+
+
+def _config_entry(name: str, value: Any, dynamic: bool, dynamic_source: int) -> dict[str, Any]:
+    return {
+        "name": name,
+        "value": _render(value),
+        "read_only": False,
+        "is_default": not dynamic,
+        "config_source": dynamic_source if dynamic else _SOURCE_DEFAULT,
+        "is_sensitive": False,
+        "synonyms": [],
+        "config_type": _config_type(value),
+        "documentation": None,
+    }
+
+
+def validate_name(name: str) -> None:
+    validate_topic_name(name)

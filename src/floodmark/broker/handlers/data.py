@@ -1,0 +1,268 @@
+"""Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, InitProducerId."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from floodmark.broker.producer_state import batch_metas
+from floodmark.errors import ErrorCode, KafkaError
+from floodmark.replication.modes import Truncation
+from floodmark.replication.truncation import leader_end_offset_for
+from floodmark.wire.codec import RequestHeader, ms
+
+if TYPE_CHECKING:
+    from floodmark.broker.broker import Broker
+    from floodmark.broker.partition_state import PartitionState
+    from floodmark.broker.server import Connection
+
+log = logging.getLogger(__name__)
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+READ_COMMITTED = 1
+
+
+# -- Produce ---------------------------------------------------------------------------------------
+def append_partition(broker: Broker, topic: str, partition: int, records: bytes | memoryview | None,
+                     acks: int, now_ms: int) -> dict[str, Any]:
+    out: dict[str, Any] = {"index": partition, "error_code": 0, "base_offset": -1,
+                           "log_append_time": -1, "log_start_offset": -1, "record_errors": [],
+                           "error_message": None}
+    ps = broker.partitions.get((topic, partition))
+    if ps is None:
+        out["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return out
+    out["log_start_offset"] = ps.log_start_offset
+    err = ps.check_acks(acks)
+    if err == ErrorCode.NONE and not records:
+        err = ErrorCode.CORRUPT_MESSAGE
+    if err != ErrorCode.NONE:
+        out["error_code"] = int(err)
+        return out
+    assert records is not None
+    if len(records) > ps.log.config.max_message_bytes + 12:
+        out["error_code"] = int(ErrorCode.MESSAGE_TOO_LARGE)
+        return out
+    metas = batch_metas(records)
+    if any(m.is_transactional for m in metas):
+        out["error_code"] = int(ErrorCode.INVALID_TXN_STATE)
+        out["error_message"] = "transactions are not supported"
+        return out
+    for m in metas:
+        check = ps.producers.check(m)
+        if check.error == ErrorCode.DUPLICATE_SEQUENCE_NUMBER and check.duplicate_of is not None:
+            # A retry of a batch already written: success with the original offset (Kafka).
+            out["base_offset"] = check.duplicate_of.first_offset
+            return out
+        if check.error != ErrorCode.NONE:
+            out["error_code"] = int(check.error)
+            return out
+    try:
+        info = ps.log.append_as_leader(records, ps.leader_epoch, now_ms)
+    except KafkaError as exc:
+        log.warning("partition %s leader_epoch=%d rejected produce: %s", ps.name,
+                    ps.leader_epoch, exc)
+        out["error_code"] = int(exc.code)
+        out["error_message"] = exc.message or None
+        return out
+    first = info.first_offset
+    for m in metas:
+        ps.producers.record(m, first)
+        first += m.last_offset_delta + 1
+    if ps.maybe_increment_high_watermark():
+        broker.purgatory.wake((topic, partition))
+    out["base_offset"] = info.first_offset
+    if info.log_append_time_ms is not None and info.log_append_time_ms >= 0:
+        out["log_append_time"] = info.log_append_time_ms
+    if acks == -1 and ps.acks_satisfied(info.last_offset + 1) is None:
+        out["error_code"] = int(ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+    return out
+
+
+def produce(broker: Broker, header: RequestHeader, req: Any, conn: Connection) -> Any:
+    acks = int(req.acks)
+    now_ms = broker.now_ms()
+    responses = []
+    for t in req.topic_data:
+        parts = [append_partition(broker, t.name, int(p.index), p.records, acks, now_ms)
+                 for p in t.partition_data]
+        responses.append({"name": t.name, "partition_responses": parts})
+    if acks == 0:
+        return None  # acks=0: no response at all (P4)
+    return {"responses": responses, "throttle_time": 0}
+
+
+# -- Fetch -----------------------------------------------------------------------------------------
+def _read_partition(broker: Broker, ps: PartitionState | None, p: Any, replica_id: int,
+                    budget: int) -> tuple[dict[str, Any], int]:
+    out: dict[str, Any] = {"partition_index": int(p.partition), "error_code": 0,
+                           "high_watermark": -1, "last_stable_offset": -1,
+                           "log_start_offset": -1, "aborted_transactions": [],
+                           "preferred_read_replica": -1, "records": b""}
+    if ps is None:
+        out["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        out["records"] = None
+        return out, 0
+    err = ps.check_leader_epoch(int(getattr(p, "current_leader_epoch", -1)))
+    if err != ErrorCode.NONE:
+        out["error_code"] = int(err)
+        out["records"] = None
+        return out, 0
+    hw = ps.high_watermark
+    out["high_watermark"] = hw
+    out["last_stable_offset"] = hw
+    out["log_start_offset"] = ps.log_start_offset
+    offset = int(p.fetch_offset)
+    leo = ps.log_end_offset
+    if offset < ps.log_start_offset or offset > leo:
+        out["error_code"] = int(ErrorCode.OFFSET_OUT_OF_RANGE)
+        out["records"] = None
+        return out, 0
+    bound = leo if replica_id >= 0 else hw
+    if offset >= bound or budget <= 0:
+        return out, 0
+    max_bytes = min(int(p.partition_max_bytes), budget)
+    try:
+        info = ps.log.read(offset, max_bytes, bound)
+    except KafkaError as exc:
+        out["error_code"] = int(exc.code)
+        out["records"] = None
+        return out, 0
+    data = info.records
+    out["records"] = data
+    return out, len(data)
+
+
+def _fetch_once(broker: Broker, req: Any, replica_id: int) -> tuple[list[dict[str, Any]], int, bool]:
+    budget = int(getattr(req, "max_bytes", 0x7FFFFFFF))
+    total = 0
+    errors = False
+    topics = []
+    first_data = True
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            ps = broker.partitions.get((t.topic, int(p.partition)))
+            # KIP-74: the first partition with data may exceed max_bytes by one batch.
+            part_budget = budget - total if not first_data else max(budget - total, 1)
+            out, n = _read_partition(broker, ps, p, replica_id, part_budget)
+            if n:
+                first_data = False
+            total += n
+            errors = errors or out["error_code"] != 0
+            parts.append(out)
+        topics.append({"topic": t.topic, "partitions": parts})
+    return topics, total, errors
+
+
+async def _fetch_delayed(broker: Broker, req: Any, replica_id: int, wait_ms: int,
+                         min_bytes: int) -> dict[str, Any]:
+    keys = [(t.topic, int(p.partition)) for t in req.topics for p in t.partitions]
+    deadline = broker.now_ms() + wait_ms
+    while True:
+        remaining = deadline - broker.now_ms()
+        if remaining <= 0:
+            break
+        await broker.purgatory.wait(keys, remaining)
+        topics, total, errors = _fetch_once(broker, req, replica_id)
+        if total >= min_bytes or errors:
+            return {"throttle_time": 0, "error_code": 0, "session_id": 0, "responses": topics}
+    topics, _, _ = _fetch_once(broker, req, replica_id)
+    return {"throttle_time": 0, "error_code": 0, "session_id": 0, "responses": topics}
+
+
+def fetch(broker: Broker, header: RequestHeader, req: Any, conn: Connection) -> Any:
+    replica_id = int(req.replica_id)
+    topics, total, errors = _fetch_once(broker, req, replica_id)
+    wait_ms = min(max(ms(req.max_wait), 0), 60_000)
+    min_bytes = int(req.min_bytes)
+    if wait_ms <= 0 or total >= min_bytes or errors or not topics:
+        return {"throttle_time": 0, "error_code": 0, "session_id": 0, "responses": topics}
+    return _fetch_delayed(broker, req, replica_id, wait_ms, min_bytes)
+
+
+# -- ListOffsets -----------------------------------------------------------------------------------
+def _list_partition(broker: Broker, ps: PartitionState | None, p: Any, isolation: int) -> dict[str, Any]:
+    out: dict[str, Any] = {"partition_index": int(p.partition_index), "error_code": 0,
+                           "old_style_offsets": [], "timestamp": -1, "offset": -1,
+                           "leader_epoch": -1}
+    if ps is None:
+        out["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return out
+    err = ps.check_leader_epoch(int(getattr(p, "current_leader_epoch", -1)))
+    if err != ErrorCode.NONE:
+        out["error_code"] = int(err)
+        return out
+    ts = int(p.timestamp)
+    cache = ps.log.epoch_cache
+    if ts == LATEST:
+        out["offset"] = ps.high_watermark  # LSO == HW without transactions
+        out["leader_epoch"] = ps.leader_epoch
+    elif ts == EARLIEST:
+        out["offset"] = ps.log_start_offset
+        out["leader_epoch"] = cache.epoch_for_offset(ps.log_start_offset)
+    elif ts == MAX_TIMESTAMP:
+        found = ps.log.offset_for_timestamp(MAX_TIMESTAMP)
+        if found is not None and found[0] < ps.high_watermark:
+            out["offset"], out["timestamp"], out["leader_epoch"] = found
+    elif ts >= 0:
+        found = ps.log.offset_for_timestamp(ts)
+        if found is not None and found[0] < ps.high_watermark:
+            out["offset"], out["timestamp"], out["leader_epoch"] = found
+    else:
+        out["error_code"] = int(ErrorCode.INVALID_REQUEST)
+    return out
+
+
+def list_offsets(broker: Broker, header: RequestHeader, req: Any, conn: Connection) -> Any:
+    isolation = int(getattr(req, "isolation_level", 0))
+    topics = []
+    for t in req.topics:
+        parts = [_list_partition(broker, broker.partitions.get((t.name, int(p.partition_index))),
+                                 p, isolation) for p in t.partitions]
+        topics.append({"name": t.name, "partitions": parts})
+    return {"throttle_time": 0, "topics": topics}
+
+
+# -- OffsetForLeaderEpoch ------------------------------------------------------------------------
+def offset_for_leader_epoch(broker: Broker, header: RequestHeader, req: Any,
+                            conn: Connection) -> Any:
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            out: dict[str, Any] = {"error_code": 0, "partition": int(p.partition),
+                                   "leader_epoch": -1, "end_offset": -1}
+            ps = broker.partitions.get((t.topic, int(p.partition)))
+            if ps is None:
+                out["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            else:
+                err = ps.check_leader_epoch(int(p.current_leader_epoch))
+                if err != ErrorCode.NONE:
+                    out["error_code"] = int(err)
+                else:
+                    answer = leader_end_offset_for(Truncation.LEADER_EPOCH, ps.log.epoch_cache,
+                                                   int(p.leader_epoch), ps.log_end_offset)
+                    out["leader_epoch"] = answer.epoch
+                    out["end_offset"] = answer.end_offset
+            parts.append(out)
+        topics.append({"topic": t.topic, "partitions": parts})
+    return {"throttle_time": 0, "topics": topics}
+
+
+# -- InitProducerId --------------------------------------------------------------------------------
+def init_producer_id(broker: Broker, header: RequestHeader, req: Any, conn: Connection) -> Any:
+    if req.transactional_id is not None:
+        # Transactions are not implemented (and not advertised): only idempotent producers.
+        return {"throttle_time": 0, "error_code": int(ErrorCode.INVALID_REQUEST),
+                "producer_id": -1, "producer_epoch": -1}
+    existing = int(getattr(req, "producer_id", -1))
+    existing_epoch = int(getattr(req, "producer_epoch", -1))
+    if existing >= 0 and 0 <= existing_epoch < 32766:
+        # KIP-360: an idempotent producer may bump its own epoch to reset sequences.
+        return {"throttle_time": 0, "error_code": 0, "producer_id": existing,
+                "producer_epoch": existing_epoch + 1}
+    pid = broker.controller.allocate_producer_id()
+    return {"throttle_time": 0, "error_code": 0, "producer_id": pid, "producer_epoch": 0}

@@ -1,0 +1,195 @@
+"""FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
+ListGroups, DescribeGroups. This node coordinates every group (single-node cluster)."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from floodmark.broker.offsets import OFFSETS_TOPIC, CommittedOffset, partition_for
+from floodmark.errors import ErrorCode, KafkaError
+from floodmark.wire.codec import RequestHeader, ms
+
+if TYPE_CHECKING:
+    from floodmark.broker.broker import Broker
+    from floodmark.broker.server import Connection
+
+log = logging.getLogger(__name__)
+
+
+def find_coordinator(broker: Broker, header: RequestHeader, req: Any, conn: Connection) -> Any:
+    host, port = broker.advertised
+    if header.api_version >= 4:
+        keys = list(req.coordinator_keys)
+        coords = [{"key": k, "node_id": broker.node_id, "host": host, "port": port,
+                   "error_code": 0, "error_message": None} for k in keys]
+        return {"throttle_time": 0, "coordinators": coords}
+    return {"throttle_time": 0, "error_code": 0, "error_message": None,
+            "node_id": broker.node_id, "host": host, "port": port}
+
+
+async def _join(broker: Broker, header: RequestHeader, req: Any, conn: Connection) -> Any:
+    version = header.api_version
+    session_ms = ms(req.session_timeout)
+    rebalance_ms = ms(getattr(req, "rebalance_timeout", None)) if version >= 1 else session_ms
+    if rebalance_ms < 0:
+        rebalance_ms = session_ms
+    res = await broker.groups.join(
+        group_id=req.group_id, member_id=req.member_id,
+        group_instance_id=getattr(req, "group_instance_id", None),
+        client_id=header.client_id or "", client_host="/" + conn.peer.rsplit(":", 1)[0],
+        session_timeout_ms=session_ms, rebalance_timeout_ms=rebalance_ms,
+        protocol_type=req.protocol_type,
+        protocols=[(p.name, bytes(p.metadata)) for p in req.protocols],
+        require_known_member_id=version >= 4,
+    )
+    return {
+        "throttle_time": 0, "error_code": int(res.error), "generation_id": res.generation_id,
+        "protocol_type": res.protocol_type, "protocol_name": res.protocol_name or "",
+        "leader": res.leader, "skip_assignment": False, "member_id": res.member_id,
+        "members": [{"member_id": m, "group_instance_id": gi, "metadata": md}
+                    for m, gi, md in res.members],
+    }
+
+
+def join_group(broker: Broker, header: RequestHeader, req: Any, conn: Connection) -> Any:
+    return _join(broker, header, req, conn)
+
+
+async def _sync(broker: Broker, header: RequestHeader, req: Any) -> Any:
+    err, assignment, _ = await broker.groups.sync(
+        group_id=req.group_id, member_id=req.member_id, generation_id=int(req.generation_id),
+        assignments=[(a.member_id, bytes(a.assignment)) for a in req.assignments],
+    )
+    g = broker.groups.groups.get(req.group_id)
+    return {"throttle_time": 0, "error_code": int(err),
+            "protocol_type": g.protocol_type if g else None,
+            "protocol_name": g.protocol_name if g else None, "assignment": assignment}
+
+
+def sync_group(broker: Broker, header: RequestHeader, req: Any, conn: Connection) -> Any:
+    return _sync(broker, header, req)
+
+
+def heartbeat(broker: Broker, header: RequestHeader, req: Any, conn: Connection) -> Any:
+    err = broker.groups.heartbeat(req.group_id, req.member_id, int(req.generation_id))
+    return {"throttle_time": 0, "error_code": int(err)}
+
+
+def leave_group(broker: Broker, header: RequestHeader, req: Any, conn: Connection) -> Any:
+    if header.api_version >= 3:
+        members = []
+        for m in req.members:
+            err = broker.groups.leave(req.group_id, m.member_id)
+            members.append({"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                            "error_code": int(err)})
+        return {"throttle_time": 0, "error_code": 0, "members": members}
+    err = broker.groups.leave(req.group_id, req.member_id)
+    return {"throttle_time": 0, "error_code": int(err)}
+
+
+def _append_offsets(broker: Broker, group: str, entries: list[tuple[str, int, CommittedOffset]]) -> ErrorCode:
+    meta = broker.controller.topics()[OFFSETS_TOPIC]
+    p = partition_for(group, len(meta.partitions))
+    ps = broker.partitions[(OFFSETS_TOPIC, p)]
+    now = broker.now_ms()
+    batch = broker.offsets.build_commit_batch(group, entries, now)
+    try:
+        ps.log.append_as_leader(batch, ps.leader_epoch, now)
+    except KafkaError as exc:
+        log.error("partition %s leader_epoch=%d: cannot store offsets of group %s: %s",
+                  ps.name, ps.leader_epoch, group, exc)
+        return ErrorCode.UNKNOWN_SERVER_ERROR
+    ps.maybe_increment_high_watermark()
+    for topic, partition, c in entries:
+        broker.offsets.apply(group, topic, partition, c)
+    return ErrorCode.NONE
+
+
+def offset_commit(broker: Broker, header: RequestHeader, req: Any, conn: Connection) -> Any:
+    group = req.group_id
+    generation = int(getattr(req, "generation_id_or_member_epoch", getattr(req, "generation_id", -1)))
+    err = broker.groups.validate_commit(group, req.member_id, generation)
+    now = broker.now_ms()
+    entries: list[tuple[str, int, CommittedOffset]] = []
+    results = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            perr = err
+            if perr == ErrorCode.NONE:
+                if (t.name, int(p.partition_index)) not in broker.partitions:
+                    perr = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                elif p.committed_metadata is not None and len(p.committed_metadata) > 4096:
+                    perr = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                else:
+                    entries.append((t.name, int(p.partition_index), CommittedOffset(
+                        int(p.committed_offset),
+                        int(getattr(p, "committed_leader_epoch", -1)),
+                        p.committed_metadata, now)))
+            parts.append({"partition_index": int(p.partition_index), "error_code": int(perr)})
+        results.append({"name": t.name, "partitions": parts})
+    if entries:
+        store_err = _append_offsets(broker, group, entries)
+        if store_err != ErrorCode.NONE:
+            for t in results:
+                for p in t["partitions"]:
+                    if p["error_code"] == 0:
+                        p["error_code"] = int(store_err)
+    return {"throttle_time": 0, "topics": results}
+
+
+def _fetch_group(broker: Broker, group: str, topics: Any) -> list[dict[str, Any]]:
+    if topics is None:
+        by_topic: dict[str, list[int]] = {}
+        for (topic, partition) in broker.offsets.group_offsets(group):
+            by_topic.setdefault(topic, []).append(partition)
+        wanted = sorted(by_topic.items())
+    else:
+        wanted = [(t.name, list(t.partition_indexes)) for t in topics]
+    out = []
+    for topic, partitions in wanted:
+        parts = []
+        for p in partitions:
+            c = broker.offsets.fetch(group, topic, int(p))
+            parts.append({"partition_index": int(p),
+                          "committed_offset": c.offset if c else -1,
+                          "committed_leader_epoch": c.leader_epoch if c else -1,
+                          "metadata": c.metadata if c else "",
+                          "error_code": 0})
+        out.append({"name": topic, "partitions": parts})
+    return out
+
+
+def offset_fetch(broker: Broker, header: RequestHeader, req: Any, conn: Connection) -> Any:
+    if header.api_version >= 8:
+        groups = [{"group_id": g.group_id, "topics": _fetch_group(broker, g.group_id, g.topics),
+                   "error_code": 0} for g in req.groups]
+        return {"throttle_time": 0, "groups": groups}
+    return {"throttle_time": 0, "error_code": 0,
+            "topics": _fetch_group(broker, req.group_id, req.topics)}
+
+
+def list_groups(broker: Broker, header: RequestHeader, req: Any, conn: Connection) -> Any:
+    wanted = set(getattr(req, "states_filter", ()) or ())
+    names = set(broker.groups.groups) | set(broker.offsets.groups())
+    out = []
+    for name in sorted(names):
+        desc = broker.groups.describe(name)
+        state = desc["state"] if name in broker.groups.groups else "Empty"
+        if wanted and state not in wanted:
+            continue
+        out.append({"group_id": name, "protocol_type": desc["protocol_type"] or "consumer",
+                    "group_state": state})
+    return {"throttle_time": 0, "error_code": 0, "groups": out}
+
+
+def describe_groups(broker: Broker, header: RequestHeader, req: Any, conn: Connection) -> Any:
+    out = []
+    for gid in req.groups:
+        desc = broker.groups.describe(gid)
+        if desc["state"] == "Dead" and gid in broker.offsets.groups():
+            desc["state"] = "Empty"
+        desc.update(error_code=0, authorized_operations=-(2**31))
+        out.append(desc)
+    return {"throttle_time": 0, "groups": out}

@@ -1,0 +1,129 @@
+"""Committed consumer-group offsets, kept in the compacted internal topic ``__consumer_offsets``.
+
+Each commit appends one record per partition; the key and value use Kafka's layouts (key version 1:
+group, topic, partition; value version 3: offset, leader epoch, metadata, commit timestamp), so the
+latest record per key is the committed offset and compaction may drop older ones. The in-memory
+table is only updated after the append succeeded, and is rebuilt by replaying the topic on start.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from floodmark.records import Record, build_batch, decode_records
+
+OFFSETS_TOPIC = "__consumer_offsets"
+_KEY_VERSION = 1
+_VALUE_VERSION = 3
+
+
+@dataclass(frozen=True, slots=True)
+class CommittedOffset:
+    offset: int
+    leader_epoch: int
+    metadata: str | None
+    commit_timestamp_ms: int
+
+
+def _string(value: str | None) -> bytes:
+    if value is None:
+        return struct.pack(">h", -1)
+    raw = value.encode()
+    return struct.pack(">h", len(raw)) + raw
+
+
+def _read_string(buf: bytes, pos: int) -> tuple[str | None, int]:
+    (n,) = struct.unpack_from(">h", buf, pos)
+    pos += 2
+    if n < 0:
+        return None, pos
+    return buf[pos : pos + n].decode(), pos + n
+
+
+def encode_key(group: str, topic: str, partition: int) -> bytes:
+    return struct.pack(">h", _KEY_VERSION) + _string(group) + _string(topic) + struct.pack(">i", partition)
+
+
+def decode_key(key: bytes) -> tuple[str, str, int] | None:
+    (version,) = struct.unpack_from(">h", key, 0)
+    if version not in (0, 1):
+        return None  # group metadata record (version 2), not an offset
+    group, pos = _read_string(key, 2)
+    topic, pos = _read_string(key, pos)
+    (partition,) = struct.unpack_from(">i", key, pos)
+    return group or "", topic or "", partition
+
+
+def encode_value(c: CommittedOffset) -> bytes:
+    return (struct.pack(">hqi", _VALUE_VERSION, c.offset, c.leader_epoch) + _string(c.metadata)
+            + struct.pack(">q", c.commit_timestamp_ms))
+
+
+def decode_value(value: bytes) -> CommittedOffset:
+    version, offset = struct.unpack_from(">hq", value, 0)
+    pos = 10
+    epoch = -1
+    if version >= 3:
+        (epoch,) = struct.unpack_from(">i", value, pos)
+        pos += 4
+    metadata, pos = _read_string(value, pos)
+    (ts,) = struct.unpack_from(">q", value, pos)
+    return CommittedOffset(offset, epoch, metadata, ts)
+
+
+def partition_for(group: str, num_partitions: int) -> int:
+    return zlib.crc32(group.encode()) % num_partitions
+
+
+Key = tuple[str, str, int]
+
+
+class OffsetStore:
+    def __init__(self) -> None:
+        self._offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
+
+    def fetch(self, group: str, topic: str, partition: int) -> CommittedOffset | None:
+        return self._offsets.get(group, {}).get((topic, partition))
+
+    def group_offsets(self, group: str) -> dict[tuple[str, int], CommittedOffset]:
+        return self._offsets.get(group, {})
+
+    def groups(self) -> list[str]:
+        return [g for g, offs in self._offsets.items() if offs]
+
+    def build_commit_batch(self, group: str, entries: Iterable[tuple[str, int, CommittedOffset]],
+                           now_ms: int) -> bytes:
+        records = [
+            Record(i, now_ms, encode_key(group, topic, partition), encode_value(c))
+            for i, (topic, partition, c) in enumerate(entries)
+        ]
+        return build_batch(records)
+
+    def apply(self, group: str, topic: str, partition: int, c: CommittedOffset | None) -> None:
+        table = self._offsets.setdefault(group, {})
+        if c is None:
+            table.pop((topic, partition), None)
+        else:
+            table[(topic, partition)] = c
+
+    def remove_topic(self, topic: str) -> None:
+        for table in self._offsets.values():
+            for key in [k for k in table if k[0] == topic]:
+                del table[key]
+
+    def replay(self, read_batches: Callable[[], Iterable[bytes | memoryview]]) -> int:
+        """Rebuild the table from the internal topic's batches; returns records applied."""
+        n = 0
+        for chunk in read_batches():
+            for rec in decode_records(chunk):
+                if rec.key is None:
+                    continue
+                key = decode_key(rec.key)
+                if key is None:
+                    continue
+                self.apply(*key, decode_value(rec.value) if rec.value is not None else None)
+                n += 1
+        return n

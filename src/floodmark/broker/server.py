@@ -1,0 +1,171 @@
+"""The network shell: one asyncio protocol per client connection.
+
+Framing (4-byte size + request), one dispatch per frame, and responses written strictly in request
+order (wire-compat.md P3) even when a later request finishes first (a long-polling Fetch or a
+JoinGroup waiting for the rebalance). A frame that cannot be decoded, an unknown API key or an
+unsupported version closes this connection only (what Kafka does); every other client keeps going.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from floodmark.wire.codec import ProtocolError
+
+log = logging.getLogger(__name__)
+
+Parts = list[bytes | memoryview]
+# A dispatcher turns one request frame into: encoded response parts, None (no response, e.g.
+# acks=0), or an awaitable of either. It raises ProtocolError to close the connection.
+Dispatch = Callable[[memoryview | bytes, "Connection"], "Parts | None | Awaitable[Parts | None]"]
+
+
+class Connection(asyncio.Protocol):
+    __slots__ = ("_buf", "_dispatch", "_max_request_bytes", "_on_close", "_pending",
+                 "closed", "peer", "transport")
+
+    def __init__(
+        self, dispatch: Dispatch, max_request_bytes: int, on_close: Callable[[Connection], None]
+    ) -> None:
+        self._dispatch = dispatch
+        self._max_request_bytes = max_request_bytes
+        self._on_close = on_close
+        self._buf = bytearray()
+        self._pending: deque[Parts | asyncio.Future[Any] | None] = deque()
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.peer: str = "?"
+
+    # -- asyncio.Protocol ----------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        for item in self._pending:
+            if isinstance(item, asyncio.Future) and not item.done():
+                item.cancel()
+        self._pending.clear()
+        self._on_close(self)
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        if self._buf:
+            self._buf += data
+            self._consume(self._buf, memoryview(self._buf), buffered=True)
+        else:
+            # Fast path: frames are sliced straight out of the received bytes (read-only views,
+            # no copy); only an incomplete tail is kept in the buffer.
+            self._consume(data, memoryview(data), buffered=False)
+
+    def _consume(self, buf: bytes | bytearray, view: memoryview, *, buffered: bool) -> None:
+        pos = 0
+        end = len(buf)
+        limit = self._max_request_bytes
+        try:
+            while end - pos >= 4:
+                size = int.from_bytes(view[pos : pos + 4], "big", signed=True)
+                if size < 8 or size > limit:
+                    log.warning(
+                        "closing %s: request size %d outside [8, socket.request.max.bytes=%d]",
+                        self.peer, size, limit,
+                    )
+                    self.abort()
+                    return
+                if end - pos - 4 < size:
+                    break
+                start = pos + 4
+                pos = start + size
+                # A bytearray may grow later, so frames cut from it are copied once (via the
+                # view, which is a single memcpy); frames cut from bytes are zero-copy views.
+                frame = bytes(view[start:pos]) if buffered else view[start:pos]
+                self._on_frame(frame)
+                if self.closed:
+                    return
+        finally:
+            view.release()
+        if buffered:
+            del self._buf[:pos]
+        elif pos < end:
+            self._buf += buf[pos:]
+
+    # -- dispatch and ordered replies ----------------------------------------------------------
+    def _on_frame(self, frame: memoryview | bytes) -> None:
+        try:
+            result = self._dispatch(frame, self)
+        except ProtocolError as exc:
+            log.warning("closing %s: %s", self.peer, exc)
+            self.abort()
+            return
+        except Exception:
+            # A bug in one handler must not take the broker down: drop this client only.
+            log.exception("closing %s: request handler failed", self.peer)
+            self.abort()
+            return
+        if result is None:
+            return
+        if isinstance(result, list):
+            if self._pending:
+                self._pending.append(result)
+            else:
+                self.write(result)
+            return
+        fut = asyncio.ensure_future(result)
+        self._pending.append(fut)
+        fut.add_done_callback(self._on_done)
+
+    def _on_done(self, _fut: asyncio.Future[Any]) -> None:
+        pending = self._pending
+        while pending:
+            head = pending[0]
+            if isinstance(head, asyncio.Future):
+                if not head.done():
+                    return
+                pending.popleft()
+                if head.cancelled():
+                    continue
+                exc = head.exception()
+                if exc is not None:
+                    if isinstance(exc, ProtocolError):
+                        log.warning("closing %s: %s", self.peer, exc)
+                    else:
+                        log.error("closing %s: handler failed", self.peer, exc_info=exc)
+                    self.abort()
+                    return
+                parts = head.result()
+                if parts is not None:
+                    self.write(parts)
+            else:
+                pending.popleft()
+                if head is not None:
+                    self.write(head)
+
+    def write(self, parts: Parts) -> None:
+        if self.transport is not None and not self.closed:
+            self.transport.writelines(parts)
+
+    def abort(self) -> None:
+        if not self.closed and self.transport is not None:
+            self.closed = True
+            self.transport.abort()
+
+
+async def start_listener(
+    host: str, port: int, dispatch: Dispatch, max_request_bytes: int,
+    on_open: Callable[[Connection], None], on_close: Callable[[Connection], None],
+) -> asyncio.Server:
+    loop = asyncio.get_running_loop()
+
+    def factory() -> Connection:
+        conn = Connection(dispatch, max_request_bytes, on_close)
+        on_open(conn)
+        return conn
+
+    return await loop.create_server(factory, host, port, reuse_address=True, backlog=1024)

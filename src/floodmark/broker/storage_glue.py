@@ -1,0 +1,134 @@
+"""Everything the broker asks of ``floodmark.storage``, in one place.
+
+Opening (and so recovering) partition logs with their Kafka-named configuration, the three
+per-directory checkpoint files (HW, recovery point, log start), flushing, deleting a partition's
+directory, and reading a whole partition (for the committed-offset replay).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from floodmark.broker.config import TOPIC_CONFIG_DEFAULTS, BrokerConfig
+from floodmark.errors import ErrorCode, KafkaError
+from floodmark.storage.checkpoints import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    CorruptCheckpointError,
+    OffsetCheckpointFile,
+    clamp_high_watermark,
+)
+from floodmark.storage.config import LogConfig
+from floodmark.storage.fs import RealFileSystem
+from floodmark.storage.log import Log
+
+log = logging.getLogger(__name__)
+
+# Topic-level names accepted in CreateTopics (stored, shown by DescribeConfigs).
+EXTRA_TOPIC_CONFIGS = frozenset({
+    "compression.type", "segment.ms", "index.interval.bytes", "flush.policy",
+    "delete.retention.ms", "min.compaction.lag.ms", "max.compaction.lag.ms",
+    "message.timestamp.difference.max.ms", "min.cleanable.dirty.ratio", "retention.hours",
+})
+
+
+class Storage:
+    def __init__(self, data_dir: Path, config: BrokerConfig) -> None:
+        self.data_dir = data_dir
+        self.fs = RealFileSystem()
+        broker_values = {k: v for k, v in config.settings.items() if v is not None}
+        self.base_config = LogConfig.from_kafka(broker_values)
+        self._hw = self._read_checkpoint(REPLICATION_OFFSET_CHECKPOINT)
+        self._recovery = self._read_checkpoint(RECOVERY_POINT_CHECKPOINT)
+        self._log_start = self._read_checkpoint(LOG_START_OFFSET_CHECKPOINT)
+
+    def _checkpoint_file(self, name: str) -> OffsetCheckpointFile:
+        return OffsetCheckpointFile(self.fs, str(self.data_dir / name))
+
+    def _read_checkpoint(self, name: str) -> dict[tuple[str, int], int]:
+        path = self.data_dir / name
+        if not path.exists():
+            return {}
+        try:
+            return {(tp.topic, tp.partition): off
+                    for tp, off in self._checkpoint_file(name).read().items()}
+        except CorruptCheckpointError as exc:
+            # Never trusted blindly: HW falls back to 0 (it is re-derived from the log at once for
+            # RF=1), recovery point to 0 (full validation), log start to the first segment.
+            log.warning("ignoring corrupt checkpoint: %s", exc)
+            return {}
+
+    def validate_topic_configs(self, configs: Mapping[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name, value in configs.items():
+            if name not in TOPIC_CONFIG_DEFAULTS and name not in EXTRA_TOPIC_CONFIGS:
+                raise KafkaError(ErrorCode.INVALID_CONFIG, f"unknown topic config {name!r}")
+            if value is None:
+                continue
+            out[name] = value
+        try:
+            LogConfig.from_kafka(out, self.base_config)
+        except (ValueError, TypeError) as exc:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from exc
+        return out
+
+    def log_dir(self, topic: str, partition: int) -> Path:
+        return self.data_dir / f"{topic}-{partition}"
+
+    def open_log(self, topic: str, partition: int, topic_configs: Mapping[str, Any],
+                 now_ms: int) -> tuple[Log, int]:
+        key = (topic, partition)
+        cfg = LogConfig.from_kafka(dict(topic_configs), self.base_config)
+        plog = Log.open(
+            str(self.log_dir(topic, partition)), cfg, fs=self.fs, now_ms=now_ms,
+            recovery_point=self._recovery.get(key, 0),
+            log_start_offset=self._log_start.get(key, 0),
+        )
+        hw = clamp_high_watermark(self._hw.get(key), plog.log_start_offset, plog.log_end_offset)
+        return plog, hw
+
+    def read_all(self, plog: Log, upto: int) -> Iterator[bytes | memoryview]:
+        offset = plog.log_start_offset
+        while offset < upto:
+            info = plog.read(offset, 1 << 20, upto)
+            data = info.records
+            if not data:
+                break
+            yield data
+            if info.next_offset <= offset:
+                break
+            offset = info.next_offset
+
+    def maybe_flush(self, plog: Log, now_ms: int) -> None:
+        plog.maybe_flush(now_ms)
+
+    def flush(self, plog: Log) -> None:
+        plog.flush()
+
+    def write_checkpoints(self, partitions: Mapping[tuple[str, int], Any]) -> None:
+        hw = {k: ps.high_watermark for k, ps in partitions.items()}
+        rec = {k: ps.log.recovery_point for k, ps in partitions.items()}
+        start = {k: ps.log.log_start_offset for k, ps in partitions.items()}
+        self._checkpoint_file(REPLICATION_OFFSET_CHECKPOINT).write(hw)
+        self._checkpoint_file(RECOVERY_POINT_CHECKPOINT).write(rec)
+        self._checkpoint_file(LOG_START_OFFSET_CHECKPOINT).write(start)
+
+    def delete_log(self, topic: str, partition: int) -> None:
+        shutil.rmtree(self.log_dir(topic, partition), ignore_errors=True)
+        for table in (self._hw, self._recovery, self._log_start):
+            table.pop((topic, partition), None)
+
+    def remove_orphans(self, topics: Mapping[str, Any]) -> None:
+        """Partition directories of topics deleted while the broker was down are removed."""
+        known = {f"{t}-{p.partition}" for t, m in topics.items() for p in m.partitions}
+        for child in self.data_dir.iterdir():
+            if child.is_dir() and child.name not in known and "-" in child.name:
+                suffix = child.name.rsplit("-", 1)[1]
+                if suffix.isdigit():
+                    log.warning("removing partition directory %s of a deleted topic", child)
+                    shutil.rmtree(child, ignore_errors=True)

@@ -1,0 +1,74 @@
+"""The one table of Kafka APIs floodmark serves, and the versions of each.
+
+ApiVersions answers from this table, dispatch refuses anything outside it, so the broker can never
+advertise an API it does not implement (wire-compat.md §4.3, pitfall P14: never raise a minimum).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class ApiKey(enum.IntEnum):
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    INIT_PRODUCER_ID = 22
+    OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_CONFIGS = 32
+    CREATE_PARTITIONS = 37
+
+
+@dataclass(frozen=True)
+class VersionRange:
+    min_version: int
+    max_version: int
+
+    def __contains__(self, version: object) -> bool:
+        return isinstance(version, int) and self.min_version <= version <= self.max_version
+
+
+SUPPORTED: dict[ApiKey, VersionRange] = {
+    ApiKey.PRODUCE: VersionRange(3, 10),
+    ApiKey.FETCH: VersionRange(4, 12),
+    ApiKey.LIST_OFFSETS: VersionRange(1, 7),
+    ApiKey.METADATA: VersionRange(0, 12),
+    ApiKey.OFFSET_COMMIT: VersionRange(2, 9),
+    ApiKey.OFFSET_FETCH: VersionRange(1, 9),
+    ApiKey.FIND_COORDINATOR: VersionRange(0, 6),
+    ApiKey.JOIN_GROUP: VersionRange(0, 7),
+    ApiKey.HEARTBEAT: VersionRange(0, 4),
+    ApiKey.LEAVE_GROUP: VersionRange(0, 5),
+    ApiKey.SYNC_GROUP: VersionRange(0, 5),
+    ApiKey.DESCRIBE_GROUPS: VersionRange(0, 5),
+    ApiKey.LIST_GROUPS: VersionRange(0, 4),
+    ApiKey.API_VERSIONS: VersionRange(0, 4),
+    ApiKey.CREATE_TOPICS: VersionRange(2, 7),
+    ApiKey.DELETE_TOPICS: VersionRange(1, 6),
+    ApiKey.INIT_PRODUCER_ID: VersionRange(0, 4),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: VersionRange(2, 4),
+    ApiKey.DESCRIBE_CONFIGS: VersionRange(1, 4),
+    ApiKey.CREATE_PARTITIONS: VersionRange(0, 3),
+}
+
+
+def supported_range(api_key: int) -> VersionRange | None:
+    """The advertised range for ``api_key``, or None when floodmark does not serve that API."""
+    try:
+        return SUPPORTED[ApiKey(api_key)]
+    except ValueError:
+        return None
