@@ -1,1 +1,31 @@
+"""Kafka's on-disk log layout over a file-system seam: segments, indexes, checkpoints, recovery."""
 
+from floodmark.storage.checkpoints import (
+    CorruptCheckpointError,
+    LeaderEpochCheckpointFile,
+    OffsetCheckpointFile,
+    TopicPartition,
+    clamp_high_watermark,
+)
+from floodmark.storage.config import FlushPolicy, LogConfig
+from floodmark.storage.data_dir import DataDir
+from floodmark.storage.fs import FileSystem, MemoryFileSystem, RealFileSystem
+from floodmark.storage.log import AppendInfo, Log, NonContiguousAppendError, ReadInfo
+
+__all__ = [
+    "AppendInfo",
+    "CorruptCheckpointError",
+    "DataDir",
+    "FileSystem",
+    "FlushPolicy",
+    "LeaderEpochCheckpointFile",
+    "Log",
+    "LogConfig",
+    "MemoryFileSystem",
+    "NonContiguousAppendError",
+    "OffsetCheckpointFile",
+    "ReadInfo",
+    "RealFileSystem",
+    "TopicPartition",
+    "clamp_high_watermark",
+]

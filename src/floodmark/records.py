@@ -1,0 +1,571 @@
+"""Kafka v2 record batches (magic 2): a zero-copy header view, CRC-32C, and a full builder/decoder.
+
+Layout of a batch (big-endian, 61-byte header, then ``recordsCount`` records, maybe compressed)::
+
+    0  baseOffset i64          8  batchLength i32 (bytes after this field)
+    12 partitionLeaderEpoch i32   16 magic i8      17 crc u32 (CRC-32C of attributes..end)
+    21 attributes i16          23 lastOffsetDelta i32     27 baseTimestamp i64
+    35 maxTimestamp i64        43 producerId i64   51 producerEpoch i16
+    53 baseSequence i32        57 recordsCount i32        61 records...
+
+``baseOffset`` and ``partitionLeaderEpoch`` sit before the CRC'd range, so the leader patches them
+in place without recomputing the CRC. On the hot path a batch stays opaque bytes; records are only
+decoded where a feature needs them (CLI, simulator checks, Spark, offset-for-timestamp).
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import crc32c
+
+from floodmark.compression import Compression, CompressionError, compress, decompress
+
+HEADER_SIZE = 61
+LOG_OVERHEAD = 12  # baseOffset + batchLength: the bytes not counted in batchLength
+MAGIC_V2 = 2
+NO_TIMESTAMP = -1
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+NO_PARTITION_LEADER_EPOCH = -1
+
+BASE_OFFSET_POS = 0
+LENGTH_POS = 8
+PARTITION_LEADER_EPOCH_POS = 12
+MAGIC_POS = 16
+CRC_POS = 17
+ATTRIBUTES_POS = 21
+LAST_OFFSET_DELTA_POS = 23
+BASE_TIMESTAMP_POS = 27
+MAX_TIMESTAMP_POS = 35
+RECORDS_COUNT_POS = 57
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+assert _HEADER.size == HEADER_SIZE
+_I64 = struct.Struct(">q")
+_I32 = struct.Struct(">i")
+_U32 = struct.Struct(">I")
+_I16 = struct.Struct(">h")
+_PREFIX = struct.Struct(">qi")  # baseOffset, batchLength
+
+COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08
+TRANSACTIONAL_MASK = 0x10
+CONTROL_MASK = 0x20
+DELETE_HORIZON_MASK = 0x40
+
+Buffer = bytes | bytearray | memoryview
+
+
+class TimestampType(enum.IntEnum):
+    """``message.timestamp.type``: who sets the timestamp (attributes bit 3)."""
+
+    CREATE_TIME = 0
+    LOG_APPEND_TIME = 1
+
+    @classmethod
+    def parse(cls, value: str | int | TimestampType) -> TimestampType:
+        if isinstance(value, TimestampType):
+            return value
+        if isinstance(value, int):
+            return cls(value)
+        normalized = value.strip().replace("_", "").replace("-", "").lower()
+        if normalized == "createtime":
+            return cls.CREATE_TIME
+        if normalized == "logappendtime":
+            return cls.LOG_APPEND_TIME
+        raise ValueError(f"unknown timestamp type {value!r}")
+
+
+CREATE_TIME = TimestampType.CREATE_TIME
+LOG_APPEND_TIME = TimestampType.LOG_APPEND_TIME
+
+
+class CorruptRecordError(ValueError):
+    """A record batch is short, truncated, of the wrong magic, or fails its CRC."""
+
+    def __init__(self, message: str, position: int = -1) -> None:
+        super().__init__(message)
+        self.position = position
+
+
+def crc32c_of(data: Buffer) -> int:
+    return int(crc32c.crc32c(data)) & 0xFFFFFFFF
+
+
+class BatchHeader:
+    """A view of one v2 batch header at ``position`` in ``buffer`` (the buffer is not copied).
+
+    All fields are unpacked once with a single ``struct`` call; ``buffer``/``position`` are kept
+    so that ``verify_crc`` and the in-place patch helpers can reach the batch bytes.
+    """
+
+    __slots__ = (
+        "attributes",
+        "base_offset",
+        "base_sequence",
+        "base_timestamp",
+        "batch_length",
+        "buffer",
+        "crc",
+        "last_offset_delta",
+        "magic",
+        "max_timestamp",
+        "partition_leader_epoch",
+        "position",
+        "producer_epoch",
+        "producer_id",
+        "records_count",
+    )
+
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+    buffer: Buffer
+    position: int
+
+    def __init__(self, buffer: Buffer, position: int = 0) -> None:
+        if len(buffer) - position < HEADER_SIZE:
+            raise CorruptRecordError(
+                f"record batch header at position {position} is short: "
+                f"{max(0, len(buffer) - position)} of {HEADER_SIZE} bytes",
+                position,
+            )
+        (
+            self.base_offset,
+            self.batch_length,
+            self.partition_leader_epoch,
+            self.magic,
+            self.crc,
+            self.attributes,
+            self.last_offset_delta,
+            self.base_timestamp,
+            self.max_timestamp,
+            self.producer_id,
+            self.producer_epoch,
+            self.base_sequence,
+            self.records_count,
+        ) = _HEADER.unpack_from(buffer, position)
+        self.buffer = buffer
+        self.position = position
+
+    # -- derived properties -----------------------------------------------------------------
+    @property
+    def size(self) -> int:
+        """Total bytes of the batch: 12 + batchLength."""
+        return LOG_OVERHEAD + self.batch_length
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def compression(self) -> Compression:
+        return Compression(self.attributes & COMPRESSION_MASK)
+
+    @property
+    def timestamp_type(self) -> TimestampType:
+        return LOG_APPEND_TIME if self.attributes & TIMESTAMP_TYPE_MASK else CREATE_TIME
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_MASK)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_MASK)
+
+    @property
+    def has_producer_id(self) -> bool:
+        return self.producer_id >= 0
+
+    def batch_bytes(self) -> memoryview:
+        """The whole batch as a memoryview (no copy)."""
+        return memoryview(self.buffer)[self.position : self.position + self.size]
+
+    def compute_crc(self) -> int:
+        end = self.position + self.size
+        return crc32c_of(memoryview(self.buffer)[self.position + ATTRIBUTES_POS : end])
+
+    def verify_crc(self) -> bool:
+        """True when the stored CRC matches attributes..end (the batch must be complete)."""
+        if len(self.buffer) < self.position + self.size:
+            return False
+        return self.compute_crc() == self.crc
+
+    def validate(self) -> None:
+        """Raise CorruptRecordError unless this is a complete, well-formed magic-2 batch."""
+        validate_batch_at(self.buffer, self.position, header=self)
+
+    def __repr__(self) -> str:
+        return (
+            f"BatchHeader(base_offset={self.base_offset}, last_offset={self.last_offset}, "
+            f"size={self.size}, partition_leader_epoch={self.partition_leader_epoch}, "
+            f"magic={self.magic}, records_count={self.records_count}, "
+            f"compression={self.compression.name}, max_timestamp={self.max_timestamp})"
+        )
+
+
+# -- in-place patches (outside the CRC) -----------------------------------------------------------
+def set_base_offset(buffer: bytearray | memoryview, position: int, base_offset: int) -> None:
+    _I64.pack_into(buffer, position + BASE_OFFSET_POS, base_offset)
+
+
+def set_partition_leader_epoch(buffer: bytearray | memoryview, position: int, epoch: int) -> None:
+    _I32.pack_into(buffer, position + PARTITION_LEADER_EPOCH_POS, epoch)
+
+
+def set_log_append_time(buffer: bytearray | memoryview, position: int, timestamp_ms: int) -> None:
+    """Mark the batch LOG_APPEND_TIME with ``maxTimestamp = timestamp_ms``; recomputes the CRC
+    (attributes and maxTimestamp are inside the CRC'd range, as in Kafka)."""
+    (attributes,) = _I16.unpack_from(buffer, position + ATTRIBUTES_POS)
+    _I16.pack_into(buffer, position + ATTRIBUTES_POS, attributes | TIMESTAMP_TYPE_MASK)
+    _I64.pack_into(buffer, position + MAX_TIMESTAMP_POS, timestamp_ms)
+    (length,) = _I32.unpack_from(buffer, position + LENGTH_POS)
+    end = position + LOG_OVERHEAD + length
+    crc = crc32c_of(memoryview(buffer)[position + ATTRIBUTES_POS : end])
+    _U32.pack_into(buffer, position + CRC_POS, crc)
+
+
+# -- validation and iteration -------------------------------------------------------------------
+def validate_batch_at(
+    buffer: Buffer, position: int, *, header: BatchHeader | None = None
+) -> BatchHeader:
+    """Check the batch at ``position``: complete header, sane length, magic 2, CRC. Returns it."""
+    available = len(buffer) - position
+    if available < LOG_OVERHEAD:
+        raise CorruptRecordError(
+            f"truncated record batch at position {position}: {available} bytes, "
+            f"need at least {LOG_OVERHEAD} for offset and length",
+            position,
+        )
+    _, length = _PREFIX.unpack_from(buffer, position)
+    if length < HEADER_SIZE - LOG_OVERHEAD:
+        raise CorruptRecordError(
+            f"record batch at position {position} has batchLength {length}, "
+            f"smaller than the minimum {HEADER_SIZE - LOG_OVERHEAD}",
+            position,
+        )
+    if available < HEADER_SIZE:
+        raise CorruptRecordError(
+            f"truncated record batch header at position {position}: {available} of "
+            f"{HEADER_SIZE} bytes",
+            position,
+        )
+    hdr = header if header is not None else BatchHeader(buffer, position)
+    if hdr.magic != MAGIC_V2:
+        raise CorruptRecordError(
+            f"record batch at position {position} has magic {hdr.magic}, only magic 2 is supported",
+            position,
+        )
+    if LOG_OVERHEAD + length > available:
+        raise CorruptRecordError(
+            f"truncated record batch at position {position}: batchLength says "
+            f"{LOG_OVERHEAD + length} bytes, only {available} present",
+            position,
+        )
+    if hdr.last_offset_delta < 0 or hdr.records_count < 0:
+        raise CorruptRecordError(
+            f"record batch at position {position} has negative lastOffsetDelta "
+            f"({hdr.last_offset_delta}) or recordsCount ({hdr.records_count})",
+            position,
+        )
+    actual = hdr.compute_crc()
+    if actual != hdr.crc:
+        raise CorruptRecordError(
+            f"record batch at position {position} (base offset {hdr.base_offset}) fails CRC-32C: "
+            f"stored {hdr.crc:#010x}, computed {actual:#010x}",
+            position,
+        )
+    return hdr
+
+
+def iter_batches(buffer: Buffer, *, validate: bool = True) -> Iterator[tuple[int, BatchHeader]]:
+    """Yield (position, header) for each batch in a concatenation of batches.
+
+    With ``validate`` every batch is checked (``validate_batch_at``) and a short trailing fragment
+    raises CorruptRecordError; without it only the framing is followed (lengths must still fit).
+    """
+    position = 0
+    end = len(buffer)
+    while position < end:
+        if validate:
+            header = validate_batch_at(buffer, position)
+        else:
+            header = BatchHeader(buffer, position)
+            if header.batch_length < HEADER_SIZE - LOG_OVERHEAD or position + header.size > end:
+                raise CorruptRecordError(
+                    f"truncated or malformed record batch at position {position}", position
+                )
+        yield position, header
+        position += header.size
+
+
+def batch_headers(buffer: Buffer, *, validate: bool = True) -> list[BatchHeader]:
+    return [h for _, h in iter_batches(buffer, validate=validate)]
+
+
+# -- varints ------------------------------------------------------------------------------------
+def zigzag_encode(value: int) -> int:
+    return (value << 1) ^ (value >> 63)
+
+
+def zigzag_decode(value: int) -> int:
+    return (value >> 1) ^ -(value & 1)
+
+
+def write_varint(out: bytearray, value: int) -> None:
+    """Append a zigzag varint (Kafka's signed varint / varlong)."""
+    encoded = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
+    while encoded >= 0x80:
+        out.append((encoded & 0x7F) | 0x80)
+        encoded >>= 7
+    out.append(encoded)
+
+
+def read_varint(buffer: Buffer, position: int) -> tuple[int, int]:
+    """Read a zigzag varint at ``position``; returns (value, next position)."""
+    result = 0
+    shift = 0
+    end = len(buffer)
+    while True:
+        if position >= end:
+            raise CorruptRecordError("truncated varint", position)
+        byte = buffer[position]
+        position += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            break
+        shift += 7
+        if shift > 63:
+            raise CorruptRecordError("varint longer than 10 bytes", position)
+    return (result >> 1) ^ -(result & 1), position
+
+
+def varint_size(value: int) -> int:
+    encoded = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
+    size = 1
+    while encoded >= 0x80:
+        encoded >>= 7
+        size += 1
+    return size
+
+
+# -- records ------------------------------------------------------------------------------------
+Headers = tuple[tuple[str, bytes | None], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One record. ``offset`` is absolute when decoded; when building, offset deltas are taken
+    relative to the first record's ``offset`` (so 0, 1, 2... or any absolute run both work)."""
+
+    offset: int
+    timestamp_ms: int
+    key: bytes | None
+    value: bytes | None
+    headers: Headers = ()
+
+
+def _encode_record(out: bytearray, offset_delta: int, timestamp_delta: int, record: Record) -> None:
+    body = bytearray()
+    body.append(0)  # record attributes (unused)
+    write_varint(body, timestamp_delta)
+    write_varint(body, offset_delta)
+    if record.key is None:
+        write_varint(body, -1)
+    else:
+        write_varint(body, len(record.key))
+        body += record.key
+    if record.value is None:
+        write_varint(body, -1)
+    else:
+        write_varint(body, len(record.value))
+        body += record.value
+    write_varint(body, len(record.headers))
+    for name, value in record.headers:
+        encoded_name = name.encode("utf-8")
+        write_varint(body, len(encoded_name))
+        body += encoded_name
+        if value is None:
+            write_varint(body, -1)
+        else:
+            write_varint(body, len(value))
+            body += value
+    write_varint(out, len(body))
+    out += body
+
+
+def build_batch(
+    records: Sequence[Record],
+    *,
+    base_offset: int = 0,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    compression: Compression = Compression.NONE,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    timestamp_type: TimestampType = CREATE_TIME,
+    is_transactional: bool = False,
+    is_control: bool = False,
+    base_timestamp: int | None = None,
+) -> bytes:
+    """Build one v2 record batch with a valid CRC-32C."""
+    if not records:
+        raise ValueError("a record batch needs at least one record")
+    first_offset = records[0].offset
+    if base_timestamp is None:
+        base_timestamp = min(r.timestamp_ms for r in records)
+    body = bytearray()
+    last_offset_delta = 0
+    max_timestamp = NO_TIMESTAMP
+    for record in records:
+        delta = record.offset - first_offset
+        if delta < last_offset_delta or (delta == last_offset_delta and body):
+            raise ValueError("record offsets within a batch must be strictly increasing")
+        last_offset_delta = delta
+        max_timestamp = max(max_timestamp, record.timestamp_ms)
+        _encode_record(body, delta, record.timestamp_ms - base_timestamp, record)
+    payload: bytes | bytearray = body
+    codec = Compression(compression)
+    if codec is not Compression.NONE:
+        payload = compress(codec, body)
+    attributes = int(codec) & COMPRESSION_MASK
+    if timestamp_type == LOG_APPEND_TIME:
+        attributes |= TIMESTAMP_TYPE_MASK
+    if is_transactional:
+        attributes |= TRANSACTIONAL_MASK
+    if is_control:
+        attributes |= CONTROL_MASK
+    batch = bytearray(HEADER_SIZE + len(payload))
+    _HEADER.pack_into(
+        batch,
+        0,
+        base_offset,
+        HEADER_SIZE - LOG_OVERHEAD + len(payload),
+        partition_leader_epoch,
+        MAGIC_V2,
+        0,
+        attributes,
+        last_offset_delta,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        len(records),
+    )
+    batch[HEADER_SIZE:] = payload
+    _U32.pack_into(batch, CRC_POS, crc32c_of(memoryview(batch)[ATTRIBUTES_POS:]))
+    return bytes(batch)
+
+
+def simple_batch(
+    values: Sequence[bytes | None],
+    *,
+    timestamp_ms: int = 0,
+    keys: Sequence[bytes | None] | None = None,
+    **kwargs: object,
+) -> bytes:
+    """Convenience: a batch of ``values`` (offset deltas 0.., one timestamp), for tests/sim/CLI."""
+    records = [
+        Record(i, timestamp_ms, keys[i] if keys is not None else None, value)
+        for i, value in enumerate(values)
+    ]
+    return build_batch(records, **kwargs)  # type: ignore[arg-type]
+
+
+def _read_bytes(buffer: Buffer, position: int) -> tuple[bytes | None, int]:
+    length, position = read_varint(buffer, position)
+    if length < 0:
+        return None, position
+    end = position + length
+    if end > len(buffer):
+        raise CorruptRecordError("record field runs past the end of the batch", position)
+    return bytes(buffer[position:end]), end
+
+
+def _decode_records(header: BatchHeader, payload: Buffer) -> list[Record]:
+    records: list[Record] = []
+    position = 0
+    log_append = header.timestamp_type == LOG_APPEND_TIME
+    for _ in range(header.records_count):
+        length, position = read_varint(payload, position)
+        end = position + length
+        if length < 0 or end > len(payload):
+            raise CorruptRecordError(
+                f"record of {length} bytes runs past the end of batch {header.base_offset}",
+                header.position,
+            )
+        position += 1  # attributes
+        timestamp_delta, position = read_varint(payload, position)
+        offset_delta, position = read_varint(payload, position)
+        key, position = _read_bytes(payload, position)
+        value, position = _read_bytes(payload, position)
+        header_count, position = read_varint(payload, position)
+        if header_count < 0 or header_count > length:
+            raise CorruptRecordError(f"bad record header count {header_count}", header.position)
+        headers: list[tuple[str, bytes | None]] = []
+        for _ in range(header_count):
+            name_bytes, position = _read_bytes(payload, position)
+            header_value, position = _read_bytes(payload, position)
+            headers.append(((name_bytes or b"").decode("utf-8", "replace"), header_value))
+        if position != end:
+            raise CorruptRecordError(
+                f"record length {length} disagrees with its fields in batch {header.base_offset}",
+                header.position,
+            )
+        timestamp = header.max_timestamp if log_append else header.base_timestamp + timestamp_delta
+        records.append(
+            Record(header.base_offset + offset_delta, timestamp, key, value, tuple(headers))
+        )
+    if position != len(payload):
+        raise CorruptRecordError(
+            f"batch {header.base_offset} has {len(payload) - position} bytes after its "
+            f"{header.records_count} records",
+            header.position,
+        )
+    return records
+
+
+def decode_batch(
+    buffer: Buffer, position: int = 0, *, validate: bool = True
+) -> tuple[BatchHeader, list[Record]]:
+    """Decode the batch at ``position`` into its header and records (decompressing as needed)."""
+    header = validate_batch_at(buffer, position) if validate else BatchHeader(buffer, position)
+    start = position + HEADER_SIZE
+    payload: Buffer = memoryview(buffer)[start : position + header.size]
+    if header.compression is not Compression.NONE:
+        try:
+            payload = decompress(header.compression, payload)
+        except CompressionError as exc:
+            raise CorruptRecordError(
+                f"batch {header.base_offset} at position {position}: {exc}", position
+            ) from exc
+    return header, _decode_records(header, payload)
+
+
+def decode_records(buffer: Buffer, *, validate: bool = True) -> list[Record]:
+    """All records of a concatenation of batches."""
+    out: list[Record] = []
+    for position, _header in iter_batches(buffer, validate=validate):
+        out.extend(decode_batch(buffer, position, validate=False)[1])
+    return out

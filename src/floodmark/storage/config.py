@@ -1,0 +1,139 @@
+"""Per-log configuration with Kafka's names (``log.segment.bytes`` -> ``segment_bytes``...)."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from typing import ClassVar
+
+from floodmark.records import TimestampType
+
+LONG_MAX = 2**63 - 1
+GIB = 1024**3
+DAY_MS = 24 * 3600 * 1000
+
+
+class FlushPolicy(enum.Enum):
+    """When the log fsyncs.
+
+    OS: Kafka's default: never on our own, the OS writes back (durability comes from replication).
+    INTERVAL: every ``flush_interval_messages`` messages and/or ``flush_interval_ms``.
+    GROUP_COMMIT: every append requests a flush; requests are coalesced and the owner (broker
+    event-loop turn, simulator step) calls ``Log.maybe_flush``/``flush`` once for all of them.
+    """
+
+    OS = "os"
+    INTERVAL = "interval"
+    GROUP_COMMIT = "group-commit"
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    segment_bytes: int = GIB
+    segment_ms: int = 7 * DAY_MS
+    index_interval_bytes: int = 4096
+    retention_bytes: int = -1
+    retention_ms: int = 7 * DAY_MS
+    flush_interval_messages: int = LONG_MAX
+    flush_interval_ms: int | None = None
+    flush_policy: FlushPolicy = FlushPolicy.OS
+    max_message_bytes: int = 1048588
+    message_timestamp_type: TimestampType = TimestampType.CREATE_TIME
+
+    def __post_init__(self) -> None:
+        if not 61 <= self.segment_bytes <= 2**31 - 1:
+            raise ValueError(f"segment_bytes must be in [61, 2^31-1], got {self.segment_bytes}")
+        if self.segment_ms <= 0:
+            raise ValueError(f"segment_ms must be positive, got {self.segment_ms}")
+        if self.index_interval_bytes < 0:
+            raise ValueError("index_interval_bytes must be >= 0")
+        if self.flush_interval_messages <= 0:
+            raise ValueError("flush_interval_messages must be positive")
+        if self.flush_interval_ms is not None and self.flush_interval_ms < 0:
+            raise ValueError("flush_interval_ms must be >= 0")
+        if self.max_message_bytes <= 0:
+            raise ValueError("max_message_bytes must be positive")
+
+    # Kafka topic-level names and their broker-level ``log.`` aliases.
+    KAFKA_NAMES: ClassVar[dict[str, str]] = {
+        "segment.bytes": "segment_bytes",
+        "log.segment.bytes": "segment_bytes",
+        "segment.ms": "segment_ms",
+        "log.roll.ms": "segment_ms",
+        "index.interval.bytes": "index_interval_bytes",
+        "log.index.interval.bytes": "index_interval_bytes",
+        "retention.bytes": "retention_bytes",
+        "log.retention.bytes": "retention_bytes",
+        "retention.ms": "retention_ms",
+        "log.retention.ms": "retention_ms",
+        "flush.messages": "flush_interval_messages",
+        "log.flush.interval.messages": "flush_interval_messages",
+        "flush.ms": "flush_interval_ms",
+        "log.flush.interval.ms": "flush_interval_ms",
+        "max.message.bytes": "max_message_bytes",
+        "message.max.bytes": "max_message_bytes",
+        "message.timestamp.type": "message_timestamp_type",
+        "log.message.timestamp.type": "message_timestamp_type",
+        "log.flush.policy": "flush_policy",
+        "flush.policy": "flush_policy",
+    }
+
+    @classmethod
+    def from_kafka(cls, values: Mapping[str, object], base: LogConfig | None = None) -> LogConfig:
+        """Build from Kafka config names (unknown names are ignored; values may be strings).
+
+        ``log.roll.hours`` / ``log.retention.hours|minutes`` are honoured as Kafka does (the ms
+        forms win). A finite ``flush.messages``/``flush.ms`` selects FlushPolicy.INTERVAL unless
+        a policy is given explicitly (``flush.policy`` = os | interval | group-commit).
+        """
+        changes: dict[str, object] = {}
+        hours = {"log.roll.hours": "segment_ms", "log.retention.hours": "retention_ms"}
+        for name, hours_attr in hours.items():
+            if name in values:
+                changes[hours_attr] = int(str(values[name])) * 3600 * 1000
+        if "log.retention.minutes" in values:
+            changes["retention_ms"] = int(str(values["log.retention.minutes"])) * 60 * 1000
+        for name, value in values.items():
+            attr = cls.KAFKA_NAMES.get(name)
+            if attr is None:
+                continue
+            if attr == "message_timestamp_type":
+                changes[attr] = TimestampType.parse(str(value))
+            elif attr == "flush_policy":
+                changes[attr] = FlushPolicy(str(value).strip().lower())
+            elif attr == "flush_interval_ms":
+                number = int(str(value))
+                changes[attr] = None if number >= LONG_MAX else number
+            else:
+                changes[attr] = int(str(value))
+        config = replace(base if base is not None else cls(), **changes)  # type: ignore[arg-type]
+        if "flush_policy" not in changes and (
+            config.flush_interval_messages < LONG_MAX or config.flush_interval_ms is not None
+        ):
+            config = replace(config, flush_policy=FlushPolicy.INTERVAL)
+        return config
+
+    def to_kafka(self) -> dict[str, str]:
+        """Topic-level Kafka names -> string values (for DescribeConfigs)."""
+        out: dict[str, str] = {}
+        seen: set[str] = set()
+        for name, attr in self.KAFKA_NAMES.items():
+            if attr in seen or name.startswith("log.") or name == "message.max.bytes":
+                continue
+            seen.add(attr)
+            value = getattr(self, attr)
+            if attr == "message_timestamp_type":
+                out[name] = (
+                    "LogAppendTime" if value == TimestampType.LOG_APPEND_TIME else "CreateTime"
+                )
+            elif attr == "flush_policy":
+                out[name] = value.value
+            elif attr == "flush_interval_ms":
+                out[name] = str(LONG_MAX if value is None else value)
+            else:
+                out[name] = str(value)
+        return out
+
+
+assert {f.name for f in fields(LogConfig)} >= set(LogConfig.KAFKA_NAMES.values())

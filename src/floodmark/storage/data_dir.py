@@ -1,0 +1,179 @@
+"""One data directory (Kafka's ``log.dirs`` entry): partition logs plus three checkpoint files.
+
+``replication-offset-checkpoint`` (high watermarks), ``recovery-point-offset-checkpoint`` and
+``log-start-offset-checkpoint`` cover every partition in the directory. An unreadable checkpoint
+is never trusted: a warning is logged and the safe fallback is used (HW 0 -> clamped on load,
+recovery point 0 -> full recovery, log start -> the first segment's base offset).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from floodmark.storage.checkpoints import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    CorruptCheckpointError,
+    OffsetCheckpointFile,
+    TopicPartition,
+    clamp_high_watermark,
+)
+from floodmark.storage.config import LogConfig
+from floodmark.storage.fs import FileSystem, RealFileSystem
+from floodmark.storage.log import Log, parse_partition_dir
+
+logger = logging.getLogger(__name__)
+
+
+class DataDir:
+    """Owns one data directory. ``logs`` holds the partition logs opened through it."""
+
+    def __init__(self, path: str, fs: FileSystem | None = None) -> None:
+        self.path = path.rstrip("/") or "/"
+        self.fs: FileSystem = fs if fs is not None else RealFileSystem()
+        self.fs.mkdirs(self.path)
+        self.logs: dict[TopicPartition, Log] = {}
+        self.high_watermark_file = OffsetCheckpointFile(
+            self.fs, f"{self.path}/{REPLICATION_OFFSET_CHECKPOINT}"
+        )
+        self.recovery_point_file = OffsetCheckpointFile(
+            self.fs, f"{self.path}/{RECOVERY_POINT_CHECKPOINT}"
+        )
+        self.log_start_offset_file = OffsetCheckpointFile(
+            self.fs, f"{self.path}/{LOG_START_OFFSET_CHECKPOINT}"
+        )
+
+    def partition_path(self, tp: TopicPartition | tuple[str, int]) -> str:
+        topic, partition = tp
+        return f"{self.path}/{topic}-{partition}"
+
+    def partitions_on_disk(self) -> list[TopicPartition]:
+        """Partition directories present (``<topic>-<partition>``), sorted."""
+        found: list[TopicPartition] = []
+        for name in self.fs.listdir(self.path):
+            tp = parse_partition_dir(name)
+            if tp is not None and self.fs.is_dir(f"{self.path}/{name}"):
+                found.append(tp)
+        return sorted(found)
+
+    # -- checkpoints --------------------------------------------------------------------------
+    def _read_checkpoint(
+        self, checkpoint: OffsetCheckpointFile, what: str
+    ) -> dict[TopicPartition, int]:
+        try:
+            return checkpoint.read()
+        except CorruptCheckpointError as exc:
+            logger.warning("data dir %s: %s; %s", self.path, exc, what)
+            return {}
+
+    def read_high_watermarks(self) -> dict[TopicPartition, int]:
+        """Checkpointed HWs; {} (HW 0, clamped on load) if the file is corrupt."""
+        return self._read_checkpoint(
+            self.high_watermark_file, "high watermarks fall back to 0 (clamped to log start)"
+        )
+
+    def read_recovery_points(self) -> dict[TopicPartition, int]:
+        return self._read_checkpoint(
+            self.recovery_point_file, "recovering every log from its first segment"
+        )
+
+    def read_log_start_offsets(self) -> dict[TopicPartition, int]:
+        return self._read_checkpoint(
+            self.log_start_offset_file, "log start offsets fall back to the first segment"
+        )
+
+    def write_high_watermarks(self, high_watermarks: Mapping[TopicPartition, int]) -> None:
+        self.high_watermark_file.write(dict(high_watermarks))
+
+    def checkpoint_recovery_points(self) -> None:
+        self.recovery_point_file.write({tp: log.recovery_point for tp, log in self.logs.items()})
+
+    def checkpoint_log_start_offsets(self) -> None:
+        self.log_start_offset_file.write(
+            {tp: log.log_start_offset for tp, log in self.logs.items()}
+        )
+
+    def high_watermark_for(
+        self, tp: TopicPartition, checkpointed: Mapping[TopicPartition, int]
+    ) -> int:
+        """The HW a loaded partition starts with: the checkpoint clamped to [log start, LEO]."""
+        log = self.logs[tp]
+        return clamp_high_watermark(checkpointed.get(tp), log.log_start_offset, log.log_end_offset)
+
+    # -- logs ---------------------------------------------------------------------------------
+    def load_all(
+        self, config_for: Mapping[TopicPartition, LogConfig] | LogConfig, *, now_ms: int
+    ) -> dict[TopicPartition, Log]:
+        """Open every partition directory present, using the checkpointed recovery points and
+        log start offsets."""
+        recovery = self.read_recovery_points()
+        starts = self.read_log_start_offsets()
+        for tp in self.partitions_on_disk():
+            config = (
+                config_for if isinstance(config_for, LogConfig) else config_for.get(tp, LogConfig())
+            )
+            self._open(tp, config, now_ms, recovery.get(tp, 0), starts.get(tp, 0))
+        return dict(self.logs)
+
+    def _open(
+        self,
+        tp: TopicPartition,
+        config: LogConfig,
+        now_ms: int,
+        recovery_point: int,
+        log_start_offset: int,
+    ) -> Log:
+        log = Log.open(
+            self.partition_path(tp),
+            config,
+            fs=self.fs,
+            now_ms=now_ms,
+            recovery_point=recovery_point,
+            log_start_offset=log_start_offset,
+        )
+        self.logs[tp] = log
+        return log
+
+    def get_or_create_log(
+        self, tp: TopicPartition | tuple[str, int], config: LogConfig | None = None, *, now_ms: int
+    ) -> Log:
+        """The open log of ``tp``; opens (recovering) or creates it if needed."""
+        key = TopicPartition(*tp)
+        existing = self.logs.get(key)
+        if existing is not None:
+            return existing
+        created = not self.fs.exists(self.partition_path(key))
+        recovery = {} if created else self.read_recovery_points()
+        starts = {} if created else self.read_log_start_offsets()
+        log = self._open(
+            key, config or LogConfig(), now_ms, recovery.get(key, 0), starts.get(key, 0)
+        )
+        if created:
+            self.fs.fsync_dir(self.path)
+        return log
+
+    def delete_log(self, tp: TopicPartition | tuple[str, int]) -> None:
+        key = TopicPartition(*tp)
+        log = self.logs.pop(key, None)
+        if log is not None:
+            log.close()
+        path = self.partition_path(key)
+        if self.fs.exists(path):
+            self.fs.rmtree(path)
+            self.fs.fsync_dir(self.path)
+
+    def flush_all(self) -> None:
+        for log in self.logs.values():
+            log.flush()
+
+    def close(self, high_watermarks: Mapping[TopicPartition, int] | None = None) -> None:
+        """Clean shutdown: flush logs, write all checkpoints, close."""
+        for log in self.logs.values():
+            log.close()
+        self.checkpoint_recovery_points()
+        self.checkpoint_log_start_offsets()
+        if high_watermarks is not None:
+            self.write_high_watermarks(high_watermarks)
+        self.logs.clear()

@@ -1,0 +1,935 @@
+"""One partition's log: segments, appends, reads, truncation, retention, flush and recovery.
+
+The data directory layout is Kafka's::
+
+    <data dir>/<topic>-<partition>/00000000000000000000.log|.index|.timeindex
+    <data dir>/<topic>-<partition>/leader-epoch-checkpoint
+
+Record batches are stored exactly as bytes. A leader append validates every batch, then patches
+``baseOffset`` and ``partitionLeaderEpoch`` in place (outside the CRC) and writes the whole set with
+one write; a follower append stores batches as received after checking CRC and contiguity.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import posixpath
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from floodmark.errors import ErrorCode, KafkaError
+from floodmark.records import (
+    LOG_APPEND_TIME,
+    NO_TIMESTAMP,
+    BatchHeader,
+    CorruptRecordError,
+    decode_batch,
+    iter_batches,
+    set_base_offset,
+    set_log_append_time,
+    set_partition_leader_epoch,
+)
+from floodmark.replication.epochs import UNDEFINED_EPOCH, EpochCache
+from floodmark.storage.checkpoints import (
+    LEADER_EPOCH_CHECKPOINT,
+    CorruptCheckpointError,
+    LeaderEpochCheckpointFile,
+    TopicPartition,
+)
+from floodmark.storage.config import FlushPolicy, LogConfig
+from floodmark.storage.fs import FileSystem, RealFileSystem
+from floodmark.storage.segment import MAX_RELATIVE_OFFSET, Segment, scan_batches
+
+logger = logging.getLogger(__name__)
+
+# ListOffsets special timestamps.
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+
+_LOG_SUFFIX = ".log"
+_INDEX_SUFFIXES = (".index", ".timeindex")
+_STRAY_SUFFIXES = (".tmp", ".deleted", ".cleaned", ".swap")
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    first_offset: int
+    last_offset: int
+    num_records: int
+    num_batches: int
+    max_timestamp_ms: int
+    log_append_time_ms: int
+    first_batch_epoch: int
+    offset_of_max_timestamp: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class ReadInfo:
+    """Whole batches read from one segment.
+
+    ``records`` holds the bytes; ``segment_path``/``position``/``size`` say where they are in the
+    segment file, so a server may ``os.sendfile`` that range instead. ``next_offset`` is the
+    offset after the last batch returned (== ``first_offset`` when nothing was read).
+    """
+
+    records: bytes | memoryview
+    first_offset: int
+    next_offset: int
+    segment_path: str | None
+    position: int
+    size: int
+
+    @property
+    def is_empty(self) -> bool:
+        return self.size == 0
+
+
+def parse_partition_dir(name: str) -> TopicPartition | None:
+    topic, sep, partition = name.rpartition("-")
+    if not sep or not topic or not partition.isdigit():
+        return None
+    return TopicPartition(topic, int(partition))
+
+
+class NonContiguousAppendError(KafkaError):
+    """A follower append whose batches do not continue the log exactly at its end offset
+    (Kafka's UnexpectedAppendOffsetException)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.UNKNOWN_SERVER_ERROR, message)
+
+
+class Log:
+    """A partition log over a FileSystem. Construct with ``Log.open`` (runs recovery)."""
+
+    def __init__(self, path: str, config: LogConfig, fs: FileSystem, now_ms: int) -> None:
+        self.path = path
+        self.config = config
+        self.fs = fs
+        name = posixpath.basename(path.rstrip("/"))
+        self.topic_partition = parse_partition_dir(name) or TopicPartition(name, 0)
+        self.segments: list[Segment] = []
+        self._base_offsets: list[int] = []
+        self.log_start_offset = 0
+        self.log_end_offset = 0
+        self.recovery_point = 0
+        self.epoch_cache = EpochCache()
+        self._epoch_file = LeaderEpochCheckpointFile(fs, f"{path}/{LEADER_EPOCH_CHECKPOINT}")
+        self._unflushed_messages = 0
+        self._last_flush_ms = now_ms
+        self._flush_requested = False
+        self._dir_dirty = False
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return (
+            f"Log({self.topic_partition}, log_start_offset={self.log_start_offset}, "
+            f"log_end_offset={self.log_end_offset}, segments={len(self.segments)})"
+        )
+
+    def _ctx(self) -> str:
+        return f"[partition {self.topic_partition} epoch {self.epoch_cache.latest_epoch}]"
+
+    # ========================================================================================
+    # Opening and recovery
+    # ========================================================================================
+    @classmethod
+    def open(
+        cls,
+        path: str,
+        config: LogConfig | None = None,
+        *,
+        fs: FileSystem | None = None,
+        now_ms: int,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+    ) -> Log:
+        """Open (creating if needed) the log in ``path`` and recover it.
+
+        Segments holding offsets at or after ``recovery_point`` are fully validated; the first
+        bad or torn batch and everything after it are truncated (with a warning). Missing or
+        insane indexes are rebuilt; the epoch cache is loaded (or rebuilt from the batches if
+        its checkpoint is unreadable) and reconciled with the recovered log.
+        """
+        log = cls(path, config or LogConfig(), fs if fs is not None else RealFileSystem(), now_ms)
+        log._recover(now_ms, recovery_point, log_start_offset)
+        return log
+
+    def _recover(self, now_ms: int, recovery_point: int, log_start_offset: int) -> None:
+        fs = self.fs
+        fs.mkdirs(self.path)
+        self._dir_dirty = True  # index files may be (re)created below
+        names = fs.listdir(self.path)
+        bases: list[int] = []
+        for name in names:
+            full = f"{self.path}/{name}"
+            if name.endswith(_STRAY_SUFFIXES):
+                logger.info("%s removing leftover file %s", self._ctx(), full)
+                fs.remove(full)
+                continue
+            stem, dot, suffix = name.partition(".")
+            if not dot or not stem.isdigit() or len(stem) != 20:
+                continue
+            if "." + suffix == _LOG_SUFFIX:
+                bases.append(int(stem))
+        bases.sort()
+        for name in names:
+            stem, dot, suffix = name.partition(".")
+            if (
+                dot
+                and "." + suffix in _INDEX_SUFFIXES
+                and stem.isdigit()
+                and int(stem) not in bases
+            ):
+                fs.remove(f"{self.path}/{name}")  # an index without its segment
+        epoch_entries_ok = True
+        try:
+            entries = self._epoch_file.read()
+            self.epoch_cache = EpochCache(entries)
+        except CorruptCheckpointError as exc:
+            logger.warning(
+                "%s %s; rebuilding the leader epoch cache from the log", self._ctx(), exc
+            )
+            epoch_entries_ok = False
+            self.epoch_cache = EpochCache()
+
+        recovered_from: int | None = None
+        for i, base in enumerate(bases):
+            segment = Segment(fs, self.path, base)
+            self.segments.append(segment)
+            self._base_offsets.append(base)
+            is_last = i == len(bases) - 1
+            next_base = bases[i + 1] if not is_last else None
+            needs_recovery = is_last or (next_base is not None and next_base > recovery_point)
+            if recovered_from is not None:
+                needs_recovery = True
+            if not needs_recovery:
+                if not self._load_indexes(segment):
+                    logger.warning(
+                        "%s index files of segment %d failed the sanity check; rebuilding",
+                        self._ctx(),
+                        base,
+                    )
+                    segment.rebuild_indexes(self.config.index_interval_bytes)
+                    segment.dirty = True
+                continue
+            truncated_at = self._recover_segment(segment)
+            if truncated_at is None and next_base is not None:
+                segment_end = self._segment_next_offset(segment)
+                if segment_end != next_base:
+                    logger.warning(
+                        "%s recovery: segment %d ends at offset %d but the next segment starts "
+                        "at %d; dropping the later segments",
+                        self._ctx(),
+                        base,
+                        segment_end,
+                        next_base,
+                    )
+                    truncated_at = segment_end
+            if truncated_at is not None:
+                recovered_from = truncated_at
+                # Everything after a corrupt point is discarded: later segments too.
+                for later in bases[i + 1 :]:
+                    for suffix in (_LOG_SUFFIX, *_INDEX_SUFFIXES):
+                        full = f"{self.path}/{later:020d}{suffix}"
+                        if fs.exists(full):
+                            fs.remove(full)
+                    logger.warning(
+                        "%s deleting segment %d after corrupt data at offset %d",
+                        self._ctx(),
+                        later,
+                        truncated_at,
+                    )
+                self._dir_dirty = True
+                break
+
+        if self.segments:
+            last = self.segments[-1]
+            self.log_end_offset = self._segment_next_offset(last)
+            # Empty trailing segments left by a crash right after a roll are fine; an empty
+            # first segment whose name is above log start is fine too.
+        else:
+            self.log_end_offset = log_start_offset
+        self.log_start_offset = max(
+            log_start_offset, self.segments[0].base_offset if self.segments else log_start_offset
+        )
+        if self.log_end_offset < self.log_start_offset or not self.segments:
+            if self.segments:
+                logger.warning(
+                    "%s log end offset %d is below log start offset %d; starting an empty log",
+                    self._ctx(),
+                    self.log_end_offset,
+                    self.log_start_offset,
+                )
+            self._delete_all_segments()
+            self.log_end_offset = self.log_start_offset
+            self._add_segment(self.log_start_offset)
+        # Epoch cache: rebuild from batches when the checkpoint was unreadable; in every case
+        # add the epochs of recovered batches (their assign() may not have reached the file).
+        if not epoch_entries_ok:
+            self._rebuild_epoch_cache()
+        else:
+            self._assign_epochs_from(self._recovery_scan_start(recovery_point))
+        self.epoch_cache.truncate_from_end(self.log_end_offset)
+        self.epoch_cache.truncate_from_start(self.log_start_offset)
+        self._write_epoch_checkpoint()
+        # Recovered data is made durable, so the recovery point moves to the end.
+        self.flush()
+        logger.info(
+            "%s opened: log_start_offset=%d log_end_offset=%d segments=%d epoch cache %s",
+            self._ctx(),
+            self.log_start_offset,
+            self.log_end_offset,
+            len(self.segments),
+            self.epoch_cache,
+        )
+
+    def _recovery_scan_start(self, recovery_point: int) -> int:
+        return max(self.log_start_offset, min(recovery_point, self.log_end_offset))
+
+    def _load_indexes(self, segment: Segment) -> bool:
+        size = segment.size
+        ok = segment.index.load(size) and segment.time_index.load()
+        if ok and size > 0 and len(segment.time_index) == 0:
+            ok = False  # a closed, non-empty segment always has its final time index entry
+        if ok:
+            segment.max_timestamp = segment.time_index.last_timestamp
+            if segment.time_index.relative_offsets:
+                segment.offset_of_max_timestamp = (
+                    segment.base_offset + segment.time_index.relative_offsets[-1]
+                )
+            segment.roll_base_ms = (
+                segment.time_index.timestamps[0] if segment.time_index.timestamps else None
+            )
+        return ok
+
+    def _recover_segment(self, segment: Segment) -> int | None:
+        """Validate every batch; truncate at the first bad one. Returns the offset the segment
+        was cut at (None if it was intact). Indexes are rebuilt from the scan."""
+        segment.index.reset()
+        segment.time_index.reset()
+        segment.max_timestamp = NO_TIMESTAMP
+        segment.bytes_since_last_index_entry = 0
+        expected = segment.base_offset
+        cut_position: int | None = None
+        reason = ""
+        try:
+            for position, header in scan_batches(segment.log, 0, validate=True):
+                if header.base_offset < expected:
+                    cut_position, reason = (
+                        position,
+                        (
+                            f"batch base offset {header.base_offset} is below the expected "
+                            f"{expected} (not contiguous)"
+                        ),
+                    )
+                    break
+                if header.last_offset - segment.base_offset > MAX_RELATIVE_OFFSET:
+                    cut_position, reason = position, "offset beyond the segment's range"
+                    break
+                segment.note_batch(header, position, self.config.index_interval_bytes)
+                expected = header.next_offset
+        except CorruptRecordError as exc:
+            cut_position, reason = exc.position, str(exc)
+        segment.dirty = True
+        if cut_position is None:
+            return None
+        logger.warning(
+            "%s recovery: truncating segment %d at position %d (offset %d), %d bytes dropped: %s",
+            self._ctx(),
+            segment.base_offset,
+            cut_position,
+            expected,
+            segment.size - cut_position,
+            reason,
+        )
+        segment.log.truncate(cut_position)
+        segment.index.truncate_to_position(cut_position)
+        segment.time_index.truncate_to_offset(expected)
+        return expected
+
+    def _segment_next_offset(self, segment: Segment) -> int:
+        """Next offset after the segment's last batch (its base offset when empty)."""
+        _, start = segment.index.lookup(2**63 - 1)
+        next_offset = segment.base_offset
+        for _, header in scan_batches(segment.log, start, validate=False):
+            next_offset = header.next_offset
+        return next_offset
+
+    def _rebuild_epoch_cache(self) -> None:
+        self.epoch_cache = EpochCache()
+        self._assign_epochs_from(self.log_start_offset)
+
+    def _assign_epochs_from(self, start_offset: int) -> None:
+        for header in self.iter_batch_headers(start_offset=start_offset):
+            if header.partition_leader_epoch >= 0:
+                self.epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+
+    def _write_epoch_checkpoint(self) -> None:
+        self._epoch_file.write(self.epoch_cache.entries())
+
+    # ========================================================================================
+    # Segments
+    # ========================================================================================
+    @property
+    def active_segment(self) -> Segment:
+        return self.segments[-1]
+
+    def _add_segment(self, base_offset: int) -> Segment:
+        segment = Segment(self.fs, self.path, base_offset)
+        segment.log.truncate(0)
+        segment.index.reset()
+        segment.time_index.reset()
+        self.segments.append(segment)
+        self._base_offsets.append(base_offset)
+        self._dir_dirty = True
+        segment.dirty = True
+        return segment
+
+    def _delete_segment_files(self, segment: Segment) -> None:
+        segment.close()
+        for path in segment.file_paths():
+            if self.fs.exists(path):
+                self.fs.remove(path)
+        self._dir_dirty = True
+
+    def _delete_all_segments(self) -> None:
+        for segment in self.segments:
+            self._delete_segment_files(segment)
+        self.segments = []
+        self._base_offsets = []
+
+    def _maybe_roll(self, incoming_bytes: int, last_offset: int, now_ms: int) -> Segment:
+        active = self.active_segment
+        size = active.size
+        if size == 0:
+            return active
+        reason = ""
+        if size + incoming_bytes > self.config.segment_bytes:
+            reason = f"size {size} + {incoming_bytes} > segment.bytes {self.config.segment_bytes}"
+        elif (
+            active.roll_base_ms is not None
+            and now_ms - active.roll_base_ms >= self.config.segment_ms
+        ):
+            reason = f"age {now_ms - active.roll_base_ms} ms >= segment.ms {self.config.segment_ms}"
+        elif last_offset - active.base_offset > MAX_RELATIVE_OFFSET:
+            reason = "relative offsets would overflow"
+        if not reason:
+            return active
+        return self.roll(now_ms, reason)
+
+    def roll(self, now_ms: int, reason: str = "requested") -> Segment:
+        """Start a new active segment at the log end offset (no-op if the active one is empty)."""
+        active = self.active_segment
+        if active.size == 0:
+            return active
+        active.on_become_inactive()
+        segment = self._add_segment(self.log_end_offset)
+        segment.roll_base_ms = now_ms
+        logger.info(
+            "%s rolled new segment at offset %d (%s)", self._ctx(), self.log_end_offset, reason
+        )
+        return segment
+
+    def _segment_for(self, offset: int) -> int:
+        """Index into self.segments of the segment that would hold ``offset``."""
+        return max(0, bisect.bisect_right(self._base_offsets, offset) - 1)
+
+    # ========================================================================================
+    # Appends
+    # ========================================================================================
+    def _validate_set(
+        self, buffer: bytearray | memoryview | bytes
+    ) -> list[tuple[int, BatchHeader]]:
+        try:
+            batches = list(iter_batches(buffer, validate=True))
+        except CorruptRecordError as exc:
+            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"{self.topic_partition}: {exc}") from exc
+        for position, header in batches:
+            if header.size > self.config.max_message_bytes:
+                raise KafkaError(
+                    ErrorCode.MESSAGE_TOO_LARGE,
+                    f"{self.topic_partition}: batch at position {position} is {header.size} bytes, "
+                    f"max.message.bytes is {self.config.max_message_bytes}",
+                )
+        return batches
+
+    def append_as_leader(
+        self, batches: bytes | bytearray | memoryview, leader_epoch: int, now_ms: int
+    ) -> AppendInfo:
+        """Validate, assign offsets from the LEO, stamp ``leader_epoch``, write. All or nothing.
+
+        A writable buffer is patched in place; a read-only one is copied once first.
+        """
+        self._check_open()
+        buffer: bytearray | memoryview
+        if isinstance(batches, bytearray) or (
+            isinstance(batches, memoryview) and not batches.readonly
+        ):
+            buffer = batches
+        else:
+            buffer = bytearray(batches)
+        headers = self._validate_set(buffer)
+        for position, header in headers:
+            if header.records_count <= 0 or header.last_offset_delta != header.records_count - 1:
+                raise KafkaError(
+                    ErrorCode.CORRUPT_MESSAGE,
+                    f"{self.topic_partition}: batch at position {position} has recordsCount "
+                    f"{header.records_count} but lastOffsetDelta {header.last_offset_delta}",
+                )
+        if not headers:
+            return self._empty_append_info(leader_epoch)
+        log_append = self.config.message_timestamp_type == LOG_APPEND_TIME
+        next_offset = self.log_end_offset
+        first_offset = next_offset
+        num_records = 0
+        max_timestamp = NO_TIMESTAMP
+        offset_of_max = first_offset
+        for position, header in headers:
+            set_base_offset(buffer, position, next_offset)
+            set_partition_leader_epoch(buffer, position, leader_epoch)
+            if log_append:
+                set_log_append_time(buffer, position, now_ms)
+            last = next_offset + header.last_offset_delta
+            timestamp = now_ms if log_append else header.max_timestamp
+            if timestamp > max_timestamp:
+                max_timestamp, offset_of_max = timestamp, last
+            num_records += header.records_count
+            next_offset = last + 1
+        info = AppendInfo(
+            first_offset=first_offset,
+            last_offset=next_offset - 1,
+            num_records=num_records,
+            num_batches=len(headers),
+            max_timestamp_ms=max_timestamp,
+            log_append_time_ms=now_ms if log_append else NO_TIMESTAMP,
+            first_batch_epoch=leader_epoch,
+            offset_of_max_timestamp=offset_of_max,
+        )
+        self._write(buffer, now_ms, info)
+        if leader_epoch >= 0 and self.epoch_cache.assign(leader_epoch, first_offset):
+            self._write_epoch_checkpoint()
+        return info
+
+    def append_as_follower(
+        self, batches: bytes | bytearray | memoryview, now_ms: int
+    ) -> AppendInfo:
+        """Store batches exactly as received. Each batch must start at the offset after the
+        previous one, the first at the LEO, else NonContiguousAppendError (a KafkaError) and
+        nothing is appended. The epoch cache gets ``assign(batch epoch, base offset)`` per batch."""
+        self._check_open()
+        headers = self._validate_set(batches)
+        if not headers:
+            return self._empty_append_info(UNDEFINED_EPOCH)
+        expected = self.log_end_offset
+        num_records = 0
+        max_timestamp = NO_TIMESTAMP
+        offset_of_max = expected
+        for position, header in headers:
+            if header.base_offset != expected:
+                raise NonContiguousAppendError(
+                    f"{self.topic_partition}: follower append of batch at position {position} "
+                    f"with base offset {header.base_offset}, expected {expected} "
+                    f"(log end offset {self.log_end_offset}); nothing appended",
+                )
+            if header.max_timestamp > max_timestamp:
+                max_timestamp, offset_of_max = header.max_timestamp, header.last_offset
+            num_records += header.records_count
+            expected = header.next_offset
+        first = headers[0][1]
+        info = AppendInfo(
+            first_offset=first.base_offset,
+            last_offset=expected - 1,
+            num_records=num_records,
+            num_batches=len(headers),
+            max_timestamp_ms=max_timestamp,
+            log_append_time_ms=NO_TIMESTAMP,
+            first_batch_epoch=first.partition_leader_epoch,
+            offset_of_max_timestamp=offset_of_max,
+        )
+        self._write(batches, now_ms, info)
+        changed = False
+        for _, header in headers:
+            if header.partition_leader_epoch >= 0:
+                changed |= self.epoch_cache.assign(
+                    header.partition_leader_epoch, header.base_offset
+                )
+        if changed:
+            self._write_epoch_checkpoint()
+        return info
+
+    def _empty_append_info(self, epoch: int) -> AppendInfo:
+        return AppendInfo(
+            self.log_end_offset, self.log_end_offset - 1, 0, 0, NO_TIMESTAMP, NO_TIMESTAMP, epoch
+        )
+
+    def _write(self, buffer: bytes | bytearray | memoryview, now_ms: int, info: AppendInfo) -> None:
+        segment = self._maybe_roll(len(buffer), info.last_offset, now_ms)
+        position = segment.size
+        segment.log.write(buffer)
+        if segment.roll_base_ms is None:
+            segment.roll_base_ms = now_ms
+        interval = self.config.index_interval_bytes
+        for rel_position, header in iter_batches(buffer, validate=False):
+            segment.note_batch(header, position + rel_position, interval)
+        segment.dirty = True
+        self.log_end_offset = info.last_offset + 1
+        self._unflushed_messages += info.num_records
+        policy = self.config.flush_policy
+        if policy is FlushPolicy.GROUP_COMMIT:
+            self._flush_requested = True
+        elif (
+            policy is FlushPolicy.INTERVAL
+            and self._unflushed_messages >= self.config.flush_interval_messages
+        ):
+            self.flush(now_ms)
+
+    def assign_epoch(self, epoch: int, start_offset: int) -> None:
+        """Becoming leader of ``epoch`` (KAFKA-7415): record it at ``start_offset`` (normally
+        the LEO) and make the checkpoint durable before accepting writes."""
+        if self.epoch_cache.assign(epoch, start_offset):
+            logger.info(
+                "%s assigned leader epoch %d at offset %d", self._ctx(), epoch, start_offset
+            )
+        self._write_epoch_checkpoint()
+
+    # ========================================================================================
+    # Reads
+    # ========================================================================================
+    def read(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        max_offset_exclusive: int | None = None,
+    ) -> ReadInfo:
+        """Whole batches from the one containing ``start_offset``, at least one (if any
+        qualifies) even if it is larger than ``max_bytes`` (KIP-74). Only one segment is read.
+
+        ``max_offset_exclusive`` (the HW for consumers) bounds the read: no batch holding an
+        offset at or beyond it is returned, so a consumer never sees an offset >= HW even if the
+        bound fell inside a batch (it never does in practice: HWs are batch boundaries)."""
+        self._check_open()
+        if start_offset < self.log_start_offset or start_offset > self.log_end_offset:
+            raise KafkaError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"{self.topic_partition}: offset {start_offset} outside "
+                f"[{self.log_start_offset}, {self.log_end_offset}]",
+            )
+        limit = (
+            self.log_end_offset
+            if max_offset_exclusive is None
+            else min(max_offset_exclusive, self.log_end_offset)
+        )
+        index = self._segment_for(start_offset)
+        while index < len(self.segments):
+            segment = self.segments[index]
+            found = segment.find_batch(start_offset) if start_offset < limit else None
+            if found is not None:
+                position, header = found
+                if header.next_offset > limit:
+                    break
+                return self._read_from(segment, position, header, max_bytes, limit)
+            if start_offset >= limit:
+                break
+            index += 1  # the offset is past this segment's data (e.g. a gap); try the next
+        return ReadInfo(b"", start_offset, start_offset, None, 0, 0)
+
+    def _read_from(
+        self, segment: Segment, position: int, first: BatchHeader, max_bytes: int, limit: int
+    ) -> ReadInfo:
+        segment_size = segment.size
+        want = max(first.size, min(max_bytes, segment_size - position))
+        data = segment.read_at(position, want)
+        end = 0
+        next_offset = first.base_offset
+        view = memoryview(data)
+        while end + 61 <= len(data):
+            header = BatchHeader(view, end)
+            if header.next_offset > limit or end + header.size > len(data):
+                break
+            if end > 0 and end + header.size > max_bytes:
+                break
+            end += header.size
+            next_offset = header.next_offset
+        records = view[:end] if end < len(data) else data
+        return ReadInfo(records, first.base_offset, next_offset, segment.path, position, end)
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int, int] | None:
+        """(offset, timestamp_ms, leader_epoch) of the first record with timestamp >=
+        ``timestamp_ms``; or for -2 (earliest) / -1 (latest) / -3 (max timestamp). None if no
+        record qualifies."""
+        self._check_open()
+        if timestamp_ms == EARLIEST_TIMESTAMP:
+            return (
+                self.log_start_offset,
+                NO_TIMESTAMP,
+                self.epoch_cache.epoch_for_offset(self.log_start_offset),
+            )
+        if timestamp_ms == LATEST_TIMESTAMP:
+            return self.log_end_offset, NO_TIMESTAMP, self.epoch_cache.latest_epoch
+        if timestamp_ms == MAX_TIMESTAMP:
+            best: Segment | None = None
+            for segment in self.segments:
+                if segment.size and (best is None or segment.max_timestamp > best.max_timestamp):
+                    best = segment
+            if best is None or best.max_timestamp == NO_TIMESTAMP:
+                return None
+            offset = max(best.offset_of_max_timestamp, self.log_start_offset)
+            return offset, best.max_timestamp, self.epoch_cache.epoch_for_offset(offset)
+        for segment in self.segments:
+            if segment.size == 0 or segment.max_timestamp < timestamp_ms:
+                continue
+            start = max(segment.time_index.lookup_below(timestamp_ms), self.log_start_offset)
+            _, position = segment.index.lookup(start)
+            for pos, header in scan_batches(segment.log, position, validate=False):
+                if (
+                    header.max_timestamp < timestamp_ms
+                    or header.next_offset <= self.log_start_offset
+                ):
+                    continue
+                data = segment.read_at(pos, header.size)
+                _, records = decode_batch(data, 0, validate=False)
+                for record in records:
+                    if (
+                        record.offset >= self.log_start_offset
+                        and record.timestamp_ms >= timestamp_ms
+                    ):
+                        return record.offset, record.timestamp_ms, header.partition_leader_epoch
+        return None
+
+    def iter_batch_headers(
+        self, start_offset: int | None = None, end_offset: int | None = None
+    ) -> Iterator[BatchHeader]:
+        """Headers of the batches overlapping [start_offset, end_offset) (defaults: whole log)."""
+        start = self.log_start_offset if start_offset is None else start_offset
+        end = self.log_end_offset if end_offset is None else end_offset
+        if start >= end or not self.segments:
+            return
+        for segment in self.segments[self._segment_for(start) :]:
+            if segment.base_offset >= end:
+                return
+            _, position = segment.index.lookup(start)
+            for _, header in scan_batches(segment.log, position, validate=False):
+                if header.base_offset >= end:
+                    return
+                if header.last_offset >= start:
+                    yield header
+
+    # ========================================================================================
+    # Truncation and retention
+    # ========================================================================================
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch containing an offset >= ``offset`` (batch granularity: a batch
+        that straddles ``offset`` goes entirely, so the LEO may end up below ``offset``)."""
+        self._check_open()
+        if offset >= self.log_end_offset:
+            if self.epoch_cache.truncate_from_end(self.log_end_offset):
+                self._write_epoch_checkpoint()
+            return
+        if offset <= self.log_start_offset:
+            self.truncate_fully_and_start_at(offset)
+            return
+        while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
+            segment = self.segments.pop()
+            self._base_offsets.pop()
+            self._delete_segment_files(segment)
+        active = self.active_segment
+        found = active.find_batch(offset)
+        if found is not None:
+            position, header = found
+            new_end = header.base_offset
+            active.log.truncate(position)
+            active.index.truncate_to_position(position)
+            active.time_index.truncate_to_offset(new_end)
+            self._recompute_max_timestamp(active)
+            active.dirty = True
+        else:
+            # Only whole segments at or above ``offset`` had to go.
+            new_end = self._segment_next_offset(active)
+        old_end = self.log_end_offset
+        self.log_end_offset = new_end
+        logger.info(
+            "%s truncated log from end offset %d to %d (requested %d)",
+            self._ctx(),
+            old_end,
+            new_end,
+            offset,
+        )
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self.epoch_cache.truncate_from_end(self.log_end_offset)
+        self._write_epoch_checkpoint()
+
+    def _recompute_max_timestamp(self, segment: Segment) -> None:
+        segment.max_timestamp = NO_TIMESTAMP
+        segment.offset_of_max_timestamp = segment.base_offset
+        segment.bytes_since_last_index_entry = 0
+        last_index_position = segment.index.positions[-1] if segment.index.positions else 0
+        for position, header in scan_batches(segment.log, 0, validate=False):
+            if header.max_timestamp > segment.max_timestamp:
+                segment.max_timestamp = header.max_timestamp
+                segment.offset_of_max_timestamp = header.last_offset
+            if position >= last_index_position:
+                segment.bytes_since_last_index_entry += header.size
+        if segment.size == 0:
+            segment.roll_base_ms = None
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete everything; the log restarts empty at ``offset`` (epoch cache cleared)."""
+        self._check_open()
+        self._delete_all_segments()
+        self._add_segment(offset)
+        self.log_start_offset = offset
+        self.log_end_offset = offset
+        self.recovery_point = offset
+        self.epoch_cache.clear()
+        self._write_epoch_checkpoint()
+        logger.info("%s truncated fully, log restarts at offset %d", self._ctx(), offset)
+
+    def maybe_increment_log_start_offset(self, offset: int, high_watermark: int) -> bool:
+        """Advance the log start offset (DeleteRecords, retention); never past the HW.
+        Segments entirely below it are deleted by the next ``apply_retention``."""
+        if offset > high_watermark:
+            raise KafkaError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"{self.topic_partition}: cannot move log start offset to {offset}, "
+                f"beyond the high watermark {high_watermark}",
+            )
+        if offset <= self.log_start_offset:
+            return False
+        self.log_start_offset = offset
+        if self.epoch_cache.truncate_from_start(offset):
+            self._write_epoch_checkpoint()
+        logger.info("%s log start offset advanced to %d", self._ctx(), offset)
+        return True
+
+    def apply_retention(self, now_ms: int, high_watermark: int) -> int:
+        """Delete whole segments entirely below the HW that are beyond the log start offset,
+        older than retention.ms, or in excess of retention.bytes. Returns how many went."""
+        self._check_open()
+        deletable: list[Segment] = []
+        total = sum(s.size for s in self.segments)
+        for i, segment in enumerate(self.segments[:-1]):  # never the active segment
+            upper = self.segments[i + 1].base_offset  # exclusive upper bound of this segment
+            if upper > high_watermark:
+                break
+            if upper <= self.log_start_offset:
+                deletable.append(segment)
+                total -= segment.size
+                continue
+            expired = (
+                self.config.retention_ms >= 0
+                and segment.max_timestamp != NO_TIMESTAMP
+                and now_ms - segment.max_timestamp > self.config.retention_ms
+            )
+            too_big = (
+                self.config.retention_bytes >= 0
+                and total - segment.size >= self.config.retention_bytes
+            )
+            if not (expired or too_big):
+                break
+            deletable.append(segment)
+            total -= segment.size
+        if not deletable:
+            return 0
+        for segment in deletable:
+            self._delete_segment_files(segment)
+        count = len(deletable)
+        del self.segments[:count]
+        del self._base_offsets[:count]
+        new_start = self.segments[0].base_offset
+        if new_start > self.log_start_offset:
+            self.log_start_offset = new_start
+            self.epoch_cache.truncate_from_start(new_start)
+            self._write_epoch_checkpoint()
+        logger.info(
+            "%s retention deleted %d segment(s); log_start_offset=%d",
+            self._ctx(),
+            count,
+            self.log_start_offset,
+        )
+        return count
+
+    # ========================================================================================
+    # Flush and close
+    # ========================================================================================
+    @property
+    def unflushed_messages(self) -> int:
+        return self._unflushed_messages
+
+    @property
+    def flush_requested(self) -> bool:
+        return self._flush_requested
+
+    def request_flush(self) -> None:
+        self._flush_requested = True
+
+    def maybe_flush(self, now_ms: int) -> bool:
+        """Apply the flush policy; returns True if it flushed."""
+        policy = self.config.flush_policy
+        due = False
+        if policy is FlushPolicy.GROUP_COMMIT or self._flush_requested:
+            due = self._flush_requested
+        if policy is FlushPolicy.INTERVAL:
+            if self._unflushed_messages >= self.config.flush_interval_messages:
+                due = True
+            interval = self.config.flush_interval_ms
+            if (
+                interval is not None
+                and self._unflushed_messages > 0
+                and now_ms - self._last_flush_ms >= interval
+            ):
+                due = True
+        if due:
+            self.flush(now_ms)
+        return due
+
+    def flush(self, now_ms: int | None = None) -> None:
+        """fsync every segment with unsynced data (and the directory if segments were created or
+        deleted); the recovery point becomes the log end offset."""
+        for segment in self.segments:
+            if segment.dirty:
+                segment.flush()
+        if self._dir_dirty:
+            self.fs.fsync_dir(self.path)
+            self._dir_dirty = False
+        self.recovery_point = self.log_end_offset
+        self._unflushed_messages = 0
+        self._flush_requested = False
+        if now_ms is not None:
+            self._last_flush_ms = now_ms
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self.flush()
+        for segment in self.segments:
+            segment.close()
+        self._closed = True
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise KafkaError(
+                ErrorCode.KAFKA_STORAGE_ERROR, f"{self.topic_partition}: log is closed"
+            )
+
+    # -- introspection ------------------------------------------------------------------------
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    def segment_base_offsets(self) -> list[int]:
+        return list(self._base_offsets)
+
+    def read_all(self) -> bytes:
+        """Every batch from the log start, concatenated (tests, simulator checks, CLI)."""
+        out = bytearray()
+        offset = self.log_start_offset
+        while offset < self.log_end_offset:
+            info = self.read(offset, 1 << 30)
+            if info.is_empty:
+                break
+            out += info.records
+            offset = info.next_offset
+        return bytes(out)

@@ -1,0 +1,322 @@
+"""One log segment: ``<base>.log`` (raw batches), ``<base>.index`` and ``<base>.timeindex``.
+
+Offset index entries: (relative offset u32, position u32), 8 bytes, relative offset of the *first*
+offset of an indexed batch, one entry whenever more than ``index.interval.bytes`` were appended
+since the last one. Time index entries: (timestamp i64, relative offset u32), 12 bytes, the largest
+timestamp seen so far in the segment and the last offset of the batch that carried it; appended at
+index points when the maximum grew, and once more when the segment stops being active.
+
+Indexes live in memory (two lists each) and are mirrored to their files by appending; a file that
+fails the sanity check on open is rebuilt from the segment.
+"""
+
+from __future__ import annotations
+
+import bisect
+import struct
+from collections.abc import Iterator
+
+from floodmark.records import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    NO_TIMESTAMP,
+    BatchHeader,
+    CorruptRecordError,
+    validate_batch_at,
+)
+from floodmark.storage.fs import FileHandle, FileSystem
+
+_OFFSET_ENTRY = struct.Struct(">II")
+_TIME_ENTRY = struct.Struct(">qI")
+SCAN_CHUNK_BYTES = 64 * 1024
+MAX_RELATIVE_OFFSET = 2**31 - 1
+
+
+def segment_file_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+class OffsetIndex:
+    __slots__ = ("base_offset", "handle", "positions", "relative_offsets")
+
+    def __init__(self, handle: FileHandle, base_offset: int) -> None:
+        self.handle = handle
+        self.base_offset = base_offset
+        self.relative_offsets: list[int] = []
+        self.positions: list[int] = []
+
+    def load(self, segment_size: int) -> bool:
+        """Read the file; False (and empty) if it fails the sanity check."""
+        size = self.handle.size()
+        if size % _OFFSET_ENTRY.size:
+            self.clear_memory()
+            return False
+        data = self.handle.read_at(0, size)
+        offsets: list[int] = []
+        positions: list[int] = []
+        for rel, pos in _OFFSET_ENTRY.iter_unpack(data):
+            if (offsets and (rel <= offsets[-1] or pos <= positions[-1])) or pos >= segment_size:
+                self.clear_memory()
+                return False
+            offsets.append(rel)
+            positions.append(pos)
+        self.relative_offsets, self.positions = offsets, positions
+        return True
+
+    def clear_memory(self) -> None:
+        self.relative_offsets = []
+        self.positions = []
+
+    def append(self, offset: int, position: int) -> None:
+        rel = offset - self.base_offset
+        self.relative_offsets.append(rel)
+        self.positions.append(position)
+        self.handle.write(_OFFSET_ENTRY.pack(rel, position))
+
+    def lookup(self, offset: int) -> tuple[int, int]:
+        """(offset, position) of the last entry at or before ``offset``, else (base, 0)."""
+        i = bisect.bisect_right(self.relative_offsets, offset - self.base_offset) - 1
+        if i < 0:
+            return self.base_offset, 0
+        return self.base_offset + self.relative_offsets[i], self.positions[i]
+
+    def truncate_to_position(self, position: int) -> None:
+        """Drop entries at or beyond ``position`` (file and memory)."""
+        keep = bisect.bisect_left(self.positions, position)
+        if keep < len(self.positions):
+            del self.relative_offsets[keep:]
+            del self.positions[keep:]
+            self.handle.truncate(keep * _OFFSET_ENTRY.size)
+
+    def reset(self) -> None:
+        self.clear_memory()
+        self.handle.truncate(0)
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+
+class TimeIndex:
+    __slots__ = ("base_offset", "handle", "relative_offsets", "timestamps")
+
+    def __init__(self, handle: FileHandle, base_offset: int) -> None:
+        self.handle = handle
+        self.base_offset = base_offset
+        self.timestamps: list[int] = []
+        self.relative_offsets: list[int] = []
+
+    def load(self) -> bool:
+        size = self.handle.size()
+        if size % _TIME_ENTRY.size:
+            self.clear_memory()
+            return False
+        data = self.handle.read_at(0, size)
+        timestamps: list[int] = []
+        offsets: list[int] = []
+        for ts, rel in _TIME_ENTRY.iter_unpack(data):
+            if timestamps and (ts <= timestamps[-1] or rel < offsets[-1]):
+                self.clear_memory()
+                return False
+            timestamps.append(ts)
+            offsets.append(rel)
+        self.timestamps, self.relative_offsets = timestamps, offsets
+        return True
+
+    def clear_memory(self) -> None:
+        self.timestamps = []
+        self.relative_offsets = []
+
+    @property
+    def last_timestamp(self) -> int:
+        return self.timestamps[-1] if self.timestamps else NO_TIMESTAMP
+
+    def maybe_append(self, timestamp: int, offset: int) -> None:
+        if timestamp > self.last_timestamp:
+            rel = offset - self.base_offset
+            self.timestamps.append(timestamp)
+            self.relative_offsets.append(rel)
+            self.handle.write(_TIME_ENTRY.pack(timestamp, rel))
+
+    def lookup_below(self, timestamp: int) -> int:
+        """An offset at or before the first record with timestamp >= ``timestamp``: the offset of
+        the last entry whose (running maximum) timestamp is < ``timestamp``, else the base."""
+        i = bisect.bisect_left(self.timestamps, timestamp) - 1
+        if i < 0:
+            return self.base_offset
+        return self.base_offset + self.relative_offsets[i]
+
+    def truncate_to_offset(self, offset: int) -> None:
+        rel = offset - self.base_offset
+        keep = bisect.bisect_left(self.relative_offsets, rel)
+        if keep < len(self.relative_offsets):
+            del self.timestamps[keep:]
+            del self.relative_offsets[keep:]
+            self.handle.truncate(keep * _TIME_ENTRY.size)
+
+    def reset(self) -> None:
+        self.clear_memory()
+        self.handle.truncate(0)
+
+    def __len__(self) -> int:
+        return len(self.timestamps)
+
+
+def scan_batches(
+    handle: FileHandle, start_position: int = 0, end_position: int | None = None, *, validate: bool
+) -> Iterator[tuple[int, BatchHeader]]:
+    """Yield (file position, header) of consecutive batches in a segment file.
+
+    With ``validate`` each batch is fully checked (CRC etc.) and a CorruptRecordError carrying the
+    *file* position is raised at the first bad or truncated batch. Without it only headers are
+    read (for lookups over data already validated on append or recovery).
+    """
+    end = handle.size() if end_position is None else end_position
+    position = start_position
+    chunk = b""
+    chunk_start = position
+    while position < end:
+        rel = position - chunk_start
+        if rel < 0 or rel + HEADER_SIZE > len(chunk):
+            chunk_start = position
+            chunk = handle.read_at(position, min(SCAN_CHUNK_BYTES, end - position))
+            rel = 0
+        if len(chunk) - rel < LOG_OVERHEAD or (len(chunk) - rel < HEADER_SIZE and not validate):
+            raise CorruptRecordError(
+                f"truncated record batch at position {position}: {len(chunk) - rel} bytes left",
+                position,
+            )
+        try:
+            if validate:
+                size = LOG_OVERHEAD + int.from_bytes(chunk[rel + 8 : rel + 12], "big", signed=True)
+                if size >= HEADER_SIZE and rel + size > len(chunk) and position + size <= end:
+                    # The batch runs past this chunk: read it whole.
+                    chunk_start = position
+                    chunk = handle.read_at(
+                        position, max(size, min(SCAN_CHUNK_BYTES, end - position))
+                    )
+                    rel = 0
+                header = validate_batch_at(
+                    memoryview(chunk)[: min(len(chunk), end - chunk_start)], rel
+                )
+            else:
+                header = BatchHeader(chunk, rel)
+                if header.batch_length < HEADER_SIZE - LOG_OVERHEAD:
+                    raise CorruptRecordError(
+                        f"record batch at position {position} has batchLength "
+                        f"{header.batch_length}",
+                        position,
+                    )
+        except CorruptRecordError as exc:
+            raise CorruptRecordError(
+                f"{exc} (segment {handle.path}, file position {position})", position
+            ) from exc
+        yield position, header
+        position += header.size
+
+
+class Segment:
+    """A segment's files and the in-memory facts the log needs about it."""
+
+    __slots__ = (
+        "base_offset",
+        "bytes_since_last_index_entry",
+        "dir_path",
+        "dirty",
+        "index",
+        "log",
+        "max_timestamp",
+        "offset_of_max_timestamp",
+        "roll_base_ms",
+        "time_index",
+    )
+
+    def __init__(self, fs: FileSystem, dir_path: str, base_offset: int) -> None:
+        self.dir_path = dir_path
+        self.base_offset = base_offset
+        self.log = fs.open(f"{dir_path}/{segment_file_name(base_offset, '.log')}")
+        self.index = OffsetIndex(
+            fs.open(f"{dir_path}/{segment_file_name(base_offset, '.index')}"), base_offset
+        )
+        self.time_index = TimeIndex(
+            fs.open(f"{dir_path}/{segment_file_name(base_offset, '.timeindex')}"), base_offset
+        )
+        self.bytes_since_last_index_entry = 0
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max_timestamp = base_offset
+        self.roll_base_ms: int | None = None
+        self.dirty = False
+
+    @property
+    def path(self) -> str:
+        return self.log.path
+
+    @property
+    def size(self) -> int:
+        return self.log.size()
+
+    def file_paths(self) -> list[str]:
+        return [self.log.path, self.index.handle.path, self.time_index.handle.path]
+
+    # -- appends ------------------------------------------------------------------------------
+    def note_batch(self, header: BatchHeader, position: int, index_interval_bytes: int) -> None:
+        """Index bookkeeping for a batch written (or found) at ``position``."""
+        if self.bytes_since_last_index_entry > index_interval_bytes:
+            self.index.append(header.base_offset, position)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self.bytes_since_last_index_entry = 0
+        self.bytes_since_last_index_entry += header.size
+        if header.max_timestamp > self.max_timestamp:
+            self.max_timestamp = header.max_timestamp
+            self.offset_of_max_timestamp = header.last_offset
+        if self.roll_base_ms is None and header.max_timestamp >= 0:
+            self.roll_base_ms = header.max_timestamp
+
+    def on_become_inactive(self) -> None:
+        self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+
+    def read_at(self, position: int, size: int) -> bytes:
+        return self.log.read_at(position, size)
+
+    def flush(self) -> None:
+        self.log.fsync()
+        self.index.handle.fsync()
+        self.time_index.handle.fsync()
+        self.dirty = False
+
+    def close(self) -> None:
+        self.log.close()
+        self.index.handle.close()
+        self.time_index.handle.close()
+
+    # -- lookups ------------------------------------------------------------------------------
+    def find_batch(self, offset: int) -> tuple[int, BatchHeader] | None:
+        """(position, header) of the first batch whose last offset is >= ``offset``."""
+        _, start = self.index.lookup(offset)
+        for position, header in scan_batches(self.log, start, validate=False):
+            if header.last_offset >= offset:
+                return position, header
+        return None
+
+    def rebuild_indexes(self, index_interval_bytes: int, *, from_position: int = 0) -> None:
+        """Recreate index entries from ``from_position`` by scanning (headers only)."""
+        if from_position == 0:
+            self.index.reset()
+            self.time_index.reset()
+            self.max_timestamp = NO_TIMESTAMP
+            self.offset_of_max_timestamp = self.base_offset
+        self.bytes_since_last_index_entry = 0
+        for position, header in scan_batches(self.log, from_position, validate=False):
+            self.note_batch(header, position, index_interval_bytes)
+
+    def __repr__(self) -> str:
+        return f"Segment(base_offset={self.base_offset}, size={self.size})"
+
+
+__all__ = [
+    "MAX_RELATIVE_OFFSET",
+    "OffsetIndex",
+    "Segment",
+    "TimeIndex",
+    "scan_batches",
+    "segment_file_name",
+]
