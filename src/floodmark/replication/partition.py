@@ -348,6 +348,10 @@ class Partition:
                 isinstance(self.role, LeaderState)
                 and self.role.leader_epoch == registration.leader_epoch
             ):
+                if registration.partition_epoch == self.role.partition_epoch:
+                    # Same record again (e.g. our own AlterPartition result): keep any pending
+                    # proposal, but eligibility may have changed.
+                    return self._maybe_increment_hw(log, now_ms)
                 return self._update_leader_isr(log, registration, now_ms)
             return self._make_leader(log, registration, now_ms)
         if registration.leader_epoch < self.leader_epoch:

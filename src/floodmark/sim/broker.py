@@ -1,0 +1,607 @@
+"""A simulated broker: the replication core plus real storage over a ``MemoryFileSystem``.
+
+This is the "shell" around ``floodmark.replication.partition.Partition``: it owns the log, turns
+messages into core calls and applies the effects the core returns (the same division of labour the
+real asyncio broker uses). A crash throws away process state and, with ``lose_unsynced``, every
+byte the storage layer did not fsync.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from floodmark.errors import ErrorCode, KafkaError
+from floodmark.records import decode_batch, iter_batches, simple_batch
+from floodmark.replication.partition import (
+    ACKS_NONE,
+    AssignEpoch,
+    Effect,
+    EpochQuery,
+    FetchResponse,
+    FollowerActionKind,
+    FollowerState,
+    HighWatermarkChanged,
+    LeaderState,
+    Partition,
+    PartitionConfig,
+    ProposeIsr,
+    TruncateTo,
+)
+from floodmark.replication.purgatory import CompleteProduce
+from floodmark.sim import messages as m
+from floodmark.storage.checkpoints import OffsetCheckpointFile, TopicPartition
+from floodmark.storage.config import LogConfig
+from floodmark.storage.fs import MemoryFileSystem
+from floodmark.storage.log import Log
+
+if TYPE_CHECKING:
+    from floodmark.sim.cluster import Cluster
+
+logger = logging.getLogger("floodmark.sim")
+
+DATA_DIR = "/data"
+HW_CHECKPOINT = f"{DATA_DIR}/replication-offset-checkpoint"
+RECOVERY_CHECKPOINT = f"{DATA_DIR}/recovery-point-offset-checkpoint"
+
+Entry = tuple[int, str]  # (leader epoch stamped in the batch, value)
+
+
+def decode_entries(buffer: bytes | memoryview) -> list[tuple[int, int, str]]:
+    """(offset, epoch, value) for every record in a run of batches."""
+    out: list[tuple[int, int, str]] = []
+    for position, header in iter_batches(buffer, validate=False):
+        _, records = decode_batch(buffer, position, validate=False)
+        epoch = header.partition_leader_epoch
+        for record in records:
+            value = record.value.decode() if record.value is not None else ""
+            out.append((record.offset, epoch, value))
+    return out
+
+
+@dataclass(slots=True)
+class ParkedFetch:
+    src: str
+    request: m.FetchRequestMsg
+    deadline_ms: int
+
+
+class SimBroker:
+    def __init__(self, cluster: Cluster, broker_id: int, name: str) -> None:
+        self.cluster = cluster
+        self.world = cluster.world
+        self.net = cluster.net
+        self.config = cluster.config
+        self.broker_id = broker_id
+        self.name = name
+        self.fs = MemoryFileSystem()
+        self.fs.mkdirs(self.partition_dir)
+        self.fs.fsync_dir(DATA_DIR)
+        self.fs.fsync_dir("/")
+        self.tp = TopicPartition(self.config.topic, self.config.partition)
+        self.alive = False
+        self.paused = False
+        self.incarnation = 0
+        self.broker_epoch = -1
+        self.log: Log | None = None
+        self.partition: Partition | None = None
+        self.entries: list[Entry] = []  # mirror of the log: index = offset
+        self.parked: list[ParkedFetch] = []
+        self.deferred: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
+        self.fetch_session = 0
+        self.fetch_inflight = False
+        self.fetch_target: tuple[int, int] = (-1, -1)  # (leader id, leader epoch) being fetched
+        self.manual_fetch = not self.config.autonomous
+        self.produce_routes: dict[int, tuple[str, int, int]] = {}  # id -> (client, client id, acks)
+        self.next_produce_id = 0
+        self.last_metadata: m.Metadata | None = None
+        self.lost_data_on_crash = False
+        self.diverging_answers = 0
+        self.net.add_node(name, self.on_message)
+        self.net.node_down(name)
+
+    @property
+    def partition_dir(self) -> str:
+        return f"{DATA_DIR}/{self.config.topic}-{self.config.partition}"
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def start(self) -> None:
+        """Boot: recover the log, load the HW checkpoint (clamped), register with the controller."""
+        assert not self.alive
+        self.alive = True
+        self.paused = False
+        self.incarnation += 1
+        self.net.node_up(self.name)
+        now = self.world.now_ms
+        recovery = OffsetCheckpointFile(self.fs, RECOVERY_CHECKPOINT).read().get(self.tp, 0)
+        self.log = Log.open(
+            self.partition_dir, LogConfig(), fs=self.fs, now_ms=now, recovery_point=recovery
+        )
+        checkpointed = OffsetCheckpointFile(self.fs, HW_CHECKPOINT).read().get(self.tp, 0)
+        cfg = self.config
+        self.partition = Partition(
+            PartitionConfig(
+                topic=cfg.topic,
+                partition=cfg.partition,
+                broker_id=self.broker_id,
+                min_insync_replicas=cfg.min_insync_replicas,
+                replica_lag_time_max_ms=cfg.replica_lag_time_max_ms,
+                truncation=cfg.truncation,
+            ),
+        )
+        self.partition.high_watermark = Partition.clamp_high_watermark(checkpointed, self.log)
+        self.entries = [(epoch, value) for _o, epoch, value in decode_entries(self.log.read_all())]
+        assert len(self.entries) == self.log.log_end_offset, "mirror out of step with the log"
+        self.parked = []
+        self.deferred = []
+        self.fetch_inflight = False
+        self.fetch_target = (-1, -1)
+        self.produce_routes = {}
+        self.last_metadata = None
+        self.world.record(
+            f"{self.name} start LEO={self.log.log_end_offset} HW={self.partition.high_watermark} "
+            f"epochs={self.log.epoch_cache.as_pairs()}"
+        )
+        self.net.send(
+            self.name,
+            "controller",
+            m.Register(self.broker_id, self.incarnation, self.lost_data_on_crash),
+        )
+        if cfg.autonomous:
+            self._timer(cfg.heartbeat_interval_ms, self._heartbeat_tick)
+            self._timer(cfg.replica_lag_time_max_ms // 2, self._shrink_tick)
+            self._timer(cfg.hw_checkpoint_interval_ms, self._checkpoint_tick)
+            self._timer(self.world.rng.randint(1, cfg.os_flush_interval_ms), self._flush_tick)
+            self._timer(50, self._expire_tick)
+
+    def crash(self, lose_unsynced: bool) -> None:
+        """Kill the process; with ``lose_unsynced`` also lose the page cache (power loss)."""
+        if not self.alive:
+            return
+        self.alive = False
+        self.paused = False
+        self.net.node_down(self.name)
+        self.fs.crash(lose_unsynced, rng=None)
+        # A power loss is reported as an unclean shutdown on re-registration (KIP-966 style):
+        # the controller then removes this broker from the ISR. A process kill is not.
+        self.lost_data_on_crash = lose_unsynced
+        self.log = None
+        self.partition = None
+        self.parked = []
+        self.world.record(f"{self.name} crash lose_unsynced={lose_unsynced}")
+
+    def pause(self) -> None:
+        if self.alive and not self.paused:
+            self.paused = True
+            self.net.pause(self.name)
+            self.world.record(f"{self.name} pause")
+
+    def resume(self) -> None:
+        if self.alive and self.paused:
+            self.paused = False
+            self.world.record(f"{self.name} resume")
+            deferred, self.deferred = self.deferred, []
+            for fn, args in deferred:
+                fn(*args)
+            self.net.resume(self.name)
+
+    def _timer(self, delay_ms: int, fn: Callable[..., None], *args: Any) -> None:
+        self.world.schedule(delay_ms, self._fire, self.incarnation, fn, args)
+
+    def _fire(self, incarnation: int, fn: Callable[..., None], args: tuple[Any, ...]) -> None:
+        if not self.alive or incarnation != self.incarnation:
+            return
+        if self.paused:
+            self.deferred.append((fn, args))
+            return
+        fn(*args)
+        self.cluster.after_broker_event(self)
+
+    # -- periodic work ------------------------------------------------------------------------
+    def _heartbeat_tick(self) -> None:
+        if self.broker_epoch >= 0:
+            self.net.send(self.name, "controller", m.Heartbeat(self.broker_id, self.broker_epoch))
+        self._timer(self.config.heartbeat_interval_ms, self._heartbeat_tick)
+
+    def _shrink_tick(self) -> None:
+        assert self.partition is not None and self.log is not None
+        self.apply(self.partition.maybe_shrink_isr(self.log, self.world.now_ms))
+        self._timer(self.config.replica_lag_time_max_ms // 2, self._shrink_tick)
+
+    def _checkpoint_tick(self) -> None:
+        self.checkpoint_hw()
+        self._timer(self.config.hw_checkpoint_interval_ms, self._checkpoint_tick)
+
+    def _flush_tick(self) -> None:
+        self.flush()
+        self._timer(self.config.os_flush_interval_ms, self._flush_tick)
+
+    def _expire_tick(self) -> None:
+        assert self.partition is not None
+        self.apply(self.partition.expire_produces(self.world.now_ms))
+        now = self.world.now_ms
+        if any(p.deadline_ms <= now for p in self.parked):
+            self._complete_parked(lambda p: p.deadline_ms <= now)
+        self._timer(50, self._expire_tick)
+
+    def checkpoint_hw(self) -> None:
+        if self.partition is not None:
+            OffsetCheckpointFile(self.fs, HW_CHECKPOINT).write(
+                {self.tp: self.partition.high_watermark}
+            )
+
+    def flush(self) -> None:
+        """fsync the log (what the OS does eventually) and record the recovery point."""
+        if self.log is not None:
+            self.log.flush(self.world.now_ms)
+            OffsetCheckpointFile(self.fs, RECOVERY_CHECKPOINT).write(
+                {self.tp: self.log.recovery_point}
+            )
+
+    # -- effects ------------------------------------------------------------------------------
+    def apply(self, effects: Iterable[Effect]) -> None:
+        for effect in effects:
+            if isinstance(effect, HighWatermarkChanged):
+                self.cluster.on_high_watermark(self, effect.old, effect.new)
+                if self.config.checkpoint_hw_on_change:
+                    self.checkpoint_hw()
+            elif isinstance(effect, CompleteProduce):
+                route = self.produce_routes.pop(effect.produce_id, None)
+                if route is not None and route[2] != ACKS_NONE:
+                    client, client_id, _acks = route
+                    self.net.send(
+                        self.name,
+                        client,
+                        m.ProduceReply(client_id, effect.error, effect.base_offset),
+                    )
+            elif isinstance(effect, TruncateTo):
+                self.truncate(effect.offset, effect.reason)
+            elif isinstance(effect, AssignEpoch):
+                assert self.log is not None
+                self.log.assign_epoch(effect.epoch, effect.start_offset)
+            elif isinstance(effect, ProposeIsr):
+                self.world.record(f"{self.name} propose ISR {list(effect.request.new_isr)}")
+                self.net.send(self.name, "controller", m.AlterPartition(effect.request))
+
+    def truncate(self, offset: int, reason: str) -> None:
+        assert self.log is not None and self.partition is not None
+        before = self.log.log_end_offset
+        self.log.truncate_to(offset)
+        after = self.log.log_end_offset
+        del self.entries[after:]
+        self.world.record(f"{self.name} truncate to {offset} (LEO {before}->{after}): {reason}")
+        self.apply(self.partition.after_truncate(self.log))
+        if after < before:
+            self.cluster.on_truncate(self, after, before)
+
+    # -- messages -----------------------------------------------------------------------------
+    def on_message(self, src: str, message: Any) -> None:
+        if not self.alive:
+            return
+        handler = self._handlers.get(type(message))
+        if handler is None:
+            raise TypeError(f"{self.name}: unexpected message {message!r}")
+        handler(self, src, message)
+        self.cluster.after_broker_event(self)
+
+    def _on_register_reply(self, src: str, msg: m.RegisterReply) -> None:
+        if msg.incarnation != self.incarnation:
+            return
+        self.broker_epoch = msg.broker_epoch
+        assert self.partition is not None
+        self.partition.local_broker_epoch = msg.broker_epoch
+        self.lost_data_on_crash = False
+        self.apply_metadata(msg.metadata)
+
+    def _on_heartbeat_reply(self, src: str, msg: m.HeartbeatReply) -> None:
+        self.apply_metadata(msg.metadata)
+
+    def _on_metadata(self, src: str, msg: m.Metadata) -> None:
+        self.apply_metadata(msg)
+
+    def apply_metadata(self, md: m.Metadata) -> None:
+        assert self.partition is not None and self.log is not None
+        if md == self.last_metadata or self.broker_epoch < 0:
+            return
+        self.last_metadata = md
+        p = self.partition
+        was_leader = p.is_leader
+        before = (p.leader_id, p.leader_epoch)
+        effects = p.apply_metadata(
+            self.log,
+            md.registration,
+            self.world.now_ms,
+            broker_epochs=dict(md.broker_epochs),
+            ineligible=md.fenced,
+        )
+        after = (p.leader_id, p.leader_epoch)
+        if after != before:
+            role = "leader" if p.is_leader else f"follower of {self.cluster.name_of(p.leader_id)}"
+            self.world.record(f"{self.name} becomes {role} epoch={p.leader_epoch}")
+        self.apply(effects)
+        if was_leader and not p.is_leader:
+            self._complete_parked(lambda _p: True)
+        if p.is_leader and after != before:
+            self.cluster.on_become_leader(self, p.leader_epoch)
+        if isinstance(p.role, FollowerState) and after != self.fetch_target:
+            self.fetch_target = after
+            self.fetch_inflight = False
+            self.fetch_session += 1
+            if not self.manual_fetch:
+                self.send_fetch()
+
+    def _on_alter_partition_reply(self, src: str, msg: m.AlterPartitionReply) -> None:
+        assert self.partition is not None and self.log is not None
+        self.world.record(
+            f"{self.name} AlterPartition {list(msg.request.new_isr)} -> {msg.error.name}"
+        )
+        self.apply(
+            self.partition.handle_alter_partition_response(
+                self.log, msg.request, msg.error, msg.registration, self.world.now_ms
+            )
+        )
+
+    # -- leader side: produce, fetch, epoch queries, consumers ----------------------------------
+    def _on_produce(self, src: str, msg: m.Produce) -> None:
+        assert self.partition is not None and self.log is not None
+        p = self.partition
+        error = p.check_produce(msg.acks)
+        if error is not ErrorCode.NONE:
+            if msg.acks != ACKS_NONE:
+                self.net.send(self.name, src, m.ProduceReply(msg.produce_id, error, -1))
+            return
+        now = self.world.now_ms
+        batch = simple_batch([msg.value.encode()], timestamp_ms=now)
+        info = self.log.append_as_leader(batch, p.leader_epoch, now)
+        self.entries.append((p.leader_epoch, msg.value))
+        self.next_produce_id += 1
+        self.produce_routes[self.next_produce_id] = (src, msg.produce_id, msg.acks)
+        self.world.record(
+            f"{self.name} append {info.first_offset}:e{p.leader_epoch}:{msg.value} acks={msg.acks}"
+        )
+        self.apply(
+            p.on_leader_append(
+                self.log,
+                self.next_produce_id,
+                msg.acks,
+                info.first_offset,
+                info.last_offset,
+                now,
+                msg.timeout_ms,
+            )
+        )
+        self._complete_parked(lambda _p: True)
+
+    def _on_fetch_request(self, src: str, msg: m.FetchRequestMsg) -> None:
+        assert self.partition is not None and self.log is not None
+        d = self.partition.handle_follower_fetch(self.log, msg.fetch, self.world.now_ms)
+        self.apply(d.effects)
+        if d.error is not ErrorCode.NONE or d.diverging is not None:
+            response = FetchResponse(
+                d.error,
+                msg.fetch.current_leader_epoch,
+                d.high_watermark,
+                d.log_start_offset,
+                d.log_end_offset,
+                d.diverging,
+            )
+            self.net.send(self.name, src, m.FetchReplyMsg(msg.session, response, b""))
+            return
+        if d.has_data:
+            data = self.log.read(d.read_from, self.config.fetch_max_bytes, d.read_upto)
+            response = FetchResponse(
+                ErrorCode.NONE,
+                msg.fetch.current_leader_epoch,
+                d.high_watermark,
+                d.log_start_offset,
+                d.log_end_offset,
+                None,
+                has_records=not data.is_empty,
+            )
+            self.net.send(
+                self.name, src, m.FetchReplyMsg(msg.session, response, bytes(data.records))
+            )
+            return
+        wait = self.config.fetch_wait_max_ms if self.config.autonomous else 10**12
+        self.parked.append(ParkedFetch(src, msg, self.world.now_ms + wait))
+
+    def _complete_parked(self, which: Callable[[ParkedFetch], bool]) -> None:
+        """Answer parked follower fetches, re-reading data and the *current* HW."""
+        if not self.parked:
+            return
+        assert self.partition is not None and self.log is not None
+        keep: list[ParkedFetch] = []
+        for parked in self.parked:
+            if not which(parked):
+                keep.append(parked)
+                continue
+            self._answer_parked(parked)
+        self.parked = keep
+
+    def _answer_parked(self, parked: ParkedFetch) -> None:
+        assert self.partition is not None and self.log is not None
+        p = self.partition
+        fetch = parked.request.fetch
+        epoch = fetch.current_leader_epoch
+        if not p.is_leader or p.leader_epoch != epoch:
+            response = FetchResponse(ErrorCode.NOT_LEADER_OR_FOLLOWER, epoch)
+            self.net.send(
+                self.name, parked.src, m.FetchReplyMsg(parked.request.session, response, b"")
+            )
+            return
+        leo = self.log.log_end_offset
+        records = b""
+        if fetch.fetch_offset < leo:
+            records = bytes(
+                self.log.read(fetch.fetch_offset, self.config.fetch_max_bytes, leo).records
+            )
+        response = FetchResponse(
+            ErrorCode.NONE,
+            epoch,
+            p.high_watermark,
+            self.log.log_start_offset,
+            leo,
+            None,
+            has_records=bool(records),
+        )
+        self.net.send(
+            self.name, parked.src, m.FetchReplyMsg(parked.request.session, response, records)
+        )
+
+    def release_parked(self, follower_name: str) -> bool:
+        """Scenario helper: answer the parked fetch of one follower now."""
+        before = len(self.parked)
+        self._complete_parked(lambda p: p.src == follower_name)
+        return len(self.parked) < before
+
+    def drop_parked(self, follower_name: str) -> None:
+        self.parked = [p for p in self.parked if p.src != follower_name]
+
+    def _on_epoch_query(self, src: str, msg: m.EpochQueryMsg) -> None:
+        assert self.partition is not None and self.log is not None
+        error, answer = self.partition.handle_epoch_query(self.log, msg.query)
+        self.net.send(
+            self.name,
+            src,
+            m.EpochReplyMsg(msg.session, msg.query.current_leader_epoch, error, answer),
+        )
+
+    def _on_consumer_fetch(self, src: str, msg: m.ConsumerFetch) -> None:
+        assert self.partition is not None and self.log is not None
+        error, hw = self.partition.consumer_fetch_bound(msg.current_leader_epoch)
+        leo = self.log.log_end_offset
+        if error is ErrorCode.NONE and not (self.log.log_start_offset <= msg.offset <= leo):
+            error = ErrorCode.OFFSET_OUT_OF_RANGE
+        records: tuple[tuple[int, int, str], ...] = ()
+        if error is ErrorCode.NONE and msg.offset < hw:
+            data = self.log.read(msg.offset, self.config.fetch_max_bytes, hw)
+            records = tuple(e for e in decode_entries(data.records) if msg.offset <= e[0] < hw)
+            self.cluster.on_consumer_read(self, records, hw)
+        self.net.send(self.name, src, m.ConsumerFetchReply(msg.fetch_id, error, records, hw, leo))
+
+    # -- follower side ------------------------------------------------------------------------
+    def send_fetch(self) -> bool:
+        """Send the next fetch (or epoch query) to the leader; False if there is nothing to send."""
+        if not self.alive or self.partition is None or self.log is None or self.fetch_inflight:
+            return False
+        p = self.partition
+        request = p.next_fetch(self.log)
+        if request is None or p.leader_id < 0:
+            return False
+        leader = self.cluster.name_of(p.leader_id)
+        self.fetch_session += 1
+        self.fetch_inflight = True
+        if isinstance(request, EpochQuery):
+            self.net.send(self.name, leader, m.EpochQueryMsg(self.fetch_session, request))
+        else:
+            self.net.send(self.name, leader, m.FetchRequestMsg(self.fetch_session, request))
+        if not self.manual_fetch:
+            timeout = self.config.request_timeout_ms + self.config.fetch_wait_max_ms
+            self._timer(timeout, self._fetch_timeout, self.fetch_session)
+        return True
+
+    def _fetch_timeout(self, session: int) -> None:
+        if session == self.fetch_session and self.fetch_inflight:
+            self.fetch_inflight = False
+            self.send_fetch()
+
+    def _next_fetch_after(self, backoff: bool) -> None:
+        if self.manual_fetch:
+            return
+        if backoff:
+            self._timer(self.config.fetch_backoff_ms, self.send_fetch)
+        else:
+            self.send_fetch()
+
+    def _on_epoch_reply(self, src: str, msg: m.EpochReplyMsg) -> None:
+        if msg.session != self.fetch_session or not self.fetch_inflight:
+            return
+        assert self.partition is not None and self.log is not None
+        self.fetch_inflight = False
+        action = self.partition.on_epoch_answer(
+            self.log, msg.request_leader_epoch, msg.error, msg.answer
+        )
+        self.world.record(
+            f"{self.name} epoch answer e{msg.answer.epoch}@{msg.answer.end_offset} ({msg.error.name})"
+        )
+        if action.kind is FollowerActionKind.TRUNCATE:
+            self.truncate(action.offset, f"OffsetsForLeaderEpoch answer {msg.answer.end_offset}")
+        self._next_fetch_after(action.kind is FollowerActionKind.RETRY)
+
+    def _on_fetch_reply(self, src: str, msg: m.FetchReplyMsg) -> None:
+        if msg.session != self.fetch_session or not self.fetch_inflight:
+            return
+        assert self.partition is not None and self.log is not None
+        self.fetch_inflight = False
+        p = self.partition
+        response = msg.response
+        action = p.on_fetch_response(self.log, response)
+        kind = action.kind
+        if kind is FollowerActionKind.APPEND:
+            if msg.records:
+                try:
+                    self.log.append_as_follower(msg.records, self.world.now_ms)
+                except KafkaError as exc:
+                    self.world.record(f"{self.name} follower append rejected: {exc}")
+                    self._next_fetch_after(True)
+                    return
+                new = decode_entries(msg.records)
+                self.entries.extend((epoch, value) for _o, epoch, value in new)
+                assert len(self.entries) == self.log.log_end_offset
+                self.world.record(
+                    f"{self.name} fetched {new[0][0]}..{new[-1][0]} (LEO {self.log.log_end_offset}) "
+                    f"leader HW {response.high_watermark}"
+                )
+            self.apply(p.after_follower_append(self.log, response))
+        elif kind is FollowerActionKind.TRUNCATE:
+            self.diverging_answers += 1
+            self.truncate(action.offset, action.reason)
+        elif kind is FollowerActionKind.TRUNCATE_FULLY:
+            self.log.truncate_fully_and_start_at(action.offset)
+            self.entries = [(-1, "")] * action.offset  # below the log start: unknown
+            self.world.record(f"{self.name} truncate fully, start at {action.offset}")
+        elif kind in (FollowerActionKind.RETRY, FollowerActionKind.STOP):
+            self.world.record(f"{self.name} fetch error {action.reason}")
+        if kind is not FollowerActionKind.STOP:
+            self._next_fetch_after(action.backoff)
+
+    _handlers: ClassVar[dict[type, Callable[[SimBroker, str, Any], None]]] = {
+        m.RegisterReply: _on_register_reply,
+        m.HeartbeatReply: _on_heartbeat_reply,
+        m.Metadata: _on_metadata,
+        m.AlterPartitionReply: _on_alter_partition_reply,
+        m.Produce: _on_produce,
+        m.FetchRequestMsg: _on_fetch_request,
+        m.EpochQueryMsg: _on_epoch_query,
+        m.ConsumerFetch: _on_consumer_fetch,
+        m.EpochReplyMsg: _on_epoch_reply,
+        m.FetchReplyMsg: _on_fetch_reply,
+    }
+
+    # -- views for the checker and the step tables ----------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        """{"log": [[offset, epoch, value]...], "leo", "hw", "epochs", ...} of this replica."""
+        if not self.alive or self.log is None or self.partition is None:
+            return {"log": [], "leo": -1, "hw": -1, "epochs": [], "alive": False}
+        p = self.partition
+        out: dict[str, Any] = {
+            "log": [[i, e, v] for i, (e, v) in enumerate(self.entries)],
+            "leo": self.log.log_end_offset,
+            "hw": p.high_watermark,
+            "epochs": self.log.epoch_cache.as_pairs(),
+            "alive": True,
+            "role": "leader"
+            if isinstance(p.role, LeaderState)
+            else "follower"
+            if p.role
+            else "none",
+            "leader_epoch": p.leader_epoch,
+        }
+        if p.is_leader:
+            out["remote_leos"] = {
+                self.cluster.name_of(r): leo for r, leo in p.remote_log_end_offsets().items()
+            }
+            out["isr"] = [self.cluster.name_of(r) for r in p.isr]
+        return out

@@ -1,0 +1,164 @@
+"""SPEC section 4 invariants, checked by the simulator after every event.
+
+=====================  ======================================================================
+invariant               checked
+=====================  ======================================================================
+hw-le-leo              HW <= LEO on every live replica
+leader-hw-monotonic    a leader's HW never decreases during one leadership (broker,
+                       incarnation, epoch); across leader changes the partition HW may go back
+                       (a new leader learns the HW one fetch late), as in Kafka
+one-leader-per-epoch   no two brokers are leader in the same leader epoch
+epoch-monotonic        the leader epoch a broker knows never decreases (across restarts too)
+log-matching           below min(HW_a, HW_b) two live replicas hold identical records
+acked-write-lost       every acknowledged acks=all write, and every record a consumer was
+                       served, is present at its offset on each new leader and on the final
+                       leader (reported, not flagged, when the schedule broke SPEC's premise)
+consumer-below-hw      a consumer is never served an offset >= the leader's HW
+no-divergence          at the end, no two replicas hold different records at one offset
+=====================  ======================================================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from floodmark.sim.broker import SimBroker
+    from floodmark.sim.cluster import Cluster
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    invariant: str
+    detail: str
+    time_ms: int
+
+
+class Checker:
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.violations: list[Violation] = []
+        self.reported_losses: list[Violation] = []  # outside SPEC's premise: reported only
+        self.leader_of_epoch: dict[int, str] = {}
+        self.max_epoch: dict[str, int] = {}
+        self.tenure_hw: dict[tuple[str, int, int], int] = {}
+        self.acked: dict[int, str] = {}  # offset -> value (acks=all, acknowledged)
+        self.served: dict[int, str] = {}  # offset -> value (served to a consumer)
+        self.premise_holds = True
+        self._seen: set[tuple[str, str]] = set()
+        self.max_violations = 50
+
+    def flag(self, invariant: str, detail: str) -> None:
+        key = (invariant, detail)
+        if key in self._seen or len(self.violations) >= self.max_violations:
+            return
+        self._seen.add(key)
+        violation = Violation(invariant, detail, self.cluster.world.now_ms)
+        self.cluster.world.record(f"VIOLATION {invariant}: {detail}")
+        if invariant == "acked-write-lost" and not self.premise_holds:
+            self.reported_losses.append(violation)
+        else:
+            self.violations.append(violation)
+
+    # -- hooks ----------------------------------------------------------------------------------
+    def on_acknowledged(self, offset: int, value: str) -> None:
+        previous = self.acked.get(offset)
+        if previous is not None and previous != value:
+            self.flag(
+                "no-divergence", f"offset {offset} acknowledged twice: {previous} and {value}"
+            )
+        self.acked[offset] = value
+
+    def on_served(
+        self, broker: SimBroker, records: tuple[tuple[int, int, str], ...], hw: int
+    ) -> None:
+        for offset, _epoch, value in records:
+            if offset >= hw:
+                self.flag("consumer-below-hw", f"{broker.name} served offset {offset} >= HW {hw}")
+            previous = self.served.get(offset)
+            if previous is not None and previous != value:
+                self.flag(
+                    "no-divergence",
+                    f"consumers were served {previous} and {value} at offset {offset}",
+                )
+            self.served.setdefault(offset, value)
+
+    def on_become_leader(self, broker: SimBroker, epoch: int) -> None:
+        holder = self.leader_of_epoch.get(epoch)
+        if holder is not None and holder != broker.name:
+            self.flag("one-leader-per-epoch", f"{holder} and {broker.name} both led epoch {epoch}")
+        self.leader_of_epoch.setdefault(epoch, broker.name)
+        self.check_complete(broker, f"new leader {broker.name} (epoch {epoch})")
+
+    def check_complete(self, broker: SimBroker, who: str) -> None:
+        entries = broker.entries
+        for source, values in (("acknowledged", self.acked), ("consumed", self.served)):
+            for offset, value in values.items():
+                if offset >= len(entries) or entries[offset][1] != value:
+                    have = entries[offset][1] if offset < len(entries) else "nothing"
+                    self.flag(
+                        "acked-write-lost",
+                        f"{who} lacks {source} {value} at offset {offset} (has {have})",
+                    )
+
+    # -- after every event ----------------------------------------------------------------------
+    def check_state(self) -> None:
+        live: list[SimBroker] = []
+        for broker in self.cluster.brokers:
+            p = broker.partition
+            log = broker.log
+            if not broker.alive or p is None or log is None:
+                continue
+            live.append(broker)
+            leo = log.log_end_offset
+            if p.high_watermark > leo:
+                self.flag("hw-le-leo", f"{broker.name} HW {p.high_watermark} > LEO {leo}")
+            epoch = p.leader_epoch
+            if epoch >= 0:
+                if epoch < self.max_epoch.get(broker.name, -1):
+                    self.flag(
+                        "epoch-monotonic",
+                        f"{broker.name} went from epoch {self.max_epoch[broker.name]} to {epoch}",
+                    )
+                else:
+                    self.max_epoch[broker.name] = epoch
+            if p.is_leader:
+                key = (broker.name, broker.incarnation, epoch)
+                old = self.tenure_hw.get(key, -1)
+                if p.high_watermark < old:
+                    self.flag(
+                        "leader-hw-monotonic",
+                        f"{broker.name} leader HW {old} -> {p.high_watermark} in epoch {epoch}",
+                    )
+                self.tenure_hw[key] = p.high_watermark
+        for i, a in enumerate(live):
+            assert a.partition is not None
+            for b in live[i + 1 :]:
+                assert b.partition is not None
+                bound = min(a.partition.high_watermark, b.partition.high_watermark)
+                if bound > 0 and a.entries[:bound] != b.entries[:bound]:
+                    at = next(o for o in range(bound) if a.entries[o] != b.entries[o])
+                    self.flag(
+                        "log-matching",
+                        f"{a.name} and {b.name} differ at offset {at} below min HW {bound}: "
+                        f"{a.entries[at]} vs {b.entries[at]}",
+                    )
+
+    # -- at the end -----------------------------------------------------------------------------
+    def final_check(self) -> None:
+        brokers = [b for b in self.cluster.brokers if b.alive]
+        longest = max((len(b.entries) for b in brokers), default=0)
+        for offset in range(longest):
+            values = {b.entries[offset] for b in brokers if offset < len(b.entries)}
+            if len(values) > 1:
+                detail = ", ".join(
+                    f"{b.name}={b.entries[offset][1]}@e{b.entries[offset][0]}"
+                    for b in brokers
+                    if offset < len(b.entries)
+                )
+                self.flag("no-divergence", f"replicas differ at offset {offset}: {detail}")
+                break
+        leader = self.cluster.leader()
+        if leader is not None:
+            self.check_complete(leader, f"final leader {leader.name}")

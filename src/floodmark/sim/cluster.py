@@ -1,0 +1,113 @@
+"""A simulated cluster: one partition replicated on N brokers, a controller, clients, a checker.
+
+``Cluster`` wires a ``World``, a ``Network``, ``SimBroker``s (real storage on a
+``MemoryFileSystem`` each), a ``SimController``, a ``Producer`` and a ``Consumer``, and runs the
+invariant ``Checker`` after every event. Scenario scripts (``scenarios.py``) call the step
+helpers below; the explorer (``explore.py``) lets the timers run and injects faults.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from floodmark.replication.election import NO_LEADER, PartitionRegistration
+from floodmark.replication.partition import ACKS_ALL
+from floodmark.sim.broker import SimBroker
+from floodmark.sim.checker import Checker
+from floodmark.sim.clients import Consumer, ProduceOutcome, Producer
+from floodmark.sim.config import SimConfig
+from floodmark.sim.controller import SimController
+from floodmark.sim.network import Network
+from floodmark.sim.world import World
+
+
+class Cluster:
+    def __init__(
+        self, config: SimConfig, seed: int = 0, names: tuple[str, ...] | None = None
+    ) -> None:
+        self.config = config
+        self.world = World(seed)
+        self.net = Network(self.world, config.network)
+        count = config.replicas
+        self.names = names or tuple(f"b{i}" for i in range(1, count + 1))
+        if len(self.names) != count:
+            raise ValueError("one name per replica")
+        ids = tuple(range(1, count + 1))
+        self._by_id = dict(zip(ids, self.names, strict=True))
+        self.checker = Checker(self)
+        self.controller = SimController(self, ids)
+        self.brokers = [SimBroker(self, i, self._by_id[i]) for i in ids]
+        self.producer = Producer(self, timeout_ms=config.produce_timeout_ms)
+        self.consumer = Consumer(self)
+        self.check_every_event = True
+
+    # -- naming ---------------------------------------------------------------------------------
+    def name_of(self, broker_id: int) -> str:
+        if broker_id == NO_LEADER:
+            return "-"
+        return self._by_id.get(broker_id, f"#{broker_id}")
+
+    def broker(self, name: str) -> SimBroker:
+        for broker in self.brokers:
+            if broker.name == name:
+                return broker
+        raise KeyError(name)
+
+    def leader(self) -> SimBroker | None:
+        """The broker the controller names leader, if it is alive and acts as leader."""
+        leader_id = self.controller.registration.leader
+        for broker in self.brokers:
+            if (
+                broker.broker_id == leader_id
+                and broker.alive
+                and broker.partition
+                and broker.partition.is_leader
+            ):
+                return broker
+        return None
+
+    # -- hooks (called by brokers, controller, clients) ------------------------------------------
+    def after_broker_event(self, broker: SimBroker) -> None:
+        if self.check_every_event:
+            self.checker.check_state()
+
+    def after_controller_event(self) -> None:
+        if self.check_every_event:
+            self.checker.check_state()
+
+    def on_high_watermark(self, broker: SimBroker, old: int, new: int) -> None:
+        self.world.record(f"{broker.name} HW {old}->{new}")
+
+    def on_truncate(self, broker: SimBroker, new_leo: int, old_leo: int) -> None:
+        pass
+
+    def on_become_leader(self, broker: SimBroker, epoch: int) -> None:
+        self.checker.on_become_leader(broker, epoch)
+
+    def on_election(self, registration: PartitionRegistration) -> None:
+        pass
+
+    def on_acknowledged(self, outcome: ProduceOutcome) -> None:
+        if outcome.acks == ACKS_ALL:
+            self.checker.on_acknowledged(outcome.offset, outcome.value)
+
+    def on_consumer_read(
+        self, broker: SimBroker, records: tuple[tuple[int, int, str], ...], hw: int
+    ) -> None:
+        self.checker.on_served(broker, records, hw)
+
+    # -- running ----------------------------------------------------------------------------------
+    def boot(self) -> None:
+        """Start every broker and let registration and the first election settle."""
+        for broker in self.brokers:
+            broker.start()
+        self.world.run_until_idle(50) if not self.config.autonomous else self.world.run_until(
+            self.world.now_ms + 100
+        )
+
+    def settle(self) -> None:
+        """Scenario mode: deliver everything in flight (no timers run in this mode)."""
+        self.world.run_until_idle(10_000)
+
+    def snapshot(self) -> dict[str, dict[str, Any]]:
+        return {b.name: b.snapshot() for b in self.brokers}

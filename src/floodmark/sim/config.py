@@ -1,0 +1,35 @@
+"""Simulation parameters (virtual milliseconds; scaled down from Kafka's defaults so a run of a
+few virtual seconds exercises many failovers)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from floodmark.replication.modes import DEFAULT_TRUNCATION, Truncation
+from floodmark.sim.network import NetworkConfig
+
+
+@dataclass(frozen=True, slots=True)
+class SimConfig:
+    replicas: int = 3
+    min_insync_replicas: int = 2
+    truncation: Truncation = DEFAULT_TRUNCATION
+    unclean_leader_election_enable: bool = False
+    replica_lag_time_max_ms: int = 400  # Kafka: 30000
+    fetch_wait_max_ms: int = 100  # Kafka: 500 (replica.fetch.wait.max.ms)
+    fetch_backoff_ms: int = 20  # Kafka: 1000 (replica.fetch.backoff.ms)
+    fetch_max_bytes: int = 64 * 1024
+    request_timeout_ms: int = 250
+    heartbeat_interval_ms: int = 50  # Kafka: 2000
+    session_timeout_ms: int = 300  # Kafka: 9000 (broker.session.timeout.ms)
+    hw_checkpoint_interval_ms: int = 200  # Kafka: 5000
+    os_flush_interval_ms: int = 400  # the OS writing dirty pages back
+    produce_timeout_ms: int = 1000
+    network: NetworkConfig = field(default_factory=NetworkConfig)
+    autonomous: bool = True
+    """True: brokers fetch, heartbeat, shrink ISRs and checkpoint on timers (explorer).
+    False: a scenario script triggers every step by hand."""
+    checkpoint_hw_on_change: bool = False
+    """Write the HW checkpoint on every HW change (scenarios: makes "checkpointed HW" exact)."""
+    topic: str = "t"
+    partition: int = 0

@@ -1,0 +1,120 @@
+"""Messages exchanged in the simulation (requests and responses, never stream bytes)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from floodmark.errors import ErrorCode
+from floodmark.replication.election import AlterPartitionRequest, PartitionRegistration
+from floodmark.replication.epochs import EpochEndOffset
+from floodmark.replication.partition import EpochQuery, FetchResponse, FollowerFetch
+
+
+@dataclass(frozen=True, slots=True)
+class Metadata:
+    """The controller's view pushed to brokers and clients."""
+
+    registration: PartitionRegistration
+    broker_epochs: tuple[tuple[int, int], ...]
+    fenced: frozenset[int]
+
+
+@dataclass(frozen=True, slots=True)
+class Register:
+    broker_id: int
+    incarnation: int
+    lost_data: bool  # an unclean shutdown that lost unflushed data (KIP-966 style report)
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterReply:
+    broker_id: int
+    incarnation: int
+    broker_epoch: int
+    metadata: Metadata
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    broker_id: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatReply:
+    metadata: Metadata
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartition:
+    request: AlterPartitionRequest
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionReply:
+    request: AlterPartitionRequest
+    error: ErrorCode
+    registration: PartitionRegistration | None
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRequestMsg:
+    session: int
+    fetch: FollowerFetch
+
+
+@dataclass(frozen=True, slots=True)
+class FetchReplyMsg:
+    session: int
+    response: FetchResponse
+    records: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class EpochQueryMsg:
+    session: int
+    query: EpochQuery
+
+
+@dataclass(frozen=True, slots=True)
+class EpochReplyMsg:
+    session: int
+    request_leader_epoch: int
+    error: ErrorCode
+    answer: EpochEndOffset
+
+
+@dataclass(frozen=True, slots=True)
+class Produce:
+    produce_id: int
+    value: str
+    acks: int
+    timeout_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceReply:
+    produce_id: int
+    error: ErrorCode
+    base_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerFetch:
+    fetch_id: int
+    offset: int
+    current_leader_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerFetchReply:
+    fetch_id: int
+    error: ErrorCode
+    records: tuple[tuple[int, int, str], ...]  # (offset, epoch, value)
+    high_watermark: int
+    log_end_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataRequest:
+    pass
