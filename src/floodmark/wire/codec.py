@@ -87,10 +87,8 @@ def decode_request(frame: bytes | memoryview) -> tuple[RequestHeader, Any]:
         raise ProtocolError(f"cannot decode api_key={key} v{version}: {exc!r}") from exc
     except Exception as exc:  # kio's BufferUnderflow / UnknownEntity and native errors
         raise ProtocolError(f"cannot decode api_key={key} v{version}: {exc!r}") from exc
-    if used + body_used != len(frame):
-        raise ProtocolError(
-            f"api_key={key} v{version}: {len(frame) - used - body_used} trailing bytes in frame"
-        )
+    # Trailing bytes are ignored, as Kafka's own parser does: librdkafka sends Metadata v12 with
+    # a leftover include_cluster_authorized_operations byte that the v11+ schema no longer has.
     return (
         RequestHeader(key, version, int(header.correlation_id), header.client_id),
         body,

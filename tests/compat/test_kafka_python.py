@@ -1,0 +1,98 @@
+"""kafka-python 3.0.12 (idempotent by default) against a real floodmark broker process."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
+
+from tests.compat.dataset import CODECS, TOPIC_CONFIGS, all_messages, canonical, messages
+
+pytestmark = pytest.mark.compat
+
+TOPIC = "kp-compat"
+PARTITIONS = 2
+
+
+def _produce(bootstrap: str, msgs, codec: str | None) -> list[int]:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5,
+                             compression_type=None if codec in (None, "none") else codec,
+                             max_request_size=3 << 20)
+    futures = [producer.send(TOPIC, key=k, value=v, headers=list(h)) for k, v, h in msgs]
+    producer.flush(30)
+    offsets = [f.get(timeout=30).offset for f in futures]
+    producer.close()
+    return offsets
+
+
+def _records(consumer: KafkaConsumer, want: int, timeout_s: float = 30.0):
+    got = []
+    deadline = time.monotonic() + timeout_s
+    while len(got) < want and time.monotonic() < deadline:
+        for _tp, recs in consumer.poll(timeout_ms=500).items():
+            got.extend(recs)
+    return got
+
+
+def _as_messages(records):
+    return [(r.key, r.value, tuple((k, v) for k, v in r.headers)) for r in records]
+
+
+def test_kafka_python_full_flow(broker) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1, topic_configs=TOPIC_CONFIGS)])
+    assert TOPIC in admin.list_topics()
+    desc = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, TOPIC)])
+    assert "max.message.bytes" in str(desc)
+    admin.close()
+
+    expected = all_messages("kp")
+    per_codec = len(messages("x"))
+    for i, codec in enumerate(CODECS):
+        _produce(broker.bootstrap, expected[i * per_codec:(i + 1) * per_codec], codec)
+    _produce(broker.bootstrap, expected[-1:], None)
+
+    # By assignment, from the beginning.
+    tps = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False,
+                             max_partition_fetch_bytes=4 << 20, fetch_max_bytes=8 << 20)
+    consumer.assign(tps)
+    consumer.seek_to_beginning()
+    got = _records(consumer, len(expected))
+    assert canonical(_as_messages(got)) == canonical(expected)
+    end = consumer.end_offsets(tps)
+    begin = consumer.beginning_offsets(tps)
+    assert sum(end.values()) == len(expected) and all(v == 0 for v in begin.values())
+    by_time = consumer.offsets_for_times({tp: 0 for tp in tps})
+    assert all(by_time[tp] is not None and by_time[tp].offset == 0 for tp in tps if end[tp] > 0)
+    consumer.close()
+
+    # By group, with commits.
+    group = KafkaConsumer(TOPIC, bootstrap_servers=broker.bootstrap, group_id="kp-group",
+                          auto_offset_reset="earliest", enable_auto_commit=False,
+                          max_partition_fetch_bytes=4 << 20, fetch_max_bytes=8 << 20)
+    got = _records(group, len(expected), timeout_s=60)
+    assert canonical(_as_messages(got)) == canonical(expected)
+    group.commit()
+    committed = {tp: group.committed(tp) for tp in tps}
+    assert committed == end
+    group.close()
+
+    # Restart mid-way: what was acknowledged survives a clean restart and a crash.
+    broker.restart()
+    more = messages("kp-after-restart")
+    _produce(broker.bootstrap, more, "zstd")
+    broker.restart(crash=True)
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False,
+                             max_partition_fetch_bytes=4 << 20, fetch_max_bytes=8 << 20)
+    consumer.assign(tps)
+    consumer.seek_to_beginning()
+    got = _records(consumer, len(expected) + len(more))
+    assert canonical(_as_messages(got)) == canonical(expected + more)
+    consumer.close()
+    group = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id="kp-group",
+                          enable_auto_commit=False)
+    assert {tp: group.committed(tp) for tp in tps} == end  # committed offsets survived too
+    group.close()
