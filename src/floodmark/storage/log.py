@@ -122,6 +122,7 @@ class Log:
         self._flush_requested = False
         self._dir_dirty = False
         self._closed = False
+        self._recovered_epochs: list[tuple[int, int]] = []
 
     def __repr__(self) -> str:
         return (
@@ -271,7 +272,16 @@ class Log:
         if not epoch_entries_ok:
             self._rebuild_epoch_cache()
         else:
-            self._assign_epochs_from(self._recovery_scan_start(recovery_point))
+            # The batches recovery scanned are the truth from the first of them on: drop cache
+            # entries from there and re-add the epochs those batches carry (Kafka assigns an
+            # epoch during recovery only when it is newer than the latest). This repairs a
+            # checkpoint that ran ahead of, or behind, the data that survived a crash.
+            if self._recovered_epochs:
+                self.epoch_cache.truncate_from_end(self._recovered_epochs[0][1])
+            for epoch, base_offset in self._recovered_epochs:
+                if base_offset < self.log_end_offset and epoch > self.epoch_cache.latest_epoch:
+                    self.epoch_cache.assign(epoch, base_offset)
+        self._recovered_epochs = []
         self.epoch_cache.truncate_from_end(self.log_end_offset)
         self.epoch_cache.truncate_from_start(self.log_start_offset)
         self._write_epoch_checkpoint()
@@ -285,9 +295,6 @@ class Log:
             len(self.segments),
             self.epoch_cache,
         )
-
-    def _recovery_scan_start(self, recovery_point: int) -> int:
-        return max(self.log_start_offset, min(recovery_point, self.log_end_offset))
 
     def _load_indexes(self, segment: Segment) -> bool:
         size = segment.size
@@ -317,11 +324,11 @@ class Log:
         reason = ""
         try:
             for position, header in scan_batches(segment.log, 0, validate=True):
-                if header.base_offset < expected:
+                if header.base_offset != expected:
                     cut_position, reason = (
                         position,
                         (
-                            f"batch base offset {header.base_offset} is below the expected "
+                            f"batch base offset {header.base_offset} differs from the expected "
                             f"{expected} (not contiguous)"
                         ),
                     )
@@ -331,6 +338,7 @@ class Log:
                     break
                 segment.note_batch(header, position, self.config.index_interval_bytes)
                 expected = header.next_offset
+                self._recovered_epochs.append((header.partition_leader_epoch, header.base_offset))
         except CorruptRecordError as exc:
             cut_position, reason = exc.position, str(exc)
         segment.dirty = True
@@ -766,7 +774,7 @@ class Log:
         segment.offset_of_max_timestamp = segment.base_offset
         segment.bytes_since_last_index_entry = 0
         last_index_position = segment.index.positions[-1] if segment.index.positions else 0
-        for position, header in scan_batches(segment.log, 0, validate=False):
+        for position, header in scan_batches(segment.log, 0, validate=True):
             if header.max_timestamp > segment.max_timestamp:
                 segment.max_timestamp = header.max_timestamp
                 segment.offset_of_max_timestamp = header.last_offset
