@@ -1,0 +1,94 @@
+"""One blocking TCP connection to a Kafka-protocol broker; requests built from dicts with kio."""
+
+from __future__ import annotations
+
+import functools
+import io
+import socket
+import struct
+from collections.abc import Mapping
+from typing import Any
+
+from kio.index import load_request_schema, load_response_schema
+from kio.serial import entity_reader, entity_writer
+
+from floodmark.wire.codec import build
+
+
+class RequestFailed(Exception):
+    """The connection broke, or the broker closed it, before a response arrived."""
+
+
+@functools.cache
+def _response_reader(api_key: int, version: int) -> tuple[Any, Any]:
+    cls = load_response_schema(api_key, version)
+    return entity_reader(cls.__header_schema__), entity_reader(cls)
+
+
+def encode_request(api_key: int, version: int, correlation_id: int, body: Mapping[str, Any] | Any,
+                   client_id: str = "floodmark-cli") -> bytes:
+    cls = load_request_schema(api_key, version)
+    obj = body if isinstance(body, cls) else build(cls, body)
+    out = io.BytesIO()
+    out.write(b"\0\0\0\0")
+    header_cls = cls.__header_schema__
+    entity_writer(header_cls)(out, header_cls(request_api_key=api_key, request_api_version=version,
+                                              correlation_id=correlation_id, client_id=client_id))
+    entity_writer(cls)(out, obj)
+    data = bytearray(out.getvalue())
+    struct.pack_into(">i", data, 0, len(data) - 4)
+    return bytes(data)
+
+
+def parse_bootstrap(text: str) -> tuple[str, int]:
+    first = text.split(",")[0].strip()
+    host, _, port = first.rpartition(":")
+    return (host or "127.0.0.1"), int(port or 9092)
+
+
+class KafkaConnection:
+    def __init__(self, bootstrap: str, timeout_s: float = 30.0, client_id: str = "floodmark-cli") -> None:
+        host, port = parse_bootstrap(bootstrap)
+        self.sock = socket.create_connection((host, port), timeout=timeout_s)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.client_id = client_id
+        self._correlation_id = 0
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> KafkaConnection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def send(self, api_key: int, version: int, body: Mapping[str, Any] | Any) -> int:
+        self._correlation_id += 1
+        self.sock.sendall(encode_request(api_key, version, self._correlation_id, body,
+                                         self.client_id))
+        return self._correlation_id
+
+    def _read_exact(self, n: int) -> bytes:
+        chunks = []
+        while n:
+            chunk = self.sock.recv(min(n, 1 << 20))
+            if not chunk:
+                raise RequestFailed("connection closed by the broker")
+            chunks.append(chunk)
+            n -= len(chunk)
+        return b"".join(chunks)
+
+    def receive(self, api_key: int, version: int, correlation_id: int) -> Any:
+        (size,) = struct.unpack(">i", self._read_exact(4))
+        frame = self._read_exact(size)
+        header_reader, body_reader = _response_reader(api_key, version)
+        header, used = header_reader(frame, 0)
+        if header.correlation_id != correlation_id:
+            raise RequestFailed(f"correlation id {header.correlation_id} != {correlation_id}")
+        body, _ = body_reader(frame, used)
+        return body
+
+    def request(self, api_key: int, version: int, body: Mapping[str, Any] | Any) -> Any:
+        corr = self.send(api_key, version, body)
+        return self.receive(api_key, version, corr)

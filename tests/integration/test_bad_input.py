@@ -1,0 +1,199 @@
+"""Bad input gets a clear error or a closed connection for that client only; others are served."""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import struct
+
+import pytest
+
+from floodmark.client import KafkaConnection, RequestFailed
+from floodmark.client.connection import encode_request
+from floodmark.records import simple_batch
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "bad-input"
+
+
+def _closed_by_broker(sock: socket.socket, timeout_s: float = 10.0) -> bool:
+    sock.settimeout(timeout_s)
+    try:
+        while True:
+            data = sock.recv(65536)
+            if not data:
+                return True
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+
+
+def _raw(broker) -> socket.socket:
+    host, port = broker.bootstrap.split(":")
+    return socket.create_connection((host, int(port)), timeout=10)
+
+
+def _produce(conn: KafkaConnection, records: bytes, topic: str = TOPIC, acks: int = -1):
+    resp = conn.request(0, 9, {"acks": acks, "timeout": 5000, "topic_data": [
+        {"name": topic, "partition_data": [{"index": 0, "records": records}]}]})
+    return resp.responses[0].partition_responses[0]
+
+
+def _latest(conn: KafkaConnection, topic: str = TOPIC) -> int:
+    resp = conn.request(2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+        {"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
+                                         "timestamp": -1}]}]})
+    return int(resp.topics[0].partitions[0].offset)
+
+
+@pytest.fixture(scope="module")
+def bystander(broker):
+    """A well-behaved client that keeps one connection open across all the abuse."""
+    conn = KafkaConnection(broker.bootstrap)
+    resp = conn.request(19, 7, {"topics": [{"name": TOPIC, "num_partitions": 1,
+                                             "replication_factor": 1}], "timeout": 5000})
+    assert resp.topics[0].error_code == 0
+    yield conn
+    conn.close()
+
+
+def _still_served(broker, bystander: KafkaConnection) -> None:
+    before = _latest(bystander)
+    p = _produce(bystander, simple_batch([b"still-here"]))
+    assert p.error_code == 0 and p.base_offset == before
+    assert _latest(bystander) == before + 1
+    assert broker.alive()
+
+
+def test_random_bytes_close_only_that_connection(broker, bystander) -> None:
+    rng = random.Random(1234)
+    for _ in range(5):
+        s = _raw(broker)
+        s.sendall(bytes(rng.randrange(256) for _ in range(4096)))
+        s.shutdown(socket.SHUT_WR)
+        assert _closed_by_broker(s)
+        s.close()
+        _still_served(broker, bystander)
+
+
+def test_garbage_inside_a_valid_size_prefix(broker, bystander) -> None:
+    s = _raw(broker)
+    body = struct.pack(">hhi", 3, 12, 7) + os.urandom(64)  # Metadata v12 header, junk after
+    s.sendall(struct.pack(">i", len(body)) + body)
+    assert _closed_by_broker(s)
+    _still_served(broker, bystander)
+
+
+def test_truncated_frame(broker, bystander) -> None:
+    frame = encode_request(3, 12, 1, {"topics": None, "allow_auto_topic_creation": False})
+    s = _raw(broker)
+    s.sendall(frame[: len(frame) // 2])
+    s.shutdown(socket.SHUT_WR)  # the rest never comes
+    assert _closed_by_broker(s)
+    _still_served(broker, bystander)
+    # A size prefix that claims less than the header needs.
+    s = _raw(broker)
+    s.sendall(struct.pack(">i", 3) + b"abc")
+    assert _closed_by_broker(s)
+
+
+def test_size_prefix_above_socket_request_max_bytes(broker, bystander) -> None:
+    s = _raw(broker)
+    s.sendall(struct.pack(">i", 104_857_600 + 1))  # closed before any body is read
+    assert _closed_by_broker(s)
+    s = _raw(broker)
+    s.sendall(struct.pack(">i", -5))
+    assert _closed_by_broker(s)
+    _still_served(broker, bystander)
+
+
+def test_unknown_api_key_closes(broker, bystander) -> None:
+    s = _raw(broker)
+    body = struct.pack(">hhih", 999, 0, 1, -1)
+    s.sendall(struct.pack(">i", len(body)) + body)
+    assert _closed_by_broker(s)
+    # A real Kafka API floodmark does not serve (AddPartitionsToTxn) is also refused.
+    s = _raw(broker)
+    s.sendall(encode_request(24, 3, 1, {"transactional_id": "t", "producer_id": 1,
+                                        "producer_epoch": 0, "v3_and_below_topics": []}))
+    assert _closed_by_broker(s)
+    _still_served(broker, bystander)
+
+
+def test_too_new_api_versions_is_answered_in_v0_layout(broker, bystander) -> None:
+    s = _raw(broker)
+    body = struct.pack(">hhih", 18, 77, 42, -1) + b"whatever-layout-v77-has"
+    s.sendall(struct.pack(">i", len(body)) + body)
+    s.settimeout(10)
+    size = struct.unpack(">i", s.recv(4))[0]
+    data = b""
+    while len(data) < size:
+        data += s.recv(size - len(data))
+    corr, error_code, n = struct.unpack_from(">ihi", data, 0)
+    assert corr == 42 and error_code == 35 and n > 10
+    keys = {struct.unpack_from(">hhh", data, 10 + 6 * i) for i in range(n)}
+    assert (18, 0, 4) in keys
+    s.close()
+
+
+def test_too_new_version_of_other_api_closes(broker, bystander) -> None:
+    s = _raw(broker)
+    body = struct.pack(">hhih", 3, 13, 1, -1) + b"\0\0\0"  # Metadata v13 is not advertised
+    s.sendall(struct.pack(">i", len(body)) + body)
+    assert _closed_by_broker(s)
+    _still_served(broker, bystander)
+
+
+def test_bad_crc_is_corrupt_message_and_appends_nothing(broker, bystander) -> None:
+    before = _latest(bystander)
+    batch = bytearray(simple_batch([b"a", b"b", b"c"]))
+    batch[-1] ^= 0xFF  # flip a bit in the last record: the CRC no longer matches
+    with KafkaConnection(broker.bootstrap) as conn:
+        p = _produce(conn, bytes(batch))
+        assert p.error_code == 2  # CORRUPT_MESSAGE
+        # The same connection stays usable after an error answer.
+        assert _latest(conn) == before
+    _still_served(broker, bystander)
+
+
+def test_produce_to_unknown_topic(broker_factory) -> None:
+    b = broker_factory("--set", "auto.create.topics.enable=false")
+    with KafkaConnection(b.bootstrap) as conn:
+        p = _produce(conn, simple_batch([b"x"]), topic="does-not-exist")
+        assert p.error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION
+        meta = conn.request(3, 12, {"topics": [{"name": "does-not-exist"}],
+                                    "allow_auto_topic_creation": True})
+        assert meta.topics[0].error_code == 3
+
+
+def test_fetch_beyond_log_end(broker, bystander) -> None:
+    leo = _latest(bystander)
+    resp = bystander.request(1, 12, {
+        "replica_id": -1, "max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20,
+        "isolation_level": 0, "session_id": 0, "session_epoch": -1, "topics": [
+            {"topic": TOPIC, "partitions": [{"partition": 0, "current_leader_epoch": -1,
+                                             "fetch_offset": leo + 100, "last_fetched_epoch": -1,
+                                             "log_start_offset": -1,
+                                             "partition_max_bytes": 1 << 20}]}],
+        "forgotten_topics_data": [], "rack_id": ""})
+    part = resp.responses[0].partitions[0]
+    assert part.error_code == 1  # OFFSET_OUT_OF_RANGE
+    assert part.log_start_offset == 0 and part.high_watermark == leo
+    _still_served(broker, bystander)
+
+
+def test_acks_zero_gets_no_response_and_next_request_is_fine(broker, bystander) -> None:
+    with KafkaConnection(broker.bootstrap) as conn:
+        before = _latest(conn)
+        conn.send(0, 9, {"acks": 0, "timeout": 5000, "topic_data": [
+            {"name": TOPIC, "partition_data": [{"index": 0, "records": simple_batch([b"z"])}]}]})
+        assert _latest(conn) == before + 1  # the next response is ListOffsets', not Produce's
+
+
+def test_no_handler_crashed(broker) -> None:
+    """Every bad input above was refused on purpose, never by a handler blowing up."""
+    text = broker.log_text()
+    assert "Traceback" not in text and "handler failed" not in text
