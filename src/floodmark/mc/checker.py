@@ -116,7 +116,7 @@ def check(
                 return result(False, None, [])
             for action, succ in model.successors(state):
                 transitions += 1
-                violation = check_transition(model, state, succ)
+                violation = check_transition(model, state, action, succ)
                 if violation is not None:
                     depth += 1
                     trace = _trace(parents, state)

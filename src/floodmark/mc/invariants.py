@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from floodmark.mc.model import Model, ModelState, members
+from floodmark.mc.model import STUCK_FETCH, Action, Model, ModelState, members
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,7 +18,7 @@ class Violation:
 
 
 StateCheck = Callable[[Model, ModelState], str | None]
-TransitionCheck = Callable[[Model, ModelState, ModelState], str | None]
+TransitionCheck = Callable[[Model, ModelState, Action, ModelState], str | None]
 
 
 def hw_below_leo(model: Model, state: ModelState) -> str | None:
@@ -94,7 +94,9 @@ def no_committed_record_lost(model: Model, state: ModelState) -> str | None:
     return None
 
 
-def leader_hw_monotonic(model: Model, before: ModelState, after: ModelState) -> str | None:
+def leader_hw_monotonic(
+    model: Model, before: ModelState, action: Action, after: ModelState
+) -> str | None:
     """A replica's HW never decreases while it stays leader."""
     for r in range(model.n):
         a, b = before.replicas[r], after.replicas[r]
@@ -103,13 +105,25 @@ def leader_hw_monotonic(model: Model, before: ModelState, after: ModelState) -> 
     return None
 
 
-def epochs_monotonic(model: Model, before: ModelState, after: ModelState) -> str | None:
+def epochs_monotonic(
+    model: Model, before: ModelState, action: Action, after: ModelState
+) -> str | None:
     """Leader epochs never decrease, on any replica or on the controller."""
     if after.controller_epoch < before.controller_epoch:
         return "controller epoch decreased"
     for r in range(model.n):
         if after.replicas[r].leader_epoch < before.replicas[r].leader_epoch:
             return f"{model.config.name(r)}'s leader epoch decreased"
+    return None
+
+
+def truncation_progress(
+    model: Model, before: ModelState, action: Action, after: ModelState
+) -> str | None:
+    """A diverging fetch answer always lets the follower cut something (else it loops forever)."""
+    if action.kind == STUCK_FETCH:
+        f, leader = model.config.name(action.replica), model.config.name(action.arg)
+        return f"{f} gets a diverging answer from {leader} but its truncation point cuts nothing"
     return None
 
 
@@ -125,6 +139,7 @@ STATE_INVARIANTS: dict[str, StateCheck] = {
 TRANSITION_INVARIANTS: dict[str, TransitionCheck] = {
     "LeaderHwMonotonic": leader_hw_monotonic,
     "EpochsMonotonic": epochs_monotonic,
+    "TruncationProgress": truncation_progress,
 }
 
 
@@ -136,9 +151,11 @@ def check_state(model: Model, state: ModelState) -> Violation | None:
     return None
 
 
-def check_transition(model: Model, before: ModelState, after: ModelState) -> Violation | None:
+def check_transition(
+    model: Model, before: ModelState, action: Action, after: ModelState
+) -> Violation | None:
     for name, check in TRANSITION_INVARIANTS.items():
-        detail = check(model, before, after)
+        detail = check(model, before, action, after)
         if detail is not None:
             return Violation(name, detail)
     return None

@@ -29,18 +29,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from floodmark.replication import (
+    truncation as rules,
+)  # called via the module: mutation tests patch it
 from floodmark.replication.epochs import UNDEFINED_EPOCH, EpochCache
 from floodmark.replication.modes import Truncation
-from floodmark.replication.truncation import (
-    FetchValidation,
-    leader_end_offset_for,
-    truncation_on_become_follower,
-    truncation_point,
-    validate_fetch,
-)
+from floodmark.replication.truncation import FetchValidation
 
 NO_LEADER = -1
 UNKNOWN_OFFSET = -1
+STUCK_FETCH = "StuckFetch"
+"""Action kind of a diverging fetch whose truncation cuts nothing (a livelock)."""
 
 Entry = tuple[int, int]
 """A log entry: (leader epoch stamped into the batch, record id)."""
@@ -312,7 +311,7 @@ class Model:
             remote_leo=(),
             pending_truncation=self.mode is Truncation.EPOCH_OFFSET,
         )
-        cut = truncation_on_become_follower(self.mode, rep.leo, rep.hw)
+        cut = rules.truncation_on_become_follower(self.mode, rep.leo, rep.hw)
         if cut is not None:
             rep = truncate_replica(rep, cut)
         return self._set_replica(state, r, rep)
@@ -391,17 +390,19 @@ class Model:
             )
             return
         nxt = self._fetch(state, f, target)
-        if nxt is not None:
+        if nxt is state:
+            yield Action(STUCK_FETCH, f, target), nxt
+        elif nxt is not None:
             yield Action("Fetch", f, target), nxt
 
     def _offsets_for_leader_epoch(self, state: ModelState, f: int, target: int) -> ModelState:
         rep = state.replicas[f]
         leader = state.replicas[target]
         cache = EpochCache(rep.cache)
-        answer = leader_end_offset_for(
+        answer = rules.leader_end_offset_for(
             self.mode, EpochCache(leader.cache), cache.latest_epoch, leader.leo
         )
-        point = truncation_point(self.mode, cache, rep.leo, rep.hw, answer)
+        point = rules.truncation_point(self.mode, cache, rep.leo, rep.hw, answer)
         rep = truncate_replica(rep, point.offset)._replace(pending_truncation=not point.final)
         return self._set_replica(state, f, rep)
 
@@ -410,18 +411,22 @@ class Model:
         leader = state.replicas[target]
         leader_cache = EpochCache(leader.cache)
         follower_cache = EpochCache(rep.cache)
-        check = validate_fetch(
+        check = rules.validate_fetch(
             self.mode, leader_cache, 0, leader.leo, rep.leo, follower_cache.latest_epoch
         )
         if check.result is FetchValidation.DIVERGING:
             assert check.diverging is not None
-            point = truncation_point(self.mode, follower_cache, rep.leo, rep.hw, check.diverging)
+            point = rules.truncation_point(
+                self.mode, follower_cache, rep.leo, rep.hw, check.diverging
+            )
             # The leader does not update this follower's state on a diverging answer; a
             # non-final cut simply produces another diverging answer on the next fetch. A cut at
             # the LEO still drops empty epochs from the cache (Kafka's truncateTo).
             cut = truncate_replica(rep, point.offset)
             if cut == rep:
-                return None  # no progress possible: no state change
+                # No progress: the follower would fetch, get the same answer and cut nothing,
+                # forever. Reported as a self-loop that the TruncationProgress invariant flags.
+                return state
             return self._set_replica(state, f, cut)
         if check.result is FetchValidation.OFFSET_OUT_OF_RANGE:
             # §4.7: a follower ahead of the leader truncates to the leader's LEO.

@@ -5,7 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from floodmark.mc.checker import CheckResult, TraceStep
-from floodmark.mc.model import NO_LEADER, Action, ModelConfig, ModelState, ReplicaState, members
+from floodmark.mc.model import (
+    NO_LEADER,
+    STUCK_FETCH,
+    Action,
+    ModelConfig,
+    ModelState,
+    ReplicaState,
+    members,
+)
 
 
 def _names(config: ModelConfig, mask: int) -> list[str]:
@@ -38,6 +46,8 @@ def describe(action: Action | None, after: ModelState, config: ModelConfig) -> s
         return f"{name} (leader) expands the ISR: adds {other}"
     if kind == "Fetch":
         return f"{name} fetches from {other}"
+    if kind == STUCK_FETCH:
+        return f"{name} fetches from {other}: diverging answer, nothing to cut (stuck)"
     if kind == "OffsetsForLeaderEpoch":
         return f"{name} asks {other} OffsetsForLeaderEpoch and truncates"
     if kind == "UncleanRestart":
