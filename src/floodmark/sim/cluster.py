@@ -107,7 +107,7 @@ class Cluster:
 
     def settle(self) -> None:
         """Scenario mode: deliver everything in flight (no timers run in this mode)."""
-        self.world.run_until_idle(10_000)
+        self.world.run_until_idle(100)
 
     def snapshot(self) -> dict[str, dict[str, Any]]:
         return {b.name: b.snapshot() for b in self.brokers}

@@ -31,5 +31,8 @@ class SimConfig:
     False: a scenario script triggers every step by hand."""
     checkpoint_hw_on_change: bool = False
     """Write the HW checkpoint on every HW change (scenarios: makes "checkpointed HW" exact)."""
+    remove_unclean_from_isr: bool = True
+    """KIP-966's unclean-shutdown rule: a broker that lost unflushed data leaves the ISR when it
+    re-registers. The historical scenarios (pre-2024 Kafka) turn it off."""
     topic: str = "t"
     partition: int = 0

@@ -48,6 +48,7 @@ class SimController:
         self.last_heartbeat_ms: dict[int, int] = {}
         self.fenced: set[int] = set(replicas)
         self.next_broker_epoch = 1
+        self.ever_registered: set[int] = set()
         self.unclean_elections = 0
         self.history: list[PartitionRegistration] = [self.registration]
         self.net.add_node(NAME, self.on_message)
@@ -161,12 +162,14 @@ class SimController:
             f"controller registered {name} broker_epoch={epoch} lost_data={msg.lost_data}"
         )
         reg = self.registration
-        if msg.lost_data and broker in reg.isr:
+        first_registration = broker not in self.ever_registered
+        self.ever_registered.add(broker)
+        if msg.lost_data and broker in reg.isr and self.config.remove_unclean_from_isr:
             self.reelect(
                 f"{name} restarted after losing unflushed data",
                 tuple(r for r in reg.isr if r != broker),
             )
-        elif reg.leader == broker:
+        elif reg.leader == broker and not first_registration:
             self.bump_epoch(f"{name} re-registered as leader")
         else:
             self.reelect(f"{name} registered")

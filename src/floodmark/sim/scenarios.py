@@ -1,0 +1,474 @@
+"""The named scenarios of SPEC section 3, replayed step by step in every protocol mode.
+
+Each scenario is a script over the real core and storage (``script.Script``) plus the outcome
+history documents for each mode (``Expectation``). ``run_scenario`` returns a
+``ScenarioResult`` whose ``as_expected`` says whether floodmark reproduced that outcome.
+
+Outcome vocabulary: ``lost`` = acknowledged acks=all values (and values a consumer was served)
+missing from the final leader's log; ``diverged`` = two replicas hold different records at one
+offset at the end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from floodmark.replication.modes import Truncation
+from floodmark.sim.script import Script
+
+HW = Truncation.HIGH_WATERMARK
+EO = Truncation.EPOCH_OFFSET
+LE = Truncation.LEADER_EPOCH
+
+
+@dataclass(frozen=True, slots=True)
+class Expectation:
+    lost: tuple[str, ...]
+    diverged: bool
+    story: str
+    extra: tuple[tuple[str, Any], ...] = ()  # further facts the scenario asserts
+
+
+@dataclass(slots=True)
+class ScenarioResult:
+    scenario: str
+    truncation: Truncation
+    acknowledged: list[str]
+    acknowledged_acks1: list[str]
+    lost: list[str]
+    diverged: bool
+    diverged_at: int | None
+    final: dict[str, dict[str, Any]]
+    final_leader: str | None
+    steps: list[dict[str, Any]]
+    expected: Expectation
+    facts: dict[str, Any] = field(default_factory=dict)
+    variants: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def as_expected(self) -> bool:
+        if (
+            sorted(self.lost) != sorted(self.expected.lost)
+            or self.diverged != self.expected.diverged
+        ):
+            return False
+        return all(self.facts.get(key) == value for key, value in self.expected.extra)
+
+    @property
+    def verdict(self) -> str:
+        lost = f"lost {', '.join(self.lost)}" if self.lost else "nothing lost"
+        div = (
+            f"replicas DIVERGED at offset {self.diverged_at}"
+            if self.diverged
+            else "replica logs identical"
+        )
+        status = (
+            "as history documents" if self.as_expected else "UNEXPECTED (does not match history)"
+        )
+        return f"VERDICT {self.scenario} [{self.truncation.value}]: {lost}; {div} — {status}: {self.expected.story}"
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "scenario": self.scenario,
+            "truncation": self.truncation.value,
+            "acknowledged": self.acknowledged,
+            "acknowledged_acks1": self.acknowledged_acks1,
+            "lost": self.lost,
+            "diverged": self.diverged,
+            "diverged_at": self.diverged_at,
+            "final_leader": self.final_leader,
+            "final": self.final,
+            "steps": self.steps,
+            "facts": self.facts,
+            "variants": self.variants,
+            "expected": {
+                "lost": list(self.expected.lost),
+                "diverged": self.expected.diverged,
+                "story": self.expected.story,
+            },
+            "as_expected": self.as_expected,
+            "verdict": self.verdict,
+        }
+
+
+def _result(
+    name: str, script: Script, expected: Expectation, facts: dict[str, Any] | None = None
+) -> ScenarioResult:
+    diverged, at = script.diverged()
+    return ScenarioResult(
+        scenario=name,
+        truncation=script.truncation,
+        acknowledged=script.acknowledged(),
+        acknowledged_acks1=script.acknowledged_acks1(),
+        lost=script.lost(),
+        diverged=diverged,
+        diverged_at=at,
+        final=script.final(),
+        final_leader=script.final_leader(),
+        steps=[s.as_json() for s in script.steps],
+        expected=expected,
+        facts=facts or {},
+    )
+
+
+# -- hw-truncation-data-loss (seeds 000/001, KIP-101 scenario 1, trace T4) -----------------------
+def hw_truncation_data_loss(mode: Truncation) -> ScenarioResult:
+    s = Script(("B", "A"), mode)
+    s.boot()
+    s.produce("m1")
+    s.fetch("A")
+    s.fetch("A", note=": B records A's LEO 1 -> HW 1, m1 acknowledged")
+    s.release("A")
+    s.produce("m2")
+    s.fetch("A", note=": carries the HW snapshot 1")
+    s.fetch("A", note=": B's HW -> 2, m2 acknowledged; A would learn it only from this response")
+    s.crash("A", lose_unsynced=False)
+    s.restart("A")
+    s.crash("B", lose_unsynced=False)
+    s.fence("B", "controller notices B is gone and fences")
+    s.produce("m3")
+    s.restart("B")
+    s.fetch_until_idle("B")
+    s.release("B")
+    if mode is HW:
+        exp = Expectation(
+            ("m2",),
+            True,
+            "pre-0.11 rule: A truncated to its stale HW 1 on restart, was elected, and acknowledged m2 is gone (B keeps m2 where A wrote m3)",
+        )
+    else:
+        exp = Expectation(
+            (),
+            False,
+            "A never truncates to its HW; the epoch lookup shows nothing to cut, m2 survives",
+        )
+    return _result("hw-truncation-data-loss", s, exp)
+
+
+# -- power-outage-divergence (seed 002, KIP-101 scenario 2, trace T5) -----------------------------
+def power_outage_divergence(mode: Truncation) -> ScenarioResult:
+    s = Script(("A", "B"), mode)
+    s.boot()
+    s.produce("m1")
+    s.fetch("B")
+    s.fetch("B")
+    s.release("B")
+    s.flush("A")
+    s.flush("B")
+    s.produce("m2")
+    s.fetch("B")
+    s.fetch("B")
+    s.release("B")
+    s.flush("A")
+    s.crash("A", lose_unsynced=True)
+    s.crash("B", lose_unsynced=True)
+    s.restart("B")
+    s.fence("A", "controller fences the dead A; B (in the ISR) is elected")
+    s.produce("m3")
+    s.restart("A")
+    s.fetch_until_idle("A")
+    s.release("A")
+    if mode is HW:
+        exp = Expectation(
+            ("m2",),
+            True,
+            "A keeps m2 at offset 1 (its HW is 2), B wrote m3 there: the replicas diverge at offset 1 forever",
+        )
+    else:
+        exp = Expectation(
+            ("m2",),
+            False,
+            "A asks where epoch 0 ends on B (offset 1) and truncates m2: logs identical; m2 is lost, which is allowed because both replicas failed",
+        )
+    return _result("power-outage-divergence", s, exp)
+
+
+# -- fast-leader-failover (KIP-279 / KAFKA-6361, trace T6 single-record variant) -----------------
+def fast_leader_failover(mode: Truncation) -> ScenarioResult:
+    s = Script(("A", "B"), mode)
+    s.boot()
+    s.produce("a0")
+    s.fetch("B")
+    s.fetch("B")
+    s.release("B")
+    s.produce("a1", acks=1, note=" (B does not fetch it)")
+    s.move_leadership("controller moves leadership to B before A truncates")
+    s.produce("b1", acks=1)
+    s.move_leadership("controller moves leadership back to A before B fetches")
+    s.produce("a2", acks=1)
+    s.fetch_until_idle("B")
+    s.release("B")
+    facts = {"diverging_answers": s.cluster.broker("B").diverging_answers}
+    if mode is EO:
+        exp = Expectation(
+            (),
+            True,
+            "KIP-101 as shipped: A answers 'epoch 1 ends at 2' (start of its next epoch), B keeps b1 at offset 1 while A has a1: divergence",
+        )
+    elif mode is LE:
+        exp = Expectation(
+            (),
+            False,
+            "A answers (epoch 0, end 2); B's own epoch 0 ends at 1, so B cuts b1 and fetches a1, a2: identical logs",
+        )
+    else:
+        exp = Expectation(
+            (),
+            False,
+            "pre-0.11: each replica cuts to its HW on becoming follower, so A drops a1 and B drops b1 (both acks=1): identical logs, unacknowledged writes lost",
+        )
+    return _result("fast-leader-failover", s, exp, facts)
+
+
+# -- multi-round-truncation (KIP-279 walk back, trace T7) -----------------------------------------
+def multi_round_truncation(mode: Truncation) -> ScenarioResult:
+    s = Script(("C", "B"), mode, unclean_leader_election_enable=True)
+    s.boot()
+    s.produce("x0", acks=1)
+    s.produce("x1", acks=1)
+    s.fetch("B", note=": B replicates offsets 0..1 only")
+    s.produce("x2", acks=1)
+    s.produce("x3", acks=1)
+    s.cluster.broker("C").drop_parked("B")
+    s.isolate("C")
+    s.produce("y", acks=1, note=" at offset 2, epoch of B")
+    s.isolate("B")
+    s.rejoin("C")
+    s.produce("z", acks=1, note=" at offset 4 (C elected uncleanly)")
+    s.isolate("C")
+    s.rejoin("B")
+    s.produce("w", acks=1, note=" at offset 3 (B elected uncleanly)")
+    s.rejoin("C")
+    s.fetch_until_idle("C")
+    s.release("C")
+    facts = {"diverging_answers": s.cluster.broker("C").diverging_answers}
+    if mode is LE:
+        exp = Expectation(
+            (),
+            False,
+            "two DivergingEpoch answers walk C back (to 4, then to 2), then C fetches y, w: identical logs",
+            (("diverging_answers", 2),),
+        )
+    elif mode is EO:
+        exp = Expectation(
+            (),
+            True,
+            "an offset-only answer (end of epoch 3 = 3) keeps C's x2 at offset 2 where B has y: divergence",
+        )
+    else:
+        exp = Expectation(
+            (),
+            True,
+            "C keeps everything up to its HW and only cuts to B's shorter log: x2, x3 at offsets 2..3 against y, w",
+        )
+    return _result("multi-round-truncation", s, exp, facts)
+
+
+# -- epoch-change-same-leader (KAFKA-7164, trace T8) ----------------------------------------------
+def epoch_change_same_leader(mode: Truncation) -> ScenarioResult:
+    s = Script(("r1", "r2", "r3"), mode)
+    s.boot()
+    s.produce("id0", acks=1)
+    s.fetch("r3", note=": r3 replicates id0, r2 does not")
+    s.cluster.broker("r1").drop_parked("r3")
+    s.cluster.net.cut(
+        "r3",
+        "controller",
+        s.cluster.net.cuts.get(
+            ("x", "y"),
+            __import__("floodmark.sim.network", fromlist=["PartitionMode"]).PartitionMode.RESET,
+        ),
+    )
+    s.record("r3 stops hearing from the controller (it will miss epoch changes)")
+    s.move_leadership("controller moves leadership to r2")
+    s.fetch_until_idle("r1")
+    s.release("r1")
+    s.move_leadership("controller moves leadership back to r1")
+    s.produce("id1", acks=1, note=" at offset 0 in r1's new epoch")
+    s.cluster.net.heal("r3", "controller")
+    s.cluster.controller.broadcast()
+    s.cluster.settle()
+    s.record("r3 hears from the controller again: same leader r1, newer epoch")
+    s.fetch_until_idle("r3")
+    s.release("r3")
+    story = {
+        LE: "r3 re-validates on the epoch bump although the leader is unchanged: DivergingEpoch(0, 0) cuts id0, then it fetches id1",
+        EO: "r3 re-validates on the epoch bump: OffsetsForLeaderEpoch(0) is undefined on r1, so r3 falls back to its HW 0 and cuts id0",
+        HW: "r3 cuts to its HW 0 on the epoch bump and fetches id1",
+    }[mode]
+    return _result(
+        "epoch-change-same-leader",
+        s,
+        Expectation(
+            (),
+            False,
+            story + " (KAFKA-7164 was skipping this re-validation; floodmark never skips it)",
+        ),
+    )
+
+
+# -- three-replica-sync (seed 000 closing question) ------------------------------------------------
+def three_replica_sync(mode: Truncation) -> ScenarioResult:
+    s = Script(("L", "F1", "F2"), mode, min_insync_replicas=2)
+    s.boot()
+    s.produce("m1")
+    s.produce("m2")
+    rounds = 0
+    for _ in range(6):
+        rounds += 1
+        for follower in ("F1", "F2"):
+            s.fetch(follower)
+        for follower in ("F1", "F2"):
+            s.release(follower, note=" (replica.fetch.wait.max.ms elapsed)")
+        s.record(f"end of fetch round {rounds}")
+        snaps = [b.snapshot() for b in s.cluster.brokers]
+        if len({(x["leo"], x["hw"]) for x in snaps}) == 1 and snaps[0]["hw"] == snaps[0]["leo"]:
+            break
+    facts = {"rounds_until_agreement": rounds}
+    exp = Expectation(
+        (),
+        False,
+        "round 1 copies m1, m2 (HW snapshot 0); round 2 reports LEO 2 so the leader's HW becomes 2, and the parked responses carry it: all three agree after 2 rounds",
+        (("rounds_until_agreement", 2),),
+    )
+    return _result("three-replica-sync", s, exp, facts)
+
+
+# -- unclean-election (seed 002 last section) -------------------------------------------------------
+def _unclean_run(mode: Truncation, unclean: bool) -> Script:
+    s = Script(("A", "B"), mode, unclean_leader_election_enable=unclean)
+    s.boot()
+    s.produce("m1")
+    s.fetch("B")
+    s.fetch("B")
+    s.release("B")
+    s.cluster.broker("A").drop_parked("B")
+    s.record("B stops fetching (slow disk, GC, ...)")
+    s.produce("m2", note=" (waits for B)")
+    s.shrink_isr("A")
+    s.produce("m3", note=" (ISR {A}, min.insync.replicas=1)")
+    s.crash("A", lose_unsynced=False)
+    s.fence("A", "controller fences the dead leader")
+    s.produce("m4")
+    if not unclean:
+        s.restart("A")
+        s.produce("m5")
+        s.fetch_until_idle("B")
+        s.release("B")
+    return s
+
+
+def unclean_election(mode: Truncation) -> ScenarioResult:
+    clean = _unclean_run(mode, unclean=False)
+    unclean = _unclean_run(mode, unclean=True)
+    facts = {
+        "clean_unavailable": any("no leader" in st.event for st in clean.steps),
+        "clean_lost": clean.lost(),
+        "unclean_elections": unclean.cluster.controller.unclean_elections,
+    }
+    exp = Expectation(
+        ("m2", "m3"),
+        False,
+        "clean election: no leader until A returns, nothing lost; unclean election: B leads at once and the committed m2, m3 are lost (reported)",
+        (("clean_unavailable", True), ("clean_lost", []), ("unclean_elections", 1)),
+    )
+    result = _result("unclean-election", unclean, exp, facts)
+    clean_result = _result("unclean-election", clean, exp)
+    result.variants = {
+        "clean": {
+            k: v
+            for k, v in clean_result.as_json().items()
+            if k in ("acknowledged", "lost", "diverged", "final", "steps")
+        },
+        "unclean": {
+            "acknowledged": result.acknowledged,
+            "lost": result.lost,
+            "diverged": result.diverged,
+        },
+    }
+    return result
+
+
+# -- last-replica-standing (KIP-966, trace T14) -----------------------------------------------------
+def last_replica_standing(mode: Truncation) -> ScenarioResult:
+    s = Script(("b1", "b0", "b2"), mode, min_insync_replicas=2, remove_unclean_from_isr=True)
+    s.boot()
+    s.produce("v0")
+    s.produce("v1")
+    for f in ("b0", "b2"):
+        s.fetch_until_idle(f)
+    for f in ("b0", "b2"):
+        s.release(f)
+    for b in ("b1", "b0", "b2"):
+        s.flush(b)
+    for f in ("b0", "b2"):
+        s.cluster.broker("b1").drop_parked(f)
+    s.isolate("b0")
+    s.produce("v2")
+    s.fetch("b2")
+    s.flush("b2")
+    s.produce("v3")
+    s.produce("v4")
+    s.fetch_until_idle("b2")
+    s.release("b2")
+    s.isolate("b1")
+    s.crash("b2", lose_unsynced=True)
+    s.fence("b2", "controller fences the dead b2 (the ISR keeps its last member)")
+    s.rejoin("b0")
+    s.rejoin("b1")
+    s.produce("v5", note=" (b0, b1 are back but not in the ISR)")
+    s.restart("b2")
+    for f in ("b1", "b0"):
+        s.fetch_until_idle(f)
+    exp = Expectation(
+        ("v3", "v4"),
+        False,
+        "floodmark implements strict min ISR but not KIP-966's eligible leader replicas: the ISR cannot become empty, so b2 — the last member, which lost the unflushed v3, v4 — is re-elected and b1 truncates them: acknowledged writes lost globally (two brokers fenced plus a power loss is outside SPEC §4's premise, so this is reported, not a violation)",
+    )
+    return _result("last-replica-standing", s, exp)
+
+
+SCENARIOS: dict[str, tuple[Callable[[Truncation], ScenarioResult], str]] = {
+    "hw-truncation-data-loss": (
+        hw_truncation_data_loss,
+        "KIP-101 #1: a restarted follower truncates to its stale HW and is elected (T4)",
+    ),
+    "power-outage-divergence": (
+        power_outage_divergence,
+        "KIP-101 #2: both replicas lose power; the unflushed one leads (T5)",
+    ),
+    "fast-leader-failover": (
+        fast_leader_failover,
+        "KIP-279: leadership A -> B -> A before anyone truncates (T6)",
+    ),
+    "multi-round-truncation": (
+        multi_round_truncation,
+        "KIP-279: a follower walks back over two diverging epochs (T7)",
+    ),
+    "epoch-change-same-leader": (
+        epoch_change_same_leader,
+        "KAFKA-7164: the leader is unchanged but its epoch moved on (T8)",
+    ),
+    "three-replica-sync": (
+        three_replica_sync,
+        "seed 000: HW/LEO of a leader and two followers, fetch round by round",
+    ),
+    "unclean-election": (
+        unclean_election,
+        "seed 002: clean (unavailable) versus unclean (data lost) election",
+    ),
+    "last-replica-standing": (
+        last_replica_standing,
+        "KIP-966: the last ISR member lost its unflushed tail (T14)",
+    ),
+}
+
+
+def run_scenario(name: str, mode: Truncation) -> ScenarioResult:
+    try:
+        fn, _ = SCENARIOS[name]
+    except KeyError:
+        raise KeyError(f"unknown scenario {name!r}; try: {', '.join(SCENARIOS)}") from None
+    return fn(mode)
