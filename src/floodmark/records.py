@@ -93,8 +93,11 @@ class CorruptRecordError(ValueError):
         self.position = position
 
 
+_crc32c = crc32c.crc32c
+
+
 def crc32c_of(data: Buffer) -> int:
-    return int(crc32c.crc32c(data)) & 0xFFFFFFFF
+    return int(_crc32c(data))
 
 
 class BatchHeader:
@@ -250,33 +253,42 @@ def validate_batch_at(
     buffer: Buffer, position: int, *, header: BatchHeader | None = None
 ) -> BatchHeader:
     """Check the batch at ``position``: complete header, sane length, magic 2, CRC. Returns it."""
-    available = len(buffer) - position
-    if available < LOG_OVERHEAD:
-        raise CorruptRecordError(
-            f"truncated record batch at position {position}: {available} bytes, "
-            f"need at least {LOG_OVERHEAD} for offset and length",
-            position,
-        )
-    _, length = _PREFIX.unpack_from(buffer, position)
-    if length < HEADER_SIZE - LOG_OVERHEAD:
-        raise CorruptRecordError(
-            f"record batch at position {position} has batchLength {length}, "
-            f"smaller than the minimum {HEADER_SIZE - LOG_OVERHEAD}",
-            position,
-        )
+    size_available = len(buffer)
+    available = size_available - position
     if available < HEADER_SIZE:
+        if available < LOG_OVERHEAD:
+            raise CorruptRecordError(
+                f"truncated record batch at position {position}: {available} bytes, "
+                f"need at least {LOG_OVERHEAD} for offset and length",
+                position,
+            )
+        _, length = _PREFIX.unpack_from(buffer, position)
+        if length < HEADER_SIZE - LOG_OVERHEAD:
+            raise CorruptRecordError(
+                f"record batch at position {position} has batchLength {length}, "
+                f"smaller than the minimum {HEADER_SIZE - LOG_OVERHEAD}",
+                position,
+            )
         raise CorruptRecordError(
             f"truncated record batch header at position {position}: {available} of "
             f"{HEADER_SIZE} bytes",
             position,
         )
     hdr = header if header is not None else BatchHeader(buffer, position)
+    length = hdr.batch_length
+    if length < HEADER_SIZE - LOG_OVERHEAD:
+        raise CorruptRecordError(
+            f"record batch at position {position} has batchLength {length}, "
+            f"smaller than the minimum {HEADER_SIZE - LOG_OVERHEAD}",
+            position,
+        )
     if hdr.magic != MAGIC_V2:
         raise CorruptRecordError(
             f"record batch at position {position} has magic {hdr.magic}, only magic 2 is supported",
             position,
         )
-    if LOG_OVERHEAD + length > available:
+    end = position + LOG_OVERHEAD + length
+    if end > size_available:
         raise CorruptRecordError(
             f"truncated record batch at position {position}: batchLength says "
             f"{LOG_OVERHEAD + length} bytes, only {available} present",
@@ -288,7 +300,7 @@ def validate_batch_at(
             f"({hdr.last_offset_delta}) or recordsCount ({hdr.records_count})",
             position,
         )
-    actual = hdr.compute_crc()
+    actual = _crc32c(memoryview(buffer)[position + ATTRIBUTES_POS : end])
     if actual != hdr.crc:
         raise CorruptRecordError(
             f"record batch at position {position} (base offset {hdr.base_offset}) fails CRC-32C: "

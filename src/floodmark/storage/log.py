@@ -336,7 +336,7 @@ class Log:
                 if header.last_offset - segment.base_offset > MAX_RELATIVE_OFFSET:
                     cut_position, reason = position, "offset beyond the segment's range"
                     break
-                segment.note_batch(header, position, self.config.index_interval_bytes)
+                segment.note_header(header, position, self.config.index_interval_bytes)
                 expected = header.next_offset
                 self._recovered_epochs.append((header.partition_leader_epoch, header.base_offset))
         except CorruptRecordError as exc:
@@ -495,6 +495,7 @@ class Log:
         num_records = 0
         max_timestamp = NO_TIMESTAMP
         offset_of_max = first_offset
+        entries: list[tuple[int, int, int, int, int]] = []
         for position, header in headers:
             set_base_offset(buffer, position, next_offset)
             set_partition_leader_epoch(buffer, position, leader_epoch)
@@ -505,6 +506,7 @@ class Log:
             if timestamp > max_timestamp:
                 max_timestamp, offset_of_max = timestamp, last
             num_records += header.records_count
+            entries.append((position, next_offset, last, timestamp, header.size))
             next_offset = last + 1
         info = AppendInfo(
             first_offset=first_offset,
@@ -516,7 +518,7 @@ class Log:
             first_batch_epoch=leader_epoch,
             offset_of_max_timestamp=offset_of_max,
         )
-        self._write(buffer, now_ms, info)
+        self._write(buffer, now_ms, info, entries)
         if leader_epoch >= 0 and self.epoch_cache.assign(leader_epoch, first_offset):
             self._write_epoch_checkpoint()
         return info
@@ -535,6 +537,7 @@ class Log:
         num_records = 0
         max_timestamp = NO_TIMESTAMP
         offset_of_max = expected
+        entries: list[tuple[int, int, int, int, int]] = []
         for position, header in headers:
             if header.base_offset != expected:
                 raise NonContiguousAppendError(
@@ -546,6 +549,9 @@ class Log:
                 max_timestamp, offset_of_max = header.max_timestamp, header.last_offset
             num_records += header.records_count
             expected = header.next_offset
+            entries.append(
+                (position, header.base_offset, header.last_offset, header.max_timestamp, header.size)
+            )
         first = headers[0][1]
         info = AppendInfo(
             first_offset=first.base_offset,
@@ -557,7 +563,7 @@ class Log:
             first_batch_epoch=first.partition_leader_epoch,
             offset_of_max_timestamp=offset_of_max,
         )
-        self._write(batches, now_ms, info)
+        self._write(batches, now_ms, info, entries)
         changed = False
         for _, header in headers:
             if header.partition_leader_epoch >= 0:
@@ -573,15 +579,24 @@ class Log:
             self.log_end_offset, self.log_end_offset - 1, 0, 0, NO_TIMESTAMP, NO_TIMESTAMP, epoch
         )
 
-    def _write(self, buffer: bytes | bytearray | memoryview, now_ms: int, info: AppendInfo) -> None:
+    def _write(
+        self,
+        buffer: bytes | bytearray | memoryview,
+        now_ms: int,
+        info: AppendInfo,
+        entries: list[tuple[int, int, int, int, int]],
+    ) -> None:
+        """Write a validated set; ``entries`` are (position in set, base offset, last offset,
+        max timestamp, size) per batch, for the indexes."""
         segment = self._maybe_roll(len(buffer), info.last_offset, now_ms)
         position = segment.size
         segment.log.write(buffer)
         if segment.roll_base_ms is None:
             segment.roll_base_ms = now_ms
         interval = self.config.index_interval_bytes
-        for rel_position, header in iter_batches(buffer, validate=False):
-            segment.note_batch(header, position + rel_position, interval)
+        note = segment.note_batch
+        for rel_position, base, last, timestamp, size in entries:
+            note(base, last, timestamp, size, position + rel_position, interval)
         segment.dirty = True
         self.log_end_offset = info.last_offset + 1
         self._unflushed_messages += info.num_records

@@ -258,18 +258,36 @@ class Segment:
         return [self.log.path, self.index.handle.path, self.time_index.handle.path]
 
     # -- appends ------------------------------------------------------------------------------
-    def note_batch(self, header: BatchHeader, position: int, index_interval_bytes: int) -> None:
+    def note_batch(
+        self,
+        base_offset: int,
+        last_offset: int,
+        max_timestamp: int,
+        size: int,
+        position: int,
+        index_interval_bytes: int,
+    ) -> None:
         """Index bookkeeping for a batch written (or found) at ``position``."""
         if self.bytes_since_last_index_entry > index_interval_bytes:
-            self.index.append(header.base_offset, position)
+            self.index.append(base_offset, position)
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
             self.bytes_since_last_index_entry = 0
-        self.bytes_since_last_index_entry += header.size
-        if header.max_timestamp > self.max_timestamp:
-            self.max_timestamp = header.max_timestamp
-            self.offset_of_max_timestamp = header.last_offset
-        if self.roll_base_ms is None and header.max_timestamp >= 0:
-            self.roll_base_ms = header.max_timestamp
+        self.bytes_since_last_index_entry += size
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp = max_timestamp
+            self.offset_of_max_timestamp = last_offset
+        if self.roll_base_ms is None and max_timestamp >= 0:
+            self.roll_base_ms = max_timestamp
+
+    def note_header(self, header: BatchHeader, position: int, index_interval_bytes: int) -> None:
+        self.note_batch(
+            header.base_offset,
+            header.last_offset,
+            header.max_timestamp,
+            header.size,
+            position,
+            index_interval_bytes,
+        )
 
     def on_become_inactive(self) -> None:
         self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
@@ -306,7 +324,7 @@ class Segment:
             self.offset_of_max_timestamp = self.base_offset
         self.bytes_since_last_index_entry = 0
         for position, header in scan_batches(self.log, from_position, validate=False):
-            self.note_batch(header, position, index_interval_bytes)
+            self.note_header(header, position, index_interval_bytes)
 
     def __repr__(self) -> str:
         return f"Segment(base_offset={self.base_offset}, size={self.size})"
