@@ -1,2 +1,333 @@
-def register(subparsers):
-    pass
+"""``floodmark topic|produce|consume``: line-oriented tools that speak the wire protocol."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import zlib
+from typing import Any
+
+from floodmark.client.connection import KafkaConnection
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+
+
+def register(subparsers: Any) -> None:
+    topic = subparsers.add_parser("topic", help="create, list, describe or delete topics")
+    tsub = topic.add_subparsers(dest="topic_command", metavar="ACTION")
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP)
+
+    p = tsub.add_parser("create", help="create a topic")
+    p.add_argument("name")
+    p.add_argument("--partitions", type=int, default=1)
+    p.add_argument("--replication-factor", type=int, default=1)
+    p.add_argument("--config", action="append", default=[], metavar="NAME=VALUE")
+    common(p)
+    p.set_defaults(func=topic_create)
+    p = tsub.add_parser("list", help="list topics")
+    common(p)
+    p.set_defaults(func=topic_list)
+    p = tsub.add_parser("describe", help="partitions, leader, epoch, ISR, LEO, HW, log start, epochs")
+    p.add_argument("name", nargs="?")
+    p.add_argument("--json", action="store_true")
+    common(p)
+    p.set_defaults(func=topic_describe)
+    p = tsub.add_parser("delete", help="delete a topic")
+    p.add_argument("name")
+    common(p)
+    p.set_defaults(func=topic_delete)
+    topic.set_defaults(func=lambda a: (topic.print_help(), 2)[1])
+
+    p = subparsers.add_parser("produce", help="produce stdin lines to a topic")
+    p.add_argument("topic")
+    p.add_argument("--key-separator", default=None, help="split each line into key SEP value")
+    p.add_argument("--acks", default="all", choices=["0", "1", "all", "-1"])
+    p.add_argument("--partition", type=int, default=None)
+    p.add_argument("--batch-size", type=int, default=500, help="lines per record batch")
+    common(p)
+    p.set_defaults(func=produce_cmd)
+
+    p = subparsers.add_parser("consume", help="print a topic's records, one per line")
+    p.add_argument("topic")
+    p.add_argument("--from-beginning", action="store_true")
+    p.add_argument("--group", default=None, help="consume as a member of this group; commits")
+    p.add_argument("--max-messages", type=int, default=None)
+    p.add_argument("--timeout-ms", type=int, default=None,
+                   help="stop after this long without new records (default: run forever)")
+    p.add_argument("--print-key", action="store_true")
+    p.add_argument("--key-separator", default="\t")
+    common(p)
+    p.set_defaults(func=consume_cmd)
+
+
+def _check(errors: list[tuple[str, int, str | None]]) -> int:
+    bad = [(n, c, m) for n, c, m in errors if c]
+    for name, code, msg in bad:
+        print(f"error: {name}: error code {code}{': ' + msg if msg else ''}", file=sys.stderr)
+    return 1 if bad else 0
+
+
+def topic_create(args: argparse.Namespace) -> int:
+    configs = []
+    for item in args.config:
+        name, _, value = item.partition("=")
+        configs.append({"name": name, "value": value})
+    with KafkaConnection(args.bootstrap_server) as conn:
+        resp = conn.request(19, 7, {"topics": [{
+            "name": args.name, "num_partitions": args.partitions,
+            "replication_factor": args.replication_factor, "assignments": [],
+            "configs": configs}], "timeout": 30000, "validate_only": False})
+    rc = _check([(t.name, int(t.error_code), t.error_message) for t in resp.topics])
+    if rc == 0:
+        print(f"created topic {args.name} with {args.partitions} partition(s)")
+    return rc
+
+
+def _metadata(conn: KafkaConnection, names: list[str] | None) -> Any:
+    topics = None if names is None else [{"name": n, "topic_id": None} for n in names]
+    return conn.request(3, 12, {"topics": topics, "allow_auto_topic_creation": False,
+                                "include_topic_authorized_operations": False})
+
+
+def topic_list(args: argparse.Namespace) -> int:
+    with KafkaConnection(args.bootstrap_server) as conn:
+        meta = _metadata(conn, None)
+    for t in sorted(meta.topics, key=lambda t: t.name or ""):
+        print(t.name)
+    return 0
+
+
+def _list_offsets(conn: KafkaConnection, topic: str, partitions: list[int], timestamp: int,
+                  replica_id: int = -1) -> dict[int, tuple[int, int]]:
+    resp = conn.request(2, 7, {"replica_id": replica_id, "isolation_level": 0, "topics": [
+        {"name": topic, "partitions": [{"partition_index": p, "current_leader_epoch": -1,
+                                        "timestamp": timestamp} for p in partitions]}]})
+    return {int(p.partition_index): (int(p.offset), int(p.leader_epoch))
+            for p in resp.topics[0].partitions}
+
+
+def _epoch_cache(conn: KafkaConnection, topic: str, partition: int, leader_epoch: int,
+                 log_start: int) -> list[dict[str, int]]:
+    """Walk OffsetForLeaderEpoch over epochs 0..current: (epoch, start offset) entries."""
+    if leader_epoch < 0:
+        return []
+    resp = conn.request(23, 4, {"replica_id": -2, "topics": [{"topic": topic, "partitions": [
+        {"partition": partition, "current_leader_epoch": -1, "leader_epoch": e}
+        for e in range(leader_epoch + 1)]}]})
+    ends: dict[int, int] = {}
+    for p in resp.topics[0].partitions:
+        if p.error_code == 0 and p.leader_epoch >= 0:
+            ends[int(p.leader_epoch)] = int(p.end_offset)
+    entries = []
+    start = log_start
+    for epoch in sorted(ends):
+        entries.append({"epoch": epoch, "start_offset": start})
+        start = ends[epoch]
+    return entries
+
+
+def topic_describe(args: argparse.Namespace) -> int:
+    out = []
+    with KafkaConnection(args.bootstrap_server) as conn:
+        meta = _metadata(conn, [args.name] if args.name else None)
+        for t in sorted(meta.topics, key=lambda t: t.name or ""):
+            if t.error_code:
+                print(f"error: {t.name}: error code {int(t.error_code)}", file=sys.stderr)
+                return 1
+            parts = sorted(t.partitions, key=lambda p: p.partition_index)
+            ids = [int(p.partition_index) for p in parts]
+            hw = _list_offsets(conn, t.name, ids, -1)
+            leo = _list_offsets(conn, t.name, ids, -1, replica_id=-2)
+            start = _list_offsets(conn, t.name, ids, -2)
+            rows = []
+            for p in parts:
+                i = int(p.partition_index)
+                rows.append({
+                    "partition": i, "leader": int(p.leader_id),
+                    "leader_epoch": int(p.leader_epoch),
+                    "replicas": [int(r) for r in p.replica_nodes],
+                    "isr": [int(r) for r in p.isr_nodes],
+                    "log_end_offset": leo[i][0], "high_watermark": hw[i][0],
+                    "log_start_offset": start[i][0],
+                    "epoch_cache": _epoch_cache(conn, t.name, i, int(p.leader_epoch), start[i][0]),
+                })
+            out.append({"topic": t.name, "topic_id": str(t.topic_id), "internal": t.is_internal,
+                        "partitions": rows})
+    if args.json:
+        print(json.dumps(out if not args.name else out[0], indent=2))
+        return 0
+    for t in out:
+        print(f"Topic: {t['topic']}  TopicId: {t['topic_id']}  Partitions: {len(t['partitions'])}")
+        for r in t["partitions"]:
+            cache = ", ".join(f"{e['epoch']}@{e['start_offset']}" for e in r["epoch_cache"])
+            print(f"  partition {r['partition']}: leader {r['leader']} leader_epoch "
+                  f"{r['leader_epoch']} isr {r['isr']} log_start {r['log_start_offset']} "
+                  f"HW {r['high_watermark']} LEO {r['log_end_offset']} epochs [{cache}]")
+    return 0
+
+
+def topic_delete(args: argparse.Namespace) -> int:
+    with KafkaConnection(args.bootstrap_server) as conn:
+        resp = conn.request(20, 6, {"topics": [{"name": args.name, "topic_id": None}],
+                                    "timeout": 30000})
+    rc = _check([(r.name or args.name, int(r.error_code), r.error_message) for r in resp.responses])
+    if rc == 0:
+        print(f"deleted topic {args.name}")
+    return rc
+
+
+def _partition_count(conn: KafkaConnection, topic: str, create: bool = True) -> int:
+    meta = conn.request(3, 12, {"topics": [{"name": topic, "topic_id": None}],
+                                "allow_auto_topic_creation": create,
+                                "include_topic_authorized_operations": False})
+    t = meta.topics[0]
+    if t.error_code:
+        raise SystemExit(f"error: topic {topic}: error code {int(t.error_code)}")
+    return len(t.partitions)
+
+
+def produce_cmd(args: argparse.Namespace) -> int:
+    from floodmark.records import Record, build_batch
+
+    acks = -1 if args.acks in ("all", "-1") else int(args.acks)
+    with KafkaConnection(args.bootstrap_server) as conn:
+        n_parts = _partition_count(conn, args.topic)
+        pending: dict[int, list[Record]] = {}
+        robin = 0
+        sent = 0
+
+        def flush() -> int:
+            nonlocal sent
+            if not pending:
+                return 0
+            now = int(time.time() * 1000)
+            data = [{"index": p, "records": build_batch(
+                [Record(i, now, r.key, r.value) for i, r in enumerate(recs)])}
+                for p, recs in pending.items()]
+            body = {"transactional_id": None, "acks": acks, "timeout": 30000,
+                    "topic_data": [{"name": args.topic, "partition_data": data}]}
+            count = sum(len(v) for v in pending.values())
+            pending.clear()
+            if acks == 0:
+                conn.send(0, 9, body)
+                sent += count
+                return 0
+            resp = conn.request(0, 9, body)
+            errs = [int(p.error_code) for t in resp.responses for p in t.partition_responses
+                    if p.error_code]
+            if errs:
+                print(f"error: produce failed with error codes {errs}", file=sys.stderr)
+                return 1
+            sent += count
+            return 0
+
+        buffered = 0
+        for raw in sys.stdin.buffer:
+            line = raw.rstrip(b"\n").rstrip(b"\r")
+            key: bytes | None = None
+            value: bytes | None = line
+            if args.key_separator is not None:
+                sep = args.key_separator.encode()
+                if sep in line:
+                    key, value = line.split(sep, 1)
+            if args.partition is not None:
+                part = args.partition
+            elif key is not None:
+                part = zlib.crc32(key) % n_parts
+            else:
+                part = robin % n_parts
+                robin += 1
+            pending.setdefault(part, []).append(Record(0, 0, key, value))
+            buffered += 1
+            if buffered >= args.batch_size:
+                buffered = 0
+                if flush():
+                    return 1
+        if flush():
+            return 1
+    print(f"produced {sent} record(s) to {args.topic}", file=sys.stderr)
+    return 0
+
+
+def consume_cmd(args: argparse.Namespace) -> int:
+    from floodmark.client.group import GroupMember
+    from floodmark.records import decode_records
+
+    out = sys.stdout.buffer
+    printed = 0
+    with KafkaConnection(args.bootstrap_server) as conn:
+        n_parts = _partition_count(conn, args.topic, create=False)
+        member: GroupMember | None = None
+        group_conn: KafkaConnection | None = None
+        partitions = list(range(n_parts))
+        positions: dict[int, int] = {}
+        if args.group:
+            group_conn = KafkaConnection(args.bootstrap_server)
+            member = GroupMember(group_conn, args.group, [args.topic], {args.topic: n_parts})
+            partitions = member.join().get(args.topic, [])
+            committed = member.committed()
+            for p in partitions:
+                if committed.get((args.topic, p), -1) >= 0:
+                    positions[p] = committed[(args.topic, p)]
+        missing = [p for p in partitions if p not in positions]
+        if missing:
+            ts = -2 if args.from_beginning else -1
+            for p, (off, _) in _list_offsets(conn, args.topic, missing, ts).items():
+                positions[p] = off
+        idle_since = time.monotonic()
+        last_heartbeat = time.monotonic()
+        try:
+            while partitions:
+                if args.max_messages is not None and printed >= args.max_messages:
+                    break
+                resp = conn.request(1, 12, {
+                    "replica_id": -1, "max_wait": 500, "min_bytes": 1, "max_bytes": 16 << 20,
+                    "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                    "topics": [{"topic": args.topic, "partitions": [
+                        {"partition": p, "current_leader_epoch": -1, "fetch_offset": positions[p],
+                         "last_fetched_epoch": -1, "log_start_offset": -1,
+                         "partition_max_bytes": 4 << 20} for p in partitions]}],
+                    "forgotten_topics_data": [], "rack_id": ""})
+                got = 0
+                for t in resp.responses:
+                    for p in t.partitions:
+                        if p.error_code:
+                            print(f"error: partition {p.partition_index}: error code "
+                                  f"{int(p.error_code)}", file=sys.stderr)
+                            return 1
+                        if not p.records:
+                            continue
+                        for rec in decode_records(p.records, validate=False):
+                            if rec.offset < positions[int(p.partition_index)]:
+                                continue
+                            if args.max_messages is not None and printed >= args.max_messages:
+                                break
+                            if args.print_key:
+                                out.write((rec.key or b"") + args.key_separator.encode())
+                            out.write((rec.value or b"") + b"\n")
+                            printed += 1
+                            got += 1
+                            positions[int(p.partition_index)] = rec.offset + 1
+                out.flush()
+                now = time.monotonic()
+                if got:
+                    idle_since = now
+                elif args.timeout_ms is not None and (now - idle_since) * 1000 >= args.timeout_ms:
+                    break
+                if member is not None and now - last_heartbeat > 2:
+                    last_heartbeat = now
+                    if member.heartbeat() != 0:
+                        partitions = member.join().get(args.topic, [])
+        finally:
+            if member is not None and group_conn is not None:
+                try:
+                    member.commit({(args.topic, p): positions[p] for p in partitions
+                                   if p in positions})
+                    member.leave()
+                finally:
+                    group_conn.close()
+    return 0

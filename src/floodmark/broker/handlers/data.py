@@ -184,7 +184,8 @@ def fetch(broker: Broker, header: RequestHeader, req: Any, conn: Connection) -> 
 
 
 # -- ListOffsets -----------------------------------------------------------------------------------
-def _list_partition(broker: Broker, ps: PartitionState | None, p: Any, isolation: int) -> dict[str, Any]:
+def _list_partition(broker: Broker, ps: PartitionState | None, p: Any, isolation: int,
+                    replica_id: int = -1) -> dict[str, Any]:
     out: dict[str, Any] = {"partition_index": int(p.partition_index), "error_code": 0,
                            "old_style_offsets": [], "timestamp": -1, "offset": -1,
                            "leader_epoch": -1}
@@ -197,7 +198,11 @@ def _list_partition(broker: Broker, ps: PartitionState | None, p: Any, isolation
         return out
     ts = int(p.timestamp)
     cache = ps.log.epoch_cache
-    if ts == LATEST:
+    if ts == LATEST and replica_id != -1:
+        # Replicas and debug tools (replica_id != -1) see the log end, consumers the HW (§2.7).
+        out["offset"] = ps.log_end_offset
+        out["leader_epoch"] = ps.leader_epoch
+    elif ts == LATEST:
         out["offset"] = ps.high_watermark  # LSO == HW without transactions
         out["leader_epoch"] = ps.leader_epoch
     elif ts == EARLIEST:
@@ -221,7 +226,7 @@ def list_offsets(broker: Broker, header: RequestHeader, req: Any, conn: Connecti
     topics = []
     for t in req.topics:
         parts = [_list_partition(broker, broker.partitions.get((t.name, int(p.partition_index))),
-                                 p, isolation) for p in t.partitions]
+                                 p, isolation, int(req.replica_id)) for p in t.partitions]
         topics.append({"name": t.name, "partitions": parts})
     return {"throttle_time": 0, "topics": topics}
 
