@@ -365,3 +365,17 @@ def test_log_config_from_kafka() -> None:
     assert LogConfig().to_kafka()["segment.bytes"] == str(1024**3)
     with pytest.raises(ValueError):
         LogConfig(segment_bytes=10)
+
+
+def test_read_info_gives_a_real_fd_for_sendfile(tmp_path: object) -> None:
+    import os
+
+    log = Log.open(f"{tmp_path}/t-0", LogConfig(), now_ms=0)
+    for _ in range(5):
+        log.append_as_leader(batch(3), leader_epoch=2, now_ms=0)
+    info = log.read(4, 10_000)
+    assert info.fileno is not None
+    assert os.pread(info.fileno, info.size, info.position) == bytes(info.records)
+    mem = Log.open("/t-0", LogConfig(), fs=MemoryFileSystem(), now_ms=0)
+    mem.append_as_leader(batch(1), leader_epoch=0, now_ms=0)
+    assert mem.read(0, 100).fileno is None

@@ -80,6 +80,8 @@ class ReadInfo:
     segment_path: str | None
     position: int
     size: int
+    fileno: int | None = None  # the segment's OS file descriptor (RealFileSystem), for sendfile;
+    # valid until the segment is deleted (retention/truncation) or the log is closed
 
     @property
     def is_empty(self) -> bool:
@@ -550,7 +552,13 @@ class Log:
             num_records += header.records_count
             expected = header.next_offset
             entries.append(
-                (position, header.base_offset, header.last_offset, header.max_timestamp, header.size)
+                (
+                    position,
+                    header.base_offset,
+                    header.last_offset,
+                    header.max_timestamp,
+                    header.size,
+                )
             )
         first = headers[0][1]
         info = AppendInfo(
@@ -677,7 +685,15 @@ class Log:
             end += header.size
             next_offset = header.next_offset
         records = view[:end] if end < len(data) else data
-        return ReadInfo(records, first.base_offset, next_offset, segment.path, position, end)
+        return ReadInfo(
+            records,
+            first.base_offset,
+            next_offset,
+            segment.path,
+            position,
+            end,
+            segment.log.fileno(),
+        )
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int, int] | None:
         """(offset, timestamp_ms, leader_epoch) of the first record with timestamp >=
