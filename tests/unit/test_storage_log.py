@@ -379,3 +379,106 @@ def test_read_info_gives_a_real_fd_for_sendfile(tmp_path: object) -> None:
     mem = Log.open("/t-0", LogConfig(), fs=MemoryFileSystem(), now_ms=0)
     mem.append_as_leader(batch(1), leader_epoch=0, now_ms=0)
     assert mem.read(0, 100).fileno is None
+
+
+def test_power_loss_keeps_exactly_the_flushed_batches() -> None:
+    fs = MemoryFileSystem()
+    config = LogConfig(segment_bytes=len(batch(2)) * 3)
+    log = Log.open("/data/t-0", config, fs=fs, now_ms=0)
+    for _ in range(4):
+        log.append_as_leader(batch(2), leader_epoch=1, now_ms=0)
+    log.flush()
+    flushed = log.read_all()
+    for _ in range(4):  # crosses a segment roll: the new segment file itself is unsynced
+        log.append_as_leader(batch(2), leader_epoch=2, now_ms=0)
+    everything = log.read_all()
+    fs.crash(lose_unsynced=False)  # process kill: the page cache survives
+    survived = Log.open("/data/t-0", config, fs=fs, now_ms=0, recovery_point=8)
+    assert survived.read_all() == everything
+    assert survived.epoch_cache == EpochCache([(1, 0), (2, 8)])
+    for _ in range(2):
+        survived.append_as_leader(batch(2), leader_epoch=3, now_ms=0)
+    survived.flush()
+    durable = survived.read_all()
+    survived.append_as_leader(batch(2), leader_epoch=4, now_ms=0)
+    fs.crash(lose_unsynced=True)
+    recovered = Log.open("/data/t-0", config, fs=fs, now_ms=0, recovery_point=20)
+    assert recovered.read_all() == durable
+    assert recovered.log_end_offset == 20
+    assert recovered.epoch_cache == EpochCache([(1, 0), (2, 8), (3, 16)])
+    assert flushed == durable[: len(flushed)]
+
+
+def test_unflushed_truncation_is_undone_by_power_loss_and_epochs_repaired() -> None:
+    """A follower truncates divergent (flushed) data and appends the leader's, then loses power
+    before flushing: the old data is back, and the epoch cache must describe *it*."""
+    fs = MemoryFileSystem()
+    log = Log.open("/data/t-0", LogConfig(), fs=fs, now_ms=0)
+    for epoch in (1, 1, 2, 2):
+        log.append_as_leader(batch(1), leader_epoch=epoch, now_ms=0)
+    log.flush()
+    before = log.read_all()
+    log.truncate_to(2)
+    leader_batch = build_batch(
+        [Record(0, 0, None, b"leader")], base_offset=2, partition_leader_epoch=3
+    )
+    log.append_as_follower(leader_batch, now_ms=0)
+    assert log.epoch_cache == EpochCache([(1, 0), (3, 2)])  # checkpoint written (durable)
+    fs.crash(lose_unsynced=True)
+    recovered = Log.open("/data/t-0", LogConfig(), fs=fs, now_ms=0, recovery_point=4)
+    assert recovered.read_all() == before
+    assert recovered.epoch_cache == EpochCache([(1, 0), (2, 2)])
+
+
+def test_missing_index_files_are_rebuilt(fs_and_dir: tuple[FileSystem, str]) -> None:
+    fs, path = fs_and_dir
+    config = LogConfig(segment_bytes=600, index_interval_bytes=50)
+    log = Log.open(path, config, fs=fs, now_ms=0)
+    for i in range(30):
+        log.append_as_leader(batch(2, ts=i), leader_epoch=0, now_ms=0)
+    bases = log.segment_base_offsets()
+    entries = [(list(s.index.positions), list(s.time_index.timestamps)) for s in log.segments]
+    log.close()
+    for base in bases[:-1]:
+        fs.remove(f"{path}/{base:020d}.index")
+        fs.remove(f"{path}/{base:020d}.timeindex")
+    reopened = Log.open(path, config, fs=fs, now_ms=0, recovery_point=log.log_end_offset)
+    assert [
+        (list(s.index.positions), list(s.time_index.timestamps)) for s in reopened.segments
+    ] == entries
+    assert reopened.offset_for_timestamp(7) == (14, 7, 0)
+
+
+def test_iter_batch_headers_range(fs_and_dir: tuple[FileSystem, str]) -> None:
+    fs, path = fs_and_dir
+    log = Log.open(path, LogConfig(segment_bytes=len(batch(3)) * 2), fs=fs, now_ms=0)
+    for epoch in range(6):
+        log.append_as_leader(batch(3), leader_epoch=epoch, now_ms=0)
+    all_bases = [h.base_offset for h in log.iter_batch_headers()]
+    assert all_bases == [0, 3, 6, 9, 12, 15]
+    assert [h.base_offset for h in log.iter_batch_headers(start_offset=4, end_offset=12)] == [
+        3,
+        6,
+        9,
+    ]
+    assert [h.partition_leader_epoch for h in log.iter_batch_headers(start_offset=15)] == [5]
+    assert list(log.iter_batch_headers(start_offset=18)) == []
+
+
+def test_data_dir_recovers_everything_when_recovery_checkpoint_is_corrupt() -> None:
+    from floodmark.storage import DataDir
+
+    fs = MemoryFileSystem()
+    data_dir = DataDir("/data", fs)
+    log = data_dir.get_or_create_log(("t", 0), LogConfig(), now_ms=0)
+    log.append_as_leader(batch(3), leader_epoch=0, now_ms=0)
+    data_dir.close()
+    handle = fs.open("/data/recovery-point-offset-checkpoint")
+    handle.truncate(1)
+    handle.close()
+    segment = "/data/t-0/00000000000000000000.log"
+    fs.corrupt(segment, fs.size(segment) - 1, b"\xff")
+    reopened = DataDir("/data", fs)
+    assert reopened.read_recovery_points() == {}
+    logs = reopened.load_all(LogConfig(), now_ms=0)
+    assert logs[("t", 0)].log_end_offset == 0  # the corrupt batch was found and truncated

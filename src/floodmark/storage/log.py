@@ -216,6 +216,7 @@ class Log:
                         base,
                     )
                     segment.rebuild_indexes(self.config.index_interval_bytes)
+                    segment.on_become_inactive()
                     segment.dirty = True
                 continue
             truncated_at = self._recover_segment(segment)
@@ -231,6 +232,8 @@ class Log:
                         next_base,
                     )
                     truncated_at = segment_end
+            if truncated_at is None and next_base is not None:
+                segment.on_become_inactive()
             if truncated_at is not None:
                 recovered_from = truncated_at
                 # Everything after a corrupt point is discarded: later segments too.
