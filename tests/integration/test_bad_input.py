@@ -9,7 +9,7 @@ import struct
 
 import pytest
 
-from floodmark.client import KafkaConnection, RequestFailed
+from floodmark.client import KafkaConnection
 from floodmark.client.connection import encode_request
 from floodmark.records import simple_batch
 

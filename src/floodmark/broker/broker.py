@@ -234,7 +234,7 @@ class Broker:
             self._open_topic(meta)
 
     # -- dispatch ------------------------------------------------------------------------------
-    def dispatch(self, frame: memoryview | bytes, conn: Connection) -> Parts | None | Awaitable[Parts | None]:
+    def dispatch(self, frame: memoryview | bytes, conn: Connection) -> Parts | Awaitable[Parts | None] | None:
         key, version, corr = peek_header(frame)
         if key == ApiKey.API_VERSIONS and version > SUPPORTED[ApiKey.API_VERSIONS].max_version:
             # Too new: answer in the v0 layout with our table, without parsing the body (P1).

@@ -8,6 +8,7 @@ wakes it, and it re-reads. Bounded: a waiter lives at most its own ``max_wait_ms
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Iterable
 
 TopicPartition = tuple[str, int]
@@ -34,10 +35,8 @@ class FetchPurgatory:
             for key in keys:
                 lst = self._waiters.get(key)
                 if lst is not None:
-                    try:
+                    with contextlib.suppress(ValueError):
                         lst.remove(fut)
-                    except ValueError:
-                        pass
                     if not lst:
                         del self._waiters[key]
 

@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 Parts = list[bytes | memoryview]
 # A dispatcher turns one request frame into: encoded response parts, None (no response, e.g.
 # acks=0), or an awaitable of either. It raises ProtocolError to close the connection.
-Dispatch = Callable[[memoryview | bytes, "Connection"], "Parts | None | Awaitable[Parts | None]"]
+Dispatch = Callable[[memoryview | bytes, "Connection"], "Parts | Awaitable[Parts | None] | None"]
 
 
 class Connection(asyncio.Protocol):

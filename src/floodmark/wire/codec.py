@@ -82,7 +82,7 @@ def decode_request(frame: bytes | memoryview) -> tuple[RequestHeader, Any]:
     try:
         header_reader, body_reader = _request_readers(key, version)
         header, used = header_reader(frame, 0)
-        body, body_used = body_reader(frame, used)
+        body, _ = body_reader(frame, used)
     except (KeyError, ValueError, IndexError, TypeError, OverflowError) as exc:
         raise ProtocolError(f"cannot decode api_key={key} v{version}: {exc!r}") from exc
     except Exception as exc:  # kio's BufferUnderflow / UnknownEntity and native errors
