@@ -1,0 +1,254 @@
+"""The explicit-state model checker: proofs in leader-epoch mode, shortest counterexamples in the
+historical modes, and mutation tests showing that breaking the real rule code is caught."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from floodmark.cli import main
+from floodmark.mc.checker import CheckResult, check
+from floodmark.mc.model import Model, ModelConfig
+from floodmark.replication import truncation as rules
+from floodmark.replication.epochs import EpochCache, EpochEndOffset
+from floodmark.replication.modes import Truncation
+
+HW = Truncation.HIGH_WATERMARK
+EO = Truncation.EPOCH_OFFSET
+LE = Truncation.LEADER_EPOCH
+
+
+def assert_valid_trace(result: CheckResult) -> None:
+    """Every step of the counterexample is a transition the model really offers."""
+    model = Model(result.config)
+    assert result.trace[0].action is None
+    assert result.trace[0].state == model.initial_state()
+    for before, after in zip(result.trace, result.trace[1:], strict=False):
+        offered = list(model.successors(before.state))
+        assert (after.action, after.state) in offered, after.action
+
+
+def committed_records(result: CheckResult) -> set[tuple[int, int, int]]:
+    return set(result.trace[-1].state.committed)
+
+
+# -- proofs ------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("replicas", "log_size", "max_epoch"),
+    [(2, 2, 3), (2, 2, 4), (2, 3, 4), (3, 2, 2)],
+)
+def test_leader_epoch_mode_holds_exhaustively(replicas: int, log_size: int, max_epoch: int) -> None:
+    result = check(
+        ModelConfig(LE, replicas=replicas, log_size=log_size, max_epoch=max_epoch),
+        time_limit_s=120,
+    )
+    assert result.violation is None, result.violation
+    assert result.complete and result.holds
+    assert result.states > 1_000 and result.depth > 10
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("replicas", "log_size", "max_epoch"),
+    [(3, 2, 3), (2, 3, 5)],
+)
+def test_leader_epoch_mode_holds_bigger_bounds(
+    replicas: int, log_size: int, max_epoch: int
+) -> None:
+    result = check(
+        ModelConfig(LE, replicas=replicas, log_size=log_size, max_epoch=max_epoch),
+        time_limit_s=1800,
+    )
+    assert result.violation is None, result.violation
+    assert result.holds
+
+
+# -- historical counterexamples ----------------------------------------------------------------
+def test_high_watermark_mode_loses_committed_record() -> None:
+    """KIP-101 scenario 1: a follower truncates to its stale HW and drops a committed record."""
+    result = check(ModelConfig(HW, replicas=2, log_size=2, max_epoch=3))
+    assert result.violation is not None
+    assert result.violation.invariant == "StrongIsr"
+    assert len(result.trace) - 1 == result.depth == 8
+    assert_valid_trace(result)
+    last = result.trace[-1]
+    assert last.action is not None and last.action.kind == "BecomeFollower"
+    before = result.trace[-2].state.replicas[last.action.replica]
+    after = last.state.replicas[last.action.replica]
+    assert after.leo == before.hw < before.leo  # cut to its own (stale) HW
+    offset, epoch, record = min(committed_records(result))
+    assert before.log[offset] == (epoch, record) and after.leo <= offset
+
+
+def test_epoch_offset_mode_kip101_fast_leader_changes() -> None:
+    """KIP-101 as shipped: after epochs 0 (A), 1 (B), 2 (A) the leader cannot answer for epoch 1
+    and the follower falls back to its HW, truncating a committed record."""
+    result = check(ModelConfig(EO, replicas=2, log_size=2, max_epoch=3))
+    assert result.violation is not None
+    assert result.violation.invariant == "StrongIsr"
+    assert len(result.trace) - 1 == result.depth == 13
+    assert_valid_trace(result)
+    last = result.trace[-1]
+    assert last.action is not None and last.action.kind == "OffsetsForLeaderEpoch"
+    follower = last.action.replica
+    assert result.trace[-2].state.replicas[follower].leo > last.state.replicas[follower].leo
+    elected = [
+        s.action.replica for s in result.trace if s.action and s.action.kind == "ElectLeader"
+    ]
+    assert len(elected) == 3 and elected[0] == elected[2] != elected[1]
+    # The same bound is safe under the leader-epoch rules.
+    assert check(ModelConfig(LE, replicas=2, log_size=2, max_epoch=3)).holds
+
+
+def test_high_watermark_mode_three_replicas() -> None:
+    result = check(ModelConfig(HW, replicas=3, log_size=2, max_epoch=3))
+    assert result.violation is not None and result.depth == 8
+    assert_valid_trace(result)
+
+
+def test_kip279_without_fencing_fails_with_three_replicas() -> None:
+    """verification.md §2.2: a follower truncates against a stale leader that never took over;
+    KIP-320 fencing (on in leader-epoch mode) is what prevents it."""
+    result = check(ModelConfig(LE, replicas=3, log_size=2, max_epoch=3, fencing=False))
+    assert result.violation is not None
+    assert result.violation.invariant == "StrongIsr"
+    assert len(result.trace) - 1 == 12
+    assert_valid_trace(result)
+    last = result.trace[-1]
+    assert last.action is not None and last.action.kind == "Fetch"
+    stale_leader = last.state.replicas[last.action.arg]
+    assert stale_leader.leader_epoch < last.state.controller_epoch
+    assert last.state.replicas[last.action.replica].leo == 0
+
+
+def test_without_fencing_a_stale_become_leader_rewrites_the_epoch_cache() -> None:
+    """Two replicas, no fencing: B replicates r0 (epoch 2) while itself in epoch 0, then applies
+    the stale epoch-1 request as leader; KAFKA-7415's assign(1, LEO) drops its epoch-2 entry,
+    so its next diverging fetch cuts committed r0. Fencing makes the epoch-0 fetch impossible."""
+    result = check(ModelConfig(LE, replicas=2, log_size=2, max_epoch=3, fencing=False))
+    assert result.violation is not None
+    assert result.violation.invariant == "StrongIsr"
+    assert len(result.trace) - 1 == 11
+    assert_valid_trace(result)
+    kinds = [s.action.kind for s in result.trace[1:] if s.action is not None]
+    assert kinds[-1] == "Fetch" and "BecomeLeader" in kinds
+
+
+# -- mutations of the real rule code -----------------------------------------------------------
+def test_mutated_truncation_point_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Trusting only the leader's offset (dropping the KIP-279 epoch comparison) gets stuck."""
+
+    def offset_only(
+        mode: Truncation, cache: EpochCache, leo: int, hw: int, answer: EpochEndOffset
+    ) -> rules.TruncationPoint:
+        return rules.TruncationPoint(min(answer.end_offset, leo), final=True)
+
+    monkeypatch.setattr(rules, "truncation_point", offset_only)
+    result = check(ModelConfig(LE, replicas=2, log_size=2, max_epoch=3))
+    assert result.violation is not None
+    assert result.violation.invariant == "TruncationProgress"
+    assert_valid_trace(result)
+
+
+def test_mutated_validate_fetch_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    def never_diverges(
+        mode: Truncation, cache: EpochCache, start: int, leo: int, offset: int, epoch: int
+    ) -> rules.FetchCheck:
+        return rules.FETCH_OK if offset <= leo else rules.FETCH_OUT_OF_RANGE
+
+    monkeypatch.setattr(rules, "validate_fetch", never_diverges)
+    result = check(ModelConfig(LE, replicas=2, log_size=2, max_epoch=3))
+    assert result.violation is not None
+    assert_valid_trace(result)
+
+
+def test_mutated_epoch_cache_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    original = EpochCache.end_offset_for
+
+    def ends_at_leo(self: EpochCache, epoch: int, leo: int) -> EpochEndOffset:
+        answer = original(self, epoch, leo)
+        return answer if answer.is_undefined else EpochEndOffset(answer.epoch, leo)
+
+    monkeypatch.setattr(EpochCache, "end_offset_for", ends_at_leo)
+    result = check(ModelConfig(LE, replicas=2, log_size=2, max_epoch=3))
+    assert result.violation is not None
+    assert_valid_trace(result)
+
+
+def test_isr_expansion_without_leso_rule_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """KAFKA-7128: expanding the ISR with a follower below the leader's epoch start offset lets
+    an ISR member miss records a previous leader committed."""
+    monkeypatch.setattr(Model, "_leso", lambda self, rep: 0)
+    result = check(ModelConfig(LE, replicas=3, log_size=2, max_epoch=2))
+    assert result.violation is not None
+    assert result.violation.invariant == "StrongIsr"
+    assert result.trace[-1].action is not None
+    assert result.trace[-1].action.kind == "LeaderExpandIsr"
+    assert_valid_trace(result)
+
+
+# -- unclean restarts (outside what the protocol promises) -------------------------------------
+def test_unclean_restart_of_sole_isr_member_loses_committed_data() -> None:
+    """RF=2, min ISR 1: a restart that loses unflushed data exceeds the f = RF - minISR = 1
+    budget for data loss; the checker shows the loss in every mode, even leader-epoch."""
+    result = check(ModelConfig(LE, replicas=2, unclean_restarts=1))
+    assert result.violation is not None
+    assert result.violation.invariant == "NoCommittedRecordLost"
+    assert any(s.action is not None and s.action.kind == "UncleanRestart" for s in result.trace)
+    assert_valid_trace(result)
+
+
+def test_last_replica_standing_three_replicas_min_isr_two() -> None:
+    """KIP-966 / T14: even with RF=3, min ISR 2 and a single unclean restart, the leader-epoch
+    rules without ELR expose a committed record missing from an ISR member."""
+    result = check(ModelConfig(LE, replicas=3, min_insync_replicas=2, unclean_restarts=1))
+    assert result.violation is not None
+    assert any(s.action is not None and s.action.kind == "UncleanRestart" for s in result.trace)
+    assert_valid_trace(result)
+
+
+# -- bounds and CLI ----------------------------------------------------------------------------
+def test_bounded_search_never_claims_to_hold() -> None:
+    result = check(ModelConfig(LE, replicas=2), max_states=100)
+    assert not result.complete and not result.holds and result.violation is None
+    assert result.states == 100
+
+
+def test_cli_json_counterexample(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["sim", "check", "--truncation", "high-watermark", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 1
+    assert out["truncation"] == "high-watermark" and out["replicas"] == 2
+    assert out["holds"] is False and out["states"] > 0 and out["depth"] == 8
+    assert out["seconds"] >= 0
+    violation = out["violation"]
+    assert violation["invariant"] == "StrongIsr"
+    assert len(violation["trace"]) == 9
+    step = violation["trace"][-1]
+    assert set(step["replicas"]) == {"A", "B"}
+    assert {"log", "leo", "hw", "epochs"} <= set(step["replicas"]["A"])
+    assert step["replicas"]["A"]["log"] == [[0, 0, "r0"]]
+
+
+def test_cli_json_holds(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["sim", "check", "--truncation", "leader-epoch", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert out["holds"] is True and out["violation"] is None and out["complete"] is True
+
+
+def test_cli_text_output(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["sim", "check", "--truncation", "epoch-offset", "--replicas", "2"])
+    text = capsys.readouterr().out
+    assert code == 1
+    assert "states explored:" in text and "states/s" in text and "depth:" in text
+    assert "verdict: VIOLATED StrongIsr" in text
+    assert "shortest counterexample (13 steps)" in text
+    assert "0:e0:r0" in text and "epochs={" in text and "LEO=" in text and "HW=" in text
+
+
+def test_cli_incomplete_exit_code(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["sim", "check", "--max-states", "50"])
+    assert code == 3
+    assert "INCOMPLETE" in capsys.readouterr().out
