@@ -242,6 +242,13 @@ def test_recovery_from_torn_or_corrupt_tail(
                 assert isinstance(fs, MemoryFileSystem)
                 fs.corrupt(active_path, position, flipped)
             valid_end = prefix_len + position  # anything from the damaged batch on must go
+            flushed_end = max(
+                [p + h.size for p, h in iter_batches(full) if h.base_offset < recovery_point] + [0]
+            )
+            if prefix_len + position < flushed_end:
+                # Data below the recovery point is trusted on open (as in Kafka): bit rot there is
+                # only found by a full validation, which is what recovery point 0 asks for.
+                recovery_point = 0
         else:
             assert isinstance(fs, MemoryFileSystem)
             fs.crash(lose_unsynced=True, rng=rng)  # log object abandoned, like a power cut

@@ -482,3 +482,21 @@ def test_data_dir_recovers_everything_when_recovery_checkpoint_is_corrupt() -> N
     assert reopened.read_recovery_points() == {}
     logs = reopened.load_all(LogConfig(), now_ms=0)
     assert logs[("t", 0)].log_end_offset == 0  # the corrupt batch was found and truncated
+
+
+def test_recovery_validates_only_after_the_recovery_point() -> None:
+    """Like Kafka, data flushed below the recovery point is trusted on open; recovery point 0
+    validates everything (so bit rot there is found)."""
+    fs = MemoryFileSystem()
+    config = LogConfig(index_interval_bytes=100)
+    log = Log.open("/d/t-0", config, fs=fs, now_ms=0)
+    for _ in range(20):
+        log.append_as_leader(batch(2, size=30), leader_epoch=1, now_ms=0)
+    log.close()
+    segment = "/d/t-0/00000000000000000000.log"
+    fs.corrupt(segment, 70, b"\x00\x01")  # inside the first batch's records
+    trusted = Log.open("/d/t-0", config, fs=fs, now_ms=0, recovery_point=40)
+    assert trusted.log_end_offset == 40
+    trusted.close()
+    full = Log.open("/d/t-0", config, fs=fs, now_ms=0, recovery_point=0)
+    assert full.log_end_offset == 0

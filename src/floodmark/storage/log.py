@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.records import (
+    HEADER_SIZE,
     LOG_APPEND_TIME,
     NO_TIMESTAMP,
     BatchHeader,
@@ -219,7 +220,7 @@ class Log:
                     segment.on_become_inactive()
                     segment.dirty = True
                 continue
-            truncated_at = self._recover_segment(segment)
+            truncated_at = self._recover_segment(segment, recovery_point)
             if truncated_at is None and next_base is not None:
                 segment_end = self._segment_next_offset(segment)
                 if segment_end != next_base:
@@ -317,18 +318,43 @@ class Log:
             )
         return ok
 
-    def _recover_segment(self, segment: Segment) -> int | None:
-        """Validate every batch; truncate at the first bad one. Returns the offset the segment
-        was cut at (None if it was intact). Indexes are rebuilt from the scan."""
-        segment.index.reset()
-        segment.time_index.reset()
-        segment.max_timestamp = NO_TIMESTAMP
+    def _trusted_prefix(self, segment: Segment, recovery_point: int) -> tuple[int, int]:
+        """(position, offset) up to which the segment was flushed before the recovery point,
+        found through a sane offset index; (0, base) when nothing can be trusted."""
+        if recovery_point <= segment.base_offset or not self._load_indexes(segment):
+            return 0, segment.base_offset
+        entry_offset, entry_position = segment.index.lookup(recovery_point)
+        if entry_position == 0:
+            return 0, segment.base_offset
+        head = segment.read_at(entry_position, HEADER_SIZE)
+        if len(head) < HEADER_SIZE or BatchHeader(head).base_offset != entry_offset:
+            return 0, segment.base_offset  # the index disagrees with the data: trust neither
+        segment.index.truncate_to_position(entry_position + 1)
+        segment.time_index.truncate_to_offset(entry_offset)
+        segment.max_timestamp = segment.time_index.last_timestamp
+        rel = segment.time_index.relative_offsets
+        segment.offset_of_max_timestamp = (
+            segment.base_offset + rel[-1] if rel else segment.base_offset
+        )
+        return entry_position, entry_offset
+
+    def _recover_segment(self, segment: Segment, recovery_point: int = 0) -> int | None:
+        """Validate the batches after the recovery point (from the last index entry at or
+        below it; from the start if the indexes are not sane); truncate at the first bad one.
+        Returns the offset the segment was cut at (None if it was intact). Index entries for the
+        validated part are rebuilt from the scan."""
+        start_position, expected = self._trusted_prefix(segment, recovery_point)
+        if start_position == 0:
+            segment.index.reset()
+            segment.time_index.reset()
+            segment.max_timestamp = NO_TIMESTAMP
+            segment.offset_of_max_timestamp = segment.base_offset
+            segment.roll_base_ms = None
         segment.bytes_since_last_index_entry = 0
-        expected = segment.base_offset
         cut_position: int | None = None
         reason = ""
         try:
-            for position, header in scan_batches(segment.log, 0, validate=True):
+            for position, header in scan_batches(segment.log, start_position, validate=True):
                 if header.base_offset != expected:
                     cut_position, reason = (
                         position,
