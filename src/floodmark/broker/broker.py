@@ -49,7 +49,6 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.DELETE_TOPICS: admin.delete_topics,
     ApiKey.CREATE_PARTITIONS: admin.create_partitions,
     ApiKey.DESCRIBE_CONFIGS: admin.describe_configs,
-    ApiKey.PRODUCE: data.produce,
     ApiKey.FETCH: data.fetch,
     ApiKey.LIST_OFFSETS: data.list_offsets,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: data.offset_for_leader_epoch,
@@ -64,7 +63,11 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.LIST_GROUPS: group_apis.list_groups,
     ApiKey.DESCRIBE_GROUPS: group_apis.describe_groups,
 }
-assert set(HANDLERS) == set(SUPPORTED), "the API table and the handler table must agree"
+# Hot path: handlers that take the raw frame (no kio decode, records stay views into the frame).
+RAW_HANDLERS: dict[ApiKey, Callable[[Broker, memoryview, int], Any]] = {
+    ApiKey.PRODUCE: data.produce_raw,
+}
+assert set(HANDLERS) | set(RAW_HANDLERS) == set(SUPPORTED), "API table and handlers must agree"
 
 
 def now_ms() -> int:
@@ -247,6 +250,9 @@ class Broker:
                 f"unsupported version {version} of api_key {key} (supported {rng.min_version}-"
                 f"{rng.max_version})"
             )
+        raw = RAW_HANDLERS.get(key)  # type: ignore[call-overload]
+        if raw is not None:
+            return raw(self, frame if isinstance(frame, memoryview) else memoryview(frame), version)
         header, body = decode_request(frame)
         result = HANDLERS[ApiKey(key)](self, header, body, conn)
         if inspect.isawaitable(result):

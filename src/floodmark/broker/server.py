@@ -25,7 +25,7 @@ Dispatch = Callable[[memoryview | bytes, "Connection"], "Parts | Awaitable[Parts
 
 
 class Connection(asyncio.Protocol):
-    __slots__ = ("_buf", "_dispatch", "_max_request_bytes", "_on_close", "_pending",
+    __slots__ = ("_dispatch", "_filled", "_frame", "_header", "_max_request_bytes", "_on_close", "_pending",
                  "closed", "peer", "transport")
 
     def __init__(
@@ -34,7 +34,9 @@ class Connection(asyncio.Protocol):
         self._dispatch = dispatch
         self._max_request_bytes = max_request_bytes
         self._on_close = on_close
-        self._buf = bytearray()
+        self._header = bytearray()  # a size prefix split across reads
+        self._frame: bytearray | None = None  # a frame being filled across reads
+        self._filled = 0
         self._pending: deque[Parts | asyncio.Future[Any] | None] = deque()
         self.transport: asyncio.Transport | None = None
         self.closed = False
@@ -55,46 +57,63 @@ class Connection(asyncio.Protocol):
         self._on_close(self)
 
     def data_received(self, data: bytes) -> None:
+        """Cut frames out of the byte stream with at most one copy per byte.
+
+        A frame wholly inside one received chunk is passed as a read-only view of that chunk (no
+        copy). A frame that spans chunks gets a ``bytearray`` of exactly its size as soon as its
+        size prefix is known, and chunks are copied straight into it; the handler then receives
+        a *writable* view, so storage can patch offsets in place without copying again.
+        """
         if self.closed:
             return
-        if self._buf:
-            self._buf += data
-            self._consume(self._buf, memoryview(self._buf), buffered=True)
-        else:
-            # Fast path: frames are sliced straight out of the received bytes (read-only views,
-            # no copy); only an incomplete tail is kept in the buffer.
-            self._consume(data, memoryview(data), buffered=False)
-
-    def _consume(self, buf: bytes | bytearray, view: memoryview, *, buffered: bool) -> None:
+        view = memoryview(data)
         pos = 0
-        end = len(buf)
-        limit = self._max_request_bytes
-        try:
-            while end - pos >= 4:
-                size = int.from_bytes(view[pos : pos + 4], "big", signed=True)
-                if size < 8 or size > limit:
-                    log.warning(
-                        "closing %s: request size %d outside [8, socket.request.max.bytes=%d]",
-                        self.peer, size, limit,
-                    )
-                    self.abort()
+        end = len(data)
+        while pos < end:
+            frame = self._frame
+            if frame is not None:
+                take = min(len(frame) - self._filled, end - pos)
+                frame[self._filled : self._filled + take] = view[pos : pos + take]
+                self._filled += take
+                pos += take
+                if self._filled < len(frame):
                     return
-                if end - pos - 4 < size:
-                    break
-                start = pos + 4
-                pos = start + size
-                # A bytearray may grow later, so frames cut from it are copied once (via the
-                # view, which is a single memcpy); frames cut from bytes are zero-copy views.
-                frame = bytes(view[start:pos]) if buffered else view[start:pos]
-                self._on_frame(frame)
+                self._frame = None
+                self._on_frame(memoryview(frame))
                 if self.closed:
                     return
-        finally:
-            view.release()
-        if buffered:
-            del self._buf[:pos]
-        elif pos < end:
-            self._buf += buf[pos:]
+                continue
+            if self._header or end - pos < 4:
+                need = 4 - len(self._header)
+                self._header += view[pos : pos + need]
+                pos += min(need, end - pos)
+                if len(self._header) < 4:
+                    return
+                size = int.from_bytes(self._header, "big", signed=True)
+                self._header.clear()
+                if not self._start_frame(size):
+                    return
+                continue
+            size = int.from_bytes(view[pos : pos + 4], "big", signed=True)
+            pos += 4
+            if end - pos >= size >= 8:
+                self._on_frame(view[pos : pos + size])
+                pos += size
+                if self.closed:
+                    return
+                continue
+            if not self._start_frame(size):
+                return
+
+    def _start_frame(self, size: int) -> bool:
+        if size < 8 or size > self._max_request_bytes:
+            log.warning("closing %s: request size %d outside [8, socket.request.max.bytes=%d]",
+                        self.peer, size, self._max_request_bytes)
+            self.abort()
+            return False
+        self._frame = bytearray(size)
+        self._filled = 0
+        return True
 
     # -- dispatch and ordered replies ----------------------------------------------------------
     def _on_frame(self, frame: memoryview | bytes) -> None:

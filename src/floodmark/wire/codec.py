@@ -79,6 +79,8 @@ def peek_header(frame: bytes | memoryview) -> tuple[int, int, int]:
 def decode_request(frame: bytes | memoryview) -> tuple[RequestHeader, Any]:
     """Decode header and body of one request (the frame without its 4-byte size prefix)."""
     key, version, _ = peek_header(frame)
+    if isinstance(frame, memoryview) and not frame.readonly:
+        frame = frame.toreadonly()  # kio's native reader refuses writable buffers
     try:
         header_reader, body_reader = _request_readers(key, version)
         header, used = header_reader(frame, 0)

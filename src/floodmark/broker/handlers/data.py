@@ -9,7 +9,15 @@ from floodmark.broker.producer_state import batch_metas
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.replication.modes import Truncation
 from floodmark.replication.truncation import leader_end_offset_for
-from floodmark.wire.codec import RequestHeader, ms
+from floodmark.wire.codec import ProtocolError, RequestHeader, ms
+from floodmark.wire.hot import (
+    FetchPartitionResult,
+    HotDecodeError,
+    ProducePartitionResult,
+    encode_fetch_response,
+    encode_produce_response,
+    parse_produce_request,
+)
 
 if TYPE_CHECKING:
     from floodmark.broker.broker import Broker
@@ -26,46 +34,46 @@ READ_COMMITTED = 1
 
 # -- Produce ---------------------------------------------------------------------------------------
 def append_partition(broker: Broker, topic: str, partition: int, records: bytes | memoryview | None,
-                     acks: int, now_ms: int) -> dict[str, Any]:
-    out: dict[str, Any] = {"index": partition, "error_code": 0, "base_offset": -1,
-                           "log_append_time": -1, "log_start_offset": -1, "record_errors": [],
-                           "error_message": None}
+                     acks: int, now_ms: int) -> ProducePartitionResult:
+    out = ProducePartitionResult(partition, 0, -1, -1, -1)
     ps = broker.partitions.get((topic, partition))
     if ps is None:
-        out["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        out.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         return out
-    out["log_start_offset"] = ps.log_start_offset
+    out.log_start_offset = ps.log_start_offset
     err = ps.check_acks(acks)
     if err == ErrorCode.NONE and not records:
         err = ErrorCode.CORRUPT_MESSAGE
     if err != ErrorCode.NONE:
-        out["error_code"] = int(err)
+        out.error_code = err
         return out
     assert records is not None
     if len(records) > ps.log.config.max_message_bytes + 12:
-        out["error_code"] = int(ErrorCode.MESSAGE_TOO_LARGE)
+        out.error_code = ErrorCode.MESSAGE_TOO_LARGE
         return out
     metas = batch_metas(records)
     if any(m.is_transactional for m in metas):
-        out["error_code"] = int(ErrorCode.INVALID_TXN_STATE)
-        out["error_message"] = "transactions are not supported"
+        out.error_code = ErrorCode.INVALID_TXN_STATE
+        out.error_message = "transactions are not supported"
         return out
     for m in metas:
+        if m.producer_id < 0:
+            continue
         check = ps.producers.check(m)
         if check.error == ErrorCode.DUPLICATE_SEQUENCE_NUMBER and check.duplicate_of is not None:
             # A retry of a batch already written: success with the original offset (Kafka).
-            out["base_offset"] = check.duplicate_of.first_offset
+            out.base_offset = check.duplicate_of.first_offset
             return out
         if check.error != ErrorCode.NONE:
-            out["error_code"] = int(check.error)
+            out.error_code = check.error
             return out
     try:
         info = ps.log.append_as_leader(records, ps.leader_epoch, now_ms)
     except KafkaError as exc:
         log.warning("partition %s leader_epoch=%d rejected produce: %s", ps.name,
                     ps.leader_epoch, exc)
-        out["error_code"] = int(exc.code)
-        out["error_message"] = exc.message or None
+        out.error_code = exc.code
+        out.error_message = exc.message or None
         return out
     first = info.first_offset
     for m in metas:
@@ -73,92 +81,83 @@ def append_partition(broker: Broker, topic: str, partition: int, records: bytes 
         first += m.last_offset_delta + 1
     if ps.maybe_increment_high_watermark():
         broker.purgatory.wake((topic, partition))
-    out["base_offset"] = info.first_offset
+    out.base_offset = info.first_offset
     if info.log_append_time_ms is not None and info.log_append_time_ms >= 0:
-        out["log_append_time"] = info.log_append_time_ms
+        out.log_append_time_ms = info.log_append_time_ms
     if acks == -1 and ps.acks_satisfied(info.last_offset + 1) is None:
-        out["error_code"] = int(ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+        out.error_code = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
     return out
 
 
-def produce(broker: Broker, header: RequestHeader, req: Any, conn: Connection) -> Any:
-    acks = int(req.acks)
+def produce_raw(broker: Broker, frame: memoryview, version: int) -> list[bytes | memoryview] | None:
+    """Produce straight from the frame: records are views into it (patched in place if the
+    frame is writable), the response is packed by hand (wire/hot.py)."""
+    try:
+        req = parse_produce_request(frame)
+    except HotDecodeError as exc:
+        raise ProtocolError(f"bad Produce v{version} request: {exc}") from exc
+    acks = req.acks
     now_ms = broker.now_ms()
-    responses = []
-    for t in req.topic_data:
-        parts = [append_partition(broker, t.name, int(p.index), p.records, acks, now_ms)
-                 for p in t.partition_data]
-        responses.append({"name": t.name, "partition_responses": parts})
+    results = []
+    for name, parts in req.topics:
+        results.append((name, [append_partition(broker, name, p.index, p.records, acks, now_ms)
+                               for p in parts]))
     if acks == 0:
         return None  # acks=0: no response at all (P4)
-    return {"responses": responses, "throttle_time": 0}
+    return [encode_produce_response(version, req.correlation_id, results)]
 
 
 # -- Fetch -----------------------------------------------------------------------------------------
-def _read_partition(broker: Broker, ps: PartitionState | None, p: Any, replica_id: int,
-                    budget: int) -> tuple[dict[str, Any], int]:
-    out: dict[str, Any] = {"partition_index": int(p.partition), "error_code": 0,
-                           "high_watermark": -1, "last_stable_offset": -1,
-                           "log_start_offset": -1, "aborted_transactions": [],
-                           "preferred_read_replica": -1, "records": b""}
+def _read_partition(ps: PartitionState | None, p: Any, replica_id: int,
+                    budget: int) -> FetchPartitionResult:
+    index = int(p.partition)
     if ps is None:
-        out["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        out["records"] = None
-        return out, 0
+        return FetchPartitionResult(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1, None)
     err = ps.check_leader_epoch(int(getattr(p, "current_leader_epoch", -1)))
     if err != ErrorCode.NONE:
-        out["error_code"] = int(err)
-        out["records"] = None
-        return out, 0
+        return FetchPartitionResult(index, err, -1, -1, -1, None)
     hw = ps.high_watermark
-    out["high_watermark"] = hw
-    out["last_stable_offset"] = hw
-    out["log_start_offset"] = ps.log_start_offset
+    log_start = ps.log_start_offset
     offset = int(p.fetch_offset)
     leo = ps.log_end_offset
-    if offset < ps.log_start_offset or offset > leo:
-        out["error_code"] = int(ErrorCode.OFFSET_OUT_OF_RANGE)
-        out["records"] = None
-        return out, 0
+    if offset < log_start or offset > leo:
+        return FetchPartitionResult(index, ErrorCode.OFFSET_OUT_OF_RANGE, hw, hw, log_start, None)
+    out = FetchPartitionResult(index, 0, hw, hw, log_start, b"")  # LSO == HW, no transactions
     bound = leo if replica_id >= 0 else hw
     if offset >= bound or budget <= 0:
-        return out, 0
-    max_bytes = min(int(p.partition_max_bytes), budget)
+        return out
     try:
-        info = ps.log.read(offset, max_bytes, bound)
+        info = ps.log.read(offset, min(int(p.partition_max_bytes), budget), bound)
     except KafkaError as exc:
-        out["error_code"] = int(exc.code)
-        out["records"] = None
-        return out, 0
-    data = info.records
-    out["records"] = data
-    return out, len(data)
+        return FetchPartitionResult(index, exc.code, hw, hw, log_start, None)
+    out.records = info.records
+    return out
 
 
-def _fetch_once(broker: Broker, req: Any, replica_id: int) -> tuple[list[dict[str, Any]], int, bool]:
+FetchTopics = list[tuple[str, list[FetchPartitionResult]]]
+
+
+def _fetch_once(broker: Broker, req: Any, replica_id: int) -> tuple[FetchTopics, int, bool]:
     budget = int(getattr(req, "max_bytes", 0x7FFFFFFF))
     total = 0
     errors = False
-    topics = []
-    first_data = True
+    topics: FetchTopics = []
     for t in req.topics:
         parts = []
         for p in t.partitions:
             ps = broker.partitions.get((t.topic, int(p.partition)))
-            # KIP-74: the first partition with data may exceed max_bytes by one batch.
-            part_budget = budget - total if not first_data else max(budget - total, 1)
-            out, n = _read_partition(broker, ps, p, replica_id, part_budget)
-            if n:
-                first_data = False
+            # KIP-74: the first partition with data may exceed max_bytes by one whole batch.
+            out = _read_partition(ps, p, replica_id, budget - total if total else max(budget, 1))
+            n = len(out.records) if out.records else 0
             total += n
-            errors = errors or out["error_code"] != 0
+            errors = errors or out.error_code != 0
             parts.append(out)
-        topics.append({"topic": t.topic, "partitions": parts})
+        topics.append((t.topic, parts))
     return topics, total, errors
 
 
-async def _fetch_delayed(broker: Broker, req: Any, replica_id: int, wait_ms: int,
-                         min_bytes: int) -> dict[str, Any]:
+async def _fetch_delayed(broker: Broker, header: RequestHeader, req: Any, replica_id: int,
+                         wait_ms: int, min_bytes: int) -> list[bytes | memoryview]:
     keys = [(t.topic, int(p.partition)) for t in req.topics for p in t.partitions]
     deadline = broker.now_ms() + wait_ms
     while True:
@@ -168,9 +167,9 @@ async def _fetch_delayed(broker: Broker, req: Any, replica_id: int, wait_ms: int
         await broker.purgatory.wait(keys, remaining)
         topics, total, errors = _fetch_once(broker, req, replica_id)
         if total >= min_bytes or errors:
-            return {"throttle_time": 0, "error_code": 0, "session_id": 0, "responses": topics}
+            return encode_fetch_response(header.api_version, header.correlation_id, topics)
     topics, _, _ = _fetch_once(broker, req, replica_id)
-    return {"throttle_time": 0, "error_code": 0, "session_id": 0, "responses": topics}
+    return encode_fetch_response(header.api_version, header.correlation_id, topics)
 
 
 def fetch(broker: Broker, header: RequestHeader, req: Any, conn: Connection) -> Any:
@@ -179,8 +178,8 @@ def fetch(broker: Broker, header: RequestHeader, req: Any, conn: Connection) -> 
     wait_ms = min(max(ms(req.max_wait), 0), 60_000)
     min_bytes = int(req.min_bytes)
     if wait_ms <= 0 or total >= min_bytes or errors or not topics:
-        return {"throttle_time": 0, "error_code": 0, "session_id": 0, "responses": topics}
-    return _fetch_delayed(broker, req, replica_id, wait_ms, min_bytes)
+        return encode_fetch_response(header.api_version, header.correlation_id, topics)
+    return _fetch_delayed(broker, header, req, replica_id, wait_ms, min_bytes)
 
 
 # -- ListOffsets -----------------------------------------------------------------------------------

@@ -1,0 +1,105 @@
+"""The hand-written hot codecs are byte-identical to kio's, for every version served."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kio.index import load_request_schema
+
+from floodmark.client.connection import encode_request
+from floodmark.records import simple_batch
+from floodmark.wire.codec import decode_request, encode_response
+from floodmark.wire.hot import (
+    FetchPartitionResult,
+    HotDecodeError,
+    ProducePartitionResult,
+    encode_fetch_response,
+    encode_produce_response,
+    parse_produce_request,
+)
+
+names = st.text(alphabet="abcxyz._-", min_size=1, max_size=12)
+partition_ids = st.integers(0, 2**31 - 1)
+offsets = st.integers(-1, 2**62)
+
+
+@pytest.mark.parametrize("version", range(3, 11))
+@settings(max_examples=25, deadline=None)
+@given(topics=st.lists(st.tuples(names, st.lists(st.tuples(partition_ids, st.booleans()),
+                                                    min_size=1, max_size=3)),
+                       min_size=1, max_size=3),
+       acks=st.sampled_from([-1, 0, 1]), txn=st.none() | names)
+def test_produce_request_parse_matches_kio(version, topics, acks, txn) -> None:
+    batch = simple_batch([b"v1", None, b"v3"], keys=[b"k", None, b"kk"])
+    body = {"transactional_id": txn, "acks": acks, "timeout": 1234, "topic_data": [
+        {"name": n, "partition_data": [{"index": i, "records": batch if has else None}
+                                       for i, has in parts]} for n, parts in topics]}
+    frame = encode_request(0, version, 99, body, client_id="cid")[4:]
+    ours = parse_produce_request(memoryview(frame))
+    _, theirs = decode_request(frame)
+    assert (ours.correlation_id, ours.client_id, ours.acks, ours.timeout_ms) == (99, "cid", acks, 1234)
+    assert ours.transactional_id == theirs.transactional_id
+    got = [(n, [(p.index, None if p.records is None else bytes(p.records)) for p in ps])
+           for n, ps in ours.topics]
+    want = [(t.name, [(p.index, None if p.records is None else bytes(p.records))
+                      for p in t.partition_data]) for t in theirs.topic_data]
+    assert got == want
+
+
+def test_produce_request_truncated_is_an_error() -> None:
+    frame = encode_request(0, 9, 1, {"acks": -1, "timeout": 1, "topic_data": [
+        {"name": "t", "partition_data": [{"index": 0, "records": simple_batch([b"x"])}]}]})[4:]
+    with pytest.raises(HotDecodeError):
+        parse_produce_request(memoryview(frame[:-20]))
+
+
+@pytest.mark.parametrize("version", range(3, 11))
+@settings(max_examples=25, deadline=None)
+@given(topics=st.lists(st.tuples(names, st.lists(
+    st.tuples(partition_ids, st.sampled_from([0, 2, 3, 19, 45]), offsets,
+              st.integers(-1, 4_000_000_000_000), offsets,
+              st.none() | st.text(max_size=8)), min_size=1, max_size=3)), max_size=3))
+def test_produce_response_matches_kio(version, topics) -> None:
+    ours = encode_produce_response(version, 7, [
+        (n, [ProducePartitionResult(i, e, b, t, s, m) for i, e, b, t, s, m in ps])
+        for n, ps in topics])
+    theirs = b"".join(encode_response(0, version, 7, {"throttle_time": 0, "responses": [
+        {"name": n, "partition_responses": [
+            {"index": i, "error_code": e, "base_offset": b, "log_append_time": t,
+             "log_start_offset": s, "record_errors": [], "error_message": m}
+            for i, e, b, t, s, m in ps]} for n, ps in topics]}))
+    assert ours == theirs
+
+
+@pytest.mark.parametrize("version", range(4, 13))
+@settings(max_examples=25, deadline=None)
+@given(topics=st.lists(st.tuples(names, st.lists(
+    st.tuples(partition_ids, st.sampled_from([0, 1, 3, 75]), offsets, offsets, offsets,
+              st.sampled_from(["none", "empty", "data"])), min_size=1, max_size=3)), max_size=3),
+       session_id=st.integers(0, 1000))
+def test_fetch_response_matches_kio(version, topics, session_id) -> None:
+    batch = simple_batch([b"payload"] * 3)
+    recs = {"none": None, "empty": b"", "data": batch}
+    ours = b"".join(bytes(p) for p in encode_fetch_response(version, 11, [
+        (n, [FetchPartitionResult(i, e, hw, lso, ls, recs[r]) for i, e, hw, lso, ls, r in ps])
+        for n, ps in topics], session_id=session_id))
+    theirs = b"".join(encode_response(1, version, 11, {
+        "throttle_time": 0, "error_code": 0, "session_id": session_id, "responses": [
+            {"topic": n, "partitions": [
+                {"partition_index": i, "error_code": e, "high_watermark": hw,
+                 "last_stable_offset": lso, "log_start_offset": ls, "aborted_transactions": [],
+                 "preferred_read_replica": -1, "records": recs[r]}
+                for i, e, hw, lso, ls, r in ps]} for n, ps in topics]}))
+    assert ours == theirs
+
+
+def test_fetch_response_passes_record_bytes_by_reference() -> None:
+    data = memoryview(bytearray(simple_batch([b"x" * 1000])))
+    parts = encode_fetch_response(12, 1, [("t", [FetchPartitionResult(0, 0, 1, 1, 0, data)])])
+    assert any(p is data for p in parts)
+
+
+def test_schema_versions_exist() -> None:
+    for v in range(3, 11):
+        load_request_schema(0, v)
