@@ -140,6 +140,7 @@ class SimBroker:
         self.fetch_target = (-1, -1)
         self.produce_routes = {}
         self.last_metadata = None
+        self.broker_epoch = -1  # until the controller answers this incarnation's registration
         self.world.record(
             f"{self.name} start LEO={self.log.log_end_offset} HW={self.partition.high_watermark} "
             f"epochs={self.log.epoch_cache.as_pairs()}"
@@ -203,6 +204,12 @@ class SimBroker:
     def _heartbeat_tick(self) -> None:
         if self.broker_epoch >= 0:
             self.net.send(self.name, "controller", m.Heartbeat(self.broker_id, self.broker_epoch))
+        else:  # the registration (or its answer) was lost: register again
+            self.net.send(
+                self.name,
+                "controller",
+                m.Register(self.broker_id, self.incarnation, self.lost_data_on_crash),
+            )
         self._timer(self.config.heartbeat_interval_ms, self._heartbeat_tick)
 
     def _shrink_tick(self) -> None:

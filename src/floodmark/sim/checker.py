@@ -45,6 +45,8 @@ class Checker:
         self.tenure_hw: dict[tuple[str, int, int], int] = {}
         self.acked: dict[int, str] = {}  # offset -> value (acks=all, acknowledged)
         self.served: dict[int, str] = {}  # offset -> value (served to a consumer)
+        # (offset, value) -> leader epoch in which the record was first committed (HW passed it)
+        self.commit_epoch: dict[tuple[int, str], int] = {}
         self.premise_holds = True
         self._seen: set[tuple[str, str]] = set()
         self.max_violations = 50
@@ -70,6 +72,14 @@ class Checker:
             )
         self.acked[offset] = value
 
+    def on_leader_high_watermark(self, broker: SimBroker, old: int, new: int) -> None:
+        """Remember the first leader epoch in which each record became committed."""
+        p = broker.partition
+        if p is None or not p.is_leader:
+            return
+        for offset in range(max(old, 0), min(new, len(broker.entries))):
+            self.commit_epoch.setdefault((offset, broker.entries[offset][1]), p.leader_epoch)
+
     def on_served(
         self, broker: SimBroker, records: tuple[tuple[int, int, str], ...], hw: int
     ) -> None:
@@ -89,12 +99,19 @@ class Checker:
         if holder is not None and holder != broker.name:
             self.flag("one-leader-per-epoch", f"{holder} and {broker.name} both led epoch {epoch}")
         self.leader_of_epoch.setdefault(epoch, broker.name)
-        self.check_complete(broker, f"new leader {broker.name} (epoch {epoch})")
+        # Leader completeness: a leader of epoch e holds every record committed in epochs < e.
+        # (A stale broker applying old metadata late need not hold what later epochs committed.)
+        self.check_complete(broker, f"new leader {broker.name} (epoch {epoch})", below_epoch=epoch)
 
-    def check_complete(self, broker: SimBroker, who: str) -> None:
+    def check_complete(self, broker: SimBroker, who: str, below_epoch: int | None = None) -> None:
         entries = broker.entries
         for source, values in (("acknowledged", self.acked), ("consumed", self.served)):
             for offset, value in values.items():
+                if (
+                    below_epoch is not None
+                    and self.commit_epoch.get((offset, value), below_epoch) >= below_epoch
+                ):
+                    continue
                 if offset >= len(entries) or entries[offset][1] != value:
                     have = entries[offset][1] if offset < len(entries) else "nothing"
                     self.flag(

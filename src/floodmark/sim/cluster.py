@@ -77,6 +77,7 @@ class Cluster:
 
     def on_high_watermark(self, broker: SimBroker, old: int, new: int) -> None:
         self.world.record(f"{broker.name} HW {old}->{new}")
+        self.checker.on_leader_high_watermark(broker, old, new)
 
     def on_truncate(self, broker: SimBroker, new_leo: int, old_leo: int) -> None:
         pass

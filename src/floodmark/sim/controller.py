@@ -49,6 +49,7 @@ class SimController:
         self.fenced: set[int] = set(replicas)
         self.next_broker_epoch = 1
         self.ever_registered: set[int] = set()
+        self.incarnation_of: dict[int, int] = {}
         self.unclean_elections = 0
         self.history: list[PartitionRegistration] = [self.registration]
         self.net.add_node(NAME, self.on_message)
@@ -152,6 +153,17 @@ class SimController:
 
     def _on_register(self, src: str, msg: m.Register) -> None:
         broker = msg.broker_id
+        if self.incarnation_of.get(broker) == msg.incarnation:
+            # A retried registration of an incarnation we already know: same answer.
+            self.net.send(
+                NAME,
+                src,
+                m.RegisterReply(
+                    broker, msg.incarnation, self.broker_epochs[broker], self.metadata()
+                ),
+            )
+            return
+        self.incarnation_of[broker] = msg.incarnation
         epoch = self.next_broker_epoch
         self.next_broker_epoch += 1
         self.broker_epochs[broker] = epoch

@@ -1,0 +1,307 @@
+"""The explorer: random fault schedules against the simulated cluster, invariants after every event.
+
+One seed expands, deterministically, into a schedule of faults injected while a producer
+(acks=all, unique values) and a consumer run:
+
+* ``kill`` — process crash (page cache survives), restart after 5–250 ms (a fast restart stays in
+  the ISR; a slow one is fenced first);
+* ``power-loss`` — crash losing every unflushed byte (only while the budget of
+  min.insync.replicas − 1 such crashes per run lasts), restart later;
+* ``pause`` — the process stops (GC, SIGSTOP) for 20–700 ms, then resumes, possibly as a zombie;
+* ``partition`` — isolate one broker from the controller, from the other brokers, or from
+  everyone, in ``hold`` or ``reset`` mode, for 20–700 ms;
+* ``leader-move`` — a graceful leader change by the controller (not a failure).
+
+SPEC section 4's premise is respected by construction: at most one broker is faulty at a time
+(RF − min.insync.replicas = 1 for RF 3), a broker counts as faulty until it is alive, connected,
+unpaused and back in the controller's ISR, and fewer than min.insync.replicas brokers ever lose
+unflushed data. Unclean election is off. Then everything heals, the producer stops, the replicas
+converge and the final checks run (divergence, acknowledged writes on the final leader).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from floodmark.replication.modes import Truncation
+from floodmark.sim.broker import SimBroker
+from floodmark.sim.checker import Violation
+from floodmark.sim.cluster import Cluster
+from floodmark.sim.config import SimConfig
+from floodmark.sim.network import NetworkConfig, PartitionMode
+
+CONTROLLER = "controller"
+CLIENTS = ("producer", "consumer")
+
+
+@dataclass(frozen=True, slots=True)
+class ExploreOptions:
+    replicas: int = 3
+    truncation: Truncation = Truncation.LEADER_EPOCH
+    fault_phase_ms: int = 4000
+    converge_ms: int = 1500
+    loss_probability: float = 0.01
+
+    @property
+    def min_insync_replicas(self) -> int:
+        return 2 if self.replicas >= 3 else 1
+
+
+@dataclass(slots=True)
+class SeedResult:
+    seed: int
+    truncation: Truncation
+    violations: list[Violation]
+    reported_losses: list[Violation]
+    faults: list[str]
+    trace_hash: str
+    events: int
+    acknowledged: int
+    trace: list[str] = field(default_factory=list)
+
+
+def reproduce_command(seed: int, options: ExploreOptions) -> str:
+    return f"floodmark sim replay --seed {seed} --truncation {options.truncation.value} --replicas {options.replicas}"
+
+
+class Nemesis:
+    """Injects one fault at a time, reverts it, waits for full health, repeats."""
+
+    def __init__(self, cluster: Cluster, options: ExploreOptions) -> None:
+        self.cluster = cluster
+        self.world = cluster.world
+        self.rng = cluster.world.rng
+        self.options = options
+        self.lossy_budget = options.min_insync_replicas - 1
+        self.active: str | None = None
+        self.faults: list[str] = []
+        self.stopped = False
+        self.recovered_at: dict[str, int] = {}
+
+    def log(self, text: str) -> None:
+        self.faults.append(f"{self.world.now_ms}ms {text}")
+        self.world.record(f"NEMESIS {text}")
+
+    def healthy(self, broker: SimBroker) -> bool:
+        controller = self.cluster.controller
+        net = self.cluster.net
+        if not broker.alive or broker.paused:
+            return False
+        if broker.broker_epoch != controller.broker_epochs.get(broker.broker_id):
+            return False
+        if (
+            broker.broker_id in controller.fenced
+            or broker.broker_id not in controller.registration.isr
+        ):
+            return False
+        # Recovered only once the controller has heard from it since the fault ended (otherwise a
+        # session timeout from the fault may still fence it: it would still count as failed).
+        if controller.last_heartbeat_ms.get(broker.broker_id, -1) <= self.recovered_at.get(
+            broker.name, -1
+        ):
+            return False
+        return not any(broker.name in link for link in net.cuts)
+
+    def all_healthy(self) -> bool:
+        return (
+            self.active is None
+            and all(self.healthy(b) for b in self.cluster.brokers)
+            and (self.cluster.controller.registration.leader >= 0)
+        )
+
+    def start(self) -> None:
+        self.world.schedule(self._gap(), self.tick)
+
+    def _gap(self) -> int:
+        # Often right after the cluster healed (races a restart or a leader move), else later.
+        if self.rng.random() < 0.4:
+            return self.rng.randint(1, 40)
+        return self.rng.randint(80, 600)
+
+    def tick(self) -> None:
+        if self.stopped:
+            return
+        if not self.all_healthy():
+            self.world.schedule(10, self.tick)
+            return
+        self.inject()
+        self.world.schedule(self._gap(), self.tick)
+
+    def _target(self) -> SimBroker:
+        leader = self.cluster.leader()
+        if leader is not None and self.rng.random() < 0.5:
+            return leader
+        return self.rng.choice(self.cluster.brokers)
+
+    def inject(self) -> None:
+        kinds = ["kill", "kill", "pause", "partition", "partition", "leader-move"]
+        if self.lossy_budget > 0:
+            kinds.append("power-loss")
+        kind = self.rng.choice(kinds)
+        target = self._target()
+        if kind == "leader-move":
+            if self.cluster.controller.move_leadership():
+                self.log("leader-move")
+            return
+        duration = self.rng.randint(5, 250) if kind == "kill" else self.rng.randint(20, 700)
+        self.active = f"{kind} {target.name}"
+        if kind in ("kill", "power-loss"):
+            lose = kind == "power-loss"
+            if lose:
+                self.lossy_budget -= 1
+            self.log(f"{kind} {target.name} for {duration}ms")
+            target.crash(lose_unsynced=lose)
+            self.world.schedule(duration, self._restart, target)
+        elif kind == "pause":
+            self.log(f"pause {target.name} for {duration}ms")
+            target.pause()
+            self.world.schedule(duration, self._resume, target)
+        else:
+            mode = self.rng.choice([PartitionMode.HOLD, PartitionMode.RESET])
+            scope = self.rng.choice(["controller", "brokers", "everyone"])
+            peers: list[str] = []
+            if scope in ("controller", "everyone"):
+                peers.append(CONTROLLER)
+            if scope in ("brokers", "everyone"):
+                peers.extend(b.name for b in self.cluster.brokers if b is not target)
+            if scope == "everyone":
+                peers.extend(CLIENTS)
+            self.log(f"partition {target.name} from {scope} ({mode.value}) for {duration}ms")
+            for peer in peers:
+                self.cluster.net.cut(target.name, peer, mode)
+            self.world.schedule(duration, self._heal, target, peers)
+
+    def _restart(self, broker: SimBroker) -> None:
+        if not broker.alive:
+            broker.start()
+        self.recovered_at[broker.name] = self.world.now_ms
+        self.active = None
+        self.cluster.checker.check_state()
+
+    def _resume(self, broker: SimBroker) -> None:
+        broker.resume()
+        self.recovered_at[broker.name] = self.world.now_ms
+        self.active = None
+
+    def _heal(self, broker: SimBroker, peers: list[str]) -> None:
+        for peer in peers:
+            self.cluster.net.heal(broker.name, peer)
+        self.recovered_at[broker.name] = self.world.now_ms
+        self.active = None
+
+
+def build_cluster(seed: int, options: ExploreOptions) -> Cluster:
+    config = SimConfig(
+        replicas=options.replicas,
+        min_insync_replicas=options.min_insync_replicas,
+        truncation=options.truncation,
+        network=NetworkConfig(
+            min_delay_ms=1, max_delay_ms=4, loss_probability=options.loss_probability
+        ),
+    )
+    return Cluster(config, seed=seed)
+
+
+def run_seed(seed: int, options: ExploreOptions, *, keep_trace: bool = False) -> SeedResult:
+    cluster = build_cluster(seed, options)
+    world = cluster.world
+    world.trace_enabled = keep_trace
+    cluster.boot()
+    nemesis = Nemesis(cluster, options)
+    cluster.producer.start()
+    cluster.consumer.start()
+    nemesis.start()
+    world.run_until(options.fault_phase_ms)
+    nemesis.stopped = True
+    world.record("NEMESIS stop: healing everything")
+    cluster.net.heal()
+    for broker in cluster.brokers:
+        if not broker.alive:
+            broker.start()
+        elif broker.paused:
+            broker.resume()
+    world.run_until(world.now_ms + options.converge_ms // 3)
+    cluster.producer.stop()
+    world.run_until(world.now_ms + options.converge_ms)
+    cluster.consumer.stop()
+    cluster.checker.final_check()
+    return SeedResult(
+        seed=seed,
+        truncation=options.truncation,
+        violations=list(cluster.checker.violations),
+        reported_losses=list(cluster.checker.reported_losses),
+        faults=nemesis.faults,
+        trace_hash=world.trace_hash,
+        events=world.events_run,
+        acknowledged=len(cluster.checker.acked),
+        trace=list(world.trace),
+    )
+
+
+@dataclass(slots=True)
+class ExploreReport:
+    options: ExploreOptions
+    seeds: list[int]
+    results: list[SeedResult]
+    elapsed_s: float
+
+    @property
+    def violations(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for result in self.results:
+            for v in result.violations:
+                out.append(
+                    {
+                        "seed": result.seed,
+                        "invariant": v.invariant,
+                        "detail": v.detail,
+                        "time_ms": v.time_ms,
+                        "reproduce": reproduce_command(result.seed, self.options),
+                    }
+                )
+        return out
+
+    @property
+    def seeds_per_second(self) -> float:
+        return len(self.seeds) / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+    def as_json(self) -> dict[str, Any]:
+        failing = sorted({r.seed for r in self.results if r.violations})
+        return {
+            "seeds": len(self.seeds),
+            "truncation": self.options.truncation.value,
+            "replicas": self.options.replicas,
+            "min_insync_replicas": self.options.min_insync_replicas,
+            "violations": self.violations,
+            "failing_seeds": failing,
+            "reported_losses": [
+                {"seed": r.seed, "invariant": v.invariant, "detail": v.detail}
+                for r in self.results
+                for v in r.reported_losses
+            ],
+            "acknowledged_writes": sum(r.acknowledged for r in self.results),
+            "events": sum(r.events for r in self.results),
+            "elapsed_s": round(self.elapsed_s, 3),
+            "seeds_per_second": round(self.seeds_per_second, 2),
+        }
+
+
+def explore(
+    seeds: int,
+    options: ExploreOptions,
+    *,
+    start_seed: int = 1,
+    progress: Callable[[SeedResult], None] | None = None,
+) -> ExploreReport:
+    started = time.perf_counter()  # wall time only for the seeds/s figure, never inside the sim
+    results: list[SeedResult] = []
+    seed_list = list(range(start_seed, start_seed + seeds))
+    for seed in seed_list:
+        result = run_seed(seed, options)
+        results.append(result)
+        if progress is not None:
+            progress(result)
+    return ExploreReport(options, seed_list, results, time.perf_counter() - started)
