@@ -439,9 +439,11 @@ def test_missing_index_files_are_rebuilt(fs_and_dir: tuple[FileSystem, str]) -> 
     bases = log.segment_base_offsets()
     entries = [(list(s.index.positions), list(s.time_index.timestamps)) for s in log.segments]
     log.close()
-    for base in bases[:-1]:
-        fs.remove(f"{path}/{base:020d}.index")
-        fs.remove(f"{path}/{base:020d}.timeindex")
+    assert len(bases) >= 4
+    fs.remove(f"{path}/{bases[0]:020d}.index")
+    fs.remove(f"{path}/{bases[1]:020d}.timeindex")
+    fs.remove(f"{path}/{bases[2]:020d}.index")
+    fs.remove(f"{path}/{bases[2]:020d}.timeindex")
     reopened = Log.open(path, config, fs=fs, now_ms=0, recovery_point=log.log_end_offset)
     assert [
         (list(s.index.positions), list(s.time_index.timestamps)) for s in reopened.segments

@@ -304,7 +304,7 @@ class Log:
 
     def _load_indexes(self, segment: Segment) -> bool:
         size = segment.size
-        ok = segment.index.load(size) and segment.time_index.load()
+        ok = segment.index_files_existed and segment.index.load(size) and segment.time_index.load()
         if ok and size > 0 and len(segment.time_index) == 0:
             ok = False  # a closed, non-empty segment always has its final time index entry
         if ok:

@@ -223,6 +223,7 @@ class Segment:
         "dir_path",
         "dirty",
         "index",
+        "index_files_existed",
         "log",
         "max_timestamp",
         "offset_of_max_timestamp",
@@ -234,6 +235,9 @@ class Segment:
         self.dir_path = dir_path
         self.base_offset = base_offset
         self.log = fs.open(f"{dir_path}/{segment_file_name(base_offset, '.log')}")
+        self.index_files_existed = fs.exists(
+            f"{dir_path}/{segment_file_name(base_offset, '.index')}"
+        ) and fs.exists(f"{dir_path}/{segment_file_name(base_offset, '.timeindex')}")
         self.index = OffsetIndex(
             fs.open(f"{dir_path}/{segment_file_name(base_offset, '.index')}"), base_offset
         )
