@@ -1,0 +1,191 @@
+"""``floodmark sim scenario|explore|replay`` (registered under the ``sim`` group by floodmark.cli).
+
+Contract (scripts rely on these names):
+
+* ``floodmark sim scenario --list``
+* ``floodmark sim scenario NAME [--truncation MODE] [--json] [--verbose]`` — a step table, then
+  one verdict line; exit status 0 when the historical outcome was reproduced, 1 otherwise.
+* ``floodmark sim explore --seeds N --truncation MODE [--replicas 3] [--json]``
+* ``floodmark sim replay --seed S --truncation MODE [--replicas N] [--json]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from floodmark.replication.modes import DEFAULT_TRUNCATION, Truncation
+from floodmark.sim.explore import ExploreOptions, SeedResult, explore, reproduce_command, run_seed
+from floodmark.sim.report import render_steps
+from floodmark.sim.scenarios import SCENARIOS, run_scenario
+
+MODES = [m.value for m in Truncation]
+
+
+def _mode(text: str) -> Truncation:
+    try:
+        return Truncation.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _print(text: str = "") -> None:
+    sys.stdout.write(text + "\n")
+
+
+def register(sim_subparsers: Any) -> None:
+    scenario = sim_subparsers.add_parser(
+        "scenario", help="replay a reference-document scenario step by step"
+    )
+    scenario.add_argument("name", nargs="?", help="scenario name (see --list)")
+    scenario.add_argument("--list", action="store_true", help="list the scenarios")
+    scenario.add_argument(
+        "--truncation",
+        type=_mode,
+        default=DEFAULT_TRUNCATION,
+        metavar="MODE",
+        help=f"protocol mode: {' | '.join(MODES)} (default {DEFAULT_TRUNCATION.value})",
+    )
+    scenario.add_argument("--json", action="store_true", help="print one JSON object")
+    scenario.add_argument("--verbose", action="store_true", help="show each step's trace lines")
+    scenario.set_defaults(func=cmd_scenario)
+
+    explore_p = sim_subparsers.add_parser(
+        "explore", help="random fault schedules, SPEC §4 invariants after every event"
+    )
+    explore_p.add_argument("--seeds", type=int, default=200)
+    explore_p.add_argument("--start-seed", type=int, default=1)
+    explore_p.add_argument("--truncation", type=_mode, default=DEFAULT_TRUNCATION, metavar="MODE")
+    explore_p.add_argument("--replicas", type=int, default=3, choices=(2, 3, 4, 5))
+    explore_p.add_argument(
+        "--fault-phase-ms", type=int, default=4000, help="virtual ms of faults per seed"
+    )
+    explore_p.add_argument("--json", action="store_true")
+    explore_p.add_argument(
+        "--fail-on-violation", action="store_true", help="exit 1 if any violation was found"
+    )
+    explore_p.set_defaults(func=cmd_explore)
+
+    replay = sim_subparsers.add_parser("replay", help="rerun one explorer seed and print its trace")
+    replay.add_argument("--seed", type=int, required=True)
+    replay.add_argument("--truncation", type=_mode, default=DEFAULT_TRUNCATION, metavar="MODE")
+    replay.add_argument("--replicas", type=int, default=3, choices=(2, 3, 4, 5))
+    replay.add_argument("--fault-phase-ms", type=int, default=4000)
+    replay.add_argument("--json", action="store_true")
+    replay.set_defaults(func=cmd_replay)
+
+
+def cmd_scenario(args: argparse.Namespace) -> int:
+    if args.list or not args.name:
+        for name, (_fn, description) in SCENARIOS.items():
+            _print(f"{name:<26} {description}")
+        return 0 if args.list else 2
+    try:
+        result = run_scenario(args.name, args.truncation)
+    except KeyError as exc:
+        sys.stderr.write(f"{exc.args[0]}\n")
+        return 2
+    if args.json:
+        _print(json.dumps(result.as_json()))
+        return 0 if result.as_expected else 1
+    _print(f"scenario {result.scenario} — truncation mode {result.truncation.value}")
+    _print(f"({SCENARIOS[result.scenario][1]})")
+    _print(
+        "replica: log [offset:epoch:value]  LEO  HW  epoch cache {epoch:start}  (* = acts as leader)"
+    )
+    _print()
+    for line in render_steps(result.steps, verbose=args.verbose):
+        _print(line)
+    _print()
+    if result.variants.get("clean"):
+        _print("clean-election variant (unclean.leader.election.enable=false):")
+        for line in render_steps(result.variants["clean"]["steps"], verbose=args.verbose):
+            _print(line)
+        _print()
+    _print(f"acknowledged (acks=all): {', '.join(result.acknowledged) or '-'}")
+    if result.acknowledged_acks1:
+        _print(f"acknowledged (acks=1): {', '.join(result.acknowledged_acks1)}")
+    if result.facts:
+        _print("facts: " + ", ".join(f"{k}={v}" for k, v in result.facts.items()))
+    _print(result.verdict)
+    return 0 if result.as_expected else 1
+
+
+def _options(args: argparse.Namespace) -> ExploreOptions:
+    return ExploreOptions(
+        replicas=args.replicas, truncation=args.truncation, fault_phase_ms=args.fault_phase_ms
+    )
+
+
+def cmd_explore(args: argparse.Namespace) -> int:
+    options = _options(args)
+    if args.seeds <= 0:
+        sys.stderr.write("--seeds must be positive\n")
+        return 2
+    report = explore(args.seeds, options, start_seed=args.start_seed)
+    data = report.as_json()
+    if args.json:
+        _print(json.dumps(data))
+    else:
+        _print(
+            f"explored {data['seeds']} seeds in {options.truncation.value} mode "
+            f"(RF {options.replicas}, min.insync.replicas {options.min_insync_replicas}): "
+            f"{len(data['failing_seeds'])} seeds with violations, "
+            f"{data['acknowledged_writes']} acknowledged writes checked, "
+            f"{data['elapsed_s']:.1f} s ({data['seeds_per_second']:.1f} seeds/s)"
+        )
+        shown: set[tuple[int, str]] = set()
+        for v in data["violations"]:
+            key = (v["seed"], v["invariant"])
+            if key in shown:
+                continue
+            shown.add(key)
+            _print(f"seed {v['seed']}: {v['invariant']}: {v['detail']}")
+            _print(f"    reproduce: {v['reproduce']}")
+        for loss in data["reported_losses"]:
+            _print(f"seed {loss['seed']}: reported (outside SPEC §4 premise): {loss['detail']}")
+    if args.fail_on_violation and data["violations"]:
+        return 1
+    return 0
+
+
+def _replay_json(result: SeedResult, options: ExploreOptions) -> dict[str, Any]:
+    return {
+        "seed": result.seed,
+        "truncation": options.truncation.value,
+        "replicas": options.replicas,
+        "trace_hash": result.trace_hash,
+        "events": result.events,
+        "faults": result.faults,
+        "violations": [
+            {
+                "seed": result.seed,
+                "invariant": v.invariant,
+                "detail": v.detail,
+                "time_ms": v.time_ms,
+            }
+            for v in result.violations
+        ],
+        "trace": result.trace,
+    }
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    options = _options(args)
+    result = run_seed(args.seed, options, keep_trace=True)
+    if args.json:
+        _print(json.dumps(_replay_json(result, options)))
+        return 0
+    for line in result.trace:
+        _print(line)
+    _print()
+    _print(f"faults: {len(result.faults)}; events: {result.events}; trace hash {result.trace_hash}")
+    if not result.violations:
+        _print("no invariant violated")
+    for v in result.violations:
+        _print(f"VIOLATION at {v.time_ms} ms: {v.invariant}: {v.detail}")
+    if result.violations:
+        _print(f"reproduce: {reproduce_command(result.seed, options)}")
+    return 0
