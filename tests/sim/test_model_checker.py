@@ -65,9 +65,10 @@ def test_leader_epoch_mode_holds_bigger_bounds(
 
 
 # -- historical counterexamples ----------------------------------------------------------------
-def test_high_watermark_mode_loses_committed_record() -> None:
+@pytest.mark.parametrize("fencing", [True, False])
+def test_high_watermark_mode_loses_committed_record(fencing: bool) -> None:
     """KIP-101 scenario 1: a follower truncates to its stale HW and drops a committed record."""
-    result = check(ModelConfig(HW, replicas=2, log_size=2, max_epoch=3))
+    result = check(ModelConfig(HW, replicas=2, log_size=2, max_epoch=3, fencing=fencing))
     assert result.violation is not None
     assert result.violation.invariant == "StrongIsr"
     assert len(result.trace) - 1 == result.depth == 8
@@ -81,13 +82,15 @@ def test_high_watermark_mode_loses_committed_record() -> None:
     assert before.log[offset] == (epoch, record) and after.leo <= offset
 
 
-def test_epoch_offset_mode_kip101_fast_leader_changes() -> None:
+@pytest.mark.parametrize(("fencing", "steps"), [(True, 14), (False, 13)])
+def test_epoch_offset_mode_kip101_fast_leader_changes(fencing: bool, steps: int) -> None:
     """KIP-101 as shipped: after epochs 0 (A), 1 (B), 2 (A) the leader cannot answer for epoch 1
-    and the follower falls back to its HW, truncating a committed record."""
-    result = check(ModelConfig(EO, replicas=2, log_size=2, max_epoch=3))
+    and the follower falls back to its HW, truncating a committed record (with or without
+    KIP-320 fencing: the broker fences in every mode, Kafka 0.11 did not)."""
+    result = check(ModelConfig(EO, replicas=2, log_size=2, max_epoch=3, fencing=fencing))
     assert result.violation is not None
     assert result.violation.invariant == "StrongIsr"
-    assert len(result.trace) - 1 == result.depth == 13
+    assert len(result.trace) - 1 == result.depth == steps
     assert_valid_trace(result)
     last = result.trace[-1]
     assert last.action is not None and last.action.kind == "OffsetsForLeaderEpoch"
@@ -103,7 +106,7 @@ def test_epoch_offset_mode_kip101_fast_leader_changes() -> None:
 
 def test_high_watermark_mode_three_replicas() -> None:
     result = check(ModelConfig(HW, replicas=3, log_size=2, max_epoch=3))
-    assert result.violation is not None and result.depth == 8
+    assert result.violation is not None and result.depth == 9
     assert_valid_trace(result)
 
 
@@ -244,7 +247,7 @@ def test_cli_text_output(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 1
     assert "states explored:" in text and "states/s" in text and "depth:" in text
     assert "verdict: VIOLATED StrongIsr" in text
-    assert "shortest counterexample (13 steps)" in text
+    assert "shortest counterexample (14 steps)" in text
     assert "0:e0:r0" in text and "epochs={" in text and "LEO=" in text and "HW=" in text
 
 

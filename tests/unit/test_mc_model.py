@@ -210,6 +210,6 @@ def test_config_validation() -> None:
     with pytest.raises(ValueError):
         ModelConfig(Truncation.LEADER_EPOCH, log_size=0)
     assert ModelConfig(Truncation.LEADER_EPOCH).fenced
-    assert not ModelConfig(Truncation.EPOCH_OFFSET).fenced
-    assert ModelConfig(Truncation.HIGH_WATERMARK, fencing=True).fenced
+    assert ModelConfig(Truncation.EPOCH_OFFSET).fenced  # the broker fences in every mode
+    assert not ModelConfig(Truncation.HIGH_WATERMARK, fencing=False).fenced
     assert ModelConfig(Truncation.LEADER_EPOCH, log_size=3).record_limit == 3

@@ -79,19 +79,12 @@ def register(subparsers: Any) -> None:
         default=0,
         help="restarts that lose an unflushed log suffix (default 0)",
     )
-    fencing = parser.add_mutually_exclusive_group()
-    fencing.add_argument(
-        "--fencing",
-        dest="fencing",
-        action="store_true",
-        default=None,
-        help="force KIP-320 epoch fencing on (default: on only in leader-epoch mode)",
-    )
-    fencing.add_argument(
+    parser.add_argument(
         "--no-fencing",
         dest="fencing",
         action="store_false",
-        help="switch KIP-320 epoch fencing off (shows the KIP-279-only counterexample)",
+        help="switch KIP-320 leader-epoch fencing off (pre-2.1 Kafka; shows the KIP-279-only "
+        "counterexample with 3 replicas). Default: on in every mode, as in the broker",
     )
     parser.add_argument(
         "--max-states",

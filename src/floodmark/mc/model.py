@@ -9,7 +9,7 @@ Every truncation decision is made by the project's own rule code in
 Modelling choices (see docs/model-checker.md for the full list):
 
 - A state is a ``ModelState`` (NamedTuple) of per-replica ``ReplicaState`` tuples plus controller
-  fields and two history variables (``committed`` records, ``max_leader_hw``) for the invariants.
+  fields and a history variable (``committed`` records) for the invariants.
 - Log entries are ``(epoch, record_id)``; record ids are unique, so "same record" is exact.
 - Epoch caches are stored as tuples of ``(epoch, start_offset)`` and rebuilt into a real
   ``EpochCache`` whenever a rule needs one.
@@ -19,8 +19,8 @@ Modelling choices (see docs/model-checker.md for the full list):
 - The leader learns a follower's LEO from the fetch offset; the fetch response carries the
   leader's HW from *before* that fetch (rule 5), so followers learn commitment one fetch late.
 - ``fencing`` (KIP-320: every fetch and OffsetsForLeaderEpoch carries the current leader epoch and
-  is rejected unless it equals the leader's) is on in LEADER_EPOCH mode; it can be switched off to
-  reproduce the KIP-279-only counterexample.
+  is rejected unless it equals the leader's) is on by default in every mode, as in the broker; it
+  can be switched off to reproduce pre-KIP-320 Kafka and the KIP-279-only counterexample.
 """
 
 from __future__ import annotations
@@ -109,8 +109,9 @@ class ModelConfig:
     min_insync_replicas: int = 1
     unclean_restarts: int = 0
     """How many times a replica may restart losing an unflushed suffix of its log."""
-    fencing: bool | None = None
-    """KIP-320 epoch fencing on fetch/OffsetsForLeaderEpoch; default: on in LEADER_EPOCH mode."""
+    fencing: bool = True
+    """KIP-320 epoch fencing on fetch/OffsetsForLeaderEpoch. On by default in every mode because
+    the broker (``replication.partition``) fences in every mode; off reproduces pre-2.1 Kafka."""
     names: tuple[str, ...] = field(default=("A", "B", "C", "D", "E"))
 
     def __post_init__(self) -> None:
@@ -129,8 +130,6 @@ class ModelConfig:
 
     @property
     def fenced(self) -> bool:
-        if self.fencing is None:
-            return self.truncation is Truncation.LEADER_EPOCH
         return self.fencing
 
     def name(self, replica: int) -> str:
