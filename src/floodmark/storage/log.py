@@ -826,8 +826,8 @@ class Log:
             offset,
         )
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
-        self.epoch_cache.truncate_from_end(self.log_end_offset)
-        self._write_epoch_checkpoint()
+        if self.epoch_cache.truncate_from_end(self.log_end_offset):
+            self._write_epoch_checkpoint()
 
     def _recompute_max_timestamp(self, segment: Segment) -> None:
         segment.max_timestamp = NO_TIMESTAMP
