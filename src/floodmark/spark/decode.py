@@ -13,6 +13,7 @@ transactions are dropped using the Fetch response's aborted-transactions list, a
 
 from __future__ import annotations
 
+import itertools
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -22,10 +23,6 @@ import pyarrow as pa
 
 BATCH_HEADER_BYTES = 61
 _HEADER = struct.Struct(">qiibIhiqqqhii")
-_AR5 = np.arange(5, dtype=np.int64)
-_AR10 = np.arange(10, dtype=np.int64)
-_SHIFT5 = (7 * _AR5).astype(np.uint64)
-_SHIFT10 = (7 * _AR10).astype(np.uint64)
 _PAD = b"\x00" * 16
 
 CREATE_TIME = 0
@@ -100,37 +97,21 @@ def iter_batches(buf: memoryview | bytes) -> Iterator[tuple[BatchHeader, memoryv
 
 
 # ---------------------------------------------------------------- decompression
-_XERIAL_MAGIC = b"\x82SNAPPY\x00"
-
-
 def decompress(codec: int, data: bytes | memoryview) -> bytes:
-    import cramjam
+    """All of Kafka's codecs (gzip, snappy raw and xerial-framed, lz4 frame, zstd)."""
+    from floodmark.compression import Compression, CompressionError
+    from floodmark.compression import decompress as _decompress
 
-    raw = bytes(data)
-    if codec == 1:
-        return bytes(cramjam.gzip.decompress(raw))
-    if codec == 2:
-        if raw.startswith(_XERIAL_MAGIC):  # snappy-java framing (Java producers)
-            out, pos = [], 16
-            while pos + 4 <= len(raw):
-                (n,) = struct.unpack_from(">i", raw, pos)
-                out.append(bytes(cramjam.snappy.decompress_raw(raw[pos + 4 : pos + 4 + n])))
-                pos += 4 + n
-            return b"".join(out)
-        return bytes(cramjam.snappy.decompress_raw(raw))
-    if codec == 3:
-        return bytes(cramjam.lz4.decompress(raw))
-    if codec == 4:
-        return bytes(cramjam.zstd.decompress(raw))
-    raise CorruptBatchError(f"unknown compression codec {codec}")
+    try:
+        return bytes(_decompress(Compression(codec), data))
+    except (ValueError, CompressionError) as exc:
+        raise CorruptBatchError(f"cannot decompress a batch with codec {codec}: {exc}") from exc
 
 
 # ---------------------------------------------------------------- varints
-def _record_starts(buf: bytes, count: int) -> tuple[list[int], int]:
-    """Positions of each record's body (after its length varint); and the end position."""
-    starts: list[int] = []
+def _record_starts_py(buf: bytes, pos: int, count: int, starts: list[int]) -> int:
+    """Walk ``count`` records from ``pos`` in Python; append body starts; return the end."""
     append = starts.append
-    pos = 0
     limit = len(buf)
     for _ in range(count):
         if pos >= limit:
@@ -151,20 +132,95 @@ def _record_starts(buf: bytes, count: int) -> tuple[list[int], int]:
                 shift += 7
         append(pos)
         pos += (ln >> 1) ^ -(ln & 1)
-    return starts, pos
+    return pos
 
 
-def _varints(arr: np.ndarray, pos: np.ndarray, long: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Zigzag varints at ``pos`` (one per record) -> (values int64, sizes int64)."""
-    ar, shifts = (_AR10, _SHIFT10) if long else (_AR5, _SHIFT5)
-    win = arr[pos[:, None] + ar]
-    cont = win >= 0x80
-    size = np.argmin(cont, axis=1) + 1
-    parts = (win & 0x7F).astype(np.uint64) << shifts
-    parts[ar[None, :] >= size[:, None]] = 0
-    raw = parts.sum(axis=1, dtype=np.uint64)
+def _record_starts(buf: bytes, arr: np.ndarray, count: int) -> np.ndarray:
+    """Positions of each record's body (after its length varint).
+
+    Records of one batch very often all have the same encoded size. So guess that the rest of
+    the batch repeats the stride of the record at hand, check every guess at once with numpy
+    (the length varint found at each guessed position must give the same stride), keep the
+    verified prefix (each verified record proves where the next one starts), and walk a few
+    records in Python wherever the stride changes.
+    """
+    out: list[np.ndarray] = []
+    done = 0
+    pos = 0
+    limit = len(buf)
+    while done < count:
+        rest = count - done
+        if rest >= 16:
+            first, size = _varints(arr, np.array([pos], dtype=np.int64), long=False)
+            stride = int(size[0] + first[0])
+            if stride > 0:
+                guess = pos + stride * np.arange(rest, dtype=np.int64)
+                ok = guess + stride <= limit
+                lens, sizes = _varints(arr, np.minimum(guess, limit), long=False, strict=False)
+                ok &= (lens + sizes) == stride
+                bad = np.flatnonzero(~ok)
+                good = rest if len(bad) == 0 else int(bad[0])
+                if good >= 8:
+                    out.append(guess[:good] + sizes[:good])
+                    done += good
+                    pos += stride * good
+                    continue
+        step = min(rest, 64)
+        starts: list[int] = []
+        pos = _record_starts_py(buf, pos, step, starts)
+        out.append(np.asarray(starts, dtype=np.int64))
+        done += step
+    return np.concatenate(out) if len(out) != 1 else out[0]
+
+
+def _varints(
+    arr: np.ndarray, pos: np.ndarray, long: bool, strict: bool = True
+) -> tuple[np.ndarray, np.ndarray]:
+    """Zigzag varints at ``pos`` (one per record) -> (values int64, sizes int64).
+
+    Byte by byte for all records at once; the loop runs as many times as the longest varint has
+    bytes (1-3 in practice), up to 5 (int32) or 10 (int64).
+    """
+    b = arr[pos]
+    raw = (b & 0x7F).astype(np.uint64)
+    cont = b >= 0x80
+    size = np.ones(len(pos), dtype=np.int64)
+    max_bytes = 10 if long else 5
+    k = 1
+    while k < max_bytes and cont.any():
+        b = arr[pos + k]
+        raw |= np.where(cont, (b & 0x7F).astype(np.uint64) << np.uint64(7 * k), np.uint64(0))
+        size += cont
+        cont &= b >= 0x80
+        k += 1
+    if cont.any():
+        if strict:
+            raise CorruptBatchError("varint longer than allowed")
+        size[cont] = max_bytes + 1  # a size no valid record has: fails any stride check
     values = (raw >> np.uint64(1)).astype(np.int64) ^ -(raw & np.uint64(1)).astype(np.int64)
     return values, size
+
+
+def _gather_equal_runs(arr: np.ndarray, starts: np.ndarray, length: int) -> np.ndarray | None:
+    """Equal-length fields whose starts advance by a constant step over a few runs (records of
+    one size, where the offset-delta varint grows a byte at 64 and 8192): one strided copy per
+    run. None when there are too many runs to be worth it."""
+    steps = np.diff(starts)
+    cuts = np.flatnonzero(steps[1:] != steps[:-1]) + 1  # a run ends where the step changes
+    if len(cuts) > 16:
+        return None
+    out = np.empty(len(starts) * length, dtype=np.uint8)
+    bounds = [0, *(cuts + 1).tolist(), len(starts)]
+    for lo, hi in itertools.pairwise(bounds):
+        if hi <= lo:
+            continue
+        step = int(steps[lo]) if hi - lo > 1 else length
+        if step < length:
+            return None
+        view = np.lib.stride_tricks.as_strided(
+            arr[int(starts[lo]):], shape=(hi - lo, length), strides=(step, 1))
+        out[lo * length : hi * length] = view.reshape(-1)
+    return out
 
 
 def _gather_binary(arr: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> pa.Array:
@@ -175,6 +231,11 @@ def _gather_binary(arr: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> 
     offsets = np.zeros(n + 1, dtype=np.int32)
     np.cumsum(lens, out=offsets[1:])
     total = int(offsets[-1])
+    if total and n > 1 and not nulls.any() and lens[0] == lens[-1] and (lens == lens[0]).all():
+        data = _gather_equal_runs(arr, starts, int(lens[0]))
+        if data is not None:
+            return pa.Array.from_buffers(
+                pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
     if total:
         idx = np.repeat(starts - offsets[:-1], lens) + np.arange(total, dtype=np.int64)
         data = arr[idx]
@@ -259,9 +320,8 @@ def decode_batch(
     if n <= 0:
         return None
     body = decompress(hdr.compression, records) if hdr.compression else bytes(records)
-    starts_list, _ = _record_starts(body, n)
     arr = np.frombuffer(body + _PAD, dtype=np.uint8)
-    p = np.asarray(starts_list, dtype=np.int64)
+    p = _record_starts(body, arr, n)
     ts_delta, s1 = _varints(arr, p + 1, long=True)
     q = p + 1 + s1
     off_delta, s2 = _varints(arr, q, long=False)
@@ -328,7 +388,8 @@ class AbortedTracker:
 def _is_abort_marker(hdr: BatchHeader, records: memoryview) -> bool:
     body = decompress(hdr.compression, records) if hdr.compression else bytes(records)
     try:
-        starts, _ = _record_starts(body, 1)
+        starts: list[int] = []
+        _record_starts_py(body, 0, 1, starts)
         p = starts[0] + 1
         _, p = _read_uvarint(body, p)  # timestamp delta
         _, p = _read_uvarint(body, p)  # offset delta

@@ -14,14 +14,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import pyarrow as pa
 
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.spark.decode import AbortedTracker, decode_batch, iter_batches
-from floodmark.spark.protocol import READ_COMMITTED, KafkaClient
+from floodmark.spark.protocol import READ_COMMITTED, FetchedPartition, KafkaClient
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +45,7 @@ class ClientConfig:
 
 
 def client_for(cfg: ClientConfig) -> KafkaClient:
-    key = (cfg.bootstrap_servers, cfg.client_id, cfg.request_timeout_ms, cfg.isolation_level,
-           threading.get_ident())
+    key = (cfg.bootstrap_servers, cfg.client_id, cfg.request_timeout_ms, cfg.isolation_level)
     with _LOCK:
         c = _CLIENTS.get(key)
         if c is None:
@@ -82,15 +82,49 @@ def read_range(
     include_headers: bool,
     fail_on_data_loss: bool,
 ) -> Iterator[pa.RecordBatch]:
-    """Yield Arrow batches with every record at offsets [start, end) that the broker still has."""
+    """Yield Arrow batches with every record at offsets [start, end) that the broker still has.
+
+    The next Fetch is sent (on a helper thread) before the current response is decoded, so the
+    network wait overlaps the decoding.
+    """
     client = client_for(cfg)
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"fetch-{topic}-{partition}")
+
+    def fetch_at(off: int) -> Future[FetchedPartition]:
+        return pool.submit(client.fetch, topic, partition, off, max_bytes=cfg.fetch_max_bytes,
+                           max_wait_ms=cfg.max_wait_ms)
+
+    try:
+        yield from _read_range(client, cfg, topic, partition, start, end, fetch_at,
+                               include_headers=include_headers,
+                               fail_on_data_loss=fail_on_data_loss)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+_MERGE_BELOW_ROWS = 4096
+
+
+def _read_range(
+    client: KafkaClient,
+    cfg: ClientConfig,
+    topic: str,
+    partition: int,
+    start: int,
+    end: int,
+    fetch_at: Callable[[int], Future[FetchedPartition]],
+    *,
+    include_headers: bool,
+    fail_on_data_loss: bool,
+) -> Iterator[pa.RecordBatch]:
     offset = start
     deadline = time.monotonic() + cfg.poll_timeout_ms / 1000
     grace_deadline = time.monotonic() + cfg.truncation_grace_ms / 1000
     tracker_needed = cfg.isolation_level == READ_COMMITTED
+    future: Future[FetchedPartition] | None = None
     while offset < end:
-        fp = client.fetch(topic, partition, offset, max_bytes=cfg.fetch_max_bytes,
-                          max_wait_ms=cfg.max_wait_ms)
+        fp = (future or fetch_at(offset)).result()
+        future = None
         if fp.error_code == int(ErrorCode.OFFSET_OUT_OF_RANGE):
             bounds = client.bounds(topic, partition)
             if offset < bounds.log_start_offset:
@@ -103,7 +137,7 @@ def read_range(
                       f"watermark is now {bounds.high_watermark} (truncated)", fail_on_data_loss)
             return
         if fp.error_code != int(ErrorCode.NONE):
-            raise KafkaError(ErrorCode(fp.error_code), f"Fetch {topic}-{partition} at {offset}")
+            raise KafkaError(_code(fp.error_code), f"Fetch {topic}-{partition} at {offset}")
         if offset < fp.log_start_offset:
             data_loss(f"Offset {offset} of {topic}-{partition} is below the log start offset "
                       f"{fp.log_start_offset} (requested range [{start}, {end}))",
@@ -122,28 +156,43 @@ def read_range(
             time.sleep(0.05)
             continue
         grace_deadline = time.monotonic() + cfg.truncation_grace_ms / 1000
-        tracker = AbortedTracker.from_response(fp.aborted) if tracker_needed else None
+
+        # Headers only: which batches to decode and where the next fetch starts.
+        todo = []
         next_offset = offset
-        pending: list[pa.RecordBatch] = []
         for hdr, records in iter_batches(fp.records):
             if hdr.next_offset <= offset:
                 continue
             if hdr.base_offset >= limit:
                 break
             next_offset = max(next_offset, min(hdr.next_offset, limit))
+            todo.append((hdr, records))
+        if next_offset < end and next_offset > offset:
+            future = fetch_at(next_offset)  # prefetch while we decode
+
+        tracker = AbortedTracker.from_response(fp.aborted) if tracker_needed else None
+        small: list[pa.RecordBatch] = []
+        small_rows = 0
+        for hdr, records in todo:
             if tracker is not None and tracker.skip(hdr, records):
                 continue
             if hdr.is_control:
                 continue
             rb = decode_batch(hdr, records, topic=topic, partition=partition, start=offset,
                               end=limit, include_headers=include_headers)
-            if rb is not None and rb.num_rows:
-                pending.append(rb)
-        if pending:
-            if len(pending) == 1:
-                yield pending[0]
-            else:
-                yield pa.Table.from_batches(pending).combine_chunks().to_batches()[0]
+            if rb is None or rb.num_rows == 0:
+                continue
+            if rb.num_rows >= _MERGE_BELOW_ROWS and not small:
+                yield rb
+                continue
+            small.append(rb)
+            small_rows += rb.num_rows
+            if small_rows >= _MERGE_BELOW_ROWS:
+                yield _merge(small)
+                small, small_rows = [], 0
+        if small:
+            yield _merge(small)
+
         if next_offset > offset:
             offset = next_offset
             deadline = time.monotonic() + cfg.poll_timeout_ms / 1000
@@ -157,3 +206,16 @@ def read_range(
                                f"high watermark is {fp.high_watermark} "
                                f"(kafkaConsumer.pollTimeoutMs={cfg.poll_timeout_ms})")
         time.sleep(0.01)
+
+
+def _merge(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
+    if len(batches) == 1:
+        return batches[0]
+    return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
+
+
+def _code(err: int) -> ErrorCode:
+    try:
+        return ErrorCode(err)
+    except ValueError:
+        return ErrorCode.UNKNOWN_SERVER_ERROR

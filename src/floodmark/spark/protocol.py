@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import socket
 import struct
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -272,6 +273,8 @@ class KafkaClient:
         self._conns: dict[tuple[str, int], BrokerConnection] = {}
         self._partitions: dict[tuple[str, int], PartitionInfo] = {}
         self._topic_partitions: dict[str, list[int]] = {}
+        # One request at a time per client (a prefetch thread and its caller share it).
+        self._lock = threading.RLock()
 
     def close(self) -> None:
         for c in self._conns.values():
@@ -298,6 +301,10 @@ class KafkaClient:
     # ---- Metadata
     def refresh_metadata(self, topics: Iterable[str] | None) -> dict[str, list[int]]:
         """Fetch metadata for ``topics`` (None = all topics); returns topic -> sorted partitions."""
+        with self._lock:
+            return self._refresh_metadata(topics)
+
+    def _refresh_metadata(self, topics: Iterable[str] | None) -> dict[str, list[int]]:
         w = _Writer()
         if topics is None:
             w.i32(-1)
@@ -361,6 +368,10 @@ class KafkaClient:
         return self._conn(self._brokers[info.leader_id]), info.leader_epoch
 
     def _with_retries(self, topic: str, partition: int, what: str, fn):  # type: ignore[no-untyped-def]
+        with self._lock:
+            return self._with_retries_locked(topic, partition, what, fn)
+
+    def _with_retries_locked(self, topic: str, partition: int, what: str, fn):  # type: ignore[no-untyped-def]
         deadline = time.monotonic() + self.request_timeout_ms / 1000
         attempt = 0
         while True:

