@@ -119,9 +119,10 @@ class GroupCoordinator:
         if g.state is GroupState.DEAD:
             return JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id=member_id)
         names = {p for p, _ in protocols}
+        others = any(m != member_id for m in g.members)
         if not protocols or (
-            g.members and (g.protocol_type != protocol_type
-                           or not names & self._common_protocols(g, exclude=member_id))
+            others and (g.protocol_type != protocol_type
+                        or not names & self._common_protocols(g, exclude=member_id))
         ):
             return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
         if not member_id:

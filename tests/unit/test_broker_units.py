@@ -1,0 +1,183 @@
+"""Broker pure pieces: producer state, group coordinator, config, local controller."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from floodmark.broker.config import BrokerConfig
+from floodmark.broker.groups import GroupCoordinator, GroupState
+from floodmark.broker.metadata import LocalController
+from floodmark.broker.offsets import (
+    CommittedOffset,
+    OffsetStore,
+    decode_key,
+    decode_value,
+    encode_key,
+    encode_value,
+)
+from floodmark.broker.partition_state import PartitionState
+from floodmark.broker.producer_state import BatchMeta, ProducerStateTable, batch_metas
+from floodmark.errors import ErrorCode, KafkaError
+from floodmark.records import Record, build_batch
+
+
+def meta(pid: int, epoch: int, seq: int, n: int = 3) -> BatchMeta:
+    return BatchMeta(pid, epoch, seq, n, n - 1, False)
+
+
+def test_producer_state_sequences_duplicates_and_epochs() -> None:
+    t = ProducerStateTable()
+    assert t.check(meta(7, 0, 5)).error == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER  # unknown, seq≠0
+    assert t.check(meta(7, 0, 0)).error == ErrorCode.NONE
+    t.record(meta(7, 0, 0), 100)
+    assert t.check(meta(7, 0, 3)).error == ErrorCode.NONE
+    t.record(meta(7, 0, 3), 103)
+    dup = t.check(meta(7, 0, 0))
+    assert dup.error == ErrorCode.DUPLICATE_SEQUENCE_NUMBER and dup.duplicate_of.first_offset == 100
+    assert t.check(meta(7, 0, 7)).error == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert t.check(meta(7, 1, 4)).error == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER  # new epoch ≠ 0
+    assert t.check(meta(7, 1, 0)).error == ErrorCode.NONE
+    t.record(meta(7, 1, 0), 106)
+    assert t.check(meta(7, 0, 3)).error == ErrorCode.INVALID_PRODUCER_EPOCH
+    for i in range(1, 7):  # only the last five batches are remembered
+        t.record(meta(7, 1, 3 * i), 106 + 3 * i)
+    assert t.check(meta(7, 1, 0)).error == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert t.check(meta(7, 1, 6)).error == ErrorCode.DUPLICATE_SEQUENCE_NUMBER
+
+
+def test_sequence_wraps_at_int32() -> None:
+    t = ProducerStateTable()
+    t.record(BatchMeta(1, 0, 2**31 - 2, 2, 1, False), 0)
+    assert t.check(BatchMeta(1, 0, 0, 1, 0, False)).error == ErrorCode.NONE
+
+
+def test_batch_metas_reads_headers() -> None:
+    data = build_batch([Record(0, 1, None, b"a"), Record(1, 1, None, b"b")], producer_id=9,
+                       producer_epoch=2, base_sequence=40)
+    (m,) = batch_metas(data + b"")
+    assert (m.producer_id, m.producer_epoch, m.base_sequence, m.record_count, m.last_sequence) == (
+        9, 2, 40, 2, 41)
+
+
+class _FakeLog:
+    """Only the attributes PartitionState reads (it never does I/O itself)."""
+
+    def __init__(self, leo: int) -> None:
+        self.log_end_offset = leo
+        self.log_start_offset = 0
+
+        class _Cache:
+            latest_epoch = 0
+
+        self.epoch_cache = _Cache()
+
+
+def test_partition_state_fencing_and_min_isr() -> None:
+    ps = PartitionState("t", 0, node_id=1, leader_epoch=3, log=_FakeLog(10))
+    assert ps.check_leader_epoch(-1) == ErrorCode.NONE
+    assert ps.check_leader_epoch(2) == ErrorCode.FENCED_LEADER_EPOCH
+    assert ps.check_leader_epoch(4) == ErrorCode.UNKNOWN_LEADER_EPOCH
+    assert ps.maybe_increment_high_watermark() and ps.high_watermark == 10
+    strict = PartitionState("t", 1, node_id=1, leader_epoch=0, log=_FakeLog(5),
+                            min_insync_replicas=2)
+    assert strict.check_acks(-1) == ErrorCode.NOT_ENOUGH_REPLICAS
+    assert strict.check_acks(1) == ErrorCode.NONE
+    assert strict.check_acks(2) == ErrorCode.INVALID_REQUIRED_ACKS
+    assert not strict.maybe_increment_high_watermark() and strict.high_watermark == 0
+
+
+def test_offsets_record_layout_round_trip() -> None:
+    c = CommittedOffset(42, 3, "meta", 1234)
+    assert decode_key(encode_key("g", "t", 5)) == ("g", "t", 5)
+    assert decode_value(encode_value(c)) == c
+    store = OffsetStore()
+    batch = store.build_commit_batch("g", [("t", 0, c), ("t", 1, CommittedOffset(7, -1, None, 1))], 99)
+    replayed = OffsetStore()
+    assert replayed.replay(lambda: [batch]) == 2
+    assert replayed.fetch("g", "t", 0) == c and replayed.fetch("g", "t", 1).offset == 7
+
+
+def test_config_layers(tmp_path: Path) -> None:
+    toml = tmp_path / "b.toml"
+    toml.write_text('"num.partitions" = 4\n[log]\n"segment.bytes" = 1048576\n')
+    cfg = BrokerConfig.load(data_dir=tmp_path, listen="0.0.0.0:1234", config_file=toml,
+                            overrides=["num.partitions=6", "auto.create.topics.enable=false"],
+                            node_id=3)
+    assert cfg.get("num.partitions") == 6 and cfg.get("log.segment.bytes") == 1048576
+    assert cfg.get("auto.create.topics.enable") is False and cfg.node_id == 3
+    assert (cfg.listen_host, cfg.listen_port) == ("0.0.0.0", 1234)
+    with pytest.raises(ValueError):
+        BrokerConfig.load(data_dir=tmp_path, overrides=["nonsense"])
+
+
+def test_local_controller_persists_and_never_reuses_producer_ids(tmp_path: Path) -> None:
+    c = LocalController(tmp_path, node_id=1)
+    t = c.create_topic("orders", 3, 1, {"retention.ms": "1000"})
+    pid = c.allocate_producer_id()
+    with pytest.raises(KafkaError) as exc:
+        c.create_topic("orders", 1, 1, {})
+    assert exc.value.code == ErrorCode.TOPIC_ALREADY_EXISTS
+    with pytest.raises(KafkaError) as exc:
+        c.create_topic("bad/name", 1, 1, {})
+    assert exc.value.code == ErrorCode.INVALID_TOPIC_EXCEPTION
+    with pytest.raises(KafkaError) as exc:
+        c.create_topic("rf3", 1, 3, {})
+    assert exc.value.code == ErrorCode.INVALID_REPLICATION_FACTOR
+    again = LocalController(tmp_path, node_id=1)
+    assert again.topics()["orders"].topic_id == t.topic_id
+    assert again.topics()["orders"].configs == {"retention.ms": "1000"}
+    assert again.cluster_id == c.cluster_id
+    assert again.allocate_producer_id() > pid
+    again.create_partitions("orders", 5)
+    assert len(LocalController(tmp_path, 1).topics()["orders"].partitions) == 5
+
+
+def test_group_rebalance_two_members_then_leave() -> None:
+    async def scenario() -> None:
+        gc = GroupCoordinator(initial_rebalance_delay_ms=50, min_session_timeout_ms=10,
+                              max_session_timeout_ms=60_000)
+        common = dict(group_id="g", group_instance_id=None, client_host="/h",
+                      session_timeout_ms=10_000, rebalance_timeout_ms=1000,
+                      protocol_type="consumer")
+        first = await gc.join(member_id="", client_id="a", protocols=[("range", b"A")],
+                              require_known_member_id=True, **common)
+        assert first.error == ErrorCode.MEMBER_ID_REQUIRED
+        a_id = first.member_id
+        ja = asyncio.ensure_future(gc.join(member_id=a_id, client_id="a",
+                                           protocols=[("range", b"A")],
+                                           require_known_member_id=True, **common))
+        jb = asyncio.ensure_future(gc.join(member_id="", client_id="b",
+                                           protocols=[("range", b"B"), ("rr", b"B")],
+                                           require_known_member_id=False, **common))
+        ra, rb = await asyncio.wait_for(asyncio.gather(ja, jb), 5)
+        assert ra.error == rb.error == ErrorCode.NONE and ra.generation_id == 1
+        assert ra.protocol_name == "range" and ra.leader == a_id
+        assert len(ra.members) == 2 and rb.members == []
+        b_id = rb.member_id
+        follower = asyncio.ensure_future(gc.sync(group_id="g", member_id=b_id, generation_id=1,
+                                                 assignments=[]))
+        await asyncio.sleep(0.01)
+        assert not follower.done()  # waits for the leader's assignment
+        err, mine, state = await gc.sync(group_id="g", member_id=a_id, generation_id=1,
+                                         assignments=[(a_id, b"pa"), (b_id, b"pb")])
+        assert (err, mine, state) == (ErrorCode.NONE, b"pa", GroupState.STABLE)
+        assert (await follower)[:2] == (ErrorCode.NONE, b"pb")
+        assert gc.heartbeat("g", a_id, 1) == ErrorCode.NONE
+        assert gc.heartbeat("g", a_id, 0) == ErrorCode.ILLEGAL_GENERATION
+        assert gc.validate_commit("g", b_id, 1) == ErrorCode.NONE
+        assert gc.leave("g", b_id) == ErrorCode.NONE
+        assert gc.heartbeat("g", a_id, 1) == ErrorCode.REBALANCE_IN_PROGRESS
+        again = await asyncio.wait_for(
+            gc.join(member_id=a_id, client_id="a", protocols=[("range", b"A")],
+                    require_known_member_id=True, **common), 5)
+        assert again.generation_id == 2 and len(again.members) == 1
+        assert gc.validate_commit("g", "", -1) == ErrorCode.UNKNOWN_MEMBER_ID  # group is active
+        assert gc.leave("g", a_id) == ErrorCode.NONE
+        assert gc.groups["g"].state is GroupState.EMPTY
+        assert gc.validate_commit("g", "", -1) == ErrorCode.NONE  # simple commits when empty
+        gc.shutdown()
+
+    asyncio.run(scenario())
