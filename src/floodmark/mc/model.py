@@ -62,6 +62,8 @@ class ReplicaState(NamedTuple):
     """Leader only: each replica's LEO as learned from its last fetch offset (-1: unknown)."""
     pending_truncation: bool
     """EPOCH_OFFSET mode: must ask OffsetsForLeaderEpoch before fetching (KIP-101 as shipped)."""
+    leso: int = 0
+    """Leader only: leader epoch start offset, the LEO when it took over this epoch (KAFKA-7128)."""
 
     @property
     def leo(self) -> int:
@@ -298,6 +300,7 @@ class Model:
             cache=cache,
             remote_leo=tuple(remote),
             pending_truncation=False,
+            leso=rep.leo,
         )
         return self._with_leader(state, r, rep)
 
@@ -309,6 +312,7 @@ class Model:
             isr=0,
             remote_leo=(),
             pending_truncation=self.mode is Truncation.EPOCH_OFFSET,
+            leso=0,
         )
         cut = rules.truncation_on_become_follower(self.mode, rep.leo, rep.hw)
         if cut is not None:
@@ -358,13 +362,9 @@ class Model:
                 )
 
     def _leso(self, rep: ReplicaState) -> int:
-        """Leader epoch start offset; only the leader-epoch mode checks it (KAFKA-7128)."""
-        if self.mode is not Truncation.LEADER_EPOCH:
-            return 0
-        for epoch, start in rep.cache:
-            if epoch == rep.leader_epoch:
-                return start
-        return 0
+        """Leader epoch start offset, checked before an ISR expansion in every mode (KAFKA-7128),
+        as ``replication.partition`` does."""
+        return rep.leso
 
     def _leader_for_fetch(self, state: ModelState, f: int) -> int | None:
         """The leader a follower's fetch / OffsetsForLeaderEpoch reaches, or None if rejected."""
@@ -470,6 +470,7 @@ class Model:
                 remote_leo=(),
                 pending_truncation=False,
                 leader_epoch=state.controller_epoch,
+                leso=0,
             )
             nxt = self._set_replica(state, r, cut)._replace(restarts_left=state.restarts_left - 1)
             yield Action("UncleanRestart", r, keep), self._publish(nxt, leader, isr)
