@@ -124,14 +124,15 @@ def test_list_offsets_by_timestamp(broker) -> None:
         assert (top.offset, top.timestamp) == (4, 5000)
 
 
-def test_min_insync_replicas_above_isr(broker) -> None:
+def test_min_insync_replicas_is_capped_at_replication_factor(broker) -> None:
+    """Kafka 4 (KIP-966): the effective min ISR is min(min.insync.replicas, RF), so an RF=1
+    topic with min.insync.replicas=2 still accepts acks=all, and its HW moves."""
     with KafkaConnection(broker.bootstrap) as conn:
         create(conn, "minisr", min_insync_replicas="2")
-        assert produce(conn, "minisr", simple_batch([b"x"]), acks=-1).error_code == 19
+        assert produce(conn, "minisr", simple_batch([b"x"]), acks=-1).error_code == 0
         assert produce(conn, "minisr", simple_batch([b"y"]), acks=1).error_code == 0
-        # Appended, but the HW does not move while |ISR| < min.insync.replicas (Kafka 3.7+).
-        assert list_offset(conn, "minisr", -1).offset == 0
-        assert list_offset(conn, "minisr", -1, replica_id=-2).offset == 1
+        assert list_offset(conn, "minisr", -1).offset == 2
+        assert list_offset(conn, "minisr", -1, replica_id=-2).offset == 2
 
 
 def test_metadata_and_data_survive_clean_restart_with_checkpoints(broker) -> None:

@@ -62,31 +62,27 @@ def test_batch_metas_reads_headers() -> None:
         9, 2, 40, 2, 41)
 
 
-class _FakeLog:
-    """Only the attributes PartitionState reads (it never does I/O itself)."""
+def test_partition_state_drives_the_core(tmp_path: Path) -> None:
+    from floodmark.records import simple_batch
+    from floodmark.storage.log import Log
 
-    def __init__(self, leo: int) -> None:
-        self.log_end_offset = leo
-        self.log_start_offset = 0
-
-        class _Cache:
-            latest_epoch = 0
-
-        self.epoch_cache = _Cache()
-
-
-def test_partition_state_fencing_and_min_isr() -> None:
-    ps = PartitionState("t", 0, node_id=1, leader_epoch=3, log=_FakeLog(10))
+    plog = Log.open(str(tmp_path / "t-0"), now_ms=0)
+    ps = PartitionState("t", 0, node_id=1, leader_epoch_at_open=3, log=plog,
+                        checkpointed_high_watermark=99)
+    # Becoming leader recorded (epoch, LEO) in the epoch cache first (KAFKA-7415).
+    assert plog.epoch_cache.latest_epoch == 3 and ps.leader_epoch == 3
+    assert ps.high_watermark == 0  # a checkpointed HW beyond the LEO is clamped
     assert ps.check_leader_epoch(-1) == ErrorCode.NONE
     assert ps.check_leader_epoch(2) == ErrorCode.FENCED_LEADER_EPOCH
     assert ps.check_leader_epoch(4) == ErrorCode.UNKNOWN_LEADER_EPOCH
-    assert ps.maybe_increment_high_watermark() and ps.high_watermark == 10
-    strict = PartitionState("t", 1, node_id=1, leader_epoch=0, log=_FakeLog(5),
-                            min_insync_replicas=2)
-    assert strict.check_acks(-1) == ErrorCode.NOT_ENOUGH_REPLICAS
-    assert strict.check_acks(1) == ErrorCode.NONE
-    assert strict.check_acks(2) == ErrorCode.INVALID_REQUIRED_ACKS
-    assert not strict.maybe_increment_high_watermark() and strict.high_watermark == 0
+    assert ps.check_acks(2) == ErrorCode.INVALID_REQUIRED_ACKS
+    info = plog.append_as_leader(simple_batch([b"a", b"b"]), ps.leader_epoch, 1)
+    moved, done = ps.on_leader_append(7, -1, info.first_offset, info.last_offset, 1, 1000)
+    assert moved and ps.high_watermark == 2
+    assert [(d.produce_id, d.error, d.base_offset) for d in done] == [(7, ErrorCode.NONE, 0)]
+    err, answer = ps.end_offset_for_epoch(3, 3)
+    assert err == ErrorCode.NONE and (answer.epoch, answer.end_offset) == (3, 2)
+    plog.close()
 
 
 def test_offsets_record_layout_round_trip() -> None:

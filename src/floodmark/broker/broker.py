@@ -96,6 +96,9 @@ class Broker:
         self._stopping: asyncio.Event | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.bound_port: int = config.listen_port
+        # acks=all produces parked in the core's purgatory, answered on CompleteProduce.
+        self._next_produce_id = 0
+        self._waiting_produces: dict[int, asyncio.Future[tuple[ErrorCode, int]]] = {}
         self.now_ms = now_ms
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -130,14 +133,13 @@ class Broker:
                 continue
             plog, hw = self.storage.open_log(meta.name, p.partition, meta.configs, self.now_ms())
             ps = PartitionState(meta.name, p.partition, self.node_id, p.leader_epoch, plog,
-                                min_insync_replicas=min_isr, high_watermark=hw)
-            ps.become_leader(p.leader_epoch)
+                                min_insync_replicas=min_isr, checkpointed_high_watermark=hw,
+                                replicas=p.replicas, isr_at_open=p.isr)
             # Producer state is rebuilt from the batch headers in the log (idempotence survives
             # restarts): the last five batches of each producer id.
             for h in plog.iter_batch_headers():
                 if h.producer_id >= 0:
                     ps.producers.record(BatchMeta.from_header(h), h.base_offset)
-            ps.maybe_increment_high_watermark()
             self.partitions[key] = ps
 
     async def serve(self, ready: Callable[[int], None] | None = None) -> None:
@@ -166,6 +168,10 @@ class Broker:
         while True:
             await asyncio.sleep(0.5)
             self.groups.expire_sessions()
+            now = self.now_ms()
+            for ps in self.partitions.values():
+                for done in ps.expire_produces(now):
+                    self.complete_produce(done.produce_id, done.error, done.base_offset)
             for ps in self.partitions.values():
                 self.storage.maybe_flush(ps.log, self.now_ms())
             if time.monotonic() - last_checkpoint >= interval_s:
@@ -202,6 +208,21 @@ class Broker:
         if host in ("0.0.0.0", "::", ""):
             host = "127.0.0.1"
         return host, self.config.advertised_port or self.bound_port
+
+    # -- produce purgatory ------------------------------------------------------------------------
+    def next_produce_id(self) -> int:
+        self._next_produce_id += 1
+        return self._next_produce_id
+
+    def park_produce(self, produce_id: int) -> asyncio.Future[tuple[ErrorCode, int]]:
+        fut: asyncio.Future[tuple[ErrorCode, int]] = asyncio.get_running_loop().create_future()
+        self._waiting_produces[produce_id] = fut
+        return fut
+
+    def complete_produce(self, produce_id: int, error: ErrorCode, base_offset: int) -> None:
+        fut = self._waiting_produces.pop(produce_id, None)
+        if fut is not None and not fut.done():
+            fut.set_result((error, base_offset))
 
     # -- metadata changes ----------------------------------------------------------------------
     def create_topic(self, name: str, num_partitions: int, replication_factor: int,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import Any
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -186,6 +187,7 @@ class ProducePartitionResult:
     log_append_time_ms: int
     log_start_offset: int
     error_message: str | None = None
+    pending: Any = None  # the broker's future while an acks=all produce waits for the HW
 
 
 def encode_produce_response(version: int, correlation_id: int,

@@ -7,8 +7,6 @@ from typing import TYPE_CHECKING, Any
 
 from floodmark.broker.producer_state import batch_metas
 from floodmark.errors import ErrorCode, KafkaError
-from floodmark.replication.modes import Truncation
-from floodmark.replication.truncation import leader_end_offset_for
 from floodmark.wire.codec import ProtocolError, RequestHeader, ms
 from floodmark.wire.hot import (
     FetchPartitionResult,
@@ -34,7 +32,7 @@ READ_COMMITTED = 1
 
 # -- Produce ---------------------------------------------------------------------------------------
 def append_partition(broker: Broker, topic: str, partition: int, records: bytes | memoryview | None,
-                     acks: int, now_ms: int) -> ProducePartitionResult:
+                     acks: int, now_ms: int, timeout_ms: int = 30_000) -> ProducePartitionResult:
     out = ProducePartitionResult(partition, 0, -1, -1, -1)
     ps = broker.partitions.get((topic, partition))
     if ps is None:
@@ -79,13 +77,21 @@ def append_partition(broker: Broker, topic: str, partition: int, records: bytes 
     for m in metas:
         ps.producers.record(m, first)
         first += m.last_offset_delta + 1
-    if ps.maybe_increment_high_watermark():
-        broker.purgatory.wake((topic, partition))
     out.base_offset = info.first_offset
     if info.log_append_time_ms is not None and info.log_append_time_ms >= 0:
         out.log_append_time_ms = info.log_append_time_ms
-    if acks == -1 and ps.acks_satisfied(info.last_offset + 1) is None:
-        out.error_code = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    produce_id = broker.next_produce_id() if acks == -1 else -1
+    hw_moved, done = ps.on_leader_append(produce_id, acks, info.first_offset, info.last_offset,
+                                         now_ms, timeout_ms)
+    if hw_moved:
+        broker.purgatory.wake((topic, partition))
+    for d in done:
+        if d.produce_id == produce_id:
+            out.error_code = d.error
+        else:
+            broker.complete_produce(d.produce_id, d.error, d.base_offset)
+    if acks == -1 and not any(d.produce_id == produce_id for d in done):
+        out.pending = broker.park_produce(produce_id)  # answered when the HW passes it
     return out
 
 
@@ -98,13 +104,30 @@ def produce_raw(broker: Broker, frame: memoryview, version: int) -> list[bytes |
         raise ProtocolError(f"bad Produce v{version} request: {exc}") from exc
     acks = req.acks
     now_ms = broker.now_ms()
+    timeout_ms = max(0, min(req.timeout_ms, 300_000))
     results = []
+    pending = []
     for name, parts in req.topics:
-        results.append((name, [append_partition(broker, name, p.index, p.records, acks, now_ms)
-                               for p in parts]))
+        outs = [append_partition(broker, name, p.index, p.records, acks, now_ms, timeout_ms)
+                for p in parts]
+        pending.extend(o for o in outs if o.pending is not None)
+        results.append((name, outs))
     if acks == 0:
         return None  # acks=0: no response at all (P4)
+    if pending:
+        return _await_produce(version, req.correlation_id, results, pending)
     return [encode_produce_response(version, req.correlation_id, results)]
+
+
+async def _await_produce(version: int, correlation_id: int,
+                         results: list[tuple[str, list[ProducePartitionResult]]],
+                         pending: list[ProducePartitionResult]) -> list[bytes | memoryview]:
+    for out in pending:
+        assert out.pending is not None
+        error, _base = await out.pending
+        out.error_code = error
+        out.pending = None
+    return [encode_produce_response(version, correlation_id, results)]
 
 
 # -- Fetch -----------------------------------------------------------------------------------------
@@ -243,12 +266,10 @@ def offset_for_leader_epoch(broker: Broker, header: RequestHeader, req: Any,
             if ps is None:
                 out["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             else:
-                err = ps.check_leader_epoch(int(p.current_leader_epoch))
-                if err != ErrorCode.NONE:
-                    out["error_code"] = int(err)
-                else:
-                    answer = leader_end_offset_for(Truncation.LEADER_EPOCH, ps.log.epoch_cache,
-                                                   int(p.leader_epoch), ps.log_end_offset)
+                err, answer = ps.end_offset_for_epoch(int(p.current_leader_epoch),
+                                                      int(p.leader_epoch))
+                out["error_code"] = int(err)
+                if err == ErrorCode.NONE:
                     out["leader_epoch"] = answer.epoch
                     out["end_offset"] = answer.end_offset
             parts.append(out)

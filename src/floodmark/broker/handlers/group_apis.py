@@ -100,7 +100,7 @@ def _append_offsets(broker: Broker, group: str, entries: list[tuple[str, int, Co
         log.error("partition %s leader_epoch=%d: cannot store offsets of group %s: %s",
                   ps.name, ps.leader_epoch, group, exc)
         return ErrorCode.UNKNOWN_SERVER_ERROR
-    ps.maybe_increment_high_watermark()
+    ps.maybe_increment_high_watermark(now)
     for topic, partition, c in entries:
         broker.offsets.apply(group, topic, partition, c)
     return ErrorCode.NONE
