@@ -172,3 +172,20 @@ def test_torn_tail_is_truncated_on_recovery(broker) -> None:
     with KafkaConnection(broker.bootstrap) as conn:
         assert list_offset(conn, "torn", -1).offset == 4
         assert produce(conn, "torn", simple_batch([b"next"])).base_offset == 4
+
+
+def test_retention_deletes_old_segments_below_hw(broker_factory) -> None:
+    b = broker_factory("--set", "log.retention.check.interval.ms=500")
+    with KafkaConnection(b.bootstrap) as conn:
+        create(conn, "ret", segment_bytes="1024", retention_bytes="2048")
+        for i in range(20):
+            produce(conn, "ret", simple_batch([b"x" * 300], timestamp_ms=1000 + i))
+        deadline = time.monotonic() + 10
+        start = 0
+        while time.monotonic() < deadline and start == 0:
+            time.sleep(0.2)
+            start = list_offset(conn, "ret", -2).offset
+        assert start > 0  # old segments were deleted and the log start moved
+        assert list_offset(conn, "ret", -1).offset == 20
+        part = conn.request(1, 12, fetch_body("ret", 0)).responses[0].partitions[0]
+        assert part.error_code == 1 and part.log_start_offset == start

@@ -164,7 +164,8 @@ class Broker:
 
     async def _periodic(self) -> None:
         interval_s = int(self.config.get("log.checkpoint.interval.ms")) / 1000
-        last_checkpoint = time.monotonic()
+        retention_s = int(self.config.get("log.retention.check.interval.ms")) / 1000
+        last_checkpoint = last_retention = time.monotonic()
         while True:
             await asyncio.sleep(0.5)
             self.groups.expire_sessions()
@@ -174,9 +175,21 @@ class Broker:
                     self.complete_produce(done.produce_id, done.error, done.base_offset)
             for ps in self.partitions.values():
                 self.storage.maybe_flush(ps.log, self.now_ms())
+            if time.monotonic() - last_retention >= retention_s:
+                last_retention = time.monotonic()
+                self.apply_retention(now)
             if time.monotonic() - last_checkpoint >= interval_s:
                 last_checkpoint = time.monotonic()
                 self.checkpoint()
+
+    def apply_retention(self, now_ms: int) -> None:
+        """retention.ms / retention.bytes: whole segments below the HW only (storage's rule)."""
+        for ps in self.partitions.values():
+            deleted = ps.log.apply_retention(now_ms, ps.high_watermark)
+            if deleted:
+                log.info("partition %s leader_epoch=%d retention deleted %d segment(s), "
+                         "log_start_offset=%d", ps.name, ps.leader_epoch, deleted,
+                         ps.log_start_offset)
 
     def checkpoint(self) -> None:
         self.storage.write_checkpoints(self.partitions)

@@ -34,6 +34,7 @@ DEFAULTS: dict[str, Any] = {
     "offsets.topic.num.partitions": 1,
     "offsets.retention.minutes": 10080,
     "log.checkpoint.interval.ms": 5000,
+    "log.retention.check.interval.ms": 300_000,
     "replica.lag.time.max.ms": 30000,
     "transactional.id.expiration.ms": 604_800_000,
 }
