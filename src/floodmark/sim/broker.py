@@ -514,11 +514,14 @@ class SimBroker:
             self.fetch_inflight = False
             self.send_fetch()
 
+    def _send_fetch_timer(self) -> None:
+        self.send_fetch()
+
     def _next_fetch_after(self, backoff: bool) -> None:
         if self.manual_fetch:
             return
         if backoff:
-            self._timer(self.config.fetch_backoff_ms, self.send_fetch)
+            self._timer(self.config.fetch_backoff_ms, self._send_fetch_timer)
         else:
             self.send_fetch()
 

@@ -15,7 +15,7 @@ from typing import Any
 from floodmark.errors import ErrorCode
 from floodmark.replication.election import NO_LEADER
 from floodmark.replication.modes import Truncation
-from floodmark.replication.partition import ACKS_ALL
+from floodmark.replication.partition import ACKS_ALL, EpochQuery, FollowerFetch
 from floodmark.sim.cluster import Cluster
 from floodmark.sim.config import SimConfig
 from floodmark.sim.network import NetworkConfig, PartitionMode
@@ -124,12 +124,12 @@ class Script:
             return
         self._settle()
         desc = "fetch"
-        if request is not None and hasattr(request, "fetch_offset"):
+        if isinstance(request, FollowerFetch):
             desc = (
                 f"Fetch(offset={request.fetch_offset}, last_fetched_epoch={request.last_fetched_epoch}, "
                 f"epoch={request.current_leader_epoch})"
             )
-        elif request is not None:
+        elif isinstance(request, EpochQuery):
             desc = f"OffsetsForLeaderEpoch(epoch={request.leader_epoch})"
         parked = " (parked at the leader)" if broker.fetch_inflight else ""
         self.record(f"{name} {desc}{parked}{note}")
