@@ -108,3 +108,37 @@ def test_confluent_produce_to_unknown_topic_without_autocreate(broker_factory) -
     assert errors and errors[0] is not None
     with pytest.raises(KafkaException):
         raise KafkaException(errors[0])
+
+
+def test_confluent_two_consumers_share_a_group(broker) -> None:
+    topic = "ck-shared"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic, 4, 1)])[topic].result(20)
+    p = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 5})
+    for i in range(400):
+        p.produce(topic, key=b"k%d" % i, value=b"v%d" % i, partition=i % 4)
+    assert p.flush(30) == 0
+    conf = {"bootstrap.servers": broker.bootstrap, "group.id": "ck-shared-group",
+            "auto.offset.reset": "earliest", "enable.auto.commit": False,
+            "session.timeout.ms": 10000}
+    a, b = Consumer(conf), Consumer(conf)
+    a.subscribe([topic])
+    b.subscribe([topic])
+    seen: dict[str, set[bytes]] = {"a": set(), "b": set()}
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(seen["a"] | seen["b"]) < 400:
+        for name, c in (("a", a), ("b", b)):
+            for m in c.consume(num_messages=500, timeout=0.2):
+                if m.error() is None:
+                    seen[name].add(m.value())
+    assert len(seen["a"] | seen["b"]) == 400
+    # Both members got partitions once the rebalance settled.
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not (a.assignment() and b.assignment()):
+        a.consume(timeout=0.2)
+        b.consume(timeout=0.2)
+    parts_a = {tp.partition for tp in a.assignment()}
+    parts_b = {tp.partition for tp in b.assignment()}
+    assert parts_a and parts_b and not parts_a & parts_b and parts_a | parts_b == {0, 1, 2, 3}
+    a.close()
+    b.close()

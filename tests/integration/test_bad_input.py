@@ -197,3 +197,14 @@ def test_no_handler_crashed(broker) -> None:
     """Every bad input above was refused on purpose, never by a handler blowing up."""
     text = broker.log_text()
     assert "Traceback" not in text and "handler failed" not in text
+
+
+@pytest.mark.parametrize("records", [b"\x00" * 10, bytes(range(200)), b"\xff" * 61,
+                                     simple_batch([b"ok"])[:-3]])
+def test_garbage_records_are_corrupt_message(broker, bystander, records: bytes) -> None:
+    before = _latest(bystander)
+    with KafkaConnection(broker.bootstrap) as conn:
+        p = _produce(conn, records)
+        assert p.error_code in (2, 87)  # CORRUPT_MESSAGE (or INVALID_RECORD)
+        assert _latest(conn) == before
+    _still_served(broker, bystander)

@@ -93,3 +93,135 @@ def produce(
     assert not errors, errors
     assert len(out) == n
     return sorted(out, key=lambda r: (r.partition, r.offset))
+
+
+class HighWatermarkCapProxy:
+    """A TCP proxy in front of a real broker that lowers the high watermark (and LSO) in Fetch v11
+    responses to ``cap`` while passing every record byte through unchanged.
+
+    That is what a consumer sees from a leader whose followers lag: the log holds records beyond
+    the HW. The reader must use the HW, never the records it happens to receive.
+    """
+
+    def __init__(self, upstream: str, cap: int) -> None:
+        import socket
+        import threading
+
+        self.cap = cap
+        host, _, port = upstream.rpartition(":")
+        self._upstream = (host, int(port))
+        self._server = socket.socket()
+        self._server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._server.bind(("127.0.0.1", 0))
+        self._server.listen(16)
+        self.bootstrap = "127.0.0.1:%d" % self._server.getsockname()[1]
+        self.fetches_capped = 0
+        self._stop = False
+        self._threads: list[threading.Thread] = []
+        t = threading.Thread(target=self._accept, daemon=True)
+        t.start()
+        self._threads.append(t)
+
+    def close(self) -> None:
+        self._stop = True
+        self._server.close()
+
+    def _accept(self) -> None:
+        import socket
+        import threading
+
+        while not self._stop:
+            try:
+                client, _ = self._server.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(self._upstream, timeout=30)
+            inflight: dict[int, tuple[int, int]] = {}
+            for fn, a, b in ((self._requests, client, upstream), (self._responses, upstream, client)):
+                t = threading.Thread(target=fn, args=(a, b, inflight), daemon=True)
+                t.start()
+                self._threads.append(t)
+
+    @staticmethod
+    def _frames(sock):  # type: ignore[no-untyped-def]
+        import struct
+
+        buf = b""
+        while True:
+            while len(buf) < 4 or len(buf) < 4 + struct.unpack_from(">i", buf)[0]:
+                try:
+                    chunk = sock.recv(1 << 20)
+                except OSError:
+                    return
+                if not chunk:
+                    return
+                buf += chunk
+            n = struct.unpack_from(">i", buf)[0]
+            yield bytearray(buf[: 4 + n])
+            buf = buf[4 + n :]
+
+    def _requests(self, src, dst, inflight) -> None:  # type: ignore[no-untyped-def]
+        import struct
+
+        for frame in self._frames(src):
+            api_key, api_version, cid = struct.unpack_from(">hhi", frame, 4)
+            inflight[cid] = (api_key, api_version)
+            try:
+                dst.sendall(frame)
+            except OSError:
+                return
+
+    def _responses(self, src, dst, inflight) -> None:  # type: ignore[no-untyped-def]
+        for frame in self._frames(src):
+            import struct
+
+            cid = struct.unpack_from(">i", frame, 4)[0]
+            kind = inflight.pop(cid, None)
+            if kind == (1, 11):
+                self._cap_fetch_v11(frame)
+            elif kind == (3, 7):
+                self._route_metadata_v7(frame)
+            try:
+                dst.sendall(frame)
+            except OSError:
+                return
+
+    def _route_metadata_v7(self, frame: bytearray) -> None:
+        """Advertise the proxy's port instead of the broker's (same host, same frame size)."""
+        import struct
+
+        port = int(self.bootstrap.rpartition(":")[2])
+        pos = 8 + 4  # size, correlation id, throttle
+        (n_brokers,) = struct.unpack_from(">i", frame, pos)
+        pos += 4
+        for _ in range(n_brokers):
+            pos += 4  # node id
+            (host_len,) = struct.unpack_from(">h", frame, pos)
+            pos += 2 + host_len
+            struct.pack_into(">i", frame, pos, port)
+            pos += 4
+            (rack_len,) = struct.unpack_from(">h", frame, pos)
+            pos += 2 + max(rack_len, 0)
+
+    def _cap_fetch_v11(self, frame: bytearray) -> None:
+        import struct
+
+        pos = 8 + 4 + 2 + 4  # size, correlation id, throttle, error, session id
+        (n_topics,) = struct.unpack_from(">i", frame, pos)
+        pos += 4
+        for _ in range(n_topics):
+            (name_len,) = struct.unpack_from(">h", frame, pos)
+            pos += 2 + name_len
+            (n_parts,) = struct.unpack_from(">i", frame, pos)
+            pos += 4
+            for _ in range(n_parts):
+                pos += 4 + 2  # partition, error
+                hw, lso = struct.unpack_from(">qq", frame, pos)
+                struct.pack_into(">qq", frame, pos, min(hw, self.cap),
+                                 min(lso, self.cap) if lso >= 0 else lso)
+                self.fetches_capped += 1
+                pos += 8 + 8 + 8  # hw, lso, log start
+                (n_aborted,) = struct.unpack_from(">i", frame, pos)
+                pos += 4 + max(n_aborted, 0) * 16 + 4  # aborted, preferred read replica
+                (size,) = struct.unpack_from(">i", frame, pos)
+                pos += 4 + max(size, 0)

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from spark_helpers import Produced, create_topic, delete_topic, produce
+from spark_helpers import HighWatermarkCapProxy, Produced, create_topic, delete_topic, produce
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 
@@ -291,3 +291,33 @@ def test_streaming_write_lands_exactly_the_rows(
                   tuple((h["key"], h["value"] and bytes(h["value"])) for h in r["headers"]))
                  for r in back)
     assert got == sorted((r.value, r.key, r.headers) for r in produced)
+
+
+# ------------------------------------------------------------------ never past the high watermark
+def test_reader_never_returns_offsets_at_or_above_the_high_watermark(
+        spark, broker, topic_name, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The proxy reports HW=60 while the log (and every Fetch response) holds 100 records per
+    partition, as a leader with a lagging follower would. Batch and streaming reads stop at 60."""
+    bs = broker.bootstrap
+    create_topic(bs, topic_name, 2)
+    produce(bs, topic_name, 200, partitions=2)
+    proxy = HighWatermarkCapProxy(bs, cap=60)
+    try:
+        df = _reader(spark, proxy.bootstrap, subscribe=topic_name)
+        got = sorted((r["partition"], r["offset"]) for r in df.select("partition", "offset").collect())
+        assert got == [(p, o) for p in (0, 1) for o in range(60)]
+        # asking for more than the HW still stops at the HW
+        capped = _reader(spark, proxy.bootstrap, subscribe=topic_name,
+                         endingOffsets=json.dumps({topic_name: {"0": 80, "1": 80}}))
+        assert capped.agg({"offset": "max"}).collect()[0][0] == 59
+
+        q = (_stream(spark, proxy.bootstrap, subscribe=topic_name, startingOffsets="earliest")
+             .writeStream.format("parquet").option("path", str(tmp_path / "out"))
+             .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(availableNow=True)
+             .start())
+        assert q.awaitTermination(120)
+        offs = [r["offset"] for r in spark.read.parquet(str(tmp_path / "out")).collect()]
+        assert len(offs) == 120 and max(offs) == 59
+        assert proxy.fetches_capped > 0
+    finally:
+        proxy.close()

@@ -57,7 +57,8 @@ def test_sequence_wraps_at_int32() -> None:
 def test_batch_metas_reads_headers() -> None:
     data = build_batch([Record(0, 1, None, b"a"), Record(1, 1, None, b"b")], producer_id=9,
                        producer_epoch=2, base_sequence=40)
-    (m,) = batch_metas(data + b"")
+    assert batch_metas(data[:-1]) is None and batch_metas(b"") is None
+    (m,) = batch_metas(data)
     assert (m.producer_id, m.producer_epoch, m.base_sequence, m.record_count, m.last_sequence) == (
         9, 2, 40, 2, 41)
 

@@ -47,19 +47,22 @@ class BatchMeta:
         return (self.base_sequence + self.last_offset_delta) % _SEQ_MOD
 
 
-def batch_metas(records: bytes | memoryview) -> list[BatchMeta]:
-    """Headers of the batches in a record set (sizes are validated by storage, not here)."""
+def batch_metas(records: bytes | memoryview) -> list[BatchMeta] | None:
+    """Headers of the batches in a record set, or None if it is not a well-framed sequence of
+    magic-2 batches (the CRC and the rest are validated by storage on append)."""
     out = []
     pos = 0
     end = len(records)
-    while end - pos >= _HEADER.size:
-        (_base, length, _ple, _magic, _crc, attrs, last_delta, _bts, _mts,
+    while pos < end:
+        if end - pos < _HEADER.size:
+            return None
+        (_base, length, _ple, magic, _crc, attrs, last_delta, _bts, _mts,
          pid, pepoch, base_seq, count) = _HEADER.unpack_from(records, pos)
+        if magic != 2 or length < _HEADER.size - 12 or pos + 12 + length > end:
+            return None
         out.append(BatchMeta(pid, pepoch, base_seq, count, last_delta, bool(attrs & 0x10)))
-        if length <= 0:
-            break
         pos += 12 + length
-    return out
+    return out or None
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,6 +50,10 @@ def append_partition(broker: Broker, topic: str, partition: int, records: bytes 
         out.error_code = ErrorCode.MESSAGE_TOO_LARGE
         return out
     metas = batch_metas(records)
+    if metas is None:
+        out.error_code = ErrorCode.CORRUPT_MESSAGE
+        out.error_message = "not a sequence of magic v2 record batches"
+        return out
     if any(m.is_transactional for m in metas):
         out.error_code = ErrorCode.INVALID_TXN_STATE
         out.error_message = "transactions are not supported"
