@@ -22,14 +22,15 @@ from floodmark.errors import ErrorCode, KafkaError
 from floodmark.records import (
     HEADER_SIZE,
     LOG_APPEND_TIME,
+    LOG_OVERHEAD,
     NO_TIMESTAMP,
     BatchHeader,
     CorruptRecordError,
     decode_batch,
-    iter_batches,
     set_base_offset,
     set_log_append_time,
     set_partition_leader_epoch,
+    validate_batch_at,
 )
 from floodmark.replication.epochs import UNDEFINED_EPOCH, EpochCache
 from floodmark.storage.checkpoints import (
@@ -480,20 +481,40 @@ class Log:
     # Appends
     # ========================================================================================
     def _validate_set(
-        self, buffer: bytearray | memoryview | bytes
+        self, buffer: bytearray | memoryview | bytes, *, leader: bool
     ) -> list[tuple[int, BatchHeader]]:
+        """Validate every batch of a produce/fetch record set; raise before anything is written.
+
+        CORRUPT_MESSAGE for framing/magic/CRC errors (and, from producers, a recordsCount that
+        disagrees with lastOffsetDelta); MESSAGE_TOO_LARGE above ``max.message.bytes``."""
+        out: list[tuple[int, BatchHeader]] = []
+        position = 0
+        end = len(buffer)
+        max_bytes = self.config.max_message_bytes
         try:
-            batches = list(iter_batches(buffer, validate=True))
+            while position < end:
+                header = validate_batch_at(buffer, position)
+                size = header.batch_length + LOG_OVERHEAD
+                if size > max_bytes:
+                    raise KafkaError(
+                        ErrorCode.MESSAGE_TOO_LARGE,
+                        f"{self.topic_partition}: batch at position {position} is {size} bytes, "
+                        f"max.message.bytes is {max_bytes}",
+                    )
+                if leader and (
+                    header.records_count <= 0
+                    or header.last_offset_delta != header.records_count - 1
+                ):
+                    raise KafkaError(
+                        ErrorCode.CORRUPT_MESSAGE,
+                        f"{self.topic_partition}: batch at position {position} has recordsCount "
+                        f"{header.records_count} but lastOffsetDelta {header.last_offset_delta}",
+                    )
+                out.append((position, header))
+                position += size
         except CorruptRecordError as exc:
             raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"{self.topic_partition}: {exc}") from exc
-        for position, header in batches:
-            if header.size > self.config.max_message_bytes:
-                raise KafkaError(
-                    ErrorCode.MESSAGE_TOO_LARGE,
-                    f"{self.topic_partition}: batch at position {position} is {header.size} bytes, "
-                    f"max.message.bytes is {self.config.max_message_bytes}",
-                )
-        return batches
+        return out
 
     def append_as_leader(
         self, batches: bytes | bytearray | memoryview, leader_epoch: int, now_ms: int
@@ -510,14 +531,7 @@ class Log:
             buffer = batches
         else:
             buffer = bytearray(batches)
-        headers = self._validate_set(buffer)
-        for position, header in headers:
-            if header.records_count <= 0 or header.last_offset_delta != header.records_count - 1:
-                raise KafkaError(
-                    ErrorCode.CORRUPT_MESSAGE,
-                    f"{self.topic_partition}: batch at position {position} has recordsCount "
-                    f"{header.records_count} but lastOffsetDelta {header.last_offset_delta}",
-                )
+        headers = self._validate_set(buffer, leader=True)
         if not headers:
             return self._empty_append_info(leader_epoch)
         log_append = self.config.message_timestamp_type == LOG_APPEND_TIME
@@ -561,7 +575,7 @@ class Log:
         previous one, the first at the LEO, else NonContiguousAppendError (a KafkaError) and
         nothing is appended. The epoch cache gets ``assign(batch epoch, base offset)`` per batch."""
         self._check_open()
-        headers = self._validate_set(batches)
+        headers = self._validate_set(batches, leader=False)
         if not headers:
             return self._empty_append_info(UNDEFINED_EPOCH)
         expected = self.log_end_offset
