@@ -114,7 +114,7 @@ class HighWatermarkCapProxy:
         self._server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._server.bind(("127.0.0.1", 0))
         self._server.listen(16)
-        self.bootstrap = "127.0.0.1:%d" % self._server.getsockname()[1]
+        self.bootstrap = f"127.0.0.1:{self._server.getsockname()[1]}"
         self.fetches_capped = 0
         self._stop = False
         self._threads: list[threading.Thread] = []
