@@ -286,7 +286,9 @@ class Broker:
             )
         raw = RAW_HANDLERS.get(key)  # type: ignore[call-overload]
         if raw is not None:
-            return raw(self, frame if isinstance(frame, memoryview) else memoryview(frame), version)
+            parts: Parts | Awaitable[Parts | None] | None = raw(
+                self, frame if isinstance(frame, memoryview) else memoryview(frame), version)
+            return parts
         header, body = decode_request(frame)
         result = HANDLERS[ApiKey(key)](self, header, body, conn)
         if inspect.isawaitable(result):

@@ -32,8 +32,9 @@ def encode_request(api_key: int, version: int, correlation_id: int, body: Mappin
     out = io.BytesIO()
     out.write(b"\0\0\0\0")
     header_cls = cls.__header_schema__
-    entity_writer(header_cls)(out, header_cls(request_api_key=api_key, request_api_version=version,
-                                              correlation_id=correlation_id, client_id=client_id))
+    header = header_cls(request_api_key=api_key, request_api_version=version,  # type: ignore[arg-type]
+                        correlation_id=correlation_id, client_id=client_id)  # type: ignore[arg-type]
+    entity_writer(header_cls)(out, header)
     entity_writer(cls)(out, obj)
     data = bytearray(out.getvalue())
     struct.pack_into(">i", data, 0, len(data) - 4)

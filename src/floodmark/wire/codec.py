@@ -200,8 +200,9 @@ def encode_response(
     body = data if isinstance(data, cls) else build(cls, data)
     out = GatherWriter()
     out.write(b"\0\0\0\0")
-    entity_writer(cls.__header_schema__)(out, cls.__header_schema__(correlation_id=correlation_id))
-    entity_writer(cls)(out, body)
+    header = cls.__header_schema__(correlation_id=correlation_id)
+    entity_writer(cls.__header_schema__)(out, header)  # type: ignore[arg-type]  # only .write
+    entity_writer(cls)(out, body)  # type: ignore[arg-type]
     out.parts[0] = struct.pack(">i", out.size - 4)
     return out.parts
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from floodmark.broker.producer_state import batch_metas
@@ -99,7 +100,8 @@ def append_partition(broker: Broker, topic: str, partition: int, records: bytes 
     return out
 
 
-def produce_raw(broker: Broker, frame: memoryview, version: int) -> list[bytes | memoryview] | None:
+def produce_raw(broker: Broker, frame: memoryview,
+                version: int) -> list[bytes | memoryview] | Awaitable[list[bytes | memoryview]] | None:
     """Produce straight from the frame: records are views into it (patched in place if the
     frame is writable), the response is packed by hand (wire/hot.py)."""
     try:
@@ -109,8 +111,8 @@ def produce_raw(broker: Broker, frame: memoryview, version: int) -> list[bytes |
     acks = req.acks
     now_ms = broker.now_ms()
     timeout_ms = max(0, min(req.timeout_ms, 300_000))
-    results = []
-    pending = []
+    results: list[tuple[str, list[ProducePartitionResult]]] = []
+    pending: list[ProducePartitionResult] = []
     for name, parts in req.topics:
         outs = [append_partition(broker, name, p.index, p.records, acks, now_ms, timeout_ms)
                 for p in parts]
