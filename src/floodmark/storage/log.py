@@ -127,6 +127,9 @@ class Log:
         self._dir_dirty = False
         self._closed = False
         self._recovered_epochs: list[tuple[int, int]] = []
+        # Bytes read per step when scanning from an index entry to a batch: one index interval
+        # plus room for the next header.
+        self._scan_bytes = min(self.config.index_interval_bytes + 2 * HEADER_SIZE, 1 << 20)
 
     def __repr__(self) -> str:
         return (
@@ -699,7 +702,9 @@ class Log:
         index = self._segment_for(start_offset)
         while index < len(self.segments):
             segment = self.segments[index]
-            found = segment.find_batch(start_offset) if start_offset < limit else None
+            found = (
+                segment.find_batch(start_offset, self._scan_bytes) if start_offset < limit else None
+            )
             if found is not None:
                 position, header = found
                 if header.next_offset > limit:
@@ -818,7 +823,7 @@ class Log:
             self._base_offsets.pop()
             self._delete_segment_files(segment)
         active = self.active_segment
-        found = active.find_batch(offset)
+        found = active.find_batch(offset, self._scan_bytes)
         if found is not None:
             position, header = found
             new_end = header.base_offset

@@ -28,6 +28,8 @@ from floodmark.storage.fs import FileHandle, FileSystem
 
 _OFFSET_ENTRY = struct.Struct(">II")
 _TIME_ENTRY = struct.Struct(">qI")
+# baseOffset, batchLength, then (skipping epoch, magic, crc, attributes) lastOffsetDelta.
+_SCAN_PREFIX = struct.Struct(">qi11xi")
 SCAN_CHUNK_BYTES = 64 * 1024
 MAX_RELATIVE_OFFSET = 2**31 - 1
 
@@ -162,7 +164,12 @@ class TimeIndex:
 
 
 def scan_batches(
-    handle: FileHandle, start_position: int = 0, end_position: int | None = None, *, validate: bool
+    handle: FileHandle,
+    start_position: int = 0,
+    end_position: int | None = None,
+    *,
+    validate: bool,
+    chunk_bytes: int = SCAN_CHUNK_BYTES,
 ) -> Iterator[tuple[int, BatchHeader]]:
     """Yield (file position, header) of consecutive batches in a segment file.
 
@@ -178,7 +185,7 @@ def scan_batches(
         rel = position - chunk_start
         if rel < 0 or rel + HEADER_SIZE > len(chunk):
             chunk_start = position
-            chunk = handle.read_at(position, min(SCAN_CHUNK_BYTES, end - position))
+            chunk = handle.read_at(position, min(chunk_bytes, end - position))
             rel = 0
         if len(chunk) - rel < LOG_OVERHEAD or (len(chunk) - rel < HEADER_SIZE and not validate):
             raise CorruptRecordError(
@@ -191,9 +198,7 @@ def scan_batches(
                 if size >= HEADER_SIZE and rel + size > len(chunk) and position + size <= end:
                     # The batch runs past this chunk: read it whole.
                     chunk_start = position
-                    chunk = handle.read_at(
-                        position, max(size, min(SCAN_CHUNK_BYTES, end - position))
-                    )
+                    chunk = handle.read_at(position, max(size, min(chunk_bytes, end - position)))
                     rel = 0
                 header = validate_batch_at(
                     memoryview(chunk)[: min(len(chunk), end - chunk_start)], rel
@@ -311,12 +316,37 @@ class Segment:
         self.time_index.handle.close()
 
     # -- lookups ------------------------------------------------------------------------------
-    def find_batch(self, offset: int) -> tuple[int, BatchHeader] | None:
-        """(position, header) of the first batch whose last offset is >= ``offset``."""
-        _, start = self.index.lookup(offset)
-        for position, header in scan_batches(self.log, start, validate=False):
-            if header.last_offset >= offset:
-                return position, header
+    def find_batch(self, offset: int, scan_bytes: int = 4096) -> tuple[int, BatchHeader] | None:
+        """(position, header) of the first batch whose last offset is >= ``offset``.
+
+        Scans forward from the index entry at or below ``offset``, reading ``scan_bytes`` at a
+        time (about one index interval is enough to reach the batch) and unpacking only the
+        offset/length/lastOffsetDelta prefix of each header on the way.
+        """
+        _, position = self.index.lookup(offset)
+        end = self.log.size()
+        chunk_bytes = max(scan_bytes, HEADER_SIZE)
+        while position < end:
+            chunk = self.log.read_at(position, min(chunk_bytes, end - position))
+            rel = 0
+            limit = len(chunk) - HEADER_SIZE
+            while rel <= limit:
+                base, length, delta = _SCAN_PREFIX.unpack_from(chunk, rel)
+                if base + delta >= offset:
+                    return position + rel, BatchHeader(chunk, rel)
+                if length < HEADER_SIZE - LOG_OVERHEAD:
+                    raise CorruptRecordError(
+                        f"record batch at position {position + rel} has batchLength {length} "
+                        f"(segment {self.log.path})",
+                        position + rel,
+                    )
+                rel += LOG_OVERHEAD + length
+            if rel == 0 and len(chunk) < HEADER_SIZE:
+                raise CorruptRecordError(
+                    f"truncated record batch header at position {position} (segment {self.log.path})",
+                    position,
+                )
+            position += rel
         return None
 
     def rebuild_indexes(self, index_interval_bytes: int, *, from_position: int = 0) -> None:
