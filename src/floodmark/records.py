@@ -448,13 +448,12 @@ def build_batch(
         base_timestamp = min(r.timestamp_ms for r in records)
     body = bytearray()
     last_offset_delta = 0
-    max_timestamp = NO_TIMESTAMP
+    max_timestamp = max(r.timestamp_ms for r in records)
     for record in records:
         delta = record.offset - first_offset
         if delta < last_offset_delta or (delta == last_offset_delta and body):
             raise ValueError("record offsets within a batch must be strictly increasing")
         last_offset_delta = delta
-        max_timestamp = max(max_timestamp, record.timestamp_ms)
         _encode_record(body, delta, record.timestamp_ms - base_timestamp, record)
     payload: bytes | bytearray = body
     codec = Compression(compression)
