@@ -191,6 +191,45 @@ def run_workload(broker: BrokerRun, topic: str, size: int, partitions: int, reco
     return res
 
 
+def small_batch_report(workdir: Path, records: int = 200_000) -> None:
+    """Per-request cost: 1 KiB records in 16 KiB batches (python-ceiling.md's small-batch case)."""
+    (workdir / "small").mkdir(parents=True, exist_ok=True)
+    os.environ["FLOODMARK_LOG_LEVEL"] = "INFO"
+    b = start_floodmark(workdir / "small")
+    try:
+        create_topic(b.bootstrap, "small", 1)
+        value = os.urandom(1024)
+        p = Producer({"bootstrap.servers": b.bootstrap, "acks": "all", "linger.ms": 5,
+                      "batch.size": 16384, "enable.idempotence": False,
+                      "delivery.report.only.error": True,
+                      "queue.buffering.max.messages": 2000000})
+        cpu0 = cpu_seconds(b.proc.pid)
+        t0 = time.perf_counter()
+        for _ in range(records):
+            while True:
+                try:
+                    p.produce("small", value=value, partition=0)
+                    break
+                except BufferError:
+                    p.poll(0.001)
+        p.flush(120)
+        elapsed = time.perf_counter() - t0
+        cpu = cpu_seconds(b.proc.pid) - cpu0
+    finally:
+        b.stop()
+        os.environ["FLOODMARK_LOG_LEVEL"] = "WARNING"
+    text = (workdir / "small" / "floodmark.log").read_text()
+    produce_requests = 0
+    for part in text.rsplit("requests: ", 1)[-1].split(","):
+        name, _, n = part.strip().partition("=")
+        if name == "PRODUCE":
+            produce_requests = int(n)
+    print(f"\nsmall batches (1 KiB records, batch.size=16384): {records / elapsed:.0f} rec/s, "
+          f"{produce_requests} produce requests in {elapsed:.2f} s, broker CPU {cpu:.2f} s -> "
+          f"{produce_requests / max(cpu, 1e-9):.0f} produce requests/s per core, "
+          f"{cpu / (records * 1024 / GB):.2f} s CPU/GB")
+
+
 def pct(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -248,12 +287,16 @@ def main() -> int:
     ap.add_argument("--partitions", default="1,8")
     ap.add_argument("--memory", action="store_true", help="also report memory figures")
     ap.add_argument("--memory-only", action="store_true")
+    ap.add_argument("--small-batches", action="store_true",
+                    help="also measure produce requests/s per core with 16 KiB batches")
     ap.add_argument("--brokers", default="floodmark,tansu")
     args = ap.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="fm-bench-"))
     try:
         if args.memory or args.memory_only:
             memory_report(workdir)
+        if args.small_batches:
+            small_batch_report(workdir)
         if args.memory_only:
             return 0
         sizes = [int(s) for s in args.sizes.split(",")]

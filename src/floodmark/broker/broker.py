@@ -99,6 +99,7 @@ class Broker:
         # acks=all produces parked in the core's purgatory, answered on CompleteProduce.
         self._next_produce_id = 0
         self._waiting_produces: dict[int, asyncio.Future[tuple[ErrorCode, int]]] = {}
+        self.request_counts: dict[int, int] = {}  # api key -> requests received
         self.now_ms = now_ms
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -213,7 +214,10 @@ class Broker:
         self.checkpoint()
         for ps in self.partitions.values():
             ps.log.close()
-        log.info("broker %d closed cleanly (checkpoints written)", self.node_id)
+        served = ", ".join(f"{ApiKey(k).name if k in ApiKey._value2member_map_ else k}={n}"
+                           for k, n in sorted(self.request_counts.items()))
+        log.info("broker %d closed cleanly (checkpoints written); requests: %s", self.node_id,
+                 served or "none")
 
     @property
     def advertised(self) -> tuple[str, int]:
@@ -273,6 +277,8 @@ class Broker:
     # -- dispatch ------------------------------------------------------------------------------
     def dispatch(self, frame: memoryview | bytes, conn: Connection) -> Parts | Awaitable[Parts | None] | None:
         key, version, corr = peek_header(frame)
+        counts = self.request_counts
+        counts[key] = counts.get(key, 0) + 1
         if key == ApiKey.API_VERSIONS and version > SUPPORTED[ApiKey.API_VERSIONS].max_version:
             # Too new: answer in the v0 layout with our table, without parsing the body (P1).
             return api_versions_error_response(corr, admin.api_keys_table())
