@@ -711,7 +711,11 @@ class Partition:
     def next_fetch(self, log: LogView) -> FollowerFetch | EpochQuery | None:
         """The next request a follower sends to its leader (None when not fetching)."""
         role = self.role
-        if not isinstance(role, FollowerState) or role.phase is FetchPhase.FENCED:
+        if (
+            not isinstance(role, FollowerState)
+            or role.phase is FetchPhase.FENCED
+            or role.leader_id == NO_LEADER
+        ):
             return None
         if role.phase is FetchPhase.TRUNCATING:
             return EpochQuery(

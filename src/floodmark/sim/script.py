@@ -216,7 +216,7 @@ class Script:
         out: dict[str, dict[str, Any]] = {}
         for broker in self.cluster.brokers:
             snap = broker.snapshot()
-            out[broker.name] = {k: snap[k] for k in ("log", "leo", "hw", "epochs")}
+            out[broker.name] = {k: snap[k] for k in ("log", "leo", "hw", "epochs", "alive")}
         return out
 
     def final_leader(self) -> str | None:
