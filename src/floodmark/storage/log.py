@@ -809,7 +809,11 @@ class Log:
     # ========================================================================================
     def truncate_to(self, offset: int) -> None:
         """Remove every batch containing an offset >= ``offset`` (batch granularity: a batch
-        that straddles ``offset`` goes entirely, so the LEO may end up below ``offset``)."""
+        that straddles ``offset`` goes entirely, so the LEO may end up below ``offset``).
+
+        Unlike Kafka (which leaves it to the OS), a truncation is made durable at once: the log
+        is flushed before the epoch checkpoint is rewritten, so a crash can neither resurrect
+        truncated (divergent) batches nor leave the checkpoint describing a log that is gone."""
         self._check_open()
         if offset >= self.log_end_offset:
             if self.epoch_cache.truncate_from_end(self.log_end_offset):
@@ -844,21 +848,25 @@ class Log:
             new_end,
             offset,
         )
-        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self.flush()
         if self.epoch_cache.truncate_from_end(self.log_end_offset):
             self._write_epoch_checkpoint()
 
     def _recompute_max_timestamp(self, segment: Segment) -> None:
-        segment.max_timestamp = NO_TIMESTAMP
-        segment.offset_of_max_timestamp = segment.base_offset
+        """After a truncation: the time index's last entry holds the maximum timestamp up to
+        the last offset-index entry (both were truncated consistently); scan from there."""
+        time_index = segment.time_index
+        segment.max_timestamp = time_index.last_timestamp
+        segment.offset_of_max_timestamp = segment.base_offset + (
+            time_index.relative_offsets[-1] if time_index.relative_offsets else 0
+        )
         segment.bytes_since_last_index_entry = 0
-        last_index_position = segment.index.positions[-1] if segment.index.positions else 0
-        for position, header in scan_batches(segment.log, 0, validate=True):
+        start = segment.index.positions[-1] if segment.index.positions else 0
+        for _, header in scan_batches(segment.log, start, validate=False):
             if header.max_timestamp > segment.max_timestamp:
                 segment.max_timestamp = header.max_timestamp
                 segment.offset_of_max_timestamp = header.last_offset
-            if position >= last_index_position:
-                segment.bytes_since_last_index_entry += header.size
+            segment.bytes_since_last_index_entry += header.size
         if segment.size == 0:
             segment.roll_base_ms = None
 
@@ -869,7 +877,7 @@ class Log:
         self._add_segment(offset)
         self.log_start_offset = offset
         self.log_end_offset = offset
-        self.recovery_point = offset
+        self.flush()  # durable before the checkpoint changes, as in truncate_to
         self.epoch_cache.clear()
         self._write_epoch_checkpoint()
         logger.info("%s truncated fully, log restarts at offset %d", self._ctx(), offset)
