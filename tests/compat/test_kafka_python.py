@@ -96,3 +96,29 @@ def test_kafka_python_full_flow(broker) -> None:
                           enable_auto_commit=False)
     assert {tp: group.committed(tp) for tp in tps} == end  # committed offsets survived too
     group.close()
+
+
+def test_kafka_python_admin_partitions_and_groups(broker) -> None:
+    from kafka.admin import NewPartitions
+
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    admin.create_topics([NewTopic("kp-admin", 1, 1)])
+    admin.create_partitions({"kp-admin": NewPartitions(total_count=3)})
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap)
+    assert consumer.partitions_for_topic("kp-admin") == {0, 1, 2}
+    consumer.close()
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
+    producer.send("kp-admin", value=b"x", partition=2).get(timeout=30)
+    producer.close()
+    group = KafkaConsumer("kp-admin", bootstrap_servers=broker.bootstrap, group_id="kp-admin-g",
+                          auto_offset_reset="earliest")
+    got = _records(group, 1)
+    assert [r.value for r in got] == [b"x"]
+    listed = admin.list_groups()
+    assert "kp-admin-g" in str(listed)
+    desc = admin.describe_groups(["kp-admin-g"])
+    assert "Stable" in str(desc) and "kp-admin-g" in str(desc)
+    group.close()
+    admin.delete_topics(["kp-admin"])
+    assert "kp-admin" not in admin.list_topics()
+    admin.close()

@@ -189,3 +189,15 @@ def test_retention_deletes_old_segments_below_hw(broker_factory) -> None:
         assert list_offset(conn, "ret", -1).offset == 20
         part = conn.request(1, 12, fetch_body("ret", 0)).responses[0].partitions[0]
         assert part.error_code == 1 and part.log_start_offset == start
+
+
+def test_sigint_is_a_clean_shutdown(broker_factory) -> None:
+    import signal
+
+    b = broker_factory()
+    with KafkaConnection(b.bootstrap) as conn:
+        create(conn, "sigint")
+        produce(conn, "sigint", simple_batch([b"a"]))
+    assert b.stop(signal.SIGINT) == 0
+    assert "closed cleanly (checkpoints written)" in b.log_text()
+    assert "sigint 0 1" in (Path(b.data_dir) / "replication-offset-checkpoint").read_text()

@@ -355,11 +355,11 @@ class GroupCoordinator:
     def describe(self, group_id: str) -> dict[str, Any]:
         g = self.groups.get(group_id)
         if g is None:
-            return {"group_id": group_id, "state": "Dead", "protocol_type": "",
+            return {"group_id": group_id, "group_state": "Dead", "protocol_type": "",
                     "protocol_data": "", "members": []}
         return {
             "group_id": group_id,
-            "state": g.state.value,
+            "group_state": g.state.value,
             "protocol_type": g.protocol_type or "",
             "protocol_data": g.protocol_name or "",
             "members": [

@@ -176,7 +176,7 @@ def list_groups(broker: Broker, header: RequestHeader, req: Any, conn: Connectio
     out = []
     for name in sorted(names):
         desc = broker.groups.describe(name)
-        state = desc["state"] if name in broker.groups.groups else "Empty"
+        state = desc["group_state"] if name in broker.groups.groups else "Empty"
         if wanted and state not in wanted:
             continue
         out.append({"group_id": name, "protocol_type": desc["protocol_type"] or "consumer",
@@ -188,8 +188,8 @@ def describe_groups(broker: Broker, header: RequestHeader, req: Any, conn: Conne
     out = []
     for gid in req.groups:
         desc = broker.groups.describe(gid)
-        if desc["state"] == "Dead" and gid in broker.offsets.groups():
-            desc["state"] = "Empty"
+        if desc["group_state"] == "Dead" and gid in broker.offsets.groups():
+            desc["group_state"] = "Empty"
         desc.update(error_code=0, authorized_operations=-(2**31))
         out.append(desc)
     return {"throttle_time": 0, "groups": out}
