@@ -208,3 +208,29 @@ def test_garbage_records_are_corrupt_message(broker, bystander, records: bytes) 
         assert p.error_code in (2, 87)  # CORRUPT_MESSAGE (or INVALID_RECORD)
         assert _latest(conn) == before
     _still_served(broker, bystander)
+
+
+def test_pipelined_requests_are_answered_in_order_under_backpressure(broker, bystander) -> None:
+    """500 requests sent without reading (long-polls mixed in): the broker pauses reading when
+    its queue fills, keeps serving others, and answers everything in request order."""
+    conn = KafkaConnection(broker.bootstrap)
+    leo = _latest(bystander)
+    sent = []
+    for i in range(500):
+        if i % 50 == 0:  # a fetch that waits 300 ms for data that never comes
+            body = {"replica_id": -1, "max_wait": 300, "min_bytes": 1 << 20, "max_bytes": 1 << 20,
+                    "isolation_level": 0, "session_id": 0, "session_epoch": -1, "topics": [
+                        {"topic": TOPIC, "partitions": [{"partition": 0, "current_leader_epoch": -1,
+                                                         "fetch_offset": leo,
+                                                         "last_fetched_epoch": -1,
+                                                         "log_start_offset": -1,
+                                                         "partition_max_bytes": 1 << 20}]}],
+                    "forgotten_topics_data": [], "rack_id": ""}
+            sent.append((1, 12, conn.send(1, 12, body)))
+        else:
+            sent.append((3, 12, conn.send(3, 12, {"topics": [{"name": TOPIC}],
+                                                  "allow_auto_topic_creation": False})))
+    _still_served(broker, bystander)
+    for key, version, corr in sent:  # receive() checks each correlation id in turn
+        conn.receive(key, version, corr)
+    conn.close()

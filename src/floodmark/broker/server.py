@@ -25,8 +25,20 @@ Dispatch = Callable[[memoryview | bytes, "Connection"], "Parts | Awaitable[Parts
 
 
 class Connection(asyncio.Protocol):
-    __slots__ = ("_dispatch", "_filled", "_frame", "_header", "_max_request_bytes", "_on_close", "_pending",
-                 "closed", "peer", "transport")
+    __slots__ = (
+        "_dispatch",
+        "_filled",
+        "_frame",
+        "_header",
+        "_max_request_bytes",
+        "_on_close",
+        "_pending",
+        "_reading_paused",
+        "_write_paused",
+        "closed",
+        "peer",
+        "transport",
+    )
 
     def __init__(
         self, dispatch: Dispatch, max_request_bytes: int, on_close: Callable[[Connection], None]
@@ -37,6 +49,8 @@ class Connection(asyncio.Protocol):
         self._header = bytearray()  # a size prefix split across reads
         self._frame: bytearray | None = None  # a frame being filled across reads
         self._filled = 0
+        self._write_paused = False  # the transport's send buffer is above its high-water mark
+        self._reading_paused = False
         self._pending: deque[Parts | asyncio.Future[Any] | None] = deque()
         self.transport: asyncio.Transport | None = None
         self.closed = False
@@ -139,6 +153,30 @@ class Connection(asyncio.Protocol):
         fut = asyncio.ensure_future(result)
         self._pending.append(fut)
         fut.add_done_callback(self._on_done)
+        self._update_reading()
+
+    # -- backpressure: a client that does not read its responses, or pipelines without bound,
+    # stops being read from (Kafka mutes such a channel); memory per connection stays bounded.
+    MAX_PENDING_RESPONSES = 128
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._update_reading()
+
+    def _update_reading(self) -> None:
+        if self.transport is None or self.closed:
+            return
+        should_pause = self._write_paused or len(self._pending) >= self.MAX_PENDING_RESPONSES
+        if should_pause and not self._reading_paused:
+            self._reading_paused = True
+            self.transport.pause_reading()
+        elif not should_pause and self._reading_paused:
+            self._reading_paused = False
+            self.transport.resume_reading()
 
     def _on_done(self, _fut: asyncio.Future[Any]) -> None:
         pending = self._pending
@@ -146,7 +184,7 @@ class Connection(asyncio.Protocol):
             head = pending[0]
             if isinstance(head, asyncio.Future):
                 if not head.done():
-                    return
+                    break
                 pending.popleft()
                 if head.cancelled():
                     continue
@@ -165,6 +203,7 @@ class Connection(asyncio.Protocol):
                 pending.popleft()
                 if head is not None:
                     self.write(head)
+        self._update_reading()
 
     def write(self, parts: Parts) -> None:
         if self.transport is not None and not self.closed:
