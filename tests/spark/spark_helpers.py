@@ -25,9 +25,11 @@ def admin(bootstrap: str) -> AdminClient:
     return AdminClient({"bootstrap.servers": bootstrap})
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+def create_topic(bootstrap: str, topic: str, partitions: int,
+                 config: dict[str, str] | None = None) -> None:
     a = admin(bootstrap)  # keep a reference: the futures die with their client
-    a.create_topics([NewTopic(topic, partitions, 1)], request_timeout=15)[topic].result(timeout=30)
+    a.create_topics([NewTopic(topic, partitions, 1, config=config or {})],
+                    request_timeout=15)[topic].result(timeout=30)
     # wait until metadata shows every partition with a leader (bounded)
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
@@ -38,6 +40,17 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
             return
         time.sleep(0.1)
     raise TimeoutError(f"topic {topic} not ready")
+
+
+def log_start_offset(bootstrap: str, topic: str, partition: int) -> int:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "lso-probe"})
+    try:
+        low, _ = c.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+        return int(low)
+    finally:
+        c.close()
 
 
 def delete_topic(bootstrap: str, topic: str) -> None:

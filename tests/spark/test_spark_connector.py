@@ -8,7 +8,14 @@ import time
 from pathlib import Path
 
 import pytest
-from spark_helpers import HighWatermarkCapProxy, Produced, create_topic, delete_topic, produce
+from spark_helpers import (
+    HighWatermarkCapProxy,
+    Produced,
+    create_topic,
+    delete_topic,
+    log_start_offset,
+    produce,
+)
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 
@@ -321,3 +328,45 @@ def test_reader_never_returns_offsets_at_or_above_the_high_watermark(
         assert proxy.fetches_capped > 0
     finally:
         proxy.close()
+
+
+def test_fail_on_data_loss_when_retention_moved_the_log_start(
+        spark, broker, topic_name, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Retention deletes the segments a checkpointed query has not read yet: fail naming the
+    offsets with failOnDataLoss=true; skip to the new log start with failOnDataLoss=false."""
+    if broker.kind != "floodmark":
+        pytest.skip("needs a broker with retention.bytes enforcement on a short timer")
+    bs = broker.bootstrap
+    create_topic(bs, topic_name, 1, config={"segment.bytes": "2000", "retention.bytes": "4000"})
+    produce(bs, topic_name, 10, partitions=1, headers=False)
+
+    def run(fail: str, ckpt: Path):  # type: ignore[no-untyped-def]
+        sdf = _stream(spark, bs, subscribe=topic_name, startingOffsets="earliest",
+                      failOnDataLoss=fail)
+        return (sdf.writeStream.format("parquet").option("path", str(ckpt) + "-out")
+                .option("checkpointLocation", str(ckpt)).trigger(availableNow=True).start())
+
+    for ckpt in (tmp_path / "strict", tmp_path / "lenient"):
+        q = run("true", ckpt)
+        assert q.awaitTermination(120) and q.exception() is None
+    # each record is one batch (flush_every=1) of ~80 B: 2000-B segments, 4000 B retained
+    produce(bs, topic_name, 300, partitions=1, start=10, headers=False, flush_every=1)
+    deadline = time.monotonic() + 30
+    while log_start_offset(bs, topic_name, 0) <= 10 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    start = log_start_offset(bs, topic_name, 0)
+    assert start > 10, "retention did not move the log start"
+
+    q = run("true", tmp_path / "strict")
+    with pytest.raises(Exception) as info:
+        q.awaitTermination(120)
+    msg = str(info.value)
+    assert f"{topic_name}-0" in msg and "[10, " in msg and "failOnDataLoss" in msg, msg
+
+    q = run("false", tmp_path / "lenient")
+    assert q.awaitTermination(120) and q.exception() is None
+    offs = sorted(r["offset"] for r in spark.read.parquet(str(tmp_path / "lenient") + "-out")
+                  .select("offset").collect())
+    assert offs[:10] == list(range(10))
+    assert offs[10] >= start and offs[-1] == 309
+    assert offs[10:] == list(range(offs[10], 310))  # from the new log start, nothing missing
