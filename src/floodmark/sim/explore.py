@@ -65,7 +65,13 @@ class SeedResult:
 
 
 def reproduce_command(seed: int, options: ExploreOptions) -> str:
-    return f"floodmark sim replay --seed {seed} --truncation {options.truncation.value} --replicas {options.replicas}"
+    command = (
+        f"floodmark sim replay --seed {seed} --truncation {options.truncation.value} "
+        f"--replicas {options.replicas}"
+    )
+    if options.fault_phase_ms != ExploreOptions.fault_phase_ms:
+        command += f" --fault-phase-ms {options.fault_phase_ms}"
+    return command
 
 
 class Nemesis:
