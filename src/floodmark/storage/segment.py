@@ -299,7 +299,9 @@ class Segment:
         )
 
     def on_become_inactive(self) -> None:
-        self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        if self.max_timestamp > self.time_index.last_timestamp:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self.dirty = True  # the final entry must reach the disk with the next flush
 
     def read_at(self, position: int, size: int) -> bytes:
         return self.log.read_at(position, size)
