@@ -442,3 +442,35 @@ def test_purgatory_outcomes() -> None:
         CompleteProduce(3, ErrorCode.NOT_LEADER_OR_FOLLOWER, -1)
     ]
     assert len(purgatory) == 0
+
+
+def test_eligible_leader_replicas_keep_the_last_replica_standing_safe() -> None:
+    """KIP-966 (T14): with ELR the ISR may empty, fenced in-sync members wait in the ELR, an
+    unclean shutdown removes a replica from it, and an ELR member is elected when the ISR is empty."""
+    r = reg([1, 0, 2], [1, 0, 2], 1, 0, 0)
+    step = build_change(r, target_isr=(1, 2), acceptable={1, 2}, min_insync_replicas=2)
+    assert step is not None and step.registration.elr == ()
+    step = build_change(step.registration, target_isr=(2,), acceptable={2}, min_insync_replicas=2)
+    assert step is not None and (step.registration.leader, step.registration.elr) == (2, (1,))
+    step = build_change(step.registration, target_isr=(), acceptable=set(), min_insync_replicas=2)
+    assert step is not None
+    assert (step.registration.leader, step.registration.isr, step.registration.elr) == (
+        -1,
+        (),
+        (1, 2),
+    )
+    step = build_change(step.registration, acceptable={0, 1}, min_insync_replicas=2)
+    assert step is not None and step.election is ElectionKind.CLEAN
+    assert (step.registration.leader, step.registration.isr, step.registration.elr) == (
+        1,
+        (1,),
+        (2,),
+    )
+    step = build_change(
+        step.registration, acceptable={0, 1, 2}, min_insync_replicas=2, unclean_shutdown=(2,)
+    )
+    assert step is not None and step.registration.elr == () and step.registration.leader == 1
+    # Without ELR the same history keeps b2 as the only ISR member and re-elects it.
+    r2 = reg([1, 0, 2], [2], -1, 3, 3)
+    again = build_change(r2, acceptable={0, 1, 2})
+    assert again is not None and again.registration.leader == 2

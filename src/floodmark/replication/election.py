@@ -11,8 +11,13 @@ Election (``elect_leader``), for the ONLINE election used on leader failure:
 3. else, only if ``unclean_leader_election_enable``, the first acceptable replica in assignment
    order (unclean: the new ISR is just that leader and the leader recovery state is RECOVERING —
    data the ISR had committed may be lost, and floodmark reports it);
-4. else no leader (-1); without eligible leader replicas (KIP-966, not implemented) the ISR then
-   keeps its last member, so the partition waits for exactly that broker.
+4. else no leader (-1). Without eligible leader replicas the ISR keeps its last member, so the
+   partition waits for exactly that broker — even if it lost data ("last replica standing").
+
+Eligible leader replicas (KIP-966 part 1) are optional: pass ``min_insync_replicas`` to
+``build_change``. Then the ISR may become empty; members that leave while the ISR is below min
+ISR join the ELR (minus replicas with an unclean shutdown); with an empty ISR the first
+acceptable ELR member in assignment order is elected (clean) and becomes the ISR.
 
 ``acceptable`` means registered, unfenced and not shutting down; the caller passes that set.
 ``validate_alter_partition`` is the controller's compare-and-set check of an ISR proposal.
@@ -42,6 +47,10 @@ class PartitionRegistration:
     leader_epoch: int
     partition_epoch: int
     leader_recovery_state: LeaderRecoveryState = LeaderRecoveryState.RECOVERED
+    elr: tuple[int, ...] = ()
+    """Eligible leader replicas (KIP-966): former ISR members that may still lead because they
+    left the ISR while it was below min ISR (so they hold every committed record). Only used when
+    the builder is given ``min_insync_replicas``."""
 
     @classmethod
     def initial(
@@ -102,26 +111,52 @@ def build_change(
     acceptable: Collection[int],
     unclean_leader_election_enable: bool = False,
     leader_recovered: bool = False,
+    min_insync_replicas: int | None = None,
+    unclean_shutdown: Collection[int] = (),
 ) -> PartitionChange | None:
     """Apply an ISR change and/or re-run the election; None when nothing would change.
 
-    The ISR never becomes empty (no KIP-966 ELR): if every member would be removed, the last
-    member stays and the partition goes leaderless until that broker is acceptable again.
+    Without ELR (``min_insync_replicas`` None) the ISR never becomes empty: if every member
+    would be removed, the last member stays and the partition goes leaderless until that broker
+    is acceptable again. With ELR the ISR may empty and ``unclean_shutdown`` replicas (they lost
+    unflushed data) are dropped from the ELR.
     """
+    replicas = current.replicas
+    elr_enabled = min_insync_replicas is not None
     isr = current.isr if target_isr is None else target_isr
-    isr = tuple(r for r in current.replicas if r in isr)  # assignment order, no strangers
-    if not isr:
+    isr = tuple(r for r in replicas if r in isr and not (elr_enabled and r in unclean_shutdown))
+    if not isr and not elr_enabled:
         isr = current.isr[-1:] if current.isr else ()
+    elr: tuple[int, ...] = ()
+    if elr_enabled:
+        assert min_insync_replicas is not None
+        if len(isr) < min_insync_replicas:
+            pool = set(current.elr) | set(current.isr)
+            elr = tuple(
+                r for r in replicas if r in pool and r not in isr and r not in unclean_shutdown
+            )
     result = elect_leader(
-        current.replicas,
+        replicas,
         isr,
         current.leader,
         acceptable,
-        unclean_leader_election_enable=unclean_leader_election_enable,
+        unclean_leader_election_enable=False,
     )
+    if result.kind is ElectionKind.NONE and elr_enabled and not isr:
+        for replica in replicas:
+            if replica in elr and replica in acceptable:
+                result = ElectionResult(replica, ElectionKind.CLEAN)
+                isr = (replica,)
+                elr = tuple(r for r in elr if r != replica)
+                break
+    if result.kind is ElectionKind.NONE and unclean_leader_election_enable:
+        result = elect_leader(
+            replicas, (), NO_LEADER, acceptable, unclean_leader_election_enable=True
+        )
     recovery = current.leader_recovery_state
     if result.kind is ElectionKind.UNCLEAN:
         isr = (result.leader,)
+        elr = ()
         recovery = LeaderRecoveryState.RECOVERING
     elif leader_recovered:
         recovery = LeaderRecoveryState.RECOVERED
@@ -134,6 +169,7 @@ def build_change(
         leader=result.leader,
         leader_epoch=leader_epoch,
         leader_recovery_state=recovery,
+        elr=elr,
     )
     if candidate == current:
         return None

@@ -99,10 +99,17 @@ def cmd_scenario(args: argparse.Namespace) -> int:
     for line in render_steps(result.steps, verbose=args.verbose):
         _print(line)
     _print()
-    if result.variants.get("clean"):
-        _print("clean-election variant (unclean.leader.election.enable=false):")
-        for line in render_steps(result.variants["clean"]["steps"], verbose=args.verbose):
+    titles = {
+        "clean": "clean-election variant (unclean.leader.election.enable=false):",
+        "eligible_leader_replicas": "variant with KIP-966 eligible leader replicas enabled:",
+    }
+    for key, variant in result.variants.items():
+        if "steps" not in variant:
+            continue
+        _print(titles.get(key, f"variant {key}:"))
+        for line in render_steps(variant["steps"], verbose=args.verbose):
             _print(line)
+        _print(f"  -> lost: {', '.join(variant['lost']) or 'nothing'}")
         _print()
     _print(f"acknowledged (acks=all): {', '.join(result.acknowledged) or '-'}")
     if result.acknowledged_acks1:

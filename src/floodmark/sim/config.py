@@ -34,5 +34,8 @@ class SimConfig:
     remove_unclean_from_isr: bool = True
     """KIP-966's unclean-shutdown rule: a broker that lost unflushed data leaves the ISR when it
     re-registers. The historical scenarios (pre-2024 Kafka) turn it off."""
+    eligible_leader_replicas: bool = False
+    """KIP-966 eligible leader replicas in the controller's elections (off by default, as the
+    rest of floodmark; the last-replica-standing scenario shows both)."""
     topic: str = "t"
     partition: int = 0

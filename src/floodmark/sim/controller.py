@@ -77,6 +77,7 @@ class SimController:
         self.world.record(
             f"controller {why}: leader={name(registration.leader)} epoch={registration.leader_epoch} "
             f"isr={[name(r) for r in registration.isr]} partition_epoch={registration.partition_epoch}"
+            + (f" elr={[name(r) for r in registration.elr]}" if registration.elr else "")
         )
         if registration.leader != old.leader or registration.leader_epoch != old.leader_epoch:
             self.cluster.on_election(registration)
@@ -87,12 +88,20 @@ class SimController:
         for broker_id in self.broker_epochs:
             self.net.send(NAME, self.cluster.name_of(broker_id), md)
 
-    def reelect(self, why: str, target_isr: tuple[int, ...] | None = None) -> None:
+    def reelect(
+        self,
+        why: str,
+        target_isr: tuple[int, ...] | None = None,
+        unclean_shutdown: tuple[int, ...] = (),
+    ) -> None:
+        cfg = self.config
         change = build_change(
             self.registration,
             target_isr=target_isr,
             acceptable=self.acceptable,
-            unclean_leader_election_enable=self.config.unclean_leader_election_enable,
+            unclean_leader_election_enable=cfg.unclean_leader_election_enable,
+            min_insync_replicas=cfg.min_insync_replicas if cfg.eligible_leader_replicas else None,
+            unclean_shutdown=unclean_shutdown,
         )
         if change is None:
             if target_isr is None:
@@ -176,10 +185,15 @@ class SimController:
         reg = self.registration
         first_registration = broker not in self.ever_registered
         self.ever_registered.add(broker)
-        if msg.lost_data and broker in reg.isr and self.config.remove_unclean_from_isr:
+        if (
+            msg.lost_data
+            and (broker in reg.isr or broker in reg.elr)
+            and self.config.remove_unclean_from_isr
+        ):
             self.reelect(
                 f"{name} restarted after losing unflushed data",
                 tuple(r for r in reg.isr if r != broker),
+                unclean_shutdown=(broker,),
             )
         elif reg.leader == broker and not first_registration:
             self.bump_epoch(f"{name} re-registered as leader")

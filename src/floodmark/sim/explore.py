@@ -35,6 +35,7 @@ from floodmark.sim.config import SimConfig
 from floodmark.sim.network import NetworkConfig, PartitionMode
 
 CONTROLLER = "controller"
+DEFAULT_FAULT_PHASE_MS = 4000
 CLIENTS = ("producer", "consumer")
 
 
@@ -42,7 +43,7 @@ CLIENTS = ("producer", "consumer")
 class ExploreOptions:
     replicas: int = 3
     truncation: Truncation = Truncation.LEADER_EPOCH
-    fault_phase_ms: int = 4000
+    fault_phase_ms: int = 4000  # keep equal to DEFAULT_FAULT_PHASE_MS
     converge_ms: int = 1500
     loss_probability: float = 0.01
 
@@ -69,7 +70,7 @@ def reproduce_command(seed: int, options: ExploreOptions) -> str:
         f"floodmark sim replay --seed {seed} --truncation {options.truncation.value} "
         f"--replicas {options.replicas}"
     )
-    if options.fault_phase_ms != ExploreOptions.fault_phase_ms:
+    if options.fault_phase_ms != DEFAULT_FAULT_PHASE_MS:
         command += f" --fault-phase-ms {options.fault_phase_ms}"
     return command
 

@@ -50,6 +50,7 @@ class Script:
         min_insync_replicas: int = 1,
         unclean_leader_election_enable: bool = False,
         remove_unclean_from_isr: bool = False,
+        eligible_leader_replicas: bool = False,
     ) -> None:
         config = SimConfig(
             replicas=len(names),
@@ -57,6 +58,7 @@ class Script:
             truncation=truncation,
             unclean_leader_election_enable=unclean_leader_election_enable,
             remove_unclean_from_isr=remove_unclean_from_isr,
+            eligible_leader_replicas=eligible_leader_replicas,
             autonomous=False,
             checkpoint_hw_on_change=True,
             produce_timeout_ms=10**9,  # acks=all waits for the HW or a leadership change
