@@ -223,6 +223,7 @@ class Log:
                     segment.rebuild_indexes(self.config.index_interval_bytes)
                     segment.on_become_inactive()
                     segment.dirty = True
+                segment.release_index_files()
                 continue
             truncated_at = self._recover_segment(segment, recovery_point)
             if truncated_at is None and next_base is not None:
@@ -239,6 +240,7 @@ class Log:
                     truncated_at = segment_end
             if truncated_at is None and next_base is not None:
                 segment.on_become_inactive()
+                segment.release_index_files()
             if truncated_at is not None:
                 recovered_from = truncated_at
                 # Everything after a corrupt point is discarded: later segments too.
@@ -469,6 +471,7 @@ class Log:
         if active.size == 0:
             return active
         active.on_become_inactive()
+        active.release_index_files()  # inactive segments keep one fd (their .log) open
         segment = self._add_segment(self.log_end_offset)
         segment.roll_base_ms = now_ms
         logger.info(

@@ -38,22 +38,69 @@ def segment_file_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
 
 
-class OffsetIndex:
-    __slots__ = ("base_offset", "handle", "positions", "relative_offsets")
+class LazyFile:
+    """A file opened on first use and closable when idle, so that inactive segments do not
+    hold index file descriptors (3 per segment would exhaust fds on logs with many segments)."""
 
-    def __init__(self, handle: FileHandle, base_offset: int) -> None:
-        self.handle = handle
+    __slots__ = ("_fs", "_handle", "dirty", "path")
+
+    def __init__(self, fs: FileSystem, path: str) -> None:
+        self._fs = fs
+        self.path = path
+        self._handle: FileHandle | None = None
+        self.dirty = False  # written or truncated since the last sync
+
+    def write(self, data: bytes) -> None:
+        self.handle.write(data)
+        self.dirty = True
+
+    def truncate(self, size: int) -> None:
+        self.handle.truncate(size)
+        self.dirty = True
+
+    def size(self) -> int:
+        return self.handle.size()
+
+    def read_at(self, position: int, size: int) -> bytes:
+        return self.handle.read_at(position, size)
+
+    def sync(self) -> None:
+        if self.dirty:
+            self.handle.fsync()
+            self.dirty = False
+
+    @property
+    def handle(self) -> FileHandle:
+        if self._handle is None:
+            self._handle = self._fs.open(self.path)
+        return self._handle
+
+    @property
+    def is_open(self) -> bool:
+        return self._handle is not None
+
+    def release(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+
+class OffsetIndex:
+    __slots__ = ("base_offset", "file", "positions", "relative_offsets")
+
+    def __init__(self, file: LazyFile, base_offset: int) -> None:
+        self.file = file
         self.base_offset = base_offset
         self.relative_offsets: list[int] = []
         self.positions: list[int] = []
 
     def load(self, segment_size: int) -> bool:
         """Read the file; False (and empty) if it fails the sanity check."""
-        size = self.handle.size()
+        size = self.file.size()
         if size % _OFFSET_ENTRY.size:
             self.clear_memory()
             return False
-        data = self.handle.read_at(0, size)
+        data = self.file.read_at(0, size)
         offsets: list[int] = []
         positions: list[int] = []
         for rel, pos in _OFFSET_ENTRY.iter_unpack(data):
@@ -73,7 +120,7 @@ class OffsetIndex:
         rel = offset - self.base_offset
         self.relative_offsets.append(rel)
         self.positions.append(position)
-        self.handle.write(_OFFSET_ENTRY.pack(rel, position))
+        self.file.write(_OFFSET_ENTRY.pack(rel, position))
 
     def lookup(self, offset: int) -> tuple[int, int]:
         """(offset, position) of the last entry at or before ``offset``, else (base, 0)."""
@@ -88,31 +135,31 @@ class OffsetIndex:
         if keep < len(self.positions):
             del self.relative_offsets[keep:]
             del self.positions[keep:]
-            self.handle.truncate(keep * _OFFSET_ENTRY.size)
+            self.file.truncate(keep * _OFFSET_ENTRY.size)
 
     def reset(self) -> None:
         self.clear_memory()
-        self.handle.truncate(0)
+        self.file.truncate(0)
 
     def __len__(self) -> int:
         return len(self.positions)
 
 
 class TimeIndex:
-    __slots__ = ("base_offset", "handle", "relative_offsets", "timestamps")
+    __slots__ = ("base_offset", "file", "relative_offsets", "timestamps")
 
-    def __init__(self, handle: FileHandle, base_offset: int) -> None:
-        self.handle = handle
+    def __init__(self, file: LazyFile, base_offset: int) -> None:
+        self.file = file
         self.base_offset = base_offset
         self.timestamps: list[int] = []
         self.relative_offsets: list[int] = []
 
     def load(self) -> bool:
-        size = self.handle.size()
+        size = self.file.size()
         if size % _TIME_ENTRY.size:
             self.clear_memory()
             return False
-        data = self.handle.read_at(0, size)
+        data = self.file.read_at(0, size)
         timestamps: list[int] = []
         offsets: list[int] = []
         for ts, rel in _TIME_ENTRY.iter_unpack(data):
@@ -137,7 +184,7 @@ class TimeIndex:
             rel = offset - self.base_offset
             self.timestamps.append(timestamp)
             self.relative_offsets.append(rel)
-            self.handle.write(_TIME_ENTRY.pack(timestamp, rel))
+            self.file.write(_TIME_ENTRY.pack(timestamp, rel))
 
     def lookup_below(self, timestamp: int) -> int:
         """An offset at or before the first record with timestamp >= ``timestamp``: the offset of
@@ -153,11 +200,11 @@ class TimeIndex:
         if keep < len(self.relative_offsets):
             del self.timestamps[keep:]
             del self.relative_offsets[keep:]
-            self.handle.truncate(keep * _TIME_ENTRY.size)
+            self.file.truncate(keep * _TIME_ENTRY.size)
 
     def reset(self) -> None:
         self.clear_memory()
-        self.handle.truncate(0)
+        self.file.truncate(0)
 
     def __len__(self) -> int:
         return len(self.timestamps)
@@ -244,10 +291,11 @@ class Segment:
             f"{dir_path}/{segment_file_name(base_offset, '.index')}"
         ) and fs.exists(f"{dir_path}/{segment_file_name(base_offset, '.timeindex')}")
         self.index = OffsetIndex(
-            fs.open(f"{dir_path}/{segment_file_name(base_offset, '.index')}"), base_offset
+            LazyFile(fs, f"{dir_path}/{segment_file_name(base_offset, '.index')}"), base_offset
         )
         self.time_index = TimeIndex(
-            fs.open(f"{dir_path}/{segment_file_name(base_offset, '.timeindex')}"), base_offset
+            LazyFile(fs, f"{dir_path}/{segment_file_name(base_offset, '.timeindex')}"),
+            base_offset,
         )
         self.bytes_since_last_index_entry = 0
         self.max_timestamp = NO_TIMESTAMP
@@ -264,7 +312,7 @@ class Segment:
         return self.log.size()
 
     def file_paths(self) -> list[str]:
-        return [self.log.path, self.index.handle.path, self.time_index.handle.path]
+        return [self.log.path, self.index.file.path, self.time_index.file.path]
 
     # -- appends ------------------------------------------------------------------------------
     def note_batch(
@@ -308,14 +356,18 @@ class Segment:
 
     def flush(self) -> None:
         self.log.fsync()
-        self.index.handle.fsync()
-        self.time_index.handle.fsync()
+        self.index.file.sync()
+        self.time_index.file.sync()
         self.dirty = False
 
     def close(self) -> None:
         self.log.close()
-        self.index.handle.close()
-        self.time_index.handle.close()
+        self.release_index_files()
+
+    def release_index_files(self) -> None:
+        """Close the index files; they are reopened on demand (also to fsync pending writes)."""
+        self.index.file.release()
+        self.time_index.file.release()
 
     # -- lookups ------------------------------------------------------------------------------
     def find_batch(self, offset: int, scan_bytes: int = 4096) -> tuple[int, BatchHeader] | None:
