@@ -154,6 +154,52 @@ def truncate_replica(rep: ReplicaState, offset: int) -> ReplicaState:
     return rep._replace(log=rep.log[:new_leo], cache=cache_pairs(cache), hw=min(rep.hw, new_leo))
 
 
+class CacheOps:
+    """Epoch-cache operations on ``CachePairs``, done by the real ``EpochCache`` and memoised per
+    model (per check run, so a test that patches ``EpochCache`` never sees stale answers)."""
+
+    __slots__ = ("_assign", "_truncate", "_views")
+
+    def __init__(self) -> None:
+        self._views: dict[CachePairs, EpochCache] = {}
+        self._assign: dict[tuple[CachePairs, int, int], CachePairs] = {}
+        self._truncate: dict[tuple[CachePairs, int], CachePairs] = {}
+
+    def view(self, pairs: CachePairs) -> EpochCache:
+        """A shared cache for read-only use (the truncation rules only read it)."""
+        cache = self._views.get(pairs)
+        if cache is None:
+            cache = self._views[pairs] = EpochCache(pairs)
+        return cache
+
+    def assign(self, pairs: CachePairs, epoch: int, start_offset: int) -> CachePairs:
+        key = (pairs, epoch, start_offset)
+        result = self._assign.get(key)
+        if result is None:
+            cache = EpochCache(pairs)
+            cache.assign(epoch, start_offset)
+            result = self._assign[key] = cache_pairs(cache)
+        return result
+
+    def truncate_from_end(self, pairs: CachePairs, end_offset: int) -> CachePairs:
+        key = (pairs, end_offset)
+        result = self._truncate.get(key)
+        if result is None:
+            cache = EpochCache(pairs)
+            cache.truncate_from_end(end_offset)
+            result = self._truncate[key] = cache_pairs(cache)
+        return result
+
+    def truncate(self, rep: ReplicaState, offset: int) -> ReplicaState:
+        """``truncate_replica`` with the memoised cache operation."""
+        new_leo = min(offset, len(rep.log))
+        return rep._replace(
+            log=rep.log[:new_leo],
+            cache=self.truncate_from_end(rep.cache, new_leo),
+            hw=min(rep.hw, new_leo),
+        )
+
+
 class Model:
     """Initial state, successor relation and helpers for one ``ModelConfig``."""
 
@@ -163,6 +209,7 @@ class Model:
         self.mode = config.truncation
         self.all_mask = (1 << self.n) - 1
         self._unknown_remote = (UNKNOWN_OFFSET,) * self.n
+        self.caches = CacheOps()
 
     # -- initial state ---------------------------------------------------------------------
     def initial_state(self) -> ModelState:
@@ -288,9 +335,7 @@ class Model:
         cache = rep.cache
         if self.mode.records_epoch_on_election:
             # KAFKA-7415: record (new epoch, LEO) before accepting any write.
-            c = EpochCache(cache)
-            c.assign(epoch, rep.leo)
-            cache = cache_pairs(c)
+            cache = self.caches.assign(cache, epoch, rep.leo)
         remote = list(self._unknown_remote)
         remote[r] = rep.leo
         rep = rep._replace(
@@ -316,7 +361,7 @@ class Model:
         )
         cut = rules.truncation_on_become_follower(self.mode, rep.leo, rep.hw)
         if cut is not None:
-            rep = truncate_replica(rep, cut)
+            rep = self.caches.truncate(rep, cut)
         return self._set_replica(state, r, rep)
 
     def _leader_actions(self, state: ModelState, r: int) -> Iterator[tuple[Action, ModelState]]:
@@ -324,13 +369,11 @@ class Model:
         # Produce carries no leader epoch: a zombie that still presumes leadership can append.
         if rep.leo < self.config.log_size and state.next_record_id < self.config.record_limit:
             record = state.next_record_id
-            cache = EpochCache(rep.cache)
-            cache.assign(rep.leader_epoch, rep.leo)
             remote = list(rep.remote_leo)
             remote[r] = rep.leo + 1
             new_rep = rep._replace(
                 log=(*rep.log, (rep.leader_epoch, record)),
-                cache=cache_pairs(cache),
+                cache=self.caches.assign(rep.cache, rep.leader_epoch, rep.leo),
                 remote_leo=tuple(remote),
             )
             nxt = state._replace(next_record_id=record + 1)
@@ -397,19 +440,19 @@ class Model:
     def _offsets_for_leader_epoch(self, state: ModelState, f: int, target: int) -> ModelState:
         rep = state.replicas[f]
         leader = state.replicas[target]
-        cache = EpochCache(rep.cache)
+        cache = self.caches.view(rep.cache)
         answer = rules.leader_end_offset_for(
-            self.mode, EpochCache(leader.cache), cache.latest_epoch, leader.leo
+            self.mode, self.caches.view(leader.cache), cache.latest_epoch, leader.leo
         )
         point = rules.truncation_point(self.mode, cache, rep.leo, rep.hw, answer)
-        rep = truncate_replica(rep, point.offset)._replace(pending_truncation=not point.final)
+        rep = self.caches.truncate(rep, point.offset)._replace(pending_truncation=not point.final)
         return self._set_replica(state, f, rep)
 
     def _fetch(self, state: ModelState, f: int, target: int) -> ModelState | None:
         rep = state.replicas[f]
         leader = state.replicas[target]
-        leader_cache = EpochCache(leader.cache)
-        follower_cache = EpochCache(rep.cache)
+        leader_cache = self.caches.view(leader.cache)
+        follower_cache = self.caches.view(rep.cache)
         check = rules.validate_fetch(
             self.mode, leader_cache, 0, leader.leo, rep.leo, follower_cache.latest_epoch
         )
@@ -421,7 +464,7 @@ class Model:
             # The leader does not update this follower's state on a diverging answer; a
             # non-final cut simply produces another diverging answer on the next fetch. A cut at
             # the LEO still drops empty epochs from the cache (Kafka's truncateTo).
-            cut = truncate_replica(rep, point.offset)
+            cut = self.caches.truncate(rep, point.offset)
             if cut == rep:
                 # No progress: the follower would fetch, get the same answer and cut nothing,
                 # forever. Reported as a self-loop that the TruncationProgress invariant flags.
@@ -430,7 +473,7 @@ class Model:
         if check.result is FetchValidation.OFFSET_OUT_OF_RANGE:
             # §4.7: a follower ahead of the leader truncates to the leader's LEO.
             if leader.leo < rep.leo:
-                return self._set_replica(state, f, truncate_replica(rep, leader.leo))
+                return self._set_replica(state, f, self.caches.truncate(rep, leader.leo))
             return None
         # Normal read from the follower's LEO. The response carries the HW from *before* this
         # fetch updated the leader's view of the follower (rule 5).
@@ -441,8 +484,9 @@ class Model:
         new_rep = rep
         if rep.leo < leader.leo:
             entry = leader.log[rep.leo]
-            follower_cache.assign(entry[0], rep.leo)
-            new_rep = rep._replace(log=(*rep.log, entry), cache=cache_pairs(follower_cache))
+            new_rep = rep._replace(
+                log=(*rep.log, entry), cache=self.caches.assign(rep.cache, entry[0], rep.leo)
+            )
         new_rep = new_rep._replace(hw=min(hw_snapshot, new_rep.leo))
         if new_rep == rep and new_leader == leader:
             return None
@@ -464,7 +508,7 @@ class Model:
             isr &= ~(1 << r)
         leader = NO_LEADER if state.controller_leader == r else state.controller_leader
         for keep in range(rep.leo):
-            cut = truncate_replica(rep, keep)._replace(
+            cut = self.caches.truncate(rep, keep)._replace(
                 leader=NO_LEADER,
                 isr=0,
                 remote_leo=(),
