@@ -185,6 +185,18 @@ class Script:
         self._settle()
         self.record(f"{name} loses contact with the controller and is fenced")
 
+    def deafen(self, name: str, event: str) -> None:
+        """Cut ``name`` from the controller without fencing it: it misses metadata changes."""
+        self.cluster.net.cut(name, CONTROLLER, PartitionMode.RESET)
+        self.record(event)
+
+    def undeafen(self, name: str, event: str) -> None:
+        """Heal ``name``'s link to the controller; the controller re-sends its metadata."""
+        self.cluster.net.heal(name, CONTROLLER)
+        self.cluster.controller.broadcast()
+        self._settle()
+        self.record(event)
+
     def rejoin(self, name: str) -> None:
         self.cluster.net.heal(name, CONTROLLER)
         self.cluster.controller.unfence(self._id(name))
