@@ -504,3 +504,32 @@ def test_recovery_validates_only_after_the_recovery_point() -> None:
     trusted.close()
     full = Log.open("/d/t-0", config, fs=fs, now_ms=0, recovery_point=0)
     assert full.log_end_offset == 0
+
+
+def test_dump_log_tool(tmp_path: object) -> None:
+    import io
+
+    from floodmark.storage.dump import dump_partition, main
+
+    path = f"{tmp_path}/t-0"
+    log = Log.open(path, LogConfig(segment_bytes=300, index_interval_bytes=10), now_ms=0)
+    for epoch in (1, 1, 2):
+        log.append_as_leader(
+            build_batch([Record(0, 5, b"key", b"value-%d" % epoch)]), epoch, now_ms=0
+        )
+    log.append_as_leader(batch(2, size=200), 2, now_ms=0)
+    log.close()
+    out = io.StringIO()
+    assert dump_partition(path, out, records=True, index=True) == 0
+    text = out.getvalue()
+    assert "leader-epoch-checkpoint: {1:0, 2:2}" in text
+    assert "base_offset=2 last_offset=2 count=1 leader_epoch=2" in text
+    assert "offset=1 timestamp=5 key=key value=value-1" in text
+    assert "index (sane)" in text
+    with open(f"{path}/00000000000000000000.log", "r+b") as f:
+        f.seek(70)
+        f.write(b"\xff")
+    out = io.StringIO()
+    assert dump_partition(path, out) == 1
+    assert "CORRUPT" in out.getvalue()
+    assert main([path]) == 1
