@@ -130,18 +130,17 @@ class FloodmarkBatchReader(_ReadsRanges, DataSourceReader):
         ranges = []
         for tp in tps:
             hw = bounds[tp].end_for(o.client.isolation_level)
-            s = ofs.check_start(tp, start[tp], bounds[tp], o.fail_on_data_loss)
-            e = min(end[tp], hw)  # never past the high watermark
             if end[tp] > hw:
                 log.warning("endingOffsets %d of %s-%d is above the high watermark %d; reading "
-                            "up to the high watermark", end[tp], tp.topic, tp.partition, hw)
-            if s > e and start[tp] <= hw:
-                continue
+                            "only up to the high watermark", end[tp], tp.topic, tp.partition, hw)
+            e = min(end[tp], hw)  # never past the high watermark
+            s = ofs.check_start(tp, start[tp], bounds[tp], o.fail_on_data_loss)
             if s > hw:
                 data_loss(f"startingOffsets {s} of {tp.topic}-{tp.partition} is above the high "
                           f"watermark {hw}", o.fail_on_data_loss)
                 continue
-            ranges.append(OffsetRange(tp.topic, tp.partition, s, e))
+            if s < e:
+                ranges.append(OffsetRange(tp.topic, tp.partition, s, e))
         parts = split_ranges(ranges, o.min_partitions)
         log.info("batch read of %s: %d tasks", o.subscription, len(parts))
         return parts
