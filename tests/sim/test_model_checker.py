@@ -105,7 +105,7 @@ def test_epoch_offset_mode_kip101_fast_leader_changes(fencing: bool, steps: int)
 
 
 def test_high_watermark_mode_three_replicas() -> None:
-    result = check(ModelConfig(HW, replicas=3, log_size=2, max_epoch=3))
+    result = check(ModelConfig(HW, replicas=3, log_size=1, max_epoch=3))
     assert result.violation is not None and result.depth == 9
     assert_valid_trace(result)
 
@@ -113,7 +113,7 @@ def test_high_watermark_mode_three_replicas() -> None:
 def test_kip279_without_fencing_fails_with_three_replicas() -> None:
     """verification.md §2.2: a follower truncates against a stale leader that never took over;
     KIP-320 fencing (on in leader-epoch mode) is what prevents it."""
-    result = check(ModelConfig(LE, replicas=3, log_size=2, max_epoch=3, fencing=False))
+    result = check(ModelConfig(LE, replicas=3, log_size=1, max_epoch=3, fencing=False))
     assert result.violation is not None
     assert result.violation.invariant == "StrongIsr"
     assert len(result.trace) - 1 == 12
@@ -205,7 +205,8 @@ def test_unclean_restart_of_sole_isr_member_loses_committed_data() -> None:
 def test_last_replica_standing_three_replicas_min_isr_two() -> None:
     """KIP-966 / T14: even with RF=3, min ISR 2 and a single unclean restart, the leader-epoch
     rules without ELR expose a committed record missing from an ISR member."""
-    result = check(ModelConfig(LE, replicas=3, min_insync_replicas=2, unclean_restarts=1))
+    config = ModelConfig(LE, replicas=3, log_size=1, min_insync_replicas=2, unclean_restarts=1)
+    result = check(config)
     assert result.violation is not None
     assert any(s.action is not None and s.action.kind == "UncleanRestart" for s in result.trace)
     assert_valid_trace(result)
