@@ -281,3 +281,53 @@ def test_recovery_from_torn_or_corrupt_tail(
             headers[-1].next_offset if headers else reopened.log_start_offset
         )
         reopened.close()
+
+
+@SETTINGS
+@given(
+    specs=batch_specs,
+    config=configs,
+    seed=st.integers(0, 2**16),
+    reads=st.lists(
+        st.tuples(st.floats(0, 1), st.integers(0, 5000), st.floats(0, 1.2)), max_size=15
+    ),
+)
+def test_reads_match_reference(
+    specs: list[tuple[int, int, bool, Compression]],
+    config: LogConfig,
+    seed: int,
+    reads: list[tuple[float, int, float]],
+) -> None:
+    """read(start, max_bytes, limit) returns exactly the batches a reference computes: from the
+    batch holding start, within that segment, ending at or below limit, max_bytes but >= 1."""
+    fs = MemoryFileSystem()
+    log = Log.open("/data/read-0", config, fs=fs, now_ms=0)
+    for i, (data, epoch) in enumerate(make_batches(specs, seed)):
+        log.append_as_leader(data, epoch, now_ms=i)
+    full = log.read_all()
+    bases = log.segment_base_offsets()
+    batches = [(h, full[p : p + h.size]) for p, h in iter_batches(full)]
+    leo = log.log_end_offset
+    for start_f, max_bytes, limit_f in reads:
+        start = int(start_f * leo)
+        limit = int(limit_f * leo)
+        info = log.read(start, max_bytes, limit)
+        expected = b""
+        holder = next((i for i, (h, _) in enumerate(batches) if h.last_offset >= start), None)
+        if holder is not None and start < min(limit, leo):
+            segment = max(b for b in bases if b <= batches[holder][0].base_offset)
+            for h, data in batches[holder:]:
+                if max(b for b in bases if b <= h.base_offset) != segment:
+                    break
+                if h.next_offset > limit:
+                    break
+                if expected and len(expected) + len(data) > max_bytes:
+                    break
+                expected += data
+        assert bytes(info.records) == expected, (start, max_bytes, limit)
+        if expected:
+            assert info.first_offset == BatchHeader(expected).base_offset
+            assert (
+                fs.read_file(info.segment_path or "")[info.position : info.position + info.size]
+                == expected
+            )

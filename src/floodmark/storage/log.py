@@ -721,8 +721,14 @@ class Log:
     def _read_from(
         self, segment: Segment, position: int, first: BatchHeader, max_bytes: int, limit: int
     ) -> ReadInfo:
-        segment_size = segment.size
-        want = max(first.size, min(max_bytes, segment_size - position))
+        available = segment.size - position
+        if limit < self.log_end_offset:
+            # Reading for a consumer below the LEO: no need to read past the first indexed batch
+            # at or beyond the limit.
+            bound = segment.index.position_at_or_after(limit)
+            if bound is not None and bound > position:
+                available = min(available, bound - position)
+        want = max(first.size, min(max_bytes, available))
         data = segment.read_at(position, want)
         end = 0
         next_offset = first.base_offset

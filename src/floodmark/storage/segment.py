@@ -129,6 +129,12 @@ class OffsetIndex:
             return self.base_offset, 0
         return self.base_offset + self.relative_offsets[i], self.positions[i]
 
+    def position_at_or_after(self, offset: int) -> int | None:
+        """Position of the first indexed batch whose base offset is >= ``offset`` (None if no
+        entry is): every batch ending at or before ``offset`` lies before that position."""
+        i = bisect.bisect_left(self.relative_offsets, offset - self.base_offset)
+        return self.positions[i] if i < len(self.positions) else None
+
     def truncate_to_position(self, position: int) -> None:
         """Drop entries at or beyond ``position`` (file and memory)."""
         keep = bisect.bisect_left(self.positions, position)
