@@ -474,3 +474,30 @@ def test_eligible_leader_replicas_keep_the_last_replica_standing_safe() -> None:
     r2 = reg([1, 0, 2], [2], -1, 3, 3)
     again = build_change(r2, acceptable={0, 1, 2})
     assert again is not None and again.registration.leader == 2
+
+
+def test_uncleanly_elected_leader_reports_recovered_with_its_first_expansion() -> None:
+    """KIP-704: the controller refuses a larger ISR while RECOVERING unless the leader reports
+    RECOVERED; floodmark's leader has nothing to recover and says so in its first proposal."""
+    log = FakeLog()
+    log.append(0, 3)
+    recovering = PartitionRegistration((1, 2), (1,), 1, 1, 1, LeaderRecoveryState.RECOVERING)
+    leader = leader_with(log, recovering)
+    d = leader.handle_follower_fetch(log, fetch(2, 3, 1, 1), 0)
+    request = next(e for e in d.effects if isinstance(e, ProposeIsr)).request
+    assert request.new_isr == (1, 2) and request.leader_recovered
+    error = validate_alter_partition(
+        recovering, request, registered_broker_epochs={1: -1}, acceptable={1, 2}
+    )
+    assert error is ErrorCode.NONE
+    assert (
+        apply_alter_partition(recovering, request).leader_recovery_state
+        is LeaderRecoveryState.RECOVERED
+    )
+    unreported = AlterPartitionRequest(1, -1, 1, 1, (1, 2), (-1, -1))
+    assert (
+        validate_alter_partition(
+            recovering, unreported, registered_broker_epochs={1: -1}, acceptable={1, 2}
+        )
+        is ErrorCode.INVALID_REQUEST
+    )

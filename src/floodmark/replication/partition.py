@@ -619,8 +619,8 @@ class Partition:
         if not isinstance(role, LeaderState):
             return []
         state = self.replica_states[replica_id]
-        if role.recovery_state is LeaderRecoveryState.RECOVERING:
-            return []  # the controller accepts no larger ISR until we report RECOVERED
+        # After an unclean election (RECOVERING, KIP-704) there is nothing to recover locally
+        # (no transactions), so the first ISR proposal reports RECOVERED (see ``_proposal``).
         if not isr_rules.can_expand_isr(
             role.isr_state,
             state,
