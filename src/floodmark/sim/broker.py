@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.records import decode_batch, iter_batches, simple_batch
+from floodmark.replication.election import AlterPartitionRequest
+from floodmark.replication.isr import proposed_isr
 from floodmark.replication.partition import (
     ACKS_NONE,
     AssignEpoch,
@@ -270,7 +272,28 @@ class SimBroker:
                 self.log.assign_epoch(effect.epoch, effect.start_offset)
             elif isinstance(effect, ProposeIsr):
                 self.world.record(f"{self.name} propose ISR {list(effect.request.new_isr)}")
-                self.net.send(self.name, "controller", m.AlterPartition(effect.request))
+                self._send_alter_partition(effect.request)
+
+    def _send_alter_partition(self, request: AlterPartitionRequest) -> None:
+        """Send an ISR proposal; resend it while it is still pending after a request timeout
+        (the request or its answer may be lost; a duplicate is answered INVALID_UPDATE_VERSION and
+        the metadata push then settles the state)."""
+        self.net.send(self.name, "controller", m.AlterPartition(request))
+        if self.config.autonomous:
+            self._timer(self.config.request_timeout_ms, self._retry_alter_partition, request)
+
+    def _retry_alter_partition(self, request: AlterPartitionRequest) -> None:
+        p = self.partition
+        if p is None or not isinstance(p.role, LeaderState):
+            return
+        state = p.role.isr_state
+        if (
+            state.is_inflight
+            and proposed_isr(state) == request.new_isr
+            and p.leader_epoch == request.leader_epoch
+        ):
+            self.world.record(f"{self.name} resend AlterPartition {list(request.new_isr)}")
+            self._send_alter_partition(request)
 
     def truncate(self, offset: int, reason: str) -> None:
         assert self.log is not None and self.partition is not None
