@@ -533,3 +533,57 @@ def test_dump_log_tool(tmp_path: object) -> None:
     assert dump_partition(path, out) == 1
     assert "CORRUPT" in out.getvalue()
     assert main([path]) == 1
+
+
+def test_deferred_flush_on_a_worker_thread(tmp_path: object) -> None:
+    import threading
+
+    config = LogConfig(segment_bytes=len(batch(2)) * 2)
+    log = Log.open(f"{tmp_path}/t-0", config, now_ms=0)
+    for _ in range(3):
+        log.append_as_leader(batch(2), leader_epoch=1, now_ms=0)
+    ticket = log.begin_flush()
+    assert ticket.target_offset == 6 and ticket.handles
+    worker = threading.Thread(target=ticket.run)
+    worker.start()
+    # The owning thread keeps appending (and rolling) while the fsyncs run.
+    for _ in range(3):
+        log.append_as_leader(batch(2), leader_epoch=1, now_ms=0)
+    worker.join(timeout=30)
+    assert ticket.done
+    log.complete_flush(ticket)
+    assert log.recovery_point == 6  # only what the ticket covered
+    log.flush()
+    assert log.recovery_point == 12
+
+
+def test_flush_ticket_is_stale_after_truncation() -> None:
+    fs = MemoryFileSystem()
+    log = Log.open("/d/t-0", LogConfig(), fs=fs, now_ms=0)
+    for _ in range(4):
+        log.append_as_leader(batch(1), leader_epoch=1, now_ms=0)
+    ticket = log.begin_flush()
+    log.truncate_to(2)
+    for _ in range(3):
+        log.append_as_leader(batch(1), leader_epoch=2, now_ms=0)
+    ticket.run()
+    log.complete_flush(ticket)
+    assert log.recovery_point == 2  # the ticket described data that was truncated away
+
+
+def test_fsync_failure_takes_the_log_offline() -> None:
+    fs = MemoryFileSystem()
+    log = Log.open("/d/t-0", LogConfig(), fs=fs, now_ms=0)
+    log.append_as_leader(batch(1), leader_epoch=1, now_ms=0)
+    fs.fail_next_fsyncs(1)
+    with pytest.raises(KafkaError) as excinfo:
+        log.flush()
+    assert excinfo.value.code is ErrorCode.KAFKA_STORAGE_ERROR
+    assert log.recovery_point == 0
+    with pytest.raises(KafkaError) as excinfo:
+        log.append_as_leader(batch(1), leader_epoch=1, now_ms=0)
+    assert excinfo.value.code is ErrorCode.KAFKA_STORAGE_ERROR
+    log.close()  # closes without flushing
+    fs.crash(lose_unsynced=True)
+    reopened = Log.open("/d/t-0", LogConfig(), fs=fs, now_ms=0)
+    assert reopened.log_end_offset == 0  # the write never became durable

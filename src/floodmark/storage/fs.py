@@ -43,6 +43,11 @@ class FileHandle(Protocol):
         """A real OS file descriptor (for ``os.sendfile``), or None for in-memory files."""
         ...
 
+    def duplicate(self) -> FileHandle:
+        """An independent handle on the same file (``os.dup``), e.g. to fsync it on another
+        thread while the original may be closed."""
+        ...
+
 
 class FileSystem(Protocol):
     def open(self, path: str, *, create: bool = True) -> FileHandle:
@@ -116,6 +121,9 @@ class RealFileHandle:
 
     def fileno(self) -> int | None:
         return self._fd
+
+    def duplicate(self) -> RealFileHandle:
+        return RealFileHandle(self._path, os.dup(self._fd))
 
 
 class RealFileSystem:
@@ -216,13 +224,23 @@ def _not_found(path: str) -> FileNotFoundError:
 _DIR = None  # marker value for directories in the namespace maps
 
 
-class MemoryFileHandle:
-    __slots__ = ("_closed", "_inode", "_path")
+class _Faults:
+    """Fault knobs shared by a MemoryFileSystem and its handles."""
 
-    def __init__(self, path: str, inode: _Inode) -> None:
+    __slots__ = ("fsync_failures",)
+
+    def __init__(self) -> None:
+        self.fsync_failures = 0
+
+
+class MemoryFileHandle:
+    __slots__ = ("_closed", "_faults", "_inode", "_path")
+
+    def __init__(self, path: str, inode: _Inode, faults: _Faults | None = None) -> None:
         self._path = path
         self._inode = inode
         self._closed = False
+        self._faults = faults if faults is not None else _Faults()
 
     @property
     def path(self) -> str:
@@ -241,6 +259,9 @@ class MemoryFileHandle:
         return len(self._inode.data)
 
     def fsync(self) -> None:
+        if self._faults.fsync_failures > 0:
+            self._faults.fsync_failures -= 1
+            raise OSError(errno.EIO, os.strerror(errno.EIO), self._path)
         self._inode.sync()
 
     def truncate(self, size: int) -> None:
@@ -258,6 +279,9 @@ class MemoryFileHandle:
     def fileno(self) -> int | None:
         return None
 
+    def duplicate(self) -> MemoryFileHandle:
+        return MemoryFileHandle(self._path, self._inode, self._faults)
+
 
 class MemoryFileSystem:
     """A deterministic in-memory disk that can lose what was not fsynced.
@@ -272,6 +296,11 @@ class MemoryFileSystem:
         self._durable: dict[str, _Inode | None] = {"/": _DIR}
         self.fsync_count = 0
         self.crash_count = 0
+        self._faults = _Faults()
+
+    def fail_next_fsyncs(self, count: int) -> None:
+        """The next ``count`` file fsyncs raise EIO and make nothing durable (a failing disk)."""
+        self._faults.fsync_failures = count
 
     # -- namespace helpers --------------------------------------------------------------------
     def _parent_must_exist(self, path: str) -> None:
@@ -297,7 +326,7 @@ class MemoryFileSystem:
                 raise _not_found(path)
             self._parent_must_exist(path)
             self._names[path] = _Inode()
-        return MemoryFileHandle(path, self._file(path))
+        return MemoryFileHandle(path, self._file(path), self._faults)
 
     def read_file(self, path: str) -> bytes:
         return bytes(self._file(_norm(path)).data)

@@ -40,7 +40,7 @@ from floodmark.storage.checkpoints import (
     TopicPartition,
 )
 from floodmark.storage.config import FlushPolicy, LogConfig
-from floodmark.storage.fs import FileSystem, RealFileSystem
+from floodmark.storage.fs import FileHandle, FileSystem, RealFileSystem
 from floodmark.storage.segment import MAX_RELATIVE_OFFSET, Segment, scan_batches
 
 logger = logging.getLogger(__name__)
@@ -65,6 +65,43 @@ class AppendInfo:
     log_append_time_ms: int
     first_batch_epoch: int
     offset_of_max_timestamp: int = -1
+
+
+class FlushTicket:
+    """fsyncs captured by ``Log.begin_flush``; ``run`` may execute on any thread."""
+
+    __slots__ = ("directory", "done", "error", "fs", "generation", "handles", "target_offset")
+
+    def __init__(
+        self,
+        fs: FileSystem,
+        handles: list[FileHandle],
+        directory: str | None,
+        target_offset: int,
+        generation: int,
+    ) -> None:
+        self.fs = fs
+        self.handles = handles
+        self.directory = directory
+        self.target_offset = target_offset
+        self.generation = generation
+        self.done = False
+        self.error: OSError | None = None
+
+    def run(self) -> None:
+        """fsync every captured file (and the directory), then close the duplicates. Never
+        raises: a failure is recorded and reported by ``Log.complete_flush``."""
+        try:
+            for handle in self.handles:
+                handle.fsync()
+            if self.directory is not None:
+                self.fs.fsync_dir(self.directory)
+            self.done = True
+        except OSError as exc:
+            self.error = exc
+        finally:
+            for handle in self.handles:
+                handle.close()
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +164,8 @@ class Log:
         self._dir_dirty = False
         self._closed = False
         self._recovered_epochs: list[tuple[int, int]] = []
+        self._flush_generation = 0  # bumped by truncation: older flush tickets are stale
+        self._storage_error: str | None = None
         # Bytes read per step when scanning from an index entry to a batch: one index interval
         # plus room for the next header.
         self._scan_bytes = min(self.config.index_interval_bytes + 2 * HEADER_SIZE, 1 << 20)
@@ -850,6 +889,8 @@ class Log:
             new_end = self._segment_next_offset(active)
         old_end = self.log_end_offset
         self.log_end_offset = new_end
+        self._flush_generation += 1
+        self.recovery_point = min(self.recovery_point, new_end)
         logger.info(
             "%s truncated log from end offset %d to %d (requested %d)",
             self._ctx(),
@@ -886,6 +927,8 @@ class Log:
         self._add_segment(offset)
         self.log_start_offset = offset
         self.log_end_offset = offset
+        self._flush_generation += 1
+        self.recovery_point = offset
         self.flush()  # durable before the checkpoint changes, as in truncate_to
         self.epoch_cache.clear()
         self._write_epoch_checkpoint()
@@ -991,28 +1034,59 @@ class Log:
 
     def flush(self, now_ms: int | None = None) -> None:
         """fsync every segment with unsynced data (and the directory if segments were created or
-        deleted); the recovery point becomes the log end offset."""
+        deleted); the recovery point becomes the log end offset. An fsync error is fatal for the
+        log (KAFKA_STORAGE_ERROR from then on): after a failed fsync the kernel may have dropped
+        the dirty pages, so retrying could report success for data that is gone."""
+        ticket = self.begin_flush(now_ms)
+        ticket.run()
+        self.complete_flush(ticket)
+
+    def begin_flush(self, now_ms: int | None = None) -> FlushTicket:
+        """Capture the pending fsyncs (on the thread that owns the log). ``ticket.run()`` does
+        the fsyncs and may run on a worker thread (it holds its own duplicated handles, so the
+        log may keep appending, roll or delete segments meanwhile); then call
+        ``complete_flush(ticket)`` on the owning thread to advance the recovery point."""
+        self._check_open()
+        handles: list[FileHandle] = []
         for segment in self.segments:
             if segment.dirty:
-                segment.flush()
-        if self._dir_dirty:
-            self.fs.fsync_dir(self.path)
-            self._dir_dirty = False
-        self.recovery_point = self.log_end_offset
+                handles.extend(segment.take_sync_handles())
+        directory = self.path if self._dir_dirty else None
+        self._dir_dirty = False
         self._unflushed_messages = 0
         self._flush_requested = False
         if now_ms is not None:
             self._last_flush_ms = now_ms
+        return FlushTicket(self.fs, handles, directory, self.log_end_offset, self._flush_generation)
+
+    def complete_flush(self, ticket: FlushTicket) -> None:
+        if not ticket.done:
+            self._storage_error = f"fsync failed: {ticket.error}"
+            logger.error("%s %s; the log is offline", self._ctx(), self._storage_error)
+            raise KafkaError(
+                ErrorCode.KAFKA_STORAGE_ERROR, f"{self.topic_partition}: {self._storage_error}"
+            )
+        if ticket.generation == self._flush_generation:
+            target = min(ticket.target_offset, self.log_end_offset)
+            self.recovery_point = max(self.recovery_point, target)
 
     def close(self) -> None:
+        """Flush (unless the log is offline after an fsync error) and close every file."""
         if self._closed:
             return
-        self.flush()
-        for segment in self.segments:
-            segment.close()
-        self._closed = True
+        try:
+            if self._storage_error is None:
+                self.flush()
+        finally:
+            for segment in self.segments:
+                segment.close()
+            self._closed = True
 
     def _check_open(self) -> None:
+        if self._storage_error is not None:
+            raise KafkaError(
+                ErrorCode.KAFKA_STORAGE_ERROR, f"{self.topic_partition}: {self._storage_error}"
+            )
         if self._closed:
             raise KafkaError(
                 ErrorCode.KAFKA_STORAGE_ERROR, f"{self.topic_partition}: log is closed"

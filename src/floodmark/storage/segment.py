@@ -69,6 +69,14 @@ class LazyFile:
             self.handle.fsync()
             self.dirty = False
 
+    def take_sync_handle(self) -> FileHandle | None:
+        """For a deferred fsync: a duplicate handle if there are unsynced writes (and mark them
+        as being synced), else None."""
+        if not self.dirty:
+            return None
+        self.dirty = False
+        return self.handle.duplicate()
+
     @property
     def handle(self) -> FileHandle:
         if self._handle is None:
@@ -365,6 +373,17 @@ class Segment:
         self.index.file.sync()
         self.time_index.file.sync()
         self.dirty = False
+
+    def take_sync_handles(self) -> list[FileHandle]:
+        """Duplicate handles of the files with unsynced writes, for a deferred fsync; the
+        segment counts as clean afterwards (the caller must run the fsyncs)."""
+        handles = [self.log.duplicate()]
+        for file in (self.index.file, self.time_index.file):
+            handle = file.take_sync_handle()
+            if handle is not None:
+                handles.append(handle)
+        self.dirty = False
+        return handles
 
     def close(self) -> None:
         self.log.close()
