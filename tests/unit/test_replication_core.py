@@ -501,3 +501,15 @@ def test_uncleanly_elected_leader_reports_recovered_with_its_first_expansion() -
         )
         is ErrorCode.INVALID_REQUEST
     )
+
+
+def test_expansion_response_commits_whatever_the_assignment_order() -> None:
+    """The proposal lists the ISR in assignment order; the pending state must still match it."""
+    log = FakeLog()
+    leader = leader_with(log, reg([1, 2, 3], [2, 3], 2))
+    d = leader.handle_follower_fetch(log, fetch(1, 0, -1, 0), 0)
+    request = next(e for e in d.effects if isinstance(e, ProposeIsr)).request
+    assert request.new_isr == (1, 2, 3)
+    committed = reg([1, 2, 3], [1, 2, 3], 2, 0, 1)
+    leader.handle_alter_partition_response(log, request, ErrorCode.NONE, committed, 1)
+    assert isinstance(leader.role.isr_state, CommittedIsr) and leader.isr == (1, 2, 3)  # type: ignore[union-attr]

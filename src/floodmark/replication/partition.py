@@ -675,7 +675,7 @@ class Partition:
         role = self.role
         if not isinstance(role, LeaderState) or not role.isr_state.is_inflight:
             return []
-        if isr_rules.proposed_isr(role.isr_state) != proposal.new_isr or (
+        if set(isr_rules.proposed_isr(role.isr_state)) != set(proposal.new_isr) or (
             role.leader_epoch != proposal.leader_epoch
         ):
             return []  # our state moved on meanwhile

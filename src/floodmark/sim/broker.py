@@ -289,7 +289,7 @@ class SimBroker:
         state = p.role.isr_state
         if (
             state.is_inflight
-            and proposed_isr(state) == request.new_isr
+            and set(proposed_isr(state)) == set(request.new_isr)
             and p.leader_epoch == request.leader_epoch
         ):
             self.world.record(f"{self.name} resend AlterPartition {list(request.new_isr)}")
