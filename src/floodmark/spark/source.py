@@ -43,6 +43,7 @@ from pyspark.sql.types import (
 from floodmark.spark import offsets as ofs
 from floodmark.spark.fetcher import client_for, data_loss, read_range
 from floodmark.spark.options import SourceOptions, parse_source_options
+from floodmark.spark.protocol import KafkaClient
 from floodmark.spark.writer import FloodmarkBatchWriter, FloodmarkStreamWriter
 
 log = logging.getLogger(__name__)
@@ -161,7 +162,7 @@ class FloodmarkStreamReader(_ReadsRanges, DataSourceStreamReader, SupportsTrigge
         return {"opts": self.opts, "_initial": None, "_available_now": None,
                 "_latest_seen": None, "_last_trigger_ms": None}
 
-    def _client(self):  # type: ignore[no-untyped-def]
+    def _client(self) -> KafkaClient:
         return client_for(self.opts.client)
 
     def initialOffset(self) -> dict[str, dict[str, int]]:
