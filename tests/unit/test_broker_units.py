@@ -108,6 +108,11 @@ def test_config_layers(tmp_path: Path) -> None:
     assert (cfg.listen_host, cfg.listen_port) == ("0.0.0.0", 1234)
     with pytest.raises(ValueError):
         BrokerConfig.load(data_dir=tmp_path, overrides=["nonsense"])
+    with pytest.raises(ValueError, match="unsafe"):
+        BrokerConfig.load(data_dir=tmp_path, overrides=["floodmark.truncation=high-watermark"])
+    unsafe = BrokerConfig.load(data_dir=tmp_path, overrides=[
+        "floodmark.truncation=epoch-offset", "floodmark.truncation.allow.unsafe=true"])
+    assert unsafe.truncation.value == "epoch-offset"
 
 
 def test_local_controller_persists_and_never_reuses_producer_ids(tmp_path: Path) -> None:

@@ -135,7 +135,8 @@ class Broker:
             plog, hw = self.storage.open_log(meta.name, p.partition, meta.configs, self.now_ms())
             ps = PartitionState(meta.name, p.partition, self.node_id, p.leader_epoch, plog,
                                 min_insync_replicas=min_isr, checkpointed_high_watermark=hw,
-                                replicas=p.replicas, isr_at_open=p.isr)
+                                replicas=p.replicas, isr_at_open=p.isr,
+                                truncation=self.config.truncation)
             # Producer state is rebuilt from the batch headers in the log (idempotence survives
             # restarts): the last five batches of each producer id.
             for h in plog.iter_batch_headers():

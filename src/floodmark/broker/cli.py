@@ -35,10 +35,14 @@ def run_broker(args: argparse.Namespace) -> int:
         level=args.log_level.upper(), stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    config = BrokerConfig.load(
-        data_dir=args.data_dir, listen=args.listen, advertised=args.advertised,
-        config_file=args.config, overrides=args.overrides, node_id=args.node_id,
-    )
+    try:
+        config = BrokerConfig.load(
+            data_dir=args.data_dir, listen=args.listen, advertised=args.advertised,
+            config_file=args.config, overrides=args.overrides, node_id=args.node_id,
+        )
+    except (ValueError, OSError) as exc:
+        print(f"floodmark broker: {exc}", file=sys.stderr)
+        return 2
     try:
         import uvloop
 

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from floodmark.replication.modes import DEFAULT_TRUNCATION, Truncation
+
 # Broker-level defaults, Kafka's names. Where floodmark differs from Kafka it says why.
 DEFAULTS: dict[str, Any] = {
     "node.id": 1,
@@ -37,6 +39,10 @@ DEFAULTS: dict[str, Any] = {
     "log.retention.check.interval.ms": 300_000,
     "replica.lag.time.max.ms": 30000,
     "transactional.id.expiration.ms": 604_800_000,
+    # floodmark's protocol mode (SPEC §2). Anything but leader-epoch is known to lose or diverge
+    # data and needs floodmark.truncation.allow.unsafe=true to start.
+    "floodmark.truncation": "leader-epoch",
+    "floodmark.truncation.allow.unsafe": False,
 }
 
 # Topic-level config names and the broker setting each one defaults from.
@@ -88,6 +94,20 @@ class BrokerConfig:
     def get(self, name: str) -> Any:
         return self.settings.get(name, DEFAULTS.get(name))
 
+    @property
+    def truncation(self) -> Truncation:
+        return Truncation.parse(str(self.get("floodmark.truncation")))
+
+    def validate(self) -> None:
+        """Refuse configurations the broker must not run with."""
+        mode = self.truncation
+        if mode is not DEFAULT_TRUNCATION and not self.get("floodmark.truncation.allow.unsafe"):
+            raise ValueError(
+                f"floodmark.truncation={mode.value} is unsafe (it loses acknowledged data or lets "
+                "replicas diverge, see docs/replication.md); set "
+                "floodmark.truncation.allow.unsafe=true to run it anyway"
+            )
+
     def topic_defaults(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for name, broker_name in TOPIC_CONFIG_DEFAULTS.items():
@@ -118,7 +138,9 @@ class BrokerConfig:
             settings["node.id"] = node_id
         host, port = parse_host_port(listen)
         adv_host, adv_port = parse_host_port(advertised) if advertised else (None, None)
-        return cls(Path(data_dir), host, port, adv_host, adv_port, settings)
+        config = cls(Path(data_dir), host, port, adv_host, adv_port, settings)
+        config.validate()
+        return config
 
 
 def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

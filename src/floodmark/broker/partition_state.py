@@ -19,6 +19,7 @@ from floodmark.errors import ErrorCode
 from floodmark.replication import fencing
 from floodmark.replication.election import PartitionRegistration
 from floodmark.replication.epochs import EpochEndOffset
+from floodmark.replication.modes import DEFAULT_TRUNCATION, Truncation
 from floodmark.replication.partition import (
     AssignEpoch,
     Effect,
@@ -45,13 +46,15 @@ class PartitionState:
     replicas: tuple[int, ...] = ()
     isr_at_open: tuple[int, ...] = ()
     partition_epoch: int = 0
+    truncation: Truncation = DEFAULT_TRUNCATION
     producers: ProducerStateTable = field(default_factory=ProducerStateTable)
     core: Partition = field(init=False)
 
     def __post_init__(self) -> None:
         replicas = self.replicas or (self.node_id,)
         self.core = Partition(PartitionConfig(self.topic, self.partition, self.node_id,
-                                              min_insync_replicas=self.min_insync_replicas))
+                                              min_insync_replicas=self.min_insync_replicas,
+                                              truncation=self.truncation))
         self.core.high_watermark = Partition.clamp_high_watermark(
             self.checkpointed_high_watermark, self.log)
         registration = PartitionRegistration(
