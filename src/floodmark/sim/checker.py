@@ -15,6 +15,8 @@ acked-write-lost       every acknowledged acks=all write, and every record a con
                        leader (reported, not flagged, when the schedule broke SPEC's premise)
 consumer-below-hw      a consumer is never served an offset >= the leader's HW
 no-divergence          at the end, no two replicas hold different records at one offset
+converged-after-heal   (liveness) after every fault healed and the producer stopped: a leader,
+                       the full replica set in the ISR, one LEO and HW == LEO on every replica
 =====================  ======================================================================
 """
 
@@ -179,3 +181,26 @@ class Checker:
         leader = self.cluster.leader()
         if leader is not None:
             self.check_complete(leader, f"final leader {leader.name}")
+        self.check_converged()
+
+    def check_converged(self) -> None:
+        cluster = self.cluster
+        registration = cluster.controller.registration
+        states = {
+            b.name: (b.log.log_end_offset, b.partition.high_watermark)
+            for b in cluster.brokers
+            if b.alive and b.log is not None and b.partition is not None
+        }
+        problems: list[str] = []
+        if cluster.leader() is None:
+            problems.append("no leader")
+        if len(states) != len(cluster.brokers):
+            problems.append("a broker is down")
+        if set(registration.isr) != set(registration.replicas):
+            problems.append(f"ISR {[cluster.name_of(r) for r in registration.isr]}")
+        if len({leo for leo, _hw in states.values()}) > 1 or any(
+            hw != leo for leo, hw in states.values()
+        ):
+            problems.append(f"(LEO, HW) per replica {states}")
+        if problems:
+            self.flag("converged-after-heal", "not converged after healing: " + "; ".join(problems))
