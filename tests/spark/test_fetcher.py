@@ -1,0 +1,60 @@
+"""The connector's Kafka-protocol reader without Spark: codecs written by librdkafka, bounds."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import Producer
+from spark_helpers import create_topic
+
+from floodmark.spark.fetcher import ClientConfig, DataLossError, read_range
+from floodmark.spark.protocol import KafkaClient
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_reads_every_codec_librdkafka_writes(broker, topic_name, codec: str) -> None:  # type: ignore[no-untyped-def]
+    bs = broker.bootstrap
+    create_topic(bs, topic_name, 1)
+    p = Producer({"bootstrap.servers": bs, "acks": "all", "enable.idempotence": True,
+                  "compression.type": codec, "linger.ms": 20})
+    values = [b"value-%d-" % i + b"z" * (i % 50) for i in range(700)]
+    for i, v in enumerate(values):
+        p.produce(topic_name, value=v, key=None if i % 5 == 0 else b"k%d" % i, partition=0,
+                  headers=[("i", str(i).encode())], timestamp=1_700_000_000_000 + i)
+    assert p.flush(30) == 0
+
+    client = KafkaClient(bs)
+    b = client.bounds(topic_name, 0)
+    assert (b.log_start_offset, b.high_watermark) == (0, 700)
+    rows = []
+    for rb in read_range(ClientConfig(bs), topic_name, 0, 0, b.high_watermark,
+                         include_headers=True, fail_on_data_loss=True):
+        rows += rb.to_pylist()
+    assert [r["offset"] for r in rows] == list(range(700))
+    assert [r["value"] for r in rows] == values
+    assert [r["key"] for r in rows] == [None if i % 5 == 0 else b"k%d" % i for i in range(700)]
+    assert [r["headers"] for r in rows] == [[{"key": "i", "value": str(i).encode()}]
+                                            for i in range(700)]
+    # a sub-range starting and ending inside batches
+    part = [r["offset"] for rb in read_range(ClientConfig(bs), topic_name, 0, 123, 456,
+                                             include_headers=False, fail_on_data_loss=True)
+            for r in rb.to_pylist()]
+    assert part == list(range(123, 456))
+
+
+def test_range_beyond_the_log_is_data_loss(broker, topic_name) -> None:  # type: ignore[no-untyped-def]
+    """A task promised offsets the log no longer has (truncated below the plan) fails with
+    failOnDataLoss and returns what exists without it."""
+    bs = broker.bootstrap
+    create_topic(bs, topic_name, 1)
+    p = Producer({"bootstrap.servers": bs, "acks": "all"})
+    for i in range(10):
+        p.produce(topic_name, value=b"%d" % i, partition=0)
+    assert p.flush(30) == 0
+    cfg = ClientConfig(bs, truncation_grace_ms=300)
+    with pytest.raises(DataLossError, match=rf"\[10, 20\) of {topic_name}-0"):
+        list(read_range(cfg, topic_name, 0, 0, 20, include_headers=False, fail_on_data_loss=True))
+    got = [r["offset"] for rb in read_range(cfg, topic_name, 0, 0, 20, include_headers=False,
+                                            fail_on_data_loss=False) for r in rb.to_pylist()]
+    assert got == list(range(10))
