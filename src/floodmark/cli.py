@@ -8,6 +8,7 @@ Registration modules (each exposes ``register(subparsers)``; a subcommand's hand
 - ``floodmark.broker.cli``   -> ``floodmark broker``, ``topic``, ``produce``, ``consume``
 - ``floodmark.cluster_cli``  -> ``floodmark cluster up|down|status|kill|start``
 - ``floodmark.demo``         -> ``floodmark demo`` (the README's main job)
+- ``floodmark.storage.dump`` -> ``floodmark dump-log`` (read-only look inside a partition directory)
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ _REGISTRARS: tuple[tuple[str, str | None], ...] = (
     ("floodmark.broker.cli", None),
     ("floodmark.cluster_cli", None),
     ("floodmark.demo", None),
+    ("floodmark.storage.dump", None),
 )
 
 
