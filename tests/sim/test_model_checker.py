@@ -35,14 +35,23 @@ def committed_records(result: CheckResult) -> set[tuple[int, int, int]]:
 
 # -- proofs ------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
-    ("replicas", "log_size", "max_epoch"),
-    [(2, 2, 3), (2, 2, 4), (2, 3, 4), (3, 2, 2)],
+    ("replicas", "log_size", "max_epoch", "async_isr"),
+    [
+        (2, 2, 3, True),
+        (2, 2, 4, True),
+        (2, 3, 4, True),
+        (3, 2, 2, True),
+        (2, 2, 3, False),
+        (3, 2, 2, False),
+    ],
 )
-def test_leader_epoch_mode_holds_exhaustively(replicas: int, log_size: int, max_epoch: int) -> None:
-    result = check(
-        ModelConfig(LE, replicas=replicas, log_size=log_size, max_epoch=max_epoch),
-        time_limit_s=120,
+def test_leader_epoch_mode_holds_exhaustively(
+    replicas: int, log_size: int, max_epoch: int, async_isr: bool
+) -> None:
+    config = ModelConfig(
+        LE, replicas=replicas, log_size=log_size, max_epoch=max_epoch, async_isr=async_isr
     )
+    result = check(config, time_limit_s=120)
     assert result.violation is None, result.violation
     assert result.complete and result.holds
     assert result.states > 1_000 and result.depth > 10
@@ -50,16 +59,16 @@ def test_leader_epoch_mode_holds_exhaustively(replicas: int, log_size: int, max_
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("replicas", "log_size", "max_epoch"),
-    [(3, 2, 3), (2, 3, 5)],
+    ("replicas", "log_size", "max_epoch", "async_isr"),
+    [(3, 2, 3, False), (2, 3, 5, True)],
 )
 def test_leader_epoch_mode_holds_bigger_bounds(
-    replicas: int, log_size: int, max_epoch: int
+    replicas: int, log_size: int, max_epoch: int, async_isr: bool
 ) -> None:
-    result = check(
-        ModelConfig(LE, replicas=replicas, log_size=log_size, max_epoch=max_epoch),
-        time_limit_s=1800,
+    config = ModelConfig(
+        LE, replicas=replicas, log_size=log_size, max_epoch=max_epoch, async_isr=async_isr
     )
+    result = check(config, time_limit_s=1800)
     assert result.violation is None, result.violation
     assert result.holds
 
@@ -113,7 +122,8 @@ def test_high_watermark_mode_three_replicas() -> None:
 def test_kip279_without_fencing_fails_with_three_replicas() -> None:
     """verification.md §2.2: a follower truncates against a stale leader that never took over;
     KIP-320 fencing (on in leader-epoch mode) is what prevents it."""
-    result = check(ModelConfig(LE, replicas=3, log_size=1, max_epoch=3, fencing=False))
+    config = ModelConfig(LE, replicas=3, log_size=1, max_epoch=3, fencing=False, async_isr=False)
+    result = check(config)
     assert result.violation is not None
     assert result.violation.invariant == "StrongIsr"
     assert len(result.trace) - 1 == 12
@@ -183,7 +193,7 @@ def test_isr_expansion_without_leso_rule_is_caught(monkeypatch: pytest.MonkeyPat
     """KAFKA-7128: expanding the ISR with a follower below the leader's epoch start offset lets
     an ISR member miss records a previous leader committed."""
     monkeypatch.setattr(Model, "_leso", lambda self, rep: 0)
-    result = check(ModelConfig(LE, replicas=3, log_size=2, max_epoch=2))
+    result = check(ModelConfig(LE, replicas=3, log_size=2, max_epoch=2, async_isr=False))
     assert result.violation is not None
     assert result.violation.invariant == "StrongIsr"
     assert result.trace[-1].action is not None
@@ -205,7 +215,9 @@ def test_unclean_restart_of_sole_isr_member_loses_committed_data() -> None:
 def test_last_replica_standing_three_replicas_min_isr_two() -> None:
     """KIP-966 / T14: even with RF=3, min ISR 2 and a single unclean restart, the leader-epoch
     rules without ELR expose a committed record missing from an ISR member."""
-    config = ModelConfig(LE, replicas=3, log_size=1, min_insync_replicas=2, unclean_restarts=1)
+    config = ModelConfig(
+        LE, replicas=3, log_size=1, min_insync_replicas=2, unclean_restarts=1, async_isr=False
+    )
     result = check(config)
     assert result.violation is not None
     assert any(s.action is not None and s.action.kind == "UncleanRestart" for s in result.trace)

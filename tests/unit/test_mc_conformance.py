@@ -39,6 +39,21 @@ def reachable(config: ModelConfig, limit: int) -> list[ModelState]:
     return list(seen)
 
 
+def isr_state(model: Model, rep: ReplicaState) -> object:
+    """The broker's explicit ISR state for the model's (committed ISR, proposal) pair."""
+    isr = tuple(members(rep.isr, model.n))
+    committed = isr_rules.CommittedIsr(isr)
+    if not rep.pending_isr:
+        return committed
+    proposed = members(rep.pending_isr, model.n)
+    added = [r for r in proposed if r not in isr]
+    if added:
+        assert len(added) == 1 and set(isr) <= set(proposed)
+        return isr_rules.PendingExpandIsr(isr, added[0], committed)
+    removing = tuple(r for r in isr if r not in proposed)
+    return isr_rules.PendingShrinkIsr(isr, removing, committed)
+
+
 def broker_hw(model: Model, current_hw: int, r: int, rep: ReplicaState) -> int:
     n = model.n
     return int(
@@ -47,7 +62,7 @@ def broker_hw(model: Model, current_hw: int, r: int, rep: ReplicaState) -> int:
             leader_id=r,
             leader_log_end_offset=rep.leo,
             replicas=tuple(range(n)),
-            isr_state=isr_rules.CommittedIsr(tuple(members(rep.isr, n))),
+            isr_state=isr_state(model, rep),
             replica_states={
                 f: isr_rules.ReplicaState(f, log_end_offset=rep.remote_leo[f])
                 for f in range(n)
@@ -63,7 +78,9 @@ def broker_hw(model: Model, current_hw: int, r: int, rep: ReplicaState) -> int:
 
 CONFIGS = [
     ModelConfig(Truncation.LEADER_EPOCH, replicas=2, log_size=2, max_epoch=3),
+    ModelConfig(Truncation.LEADER_EPOCH, replicas=2, log_size=2, max_epoch=3, async_isr=False),
     ModelConfig(Truncation.LEADER_EPOCH, replicas=3, log_size=2, max_epoch=2),
+    ModelConfig(Truncation.LEADER_EPOCH, replicas=3, log_size=2, max_epoch=2, async_isr=False),
     ModelConfig(
         Truncation.LEADER_EPOCH, replicas=3, log_size=2, max_epoch=2, min_insync_replicas=2
     ),
@@ -72,12 +89,16 @@ CONFIGS = [
 ]
 
 
-@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: f"{c.truncation.value}-{c.replicas}")
+@pytest.mark.parametrize(
+    "config",
+    CONFIGS,
+    ids=lambda c: f"{c.truncation.value}-{c.replicas}-{'async' if c.async_isr else 'atomic'}",
+)
 def test_model_rules_match_replication_core(config: ModelConfig) -> None:
     model = Model(config)
     states = reachable(config, limit=20_000)
     assert len(states) > 500
-    checked_hw = checked_fetch = checked_expand = checked_shrink = 0
+    checked_hw = checked_fetch = checked_expand = checked_shrink = checked_pending = 0
     for state in states:
         successors = list(model.successors(state))
         offered = {action for action, _ in successors}
@@ -86,6 +107,7 @@ def test_model_rules_match_replication_core(config: ModelConfig) -> None:
                 # The leader's HW is a fixpoint of the broker's rule ...
                 assert broker_hw(model, rep.hw, r, rep) == rep.hw
                 checked_hw += 1
+                checked_pending += bool(rep.pending_isr)
             elif rep.leader >= 0:
                 # ... and fetch admission is the broker's fencing check.
                 leader = state.replicas[rep.leader]
@@ -96,14 +118,16 @@ def test_model_rules_match_replication_core(config: ModelConfig) -> None:
                 admitted = model._leader_for_fetch(state, r) is not None
                 assert admitted == (error is ErrorCode.NONE), (state, r, error)
                 checked_fetch += 1
-            current = state.controller_leader == r and state.controller_epoch == rep.leader_epoch
-            if rep.leader != r or not current:
+            if rep.leader != r:
                 continue
+            current = state.controller_leader == r and state.controller_epoch == rep.leader_epoch
+            if not config.async_isr and not current:
+                continue  # atomic ISR changes: only the controller's current leader proposes
             isr = tuple(members(rep.isr, model.n))
-            committed = isr_rules.CommittedIsr(isr)
+            current_isr_state = isr_state(model, rep)
             lagging = set(
                 isr_rules.out_of_sync_replicas(
-                    committed,
+                    current_isr_state,
                     leader_id=r,
                     leader_log_end_offset=rep.leo,
                     replica_states={
@@ -124,7 +148,7 @@ def test_model_rules_match_replication_core(config: ModelConfig) -> None:
                 if f in isr:
                     continue
                 expected = isr_rules.can_expand_isr(
-                    committed,
+                    current_isr_state,
                     isr_rules.ReplicaState(f, log_end_offset=rep.remote_leo[f]),
                     high_watermark=rep.hw,
                     leader_epoch_start_offset=rep.leso,
@@ -138,3 +162,4 @@ def test_model_rules_match_replication_core(config: ModelConfig) -> None:
                 if rep.leader == r:
                     assert broker_hw(model, state.replicas[r].hw, r, rep) == rep.hw
     assert checked_hw and checked_fetch and checked_shrink and checked_expand
+    assert bool(checked_pending) == config.async_isr

@@ -213,3 +213,49 @@ def test_config_validation() -> None:
     assert ModelConfig(Truncation.EPOCH_OFFSET).fenced  # the broker fences in every mode
     assert not ModelConfig(Truncation.HIGH_WATERMARK, fencing=False).fenced
     assert ModelConfig(Truncation.LEADER_EPOCH, log_size=3).record_limit == 3
+
+
+def test_pending_shrink_does_not_advance_hw_until_accepted() -> None:
+    """Maximal ISR: a member being removed still counts until the controller agrees."""
+    model, s = leader_a_follower_b(Truncation.LEADER_EPOCH)
+    s = step(model, s, "LeaderWrite", A, 0)
+    assert s.replicas[A].hw == 0
+    s = step(model, s, "LeaderShrinkIsr", A, B)  # B never fetched: out of sync
+    assert s.replicas[A].pending_isr == 0b01 and s.replicas[A].isr == 0b11
+    assert s.replicas[A].hw == 0 and s.controller_isr == 0b11
+    assert not any(a.kind in ("LeaderShrinkIsr", "LeaderExpandIsr") for a in enabled(model, s))
+    s = step(model, s, "AlterPartitionAccepted", A)
+    assert s.replicas[A].isr == 0b01 and s.replicas[A].pending_isr == 0
+    assert s.controller_isr == 0b01
+    assert s.replicas[A].hw == 1  # alone in the ISR now: r0 committed
+
+
+def test_pending_expand_counts_at_once_and_zombie_proposal_is_rejected() -> None:
+    model, s = leader_a_follower_b(Truncation.LEADER_EPOCH)
+    s = step(model, s, "LeaderShrinkIsr", A, B)
+    s = step(model, s, "AlterPartitionAccepted", A)
+    s = step(model, s, "LeaderWrite", A, 0)
+    assert s.replicas[A].hw == 1
+    s = step(model, s, "Fetch", B, A)
+    s = step(model, s, "Fetch", B, A)  # B's LEO 1 >= HW 1 and >= LESO 0: may rejoin
+    s = step(model, s, "LeaderExpandIsr", A, B)
+    assert s.replicas[A].pending_isr == 0b11
+    s2 = step(model, s, "LeaderWrite", A, 1)
+    assert s2.replicas[A].hw == 1  # B counts already: the HW waits for it
+    s2 = step(model, s2, "AlterPartitionAccepted", A)
+    assert s2.controller_isr == 0b11 and s2.replicas[A].isr == 0b11
+
+    # A zombie's proposal: the controller moved on (epoch 1, leader B) -> rejected.
+    model, s = leader_a_follower_b(Truncation.LEADER_EPOCH)
+    s = step(model, s, "ElectLeader", B)
+    s = step(model, s, "LeaderShrinkIsr", A, B)
+    assert Action("AlterPartitionAccepted", A) not in enabled(model, s)
+    s = step(model, s, "AlterPartitionRejected", A)
+    assert s.replicas[A].pending_isr == 0 and s.replicas[A].isr == 0b11
+    assert s.controller_isr == 0b11 and s.controller_leader == B
+
+
+def test_atomic_isr_changes_commit_immediately() -> None:
+    model, s = leader_a_follower_b(Truncation.LEADER_EPOCH, async_isr=False)  # type: ignore[arg-type]
+    s = step(model, s, "LeaderShrinkIsr", A, B)
+    assert s.replicas[A].isr == 0b01 and s.controller_isr == 0b01 and s.replicas[A].pending_isr == 0

@@ -64,6 +64,8 @@ class ReplicaState(NamedTuple):
     """EPOCH_OFFSET mode: must ask OffsetsForLeaderEpoch before fetching (KIP-101 as shipped)."""
     leso: int = 0
     """Leader only: leader epoch start offset, the LEO when it took over this epoch (KAFKA-7128)."""
+    pending_isr: int = 0
+    """Leader only: the ISR (bit mask) of an AlterPartition proposal in flight; 0 = none."""
 
     @property
     def leo(self) -> int:
@@ -114,6 +116,9 @@ class ModelConfig:
     fencing: bool = True
     """KIP-320 epoch fencing on fetch/OffsetsForLeaderEpoch. On by default in every mode because
     the broker (``replication.partition``) fences in every mode; off reproduces pre-2.1 Kafka."""
+    async_isr: bool = True
+    """AlterPartition as a round trip: the leader's proposal stays pending (counted in the maximal
+    ISR) until the controller accepts or rejects it. False: accepted atomically when proposed."""
     names: tuple[str, ...] = field(default=("A", "B", "C", "D", "E"))
 
     def __post_init__(self) -> None:
@@ -239,13 +244,13 @@ class Model:
         return state.replicas[r].leader == r
 
     def _leader_hw(self, rep: ReplicaState, self_id: int) -> int:
-        """Leader HW = max(HW, min LEO over itself and its cached ISR), frozen below min ISR."""
-        isr = members(rep.isr, self.n)
+        """Leader HW = max(HW, min LEO over itself and its maximal ISR — the committed ISR plus a
+        member being added), frozen while the committed ISR is below min ISR."""
         effective_min_isr = min(self.config.min_insync_replicas, self.n)
-        if len(isr) < effective_min_isr:
+        if len(members(rep.isr, self.n)) < effective_min_isr:
             return rep.hw
         new_hw = rep.leo
-        for r in isr:
+        for r in members(rep.isr | rep.pending_isr, self.n):
             if r != self_id:
                 new_hw = min(new_hw, rep.remote_leo[r])
         return max(rep.hw, new_hw)
@@ -346,6 +351,7 @@ class Model:
             remote_leo=tuple(remote),
             pending_truncation=False,
             leso=rep.leo,
+            pending_isr=0,
         )
         return self._with_leader(state, r, rep)
 
@@ -358,6 +364,7 @@ class Model:
             remote_leo=(),
             pending_truncation=self.mode is Truncation.EPOCH_OFFSET,
             leso=0,
+            pending_isr=0,
         )
         cut = rules.truncation_on_become_follower(self.mode, rep.leo, rep.hw)
         if cut is not None:
@@ -378,9 +385,13 @@ class Model:
             )
             nxt = state._replace(next_record_id=record + 1)
             yield Action("LeaderWrite", r, record), self._with_leader(nxt, r, new_rep)
-        # ISR changes: an AlterPartition compare-and-set that only the current leader in the
-        # current leader epoch wins (modelled as accepted at once).
-        if state.controller_leader != r or state.controller_epoch != rep.leader_epoch:
+        # ISR changes are AlterPartition proposals: one at a time; the controller accepts only
+        # the current leader in the current leader epoch (compare-and-set).
+        if self.config.async_isr:
+            if rep.pending_isr:
+                yield from self._alter_partition_response(state, r)
+                return
+        elif state.controller_leader != r or state.controller_epoch != rep.leader_epoch:
             return
         for f in range(self.n):
             if f == r:
@@ -389,20 +400,36 @@ class Model:
             known = rep.remote_leo[f]
             if in_isr and known != rep.leo:
                 # Shrink: a follower that has not caught up to the leader's LEO (§3.2).
-                new_isr = rep.isr & ~(1 << f)
-                nxt = state._replace(controller_isr=new_isr)
-                yield (
-                    Action("LeaderShrinkIsr", r, f),
-                    self._with_leader(nxt, r, rep._replace(isr=new_isr)),
-                )
+                yield Action("LeaderShrinkIsr", r, f), self._propose(state, r, rep.isr & ~(1 << f))
             elif not in_isr and known >= rep.hw and known >= self._leso(rep):
                 # Expand: LEO (as learned from its fetches) >= HW and >= LESO (§3.3, KAFKA-7128).
-                new_isr = rep.isr | (1 << f)
-                nxt = state._replace(controller_isr=new_isr)
-                yield (
-                    Action("LeaderExpandIsr", r, f),
-                    self._with_leader(nxt, r, rep._replace(isr=new_isr)),
-                )
+                yield Action("LeaderExpandIsr", r, f), self._propose(state, r, rep.isr | (1 << f))
+
+    def _propose(self, state: ModelState, r: int, new_isr: int) -> ModelState:
+        rep = state.replicas[r]
+        if self.config.async_isr:
+            # Pending: a member being added counts for the HW at once; one being removed still
+            # counts until the controller agrees (maximal ISR).
+            return self._with_leader(state, r, rep._replace(pending_isr=new_isr))
+        nxt = state._replace(controller_isr=new_isr)
+        return self._with_leader(nxt, r, rep._replace(isr=new_isr))
+
+    def _alter_partition_response(
+        self, state: ModelState, r: int
+    ) -> Iterator[tuple[Action, ModelState]]:
+        """The controller handles the leader's pending proposal and the leader gets the answer."""
+        rep = state.replicas[r]
+        if state.controller_leader == r and state.controller_epoch == rep.leader_epoch:
+            new_isr = rep.pending_isr
+            nxt = state._replace(controller_isr=new_isr)
+            accepted = rep._replace(isr=new_isr, pending_isr=0)
+            yield Action("AlterPartitionAccepted", r), self._with_leader(nxt, r, accepted)
+        else:
+            # FENCED_LEADER_EPOCH / NOT_CONTROLLER-style rejection: back to the committed ISR.
+            yield (
+                Action("AlterPartitionRejected", r),
+                self._with_leader(state, r, rep._replace(pending_isr=0)),
+            )
 
     def _leso(self, rep: ReplicaState) -> int:
         """Leader epoch start offset, checked before an ISR expansion in every mode (KAFKA-7128),
@@ -515,6 +542,7 @@ class Model:
                 pending_truncation=False,
                 leader_epoch=state.controller_epoch,
                 leso=0,
+                pending_isr=0,
             )
             nxt = self._set_replica(state, r, cut)._replace(restarts_left=state.restarts_left - 1)
             yield Action("UncleanRestart", r, keep), self._publish(nxt, leader, isr)

@@ -41,9 +41,16 @@ def describe(action: Action | None, after: ModelState, config: ModelConfig) -> s
     if kind == "LeaderWrite":
         return f"{name} (leader) appends r{action.arg}"
     if kind == "LeaderShrinkIsr":
-        return f"{name} (leader) shrinks the ISR: removes {other}"
+        verb = "proposes removing" if config.async_isr else "shrinks the ISR: removes"
+        return f"{name} (leader) {verb} {other}"
     if kind == "LeaderExpandIsr":
-        return f"{name} (leader) expands the ISR: adds {other}"
+        verb = "proposes adding" if config.async_isr else "expands the ISR: adds"
+        return f"{name} (leader) {verb} {other}"
+    if kind == "AlterPartitionAccepted":
+        isr = ",".join(_names(config, after.controller_isr))
+        return f"controller accepts {name}'s AlterPartition: ISR {{{isr}}}"
+    if kind == "AlterPartitionRejected":
+        return f"controller rejects {name}'s AlterPartition (stale leader epoch)"
     if kind == "Fetch":
         return f"{name} fetches from {other}"
     if kind == STUCK_FETCH:
@@ -63,6 +70,8 @@ def replica_dict(rep: ReplicaState) -> dict[str, Any]:
         "epochs": [[e, s] for e, s in rep.cache],
         "leader_epoch": rep.leader_epoch,
         "leader": rep.leader,
+        "isr": rep.isr,
+        "proposed_isr": rep.pending_isr,
     }
 
 
@@ -83,6 +92,8 @@ def step_dict(step: TraceStep, config: ModelConfig) -> dict[str, Any]:
             config.name(r): {
                 **replica_dict(rep),
                 "leader": config.name(rep.leader) if rep.leader != NO_LEADER else None,
+                "isr": _names(config, rep.isr) if rep.leader == r else None,
+                "proposed_isr": _names(config, rep.pending_isr) if rep.pending_isr else None,
             }
             for r, rep in enumerate(state.replicas)
         },
@@ -107,6 +118,7 @@ def result_dict(result: CheckResult) -> dict[str, Any]:
         "min_insync_replicas": config.min_insync_replicas,
         "unclean_restarts": config.unclean_restarts,
         "fencing": config.fenced,
+        "async_isr": config.async_isr,
         "states": result.states,
         "transitions": result.transitions,
         "depth": result.depth,
@@ -123,6 +135,8 @@ def _replica_line(config: ModelConfig, r: int, rep: ReplicaState) -> str:
     cache = ", ".join(f"{e}:{s}" for e, s in rep.cache)
     if rep.leader == r:
         role = f"leader e{rep.leader_epoch} ISR={{{','.join(_names(config, rep.isr))}}}"
+        if rep.pending_isr:
+            role += f" proposed={{{','.join(_names(config, rep.pending_isr))}}}"
     elif rep.leader != NO_LEADER:
         role = f"follows {config.name(rep.leader)} e{rep.leader_epoch}"
     else:
@@ -155,7 +169,8 @@ def result_text(result: CheckResult) -> str:
         f"model check: truncation={config.truncation.value} replicas={config.replicas} "
         f"log-size={config.log_size} max-epoch={config.max_epoch} "
         f"max-records={config.record_limit} min-isr={config.min_insync_replicas} "
-        f"unclean-restarts={config.unclean_restarts} fencing={fencing}"
+        f"unclean-restarts={config.unclean_restarts} fencing={fencing} "
+        f"isr-changes={'async' if config.async_isr else 'atomic'}"
     )
     lines = [
         header,
