@@ -375,3 +375,62 @@ def test_fail_on_data_loss_when_retention_moved_the_log_start(
     assert offs[:10] == list(range(10))
     assert offs[10] >= start and offs[-1] == 309
     assert offs[10:] == list(range(offs[10], 310))  # from the new log start, nothing missing
+
+
+def test_exactly_once_sink_survives_replay_and_a_half_published_batch(
+        spark, broker, topic_name, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """floodmark.exactlyOnce=true: a replayed micro-batch (Spark's commit log entry lost) is not
+    published twice, and a micro-batch whose publishing died half-way is completed, not
+    duplicated."""
+    from confluent_kafka import Producer
+
+    from floodmark.spark.exactly_once import BATCH_HEADER, SINK_HEADER, sink_id
+    from floodmark.spark.protocol import KafkaClient
+
+    bs = broker.bootstrap
+    src, dst = topic_name, topic_name + "-eo"
+    create_topic(bs, src, 2)
+    create_topic(bs, dst, 2)
+    first = produce(bs, src, 600, partitions=2)
+    ckpt = tmp_path / "ckpt"
+
+    def run() -> list[dict]:
+        q = (_stream(spark, bs, subscribe=src, startingOffsets="earliest",
+                     maxOffsetsPerTrigger="250", includeHeaders="true")
+             .selectExpr("key", "value", "headers")
+             .writeStream.format("floodmark").option("kafka.bootstrap.servers", bs)
+             .option("topic", dst).option("floodmark.exactlyOnce", "true")
+             .option("checkpointLocation", str(ckpt)).trigger(availableNow=True).start())
+        assert q.awaitTermination(180)
+        assert q.exception() is None
+        return [p for p in q.recentProgress if p["numInputRows"]]
+
+    def dst_values() -> list[bytes]:
+        return sorted(bytes(r["value"]) for r in _reader(spark, bs, subscribe=dst).collect())
+
+    prog = run()
+    assert [p["numInputRows"] for p in prog] == [250, 250, 100]
+    assert dst_values() == sorted(r.value for r in first)
+
+    # 1. lose Spark's commit of the last batch: Spark replays it, the sink must skip it
+    last = prog[-1]["batchId"]
+    for name in (str(last), f".{last}.crc"):
+        (ckpt / "commits" / name).unlink(missing_ok=True)
+    assert [p["numInputRows"] for p in run()] == [100]
+    assert dst_values() == sorted(r.value for r in first)
+
+    # 2. the next batch's publishing died after 40 of its records: intent marker + 40 records
+    second = produce(bs, src, 100, partitions=2, start=600)
+    sink = sink_id({"checkpointLocation": str(ckpt)})
+    p = Producer({"bootstrap.servers": bs, "acks": "all", "enable.idempotence": True})
+    c = KafkaClient(bs)
+    start = {dst: {str(i): c.bounds(dst, i).high_watermark for i in (0, 1)}}
+    p.produce(f"__floodmark_sink_{sink}", partition=0, value=json.dumps(
+        {"state": "intent", "batch": last + 1, "start": start}).encode())
+    tag = [(SINK_HEADER, sink.encode()), (BATCH_HEADER, str(last + 1).encode())]
+    for r in second[:40]:
+        p.produce(dst, key=r.key, value=r.value, headers=[*r.headers, *tag])
+    assert p.flush(30) == 0
+    assert len(dst_values()) == 640
+    assert [x["numInputRows"] for x in run()] == [100]
+    assert dst_values() == sorted(r.value for r in first + second)  # 700, none twice

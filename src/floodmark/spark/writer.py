@@ -5,9 +5,10 @@ optional (the ``topic`` option wins over a ``topic`` column). Each task produces
 (confluent-kafka) using ``acks=all`` and the idempotent producer, waits until every record is
 acknowledged and fails the task otherwise.
 
-Delivery guarantee: **at-least-once**. Within one producer session the idempotent producer removes
-retry duplicates, but a Spark task that is retried, or a micro-batch replayed after a crash
-between the sink writing and Spark committing the batch, writes its rows again. Key-to-partition
+Delivery guarantee: **at-least-once** by default. Within one producer session the idempotent
+producer removes retry duplicates, but a Spark task that is retried, or a micro-batch replayed
+after a crash between the sink writing and Spark committing the batch, writes its rows again.
+Streaming writes with ``floodmark.exactlyOnce=true`` are exactly-once (floodmark.spark.exactly_once). Key-to-partition
 uses Kafka's murmur2 partitioner (as Java producers and Spark's Kafka sink do), never Python's
 salted ``hash()``.
 """
@@ -158,14 +159,33 @@ class FloodmarkBatchWriter(DataSourceArrowWriter):
 
 
 class FloodmarkStreamWriter(DataSourceStreamArrowWriter):
+    """At-least-once by default; ``floodmark.exactlyOnce=true`` publishes each micro-batch from
+    the driver exactly once (see floodmark.spark.exactly_once)."""
+
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
         self.opts = parse_sink_options(options)
         validate_schema(schema, self.opts.topic)
+        low = {k.lower(): v for k, v in options.items()}
+        self.exactly_once = low.get("floodmark.exactlyonce", "false").strip().lower() == "true"
+        self.options = dict(options)
+        if self.exactly_once:
+            from floodmark.spark.exactly_once import sink_id
+
+            sink_id(self.options)  # fail at start, not at the first commit, without a checkpoint
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        if self.exactly_once:
+            from floodmark.spark.exactly_once import stage
+
+            return stage(iterator)
         return produce_batches(self.opts, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        if self.exactly_once:
+            from floodmark.spark.exactly_once import ExactlyOnceCommitter
+
+            ExactlyOnceCommitter(self.opts, self.options).commit(messages, batchId)
+            return
         total = sum(m.total for m in messages if isinstance(m, ProducedCounts))
         log.info("micro-batch %d committed: %d records acknowledged", batchId, total)
 
