@@ -10,7 +10,8 @@ One seed expands, deterministically, into a schedule of faults injected while a 
 * ``pause`` — the process stops (GC, SIGSTOP) for 20–700 ms, then resumes, possibly as a zombie;
 * ``partition`` — isolate one broker from the controller, from the other brokers, or from
   everyone, in ``hold`` or ``reset`` mode, for 20–700 ms;
-* ``leader-move`` — a graceful leader change by the controller (not a failure).
+* ``leader-move`` — a graceful leader change by the controller (not a failure), half of the
+  time followed 2–30 ms later by another one (fast failover, KAFKA-6361).
 
 SPEC section 4's premise is respected by construction: at most one broker is faulty at a time
 (RF − min.insync.replicas = 1 for RF 3), a broker counts as faulty until it is alive, connected,
@@ -153,6 +154,9 @@ class Nemesis:
         if kind == "leader-move":
             if self.cluster.controller.move_leadership():
                 self.log("leader-move")
+                if self.rng.random() < 0.5:
+                    # Fast failover (KAFKA-6361): move again before anyone has caught up.
+                    self.world.schedule(self.rng.randint(2, 30), self._move_again)
             return
         duration = self.rng.randint(5, 250) if kind == "kill" else self.rng.randint(20, 700)
         self.active = f"{kind} {target.name}"
@@ -181,6 +185,10 @@ class Nemesis:
             for peer in peers:
                 self.cluster.net.cut(target.name, peer, mode)
             self.world.schedule(duration, self._heal, target, peers)
+
+    def _move_again(self) -> None:
+        if not self.stopped and self.cluster.controller.move_leadership():
+            self.log("leader-move (again)")
 
     def _restart(self, broker: SimBroker) -> None:
         if not broker.alive:
