@@ -182,7 +182,10 @@ class Broker:
                 self.apply_retention(now)
             if time.monotonic() - last_checkpoint >= interval_s:
                 last_checkpoint = time.monotonic()
-                self.checkpoint()
+                # Snapshot on the loop, fsync+rename on a worker thread: the event loop never
+                # waits for the disk in steady state.
+                snapshot = self.storage.checkpoint_snapshot(self.partitions)
+                await asyncio.to_thread(self.storage.write_checkpoint_snapshot, snapshot)
 
     def apply_retention(self, now_ms: int) -> None:
         """retention.ms / retention.bytes: whole segments below the HW only (storage's rule)."""

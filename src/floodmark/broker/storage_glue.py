@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,10 @@ from floodmark.storage.log import Log
 
 log = logging.getLogger(__name__)
 
+# (high watermarks, recovery points, log start offsets) per (topic, partition)
+CheckpointSnapshot = tuple[dict[tuple[str, int], int], dict[tuple[str, int], int],
+                           dict[tuple[str, int], int]]
+
 # Topic-level names accepted in CreateTopics (stored, shown by DescribeConfigs).
 EXTRA_TOPIC_CONFIGS = frozenset({
     "compression.type", "segment.ms", "index.interval.bytes", "flush.policy",
@@ -41,6 +46,7 @@ class Storage:
     def __init__(self, data_dir: Path, config: BrokerConfig) -> None:
         self.data_dir = data_dir
         self.fs = RealFileSystem()
+        self._checkpoint_lock = threading.Lock()
         broker_values = {k: v for k, v in config.settings.items() if v is not None}
         self.base_config = LogConfig.from_kafka(broker_values)
         self._hw = self._read_checkpoint(REPLICATION_OFFSET_CHECKPOINT)
@@ -110,13 +116,23 @@ class Storage:
     def flush(self, plog: Log) -> None:
         plog.flush()
 
+    def checkpoint_snapshot(self, partitions: Mapping[tuple[str, int], Any]) -> CheckpointSnapshot:
+        return (
+            {k: ps.high_watermark for k, ps in partitions.items()},
+            {k: ps.log.recovery_point for k, ps in partitions.items()},
+            {k: ps.log.log_start_offset for k, ps in partitions.items()},
+        )
+
+    def write_checkpoint_snapshot(self, snapshot: CheckpointSnapshot) -> None:
+        """May run on a worker thread; the lock keeps a shutdown write from interleaving."""
+        hw, rec, start = snapshot
+        with self._checkpoint_lock:
+            self._checkpoint_file(REPLICATION_OFFSET_CHECKPOINT).write(hw)
+            self._checkpoint_file(RECOVERY_POINT_CHECKPOINT).write(rec)
+            self._checkpoint_file(LOG_START_OFFSET_CHECKPOINT).write(start)
+
     def write_checkpoints(self, partitions: Mapping[tuple[str, int], Any]) -> None:
-        hw = {k: ps.high_watermark for k, ps in partitions.items()}
-        rec = {k: ps.log.recovery_point for k, ps in partitions.items()}
-        start = {k: ps.log.log_start_offset for k, ps in partitions.items()}
-        self._checkpoint_file(REPLICATION_OFFSET_CHECKPOINT).write(hw)
-        self._checkpoint_file(RECOVERY_POINT_CHECKPOINT).write(rec)
-        self._checkpoint_file(LOG_START_OFFSET_CHECKPOINT).write(start)
+        self.write_checkpoint_snapshot(self.checkpoint_snapshot(partitions))
 
     def delete_log(self, topic: str, partition: int) -> None:
         shutil.rmtree(self.log_dir(topic, partition), ignore_errors=True)
