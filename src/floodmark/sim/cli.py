@@ -96,6 +96,8 @@ def cmd_scenario(args: argparse.Namespace) -> int:
         "replica: log [offset:epoch:value]  LEO  HW  epoch cache {epoch:start}  (* = acts as leader)"
     )
     _print()
+    if result.title:
+        _print(result.title)
     for line in render_steps(result.steps, verbose=args.verbose):
         _print(line)
     _print()

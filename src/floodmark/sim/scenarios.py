@@ -46,6 +46,7 @@ class ScenarioResult:
     expected: Expectation
     facts: dict[str, Any] = field(default_factory=dict)
     variants: dict[str, dict[str, Any]] = field(default_factory=dict)
+    title: str = ""  # what the main run is, when the scenario also has variants
 
     @property
     def as_expected(self) -> bool:
@@ -364,6 +365,7 @@ def unclean_election(mode: Truncation) -> ScenarioResult:
         (("clean_unavailable", True), ("clean_lost", []), ("unclean_elections", 1)),
     )
     result = _result("unclean-election", unclean, exp, facts)
+    result.title = "unclean.leader.election.enable=true:"
     clean_result = _result("unclean-election", clean, exp)
     result.variants = {
         "clean": {
@@ -441,6 +443,7 @@ def last_replica_standing(mode: Truncation) -> ScenarioResult:
         (("elr_lost", []), ("elr_diverged", False), ("elr_final_leader", "b1")),
     )
     result = _result("last-replica-standing", without, exp, facts)
+    result.title = "floodmark's default rules (no eligible leader replicas):"
     result.variants = {
         "eligible_leader_replicas": {
             k: v
