@@ -30,8 +30,8 @@ from floodmark.storage.log import Log
 
 log = logging.getLogger(__name__)
 
-# (high watermarks, recovery points, log start offsets) per (topic, partition)
-CheckpointSnapshot = tuple[dict[tuple[str, int], int], dict[tuple[str, int], int],
+# (sequence, high watermarks, recovery points, log start offsets) per (topic, partition)
+CheckpointSnapshot = tuple[int, dict[tuple[str, int], int], dict[tuple[str, int], int],
                            dict[tuple[str, int], int]]
 
 # Topic-level names accepted in CreateTopics (stored, shown by DescribeConfigs).
@@ -47,6 +47,8 @@ class Storage:
         self.data_dir = data_dir
         self.fs = RealFileSystem()
         self._checkpoint_lock = threading.Lock()
+        self._snapshot_seq = 0
+        self._written_seq = 0
         broker_values = {k: v for k, v in config.settings.items() if v is not None}
         self.base_config = LogConfig.from_kafka(broker_values)
         self._hw = self._read_checkpoint(REPLICATION_OFFSET_CHECKPOINT)
@@ -117,7 +119,9 @@ class Storage:
         plog.flush()
 
     def checkpoint_snapshot(self, partitions: Mapping[tuple[str, int], Any]) -> CheckpointSnapshot:
+        self._snapshot_seq += 1
         return (
+            self._snapshot_seq,
             {k: ps.high_watermark for k, ps in partitions.items()},
             {k: ps.log.recovery_point for k, ps in partitions.items()},
             {k: ps.log.log_start_offset for k, ps in partitions.items()},
@@ -125,8 +129,11 @@ class Storage:
 
     def write_checkpoint_snapshot(self, snapshot: CheckpointSnapshot) -> None:
         """May run on a worker thread; the lock keeps a shutdown write from interleaving."""
-        hw, rec, start = snapshot
+        seq, hw, rec, start = snapshot
         with self._checkpoint_lock:
+            if seq <= self._written_seq:
+                return  # a newer snapshot (e.g. the shutdown one) is already on disk
+            self._written_seq = seq
             self._checkpoint_file(REPLICATION_OFFSET_CHECKPOINT).write(hw)
             self._checkpoint_file(RECOVERY_POINT_CHECKPOINT).write(rec)
             self._checkpoint_file(LOG_START_OFFSET_CHECKPOINT).write(start)
