@@ -1,0 +1,425 @@
+"""A broker that is one member of a replicated cluster (``process.roles=broker``).
+
+It is the single-process ``Broker`` with three things swapped in, so combined mode is untouched:
+
+* the controller is remote (``floodmark.controller.client.ControllerClient``): the broker
+  registers (getting its broker epoch), heartbeats every ``broker.heartbeat.interval.ms``, and
+  long-polls the metadata log; every applied record batch re-applies the partition
+  registrations it hosts to the core (``Partition.apply_metadata``: become leader / follower,
+  ISR and broker-epoch updates, fencing of stale metadata by partition epoch);
+* partitions are ``ClusterPartitionState``: opened with no role, then told by the metadata who
+  leads; ISR proposals (``ProposeIsr``) go to the controller as AlterPartition and the answer goes
+  back to the core;
+* Fetch requests from replicas (``replica_id >= 0``) are answered by
+  ``replica_fetcher.handle_replica_fetch``, followers run ``ReplicaFetcher`` loops, and Metadata
+  lists every live broker with the controller's leaders and leader epochs.
+
+The committed-offset store (``__consumer_offsets``) stays broker-local (RF=1) in this version.
+Run: ``python -m floodmark.broker.cluster_member --node-id 1 --controller HOST:PORT
+--data-dir DIR [--listen HOST:PORT] [--set name=value ...]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from floodmark.broker.broker import Broker
+from floodmark.broker.config import BrokerConfig
+from floodmark.broker.handlers import admin
+from floodmark.broker.metadata import TopicMeta
+from floodmark.broker.offsets import OFFSETS_TOPIC
+from floodmark.broker.partition_state import PartitionState
+from floodmark.broker.producer_state import BatchMeta
+from floodmark.broker.purgatory import FetchPurgatory
+from floodmark.broker.replica_fetcher import ReplicaFetcher, handle_replica_fetch
+from floodmark.broker.server import Connection
+from floodmark.controller.client import ControllerClient
+from floodmark.controller.image import MetadataRecord
+from floodmark.controller.rpc import RpcError
+from floodmark.errors import ErrorCode, KafkaError
+from floodmark.replication.election import PartitionRegistration
+from floodmark.replication.partition import (
+    Effect,
+    FollowerState,
+    Partition,
+    PartitionConfig,
+    ProposeIsr,
+)
+from floodmark.replication.purgatory import CompleteProduce
+from floodmark.wire.api_table import ApiKey
+from floodmark.wire.codec import decode_request, encode_response, peek_header
+
+log = logging.getLogger("floodmark.broker.cluster_member")
+
+CLUSTER_DEFAULTS = {
+    "broker.heartbeat.interval.ms": 250,
+    "controlled.shutdown.timeout.ms": 5000,
+}
+
+
+@dataclass(eq=False)
+class ClusterPartitionState(PartitionState):
+    """A partition whose role comes from the controller's metadata, not from opening it."""
+
+    replica_lag_time_max_ms: int = 30_000
+    proposals: list[ProposeIsr] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.core = Partition(PartitionConfig(
+            self.topic, self.partition, self.node_id,
+            min_insync_replicas=self.min_insync_replicas,
+            replica_lag_time_max_ms=self.replica_lag_time_max_ms,
+            truncation=self.truncation))
+        self.core.high_watermark = Partition.clamp_high_watermark(
+            self.checkpointed_high_watermark, self.log)
+        log.info("partition %s opened at log_end_offset=%d high_watermark=%d (role from "
+                 "metadata)", self.name, self.log_end_offset, self.high_watermark)
+
+    def apply(self, effects: list[Effect] | tuple[Effect, ...]) -> tuple[bool, list[CompleteProduce]]:
+        rest: list[Effect] = []
+        for effect in effects:
+            if isinstance(effect, ProposeIsr):
+                self.proposals.append(effect)
+            else:
+                rest.append(effect)
+        return super().apply(rest)
+
+
+class ClusterBroker(Broker):
+    def __init__(self, config: BrokerConfig, controller_address: str) -> None:
+        super().__init__(config)
+        self.controller_client = ControllerClient(controller_address, self.node_id)
+        self.controller = self.controller_client  # type: ignore[assignment]
+        self.controller_client.on_records = self._on_metadata
+        self.cluster_partitions: dict[tuple[str, int], ClusterPartitionState] = {}
+        self.fetchers: dict[tuple[str, int], ReplicaFetcher] = {}
+        self.replica_waiters = FetchPurgatory()
+        self._cluster_tasks: list[asyncio.Task[None]] = []
+        self._started = False
+
+    def _setting(self, name: str) -> int:
+        value = self.config.settings.get(name)
+        return int(value if value is not None else CLUSTER_DEFAULTS[name])
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def open(self) -> None:
+        """Only the broker-local committed-offset store; replicated partitions open when the
+        metadata names this broker as a replica."""
+        n = int(self.config.get("offsets.topic.num.partitions"))
+        meta = self.controller_client.create_topic(
+            OFFSETS_TOPIC, n, 1, {"cleanup.policy": "compact"}, internal=True)
+        super()._open_topic(meta)
+        self.offsets.replay(lambda: self._read_all(meta))
+
+    def _open_topic(self, meta: TopicMeta) -> None:
+        if meta.internal:
+            super()._open_topic(meta)
+        # replicated partitions: opened by _on_metadata
+
+    async def serve(self, ready: Callable[[int], None] | None = None) -> None:
+        def on_bound(port: int) -> None:
+            self._cluster_tasks.append(asyncio.create_task(self._join(port, ready)))
+
+        await super().serve(on_bound)
+
+    async def _join(self, port: int, ready: Callable[[int], None] | None) -> None:
+        host, adv_port = self.advertised
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                epoch = await self.controller_client.register(host, adv_port)
+                break
+            except (RpcError, KafkaError) as exc:
+                if time.monotonic() > deadline:
+                    log.error("broker %d could not register with the controller: %s",
+                              self.node_id, exc)
+                    self.stop()
+                    return
+                await asyncio.sleep(0.2)
+        for ps in self.cluster_partitions.values():
+            ps.core.local_broker_epoch = epoch
+        log.info("broker %d registered broker_epoch=%d", self.node_id, epoch)
+        await self.controller_client.catch_up()
+        self._started = True
+        self._on_metadata([])
+        self.storage.remove_orphans(self.controller_client.topics())
+        self._cluster_tasks.append(asyncio.create_task(self._heartbeats()))
+        self._cluster_tasks.append(asyncio.create_task(self._metadata_poll()))
+        self._cluster_tasks.append(asyncio.create_task(self._isr_checks()))
+        if ready is not None:
+            ready(port)
+
+    async def _heartbeats(self) -> None:
+        interval_s = self._setting("broker.heartbeat.interval.ms") / 1000
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                answer = await self.controller_client.heartbeat()
+            except (RpcError, KafkaError) as exc:
+                log.warning("broker %d heartbeat failed: %s", self.node_id, exc)
+                continue
+            if answer.get("error") == int(ErrorCode.STALE_BROKER_EPOCH):
+                log.warning("broker %d broker_epoch=%d is stale: registering again",
+                            self.node_id, self.controller_client.broker_epoch)
+                try:
+                    host, port = self.advertised
+                    epoch = await self.controller_client.register(host, port)
+                    for ps in self.cluster_partitions.values():
+                        ps.core.local_broker_epoch = epoch
+                except (RpcError, KafkaError) as exc:
+                    log.warning("broker %d re-registration failed: %s", self.node_id, exc)
+
+    async def _metadata_poll(self) -> None:
+        while True:
+            try:
+                await self.controller_client.fetch_metadata(max_wait_ms=2000)
+            except (RpcError, KafkaError) as exc:
+                log.warning("broker %d metadata fetch failed: %s", self.node_id, exc)
+                await asyncio.sleep(0.2)
+
+    async def _isr_checks(self) -> None:
+        lag_ms = int(self.config.get("replica.lag.time.max.ms"))
+        while True:
+            await asyncio.sleep(max(0.05, lag_ms / 2000))
+            now = self.now_ms()
+            for ps in list(self.cluster_partitions.values()):
+                if ps.core.is_leader:
+                    self.apply_effects(ps, ps.core.maybe_shrink_isr(ps.log, now))
+
+    async def _shutdown(self) -> None:
+        if self._started:
+            await self._controlled_shutdown()
+        for task in self._cluster_tasks:
+            task.cancel()
+        for fetcher in self.fetchers.values():
+            fetcher.stop()
+        self.controller_client.close()
+        await super()._shutdown()
+
+    async def _controlled_shutdown(self) -> None:
+        """Ask the controller to move leadership away, wait (bounded) until it has."""
+        deadline = time.monotonic() + self._setting("controlled.shutdown.timeout.ms") / 1000
+        while time.monotonic() < deadline:
+            try:
+                answer = await self.controller_client.heartbeat(want_shutdown=True)
+                if answer.get("shutdown_ready"):
+                    log.info("broker %d controlled shutdown: leads no partition", self.node_id)
+                    return
+            except (RpcError, KafkaError) as exc:
+                log.warning("broker %d controlled shutdown: %s", self.node_id, exc)
+                return
+            await asyncio.sleep(0.1)
+        log.warning("broker %d controlled shutdown timed out", self.node_id)
+
+    # -- metadata -------------------------------------------------------------------------------
+    def _on_metadata(self, records: list[MetadataRecord]) -> None:
+        if not self._started:
+            return
+        image = self.controller_client.image
+        now = self.now_ms()
+        wanted: set[tuple[str, int]] = set()
+        broker_epochs = image.broker_epochs()
+        ineligible = image.ineligible()
+        for name, timage in image.topics.items():
+            for index, reg in timage.partitions.items():
+                if self.node_id not in reg.replicas:
+                    continue
+                key = (name, index)
+                wanted.add(key)
+                ps = self.cluster_partitions.get(key)
+                if ps is None:
+                    ps = self._open_cluster_partition(name, index, timage.configs)
+                was_leader = ps.core.is_leader
+                effects = ps.core.apply_metadata(ps.log, reg, now, broker_epochs=broker_epochs,
+                                                 ineligible=ineligible)
+                self.apply_effects(ps, effects)
+                if was_leader != ps.core.is_leader:
+                    log.info("partition %s leader_epoch=%d now %s (leader %d, isr %s)", ps.name,
+                             ps.leader_epoch, "LEADER" if ps.core.is_leader else "follower",
+                             reg.leader, list(reg.isr))
+                self._sync_fetcher(key, ps, reg)
+                self.purgatory.wake(key)
+                self.replica_waiters.wake(key)
+        for key in [k for k in self.cluster_partitions if k not in wanted]:
+            self._remove_partition(key, delete=key[0] not in image.topics)
+
+    def _open_cluster_partition(self, topic: str, index: int,
+                                configs: dict[str, Any]) -> ClusterPartitionState:
+        min_isr = int(configs.get("min.insync.replicas", self.config.get("min.insync.replicas")))
+        plog, hw = self.storage.open_log(topic, index, configs, self.now_ms())
+        ps = ClusterPartitionState(
+            topic, index, self.node_id, 0, plog, min_insync_replicas=min_isr,
+            checkpointed_high_watermark=hw, truncation=self.config.truncation,
+            replica_lag_time_max_ms=int(self.config.get("replica.lag.time.max.ms")))
+        ps.core.local_broker_epoch = self.controller_client.broker_epoch
+        for h in plog.iter_batch_headers():
+            if h.producer_id >= 0:
+                ps.producers.record(BatchMeta.from_header(h), h.base_offset)
+        self.cluster_partitions[(topic, index)] = ps
+        self.partitions[(topic, index)] = ps
+        return ps
+
+    def _remove_partition(self, key: tuple[str, int], *, delete: bool) -> None:
+        ps = self.cluster_partitions.pop(key)
+        self.partitions.pop(key, None)
+        fetcher = self.fetchers.pop(key, None)
+        if fetcher is not None:
+            fetcher.stop()
+        self.apply_effects(ps, ps.core.resign())
+        ps.log.close()
+        if delete:
+            self.storage.delete_log(*key)
+        self.purgatory.wake(key)
+        log.info("partition %s removed from broker %d (deleted=%s)", ps.name, self.node_id,
+                 delete)
+
+    def _sync_fetcher(self, key: tuple[str, int], ps: ClusterPartitionState,
+                      reg: PartitionRegistration) -> None:
+        fetcher = self.fetchers.get(key)
+        if isinstance(ps.core.role, FollowerState):
+            if fetcher is None:
+                fetcher = ReplicaFetcher(self, ps)
+                self.fetchers[key] = fetcher
+                fetcher.start()
+            fetcher.changed.set()
+        elif fetcher is not None:
+            fetcher.stop()
+            del self.fetchers[key]
+
+    # -- effects --------------------------------------------------------------------------------
+    def apply_effects(self, ps: PartitionState, effects: Iterable[Effect]) -> None:
+        hw_moved, done = ps.apply(list(effects))
+        key = (ps.topic, ps.partition)
+        if hw_moved:
+            self.purgatory.wake(key)
+        for d in done:
+            self.complete_produce(d.produce_id, d.error, d.base_offset)
+        if isinstance(ps, ClusterPartitionState) and ps.proposals:
+            proposals, ps.proposals = ps.proposals, []
+            for proposal in proposals:
+                self._cluster_tasks.append(
+                    asyncio.create_task(self._alter_partition(ps, proposal)))
+
+    async def _alter_partition(self, ps: ClusterPartitionState, proposal: ProposeIsr) -> None:
+        req = proposal.request
+        args = {"broker_id": req.broker_id, "broker_epoch": req.broker_epoch,
+                "leader_epoch": req.leader_epoch, "partition_epoch": req.partition_epoch,
+                "new_isr": list(req.new_isr),
+                "new_isr_broker_epochs": list(req.new_isr_broker_epochs),
+                "leader_recovered": req.leader_recovered}
+        for attempt in range(20):
+            try:
+                answer = await self.controller_client.alter_partition(ps.topic, ps.partition, args)
+                break
+            except (RpcError, KafkaError) as exc:
+                log.warning("partition %s leader_epoch=%d AlterPartition attempt %d failed: %s",
+                            ps.name, ps.leader_epoch, attempt, exc)
+                await asyncio.sleep(0.2)
+        else:
+            return
+        from floodmark.controller.image import record_to_registration
+
+        error = ErrorCode(int(answer["error"]))
+        reg_rec = answer.get("registration")
+        reg = record_to_registration(reg_rec) if reg_rec and error is ErrorCode.NONE else None
+        log.info("partition %s leader_epoch=%d AlterPartition isr=%s -> %s", ps.name,
+                 ps.leader_epoch, list(req.new_isr), error.name)
+        if (ps.topic, ps.partition) not in self.cluster_partitions:
+            return
+        self.apply_effects(ps, ps.core.handle_alter_partition_response(
+            ps.log, req, error, reg, self.now_ms()))
+
+    def complete_produce(self, produce_id: int, error: ErrorCode, base_offset: int) -> None:
+        super().complete_produce(produce_id, error, base_offset)
+
+    # -- dispatch ---------------------------------------------------------------------------------
+    def dispatch(self, frame: memoryview | bytes, conn: Connection) -> Any:
+        key, version, _corr = peek_header(frame)
+        if key == ApiKey.FETCH:
+            header, body = decode_request(frame)
+            if int(body.replica_id) >= 0:
+                return self._finish_replica_fetch(header, body)
+            return super().dispatch(frame, conn)
+        if key == ApiKey.METADATA:
+            header, body = decode_request(frame)
+            return encode_response(header.api_key, header.api_version, header.correlation_id,
+                                   self._metadata(header, body, conn))
+        result = super().dispatch(frame, conn)
+        if key == ApiKey.PRODUCE:
+            # New data on the leader: wake follower fetches parked on these partitions.
+            self.replica_waiters.wake_all()
+        return result
+
+    async def _finish_replica_fetch(self, header: Any, body: Any) -> Any:
+        result = await handle_replica_fetch(self, header, body)
+        return encode_response(header.api_key, header.api_version, header.correlation_id, result)
+
+    def _metadata(self, header: Any, body: Any, conn: Connection) -> dict[str, Any]:
+        out = admin.metadata(self, header, body, conn)
+        image = self.controller_client.image
+        out["brokers"] = [
+            {"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": None}
+            for b in sorted(image.brokers.values(), key=lambda b: b.broker_id) if not b.fenced
+        ]
+        if not any(b["node_id"] == self.node_id for b in out["brokers"]):
+            host, port = self.advertised
+            out["brokers"].append({"node_id": self.node_id, "host": host, "port": port,
+                                   "rack": None})
+        out["controller_id"] = -1  # the controller is not a broker; admin requests go anywhere
+        for topic in out["topics"]:
+            for p in topic["partitions"]:
+                if p["leader_id"] < 0:
+                    p["error_code"] = int(ErrorCode.LEADER_NOT_AVAILABLE)
+        return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="floodmark-cluster-broker")
+    p.add_argument("--node-id", type=int, required=True)
+    p.add_argument("--controller", required=True, help="HOST:PORT of the controller")
+    p.add_argument("--data-dir", required=True)
+    p.add_argument("--listen", default="127.0.0.1:0")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE")
+    p.add_argument("--log-level", default=os.environ.get("FLOODMARK_LOG_LEVEL", "INFO"))
+    args = p.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    config = BrokerConfig.load(data_dir=args.data_dir, listen=args.listen, advertised=None,
+                               config_file=None,
+                               overrides=["process.roles=broker", *args.overrides],
+                               node_id=args.node_id)
+    try:
+        import uvloop
+
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    except ImportError:  # pragma: no cover
+        pass
+    broker = ClusterBroker(config, args.controller)
+    broker.open()
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, broker.stop)
+
+        def ready(port: int) -> None:
+            print(f"floodmark broker {args.node_id} listening on {config.listen_host}:{port}",
+                  flush=True)
+
+        await broker.serve(ready)
+
+    asyncio.run(run())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,359 @@
+"""Replication over the wire: the leader's answer to follower Fetch requests, and the follower's
+fetch loop. Every decision is the core's (``floodmark.replication.partition``); this module
+only moves bytes.
+
+Leader (``handle_replica_fetch``): a Fetch (v12, top-level ``replica_id`` = follower broker id)
+goes to ``Partition.handle_follower_fetch``, which fences the request on its
+``current_leader_epoch``, checks ``last_fetched_epoch`` against the epoch cache (answering
+``diverging_epoch`` and recording nothing when the follower's log diverged), records the
+follower's LEO (its ``fetch_offset``), maybe proposes an ISR expansion and advances the HW. The
+response carries the HW snapshot taken *before* the follower's fetch was counted and the records
+from ``fetch_offset`` up to the LEO. A fetch with nothing to return waits (long poll) until the
+leader appends or its wait expires.
+
+Follower (``ReplicaFetcher``): one task per followed partition, one connection to the leader.
+``Partition.next_fetch`` says what to send (fetch offset = LEO, ``last_fetched_epoch`` = latest
+cached epoch, the leader epoch from metadata); ``on_fetch_response`` says what the answer means:
+append the records as follower (the leader's epochs stamped in the batches go into the epoch
+cache), truncate to the point ``truncation_point`` derived from a ``diverging_epoch`` (several
+rounds when needed, KIP-279), back off on NOT_LEADER/UNKNOWN_LEADER_EPOCH, stop on
+FENCED_LEADER_EPOCH until metadata changes. OffsetOutOfRange asks the leader's LEO with
+ListOffsets (replica id set) to decide between truncating and restarting at the log start.
+In ``epoch-offset`` mode the core asks for OffsetsForLeaderEpoch first; that is sent as API 23.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import itertools
+import logging
+import struct
+from typing import TYPE_CHECKING, Any
+
+from kio.index import load_response_schema
+from kio.serial import entity_reader
+
+from floodmark.broker.producer_state import BatchMeta, ProducerStateTable
+from floodmark.client.connection import encode_request
+from floodmark.errors import ErrorCode, KafkaError
+from floodmark.records import iter_batches
+from floodmark.replication.epochs import EpochEndOffset
+from floodmark.replication.partition import (
+    EpochQuery,
+    FetchResponse,
+    FollowerActionKind,
+    FollowerFetch,
+)
+from floodmark.wire.codec import RequestHeader, ms
+
+if TYPE_CHECKING:
+    from floodmark.broker.cluster_member import ClusterBroker, ClusterPartitionState
+
+log = logging.getLogger(__name__)
+
+FETCH_VERSION = 12
+EPOCH_QUERY_VERSION = 3
+LIST_OFFSETS_VERSION = 4
+REPLICA_MAX_WAIT_MS = 500
+REPLICA_PARTITION_MAX_BYTES = 1 << 20
+REPLICA_FETCH_BACKOFF_S = 0.2
+MAX_REPLICA_WAIT_MS = 5000
+
+
+# -- leader side ---------------------------------------------------------------------------------
+def _follower_read(broker: ClusterBroker, ps: ClusterPartitionState, replica_id: int,
+                   p: Any) -> tuple[dict[str, Any], int]:
+    index = int(p.partition)
+    fetch = FollowerFetch(
+        replica_id=replica_id,
+        fetch_offset=int(p.fetch_offset),
+        last_fetched_epoch=int(p.last_fetched_epoch),
+        current_leader_epoch=int(p.current_leader_epoch),
+        log_start_offset=int(p.log_start_offset),
+    )
+    decision = ps.core.handle_follower_fetch(ps.log, fetch, broker.now_ms())
+    broker.apply_effects(ps, decision.effects)
+    out: dict[str, Any] = {"partition_index": index, "error_code": int(decision.error),
+                           "high_watermark": decision.high_watermark,
+                           "last_stable_offset": decision.high_watermark,
+                           "log_start_offset": decision.log_start_offset,
+                           "aborted_transactions": None, "records": None}
+    if decision.error is not ErrorCode.NONE:
+        out["high_watermark"] = -1
+        return out, 0
+    if decision.diverging is not None:
+        out["diverging_epoch"] = {"epoch": decision.diverging.epoch,
+                                  "end_offset": decision.diverging.end_offset}
+        log.info("partition %s leader_epoch=%d follower %d diverges at epoch %d end %d",
+                 ps.name, ps.leader_epoch, replica_id, decision.diverging.epoch,
+                 decision.diverging.end_offset)
+        return out, 1  # counts as "something to answer"
+    if not decision.has_data:
+        out["records"] = b""
+        return out, 0
+    try:
+        info = ps.log.read(decision.read_from, min(int(p.partition_max_bytes),
+                                                   REPLICA_PARTITION_MAX_BYTES),
+                           decision.read_upto)
+    except KafkaError as exc:
+        out["error_code"] = int(exc.code)
+        return out, 0
+    data = bytes(info.records)
+    out["records"] = data
+    return out, len(data)
+
+
+def _replica_fetch_once(broker: ClusterBroker, req: Any, replica_id: int
+                        ) -> tuple[list[dict[str, Any]], int, bool]:
+    total = 0
+    errors = False
+    responses = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            ps = broker.cluster_partitions.get((t.topic, int(p.partition)))
+            if ps is None:
+                parts.append({"partition_index": int(p.partition),
+                              "error_code": int(ErrorCode.NOT_LEADER_OR_FOLLOWER
+                                                if (t.topic, int(p.partition)) in broker.partitions
+                                                else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                              "high_watermark": -1, "aborted_transactions": None,
+                              "records": None})
+                errors = True
+                continue
+            out, n = _follower_read(broker, ps, replica_id, p)
+            errors = errors or out["error_code"] != 0
+            total += n
+            parts.append(out)
+        responses.append({"topic": t.topic, "partitions": parts})
+    return responses, total, errors
+
+
+async def handle_replica_fetch(broker: ClusterBroker, header: RequestHeader, req: Any
+                               ) -> dict[str, Any]:
+    replica_id = int(req.replica_id)
+    wait_ms = min(max(ms(req.max_wait), 0), MAX_REPLICA_WAIT_MS)
+    deadline = broker.now_ms() + wait_ms
+    keys = [(t.topic, int(p.partition)) for t in req.topics for p in t.partitions]
+    while True:
+        responses, total, errors = _replica_fetch_once(broker, req, replica_id)
+        remaining = deadline - broker.now_ms()
+        if total > 0 or errors or remaining <= 0:
+            return {"throttle_time": 0, "error_code": 0, "session_id": 0,
+                    "responses": responses}
+        await broker.replica_waiters.wait(keys, remaining)
+
+
+# -- follower side ------------------------------------------------------------------------------
+@functools.cache
+def _response_reader(api_key: int, version: int) -> tuple[Any, Any]:
+    cls = load_response_schema(api_key, version)
+    return entity_reader(cls.__header_schema__), entity_reader(cls)
+
+
+class KafkaRequestError(Exception):
+    pass
+
+
+class AsyncKafkaConnection:
+    """A minimal asyncio Kafka-protocol client connection (one request at a time)."""
+
+    def __init__(self, host: str, port: int, client_id: str) -> None:
+        self.host, self.port, self.client_id = host, port, client_id
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._ids = itertools.count(1)
+
+    async def request(self, api_key: int, version: int, body: dict[str, Any],
+                      timeout_s: float) -> Any:
+        try:
+            return await asyncio.wait_for(self._request(api_key, version, body), timeout_s)
+        except (OSError, TimeoutError, asyncio.IncompleteReadError, ValueError) as exc:
+            self.close()
+            raise KafkaRequestError(f"{self.host}:{self.port}: {exc!r}") from exc
+
+    async def _request(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
+        if self._writer is None:
+            self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
+        assert self._reader is not None
+        corr = next(self._ids) & 0x7FFFFFFF
+        self._writer.write(encode_request(api_key, version, corr, body, self.client_id))
+        await self._writer.drain()
+        (size,) = struct.unpack(">i", await self._reader.readexactly(4))
+        frame = await self._reader.readexactly(size)
+        header_reader, body_reader = _response_reader(api_key, version)
+        header, used = header_reader(frame, 0)
+        if header.correlation_id != corr:
+            raise ValueError(f"correlation id {header.correlation_id} != {corr}")
+        result, _ = body_reader(frame, used)
+        return result
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        self._reader = self._writer = None
+
+
+def rebuild_producer_state(ps: ClusterPartitionState) -> None:
+    """After a truncation the producer table may name batches that are gone: rebuild it from the
+    batch headers that remain (what a broker does at startup)."""
+    table = ProducerStateTable()
+    for h in ps.log.iter_batch_headers():
+        if h.producer_id >= 0:
+            table.record(BatchMeta.from_header(h), h.base_offset)
+    ps.producers = table
+
+
+class ReplicaFetcher:
+    """Follows one partition's leader until stopped."""
+
+    def __init__(self, broker: ClusterBroker, ps: ClusterPartitionState) -> None:
+        self.broker = broker
+        self.ps = ps
+        self.changed = asyncio.Event()  # metadata changed: re-read leader / epoch
+        self._conn: AsyncKafkaConnection | None = None
+        self._conn_target: tuple[int, str, int] | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name=f"fetcher-{self.ps.name}")
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        if self._conn is not None:
+            self._conn.close()
+
+    def _connection(self, leader_id: int) -> AsyncKafkaConnection | None:
+        reg = self.broker.controller_client.image.brokers.get(leader_id)
+        if reg is None:
+            return None
+        target = (leader_id, reg.host, reg.port)
+        if self._conn is None or self._conn_target != target:
+            if self._conn is not None:
+                self._conn.close()
+            self._conn = AsyncKafkaConnection(reg.host, reg.port,
+                                              f"floodmark-replica-{self.broker.node_id}")
+            self._conn_target = target
+        return self._conn
+
+    async def _wait_for_change(self, timeout_s: float) -> None:
+        try:
+            await asyncio.wait_for(self.changed.wait(), timeout_s)
+        except TimeoutError:
+            pass
+        self.changed.clear()
+
+    async def _run(self) -> None:
+        ps = self.ps
+        while True:
+            try:
+                request = ps.core.next_fetch(ps.log)
+                if request is None:
+                    await self._wait_for_change(1.0)
+                    continue
+                conn = self._connection(ps.core.leader_id)
+                if conn is None:
+                    await self._wait_for_change(REPLICA_FETCH_BACKOFF_S)
+                    continue
+                if isinstance(request, EpochQuery):
+                    await self._epoch_query(conn, request)
+                else:
+                    await self._fetch(conn, request)
+            except asyncio.CancelledError:
+                raise
+            except KafkaRequestError as exc:
+                log.info("partition %s leader_epoch=%d fetch from leader %d failed: %s",
+                         ps.name, ps.leader_epoch, ps.core.leader_id, exc)
+                await self._wait_for_change(REPLICA_FETCH_BACKOFF_S)
+            except KafkaError as exc:
+                log.warning("partition %s leader_epoch=%d follower append failed: %s", ps.name,
+                            ps.leader_epoch, exc)
+                await self._wait_for_change(REPLICA_FETCH_BACKOFF_S)
+
+    async def _fetch(self, conn: AsyncKafkaConnection, f: FollowerFetch) -> None:
+        ps = self.ps
+        body = {
+            "replica_id": self.broker.node_id, "max_wait": REPLICA_MAX_WAIT_MS, "min_bytes": 1,
+            "max_bytes": 0x7FFFFFFF, "isolation_level": 0, "session_id": 0,
+            "session_epoch": -1, "rack_id": "",
+            "topics": [{"topic": ps.topic, "partitions": [{
+                "partition": ps.partition, "current_leader_epoch": f.current_leader_epoch,
+                "fetch_offset": f.fetch_offset, "last_fetched_epoch": f.last_fetched_epoch,
+                "log_start_offset": f.log_start_offset,
+                "partition_max_bytes": REPLICA_PARTITION_MAX_BYTES}]}],
+            "forgotten_topics_data": [],
+        }
+        resp = await conn.request(1, FETCH_VERSION, body, REPLICA_MAX_WAIT_MS / 1000 + 10)
+        if int(resp.error_code) != 0:
+            raise KafkaRequestError(f"fetch error {int(resp.error_code)}")
+        part = resp.responses[0].partitions[0]
+        error = ErrorCode(int(part.error_code))
+        div = part.diverging_epoch
+        diverging = (EpochEndOffset(int(div.epoch), int(div.end_offset))
+                     if div is not None and int(div.end_offset) >= 0 else None)
+        records = part.records
+        leo = -1
+        if error is ErrorCode.OFFSET_OUT_OF_RANGE:
+            leo = await self._leader_log_end_offset(conn, f.current_leader_epoch)
+        response = FetchResponse(
+            error=error, request_leader_epoch=f.current_leader_epoch,
+            high_watermark=int(part.high_watermark),
+            log_start_offset=int(part.log_start_offset), log_end_offset=leo,
+            diverging=diverging, has_records=bool(records))
+        action = ps.core.on_fetch_response(ps.log, response)
+        kind = action.kind
+        now = self.broker.now_ms()
+        if kind is FollowerActionKind.APPEND:
+            if records:
+                ps.log.append_as_follower(records, now)
+                for _pos, h in iter_batches(records, validate=False):
+                    if h.producer_id >= 0:
+                        ps.producers.record(BatchMeta.from_header(h), h.base_offset)
+            self.broker.apply_effects(ps, ps.core.after_follower_append(ps.log, response))
+        elif kind in (FollowerActionKind.TRUNCATE, FollowerActionKind.TRUNCATE_FULLY):
+            log.warning("partition %s leader_epoch=%d follower truncating to %d (%s), "
+                        "log_end_offset was %d", ps.name, ps.leader_epoch, action.offset,
+                        action.reason, ps.log_end_offset)
+            if kind is FollowerActionKind.TRUNCATE:
+                ps.log.truncate_to(action.offset)
+            else:
+                ps.log.truncate_fully_and_start_at(action.offset)
+            rebuild_producer_state(ps)
+            self.broker.apply_effects(ps, ps.core.after_truncate(ps.log))
+        elif kind is FollowerActionKind.RETRY:
+            if action.backoff:
+                await self._wait_for_change(REPLICA_FETCH_BACKOFF_S)
+        elif kind is FollowerActionKind.STOP:
+            log.info("partition %s leader_epoch=%d fetching stopped (%s) until new metadata",
+                     ps.name, ps.leader_epoch, action.reason)
+            await self._wait_for_change(1.0)
+
+    async def _leader_log_end_offset(self, conn: AsyncKafkaConnection, epoch: int) -> int:
+        ps = self.ps
+        resp = await conn.request(2, LIST_OFFSETS_VERSION, {
+            "replica_id": self.broker.node_id, "isolation_level": 0,
+            "topics": [{"name": ps.topic, "partitions": [{
+                "partition_index": ps.partition, "current_leader_epoch": epoch,
+                "timestamp": -1}]}]}, 10)
+        part = resp.topics[0].partitions[0]
+        return int(part.offset) if int(part.error_code) == 0 else -1
+
+    async def _epoch_query(self, conn: AsyncKafkaConnection, q: EpochQuery) -> None:
+        ps = self.ps
+        resp = await conn.request(23, EPOCH_QUERY_VERSION, {
+            "replica_id": self.broker.node_id,
+            "topics": [{"topic": ps.topic, "partitions": [{
+                "partition": ps.partition, "current_leader_epoch": q.current_leader_epoch,
+                "leader_epoch": q.leader_epoch}]}]}, 10)
+        part = resp.topics[0].partitions[0]
+        action = ps.core.on_epoch_answer(
+            ps.log, q.current_leader_epoch, ErrorCode(int(part.error_code)),
+            EpochEndOffset(int(part.leader_epoch), int(part.end_offset)))
+        if action.kind is FollowerActionKind.TRUNCATE:
+            ps.log.truncate_to(action.offset)
+            rebuild_producer_state(ps)
+            self.broker.apply_effects(ps, ps.core.after_truncate(ps.log))
+        elif action.kind in (FollowerActionKind.RETRY, FollowerActionKind.STOP):
+            await self._wait_for_change(REPLICA_FETCH_BACKOFF_S)

@@ -1,0 +1,57 @@
+"""``python -m floodmark.controller``: run the controller process (``floodmark cluster up`` does)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+
+from floodmark.controller.logic import ControllerConfig
+from floodmark.controller.server import ControllerServer
+
+
+def _bool(text: str) -> bool:
+    return text.strip().lower() in ("1", "true", "yes", "on")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="floodmark-controller")
+    p.add_argument("--data-dir", required=True)
+    p.add_argument("--listen", default="127.0.0.1:0")
+    p.add_argument("--node-id", type=int, default=0)
+    p.add_argument("--broker-session-timeout-ms", type=int, default=9000)
+    p.add_argument("--unclean-leader-election-enable", type=_bool, default=False)
+    p.add_argument("--auto-leader-rebalance-enable", type=_bool, default=True)
+    p.add_argument("--leader-imbalance-check-interval-ms", type=int, default=10_000)
+    p.add_argument("--log-level", default=os.environ.get("FLOODMARK_LOG_LEVEL", "INFO"))
+    args = p.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    config = ControllerConfig(
+        broker_session_timeout_ms=args.broker_session_timeout_ms,
+        unclean_leader_election_enable=args.unclean_leader_election_enable,
+        auto_leader_rebalance_enable=args.auto_leader_rebalance_enable,
+        leader_imbalance_check_interval_ms=args.leader_imbalance_check_interval_ms,
+    )
+    host, _, port = args.listen.rpartition(":")
+
+    async def run() -> None:
+        server = ControllerServer(args.data_dir, config, args.node_id)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, server.stop)
+
+        def ready(bound: int) -> None:
+            print(f"floodmark controller listening on {host or '127.0.0.1'}:{bound}", flush=True)
+
+        await server.serve(host or "127.0.0.1", int(port or 0), ready)
+
+    asyncio.run(run())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,218 @@
+"""A broker's handle on the remote controller; implements ``broker.metadata.Controller``.
+
+The broker keeps a ``MetadataImage`` replayed from the controller's metadata log. Three kinds of
+traffic, each on its own connection so a long poll never delays a heartbeat:
+
+* ``fetch_metadata`` long poll (pull, KRaft style): records from the image's next offset; the
+  controller answers as soon as anything new is committed, so a leader change reaches every
+  broker within one round trip of the controller deciding it;
+* control calls from the event loop: register, heartbeat, alter_partition;
+* admin calls from synchronous request handlers (create/delete topic, create partitions,
+  producer id blocks): a short blocking call on a fresh loopback connection; the answer carries
+  the records since the image's offset, which are applied before the handler continues (so the
+  handler sees the topic it just created).
+
+``on_records`` (set by the broker) is called after every batch of applied records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from floodmark.broker.metadata import PartitionMeta, TopicMeta
+from floodmark.controller import rpc
+from floodmark.controller.image import MetadataImage, MetadataRecord
+from floodmark.errors import ErrorCode, KafkaError
+
+log = logging.getLogger(__name__)
+
+
+class AsyncRpc:
+    """One connection, one request at a time; reconnects on the next call after a failure."""
+
+    def __init__(self, address: str, timeout_s: float = 10.0) -> None:
+        self.address = address
+        self.timeout_s = timeout_s
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._lock = asyncio.Lock()
+        self._ids = itertools.count(1)
+
+    async def call(self, method: str, args: dict[str, Any],
+                   timeout_s: float | None = None) -> dict[str, Any]:
+        async with self._lock:
+            try:
+                return await asyncio.wait_for(self._call(method, args),
+                                              timeout_s or self.timeout_s)
+            except (OSError, TimeoutError, rpc.RpcError, ValueError) as exc:
+                self.close()
+                raise rpc.RpcError(f"{method} to controller {self.address}: {exc!r}") from exc
+
+    async def _call(self, method: str, args: dict[str, Any]) -> dict[str, Any]:
+        if self._writer is None:
+            host, port = rpc.parse_address(self.address)
+            self._reader, self._writer = await asyncio.open_connection(host, port)
+        assert self._reader is not None
+        rid = next(self._ids)
+        self._writer.write(rpc.encode({"id": rid, "method": method, "args": args}))
+        await self._writer.drain()
+        answer = await rpc.read_frame(self._reader)
+        if answer is None:
+            raise rpc.RpcError("connection closed")
+        return answer
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        self._reader = self._writer = None
+
+
+def _result(answer: dict[str, Any]) -> dict[str, Any]:
+    if "error" in answer:
+        raise KafkaError(ErrorCode(int(answer["error"])), str(answer.get("message") or ""))
+    result = answer["result"]
+    assert isinstance(result, dict)
+    return result
+
+
+class ControllerClient:
+    def __init__(self, address: str, node_id: int) -> None:
+        self.address = address
+        self.node_id = node_id
+        self.incarnation = uuid.uuid4().hex
+        self.image = MetadataImage()
+        self.broker_epoch = -1
+        self.local_topics: dict[str, TopicMeta] = {}  # broker-local internal topics
+        self.on_records: Callable[[list[MetadataRecord]], None] | None = None
+        self.control = AsyncRpc(address)
+        self.poll = AsyncRpc(address, timeout_s=30.0)
+        self._topics_cache: dict[str, TopicMeta] | None = None
+        self._pid_next = 0
+        self._pid_limit = 0
+
+    # -- the Controller protocol (synchronous, used by request handlers) ------------------------
+    @property
+    def cluster_id(self) -> str:
+        return self.image.cluster_id or "floodmark"
+
+    def topics(self) -> dict[str, TopicMeta]:
+        if self._topics_cache is None:
+            out: dict[str, TopicMeta] = {}
+            for name, t in self.image.topics.items():
+                parts = tuple(
+                    PartitionMeta(p, reg.leader, reg.leader_epoch, reg.replicas, reg.isr)
+                    for p, reg in sorted(t.partitions.items())
+                )
+                out[name] = TopicMeta(name, t.topic_id, parts, dict(t.configs), False)
+            out.update(self.local_topics)
+            self._topics_cache = out
+        return self._topics_cache
+
+    def _admin(self, method: str, args: dict[str, Any]) -> dict[str, Any]:
+        try:
+            answer = rpc.blocking_call(self.address, method,
+                                       {**args, "from_offset": self.image.next_offset})
+        except rpc.RpcError as exc:
+            raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, str(exc)) from exc
+        if "result" in answer and "records" in answer["result"]:
+            self.apply_records(answer["result"]["records"])
+        return _result(answer)
+
+    def create_topic(self, name: str, num_partitions: int, replication_factor: int,
+                     configs: dict[str, Any], *, internal: bool = False,
+                     validate_only: bool = False) -> TopicMeta:
+        if internal:
+            # Broker-local internal topic (the committed-offset store): RF=1, led by this node.
+            parts = tuple(PartitionMeta(i, self.node_id, 0, (self.node_id,), (self.node_id,))
+                          for i in range(num_partitions))
+            meta = TopicMeta(name, uuid.uuid4(), parts, dict(configs), True)
+            if not validate_only:
+                self.local_topics[name] = meta
+                self._topics_cache = None
+            return meta
+        self._admin("create_topic", {"name": name, "num_partitions": num_partitions,
+                                     "replication_factor": replication_factor,
+                                     "configs": configs, "validate_only": validate_only})
+        if validate_only:
+            parts = tuple(PartitionMeta(i, -1, 0, (), ()) for i in range(num_partitions))
+            return TopicMeta(name, uuid.uuid4(), parts, dict(configs), False)
+        return self.topics()[name]
+
+    def delete_topic(self, name: str) -> TopicMeta:
+        meta = self.topics().get(name)
+        if meta is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
+        if meta.internal:
+            raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"cannot delete internal topic {name!r}")
+        self._admin("delete_topic", {"name": name})
+        return meta
+
+    def create_partitions(self, name: str, count: int, *, validate_only: bool = False) -> TopicMeta:
+        self._admin("create_partitions", {"name": name, "count": count,
+                                          "validate_only": validate_only})
+        return self.topics()[name]
+
+    def allocate_producer_id(self) -> int:
+        if self._pid_next >= self._pid_limit:
+            block = self._admin("allocate_producer_ids", {})
+            self._pid_next = int(block["first"])
+            self._pid_limit = self._pid_next + int(block["count"])
+        pid = self._pid_next
+        self._pid_next += 1
+        return pid
+
+    # -- records ---------------------------------------------------------------------------------
+    def apply_records(self, records: list[list[Any]]) -> list[MetadataRecord]:
+        applied = self.image.apply_all((int(off), rec) for off, rec in records)
+        if applied:
+            self._topics_cache = None
+            if self.on_records is not None:
+                self.on_records(applied)
+        return applied
+
+    # -- control plane (async) ---------------------------------------------------------------
+    async def register(self, host: str, port: int) -> int:
+        answer = await self.control.call("register", {
+            "broker_id": self.node_id, "host": host, "port": port,
+            "incarnation": self.incarnation})
+        self.broker_epoch = int(_result(answer)["broker_epoch"])
+        return self.broker_epoch
+
+    async def heartbeat(self, want_shutdown: bool = False) -> dict[str, Any]:
+        answer = await self.control.call("heartbeat", {
+            "broker_id": self.node_id, "broker_epoch": self.broker_epoch,
+            "want_shutdown": want_shutdown}, timeout_s=5.0)
+        return _result(answer)
+
+    async def fetch_metadata(self, max_wait_ms: int) -> int:
+        """One long poll; returns the number of records applied."""
+        answer = await self.poll.call("fetch_metadata", {"offset": self.image.next_offset,
+                                                         "max_wait_ms": max_wait_ms},
+                                      timeout_s=max_wait_ms / 1000 + 10)
+        result = _result(answer)
+        return len(self.apply_records(result["records"]))
+
+    async def catch_up(self) -> None:
+        """Fetch until the image has everything the controller had when we asked."""
+        while True:
+            answer = _result(await self.poll.call("fetch_metadata",
+                                                  {"offset": self.image.next_offset,
+                                                   "max_wait_ms": 0}))
+            self.apply_records(answer["records"])
+            if self.image.next_offset >= int(answer["end"]):
+                return
+
+    async def alter_partition(self, topic: str, partition: int,
+                              args: dict[str, Any]) -> dict[str, Any]:
+        answer = await self.control.call("alter_partition",
+                                         {"topic": topic, "partition": partition, **args})
+        return _result(answer)
+
+    def close(self) -> None:
+        self.control.close()
+        self.poll.close()

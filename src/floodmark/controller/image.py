@@ -1,0 +1,168 @@
+"""The cluster metadata as a sequence of records, and the image they replay into.
+
+The controller decides; every decision is a list of ``MetadataRecord`` values appended to the
+metadata log (``metadata_log.py``). The controller and every broker replay the same records, in
+log order, into a ``MetadataImage`` — the KRaft idea: state is a fold over a log, so a restart
+(controller) or a late joiner (broker) rebuilds exactly the same picture, and a broker that has
+applied records up to offset N knows precisely which changes it has seen.
+
+Records are plain JSON objects (``{"type": ..., ...}``) stored one per record batch value in
+floodmark's own log format. Kafka's record names, reduced to what floodmark needs:
+
+=====================  ==========================================================================
+``register_broker``    a broker incarnation: id, broker epoch (= the record's metadata offset,
+                       hence monotonic across controller restarts), address, incarnation id
+``fence_broker``       missed heartbeats past ``broker.session.timeout.ms`` (or a new incarnation
+                       replaced it); not acceptable as leader or ISR member
+``unfence_broker``     heartbeating again with its current broker epoch
+``broker_shutdown``    in controlled shutdown: leadership moves away, not acceptable
+``topic``              name, topic id, configs
+``partition``          the full ``PartitionRegistration`` (replicas, ISR, leader, leader epoch,
+                       partition epoch, recovery state): Kafka's PartitionRecord and
+                       PartitionChangeRecord in one shape
+``remove_topic``       topic deleted
+``producer_ids``       next unallocated producer id (blocks handed to brokers)
+``cluster_id``         written once, first record of a new cluster
+=====================  ==========================================================================
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from floodmark.replication.election import LeaderRecoveryState, PartitionRegistration
+
+MetadataRecord = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistration:
+    broker_id: int
+    broker_epoch: int
+    host: str
+    port: int
+    incarnation: str
+    fenced: bool = False
+    in_controlled_shutdown: bool = False
+
+    @property
+    def acceptable(self) -> bool:
+        """May lead or join an ISR: registered, unfenced, not shutting down."""
+        return not self.fenced and not self.in_controlled_shutdown
+
+
+@dataclass(slots=True)
+class TopicImage:
+    name: str
+    topic_id: uuid.UUID
+    configs: dict[str, Any]
+    partitions: dict[int, PartitionRegistration] = field(default_factory=dict)
+
+    def unclean_leader_election_enable(self, default: bool = False) -> bool:
+        value = self.configs.get("unclean.leader.election.enable", default)
+        if isinstance(value, str):
+            return value.strip().lower() == "true"
+        return bool(value)
+
+
+def registration_to_record(topic: str, partition: int, reg: PartitionRegistration) -> MetadataRecord:
+    return {
+        "type": "partition",
+        "topic": topic,
+        "partition": partition,
+        "replicas": list(reg.replicas),
+        "isr": list(reg.isr),
+        "leader": reg.leader,
+        "leader_epoch": reg.leader_epoch,
+        "partition_epoch": reg.partition_epoch,
+        "leader_recovery_state": reg.leader_recovery_state.value,
+    }
+
+
+def record_to_registration(rec: MetadataRecord) -> PartitionRegistration:
+    return PartitionRegistration(
+        replicas=tuple(int(r) for r in rec["replicas"]),
+        isr=tuple(int(r) for r in rec["isr"]),
+        leader=int(rec["leader"]),
+        leader_epoch=int(rec["leader_epoch"]),
+        partition_epoch=int(rec["partition_epoch"]),
+        leader_recovery_state=LeaderRecoveryState(int(rec.get("leader_recovery_state", 0))),
+    )
+
+
+class MetadataImage:
+    """Everything the records say, as of ``next_offset`` (the offset after the last applied)."""
+
+    def __init__(self) -> None:
+        self.next_offset = 0
+        self.cluster_id = ""
+        self.brokers: dict[int, BrokerRegistration] = {}
+        self.topics: dict[str, TopicImage] = {}
+        self.next_producer_id = 1000
+
+    # -- views ---------------------------------------------------------------------------------
+    def acceptable_brokers(self) -> set[int]:
+        return {b.broker_id for b in self.brokers.values() if b.acceptable}
+
+    def broker_epochs(self) -> dict[int, int]:
+        return {b.broker_id: b.broker_epoch for b in self.brokers.values()}
+
+    def ineligible(self) -> frozenset[int]:
+        return frozenset(b.broker_id for b in self.brokers.values() if not b.acceptable)
+
+    def partition(self, topic: str, partition: int) -> PartitionRegistration | None:
+        t = self.topics.get(topic)
+        return t.partitions.get(partition) if t is not None else None
+
+    # -- replay --------------------------------------------------------------------------------
+    def apply_all(self, records: Iterable[tuple[int, MetadataRecord]]) -> list[MetadataRecord]:
+        """Apply (offset, record) pairs at or after ``next_offset``, in order; returns those
+        applied (earlier offsets were seen already and are skipped)."""
+        applied = []
+        for offset, rec in records:
+            if offset < self.next_offset:
+                continue
+            if offset != self.next_offset:
+                raise ValueError(f"metadata gap: expected offset {self.next_offset}, got {offset}")
+            self.apply(rec)
+            self.next_offset = offset + 1
+            applied.append(rec)
+        return applied
+
+    def apply(self, rec: MetadataRecord) -> None:
+        kind = rec["type"]
+        if kind == "cluster_id":
+            self.cluster_id = str(rec["cluster_id"])
+        elif kind == "register_broker":
+            bid = int(rec["broker_id"])
+            self.brokers[bid] = BrokerRegistration(
+                bid, int(rec["broker_epoch"]), str(rec["host"]), int(rec["port"]),
+                str(rec["incarnation"]),
+            )
+        elif kind in ("fence_broker", "unfence_broker", "broker_shutdown"):
+            bid = int(rec["broker_id"])
+            old = self.brokers.get(bid)
+            if old is None or old.broker_epoch != int(rec["broker_epoch"]):
+                return  # about an older incarnation
+            if kind == "fence_broker":
+                self.brokers[bid] = replace(old, fenced=True)
+            elif kind == "unfence_broker":
+                self.brokers[bid] = replace(old, fenced=False, in_controlled_shutdown=False)
+            else:
+                self.brokers[bid] = replace(old, in_controlled_shutdown=True)
+        elif kind == "topic":
+            self.topics[str(rec["name"])] = TopicImage(
+                str(rec["name"]), uuid.UUID(str(rec["topic_id"])), dict(rec["configs"]))
+        elif kind == "partition":
+            topic = self.topics.get(str(rec["topic"]))
+            if topic is not None:
+                topic.partitions[int(rec["partition"])] = record_to_registration(rec)
+        elif kind == "remove_topic":
+            self.topics.pop(str(rec["name"]), None)
+        elif kind == "producer_ids":
+            self.next_producer_id = int(rec["next"])
+        else:
+            raise ValueError(f"unknown metadata record type {kind!r}")

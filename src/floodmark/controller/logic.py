@@ -1,0 +1,299 @@
+"""The controller's decisions, sans-I/O: registrations, heartbeats, fencing, elections, ISR
+changes, controlled shutdown, preferred-leader rebalancing, topics and producer ids.
+
+Every method takes ``now_ms`` where time matters and *emits* metadata records: each record is
+applied to the image at once (so the next decision sees it) and queued in ``pending`` with its
+metadata offset; the I/O shell (``server.py``) appends the pending records to the metadata log
+and makes them durable before answering anyone. Partition changes go through the core's pure
+builder (``floodmark.replication.election``): clean election from the ISR, unclean only for
+topics with ``unclean.leader.election.enable=true``, AlterPartition as compare-and-set on the
+partition epoch with INELIGIBLE_REPLICA for fenced, shutting-down or stale-epoch members.
+
+Rules chosen (and why):
+
+* A broker is fenced when no heartbeat arrived for ``broker.session.timeout.ms``: it leaves every
+  ISR (never emptying one: without eligible leader replicas the last member stays, and the
+  partition waits for exactly that broker) and partitions it led get a new leader.
+* A new incarnation of a broker (restart) gets a new broker epoch; the previous incarnation is
+  fenced first, exactly as above, so a restarted leader never continues its old leader epoch and
+  a restarted follower rejoins the ISR only through the leader's expansion rule (caught up to HW
+  and to the leader-epoch start offset, KAFKA-7128; KIP-903's stale-epoch check).
+* Controlled shutdown: the broker asks in its heartbeat; it becomes unacceptable, leadership moves
+  to another ISR member, it leaves the ISRs (keeping one member), and the answer says whether it
+  still leads anything. Preferred-leader rebalancing later moves leadership back to the first
+  assigned replica when that one is in the ISR and acceptable.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from floodmark.controller.image import MetadataImage, MetadataRecord, registration_to_record
+from floodmark.errors import ErrorCode, KafkaError
+from floodmark.replication.election import (
+    NO_LEADER,
+    AlterPartitionRequest,
+    ElectionKind,
+    PartitionRegistration,
+    apply_alter_partition,
+    build_change,
+    validate_alter_partition,
+)
+
+log = logging.getLogger(__name__)
+
+PRODUCER_ID_BLOCK = 1000
+MAX_PARTITIONS = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerConfig:
+    broker_session_timeout_ms: int = 9000
+    unclean_leader_election_enable: bool = False  # cluster default; topics may override
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_ms: int = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatAnswer:
+    error: ErrorCode
+    fenced: bool = False
+    shutdown_ready: bool = False
+
+
+class ControllerLogic:
+    def __init__(self, image: MetadataImage, config: ControllerConfig) -> None:
+        self.image = image
+        self.config = config
+        self.pending: list[tuple[int, MetadataRecord]] = []
+        self.last_heartbeat_ms: dict[int, int] = {}
+        self._last_rebalance_ms = 0
+        self.unclean_elections = 0
+
+    # -- records -------------------------------------------------------------------------------
+    def emit(self, rec: MetadataRecord) -> int:
+        offset = self.image.next_offset
+        self.image.apply(rec)
+        self.image.next_offset = offset + 1
+        self.pending.append((offset, rec))
+        return offset
+
+    def take_pending(self) -> list[tuple[int, MetadataRecord]]:
+        out, self.pending = self.pending, []
+        return out
+
+    def bootstrap(self) -> None:
+        """A brand-new metadata log starts with the cluster id."""
+        if not self.image.cluster_id:
+            self.emit({"type": "cluster_id", "cluster_id": uuid.uuid4().hex[:22]})
+
+    def start(self, now_ms: int) -> None:
+        """After a controller (re)start: every registered broker gets a full session to
+        heartbeat before it can be fenced."""
+        for bid in self.image.brokers:
+            self.last_heartbeat_ms[bid] = now_ms
+        self._last_rebalance_ms = now_ms
+
+    # -- partition changes ---------------------------------------------------------------------
+    def _commit_change(self, topic: str, partition: int, reg: PartitionRegistration,
+                       why: str) -> None:
+        old = self.image.partition(topic, partition)
+        self.emit(registration_to_record(topic, partition, reg))
+        log.info("partition %s-%d leader=%d leader_epoch=%d partition_epoch=%d isr=%s (%s; was "
+                 "leader=%s isr=%s)", topic, partition, reg.leader, reg.leader_epoch,
+                 reg.partition_epoch, list(reg.isr), why,
+                 old.leader if old else None, list(old.isr) if old else None)
+
+    def _reelect(self, topic: str, partition: int, why: str,
+                 target_isr: tuple[int, ...] | None = None) -> None:
+        timage = self.image.topics[topic]
+        current = timage.partitions[partition]
+        change = build_change(
+            current,
+            target_isr=target_isr,
+            acceptable=self.image.acceptable_brokers(),
+            unclean_leader_election_enable=timage.unclean_leader_election_enable(
+                self.config.unclean_leader_election_enable),
+        )
+        if change is None:
+            return
+        if change.election is ElectionKind.UNCLEAN:
+            self.unclean_elections += 1
+            why += " (UNCLEAN election: records the old ISR committed may be lost)"
+            log.warning("partition %s-%d unclean election of %d leader_epoch=%d", topic,
+                        partition, change.registration.leader, change.registration.leader_epoch)
+        self._commit_change(topic, partition, change.registration, why)
+
+    def _remove_from_isrs(self, broker_id: int, why: str) -> None:
+        """``handleBrokerFenced`` / controlled shutdown: leave every ISR, lose leaderships."""
+        for topic, timage in list(self.image.topics.items()):
+            for partition, reg in sorted(timage.partitions.items()):
+                if broker_id in reg.isr or reg.leader == broker_id:
+                    isr = tuple(r for r in reg.isr if r != broker_id)
+                    self._reelect(topic, partition, why, isr)
+
+    def _elect_leaderless(self, why: str) -> None:
+        for topic, timage in list(self.image.topics.items()):
+            for partition, reg in sorted(timage.partitions.items()):
+                if reg.leader == NO_LEADER:
+                    self._reelect(topic, partition, why)
+
+    # -- brokers ---------------------------------------------------------------------------------
+    def register_broker(self, broker_id: int, host: str, port: int, incarnation: str,
+                        now_ms: int) -> int:
+        """Returns the broker epoch. A retried registration of a known incarnation gets the same
+        epoch; a new incarnation fences the previous one first."""
+        old = self.image.brokers.get(broker_id)
+        if old is not None and old.incarnation == incarnation:
+            self.last_heartbeat_ms[broker_id] = now_ms
+            return old.broker_epoch
+        if old is not None and not old.fenced:
+            self.emit({"type": "fence_broker", "broker_id": broker_id,
+                       "broker_epoch": old.broker_epoch})
+            self._remove_from_isrs(broker_id, f"broker {broker_id} restarted (new incarnation)")
+        epoch = self.image.next_offset
+        self.emit({"type": "register_broker", "broker_id": broker_id, "broker_epoch": epoch,
+                   "host": host, "port": port, "incarnation": incarnation})
+        self.last_heartbeat_ms[broker_id] = now_ms
+        log.info("registered broker %d broker_epoch=%d at %s:%d", broker_id, epoch, host, port)
+        self._elect_leaderless(f"broker {broker_id} registered")
+        return epoch
+
+    def heartbeat(self, broker_id: int, broker_epoch: int, now_ms: int,
+                  want_shutdown: bool = False) -> HeartbeatAnswer:
+        reg = self.image.brokers.get(broker_id)
+        if reg is None or reg.broker_epoch != broker_epoch:
+            return HeartbeatAnswer(ErrorCode.STALE_BROKER_EPOCH, fenced=True)
+        self.last_heartbeat_ms[broker_id] = now_ms
+        if want_shutdown:
+            if not reg.in_controlled_shutdown:
+                self.emit({"type": "broker_shutdown", "broker_id": broker_id,
+                           "broker_epoch": broker_epoch})
+                self._remove_from_isrs(broker_id, f"broker {broker_id} controlled shutdown")
+            leads = any(p.leader == broker_id for t in self.image.topics.values()
+                        for p in t.partitions.values())
+            return HeartbeatAnswer(ErrorCode.NONE, shutdown_ready=not leads)
+        if reg.fenced or reg.in_controlled_shutdown:
+            self.emit({"type": "unfence_broker", "broker_id": broker_id,
+                       "broker_epoch": broker_epoch})
+            log.info("unfenced broker %d broker_epoch=%d", broker_id, broker_epoch)
+            self._elect_leaderless(f"broker {broker_id} unfenced")
+        return HeartbeatAnswer(ErrorCode.NONE)
+
+    def tick(self, now_ms: int) -> None:
+        """Session expiry, then (periodically) preferred-leader rebalancing."""
+        timeout = self.config.broker_session_timeout_ms
+        for bid, reg in sorted(self.image.brokers.items()):
+            if reg.fenced:
+                continue
+            last = self.last_heartbeat_ms.get(bid, now_ms)
+            if now_ms - last > timeout:
+                log.warning("broker %d broker_epoch=%d missed heartbeats for %d ms: fencing",
+                            bid, reg.broker_epoch, now_ms - last)
+                self.emit({"type": "fence_broker", "broker_id": bid,
+                           "broker_epoch": reg.broker_epoch})
+                self._remove_from_isrs(bid, f"broker {bid} session expired")
+        if (self.config.auto_leader_rebalance_enable
+                and now_ms - self._last_rebalance_ms >= self.config.leader_imbalance_check_interval_ms):
+            self._last_rebalance_ms = now_ms
+            self.rebalance_preferred_leaders()
+
+    def rebalance_preferred_leaders(self) -> int:
+        """PREFERRED election: the first assigned replica leads again when it is in the ISR and
+        acceptable. Returns the number of partitions moved."""
+        acceptable = self.image.acceptable_brokers()
+        moved = 0
+        for topic, timage in list(self.image.topics.items()):
+            for partition, reg in sorted(timage.partitions.items()):
+                preferred = reg.replicas[0] if reg.replicas else NO_LEADER
+                if (reg.leader != preferred and preferred in reg.isr
+                        and preferred in acceptable):
+                    new = PartitionRegistration(
+                        replicas=reg.replicas, isr=reg.isr, leader=preferred,
+                        leader_epoch=reg.leader_epoch + 1,
+                        partition_epoch=reg.partition_epoch + 1,
+                        leader_recovery_state=reg.leader_recovery_state)
+                    self._commit_change(topic, partition, new, "preferred leader election")
+                    moved += 1
+        return moved
+
+    # -- AlterPartition ------------------------------------------------------------------------
+    def alter_partition(self, topic: str, partition: int, request: AlterPartitionRequest
+                        ) -> tuple[ErrorCode, PartitionRegistration | None]:
+        current = self.image.partition(topic, partition)
+        if current is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+        error = validate_alter_partition(
+            current, request,
+            registered_broker_epochs=self.image.broker_epochs(),
+            acceptable=self.image.acceptable_brokers(),
+        )
+        if error is not ErrorCode.NONE:
+            log.info("partition %s-%d AlterPartition from %d leader_epoch=%d isr=%s rejected: %s",
+                     topic, partition, request.broker_id, request.leader_epoch,
+                     list(request.new_isr), error.name)
+            return error, current if error is ErrorCode.INELIGIBLE_REPLICA else None
+        new = apply_alter_partition(current, request)
+        self._commit_change(topic, partition, new, f"AlterPartition from {request.broker_id}")
+        return ErrorCode.NONE, new
+
+    # -- topics ----------------------------------------------------------------------------------
+    def create_topic(self, name: str, num_partitions: int, replication_factor: int,
+                     configs: dict[str, Any], *, validate_only: bool = False) -> None:
+        from floodmark.broker.metadata import validate_topic_name
+
+        validate_topic_name(name)
+        if name in self.image.topics:
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+        if num_partitions < 1 or num_partitions > MAX_PARTITIONS:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"invalid partition count {num_partitions}")
+        live = sorted(self.image.acceptable_brokers())
+        if replication_factor < 1 or replication_factor > len(live):
+            raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                             f"replication factor {replication_factor} but {len(live)} live "
+                             f"broker(s)")
+        if validate_only:
+            return
+        self.emit({"type": "topic", "name": name, "topic_id": str(uuid.uuid4()),
+                   "configs": dict(configs)})
+        self._add_partitions(name, 0, num_partitions, replication_factor, live)
+
+    def _add_partitions(self, name: str, first: int, count: int, replication_factor: int,
+                        live: list[int]) -> None:
+        start = sum(ord(c) for c in name)  # spread leaders of different topics
+        for i in range(first, first + count):
+            replicas = tuple(live[(start + i + k) % len(live)] for k in range(replication_factor))
+            reg = PartitionRegistration(replicas=replicas, isr=replicas, leader=replicas[0],
+                                        leader_epoch=0, partition_epoch=0)
+            self._commit_change(name, i, reg, "created")
+
+    def delete_topic(self, name: str) -> None:
+        if name not in self.image.topics:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
+        self.emit({"type": "remove_topic", "name": name})
+
+    def create_partitions(self, name: str, count: int, *, validate_only: bool = False) -> None:
+        timage = self.image.topics.get(name)
+        if timage is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
+        current = len(timage.partitions)
+        if count <= current or count > MAX_PARTITIONS:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS,
+                             f"topic {name!r} has {current} partitions; new count {count} "
+                             f"must be larger")
+        rf = len(timage.partitions[0].replicas)
+        live = sorted(self.image.acceptable_brokers())
+        if rf > len(live):
+            raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                             f"replication factor {rf} but {len(live)} live broker(s)")
+        if not validate_only:
+            self._add_partitions(name, current, count - current, rf, live)
+
+    def allocate_producer_ids(self) -> tuple[int, int]:
+        """A block [first, first + size) of producer ids for one broker."""
+        first = self.image.next_producer_id
+        self.emit({"type": "producer_ids", "next": first + PRODUCER_ID_BLOCK})
+        return first, PRODUCER_ID_BLOCK

@@ -1,0 +1,73 @@
+"""The controller's metadata log: ``__cluster_metadata-0`` in floodmark's own log format.
+
+Each decision's records go into one record batch (one JSON value per record, offsets
+consecutive), appended with ``floodmark.storage.Log`` and fsynced before anyone is answered, so a
+restarted controller replays exactly what it had promised. Recovery is the storage layer's
+(torn tails truncated). The log's offsets are the metadata offsets brokers fetch from, and a
+``register_broker`` record's offset is that broker's epoch.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Iterator
+
+from floodmark.controller.image import MetadataRecord
+from floodmark.records import Record, build_batch, decode_records
+from floodmark.storage.config import LogConfig
+from floodmark.storage.log import Log
+
+log = logging.getLogger(__name__)
+
+METADATA_DIR = "__cluster_metadata-0"
+CONTROLLER_EPOCH = 0  # one controller for now; a Raft quorum would stamp its leader epoch here
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class MetadataLog:
+    def __init__(self, data_dir: str) -> None:
+        os.makedirs(data_dir, exist_ok=True)
+        self._log = Log.open(os.path.join(data_dir, METADATA_DIR),
+                             LogConfig(segment_bytes=64 * 1024 * 1024), now_ms=_now_ms())
+
+    @property
+    def log_end_offset(self) -> int:
+        return int(self._log.log_end_offset)
+
+    def read_all(self) -> Iterator[tuple[int, MetadataRecord]]:
+        offset = self._log.log_start_offset
+        end = self._log.log_end_offset
+        while offset < end:
+            info = self._log.read(offset, 1 << 20, end)
+            if info.is_empty:
+                break
+            for rec in decode_records(info.records):
+                if rec.value is not None and rec.offset >= offset:
+                    yield rec.offset, json.loads(rec.value)
+            if info.next_offset <= offset:
+                break
+            offset = info.next_offset
+
+    def append(self, records: list[tuple[int, MetadataRecord]]) -> None:
+        """Append and fsync. The offsets the logic assigned must be the log's next offsets."""
+        if not records:
+            return
+        first = records[0][0]
+        if first != self._log.log_end_offset:
+            raise RuntimeError(f"metadata log at {self._log.log_end_offset}, records start at "
+                               f"{first}")
+        now = _now_ms()
+        batch = build_batch([Record(i, now, None, json.dumps(rec, sort_keys=True).encode())
+                             for i, (_, rec) in enumerate(records)])
+        info = self._log.append_as_leader(bytearray(batch), CONTROLLER_EPOCH, now)
+        assert info.first_offset == first, (info.first_offset, first)
+        self._log.flush(now)
+
+    def close(self) -> None:
+        self._log.close()
