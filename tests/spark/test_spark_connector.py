@@ -101,9 +101,13 @@ def test_batch_offset_ranges_assign_and_pattern(spark, broker, topic_name) -> No
         [(2, o) for o in range(95, 100)]
 
     # by time: records i have timestamp BASE + i, partition i % 3, offset i // 3
-    by_ts = _reader(spark, bs, subscribe=topic_name, startingTimestamp=str(1_700_000_000_000 + 150))
-    got = sorted((r["partition"], r["offset"]) for r in by_ts.select("partition", "offset").collect())
-    assert got == sorted((i % 3, i // 3) for i in range(150, 300))
+    # (Tansu 0.6 answers ListOffsets by timestamp with 0, so only on floodmark)
+    if broker.kind == "floodmark":
+        by_ts = _reader(spark, bs, subscribe=topic_name,
+                        startingTimestamp=str(1_700_000_000_000 + 150))
+        got = sorted((r["partition"], r["offset"])
+                     for r in by_ts.select("partition", "offset").collect())
+        assert got == sorted((i % 3, i // 3) for i in range(150, 300))
 
     assigned = _reader(spark, bs, assign=json.dumps({topic_name: [1]}))
     assert {r["partition"] for r in assigned.select("partition").collect()} == {1}
