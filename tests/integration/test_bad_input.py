@@ -6,6 +6,8 @@ import os
 import random
 import socket
 import struct
+import threading
+import time
 
 import pytest
 
@@ -51,13 +53,39 @@ def _latest(conn: KafkaConnection, topic: str = TOPIC) -> int:
 
 @pytest.fixture(scope="module")
 def bystander(broker):
-    """A well-behaved client that keeps one connection open across all the abuse."""
+    """A well-behaved client that keeps one connection open across all the abuse, plus a
+    background client that produces and reads back continuously while the abuse happens."""
     conn = KafkaConnection(broker.bootstrap)
     resp = conn.request(19, 7, {"topics": [{"name": TOPIC, "num_partitions": 1,
+                                             "replication_factor": 1},
+                                            {"name": "bystander-bg", "num_partitions": 1,
                                              "replication_factor": 1}], "timeout": 5000})
-    assert resp.topics[0].error_code == 0
+    assert all(t.error_code == 0 for t in resp.topics)
+    stop = threading.Event()
+    progress: list[int] = []
+    errors: list[BaseException] = []
+
+    def background() -> None:
+        try:
+            with KafkaConnection(broker.bootstrap) as bg:
+                while not stop.is_set():
+                    p = _produce(bg, simple_batch([b"bg-%d" % len(progress)]), topic="bystander-bg")
+                    assert p.error_code == 0, p
+                    assert _latest(bg, "bystander-bg") == p.base_offset + 1
+                    progress.append(p.base_offset)
+                    time.sleep(0.005)
+        except BaseException as exc:  # reported by the fixture teardown
+            errors.append(exc)
+
+    thread = threading.Thread(target=background, daemon=True)
+    thread.start()
     yield conn
+    stop.set()
+    thread.join(10)
     conn.close()
+    assert not errors, errors
+    assert len(progress) > 20, "the background client was starved"
+    assert progress == list(range(len(progress)))  # every produce landed, in order
 
 
 def _still_served(broker, bystander: KafkaConnection) -> None:
