@@ -122,3 +122,23 @@ def test_kafka_python_admin_partitions_and_groups(broker) -> None:
     admin.delete_topics(["kp-admin"])
     assert "kp-admin" not in admin.list_topics()
     admin.close()
+
+
+def test_kafka_python_log_append_time_topic(broker) -> None:
+    """The broker rewrites maxTimestamp (inside the CRC) for LogAppendTime topics; kafka-python
+    checks CRCs on consume, so this also proves the CRC is recomputed."""
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    admin.create_topics([NewTopic("kp-lat", 1, 1,
+                                  topic_configs={"message.timestamp.type": "LogAppendTime"})])
+    admin.close()
+    before = int(time.time() * 1000)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all")
+    meta = producer.send("kp-lat", value=b"x", timestamp_ms=1000).get(timeout=30)
+    producer.close()
+    assert meta.timestamp >= before  # the broker's append time, not the client's 1000
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, check_crcs=True)
+    consumer.assign([TopicPartition("kp-lat", 0)])
+    consumer.seek_to_beginning()
+    (rec,) = _records(consumer, 1)
+    consumer.close()
+    assert rec.value == b"x" and rec.timestamp_type == 1 and rec.timestamp == meta.timestamp
