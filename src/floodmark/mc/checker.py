@@ -39,6 +39,10 @@ class CheckResult:
     """True when the whole reachable state space was explored (no bound hit, no violation)."""
     violation: Violation | None
     trace: tuple[TraceStep, ...]
+    search: str = "bfs"
+    """"bfs" (exhaustive, shortest counterexample) or "random-walk" (never a proof)."""
+    walks: int = 0
+    seed: int | None = None
 
     @property
     def holds(self) -> bool:

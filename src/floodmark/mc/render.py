@@ -119,6 +119,9 @@ def result_dict(result: CheckResult) -> dict[str, Any]:
         "unclean_restarts": config.unclean_restarts,
         "fencing": config.fenced,
         "async_isr": config.async_isr,
+        "search": result.search,
+        "walks": result.walks,
+        "seed": result.seed,
         "states": result.states,
         "transitions": result.transitions,
         "depth": result.depth,
@@ -172,6 +175,9 @@ def result_text(result: CheckResult) -> str:
         f"unclean-restarts={config.unclean_restarts} fencing={fencing} "
         f"isr-changes={'async' if config.async_isr else 'atomic'}"
     )
+    walking = result.search == "random-walk"
+    if walking:
+        header += f"\nsearch: {result.walks} random walks, seed {result.seed}"
     lines = [
         header,
         f"states explored: {result.states}  transitions: {result.transitions}  "
@@ -180,8 +186,15 @@ def result_text(result: CheckResult) -> str:
     ]
     if result.violation is not None:
         lines.append(f"verdict: VIOLATED {result.violation.invariant}: {result.violation.detail}")
-        lines.append(f"shortest counterexample ({len(result.trace) - 1} steps):")
+        kind = (
+            "counterexample (random walk, not necessarily shortest)"
+            if walking
+            else ("shortest counterexample")
+        )
+        lines.append(f"{kind} ({len(result.trace) - 1} steps):")
         lines.extend(trace_text(result))
+    elif walking:
+        lines.append(f"verdict: NO VIOLATION in {result.walks} random walks (not a proof)")
     elif result.complete:
         lines.append("verdict: HOLDS (every reachable state checked)")
     else:
