@@ -62,8 +62,8 @@ def test_cli_walks_json(capsys: pytest.CaptureFixture[str]) -> None:
 
 @pytest.mark.slow
 def test_many_walks_find_nothing_in_leader_epoch_mode_three_replicas() -> None:
-    """The bound the exhaustive search cannot afford (3 replicas, 3 records, 4 epochs, async ISR
-    changes, one unclean restart off): a nightly-style random-walk probe."""
+    """A bound the exhaustive search cannot afford (3 replicas, 3 records, 4 epochs, async ISR
+    changes): a nightly-style random-walk probe."""
     config = ModelConfig(Truncation.LEADER_EPOCH, **BIG)  # type: ignore[arg-type]
     result = random_walks(config, walks=20_000, depth=80, seed=11, time_limit_s=1200)
     assert result.violation is None
