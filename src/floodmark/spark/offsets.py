@@ -31,7 +31,9 @@ def discover(client: KafkaClient, sub: Subscription) -> list[TopicPartition]:
         md = client.refresh_metadata(list(sub.topics))
         return [TopicPartition(t, p) for t in sub.topics for p in md.get(t, [])]
     md = client.refresh_metadata(None)
-    return [TopicPartition(t, p) for t in sorted(md) if sub.matches(t) for p in md[t]]
+    # internal topics (__consumer_offsets, exactly-once sink markers) never match a pattern
+    return [TopicPartition(t, p) for t in sorted(md)
+            if not t.startswith("__") and sub.matches(t) for p in md[t]]
 
 
 def current_bounds(client: KafkaClient, tps: list[TopicPartition]) -> dict[TopicPartition, OffsetBounds]:
