@@ -14,8 +14,9 @@ Modelling choices (see docs/model-checker.md for the full list):
 - Epoch caches are stored as tuples of ``(epoch, start_offset)`` and rebuilt into a real
   ``EpochCache`` whenever a rule needs one.
 - Every controller change (election, controller-side ISR shrink, unclean restart) bumps the leader
-  epoch (ZooKeeper-era semantics); leader-side ISR changes are an atomic compare-and-set on the
-  current leader epoch (AlterPartition accepted at once; no pending maximal-ISR state).
+  epoch (ZooKeeper-era semantics). Leader-side ISR changes are AlterPartition proposals: pending
+  (the leader's HW uses the maximal ISR) until the controller accepts them — a compare-and-set on
+  the current leader and leader epoch — or rejects them; ``async_isr=False`` makes them atomic.
 - The leader learns a follower's LEO from the fetch offset; the fetch response carries the
   leader's HW from *before* that fetch (rule 5), so followers learn commitment one fetch late.
 - ``fencing`` (KIP-320: every fetch and OffsetsForLeaderEpoch carries the current leader epoch and
@@ -29,10 +30,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from floodmark.replication import (
-    truncation as rules,
-)  # called via the module: mutation tests patch it
-from floodmark.replication.epochs import UNDEFINED_EPOCH, EpochCache
+# The truncation rules are called through their module so mutation tests can patch them.
+from floodmark.replication import truncation as rules
+from floodmark.replication.epochs import EpochCache
 from floodmark.replication.modes import Truncation
 from floodmark.replication.truncation import FetchValidation
 
@@ -240,9 +240,6 @@ class Model:
         )
 
     # -- helpers -----------------------------------------------------------------------------
-    def presumes_leadership(self, state: ModelState, r: int) -> bool:
-        return state.replicas[r].leader == r
-
     def _leader_hw(self, rep: ReplicaState, self_id: int) -> int:
         """Leader HW = max(HW, min LEO over itself and its maximal ISR — the committed ISR plus a
         member being added), frozen while the committed ISR is below min ISR."""
@@ -546,7 +543,3 @@ class Model:
             )
             nxt = self._set_replica(state, r, cut)._replace(restarts_left=state.restarts_left - 1)
             yield Action("UncleanRestart", r, keep), self._publish(nxt, leader, isr)
-
-
-def latest_epoch(rep: ReplicaState) -> int:
-    return rep.cache[-1][0] if rep.cache else UNDEFINED_EPOCH
