@@ -58,3 +58,27 @@ def test_range_beyond_the_log_is_data_loss(broker, topic_name) -> None:  # type:
     got = [r["offset"] for rb in read_range(cfg, topic_name, 0, 0, 20, include_headers=False,
                                             fail_on_data_loss=False) for r in rb.to_pylist()]
     assert got == list(range(10))
+
+
+def test_a_lagging_high_watermark_is_waited_for_not_data_loss(broker, topic_name) -> None:  # type: ignore[no-untyped-def]
+    """A new leader's HW can briefly sit below what the driver planned; the task waits (within
+    the grace period) instead of reporting data loss, and never returns records above the HW."""
+    import threading
+
+    from spark_helpers import HighWatermarkCapProxy
+
+    bs = broker.bootstrap
+    create_topic(bs, topic_name, 1)
+    p = Producer({"bootstrap.servers": bs, "acks": "all"})
+    for i in range(100):
+        p.produce(topic_name, value=b"%d" % i, partition=0)
+    assert p.flush(30) == 0
+    proxy = HighWatermarkCapProxy(bs, cap=60)
+    try:
+        threading.Timer(1.0, lambda: setattr(proxy, "cap", 1 << 62)).start()
+        cfg = ClientConfig(proxy.bootstrap, truncation_grace_ms=20_000)
+        got = [r["offset"] for rb in read_range(cfg, topic_name, 0, 0, 100, include_headers=False,
+                                                fail_on_data_loss=True) for r in rb.to_pylist()]
+    finally:
+        proxy.close()
+    assert got == list(range(100))

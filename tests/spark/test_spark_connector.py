@@ -222,7 +222,7 @@ def test_fail_on_data_loss_true_fails_naming_topic_partition_offsets(
 
     def run(fail: str):  # type: ignore[no-untyped-def]
         sdf = _stream(spark, bs, subscribe=topic_name, startingOffsets="earliest",
-                      failOnDataLoss=fail)
+                      failOnDataLoss=fail, **{"floodmark.truncationGraceMs": "500"})
         q = (sdf.writeStream.format("parquet").option("path", str(tmp_path / "out"))
              .option("checkpointLocation", str(ckpt)).trigger(availableNow=True).start())
         return q
@@ -248,7 +248,7 @@ def test_fail_on_data_loss_false_skips_with_warning(
 
     def run() -> list[dict]:
         sdf = _stream(spark, bs, subscribe=topic_name, startingOffsets="earliest",
-                      failOnDataLoss="false")
+                      failOnDataLoss="false", **{"floodmark.truncationGraceMs": "500"})
         q = (sdf.writeStream.format("parquet").option("path", str(out))
              .option("checkpointLocation", str(ckpt)).trigger(availableNow=True).start())
         assert q.awaitTermination(120)

@@ -41,7 +41,7 @@ class ClientConfig:
     fetch_max_bytes: int = 8 * 1024 * 1024
     max_wait_ms: int = 500
     poll_timeout_ms: int = 120_000
-    truncation_grace_ms: int = 2_000
+    truncation_grace_ms: int = 10_000
 
 
 def client_for(cfg: ClientConfig) -> KafkaClient:

@@ -195,6 +195,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         fetch_max_bytes=int(params.get("fetch.max.bytes", str(8 * 1024 * 1024))),
         max_wait_ms=int(params.get("fetch.max.wait.ms", params.get("fetch.wait.max.ms", "500"))),
         poll_timeout_ms=_int(options, "kafkaConsumer.pollTimeoutMs") or 120_000,
+        truncation_grace_ms=_int(options, "floodmark.truncationGraceMs") or 10_000,
     )
     starting = parse_offset_spec(options, "starting", "latest" if streaming else "earliest")
     ending = parse_offset_spec(options, "ending", "latest")

@@ -260,8 +260,8 @@ class KafkaClient:
         client_id: str = "floodmark-spark",
         request_timeout_ms: int = 30_000,
         isolation_level: int = READ_UNCOMMITTED,
-        retries: int = 10,
-        retry_backoff_ms: int = 200,
+        retries: int = 100,
+        retry_backoff_ms: int = 100,
     ) -> None:
         self.bootstrap = parse_bootstrap(bootstrap_servers)
         self.client_id = client_id
@@ -388,7 +388,8 @@ class KafkaClient:
                 raise err
             log.info("%s %s-%d: %s; refreshing metadata (attempt %d)", what, topic, partition,
                      err, attempt)
-            time.sleep(self.retry_backoff_ms / 1000)
+            # a leader election takes a few seconds: back off up to 1 s, bounded by the deadline
+            time.sleep(min(1.0, self.retry_backoff_ms / 1000 * 2 ** min(attempt - 1, 4)))
             self._partitions.pop((topic, partition), None)
 
     # ---- ListOffsets

@@ -197,11 +197,18 @@ class FloodmarkStreamReader(_ReadsRanges, DataSourceStreamReader, SupportsTrigge
                      limit: ReadLimit | None = None) -> dict[str, dict[str, int]]:
         o = self.opts
         client = self._client()
+        cur = ofs.from_json(start or self.initialOffset())
         tps = ofs.discover(client, o.subscription)
         bounds = ofs.current_bounds(client, tps)
+        grace_deadline = time.monotonic() + o.client.truncation_grace_ms / 1000
+        while any(b.end_for(o.client.isolation_level) < cur.get(tp, -1)
+                  for tp, b in bounds.items()) and time.monotonic() < grace_deadline:
+            # The HW is below what we already read: a truncation, or a new leader whose HW
+            # has not caught up yet. Give the HW the grace period before calling it data loss.
+            time.sleep(0.2)
+            bounds = ofs.current_bounds(client, tps)
         hw = {tp: b.end_for(o.client.isolation_level) for tp, b in bounds.items()}
         self._latest_seen = ofs.to_json(hw)
-        cur = ofs.from_json(start or self.initialOffset())
 
         for tp in cur:
             if tp not in hw:
