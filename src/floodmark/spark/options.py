@@ -7,12 +7,15 @@ All Spark option keys arrive lower-cased; lookups here are case-insensitive.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from floodmark.spark.fetcher import ClientConfig
 from floodmark.spark.protocol import isolation_from_config
+
+log = logging.getLogger(__name__)
 
 EARLIEST = -2
 LATEST = -1
@@ -164,6 +167,11 @@ class SourceOptions:
     min_partitions: int | None
 
 
+_READER_PARAMS = {
+    "bootstrap.servers", "client.id", "request.timeout.ms", "isolation.level", "fetch.max.bytes",
+    "fetch.max.wait.ms", "fetch.wait.max.ms", "security.protocol",
+}
+
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|min|h)?\s*$")
 
 
@@ -187,6 +195,15 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         if bad in params:
             raise OptionError(f"option 'kafka.{bad}' is not supported: the source tracks offsets "
                               "itself (use startingOffsets / the checkpoint)")
+    proto = params.get("security.protocol", "plaintext").lower()
+    secure = [k for k in params if k.startswith(("sasl.", "ssl."))]
+    if proto != "plaintext" or secure:
+        raise OptionError("the floodmark reader speaks the Kafka protocol over PLAINTEXT only; "
+                          f"security.protocol={proto!r} / {secure} are not supported")
+    unused = sorted(set(params) - _READER_PARAMS)
+    if unused:
+        log.info("kafka.* settings not used by the reader (the sink passes all to librdkafka): %s",
+                 unused)
     client = ClientConfig(
         bootstrap_servers=servers,
         client_id=params.get("client.id", "floodmark-spark"),
