@@ -91,7 +91,7 @@ def test_high_watermark_mode_loses_committed_record(fencing: bool) -> None:
     assert before.log[offset] == (epoch, record) and after.leo <= offset
 
 
-@pytest.mark.parametrize(("fencing", "steps"), [(True, 14), (False, 13)])
+@pytest.mark.parametrize(("fencing", "steps"), [(True, 13), (False, 12)])
 def test_epoch_offset_mode_kip101_fast_leader_changes(fencing: bool, steps: int) -> None:
     """KIP-101 as shipped: after epochs 0 (A), 1 (B), 2 (A) the leader cannot answer for epoch 1
     and the follower falls back to its HW, truncating a committed record (with or without
@@ -260,7 +260,7 @@ def test_cli_text_output(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 1
     assert "states explored:" in text and "states/s" in text and "depth:" in text
     assert "verdict: VIOLATED StrongIsr" in text
-    assert "shortest counterexample (14 steps)" in text
+    assert "shortest counterexample (13 steps)" in text
     assert "0:e0:r0" in text and "epochs={" in text and "LEO=" in text and "HW=" in text
 
 

@@ -52,8 +52,7 @@ def leader_a_follower_b(mode: Truncation, **kw: int) -> tuple[Model, ModelState]
 @pytest.mark.parametrize("mode", list(Truncation))
 def test_follower_learns_hw_one_fetch_late(mode: Truncation) -> None:
     model, s = leader_a_follower_b(mode)
-    if mode is Truncation.EPOCH_OFFSET:
-        s = step(model, s, "OffsetsForLeaderEpoch", B, A)
+    assert not s.replicas[B].pending_truncation  # empty log: nothing to ask the leader about
     s = step(model, s, "LeaderWrite", A, 0)
     assert s.replicas[A].hw == 0  # B has not fetched yet: HW cannot move
     s = step(model, s, "Fetch", B, A)  # B gets r0; the leader learns B's LEO was 0
@@ -259,3 +258,18 @@ def test_atomic_isr_changes_commit_immediately() -> None:
     model, s = leader_a_follower_b(Truncation.LEADER_EPOCH, async_isr=False)  # type: ignore[arg-type]
     s = step(model, s, "LeaderShrinkIsr", A, B)
     assert s.replicas[A].isr == 0b01 and s.controller_isr == 0b01 and s.replicas[A].pending_isr == 0
+
+
+def test_epoch_offset_follower_asks_before_fetching() -> None:
+    """KIP-101 as shipped: a follower with a log asks OffsetsForLeaderEpoch first."""
+    model, s = leader_a_follower_b(Truncation.EPOCH_OFFSET)
+    s = step(model, s, "LeaderWrite", A, 0)
+    s = step(model, s, "Fetch", B, A)
+    s = step(model, s, "ElectLeader", B)  # epoch 1: B leads, never writes
+    s = step(model, s, "ElectLeader", A)  # epoch 2: A leads again
+    s = step(model, s, "BecomeFollower", B, 2)
+    s = step(model, s, "BecomeLeader", A, 2)
+    assert s.replicas[B].pending_truncation
+    assert Action("Fetch", B, A) not in enabled(model, s)
+    s = step(model, s, "OffsetsForLeaderEpoch", B, A)  # epoch 0 is A's latest: LEO 1, keep r0
+    assert not s.replicas[B].pending_truncation and s.replicas[B].log == ((0, 0),)

@@ -359,7 +359,8 @@ class Model:
             leader=req.leader,
             isr=0,
             remote_leo=(),
-            pending_truncation=self.mode is Truncation.EPOCH_OFFSET,
+            # As the broker: only a non-empty log has anything to ask about.
+            pending_truncation=self.mode is Truncation.EPOCH_OFFSET and rep.leo > 0,
             leso=0,
             pending_isr=0,
         )
