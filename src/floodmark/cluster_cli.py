@@ -225,7 +225,7 @@ class LocalCluster:
 
     def stop(self, timeout_s: float = 20.0) -> None:
         """SIGCONT anything stopped, SIGTERM everyone (brokers first), SIGKILL stragglers."""
-        for node_id in [*self.broker_ids, CONTROLLER_ID]:
+        for node_id in self.broker_ids:
             pid = self.pid(node_id)
             if pid is None or self.node_state(node_id) == "dead":
                 continue
@@ -234,9 +234,16 @@ class LocalCluster:
                 os.kill(pid, signal.SIGTERM)
             except ProcessLookupError:
                 continue
-            if node_id == CONTROLLER_ID:
-                continue
         for node_id in [*self.broker_ids, CONTROLLER_ID]:
+            if node_id == CONTROLLER_ID:
+                # Brokers first (their controlled shutdown needs the controller), then it.
+                pid = self.pid(node_id)
+                if pid is not None and self.node_state(node_id) != "dead":
+                    try:
+                        os.kill(pid, signal.SIGCONT)
+                        os.kill(pid, signal.SIGTERM)
+                    except ProcessLookupError:
+                        pass
             if not self.wait_dead(node_id, timeout_s):
                 pid = self.pid(node_id)
                 if pid is not None:

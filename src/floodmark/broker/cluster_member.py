@@ -285,9 +285,16 @@ class ClusterBroker(Broker):
     def _sync_fetcher(self, key: tuple[str, int], ps: ClusterPartitionState,
                       reg: PartitionRegistration) -> None:
         fetcher = self.fetchers.get(key)
-        if isinstance(ps.core.role, FollowerState):
+        role = ps.core.role
+        if isinstance(role, FollowerState):
+            target = (role.leader_id, role.leader_epoch)
+            if fetcher is not None and fetcher.target != target:
+                # New leader or epoch: drop any request in flight to the old one (it may be
+                # stopped and never answer) and start over against the new one.
+                fetcher.stop()
+                fetcher = None
             if fetcher is None:
-                fetcher = ReplicaFetcher(self, ps)
+                fetcher = ReplicaFetcher(self, ps, target)
                 self.fetchers[key] = fetcher
                 fetcher.start()
             fetcher.changed.set()
@@ -374,7 +381,8 @@ class ClusterBroker(Broker):
             host, port = self.advertised
             out["brokers"].append({"node_id": self.node_id, "host": host, "port": port,
                                    "rack": None})
-        out["controller_id"] = -1  # the controller is not a broker; admin requests go anywhere
+        # Admin clients send CreateTopics etc. to the "controller": any broker forwards them.
+        out["controller_id"] = self.node_id
         for topic in out["topics"]:
             for p in topic["partitions"]:
                 if p["leader_id"] < 0:

@@ -208,9 +208,11 @@ def rebuild_producer_state(ps: ClusterPartitionState) -> None:
 class ReplicaFetcher:
     """Follows one partition's leader until stopped."""
 
-    def __init__(self, broker: ClusterBroker, ps: ClusterPartitionState) -> None:
+    def __init__(self, broker: ClusterBroker, ps: ClusterPartitionState,
+                 target: tuple[int, int]) -> None:
         self.broker = broker
         self.ps = ps
+        self.target = target  # (leader id, leader epoch) this fetcher follows
         self.changed = asyncio.Event()  # metadata changed: re-read leader / epoch
         self._conn: AsyncKafkaConnection | None = None
         self._conn_target: tuple[int, str, int] | None = None
@@ -285,7 +287,7 @@ class ReplicaFetcher:
                 "partition_max_bytes": REPLICA_PARTITION_MAX_BYTES}]}],
             "forgotten_topics_data": [],
         }
-        resp = await conn.request(1, FETCH_VERSION, body, REPLICA_MAX_WAIT_MS / 1000 + 10)
+        resp = await conn.request(1, FETCH_VERSION, body, REPLICA_MAX_WAIT_MS / 1000 + 3)
         if int(resp.error_code) != 0:
             raise KafkaRequestError(f"fetch error {int(resp.error_code)}")
         part = resp.responses[0].partitions[0]
