@@ -38,7 +38,7 @@ class ClientConfig:
     client_id: str = "floodmark-spark"
     request_timeout_ms: int = 30_000
     isolation_level: int = 0
-    fetch_max_bytes: int = 8 * 1024 * 1024
+    fetch_max_bytes: int = 2 * 1024 * 1024
     max_wait_ms: int = 500
     poll_timeout_ms: int = 120_000
     truncation_grace_ms: int = 10_000

@@ -209,7 +209,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         client_id=params.get("client.id", "floodmark-spark"),
         request_timeout_ms=int(params.get("request.timeout.ms", "30000")),
         isolation_level=isolation_from_config(params.get("isolation.level")),
-        fetch_max_bytes=int(params.get("fetch.max.bytes", str(8 * 1024 * 1024))),
+        fetch_max_bytes=int(params.get("fetch.max.bytes", str(2 * 1024 * 1024))),
         max_wait_ms=int(params.get("fetch.max.wait.ms", params.get("fetch.wait.max.ms", "500"))),
         poll_timeout_ms=_int(options, "kafkaConsumer.pollTimeoutMs") or 120_000,
         truncation_grace_ms=_int(options, "floodmark.truncationGraceMs") or 10_000,
