@@ -16,6 +16,7 @@ broker's fenced flag and broker epoch.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -247,10 +248,8 @@ class LocalCluster:
             if not self.wait_dead(node_id, timeout_s):
                 pid = self.pid(node_id)
                 if pid is not None:
-                    try:
+                    with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
                 self.wait_dead(node_id, 5.0)
         for proc in self._procs.values():
             if proc.poll() is None:
@@ -442,3 +441,26 @@ def cmd_start(args: argparse.Namespace) -> int:
     cluster.start_node(args.id)
     print(f"node {args.id} started at {cluster.address(args.id)} (pid {cluster.pid(args.id)})")
     return 0
+
+
+# -- checks ------------------------------------------------------------------------------------------
+def read_partition_values(partition_dir: str | Path) -> dict[int, bytes | None]:
+    """offset -> value of every record in a partition directory's segment files (read-only)."""
+    from floodmark.records import decode_batch, iter_batches
+
+    values: dict[int, bytes | None] = {}
+    for seg in sorted(Path(partition_dir).glob("*.log")):
+        data = seg.read_bytes()
+        for pos, _h in iter_batches(data, validate=False):
+            _header, records = decode_batch(memoryview(data)[pos:], validate=False)
+            for r in records:
+                values[r.offset] = r.value
+    return values
+
+
+def lost_offsets(old_dir: str | Path, new_dir: str | Path, upto: int) -> list[int]:
+    """Offsets below ``upto`` (e.g. the old leader's HW) whose record in ``old_dir`` is missing
+    from, or different in, ``new_dir``: what an unclean election threw away."""
+    old = read_partition_values(old_dir)
+    new = read_partition_values(new_dir)
+    return sorted(o for o, v in old.items() if o < upto and new.get(o, b"\0missing") != v)

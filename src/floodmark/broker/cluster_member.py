@@ -350,7 +350,7 @@ class ClusterBroker(Broker):
 
     # -- dispatch ---------------------------------------------------------------------------------
     def dispatch(self, frame: memoryview | bytes, conn: Connection) -> Any:
-        key, version, _corr = peek_header(frame)
+        key, _version, _corr = peek_header(frame)
         if key == ApiKey.FETCH:
             header, body = decode_request(frame)
             if int(body.replica_id) >= 0:

@@ -25,6 +25,7 @@ In ``epoch-offset`` mode the core asks for OffsetsForLeaderEpoch first; that is 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import itertools
 import logging
@@ -241,10 +242,8 @@ class ReplicaFetcher:
         return self._conn
 
     async def _wait_for_change(self, timeout_s: float) -> None:
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.changed.wait(), timeout_s)
-        except TimeoutError:
-            pass
         self.changed.clear()
 
     async def _run(self) -> None:

@@ -9,6 +9,7 @@ commit (pull, as KRaft brokers fetch the metadata log; no push channel to keep c
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
@@ -139,10 +140,8 @@ class ControllerServer:
         offset = int(args.get("offset", 0))
         wait_ms = min(int(args.get("max_wait_ms", 0)), MAX_FETCH_WAIT_MS)
         if offset >= len(self.records) and wait_ms > 0 and self._changed is not None:
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), wait_ms / 1000)
-            except TimeoutError:
-                pass
         return {"records": self.records_from(offset), "end": len(self.records)}
 
     # -- methods -------------------------------------------------------------------------------

@@ -1,0 +1,102 @@
+"""The unclean-election trade-off, for real (kafka-python, acks=all, min.insync.replicas=1).
+
+Both followers die, the leader alone commits more records (ISR = {leader}), then the leader
+dies too and a stale follower comes back:
+
+* ``unclean.leader.election.enable=false``: no leader (the ISR is the dead leader); writes fail
+  until that broker returns; then everything acknowledged is there.
+* ``unclean.leader.election.enable=true``: the stale follower is elected at once and takes
+  writes; the records only the old leader had are lost, and ``lost_offsets`` (reading both
+  replicas' segment files) reports exactly those acknowledged offsets. When the old leader
+  returns it truncates to the new leader's log (divergence by leader epoch).
+"""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import pytest
+from kafka import KafkaProducer
+from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.errors import KafkaError as KafkaPythonError
+
+from floodmark.cluster_cli import lost_offsets
+from tests.cluster.helpers import healed, replica_values, start_cluster, wait_until
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "unclean"
+
+
+def _send(producer: KafkaProducer, values: list[bytes], timeout_s: float) -> list[int]:
+    futures = [producer.send(TOPIC, value=v, partition=0) for v in values]
+    return [f.get(timeout=timeout_s).offset for f in futures]
+
+
+def _producer(bootstrap: str) -> KafkaProducer:
+    return KafkaProducer(bootstrap_servers=bootstrap, acks="all", retries=5, enable_idempotence=False,
+                         request_timeout_ms=3000, metadata_max_age_ms=500,
+                         retry_backoff_ms=100, reconnect_backoff_ms=50, linger_ms=2)
+
+
+@pytest.mark.parametrize("unclean", [False, True], ids=["clean-only", "unclean"])
+def test_unclean_election_trade_off(tmp_path: Path, unclean: bool) -> None:
+    cluster = start_cluster(tmp_path / "c", **{"auto.leader.rebalance.enable": "false"})
+    producer = None
+    try:
+        admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+        admin.create_topics([NewTopic(TOPIC, 1, 3, topic_configs={
+            "min.insync.replicas": "1",
+            "unclean.leader.election.enable": str(unclean).lower()})])
+        admin.close()
+        wait_until(lambda: cluster.leader_of(TOPIC) > 0, 10, "a leader")
+        producer = _producer(cluster.bootstrap)
+        first = _send(producer, [b"a%d" % i for i in range(50)], 20)
+        leader = cluster.leader_of(TOPIC)
+        stale, other = [b for b in cluster.broker_ids if b != leader]
+        cluster.kill(stale, signal.SIGKILL)
+        cluster.kill(other, signal.SIGKILL)
+        wait_until(lambda: (cluster.partition_registration(TOPIC) or {}).get("isr") == [leader],
+                   15, "ISR = {leader}")
+        only_leader = _send(producer, [b"b%d" % i for i in range(30)], 20)
+        cluster.kill(leader, signal.SIGKILL)
+        cluster.start_node(stale)
+
+        if not unclean:
+            wait_until(lambda: cluster.leader_of(TOPIC) == -1, 15, "the leader fenced")
+            reg = cluster.partition_registration(TOPIC)
+            assert reg is not None and reg["leader"] == -1 and reg["isr"] == [leader]
+            with pytest.raises(KafkaPythonError):
+                _send(producer, [b"c-refused"], 8)
+            assert cluster.leader_of(TOPIC) == -1, "a stale replica was elected"
+            cluster.start_node(leader)
+            wait_until(lambda: cluster.leader_of(TOPIC) == leader, 15, "old leader back")
+            later = _send(producer, [b"c%d" % i for i in range(10)], 30)
+            cluster.start_node(other)
+            wait_until(lambda: healed(cluster, TOPIC), 45, "healed", 0.3)
+            values = replica_values(cluster, leader, TOPIC)
+            for i, off in enumerate(first):
+                assert values[off] == b"a%d" % i
+            for i, off in enumerate(only_leader):
+                assert values[off] == b"b%d" % i, "clean election lost an acknowledged record"
+            assert later[0] > max(only_leader)
+        else:
+            wait_until(lambda: cluster.leader_of(TOPIC) == stale, 15, "unclean leader")
+            after = _send(producer, [b"c%d" % i for i in range(10)], 30)
+            assert after[0] == max(first) + 1, "the new leader continues from its own log"
+            lost = lost_offsets(cluster.partition_dir(leader, TOPIC),
+                                cluster.partition_dir(stale, TOPIC), max(only_leader) + 1)
+            assert lost == sorted(only_leader), lost
+            cluster.start_node(leader)
+            cluster.start_node(other)
+            wait_until(lambda: healed(cluster, TOPIC), 45, "healed", 0.3)
+            values = replica_values(cluster, leader, TOPIC)
+            for i, off in enumerate(after):
+                assert values[off] == b"c%d" % i, "old leader did not truncate to the new log"
+            st = cluster.controller_status()
+            assert st is not None and st["unclean_elections"] >= 1
+    finally:
+        if producer is not None:
+            producer.close(timeout=2)
+        cluster.stop()
