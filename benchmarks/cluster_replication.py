@@ -36,7 +36,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from floodmark.cluster_cli import LocalCluster  # noqa: E402
+from floodmark.cluster_cli import LocalCluster
 
 
 def _wait(pred, timeout_s: float, what: str):  # type: ignore[no-untyped-def]
