@@ -42,7 +42,7 @@ class CorruptCheckpointError(ValueError):
         self.reason = reason
 
 
-def _write_atomically(fs: FileSystem, path: str, text: str) -> None:
+def _write_atomically(fs: FileSystem, path: str, text: str, *, sync_dir: bool = True) -> None:
     temp = path + ".tmp"
     if fs.exists(temp):
         fs.remove(temp)
@@ -53,7 +53,8 @@ def _write_atomically(fs: FileSystem, path: str, text: str) -> None:
     finally:
         handle.close()
     fs.rename(temp, path)
-    fs.fsync_dir(posixpath.dirname(path) or ".")
+    if sync_dir:
+        fs.fsync_dir(posixpath.dirname(path) or ".")
 
 
 def _read_lines(fs: FileSystem, path: str, fields: int) -> list[list[str]]:
@@ -144,11 +145,13 @@ class LeaderEpochCheckpointFile:
         self.fs = fs
         self.path = path
 
-    def write(self, entries: Iterable[EpochEntry]) -> None:
+    def write(self, entries: Iterable[EpochEntry], *, sync_dir: bool = True) -> None:
+        """Replace the file atomically. ``sync_dir=False`` leaves the directory fsync (which
+        makes the rename durable) to the caller, who must do it before relying on the file."""
         items = list(entries)
         lines = [str(CHECKPOINT_VERSION), str(len(items))]
         lines.extend(f"{e.epoch} {e.start_offset}" for e in items)
-        _write_atomically(self.fs, self.path, "\n".join(lines) + "\n")
+        _write_atomically(self.fs, self.path, "\n".join(lines) + "\n", sync_dir=sync_dir)
 
     def read(self) -> list[EpochEntry]:
         """Entries in file order; [] if the file does not exist. Raises CorruptCheckpointError

@@ -227,10 +227,12 @@ _DIR = None  # marker value for directories in the namespace maps
 class _Faults:
     """Fault knobs shared by a MemoryFileSystem and its handles."""
 
-    __slots__ = ("fsync_failures",)
+    __slots__ = ("dir_fsyncs", "file_fsyncs", "fsync_failures")
 
     def __init__(self) -> None:
         self.fsync_failures = 0
+        self.file_fsyncs = 0  # fsync calls on file handles (failed ones included)
+        self.dir_fsyncs = 0
 
 
 class MemoryFileHandle:
@@ -259,6 +261,7 @@ class MemoryFileHandle:
         return len(self._inode.data)
 
     def fsync(self) -> None:
+        self._faults.file_fsyncs += 1
         if self._faults.fsync_failures > 0:
             self._faults.fsync_failures -= 1
             raise OSError(errno.EIO, os.strerror(errno.EIO), self._path)
@@ -294,9 +297,21 @@ class MemoryFileSystem:
     def __init__(self) -> None:
         self._names: dict[str, _Inode | None] = {"/": _DIR}
         self._durable: dict[str, _Inode | None] = {"/": _DIR}
-        self.fsync_count = 0
         self.crash_count = 0
         self._faults = _Faults()
+
+    @property
+    def fsync_count(self) -> int:
+        """Every fsync so far: of files (through any handle) and of directories."""
+        return self._faults.file_fsyncs + self._faults.dir_fsyncs
+
+    @property
+    def file_fsync_count(self) -> int:
+        return self._faults.file_fsyncs
+
+    @property
+    def dir_fsync_count(self) -> int:
+        return self._faults.dir_fsyncs
 
     def fail_next_fsyncs(self, count: int) -> None:
         """The next ``count`` file fsyncs raise EIO and make nothing durable (a failing disk)."""
@@ -388,7 +403,7 @@ class MemoryFileSystem:
         path = _norm(path)
         if not self.is_dir(path):
             raise _not_found(path)
-        self.fsync_count += 1
+        self._faults.dir_fsyncs += 1
         for name in [n for n in self._durable if n != path and posixpath.dirname(n) == path]:
             if name not in self._names:
                 self._drop_durable_subtree(name)

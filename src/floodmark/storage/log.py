@@ -32,7 +32,7 @@ from floodmark.records import (
     set_partition_leader_epoch,
     validate_batch_at,
 )
-from floodmark.replication.epochs import UNDEFINED_EPOCH, EpochCache
+from floodmark.replication.epochs import UNDEFINED_EPOCH, EpochCache, EpochEntry
 from floodmark.storage.checkpoints import (
     LEADER_EPOCH_CHECKPOINT,
     CorruptCheckpointError,
@@ -205,9 +205,14 @@ class Log:
         return log
 
     def _recover(self, now_ms: int, recovery_point: int, log_start_offset: int) -> None:
+        # Nothing is written or fsynced unless something changed: opening a cleanly closed log
+        # (recovery point == log end offset, indexes and epoch checkpoint as on disk) performs
+        # no write and no fsync. Every modification below marks what it touched for the final
+        # flush (segments' ``dirty``, ``_dir_dirty`` for created or removed names).
         fs = self.fs
-        fs.mkdirs(self.path)
-        self._dir_dirty = True  # index files may be (re)created below
+        if not fs.is_dir(self.path):
+            fs.mkdirs(self.path)
+            self._dir_dirty = True
         names = fs.listdir(self.path)
         bases: list[int] = []
         for name in names:
@@ -215,6 +220,7 @@ class Log:
             if name.endswith(_STRAY_SUFFIXES):
                 logger.info("%s removing leftover file %s", self._ctx(), full)
                 fs.remove(full)
+                self._dir_dirty = True
                 continue
             stem, dot, suffix = name.partition(".")
             if not dot or not stem.isdigit() or len(stem) != 20:
@@ -231,7 +237,10 @@ class Log:
                 and int(stem) not in bases
             ):
                 fs.remove(f"{self.path}/{name}")  # an index without its segment
+                self._dir_dirty = True
         epoch_entries_ok = True
+        epoch_file_existed = LEADER_EPOCH_CHECKPOINT in names
+        entries: list[EpochEntry] = []
         try:
             entries = self._epoch_file.read()
             self.epoch_cache = EpochCache(entries)
@@ -243,10 +252,13 @@ class Log:
             self.epoch_cache = EpochCache()
 
         recovered_from: int | None = None
+        recovered: list[Segment] = []
         for i, base in enumerate(bases):
             segment = Segment(fs, self.path, base)
             self.segments.append(segment)
             self._base_offsets.append(base)
+            if not segment.index_files_existed:
+                self._dir_dirty = True  # they are created below
             is_last = i == len(bases) - 1
             next_base = bases[i + 1] if not is_last else None
             needs_recovery = is_last or (next_base is not None and next_base > recovery_point)
@@ -264,7 +276,10 @@ class Log:
                     segment.dirty = True
                 segment.release_index_files()
                 continue
+            recovered.append(segment)
+            segment.detach_indexes()
             truncated_at = self._recover_segment(segment, recovery_point)
+            cut = segment.dirty  # the segment file was truncated
             if truncated_at is None and next_base is not None:
                 segment_end = self._segment_next_offset(segment)
                 if segment_end != next_base:
@@ -279,6 +294,10 @@ class Log:
                     truncated_at = segment_end
             if truncated_at is None and next_base is not None:
                 segment.on_become_inactive()
+            # Index files are written only where they differ from what the scan rebuilt; a
+            # truncated segment file was marked dirty by _recover_segment.
+            segment.dirty = segment.attach_indexes() or cut
+            if truncated_at is None and next_base is not None:
                 segment.release_index_files()
             if truncated_at is not None:
                 recovered_from = truncated_at
@@ -300,6 +319,13 @@ class Log:
         if self.segments:
             last = self.segments[-1]
             self.log_end_offset = self._segment_next_offset(last)
+            if self.log_end_offset != recovery_point:
+                # Data past the recovery point may exist only in the page cache (the previous
+                # process died before flushing): it becomes durable before the recovery point
+                # moves past it. Only when the log ends exactly at the checkpointed recovery
+                # point (a clean close) is everything known to be on disk already.
+                for segment in recovered:
+                    segment.dirty = True
             # Empty trailing segments left by a crash right after a roll are fine; an empty
             # first segment whose name is above log start is fine too.
         else:
@@ -335,8 +361,12 @@ class Log:
         self._recovered_epochs = []
         self.epoch_cache.truncate_from_end(self.log_end_offset)
         self.epoch_cache.truncate_from_start(self.log_start_offset)
-        self._write_epoch_checkpoint()
-        # Recovered data is made durable, so the recovery point moves to the end.
+        if not (epoch_entries_ok and epoch_file_existed and self.epoch_cache.entries() == tuple(entries)):
+            # The rename becomes durable with the directory fsync of the flush below.
+            self._epoch_file.write(self.epoch_cache.entries(), sync_dir=False)
+            self._dir_dirty = True
+        # Recovered data is made durable (a no-op when nothing changed), so the recovery point
+        # moves to the end.
         self.flush()
         logger.info(
             "%s opened: log_start_offset=%d log_end_offset=%d segments=%d epoch cache %s",
@@ -417,9 +447,9 @@ class Log:
                 self._recovered_epochs.append((header.partition_leader_epoch, header.base_offset))
         except CorruptRecordError as exc:
             cut_position, reason = exc.position, str(exc)
-        segment.dirty = True
         if cut_position is None:
             return None
+        segment.dirty = True
         logger.warning(
             "%s recovery: truncating segment %d at position %d (offset %d), %d bytes dropped: %s",
             self._ctx(),

@@ -93,14 +93,50 @@ class LazyFile:
             self._handle = None
 
 
+def _make_file_equal(file: LazyFile, data: bytes) -> bool:
+    """Make ``file`` hold exactly ``data`` with the fewest writes: keep the common prefix,
+    truncate the rest, append the difference. Returns True if the file changed (it is then
+    marked dirty, i.e. needs an fsync); an identical file is left untouched."""
+    size = file.size()
+    current = file.read_at(0, size) if size else b""
+    if current == data:
+        return False
+    common = 0
+    limit = min(len(current), len(data))
+    block = 4096
+    while common + block <= limit and current[common : common + block] == data[common : common + block]:
+        common += block
+    while common < limit and current[common] == data[common]:
+        common += 1
+    if size > common:
+        file.truncate(common)
+    if len(data) > common:
+        file.write(data[common:])
+    return True
+
+
 class OffsetIndex:
-    __slots__ = ("base_offset", "file", "positions", "relative_offsets")
+    """Offset index entries in memory, mirrored to the file by appending. While ``detached``
+    (during recovery) changes stay in memory; ``attach`` then makes the file match, writing
+    only if it differs."""
+
+    __slots__ = ("base_offset", "detached", "file", "positions", "relative_offsets")
 
     def __init__(self, file: LazyFile, base_offset: int) -> None:
         self.file = file
         self.base_offset = base_offset
         self.relative_offsets: list[int] = []
         self.positions: list[int] = []
+        self.detached = False
+
+    def attach(self) -> bool:
+        """End a detached period: bring the file in line with memory. True if it was written."""
+        self.detached = False
+        data = b"".join(
+            _OFFSET_ENTRY.pack(rel, pos)
+            for rel, pos in zip(self.relative_offsets, self.positions, strict=True)
+        )
+        return _make_file_equal(self.file, data)
 
     def load(self, segment_size: int) -> bool:
         """Read the file; False (and empty) if it fails the sanity check."""
@@ -128,7 +164,8 @@ class OffsetIndex:
         rel = offset - self.base_offset
         self.relative_offsets.append(rel)
         self.positions.append(position)
-        self.file.write(_OFFSET_ENTRY.pack(rel, position))
+        if not self.detached:
+            self.file.write(_OFFSET_ENTRY.pack(rel, position))
 
     def lookup(self, offset: int) -> tuple[int, int]:
         """(offset, position) of the last entry at or before ``offset``, else (base, 0)."""
@@ -149,24 +186,38 @@ class OffsetIndex:
         if keep < len(self.positions):
             del self.relative_offsets[keep:]
             del self.positions[keep:]
-            self.file.truncate(keep * _OFFSET_ENTRY.size)
+            if not self.detached:
+                self.file.truncate(keep * _OFFSET_ENTRY.size)
 
     def reset(self) -> None:
         self.clear_memory()
-        self.file.truncate(0)
+        if not self.detached:
+            self.file.truncate(0)
 
     def __len__(self) -> int:
         return len(self.positions)
 
 
 class TimeIndex:
-    __slots__ = ("base_offset", "file", "relative_offsets", "timestamps")
+    """Time index entries in memory, mirrored to the file (``detached``/``attach`` as in
+    ``OffsetIndex``)."""
+
+    __slots__ = ("base_offset", "detached", "file", "relative_offsets", "timestamps")
 
     def __init__(self, file: LazyFile, base_offset: int) -> None:
         self.file = file
         self.base_offset = base_offset
         self.timestamps: list[int] = []
         self.relative_offsets: list[int] = []
+        self.detached = False
+
+    def attach(self) -> bool:
+        self.detached = False
+        data = b"".join(
+            _TIME_ENTRY.pack(ts, rel)
+            for ts, rel in zip(self.timestamps, self.relative_offsets, strict=True)
+        )
+        return _make_file_equal(self.file, data)
 
     def load(self) -> bool:
         size = self.file.size()
@@ -198,7 +249,8 @@ class TimeIndex:
             rel = offset - self.base_offset
             self.timestamps.append(timestamp)
             self.relative_offsets.append(rel)
-            self.file.write(_TIME_ENTRY.pack(timestamp, rel))
+            if not self.detached:
+                self.file.write(_TIME_ENTRY.pack(timestamp, rel))
 
     def lookup_below(self, timestamp: int) -> int:
         """An offset at or before the first record with timestamp >= ``timestamp``: the offset of
@@ -214,11 +266,13 @@ class TimeIndex:
         if keep < len(self.relative_offsets):
             del self.timestamps[keep:]
             del self.relative_offsets[keep:]
-            self.file.truncate(keep * _TIME_ENTRY.size)
+            if not self.detached:
+                self.file.truncate(keep * _TIME_ENTRY.size)
 
     def reset(self) -> None:
         self.clear_memory()
-        self.file.truncate(0)
+        if not self.detached:
+            self.file.truncate(0)
 
     def __len__(self) -> int:
         return len(self.timestamps)
@@ -359,6 +413,20 @@ class Segment:
             position,
             index_interval_bytes,
         )
+
+    def detach_indexes(self) -> None:
+        """Recovery: index changes stay in memory until ``attach_indexes``."""
+        self.index.detached = True
+        self.time_index.detached = True
+
+    def attach_indexes(self) -> bool:
+        """Write the index files only where they differ from memory; True if any was written
+        (the segment then needs a flush)."""
+        changed = self.index.attach()
+        changed = self.time_index.attach() or changed
+        if changed:
+            self.dirty = True
+        return changed
 
     def on_become_inactive(self) -> None:
         if self.max_timestamp > self.time_index.last_timestamp:

@@ -1,0 +1,122 @@
+"""Broker restart time with many partitions (issue 3 follow-up: fast ``Log.open``).
+
+Starts a broker on a fresh data directory, creates ``--partitions`` partitions (topics of 10
+partitions each), writes one record to every partition, stops the broker cleanly (SIGTERM), then
+restarts it ``--restarts`` times and reports the time from process start to its "listening" line
+(all logs are opened and recovered before the broker listens), plus the broker's own "opened N
+partitions in X s" figure from its log. ``--kill`` stops with SIGKILL instead (an unclean
+restart: logs are re-validated from their recovery point).
+
+    .venv/bin/python benchmarks/broker_restart.py [--partitions 1000] [--restarts 3]
+        [--src OTHER_CHECKOUT/src]     # measure another source tree (e.g. a "before" snapshot)
+
+The figure depends heavily on the disk (each fsync is a journal commit) and on machine load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+_OPENED = re.compile(r"opened (\d+) partitions .* in ([0-9.]+)s")
+
+
+def start(data_dir: Path, log_path: Path, src: str | None) -> tuple[subprocess.Popen[bytes], str, float]:
+    env = dict(os.environ)
+    env.setdefault("FLOODMARK_LOG_LEVEL", "INFO")
+    if src:
+        env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    cmd = [sys.executable, "-m", "floodmark.cli", "broker", "--data-dir", str(data_dir),
+           "--listen", "127.0.0.1:0"]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE,
+                            stderr=open(log_path, "ab"), env=env)  # noqa: SIM115
+    assert proc.stdout is not None
+    line = proc.stdout.readline().decode()
+    elapsed = time.perf_counter() - t0
+    if "listening on" not in line:
+        proc.kill()
+        raise SystemExit(f"broker did not start: {line!r}; see {log_path}")
+    port = int(line.rsplit(":", 1)[1])
+    return proc, f"127.0.0.1:{port}", elapsed
+
+
+def stop(proc: subprocess.Popen[bytes], sig: int) -> None:
+    proc.send_signal(sig)
+    try:
+        proc.wait(120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
+    if proc.stdout is not None:
+        proc.stdout.close()
+
+
+def populate(bootstrap: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topics = [NewTopic(f"restart-{i}", 10, 1) for i in range((partitions + 9) // 10)]
+    for fut in admin.create_topics(topics, request_timeout=120).values():
+        fut.result(180)
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+    for t in topics:
+        for p in range(10):
+            producer.produce(t.topic, value=b"x" * 100, partition=p)
+    remaining = producer.flush(120)
+    if remaining:
+        raise SystemExit(f"{remaining} records not delivered")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--partitions", type=int, default=1000)
+    ap.add_argument("--restarts", type=int, default=3)
+    ap.add_argument("--kill", action="store_true", help="SIGKILL before each restart")
+    ap.add_argument("--src", help="PYTHONPATH for the broker (another checkout's src/)")
+    ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="fm-restart-"))
+    data = work / "data"
+    log_path = work / "broker.log"
+    try:
+        proc, bootstrap, _ = start(data, log_path, args.src)
+        try:
+            populate(bootstrap, args.partitions)
+        finally:
+            stop(proc, signal.SIGTERM)
+        times: list[float] = []
+        for i in range(args.restarts):
+            mark = log_path.stat().st_size
+            proc, _, elapsed = start(data, log_path, args.src)
+            stop(proc, signal.SIGKILL if args.kill else signal.SIGTERM)
+            with open(log_path, "rb") as fh:
+                fh.seek(mark)
+                m = _OPENED.search(fh.read().decode(errors="replace"))
+            opened = f"{m.group(1)} partitions opened in {m.group(2)} s" if m else "(no open line)"
+            print(f"restart {i}: {elapsed:.2f} s to listening; broker log: {opened}", flush=True)
+            times.append(elapsed)
+        print(f"{args.partitions} partitions, {'SIGKILL' if args.kill else 'clean'} restarts: "
+              f"median {statistics.median(times):.2f} s, min {min(times):.2f} s, "
+              f"max {max(times):.2f} s (load average {os.getloadavg()[0]:.1f})")
+    finally:
+        if args.keep:
+            print(f"work directory: {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
