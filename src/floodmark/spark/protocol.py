@@ -9,7 +9,9 @@ broker. Hand-written codecs for four non-flexible request versions:
                    ``log_start_offset``. A Fetch with a tiny byte budget is also how the reader asks
                    for the high watermark: the Fetch response's HW is the one number every broker
                    must get right (some brokers answer ListOffsets(latest) with something else).
-- ApiVersions v0   (only to fail early with a clear message on a non-Kafka endpoint)
+
+Versions are fixed, not negotiated with ApiVersions: every Kafka broker since 2.3 (and floodmark,
+and Tansu) accepts them.
 
 One blocking socket per broker, requests sent one at a time. Leader routing follows Metadata;
 NOT_LEADER_OR_FOLLOWER and leader-epoch errors refresh it and retry a bounded number of times.
@@ -32,7 +34,6 @@ log = logging.getLogger(__name__)
 API_FETCH = 1
 API_LIST_OFFSETS = 2
 API_METADATA = 3
-API_VERSIONS = 18
 
 FETCH_VERSION = 11
 LIST_OFFSETS_VERSION = 4
