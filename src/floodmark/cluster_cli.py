@@ -329,6 +329,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true")
     data_dir(p)
     p.set_defaults(func=cmd_status)
+    p = sub.add_parser("describe", help="per replica: LEO, HW, log start, epoch cache, read "
+                                        "from each broker")
+    p.add_argument("topic")
+    p.add_argument("--json", action="store_true")
+    data_dir(p)
+    p.set_defaults(func=cmd_describe)
     p = sub.add_parser("kill", help="send a signal to one node (fault drill)")
     p.add_argument("id", type=int)
     p.add_argument("--signal", default="KILL", choices=["KILL", "TERM", "STOP", "CONT"])
@@ -464,3 +470,85 @@ def lost_offsets(old_dir: str | Path, new_dir: str | Path, upto: int) -> list[in
     old = read_partition_values(old_dir)
     new = read_partition_values(new_dir)
     return sorted(o for o, v in old.items() if o < upto and new.get(o, b"\0missing") != v)
+
+
+# -- per-replica describe -----------------------------------------------------------------------------
+def replica_state(address: str, topic: str, partition: int, max_epoch: int) -> dict[str, Any]:
+    """One replica's LEO, HW, log start and epoch cache, asked of that broker with the debug
+    replica id (-2), which any replica answers from its own log."""
+    from floodmark.client.connection import KafkaConnection
+
+    def offsets(conn: KafkaConnection, ts: int, isolation: int) -> int:
+        resp = conn.request(2, 7, {"replica_id": -2, "isolation_level": isolation, "topics": [
+            {"name": topic, "partitions": [{"partition_index": partition,
+                                            "current_leader_epoch": -1, "timestamp": ts}]}]})
+        part = resp.topics[0].partitions[0]
+        if int(part.error_code):
+            raise RuntimeError(f"{address}: ListOffsets error {int(part.error_code)}")
+        return int(part.offset)
+
+    with KafkaConnection(address, timeout_s=5) as conn:
+        leo = offsets(conn, -1, 0)
+        hw = offsets(conn, -1, 1)
+        start = offsets(conn, -2, 0)
+        resp = conn.request(23, 4, {"replica_id": -2, "topics": [{"topic": topic, "partitions": [
+            {"partition": partition, "current_leader_epoch": -1, "leader_epoch": e}
+            for e in range(max_epoch + 1)]}]})
+    ends = {int(p.leader_epoch): int(p.end_offset) for p in resp.topics[0].partitions
+            if int(p.error_code) == 0 and int(p.leader_epoch) >= 0}
+    cache = []
+    prev = start
+    for epoch in sorted(ends):
+        cache.append([epoch, prev])
+        prev = ends[epoch]
+    return {"log_end_offset": leo, "high_watermark": hw, "log_start_offset": start,
+            "epoch_cache": cache}
+
+
+def describe(cluster: LocalCluster, topic: str) -> list[dict[str, Any]]:
+    ctl = cluster.controller_status()
+    if ctl is None:
+        raise RuntimeError("the controller does not answer")
+    parts = ctl["topics"].get(topic)
+    if parts is None:
+        raise RuntimeError(f"unknown topic {topic!r}")
+    out = []
+    for index, reg in sorted(parts.items(), key=lambda kv: int(kv[0])):
+        replicas = []
+        for r in reg["replicas"]:
+            entry: dict[str, Any] = {"id": r}
+            try:
+                entry.update(replica_state(cluster.address(r), topic, int(index),
+                                           int(reg["leader_epoch"])))
+            except (OSError, RuntimeError) as exc:
+                entry["error"] = str(exc)
+            replicas.append(entry)
+        out.append({"partition": int(index), "leader": reg["leader"],
+                    "leader_epoch": reg["leader_epoch"],
+                    "partition_epoch": reg["partition_epoch"], "isr": reg["isr"],
+                    "replicas": replicas})
+    return out
+
+
+def cmd_describe(args: argparse.Namespace) -> int:
+    cluster = _load(args)
+    try:
+        rows = describe(cluster, args.topic)
+    except RuntimeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    for row in rows:
+        print(f"{args.topic}-{row['partition']}: leader {row['leader']} leader_epoch "
+              f"{row['leader_epoch']} partition_epoch {row['partition_epoch']} isr {row['isr']}")
+        for r in row["replicas"]:
+            if "error" in r:
+                print(f"  replica {r['id']}: unreachable ({r['error']})")
+                continue
+            cache = ", ".join(f"{e}@{o}" for e, o in r["epoch_cache"])
+            role = "leader  " if r["id"] == row["leader"] else "follower"
+            print(f"  replica {r['id']} {role} LEO {r['log_end_offset']} HW "
+                  f"{r['high_watermark']} log_start {r['log_start_offset']} epochs [{cache}]")
+    return 0

@@ -60,6 +60,7 @@ from floodmark.wire.codec import decode_request, encode_response, peek_header
 
 log = logging.getLogger("floodmark.broker.cluster_member")
 
+DEBUG_REPLICA_ID = -2
 CLUSTER_DEFAULTS = {
     "broker.heartbeat.interval.ms": 250,
     "controlled.shutdown.timeout.ms": 5000,
@@ -350,7 +351,7 @@ class ClusterBroker(Broker):
 
     # -- dispatch ---------------------------------------------------------------------------------
     def dispatch(self, frame: memoryview | bytes, conn: Connection) -> Any:
-        key, _version, _corr = peek_header(frame)
+        key, version, _corr = peek_header(frame)
         if key == ApiKey.FETCH:
             header, body = decode_request(frame)
             if int(body.replica_id) >= 0:
@@ -360,6 +361,14 @@ class ClusterBroker(Broker):
             header, body = decode_request(frame)
             return encode_response(header.api_key, header.api_version, header.correlation_id,
                                    self._metadata(header, body, conn))
+        if key in (ApiKey.LIST_OFFSETS, ApiKey.OFFSET_FOR_LEADER_EPOCH) and (
+                key == ApiKey.LIST_OFFSETS or version >= 3):
+            header, body = decode_request(frame)
+            if int(body.replica_id) == DEBUG_REPLICA_ID:
+                answer = (self._debug_list_offsets(body) if key == ApiKey.LIST_OFFSETS
+                          else self._debug_epochs(body))
+                return encode_response(header.api_key, header.api_version,
+                                       header.correlation_id, answer)
         result = super().dispatch(frame, conn)
         if key == ApiKey.PRODUCE:
             # New data on the leader: wake follower fetches parked on these partitions.
@@ -369,6 +378,51 @@ class ClusterBroker(Broker):
     async def _finish_replica_fetch(self, header: Any, body: Any) -> Any:
         result = await handle_replica_fetch(self, header, body)
         return encode_response(header.api_key, header.api_version, header.correlation_id, result)
+
+    # Debug reads (replica id -2, as Kafka's DEBUGGING_REPLICA_ID): any replica, leader or not,
+    # answers from its own log, so tools can show every replica's LEO, HW and epoch cache.
+    def _debug_list_offsets(self, body: Any) -> dict[str, Any]:
+        committed = int(getattr(body, "isolation_level", 0)) == 1
+        topics = []
+        for t in body.topics:
+            parts = []
+            for p in t.partitions:
+                out: dict[str, Any] = {"partition_index": int(p.partition_index),
+                                       "error_code": 0, "old_style_offsets": [],
+                                       "timestamp": -1, "offset": -1, "leader_epoch": -1}
+                ps = self.partitions.get((t.name, int(p.partition_index)))
+                ts = int(p.timestamp)
+                if ps is None:
+                    out["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                elif ts == -1:  # latest: LEO, or the HW with isolation_level=1
+                    out["offset"] = ps.high_watermark if committed else ps.log_end_offset
+                    out["leader_epoch"] = ps.log.epoch_cache.latest_epoch
+                elif ts == -2:
+                    out["offset"] = ps.log_start_offset
+                    out["leader_epoch"] = ps.log.epoch_cache.epoch_for_offset(ps.log_start_offset)
+                else:
+                    out["error_code"] = int(ErrorCode.INVALID_REQUEST)
+                parts.append(out)
+            topics.append({"name": t.name, "partitions": parts})
+        return {"throttle_time": 0, "topics": topics}
+
+    def _debug_epochs(self, body: Any) -> dict[str, Any]:
+        topics = []
+        for t in body.topics:
+            parts = []
+            for p in t.partitions:
+                out: dict[str, Any] = {"error_code": 0, "partition": int(p.partition),
+                                       "leader_epoch": -1, "end_offset": -1}
+                ps = self.partitions.get((t.topic, int(p.partition)))
+                if ps is None:
+                    out["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                else:
+                    answer = ps.log.epoch_cache.end_offset_for(int(p.leader_epoch),
+                                                               ps.log_end_offset)
+                    out["leader_epoch"], out["end_offset"] = answer.epoch, answer.end_offset
+                parts.append(out)
+            topics.append({"topic": t.topic, "partitions": parts})
+        return {"throttle_time": 0, "topics": topics}
 
     def _metadata(self, header: Any, body: Any, conn: Connection) -> dict[str, Any]:
         out = admin.metadata(self, header, body, conn)
