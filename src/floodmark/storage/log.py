@@ -40,6 +40,7 @@ from floodmark.storage.checkpoints import (
     TopicPartition,
 )
 from floodmark.storage.config import FlushPolicy, LogConfig
+from floodmark.storage.file_slice import FileSlice
 from floodmark.storage.fs import FileHandle, FileSystem, RealFileSystem
 from floodmark.storage.segment import MAX_RELATIVE_OFFSET, Segment, scan_batches
 
@@ -109,8 +110,12 @@ class ReadInfo:
     """Whole batches read from one segment.
 
     ``records`` holds the bytes; ``segment_path``/``position``/``size`` say where they are in the
-    segment file, so a server may ``os.sendfile`` that range instead. ``next_offset`` is the
-    offset after the last batch returned (== ``first_offset`` when nothing was read).
+    segment file. ``next_offset`` is the offset after the last batch returned (==
+    ``first_offset`` when nothing was read).
+
+    Lazy reads (``Log.read(..., lazy_min_bytes=n)``) of at least ``n`` bytes leave ``records``
+    empty and return ``file_slice`` instead: the range with its own descriptor, to be sent with
+    ``os.sendfile`` (or read) later and then closed; see ``floodmark.storage.file_slice``.
     """
 
     records: bytes | memoryview
@@ -119,8 +124,9 @@ class ReadInfo:
     segment_path: str | None
     position: int
     size: int
-    fileno: int | None = None  # the segment's OS file descriptor (RealFileSystem), for sendfile;
-    # valid until the segment is deleted (retention/truncation) or the log is closed
+    fileno: int | None = None  # the segment's OS file descriptor (RealFileSystem); only valid
+    # until the segment is deleted or the log closed: use ``file_slice`` to send later
+    file_slice: FileSlice | None = None
 
     @property
     def is_empty(self) -> bool:
@@ -747,18 +753,30 @@ class Log:
     # ========================================================================================
     # Reads
     # ========================================================================================
+    @property
+    def truncation_generation(self) -> int:
+        """Bumped by every truncation (bytes at a file position may differ afterwards)."""
+        return self._flush_generation
+
     def read(
         self,
         start_offset: int,
         max_bytes: int,
         max_offset_exclusive: int | None = None,
+        *,
+        lazy_min_bytes: int | None = None,
     ) -> ReadInfo:
         """Whole batches from the one containing ``start_offset``, at least one (if any
         qualifies) even if it is larger than ``max_bytes`` (KIP-74). Only one segment is read.
 
         ``max_offset_exclusive`` (the HW for consumers) bounds the read: no batch holding an
         offset at or beyond it is returned, so a consumer never sees an offset >= HW even if the
-        bound fell inside a batch (it never does in practice: HWs are batch boundaries)."""
+        bound fell inside a batch (it never does in practice: HWs are batch boundaries).
+
+        ``lazy_min_bytes``: find the batch range from headers and the offset index only, without
+        reading the data; a range of at least that many bytes is returned as ``file_slice`` (the
+        caller must close it), a smaller one is read into ``records`` as usual. Same batches,
+        offsets and bytes as an ordinary read."""
         self._check_open()
         if start_offset < self.log_start_offset or start_offset > self.log_end_offset:
             raise KafkaError(
@@ -781,6 +799,9 @@ class Log:
                 position, header = found
                 if header.next_offset > limit:
                     break
+                if lazy_min_bytes is not None:
+                    return self._read_lazy(segment, position, header, max_bytes, limit,
+                                           lazy_min_bytes)
                 return self._read_from(segment, position, header, max_bytes, limit)
             if start_offset >= limit:
                 break
@@ -820,6 +841,49 @@ class Log:
             end,
             segment.log.fileno(),
         )
+
+    def _read_lazy(
+        self,
+        segment: Segment,
+        position: int,
+        first: BatchHeader,
+        max_bytes: int,
+        limit: int,
+        lazy_min_bytes: int,
+    ) -> ReadInfo:
+        """The range ``_read_from`` would return, found without reading the records: jump to
+        the last offset-index entry inside the byte budget (index entries sit at batch starts,
+        so every batch before one is whole), then walk the few headers after it."""
+        segment_size = segment.size
+        byte_bound = min(position + max(first.size, max_bytes), segment_size)
+        if limit < self.log_end_offset:
+            bound = segment.index.position_at_or_after(limit)
+            if bound is not None and bound > position:
+                byte_bound = min(byte_bound, bound)
+        end = position + first.size
+        next_offset = first.next_offset
+        index = segment.index
+        i = bisect.bisect_right(index.positions, byte_bound) - 1
+        if i >= 0 and index.positions[i] > end:
+            entry_offset = index.base_offset + index.relative_offsets[i]
+            if entry_offset <= limit:
+                end, next_offset = index.positions[i], entry_offset
+        while end + HEADER_SIZE <= byte_bound:
+            header = BatchHeader(segment.read_at(end, HEADER_SIZE))
+            if header.next_offset > limit or end + header.size > byte_bound:
+                break
+            end += header.size
+            next_offset = header.next_offset
+        size = end - position
+        if size < lazy_min_bytes:
+            records = segment.read_at(position, size)
+            return ReadInfo(records, first.base_offset, next_offset, segment.path, position,
+                            size, segment.log.fileno())
+        handle = segment.log.duplicate()
+        file_slice = FileSlice(handle, position, size, self._flush_generation,
+                               lambda: self._flush_generation)
+        return ReadInfo(b"", first.base_offset, next_offset, segment.path, position, size,
+                        handle.fileno(), file_slice)
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int, int] | None:
         """(offset, timestamp_ms, leader_epoch) of the first record with timestamp >=
