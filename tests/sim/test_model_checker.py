@@ -9,7 +9,7 @@ import pytest
 
 from floodmark.cli import main
 from floodmark.mc.checker import CheckResult, check
-from floodmark.mc.model import Model, ModelConfig
+from floodmark.mc.model import Model, ModelConfig, ModelState
 from floodmark.replication import truncation as rules
 from floodmark.replication.epochs import EpochCache, EpochEndOffset
 from floodmark.replication.modes import Truncation
@@ -267,3 +267,21 @@ def test_cli_incomplete_exit_code(capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["sim", "check", "--max-states", "50"])
     assert code == 3
     assert "INCOMPLETE" in capsys.readouterr().out
+
+
+def test_shrink_applied_before_the_controller_agrees_is_caught(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Maximal ISR (§3.2/§3.4): a leader that stops waiting for a member it only *proposed* to
+    remove no longer covers the controller's ISR."""
+
+    def early_shrink(self: Model, state: ModelState, r: int, new_isr: int) -> ModelState:
+        rep = state.replicas[r]
+        return self._with_leader(state, r, rep._replace(isr=rep.isr & new_isr, pending_isr=new_isr))
+
+    monkeypatch.setattr(Model, "_propose", early_shrink)
+    result = check(ModelConfig(LE, replicas=2, log_size=2, max_epoch=3))
+    assert result.violation is not None
+    assert result.violation.invariant == "ReplicationQuorumSuperset"
+    assert result.trace[-1].action is not None
+    assert result.trace[-1].action.kind == "LeaderShrinkIsr"

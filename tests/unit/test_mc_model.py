@@ -273,3 +273,21 @@ def test_epoch_offset_follower_asks_before_fetching() -> None:
     assert Action("Fetch", B, A) not in enabled(model, s)
     s = step(model, s, "OffsetsForLeaderEpoch", B, A)  # epoch 0 is A's latest: LEO 1, keep r0
     assert not s.replicas[B].pending_truncation and s.replicas[B].log == ((0, 0),)
+
+
+def test_replication_quorum_superset_invariant() -> None:
+    model = Model(ModelConfig(Truncation.LEADER_EPOCH, replicas=2))
+    s = model.initial_state()
+    leader = ReplicaState((), 0, 0, A, 0b01, ((0, 0),), (0, -1), False)
+    bad = s._replace(
+        replicas=(leader, s.replicas[B]),
+        controller_epoch=0,
+        controller_leader=A,
+        controller_isr=0b11,
+    )
+    v = check_state(model, bad)
+    assert v is not None and v.invariant == "ReplicationQuorumSuperset"
+    pending = bad._replace(replicas=(leader._replace(pending_isr=0b11), s.replicas[B]))
+    assert check_state(model, pending) is None
+    stale = bad._replace(controller_epoch=1)  # A has not applied epoch 1 yet: not checked
+    assert check_state(model, stale) is None

@@ -74,6 +74,22 @@ def strong_isr(model: Model, state: ModelState) -> str | None:
     return None
 
 
+def replication_quorum_superset(model: Model, state: ModelState) -> str | None:
+    """The controller's current leader, once in the current epoch, waits for (at least) every
+    member of the controller's ISR: its maximal ISR contains the controller's ISR."""
+    r = state.controller_leader
+    if r < 0:
+        return None
+    rep = state.replicas[r]
+    if rep.leader != r or rep.leader_epoch != state.controller_epoch:
+        return None
+    missing = state.controller_isr & ~(rep.isr | rep.pending_isr)
+    if missing:
+        names = ",".join(model.config.name(m) for m in members(missing, model.n))
+        return f"leader {model.config.name(r)}'s maximal ISR lacks controller ISR member(s) {names}"
+    return None
+
+
 def single_record_per_committed_offset(model: Model, state: ModelState) -> str | None:
     """No two different records were ever committed at one offset."""
     last_offset = -1
@@ -132,6 +148,7 @@ STATE_INVARIANTS: dict[str, StateCheck] = {
     "OneLeaderPerEpoch": one_leader_per_epoch,
     "LogMatching": log_matching,
     "StrongIsr": strong_isr,
+    "ReplicationQuorumSuperset": replication_quorum_superset,
     "OneRecordPerCommittedOffset": single_record_per_committed_offset,
     "NoCommittedRecordLost": no_committed_record_lost,
 }
