@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import logging
 import os
 import signal
@@ -36,7 +37,7 @@ from floodmark.broker.broker import Broker
 from floodmark.broker.config import BrokerConfig
 from floodmark.broker.handlers import admin
 from floodmark.broker.metadata import TopicMeta
-from floodmark.broker.offsets import OFFSETS_TOPIC
+from floodmark.broker.offsets import OFFSETS_TOPIC, partition_for
 from floodmark.broker.partition_state import PartitionState
 from floodmark.broker.producer_state import BatchMeta
 from floodmark.broker.purgatory import FetchPurgatory
@@ -61,6 +62,8 @@ from floodmark.wire.codec import decode_request, encode_response, peek_header
 log = logging.getLogger("floodmark.broker.cluster_member")
 
 DEBUG_REPLICA_ID = -2
+GROUP_APIS = frozenset({ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT,
+                        ApiKey.LEAVE_GROUP, ApiKey.OFFSET_COMMIT, ApiKey.OFFSET_FETCH})
 CLUSTER_DEFAULTS = {
     "broker.heartbeat.interval.ms": 250,
     "controlled.shutdown.timeout.ms": 5000,
@@ -113,18 +116,11 @@ class ClusterBroker(Broker):
 
     # -- lifecycle -------------------------------------------------------------------------------
     def open(self) -> None:
-        """Only the broker-local committed-offset store; replicated partitions open when the
-        metadata names this broker as a replica."""
-        n = int(self.config.get("offsets.topic.num.partitions"))
-        meta = self.controller_client.create_topic(
-            OFFSETS_TOPIC, n, 1, {"cleanup.policy": "compact"}, internal=True)
-        super()._open_topic(meta)
-        self.offsets.replay(lambda: self._read_all(meta))
+        """Nothing to open yet: partitions (including the replicated ``__consumer_offsets``)
+        open when the metadata names this broker as a replica."""
 
     def _open_topic(self, meta: TopicMeta) -> None:
-        if meta.internal:
-            super()._open_topic(meta)
-        # replicated partitions: opened by _on_metadata
+        """Replicated partitions are opened by ``_on_metadata``."""
 
     async def serve(self, ready: Callable[[int], None] | None = None) -> None:
         def on_bound(port: int) -> None:
@@ -243,6 +239,13 @@ class ClusterBroker(Broker):
                 effects = ps.core.apply_metadata(ps.log, reg, now, broker_epochs=broker_epochs,
                                                  ineligible=ineligible)
                 self.apply_effects(ps, effects)
+                if name == OFFSETS_TOPIC and ps.core.is_leader and not was_leader:
+                    # Group coordinator for this partition now: load the committed offsets the
+                    # replicated log holds (written by the previous coordinator).
+                    n = self.offsets.replay(functools.partial(
+                        self.storage.read_all, ps.log, ps.log_end_offset))
+                    log.info("partition %s leader_epoch=%d coordinator: replayed %d committed "
+                             "offsets", ps.name, ps.leader_epoch, n)
                 if was_leader != ps.core.is_leader:
                     log.info("partition %s leader_epoch=%d now %s (leader %d, isr %s)", ps.name,
                              ps.leader_epoch, "LEADER" if ps.core.is_leader else "follower",
@@ -361,6 +364,16 @@ class ClusterBroker(Broker):
             header, body = decode_request(frame)
             return encode_response(header.api_key, header.api_version, header.correlation_id,
                                    self._metadata(header, body, conn))
+        if key == ApiKey.FIND_COORDINATOR:
+            header, body = decode_request(frame)
+            return encode_response(header.api_key, header.api_version, header.correlation_id,
+                                   self._find_coordinator(header, body))
+        if key in GROUP_APIS:
+            header, body = decode_request(frame)
+            refusal = self._not_coordinator(header, body)
+            if refusal is not None:
+                return encode_response(header.api_key, header.api_version,
+                                       header.correlation_id, refusal)
         if key in (ApiKey.LIST_OFFSETS, ApiKey.OFFSET_FOR_LEADER_EPOCH) and (
                 key == ApiKey.LIST_OFFSETS or version >= 3):
             header, body = decode_request(frame)
@@ -370,7 +383,7 @@ class ClusterBroker(Broker):
                 return encode_response(header.api_key, header.api_version,
                                        header.correlation_id, answer)
         result = super().dispatch(frame, conn)
-        if key == ApiKey.PRODUCE:
+        if key in (ApiKey.PRODUCE, ApiKey.OFFSET_COMMIT):
             # New data on the leader: wake follower fetches parked on these partitions.
             self.replica_waiters.wake_all()
         return result
@@ -378,6 +391,82 @@ class ClusterBroker(Broker):
     async def _finish_replica_fetch(self, header: Any, body: Any) -> Any:
         result = await handle_replica_fetch(self, header, body)
         return encode_response(header.api_key, header.api_version, header.correlation_id, result)
+
+    # -- consumer groups: coordinator = leader of the group's __consumer_offsets partition ---------
+    def _offsets_partitions(self) -> int:
+        """Partition count of the replicated offsets topic, creating it on first use with
+        RF = min(3, live brokers)."""
+        image = self.controller_client.image
+        topic = image.topics.get(OFFSETS_TOPIC)
+        if topic is None:
+            n = int(self.config.get("offsets.topic.num.partitions"))
+            rf = max(1, min(3, len(image.acceptable_brokers())))
+            try:
+                self.controller_client.create_topic(OFFSETS_TOPIC, n, rf,
+                                                    {"cleanup.policy": "compact"})
+            except KafkaError as exc:
+                if exc.code is not ErrorCode.TOPIC_ALREADY_EXISTS:
+                    raise
+            topic = image.topics.get(OFFSETS_TOPIC)
+        return len(topic.partitions) if topic is not None else 0
+
+    def _coordinator_for(self, group: str) -> int:
+        try:
+            n = self._offsets_partitions()
+        except KafkaError:
+            return -1
+        if n == 0:
+            return -1
+        reg = self.controller_client.image.partition(OFFSETS_TOPIC, partition_for(group, n))
+        return reg.leader if reg is not None else -1
+
+    def _find_coordinator(self, header: Any, body: Any) -> dict[str, Any]:
+        image = self.controller_client.image
+
+        def answer(key: str) -> dict[str, Any]:
+            leader = self._coordinator_for(key)
+            reg = image.brokers.get(leader)
+            if reg is None or reg.fenced:
+                return {"key": key, "node_id": -1, "host": "", "port": -1,
+                        "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
+                        "error_message": "no live leader for the group's offsets partition"}
+            return {"key": key, "node_id": leader, "host": reg.host, "port": reg.port,
+                    "error_code": 0, "error_message": None}
+
+        if header.api_version >= 4:
+            return {"throttle_time": 0,
+                    "coordinators": [answer(k) for k in body.coordinator_keys]}
+        one = answer(body.key)
+        del one["key"]
+        return {"throttle_time": 0, **one}
+
+    def _not_coordinator(self, header: Any, body: Any) -> dict[str, Any] | None:
+        """NOT_COORDINATOR (in the request's own response shape) unless this broker leads the
+        group's offsets partition; a stale coordinator must not write a follower's log."""
+        api, version = header.api_key, header.api_version
+        if api == ApiKey.OFFSET_FETCH and version >= 8:
+            groups = [g.group_id for g in body.groups]
+        else:
+            groups = [body.group_id]
+        if all(self._coordinator_for(g) == self.node_id for g in groups):
+            return None
+        err = int(ErrorCode.NOT_COORDINATOR)
+        if api == ApiKey.OFFSET_COMMIT:
+            return {"throttle_time": 0, "topics": [
+                {"name": t.name, "partitions": [{"partition_index": int(p.partition_index),
+                                                 "error_code": err} for p in t.partitions]}
+                for t in body.topics]}
+        if api == ApiKey.OFFSET_FETCH:
+            if version >= 8:
+                return {"throttle_time": 0, "groups": [
+                    {"group_id": g, "topics": [], "error_code": err} for g in groups]}
+            return {"throttle_time": 0, "error_code": err, "topics": []}
+        if api == ApiKey.LEAVE_GROUP:
+            return {"throttle_time": 0, "error_code": err, "members": []}
+        if api == ApiKey.JOIN_GROUP:
+            return {"throttle_time": 0, "error_code": err, "generation_id": -1,
+                    "leader": "", "member_id": "", "members": []}
+        return {"throttle_time": 0, "error_code": err}
 
     # Debug reads (replica id -2, as Kafka's DEBUGGING_REPLICA_ID): any replica, leader or not,
     # answers from its own log, so tools can show every replica's LEO, HW and epoch cache.

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from floodmark.broker.metadata import PartitionMeta, TopicMeta
+from floodmark.broker.offsets import OFFSETS_TOPIC
 from floodmark.controller import rpc
 from floodmark.controller.image import MetadataImage, MetadataRecord
 from floodmark.errors import ErrorCode, KafkaError
@@ -108,7 +109,8 @@ class ControllerClient:
                     PartitionMeta(p, reg.leader, reg.leader_epoch, reg.replicas, reg.isr)
                     for p, reg in sorted(t.partitions.items())
                 )
-                out[name] = TopicMeta(name, t.topic_id, parts, dict(t.configs), False)
+                out[name] = TopicMeta(name, t.topic_id, parts, dict(t.configs),
+                                      name == OFFSETS_TOPIC)
             out.update(self.local_topics)
             self._topics_cache = out
         return self._topics_cache
