@@ -1,0 +1,100 @@
+"""The connector on a real 3-broker floodmark cluster (controller + brokers as processes):
+the high watermark held back by a lagging follower, and a leader stopped between micro-batches."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from floodmark.spark.protocol import KafkaClient
+
+pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.timeout(300)]
+
+TOPIC = "lagging"
+
+
+def _wait(pred, timeout_s: float, what: str):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _produce(bootstrap: str, lo: int, hi: int, acks: str) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5,
+                  "enable.idempotence": acks == "all", "message.timeout.ms": 60000})
+    for i in range(lo, hi):
+        p.produce(TOPIC, value=b"v%d" % i, partition=0)
+    assert p.flush(60) == 0
+
+
+def test_reads_stop_at_the_hw_while_a_follower_lags_and_follow_a_new_leader(
+        spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from floodmark.cluster_cli import LocalCluster
+
+    # A stopped follower stays in the ISR for a minute, so it holds the HW back.
+    cluster = LocalCluster(tmp_path / "cluster", 3, {"replica.lag.time.max.ms": "60000"},
+                           {"broker.session.timeout.ms": "60000"}).start()
+    stopped: int | None = None
+    try:
+        bs = cluster.bootstrap
+        admin = AdminClient({"bootstrap.servers": bs})  # keep it alive while the future runs
+        admin.create_topics([NewTopic(TOPIC, 1, 3)])[TOPIC].result(30)
+        leader = _wait(lambda: max(cluster.leader_of(TOPIC), 0), 20, "a leader")
+        _produce(bs, 0, 100, acks="all")
+        stopped = next(b for b in cluster.broker_ids if b != leader)
+        cluster.kill(stopped, signal.SIGSTOP)
+        _produce(bs, 100, 150, acks="1")  # the leader's log end is 150, the HW stays at 100
+        client = KafkaClient(bs)
+        assert client.bounds(TOPIC, 0).high_watermark == 100
+
+        def batch_offsets() -> list[int]:
+            df = (spark.read.format("floodmark").option("kafka.bootstrap.servers", bs)
+                  .option("subscribe", TOPIC).load())
+            return sorted(r["offset"] for r in df.select("offset").collect())
+
+        assert batch_offsets() == list(range(100))
+
+        out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+
+        def stream() -> list[int]:
+            q = (spark.readStream.format("floodmark").option("kafka.bootstrap.servers", bs)
+                 .option("subscribe", TOPIC).option("startingOffsets", "earliest")
+                 .option("maxOffsetsPerTrigger", "60").load()
+                 .writeStream.format("parquet").option("path", str(out))
+                 .option("checkpointLocation", str(ckpt)).trigger(availableNow=True).start())
+            assert q.awaitTermination(180)
+            assert q.exception() is None
+            return sorted(r["offset"] for r in spark.read.parquet(str(out)).collect())
+
+        assert stream() == list(range(100))  # not one offset at or above the HW
+
+        cluster.kill(stopped, signal.SIGCONT)
+        stopped = None
+        _wait(lambda: client.bounds(TOPIC, 0).high_watermark == 150, 30, "HW 150")
+        assert stream() == list(range(150))  # resumed at 100, each record once
+
+        # Take the leader down between micro-batches: the reader follows the new leader. SIGTERM
+        # (controlled shutdown, the controller moves leadership at once): with the 60 s session
+        # timeout this test needs for the lagging follower, a SIGKILLed leader would only be
+        # replaced after a minute.
+        old = cluster.leader_of(TOPIC)
+        cluster.kill(old, signal.SIGTERM)
+        _wait(lambda: cluster.leader_of(TOPIC) not in (old, -1), 30, "a new leader")
+        _produce(bs, 150, 200, acks="all")
+        assert stream() == list(range(200))
+        assert batch_offsets() == list(range(200))
+        values = sorted(int(bytes(r["value"])[1:]) for r in spark.read.parquet(str(out)).collect())
+        assert values == list(range(200))
+    finally:
+        if stopped is not None:
+            cluster.kill(stopped, signal.SIGCONT)
+        cluster.stop()
