@@ -1,5 +1,6 @@
-"""Log.open writes and fsyncs nothing for a cleanly closed log, and still syncs what recovery
-changed (issue 3 follow-up: slow broker start with many partitions)."""
+"""Log.open writes and fsyncs nothing for a cleanly closed log (clean-shutdown marker present),
+rewrites nothing unchanged after an unclean stop, and still syncs what recovery changed or what
+may be unsynced (issue 3 follow-up: slow broker start with many partitions)."""
 
 from __future__ import annotations
 
@@ -34,7 +35,8 @@ def test_reopening_a_cleanly_closed_log_performs_no_fsync_and_no_write() -> None
     assert recovery_point == leo
     before = fs.snapshot()
     fsyncs = (fs.file_fsync_count, fs.dir_fsync_count)
-    reopened = Log.open(PATH, CONFIG, fs=fs, now_ms=5_000, recovery_point=recovery_point)
+    reopened = Log.open(PATH, CONFIG, fs=fs, now_ms=5_000, recovery_point=recovery_point,
+                        clean_shutdown=True)
     assert (fs.file_fsync_count, fs.dir_fsync_count) == fsyncs
     assert fs.snapshot() == before  # not a byte rewritten (indexes, epoch checkpoint)
     assert reopened.log_end_offset == leo and reopened.recovery_point == leo
@@ -48,7 +50,21 @@ def test_reopening_a_cleanly_closed_log_performs_no_fsync_and_no_write() -> None
     assert again.read_all() == data
 
 
-def test_data_dir_clean_restart_of_many_partitions_performs_no_fsync() -> None:
+def test_unclean_open_rewrites_nothing_but_syncs_the_recovered_segment() -> None:
+    """Without the clean-shutdown marker the checkpointed recovery point may be stale, so the
+    recovered (last) segment is fsynced, but unchanged files are not rewritten."""
+    fs = MemoryFileSystem()
+    log = written_log(fs)
+    log.close()
+    before = fs.snapshot()
+    files, dirs = fs.file_fsync_count, fs.dir_fsync_count
+    Log.open(PATH, CONFIG, fs=fs, now_ms=5_000, recovery_point=log.recovery_point)
+    assert fs.snapshot() == before
+    assert fs.file_fsync_count - files == 1  # the active segment's .log
+    assert fs.dir_fsync_count == dirs
+
+
+def test_data_dir_clean_restart_of_many_partitions_performs_one_fsync() -> None:
     fs = MemoryFileSystem()
     data_dir = DataDir("/data", fs)
     for p in range(20):
@@ -56,10 +72,36 @@ def test_data_dir_clean_restart_of_many_partitions_performs_no_fsync() -> None:
         for i in range(p % 4):
             log.append_as_leader(batch(i), leader_epoch=1, now_ms=1_000 + i)
     data_dir.close({})
-    fsyncs = fs.fsync_count
-    logs = DataDir("/data", fs).load_all(CONFIG, now_ms=2_000)
+    files, dirs = fs.file_fsync_count, fs.dir_fsync_count
+    reopened = DataDir("/data", fs)
+    assert reopened.clean_shutdown
+    logs = reopened.load_all(CONFIG, now_ms=2_000)
     assert len(logs) == 20
-    assert fs.fsync_count == fsyncs
+    # Only the removal of the clean-shutdown marker, once for the whole directory.
+    assert (fs.file_fsync_count - files, fs.dir_fsync_count - dirs) == (0, 1)
+    # A crash now is an unclean stop: the marker's removal is durable.
+    fs.crash(lose_unsynced=True)
+    assert not DataDir("/data", fs).clean_shutdown
+
+
+def test_stale_recovery_point_after_truncation_is_not_trusted_without_the_marker() -> None:
+    """A truncation lowers the recovery point, the log grows back to exactly the value still in
+    the (stale) checkpoint, the process is killed: the regrown tail is only in the page cache,
+    and the open must sync it although the log ends at the checkpointed recovery point."""
+    fs = MemoryFileSystem()
+    log = written_log(fs, batches=10)
+    log.flush()
+    stale_checkpoint = log.recovery_point
+    leo = log.log_end_offset
+    log.truncate_to(leo - 6)  # two 3-record batches
+    log.append_as_leader(batch(40) + batch(41), leader_epoch=9, now_ms=9_000)
+    assert log.log_end_offset == stale_checkpoint
+    data = log.read_all()
+    fs.crash(lose_unsynced=False)
+    reopened = Log.open(PATH, CONFIG, fs=fs, now_ms=10_000, recovery_point=stale_checkpoint)
+    fs.crash(lose_unsynced=True, rng=random.Random(3))
+    after = Log.open(PATH, CONFIG, fs=fs, now_ms=11_000, recovery_point=reopened.recovery_point)
+    assert after.read_all() == data
 
 
 def test_open_after_a_process_kill_syncs_the_unflushed_tail() -> None:

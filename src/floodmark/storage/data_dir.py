@@ -20,6 +20,10 @@ from floodmark.storage.checkpoints import (
     TopicPartition,
     clamp_high_watermark,
 )
+from floodmark.storage.clean_shutdown import (
+    consume_clean_shutdown_marker,
+    write_clean_shutdown_marker,
+)
 from floodmark.storage.config import LogConfig
 from floodmark.storage.fs import FileSystem, RealFileSystem
 from floodmark.storage.log import Log, parse_partition_dir
@@ -44,6 +48,8 @@ class DataDir:
         self.log_start_offset_file = OffsetCheckpointFile(
             self.fs, f"{self.path}/{LOG_START_OFFSET_CHECKPOINT}"
         )
+        # Read (and removed) once: logs opened from now on know whether the last stop was clean.
+        self.clean_shutdown = consume_clean_shutdown_marker(self.fs, self.path)
 
     def partition_path(self, tp: TopicPartition | tuple[str, int]) -> str:
         topic, partition = tp
@@ -132,6 +138,7 @@ class DataDir:
             now_ms=now_ms,
             recovery_point=recovery_point,
             log_start_offset=log_start_offset,
+            clean_shutdown=self.clean_shutdown,
         )
         self.logs[tp] = log
         return log
@@ -169,11 +176,14 @@ class DataDir:
             log.flush()
 
     def close(self, high_watermarks: Mapping[TopicPartition, int] | None = None) -> None:
-        """Clean shutdown: flush logs, write all checkpoints, close."""
+        """Clean shutdown: flush logs, write all checkpoints, close, then the clean-shutdown
+        marker (not if a log is offline after an fsync error)."""
         for log in self.logs.values():
             log.close()
         self.checkpoint_recovery_points()
         self.checkpoint_log_start_offsets()
         if high_watermarks is not None:
             self.write_high_watermarks(high_watermarks)
+        if not any(log.offline for log in self.logs.values()):
+            write_clean_shutdown_marker(self.fs, self.path)
         self.logs.clear()

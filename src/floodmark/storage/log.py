@@ -198,8 +198,14 @@ class Log:
         now_ms: int,
         recovery_point: int = 0,
         log_start_offset: int = 0,
+        clean_shutdown: bool = False,
     ) -> Log:
         """Open (creating if needed) the log in ``path`` and recover it.
+
+        ``clean_shutdown``: the data directory's clean-shutdown marker was present (see
+        ``storage.clean_shutdown``), so data up to ``recovery_point`` is known to be on disk; if
+        the log also ends there, nothing needs an fsync. Without it, the recovered segments are
+        always fsynced (the checkpointed recovery point may be stale after a truncation).
 
         Segments holding offsets at or after ``recovery_point`` are fully validated; the first
         bad or torn batch and everything after it are truncated (with a warning). Missing or
@@ -207,14 +213,16 @@ class Log:
         its checkpoint is unreadable) and reconciled with the recovered log.
         """
         log = cls(path, config or LogConfig(), fs if fs is not None else RealFileSystem(), now_ms)
-        log._recover(now_ms, recovery_point, log_start_offset)
+        log._recover(now_ms, recovery_point, log_start_offset, clean_shutdown)
         return log
 
-    def _recover(self, now_ms: int, recovery_point: int, log_start_offset: int) -> None:
-        # Nothing is written or fsynced unless something changed: opening a cleanly closed log
-        # (recovery point == log end offset, indexes and epoch checkpoint as on disk) performs
-        # no write and no fsync. Every modification below marks what it touched for the final
-        # flush (segments' ``dirty``, ``_dir_dirty`` for created or removed names).
+    def _recover(
+        self, now_ms: int, recovery_point: int, log_start_offset: int, clean_shutdown: bool
+    ) -> None:
+        # Nothing is written unless something changed, and after a clean shutdown (recovery
+        # point == log end offset, indexes and epoch checkpoint as on disk) nothing is fsynced
+        # either. Every modification below marks what it touched for the final flush
+        # (segments' ``dirty``, ``_dir_dirty`` for created or removed names).
         fs = self.fs
         if not fs.is_dir(self.path):
             fs.mkdirs(self.path)
@@ -325,11 +333,13 @@ class Log:
         if self.segments:
             last = self.segments[-1]
             self.log_end_offset = self._segment_next_offset(last)
-            if self.log_end_offset != recovery_point:
+            if not clean_shutdown or self.log_end_offset != recovery_point:
                 # Data past the recovery point may exist only in the page cache (the previous
                 # process died before flushing): it becomes durable before the recovery point
-                # moves past it. Only when the log ends exactly at the checkpointed recovery
-                # point (a clean close) is everything known to be on disk already.
+                # moves past it. After an unclean stop the checkpointed recovery point may
+                # even be stale (a truncation lowered it, the log grew back), so the recovered
+                # segments are synced whatever it says. Only after a clean shutdown that left
+                # the log ending at its recovery point is everything known to be on disk.
                 for segment in recovered:
                     segment.dirty = True
             # Empty trailing segments left by a crash right after a roll are fine; an empty
@@ -1175,6 +1185,11 @@ class Log:
             for segment in self.segments:
                 segment.close()
             self._closed = True
+
+    @property
+    def offline(self) -> bool:
+        """An fsync failed: the log refuses every operation until it is reopened."""
+        return self._storage_error is not None
 
     def _check_open(self) -> None:
         if self._storage_error is not None:
