@@ -14,6 +14,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from floodmark.broker.sendfile import SendfileParts, send_parts, sendfile_fd
 from floodmark.wire.codec import ProtocolError
 
 log = logging.getLogger(__name__)
@@ -37,6 +38,7 @@ class Connection(asyncio.Protocol):
         "_write_paused",
         "closed",
         "peer",
+        "sendfile_fd",
         "transport",
     )
 
@@ -55,12 +57,14 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.peer: str = "?"
+        self.sendfile_fd: int | None = None  # set when Fetch may send records with sendfile
 
     # -- asyncio.Protocol ----------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.sendfile_fd = sendfile_fd(transport)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -207,7 +211,15 @@ class Connection(asyncio.Protocol):
 
     def write(self, parts: Parts) -> None:
         if self.transport is not None and not self.closed:
+            if type(parts) is SendfileParts:
+                if self.sendfile_fd is None or not send_parts(self.transport, self.sendfile_fd,
+                                                              parts):
+                    parts.close_slices()
+                    self.abort()
+                return
             self.transport.writelines(parts)
+        elif type(parts) is SendfileParts:
+            parts.close_slices()
 
     def abort(self) -> None:
         if not self.closed and self.transport is not None:

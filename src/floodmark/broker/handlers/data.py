@@ -7,7 +7,9 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from floodmark.broker.producer_state import batch_metas
+from floodmark.broker.sendfile import LAZY_MIN_BYTES, SendfileParts
 from floodmark.errors import ErrorCode, KafkaError
+from floodmark.storage.file_slice import FileSlice
 from floodmark.wire.codec import ProtocolError, RequestHeader, ms
 from floodmark.wire.hot import (
     FetchPartitionResult,
@@ -138,7 +140,7 @@ async def _await_produce(version: int, correlation_id: int,
 
 # -- Fetch -----------------------------------------------------------------------------------------
 def _read_partition(ps: PartitionState | None, p: Any, replica_id: int,
-                    budget: int) -> FetchPartitionResult:
+                    budget: int, lazy: bool = False) -> FetchPartitionResult:
     index = int(p.partition)
     if ps is None:
         return FetchPartitionResult(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1, None)
@@ -156,17 +158,20 @@ def _read_partition(ps: PartitionState | None, p: Any, replica_id: int,
     if offset >= bound or budget <= 0:
         return out
     try:
-        info = ps.log.read(offset, min(int(p.partition_max_bytes), budget), bound)
+        info = ps.log.read(offset, min(int(p.partition_max_bytes), budget), bound,
+                           lazy_min_bytes=LAZY_MIN_BYTES if lazy else None)
     except KafkaError as exc:
         return FetchPartitionResult(index, exc.code, hw, hw, log_start, None)
-    out.records = info.records
+    # A lazy read of a large range: the file slice stands in for the bytes (sent by sendfile).
+    out.records = info.file_slice if info.file_slice is not None else info.records
     return out
 
 
 FetchTopics = list[tuple[str, list[FetchPartitionResult]]]
 
 
-def _fetch_once(broker: Broker, req: Any, replica_id: int) -> tuple[FetchTopics, int, bool]:
+def _fetch_once(broker: Broker, req: Any, replica_id: int,
+                lazy: bool = False) -> tuple[FetchTopics, int, bool]:
     budget = int(getattr(req, "max_bytes", 0x7FFFFFFF))
     total = 0
     errors = False
@@ -176,7 +181,8 @@ def _fetch_once(broker: Broker, req: Any, replica_id: int) -> tuple[FetchTopics,
         for p in t.partitions:
             ps = broker.partitions.get((t.topic, int(p.partition)))
             # KIP-74: the first partition with data may exceed max_bytes by one whole batch.
-            out = _read_partition(ps, p, replica_id, budget - total if total else max(budget, 1))
+            out = _read_partition(ps, p, replica_id, budget - total if total else max(budget, 1),
+                                  lazy)
             n = len(out.records) if out.records else 0
             total += n
             errors = errors or out.error_code != 0
@@ -185,8 +191,22 @@ def _fetch_once(broker: Broker, req: Any, replica_id: int) -> tuple[FetchTopics,
     return topics, total, errors
 
 
+def _encode_fetch(header: RequestHeader, topics: FetchTopics) -> list[Any]:
+    parts = encode_fetch_response(header.api_version, header.correlation_id, topics)
+    if any(isinstance(p.records, FileSlice) for _, plist in topics for p in plist):
+        return SendfileParts(parts)
+    return parts
+
+
+def _close_slices(topics: FetchTopics) -> None:
+    for _, plist in topics:
+        for p in plist:
+            if isinstance(p.records, FileSlice):
+                p.records.close()
+
+
 async def _fetch_delayed(broker: Broker, header: RequestHeader, req: Any, replica_id: int,
-                         wait_ms: int, min_bytes: int) -> list[bytes | memoryview]:
+                         wait_ms: int, min_bytes: int, lazy: bool) -> list[Any]:
     keys = [(t.topic, int(p.partition)) for t in req.topics for p in t.partitions]
     deadline = broker.now_ms() + wait_ms
     while True:
@@ -194,21 +214,24 @@ async def _fetch_delayed(broker: Broker, header: RequestHeader, req: Any, replic
         if remaining <= 0:
             break
         await broker.purgatory.wait(keys, remaining)
-        topics, total, errors = _fetch_once(broker, req, replica_id)
+        topics, total, errors = _fetch_once(broker, req, replica_id, lazy)
         if total >= min_bytes or errors:
-            return encode_fetch_response(header.api_version, header.correlation_id, topics)
-    topics, _, _ = _fetch_once(broker, req, replica_id)
-    return encode_fetch_response(header.api_version, header.correlation_id, topics)
+            return _encode_fetch(header, topics)
+        _close_slices(topics)
+    topics, _, _ = _fetch_once(broker, req, replica_id, lazy)
+    return _encode_fetch(header, topics)
 
 
 def fetch(broker: Broker, header: RequestHeader, req: Any, conn: Connection) -> Any:
     replica_id = int(req.replica_id)
-    topics, total, errors = _fetch_once(broker, req, replica_id)
+    lazy = conn.sendfile_fd is not None
+    topics, total, errors = _fetch_once(broker, req, replica_id, lazy)
     wait_ms = min(max(ms(req.max_wait), 0), 60_000)
     min_bytes = int(req.min_bytes)
     if wait_ms <= 0 or total >= min_bytes or errors or not topics:
-        return encode_fetch_response(header.api_version, header.correlation_id, topics)
-    return _fetch_delayed(broker, header, req, replica_id, wait_ms, min_bytes)
+        return _encode_fetch(header, topics)
+    _close_slices(topics)
+    return _fetch_delayed(broker, header, req, replica_id, wait_ms, min_bytes, lazy)
 
 
 # -- ListOffsets -----------------------------------------------------------------------------------
