@@ -98,3 +98,72 @@ def test_reads_stop_at_the_hw_while_a_follower_lags_and_follow_a_new_leader(
         if stopped is not None:
             cluster.kill(stopped, signal.SIGCONT)
         cluster.stop()
+
+
+def test_stream_survives_a_leader_sigkill_mid_stream(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A running query (processingTime trigger) while the partition leader is SIGKILLed and a
+    producer keeps writing with acks=all: the output holds every acknowledged record once."""
+    import threading
+
+    from tests.cluster.helpers import start_cluster
+
+    cluster = start_cluster(tmp_path / "cluster")  # 1.5 s broker session timeout
+    topic = "failover"
+    stop = threading.Event()
+    acked: list[bytes] = []
+    errors: list[str] = []
+    q = None
+    try:
+        bs = cluster.bootstrap
+        admin = AdminClient({"bootstrap.servers": bs})
+        admin.create_topics([NewTopic(topic, 1, 3, config={"min.insync.replicas": "2"})]
+                            )[topic].result(30)
+        _wait(lambda: max(cluster.leader_of(topic), 0), 20, "a leader")
+
+        def produce() -> None:
+            p = Producer({"bootstrap.servers": bs, "acks": "all", "enable.idempotence": True,
+                          "linger.ms": 5, "message.timeout.ms": 60000,
+                          "request.timeout.ms": 4000, "retry.backoff.ms": 50,
+                          "topic.metadata.refresh.interval.ms": 1000})
+
+            def cb(err, msg):  # type: ignore[no-untyped-def]
+                (errors.append(str(err)) if err else acked.append(msg.value()))
+
+            i = 0
+            while not stop.is_set() and i < 100_000:
+                try:
+                    p.produce(topic, value=b"v%d" % i, partition=0, on_delivery=cb)
+                    i += 1
+                except BufferError:
+                    p.poll(0.01)
+                if i % 20 == 0:
+                    p.poll(0.01)
+            p.flush(60)
+
+        producer = threading.Thread(target=produce, daemon=True)
+        producer.start()
+        out = tmp_path / "out"
+        q = (spark.readStream.format("floodmark").option("kafka.bootstrap.servers", bs)
+             .option("subscribe", topic).option("startingOffsets", "earliest").load()
+             .writeStream.format("parquet").option("path", str(out))
+             .option("checkpointLocation", str(tmp_path / "ckpt"))
+             .trigger(processingTime="500 milliseconds").start())
+        _wait(lambda: len(acked) > 500 and any(p["numInputRows"] for p in q.recentProgress),
+              60, "records flowing")
+        old = cluster.leader_of(topic)
+        cluster.kill(old, signal.SIGKILL)
+        _wait(lambda: cluster.leader_of(topic) not in (old, -1), 30, "a new leader")
+        n = len(acked)
+        _wait(lambda: len(acked) > n + 500, 60, "acks from the new leader")
+        stop.set()
+        producer.join(90)
+        assert not errors, errors[:3]
+        q.processAllAvailable()
+        assert q.exception() is None
+        got = sorted(bytes(r["value"]) for r in spark.read.parquet(str(out)).collect())
+        assert got == sorted(acked)  # every acknowledged record, none twice
+    finally:
+        stop.set()
+        if q is not None:
+            q.stop()
+        cluster.stop()
