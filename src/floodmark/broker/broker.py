@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from floodmark.broker import storage_glue
+from floodmark.broker import sendfile, storage_glue
 from floodmark.broker.config import BrokerConfig
 from floodmark.broker.groups import GroupCoordinator
 from floodmark.broker.handlers import admin, data, group_apis
@@ -218,10 +218,13 @@ class Broker:
         self.checkpoint()
         for ps in self.partitions.values():
             ps.log.close()
+        self.storage.mark_clean_shutdown(ps.log for ps in self.partitions.values())
         served = ", ".join(f"{ApiKey(k).name if k in ApiKey._value2member_map_ else k}={n}"
                            for k, n in sorted(self.request_counts.items()))
         log.info("broker %d closed cleanly (checkpoints written); requests: %s", self.node_id,
                  served or "none")
+        if sendfile.SENDFILE_ENABLED:
+            log.info("broker %d %s", self.node_id, sendfile.SendfileStats.describe())
 
     @property
     def advertised(self) -> tuple[str, int]:

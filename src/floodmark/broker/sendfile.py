@@ -38,6 +38,18 @@ LAZY_MIN_BYTES = 16 * 1024
 _MAX_CHUNK = 1 << 30
 
 
+class SendfileStats:
+    """Record bytes of lazily read fetches: sent by ``sendfile`` vs copied (remainders)."""
+
+    sendfile_bytes = 0
+    copied_bytes = 0
+
+    @classmethod
+    def describe(cls) -> str:
+        return (f"fetch record bytes sent by sendfile={cls.sendfile_bytes}, "
+                f"copied after a partial sendfile={cls.copied_bytes}")
+
+
 class SendfileParts(list[Any]):
     """Response parts that may contain ``FileSlice`` objects (written by ``send_parts``)."""
 
@@ -96,8 +108,10 @@ def send_parts(transport: Any, sock_fd: int, parts: SendfileParts) -> bool:
                 transport.writelines(queued)
                 queued = []
             sent = _sendfile_now(sock_fd, part) if transport.get_write_buffer_size() == 0 else 0
+            SendfileStats.sendfile_bytes += sent
             if sent < part.size:
                 queued.append(part.read(sent))  # the copying path, for the rest only
+                SendfileStats.copied_bytes += part.size - sent
             part.close()
         if queued:
             transport.writelines(queued)

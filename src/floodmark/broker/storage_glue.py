@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import shutil
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,10 @@ from floodmark.storage.checkpoints import (
     CorruptCheckpointError,
     OffsetCheckpointFile,
     clamp_high_watermark,
+)
+from floodmark.storage.clean_shutdown import (
+    consume_clean_shutdown_marker,
+    write_clean_shutdown_marker,
 )
 from floodmark.storage.config import LogConfig
 from floodmark.storage.fs import RealFileSystem
@@ -54,6 +58,10 @@ class Storage:
         self._hw = self._read_checkpoint(REPLICATION_OFFSET_CHECKPOINT)
         self._recovery = self._read_checkpoint(RECOVERY_POINT_CHECKPOINT)
         self._log_start = self._read_checkpoint(LOG_START_OFFSET_CHECKPOINT)
+        # Was the last stop clean (every log flushed, checkpoints written)? Then logs that end
+        # at their recovery point open without any fsync. The marker is removed now, so a crash
+        # from here on counts as unclean.
+        self.clean_shutdown = consume_clean_shutdown_marker(self.fs, str(data_dir))
 
     def _checkpoint_file(self, name: str) -> OffsetCheckpointFile:
         return OffsetCheckpointFile(self.fs, str(self.data_dir / name))
@@ -96,6 +104,7 @@ class Storage:
             str(self.log_dir(topic, partition)), cfg, fs=self.fs, now_ms=now_ms,
             recovery_point=self._recovery.get(key, 0),
             log_start_offset=self._log_start.get(key, 0),
+            clean_shutdown=self.clean_shutdown,
         )
         hw = clamp_high_watermark(self._hw.get(key), plog.log_start_offset, plog.log_end_offset)
         return plog, hw
@@ -140,6 +149,14 @@ class Storage:
 
     def write_checkpoints(self, partitions: Mapping[tuple[str, int], Any]) -> None:
         self.write_checkpoint_snapshot(self.checkpoint_snapshot(partitions))
+
+    def mark_clean_shutdown(self, logs: Iterable[Log]) -> None:
+        """After every log was flushed and closed and the checkpoints were written: the next
+        start may trust the recovery points (not if a log went offline after an fsync error)."""
+        if any(plog.offline for plog in logs):
+            log.warning("not marking a clean shutdown: a log is offline after an fsync error")
+            return
+        write_clean_shutdown_marker(self.fs, str(self.data_dir))
 
     def delete_log(self, topic: str, partition: int) -> None:
         shutil.rmtree(self.log_dir(topic, partition), ignore_errors=True)
