@@ -45,11 +45,11 @@ def test_session_expiry_fences_and_elects_from_isr() -> None:
     reg = logic.image.partition("t", 0)
     assert reg is not None and reg.isr == reg.replicas and reg.leader_epoch == 0
     leader = reg.leader
-    _heartbeat_all(logic, 900, skip=(leader,))
-    logic.tick(900)
-    assert not logic.image.brokers[leader].fenced  # within the session
-    _heartbeat_all(logic, 1500, skip=(leader,))
-    logic.tick(1500)
+    for now in range(100, 1600, 100):  # the controller ticks every 100 ms
+        _heartbeat_all(logic, now, skip=(leader,))
+        logic.tick(now)
+        if now <= 1000:
+            assert not logic.image.brokers[leader].fenced  # within the session
     assert logic.image.brokers[leader].fenced
     new = logic.image.partition("t", 0)
     assert new is not None
@@ -71,12 +71,13 @@ def test_last_isr_member_kept_and_unclean_only_when_enabled() -> None:
         a, b, c = reg.replicas
         now = 0
         for dead in (b, c, a):  # followers first, then the leader
-            now += 2 * SESSION_MS
-            alive = tuple(x for x in (a, b, c) if x != dead and
-                          not logic.image.brokers[x].fenced)
-            for x in alive:
-                logic.heartbeat(x, logic.image.brokers[x].broker_epoch, now)
-            logic.tick(now)
+            for _ in range(20):  # 2 sessions of 100 ms ticks
+                now += 100
+                for x in (a, b, c):
+                    reg = logic.image.brokers[x]
+                    if x != dead and not reg.fenced:
+                        logic.heartbeat(x, reg.broker_epoch, now)
+                logic.tick(now)
         reg = logic.image.partition("t", 0)
         assert reg is not None and reg.leader == -1 and reg.isr == (a,)
         # The stale follower b comes back (new incarnation).
@@ -185,3 +186,14 @@ def test_metadata_log_survives_restart(tmp_path: Path) -> None:
     # Producer ids are never handed out twice across restarts.
     again = ControllerLogic(image, ControllerConfig())
     assert again.allocate_producer_ids()[0] > first
+
+
+def test_a_paused_controller_does_not_fence_everyone() -> None:
+    logic = _cluster()
+    logic.create_topic("t", 1, 3, {})
+    logic.tick(100)
+    logic.tick(100 + 5 * SESSION_MS)  # the controller was stopped; nobody could heartbeat
+    assert not any(b.fenced for b in logic.image.brokers.values())
+    for now in range(200 + 5 * SESSION_MS, 300 + 6 * SESSION_MS, 100):
+        logic.tick(now)  # but silence after that still counts
+    assert all(b.fenced for b in logic.image.brokers.values())

@@ -71,6 +71,7 @@ class ControllerLogic:
         self.pending: list[tuple[int, MetadataRecord]] = []
         self.last_heartbeat_ms: dict[int, int] = {}
         self._last_rebalance_ms = 0
+        self._last_tick_ms = 0
         self.unclean_elections = 0
 
     # -- records -------------------------------------------------------------------------------
@@ -184,8 +185,18 @@ class ControllerLogic:
         return HeartbeatAnswer(ErrorCode.NONE)
 
     def tick(self, now_ms: int) -> None:
-        """Session expiry, then (periodically) preferred-leader rebalancing."""
+        """Session expiry, then (periodically) preferred-leader rebalancing.
+
+        If the controller itself was not running for a while (SIGSTOP, a long GC-like stall,
+        a starved machine), the silence is its own, not the brokers': everyone gets a fresh
+        session instead of being fenced all at once."""
         timeout = self.config.broker_session_timeout_ms
+        if self._last_tick_ms and now_ms - self._last_tick_ms > timeout // 2:
+            log.warning("controller did not run for %d ms: restarting every broker session",
+                        now_ms - self._last_tick_ms)
+            for bid in self.last_heartbeat_ms:
+                self.last_heartbeat_ms[bid] = now_ms
+        self._last_tick_ms = now_ms
         for bid, reg in sorted(self.image.brokers.items()):
             if reg.fenced:
                 continue
