@@ -540,13 +540,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data-dir", required=True)
     p.add_argument("--listen", default="127.0.0.1:0")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE")
+    p.add_argument("--controller-data-dir", default=None,
+                   help="combined mode (process.roles=broker,controller): also run the "
+                        "controller in this process, listening on --controller, with its "
+                        "metadata log in this directory")
+    p.add_argument("--broker-session-timeout-ms", type=int, default=9000,
+                   help="combined mode: the embedded controller's session timeout")
     p.add_argument("--log-level", default=os.environ.get("FLOODMARK_LOG_LEVEL", "INFO"))
     args = p.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    roles = "broker,controller" if args.controller_data_dir else "broker"
     config = BrokerConfig.load(data_dir=args.data_dir, listen=args.listen, advertised=None,
                                config_file=None,
-                               overrides=["process.roles=broker", *args.overrides],
+                               overrides=[f"process.roles={roles}", *args.overrides],
                                node_id=args.node_id)
     try:
         import uvloop
@@ -556,17 +563,38 @@ def main(argv: list[str] | None = None) -> int:
         pass
     broker = ClusterBroker(config, args.controller)
     broker.open()
+    controller = None
+    if args.controller_data_dir:
+        from floodmark.controller.logic import ControllerConfig
+        from floodmark.controller.rpc import parse_address
+        from floodmark.controller.server import ControllerServer
+
+        controller = ControllerServer(args.controller_data_dir, ControllerConfig(
+            broker_session_timeout_ms=args.broker_session_timeout_ms))
 
     async def run() -> None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, broker.stop)
+        controller_task = None
+        if controller is not None:
+            host, port = parse_address(args.controller)
+            bound: asyncio.Future[int] = loop.create_future()
+            controller_task = asyncio.create_task(
+                controller.serve(host, port, bound.set_result))
+            actual = await bound
+            broker.controller_client.set_address(f"{host}:{actual}")
+            broker.controller_client.local = controller
+            print(f"floodmark controller listening on {host}:{actual}", flush=True)
 
         def ready(port: int) -> None:
             print(f"floodmark broker {args.node_id} listening on {config.listen_host}:{port}",
                   flush=True)
 
         await broker.serve(ready)
+        if controller is not None and controller_task is not None:
+            controller.stop()  # after the broker's controlled shutdown
+            await controller_task
 
     asyncio.run(run())
     return 0

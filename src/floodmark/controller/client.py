@@ -22,7 +22,7 @@ import itertools
 import logging
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from floodmark.broker.metadata import PartitionMeta, TopicMeta
 from floodmark.broker.offsets import OFFSETS_TOPIC
@@ -73,6 +73,10 @@ class AsyncRpc:
         self._reader = self._writer = None
 
 
+class LocalCall(Protocol):
+    def call(self, method: str, args: dict[str, Any]) -> dict[str, Any]: ...
+
+
 def _result(answer: dict[str, Any]) -> dict[str, Any]:
     if "error" in answer:
         raise KafkaError(ErrorCode(int(answer["error"])), str(answer.get("message") or ""))
@@ -95,6 +99,14 @@ class ControllerClient:
         self._topics_cache: dict[str, TopicMeta] | None = None
         self._pid_next = 0
         self._pid_limit = 0
+        self.local: LocalCall | None = None  # combined mode: the in-process controller
+
+    def set_address(self, address: str) -> None:
+        """Point at another controller address (combined mode learns its port at bind time)."""
+        self.close()
+        self.address = address
+        self.control = AsyncRpc(address)
+        self.poll = AsyncRpc(address, timeout_s=30.0)
 
     # -- the Controller protocol (synchronous, used by request handlers) ------------------------
     @property
@@ -116,11 +128,14 @@ class ControllerClient:
         return self._topics_cache
 
     def _admin(self, method: str, args: dict[str, Any]) -> dict[str, Any]:
-        try:
-            answer = rpc.blocking_call(self.address, method,
-                                       {**args, "from_offset": self.image.next_offset})
-        except rpc.RpcError as exc:
-            raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, str(exc)) from exc
+        full = {**args, "from_offset": self.image.next_offset}
+        if self.local is not None:  # combined mode: the controller runs in this process
+            answer = self.local.call(method, full)
+        else:
+            try:
+                answer = rpc.blocking_call(self.address, method, full)
+            except rpc.RpcError as exc:
+                raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, str(exc)) from exc
         if "result" in answer and "records" in answer["result"]:
             self.apply_records(answer["result"]["records"])
         return _result(answer)

@@ -116,25 +116,31 @@ class ControllerServer:
         rid = req.get("id")
         method = str(req.get("method"))
         args = req.get("args") or {}
+        if method != "fetch_metadata":
+            return {"id": rid, **self.call(method, args)}
         try:
-            if method == "fetch_metadata":
-                result = await self._fetch_metadata(args)
-            else:
-                handler = getattr(self, f"_rpc_{method}", None)
-                if handler is None:
-                    return {"id": rid, "error": int(ErrorCode.INVALID_REQUEST),
-                            "message": f"unknown method {method!r}"}
-                result = handler(args)
-                self._persist()
-                if "from_offset" in args:
-                    result["records"] = self.records_from(int(args["from_offset"]))
-            return {"id": rid, "result": result}
+            return {"id": rid, "result": await self._fetch_metadata(args)}
+        except (KeyError, TypeError, ValueError) as exc:
+            return {"id": rid, "error": int(ErrorCode.INVALID_REQUEST), "message": repr(exc)}
+
+    def call(self, method: str, args: dict[str, Any]) -> dict[str, Any]:
+        """Every method but the long poll, synchronously: ``{"result": ...}`` or ``{"error":
+        code, "message": text}``. Combined mode calls this directly (no socket to itself)."""
+        handler = getattr(self, f"_rpc_{method}", None)
+        if handler is None:
+            return {"error": int(ErrorCode.INVALID_REQUEST), "message": f"unknown method {method!r}"}
+        try:
+            result = handler(args)
+            self._persist()
+            if "from_offset" in args:
+                result["records"] = self.records_from(int(args["from_offset"]))
+            return {"result": result}
         except KafkaError as exc:
             self._persist()
-            return {"id": rid, "error": int(exc.code), "message": exc.message}
+            return {"error": int(exc.code), "message": exc.message}
         except (KeyError, TypeError, ValueError) as exc:
             self._persist()
-            return {"id": rid, "error": int(ErrorCode.INVALID_REQUEST), "message": repr(exc)}
+            return {"error": int(ErrorCode.INVALID_REQUEST), "message": repr(exc)}
 
     async def _fetch_metadata(self, args: dict[str, Any]) -> dict[str, Any]:
         offset = int(args.get("offset", 0))
