@@ -78,3 +78,6 @@ def test_rate_limit_is_exact_and_proportional() -> None:
     assert sum(out[tp] - start[tp] for tp in out) == 101
     assert out[b] == 100 and out[a] - 0 > out[c] - 7 > 0
     assert rate_limit(start, latest, 10_000) == latest
+    # truncated partition (HW below start) goes back to its HW even under a limit
+    back = rate_limit({a: 0, b: 100}, {a: 1000, b: 40}, 10)
+    assert back == {a: 10, b: 40}

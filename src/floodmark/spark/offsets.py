@@ -136,5 +136,7 @@ def rate_limit(
             take[tp] += 1
             left -= 1
         i += 1
-    return {tp: start.get(tp, latest[tp]) + take[tp] if tp in start else latest[tp]
+    # a partition whose HW went below its start (truncation, failOnDataLoss=false) goes back
+    # to the HW, as without a limit
+    return {tp: latest[tp] if tp not in start or latest[tp] < start[tp] else start[tp] + take[tp]
             for tp in latest}
