@@ -79,12 +79,10 @@ def test_large_fetches_are_identical_with_and_without_sendfile(
         assert offsets == list(range(len(offsets)))
     assert {int(v[:6]) for _, _, v in got} == set(range(RECORDS))
     b.stop()
-    stats = re.search(r"sent by sendfile=(\d+), copied after a partial sendfile=(\d+)",
-                      b.log_text())
+    stats = re.search(r"sent by sendfile=(\d+)", b.log_text())
     if sendfile == "1":
         assert stats is not None
         # 3,000 x 1.2 KB records: most of the ~3.6 MB fetched went out by sendfile.
-        assert int(stats.group(1)) + int(stats.group(2)) > 3_000_000
-        assert int(stats.group(1)) > 1_000_000
+        assert int(stats.group(1)) > 3_000_000
     else:
         assert stats is None

@@ -1,7 +1,7 @@
 """Fetch responses with file slices sent by ``os.sendfile`` over a real uvloop TCP transport:
-bytes on the wire identical to the copying path, including when the socket buffer fills up
-mid-slice, and a stale slice (truncated log) closes the connection instead of sending wrong bytes.
-"""
+bytes on the wire identical to the copying path, also when the socket fills up mid-slice and
+responses queue behind, nothing copied through Python, and a stale slice (truncated log) fails
+the connection instead of sending wrong bytes."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import uvloop
 
-from floodmark.broker.sendfile import SendfileParts, send_parts, sendfile_fd
+from floodmark.broker.sendfile import SendfileParts, SendfileStats, SendfileWriter, sendfile_fd
 from floodmark.records import simple_batch
 from floodmark.storage import Log, LogConfig, RealFileSystem
 from floodmark.wire.hot import FetchPartitionResult, encode_fetch_response
@@ -38,18 +38,41 @@ def response(log: Log, lazy: bool, max_bytes: int = 1 << 30) -> list[Any]:
     return encode_fetch_response(12, 7, topics)
 
 
-def serve_once(write: Callable[[asyncio.Transport], None], read_delay_s: float = 0.0,
-               sndbuf: int | None = None) -> bytes:
-    """One connection: the server calls ``write(transport)``; returns the bytes the client
-    received until the server closed."""
+class Outcome:
+    def __init__(self) -> None:
+        self.failed = False
+        self.went_busy = False
+
+
+def serve_once(responses: Callable[[], list[list[Any]]], read_delay_s: float = 0.0,
+               sndbuf: int | None = None) -> tuple[bytes, Outcome]:
+    """One connection: the server writes every response through a SendfileWriter and closes
+    when the writer is idle (or failed); returns what the client received."""
+    outcome = Outcome()
 
     class Server(asyncio.Protocol):
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
             t: Any = transport
             if sndbuf is not None:
                 t.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
-            write(t)
-            t.close()
+            fd = sendfile_fd(t)
+            assert fd is not None  # plain TCP on uvloop qualifies
+
+            def on_failure() -> None:
+                outcome.failed = True
+                t.abort()
+
+            def on_state_change() -> None:
+                if writer.busy:
+                    outcome.went_busy = True
+                elif not writer.closed:
+                    t.close()
+
+            writer = SendfileWriter(t, fd, on_failure, on_state_change)
+            for parts in responses():
+                writer.write(parts)  # queues behind a busy one, like Connection.write
+            if not writer.busy and not writer.closed:
+                t.close()
 
     async def main() -> bytes:
         loop = asyncio.get_running_loop()
@@ -59,74 +82,62 @@ def serve_once(write: Callable[[asyncio.Transport], None], read_delay_s: float =
         await asyncio.sleep(read_delay_s)
         chunks = []
         while True:
-            chunk = await asyncio.wait_for(reader.read(1 << 20), 10)
+            try:
+                chunk = await asyncio.wait_for(reader.read(1 << 20), 10)
+            except ConnectionResetError:
+                break
             if not chunk:
                 break
             chunks.append(chunk)
         server.close()
         return b"".join(chunks)
 
-    return uvloop.run(main())
+    return uvloop.run(main()), outcome
 
 
-@pytest.mark.parametrize("read_delay_s,sndbuf", [(0.0, None), (0.2, 4096)])
-def test_sendfile_response_is_byte_identical(tmp_path: Path, read_delay_s: float,
-                                             sndbuf: int | None) -> None:
-    log = make_log(tmp_path, batches=300)  # ~4.8 MB: more than a socket buffer holds
-    expected = b"".join(bytes(p) for p in response(log, lazy=False))
-    assert len(expected) > 4_000_000
-    results: list[bool] = []
+@pytest.mark.parametrize("read_delay_s,sndbuf", [(0.0, None), (0.3, 65536)])
+def test_sendfile_responses_are_byte_identical(tmp_path: Path, read_delay_s: float,
+                                               sndbuf: int | None) -> None:
+    """Three ~4.8 MB responses and a small plain one in between: more than the socket holds,
+    so the writer waits for writability mid-slice and later responses queue behind."""
+    log = make_log(tmp_path, batches=300)
+    plain = [b"\0\0\0\x05", b"hello"]
+    expected_one = b"".join(bytes(p) for p in response(log, lazy=False))
+    assert len(expected_one) > 4_000_000
+    expected = expected_one + b"".join(plain) + expected_one * 2
+    before = SendfileStats.sendfile_bytes
 
-    def write(transport: asyncio.Transport) -> None:
-        fd = sendfile_fd(transport)
-        assert fd is not None  # plain TCP on uvloop qualifies
-        parts = SendfileParts(response(log, lazy=True))
-        results.append(send_parts(transport, fd, parts))
+    def responses() -> list[list[Any]]:
+        return [SendfileParts(response(log, lazy=True)), plain,
+                SendfileParts(response(log, lazy=True)), SendfileParts(response(log, lazy=True))]
 
-    got = serve_once(write, read_delay_s, sndbuf)
-    assert results == [True]
+    got, outcome = serve_once(responses, read_delay_s, sndbuf)
+    assert not outcome.failed
+    assert outcome.went_busy  # the socket filled up: the writer had to wait
     assert got == expected
+    # Every record byte went out by sendfile: none was copied through Python.
+    assert SendfileStats.sendfile_bytes - before == 3 * log.read(0, 1 << 30).size
 
 
-def test_sendfile_actually_skips_the_copy(tmp_path: Path) -> None:
-    """With an empty transport buffer the slice goes out by sendfile: the transport is handed
-    only the small header parts (not the records)."""
+def test_headers_go_through_the_transport_records_by_sendfile(tmp_path: Path) -> None:
     log = make_log(tmp_path, batches=20)
-    handed: list[int] = []
-
-    def write(transport: asyncio.Transport) -> None:
-        class Spy:
-            def writelines(self, parts: list[bytes]) -> None:
-                handed.append(sum(len(p) for p in parts))
-                transport.writelines(parts)
-
-            def get_write_buffer_size(self) -> int:
-                return transport.get_write_buffer_size()
-
-        fd = sendfile_fd(transport)
-        assert fd is not None
-        assert send_parts(Spy(), fd, SendfileParts(response(log, lazy=True)))
-
-    got = serve_once(write)
-    expected = b"".join(bytes(p) for p in response(log, lazy=False))
-    assert got == expected
-    assert sum(handed) < 200  # headers only; ~320 KB of records went by sendfile
+    parts = SendfileParts(response(log, lazy=True))
+    slices = [p for p in parts if not isinstance(p, (bytes, memoryview))]
+    assert len(slices) == 1 and len(slices[0]) == log.read(0, 1 << 30).size
+    got, outcome = serve_once(lambda: [parts])
+    assert not outcome.failed
+    assert got == b"".join(bytes(p) for p in response(log, lazy=False))
+    assert slices[0].fileno() is None  # closed once sent
 
 
-def test_stale_slice_is_refused(tmp_path: Path) -> None:
+def test_stale_slice_fails_the_connection(tmp_path: Path) -> None:
     log = make_log(tmp_path, batches=20)
     parts = SendfileParts(response(log, lazy=True))
     log.truncate_to(3)
     log.append_as_leader(simple_batch([b"x" * 5000] * 20), leader_epoch=2, now_ms=9_000)
-    results: list[bool] = []
-
-    def write(transport: asyncio.Transport) -> None:
-        fd = sendfile_fd(transport)
-        assert fd is not None
-        results.append(send_parts(transport, fd, parts))
-
-    serve_once(write)
-    assert results == [False]
+    got, outcome = serve_once(lambda: [parts])
+    assert outcome.failed
+    assert len(got) < sum(len(p) for p in parts)  # the response was never completed
     assert all(p.fileno() is None for p in parts if hasattr(p, "fileno"))  # slices closed
 
 

@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from floodmark.broker.sendfile import SendfileParts, send_parts, sendfile_fd
+from floodmark.broker.sendfile import SendfileParts, SendfileWriter, sendfile_fd
 from floodmark.wire.codec import ProtocolError
 
 log = logging.getLogger(__name__)
@@ -35,6 +35,7 @@ class Connection(asyncio.Protocol):
         "_on_close",
         "_pending",
         "_reading_paused",
+        "_sender",
         "_write_paused",
         "closed",
         "peer",
@@ -58,6 +59,7 @@ class Connection(asyncio.Protocol):
         self.closed = False
         self.peer: str = "?"
         self.sendfile_fd: int | None = None  # set when Fetch may send records with sendfile
+        self._sender: SendfileWriter | None = None  # writes responses holding file slices
 
     # -- asyncio.Protocol ----------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -68,6 +70,8 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        if self._sender is not None:
+            self._sender.close()
         for item in self._pending:
             if isinstance(item, asyncio.Future) and not item.done():
                 item.cancel()
@@ -174,7 +178,8 @@ class Connection(asyncio.Protocol):
     def _update_reading(self) -> None:
         if self.transport is None or self.closed:
             return
-        should_pause = self._write_paused or len(self._pending) >= self.MAX_PENDING_RESPONSES
+        should_pause = (self._write_paused or len(self._pending) >= self.MAX_PENDING_RESPONSES
+                        or (self._sender is not None and self._sender.busy))
         if should_pause and not self._reading_paused:
             self._reading_paused = True
             self.transport.pause_reading()
@@ -211,11 +216,19 @@ class Connection(asyncio.Protocol):
 
     def write(self, parts: Parts) -> None:
         if self.transport is not None and not self.closed:
+            sender = self._sender
+            if sender is not None and sender.busy:
+                sender.write(parts)  # behind a response still being sent from a file
+                return
             if type(parts) is SendfileParts:
-                if self.sendfile_fd is None or not send_parts(self.transport, self.sendfile_fd,
-                                                              parts):
-                    parts.close_slices()
-                    self.abort()
+                if sender is None:
+                    if self.sendfile_fd is None:
+                        parts.close_slices()
+                        self.abort()
+                        return
+                    sender = self._sender = SendfileWriter(
+                        self.transport, self.sendfile_fd, self.abort, self._update_reading)
+                sender.write(parts)
                 return
             self.transport.writelines(parts)
         elif type(parts) is SendfileParts:
@@ -224,6 +237,8 @@ class Connection(asyncio.Protocol):
     def abort(self) -> None:
         if not self.closed and self.transport is not None:
             self.closed = True
+            if self._sender is not None:
+                self._sender.close()
             self.transport.abort()
 
 
