@@ -1,0 +1,374 @@
+"""``floodmark demo``: the end-to-end pipeline on a real local cluster, with a leader SIGKILL.
+
+1. ``LocalCluster`` (floodmark.cluster_cli) starts a controller and 3 brokers as processes.
+2. ``examples/pageviews_pipeline.py`` does the rest, as a user would: it creates the topics
+   (``page-views``: 3 partitions, ``page-view-counts``: 1; RF=3, min.insync.replicas=2), produces
+   page views at a steady rate (acks=all, idempotent), and runs the Spark job: readStream from
+   ``page-views``, per-page counts in 10-second event-time windows with a watermark, written both
+   to the topic ``page-view-counts`` and to Parquet.
+3. Mid-stream, the leader of ``page-views-0`` is SIGKILLed, and restarted a few seconds later.
+4. The final check, from independent sources:
+   - produced: page views handed to the producer;
+   - acknowledged: page views whose acks=all delivery report came back without error;
+   - read: the ``page-views`` topic read back in full (Spark batch read, committed data only),
+     distinct event ids, duplicates, acknowledged ids missing; and the rows each streaming query
+     read (the sum of ``numInputRows`` over its micro-batches);
+   - counted: the sum of the per-window counts in Parquet and in ``page-view-counts``, i.e. how
+     many page views the windowed aggregation counted; and, window by window, the counts are
+     compared with counts recomputed here from the acknowledged events (window, page).
+   They must be equal, with no duplicates, nothing missing and nothing dropped as late.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from types import FrameType, ModuleType
+from typing import Any
+
+import floodmark
+from floodmark.cluster_cli import LocalCluster
+
+EXAMPLE = Path(floodmark.__file__).resolve().parents[2] / "examples" / "pageviews_pipeline.py"
+WINDOW_MS = 10_000
+KILL_PARTITION = 0
+
+
+def _say(text: str = "") -> None:
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+def load_example() -> ModuleType:
+    if not EXAMPLE.exists():
+        raise SystemExit(f"{EXAMPLE} not found: run the demo from a source checkout (./dev run)")
+    spec = importlib.util.spec_from_file_location("pageviews_pipeline", EXAMPLE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class _Producer:
+    """Runs the example's producer in a thread; counts events handed to it and keeps every
+    delivery report."""
+
+    def __init__(self, example: ModuleType, bootstrap: str, count: int, rate: float) -> None:
+        self.lock = threading.Lock()
+        self.produced = 0  # page views handed to the producer (END_OF_STREAM not included)
+        self.acked: dict[int, dict[str, Any]] = {}
+        self.failed: dict[int, str] = {}
+        self.end_event: dict[str, Any] | None = None
+        self.end_acked = False
+        self.error: BaseException | None = None
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, args=(example, bootstrap, count, rate),
+                                       name="page-view-producer", daemon=True)
+
+    def _counted(self, events: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        for event in events:
+            with self.lock:
+                if event["event_id"] < 0:
+                    self.end_event = event
+                else:
+                    self.produced += 1
+            yield event
+
+    def _on_delivery(self, event: dict[str, Any], err: Any) -> None:
+        with self.lock:
+            if event["event_id"] < 0:
+                self.end_acked = err is None
+            elif err is None:
+                self.acked[event["event_id"]] = event
+            else:
+                self.failed[event["event_id"]] = str(err)
+
+    def _run(self, example: ModuleType, bootstrap: str, count: int, rate: float) -> None:
+        try:
+            example.produce(bootstrap, self._counted(example.page_views(count)), rate,
+                            self._on_delivery)
+        except BaseException as exc:  # reported by the main thread
+            self.error = exc
+        finally:
+            self.done.set()
+
+    def counts(self) -> tuple[int, int, int]:
+        with self.lock:
+            return self.produced, len(self.acked), len(self.failed)
+
+
+class _Progress:
+    """Every micro-batch's progress of every query, by batch id."""
+
+    def __init__(self, queries: dict[str, Any]) -> None:
+        self.queries = queries
+        self.batches: dict[str, dict[int, dict[str, Any]]] = {name: {} for name in queries}
+
+    def poll(self) -> None:
+        for name, q in self.queries.items():
+            for p in q.recentProgress:
+                self.batches[name][int(p["batchId"])] = p
+
+    def rows_read(self, name: str) -> int:
+        return sum(int(p["numInputRows"]) for p in self.batches[name].values())
+
+    def data_batches(self, name: str) -> int:
+        return sum(1 for p in self.batches[name].values() if int(p["numInputRows"]) > 0)
+
+    def dropped_late(self, name: str) -> int:
+        return sum(int(op.get("numRowsDroppedByWatermark", 0))
+                   for p in self.batches[name].values() for op in p.get("stateOperators", []))
+
+    def last(self, name: str) -> dict[str, Any] | None:
+        b = self.batches[name]
+        return b[max(b)] if b else None
+
+
+def _expected_windows(acked: dict[int, dict[str, Any]]) -> Counter[tuple[int, str]]:
+    return Counter((e["ts_ms"] - e["ts_ms"] % WINDOW_MS, e["page"]) for e in acked.values())
+
+
+def _leaders(cluster: LocalCluster, topic: str, partitions: int) -> str:
+    status = cluster.controller_status(timeout_s=1.0)
+    if status is None:
+        return "controller not answering"
+    parts = status["topics"].get(topic, {})
+    return " ".join(f"p{p}=b{parts.get(str(p), {}).get('leader', '?')}"
+                    f"(e{parts.get(str(p), {}).get('leader_epoch', '?')})" for p in range(partitions))
+
+
+def run(events: int, rate: float, keep: bool, down_s: float) -> bool:
+    example = load_example()
+    work = Path(tempfile.mkdtemp(prefix="floodmark-pipeline-"))
+    cluster = LocalCluster(work / "cluster", brokers=3)
+    spark: Any = None
+    queries: dict[str, Any] = {}
+
+    def on_term(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    started = time.monotonic()
+    try:
+        _say("=" * 100)
+        _say(f"floodmark pipeline demo: {events} page views at {rate:.0f}/s -> Spark windowed "
+             "counts -> topic + Parquet, with a leader SIGKILL")
+        _say("=" * 100)
+        cluster.start()
+        bootstrap = cluster.bootstrap
+        _say(f"[cluster] controller pid {cluster.pid(0)}; brokers "
+             + ", ".join(f"{b} (pid {cluster.pid(b)}, {cluster.address(b)})"
+                         for b in cluster.broker_ids))
+        _say(f"[cluster] bootstrap {bootstrap}; logs in {work / 'cluster' / 'logs'}")
+        example.create_topics(bootstrap)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and any(
+                cluster.leader_of(example.EVENTS, p) < 0 for p in range(3)):
+            time.sleep(0.1)
+        _say(f"[cluster] topics {example.EVENTS} (3 partitions) and {example.COUNTS} (1), RF=3, "
+             f"min.insync.replicas=2; leaders {_leaders(cluster, example.EVENTS, 3)}")
+        _say("[spark] starting a local[2] SparkSession and the streaming job ...")
+        spark = example.spark_session()
+        queries = example.start_pipeline(spark, bootstrap, str(work / "out"))
+        _say(f"[spark] queries started: {', '.join(q.name for q in queries.values())}; "
+             f"{spark.version}, {time.monotonic() - started:.0f} s since start")
+        progress = _Progress(queries)
+        producer = _Producer(example, bootstrap, events, rate)
+        ok = _drive(cluster, example, producer, progress, events, rate, down_s)
+        ok &= _final_check(spark, example, bootstrap, producer, progress, str(work / "out"))
+        _say(f"demo finished in {time.monotonic() - started:.0f} s")
+        return ok
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        for q in queries.values():
+            try:
+                q.stop()
+            except Exception as exc:  # the JVM may already be gone on Ctrl-C
+                _say(f"[cleanup] stopping query {q.name}: {exc}")
+        if spark is not None:
+            spark.stop()
+        cluster.stop()
+        _say(f"[cleanup] cluster stopped (controller + {len(cluster.broker_ids)} brokers)")
+        if keep:
+            _say(f"[cleanup] kept {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _drive(cluster: LocalCluster, example: ModuleType, producer: _Producer, progress: _Progress,
+           events: int, rate: float, down_s: float) -> bool:
+    """Produce, kill the leader of page-views-0 at 40 % of the stream, restart it, report."""
+    topic = example.EVENTS
+    producer.thread.start()
+    t0 = time.monotonic()
+    limit_s = events / rate + 180.0
+    killed: int | None = None
+    killed_at = 0.0
+    new_leader_seen = restarted = False
+    last_report, last_produced, last_acked = t0, 0, 0
+
+    def report(now: float) -> None:
+        nonlocal last_report, last_produced, last_acked
+        progress.poll()
+        produced, acked, failed = producer.counts()
+        dt = max(now - last_report, 1e-3)
+        spark = ", ".join(f"{name}: {progress.data_batches(name)} batches/"
+                          f"{progress.rows_read(name)} rows" for name in progress.queries)
+        _say(f"[{now - t0:5.0f} s] produced {produced:>6} ({(produced - last_produced) / dt:4.0f}/s)"
+             f"  acked {acked:>6} ({(acked - last_acked) / dt:4.0f}/s)  failed {failed}"
+             f" | spark {spark} | leaders {_leaders(cluster, topic, 3)}")
+        last_report, last_produced, last_acked = now, produced, acked
+
+    while not producer.done.wait(0.25):
+        now = time.monotonic()
+        if now - t0 > limit_s:
+            raise RuntimeError(f"the producer did not finish within {limit_s:.0f} s")
+        produced = producer.counts()[0]
+        if killed is None:
+            progress.poll()  # the kill waits until both queries have processed data
+        if killed is None and produced >= int(events * 0.4) and all(
+                progress.data_batches(name) for name in progress.queries):
+            killed = cluster.leader_of(topic, KILL_PARTITION)
+            if killed < 0:
+                raise RuntimeError(f"{topic}-{KILL_PARTITION} has no leader")
+            pid = cluster.pid(killed)
+            cluster.kill(killed, signal.SIGKILL)
+            killed_at = time.monotonic()
+            _say(f"[{killed_at - t0:5.0f} s] *** SIGKILL broker {killed} (pid {pid}), leader of "
+                 f"{topic}-{KILL_PARTITION}, with {produced} page views produced ***")
+        elif killed is not None and not new_leader_seen:
+            leader = cluster.leader_of(topic, KILL_PARTITION)
+            if leader not in (killed, -1):
+                new_leader_seen = True
+                _say(f"[{now - t0:5.0f} s] *** new leader of {topic}-{KILL_PARTITION}: broker "
+                     f"{leader}, {now - killed_at:.1f} s after the kill ***")
+        if killed is not None and not restarted and now - killed_at >= down_s:
+            cluster.start_node(killed)
+            restarted = True
+            _say(f"[{time.monotonic() - t0:5.0f} s] *** broker {killed} restarted (pid "
+                 f"{cluster.pid(killed)}) after {now - killed_at:.1f} s down; it recovers its "
+                 "log and catches up as a follower ***")
+        if now - last_report >= 5.0:
+            report(now)
+    if producer.error is not None:
+        _say(f"producer failed: {producer.error!r}")
+        return False
+    if killed is None:
+        _say("the stream ended before the leader kill (too few events)")
+        return False
+    if not restarted:
+        time.sleep(max(0.0, killed_at + down_s - time.monotonic()))
+        cluster.start_node(killed)
+        _say(f"[{time.monotonic() - t0:5.0f} s] *** broker {killed} restarted ***")
+    report(time.monotonic())
+    end = producer.end_event or {}
+    _say(f"[{time.monotonic() - t0:5.0f} s] producer done; END_OF_STREAM (ts "
+         f"{end.get('ts_ms')}) {'acknowledged' if producer.end_acked else 'NOT acknowledged'}; "
+         "waiting for the watermark to close the last windows")
+    last_ts_ms = max((e["ts_ms"] for e in producer.acked.values()), default=0)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        progress.poll()
+        if all(_closed(progress.last(name), last_ts_ms) for name in progress.queries):
+            break
+        if any(q.exception() is not None or not q.isActive for q in progress.queries.values()):
+            break
+        if time.monotonic() - last_report >= 5.0:
+            report(time.monotonic())
+        time.sleep(0.5)
+    report(time.monotonic())
+    ok = True
+    for name, q in progress.queries.items():
+        if q.exception() is not None:
+            _say(f"query {name} FAILED: {q.exception()}")
+            ok = False
+        elif not _closed(progress.last(name), last_ts_ms):
+            _say(f"query {name}: the last windows did not close within 120 s")
+            ok = False
+    return ok
+
+
+def _closed(p: dict[str, Any] | None, last_ts_ms: int) -> bool:
+    """The watermark is past the last page view's window and only END_OF_STREAM's is in state."""
+    if not p or not p.get("stateOperators") or "watermark" not in p.get("eventTime", {}):
+        return False
+    watermark = datetime.fromisoformat(p["eventTime"]["watermark"]).timestamp() * 1000
+    in_state = int(p["stateOperators"][0]["numRowsTotal"])
+    return watermark >= last_ts_ms - last_ts_ms % WINDOW_MS + WINDOW_MS and in_state <= 1
+
+
+def _final_check(spark: Any, example: ModuleType, bootstrap: str, producer: _Producer,
+                 progress: _Progress, out_dir: str) -> bool:
+    from pyspark.sql import functions as F
+
+    def topic(name: str) -> Any:
+        return (spark.read.format("floodmark").option("kafka.bootstrap.servers", bootstrap)
+                .option("subscribe", name).load()
+                .select(F.col("value").cast("string").alias("json")))
+
+    produced, acked_n, failed_n = producer.counts()
+    ids = Counter(int(r["id"]) for r in topic(example.EVENTS).select(
+        F.get_json_object("json", "$.event_id").alias("id")).collect())
+    markers = ids.pop(-1, 0)
+    log_records = sum(ids.values()) + markers
+    duplicates = sum(c - 1 for c in ids.values())
+    missing = sorted(set(producer.acked) - set(ids))
+    unacked = sorted(set(ids) - set(producer.acked))
+    parquet = [(int(r["start"]), str(r["page"]), int(r["views"])) for r in
+               spark.read.parquet(f"{out_dir}/counts-parquet").select(
+                   F.unix_millis("window.start").alias("start"), "page", "views").collect()]
+    records = [json.loads(r["json"]) for r in topic(example.COUNTS).collect()]
+    from_topic = [(int(v["window_start_ms"]), str(v["page"]), int(v["views"])) for v in records]
+    expected = _expected_windows(producer.acked)
+    late = {name: progress.dropped_late(name) for name in progress.queries}
+    stream_rows = {name: progress.rows_read(name) for name in progress.queries}
+
+    def windows(rows: list[tuple[int, str, int]]) -> tuple[int, bool]:
+        """(sum of counts, equal to the recount from acknowledged events, each window once)"""
+        got = Counter({(s, p): v for s, p, v in rows})
+        once = len({(s, p) for s, p, _v in rows}) == len(rows)
+        return sum(v for _s, _p, v in rows), once and got == expected
+
+    counted_parquet, parquet_ok = windows(parquet)
+    counted_topic, topic_ok = windows(from_topic)
+    _say()
+    _say("=" * 100)
+    _say("FINAL CHECK")
+    _say(f"  produced      {produced:>7} page views handed to the producer (+1 END_OF_STREAM)")
+    _say(f"  acknowledged  {acked_n:>7} acks=all delivery reports without error; {failed_n} "
+         "failed" + (f" e.g. {list(producer.failed.items())[:3]}" if failed_n else ""))
+    _say(f"  read          {len(ids):>7} distinct page views in topic {example.EVENTS} (batch "
+         f"read: {log_records} records incl. {markers} END_OF_STREAM); duplicates {duplicates}; "
+         f"acknowledged but missing {len(missing)}" + (f" e.g. {missing[:5]}" if missing else "")
+         + f"; present but not acknowledged {len(unacked)}")
+    for name in progress.queries:
+        _say(f"                stream {name}: {stream_rows[name]} rows read in "
+             f"{progress.data_batches(name)} micro-batches; {late[name]} dropped as late")
+    _say(f"  counted       {counted_parquet:>7} page views in Parquet ({len(parquet)} (window, page) "
+         f"rows); {counted_topic} in topic {example.COUNTS} ({len(from_topic)} records)")
+    _say(f"                window by window equal to a recount of the acknowledged events: "
+         f"Parquet {'yes' if parquet_ok else 'NO'}, topic {'yes' if topic_ok else 'NO'} "
+         f"({len(expected)} windows expected)")
+    ok = (produced == acked_n == len(ids) == counted_parquet == counted_topic
+          and failed_n == 0 and duplicates == 0 and not missing and not unacked
+          and parquet_ok and topic_ok and producer.end_acked and markers == 1
+          and all(v == log_records for v in stream_rows.values())
+          and not any(late.values()))
+    _say(f"RESULT produced={produced} acknowledged={acked_n} read={len(ids)} "
+         f"counted_parquet={counted_parquet} counted_topic={counted_topic} "
+         f"duplicates={duplicates} missing={len(missing)} late={sum(late.values())} "
+         f"windows_match={'yes' if parquet_ok and topic_ok else 'no'}")
+    _say("VERDICT: " + ("every acknowledged page view was read once and counted once, through a "
+                        "leader SIGKILL" if ok else "MISMATCH: see the lines above"))
+    _say("=" * 100)
+    return ok
