@@ -130,7 +130,9 @@ class ExactlyOnceCommitter:
             return
         admin = AdminClient({"bootstrap.servers": self.bootstrap})
         try:
-            admin.create_topics([NewTopic(self.marker_topic, 1, 1)])[self.marker_topic].result(30)
+            # replication factor: the cluster's default.replication.factor, so the markers
+            # survive the loss of a broker like the data they describe
+            admin.create_topics([NewTopic(self.marker_topic, 1)])[self.marker_topic].result(30)
         except KafkaException as exc:
             if "TOPIC_ALREADY_EXISTS" not in str(exc):
                 raise
