@@ -147,6 +147,14 @@ def _leaders(cluster: LocalCluster, topic: str, partitions: int) -> str:
                     f"(e{parts.get(str(p), {}).get('leader_epoch', '?')})" for p in range(partitions))
 
 
+def _led_by(cluster: LocalCluster, broker: int) -> str:
+    """The partitions `broker` leads, with their replication factor."""
+    status = cluster.controller_status(timeout_s=1.0) or {"topics": {}}
+    led = [f"{t}-{p} (RF={len(reg['replicas'])})" for t, parts in sorted(status["topics"].items())
+           for p, reg in sorted(parts.items()) if reg.get("leader") == broker]
+    return ", ".join(led) or "nothing"
+
+
 def run(events: int, rate: float, keep: bool, down_s: float) -> bool:
     example = load_example()
     work = Path(tempfile.mkdtemp(prefix="floodmark-pipeline-"))
@@ -242,10 +250,12 @@ def _drive(cluster: LocalCluster, example: ModuleType, producer: _Producer, prog
             if killed < 0:
                 raise RuntimeError(f"{topic}-{KILL_PARTITION} has no leader")
             pid = cluster.pid(killed)
+            led = _led_by(cluster, killed)
             cluster.kill(killed, signal.SIGKILL)
             killed_at = time.monotonic()
             _say(f"[{killed_at - t0:5.0f} s] *** SIGKILL broker {killed} (pid {pid}), leader of "
                  f"{topic}-{KILL_PARTITION}, with {produced} page views produced ***")
+            _say(f"        broker {killed} was leading: {led}")
         elif killed is not None and not new_leader_seen:
             leader = cluster.leader_of(topic, KILL_PARTITION)
             if leader not in (killed, -1):
