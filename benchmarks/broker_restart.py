@@ -9,6 +9,8 @@ restart: logs are re-validated from their recovery point).
 
     .venv/bin/python benchmarks/broker_restart.py [--partitions 1000] [--restarts 3]
         [--src OTHER_CHECKOUT/src]     # measure another source tree (e.g. a "before" snapshot)
+        [--count-fsyncs]               # run the restarts under strace, count fsync calls
+                                       # (strace slows the process: times are not comparable)
 
 The figure depends heavily on the disk (each fsync is a journal commit) and on machine load.
 """
@@ -33,13 +35,17 @@ from confluent_kafka.admin import AdminClient, NewTopic
 _OPENED = re.compile(r"opened (\d+) partitions .* in ([0-9.]+)s")
 
 
-def start(data_dir: Path, log_path: Path, src: str | None) -> tuple[subprocess.Popen[bytes], str, float]:
+def start(data_dir: Path, log_path: Path, src: str | None,
+          strace_out: Path | None = None) -> tuple[subprocess.Popen[bytes], str, float]:
     env = dict(os.environ)
     env.setdefault("FLOODMARK_LOG_LEVEL", "INFO")
     if src:
         env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     cmd = [sys.executable, "-m", "floodmark.cli", "broker", "--data-dir", str(data_dir),
            "--listen", "127.0.0.1:0"]
+    if strace_out is not None:
+        cmd = ["strace", "-f", "-qq", "-c", "-e", "trace=fsync,fdatasync", "-o", str(strace_out),
+               *cmd]
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE,
                             stderr=open(log_path, "ab"), env=env)  # noqa: SIM115
@@ -53,8 +59,12 @@ def start(data_dir: Path, log_path: Path, src: str | None) -> tuple[subprocess.P
     return proc, f"127.0.0.1:{port}", elapsed
 
 
-def stop(proc: subprocess.Popen[bytes], sig: int) -> None:
-    proc.send_signal(sig)
+def stop(proc: subprocess.Popen[bytes], sig: int, traced: bool = False) -> None:
+    if traced:  # signal the broker, not strace
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        os.kill(int(children[0]), sig)
+    else:
+        proc.send_signal(sig)
     try:
         proc.wait(120)
     except subprocess.TimeoutExpired:
@@ -86,6 +96,8 @@ def main() -> int:
     ap.add_argument("--kill", action="store_true", help="SIGKILL before each restart")
     ap.add_argument("--src", help="PYTHONPATH for the broker (another checkout's src/)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument("--count-fsyncs", action="store_true",
+                    help="run the restarts under strace and count fsync/fdatasync calls")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="fm-restart-"))
     data = work / "data"
@@ -99,13 +111,22 @@ def main() -> int:
         times: list[float] = []
         for i in range(args.restarts):
             mark = log_path.stat().st_size
-            proc, _, elapsed = start(data, log_path, args.src)
-            stop(proc, signal.SIGKILL if args.kill else signal.SIGTERM)
+            strace_out = work / f"strace-{i}.txt" if args.count_fsyncs else None
+            proc, _, elapsed = start(data, log_path, args.src, strace_out)
+            # Count only the start: strace -c reports when the process exits.
+            stop(proc, signal.SIGKILL if args.kill else signal.SIGTERM, traced=args.count_fsyncs)
             with open(log_path, "rb") as fh:
                 fh.seek(mark)
                 m = _OPENED.search(fh.read().decode(errors="replace"))
             opened = f"{m.group(1)} partitions opened in {m.group(2)} s" if m else "(no open line)"
-            print(f"restart {i}: {elapsed:.2f} s to listening; broker log: {opened}", flush=True)
+            fsyncs = ""
+            if strace_out is not None:
+                calls = re.findall(r"^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(fsync|fdatasync)$",
+                                   strace_out.read_text(), re.M)
+                fsyncs = "; fsync calls in the whole run (start + stop): " + (
+                    ", ".join(f"{name}={n}" for n, name in calls) or "0")
+            print(f"restart {i}: {elapsed:.2f} s to listening; broker log: {opened}{fsyncs}",
+                  flush=True)
             times.append(elapsed)
         print(f"{args.partitions} partitions, {'SIGKILL' if args.kill else 'clean'} restarts: "
               f"median {statistics.median(times):.2f} s, min {min(times):.2f} s, "
