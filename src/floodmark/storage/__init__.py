@@ -9,6 +9,7 @@ from floodmark.storage.checkpoints import (
 )
 from floodmark.storage.config import FlushPolicy, LogConfig
 from floodmark.storage.data_dir import DataDir
+from floodmark.storage.file_slice import FileSlice, StaleSliceError
 from floodmark.storage.fs import FileSystem, MemoryFileSystem, RealFileSystem
 from floodmark.storage.log import AppendInfo, Log, NonContiguousAppendError, ReadInfo
 
@@ -16,6 +17,7 @@ __all__ = [
     "AppendInfo",
     "CorruptCheckpointError",
     "DataDir",
+    "FileSlice",
     "FileSystem",
     "FlushPolicy",
     "LeaderEpochCheckpointFile",
@@ -26,6 +28,7 @@ __all__ = [
     "OffsetCheckpointFile",
     "ReadInfo",
     "RealFileSystem",
+    "StaleSliceError",
     "TopicPartition",
     "clamp_high_watermark",
 ]
