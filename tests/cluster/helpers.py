@@ -10,6 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
 from floodmark.cluster_cli import LocalCluster
 from floodmark.records import decode_batch, iter_batches
 
@@ -65,6 +67,13 @@ def log_digest(cluster: LocalCluster, node_id: int, topic: str) -> str:
     return h.hexdigest()
 
 
+def isr_full(cluster: LocalCluster, topic: str) -> bool:
+    """Every replica is back in the ISR (caught up to the HW under the leader's rules); cheap
+    enough to poll while a producer is writing."""
+    reg = cluster.partition_registration(topic)
+    return bool(reg and sorted(reg["isr"]) == cluster.broker_ids and reg["leader"] > 0)
+
+
 def healed(cluster: LocalCluster, topic: str) -> bool:
     """Full ISR, and every replica's segment files hold the same batches."""
     reg = cluster.partition_registration(topic)
@@ -93,3 +102,95 @@ class AckLog:
     def count(self) -> int:
         with self.lock:
             return len(self.acked)
+
+
+def producer_thread(bootstrap: str, topic: str, acks: AckLog, stop: threading.Event
+                    ) -> threading.Thread:
+    def on_delivery(err: object, msg: object) -> None:
+        if err is None:
+            acks.ok(msg.offset(), msg.value())  # type: ignore[attr-defined]
+        else:
+            acks.error(str(err))
+
+    def run() -> None:
+        p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+                      "enable.idempotence": True, "message.timeout.ms": 120000,
+                      "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 300,
+                      "topic.metadata.refresh.interval.ms": 1000,
+                      "retry.backoff.ms": 50,
+                      # A SIGSTOPped leader never answers: give up on it well before 30 s.
+                      "request.timeout.ms": 4000, "socket.timeout.ms": 4000})
+        i = 0
+        while not stop.is_set() and i < 2_000_000:
+            try:
+                p.produce(topic, value=b"v%09d" % i, partition=0, on_delivery=on_delivery)
+                i += 1
+            except BufferError:
+                p.poll(0.01)
+            if i % 20 == 0:
+                p.poll(0.005)  # bounded rate: a few thousand values per second
+        remaining = p.flush(120)
+        if remaining:
+            acks.error(f"{remaining} message(s) still in flight after flush")
+
+    t = threading.Thread(target=run, name="producer", daemon=True)
+    t.start()
+    return t
+
+
+def consumer_thread(bootstrap: str, topic: str, seen: dict[int, bytes],
+                    stop: threading.Event) -> threading.Thread:
+    def run() -> None:
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": "watcher",
+                      "enable.auto.commit": False, "topic.metadata.refresh.interval.ms": 1000,
+                      "auto.offset.reset": "earliest"})
+        c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        while not stop.is_set():
+            msg = c.poll(0.2)
+            if msg is not None and msg.error() is None:
+                seen[msg.offset()] = msg.value()
+        c.close()
+
+    t = threading.Thread(target=run, name="consumer", daemon=True)
+    t.start()
+    return t
+
+
+def verify_after_healing(cluster: LocalCluster, topic: str, acks: AckLog,
+                         seen: dict[int, bytes]) -> int:
+    """The checks of the fault tests; returns the HW."""
+    # A fresh consumer reads everything below the HW.
+    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "verify",
+                  "enable.auto.commit": False})
+    _lo, hw = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+    c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    fresh: dict[int, bytes] = {}
+    deadline = time.monotonic() + 60
+    while len(fresh) < hw and time.monotonic() < deadline:
+        msg = c.poll(0.5)
+        if msg is not None and msg.error() is None:
+            assert msg.offset() not in fresh, "an offset delivered twice"
+            fresh[msg.offset()] = msg.value()
+    c.close()
+    assert sorted(fresh) == list(range(hw)), "fresh consumer did not read 0..HW-1"
+
+    # Every acknowledged value at its acknowledged offset; values unique (idempotence).
+    assert not acks.failed, acks.failed[:5]
+    assert len(acks.acked) > 700
+    for offset, value in acks.acked:
+        assert fresh.get(offset) == value, f"acked {value!r}@{offset} lost"
+    values = list(fresh.values())
+    assert len(values) == len(set(values)), "duplicates with an idempotent producer"
+    # The concurrent consumer only ever saw committed records, at their final offsets.
+    assert seen, "the watcher saw nothing"
+    for offset, value in seen.items():
+        assert offset < hw and fresh.get(offset) == value, (offset, value)
+
+    # Replica logs identical below the HW (segment bytes), and each decodes to `fresh`.
+    batches = {b: replica_batches(cluster, b, topic) for b in cluster.broker_ids}
+    prefixes = {b: prefix_below(bs, hw) for b, bs in batches.items()}
+    assert len(set(prefixes.values())) == 1, "replica logs differ below the HW"
+    for b in cluster.broker_ids:
+        vals = replica_values(cluster, b, topic)
+        assert all(vals.get(o) == v for o, v in fresh.items())
+    return hw
