@@ -101,7 +101,11 @@ class _ReadsRanges:
     opts: SourceOptions
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, OffsetRange)
+        if not isinstance(partition, OffsetRange):
+            # nothing to read: when partitions() is empty, Spark still runs one task with an
+            # InputPartition(None) (pyspark's plan_data_source_read)
+            assert partition.value is None, partition
+            return
         yield from read_range(
             self.opts.client,
             partition.topic,
