@@ -5,8 +5,8 @@ view producer, a Spark Structured Streaming job with windowed counts written to 
 Parquet, a partition leader SIGKILLed mid-stream, and a final check that nothing acknowledged was
 lost or counted twice.
 
-``floodmark demo --tour``: the guided tour. It replays the reference scenarios in every protocol mode, runs the random-fault
-explorer and the model checker, and then starts a real broker process, sends it traffic with a
+``floodmark demo --tour``: the guided tour. It replays the reference scenarios in every protocol
+mode, runs the random-fault explorer and the model checker, and then starts a real broker process, sends it traffic with a
 real Kafka client, kills it with SIGKILL, and shows that nothing acknowledged was lost. Last, a
 real local cluster (controller + 3 brokers, RF=3) loses its partition leader to SIGKILL mid-stream
 (``demo_cluster.py``).
@@ -125,6 +125,9 @@ def cmd_tour(args: argparse.Namespace) -> int:
         from floodmark.demo_live import live_broker_tour
 
         ok &= live_broker_tour()
+        from floodmark.demo_cluster import live_cluster_tour
+
+        ok &= live_cluster_tour()
     _banner(
         f"demo finished in {time.monotonic() - started:.0f} s: "
         + ("all as expected" if ok else "SOMETHING UNEXPECTED, see above")
