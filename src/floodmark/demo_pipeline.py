@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import shutil
 import signal
 import sys
@@ -186,6 +187,7 @@ def run(events: int, rate: float, keep: bool, down_s: float) -> bool:
         _say(f"[cluster] topics {example.EVENTS} (3 partitions) and {example.COUNTS} (1), RF=3, "
              f"min.insync.replicas=2; leaders {_leaders(cluster, example.EVENTS, 3)}")
         _say("[spark] starting a local[2] SparkSession and the streaming job ...")
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only, like the cluster
         spark = example.spark_session()
         queries = example.start_pipeline(spark, bootstrap, str(work / "out"))
         _say(f"[spark] queries started: {', '.join(q.name for q in queries.values())}; "
@@ -194,6 +196,9 @@ def run(events: int, rate: float, keep: bool, down_s: float) -> bool:
         producer = _Producer(example, bootstrap, events, rate)
         ok = _drive(cluster, example, producer, progress, events, rate, down_s)
         ok &= _final_check(spark, example, bootstrap, producer, progress, str(work / "out"))
+        for name, batches in progress.batches.items():  # kept with --keep
+            (work / "out" / f"progress-{name}.json").write_text(
+                json.dumps([batches[b] for b in sorted(batches)], indent=1, default=str))
         _say(f"demo finished in {time.monotonic() - started:.0f} s")
         return ok
     finally:
@@ -222,7 +227,7 @@ def _drive(cluster: LocalCluster, example: ModuleType, producer: _Producer, prog
     limit_s = events / rate + 180.0
     killed: int | None = None
     killed_at = 0.0
-    new_leader_seen = restarted = False
+    new_leader_seen = restarted = moved_back = False
     last_report, last_produced, last_acked = t0, 0, 0
 
     def report(now: float) -> None:
@@ -268,6 +273,11 @@ def _drive(cluster: LocalCluster, example: ModuleType, producer: _Producer, prog
             _say(f"[{time.monotonic() - t0:5.0f} s] *** broker {killed} restarted (pid "
                  f"{cluster.pid(killed)}) after {now - killed_at:.1f} s down; it recovers its "
                  "log and catches up as a follower ***")
+        elif restarted and not moved_back and cluster.leader_of(topic, KILL_PARTITION) == killed:
+            moved_back = True
+            reg = cluster.partition_registration(topic, KILL_PARTITION) or {}
+            _say(f"[{now - t0:5.0f} s] *** broker {killed} leads {topic}-{KILL_PARTITION} again "
+                 f"(preferred leader election, leader_epoch {reg.get('leader_epoch')}) ***")
         if now - last_report >= 5.0:
             report(now)
     if producer.error is not None:
@@ -362,7 +372,7 @@ def _final_check(spark: Any, example: ModuleType, bootstrap: str, producer: _Pro
          f"acknowledged but missing {len(missing)}" + (f" e.g. {missing[:5]}" if missing else "")
          + f"; present but not acknowledged {len(unacked)}")
     for name in progress.queries:
-        _say(f"                stream {name}: {stream_rows[name]} rows read in "
+        _say(f"                stream {progress.queries[name].name}: {stream_rows[name]} rows read in "
              f"{progress.data_batches(name)} micro-batches; {late[name]} dropped as late")
     _say(f"  counted       {counted_parquet:>7} page views in Parquet ({len(parquet)} (window, page) "
          f"rows); {counted_topic} in topic {example.COUNTS} ({len(from_topic)} records)")
