@@ -41,7 +41,7 @@ from floodmark.broker.offsets import OFFSETS_TOPIC, partition_for
 from floodmark.broker.partition_state import PartitionState
 from floodmark.broker.producer_state import BatchMeta
 from floodmark.broker.purgatory import FetchPurgatory
-from floodmark.broker.replica_fetcher import ReplicaFetcher, handle_replica_fetch
+from floodmark.broker.replica_fetcher import ReplicaFetcher, handle_replica_fetch, replica_of
 from floodmark.broker.server import Connection
 from floodmark.controller.client import ControllerClient
 from floodmark.controller.image import MetadataRecord
@@ -357,7 +357,7 @@ class ClusterBroker(Broker):
         key, version, _corr = peek_header(frame)
         if key == ApiKey.FETCH:
             header, body = decode_request(frame)
-            if int(body.replica_id) >= 0:
+            if replica_of(body, header.api_version)[0] >= 0:
                 return self._finish_replica_fetch(header, body)
             return super().dispatch(frame, conn)
         if key == ApiKey.METADATA:

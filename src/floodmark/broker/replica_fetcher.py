@@ -2,8 +2,7 @@
 fetch loop. Every decision is the core's (``floodmark.replication.partition``); this module
 only moves bytes.
 
-Leader (``handle_replica_fetch``): a Fetch (v12, top-level ``replica_id`` = follower broker id)
-goes to ``Partition.handle_follower_fetch``, which fences the request on its
+Leader (``handle_replica_fetch``): a Fetch from a replica goes to ``Partition.handle_follower_fetch``, which fences the request on its
 ``current_leader_epoch``, checks ``last_fetched_epoch`` against the epoch cache (answering
 ``diverging_epoch`` and recording nothing when the follower's log diverged), records the
 follower's LEO (its ``fetch_offset``), maybe proposes an ISR expansion and advances the HW. The
@@ -53,7 +52,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-FETCH_VERSION = 12
+# Followers send Fetch v15: the replica id *and broker epoch* travel in ``replica_state``
+# (KIP-903), so the leader refuses a fetch from a stale incarnation and its ISR proposals carry
+# real broker epochs. Topics are named by topic id from v13. Clients still see v4-12 advertised;
+# v15 is spoken broker to broker only (the leader also accepts v12 with a top-level replica_id).
+FETCH_VERSION = 15
 EPOCH_QUERY_VERSION = 3
 LIST_OFFSETS_VERSION = 4
 REPLICA_MAX_WAIT_MS = 500
@@ -64,7 +67,7 @@ MAX_REPLICA_WAIT_MS = 5000
 
 # -- leader side ---------------------------------------------------------------------------------
 def _follower_read(broker: ClusterBroker, ps: ClusterPartitionState, replica_id: int,
-                   p: Any) -> tuple[dict[str, Any], int]:
+                   broker_epoch: int, p: Any) -> tuple[dict[str, Any], int]:
     index = int(p.partition)
     fetch = FollowerFetch(
         replica_id=replica_id,
@@ -72,6 +75,7 @@ def _follower_read(broker: ClusterBroker, ps: ClusterPartitionState, replica_id:
         last_fetched_epoch=int(p.last_fetched_epoch),
         current_leader_epoch=int(p.current_leader_epoch),
         log_start_offset=int(p.log_start_offset),
+        broker_epoch=broker_epoch,
     )
     decision = ps.core.handle_follower_fetch(ps.log, fetch, broker.now_ms())
     broker.apply_effects(ps, decision.effects)
@@ -105,40 +109,63 @@ def _follower_read(broker: ClusterBroker, ps: ClusterPartitionState, replica_id:
     return out, len(data)
 
 
-def _replica_fetch_once(broker: ClusterBroker, req: Any, replica_id: int
-                        ) -> tuple[list[dict[str, Any]], int, bool]:
+def _topic_name(broker: ClusterBroker, t: Any, version: int) -> str:
+    if version < 13:
+        return str(t.topic)
+    for name, timage in broker.controller_client.image.topics.items():
+        if timage.topic_id == t.topic_id:
+            return name
+    return ""
+
+
+def _replica_fetch_once(broker: ClusterBroker, req: Any, version: int, replica_id: int,
+                        broker_epoch: int) -> tuple[list[dict[str, Any]], int, bool]:
     total = 0
     errors = False
     responses = []
     for t in req.topics:
+        name = _topic_name(broker, t, version)
         parts = []
         for p in t.partitions:
-            ps = broker.cluster_partitions.get((t.topic, int(p.partition)))
+            ps = broker.cluster_partitions.get((name, int(p.partition)))
             if ps is None:
                 parts.append({"partition_index": int(p.partition),
                               "error_code": int(ErrorCode.NOT_LEADER_OR_FOLLOWER
-                                                if (t.topic, int(p.partition)) in broker.partitions
+                                                if (name, int(p.partition)) in broker.partitions
                                                 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
                               "high_watermark": -1, "aborted_transactions": None,
                               "records": None})
                 errors = True
                 continue
-            out, n = _follower_read(broker, ps, replica_id, p)
+            out, n = _follower_read(broker, ps, replica_id, broker_epoch, p)
             errors = errors or out["error_code"] != 0
             total += n
             parts.append(out)
-        responses.append({"topic": t.topic, "partitions": parts})
+        key = {"topic": name} if version < 13 else {"topic_id": t.topic_id}
+        responses.append({**key, "partitions": parts})
     return responses, total, errors
+
+
+def replica_of(req: Any, version: int) -> tuple[int, int]:
+    """(replica id, broker epoch) of a Fetch: top-level ``replica_id`` before v15, the
+    ``replica_state`` struct from v15 (KIP-903); (-1, -1) for consumers."""
+    if version >= 15:
+        state = req.replica_state
+        return int(state.replica_id), int(state.replica_epoch)
+    return int(req.replica_id), -1
 
 
 async def handle_replica_fetch(broker: ClusterBroker, header: RequestHeader, req: Any
                                ) -> dict[str, Any]:
-    replica_id = int(req.replica_id)
+    version = header.api_version
+    replica_id, broker_epoch = replica_of(req, version)
     wait_ms = min(max(ms(req.max_wait), 0), MAX_REPLICA_WAIT_MS)
     deadline = broker.now_ms() + wait_ms
-    keys = [(t.topic, int(p.partition)) for t in req.topics for p in t.partitions]
+    keys = [(_topic_name(broker, t, version), int(p.partition))
+            for t in req.topics for p in t.partitions]
     while True:
-        responses, total, errors = _replica_fetch_once(broker, req, replica_id)
+        responses, total, errors = _replica_fetch_once(broker, req, version, replica_id,
+                                                       broker_epoch)
         remaining = deadline - broker.now_ms()
         if total > 0 or errors or remaining <= 0:
             return {"throttle_time": 0, "error_code": 0, "session_id": 0,
@@ -275,11 +302,16 @@ class ReplicaFetcher:
 
     async def _fetch(self, conn: AsyncKafkaConnection, f: FollowerFetch) -> None:
         ps = self.ps
+        timage = self.broker.controller_client.image.topics.get(ps.topic)
+        if timage is None:
+            raise KafkaRequestError(f"topic {ps.topic} not in metadata")
         body = {
-            "replica_id": self.broker.node_id, "max_wait": REPLICA_MAX_WAIT_MS, "min_bytes": 1,
+            "replica_state": {"replica_id": self.broker.node_id,
+                              "replica_epoch": f.broker_epoch},
+            "max_wait": REPLICA_MAX_WAIT_MS, "min_bytes": 1,
             "max_bytes": 0x7FFFFFFF, "isolation_level": 0, "session_id": 0,
             "session_epoch": -1, "rack_id": "",
-            "topics": [{"topic": ps.topic, "partitions": [{
+            "topics": [{"topic_id": timage.topic_id, "partitions": [{
                 "partition": ps.partition, "current_leader_epoch": f.current_leader_epoch,
                 "fetch_offset": f.fetch_offset, "last_fetched_epoch": f.last_fetched_epoch,
                 "log_start_offset": f.log_start_offset,
