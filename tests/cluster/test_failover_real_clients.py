@@ -97,3 +97,42 @@ def test_leader_kill_stop_and_double_failure_lose_nothing_acknowledged(tmp_path:
         verify_after_healing(cluster, TOPIC, acks, seen)
     finally:
         cluster.stop()
+
+
+def test_controller_outage_stalls_isr_changes_and_recovers(tmp_path: Path) -> None:
+    """The controller is SIGKILLed and a follower SIGSTOPped: the leader cannot shrink the ISR
+    (no controller), so acks=all writes wait — the maximal ISR keeps the HW safe — and resume
+    once the controller is back (from its metadata log); nothing acknowledged is lost."""
+    cluster = start_cluster(tmp_path / "c", **{"auto.leader.rebalance.enable": "false"})
+    try:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_topics([NewTopic(TOPIC, 1, 3, config={"min.insync.replicas": "2"})]
+                            )[TOPIC].result(20)
+        wait_until(lambda: cluster.leader_of(TOPIC) > 0, 10, "a leader")
+        acks = AckLog()
+        seen: dict[int, bytes] = {}
+        stop = threading.Event()
+        producer = producer_thread(cluster.bootstrap, TOPIC, acks, stop)
+        consumer = consumer_thread(cluster.bootstrap, TOPIC, seen, stop)
+        _progress(acks, 800, 30, "warm-up")
+        leader = cluster.leader_of(TOPIC)
+        follower = next(b for b in cluster.broker_ids if b != leader)
+        cluster.kill(0, signal.SIGKILL)
+        cluster.kill(follower, signal.SIGSTOP)
+        time.sleep(2.0)  # > replica.lag.time.max.ms: the leader proposes a shrink, unanswered
+        stalled = acks.count()
+        time.sleep(2.0)
+        assert acks.count() - stalled < 50, "acks=all completed without the stopped follower"
+        cluster.start_node(0)
+        _progress(acks, 500, 30, "after the controller returned")
+        reg = cluster.partition_registration(TOPIC)
+        assert reg is not None and follower not in reg["isr"] and reg["leader"] == leader
+        cluster.kill(follower, signal.SIGCONT)
+        wait_until(lambda: isr_full(cluster, TOPIC), 45, "ISR full", 0.3)
+        stop.set()
+        producer.join(150)
+        consumer.join(30)
+        wait_until(lambda: healed(cluster, TOPIC), 45, "replicas identical", 0.3)
+        verify_after_healing(cluster, TOPIC, acks, seen)
+    finally:
+        cluster.stop()

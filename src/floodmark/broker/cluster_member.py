@@ -44,13 +44,15 @@ from floodmark.broker.purgatory import FetchPurgatory
 from floodmark.broker.replica_fetcher import ReplicaFetcher, handle_replica_fetch, replica_of
 from floodmark.broker.server import Connection
 from floodmark.controller.client import ControllerClient
-from floodmark.controller.image import MetadataRecord
+from floodmark.controller.image import MetadataRecord, record_to_registration
 from floodmark.controller.rpc import RpcError
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.replication.election import PartitionRegistration
+from floodmark.replication.isr import proposed_isr
 from floodmark.replication.partition import (
     Effect,
     FollowerState,
+    LeaderState,
     Partition,
     PartitionConfig,
     ProposeIsr,
@@ -62,6 +64,9 @@ from floodmark.wire.codec import decode_request, encode_response, peek_header
 log = logging.getLogger("floodmark.broker.cluster_member")
 
 DEBUG_REPLICA_ID = -2
+RETRIABLE_ALTER_PARTITION = frozenset({int(ErrorCode.REQUEST_TIMED_OUT),
+                                       int(ErrorCode.NOT_CONTROLLER),
+                                       int(ErrorCode.STALE_BROKER_EPOCH)})
 GROUP_APIS = frozenset({ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT,
                         ApiKey.LEAVE_GROUP, ApiKey.OFFSET_COMMIT, ApiKey.OFFSET_FETCH})
 CLUSTER_DEFAULTS = {
@@ -320,6 +325,15 @@ class ClusterBroker(Broker):
                 self._cluster_tasks.append(
                     asyncio.create_task(self._alter_partition(ps, proposal)))
 
+    def _proposal_pending(self, ps: ClusterPartitionState, proposal: ProposeIsr) -> bool:
+        role = ps.core.role
+        if (ps.topic, ps.partition) not in self.cluster_partitions:
+            return False
+        if not isinstance(role, LeaderState) or not role.isr_state.is_inflight:
+            return False
+        return (role.leader_epoch == proposal.request.leader_epoch
+                and set(proposed_isr(role.isr_state)) == set(proposal.request.new_isr))
+
     async def _alter_partition(self, ps: ClusterPartitionState, proposal: ProposeIsr) -> None:
         req = proposal.request
         args = {"broker_id": req.broker_id, "broker_epoch": req.broker_epoch,
@@ -327,18 +341,24 @@ class ClusterBroker(Broker):
                 "new_isr": list(req.new_isr),
                 "new_isr_broker_epochs": list(req.new_isr_broker_epochs),
                 "leader_recovered": req.leader_recovered}
-        for attempt in range(20):
+        attempt = 0
+        while True:
+            if not self._proposal_pending(ps, proposal):
+                return  # answered meanwhile by new metadata, or no longer leader
             try:
                 answer = await self.controller_client.alter_partition(ps.topic, ps.partition, args)
-                break
             except (RpcError, KafkaError) as exc:
-                log.warning("partition %s leader_epoch=%d AlterPartition attempt %d failed: %s",
-                            ps.name, ps.leader_epoch, attempt, exc)
-                await asyncio.sleep(0.2)
-        else:
-            return
-        from floodmark.controller.image import record_to_registration
-
+                answer = {"error": int(ErrorCode.REQUEST_TIMED_OUT), "message": str(exc)}
+            if int(answer["error"]) not in RETRIABLE_ALTER_PARTITION:
+                break
+            args["broker_epoch"] = self.controller_client.broker_epoch  # re-registered?
+            # Controller unreachable or behind: keep the proposal (the HW rules stay safe with
+            # the maximal ISR) and retry until it is answered or made moot by new metadata.
+            attempt += 1
+            log.warning("partition %s leader_epoch=%d AlterPartition attempt %d: %s %s",
+                        ps.name, ps.leader_epoch, attempt,
+                        ErrorCode(int(answer["error"])).name, answer.get("message", ""))
+            await asyncio.sleep(min(1.0, 0.1 * attempt))
         error = ErrorCode(int(answer["error"]))
         reg_rec = answer.get("registration")
         reg = record_to_registration(reg_rec) if reg_rec and error is ErrorCode.NONE else None
@@ -348,9 +368,6 @@ class ClusterBroker(Broker):
             return
         self.apply_effects(ps, ps.core.handle_alter_partition_response(
             ps.log, req, error, reg, self.now_ms()))
-
-    def complete_produce(self, produce_id: int, error: ErrorCode, base_offset: int) -> None:
-        super().complete_produce(produce_id, error, base_offset)
 
     # -- dispatch ---------------------------------------------------------------------------------
     def dispatch(self, frame: memoryview | bytes, conn: Connection) -> Any:
