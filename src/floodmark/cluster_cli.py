@@ -191,7 +191,21 @@ class LocalCluster:
         if self.node_state(node_id) != "dead":
             raise RuntimeError(f"node {node_id} is already running (pid {self.pid(node_id)})")
         proc, path, start = self._launch(node_id)
-        self._await_listening(node_id, proc, path, start, timeout_s)
+        self._await_or_rebind(node_id, proc, path, start, timeout_s)
+
+    def _await_or_rebind(self, node_id: int, proc: subprocess.Popen[bytes], path: Path,
+                         start: int, timeout_s: float) -> None:
+        try:
+            self._await_listening(node_id, proc, path, start, timeout_s)
+        except RuntimeError as exc:
+            node = self.state["nodes"][str(node_id)]
+            if "address already in use" not in str(exc).lower() or not node["port"]:
+                raise
+            # Its old port was taken meanwhile: any free port (the controller keeps brokers'
+            # registered addresses current; a moved controller needs its brokers restarted).
+            node["port"] = 0
+            proc, path, start = self._launch(node_id)
+            self._await_listening(node_id, proc, path, start, timeout_s)
 
     def start(self, timeout_s: float = 60.0) -> LocalCluster:
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -200,7 +214,7 @@ class LocalCluster:
         self.start_node(CONTROLLER_ID, timeout_s)
         launched = [(b, *self._launch(b)) for b in self.broker_ids]
         for b, proc, path, start in launched:
-            self._await_listening(b, proc, path, start, timeout_s)
+            self._await_or_rebind(b, proc, path, start, timeout_s)
         return self
 
     def kill(self, node_id: int, sig: int = signal.SIGKILL) -> None:
