@@ -28,23 +28,29 @@ END_OF_STREAM_AHEAD_MS = 3_600_000
 
 
 def create_topics(bootstrap: str) -> None:
+    from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     cfg = {"min.insync.replicas": "2"}
     for fut in admin.create_topics([NewTopic(EVENTS, 3, 3, config=cfg),
                                     NewTopic(COUNTS, 1, 3, config=cfg)]).values():
-        fut.result(30)
+        try:
+            fut.result(30)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise
 
 
 def page_views(count: int, seed: int = 7) -> Iterator[dict[str, Any]]:
     """`count` page views stamped with the current time, then END_OF_STREAM."""
     rng = random.Random(seed)
     users = [f"user-{rng.randrange(10**6):06d}" for _ in range(400)]
+    activity = [1 / (rank + 1) for rank in range(len(users))]  # a few users are very active
     ts_ms = 0
     for i in range(count):
         ts_ms = max(ts_ms, int(time.time() * 1000))
-        yield {"event_id": i, "user": users[int(rng.paretovariate(1.2)) % len(users)],
+        yield {"event_id": i, "user": rng.choices(users, weights=activity)[0],
                "page": rng.choices(list(PAGES), weights=list(PAGES.values()))[0], "ts_ms": ts_ms}
     yield {"event_id": -1, "user": "", "page": "END_OF_STREAM",
            "ts_ms": ts_ms + END_OF_STREAM_AHEAD_MS}

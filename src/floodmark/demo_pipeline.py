@@ -199,9 +199,9 @@ def run(events: int, rate: float, keep: bool, down_s: float) -> bool:
         for name, batches in progress.batches.items():  # kept with --keep
             (work / "out" / f"progress-{name}.json").write_text(
                 json.dumps([batches[b] for b in sorted(batches)], indent=1, default=str))
-        _say(f"demo finished in {time.monotonic() - started:.0f} s")
         return ok
     finally:
+        cleanup_started = time.monotonic()
         signal.signal(signal.SIGTERM, previous)
         for q in queries.values():
             try:
@@ -211,7 +211,9 @@ def run(events: int, rate: float, keep: bool, down_s: float) -> bool:
         if spark is not None:
             spark.stop()
         cluster.stop()
-        _say(f"[cleanup] cluster stopped (controller + {len(cluster.broker_ids)} brokers)")
+        _say(f"[cleanup] Spark and the cluster (controller + {len(cluster.broker_ids)} brokers) "
+             f"stopped in {time.monotonic() - cleanup_started:.0f} s; demo finished in "
+             f"{time.monotonic() - started:.0f} s")
         if keep:
             _say(f"[cleanup] kept {work}")
         else:
@@ -306,7 +308,8 @@ def _drive(cluster: LocalCluster, example: ModuleType, producer: _Producer, prog
         if time.monotonic() - last_report >= 5.0:
             report(time.monotonic())
         time.sleep(0.5)
-    report(time.monotonic())
+    if time.monotonic() - last_report >= 1.0:
+        report(time.monotonic())
     ok = True
     for name, q in progress.queries.items():
         if q.exception() is not None:
