@@ -33,14 +33,22 @@ def _status(data_dir: Path) -> dict:
 
 
 def _produce(data_dir: Path, topic: str, lines: list[str]) -> subprocess.CompletedProcess[str]:
-    """`floodmark produce` talks to the broker it is given: give it the partition leader."""
-    st = _status(data_dir)
-    leader = st["partitions"][topic]["0"]["leader"]
-    bootstrap = next(n["address"] for n in st["nodes"] if n["id"] == leader)
-    return subprocess.run([sys.executable, "-m", "floodmark.cli", "produce", topic, "--acks",
-                           "all", "--bootstrap-server", bootstrap],
-                          input="\n".join(lines) + "\n", capture_output=True, text=True,
-                          timeout=60, cwd=str(REPO))
+    """`floodmark produce` talks to the broker it is given: give it the partition leader (and
+    ask again if leadership moved meanwhile, e.g. a preferred-leader election)."""
+    out: subprocess.CompletedProcess[str] | None = None
+    for _ in range(5):
+        st = _status(data_dir)
+        leader = st["partitions"][topic]["0"]["leader"]
+        bootstrap = next(n["address"] for n in st["nodes"] if n["id"] == leader)
+        out = subprocess.run([sys.executable, "-m", "floodmark.cli", "produce", topic, "--acks",
+                              "all", "--bootstrap-server", bootstrap],
+                             input="\n".join(lines) + "\n", capture_output=True, text=True,
+                             timeout=60, cwd=str(REPO))
+        if out.returncode == 0:
+            break
+        time.sleep(1.0)
+    assert out is not None
+    return out
 
 
 def test_cluster_up_status_kill_start_down(tmp_path: Path) -> None:
