@@ -197,3 +197,24 @@ def test_a_paused_controller_does_not_fence_everyone() -> None:
     for now in range(200 + 5 * SESSION_MS, 300 + 6 * SESSION_MS, 100):
         logic.tick(now)  # but silence after that still counts
     assert all(b.fenced for b in logic.image.brokers.values())
+
+
+def test_image_replay_skips_seen_offsets_and_refuses_gaps() -> None:
+    logic = _cluster()
+    records = logic.take_pending()
+    image = MetadataImage()
+    assert image.apply_all(records[:2]) == [r for _, r in records[:2]]
+    assert image.apply_all(records) == [r for _, r in records[2:]]  # first two skipped
+    assert image.broker_epochs() == logic.image.broker_epochs()
+    with pytest.raises(ValueError):
+        image.apply_all([(image.next_offset + 5, {"type": "cluster_id", "cluster_id": "x"})])
+
+
+def test_records_about_an_older_incarnation_are_ignored() -> None:
+    image = MetadataImage()
+    image.apply({"type": "register_broker", "broker_id": 1, "broker_epoch": 7, "host": "h",
+                 "port": 1, "incarnation": "b"})
+    image.apply({"type": "fence_broker", "broker_id": 1, "broker_epoch": 3})
+    assert not image.brokers[1].fenced
+    image.apply({"type": "fence_broker", "broker_id": 1, "broker_epoch": 7})
+    assert image.brokers[1].fenced and 1 in image.ineligible()
