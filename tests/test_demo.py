@@ -70,3 +70,58 @@ def test_tour_runs_end_to_end() -> None:
     # the tour shows the historical loss, and its absence under today's rule
     assert "VERDICT hw-truncation-data-loss [high-watermark]: lost m2" in out
     assert "VERDICT hw-truncation-data-loss [leader-epoch]: nothing lost" in out
+
+
+# -- the final check's judgement (pure logic; the demo above runs it on real data) -----------------
+def _consistent_observation():  # type: ignore[no-untyped-def]
+    from collections import Counter
+
+    from floodmark.demo_pipeline import Observed, _expected_windows
+
+    events = {i: {"event_id": i, "user": f"u{i % 7}", "page": ["/", "/docs"][i % 2],
+                  "ts_ms": 1_700_000_000_000 + i * 250} for i in range(200)}
+    windows = [(start, page, n) for (start, page), n in _expected_windows(events).items()]
+    log_ids = Counter({**{i: 1 for i in events}, -1: 1})
+    return Observed(produced=200, acked=events, failed={}, end_acked=True, log_ids=log_ids,
+                    stream_rows={"q1": 201, "q2": 201}, stream_batches={"q1": 5, "q2": 4},
+                    late={"q1": 0, "q2": 0}, parquet=list(windows), topic=list(windows))
+
+
+def test_final_check_accepts_a_consistent_run_and_rejects_each_kind_of_mismatch() -> None:
+    import dataclasses
+    from collections import Counter
+
+    from floodmark.demo_pipeline import assess
+
+    good = _consistent_observation()
+    ok, lines = assess(good, "page-views", "page-view-counts")
+    assert ok, lines
+    assert "RESULT produced=200 acknowledged=200 read=200 counted_parquet=200 counted_topic=200 " \
+           "duplicates=0 missing=0 late=0 windows_match=yes" in lines
+    w = good.parquet
+    lost = Counter(good.log_ids)
+    del lost[17]
+    doubled = Counter(good.log_ids)
+    doubled[17] += 1
+    split = [(w[0][0], w[0][1], w[0][2] - 1), (w[0][0], w[0][1], 1), *w[1:]]  # same sum
+    moved = [(w[0][0], w[0][1], w[0][2] - 1), (w[1][0], w[1][1], w[1][2] + 1), *w[2:]]
+    bad = {
+        "an acknowledged event missing from the log": {"log_ids": lost},
+        "an event twice in the log": {"log_ids": doubled},
+        "an unacknowledged event in the log": {"acked": {i: e for i, e in good.acked.items()
+                                                         if i != 3}, "produced": 199},
+        "a failed delivery": {"failed": {200: "timed out"}, "produced": 201},
+        "END_OF_STREAM not acknowledged": {"end_acked": False},
+        "a stream read a row twice": {"stream_rows": {"q1": 202, "q2": 201}},
+        "rows dropped as late": {"late": {"q1": 1, "q2": 0}},
+        "a window missing in Parquet": {"parquet": w[1:]},
+        "a window counted twice in the topic": {"topic": [*w, w[0]]},
+        "a window emitted in two parts": {"parquet": split},
+        "a view counted in the wrong window": {"topic": moved},
+        "the END_OF_STREAM window emitted": {"parquet": [*w, (w[-1][0] + 3_600_000,
+                                                              "END_OF_STREAM", 1)]},
+    }
+    for what, change in bad.items():
+        ok, lines = assess(dataclasses.replace(good, **change), "page-views", "page-view-counts")
+        assert not ok, what
+        assert lines[-1].startswith("VERDICT: MISMATCH"), what

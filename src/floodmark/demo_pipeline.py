@@ -32,6 +32,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from types import FrameType, ModuleType
@@ -330,6 +331,78 @@ def _closed(p: dict[str, Any] | None, last_ts_ms: int) -> bool:
     return watermark >= last_ts_ms - last_ts_ms % WINDOW_MS + WINDOW_MS and in_state <= 1
 
 
+@dataclass(frozen=True)
+class Observed:
+    """Everything the final check compares, gathered from independent sources."""
+
+    produced: int  # page views handed to the producer
+    acked: dict[int, dict[str, Any]]  # event_id -> event, acks=all delivery reports without error
+    failed: dict[int, str]  # event_id -> delivery error
+    end_acked: bool  # END_OF_STREAM acknowledged
+    log_ids: Counter[int]  # event_id -> records in the events topic (-1 = END_OF_STREAM)
+    stream_rows: dict[str, int]  # query name -> rows read (sum of numInputRows)
+    stream_batches: dict[str, int]  # query name -> micro-batches that read data
+    late: dict[str, int]  # query name -> rows dropped by the watermark
+    parquet: list[tuple[int, str, int]]  # (window start ms, page, views) rows in Parquet
+    topic: list[tuple[int, str, int]]  # the same, from the counts topic
+
+
+def assess(o: Observed, events_topic: str, counts_topic: str) -> tuple[bool, list[str]]:
+    """The final check's verdict and its report lines (pure: no I/O)."""
+    ids = Counter(o.log_ids)
+    markers = ids.pop(-1, 0)
+    log_records = sum(ids.values()) + markers
+    duplicates = sum(c - 1 for c in ids.values())
+    missing = sorted(set(o.acked) - set(ids))
+    unacked = sorted(set(ids) - set(o.acked))
+    expected = _expected_windows(o.acked)
+
+    def windows(rows: list[tuple[int, str, int]]) -> tuple[int, bool]:
+        """(sum of counts, equal to the recount from acknowledged events with each window once)"""
+        got = Counter({(s, p): v for s, p, v in rows})
+        once = len({(s, p) for s, p, _v in rows}) == len(rows)
+        return sum(v for _s, _p, v in rows), once and got == expected
+
+    counted_parquet, parquet_ok = windows(o.parquet)
+    counted_topic, topic_ok = windows(o.topic)
+    acked_n, failed_n = len(o.acked), len(o.failed)
+    lines = [
+        f"  produced      {o.produced:>7} page views handed to the producer (+1 END_OF_STREAM)",
+        f"  acknowledged  {acked_n:>7} acks=all delivery reports without error; {failed_n} failed"
+        + (f" e.g. {list(o.failed.items())[:3]}" if failed_n else "")
+        + ("" if o.end_acked else "; END_OF_STREAM NOT acknowledged"),
+        f"  read          {len(ids):>7} distinct page views in topic {events_topic} (batch read: "
+        f"{log_records} records incl. {markers} END_OF_STREAM); duplicates {duplicates}; "
+        f"acknowledged but missing {len(missing)}" + (f" e.g. {missing[:5]}" if missing else "")
+        + f"; present but not acknowledged {len(unacked)}",
+    ]
+    for name, rows in o.stream_rows.items():
+        lines.append(f"                stream {name}: {rows} rows read in "
+                     f"{o.stream_batches.get(name, 0)} micro-batches; {o.late.get(name, 0)} "
+                     "dropped as late")
+    lines += [
+        f"  counted       {counted_parquet:>7} page views in Parquet ({len(o.parquet)} (window, "
+        f"page) rows); {counted_topic} in topic {counts_topic} ({len(o.topic)} records)",
+        f"                window by window equal to a recount of the acknowledged events: Parquet "
+        f"{'yes' if parquet_ok else 'NO'}, topic {'yes' if topic_ok else 'NO'} "
+        f"({len(expected)} windows expected)",
+    ]
+    ok = (o.produced == acked_n == len(ids) == counted_parquet == counted_topic
+          and failed_n == 0 and duplicates == 0 and not missing and not unacked
+          and parquet_ok and topic_ok and o.end_acked and markers == 1
+          and all(v == log_records for v in o.stream_rows.values())
+          and not any(o.late.values()))
+    lines.append(
+        f"RESULT produced={o.produced} acknowledged={acked_n} read={len(ids)} "
+        f"counted_parquet={counted_parquet} counted_topic={counted_topic} "
+        f"duplicates={duplicates} missing={len(missing)} late={sum(o.late.values())} "
+        f"windows_match={'yes' if parquet_ok and topic_ok else 'no'}")
+    lines.append("VERDICT: " + ("every acknowledged page view was read once and counted once, "
+                                "through a leader SIGKILL" if ok else
+                                "MISMATCH: see the lines above"))
+    return ok, lines
+
+
 def _final_check(spark: Any, example: ModuleType, bootstrap: str, producer: _Producer,
                  progress: _Progress, out_dir: str) -> bool:
     from pyspark.sql import functions as F
@@ -339,59 +412,28 @@ def _final_check(spark: Any, example: ModuleType, bootstrap: str, producer: _Pro
                 .option("subscribe", name).load()
                 .select(F.col("value").cast("string").alias("json")))
 
-    produced, acked_n, failed_n = producer.counts()
-    ids = Counter(int(r["id"]) for r in topic(example.EVENTS).select(
+    with producer.lock:
+        acked, failed = dict(producer.acked), dict(producer.failed)
+    log_ids = Counter(int(r["id"]) for r in topic(example.EVENTS).select(
         F.get_json_object("json", "$.event_id").alias("id")).collect())
-    markers = ids.pop(-1, 0)
-    log_records = sum(ids.values()) + markers
-    duplicates = sum(c - 1 for c in ids.values())
-    missing = sorted(set(producer.acked) - set(ids))
-    unacked = sorted(set(ids) - set(producer.acked))
     parquet = [(int(r["start"]), str(r["page"]), int(r["views"])) for r in
                spark.read.parquet(f"{out_dir}/counts-parquet").select(
                    F.unix_millis("window.start").alias("start"), "page", "views").collect()]
     records = [json.loads(r["json"]) for r in topic(example.COUNTS).collect()]
-    from_topic = [(int(v["window_start_ms"]), str(v["page"]), int(v["views"])) for v in records]
-    expected = _expected_windows(producer.acked)
-    late = {name: progress.dropped_late(name) for name in progress.queries}
-    stream_rows = {name: progress.rows_read(name) for name in progress.queries}
-
-    def windows(rows: list[tuple[int, str, int]]) -> tuple[int, bool]:
-        """(sum of counts, equal to the recount from acknowledged events, each window once)"""
-        got = Counter({(s, p): v for s, p, v in rows})
-        once = len({(s, p) for s, p, _v in rows}) == len(rows)
-        return sum(v for _s, _p, v in rows), once and got == expected
-
-    counted_parquet, parquet_ok = windows(parquet)
-    counted_topic, topic_ok = windows(from_topic)
+    names = {key: q.name for key, q in progress.queries.items()}
+    observed = Observed(
+        produced=producer.produced, acked=acked, failed=failed, end_acked=producer.end_acked,
+        log_ids=log_ids,
+        stream_rows={names[k]: progress.rows_read(k) for k in names},
+        stream_batches={names[k]: progress.data_batches(k) for k in names},
+        late={names[k]: progress.dropped_late(k) for k in names},
+        parquet=parquet,
+        topic=[(int(v["window_start_ms"]), str(v["page"]), int(v["views"])) for v in records])
+    ok, lines = assess(observed, example.EVENTS, example.COUNTS)
     _say()
     _say("=" * 100)
     _say("FINAL CHECK")
-    _say(f"  produced      {produced:>7} page views handed to the producer (+1 END_OF_STREAM)")
-    _say(f"  acknowledged  {acked_n:>7} acks=all delivery reports without error; {failed_n} "
-         "failed" + (f" e.g. {list(producer.failed.items())[:3]}" if failed_n else ""))
-    _say(f"  read          {len(ids):>7} distinct page views in topic {example.EVENTS} (batch "
-         f"read: {log_records} records incl. {markers} END_OF_STREAM); duplicates {duplicates}; "
-         f"acknowledged but missing {len(missing)}" + (f" e.g. {missing[:5]}" if missing else "")
-         + f"; present but not acknowledged {len(unacked)}")
-    for name in progress.queries:
-        _say(f"                stream {progress.queries[name].name}: {stream_rows[name]} rows read in "
-             f"{progress.data_batches(name)} micro-batches; {late[name]} dropped as late")
-    _say(f"  counted       {counted_parquet:>7} page views in Parquet ({len(parquet)} (window, page) "
-         f"rows); {counted_topic} in topic {example.COUNTS} ({len(from_topic)} records)")
-    _say(f"                window by window equal to a recount of the acknowledged events: "
-         f"Parquet {'yes' if parquet_ok else 'NO'}, topic {'yes' if topic_ok else 'NO'} "
-         f"({len(expected)} windows expected)")
-    ok = (produced == acked_n == len(ids) == counted_parquet == counted_topic
-          and failed_n == 0 and duplicates == 0 and not missing and not unacked
-          and parquet_ok and topic_ok and producer.end_acked and markers == 1
-          and all(v == log_records for v in stream_rows.values())
-          and not any(late.values()))
-    _say(f"RESULT produced={produced} acknowledged={acked_n} read={len(ids)} "
-         f"counted_parquet={counted_parquet} counted_topic={counted_topic} "
-         f"duplicates={duplicates} missing={len(missing)} late={sum(late.values())} "
-         f"windows_match={'yes' if parquet_ok and topic_ok else 'no'}")
-    _say("VERDICT: " + ("every acknowledged page view was read once and counted once, through a "
-                        "leader SIGKILL" if ok else "MISMATCH: see the lines above"))
+    for line in lines:
+        _say(line)
     _say("=" * 100)
     return ok
