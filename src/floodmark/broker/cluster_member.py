@@ -187,6 +187,10 @@ class ClusterBroker(Broker):
             except (RpcError, KafkaError) as exc:
                 log.warning("broker %d metadata fetch failed: %s", self.node_id, exc)
                 await asyncio.sleep(0.2)
+            except Exception:
+                # Never stop learning metadata: log, back off, fetch again.
+                log.exception("broker %d applying metadata failed", self.node_id)
+                await asyncio.sleep(1.0)
 
     async def _isr_checks(self) -> None:
         lag_ms = int(self.config.get("replica.lag.time.max.ms"))
@@ -195,7 +199,11 @@ class ClusterBroker(Broker):
             now = self.now_ms()
             for ps in list(self.cluster_partitions.values()):
                 if ps.core.is_leader:
-                    self.apply_effects(ps, ps.core.maybe_shrink_isr(ps.log, now))
+                    try:
+                        self.apply_effects(ps, ps.core.maybe_shrink_isr(ps.log, now))
+                    except Exception:
+                        log.exception("partition %s leader_epoch=%d ISR check failed", ps.name,
+                                      ps.leader_epoch)
 
     async def _shutdown(self) -> None:
         if self._started:

@@ -299,6 +299,11 @@ class ReplicaFetcher:
                 log.warning("partition %s leader_epoch=%d follower append failed: %s", ps.name,
                             ps.leader_epoch, exc)
                 await self._wait_for_change(REPLICA_FETCH_BACKOFF_S)
+            except Exception:
+                # A fetcher must outlive any one bad answer: log it, back off, fetch again.
+                log.exception("partition %s leader_epoch=%d replica fetcher error", ps.name,
+                              ps.leader_epoch)
+                await self._wait_for_change(1.0)
 
     async def _fetch(self, conn: AsyncKafkaConnection, f: FollowerFetch) -> None:
         ps = self.ps
@@ -321,6 +326,8 @@ class ReplicaFetcher:
         resp = await conn.request(1, FETCH_VERSION, body, REPLICA_MAX_WAIT_MS / 1000 + 3)
         if int(resp.error_code) != 0:
             raise KafkaRequestError(f"fetch error {int(resp.error_code)}")
+        if len(resp.responses) != 1 or len(resp.responses[0].partitions) != 1:
+            raise KafkaRequestError(f"fetch answer names {len(resp.responses)} topics")
         part = resp.responses[0].partitions[0]
         error = ErrorCode(int(part.error_code))
         div = part.diverging_epoch

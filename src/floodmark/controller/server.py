@@ -94,7 +94,12 @@ class ControllerServer:
     async def _ticker(self) -> None:
         while True:
             await asyncio.sleep(TICK_S)
-            self.logic.tick(now_ms())
+            try:
+                self.logic.tick(now_ms())
+            except Exception:
+                # Records emitted before the failure are applied and consistent: persist them
+                # and keep ticking (a dead ticker would never fence anyone again).
+                log.exception("controller %d tick failed", self.node_id)
             self._persist()
 
     async def _on_connection(self, reader: asyncio.StreamReader,
