@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -54,6 +56,82 @@ def test_pipeline_demo_counts_every_acknowledged_event_once() -> None:
     pids = {int(p) for p in re.findall(r"pid (\d+)", out)}
     assert len(pids) >= 5, pids
     assert not [p for p in pids if _alive(p)], tail
+
+
+def _processes_under(path: str) -> list[int]:
+    """Live processes whose command line mentions `path` (the demo's temporary directory)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if path in cmdline and _alive(int(entry.name)):
+            found.append(int(entry.name))
+    return found
+
+
+def _descendants(root: int) -> set[int]:
+    """Live processes below `root` in the process tree (children, grandchildren, ...)."""
+    parent: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            parent[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    found: set[int] = set()
+    frontier = {root}
+    while frontier:
+        frontier = {pid for pid, ppid in parent.items() if ppid in frontier} - found
+        found |= frontier
+    return {pid for pid in found if _alive(pid)}
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+@pytest.mark.integration
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_pipeline_demo_interrupted_mid_stream_stops_everything_it_started(sig: int) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "floodmark.cli", "demo", "--events", "20000"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert proc.stdout is not None
+    out: list[str] = []
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            out.append(line)
+            if "*** SIGKILL broker" in line:
+                break
+        text = "".join(out)
+        workdir = re.search(r"logs in (/\S+)/cluster/logs", text)
+        assert workdir and "*** SIGKILL broker" in text, text[-3000:]
+        assert _processes_under(workdir.group(1)), "no cluster processes before the interrupt"
+        started = _descendants(proc.pid)  # controller, brokers, Spark's JVM, Python workers
+        assert len(started) >= 5, started
+        proc.send_signal(sig)
+        rest, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    assert proc.returncode == 130, text[-2000:] + rest[-2000:]
+    assert "every process the demo started has been stopped" in rest
+    assert not _processes_under(workdir.group(1))
+    time.sleep(2)  # Spark's JVM and its Python workers exit when their parent has gone
+    assert not [p for p in started if _alive(p)], started
+    pids = {int(p) for p in re.findall(r"pid (\d+)", text)}
+    assert pids and not [p for p in pids if _alive(p)]
+    assert not Path(workdir.group(1)).exists()  # temporary data removed
 
 
 def test_tour_runs_end_to_end() -> None:

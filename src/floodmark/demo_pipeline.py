@@ -405,6 +405,7 @@ def assess(o: Observed, events_topic: str, counts_topic: str) -> tuple[bool, lis
 
 def _final_check(spark: Any, example: ModuleType, bootstrap: str, producer: _Producer,
                  progress: _Progress, out_dir: str) -> bool:
+    from pyspark.errors import AnalysisException
     from pyspark.sql import functions as F
 
     def topic(name: str) -> Any:
@@ -416,9 +417,13 @@ def _final_check(spark: Any, example: ModuleType, bootstrap: str, producer: _Pro
         acked, failed = dict(producer.acked), dict(producer.failed)
     log_ids = Counter(int(r["id"]) for r in topic(example.EVENTS).select(
         F.get_json_object("json", "$.event_id").alias("id")).collect())
-    parquet = [(int(r["start"]), str(r["page"]), int(r["views"])) for r in
-               spark.read.parquet(f"{out_dir}/counts-parquet").select(
-                   F.unix_millis("window.start").alias("start"), "page", "views").collect()]
+    try:
+        parquet = [(int(r["start"]), str(r["page"]), int(r["views"])) for r in
+                   spark.read.parquet(f"{out_dir}/counts-parquet").select(
+                       F.unix_millis("window.start").alias("start"), "page", "views").collect()]
+    except AnalysisException as exc:  # no Parquet output at all (the query never wrote)
+        _say(f"Parquet output unreadable: {str(exc).splitlines()[0]}")
+        parquet = []
     records = [json.loads(r["json"]) for r in topic(example.COUNTS).collect()]
     names = {key: q.name for key, q in progress.queries.items()}
     observed = Observed(
