@@ -349,6 +349,17 @@ def register(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true")
     data_dir(p)
     p.set_defaults(func=cmd_describe)
+    p = sub.add_parser("diff", help="offsets whose records differ between two brokers' copies "
+                                    "of a partition (reads the segment files; e.g. what an "
+                                    "unclean election lost)")
+    p.add_argument("topic")
+    p.add_argument("old", type=int, help="broker id whose records are checked (old leader)")
+    p.add_argument("new", type=int, help="broker id to compare with (new leader)")
+    p.add_argument("--partition", type=int, default=0)
+    p.add_argument("--upto", type=int, default=None,
+                   help="only offsets below this (e.g. the old leader's HW); default: all")
+    data_dir(p)
+    p.set_defaults(func=cmd_diff)
     p = sub.add_parser("kill", help="send a signal to one node (fault drill)")
     p.add_argument("id", type=int)
     p.add_argument("--signal", default="KILL", choices=["KILL", "TERM", "STOP", "CONT"])
@@ -566,3 +577,31 @@ def cmd_describe(args: argparse.Namespace) -> int:
             print(f"  replica {r['id']} {role} LEO {r['log_end_offset']} HW "
                   f"{r['high_watermark']} log_start {r['log_start_offset']} epochs [{cache}]")
     return 0
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    cluster = _load(args)
+    old_dir = cluster.partition_dir(args.old, args.topic, args.partition)
+    new_dir = cluster.partition_dir(args.new, args.topic, args.partition)
+    for d in (old_dir, new_dir):
+        if not d.is_dir():
+            print(f"error: no partition directory {d}", file=sys.stderr)
+            return 1
+    upto = args.upto if args.upto is not None else 1 << 62
+    lost = lost_offsets(old_dir, new_dir, upto)
+    if not lost:
+        print(f"{args.topic}-{args.partition}: every record of broker {args.old} is on broker "
+              f"{args.new}")
+        return 0
+    runs: list[str] = []
+    start = prev = lost[0]
+    for o in [*lost[1:], None]:
+        if o is not None and o == prev + 1:
+            prev = o
+            continue
+        runs.append(f"{start}" if start == prev else f"{start}-{prev}")
+        if o is not None:
+            start = prev = o
+    print(f"{args.topic}-{args.partition}: {len(lost)} record(s) of broker {args.old} missing "
+          f"or different on broker {args.new}: offsets {', '.join(runs)}")
+    return 3

@@ -14,6 +14,8 @@ dies too and a stale follower comes back:
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -88,6 +90,12 @@ def test_unclean_election_trade_off(tmp_path: Path, unclean: bool) -> None:
             lost = lost_offsets(cluster.partition_dir(leader, TOPIC),
                                 cluster.partition_dir(stale, TOPIC), max(only_leader) + 1)
             assert lost == sorted(only_leader), lost
+            diff = subprocess.run(
+                [sys.executable, "-m", "floodmark.cli", "cluster", "diff", TOPIC, str(leader),
+                 str(stale), "--data-dir", str(cluster.data_dir)],
+                capture_output=True, text=True, timeout=60)
+            assert diff.returncode == 3, diff.stderr
+            assert f"offsets {min(only_leader)}-{max(only_leader)}" in diff.stdout, diff.stdout
             cluster.start_node(leader)
             cluster.start_node(other)
             wait_until(lambda: healed(cluster, TOPIC), 45, "healed", 0.3)
