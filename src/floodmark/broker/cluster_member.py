@@ -10,11 +10,15 @@ It is the single-process ``Broker`` with three things swapped in, so combined mo
 * partitions are ``ClusterPartitionState``: opened with no role, then told by the metadata who
   leads; ISR proposals (``ProposeIsr``) go to the controller as AlterPartition and the answer goes
   back to the core;
-* Fetch requests from replicas (``replica_id >= 0``) are answered by
-  ``replica_fetcher.handle_replica_fetch``, followers run ``ReplicaFetcher`` loops, and Metadata
-  lists every live broker with the controller's leaders and leader epochs.
+* Fetch requests from replicas (v15 ``replica_state``, or v12 ``replica_id >= 0``) are answered
+  by ``replica_fetcher.handle_replica_fetch``, followers run ``ReplicaFetcher`` loops, and
+  Metadata lists every live broker with the controller's leaders and leader epochs.
 
-The committed-offset store (``__consumer_offsets``) stays broker-local (RF=1) in this version.
+Consumer groups: ``__consumer_offsets`` is a replicated topic; a group's coordinator is the leader
+of its partition (FindCoordinator says so, other brokers answer NOT_COORDINATOR) and replays that
+partition's log when it becomes leader. Replica id -2 (debug) reads of ListOffsets and
+OffsetsForLeaderEpoch are answered by any replica from its own log (``floodmark cluster
+describe``). Combined mode: ``--controller-data-dir`` runs the controller in this process.
 Run: ``python -m floodmark.broker.cluster_member --node-id 1 --controller HOST:PORT
 --data-dir DIR [--listen HOST:PORT] [--set name=value ...]``.
 """
