@@ -209,8 +209,11 @@ def run(events: int, rate: float, keep: bool, down_s: float) -> bool:
                 q.stop()
             except Exception as exc:  # the JVM may already be gone on Ctrl-C
                 _say(f"[cleanup] stopping query {q.name}: {exc}")
-        if spark is not None:
-            spark.stop()
+        try:
+            if spark is not None:
+                spark.stop()
+        except Exception as exc:  # still stop the cluster
+            _say(f"[cleanup] stopping Spark: {exc}")
         cluster.stop()
         _say(f"[cleanup] Spark and the cluster (controller + {len(cluster.broker_ids)} brokers) "
              f"stopped in {time.monotonic() - cleanup_started:.0f} s; demo finished in "
