@@ -218,3 +218,4 @@ def test_records_about_an_older_incarnation_are_ignored() -> None:
     assert not image.brokers[1].fenced
     image.apply({"type": "fence_broker", "broker_id": 1, "broker_epoch": 7})
     assert image.brokers[1].fenced and 1 in image.ineligible()
+

@@ -45,7 +45,12 @@ from floodmark.broker.offsets import OFFSETS_TOPIC, partition_for
 from floodmark.broker.partition_state import PartitionState
 from floodmark.broker.producer_state import BatchMeta
 from floodmark.broker.purgatory import FetchPurgatory
-from floodmark.broker.replica_fetcher import ReplicaFetcher, handle_replica_fetch, replica_of
+from floodmark.broker.replica_fetcher import (
+    ReplicaFetcher,
+    handle_replica_fetch,
+    peek_fetch_replica_id,
+    replica_of,
+)
 from floodmark.broker.server import Connection
 from floodmark.controller.client import ControllerClient
 from floodmark.controller.image import MetadataRecord, record_to_registration
@@ -385,6 +390,10 @@ class ClusterBroker(Broker):
     def dispatch(self, frame: memoryview | bytes, conn: Connection) -> Any:
         key, version, _corr = peek_header(frame)
         if key == ApiKey.FETCH:
+            # Consumers' fetches (v4-12, replica id -1) go straight to the broker's handler;
+            # only replica fetches are decoded here.
+            if version < 13 and peek_fetch_replica_id(frame, version) < 0:
+                return super().dispatch(frame, conn)
             header, body = decode_request(frame)
             if replica_of(body, header.api_version)[0] >= 0:
                 return self._finish_replica_fetch(header, body)

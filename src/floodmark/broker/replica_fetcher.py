@@ -146,6 +146,37 @@ def _replica_fetch_once(broker: ClusterBroker, req: Any, version: int, replica_i
     return responses, total, errors
 
 
+def peek_fetch_replica_id(frame: bytes | memoryview, version: int) -> int:
+    """The top-level ``replica_id`` of a Fetch v4-12 without decoding the request: it is the
+    first field after the request header (v1 header: client id; v2 from Fetch v12: client id
+    then tagged fields)."""
+    buf = memoryview(frame)
+    pos = 8  # api key, api version, correlation id
+    (n,) = struct.unpack_from(">h", buf, pos)
+    pos += 2 + max(n, 0)
+    if version >= 12:
+        count, pos = _uvarint(buf, pos)
+        for _ in range(count):
+            _tag, pos = _uvarint(buf, pos)
+            size, pos = _uvarint(buf, pos)
+            pos += size
+    (replica_id,) = struct.unpack_from(">i", buf, pos)
+    return int(replica_id)
+
+
+def _uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+        if shift > 28:
+            raise ValueError("varint too long")
+
+
 def replica_of(req: Any, version: int) -> tuple[int, int]:
     """(replica id, broker epoch) of a Fetch: top-level ``replica_id`` before v15, the
     ``replica_state`` struct from v15 (KIP-903); (-1, -1) for consumers."""
