@@ -123,6 +123,7 @@ class ClusterBroker(Broker):
         self.replica_waiters = FetchPurgatory()
         self._cluster_tasks: list[asyncio.Task[None]] = []
         self._started = False
+        self._closing = False  # loops check it too (see ReplicaFetcher.stop on wait_for)
 
     def _setting(self, name: str) -> int:
         value = self.config.settings.get(name)
@@ -171,7 +172,7 @@ class ClusterBroker(Broker):
 
     async def _heartbeats(self) -> None:
         interval_s = self._setting("broker.heartbeat.interval.ms") / 1000
-        while True:
+        while not self._closing:
             await asyncio.sleep(interval_s)
             try:
                 answer = await self.controller_client.heartbeat()
@@ -190,7 +191,7 @@ class ClusterBroker(Broker):
                     log.warning("broker %d re-registration failed: %s", self.node_id, exc)
 
     async def _metadata_poll(self) -> None:
-        while True:
+        while not self._closing:
             try:
                 await self.controller_client.fetch_metadata(max_wait_ms=2000)
             except (RpcError, KafkaError) as exc:
@@ -203,7 +204,7 @@ class ClusterBroker(Broker):
 
     async def _isr_checks(self) -> None:
         lag_ms = int(self.config.get("replica.lag.time.max.ms"))
-        while True:
+        while not self._closing:
             await asyncio.sleep(max(0.05, lag_ms / 2000))
             now = self.now_ms()
             for ps in list(self.cluster_partitions.values()):
@@ -217,6 +218,7 @@ class ClusterBroker(Broker):
     async def _shutdown(self) -> None:
         if self._started:
             await self._controlled_shutdown()
+        self._closing = True
         for task in self._cluster_tasks:
             task.cancel()
         for fetcher in self.fetchers.values():
@@ -359,7 +361,7 @@ class ClusterBroker(Broker):
                 "new_isr_broker_epochs": list(req.new_isr_broker_epochs),
                 "leader_recovered": req.leader_recovered}
         attempt = 0
-        while True:
+        while not self._closing:
             if not self._proposal_pending(ps, proposal):
                 return  # answered meanwhile by new metadata, or no longer leader
             try:
@@ -376,6 +378,8 @@ class ClusterBroker(Broker):
                         ps.name, ps.leader_epoch, attempt,
                         ErrorCode(int(answer["error"])).name, answer.get("message", ""))
             await asyncio.sleep(min(1.0, 0.1 * attempt))
+        else:
+            return  # shutting down
         error = ErrorCode(int(answer["error"]))
         reg_rec = answer.get("registration")
         reg = record_to_registration(reg_rec) if reg_rec and error is ErrorCode.NONE else None

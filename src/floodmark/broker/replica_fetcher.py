@@ -276,11 +276,17 @@ class ReplicaFetcher:
         self._conn: AsyncKafkaConnection | None = None
         self._conn_target: tuple[int, str, int] | None = None
         self._task: asyncio.Task[None] | None = None
+        self._stopped = False
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name=f"fetcher-{self.ps.name}")
 
     def stop(self) -> None:
+        # The flag, not only the cancel: on Python 3.11 ``asyncio.wait_for`` can swallow a
+        # cancellation that races with its inner future finishing, and a fetcher that survived
+        # its replacement would append to the log concurrently with the new one.
+        self._stopped = True
+        self.changed.set()
         if self._task is not None:
             self._task.cancel()
         if self._conn is not None:
@@ -306,7 +312,7 @@ class ReplicaFetcher:
 
     async def _run(self) -> None:
         ps = self.ps
-        while True:
+        while not self._stopped:
             try:
                 request = ps.core.next_fetch(ps.log)
                 if request is None:
@@ -373,6 +379,10 @@ class ReplicaFetcher:
             high_watermark=int(part.high_watermark),
             log_start_offset=int(part.log_start_offset), log_end_offset=leo,
             diverging=diverging, has_records=bool(records))
+        if self._stopped or ps.log.log_end_offset != f.fetch_offset:
+            # Stopped meanwhile, or the log moved since the request was built (a truncation by
+            # new metadata): this answer describes a log that is gone. Ask again.
+            return
         action = ps.core.on_fetch_response(ps.log, response)
         kind = action.kind
         now = self.broker.now_ms()
@@ -419,6 +429,8 @@ class ReplicaFetcher:
                 "partition": ps.partition, "current_leader_epoch": q.current_leader_epoch,
                 "leader_epoch": q.leader_epoch}]}]}, 10)
         part = resp.topics[0].partitions[0]
+        if self._stopped:
+            return
         action = ps.core.on_epoch_answer(
             ps.log, q.current_leader_epoch, ErrorCode(int(part.error_code)),
             EpochEndOffset(int(part.leader_epoch), int(part.end_offset)))
