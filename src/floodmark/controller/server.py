@@ -50,6 +50,7 @@ class ControllerServer:
         self.logic.start(now_ms())
         self._persist()
         self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
         self._stopping: asyncio.Event | None = None
         self.bound_port = 0
         log.info("controller %d loaded metadata log: %d records, %d brokers, %d topics",
@@ -84,6 +85,8 @@ class ControllerServer:
         await self._stopping.wait()
         ticker.cancel()
         self._server.close()
+        for writer in list(self._writers):
+            writer.close()  # their handlers see EOF and end, even one that missed a cancel
         self.mlog.close()
         log.info("controller %d stopped", self.node_id)
 
@@ -104,8 +107,9 @@ class ControllerServer:
 
     async def _on_connection(self, reader: asyncio.StreamReader,
                              writer: asyncio.StreamWriter) -> None:
+        self._writers.add(writer)
         try:
-            while True:
+            while self._stopping is None or not self._stopping.is_set():
                 req = await rpc.read_frame(reader)
                 if req is None:
                     break
@@ -115,6 +119,7 @@ class ControllerServer:
         except (rpc.RpcError, ValueError, ConnectionError) as exc:
             log.warning("controller connection dropped: %s", exc)
         finally:
+            self._writers.discard(writer)
             writer.close()
 
     async def _handle(self, req: dict[str, Any]) -> dict[str, Any]:
