@@ -3,10 +3,12 @@ the controller too) under an idempotent acks=all producer and a concurrent consu
 same checks as the scripted test. Slow; the seed is in the test id, and every action is logged.
 
     .venv/bin/pytest tests/cluster/test_random_faults.py -m slow -q
+    FLOODMARK_SOAK_SEEDS=4,5,6,7 .venv/bin/pytest tests/cluster/test_random_faults.py -m slow -q
 """
 
 from __future__ import annotations
 
+import os
 import random
 import signal
 import threading
@@ -35,7 +37,10 @@ TOPIC = "soak"
 ACTIONS = 10
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
+SEEDS = [int(x) for x in os.environ.get("FLOODMARK_SOAK_SEEDS", "1,2,3").split(",") if x]
+
+
+@pytest.mark.parametrize("seed", SEEDS)
 def test_random_faults_lose_nothing_acknowledged(tmp_path: Path, seed: int) -> None:
     rng = random.Random(seed)
     cluster = start_cluster(tmp_path / "c")
