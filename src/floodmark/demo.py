@@ -156,10 +156,11 @@ def register(subparsers: Any) -> None:
     demo.add_argument("--down-s", type=float, default=8.0,
                       help="seconds the killed leader stays down before it is restarted")
     demo.add_argument("--keep", action="store_true",
-                      help="keep the cluster's data, logs, Parquet output and checkpoints")
+                      help="keep the cluster's data and logs, the Parquet output, "
+                      "the checkpoints and each query's progress (JSON)")
     demo.add_argument("--tour", action="store_true",
                       help="the guided tour instead: scenarios in every protocol mode, explorer, "
-                      "model checker, one broker SIGKILLed")
+                      "model checker, a broker and then a cluster leader SIGKILLed")
     demo.add_argument("--seeds", type=int, default=60, help="--tour: explorer seeds per mode")
     demo.add_argument("--quick", action="store_true", help="--tour with the scenarios only")
     demo.set_defaults(func=cmd_demo)
