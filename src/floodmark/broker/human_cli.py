@@ -130,6 +130,26 @@ def _epoch_cache(conn: KafkaConnection, topic: str, partition: int, leader_epoch
     return entries
 
 
+def _replica_states(meta: Any, topic: str, p: Any) -> list[dict[str, Any]]:
+    """Per replica LEO, HW and epoch cache, read from that replica's broker (cluster mode)."""
+    from floodmark.cluster_cli import replica_state
+
+    addresses = {int(b.node_id): f"{b.host}:{int(b.port)}" for b in meta.brokers}
+    out: list[dict[str, Any]] = []
+    for r in p.replica_nodes:
+        entry: dict[str, Any] = {"id": int(r)}
+        address = addresses.get(int(r))
+        try:
+            if address is None:
+                raise RuntimeError("not a live broker")
+            entry.update(replica_state(address, topic, int(p.partition_index),
+                                       int(p.leader_epoch)))
+        except (OSError, RuntimeError) as exc:
+            entry["error"] = str(exc)
+        out.append(entry)
+    return out
+
+
 def topic_describe(args: argparse.Namespace) -> int:
     out = []
     with KafkaConnection(args.bootstrap_server) as conn:
@@ -155,6 +175,18 @@ def topic_describe(args: argparse.Namespace) -> int:
                     "log_start_offset": start[i][0],
                     "epoch_cache": _epoch_cache(conn, t.name, i, int(p.leader_epoch), start[i][0]),
                 })
+                if len(p.replica_nodes) > 1:  # a cluster: ask every replica's own broker
+                    states = _replica_states(meta, t.name, p)
+                    rows[-1]["replica_states"] = states
+                    lead = next((x for x in states if x["id"] == int(p.leader_id)
+                                 and "error" not in x), None)
+                    if lead is not None:  # the leader's own view, whichever broker we asked
+                        rows[-1].update(
+                            log_end_offset=lead["log_end_offset"],
+                            high_watermark=lead["high_watermark"],
+                            log_start_offset=lead["log_start_offset"],
+                            epoch_cache=[{"epoch": e, "start_offset": o}
+                                         for e, o in lead["epoch_cache"]])
             out.append({"topic": t.name, "topic_id": str(t.topic_id), "internal": t.is_internal,
                         "partitions": rows})
     if args.json:
@@ -167,6 +199,13 @@ def topic_describe(args: argparse.Namespace) -> int:
             print(f"  partition {r['partition']}: leader {r['leader']} leader_epoch "
                   f"{r['leader_epoch']} isr {r['isr']} log_start {r['log_start_offset']} "
                   f"HW {r['high_watermark']} LEO {r['log_end_offset']} epochs [{cache}]")
+            for rs in r.get("replica_states", []):
+                if "error" in rs:
+                    print(f"    replica {rs['id']}: unreachable ({rs['error']})")
+                    continue
+                rcache = ", ".join(f"{e}@{o}" for e, o in rs["epoch_cache"])
+                print(f"    replica {rs['id']}: LEO {rs['log_end_offset']} HW "
+                      f"{rs['high_watermark']} epochs [{rcache}]")
     return 0
 
 
