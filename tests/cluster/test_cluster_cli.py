@@ -113,6 +113,13 @@ def test_cluster_up_status_kill_start_down(tmp_path: Path) -> None:
             assert (part.leader_id, part.leader_epoch) == (reg["leader"], reg["leader_epoch"])
             assert sorted(part.isr_nodes) == [1, 2, 3]
 
+        # topic describe (any broker): every replica's LEO, HW and epochs from its own broker.
+        described = _cli("topic", "describe", "cli-t", "--bootstrap-server",
+                         bootstrap.split(",")[-1])
+        assert described.returncode == 0, described.stderr
+        for r in (1, 2, 3):
+            assert f"    replica {r}: LEO " in described.stdout, described.stdout
+        assert "HW -1" not in described.stdout
         down = _cli("cluster", "down", "--data-dir", str(data))
         assert down.returncode == 0, down.stderr
         up.wait(60)
