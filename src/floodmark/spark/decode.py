@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
+from floodmark.records import BatchHeader
+
 BATCH_HEADER_BYTES = 61
-_HEADER = struct.Struct(">qiibIhiqqqhii")
 _PAD = b"\x00" * 16
 
 CREATE_TIME = 0
@@ -37,43 +38,6 @@ BASE_NAMES = ["key", "value", "topic", "partition", "offset", "timestamp", "time
 
 class CorruptBatchError(Exception):
     """A record batch that cannot be decoded."""
-
-
-@dataclass(frozen=True)
-class BatchHeader:
-    base_offset: int
-    batch_length: int
-    partition_leader_epoch: int
-    magic: int
-    crc: int
-    attributes: int
-    last_offset_delta: int
-    base_timestamp: int
-    max_timestamp: int
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    records_count: int
-
-    @property
-    def compression(self) -> int:
-        return self.attributes & 0x07
-
-    @property
-    def timestamp_type(self) -> int:
-        return LOG_APPEND_TIME if self.attributes & 0x08 else CREATE_TIME
-
-    @property
-    def is_transactional(self) -> bool:
-        return bool(self.attributes & 0x10)
-
-    @property
-    def is_control(self) -> bool:
-        return bool(self.attributes & 0x20)
-
-    @property
-    def next_offset(self) -> int:
-        return self.base_offset + self.last_offset_delta + 1
 
 
 def iter_batches(buf: memoryview | bytes) -> Iterator[tuple[BatchHeader, memoryview]]:
@@ -91,7 +55,7 @@ def iter_batches(buf: memoryview | bytes) -> Iterator[tuple[BatchHeader, memoryv
                 f"record batch at offset {base_offset} has magic {magic}; only v2 is supported")
         if batch_length < BATCH_HEADER_BYTES - 12:
             raise CorruptBatchError(f"record batch at offset {base_offset} is too short")
-        hdr = BatchHeader(*_HEADER.unpack_from(mv, pos))
+        hdr = BatchHeader(mv, pos)
         yield hdr, mv[pos + BATCH_HEADER_BYTES : pos + size]
         pos += size
 
