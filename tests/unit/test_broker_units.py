@@ -19,9 +19,9 @@ from floodmark.broker.offsets import (
     encode_value,
 )
 from floodmark.broker.partition_state import PartitionState
-from floodmark.broker.producer_state import BatchMeta, ProducerStateTable, batch_metas
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.records import Record, build_batch
+from floodmark.replication.producer_state import BatchMeta, ProducerStateTable, batch_metas
 
 
 def meta(pid: int, epoch: int, seq: int, n: int = 3) -> BatchMeta:
@@ -76,7 +76,6 @@ def test_partition_state_drives_the_core(tmp_path: Path) -> None:
     assert ps.check_leader_epoch(-1) == ErrorCode.NONE
     assert ps.check_leader_epoch(2) == ErrorCode.FENCED_LEADER_EPOCH
     assert ps.check_leader_epoch(4) == ErrorCode.UNKNOWN_LEADER_EPOCH
-    assert ps.check_acks(2) == ErrorCode.INVALID_REQUIRED_ACKS
     info = plog.append_as_leader(simple_batch([b"a", b"b"]), ps.leader_epoch, 1)
     moved, done = ps.on_leader_append(7, -1, info.first_offset, info.last_offset, 1, 1000)
     assert moved and ps.high_watermark == 2

@@ -23,10 +23,10 @@ from floodmark.broker.handlers import admin, data, group_apis
 from floodmark.broker.metadata import LocalController, TopicMeta
 from floodmark.broker.offsets import OFFSETS_TOPIC, OffsetStore
 from floodmark.broker.partition_state import PartitionState
-from floodmark.broker.producer_state import BatchMeta
 from floodmark.broker.purgatory import FetchPurgatory
 from floodmark.broker.server import Connection, start_listener
 from floodmark.errors import ErrorCode, KafkaError
+from floodmark.replication.produce import ProduceSettings
 from floodmark.wire.api_table import SUPPORTED, ApiKey, supported_range
 from floodmark.wire.codec import (
     ProtocolError,
@@ -98,6 +98,7 @@ class Broker:
         self.bound_port: int = config.listen_port
         # acks=all produces parked in the core's purgatory, answered on CompleteProduce.
         self._next_produce_id = 0
+        self._produce_settings: dict[int, ProduceSettings] = {}
         self._waiting_produces: dict[int, asyncio.Future[tuple[ErrorCode, int]]] = {}
         self.request_counts: dict[int, int] = {}  # api key -> requests received
         self.now_ms = now_ms
@@ -139,9 +140,7 @@ class Broker:
                                 truncation=self.config.truncation)
             # Producer state is rebuilt from the batch headers in the log (idempotence survives
             # restarts): the last five batches of each producer id.
-            for h in plog.iter_batch_headers():
-                if h.producer_id >= 0:
-                    ps.producers.record(BatchMeta.from_header(h), h.base_offset)
+            ps.producers.rebuild(plog.iter_batch_headers())
             self.partitions[key] = ps
 
     async def serve(self, ready: Callable[[int], None] | None = None) -> None:
@@ -234,6 +233,17 @@ class Broker:
         return host, self.config.advertised_port or self.bound_port
 
     # -- produce purgatory ------------------------------------------------------------------------
+    def produce_settings(self, ps: PartitionState) -> ProduceSettings:
+        """The produce path's settings for a partition (cached: one per max.message.bytes)."""
+        max_bytes = int(ps.log.config.max_message_bytes)
+        settings = self._produce_settings.get(max_bytes)
+        if settings is None:
+            settings = ProduceSettings(
+                max_message_bytes=max_bytes,
+                unsafe_ack_duplicates_before_commit=self.config.unsafe_ack_duplicates_before_commit)
+            self._produce_settings[max_bytes] = settings
+        return settings
+
     def next_produce_id(self) -> int:
         self._next_produce_id += 1
         return self._next_produce_id

@@ -43,7 +43,6 @@ from floodmark.broker.handlers import admin
 from floodmark.broker.metadata import TopicMeta
 from floodmark.broker.offsets import OFFSETS_TOPIC, partition_for
 from floodmark.broker.partition_state import PartitionState
-from floodmark.broker.producer_state import BatchMeta
 from floodmark.broker.purgatory import FetchPurgatory
 from floodmark.broker.replica_fetcher import (
     ReplicaFetcher,
@@ -289,9 +288,7 @@ class ClusterBroker(Broker):
             checkpointed_high_watermark=hw, truncation=self.config.truncation,
             replica_lag_time_max_ms=int(self.config.get("replica.lag.time.max.ms")))
         ps.core.local_broker_epoch = self.controller_client.broker_epoch
-        for h in plog.iter_batch_headers():
-            if h.producer_id >= 0:
-                ps.producers.record(BatchMeta.from_header(h), h.base_offset)
+        ps.producers.rebuild(plog.iter_batch_headers())
         self.cluster_partitions[(topic, index)] = ps
         self.partitions[(topic, index)] = ps
         return ps

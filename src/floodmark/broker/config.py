@@ -43,6 +43,10 @@ DEFAULTS: dict[str, Any] = {
     # data and needs floodmark.truncation.allow.unsafe=true to start.
     "floodmark.truncation": "leader-epoch",
     "floodmark.truncation.allow.unsafe": False,
+    # UNSAFE, off: answer an idempotent producer's retry of a batch already in the log at once,
+    # before the high watermark covers it (the bug of issue 8: acknowledged writes lost when the
+    # leader is cut off). Only for proving that the fault tests catch it.
+    "floodmark.unsafe.ack.duplicates.before.commit": False,
 }
 
 # Topic-level config names and the broker setting each one defaults from.
@@ -107,6 +111,10 @@ class BrokerConfig:
                 "replicas diverge, see docs/replication.md); set "
                 "floodmark.truncation.allow.unsafe=true to run it anyway"
             )
+
+    @property
+    def unsafe_ack_duplicates_before_commit(self) -> bool:
+        return bool(self.get("floodmark.unsafe.ack.duplicates.before.commit"))
 
     def topic_defaults(self) -> dict[str, Any]:
         out: dict[str, Any] = {}

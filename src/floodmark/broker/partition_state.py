@@ -14,7 +14,6 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from floodmark.broker.producer_state import ProducerStateTable
 from floodmark.errors import ErrorCode
 from floodmark.replication import fencing
 from floodmark.replication.election import PartitionRegistration
@@ -29,6 +28,7 @@ from floodmark.replication.partition import (
     PartitionConfig,
     TruncateTo,
 )
+from floodmark.replication.producer_state import ProducerStateTable
 from floodmark.replication.purgatory import CompleteProduce
 
 log = logging.getLogger(__name__)
@@ -105,21 +105,25 @@ class PartitionState:
             elif isinstance(effect, TruncateTo):
                 log.warning("partition %s leader_epoch=%d truncating to %d: %s", self.name,
                             self.leader_epoch, effect.offset, effect.reason)
-                self.log.truncate_to(effect.offset)
+                self.truncate_to(effect.offset)
             else:  # ProposeIsr: no ISR changes with RF=1; the cluster issue sends them on
                 log.info("partition %s leader_epoch=%d ignoring %r", self.name,
                          self.leader_epoch, effect)
         return hw_moved, done
 
+    def truncate_to(self, offset: int) -> None:
+        """Cut the log at ``offset``; the producer table forgets what the log lost."""
+        self.log.truncate_to(offset)
+        self.producers.rebuild(self.log.iter_batch_headers())
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        self.log.truncate_fully_and_start_at(offset)
+        self.producers.clear()
+
     # -- requests ------------------------------------------------------------------------------
     def check_leader_epoch(self, current_leader_epoch: int) -> ErrorCode:
         return fencing.check_leader_request(self.leader_epoch, current_leader_epoch,
                                             is_leader=self.core.is_leader)
-
-    def check_acks(self, required_acks: int) -> ErrorCode:
-        if required_acks not in (-1, 0, 1):
-            return ErrorCode.INVALID_REQUIRED_ACKS
-        return self.core.check_produce(required_acks)
 
     def on_leader_append(self, produce_id: int, acks: int, first_offset: int, last_offset: int,
                          now_ms: int, timeout_ms: int) -> tuple[bool, list[CompleteProduce]]:

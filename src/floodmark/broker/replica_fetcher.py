@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING, Any
 from kio.index import load_response_schema
 from kio.serial import entity_reader
 
-from floodmark.broker.producer_state import BatchMeta, ProducerStateTable
 from floodmark.client.connection import encode_request
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.records import iter_batches
@@ -254,16 +253,6 @@ class AsyncKafkaConnection:
         self._reader = self._writer = None
 
 
-def rebuild_producer_state(ps: ClusterPartitionState) -> None:
-    """After a truncation the producer table may name batches that are gone: rebuild it from the
-    batch headers that remain (what a broker does at startup)."""
-    table = ProducerStateTable()
-    for h in ps.log.iter_batch_headers():
-        if h.producer_id >= 0:
-            table.record(BatchMeta.from_header(h), h.base_offset)
-    ps.producers = table
-
-
 class ReplicaFetcher:
     """Follows one partition's leader until stopped."""
 
@@ -389,19 +378,16 @@ class ReplicaFetcher:
         if kind is FollowerActionKind.APPEND:
             if records:
                 ps.log.append_as_follower(records, now)
-                for _pos, h in iter_batches(records, validate=False):
-                    if h.producer_id >= 0:
-                        ps.producers.record(BatchMeta.from_header(h), h.base_offset)
+                ps.producers.record_batches(h for _pos, h in iter_batches(records, validate=False))
             self.broker.apply_effects(ps, ps.core.after_follower_append(ps.log, response))
         elif kind in (FollowerActionKind.TRUNCATE, FollowerActionKind.TRUNCATE_FULLY):
             log.warning("partition %s leader_epoch=%d follower truncating to %d (%s), "
                         "log_end_offset was %d", ps.name, ps.leader_epoch, action.offset,
                         action.reason, ps.log_end_offset)
             if kind is FollowerActionKind.TRUNCATE:
-                ps.log.truncate_to(action.offset)
+                ps.truncate_to(action.offset)
             else:
-                ps.log.truncate_fully_and_start_at(action.offset)
-            rebuild_producer_state(ps)
+                ps.truncate_fully_and_start_at(action.offset)
             self.broker.apply_effects(ps, ps.core.after_truncate(ps.log))
         elif kind is FollowerActionKind.RETRY:
             if action.backoff:
@@ -435,8 +421,7 @@ class ReplicaFetcher:
             ps.log, q.current_leader_epoch, ErrorCode(int(part.error_code)),
             EpochEndOffset(int(part.leader_epoch), int(part.end_offset)))
         if action.kind is FollowerActionKind.TRUNCATE:
-            ps.log.truncate_to(action.offset)
-            rebuild_producer_state(ps)
+            ps.truncate_to(action.offset)
             self.broker.apply_effects(ps, ps.core.after_truncate(ps.log))
         elif action.kind in (FollowerActionKind.RETRY, FollowerActionKind.STOP):
             await self._wait_for_change(REPLICA_FETCH_BACKOFF_S)

@@ -6,9 +6,9 @@ import logging
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
-from floodmark.broker.producer_state import batch_metas
 from floodmark.broker.sendfile import LAZY_MIN_BYTES, SendfileParts
 from floodmark.errors import ErrorCode, KafkaError
+from floodmark.replication.produce import produce_as_leader
 from floodmark.storage.file_slice import FileSlice
 from floodmark.wire.codec import ProtocolError, RequestHeader, ms
 from floodmark.wire.hot import (
@@ -34,70 +34,41 @@ READ_COMMITTED = 1
 
 
 # -- Produce ---------------------------------------------------------------------------------------
+# Answers a client is expected to meet in normal operation: not worth a warning line each.
+_ROUTINE_REFUSALS = frozenset({ErrorCode.NONE, ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                               ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                               ErrorCode.INVALID_PRODUCER_EPOCH})
+
+
 def append_partition(broker: Broker, topic: str, partition: int, records: bytes | memoryview | None,
                      acks: int, now_ms: int, timeout_ms: int = 30_000) -> ProducePartitionResult:
+    """One partition of a Produce request, through the one leader produce path
+    (``replication.produce``): every acks=all answer, a duplicate's included, waits for the HW."""
     out = ProducePartitionResult(partition, 0, -1, -1, -1)
     ps = broker.partitions.get((topic, partition))
     if ps is None:
         out.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         return out
     out.log_start_offset = ps.log_start_offset
-    err = ps.check_acks(acks)
-    if err == ErrorCode.NONE and not records:
-        err = ErrorCode.CORRUPT_MESSAGE
-    if err != ErrorCode.NONE:
-        out.error_code = err
-        return out
-    assert records is not None
-    if len(records) > ps.log.config.max_message_bytes + 12:
-        out.error_code = ErrorCode.MESSAGE_TOO_LARGE
-        return out
-    metas = batch_metas(records)
-    if metas is None:
-        out.error_code = ErrorCode.CORRUPT_MESSAGE
-        out.error_message = "not a sequence of magic v2 record batches"
-        return out
-    if any(m.is_transactional for m in metas):
-        out.error_code = ErrorCode.INVALID_TXN_STATE
-        out.error_message = "transactions are not supported"
-        return out
-    for m in metas:
-        if m.producer_id < 0:
-            continue
-        check = ps.producers.check(m)
-        if check.error == ErrorCode.DUPLICATE_SEQUENCE_NUMBER and check.duplicate_of is not None:
-            # A retry of a batch already written: success with the original offset (Kafka).
-            out.base_offset = check.duplicate_of.first_offset
-            return out
-        if check.error != ErrorCode.NONE:
-            out.error_code = check.error
-            return out
-    try:
-        info = ps.log.append_as_leader(records, ps.leader_epoch, now_ms)
-    except KafkaError as exc:
-        log.warning("partition %s leader_epoch=%d rejected produce: %s", ps.name,
-                    ps.leader_epoch, exc)
-        out.error_code = exc.code
-        out.error_message = exc.message or None
-        return out
-    first = info.first_offset
-    for m in metas:
-        ps.producers.record(m, first)
-        first += m.last_offset_delta + 1
-    out.base_offset = info.first_offset
-    if info.log_append_time_ms is not None and info.log_append_time_ms >= 0:
-        out.log_append_time_ms = info.log_append_time_ms
     produce_id = broker.next_produce_id() if acks == -1 else -1
-    hw_moved, done = ps.on_leader_append(produce_id, acks, info.first_offset, info.last_offset,
-                                         now_ms, timeout_ms)
+    result = produce_as_leader(
+        ps.core, ps.log, ps.producers, records, acks=acks, produce_id=produce_id,
+        now_ms=now_ms, timeout_ms=timeout_ms, settings=broker.produce_settings(ps))
+    if result.answer is not None and result.answer not in _ROUTINE_REFUSALS:
+        log.warning("partition %s leader_epoch=%d refused produce: %s %s", ps.name,
+                    ps.leader_epoch, result.answer.name, result.error_message or "")
+    out.error_code = result.answer if result.answer is not None else ErrorCode.NONE
+    out.error_message = result.error_message
+    if result.answer in (None, ErrorCode.NONE):
+        out.base_offset = result.base_offset
+        if result.log_append_time_ms >= 0:
+            out.log_append_time_ms = result.log_append_time_ms
+    hw_moved, done = ps.apply(result.effects)
     if hw_moved:
         broker.purgatory.wake((topic, partition))
     for d in done:
-        if d.produce_id == produce_id:
-            out.error_code = d.error
-        else:
-            broker.complete_produce(d.produce_id, d.error, d.base_offset)
-    if acks == -1 and not any(d.produce_id == produce_id for d in done):
+        broker.complete_produce(d.produce_id, d.error, d.base_offset)
+    if result.parked:
         out.pending = broker.park_produce(produce_id)  # answered when the HW passes it
     return out
 
@@ -134,6 +105,8 @@ async def _await_produce(version: int, correlation_id: int,
         assert out.pending is not None
         error, _base = await out.pending
         out.error_code = error
+        if error is not ErrorCode.NONE:
+            out.base_offset = -1
         out.pending = None
     return [encode_produce_response(version, correlation_id, results)]
 

@@ -6,13 +6,17 @@ answer success with the ORIGINAL base offset and append nothing. Otherwise the f
 follow the last one written (mod 2^31), a new epoch must start at sequence 0, an older epoch is
 fenced. The state is rebuilt from the log's batch headers on recovery.
 
-Pure logic (no I/O): the broker calls :meth:`check` before appending and :meth:`record` after.
+Pure logic (no I/O): the leader's produce path (``replication.produce``) calls :meth:`check`
+before appending and :meth:`record` after; a follower records what it replicates
+(:meth:`record_batches`); after a truncation or at startup the table is rebuilt from the batch
+headers that remain in the log (:meth:`rebuild`), so it never names a batch the log lost.
 """
 
 from __future__ import annotations
 
 import struct
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -139,6 +143,18 @@ class ProducerStateTable:
             CachedBatch(meta.base_sequence, meta.last_sequence, first_offset,
                         first_offset + meta.last_offset_delta)
         )
+
+    def record_batches(self, headers: Iterable[Any]) -> None:
+        """Remember batches that already carry their offsets (follower append, log scan):
+        ``floodmark.records.BatchHeader`` values."""
+        for h in headers:
+            if h.producer_id != NO_PRODUCER_ID:
+                self.record(BatchMeta.from_header(h), h.base_offset)
+
+    def rebuild(self, headers: Iterable[Any]) -> None:
+        """Forget everything, then replay the batch headers of the log as it is now."""
+        self._producers.clear()
+        self.record_batches(headers)
 
     def clear(self) -> None:
         self._producers.clear()

@@ -1,0 +1,181 @@
+"""The leader's produce path for one partition: checks, idempotence, append, the purgatory.
+
+One place for the rule the broker and the simulator both run (``broker/handlers/data.py`` and
+``sim/broker.py`` call :func:`produce_as_leader`; only the log underneath differs: real files or
+the simulator's ``MemoryFileSystem``).
+
+The rule that matters most here (KAFKA's ``DelayedProduce``): **every** acks=all answer waits
+until the high watermark covers the batch, the retry of a batch already in the log included.
+An idempotent producer retries a batch with the same (producer id, epoch, sequence) when a request
+times out; if the first attempt was appended but not yet replicated, the retry is a duplicate. It
+is answered with the original offsets, and for acks=all it is parked exactly like the original:
+answered NONE only once ``high_watermark > last_offset``, REQUEST_TIMED_OUT when its own timeout
+passes first, NOT_LEADER_OR_FOLLOWER if leadership is lost meanwhile. Answering it at once
+acknowledges a write that may still be truncated away (a leader cut off from its followers and
+the controller while clients still reach it: issue 8 measured thousands of acknowledged writes
+lost that way). ``unsafe_ack_duplicates_before_commit`` brings that old behaviour back, for the
+simulator and the fault tests to prove they catch it; nothing else may turn it on.
+
+Errors answered before anything is appended, in Kafka's order: INVALID_REQUIRED_ACKS,
+NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS (acks=all with the committed ISR below
+min.insync.replicas), CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, INVALID_RECORD (an idempotent request
+must hold exactly one batch per partition, as Kafka requires of Produce v3+),
+INVALID_TXN_STATE (transactions are not supported yet), then the sequence checks
+(OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH) and whatever the log refuses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from floodmark.errors import ErrorCode, KafkaError
+from floodmark.replication.partition import (
+    ACKS_ALL,
+    ACKS_LEADER,
+    ACKS_NONE,
+    Effect,
+    LogView,
+    Partition,
+)
+from floodmark.replication.producer_state import ProducerStateTable, batch_metas
+from floodmark.replication.purgatory import CompleteProduce
+
+LOG_OVERHEAD_BYTES = 12  # base offset + batch length, outside Kafka's max.message.bytes
+
+
+class AppendedRange(Protocol):
+    """What the log reports about an append (``floodmark.storage.log.AppendInfo`` fits)."""
+
+    @property
+    def first_offset(self) -> int: ...
+
+    @property
+    def last_offset(self) -> int: ...
+
+    @property
+    def log_append_time_ms(self) -> int: ...
+
+
+class LeaderLog(LogView, Protocol):
+    """The one write the produce path performs, plus the facts the core reads."""
+
+    def append_as_leader(
+        self, records: bytes | memoryview, leader_epoch: int, now_ms: int
+    ) -> AppendedRange: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceSettings:
+    max_message_bytes: int = 1_048_588
+    unsafe_ack_duplicates_before_commit: bool = False
+    """UNSAFE (loses acknowledged writes): answer the retry of a batch already in the log at once,
+    without waiting for the high watermark. Exists only so the proof can show it catches it."""
+
+
+@dataclass(slots=True)
+class LeaderProduce:
+    """The outcome of one partition's part of a produce request.
+
+    ``answer`` is the final answer when it is known now; otherwise (acks=all parked) the caller
+    answers when a ``CompleteProduce`` for ``produce_id`` comes out of the core's effects (from
+    these ``effects`` or later ones). ``effects`` must be applied by the caller, in order.
+    """
+
+    produce_id: int
+    base_offset: int = -1
+    log_append_time_ms: int = -1
+    error_message: str | None = None
+    duplicate: bool = False
+    answer: ErrorCode | None = None
+    effects: list[Effect] = field(default_factory=list)
+
+    @property
+    def parked(self) -> bool:
+        return self.answer is None
+
+
+def _refuse(produce_id: int, error: ErrorCode, message: str | None = None) -> LeaderProduce:
+    return LeaderProduce(produce_id, answer=error, error_message=message)
+
+
+def produce_as_leader(
+    core: Partition,
+    log: LeaderLog,
+    producers: ProducerStateTable,
+    records: bytes | memoryview | None,
+    *,
+    acks: int,
+    produce_id: int,
+    now_ms: int,
+    timeout_ms: int,
+    settings: ProduceSettings = ProduceSettings(),
+) -> LeaderProduce:
+    """Check, deduplicate, append and park one partition's records as its leader."""
+    if acks not in (ACKS_ALL, ACKS_NONE, ACKS_LEADER):
+        return _refuse(produce_id, ErrorCode.INVALID_REQUIRED_ACKS)
+    error = core.check_produce(acks)
+    if error is not ErrorCode.NONE:
+        return _refuse(produce_id, error)
+    if not records:
+        return _refuse(produce_id, ErrorCode.CORRUPT_MESSAGE, "no records")
+    if len(records) > settings.max_message_bytes + LOG_OVERHEAD_BYTES:
+        return _refuse(produce_id, ErrorCode.MESSAGE_TOO_LARGE)
+    metas = batch_metas(records)
+    if metas is None:
+        return _refuse(produce_id, ErrorCode.CORRUPT_MESSAGE,
+                       "not a sequence of magic v2 record batches")
+    if any(m.is_transactional for m in metas):
+        return _refuse(produce_id, ErrorCode.INVALID_TXN_STATE, "transactions are not supported")
+    idempotent = [m for m in metas if m.producer_id >= 0]
+    if idempotent and len(metas) != 1:
+        return _refuse(produce_id, ErrorCode.INVALID_RECORD,
+                       "an idempotent produce carries exactly one batch per partition")
+    for meta in idempotent:
+        check = producers.check(meta)
+        if check.error is ErrorCode.DUPLICATE_SEQUENCE_NUMBER and check.duplicate_of is not None:
+            return _duplicate(core, log, produce_id, check.duplicate_of.first_offset,
+                              check.duplicate_of.last_offset, acks, now_ms, timeout_ms, settings)
+        if check.error is not ErrorCode.NONE:
+            return _refuse(produce_id, check.error)
+    try:
+        info = log.append_as_leader(records, core.leader_epoch, now_ms)
+    except KafkaError as exc:
+        return _refuse(produce_id, exc.code, exc.message or None)
+    first = info.first_offset
+    for meta in metas:
+        producers.record(meta, first)
+        first += meta.last_offset_delta + 1
+    effects = core.on_leader_append(log, produce_id, acks, info.first_offset, info.last_offset,
+                                    now_ms, timeout_ms)
+    out = LeaderProduce(produce_id, info.first_offset,
+                        info.log_append_time_ms if info.log_append_time_ms >= 0 else -1)
+    return _settle(out, acks, effects)
+
+
+def _duplicate(core: Partition, log: LeaderLog, produce_id: int, first_offset: int,
+               last_offset: int, acks: int, now_ms: int, timeout_ms: int,
+               settings: ProduceSettings) -> LeaderProduce:
+    """A retry of a batch still in the log: the original offsets, after the same wait."""
+    out = LeaderProduce(produce_id, first_offset, duplicate=True)
+    if settings.unsafe_ack_duplicates_before_commit:
+        out.answer = ErrorCode.NONE
+        return out
+    effects = core.on_leader_append(log, produce_id, acks, first_offset, last_offset, now_ms,
+                                    timeout_ms)
+    return _settle(out, acks, effects)
+
+
+def _settle(out: LeaderProduce, acks: int, effects: list[Effect]) -> LeaderProduce:
+    """Take this produce's own completion out of the effects (acks=1 and an acks=all whose HW is
+    already there complete at once); leave everything else for the caller to apply."""
+    rest: list[Effect] = []
+    for effect in effects:
+        if isinstance(effect, CompleteProduce) and effect.produce_id == out.produce_id:
+            out.answer = effect.error
+        else:
+            rest.append(effect)
+    out.effects = rest
+    if acks == ACKS_NONE:
+        out.answer = ErrorCode.NONE  # nobody is told anything (acks=0 has no response)
+    return out

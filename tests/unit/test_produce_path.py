@@ -1,0 +1,148 @@
+"""The leader's produce path (``replication/produce.py``): a retried idempotent batch already in
+the log waits for the high watermark exactly like the original (issue 8), and the refusals come in
+Kafka's order. Real storage over the memory file system; followers are driven by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from floodmark.errors import ErrorCode
+from floodmark.records import simple_batch
+from floodmark.replication.election import PartitionRegistration
+from floodmark.replication.partition import (
+    AssignEpoch,
+    Effect,
+    FollowerFetch,
+    Partition,
+    PartitionConfig,
+)
+from floodmark.replication.produce import LeaderProduce, ProduceSettings, produce_as_leader
+from floodmark.replication.producer_state import ProducerStateTable
+from floodmark.replication.purgatory import CompleteProduce
+from floodmark.storage.fs import MemoryFileSystem
+from floodmark.storage.log import Log
+
+PID = 4242
+
+
+class Leader:
+    """Broker 1 leading t-0 with replicas (1, 2, 3), ISR all three, min.insync.replicas=2."""
+
+    def __init__(self, settings: ProduceSettings | None = None) -> None:
+        fs = MemoryFileSystem()
+        fs.mkdirs("/d/t-0")
+        self.log = Log.open("/d/t-0", fs=fs, now_ms=0)
+        self.core = Partition(PartitionConfig("t", 0, 1, min_insync_replicas=2))
+        self.producers = ProducerStateTable()
+        self.settings = settings or ProduceSettings()
+        self.completed: list[CompleteProduce] = []
+        self.next_id = 0
+        self.apply(self.core.apply_metadata(
+            self.log, PartitionRegistration((1, 2, 3), (1, 2, 3), 1, 5, 0), 0))
+
+    def apply(self, effects: list[Effect] | tuple[Effect, ...]) -> None:
+        for effect in effects:
+            if isinstance(effect, AssignEpoch):
+                self.log.assign_epoch(effect.epoch, effect.start_offset)
+            elif isinstance(effect, CompleteProduce):
+                self.completed.append(effect)
+
+    def produce(self, sequence: int, value: bytes = b"v", acks: int = -1,
+                now_ms: int = 10, pid: int = PID) -> LeaderProduce:
+        self.next_id += 1
+        batch = simple_batch([value], producer_id=pid, producer_epoch=0, base_sequence=sequence)
+        out = produce_as_leader(self.core, self.log, self.producers, batch, acks=acks,
+                                produce_id=self.next_id, now_ms=now_ms, timeout_ms=1000,
+                                settings=self.settings)
+        self.apply(out.effects)
+        return out
+
+    def follower_fetch(self, replica: int, offset: int, now_ms: int = 20) -> None:
+        decision = self.core.handle_follower_fetch(
+            self.log, FollowerFetch(replica, offset, 5, 5, 0), now_ms)
+        assert decision.error is ErrorCode.NONE
+        self.apply(decision.effects)
+
+    def answers(self, produce_id: int) -> list[ErrorCode]:
+        return [c.error for c in self.completed if c.produce_id == produce_id]
+
+
+def test_retry_of_an_uncommitted_batch_waits_for_the_high_watermark() -> None:
+    leader = Leader()
+    first = leader.produce(0)
+    assert first.parked and first.base_offset == 0
+    retry = leader.produce(0)  # the client timed out and sent the same (pid, epoch, sequence)
+    assert retry.duplicate and retry.base_offset == 0
+    assert retry.parked, "a duplicate must not be acknowledged before the HW covers it"
+    assert leader.log.log_end_offset == 1  # nothing appended twice
+    assert leader.core.high_watermark == 0
+    leader.follower_fetch(2, 1)
+    leader.follower_fetch(3, 1)
+    assert leader.core.high_watermark == 1
+    assert leader.answers(first.produce_id) == [ErrorCode.NONE]
+    assert leader.answers(retry.produce_id) == [ErrorCode.NONE]
+
+
+def test_retry_of_a_committed_batch_is_answered_at_once_with_the_original_offset() -> None:
+    leader = Leader()
+    leader.produce(0)
+    leader.follower_fetch(2, 1)
+    leader.follower_fetch(3, 1)
+    retry = leader.produce(0)
+    assert retry.duplicate and retry.answer is ErrorCode.NONE and retry.base_offset == 0
+
+
+def test_parked_duplicate_times_out_or_fails_when_leadership_is_lost() -> None:
+    leader = Leader()
+    leader.produce(0)
+    retry = leader.produce(0)
+    leader.apply(leader.core.expire_produces(10 + 1000))
+    assert leader.answers(retry.produce_id) == [ErrorCode.REQUEST_TIMED_OUT]
+    again = leader.produce(0, now_ms=2000)
+    assert again.parked
+    leader.apply(leader.core.apply_metadata(
+        leader.log, PartitionRegistration((1, 2, 3), (2, 3), 2, 6, 1), 2001))
+    assert leader.answers(again.produce_id) == [ErrorCode.NOT_LEADER_OR_FOLLOWER]
+
+
+def test_unsafe_switch_brings_the_old_behaviour_back() -> None:
+    leader = Leader(ProduceSettings(unsafe_ack_duplicates_before_commit=True))
+    leader.produce(0)
+    retry = leader.produce(0)
+    assert retry.duplicate and retry.answer is ErrorCode.NONE  # acknowledged, HW still 0
+    assert leader.core.high_watermark == 0
+
+
+def test_acks_one_duplicate_answers_at_once() -> None:
+    leader = Leader()
+    assert leader.produce(0, acks=1).answer is ErrorCode.NONE
+    retry = leader.produce(0, acks=1)
+    assert retry.duplicate and retry.answer is ErrorCode.NONE and retry.base_offset == 0
+
+
+@pytest.mark.parametrize(
+    ("acks", "expected"), [(2, ErrorCode.INVALID_REQUIRED_ACKS), (-2, ErrorCode.INVALID_REQUIRED_ACKS)]
+)
+def test_invalid_acks(acks: int, expected: ErrorCode) -> None:
+    assert Leader().produce(0, acks=acks).answer is expected
+
+
+def test_refusals_before_append() -> None:
+    leader = Leader()
+    assert leader.produce(3).answer is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER  # unknown pid, seq 3
+    two = simple_batch([b"a"], producer_id=PID, producer_epoch=0, base_sequence=0) * 2
+    out = produce_as_leader(leader.core, leader.log, leader.producers, two, acks=-1,
+                            produce_id=99, now_ms=0, timeout_ms=1000)
+    assert out.answer is ErrorCode.INVALID_RECORD
+    out = produce_as_leader(leader.core, leader.log, leader.producers, b"junk", acks=-1,
+                            produce_id=100, now_ms=0, timeout_ms=1000)
+    assert out.answer is ErrorCode.CORRUPT_MESSAGE
+    assert leader.log.log_end_offset == 0
+
+
+def test_not_enough_replicas_is_checked_before_the_duplicate() -> None:
+    leader = Leader()
+    leader.produce(0)
+    leader.apply(leader.core.apply_metadata(
+        leader.log, PartitionRegistration((1, 2, 3), (1,), 1, 5, 1), 30))
+    assert leader.produce(0).answer is ErrorCode.NOT_ENOUGH_REPLICAS
