@@ -87,6 +87,7 @@ class LeaderProduce:
     log_append_time_ms: int = -1
     error_message: str | None = None
     duplicate: bool = False
+    appended: bool = False
     answer: ErrorCode | None = None
     effects: list[Effect] = field(default_factory=list)
 
@@ -149,7 +150,8 @@ def produce_as_leader(
     effects = core.on_leader_append(log, produce_id, acks, info.first_offset, info.last_offset,
                                     now_ms, timeout_ms)
     out = LeaderProduce(produce_id, info.first_offset,
-                        info.log_append_time_ms if info.log_append_time_ms >= 0 else -1)
+                        info.log_append_time_ms if info.log_append_time_ms >= 0 else -1,
+                        appended=True)
     return _settle(out, acks, effects)
 
 

@@ -32,6 +32,8 @@ from floodmark.replication.partition import (
     ProposeIsr,
     TruncateTo,
 )
+from floodmark.replication.produce import ProduceSettings, produce_as_leader
+from floodmark.replication.producer_state import ProducerStateTable
 from floodmark.replication.purgatory import CompleteProduce
 from floodmark.sim import messages as m
 from floodmark.storage.checkpoints import OffsetCheckpointFile, TopicPartition
@@ -89,6 +91,11 @@ class SimBroker:
         self.broker_epoch = -1
         self.log: Log | None = None
         self.partition: Partition | None = None
+        self.producers = ProducerStateTable()
+        self.produce_settings = ProduceSettings(
+            max_message_bytes=LogConfig().max_message_bytes,
+            unsafe_ack_duplicates_before_commit=self.config.unsafe_ack_duplicates_before_commit,
+        )
         self.entries: list[Entry] = []  # mirror of the log: index = offset
         self.parked: list[ParkedFetch] = []
         self.deferred: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
@@ -136,6 +143,7 @@ class SimBroker:
         self.partition.high_watermark = Partition.clamp_high_watermark(checkpointed, self.log)
         self.entries = [(epoch, value) for _o, epoch, value in decode_entries(self.log.read_all())]
         assert len(self.entries) == self.log.log_end_offset, "mirror out of step with the log"
+        self.producers.rebuild(self.log.iter_batch_headers())
         self.parked = []
         self.deferred = []
         self.fetch_inflight = False
@@ -299,6 +307,7 @@ class SimBroker:
         assert self.log is not None and self.partition is not None
         before = self.log.log_end_offset
         self.log.truncate_to(offset)
+        self.producers.rebuild(self.log.iter_batch_headers())
         after = self.log.log_end_offset
         del self.entries[after:]
         self.world.record(f"{self.name} truncate to {offset} (LEO {before}->{after}): {reason}")
@@ -375,34 +384,57 @@ class SimBroker:
 
     # -- leader side: produce, fetch, epoch queries, consumers ----------------------------------
     def _on_produce(self, src: str, msg: m.Produce) -> None:
+        """The broker's own produce path (``replication.produce``): idempotence, the purgatory."""
         assert self.partition is not None and self.log is not None
         p = self.partition
-        error = p.check_produce(msg.acks)
-        if error is not ErrorCode.NONE:
-            if msg.acks != ACKS_NONE:
-                self.net.send(self.name, src, m.ProduceReply(msg.produce_id, error, -1))
-            return
         now = self.world.now_ms
-        batch = simple_batch([msg.value.encode()], timestamp_ms=now)
-        info = self.log.append_as_leader(batch, p.leader_epoch, now)
-        self.entries.append((p.leader_epoch, msg.value))
+        batch = simple_batch(
+            [msg.value.encode()],
+            timestamp_ms=now,
+            producer_id=msg.producer_id,
+            producer_epoch=msg.producer_epoch,
+            base_sequence=msg.sequence,
+        )
         self.next_produce_id += 1
-        self.produce_routes[self.next_produce_id] = (src, msg.produce_id, msg.acks)
-        self.world.record(
-            f"{self.name} append {info.first_offset}:e{p.leader_epoch}:{msg.value} acks={msg.acks}"
+        produce_id = self.next_produce_id
+        result = produce_as_leader(
+            p,
+            self.log,
+            self.producers,
+            batch,
+            acks=msg.acks,
+            produce_id=produce_id,
+            now_ms=now,
+            timeout_ms=msg.timeout_ms,
+            settings=self.produce_settings,
         )
-        self.apply(
-            p.on_leader_append(
-                self.log,
-                self.next_produce_id,
-                msg.acks,
-                info.first_offset,
-                info.last_offset,
-                now,
-                msg.timeout_ms,
+        if result.appended:
+            self.entries.append((p.leader_epoch, msg.value))
+            self.world.record(
+                f"{self.name} append {result.base_offset}:e{p.leader_epoch}:{msg.value} "
+                f"acks={msg.acks}"
             )
-        )
-        self._complete_parked(lambda _p: True)
+        elif result.duplicate:
+            self.world.record(
+                f"{self.name} duplicate {msg.value} of offset {result.base_offset} "
+                f"({'parked' if result.parked else 'answered'})"
+            )
+        if result.parked:
+            self.produce_routes[produce_id] = (src, msg.produce_id, msg.acks)
+        self.apply(result.effects)
+        if not result.parked and msg.acks != ACKS_NONE:
+            assert result.answer is not None
+            offset = result.base_offset if result.answer is ErrorCode.NONE else -1
+            self.net.send(self.name, src, m.ProduceReply(msg.produce_id, result.answer, offset))
+        if result.appended:
+            self._complete_parked(lambda _p: True)
+
+    def _on_metadata_request(self, src: str, msg: m.MetadataRequest) -> None:
+        """Clients learn the leader from any broker, which answers from the metadata it has
+        applied: a broker cut off from the controller still names itself (a stale answer that
+        clients only take while they know no newer leader epoch)."""
+        if self.last_metadata is not None:
+            self.net.send(self.name, src, self.last_metadata)
 
     def _on_fetch_request(self, src: str, msg: m.FetchRequestMsg) -> None:
         assert self.partition is not None and self.log is not None
@@ -580,6 +612,9 @@ class SimBroker:
                     self.world.record(f"{self.name} follower append rejected: {exc}")
                     self._next_fetch_after(True)
                     return
+                self.producers.record_batches(
+                    h for _pos, h in iter_batches(msg.records, validate=False)
+                )
                 new = decode_entries(msg.records)
                 self.entries.extend((epoch, value) for _o, epoch, value in new)
                 assert len(self.entries) == self.log.log_end_offset
@@ -593,6 +628,7 @@ class SimBroker:
             self.truncate(action.offset, action.reason)
         elif kind is FollowerActionKind.TRUNCATE_FULLY:
             self.log.truncate_fully_and_start_at(action.offset)
+            self.producers.clear()
             self.entries = [(-1, "")] * action.offset  # below the log start: unknown
             self.world.record(f"{self.name} truncate fully, start at {action.offset}")
         elif kind in (FollowerActionKind.RETRY, FollowerActionKind.STOP):
@@ -609,6 +645,7 @@ class SimBroker:
         m.FetchRequestMsg: _on_fetch_request,
         m.EpochQueryMsg: _on_epoch_query,
         m.ConsumerFetch: _on_consumer_fetch,
+        m.MetadataRequest: _on_metadata_request,
         m.EpochReplyMsg: _on_epoch_reply,
         m.FetchReplyMsg: _on_fetch_reply,
     }

@@ -14,6 +14,8 @@ acked-write-lost       every acknowledged acks=all write, and every record a con
                        served, is present at its offset on each new leader and on the final
                        leader (reported, not flagged, when the schedule broke SPEC's premise)
 consumer-below-hw      a consumer is never served an offset >= the leader's HW
+idempotent-duplicate   with the idempotent producer, no value is written twice (its retries
+                       of one sequence are deduplicated by the broker)
 no-divergence          at the end, no two replicas hold different records at one offset
 converged-after-heal   (liveness) after every fault healed and the producer stopped: a leader,
                        the full replica set in the ISR, one LEO and HW == LEO on every replica
@@ -69,9 +71,13 @@ class Checker:
     def on_acknowledged(self, offset: int, value: str) -> None:
         previous = self.acked.get(offset)
         if previous is not None and previous != value:
+            # One offset holds one record: the first acknowledged write there is gone.
             self.flag(
-                "no-divergence", f"offset {offset} acknowledged twice: {previous} and {value}"
+                "acked-write-lost",
+                f"{previous} was acknowledged at offset {offset}, later {value} was acknowledged "
+                "at the same offset",
             )
+            return
         self.acked[offset] = value
 
     def on_leader_high_watermark(self, broker: SimBroker, old: int, new: int) -> None:
@@ -181,7 +187,20 @@ class Checker:
         leader = self.cluster.leader()
         if leader is not None:
             self.check_complete(leader, f"final leader {leader.name}")
+            if self.cluster.producer.idempotent:
+                self.check_no_duplicates(leader)
         self.check_converged()
+
+    def check_no_duplicates(self, broker: SimBroker) -> None:
+        first: dict[str, int] = {}
+        for offset, (_epoch, value) in enumerate(broker.entries):
+            if value and value in first:
+                self.flag(
+                    "idempotent-duplicate",
+                    f"{broker.name} holds {value} at offsets {first[value]} and {offset}",
+                )
+                return
+            first.setdefault(value, offset)
 
     def check_converged(self) -> None:
         cluster = self.cluster

@@ -24,6 +24,12 @@ from floodmark.sim.scenarios import SCENARIOS, run_scenario
 MODES = [m.value for m in Truncation]
 
 
+UNSAFE_DUPLICATES_HELP = (
+    "UNSAFE: brokers acknowledge a retried duplicate batch before the HW covers it "
+    "(the bug of issue 8), to show the explorer finds it"
+)
+
+
 def _mode(text: str) -> Truncation:
     try:
         return Truncation.parse(text)
@@ -62,6 +68,9 @@ def register(sim_subparsers: Any) -> None:
     explore_p.add_argument(
         "--fault-phase-ms", type=int, default=4000, help="virtual ms of faults per seed"
     )
+    explore_p.add_argument(
+        "--unsafe-ack-duplicates-before-commit", action="store_true", help=UNSAFE_DUPLICATES_HELP
+    )
     explore_p.add_argument("--json", action="store_true")
     explore_p.add_argument(
         "--fail-on-violation", action="store_true", help="exit 1 if any violation was found"
@@ -73,6 +82,9 @@ def register(sim_subparsers: Any) -> None:
     replay.add_argument("--truncation", type=_mode, default=DEFAULT_TRUNCATION, metavar="MODE")
     replay.add_argument("--replicas", type=int, default=3, choices=(2, 3, 4, 5))
     replay.add_argument("--fault-phase-ms", type=int, default=4000)
+    replay.add_argument(
+        "--unsafe-ack-duplicates-before-commit", action="store_true", help=UNSAFE_DUPLICATES_HELP
+    )
     replay.add_argument("--json", action="store_true")
     replay.set_defaults(func=cmd_replay)
 
@@ -124,7 +136,10 @@ def cmd_scenario(args: argparse.Namespace) -> int:
 
 def _options(args: argparse.Namespace) -> ExploreOptions:
     return ExploreOptions(
-        replicas=args.replicas, truncation=args.truncation, fault_phase_ms=args.fault_phase_ms
+        replicas=args.replicas,
+        truncation=args.truncation,
+        fault_phase_ms=args.fault_phase_ms,
+        unsafe_ack_duplicates_before_commit=args.unsafe_ack_duplicates_before_commit,
     )
 
 

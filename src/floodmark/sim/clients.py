@@ -1,9 +1,27 @@
 """Simulated clients: a producer with unique values and a consumer that reads below the HW.
 
-Both learn the leader from the controller's metadata (a MetadataRequest after any error) and
-talk to brokers over the simulated network. Every outcome is recorded for the checker:
+Both talk to brokers over the simulated network. Every outcome is recorded for the checker:
 ``acked_all`` (values an acks=all producer was told are written, with their offsets), acks=1
 acknowledgements separately, and definite/indefinite failures.
+
+The producer, when it runs on its own with acks=all, behaves like Kafka's idempotent producer
+(librdkafka, the Java client), because real clients' retries are where real brokers lose data:
+
+* a producer id, and a sequence number per record; at most ``max_in_flight`` (5) unacknowledged;
+* each attempt has a request timeout (``request.timeout.ms``, also sent as the request's own
+  timeout); a timeout or a retriable error refreshes metadata and resends **every**
+  unacknowledged batch, in sequence order, with the **same** sequence (a dropped connection fails
+  all its in-flight requests);
+* metadata comes from a broker chosen at random, which answers from what it has applied: a
+  leader cut off from the controller still names itself. Answers with an older leader epoch than
+  one already known are ignored (KIP-320);
+* OUT_OF_ORDER_SEQUENCE_NUMBER with an earlier batch still unacknowledged is retriable; without
+  one (the broker lost what it acknowledged), or any other fatal error, and a batch older than
+  ``delivery.timeout.ms``, fail every unacknowledged batch (indefinite outcome) and start again
+  under a new producer id.
+
+Scripted sends (``send``) and acks=1/0 producers keep the simple behaviour: one attempt, metadata
+from the controller after an error.
 """
 
 from __future__ import annotations
@@ -29,6 +47,30 @@ class ProduceOutcome:
     offset: int = -1
 
 
+# Errors after which an idempotent producer resends with the same sequence (Kafka's retriable
+# produce errors); anything else not listed as fatal is retried the same way.
+FATAL_PRODUCE_ERRORS = frozenset({
+    ErrorCode.INVALID_PRODUCER_EPOCH,
+    ErrorCode.CORRUPT_MESSAGE,
+    ErrorCode.INVALID_RECORD,
+    ErrorCode.MESSAGE_TOO_LARGE,
+    ErrorCode.INVALID_REQUIRED_ACKS,
+    ErrorCode.INVALID_TXN_STATE,
+})
+FIRST_PRODUCER_ID = 1000
+
+
+@dataclass(slots=True)
+class PendingBatch:
+    """One unacknowledged record of the idempotent producer."""
+
+    produce_id: int  # key of its ProduceOutcome
+    value: str
+    sequence: int
+    first_sent_ms: int
+    attempt: int = 0  # id of the latest attempt (replies to older attempts only count if NONE)
+
+
 @dataclass(slots=True)
 class Producer:
     cluster: Cluster
@@ -37,18 +79,36 @@ class Producer:
     interval_ms: int = 20
     max_in_flight: int = 5
     timeout_ms: int = 1000
+    delivery_timeout_ms: int = 4000
+    retry_backoff_ms: int = 20
+    idempotent: bool = True  # with acks=all when running on its own
     running: bool = False
     leader: int = NO_LEADER
+    leader_epoch: int = -1
     next_id: int = 0
     outcomes: dict[int, ProduceOutcome] = field(default_factory=dict)
     in_flight: set[int] = field(default_factory=set)
+    producer_id: int = FIRST_PRODUCER_ID
+    next_sequence: int = 0
+    pending: dict[int, PendingBatch] = field(default_factory=dict)  # by sequence
+    attempts: dict[int, int] = field(default_factory=dict)  # attempt id -> sequence
+    retry_scheduled: bool = False
+    metadata_request: int = 0  # id of the metadata request awaited (0: none)
+    resets: int = 0
 
     def __post_init__(self) -> None:
         self.cluster.net.add_node(self.name, self.on_message)
 
+    @property
+    def _idempotent(self) -> bool:
+        return self.idempotent and self.acks == ACKS_ALL
+
     def start(self) -> None:
         self.running = True
-        self.cluster.net.send(self.name, "controller", m.MetadataRequest())
+        if self._idempotent:
+            self._refresh_metadata()
+        else:
+            self.cluster.net.send(self.name, "controller", m.MetadataRequest())
         self.cluster.world.schedule(self.interval_ms, self._tick)
 
     def stop(self) -> None:
@@ -57,9 +117,144 @@ class Producer:
     def _tick(self) -> None:
         if not self.running:
             return
-        if self.leader != NO_LEADER and len(self.in_flight) < self.max_in_flight:
+        if self._idempotent:
+            self._check_delivery_timeouts()
+            if (
+                self.leader != NO_LEADER
+                and not self.retry_scheduled
+                and len(self.pending) < self.max_in_flight
+            ):
+                self._send_new(f"v{self.next_id + 1}")
+        elif self.leader != NO_LEADER and len(self.in_flight) < self.max_in_flight:
             self.send(f"v{self.next_id + 1}", self.acks)
         self.cluster.world.schedule(self.interval_ms, self._tick)
+
+    # -- the idempotent producer ------------------------------------------------------------------
+    def _send_new(self, value: str) -> None:
+        world = self.cluster.world
+        self.next_id += 1
+        produce_id = self.next_id
+        self.outcomes[produce_id] = ProduceOutcome(value, ACKS_ALL, world.now_ms)
+        batch = PendingBatch(produce_id, value, self.next_sequence, world.now_ms)
+        self.next_sequence += 1
+        self.pending[batch.sequence] = batch
+        self._attempt(batch)
+
+    def _attempt(self, batch: PendingBatch) -> None:
+        world = self.cluster.world
+        self.next_id += 1
+        batch.attempt = self.next_id
+        self.attempts[batch.attempt] = batch.sequence
+        target = self.cluster.name_of(self.leader)
+        world.record(
+            f"{self.name} send {batch.value} pid={self.producer_id} seq={batch.sequence} "
+            f"to {target}"
+        )
+        self.cluster.net.send(
+            self.name,
+            target,
+            m.Produce(
+                batch.attempt,
+                batch.value,
+                ACKS_ALL,
+                self.timeout_ms,
+                producer_id=self.producer_id,
+                producer_epoch=0,
+                sequence=batch.sequence,
+            ),
+        )
+        world.schedule(self.timeout_ms, self._attempt_timeout, batch.attempt)
+
+    def _attempt_timeout(self, attempt: int) -> None:
+        sequence = self.attempts.get(attempt)
+        batch = self.pending.get(sequence) if sequence is not None else None
+        if batch is not None and batch.attempt == attempt:
+            self.cluster.world.record(f"{self.name} request timeout {batch.value}")
+            self._schedule_retry()
+
+    def _schedule_retry(self) -> None:
+        """Refresh metadata, then resend every unacknowledged batch in sequence order."""
+        if self.retry_scheduled:
+            return
+        self.retry_scheduled = True
+        self.cluster.world.schedule(self.retry_backoff_ms, self._refresh_metadata)
+
+    def _refresh_metadata(self) -> None:
+        if not self.running and not self.pending:
+            return
+        world = self.cluster.world
+        self.next_id += 1
+        self.metadata_request = self.next_id
+        broker = world.rng.choice(self.cluster.brokers).name
+        self.cluster.net.send(self.name, broker, m.MetadataRequest())
+        world.schedule(self.timeout_ms, self._metadata_timeout, self.metadata_request)
+
+    def _metadata_timeout(self, request: int) -> None:
+        if self.metadata_request == request:
+            self._refresh_metadata()  # no answer: ask another broker
+
+    def _on_metadata(self, message: m.Metadata) -> None:
+        registration = message.registration
+        if registration.leader_epoch < self.leader_epoch:
+            return  # older than what we know (KIP-320): keep waiting for a current answer
+        self.leader = registration.leader
+        self.leader_epoch = registration.leader_epoch
+        self.metadata_request = 0
+        if self.leader == NO_LEADER:
+            self.cluster.world.schedule(self.retry_backoff_ms, self._refresh_metadata)
+            return
+        if self.retry_scheduled:
+            self.retry_scheduled = False
+            for sequence in sorted(self.pending):
+                self._attempt(self.pending[sequence])
+
+    def _on_idempotent_reply(self, message: m.ProduceReply) -> None:
+        sequence = self.attempts.pop(message.produce_id, None)
+        batch = self.pending.get(sequence) if sequence is not None else None
+        if batch is None:
+            return  # already settled (an older attempt answered first)
+        world = self.cluster.world
+        outcome = self.outcomes[batch.produce_id]
+        if message.error is ErrorCode.NONE:
+            del self.pending[batch.sequence]
+            outcome.error = ErrorCode.NONE
+            outcome.offset = message.base_offset
+            world.record(f"{self.name} {batch.value} -> NONE offset={message.base_offset}")
+            self.cluster.on_acknowledged(outcome)
+            return
+        if batch.attempt != message.produce_id:
+            return  # an older attempt's error: the newer attempt decides
+        world.record(f"{self.name} {batch.value} -> {message.error.name}")
+        if message.error is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
+            if any(s < batch.sequence for s in self.pending):
+                self._schedule_retry()  # an earlier batch is still unacknowledged
+            else:
+                self._reset(message.error)  # the broker lost a sequence it had acknowledged
+            return
+        if message.error in FATAL_PRODUCE_ERRORS:
+            self._reset(message.error)
+            return
+        self._schedule_retry()
+
+    def _check_delivery_timeouts(self) -> None:
+        now = self.cluster.world.now_ms
+        if any(now - b.first_sent_ms >= self.delivery_timeout_ms for b in self.pending.values()):
+            self._reset(ErrorCode.REQUEST_TIMED_OUT)
+
+    def _reset(self, error: ErrorCode) -> None:
+        """Fail every unacknowledged batch (they may or may not be written) and start over under
+        a new producer id, as a Kafka producer does after a fatal error or an expired batch."""
+        for batch in self.pending.values():
+            self.outcomes[batch.produce_id].error = error
+        self.cluster.world.record(
+            f"{self.name} {error.name}: {len(self.pending)} batch(es) failed, new producer id"
+        )
+        self.pending.clear()
+        self.attempts.clear()
+        self.resets += 1
+        self.producer_id = FIRST_PRODUCER_ID + self.resets
+        self.next_sequence = 0
+        self.retry_scheduled = False
 
     def send(self, value: str, acks: int, to: int | None = None) -> int:
         """Send one produce; returns its id. ``to`` overrides the believed leader."""
@@ -88,10 +283,16 @@ class Producer:
 
     def on_message(self, src: str, message: Any) -> None:
         if isinstance(message, m.Metadata):
-            self.leader = message.registration.leader
+            if self._idempotent and self.running:
+                self._on_metadata(message)
+            else:
+                self.leader = message.registration.leader
             return
         if not isinstance(message, m.ProduceReply):
             raise TypeError(f"producer: unexpected {message!r}")
+        if message.produce_id in self.attempts:
+            self._on_idempotent_reply(message)
+            return
         if message.produce_id not in self.in_flight:
             return
         self.in_flight.discard(message.produce_id)

@@ -37,7 +37,12 @@ class Cluster:
         self.checker = Checker(self)
         self.controller = SimController(self, ids)
         self.brokers = [SimBroker(self, i, self._by_id[i]) for i in ids]
-        self.producer = Producer(self, timeout_ms=config.produce_timeout_ms)
+        self.producer = Producer(
+            self,
+            timeout_ms=config.produce_timeout_ms,
+            delivery_timeout_ms=config.delivery_timeout_ms,
+            retry_backoff_ms=config.retry_backoff_ms,
+        )
         self.consumer = Consumer(self)
         self.check_every_event = True
 

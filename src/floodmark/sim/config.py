@@ -25,6 +25,13 @@ class SimConfig:
     hw_checkpoint_interval_ms: int = 200  # Kafka: 5000
     os_flush_interval_ms: int = 400  # the OS writing dirty pages back
     produce_timeout_ms: int = 1000
+    """The producer's request.timeout.ms, also sent as the produce request's own timeout (as
+    librdkafka and the Java client do). Kafka: 30000."""
+    delivery_timeout_ms: int = 4000  # Kafka: 120000 (delivery.timeout.ms / message.timeout.ms)
+    retry_backoff_ms: int = 20  # Kafka: 100
+    unsafe_ack_duplicates_before_commit: bool = False
+    """UNSAFE: the brokers answer a retried duplicate batch at once, before the high watermark
+    covers it (the bug of issue 8). Only to show the explorer catches it."""
     network: NetworkConfig = field(default_factory=NetworkConfig)
     autonomous: bool = True
     """True: brokers fetch, heartbeat, shrink ISRs and checkpoint on timers (explorer).

@@ -11,7 +11,11 @@ One seed expands, deterministically, into a schedule of faults injected while a 
 * ``partition`` — isolate one broker from the controller, from the other brokers, or from
   everyone, in ``hold`` or ``reset`` mode, for 20–700 ms;
 * ``leader-move`` — a graceful leader change by the controller (not a failure), half of the
-  time followed 2–30 ms later by another one (fast failover, KAFKA-6361).
+  time followed 2–30 ms later by another one (fast failover, KAFKA-6361);
+* ``isolate`` — the leader is cut off from the controller and the other brokers for 500–3000 ms
+  while clients still reach it (longer than the producer's request timeout, so the idempotent
+  producer retries the same sequences against it; issue 8's partition);
+* ``long-pause`` — a follower stops for 800–3000 ms (longer than a request timeout).
 
 SPEC section 4's premise is respected by construction: at most one broker is faulty at a time
 (RF − min.insync.replicas = 1 for RF 3), a broker counts as faulty until it is alive, connected,
@@ -47,6 +51,7 @@ class ExploreOptions:
     fault_phase_ms: int = 4000  # keep equal to DEFAULT_FAULT_PHASE_MS
     converge_ms: int = 1500
     loss_probability: float = 0.01
+    unsafe_ack_duplicates_before_commit: bool = False  # UNSAFE: issue 8's bug, to show it is found
 
     @property
     def min_insync_replicas(self) -> int:
@@ -73,6 +78,8 @@ def reproduce_command(seed: int, options: ExploreOptions) -> str:
     )
     if options.fault_phase_ms != DEFAULT_FAULT_PHASE_MS:
         command += f" --fault-phase-ms {options.fault_phase_ms}"
+    if options.unsafe_ack_duplicates_before_commit:
+        command += " --unsafe-ack-duplicates-before-commit"
     return command
 
 
@@ -146,11 +153,18 @@ class Nemesis:
         return self.rng.choice(self.cluster.brokers)
 
     def inject(self) -> None:
-        kinds = ["kill", "kill", "pause", "partition", "partition", "leader-move"]
+        kinds = ["kill", "kill", "pause", "partition", "partition", "leader-move", "isolate",
+                 "long-pause"]
         if self.lossy_budget > 0:
             kinds.append("power-loss")
         kind = self.rng.choice(kinds)
         target = self._target()
+        if kind == "isolate":
+            self._isolate_leader(target)
+            return
+        if kind == "long-pause":
+            self._long_pause_follower(target)
+            return
         if kind == "leader-move":
             if self.cluster.controller.move_leadership():
                 self.log("leader-move")
@@ -186,6 +200,32 @@ class Nemesis:
                 self.cluster.net.cut(target.name, peer, mode)
             self.world.schedule(duration, self._heal, target, peers)
 
+    def _isolate_leader(self, fallback: SimBroker) -> None:
+        """The leader loses the controller and its followers; producers and consumers still
+        reach it (the partition of issue 8, where a retried duplicate was acknowledged)."""
+        target = self.cluster.leader() or fallback
+        duration = self.rng.randint(500, 3000)
+        mode = self.rng.choice([PartitionMode.HOLD, PartitionMode.RESET])
+        peers = [CONTROLLER, *(b.name for b in self.cluster.brokers if b is not target)]
+        self.active = f"isolate {target.name}"
+        self.log(
+            f"isolate {target.name} from the controller and the brokers, clients still reach it "
+            f"({mode.value}) for {duration}ms"
+        )
+        for peer in peers:
+            self.cluster.net.cut(target.name, peer, mode)
+        self.world.schedule(duration, self._heal, target, peers)
+
+    def _long_pause_follower(self, fallback: SimBroker) -> None:
+        leader = self.cluster.leader()
+        followers = [b for b in self.cluster.brokers if b is not leader]
+        target = self.rng.choice(followers) if followers else fallback
+        duration = self.rng.randint(800, 3000)
+        self.active = f"long-pause {target.name}"
+        self.log(f"long pause of follower {target.name} for {duration}ms")
+        target.pause()
+        self.world.schedule(duration, self._resume, target)
+
     def _move_again(self) -> None:
         if not self.stopped and self.cluster.controller.move_leadership():
             self.log("leader-move (again)")
@@ -217,6 +257,7 @@ def build_cluster(seed: int, options: ExploreOptions) -> Cluster:
         network=NetworkConfig(
             min_delay_ms=1, max_delay_ms=4, loss_probability=options.loss_probability
         ),
+        unsafe_ack_duplicates_before_commit=options.unsafe_ack_duplicates_before_commit,
     )
     return Cluster(config, seed=seed)
 

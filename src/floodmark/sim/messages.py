@@ -86,10 +86,15 @@ class EpochReplyMsg:
 
 @dataclass(frozen=True, slots=True)
 class Produce:
+    """One record in one batch; an idempotent producer stamps (producer id, epoch, sequence)."""
+
     produce_id: int
     value: str
     acks: int
     timeout_ms: int
+    producer_id: int = -1
+    producer_epoch: int = -1
+    sequence: int = -1
 
 
 @dataclass(frozen=True, slots=True)
