@@ -4,6 +4,8 @@ Kafka's order. Real storage over the memory file system; followers are driven by
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from floodmark.errors import ErrorCode
@@ -146,3 +148,26 @@ def test_not_enough_replicas_is_checked_before_the_duplicate() -> None:
     leader.apply(leader.core.apply_metadata(
         leader.log, PartitionRegistration((1, 2, 3), (1,), 1, 5, 1), 30))
     assert leader.produce(0).answer is ErrorCode.NOT_ENOUGH_REPLICAS
+
+
+def test_acks_all_during_a_pending_shrink_waits_for_the_larger_isr() -> None:
+    """While an ISR shrink is only proposed, the HW still counts the replica being removed (the
+    maximal ISR): nothing is acknowledged on the strength of the smaller ISR until the controller
+    has committed it."""
+    leader = Leader()
+    leader.core.config = replace(leader.core.config, replica_lag_time_max_ms=100)
+    leader.follower_fetch(2, 0, now_ms=0)
+    leader.follower_fetch(3, 0, now_ms=0)
+    out = leader.produce(0, now_ms=10)
+    leader.follower_fetch(2, 1, now_ms=150)  # replica 3 stays behind past the lag time
+    proposals = leader.core.maybe_shrink_isr(leader.log, 200)
+    assert proposals and leader.core.isr == (1, 2, 3)  # proposed, not committed
+    assert leader.core.high_watermark == 0 and out.parked
+    assert leader.answers(out.produce_id) == []
+    retry = leader.produce(0, now_ms=210)
+    assert retry.parked
+    leader.apply(leader.core.apply_metadata(
+        leader.log, PartitionRegistration((1, 2, 3), (1, 2), 1, 5, 1), 220))
+    assert leader.core.high_watermark == 1
+    assert leader.answers(out.produce_id) == [ErrorCode.NONE]
+    assert leader.answers(retry.produce_id) == [ErrorCode.NONE]
