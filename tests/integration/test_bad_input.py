@@ -128,6 +128,22 @@ def test_truncated_frame(broker, bystander) -> None:
     assert _closed_by_broker(s)
 
 
+@pytest.mark.parametrize("frame_hex", [
+    # Issue 8: counts that kio's native decoder reserved memory for before checking the bytes
+    # (57 GB), aborting the process with SIGABRT.
+    "0000001b000a00061f55d2b300047266757a007fffffffcd1ab591b64cfee1",  # FindCoordinator v6
+    "00000025002000043459cf0000047266757a00ddb4bca70d53de4c7d61a801e0cf143affca216ea66d",
+])
+def test_counts_larger_than_the_frame_close_only_that_connection(broker, bystander,
+                                                                   frame_hex: str) -> None:
+    s = _raw(broker)
+    s.sendall(bytes.fromhex(frame_hex))
+    assert _closed_by_broker(s)
+    s.close()
+    assert broker.proc.poll() is None, "the broker process died"
+    _still_served(broker, bystander)
+
+
 def test_size_prefix_above_socket_request_max_bytes(broker, bystander) -> None:
     s = _raw(broker)
     s.sendall(struct.pack(">i", 104_857_600 + 1))  # closed before any body is read

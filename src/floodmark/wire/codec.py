@@ -24,13 +24,12 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode as KioErrorCode
 from kio.serial import entity_reader, entity_writer
 
+from floodmark.wire.bounds import check_request
+from floodmark.wire.errors import ProtocolError
+
 _UTC = datetime.UTC
 _ZERO_UUID = uuid.UUID(int=0)
 _ERRORS = KioErrorCode._value2member_map_
-
-
-class ProtocolError(Exception):
-    """A frame that cannot be decoded; the connection that sent it is closed."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -83,8 +82,12 @@ def decode_request(frame: bytes | memoryview) -> tuple[RequestHeader, Any]:
         frame = frame.toreadonly()  # kio's native reader refuses writable buffers
     try:
         header_reader, body_reader = _request_readers(key, version)
+        # kio's native reader trusts the counts it reads: bound them by the bytes first.
+        check_request(frame, key, version)
         header, used = header_reader(frame, 0)
         body, _ = body_reader(frame, used)
+    except ProtocolError:
+        raise
     except (KeyError, ValueError, IndexError, TypeError, OverflowError) as exc:
         raise ProtocolError(f"cannot decode api_key={key} v{version}: {exc!r}") from exc
     except Exception as exc:  # kio's BufferUnderflow / UnknownEntity and native errors

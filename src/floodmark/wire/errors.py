@@ -1,0 +1,7 @@
+"""The wire layer's one error: a frame that cannot be decoded."""
+
+from __future__ import annotations
+
+
+class ProtocolError(Exception):
+    """A frame that cannot be decoded; the connection that sent it is closed."""
