@@ -9,6 +9,7 @@ Registration modules (each exposes ``register(subparsers)``; a subcommand's hand
 - ``floodmark.cluster_cli``  -> ``floodmark cluster up|down|status|kill|start``
 - ``floodmark.demo``         -> ``floodmark demo`` (the README's main job)
 - ``floodmark.storage.dump`` -> ``floodmark dump-log`` (read-only look inside a partition directory)
+- ``floodmark.chaos.cli``    -> ``floodmark chaos fuzz`` (fault injection against real processes)
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ _REGISTRARS: tuple[tuple[str, str | None], ...] = (
     ("floodmark.cluster_cli", None),
     ("floodmark.demo", None),
     ("floodmark.storage.dump", None),
+    ("floodmark.chaos.cli", None),
 )
 
 

@@ -56,6 +56,21 @@ class Controller(Protocol):
     def cluster_id(self) -> str: ...
 
 
+# Every partition costs open files, memory and a replica fetcher: a bound on the total keeps one
+# request (CreateTopics or CreatePartitions with a count of 2^31) from exhausting the process.
+MAX_PARTITIONS = 10_000
+
+
+def check_partition_count(current_total: int, adding: int) -> None:
+    """Refuse a change that adds ``adding`` partitions to a cluster holding ``current_total``."""
+    if adding < 1:
+        raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"invalid partition count {adding}")
+    if current_total + adding > MAX_PARTITIONS:
+        raise KafkaError(ErrorCode.POLICY_VIOLATION,
+                         f"{adding} more partition(s) would make {current_total + adding}; "
+                         f"floodmark serves at most {MAX_PARTITIONS} partitions")
+
+
 def validate_topic_name(name: str) -> None:
     if name in (".", "..") or not _TOPIC_NAME.match(name):
         raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"invalid topic name {name!r}")
@@ -145,8 +160,7 @@ class LocalController:
         validate_topic_name(name)
         if name in self._topics:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
-        if num_partitions < 1 or num_partitions > 100_000:
-            raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"invalid partition count {num_partitions}")
+        check_partition_count(self._partition_total(), num_partitions)
         if replication_factor != 1:
             raise KafkaError(
                 ErrorCode.INVALID_REPLICATION_FACTOR,
@@ -184,6 +198,7 @@ class LocalController:
                 ErrorCode.INVALID_PARTITIONS,
                 f"topic {name!r} has {current} partitions; new count {count} must be larger",
             )
+        check_partition_count(self._partition_total(), count - current)
         extra = tuple(
             PartitionMeta(i, self._node_id, 0, (self._node_id,), (self._node_id,))
             for i in range(current, count)
@@ -193,6 +208,9 @@ class LocalController:
             self._topics[name] = new
             self._save()
         return new
+
+    def _partition_total(self) -> int:
+        return sum(len(t.partitions) for t in self._topics.values())
 
     def allocate_producer_id(self) -> int:
         if self._next_producer_id >= self._producer_id_limit:

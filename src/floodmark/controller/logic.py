@@ -46,7 +46,6 @@ from floodmark.replication.election import (
 log = logging.getLogger(__name__)
 
 PRODUCER_ID_BLOCK = 1000
-MAX_PARTITIONS = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,13 +253,12 @@ class ControllerLogic:
     # -- topics ----------------------------------------------------------------------------------
     def create_topic(self, name: str, num_partitions: int, replication_factor: int,
                      configs: dict[str, Any], *, validate_only: bool = False) -> None:
-        from floodmark.broker.metadata import validate_topic_name
+        from floodmark.broker.metadata import check_partition_count, validate_topic_name
 
         validate_topic_name(name)
         if name in self.image.topics:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
-        if num_partitions < 1 or num_partitions > MAX_PARTITIONS:
-            raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"invalid partition count {num_partitions}")
+        check_partition_count(self._partition_total(), num_partitions)
         live = sorted(self.image.acceptable_brokers())
         if replication_factor < 1 or replication_factor > len(live):
             raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
@@ -290,11 +288,14 @@ class ControllerLogic:
         timage = self.image.topics.get(name)
         if timage is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
+        from floodmark.broker.metadata import check_partition_count
+
         current = len(timage.partitions)
-        if count <= current or count > MAX_PARTITIONS:
+        if count <= current:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS,
                              f"topic {name!r} has {current} partitions; new count {count} "
                              f"must be larger")
+        check_partition_count(self._partition_total(), count - current)
         rf = len(timage.partitions[0].replicas)
         live = sorted(self.image.acceptable_brokers())
         if rf > len(live):
@@ -302,6 +303,9 @@ class ControllerLogic:
                              f"replication factor {rf} but {len(live)} live broker(s)")
         if not validate_only:
             self._add_partitions(name, current, count - current, rf, live)
+
+    def _partition_total(self) -> int:
+        return sum(len(t.partitions) for t in self.image.topics.values())
 
     def allocate_producer_ids(self) -> tuple[int, int]:
         """A block [first, first + size) of producer ids for one broker."""

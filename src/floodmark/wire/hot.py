@@ -82,7 +82,9 @@ def _string(buf: memoryview, pos: int, compact: bool) -> tuple[str | None, int]:
     end = pos + n
     if end > len(buf):
         raise HotDecodeError("string runs past the end of the frame")
-    return bytes(buf[pos:end]).decode("utf-8"), end
+    # Like Kafka's own reader, invalid UTF-8 becomes U+FFFD: a topic by that name does not
+    # exist, so the client gets UNKNOWN_TOPIC_OR_PARTITION rather than a closed connection.
+    return bytes(buf[pos:end]).decode("utf-8", "replace"), end
 
 
 def _array_len(buf: memoryview, pos: int, compact: bool) -> tuple[int, int]:
@@ -144,7 +146,7 @@ def parse_produce_request(frame: memoryview) -> ProduceRequest:
             pos = _skip_tags(frame, pos)
         if pos > len(frame):
             raise HotDecodeError("request runs past the end of the frame")
-    except struct.error as exc:
+    except (struct.error, ValueError) as exc:
         raise HotDecodeError(str(exc)) from exc
     return ProduceRequest(corr, client_id, txn, acks, timeout_ms, topics)
 

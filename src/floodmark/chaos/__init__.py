@@ -1,0 +1,1 @@
+"""Fault injection and proof on real processes (floodmark chaos)."""
