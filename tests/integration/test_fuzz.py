@@ -55,5 +55,6 @@ def test_fuzz_every_advertised_api_broker_survives(broker_factory) -> None:  # t
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(2400)
 def test_fuzz_long_run(broker_factory) -> None:  # type: ignore[no-untyped-def]
     _fuzz(broker_factory, frames=1_000_000, time_limit_s=1800, seed=7)

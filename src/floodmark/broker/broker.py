@@ -27,6 +27,7 @@ from floodmark.broker.purgatory import FetchPurgatory
 from floodmark.broker.server import Connection, start_listener
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.replication.produce import ProduceSettings
+from floodmark.replication.purgatory import CompleteProduce
 from floodmark.wire.api_table import SUPPORTED, ApiKey, supported_range
 from floodmark.wire.codec import (
     ProtocolError,
@@ -99,6 +100,7 @@ class Broker:
         # acks=all produces parked in the core's purgatory, answered on CompleteProduce.
         self._next_produce_id = 0
         self._produce_settings: dict[int, ProduceSettings] = {}
+        self._last_disk_warning_s = 0.0
         self._waiting_produces: dict[int, asyncio.Future[tuple[ErrorCode, int]]] = {}
         self.request_counts: dict[int, int] = {}  # api key -> requests received
         self.now_ms = now_ms
@@ -174,17 +176,34 @@ class Broker:
             for ps in self.partitions.values():
                 for done in ps.expire_produces(now):
                     self.complete_produce(done.produce_id, done.error, done.base_offset)
-            for ps in self.partitions.values():
-                self.storage.maybe_flush(ps.log, self.now_ms())
+            # Disk work below may fail (a full disk, an offline log): say so and carry on, so
+            # produce timeouts above keep being answered and the work is retried next round.
+            for ps in list(self.partitions.values()):
+                try:
+                    self.storage.maybe_flush(ps.log, self.now_ms())
+                except (OSError, KafkaError) as exc:
+                    self._disk_trouble(f"flush of {ps.name}", exc)
             if time.monotonic() - last_retention >= retention_s:
                 last_retention = time.monotonic()
-                self.apply_retention(now)
+                try:
+                    self.apply_retention(now)
+                except (OSError, KafkaError) as exc:
+                    self._disk_trouble("retention", exc)
             if time.monotonic() - last_checkpoint >= interval_s:
                 last_checkpoint = time.monotonic()
                 # Snapshot on the loop, fsync+rename on a worker thread: the event loop never
                 # waits for the disk in steady state.
                 snapshot = self.storage.checkpoint_snapshot(self.partitions)
-                await asyncio.to_thread(self.storage.write_checkpoint_snapshot, snapshot)
+                try:
+                    await asyncio.to_thread(self.storage.write_checkpoint_snapshot, snapshot)
+                except (OSError, KafkaError) as exc:
+                    self._disk_trouble("checkpoint", exc)
+
+    def _disk_trouble(self, what: str, exc: BaseException) -> None:
+        now = time.monotonic()
+        if now - self._last_disk_warning_s >= 10:  # one line per 10 s, not one per round
+            self._last_disk_warning_s = now
+            log.warning("broker %d %s failed: %s", self.node_id, what, exc)
 
     def apply_retention(self, now_ms: int) -> None:
         """retention.ms / retention.bytes: whole segments below the HW only (storage's rule)."""
@@ -275,15 +294,24 @@ class Broker:
         return meta
 
     def delete_topic(self, name: str) -> TopicMeta:
-        meta = self.controller.delete_topic(name)
+        # The logs go first: on a full disk, deleting a topic is how space comes back, and the
+        # metadata file needs a little of it to record the deletion.
+        meta = self.controller.delete_topic(name, validate_only=True)
         for p in meta.partitions:
             ps = self.partitions.pop((name, p.partition), None)
             if ps is not None:
+                for done in ps.core.resign():
+                    if isinstance(done, CompleteProduce):
+                        self.complete_produce(done.produce_id, done.error, done.base_offset)
                 ps.log.close()
                 self.storage.delete_log(name, p.partition)
                 self.purgatory.wake((name, p.partition))
+        meta = self.controller.delete_topic(name)
         self.offsets.remove_topic(name)
-        self.checkpoint()
+        try:
+            self.checkpoint()
+        except OSError as exc:
+            log.warning("checkpoint after deleting topic %s failed: %s", name, exc)
         return meta
 
     def create_partitions(self, name: str, count: int, *, validate_only: bool = False) -> None:

@@ -49,7 +49,7 @@ class Controller(Protocol):
         self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, Any],
         *, internal: bool = False, validate_only: bool = False,
     ) -> TopicMeta: ...
-    def delete_topic(self, name: str) -> TopicMeta: ...
+    def delete_topic(self, name: str, *, validate_only: bool = False) -> TopicMeta: ...
     def create_partitions(self, name: str, count: int, *, validate_only: bool = False) -> TopicMeta: ...
     def allocate_producer_id(self) -> int: ...
     @property
@@ -133,10 +133,16 @@ class LocalController:
         }
         self._path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self._path.with_suffix(".tmp")
-        with open(tmp, "w") as fh:
-            json.dump(doc, fh, indent=1)
-            fh.flush()
-            os.fsync(fh.fileno())
+        try:
+            with open(tmp, "w") as fh:
+                json.dump(doc, fh, indent=1)
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError as exc:
+            # A full disk: the old file stays as it was; the change is refused, not half-made.
+            tmp.unlink(missing_ok=True)
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
+                             f"cannot write {self._path.name}: {exc.strerror or exc}") from exc
         os.replace(tmp, self._path)
         dir_fd = os.open(self._path.parent, os.O_RDONLY)
         try:
@@ -173,18 +179,28 @@ class LocalController:
         meta = TopicMeta(name, uuid.uuid4(), parts, dict(configs), internal)
         if not validate_only:
             self._topics[name] = meta
-            self._save()
+            try:
+                self._save()
+            except KafkaError:
+                del self._topics[name]
+                raise
             log.info("created topic %s partitions=%d leader_epoch=0", name, num_partitions)
         return meta
 
-    def delete_topic(self, name: str) -> TopicMeta:
+    def delete_topic(self, name: str, *, validate_only: bool = False) -> TopicMeta:
         meta = self._topics.get(name)
         if meta is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
         if meta.internal:
             raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"cannot delete internal topic {name!r}")
+        if validate_only:
+            return meta
         del self._topics[name]
-        self._save()
+        try:
+            self._save()
+        except KafkaError:
+            self._topics[name] = meta
+            raise
         log.info("deleted topic %s", name)
         return meta
 

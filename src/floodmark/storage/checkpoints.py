@@ -50,7 +50,13 @@ def _write_atomically(fs: FileSystem, path: str, text: str, *, sync_dir: bool = 
     try:
         handle.write(text.encode("utf-8"))
         handle.fsync()
-    finally:
+    except OSError:
+        # A full disk: leave the old file as it was and give back the space of the temp file.
+        handle.close()
+        if fs.exists(temp):
+            fs.remove(temp)
+        raise
+    else:
         handle.close()
     fs.rename(temp, path)
     if sync_dir:

@@ -13,6 +13,7 @@ one write; a follower append stores batches as received after checking CRC and c
 from __future__ import annotations
 
 import bisect
+import contextlib
 import logging
 import posixpath
 from collections.abc import Iterator
@@ -169,6 +170,7 @@ class Log:
         self._flush_requested = False
         self._dir_dirty = False
         self._closed = False
+        self._epoch_checkpoint_pending = False
         self._recovered_epochs: list[tuple[int, int]] = []
         self._flush_generation = 0  # bumped by truncation: older flush tickets are stale
         self._storage_error: str | None = None
@@ -498,7 +500,19 @@ class Log:
                 self.epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
 
     def _write_epoch_checkpoint(self) -> None:
-        self._epoch_file.write(self.epoch_cache.entries())
+        try:
+            self._epoch_file.write(self.epoch_cache.entries())
+        except OSError as exc:
+            self._epoch_checkpoint_pending = True
+            raise self._failed_write("writing leader-epoch-checkpoint", exc) from exc
+        self._epoch_checkpoint_pending = False
+
+    def _write_epoch_checkpoint_after_append(self) -> None:
+        """The batches are written: a checkpoint that cannot be written now (full disk) is
+        retried at the next append or flush; the epochs are also in the batches themselves,
+        which recovery reads, so nothing is lost if the process dies first."""
+        with contextlib.suppress(KafkaError):
+            self._write_epoch_checkpoint()
 
     # ========================================================================================
     # Segments
@@ -656,7 +670,7 @@ class Log:
         )
         self._write(buffer, now_ms, info, entries)
         if leader_epoch >= 0 and self.epoch_cache.assign(leader_epoch, first_offset):
-            self._write_epoch_checkpoint()
+            self._write_epoch_checkpoint_after_append()
         return info
 
     def append_as_follower(
@@ -713,7 +727,7 @@ class Log:
                     header.partition_leader_epoch, header.base_offset
                 )
         if changed:
-            self._write_epoch_checkpoint()
+            self._write_epoch_checkpoint_after_append()
         return info
 
     def _empty_append_info(self, epoch: int) -> AppendInfo:
@@ -730,17 +744,30 @@ class Log:
     ) -> None:
         """Write a validated set; ``entries`` are (position in set, base offset, last offset,
         max timestamp, size) per batch, for the indexes."""
-        segment = self._maybe_roll(len(buffer), info.last_offset, now_ms)
+        try:
+            segment = self._maybe_roll(len(buffer), info.last_offset, now_ms)
+        except OSError as exc:
+            raise self._failed_write("rolling a new segment", exc) from exc
         position = segment.size
-        segment.log.write(buffer)
-        if segment.roll_base_ms is None:
-            segment.roll_base_ms = now_ms
-        interval = self.config.index_interval_bytes
-        note = segment.note_batch
-        for rel_position, base, last, timestamp, size in entries:
-            note(base, last, timestamp, size, position + rel_position, interval)
+        saved = (segment.bytes_since_last_index_entry, segment.max_timestamp,
+                 segment.offset_of_max_timestamp, segment.roll_base_ms)
+        try:
+            segment.log.write(buffer)
+            if segment.roll_base_ms is None:
+                segment.roll_base_ms = now_ms
+            interval = self.config.index_interval_bytes
+            note = segment.note_batch
+            for rel_position, base, last, timestamp, size in entries:
+                note(base, last, timestamp, size, position + rel_position, interval)
+        except OSError as exc:
+            # A full disk (ENOSPC, EDQUOT) or an I/O error part-way: put the segment and its
+            # indexes back as they were, so the log stays whole and the LEO does not move.
+            self._undo_append(segment, position, info.first_offset, saved)
+            raise self._failed_write("appending", exc) from exc
         segment.dirty = True
         self.log_end_offset = info.last_offset + 1
+        if self._epoch_checkpoint_pending:
+            self._write_epoch_checkpoint_after_append()
         self._unflushed_messages += info.num_records
         policy = self.config.flush_policy
         if policy is FlushPolicy.GROUP_COMMIT:
@@ -750,6 +777,23 @@ class Log:
             and self._unflushed_messages >= self.config.flush_interval_messages
         ):
             self.flush(now_ms)
+
+    def _undo_append(self, segment: Segment, position: int, first_offset: int,
+                     saved: tuple[int, int, int, int | None]) -> None:
+        try:
+            segment.log.truncate(position)
+            segment.index.truncate_to_position(position)
+            segment.time_index.truncate_to_offset(first_offset)
+        except OSError as exc:  # pragma: no cover - truncation frees space; EIO only
+            self._storage_error = f"could not undo a failed append at position {position}: {exc}"
+            logger.error("%s %s; the log is offline", self._ctx(), self._storage_error)
+            return  # offline: recovery at the next start truncates the torn tail
+        (segment.bytes_since_last_index_entry, segment.max_timestamp,
+         segment.offset_of_max_timestamp, segment.roll_base_ms) = saved
+
+    def _failed_write(self, doing: str, exc: OSError) -> KafkaError:
+        return KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
+                          f"{self.topic_partition}: {doing} failed: {exc.strerror or exc}")
 
     def assign_epoch(self, epoch: int, start_offset: int) -> None:
         """Becoming leader of ``epoch`` (KAFKA-7415): record it at ``start_offset`` (normally

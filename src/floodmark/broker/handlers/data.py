@@ -40,6 +40,18 @@ _ROUTINE_REFUSALS = frozenset({ErrorCode.NONE, ErrorCode.NOT_LEADER_OR_FOLLOWER,
                                ErrorCode.INVALID_PRODUCER_EPOCH})
 
 
+_last_refusal_warning_ms: dict[tuple[str, ErrorCode], int] = {}
+
+
+def _warn_refusal(ps: PartitionState, error: ErrorCode, message: str | None, now_ms: int) -> None:
+    """One line per partition and error per 10 s (a full disk refuses every produce)."""
+    key = (ps.name, error)
+    if now_ms - _last_refusal_warning_ms.get(key, -10_000) >= 10_000:
+        _last_refusal_warning_ms[key] = now_ms
+        log.warning("partition %s leader_epoch=%d refused produce: %s %s", ps.name,
+                    ps.leader_epoch, error.name, message or "")
+
+
 def append_partition(broker: Broker, topic: str, partition: int, records: bytes | memoryview | None,
                      acks: int, now_ms: int, timeout_ms: int = 30_000) -> ProducePartitionResult:
     """One partition of a Produce request, through the one leader produce path
@@ -55,8 +67,7 @@ def append_partition(broker: Broker, topic: str, partition: int, records: bytes 
         ps.core, ps.log, ps.producers, records, acks=acks, produce_id=produce_id,
         now_ms=now_ms, timeout_ms=timeout_ms, settings=broker.produce_settings(ps))
     if result.answer is not None and result.answer not in _ROUTINE_REFUSALS:
-        log.warning("partition %s leader_epoch=%d refused produce: %s %s", ps.name,
-                    ps.leader_epoch, result.answer.name, result.error_message or "")
+        _warn_refusal(ps, result.answer, result.error_message, now_ms)
     out.error_code = result.answer if result.answer is not None else ErrorCode.NONE
     out.error_message = result.error_message
     if result.answer in (None, ErrorCode.NONE):
