@@ -82,7 +82,7 @@ def _follower_read(broker: ClusterBroker, ps: ClusterPartitionState, replica_id:
                            "high_watermark": decision.high_watermark,
                            "last_stable_offset": decision.high_watermark,
                            "log_start_offset": decision.log_start_offset,
-                           "aborted_transactions": None, "records": None}
+                           "aborted_transactions": None, "records": b""}
     if decision.error is not ErrorCode.NONE:
         out["high_watermark"] = -1
         return out, 0
@@ -133,7 +133,7 @@ def _replica_fetch_once(broker: ClusterBroker, req: Any, version: int, replica_i
                                                 if (name, int(p.partition)) in broker.partitions
                                                 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
                               "high_watermark": -1, "aborted_transactions": None,
-                              "records": None})
+                              "records": b""})
                 errors = True
                 continue
             out, n = _follower_read(broker, ps, replica_id, broker_epoch, p)

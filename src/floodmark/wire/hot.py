@@ -257,23 +257,19 @@ def encode_fetch_response(version: int, correlation_id: int,
             _put_array_len(out, 0, flexible)  # aborted_transactions: empty, not null
             if version >= 11:
                 out += _I32.pack(-1)  # preferred_read_replica
-            rec = p.records
-            if rec is None:
-                if flexible:
-                    out.append(0)
-                else:
-                    out += _I32.pack(-1)
+            # Kafka never sends null records, an errored partition included: librdkafka rejects
+            # the whole response on "MessageSetSize -1" and re-fetches in a tight loop.
+            rec = p.records if p.records is not None else b""
+            if flexible:
+                _put_uvarint(out, len(rec) + 1)
             else:
-                if flexible:
-                    _put_uvarint(out, len(rec) + 1)
-                else:
-                    out += _I32.pack(len(rec))
-                if len(rec):
-                    parts.append(bytes(out))
-                    total += len(out)
-                    parts.append(rec)
-                    total += len(rec)
-                    out = bytearray()
+                out += _I32.pack(len(rec))
+            if len(rec):
+                parts.append(bytes(out))
+                total += len(out)
+                parts.append(rec)
+                total += len(rec)
+                out = bytearray()
             if flexible:
                 out.append(0)
         if flexible:
