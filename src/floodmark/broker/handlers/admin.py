@@ -74,7 +74,11 @@ def metadata(broker: Broker, header: RequestHeader, req: Any, conn: Any = None) 
             if auto_create:
                 try:
                     broker.create_topic(name, -1, -1, {})
-                    error = ErrorCode.NONE
+                    topics_meta = broker.controller.topics()
+                    # On a cluster the new topic reaches this broker's metadata a moment later:
+                    # answer as Kafka does for a topic just created, and let the client retry.
+                    error = (ErrorCode.NONE if name in topics_meta
+                             else ErrorCode.LEADER_NOT_AVAILABLE)
                 except KafkaError as exc:
                     error = exc.code
             if error != ErrorCode.NONE:
