@@ -232,14 +232,17 @@ class AsyncKafkaConnection:
             raise KafkaRequestError(f"{self.host}:{self.port}: {exc!r}") from exc
 
     async def _request(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
-        if self._writer is None:
-            self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
-        assert self._reader is not None
+        # Local references: ``close`` (a fetcher stopped at shutdown) may clear the attributes
+        # while this request waits; the closed stream then ends the request with an error.
+        reader, writer = self._reader, self._writer
+        if reader is None or writer is None:
+            reader, writer = await asyncio.open_connection(self.host, self.port)
+            self._reader, self._writer = reader, writer
         corr = next(self._ids) & 0x7FFFFFFF
-        self._writer.write(encode_request(api_key, version, corr, body, self.client_id))
-        await self._writer.drain()
-        (size,) = struct.unpack(">i", await self._reader.readexactly(4))
-        frame = await self._reader.readexactly(size)
+        writer.write(encode_request(api_key, version, corr, body, self.client_id))
+        await writer.drain()
+        (size,) = struct.unpack(">i", await reader.readexactly(4))
+        frame = await reader.readexactly(size)
         header_reader, body_reader = _response_reader(api_key, version)
         header, used = header_reader(frame, 0)
         if header.correlation_id != corr:
