@@ -113,12 +113,14 @@ def offset_commit(broker: Broker, header: RequestHeader, req: Any, conn: Connect
     now = broker.now_ms()
     entries: list[tuple[str, int, CommittedOffset]] = []
     results = []
+    topics = broker.controller.topics()  # cluster metadata: the coordinator need not host them
     for t in req.topics:
         parts = []
+        meta = topics.get(t.name)
         for p in t.partitions:
             perr = err
             if perr == ErrorCode.NONE:
-                if (t.name, int(p.partition_index)) not in broker.partitions:
+                if meta is None or not 0 <= int(p.partition_index) < len(meta.partitions):
                     perr = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 elif p.committed_metadata is not None and len(p.committed_metadata) > 4096:
                     perr = ErrorCode.OFFSET_METADATA_TOO_LARGE
