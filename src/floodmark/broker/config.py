@@ -49,6 +49,8 @@ DEFAULTS: dict[str, Any] = {
     "floodmark.unsafe.ack.duplicates.before.commit": False,
 }
 
+LONG_MAX = 9_223_372_036_854_775_807
+
 # Topic-level config names and the broker setting each one defaults from.
 TOPIC_CONFIG_DEFAULTS: dict[str, str] = {
     "cleanup.policy": "",
@@ -120,6 +122,8 @@ class BrokerConfig:
         out: dict[str, Any] = {}
         for name, broker_name in TOPIC_CONFIG_DEFAULTS.items():
             out[name] = self.get(broker_name) if broker_name else "delete"
+        if out.get("flush.ms") is None:
+            out["flush.ms"] = LONG_MAX  # Kafka's topic default: never flush on time alone
         return out
 
     @classmethod

@@ -43,6 +43,8 @@ EXTRA_TOPIC_CONFIGS = frozenset({
     "compression.type", "segment.ms", "index.interval.bytes", "flush.policy",
     "delete.retention.ms", "min.compaction.lag.ms", "max.compaction.lag.ms",
     "message.timestamp.difference.max.ms", "min.cleanable.dirty.ratio", "retention.hours",
+    # Accepted as Kafka does; floodmark deletes segment files at once (no delay to honour).
+    "file.delete.delay.ms",
 })
 
 

@@ -210,9 +210,10 @@ def describe_configs(broker: Broker, header: RequestHeader, req: Any, conn: Any 
                 entry.update(error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
                              error_message=f"unknown topic {res.resource_name!r}")
             else:
-                for name, default in sorted(broker.config.topic_defaults().items()):
+                defaults = broker.config.topic_defaults()
+                for name in sorted(set(defaults) | set(meta.configs)):
                     dynamic = name in meta.configs
-                    value = meta.configs[name] if dynamic else default
+                    value = meta.configs[name] if dynamic else defaults[name]
                     configs.append(_config_entry(name, value, dynamic, _SOURCE_DYNAMIC_TOPIC))
         elif res.resource_type == _BROKER_RESOURCE:
             for name, value in sorted(broker.config.settings.items()):
