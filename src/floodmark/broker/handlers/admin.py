@@ -13,6 +13,10 @@ if TYPE_CHECKING:
     from floodmark.broker.broker import Broker
 
 INT32_MIN = -(2**31)
+# KIP-430: without an authorizer every operation is allowed; asked for, the answer is the set of
+# operations that apply (AclOperation codes as bits), not "unknown".
+TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))  # READ..ALTER_CONFIGS
+CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))  # CREATE..IDEMPOTENT_WRITE
 
 
 def api_keys_table() -> list[dict[str, int]]:
@@ -67,6 +71,8 @@ def metadata(broker: Broker, header: RequestHeader, req: Any, conn: Any = None) 
     auto_create = bool(getattr(req, "allow_auto_topic_creation", True)) and bool(
         broker.config.get("auto.create.topics.enable")
     )
+    topic_ops = (TOPIC_OPERATIONS if getattr(req, "include_topic_authorized_operations", False)
+                 else INT32_MIN)
     out = []
     for name in names:
         if name not in topics_meta:
@@ -84,7 +90,7 @@ def metadata(broker: Broker, header: RequestHeader, req: Any, conn: Any = None) 
             if error != ErrorCode.NONE:
                 out.append({"error_code": int(error), "name": name, "topic_id": None,
                             "is_internal": False, "partitions": [],
-                            "topic_authorized_operations": INT32_MIN})
+                            "topic_authorized_operations": topic_ops})
                 continue
         meta = topics_meta[name]
         out.append({
@@ -93,7 +99,7 @@ def metadata(broker: Broker, header: RequestHeader, req: Any, conn: Any = None) 
             "topic_id": meta.topic_id,
             "is_internal": meta.internal,
             "partitions": _partition_entries(broker, name),
-            "topic_authorized_operations": INT32_MIN,
+            "topic_authorized_operations": topic_ops,
         })
     host, port = broker.advertised
     return {
@@ -102,7 +108,9 @@ def metadata(broker: Broker, header: RequestHeader, req: Any, conn: Any = None) 
         "cluster_id": broker.controller.cluster_id,
         "controller_id": broker.node_id,
         "topics": out,
-        "cluster_authorized_operations": INT32_MIN,
+        "cluster_authorized_operations": (
+            CLUSTER_OPERATIONS if getattr(req, "include_cluster_authorized_operations", False)
+            else INT32_MIN),
     }
 
 
