@@ -13,8 +13,10 @@ import threading
 import time
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from floodmark.chaos.readback import read_partition
 
 TOPIC = "isolated"
 
@@ -85,21 +87,12 @@ def main() -> None:
         left = producer.flush(150)
     except KafkaException as exc:
         fatal, left = fatal or str(exc), -1
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "verify",
-                         "enable.auto.commit": False})
-    _lo, hw = consumer.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=30)
-    consumer.assign([TopicPartition(TOPIC, 0, OFFSET_BEGINNING)])
-    values: dict[int, str] = {}
-    end = time.monotonic() + 90
-    while len(values) < hw and time.monotonic() < end:
-        msg = consumer.poll(0.5)
-        if msg is not None and msg.error() is None:
-            values[msg.offset()] = msg.value().decode()
-    consumer.close()
+    raw = read_partition(bootstrap, TOPIC, timeout_s=90)
+    values = {o: (v or b"").decode() for o, v in raw.items()}
     lost = sorted((o, v) for v, o in acked.items() if values.get(o) != v)
     duplicates = len(values) - len(set(values.values()))
     say(event="result", sent=i, acked=len(acked), failed=len(failed), failures=failed[:5],
-        unflushed=left, fatal=fatal, high_watermark=hw, read=len(values), lost=len(lost), lost_sample=lost[:10],
+        unflushed=left, fatal=fatal, read=len(values), lost=len(lost), lost_sample=lost[:10],
         duplicates=duplicates)
 
 

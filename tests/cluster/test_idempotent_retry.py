@@ -27,9 +27,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from floodmark.chaos.readback import read_partition
 from floodmark.cluster_cli import LocalCluster
 from tests.cluster.helpers import wait_until
 
@@ -58,24 +59,7 @@ class Deliveries:
             return value in self.acked or value in self.failed
 
 
-def _read_all(bootstrap: str) -> dict[int, bytes]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "verify",
-                  "enable.auto.commit": False, "topic.metadata.refresh.interval.ms": 500})
-    try:
-        _lo, hw = c.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=20)
-        c.assign([TopicPartition(TOPIC, 0, OFFSET_BEGINNING)])
-        out: dict[int, bytes] = {}
-        deadline = time.monotonic() + 60
-        while len(out) < hw and time.monotonic() < deadline:
-            msg = c.poll(0.5)
-            if msg is not None and msg.error() is None:
-                out[msg.offset()] = msg.value()
-        return out
-    finally:
-        c.close()
-
-
-def _run(tmp_path: Path, unsafe: bool) -> tuple[Deliveries, dict[int, bytes], int]:
+def _run(tmp_path: Path, unsafe: bool) -> tuple[Deliveries, dict[int, bytes | None], int]:
     broker_settings = {"replica.lag.time.max.ms": "60000"}
     if unsafe:
         broker_settings["floodmark.unsafe.ack.duplicates.before.commit"] = "true"
@@ -137,7 +121,7 @@ def _run(tmp_path: Path, unsafe: bool) -> tuple[Deliveries, dict[int, bytes], in
         wait_until(lambda: cluster.leader_of(TOPIC) in followers, SESSION_TIMEOUT_MS / 1000 + 60,
                    "a follower elected after the leader's death")
         producer.flush(10)
-        values = _read_all(",".join(cluster.address(b) for b in followers))
+        values = read_partition(",".join(cluster.address(b) for b in followers), TOPIC)
         return deliveries, values, leader
     finally:
         for pid in stopped:
@@ -145,7 +129,7 @@ def _run(tmp_path: Path, unsafe: bool) -> tuple[Deliveries, dict[int, bytes], in
         cluster.stop()
 
 
-def _lost(deliveries: Deliveries, values: dict[int, bytes]) -> list[tuple[bytes, int]]:
+def _lost(deliveries: Deliveries, values: dict[int, bytes | None]) -> list[tuple[bytes, int]]:
     return [(v, o) for v, o in deliveries.acked.items() if values.get(o) != v]
 
 

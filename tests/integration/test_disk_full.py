@@ -10,14 +10,14 @@ from __future__ import annotations
 import os
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 
+from floodmark.chaos.readback import read_partition
 from floodmark.client import KafkaConnection
 from floodmark.errors import ErrorCode
 from floodmark.records import simple_batch
@@ -86,23 +86,6 @@ def _raw_produce_error(bootstrap: str) -> int:
     return int(resp.responses[0].partition_responses[0].error_code)
 
 
-def _read_all(bootstrap: str, topic: str = TOPIC) -> dict[int, bytes]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "verify",
-                  "enable.auto.commit": False})
-    try:
-        _lo, hw = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=20)
-        c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
-        out: dict[int, bytes] = {}
-        deadline = time.monotonic() + 60
-        while len(out) < hw and time.monotonic() < deadline:
-            msg = c.poll(0.5)
-            if msg is not None and msg.error() is None:
-                out[msg.offset()] = msg.value()
-        return out
-    finally:
-        c.close()
-
-
 def _create(bootstrap: str, name: str) -> None:
     with KafkaConnection(bootstrap) as conn:
         resp = conn.request(19, 4, {"topics": [{"name": name, "num_partitions": 1,
@@ -132,7 +115,7 @@ def test_full_disk_answers_storage_error_and_loses_nothing(small_fs: Path) -> No
         _produce(broker.bootstrap, 300, more, more_failed, "b")
         assert len(more) == 300 and not more_failed, more_failed[:3]
 
-        values = _read_all(broker.bootstrap)
+        values = read_partition(broker.bootstrap, TOPIC)
         for offset, value in {**acked, **more}.items():
             assert values.get(offset) == value, f"acknowledged record at {offset} lost"
         log = (small_fs.parent / "broker.log").read_text(errors="replace")

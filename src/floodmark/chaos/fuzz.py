@@ -43,6 +43,7 @@ from kio.serial._introspect import (
     is_optional,
 )
 
+from floodmark.chaos.readback import read_partition
 from floodmark.records import simple_batch
 
 MUTATIONS = ("valid", "truncate", "flip", "overwrite", "huge", "random-body", "random",
@@ -361,25 +362,6 @@ def _bystander(bootstrap: str, topic: str, stop: threading.Event,
     return thread
 
 
-def _read_back(bootstrap: str, topic: str) -> dict[int, str]:
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "fuzz-verify",
-                         "enable.auto.commit": False})
-    try:
-        _lo, hw = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
-        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
-        out: dict[int, str] = {}
-        deadline = time.monotonic() + 60
-        while len(out) < hw and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is None:
-                out[msg.offset()] = msg.value().decode()
-        return out
-    finally:
-        consumer.close()
-
-
 def _create_topic(bootstrap: str, topic: str) -> None:
     from floodmark.client import KafkaConnection
 
@@ -463,6 +445,6 @@ def run_fuzz(config: FuzzConfig,
             report.broker_alive = False
     if config.well_behaved_client and report.broker_alive:
         report.acknowledged = len(acked)
-        values = _read_back(config.bootstrap, config.topic)
-        report.lost = sorted((o, v) for v, o in acked.items() if values.get(o) != v)
+        values = read_partition(config.bootstrap, config.topic)
+        report.lost = sorted((o, v) for v, o in acked.items() if values.get(o) != v.encode())
     return report
