@@ -18,7 +18,9 @@ Consumer groups: ``__consumer_offsets`` is a replicated topic; a group's coordin
 of its partition (FindCoordinator says so, other brokers answer NOT_COORDINATOR) and replays that
 partition's log when it becomes leader. Replica id -2 (debug) reads of ListOffsets and
 OffsetsForLeaderEpoch are answered by any replica from its own log (``floodmark cluster
-describe``). Combined mode: ``--controller-data-dir`` runs the controller in this process.
+describe``). DescribeQuorum (api 55, not advertised in ApiVersions) is the same kind of debug
+read for a partition's leader: its HW and what it knows of every replica (the remote LEOs of its
+followers, ISR members as voters, the others as observers), for ``floodmark ui``. Combined mode: ``--controller-data-dir`` runs the controller in this process.
 Run: ``python -m floodmark.broker.cluster_member --node-id 1 --controller HOST:PORT
 --data-dir DIR [--listen HOST:PORT] [--set name=value ...]``.
 """
@@ -72,6 +74,9 @@ from floodmark.wire.codec import decode_request, encode_response, peek_header
 log = logging.getLogger("floodmark.broker.cluster_member")
 
 DEBUG_REPLICA_ID = -2
+# Kafka's DescribeQuorum: KRaft's view of the metadata partition's voters. Answered here for any
+# partition this broker leads (a debug read, so deliberately absent from ApiVersions).
+DESCRIBE_QUORUM = 55
 RETRIABLE_ALTER_PARTITION = frozenset({int(ErrorCode.REQUEST_TIMED_OUT),
                                        int(ErrorCode.NOT_CONTROLLER),
                                        int(ErrorCode.STALE_BROKER_EPOCH)})
@@ -421,6 +426,10 @@ class ClusterBroker(Broker):
                           else self._debug_epochs(body))
                 return encode_response(header.api_key, header.api_version,
                                        header.correlation_id, answer)
+        if key == DESCRIBE_QUORUM and version in (0, 1):
+            header, body = decode_request(frame)
+            return encode_response(header.api_key, header.api_version, header.correlation_id,
+                                   self._debug_leader_view(body))
         result = super().dispatch(frame, conn)
         if key in (ApiKey.PRODUCE, ApiKey.OFFSET_COMMIT):
             # New data on the leader: wake follower fetches parked on these partitions.
@@ -551,6 +560,46 @@ class ClusterBroker(Broker):
                 parts.append(out)
             topics.append({"topic": t.topic, "partitions": parts})
         return {"throttle_time": 0, "topics": topics}
+
+    def _debug_leader_view(self, body: Any) -> dict[str, Any]:
+        """DescribeQuorum for ordinary partitions: the leader's HW and, per replica, the LEO it
+        has learned from that replica's fetches (its own LEO for itself; -1 = not yet known)."""
+        topics = []
+        for t in body.topics:
+            parts = []
+            for p in t.partitions:
+                index = int(p.partition_index)
+                out: dict[str, Any] = {"partition_index": index, "error_code": 0,
+                                       "leader_id": -1, "leader_epoch": -1,
+                                       "high_watermark": -1, "current_voters": [],
+                                       "observers": []}
+                ps = self.partitions.get((t.topic_name, index))
+                if ps is None:
+                    out["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                elif not isinstance(ps.core.role, LeaderState):
+                    out["error_code"] = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                else:
+                    core = ps.core
+                    isr = set(core.isr)
+                    out.update(leader_id=self.node_id, leader_epoch=core.leader_epoch,
+                               high_watermark=ps.high_watermark)
+                    remote = core.remote_log_end_offsets()
+                    for replica in ps.core.role.replicas:
+                        state = core.replica_states.get(replica)
+                        entry = {"replica_id": replica,
+                                 "log_end_offset": (ps.log_end_offset if replica == self.node_id
+                                                    else remote.get(replica, -1)),
+                                 "last_fetch_timestamp": (state.last_fetch_time_ms
+                                                          if state and state.last_fetch_time_ms
+                                                          else -1),
+                                 "last_caught_up_timestamp": (
+                                     state.last_caught_up_time_ms
+                                     if state and state.last_caught_up_time_ms else -1)}
+                        key = "current_voters" if replica in isr else "observers"
+                        out[key].append(entry)
+                parts.append(out)
+            topics.append({"topic_name": t.topic_name, "partitions": parts})
+        return {"error_code": 0, "topics": topics}
 
     def _metadata(self, header: Any, body: Any, conn: Connection) -> dict[str, Any]:
         out = admin.metadata(self, header, body, conn)
