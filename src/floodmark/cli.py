@@ -10,6 +10,7 @@ Registration modules (each exposes ``register(subparsers)``; a subcommand's hand
 - ``floodmark.demo``         -> ``floodmark demo`` (the README's main job)
 - ``floodmark.storage.dump`` -> ``floodmark dump-log`` (read-only look inside a partition directory)
 - ``floodmark.chaos.cli``    -> ``floodmark chaos fuzz`` (fault injection against real processes)
+- ``floodmark.ui.cli``       -> ``floodmark ui`` (live dashboard and its JSON API)
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ _REGISTRARS: tuple[tuple[str, str | None], ...] = (
     ("floodmark.demo", None),
     ("floodmark.storage.dump", None),
     ("floodmark.chaos.cli", None),
+    ("floodmark.ui.cli", None),
 )
 
 

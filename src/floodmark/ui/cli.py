@@ -1,0 +1,57 @@
+"""``floodmark ui --bootstrap HOST:PORT[,..] | --data-dir DIR [--listen 127.0.0.1:8080]``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from typing import Any
+
+from floodmark.ui.server import Dashboard, bind, serve
+from floodmark.ui.source import BootstrapSource, LocalClusterSource, Source
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("ui", help="live dashboard: each replica's log, HW, LEO, ISR, "
+                                         "epochs (web page + JSON API)")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--bootstrap", help="HOST:PORT[,HOST:PORT...] of any cluster's brokers")
+    where.add_argument("--data-dir", help="a local cluster's directory (`floodmark cluster up "
+                                          "--data-dir`): adds controller and process states")
+    p.add_argument("--listen", default="127.0.0.1:8080",
+                   help="HOST:PORT to serve on (port 0: any free port; default %(default)s)")
+    p.add_argument("--interval-ms", type=int, default=500, help="refresh period")
+    p.set_defaults(func=cmd_ui)
+
+
+def cmd_ui(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    source: Source
+    try:
+        source = (BootstrapSource(args.bootstrap) if args.bootstrap
+                  else LocalClusterSource(args.data_dir))
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    try:
+        sock = bind(args.listen)
+    except OSError as exc:
+        print(f"error: cannot listen on {args.listen}: {exc}", file=sys.stderr)
+        return 1
+    host, port = sock.getsockname()[:2]
+
+    async def run() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        dashboard = Dashboard(source, args.interval_ms)
+        task = asyncio.create_task(serve(dashboard, sock, stop))
+        print(f"floodmark ui listening on http://{host}:{port}/", flush=True)
+        await task
+
+    asyncio.run(run())
+    return 0

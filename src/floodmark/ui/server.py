@@ -1,0 +1,170 @@
+"""The dashboard's web server (aiohttp): a poller, the JSON API, server-sent events, the page.
+
+One task polls the cluster every ``interval_ms`` (``source.collect`` in a worker thread, so a
+slow broker never blocks the event loop) and keeps the latest snapshot. Every browser holds one
+``GET /api/events`` stream and receives the whole snapshot each time it changes.
+
+Routes: ``/`` (the page), ``/static/*``, ``GET /api/partitions``, ``/api/topics``,
+``/api/cluster``, ``/api/snapshot`` (all three), ``/api/events`` (text/event-stream).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import socket
+from concurrent.futures import ThreadPoolExecutor
+from importlib import resources
+from typing import Any
+
+from aiohttp import web
+
+from floodmark.ui.source import Source, collect
+
+log = logging.getLogger("floodmark.ui")
+
+KEEPALIVE_S = 15.0
+STATIC_TYPES = {".js": "text/javascript", ".css": "text/css", ".html": "text/html",
+                ".svg": "image/svg+xml"}
+
+
+class Dashboard:
+    """The latest snapshot of the cluster and the browsers waiting for the next one."""
+
+    def __init__(self, source: Source, interval_ms: int = 500) -> None:
+        self.source = source
+        self.interval_s = interval_ms / 1000
+        self.snapshot: dict[str, Any] | None = None
+        self.version = 0
+        self.changed = asyncio.Condition()
+        self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="floodmark-ui")
+        self._task: asyncio.Task[None] | None = None
+
+    async def refresh(self) -> None:
+        try:
+            snap = await asyncio.get_running_loop().run_in_executor(
+                self._pool, collect, self.source, self._pool)
+            snap["error"] = None
+        except Exception as exc:  # the cluster is down or unreachable: say so on the page
+            log.warning("refresh failed: %s", exc)
+            snap = dict(self.snapshot or {"cluster": None, "topics": [], "partitions": []})
+            snap["error"] = f"{type(exc).__name__}: {exc}"
+        old = dict(self.snapshot or {})
+        new = dict(snap)
+        old.pop("time_ms", None)
+        new.pop("time_ms", None)
+        if old == new and self.snapshot is not None:
+            return
+        async with self.changed:
+            self.snapshot = snap
+            self.version += 1
+            self.changed.notify_all()
+
+    async def _poll(self) -> None:
+        while True:
+            await self.refresh()
+            await asyncio.sleep(self.interval_s)
+
+    async def start(self, app: web.Application) -> None:
+        self._task = asyncio.create_task(self._poll())
+
+    async def stop(self, app: web.Application) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    async def current(self) -> dict[str, Any]:
+        if self.snapshot is None:
+            await self.refresh()
+        assert self.snapshot is not None
+        return self.snapshot
+
+    async def wait_newer(self, version: int, timeout_s: float) -> bool:
+        async with self.changed:
+            try:
+                await asyncio.wait_for(self.changed.wait_for(lambda: self.version > version),
+                                       timeout_s)
+            except TimeoutError:
+                return False
+        return True
+
+
+def _static(name: str) -> bytes:
+    return resources.files("floodmark.ui").joinpath("static", name).read_bytes()
+
+
+def build_app(dashboard: Dashboard) -> web.Application:
+    app = web.Application()
+    app.on_startup.append(dashboard.start)
+    app.on_cleanup.append(dashboard.stop)
+
+    async def index(request: web.Request) -> web.Response:
+        return web.Response(body=_static("index.html"), content_type="text/html")
+
+    async def static(request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        suffix = name[name.rfind("."):]
+        if "/" in name or suffix not in STATIC_TYPES:
+            raise web.HTTPNotFound()
+        try:
+            body = _static(name)
+        except FileNotFoundError:
+            raise web.HTTPNotFound() from None
+        return web.Response(body=body, content_type=STATIC_TYPES[suffix],
+                            headers={"Cache-Control": "no-cache"})
+
+    def part(key: str) -> Any:
+        async def handler(request: web.Request) -> web.Response:
+            snap = await dashboard.current()
+            return web.json_response(snap[key] if key else snap)
+        return handler
+
+    async def events(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream",
+                                           "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+        version = -1
+        try:
+            await dashboard.current()
+            while True:
+                if dashboard.version > version and dashboard.snapshot is not None:
+                    version = dashboard.version
+                    data = json.dumps(dashboard.snapshot, separators=(",", ":"))
+                    await resp.write(f"id: {version}\nevent: snapshot\ndata: {data}\n\n".encode())
+                elif not await dashboard.wait_newer(version, KEEPALIVE_S):
+                    await resp.write(b": keepalive\n\n")
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        return resp
+
+    app.router.add_get("/", index)
+    app.router.add_get("/static/{name}", static)
+    app.router.add_get("/api/partitions", part("partitions"))
+    app.router.add_get("/api/topics", part("topics"))
+    app.router.add_get("/api/cluster", part("cluster"))
+    app.router.add_get("/api/snapshot", part(""))
+    app.router.add_get("/api/events", events)
+    return app
+
+
+def bind(listen: str) -> socket.socket:
+    host, _, port = listen.rpartition(":")
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host.strip("[]") or "127.0.0.1", int(port or 8080)))
+    return sock
+
+
+async def serve(dashboard: Dashboard, sock: socket.socket, stop: asyncio.Event) -> None:
+    runner = web.AppRunner(build_app(dashboard), handle_signals=False)
+    await runner.setup()
+    site = web.SockSite(runner, sock, shutdown_timeout=1.0)
+    await site.start()
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()

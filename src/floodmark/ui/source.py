@@ -1,0 +1,230 @@
+"""Where the dashboard's numbers come from: one blocking ``collect()`` per refresh.
+
+Two ways to find the cluster, one way to read the replicas:
+
+* ``BootstrapSource`` (``--bootstrap``): a Metadata request gives the live brokers and every
+  partition's leader, leader epoch, replicas and ISR. A broker missing from Metadata (fenced or
+  dead) is shown as not alive. The controller is not visible over the Kafka protocol.
+* ``LocalClusterSource`` (``--data-dir``): the controller's own status (``LocalCluster.status``,
+  the same as ``floodmark cluster status``): every node's process state, fenced flag and broker
+  epoch, and the controller's partition registrations.
+
+Either way every reachable broker is then asked, over one connection each and in parallel, for
+its own replicas' LEO, HW, log start and epoch cache (the debug replica id -2 reads of
+``floodmark cluster describe``: ``cluster_cli.replica_states``) and, for the partitions it leads,
+what it knows of its followers (``cluster_cli.leader_views``: the remote LEOs).
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from floodmark.client.connection import KafkaConnection
+from floodmark.cluster_cli import CONTROLLER_ID, LocalCluster, leader_views, replica_states
+
+PartitionKey = tuple[str, int]
+BROKER_TIMEOUT_S = 2.0
+
+
+@dataclass(frozen=True)
+class Registration:
+    """A partition's leader, leader epoch, replicas and ISR, as the cluster's metadata says."""
+
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+@dataclass
+class ClusterView:
+    """Who is in the cluster and what its metadata says, before any replica is asked."""
+
+    mode: str
+    brokers: list[dict[str, Any]]
+    controller: dict[str, Any] | None
+    registrations: dict[PartitionKey, Registration]
+    internal_topics: set[str] = field(default_factory=set)
+
+
+class Source(Protocol):
+    def describe(self) -> ClusterView: ...
+
+
+def _parse_addresses(bootstrap: str) -> list[str]:
+    return [a.strip() for a in bootstrap.split(",") if a.strip()]
+
+
+class BootstrapSource:
+    """Any floodmark cluster, found through its bootstrap servers."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.addresses = _parse_addresses(bootstrap)
+        if not self.addresses:
+            raise ValueError("no bootstrap address")
+
+    def _metadata(self) -> Any:
+        last: Exception | None = None
+        for address in self.addresses:
+            try:
+                with KafkaConnection(address, timeout_s=BROKER_TIMEOUT_S) as conn:
+                    return conn.request(3, 12, {"topics": None,
+                                                "allow_auto_topic_creation": False,
+                                                "include_topic_authorized_operations": False})
+            except OSError as exc:
+                last = exc
+        raise ConnectionError(f"no bootstrap server answers ({last})")
+
+    def describe(self) -> ClusterView:
+        meta = self._metadata()
+        live = {int(b.node_id): f"{b.host}:{int(b.port)}" for b in meta.brokers}
+        registrations: dict[PartitionKey, Registration] = {}
+        internal: set[str] = set()
+        for t in meta.topics:
+            if int(t.error_code) or t.name is None:
+                continue
+            if t.is_internal or str(t.name).startswith("__"):
+                internal.add(str(t.name))
+            for p in t.partitions:
+                registrations[(str(t.name), int(p.partition_index))] = Registration(
+                    int(p.leader_id), int(p.leader_epoch),
+                    tuple(int(r) for r in p.replica_nodes), tuple(int(r) for r in p.isr_nodes))
+        known = set(live) | {r for reg in registrations.values() for r in reg.replicas}
+        brokers = [{"id": b, "address": live.get(b), "alive": b in live, "state": None,
+                    "fenced": None, "broker_epoch": None} for b in sorted(known)]
+        return ClusterView("bootstrap", brokers, None, registrations, internal)
+
+
+class LocalClusterSource:
+    """A local cluster (``floodmark cluster up`` or ``LocalCluster``) by its data directory."""
+
+    def __init__(self, data_dir: str) -> None:
+        self.cluster = LocalCluster(data_dir)
+        if not self.cluster.state_path.exists():
+            raise FileNotFoundError(f"no cluster in {data_dir} (no {self.cluster.state_path})")
+
+    def describe(self) -> ClusterView:
+        self.cluster.reload()
+        status = self.cluster.status()
+        brokers: list[dict[str, Any]] = []
+        controller: dict[str, Any] | None = None
+        for n in status["nodes"]:
+            if n["id"] == CONTROLLER_ID:
+                controller = {"id": n["id"], "address": n["address"], "alive": n["alive"],
+                              "state": n["state"], "pid": n["pid"],
+                              "metadata_offset": status.get("metadata_offset"),
+                              "answers": "partitions" in status}
+                continue
+            # Alive means: the process runs and the controller does not fence it.
+            alive = n["state"] == "running" and not n.get("fenced", False)
+            brokers.append({"id": n["id"], "address": n["address"], "alive": alive,
+                            "state": n["state"], "fenced": n.get("fenced"),
+                            "broker_epoch": n.get("broker_epoch")})
+        registrations: dict[PartitionKey, Registration] = {}
+        for topic, parts in status.get("partitions", {}).items():
+            for index, reg in parts.items():
+                registrations[(topic, int(index))] = Registration(
+                    int(reg["leader"]), int(reg["leader_epoch"]),
+                    tuple(int(r) for r in reg["replicas"]), tuple(int(r) for r in reg["isr"]))
+        internal = {t for t, _ in registrations if t.startswith("__")}
+        return ClusterView("local", brokers, controller, registrations, internal)
+
+
+def _ask_broker(address: str, hosted: list[tuple[str, int, int]], led: list[PartitionKey]
+                ) -> tuple[dict[PartitionKey, dict[str, Any]], dict[PartitionKey, dict[str, Any]]]:
+    states: dict[PartitionKey, dict[str, Any]] = {}
+    views: dict[PartitionKey, dict[str, Any]] = {}
+    try:
+        if hosted:
+            states = replica_states(address, hosted, BROKER_TIMEOUT_S)
+    except (OSError, RuntimeError) as exc:
+        states = {(t, p): {"error": f"{address}: {exc}"} for t, p, _e in hosted}
+    try:
+        if led:
+            views = leader_views(address, led, BROKER_TIMEOUT_S)
+    except (OSError, RuntimeError) as exc:
+        views = {key: {"error": f"{address}: {exc}"} for key in led}
+    return states, views
+
+
+def collect(source: Source, pool: ThreadPoolExecutor) -> dict[str, Any]:
+    """One refresh: ``{"time_ms", "cluster", "topics", "partitions"}`` (see ``floodmark.ui``)."""
+    view = source.describe()
+    alive = {b["id"]: b["address"] for b in view.brokers if b["alive"] and b["address"]}
+    # A running broker the controller still fences (e.g. restarted, catching up) still answers
+    # for its replicas; a stopped (SIGSTOP) or dead one is not asked.
+    reachable = {b["id"]: b["address"] for b in view.brokers
+                 if b["address"] and (b["alive"] or b["state"] == "running")}
+    hosted: dict[int, list[tuple[str, int, int]]] = {b: [] for b in reachable}
+    led: dict[int, list[PartitionKey]] = {b: [] for b in reachable}
+    for (topic, index), reg in sorted(view.registrations.items()):
+        for r in reg.replicas:
+            if r in hosted:
+                hosted[r].append((topic, index, max(reg.leader_epoch, 0)))
+        if reg.leader in led:
+            led[reg.leader].append((topic, index))
+    futures = {b: pool.submit(_ask_broker, reachable[b], hosted[b], led[b]) for b in reachable}
+    states: dict[int, dict[PartitionKey, dict[str, Any]]] = {}
+    views: dict[int, dict[PartitionKey, dict[str, Any]]] = {}
+    for b, fut in futures.items():
+        states[b], views[b] = fut.result()
+    partitions = [partition_row(key, reg, states, views.get(reg.leader, {}).get(key))
+                  for key, reg in sorted(view.registrations.items())]
+    leads: dict[int, list[str]] = {}
+    for (topic, index), reg in sorted(view.registrations.items()):
+        leads.setdefault(reg.leader, []).append(f"{topic}-{index}")
+    for b in view.brokers:
+        b["leads"] = leads.get(b["id"], [])
+    return {"time_ms": int(time.time() * 1000),
+            "cluster": {"mode": view.mode, "controller": view.controller,
+                        "brokers": view.brokers},
+            "topics": topic_rows(view, alive),
+            "partitions": partitions}
+
+
+def partition_row(key: PartitionKey, reg: Registration,
+                  states: dict[int, dict[PartitionKey, dict[str, Any]]],
+                  leader_view: dict[str, Any] | None) -> dict[str, Any]:
+    """One entry of ``GET /api/partitions`` (the issue's contract, nothing more)."""
+    replicas = []
+    for r in reg.replicas:
+        state = states.get(r, {}).get(key)
+        ok = state is not None and "error" not in state
+        replicas.append({"broker": r,
+                         "log_end_offset": state["log_end_offset"] if ok and state else None,
+                         "high_watermark": state["high_watermark"] if ok and state else None,
+                         "epochs": state["epoch_cache"] if ok and state else []})
+    leader_state = states.get(reg.leader, {}).get(key)
+    log_start: int | None = None
+    if leader_state is not None and "error" not in leader_state:
+        log_start = int(leader_state["log_start_offset"])
+    else:
+        starts = [int(s[key]["log_start_offset"]) for s in states.values()
+                  if key in s and "error" not in s[key]]
+        log_start = min(starts) if starts else None
+    remote: dict[str, int] = {}
+    if leader_view is not None and "error" not in leader_view:
+        remote = {str(b): leo for b, leo in sorted(leader_view["log_end_offsets"].items())
+                  if b != reg.leader}
+    return {"topic": key[0], "partition": key[1], "leader": reg.leader,
+            "leader_epoch": reg.leader_epoch, "isr": list(reg.isr),
+            "log_start_offset": log_start, "replicas": replicas,
+            "remote_log_end_offsets": remote}
+
+
+def topic_rows(view: ClusterView, alive: dict[int, str]) -> list[dict[str, Any]]:
+    """``GET /api/topics``: per topic, its partitions' leader, ISR, under-replicated, offline."""
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for (topic, index), reg in sorted(view.registrations.items()):
+        topics.setdefault(topic, []).append({
+            "partition": index, "leader": reg.leader, "leader_epoch": reg.leader_epoch,
+            "replicas": list(reg.replicas), "isr": list(reg.isr),
+            "under_replicated": len(reg.isr) < len(reg.replicas),
+            "offline": reg.leader < 0 or reg.leader not in alive})
+    return [{"topic": t, "internal": t in view.internal_topics, "partitions": parts,
+             "under_replicated": sum(p["under_replicated"] for p in parts),
+             "offline": sum(p["offline"] for p in parts)}
+            for t, parts in sorted(topics.items())]

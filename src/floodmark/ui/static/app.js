@@ -1,0 +1,339 @@
+// floodmark ui: draws the server's snapshots (GET /api/events, server-sent events).
+// Vanilla JS + SVG, no build step. Every value the page shows is also on a data attribute
+// (data-broker, data-leo, data-hw, data-isr, ...) so tests and scripts can read the page.
+"use strict";
+
+const SVG = "http://www.w3.org/2000/svg";
+const BOX_W = 22, GAP = 2, STEP = BOX_W + GAP, ELIDE_W = 46, WINDOW = 40;
+const BOX_Y = 16, BOX_H = 20;
+const EPOCH_COLORS = ["#1565c0", "#6a1b9a", "#00838f", "#ef6c00", "#2e7d32", "#ad1457",
+                      "#4e342e", "#283593"];
+
+const state = { snapshot: null, selected: null, renders: 0, partitionKey: null };
+
+function el(tag, attrs = {}, text) {
+  const node = tag.startsWith("svg:") ? document.createElementNS(SVG, tag.slice(4))
+                                      : document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v !== undefined && v !== null) node.setAttribute(k, String(v));
+  }
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+function bump(node) {
+  node.classList.remove("bump");
+  void node.getBoundingClientRect();  // restart the animation
+  node.classList.add("bump");
+}
+
+function setData(node, key, value) {
+  const text = value === null || value === undefined ? "" : String(value);
+  const changed = node.dataset[key] !== undefined && node.dataset[key] !== text;
+  node.dataset[key] = text;
+  return changed;
+}
+
+function keyOf(p) { return `${p.topic}-${p.partition}`; }
+
+function readSelection() {
+  const q = new URLSearchParams(location.search);
+  if (q.has("topic")) return { topic: q.get("topic"), partition: Number(q.get("partition") || 0) };
+  return null;
+}
+
+function select(topic, partition) {
+  state.selected = { topic, partition };
+  const q = new URLSearchParams(location.search);
+  q.set("topic", topic);
+  q.set("partition", String(partition));
+  history.replaceState(null, "", `?${q}`);
+  if (state.snapshot) render(state.snapshot);
+}
+
+// -- cluster ------------------------------------------------------------------------------------
+function renderCluster(cluster) {
+  const ctl = document.getElementById("controller");
+  ctl.replaceChildren();
+  if (!cluster) return;
+  if (cluster.controller) {
+    const c = cluster.controller;
+    ctl.dataset.alive = String(c.alive);
+    ctl.append(el("span", {}, `controller ${c.id} at ${c.address} — ${c.state}` +
+      (c.metadata_offset !== null && c.metadata_offset !== undefined
+        ? `, metadata log offset ${c.metadata_offset}` : "")));
+  } else {
+    ctl.append(el("span", { class: "muted" },
+      "controller: not visible over the Kafka protocol (use --data-dir for a local cluster)"));
+  }
+  const box = document.getElementById("brokers");
+  box.replaceChildren();
+  for (const b of cluster.brokers) {
+    const card = el("div", { class: "broker", id: `broker-${b.id}`, "data-broker": b.id,
+      "data-alive": b.alive, "data-fenced": b.fenced, "data-broker-epoch": b.broker_epoch,
+      "data-state": b.state });
+    const name = el("div", { class: "name" }, `broker ${b.id}`);
+    name.append(el("span", { class: `badge ${b.alive ? "good" : "bad"}` },
+      b.alive ? "alive" : (b.state && b.state !== "running" ? b.state : "not alive")));
+    if (b.fenced) name.append(el("span", { class: "badge bad" }, "fenced"));
+    card.append(name);
+    card.append(el("div", {}, `${b.address || "address unknown"}` +
+      (b.broker_epoch !== null && b.broker_epoch !== undefined ? ` · broker epoch ${b.broker_epoch}` : "")));
+    card.append(el("div", { class: "leads" },
+      `leads ${b.leads.length}: ${b.leads.filter((n) => !n.startsWith("__")).join(", ") || "—"}`));
+    box.append(card);
+  }
+}
+
+// -- partition selector ---------------------------------------------------------------------------
+function renderSelect(partitions) {
+  const sel = document.getElementById("partition-select");
+  const keys = partitions.map(keyOf).join("|");
+  if (sel.dataset.keys !== keys) {
+    sel.dataset.keys = keys;
+    sel.replaceChildren(...partitions.map((p) =>
+      el("option", { value: JSON.stringify([p.topic, p.partition]) }, keyOf(p))));
+    sel.onchange = () => { const [t, i] = JSON.parse(sel.value); select(t, i); };
+  }
+  if (state.selected) sel.value = JSON.stringify([state.selected.topic, state.selected.partition]);
+}
+
+function ordered(partitions) {
+  const user = partitions.filter((p) => !p.topic.startsWith("__"));
+  const internal = partitions.filter((p) => p.topic.startsWith("__"));
+  return [...user, ...internal];
+}
+
+// -- one partition, drawn like the reference documents ---------------------------------------------
+function epochOf(epochs, offset) {
+  let found = null;
+  for (const [epoch, start] of epochs) if (start <= offset) found = epoch;
+  return found;
+}
+
+function renderPartition(p, brokers) {
+  const view = document.getElementById("partition-view");
+  const summary = document.getElementById("partition-summary");
+  const rows = document.getElementById("replicas");
+  const key = keyOf(p);
+  if (state.partitionKey !== key) {
+    rows.replaceChildren();
+    for (const k of Object.keys(view.dataset)) delete view.dataset[k];
+    state.partitionKey = key;
+  }
+  const leaderRow = p.replicas.find((r) => r.broker === p.leader);
+  const leaderHw = leaderRow ? leaderRow.high_watermark : null;
+  if (setData(view, "leaderEpoch", p.leader_epoch)) bump(summary);
+  setData(view, "topic", p.topic);
+  setData(view, "partition", p.partition);
+  setData(view, "leader", p.leader);
+  if (setData(view, "isr", p.isr.join(","))) bump(summary);
+  setData(view, "logStartOffset", p.log_start_offset);
+  setData(view, "highWatermark", leaderHw);
+  summary.replaceChildren(
+    el("b", {}, key), " · leader ", el("b", { id: "leader" }, p.leader < 0 ? "none" : `broker ${p.leader}`),
+    " · leader epoch ", el("b", { id: "leader-epoch" }, p.leader_epoch),
+    " · ISR ", el("b", { id: "isr" }, `{${p.isr.join(", ")}}`),
+    " · log start offset ", el("b", { id: "log-start-offset" }, p.log_start_offset ?? "?"),
+    " · HW ", el("b", { id: "high-watermark" }, leaderHw ?? "?"));
+
+  // One offset window shared by every replica, so the boxes line up vertically.
+  const leos = p.replicas.map((r) => r.log_end_offset).filter((v) => v !== null);
+  const start = p.log_start_offset ?? 0;
+  const hi = Math.max(start, ...leos) + 1;
+  const lo = Math.max(start, hi - WINDOW);
+  const elide = lo > start ? ELIDE_W : 0;
+  const x = (offset) => elide + (offset - lo) * STEP;
+  const width = x(hi) + 60;
+  const alive = new Map(brokers.map((b) => [b.id, b.alive]));
+  const remote = p.remote_log_end_offsets || {};
+
+  const order = [...p.replicas].sort((a, b) =>
+    (b.broker === p.leader) - (a.broker === p.leader) || a.broker - b.broker);
+  for (const r of order) {
+    let row = document.getElementById(`replica-${r.broker}`);
+    if (!row) row = makeRow(r.broker);
+    rows.append(row);  // keeps the order: leader first
+    const role = r.broker === p.leader ? "leader" : "follower";
+    const reachable = r.log_end_offset !== null;
+    row.dataset.role = role;
+    row.dataset.alive = String(Boolean(alive.get(r.broker)) && reachable);
+    row.dataset.inIsr = String(p.isr.includes(r.broker));
+    const leoMoved = setData(row, "leo", r.log_end_offset);
+    const hwMoved = setData(row, "hw", r.high_watermark);
+    row.dataset.epochs = JSON.stringify(r.epochs);
+
+    const label = row.querySelector(".label");
+    const badges = [el("span", {}, `broker ${r.broker}`)];
+    if (role === "leader") badges.push(el("span", { class: "badge leader" }, "leader"));
+    badges.push(p.isr.includes(r.broker) ? el("span", { class: "badge good" }, "ISR")
+                                         : el("span", { class: "badge bad" }, "not in ISR"));
+    if (!reachable) badges.push(el("span", { class: "badge bad" }, "unreachable"));
+    const numbers = el("div", { class: "numbers" },
+      reachable ? `LEO ${r.log_end_offset} · HW ${r.high_watermark}` : "no answer");
+    const cache = el("div", { class: "epoch-cache", "data-epochs": JSON.stringify(r.epochs) },
+      "epochs " + (r.epochs.length ? r.epochs.map(([e, s]) => `<${e}, ${s}>`).join(" ") : "—"));
+    label.replaceChildren(el("div", {}, ""), numbers, cache);
+    label.firstChild.append(...badges);
+    if (leoMoved || hwMoved) bump(numbers);
+
+    const svg = row.querySelector("svg.log");
+    svg.setAttribute("width", width);
+    svg.setAttribute("height", BOX_Y + BOX_H + 14);
+    const boxes = svg.querySelector(".boxes");
+    boxes.replaceChildren();
+    if (elide) {
+      boxes.append(el("svg:rect", { class: "elided", x: 0, y: BOX_Y, width: ELIDE_W - 4, height: BOX_H }));
+      boxes.append(el("svg:text", { class: "offset-label", x: (ELIDE_W - 4) / 2, y: BOX_Y + 13 },
+        `${start}…${lo - 1}`));
+    }
+    const hwMarker = svg.querySelector(".hw-marker");
+    const leoMarker = svg.querySelector(".leo-marker");
+    if (reachable) {
+      for (let o = lo; o < r.log_end_offset; o++) {
+        const kind = o < r.high_watermark ? "committed" : "uncommitted";
+        const epoch = epochOf(r.epochs, o);
+        boxes.append(el("svg:rect", { class: `offset-box ${kind}`, "data-offset": o,
+          "data-epoch": epoch, x: x(o), y: BOX_Y, width: BOX_W, height: BOX_H }));
+        boxes.append(el("svg:rect", { class: "epoch-bar", x: x(o), y: BOX_Y + BOX_H - 3,
+          width: BOX_W, height: 3, fill: EPOCH_COLORS[(epoch ?? 0) % EPOCH_COLORS.length] }));
+        boxes.append(el("svg:text", { class: "offset-label", x: x(o) + BOX_W / 2, y: BOX_Y + 12 }, o));
+      }
+      hwMarker.style.display = leoMarker.style.display = "";
+      hwMarker.dataset.hw = r.high_watermark;
+      hwMarker.style.transform = `translate(${x(r.high_watermark) - GAP / 2}px, 0px)`;
+      const leoBox = leoMarker.querySelector(".leo-box");
+      leoBox.dataset.offset = r.log_end_offset;
+      leoMarker.dataset.leo = r.log_end_offset;
+      leoMarker.style.transform = `translate(${x(r.log_end_offset)}px, 0px)`;
+      if (hwMoved) bump(hwMarker.querySelector(".hw-line"));
+      if (leoMoved) bump(leoBox);
+    } else {
+      hwMarker.style.display = leoMarker.style.display = "none";
+      delete hwMarker.dataset.hw;
+      delete leoMarker.dataset.leo;
+    }
+    const mark = svg.querySelector(".remote-leo");
+    const seen = remote[String(r.broker)];
+    if (role === "follower" && seen !== undefined && seen >= 0) {
+      mark.style.display = "";
+      mark.dataset.leo = seen;
+      mark.style.transform = `translate(${x(Math.max(seen, lo))}px, 0px)`;
+    } else {
+      mark.style.display = "none";
+      delete mark.dataset.leo;
+    }
+  }
+  for (const row of [...rows.children]) {
+    if (!p.replicas.some((r) => `replica-${r.broker}` === row.id)) row.remove();
+  }
+  renderLeaderView(p, leaderRow);
+}
+
+function makeRow(broker) {
+  const row = el("div", { class: "replica", id: `replica-${broker}`, "data-broker": broker });
+  row.append(el("div", { class: "label" }));
+  const svg = el("svg:svg", { class: "log" });
+  svg.append(el("svg:g", { class: "boxes" }));
+  const remote = el("svg:g", { class: "remote-leo-marker remote-leo moving", "data-broker": broker });
+  remote.append(el("svg:path", { class: "remote-leo-mark", d: "M-5 2 L5 2 L0 10 Z" }));
+  remote.append(el("svg:text", { class: "remote-leo-label", x: 7, y: 9 }, "leader's view"));
+  const hw = el("svg:g", { class: "hw-marker moving" });
+  hw.append(el("svg:line", { class: "hw-line", x1: 0, y1: BOX_Y - 4, x2: 0, y2: BOX_Y + BOX_H + 4 }));
+  hw.append(el("svg:text", { class: "hw-label", x: -2, y: BOX_Y + BOX_H + 13,
+    "text-anchor": "end" }, "HW"));
+  const leo = el("svg:g", { class: "leo-marker moving" });
+  leo.append(el("svg:rect", { class: "leo-box", x: 0, y: BOX_Y, width: BOX_W, height: BOX_H }));
+  leo.append(el("svg:text", { class: "leo-label", x: 2, y: BOX_Y + BOX_H + 13 }, "LEO"));
+  svg.append(hw, leo, remote);
+  row.append(svg);
+  return row;
+}
+
+function renderLeaderView(p, leaderRow) {
+  const box = document.getElementById("leader-view");
+  box.replaceChildren();
+  if (!leaderRow || leaderRow.log_end_offset === null) {
+    box.append(el("div", {}, "the leader does not answer"));
+    return;
+  }
+  box.append(el("div", {}, `What broker ${p.leader} (leader, epoch ${p.leader_epoch}) knows: ` +
+    `its LEO ${leaderRow.log_end_offset}, its HW ${leaderRow.high_watermark}, and the remote ` +
+    "LEO of each follower (the last fetch offset it received from it)"));
+  const table = el("table", { id: "remote-leos" });
+  table.append(el("tr", {}), el("tr", {}));
+  table.rows[0].append(el("th", {}, "replica"));
+  table.rows[1].append(el("th", {}, "LEO (leader's view)"));
+  const own = el("td", { class: "leader-leo", "data-broker": p.leader, "data-leo": leaderRow.log_end_offset },
+    `${leaderRow.log_end_offset} (own)`);
+  table.rows[0].append(el("td", {}, `broker ${p.leader}`));
+  table.rows[1].append(own);
+  for (const [b, leo] of Object.entries(p.remote_log_end_offsets || {})) {
+    table.rows[0].append(el("td", {}, `broker ${b}`));
+    table.rows[1].append(el("td", { class: "remote-leo-value", "data-broker": b, "data-leo": leo },
+      leo < 0 ? "unknown" : String(leo)));
+  }
+  box.append(table);
+}
+
+// -- topics ------------------------------------------------------------------------------------------
+function renderTopics(topics) {
+  const body = document.querySelector("#topics-table tbody");
+  body.replaceChildren();
+  const sorted = [...topics.filter((t) => !t.internal), ...topics.filter((t) => t.internal)];
+  for (const t of sorted) {
+    for (const p of t.partitions) {
+      const health = p.offline ? "offline" : p.under_replicated ? "under-replicated" : "ok";
+      const tr = el("tr", { class: "topic-partition", "data-topic": t.topic, "data-partition": p.partition,
+        "data-leader": p.leader, "data-leader-epoch": p.leader_epoch, "data-isr": p.isr.join(","),
+        "data-replicas": p.replicas.join(","), "data-under-replicated": p.under_replicated,
+        "data-offline": p.offline });
+      const sel = state.selected;
+      if (sel && sel.topic === t.topic && sel.partition === p.partition) tr.classList.add("selected");
+      tr.append(el("td", {}, t.topic), el("td", {}, p.partition), el("td", {}, p.leader),
+        el("td", {}, p.leader_epoch), el("td", {}, p.replicas.join(", ")),
+        el("td", {}, p.isr.join(", ")), el("td", { class: "state" }, health));
+      tr.onclick = () => select(t.topic, p.partition);
+      body.append(tr);
+    }
+  }
+}
+
+// -- the whole page ------------------------------------------------------------------------------------
+function render(snap) {
+  state.snapshot = snap;
+  const err = document.getElementById("error");
+  err.hidden = !snap.error;
+  err.textContent = snap.error ? `cannot read the cluster: ${snap.error}` : "";
+  if (snap.time_ms) {
+    document.getElementById("updated").textContent =
+      `updated ${new Date(snap.time_ms).toLocaleTimeString()}`;
+  }
+  renderCluster(snap.cluster);
+  const partitions = ordered(snap.partitions || []);
+  if (!state.selected && partitions.length) {
+    state.selected = { topic: partitions[0].topic, partition: partitions[0].partition };
+  }
+  renderSelect(partitions);
+  const p = state.selected && partitions.find((q) =>
+    q.topic === state.selected.topic && q.partition === state.selected.partition);
+  const view = document.getElementById("partition-view");
+  view.dataset.found = String(Boolean(p));
+  if (p) renderPartition(p, (snap.cluster && snap.cluster.brokers) || []);
+  renderTopics(snap.topics || []);
+  state.renders += 1;
+  document.body.dataset.renders = String(state.renders);
+  document.body.dataset.snapshotTime = String(snap.time_ms || "");
+}
+
+function connect() {
+  const status = document.getElementById("conn-status");
+  const source = new EventSource("/api/events");
+  source.addEventListener("snapshot", (event) => render(JSON.parse(event.data)));
+  source.onopen = () => { status.dataset.state = "live"; status.textContent = "live"; };
+  source.onerror = () => { status.dataset.state = "stale"; status.textContent = "reconnecting…"; };
+}
+
+window.floodmarkState = state;
+state.selected = readSelection();
+connect();
