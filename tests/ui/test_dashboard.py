@@ -12,12 +12,15 @@ paused-followers one is also copied to ``docs/img/dashboard.png`` (the README's 
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -103,12 +106,12 @@ def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
         c.stop()
 
 
-@pytest.fixture
-def ui_url(cluster: LocalCluster, tmp_path: Path) -> Iterator[str]:
-    log = open(tmp_path / "ui.log", "w")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen([sys.executable, "-m", "floodmark.cli", "ui", "--data-dir",
-                             str(cluster.data_dir), "--listen", "127.0.0.1:0",
-                             "--interval-ms", "250"],
+@contextlib.contextmanager
+def _ui(log_path: Path, *where: str) -> Iterator[str]:
+    """``floodmark ui`` as a user runs it, on a free port; yields its base URL."""
+    log = open(log_path, "w")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen([sys.executable, "-m", "floodmark.cli", "ui", *where, "--listen",
+                             "127.0.0.1:0", "--interval-ms", "250"],
                             stdout=subprocess.PIPE, stderr=log, text=True, cwd=str(REPO))
     try:
         assert proc.stdout is not None
@@ -123,6 +126,42 @@ def ui_url(cluster: LocalCluster, tmp_path: Path) -> Iterator[str]:
             proc.kill()
             proc.wait(5)
         log.close()
+
+
+@pytest.fixture
+def ui_url(cluster: LocalCluster, tmp_path: Path) -> Iterator[str]:
+    with _ui(tmp_path / "ui.log", "--data-dir", str(cluster.data_dir)) as url:
+        yield url
+
+
+def _get_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        assert resp.headers["Content-Type"].startswith("application/json")
+        return json.loads(resp.read())
+
+
+def _check_api(ui_url: str, cluster: LocalCluster, tmp_path: Path) -> None:
+    """GET /api/partitions keeps the issue's contract, and ``--bootstrap`` (any cluster, found
+    through Metadata) serves the same partitions as ``--data-dir`` (the controller's view)."""
+    rows = [r for r in _get_json(f"{ui_url}api/partitions") if r["topic"] == TOPIC]
+    assert len(rows) == 1
+    row = rows[0]
+    assert set(row) == {"topic", "partition", "leader", "leader_epoch", "isr",
+                        "log_start_offset", "replicas", "remote_log_end_offsets"}
+    for r in row["replicas"]:
+        assert set(r) == {"broker", "log_end_offset", "high_watermark", "epochs"}
+        assert r["epochs"] == [[0, 0]]
+    assert row["remote_log_end_offsets"] == {str(b): 30 for b in cluster.broker_ids
+                                             if b != row["leader"]}
+    cluster_view = _get_json(f"{ui_url}api/cluster")
+    assert cluster_view["controller"]["alive"] is True
+    assert [b["id"] for b in cluster_view["brokers"] if b["alive"]] == cluster.broker_ids
+    topics = {t["topic"]: t for t in _get_json(f"{ui_url}api/topics")}
+    assert topics[TOPIC]["under_replicated"] == 0
+    with _ui(tmp_path / "ui-bootstrap.log", "--bootstrap", cluster.bootstrap) as other:
+        again = wait_until(lambda: [r for r in _get_json(f"{other}api/partitions")
+                                    if r["topic"] == TOPIC], 20, "the --bootstrap UI's data")
+        assert again == rows
 
 
 def _produce(bootstrap: str, first: int, count: int, acks: str) -> None:
@@ -217,6 +256,7 @@ def test_dashboard_draws_hw_leo_and_isr_live(cluster: LocalCluster, ui_url: str,
             assert state["under_replicated"] == "false"
             _assert_page_matches_brokers(state, cluster, cluster.broker_ids)
             page.screenshot(path=str(artifacts / "1-all-committed.png"), full_page=True)
+            _check_api(ui_url, cluster, tmp_path)
 
             # 2. Followers paused, acks=1: the leader's LEO runs ahead of its HW; the offsets in
             #    between are drawn uncommitted, and the leader still sees its followers at 30.
