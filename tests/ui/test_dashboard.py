@@ -82,7 +82,14 @@ READ_PAGE = """() => {
   }
   const row = document.querySelector(`#topics-table tr[data-topic="${view.dataset.topic}"]` +
                                      `[data-partition="${view.dataset.partition}"]`);
+  const groups = {};
+  for (const tr of document.querySelectorAll("#groups-table tr.group-offset")) {
+    groups[`${tr.dataset.group}/${tr.dataset.topic}-${tr.dataset.partition}`] = {
+      committed: Number(tr.dataset.committed), lag: Number(tr.dataset.lag),
+      state: tr.dataset.state };
+  }
   return {
+    groups,
     leader: Number(view.dataset.leader), leader_epoch: Number(view.dataset.leaderEpoch),
     isr: view.dataset.isr ? view.dataset.isr.split(",").map(Number) : [],
     log_start_offset: Number(view.dataset.logStartOffset), rows, remote,
@@ -178,6 +185,26 @@ def _produce(bootstrap: str, first: int, count: int, acks: str) -> None:
     assert p.flush(30) == 0 and not failed, failed
 
 
+def _consume_and_commit(bootstrap: str, group: str, count: int) -> None:
+    """A real consumer group member reads ``count`` records and commits its position."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    try:
+        c.subscribe([TOPIC])
+        seen = 0
+        deadline = time.monotonic() + 30
+        while seen < count and time.monotonic() < deadline:
+            msg = c.poll(0.5)
+            if msg is not None and msg.error() is None:
+                seen += 1
+        assert seen >= count, seen
+        c.commit(offsets=[TopicPartition(TOPIC, 0, count)], asynchronous=False)
+    finally:
+        c.close()
+
+
 def _page_state(page: Any) -> dict[str, Any]:
     result: dict[str, Any] = page.evaluate(READ_PAGE)
     return result
@@ -258,6 +285,17 @@ def test_dashboard_draws_hw_leo_and_isr_live(cluster: LocalCluster, ui_url: str,
             _assert_page_matches_brokers(state, cluster, cluster.broker_ids)
             page.screenshot(path=str(artifacts / "1-all-committed.png"), full_page=True)
             _check_api(ui_url, cluster, tmp_path)
+
+            # A consumer group committed at 20 of 30: the page shows a lag of 10.
+            _consume_and_commit(cluster.bootstrap, "dashboard-readers", 20)
+            state = _wait_page(page, lambda s: s["groups"].get(f"dashboard-readers/{TOPIC}-0",
+                                                               {}).get("lag") == 10,
+                               "the group's committed offset 20 and lag 10 on the page")
+            assert state["groups"][f"dashboard-readers/{TOPIC}-0"]["committed"] == 20
+            groups = {g["group"]: g for g in _get_json(f"{ui_url}api/groups")}
+            assert groups["dashboard-readers"]["offsets"] == [
+                {"topic": TOPIC, "partition": 0, "committed_offset": 20, "high_watermark": 30,
+                 "lag": 10}]
 
             # 2. Followers paused, acks=1: the leader's LEO runs ahead of its HW; the offsets in
             #    between are drawn uncommitted, and the leader still sees its followers at 30.

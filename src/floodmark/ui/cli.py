@@ -49,9 +49,8 @@ def cmd_ui(args: argparse.Namespace) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         dashboard = Dashboard(source, args.interval_ms)
-        task = asyncio.create_task(serve(dashboard, sock, stop))
-        print(f"floodmark ui listening on http://{host}:{port}/", flush=True)
-        await task
+        await serve(dashboard, sock, stop, lambda: print(
+            f"floodmark ui listening on http://{host}:{port}/", flush=True))
 
     asyncio.run(run())
     return 0

@@ -5,7 +5,7 @@ slow broker never blocks the event loop) and keeps the latest snapshot. Every br
 ``GET /api/events`` stream and receives the whole snapshot each time it changes.
 
 Routes: ``/`` (the page), ``/static/*``, ``GET /api/partitions``, ``/api/topics``,
-``/api/cluster``, ``/api/snapshot`` (all three), ``/api/events`` (text/event-stream).
+``/api/cluster``, ``/api/groups``, ``/api/snapshot`` (all of them), ``/api/events`` (text/event-stream).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import contextlib
 import json
 import logging
 import socket
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from typing import Any
@@ -49,7 +50,8 @@ class Dashboard:
             snap["error"] = None
         except Exception as exc:  # the cluster is down or unreachable: say so on the page
             log.warning("refresh failed: %s", exc)
-            snap = dict(self.snapshot or {"cluster": None, "topics": [], "partitions": []})
+            snap = dict(self.snapshot or {"cluster": None, "topics": [], "partitions": [],
+                                          "groups": []})
             snap["error"] = f"{type(exc).__name__}: {exc}"
         old = dict(self.snapshot or {})
         new = dict(snap)
@@ -146,6 +148,7 @@ def build_app(dashboard: Dashboard) -> web.Application:
     app.router.add_get("/api/partitions", part("partitions"))
     app.router.add_get("/api/topics", part("topics"))
     app.router.add_get("/api/cluster", part("cluster"))
+    app.router.add_get("/api/groups", part("groups"))
     app.router.add_get("/api/snapshot", part(""))
     app.router.add_get("/api/events", events)
     return app
@@ -159,11 +162,15 @@ def bind(listen: str) -> socket.socket:
     return sock
 
 
-async def serve(dashboard: Dashboard, sock: socket.socket, stop: asyncio.Event) -> None:
+async def serve(dashboard: Dashboard, sock: socket.socket, stop: asyncio.Event,
+                ready: Callable[[], None] | None = None) -> None:
+    """Serve on ``sock`` until ``stop`` is set; ``ready()`` once connections are accepted."""
     runner = web.AppRunner(build_app(dashboard), handle_signals=False)
     await runner.setup()
     site = web.SockSite(runner, sock, shutdown_timeout=1.0)
     await site.start()
+    if ready is not None:
+        ready()
     try:
         await stop.wait()
     finally:

@@ -22,8 +22,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from floodmark.client.connection import KafkaConnection
+from floodmark.client.connection import KafkaConnection, RequestFailed
 from floodmark.cluster_cli import CONTROLLER_ID, LocalCluster, leader_views, replica_states
+from floodmark.ui.groups import read_groups
 
 PartitionKey = tuple[str, int]
 BROKER_TIMEOUT_S = 2.0
@@ -74,7 +75,7 @@ class BootstrapSource:
                     return conn.request(3, 12, {"topics": None,
                                                 "allow_auto_topic_creation": False,
                                                 "include_topic_authorized_operations": False})
-            except OSError as exc:
+            except (OSError, RequestFailed) as exc:
                 last = exc
         raise ConnectionError(f"no bootstrap server answers ({last})")
 
@@ -140,18 +141,18 @@ def _ask_broker(address: str, hosted: list[tuple[str, int, int]], led: list[Part
     try:
         if hosted:
             states = replica_states(address, hosted, BROKER_TIMEOUT_S)
-    except (OSError, RuntimeError) as exc:
+    except (OSError, RuntimeError, RequestFailed) as exc:
         states = {(t, p): {"error": f"{address}: {exc}"} for t, p, _e in hosted}
     try:
         if led:
             views = leader_views(address, led, BROKER_TIMEOUT_S)
-    except (OSError, RuntimeError) as exc:
+    except (OSError, RuntimeError, RequestFailed) as exc:
         views = {key: {"error": f"{address}: {exc}"} for key in led}
     return states, views
 
 
 def collect(source: Source, pool: ThreadPoolExecutor) -> dict[str, Any]:
-    """One refresh: ``{"time_ms", "cluster", "topics", "partitions"}`` (see ``floodmark.ui``)."""
+    """One refresh: ``{"time_ms", "cluster", "topics", "partitions", "groups"}``."""
     view = source.describe()
     alive = {b["id"]: b["address"] for b in view.brokers if b["alive"] and b["address"]}
     # A running broker the controller still fences (e.g. restarted, catching up) still answers
@@ -178,11 +179,16 @@ def collect(source: Source, pool: ThreadPoolExecutor) -> dict[str, Any]:
         leads.setdefault(reg.leader, []).append(f"{topic}-{index}")
     for b in view.brokers:
         b["leads"] = leads.get(b["id"], [])
+    high_watermarks = {(p["topic"], p["partition"]): next(
+        (r["high_watermark"] for r in p["replicas"] if r["broker"] == p["leader"]), None)
+        for p in partitions}
+    leaders = {key: reg.leader for key, reg in view.registrations.items()}
     return {"time_ms": int(time.time() * 1000),
             "cluster": {"mode": view.mode, "controller": view.controller,
                         "brokers": view.brokers},
             "topics": topic_rows(view, alive),
-            "partitions": partitions}
+            "partitions": partitions,
+            "groups": read_groups(reachable, leaders, high_watermarks, pool)}
 
 
 def partition_row(key: PartitionKey, reg: Registration,

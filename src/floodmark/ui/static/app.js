@@ -299,6 +299,37 @@ function renderTopics(topics) {
   }
 }
 
+// -- consumer groups -------------------------------------------------------------------------------
+function renderGroups(groups) {
+  const body = document.querySelector("#groups-table tbody");
+  body.replaceChildren();
+  if (!groups.length) {
+    body.append(el("tr", {}, ""));
+    body.firstChild.append(el("td", { colspan: 8, class: "muted" }, "no consumer groups"));
+    return;
+  }
+  for (const g of groups) {
+    const members = g.members.map((m) => `${m.client_id} (${Object.entries(m.assignment)
+      .map(([t, ps]) => `${t}: ${ps.join(",")}`).join("; ") || "nothing assigned"})`).join(", ");
+    const offsets = g.offsets.length ? g.offsets : [null];
+    offsets.forEach((o, i) => {
+      const tr = el("tr", { class: "group-offset", "data-group": g.group, "data-state": g.state,
+        "data-members": g.members.length, "data-topic": o && o.topic, "data-partition": o && o.partition,
+        "data-committed": o && o.committed_offset, "data-high-watermark": o && o.high_watermark,
+        "data-lag": o && o.lag });
+      if (i === 0) {
+        const span = { rowspan: offsets.length };
+        tr.append(el("td", span, g.group), el("td", span, g.state),
+          el("td", span, g.coordinator), el("td", span, `${g.members.length}${members ? ": " + members : ""}`));
+      }
+      tr.append(el("td", {}, o ? `${o.topic}-${o.partition}` : "—"),
+        el("td", {}, o ? o.committed_offset : ""), el("td", {}, o ? o.high_watermark ?? "?" : ""),
+        el("td", { class: "lag" }, o ? o.lag ?? "?" : ""));
+      body.append(tr);
+    });
+  }
+}
+
 // -- the whole page ------------------------------------------------------------------------------------
 function render(snap) {
   state.snapshot = snap;
@@ -321,6 +352,7 @@ function render(snap) {
   view.dataset.found = String(Boolean(p));
   if (p) renderPartition(p, (snap.cluster && snap.cluster.brokers) || []);
   renderTopics(snap.topics || []);
+  renderGroups(snap.groups || []);
   state.renders += 1;
   document.body.dataset.renders = String(state.renders);
   document.body.dataset.snapshotTime = String(snap.time_ms || "");
