@@ -3,7 +3,8 @@
 Debian's ``chromium``, driven by playwright (pointed at /usr/bin/chromium: no browser download),
 opens the dashboard while records are produced, both followers are paused (SIGSTOP: the leader's
 LEO runs ahead of its HW, the offsets in between are uncommitted) and then the leader is killed
-(SIGKILL: a new leader, a new leader epoch, the ISR shrinks). At every stable point the values
+(SIGKILL, with the page's fault-drill button: a new leader, a new leader epoch, the ISR
+shrinks). At every stable point the values
 are read FROM THE PAGE (the data attributes of the drawn HW marker, dashed LEO box and offset
 boxes) and compared with what each broker reports itself (``cluster_cli.replica_state``, the
 debug reads of ``floodmark cluster describe``). Screenshots: ``<tmp_path>/artifacts``; the
@@ -321,7 +322,10 @@ def test_dashboard_draws_hw_leo_and_isr_live(cluster: LocalCluster, ui_url: str,
 
             # 3. SIGKILL the leader: a new leader (leader epoch 1), the ISR shrinks, the old
             #    leader's row goes dark, the topics table says under-replicated.
-            cluster.kill(leader, signal.SIGKILL)
+            #    The kill is the page's own fault-drill button (POST /api/drill).
+            page.click(f"#broker-{leader} button[data-drill='kill']")
+            page.wait_for_selector("#drill-status[data-ok='true']", timeout=30_000)
+            assert cluster.wait_dead(leader, 10), "the drill did not kill the leader"
             state = _wait_page(page, lambda s: s["leader"] in followers and s["leader_epoch"] >= 1
                                and leader not in s["isr"], "a new leader and a smaller ISR",
                                timeout_s=SESSION_TIMEOUT_MS / 1000 + 20)

@@ -5,7 +5,8 @@ slow broker never blocks the event loop) and keeps the latest snapshot. Every br
 ``GET /api/events`` stream and receives the whole snapshot each time it changes.
 
 Routes: ``/`` (the page), ``/static/*``, ``GET /api/partitions``, ``/api/topics``,
-``/api/cluster``, ``/api/groups``, ``/api/snapshot`` (all of them), ``/api/events`` (text/event-stream).
+``/api/cluster``, ``/api/groups``, ``/api/snapshot`` (all of them), ``/api/events`` (text/event-stream)
+and, for a local cluster, ``POST /api/drill {"broker": ID, "action": "kill|pause|resume|start"}``.
 """
 
 from __future__ import annotations
@@ -22,11 +23,12 @@ from typing import Any
 
 from aiohttp import web
 
-from floodmark.ui.source import Source, collect
+from floodmark.ui.source import LocalClusterSource, Source, collect
 
 log = logging.getLogger("floodmark.ui")
 
 KEEPALIVE_S = 15.0
+DRILL_HEADER = "X-Floodmark-Drill"
 STATIC_TYPES = {".js": "text/javascript", ".css": "text/css", ".html": "text/html",
                 ".svg": "image/svg+xml"}
 
@@ -143,6 +145,23 @@ def build_app(dashboard: Dashboard) -> web.Application:
             pass
         return resp
 
+    async def drill(request: web.Request) -> web.Response:
+        """Fault drills for a local cluster (``--data-dir`` only). The custom header keeps
+        other sites' pages from posting here (it needs a CORS preflight nobody answers)."""
+        if not isinstance(dashboard.source, LocalClusterSource):
+            raise web.HTTPForbidden(text="fault drills need --data-dir (a local cluster)")
+        if request.headers.get(DRILL_HEADER) != "1":
+            raise web.HTTPForbidden(text=f"missing header {DRILL_HEADER}: 1")
+        body = await request.json()
+        try:
+            message = await asyncio.get_running_loop().run_in_executor(
+                None, dashboard.source.drill, int(body["broker"]), str(body["action"]))
+        except (KeyError, ValueError, RuntimeError) as exc:
+            return web.json_response({"ok": False, "error": str(exc)}, status=400)
+        log.warning("fault drill: %s", message)
+        await dashboard.refresh()
+        return web.json_response({"ok": True, "message": message})
+
     app.router.add_get("/", index)
     app.router.add_get("/static/{name}", static)
     app.router.add_get("/api/partitions", part("partitions"))
@@ -151,6 +170,7 @@ def build_app(dashboard: Dashboard) -> web.Application:
     app.router.add_get("/api/groups", part("groups"))
     app.router.add_get("/api/snapshot", part(""))
     app.router.add_get("/api/events", events)
+    app.router.add_post("/api/drill", drill)
     return app
 
 

@@ -17,6 +17,7 @@ what it knows of its followers (``cluster_cli.leader_views``: the remote LEOs).
 
 from __future__ import annotations
 
+import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -99,8 +100,25 @@ class BootstrapSource:
         return ClusterView("bootstrap", brokers, None, registrations, internal)
 
 
+DRILLS = {"kill": signal.SIGKILL, "pause": signal.SIGSTOP, "resume": signal.SIGCONT}
+
+
 class LocalClusterSource:
-    """A local cluster (``floodmark cluster up`` or ``LocalCluster``) by its data directory."""
+    """A local cluster (``floodmark cluster up`` or ``LocalCluster``) by its data directory.
+    It also runs the fault drills of ``floodmark cluster kill|start`` for the page's buttons."""
+
+    def drill(self, node_id: int, action: str) -> str:
+        """kill (SIGKILL), pause (SIGSTOP), resume (SIGCONT) or start one broker."""
+        self.cluster.reload()
+        if node_id not in self.cluster.broker_ids:
+            raise ValueError(f"no broker {node_id} in this cluster")
+        if action == "start":
+            self.cluster.start_node(node_id)
+            return f"broker {node_id} started at {self.cluster.address(node_id)}"
+        if action not in DRILLS:
+            raise ValueError(f"unknown drill {action!r}")
+        self.cluster.kill(node_id, DRILLS[action])
+        return f"sent {DRILLS[action].name} to broker {node_id} (pid {self.cluster.pid(node_id)})"
 
     def __init__(self, data_dir: str) -> None:
         self.cluster = LocalCluster(data_dir)

@@ -9,7 +9,8 @@ const BOX_Y = 16, BOX_H = 20;
 const EPOCH_COLORS = ["#1565c0", "#6a1b9a", "#00838f", "#ef6c00", "#2e7d32", "#ad1457",
                       "#4e342e", "#283593"];
 
-const state = { snapshot: null, selected: null, renders: 0, partitionKey: null };
+const state = { snapshot: null, selected: null, renders: 0, partitionKey: null,
+                lastSeen: new Map() };
 
 function el(tag, attrs = {}, text) {
   const node = tag.startsWith("svg:") ? document.createElementNS(SVG, tag.slice(4))
@@ -81,7 +82,35 @@ function renderCluster(cluster) {
       (b.broker_epoch !== null && b.broker_epoch !== undefined ? ` · broker epoch ${b.broker_epoch}` : "")));
     card.append(el("div", { class: "leads" },
       `leads ${b.leads.length}: ${b.leads.filter((n) => !n.startsWith("__")).join(", ") || "—"}`));
+    if (cluster.mode === "local") {
+      const drills = el("div", { class: "drills", title: "fault drill: acts on the real process" });
+      drills.append(el("span", { class: "drill-label" }, "fault drill:"));
+      for (const action of ["kill", "pause", "resume", "start"]) {
+        const button = el("button", { class: "drill", "data-drill": action, "data-broker": b.id }, action);
+        button.disabled = (action === "start") === (b.state !== "dead") ||
+          (action === "pause" && b.state !== "running") || (action === "resume" && b.state !== "stopped");
+        button.onclick = () => drill(b.id, action);
+        drills.append(button);
+      }
+      card.append(drills);
+    }
     box.append(card);
+  }
+}
+
+async function drill(broker, action) {
+  const status = document.getElementById("drill-status");
+  status.textContent = `${action} broker ${broker}…`;
+  try {
+    const resp = await fetch("/api/drill", { method: "POST",
+      headers: { "Content-Type": "application/json", "X-Floodmark-Drill": "1" },
+      body: JSON.stringify({ broker, action }) });
+    const answer = await resp.json();
+    status.textContent = answer.ok ? answer.message : `failed: ${answer.error}`;
+    status.dataset.ok = String(Boolean(answer.ok));
+  } catch (exc) {
+    status.textContent = `failed: ${exc}`;
+    status.dataset.ok = "false";
   }
 }
 
@@ -137,8 +166,20 @@ function renderPartition(p, brokers) {
     " · log start offset ", el("b", { id: "log-start-offset" }, p.log_start_offset ?? "?"),
     " · HW ", el("b", { id: "high-watermark" }, leaderHw ?? "?"));
 
+  // What each replica shows: its answer now or, greyed, the last one it gave (a paused or
+  // dead broker's log is still on its disk).
+  const shownOf = new Map();
+  for (const r of p.replicas) {
+    const id = `${key}/${r.broker}`;
+    if (r.log_end_offset !== null) {
+      state.lastSeen.set(id, { ...r, seen_ms: Date.now() });
+      shownOf.set(r.broker, r);
+    } else if (state.lastSeen.has(id)) {
+      shownOf.set(r.broker, state.lastSeen.get(id));
+    }
+  }
   // One offset window shared by every replica, so the boxes line up vertically.
-  const leos = p.replicas.map((r) => r.log_end_offset).filter((v) => v !== null);
+  const leos = [...shownOf.values()].map((r) => r.log_end_offset);
   const start = p.log_start_offset ?? 0;
   const hi = Math.max(start, ...leos) + 1;
   const lo = Math.max(start, hi - WINDOW);
@@ -156,6 +197,8 @@ function renderPartition(p, brokers) {
     rows.append(row);  // keeps the order: leader first
     const role = r.broker === p.leader ? "leader" : "follower";
     const reachable = r.log_end_offset !== null;
+    const shown = shownOf.get(r.broker);
+    row.dataset.stale = String(!reachable && shown !== undefined);
     row.dataset.role = role;
     row.dataset.alive = String(Boolean(alive.get(r.broker)) && reachable);
     row.dataset.inIsr = String(p.isr.includes(r.broker));
@@ -170,9 +213,12 @@ function renderPartition(p, brokers) {
                                          : el("span", { class: "badge bad" }, "not in ISR"));
     if (!reachable) badges.push(el("span", { class: "badge bad" }, "unreachable"));
     const numbers = el("div", { class: "numbers" },
-      reachable ? `LEO ${r.log_end_offset} · HW ${r.high_watermark}` : "no answer");
+      reachable ? `LEO ${r.log_end_offset} · HW ${r.high_watermark}`
+        : shown ? `last seen ${Math.round((Date.now() - shown.seen_ms) / 1000)} s ago: ` +
+                  `LEO ${shown.log_end_offset} · HW ${shown.high_watermark}` : "no answer");
+    const epochs = shown ? shown.epochs : [];
     const cache = el("div", { class: "epoch-cache", "data-epochs": JSON.stringify(r.epochs) },
-      "epochs " + (r.epochs.length ? r.epochs.map(([e, s]) => `<${e}, ${s}>`).join(" ") : "—"));
+      "epochs " + (epochs.length ? epochs.map(([e, s]) => `<${e}, ${s}>`).join(" ") : "—"));
     label.replaceChildren(el("div", {}, ""), numbers, cache);
     label.firstChild.append(...badges);
     if (leoMoved || hwMoved) bump(numbers);
@@ -189,10 +235,10 @@ function renderPartition(p, brokers) {
     }
     const hwMarker = svg.querySelector(".hw-marker");
     const leoMarker = svg.querySelector(".leo-marker");
-    if (reachable) {
-      for (let o = lo; o < r.log_end_offset; o++) {
-        const kind = o < r.high_watermark ? "committed" : "uncommitted";
-        const epoch = epochOf(r.epochs, o);
+    if (shown) {
+      for (let o = lo; o < shown.log_end_offset; o++) {
+        const kind = o < shown.high_watermark ? "committed" : "uncommitted";
+        const epoch = epochOf(shown.epochs, o);
         boxes.append(el("svg:rect", { class: `offset-box ${kind}`, "data-offset": o,
           "data-epoch": epoch, x: x(o), y: BOX_Y, width: BOX_W, height: BOX_H }));
         boxes.append(el("svg:rect", { class: "epoch-bar", x: x(o), y: BOX_Y + BOX_H - 3,
@@ -200,12 +246,18 @@ function renderPartition(p, brokers) {
         boxes.append(el("svg:text", { class: "offset-label", x: x(o) + BOX_W / 2, y: BOX_Y + 12 }, o));
       }
       hwMarker.style.display = leoMarker.style.display = "";
-      hwMarker.dataset.hw = r.high_watermark;
-      hwMarker.style.transform = `translate(${x(r.high_watermark) - GAP / 2}px, 0px)`;
+      hwMarker.style.transform = `translate(${x(shown.high_watermark) - GAP / 2}px, 0px)`;
       const leoBox = leoMarker.querySelector(".leo-box");
-      leoBox.dataset.offset = r.log_end_offset;
-      leoMarker.dataset.leo = r.log_end_offset;
-      leoMarker.style.transform = `translate(${x(r.log_end_offset)}px, 0px)`;
+      leoMarker.style.transform = `translate(${x(shown.log_end_offset)}px, 0px)`;
+      if (reachable) {  // data attributes carry live answers only
+        hwMarker.dataset.hw = r.high_watermark;
+        leoBox.dataset.offset = r.log_end_offset;
+        leoMarker.dataset.leo = r.log_end_offset;
+      } else {
+        delete hwMarker.dataset.hw;
+        delete leoBox.dataset.offset;
+        delete leoMarker.dataset.leo;
+      }
       if (hwMoved) bump(hwMarker.querySelector(".hw-line"));
       if (leoMoved) bump(leoBox);
     } else {
