@@ -33,6 +33,7 @@ STATE_FILE = "cluster.json"
 CONTROLLER_ID = 0
 DEFAULT_DATA_DIR = "floodmark-cluster"
 _LISTENING = re.compile(r"listening on (\S+):(\d+)")
+_METRICS = re.compile(r"metrics on http://(\S+):(\d+)/metrics")
 
 # Local-cluster defaults: loopback, so detection can be much quicker than Kafka's
 # (broker.session.timeout.ms 9000, replica.lag.time.max.ms 30000).
@@ -66,7 +67,9 @@ def _pid_state(pid: int) -> str:
 class LocalCluster:
     def __init__(self, data_dir: str | Path, brokers: int = 3,
                  broker_settings: dict[str, str] | None = None,
-                 controller_settings: dict[str, str] | None = None) -> None:
+                 controller_settings: dict[str, str] | None = None,
+                 metrics: bool = True) -> None:
+        """``metrics``: every node serves Prometheus ``/metrics`` on a port of its own."""
         self.data_dir = Path(data_dir).resolve()
         self.state_path = self.data_dir / STATE_FILE
         self.state: dict[str, Any] = {}
@@ -81,6 +84,7 @@ class LocalCluster:
                 "data_dir": str(self.data_dir),
                 "broker_settings": bset,
                 "controller_settings": cset,
+                "metrics": metrics,
                 "nodes": {str(CONTROLLER_ID): {"role": "controller", "port": 0, "pid": None}},
             }
             for i in range(1, brokers + 1):
@@ -139,14 +143,19 @@ class LocalCluster:
                     "--unclean-leader-election-enable", str(c["unclean.leader.election.enable"]),
                     "--auto-leader-rebalance-enable", str(c["auto.leader.rebalance.enable"]),
                     "--leader-imbalance-check-interval-ms",
-                    str(c["leader.imbalance.check.interval.ms"])]
+                    str(c["leader.imbalance.check.interval.ms"]), *self._metrics_args(n)]
         cmd = [sys.executable, "-m", "floodmark.broker.cluster_member",
                "--node-id", str(node_id), "--controller", self.controller_address,
                "--data-dir", str(self.data_dir / f"broker-{node_id}"),
-               "--listen", f"127.0.0.1:{n['port']}"]
+               "--listen", f"127.0.0.1:{n['port']}", *self._metrics_args(n)]
         for k, v in self.state["broker_settings"].items():
             cmd += ["--set", f"{k}={v}"]
         return cmd
+
+    def _metrics_args(self, node: dict[str, Any]) -> list[str]:
+        if not self.state.get("metrics", True):
+            return []
+        return ["--metrics-listen", f"127.0.0.1:{node.get('metrics_port', 0)}"]
 
     def _log_path(self, node_id: int) -> Path:
         n = self.state["nodes"][str(node_id)]
@@ -173,6 +182,9 @@ class LocalCluster:
                 fh.seek(start)
                 text = fh.read().decode(errors="replace")
             for line in text.splitlines():
+                metrics = _METRICS.search(line) if "INFO" not in line else None
+                if metrics and line.startswith("floodmark"):
+                    self.state["nodes"][str(node_id)]["metrics_port"] = int(metrics.group(2))
                 if "floodmark" in line and "listening on" in line and "INFO" not in line:
                     m = _LISTENING.search(line)
                     if m:
@@ -289,6 +301,8 @@ class LocalCluster:
             entry: dict[str, Any] = {"id": node_id, "role": n["role"], "pid": n.get("pid"),
                                      "address": self.address(node_id),
                                      "alive": state != "dead", "state": state}
+            if n.get("metrics_port"):
+                entry["metrics"] = f"http://127.0.0.1:{n['metrics_port']}/metrics"
             if node_id in registered:
                 entry["fenced"] = registered[node_id]["fenced"]
                 entry["broker_epoch"] = registered[node_id]["broker_epoch"]

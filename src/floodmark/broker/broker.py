@@ -14,7 +14,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from floodmark.broker import sendfile, storage_glue
 from floodmark.broker.config import BrokerConfig
@@ -37,6 +37,9 @@ from floodmark.wire.codec import (
     encode_response,
     peek_header,
 )
+
+if TYPE_CHECKING:
+    from floodmark.metrics import RequestMetrics
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +106,8 @@ class Broker:
         self._last_disk_warning_s = 0.0
         self._waiting_produces: dict[int, asyncio.Future[tuple[ErrorCode, int]]] = {}
         self.request_counts: dict[int, int] = {}  # api key -> requests received
+        # Set (before serve) to count requests, latency and bytes per API for /metrics.
+        self.request_metrics: RequestMetrics | None = None
         self.now_ms = now_ms
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -147,8 +152,10 @@ class Broker:
 
     async def serve(self, ready: Callable[[int], None] | None = None) -> None:
         self._stopping = asyncio.Event()
+        dispatch = (self.dispatch if self.request_metrics is None
+                    else self.request_metrics.wrap(self.dispatch))
         self._server = await start_listener(
-            self.config.listen_host, self.config.listen_port, self.dispatch,
+            self.config.listen_host, self.config.listen_port, dispatch,
             self.max_request_bytes, self.connections.add, self.connections.discard,
         )
         sock = self._server.sockets[0]

@@ -123,6 +123,8 @@ class ClusterBroker(Broker):
         self.controller = self.controller_client  # type: ignore[assignment]
         self.controller_client.on_records = self._on_metadata
         self.cluster_partitions: dict[tuple[str, int], ClusterPartitionState] = {}
+        self.isr_shrinks = 0
+        self.isr_expands = 0
         self.fetchers: dict[tuple[str, int], ReplicaFetcher] = {}
         self.replica_waiters = FetchPurgatory()
         self._cluster_tasks: list[asyncio.Task[None]] = []
@@ -264,9 +266,13 @@ class ClusterBroker(Broker):
                 if ps is None:
                     ps = self._open_cluster_partition(name, index, timage.configs)
                 was_leader = ps.core.is_leader
+                isr_before = len(ps.core.isr)
                 effects = ps.core.apply_metadata(ps.log, reg, now, broker_epochs=broker_epochs,
                                                  ineligible=ineligible)
                 self.apply_effects(ps, effects)
+                if was_leader and ps.core.is_leader:  # e.g. the controller fenced a follower
+                    self.isr_shrinks += int(len(ps.core.isr) < isr_before)
+                    self.isr_expands += int(len(ps.core.isr) > isr_before)
                 if name == OFFSETS_TOPIC and ps.core.is_leader and not was_leader:
                     # Group coordinator for this partition now: load the committed offsets the
                     # replicated log holds (written by the previous coordinator).
@@ -387,6 +393,10 @@ class ClusterBroker(Broker):
         reg = record_to_registration(reg_rec) if reg_rec and error is ErrorCode.NONE else None
         log.info("partition %s leader_epoch=%d AlterPartition isr=%s -> %s", ps.name,
                  ps.leader_epoch, list(req.new_isr), error.name)
+        if reg is not None:  # accepted: Kafka's IsrShrinksPerSec / IsrExpandsPerSec
+            before = len(ps.core.isr)
+            self.isr_shrinks += int(len(reg.isr) < before)
+            self.isr_expands += int(len(reg.isr) > before)
         if (ps.topic, ps.partition) not in self.cluster_partitions:
             return
         self.apply_effects(ps, ps.core.handle_alter_partition_response(
@@ -634,6 +644,8 @@ def main(argv: list[str] | None = None) -> int:
                         "metadata log in this directory")
     p.add_argument("--broker-session-timeout-ms", type=int, default=9000,
                    help="combined mode: the embedded controller's session timeout")
+    p.add_argument("--metrics-listen", default=None, metavar="HOST:PORT",
+                   help="serve Prometheus /metrics here (port 0: any free port)")
     p.add_argument("--log-level", default=os.environ.get("FLOODMARK_LOG_LEVEL", "INFO"))
     args = p.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
@@ -659,6 +671,18 @@ def main(argv: list[str] | None = None) -> int:
 
         controller = ControllerServer(args.controller_data_dir, ControllerConfig(
             broker_session_timeout_ms=args.broker_session_timeout_ms))
+    if args.metrics_listen:
+        from floodmark.broker.metrics import BrokerCollector
+        from floodmark.controller.metrics import ControllerCollector
+        from floodmark.metrics import RequestMetrics, serve_metrics
+
+        broker.request_metrics = RequestMetrics()
+        collectors: list[Any] = [broker.request_metrics, BrokerCollector(broker)]
+        if controller is not None:
+            collectors.append(ControllerCollector(controller))
+        mhost, mport = serve_metrics(collectors, args.metrics_listen)
+        print(f"floodmark broker {args.node_id} metrics on http://{mhost}:{mport}/metrics",
+              flush=True)
 
     async def run() -> None:
         loop = asyncio.get_running_loop()

@@ -26,6 +26,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--unclean-leader-election-enable", type=_bool, default=False)
     p.add_argument("--auto-leader-rebalance-enable", type=_bool, default=True)
     p.add_argument("--leader-imbalance-check-interval-ms", type=int, default=10_000)
+    p.add_argument("--metrics-listen", default=None, metavar="HOST:PORT",
+                   help="serve Prometheus /metrics here (port 0: any free port)")
     p.add_argument("--log-level", default=os.environ.get("FLOODMARK_LOG_LEVEL", "INFO"))
     args = p.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
@@ -40,6 +42,13 @@ def main(argv: list[str] | None = None) -> int:
 
     async def run() -> None:
         server = ControllerServer(args.data_dir, config, args.node_id)
+        if args.metrics_listen:
+            from floodmark.controller.metrics import ControllerCollector
+            from floodmark.metrics import serve_metrics
+
+            mhost, mport = serve_metrics([ControllerCollector(server)], args.metrics_listen)
+            print(f"floodmark controller {args.node_id} metrics on http://{mhost}:{mport}"
+                  "/metrics", flush=True)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, server.stop)

@@ -1,0 +1,79 @@
+"""A broker's gauges, read from its partitions when Prometheus scrapes (``floodmark.metrics``).
+
+Kafka names (JMX exporter style): ReplicaManager's UnderReplicatedPartitions, PartitionCount,
+LeaderCount, IsrShrinksPerSec, IsrExpandsPerSec; per partition ``kafka_log_log_logendoffset`` and
+``..._logstartoffset``, ``kafka_cluster_partition_underreplicated`` (on the leader); kafka_exporter's
+``kafka_consumergroup_lag`` for the groups this broker coordinates, on the partitions it leads.
+``floodmark_partition_high_watermark`` is floodmark's own (Kafka has no HW bean).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+
+class BrokerCollector(Collector):
+    def __init__(self, broker: Any) -> None:
+        self.broker = broker
+
+    def collect(self) -> Iterable[Metric]:
+        b = self.broker
+        labels = ["topic", "partition"]
+        leo = GaugeMetricFamily("kafka_log_log_logendoffset", "Log end offset of this replica",
+                                labels=labels)
+        start = GaugeMetricFamily("kafka_log_log_logstartoffset",
+                                  "Log start offset of this replica", labels=labels)
+        hw = GaugeMetricFamily("floodmark_partition_high_watermark",
+                               "High watermark of this replica", labels=labels)
+        urp = GaugeMetricFamily("kafka_cluster_partition_underreplicated",
+                                "1 if this broker leads the partition and its ISR is smaller "
+                                "than its replica set", labels=labels)
+        under = leaders = count = 0
+        high_watermarks: dict[tuple[str, int], int] = {}
+        for (topic, index), ps in list(b.partitions.items()):
+            name = [topic, str(index)]
+            count += 1
+            leo.add_metric(name, ps.log_end_offset)
+            start.add_metric(name, ps.log_start_offset)
+            hw.add_metric(name, ps.high_watermark)
+            core = ps.core
+            if core.is_leader:
+                leaders += 1
+                high_watermarks[(topic, index)] = ps.high_watermark
+                role = core.role
+                replicas = len(role.replicas) if role is not None else 0
+                lagging = int(len(core.isr) < replicas)
+                under += lagging
+                urp.add_metric(name, lagging)
+        yield leo
+        yield start
+        yield hw
+        yield urp
+        yield GaugeMetricFamily("kafka_server_replicamanager_underreplicatedpartitions",
+                                "Partitions led here whose ISR is smaller than the replica set",
+                                value=under)
+        yield GaugeMetricFamily("kafka_server_replicamanager_partitioncount",
+                                "Partitions hosted by this broker", value=count)
+        yield GaugeMetricFamily("kafka_server_replicamanager_leadercount",
+                                "Partitions led by this broker", value=leaders)
+        yield CounterMetricFamily("kafka_server_replicamanager_isrshrinks",
+                                  "ISR shrinks accepted by the controller (IsrShrinksPerSec)",
+                                  value=getattr(b, "isr_shrinks", 0))
+        yield CounterMetricFamily("kafka_server_replicamanager_isrexpands",
+                                  "ISR expansions accepted by the controller (IsrExpandsPerSec)",
+                                  value=getattr(b, "isr_expands", 0))
+        lag = GaugeMetricFamily("kafka_consumergroup_lag",
+                                "High watermark minus the group's committed offset (groups "
+                                "coordinated here, partitions led here)",
+                                labels=["consumergroup", "topic", "partition"])
+        offsets = b.offsets
+        for group in list(offsets.groups()):
+            for (topic, index), committed in list(offsets.group_offsets(group).items()):
+                top = high_watermarks.get((topic, index))
+                if top is not None and committed.offset >= 0:
+                    lag.add_metric([group, topic, str(index)], max(0, top - committed.offset))
+        yield lag
