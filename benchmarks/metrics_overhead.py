@@ -1,6 +1,10 @@
 """What /metrics costs: produce and consume throughput of a 3-broker cluster, metrics off vs on.
 
-Each round starts a fresh local cluster (``LocalCluster(metrics=False|True)``), produces
+First, the request path's own cost: ``RequestMetrics.wrap`` around a dispatch that does nothing,
+per request, for a response returned at once and for one returned by a coroutine (acks=all
+produce, long-poll fetch): what every request pays, independent of machine noise.
+
+Then each round starts a fresh local cluster (``LocalCluster(metrics=False|True)``), produces
 ``--messages`` values of ``--size`` bytes with acks=all into an RF=3 topic (3 partitions), then
 reads them all back with one consumer. With metrics on, a scraper thread fetches every node's
 ``/metrics`` every ``--scrape-interval-s`` (what Prometheus does) for the whole round. Rounds
@@ -116,6 +120,42 @@ def one_round(metrics: bool, messages: int, size: int, interval_s: float) -> tup
         return produced, consumed
 
 
+def wrapper_cost_us(calls: int = 200_000) -> tuple[float, float]:
+    """Extra microseconds per request that the metrics wrapper adds (sync, coroutine)."""
+    import asyncio
+
+    from floodmark.metrics import RequestMetrics
+
+    frame = b"\x00\x00\x00\x09" + b"\x00" * 60
+    parts = [b"x" * 64]
+
+    def sync_dispatch(_frame: object, _conn: object) -> list[bytes]:
+        return parts
+
+    async def answer() -> list[bytes]:
+        return parts
+
+    def async_dispatch(_frame: object, _conn: object) -> object:
+        return answer()
+
+    def per_call(fn: object, is_async: bool) -> float:
+        call = fn  # type: ignore[assignment]
+
+        async def drive() -> float:
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                result = call(frame, None)  # type: ignore[operator]
+                if is_async:
+                    await result
+            return (time.perf_counter() - t0) / calls * 1e6
+        return asyncio.run(drive())
+
+    metrics = RequestMetrics()
+    sync = per_call(metrics.wrap(sync_dispatch), False) - per_call(sync_dispatch, False)
+    coro = per_call(metrics.wrap(async_dispatch), True) - per_call(async_dispatch, True)
+    return sync, coro
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--messages", type=int, default=100_000)
@@ -123,6 +163,9 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--scrape-interval-s", type=float, default=1.0)
     args = ap.parse_args()
+    sync_us, coro_us = wrapper_cost_us()
+    print(f"metrics wrapper: +{sync_us:.2f} us per request answered at once, +{coro_us:.2f} us "
+          "per request answered by a coroutine", flush=True)
     results: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
     print(f"{args.messages} records of {args.size} B, acks=all, RF=3, 3 partitions; "
           f"{args.rounds} rounds of off/on", flush=True)

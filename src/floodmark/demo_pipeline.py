@@ -1,6 +1,8 @@
 """``floodmark demo``: the end-to-end pipeline on a real local cluster, with a leader SIGKILL.
 
-1. ``LocalCluster`` (floodmark.cluster_cli) starts a controller and 3 brokers as processes.
+1. ``LocalCluster`` (floodmark.cluster_cli) starts a controller and 3 brokers as processes, and
+   ``floodmark ui`` serves the live dashboard of that cluster (127.0.0.1:8080, or any free port)
+   until the demo ends.
 2. ``examples/pageviews_pipeline.py`` does the rest, as a user would: it creates the topics
    (``page-views``: 3 partitions, ``page-view-counts``: 1; RF=3, min.insync.replicas=2), produces
    page views at a steady rate (acks=all, idempotent), and runs the Spark job: readStream from
@@ -163,6 +165,7 @@ def run(events: int, rate: float, keep: bool, down_s: float) -> bool:
     cluster = LocalCluster(work / "cluster", brokers=3)
     spark: Any = None
     queries: dict[str, Any] = {}
+    ui: Any = None
 
     def on_term(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt
@@ -180,6 +183,12 @@ def run(events: int, rate: float, keep: bool, down_s: float) -> bool:
              + ", ".join(f"{b} (pid {cluster.pid(b)}, {cluster.address(b)})"
                          for b in cluster.broker_ids))
         _say(f"[cluster] bootstrap {bootstrap}; logs in {work / 'cluster' / 'logs'}")
+        from floodmark.ui.launch import start_ui
+
+        ui = start_ui(work / "cluster", work / "cluster" / "logs" / "ui.log")
+        if ui is not None:
+            _say(f"[ui] live dashboard at {ui[1]} (each replica's log, HW, LEO, ISR, epochs; up "
+                 "while the demo runs)")
         example.create_topics(bootstrap)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and any(
@@ -215,6 +224,10 @@ def run(events: int, rate: float, keep: bool, down_s: float) -> bool:
         except Exception as exc:  # still stop the cluster
             _say(f"[cleanup] stopping Spark: {exc}")
         spark_stopped = time.monotonic()
+        if ui is not None:
+            from floodmark.ui.launch import stop_ui
+
+            stop_ui(ui[0])
         cluster.stop()
         _say(f"[cleanup] Spark stopped in {spark_stopped - cleanup_started:.0f} s, the cluster "
              f"(controller + {len(cluster.broker_ids)} brokers) in "

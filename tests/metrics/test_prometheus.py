@@ -1,7 +1,8 @@
 """A real Prometheus server (Debian's ``prometheus``) scrapes a real 3-broker cluster: the
 addresses come from ``floodmark cluster status --json`` (``"metrics"`` of each node), and
 under-replicated partitions are queried through a broker kill (0, then 1 on the leader, the
-controller's fenced broker count 1, the leader's ISR shrink counted)."""
+controller's fenced broker count 1, the leader's ISR shrink counted). Every query of the shipped
+Grafana dashboard (docs/grafana/floodmark-dashboard.json) is run against the same server."""
 
 from __future__ import annotations
 
@@ -130,6 +131,15 @@ def test_prometheus_sees_under_replicated_partitions_through_a_broker_kill(
     assert _query(prometheus, "sum(kafka_controller_kafkacontroller_activecontrollercount)") == 1
     assert _query(prometheus,
                   'sum(kafka_network_requestmetrics_requests_total{request="Produce"})') >= 1
+
+    # Every query of the shipped Grafana dashboard is valid PromQL and finds its series.
+    dashboard = json.loads((REPO / "docs" / "grafana" / "floodmark-dashboard.json").read_text())
+    for panel in dashboard["panels"]:
+        for target in panel["targets"]:
+            if "lag" in target["expr"] or "rate(" in target["expr"]:
+                _query(prometheus, target["expr"])  # no consumer group / too young for rate
+            else:
+                assert _query(prometheus, target["expr"]) is not None, target["expr"]
 
     leader = cluster.leader_of(TOPIC)
     victim = next(b for b in cluster.broker_ids if b != leader)

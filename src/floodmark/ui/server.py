@@ -1,6 +1,6 @@
 """The dashboard's web server (aiohttp): a poller, the JSON API, server-sent events, the page.
 
-One task polls the cluster every ``interval_ms`` (``source.collect`` in a worker thread, so a
+One task polls the cluster every ``interval_ms`` while anyone watches (``source.collect`` in a worker thread, so a
 slow broker never blocks the event loop) and keeps the latest snapshot. Every browser holds one
 ``GET /api/events`` stream and receives the whole snapshot each time it changes.
 
@@ -28,6 +28,8 @@ from floodmark.ui.source import LocalClusterSource, Source, collect
 log = logging.getLogger("floodmark.ui")
 
 KEEPALIVE_S = 15.0
+# Nobody watching (no event stream open, no API call for this long): stop polling the cluster.
+IDLE_AFTER_S = 30.0
 DRILL_HEADER = "X-Floodmark-Drill"
 STATIC_TYPES = {".js": "text/javascript", ".css": "text/css", ".html": "text/html",
                 ".svg": "image/svg+xml"}
@@ -44,6 +46,9 @@ class Dashboard:
         self.changed = asyncio.Condition()
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="floodmark-ui")
         self._task: asyncio.Task[None] | None = None
+        self.watchers = 0  # open event streams
+        self._last_request = 0.0
+        self._woken = asyncio.Event()
 
     async def refresh(self) -> None:
         try:
@@ -66,8 +71,20 @@ class Dashboard:
             self.version += 1
             self.changed.notify_all()
 
+    def _idle(self) -> bool:
+        loop = asyncio.get_running_loop()
+        return self.watchers == 0 and loop.time() - self._last_request > IDLE_AFTER_S
+
+    def touch(self) -> None:
+        """Someone is looking: keep (or start again) polling the cluster."""
+        self._last_request = asyncio.get_running_loop().time()
+        self._woken.set()
+
     async def _poll(self) -> None:
         while True:
+            if self._idle():
+                self._woken.clear()
+                await self._woken.wait()
             await self.refresh()
             await asyncio.sleep(self.interval_s)
 
@@ -82,7 +99,9 @@ class Dashboard:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     async def current(self) -> dict[str, Any]:
-        if self.snapshot is None:
+        stale = self._idle()
+        self.touch()
+        if self.snapshot is None or stale:
             await self.refresh()
         assert self.snapshot is not None
         return self.snapshot
@@ -132,6 +151,7 @@ def build_app(dashboard: Dashboard) -> web.Application:
                                            "Cache-Control": "no-cache"})
         await resp.prepare(request)
         version = -1
+        dashboard.watchers += 1
         try:
             await dashboard.current()
             while True:
@@ -143,6 +163,8 @@ def build_app(dashboard: Dashboard) -> web.Application:
                     await resp.write(b": keepalive\n\n")
         except (ConnectionResetError, asyncio.CancelledError):
             pass
+        finally:
+            dashboard.watchers -= 1
         return resp
 
     async def drill(request: web.Request) -> web.Response:
