@@ -6,7 +6,8 @@ slow broker never blocks the event loop) and keeps the latest snapshot. Every br
 
 Routes: ``/`` (the page), ``/static/*``, ``GET /api/partitions``, ``/api/topics``,
 ``/api/cluster``, ``/api/groups``, ``/api/snapshot`` (all of them), ``/api/events`` (text/event-stream)
-and, for a local cluster, ``POST /api/drill {"broker": ID, "action": "kill|pause|resume|start"}``.
+``/api/scenarios`` and ``/api/scenarios/NAME?truncation=MODE`` (the simulator's reference
+scenarios, step by step, in the same partition shape) and, for a local cluster, ``POST /api/drill {"broker": ID, "action": "kill|pause|resume|start"}``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 
 from aiohttp import web
 
+from floodmark.ui.scenarios import scenario_list, scenario_steps
 from floodmark.ui.source import LocalClusterSource, Source, collect
 
 log = logging.getLogger("floodmark.ui")
@@ -184,7 +186,22 @@ def build_app(dashboard: Dashboard) -> web.Application:
         await dashboard.refresh()
         return web.json_response({"ok": True, "message": message})
 
+    async def scenarios(request: web.Request) -> web.Response:
+        return web.json_response(scenario_list())
+
+    async def scenario(request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        mode = request.query.get("truncation", scenario_list()["default_truncation"])
+        try:
+            steps = await asyncio.get_running_loop().run_in_executor(
+                None, scenario_steps, name, mode)
+        except (KeyError, ValueError) as exc:
+            raise web.HTTPNotFound(text=str(exc)) from None
+        return web.json_response(steps)
+
     app.router.add_get("/", index)
+    app.router.add_get("/api/scenarios", scenarios)
+    app.router.add_get("/api/scenarios/{name}", scenario)
     app.router.add_get("/static/{name}", static)
     app.router.add_get("/api/partitions", part("partitions"))
     app.router.add_get("/api/topics", part("topics"))

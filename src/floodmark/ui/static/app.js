@@ -140,15 +140,23 @@ function epochOf(epochs, offset) {
   return found;
 }
 
-function renderPartition(p, brokers) {
-  const view = document.getElementById("partition-view");
-  const summary = document.getElementById("partition-summary");
-  const rows = document.getElementById("replicas");
+// ctx: where to draw. The live partition uses #partition-view, #replicas, #replica-N; the
+// scenario replay the same drawing under #sim-view with ids prefixed "sim-".
+const LIVE = { view: "partition-view", summary: "partition-summary", rows: "replicas",
+               leaderView: "leader-view", prefix: "", leaderFirst: true, keyField: "partitionKey" };
+const SIM = { view: "sim-view", summary: "sim-summary", rows: "sim-replicas",
+              leaderView: "sim-leader-view", prefix: "sim-", leaderFirst: false, keyField: "simKey" };
+
+function renderPartition(p, brokers, ctx = LIVE, values = null) {
+  const view = document.getElementById(ctx.view);
+  const summary = document.getElementById(ctx.summary);
+  const rows = document.getElementById(ctx.rows);
   const key = keyOf(p);
-  if (state.partitionKey !== key) {
+  const P = ctx.prefix;
+  if (state[ctx.keyField] !== key) {
     rows.replaceChildren();
     for (const k of Object.keys(view.dataset)) delete view.dataset[k];
-    state.partitionKey = key;
+    state[ctx.keyField] = key;
   }
   const leaderRow = p.replicas.find((r) => r.broker === p.leader);
   const leaderHw = leaderRow ? leaderRow.high_watermark : null;
@@ -160,17 +168,18 @@ function renderPartition(p, brokers) {
   setData(view, "logStartOffset", p.log_start_offset);
   setData(view, "highWatermark", leaderHw);
   summary.replaceChildren(
-    el("b", {}, key), " · leader ", el("b", { id: "leader" }, p.leader < 0 ? "none" : `broker ${p.leader}`),
-    " · leader epoch ", el("b", { id: "leader-epoch" }, p.leader_epoch),
-    " · ISR ", el("b", { id: "isr" }, `{${p.isr.join(", ")}}`),
-    " · log start offset ", el("b", { id: "log-start-offset" }, p.log_start_offset ?? "?"),
-    " · HW ", el("b", { id: "high-watermark" }, leaderHw ?? "?"));
+    el("b", {}, key), " · leader ",
+    el("b", { id: `${P}leader` }, p.leader === -1 || p.leader === null ? "none" : `broker ${p.leader}`),
+    " · leader epoch ", el("b", { id: `${P}leader-epoch` }, p.leader_epoch),
+    " · ISR ", el("b", { id: `${P}isr` }, `{${p.isr.join(", ")}}`),
+    " · log start offset ", el("b", { id: `${P}log-start-offset` }, p.log_start_offset ?? "?"),
+    " · HW ", el("b", { id: `${P}high-watermark` }, leaderHw ?? "?"));
 
   // What each replica shows: its answer now or, greyed, the last one it gave (a paused or
   // dead broker's log is still on its disk).
   const shownOf = new Map();
   for (const r of p.replicas) {
-    const id = `${key}/${r.broker}`;
+    const id = `${P}${key}/${r.broker}`;
     if (r.log_end_offset !== null) {
       state.lastSeen.set(id, { ...r, seen_ms: Date.now() });
       shownOf.set(r.broker, r);
@@ -189,11 +198,12 @@ function renderPartition(p, brokers) {
   const alive = new Map(brokers.map((b) => [b.id, b.alive]));
   const remote = p.remote_log_end_offsets || {};
 
-  const order = [...p.replicas].sort((a, b) =>
-    (b.broker === p.leader) - (a.broker === p.leader) || a.broker - b.broker);
+  const byId = (a, b) => (a.broker < b.broker ? -1 : a.broker > b.broker ? 1 : 0);
+  const order = [...p.replicas].sort((a, b) => (ctx.leaderFirst
+    ? (b.broker === p.leader) - (a.broker === p.leader) : 0) || byId(a, b));
   for (const r of order) {
-    let row = document.getElementById(`replica-${r.broker}`);
-    if (!row) row = makeRow(r.broker);
+    let row = document.getElementById(`${P}replica-${r.broker}`);
+    if (!row) row = makeRow(r.broker, P);
     rows.append(row);  // keeps the order: leader first
     const role = r.broker === p.leader ? "leader" : "follower";
     const reachable = r.log_end_offset !== null;
@@ -243,7 +253,9 @@ function renderPartition(p, brokers) {
           "data-epoch": epoch, x: x(o), y: BOX_Y, width: BOX_W, height: BOX_H }));
         boxes.append(el("svg:rect", { class: "epoch-bar", x: x(o), y: BOX_Y + BOX_H - 3,
           width: BOX_W, height: 3, fill: EPOCH_COLORS[(epoch ?? 0) % EPOCH_COLORS.length] }));
-        boxes.append(el("svg:text", { class: "offset-label", x: x(o) + BOX_W / 2, y: BOX_Y + 12 }, o));
+        const value = values && values[r.broker] ? values[r.broker][String(o)] : undefined;
+        boxes.append(el("svg:text", { class: "offset-label", x: x(o) + BOX_W / 2, y: BOX_Y + 12 },
+          value ?? o));
       }
       hwMarker.style.display = leoMarker.style.display = "";
       hwMarker.style.transform = `translate(${x(shown.high_watermark) - GAP / 2}px, 0px)`;
@@ -277,13 +289,13 @@ function renderPartition(p, brokers) {
     }
   }
   for (const row of [...rows.children]) {
-    if (!p.replicas.some((r) => `replica-${r.broker}` === row.id)) row.remove();
+    if (!p.replicas.some((r) => `${P}replica-${r.broker}` === row.id)) row.remove();
   }
-  renderLeaderView(p, leaderRow);
+  renderLeaderView(p, leaderRow, ctx);
 }
 
-function makeRow(broker) {
-  const row = el("div", { class: "replica", id: `replica-${broker}`, "data-broker": broker });
+function makeRow(broker, prefix = "") {
+  const row = el("div", { class: "replica", id: `${prefix}replica-${broker}`, "data-broker": broker });
   row.append(el("div", { class: "label" }));
   const svg = el("svg:svg", { class: "log" });
   svg.append(el("svg:g", { class: "boxes" }));
@@ -302,8 +314,8 @@ function makeRow(broker) {
   return row;
 }
 
-function renderLeaderView(p, leaderRow) {
-  const box = document.getElementById("leader-view");
+function renderLeaderView(p, leaderRow, ctx = LIVE) {
+  const box = document.getElementById(ctx.leaderView);
   box.replaceChildren();
   if (!leaderRow || leaderRow.log_end_offset === null) {
     box.append(el("div", {}, "the leader does not answer"));
@@ -312,7 +324,7 @@ function renderLeaderView(p, leaderRow) {
   box.append(el("div", {}, `What broker ${p.leader} (leader, epoch ${p.leader_epoch}) knows: ` +
     `its LEO ${leaderRow.log_end_offset}, its HW ${leaderRow.high_watermark}, and the remote ` +
     "LEO of each follower (the last fetch offset it received from it)"));
-  const table = el("table", { id: "remote-leos" });
+  const table = el("table", { id: `${ctx.prefix}remote-leos`, class: "remote-leos" });
   table.append(el("tr", {}), el("tr", {}));
   table.rows[0].append(el("th", {}, "replica"));
   table.rows[1].append(el("th", {}, "LEO (leader's view)"));
@@ -382,6 +394,58 @@ function renderGroups(groups) {
   }
 }
 
+// -- the simulator's scenarios, replayed in the same drawing ---------------------------------------
+const sim = { data: null, index: 0 };
+
+function renderSim() {
+  const data = sim.data;
+  if (!data || !data.steps.length) return;
+  sim.index = Math.max(0, Math.min(sim.index, data.steps.length - 1));
+  const step = data.steps[sim.index];
+  const stepBox = document.getElementById("sim-step");
+  stepBox.textContent = `step ${sim.index + 1} / ${data.steps.length}`;
+  stepBox.dataset.index = String(sim.index);
+  document.getElementById("sim-event").textContent = step.event;
+  document.getElementById("sim-notes").replaceChildren(...step.notes.map((n) => el("li", {}, n)));
+  renderPartition(step.partition, step.brokers, SIM, step.values);
+  const verdict = document.getElementById("sim-verdict");
+  verdict.textContent = data.verdict;
+  verdict.dataset.asExpected = String(data.as_expected);
+}
+
+async function loadScenario() {
+  const name = document.getElementById("sim-scenario").value;
+  const mode = document.getElementById("sim-truncation").value;
+  const resp = await fetch(`/api/scenarios/${encodeURIComponent(name)}?truncation=${encodeURIComponent(mode)}`);
+  if (!resp.ok) return;
+  const keep = sim.data && sim.data.scenario === name ? sim.index : 0;  // same step, other mode
+  sim.data = await resp.json();
+  sim.index = keep;
+  state.simKey = null;
+  const desc = (sim.list || []).find((s) => s.name === name);
+  document.getElementById("sim-description").textContent = desc ? desc.description : "";
+  renderSim();
+}
+
+async function initScenarios() {
+  const resp = await fetch("/api/scenarios");
+  if (!resp.ok) return;
+  const list = await resp.json();
+  sim.list = list.scenarios;
+  const pick = document.getElementById("sim-scenario");
+  pick.replaceChildren(...list.scenarios.map((s) => el("option", { value: s.name }, s.name)));
+  const modes = document.getElementById("sim-truncation");
+  modes.replaceChildren(...list.truncation_modes.map((m) => el("option", { value: m }, m)));
+  modes.value = list.default_truncation;
+  pick.onchange = modes.onchange = loadScenario;
+  const go = (f) => () => { if (sim.data) { sim.index = f(sim.index, sim.data.steps.length); renderSim(); } };
+  document.getElementById("sim-first").onclick = go(() => 0);
+  document.getElementById("sim-prev").onclick = go((i) => i - 1);
+  document.getElementById("sim-next").onclick = go((i) => i + 1);
+  document.getElementById("sim-last").onclick = go((_i, n) => n - 1);
+  await loadScenario();
+}
+
 // -- the whole page ------------------------------------------------------------------------------------
 function render(snap) {
   state.snapshot = snap;
@@ -421,3 +485,4 @@ function connect() {
 window.floodmarkState = state;
 state.selected = readSelection();
 connect();
+initScenarios();
