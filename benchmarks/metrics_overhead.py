@@ -6,8 +6,11 @@ produce, long-poll fetch): what every request pays, independent of machine noise
 
 Then each round starts a fresh local cluster (``LocalCluster(metrics=False|True)``), produces
 ``--messages`` values of ``--size`` bytes with acks=all into an RF=3 topic (3 partitions), then
-reads them all back with one consumer. With metrics on, a scraper thread fetches every node's
-``/metrics`` every ``--scrape-interval-s`` (what Prometheus does) for the whole round. Rounds
+reads them all back with one consumer; besides throughput it reports the CPU time the cluster's
+processes (controller + brokers, from /proc) spent per record, which other load on a shared
+machine disturbs far less than wall-clock throughput. With metrics on, a scraper thread fetches every node's
+``/metrics`` every ``--scrape-interval-s`` (what Prometheus does; 0 = never, to separate the
+request path's cost from the scrapes') for the whole round. Rounds
 alternate off/on (``--rounds`` pairs) so machine drift hits both alike; the figures are medians.
 
     .venv/bin/python benchmarks/metrics_overhead.py [--messages 100000] [--size 100]
@@ -94,7 +97,21 @@ def scraper(urls: list[str], interval_s: float, stop: threading.Event,
                 pass
 
 
-def one_round(metrics: bool, messages: int, size: int, interval_s: float) -> tuple[float, float]:
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU time of these processes so far (/proc/PID/stat)."""
+    import os
+
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
+def one_round(metrics: bool, messages: int, size: int,
+              interval_s: float) -> tuple[float, float, float]:
     with tempfile.TemporaryDirectory(prefix="fm-metrics-bench-") as tmp:
         cluster = LocalCluster(Path(tmp) / "cluster", 3, metrics=metrics).start()
         stop = threading.Event()
@@ -105,19 +122,23 @@ def one_round(metrics: bool, messages: int, size: int, interval_s: float) -> tup
                     "min.insync.replicas": "2"})]).values():
                 fut.result(30)
             time.sleep(1.0)  # leaders elected and followers fetching before the clock starts
-            if metrics:
+            if metrics and interval_s > 0:
                 urls = [n["metrics"] for n in cluster.status()["nodes"]]
                 threading.Thread(target=scraper, args=(urls, interval_s, stop, scrapes),
                                  daemon=True).start()
+            pids = [p for p in (cluster.pid(n) for n in [0, *cluster.broker_ids]) if p]
+            cpu0 = cpu_seconds(pids)
             produced = produce(cluster.bootstrap, messages, size)
             consumed = consume(cluster.bootstrap, messages)
+            cpu_us = (cpu_seconds(pids) - cpu0) / messages * 1e6
         finally:
             stop.set()
             cluster.stop()
         extra = f", {scrapes[0]} scrapes" if metrics else ""
         print(f"  metrics {'on ' if metrics else 'off'}: produce {produced:9.0f} rec/s, "
-              f"consume {consumed:9.0f} rec/s{extra}", flush=True)
-        return produced, consumed
+              f"consume {consumed:9.0f} rec/s, cluster CPU {cpu_us:6.2f} us/record{extra}",
+              flush=True)
+        return produced, consumed, cpu_us
 
 
 def wrapper_cost_us(calls: int = 200_000) -> tuple[float, float]:
@@ -166,7 +187,7 @@ def main() -> int:
     sync_us, coro_us = wrapper_cost_us()
     print(f"metrics wrapper: +{sync_us:.2f} us per request answered at once, +{coro_us:.2f} us "
           "per request answered by a coroutine", flush=True)
-    results: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
+    results: dict[bool, list[tuple[float, float, float]]] = {False: [], True: []}
     print(f"{args.messages} records of {args.size} B, acks=all, RF=3, 3 partitions; "
           f"{args.rounds} rounds of off/on", flush=True)
     for _ in range(args.rounds):
@@ -178,6 +199,12 @@ def main() -> int:
         on = statistics.median(r[i] for r in results[True])
         print(f"{what}: median off {off:.0f} rec/s, on {on:.0f} rec/s, "
               f"cost {100 * (off - on) / off:+.1f} %")
+    # CPU time the cluster's processes spent per record: far less sensitive than wall-clock
+    # throughput to whatever else the machine runs.
+    off = statistics.median(r[2] for r in results[False])
+    on = statistics.median(r[2] for r in results[True])
+    print(f"cluster CPU per record (produce + consume): median off {off:.2f} us, on {on:.2f} us, "
+          f"cost {100 * (on - off) / off:+.1f} %")
     return 0
 
 

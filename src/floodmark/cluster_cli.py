@@ -8,7 +8,8 @@ STOP|CONT]`` and ``start ID`` are fault drills: a restarted node gets its previo
 the bootstrap address stays valid. ``status [--json]`` prints
 ``{"bootstrap": ..., "nodes": [{"id", "role", "pid", "address", "alive", "state"}, ...]}``
 (``state`` is running / stopped (SIGSTOP) / dead) plus, when the controller answers, each
-broker's fenced flag and broker epoch.
+broker's fenced flag and broker epoch, and each node's Prometheus address
+(``"metrics": "http://host:port/metrics"``).
 
 ``LocalCluster`` is the same machinery as a Python class, for tests and benchmarks.
 """
@@ -464,6 +465,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         extra = ""
         if "fenced" in n:
             extra = f" broker_epoch={n['broker_epoch']}" + (" FENCED" if n["fenced"] else "")
+        if "metrics" in n:
+            extra += f" metrics={n['metrics']}"
         print(f"  {n['id']:>3} {n['role']:<10} pid={n['pid']} {n['address']:<22} "
               f"{n['state']}{extra}")
     for topic, parts in sorted(status.get("partitions", {}).items()):
