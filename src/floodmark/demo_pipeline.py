@@ -297,7 +297,8 @@ def _drive(cluster: LocalCluster, example: ModuleType, producer: _Producer, prog
     if not restarted:
         time.sleep(max(0.0, killed_at + down_s - time.monotonic()))
         cluster.start_node(killed)
-        _say(f"[{time.monotonic() - t0:5.0f} s] *** broker {killed} restarted ***")
+        _say(f"[{time.monotonic() - t0:5.0f} s] *** broker {killed} restarted (pid "
+             f"{cluster.pid(killed)}) after the stream ended ***")
     report(time.monotonic())
     end = producer.end_event or {}
     _say(f"[{time.monotonic() - t0:5.0f} s] producer done; END_OF_STREAM (ts "
