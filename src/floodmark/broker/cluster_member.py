@@ -147,7 +147,8 @@ class ClusterBroker(Broker):
         deadline = time.monotonic() + 60
         while True:
             try:
-                epoch = await self.controller_client.register(host, adv_port)
+                epoch = await self.controller_client.register(
+                    host, adv_port, clean_shutdown=self.storage.clean_shutdown)
                 break
             except (RpcError, KafkaError) as exc:
                 if time.monotonic() > deadline:
@@ -183,7 +184,8 @@ class ClusterBroker(Broker):
                             self.node_id, self.controller_client.broker_epoch)
                 try:
                     host, port = self.advertised
-                    epoch = await self.controller_client.register(host, port)
+                    epoch = await self.controller_client.register(
+                        host, port, clean_shutdown=self.storage.clean_shutdown)
                     for ps in self.cluster_partitions.values():
                         ps.core.local_broker_epoch = epoch
                 except (RpcError, KafkaError) as exc:

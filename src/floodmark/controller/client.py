@@ -193,10 +193,10 @@ class ControllerClient:
         return applied
 
     # -- control plane (async) ---------------------------------------------------------------
-    async def register(self, host: str, port: int) -> int:
+    async def register(self, host: str, port: int, *, clean_shutdown: bool = True) -> int:
         answer = await self.control.call("register", {
             "broker_id": self.node_id, "host": host, "port": port,
-            "incarnation": self.incarnation})
+            "incarnation": self.incarnation, "clean_shutdown": clean_shutdown})
         self.broker_epoch = int(_result(answer)["broker_epoch"])
         return self.broker_epoch
 
