@@ -65,11 +65,27 @@ def test_batch_metas_reads_headers() -> None:
 
 def test_partition_state_drives_the_core(tmp_path: Path) -> None:
     from floodmark.records import simple_batch
+    from floodmark.replication.election import AlterPartitionRequest, PartitionRegistration
     from floodmark.storage.log import Log
 
+    class Hooks:
+        def __init__(self) -> None:
+            self.woken: list[tuple[str, int]] = []
+            self.done: list[tuple[int, ErrorCode, int]] = []
+
+        def wake_fetches(self, key: tuple[str, int]) -> None:
+            self.woken.append(key)
+
+        def complete_produce(self, produce_id: int, error: ErrorCode, base_offset: int) -> None:
+            self.done.append((produce_id, error, base_offset))
+
+        def propose_isr(self, key: tuple[str, int], request: AlterPartitionRequest) -> None:
+            raise AssertionError("RF=1 never proposes")
+
+    hooks = Hooks()
     plog = Log.open(str(tmp_path / "t-0"), now_ms=0)
-    ps = PartitionState("t", 0, node_id=1, leader_epoch_at_open=3, log=plog,
-                        checkpointed_high_watermark=99)
+    ps = PartitionState("t", 0, node_id=1, log=plog, hooks=hooks, checkpointed_high_watermark=99)
+    ps.apply_metadata(PartitionRegistration((1,), (1,), 1, 3, 0), 0)
     # Becoming leader recorded (epoch, LEO) in the epoch cache first (KAFKA-7415).
     assert plog.epoch_cache.latest_epoch == 3 and ps.leader_epoch == 3
     assert ps.high_watermark == 0  # a checkpointed HW beyond the LEO is clamped
@@ -77,9 +93,10 @@ def test_partition_state_drives_the_core(tmp_path: Path) -> None:
     assert ps.check_leader_epoch(2) == ErrorCode.FENCED_LEADER_EPOCH
     assert ps.check_leader_epoch(4) == ErrorCode.UNKNOWN_LEADER_EPOCH
     info = plog.append_as_leader(simple_batch([b"a", b"b"]), ps.leader_epoch, 1)
-    moved, done = ps.on_leader_append(7, -1, info.first_offset, info.last_offset, 1, 1000)
-    assert moved and ps.high_watermark == 2
-    assert [(d.produce_id, d.error, d.base_offset) for d in done] == [(7, ErrorCode.NONE, 0)]
+    ps.apply(ps.core.on_leader_append(ps.log, 7, -1, info.first_offset, info.last_offset, 1,
+                                      1000))
+    assert hooks.woken == [("t", 0)] and ps.high_watermark == 2
+    assert hooks.done == [(7, ErrorCode.NONE, 0)]
     err, answer = ps.end_offset_for_epoch(3, 3)
     assert err == ErrorCode.NONE and (answer.epoch, answer.end_offset) == (3, 2)
     plog.close()

@@ -26,8 +26,8 @@ from floodmark.broker.partition_state import PartitionState
 from floodmark.broker.purgatory import FetchPurgatory
 from floodmark.broker.server import Connection, start_listener
 from floodmark.errors import ErrorCode, KafkaError
+from floodmark.replication.election import AlterPartitionRequest, PartitionRegistration
 from floodmark.replication.produce import ProduceSettings
-from floodmark.replication.purgatory import CompleteProduce
 from floodmark.wire.api_table import SUPPORTED, ApiKey, supported_range
 from floodmark.wire.codec import (
     ProtocolError,
@@ -136,13 +136,14 @@ class Broker:
             if key in self.partitions:
                 continue
             plog, hw = self.storage.open_log(meta.name, p.partition, meta.configs, self.now_ms())
-            ps = PartitionState(meta.name, p.partition, self.node_id, p.leader_epoch, plog,
+            ps = PartitionState(meta.name, p.partition, self.node_id, plog, hooks=self,
                                 min_insync_replicas=min_isr, checkpointed_high_watermark=hw,
-                                replicas=p.replicas, isr_at_open=p.isr,
                                 truncation=self.config.truncation)
-            # Producer state is rebuilt from the batch headers in the log (idempotence survives
-            # restarts): the last five batches of each producer id.
-            ps.producers.rebuild(plog.iter_batch_headers())
+            # This broker's own metadata: it leads every partition it hosts.
+            replicas = p.replicas or (self.node_id,)
+            ps.apply_metadata(PartitionRegistration(
+                replicas=replicas, isr=p.isr or replicas, leader=self.node_id,
+                leader_epoch=p.leader_epoch, partition_epoch=0), self.now_ms())
             self.partitions[key] = ps
 
     async def serve(self, ready: Callable[[int], None] | None = None) -> None:
@@ -174,8 +175,7 @@ class Broker:
             self.groups.expire_sessions()
             now = self.now_ms()
             for ps in self.partitions.values():
-                for done in ps.expire_produces(now):
-                    self.complete_produce(done.produce_id, done.error, done.base_offset)
+                ps.expire_produces(now)
             # Disk work below may fail (a full disk, an offline log): say so and carry on, so
             # produce timeouts above keep being answered and the work is retried next round.
             for ps in list(self.partitions.values()):
@@ -272,6 +272,15 @@ class Broker:
         self._waiting_produces[produce_id] = fut
         return fut
 
+    # -- BrokerHooks: what the partitions' driver asks of the broker ------------------------------
+    def wake_fetches(self, key: tuple[str, int]) -> None:
+        self.purgatory.wake(key)
+
+    def propose_isr(self, key: tuple[str, int], request: AlterPartitionRequest) -> None:
+        """A single broker is every partition's only replica: its ISR never changes."""
+        log.info("partition %s-%d: no controller to propose ISR %s to", key[0], key[1],
+                 list(request.new_isr))
+
     def complete_produce(self, produce_id: int, error: ErrorCode, base_offset: int) -> None:
         fut = self._waiting_produces.pop(produce_id, None)
         if fut is not None and not fut.done():
@@ -300,9 +309,7 @@ class Broker:
         for p in meta.partitions:
             ps = self.partitions.pop((name, p.partition), None)
             if ps is not None:
-                for done in ps.core.resign():
-                    if isinstance(done, CompleteProduce):
-                        self.complete_produce(done.produce_id, done.error, done.base_offset)
+                ps.apply(ps.core.resign())
                 ps.log.close()
                 self.storage.delete_log(name, p.partition)
                 self.purgatory.wake((name, p.partition))

@@ -36,7 +36,6 @@ from kio.serial import entity_reader
 
 from floodmark.client.connection import encode_request
 from floodmark.errors import ErrorCode, KafkaError
-from floodmark.records import iter_batches
 from floodmark.replication.epochs import EpochEndOffset
 from floodmark.replication.partition import (
     EpochQuery,
@@ -47,7 +46,8 @@ from floodmark.replication.partition import (
 from floodmark.wire.codec import RequestHeader, ms
 
 if TYPE_CHECKING:
-    from floodmark.broker.cluster_member import ClusterBroker, ClusterPartitionState
+    from floodmark.broker.cluster_member import ClusterBroker
+    from floodmark.broker.partition_state import PartitionState
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ MAX_REPLICA_WAIT_MS = 5000
 
 
 # -- leader side ---------------------------------------------------------------------------------
-def _follower_read(broker: ClusterBroker, ps: ClusterPartitionState, replica_id: int,
+def _follower_read(broker: ClusterBroker, ps: PartitionState, replica_id: int,
                    broker_epoch: int, p: Any) -> tuple[dict[str, Any], int]:
     index = int(p.partition)
     fetch = FollowerFetch(
@@ -77,7 +77,7 @@ def _follower_read(broker: ClusterBroker, ps: ClusterPartitionState, replica_id:
         broker_epoch=broker_epoch,
     )
     decision = ps.core.handle_follower_fetch(ps.log, fetch, broker.now_ms())
-    broker.apply_effects(ps, decision.effects)
+    ps.apply(decision.effects)
     out: dict[str, Any] = {"partition_index": index, "error_code": int(decision.error),
                            "high_watermark": decision.high_watermark,
                            "last_stable_offset": decision.high_watermark,
@@ -259,7 +259,7 @@ class AsyncKafkaConnection:
 class ReplicaFetcher:
     """Follows one partition's leader until stopped."""
 
-    def __init__(self, broker: ClusterBroker, ps: ClusterPartitionState,
+    def __init__(self, broker: ClusterBroker, ps: PartitionState,
                  target: tuple[int, int]) -> None:
         self.broker = broker
         self.ps = ps
@@ -370,29 +370,14 @@ class ReplicaFetcher:
             error=error, request_leader_epoch=f.current_leader_epoch,
             high_watermark=int(part.high_watermark),
             log_start_offset=int(part.log_start_offset), log_end_offset=leo,
-            diverging=diverging, has_records=bool(records))
-        if self._stopped or ps.log.log_end_offset != f.fetch_offset:
-            # Stopped meanwhile, or the log moved since the request was built (a truncation by
-            # new metadata): this answer describes a log that is gone. Ask again.
+            diverging=diverging, has_records=bool(records), fetch_offset=f.fetch_offset)
+        if self._stopped:
             return
-        action = ps.core.on_fetch_response(ps.log, response)
+        # The driver applies the answer (the core ignores it if the log moved since the request
+        # was built: a truncation by new metadata); the action says when to fetch again.
+        action = ps.driver.on_fetch_response(response, records or b"", self.broker.now_ms())
         kind = action.kind
-        now = self.broker.now_ms()
-        if kind is FollowerActionKind.APPEND:
-            if records:
-                ps.log.append_as_follower(records, now)
-                ps.producers.record_batches(h for _pos, h in iter_batches(records, validate=False))
-            self.broker.apply_effects(ps, ps.core.after_follower_append(ps.log, response))
-        elif kind in (FollowerActionKind.TRUNCATE, FollowerActionKind.TRUNCATE_FULLY):
-            log.warning("partition %s leader_epoch=%d follower truncating to %d (%s), "
-                        "log_end_offset was %d", ps.name, ps.leader_epoch, action.offset,
-                        action.reason, ps.log_end_offset)
-            if kind is FollowerActionKind.TRUNCATE:
-                ps.truncate_to(action.offset)
-            else:
-                ps.truncate_fully_and_start_at(action.offset)
-            self.broker.apply_effects(ps, ps.core.after_truncate(ps.log))
-        elif kind is FollowerActionKind.RETRY:
+        if kind is FollowerActionKind.RETRY:
             if action.backoff:
                 await self._wait_for_change(REPLICA_FETCH_BACKOFF_S)
         elif kind is FollowerActionKind.STOP:
@@ -420,11 +405,8 @@ class ReplicaFetcher:
         part = resp.topics[0].partitions[0]
         if self._stopped:
             return
-        action = ps.core.on_epoch_answer(
-            ps.log, q.current_leader_epoch, ErrorCode(int(part.error_code)),
+        action = ps.driver.on_epoch_answer(
+            q.current_leader_epoch, ErrorCode(int(part.error_code)),
             EpochEndOffset(int(part.leader_epoch), int(part.end_offset)))
-        if action.kind is FollowerActionKind.TRUNCATE:
-            ps.truncate_to(action.offset)
-            self.broker.apply_effects(ps, ps.core.after_truncate(ps.log))
-        elif action.kind in (FollowerActionKind.RETRY, FollowerActionKind.STOP):
+        if action.kind in (FollowerActionKind.RETRY, FollowerActionKind.STOP):
             await self._wait_for_change(REPLICA_FETCH_BACKOFF_S)
