@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from floodmark.client.replica_state import replica_state
 from floodmark.controller import rpc
 
 STATE_FILE = "cluster.json"
@@ -495,39 +496,6 @@ def lost_offsets(old_dir: str | Path, new_dir: str | Path, upto: int) -> list[in
     old = read_partition_values(old_dir)
     new = read_partition_values(new_dir)
     return sorted(o for o, v in old.items() if o < upto and new.get(o, b"\0missing") != v)
-
-
-# -- per-replica describe -----------------------------------------------------------------------------
-def replica_state(address: str, topic: str, partition: int, max_epoch: int) -> dict[str, Any]:
-    """One replica's LEO, HW, log start and epoch cache, asked of that broker with the debug
-    replica id (-2), which any replica answers from its own log."""
-    from floodmark.client.connection import KafkaConnection
-
-    def offsets(conn: KafkaConnection, ts: int, isolation: int) -> int:
-        resp = conn.request(2, 7, {"replica_id": -2, "isolation_level": isolation, "topics": [
-            {"name": topic, "partitions": [{"partition_index": partition,
-                                            "current_leader_epoch": -1, "timestamp": ts}]}]})
-        part = resp.topics[0].partitions[0]
-        if int(part.error_code):
-            raise RuntimeError(f"{address}: ListOffsets error {int(part.error_code)}")
-        return int(part.offset)
-
-    with KafkaConnection(address, timeout_s=5) as conn:
-        leo = offsets(conn, -1, 0)
-        hw = offsets(conn, -1, 1)
-        start = offsets(conn, -2, 0)
-        resp = conn.request(23, 4, {"replica_id": -2, "topics": [{"topic": topic, "partitions": [
-            {"partition": partition, "current_leader_epoch": -1, "leader_epoch": e}
-            for e in range(max_epoch + 1)]}]})
-    ends = {int(p.leader_epoch): int(p.end_offset) for p in resp.topics[0].partitions
-            if int(p.error_code) == 0 and int(p.leader_epoch) >= 0}
-    cache = []
-    prev = start
-    for epoch in sorted(ends):
-        cache.append([epoch, prev])
-        prev = ends[epoch]
-    return {"log_end_offset": leo, "high_watermark": hw, "log_start_offset": start,
-            "epoch_cache": cache}
 
 
 def describe(cluster: LocalCluster, topic: str) -> list[dict[str, Any]]:

@@ -353,11 +353,14 @@ def write_varint(out: bytearray, value: int) -> None:
     out.append(encoded)
 
 
-def read_varint(buffer: Buffer, position: int) -> tuple[int, int]:
-    """Read a zigzag varint at ``position``; returns (value, next position)."""
+def read_uvarint(buffer: Buffer, position: int, max_bytes: int = 10) -> tuple[int, int]:
+    """Read an unsigned varint at ``position`` (the protocol's compact lengths, tag counts and
+    the records' zigzag-encoded fields before decoding); returns (value, next position). The one
+    varint reader: truncated or over-long input raises ``CorruptRecordError``."""
     result = 0
     shift = 0
     end = len(buffer)
+    limit = 7 * max_bytes
     while True:
         if position >= end:
             raise CorruptRecordError("truncated varint", position)
@@ -365,10 +368,15 @@ def read_varint(buffer: Buffer, position: int) -> tuple[int, int]:
         position += 1
         result |= (byte & 0x7F) << shift
         if not byte & 0x80:
-            break
+            return result, position
         shift += 7
-        if shift > 63:
-            raise CorruptRecordError("varint longer than 10 bytes", position)
+        if shift >= limit:
+            raise CorruptRecordError(f"varint longer than {max_bytes} bytes", position)
+
+
+def read_varint(buffer: Buffer, position: int) -> tuple[int, int]:
+    """Read a zigzag varint at ``position``; returns (value, next position)."""
+    result, position = read_uvarint(buffer, position)
     return (result >> 1) ^ -(result & 1), position
 
 

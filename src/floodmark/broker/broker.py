@@ -20,12 +20,13 @@ from floodmark.broker import sendfile, storage_glue
 from floodmark.broker.config import BrokerConfig
 from floodmark.broker.groups import GroupCoordinator
 from floodmark.broker.handlers import admin, data, group_apis
-from floodmark.broker.metadata import LocalController, TopicMeta
-from floodmark.broker.offsets import OFFSETS_TOPIC, OffsetStore
+from floodmark.broker.metadata import LocalController
+from floodmark.broker.offsets import OffsetStore
 from floodmark.broker.partition_state import PartitionState
 from floodmark.broker.purgatory import FetchPurgatory
 from floodmark.broker.server import Connection, start_listener
 from floodmark.errors import ErrorCode, KafkaError
+from floodmark.metadata import OFFSETS_TOPIC, TopicMeta
 from floodmark.replication.election import AlterPartitionRequest, PartitionRegistration
 from floodmark.replication.produce import ProduceSettings
 from floodmark.wire.api_table import SUPPORTED, ApiKey, supported_range

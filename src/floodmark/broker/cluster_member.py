@@ -39,8 +39,7 @@ from typing import Any
 from floodmark.broker.broker import Broker
 from floodmark.broker.config import BrokerConfig
 from floodmark.broker.handlers import admin
-from floodmark.broker.metadata import TopicMeta
-from floodmark.broker.offsets import OFFSETS_TOPIC, partition_for
+from floodmark.broker.offsets import partition_for
 from floodmark.broker.partition_state import PartitionState
 from floodmark.broker.purgatory import FetchPurgatory
 from floodmark.broker.replica_fetcher import (
@@ -54,6 +53,7 @@ from floodmark.controller.client import ControllerClient
 from floodmark.controller.image import MetadataRecord, record_to_registration
 from floodmark.controller.rpc import RpcError
 from floodmark.errors import ErrorCode, KafkaError
+from floodmark.metadata import OFFSETS_TOPIC, TopicMeta
 from floodmark.replication.election import AlterPartitionRequest, PartitionRegistration
 from floodmark.replication.partition import (
     FollowerState,

@@ -24,11 +24,10 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from floodmark.broker.metadata import PartitionMeta, TopicMeta
-from floodmark.broker.offsets import OFFSETS_TOPIC
 from floodmark.controller import rpc
 from floodmark.controller.image import MetadataImage, MetadataRecord
 from floodmark.errors import ErrorCode, KafkaError
+from floodmark.metadata import OFFSETS_TOPIC, PartitionMeta, TopicMeta
 
 log = logging.getLogger(__name__)
 

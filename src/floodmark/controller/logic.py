@@ -40,6 +40,7 @@ from typing import Any
 
 from floodmark.controller.image import MetadataImage, MetadataRecord, registration_to_record
 from floodmark.errors import ErrorCode, KafkaError
+from floodmark.metadata import check_partition_count, validate_topic_name
 from floodmark.replication.election import (
     NO_LEADER,
     AlterPartitionRequest,
@@ -349,8 +350,6 @@ class ControllerLogic:
     # -- topics ----------------------------------------------------------------------------------
     def create_topic(self, name: str, num_partitions: int, replication_factor: int,
                      configs: dict[str, Any], *, validate_only: bool = False) -> None:
-        from floodmark.broker.metadata import check_partition_count, validate_topic_name
-
         validate_topic_name(name)
         if name in self.image.topics:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
@@ -384,8 +383,6 @@ class ControllerLogic:
         timage = self.image.topics.get(name)
         if timage is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
-        from floodmark.broker.metadata import check_partition_count
-
         current = len(timage.partitions)
         if count <= current:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS,

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from floodmark.errors import ErrorCode
 from floodmark.records import iter_batches
 from floodmark.replication.election import AlterPartitionRequest
-from floodmark.replication.epochs import EpochCache, EpochEndOffset
+from floodmark.replication.epochs import EpochEndOffset
 from floodmark.replication.partition import (
     AssignEpoch,
     Effect,
@@ -30,6 +30,7 @@ from floodmark.replication.partition import (
     FollowerAction,
     FollowerActionKind,
     HighWatermarkChanged,
+    LogView,
     Partition,
     ProposeIsr,
     TruncateTo,
@@ -38,15 +39,9 @@ from floodmark.replication.producer_state import ProducerStateTable
 from floodmark.replication.purgatory import CompleteProduce
 
 
-class ReplicaLog(Protocol):
-    """What the driver needs of ``floodmark.storage.Log``."""
+class ReplicaLog(LogView, Protocol):
+    """What the driver needs of ``floodmark.storage.Log``: the core's view plus the writes."""
 
-    @property
-    def log_start_offset(self) -> int: ...
-    @property
-    def log_end_offset(self) -> int: ...
-    @property
-    def epoch_cache(self) -> EpochCache: ...
     def assign_epoch(self, epoch: int, start_offset: int) -> None: ...
     def truncate_to(self, offset: int) -> None: ...
     def truncate_fully_and_start_at(self, offset: int) -> None: ...

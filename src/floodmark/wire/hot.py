@@ -15,6 +15,8 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
+from floodmark.records import CorruptRecordError, read_uvarint
+
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _HHI = struct.Struct(">hhi")
@@ -44,19 +46,10 @@ class ProduceRequest:
 
 
 def _uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    while True:
-        if pos >= len(buf):
-            raise HotDecodeError("varint runs past the end of the frame")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 35:
-            raise HotDecodeError("varint too long")
+    try:
+        return read_uvarint(buf, pos, max_bytes=5)
+    except CorruptRecordError as exc:
+        raise HotDecodeError(f"bad varint in the frame: {exc}") from None
 
 
 def _skip_tags(buf: memoryview, pos: int) -> int:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from floodmark.broker.metadata import validate_topic_name
 from floodmark.errors import ErrorCode, KafkaError
+from floodmark.metadata import validate_topic_name
 from floodmark.wire.api_table import SUPPORTED, ApiKey
 from floodmark.wire.codec import RequestHeader, encode_response
 
