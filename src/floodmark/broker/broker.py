@@ -99,7 +99,7 @@ class Broker:
         self.bound_port: int = config.listen_port
         # acks=all produces parked in the core's purgatory, answered on CompleteProduce.
         self._next_produce_id = 0
-        self._produce_settings: dict[int, ProduceSettings] = {}
+        self._produce_settings: dict[tuple[int, bool], ProduceSettings] = {}
         self._last_disk_warning_s = 0.0
         self._waiting_produces: dict[int, asyncio.Future[tuple[ErrorCode, int]]] = {}
         self.request_counts: dict[int, int] = {}  # api key -> requests received
@@ -168,7 +168,9 @@ class Broker:
     async def _periodic(self) -> None:
         interval_s = int(self.config.get("log.checkpoint.interval.ms")) / 1000
         retention_s = int(self.config.get("log.retention.check.interval.ms")) / 1000
-        last_checkpoint = last_retention = time.monotonic()
+        cleaner_s = int(self.config.get("log.cleaner.backoff.ms")) / 1000
+        cleaner_on = bool(self.config.get("log.cleaner.enable"))
+        last_checkpoint = last_retention = last_clean = time.monotonic()
         while True:
             await asyncio.sleep(0.5)
             self.groups.expire_sessions()
@@ -189,6 +191,9 @@ class Broker:
                     self.apply_retention(now)
                 except (OSError, KafkaError) as exc:
                     self._disk_trouble("retention", exc)
+            if cleaner_on and time.monotonic() - last_clean >= cleaner_s:
+                last_clean = time.monotonic()
+                self.clean_logs(self.now_ms())
             if time.monotonic() - last_checkpoint >= interval_s:
                 last_checkpoint = time.monotonic()
                 # Snapshot on the loop, fsync+rename on a worker thread: the event loop never
@@ -213,6 +218,22 @@ class Broker:
                 log.info("partition %s leader_epoch=%d retention deleted %d segment(s), "
                          "log_start_offset=%d", ps.name, ps.leader_epoch, deleted,
                          ps.log_start_offset)
+
+    def clean_logs(self, now_ms: int) -> None:
+        """Log compaction, leaders and followers alike, each below its own HW (Kafka's
+        cleaner threads do the same, independently on every replica)."""
+        for ps in list(self.partitions.values()):
+            if not ps.log.config.compact:
+                continue
+            try:
+                result = self.storage.maybe_clean(ps.topic, ps.partition, ps.log,
+                                                  ps.high_watermark, now_ms)
+            except (OSError, KafkaError) as exc:
+                self._disk_trouble(f"log cleaning of {ps.name}", exc)
+                continue
+            if result is not None:
+                log.info("partition %s leader_epoch=%d cleaned (%s)", ps.name, ps.leader_epoch,
+                         result.describe())
 
     def checkpoint(self) -> None:
         self.storage.write_checkpoints(self.partitions)
@@ -253,14 +274,17 @@ class Broker:
 
     # -- produce purgatory ------------------------------------------------------------------------
     def produce_settings(self, ps: PartitionState) -> ProduceSettings:
-        """The produce path's settings for a partition (cached: one per max.message.bytes)."""
+        """The produce path's settings for a partition (cached: one per max.message.bytes and
+        whether the topic is compacted)."""
         max_bytes = int(ps.log.config.max_message_bytes)
-        settings = self._produce_settings.get(max_bytes)
+        compacted = ps.log.config.compact
+        settings = self._produce_settings.get((max_bytes, compacted))
         if settings is None:
             settings = ProduceSettings(
                 max_message_bytes=max_bytes,
-                unsafe_ack_duplicates_before_commit=self.config.unsafe_ack_duplicates_before_commit)
-            self._produce_settings[max_bytes] = settings
+                unsafe_ack_duplicates_before_commit=self.config.unsafe_ack_duplicates_before_commit,
+                compacted=compacted)
+            self._produce_settings[(max_bytes, compacted)] = settings
         return settings
 
     def next_produce_id(self) -> int:

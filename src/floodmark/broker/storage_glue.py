@@ -28,6 +28,7 @@ from floodmark.storage.clean_shutdown import (
     consume_clean_shutdown_marker,
     write_clean_shutdown_marker,
 )
+from floodmark.storage.cleaner import CleanResult, LogCleaner
 from floodmark.storage.config import LogConfig
 from floodmark.storage.fs import RealFileSystem
 from floodmark.storage.log import Log
@@ -41,8 +42,7 @@ CheckpointSnapshot = tuple[int, dict[tuple[str, int], int], dict[tuple[str, int]
 # Topic-level names accepted in CreateTopics (stored, shown by DescribeConfigs).
 EXTRA_TOPIC_CONFIGS = frozenset({
     "compression.type", "segment.ms", "index.interval.bytes", "flush.policy",
-    "delete.retention.ms", "min.compaction.lag.ms", "max.compaction.lag.ms",
-    "message.timestamp.difference.max.ms", "min.cleanable.dirty.ratio", "retention.hours",
+    "message.timestamp.difference.max.ms", "retention.hours",
     # Accepted as Kafka does; floodmark deletes segment files at once (no delay to honour).
     "file.delete.delay.ms",
 })
@@ -64,6 +64,8 @@ class Storage:
         # at their recovery point open without any fsync. The marker is removed now, so a crash
         # from here on counts as unclean.
         self.clean_shutdown = consume_clean_shutdown_marker(self.fs, str(data_dir))
+        # Log compaction: first dirty offsets (cleaner-offset-checkpoint) per partition.
+        self.cleaner = LogCleaner(self.fs, str(data_dir))
 
     def _checkpoint_file(self, name: str) -> OffsetCheckpointFile:
         return OffsetCheckpointFile(self.fs, str(self.data_dir / name))
@@ -123,6 +125,11 @@ class Storage:
                 break
             offset = info.next_offset
 
+    def maybe_clean(self, topic: str, partition: int, plog: Log, high_watermark: int,
+                    now_ms: int) -> CleanResult | None:
+        """Compact the log if its cleanup.policy says so and it is due (storage/cleaner.py)."""
+        return self.cleaner.maybe_clean((topic, partition), plog, high_watermark, now_ms)
+
     def maybe_flush(self, plog: Log, now_ms: int) -> None:
         plog.maybe_flush(now_ms)
 
@@ -164,6 +171,11 @@ class Storage:
         shutil.rmtree(self.log_dir(topic, partition), ignore_errors=True)
         for table in (self._hw, self._recovery, self._log_start):
             table.pop((topic, partition), None)
+        try:
+            self.cleaner.forget((topic, partition))
+        except OSError as exc:
+            log.warning("cleaner checkpoint after deleting %s-%d failed: %s", topic, partition,
+                        exc)
 
     def remove_orphans(self, topics: Mapping[str, Any]) -> None:
         """Partition directories of topics deleted while the broker was down are removed."""

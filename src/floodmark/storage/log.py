@@ -54,7 +54,9 @@ MAX_TIMESTAMP = -3
 
 _LOG_SUFFIX = ".log"
 _INDEX_SUFFIXES = (".index", ".timeindex")
-_STRAY_SUFFIXES = (".tmp", ".deleted", ".cleaned", ".swap")
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+_STRAY_SUFFIXES = (".tmp", ".deleted", CLEANED_SUFFIX, SWAP_SUFFIX)
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,6 +231,8 @@ class Log:
         if not fs.is_dir(self.path):
             fs.mkdirs(self.path)
             self._dir_dirty = True
+        if self._complete_swaps():
+            self._dir_dirty = True
         names = fs.listdir(self.path)
         bases: list[int] = []
         for name in names:
@@ -298,7 +302,11 @@ class Log:
             cut = segment.dirty  # the segment file was truncated
             if truncated_at is None and next_base is not None:
                 segment_end = self._segment_next_offset(segment)
-                if segment_end != next_base:
+                # A compacted log may end a segment early (the cleaner removed its last
+                # records); the next segment must still not start inside this one.
+                bad_end = (segment_end > next_base if self.config.compact
+                           else segment_end != next_base)
+                if bad_end:
                     logger.warning(
                         "%s recovery: segment %d ends at offset %d but the next segment starts "
                         "at %d; dropping the later segments",
@@ -395,6 +403,30 @@ class Log:
             self.epoch_cache,
         )
 
+    def _complete_swaps(self) -> bool:
+        """Finish a segment replacement the cleaner made durable but did not complete: a
+        ``<base>.log.swap`` is a whole, fsynced cleaned segment, so it replaces ``<base>.log``
+        (Kafka's ``.swap`` files). Its index files are removed, to be rebuilt. A ``.cleaned``
+        file was not complete yet and is removed with the other leftovers. True if anything
+        was renamed or removed."""
+        fs = self.fs
+        changed = False
+        for name in fs.listdir(self.path):
+            if not name.endswith(_LOG_SUFFIX + SWAP_SUFFIX):
+                continue
+            stem = name[: -len(_LOG_SUFFIX + SWAP_SUFFIX)]
+            if not stem.isdigit() or len(stem) != 20:
+                continue
+            for suffix in _INDEX_SUFFIXES:
+                full = f"{self.path}/{stem}{suffix}"
+                if fs.exists(full):
+                    fs.remove(full)
+            fs.rename(f"{self.path}/{name}", f"{self.path}/{stem}{_LOG_SUFFIX}")
+            logger.warning("%s recovery: completed the interrupted swap of cleaned segment %s",
+                           self._ctx(), stem)
+            changed = True
+        return changed
+
     def _load_indexes(self, segment: Segment) -> bool:
         size = segment.size
         ok = segment.index_files_existed and segment.index.load(size) and segment.time_index.load()
@@ -447,8 +479,11 @@ class Log:
         cut_position: int | None = None
         reason = ""
         try:
+            gaps_allowed = self.config.compact  # the cleaner leaves gaps between batches
             for position, header in scan_batches(segment.log, start_position, validate=True):
-                if header.base_offset != expected:
+                if header.base_offset != expected and not (
+                    gaps_allowed and header.base_offset > expected
+                ):
                     cut_position, reason = (
                         position,
                         (
@@ -688,8 +723,13 @@ class Log:
         max_timestamp = NO_TIMESTAMP
         offset_of_max = expected
         entries: list[tuple[int, int, int, int, int]] = []
+        # A compacted leader's log has gaps where the cleaner removed records (Kafka accepts
+        # any increasing offsets from the fetch offset on); other logs must be contiguous.
+        gaps_allowed = self.config.compact
         for position, header in headers:
-            if header.base_offset != expected:
+            if header.base_offset != expected and not (
+                gaps_allowed and header.base_offset > expected
+            ):
                 raise NonContiguousAppendError(
                     f"{self.topic_partition}: follower append of batch at position {position} "
                     f"with base offset {header.base_offset}, expected {expected} "
@@ -1026,7 +1066,8 @@ class Log:
         found = active.find_batch(offset, self._scan_bytes)
         if found is not None:
             position, header = found
-            new_end = header.base_offset
+            # min(): in a compacted log ``offset`` may fall in a gap before this batch.
+            new_end = min(header.base_offset, offset)
             active.log.truncate(position)
             active.index.truncate_to_position(position)
             active.time_index.truncate_to_offset(new_end)
@@ -1113,6 +1154,8 @@ class Log:
                 deletable.append(segment)
                 total -= segment.size
                 continue
+            if not self.config.delete:
+                break  # cleanup.policy=compact: only the log start offset deletes segments
             expired = (
                 self.config.retention_ms >= 0
                 and segment.max_timestamp != NO_TIMESTAMP
@@ -1145,6 +1188,74 @@ class Log:
             self.log_start_offset,
         )
         return count
+
+    # ========================================================================================
+    # Log compaction: replacing closed segments by their cleaned versions
+    # ========================================================================================
+    def replace_segment(self, segment: Segment, cleaned: bytes | bytearray | None) -> None:
+        """Replace a closed segment by its cleaned version (same base offset), or delete it
+        when ``cleaned`` is None (every record in it was superseded; never the first segment).
+
+        Crash-safe as Kafka's cleaner: the data goes to ``<base>.log.cleaned`` and is fsynced,
+        then renamed ``.log.swap`` (from here on, recovery completes the swap); the old index
+        files are removed, the swap file is renamed over ``<base>.log``, and the indexes are
+        rebuilt from the new data. Offsets are untouched: the batches keep theirs.
+        """
+        self._check_open()
+        i = self.segments.index(segment)
+        if i == len(self.segments) - 1:
+            raise ValueError("the active segment is never cleaned")
+        fs = self.fs
+        if cleaned is None:
+            if i == 0:
+                raise ValueError("the first segment is replaced, not deleted")
+            self._delete_segment_files(segment)
+            del self.segments[i]
+            del self._base_offsets[i]
+            fs.fsync_dir(self.path)
+            self._dir_dirty = False
+            return
+        log_path = segment.log.path
+        cleaned_path = log_path + CLEANED_SUFFIX
+        swap_path = log_path + SWAP_SUFFIX
+        try:
+            if fs.exists(cleaned_path):
+                fs.remove(cleaned_path)
+            handle = fs.open(cleaned_path)
+            try:
+                handle.write(cleaned)
+                handle.fsync()
+            finally:
+                handle.close()
+            fs.rename(cleaned_path, swap_path)
+            fs.fsync_dir(self.path)
+        except OSError as exc:
+            # Nothing was replaced yet: drop the partial file, the old segment stays.
+            for path in (cleaned_path, swap_path):
+                with contextlib.suppress(OSError):
+                    if fs.exists(path):
+                        fs.remove(path)
+            raise self._failed_write(f"writing cleaned segment {segment.base_offset}",
+                                     exc) from exc
+        try:
+            segment.close()
+            for path in (segment.index.file.path, segment.time_index.file.path):
+                if fs.exists(path):
+                    fs.remove(path)
+            fs.rename(swap_path, log_path)
+            fs.fsync_dir(self.path)
+        except OSError as exc:
+            # Half swapped: the log is offline; the next open completes the swap.
+            self._storage_error = f"swapping in cleaned segment {segment.base_offset}: {exc}"
+            logger.error("%s %s; the log is offline", self._ctx(), self._storage_error)
+            raise self._failed_write(f"swapping in cleaned segment {segment.base_offset}",
+                                     exc) from exc
+        replacement = Segment(fs, self.path, segment.base_offset)
+        replacement.rebuild_indexes(self.config.index_interval_bytes)
+        replacement.on_become_inactive()
+        replacement.flush()
+        replacement.release_index_files()
+        self.segments[i] = replacement
 
     # ========================================================================================
     # Flush and close

@@ -1,0 +1,330 @@
+"""Log compaction: Kafka's log cleaner for logs with ``cleanup.policy`` containing ``compact``.
+
+The log is seen as Kafka sees it:
+
+    log start ... [clean section] first dirty offset [dirty section] first uncleanable ... LEO
+
+- The **first uncleanable offset** is ``min(base of the active segment, high watermark, base of
+  the first segment whose largest timestamp is younger than min.compaction.lag.ms)``. Only closed
+  segments lying wholly below it are cleaned: the active segment never is, nor anything a
+  follower has not yet got (replicas clean independently, and only below their own HW, so they
+  agree on what survives).
+- The **first dirty offset** is where the previous cleaning stopped; it is kept per partition in
+  the data directory's ``cleaner-offset-checkpoint`` (Kafka's file and format).
+- The **dirty ratio** is ``dirty bytes / (clean bytes + dirty bytes)`` over the cleanable
+  segments. A log is cleaned when it is at least ``min.cleanable.dirty.ratio``, when its oldest
+  dirty data is older than ``max.compaction.lag.ms``, or when a tombstone's delete horizon has
+  passed.
+
+Cleaning builds a map key -> last offset over the dirty section, then rewrites every cleanable
+segment (clean and dirty) keeping a record only if no later record with its key exists in the
+map. Batches keep their base offset and lastOffsetDelta, records keep their offsets, so no
+offset ever moves and the log end offset stays where it is. A batch left without records is
+dropped, unless it is the last batch of its producer id in the log (kept empty, as Kafka keeps
+it, so that idempotent-producer state survives a restart). Records without a key are dropped
+(the produce path refuses them for compacted topics).
+
+Tombstones (a null value) follow KIP-534: the first cleaning that sees one stamps its batch with
+a delete horizon (``now + delete.retention.ms``, in baseTimestamp with the delete-horizon
+attribute); it is kept until a cleaning after that horizon removes it. A consumer that reads the
+topic from the start within delete.retention.ms of the cleaning therefore sees the delete.
+
+Segments are swapped crash-safely (``Log.replace_segment``: ``.cleaned``, fsync, ``.swap``,
+rename) and their indexes rebuilt. The checkpoint is written after the swaps are durable.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from floodmark.records import (
+    DELETE_HORIZON_MASK,
+    NO_TIMESTAMP,
+    BatchHeader,
+    Record,
+    decode_batch,
+    iter_batches,
+    rebuild_batch,
+)
+from floodmark.storage.checkpoints import CorruptCheckpointError, OffsetCheckpointFile
+from floodmark.storage.fs import FileSystem
+from floodmark.storage.log import Log
+from floodmark.storage.segment import Segment
+
+logger = logging.getLogger(__name__)
+
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+
+
+@dataclass(frozen=True, slots=True)
+class CleanablePlan:
+    """Which closed segments can be cleaned now, and how dirty they are."""
+
+    first_dirty_offset: int
+    first_uncleanable_offset: int
+    segments: tuple[Segment, ...]  # closed, wholly below the first uncleanable offset
+    dirty_from: int  # index into ``segments`` of the first dirty one
+    clean_bytes: int
+    dirty_bytes: int
+    end_offset: int  # base offset of the segment after the last cleanable one
+
+    @property
+    def dirty_ratio(self) -> float:
+        total = self.clean_bytes + self.dirty_bytes
+        return self.dirty_bytes / total if total else 0.0
+
+    @property
+    def dirty_segments(self) -> tuple[Segment, ...]:
+        return self.segments[self.dirty_from :]
+
+
+@dataclass(slots=True)
+class CleanResult:
+    """What one cleaning did."""
+
+    first_dirty_offset: int  # the new one: where the next cleaning's dirty section starts
+    reason: str
+    segments_rewritten: int = 0
+    segments_deleted: int = 0
+    bytes_before: int = 0
+    bytes_after: int = 0
+    records_before: int = 0
+    records_after: int = 0
+    tombstones_removed: int = 0
+    keyless_removed: int = 0
+    next_delete_horizon_ms: int | None = None  # earliest horizon of a tombstone still kept
+
+    def describe(self) -> str:
+        return (
+            f"{self.reason}: {self.records_before} -> {self.records_after} records, "
+            f"{self.bytes_before} -> {self.bytes_after} bytes, {self.segments_rewritten} "
+            f"segment(s) rewritten, {self.segments_deleted} deleted, {self.tombstones_removed} "
+            f"tombstone(s) removed; first dirty offset now {self.first_dirty_offset}"
+        )
+
+
+def first_uncleanable_offset(log: Log, high_watermark: int, now_ms: int) -> int:
+    """min(active segment base, HW, first segment younger than min.compaction.lag.ms)."""
+    limit = min(log.active_segment.base_offset, high_watermark)
+    lag = log.config.min_compaction_lag_ms
+    if lag > 0:
+        for segment in log.segments[:-1]:
+            if segment.base_offset >= limit:
+                break
+            if segment.max_timestamp != NO_TIMESTAMP and now_ms - segment.max_timestamp < lag:
+                return segment.base_offset
+    return limit
+
+
+def plan_cleaning(log: Log, first_dirty_offset: int, high_watermark: int,
+                  now_ms: int) -> CleanablePlan:
+    """The cleanable segments of ``log`` given the checkpointed first dirty offset (clamped to
+    the log start when it is outside the log, e.g. after a truncation)."""
+    uncleanable = first_uncleanable_offset(log, high_watermark, now_ms)
+    if not log.log_start_offset <= first_dirty_offset <= log.log_end_offset:
+        first_dirty_offset = log.log_start_offset
+    segments: list[Segment] = []
+    end_offset = log.segments[0].base_offset
+    for i, segment in enumerate(log.segments[:-1]):
+        upper = log.segments[i + 1].base_offset
+        if upper > uncleanable:
+            break
+        segments.append(segment)
+        end_offset = upper
+    dirty_from = len(segments)
+    for i in range(len(segments)):
+        upper = segments[i + 1].base_offset if i + 1 < len(segments) else end_offset
+        if upper > first_dirty_offset:
+            dirty_from = i
+            break
+    clean_bytes = sum(s.size for s in segments[:dirty_from])
+    dirty_bytes = sum(s.size for s in segments[dirty_from:])
+    return CleanablePlan(max(first_dirty_offset, log.log_start_offset), uncleanable,
+                         tuple(segments), dirty_from, clean_bytes, dirty_bytes, end_offset)
+
+
+def cleaning_reason(log: Log, plan: CleanablePlan, now_ms: int,
+                    next_delete_horizon_ms: int | None = None) -> str | None:
+    """Why the log should be cleaned now (None: it should not)."""
+    config = log.config
+    if not config.compact or not plan.segments:
+        return None
+    if plan.dirty_bytes > 0:
+        if plan.dirty_ratio >= config.min_cleanable_dirty_ratio:
+            return (f"dirty ratio {plan.dirty_ratio:.3f} >= min.cleanable.dirty.ratio "
+                    f"{config.min_cleanable_dirty_ratio}")
+        oldest = plan.dirty_segments[0].roll_base_ms
+        if oldest is not None and now_ms - oldest > config.max_compaction_lag_ms:
+            return f"dirty data older than max.compaction.lag.ms {config.max_compaction_lag_ms}"
+    if next_delete_horizon_ms is not None and now_ms >= next_delete_horizon_ms:
+        return "a tombstone's delete horizon has passed"
+    return None
+
+
+def build_offset_map(segments: tuple[Segment, ...]) -> dict[bytes, int]:
+    """key -> offset of its last record in ``segments`` (Kafka's dedupe buffer, unbounded)."""
+    offsets: dict[bytes, int] = {}
+    for segment in segments:
+        data = segment.read_at(0, segment.size)
+        for position, header in iter_batches(data, validate=False):
+            if header.is_control:
+                continue
+            for record in decode_batch(data, position, validate=False)[1]:
+                if record.key is not None:
+                    offsets[record.key] = record.offset
+    return offsets
+
+
+def last_batch_of_producers(log: Log) -> dict[int, int]:
+    """producer id -> base offset of its last batch in the log (those batches are kept)."""
+    last: dict[int, int] = {}
+    for header in log.iter_batch_headers():
+        if header.producer_id >= 0:
+            last[header.producer_id] = header.base_offset
+    return last
+
+
+@dataclass(slots=True)
+class _SegmentCleaning:
+    """Rewrites one segment's batches; collects the counts into ``result``."""
+
+    offset_map: Mapping[bytes, int]
+    producers_last: Mapping[int, int]
+    now_ms: int
+    delete_retention_ms: int
+    result: CleanResult
+    horizons: list[int] = field(default_factory=list)
+
+    def clean(self, data: bytes) -> bytearray | None:
+        """The cleaned bytes, or None when nothing in ``data`` changes."""
+        out = bytearray()
+        changed = False
+        for position, header in iter_batches(data, validate=False):
+            raw = data[position : position + header.size]
+            if header.is_control:
+                out += raw
+                continue
+            records = decode_batch(data, position, validate=False)[1]
+            self.result.records_before += len(records)
+            kept, horizon = self._filter(header, records)
+            self.result.records_after += len(kept)
+            if len(kept) == len(records) and horizon is None and (
+                records or self._keep_empty(header)
+            ):
+                out += raw
+                continue
+            changed = True
+            if kept or self._keep_empty(header):
+                out += rebuild_batch(header, kept, delete_horizon_ms=horizon)
+        return out if changed else None
+
+    def _keep_empty(self, header: BatchHeader) -> bool:
+        return (
+            header.producer_id >= 0
+            and self.producers_last.get(header.producer_id) == header.base_offset
+        )
+
+    def _filter(self, header: BatchHeader, records: list[Record]) -> tuple[list[Record], int | None]:
+        has_horizon = bool(header.attributes & DELETE_HORIZON_MASK)
+        kept: list[Record] = []
+        tombstones = False
+        for record in records:
+            if record.key is None:
+                self.result.keyless_removed += 1
+                continue
+            latest = self.offset_map.get(record.key)
+            if latest is not None and record.offset < latest:
+                continue
+            if record.value is None:
+                if has_horizon and self.now_ms >= header.base_timestamp:
+                    self.result.tombstones_removed += 1
+                    continue
+                tombstones = True
+            kept.append(record)
+        new_horizon: int | None = None
+        if tombstones:
+            if has_horizon:
+                self.horizons.append(header.base_timestamp)
+            else:
+                new_horizon = self.now_ms + self.delete_retention_ms
+                self.horizons.append(new_horizon)
+        return kept, new_horizon
+
+
+def clean_log(log: Log, plan: CleanablePlan, now_ms: int, reason: str = "requested") -> CleanResult:
+    """Clean the plan's segments of ``log`` (see the module docstring); swaps are durable when
+    this returns."""
+    result = CleanResult(first_dirty_offset=max(plan.end_offset, plan.first_dirty_offset),
+                         reason=reason)
+    cleaning = _SegmentCleaning(
+        offset_map=build_offset_map(plan.dirty_segments),
+        producers_last=last_batch_of_producers(log),
+        now_ms=now_ms,
+        delete_retention_ms=log.config.delete_retention_ms,
+        result=result,
+    )
+    first_segment = log.segments[0]
+    for segment in plan.segments:
+        size = segment.size
+        result.bytes_before += size
+        cleaned = cleaning.clean(segment.read_at(0, size))
+        if cleaned is None:
+            result.bytes_after += size
+            continue
+        if not cleaned and segment is not first_segment:
+            log.replace_segment(segment, None)
+            result.segments_deleted += 1
+        else:
+            log.replace_segment(segment, cleaned)
+            result.segments_rewritten += 1
+            result.bytes_after += len(cleaned)
+    result.next_delete_horizon_ms = min(cleaning.horizons) if cleaning.horizons else None
+    return result
+
+
+class LogCleaner:
+    """The cleaner's per-data-directory state: first dirty offsets (``cleaner-offset-checkpoint``)
+    and, in memory, the earliest delete horizon of the tombstones each log still holds."""
+
+    def __init__(self, fs: FileSystem, data_dir: str) -> None:
+        self._file = OffsetCheckpointFile(fs, f"{data_dir}/{CLEANER_OFFSET_CHECKPOINT}")
+        self.first_dirty: dict[tuple[str, int], int] = {}
+        self.next_horizon: dict[tuple[str, int], int] = {}
+        if fs.exists(self._file.path):
+            try:
+                self.first_dirty = {(tp.topic, tp.partition): offset
+                                    for tp, offset in self._file.read().items()}
+            except CorruptCheckpointError as exc:
+                # Cleaning from the log start again is always correct, only slower.
+                logger.warning("ignoring corrupt cleaner checkpoint: %s", exc)
+
+    def maybe_clean(self, key: tuple[str, int], log: Log, high_watermark: int,
+                    now_ms: int) -> CleanResult | None:
+        """Clean ``log`` if it is compacted and due (dirty ratio, max lag, tombstone horizon)."""
+        if not log.config.compact:
+            return None
+        plan = plan_cleaning(log, self.first_dirty.get(key, log.log_start_offset),
+                             high_watermark, now_ms)
+        reason = cleaning_reason(log, plan, now_ms, self.next_horizon.get(key))
+        if reason is None:
+            return None
+        result = clean_log(log, plan, now_ms, reason)
+        if result.next_delete_horizon_ms is None:
+            self.next_horizon.pop(key, None)
+        else:
+            self.next_horizon[key] = result.next_delete_horizon_ms
+        if self.first_dirty.get(key) != result.first_dirty_offset:
+            self.first_dirty[key] = result.first_dirty_offset
+            self.write_checkpoint()
+        return result
+
+    def forget(self, key: tuple[str, int]) -> None:
+        """The partition was deleted."""
+        self.next_horizon.pop(key, None)
+        if self.first_dirty.pop(key, None) is not None:
+            self.write_checkpoint()
+
+    def write_checkpoint(self) -> None:
+        self._file.write(self.first_dirty)
