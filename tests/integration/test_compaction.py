@@ -11,6 +11,9 @@ and a KIP-467 per-record error; DescribeConfigs lists the compaction configs.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -174,3 +177,24 @@ def test_compacted_topic_keeps_the_latest_value_per_key_at_its_offset(broker_fac
     assert int(part.error_code) == 87  # INVALID_RECORD
     assert "without key" in part.error_message
     assert [int(e.batch_index) for e in part.record_errors] == [1]
+
+
+def test_topic_cli_creates_and_describes_a_compacted_topic(broker) -> None:  # type: ignore[no-untyped-def]
+    def fm(*args: str) -> str:
+        out = subprocess.run([sys.executable, "-m", "floodmark.cli", *args,
+                              "--bootstrap-server", broker.bootstrap],
+                             capture_output=True, text=True, timeout=60, check=False)
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    fm("topic", "create", "cli-compacted", "--config", "cleanup.policy=compact,delete",
+       "--config", "delete.retention.ms=1000")
+    desc = json.loads(fm("topic", "describe", "cli-compacted", "--json"))
+    assert desc["configs"]["cleanup.policy"] == "compact,delete"
+    assert desc["configs"]["delete.retention.ms"] == "1000"
+    assert "cleanup.policy=compact,delete" in fm("topic", "describe", "cli-compacted")
+    out = subprocess.run([sys.executable, "-m", "floodmark.cli", "topic", "create", "bad-policy",
+                          "--config", "cleanup.policy=shred", "--bootstrap-server",
+                          broker.bootstrap], capture_output=True, text=True, timeout=60,
+                         check=False)
+    assert out.returncode != 0

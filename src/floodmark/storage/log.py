@@ -590,14 +590,22 @@ class Log:
             reason = f"size {size} + {incoming_bytes} > segment.bytes {self.config.segment_bytes}"
         elif (
             active.roll_base_ms is not None
-            and now_ms - active.roll_base_ms >= self.config.segment_ms
+            and now_ms - active.roll_base_ms >= self._max_segment_ms
         ):
-            reason = f"age {now_ms - active.roll_base_ms} ms >= segment.ms {self.config.segment_ms}"
+            reason = f"age {now_ms - active.roll_base_ms} ms >= segment.ms {self._max_segment_ms}"
         elif last_offset - active.base_offset > MAX_RELATIVE_OFFSET:
             reason = "relative offsets would overflow"
         if not reason:
             return active
         return self.roll(now_ms, reason)
+
+    @property
+    def _max_segment_ms(self) -> int:
+        """segment.ms; for a compacted log at most max.compaction.lag.ms (as Kafka rolls it), so
+        that records in the active segment become cleanable within that lag."""
+        if self.config.compact:
+            return min(self.config.segment_ms, self.config.max_compaction_lag_ms)
+        return self.config.segment_ms
 
     def roll(self, now_ms: int, reason: str = "requested") -> Segment:
         """Start a new active segment at the log end offset (no-op if the active one is empty)."""
