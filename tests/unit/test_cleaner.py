@@ -206,3 +206,45 @@ def test_max_compaction_lag_rolls_the_active_segment_and_forces_cleaning() -> No
     assert reason is not None and "max.compaction.lag.ms" in reason
     assert cleaner.maybe_clean(("t", 0), log, log.log_end_offset, NOW + 3000) is not None
     assert _records(log)[-2:] == [(10, b"k", b"w4"), (11, b"k", b"roll")]
+
+
+def test_job_runs_on_a_worker_thread_while_appends_go_on_and_is_dropped_after_truncation(
+    tmp_path: object,
+) -> None:
+    import threading
+
+    from floodmark.storage import RealFileSystem
+
+    fs = RealFileSystem()
+    root = str(tmp_path)
+    config = LogConfig.from_kafka({"segment.bytes": 300, "cleanup.policy": "compact",
+                                   "min.cleanable.dirty.ratio": "0.01"})
+    log = Log.open(f"{root}/t-0", config, fs=fs, now_ms=NOW)
+    for i in range(60):
+        _put(log, b"k%d" % (i % 3), b"v%d" % i)
+    cleaner = LogCleaner(fs, root)
+    job = cleaner.prepare(("t", 0), log, log.log_end_offset, NOW)
+    assert job is not None
+    worker = threading.Thread(target=job.run)
+    worker.start()
+    for i in range(60, 90):  # the log keeps taking writes while the worker cleans
+        _put(log, b"k%d" % (i % 3), b"v%d" % i)
+    worker.join(30)
+    result = cleaner.finish(("t", 0), job)
+    assert result is not None and result.records_after < result.records_before
+    records = _records(log)
+    assert records[-30:] == [(i, b"k%d" % (i % 3), b"v%d" % i) for i in range(60, 90)]
+    assert log.log_end_offset == 90
+
+    before = _records(log)
+    for i in range(90, 120):
+        _put(log, b"k%d" % (i % 3), b"w%d" % i)
+    log.roll(NOW)
+    job = cleaner.prepare(("t", 0), log, log.log_end_offset, NOW)
+    assert job is not None
+    log.truncate_to(100)  # the log changes under the job: it must not be installed
+    job.run()
+    assert cleaner.finish(("t", 0), job) is None
+    assert _records(log) == before + [(i, b"k%d" % (i % 3), b"w%d" % i) for i in range(90, 100)]
+    assert not [n for n in fs.listdir(f"{root}/t-0") if n.endswith((".cleaned", ".swap"))]
+    log.close()

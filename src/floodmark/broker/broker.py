@@ -156,6 +156,8 @@ class Broker:
         log.info("broker %d listening on %s:%d advertised %s:%d", self.node_id,
                  self.config.listen_host, self.bound_port, *self.advertised)
         self._tasks.append(asyncio.create_task(self._periodic()))
+        if self.config.get("log.cleaner.enable"):
+            self._tasks.append(asyncio.create_task(self._cleaner()))
         if ready is not None:
             ready(self.bound_port)
         await self._stopping.wait()
@@ -168,9 +170,7 @@ class Broker:
     async def _periodic(self) -> None:
         interval_s = int(self.config.get("log.checkpoint.interval.ms")) / 1000
         retention_s = int(self.config.get("log.retention.check.interval.ms")) / 1000
-        cleaner_s = int(self.config.get("log.cleaner.backoff.ms")) / 1000
-        cleaner_on = bool(self.config.get("log.cleaner.enable"))
-        last_checkpoint = last_retention = last_clean = time.monotonic()
+        last_checkpoint = last_retention = time.monotonic()
         while True:
             await asyncio.sleep(0.5)
             self.groups.expire_sessions()
@@ -191,9 +191,6 @@ class Broker:
                     self.apply_retention(now)
                 except (OSError, KafkaError) as exc:
                     self._disk_trouble("retention", exc)
-            if cleaner_on and time.monotonic() - last_clean >= cleaner_s:
-                last_clean = time.monotonic()
-                self.clean_logs(self.now_ms())
             if time.monotonic() - last_checkpoint >= interval_s:
                 last_checkpoint = time.monotonic()
                 # Snapshot on the loop, fsync+rename on a worker thread: the event loop never
@@ -219,21 +216,33 @@ class Broker:
                          "log_start_offset=%d", ps.name, ps.leader_epoch, deleted,
                          ps.log_start_offset)
 
-    def clean_logs(self, now_ms: int) -> None:
-        """Log compaction, leaders and followers alike, each below its own HW (Kafka's
-        cleaner threads do the same, independently on every replica)."""
-        for ps in list(self.partitions.values()):
-            if not ps.log.config.compact:
-                continue
-            try:
-                result = self.storage.maybe_clean(ps.topic, ps.partition, ps.log,
-                                                  ps.high_watermark, now_ms)
-            except (OSError, KafkaError) as exc:
-                self._disk_trouble(f"log cleaning of {ps.name}", exc)
-                continue
-            if result is not None:
-                log.info("partition %s leader_epoch=%d cleaned (%s)", ps.name, ps.leader_epoch,
-                         result.describe())
+    async def _cleaner(self) -> None:
+        """Log compaction, every log.cleaner.backoff.ms, leaders and followers alike, each below
+        its own HW (Kafka's cleaner threads do the same, independently on every replica). The
+        plan and the segment swaps run on the event loop; reading and rewriting the data runs
+        on a worker thread, so produce and fetch go on meanwhile."""
+        backoff_s = int(self.config.get("log.cleaner.backoff.ms")) / 1000
+        while True:
+            await asyncio.sleep(backoff_s)
+            for ps in list(self.partitions.values()):
+                if ps.log.config.compact:
+                    await self.clean_log(ps)
+
+    async def clean_log(self, ps: PartitionState) -> None:
+        key = (ps.topic, ps.partition)
+        cleaner = self.storage.cleaner
+        try:
+            job = cleaner.prepare(key, ps.log, ps.high_watermark, self.now_ms())
+            if job is None:
+                return
+            await asyncio.to_thread(job.run)
+            result = cleaner.finish(key, job)
+        except (OSError, KafkaError) as exc:
+            self._disk_trouble(f"log cleaning of {ps.name}", exc)
+            return
+        if result is not None:
+            log.info("partition %s leader_epoch=%d cleaned (%s)", ps.name, ps.leader_epoch,
+                     result.describe())
 
     def checkpoint(self) -> None:
         self.storage.write_checkpoints(self.partitions)

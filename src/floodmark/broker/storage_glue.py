@@ -28,7 +28,7 @@ from floodmark.storage.clean_shutdown import (
     consume_clean_shutdown_marker,
     write_clean_shutdown_marker,
 )
-from floodmark.storage.cleaner import CleanResult, LogCleaner
+from floodmark.storage.cleaner import LogCleaner
 from floodmark.storage.config import LogConfig
 from floodmark.storage.fs import RealFileSystem
 from floodmark.storage.log import Log
@@ -124,11 +124,6 @@ class Storage:
             if info.next_offset <= offset:
                 break
             offset = info.next_offset
-
-    def maybe_clean(self, topic: str, partition: int, plog: Log, high_watermark: int,
-                    now_ms: int) -> CleanResult | None:
-        """Compact the log if its cleanup.policy says so and it is due (storage/cleaner.py)."""
-        return self.cleaner.maybe_clean((topic, partition), plog, high_watermark, now_ms)
 
     def maybe_flush(self, plog: Log, now_ms: int) -> None:
         plog.maybe_flush(now_ms)

@@ -29,8 +29,11 @@ a delete horizon (``now + delete.retention.ms``, in baseTimestamp with the delet
 attribute); it is kept until a cleaning after that horizon removes it. A consumer that reads the
 topic from the start within delete.retention.ms of the cleaning therefore sees the delete.
 
-Segments are swapped crash-safely (``Log.replace_segment``: ``.cleaned``, fsync, ``.swap``,
-rename) and their indexes rebuilt. The checkpoint is written after the swaps are durable.
+Segments are swapped crash-safely (``Log.write_cleaned_file`` then
+``Log.install_cleaned_segment``: ``.cleaned``, fsync, ``.swap``, rename) and their indexes
+rebuilt. The checkpoint is written after the swaps are durable. The work that reads and
+rewrites data (``CleaningJob.run``) touches no state of the log and runs on a worker thread in
+the broker; only the plan and the swaps run on the event loop.
 """
 
 from __future__ import annotations
@@ -49,9 +52,9 @@ from floodmark.records import (
     rebuild_batch,
 )
 from floodmark.storage.checkpoints import CorruptCheckpointError, OffsetCheckpointFile
-from floodmark.storage.fs import FileSystem
+from floodmark.storage.fs import FileHandle, FileSystem
 from floodmark.storage.log import Log
-from floodmark.storage.segment import Segment
+from floodmark.storage.segment import Segment, scan_batches
 
 logger = logging.getLogger(__name__)
 
@@ -163,11 +166,16 @@ def cleaning_reason(log: Log, plan: CleanablePlan, now_ms: int,
     return None
 
 
-def build_offset_map(segments: tuple[Segment, ...]) -> dict[bytes, int]:
-    """key -> offset of its last record in ``segments`` (Kafka's dedupe buffer, unbounded)."""
+# A segment's data as the cleaner reads it: a duplicated handle and the size to read up to,
+# both taken on the thread that owns the log, so that the read is safe on any thread.
+Source = tuple[FileHandle, int]
+
+
+def build_offset_map(sources: list[Source]) -> dict[bytes, int]:
+    """key -> offset of its last record in ``sources`` (Kafka's dedupe buffer, unbounded)."""
     offsets: dict[bytes, int] = {}
-    for segment in segments:
-        data = segment.read_at(0, segment.size)
+    for handle, size in sources:
+        data = handle.read_at(0, size)
         for position, header in iter_batches(data, validate=False):
             if header.is_control:
                 continue
@@ -177,12 +185,13 @@ def build_offset_map(segments: tuple[Segment, ...]) -> dict[bytes, int]:
     return offsets
 
 
-def last_batch_of_producers(log: Log) -> dict[int, int]:
-    """producer id -> base offset of its last batch in the log (those batches are kept)."""
+def last_batch_of_producers(sources: list[Source]) -> dict[int, int]:
+    """producer id -> base offset of its last batch in ``sources`` (those batches are kept)."""
     last: dict[int, int] = {}
-    for header in log.iter_batch_headers():
-        if header.producer_id >= 0:
-            last[header.producer_id] = header.base_offset
+    for handle, size in sources:
+        for _position, header in scan_batches(handle, 0, size, validate=False):
+            if header.producer_id >= 0:
+                last[header.producer_id] = header.base_offset
     return last
 
 
@@ -253,34 +262,114 @@ class _SegmentCleaning:
         return kept, new_horizon
 
 
-def clean_log(log: Log, plan: CleanablePlan, now_ms: int, reason: str = "requested") -> CleanResult:
-    """Clean the plan's segments of ``log`` (see the module docstring); swaps are durable when
-    this returns."""
+@dataclass(slots=True)
+class CleaningJob:
+    """One cleaning of one log, in three steps: ``prepare_cleaning`` (on the thread that owns
+    the log: the plan, and duplicated handles with sizes of every segment), ``run`` (anywhere,
+    e.g. ``asyncio.to_thread``: the offset map, the rewritten segments, written and fsynced as
+    ``.cleaned`` files; the log is not touched) and ``install`` (on the owning thread: the
+    swaps). The log may append, roll or serve reads meanwhile; if it was truncated, closed or
+    lost a planned segment (retention), ``install`` drops the job and nothing changes."""
+
+    log: Log
+    plan: CleanablePlan
+    now_ms: int
+    result: CleanResult
+    generation: int
+    sources: list[Source]  # the plan's segments
+    tail: list[Source]  # every later segment, for the producers' last batches
+    first_segment: Segment
+    outputs: list[tuple[Segment, str | None]] = field(default_factory=list)
+    error: OSError | None = None
+    done: bool = False
+
+    def run(self) -> None:
+        """Build and write the cleaned segments. Never raises an OSError: it is kept in
+        ``error`` and reported by ``install``."""
+        try:
+            self._run()
+        except OSError as exc:
+            self.error = exc
+            self.discard()
+        finally:
+            for handle, _size in self.sources + self.tail:
+                handle.close()
+            self.done = True
+
+    def _run(self) -> None:
+        result = self.result
+        dirty = self.sources[self.plan.dirty_from :]
+        cleaning = _SegmentCleaning(
+            offset_map=build_offset_map(dirty),
+            producers_last=last_batch_of_producers(self.sources + self.tail),
+            now_ms=self.now_ms,
+            delete_retention_ms=self.log.config.delete_retention_ms,
+            result=result,
+        )
+        for segment, (handle, size) in zip(self.plan.segments, self.sources, strict=True):
+            result.bytes_before += size
+            cleaned = cleaning.clean(handle.read_at(0, size))
+            if cleaned is None:
+                result.bytes_after += size
+                continue
+            if not cleaned and segment is not self.first_segment:
+                self.outputs.append((segment, None))
+                result.segments_deleted += 1
+            else:
+                path = self.log.write_cleaned_file(segment.base_offset, cleaned)
+                self.outputs.append((segment, path))
+                result.segments_rewritten += 1
+                result.bytes_after += len(cleaned)
+        result.next_delete_horizon_ms = min(cleaning.horizons) if cleaning.horizons else None
+
+    def discard(self) -> None:
+        for _segment, path in self.outputs:
+            if path is not None:
+                self.log.discard_cleaned_file(path)
+        self.outputs = []
+
+    def still_valid(self) -> bool:
+        log = self.log
+        if log.closed or log.offline or log.truncation_generation != self.generation:
+            return False
+        if log.segments[0] is not self.first_segment:
+            return False
+        live = set(map(id, log.segments[:-1]))
+        return all(id(segment) in live for segment, _path in self.outputs)
+
+    def install(self) -> CleanResult | None:
+        """Swap the cleaned segments in (owning thread). None if the job no longer applies."""
+        if self.error is not None:
+            raise self.error
+        if not self.still_valid():
+            logger.info("%s cleaning dropped: the log changed meanwhile", self.log)
+            self.discard()
+            return None
+        for segment, path in self.outputs:
+            self.log.install_cleaned_segment(segment, path)
+        self.outputs = []
+        return self.result
+
+
+def prepare_cleaning(log: Log, plan: CleanablePlan, now_ms: int,
+                     reason: str = "requested") -> CleaningJob:
+    """The job for ``plan`` (on the thread that owns the log)."""
+    planned = {id(s) for s in plan.segments}
+    sources = [(s.log.duplicate(), s.size) for s in plan.segments]
+    tail = [(s.log.duplicate(), s.size) for s in log.segments if id(s) not in planned]
     result = CleanResult(first_dirty_offset=max(plan.end_offset, plan.first_dirty_offset),
                          reason=reason)
-    cleaning = _SegmentCleaning(
-        offset_map=build_offset_map(plan.dirty_segments),
-        producers_last=last_batch_of_producers(log),
-        now_ms=now_ms,
-        delete_retention_ms=log.config.delete_retention_ms,
-        result=result,
-    )
-    first_segment = log.segments[0]
-    for segment in plan.segments:
-        size = segment.size
-        result.bytes_before += size
-        cleaned = cleaning.clean(segment.read_at(0, size))
-        if cleaned is None:
-            result.bytes_after += size
-            continue
-        if not cleaned and segment is not first_segment:
-            log.replace_segment(segment, None)
-            result.segments_deleted += 1
-        else:
-            log.replace_segment(segment, cleaned)
-            result.segments_rewritten += 1
-            result.bytes_after += len(cleaned)
-    result.next_delete_horizon_ms = min(cleaning.horizons) if cleaning.horizons else None
+    return CleaningJob(log, plan, now_ms, result, log.truncation_generation, sources, tail,
+                       log.segments[0])
+
+
+def clean_log(log: Log, plan: CleanablePlan, now_ms: int, reason: str = "requested") -> CleanResult:
+    """Clean the plan's segments of ``log`` on this thread (see the module docstring); the swaps
+    are durable when this returns."""
+    job = prepare_cleaning(log, plan, now_ms, reason)
+    job.run()
+    result = job.install()
+    assert result is not None
     return result
 
 
@@ -302,15 +391,32 @@ class LogCleaner:
 
     def maybe_clean(self, key: tuple[str, int], log: Log, high_watermark: int,
                     now_ms: int) -> CleanResult | None:
-        """Clean ``log`` if it is compacted and due (dirty ratio, max lag, tombstone horizon)."""
-        if not log.config.compact:
+        """Clean ``log`` now, on this thread, if it is compacted and due (dirty ratio, max lag,
+        tombstone horizon)."""
+        job = self.prepare(key, log, high_watermark, now_ms)
+        if job is None:
+            return None
+        job.run()
+        return self.finish(key, job)
+
+    def prepare(self, key: tuple[str, int], log: Log, high_watermark: int,
+                now_ms: int) -> CleaningJob | None:
+        """The cleaning job for ``log`` if one is due (owning thread); run it anywhere, then
+        pass it to ``finish`` on the owning thread."""
+        if not log.config.compact or log.closed or log.offline:
             return None
         plan = plan_cleaning(log, self.first_dirty.get(key, log.log_start_offset),
                              high_watermark, now_ms)
         reason = cleaning_reason(log, plan, now_ms, self.next_horizon.get(key))
         if reason is None:
             return None
-        result = clean_log(log, plan, now_ms, reason)
+        return prepare_cleaning(log, plan, now_ms, reason)
+
+    def finish(self, key: tuple[str, int], job: CleaningJob) -> CleanResult | None:
+        """Install a job's cleaned segments, then record the new first dirty offset."""
+        result = job.install()
+        if result is None:
+            return None
         if result.next_delete_horizon_ms is None:
             self.next_horizon.pop(key, None)
         else:

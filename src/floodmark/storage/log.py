@@ -43,7 +43,12 @@ from floodmark.storage.checkpoints import (
 from floodmark.storage.config import FlushPolicy, LogConfig
 from floodmark.storage.file_slice import FileSlice
 from floodmark.storage.fs import FileHandle, FileSystem, RealFileSystem
-from floodmark.storage.segment import MAX_RELATIVE_OFFSET, Segment, scan_batches
+from floodmark.storage.segment import (
+    MAX_RELATIVE_OFFSET,
+    Segment,
+    scan_batches,
+    segment_file_name,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -1201,20 +1206,54 @@ class Log:
     # Log compaction: replacing closed segments by their cleaned versions
     # ========================================================================================
     def replace_segment(self, segment: Segment, cleaned: bytes | bytearray | None) -> None:
-        """Replace a closed segment by its cleaned version (same base offset), or delete it
-        when ``cleaned`` is None (every record in it was superseded; never the first segment).
+        """Replace a closed segment by its cleaned version (same base offset), or delete it when
+        ``cleaned`` is None: ``write_cleaned_file`` then ``install_cleaned_segment``."""
+        path = None if cleaned is None else self.write_cleaned_file(segment.base_offset, cleaned)
+        self.install_cleaned_segment(segment, path)
 
-        Crash-safe as Kafka's cleaner: the data goes to ``<base>.log.cleaned`` and is fsynced,
-        then renamed ``.log.swap`` (from here on, recovery completes the swap); the old index
-        files are removed, the swap file is renamed over ``<base>.log``, and the indexes are
-        rebuilt from the new data. Offsets are untouched: the batches keep theirs.
+    def cleaned_file_path(self, base_offset: int) -> str:
+        return f"{self.path}/{segment_file_name(base_offset, _LOG_SUFFIX)}{CLEANED_SUFFIX}"
+
+    def write_cleaned_file(self, base_offset: int, data: bytes | bytearray) -> str:
+        """Write and fsync ``<base>.log.cleaned``; returns its path. Touches no state of the
+        log, so it may run on a worker thread. A partial file is removed on error."""
+        path = self.cleaned_file_path(base_offset)
+        fs = self.fs
+        try:
+            if fs.exists(path):
+                fs.remove(path)
+            handle = fs.open(path)
+            try:
+                handle.write(data)
+                handle.fsync()
+            finally:
+                handle.close()
+        except OSError:
+            self.discard_cleaned_file(path)
+            raise
+        return path
+
+    def discard_cleaned_file(self, path: str) -> None:
+        with contextlib.suppress(OSError):
+            if self.fs.exists(path):
+                self.fs.remove(path)
+
+    def install_cleaned_segment(self, segment: Segment, cleaned_path: str | None) -> None:
+        """Put a cleaned segment file (from ``write_cleaned_file``, fsynced) in place of the
+        closed ``segment``, or delete the segment when ``cleaned_path`` is None (every record in
+        it was superseded; never the first segment).
+
+        Crash-safe as Kafka's cleaner: ``.cleaned`` is renamed ``.swap`` and the directory
+        fsynced (from here on, recovery completes the swap); the old index files are removed,
+        the swap file is renamed over ``<base>.log``, and the indexes are rebuilt from the new
+        data. Offsets are untouched: the batches keep theirs.
         """
         self._check_open()
         i = self.segments.index(segment)
         if i == len(self.segments) - 1:
             raise ValueError("the active segment is never cleaned")
         fs = self.fs
-        if cleaned is None:
+        if cleaned_path is None:
             if i == 0:
                 raise ValueError("the first segment is replaced, not deleted")
             self._delete_segment_files(segment)
@@ -1224,26 +1263,15 @@ class Log:
             self._dir_dirty = False
             return
         log_path = segment.log.path
-        cleaned_path = log_path + CLEANED_SUFFIX
         swap_path = log_path + SWAP_SUFFIX
         try:
-            if fs.exists(cleaned_path):
-                fs.remove(cleaned_path)
-            handle = fs.open(cleaned_path)
-            try:
-                handle.write(cleaned)
-                handle.fsync()
-            finally:
-                handle.close()
             fs.rename(cleaned_path, swap_path)
             fs.fsync_dir(self.path)
         except OSError as exc:
-            # Nothing was replaced yet: drop the partial file, the old segment stays.
+            # Nothing was replaced yet: drop the file, the old segment stays.
             for path in (cleaned_path, swap_path):
-                with contextlib.suppress(OSError):
-                    if fs.exists(path):
-                        fs.remove(path)
-            raise self._failed_write(f"writing cleaned segment {segment.base_offset}",
+                self.discard_cleaned_file(path)
+            raise self._failed_write(f"installing cleaned segment {segment.base_offset}",
                                      exc) from exc
         try:
             segment.close()
@@ -1348,6 +1376,10 @@ class Log:
             for segment in self.segments:
                 segment.close()
             self._closed = True
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     @property
     def offline(self) -> bool:
