@@ -248,3 +248,21 @@ def test_job_runs_on_a_worker_thread_while_appends_go_on_and_is_dropped_after_tr
     assert _records(log) == before + [(i, b"k%d" % (i % 3), b"w%d" % i) for i in range(90, 100)]
     assert not [n for n in fs.listdir(f"{root}/t-0") if n.endswith((".cleaned", ".swap"))]
     log.close()
+
+
+def test_a_cleaned_log_switched_to_delete_keeps_its_gaps_on_recovery() -> None:
+    """cleanup.policy changed from compact to delete after cleaning: recovery (everything
+    revalidated) must still accept the gaps the cleaner left, since the cleaner checkpoint says
+    the log was compacted; the broker passes that as ``was_compacted``."""
+    fs = MemoryFileSystem()
+    log = _log(fs)
+    for i in range(60):
+        _put(log, b"k%d" % (i % 3), b"v%d" % i)
+    cleaner = LogCleaner(fs, "/d")
+    assert cleaner.maybe_clean(("t", 0), log, log.log_end_offset, NOW) is not None
+    cleaned = _records(log)
+    log.close()
+    as_delete = LogConfig.from_kafka({"segment.bytes": 300, "cleanup.policy": "delete"})
+    reopened = Log.open("/d/t-0", as_delete, fs=fs, now_ms=NOW, recovery_point=0,
+                        was_compacted=("t", 0) in LogCleaner(fs, "/d").first_dirty)
+    assert _records(reopened) == cleaned and reopened.log_end_offset == 60

@@ -109,6 +109,7 @@ class Storage:
             recovery_point=self._recovery.get(key, 0),
             log_start_offset=self._log_start.get(key, 0),
             clean_shutdown=self.clean_shutdown,
+            was_compacted=key in self.cleaner.first_dirty,
         )
         hw = clamp_high_watermark(self._hw.get(key), plog.log_start_offset, plog.log_end_offset)
         return plog, hw

@@ -181,6 +181,7 @@ class Log:
         self._recovered_epochs: list[tuple[int, int]] = []
         self._flush_generation = 0  # bumped by truncation: older flush tickets are stale
         self._storage_error: str | None = None
+        self._was_compacted = False  # see ``gaps_allowed``
         # Bytes read per step when scanning from an index entry to a batch: one index interval
         # plus room for the next header.
         self._scan_bytes = min(self.config.index_interval_bytes + 2 * HEADER_SIZE, 1 << 20)
@@ -208,12 +209,15 @@ class Log:
         recovery_point: int = 0,
         log_start_offset: int = 0,
         clean_shutdown: bool = False,
+        was_compacted: bool = False,
     ) -> Log:
         """Open (creating if needed) the log in ``path`` and recover it.
 
         ``clean_shutdown``: the data directory's clean-shutdown marker was present (see
         ``storage.clean_shutdown``), so data up to ``recovery_point`` is known to be on disk; if
-        the log also ends there, nothing needs an fsync. Without it, the recovered segments are
+        the log also ends there, nothing needs an fsync. ``was_compacted``: the cleaner has
+        cleaned this log before (its cleaner checkpoint says so), so gaps between offsets are
+        expected even if the topic is no longer compacted (see ``gaps_allowed``). Without it, the recovered segments are
         always fsynced (the checkpointed recovery point may be stale after a truncation).
 
         Segments holding offsets at or after ``recovery_point`` are fully validated; the first
@@ -222,6 +226,7 @@ class Log:
         its checkpoint is unreadable) and reconciled with the recovered log.
         """
         log = cls(path, config or LogConfig(), fs if fs is not None else RealFileSystem(), now_ms)
+        log._was_compacted = was_compacted
         log._recover(now_ms, recovery_point, log_start_offset, clean_shutdown)
         return log
 
@@ -309,7 +314,7 @@ class Log:
                 segment_end = self._segment_next_offset(segment)
                 # A compacted log may end a segment early (the cleaner removed its last
                 # records); the next segment must still not start inside this one.
-                bad_end = (segment_end > next_base if self.config.compact
+                bad_end = (segment_end > next_base if self.gaps_allowed
                            else segment_end != next_base)
                 if bad_end:
                     logger.warning(
@@ -484,7 +489,7 @@ class Log:
         cut_position: int | None = None
         reason = ""
         try:
-            gaps_allowed = self.config.compact  # the cleaner leaves gaps between batches
+            gaps_allowed = self.gaps_allowed  # the cleaner leaves gaps between batches
             for position, header in scan_batches(segment.log, start_position, validate=True):
                 if header.base_offset != expected and not (
                     gaps_allowed and header.base_offset > expected
@@ -603,6 +608,13 @@ class Log:
         if not reason:
             return active
         return self.roll(now_ms, reason)
+
+    @property
+    def gaps_allowed(self) -> bool:
+        """Offsets may jump between batches: the log is compacted (or was: its cleaned segments
+        keep their gaps if cleanup.policy changes to delete). Recovery and follower appends
+        then accept increasing offsets (Kafka's rule); other logs must be contiguous."""
+        return self.config.compact or self._was_compacted
 
     @property
     def _max_segment_ms(self) -> int:
@@ -738,7 +750,7 @@ class Log:
         entries: list[tuple[int, int, int, int, int]] = []
         # A compacted leader's log has gaps where the cleaner removed records (Kafka accepts
         # any increasing offsets from the fetch offset on); other logs must be contiguous.
-        gaps_allowed = self.config.compact
+        gaps_allowed = self.gaps_allowed
         for position, header in headers:
             if header.base_offset != expected and not (
                 gaps_allowed and header.base_offset > expected
@@ -1253,6 +1265,7 @@ class Log:
         if i == len(self.segments) - 1:
             raise ValueError("the active segment is never cleaned")
         fs = self.fs
+        self._was_compacted = True
         if cleaned_path is None:
             if i == 0:
                 raise ValueError("the first segment is replaced, not deleted")
