@@ -266,3 +266,23 @@ def test_a_cleaned_log_switched_to_delete_keeps_its_gaps_on_recovery() -> None:
     reopened = Log.open("/d/t-0", as_delete, fs=fs, now_ms=NOW, recovery_point=0,
                         was_compacted=("t", 0) in LogCleaner(fs, "/d").first_dirty)
     assert _records(reopened) == cleaned and reopened.log_end_offset == 60
+
+
+def test_tombstones_stamped_before_a_restart_are_removed_after_their_horizon() -> None:
+    fs = MemoryFileSystem()
+    log = _log(fs, **{"delete.retention.ms": "5000"})
+    for i in range(30):
+        _put(log, b"k%d" % (i % 3), b"v%d" % i)
+    _put(log, b"k0", None)  # delete k0
+    for i in range(20):
+        _put(log, b"other%d" % i, b"x")
+    cleaner = LogCleaner(fs, "/d")
+    assert cleaner.maybe_clean(("t", 0), log, log.log_end_offset, NOW) is not None
+    assert (30, b"k0", None) in _records(log)  # stamped with a horizon, still there
+    restarted = LogCleaner(fs, "/d")  # a broker restart: horizons are not in memory
+    assert restarted.maybe_clean(("t", 0), log, log.log_end_offset, NOW + 1000) is not None
+    assert (30, b"k0", None) in _records(log)  # horizon not reached: kept
+    result = restarted.maybe_clean(("t", 0), log, log.log_end_offset, NOW + 5001)
+    assert result is not None and result.tombstones_removed == 1
+    assert not [r for r in _records(log) if r[1] == b"k0"]
+    assert restarted.maybe_clean(("t", 0), log, log.log_end_offset, NOW + 9000) is None

@@ -241,8 +241,9 @@ class Broker:
             self._disk_trouble(f"log cleaning of {ps.name}", exc)
             return
         if result is not None:
-            log.info("partition %s leader_epoch=%d cleaned (%s)", ps.name, ps.leader_epoch,
-                     result.describe())
+            log.log(logging.INFO if result.changed else logging.DEBUG,
+                    "partition %s leader_epoch=%d cleaned (%s)", ps.name, ps.leader_epoch,
+                    result.describe())
 
     def checkpoint(self) -> None:
         self.storage.write_checkpoints(self.partitions)

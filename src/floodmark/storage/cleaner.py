@@ -99,6 +99,10 @@ class CleanResult:
     keyless_removed: int = 0
     next_delete_horizon_ms: int | None = None  # earliest horizon of a tombstone still kept
 
+    @property
+    def changed(self) -> bool:
+        return bool(self.segments_rewritten or self.segments_deleted)
+
     def describe(self) -> str:
         return (
             f"{self.reason}: {self.records_before} -> {self.records_after} records, "
@@ -388,6 +392,9 @@ class LogCleaner:
             except CorruptCheckpointError as exc:
                 # Cleaning from the log start again is always correct, only slower.
                 logger.warning("ignoring corrupt cleaner checkpoint: %s", exc)
+        # The tombstone horizons of logs cleaned before are not known after a restart: one pass
+        # over their clean sections finds them (and removes tombstones already due).
+        self.next_horizon = {key: 0 for key in self.first_dirty}
 
     def maybe_clean(self, key: tuple[str, int], log: Log, high_watermark: int,
                     now_ms: int) -> CleanResult | None:
