@@ -286,3 +286,41 @@ def test_tombstones_stamped_before_a_restart_are_removed_after_their_horizon() -
     assert result is not None and result.tombstones_removed == 1
     assert not [r for r in _records(log) if r[1] == b"k0"]
     assert restarted.maybe_clean(("t", 0), log, log.log_end_offset, NOW + 9000) is None
+
+
+def test_small_segments_are_merged_while_cleaned_and_a_merged_swap_is_recovered() -> None:
+    import dataclasses
+
+    fs = MemoryFileSystem()
+    log = _log(fs)
+    for i in range(60):
+        _put(log, b"key-%d" % i, b"v%d" % i)  # distinct keys: nothing is superseded
+    before = _records(log)
+    segments_before = len(log.segments)
+    assert segments_before > 10
+    log.config = dataclasses.replace(log.config, segment_bytes=100_000)
+    result = LogCleaner(fs, "/d").maybe_clean(("t", 0), log, log.log_end_offset, NOW)
+    assert result is not None and result.records_after == result.records_before
+    assert len(log.segments) == 2  # everything cleanable in one segment, plus the active one
+    assert _records(log) == before and log.log_end_offset == 60
+    log.close()
+    assert _records(Log.open("/d/t-0", log.config, fs=fs, now_ms=NOW, recovery_point=0)) == before
+
+    # A crash after a merged swap file was made durable: recovery replaces every segment in
+    # the swap file's offset range.
+    fs2 = MemoryFileSystem()
+    plain = _log(fs2)
+    for i in range(60):
+        _put(plain, b"key-%d" % i, b"v%d" % i)
+    first, second, third = plain.segments[:3]
+    merged = b"".join(s.read_at(0, s.size) for s in (first, second))
+    names = [f"/d/t-0/{s.base_offset:020d}" for s in (first, second, third)]
+    plain.close()
+    handle = fs2.open(names[0] + ".log.swap")
+    handle.write(merged)
+    handle.close()
+    reopened = _log(fs2)
+    assert [s.base_offset for s in reopened.segments[:2]] == [first.base_offset,
+                                                              third.base_offset]
+    assert not fs2.exists(names[1] + ".log") and not fs2.exists(names[1] + ".index")
+    assert _records(reopened) == before and reopened.log_end_offset == 60

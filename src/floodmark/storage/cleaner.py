@@ -30,8 +30,9 @@ attribute); it is kept until a cleaning after that horizon removes it. A consume
 topic from the start within delete.retention.ms of the cleaning therefore sees the delete.
 
 Segments are swapped crash-safely (``Log.write_cleaned_file`` then
-``Log.install_cleaned_segment``: ``.cleaned``, fsync, ``.swap``, rename) and their indexes
-rebuilt. The checkpoint is written after the swaps are durable. The work that reads and
+``Log.install_cleaned_segments``: ``.cleaned``, fsync, ``.swap``, rename) and their indexes
+rebuilt. Like Kafka, consecutive segments whose sizes add up to at most ``segment.bytes`` are
+merged into one while being cleaned (their offsets must fit one segment's relative offsets). The checkpoint is written after the swaps are durable. The work that reads and
 rewrites data (``CleaningJob.run``) touches no state of the log and runs on a worker thread in
 the broker; only the plan and the swaps run on the event loop.
 """
@@ -54,7 +55,7 @@ from floodmark.records import (
 from floodmark.storage.checkpoints import CorruptCheckpointError, OffsetCheckpointFile
 from floodmark.storage.fs import FileHandle, FileSystem
 from floodmark.storage.log import Log
-from floodmark.storage.segment import Segment, scan_batches
+from floodmark.storage.segment import MAX_RELATIVE_OFFSET, Segment, scan_batches
 
 logger = logging.getLogger(__name__)
 
@@ -266,6 +267,25 @@ class _SegmentCleaning:
         return kept, new_horizon
 
 
+def group_segments(plan: CleanablePlan, sizes: list[int], max_bytes: int) -> list[list[int]]:
+    """Kafka's grouping: runs of consecutive cleanable segments (indexes into
+    ``plan.segments``) whose original sizes add up to at most ``max_bytes`` and whose offsets
+    fit one segment (relative offsets below 2^31)."""
+    segments = plan.segments
+    groups: list[list[int]] = []
+    for k in range(len(segments)):
+        upper = segments[k + 1].base_offset if k + 1 < len(segments) else plan.end_offset
+        if groups:
+            group = groups[-1]
+            total = sum(sizes[g] for g in group) + sizes[k]
+            first_base = segments[group[0]].base_offset
+            if total <= max_bytes and upper - 1 - first_base <= MAX_RELATIVE_OFFSET:
+                group.append(k)
+                continue
+        groups.append([k])
+    return groups
+
+
 @dataclass(slots=True)
 class CleaningJob:
     """One cleaning of one log, in three steps: ``prepare_cleaning`` (on the thread that owns
@@ -283,7 +303,7 @@ class CleaningJob:
     sources: list[Source]  # the plan's segments
     tail: list[Source]  # every later segment, for the producers' last batches
     first_segment: Segment
-    outputs: list[tuple[Segment, str | None]] = field(default_factory=list)
+    outputs: list[tuple[list[Segment], str | None]] = field(default_factory=list)
     error: OSError | None = None
     done: bool = False
 
@@ -310,20 +330,32 @@ class CleaningJob:
             delete_retention_ms=self.log.config.delete_retention_ms,
             result=result,
         )
-        for segment, (handle, size) in zip(self.plan.segments, self.sources, strict=True):
-            result.bytes_before += size
-            cleaned = cleaning.clean(handle.read_at(0, size))
-            if cleaned is None:
-                result.bytes_after += size
+        segments = self.plan.segments
+        for group in group_segments(self.plan, [size for _h, size in self.sources],
+                                    self.log.config.segment_bytes):
+            parts: list[bytes | bytearray] = []
+            changed = len(group) > 1  # merging is a change of its own
+            for k in group:
+                handle, size = self.sources[k]
+                result.bytes_before += size
+                data = handle.read_at(0, size)
+                cleaned = cleaning.clean(data)
+                changed = changed or cleaned is not None
+                parts.append(data if cleaned is None else cleaned)
+            members = [segments[k] for k in group]
+            if not changed:
+                result.bytes_after += len(parts[0])
                 continue
-            if not cleaned and segment is not self.first_segment:
-                self.outputs.append((segment, None))
+            merged = b"".join(parts)
+            result.segments_deleted += len(group) - 1
+            if not merged and members[0] is not self.first_segment:
+                self.outputs.append((members, None))
                 result.segments_deleted += 1
             else:
-                path = self.log.write_cleaned_file(segment.base_offset, cleaned)
-                self.outputs.append((segment, path))
+                path = self.log.write_cleaned_file(members[0].base_offset, merged)
+                self.outputs.append((members, path))
                 result.segments_rewritten += 1
-                result.bytes_after += len(cleaned)
+                result.bytes_after += len(merged)
         result.next_delete_horizon_ms = min(cleaning.horizons) if cleaning.horizons else None
 
     def discard(self) -> None:
@@ -339,7 +371,7 @@ class CleaningJob:
         if log.segments[0] is not self.first_segment:
             return False
         live = set(map(id, log.segments[:-1]))
-        return all(id(segment) in live for segment, _path in self.outputs)
+        return all(id(segment) in live for group, _path in self.outputs for segment in group)
 
     def install(self) -> CleanResult | None:
         """Swap the cleaned segments in (owning thread). None if the job no longer applies."""
@@ -349,8 +381,8 @@ class CleaningJob:
             logger.info("%s cleaning dropped: the log changed meanwhile", self.log)
             self.discard()
             return None
-        for segment, path in self.outputs:
-            self.log.install_cleaned_segment(segment, path)
+        for group, path in self.outputs:
+            self.log.install_cleaned_segments(group, path)
         self.outputs = []
         return self.result
 

@@ -427,11 +427,30 @@ class Log:
             stem = name[: -len(_LOG_SUFFIX + SWAP_SUFFIX)]
             if not stem.isdigit() or len(stem) != 20:
                 continue
-            for suffix in _INDEX_SUFFIXES:
-                full = f"{self.path}/{stem}{suffix}"
-                if fs.exists(full):
-                    fs.remove(full)
-            fs.rename(f"{self.path}/{name}", f"{self.path}/{stem}{_LOG_SUFFIX}")
+            swap_path = f"{self.path}/{name}"
+            base = int(stem)
+            end = base + 1
+            handle = fs.open(swap_path, create=False)
+            try:
+                for _position, header in scan_batches(handle, 0, validate=False):
+                    end = header.next_offset
+            except CorruptRecordError:
+                pass  # it was fsynced whole; at worst fewer old segments are replaced
+            finally:
+                handle.close()
+            # The swap file replaces every segment whose base offset lies in its range (the
+            # segments it was merged from), and its own base's index files (rebuilt).
+            for other in fs.listdir(self.path):
+                other_stem, dot, suffix = other.partition(".")
+                if not (dot and other_stem.isdigit() and len(other_stem) == 20):
+                    continue
+                other_base = int(other_stem)
+                in_range = base < other_base < end and "." + suffix in (_LOG_SUFFIX,
+                                                                         *_INDEX_SUFFIXES)
+                own_index = other_base == base and "." + suffix in _INDEX_SUFFIXES
+                if in_range or own_index:
+                    fs.remove(f"{self.path}/{other}")
+            fs.rename(swap_path, f"{self.path}/{stem}{_LOG_SUFFIX}")
             logger.warning("%s recovery: completed the interrupted swap of cleaned segment %s",
                            self._ctx(), stem)
             changed = True
@@ -1219,9 +1238,9 @@ class Log:
     # ========================================================================================
     def replace_segment(self, segment: Segment, cleaned: bytes | bytearray | None) -> None:
         """Replace a closed segment by its cleaned version (same base offset), or delete it when
-        ``cleaned`` is None: ``write_cleaned_file`` then ``install_cleaned_segment``."""
+        ``cleaned`` is None: ``write_cleaned_file`` then ``install_cleaned_segments``."""
         path = None if cleaned is None else self.write_cleaned_file(segment.base_offset, cleaned)
-        self.install_cleaned_segment(segment, path)
+        self.install_cleaned_segments([segment], path)
 
     def cleaned_file_path(self, base_offset: int) -> str:
         return f"{self.path}/{segment_file_name(base_offset, _LOG_SUFFIX)}{CLEANED_SUFFIX}"
@@ -1250,61 +1269,73 @@ class Log:
             if self.fs.exists(path):
                 self.fs.remove(path)
 
-    def install_cleaned_segment(self, segment: Segment, cleaned_path: str | None) -> None:
-        """Put a cleaned segment file (from ``write_cleaned_file``, fsynced) in place of the
-        closed ``segment``, or delete the segment when ``cleaned_path`` is None (every record in
-        it was superseded; never the first segment).
+    def install_cleaned_segments(self, group: list[Segment], cleaned_path: str | None) -> None:
+        """Put a cleaned file (from ``write_cleaned_file`` for the first segment's base offset,
+        fsynced) in place of ``group``, consecutive closed segments (several are merged into
+        one, as Kafka's cleaner groups small segments); or delete the group when
+        ``cleaned_path`` is None (every record in it was superseded; never the first segment).
 
-        Crash-safe as Kafka's cleaner: ``.cleaned`` is renamed ``.swap`` and the directory
-        fsynced (from here on, recovery completes the swap); the old index files are removed,
-        the swap file is renamed over ``<base>.log``, and the indexes are rebuilt from the new
-        data. Offsets are untouched: the batches keep theirs.
+        Crash-safe as Kafka's cleaner: ``.cleaned`` is renamed ``<base>.log.swap`` and the
+        directory fsynced (from here on, recovery completes the swap: the swap file replaces
+        every segment whose base offset lies in its offset range); the other segments of the
+        group and the old index files are removed, the swap file is renamed over
+        ``<base>.log``, and the indexes are rebuilt from the new data. Offsets are untouched:
+        the batches keep theirs.
         """
         self._check_open()
-        i = self.segments.index(segment)
-        if i == len(self.segments) - 1:
+        i = self.segments.index(group[0])
+        j = i + len(group)
+        if self.segments[i:j] != group:
+            raise ValueError("a cleaned group must be consecutive segments")
+        if j >= len(self.segments):
             raise ValueError("the active segment is never cleaned")
         fs = self.fs
         self._was_compacted = True
         if cleaned_path is None:
             if i == 0:
                 raise ValueError("the first segment is replaced, not deleted")
-            self._delete_segment_files(segment)
-            del self.segments[i]
-            del self._base_offsets[i]
+            for segment in group:
+                self._delete_segment_files(segment)
+            del self.segments[i:j]
+            del self._base_offsets[i:j]
             fs.fsync_dir(self.path)
             self._dir_dirty = False
             return
-        log_path = segment.log.path
+        first = group[0]
+        log_path = first.log.path
         swap_path = log_path + SWAP_SUFFIX
         try:
             fs.rename(cleaned_path, swap_path)
             fs.fsync_dir(self.path)
         except OSError as exc:
-            # Nothing was replaced yet: drop the file, the old segment stays.
+            # Nothing was replaced yet: drop the file, the old segments stay.
             for path in (cleaned_path, swap_path):
                 self.discard_cleaned_file(path)
-            raise self._failed_write(f"installing cleaned segment {segment.base_offset}",
+            raise self._failed_write(f"installing cleaned segment {first.base_offset}",
                                      exc) from exc
         try:
-            segment.close()
-            for path in (segment.index.file.path, segment.time_index.file.path):
+            for segment in group[1:]:
+                self._delete_segment_files(segment)
+            first.close()
+            for path in (first.index.file.path, first.time_index.file.path):
                 if fs.exists(path):
                     fs.remove(path)
             fs.rename(swap_path, log_path)
             fs.fsync_dir(self.path)
+            self._dir_dirty = False
         except OSError as exc:
             # Half swapped: the log is offline; the next open completes the swap.
-            self._storage_error = f"swapping in cleaned segment {segment.base_offset}: {exc}"
+            self._storage_error = f"swapping in cleaned segment {first.base_offset}: {exc}"
             logger.error("%s %s; the log is offline", self._ctx(), self._storage_error)
-            raise self._failed_write(f"swapping in cleaned segment {segment.base_offset}",
+            raise self._failed_write(f"swapping in cleaned segment {first.base_offset}",
                                      exc) from exc
-        replacement = Segment(fs, self.path, segment.base_offset)
+        replacement = Segment(fs, self.path, first.base_offset)
         replacement.rebuild_indexes(self.config.index_interval_bytes)
         replacement.on_become_inactive()
         replacement.flush()
         replacement.release_index_files()
-        self.segments[i] = replacement
+        self.segments[i:j] = [replacement]
+        self._base_offsets[i:j] = [first.base_offset]
 
     # ========================================================================================
     # Flush and close
