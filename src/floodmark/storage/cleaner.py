@@ -40,6 +40,7 @@ the broker; only the plan and the swaps run on the event loop.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -99,6 +100,7 @@ class CleanResult:
     tombstones_removed: int = 0
     keyless_removed: int = 0
     next_delete_horizon_ms: int | None = None  # earliest horizon of a tombstone still kept
+    run_seconds: float = 0.0  # reading and rewriting (the part off the event loop)
 
     @property
     def changed(self) -> bool:
@@ -109,7 +111,8 @@ class CleanResult:
             f"{self.reason}: {self.records_before} -> {self.records_after} records, "
             f"{self.bytes_before} -> {self.bytes_after} bytes, {self.segments_rewritten} "
             f"segment(s) rewritten, {self.segments_deleted} deleted, {self.tombstones_removed} "
-            f"tombstone(s) removed; first dirty offset now {self.first_dirty_offset}"
+            f"tombstone(s) removed in {self.run_seconds:.2f} s; first dirty offset now "
+            f"{self.first_dirty_offset}"
         )
 
 
@@ -310,8 +313,10 @@ class CleaningJob:
     def run(self) -> None:
         """Build and write the cleaned segments. Never raises an OSError: it is kept in
         ``error`` and reported by ``install``."""
+        started = time.monotonic()
         try:
             self._run()
+            self.result.run_seconds = time.monotonic() - started
         except OSError as exc:
             self.error = exc
             self.discard()
