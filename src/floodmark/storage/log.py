@@ -215,10 +215,11 @@ class Log:
 
         ``clean_shutdown``: the data directory's clean-shutdown marker was present (see
         ``storage.clean_shutdown``), so data up to ``recovery_point`` is known to be on disk; if
-        the log also ends there, nothing needs an fsync. ``was_compacted``: the cleaner has
-        cleaned this log before (its cleaner checkpoint says so), so gaps between offsets are
-        expected even if the topic is no longer compacted (see ``gaps_allowed``). Without it, the recovered segments are
+        the log also ends there, nothing needs an fsync. Without it, the recovered segments are
         always fsynced (the checkpointed recovery point may be stale after a truncation).
+        ``was_compacted``: the cleaner has cleaned this log before (its cleaner checkpoint says
+        so), so gaps between offsets are expected even if the topic is no longer compacted
+        (see ``gaps_allowed``).
 
         Segments holding offsets at or after ``recovery_point`` are fully validated; the first
         bad or torn batch and everything after it are truncated (with a warning). Missing or
