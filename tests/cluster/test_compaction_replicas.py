@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from floodmark.cluster_cli import LocalCluster
 from floodmark.records import decode_batch
@@ -100,8 +100,11 @@ def test_replicas_compact_independently_and_stay_consistent(tmp_path: Path) -> N
         end = max(written) + 1
         wait_until(lambda: max(_records(cluster, follower), default=-1) == end - 1, 40,
                    "the restarted follower to catch up across the gaps")
-        wait_until(lambda: sorted(cluster.partition_registration(TOPIC)["isr"])
-                   == cluster.broker_ids, 30, "the follower back in the ISR")
+        def full_isr() -> bool:
+            reg = cluster.partition_registration(TOPIC)
+            return reg is not None and sorted(reg["isr"]) == cluster.broker_ids
+
+        wait_until(full_isr, 30, "the follower back in the ISR")
 
         held = {b: _check_replica(cluster, b, written) for b in cluster.broker_ids}
         print(f"written {len(written)} records; held per replica {held}")

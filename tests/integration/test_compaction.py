@@ -19,7 +19,11 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    ConfigResource,
+    NewTopic,
+)
 
 from floodmark.client import KafkaConnection
 from floodmark.records import Record, build_batch
@@ -58,6 +62,7 @@ def _produce_updates(bootstrap: str) -> dict[int, tuple[bytes, bytes | None]]:
 
 
 def _read_back_confluent(bootstrap: str, end: int) -> list[tuple[int, bytes, bytes | None]]:
+    """Every record from offset 0 up to ``end`` (exclusive), with confluent-kafka."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "compaction-check",
                   "enable.auto.commit": False, "auto.offset.reset": "earliest"})
     got: list[tuple[int, bytes, bytes | None]] = []
@@ -69,8 +74,10 @@ def _read_back_confluent(bootstrap: str, end: int) -> list[tuple[int, bytes, byt
             if msg is None:
                 continue
             assert msg.error() is None, msg.error()
-            got.append((msg.offset(), msg.key(), msg.value()))
-            if msg.offset() == end - 1:
+            offset, key = msg.offset(), msg.key()
+            assert offset is not None and key is not None
+            got.append((offset, key, msg.value()))
+            if offset == end - 1:
                 break
     finally:
         c.close()
@@ -116,7 +123,7 @@ def _wait_for_cleaning(broker: Any, timeout_s: float = 40.0) -> str:
         lines = [line for line in broker.log_text().splitlines()
                  if f"partition {TOPIC}-0" in line and " cleaned (" in line]
         if lines:
-            return lines[-1]
+            return str(lines[-1])
         time.sleep(0.2)
     raise AssertionError("no cleaning within the time limit; log tail:\n"
                          + broker.log_text()[-2000:])
