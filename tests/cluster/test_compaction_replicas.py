@@ -84,9 +84,13 @@ def test_replicas_compact_independently_and_stay_consistent(tmp_path: Path) -> N
             "min.cleanable.dirty.ratio": "0.01", "min.insync.replicas": "2"})])[TOPIC].result(30)
         wait_until(lambda: cluster.partition_registration(TOPIC), 20, "the partition")
         written: dict[int, tuple[bytes | None, bytes | None]] = {}
+        t0 = time.monotonic()
+        stages: list[float] = []
         _produce(cluster.bootstrap, 0, 800, written)
+        stages.append(time.monotonic())
         wait_until(lambda: all(_cleanings(cluster, b) for b in cluster.broker_ids), 40,
                    "every replica to clean on its own")
+        stages.append(time.monotonic())
         leader = cluster.leader_of(TOPIC)
         follower = next(b for b in cluster.broker_ids if b != leader)
 
@@ -95,20 +99,24 @@ def test_replicas_compact_independently_and_stay_consistent(tmp_path: Path) -> N
         assert cluster.wait_dead(follower, 10)
         before = _cleanings(cluster, leader)
         _produce(cluster.bootstrap, 800, 800, written)
+        stages.append(time.monotonic())
         wait_until(lambda: _cleanings(cluster, leader) > before, 40, "the leader to clean again")
+        stages.append(time.monotonic())
         cluster.start_node(follower)
         end = max(written) + 1
         wait_until(lambda: max(_records(cluster, follower), default=-1) == end - 1, 40,
                    "the restarted follower to catch up across the gaps")
+        stages.append(time.monotonic())
         def full_isr() -> bool:
             reg = cluster.partition_registration(TOPIC)
             return reg is not None and sorted(reg["isr"]) == cluster.broker_ids
 
         wait_until(full_isr, 30, "the follower back in the ISR")
+        stages.append(time.monotonic())
 
         held = {b: _check_replica(cluster, b, written) for b in cluster.broker_ids}
-        print(f"written {len(written)} records; held per replica {held}")
+        print(f"written {len(written)} records; held per replica {held}; stages (s) "
+              f"{[round(t - t0, 1) for t in stages]}")
         assert all(n < len(written) for n in held.values())
     finally:
         cluster.stop()
-        time.sleep(0)
