@@ -324,3 +324,34 @@ def test_small_segments_are_merged_while_cleaned_and_a_merged_swap_is_recovered(
                                                               third.base_offset]
     assert not fs2.exists(names[1] + ".log") and not fs2.exists(names[1] + ".index")
     assert _records(reopened) == before and reopened.log_end_offset == 60
+
+
+def test_a_full_offset_map_stops_the_cleaning_early_and_the_next_one_goes_on() -> None:
+    """Kafka's dedupe buffer: when the next dirty segment's keys do not fit, the cleaning stops
+    before it; the first dirty offset says where the next cleaning starts."""
+    fs = MemoryFileSystem()
+    log = _log(fs)
+    for i in range(60):
+        _put(log, b"k%d" % (i // 10), b"v%d" % i)  # keys change every 10 records
+    before = _records(log)
+    cleaner = LogCleaner(fs, "/d", dedupe_buffer_bytes=40)  # room for one key
+    assert cleaner.max_map_keys == 1
+    first = cleaner.maybe_clean(("t", 0), log, log.log_end_offset, NOW)
+    assert first is not None and first.map_full
+    assert 0 < first.first_dirty_offset < log.active_segment.base_offset
+    assert _records(log) == _expected_after(before, first.first_dirty_offset)
+    rounds = 1
+    while (result := cleaner.maybe_clean(("t", 0), log, log.log_end_offset, NOW)) is not None:
+        rounds += 1
+        assert rounds < 50
+        if not result.map_full:
+            break
+    end = cleaner.first_dirty[("t", 0)]
+    assert end == log.active_segment.base_offset
+    assert _records(log) == _expected_after(before, end)
+
+
+def _expected_after(before: list[tuple[int, bytes | None, bytes | None]],
+                    end: int) -> list[tuple[int, bytes | None, bytes | None]]:
+    last = {k: o for o, k, _v in before if o < end}
+    return [(o, k, v) for o, k, v in before if o >= end or last[k] == o]

@@ -40,6 +40,7 @@ DEFAULTS: dict[str, Any] = {
     "log.cleanup.policy": "delete",
     "log.cleaner.enable": True,
     "log.cleaner.backoff.ms": 15000,
+    "log.cleaner.dedupe.buffer.size": 134_217_728,
     "log.cleaner.min.cleanable.ratio": 0.5,
     "log.cleaner.min.compaction.lag.ms": 0,
     "log.cleaner.max.compaction.lag.ms": 9_223_372_036_854_775_807,

@@ -65,7 +65,8 @@ class Storage:
         # from here on counts as unclean.
         self.clean_shutdown = consume_clean_shutdown_marker(self.fs, str(data_dir))
         # Log compaction: first dirty offsets (cleaner-offset-checkpoint) per partition.
-        self.cleaner = LogCleaner(self.fs, str(data_dir))
+        self.cleaner = LogCleaner(self.fs, str(data_dir),
+                                  int(config.get("log.cleaner.dedupe.buffer.size")))
 
     def _checkpoint_file(self, name: str) -> OffsetCheckpointFile:
         return OffsetCheckpointFile(self.fs, str(self.data_dir / name))

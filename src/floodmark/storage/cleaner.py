@@ -61,6 +61,7 @@ from floodmark.storage.segment import MAX_RELATIVE_OFFSET, Segment, scan_batches
 logger = logging.getLogger(__name__)
 
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+DEDUPE_BUFFER_BYTES = 128 * 1024 * 1024  # Kafka's log.cleaner.dedupe.buffer.size
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +102,7 @@ class CleanResult:
     keyless_removed: int = 0
     next_delete_horizon_ms: int | None = None  # earliest horizon of a tombstone still kept
     run_seconds: float = 0.0  # reading and rewriting (the part off the event loop)
+    map_full: bool = False  # the offset map could not take the whole dirty section
 
     @property
     def changed(self) -> bool:
@@ -112,7 +114,7 @@ class CleanResult:
             f"{self.bytes_before} -> {self.bytes_after} bytes, {self.segments_rewritten} "
             f"segment(s) rewritten, {self.segments_deleted} deleted, {self.tombstones_removed} "
             f"tombstone(s) removed in {self.run_seconds:.2f} s; first dirty offset now "
-            f"{self.first_dirty_offset}"
+            f"{self.first_dirty_offset}{' (offset map full)' if self.map_full else ''}"
         )
 
 
@@ -179,18 +181,32 @@ def cleaning_reason(log: Log, plan: CleanablePlan, now_ms: int,
 Source = tuple[FileHandle, int]
 
 
-def build_offset_map(sources: list[Source]) -> dict[bytes, int]:
-    """key -> offset of its last record in ``sources`` (Kafka's dedupe buffer, unbounded)."""
+def _segment_keys(handle: FileHandle, size: int) -> dict[bytes, int]:
     offsets: dict[bytes, int] = {}
-    for handle, size in sources:
-        data = handle.read_at(0, size)
-        for position, header in iter_batches(data, validate=False):
-            if header.is_control:
-                continue
-            for record in decode_batch(data, position, validate=False)[1]:
-                if record.key is not None:
-                    offsets[record.key] = record.offset
+    data = handle.read_at(0, size)
+    for position, header in iter_batches(data, validate=False):
+        if header.is_control:
+            continue
+        for record in decode_batch(data, position, validate=False)[1]:
+            if record.key is not None:
+                offsets[record.key] = record.offset
     return offsets
+
+
+def build_offset_map(sources: list[Source],
+                     max_keys: int | None = None) -> tuple[dict[bytes, int], int]:
+    """key -> offset of its last record over ``sources`` (Kafka's dedupe buffer), and how many
+    of them it covers: like Kafka, when the next segment's keys would not fit in ``max_keys``
+    the map (and so this cleaning) stops before it; the first segment is always taken."""
+    offsets: dict[bytes, int] = {}
+    for count, (handle, size) in enumerate(sources):
+        keys = _segment_keys(handle, size)
+        if max_keys is not None and count > 0:
+            new = sum(1 for key in keys if key not in offsets)
+            if len(offsets) + new > max_keys:
+                return offsets, count
+        offsets.update(keys)
+    return offsets, len(sources)
 
 
 def last_batch_of_producers(sources: list[Source]) -> dict[int, int]:
@@ -270,14 +286,14 @@ class _SegmentCleaning:
         return kept, new_horizon
 
 
-def group_segments(plan: CleanablePlan, sizes: list[int], max_bytes: int) -> list[list[int]]:
-    """Kafka's grouping: runs of consecutive cleanable segments (indexes into
-    ``plan.segments``) whose original sizes add up to at most ``max_bytes`` and whose offsets
-    fit one segment (relative offsets below 2^31)."""
-    segments = plan.segments
+def group_segments(segments: tuple[Segment, ...], end_offset: int, sizes: list[int],
+                   max_bytes: int) -> list[list[int]]:
+    """Kafka's grouping: runs of consecutive segments (indexes into ``segments``, the last of
+    which ends at ``end_offset``) whose original sizes add up to at most ``max_bytes`` and whose
+    offsets fit one segment (relative offsets below 2^31)."""
     groups: list[list[int]] = []
     for k in range(len(segments)):
-        upper = segments[k + 1].base_offset if k + 1 < len(segments) else plan.end_offset
+        upper = segments[k + 1].base_offset if k + 1 < len(segments) else end_offset
         if groups:
             group = groups[-1]
             total = sum(sizes[g] for g in group) + sizes[k]
@@ -306,6 +322,7 @@ class CleaningJob:
     sources: list[Source]  # the plan's segments
     tail: list[Source]  # every later segment, for the producers' last batches
     first_segment: Segment
+    max_map_keys: int | None = None
     outputs: list[tuple[list[Segment], str | None]] = field(default_factory=list)
     error: OSError | None = None
     done: bool = False
@@ -327,16 +344,23 @@ class CleaningJob:
 
     def _run(self) -> None:
         result = self.result
-        dirty = self.sources[self.plan.dirty_from :]
+        plan = self.plan
+        offset_map, mapped = build_offset_map(self.sources[plan.dirty_from :], self.max_map_keys)
         cleaning = _SegmentCleaning(
-            offset_map=build_offset_map(dirty),
+            offset_map=offset_map,
             producers_last=last_batch_of_producers(self.sources + self.tail),
             now_ms=self.now_ms,
             delete_retention_ms=self.log.config.delete_retention_ms,
             result=result,
         )
-        segments = self.plan.segments
-        for group in group_segments(self.plan, [size for _h, size in self.sources],
+        # Everything up to the end of the last dirty segment the map covers is cleaned.
+        count = plan.dirty_from + mapped
+        segments = plan.segments[:count]
+        end = plan.segments[count].base_offset if count < len(plan.segments) else plan.end_offset
+        if count < len(plan.segments):
+            result.map_full = True
+        result.first_dirty_offset = max(end, plan.first_dirty_offset)
+        for group in group_segments(segments, end, [size for _h, size in self.sources[:count]],
                                     self.log.config.segment_bytes):
             parts: list[bytes | bytearray] = []
             changed = len(group) > 1  # merging is a change of its own
@@ -392,8 +416,8 @@ class CleaningJob:
         return self.result
 
 
-def prepare_cleaning(log: Log, plan: CleanablePlan, now_ms: int,
-                     reason: str = "requested") -> CleaningJob:
+def prepare_cleaning(log: Log, plan: CleanablePlan, now_ms: int, reason: str = "requested",
+                     max_map_keys: int | None = None) -> CleaningJob:
     """The job for ``plan`` (on the thread that owns the log)."""
     planned = {id(s) for s in plan.segments}
     sources = [(s.log.duplicate(), s.size) for s in plan.segments]
@@ -401,7 +425,7 @@ def prepare_cleaning(log: Log, plan: CleanablePlan, now_ms: int,
     result = CleanResult(first_dirty_offset=max(plan.end_offset, plan.first_dirty_offset),
                          reason=reason)
     return CleaningJob(log, plan, now_ms, result, log.truncation_generation, sources, tail,
-                       log.segments[0])
+                       log.segments[0], max_map_keys)
 
 
 def clean_log(log: Log, plan: CleanablePlan, now_ms: int, reason: str = "requested") -> CleanResult:
@@ -418,7 +442,11 @@ class LogCleaner:
     """The cleaner's per-data-directory state: first dirty offsets (``cleaner-offset-checkpoint``)
     and, in memory, the earliest delete horizon of the tombstones each log still holds."""
 
-    def __init__(self, fs: FileSystem, data_dir: str) -> None:
+    def __init__(self, fs: FileSystem, data_dir: str,
+                 dedupe_buffer_bytes: int = DEDUPE_BUFFER_BYTES) -> None:
+        # Kafka's sizing: 24 bytes (a 16-byte hash and an 8-byte offset) per key at a 0.9 load
+        # factor; here it is a bound on the number of keys (a Python dict entry costs more).
+        self.max_map_keys = max(1, int(dedupe_buffer_bytes * 0.9) // 24)
         self._file = OffsetCheckpointFile(fs, f"{data_dir}/{CLEANER_OFFSET_CHECKPOINT}")
         self.first_dirty: dict[tuple[str, int], int] = {}
         self.next_horizon: dict[tuple[str, int], int] = {}
@@ -454,7 +482,7 @@ class LogCleaner:
         reason = cleaning_reason(log, plan, now_ms, self.next_horizon.get(key))
         if reason is None:
             return None
-        return prepare_cleaning(log, plan, now_ms, reason)
+        return prepare_cleaning(log, plan, now_ms, reason, self.max_map_keys)
 
     def finish(self, key: tuple[str, int], job: CleaningJob) -> CleanResult | None:
         """Install a job's cleaned segments, then record the new first dirty offset."""
