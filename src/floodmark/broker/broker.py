@@ -100,7 +100,7 @@ class Broker:
         self.bound_port: int = config.listen_port
         # acks=all produces parked in the core's purgatory, answered on CompleteProduce.
         self._next_produce_id = 0
-        self._produce_settings: dict[int, ProduceSettings] = {}
+        self._produce_settings: dict[tuple[int, bool], ProduceSettings] = {}
         self._last_disk_warning_s = 0.0
         self._waiting_produces: dict[int, asyncio.Future[tuple[ErrorCode, int]]] = {}
         self.request_counts: dict[int, int] = {}  # api key -> requests received
@@ -158,6 +158,8 @@ class Broker:
         log.info("broker %d listening on %s:%d advertised %s:%d", self.node_id,
                  self.config.listen_host, self.bound_port, *self.advertised)
         self._tasks.append(asyncio.create_task(self._periodic()))
+        if self.config.get("log.cleaner.enable"):
+            self._tasks.append(asyncio.create_task(self._cleaner()))
         if ready is not None:
             ready(self.bound_port)
         await self._stopping.wait()
@@ -215,6 +217,35 @@ class Broker:
                          "log_start_offset=%d", ps.name, ps.leader_epoch, deleted,
                          ps.log_start_offset)
 
+    async def _cleaner(self) -> None:
+        """Log compaction, every log.cleaner.backoff.ms, leaders and followers alike, each below
+        its own HW (Kafka's cleaner threads do the same, independently on every replica). The
+        plan and the segment swaps run on the event loop; reading and rewriting the data runs
+        on a worker thread, so produce and fetch go on meanwhile."""
+        backoff_s = int(self.config.get("log.cleaner.backoff.ms")) / 1000
+        while True:
+            await asyncio.sleep(backoff_s)
+            for ps in list(self.partitions.values()):
+                if ps.log.config.compact:
+                    await self.clean_log(ps)
+
+    async def clean_log(self, ps: PartitionState) -> None:
+        key = (ps.topic, ps.partition)
+        cleaner = self.storage.cleaner
+        try:
+            job = cleaner.prepare(key, ps.log, ps.high_watermark, self.now_ms())
+            if job is None:
+                return
+            await asyncio.to_thread(job.run)
+            result = cleaner.finish(key, job)
+        except (OSError, KafkaError) as exc:
+            self._disk_trouble(f"log cleaning of {ps.name}", exc)
+            return
+        if result is not None:
+            log.log(logging.INFO if result.changed else logging.DEBUG,
+                    "partition %s leader_epoch=%d cleaned (%s)", ps.name, ps.leader_epoch,
+                    result.describe())
+
     def checkpoint(self) -> None:
         self.storage.write_checkpoints(self.partitions)
 
@@ -254,14 +285,17 @@ class Broker:
 
     # -- produce purgatory ------------------------------------------------------------------------
     def produce_settings(self, ps: PartitionState) -> ProduceSettings:
-        """The produce path's settings for a partition (cached: one per max.message.bytes)."""
+        """The produce path's settings for a partition (cached: one per max.message.bytes and
+        whether the topic is compacted)."""
         max_bytes = int(ps.log.config.max_message_bytes)
-        settings = self._produce_settings.get(max_bytes)
+        compacted = ps.log.config.compact
+        settings = self._produce_settings.get((max_bytes, compacted))
         if settings is None:
             settings = ProduceSettings(
                 max_message_bytes=max_bytes,
-                unsafe_ack_duplicates_before_commit=self.config.unsafe_ack_duplicates_before_commit)
-            self._produce_settings[max_bytes] = settings
+                unsafe_ack_duplicates_before_commit=self.config.unsafe_ack_duplicates_before_commit,
+                compacted=compacted)
+            self._produce_settings[(max_bytes, compacted)] = settings
         return settings
 
     def next_produce_id(self) -> int:

@@ -111,6 +111,18 @@ def _list_offsets(conn: KafkaConnection, topic: str, partitions: list[int], time
             for p in resp.topics[0].partitions}
 
 
+def _topic_configs(conn: KafkaConnection, topic: str) -> dict[str, str | None]:
+    """The topic's own settings (DescribeConfigs, source DYNAMIC_TOPIC_CONFIG): cleanup.policy,
+    the compaction settings, segment.bytes... as given at creation."""
+    resp = conn.request(32, 4, {"resources": [
+        {"resource_type": 2, "resource_name": topic, "configuration_keys": None}],
+        "include_synonyms": False, "include_documentation": False})
+    res = resp.results[0]
+    if int(res.error_code):
+        return {}
+    return {str(c.name): c.value for c in res.configs if int(c.config_source) == 1}
+
+
 def _replica_states(meta: Any, topic: str, p: Any) -> list[dict[str, Any]]:
     """Per replica LEO, HW and epoch cache, read from that replica's broker (cluster mode)."""
     addresses = {int(b.node_id): f"{b.host}:{int(b.port)}" for b in meta.brokers}
@@ -168,12 +180,14 @@ def topic_describe(args: argparse.Namespace) -> int:
                             epoch_cache=[{"epoch": e, "start_offset": o}
                                          for e, o in lead["epoch_cache"]])
             out.append({"topic": t.name, "topic_id": str(t.topic_id), "internal": t.is_internal,
-                        "partitions": rows})
+                        "configs": _topic_configs(conn, str(t.name)), "partitions": rows})
     if args.json:
         print(json.dumps(out if not args.name else out[0], indent=2))
         return 0
     for t in out:
-        print(f"Topic: {t['topic']}  TopicId: {t['topic_id']}  Partitions: {len(t['partitions'])}")
+        configs = ",".join(f"{k}={v}" for k, v in sorted(t["configs"].items()))
+        print(f"Topic: {t['topic']}  TopicId: {t['topic_id']}  Partitions: {len(t['partitions'])}"
+              f"  Configs: {configs}")
         for r in t["partitions"]:
             cache = ", ".join(f"{e['epoch']}@{e['start_offset']}" for e in r["epoch_cache"])
             print(f"  partition {r['partition']}: leader {r['leader']} leader_epoch "

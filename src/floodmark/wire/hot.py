@@ -183,6 +183,8 @@ class ProducePartitionResult:
     log_start_offset: int
     error_message: str | None = None
     pending: Any = None  # the broker's future while an acks=all produce waits for the HW
+    # KIP-467 (v8+): (batch_index, batch_index_error_message) of each refused record.
+    record_errors: list[tuple[int, str | None]] | None = None
 
 
 def encode_produce_response(version: int, correlation_id: int,
@@ -201,7 +203,13 @@ def encode_produce_response(version: int, correlation_id: int,
             if version >= 5:
                 out += _I64.pack(p.log_start_offset)
             if version >= 8:
-                _put_array_len(out, 0, flexible)  # record_errors
+                errors = p.record_errors or ()
+                _put_array_len(out, len(errors), flexible)
+                for batch_index, message in errors:
+                    out += _I32.pack(batch_index)
+                    _put_string(out, message, flexible)
+                    if flexible:
+                        out.append(0)  # tagged fields of the record error
                 _put_string(out, p.error_message, flexible)
             if flexible:
                 out.append(0)

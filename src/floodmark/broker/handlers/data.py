@@ -70,6 +70,8 @@ def append_partition(broker: Broker, topic: str, partition: int, records: bytes 
         _warn_refusal(ps, result.answer, result.error_message, now_ms)
     out.error_code = result.answer if result.answer is not None else ErrorCode.NONE
     out.error_message = result.error_message
+    if result.record_errors:
+        out.record_errors = result.record_errors
     if result.answer in (None, ErrorCode.NONE):
         out.base_offset = result.base_offset
         if result.log_append_time_ms >= 0:
