@@ -153,6 +153,43 @@ def test_local_controller_persists_and_never_reuses_producer_ids(tmp_path: Path)
     assert len(LocalController(tmp_path, 1).topics()["orders"].partitions) == 5
 
 
+def test_local_controller_is_the_controller_logic_and_restarts_move_leader_epochs(
+        tmp_path: Path) -> None:
+    from floodmark.controller.logic import ControllerLogic
+
+    c = LocalController(tmp_path, node_id=1)
+    assert type(c.logic) is ControllerLogic  # one controller: the single broker runs the logic
+    c.create_topic("orders", 2, 1, {})
+    assert [p.leader_epoch for p in c.topics()["orders"].partitions] == [0, 0]
+    c.close()
+    again = LocalController(tmp_path, node_id=1)  # a restart: a new incarnation of node 1
+    parts = again.topics()["orders"].partitions
+    assert all(p.leader == 1 and p.isr == (1,) for p in parts)
+    assert [p.leader_epoch for p in parts] == [2, 2]  # fenced (leaderless), then elected
+    again.close()
+
+
+def test_local_controller_imports_the_json_document_of_earlier_versions(tmp_path: Path) -> None:
+    import json
+
+    doc = {"version": 1, "cluster_id": "abcdefghijklmnopqrstuv", "producer_id_limit": 3000,
+           "topics": [{"name": "t", "topic_id": "8f0e3c0e-1f1a-4d4b-9c6e-0a6f2f6a1b2c",
+                       "internal": False, "configs": {"retention.ms": "5"},
+                       "partitions": [{"partition": 0, "leader": 1, "leader_epoch": 4,
+                                       "replicas": [1], "isr": [1]}]}]}
+    (tmp_path / "floodmark-metadata.json").write_text(json.dumps(doc))
+    c = LocalController(tmp_path, node_id=1)
+    assert c.cluster_id == "abcdefghijklmnopqrstuv"
+    meta = c.topics()["t"]
+    assert str(meta.topic_id) == doc["topics"][0]["topic_id"]  # type: ignore[index]
+    assert meta.configs == {"retention.ms": "5"}
+    assert meta.partitions[0].leader == 1 and meta.partitions[0].leader_epoch == 4
+    assert c.allocate_producer_id() >= 3000  # never an id handed out before
+    assert not (tmp_path / "floodmark-metadata.json").exists()
+    assert (tmp_path / "floodmark-metadata.json.imported").exists()
+    c.close()
+
+
 def test_group_rebalance_two_members_then_leave() -> None:
     async def scenario() -> None:
         gc = GroupCoordinator(initial_rebalance_delay_ms=50, min_session_timeout_ms=10,

@@ -20,7 +20,7 @@ from floodmark.broker import sendfile, storage_glue
 from floodmark.broker.config import BrokerConfig
 from floodmark.broker.groups import GroupCoordinator
 from floodmark.broker.handlers import admin, data, group_apis
-from floodmark.broker.metadata import LocalController
+from floodmark.broker.metadata import Controller, LocalController
 from floodmark.broker.offsets import OffsetStore
 from floodmark.broker.partition_state import PartitionState
 from floodmark.broker.purgatory import FetchPurgatory
@@ -77,12 +77,16 @@ def now_ms() -> int:
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, controller: Controller | None = None) -> None:
+        """``controller``: a cluster member's client of the controller quorum; without one the
+        broker runs its own (``LocalController``: combined mode of a one-node cluster)."""
         self.config = config
         self.node_id = config.node_id
         self.data_dir = Path(config.data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.controller = LocalController(self.data_dir, self.node_id)
+        self._local_controller = (LocalController(self.data_dir, self.node_id)
+                                  if controller is None else None)
+        self.controller: Controller = controller or self._local_controller  # type: ignore[assignment]
         self.partitions: dict[tuple[str, int], PartitionState] = {}
         self.purgatory = FetchPurgatory()
         self.offsets = OffsetStore()
@@ -269,6 +273,8 @@ class Broker:
         for ps in self.partitions.values():
             ps.log.close()
         self.storage.mark_clean_shutdown(ps.log for ps in self.partitions.values())
+        if self._local_controller is not None:
+            self._local_controller.close()
         served = ", ".join(f"{ApiKey(k).name if k in ApiKey._value2member_map_ else k}={n}"
                            for k, n in sorted(self.request_counts.items()))
         log.info("broker %d closed cleanly (checkpoints written); requests: %s", self.node_id,

@@ -77,9 +77,8 @@ CLUSTER_DEFAULTS = {
 
 class ClusterBroker(Broker):
     def __init__(self, config: BrokerConfig, controller_address: str) -> None:
-        super().__init__(config)
-        self.controller_client = ControllerClient(controller_address, self.node_id)
-        self.controller = self.controller_client  # type: ignore[assignment]
+        self.controller_client = ControllerClient(controller_address, config.node_id)
+        super().__init__(config, self.controller_client)
         self.controller_client.on_records = self._on_metadata
         self.cluster_partitions: dict[tuple[str, int], PartitionState] = {}
         self.fetchers: dict[tuple[str, int], ReplicaFetcher] = {}

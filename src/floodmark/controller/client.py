@@ -25,9 +25,9 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from floodmark.controller import rpc
-from floodmark.controller.image import MetadataImage, MetadataRecord
+from floodmark.controller.image import MetadataImage, MetadataRecord, topic_metas
 from floodmark.errors import ErrorCode, KafkaError
-from floodmark.metadata import OFFSETS_TOPIC, PartitionMeta, TopicMeta
+from floodmark.metadata import PartitionMeta, TopicMeta
 
 log = logging.getLogger(__name__)
 
@@ -114,14 +114,7 @@ class ControllerClient:
 
     def topics(self) -> dict[str, TopicMeta]:
         if self._topics_cache is None:
-            out: dict[str, TopicMeta] = {}
-            for name, t in self.image.topics.items():
-                parts = tuple(
-                    PartitionMeta(p, reg.leader, reg.leader_epoch, reg.replicas, reg.isr)
-                    for p, reg in sorted(t.partitions.items())
-                )
-                out[name] = TopicMeta(name, t.topic_id, parts, dict(t.configs),
-                                      name == OFFSETS_TOPIC)
+            out = topic_metas(self.image)
             out.update(self.local_topics)
             self._topics_cache = out
         return self._topics_cache
@@ -159,12 +152,14 @@ class ControllerClient:
             return TopicMeta(name, uuid.uuid4(), parts, dict(configs), False)
         return self.topics()[name]
 
-    def delete_topic(self, name: str) -> TopicMeta:
+    def delete_topic(self, name: str, *, validate_only: bool = False) -> TopicMeta:
         meta = self.topics().get(name)
         if meta is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
         if meta.internal:
             raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"cannot delete internal topic {name!r}")
+        if validate_only:
+            return meta
         self._admin("delete_topic", {"name": name})
         return meta
 

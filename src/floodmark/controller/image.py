@@ -33,6 +33,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from floodmark.metadata import OFFSETS_TOPIC, PartitionMeta, TopicMeta
 from floodmark.replication.election import LeaderRecoveryState, PartitionRegistration
 
 MetadataRecord = dict[str, Any]
@@ -168,3 +169,13 @@ class MetadataImage:
             self.next_producer_id = int(rec["next"])
         else:
             raise ValueError(f"unknown metadata record type {kind!r}")
+
+
+def topic_metas(image: MetadataImage) -> dict[str, TopicMeta]:
+    """The brokers' view of the image's topics (what request handlers read)."""
+    out: dict[str, TopicMeta] = {}
+    for name, t in image.topics.items():
+        parts = tuple(PartitionMeta(p, reg.leader, reg.leader_epoch, reg.replicas, reg.isr)
+                      for p, reg in sorted(t.partitions.items()))
+        out[name] = TopicMeta(name, t.topic_id, parts, dict(t.configs), name == OFFSETS_TOPIC)
+    return out
