@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from floodmark.client.replica_state import replica_state
 from floodmark.controller import rpc
 
 STATE_FILE = "cluster.json"
@@ -512,104 +513,6 @@ def lost_offsets(old_dir: str | Path, new_dir: str | Path, upto: int) -> list[in
     old = read_partition_values(old_dir)
     new = read_partition_values(new_dir)
     return sorted(o for o, v in old.items() if o < upto and new.get(o, b"\0missing") != v)
-
-
-# -- per-replica describe -----------------------------------------------------------------------------
-PartitionKey = tuple[str, int]
-
-
-def replica_state(address: str, topic: str, partition: int, max_epoch: int) -> dict[str, Any]:
-    """One replica's LEO, HW, log start and epoch cache, asked of that broker with the debug
-    replica id (-2), which any replica answers from its own log."""
-    answer = replica_states(address, [(topic, partition, max_epoch)])[(topic, partition)]
-    if "error" in answer:
-        raise RuntimeError(answer["error"])
-    return answer
-
-
-def replica_states(address: str, partitions: list[tuple[str, int, int]],
-                   timeout_s: float = 5.0) -> dict[PartitionKey, dict[str, Any]]:
-    """``replica_state`` for many partitions of one broker in three ListOffsets and one
-    OffsetsForLeaderEpoch request (one connection). Each answer is the replica's
-    ``{"log_end_offset", "high_watermark", "log_start_offset", "epoch_cache"}`` or
-    ``{"error": text}``; ``max_epoch`` is the highest leader epoch whose end offset is asked."""
-    from floodmark.client.connection import KafkaConnection
-
-    by_topic: dict[str, list[tuple[int, int]]] = {}
-    for topic, partition, max_epoch in partitions:
-        by_topic.setdefault(topic, []).append((partition, max_epoch))
-
-    def offsets(conn: KafkaConnection, ts: int, isolation: int) -> dict[PartitionKey, int | str]:
-        resp = conn.request(2, 7, {"replica_id": -2, "isolation_level": isolation, "topics": [
-            {"name": topic, "partitions": [{"partition_index": p, "current_leader_epoch": -1,
-                                            "timestamp": ts} for p, _e in parts]}
-            for topic, parts in by_topic.items()]})
-        return {(t.name, int(p.partition_index)):
-                (f"{address}: ListOffsets error {int(p.error_code)}" if int(p.error_code)
-                 else int(p.offset))
-                for t in resp.topics for p in t.partitions}
-
-    with KafkaConnection(address, timeout_s=timeout_s) as conn:
-        leo = offsets(conn, -1, 0)
-        hw = offsets(conn, -1, 1)
-        start = offsets(conn, -2, 0)
-        resp = conn.request(23, 4, {"replica_id": -2, "topics": [
-            {"topic": topic, "partitions": [
-                {"partition": p, "current_leader_epoch": -1, "leader_epoch": e}
-                for p, max_epoch in parts for e in range(max_epoch + 1)]}
-            for topic, parts in by_topic.items()]})
-    ends: dict[PartitionKey, dict[int, int]] = {}
-    for t in resp.topics:
-        for p in t.partitions:
-            if int(p.error_code) == 0 and int(p.leader_epoch) >= 0:
-                ends.setdefault((t.topic, int(p.partition)), {})[int(p.leader_epoch)] = int(
-                    p.end_offset)
-    out: dict[PartitionKey, dict[str, Any]] = {}
-    for topic, partition, _max_epoch in partitions:
-        key = (topic, partition)
-        values = (leo.get(key), hw.get(key), start.get(key))
-        bad = next((v for v in values if not isinstance(v, int)), None)
-        if bad is not None:
-            out[key] = {"error": str(bad) if isinstance(bad, str) else f"{address}: no answer"}
-            continue
-        cache: list[list[int]] = []
-        prev = int(values[2] or 0)
-        for epoch, end in sorted(ends.get(key, {}).items()):
-            cache.append([epoch, prev])
-            prev = end
-        out[key] = {"log_end_offset": values[0], "high_watermark": values[1],
-                    "log_start_offset": values[2], "epoch_cache": cache}
-    return out
-
-
-def leader_views(address: str, partitions: list[PartitionKey],
-                 timeout_s: float = 5.0) -> dict[PartitionKey, dict[str, Any]]:
-    """What the leader on ``address`` knows of each replica of these partitions, read with
-    DescribeQuorum (a debug read floodmark answers for any partition it leads):
-    ``{"leader", "leader_epoch", "high_watermark", "log_end_offsets": {replica: LEO}}`` where a
-    follower's LEO is the leader's *remote LEO* for it (-1 = not yet known), or
-    ``{"error": text}`` (e.g. NOT_LEADER_OR_FOLLOWER from a broker that no longer leads)."""
-    from floodmark.client.connection import KafkaConnection
-
-    by_topic: dict[str, list[int]] = {}
-    for topic, partition in partitions:
-        by_topic.setdefault(topic, []).append(partition)
-    with KafkaConnection(address, timeout_s=timeout_s) as conn:
-        resp = conn.request(55, 1, {"topics": [
-            {"topic_name": topic, "partitions": [{"partition_index": p} for p in parts]}
-            for topic, parts in by_topic.items()]})
-    out: dict[PartitionKey, dict[str, Any]] = {}
-    for t in resp.topics:
-        for p in t.partitions:
-            key = (str(t.topic_name), int(p.partition_index))
-            if int(p.error_code):
-                out[key] = {"error": f"{address}: DescribeQuorum error {int(p.error_code)}"}
-                continue
-            out[key] = {"leader": int(p.leader_id), "leader_epoch": int(p.leader_epoch),
-                        "high_watermark": int(p.high_watermark),
-                        "log_end_offsets": {int(r.replica_id): int(r.log_end_offset)
-                                            for r in [*p.current_voters, *p.observers]}}
-    return out
 
 
 def describe(cluster: LocalCluster, topic: str) -> list[dict[str, Any]]:

@@ -63,12 +63,21 @@ def load_example() -> ModuleType:
     return module
 
 
+HOLD_LIMIT_S = 600.0
+
+
 class _Producer:
     """Runs the example's producer in a thread; counts events handed to it and keeps every
     delivery report."""
 
-    def __init__(self, example: ModuleType, bootstrap: str, count: int, rate: float) -> None:
+    def __init__(self, example: ModuleType, bootstrap: str, count: int, rate: float,
+                 hold_at: int = -1) -> None:
         self.lock = threading.Lock()
+        # The stream waits at ``hold_at`` page views until ``release`` is set (the leader kill
+        # has happened): on a slow machine Spark's first micro-batch can come after the whole
+        # stream would have been sent, and the kill must fall mid-stream.
+        self.hold_at = hold_at
+        self.release = threading.Event()
         self.produced = 0  # page views handed to the producer (END_OF_STREAM not included)
         self.acked: dict[int, dict[str, Any]] = {}
         self.failed: dict[int, str] = {}
@@ -81,6 +90,8 @@ class _Producer:
 
     def _counted(self, events: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
         for event in events:
+            if self.produced == self.hold_at:
+                self.release.wait(HOLD_LIMIT_S)
             with self.lock:
                 if event["event_id"] < 0:
                     self.end_event = event
@@ -203,7 +214,7 @@ def run(events: int, rate: float, keep: bool, down_s: float) -> bool:
         _say(f"[spark] queries started: {', '.join(q.name for q in queries.values())}; "
              f"{spark.version}, {time.monotonic() - started:.0f} s since start")
         progress = _Progress(queries)
-        producer = _Producer(example, bootstrap, events, rate)
+        producer = _Producer(example, bootstrap, events, rate, hold_at=int(events * 0.4))
         ok = _drive(cluster, example, producer, progress, events, rate, down_s)
         ok &= _final_check(spark, example, bootstrap, producer, progress, str(work / "out"))
         for name, batches in progress.batches.items():  # kept with --keep
@@ -245,10 +256,10 @@ def _drive(cluster: LocalCluster, example: ModuleType, producer: _Producer, prog
     topic = example.EVENTS
     producer.thread.start()
     t0 = time.monotonic()
-    limit_s = events / rate + 180.0
+    limit_s = events / rate + 180.0 + HOLD_LIMIT_S
     killed: int | None = None
     killed_at = 0.0
-    new_leader_seen = restarted = moved_back = False
+    new_leader_seen = restarted = moved_back = held = False
     last_report, last_produced, last_acked = t0, 0, 0
 
     def report(now: float) -> None:
@@ -270,6 +281,11 @@ def _drive(cluster: LocalCluster, example: ModuleType, producer: _Producer, prog
         produced = producer.counts()[0]
         if killed is None:
             progress.poll()  # the kill waits until both queries have processed data
+            if not held and produced >= producer.hold_at and not all(
+                    progress.data_batches(name) for name in progress.queries):
+                held = True
+                _say(f"[{now - t0:5.0f} s] holding the stream at {produced} page views until both "
+                     "queries have processed data (the kill falls mid-stream)")
         if killed is None and produced >= int(events * 0.4) and all(
                 progress.data_batches(name) for name in progress.queries):
             killed = cluster.leader_of(topic, KILL_PARTITION)
@@ -279,6 +295,7 @@ def _drive(cluster: LocalCluster, example: ModuleType, producer: _Producer, prog
             led = _led_by(cluster, killed)
             cluster.kill(killed, signal.SIGKILL)
             killed_at = time.monotonic()
+            producer.release.set()
             _say(f"[{killed_at - t0:5.0f} s] *** SIGKILL broker {killed} (pid {pid}), leader of "
                  f"{topic}-{KILL_PARTITION}, with {produced} page views produced ***")
             _say(f"        broker {killed} was leading: {led}")
@@ -301,6 +318,7 @@ def _drive(cluster: LocalCluster, example: ModuleType, producer: _Producer, prog
                  f"(preferred leader election, leader_epoch {reg.get('leader_epoch')}) ***")
         if now - last_report >= 5.0:
             report(now)
+    producer.release.set()
     if producer.error is not None:
         _say(f"producer failed: {producer.error!r}")
         return False
@@ -310,7 +328,8 @@ def _drive(cluster: LocalCluster, example: ModuleType, producer: _Producer, prog
     if not restarted:
         time.sleep(max(0.0, killed_at + down_s - time.monotonic()))
         cluster.start_node(killed)
-        _say(f"[{time.monotonic() - t0:5.0f} s] *** broker {killed} restarted ***")
+        _say(f"[{time.monotonic() - t0:5.0f} s] *** broker {killed} restarted (pid "
+             f"{cluster.pid(killed)}) after the stream ended ***")
     report(time.monotonic())
     end = producer.end_event or {}
     _say(f"[{time.monotonic() - t0:5.0f} s] producer done; END_OF_STREAM (ts "

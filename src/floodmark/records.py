@@ -353,11 +353,14 @@ def write_varint(out: bytearray, value: int) -> None:
     out.append(encoded)
 
 
-def read_varint(buffer: Buffer, position: int) -> tuple[int, int]:
-    """Read a zigzag varint at ``position``; returns (value, next position)."""
+def read_uvarint(buffer: Buffer, position: int, max_bytes: int = 10) -> tuple[int, int]:
+    """Read an unsigned varint at ``position`` (the protocol's compact lengths, tag counts and
+    the records' zigzag-encoded fields before decoding); returns (value, next position). The one
+    varint reader: truncated or over-long input raises ``CorruptRecordError``."""
     result = 0
     shift = 0
     end = len(buffer)
+    limit = 7 * max_bytes
     while True:
         if position >= end:
             raise CorruptRecordError("truncated varint", position)
@@ -365,10 +368,15 @@ def read_varint(buffer: Buffer, position: int) -> tuple[int, int]:
         position += 1
         result |= (byte & 0x7F) << shift
         if not byte & 0x80:
-            break
+            return result, position
         shift += 7
-        if shift > 63:
-            raise CorruptRecordError("varint longer than 10 bytes", position)
+        if shift >= limit:
+            raise CorruptRecordError(f"varint longer than {max_bytes} bytes", position)
+
+
+def read_varint(buffer: Buffer, position: int) -> tuple[int, int]:
+    """Read a zigzag varint at ``position``; returns (value, next position)."""
+    result, position = read_uvarint(buffer, position)
     return (result >> 1) ^ -(result & 1), position
 
 
@@ -482,6 +490,63 @@ def build_batch(
         producer_id,
         producer_epoch,
         base_sequence,
+        len(records),
+    )
+    batch[HEADER_SIZE:] = payload
+    _U32.pack_into(batch, CRC_POS, crc32c_of(memoryview(batch)[ATTRIBUTES_POS:]))
+    return bytes(batch)
+
+
+def rebuild_batch(
+    header: BatchHeader, records: Sequence[Record], *, delete_horizon_ms: int | None = None
+) -> bytes:
+    """The batch ``header`` describes, holding only ``records`` (the log cleaner's rewrite).
+
+    Kept as Kafka keeps them: base offset, lastOffsetDelta (so the batch still ends where it
+    ended), partition leader epoch, producer id/epoch, base sequence, timestamp type,
+    transactional/control flags, maxTimestamp and the codec. Records keep their offsets and
+    timestamps. ``delete_horizon_ms`` sets the delete-horizon attribute with baseTimestamp =
+    the horizon (KIP-534; record timestamps stay right, their deltas are taken from it). With
+    no records the result is an empty batch (recordsCount 0, uncompressed, no payload).
+    """
+    attributes = header.attributes & ~COMPRESSION_MASK
+    if delete_horizon_ms is not None:
+        attributes |= DELETE_HORIZON_MASK
+        base_timestamp = delete_horizon_ms
+    elif header.attributes & DELETE_HORIZON_MASK:
+        base_timestamp = header.base_timestamp
+    elif records:
+        base_timestamp = min(r.timestamp_ms for r in records)
+    else:
+        base_timestamp = header.base_timestamp
+    body = bytearray()
+    previous = -1
+    for record in records:
+        delta = record.offset - header.base_offset
+        if delta <= previous or delta > header.last_offset_delta:
+            raise ValueError("records must be in offset order and inside the batch")
+        previous = delta
+        _encode_record(body, delta, record.timestamp_ms - base_timestamp, record)
+    payload: bytes | bytearray = body
+    if records and header.compression is not Compression.NONE:
+        payload = compress(header.compression, body)
+        attributes |= int(header.compression) & COMPRESSION_MASK
+    batch = bytearray(HEADER_SIZE + len(payload))
+    _HEADER.pack_into(
+        batch,
+        0,
+        header.base_offset,
+        HEADER_SIZE - LOG_OVERHEAD + len(payload),
+        header.partition_leader_epoch,
+        MAGIC_V2,
+        0,
+        attributes,
+        header.last_offset_delta,
+        base_timestamp,
+        header.max_timestamp,
+        header.producer_id,
+        header.producer_epoch,
+        header.base_sequence,
         len(records),
     )
     batch[HEADER_SIZE:] = payload

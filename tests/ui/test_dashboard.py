@@ -6,7 +6,7 @@ LEO runs ahead of its HW, the offsets in between are uncommitted) and then the l
 (SIGKILL, with the page's fault-drill button: a new leader, a new leader epoch, the ISR
 shrinks). At every stable point the values
 are read FROM THE PAGE (the data attributes of the drawn HW marker, dashed LEO box and offset
-boxes) and compared with what each broker reports itself (``cluster_cli.replica_state``, the
+boxes) and compared with what each broker reports itself (``client.replica_state.replica_state``, the
 debug reads of ``floodmark cluster describe``). Screenshots: ``<tmp_path>/artifacts``; the
 paused-followers one becomes ``docs/img/dashboard.png`` (the README's figure) when that file is
 missing or ``FLOODMARK_UPDATE_SCREENSHOT=1``.
@@ -29,7 +29,8 @@ from typing import Any
 
 import pytest
 
-from floodmark.cluster_cli import LocalCluster, replica_state
+from floodmark.client.replica_state import replica_state
+from floodmark.cluster_cli import LocalCluster
 from tests.cluster.helpers import wait_until
 
 sync_api = pytest.importorskip("playwright.sync_api")

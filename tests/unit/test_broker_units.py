@@ -65,11 +65,27 @@ def test_batch_metas_reads_headers() -> None:
 
 def test_partition_state_drives_the_core(tmp_path: Path) -> None:
     from floodmark.records import simple_batch
+    from floodmark.replication.election import AlterPartitionRequest, PartitionRegistration
     from floodmark.storage.log import Log
 
+    class Hooks:
+        def __init__(self) -> None:
+            self.woken: list[tuple[str, int]] = []
+            self.done: list[tuple[int, ErrorCode, int]] = []
+
+        def wake_fetches(self, key: tuple[str, int]) -> None:
+            self.woken.append(key)
+
+        def complete_produce(self, produce_id: int, error: ErrorCode, base_offset: int) -> None:
+            self.done.append((produce_id, error, base_offset))
+
+        def propose_isr(self, key: tuple[str, int], request: AlterPartitionRequest) -> None:
+            raise AssertionError("RF=1 never proposes")
+
+    hooks = Hooks()
     plog = Log.open(str(tmp_path / "t-0"), now_ms=0)
-    ps = PartitionState("t", 0, node_id=1, leader_epoch_at_open=3, log=plog,
-                        checkpointed_high_watermark=99)
+    ps = PartitionState("t", 0, node_id=1, log=plog, hooks=hooks, checkpointed_high_watermark=99)
+    ps.apply_metadata(PartitionRegistration((1,), (1,), 1, 3, 0), 0)
     # Becoming leader recorded (epoch, LEO) in the epoch cache first (KAFKA-7415).
     assert plog.epoch_cache.latest_epoch == 3 and ps.leader_epoch == 3
     assert ps.high_watermark == 0  # a checkpointed HW beyond the LEO is clamped
@@ -77,9 +93,10 @@ def test_partition_state_drives_the_core(tmp_path: Path) -> None:
     assert ps.check_leader_epoch(2) == ErrorCode.FENCED_LEADER_EPOCH
     assert ps.check_leader_epoch(4) == ErrorCode.UNKNOWN_LEADER_EPOCH
     info = plog.append_as_leader(simple_batch([b"a", b"b"]), ps.leader_epoch, 1)
-    moved, done = ps.on_leader_append(7, -1, info.first_offset, info.last_offset, 1, 1000)
-    assert moved and ps.high_watermark == 2
-    assert [(d.produce_id, d.error, d.base_offset) for d in done] == [(7, ErrorCode.NONE, 0)]
+    ps.apply(ps.core.on_leader_append(ps.log, 7, -1, info.first_offset, info.last_offset, 1,
+                                      1000))
+    assert hooks.woken == [("t", 0)] and ps.high_watermark == 2
+    assert hooks.done == [(7, ErrorCode.NONE, 0)]
     err, answer = ps.end_offset_for_epoch(3, 3)
     assert err == ErrorCode.NONE and (answer.epoch, answer.end_offset) == (3, 2)
     plog.close()
@@ -134,6 +151,43 @@ def test_local_controller_persists_and_never_reuses_producer_ids(tmp_path: Path)
     assert again.allocate_producer_id() > pid
     again.create_partitions("orders", 5)
     assert len(LocalController(tmp_path, 1).topics()["orders"].partitions) == 5
+
+
+def test_local_controller_is_the_controller_logic_and_restarts_move_leader_epochs(
+        tmp_path: Path) -> None:
+    from floodmark.controller.logic import ControllerLogic
+
+    c = LocalController(tmp_path, node_id=1)
+    assert type(c.logic) is ControllerLogic  # one controller: the single broker runs the logic
+    c.create_topic("orders", 2, 1, {})
+    assert [p.leader_epoch for p in c.topics()["orders"].partitions] == [0, 0]
+    c.close()
+    again = LocalController(tmp_path, node_id=1)  # a restart: a new incarnation of node 1
+    parts = again.topics()["orders"].partitions
+    assert all(p.leader == 1 and p.isr == (1,) for p in parts)
+    assert [p.leader_epoch for p in parts] == [2, 2]  # fenced (leaderless), then elected
+    again.close()
+
+
+def test_local_controller_imports_the_json_document_of_earlier_versions(tmp_path: Path) -> None:
+    import json
+
+    doc = {"version": 1, "cluster_id": "abcdefghijklmnopqrstuv", "producer_id_limit": 3000,
+           "topics": [{"name": "t", "topic_id": "8f0e3c0e-1f1a-4d4b-9c6e-0a6f2f6a1b2c",
+                       "internal": False, "configs": {"retention.ms": "5"},
+                       "partitions": [{"partition": 0, "leader": 1, "leader_epoch": 4,
+                                       "replicas": [1], "isr": [1]}]}]}
+    (tmp_path / "floodmark-metadata.json").write_text(json.dumps(doc))
+    c = LocalController(tmp_path, node_id=1)
+    assert c.cluster_id == "abcdefghijklmnopqrstuv"
+    meta = c.topics()["t"]
+    assert str(meta.topic_id) == doc["topics"][0]["topic_id"]  # type: ignore[index]
+    assert meta.configs == {"retention.ms": "5"}
+    assert meta.partitions[0].leader == 1 and meta.partitions[0].leader_epoch == 4
+    assert c.allocate_producer_id() >= 3000  # never an id handed out before
+    assert not (tmp_path / "floodmark-metadata.json").exists()
+    assert (tmp_path / "floodmark-metadata.json.imported").exists()
+    c.close()
 
 
 def test_group_rebalance_two_members_then_leave() -> None:

@@ -10,9 +10,9 @@ import pytest
 
 from floodmark.errors import ErrorCode
 from floodmark.records import simple_batch
-from floodmark.replication.election import PartitionRegistration
+from floodmark.replication.driver import ReplicaDriver
+from floodmark.replication.election import AlterPartitionRequest, PartitionRegistration
 from floodmark.replication.partition import (
-    AssignEpoch,
     Effect,
     FollowerFetch,
     Partition,
@@ -39,15 +39,28 @@ class Leader:
         self.settings = settings or ProduceSettings()
         self.completed: list[CompleteProduce] = []
         self.next_id = 0
+        self.driver = ReplicaDriver(self.core, self.log, self.producers, self)
         self.apply(self.core.apply_metadata(
             self.log, PartitionRegistration((1, 2, 3), (1, 2, 3), 1, 5, 0), 0))
 
     def apply(self, effects: list[Effect] | tuple[Effect, ...]) -> None:
-        for effect in effects:
-            if isinstance(effect, AssignEpoch):
-                self.log.assign_epoch(effect.epoch, effect.start_offset)
-            elif isinstance(effect, CompleteProduce):
-                self.completed.append(effect)
+        self.driver.apply(effects)
+
+    # the driver's ports: only completions matter here
+    def complete_produce(self, done: CompleteProduce) -> None:
+        self.completed.append(done)
+
+    def high_watermark_changed(self, old: int, new: int) -> None:
+        pass
+
+    def propose_isr(self, request: AlterPartitionRequest) -> None:
+        pass
+
+    def log_truncated(self, before: int, after: int, reason: str, *, fully: bool) -> None:
+        pass
+
+    def follower_appended(self, records: bytes | bytearray | memoryview) -> None:
+        pass
 
     def produce(self, sequence: int, value: bytes = b"v", acks: int = -1,
                 now_ms: int = 10, pid: int = PID) -> LeaderProduce:

@@ -105,3 +105,17 @@ def test_fetch_response_passes_record_bytes_by_reference() -> None:
 def test_schema_versions_exist() -> None:
     for v in range(3, 11):
         load_request_schema(0, v)
+
+
+@pytest.mark.parametrize("version", range(8, 11))
+def test_produce_response_record_errors_match_kio(version) -> None:
+    """KIP-467: per-record errors (a keyless record sent to a compacted topic)."""
+    errors = [(1, "Compacted topic cannot accept message without key"), (3, None)]
+    ours = encode_produce_response(version, 7, [
+        ("t", [ProducePartitionResult(0, 87, -1, -1, 0, "no key", record_errors=errors)])])
+    theirs = b"".join(encode_response(0, version, 7, {"throttle_time": 0, "responses": [
+        {"name": "t", "partition_responses": [
+            {"index": 0, "error_code": 87, "base_offset": -1, "log_append_time": -1,
+             "log_start_offset": 0, "error_message": "no key", "record_errors": [
+                 {"batch_index": i, "batch_index_error_message": m} for i, m in errors]}]}]}))
+    assert ours == theirs

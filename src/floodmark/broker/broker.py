@@ -20,14 +20,15 @@ from floodmark.broker import sendfile, storage_glue
 from floodmark.broker.config import BrokerConfig
 from floodmark.broker.groups import GroupCoordinator
 from floodmark.broker.handlers import admin, data, group_apis
-from floodmark.broker.metadata import LocalController, TopicMeta
-from floodmark.broker.offsets import OFFSETS_TOPIC, OffsetStore
+from floodmark.broker.metadata import Controller, LocalController
+from floodmark.broker.offsets import OffsetStore
 from floodmark.broker.partition_state import PartitionState
 from floodmark.broker.purgatory import FetchPurgatory
 from floodmark.broker.server import Connection, start_listener
 from floodmark.errors import ErrorCode, KafkaError
+from floodmark.metadata import OFFSETS_TOPIC, TopicMeta
+from floodmark.replication.election import AlterPartitionRequest, PartitionRegistration
 from floodmark.replication.produce import ProduceSettings
-from floodmark.replication.purgatory import CompleteProduce
 from floodmark.wire.api_table import SUPPORTED, ApiKey, supported_range
 from floodmark.wire.codec import (
     ProtocolError,
@@ -79,12 +80,16 @@ def now_ms() -> int:
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, controller: Controller | None = None) -> None:
+        """``controller``: a cluster member's client of the controller quorum; without one the
+        broker runs its own (``LocalController``: combined mode of a one-node cluster)."""
         self.config = config
         self.node_id = config.node_id
         self.data_dir = Path(config.data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.controller = LocalController(self.data_dir, self.node_id)
+        self._local_controller = (LocalController(self.data_dir, self.node_id)
+                                  if controller is None else None)
+        self.controller: Controller = controller or self._local_controller  # type: ignore[assignment]
         self.partitions: dict[tuple[str, int], PartitionState] = {}
         self.purgatory = FetchPurgatory()
         self.offsets = OffsetStore()
@@ -102,7 +107,7 @@ class Broker:
         self.bound_port: int = config.listen_port
         # acks=all produces parked in the core's purgatory, answered on CompleteProduce.
         self._next_produce_id = 0
-        self._produce_settings: dict[int, ProduceSettings] = {}
+        self._produce_settings: dict[tuple[int, bool], ProduceSettings] = {}
         self._last_disk_warning_s = 0.0
         self._waiting_produces: dict[int, asyncio.Future[tuple[ErrorCode, int]]] = {}
         self.request_counts: dict[int, int] = {}  # api key -> requests received
@@ -141,13 +146,14 @@ class Broker:
             if key in self.partitions:
                 continue
             plog, hw = self.storage.open_log(meta.name, p.partition, meta.configs, self.now_ms())
-            ps = PartitionState(meta.name, p.partition, self.node_id, p.leader_epoch, plog,
+            ps = PartitionState(meta.name, p.partition, self.node_id, plog, hooks=self,
                                 min_insync_replicas=min_isr, checkpointed_high_watermark=hw,
-                                replicas=p.replicas, isr_at_open=p.isr,
                                 truncation=self.config.truncation)
-            # Producer state is rebuilt from the batch headers in the log (idempotence survives
-            # restarts): the last five batches of each producer id.
-            ps.producers.rebuild(plog.iter_batch_headers())
+            # This broker's own metadata: it leads every partition it hosts.
+            replicas = p.replicas or (self.node_id,)
+            ps.apply_metadata(PartitionRegistration(
+                replicas=replicas, isr=p.isr or replicas, leader=self.node_id,
+                leader_epoch=p.leader_epoch, partition_epoch=0), self.now_ms())
             self.partitions[key] = ps
 
     async def serve(self, ready: Callable[[int], None] | None = None) -> None:
@@ -163,6 +169,8 @@ class Broker:
         log.info("broker %d listening on %s:%d advertised %s:%d", self.node_id,
                  self.config.listen_host, self.bound_port, *self.advertised)
         self._tasks.append(asyncio.create_task(self._periodic()))
+        if self.config.get("log.cleaner.enable"):
+            self._tasks.append(asyncio.create_task(self._cleaner()))
         if ready is not None:
             ready(self.bound_port)
         await self._stopping.wait()
@@ -181,8 +189,7 @@ class Broker:
             self.groups.expire_sessions()
             now = self.now_ms()
             for ps in self.partitions.values():
-                for done in ps.expire_produces(now):
-                    self.complete_produce(done.produce_id, done.error, done.base_offset)
+                ps.expire_produces(now)
             # Disk work below may fail (a full disk, an offline log): say so and carry on, so
             # produce timeouts above keep being answered and the work is retried next round.
             for ps in list(self.partitions.values()):
@@ -221,6 +228,35 @@ class Broker:
                          "log_start_offset=%d", ps.name, ps.leader_epoch, deleted,
                          ps.log_start_offset)
 
+    async def _cleaner(self) -> None:
+        """Log compaction, every log.cleaner.backoff.ms, leaders and followers alike, each below
+        its own HW (Kafka's cleaner threads do the same, independently on every replica). The
+        plan and the segment swaps run on the event loop; reading and rewriting the data runs
+        on a worker thread, so produce and fetch go on meanwhile."""
+        backoff_s = int(self.config.get("log.cleaner.backoff.ms")) / 1000
+        while True:
+            await asyncio.sleep(backoff_s)
+            for ps in list(self.partitions.values()):
+                if ps.log.config.compact:
+                    await self.clean_log(ps)
+
+    async def clean_log(self, ps: PartitionState) -> None:
+        key = (ps.topic, ps.partition)
+        cleaner = self.storage.cleaner
+        try:
+            job = cleaner.prepare(key, ps.log, ps.high_watermark, self.now_ms())
+            if job is None:
+                return
+            await asyncio.to_thread(job.run)
+            result = cleaner.finish(key, job)
+        except (OSError, KafkaError) as exc:
+            self._disk_trouble(f"log cleaning of {ps.name}", exc)
+            return
+        if result is not None:
+            log.log(logging.INFO if result.changed else logging.DEBUG,
+                    "partition %s leader_epoch=%d cleaned (%s)", ps.name, ps.leader_epoch,
+                    result.describe())
+
     def checkpoint(self) -> None:
         self.storage.write_checkpoints(self.partitions)
 
@@ -244,6 +280,8 @@ class Broker:
         for ps in self.partitions.values():
             ps.log.close()
         self.storage.mark_clean_shutdown(ps.log for ps in self.partitions.values())
+        if self._local_controller is not None:
+            self._local_controller.close()
         served = ", ".join(f"{ApiKey(k).name if k in ApiKey._value2member_map_ else k}={n}"
                            for k, n in sorted(self.request_counts.items()))
         log.info("broker %d closed cleanly (checkpoints written); requests: %s", self.node_id,
@@ -260,14 +298,17 @@ class Broker:
 
     # -- produce purgatory ------------------------------------------------------------------------
     def produce_settings(self, ps: PartitionState) -> ProduceSettings:
-        """The produce path's settings for a partition (cached: one per max.message.bytes)."""
+        """The produce path's settings for a partition (cached: one per max.message.bytes and
+        whether the topic is compacted)."""
         max_bytes = int(ps.log.config.max_message_bytes)
-        settings = self._produce_settings.get(max_bytes)
+        compacted = ps.log.config.compact
+        settings = self._produce_settings.get((max_bytes, compacted))
         if settings is None:
             settings = ProduceSettings(
                 max_message_bytes=max_bytes,
-                unsafe_ack_duplicates_before_commit=self.config.unsafe_ack_duplicates_before_commit)
-            self._produce_settings[max_bytes] = settings
+                unsafe_ack_duplicates_before_commit=self.config.unsafe_ack_duplicates_before_commit,
+                compacted=compacted)
+            self._produce_settings[(max_bytes, compacted)] = settings
         return settings
 
     def next_produce_id(self) -> int:
@@ -278,6 +319,15 @@ class Broker:
         fut: asyncio.Future[tuple[ErrorCode, int]] = asyncio.get_running_loop().create_future()
         self._waiting_produces[produce_id] = fut
         return fut
+
+    # -- BrokerHooks: what the partitions' driver asks of the broker ------------------------------
+    def wake_fetches(self, key: tuple[str, int]) -> None:
+        self.purgatory.wake(key)
+
+    def propose_isr(self, key: tuple[str, int], request: AlterPartitionRequest) -> None:
+        """A single broker is every partition's only replica: its ISR never changes."""
+        log.info("partition %s-%d: no controller to propose ISR %s to", key[0], key[1],
+                 list(request.new_isr))
 
     def complete_produce(self, produce_id: int, error: ErrorCode, base_offset: int) -> None:
         fut = self._waiting_produces.pop(produce_id, None)
@@ -307,9 +357,7 @@ class Broker:
         for p in meta.partitions:
             ps = self.partitions.pop((name, p.partition), None)
             if ps is not None:
-                for done in ps.core.resign():
-                    if isinstance(done, CompleteProduce):
-                        self.complete_produce(done.produce_id, done.error, done.base_offset)
+                ps.apply(ps.core.resign())
                 ps.log.close()
                 self.storage.delete_log(name, p.partition)
                 self.purgatory.wake((name, p.partition))

@@ -7,9 +7,9 @@ It is the single-process ``Broker`` with three things swapped in, so combined mo
   long-polls the metadata log; every applied record batch re-applies the partition
   registrations it hosts to the core (``Partition.apply_metadata``: become leader / follower,
   ISR and broker-epoch updates, fencing of stale metadata by partition epoch);
-* partitions are ``ClusterPartitionState``: opened with no role, then told by the metadata who
-  leads; ISR proposals (``ProposeIsr``) go to the controller as AlterPartition and the answer goes
-  back to the core;
+* partitions are opened with no role, then told by the controller's metadata who leads; ISR
+  proposals (the driver's ``propose_isr`` port) go to the controller as AlterPartition and the
+  answer goes back to the core;
 * Fetch requests from replicas (v15 ``replica_state``, or v12 ``replica_id >= 0``) are answered
   by ``replica_fetcher.handle_replica_fetch``, followers run ``ReplicaFetcher`` loops, and
   Metadata lists every live broker with the controller's leaders and leader epochs.
@@ -35,15 +35,13 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 from floodmark.broker.broker import Broker
 from floodmark.broker.config import BrokerConfig
 from floodmark.broker.handlers import admin
-from floodmark.broker.metadata import TopicMeta
-from floodmark.broker.offsets import OFFSETS_TOPIC, partition_for
+from floodmark.broker.offsets import partition_for
 from floodmark.broker.partition_state import PartitionState
 from floodmark.broker.purgatory import FetchPurgatory
 from floodmark.broker.replica_fetcher import (
@@ -57,17 +55,9 @@ from floodmark.controller.client import ControllerClient
 from floodmark.controller.image import MetadataRecord, record_to_registration
 from floodmark.controller.rpc import RpcError
 from floodmark.errors import ErrorCode, KafkaError
-from floodmark.replication.election import PartitionRegistration
-from floodmark.replication.isr import proposed_isr
-from floodmark.replication.partition import (
-    Effect,
-    FollowerState,
-    LeaderState,
-    Partition,
-    PartitionConfig,
-    ProposeIsr,
-)
-from floodmark.replication.purgatory import CompleteProduce
+from floodmark.metadata import OFFSETS_TOPIC, TopicMeta
+from floodmark.replication.election import AlterPartitionRequest, PartitionRegistration
+from floodmark.replication.partition import FollowerState, LeaderState
 from floodmark.wire.api_table import ApiKey
 from floodmark.wire.codec import decode_request, encode_response, peek_header
 
@@ -88,41 +78,12 @@ CLUSTER_DEFAULTS = {
 }
 
 
-@dataclass(eq=False)
-class ClusterPartitionState(PartitionState):
-    """A partition whose role comes from the controller's metadata, not from opening it."""
-
-    replica_lag_time_max_ms: int = 30_000
-    proposals: list[ProposeIsr] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        self.core = Partition(PartitionConfig(
-            self.topic, self.partition, self.node_id,
-            min_insync_replicas=self.min_insync_replicas,
-            replica_lag_time_max_ms=self.replica_lag_time_max_ms,
-            truncation=self.truncation))
-        self.core.high_watermark = Partition.clamp_high_watermark(
-            self.checkpointed_high_watermark, self.log)
-        log.info("partition %s opened at log_end_offset=%d high_watermark=%d (role from "
-                 "metadata)", self.name, self.log_end_offset, self.high_watermark)
-
-    def apply(self, effects: list[Effect] | tuple[Effect, ...]) -> tuple[bool, list[CompleteProduce]]:
-        rest: list[Effect] = []
-        for effect in effects:
-            if isinstance(effect, ProposeIsr):
-                self.proposals.append(effect)
-            else:
-                rest.append(effect)
-        return super().apply(rest)
-
-
 class ClusterBroker(Broker):
     def __init__(self, config: BrokerConfig, controller_address: str) -> None:
-        super().__init__(config)
-        self.controller_client = ControllerClient(controller_address, self.node_id)
-        self.controller = self.controller_client  # type: ignore[assignment]
+        self.controller_client = ControllerClient(controller_address, config.node_id)
+        super().__init__(config, self.controller_client)
         self.controller_client.on_records = self._on_metadata
-        self.cluster_partitions: dict[tuple[str, int], ClusterPartitionState] = {}
+        self.cluster_partitions: dict[tuple[str, int], PartitionState] = {}
         self.isr_shrinks = 0
         self.isr_expands = 0
         self.fetchers: dict[tuple[str, int], ReplicaFetcher] = {}
@@ -154,7 +115,8 @@ class ClusterBroker(Broker):
         deadline = time.monotonic() + 60
         while True:
             try:
-                epoch = await self.controller_client.register(host, adv_port)
+                epoch = await self.controller_client.register(
+                    host, adv_port, clean_shutdown=self.storage.clean_shutdown)
                 break
             except (RpcError, KafkaError) as exc:
                 if time.monotonic() > deadline:
@@ -190,7 +152,8 @@ class ClusterBroker(Broker):
                             self.node_id, self.controller_client.broker_epoch)
                 try:
                     host, port = self.advertised
-                    epoch = await self.controller_client.register(host, port)
+                    epoch = await self.controller_client.register(
+                        host, port, clean_shutdown=self.storage.clean_shutdown)
                     for ps in self.cluster_partitions.values():
                         ps.core.local_broker_epoch = epoch
                 except (RpcError, KafkaError) as exc:
@@ -216,7 +179,7 @@ class ClusterBroker(Broker):
             for ps in list(self.cluster_partitions.values()):
                 if ps.core.is_leader:
                     try:
-                        self.apply_effects(ps, ps.core.maybe_shrink_isr(ps.log, now))
+                        ps.apply(ps.core.maybe_shrink_isr(ps.log, now))
                     except Exception:
                         log.exception("partition %s leader_epoch=%d ISR check failed", ps.name,
                                       ps.leader_epoch)
@@ -267,9 +230,7 @@ class ClusterBroker(Broker):
                     ps = self._open_cluster_partition(name, index, timage.configs)
                 was_leader = ps.core.is_leader
                 isr_before = len(ps.core.isr)
-                effects = ps.core.apply_metadata(ps.log, reg, now, broker_epochs=broker_epochs,
-                                                 ineligible=ineligible)
-                self.apply_effects(ps, effects)
+                ps.apply_metadata(reg, now, broker_epochs=broker_epochs, ineligible=ineligible)
                 if was_leader and ps.core.is_leader:  # e.g. the controller fenced a follower
                     self.isr_shrinks += int(len(ps.core.isr) < isr_before)
                     self.isr_expands += int(len(ps.core.isr) > isr_before)
@@ -291,15 +252,14 @@ class ClusterBroker(Broker):
             self._remove_partition(key, delete=key[0] not in image.topics)
 
     def _open_cluster_partition(self, topic: str, index: int,
-                                configs: dict[str, Any]) -> ClusterPartitionState:
+                                configs: dict[str, Any]) -> PartitionState:
         min_isr = int(configs.get("min.insync.replicas", self.config.get("min.insync.replicas")))
         plog, hw = self.storage.open_log(topic, index, configs, self.now_ms())
-        ps = ClusterPartitionState(
-            topic, index, self.node_id, 0, plog, min_insync_replicas=min_isr,
+        ps = PartitionState(
+            topic, index, self.node_id, plog, hooks=self, min_insync_replicas=min_isr,
             checkpointed_high_watermark=hw, truncation=self.config.truncation,
             replica_lag_time_max_ms=int(self.config.get("replica.lag.time.max.ms")))
         ps.core.local_broker_epoch = self.controller_client.broker_epoch
-        ps.producers.rebuild(plog.iter_batch_headers())
         self.cluster_partitions[(topic, index)] = ps
         self.partitions[(topic, index)] = ps
         return ps
@@ -310,7 +270,7 @@ class ClusterBroker(Broker):
         fetcher = self.fetchers.pop(key, None)
         if fetcher is not None:
             fetcher.stop()
-        self.apply_effects(ps, ps.core.resign())
+        ps.apply(ps.core.resign())
         ps.log.close()
         if delete:
             self.storage.delete_log(*key)
@@ -318,7 +278,7 @@ class ClusterBroker(Broker):
         log.info("partition %s removed from broker %d (deleted=%s)", ps.name, self.node_id,
                  delete)
 
-    def _sync_fetcher(self, key: tuple[str, int], ps: ClusterPartitionState,
+    def _sync_fetcher(self, key: tuple[str, int], ps: PartitionState,
                       reg: PartitionRegistration) -> None:
         fetcher = self.fetchers.get(key)
         role = ps.core.role
@@ -338,31 +298,13 @@ class ClusterBroker(Broker):
             fetcher.stop()
             del self.fetchers[key]
 
-    # -- effects --------------------------------------------------------------------------------
-    def apply_effects(self, ps: PartitionState, effects: Iterable[Effect]) -> None:
-        hw_moved, done = ps.apply(list(effects))
-        key = (ps.topic, ps.partition)
-        if hw_moved:
-            self.purgatory.wake(key)
-        for d in done:
-            self.complete_produce(d.produce_id, d.error, d.base_offset)
-        if isinstance(ps, ClusterPartitionState) and ps.proposals:
-            proposals, ps.proposals = ps.proposals, []
-            for proposal in proposals:
-                self._cluster_tasks.append(
-                    asyncio.create_task(self._alter_partition(ps, proposal)))
+    # -- ISR proposals ---------------------------------------------------------------------------
+    def propose_isr(self, key: tuple[str, int], request: AlterPartitionRequest) -> None:
+        ps = self.cluster_partitions.get(key)
+        if ps is not None:
+            self._cluster_tasks.append(asyncio.create_task(self._alter_partition(ps, request)))
 
-    def _proposal_pending(self, ps: ClusterPartitionState, proposal: ProposeIsr) -> bool:
-        role = ps.core.role
-        if (ps.topic, ps.partition) not in self.cluster_partitions:
-            return False
-        if not isinstance(role, LeaderState) or not role.isr_state.is_inflight:
-            return False
-        return (role.leader_epoch == proposal.request.leader_epoch
-                and set(proposed_isr(role.isr_state)) == set(proposal.request.new_isr))
-
-    async def _alter_partition(self, ps: ClusterPartitionState, proposal: ProposeIsr) -> None:
-        req = proposal.request
+    async def _alter_partition(self, ps: PartitionState, req: AlterPartitionRequest) -> None:
         args = {"broker_id": req.broker_id, "broker_epoch": req.broker_epoch,
                 "leader_epoch": req.leader_epoch, "partition_epoch": req.partition_epoch,
                 "new_isr": list(req.new_isr),
@@ -370,7 +312,8 @@ class ClusterBroker(Broker):
                 "leader_recovered": req.leader_recovered}
         attempt = 0
         while not self._closing:
-            if not self._proposal_pending(ps, proposal):
+            if ((ps.topic, ps.partition) not in self.cluster_partitions
+                    or not ps.core.is_proposal_pending(req)):
                 return  # answered meanwhile by new metadata, or no longer leader
             try:
                 answer = await self.controller_client.alter_partition(ps.topic, ps.partition, args)
@@ -399,8 +342,8 @@ class ClusterBroker(Broker):
             self.isr_expands += int(len(reg.isr) > before)
         if (ps.topic, ps.partition) not in self.cluster_partitions:
             return
-        self.apply_effects(ps, ps.core.handle_alter_partition_response(
-            ps.log, req, error, reg, self.now_ms()))
+        ps.apply(ps.core.handle_alter_partition_response(ps.log, req, error, reg,
+                                                         self.now_ms()))
 
     # -- dispatch ---------------------------------------------------------------------------------
     def dispatch(self, frame: memoryview | bytes, conn: Connection) -> Any:

@@ -36,6 +36,15 @@ DEFAULTS: dict[str, Any] = {
     "offsets.topic.num.partitions": 1,
     "offsets.retention.minutes": 10080,
     "log.checkpoint.interval.ms": 5000,
+    # Log compaction (Kafka's names and defaults).
+    "log.cleanup.policy": "delete",
+    "log.cleaner.enable": True,
+    "log.cleaner.backoff.ms": 15000,
+    "log.cleaner.dedupe.buffer.size": 134_217_728,
+    "log.cleaner.min.cleanable.ratio": 0.5,
+    "log.cleaner.min.compaction.lag.ms": 0,
+    "log.cleaner.max.compaction.lag.ms": 9_223_372_036_854_775_807,
+    "log.cleaner.delete.retention.ms": 86_400_000,
     "log.retention.check.interval.ms": 300_000,
     "replica.lag.time.max.ms": 30000,
     "transactional.id.expiration.ms": 604_800_000,
@@ -53,7 +62,11 @@ LONG_MAX = 9_223_372_036_854_775_807
 
 # Topic-level config names and the broker setting each one defaults from.
 TOPIC_CONFIG_DEFAULTS: dict[str, str] = {
-    "cleanup.policy": "",
+    "cleanup.policy": "log.cleanup.policy",
+    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
+    "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
+    "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
+    "delete.retention.ms": "log.cleaner.delete.retention.ms",
     "min.insync.replicas": "min.insync.replicas",
     "segment.bytes": "log.segment.bytes",
     "retention.ms": "log.retention.ms",
@@ -121,7 +134,7 @@ class BrokerConfig:
     def topic_defaults(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for name, broker_name in TOPIC_CONFIG_DEFAULTS.items():
-            out[name] = self.get(broker_name) if broker_name else "delete"
+            out[name] = self.get(broker_name)
         if out.get("flush.ms") is None:
             out["flush.ms"] = LONG_MAX  # Kafka's topic default: never flush on time alone
         return out

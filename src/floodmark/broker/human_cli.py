@@ -10,6 +10,7 @@ import zlib
 from typing import Any
 
 from floodmark.client.connection import KafkaConnection
+from floodmark.client.replica_state import epoch_cache, replica_state
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
@@ -110,30 +111,20 @@ def _list_offsets(conn: KafkaConnection, topic: str, partitions: list[int], time
             for p in resp.topics[0].partitions}
 
 
-def _epoch_cache(conn: KafkaConnection, topic: str, partition: int, leader_epoch: int,
-                 log_start: int) -> list[dict[str, int]]:
-    """Walk OffsetForLeaderEpoch over epochs 0..current: (epoch, start offset) entries."""
-    if leader_epoch < 0:
-        return []
-    resp = conn.request(23, 4, {"replica_id": -2, "topics": [{"topic": topic, "partitions": [
-        {"partition": partition, "current_leader_epoch": -1, "leader_epoch": e}
-        for e in range(leader_epoch + 1)]}]})
-    ends: dict[int, int] = {}
-    for p in resp.topics[0].partitions:
-        if p.error_code == 0 and p.leader_epoch >= 0:
-            ends[int(p.leader_epoch)] = int(p.end_offset)
-    entries = []
-    start = log_start
-    for epoch in sorted(ends):
-        entries.append({"epoch": epoch, "start_offset": start})
-        start = ends[epoch]
-    return entries
+def _topic_configs(conn: KafkaConnection, topic: str) -> dict[str, str | None]:
+    """The topic's own settings (DescribeConfigs, source DYNAMIC_TOPIC_CONFIG): cleanup.policy,
+    the compaction settings, segment.bytes... as given at creation."""
+    resp = conn.request(32, 4, {"resources": [
+        {"resource_type": 2, "resource_name": topic, "configuration_keys": None}],
+        "include_synonyms": False, "include_documentation": False})
+    res = resp.results[0]
+    if int(res.error_code):
+        return {}
+    return {str(c.name): c.value for c in res.configs if int(c.config_source) == 1}
 
 
 def _replica_states(meta: Any, topic: str, p: Any) -> list[dict[str, Any]]:
     """Per replica LEO, HW and epoch cache, read from that replica's broker (cluster mode)."""
-    from floodmark.cluster_cli import replica_state
-
     addresses = {int(b.node_id): f"{b.host}:{int(b.port)}" for b in meta.brokers}
     out: list[dict[str, Any]] = []
     for r in p.replica_nodes:
@@ -173,7 +164,8 @@ def topic_describe(args: argparse.Namespace) -> int:
                     "isr": [int(r) for r in p.isr_nodes],
                     "log_end_offset": leo[i][0], "high_watermark": hw[i][0],
                     "log_start_offset": start[i][0],
-                    "epoch_cache": _epoch_cache(conn, t.name, i, int(p.leader_epoch), start[i][0]),
+                    "epoch_cache": [{"epoch": e, "start_offset": o} for e, o in epoch_cache(
+                        conn, t.name, i, int(p.leader_epoch), start[i][0])],
                 })
                 if len(p.replica_nodes) > 1:  # a cluster: ask every replica's own broker
                     states = _replica_states(meta, t.name, p)
@@ -188,12 +180,14 @@ def topic_describe(args: argparse.Namespace) -> int:
                             epoch_cache=[{"epoch": e, "start_offset": o}
                                          for e, o in lead["epoch_cache"]])
             out.append({"topic": t.name, "topic_id": str(t.topic_id), "internal": t.is_internal,
-                        "partitions": rows})
+                        "configs": _topic_configs(conn, str(t.name)), "partitions": rows})
     if args.json:
         print(json.dumps(out if not args.name else out[0], indent=2))
         return 0
     for t in out:
-        print(f"Topic: {t['topic']}  TopicId: {t['topic_id']}  Partitions: {len(t['partitions'])}")
+        configs = ",".join(f"{k}={v}" for k, v in sorted(t["configs"].items()))
+        print(f"Topic: {t['topic']}  TopicId: {t['topic_id']}  Partitions: {len(t['partitions'])}"
+              f"  Configs: {configs}")
         for r in t["partitions"]:
             cache = ", ".join(f"{e['epoch']}@{e['start_offset']}" for e in r["epoch_cache"])
             print(f"  partition {r['partition']}: leader {r['leader']} leader_epoch "

@@ -1,46 +1,39 @@
-"""Cluster metadata for combined mode (``process.roles=broker,controller``): one process owns it.
+"""The controller a single broker runs in process (combined mode, ``process.roles=broker,
+controller``, of a one-node cluster, as KRaft runs it).
 
-The broker talks to the controller only through :class:`Controller`; :class:`LocalController`
-keeps the metadata in one JSON document in the data directory (written to a temp file, fsynced,
-renamed). The cluster issue can replace it with a remote controller without touching handlers.
+There is one controller in floodmark: ``floodmark.controller.logic.ControllerLogic`` over a
+``MetadataImage``, its records appended and fsynced to a metadata log before anyone is answered.
+The controller process, the simulator and this class all drive that same logic. What this class
+adds is only the shell a lone broker needs: the metadata log in ``<data dir>/controller/``, this
+node registered as the only broker (a new incarnation at every start, so leader epochs move on as
+in a cluster), the ``TopicMeta`` view request handlers read, producer-id blocks, and a one-time
+import of the JSON document (``floodmark-metadata.json``) earlier versions kept.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
-import re
+import time
 import uuid
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from floodmark.controller.image import (
+    MetadataImage,
+    registration_to_record,
+    topic_metas,
+)
+from floodmark.controller.logic import ControllerConfig, ControllerLogic
+from floodmark.controller.metadata_log import MetadataLog
 from floodmark.errors import ErrorCode, KafkaError
+from floodmark.metadata import OFFSETS_TOPIC, PartitionMeta, TopicMeta
+from floodmark.replication.election import PartitionRegistration
 
 log = logging.getLogger(__name__)
 
-METADATA_FILE = "floodmark-metadata.json"
-_TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
-PRODUCER_ID_BLOCK = 1000
-
-
-@dataclass(frozen=True)
-class PartitionMeta:
-    partition: int
-    leader: int
-    leader_epoch: int
-    replicas: tuple[int, ...]
-    isr: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class TopicMeta:
-    name: str
-    topic_id: uuid.UUID
-    partitions: tuple[PartitionMeta, ...]
-    configs: dict[str, Any] = field(default_factory=dict)
-    internal: bool = False
+METADATA_FILE = "floodmark-metadata.json"  # earlier versions' metadata, imported once
+CONTROLLER_DIR = "controller"
 
 
 class Controller(Protocol):
@@ -56,106 +49,81 @@ class Controller(Protocol):
     def cluster_id(self) -> str: ...
 
 
-# Every partition costs open files, memory and a replica fetcher: a bound on the total keeps one
-# request (CreateTopics or CreatePartitions with a count of 2^31) from exhausting the process.
-MAX_PARTITIONS = 10_000
-
-
-def check_partition_count(current_total: int, adding: int) -> None:
-    """Refuse a change that adds ``adding`` partitions to a cluster holding ``current_total``."""
-    if adding < 1:
-        raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"invalid partition count {adding}")
-    if current_total + adding > MAX_PARTITIONS:
-        raise KafkaError(ErrorCode.POLICY_VIOLATION,
-                         f"{adding} more partition(s) would make {current_total + adding}; "
-                         f"floodmark serves at most {MAX_PARTITIONS} partitions")
-
-
-def validate_topic_name(name: str) -> None:
-    if name in (".", "..") or not _TOPIC_NAME.match(name):
-        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"invalid topic name {name!r}")
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
 
 
 class LocalController:
-    """Single-node controller: every partition is led by this node with RF=1, ISR={node}."""
+    """``ControllerLogic`` in process, with this node the only registered broker."""
 
     def __init__(self, data_dir: Path, node_id: int) -> None:
-        self._path = data_dir / METADATA_FILE
         self._node_id = node_id
-        self._topics: dict[str, TopicMeta] = {}
-        self._cluster_id = uuid.uuid4().hex[:22]
-        self._next_producer_id = 1000
-        self._producer_id_limit = 1000  # ids below the limit are reserved in the file
-        self._load()
+        self._mlog = MetadataLog(str(data_dir / CONTROLLER_DIR))
+        self.logic = ControllerLogic(MetadataImage(), ControllerConfig(
+            auto_leader_rebalance_enable=False))
+        self._replay()
+        self._topics: dict[str, TopicMeta] | None = None
+        self._pid_next = self._pid_limit = 0
+        legacy = data_dir / METADATA_FILE
+        if self._mlog.log_end_offset == 0:
+            if legacy.exists():
+                self._import_legacy(legacy)
+            else:
+                self.logic.bootstrap()
+        # A new incarnation: the previous one is fenced (its leaderships end) and this one leads
+        # again at a new leader epoch, exactly as a restarted broker of a cluster.
+        self.logic.register_broker(node_id, "localhost", 0, uuid.uuid4().hex, _now_ms())
+        self._persist()
+        if legacy.exists():
+            legacy.rename(legacy.with_name(METADATA_FILE + ".imported"))
 
     # -- persistence ---------------------------------------------------------------------------
-    def _load(self) -> None:
-        if not self._path.exists():
-            self._save()
-            return
-        doc = json.loads(self._path.read_text())
-        if doc.get("version") != 1:
-            raise ValueError(f"{self._path}: unsupported metadata version {doc.get('version')!r}")
-        self._cluster_id = doc["cluster_id"]
-        # Never reuse a producer id handed out before a crash: start after the reserved block.
-        self._next_producer_id = int(doc["producer_id_limit"])
-        self._producer_id_limit = self._next_producer_id
-        for t in doc["topics"]:
-            parts = tuple(
-                PartitionMeta(p["partition"], p["leader"], p["leader_epoch"],
-                              tuple(p["replicas"]), tuple(p["isr"]))
-                for p in t["partitions"]
-            )
-            self._topics[t["name"]] = TopicMeta(
-                t["name"], uuid.UUID(t["topic_id"]), parts, dict(t["configs"]), t["internal"]
-            )
+    def _replay(self) -> None:
+        image = MetadataImage()
+        image.apply_all(self._mlog.read_all())
+        self.logic.image = image
+        self.logic.pending.clear()
 
-    def _save(self) -> None:
-        doc = {
-            "version": 1,
-            "cluster_id": self._cluster_id,
-            "producer_id_limit": self._producer_id_limit,
-            "topics": [
-                {
-                    "name": t.name,
-                    "topic_id": str(t.topic_id),
-                    "internal": t.internal,
-                    "configs": t.configs,
-                    "partitions": [
-                        {"partition": p.partition, "leader": p.leader,
-                         "leader_epoch": p.leader_epoch, "replicas": list(p.replicas),
-                         "isr": list(p.isr)}
-                        for p in t.partitions
-                    ],
-                }
-                for t in self._topics.values()
-            ],
-        }
-        self._path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self._path.with_suffix(".tmp")
+    def _persist(self) -> None:
+        """Append what the logic decided and fsync; on failure (a full disk) the decision is
+        undone: the image is rebuilt from the log, which rolled the append back."""
+        pending = self.logic.take_pending()
+        if not pending:
+            return
+        self._topics = None
         try:
-            with open(tmp, "w") as fh:
-                json.dump(doc, fh, indent=1)
-                fh.flush()
-                os.fsync(fh.fileno())
-        except OSError as exc:
-            # A full disk: the old file stays as it was; the change is refused, not half-made.
-            tmp.unlink(missing_ok=True)
+            self._mlog.append(pending)
+        except (OSError, KafkaError) as exc:
+            self._replay()
+            message = getattr(exc, "strerror", None) or getattr(exc, "message", None) or str(exc)
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
-                             f"cannot write {self._path.name}: {exc.strerror or exc}") from exc
-        os.replace(tmp, self._path)
-        dir_fd = os.open(self._path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+                             f"cannot write the metadata log: {message}") from exc
+
+    def _import_legacy(self, path: Path) -> None:
+        doc = json.loads(path.read_text())
+        if doc.get("version") != 1:
+            raise ValueError(f"{path}: unsupported metadata version {doc.get('version')!r}")
+        emit = self.logic.emit
+        emit({"type": "cluster_id", "cluster_id": str(doc["cluster_id"])})
+        emit({"type": "producer_ids", "next": int(doc["producer_id_limit"])})
+        for t in doc["topics"]:
+            emit({"type": "topic", "name": t["name"], "topic_id": t["topic_id"],
+                  "configs": dict(t["configs"])})
+            for p in t["partitions"]:
+                reg = PartitionRegistration(
+                    replicas=tuple(p["replicas"]), isr=tuple(p["isr"]), leader=int(p["leader"]),
+                    leader_epoch=int(p["leader_epoch"]), partition_epoch=0)
+                emit(registration_to_record(t["name"], int(p["partition"]), reg))
+        log.info("imported %s: %d topics", path.name, len(doc["topics"]))
 
     # -- queries ---------------------------------------------------------------------------------
     @property
     def cluster_id(self) -> str:
-        return self._cluster_id
+        return self.logic.image.cluster_id
 
     def topics(self) -> dict[str, TopicMeta]:
+        if self._topics is None:
+            self._topics = topic_metas(self.logic.image)
         return self._topics
 
     # -- changes ---------------------------------------------------------------------------------
@@ -163,75 +131,42 @@ class LocalController:
         self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, Any],
         *, internal: bool = False, validate_only: bool = False,
     ) -> TopicMeta:
-        validate_topic_name(name)
-        if name in self._topics:
-            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
-        check_partition_count(self._partition_total(), num_partitions)
-        if replication_factor != 1:
-            raise KafkaError(
-                ErrorCode.INVALID_REPLICATION_FACTOR,
-                f"replication factor {replication_factor} > 1 live broker",
-            )
-        parts = tuple(
-            PartitionMeta(i, self._node_id, 0, (self._node_id,), (self._node_id,))
-            for i in range(num_partitions)
-        )
-        meta = TopicMeta(name, uuid.uuid4(), parts, dict(configs), internal)
-        if not validate_only:
-            self._topics[name] = meta
-            try:
-                self._save()
-            except KafkaError:
-                del self._topics[name]
-                raise
-            log.info("created topic %s partitions=%d leader_epoch=0", name, num_partitions)
-        return meta
+        self.logic.create_topic(name, num_partitions, replication_factor, configs,
+                                validate_only=validate_only)
+        if validate_only:
+            parts = tuple(PartitionMeta(i, self._node_id, 0, (self._node_id,), (self._node_id,))
+                          for i in range(num_partitions))
+            return TopicMeta(name, uuid.uuid4(), parts, dict(configs), name == OFFSETS_TOPIC)
+        self._persist()
+        log.info("created topic %s partitions=%d", name, num_partitions)
+        return self.topics()[name]
 
     def delete_topic(self, name: str, *, validate_only: bool = False) -> TopicMeta:
-        meta = self._topics.get(name)
+        meta = self.topics().get(name)
         if meta is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
         if meta.internal:
-            raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"cannot delete internal topic {name!r}")
-        if validate_only:
-            return meta
-        del self._topics[name]
-        try:
-            self._save()
-        except KafkaError:
-            self._topics[name] = meta
-            raise
-        log.info("deleted topic %s", name)
+            raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                             f"cannot delete internal topic {name!r}")
+        if not validate_only:
+            self.logic.delete_topic(name)
+            self._persist()
+            log.info("deleted topic %s", name)
         return meta
 
     def create_partitions(self, name: str, count: int, *, validate_only: bool = False) -> TopicMeta:
-        meta = self._topics.get(name)
-        if meta is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
-        current = len(meta.partitions)
-        if count <= current:
-            raise KafkaError(
-                ErrorCode.INVALID_PARTITIONS,
-                f"topic {name!r} has {current} partitions; new count {count} must be larger",
-            )
-        check_partition_count(self._partition_total(), count - current)
-        extra = tuple(
-            PartitionMeta(i, self._node_id, 0, (self._node_id,), (self._node_id,))
-            for i in range(current, count)
-        )
-        new = replace(meta, partitions=meta.partitions + extra)
-        if not validate_only:
-            self._topics[name] = new
-            self._save()
-        return new
-
-    def _partition_total(self) -> int:
-        return sum(len(t.partitions) for t in self._topics.values())
+        self.logic.create_partitions(name, count, validate_only=validate_only)
+        self._persist()
+        return self.topics()[name]
 
     def allocate_producer_id(self) -> int:
-        if self._next_producer_id >= self._producer_id_limit:
-            self._producer_id_limit = self._next_producer_id + PRODUCER_ID_BLOCK
-            self._save()
-        pid = self._next_producer_id
-        self._next_producer_id += 1
+        if self._pid_next >= self._pid_limit:
+            first, count = self.logic.allocate_producer_ids()
+            self._persist()
+            self._pid_next, self._pid_limit = first, first + count
+        pid = self._pid_next
+        self._pid_next += 1
         return pid
+
+    def close(self) -> None:
+        self._mlog.close()

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 from floodmark.records import Record, build_batch, decode_records
 
-OFFSETS_TOPIC = "__consumer_offsets"
 _KEY_VERSION = 1
 _VALUE_VERSION = 3
 

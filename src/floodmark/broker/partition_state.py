@@ -1,32 +1,33 @@
-"""The broker's handle on one partition: the replication core's ``Partition`` plus its log.
+"""The broker's handle on one partition: the replication core's ``Partition``, its log, and the
+one driver (``replication.driver``) that carries out the core's decisions.
 
 Every replication rule is the core's (``floodmark.replication.partition``): becoming leader
 (recording (epoch, LEO) in the epoch cache first, KAFKA-7415), leader-epoch fencing (KIP-320),
 acks/min.insync.replicas checks (with Kafka 4's effective min ISR = min(min.insync.replicas,
-replication factor)), the HW rule, and the produce purgatory. This module only applies the
-core's effects to the real log and exposes what request handlers need. In this issue a single
-node leads every partition with RF=1, ISR={node}; the cluster issue feeds real registrations.
+replication factor)), the HW rule, and the produce purgatory. Applying its effects is the
+driver's; what only the broker can do (wake waiting fetches, answer a produce, send
+AlterPartition) is the ``BrokerHooks`` the broker passes in. The role always comes from metadata:
+the broker calls :meth:`apply_metadata` with the partition's registration (a single broker's own
+metadata names it leader of everything; a cluster member's comes from the controller).
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from floodmark.errors import ErrorCode
 from floodmark.replication import fencing
-from floodmark.replication.election import PartitionRegistration
+from floodmark.replication.driver import ReplicaDriver
+from floodmark.replication.election import AlterPartitionRequest, PartitionRegistration
 from floodmark.replication.epochs import EpochEndOffset
 from floodmark.replication.modes import DEFAULT_TRUNCATION, Truncation
 from floodmark.replication.partition import (
-    AssignEpoch,
     Effect,
     EpochQuery,
-    HighWatermarkChanged,
     Partition,
     PartitionConfig,
-    TruncateTo,
 )
 from floodmark.replication.producer_state import ProducerStateTable
 from floodmark.replication.purgatory import CompleteProduce
@@ -34,35 +35,80 @@ from floodmark.replication.purgatory import CompleteProduce
 log = logging.getLogger(__name__)
 
 
+class BrokerHooks(Protocol):
+    """The broker's side of a partition's ports."""
+
+    def wake_fetches(self, key: tuple[str, int]) -> None: ...
+    def complete_produce(self, produce_id: int, error: ErrorCode, base_offset: int) -> None: ...
+    def propose_isr(self, key: tuple[str, int], request: AlterPartitionRequest) -> None: ...
+
+
+class _Ports:
+    """``ReplicaPorts`` for one partition of a broker."""
+
+    __slots__ = ("hooks", "key", "name")
+
+    def __init__(self, hooks: BrokerHooks | None, key: tuple[str, int]) -> None:
+        self.hooks = hooks
+        self.key = key
+        self.name = f"{key[0]}-{key[1]}"
+
+    def high_watermark_changed(self, old: int, new: int) -> None:
+        if self.hooks is not None:
+            self.hooks.wake_fetches(self.key)
+
+    def complete_produce(self, done: CompleteProduce) -> None:
+        if self.hooks is not None:
+            self.hooks.complete_produce(done.produce_id, done.error, done.base_offset)
+
+    def propose_isr(self, request: AlterPartitionRequest) -> None:
+        if self.hooks is not None:
+            self.hooks.propose_isr(self.key, request)
+
+    def log_truncated(self, before: int, after: int, reason: str, *, fully: bool) -> None:
+        log.warning("partition %s truncated%s from log_end_offset %d to %d: %s", self.name,
+                    " fully" if fully else "", before, after, reason)
+
+    def follower_appended(self, records: bytes | bytearray | memoryview) -> None:
+        pass
+
+
 @dataclass(eq=False)
 class PartitionState:
     topic: str
     partition: int
     node_id: int
-    leader_epoch_at_open: int
     log: Any  # floodmark.storage.log.Log
+    hooks: BrokerHooks | None = None
     min_insync_replicas: int = 1
+    replica_lag_time_max_ms: int = 30_000
     checkpointed_high_watermark: int = 0
-    replicas: tuple[int, ...] = ()
-    isr_at_open: tuple[int, ...] = ()
-    partition_epoch: int = 0
     truncation: Truncation = DEFAULT_TRUNCATION
     producers: ProducerStateTable = field(default_factory=ProducerStateTable)
     core: Partition = field(init=False)
+    driver: ReplicaDriver = field(init=False)
 
     def __post_init__(self) -> None:
-        replicas = self.replicas or (self.node_id,)
-        self.core = Partition(PartitionConfig(self.topic, self.partition, self.node_id,
-                                              min_insync_replicas=self.min_insync_replicas,
-                                              truncation=self.truncation))
+        self.core = Partition(PartitionConfig(
+            self.topic, self.partition, self.node_id,
+            min_insync_replicas=self.min_insync_replicas,
+            replica_lag_time_max_ms=self.replica_lag_time_max_ms,
+            truncation=self.truncation))
         self.core.high_watermark = Partition.clamp_high_watermark(
             self.checkpointed_high_watermark, self.log)
-        registration = PartitionRegistration(
-            replicas=replicas, isr=self.isr_at_open or replicas, leader=self.node_id,
-            leader_epoch=self.leader_epoch_at_open, partition_epoch=self.partition_epoch)
-        self.apply(self.core.apply_metadata(self.log, registration, 0))
-        log.info("partition %s leader_epoch=%d leader at log_end_offset=%d high_watermark=%d",
-                 self.name, self.leader_epoch, self.log_end_offset, self.high_watermark)
+        # Idempotence survives restarts: the producer table is rebuilt from the batch headers.
+        self.producers.rebuild(self.log.iter_batch_headers())
+        self.driver = ReplicaDriver(self.core, self.log, self.producers,
+                                    _Ports(self.hooks, (self.topic, self.partition)))
+        log.info("partition %s opened at log_end_offset=%d high_watermark=%d", self.name,
+                 self.log_end_offset, self.high_watermark)
+
+    def apply_metadata(self, registration: PartitionRegistration, now_ms: int, *,
+                       broker_epochs: dict[int, int] | None = None,
+                       ineligible: frozenset[int] = frozenset()) -> None:
+        """The partition's registration from metadata decides the role."""
+        self.apply(self.core.apply_metadata(self.log, registration, now_ms,
+                                            broker_epochs=broker_epochs, ineligible=ineligible))
 
     # -- views ---------------------------------------------------------------------------------
     @property
@@ -90,54 +136,24 @@ class PartitionState:
         return int(self.log.log_start_offset)
 
     # -- effects -------------------------------------------------------------------------------
-    def apply(self, effects: list[Effect] | tuple[Effect, ...]) -> tuple[bool, list[CompleteProduce]]:
-        """Apply the core's effects to the log; returns (HW moved, completed produces)."""
-        hw_moved = False
-        done: list[CompleteProduce] = []
-        for effect in effects:
-            if isinstance(effect, AssignEpoch):
-                if self.log.epoch_cache.latest_epoch < effect.epoch:
-                    self.log.assign_epoch(effect.epoch, effect.start_offset)
-            elif isinstance(effect, HighWatermarkChanged):
-                hw_moved = True
-            elif isinstance(effect, CompleteProduce):
-                done.append(effect)
-            elif isinstance(effect, TruncateTo):
-                log.warning("partition %s leader_epoch=%d truncating to %d: %s", self.name,
-                            self.leader_epoch, effect.offset, effect.reason)
-                self.truncate_to(effect.offset)
-            else:  # ProposeIsr: no ISR changes with RF=1; the cluster issue sends them on
-                log.info("partition %s leader_epoch=%d ignoring %r", self.name,
-                         self.leader_epoch, effect)
-        return hw_moved, done
+    def apply(self, effects: list[Effect] | tuple[Effect, ...]) -> None:
+        self.driver.apply(effects)
 
-    def truncate_to(self, offset: int) -> None:
-        """Cut the log at ``offset``; the producer table forgets what the log lost."""
-        self.log.truncate_to(offset)
-        self.producers.rebuild(self.log.iter_batch_headers())
-
-    def truncate_fully_and_start_at(self, offset: int) -> None:
-        self.log.truncate_fully_and_start_at(offset)
-        self.producers.clear()
+    def truncate_to(self, offset: int, reason: str) -> None:
+        self.driver.truncate_to(offset, reason)
 
     # -- requests ------------------------------------------------------------------------------
     def check_leader_epoch(self, current_leader_epoch: int) -> ErrorCode:
         return fencing.check_leader_request(self.leader_epoch, current_leader_epoch,
                                             is_leader=self.core.is_leader)
 
-    def on_leader_append(self, produce_id: int, acks: int, first_offset: int, last_offset: int,
-                         now_ms: int, timeout_ms: int) -> tuple[bool, list[CompleteProduce]]:
-        return self.apply(self.core.on_leader_append(self.log, produce_id, acks, first_offset,
-                                                     last_offset, now_ms, timeout_ms))
-
-    def maybe_increment_high_watermark(self, now_ms: int = 0) -> bool:
+    def maybe_increment_high_watermark(self, now_ms: int = 0) -> None:
         """After an append that is not a client produce (e.g. committed offsets)."""
-        hw_moved, _ = self.on_leader_append(-1, 0, self.log_end_offset, self.log_end_offset,
-                                            now_ms, 0)
-        return hw_moved
+        self.apply(self.core.on_leader_append(self.log, -1, 0, self.log_end_offset,
+                                              self.log_end_offset, now_ms, 0))
 
-    def expire_produces(self, now_ms: int) -> list[CompleteProduce]:
-        return self.apply(self.core.expire_produces(now_ms))[1]
+    def expire_produces(self, now_ms: int) -> None:
+        self.apply(self.core.expire_produces(now_ms))
 
     def end_offset_for_epoch(self, current_leader_epoch: int,
                              leader_epoch: int) -> tuple[ErrorCode, EpochEndOffset]:

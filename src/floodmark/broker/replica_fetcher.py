@@ -25,18 +25,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
-import itertools
 import logging
 import struct
 from typing import TYPE_CHECKING, Any
 
-from kio.index import load_response_schema
-from kio.serial import entity_reader
-
-from floodmark.client.connection import encode_request
+from floodmark.client.connection import AsyncKafkaConnection, RequestFailed
 from floodmark.errors import ErrorCode, KafkaError
-from floodmark.records import iter_batches
+from floodmark.records import read_uvarint
 from floodmark.replication.epochs import EpochEndOffset
 from floodmark.replication.partition import (
     EpochQuery,
@@ -47,7 +42,8 @@ from floodmark.replication.partition import (
 from floodmark.wire.codec import RequestHeader, ms
 
 if TYPE_CHECKING:
-    from floodmark.broker.cluster_member import ClusterBroker, ClusterPartitionState
+    from floodmark.broker.cluster_member import ClusterBroker
+    from floodmark.broker.partition_state import PartitionState
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +61,7 @@ MAX_REPLICA_WAIT_MS = 5000
 
 
 # -- leader side ---------------------------------------------------------------------------------
-def _follower_read(broker: ClusterBroker, ps: ClusterPartitionState, replica_id: int,
+def _follower_read(broker: ClusterBroker, ps: PartitionState, replica_id: int,
                    broker_epoch: int, p: Any) -> tuple[dict[str, Any], int]:
     index = int(p.partition)
     fetch = FollowerFetch(
@@ -77,7 +73,7 @@ def _follower_read(broker: ClusterBroker, ps: ClusterPartitionState, replica_id:
         broker_epoch=broker_epoch,
     )
     decision = ps.core.handle_follower_fetch(ps.log, fetch, broker.now_ms())
-    broker.apply_effects(ps, decision.effects)
+    ps.apply(decision.effects)
     out: dict[str, Any] = {"partition_index": index, "error_code": int(decision.error),
                            "high_watermark": decision.high_watermark,
                            "last_stable_offset": decision.high_watermark,
@@ -154,26 +150,13 @@ def peek_fetch_replica_id(frame: bytes | memoryview, version: int) -> int:
     (n,) = struct.unpack_from(">h", buf, pos)
     pos += 2 + max(n, 0)
     if version >= 12:
-        count, pos = _uvarint(buf, pos)
+        count, pos = read_uvarint(buf, pos, max_bytes=5)
         for _ in range(count):
-            _tag, pos = _uvarint(buf, pos)
-            size, pos = _uvarint(buf, pos)
+            _tag, pos = read_uvarint(buf, pos, max_bytes=5)
+            size, pos = read_uvarint(buf, pos, max_bytes=5)
             pos += size
     (replica_id,) = struct.unpack_from(">i", buf, pos)
     return int(replica_id)
-
-
-def _uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-        if shift > 28:
-            raise ValueError("varint too long")
 
 
 def replica_of(req: Any, version: int) -> tuple[int, int]:
@@ -204,62 +187,10 @@ async def handle_replica_fetch(broker: ClusterBroker, header: RequestHeader, req
 
 
 # -- follower side ------------------------------------------------------------------------------
-@functools.cache
-def _response_reader(api_key: int, version: int) -> tuple[Any, Any]:
-    cls = load_response_schema(api_key, version)
-    return entity_reader(cls.__header_schema__), entity_reader(cls)
-
-
-class KafkaRequestError(Exception):
-    pass
-
-
-class AsyncKafkaConnection:
-    """A minimal asyncio Kafka-protocol client connection (one request at a time)."""
-
-    def __init__(self, host: str, port: int, client_id: str) -> None:
-        self.host, self.port, self.client_id = host, port, client_id
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
-        self._ids = itertools.count(1)
-
-    async def request(self, api_key: int, version: int, body: dict[str, Any],
-                      timeout_s: float) -> Any:
-        try:
-            return await asyncio.wait_for(self._request(api_key, version, body), timeout_s)
-        except (OSError, TimeoutError, asyncio.IncompleteReadError, ValueError) as exc:
-            self.close()
-            raise KafkaRequestError(f"{self.host}:{self.port}: {exc!r}") from exc
-
-    async def _request(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
-        # Local references: ``close`` (a fetcher stopped at shutdown) may clear the attributes
-        # while this request waits; the closed stream then ends the request with an error.
-        reader, writer = self._reader, self._writer
-        if reader is None or writer is None:
-            reader, writer = await asyncio.open_connection(self.host, self.port)
-            self._reader, self._writer = reader, writer
-        corr = next(self._ids) & 0x7FFFFFFF
-        writer.write(encode_request(api_key, version, corr, body, self.client_id))
-        await writer.drain()
-        (size,) = struct.unpack(">i", await reader.readexactly(4))
-        frame = await reader.readexactly(size)
-        header_reader, body_reader = _response_reader(api_key, version)
-        header, used = header_reader(frame, 0)
-        if header.correlation_id != corr:
-            raise ValueError(f"correlation id {header.correlation_id} != {corr}")
-        result, _ = body_reader(frame, used)
-        return result
-
-    def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-        self._reader = self._writer = None
-
-
 class ReplicaFetcher:
     """Follows one partition's leader until stopped."""
 
-    def __init__(self, broker: ClusterBroker, ps: ClusterPartitionState,
+    def __init__(self, broker: ClusterBroker, ps: PartitionState,
                  target: tuple[int, int]) -> None:
         self.broker = broker
         self.ps = ps
@@ -320,7 +251,7 @@ class ReplicaFetcher:
                     await self._fetch(conn, request)
             except asyncio.CancelledError:
                 raise
-            except KafkaRequestError as exc:
+            except RequestFailed as exc:
                 log.info("partition %s leader_epoch=%d fetch from leader %d failed: %s",
                          ps.name, ps.leader_epoch, ps.core.leader_id, exc)
                 await self._wait_for_change(REPLICA_FETCH_BACKOFF_S)
@@ -338,7 +269,7 @@ class ReplicaFetcher:
         ps = self.ps
         timage = self.broker.controller_client.image.topics.get(ps.topic)
         if timage is None:
-            raise KafkaRequestError(f"topic {ps.topic} not in metadata")
+            raise RequestFailed(f"topic {ps.topic} not in metadata")
         body = {
             "replica_state": {"replica_id": self.broker.node_id,
                               "replica_epoch": f.broker_epoch},
@@ -354,9 +285,9 @@ class ReplicaFetcher:
         }
         resp = await conn.request(1, FETCH_VERSION, body, REPLICA_MAX_WAIT_MS / 1000 + 3)
         if int(resp.error_code) != 0:
-            raise KafkaRequestError(f"fetch error {int(resp.error_code)}")
+            raise RequestFailed(f"fetch error {int(resp.error_code)}")
         if len(resp.responses) != 1 or len(resp.responses[0].partitions) != 1:
-            raise KafkaRequestError(f"fetch answer names {len(resp.responses)} topics")
+            raise RequestFailed(f"fetch answer names {len(resp.responses)} topics")
         part = resp.responses[0].partitions[0]
         error = ErrorCode(int(part.error_code))
         div = part.diverging_epoch
@@ -370,29 +301,14 @@ class ReplicaFetcher:
             error=error, request_leader_epoch=f.current_leader_epoch,
             high_watermark=int(part.high_watermark),
             log_start_offset=int(part.log_start_offset), log_end_offset=leo,
-            diverging=diverging, has_records=bool(records))
-        if self._stopped or ps.log.log_end_offset != f.fetch_offset:
-            # Stopped meanwhile, or the log moved since the request was built (a truncation by
-            # new metadata): this answer describes a log that is gone. Ask again.
+            diverging=diverging, has_records=bool(records), fetch_offset=f.fetch_offset)
+        if self._stopped:
             return
-        action = ps.core.on_fetch_response(ps.log, response)
+        # The driver applies the answer (the core ignores it if the log moved since the request
+        # was built: a truncation by new metadata); the action says when to fetch again.
+        action = ps.driver.on_fetch_response(response, records or b"", self.broker.now_ms())
         kind = action.kind
-        now = self.broker.now_ms()
-        if kind is FollowerActionKind.APPEND:
-            if records:
-                ps.log.append_as_follower(records, now)
-                ps.producers.record_batches(h for _pos, h in iter_batches(records, validate=False))
-            self.broker.apply_effects(ps, ps.core.after_follower_append(ps.log, response))
-        elif kind in (FollowerActionKind.TRUNCATE, FollowerActionKind.TRUNCATE_FULLY):
-            log.warning("partition %s leader_epoch=%d follower truncating to %d (%s), "
-                        "log_end_offset was %d", ps.name, ps.leader_epoch, action.offset,
-                        action.reason, ps.log_end_offset)
-            if kind is FollowerActionKind.TRUNCATE:
-                ps.truncate_to(action.offset)
-            else:
-                ps.truncate_fully_and_start_at(action.offset)
-            self.broker.apply_effects(ps, ps.core.after_truncate(ps.log))
-        elif kind is FollowerActionKind.RETRY:
+        if kind is FollowerActionKind.RETRY:
             if action.backoff:
                 await self._wait_for_change(REPLICA_FETCH_BACKOFF_S)
         elif kind is FollowerActionKind.STOP:
@@ -420,11 +336,8 @@ class ReplicaFetcher:
         part = resp.topics[0].partitions[0]
         if self._stopped:
             return
-        action = ps.core.on_epoch_answer(
-            ps.log, q.current_leader_epoch, ErrorCode(int(part.error_code)),
+        action = ps.driver.on_epoch_answer(
+            q.current_leader_epoch, ErrorCode(int(part.error_code)),
             EpochEndOffset(int(part.leader_epoch), int(part.end_offset)))
-        if action.kind is FollowerActionKind.TRUNCATE:
-            ps.truncate_to(action.offset)
-            self.broker.apply_effects(ps, ps.core.after_truncate(ps.log))
-        elif action.kind in (FollowerActionKind.RETRY, FollowerActionKind.STOP):
+        if action.kind in (FollowerActionKind.RETRY, FollowerActionKind.STOP):
             await self._wait_for_change(REPLICA_FETCH_BACKOFF_S)

@@ -28,6 +28,7 @@ from floodmark.storage.clean_shutdown import (
     consume_clean_shutdown_marker,
     write_clean_shutdown_marker,
 )
+from floodmark.storage.cleaner import LogCleaner
 from floodmark.storage.config import LogConfig
 from floodmark.storage.fs import RealFileSystem
 from floodmark.storage.log import Log
@@ -41,8 +42,7 @@ CheckpointSnapshot = tuple[int, dict[tuple[str, int], int], dict[tuple[str, int]
 # Topic-level names accepted in CreateTopics (stored, shown by DescribeConfigs).
 EXTRA_TOPIC_CONFIGS = frozenset({
     "compression.type", "segment.ms", "index.interval.bytes", "flush.policy",
-    "delete.retention.ms", "min.compaction.lag.ms", "max.compaction.lag.ms",
-    "message.timestamp.difference.max.ms", "min.cleanable.dirty.ratio", "retention.hours",
+    "message.timestamp.difference.max.ms", "retention.hours",
     # Accepted as Kafka does; floodmark deletes segment files at once (no delay to honour).
     "file.delete.delay.ms",
 })
@@ -64,6 +64,9 @@ class Storage:
         # at their recovery point open without any fsync. The marker is removed now, so a crash
         # from here on counts as unclean.
         self.clean_shutdown = consume_clean_shutdown_marker(self.fs, str(data_dir))
+        # Log compaction: first dirty offsets (cleaner-offset-checkpoint) per partition.
+        self.cleaner = LogCleaner(self.fs, str(data_dir),
+                                  int(config.get("log.cleaner.dedupe.buffer.size")))
 
     def _checkpoint_file(self, name: str) -> OffsetCheckpointFile:
         return OffsetCheckpointFile(self.fs, str(self.data_dir / name))
@@ -107,6 +110,7 @@ class Storage:
             recovery_point=self._recovery.get(key, 0),
             log_start_offset=self._log_start.get(key, 0),
             clean_shutdown=self.clean_shutdown,
+            was_compacted=key in self.cleaner.first_dirty,
         )
         hw = clamp_high_watermark(self._hw.get(key), plog.log_start_offset, plog.log_end_offset)
         return plog, hw
@@ -164,6 +168,11 @@ class Storage:
         shutil.rmtree(self.log_dir(topic, partition), ignore_errors=True)
         for table in (self._hw, self._recovery, self._log_start):
             table.pop((topic, partition), None)
+        try:
+            self.cleaner.forget((topic, partition))
+        except OSError as exc:
+            log.warning("cleaner checkpoint after deleting %s-%d failed: %s", topic, partition,
+                        exc)
 
     def remove_orphans(self, topics: Mapping[str, Any]) -> None:
         """Partition directories of topics deleted while the broker was down are removed."""

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import io
 import os
 import random
 import socket
@@ -32,7 +31,6 @@ from collections.abc import Callable
 from typing import Any
 
 from kio.index import load_request_schema
-from kio.serial import entity_writer
 from kio.serial._introspect import (
     EntityField,
     EntityTupleField,
@@ -44,6 +42,7 @@ from kio.serial._introspect import (
 )
 
 from floodmark.chaos.readback import read_partition
+from floodmark.client.connection import encode_request
 from floodmark.records import simple_batch
 
 MUTATIONS = ("valid", "truncate", "flip", "overwrite", "huge", "random-body", "random",
@@ -163,8 +162,10 @@ def random_entity(cls: type, rng: random.Random, depth: int = 0) -> Any:
             kwargs[field.name] = None
             continue
         kafka_type = field.metadata.get("kafka_type", "")
-        shape = classify_field(dataclasses.replace(field, type=hints[field.name])
-                               if isinstance(field.type, str) else field)
+        resolved: Any = field
+        if isinstance(field.type, str):
+            resolved = dataclasses.replace(resolved, type=hints[field.name])
+        shape = classify_field(resolved)
         count = 0 if depth > 3 else rng.choice([0, 1, 1, 2, 3])
         if isinstance(shape, PrimitiveField):
             kwargs[field.name] = _primitive(kafka_type, shape.type_, rng)
@@ -190,18 +191,6 @@ def _hints(cls: type) -> dict[str, Any]:
         hints = typing.get_type_hints(cls)
         _HINTS[cls] = hints
     return hints
-
-
-def encode_request(api_key: int, version: int, body: Any, correlation_id: int) -> bytes:
-    """Size prefix + header + body (the bytes a client sends)."""
-    cls = load_request_schema(api_key, version)
-    out = io.BytesIO()
-    header = cls.__header_schema__(request_api_key=api_key, request_api_version=version,
-                                   correlation_id=correlation_id, client_id="fuzz")
-    entity_writer(cls.__header_schema__)(out, header)
-    entity_writer(cls)(out, body)
-    payload = out.getvalue()
-    return struct.pack(">i", len(payload)) + payload
 
 
 # -- mutations ----------------------------------------------------------------------------------
@@ -401,7 +390,7 @@ def run_fuzz(config: FuzzConfig,
                 correlation_id += 1
                 try:
                     body = random_entity(load_request_schema(key, version), wrng)
-                    frame = encode_request(key, version, body, correlation_id)
+                    frame = encode_request(key, version, correlation_id, body, "fuzz")
                 except Exception:  # kio refused a generated value: send it valid-but-empty
                     continue
                 mutation = wrng.choice(MUTATIONS)

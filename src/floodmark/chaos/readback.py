@@ -22,8 +22,9 @@ def read_partition(bootstrap: str, topic: str, partition: int = 0,
         deadline = time.monotonic() + timeout_s
         while len(out) < high and time.monotonic() < deadline:
             msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is None:
-                out[msg.offset()] = msg.value()
+            offset = msg.offset() if msg is not None and msg.error() is None else None
+            if msg is not None and offset is not None:
+                out[offset] = msg.value()
         return out
     finally:
         consumer.close()

@@ -1,9 +1,13 @@
-"""One blocking TCP connection to a Kafka-protocol broker; requests built from dicts with kio."""
+"""The one Kafka-protocol client connection: requests built from dicts with kio, one framing
+reader with a size cap, over a blocking socket (``KafkaConnection``: the CLI, tests, Spark's
+driver) or asyncio streams (``AsyncKafkaConnection``: the replica fetcher)."""
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import io
+import itertools
 import socket
 import struct
 from collections.abc import Mapping
@@ -14,9 +18,29 @@ from kio.serial import entity_reader, entity_writer
 
 from floodmark.wire.codec import build
 
+MAX_RESPONSE_BYTES = 256 * 1024 * 1024
+"""A response frame larger than this is a broken stream, not an answer."""
+
 
 class RequestFailed(Exception):
     """The connection broke, or the broker closed it, before a response arrived."""
+
+
+def response_size(prefix: bytes) -> int:
+    """The frame length from a response's 4-byte size prefix, checked against the cap."""
+    (size,) = struct.unpack(">i", prefix)
+    if size < 4 or size > MAX_RESPONSE_BYTES:
+        raise RequestFailed(f"response frame of {size} bytes (cap {MAX_RESPONSE_BYTES})")
+    return int(size)
+
+
+def decode_response(frame: bytes, api_key: int, version: int, correlation_id: int) -> Any:
+    header_reader, body_reader = _response_reader(api_key, version)
+    header, used = header_reader(frame, 0)
+    if header.correlation_id != correlation_id:
+        raise RequestFailed(f"correlation id {header.correlation_id} != {correlation_id}")
+    body, _ = body_reader(frame, used)
+    return body
 
 
 @functools.cache
@@ -81,15 +105,48 @@ class KafkaConnection:
         return b"".join(chunks)
 
     def receive(self, api_key: int, version: int, correlation_id: int) -> Any:
-        (size,) = struct.unpack(">i", self._read_exact(4))
-        frame = self._read_exact(size)
-        header_reader, body_reader = _response_reader(api_key, version)
-        header, used = header_reader(frame, 0)
-        if header.correlation_id != correlation_id:
-            raise RequestFailed(f"correlation id {header.correlation_id} != {correlation_id}")
-        body, _ = body_reader(frame, used)
-        return body
+        frame = self._read_exact(response_size(self._read_exact(4)))
+        return decode_response(frame, api_key, version, correlation_id)
 
     def request(self, api_key: int, version: int, body: Mapping[str, Any] | Any) -> Any:
         corr = self.send(api_key, version, body)
         return self.receive(api_key, version, corr)
+
+
+class AsyncKafkaConnection:
+    """The same client over asyncio streams (one request at a time); connects on first use.
+    Every failure (refused, reset, timed out, a broken frame) is ``RequestFailed`` and closes
+    the connection; the next request reconnects."""
+
+    def __init__(self, host: str, port: int, client_id: str) -> None:
+        self.host, self.port, self.client_id = host, port, client_id
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._ids = itertools.count(1)
+
+    async def request(self, api_key: int, version: int, body: Mapping[str, Any] | Any,
+                      timeout_s: float) -> Any:
+        try:
+            return await asyncio.wait_for(self._request(api_key, version, body), timeout_s)
+        except (OSError, TimeoutError, asyncio.IncompleteReadError, ValueError,
+                RequestFailed) as exc:
+            self.close()
+            raise RequestFailed(f"{self.host}:{self.port}: {exc!r}") from exc
+
+    async def _request(self, api_key: int, version: int, body: Mapping[str, Any] | Any) -> Any:
+        # Local references: ``close`` (a fetcher stopped at shutdown) may clear the attributes
+        # while this request waits; the closed stream then ends the request with an error.
+        reader, writer = self._reader, self._writer
+        if reader is None or writer is None:
+            reader, writer = await asyncio.open_connection(self.host, self.port)
+            self._reader, self._writer = reader, writer
+        corr = next(self._ids) & 0x7FFFFFFF
+        writer.write(encode_request(api_key, version, corr, body, self.client_id))
+        await writer.drain()
+        frame = await reader.readexactly(response_size(await reader.readexactly(4)))
+        return decode_response(frame, api_key, version, corr)
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        self._reader = self._writer = None

@@ -24,11 +24,10 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from floodmark.broker.metadata import PartitionMeta, TopicMeta
-from floodmark.broker.offsets import OFFSETS_TOPIC
 from floodmark.controller import rpc
-from floodmark.controller.image import MetadataImage, MetadataRecord
+from floodmark.controller.image import MetadataImage, MetadataRecord, topic_metas
 from floodmark.errors import ErrorCode, KafkaError
+from floodmark.metadata import PartitionMeta, TopicMeta
 
 log = logging.getLogger(__name__)
 
@@ -115,14 +114,7 @@ class ControllerClient:
 
     def topics(self) -> dict[str, TopicMeta]:
         if self._topics_cache is None:
-            out: dict[str, TopicMeta] = {}
-            for name, t in self.image.topics.items():
-                parts = tuple(
-                    PartitionMeta(p, reg.leader, reg.leader_epoch, reg.replicas, reg.isr)
-                    for p, reg in sorted(t.partitions.items())
-                )
-                out[name] = TopicMeta(name, t.topic_id, parts, dict(t.configs),
-                                      name == OFFSETS_TOPIC)
+            out = topic_metas(self.image)
             out.update(self.local_topics)
             self._topics_cache = out
         return self._topics_cache
@@ -160,12 +152,14 @@ class ControllerClient:
             return TopicMeta(name, uuid.uuid4(), parts, dict(configs), False)
         return self.topics()[name]
 
-    def delete_topic(self, name: str) -> TopicMeta:
+    def delete_topic(self, name: str, *, validate_only: bool = False) -> TopicMeta:
         meta = self.topics().get(name)
         if meta is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
         if meta.internal:
             raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"cannot delete internal topic {name!r}")
+        if validate_only:
+            return meta
         self._admin("delete_topic", {"name": name})
         return meta
 
@@ -193,10 +187,10 @@ class ControllerClient:
         return applied
 
     # -- control plane (async) ---------------------------------------------------------------
-    async def register(self, host: str, port: int) -> int:
+    async def register(self, host: str, port: int, *, clean_shutdown: bool = True) -> int:
         answer = await self.control.call("register", {
             "broker_id": self.node_id, "host": host, "port": port,
-            "incarnation": self.incarnation})
+            "incarnation": self.incarnation, "clean_shutdown": clean_shutdown})
         self.broker_epoch = int(_result(answer)["broker_epoch"])
         return self.broker_epoch
 

@@ -18,7 +18,7 @@ floodmark's own log format. Kafka's record names, reduced to what floodmark need
 ``broker_shutdown``    in controlled shutdown: leadership moves away, not acceptable
 ``topic``              name, topic id, configs
 ``partition``          the full ``PartitionRegistration`` (replicas, ISR, leader, leader epoch,
-                       partition epoch, recovery state): Kafka's PartitionRecord and
+                       partition epoch, recovery state, KIP-966 ELR): Kafka's PartitionRecord and
                        PartitionChangeRecord in one shape
 ``remove_topic``       topic deleted
 ``producer_ids``       next unallocated producer id (blocks handed to brokers)
@@ -33,6 +33,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from floodmark.metadata import OFFSETS_TOPIC, PartitionMeta, TopicMeta
 from floodmark.replication.election import LeaderRecoveryState, PartitionRegistration
 
 MetadataRecord = dict[str, Any]
@@ -79,6 +80,7 @@ def registration_to_record(topic: str, partition: int, reg: PartitionRegistratio
         "leader_epoch": reg.leader_epoch,
         "partition_epoch": reg.partition_epoch,
         "leader_recovery_state": reg.leader_recovery_state.value,
+        "elr": list(reg.elr),
     }
 
 
@@ -90,6 +92,7 @@ def record_to_registration(rec: MetadataRecord) -> PartitionRegistration:
         leader_epoch=int(rec["leader_epoch"]),
         partition_epoch=int(rec["partition_epoch"]),
         leader_recovery_state=LeaderRecoveryState(int(rec.get("leader_recovery_state", 0))),
+        elr=tuple(int(r) for r in rec.get("elr", ())),
     )
 
 
@@ -166,3 +169,13 @@ class MetadataImage:
             self.next_producer_id = int(rec["next"])
         else:
             raise ValueError(f"unknown metadata record type {kind!r}")
+
+
+def topic_metas(image: MetadataImage) -> dict[str, TopicMeta]:
+    """The brokers' view of the image's topics (what request handlers read)."""
+    out: dict[str, TopicMeta] = {}
+    for name, t in image.topics.items():
+        parts = tuple(PartitionMeta(p, reg.leader, reg.leader_epoch, reg.replicas, reg.isr)
+                      for p, reg in sorted(t.partitions.items()))
+        out[name] = TopicMeta(name, t.topic_id, parts, dict(t.configs), name == OFFSETS_TOPIC)
+    return out

@@ -18,6 +18,12 @@ Rules chosen (and why):
   fenced first, exactly as above, so a restarted leader never continues its old leader epoch and
   a restarted follower rejoins the ISR only through the leader's expansion rule (caught up to HW
   and to the leader-epoch start offset, KAFKA-7128; KIP-903's stale-epoch check).
+* A broker that reports an unclean shutdown (it may have lost unflushed records) leaves every
+  ISR and ELR it is in when ``unclean_shutdown_leaves_isr`` is set (KIP-966; Kafka applies it
+  with eligible leader replicas). Off by default, as Kafka without ELR.
+* ``new_incarnation_keeps_isr`` is the ZooKeeper-era rule the seed documents' stories assume: a
+  restarted broker keeps its ISR membership (a restarted leader is re-elected with a new leader
+  epoch). The simulator's historical scenarios turn it on; nothing that runs does.
 * Controlled shutdown: the broker asks in its heartbeat; it becomes unacceptable, leadership moves
   to another ISR member, it leaves the ISRs (keeping one member), and the answer says whether it
   still leads anything. Preferred-leader rebalancing later moves leadership back to the first
@@ -28,11 +34,13 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from floodmark.controller.image import MetadataImage, MetadataRecord, registration_to_record
 from floodmark.errors import ErrorCode, KafkaError
+from floodmark.metadata import check_partition_count, validate_topic_name
 from floodmark.replication.election import (
     NO_LEADER,
     AlterPartitionRequest,
@@ -40,6 +48,7 @@ from floodmark.replication.election import (
     PartitionRegistration,
     apply_alter_partition,
     build_change,
+    bump_leader_epoch,
     validate_alter_partition,
 )
 
@@ -54,6 +63,12 @@ class ControllerConfig:
     unclean_leader_election_enable: bool = False  # cluster default; topics may override
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_check_interval_ms: int = 10_000
+    eligible_leader_replicas_enable: bool = False
+    """KIP-966 eligible leader replicas in every election (``min.insync.replicas`` per topic)."""
+    min_insync_replicas: int = 1  # cluster default, for ELR; topics may override
+    unclean_shutdown_leaves_isr: bool = False
+    new_incarnation_keeps_isr: bool = False
+    """Historical (ZooKeeper-era) behaviour for the simulator's scenarios only; see above."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,10 +78,23 @@ class HeartbeatAnswer:
     shutdown_ready: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class PartitionChangeNote:
+    """One committed partition change and why: for logs and traces (not a metadata record)."""
+
+    topic: str
+    partition: int
+    registration: PartitionRegistration
+    why: str
+
+
 class ControllerLogic:
-    def __init__(self, image: MetadataImage, config: ControllerConfig) -> None:
+    def __init__(self, image: MetadataImage, config: ControllerConfig,
+                 logger: logging.Logger | None = None) -> None:
         self.image = image
         self.config = config
+        self.log = logger or log
+        self.on_change: Callable[[PartitionChangeNote], None] | None = None
         self.pending: list[tuple[int, MetadataRecord]] = []
         self.last_heartbeat_ms: dict[int, int] = {}
         self._last_rebalance_ms = 0
@@ -90,6 +118,19 @@ class ControllerLogic:
         if not self.image.cluster_id:
             self.emit({"type": "cluster_id", "cluster_id": uuid.uuid4().hex[:22]})
 
+    def bootstrap_topic(self, name: str, replicas: list[tuple[int, ...]],
+                        configs: dict[str, Any]) -> None:
+        """A topic in the bootstrap metadata (the simulator's starting state): every replica in
+        the ISR, the first one leading at leader epoch 0, before any broker has registered."""
+        if name in self.image.topics:
+            return
+        self.emit({"type": "topic", "name": name, "topic_id": str(uuid.uuid4()),
+                   "configs": dict(configs)})
+        for i, assigned in enumerate(replicas):
+            reg = PartitionRegistration(replicas=assigned, isr=assigned, leader=assigned[0],
+                                        leader_epoch=0, partition_epoch=0)
+            self._commit_change(name, i, reg, "bootstrap")
+
     def start(self, now_ms: int) -> None:
         """After a controller (re)start: every registered broker gets a full session to
         heartbeat before it can be fenced."""
@@ -102,13 +143,23 @@ class ControllerLogic:
                        why: str) -> None:
         old = self.image.partition(topic, partition)
         self.emit(registration_to_record(topic, partition, reg))
-        log.info("partition %s-%d leader=%d leader_epoch=%d partition_epoch=%d isr=%s (%s; was "
+        self.log.info("partition %s-%d leader=%d leader_epoch=%d partition_epoch=%d isr=%s (%s; was "
                  "leader=%s isr=%s)", topic, partition, reg.leader, reg.leader_epoch,
                  reg.partition_epoch, list(reg.isr), why,
                  old.leader if old else None, list(old.isr) if old else None)
+        if self.on_change is not None:
+            self.on_change(PartitionChangeNote(topic, partition, reg, why))
+
+    def _min_isr_for_elr(self, topic: str) -> int | None:
+        if not self.config.eligible_leader_replicas_enable:
+            return None
+        value = self.image.topics[topic].configs.get("min.insync.replicas",
+                                                     self.config.min_insync_replicas)
+        return int(value)
 
     def _reelect(self, topic: str, partition: int, why: str,
-                 target_isr: tuple[int, ...] | None = None) -> None:
+                 target_isr: tuple[int, ...] | None = None,
+                 unclean_shutdown: tuple[int, ...] = ()) -> None:
         timage = self.image.topics[topic]
         current = timage.partitions[partition]
         change = build_change(
@@ -117,23 +168,47 @@ class ControllerLogic:
             acceptable=self.image.acceptable_brokers(),
             unclean_leader_election_enable=timage.unclean_leader_election_enable(
                 self.config.unclean_leader_election_enable),
+            min_insync_replicas=self._min_isr_for_elr(topic),
+            unclean_shutdown=unclean_shutdown,
         )
         if change is None:
             return
         if change.election is ElectionKind.UNCLEAN:
             self.unclean_elections += 1
             why += " (UNCLEAN election: records the old ISR committed may be lost)"
-            log.warning("partition %s-%d unclean election of %d leader_epoch=%d", topic,
+            self.log.warning("partition %s-%d unclean election of %d leader_epoch=%d", topic,
                         partition, change.registration.leader, change.registration.leader_epoch)
         self._commit_change(topic, partition, change.registration, why)
 
-    def _remove_from_isrs(self, broker_id: int, why: str) -> None:
-        """``handleBrokerFenced`` / controlled shutdown: leave every ISR, lose leaderships."""
+    def _remove_from_isrs(self, broker_id: int, why: str, *, unclean_shutdown: bool = False
+                          ) -> None:
+        """``handleBrokerFenced`` / controlled shutdown: leave every ISR, lose leaderships.
+        After an unclean shutdown (``handleBrokerUncleanShutdown``) the ELR is left too."""
         for topic, timage in list(self.image.topics.items()):
             for partition, reg in sorted(timage.partitions.items()):
-                if broker_id in reg.isr or reg.leader == broker_id:
+                if (broker_id in reg.isr or reg.leader == broker_id
+                        or (unclean_shutdown and broker_id in reg.elr)):
                     isr = tuple(r for r in reg.isr if r != broker_id)
-                    self._reelect(topic, partition, why, isr)
+                    self._reelect(topic, partition, why, isr,
+                                  (broker_id,) if unclean_shutdown else ())
+
+    def fence_broker(self, broker_id: int, why: str) -> None:
+        """Not acceptable as leader or ISR member until it heartbeats again."""
+        reg = self.image.brokers.get(broker_id)
+        if reg is None or reg.fenced:
+            return
+        self.emit({"type": "fence_broker", "broker_id": broker_id,
+                   "broker_epoch": reg.broker_epoch})
+        self._remove_from_isrs(broker_id, why)
+
+    def unfence_broker(self, broker_id: int) -> None:
+        reg = self.image.brokers.get(broker_id)
+        if reg is None or not (reg.fenced or reg.in_controlled_shutdown):
+            return
+        self.emit({"type": "unfence_broker", "broker_id": broker_id,
+                   "broker_epoch": reg.broker_epoch})
+        self.log.info("unfenced broker %d broker_epoch=%d", broker_id, reg.broker_epoch)
+        self._elect_leaderless(f"broker {broker_id} unfenced")
 
     def _elect_leaderless(self, why: str) -> None:
         for topic, timage in list(self.image.topics.items()):
@@ -143,22 +218,33 @@ class ControllerLogic:
 
     # -- brokers ---------------------------------------------------------------------------------
     def register_broker(self, broker_id: int, host: str, port: int, incarnation: str,
-                        now_ms: int) -> int:
+                        now_ms: int, *, clean_shutdown: bool = True) -> int:
         """Returns the broker epoch. A retried registration of a known incarnation gets the same
-        epoch; a new incarnation fences the previous one first."""
+        epoch; a new incarnation fences the previous one first (it leaves every ISR), unless
+        ``new_incarnation_keeps_isr``; ``clean_shutdown=False`` reports a restart that may have
+        lost unflushed records."""
         old = self.image.brokers.get(broker_id)
         if old is not None and old.incarnation == incarnation:
             self.last_heartbeat_ms[broker_id] = now_ms
             return old.broker_epoch
-        if old is not None and not old.fenced:
-            self.emit({"type": "fence_broker", "broker_id": broker_id,
-                       "broker_epoch": old.broker_epoch})
-            self._remove_from_isrs(broker_id, f"broker {broker_id} restarted (new incarnation)")
+        keeps_isr = self.config.new_incarnation_keeps_isr
+        if old is not None and not old.fenced and not keeps_isr:
+            self.fence_broker(broker_id, f"broker {broker_id} restarted (new incarnation)")
         epoch = self.image.next_offset
         self.emit({"type": "register_broker", "broker_id": broker_id, "broker_epoch": epoch,
                    "host": host, "port": port, "incarnation": incarnation})
         self.last_heartbeat_ms[broker_id] = now_ms
-        log.info("registered broker %d broker_epoch=%d at %s:%d", broker_id, epoch, host, port)
+        self.log.info("registered broker %d broker_epoch=%d at %s:%d", broker_id, epoch, host, port)
+        if not clean_shutdown and self.config.unclean_shutdown_leaves_isr:
+            self._remove_from_isrs(broker_id, f"broker {broker_id} restarted after an unclean "
+                                   f"shutdown", unclean_shutdown=True)
+        elif old is not None and keeps_isr:
+            # A new incarnation never continues its predecessor's leader epoch.
+            for topic, timage in list(self.image.topics.items()):
+                for partition, reg in sorted(timage.partitions.items()):
+                    if reg.leader == broker_id:
+                        self._commit_change(topic, partition, bump_leader_epoch(reg),
+                                            f"broker {broker_id} re-registered as leader")
         self._elect_leaderless(f"broker {broker_id} registered")
         return epoch
 
@@ -176,11 +262,7 @@ class ControllerLogic:
             leads = any(p.leader == broker_id for t in self.image.topics.values()
                         for p in t.partitions.values())
             return HeartbeatAnswer(ErrorCode.NONE, shutdown_ready=not leads)
-        if reg.fenced or reg.in_controlled_shutdown:
-            self.emit({"type": "unfence_broker", "broker_id": broker_id,
-                       "broker_epoch": broker_epoch})
-            log.info("unfenced broker %d broker_epoch=%d", broker_id, broker_epoch)
-            self._elect_leaderless(f"broker {broker_id} unfenced")
+        self.unfence_broker(broker_id)
         return HeartbeatAnswer(ErrorCode.NONE)
 
     def tick(self, now_ms: int) -> None:
@@ -191,7 +273,7 @@ class ControllerLogic:
         session instead of being fenced all at once."""
         timeout = self.config.broker_session_timeout_ms
         if self._last_tick_ms and now_ms - self._last_tick_ms > timeout // 2:
-            log.warning("controller did not run for %d ms: restarting every broker session",
+            self.log.warning("controller did not run for %d ms: restarting every broker session",
                         now_ms - self._last_tick_ms)
             for bid in self.last_heartbeat_ms:
                 self.last_heartbeat_ms[bid] = now_ms
@@ -201,11 +283,9 @@ class ControllerLogic:
                 continue
             last = self.last_heartbeat_ms.get(bid, now_ms)
             if now_ms - last > timeout:
-                log.warning("broker %d broker_epoch=%d missed heartbeats for %d ms: fencing",
+                self.log.warning("broker %d broker_epoch=%d missed heartbeats for %d ms: fencing",
                             bid, reg.broker_epoch, now_ms - last)
-                self.emit({"type": "fence_broker", "broker_id": bid,
-                           "broker_epoch": reg.broker_epoch})
-                self._remove_from_isrs(bid, f"broker {bid} session expired")
+                self.fence_broker(bid, f"broker {bid} session expired")
         if (self.config.auto_leader_rebalance_enable
                 and now_ms - self._last_rebalance_ms >= self.config.leader_imbalance_check_interval_ms):
             self._last_rebalance_ms = now_ms
@@ -225,10 +305,27 @@ class ControllerLogic:
                         replicas=reg.replicas, isr=reg.isr, leader=preferred,
                         leader_epoch=reg.leader_epoch + 1,
                         partition_epoch=reg.partition_epoch + 1,
-                        leader_recovery_state=reg.leader_recovery_state)
+                        leader_recovery_state=reg.leader_recovery_state, elr=reg.elr)
                     self._commit_change(topic, partition, new, "preferred leader election")
                     moved += 1
         return moved
+
+    def move_leadership(self, topic: str, partition: int, why: str) -> bool:
+        """A graceful leader change to the next acceptable ISR member (what a controlled
+        shutdown of the leader does to one partition); False when there is none."""
+        reg = self.image.partition(topic, partition)
+        if reg is None:
+            return False
+        acceptable = self.image.acceptable_brokers()
+        candidates = [r for r in reg.isr if r != reg.leader and r in acceptable]
+        if not candidates:
+            return False
+        new = PartitionRegistration(
+            replicas=reg.replicas, isr=reg.isr, leader=candidates[0],
+            leader_epoch=reg.leader_epoch + 1, partition_epoch=reg.partition_epoch + 1,
+            leader_recovery_state=reg.leader_recovery_state, elr=reg.elr)
+        self._commit_change(topic, partition, new, why)
+        return True
 
     # -- AlterPartition ------------------------------------------------------------------------
     def alter_partition(self, topic: str, partition: int, request: AlterPartitionRequest
@@ -242,7 +339,7 @@ class ControllerLogic:
             acceptable=self.image.acceptable_brokers(),
         )
         if error is not ErrorCode.NONE:
-            log.info("partition %s-%d AlterPartition from %d leader_epoch=%d isr=%s rejected: %s",
+            self.log.info("partition %s-%d AlterPartition from %d leader_epoch=%d isr=%s rejected: %s",
                      topic, partition, request.broker_id, request.leader_epoch,
                      list(request.new_isr), error.name)
             return error, current if error is ErrorCode.INELIGIBLE_REPLICA else None
@@ -253,8 +350,6 @@ class ControllerLogic:
     # -- topics ----------------------------------------------------------------------------------
     def create_topic(self, name: str, num_partitions: int, replication_factor: int,
                      configs: dict[str, Any], *, validate_only: bool = False) -> None:
-        from floodmark.broker.metadata import check_partition_count, validate_topic_name
-
         validate_topic_name(name)
         if name in self.image.topics:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
@@ -288,8 +383,6 @@ class ControllerLogic:
         timage = self.image.topics.get(name)
         if timage is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
-        from floodmark.broker.metadata import check_partition_count
-
         current = len(timage.partitions)
         if count <= current:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS,

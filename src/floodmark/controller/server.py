@@ -163,7 +163,8 @@ class ControllerServer:
     # -- methods -------------------------------------------------------------------------------
     def _rpc_register(self, a: dict[str, Any]) -> dict[str, Any]:
         epoch = self.logic.register_broker(int(a["broker_id"]), str(a["host"]), int(a["port"]),
-                                           str(a["incarnation"]), now_ms())
+                                           str(a["incarnation"]), now_ms(),
+                                           clean_shutdown=bool(a.get("clean_shutdown", True)))
         return {"broker_epoch": epoch}
 
     def _rpc_heartbeat(self, a: dict[str, Any]) -> dict[str, Any]:

@@ -222,6 +222,9 @@ class FetchResponse:
     log_end_offset: int = -1
     diverging: EpochEndOffset | None = None
     has_records: bool = False
+    fetch_offset: int = -1
+    """The request's fetch offset (-1: not checked). An answer to a request built from a log
+    that has moved since (a truncation by new metadata) describes a log that is gone."""
 
 
 class FollowerActionKind(enum.Enum):
@@ -663,6 +666,18 @@ class Partition:
         self._log("proposing ISR shrink -%s", lagging)
         return [self._proposal(role, pending.proposed_isr)]
 
+    def is_proposal_pending(self, request: AlterPartitionRequest) -> bool:
+        """Is this AlterPartition proposal still the one waiting for the controller? (Resend it
+        after a timeout only then: a newer proposal, new metadata or a lost leadership made it
+        moot.)"""
+        role = self.role
+        return (
+            isinstance(role, LeaderState)
+            and role.isr_state.is_inflight
+            and role.leader_epoch == request.leader_epoch
+            and set(isr_rules.proposed_isr(role.isr_state)) == set(request.new_isr)
+        )
+
     def handle_alter_partition_response(
         self,
         log: LogView,
@@ -673,11 +688,7 @@ class Partition:
     ) -> list[Effect]:
         """Commit, revert or keep pending (``Partition.handleAlterPartition*``)."""
         role = self.role
-        if not isinstance(role, LeaderState) or not role.isr_state.is_inflight:
-            return []
-        if set(isr_rules.proposed_isr(role.isr_state)) != set(proposal.new_isr) or (
-            role.leader_epoch != proposal.leader_epoch
-        ):
+        if not self.is_proposal_pending(proposal) or not isinstance(role, LeaderState):
             return []  # our state moved on meanwhile
         if error is ErrorCode.NONE and registration is not None:
             if (
@@ -758,7 +769,9 @@ class Partition:
             not isinstance(role, FollowerState)
             or role.leader_epoch != response.request_leader_epoch
         ):
-            return FollowerAction(FollowerActionKind.IGNORE)
+            return FollowerAction(FollowerActionKind.IGNORE, reason="stale leader epoch")
+        if response.fetch_offset >= 0 and response.fetch_offset != log.log_end_offset:
+            return FollowerAction(FollowerActionKind.IGNORE, reason="the log moved")
         if response.error is ErrorCode.OFFSET_OUT_OF_RANGE:
             return self._on_out_of_range(log, response)
         if response.error is not ErrorCode.NONE:

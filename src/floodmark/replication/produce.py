@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from floodmark.errors import ErrorCode, KafkaError
+from floodmark.records import CorruptRecordError, decode_batch, iter_batches
 from floodmark.replication.partition import (
     ACKS_ALL,
     ACKS_LEADER,
@@ -71,6 +72,8 @@ class ProduceSettings:
     unsafe_ack_duplicates_before_commit: bool = False
     """UNSAFE (loses acknowledged writes): answer the retry of a batch already in the log at once,
     without waiting for the high watermark. Exists only so the proof can show it catches it."""
+    compacted: bool = False
+    """cleanup.policy has ``compact``: every record needs a key (else INVALID_RECORD)."""
 
 
 @dataclass(slots=True)
@@ -88,6 +91,8 @@ class LeaderProduce:
     error_message: str | None = None
     duplicate: bool = False
     appended: bool = False
+    record_errors: list[tuple[int, str | None]] = field(default_factory=list)
+    """KIP-467 (Produce v8+): (index of the record in its batch, message) of refused records."""
     answer: ErrorCode | None = None
     effects: list[Effect] = field(default_factory=list)
 
@@ -128,6 +133,16 @@ def produce_as_leader(
                        "not a sequence of magic v2 record batches")
     if any(m.is_transactional for m in metas):
         return _refuse(produce_id, ErrorCode.INVALID_TXN_STATE, "transactions are not supported")
+    if settings.compacted:
+        refused = _keyless_records(records)
+        if refused is None:
+            return _refuse(produce_id, ErrorCode.CORRUPT_MESSAGE, "undecodable record batch")
+        if refused:
+            message = ("Compacted topic cannot accept message without key in topic partition "
+                       f"{core.config.topic}-{core.config.partition}.")
+            out = _refuse(produce_id, ErrorCode.INVALID_RECORD, message)
+            out.record_errors = [(index, message) for index in refused]
+            return out
     idempotent = [m for m in metas if m.producer_id >= 0]
     if idempotent and len(metas) != 1:
         return _refuse(produce_id, ErrorCode.INVALID_RECORD,
@@ -153,6 +168,20 @@ def produce_as_leader(
                         info.log_append_time_ms if info.log_append_time_ms >= 0 else -1,
                         appended=True)
     return _settle(out, acks, effects)
+
+
+def _keyless_records(records: bytes | memoryview) -> list[int] | None:
+    """Indexes (within their batch, as KIP-467 counts) of the records without a key; None if a
+    batch cannot be decoded."""
+    refused: list[int] = []
+    try:
+        for position, _header in iter_batches(records, validate=False):
+            for index, record in enumerate(decode_batch(records, position, validate=False)[1]):
+                if record.key is None:
+                    refused.append(index)
+    except CorruptRecordError:
+        return None
+    return refused
 
 
 def _duplicate(core: Partition, log: LeaderLog, produce_id: int, first_offset: int,

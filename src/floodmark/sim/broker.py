@@ -15,22 +15,18 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.records import decode_batch, iter_batches, simple_batch
+from floodmark.replication.driver import ReplicaDriver
 from floodmark.replication.election import AlterPartitionRequest
-from floodmark.replication.isr import proposed_isr
 from floodmark.replication.partition import (
     ACKS_NONE,
-    AssignEpoch,
     Effect,
     EpochQuery,
     FetchResponse,
     FollowerActionKind,
     FollowerState,
-    HighWatermarkChanged,
     LeaderState,
     Partition,
     PartitionConfig,
-    ProposeIsr,
-    TruncateTo,
 )
 from floodmark.replication.produce import ProduceSettings, produce_as_leader
 from floodmark.replication.producer_state import ProducerStateTable
@@ -53,7 +49,7 @@ RECOVERY_CHECKPOINT = f"{DATA_DIR}/recovery-point-offset-checkpoint"
 Entry = tuple[int, str]  # (leader epoch stamped in the batch, value)
 
 
-def decode_entries(buffer: bytes | memoryview) -> list[tuple[int, int, str]]:
+def decode_entries(buffer: bytes | bytearray | memoryview) -> list[tuple[int, int, str]]:
     """(offset, epoch, value) for every record in a run of batches."""
     out: list[tuple[int, int, str]] = []
     for position, header in iter_batches(buffer, validate=False):
@@ -91,6 +87,7 @@ class SimBroker:
         self.broker_epoch = -1
         self.log: Log | None = None
         self.partition: Partition | None = None
+        self.driver: ReplicaDriver | None = None
         self.producers = ProducerStateTable()
         self.produce_settings = ProduceSettings(
             max_message_bytes=LogConfig().max_message_bytes,
@@ -141,6 +138,7 @@ class SimBroker:
             ),
         )
         self.partition.high_watermark = Partition.clamp_high_watermark(checkpointed, self.log)
+        self.driver = ReplicaDriver(self.partition, self.log, self.producers, self)
         self.entries = [(epoch, value) for _o, epoch, value in decode_entries(self.log.read_all())]
         assert len(self.entries) == self.log.log_end_offset, "mirror out of step with the log"
         self.producers.rebuild(self.log.iter_batch_headers())
@@ -180,6 +178,7 @@ class SimBroker:
         self.lost_data_on_crash = lose_unsynced
         self.log = None
         self.partition = None
+        self.driver = None
         self.parked = []
         self.world.record(f"{self.name} crash lose_unsynced={lose_unsynced}")
 
@@ -257,30 +256,38 @@ class SimBroker:
                 {self.tp: self.log.recovery_point}
             )
 
-    # -- effects ------------------------------------------------------------------------------
+    # -- effects: the core's decisions go through the one driver; these are its ports ----------
     def apply(self, effects: Iterable[Effect]) -> None:
-        for effect in effects:
-            if isinstance(effect, HighWatermarkChanged):
-                self.cluster.on_high_watermark(self, effect.old, effect.new)
-                if self.config.checkpoint_hw_on_change:
-                    self.checkpoint_hw()
-            elif isinstance(effect, CompleteProduce):
-                route = self.produce_routes.pop(effect.produce_id, None)
-                if route is not None and route[2] != ACKS_NONE:
-                    client, client_id, _acks = route
-                    self.net.send(
-                        self.name,
-                        client,
-                        m.ProduceReply(client_id, effect.error, effect.base_offset),
-                    )
-            elif isinstance(effect, TruncateTo):
-                self.truncate(effect.offset, effect.reason)
-            elif isinstance(effect, AssignEpoch):
-                assert self.log is not None
-                self.log.assign_epoch(effect.epoch, effect.start_offset)
-            elif isinstance(effect, ProposeIsr):
-                self.world.record(f"{self.name} propose ISR {list(effect.request.new_isr)}")
-                self._send_alter_partition(effect.request)
+        assert self.driver is not None
+        self.driver.apply(effects)
+
+    def high_watermark_changed(self, old: int, new: int) -> None:
+        self.cluster.on_high_watermark(self, old, new)
+        if self.config.checkpoint_hw_on_change:
+            self.checkpoint_hw()
+
+    def complete_produce(self, done: CompleteProduce) -> None:
+        route = self.produce_routes.pop(done.produce_id, None)
+        if route is not None and route[2] != ACKS_NONE:
+            client, client_id, _acks = route
+            self.net.send(self.name, client, m.ProduceReply(client_id, done.error, done.base_offset))
+
+    def propose_isr(self, request: AlterPartitionRequest) -> None:
+        self.world.record(f"{self.name} propose ISR {list(request.new_isr)}")
+        self._send_alter_partition(request)
+
+    def log_truncated(self, before: int, after: int, reason: str, *, fully: bool) -> None:
+        if fully:
+            self.entries = [(-1, "")] * after  # below the log start: unknown
+            self.world.record(f"{self.name} truncate fully, start at {after}")
+        else:
+            del self.entries[after:]
+            self.world.record(f"{self.name} truncate to {after} (LEO {before}->{after}): {reason}")
+        if after < before:
+            self.cluster.on_truncate(self, after, before)
+
+    def follower_appended(self, records: bytes | bytearray | memoryview) -> None:
+        self.entries.extend((epoch, value) for _o, epoch, value in decode_entries(records))
 
     def _send_alter_partition(self, request: AlterPartitionRequest) -> None:
         """Send an ISR proposal; resend it while it is still pending after a request timeout
@@ -291,29 +298,9 @@ class SimBroker:
             self._timer(self.config.request_timeout_ms, self._retry_alter_partition, request)
 
     def _retry_alter_partition(self, request: AlterPartitionRequest) -> None:
-        p = self.partition
-        if p is None or not isinstance(p.role, LeaderState):
-            return
-        state = p.role.isr_state
-        if (
-            state.is_inflight
-            and set(proposed_isr(state)) == set(request.new_isr)
-            and p.leader_epoch == request.leader_epoch
-        ):
+        if self.partition is not None and self.partition.is_proposal_pending(request):
             self.world.record(f"{self.name} resend AlterPartition {list(request.new_isr)}")
             self._send_alter_partition(request)
-
-    def truncate(self, offset: int, reason: str) -> None:
-        assert self.log is not None and self.partition is not None
-        before = self.log.log_end_offset
-        self.log.truncate_to(offset)
-        self.producers.rebuild(self.log.iter_batch_headers())
-        after = self.log.log_end_offset
-        del self.entries[after:]
-        self.world.record(f"{self.name} truncate to {offset} (LEO {before}->{after}): {reason}")
-        self.apply(self.partition.after_truncate(self.log))
-        if after < before:
-            self.cluster.on_truncate(self, after, before)
 
     # -- messages -----------------------------------------------------------------------------
     def on_message(self, src: str, message: Any) -> None:
@@ -448,6 +435,7 @@ class SimBroker:
                 d.log_start_offset,
                 d.log_end_offset,
                 d.diverging,
+                fetch_offset=msg.fetch.fetch_offset,
             )
             self.net.send(self.name, src, m.FetchReplyMsg(msg.session, response, b""))
             return
@@ -461,6 +449,7 @@ class SimBroker:
                 d.log_end_offset,
                 None,
                 has_records=not data.is_empty,
+                fetch_offset=msg.fetch.fetch_offset,
             )
             self.net.send(
                 self.name, src, m.FetchReplyMsg(msg.session, response, bytes(data.records))
@@ -488,7 +477,9 @@ class SimBroker:
         fetch = parked.request.fetch
         epoch = fetch.current_leader_epoch
         if not p.is_leader or p.leader_epoch != epoch:
-            response = FetchResponse(ErrorCode.NOT_LEADER_OR_FOLLOWER, epoch)
+            response = FetchResponse(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER, epoch, fetch_offset=fetch.fetch_offset
+            )
             self.net.send(
                 self.name, parked.src, m.FetchReplyMsg(parked.request.session, response, b"")
             )
@@ -507,6 +498,7 @@ class SimBroker:
             leo,
             None,
             has_records=bool(records),
+            fetch_offset=fetch.fetch_offset,
         )
         self.net.send(
             self.name, parked.src, m.FetchReplyMsg(parked.request.session, response, records)
@@ -585,52 +577,35 @@ class SimBroker:
             return
         assert self.partition is not None and self.log is not None
         self.fetch_inflight = False
-        action = self.partition.on_epoch_answer(
-            self.log, msg.request_leader_epoch, msg.error, msg.answer
-        )
         self.world.record(
             f"{self.name} epoch answer e{msg.answer.epoch}@{msg.answer.end_offset} ({msg.error.name})"
         )
-        if action.kind is FollowerActionKind.TRUNCATE:
-            self.truncate(action.offset, f"OffsetsForLeaderEpoch answer {msg.answer.end_offset}")
+        assert self.driver is not None
+        action = self.driver.on_epoch_answer(msg.request_leader_epoch, msg.error, msg.answer)
         self._next_fetch_after(action.kind is FollowerActionKind.RETRY)
 
     def _on_fetch_reply(self, src: str, msg: m.FetchReplyMsg) -> None:
         if msg.session != self.fetch_session or not self.fetch_inflight:
             return
-        assert self.partition is not None and self.log is not None
+        assert self.driver is not None and self.log is not None
         self.fetch_inflight = False
-        p = self.partition
         response = msg.response
-        action = p.on_fetch_response(self.log, response)
+        try:
+            action = self.driver.on_fetch_response(response, msg.records, self.world.now_ms)
+        except KafkaError as exc:
+            self.world.record(f"{self.name} follower append rejected: {exc}")
+            self._next_fetch_after(True)
+            return
         kind = action.kind
-        if kind is FollowerActionKind.APPEND:
-            if msg.records:
-                try:
-                    self.log.append_as_follower(msg.records, self.world.now_ms)
-                except KafkaError as exc:
-                    self.world.record(f"{self.name} follower append rejected: {exc}")
-                    self._next_fetch_after(True)
-                    return
-                self.producers.record_batches(
-                    h for _pos, h in iter_batches(msg.records, validate=False)
-                )
-                new = decode_entries(msg.records)
-                self.entries.extend((epoch, value) for _o, epoch, value in new)
-                assert len(self.entries) == self.log.log_end_offset
-                self.world.record(
-                    f"{self.name} fetched {new[0][0]}..{new[-1][0]} (LEO {self.log.log_end_offset}) "
-                    f"leader HW {response.high_watermark}"
-                )
-            self.apply(p.after_follower_append(self.log, response))
+        if kind is FollowerActionKind.APPEND and msg.records:
+            assert len(self.entries) == self.log.log_end_offset
+            new = decode_entries(msg.records)
+            self.world.record(
+                f"{self.name} fetched {new[0][0]}..{new[-1][0]} (LEO {self.log.log_end_offset}) "
+                f"leader HW {response.high_watermark}"
+            )
         elif kind is FollowerActionKind.TRUNCATE:
             self.diverging_answers += 1
-            self.truncate(action.offset, action.reason)
-        elif kind is FollowerActionKind.TRUNCATE_FULLY:
-            self.log.truncate_fully_and_start_at(action.offset)
-            self.producers.clear()
-            self.entries = [(-1, "")] * action.offset  # below the log start: unknown
-            self.world.record(f"{self.name} truncate fully, start at {action.offset}")
         elif kind in (FollowerActionKind.RETRY, FollowerActionKind.STOP):
             self.world.record(f"{self.name} fetch error {action.reason}")
         if kind is not FollowerActionKind.STOP:

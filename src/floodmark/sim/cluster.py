@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from floodmark.replication.election import NO_LEADER, PartitionRegistration
+from floodmark.replication.election import NO_LEADER
 from floodmark.replication.partition import ACKS_ALL
 from floodmark.sim.broker import SimBroker
 from floodmark.sim.checker import Checker
@@ -89,9 +89,6 @@ class Cluster:
 
     def on_become_leader(self, broker: SimBroker, epoch: int) -> None:
         self.checker.on_become_leader(broker, epoch)
-
-    def on_election(self, registration: PartitionRegistration) -> None:
-        pass
 
     def on_acknowledged(self, outcome: ProduceOutcome) -> None:
         if outcome.acks == ACKS_ALL:

@@ -41,6 +41,10 @@ class SimConfig:
     remove_unclean_from_isr: bool = True
     """KIP-966's unclean-shutdown rule: a broker that lost unflushed data leaves the ISR when it
     re-registers. The historical scenarios (pre-2024 Kafka) turn it off."""
+    restart_keeps_isr: bool = False
+    """The ZooKeeper-era rule the seed documents' stories assume: a broker that restarts keeps its
+    ISR membership. Off (as in KRaft and floodmark's controller): a new incarnation fences the old
+    one, which leaves every ISR and rejoins through the leader's expansion rule."""
     eligible_leader_replicas: bool = False
     """KIP-966 eligible leader replicas in the controller's elections (off by default, as the
     rest of floodmark; the last-replica-standing scenario shows both)."""

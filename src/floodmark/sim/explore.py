@@ -258,6 +258,10 @@ def build_cluster(seed: int, options: ExploreOptions) -> Cluster:
             min_delay_ms=1, max_delay_ms=4, loss_probability=options.loss_probability
         ),
         unsafe_ack_duplicates_before_commit=options.unsafe_ack_duplicates_before_commit,
+        # The historical truncation modes run with the controller rule of their time (ZooKeeper:
+        # a broker restarted within its session kept its ISR membership); leader-epoch mode runs
+        # floodmark's (KRaft's) rule: a new incarnation leaves every ISR.
+        restart_keeps_isr=options.truncation is not Truncation.LEADER_EPOCH,
     )
     return Cluster(config, seed=seed)
 

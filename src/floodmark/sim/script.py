@@ -51,8 +51,11 @@ class Script:
         unclean_leader_election_enable: bool = False,
         remove_unclean_from_isr: bool = False,
         eligible_leader_replicas: bool = False,
+        restart_keeps_isr: bool = True,
     ) -> None:
+        # The seed documents' stories predate KRaft: a restarted broker keeps its ISR membership.
         config = SimConfig(
+            restart_keeps_isr=restart_keeps_isr,
             replicas=len(names),
             min_insync_replicas=min_insync_replicas,
             truncation=truncation,

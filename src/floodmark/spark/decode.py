@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from floodmark.records import BatchHeader
+from floodmark.records import BatchHeader, read_varint
 
 BATCH_HEADER_BYTES = 61
 _PAD = b"\x00" * 16
@@ -221,18 +221,6 @@ def _const_string(value: str, n: int) -> pa.Array:
         pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(b * n)])
 
 
-def _read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
-    ln = 0
-    shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        ln |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (ln >> 1) ^ -(ln & 1), pos
-        shift += 7
-
-
 def _headers_column(buf: bytes, hdr_pos: np.ndarray, counts: np.ndarray) -> pa.Array:
     n = len(counts)
     if not counts.any():
@@ -243,10 +231,10 @@ def _headers_column(buf: bytes, hdr_pos: np.ndarray, counts: np.ndarray) -> pa.A
     for p, c in zip(hdr_pos.tolist(), counts.tolist(), strict=True):
         items: list[dict[str, object]] = []
         for _ in range(c):
-            kl, p = _read_uvarint(buf, p)
+            kl, p = read_varint(buf, p)
             k = buf[p : p + kl].decode("utf-8", "replace")
             p += kl
-            vl, p = _read_uvarint(buf, p)
+            vl, p = read_varint(buf, p)
             v = None if vl < 0 else buf[p : p + vl]
             p += max(vl, 0)
             items.append({"key": k, "value": v})
@@ -355,9 +343,9 @@ def _is_abort_marker(hdr: BatchHeader, records: memoryview) -> bool:
         starts: list[int] = []
         _record_starts_py(body, 0, 1, starts)
         p = starts[0] + 1
-        _, p = _read_uvarint(body, p)  # timestamp delta
-        _, p = _read_uvarint(body, p)  # offset delta
-        kl, p = _read_uvarint(body, p)
+        _, p = read_varint(body, p)  # timestamp delta
+        _, p = read_varint(body, p)  # offset delta
+        kl, p = read_varint(body, p)
         if kl < 4:
             return True
         _version, kind = struct.unpack_from(">hh", body, p)

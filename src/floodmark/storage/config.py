@@ -40,6 +40,23 @@ class LogConfig:
     flush_policy: FlushPolicy = FlushPolicy.OS
     max_message_bytes: int = 1048588
     message_timestamp_type: TimestampType = TimestampType.CREATE_TIME
+    # Log compaction (Kafka's names: cleanup.policy, min.cleanable.dirty.ratio,
+    # min.compaction.lag.ms, max.compaction.lag.ms, delete.retention.ms) and Kafka's defaults.
+    cleanup_policy: str = "delete"
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
+    delete_retention_ms: int = DAY_MS
+
+    @property
+    def compact(self) -> bool:
+        """cleanup.policy has ``compact``: the cleaner keeps the latest record per key."""
+        return "compact" in self.cleanup_policy.split(",")
+
+    @property
+    def delete(self) -> bool:
+        """cleanup.policy has ``delete``: retention.ms / retention.bytes delete old segments."""
+        return "delete" in self.cleanup_policy.split(",")
 
     def __post_init__(self) -> None:
         if not 61 <= self.segment_bytes <= 2**31 - 1:
@@ -54,6 +71,24 @@ class LogConfig:
             raise ValueError("flush_interval_ms must be >= 0")
         if self.max_message_bytes <= 0:
             raise ValueError("max_message_bytes must be positive")
+        policies = self.cleanup_policy.split(",")
+        if not policies or not set(policies) <= {"compact", "delete"} or len(set(policies)) != len(
+            policies
+        ):
+            raise ValueError(
+                f"cleanup.policy must be delete, compact or compact,delete, got "
+                f"{self.cleanup_policy!r}"
+            )
+        if not 0.0 <= self.min_cleanable_dirty_ratio <= 1.0:
+            raise ValueError(
+                f"min.cleanable.dirty.ratio must be in [0, 1], got {self.min_cleanable_dirty_ratio}"
+            )
+        if self.min_compaction_lag_ms < 0:
+            raise ValueError("min.compaction.lag.ms must be >= 0")
+        if self.max_compaction_lag_ms < 1:
+            raise ValueError("max.compaction.lag.ms must be >= 1")
+        if self.delete_retention_ms < 0:
+            raise ValueError("delete.retention.ms must be >= 0")
 
     # Kafka topic-level names and their broker-level ``log.`` aliases.
     KAFKA_NAMES: ClassVar[dict[str, str]] = {
@@ -77,6 +112,16 @@ class LogConfig:
         "log.message.timestamp.type": "message_timestamp_type",
         "log.flush.policy": "flush_policy",
         "flush.policy": "flush_policy",
+        "cleanup.policy": "cleanup_policy",
+        "log.cleanup.policy": "cleanup_policy",
+        "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
+        "log.cleaner.min.cleanable.ratio": "min_cleanable_dirty_ratio",
+        "min.compaction.lag.ms": "min_compaction_lag_ms",
+        "log.cleaner.min.compaction.lag.ms": "min_compaction_lag_ms",
+        "max.compaction.lag.ms": "max_compaction_lag_ms",
+        "log.cleaner.max.compaction.lag.ms": "max_compaction_lag_ms",
+        "delete.retention.ms": "delete_retention_ms",
+        "log.cleaner.delete.retention.ms": "delete_retention_ms",
     }
 
     @classmethod
@@ -105,6 +150,10 @@ class LogConfig:
             elif attr == "flush_interval_ms":
                 number = int(str(value))
                 changes[attr] = None if number >= LONG_MAX else number
+            elif attr == "cleanup_policy":
+                changes[attr] = parse_cleanup_policy(value)
+            elif attr == "min_cleanable_dirty_ratio":
+                changes[attr] = float(str(value))
             else:
                 changes[attr] = int(str(value))
         config = replace(base if base is not None else cls(), **changes)  # type: ignore[arg-type]
@@ -131,9 +180,19 @@ class LogConfig:
                 out[name] = value.value
             elif attr == "flush_interval_ms":
                 out[name] = str(LONG_MAX if value is None else value)
+            elif attr == "cleanup_policy":
+                out[name] = value
             else:
                 out[name] = str(value)
         return out
+
+
+def parse_cleanup_policy(value: object) -> str:
+    """``delete``, ``compact``, ``compact,delete`` (any order, spaces, or a list) -> the
+    canonical comma-separated form, ``compact`` first (Kafka lists it that way)."""
+    items = value if isinstance(value, (list, tuple)) else str(value).split(",")
+    names = [str(item).strip().lower() for item in items if str(item).strip()]
+    return ",".join(sorted(names))
 
 
 assert {f.name for f in fields(LogConfig)} >= set(LogConfig.KAFKA_NAMES.values())

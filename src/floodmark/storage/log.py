@@ -43,7 +43,12 @@ from floodmark.storage.checkpoints import (
 from floodmark.storage.config import FlushPolicy, LogConfig
 from floodmark.storage.file_slice import FileSlice
 from floodmark.storage.fs import FileHandle, FileSystem, RealFileSystem
-from floodmark.storage.segment import MAX_RELATIVE_OFFSET, Segment, scan_batches
+from floodmark.storage.segment import (
+    MAX_RELATIVE_OFFSET,
+    Segment,
+    scan_batches,
+    segment_file_name,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +59,9 @@ MAX_TIMESTAMP = -3
 
 _LOG_SUFFIX = ".log"
 _INDEX_SUFFIXES = (".index", ".timeindex")
-_STRAY_SUFFIXES = (".tmp", ".deleted", ".cleaned", ".swap")
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+_STRAY_SUFFIXES = (".tmp", ".deleted", CLEANED_SUFFIX, SWAP_SUFFIX)
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +181,7 @@ class Log:
         self._recovered_epochs: list[tuple[int, int]] = []
         self._flush_generation = 0  # bumped by truncation: older flush tickets are stale
         self._storage_error: str | None = None
+        self._was_compacted = False  # see ``gaps_allowed``
         # Bytes read per step when scanning from an index entry to a batch: one index interval
         # plus room for the next header.
         self._scan_bytes = min(self.config.index_interval_bytes + 2 * HEADER_SIZE, 1 << 20)
@@ -201,6 +209,7 @@ class Log:
         recovery_point: int = 0,
         log_start_offset: int = 0,
         clean_shutdown: bool = False,
+        was_compacted: bool = False,
     ) -> Log:
         """Open (creating if needed) the log in ``path`` and recover it.
 
@@ -208,6 +217,9 @@ class Log:
         ``storage.clean_shutdown``), so data up to ``recovery_point`` is known to be on disk; if
         the log also ends there, nothing needs an fsync. Without it, the recovered segments are
         always fsynced (the checkpointed recovery point may be stale after a truncation).
+        ``was_compacted``: the cleaner has cleaned this log before (its cleaner checkpoint says
+        so), so gaps between offsets are expected even if the topic is no longer compacted
+        (see ``gaps_allowed``).
 
         Segments holding offsets at or after ``recovery_point`` are fully validated; the first
         bad or torn batch and everything after it are truncated (with a warning). Missing or
@@ -215,6 +227,7 @@ class Log:
         its checkpoint is unreadable) and reconciled with the recovered log.
         """
         log = cls(path, config or LogConfig(), fs if fs is not None else RealFileSystem(), now_ms)
+        log._was_compacted = was_compacted
         log._recover(now_ms, recovery_point, log_start_offset, clean_shutdown)
         return log
 
@@ -228,6 +241,8 @@ class Log:
         fs = self.fs
         if not fs.is_dir(self.path):
             fs.mkdirs(self.path)
+            self._dir_dirty = True
+        if self._complete_swaps():
             self._dir_dirty = True
         names = fs.listdir(self.path)
         bases: list[int] = []
@@ -298,7 +313,11 @@ class Log:
             cut = segment.dirty  # the segment file was truncated
             if truncated_at is None and next_base is not None:
                 segment_end = self._segment_next_offset(segment)
-                if segment_end != next_base:
+                # A compacted log may end a segment early (the cleaner removed its last
+                # records); the next segment must still not start inside this one.
+                bad_end = (segment_end > next_base if self.gaps_allowed
+                           else segment_end != next_base)
+                if bad_end:
                     logger.warning(
                         "%s recovery: segment %d ends at offset %d but the next segment starts "
                         "at %d; dropping the later segments",
@@ -395,6 +414,49 @@ class Log:
             self.epoch_cache,
         )
 
+    def _complete_swaps(self) -> bool:
+        """Finish a segment replacement the cleaner made durable but did not complete: a
+        ``<base>.log.swap`` is a whole, fsynced cleaned segment, so it replaces ``<base>.log``
+        (Kafka's ``.swap`` files). Its index files are removed, to be rebuilt. A ``.cleaned``
+        file was not complete yet and is removed with the other leftovers. True if anything
+        was renamed or removed."""
+        fs = self.fs
+        changed = False
+        for name in fs.listdir(self.path):
+            if not name.endswith(_LOG_SUFFIX + SWAP_SUFFIX):
+                continue
+            stem = name[: -len(_LOG_SUFFIX + SWAP_SUFFIX)]
+            if not stem.isdigit() or len(stem) != 20:
+                continue
+            swap_path = f"{self.path}/{name}"
+            base = int(stem)
+            end = base + 1
+            handle = fs.open(swap_path, create=False)
+            try:
+                for _position, header in scan_batches(handle, 0, validate=False):
+                    end = header.next_offset
+            except CorruptRecordError:
+                pass  # it was fsynced whole; at worst fewer old segments are replaced
+            finally:
+                handle.close()
+            # The swap file replaces every segment whose base offset lies in its range (the
+            # segments it was merged from), and its own base's index files (rebuilt).
+            for other in fs.listdir(self.path):
+                other_stem, dot, suffix = other.partition(".")
+                if not (dot and other_stem.isdigit() and len(other_stem) == 20):
+                    continue
+                other_base = int(other_stem)
+                in_range = base < other_base < end and "." + suffix in (_LOG_SUFFIX,
+                                                                         *_INDEX_SUFFIXES)
+                own_index = other_base == base and "." + suffix in _INDEX_SUFFIXES
+                if in_range or own_index:
+                    fs.remove(f"{self.path}/{other}")
+            fs.rename(swap_path, f"{self.path}/{stem}{_LOG_SUFFIX}")
+            logger.warning("%s recovery: completed the interrupted swap of cleaned segment %s",
+                           self._ctx(), stem)
+            changed = True
+        return changed
+
     def _load_indexes(self, segment: Segment) -> bool:
         size = segment.size
         ok = segment.index_files_existed and segment.index.load(size) and segment.time_index.load()
@@ -447,8 +509,11 @@ class Log:
         cut_position: int | None = None
         reason = ""
         try:
+            gaps_allowed = self.gaps_allowed  # the cleaner leaves gaps between batches
             for position, header in scan_batches(segment.log, start_position, validate=True):
-                if header.base_offset != expected:
+                if header.base_offset != expected and not (
+                    gaps_allowed and header.base_offset > expected
+                ):
                     cut_position, reason = (
                         position,
                         (
@@ -555,14 +620,29 @@ class Log:
             reason = f"size {size} + {incoming_bytes} > segment.bytes {self.config.segment_bytes}"
         elif (
             active.roll_base_ms is not None
-            and now_ms - active.roll_base_ms >= self.config.segment_ms
+            and now_ms - active.roll_base_ms >= self._max_segment_ms
         ):
-            reason = f"age {now_ms - active.roll_base_ms} ms >= segment.ms {self.config.segment_ms}"
+            reason = f"age {now_ms - active.roll_base_ms} ms >= segment.ms {self._max_segment_ms}"
         elif last_offset - active.base_offset > MAX_RELATIVE_OFFSET:
             reason = "relative offsets would overflow"
         if not reason:
             return active
         return self.roll(now_ms, reason)
+
+    @property
+    def gaps_allowed(self) -> bool:
+        """Offsets may jump between batches: the log is compacted (or was: its cleaned segments
+        keep their gaps if cleanup.policy changes to delete). Recovery and follower appends
+        then accept increasing offsets (Kafka's rule); other logs must be contiguous."""
+        return self.config.compact or self._was_compacted
+
+    @property
+    def _max_segment_ms(self) -> int:
+        """segment.ms; for a compacted log at most max.compaction.lag.ms (as Kafka rolls it), so
+        that records in the active segment become cleanable within that lag."""
+        if self.config.compact:
+            return min(self.config.segment_ms, self.config.max_compaction_lag_ms)
+        return self.config.segment_ms
 
     def roll(self, now_ms: int, reason: str = "requested") -> Segment:
         """Start a new active segment at the log end offset (no-op if the active one is empty)."""
@@ -688,8 +768,13 @@ class Log:
         max_timestamp = NO_TIMESTAMP
         offset_of_max = expected
         entries: list[tuple[int, int, int, int, int]] = []
+        # A compacted leader's log has gaps where the cleaner removed records (Kafka accepts
+        # any increasing offsets from the fetch offset on); other logs must be contiguous.
+        gaps_allowed = self.gaps_allowed
         for position, header in headers:
-            if header.base_offset != expected:
+            if header.base_offset != expected and not (
+                gaps_allowed and header.base_offset > expected
+            ):
                 raise NonContiguousAppendError(
                     f"{self.topic_partition}: follower append of batch at position {position} "
                     f"with base offset {header.base_offset}, expected {expected} "
@@ -1026,7 +1111,8 @@ class Log:
         found = active.find_batch(offset, self._scan_bytes)
         if found is not None:
             position, header = found
-            new_end = header.base_offset
+            # min(): in a compacted log ``offset`` may fall in a gap before this batch.
+            new_end = min(header.base_offset, offset)
             active.log.truncate(position)
             active.index.truncate_to_position(position)
             active.time_index.truncate_to_offset(new_end)
@@ -1113,6 +1199,8 @@ class Log:
                 deletable.append(segment)
                 total -= segment.size
                 continue
+            if not self.config.delete:
+                break  # cleanup.policy=compact: only the log start offset deletes segments
             expired = (
                 self.config.retention_ms >= 0
                 and segment.max_timestamp != NO_TIMESTAMP
@@ -1145,6 +1233,110 @@ class Log:
             self.log_start_offset,
         )
         return count
+
+    # ========================================================================================
+    # Log compaction: replacing closed segments by their cleaned versions
+    # ========================================================================================
+    def replace_segment(self, segment: Segment, cleaned: bytes | bytearray | None) -> None:
+        """Replace a closed segment by its cleaned version (same base offset), or delete it when
+        ``cleaned`` is None: ``write_cleaned_file`` then ``install_cleaned_segments``."""
+        path = None if cleaned is None else self.write_cleaned_file(segment.base_offset, cleaned)
+        self.install_cleaned_segments([segment], path)
+
+    def cleaned_file_path(self, base_offset: int) -> str:
+        return f"{self.path}/{segment_file_name(base_offset, _LOG_SUFFIX)}{CLEANED_SUFFIX}"
+
+    def write_cleaned_file(self, base_offset: int, data: bytes | bytearray) -> str:
+        """Write and fsync ``<base>.log.cleaned``; returns its path. Touches no state of the
+        log, so it may run on a worker thread. A partial file is removed on error."""
+        path = self.cleaned_file_path(base_offset)
+        fs = self.fs
+        try:
+            if fs.exists(path):
+                fs.remove(path)
+            handle = fs.open(path)
+            try:
+                handle.write(data)
+                handle.fsync()
+            finally:
+                handle.close()
+        except OSError:
+            self.discard_cleaned_file(path)
+            raise
+        return path
+
+    def discard_cleaned_file(self, path: str) -> None:
+        with contextlib.suppress(OSError):
+            if self.fs.exists(path):
+                self.fs.remove(path)
+
+    def install_cleaned_segments(self, group: list[Segment], cleaned_path: str | None) -> None:
+        """Put a cleaned file (from ``write_cleaned_file`` for the first segment's base offset,
+        fsynced) in place of ``group``, consecutive closed segments (several are merged into
+        one, as Kafka's cleaner groups small segments); or delete the group when
+        ``cleaned_path`` is None (every record in it was superseded; never the first segment).
+
+        Crash-safe as Kafka's cleaner: ``.cleaned`` is renamed ``<base>.log.swap`` and the
+        directory fsynced (from here on, recovery completes the swap: the swap file replaces
+        every segment whose base offset lies in its offset range); the other segments of the
+        group and the old index files are removed, the swap file is renamed over
+        ``<base>.log``, and the indexes are rebuilt from the new data. Offsets are untouched:
+        the batches keep theirs.
+        """
+        self._check_open()
+        i = self.segments.index(group[0])
+        j = i + len(group)
+        if self.segments[i:j] != group:
+            raise ValueError("a cleaned group must be consecutive segments")
+        if j >= len(self.segments):
+            raise ValueError("the active segment is never cleaned")
+        fs = self.fs
+        self._was_compacted = True
+        if cleaned_path is None:
+            if i == 0:
+                raise ValueError("the first segment is replaced, not deleted")
+            for segment in group:
+                self._delete_segment_files(segment)
+            del self.segments[i:j]
+            del self._base_offsets[i:j]
+            fs.fsync_dir(self.path)
+            self._dir_dirty = False
+            return
+        first = group[0]
+        log_path = first.log.path
+        swap_path = log_path + SWAP_SUFFIX
+        try:
+            fs.rename(cleaned_path, swap_path)
+            fs.fsync_dir(self.path)
+        except OSError as exc:
+            # Nothing was replaced yet: drop the file, the old segments stay.
+            for path in (cleaned_path, swap_path):
+                self.discard_cleaned_file(path)
+            raise self._failed_write(f"installing cleaned segment {first.base_offset}",
+                                     exc) from exc
+        try:
+            for segment in group[1:]:
+                self._delete_segment_files(segment)
+            first.close()
+            for path in (first.index.file.path, first.time_index.file.path):
+                if fs.exists(path):
+                    fs.remove(path)
+            fs.rename(swap_path, log_path)
+            fs.fsync_dir(self.path)
+            self._dir_dirty = False
+        except OSError as exc:
+            # Half swapped: the log is offline; the next open completes the swap.
+            self._storage_error = f"swapping in cleaned segment {first.base_offset}: {exc}"
+            logger.error("%s %s; the log is offline", self._ctx(), self._storage_error)
+            raise self._failed_write(f"swapping in cleaned segment {first.base_offset}",
+                                     exc) from exc
+        replacement = Segment(fs, self.path, first.base_offset)
+        replacement.rebuild_indexes(self.config.index_interval_bytes)
+        replacement.on_become_inactive()
+        replacement.flush()
+        replacement.release_index_files()
+        self.segments[i:j] = [replacement]
+        self._base_offsets[i:j] = [first.base_offset]
 
     # ========================================================================================
     # Flush and close
@@ -1229,6 +1421,10 @@ class Log:
             for segment in self.segments:
                 segment.close()
             self._closed = True
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     @property
     def offline(self) -> bool:

@@ -12,9 +12,10 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from floodmark.broker.offsets import OFFSETS_TOPIC, partition_for
+from floodmark.broker.offsets import partition_for
 from floodmark.client.connection import KafkaConnection, RequestFailed
 from floodmark.client.group import decode_assignment
+from floodmark.metadata import OFFSETS_TOPIC
 
 PartitionKey = tuple[str, int]
 TIMEOUT_S = 2.0

@@ -11,8 +11,8 @@ Two ways to find the cluster, one way to read the replicas:
 
 Either way every reachable broker is then asked, over one connection each and in parallel, for
 its own replicas' LEO, HW, log start and epoch cache (the debug replica id -2 reads of
-``floodmark cluster describe``: ``cluster_cli.replica_states``) and, for the partitions it leads,
-what it knows of its followers (``cluster_cli.leader_views``: the remote LEOs).
+``floodmark cluster describe``: ``client.replica_state.replica_states``) and, for the partitions it leads,
+what it knows of its followers (``client.replica_state.leader_views``: the remote LEOs).
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from floodmark.client.connection import KafkaConnection, RequestFailed
-from floodmark.cluster_cli import CONTROLLER_ID, LocalCluster, leader_views, replica_states
+from floodmark.client.replica_state import leader_views, replica_states
+from floodmark.cluster_cli import CONTROLLER_ID, LocalCluster
 from floodmark.ui.groups import read_groups
 
 PartitionKey = tuple[str, int]

@@ -199,9 +199,9 @@ def _entity(cls: type, is_request_header: bool = False) -> tuple[Walker, int, bo
     def walk(buf: memoryview, position: int, end: int) -> int:
         for step in plan:
             if step.__class__ is int:
-                if position + step > end:  # type: ignore[operator]
+                if position + step > end:
                     raise _fail(f"fields of {step} bytes, {end - position} remain", position)
-                position += step  # type: ignore[operator]
+                position += step
             else:
                 position = step(buf, position, end)  # type: ignore[operator]
         if not flexible:
@@ -268,7 +268,8 @@ def _field(field: dataclasses.Field[Any], flexible: bool, is_request_header: boo
 @functools.cache
 def _request_walker(api_key: int, version: int) -> Walker:
     cls = load_request_schema(api_key, version)
-    header, _, _ = _entity(cls.__header_schema__, is_request_header=True)
+    header_schema: Any = cls.__header_schema__
+    header, _, _ = _entity(header_schema, is_request_header=True)
     body, _, _ = _entity(cls)
 
     def walk(buf: memoryview, position: int, end: int) -> int:

@@ -15,6 +15,8 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
+from floodmark.records import CorruptRecordError, read_uvarint
+
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _HHI = struct.Struct(">hhi")
@@ -44,19 +46,10 @@ class ProduceRequest:
 
 
 def _uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    while True:
-        if pos >= len(buf):
-            raise HotDecodeError("varint runs past the end of the frame")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 35:
-            raise HotDecodeError("varint too long")
+    try:
+        return read_uvarint(buf, pos, max_bytes=5)
+    except CorruptRecordError as exc:
+        raise HotDecodeError(f"bad varint in the frame: {exc}") from None
 
 
 def _skip_tags(buf: memoryview, pos: int) -> int:
@@ -190,6 +183,8 @@ class ProducePartitionResult:
     log_start_offset: int
     error_message: str | None = None
     pending: Any = None  # the broker's future while an acks=all produce waits for the HW
+    # KIP-467 (v8+): (batch_index, batch_index_error_message) of each refused record.
+    record_errors: list[tuple[int, str | None]] | None = None
 
 
 def encode_produce_response(version: int, correlation_id: int,
@@ -208,7 +203,13 @@ def encode_produce_response(version: int, correlation_id: int,
             if version >= 5:
                 out += _I64.pack(p.log_start_offset)
             if version >= 8:
-                _put_array_len(out, 0, flexible)  # record_errors
+                errors = p.record_errors or ()
+                _put_array_len(out, len(errors), flexible)
+                for batch_index, message in errors:
+                    out += _I32.pack(batch_index)
+                    _put_string(out, message, flexible)
+                    if flexible:
+                        out.append(0)  # tagged fields of the record error
                 _put_string(out, p.error_message, flexible)
             if flexible:
                 out.append(0)

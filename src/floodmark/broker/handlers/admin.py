@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from floodmark.broker.metadata import validate_topic_name
 from floodmark.errors import ErrorCode, KafkaError
+from floodmark.metadata import validate_topic_name
 from floodmark.wire.api_table import SUPPORTED, ApiKey
 from floodmark.wire.codec import RequestHeader, encode_response
 
@@ -188,11 +188,13 @@ _SOURCE_DEFAULT = 5
 
 
 def _config_type(value: Any) -> int:
-    # ConfigType: 1 BOOLEAN, 2 STRING, 3 INT, 4 SHORT, 5 LONG
+    # ConfigType: 1 BOOLEAN, 2 STRING, 3 INT, 4 SHORT, 5 LONG, 6 DOUBLE
     if isinstance(value, bool):
         return 1
     if isinstance(value, int):
         return 5
+    if isinstance(value, float):
+        return 6  # DOUBLE
     return 2
 
 

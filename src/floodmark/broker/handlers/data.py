@@ -70,15 +70,13 @@ def append_partition(broker: Broker, topic: str, partition: int, records: bytes 
         _warn_refusal(ps, result.answer, result.error_message, now_ms)
     out.error_code = result.answer if result.answer is not None else ErrorCode.NONE
     out.error_message = result.error_message
+    if result.record_errors:
+        out.record_errors = result.record_errors
     if result.answer in (None, ErrorCode.NONE):
         out.base_offset = result.base_offset
         if result.log_append_time_ms >= 0:
             out.log_append_time_ms = result.log_append_time_ms
-    hw_moved, done = ps.apply(result.effects)
-    if hw_moved:
-        broker.purgatory.wake((topic, partition))
-    for d in done:
-        broker.complete_produce(d.produce_id, d.error, d.base_offset)
+    ps.apply(result.effects)
     if result.parked:
         out.pending = broker.park_produce(produce_id)  # answered when the HW passes it
     return out

@@ -6,8 +6,9 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from floodmark.broker.offsets import OFFSETS_TOPIC, CommittedOffset, partition_for
+from floodmark.broker.offsets import CommittedOffset, partition_for
 from floodmark.errors import ErrorCode, KafkaError
+from floodmark.metadata import OFFSETS_TOPIC
 from floodmark.wire.codec import RequestHeader, ms
 
 if TYPE_CHECKING:

@@ -1,0 +1,55 @@
+"""What brokers and the controller agree a topic is: names, partitions, limits.
+
+Below both (the layers point down only): the controller validates and assigns with these, the
+brokers and clients read them. ``OFFSETS_TOPIC`` is the one internal topic name.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from floodmark.errors import ErrorCode, KafkaError
+
+OFFSETS_TOPIC = "__consumer_offsets"
+_TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+
+
+@dataclass(frozen=True)
+class PartitionMeta:
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class TopicMeta:
+    name: str
+    topic_id: uuid.UUID
+    partitions: tuple[PartitionMeta, ...]
+    configs: dict[str, Any] = field(default_factory=dict)
+    internal: bool = False
+
+
+# Every partition costs open files, memory and a replica fetcher: a bound on the total keeps one
+# request (CreateTopics or CreatePartitions with a count of 2^31) from exhausting the process.
+MAX_PARTITIONS = 10_000
+
+
+def check_partition_count(current_total: int, adding: int) -> None:
+    """Refuse a change that adds ``adding`` partitions to a cluster holding ``current_total``."""
+    if adding < 1:
+        raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"invalid partition count {adding}")
+    if current_total + adding > MAX_PARTITIONS:
+        raise KafkaError(ErrorCode.POLICY_VIOLATION,
+                         f"{adding} more partition(s) would make {current_total + adding}; "
+                         f"floodmark serves at most {MAX_PARTITIONS} partitions")
+
+
+def validate_topic_name(name: str) -> None:
+    if name in (".", "..") or not _TOPIC_NAME.match(name):
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"invalid topic name {name!r}")

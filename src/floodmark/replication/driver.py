@@ -1,0 +1,134 @@
+"""The one interpreter of the core's decisions: effects and follower actions, applied to a log.
+
+``Partition`` decides and returns values; something has to carry them out against the storage
+and the outside world. That something used to be written three times (the single broker, the
+cluster broker and the simulator) and the copies had drifted: one called ``after_truncate`` after
+a truncation and another did not, one checked the epoch cache before assigning an epoch. Now the
+broker and the simulator both hold a ``ReplicaDriver`` and give it a small set of ports — what
+only they can do (wake waiting fetches, answer a produce, send AlterPartition, keep a mirror) —
+and every rule about *applying* a decision lives here, sans-I/O like the core.
+
+The order is the core's: effects in the order returned; a truncation cuts the log, forgets the
+producer state the log lost (a truncated sequence is no longer a duplicate), and then lets the
+core keep HW ≤ LEO (``after_truncate``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from floodmark.errors import ErrorCode
+from floodmark.records import iter_batches
+from floodmark.replication.election import AlterPartitionRequest
+from floodmark.replication.epochs import EpochEndOffset
+from floodmark.replication.partition import (
+    AssignEpoch,
+    Effect,
+    FetchResponse,
+    FollowerAction,
+    FollowerActionKind,
+    HighWatermarkChanged,
+    LogView,
+    Partition,
+    ProposeIsr,
+    TruncateTo,
+)
+from floodmark.replication.producer_state import ProducerStateTable
+from floodmark.replication.purgatory import CompleteProduce
+
+
+class ReplicaLog(LogView, Protocol):
+    """What the driver needs of ``floodmark.storage.Log``: the core's view plus the writes."""
+
+    def assign_epoch(self, epoch: int, start_offset: int) -> None: ...
+    def truncate_to(self, offset: int) -> None: ...
+    def truncate_fully_and_start_at(self, offset: int) -> None: ...
+    def append_as_follower(self, records: bytes | bytearray | memoryview, now_ms: int) -> object: ...
+    def iter_batch_headers(self) -> Iterable[Any]: ...
+
+
+class ReplicaPorts(Protocol):
+    """What only the shell can do with a decision."""
+
+    def high_watermark_changed(self, old: int, new: int) -> None:
+        """Wake whatever waits on the HW (parked fetches, the step tables)."""
+
+    def complete_produce(self, done: CompleteProduce) -> None:
+        """Answer a produce the purgatory released."""
+
+    def propose_isr(self, request: AlterPartitionRequest) -> None:
+        """Send AlterPartition to the controller (and resend it while ``is_proposal_pending``)."""
+
+    def log_truncated(self, before: int, after: int, reason: str, *, fully: bool) -> None:
+        """The log was cut from ``before`` to ``after`` (``fully``: emptied, starting there)."""
+
+    def follower_appended(self, records: bytes | bytearray | memoryview) -> None:
+        """Records fetched from the leader are in the log."""
+
+
+@dataclass(eq=False, slots=True)
+class ReplicaDriver:
+    partition: Partition
+    log: ReplicaLog
+    producers: ProducerStateTable
+    ports: ReplicaPorts
+
+    def apply(self, effects: Iterable[Effect]) -> None:
+        for effect in effects:
+            if isinstance(effect, CompleteProduce):
+                self.ports.complete_produce(effect)
+            elif isinstance(effect, HighWatermarkChanged):
+                self.ports.high_watermark_changed(effect.old, effect.new)
+            elif isinstance(effect, AssignEpoch):
+                # Idempotent: a leader re-elected at an epoch the cache already has writes nothing.
+                if self.log.epoch_cache.latest_epoch < effect.epoch:
+                    self.log.assign_epoch(effect.epoch, effect.start_offset)
+            elif isinstance(effect, TruncateTo):
+                self.truncate_to(effect.offset, effect.reason)
+            elif isinstance(effect, ProposeIsr):
+                self.ports.propose_isr(effect.request)
+            else:  # pragma: no cover - the Effect union is closed
+                raise TypeError(f"unknown effect {effect!r}")
+
+    def truncate_to(self, offset: int, reason: str) -> None:
+        before = self.log.log_end_offset
+        self.log.truncate_to(offset)
+        self.producers.rebuild(self.log.iter_batch_headers())
+        self.ports.log_truncated(before, self.log.log_end_offset, reason, fully=False)
+        self.apply(self.partition.after_truncate(self.log))
+
+    def truncate_fully_and_start_at(self, offset: int, reason: str) -> None:
+        before = self.log.log_end_offset
+        self.log.truncate_fully_and_start_at(offset)
+        self.producers.clear()
+        self.ports.log_truncated(before, self.log.log_end_offset, reason, fully=True)
+        self.apply(self.partition.after_truncate(self.log))
+
+    # -- follower ------------------------------------------------------------------------------
+    def on_fetch_response(self, response: FetchResponse,
+                          records: bytes | bytearray | memoryview, now_ms: int) -> FollowerAction:
+        """Carry out what a fetch answer means; the action tells the shell when to fetch next
+        (RETRY with ``backoff``, STOP until new metadata, IGNORE a stale answer)."""
+        action = self.partition.on_fetch_response(self.log, response)
+        kind = action.kind
+        if kind is FollowerActionKind.APPEND:
+            if records:
+                self.log.append_as_follower(records, now_ms)
+                self.producers.record_batches(h for _p, h in iter_batches(records, validate=False))
+                self.ports.follower_appended(records)
+            self.apply(self.partition.after_follower_append(self.log, response))
+        elif kind is FollowerActionKind.TRUNCATE:
+            self.truncate_to(action.offset, action.reason)
+        elif kind is FollowerActionKind.TRUNCATE_FULLY:
+            self.truncate_fully_and_start_at(action.offset, action.reason)
+        return action
+
+    def on_epoch_answer(self, request_leader_epoch: int, error: ErrorCode,
+                        answer: EpochEndOffset) -> FollowerAction:
+        """Epoch-offset mode: the OffsetsForLeaderEpoch answer decides the cut."""
+        action = self.partition.on_epoch_answer(self.log, request_leader_epoch, error, answer)
+        if action.kind is FollowerActionKind.TRUNCATE:
+            self.truncate_to(action.offset, f"OffsetsForLeaderEpoch answer {answer.end_offset}")
+        return action

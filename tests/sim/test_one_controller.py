@@ -1,0 +1,112 @@
+"""The simulator drives the controller that runs: ``SimController`` is an adapter over
+``ControllerLogic``, and the rule the two copies used to disagree on (a restarted broker and the
+ISR) is one rule, shown here in the simulator and on the logic the controller process runs."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+
+from floodmark.controller.image import MetadataImage
+from floodmark.controller.logic import ControllerConfig, ControllerLogic
+from floodmark.replication.modes import Truncation
+from floodmark.sim import controller as sim_controller
+from floodmark.sim.cluster import Cluster
+from floodmark.sim.config import SimConfig
+from floodmark.sim.explore import ExploreOptions, build_cluster
+
+
+def test_the_simulated_controller_is_the_controller_logic() -> None:
+    cluster = Cluster(SimConfig())
+    assert type(cluster.controller.logic) is ControllerLogic
+    assert type(cluster.controller.logic.image) is MetadataImage
+    # The adapter decides nothing: it never calls the election builder itself.
+    tree = ast.parse(inspect.getsource(sim_controller))
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                for alias in node.names}
+    assert not imported & {"build_change", "elect_leader", "apply_alter_partition",
+                           "validate_alter_partition", "bump_leader_epoch"}
+
+
+def test_explorer_runs_the_controller_rule_that_runs() -> None:
+    modern = build_cluster(1, ExploreOptions(truncation=Truncation.LEADER_EPOCH))
+    assert modern.controller.logic.config.new_incarnation_keeps_isr is False
+    historical = build_cluster(1, ExploreOptions(truncation=Truncation.HIGH_WATERMARK))
+    assert historical.controller.logic.config.new_incarnation_keeps_isr is True
+
+
+def _settle(cluster: Cluster, until: int) -> None:
+    cluster.world.run_until(until)
+
+
+def test_a_restarted_follower_leaves_the_isr_and_rejoins_by_catching_up_in_the_simulator() -> None:
+    cluster = Cluster(SimConfig(truncation=Truncation.LEADER_EPOCH), seed=3)
+    cluster.boot()
+    cluster.producer.start()
+    world = cluster.world
+    _settle(cluster, world.now_ms + 500)
+    reg = cluster.controller.registration
+    follower = next(b for b in cluster.brokers if b.broker_id != reg.leader)
+    assert follower.broker_id in reg.isr
+    follower.crash(lose_unsynced=False)
+    follower.start()  # well within the session: only the new incarnation tells the controller
+    deadline = world.now_ms + 50
+    while world.now_ms < deadline and follower.broker_epoch < 0:
+        world.run_until(world.now_ms + 1)
+    assert follower.broker_epoch >= 0, "the restarted broker never registered"
+    assert follower.broker_id not in cluster.controller.registration.isr
+    # It rejoins through the leader's expansion rule once it has caught up.
+    deadline = world.now_ms + 5000
+    while world.now_ms < deadline and follower.broker_id not in cluster.controller.registration.isr:
+        world.run_until(world.now_ms + 10)
+    assert follower.broker_id in cluster.controller.registration.isr
+    assert cluster.checker.violations == []
+
+
+def _logic(**cfg: bool) -> ControllerLogic:
+    logic = ControllerLogic(MetadataImage(), ControllerConfig(auto_leader_rebalance_enable=False,
+                                                              **cfg))
+    logic.bootstrap()
+    for b in (1, 2, 3):
+        logic.register_broker(b, "127.0.0.1", 9000 + b, f"inc-{b}", now_ms=0)
+    logic.create_topic("t", 1, 3, {})
+    return logic
+
+
+def test_a_restarted_follower_leaves_the_isr_in_the_controller_logic() -> None:
+    logic = _logic()
+    reg = logic.image.partition("t", 0)
+    assert reg is not None
+    follower = reg.replicas[1]
+    logic.register_broker(follower, "127.0.0.1", 1, "again", now_ms=10)
+    after = logic.image.partition("t", 0)
+    assert after is not None and follower not in after.isr and after.leader == reg.leader
+    assert not logic.image.brokers[follower].fenced  # the new incarnation itself is acceptable
+
+
+def test_historical_rule_keeps_the_isr_and_bumps_a_restarted_leaders_epoch() -> None:
+    logic = _logic(new_incarnation_keeps_isr=True)
+    reg = logic.image.partition("t", 0)
+    assert reg is not None
+    logic.register_broker(reg.replicas[1], "127.0.0.1", 1, "again", now_ms=10)
+    kept = logic.image.partition("t", 0)
+    assert kept is not None and kept.isr == reg.isr and kept.leader_epoch == reg.leader_epoch
+    logic.register_broker(reg.leader, "127.0.0.1", 1, "again", now_ms=20)
+    bumped = logic.image.partition("t", 0)
+    assert bumped is not None and bumped.leader == reg.leader
+    assert bumped.leader_epoch == reg.leader_epoch + 1 and bumped.isr == reg.isr
+
+
+def test_unclean_shutdown_leaves_isr_and_elr_when_asked() -> None:
+    logic = _logic(unclean_shutdown_leaves_isr=True, new_incarnation_keeps_isr=True)
+    reg = logic.image.partition("t", 0)
+    assert reg is not None
+    follower = reg.replicas[2]
+    logic.register_broker(follower, "127.0.0.1", 1, "again", now_ms=10, clean_shutdown=False)
+    after = logic.image.partition("t", 0)
+    assert after is not None and follower not in after.isr and follower not in after.elr
+    # A clean restart under the same rule keeps it (the historical switch is on here).
+    other = reg.replicas[1]
+    logic.register_broker(other, "127.0.0.1", 1, "again", now_ms=20, clean_shutdown=True)
+    kept = logic.image.partition("t", 0)
+    assert kept is not None and other in kept.isr
