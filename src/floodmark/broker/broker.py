@@ -67,6 +67,9 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.OFFSET_FETCH: group_apis.offset_fetch,
     ApiKey.LIST_GROUPS: group_apis.list_groups,
     ApiKey.DESCRIBE_GROUPS: group_apis.describe_groups,
+    ApiKey.DELETE_GROUPS: group_apis.delete_groups,
+    ApiKey.OFFSET_DELETE: group_apis.offset_delete,
+    ApiKey.DESCRIBE_CLUSTER: admin.describe_cluster,
 }
 # Hot path: handlers that take the raw frame (no kio decode, records stay views into the frame).
 RAW_HANDLERS: dict[ApiKey, Callable[[Broker, memoryview, int], Any]] = {
@@ -288,6 +291,15 @@ class Broker:
                  served or "none")
         if sendfile.SENDFILE_ENABLED:
             log.info("broker %d %s", self.node_id, sendfile.SendfileStats.describe())
+
+    def live_brokers(self) -> list[dict[str, Any]]:
+        """The brokers clients may talk to (Metadata, DescribeCluster): this one, alone."""
+        host, port = self.advertised
+        return [{"node_id": self.node_id, "host": host, "port": port, "rack": None}]
+
+    def is_coordinator(self, group: str) -> bool:
+        """Does this broker coordinate ``group``? A single broker coordinates every group."""
+        return True
 
     @property
     def advertised(self) -> tuple[str, int]:

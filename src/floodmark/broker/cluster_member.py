@@ -554,19 +554,22 @@ class ClusterBroker(Broker):
             topics.append({"topic_name": t.topic_name, "partitions": parts})
         return {"error_code": 0, "topics": topics}
 
-    def _metadata(self, header: Any, body: Any, conn: Connection) -> dict[str, Any]:
-        out = admin.metadata(self, header, body, conn)
+    def live_brokers(self) -> list[dict[str, Any]]:
+        """Every unfenced broker of the controller's metadata (and this one)."""
         image = self.controller_client.image
-        out["brokers"] = [
-            {"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": None}
-            for b in sorted(image.brokers.values(), key=lambda b: b.broker_id) if not b.fenced
-        ]
-        if not any(b["node_id"] == self.node_id for b in out["brokers"]):
-            host, port = self.advertised
-            out["brokers"].append({"node_id": self.node_id, "host": host, "port": port,
-                                   "rack": None})
+        out = [{"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": None}
+               for b in sorted(image.brokers.values(), key=lambda b: b.broker_id)
+               if not b.fenced]
+        if not any(b["node_id"] == self.node_id for b in out):
+            out.extend(super().live_brokers())
+        return out
+
+    def is_coordinator(self, group: str) -> bool:
+        return self._coordinator_for(group) == self.node_id
+
+    def _metadata(self, header: Any, body: Any, conn: Connection) -> dict[str, Any]:
         # Admin clients send CreateTopics etc. to the "controller": any broker forwards them.
-        out["controller_id"] = self.node_id
+        out = admin.metadata(self, header, body, conn)
         for topic in out["topics"]:
             for p in topic["partitions"]:
                 if p["leader_id"] < 0:

@@ -13,12 +13,14 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import struct
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from floodmark.client.group import decode_subscription
 from floodmark.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -351,6 +353,28 @@ class GroupCoordinator:
             return ErrorCode.REBALANCE_IN_PROGRESS
         g.members[member_id].last_heartbeat_ms = _now_ms()
         return ErrorCode.NONE
+
+    def delete(self, group_id: str) -> ErrorCode:
+        """DeleteGroups: only a group without members goes (NON_EMPTY_GROUP otherwise)."""
+        g = self.groups.get(group_id)
+        if g is not None and g.members:
+            return ErrorCode.NON_EMPTY_GROUP
+        self.groups.pop(group_id, None)
+        return ErrorCode.NONE
+
+    def subscribed_topics(self, group_id: str) -> set[str] | None:
+        """Topics the members of an active consumer group subscribe to (None: no members)."""
+        g = self.groups.get(group_id)
+        if g is None or not g.members:
+            return None
+        topics: set[str] = set()
+        for m in g.members.values():
+            if g.protocol_type == "consumer":
+                try:
+                    topics.update(decode_subscription(m.metadata_for(g.protocol_name or "")))
+                except (ValueError, IndexError, struct.error):
+                    continue  # a subscription floodmark cannot read protects nothing
+        return topics
 
     def describe(self, group_id: str) -> dict[str, Any]:
         g = self.groups.get(group_id)

@@ -93,10 +93,14 @@ class OffsetStore:
     def groups(self) -> list[str]:
         return [g for g, offs in self._offsets.items() if offs]
 
-    def build_commit_batch(self, group: str, entries: Iterable[tuple[str, int, CommittedOffset]],
+    def build_commit_batch(self, group: str,
+                           entries: Iterable[tuple[str, int, CommittedOffset | None]],
                            now_ms: int) -> bytes:
+        """One batch of offset records; ``None`` is a tombstone (the offset is deleted, and
+        compaction removes the key)."""
         records = [
-            Record(i, now_ms, encode_key(group, topic, partition), encode_value(c))
+            Record(i, now_ms, encode_key(group, topic, partition),
+                   encode_value(c) if c is not None else None)
             for i, (topic, partition, c) in enumerate(entries)
         ]
         return build_batch(records)

@@ -101,10 +101,9 @@ def metadata(broker: Broker, header: RequestHeader, req: Any, conn: Any = None) 
             "partitions": _partition_entries(broker, name),
             "topic_authorized_operations": topic_ops,
         })
-    host, port = broker.advertised
     return {
         "throttle_time": 0,
-        "brokers": [{"node_id": broker.node_id, "host": host, "port": port, "rack": None}],
+        "brokers": broker.live_brokers(),
         "cluster_id": broker.controller.cluster_id,
         "controller_id": broker.node_id,
         "topics": out,
@@ -254,3 +253,23 @@ def _config_entry(name: str, value: Any, dynamic: bool, dynamic_source: int) -> 
 
 def validate_name(name: str) -> None:
     validate_topic_name(name)
+
+
+def describe_cluster(broker: Broker, header: RequestHeader, req: Any, conn: Any = None
+                     ) -> dict[str, Any]:
+    """KIP-700: the live brokers and the cluster id. Admin clients send controller-bound
+    requests to ``controller_id``; any floodmark broker forwards them, so it names itself."""
+    if int(getattr(req, "endpoint_type", 1)) != 1:  # 1 = brokers; 2 = controllers (KIP-919)
+        return {"throttle_time": 0, "error_code": int(ErrorCode.INVALID_REQUEST),
+                "error_message": "only broker endpoints are described",
+                "endpoint_type": int(req.endpoint_type), "cluster_id": "", "controller_id": -1,
+                "brokers": [], "cluster_authorized_operations": INT32_MIN}
+    return {
+        "throttle_time": 0, "error_code": 0, "error_message": None, "endpoint_type": 1,
+        "cluster_id": broker.controller.cluster_id, "controller_id": broker.node_id,
+        "brokers": [{"broker_id": b["node_id"], "host": b["host"], "port": b["port"],
+                     "rack": b["rack"]} for b in broker.live_brokers()],
+        "cluster_authorized_operations": (
+            CLUSTER_OPERATIONS if getattr(req, "include_cluster_authorized_operations", False)
+            else INT32_MIN),
+    }

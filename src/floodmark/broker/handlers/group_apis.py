@@ -89,7 +89,8 @@ def leave_group(broker: Broker, header: RequestHeader, req: Any, conn: Connectio
     return {"throttle_time": 0, "error_code": int(err)}
 
 
-def _append_offsets(broker: Broker, group: str, entries: list[tuple[str, int, CommittedOffset]]) -> ErrorCode:
+def _append_offsets(broker: Broker, group: str,
+                    entries: list[tuple[str, int, CommittedOffset | None]]) -> ErrorCode:
     meta = broker.controller.topics()[OFFSETS_TOPIC]
     p = partition_for(group, len(meta.partitions))
     ps = broker.partitions[(OFFSETS_TOPIC, p)]
@@ -112,7 +113,7 @@ def offset_commit(broker: Broker, header: RequestHeader, req: Any, conn: Connect
     generation = int(getattr(req, "generation_id_or_member_epoch", getattr(req, "generation_id", -1)))
     err = broker.groups.validate_commit(group, req.member_id, generation)
     now = broker.now_ms()
-    entries: list[tuple[str, int, CommittedOffset]] = []
+    entries: list[tuple[str, int, CommittedOffset | None]] = []
     results = []
     topics = broker.controller.topics()  # cluster metadata: the coordinator need not host them
     for t in req.topics:
@@ -196,3 +197,54 @@ def describe_groups(broker: Broker, header: RequestHeader, req: Any, conn: Conne
         desc.update(error_code=0, authorized_operations=-(2**31))
         out.append(desc)
     return {"throttle_time": 0, "groups": out}
+
+
+def delete_groups(broker: Broker, header: RequestHeader, req: Any, conn: Connection) -> Any:
+    """DeleteGroups: an empty group's committed offsets become tombstones in its offsets
+    partition (compaction removes them) and its state goes."""
+    results = []
+    for group in req.groups_names:
+        if not broker.is_coordinator(group):
+            err = ErrorCode.NOT_COORDINATOR
+        elif group not in broker.groups.groups and not broker.offsets.group_offsets(group):
+            err = ErrorCode.GROUP_ID_NOT_FOUND
+        else:
+            err = broker.groups.delete(group)
+            offsets = list(broker.offsets.group_offsets(group))
+            if err is ErrorCode.NONE and offsets:
+                err = _append_offsets(broker, group, [(t, p, None) for t, p in offsets])
+        if err is ErrorCode.NONE:
+            log.info("group %s deleted", group)
+        results.append({"group_id": group, "error_code": int(err)})
+    return {"throttle_time": 0, "results": results}
+
+
+def offset_delete(broker: Broker, header: RequestHeader, req: Any, conn: Connection) -> Any:
+    """OffsetDelete (KIP-496): committed offsets of partitions the group no longer consumes."""
+    group = req.group_id
+
+    def refuse(err: ErrorCode) -> dict[str, Any]:
+        return {"error_code": int(err), "throttle_time": 0, "topics": []}
+
+    if not broker.is_coordinator(group):
+        return refuse(ErrorCode.NOT_COORDINATOR)
+    if group not in broker.groups.groups and not broker.offsets.group_offsets(group):
+        return refuse(ErrorCode.GROUP_ID_NOT_FOUND)
+    subscribed = broker.groups.subscribed_topics(group) or set()
+    tombstones: list[tuple[str, int, CommittedOffset | None]] = []
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            err = ErrorCode.NONE
+            if t.name in subscribed:
+                err = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+            elif broker.offsets.fetch(group, t.name, int(p.partition_index)) is not None:
+                tombstones.append((t.name, int(p.partition_index), None))
+            parts.append({"partition_index": int(p.partition_index), "error_code": int(err)})
+        topics.append({"name": t.name, "partitions": parts})
+    if tombstones:
+        err = _append_offsets(broker, group, tombstones)
+        if err is not ErrorCode.NONE:
+            return refuse(err)
+    return {"error_code": 0, "throttle_time": 0, "topics": topics}
