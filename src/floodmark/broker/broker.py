@@ -70,6 +70,8 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.DELETE_GROUPS: group_apis.delete_groups,
     ApiKey.OFFSET_DELETE: group_apis.offset_delete,
     ApiKey.DESCRIBE_CLUSTER: admin.describe_cluster,
+    ApiKey.DELETE_RECORDS: data.delete_records,
+    ApiKey.DESCRIBE_LOG_DIRS: admin.describe_log_dirs,
 }
 # Hot path: handlers that take the raw frame (no kio decode, records stay views into the frame).
 RAW_HANDLERS: dict[ApiKey, Callable[[Broker, memoryview, int], Any]] = {

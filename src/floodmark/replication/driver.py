@@ -45,6 +45,7 @@ class ReplicaLog(LogView, Protocol):
     def assign_epoch(self, epoch: int, start_offset: int) -> None: ...
     def truncate_to(self, offset: int) -> None: ...
     def truncate_fully_and_start_at(self, offset: int) -> None: ...
+    def maybe_increment_log_start_offset(self, offset: int, high_watermark: int) -> bool: ...
     def append_as_follower(self, records: bytes | bytearray | memoryview, now_ms: int) -> object: ...
     def iter_batch_headers(self) -> Iterable[Any]: ...
 
@@ -119,6 +120,11 @@ class ReplicaDriver:
                 self.producers.record_batches(h for _p, h in iter_batches(records, validate=False))
                 self.ports.follower_appended(records)
             self.apply(self.partition.after_follower_append(self.log, response))
+            # The leader's log start offset (DeleteRecords, retention) is followed up to this
+            # replica's own HW, as Kafka's fetcher does.
+            hw = self.partition.high_watermark
+            if response.log_start_offset > self.log.log_start_offset:
+                self.log.maybe_increment_log_start_offset(min(response.log_start_offset, hw), hw)
         elif kind is FollowerActionKind.TRUNCATE:
             self.truncate_to(action.offset, action.reason)
         elif kind is FollowerActionKind.TRUNCATE_FULLY:

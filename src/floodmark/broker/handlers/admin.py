@@ -273,3 +273,31 @@ def describe_cluster(broker: Broker, header: RequestHeader, req: Any, conn: Any 
             CLUSTER_OPERATIONS if getattr(req, "include_cluster_authorized_operations", False)
             else INT32_MIN),
     }
+
+
+def describe_log_dirs(broker: Broker, header: RequestHeader, req: Any, conn: Any = None
+                      ) -> dict[str, Any]:
+    """This broker's one log directory: every replica it holds with its size on disk and its
+    offset lag (HW - LEO when a follower is behind the HW it was told, else 0), and the
+    directory's total and usable bytes (v4)."""
+    import os
+
+    wanted = (None if req.topics is None
+              else {(t.topic, int(p)) for t in req.topics for p in t.partitions})
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for (topic, index), ps in sorted(broker.partitions.items()):
+        if wanted is not None and (topic, index) not in wanted:
+            continue
+        by_topic.setdefault(topic, []).append({
+            "partition_index": index, "partition_size": ps.log.size_bytes,
+            "offset_lag": max(0, ps.high_watermark - ps.log_end_offset),
+            "is_future_key": False})
+    try:
+        st = os.statvfs(broker.data_dir)
+        total, usable = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
+    except OSError:
+        total = usable = -1
+    return {"throttle_time": 0, "error_code": 0, "results": [{
+        "error_code": 0, "log_dir": str(broker.data_dir.resolve()),
+        "topics": [{"name": n, "partitions": ps} for n, ps in by_topic.items()],
+        "total_bytes": total, "usable_bytes": usable}]}

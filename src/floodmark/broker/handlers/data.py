@@ -302,3 +302,40 @@ def init_producer_id(broker: Broker, header: RequestHeader, req: Any, conn: Conn
                 "producer_epoch": existing_epoch + 1}
     pid = broker.controller.allocate_producer_id()
     return {"throttle_time": 0, "error_code": 0, "producer_id": pid, "producer_epoch": 0}
+
+
+def delete_records(broker: Broker, header: RequestHeader, req: Any, conn: Any = None
+                   ) -> dict[str, Any]:
+    """DeleteRecords: the leader moves its log start offset (the *low watermark*) up to the
+    requested offset (-1: the HW); never past the HW. Followers follow it from the leader's
+    fetch answers (``replication.driver``). Compacted-only topics refuse (POLICY_VIOLATION)."""
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            index = int(p.partition_index)
+            out: dict[str, Any] = {"partition_index": index, "low_watermark": -1,
+                                   "error_code": 0}
+            ps = broker.partitions.get((t.name, index))
+            if ps is None:
+                out["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            elif not ps.core.is_leader:
+                out["error_code"] = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            elif ps.log.config.compact and not ps.log.config.delete:
+                out["error_code"] = int(ErrorCode.POLICY_VIOLATION)
+            else:
+                hw = ps.high_watermark
+                offset = hw if int(p.offset) == -1 else int(p.offset)
+                if not 0 <= offset <= hw:
+                    out["error_code"] = int(ErrorCode.OFFSET_OUT_OF_RANGE)
+                else:
+                    try:
+                        if ps.log.maybe_increment_log_start_offset(offset, hw):
+                            log.info("partition %s leader_epoch=%d DeleteRecords: log start "
+                                     "offset now %d", ps.name, ps.leader_epoch, offset)
+                    except KafkaError as exc:
+                        out["error_code"] = int(exc.code)
+                    out["low_watermark"] = ps.log_start_offset
+            parts.append(out)
+        topics.append({"name": t.name, "partitions": parts})
+    return {"throttle_time": 0, "topics": topics}

@@ -1,0 +1,101 @@
+"""Issue 9: DeleteRecords moves the log start offset (the reference documents' low watermark)
+and DescribeLogDirs reports every replica's size, with confluent-kafka's AdminClient and
+kafka-python's admin; on a 3-broker cluster the followers follow the leader's log start."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from floodmark.client.replica_state import replica_state
+from tests.cluster.helpers import start_cluster, wait_until
+
+pytestmark = pytest.mark.compat
+
+
+def _produce(bootstrap: str, topic: str, n: int) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for i in range(n):
+        p.produce(topic, value=b"r%d" % i, partition=0)
+    assert p.flush(30) == 0
+
+
+def _first_offset(bootstrap: str, topic: str) -> int:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "lw-reader",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    try:
+        low, _high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
+        c.assign([TopicPartition(topic, 0, -2)])  # OFFSET_BEGINNING
+        for _ in range(100):
+            msg = c.poll(0.5)
+            if msg is not None and msg.error() is None:
+                assert msg.offset() == low
+                return int(msg.offset())
+        raise AssertionError("nothing read")
+    finally:
+        c.close()
+
+
+def test_delete_records_and_describe_log_dirs(broker) -> None:  # type: ignore[no-untyped-def]
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("lw", 1, 1)])["lw"].result(30)
+    _produce(broker.bootstrap, "lw", 20)
+    done = admin.delete_records([TopicPartition("lw", 0, 12)])
+    result = next(iter(done.values())).result(30)
+    assert result.low_watermark == 12
+    assert _first_offset(broker.bootstrap, "lw") == 12
+    # Beyond the high watermark: OFFSET_OUT_OF_RANGE, and nothing moves.
+    with pytest.raises(KafkaException) as beyond:
+        next(iter(admin.delete_records([TopicPartition("lw", 0, 99)]).values())).result(30)
+    assert "OFFSET_OUT_OF_RANGE" in str(beyond.value)
+    # A compacted-only topic refuses (POLICY_VIOLATION), as Kafka does.
+    admin.create_topics([NewTopic("lw-compact", 1, 1, config={"cleanup.policy": "compact"})]
+                        )["lw-compact"].result(30)
+    with pytest.raises(KafkaException) as policy:
+        next(iter(admin.delete_records([TopicPartition("lw-compact", 0, 0)]).values())
+             ).result(30)
+    assert "POLICY_VIOLATION" in str(policy.value)
+
+    from kafka import TopicPartition as KTopicPartition
+    from kafka.admin import KafkaAdminClient
+
+    kp = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=30000)
+    try:
+        answer = kp.delete_records({KTopicPartition("lw", 0): 15})
+        assert answer[KTopicPartition("lw", 0)]["low_watermark"] == 15
+        dirs = kp.describe_log_dirs()
+    finally:
+        kp.close()
+    assert _first_offset(broker.bootstrap, "lw") == 15
+    text = str(dirs)
+    assert "lw" in text and "partition_size" in text
+
+
+def test_followers_follow_the_leaders_log_start(tmp_path: Path) -> None:
+    cluster = start_cluster(tmp_path / "c")
+    try:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_topics([NewTopic("lwr", 1, 3, config={"min.insync.replicas": "2"})]
+                            )["lwr"].result(30)
+        _produce(cluster.bootstrap, "lwr", 30)
+        result = next(iter(admin.delete_records([TopicPartition("lwr", 0, 10)]).values())
+                      ).result(30)
+        assert result.low_watermark == 10
+        _produce(cluster.bootstrap, "lwr", 5)  # the next fetch answers carry the log start
+
+        def starts() -> dict[int, int] | None:
+            out = {}
+            for node in (1, 2, 3):
+                try:
+                    out[node] = replica_state(cluster.address(node), "lwr", 0, 5)[
+                        "log_start_offset"]
+                except (OSError, RuntimeError):
+                    return None
+            return out if all(v == 10 for v in out.values()) else None
+
+        wait_until(starts, 60, "every replica's log start offset at 10")
+    finally:
+        cluster.stop()
