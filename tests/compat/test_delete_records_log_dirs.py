@@ -99,3 +99,59 @@ def test_followers_follow_the_leaders_log_start(tmp_path: Path) -> None:
         wait_until(starts, 60, "every replica's log start offset at 10")
     finally:
         cluster.stop()
+
+
+def test_elect_leaders_preferred_and_unclean_on_a_cluster(tmp_path: Path) -> None:
+    """ElectLeaders with confluent-kafka's AdminClient: PREFERRED brings the first assigned
+    replica back after a restart (automatic rebalancing off); UNCLEAN is refused while a leader
+    lives (ELECTION_NOT_NEEDED) and elects an out-of-sync replica of a leaderless partition."""
+    from confluent_kafka import ElectionType
+
+    cluster = start_cluster(tmp_path / "c", **{"auto.leader.rebalance.enable": "false"})
+    try:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_topics([NewTopic("el", 1, 3, config={"min.insync.replicas": "1"})]
+                            )["el"].result(30)
+        _produce(cluster.bootstrap, "el", 5)
+        preferred = cluster.leader_of("el")
+        assert preferred > 0
+        cluster.kill(preferred)
+        wait_until(lambda: cluster.leader_of("el") not in (-1, preferred), 60, "a new leader")
+        cluster.start_node(preferred)
+        wait_until(lambda: preferred in (cluster.partition_registration("el") or {}).get(
+            "isr", []), 60, "the restarted replica back in the ISR")
+        assert cluster.leader_of("el") != preferred  # nothing moves it back by itself
+        done = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("el", 0)]
+                                   ).result(30)
+        assert [e for e in done.values()] == [None]
+        assert cluster.leader_of("el") == preferred
+        again = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("el", 0)]
+                                    ).result(30)
+        assert "ELECTION_NOT_NEEDED" in str(next(iter(again.values())))
+
+        # UNCLEAN while the leader lives: not needed.
+        live = admin.elect_leaders(ElectionType.UNCLEAN, [TopicPartition("el", 0)]).result(30)
+        assert "ELECTION_NOT_NEEDED" in str(next(iter(live.values())))
+        # The ISR shrinks to the leader alone, the leader dies: leaderless, and the replicas that
+        # come back are outside the ISR. UNCLEAN elects one of them.
+        others = [n for n in (1, 2, 3) if n != preferred]
+        for n in others:
+            cluster.kill(n)
+        wait_until(lambda: (cluster.partition_registration("el") or {}).get("isr") == [preferred],
+                   60, "the ISR shrunk to the leader alone")
+        cluster.kill(preferred)
+        wait_until(lambda: cluster.leader_of("el") == -1, 60, "the partition leaderless")
+        for n in others:
+            cluster.start_node(n)
+
+        def elected() -> bool:
+            result = admin.elect_leaders(ElectionType.UNCLEAN, [TopicPartition("el", 0)]
+                                         ).result(30)
+            error = next(iter(result.values()))
+            assert error is None or "ELIGIBLE_LEADERS_NOT_AVAILABLE" in str(error), error
+            return error is None
+
+        wait_until(elected, 60, "an unclean election once a replica is back", step_s=0.5)
+        assert cluster.leader_of("el") in others
+    finally:
+        cluster.stop()

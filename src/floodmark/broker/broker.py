@@ -72,6 +72,7 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.DESCRIBE_CLUSTER: admin.describe_cluster,
     ApiKey.DELETE_RECORDS: data.delete_records,
     ApiKey.DESCRIBE_LOG_DIRS: admin.describe_log_dirs,
+    ApiKey.ELECT_LEADERS: admin.elect_leaders,
 }
 # Hot path: handlers that take the raw frame (no kio decode, records stay views into the frame).
 RAW_HANDLERS: dict[ApiKey, Callable[[Broker, memoryview, int], Any]] = {

@@ -45,6 +45,8 @@ class Controller(Protocol):
     def delete_topic(self, name: str, *, validate_only: bool = False) -> TopicMeta: ...
     def create_partitions(self, name: str, count: int, *, validate_only: bool = False) -> TopicMeta: ...
     def allocate_producer_id(self) -> int: ...
+    def elect_leaders(self, partitions: list[tuple[str, int]], *, unclean: bool
+                      ) -> list[tuple[str, int, ErrorCode, str]]: ...
     @property
     def cluster_id(self) -> str: ...
 
@@ -158,6 +160,15 @@ class LocalController:
         self.logic.create_partitions(name, count, validate_only=validate_only)
         self._persist()
         return self.topics()[name]
+
+    def elect_leaders(self, partitions: list[tuple[str, int]], *, unclean: bool
+                      ) -> list[tuple[str, int, ErrorCode, str]]:
+        out = []
+        for topic, partition in partitions:
+            err, message = self.logic.elect_leader(topic, partition, unclean)
+            out.append((topic, partition, err, message))
+        self._persist()
+        return out
 
     def allocate_producer_id(self) -> int:
         if self._pid_next >= self._pid_limit:

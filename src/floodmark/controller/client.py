@@ -168,6 +168,12 @@ class ControllerClient:
                                           "validate_only": validate_only})
         return self.topics()[name]
 
+    def elect_leaders(self, partitions: list[tuple[str, int]], *, unclean: bool
+                      ) -> list[tuple[str, int, ErrorCode, str]]:
+        answer = self._admin("elect_leaders", {"partitions": [list(p) for p in partitions],
+                                               "unclean": unclean})
+        return [(str(t), int(p), ErrorCode(int(e)), str(m)) for t, p, e, m in answer["results"]]
+
     def allocate_producer_id(self) -> int:
         if self._pid_next >= self._pid_limit:
             block = self._admin("allocate_producer_ids", {})

@@ -291,24 +291,67 @@ class ControllerLogic:
             self._last_rebalance_ms = now_ms
             self.rebalance_preferred_leaders()
 
+    def _preferred_change(self, reg: PartitionRegistration) -> PartitionRegistration | None:
+        """The first assigned replica leads again, when it is in the ISR and acceptable."""
+        preferred = reg.replicas[0] if reg.replicas else NO_LEADER
+        if (reg.leader == preferred or preferred not in reg.isr
+                or preferred not in self.image.acceptable_brokers()):
+            return None
+        return PartitionRegistration(
+            replicas=reg.replicas, isr=reg.isr, leader=preferred,
+            leader_epoch=reg.leader_epoch + 1, partition_epoch=reg.partition_epoch + 1,
+            leader_recovery_state=reg.leader_recovery_state, elr=reg.elr)
+
     def rebalance_preferred_leaders(self) -> int:
         """PREFERRED election: the first assigned replica leads again when it is in the ISR and
         acceptable. Returns the number of partitions moved."""
-        acceptable = self.image.acceptable_brokers()
         moved = 0
         for topic, timage in list(self.image.topics.items()):
             for partition, reg in sorted(timage.partitions.items()):
-                preferred = reg.replicas[0] if reg.replicas else NO_LEADER
-                if (reg.leader != preferred and preferred in reg.isr
-                        and preferred in acceptable):
-                    new = PartitionRegistration(
-                        replicas=reg.replicas, isr=reg.isr, leader=preferred,
-                        leader_epoch=reg.leader_epoch + 1,
-                        partition_epoch=reg.partition_epoch + 1,
-                        leader_recovery_state=reg.leader_recovery_state, elr=reg.elr)
+                new = self._preferred_change(reg)
+                if new is not None:
                     self._commit_change(topic, partition, new, "preferred leader election")
                     moved += 1
         return moved
+
+    def elect_leader(self, topic: str, partition: int, unclean: bool) -> tuple[ErrorCode, str]:
+        """ElectLeaders (KIP-460) for one partition, an operator's explicit choice.
+
+        PREFERRED: the first assigned replica, when it is in the ISR and acceptable. UNCLEAN:
+        only for a partition without a leader, any acceptable replica even outside the ISR (the
+        seed documents' unclean election: the new leader may lack records the old ISR had
+        committed, and the others truncate to its log). Returns (error, message)."""
+        reg = self.image.partition(topic, partition)
+        if reg is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown partition {topic}-{partition}"
+        if not unclean:
+            if reg.replicas and reg.leader == reg.replicas[0]:
+                return ErrorCode.ELECTION_NOT_NEEDED, "the preferred replica leads already"
+            new = self._preferred_change(reg)
+            if new is None:
+                return (ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+                        f"preferred replica {reg.replicas[0] if reg.replicas else -1} is not "
+                        f"an acceptable ISR member")
+            self._commit_change(topic, partition, new, "preferred leader election (requested)")
+            return ErrorCode.NONE, ""
+        if reg.leader != NO_LEADER:
+            return ErrorCode.ELECTION_NOT_NEEDED, f"broker {reg.leader} leads"
+        change = build_change(reg, acceptable=self.image.acceptable_brokers(),
+                              unclean_leader_election_enable=True,
+                              min_insync_replicas=self._min_isr_for_elr(topic))
+        if change is None or change.registration.leader == NO_LEADER:
+            return ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, "no acceptable replica"
+        lost_isr = [r for r in reg.isr if r != change.registration.leader]
+        if change.election is ElectionKind.UNCLEAN:
+            self.unclean_elections += 1
+        self._commit_change(topic, partition, change.registration,
+                            "UNCLEAN election requested by an operator")
+        message = (f"broker {change.registration.leader} leads at leader epoch "
+                   f"{change.registration.leader_epoch}; records committed by the old ISR "
+                   f"{list(reg.isr)} beyond its log end are lost, and "
+                   f"{lost_isr or 'the other replicas'} truncate to its log")
+        self.log.warning("partition %s-%d: %s", topic, partition, message)
+        return ErrorCode.NONE, message
 
     def move_leadership(self, topic: str, partition: int, why: str) -> bool:
         """A graceful leader change to the next acceptable ISR member (what a controlled

@@ -201,6 +201,14 @@ class ControllerServer:
                                      validate_only=bool(a.get("validate_only", False)))
         return {}
 
+    def _rpc_elect_leaders(self, a: dict[str, Any]) -> dict[str, Any]:
+        results = []
+        for topic, partition in a["partitions"]:
+            err, message = self.logic.elect_leader(str(topic), int(partition),
+                                                   bool(a.get("unclean", False)))
+            results.append([str(topic), int(partition), int(err), message])
+        return {"results": results}
+
     def _rpc_allocate_producer_ids(self, a: dict[str, Any]) -> dict[str, Any]:
         first, count = self.logic.allocate_producer_ids()
         return {"first": first, "count": count}

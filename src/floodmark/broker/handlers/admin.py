@@ -301,3 +301,23 @@ def describe_log_dirs(broker: Broker, header: RequestHeader, req: Any, conn: Any
         "error_code": 0, "log_dir": str(broker.data_dir.resolve()),
         "topics": [{"name": n, "partitions": ps} for n, ps in by_topic.items()],
         "total_bytes": total, "usable_bytes": usable}]}
+
+
+def elect_leaders(broker: Broker, header: RequestHeader, req: Any, conn: Any = None
+                  ) -> dict[str, Any]:
+    """ElectLeaders (KIP-460): PREFERRED (0) or UNCLEAN (1), decided by the controller; every
+    partition when ``topic_partitions`` is null."""
+    unclean = int(getattr(req, "election_type", 0)) == 1
+    if req.topic_partitions is None:
+        wanted = [(name, p.partition) for name, meta in broker.controller.topics().items()
+                  for p in meta.partitions]
+    else:
+        wanted = [(t.topic, int(p)) for t in req.topic_partitions for p in t.partitions]
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for topic, partition, err, message in broker.controller.elect_leaders(wanted,
+                                                                          unclean=unclean):
+        by_topic.setdefault(topic, []).append({
+            "partition_id": partition, "error_code": int(err),
+            "error_message": message or None})
+    return {"throttle_time": 0, "error_code": 0, "replica_election_results": [
+        {"topic": t, "partition_result": parts} for t, parts in by_topic.items()]}
