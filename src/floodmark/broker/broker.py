@@ -29,6 +29,7 @@ from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import OFFSETS_TOPIC, TopicMeta
 from floodmark.replication.election import AlterPartitionRequest, PartitionRegistration
 from floodmark.replication.produce import ProduceSettings
+from floodmark.storage.config import LogConfig
 from floodmark.wire.api_table import SUPPORTED, ApiKey, supported_range
 from floodmark.wire.codec import (
     ProtocolError,
@@ -73,6 +74,8 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.DELETE_RECORDS: data.delete_records,
     ApiKey.DESCRIBE_LOG_DIRS: admin.describe_log_dirs,
     ApiKey.ELECT_LEADERS: admin.elect_leaders,
+    ApiKey.ALTER_CONFIGS: admin.alter_configs,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: admin.incremental_alter_configs,
 }
 # Hot path: handlers that take the raw frame (no kio decode, records stay views into the frame).
 RAW_HANDLERS: dict[ApiKey, Callable[[Broker, memoryview, int], Any]] = {
@@ -154,7 +157,8 @@ class Broker:
             plog, hw = self.storage.open_log(meta.name, p.partition, meta.configs, self.now_ms())
             ps = PartitionState(meta.name, p.partition, self.node_id, plog, hooks=self,
                                 min_insync_replicas=min_isr, checkpointed_high_watermark=hw,
-                                truncation=self.config.truncation)
+                                truncation=self.config.truncation,
+                                topic_configs=dict(meta.configs))
             # This broker's own metadata: it leads every partition it hosts.
             replicas = p.replicas or (self.node_id,)
             ps.apply_metadata(PartitionRegistration(
@@ -312,6 +316,31 @@ class Broker:
         return host, self.config.advertised_port or self.bound_port
 
     # -- produce purgatory ------------------------------------------------------------------------
+    # -- topic configs -----------------------------------------------------------------------------
+    def alter_topic_configs(self, name: str, configs: dict[str, Any], *,
+                            validate_only: bool = False) -> None:
+        """AlterConfigs / IncrementalAlterConfigs for a topic: ``configs`` is the whole new set,
+        validated by the setting registry, decided by the controller, applied to the replicas."""
+        if name not in self.controller.topics():
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
+        configs = self.storage.validate_topic_configs(configs)
+        if validate_only:
+            return
+        self.controller.alter_topic_configs(name, configs)
+        meta = self.controller.topics()[name]
+        for p in meta.partitions:
+            ps = self.partitions.get((name, p.partition))
+            if ps is not None:
+                self.reconfigure_partition(ps, meta.configs)
+
+    def reconfigure_partition(self, ps: PartitionState, configs: dict[str, Any]) -> None:
+        if ps.topic_configs == configs:
+            return
+        min_isr = int(configs.get("min.insync.replicas", self.config.get("min.insync.replicas")))
+        ps.reconfigure(LogConfig.from_kafka(dict(configs), self.storage.base_config), min_isr)
+        ps.topic_configs = dict(configs)
+        log.info("partition %s: topic configs now %s", ps.name, configs)
+
     def produce_settings(self, ps: PartitionState) -> ProduceSettings:
         """The produce path's settings for a partition (cached: one per max.message.bytes and
         whether the topic is compacted)."""

@@ -228,6 +228,7 @@ class ClusterBroker(Broker):
                 ps = self.cluster_partitions.get(key)
                 if ps is None:
                     ps = self._open_cluster_partition(name, index, timage.configs)
+                self.reconfigure_partition(ps, timage.configs)
                 was_leader = ps.core.is_leader
                 isr_before = len(ps.core.isr)
                 ps.apply_metadata(reg, now, broker_epochs=broker_epochs, ineligible=ineligible)
@@ -257,6 +258,7 @@ class ClusterBroker(Broker):
         plog, hw = self.storage.open_log(topic, index, configs, self.now_ms())
         ps = PartitionState(
             topic, index, self.node_id, plog, hooks=self, min_insync_replicas=min_isr,
+            topic_configs=dict(configs),
             checkpointed_high_watermark=hw, truncation=self.config.truncation,
             replica_lag_time_max_ms=int(self.config.get("replica.lag.time.max.ms")))
         ps.core.local_broker_epoch = self.controller_client.broker_epoch

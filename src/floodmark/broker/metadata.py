@@ -47,6 +47,7 @@ class Controller(Protocol):
     def allocate_producer_id(self) -> int: ...
     def elect_leaders(self, partitions: list[tuple[str, int]], *, unclean: bool
                       ) -> list[tuple[str, int, ErrorCode, str]]: ...
+    def alter_topic_configs(self, name: str, configs: dict[str, Any]) -> None: ...
     @property
     def cluster_id(self) -> str: ...
 
@@ -160,6 +161,10 @@ class LocalController:
         self.logic.create_partitions(name, count, validate_only=validate_only)
         self._persist()
         return self.topics()[name]
+
+    def alter_topic_configs(self, name: str, configs: dict[str, Any]) -> None:
+        self.logic.alter_topic_configs(name, configs)
+        self._persist()
 
     def elect_leaders(self, partitions: list[tuple[str, int]], *, unclean: bool
                       ) -> list[tuple[str, int, ErrorCode, str]]:

@@ -14,7 +14,7 @@ metadata names it leader of everything; a cluster member's comes from the contro
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from floodmark.errors import ErrorCode
@@ -84,6 +84,7 @@ class PartitionState:
     replica_lag_time_max_ms: int = 30_000
     checkpointed_high_watermark: int = 0
     truncation: Truncation = DEFAULT_TRUNCATION
+    topic_configs: dict[str, Any] = field(default_factory=dict)  # as last applied
     producers: ProducerStateTable = field(default_factory=ProducerStateTable)
     core: Partition = field(init=False)
     driver: ReplicaDriver = field(init=False)
@@ -102,6 +103,13 @@ class PartitionState:
                                     _Ports(self.hooks, (self.topic, self.partition)))
         log.info("partition %s opened at log_end_offset=%d high_watermark=%d", self.name,
                  self.log_end_offset, self.high_watermark)
+
+    def reconfigure(self, log_config: Any, min_insync_replicas: int) -> None:
+        """New topic configs (AlterConfigs): the log's settings and the core's min ISR; they
+        apply from the next append, roll, retention or cleaning pass."""
+        self.log.config = log_config
+        self.min_insync_replicas = min_insync_replicas
+        self.core.config = replace(self.core.config, min_insync_replicas=min_insync_replicas)
 
     def apply_metadata(self, registration: PartitionRegistration, now_ms: int, *,
                        broker_epochs: dict[int, int] | None = None,

@@ -96,6 +96,20 @@ class Storage:
             LogConfig.from_kafka(out, self.base_config)
         except (ValueError, TypeError) as exc:
             raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from exc
+        if "min.insync.replicas" in out:
+            try:
+                valid = int(str(out["min.insync.replicas"])) >= 1
+            except ValueError:
+                valid = False
+            if not valid:
+                raise KafkaError(ErrorCode.INVALID_CONFIG,
+                                 f"min.insync.replicas must be an integer >= 1, not "
+                                 f"{out['min.insync.replicas']!r}")
+        if "unclean.leader.election.enable" in out and str(
+                out["unclean.leader.election.enable"]).strip().lower() not in ("true", "false"):
+            raise KafkaError(ErrorCode.INVALID_CONFIG,
+                             f"unclean.leader.election.enable must be true or false, not "
+                             f"{out['unclean.leader.election.enable']!r}")
         return out
 
     def log_dir(self, topic: str, partition: int) -> Path:

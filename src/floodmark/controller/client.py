@@ -168,6 +168,9 @@ class ControllerClient:
                                           "validate_only": validate_only})
         return self.topics()[name]
 
+    def alter_topic_configs(self, name: str, configs: dict[str, Any]) -> None:
+        self._admin("alter_topic_configs", {"name": name, "configs": configs})
+
     def elect_leaders(self, partitions: list[tuple[str, int]], *, unclean: bool
                       ) -> list[tuple[str, int, ErrorCode, str]]:
         answer = self._admin("elect_leaders", {"partitions": [list(p) for p in partitions],

@@ -20,6 +20,7 @@ floodmark's own log format. Kafka's record names, reduced to what floodmark need
 ``partition``          the full ``PartitionRegistration`` (replicas, ISR, leader, leader epoch,
                        partition epoch, recovery state, KIP-966 ELR): Kafka's PartitionRecord and
                        PartitionChangeRecord in one shape
+``topic_configs``      a topic's whole config set after AlterConfigs / IncrementalAlterConfigs
 ``remove_topic``       topic deleted
 ``producer_ids``       next unallocated producer id (blocks handed to brokers)
 ``cluster_id``         written once, first record of a new cluster
@@ -163,6 +164,10 @@ class MetadataImage:
             topic = self.topics.get(str(rec["topic"]))
             if topic is not None:
                 topic.partitions[int(rec["partition"])] = record_to_registration(rec)
+        elif kind == "topic_configs":
+            timage = self.topics.get(str(rec["name"]))
+            if timage is not None:
+                timage.configs = dict(rec["configs"])
         elif kind == "remove_topic":
             self.topics.pop(str(rec["name"]), None)
         elif kind == "producer_ids":

@@ -417,6 +417,13 @@ class ControllerLogic:
                                         leader_epoch=0, partition_epoch=0)
             self._commit_change(name, i, reg, "created")
 
+    def alter_topic_configs(self, name: str, configs: dict[str, Any]) -> None:
+        """Replace a topic's configs (the broker validated them against the setting registry;
+        brokers apply the new set to the replicas they hold when they see the record)."""
+        if name not in self.image.topics:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
+        self.emit({"type": "topic_configs", "name": name, "configs": dict(configs)})
+
     def delete_topic(self, name: str) -> None:
         if name not in self.image.topics:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")

@@ -201,6 +201,10 @@ class ControllerServer:
                                      validate_only=bool(a.get("validate_only", False)))
         return {}
 
+    def _rpc_alter_topic_configs(self, a: dict[str, Any]) -> dict[str, Any]:
+        self.logic.alter_topic_configs(str(a["name"]), dict(a["configs"]))
+        return {}
+
     def _rpc_elect_leaders(self, a: dict[str, Any]) -> dict[str, Any]:
         results = []
         for topic, partition in a["partitions"]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from floodmark.errors import ErrorCode, KafkaError
@@ -321,3 +322,75 @@ def elect_leaders(broker: Broker, header: RequestHeader, req: Any, conn: Any = N
             "error_message": message or None})
     return {"throttle_time": 0, "error_code": 0, "replica_election_results": [
         {"topic": t, "partition_result": parts} for t, parts in by_topic.items()]}
+
+
+# IncrementalAlterConfigs operations (KIP-339)
+_OP_SET, _OP_DELETE, _OP_APPEND, _OP_SUBTRACT = 0, 1, 2, 3
+_LIST_CONFIGS = frozenset({"cleanup.policy"})
+
+
+def _alter_resource(broker: Broker, res: Any, validate_only: bool,
+                    new_configs: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {"error_code": 0, "error_message": None,
+                           "resource_type": int(res.resource_type),
+                           "resource_name": res.resource_name}
+    if res.resource_type != _TOPIC_RESOURCE:
+        out.update(error_code=int(ErrorCode.INVALID_REQUEST),
+                   error_message="floodmark's broker settings are static (set at start); only "
+                                 "topic configs can be altered")
+        return out
+    meta = broker.controller.topics().get(res.resource_name)
+    if meta is None:
+        out.update(error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                   error_message=f"unknown topic {res.resource_name!r}")
+        return out
+    try:
+        broker.alter_topic_configs(res.resource_name, new_configs(dict(meta.configs)),
+                                   validate_only=validate_only)
+    except KafkaError as exc:
+        out.update(error_code=int(exc.code), error_message=exc.message or exc.code.name)
+    return out
+
+
+def incremental_alter_configs(broker: Broker, header: RequestHeader, req: Any,
+                              conn: Any = None) -> dict[str, Any]:
+    """IncrementalAlterConfigs: SET, DELETE, APPEND and SUBTRACT (list configs) per key."""
+    responses = []
+    for res in req.resources:
+        def apply(current: dict[str, Any], res: Any = res) -> dict[str, Any]:
+            defaults = broker.config.topic_defaults()
+            for c in res.configs:
+                op, name, value = int(c.config_operation), str(c.name), c.value
+                if op == _OP_SET:
+                    current[name] = value
+                elif op == _OP_DELETE:
+                    current.pop(name, None)
+                elif op in (_OP_APPEND, _OP_SUBTRACT):
+                    if name not in _LIST_CONFIGS:
+                        raise KafkaError(ErrorCode.INVALID_CONFIG,
+                                         f"{name} is not a list config")
+                    now = str(current.get(name, defaults.get(name, "")))
+                    items = [x for x in now.split(",") if x]
+                    change = [x.strip() for x in str(value or "").split(",") if x.strip()]
+                    if op == _OP_APPEND:
+                        items += [x for x in change if x not in items]
+                    else:
+                        items = [x for x in items if x not in change]
+                    current[name] = ",".join(items)
+                else:
+                    raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown operation {op}")
+            return current
+
+        responses.append(_alter_resource(broker, res, bool(req.validate_only), apply))
+    return {"throttle_time": 0, "responses": responses}
+
+
+def alter_configs(broker: Broker, header: RequestHeader, req: Any, conn: Any = None
+                  ) -> dict[str, Any]:
+    """AlterConfigs (the older call): the request's entries replace the topic's whole set."""
+    responses = []
+    for res in req.resources:
+        entries = {str(c.name): c.value for c in res.configs if c.value is not None}
+        responses.append(_alter_resource(broker, res, bool(req.validate_only),
+                                         lambda _current, e=entries: dict(e)))
+    return {"throttle_time": 0, "responses": responses}
