@@ -155,3 +155,40 @@ def test_elect_leaders_preferred_and_unclean_on_a_cluster(tmp_path: Path) -> Non
         assert cluster.leader_of("el") in others
     finally:
         cluster.stop()
+
+
+def test_manual_replica_assignment_on_a_cluster(tmp_path: Path) -> None:
+    """CreateTopics and CreatePartitions with the operator's replica placement (the first
+    replica leads), Kafka's checks on it, and ListPartitionReassignments answered (empty)."""
+    from confluent_kafka.admin import NewPartitions
+
+    cluster = start_cluster(tmp_path / "c")
+    try:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_topics([NewTopic("ma", 2, replica_assignment=[[2, 3], [3, 1]])]
+                            )["ma"].result(30)
+        regs = [cluster.partition_registration("ma", p) or {} for p in (0, 1)]
+        assert [r.get("replicas") for r in regs] == [[2, 3], [3, 1]]
+        assert [r.get("leader") for r in regs] == [2, 3]
+        admin.create_partitions([NewPartitions("ma", 3, replica_assignment=[[1, 2]])]
+                                )["ma"].result(30)
+        new = cluster.partition_registration("ma", 2) or {}
+        assert new.get("replicas") == [1, 2] and new.get("leader") == 1
+        _produce(cluster.bootstrap, "ma", 3)
+        for bad, why in (([[1, 9]], "not registered"), ([[1, 1]], "repeat"),
+                         ([[1, 2], [3]], "replicas, the topic has")):
+            with pytest.raises(KafkaException) as refused:
+                admin.create_topics([NewTopic("ma-bad", len(bad), replica_assignment=bad)]
+                                    )["ma-bad"].result(30)
+            assert "INVALID_REPLICA_ASSIGNMENT" in str(refused.value) and why in str(
+                refused.value)
+
+        from kafka.admin import KafkaAdminClient
+
+        kp = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=30000)
+        try:
+            assert not kp.list_partition_reassignments()
+        finally:
+            kp.close()
+    finally:
+        cluster.stop()

@@ -76,6 +76,7 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.ELECT_LEADERS: admin.elect_leaders,
     ApiKey.ALTER_CONFIGS: admin.alter_configs,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: admin.incremental_alter_configs,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: admin.list_partition_reassignments,
 }
 # Hot path: handlers that take the raw frame (no kio decode, records stay views into the frame).
 RAW_HANDLERS: dict[ApiKey, Callable[[Broker, memoryview, int], Any]] = {
@@ -380,7 +381,11 @@ class Broker:
 
     # -- metadata changes ----------------------------------------------------------------------
     def create_topic(self, name: str, num_partitions: int, replication_factor: int,
-                     configs: dict[str, Any], *, validate_only: bool = False) -> TopicMeta:
+                     configs: dict[str, Any], *, validate_only: bool = False,
+                     assignments: list[tuple[int, ...]] | None = None) -> TopicMeta:
+        if assignments is not None and (num_partitions != -1 or replication_factor != -1):
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "a manual replica assignment comes "
+                             "with num_partitions and replication_factor -1")
         if num_partitions == -1:
             num_partitions = int(self.config.get("num.partitions"))
         if replication_factor == -1:
@@ -389,7 +394,8 @@ class Broker:
         if name.startswith("__") and name == OFFSETS_TOPIC:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"{name} is internal")
         meta = self.controller.create_topic(name, num_partitions, replication_factor, configs,
-                                            validate_only=validate_only)
+                                            validate_only=validate_only,
+                                            assignments=assignments)
         if not validate_only:
             self._open_topic(meta)
         return meta
@@ -413,8 +419,10 @@ class Broker:
             log.warning("checkpoint after deleting topic %s failed: %s", name, exc)
         return meta
 
-    def create_partitions(self, name: str, count: int, *, validate_only: bool = False) -> None:
-        meta = self.controller.create_partitions(name, count, validate_only=validate_only)
+    def create_partitions(self, name: str, count: int, *, validate_only: bool = False,
+                          assignments: list[tuple[int, ...]] | None = None) -> None:
+        meta = self.controller.create_partitions(name, count, validate_only=validate_only,
+                                                 assignments=assignments)
         if not validate_only:
             self._open_topic(meta)
 

@@ -41,9 +41,11 @@ class Controller(Protocol):
     def create_topic(
         self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, Any],
         *, internal: bool = False, validate_only: bool = False,
+        assignments: list[tuple[int, ...]] | None = None,
     ) -> TopicMeta: ...
     def delete_topic(self, name: str, *, validate_only: bool = False) -> TopicMeta: ...
-    def create_partitions(self, name: str, count: int, *, validate_only: bool = False) -> TopicMeta: ...
+    def create_partitions(self, name: str, count: int, *, validate_only: bool = False,
+                          assignments: list[tuple[int, ...]] | None = None) -> TopicMeta: ...
     def allocate_producer_id(self) -> int: ...
     def elect_leaders(self, partitions: list[tuple[str, int]], *, unclean: bool
                       ) -> list[tuple[str, int, ErrorCode, str]]: ...
@@ -133,12 +135,13 @@ class LocalController:
     def create_topic(
         self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, Any],
         *, internal: bool = False, validate_only: bool = False,
+        assignments: list[tuple[int, ...]] | None = None,
     ) -> TopicMeta:
         self.logic.create_topic(name, num_partitions, replication_factor, configs,
-                                validate_only=validate_only)
+                                validate_only=validate_only, assignments=assignments)
         if validate_only:
             parts = tuple(PartitionMeta(i, self._node_id, 0, (self._node_id,), (self._node_id,))
-                          for i in range(num_partitions))
+                          for i in range(len(assignments) if assignments else num_partitions))
             return TopicMeta(name, uuid.uuid4(), parts, dict(configs), name == OFFSETS_TOPIC)
         self._persist()
         log.info("created topic %s partitions=%d", name, num_partitions)
@@ -157,8 +160,10 @@ class LocalController:
             log.info("deleted topic %s", name)
         return meta
 
-    def create_partitions(self, name: str, count: int, *, validate_only: bool = False) -> TopicMeta:
-        self.logic.create_partitions(name, count, validate_only=validate_only)
+    def create_partitions(self, name: str, count: int, *, validate_only: bool = False,
+                          assignments: list[tuple[int, ...]] | None = None) -> TopicMeta:
+        self.logic.create_partitions(name, count, validate_only=validate_only,
+                                     assignments=assignments)
         self._persist()
         return self.topics()[name]
 

@@ -134,7 +134,8 @@ class ControllerClient:
 
     def create_topic(self, name: str, num_partitions: int, replication_factor: int,
                      configs: dict[str, Any], *, internal: bool = False,
-                     validate_only: bool = False) -> TopicMeta:
+                     validate_only: bool = False,
+                     assignments: list[tuple[int, ...]] | None = None) -> TopicMeta:
         if internal:
             # Broker-local internal topic (the committed-offset store): RF=1, led by this node.
             parts = tuple(PartitionMeta(i, self.node_id, 0, (self.node_id,), (self.node_id,))
@@ -146,9 +147,15 @@ class ControllerClient:
             return meta
         self._admin("create_topic", {"name": name, "num_partitions": num_partitions,
                                      "replication_factor": replication_factor,
-                                     "configs": configs, "validate_only": validate_only})
+                                     "configs": configs, "validate_only": validate_only,
+                                     "assignments": None if assignments is None
+                                     else [list(r) for r in assignments]})
         if validate_only:
-            parts = tuple(PartitionMeta(i, -1, 0, (), ()) for i in range(num_partitions))
+            if assignments is not None:
+                parts = tuple(PartitionMeta(i, r[0], 0, tuple(r), tuple(r))
+                              for i, r in enumerate(assignments))
+            else:
+                parts = tuple(PartitionMeta(i, -1, 0, (), ()) for i in range(num_partitions))
             return TopicMeta(name, uuid.uuid4(), parts, dict(configs), False)
         return self.topics()[name]
 
@@ -163,9 +170,12 @@ class ControllerClient:
         self._admin("delete_topic", {"name": name})
         return meta
 
-    def create_partitions(self, name: str, count: int, *, validate_only: bool = False) -> TopicMeta:
+    def create_partitions(self, name: str, count: int, *, validate_only: bool = False,
+                          assignments: list[tuple[int, ...]] | None = None) -> TopicMeta:
         self._admin("create_partitions", {"name": name, "count": count,
-                                          "validate_only": validate_only})
+                                          "validate_only": validate_only,
+                                          "assignments": None if assignments is None
+                                          else [list(r) for r in assignments]})
         return self.topics()[name]
 
     def alter_topic_configs(self, name: str, configs: dict[str, Any]) -> None:

@@ -392,13 +392,19 @@ class ControllerLogic:
 
     # -- topics ----------------------------------------------------------------------------------
     def create_topic(self, name: str, num_partitions: int, replication_factor: int,
-                     configs: dict[str, Any], *, validate_only: bool = False) -> None:
+                     configs: dict[str, Any], *, validate_only: bool = False,
+                     assignments: list[tuple[int, ...]] | None = None) -> None:
+        """A new topic: replicas placed round-robin over the acceptable brokers, or as the
+        operator assigned them (``assignments[i]``: partition i's replicas, preferred first)."""
         validate_topic_name(name)
         if name in self.image.topics:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
-        check_partition_count(self._partition_total(), num_partitions)
         live = sorted(self.image.acceptable_brokers())
-        if replication_factor < 1 or replication_factor > len(live):
+        if assignments is not None:
+            self._check_assignments(assignments, None)
+            num_partitions = len(assignments)
+        check_partition_count(self._partition_total(), num_partitions)
+        if assignments is None and (replication_factor < 1 or replication_factor > len(live)):
             raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
                              f"replication factor {replication_factor} but {len(live)} live "
                              f"broker(s)")
@@ -406,7 +412,42 @@ class ControllerLogic:
             return
         self.emit({"type": "topic", "name": name, "topic_id": str(uuid.uuid4()),
                    "configs": dict(configs)})
-        self._add_partitions(name, 0, num_partitions, replication_factor, live)
+        if assignments is not None:
+            self._add_assigned(name, 0, assignments)
+        else:
+            self._add_partitions(name, 0, num_partitions, replication_factor, live)
+
+    def _check_assignments(self, assignments: list[tuple[int, ...]],
+                           replication_factor: int | None) -> None:
+        """Kafka's rules for a manual assignment: every partition has replicas, no broker twice,
+        one replication factor, only registered brokers, at least one of them acceptable."""
+        rf = replication_factor if replication_factor is not None else (
+            len(assignments[0]) if assignments else 0)
+        acceptable = self.image.acceptable_brokers()
+        for i, replicas in enumerate(assignments):
+            if not replicas or len(set(replicas)) != len(replicas):
+                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"partition {i}: replicas {list(replicas)} are empty or repeat "
+                                 f"a broker")
+            if len(replicas) != rf:
+                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"partition {i}: {len(replicas)} replicas, the topic has {rf}")
+            unknown = [b for b in replicas if b not in self.image.brokers]
+            if unknown:
+                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"partition {i}: broker(s) {unknown} are not registered")
+            if not any(b in acceptable for b in replicas):
+                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"partition {i}: every assigned broker is fenced or shutting "
+                                 f"down")
+
+    def _add_assigned(self, name: str, first: int, assignments: list[tuple[int, ...]]) -> None:
+        acceptable = self.image.acceptable_brokers()
+        for i, replicas in enumerate(assignments, start=first):
+            isr = tuple(r for r in replicas if r in acceptable)
+            reg = PartitionRegistration(replicas=tuple(replicas), isr=isr, leader=isr[0],
+                                        leader_epoch=0, partition_epoch=0)
+            self._commit_change(name, i, reg, "created (assigned)")
 
     def _add_partitions(self, name: str, first: int, count: int, replication_factor: int,
                         live: list[int]) -> None:
@@ -429,7 +470,8 @@ class ControllerLogic:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
         self.emit({"type": "remove_topic", "name": name})
 
-    def create_partitions(self, name: str, count: int, *, validate_only: bool = False) -> None:
+    def create_partitions(self, name: str, count: int, *, validate_only: bool = False,
+                          assignments: list[tuple[int, ...]] | None = None) -> None:
         timage = self.image.topics.get(name)
         if timage is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
@@ -440,6 +482,15 @@ class ControllerLogic:
                              f"must be larger")
         check_partition_count(self._partition_total(), count - current)
         rf = len(timage.partitions[0].replicas)
+        if assignments is not None:
+            if len(assignments) != count - current:
+                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"{len(assignments)} assignments for {count - current} new "
+                                 f"partition(s)")
+            self._check_assignments(assignments, rf)
+            if not validate_only:
+                self._add_assigned(name, current, assignments)
+            return
         live = sorted(self.image.acceptable_brokers())
         if rf > len(live):
             raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,

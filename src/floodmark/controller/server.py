@@ -187,9 +187,12 @@ class ControllerServer:
                 "registration": registration_to_record(topic, partition, reg) if reg else None}
 
     def _rpc_create_topic(self, a: dict[str, Any]) -> dict[str, Any]:
+        assignments = a.get("assignments")
         self.logic.create_topic(str(a["name"]), int(a["num_partitions"]),
                                 int(a["replication_factor"]), dict(a.get("configs") or {}),
-                                validate_only=bool(a.get("validate_only", False)))
+                                validate_only=bool(a.get("validate_only", False)),
+                                assignments=None if assignments is None else [
+                                    tuple(int(b) for b in r) for r in assignments])
         return {}
 
     def _rpc_delete_topic(self, a: dict[str, Any]) -> dict[str, Any]:
@@ -197,8 +200,11 @@ class ControllerServer:
         return {}
 
     def _rpc_create_partitions(self, a: dict[str, Any]) -> dict[str, Any]:
+        assignments = a.get("assignments")
         self.logic.create_partitions(str(a["name"]), int(a["count"]),
-                                     validate_only=bool(a.get("validate_only", False)))
+                                     validate_only=bool(a.get("validate_only", False)),
+                                     assignments=None if assignments is None else [
+                                         tuple(int(b) for b in r) for r in assignments])
         return {}
 
     def _rpc_alter_topic_configs(self, a: dict[str, Any]) -> dict[str, Any]:

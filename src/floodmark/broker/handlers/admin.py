@@ -126,13 +126,17 @@ def create_topics(broker: Broker, header: RequestHeader, req: Any, conn: Any = N
             if t.name in seen:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "topic listed twice")
             seen.add(t.name)
+            assignments = None
             if t.assignments:
-                raise KafkaError(ErrorCode.INVALID_REQUEST,
-                                 "manual replica assignment is not supported")
+                ordered = sorted(t.assignments, key=lambda a: int(a.partition_index))
+                if [int(a.partition_index) for a in ordered] != list(range(len(ordered))):
+                    raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                     "assigned partitions must be numbered 0..n-1")
+                assignments = [tuple(int(b) for b in a.broker_ids) for a in ordered]
             configs = {c.name: c.value for c in t.configs}
             meta = broker.create_topic(
                 t.name, int(t.num_partitions), int(t.replication_factor), configs,
-                validate_only=validate_only,
+                validate_only=validate_only, assignments=assignments,
             )
             entry.update(topic_id=meta.topic_id, num_partitions=len(meta.partitions),
                          replication_factor=len(meta.partitions[0].replicas))
@@ -170,10 +174,10 @@ def create_partitions(broker: Broker, header: RequestHeader, req: Any, conn: Any
     for t in req.topics:
         entry: dict[str, Any] = {"name": t.name, "error_code": 0, "error_message": None}
         try:
-            if t.assignments:
-                raise KafkaError(ErrorCode.INVALID_REQUEST,
-                                 "manual replica assignment is not supported")
-            broker.create_partitions(t.name, int(t.count), validate_only=bool(req.validate_only))
+            assignments = (None if not t.assignments else
+                           [tuple(int(b) for b in a.broker_ids) for a in t.assignments])
+            broker.create_partitions(t.name, int(t.count), validate_only=bool(req.validate_only),
+                                     assignments=assignments)
         except KafkaError as exc:
             entry.update(error_code=int(exc.code), error_message=exc.message or None)
         results.append(entry)
@@ -394,3 +398,9 @@ def alter_configs(broker: Broker, header: RequestHeader, req: Any, conn: Any = N
         responses.append(_alter_resource(broker, res, bool(req.validate_only),
                                          lambda _current, e=entries: dict(e)))
     return {"throttle_time": 0, "responses": responses}
+
+
+def list_partition_reassignments(broker: Broker, header: RequestHeader, req: Any,
+                                 conn: Any = None) -> dict[str, Any]:
+    """ListPartitionReassignments: floodmark moves no replicas, so none is ever in progress."""
+    return {"throttle_time": 0, "error_code": 0, "error_message": None, "topics": []}
