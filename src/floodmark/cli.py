@@ -60,8 +60,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if func is None:
         parser.print_help()
         return 2
+    from floodmark.client.cluster import BadAddress, Retriable
+    from floodmark.client.connection import RequestFailed
+
     try:
         return int(func(args) or 0)
+    except (RequestFailed, Retriable, BadAddress) as exc:
+        print(f"error: {exc}", file=sys.stderr)  # the cluster said no, or nobody answered
+        return 1
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

@@ -6,11 +6,13 @@ import argparse
 import json
 import sys
 import time
-import zlib
 from typing import Any
 
-from floodmark.client.connection import KafkaConnection
+from floodmark.client.cluster import ClusterClient, Retriable, error_text
+from floodmark.client.connection import KafkaConnection, RequestFailed
+from floodmark.client.partitioner import partition_for_key
 from floodmark.client.replica_state import epoch_cache, replica_state
+from floodmark.errors import ErrorCode
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
@@ -20,7 +22,8 @@ def register(subparsers: Any) -> None:
     tsub = topic.add_subparsers(dest="topic_command", metavar="ACTION")
 
     def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP)
+        p.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP,
+                       help="host:port[,host:port...]: every address is tried")
 
     p = tsub.add_parser("create", help="create a topic")
     p.add_argument("name")
@@ -68,7 +71,7 @@ def register(subparsers: Any) -> None:
 def _check(errors: list[tuple[str, int, str | None]]) -> int:
     bad = [(n, c, m) for n, c, m in errors if c]
     for name, code, msg in bad:
-        print(f"error: {name}: error code {code}{': ' + msg if msg else ''}", file=sys.stderr)
+        print(f"error: {name}: {error_text(code)}{': ' + msg if msg else ''}", file=sys.stderr)
     return 1 if bad else 0
 
 
@@ -77,8 +80,8 @@ def topic_create(args: argparse.Namespace) -> int:
     for item in args.config:
         name, _, value = item.partition("=")
         configs.append({"name": name, "value": value})
-    with KafkaConnection(args.bootstrap_server) as conn:
-        resp = conn.request(19, 7, {"topics": [{
+    with ClusterClient(args.bootstrap_server) as cluster:
+        resp = cluster.request_any(19, 7, {"topics": [{
             "name": args.name, "num_partitions": args.partitions,
             "replication_factor": args.replication_factor, "assignments": [],
             "configs": configs}], "timeout": 30000, "validate_only": False})
@@ -88,15 +91,9 @@ def topic_create(args: argparse.Namespace) -> int:
     return rc
 
 
-def _metadata(conn: KafkaConnection, names: list[str] | None) -> Any:
-    topics = None if names is None else [{"name": n, "topic_id": None} for n in names]
-    return conn.request(3, 12, {"topics": topics, "allow_auto_topic_creation": False,
-                                "include_topic_authorized_operations": False})
-
-
 def topic_list(args: argparse.Namespace) -> int:
-    with KafkaConnection(args.bootstrap_server) as conn:
-        meta = _metadata(conn, None)
+    with ClusterClient(args.bootstrap_server) as cluster:
+        meta = cluster.metadata(None)
     for t in sorted(meta.topics, key=lambda t: t.name or ""):
         print(t.name)
     return 0
@@ -143,20 +140,23 @@ def _replica_states(meta: Any, topic: str, p: Any) -> list[dict[str, Any]]:
 
 def topic_describe(args: argparse.Namespace) -> int:
     out = []
-    with KafkaConnection(args.bootstrap_server) as conn:
-        meta = _metadata(conn, [args.name] if args.name else None)
+    with ClusterClient(args.bootstrap_server) as cluster:
+        meta = cluster.metadata([args.name] if args.name else None)
         for t in sorted(meta.topics, key=lambda t: t.name or ""):
             if t.error_code:
-                print(f"error: {t.name}: error code {int(t.error_code)}", file=sys.stderr)
+                print(f"error: {t.name}: {error_text(int(t.error_code))}", file=sys.stderr)
                 return 1
             parts = sorted(t.partitions, key=lambda p: p.partition_index)
-            ids = [int(p.partition_index) for p in parts]
-            hw = _list_offsets(conn, t.name, ids, -1)
-            leo = _list_offsets(conn, t.name, ids, -1, replica_id=-2)
-            start = _list_offsets(conn, t.name, ids, -2)
             rows = []
             for p in parts:
                 i = int(p.partition_index)
+                # Each partition's figures from its leader (any broker when it has none).
+                address = cluster.brokers.get(int(p.leader_id))
+                conn = (cluster.connection(address) if address is not None
+                        else cluster.connection(next(iter(cluster.brokers.values()))))
+                hw = _list_offsets(conn, t.name, [i], -1)
+                leo = _list_offsets(conn, t.name, [i], -1, replica_id=-2)
+                start = _list_offsets(conn, t.name, [i], -2)
                 rows.append({
                     "partition": i, "leader": int(p.leader_id),
                     "leader_epoch": int(p.leader_epoch),
@@ -179,8 +179,9 @@ def topic_describe(args: argparse.Namespace) -> int:
                             log_start_offset=lead["log_start_offset"],
                             epoch_cache=[{"epoch": e, "start_offset": o}
                                          for e, o in lead["epoch_cache"]])
+            any_conn = cluster.connection(next(iter(cluster.brokers.values())))
             out.append({"topic": t.name, "topic_id": str(t.topic_id), "internal": t.is_internal,
-                        "configs": _topic_configs(conn, str(t.name)), "partitions": rows})
+                        "configs": _topic_configs(any_conn, str(t.name)), "partitions": rows})
     if args.json:
         print(json.dumps(out if not args.name else out[0], indent=2))
         return 0
@@ -204,59 +205,98 @@ def topic_describe(args: argparse.Namespace) -> int:
 
 
 def topic_delete(args: argparse.Namespace) -> int:
-    with KafkaConnection(args.bootstrap_server) as conn:
-        resp = conn.request(20, 6, {"topics": [{"name": args.name, "topic_id": None}],
-                                    "timeout": 30000})
+    with ClusterClient(args.bootstrap_server) as cluster:
+        resp = cluster.request_any(20, 6, {"topics": [{"name": args.name, "topic_id": None}],
+                                           "timeout": 30000})
     rc = _check([(r.name or args.name, int(r.error_code), r.error_message) for r in resp.responses])
     if rc == 0:
         print(f"deleted topic {args.name}")
     return rc
 
 
-def _partition_count(conn: KafkaConnection, topic: str, create: bool = True) -> int:
-    meta = conn.request(3, 12, {"topics": [{"name": topic, "topic_id": None}],
-                                "allow_auto_topic_creation": create,
-                                "include_topic_authorized_operations": False})
-    t = meta.topics[0]
-    if t.error_code:
-        raise SystemExit(f"error: topic {topic}: error code {int(t.error_code)}")
-    return len(t.partitions)
+_RETRIABLE_CODES = frozenset(int(c) for c in (
+    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.REQUEST_TIMED_OUT))
+
+
+def _offsets_at(cluster: ClusterClient, topic: str, partitions: list[int],
+                timestamp: int) -> dict[int, int]:
+    """ListOffsets asked of each partition's leader, retried while leaders move."""
+    found: dict[int, int] = {}
+
+    def attempt() -> dict[int, int]:
+        by_leader: dict[int, list[int]] = {}
+        for p in partitions:
+            if p not in found:
+                by_leader.setdefault(cluster.leader(topic, p), []).append(p)
+        for leader, parts in by_leader.items():
+            address = cluster.brokers[leader]
+            try:
+                answer = _list_offsets(cluster.connection(address), topic, parts, timestamp)
+            except (OSError, RequestFailed) as exc:
+                cluster.connection(address).close()
+                raise Retriable(ErrorCode.LEADER_NOT_AVAILABLE, f"broker {leader}: {exc}") from exc
+            for p, (offset, _epoch) in answer.items():
+                if offset >= 0:
+                    found[p] = offset
+        missing = [p for p in partitions if p not in found]
+        if missing:
+            raise Retriable(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{topic} partitions {missing}")
+        return found
+
+    return cluster.retry(attempt)
 
 
 def produce_cmd(args: argparse.Namespace) -> int:
     from floodmark.records import Record, build_batch
 
     acks = -1 if args.acks in ("all", "-1") else int(args.acks)
-    with KafkaConnection(args.bootstrap_server) as conn:
-        n_parts = _partition_count(conn, args.topic)
+    topic = args.topic
+    with ClusterClient(args.bootstrap_server) as cluster:
+        n_parts = cluster.partitions(topic, create=True)
         pending: dict[int, list[Record]] = {}
         robin = 0
         sent = 0
 
-        def flush() -> int:
-            nonlocal sent
-            if not pending:
+        def send_to_leaders() -> int:
+            """Each partition's batch to its leader; retriable answers (a leader moved) are sent
+            again to the new leader. At least once: a timed-out batch may be written twice."""
+            def attempt() -> int:
+                nonlocal sent
+                by_leader: dict[int, list[int]] = {}
+                for part in pending:
+                    by_leader.setdefault(cluster.leader(topic, part), []).append(part)
+                now = int(time.time() * 1000)
+                last = ErrorCode.NONE
+                for leader, parts in by_leader.items():
+                    data = [{"index": part, "records": build_batch(
+                        [Record(i, now, r.key, r.value) for i, r in enumerate(pending[part])])}
+                        for part in parts]
+                    body = {"transactional_id": None, "acks": acks, "timeout": 30000,
+                            "topic_data": [{"name": topic, "partition_data": data}]}
+                    try:
+                        if acks == 0:
+                            cluster.connection(cluster.brokers[leader]).send(0, 9, body)
+                            codes = {part: 0 for part in parts}
+                        else:
+                            resp = cluster.request_node(leader, 0, 9, body)
+                            codes = {int(r.index): int(r.error_code) for t in resp.responses
+                                     for r in t.partition_responses}
+                    except RequestFailed as exc:
+                        raise Retriable(ErrorCode.LEADER_NOT_AVAILABLE,
+                                        f"broker {leader}: {exc}") from exc
+                    for part, code in codes.items():
+                        if code == 0:
+                            sent += len(pending.pop(part))
+                        elif code in _RETRIABLE_CODES:
+                            last = ErrorCode(code)
+                        else:
+                            raise RequestFailed(f"produce to {topic}-{part}: {error_text(code)}")
+                if pending:
+                    raise Retriable(last, f"produce to {topic}")
                 return 0
-            now = int(time.time() * 1000)
-            data = [{"index": p, "records": build_batch(
-                [Record(i, now, r.key, r.value) for i, r in enumerate(recs)])}
-                for p, recs in pending.items()]
-            body = {"transactional_id": None, "acks": acks, "timeout": 30000,
-                    "topic_data": [{"name": args.topic, "partition_data": data}]}
-            count = sum(len(v) for v in pending.values())
-            pending.clear()
-            if acks == 0:
-                conn.send(0, 9, body)
-                sent += count
-                return 0
-            resp = conn.request(0, 9, body)
-            errs = [int(p.error_code) for t in resp.responses for p in t.partition_responses
-                    if p.error_code]
-            if errs:
-                print(f"error: produce failed with error codes {errs}", file=sys.stderr)
-                return 1
-            sent += count
-            return 0
+            return cluster.retry(attempt)
 
         buffered = 0
         for raw in sys.stdin.buffer:
@@ -270,7 +310,7 @@ def produce_cmd(args: argparse.Namespace) -> int:
             if args.partition is not None:
                 part = args.partition
             elif key is not None:
-                part = zlib.crc32(key) % n_parts
+                part = partition_for_key(key, n_parts)  # Kafka's murmur2, as Java and Spark
             else:
                 part = robin % n_parts
                 robin += 1
@@ -278,11 +318,10 @@ def produce_cmd(args: argparse.Namespace) -> int:
             buffered += 1
             if buffered >= args.batch_size:
                 buffered = 0
-                if flush():
-                    return 1
-        if flush():
-            return 1
-    print(f"produced {sent} record(s) to {args.topic}", file=sys.stderr)
+                send_to_leaders()
+        if pending:
+            send_to_leaders()
+    print(f"produced {sent} record(s) to {topic}", file=sys.stderr)
     return 0
 
 
@@ -292,59 +331,80 @@ def consume_cmd(args: argparse.Namespace) -> int:
 
     out = sys.stdout.buffer
     printed = 0
-    with KafkaConnection(args.bootstrap_server) as conn:
-        n_parts = _partition_count(conn, args.topic, create=False)
+    topic = args.topic
+    with ClusterClient(args.bootstrap_server) as cluster:
+        n_parts = cluster.partitions(topic)
         member: GroupMember | None = None
-        group_conn: KafkaConnection | None = None
         partitions = list(range(n_parts))
         positions: dict[int, int] = {}
         if args.group:
-            group_conn = KafkaConnection(args.bootstrap_server)
-            member = GroupMember(group_conn, args.group, [args.topic], {args.topic: n_parts})
-            partitions = member.join().get(args.topic, [])
+            coordinator = cluster.brokers[cluster.coordinator(args.group)]
+            member = GroupMember(cluster.connection(coordinator), args.group, [topic],
+                                 {topic: n_parts})
+            partitions = member.join().get(topic, [])
             committed = member.committed()
             for p in partitions:
-                if committed.get((args.topic, p), -1) >= 0:
-                    positions[p] = committed[(args.topic, p)]
+                if committed.get((topic, p), -1) >= 0:
+                    positions[p] = committed[(topic, p)]
         missing = [p for p in partitions if p not in positions]
         if missing:
-            ts = -2 if args.from_beginning else -1
-            for p, (off, _) in _list_offsets(conn, args.topic, missing, ts).items():
-                positions[p] = off
+            positions.update(_offsets_at(cluster, topic, missing,
+                                         -2 if args.from_beginning else -1))
         idle_since = time.monotonic()
         last_heartbeat = time.monotonic()
         try:
             while partitions:
                 if args.max_messages is not None and printed >= args.max_messages:
                     break
-                resp = conn.request(1, 12, {
-                    "replica_id": -1, "max_wait": 500, "min_bytes": 1, "max_bytes": 16 << 20,
-                    "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-                    "topics": [{"topic": args.topic, "partitions": [
-                        {"partition": p, "current_leader_epoch": -1, "fetch_offset": positions[p],
-                         "last_fetched_epoch": -1, "log_start_offset": -1,
-                         "partition_max_bytes": 4 << 20} for p in partitions]}],
-                    "forgotten_topics_data": [], "rack_id": ""})
                 got = 0
-                for t in resp.responses:
-                    for p in t.partitions:
-                        if p.error_code:
-                            print(f"error: partition {p.partition_index}: error code "
-                                  f"{int(p.error_code)}", file=sys.stderr)
-                            return 1
-                        if not p.records:
-                            continue
-                        for rec in decode_records(p.records, validate=False):
-                            if rec.offset < positions[int(p.partition_index)]:
+                by_leader: dict[int, list[int]] = {}
+                try:
+                    for p in partitions:
+                        by_leader.setdefault(cluster.leader(topic, p), []).append(p)
+                except Retriable:
+                    time.sleep(0.2)  # no leader right now: ask again
+                    by_leader = {}
+                    cluster.leaders.clear()
+                wait_ms = 500 // max(1, len(by_leader))
+                for leader, parts in by_leader.items():
+                    try:
+                        resp = cluster.request_node(leader, 1, 12, {
+                            "replica_id": -1, "max_wait": wait_ms, "min_bytes": 1,
+                            "max_bytes": 16 << 20, "isolation_level": 0, "session_id": 0,
+                            "session_epoch": -1, "topics": [{"topic": topic, "partitions": [
+                                {"partition": p, "current_leader_epoch": -1,
+                                 "fetch_offset": positions[p], "last_fetched_epoch": -1,
+                                 "log_start_offset": -1, "partition_max_bytes": 4 << 20}
+                                for p in parts]}],
+                            "forgotten_topics_data": [], "rack_id": ""})
+                    except RequestFailed:
+                        cluster.leaders.clear()  # the leader went away: find the new one
+                        time.sleep(0.2)
+                        continue
+                    for t in resp.responses:
+                        for p in t.partitions:
+                            code = int(p.error_code)
+                            if code in _RETRIABLE_CODES:
+                                cluster.leaders.clear()
                                 continue
-                            if args.max_messages is not None and printed >= args.max_messages:
-                                break
-                            if args.print_key:
-                                out.write((rec.key or b"") + args.key_separator.encode())
-                            out.write((rec.value or b"") + b"\n")
-                            printed += 1
-                            got += 1
-                            positions[int(p.partition_index)] = rec.offset + 1
+                            if code:
+                                print(f"error: {topic}-{p.partition_index}: {error_text(code)}",
+                                      file=sys.stderr)
+                                return 1
+                            if not p.records:
+                                continue
+                            index = int(p.partition_index)
+                            for rec in decode_records(p.records, validate=False):
+                                if rec.offset < positions[index]:
+                                    continue
+                                if args.max_messages is not None and printed >= args.max_messages:
+                                    break
+                                if args.print_key:
+                                    out.write((rec.key or b"") + args.key_separator.encode())
+                                out.write((rec.value or b"") + b"\n")
+                                printed += 1
+                                got += 1
+                                positions[index] = rec.offset + 1
                 out.flush()
                 now = time.monotonic()
                 if got:
@@ -354,13 +414,9 @@ def consume_cmd(args: argparse.Namespace) -> int:
                 if member is not None and now - last_heartbeat > 2:
                     last_heartbeat = now
                     if member.heartbeat() != 0:
-                        partitions = member.join().get(args.topic, [])
+                        partitions = member.join().get(topic, [])
         finally:
-            if member is not None and group_conn is not None:
-                try:
-                    member.commit({(args.topic, p): positions[p] for p in partitions
-                                   if p in positions})
-                    member.leave()
-                finally:
-                    group_conn.close()
+            if member is not None:
+                member.commit({(topic, p): positions[p] for p in partitions if p in positions})
+                member.leave()
     return 0

@@ -1,0 +1,202 @@
+"""A client of a whole cluster (the CLI's): every bootstrap address, metadata, one connection
+per broker, requests routed to partition leaders and group coordinators, retried while the
+cluster moves (a failover, a leader election, a coordinator that is loading).
+
+Any broker answers metadata and admin requests (each forwards to the controller); a broker that
+does not answer is skipped for the next one. Partition requests go to the leader the last
+metadata named; NOT_LEADER_OR_FOLLOWER and its kin refresh the metadata and try again until
+``timeout_s``, as Kafka's clients do.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from floodmark.client.connection import KafkaConnection, RequestFailed
+from floodmark.errors import ErrorCode
+
+T = TypeVar("T")
+
+RETRIABLE = frozenset({
+    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_COORDINATOR,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH,
+})
+BACKOFF_S = 0.2
+
+Address = tuple[str, int]
+
+
+class BadAddress(ValueError):
+    """A bootstrap address that is not host:port."""
+
+
+class NoBrokerAvailable(RequestFailed):
+    """None of the addresses answered."""
+
+
+class Retriable(Exception):
+    """A Kafka error the cluster may get over (a leader moves): refresh and try again."""
+
+    def __init__(self, code: ErrorCode, what: str) -> None:
+        super().__init__(f"{what}: {error_text(code)}")
+        self.code = code
+
+
+def error_text(code: int) -> str:
+    """Kafka's name for an error code, e.g. ``NOT_LEADER_OR_FOLLOWER (6)``."""
+    try:
+        return f"{ErrorCode(code).name} ({int(code)})"
+    except ValueError:
+        return f"error code {int(code)}"
+
+
+def parse_bootstrap(text: str) -> list[Address]:
+    """``host:port[,host:port...]``; a missing host is 127.0.0.1. One-line errors."""
+    out: list[Address] = []
+    for item in (x.strip() for x in text.split(",")):
+        if not item:
+            continue
+        host, sep, port = item.rpartition(":")
+        if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+            raise BadAddress(f"bootstrap address {item!r} is not host:port")
+        out.append((host or "127.0.0.1", int(port)))
+    if not out:
+        raise BadAddress("no bootstrap address given")
+    return out
+
+
+class ClusterClient:
+    def __init__(self, bootstrap: str, *, timeout_s: float = 30.0,
+                 client_id: str = "floodmark-cli") -> None:
+        self.bootstrap = parse_bootstrap(bootstrap)
+        self.timeout_s = timeout_s
+        self.client_id = client_id
+        self.brokers: dict[int, Address] = {}
+        self.leaders: dict[tuple[str, int], int] = {}
+        self.partition_counts: dict[str, int] = {}
+        self._conns: dict[Address, KafkaConnection] = {}
+
+    def close(self) -> None:
+        for conn in self._conns.values():
+            conn.close()
+        self._conns.clear()
+
+    def __enter__(self) -> ClusterClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- connections -------------------------------------------------------------------------
+    def connection(self, address: Address) -> KafkaConnection:
+        conn = self._conns.get(address)
+        if conn is None:
+            conn = KafkaConnection(f"{address[0]}:{address[1]}", timeout_s=self.timeout_s,
+                                   client_id=self.client_id)
+            self._conns[address] = conn
+        return conn
+
+    def _drop(self, address: Address) -> None:
+        conn = self._conns.pop(address, None)
+        if conn is not None:
+            conn.close()
+
+    def request_to(self, address: Address, api_key: int, version: int, body: Any) -> Any:
+        try:
+            return self.connection(address).request(api_key, version, body)
+        except (OSError, RequestFailed) as exc:
+            self._drop(address)
+            raise RequestFailed(f"{address[0]}:{address[1]}: {exc}") from exc
+
+    def request_any(self, api_key: int, version: int, body: Any) -> Any:
+        """To the first broker that answers: known brokers first, then the bootstrap list."""
+        tried: list[str] = []
+        candidates = list(dict.fromkeys([*self._conns, *self.brokers.values(),
+                                         *self.bootstrap]))
+        for address in candidates:
+            try:
+                return self.request_to(address, api_key, version, body)
+            except RequestFailed as exc:
+                tried.append(str(exc))
+        raise NoBrokerAvailable("no broker answered: " + "; ".join(tried))
+
+    def request_node(self, node_id: int, api_key: int, version: int, body: Any) -> Any:
+        address = self.brokers.get(node_id)
+        if address is None:
+            raise Retriable(ErrorCode.LEADER_NOT_AVAILABLE, f"broker {node_id} is unknown")
+        return self.request_to(address, api_key, version, body)
+
+    # -- metadata ------------------------------------------------------------------------------
+    def metadata(self, topics: list[str] | None, *, auto_create: bool = False) -> Any:
+        body = {"topics": None if topics is None else [{"name": t, "topic_id": None}
+                                                      for t in topics],
+                "allow_auto_topic_creation": auto_create,
+                "include_topic_authorized_operations": False}
+        meta = self.request_any(3, 12, body)
+        self.brokers = {int(b.node_id): (str(b.host), int(b.port)) for b in meta.brokers}
+        for t in meta.topics:
+            if int(t.error_code) == 0:
+                self.partition_counts[str(t.name)] = len(t.partitions)
+                for p in t.partitions:
+                    self.leaders[(str(t.name), int(p.partition_index))] = int(p.leader_id)
+        return meta
+
+    def partitions(self, topic: str, *, create: bool = False) -> int:
+        """The topic's partition count, waiting (bounded) while it is being created."""
+        def ask() -> int:
+            meta = self.metadata([topic], auto_create=create)
+            code = int(meta.topics[0].error_code)
+            if code:
+                if code in RETRIABLE and (create or code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+                    raise Retriable(ErrorCode(code), f"topic {topic}")
+                raise RequestFailed(f"topic {topic}: {error_text(code)}")
+            return self.partition_counts[topic]
+        return self.retry(ask)
+
+    def leader(self, topic: str, partition: int) -> int:
+        leader = self.leaders.get((topic, partition), -1)
+        if leader < 0 or leader not in self.brokers:
+            self.metadata([topic])
+            leader = self.leaders.get((topic, partition), -1)
+        if leader < 0:
+            raise Retriable(ErrorCode.LEADER_NOT_AVAILABLE, f"{topic}-{partition}")
+        return leader
+
+    def coordinator(self, group: str) -> int:
+        def ask() -> int:
+            resp = self.request_any(10, 4, {"key_type": 0, "coordinator_keys": [group]})
+            c = resp.coordinators[0]
+            if int(c.error_code):
+                code = ErrorCode(int(c.error_code))
+                if code in RETRIABLE:
+                    raise Retriable(code, f"coordinator of group {group}")
+                raise RequestFailed(f"coordinator of group {group}: {error_text(code)}")
+            self.brokers[int(c.node_id)] = (str(c.host), int(c.port))
+            return int(c.node_id)
+        return self.retry(ask)
+
+    # -- retries ---------------------------------------------------------------------------------
+    def retry(self, attempt: Callable[[], T]) -> T:
+        """Run ``attempt`` until it succeeds; on a retriable error or a broker that does not
+        answer, forget the cached leaders and try again until ``timeout_s`` has passed."""
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                return attempt()
+            except Retriable:
+                if time.monotonic() >= deadline:
+                    raise
+            except NoBrokerAvailable:
+                # Never reached anyone: a wrong address, not a failover. Say so at once.
+                if not self.brokers or time.monotonic() >= deadline:
+                    raise
+            except RequestFailed as exc:
+                if exc.__cause__ is None or time.monotonic() >= deadline:
+                    raise  # an answer that said no, or out of time
+            self.leaders.clear()
+            time.sleep(BACKOFF_S)
