@@ -38,6 +38,13 @@ def build_parser() -> argparse.ArgumentParser:
         prog="floodmark",
         description="A Kafka-compatible replicated commit log (LEO, HW, ISR, leader epochs).",
     )
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        release = version("floodmark")
+    except PackageNotFoundError:
+        release = "unknown (not installed)"
+    parser.add_argument("--version", action="version", version=f"floodmark {release}")
     top = parser.add_subparsers(dest="command", metavar="COMMAND")
     sim = top.add_parser("sim", help="deterministic simulator, scenarios, explorer, model checker")
     sim_sub = sim.add_subparsers(dest="sim_command", metavar="SIM_COMMAND")

@@ -47,3 +47,38 @@ def test_topic_produce_consume_roundtrip(broker) -> None:
 
     assert "deleted topic cli-demo" in fm("topic", "delete", "cli-demo", *bs)
     assert "cli-demo" not in fm("topic", "list", *bs).split()
+
+
+def test_group_and_config_tools(broker) -> None:
+    """``floodmark group list|describe|reset-offsets|delete`` (kafka-consumer-groups.sh's
+    columns), ``topic alter-config`` and ``--version``."""
+    bs = ["--bootstrap-server", broker.bootstrap]
+    assert fm("--version").startswith("floodmark ")
+    fm("topic", "create", "gt", "--partitions", "2", *bs)
+    fm("produce", "gt", *bs, stdin="".join(f"v{i}\n" for i in range(20)))
+    got = fm("consume", "gt", "--group", "gt-group", "--from-beginning", "--max-messages", "12",
+             *bs)
+    assert len(got.splitlines()) == 12
+    assert "gt-group" in fm("group", "list", *bs)
+    desc = json.loads(fm("group", "describe", "gt-group", "--json", *bs))
+    rows = desc["partitions"]
+    assert sum(r["log_end_offset"] for r in rows) == 20
+    assert sum(r["lag"] for r in rows) == 8 and desc["state"] == "Empty"
+    plan = fm("group", "reset-offsets", "gt-group", "--topic", "gt", "--to-earliest", *bs)
+    assert "add --execute" in plan
+    fm("group", "reset-offsets", "gt-group", "--topic", "gt", "--to-earliest", "--execute", *bs)
+    rows = json.loads(fm("group", "describe", "gt-group", "--json", *bs))["partitions"]
+    assert [r["current_offset"] for r in rows] == [0, 0] and sum(r["lag"] for r in rows) == 20
+    fm("group", "reset-offsets", "gt-group", "--topic", "gt", "--to-datetime",
+       "2999-01-01T00:00:00+00:00", "--execute", *bs)
+    rows = json.loads(fm("group", "describe", "gt-group", "--json", *bs))["partitions"]
+    assert sum(r["lag"] for r in rows) == 0  # later than every record: the log end
+    assert "deleted group gt-group" in fm("group", "delete", "gt-group", *bs)
+    assert "gt-group" not in fm("group", "list", *bs)
+
+    fm("topic", "alter-config", "gt", "--set", "retention.ms=60000", *bs)
+    desc = json.loads(fm("topic", "describe", "gt", "--json", *bs))
+    assert desc["configs"]["retention.ms"] == "60000"
+    fm("topic", "alter-config", "gt", "--delete", "retention.ms", *bs)
+    assert "retention.ms" not in json.loads(fm("topic", "describe", "gt", "--json", *bs))[
+        "configs"]

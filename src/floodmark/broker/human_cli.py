@@ -44,7 +44,42 @@ def register(subparsers: Any) -> None:
     p.add_argument("name")
     common(p)
     p.set_defaults(func=topic_delete)
+    p = tsub.add_parser("alter-config", help="set or delete topic configs (kafka-configs.sh --alter)")
+    p.add_argument("name")
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
+    p.add_argument("--delete", action="append", default=[], metavar="NAME")
+    common(p)
+    p.set_defaults(func=topic_alter_config)
     topic.set_defaults(func=lambda a: (topic.print_help(), 2)[1])
+
+    group = subparsers.add_parser("group", help="consumer groups: list, describe, delete, "
+                                                "reset offsets (kafka-consumer-groups.sh)")
+    gsub = group.add_subparsers(dest="group_command", metavar="ACTION")
+    p = gsub.add_parser("list", help="every group with its state")
+    p.add_argument("--json", action="store_true")
+    common(p)
+    p.set_defaults(func=group_list)
+    p = gsub.add_parser("describe", help="committed offset, log end offset and lag per partition")
+    p.add_argument("group")
+    p.add_argument("--json", action="store_true")
+    common(p)
+    p.set_defaults(func=group_describe)
+    p = gsub.add_parser("delete", help="delete an empty group and its offsets")
+    p.add_argument("group")
+    common(p)
+    p.set_defaults(func=group_delete)
+    p = gsub.add_parser("reset-offsets", help="move an inactive group's committed offsets")
+    p.add_argument("group")
+    p.add_argument("--topic", required=True)
+    how = p.add_mutually_exclusive_group(required=True)
+    how.add_argument("--to-earliest", action="store_true")
+    how.add_argument("--to-latest", action="store_true")
+    how.add_argument("--to-offset", type=int)
+    how.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:MM:SS[+00:00]")
+    p.add_argument("--execute", action="store_true", help="without it, only show the plan")
+    common(p)
+    p.set_defaults(func=group_reset_offsets)
+    group.set_defaults(func=lambda a: (group.print_help(), 2)[1])
 
     p = subparsers.add_parser("produce", help="produce stdin lines to a topic")
     p.add_argument("topic")
@@ -222,7 +257,8 @@ _RETRIABLE_CODES = frozenset(int(c) for c in (
 
 def _offsets_at(cluster: ClusterClient, topic: str, partitions: list[int],
                 timestamp: int) -> dict[int, int]:
-    """ListOffsets asked of each partition's leader, retried while leaders move."""
+    """ListOffsets asked of each partition's leader, retried while leaders move. A timestamp
+    later than every record answers the log end offset (as kafka-consumer-groups.sh does)."""
     found: dict[int, int] = {}
 
     def attempt() -> dict[int, int]:
@@ -231,15 +267,22 @@ def _offsets_at(cluster: ClusterClient, topic: str, partitions: list[int],
             if p not in found:
                 by_leader.setdefault(cluster.leader(topic, p), []).append(p)
         for leader, parts in by_leader.items():
-            address = cluster.brokers[leader]
-            try:
-                answer = _list_offsets(cluster.connection(address), topic, parts, timestamp)
-            except (OSError, RequestFailed) as exc:
-                cluster.connection(address).close()
-                raise Retriable(ErrorCode.LEADER_NOT_AVAILABLE, f"broker {leader}: {exc}") from exc
-            for p, (offset, _epoch) in answer.items():
-                if offset >= 0:
-                    found[p] = offset
+            resp = cluster.request_node(leader, 2, 7, {
+                "replica_id": -1, "isolation_level": 0, "topics": [{"name": topic, "partitions": [
+                    {"partition_index": p, "current_leader_epoch": -1, "timestamp": timestamp}
+                    for p in parts]}]})
+            for part in resp.topics[0].partitions:
+                code = int(part.error_code)
+                if code in _RETRIABLE_CODES:
+                    continue
+                if code:
+                    raise RequestFailed(f"offsets of {topic}-{part.partition_index}: "
+                                        f"{error_text(code)}")
+                offset = int(part.offset)
+                if offset < 0:  # no record at or after the timestamp
+                    offset = _offsets_at(cluster, topic, [int(part.partition_index)], -1)[
+                        int(part.partition_index)]
+                found[int(part.partition_index)] = offset
         missing = [p for p in partitions if p not in found]
         if missing:
             raise Retriable(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{topic} partitions {missing}")
@@ -420,3 +463,143 @@ def consume_cmd(args: argparse.Namespace) -> int:
                 member.commit({(topic, p): positions[p] for p in partitions if p in positions})
                 member.leave()
     return 0
+
+
+def _pairs(items: list[str], what: str) -> dict[str, str]:
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise RequestFailed(f"{what} {item!r} is not NAME=VALUE")
+        out[name] = value
+    return out
+
+
+def topic_alter_config(args: argparse.Namespace) -> int:
+    ops = [{"name": k, "config_operation": 0, "value": v}
+           for k, v in _pairs(args.set, "--set").items()]
+    ops += [{"name": k, "config_operation": 1, "value": None} for k in args.delete]
+    with ClusterClient(args.bootstrap_server) as cluster:
+        resp = cluster.request_any(44, 1, {"resources": [
+            {"resource_type": 2, "resource_name": args.name, "configs": ops}],
+            "validate_only": False})
+    r = resp.responses[0]
+    rc = _check([(args.name, int(r.error_code), r.error_message)])
+    if rc == 0:
+        print(f"altered topic {args.name}: {len(ops)} config(s)")
+    return rc
+
+
+def _coordinator_request(cluster: ClusterClient, group: str, api: int, version: int,
+                         body: Any) -> Any:
+    def attempt() -> Any:
+        return cluster.request_node(cluster.coordinator(group), api, version, body)
+    return cluster.retry(attempt)
+
+
+def group_list(args: argparse.Namespace) -> int:
+    states: dict[str, str] = {}
+    with ClusterClient(args.bootstrap_server) as cluster:
+        cluster.metadata([])
+        for node in sorted(cluster.brokers):  # every coordinator knows its own groups
+            resp = cluster.request_node(node, 16, 4, {"states_filter": []})
+            for g in resp.groups:
+                states[str(g.group_id)] = str(g.group_state)
+    if args.json:
+        print(json.dumps([{"group": g, "state": s} for g, s in sorted(states.items())]))
+    else:
+        for g, state in sorted(states.items()):
+            print(f"{g}\t{state}")
+    return 0
+
+
+def _group_rows(cluster: ClusterClient, group: str) -> tuple[str, list[dict[str, Any]]]:
+    desc = _coordinator_request(cluster, group, 15, 5, {"groups": [group],
+                                                         "include_authorized_operations": False})
+    g = desc.groups[0]
+    members: dict[tuple[str, int], tuple[str, str, str]] = {}
+    from floodmark.client.group import decode_assignment
+
+    for m in g.members:
+        try:
+            assigned = decode_assignment(bytes(m.member_assignment))
+        except Exception:
+            assigned = {}
+        for topic, parts in assigned.items():
+            for p in parts:
+                members[(topic, p)] = (str(m.member_id), str(m.client_host), str(m.client_id))
+    fetched = _coordinator_request(cluster, group, 9, 7, {"group_id": group, "topics": None,
+                                                           "require_stable": False})
+    rows = []
+    committed = {(str(t.name), int(p.partition_index)): int(p.committed_offset)
+                 for t in fetched.topics for p in t.partitions}
+    for topic in sorted({t for t, _p in [*committed, *members]}):
+        parts = sorted({p for t, p in [*committed, *members] if t == topic})
+        ends = _offsets_at(cluster, topic, parts, -1)
+        for p in parts:
+            current = committed.get((topic, p), -1)
+            member = members.get((topic, p), ("-", "-", "-"))
+            rows.append({"group": group, "topic": topic, "partition": p,
+                         "current_offset": current, "log_end_offset": ends[p],
+                         "lag": ends[p] - current if current >= 0 else None,
+                         "consumer_id": member[0], "host": member[1], "client_id": member[2]})
+    return str(g.group_state), rows
+
+
+def group_describe(args: argparse.Namespace) -> int:
+    with ClusterClient(args.bootstrap_server) as cluster:
+        state, rows = _group_rows(cluster, args.group)
+    if args.json:
+        print(json.dumps({"group": args.group, "state": state, "partitions": rows}))
+        return 0
+    print(f"group {args.group} ({state})")
+    print("GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG CONSUMER-ID HOST CLIENT-ID")
+    for r in rows:
+        lag = "-" if r["lag"] is None else r["lag"]
+        current = "-" if r["current_offset"] < 0 else r["current_offset"]
+        print(f"{r['group']} {r['topic']} {r['partition']} {current} {r['log_end_offset']} "
+              f"{lag} {r['consumer_id']} {r['host']} {r['client_id']}")
+    return 0
+
+
+def group_delete(args: argparse.Namespace) -> int:
+    with ClusterClient(args.bootstrap_server) as cluster:
+        resp = _coordinator_request(cluster, args.group, 42, 2, {"groups_names": [args.group]})
+    r = resp.results[0]
+    rc = _check([(args.group, int(r.error_code), None)])
+    if rc == 0:
+        print(f"deleted group {args.group}")
+    return rc
+
+
+def group_reset_offsets(args: argparse.Namespace) -> int:
+    from datetime import datetime
+
+    with ClusterClient(args.bootstrap_server) as cluster:
+        n = cluster.partitions(args.topic)
+        parts = list(range(n))
+        if args.to_offset is not None:
+            target = {p: args.to_offset for p in parts}
+        else:
+            if args.to_datetime:
+                when = datetime.fromisoformat(args.to_datetime)
+                ts = int(when.timestamp() * 1000)
+            else:
+                ts = -2 if args.to_earliest else -1
+            target = _offsets_at(cluster, args.topic, parts, ts)
+        state, _rows = _group_rows(cluster, args.group)
+        if state not in ("Empty", "Dead"):
+            raise RequestFailed(f"group {args.group} is {state}: reset offsets of an inactive "
+                                "group only (stop its consumers first)")
+        for p in parts:
+            print(f"{args.group} {args.topic} {p} -> {target[p]}")
+        if not args.execute:
+            print("(a plan: add --execute to commit it)")
+            return 0
+        resp = _coordinator_request(cluster, args.group, 8, 8, {
+            "group_id": args.group, "generation_id_or_member_epoch": -1, "member_id": "",
+            "group_instance_id": None, "topics": [{"name": args.topic, "partitions": [
+                {"partition_index": p, "committed_offset": target[p],
+                 "committed_leader_epoch": -1, "committed_metadata": ""} for p in parts]}]})
+    return _check([(f"{args.topic}-{p.partition_index}", int(p.error_code), None)
+                   for t in resp.topics for p in t.partitions])
