@@ -67,6 +67,11 @@ def test_incremental_and_legacy_alter_configs(broker) -> None:  # type: ignore[n
     assert "INVALID_CONFIG" in str(bad.value)
     assert "min.insync.replicas" not in {k for k, v in _configs(admin, "cfgalt").items()
                                          if v == "abc"}
+    # ... and at creation (issue 11: it used to reach the metadata and stop a broker).
+    with pytest.raises(KafkaException) as at_create:
+        admin.create_topics([NewTopic("cfgbad", 1, 1, config={"min.insync.replicas": "abc"})]
+                            )["cfgbad"].result(30)
+    assert "INVALID_CONFIG" in str(at_create.value)
     with pytest.raises(KafkaException) as unknown:
         _set(admin, "cfgalt", no_such_setting="1")
     assert "INVALID_CONFIG" in str(unknown.value)

@@ -86,6 +86,7 @@ class ClusterBroker(Broker):
         self.cluster_partitions: dict[tuple[str, int], PartitionState] = {}
         self.isr_shrinks = 0
         self.isr_expands = 0
+        self._bad_partitions: dict[tuple[str, int], str] = {}
         self.fetchers: dict[tuple[str, int], ReplicaFetcher] = {}
         self.replica_waiters = FetchPurgatory()
         self._cluster_tasks: list[asyncio.Task[None]] = []
@@ -225,32 +226,44 @@ class ClusterBroker(Broker):
                     continue
                 key = (name, index)
                 wanted.add(key)
-                ps = self.cluster_partitions.get(key)
-                if ps is None:
-                    ps = self._open_cluster_partition(name, index, timage.configs)
-                self.reconfigure_partition(ps, timage.configs)
-                was_leader = ps.core.is_leader
-                isr_before = len(ps.core.isr)
-                ps.apply_metadata(reg, now, broker_epochs=broker_epochs, ineligible=ineligible)
-                if was_leader and ps.core.is_leader:  # e.g. the controller fenced a follower
-                    self.isr_shrinks += int(len(ps.core.isr) < isr_before)
-                    self.isr_expands += int(len(ps.core.isr) > isr_before)
-                if name == OFFSETS_TOPIC and ps.core.is_leader and not was_leader:
-                    # Group coordinator for this partition now: load the committed offsets the
-                    # replicated log holds (written by the previous coordinator).
-                    n = self.offsets.replay(functools.partial(
-                        self.storage.read_all, ps.log, ps.log_end_offset))
-                    log.info("partition %s leader_epoch=%d coordinator: replayed %d committed "
-                             "offsets", ps.name, ps.leader_epoch, n)
-                if was_leader != ps.core.is_leader:
-                    log.info("partition %s leader_epoch=%d now %s (leader %d, isr %s)", ps.name,
-                             ps.leader_epoch, "LEADER" if ps.core.is_leader else "follower",
-                             reg.leader, list(reg.isr))
-                self._sync_fetcher(key, ps, reg)
-                self.purgatory.wake(key)
-                self.replica_waiters.wake(key)
+                try:
+                    ps = self.cluster_partitions.get(key)
+                    if ps is None:
+                        ps = self._open_cluster_partition(name, index, timage.configs)
+                    self.reconfigure_partition(ps, timage.configs)
+                    was_leader = ps.core.is_leader
+                    isr_before = len(ps.core.isr)
+                    ps.apply_metadata(reg, now, broker_epochs=broker_epochs, ineligible=ineligible)
+                    if was_leader and ps.core.is_leader:  # e.g. the controller fenced a follower
+                        self.isr_shrinks += int(len(ps.core.isr) < isr_before)
+                        self.isr_expands += int(len(ps.core.isr) > isr_before)
+                    if name == OFFSETS_TOPIC and ps.core.is_leader and not was_leader:
+                        # Group coordinator for this partition now: load the committed offsets the
+                        # replicated log holds (written by the previous coordinator).
+                        n = self.offsets.replay(functools.partial(
+                            self.storage.read_all, ps.log, ps.log_end_offset))
+                        log.info("partition %s leader_epoch=%d coordinator: replayed %d committed "
+                                 "offsets", ps.name, ps.leader_epoch, n)
+                    if was_leader != ps.core.is_leader:
+                        log.info("partition %s leader_epoch=%d now %s (leader %d, isr %s)", ps.name,
+                                 ps.leader_epoch, "LEADER" if ps.core.is_leader else "follower",
+                                 reg.leader, list(reg.isr))
+                    self._sync_fetcher(key, ps, reg)
+                    self.purgatory.wake(key)
+                    self.replica_waiters.wake(key)
+                except (KafkaError, OSError, ValueError, TypeError) as exc:
+                    # One partition that cannot be applied (a bad config value that slipped
+                    # into the metadata, a disk error) must not stop every later change.
+                    self._bad_partition(key, exc)
         for key in [k for k in self.cluster_partitions if k not in wanted]:
             self._remove_partition(key, delete=key[0] not in image.topics)
+
+    def _bad_partition(self, key: tuple[str, int], exc: Exception) -> None:
+        last = self._bad_partitions.get(key)
+        if last != str(exc):
+            self._bad_partitions[key] = str(exc)
+            log.error("partition %s-%d: cannot apply its metadata (%s); other partitions go on",
+                      key[0], key[1], exc)
 
     def _open_cluster_partition(self, topic: str, index: int,
                                 configs: dict[str, Any]) -> PartitionState:

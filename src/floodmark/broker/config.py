@@ -80,12 +80,16 @@ TOPIC_CONFIG_DEFAULTS: dict[str, str] = {
 
 
 def parse_value(text: str) -> Any:
-    """A ``--set`` value: int, bool, or left as a string."""
+    """A ``--set`` value: int, bool, float, or left as a string."""
     low = text.strip().lower()
     if low in ("true", "false"):
         return low == "true"
     try:
         return int(low)
+    except ValueError:
+        pass
+    try:
+        return float(low)
     except ValueError:
         return text
 
@@ -118,7 +122,24 @@ class BrokerConfig:
         return Truncation.parse(str(self.get("floodmark.truncation")))
 
     def validate(self) -> None:
-        """Refuse configurations the broker must not run with."""
+        """Refuse configurations the broker must not run with: a value of the wrong type for a
+        known setting (e.g. ``min.insync.replicas=abc``, which would otherwise reach every
+        topic's metadata), an unsafe protocol mode."""
+        for name, default in DEFAULTS.items():
+            value = self.settings.get(name, default)
+            if value is None or default is None:
+                continue
+            if isinstance(default, bool):
+                ok = isinstance(value, bool)
+            elif isinstance(default, int):
+                ok = isinstance(value, int) and not isinstance(value, bool)
+            elif isinstance(default, float):
+                ok = isinstance(value, int | float) and not isinstance(value, bool)
+            else:
+                ok = True
+            if not ok:
+                raise ValueError(f"{name}={value!r}: expected "
+                                 f"{'true or false' if isinstance(default, bool) else 'a number'}")
         mode = self.truncation
         if mode is not DEFAULT_TRUNCATION and not self.get("floodmark.truncation.allow.unsafe"):
             raise ValueError(
