@@ -241,9 +241,9 @@ def test_group_rebalance_two_members_then_leave() -> None:
 def test_broker_settings_of_the_wrong_type_are_refused_at_start(tmp_path: Path) -> None:
     """Issue 11: ``--set min.insync.replicas=abc`` started a broker whose every topic creation
     then failed; now the start fails with one line."""
-    with pytest.raises(ValueError, match="min.insync.replicas='abc': expected a number"):
+    with pytest.raises(ValueError, match=r"min\.insync\.replicas='abc': expected a number"):
         BrokerConfig.load(data_dir=tmp_path, overrides=["min.insync.replicas=abc"])
-    with pytest.raises(ValueError, match="auto.create.topics.enable"):
+    with pytest.raises(ValueError, match=r"auto\.create\.topics\.enable"):
         BrokerConfig.load(data_dir=tmp_path, overrides=["auto.create.topics.enable=maybe"])
     ok = BrokerConfig.load(data_dir=tmp_path, overrides=["min.insync.replicas=2",
                                                          "log.cleaner.min.cleanable.ratio=0.1"])
