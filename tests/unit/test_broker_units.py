@@ -248,3 +248,35 @@ def test_broker_settings_of_the_wrong_type_are_refused_at_start(tmp_path: Path) 
     ok = BrokerConfig.load(data_dir=tmp_path, overrides=["min.insync.replicas=2",
                                                          "log.cleaner.min.cleanable.ratio=0.1"])
     assert ok.get("min.insync.replicas") == 2 and ok.get("log.cleaner.min.cleanable.ratio") == 0.1
+
+
+def test_static_member_rejoin_fences_the_old_member_id() -> None:
+    """KIP-345 in the coordinator: the same group.instance.id without a member id replaces the
+    member (no rebalance while stable); the old member id is FENCED_INSTANCE_ID everywhere."""
+    async def scenario() -> None:
+        gc = GroupCoordinator(initial_rebalance_delay_ms=0, min_session_timeout_ms=10,
+                              max_session_timeout_ms=60_000)
+        common = dict(group_id="g", group_instance_id="inst-1", client_host="/h",
+                      session_timeout_ms=10_000, rebalance_timeout_ms=1000,
+                      protocol_type="consumer", protocols=[("range", b"A")],
+                      require_known_member_id=True)
+        first = await asyncio.wait_for(gc.join(member_id="", client_id="a", **common), 5)
+        assert first.error == ErrorCode.NONE  # static members skip MEMBER_ID_REQUIRED
+        old = first.member_id
+        err, _, state = await gc.sync(group_id="g", member_id=old, generation_id=1,
+                                      assignments=[(old, b"pa")], group_instance_id="inst-1")
+        assert err == ErrorCode.NONE and state == GroupState.STABLE
+        again = await asyncio.wait_for(gc.join(member_id="", client_id="a", **common), 5)
+        assert again.error == ErrorCode.NONE and again.member_id != old
+        assert again.generation_id == 1  # no rebalance
+        assert gc.heartbeat("g", old, 1, "inst-1") == ErrorCode.FENCED_INSTANCE_ID
+        assert gc.validate_commit("g", old, 1, "inst-1") == ErrorCode.FENCED_INSTANCE_ID
+        assert gc.heartbeat("g", again.member_id, 1, "inst-1") == ErrorCode.NONE
+        err, mine, _ = await gc.sync(group_id="g", member_id=again.member_id, generation_id=1,
+                                     assignments=[], group_instance_id="inst-1")
+        assert (err, mine) == (ErrorCode.NONE, b"pa")  # its predecessor's assignment
+        assert gc.leave("g", "", "inst-1") == ErrorCode.NONE  # removed by instance id
+        assert gc.groups["g"].state == GroupState.EMPTY
+        gc.shutdown()
+
+    asyncio.run(scenario())

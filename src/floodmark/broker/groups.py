@@ -81,6 +81,7 @@ class Group:
     leader_id: str | None = None
     members: dict[str, Member] = field(default_factory=dict)
     pending_members: set[str] = field(default_factory=set)
+    static_members: dict[str, str] = field(default_factory=dict)  # group.instance.id -> member id
     rebalance_timer: asyncio.TimerHandle | None = None
     initial_delay_timer: asyncio.TimerHandle | None = None
 
@@ -127,9 +128,18 @@ class GroupCoordinator:
                         or not names & self._common_protocols(g, exclude=member_id))
         ):
             return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
+        if group_instance_id:
+            known = g.static_members.get(group_instance_id)
+            if member_id and known is not None and known != member_id:
+                return JoinResult(ErrorCode.FENCED_INSTANCE_ID, member_id=member_id)
+            if not member_id and known is not None and known in g.members:
+                replaced = self._replace_static_member(g, group_instance_id, known, client_id,
+                                                       client_host, session_timeout_ms,
+                                                       rebalance_timeout_ms, protocols)
+                return replaced if isinstance(replaced, JoinResult) else await replaced
         if not member_id:
             new_id = f"{client_id or 'member'}-{uuid.uuid4()}"
-            if require_known_member_id:
+            if require_known_member_id and not group_instance_id:
                 # KIP-394: hand out the id first; the client rejoins with it.
                 g.pending_members.add(new_id)
                 return JoinResult(ErrorCode.MEMBER_ID_REQUIRED, member_id=new_id)
@@ -143,6 +153,8 @@ class GroupCoordinator:
             member = Member(member_id, group_instance_id, client_id, client_host,
                             session_timeout_ms, rebalance_timeout_ms, protocol_type, protocols)
             g.members[member_id] = member
+            if group_instance_id:
+                g.static_members[group_instance_id] = member_id
             if g.protocol_type is None:
                 g.protocol_type = protocol_type
         else:
@@ -163,6 +175,44 @@ class GroupCoordinator:
         self._prepare_rebalance(g, f"member {member_id} joined")
         self._maybe_complete_join(g)
         return await fut
+
+    def _replace_static_member(self, g: Group, instance_id: str, old_id: str, client_id: str,
+                               client_host: str, session_timeout_ms: int,
+                               rebalance_timeout_ms: int,
+                               protocols: list[tuple[str, bytes]]
+                               ) -> JoinResult | asyncio.Future[JoinResult]:
+        """KIP-345: a static member that restarts (same ``group.instance.id``, no member id)
+        takes its old place under a new member id; the old id is fenced. Without a change of
+        protocols and while the group is stable, nobody rebalances: the member gets the
+        generation and the assignment its predecessor had."""
+        old = g.members.pop(old_id)
+        for fut in (old.join_future, old.sync_future):
+            if fut is not None and not fut.done():
+                fut.set_result(JoinResult(ErrorCode.FENCED_INSTANCE_ID, member_id=old_id)
+                               if fut is old.join_future else (ErrorCode.FENCED_INSTANCE_ID, b""))
+        new_id = f"{client_id or 'member'}-{uuid.uuid4()}"
+        member = Member(new_id, instance_id, client_id, client_host, session_timeout_ms,
+                        rebalance_timeout_ms, old.protocol_type, protocols,
+                        assignment=old.assignment)
+        member.last_heartbeat_ms = _now_ms()
+        g.members[new_id] = member
+        g.static_members[instance_id] = new_id
+        was_leader = g.leader_id == old_id
+        if was_leader:
+            g.leader_id = new_id
+        log.info("group %s: static member %s replaced %s by %s", g.group_id, instance_id,
+                 old_id, new_id)
+        if g.state is GroupState.STABLE and old.protocols == protocols:
+            # The leader too (as Kafka before KIP-814's skip_assignment): it may compute an
+            # assignment again, but SyncGroup in a stable group hands out the current one.
+            return self._join_result(g, member)
+        # Otherwise the group rebalances with the new member in the old one's place.
+        loop = asyncio.get_running_loop()
+        member.join_future = loop.create_future()
+        fut = member.join_future
+        self._prepare_rebalance(g, f"static member {instance_id} rejoined")
+        self._maybe_complete_join(g)
+        return fut
 
     def _common_protocols(self, g: Group, exclude: str = "") -> set[str]:
         common: set[str] | None = None
@@ -207,6 +257,9 @@ class GroupCoordinator:
                 log.info("group %s: member %s did not rejoin in time, removed", g.group_id,
                          m.member_id)
                 del g.members[m.member_id]
+                if m.group_instance_id and g.static_members.get(m.group_instance_id) == \
+                        m.member_id:
+                    del g.static_members[m.group_instance_id]
         if g.initial_delay_timer is not None:
             g.initial_delay_timer.cancel()
             g.initial_delay_timer = None
@@ -259,8 +312,10 @@ class GroupCoordinator:
     # -- SyncGroup -----------------------------------------------------------------------------
     async def sync(
         self, *, group_id: str, member_id: str, generation_id: int,
-        assignments: list[tuple[str, bytes]],
+        assignments: list[tuple[str, bytes]], group_instance_id: str | None = None,
     ) -> tuple[ErrorCode, bytes, GroupState | None]:
+        if self.fenced(group_id, member_id, group_instance_id):
+            return ErrorCode.FENCED_INSTANCE_ID, b"", None
         g = self.groups.get(group_id)
         if g is None or member_id not in g.members:
             return ErrorCode.UNKNOWN_MEMBER_ID, b"", None
@@ -288,7 +343,18 @@ class GroupCoordinator:
         return err, assignment, g.state
 
     # -- Heartbeat / LeaveGroup ---------------------------------------------------------------
-    def heartbeat(self, group_id: str, member_id: str, generation_id: int) -> ErrorCode:
+    def fenced(self, group_id: str, member_id: str, group_instance_id: str | None) -> bool:
+        """KIP-345: a request naming a static instance now held by another member id."""
+        if not group_instance_id:
+            return False
+        g = self.groups.get(group_id)
+        known = g.static_members.get(group_instance_id) if g is not None else None
+        return known is not None and known != member_id
+
+    def heartbeat(self, group_id: str, member_id: str, generation_id: int,
+                  group_instance_id: str | None = None) -> ErrorCode:
+        if self.fenced(group_id, member_id, group_instance_id):
+            return ErrorCode.FENCED_INSTANCE_ID
         g = self.groups.get(group_id)
         if g is None or member_id not in g.members:
             return ErrorCode.UNKNOWN_MEMBER_ID
@@ -299,8 +365,16 @@ class GroupCoordinator:
             return ErrorCode.ILLEGAL_GENERATION
         return ErrorCode.NONE
 
-    def leave(self, group_id: str, member_id: str) -> ErrorCode:
+    def leave(self, group_id: str, member_id: str,
+              group_instance_id: str | None = None) -> ErrorCode:
         g = self.groups.get(group_id)
+        if g is not None and group_instance_id:
+            known = g.static_members.get(group_instance_id)
+            if known is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            if member_id and member_id != known:
+                return ErrorCode.FENCED_INSTANCE_ID
+            member_id = known  # KIP-345: an admin may remove a static member by instance id
         if g is None or member_id not in g.members:
             return ErrorCode.UNKNOWN_MEMBER_ID
         self._remove_member(g, member_id, "left the group")
@@ -308,6 +382,8 @@ class GroupCoordinator:
 
     def _remove_member(self, g: Group, member_id: str, reason: str) -> None:
         m = g.members.pop(member_id)
+        if m.group_instance_id and g.static_members.get(m.group_instance_id) == member_id:
+            del g.static_members[m.group_instance_id]
         if m.join_future is not None and not m.join_future.done():
             m.join_future.set_result(JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id))
         if m.sync_future is not None and not m.sync_future.done():
@@ -337,8 +413,11 @@ class GroupCoordinator:
                 if not waiting and now - m.last_heartbeat_ms > m.session_timeout_ms:
                     self._remove_member(g, m.member_id, "session expired")
 
-    def validate_commit(self, group_id: str, member_id: str, generation_id: int) -> ErrorCode:
+    def validate_commit(self, group_id: str, member_id: str, generation_id: int,
+                        group_instance_id: str | None = None) -> ErrorCode:
         """OffsetCommit's member check; generation -1 with no member is a simple (manual) commit."""
+        if self.fenced(group_id, member_id, group_instance_id):
+            return ErrorCode.FENCED_INSTANCE_ID
         if generation_id < 0 and not member_id:
             g = self.groups.get(group_id)
             if g is not None and g.members:

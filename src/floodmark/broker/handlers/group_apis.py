@@ -61,6 +61,7 @@ async def _sync(broker: Broker, header: RequestHeader, req: Any) -> Any:
     err, assignment, _ = await broker.groups.sync(
         group_id=req.group_id, member_id=req.member_id, generation_id=int(req.generation_id),
         assignments=[(a.member_id, bytes(a.assignment)) for a in req.assignments],
+        group_instance_id=getattr(req, "group_instance_id", None),
     )
     g = broker.groups.groups.get(req.group_id)
     return {"throttle_time": 0, "error_code": int(err),
@@ -73,7 +74,8 @@ def sync_group(broker: Broker, header: RequestHeader, req: Any, conn: Connection
 
 
 def heartbeat(broker: Broker, header: RequestHeader, req: Any, conn: Connection) -> Any:
-    err = broker.groups.heartbeat(req.group_id, req.member_id, int(req.generation_id))
+    err = broker.groups.heartbeat(req.group_id, req.member_id, int(req.generation_id),
+                                  getattr(req, "group_instance_id", None))
     return {"throttle_time": 0, "error_code": int(err)}
 
 
@@ -81,7 +83,7 @@ def leave_group(broker: Broker, header: RequestHeader, req: Any, conn: Connectio
     if header.api_version >= 3:
         members = []
         for m in req.members:
-            err = broker.groups.leave(req.group_id, m.member_id)
+            err = broker.groups.leave(req.group_id, m.member_id, m.group_instance_id)
             members.append({"member_id": m.member_id, "group_instance_id": m.group_instance_id,
                             "error_code": int(err)})
         return {"throttle_time": 0, "error_code": 0, "members": members}
@@ -111,7 +113,8 @@ def _append_offsets(broker: Broker, group: str,
 def offset_commit(broker: Broker, header: RequestHeader, req: Any, conn: Connection) -> Any:
     group = req.group_id
     generation = int(getattr(req, "generation_id_or_member_epoch", getattr(req, "generation_id", -1)))
-    err = broker.groups.validate_commit(group, req.member_id, generation)
+    err = broker.groups.validate_commit(group, req.member_id, generation,
+                                        getattr(req, "group_instance_id", None))
     now = broker.now_ms()
     entries: list[tuple[str, int, CommittedOffset | None]] = []
     results = []
