@@ -363,6 +363,10 @@ class Log:
                 # the log ending at its recovery point is everything known to be on disk.
                 for segment in recovered:
                     segment.dirty = True
+                # The previous process may also have created files (a roll) whose directory
+                # entries never reached the disk: the directory is synced with them, or a power
+                # loss after the recovery point moved would take a whole segment away.
+                self._dir_dirty = True
             # Empty trailing segments left by a crash right after a roll are fine; an empty
             # first segment whose name is above log start is fine too.
         else:
