@@ -213,7 +213,9 @@ class ClusterBroker(Broker):
 
     # -- metadata -------------------------------------------------------------------------------
     def _on_metadata(self, records: list[MetadataRecord]) -> None:
-        if not self._started:
+        if not self._started or self._closing:
+            # Shutting down: a change applied now could start a replica fetcher after every
+            # fetcher was stopped, and that one would keep the process alive.
             return
         image = self.controller_client.image
         now = self.now_ms()
