@@ -4,6 +4,8 @@ thread that records every acknowledgement, and checks that read the replicas' se
 from __future__ import annotations
 
 import hashlib
+import signal
+import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -194,3 +196,13 @@ def verify_after_healing(cluster: LocalCluster, topic: str, acks: AckLog,
         vals = replica_values(cluster, b, topic)
         assert all(vals.get(o) == v for o, v in fresh.items())
     return hw
+
+
+def stop_process(proc: subprocess.Popen[Any], timeout_s: float = 10.0) -> None:
+    """SIGTERM a process the test started; SIGKILL it if it has not ended in ``timeout_s``."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)

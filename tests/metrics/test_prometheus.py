@@ -21,13 +21,12 @@ from typing import Any
 import pytest
 
 from floodmark.cluster_cli import LocalCluster
-from tests.cluster.helpers import start_cluster, wait_until
+from tests.cluster.helpers import start_cluster, stop_process, wait_until
 
-PROMETHEUS = shutil.which("prometheus")
+PROMETHEUS = shutil.which("prometheus")  # ./dev setup installs Debian's prometheus
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.timeout(180),
-    pytest.mark.skipif(PROMETHEUS is None, reason="Debian's prometheus is not installed"),
 ]
 REPO = Path(__file__).resolve().parents[2]
 TOPIC = "scraped"
@@ -73,7 +72,8 @@ def prometheus(cluster: LocalCluster, tmp_path: Path) -> Iterator[str]:
                       f"scrape_configs:\n{jobs}")
     port = _free_port()
     log = open(tmp_path / "prometheus.log", "w")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen([str(PROMETHEUS), f"--config.file={config}",
+    assert PROMETHEUS, "Debian's prometheus is missing: ./dev setup installs it"
+    proc = subprocess.Popen([PROMETHEUS, f"--config.file={config}",
                              f"--storage.tsdb.path={tmp_path / 'tsdb'}",
                              f"--web.listen-address=127.0.0.1:{port}"],
                             stdout=log, stderr=subprocess.STDOUT)
@@ -82,12 +82,7 @@ def prometheus(cluster: LocalCluster, tmp_path: Path) -> Iterator[str]:
         wait_until(lambda: _ready(url), 30, "prometheus to answer")
         yield url
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        stop_process(proc)
         log.close()
 
 

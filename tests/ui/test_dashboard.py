@@ -14,13 +14,10 @@ missing or ``FLOODMARK_UPDATE_SCREENSHOT=1``.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -28,20 +25,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from playwright import sync_api
 
 from floodmark.client.replica_state import replica_state
 from floodmark.cluster_cli import LocalCluster
 from tests.cluster.helpers import wait_until
+from tests.ui.conftest import REPO, chromium, run_ui
 
-sync_api = pytest.importorskip("playwright.sync_api")
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.timeout(180),
-    pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed"),
 ]
 
-REPO = Path(__file__).resolve().parents[2]
 TOPIC = "dashboard"
 # Long enough that a paused follower stays in the ISR (and registered) while the page is read.
 SESSION_TIMEOUT_MS = 6000
@@ -116,31 +111,10 @@ def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
         c.stop()
 
 
-@contextlib.contextmanager
-def _ui(log_path: Path, *where: str) -> Iterator[str]:
-    """``floodmark ui`` as a user runs it, on a free port; yields its base URL."""
-    log = open(log_path, "w")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen([sys.executable, "-m", "floodmark.cli", "ui", *where, "--listen",
-                             "127.0.0.1:0", "--interval-ms", "250"],
-                            stdout=subprocess.PIPE, stderr=log, text=True, cwd=str(REPO))
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert "listening on http://" in line, line
-        yield line.split()[-1]
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-        log.close()
-
-
 @pytest.fixture
 def ui_url(cluster: LocalCluster, tmp_path: Path) -> Iterator[str]:
-    with _ui(tmp_path / "ui.log", "--data-dir", str(cluster.data_dir)) as url:
+    with run_ui(tmp_path / "ui.log", "--data-dir", str(cluster.data_dir), "--interval-ms",
+                "250") as url:
         yield url
 
 
@@ -168,7 +142,8 @@ def _check_api(ui_url: str, cluster: LocalCluster, tmp_path: Path) -> None:
     assert [b["id"] for b in cluster_view["brokers"] if b["alive"]] == cluster.broker_ids
     topics = {t["topic"]: t for t in _get_json(f"{ui_url}api/topics")}
     assert topics[TOPIC]["under_replicated"] == 0
-    with _ui(tmp_path / "ui-bootstrap.log", "--bootstrap", cluster.bootstrap) as other:
+    with run_ui(tmp_path / "ui-bootstrap.log", "--bootstrap", cluster.bootstrap,
+                "--interval-ms", "250") as other:
         again = wait_until(lambda: [r for r in _get_json(f"{other}api/partitions")
                                     if r["topic"] == TOPIC], 20, "the --bootstrap UI's data")
         assert again == rows
@@ -267,7 +242,7 @@ def test_dashboard_draws_hw_leo_and_isr_live(cluster: LocalCluster, ui_url: str,
     followers = [b for b in cluster.broker_ids if b != leader]
 
     with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
+        browser = pw.chromium.launch(executable_path=chromium(), headless=True,
                                      args=["--no-sandbox", "--disable-gpu"])
         try:
             page = browser.new_page(viewport={"width": 1500, "height": 1000})

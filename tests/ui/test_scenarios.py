@@ -5,28 +5,21 @@ recorded them. No cluster is needed (the live part of the page just says it cann
 
 from __future__ import annotations
 
-import os
-import shutil
-import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from playwright import sync_api
 
 from floodmark.replication.modes import Truncation
 from floodmark.sim.scenarios import run_scenario
+from tests.ui.conftest import chromium, run_ui
 
-sync_api = pytest.importorskip("playwright.sync_api")
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.timeout(120),
-    pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed"),
 ]
-REPO = Path(__file__).resolve().parents[2]
 
 READ_SIM = """() => {
   const rows = {};
@@ -43,18 +36,8 @@ READ_SIM = """() => {
 
 @pytest.fixture
 def ui_url(tmp_path: Path) -> Iterator[str]:
-    with open(tmp_path / "ui.log", "w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "floodmark.cli", "ui", "--bootstrap",
-                                 "127.0.0.1:9", "--listen", "127.0.0.1:0"],
-                                stdout=subprocess.PIPE, stderr=log, text=True, cwd=str(REPO))
-        try:
-            assert proc.stdout is not None
-            line = proc.stdout.readline()
-            assert "listening on http://" in line, line
-            yield line.split()[-1]
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(10)
+    with run_ui(tmp_path / "ui.log", "--bootstrap", "127.0.0.1:9") as url:
+        yield url
 
 
 def _expected(step: dict[str, Any]) -> dict[str, tuple[int, int, list[list[int]]]]:
@@ -68,7 +51,7 @@ def test_scenario_replay_steps_forward_and_back(ui_url: str, tmp_path: Path) -> 
     steps = truth.steps  # what each replica held after every step, as the simulator recorded
 
     with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
+        browser = pw.chromium.launch(executable_path=chromium(), headless=True,
                                      args=["--no-sandbox", "--disable-gpu"])
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1400})
