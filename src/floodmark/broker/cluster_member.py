@@ -93,6 +93,11 @@ class ClusterBroker(Broker):
         self._started = False
         self._closing = False  # loops check it too (see ReplicaFetcher.stop on wait_for)
 
+    @property
+    def closing(self) -> bool:
+        """Shutting down: loops (heartbeats, fetchers, ISR checks) end, metadata is ignored."""
+        return self._closing
+
     def _setting(self, name: str) -> int:
         value = self.config.settings.get(name)
         return int(value if value is not None else CLUSTER_DEFAULTS[name])

@@ -235,7 +235,7 @@ class ReplicaFetcher:
 
     async def _run(self) -> None:
         ps = self.ps
-        while not self._stopped and not self.broker._closing:
+        while not self._stopped and not self.broker.closing:
             try:
                 request = ps.core.next_fetch(ps.log)
                 if request is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -285,8 +286,6 @@ def describe_log_dirs(broker: Broker, header: RequestHeader, req: Any, conn: Any
     """This broker's one log directory: every replica it holds with its size on disk and its
     offset lag (HW - LEO when a follower is behind the HW it was told, else 0), and the
     directory's total and usable bytes (v4)."""
-    import os
-
     wanted = (None if req.topics is None
               else {(t.topic, int(p)) for t in req.topics for p in t.partitions})
     by_topic: dict[str, list[dict[str, Any]]] = {}
