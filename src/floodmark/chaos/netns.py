@@ -137,22 +137,24 @@ class Lab:
             self._isolated.pop(name, None)
 
 
+def enter_namespace(netns_name: str) -> None:
+    """Move the calling thread into the network namespace ``netns_name`` (``setns`` applies to
+    the calling thread only): sockets it opens from then on belong to that namespace."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = os.open(f"/var/run/netns/{netns_name}", os.O_RDONLY)
+    try:
+        if libc.setns(fd, _CLONE_NEWNET) != 0:
+            raise LabError(f"setns {netns_name}: {os.strerror(ctypes.get_errno())}")
+    finally:
+        os.close(fd)
+
+
 def namespace_executor(netns_name: str) -> concurrent.futures.ThreadPoolExecutor:
-    """One thread that lives in the network namespace ``netns_name`` (``setns`` applies to the
-    calling thread only): sockets it opens belong to that namespace, so a supervisor in the
-    machine's own namespace can talk to hosts of the lab without touching the host network."""
-
-    def enter() -> None:
-        libc = ctypes.CDLL(None, use_errno=True)
-        fd = os.open(f"/var/run/netns/{netns_name}", os.O_RDONLY)
-        try:
-            if libc.setns(fd, _CLONE_NEWNET) != 0:
-                raise LabError(f"setns {netns_name}: {os.strerror(ctypes.get_errno())}")
-        finally:
-            os.close(fd)
-
-    return concurrent.futures.ThreadPoolExecutor(max_workers=1, initializer=enter,
-                                                 thread_name_prefix=f"netns-{netns_name}")
+    """One thread that lives in ``netns_name``, so a supervisor in the machine's own namespace
+    can talk to hosts of the lab without touching the host network."""
+    return concurrent.futures.ThreadPoolExecutor(
+        max_workers=1, initializer=enter_namespace, initargs=(netns_name,),
+        thread_name_prefix=f"netns-{netns_name}")
 
 
 def run_in(executor: concurrent.futures.ThreadPoolExecutor, fn: Callable[[], Any],

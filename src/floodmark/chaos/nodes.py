@@ -19,6 +19,7 @@ __all__ = [
     "CONTROLLER_ID",
     "CONTROLLER_PORT",
     "LabCluster",
+    "host_of",
     "read_partition_values",
 ]
 
@@ -50,6 +51,15 @@ class LabCluster(LocalCluster):
         at = argv.index("--listen")
         argv[at + 1] = self.address(node_id)
         return self.lab.command(host_of(node_id), argv)
+
+    def kill_all(self) -> None:
+        """SIGKILL every node this supervisor started that is still there (the last resort of
+        every exit path; a normal end stops them gently first)."""
+        for proc in self._procs.values():
+            if proc.poll() is None:
+                proc.kill()
+        for proc in self._procs.values():
+            proc.wait(10)
 
     def signal(self, node_id: int, sig: signal.Signals) -> None:
         """SIGSTOP / SIGCONT / SIGKILL one node (a kill waits until it is gone)."""
