@@ -275,3 +275,44 @@ class Nemesis:
         self.lab.heal(host)
         time.sleep(duration_s)
         self._restart(victims, rng, (1.0, 3.0))
+
+    def _wait_leader(self, key: str, not_in: Sequence[int], timeout_s: float) -> int:
+        """The partition's leader once it is none of ``not_in`` (-1 when time runs out)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            reg = self.observer.view(key)
+            if reg is not None and reg["leader"] >= 0 and reg["leader"] not in not_in:
+                return int(reg["leader"])
+            time.sleep(0.1)
+        return -1
+
+    def _failover_twice(self, duration_s: float, rng: random.Random, record: dict[str, Any]
+                        ) -> None:
+        """Seeds 000/001 on a real cluster: the two followers cannot reach each other; the
+        leader dies, one follower takes over, the other becomes its follower (under the
+        pre-0.11 rule it cuts its log to its own high watermark, which is one fetch behind) and
+        cannot fetch from it; the new leader dies too, before the ISR shrinks, and the last
+        replica is elected with whatever its log holds. Both dead brokers return later."""
+        key, leader = self._leader(rng)
+        reg = self.observer.view(key) or {"replicas": self.brokers}
+        followers = [b for b in reg["replicas"] if b != leader and b in self.brokers]
+        record["partition"] = key
+        if len(followers) < 2:
+            self._kill([leader], duration_s, rng, record)
+            return
+        a, b = followers[:2]
+        self.lab.isolate(host_of(a), [host_of(b)])
+        time.sleep(0.5)
+        self.cluster.kill(leader, signal.SIGKILL)
+        successor = self._wait_leader(key, [leader], 8.0)
+        victims = [leader]
+        if successor >= 0:
+            time.sleep(0.3)
+            self.cluster.kill(successor, signal.SIGKILL)
+            victims.append(successor)
+            self._wait_leader(key, victims, 8.0)
+        record["targets"] = victims
+        time.sleep(duration_s / 2)
+        self.lab.heal(host_of(a))
+        time.sleep(duration_s / 2)
+        self._restart(victims, rng, (1.0, 3.0))

@@ -16,7 +16,11 @@ kill
   ``kill-majority``, ``kill-all`` — SIGKILL several brokers at once, restart them one by one
   [seeds 000/001: a restarted follower truncating to its stale HW, elected before it refetched];
   ``isolate-then-kill`` (with partition) — cut a follower off until it leaves the ISR, kill the
-  rest, heal it, restart the others later [seed 002's unclean election].
+  rest, heal it, restart the others later [seed 002's unclean election];
+  ``failover-twice`` (with partition) — the two followers cannot reach each other, the leader
+  dies, then its successor dies before the ISR shrinks, so the last replica is elected from
+  what its log holds [seeds 000/001: under the pre-0.11 rule that replica cut its log to its
+  own, one-fetch-stale HW when it started following the successor].
 pause
   ``pause-one``, ``pause-leader`` — SIGSTOP, SIGCONT after the fault's duration.
 flap
@@ -42,7 +46,8 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "controller": ("kill-controller", "pause-controller", "isolate-controller"),
     "power-loss": ("power-loss",),
 }
-COMPOUND: dict[str, tuple[str, ...]] = {"isolate-then-kill": ("partition", "kill")}
+COMPOUND: dict[str, tuple[str, ...]] = {"isolate-then-kill": ("partition", "kill"),
+                                        "failover-twice": ("partition", "kill")}
 DEFAULT_FAULTS = ("partition", "kill", "pause", "flap", "controller")
 NOT_BUILT = frozenset({"power-loss"})
 # Seconds a fault lasts: long enough for the controller to fence a broker (its session timeout)
@@ -105,7 +110,7 @@ def plan(seed: int, faults: Iterable[str], time_limit_s: float,
     while True:
         name = names[rng.randrange(len(names))]
         duration = rng.uniform(*duration_s)
-        if name in COMPOUND or name in ("kill-majority", "kill-all"):
+        if name in COMPOUND or name in ("kill-majority", "kill-all", "failover-twice"):
             duration = max(duration, 6.0)
         if t + duration > time_limit_s and out:
             break

@@ -30,9 +30,6 @@ from typing import Any
 from floodmark.chaos.history import HistoryWriter
 
 STOP = {"now": False}
-# librdkafka errors that say a message never left the client: definitely not written.
-_DEFINITE = frozenset({"_PURGE_QUEUE", "_QUEUE_FULL", "_MSG_SIZE_TOO_LARGE", "_UNKNOWN_TOPIC",
-                       "_UNKNOWN_PARTITION", "_INVALID_ARG"})
 
 
 def _topics(spec: str) -> list[tuple[str, int]]:
@@ -102,7 +99,7 @@ def _paced(rate: float, deadline: float) -> Callable[[], bool]:
 
 
 def producer_confluent(args: argparse.Namespace, history: HistoryWriter) -> int:
-    from confluent_kafka import KafkaError, KafkaException, Producer
+    from confluent_kafka import KafkaException, Producer
 
     keys = _topics(args.topics)
     rng = random.Random(args.seed)
@@ -117,9 +114,11 @@ def producer_confluent(args: argparse.Namespace, history: HistoryWriter) -> int:
             history.event("ok", "send", topic=msg.topic(), partition=msg.partition(),
                           value=value, offset=msg.offset())
         else:
-            definite = err.name() in _DEFINITE or err.code() == KafkaError._PURGE_QUEUE
-            history.event("fail" if definite else "info", "send", topic=msg.topic(),
-                          partition=msg.partition(), value=value, error=err.name())
+            # Indefinite, every one: a message failed after retries (or purged from the retry
+            # queue, _PURGE_QUEUE) may have been written by an earlier attempt. Only a refusal
+            # before produce() returns (BufferError below) is a definite failure.
+            history.event("info", "send", topic=msg.topic(), partition=msg.partition(),
+                          value=value, error=err.name())
 
     producer = Producer(config)
     deadline = time.monotonic() + args.duration_s
