@@ -20,6 +20,7 @@ Workers stop on SIGTERM (or after ``--duration-s``, a hard bound) and close thei
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import signal
 import sys
@@ -209,11 +210,15 @@ def _hw_confluent(consumer: Any, records: list[list[Any]]) -> list[list[Any]]:
 
 
 def _confluent_config(args: argparse.Namespace, group: str) -> dict[str, Any]:
-    return {"bootstrap.servers": args.bootstrap, "group.id": group,
-            "enable.auto.commit": False, "auto.offset.reset": "earliest",
-            "isolation.level": "read_committed", "topic.metadata.refresh.interval.ms": 1000,
-            "fetch.wait.max.ms": 200, "session.timeout.ms": 6000,
-            "heartbeat.interval.ms": 500, "socket.timeout.ms": 5000}
+    config: dict[str, Any] = {
+        "bootstrap.servers": args.bootstrap, "group.id": group,
+        "enable.auto.commit": False, "auto.offset.reset": "earliest",
+        "isolation.level": "read_committed", "topic.metadata.refresh.interval.ms": 1000,
+        "fetch.wait.max.ms": 200, "session.timeout.ms": 6000,
+        "heartbeat.interval.ms": 500, "socket.timeout.ms": 5000}
+    if os.environ.get("FLOODMARK_CHAOS_RDKAFKA_DEBUG"):  # e.g. "topic,metadata,fetch"
+        config["debug"] = os.environ["FLOODMARK_CHAOS_RDKAFKA_DEBUG"]
+    return config
 
 
 def consumer_assign(args: argparse.Namespace, history: HistoryWriter) -> int:
