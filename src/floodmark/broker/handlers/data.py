@@ -206,7 +206,9 @@ async def _fetch_delayed(broker: Broker, header: RequestHeader, req: Any, replic
 
 def fetch(broker: Broker, header: RequestHeader, req: Any, conn: Connection) -> Any:
     replica_id = int(req.replica_id)
-    lazy = conn.sendfile_fd is not None
+    # Records go out by sendfile only when the segment files hold them (not in the unsafe
+    # page-cache mode, whose unsynced tail lives in memory).
+    lazy = conn.sendfile_fd is not None and broker.storage.sendfile_capable
     topics, total, errors = _fetch_once(broker, req, replica_id, lazy)
     wait_ms = min(max(ms(req.max_wait), 0), 60_000)
     min_bytes = int(req.min_bytes)
