@@ -83,3 +83,36 @@ def test_the_invariants_catch_a_vote_that_is_not_persisted(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(quorum_driver.QuorumStateFile, "write", lambda *_args: None)
     assert "election-safety" in _first_violation(40)
+
+
+def test_election_scenario_step_by_step() -> None:
+    from floodmark.sim.quorum_scenario import render_quorum_steps, run_election_scenario
+
+    result = run_election_scenario()
+    assert result.as_expected, (result.committed, result.lost_uncommitted, result.violations)
+    events = [s.event for s in result.steps]
+    assert any("pre_vote=True" in e for e in events)
+    assert any("pre_vote=False" in e for e in events)
+    assert any("becomes leader (epoch 2)" in e for e in events)
+    assert any("diverging=EpochEndOffset(epoch=1, end_offset=3)" in e for e in events)
+    final = result.steps[-1].voters
+    assert {v["leo"] for v in final.values()} == {4} and {v["hw"] for v in final.values()} == {4}
+    assert [c[2] for c in final["c1"]["log"]] == ["LC(c1)", "m1", "m2", "LC(c2)"]
+    lines = render_quorum_steps(result.steps)
+    assert any("voter LEOs:" in line for line in lines)
+
+
+def test_cli_explores_and_refuses_bad_input() -> None:
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "floodmark.cli", "sim", "quorum", "--seeds", "3",
+                          "--json"], capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["seeds"] == 3 and data["failing_seeds"] == [] and data["elections"] >= 3
+    assert data["committed_records"] > 0
+    bad = subprocess.run([sys.executable, "-m", "floodmark.cli", "sim", "quorum", "--seeds", "0"],
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1

@@ -292,7 +292,7 @@ class QuorumWorld:
 
     def forget_leader(self, node_id: int) -> None:
         if self.observer is not None:
-            self.observer(f"{node_name(node_id)} crashed", None)
+            self.observer(f"{node_name(node_id)} process gone", None)
 
     # -- bookkeeping and invariants ------------------------------------------------------------
     def violation(self, invariant: str, detail: str) -> None:
