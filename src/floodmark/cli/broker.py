@@ -43,6 +43,13 @@ def run_broker(args: argparse.Namespace) -> int:
     except (ValueError, OSError) as exc:
         print(f"floodmark broker: {exc}", file=sys.stderr)
         return 2
+    from floodmark.storage.data_dir import DataDirLockedError, lock_data_dir
+
+    try:
+        lock = lock_data_dir(str(config.data_dir))  # held until the process ends
+    except (DataDirLockedError, OSError) as exc:
+        print(f"floodmark broker: {exc}", file=sys.stderr)
+        return 2
     try:
         import uvloop
 
@@ -64,4 +71,5 @@ def run_broker(args: argparse.Namespace) -> int:
         await broker.serve(ready)
 
     asyncio.run(main())
+    lock.release()
     return 0
