@@ -158,3 +158,85 @@ def test_bad_voter_lists_get_one_line(tmp_path: Path) -> None:
         assert out.returncode == 2, out
         assert len(out.stderr.strip().splitlines()) == 1, out.stderr
         assert not (tmp_path / "c").exists()  # refused before touching anything
+
+
+def test_a_broker_follows_the_active_controller_across_an_election(tmp_path: Path) -> None:
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    q = Quorum(tmp_path)
+    broker: subprocess.Popen[bytes] | None = None
+    try:
+        for node in (1, 2, 3):
+            q.start(node)
+        first = wait_until(lambda: q.active([1, 2, 3]), 30, "an active controller")
+        controllers = ",".join(q.address(n) for n in (1, 2, 3))
+        log = (tmp_path / "broker-1.log").open("ab")
+        broker = subprocess.Popen(
+            [sys.executable, "-m", "floodmark.broker.cluster_member", "--node-id", "1",
+             "--controller", controllers, "--data-dir", str(tmp_path / "broker-1"),
+             "--listen", "127.0.0.1:0"], stdout=subprocess.PIPE, stderr=log, cwd=str(REPO),
+            env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        log.close()
+        assert broker.stdout is not None
+        line = broker.stdout.readline().decode()
+        assert "listening on" in line, line
+        bootstrap = line.strip().rsplit(" ", 1)[-1]
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+
+        def create(name: str) -> None:
+            futures = admin.create_topics([NewTopic(name, 1, 1)], request_timeout=20)
+            futures[name].result(30)
+
+        def produce(topic: str, n: int) -> None:
+            producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                                 "enable.idempotence": True})
+            for i in range(n):
+                producer.produce(topic, f"{topic}-{i}".encode())
+            assert producer.flush(30) == 0
+
+        def consume(topic: str, n: int) -> list[bytes]:
+            consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}",
+                                 "enable.auto.commit": False})
+            consumer.assign([TopicPartition(topic, 0, 0)])
+            got: list[bytes] = []
+            deadline = time.monotonic() + 30
+            while len(got) < n and time.monotonic() < deadline:
+                msg = consumer.poll(0.5)
+                if msg is not None and not msg.error():
+                    got.append(msg.value())
+            consumer.close()
+            return got
+
+        create("before")
+        produce("before", 20)
+        q.procs[first].send_signal(signal.SIGKILL)
+        q.procs[first].wait(10)
+        killed_at = time.monotonic()
+        second = wait_until(lambda: q.active([n for n in (1, 2, 3) if n != first]), 30,
+                            "a new active controller", step_s=0.05)
+        # The broker's next CreateTopics reaches the new active controller.
+        wait_until(lambda: _try(lambda: create("after")), 60, "CreateTopics after the election",
+                   step_s=0.2)
+        print(f"broker CreateTopics through the new active controller {second}: "
+              f"{time.monotonic() - killed_at:.2f} s after SIGKILL of {first}")
+        produce("after", 20)
+        assert consume("before", 20) == [f"before-{i}".encode() for i in range(20)]
+        assert consume("after", 20) == [f"after-{i}".encode() for i in range(20)]
+        # The broker heartbeats to the new active controller: registered and unfenced there.
+        status = q.call(second, "status", {})["result"]
+        assert [(b["id"], b["fenced"]) for b in status["brokers"]] == [(1, False)]
+    finally:
+        if broker is not None:
+            stop_process(broker)
+            if broker.stdout is not None:
+                broker.stdout.close()
+        q.stop_all()
+
+
+def _try(action: Any) -> bool:
+    try:
+        action()
+    except Exception:  # retried until the deadline (the caller times out)
+        return False
+    return True
