@@ -294,7 +294,9 @@ class ControllerClient:
         poll = self.poll
         try:
             answer = await poll.call("fetch_metadata", {"offset": self.image.next_offset,
-                                                        "max_wait_ms": max_wait_ms},
+                                                        "max_wait_ms": max_wait_ms,
+                                                        "broker_id": self.node_id,
+                                                        "broker_epoch": self.broker_epoch},
                                      timeout_s=max_wait_ms / 1000 + 10)
         except rpc.RpcError:
             # Any voter serves committed metadata: try the next one.

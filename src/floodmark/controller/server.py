@@ -19,6 +19,7 @@ from typing import Any
 
 from floodmark.controller import rpc
 from floodmark.controller.image import MetadataImage, MetadataRecord, registration_to_record
+from floodmark.controller.liveness import BrokerConnections, speaker
 from floodmark.controller.logic import ControllerConfig, ControllerLogic
 from floodmark.controller.metadata_log import MetadataLog
 from floodmark.controller.quorum.core import QuorumConfig
@@ -39,6 +40,7 @@ def now_ms() -> int:
 
 
 QUORUM_COMMIT_TIMEOUT_S = 10.0
+CONNECTION_GRACE_S = 0.1  # a broker's connections all closed: wait this long for one to return
 # Answered by every controller of a quorum; the rest only by the active one.
 ANY_CONTROLLER = frozenset({"status", "describe_quorum", "quorum"})
 
@@ -58,6 +60,7 @@ class ControllerServer:
         self.quorum: QuorumNode | None = None
         self.logic: ControllerLogic | None = None
         self._commit_waiters: list[tuple[int, asyncio.Future[bool]]] = []
+        self.broker_connections = BrokerConnections()
         if quorum is not None:
             # Records become visible (image, brokers) only once committed by the quorum; this
             # voter writes only while it is the active controller (the quorum leader).
@@ -245,6 +248,11 @@ class ControllerServer:
                 if req is None:
                     break
                 answer = await self._handle(req)
+                args = req.get("args")
+                who = speaker(str(req.get("method")), args if isinstance(args, dict) else {},
+                              answer)
+                if who is not None:
+                    self.broker_connections.spoke(writer, who)
                 writer.write(rpc.encode(answer))
                 await writer.drain()
         except (rpc.RpcError, ValueError, ConnectionError) as exc:
@@ -252,6 +260,26 @@ class ControllerServer:
         finally:
             self._writers.discard(writer)
             writer.close()
+            gone = self.broker_connections.closed(writer)
+            if gone is not None and (self._stopping is None or not self._stopping.is_set()):
+                asyncio.get_running_loop().call_later(CONNECTION_GRACE_S,
+                                                      self._fence_if_gone, gone)
+
+    def _fence_if_gone(self, who: tuple[int, int]) -> None:
+        """Every connection of a registered, unfenced broker incarnation closed and none came
+        back: its process is gone. Fence it now rather than after the session timeout (a
+        stopped or partitioned broker keeps its connections open and is left to the timeout;
+        one in controlled shutdown has already handed over)."""
+        broker_id, broker_epoch = who
+        reg = self.image.brokers.get(broker_id)
+        if (self.logic is None or self.broker_connections.has_connection(who) or reg is None
+                or reg.broker_epoch != broker_epoch or reg.fenced or reg.in_controlled_shutdown):
+            return
+        log.info("controller %d: broker %d (epoch %d) closed every connection: fencing it",
+                 self.node_id, broker_id, broker_epoch)
+        self.logic.fence_broker(broker_id, f"broker {broker_id} process gone (connections "
+                                           "closed)")
+        self._persist()
 
     async def _handle(self, req: dict[str, Any]) -> dict[str, Any]:
         rid = req.get("id")
