@@ -22,9 +22,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--node-id", type=int, default=None)
     p.add_argument("--log-level", default=os.environ.get("FLOODMARK_LOG_LEVEL", "INFO"))
     p.set_defaults(func=run_broker)
-    from floodmark.broker import human_cli
+    from floodmark.cli import tools
 
-    human_cli.register(subparsers)
+    tools.register(subparsers)
 
 
 def run_broker(args: argparse.Namespace) -> int:

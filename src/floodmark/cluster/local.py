@@ -1,22 +1,21 @@
-"""``floodmark cluster up|down|status|kill|start``: a real local cluster on loopback.
+"""``LocalCluster``: a real local cluster on this machine, supervised from Python.
 
-``up`` starts the controller (node 0) and N brokers (nodes 1..N) as separate processes, each
-binding a free port, writes ``<data-dir>/cluster.json`` (pids, addresses, ports), prints the
-bootstrap address and stays in the foreground until ``floodmark cluster down`` or Ctrl-C, then
-stops every node (SIGTERM: brokers do a controlled shutdown). ``kill ID [--signal KILL|TERM|
-STOP|CONT]`` and ``start ID`` are fault drills: a restarted node gets its previous port back, so
-the bootstrap address stays valid. ``status [--json]`` prints
+``start()`` launches the controller (node 0) and N brokers (nodes 1..N) as separate processes,
+each binding a free port, and writes ``<data-dir>/cluster.json`` (pids, addresses, ports).
+``kill(id, signal)`` and ``start_node(id)`` are fault drills: a restarted node gets its previous
+port back, so the bootstrap address stays valid. ``stop()`` SIGTERMs every node (brokers do a
+controlled shutdown). ``status()`` gives
 ``{"bootstrap": ..., "nodes": [{"id", "role", "pid", "address", "alive", "state"}, ...]}``
 (``state`` is running / stopped (SIGSTOP) / dead) plus, when the controller answers, each
 broker's fenced flag and broker epoch, and each node's Prometheus address
 (``"metrics": "http://host:port/metrics"``).
 
-``LocalCluster`` is the same machinery as a Python class, for tests and benchmarks.
+``floodmark cluster`` (``floodmark.cli.cluster``) is the command-line front end; tests,
+benchmarks, the demos and the dashboard use the class directly.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -28,7 +27,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from floodmark.client.replica_state import replica_state
 from floodmark.controller import rpc
 
 STATE_FILE = "cluster.json"
@@ -52,7 +50,7 @@ CONTROLLER_DEFAULTS = {
 }
 
 
-def _pid_state(pid: int) -> str:
+def pid_state(pid: int) -> str:
     """running | stopped | dead (zombies count as dead)."""
     try:
         with open(f"/proc/{pid}/stat") as fh:
@@ -131,7 +129,7 @@ class LocalCluster:
         if proc is not None and proc.poll() is not None:
             return "dead"
         pid = self.pid(node_id)
-        return _pid_state(pid) if pid else "dead"
+        return pid_state(pid) if pid else "dead"
 
     # -- processes ---------------------------------------------------------------------------------
     def _command(self, node_id: int) -> list[str]:
@@ -247,7 +245,7 @@ class LocalCluster:
             if proc is not None:
                 if proc.poll() is not None:
                     return True
-            elif pid is None or _pid_state(pid) == "dead":
+            elif pid is None or pid_state(pid) == "dead":
                 return True
             time.sleep(0.02)
         return False
@@ -329,264 +327,3 @@ class LocalCluster:
 
     def partition_dir(self, node_id: int, topic: str, partition: int = 0) -> Path:
         return self.data_dir / f"broker-{node_id}" / f"{topic}-{partition}"
-
-
-# -- CLI ---------------------------------------------------------------------------------------------
-def register(subparsers: Any) -> None:
-    cluster = subparsers.add_parser("cluster", help="a local replicated cluster: up, down, "
-                                                    "status, kill, start")
-    sub = cluster.add_subparsers(dest="cluster_command", metavar="ACTION")
-
-    def data_dir(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--data-dir", default=DEFAULT_DATA_DIR,
-                       help=f"cluster directory (default ./{DEFAULT_DATA_DIR})")
-
-    p = sub.add_parser("up", help="start the controller and N brokers; stay in the foreground")
-    p.add_argument("--brokers", type=int, default=3)
-    p.add_argument("--set", dest="overrides", action="append", default=[],
-                   metavar="NAME=VALUE", help="broker setting (Kafka names), repeatable")
-    p.add_argument("--controller-set", dest="controller_overrides", action="append", default=[],
-                   metavar="NAME=VALUE",
-                   help="controller setting: broker.session.timeout.ms, "
-                        "unclean.leader.election.enable, auto.leader.rebalance.enable, "
-                        "leader.imbalance.check.interval.ms")
-    data_dir(p)
-    p.set_defaults(func=cmd_up)
-    p = sub.add_parser("down", help="stop a cluster started with `cluster up`")
-    data_dir(p)
-    p.set_defaults(func=cmd_down)
-    p = sub.add_parser("status", help="nodes, pids, addresses, liveness")
-    p.add_argument("--json", action="store_true")
-    data_dir(p)
-    p.set_defaults(func=cmd_status)
-    p = sub.add_parser("describe", help="per replica: LEO, HW, log start, epoch cache, read "
-                                        "from each broker")
-    p.add_argument("topic")
-    p.add_argument("--json", action="store_true")
-    data_dir(p)
-    p.set_defaults(func=cmd_describe)
-    p = sub.add_parser("diff", help="offsets whose records differ between two brokers' copies "
-                                    "of a partition (reads the segment files; e.g. what an "
-                                    "unclean election lost)")
-    p.add_argument("topic")
-    p.add_argument("old", type=int, help="broker id whose records are checked (old leader)")
-    p.add_argument("new", type=int, help="broker id to compare with (new leader)")
-    p.add_argument("--partition", type=int, default=0)
-    p.add_argument("--upto", type=int, default=None,
-                   help="only offsets below this (e.g. the old leader's HW); default: all")
-    data_dir(p)
-    p.set_defaults(func=cmd_diff)
-    p = sub.add_parser("kill", help="send a signal to one node (fault drill)")
-    p.add_argument("id", type=int)
-    p.add_argument("--signal", default="KILL", choices=["KILL", "TERM", "STOP", "CONT"])
-    data_dir(p)
-    p.set_defaults(func=cmd_kill)
-    p = sub.add_parser("start", help="start one (dead) node again, on its previous port")
-    p.add_argument("id", type=int)
-    data_dir(p)
-    p.set_defaults(func=cmd_start)
-    cluster.set_defaults(func=lambda a: (cluster.print_help(), 2)[1])
-
-
-def _pairs(items: list[str]) -> dict[str, str]:
-    out = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        if not sep:
-            raise SystemExit(f"expected NAME=VALUE, got {item!r}")
-        out[name.strip()] = value.strip()
-    return out
-
-
-def _load(args: argparse.Namespace) -> LocalCluster:
-    path = Path(args.data_dir) / STATE_FILE
-    if not path.exists():
-        raise SystemExit(f"no cluster in {args.data_dir} (start one with `floodmark cluster up`)")
-    return LocalCluster(args.data_dir)
-
-
-def cmd_up(args: argparse.Namespace) -> int:
-    cluster = LocalCluster(args.data_dir, args.brokers, _pairs(args.overrides),
-                           _pairs(args.controller_overrides))
-    if any(cluster.node_state(n) != "dead" for n in [CONTROLLER_ID, *cluster.broker_ids]):
-        print(f"a cluster is already running in {args.data_dir}", file=sys.stderr)
-        return 1
-    stop = {"now": False}
-
-    def on_signal(signum: int, frame: object) -> None:
-        stop["now"] = True
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    try:
-        cluster.start()
-        print(f"controller 0 at {cluster.controller_address}", flush=True)
-        for b in cluster.broker_ids:
-            print(f"broker {b} at {cluster.address(b)} (pid {cluster.pid(b)})", flush=True)
-        print(f"bootstrap: {cluster.bootstrap}", flush=True)
-        print(f"logs: {cluster.data_dir / 'logs'}; stop with `floodmark cluster down "
-              f"--data-dir {args.data_dir}` or Ctrl-C", flush=True)
-        while not stop["now"]:
-            time.sleep(0.2)
-            try:
-                while os.waitpid(-1, os.WNOHANG)[0] > 0:
-                    pass  # reap nodes we started that died (kill drills)
-            except ChildProcessError:
-                pass
-            cluster.reload()
-    finally:
-        cluster.stop()
-        cluster.state["supervisor_pid"] = None
-        cluster._save()
-        print("cluster stopped", flush=True)
-    return 0
-
-
-def cmd_down(args: argparse.Namespace) -> int:
-    cluster = _load(args)
-    sup = cluster.state.get("supervisor_pid")
-    if sup and _pid_state(int(sup)) != "dead":
-        os.kill(int(sup), signal.SIGTERM)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and _pid_state(int(sup)) != "dead":
-            time.sleep(0.1)
-    cluster.reload()
-    cluster.stop()  # nodes started by `cluster start`, or a supervisor that is gone
-    print("cluster down")
-    return 0
-
-
-def cmd_status(args: argparse.Namespace) -> int:
-    status = _load(args).status()
-    if args.json:
-        print(json.dumps(status, indent=1))
-        return 0
-    print(f"bootstrap: {status['bootstrap']}")
-    for n in status["nodes"]:
-        extra = ""
-        if "fenced" in n:
-            extra = f" broker_epoch={n['broker_epoch']}" + (" FENCED" if n["fenced"] else "")
-        if "metrics" in n:
-            extra += f" metrics={n['metrics']}"
-        print(f"  {n['id']:>3} {n['role']:<10} pid={n['pid']} {n['address']:<22} "
-              f"{n['state']}{extra}")
-    for topic, parts in sorted(status.get("partitions", {}).items()):
-        for p, reg in sorted(parts.items(), key=lambda kv: int(kv[0])):
-            print(f"  {topic}-{p}: leader={reg['leader']} leader_epoch={reg['leader_epoch']} "
-                  f"isr={reg['isr']} replicas={reg['replicas']} "
-                  f"partition_epoch={reg['partition_epoch']}")
-    return 0
-
-
-def cmd_kill(args: argparse.Namespace) -> int:
-    cluster = _load(args)
-    cluster.kill(args.id, getattr(signal, f"SIG{args.signal}"))
-    print(f"sent SIG{args.signal} to node {args.id} (pid {cluster.pid(args.id)})")
-    return 0
-
-
-def cmd_start(args: argparse.Namespace) -> int:
-    cluster = _load(args)
-    cluster.start_node(args.id)
-    print(f"node {args.id} started at {cluster.address(args.id)} (pid {cluster.pid(args.id)})")
-    return 0
-
-
-# -- checks ------------------------------------------------------------------------------------------
-def read_partition_values(partition_dir: str | Path) -> dict[int, bytes | None]:
-    """offset -> value of every record in a partition directory's segment files (read-only)."""
-    from floodmark.records import decode_batch, iter_batches
-
-    values: dict[int, bytes | None] = {}
-    for seg in sorted(Path(partition_dir).glob("*.log")):
-        data = seg.read_bytes()
-        for pos, _h in iter_batches(data, validate=False):
-            _header, records = decode_batch(memoryview(data)[pos:], validate=False)
-            for r in records:
-                values[r.offset] = r.value
-    return values
-
-
-def lost_offsets(old_dir: str | Path, new_dir: str | Path, upto: int) -> list[int]:
-    """Offsets below ``upto`` (e.g. the old leader's HW) whose record in ``old_dir`` is missing
-    from, or different in, ``new_dir``: what an unclean election threw away."""
-    old = read_partition_values(old_dir)
-    new = read_partition_values(new_dir)
-    return sorted(o for o, v in old.items() if o < upto and new.get(o, b"\0missing") != v)
-
-
-def describe(cluster: LocalCluster, topic: str) -> list[dict[str, Any]]:
-    ctl = cluster.controller_status()
-    if ctl is None:
-        raise RuntimeError("the controller does not answer")
-    parts = ctl["topics"].get(topic)
-    if parts is None:
-        raise RuntimeError(f"unknown topic {topic!r}")
-    out = []
-    for index, reg in sorted(parts.items(), key=lambda kv: int(kv[0])):
-        replicas = []
-        for r in reg["replicas"]:
-            entry: dict[str, Any] = {"id": r}
-            try:
-                entry.update(replica_state(cluster.address(r), topic, int(index),
-                                           int(reg["leader_epoch"])))
-            except (OSError, RuntimeError) as exc:
-                entry["error"] = str(exc)
-            replicas.append(entry)
-        out.append({"partition": int(index), "leader": reg["leader"],
-                    "leader_epoch": reg["leader_epoch"],
-                    "partition_epoch": reg["partition_epoch"], "isr": reg["isr"],
-                    "replicas": replicas})
-    return out
-
-
-def cmd_describe(args: argparse.Namespace) -> int:
-    cluster = _load(args)
-    try:
-        rows = describe(cluster, args.topic)
-    except RuntimeError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    if args.json:
-        print(json.dumps(rows, indent=1))
-        return 0
-    for row in rows:
-        print(f"{args.topic}-{row['partition']}: leader {row['leader']} leader_epoch "
-              f"{row['leader_epoch']} partition_epoch {row['partition_epoch']} isr {row['isr']}")
-        for r in row["replicas"]:
-            if "error" in r:
-                print(f"  replica {r['id']}: unreachable ({r['error']})")
-                continue
-            cache = ", ".join(f"{e}@{o}" for e, o in r["epoch_cache"])
-            role = "leader  " if r["id"] == row["leader"] else "follower"
-            print(f"  replica {r['id']} {role} LEO {r['log_end_offset']} HW "
-                  f"{r['high_watermark']} log_start {r['log_start_offset']} epochs [{cache}]")
-    return 0
-
-
-def cmd_diff(args: argparse.Namespace) -> int:
-    cluster = _load(args)
-    old_dir = cluster.partition_dir(args.old, args.topic, args.partition)
-    new_dir = cluster.partition_dir(args.new, args.topic, args.partition)
-    for d in (old_dir, new_dir):
-        if not d.is_dir():
-            print(f"error: no partition directory {d}", file=sys.stderr)
-            return 1
-    upto = args.upto if args.upto is not None else 1 << 62
-    lost = lost_offsets(old_dir, new_dir, upto)
-    if not lost:
-        print(f"{args.topic}-{args.partition}: every record of broker {args.old} is on broker "
-              f"{args.new}")
-        return 0
-    runs: list[str] = []
-    start = prev = lost[0]
-    for o in [*lost[1:], None]:
-        if o is not None and o == prev + 1:
-            prev = o
-            continue
-        runs.append(f"{start}" if start == prev else f"{start}-{prev}")
-        if o is not None:
-            start = prev = o
-    print(f"{args.topic}-{args.partition}: {len(lost)} record(s) of broker {args.old} missing "
-          f"or different on broker {args.new}: offsets {', '.join(runs)}")
-    return 3

@@ -5,9 +5,9 @@ Registration modules (each exposes ``register(subparsers)``; a subcommand's hand
 
 - ``floodmark.sim.cli``      -> ``floodmark sim scenario|explore|replay``
 - ``floodmark.mc.cli``       -> ``floodmark sim check`` (model checker; registered under ``sim``)
-- ``floodmark.broker.cli``   -> ``floodmark broker``, ``topic``, ``produce``, ``consume``
-- ``floodmark.cluster_cli``  -> ``floodmark cluster up|down|status|kill|start``
-- ``floodmark.demo``         -> ``floodmark demo`` (the README's main job)
+- ``floodmark.cli.broker``   -> ``floodmark broker``, ``topic``, ``produce``, ``consume``
+- ``floodmark.cli.cluster``  -> ``floodmark cluster up|down|status|kill|start``
+- ``floodmark.demo.main``    -> ``floodmark demo`` (the README's main job)
 - ``floodmark.storage.dump`` -> ``floodmark dump-log`` (read-only look inside a partition directory)
 - ``floodmark.chaos.cli``    -> ``floodmark chaos fuzz`` (fault injection against real processes)
 - ``floodmark.ui.cli``       -> ``floodmark ui`` (live dashboard and its JSON API)
@@ -24,9 +24,9 @@ from collections.abc import Sequence
 _REGISTRARS: tuple[tuple[str, str | None], ...] = (
     ("floodmark.sim.cli", "sim"),
     ("floodmark.mc.cli", "sim"),
-    ("floodmark.broker.cli", None),
-    ("floodmark.cluster_cli", None),
-    ("floodmark.demo", None),
+    ("floodmark.cli.broker", None),
+    ("floodmark.cli.cluster", None),
+    ("floodmark.demo.main", None),
     ("floodmark.storage.dump", None),
     ("floodmark.chaos.cli", None),
     ("floodmark.ui.cli", None),
