@@ -16,7 +16,7 @@ from floodmark.controller.server import ControllerServer
 from floodmark.storage.data_dir import DataDirLockedError, lock_data_dir
 
 LISTEN_DEFAULT = "127.0.0.1:0"
-FETCH_IDLE_BACKOFF_MS = 20  # a follower voter's pause after an empty fetch answer
+FETCH_IDLE_BACKOFF_MS = 0  # the leader long-polls caught-up voters (quorum_node)
 
 
 def _bool(text: str) -> bool:

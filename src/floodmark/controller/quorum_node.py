@@ -25,7 +25,12 @@ from floodmark.controller.quorum.codec import decode_message, encode_message
 from floodmark.controller.quorum.core import QuorumConfig, QuorumCore
 from floodmark.controller.quorum.driver import QuorumDriver
 from floodmark.controller.quorum.effects import RoleChanged
-from floodmark.controller.quorum.messages import NO_LEADER, QuorumMessage
+from floodmark.controller.quorum.messages import (
+    NO_LEADER,
+    QuorumFetchRequest,
+    QuorumFetchResponse,
+    QuorumMessage,
+)
 from floodmark.controller.quorum.state_file import QuorumStateFile
 from floodmark.storage.fs import RealFileSystem
 from floodmark.storage.log import Log
@@ -34,6 +39,9 @@ log = logging.getLogger(__name__)
 
 MAX_TICK_S = 0.05
 MAX_QUEUED_PER_PEER = 256
+FETCH_MAX_WAIT_MS = 500
+"""A caught-up voter's fetch waits on the leader this long for something new (a long poll,
+as KRaft's leader holds a Fetch); the follower's request timeout must be longer."""
 
 
 def now_ms() -> int:
@@ -58,6 +66,11 @@ class QuorumNode:
         self._tasks: set[asyncio.Task[None]] = set()
         self._wake: asyncio.Event | None = None
         self._ticker: asyncio.Task[None] | None = None
+        # Long polls: fetches from caught-up voters that know the HW, held until the log or
+        # the HW moves, the role changes, or FETCH_MAX_WAIT_MS passes.
+        self._parked: dict[int, tuple[QuorumFetchRequest, int]] = {}
+        self._hw_sent: dict[int, int] = {}
+        self._release_parked = False
 
     @property
     def core(self) -> QuorumCore:
@@ -91,19 +104,44 @@ class QuorumNode:
     async def _tick_loop(self) -> None:
         assert self._wake is not None
         while True:
-            delay_ms = self.core.next_deadline_ms() - now_ms()
-            if delay_ms > 0:
+            deadline = min([self.core.next_deadline_ms(),
+                            *(due for _, due in self._parked.values())])
+            delay_ms = deadline - now_ms()
+            if delay_ms > 0 and not self._release_parked:
                 self._wake.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), min(delay_ms / 1000, MAX_TICK_S))
             try:
+                self._answer_parked(now_ms())
                 self.driver.tick(now_ms())
             except Exception:  # a failed tick must not stop elections for good
                 log.exception("controller %d quorum tick failed", self.config.node_id)
                 await asyncio.sleep(MAX_TICK_S)
 
+    def _answer_parked(self, now: int) -> None:
+        release_all, self._release_parked = self._release_parked, False
+        for src, (request, due) in list(self._parked.items()):
+            if release_all or now >= due:
+                del self._parked[src]
+                self.driver.deliver(src, request, b"", now)
+
+    def _wake_parked(self) -> None:
+        if self._parked:
+            self._release_parked = True
+            if self._wake is not None:
+                self._wake.set()
+
+    def _can_park(self, src: int, request: QuorumFetchRequest) -> bool:
+        core = self.core
+        end = self.driver.log.log_end_offset
+        return (core.is_leader and request.current_leader_epoch == core.epoch
+                and request.fetch_offset == end == core.high_watermark
+                and self._hw_sent.get(src) == end)
+
     # -- QuorumPorts ---------------------------------------------------------------------------------
     def send(self, destination: int, message: QuorumMessage, records: bytes) -> None:
+        if isinstance(message, QuorumFetchResponse):
+            self._hw_sent[destination] = message.high_watermark
         peer = self._peers.get(destination)
         if peer is None or self._queued[destination] >= MAX_QUEUED_PER_PEER:
             return  # the core resends what matters
@@ -124,9 +162,11 @@ class QuorumNode:
             self._queued[destination] -= 1
 
     def high_watermark_changed(self, old: int, new: int) -> None:
+        self._wake_parked()
         self.on_high_watermark(old, new)
 
     def role_changed(self, change: RoleChanged) -> None:
+        self._wake_parked()
         log.info("controller %d quorum: %s in epoch %d (leader %d)", self.config.node_id,
                  change.role, change.epoch, change.leader_id)
         self.on_role(change)
@@ -139,12 +179,20 @@ class QuorumNode:
             raise ValueError(f"quorum message from {src}, not another voter")
         message = decode_message(args.get("message"))
         records = base64.b64decode(args["records"]) if args.get("records") else b""
-        self.driver.deliver(src, message, records, now_ms())
+        now = now_ms()
+        if isinstance(message, QuorumFetchRequest) and self._can_park(src, message):
+            wait_ms = min(FETCH_MAX_WAIT_MS, self.config.fetch_timeout_ms // 2,
+                          self.config.request_timeout_ms // 2)
+            self._parked[src] = (message, now + wait_ms)
+        else:
+            self.driver.deliver(src, message, records, now)
         if self._wake is not None:
             self._wake.set()
 
     def append(self, values: list[bytes]) -> tuple[int, int]:
-        return self.driver.append_as_leader(values, now_ms())
+        written = self.driver.append_as_leader(values, now_ms())
+        self._wake_parked()
+        return written
 
     def describe(self) -> dict[str, Any]:
         desc = self.core.describe(self.driver.log)
