@@ -172,6 +172,8 @@ class MetadataImage:
             self.topics.pop(str(rec["name"]), None)
         elif kind == "producer_ids":
             self.next_producer_id = int(rec["next"])
+        elif kind == "leader_change":
+            pass  # the controller quorum's record opening an epoch (controller/quorum)
         else:
             raise ValueError(f"unknown metadata record type {kind!r}")
 
