@@ -155,7 +155,14 @@ class Broker:
             key = (meta.name, p.partition)
             if key in self.partitions:
                 continue
-            plog, hw = self.storage.open_log(meta.name, p.partition, meta.configs, self.now_ms())
+            try:
+                plog, hw = self.storage.open_log(meta.name, p.partition, meta.configs,
+                                                 self.now_ms(), topic_id=meta.topic_id)
+            except KafkaError as exc:
+                # Another topic's directory (partition.metadata): that partition stays offline,
+                # the others are served.
+                log.error("partition %s-%d not opened: %s", meta.name, p.partition, exc.message)
+                continue
             ps = PartitionState(meta.name, p.partition, self.node_id, plog, hooks=self,
                                 min_insync_replicas=min_isr, checkpointed_high_watermark=hw,
                                 truncation=self.config.truncation,
