@@ -373,9 +373,9 @@ class ClusterBroker(Broker):
     def dispatch(self, frame: memoryview | bytes, conn: Connection) -> Any:
         key, version, _corr = peek_header(frame)
         if key == ApiKey.FETCH:
-            # Consumers' fetches (v4-12, replica id -1) go straight to the broker's handler;
-            # only replica fetches are decoded here.
-            if version < 13 and peek_fetch_replica_id(frame, version) < 0:
+            # Consumers' fetches (v4-14, replica id -1) go straight to the broker's handler;
+            # only replica fetches are decoded here (v15+ name the replica in a tagged field).
+            if version < 15 and peek_fetch_replica_id(frame, version) < 0:
                 return super().dispatch(frame, conn)
             header, body = decode_request(frame)
             if replica_of(body, header.api_version)[0] >= 0:

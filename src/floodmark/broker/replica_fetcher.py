@@ -142,7 +142,7 @@ def _replica_fetch_once(broker: ClusterBroker, req: Any, version: int, replica_i
 
 
 def peek_fetch_replica_id(frame: bytes | memoryview, version: int) -> int:
-    """The top-level ``replica_id`` of a Fetch v4-12 without decoding the request: it is the
+    """The top-level ``replica_id`` of a Fetch v4-14 without decoding the request: it is the
     first field after the request header (v1 header: client id; v2 from Fetch v12: client id
     then tagged fields)."""
     buf = memoryview(frame)

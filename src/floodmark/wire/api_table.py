@@ -53,7 +53,7 @@ class VersionRange:
 
 SUPPORTED: dict[ApiKey, VersionRange] = {
     ApiKey.PRODUCE: VersionRange(3, 10),
-    ApiKey.FETCH: VersionRange(4, 12),
+    ApiKey.FETCH: VersionRange(4, 18),
     ApiKey.LIST_OFFSETS: VersionRange(1, 7),
     ApiKey.METADATA: VersionRange(0, 13),
     ApiKey.OFFSET_COMMIT: VersionRange(2, 9),

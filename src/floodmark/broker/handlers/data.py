@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
@@ -13,7 +14,9 @@ from floodmark.storage.file_slice import FileSlice
 from floodmark.wire.codec import ProtocolError, RequestHeader, ms
 from floodmark.wire.hot import (
     FetchPartitionResult,
+    FetchTopicKey,
     HotDecodeError,
+    NodeEndpoint,
     ProducePartitionResult,
     encode_fetch_response,
     encode_produce_response,
@@ -149,19 +152,45 @@ def _read_partition(ps: PartitionState | None, p: Any, replica_id: int,
     return out
 
 
-FetchTopics = list[tuple[str, list[FetchPartitionResult]]]
+FetchTopics = list[tuple[FetchTopicKey, list[FetchPartitionResult]]]
+# What one Fetch asks for: per topic, its key in the answer (name, or topic id from v13), its
+# name (None: an unknown topic id) and the partitions' request entries.
+FetchPlan = list[tuple[FetchTopicKey, str | None, list[Any]]]
+
+_names_by_id: tuple[object, dict[uuid.UUID, str]] = (None, {})
 
 
-def _fetch_once(broker: Broker, req: Any, replica_id: int,
+def topic_names_by_id(broker: Broker) -> dict[uuid.UUID, str]:
+    """topic id -> name, rebuilt only when the controller's topic view changes (it hands out the
+    same dict object until then)."""
+    global _names_by_id
+    topics = broker.controller.topics()
+    if _names_by_id[0] is not topics:
+        _names_by_id = (topics, {m.topic_id: name for name, m in topics.items()})
+    return _names_by_id[1]
+
+
+def fetch_plan(broker: Broker, req: Any, version: int) -> FetchPlan:
+    if version < 13:
+        return [(t.topic, t.topic, t.partitions) for t in req.topics]
+    names = topic_names_by_id(broker)
+    return [(t.topic_id, names.get(t.topic_id), t.partitions) for t in req.topics]
+
+
+def _fetch_once(broker: Broker, plan: FetchPlan, budget: int, replica_id: int,
                 lazy: bool = False) -> tuple[FetchTopics, int, bool]:
-    budget = int(getattr(req, "max_bytes", 0x7FFFFFFF))
     total = 0
     errors = False
     topics: FetchTopics = []
-    for t in req.topics:
+    for key, name, partitions in plan:
         parts = []
-        for p in t.partitions:
-            ps = broker.partitions.get((t.topic, int(p.partition)))
+        for p in partitions:
+            if name is None:  # KIP-516: a topic id this broker does not know
+                parts.append(FetchPartitionResult(int(p.partition), ErrorCode.UNKNOWN_TOPIC_ID,
+                                                  -1, -1, -1, None))
+                errors = True
+                continue
+            ps = broker.partitions.get((name, int(p.partition)))
             # KIP-74: the first partition with data may exceed max_bytes by one whole batch.
             out = _read_partition(ps, p, replica_id, budget - total if total else max(budget, 1),
                                   lazy)
@@ -169,12 +198,40 @@ def _fetch_once(broker: Broker, req: Any, replica_id: int,
             total += n
             errors = errors or out.error_code != 0
             parts.append(out)
-        topics.append((t.topic, parts))
+        topics.append((key, parts))
     return topics, total, errors
 
 
-def _encode_fetch(header: RequestHeader, topics: FetchTopics) -> list[Any]:
-    parts = encode_fetch_response(header.api_version, header.correlation_id, topics)
+_LEADER_HINT_ERRORS = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH})
+
+
+def _leader_hints(broker: Broker, plan: FetchPlan, topics: FetchTopics) -> list[NodeEndpoint]:
+    """KIP-951 (v16+): a partition answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH
+    names its current leader and epoch, and the answer lists where those leaders listen, so
+    the client moves there without waiting for a Metadata round trip. Only errored partitions
+    cost anything."""
+    metas = broker.controller.topics()
+    leaders: set[int] = set()
+    for (_, name, _), (_, parts) in zip(plan, topics, strict=True):
+        meta = metas.get(name) if name is not None else None
+        if meta is None:
+            continue
+        for p in parts:
+            if p.error_code in _LEADER_HINT_ERRORS and p.partition_index < len(meta.partitions):
+                pmeta = meta.partitions[p.partition_index]
+                if pmeta.leader >= 0:
+                    p.current_leader = (pmeta.leader, pmeta.leader_epoch)
+                    leaders.add(pmeta.leader)
+    return [NodeEndpoint(b["node_id"], b["host"], b["port"], b["rack"])
+            for b in broker.live_brokers() if b["node_id"] in leaders]
+
+
+def _encode_fetch(broker: Broker, header: RequestHeader, plan: FetchPlan, topics: FetchTopics,
+                  errors: bool) -> list[Any]:
+    endpoints = (_leader_hints(broker, plan, topics)
+                 if errors and header.api_version >= 16 else None)
+    parts = encode_fetch_response(header.api_version, header.correlation_id, topics,
+                                  node_endpoints=endpoints)
     if any(isinstance(p.records, FileSlice) for _, plist in topics for p in plist):
         return SendfileParts(parts)
     return parts
@@ -187,33 +244,36 @@ def _close_slices(topics: FetchTopics) -> None:
                 p.records.close()
 
 
-async def _fetch_delayed(broker: Broker, header: RequestHeader, req: Any, replica_id: int,
-                         wait_ms: int, min_bytes: int, lazy: bool) -> list[Any]:
-    keys = [(t.topic, int(p.partition)) for t in req.topics for p in t.partitions]
+async def _fetch_delayed(broker: Broker, header: RequestHeader, plan: FetchPlan, budget: int,
+                         replica_id: int, wait_ms: int, min_bytes: int, lazy: bool) -> list[Any]:
+    keys = [(name, int(p.partition)) for _, name, parts in plan if name is not None
+            for p in parts]
     deadline = broker.now_ms() + wait_ms
     while True:
         remaining = deadline - broker.now_ms()
         if remaining <= 0:
             break
         await broker.purgatory.wait(keys, remaining)
-        topics, total, errors = _fetch_once(broker, req, replica_id, lazy)
+        topics, total, errors = _fetch_once(broker, plan, budget, replica_id, lazy)
         if total >= min_bytes or errors:
-            return _encode_fetch(header, topics)
+            return _encode_fetch(broker, header, plan, topics, errors)
         _close_slices(topics)
-    topics, _, _ = _fetch_once(broker, req, replica_id, lazy)
-    return _encode_fetch(header, topics)
+    topics, _, errors = _fetch_once(broker, plan, budget, replica_id, lazy)
+    return _encode_fetch(broker, header, plan, topics, errors)
 
 
 def fetch(broker: Broker, header: RequestHeader, req: Any, conn: Connection) -> Any:
-    replica_id = int(req.replica_id)
+    replica_id = int(getattr(req, "replica_id", -1))  # v15+: only replicas set replica_state
     lazy = conn.sendfile_fd is not None
-    topics, total, errors = _fetch_once(broker, req, replica_id, lazy)
+    plan = fetch_plan(broker, req, header.api_version)
+    budget = int(getattr(req, "max_bytes", 0x7FFFFFFF))
+    topics, total, errors = _fetch_once(broker, plan, budget, replica_id, lazy)
     wait_ms = min(max(ms(req.max_wait), 0), 60_000)
     min_bytes = int(req.min_bytes)
     if wait_ms <= 0 or total >= min_bytes or errors or not topics:
-        return _encode_fetch(header, topics)
+        return _encode_fetch(broker, header, plan, topics, errors)
     _close_slices(topics)
-    return _fetch_delayed(broker, header, req, replica_id, wait_ms, min_bytes, lazy)
+    return _fetch_delayed(broker, header, plan, budget, replica_id, wait_ms, min_bytes, lazy)
 
 
 # -- ListOffsets -----------------------------------------------------------------------------------
