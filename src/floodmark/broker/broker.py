@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from floodmark.broker import sendfile, storage_glue
 from floodmark.broker.config import BrokerConfig
+from floodmark.broker.fetch_sessions import FetchSessionCache
 from floodmark.broker.groups import GroupCoordinator
 from floodmark.broker.handlers import admin, data, group_apis
 from floodmark.broker.metadata import Controller, LocalController
@@ -102,6 +103,9 @@ class Broker:
         self.controller: Controller = controller or self._local_controller  # type: ignore[assignment]
         self.partitions: dict[tuple[str, int], PartitionState] = {}
         self.purgatory = FetchPurgatory()
+        self.fetch_sessions = FetchSessionCache(
+            int(config.get("max.incremental.fetch.session.cache.slots")),
+            int(config.get("min.incremental.fetch.session.eviction.ms")))
         self.offsets = OffsetStore()
         self.groups = GroupCoordinator(
             initial_rebalance_delay_ms=int(config.get("group.initial.rebalance.delay.ms")),

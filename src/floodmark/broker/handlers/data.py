@@ -7,6 +7,13 @@ import uuid
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
+from floodmark.broker.fetch_sessions import (
+    FINAL_EPOCH,
+    INVALID_SESSION_ID,
+    ContextKind,
+    FetchContext,
+    ReadPlan,
+)
 from floodmark.broker.sendfile import LAZY_MIN_BYTES, SendfileParts
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.replication.produce import produce_as_leader
@@ -170,11 +177,12 @@ def topic_names_by_id(broker: Broker) -> dict[uuid.UUID, str]:
     return _names_by_id[1]
 
 
-def fetch_plan(broker: Broker, req: Any, version: int) -> FetchPlan:
-    if version < 13:
-        return [(t.topic, t.topic, t.partitions) for t in req.topics]
+def _resolve(broker: Broker, read: ReadPlan, by_id: bool) -> FetchPlan:
+    if not by_id:
+        return [(key, str(key), parts) for key, parts in read]
     names = topic_names_by_id(broker)
-    return [(t.topic_id, names.get(t.topic_id), t.partitions) for t in req.topics]
+    return [(key, names.get(key) if isinstance(key, uuid.UUID) else None, parts)
+            for key, parts in read]
 
 
 def _fetch_once(broker: Broker, plan: FetchPlan, budget: int, replica_id: int,
@@ -227,11 +235,14 @@ def _leader_hints(broker: Broker, plan: FetchPlan, topics: FetchTopics) -> list[
 
 
 def _encode_fetch(broker: Broker, header: RequestHeader, plan: FetchPlan, topics: FetchTopics,
-                  errors: bool) -> list[Any]:
+                  errors: bool, ctx: FetchContext | None) -> list[Any]:
+    session_id = 0
+    if ctx is not None:
+        session_id, topics = ctx.finish(topics, broker.now_ms())
     endpoints = (_leader_hints(broker, plan, topics)
                  if errors and header.api_version >= 16 else None)
     parts = encode_fetch_response(header.api_version, header.correlation_id, topics,
-                                  node_endpoints=endpoints)
+                                  session_id=session_id, node_endpoints=endpoints)
     if any(isinstance(p.records, FileSlice) for _, plist in topics for p in plist):
         return SendfileParts(parts)
     return parts
@@ -245,7 +256,8 @@ def _close_slices(topics: FetchTopics) -> None:
 
 
 async def _fetch_delayed(broker: Broker, header: RequestHeader, plan: FetchPlan, budget: int,
-                         replica_id: int, wait_ms: int, min_bytes: int, lazy: bool) -> list[Any]:
+                         replica_id: int, wait_ms: int, min_bytes: int, lazy: bool,
+                         ctx: FetchContext | None) -> list[Any]:
     keys = [(name, int(p.partition)) for _, name, parts in plan if name is not None
             for p in parts]
     deadline = broker.now_ms() + wait_ms
@@ -256,24 +268,50 @@ async def _fetch_delayed(broker: Broker, header: RequestHeader, plan: FetchPlan,
         await broker.purgatory.wait(keys, remaining)
         topics, total, errors = _fetch_once(broker, plan, budget, replica_id, lazy)
         if total >= min_bytes or errors:
-            return _encode_fetch(broker, header, plan, topics, errors)
+            return _encode_fetch(broker, header, plan, topics, errors, ctx)
         _close_slices(topics)
     topics, _, errors = _fetch_once(broker, plan, budget, replica_id, lazy)
-    return _encode_fetch(broker, header, plan, topics, errors)
+    return _encode_fetch(broker, header, plan, topics, errors, ctx)
+
+
+def _session_context(broker: Broker, req: Any, by_id: bool, replica_id: int
+                     ) -> FetchContext | None:
+    """KIP-227 (Fetch v7+): None for the plain "no session" fetch (session id 0, epoch -1: what
+    librdkafka and aiokafka send), else the session's view of this fetch."""
+    session_id, epoch = int(req.session_id), int(req.session_epoch)
+    if session_id == INVALID_SESSION_ID and epoch == FINAL_EPOCH:
+        return None
+    topics = [(t.topic_id if by_id else t.topic, t.partitions) for t in req.topics]
+    forgotten = [(f.topic_id if by_id else f.topic, f.partitions)
+                 for f in req.forgotten_topics_data]
+    return broker.fetch_sessions.new_context(
+        session_id, epoch, topics, forgotten, uses_topic_ids=by_id,
+        privileged=replica_id >= 0, now_ms=broker.now_ms())
 
 
 def fetch(broker: Broker, header: RequestHeader, req: Any, conn: Connection) -> Any:
+    version = header.api_version
     replica_id = int(getattr(req, "replica_id", -1))  # v15+: only replicas set replica_state
     lazy = conn.sendfile_fd is not None
-    plan = fetch_plan(broker, req, header.api_version)
+    by_id = version >= 13
+    ctx = _session_context(broker, req, by_id, replica_id) if version >= 7 else None
+    if ctx is None:
+        read: ReadPlan = [(t.topic_id if by_id else t.topic, t.partitions) for t in req.topics]
+    elif ctx.kind is ContextKind.ERROR:
+        return encode_fetch_response(version, header.correlation_id, [],
+                                     error_code=int(ctx.error))
+    else:
+        read = ctx.plan
+    plan = _resolve(broker, read, by_id)
     budget = int(getattr(req, "max_bytes", 0x7FFFFFFF))
     topics, total, errors = _fetch_once(broker, plan, budget, replica_id, lazy)
     wait_ms = min(max(ms(req.max_wait), 0), 60_000)
     min_bytes = int(req.min_bytes)
     if wait_ms <= 0 or total >= min_bytes or errors or not topics:
-        return _encode_fetch(broker, header, plan, topics, errors)
+        return _encode_fetch(broker, header, plan, topics, errors, ctx)
     _close_slices(topics)
-    return _fetch_delayed(broker, header, plan, budget, replica_id, wait_ms, min_bytes, lazy)
+    return _fetch_delayed(broker, header, plan, budget, replica_id, wait_ms, min_bytes, lazy,
+                          ctx)
 
 
 # -- ListOffsets -----------------------------------------------------------------------------------
