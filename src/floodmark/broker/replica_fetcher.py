@@ -72,8 +72,14 @@ def _follower_read(broker: ClusterBroker, ps: PartitionState, replica_id: int,
         log_start_offset=int(p.log_start_offset),
         broker_epoch=broker_epoch,
     )
+    before = ps.core.replica_states.get(replica_id)
     decision = ps.core.handle_follower_fetch(ps.log, fetch, broker.now_ms())
     ps.apply(decision.effects)
+    after = ps.core.replica_states.get(replica_id)
+    if after is not None and (before is None or after.log_start_offset != before.log_start_offset):
+        # The follower's log start moved (it followed a DeleteRecords): a DeleteRecords waiting
+        # for the low watermark of every replica re-checks (data.delete_records).
+        broker.purgatory.wake((ps.topic, ps.partition))
     out: dict[str, Any] = {"partition_index": index, "error_code": int(decision.error),
                            "high_watermark": decision.high_watermark,
                            "last_stable_offset": decision.high_watermark,

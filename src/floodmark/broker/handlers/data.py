@@ -402,12 +402,46 @@ def init_producer_id(broker: Broker, header: RequestHeader, req: Any, conn: Conn
     return {"throttle_time": 0, "error_code": 0, "producer_id": pid, "producer_epoch": 0}
 
 
+def low_watermark(broker: Broker, ps: PartitionState, alive: set[int]) -> int:
+    """Kafka's ``lowWatermarkIfLeader``: the smallest log start offset over this leader and every
+    replica on a live broker (as each reported it in its last fetch; -1 before the first)."""
+    low = ps.log_start_offset
+    role = ps.core.role
+    for replica in getattr(role, "replicas", ()):
+        if replica == broker.node_id or replica not in alive:
+            continue
+        state = ps.core.replica_states.get(replica)
+        low = min(low, state.log_start_offset if state is not None else -1)
+    return low
+
+
+def _delete_records_status(broker: Broker, topic: str, out: dict[str, Any], required: int,
+                           alive: set[int]) -> bool:
+    """Is this partition's answer final? Sets its error and low watermark when it is."""
+    ps = broker.partitions.get((topic, out["partition_index"]))
+    if ps is None:
+        out.update(error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), low_watermark=-1)
+        return True
+    if not ps.core.is_leader:
+        out.update(error_code=int(ErrorCode.NOT_LEADER_OR_FOLLOWER), low_watermark=-1)
+        return True
+    low = low_watermark(broker, ps, alive)
+    if low >= required:
+        out.update(error_code=0, low_watermark=low)
+        return True
+    return False
+
+
 def delete_records(broker: Broker, header: RequestHeader, req: Any, conn: Any = None
-                   ) -> dict[str, Any]:
+                   ) -> dict[str, Any] | Awaitable[dict[str, Any]]:
     """DeleteRecords: the leader moves its log start offset (the *low watermark*) up to the
     requested offset (-1: the HW); never past the HW. Followers follow it from the leader's
-    fetch answers (``replication.driver``). Compacted-only topics refuse (POLICY_VIOLATION)."""
+    fetch answers (``replication.driver``) and report theirs in their next fetch; the answer
+    comes when every replica on a live broker has reached the offset (Kafka's delayed
+    delete-records), or after the request's timeout with REQUEST_TIMED_OUT. Compacted-only
+    topics refuse (POLICY_VIOLATION)."""
     topics = []
+    pending: list[tuple[str, dict[str, Any], int]] = []
     for t in req.topics:
         parts = []
         for p in t.partitions:
@@ -433,7 +467,38 @@ def delete_records(broker: Broker, header: RequestHeader, req: Any, conn: Any = 
                                      "offset now %d", ps.name, ps.leader_epoch, offset)
                     except KafkaError as exc:
                         out["error_code"] = int(exc.code)
-                    out["low_watermark"] = ps.log_start_offset
+                    else:
+                        # Until every replica is there: REQUEST_TIMED_OUT, with the leader's
+                        # own low watermark (what a timed-out answer says, as in Kafka).
+                        out["low_watermark"] = ps.log_start_offset
+                        pending.append((t.name, out, offset))
             parts.append(out)
         topics.append({"name": t.name, "partitions": parts})
-    return {"throttle_time": 0, "topics": topics}
+    answer = {"throttle_time": 0, "topics": topics}
+    alive = {int(b["node_id"]) for b in broker.live_brokers()}
+    pending = [(topic, out, required) for topic, out, required in pending
+               if not _delete_records_status(broker, topic, out, required, alive)]
+    if not pending:
+        return answer
+    timeout_ms = min(max(ms(req.timeout), 0), 300_000)
+    return _delete_records_delayed(broker, answer, pending, timeout_ms)
+
+
+async def _delete_records_delayed(broker: Broker, answer: dict[str, Any],
+                                  pending: list[tuple[str, dict[str, Any], int]],
+                                  timeout_ms: int) -> dict[str, Any]:
+    """Parked in the broker's purgatory on its partitions: a follower's fetch that reports a new
+    log start offset wakes it (``replica_fetcher``), as does a leadership change."""
+    deadline = broker.now_ms() + timeout_ms
+    for _topic, out, _required in pending:
+        out["error_code"] = int(ErrorCode.REQUEST_TIMED_OUT)
+    while pending:
+        remaining = deadline - broker.now_ms()
+        if remaining <= 0:
+            break
+        await broker.purgatory.wait([(topic, out["partition_index"]) for topic, out, _ in pending],
+                                    remaining)
+        alive = {int(b["node_id"]) for b in broker.live_brokers()}
+        pending = [(topic, out, required) for topic, out, required in pending
+                   if not _delete_records_status(broker, topic, out, required, alive)]
+    return answer
