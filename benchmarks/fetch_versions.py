@@ -133,6 +133,11 @@ def run_variant(port: int, pid: int, variant: str, topic_id: uuid.UUID,
         sock.sendall(encode_request(1, 12, 2, fetch_body(topic_id, session_id, 1, False)))
         read_frame(sock)
         epoch = 2
+    # Session requests differ in their epoch: encoded before the clock starts.
+    session_frames = ([encode_request(1, version, i, fetch_body(topic_id, session_id, epoch + i,
+                                                                partitions=False))
+                       for i in range(int(seconds * 20_000))]
+                      if variant == "v12-session" else [])
     frames = 0
     size = 0
     cpu0 = cpu_seconds(pid)
@@ -140,9 +145,9 @@ def run_variant(port: int, pid: int, variant: str, topic_id: uuid.UUID,
     fixed = bytearray(encode_request(1, version, 0, fetch_body(topic_id)))
     while time.perf_counter() - t0 < seconds:
         if variant == "v12-session":
-            frame = encode_request(1, version, frames, fetch_body(
-                topic_id, session_id, epoch, partitions=False))
-            epoch += 1
+            if frames >= len(session_frames):
+                break
+            frame = session_frames[frames]
         else:
             struct.pack_into(">i", fixed, 8, frames)  # the same request, a new correlation id
             frame = bytes(fixed)

@@ -438,7 +438,10 @@ class Broker:
             self._open_topic(meta)
 
     # -- dispatch ------------------------------------------------------------------------------
-    def dispatch(self, frame: memoryview | bytes, conn: Connection) -> Parts | Awaitable[Parts | None] | None:
+    def dispatch(self, frame: memoryview | bytes, conn: Connection,
+                 decoded: tuple[RequestHeader, Any] | None = None,
+                 ) -> Parts | Awaitable[Parts | None] | None:
+        """``decoded``: the frame's (header, body) when the caller had to decode it already."""
         key, version, corr = peek_header(frame)
         counts = self.request_counts
         counts[key] = counts.get(key, 0) + 1
@@ -458,7 +461,7 @@ class Broker:
             parts: Parts | Awaitable[Parts | None] | None = raw(
                 self, frame if isinstance(frame, memoryview) else memoryview(frame), version)
             return parts
-        header, body = decode_request(frame)
+        header, body = decoded if decoded is not None else decode_request(frame)
         result = HANDLERS[ApiKey(key)](self, header, body, conn)
         if inspect.isawaitable(result):
             return self._finish(header, result)

@@ -380,7 +380,7 @@ class ClusterBroker(Broker):
             header, body = decode_request(frame)
             if replica_of(body, header.api_version)[0] >= 0:
                 return self._finish_replica_fetch(header, body)
-            return super().dispatch(frame, conn)
+            return super().dispatch(frame, conn, (header, body))  # decoded once
         if key == ApiKey.METADATA:
             header, body = decode_request(frame)
             return encode_response(header.api_key, header.api_version, header.correlation_id,
