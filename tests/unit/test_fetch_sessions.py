@@ -144,3 +144,13 @@ def test_bounded_cache_and_eviction() -> None:
                             uses_topic_ids=False, privileged=False, now_ms=2800)
     d = ctx.finish(answer_of(ctx), 2800)[0]
     assert d != 0 and set(cache.sessions) == {f, d}  # c: 1 partition, old enough, weakest
+
+
+def test_a_topic_listed_twice_in_a_full_fetch() -> None:
+    cache = FetchSessionCache()
+    ctx = cache.new_context(0, 0, [("t", [p(0)]), ("u", [p(0)]), ("t", [p(1)])], [],
+                            uses_topic_ids=False, privileged=False, now_ms=0)
+    sid, topics = ctx.finish(answer_of(ctx), 0)
+    assert sid != 0 and [(k, r.partition_index) for k, rs in topics for r in rs] == [
+        ("t", 0), ("u", 0), ("t", 1)]
+    assert set(cache.sessions[sid].partitions) == {("t", 0), ("u", 0), ("t", 1)}

@@ -149,7 +149,9 @@ class FetchContext:
         changed and moves those with records to the end of the session's order."""
         if self.kind is ContextKind.FULL and self.cache is not None:
             cached: dict[PartitionKey, CachedPartition] = {}
-            by_key = {key: {int(p.partition): p for p in parts} for key, parts in self.plan}
+            by_key: dict[TopicKey, dict[int, Any]] = {}
+            for key, parts in self.plan:  # a topic may be listed more than once
+                by_key.setdefault(key, {}).update((int(p.partition), p) for p in parts)
             for key, results in answer:
                 for r in results:
                     entry = CachedPartition(FetchParams.of(by_key[key][r.partition_index]))
