@@ -35,6 +35,7 @@ import os
 import signal
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -236,7 +237,8 @@ class ClusterBroker(Broker):
                 try:
                     ps = self.cluster_partitions.get(key)
                     if ps is None:
-                        ps = self._open_cluster_partition(name, index, timage.configs)
+                        ps = self._open_cluster_partition(name, index, timage.configs,
+                                                          timage.topic_id)
                     self.reconfigure_partition(ps, timage.configs)
                     was_leader = ps.core.is_leader
                     isr_before = len(ps.core.isr)
@@ -272,10 +274,10 @@ class ClusterBroker(Broker):
             log.error("partition %s-%d: cannot apply its metadata (%s); other partitions go on",
                       key[0], key[1], exc)
 
-    def _open_cluster_partition(self, topic: str, index: int,
-                                configs: dict[str, Any]) -> PartitionState:
+    def _open_cluster_partition(self, topic: str, index: int, configs: dict[str, Any],
+                                topic_id: uuid.UUID | None = None) -> PartitionState:
         min_isr = int(configs.get("min.insync.replicas", self.config.get("min.insync.replicas")))
-        plog, hw = self.storage.open_log(topic, index, configs, self.now_ms())
+        plog, hw = self.storage.open_log(topic, index, configs, self.now_ms(), topic_id=topic_id)
         ps = PartitionState(
             topic, index, self.node_id, plog, hooks=self, min_insync_replicas=min_isr,
             topic_configs=dict(configs),
@@ -371,14 +373,14 @@ class ClusterBroker(Broker):
     def dispatch(self, frame: memoryview | bytes, conn: Connection) -> Any:
         key, version, _corr = peek_header(frame)
         if key == ApiKey.FETCH:
-            # Consumers' fetches (v4-12, replica id -1) go straight to the broker's handler;
-            # only replica fetches are decoded here.
-            if version < 13 and peek_fetch_replica_id(frame, version) < 0:
+            # Consumers' fetches (v4-14, replica id -1) go straight to the broker's handler;
+            # only replica fetches are decoded here (v15+ name the replica in a tagged field).
+            if version < 15 and peek_fetch_replica_id(frame, version) < 0:
                 return super().dispatch(frame, conn)
             header, body = decode_request(frame)
             if replica_of(body, header.api_version)[0] >= 0:
                 return self._finish_replica_fetch(header, body)
-            return super().dispatch(frame, conn)
+            return super().dispatch(frame, conn, (header, body))  # decoded once
         if key == ApiKey.METADATA:
             header, body = decode_request(frame)
             return encode_response(header.api_key, header.api_version, header.correlation_id,

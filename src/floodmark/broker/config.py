@@ -47,6 +47,10 @@ DEFAULTS: dict[str, Any] = {
     "log.cleaner.delete.retention.ms": 86_400_000,
     "log.retention.check.interval.ms": 300_000,
     "replica.lag.time.max.ms": 30000,
+    # Incremental fetch sessions (KIP-227): slots in the cache, and how long a session is kept
+    # from eviction by a newcomer (Kafka's names and defaults).
+    "max.incremental.fetch.session.cache.slots": 1000,
+    "min.incremental.fetch.session.eviction.ms": 120_000,
     "transactional.id.expiration.ms": 604_800_000,
     # floodmark's protocol mode (SPEC §2). Anything but leader-epoch is known to lose or diverge
     # data and needs floodmark.truncation.allow.unsafe=true to start.
