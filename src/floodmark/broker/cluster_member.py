@@ -39,6 +39,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from floodmark.broker import dynamic_configs
 from floodmark.broker.broker import Broker
 from floodmark.broker.config import BrokerConfig
 from floodmark.broker.handlers import admin
@@ -224,6 +225,7 @@ class ClusterBroker(Broker):
             # fetcher was stopped, and that one would keep the process alive.
             return
         image = self.controller_client.image
+        dynamic_configs.apply(self)  # KIP-226 dynamic broker configs, before the partitions
         now = self.now_ms()
         wanted: set[tuple[str, int]] = set()
         broker_epochs = image.broker_epochs()
