@@ -609,6 +609,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--controller", required=True, help="HOST:PORT of the controller")
     p.add_argument("--data-dir", required=True)
     p.add_argument("--listen", default="127.0.0.1:0")
+    p.add_argument("--advertised-host", default=None,
+                   help="the host clients and other brokers are told (default: --listen's)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE")
     p.add_argument("--controller-data-dir", default=None,
                    help="combined mode (process.roles=broker,controller): also run the "
@@ -623,7 +625,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     roles = "broker,controller" if args.controller_data_dir else "broker"
-    config = BrokerConfig.load(data_dir=args.data_dir, listen=args.listen, advertised=None,
+    advertised = f"{args.advertised_host}:0" if args.advertised_host else None  # bound port
+    config = BrokerConfig.load(data_dir=args.data_dir, listen=args.listen, advertised=advertised,
                                config_file=None,
                                overrides=[f"process.roles={roles}", *args.overrides],
                                node_id=args.node_id)

@@ -237,9 +237,18 @@ def parse_value(text: str) -> Any:
 
 
 def parse_host_port(text: str, default_port: int = 9092) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep:
-        return text, default_port
+    """``HOST:PORT``, ``[v6]:PORT``, ``HOST`` (the default port), or a port alone: ``:9092`` and
+    ``9092`` both mean port 9092 on 127.0.0.1 (``0.0.0.0:9092`` for every interface). Anything
+    else is a one-line ValueError."""
+    text = text.strip()
+    if text.isdigit():
+        host, port = "", text
+    else:
+        host, sep, port = text.rpartition(":")
+        if not sep:
+            return text, default_port
+    if not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"address {text!r} is not HOST:PORT (port 0 to 65535)")
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
