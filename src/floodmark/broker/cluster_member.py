@@ -626,6 +626,16 @@ def main(argv: list[str] | None = None) -> int:
                                config_file=None,
                                overrides=[f"process.roles={roles}", *args.overrides],
                                node_id=args.node_id)
+    from floodmark.storage.data_dir import DataDirLock, DataDirLockedError, lock_data_dir
+
+    locks: list[DataDirLock] = []
+    try:  # held until the process ends
+        locks.append(lock_data_dir(args.data_dir))
+        if args.controller_data_dir:
+            locks.append(lock_data_dir(args.controller_data_dir))
+    except (DataDirLockedError, OSError) as exc:
+        print(f"floodmark broker {args.node_id}: {exc}", file=sys.stderr)
+        return 2
     try:
         import uvloop
 
@@ -680,6 +690,8 @@ def main(argv: list[str] | None = None) -> int:
             await controller_task
 
     asyncio.run(run())
+    for lock in locks:
+        lock.release()
     return 0
 
 

@@ -55,6 +55,13 @@ def run_broker(args: argparse.Namespace) -> int:
     except CliError as exc:
         print(f"floodmark broker: {exc}", file=sys.stderr)
         return 2
+    from floodmark.storage.data_dir import DataDirLockedError, lock_data_dir
+
+    try:
+        lock = lock_data_dir(str(config.data_dir))  # held until the process ends
+    except (DataDirLockedError, OSError) as exc:
+        print(f"floodmark broker: {exc}", file=sys.stderr)
+        return 2
     try:
         import uvloop
 
@@ -86,4 +93,6 @@ def run_broker(args: argparse.Namespace) -> int:
         print(f"floodmark broker: cannot listen on {config.listen_host}:{config.listen_port}: "
               f"{exc.strerror or exc}", file=sys.stderr)
         return 2
+    finally:
+        lock.release()
     return 0

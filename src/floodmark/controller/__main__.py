@@ -11,6 +11,7 @@ import sys
 
 from floodmark.controller.logic import ControllerConfig
 from floodmark.controller.server import ControllerServer
+from floodmark.storage.data_dir import DataDirLockedError, lock_data_dir
 
 
 def _bool(text: str) -> bool:
@@ -32,6 +33,11 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        lock = lock_data_dir(args.data_dir)  # held until the process ends
+    except (DataDirLockedError, OSError) as exc:
+        print(f"floodmark controller: {exc}", file=sys.stderr)
+        return 2
     config = ControllerConfig(
         broker_session_timeout_ms=args.broker_session_timeout_ms,
         unclean_leader_election_enable=args.unclean_leader_election_enable,
@@ -59,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         await server.serve(host or "127.0.0.1", int(port or 0), ready)
 
     asyncio.run(run())
+    lock.release()
     return 0
 
 
