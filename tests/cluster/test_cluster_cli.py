@@ -215,6 +215,8 @@ def test_every_user_mistake_is_one_line(tmp_path: Path) -> None:
              f"node 0 127.0.0.1:{base}: port {base} is already in use"),
             (["cluster", "up", "--controller", "nohost", "--data-dir", str(tmp_path / "n")],
              "--controller 'nohost' is not HOST:PORT"),
+            (["cluster", "up", "--listen-host", "10.254.254.254", "--data-dir",
+              str(tmp_path / "n")], "10.254.254.254 is not an address of this machine"),
             (["topic", "create", "t2", "--config", "retention.ms", *bs],
              "--config 'retention.ms' is not NAME=VALUE"),
             (["topic", "create", "t1", *bs], "TOPIC_ALREADY_EXISTS (36)"),
