@@ -149,10 +149,14 @@ def _cluster_for_up(args: argparse.Namespace) -> LocalCluster:
                                f"{', '.join(map(str, running))}; see `floodmark cluster status "
                                f"--data-dir {args.data_dir}`)")
         conflicts = _shape_conflicts(cluster, args)
-        if conflicts or broker_settings or controller_settings:
-            raise CliError(f"{args.data_dir} already holds a cluster; "
-                           + ("; ".join(conflicts) if conflicts else "--set/--controller-set")
-                           + " would change it: use a new --data-dir")
+        for flag, asked, have in (
+                ("--set", broker_settings, cluster.state["broker_settings"]),
+                ("--controller-set", controller_settings, cluster.state["controller_settings"])):
+            conflicts += [f"{flag} {k}={v} (it has {have.get(k)})" for k, v in asked.items()
+                          if have.get(k) != v]
+        if conflicts:  # the same command again is fine; a different shape is not
+            raise CliError(f"{args.data_dir} already holds a cluster; {'; '.join(conflicts)} "
+                           "would change it: use a new --data-dir")
         if args.brokers is not None and args.brokers != len(cluster.broker_ids):
             added = cluster.add_brokers(args.brokers)
             print(f"adding broker(s) {', '.join(map(str, added))} to the cluster in "
