@@ -182,7 +182,8 @@ class ControllerClient:
         last: Exception | None = None
         answer: dict[str, Any] = {}
         address = self.address
-        for _ in range(2 * len(self.addresses)):
+        attempts = 1 if len(self.addresses) == 1 else 2 * len(self.addresses)
+        for _ in range(attempts):
             try:
                 answer = rpc.blocking_call(address, method, args)
             except rpc.RpcError as exc:
