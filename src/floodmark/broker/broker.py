@@ -16,8 +16,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from floodmark.broker import sendfile, storage_glue
+from floodmark.broker import dynamic_configs, sendfile, storage_glue
 from floodmark.broker.config import BrokerConfig
+from floodmark.broker.fetch_sessions import FetchSessionCache
 from floodmark.broker.groups import GroupCoordinator
 from floodmark.broker.handlers import admin, data, group_apis
 from floodmark.broker.metadata import Controller, LocalController
@@ -102,6 +103,9 @@ class Broker:
         self.controller: Controller = controller or self._local_controller  # type: ignore[assignment]
         self.partitions: dict[tuple[str, int], PartitionState] = {}
         self.purgatory = FetchPurgatory()
+        self.fetch_sessions = FetchSessionCache(
+            int(config.get("max.incremental.fetch.session.cache.slots")),
+            int(config.get("min.incremental.fetch.session.eviction.ms")))
         self.offsets = OffsetStore()
         self.groups = GroupCoordinator(
             initial_rebalance_delay_ms=int(config.get("group.initial.rebalance.delay.ms")),
@@ -137,6 +141,7 @@ class Broker:
                 OFFSETS_TOPIC, n, 1, {"cleanup.policy": "compact"}, internal=True
             )
             self._open_topic(meta)
+        dynamic_configs.apply(self)  # KIP-226 dynamic broker configs from the metadata
         internal = self.controller.topics()[OFFSETS_TOPIC]
         replayed = self.offsets.replay(lambda: self._read_all(internal))
         self.storage.remove_orphans(self.controller.topics())
@@ -155,7 +160,14 @@ class Broker:
             key = (meta.name, p.partition)
             if key in self.partitions:
                 continue
-            plog, hw = self.storage.open_log(meta.name, p.partition, meta.configs, self.now_ms())
+            try:
+                plog, hw = self.storage.open_log(meta.name, p.partition, meta.configs,
+                                                 self.now_ms(), topic_id=meta.topic_id)
+            except KafkaError as exc:
+                # Another topic's directory (partition.metadata): that partition stays offline,
+                # the others are served.
+                log.error("partition %s-%d not opened: %s", meta.name, p.partition, exc.message)
+                continue
             ps = PartitionState(meta.name, p.partition, self.node_id, plog, hooks=self,
                                 min_insync_replicas=min_isr, checkpointed_high_watermark=hw,
                                 truncation=self.config.truncation,
@@ -244,9 +256,8 @@ class Broker:
         its own HW (Kafka's cleaner threads do the same, independently on every replica). The
         plan and the segment swaps run on the event loop; reading and rewriting the data runs
         on a worker thread, so produce and fetch go on meanwhile."""
-        backoff_s = int(self.config.get("log.cleaner.backoff.ms")) / 1000
-        while True:
-            await asyncio.sleep(backoff_s)
+        while True:  # log.cleaner.backoff.ms is dynamic: read every round
+            await asyncio.sleep(int(self.config.get("log.cleaner.backoff.ms")) / 1000)
             for ps in list(self.partitions.values()):
                 if ps.log.config.compact:
                     await self.clean_log(ps)
@@ -334,13 +345,16 @@ class Broker:
             if ps is not None:
                 self.reconfigure_partition(ps, meta.configs)
 
-    def reconfigure_partition(self, ps: PartitionState, configs: dict[str, Any]) -> None:
-        if ps.topic_configs == configs:
+    def reconfigure_partition(self, ps: PartitionState, configs: dict[str, Any], *,
+                              force: bool = False) -> None:
+        """New topic configs, or (``force``) new dynamic broker defaults under the same ones."""
+        if ps.topic_configs == configs and not force:
             return
         min_isr = int(configs.get("min.insync.replicas", self.config.get("min.insync.replicas")))
         ps.reconfigure(LogConfig.from_kafka(dict(configs), self.storage.base_config), min_isr)
         ps.topic_configs = dict(configs)
-        log.info("partition %s: topic configs now %s", ps.name, configs)
+        if not force:
+            log.info("partition %s: topic configs now %s", ps.name, configs)
 
     def produce_settings(self, ps: PartitionState) -> ProduceSettings:
         """The produce path's settings for a partition (cached: one per max.message.bytes and
@@ -427,7 +441,10 @@ class Broker:
             self._open_topic(meta)
 
     # -- dispatch ------------------------------------------------------------------------------
-    def dispatch(self, frame: memoryview | bytes, conn: Connection) -> Parts | Awaitable[Parts | None] | None:
+    def dispatch(self, frame: memoryview | bytes, conn: Connection,
+                 decoded: tuple[RequestHeader, Any] | None = None,
+                 ) -> Parts | Awaitable[Parts | None] | None:
+        """``decoded``: the frame's (header, body) when the caller had to decode it already."""
         key, version, corr = peek_header(frame)
         counts = self.request_counts
         counts[key] = counts.get(key, 0) + 1
@@ -447,7 +464,7 @@ class Broker:
             parts: Parts | Awaitable[Parts | None] | None = raw(
                 self, frame if isinstance(frame, memoryview) else memoryview(frame), version)
             return parts
-        header, body = decode_request(frame)
+        header, body = decoded if decoded is not None else decode_request(frame)
         result = HANDLERS[ApiKey(key)](self, header, body, conn)
         if inspect.isawaitable(result):
             return self._finish(header, result)

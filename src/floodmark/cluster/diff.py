@@ -4,6 +4,7 @@ lost)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 
@@ -27,3 +28,29 @@ def lost_offsets(old_dir: str | Path, new_dir: str | Path, upto: int) -> list[in
     old = read_partition_values(old_dir)
     new = read_partition_values(new_dir)
     return sorted(o for o, v in old.items() if o < upto and new.get(o, b"\0missing") != v)
+
+
+def partitions_on_disk(broker_dir: str | Path, topic: str) -> list[int]:
+    """The partitions of ``topic`` a broker's data directory holds (``TOPIC-N`` directories)."""
+    pattern = re.compile(rf"^{re.escape(topic)}-(\d+)$")
+    root = Path(broker_dir)
+    if not root.is_dir():
+        return []
+    return sorted(int(m.group(1)) for d in root.iterdir()
+                  if d.is_dir() and (m := pattern.match(d.name)))
+
+
+def offset_runs(offsets: list[int]) -> list[str]:
+    """[3, 4, 5, 9] -> ["3-5", "9"]."""
+    runs: list[str] = []
+    if not offsets:
+        return runs
+    start = prev = offsets[0]
+    for o in [*offsets[1:], None]:
+        if o is not None and o == prev + 1:
+            prev = o
+            continue
+        runs.append(f"{start}" if start == prev else f"{start}-{prev}")
+        if o is not None:
+            start = prev = o
+    return runs

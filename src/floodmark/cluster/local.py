@@ -21,6 +21,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -50,6 +51,15 @@ CONTROLLER_DEFAULTS = {
 }
 
 
+METRICS_PORT_OFFSET = 100  # with a base port: node N's /metrics on base + 100 + N
+WILDCARD_HOSTS = ("0.0.0.0", "::", "")
+
+
+class ClusterError(RuntimeError):
+    """What a user asked of the cluster cannot be done; the message is one line (a node's log
+    tail, when there is one, is attached as a note)."""
+
+
 def pid_state(pid: int) -> str:
     """running | stopped | dead (zombies count as dead)."""
     try:
@@ -64,32 +74,115 @@ def pid_state(pid: int) -> str:
     return "running"
 
 
+def _read_state(path: Path) -> dict[str, Any]:
+    try:
+        state = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ClusterError(f"cannot read {path}: {exc}") from None
+    if not isinstance(state, dict):
+        raise ClusterError(f"{path} is not a cluster state file")
+    return state
+
+
+def load_cluster(data_dir: str | Path) -> LocalCluster:
+    """The cluster a ``floodmark cluster up`` left in ``data_dir``; ClusterError if none."""
+    if not (Path(data_dir) / STATE_FILE).is_file():
+        raise ClusterError(f"no cluster in {data_dir} (start one with `floodmark cluster up "
+                           f"--data-dir {data_dir}`)")
+    return LocalCluster(data_dir)
+
+
 class LocalCluster:
     def __init__(self, data_dir: str | Path, brokers: int = 3,
                  broker_settings: dict[str, str] | None = None,
                  controller_settings: dict[str, str] | None = None,
-                 metrics: bool = True) -> None:
-        """``metrics``: every node serves Prometheus ``/metrics`` on a port of its own."""
+                 metrics: bool = True, *, base_port: int | None = None,
+                 listen_host: str = "127.0.0.1", advertised_host: str | None = None,
+                 controller: str | None = None, first_broker_id: int = 1) -> None:
+        """A new cluster's shape (ignored when ``data_dir`` already holds one):
+
+        - ``metrics``: every node serves Prometheus ``/metrics`` on a port of its own;
+        - ``base_port``: stable ports, the controller on ``base_port``, broker N on
+          ``base_port + N`` (and its /metrics on ``base_port + 100 + N``); default: any free
+          port, kept across restarts;
+        - ``listen_host``: the address every node binds (``0.0.0.0``: every interface);
+          ``advertised_host``: the one clients and other brokers are told (default: the listen
+          host, or this machine's name for a wildcard);
+        - ``controller``: ``HOST:PORT`` of a controller elsewhere (another machine's cluster):
+          this directory then runs brokers only, ``first_broker_id`` and up.
+        """
         self.data_dir = Path(data_dir).resolve()
         self.state_path = self.data_dir / STATE_FILE
         self.state: dict[str, Any] = {}
         if self.state_path.exists():
-            self.state = json.loads(self.state_path.read_text())
+            self.state = _read_state(self.state_path)
         if not self.state.get("nodes"):
             bset = {**BROKER_DEFAULTS,
                     "default.replication.factor": str(min(3, brokers)),
                     **(broker_settings or {})}
             cset = {**CONTROLLER_DEFAULTS, **(controller_settings or {})}
+            if advertised_host is None:
+                advertised_host = (socket.getfqdn() if listen_host in WILDCARD_HOSTS
+                                   else listen_host)
             self.state = {
                 "data_dir": str(self.data_dir),
                 "broker_settings": bset,
                 "controller_settings": cset,
                 "metrics": metrics,
-                "nodes": {str(CONTROLLER_ID): {"role": "controller", "port": 0, "pid": None}},
+                "listen_host": listen_host,
+                "advertised_host": advertised_host,
+                "base_port": base_port,
+                "controller": controller,
+                "nodes": {},
             }
-            for i in range(1, brokers + 1):
-                self.state["nodes"][str(i)] = {"role": "broker", "port": 0, "pid": None}
+            if controller is None:
+                self.state["nodes"][str(CONTROLLER_ID)] = self._new_node("controller",
+                                                                         CONTROLLER_ID)
+            for i in range(first_broker_id, first_broker_id + brokers):
+                self.state["nodes"][str(i)] = self._new_node("broker", i)
         self._procs: dict[int, subprocess.Popen[bytes]] = {}
+
+    def _new_node(self, role: str, node_id: int) -> dict[str, Any]:
+        base = self.state.get("base_port")
+        node: dict[str, Any] = {"role": role, "port": 0 if base is None else base + node_id,
+                                "pid": None}
+        if base is not None:
+            node["metrics_port"] = base + METRICS_PORT_OFFSET + node_id
+        return node
+
+    def add_brokers(self, count: int) -> list[int]:
+        """Grow the cluster to ``count`` brokers (new ids after the highest); never shrinks."""
+        ids = self.broker_ids
+        if count < len(ids):
+            raise ClusterError(
+                f"this cluster has {len(ids)} brokers ({', '.join(map(str, ids))}); it does not "
+                f"shrink to {count} (its partitions have replicas there): stop one with "
+                "`floodmark cluster kill ID`")
+        new = list(range(max(ids, default=0) + 1, max(ids, default=0) + 1 + count - len(ids)))
+        for i in new:
+            self.state["nodes"][str(i)] = self._new_node("broker", i)
+        return new
+
+    @property
+    def fixed_ports(self) -> bool:
+        return self.state.get("base_port") is not None
+
+    @property
+    def listen_host(self) -> str:
+        return str(self.state.get("listen_host") or "127.0.0.1")
+
+    @property
+    def advertised_host(self) -> str:
+        return str(self.state.get("advertised_host") or self.listen_host)
+
+    @property
+    def has_controller(self) -> bool:
+        """Does this directory run the controller (rather than join one elsewhere)?"""
+        return str(CONTROLLER_ID) in self.state["nodes"]
+
+    @property
+    def node_ids(self) -> list[int]:
+        return sorted(int(i) for i in self.state["nodes"])
 
     # -- state -------------------------------------------------------------------------------------
     def _save(self) -> None:
@@ -100,28 +193,36 @@ class LocalCluster:
 
     def reload(self) -> None:
         if self.state_path.exists():
-            self.state = json.loads(self.state_path.read_text())
+            self.state = _read_state(self.state_path)
 
     @property
     def broker_ids(self) -> list[int]:
         return sorted(int(i) for i, n in self.state["nodes"].items() if n["role"] == "broker")
 
+    def _node(self, node_id: int) -> dict[str, Any]:
+        node = self.state["nodes"].get(str(node_id))
+        if not isinstance(node, dict):
+            raise ClusterError(f"no node {node_id} in this cluster (nodes: "
+                               f"{', '.join(map(str, self.node_ids))})")
+        return node
+
     def node(self, node_id: int) -> dict[str, Any]:
-        return dict(self.state["nodes"][str(node_id)])
+        return dict(self._node(node_id))
 
     def address(self, node_id: int) -> str:
-        return f"127.0.0.1:{self.state['nodes'][str(node_id)]['port']}"
+        return f"{self.advertised_host}:{self._node(node_id)['port']}"
 
     @property
     def controller_address(self) -> str:
-        return self.address(CONTROLLER_ID)
+        remote = self.state.get("controller")
+        return str(remote) if remote else self.address(CONTROLLER_ID)
 
     @property
     def bootstrap(self) -> str:
         return ",".join(self.address(b) for b in self.broker_ids)
 
     def pid(self, node_id: int) -> int | None:
-        pid = self.state["nodes"][str(node_id)].get("pid")
+        pid = self._node(node_id).get("pid")
         return int(pid) if pid else None
 
     def node_state(self, node_id: int) -> str:
@@ -133,12 +234,13 @@ class LocalCluster:
 
     # -- processes ---------------------------------------------------------------------------------
     def _command(self, node_id: int) -> list[str]:
-        n = self.state["nodes"][str(node_id)]
+        n = self._node(node_id)
+        listen = f"{self.listen_host}:{n['port']}"
         if n["role"] == "controller":
             c = self.state["controller_settings"]
             return [sys.executable, "-m", "floodmark.controller",
                     "--data-dir", str(self.data_dir / "controller"),
-                    "--listen", f"127.0.0.1:{n['port']}",
+                    "--listen", listen,
                     "--broker-session-timeout-ms", str(c["broker.session.timeout.ms"]),
                     "--unclean-leader-election-enable", str(c["unclean.leader.election.enable"]),
                     "--auto-leader-rebalance-enable", str(c["auto.leader.rebalance.enable"]),
@@ -147,7 +249,9 @@ class LocalCluster:
         cmd = [sys.executable, "-m", "floodmark.broker.cluster_member",
                "--node-id", str(node_id), "--controller", self.controller_address,
                "--data-dir", str(self.data_dir / f"broker-{node_id}"),
-               "--listen", f"127.0.0.1:{n['port']}", *self._metrics_args(n)]
+               "--listen", listen, *self._metrics_args(n)]
+        if self.advertised_host != self.listen_host:
+            cmd += ["--advertised-host", self.advertised_host]
         for k, v in self.state["broker_settings"].items():
             cmd += ["--set", f"{k}={v}"]
         return cmd
@@ -155,10 +259,10 @@ class LocalCluster:
     def _metrics_args(self, node: dict[str, Any]) -> list[str]:
         if not self.state.get("metrics", True):
             return []
-        return ["--metrics-listen", f"127.0.0.1:{node.get('metrics_port', 0)}"]
+        return ["--metrics-listen", f"{self.listen_host}:{node.get('metrics_port', 0)}"]
 
     def _log_path(self, node_id: int) -> Path:
-        n = self.state["nodes"][str(node_id)]
+        n = self._node(node_id)
         name = "controller" if n["role"] == "controller" else f"broker-{node_id}"
         return self.data_dir / "logs" / f"{name}.log"
 
@@ -197,11 +301,17 @@ class LocalCluster:
                 break
             time.sleep(0.05)
         proc.kill()
-        raise RuntimeError(f"node {node_id} did not start; log {log_path}:\n{text[-3000:]}")
+        proc.wait(5)
+        reason = next((line.split(": ", 1)[-1] for line in reversed(text.splitlines())
+                       if "Error" in line or "error" in line), "no answer")
+        error = ClusterError(f"node {node_id} did not start: {reason.strip()[:300]} "
+                             f"(log: {log_path})")
+        error.add_note(text[-3000:])
+        raise error
 
     def start_node(self, node_id: int, timeout_s: float = 60.0) -> None:
         if self.node_state(node_id) != "dead":
-            raise RuntimeError(f"node {node_id} is already running (pid {self.pid(node_id)})")
+            raise ClusterError(f"node {node_id} is already running (pid {self.pid(node_id)})")
         proc, path, start = self._launch(node_id)
         self._await_or_rebind(node_id, proc, path, start, timeout_s)
 
@@ -209,9 +319,10 @@ class LocalCluster:
                          start: int, timeout_s: float) -> None:
         try:
             self._await_listening(node_id, proc, path, start, timeout_s)
-        except RuntimeError as exc:
-            node = self.state["nodes"][str(node_id)]
-            if "address already in use" not in str(exc).lower() or not node["port"]:
+        except ClusterError as exc:
+            node = self._node(node_id)
+            if ("address already in use" not in str(exc).lower() or not node["port"]
+                    or self.fixed_ports):
                 raise
             # Its old port was taken meanwhile: any free port (the controller keeps brokers'
             # registered addresses current; a moved controller needs its brokers restarted).
@@ -223,7 +334,8 @@ class LocalCluster:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.state["supervisor_pid"] = os.getpid()
         self._save()
-        self.start_node(CONTROLLER_ID, timeout_s)
+        if self.has_controller:
+            self.start_node(CONTROLLER_ID, timeout_s)
         launched = [(b, *self._launch(b)) for b in self.broker_ids]
         for b, proc, path, start in launched:
             self._await_or_rebind(b, proc, path, start, timeout_s)
@@ -232,7 +344,7 @@ class LocalCluster:
     def kill(self, node_id: int, sig: int = signal.SIGKILL) -> None:
         pid = self.pid(node_id)
         if pid is None or self.node_state(node_id) == "dead":
-            raise RuntimeError(f"node {node_id} is not running")
+            raise ClusterError(f"node {node_id} is not running")
         os.kill(pid, sig)
         if sig in (signal.SIGKILL, signal.SIGTERM):
             self.wait_dead(node_id, 30.0)
@@ -261,7 +373,7 @@ class LocalCluster:
                 os.kill(pid, signal.SIGTERM)
             except ProcessLookupError:
                 continue
-        for node_id in [*self.broker_ids, CONTROLLER_ID]:
+        for node_id in [*self.broker_ids, *([CONTROLLER_ID] if self.has_controller else [])]:
             if node_id == CONTROLLER_ID:
                 # Brokers first (their controlled shutdown needs the controller), then it.
                 pid = self.pid(node_id)
@@ -295,20 +407,20 @@ class LocalCluster:
         ctl = self.controller_status()
         registered = {b["id"]: b for b in (ctl or {}).get("brokers", [])}
         nodes = []
-        for node_id in [CONTROLLER_ID, *self.broker_ids]:
+        for node_id in self.node_ids:
             n = self.state["nodes"][str(node_id)]
             state = self.node_state(node_id)
             entry: dict[str, Any] = {"id": node_id, "role": n["role"], "pid": n.get("pid"),
                                      "address": self.address(node_id),
                                      "alive": state != "dead", "state": state}
             if n.get("metrics_port"):
-                entry["metrics"] = f"http://127.0.0.1:{n['metrics_port']}/metrics"
+                entry["metrics"] = f"http://{self.advertised_host}:{n['metrics_port']}/metrics"
             if node_id in registered:
                 entry["fenced"] = registered[node_id]["fenced"]
                 entry["broker_epoch"] = registered[node_id]["broker_epoch"]
             nodes.append(entry)
         out: dict[str, Any] = {"bootstrap": self.bootstrap, "data_dir": str(self.data_dir),
-                               "nodes": nodes}
+                               "controller": self.controller_address, "nodes": nodes}
         if ctl is not None:
             out["metadata_offset"] = ctl["metadata_offset"]
             out["partitions"] = ctl["topics"]

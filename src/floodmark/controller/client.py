@@ -252,6 +252,12 @@ class ControllerClient:
     def alter_topic_configs(self, name: str, configs: dict[str, Any]) -> None:
         self._admin("alter_topic_configs", {"name": name, "configs": configs})
 
+    def alter_broker_configs(self, resource: str, configs: dict[str, Any]) -> None:
+        self._admin("alter_broker_configs", {"resource": resource, "configs": configs})
+
+    def broker_configs(self) -> dict[str, dict[str, Any]]:
+        return self.image.broker_configs
+
     def elect_leaders(self, partitions: list[tuple[str, int]], *, unclean: bool
                       ) -> list[tuple[str, int, ErrorCode, str]]:
         answer = self._admin("elect_leaders", {"partitions": [list(p) for p in partitions],

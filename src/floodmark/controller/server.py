@@ -390,6 +390,10 @@ class ControllerServer:
         self._active().alter_topic_configs(str(a["name"]), dict(a["configs"]))
         return {}
 
+    def _rpc_alter_broker_configs(self, a: dict[str, Any]) -> dict[str, Any]:
+        self._active().alter_broker_configs(str(a["resource"]), dict(a["configs"]))
+        return {}
+
     def _rpc_elect_leaders(self, a: dict[str, Any]) -> dict[str, Any]:
         results = []
         for topic, partition in a["partitions"]:
