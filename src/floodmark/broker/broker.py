@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from floodmark.broker import dynamic_configs, sendfile, storage_glue
 from floodmark.broker.config import BrokerConfig
+from floodmark.broker.fetch_sessions import FetchSessionCache
 from floodmark.broker.groups import GroupCoordinator
 from floodmark.broker.handlers import admin, data, group_apis
 from floodmark.broker.metadata import Controller, LocalController
@@ -103,6 +104,9 @@ class Broker:
         self.controller: Controller = controller or self._local_controller  # type: ignore[assignment]
         self.partitions: dict[tuple[str, int], PartitionState] = {}
         self.purgatory = FetchPurgatory()
+        self.fetch_sessions = FetchSessionCache(
+            int(config.get("max.incremental.fetch.session.cache.slots")),
+            int(config.get("min.incremental.fetch.session.eviction.ms")))
         self.offsets = OffsetStore()
         self.groups = GroupCoordinator(
             initial_rebalance_delay_ms=int(config.get("group.initial.rebalance.delay.ms")),
@@ -157,7 +161,14 @@ class Broker:
             key = (meta.name, p.partition)
             if key in self.partitions:
                 continue
-            plog, hw = self.storage.open_log(meta.name, p.partition, meta.configs, self.now_ms())
+            try:
+                plog, hw = self.storage.open_log(meta.name, p.partition, meta.configs,
+                                                 self.now_ms(), topic_id=meta.topic_id)
+            except KafkaError as exc:
+                # Another topic's directory (partition.metadata): that partition stays offline,
+                # the others are served.
+                log.error("partition %s-%d not opened: %s", meta.name, p.partition, exc.message)
+                continue
             ps = PartitionState(meta.name, p.partition, self.node_id, plog, hooks=self,
                                 min_insync_replicas=min_isr, checkpointed_high_watermark=hw,
                                 truncation=self.config.truncation,
@@ -431,7 +442,10 @@ class Broker:
             self._open_topic(meta)
 
     # -- dispatch ------------------------------------------------------------------------------
-    def dispatch(self, frame: memoryview | bytes, conn: Connection) -> Parts | Awaitable[Parts | None] | None:
+    def dispatch(self, frame: memoryview | bytes, conn: Connection,
+                 decoded: tuple[RequestHeader, Any] | None = None,
+                 ) -> Parts | Awaitable[Parts | None] | None:
+        """``decoded``: the frame's (header, body) when the caller had to decode it already."""
         key, version, corr = peek_header(frame)
         counts = self.request_counts
         counts[key] = counts.get(key, 0) + 1
@@ -451,7 +465,7 @@ class Broker:
             parts: Parts | Awaitable[Parts | None] | None = raw(
                 self, frame if isinstance(frame, memoryview) else memoryview(frame), version)
             return parts
-        header, body = decode_request(frame)
+        header, body = decoded if decoded is not None else decode_request(frame)
         result = HANDLERS[ApiKey(key)](self, header, body, conn)
         if inspect.isawaitable(result):
             return self._finish(header, result)

@@ -36,6 +36,7 @@ import os
 import signal
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -244,7 +245,8 @@ class ClusterBroker(Broker):
                 try:
                     ps = self.cluster_partitions.get(key)
                     if ps is None:
-                        ps = self._open_cluster_partition(name, index, timage.configs)
+                        ps = self._open_cluster_partition(name, index, timage.configs,
+                                                          timage.topic_id)
                     self.reconfigure_partition(ps, timage.configs)
                     was_leader = ps.core.is_leader
                     isr_before = len(ps.core.isr)
@@ -282,10 +284,10 @@ class ClusterBroker(Broker):
             log.error("partition %s-%d: cannot apply its metadata (%s); other partitions go on",
                       key[0], key[1], exc)
 
-    def _open_cluster_partition(self, topic: str, index: int,
-                                configs: dict[str, Any]) -> PartitionState:
+    def _open_cluster_partition(self, topic: str, index: int, configs: dict[str, Any],
+                                topic_id: uuid.UUID | None = None) -> PartitionState:
         min_isr = int(configs.get("min.insync.replicas", self.config.get("min.insync.replicas")))
-        plog, hw = self.storage.open_log(topic, index, configs, self.now_ms())
+        plog, hw = self.storage.open_log(topic, index, configs, self.now_ms(), topic_id=topic_id)
         ps = PartitionState(
             topic, index, self.node_id, plog, hooks=self, min_insync_replicas=min_isr,
             topic_configs=dict(configs),
@@ -381,14 +383,14 @@ class ClusterBroker(Broker):
     def dispatch(self, frame: memoryview | bytes, conn: Connection) -> Any:
         key, version, _corr = peek_header(frame)
         if key == ApiKey.FETCH:
-            # Consumers' fetches (v4-12, replica id -1) go straight to the broker's handler;
-            # only replica fetches are decoded here.
-            if version < 13 and peek_fetch_replica_id(frame, version) < 0:
+            # Consumers' fetches (v4-14, replica id -1) go straight to the broker's handler;
+            # only replica fetches are decoded here (v15+ name the replica in a tagged field).
+            if version < 15 and peek_fetch_replica_id(frame, version) < 0:
                 return super().dispatch(frame, conn)
             header, body = decode_request(frame)
             if replica_of(body, header.api_version)[0] >= 0:
                 return self._finish_replica_fetch(header, body)
-            return super().dispatch(frame, conn)
+            return super().dispatch(frame, conn, (header, body))  # decoded once
         if key == ApiKey.METADATA:
             header, body = decode_request(frame)
             return encode_response(header.api_key, header.api_version, header.correlation_id,
@@ -615,6 +617,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--controller", required=True, help="HOST:PORT of the controller")
     p.add_argument("--data-dir", required=True)
     p.add_argument("--listen", default="127.0.0.1:0")
+    p.add_argument("--advertised-host", default=None,
+                   help="the host clients and other brokers are told (default: --listen's)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE")
     p.add_argument("--controller-data-dir", default=None,
                    help="combined mode (process.roles=broker,controller): also run the "
@@ -629,10 +633,21 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     roles = "broker,controller" if args.controller_data_dir else "broker"
-    config = BrokerConfig.load(data_dir=args.data_dir, listen=args.listen, advertised=None,
+    advertised = f"{args.advertised_host}:0" if args.advertised_host else None  # bound port
+    config = BrokerConfig.load(data_dir=args.data_dir, listen=args.listen, advertised=advertised,
                                config_file=None,
                                overrides=[f"process.roles={roles}", *args.overrides],
                                node_id=args.node_id)
+    from floodmark.storage.data_dir import DataDirLock, DataDirLockedError, lock_data_dir
+
+    locks: list[DataDirLock] = []
+    try:  # held until the process ends
+        locks.append(lock_data_dir(args.data_dir))
+        if args.controller_data_dir:
+            locks.append(lock_data_dir(args.controller_data_dir))
+    except (DataDirLockedError, OSError) as exc:
+        print(f"floodmark broker {args.node_id}: {exc}", file=sys.stderr)
+        return 2
     try:
         import uvloop
 
@@ -687,6 +702,8 @@ def main(argv: list[str] | None = None) -> int:
             await controller_task
 
     asyncio.run(run())
+    for lock in locks:
+        lock.release()
     return 0
 
 

@@ -56,6 +56,10 @@ DEFAULTS: dict[str, Any] = {
     "log.cleaner.delete.retention.ms": 86_400_000,
     "log.retention.check.interval.ms": 300_000,
     "replica.lag.time.max.ms": 30000,
+    # Incremental fetch sessions (KIP-227): slots in the cache, and how long a session is kept
+    # from eviction by a newcomer (Kafka's names and defaults).
+    "max.incremental.fetch.session.cache.slots": 1000,
+    "min.incremental.fetch.session.eviction.ms": 120_000,
     "transactional.id.expiration.ms": 604_800_000,
     # floodmark's protocol mode (SPEC §2). Anything but leader-epoch is known to lose or diverge
     # data and needs floodmark.truncation.allow.unsafe=true to start.
@@ -233,9 +237,18 @@ def parse_value(text: str) -> Any:
 
 
 def parse_host_port(text: str, default_port: int = 9092) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep:
-        return text, default_port
+    """``HOST:PORT``, ``[v6]:PORT``, ``HOST`` (the default port), or a port alone: ``:9092`` and
+    ``9092`` both mean port 9092 on 127.0.0.1 (``0.0.0.0:9092`` for every interface). Anything
+    else is a one-line ValueError."""
+    text = text.strip()
+    if text.isdigit():
+        host, port = "", text
+    else:
+        host, sep, port = text.rpartition(":")
+        if not sep:
+            return text, default_port
+    if not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"address {text!r} is not HOST:PORT (port 0 to 65535)")
     return host.strip("[]") or "127.0.0.1", int(port)
 
 

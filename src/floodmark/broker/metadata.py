@@ -119,7 +119,10 @@ class LocalController:
         emit({"type": "cluster_id", "cluster_id": str(doc["cluster_id"])})
         emit({"type": "producer_ids", "next": int(doc["producer_id_limit"])})
         for t in doc["topics"]:
-            emit({"type": "topic", "name": t["name"], "topic_id": t["topic_id"],
+            # A topic the JSON document knew without an id gets one now, once: the metadata
+            # log keeps it from here on, so it is the same at every later start.
+            emit({"type": "topic", "name": t["name"],
+                  "topic_id": t.get("topic_id") or str(uuid.uuid4()),
                   "configs": dict(t["configs"])})
             for p in t["partitions"]:
                 reg = PartitionRegistration(

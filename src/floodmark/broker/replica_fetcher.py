@@ -72,8 +72,14 @@ def _follower_read(broker: ClusterBroker, ps: PartitionState, replica_id: int,
         log_start_offset=int(p.log_start_offset),
         broker_epoch=broker_epoch,
     )
+    before = ps.core.replica_states.get(replica_id)
     decision = ps.core.handle_follower_fetch(ps.log, fetch, broker.now_ms())
     ps.apply(decision.effects)
+    after = ps.core.replica_states.get(replica_id)
+    if after is not None and (before is None or after.log_start_offset != before.log_start_offset):
+        # The follower's log start moved (it followed a DeleteRecords): a DeleteRecords waiting
+        # for the low watermark of every replica re-checks (data.delete_records).
+        broker.purgatory.wake((ps.topic, ps.partition))
     out: dict[str, Any] = {"partition_index": index, "error_code": int(decision.error),
                            "high_watermark": decision.high_watermark,
                            "last_stable_offset": decision.high_watermark,
@@ -142,7 +148,7 @@ def _replica_fetch_once(broker: ClusterBroker, req: Any, version: int, replica_i
 
 
 def peek_fetch_replica_id(frame: bytes | memoryview, version: int) -> int:
-    """The top-level ``replica_id`` of a Fetch v4-12 without decoding the request: it is the
+    """The top-level ``replica_id`` of a Fetch v4-14 without decoding the request: it is the
     first field after the request header (v1 header: client id; v2 from Fetch v12: client id
     then tagged fields)."""
     buf = memoryview(frame)

@@ -213,6 +213,8 @@ class MetadataImage:
                 self.broker_configs.pop(str(rec["resource"]), None)
         elif kind == "producer_ids":
             self.next_producer_id = int(rec["next"])
+        elif kind == "leader_change":
+            pass  # the controller quorum's record opening an epoch (controller/quorum)
         else:
             raise ValueError(f"unknown metadata record type {kind!r}")
 

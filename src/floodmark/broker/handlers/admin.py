@@ -4,6 +4,7 @@ AlterConfigs/IncrementalAlterConfigs (topics and brokers), and the other admin A
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from floodmark.broker.broker import Broker
 
 INT32_MIN = -(2**31)
+_ZERO_UUID = uuid.UUID(int=0)
 # KIP-430: without an authorizer every operation is allowed; asked for, the answer is the set of
 # operations that apply (AclOperation codes as bits), not "unknown".
 TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))  # READ..ALTER_CONFIGS
@@ -76,10 +78,16 @@ def metadata(broker: Broker, header: RequestHeader, req: Any, conn: Any = None) 
     version = header.api_version
     topics_meta = broker.controller.topics()
     requested = req.topics
+    by_id: list[Any] = []  # KIP-516: topics asked for by id (name null), answered by id
     if requested is None or (version == 0 and len(requested) == 0):
         names = list(topics_meta)
     else:
         names = [t.name for t in requested if t.name is not None]
+        by_id = [t.topic_id for t in requested
+                 if t.name is None and getattr(t, "topic_id", None) not in (None, _ZERO_UUID)]
+    if by_id:
+        known = {m.topic_id: m.name for m in topics_meta.values()}
+        names += [known[i] for i in by_id if i in known]
     auto_create = bool(getattr(req, "allow_auto_topic_creation", True)) and bool(
         broker.config.get("auto.create.topics.enable")
     )
@@ -113,8 +121,14 @@ def metadata(broker: Broker, header: RequestHeader, req: Any, conn: Any = None) 
             "partitions": _partition_entries(broker, name),
             "topic_authorized_operations": topic_ops,
         })
+    for topic_id in by_id:
+        if topic_id not in {m.topic_id for m in topics_meta.values()}:
+            out.append({"error_code": int(ErrorCode.UNKNOWN_TOPIC_ID), "name": None,
+                        "topic_id": topic_id, "is_internal": False, "partitions": [],
+                        "topic_authorized_operations": topic_ops})
     return {
         "throttle_time": 0,
+        "error_code": 0,
         "brokers": broker.live_brokers(),
         "cluster_id": broker.controller.cluster_id,
         "controller_id": broker.node_id,
