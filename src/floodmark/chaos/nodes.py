@@ -12,7 +12,8 @@ import signal
 from pathlib import Path
 
 from floodmark.chaos.netns import Lab
-from floodmark.cluster_cli import CONTROLLER_ID, LocalCluster, read_partition_values
+from floodmark.cluster import CONTROLLER_ID, LocalCluster
+from floodmark.cluster.diff import read_partition_values
 
 __all__ = [
     "BROKER_PORT",

@@ -380,7 +380,7 @@ class ControllerServer:
         return {}
 
     def _rpc_alter_broker_configs(self, a: dict[str, Any]) -> dict[str, Any]:
-        self.logic.alter_broker_configs(str(a["resource"]), dict(a["configs"]))
+        self._active().alter_broker_configs(str(a["resource"]), dict(a["configs"]))
         return {}
 
     def _rpc_alter_partition_reassignments(self, a: dict[str, Any]) -> dict[str, Any]:
