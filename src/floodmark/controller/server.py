@@ -386,7 +386,7 @@ class ControllerServer:
     def _rpc_alter_partition_reassignments(self, a: dict[str, Any]) -> dict[str, Any]:
         results = []
         for topic, partition, target in a["changes"]:
-            err, message = self.logic.alter_partition_reassignment(
+            err, message = self._active().alter_partition_reassignment(
                 str(topic), int(partition),
                 None if target is None else tuple(int(b) for b in target))
             results.append([str(topic), int(partition), int(err), message])
