@@ -297,6 +297,9 @@ def test_reassignment_adds_then_removes_and_moves_leadership() -> None:
         ErrorCode.INVALID_REPLICA_ASSIGNMENT
     assert logic.alter_partition_reassignment("t", 0, (2, 9, 4))[0] is \
         ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    offset = logic.image.next_offset
+    assert logic.alter_partition_reassignment("t", 0, (1, 2, 3)) == (ErrorCode.NONE, "")
+    assert logic.image.next_offset == offset  # already there: no record
     assert logic.alter_partition_reassignment("t", 0, (2, 3, 4)) == (ErrorCode.NONE, "")
     reg = logic.image.partition("t", 0)
     assert reg is not None and reg.replicas == (2, 3, 4, 1) and reg.isr == (2, 3, 1)
@@ -320,3 +323,14 @@ def test_reassignment_adds_then_removes_and_moves_leadership() -> None:
     replay = MetadataImage()
     replay.apply_all(logic.take_pending())
     assert replay.partition("t", 0) == reg and not replay.reassignments
+
+
+def test_reassignment_that_only_removes_completes_at_once() -> None:
+    """Every target replica already in the ISR (RF 3 -> 2, the leader removed): the move
+    completes in the same decision, leadership moving at a new leader epoch."""
+    logic = _cluster(3)
+    logic.create_topic("t", 1, 3, {}, assignments=[(1, 2, 3)])
+    assert logic.alter_partition_reassignment("t", 0, (3, 2)) == (ErrorCode.NONE, "")
+    reg = logic.image.partition("t", 0)
+    assert reg is not None and reg.replicas == (3, 2) and reg.isr == (3, 2)
+    assert reg.leader == 3 and reg.leader_epoch == 1 and not logic.image.reassignments

@@ -428,6 +428,8 @@ class ControllerLogic:
         if unknown:
             return (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                     f"broker(s) {unknown} are not registered")
+        if ongoing is None and target == reg.replicas:
+            return ErrorCode.NONE, ""  # already there: nothing to move
         adding = tuple(b for b in target if b not in original)
         removing = tuple(b for b in original if b not in target)
         replicas = target + removing
