@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import functools
 import logging
 import os
@@ -139,7 +140,12 @@ class ClusterBroker(Broker):
         await self.controller_client.catch_up()
         self._started = True
         self._on_metadata([])
-        self.storage.remove_orphans(self.controller_client.topics())
+        # Directories of partitions this broker no longer holds (deleted topics, replicas moved
+        # away while it was down) go.
+        self.storage.remove_orphans({
+            name: dataclasses.replace(meta, partitions=tuple(
+                p for p in meta.partitions if self.node_id in p.replicas))
+            for name, meta in self.controller_client.topics().items()})
         self._cluster_tasks.append(asyncio.create_task(self._heartbeats()))
         self._cluster_tasks.append(asyncio.create_task(self._metadata_poll()))
         self._cluster_tasks.append(asyncio.create_task(self._isr_checks()))
@@ -267,7 +273,9 @@ class ClusterBroker(Broker):
                     # into the metadata, a disk error) must not stop every later change.
                     self._bad_partition(key, exc)
         for key in [k for k in self.cluster_partitions if k not in wanted]:
-            self._remove_partition(key, delete=key[0] not in image.topics)
+            # The topic was deleted, or this broker left the partition's replicas (a finished
+            # or cancelled reassignment): Kafka's StopReplica with delete, through metadata.
+            self._remove_partition(key, delete=True)
 
     def _bad_partition(self, key: tuple[str, int], exc: Exception) -> None:
         last = self._bad_partitions.get(key)
