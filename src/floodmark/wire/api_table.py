@@ -39,6 +39,7 @@ class ApiKey(enum.IntEnum):
     INCREMENTAL_ALTER_CONFIGS = 44
     LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
+    DESCRIBE_QUORUM = 55
     DESCRIBE_CLUSTER = 60
 
 
@@ -82,6 +83,28 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
     ApiKey.OFFSET_DELETE: VersionRange(0, 0),
     ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 1),
 }
+
+
+# Served but not advertised in ApiVersions: broker-to-broker and debug requests. Fetch v13-15 from
+# replicas (v15 carries the replica's broker epoch, KIP-903); DescribeQuorum for a partition's
+# leader view (``floodmark ui``; Kafka answers it for the metadata partition only).
+UNADVERTISED: dict[ApiKey, VersionRange] = {
+    ApiKey.FETCH: VersionRange(13, 15),
+    ApiKey.DESCRIBE_QUORUM: VersionRange(0, 1),
+}
+
+
+def accepted_range(api_key: int, version: int) -> VersionRange | None:
+    """The range of ``api_key`` that ``version`` is served in (advertised or not); the
+    advertised one when it is in neither; None when floodmark does not serve that API."""
+    try:
+        key = ApiKey(api_key)
+    except ValueError:
+        return None
+    extra = UNADVERTISED.get(key)
+    if extra is not None and version in extra:
+        return extra
+    return SUPPORTED.get(key, extra)
 
 
 def supported_range(api_key: int) -> VersionRange | None:

@@ -12,7 +12,7 @@ from floodmark.wire.api_table import SUPPORTED, ApiKey
 from floodmark.wire.codec import RequestHeader, encode_response
 
 if TYPE_CHECKING:
-    from floodmark.broker.broker import Broker
+    from floodmark.broker.context import HandlerContext
 
 INT32_MIN = -(2**31)
 # KIP-430: without an authorizer every operation is allowed; asked for, the answer is the set of
@@ -31,7 +31,7 @@ def api_keys_table() -> list[dict[str, int]]:
 _API_VERSIONS_CACHE: dict[tuple[int, int], bytes] = {}
 
 
-def api_versions(broker: Broker, header: RequestHeader, req: Any, conn: Any = None) -> list[bytes | memoryview]:
+def api_versions(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any = None) -> list[bytes | memoryview]:
     # The body never changes, so the encoded bytes are cached per version; only the correlation
     # id differs (bytes 4..7 of the frame).
     key = (header.api_version, 0)
@@ -46,11 +46,12 @@ def api_versions(broker: Broker, header: RequestHeader, req: Any, conn: Any = No
     return [cached[:4], header.correlation_id.to_bytes(4, "big", signed=True), cached[8:]]
 
 
-def _partition_entries(broker: Broker, topic: str) -> list[dict[str, Any]]:
+def _partition_entries(broker: HandlerContext, topic: str) -> list[dict[str, Any]]:
     meta = broker.controller.topics()[topic]
     return [
         {
-            "error_code": 0,
+            # No leader (yet, or none eligible): the client asks again.
+            "error_code": int(ErrorCode.LEADER_NOT_AVAILABLE) if p.leader < 0 else 0,
             "partition_index": p.partition,
             "leader_id": p.leader,
             "leader_epoch": p.leader_epoch,
@@ -62,7 +63,7 @@ def _partition_entries(broker: Broker, topic: str) -> list[dict[str, Any]]:
     ]
 
 
-def metadata(broker: Broker, header: RequestHeader, req: Any, conn: Any = None) -> dict[str, Any]:
+def metadata(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any = None) -> dict[str, Any]:
     version = header.api_version
     topics_meta = broker.controller.topics()
     requested = req.topics
@@ -115,7 +116,7 @@ def metadata(broker: Broker, header: RequestHeader, req: Any, conn: Any = None) 
     }
 
 
-def create_topics(broker: Broker, header: RequestHeader, req: Any, conn: Any = None) -> dict[str, Any]:
+def create_topics(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any = None) -> dict[str, Any]:
     validate_only = bool(getattr(req, "validate_only", False))
     results = []
     seen: set[str] = set()
@@ -147,7 +148,7 @@ def create_topics(broker: Broker, header: RequestHeader, req: Any, conn: Any = N
     return {"throttle_time": 0, "topics": results}
 
 
-def delete_topics(broker: Broker, header: RequestHeader, req: Any, conn: Any = None) -> dict[str, Any]:
+def delete_topics(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any = None) -> dict[str, Any]:
     if header.api_version >= 6:
         names = [(t.name, t.topic_id) for t in req.topics]
     else:
@@ -170,7 +171,7 @@ def delete_topics(broker: Broker, header: RequestHeader, req: Any, conn: Any = N
     return {"throttle_time": 0, "responses": results}
 
 
-def create_partitions(broker: Broker, header: RequestHeader, req: Any, conn: Any = None) -> dict[str, Any]:
+def create_partitions(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any = None) -> dict[str, Any]:
     results = []
     for t in req.topics:
         entry: dict[str, Any] = {"name": t.name, "error_code": 0, "error_message": None}
@@ -211,7 +212,7 @@ def _render(value: Any) -> str | None:
     return str(value)
 
 
-def describe_configs(broker: Broker, header: RequestHeader, req: Any, conn: Any = None) -> dict[str, Any]:
+def describe_configs(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any = None) -> dict[str, Any]:
     results = []
     for res in req.resources:
         keys = set(res.configuration_keys) if res.configuration_keys is not None else None
@@ -261,7 +262,7 @@ def validate_name(name: str) -> None:
     validate_topic_name(name)
 
 
-def describe_cluster(broker: Broker, header: RequestHeader, req: Any, conn: Any = None
+def describe_cluster(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any = None
                      ) -> dict[str, Any]:
     """KIP-700: the live brokers and the cluster id. Admin clients send controller-bound
     requests to ``controller_id``; any floodmark broker forwards them, so it names itself."""
@@ -281,7 +282,7 @@ def describe_cluster(broker: Broker, header: RequestHeader, req: Any, conn: Any 
     }
 
 
-def describe_log_dirs(broker: Broker, header: RequestHeader, req: Any, conn: Any = None
+def describe_log_dirs(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any = None
                       ) -> dict[str, Any]:
     """This broker's one log directory: every replica it holds with its size on disk and its
     offset lag (HW - LEO when a follower is behind the HW it was told, else 0), and the
@@ -307,7 +308,7 @@ def describe_log_dirs(broker: Broker, header: RequestHeader, req: Any, conn: Any
         "total_bytes": total, "usable_bytes": usable}]}
 
 
-def elect_leaders(broker: Broker, header: RequestHeader, req: Any, conn: Any = None
+def elect_leaders(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any = None
                   ) -> dict[str, Any]:
     """ElectLeaders (KIP-460): PREFERRED (0) or UNCLEAN (1), decided by the controller; every
     partition when ``topic_partitions`` is null."""
@@ -332,7 +333,7 @@ _OP_SET, _OP_DELETE, _OP_APPEND, _OP_SUBTRACT = 0, 1, 2, 3
 _LIST_CONFIGS = frozenset({"cleanup.policy"})
 
 
-def _alter_resource(broker: Broker, res: Any, validate_only: bool,
+def _alter_resource(broker: HandlerContext, res: Any, validate_only: bool,
                     new_configs: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {"error_code": 0, "error_message": None,
                            "resource_type": int(res.resource_type),
@@ -355,7 +356,7 @@ def _alter_resource(broker: Broker, res: Any, validate_only: bool,
     return out
 
 
-def incremental_alter_configs(broker: Broker, header: RequestHeader, req: Any,
+def incremental_alter_configs(broker: HandlerContext, header: RequestHeader, req: Any,
                               conn: Any = None) -> dict[str, Any]:
     """IncrementalAlterConfigs: SET, DELETE, APPEND and SUBTRACT (list configs) per key."""
     responses = []
@@ -388,18 +389,21 @@ def incremental_alter_configs(broker: Broker, header: RequestHeader, req: Any,
     return {"throttle_time": 0, "responses": responses}
 
 
-def alter_configs(broker: Broker, header: RequestHeader, req: Any, conn: Any = None
+def alter_configs(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any = None
                   ) -> dict[str, Any]:
     """AlterConfigs (the older call): the request's entries replace the topic's whole set."""
     responses = []
     for res in req.resources:
         entries = {str(c.name): c.value for c in res.configs if c.value is not None}
-        responses.append(_alter_resource(broker, res, bool(req.validate_only),
-                                         lambda _current, e=entries: dict(e)))
+
+        def replace_all(_current: dict[str, Any], e: dict[str, Any] = entries) -> dict[str, Any]:
+            return dict(e)
+
+        responses.append(_alter_resource(broker, res, bool(req.validate_only), replace_all))
     return {"throttle_time": 0, "responses": responses}
 
 
-def list_partition_reassignments(broker: Broker, header: RequestHeader, req: Any,
+def list_partition_reassignments(broker: HandlerContext, header: RequestHeader, req: Any,
                                  conn: Any = None) -> dict[str, Any]:
     """ListPartitionReassignments: floodmark moves no replicas, so none is ever in progress."""
     return {"throttle_time": 0, "error_code": 0, "error_message": None, "topics": []}

@@ -10,7 +10,8 @@ from floodmark.broker.sendfile import LAZY_MIN_BYTES, SendfileParts
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.replication.produce import produce_as_leader
 from floodmark.storage.file_slice import FileSlice
-from floodmark.wire.codec import ProtocolError, RequestHeader, ms
+from floodmark.wire.codec import RequestHeader, ms
+from floodmark.wire.errors import ProtocolError
 from floodmark.wire.hot import (
     FetchPartitionResult,
     HotDecodeError,
@@ -21,7 +22,7 @@ from floodmark.wire.hot import (
 )
 
 if TYPE_CHECKING:
-    from floodmark.broker.broker import Broker
+    from floodmark.broker.context import HandlerContext
     from floodmark.broker.partition_state import PartitionState
     from floodmark.broker.server import Connection
 
@@ -52,7 +53,7 @@ def _warn_refusal(ps: PartitionState, error: ErrorCode, message: str | None, now
                     ps.leader_epoch, error.name, message or "")
 
 
-def append_partition(broker: Broker, topic: str, partition: int, records: bytes | memoryview | None,
+def append_partition(broker: HandlerContext, topic: str, partition: int, records: bytes | memoryview | None,
                      acks: int, now_ms: int, timeout_ms: int = 30_000) -> ProducePartitionResult:
     """One partition of a Produce request, through the one leader produce path
     (``replication.produce``): every acks=all answer, a duplicate's included, waits for the HW."""
@@ -82,7 +83,7 @@ def append_partition(broker: Broker, topic: str, partition: int, records: bytes 
     return out
 
 
-def produce_raw(broker: Broker, frame: memoryview,
+def produce_raw(broker: HandlerContext, frame: memoryview,
                 version: int) -> list[bytes | memoryview] | Awaitable[list[bytes | memoryview]] | None:
     """Produce straight from the frame: records are views into it (patched in place if the
     frame is writable), the response is packed by hand (wire/hot.py)."""
@@ -144,15 +145,19 @@ def _read_partition(ps: PartitionState | None, p: Any, replica_id: int,
                            lazy_min_bytes=LAZY_MIN_BYTES if lazy else None)
     except KafkaError as exc:
         return FetchPartitionResult(index, exc.code, hw, hw, log_start, None)
-    # A lazy read of a large range: the file slice stands in for the bytes (sent by sendfile).
-    out.records = info.file_slice if info.file_slice is not None else info.records
+    # A lazy read of a large range: the file slice stands in for the bytes (sent by sendfile;
+    # the wire encoder passes records through as one response part, which wire/ cannot name).
+    if info.file_slice is not None:
+        out.records = info.file_slice  # type: ignore[assignment]
+    else:
+        out.records = info.records
     return out
 
 
 FetchTopics = list[tuple[str, list[FetchPartitionResult]]]
 
 
-def _fetch_once(broker: Broker, req: Any, replica_id: int,
+def _fetch_once(broker: HandlerContext, req: Any, replica_id: int,
                 lazy: bool = False) -> tuple[FetchTopics, int, bool]:
     budget = int(getattr(req, "max_bytes", 0x7FFFFFFF))
     total = 0
@@ -187,7 +192,7 @@ def _close_slices(topics: FetchTopics) -> None:
                 p.records.close()
 
 
-async def _fetch_delayed(broker: Broker, header: RequestHeader, req: Any, replica_id: int,
+async def _fetch_delayed(broker: HandlerContext, header: RequestHeader, req: Any, replica_id: int,
                          wait_ms: int, min_bytes: int, lazy: bool) -> list[Any]:
     keys = [(t.topic, int(p.partition)) for t in req.topics for p in t.partitions]
     deadline = broker.now_ms() + wait_ms
@@ -204,7 +209,7 @@ async def _fetch_delayed(broker: Broker, header: RequestHeader, req: Any, replic
     return _encode_fetch(header, topics)
 
 
-def fetch(broker: Broker, header: RequestHeader, req: Any, conn: Connection) -> Any:
+def fetch(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
     replica_id = int(req.replica_id)
     lazy = conn.sendfile_fd is not None
     topics, total, errors = _fetch_once(broker, req, replica_id, lazy)
@@ -217,7 +222,7 @@ def fetch(broker: Broker, header: RequestHeader, req: Any, conn: Connection) -> 
 
 
 # -- ListOffsets -----------------------------------------------------------------------------------
-def _list_partition(broker: Broker, ps: PartitionState | None, p: Any, isolation: int,
+def _list_partition(broker: HandlerContext, ps: PartitionState | None, p: Any, isolation: int,
                     replica_id: int = -1) -> dict[str, Any]:
     out: dict[str, Any] = {"partition_index": int(p.partition_index), "error_code": 0,
                            "old_style_offsets": [], "timestamp": -1, "offset": -1,
@@ -254,7 +259,7 @@ def _list_partition(broker: Broker, ps: PartitionState | None, p: Any, isolation
     return out
 
 
-def list_offsets(broker: Broker, header: RequestHeader, req: Any, conn: Connection) -> Any:
+def list_offsets(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
     isolation = int(getattr(req, "isolation_level", 0))
     topics = []
     for t in req.topics:
@@ -265,7 +270,7 @@ def list_offsets(broker: Broker, header: RequestHeader, req: Any, conn: Connecti
 
 
 # -- OffsetForLeaderEpoch ------------------------------------------------------------------------
-def offset_for_leader_epoch(broker: Broker, header: RequestHeader, req: Any,
+def offset_for_leader_epoch(broker: HandlerContext, header: RequestHeader, req: Any,
                             conn: Connection) -> Any:
     topics = []
     for t in req.topics:
@@ -289,7 +294,7 @@ def offset_for_leader_epoch(broker: Broker, header: RequestHeader, req: Any,
 
 
 # -- InitProducerId --------------------------------------------------------------------------------
-def init_producer_id(broker: Broker, header: RequestHeader, req: Any, conn: Connection) -> Any:
+def init_producer_id(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
     if req.transactional_id is not None:
         # Transactions are not implemented (and not advertised): only idempotent producers.
         return {"throttle_time": 0, "error_code": int(ErrorCode.INVALID_REQUEST),
@@ -304,7 +309,7 @@ def init_producer_id(broker: Broker, header: RequestHeader, req: Any, conn: Conn
     return {"throttle_time": 0, "error_code": 0, "producer_id": pid, "producer_epoch": 0}
 
 
-def delete_records(broker: Broker, header: RequestHeader, req: Any, conn: Any = None
+def delete_records(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any = None
                    ) -> dict[str, Any]:
     """DeleteRecords: the leader moves its log start offset (the *low watermark*) up to the
     requested offset (-1: the HW); never past the HW. Followers follow it from the leader's
