@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 
-@pytest.mark.parametrize("version", [4, 11, 12, 15])
+@pytest.mark.parametrize("version", [4, 11, 12, 13, 14, 15])
 @pytest.mark.parametrize("replica_id", [-1, 0, 3])
 def test_replica_of_reads_the_replica_from_the_decoded_request(version: int,
                                                                 replica_id: int) -> None:
@@ -15,14 +17,12 @@ def test_replica_of_reads_the_replica_from_the_decoded_request(version: int,
 
     who = ({"replica_state": {"replica_id": replica_id, "replica_epoch": 9}} if version >= 15
            else {"replica_id": replica_id})
-    topic = ({"topic_id": "00000000-0000-0000-0000-000000000001"} if version >= 13
-             else {"topic": "t"})
     frame = encode_request(1, version, 7, {
         **who, "max_wait": 100, "min_bytes": 1, "max_bytes": 1000,
         "isolation_level": 0, "session_id": 0, "session_epoch": -1, "rack_id": "",
         "forgotten_topics_data": [],
-        "topics": [{**topic, "partitions": [{"partition": 0, "fetch_offset": 5,
-                                             "partition_max_bytes": 100}]}]},
+        "topics": [{"topic": "t", "topic_id": uuid.uuid4(), "partitions": [
+            {"partition": 0, "fetch_offset": 5, "partition_max_bytes": 100}]}]},
         client_id="some-client-id")[4:]
     header, body = decode_request(frame)
     assert header.api_version == version

@@ -17,6 +17,7 @@ import asyncio
 import inspect
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from floodmark.broker import sendfile, storage_glue
 from floodmark.broker.config import BrokerConfig
 from floodmark.broker.context import BrokerInfo, Membership, PartitionKey
+from floodmark.broker.fetch_sessions import FetchSessionCache
 from floodmark.broker.groups import GroupCoordinator
 from floodmark.broker.handlers import HANDLERS, RAW_HANDLERS, admin
 from floodmark.broker.membership import LocalMembership
@@ -75,6 +77,9 @@ class Broker:
         self.replicas = replicas
         self.partitions: dict[PartitionKey, PartitionState] = {}
         self.purgatory = FetchPurgatory()
+        self.fetch_sessions = FetchSessionCache(
+            int(config.get("max.incremental.fetch.session.cache.slots")),
+            int(config.get("min.incremental.fetch.session.eviction.ms")))
         self.offsets = OffsetStore()
         self.groups = GroupCoordinator(
             initial_rebalance_delay_ms=int(config.get("group.initial.rebalance.delay.ms")),
@@ -112,11 +117,14 @@ class Broker:
         log.info("broker %d opened %d partitions in %.2fs", self.node_id, len(self.partitions),
                  time.monotonic() - t0)
 
-    def open_partition(self, topic: str, index: int, configs: dict[str, Any]) -> PartitionState:
+    def open_partition(self, topic: str, index: int, configs: dict[str, Any],
+                       topic_id: uuid.UUID | None = None) -> PartitionState:
         """Open (and recover) one partition's log; its role comes from the metadata applied
-        next (``PartitionState.apply_metadata``)."""
+        next (``PartitionState.apply_metadata``). With ``topic_id``, a directory of another
+        topic of the same name raises INCONSISTENT_TOPIC_ID (``partition.metadata``)."""
         min_isr = int(configs.get("min.insync.replicas", self.config.get("min.insync.replicas")))
-        plog, hw = self.storage.open_log(topic, index, configs, self.now_ms())
+        plog, hw = self.storage.open_log(topic, index, configs, self.now_ms(),
+                                         topic_id=topic_id)
         ps = PartitionState(
             topic, index, self.node_id, plog, hooks=self, min_insync_replicas=min_isr,
             topic_configs=dict(configs),
@@ -221,9 +229,8 @@ class Broker:
         its own HW (Kafka's cleaner threads do the same, independently on every replica). The
         plan and the segment swaps run on the event loop; reading and rewriting the data runs
         on a worker thread, so produce and fetch go on meanwhile."""
-        backoff_s = int(self.config.get("log.cleaner.backoff.ms")) / 1000
-        while True:
-            await asyncio.sleep(backoff_s)
+        while True:  # log.cleaner.backoff.ms is dynamic: read every round
+            await asyncio.sleep(int(self.config.get("log.cleaner.backoff.ms")) / 1000)
             for ps in list(self.partitions.values()):
                 if ps.log.config.compact:
                     await self.clean_log(ps)
@@ -313,13 +320,16 @@ class Broker:
             if ps is not None:
                 self.reconfigure_partition(ps, meta.configs)
 
-    def reconfigure_partition(self, ps: PartitionState, configs: dict[str, Any]) -> None:
-        if ps.topic_configs == configs:
+    def reconfigure_partition(self, ps: PartitionState, configs: dict[str, Any], *,
+                              force: bool = False) -> None:
+        """New topic configs, or (``force``) new dynamic broker defaults under the same ones."""
+        if ps.topic_configs == configs and not force:
             return
         min_isr = int(configs.get("min.insync.replicas", self.config.get("min.insync.replicas")))
         ps.reconfigure(LogConfig.from_kafka(dict(configs), self.storage.base_config), min_isr)
         ps.topic_configs = dict(configs)
-        log.info("partition %s: topic configs now %s", ps.name, configs)
+        if not force:
+            log.info("partition %s: topic configs now %s", ps.name, configs)
 
     def produce_settings(self, ps: PartitionState) -> ProduceSettings:
         """The produce path's settings for a partition (cached: one per max.message.bytes and
@@ -399,7 +409,8 @@ class Broker:
             self.membership.metadata_changed()
 
     # -- dispatch ------------------------------------------------------------------------------
-    def dispatch(self, frame: memoryview | bytes, conn: Connection) -> Parts | Awaitable[Parts | None] | None:
+    def dispatch(self, frame: memoryview | bytes,
+                 conn: Connection) -> Parts | Awaitable[Parts | None] | None:
         key, version, corr = peek_header(frame)
         counts = self.request_counts
         counts[key] = counts.get(key, 0) + 1

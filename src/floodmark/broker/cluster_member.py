@@ -34,6 +34,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from floodmark.broker import dynamic_configs
 from floodmark.broker.broker import Broker, now_ms
 from floodmark.broker.config import BrokerConfig
 from floodmark.broker.context import BrokerInfo, MembershipBase, PartitionKey
@@ -203,6 +204,7 @@ class ClusterMembership(MembershipBase):
             # fetcher was stopped, and that one would keep the process alive.
             return
         image = self.controller_client.image
+        dynamic_configs.apply(host)  # KIP-226 dynamic broker configs, before the partitions
         now = host.now_ms()
         wanted: set[PartitionKey] = set()
         broker_epochs = image.broker_epochs()
@@ -217,7 +219,8 @@ class ClusterMembership(MembershipBase):
                 try:
                     ps = host.partitions.get(key)
                     if ps is None:
-                        ps = host.open_partition(name, index, timage.configs)
+                        ps = host.open_partition(name, index, timage.configs,
+                                                 timage.topic_id)
                         ps.core.local_broker_epoch = self.controller_client.broker_epoch
                     host.reconfigure_partition(ps, timage.configs)
                     was_leader = ps.core.is_leader
@@ -361,6 +364,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--controller", required=True, help="HOST:PORT of the controller")
     p.add_argument("--data-dir", required=True)
     p.add_argument("--listen", default="127.0.0.1:0")
+    p.add_argument("--advertised-host", default=None,
+                   help="the host clients and other brokers are told (default: --listen's)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE")
     p.add_argument("--controller-data-dir", default=None,
                    help="combined mode (process.roles=broker,controller): also run the "
@@ -375,10 +380,21 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     roles = "broker,controller" if args.controller_data_dir else "broker"
-    config = BrokerConfig.load(data_dir=args.data_dir, listen=args.listen, advertised=None,
+    advertised = f"{args.advertised_host}:0" if args.advertised_host else None  # bound port
+    config = BrokerConfig.load(data_dir=args.data_dir, listen=args.listen, advertised=advertised,
                                config_file=None,
                                overrides=[f"process.roles={roles}", *args.overrides],
                                node_id=args.node_id)
+    from floodmark.storage.data_dir import DataDirLock, DataDirLockedError, lock_data_dir
+
+    locks: list[DataDirLock] = []
+    try:  # held until the process ends
+        locks.append(lock_data_dir(args.data_dir))
+        if args.controller_data_dir:
+            locks.append(lock_data_dir(args.controller_data_dir))
+    except (DataDirLockedError, OSError) as exc:
+        print(f"floodmark broker {args.node_id}: {exc}", file=sys.stderr)
+        return 2
     try:
         import uvloop
 
@@ -435,6 +451,8 @@ def main(argv: list[str] | None = None) -> int:
             await controller_task
 
     asyncio.run(run())
+    for lock in locks:
+        lock.release()
     return 0
 
 

@@ -10,11 +10,13 @@ is given (``Membership``: its controller and how it joins, learns metadata and l
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
 from floodmark.broker.config import BrokerConfig
+from floodmark.broker.fetch_sessions import FetchSessionCache
 from floodmark.broker.groups import GroupCoordinator
 from floodmark.broker.metadata import Controller
 from floodmark.broker.offsets import OffsetStore
@@ -74,28 +76,37 @@ class Membership(Protocol):
         """Where clients reach broker ``node_id`` (None: not a live broker)."""
 
 
-class MemberHost(Protocol):
-    """What a membership sees of its broker."""
+class BrokerCore(Protocol):
+    """What every part sees of the broker: its settings, controller, storage and partitions."""
 
     node_id: int
     config: BrokerConfig
+    controller: Controller
     storage: Storage
     partitions: dict[PartitionKey, PartitionState]
+
+    def now_ms(self) -> int: ...
+    def reconfigure_partition(self, ps: PartitionState, configs: dict[str, Any], *,
+                              force: bool = False) -> None: ...
+
+
+class MemberHost(BrokerCore, Protocol):
+    """What a membership sees of its broker."""
+
     offsets: OffsetStore
     purgatory: FetchPurgatory
     replicas: ReplicaManager | None
     isr_shrinks: int
     isr_expands: int
 
-    def now_ms(self) -> int: ...
     @property
     def closing(self) -> bool: ...
     @property
     def advertised(self) -> tuple[str, int]: ...
     def stop(self) -> None: ...
-    def open_partition(self, topic: str, index: int, configs: dict[str, Any]) -> PartitionState: ...
+    def open_partition(self, topic: str, index: int, configs: dict[str, Any],
+                       topic_id: uuid.UUID | None = None) -> PartitionState: ...
     def remove_partition(self, key: PartitionKey, *, delete: bool) -> PartitionState | None: ...
-    def reconfigure_partition(self, ps: PartitionState, configs: dict[str, Any]) -> None: ...
 
 
 class MembershipBase:
@@ -114,21 +125,17 @@ class MembershipBase:
         return self._host
 
 
-class HandlerContext(Protocol):
+class HandlerContext(BrokerCore, Protocol):
     """What request handlers (``broker/handlers``) see of the broker."""
 
-    node_id: int
-    config: BrokerConfig
     data_dir: Path
-    controller: Controller
     membership: Membership
     replicas: ReplicaManager | None
-    partitions: dict[PartitionKey, PartitionState]
     purgatory: FetchPurgatory
+    fetch_sessions: FetchSessionCache
     offsets: OffsetStore
     groups: GroupCoordinator
 
-    def now_ms(self) -> int: ...
     @property
     def advertised(self) -> tuple[str, int]: ...
     def live_brokers(self) -> list[BrokerInfo]: ...

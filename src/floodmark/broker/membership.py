@@ -12,8 +12,10 @@ import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from floodmark.broker import dynamic_configs
 from floodmark.broker.context import BrokerInfo, MembershipBase, PartitionKey
 from floodmark.broker.metadata import Controller, LocalController
+from floodmark.errors import KafkaError
 from floodmark.metadata import OFFSETS_TOPIC, TopicMeta
 from floodmark.replication.election import AlterPartitionRequest, PartitionRegistration
 
@@ -39,6 +41,7 @@ class LocalMembership(MembershipBase):
             controller.create_topic(OFFSETS_TOPIC, n, 1, {"cleanup.policy": "compact"},
                                     internal=True)
             self.metadata_changed()
+        dynamic_configs.apply(host)  # KIP-226 dynamic broker configs from the metadata
         internal = controller.topics()[OFFSETS_TOPIC]
         replayed = host.offsets.replay(lambda: self._read_all(internal))
         host.storage.remove_orphans(controller.topics())
@@ -57,7 +60,15 @@ class LocalMembership(MembershipBase):
             for p in meta.partitions:
                 if (meta.name, p.partition) in host.partitions:
                     continue
-                ps = host.open_partition(meta.name, p.partition, meta.configs)
+                try:
+                    ps = host.open_partition(meta.name, p.partition, meta.configs,
+                                             meta.topic_id)
+                except KafkaError as exc:
+                    # Another topic's directory (partition.metadata): that partition stays
+                    # offline, the others are served.
+                    log.error("partition %s-%d not opened: %s", meta.name, p.partition,
+                              exc.message)
+                    continue
                 replicas = p.replicas or (host.node_id,)
                 ps.apply_metadata(PartitionRegistration(
                     replicas=replicas, isr=p.isr or replicas, leader=host.node_id,

@@ -50,6 +50,8 @@ class Controller(Protocol):
     def elect_leaders(self, partitions: list[tuple[str, int]], *, unclean: bool
                       ) -> list[tuple[str, int, ErrorCode, str]]: ...
     def alter_topic_configs(self, name: str, configs: dict[str, Any]) -> None: ...
+    def alter_broker_configs(self, resource: str, configs: dict[str, Any]) -> None: ...
+    def broker_configs(self) -> dict[str, dict[str, Any]]: ...
     @property
     def cluster_id(self) -> str: ...
 
@@ -112,7 +114,10 @@ class LocalController:
         emit({"type": "cluster_id", "cluster_id": str(doc["cluster_id"])})
         emit({"type": "producer_ids", "next": int(doc["producer_id_limit"])})
         for t in doc["topics"]:
-            emit({"type": "topic", "name": t["name"], "topic_id": t["topic_id"],
+            # A topic the JSON document knew without an id gets one now, once: the metadata
+            # log keeps it from here on, so it is the same at every later start.
+            emit({"type": "topic", "name": t["name"],
+                  "topic_id": t.get("topic_id") or str(uuid.uuid4()),
                   "configs": dict(t["configs"])})
             for p in t["partitions"]:
                 reg = PartitionRegistration(
@@ -165,6 +170,13 @@ class LocalController:
     def alter_topic_configs(self, name: str, configs: dict[str, Any]) -> None:
         self.logic.alter_topic_configs(name, configs)
         self._persist()
+
+    def alter_broker_configs(self, resource: str, configs: dict[str, Any]) -> None:
+        self.logic.alter_broker_configs(resource, configs)
+        self._persist()
+
+    def broker_configs(self) -> dict[str, dict[str, Any]]:
+        return self.logic.image.broker_configs
 
     def elect_leaders(self, partitions: list[tuple[str, int]], *, unclean: bool
                       ) -> list[tuple[str, int, ErrorCode, str]]:

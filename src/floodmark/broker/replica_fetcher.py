@@ -31,7 +31,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from floodmark.broker.partition_state import PartitionState
 from floodmark.broker.purgatory import FetchPurgatory
@@ -70,6 +70,14 @@ def replica_of(req: Any, version: int) -> tuple[int, int]:
         state = req.replica_state
         return int(state.replica_id), int(state.replica_epoch)
     return int(req.replica_id), -1
+
+
+class LeaderHost(Protocol):
+    """What the leader side needs of its broker: the partitions it hosts, and the purgatory
+    of the requests that wait on them."""
+
+    partitions: dict[tuple[str, int], PartitionState]
+    purgatory: FetchPurgatory
 
 
 class ReplicaManager:
@@ -128,8 +136,8 @@ class ReplicaManager:
     def wake(self, key: tuple[str, int]) -> None:
         self.waiters.wake(key)
 
-    async def answer_fetch(self, partitions: dict[tuple[str, int], PartitionState],
-                           header: RequestHeader, req: Any) -> dict[str, Any]:
+    async def answer_fetch(self, host: LeaderHost, header: RequestHeader,
+                           req: Any) -> dict[str, Any]:
         """A replica's Fetch: answered at once when there is data or an error, else when the
         leader appends or the wait expires."""
         version = header.api_version
@@ -139,7 +147,7 @@ class ReplicaManager:
         keys = [(self._topic_name(t, version), int(p.partition))
                 for t in req.topics for p in t.partitions]
         while True:
-            responses, total, errors = self._fetch_once(partitions, req, version, replica_id,
+            responses, total, errors = self._fetch_once(host, req, version, replica_id,
                                                         broker_epoch)
             remaining = deadline - self.now_ms()
             if total > 0 or errors or remaining <= 0:
@@ -155,8 +163,7 @@ class ReplicaManager:
                 return name
         return ""
 
-    def _fetch_once(self, partitions: dict[tuple[str, int], PartitionState], req: Any,
-                    version: int, replica_id: int,
+    def _fetch_once(self, host: LeaderHost, req: Any, version: int, replica_id: int,
                     broker_epoch: int) -> tuple[list[dict[str, Any]], int, bool]:
         total = 0
         errors = False
@@ -165,7 +172,7 @@ class ReplicaManager:
             name = self._topic_name(t, version)
             parts = []
             for p in t.partitions:
-                ps = partitions.get((name, int(p.partition)))
+                ps = host.partitions.get((name, int(p.partition)))
                 if ps is None:
                     parts.append({"partition_index": int(p.partition),
                                   "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
@@ -173,7 +180,7 @@ class ReplicaManager:
                                   "records": b""})
                     errors = True
                     continue
-                out, n = self._follower_read(ps, replica_id, broker_epoch, p)
+                out, n = self._follower_read(host, ps, replica_id, broker_epoch, p)
                 errors = errors or out["error_code"] != 0
                 total += n
                 parts.append(out)
@@ -181,8 +188,8 @@ class ReplicaManager:
             responses.append({**key, "partitions": parts})
         return responses, total, errors
 
-    def _follower_read(self, ps: PartitionState, replica_id: int, broker_epoch: int,
-                       p: Any) -> tuple[dict[str, Any], int]:
+    def _follower_read(self, host: LeaderHost, ps: PartitionState, replica_id: int,
+                       broker_epoch: int, p: Any) -> tuple[dict[str, Any], int]:
         index = int(p.partition)
         fetch = FollowerFetch(
             replica_id=replica_id,
@@ -192,8 +199,15 @@ class ReplicaManager:
             log_start_offset=int(p.log_start_offset),
             broker_epoch=broker_epoch,
         )
+        before = ps.core.replica_states.get(replica_id)
         decision = ps.core.handle_follower_fetch(ps.log, fetch, self.now_ms())
         ps.apply(decision.effects)
+        after = ps.core.replica_states.get(replica_id)
+        if after is not None and (before is None
+                                  or after.log_start_offset != before.log_start_offset):
+            # The follower's log start moved (it followed a DeleteRecords): a DeleteRecords
+            # waiting for the low watermark of every replica re-checks (data.delete_records).
+            host.purgatory.wake((ps.topic, ps.partition))
         out: dict[str, Any] = {"partition_index": index, "error_code": int(decision.error),
                                "high_watermark": decision.high_watermark,
                                "last_stable_offset": decision.high_watermark,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import shutil
 import threading
+import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from floodmark.storage.cleaner import LogCleaner
 from floodmark.storage.config import LogConfig
 from floodmark.storage.fs import RealFileSystem
 from floodmark.storage.log import Log
+from floodmark.storage.partition_metadata import check_or_set_topic_id
 
 log = logging.getLogger(__name__)
 
@@ -118,18 +120,36 @@ class Storage:
         return self.data_dir / f"{topic}-{partition}"
 
     def open_log(self, topic: str, partition: int, topic_configs: Mapping[str, Any],
-                 now_ms: int) -> tuple[Log, int]:
+                 now_ms: int, topic_id: uuid.UUID | None = None) -> tuple[Log, int]:
+        """Open (recover) a partition's log. With ``topic_id``, the directory's
+        ``partition.metadata`` is checked first (written when missing): a directory of another
+        topic of the same name raises INCONSISTENT_TOPIC_ID and is left as it is."""
         key = (topic, partition)
         cfg = LogConfig.from_kafka(dict(topic_configs), self.base_config)
+        path = str(self.log_dir(topic, partition))
+        existed = self.fs.is_dir(path)
+        if topic_id is not None and existed:
+            self._check_topic_id(topic, partition, path, topic_id)
         plog = Log.open(
-            str(self.log_dir(topic, partition)), cfg, fs=self.fs, now_ms=now_ms,
+            path, cfg, fs=self.fs, now_ms=now_ms,
             recovery_point=self._recovery.get(key, 0),
             log_start_offset=self._log_start.get(key, 0),
             clean_shutdown=self.clean_shutdown,
             was_compacted=key in self.cleaner.first_dirty,
         )
+        if topic_id is not None and not existed:
+            try:
+                self._check_topic_id(topic, partition, path, topic_id)
+            except (OSError, KafkaError):
+                plog.close()
+                raise
         hw = clamp_high_watermark(self._hw.get(key), plog.log_start_offset, plog.log_end_offset)
         return plog, hw
+
+    def _check_topic_id(self, topic: str, partition: int, path: str, topic_id: uuid.UUID) -> None:
+        if check_or_set_topic_id(self.fs, path, topic_id):
+            log.info("partition %s-%d: partition.metadata written (topic id %s)", topic,
+                     partition, topic_id)
 
     def read_all(self, plog: Log, upto: int) -> Iterator[bytes | memoryview]:
         offset = plog.log_start_offset

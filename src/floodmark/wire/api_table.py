@@ -54,9 +54,9 @@ class VersionRange:
 
 SUPPORTED: dict[ApiKey, VersionRange] = {
     ApiKey.PRODUCE: VersionRange(3, 10),
-    ApiKey.FETCH: VersionRange(4, 12),
+    ApiKey.FETCH: VersionRange(4, 18),
     ApiKey.LIST_OFFSETS: VersionRange(1, 7),
-    ApiKey.METADATA: VersionRange(0, 12),
+    ApiKey.METADATA: VersionRange(0, 13),
     ApiKey.OFFSET_COMMIT: VersionRange(2, 9),
     ApiKey.OFFSET_FETCH: VersionRange(1, 9),
     ApiKey.FIND_COORDINATOR: VersionRange(0, 6),
@@ -85,11 +85,9 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
 }
 
 
-# Served but not advertised in ApiVersions: broker-to-broker and debug requests. Fetch v13-15 from
-# replicas (v15 carries the replica's broker epoch, KIP-903); DescribeQuorum for a partition's
+# Served but not advertised in ApiVersions: debug requests. DescribeQuorum for a partition's
 # leader view (``floodmark ui``; Kafka answers it for the metadata partition only).
 UNADVERTISED: dict[ApiKey, VersionRange] = {
-    ApiKey.FETCH: VersionRange(13, 15),
     ApiKey.DESCRIBE_QUORUM: VersionRange(0, 1),
 }
 

@@ -1,11 +1,22 @@
-"""ApiVersions, Metadata, CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs."""
+"""ApiVersions, Metadata, CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs,
+AlterConfigs/IncrementalAlterConfigs (topics and brokers), and the other admin APIs."""
 
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from floodmark.broker import dynamic_configs
+from floodmark.broker.config import (
+    LONG_MAX,
+    SETTINGS,
+    TOPIC_CONFIG_DEFAULTS,
+    ConfigSource,
+    ConfigType,
+    render,
+)
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import validate_topic_name
 from floodmark.wire.api_table import SUPPORTED, ApiKey
@@ -15,6 +26,7 @@ if TYPE_CHECKING:
     from floodmark.broker.context import HandlerContext
 
 INT32_MIN = -(2**31)
+_ZERO_UUID = uuid.UUID(int=0)
 # KIP-430: without an authorizer every operation is allowed; asked for, the answer is the set of
 # operations that apply (AclOperation codes as bits), not "unknown".
 TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))  # READ..ALTER_CONFIGS
@@ -67,10 +79,16 @@ def metadata(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any 
     version = header.api_version
     topics_meta = broker.controller.topics()
     requested = req.topics
+    by_id: list[Any] = []  # KIP-516: topics asked for by id (name null), answered by id
     if requested is None or (version == 0 and len(requested) == 0):
         names = list(topics_meta)
     else:
         names = [t.name for t in requested if t.name is not None]
+        by_id = [t.topic_id for t in requested
+                 if t.name is None and getattr(t, "topic_id", None) not in (None, _ZERO_UUID)]
+    if by_id:
+        known = {m.topic_id: m.name for m in topics_meta.values()}
+        names += [known[i] for i in by_id if i in known]
     auto_create = bool(getattr(req, "allow_auto_topic_creation", True)) and bool(
         broker.config.get("auto.create.topics.enable")
     )
@@ -104,8 +122,14 @@ def metadata(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any 
             "partitions": _partition_entries(broker, name),
             "topic_authorized_operations": topic_ops,
         })
+    for topic_id in by_id:
+        if topic_id not in {m.topic_id for m in topics_meta.values()}:
+            out.append({"error_code": int(ErrorCode.UNKNOWN_TOPIC_ID), "name": None,
+                        "topic_id": topic_id, "is_internal": False, "partitions": [],
+                        "topic_authorized_operations": topic_ops})
     return {
         "throttle_time": 0,
+        "error_code": 0,
         "brokers": broker.live_brokers(),
         "cluster_id": broker.controller.cluster_id,
         "controller_id": broker.node_id,
@@ -188,31 +212,14 @@ def create_partitions(broker: HandlerContext, header: RequestHeader, req: Any, c
 
 _TOPIC_RESOURCE = 2
 _BROKER_RESOURCE = 4
-_SOURCE_DYNAMIC_TOPIC = 1
-_SOURCE_STATIC_BROKER = 4
-_SOURCE_DEFAULT = 5
-
-
-def _config_type(value: Any) -> int:
-    # ConfigType: 1 BOOLEAN, 2 STRING, 3 INT, 4 SHORT, 5 LONG, 6 DOUBLE
-    if isinstance(value, bool):
-        return 1
-    if isinstance(value, int):
-        return 5
-    if isinstance(value, float):
-        return 6  # DOUBLE
-    return 2
-
-
-def _render(value: Any) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 def describe_configs(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any = None) -> dict[str, Any]:
+    """Topics: every topic config, its own value or the broker's (with that one's source).
+    Brokers: this broker's every setting with its source and read-only flag; the cluster-wide
+    default resource ("") lists the dynamic defaults set. Synonyms (v1+, when asked) give
+    every layer that holds a value, most specific first."""
+    synonyms = bool(getattr(req, "include_synonyms", False))
     results = []
     for res in req.resources:
         keys = set(res.configuration_keys) if res.configuration_keys is not None else None
@@ -226,14 +233,22 @@ def describe_configs(broker: HandlerContext, header: RequestHeader, req: Any, co
                 entry.update(error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
                              error_message=f"unknown topic {res.resource_name!r}")
             else:
-                defaults = broker.config.topic_defaults()
-                for name in sorted(set(defaults) | set(meta.configs)):
-                    dynamic = name in meta.configs
-                    value = meta.configs[name] if dynamic else defaults[name]
-                    configs.append(_config_entry(name, value, dynamic, _SOURCE_DYNAMIC_TOPIC))
+                configs = _topic_entries(broker, meta.configs, synonyms)
         elif res.resource_type == _BROKER_RESOURCE:
-            for name, value in sorted(broker.config.settings.items()):
-                configs.append(_config_entry(name, value, False, _SOURCE_STATIC_BROKER))
+            if res.resource_name == "":
+                default = broker.config.dynamic.cluster_default
+                configs = [_entry(name, [(ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+                                          default[name])], name, synonyms)
+                           for name in sorted(default)]
+            elif res.resource_name != str(broker.node_id):
+                entry.update(error_code=int(ErrorCode.INVALID_REQUEST),
+                             error_message=f"Unexpected broker id, expected {broker.node_id} "
+                                           f"or empty string, but received "
+                                           f"{res.resource_name}")
+            else:
+                names = sorted(set(SETTINGS) | set(broker.config.settings))
+                configs = [_entry(name, broker.config.sources(name), name, synonyms)
+                           for name in names]
         else:
             entry.update(error_code=int(ErrorCode.INVALID_REQUEST),
                          error_message=f"unsupported resource type {res.resource_type}")
@@ -244,18 +259,53 @@ def describe_configs(broker: HandlerContext, header: RequestHeader, req: Any, co
     return {"throttle_time": 0, "results": results}
 
 
-def _config_entry(name: str, value: Any, dynamic: bool, dynamic_source: int) -> dict[str, Any]:
+def _topic_entries(broker: HandlerContext, own: dict[str, Any], synonyms: bool) -> list[dict[str, Any]]:
+    defaults = broker.config.topic_defaults()
+    out = []
+    for name in sorted(set(defaults) | set(own)):
+        broker_name = TOPIC_CONFIG_DEFAULTS.get(name)
+        chain: list[tuple[ConfigSource, Any]] = []
+        if name in own:
+            chain.append((ConfigSource.DYNAMIC_TOPIC_CONFIG, own[name]))
+        if broker_name is not None:
+            chain += broker.config.sources(broker_name)
+            if name == "flush.ms":  # Kafka's topic default: never flush on time alone
+                chain = [(src, LONG_MAX if v is None else v) for src, v in chain]
+        if not chain:
+            chain.append((ConfigSource.DEFAULT_CONFIG, defaults.get(name)))
+        out.append(_entry(name, chain, broker_name or name, synonyms, topic=True))
+    return out
+
+
+def _entry(name: str, chain: list[tuple[ConfigSource, Any]], synonym_name: str,
+           synonyms: bool, *, topic: bool = False) -> dict[str, Any]:
+    """One DescribeConfigs entry: the first layer of ``chain`` is in force."""
+    source, value = chain[0] if chain else (ConfigSource.DEFAULT_CONFIG, None)
+    setting = SETTINGS.get(synonym_name)
+    read_only = not topic and (setting is None or not setting.dynamic)
     return {
         "name": name,
-        "value": _render(value),
-        "read_only": False,
-        "is_default": not dynamic,
-        "config_source": dynamic_source if dynamic else _SOURCE_DEFAULT,
+        "value": render(value),
+        "read_only": read_only,
+        "is_default": source is ConfigSource.DEFAULT_CONFIG,
+        "config_source": int(source),
         "is_sensitive": False,
-        "synonyms": [],
-        "config_type": _config_type(value),
+        "synonyms": [{"name": name if src is ConfigSource.DYNAMIC_TOPIC_CONFIG else synonym_name,
+                      "value": render(v), "source": int(src)} for src, v in chain]
+        if synonyms else [],
+        "config_type": int(setting.type if setting is not None else _config_type(value)),
         "documentation": None,
     }
+
+
+def _config_type(value: Any) -> ConfigType:
+    if isinstance(value, bool):
+        return ConfigType.BOOLEAN
+    if isinstance(value, int):
+        return ConfigType.LONG
+    if isinstance(value, float):
+        return ConfigType.DOUBLE
+    return ConfigType.STRING
 
 
 def validate_name(name: str) -> None:
@@ -330,26 +380,32 @@ def elect_leaders(broker: HandlerContext, header: RequestHeader, req: Any, conn:
 
 # IncrementalAlterConfigs operations (KIP-339)
 _OP_SET, _OP_DELETE, _OP_APPEND, _OP_SUBTRACT = 0, 1, 2, 3
-_LIST_CONFIGS = frozenset({"cleanup.policy"})
+_LIST_CONFIGS = frozenset({"cleanup.policy", "log.cleanup.policy"})
 
 
 def _alter_resource(broker: HandlerContext, res: Any, validate_only: bool,
-                    new_configs: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
+                    new_configs: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
+                    ) -> dict[str, Any]:
+    """``new_configs(current, defaults)``: the resource's whole new set."""
     out: dict[str, Any] = {"error_code": 0, "error_message": None,
                            "resource_type": int(res.resource_type),
                            "resource_name": res.resource_name}
-    if res.resource_type != _TOPIC_RESOURCE:
-        out.update(error_code=int(ErrorCode.INVALID_REQUEST),
-                   error_message="floodmark's broker settings are static (set at start); only "
-                                 "topic configs can be altered")
-        return out
-    meta = broker.controller.topics().get(res.resource_name)
-    if meta is None:
-        out.update(error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
-                   error_message=f"unknown topic {res.resource_name!r}")
-        return out
     try:
-        broker.alter_topic_configs(res.resource_name, new_configs(dict(meta.configs)),
+        if res.resource_type == _BROKER_RESOURCE:  # KIP-226 dynamic broker configs
+            current = dict(broker.controller.broker_configs().get(res.resource_name, {}))
+            in_force = {name: broker.config.get(name) for name in SETTINGS}
+            dynamic_configs.alter(broker, res.resource_name, new_configs(current, in_force),
+                                  validate_only=validate_only)
+            return out
+        if res.resource_type != _TOPIC_RESOURCE:
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             f"unsupported resource type {res.resource_type}")
+        meta = broker.controller.topics().get(res.resource_name)
+        if meta is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             f"unknown topic {res.resource_name!r}")
+        broker.alter_topic_configs(res.resource_name,
+                                   new_configs(dict(meta.configs), broker.config.topic_defaults()),
                                    validate_only=validate_only)
     except KafkaError as exc:
         out.update(error_code=int(exc.code), error_message=exc.message or exc.code.name)
@@ -361,8 +417,8 @@ def incremental_alter_configs(broker: HandlerContext, header: RequestHeader, req
     """IncrementalAlterConfigs: SET, DELETE, APPEND and SUBTRACT (list configs) per key."""
     responses = []
     for res in req.resources:
-        def apply(current: dict[str, Any], res: Any = res) -> dict[str, Any]:
-            defaults = broker.config.topic_defaults()
+        def apply(current: dict[str, Any], defaults: dict[str, Any],
+                  res: Any = res) -> dict[str, Any]:
             for c in res.configs:
                 op, name, value = int(c.config_operation), str(c.name), c.value
                 if op == _OP_SET:
@@ -373,7 +429,7 @@ def incremental_alter_configs(broker: HandlerContext, header: RequestHeader, req
                     if name not in _LIST_CONFIGS:
                         raise KafkaError(ErrorCode.INVALID_CONFIG,
                                          f"{name} is not a list config")
-                    now = str(current.get(name, defaults.get(name, "")))
+                    now = render(current.get(name, defaults.get(name, ""))) or ""
                     items = [x for x in now.split(",") if x]
                     change = [x.strip() for x in str(value or "").split(",") if x.strip()]
                     if op == _OP_APPEND:
@@ -396,7 +452,8 @@ def alter_configs(broker: HandlerContext, header: RequestHeader, req: Any, conn:
     for res in req.resources:
         entries = {str(c.name): c.value for c in res.configs if c.value is not None}
 
-        def replace_all(_current: dict[str, Any], e: dict[str, Any] = entries) -> dict[str, Any]:
+        def replace_all(_current: dict[str, Any], _defaults: dict[str, Any],
+                        e: dict[str, Any] = entries) -> dict[str, Any]:
             return dict(e)
 
         responses.append(_alter_resource(broker, res, bool(req.validate_only), replace_all))

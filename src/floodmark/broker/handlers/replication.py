@@ -11,9 +11,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 from floodmark.broker.context import HandlerContext
 from floodmark.broker.handlers import data
 from floodmark.broker.replica_fetcher import replica_of
-from floodmark.wire.api_table import SUPPORTED, ApiKey
 from floodmark.wire.codec import RequestHeader
-from floodmark.wire.errors import ProtocolError
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -23,12 +21,7 @@ def fetch(ctx: HandlerContext, header: RequestHeader, req: Any, conn: Any) -> An
     version = header.api_version
     replicas = ctx.replicas
     if replicas is not None and replica_of(req, version)[0] >= 0:
-        return replicas.answer_fetch(ctx.partitions, header, req)
-    advertised = SUPPORTED[ApiKey.FETCH]
-    if version not in advertised:  # the versions only replicas speak
-        raise ProtocolError(
-            f"unsupported version {version} of api_key {int(ApiKey.FETCH)} (supported "
-            f"{advertised.min_version}-{advertised.max_version})")
+        return replicas.answer_fetch(ctx, header, req)
     return data.fetch(ctx, header, req, conn)
 
 
