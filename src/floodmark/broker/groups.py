@@ -196,10 +196,10 @@ class GroupCoordinator:
         protocols and while the group is stable, nobody rebalances: the member gets the
         generation and the assignment its predecessor had."""
         old = g.members.pop(old_id)
-        for fut in (old.join_future, old.sync_future):
-            if fut is not None and not fut.done():
-                fut.set_result(JoinResult(ErrorCode.FENCED_INSTANCE_ID, member_id=old_id)
-                               if fut is old.join_future else (ErrorCode.FENCED_INSTANCE_ID, b""))
+        if old.join_future is not None and not old.join_future.done():
+            old.join_future.set_result(JoinResult(ErrorCode.FENCED_INSTANCE_ID, member_id=old_id))
+        if old.sync_future is not None and not old.sync_future.done():
+            old.sync_future.set_result((ErrorCode.FENCED_INSTANCE_ID, b""))
         new_id = f"{client_id or 'member'}-{uuid.uuid4()}"
         member = Member(new_id, instance_id, client_id, client_host, session_timeout_ms,
                         rebalance_timeout_ms, old.protocol_type, protocols,

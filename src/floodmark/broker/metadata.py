@@ -28,7 +28,7 @@ from floodmark.controller.image import (
 from floodmark.controller.logic import ControllerConfig, ControllerLogic
 from floodmark.controller.metadata_log import MetadataLog
 from floodmark.errors import ErrorCode, KafkaError
-from floodmark.metadata import OFFSETS_TOPIC, PartitionMeta, TopicMeta
+from floodmark.metadata import OFFSETS_TOPIC, PartitionMeta, TopicMeta, deletable_topic
 from floodmark.replication.election import PartitionRegistration
 
 log = logging.getLogger(__name__)
@@ -158,12 +158,7 @@ class LocalController:
         return self.topics()[name]
 
     def delete_topic(self, name: str, *, validate_only: bool = False) -> TopicMeta:
-        meta = self.topics().get(name)
-        if meta is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
-        if meta.internal:
-            raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
-                             f"cannot delete internal topic {name!r}")
+        meta = deletable_topic(self.topics(), name)
         if not validate_only:
             self.logic.delete_topic(name)
             self._persist()

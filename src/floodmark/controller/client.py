@@ -28,7 +28,7 @@ from typing import Any, Protocol
 from floodmark.controller import rpc
 from floodmark.controller.image import MetadataImage, MetadataRecord, Reassignment, topic_metas
 from floodmark.errors import ErrorCode, KafkaError
-from floodmark.metadata import PartitionMeta, TopicMeta
+from floodmark.metadata import PartitionMeta, TopicMeta, deletable_topic
 
 log = logging.getLogger(__name__)
 
@@ -231,11 +231,7 @@ class ControllerClient:
         return self.topics()[name]
 
     def delete_topic(self, name: str, *, validate_only: bool = False) -> TopicMeta:
-        meta = self.topics().get(name)
-        if meta is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
-        if meta.internal:
-            raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"cannot delete internal topic {name!r}")
+        meta = deletable_topic(self.topics(), name)
         if validate_only:
             return meta
         self._admin("delete_topic", {"name": name})

@@ -40,6 +40,7 @@ class ApiKey(enum.IntEnum):
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
+    DESCRIBE_QUORUM = 55
     DESCRIBE_CLUSTER = 60
 
 
@@ -84,6 +85,26 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
     ApiKey.OFFSET_DELETE: VersionRange(0, 0),
     ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 1),
 }
+
+
+# Served but not advertised in ApiVersions: debug requests. DescribeQuorum for a partition's
+# leader view (``floodmark ui``; Kafka answers it for the metadata partition only).
+UNADVERTISED: dict[ApiKey, VersionRange] = {
+    ApiKey.DESCRIBE_QUORUM: VersionRange(0, 1),
+}
+
+
+def accepted_range(api_key: int, version: int) -> VersionRange | None:
+    """The range of ``api_key`` that ``version`` is served in (advertised or not); the
+    advertised one when it is in neither; None when floodmark does not serve that API."""
+    try:
+        key = ApiKey(api_key)
+    except ValueError:
+        return None
+    extra = UNADVERTISED.get(key)
+    if extra is not None and version in extra:
+        return extra
+    return SUPPORTED.get(key, extra)
 
 
 def supported_range(api_key: int) -> VersionRange | None:
