@@ -219,3 +219,57 @@ def test_records_about_an_older_incarnation_are_ignored() -> None:
     image.apply({"type": "fence_broker", "broker_id": 1, "broker_epoch": 7})
     assert image.brokers[1].fenced and 1 in image.ineligible()
 
+
+
+def test_dynamic_broker_configs_are_records_and_the_default_drives_unclean_election() -> None:
+    """KIP-226 in the controller: each resource's whole set is one record (replayed by any
+    image); an empty set removes it; the cluster-wide default's unclean.leader.election.enable
+    is the controller's from then on, and setting it elects a leaderless partition at once."""
+    logic = _cluster()
+    logic.create_topic("t", 1, 3, {})
+    reg = logic.image.partition("t", 0)
+    assert reg is not None
+    a, b, c = reg.replicas
+    now = 0
+    for dead in (b, c, a):  # the last ISR member a goes last: the partition waits for it
+        for _ in range(20):
+            now += 100
+            for x in (a, b, c):
+                r = logic.image.brokers[x]
+                if x != dead and not r.fenced:
+                    logic.heartbeat(x, r.broker_epoch, now)
+            logic.tick(now)
+    logic.register_broker(b, "127.0.0.1", 1, "b-again", now_ms=now)
+    assert logic.image.partition("t", 0).leader == -1  # type: ignore[union-attr]
+    logic.alter_broker_configs("2", {"log.retention.ms": 5})
+    logic.alter_broker_configs("", {"unclean.leader.election.enable": True})
+    reg = logic.image.partition("t", 0)
+    assert reg is not None and reg.leader == b and logic.unclean_elections == 1
+    replay = MetadataImage()
+    replay.apply_all(logic.take_pending())
+    assert replay.broker_configs == {"2": {"log.retention.ms": 5},
+                                     "": {"unclean.leader.election.enable": True}}
+    logic.alter_broker_configs("2", {})
+    assert "2" not in logic.image.broker_configs
+    with pytest.raises(KafkaError, match="broker id"):
+        logic.alter_broker_configs("two", {})
+
+
+def test_the_setting_registry_refuses_read_only_and_ill_typed_broker_configs() -> None:
+    from floodmark.broker.config import SETTINGS, validate_dynamic
+
+    assert validate_dynamic({"log.retention.ms": "60000", "min.insync.replicas": "2",
+                             "unclean.leader.election.enable": "TRUE"}, "") == {
+        "log.retention.ms": 60000, "min.insync.replicas": 2,
+        "unclean.leader.election.enable": True}
+    with pytest.raises(ValueError, match=r"Cannot update these configs dynamically: "
+                                         r"Set\(auto.create.topics.enable, node.id\)"):
+        validate_dynamic({"node.id": "4", "auto.create.topics.enable": "false",
+                          "log.retention.ms": "1"}, "1")
+    with pytest.raises(ValueError, match="Not a number of type INT"):
+        validate_dynamic({"min.insync.replicas": "2147483648"}, "")
+    with pytest.raises(ValueError, match="at least 1"):
+        validate_dynamic({"min.insync.replicas": "0"}, "")
+    with pytest.raises(ValueError, match="Unknown broker config"):
+        validate_dynamic({"log.retention.fortnights": "1"}, "")
+    assert not SETTINGS["replica.lag.time.max.ms"].dynamic and SETTINGS["log.segment.bytes"].dynamic

@@ -54,9 +54,13 @@ def test_offsets_json_and_keys_are_case_insensitive() -> None:
 
 
 def test_rejected_like_spark_and_insecure_settings() -> None:
-    for bad in ("kafka.group.id", "kafka.auto.offset.reset", "kafka.enable.auto.commit"):
+    for bad in ("kafka.auto.offset.reset", "kafka.enable.auto.commit",
+                "kafka.key.deserializer"):
         with pytest.raises(OptionError, match="not supported"):
             parse_source_options({**BS, "subscribe": "t", bad: "x"}, streaming=True)
+    # Spark >= 3.0 accepts a group id (and groupIdPrefix); so does this source
+    parse_source_options({**BS, "subscribe": "t", "kafka.group.id": "g",
+                          "groupIdPrefix": "p"}, streaming=True)
     with pytest.raises(OptionError, match="PLAINTEXT"):
         parse_source_options({**BS, "subscribe": "t", "kafka.security.protocol": "SASL_SSL"},
                              streaming=True)

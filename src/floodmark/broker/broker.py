@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from floodmark.broker import sendfile, storage_glue
+from floodmark.broker import dynamic_configs, sendfile, storage_glue
 from floodmark.broker.config import BrokerConfig
 from floodmark.broker.fetch_sessions import FetchSessionCache
 from floodmark.broker.groups import GroupCoordinator
@@ -141,6 +141,7 @@ class Broker:
                 OFFSETS_TOPIC, n, 1, {"cleanup.policy": "compact"}, internal=True
             )
             self._open_topic(meta)
+        dynamic_configs.apply(self)  # KIP-226 dynamic broker configs from the metadata
         internal = self.controller.topics()[OFFSETS_TOPIC]
         replayed = self.offsets.replay(lambda: self._read_all(internal))
         self.storage.remove_orphans(self.controller.topics())
@@ -255,9 +256,8 @@ class Broker:
         its own HW (Kafka's cleaner threads do the same, independently on every replica). The
         plan and the segment swaps run on the event loop; reading and rewriting the data runs
         on a worker thread, so produce and fetch go on meanwhile."""
-        backoff_s = int(self.config.get("log.cleaner.backoff.ms")) / 1000
-        while True:
-            await asyncio.sleep(backoff_s)
+        while True:  # log.cleaner.backoff.ms is dynamic: read every round
+            await asyncio.sleep(int(self.config.get("log.cleaner.backoff.ms")) / 1000)
             for ps in list(self.partitions.values()):
                 if ps.log.config.compact:
                     await self.clean_log(ps)
@@ -345,13 +345,16 @@ class Broker:
             if ps is not None:
                 self.reconfigure_partition(ps, meta.configs)
 
-    def reconfigure_partition(self, ps: PartitionState, configs: dict[str, Any]) -> None:
-        if ps.topic_configs == configs:
+    def reconfigure_partition(self, ps: PartitionState, configs: dict[str, Any], *,
+                              force: bool = False) -> None:
+        """New topic configs, or (``force``) new dynamic broker defaults under the same ones."""
+        if ps.topic_configs == configs and not force:
             return
         min_isr = int(configs.get("min.insync.replicas", self.config.get("min.insync.replicas")))
         ps.reconfigure(LogConfig.from_kafka(dict(configs), self.storage.base_config), min_isr)
         ps.topic_configs = dict(configs)
-        log.info("partition %s: topic configs now %s", ps.name, configs)
+        if not force:
+            log.info("partition %s: topic configs now %s", ps.name, configs)
 
     def produce_settings(self, ps: PartitionState) -> ProduceSettings:
         """The produce path's settings for a partition (cached: one per max.message.bytes and

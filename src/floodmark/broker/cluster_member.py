@@ -39,6 +39,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from floodmark.broker import dynamic_configs
 from floodmark.broker.broker import Broker
 from floodmark.broker.config import BrokerConfig
 from floodmark.broker.handlers import admin
@@ -224,6 +225,7 @@ class ClusterBroker(Broker):
             # fetcher was stopped, and that one would keep the process alive.
             return
         image = self.controller_client.image
+        dynamic_configs.apply(self)  # KIP-226 dynamic broker configs, before the partitions
         now = self.now_ms()
         wanted: set[tuple[str, int]] = set()
         broker_epochs = image.broker_epochs()
@@ -607,6 +609,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--controller", required=True, help="HOST:PORT of the controller")
     p.add_argument("--data-dir", required=True)
     p.add_argument("--listen", default="127.0.0.1:0")
+    p.add_argument("--advertised-host", default=None,
+                   help="the host clients and other brokers are told (default: --listen's)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE")
     p.add_argument("--controller-data-dir", default=None,
                    help="combined mode (process.roles=broker,controller): also run the "
@@ -621,10 +625,21 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     roles = "broker,controller" if args.controller_data_dir else "broker"
-    config = BrokerConfig.load(data_dir=args.data_dir, listen=args.listen, advertised=None,
+    advertised = f"{args.advertised_host}:0" if args.advertised_host else None  # bound port
+    config = BrokerConfig.load(data_dir=args.data_dir, listen=args.listen, advertised=advertised,
                                config_file=None,
                                overrides=[f"process.roles={roles}", *args.overrides],
                                node_id=args.node_id)
+    from floodmark.storage.data_dir import DataDirLock, DataDirLockedError, lock_data_dir
+
+    locks: list[DataDirLock] = []
+    try:  # held until the process ends
+        locks.append(lock_data_dir(args.data_dir))
+        if args.controller_data_dir:
+            locks.append(lock_data_dir(args.controller_data_dir))
+    except (DataDirLockedError, OSError) as exc:
+        print(f"floodmark broker {args.node_id}: {exc}", file=sys.stderr)
+        return 2
     try:
         import uvloop
 
@@ -679,6 +694,8 @@ def main(argv: list[str] | None = None) -> int:
             await controller_task
 
     asyncio.run(run())
+    for lock in locks:
+        lock.release()
     return 0
 
 

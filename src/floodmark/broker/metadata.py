@@ -50,6 +50,8 @@ class Controller(Protocol):
     def elect_leaders(self, partitions: list[tuple[str, int]], *, unclean: bool
                       ) -> list[tuple[str, int, ErrorCode, str]]: ...
     def alter_topic_configs(self, name: str, configs: dict[str, Any]) -> None: ...
+    def alter_broker_configs(self, resource: str, configs: dict[str, Any]) -> None: ...
+    def broker_configs(self) -> dict[str, dict[str, Any]]: ...
     @property
     def cluster_id(self) -> str: ...
 
@@ -173,6 +175,13 @@ class LocalController:
     def alter_topic_configs(self, name: str, configs: dict[str, Any]) -> None:
         self.logic.alter_topic_configs(name, configs)
         self._persist()
+
+    def alter_broker_configs(self, resource: str, configs: dict[str, Any]) -> None:
+        self.logic.alter_broker_configs(resource, configs)
+        self._persist()
+
+    def broker_configs(self) -> dict[str, dict[str, Any]]:
+        return self.logic.image.broker_configs
 
     def elect_leaders(self, partitions: list[tuple[str, int]], *, unclean: bool
                       ) -> list[tuple[str, int, ErrorCode, str]]:

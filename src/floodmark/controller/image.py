@@ -22,6 +22,9 @@ floodmark's own log format. Kafka's record names, reduced to what floodmark need
                        PartitionChangeRecord in one shape
 ``topic_configs``      a topic's whole config set after AlterConfigs / IncrementalAlterConfigs
 ``remove_topic``       topic deleted
+``broker_configs``     the dynamic broker configs of one resource after AlterConfigs /
+                       IncrementalAlterConfigs: ``resource`` is a broker id, or "" for the
+                       cluster-wide default (KIP-226); the whole set, typed
 ``producer_ids``       next unallocated producer id (blocks handed to brokers)
 ``cluster_id``         written once, first record of a new cluster
 =====================  ==========================================================================
@@ -106,6 +109,7 @@ class MetadataImage:
         self.brokers: dict[int, BrokerRegistration] = {}
         self.topics: dict[str, TopicImage] = {}
         self.next_producer_id = 1000
+        self.broker_configs: dict[str, dict[str, Any]] = {}  # resource ("" = default) -> set
 
     # -- views ---------------------------------------------------------------------------------
     def acceptable_brokers(self) -> set[int]:
@@ -116,6 +120,10 @@ class MetadataImage:
 
     def ineligible(self) -> frozenset[int]:
         return frozenset(b.broker_id for b in self.brokers.values() if not b.acceptable)
+
+    def cluster_default(self, name: str, static: Any) -> Any:
+        """A dynamic cluster-wide default broker config, else ``static``."""
+        return self.broker_configs.get("", {}).get(name, static)
 
     def partition(self, topic: str, partition: int) -> PartitionRegistration | None:
         t = self.topics.get(topic)
@@ -170,8 +178,15 @@ class MetadataImage:
                 timage.configs = dict(rec["configs"])
         elif kind == "remove_topic":
             self.topics.pop(str(rec["name"]), None)
+        elif kind == "broker_configs":
+            if rec["configs"]:
+                self.broker_configs[str(rec["resource"])] = dict(rec["configs"])
+            else:
+                self.broker_configs.pop(str(rec["resource"]), None)
         elif kind == "producer_ids":
             self.next_producer_id = int(rec["next"])
+        elif kind == "leader_change":
+            pass  # the controller quorum's record opening an epoch (controller/quorum)
         else:
             raise ValueError(f"unknown metadata record type {kind!r}")
 

@@ -153,8 +153,9 @@ class ControllerLogic:
     def _min_isr_for_elr(self, topic: str) -> int | None:
         if not self.config.eligible_leader_replicas_enable:
             return None
-        value = self.image.topics[topic].configs.get("min.insync.replicas",
-                                                     self.config.min_insync_replicas)
+        default = self.image.cluster_default("min.insync.replicas",
+                                             self.config.min_insync_replicas)
+        value = self.image.topics[topic].configs.get("min.insync.replicas", default)
         return int(value)
 
     def _reelect(self, topic: str, partition: int, why: str,
@@ -167,7 +168,7 @@ class ControllerLogic:
             target_isr=target_isr,
             acceptable=self.image.acceptable_brokers(),
             unclean_leader_election_enable=timage.unclean_leader_election_enable(
-                self.config.unclean_leader_election_enable),
+                self._unclean_default()),
             min_insync_replicas=self._min_isr_for_elr(topic),
             unclean_shutdown=unclean_shutdown,
         )
@@ -464,6 +465,27 @@ class ControllerLogic:
         if name not in self.image.topics:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
         self.emit({"type": "topic_configs", "name": name, "configs": dict(configs)})
+
+    def _unclean_default(self) -> bool:
+        """The cluster's unclean.leader.election.enable: the dynamic cluster-wide default
+        when one is set (KIP-226), else the controller's own setting."""
+        value = self.image.cluster_default("unclean.leader.election.enable",
+                                           self.config.unclean_leader_election_enable)
+        return value if isinstance(value, bool) else str(value).strip().lower() == "true"
+
+    def alter_broker_configs(self, resource: str, configs: dict[str, Any]) -> None:
+        """Replace the dynamic configs of one broker (``resource`` = its id) or of the
+        cluster-wide default (""); the broker validated them against the setting registry.
+        Brokers apply the set when they see the record; the controller's own elections use the
+        default's ``unclean.leader.election.enable`` from then on (an election it now allows
+        happens at once, as Kafka's controller does on this change)."""
+        if resource and not (resource.isdigit() and int(resource) >= 0):
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             f"broker resource name must be a broker id or empty, not "
+                             f"{resource!r}")
+        self.emit({"type": "broker_configs", "resource": resource, "configs": dict(configs)})
+        if resource == "" and self._unclean_default():
+            self._elect_leaderless("unclean.leader.election.enable set for the cluster")
 
     def delete_topic(self, name: str) -> None:
         if name not in self.image.topics:

@@ -1,4 +1,5 @@
-"""ApiVersions, Metadata, CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs."""
+"""ApiVersions, Metadata, CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs,
+AlterConfigs/IncrementalAlterConfigs (topics and brokers), and the other admin APIs."""
 
 from __future__ import annotations
 
@@ -7,6 +8,15 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from floodmark.broker import dynamic_configs
+from floodmark.broker.config import (
+    LONG_MAX,
+    SETTINGS,
+    TOPIC_CONFIG_DEFAULTS,
+    ConfigSource,
+    ConfigType,
+    render,
+)
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import validate_topic_name
 from floodmark.wire.api_table import SUPPORTED, ApiKey
@@ -203,31 +213,14 @@ def create_partitions(broker: Broker, header: RequestHeader, req: Any, conn: Any
 
 _TOPIC_RESOURCE = 2
 _BROKER_RESOURCE = 4
-_SOURCE_DYNAMIC_TOPIC = 1
-_SOURCE_STATIC_BROKER = 4
-_SOURCE_DEFAULT = 5
-
-
-def _config_type(value: Any) -> int:
-    # ConfigType: 1 BOOLEAN, 2 STRING, 3 INT, 4 SHORT, 5 LONG, 6 DOUBLE
-    if isinstance(value, bool):
-        return 1
-    if isinstance(value, int):
-        return 5
-    if isinstance(value, float):
-        return 6  # DOUBLE
-    return 2
-
-
-def _render(value: Any) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 def describe_configs(broker: Broker, header: RequestHeader, req: Any, conn: Any = None) -> dict[str, Any]:
+    """Topics: every topic config, its own value or the broker's (with that one's source).
+    Brokers: this broker's every setting with its source and read-only flag; the cluster-wide
+    default resource ("") lists the dynamic defaults set. Synonyms (v1+, when asked) give
+    every layer that holds a value, most specific first."""
+    synonyms = bool(getattr(req, "include_synonyms", False))
     results = []
     for res in req.resources:
         keys = set(res.configuration_keys) if res.configuration_keys is not None else None
@@ -241,14 +234,22 @@ def describe_configs(broker: Broker, header: RequestHeader, req: Any, conn: Any 
                 entry.update(error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
                              error_message=f"unknown topic {res.resource_name!r}")
             else:
-                defaults = broker.config.topic_defaults()
-                for name in sorted(set(defaults) | set(meta.configs)):
-                    dynamic = name in meta.configs
-                    value = meta.configs[name] if dynamic else defaults[name]
-                    configs.append(_config_entry(name, value, dynamic, _SOURCE_DYNAMIC_TOPIC))
+                configs = _topic_entries(broker, meta.configs, synonyms)
         elif res.resource_type == _BROKER_RESOURCE:
-            for name, value in sorted(broker.config.settings.items()):
-                configs.append(_config_entry(name, value, False, _SOURCE_STATIC_BROKER))
+            if res.resource_name == "":
+                default = broker.config.dynamic.cluster_default
+                configs = [_entry(name, [(ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+                                          default[name])], name, synonyms)
+                           for name in sorted(default)]
+            elif res.resource_name != str(broker.node_id):
+                entry.update(error_code=int(ErrorCode.INVALID_REQUEST),
+                             error_message=f"Unexpected broker id, expected {broker.node_id} "
+                                           f"or empty string, but received "
+                                           f"{res.resource_name}")
+            else:
+                names = sorted(set(SETTINGS) | set(broker.config.settings))
+                configs = [_entry(name, broker.config.sources(name), name, synonyms)
+                           for name in names]
         else:
             entry.update(error_code=int(ErrorCode.INVALID_REQUEST),
                          error_message=f"unsupported resource type {res.resource_type}")
@@ -259,18 +260,53 @@ def describe_configs(broker: Broker, header: RequestHeader, req: Any, conn: Any 
     return {"throttle_time": 0, "results": results}
 
 
-def _config_entry(name: str, value: Any, dynamic: bool, dynamic_source: int) -> dict[str, Any]:
+def _topic_entries(broker: Broker, own: dict[str, Any], synonyms: bool) -> list[dict[str, Any]]:
+    defaults = broker.config.topic_defaults()
+    out = []
+    for name in sorted(set(defaults) | set(own)):
+        broker_name = TOPIC_CONFIG_DEFAULTS.get(name)
+        chain: list[tuple[ConfigSource, Any]] = []
+        if name in own:
+            chain.append((ConfigSource.DYNAMIC_TOPIC_CONFIG, own[name]))
+        if broker_name is not None:
+            chain += broker.config.sources(broker_name)
+            if name == "flush.ms":  # Kafka's topic default: never flush on time alone
+                chain = [(src, LONG_MAX if v is None else v) for src, v in chain]
+        if not chain:
+            chain.append((ConfigSource.DEFAULT_CONFIG, defaults.get(name)))
+        out.append(_entry(name, chain, broker_name or name, synonyms, topic=True))
+    return out
+
+
+def _entry(name: str, chain: list[tuple[ConfigSource, Any]], synonym_name: str,
+           synonyms: bool, *, topic: bool = False) -> dict[str, Any]:
+    """One DescribeConfigs entry: the first layer of ``chain`` is in force."""
+    source, value = chain[0] if chain else (ConfigSource.DEFAULT_CONFIG, None)
+    setting = SETTINGS.get(synonym_name)
+    read_only = not topic and (setting is None or not setting.dynamic)
     return {
         "name": name,
-        "value": _render(value),
-        "read_only": False,
-        "is_default": not dynamic,
-        "config_source": dynamic_source if dynamic else _SOURCE_DEFAULT,
+        "value": render(value),
+        "read_only": read_only,
+        "is_default": source is ConfigSource.DEFAULT_CONFIG,
+        "config_source": int(source),
         "is_sensitive": False,
-        "synonyms": [],
-        "config_type": _config_type(value),
+        "synonyms": [{"name": name if src is ConfigSource.DYNAMIC_TOPIC_CONFIG else synonym_name,
+                      "value": render(v), "source": int(src)} for src, v in chain]
+        if synonyms else [],
+        "config_type": int(setting.type if setting is not None else _config_type(value)),
         "documentation": None,
     }
+
+
+def _config_type(value: Any) -> ConfigType:
+    if isinstance(value, bool):
+        return ConfigType.BOOLEAN
+    if isinstance(value, int):
+        return ConfigType.LONG
+    if isinstance(value, float):
+        return ConfigType.DOUBLE
+    return ConfigType.STRING
 
 
 def validate_name(name: str) -> None:
@@ -345,26 +381,32 @@ def elect_leaders(broker: Broker, header: RequestHeader, req: Any, conn: Any = N
 
 # IncrementalAlterConfigs operations (KIP-339)
 _OP_SET, _OP_DELETE, _OP_APPEND, _OP_SUBTRACT = 0, 1, 2, 3
-_LIST_CONFIGS = frozenset({"cleanup.policy"})
+_LIST_CONFIGS = frozenset({"cleanup.policy", "log.cleanup.policy"})
 
 
 def _alter_resource(broker: Broker, res: Any, validate_only: bool,
-                    new_configs: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
+                    new_configs: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
+                    ) -> dict[str, Any]:
+    """``new_configs(current, defaults)``: the resource's whole new set."""
     out: dict[str, Any] = {"error_code": 0, "error_message": None,
                            "resource_type": int(res.resource_type),
                            "resource_name": res.resource_name}
-    if res.resource_type != _TOPIC_RESOURCE:
-        out.update(error_code=int(ErrorCode.INVALID_REQUEST),
-                   error_message="floodmark's broker settings are static (set at start); only "
-                                 "topic configs can be altered")
-        return out
-    meta = broker.controller.topics().get(res.resource_name)
-    if meta is None:
-        out.update(error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
-                   error_message=f"unknown topic {res.resource_name!r}")
-        return out
     try:
-        broker.alter_topic_configs(res.resource_name, new_configs(dict(meta.configs)),
+        if res.resource_type == _BROKER_RESOURCE:  # KIP-226 dynamic broker configs
+            current = dict(broker.controller.broker_configs().get(res.resource_name, {}))
+            in_force = {name: broker.config.get(name) for name in SETTINGS}
+            dynamic_configs.alter(broker, res.resource_name, new_configs(current, in_force),
+                                  validate_only=validate_only)
+            return out
+        if res.resource_type != _TOPIC_RESOURCE:
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             f"unsupported resource type {res.resource_type}")
+        meta = broker.controller.topics().get(res.resource_name)
+        if meta is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             f"unknown topic {res.resource_name!r}")
+        broker.alter_topic_configs(res.resource_name,
+                                   new_configs(dict(meta.configs), broker.config.topic_defaults()),
                                    validate_only=validate_only)
     except KafkaError as exc:
         out.update(error_code=int(exc.code), error_message=exc.message or exc.code.name)
@@ -376,8 +418,8 @@ def incremental_alter_configs(broker: Broker, header: RequestHeader, req: Any,
     """IncrementalAlterConfigs: SET, DELETE, APPEND and SUBTRACT (list configs) per key."""
     responses = []
     for res in req.resources:
-        def apply(current: dict[str, Any], res: Any = res) -> dict[str, Any]:
-            defaults = broker.config.topic_defaults()
+        def apply(current: dict[str, Any], defaults: dict[str, Any],
+                  res: Any = res) -> dict[str, Any]:
             for c in res.configs:
                 op, name, value = int(c.config_operation), str(c.name), c.value
                 if op == _OP_SET:
@@ -388,7 +430,7 @@ def incremental_alter_configs(broker: Broker, header: RequestHeader, req: Any,
                     if name not in _LIST_CONFIGS:
                         raise KafkaError(ErrorCode.INVALID_CONFIG,
                                          f"{name} is not a list config")
-                    now = str(current.get(name, defaults.get(name, "")))
+                    now = render(current.get(name, defaults.get(name, ""))) or ""
                     items = [x for x in now.split(",") if x]
                     change = [x.strip() for x in str(value or "").split(",") if x.strip()]
                     if op == _OP_APPEND:
@@ -411,7 +453,7 @@ def alter_configs(broker: Broker, header: RequestHeader, req: Any, conn: Any = N
     for res in req.resources:
         entries = {str(c.name): c.value for c in res.configs if c.value is not None}
         responses.append(_alter_resource(broker, res, bool(req.validate_only),
-                                         lambda _current, e=entries: dict(e)))
+                                         lambda _current, _defaults, e=entries: dict(e)))
     return {"throttle_time": 0, "responses": responses}
 
 
