@@ -236,11 +236,13 @@ def _leader_hints(broker: Broker, plan: FetchPlan, topics: FetchTopics) -> list[
 
 def _encode_fetch(broker: Broker, header: RequestHeader, plan: FetchPlan, topics: FetchTopics,
                   errors: bool, ctx: FetchContext | None) -> list[Any]:
+    # Hints first: they walk the plan beside the unfiltered answer (errored partitions are in
+    # every answer, incremental ones included).
+    endpoints = (_leader_hints(broker, plan, topics)
+                 if errors and header.api_version >= 16 else None)
     session_id = 0
     if ctx is not None:
         session_id, topics = ctx.finish(topics, broker.now_ms())
-    endpoints = (_leader_hints(broker, plan, topics)
-                 if errors and header.api_version >= 16 else None)
     parts = encode_fetch_response(header.api_version, header.correlation_id, topics,
                                   session_id=session_id, node_endpoints=endpoints)
     if any(isinstance(p.records, FileSlice) for _, plist in topics for p in plist):
