@@ -84,8 +84,10 @@ def metadata(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any 
         names = list(topics_meta)
     else:
         names = [t.name for t in requested if t.name is not None]
+        # By id from v12 (the response's name is nullable from there, as in Kafka).
         by_id = [t.topic_id for t in requested
-                 if t.name is None and getattr(t, "topic_id", None) not in (None, _ZERO_UUID)]
+                 if version >= 12 and t.name is None
+                 and getattr(t, "topic_id", None) not in (None, _ZERO_UUID)]
     if by_id:
         known = {m.topic_id: m.name for m in topics_meta.values()}
         names += [known[i] for i in by_id if i in known]
