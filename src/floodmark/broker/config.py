@@ -69,6 +69,10 @@ DEFAULTS: dict[str, Any] = {
     # before the high watermark covers it (the bug of issue 8: acknowledged writes lost when the
     # leader is cut off). Only for proving that the fault tests catch it.
     "floodmark.unsafe.ack.duplicates.before.commit": False,
+    # UNSAFE, off: keep every write not yet fsynced in this process's memory (a page cache of
+    # its own over the real files), so that killing the process loses it as a power cut would
+    # (storage/page_cache.py). For floodmark chaos run --faults power-loss only.
+    "floodmark.unsafe.power.loss.page.cache": False,
 }
 
 LONG_MAX = 9_223_372_036_854_775_807

@@ -310,7 +310,9 @@ def _session_context(broker: HandlerContext, req: Any, by_id: bool, replica_id: 
 def fetch(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
     version = header.api_version
     replica_id = int(getattr(req, "replica_id", -1))  # v15+: only replicas set replica_state
-    lazy = conn.sendfile_fd is not None
+    # Records go out by sendfile only when the segment files hold them (not in the unsafe
+    # page-cache mode, whose unsynced tail lives in memory).
+    lazy = conn.sendfile_fd is not None and broker.storage.sendfile_capable
     by_id = version >= 13
     ctx = _session_context(broker, req, by_id, replica_id) if version >= 7 else None
     if ctx is None:
