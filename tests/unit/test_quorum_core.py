@@ -50,6 +50,7 @@ class Node:
     outbox: list[tuple[int, QuorumMessage, bytes]] = field(default_factory=list)
     roles: list[RoleChanged] = field(default_factory=list)
     driver: QuorumDriver | None = None
+    fetch_max_bytes: int = 1 << 20
 
     def start(self, now_ms: int = 0) -> Node:
         self.fs.mkdirs("/c")
@@ -57,7 +58,7 @@ class Node:
         state = QuorumStateFile(self.fs, "/c")
         core = QuorumCore(QuorumConfig(self.node_id, self.voters, **TIMEOUTS), state.read(),
                           random.Random(self.node_id))
-        self.driver = QuorumDriver(core, log, state, self)
+        self.driver = QuorumDriver(core, log, state, self, self.fetch_max_bytes)
         self.driver.start(now_ms)
         return self
 
@@ -309,3 +310,74 @@ def _records(log: Log) -> list[object]:
     from floodmark.records import decode_records
 
     return list(decode_records(log.read_all())) if log.log_end_offset else []
+
+
+def _run(nodes: dict[int, Node], alive: set[int], now: int, done: object,
+         limit_ms: int = 5000) -> int:
+    """Tick the live nodes every 10 ms and deliver among them until ``done()``."""
+    dead = set(nodes) - alive
+    for now in range(now, now + limit_ms, 10):  # noqa: B020 - the last time is returned
+        for i in sorted(alive):
+            nodes[i].driver.tick(now)  # type: ignore[union-attr]
+        flush(nodes, now, drop=dead)
+        if done():  # type: ignore[operator]
+            return now
+    raise AssertionError("no progress")
+
+
+def _values(node: Node) -> list[bytes]:
+    return [bytes(r.value or b"") for r in _records(node.log)]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("epoch_rule", [True, False])
+def test_figure_8_an_older_epochs_record_commits_only_through_the_leaders_own(
+        epoch_rule: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Raft's Figure 8 with three voters. S1 (epoch 3) re-replicates X, a record of epoch 1, to
+    S3, so X is on a majority, and crashes before S3 has its own epoch's record; S2, whose log
+    ends in epoch 2, can then win and cut X. With the rule (commit only past the leader's epoch
+    start) X was never committed, so nothing committed is lost; without it (the mutation) S1
+    had committed X and it is lost."""
+    if not epoch_rule:
+        from floodmark.controller.quorum import core as quorum_core
+
+        def any_majority(current: int, _start: int, leader: int, others: object) -> int:
+            return max(current, majority_end_offset([leader, *others]))  # type: ignore[misc]
+
+        monkeypatch.setattr(quorum_core, "leader_high_watermark", any_majority)
+    voters = (1, 2, 3)
+    nodes = {i: Node(i, voters, fetch_max_bytes=1).start() for i in voters}
+    s1, s2, s3 = nodes[1], nodes[2], nodes[3]
+    now = elect(nodes, 1, 0)
+    now = _run(nodes, {1, 2, 3}, now, lambda: all(n.core.high_watermark == 1
+                                                    for n in nodes.values()))
+    s1.driver.append_as_leader([b"X"], now)  # type: ignore[union-attr]  # nobody fetches it
+    # S1 is cut off; S2 wins epoch 2 with S3's vote, writes its leader-change record, and dies
+    # before S3 fetches it.
+    now = _run(nodes, {2, 3}, now, lambda: s2.core.is_leader)
+    epoch_s2 = s2.core.epoch
+    assert b"X" not in _values(s3) and b"X" not in _values(s2)
+    for n in nodes.values():
+        n.outbox.clear()
+    # S1 returns (S2 stays down) and wins epoch 3 with S3.
+    now = _run(nodes, {1, 3}, now, lambda: s1.core.is_leader and s1.core.epoch > epoch_s2)
+    for n in nodes.values():
+        n.outbox.clear()
+    assert _values(s3) == [_values(s1)[0]]  # S3 holds only the first leader-change record
+    # S3 fetches one batch (X), then reports LEO 2; S1's answer (its epoch-3 record) is lost
+    # with S1, which crashes.
+    s3.driver.tick(now)  # type: ignore[union-attr]
+    flush(nodes, now, drop={2}, rounds=1)  # the fetch at offset 1 reaches S1
+    flush(nodes, now, drop={2}, rounds=1)  # the answer (one batch: X) reaches S3
+    now += 1
+    assert _values(s3)[-1] == b"X"
+    s3.driver.tick(now)  # type: ignore[union-attr]
+    flush(nodes, now, drop={2}, rounds=1)  # S3's fetch at offset 2 reaches S1; answer dropped
+    for n in nodes.values():
+        n.outbox.clear()
+    x_committed_by_s1 = s1.core.high_watermark >= 2
+    assert x_committed_by_s1 is not epoch_rule
+    # S1 is gone; S2 returns and can win epoch 4: its last epoch (2) beats S3's (1).
+    now = _run(nodes, {2, 3}, now + 1000, lambda: s2.core.is_leader and _values(s3) == _values(s2))
+    assert s2.core.epoch > s1.core.epoch and b"X" not in _values(s2) + _values(s3)
+    # Lost X was committed only without the rule.
+    assert (not epoch_rule) == x_committed_by_s1

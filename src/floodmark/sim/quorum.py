@@ -132,6 +132,18 @@ class SimVoter:
         self.world.record(f"{self.name} crash lose_unsynced={lose_unsynced}")
         self.world.forget_leader(self.node_id)
 
+    def stop_gracefully(self) -> None:
+        """SIGTERM: a leader resigns first (EndQuorumEpoch), then the process exits."""
+        if self.driver is None or not self.alive:
+            return
+        self.driver.resign(self.world.now_ms)
+        self._after()
+        self.world.world.schedule(5, self._exit, self.incarnation)
+
+    def _exit(self, incarnation: int) -> None:
+        if incarnation == self.incarnation:
+            self.crash(lose_unsynced=False)
+
     def pause(self) -> None:
         if self.alive and not self.paused:
             self.paused = True

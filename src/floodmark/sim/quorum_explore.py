@@ -15,8 +15,8 @@ from dataclasses import dataclass, field, replace
 from floodmark.sim.network import NetworkConfig, PartitionMode
 from floodmark.sim.quorum import QuorumSimConfig, QuorumWorld, Violation
 
-FAULTS = ("crash", "crash-lose-unsynced", "restart", "pause", "resume", "partition-hold",
-          "partition-reset", "heal")
+FAULTS = ("crash", "crash-lose-unsynced", "stop", "restart", "pause", "resume",
+          "partition-hold", "partition-reset", "heal")
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +65,10 @@ def _inject(qw: QuorumWorld, faults: list[str]) -> None:
     if kind.startswith("crash") and live:
         victim = rng.choice(live)
         victim.crash(lose_unsynced=kind == "crash-lose-unsynced")
+    elif kind == "stop" and live:
+        leaders = [v for v in live if v.core is not None and v.core.is_leader]
+        victim = rng.choice(leaders or live)
+        victim.stop_gracefully()
     elif kind == "restart" and dead:
         victim = rng.choice(dead)
         victim.start()

@@ -1,23 +1,24 @@
 """``df.write`` / ``df.writeStream`` into a Kafka-protocol topic, like Spark's Kafka sink.
 
 Rows need ``value`` (binary or string); ``key``, ``headers``, ``partition`` and ``topic`` are
-optional (the ``topic`` option wins over a ``topic`` column). Each task produces with librdkafka
-(confluent-kafka) using ``acks=all`` and the idempotent producer, waits until every record is
-acknowledged and fails the task otherwise.
+optional (the ``topic`` option wins over a ``topic`` column). Each task produces with floodmark's
+idempotent producer (``floodmark.client.producer``: ``acks=all``, a producer id, per-partition
+sequence numbers, a resent batch keeps its sequence), waits until every record is acknowledged
+and fails the task otherwise. Nothing beyond floodmark's ``[spark]`` extra is needed on executors.
 
 Delivery guarantee: **at-least-once** by default. Within one producer session the idempotent
 producer removes retry duplicates, but a Spark task that is retried, or a micro-batch replayed
 after a crash between the sink writing and Spark committing the batch, writes its rows again.
-Streaming writes with ``floodmark.exactlyOnce=true`` are exactly-once (floodmark.spark.exactly_once). Key-to-partition
-uses Kafka's murmur2 partitioner (as Java producers and Spark's Kafka sink do), never Python's
-salted ``hash()``.
+Streaming writes with ``floodmark.exactlyOnce=true`` are exactly-once
+(floodmark.spark.exactly_once). Key-to-partition uses Kafka's murmur2 partitioner (as Java
+producers and Spark's Kafka sink do), never Python's salted ``hash()``.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,12 +30,17 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 
+from floodmark.client.cluster import ClusterClient
+from floodmark.client.producer import IdempotentProducer
 from floodmark.spark.options import OptionError, SinkOptions, parse_sink_options
 
 log = logging.getLogger(__name__)
 
-_PRODUCERS: dict[tuple[tuple[str, str], ...], Any] = {}
+_CLUSTERS: dict[tuple[str, str, int], ClusterClient] = {}
 _LOCK = threading.Lock()
+
+Row = tuple[str, int | None, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]
+"""(topic, partition or None, key, value, headers): one record to produce."""
 
 
 class SinkWriteError(Exception):
@@ -52,15 +58,23 @@ class ProducedCounts(WriterCommitMessage):
         return sum(self.counts.values())
 
 
-def _producer(conf: tuple[tuple[str, str], ...]) -> Any:
-    from confluent_kafka import Producer
-
+def cluster_for(opts: SinkOptions) -> ClusterClient:
+    """One client (connections, metadata) per worker process and bootstrap, like the reader's."""
+    key = (opts.bootstrap_servers, opts.client_id, opts.request_timeout_ms)
     with _LOCK:
-        p = _PRODUCERS.get(conf)
-        if p is None:
-            p = Producer(dict(conf))
-            _PRODUCERS[conf] = p
-        return p
+        c = _CLUSTERS.get(key)
+        if c is None:
+            c = ClusterClient(opts.bootstrap_servers, timeout_s=opts.request_timeout_ms / 1000,
+                              client_id=opts.client_id)
+            _CLUSTERS[key] = c
+        return c
+
+
+def new_producer(opts: SinkOptions) -> IdempotentProducer:
+    """A producer per task: a failed task's unsent batches never leak into the next one."""
+    return IdempotentProducer(cluster_for(opts), compression=opts.compression,
+                              timeout_ms=opts.flush_timeout_ms,
+                              request_timeout_ms=opts.request_timeout_ms)
 
 
 def validate_schema(schema: StructType, topic_option: str | None) -> None:
@@ -79,7 +93,7 @@ def validate_schema(schema: StructType, topic_option: str | None) -> None:
         raise OptionError("column 'partition' must be an int")
 
 
-def _as_bytes(v: Any) -> bytes | None:
+def as_bytes(v: Any) -> bytes | None:
     if v is None or isinstance(v, bytes):
         return v
     if isinstance(v, str):
@@ -87,57 +101,44 @@ def _as_bytes(v: Any) -> bytes | None:
     return bytes(v)
 
 
-def produce_batches(opts: SinkOptions, batches: Iterator[pa.RecordBatch]) -> ProducedCounts:
-    """Produce every row and wait until all are acknowledged (acks=all); raise on any failure."""
-    producer = _producer(opts.producer_config)
-    counts: dict[tuple[str, int], int] = {}
-    errors: list[str] = []
-    sent = 0
-
-    def on_delivery(err: Any, msg: Any) -> None:
-        if err is not None:
-            errors.append(str(err))
-        else:
-            tp = (msg.topic(), msg.partition())
-            counts[tp] = counts.get(tp, 0) + 1
-
+def rows_of(batches: Iterable[pa.RecordBatch], topic_option: str | None) -> Iterator[Row]:
+    """The records Arrow batches describe (Spark's Kafka sink columns)."""
     for rb in batches:
-        names = rb.schema.names
-        cols = {n: rb.column(n).to_pylist() for n in names}
+        cols = {n: rb.column(n).to_pylist() for n in rb.schema.names}
         n = rb.num_rows
         values = cols["value"]
         keys = cols.get("key") or [None] * n
-        topics = [opts.topic] * n if opts.topic is not None else cols["topic"]
+        topics = [topic_option] * n if topic_option is not None else cols["topic"]
         parts = cols.get("partition") or [None] * n
         headers = cols.get("headers") or [None] * n
         for i in range(n):
             topic = topics[i]
             if topic is None:
                 raise OptionError("null topic: set the 'topic' option or fill the 'topic' column")
-            kwargs: dict[str, Any] = {"on_delivery": on_delivery}
-            if parts[i] is not None:
-                kwargs["partition"] = parts[i]
-            if headers[i]:
-                kwargs["headers"] = [(h["key"], _as_bytes(h["value"])) for h in headers[i]]
-            while True:
-                try:
-                    producer.produce(topic, value=_as_bytes(values[i]), key=_as_bytes(keys[i]),
-                                     **kwargs)
-                    break
-                except BufferError:
-                    producer.poll(0.1)  # local queue full: let deliveries drain
-            sent += 1
-            if sent % 10_000 == 0:
-                producer.poll(0)
-    remaining = producer.flush(opts.flush_timeout_ms / 1000)
-    if errors or remaining:
-        raise SinkWriteError(f"{len(errors)} of {sent} records failed and {remaining} were not "
-                             f"acknowledged within {opts.flush_timeout_ms} ms; first error: "
-                             f"{errors[0] if errors else 'timeout'}")
+            hdrs = tuple((h["key"], as_bytes(h["value"])) for h in (headers[i] or ()))
+            yield topic, parts[i], as_bytes(keys[i]), as_bytes(values[i]), hdrs
+
+
+def produce_rows(producer: IdempotentProducer, rows: Iterable[Row],
+                 extra_headers: tuple[tuple[str, bytes | None], ...] = ()) -> dict[tuple[str, int], int]:
+    """Send every row and wait until all are acknowledged (acks=all); raise on any failure."""
+    sent = 0
+    for topic, partition, key, value, hdrs in rows:
+        producer.send(topic, value, key=key, headers=(*hdrs, *extra_headers),
+                      partition=partition)
+        sent += 1
+    try:
+        counts = producer.flush()
+    except Exception as exc:
+        raise SinkWriteError(f"{sent} records written, not all acknowledged: {exc}") from exc
     acked = sum(counts.values())
     if acked != sent:
         raise SinkWriteError(f"sent {sent} records but {acked} were acknowledged")
-    return ProducedCounts(counts)
+    return counts
+
+
+def produce_batches(opts: SinkOptions, batches: Iterator[pa.RecordBatch]) -> ProducedCounts:
+    return ProducedCounts(produce_rows(new_producer(opts), rows_of(batches, opts.topic)))
 
 
 class FloodmarkBatchWriter(DataSourceArrowWriter):
