@@ -60,7 +60,7 @@ def register(subparsers: Any) -> None:
                    help="address every node binds (default 127.0.0.1; 0.0.0.0: every interface)")
     p.add_argument("--advertised-host", default=None, metavar="HOST",
                    help="address clients and other brokers are told (default: --listen-host, "
-                        "or this machine's name for 0.0.0.0)")
+                        "or this machine's host name for 0.0.0.0)")
     p.add_argument("--controller", default=None, metavar="HOST:PORT",
                    help="join the controller of a cluster on another machine: run brokers only")
     p.add_argument("--first-broker-id", type=int, default=None,
