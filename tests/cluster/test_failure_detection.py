@@ -66,3 +66,29 @@ def test_dead_broker_fenced_at_once_stopped_broker_after_the_session(tmp_path: P
             cluster.kill(stopped, signal.SIGCONT)
     finally:
         cluster.stop()
+
+
+def test_a_stalled_controller_does_not_fence_brokers_that_gave_up_on_it(tmp_path: Path) -> None:
+    """SIGSTOP the controller long enough for every broker's calls to time out and close their
+    connections; after SIGCONT those closed connections say nothing about the brokers (the
+    brokers reconnect), so nobody is fenced (the controller restarts every session)."""
+    from floodmark.cluster.local import CONTROLLER_ID
+
+    cluster = start_cluster(tmp_path / "stall-quorum11",
+                            **{"broker.session.timeout.ms": str(SESSION_TIMEOUT_MS)})
+    try:
+        wait_until(lambda: all(_broker(cluster, b) and not _broker(cluster, b)["fenced"]
+                               for b in cluster.broker_ids), 60, "every broker unfenced")
+        before = {b: _broker(cluster, b)["broker_epoch"] for b in cluster.broker_ids}
+        cluster.kill(CONTROLLER_ID, signal.SIGSTOP)
+        time.sleep(13)  # past the brokers' heartbeat (5 s) and metadata poll (12 s) timeouts
+        cluster.kill(CONTROLLER_ID, signal.SIGCONT)
+        deadline = time.monotonic() + 4
+        while time.monotonic() < deadline:
+            for b in cluster.broker_ids:
+                info = _broker(cluster, b)
+                assert info.get("fenced") is False, (b, info)
+                assert info.get("broker_epoch") == before[b]
+            time.sleep(0.1)
+    finally:
+        cluster.stop()

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import functools
 import logging
 import os
@@ -115,7 +116,12 @@ class ClusterMembership(MembershipBase):
         await self.controller_client.catch_up()
         self._started = True
         self._on_metadata([])
-        host.storage.remove_orphans(self.controller_client.topics())
+        # Directories of partitions this broker no longer holds (deleted topics, replicas moved
+        # away while it was down) go.
+        host.storage.remove_orphans({
+            name: dataclasses.replace(meta, partitions=tuple(
+                p for p in meta.partitions if host.node_id in p.replicas))
+            for name, meta in self.controller_client.topics().items()})
         self._tasks.append(asyncio.create_task(self._heartbeats()))
         self._tasks.append(asyncio.create_task(self._metadata_poll()))
         self._tasks.append(asyncio.create_task(self._isr_checks()))
@@ -250,10 +256,11 @@ class ClusterMembership(MembershipBase):
                     # into the metadata, a disk error) must not stop every later change.
                     self._bad_partition(key, exc)
         for key in [k for k in host.partitions if k not in wanted]:
-            delete = key[0] not in image.topics
-            if host.remove_partition(key, delete=delete) is not None:
-                log.info("partition %s-%d removed from broker %d (deleted=%s)", key[0], key[1],
-                         host.node_id, delete)
+            # The topic was deleted, or this broker left the partition's replicas (a finished
+            # or cancelled reassignment): Kafka's StopReplica with delete, through metadata.
+            if host.remove_partition(key, delete=True) is not None:
+                log.info("partition %s-%d removed from broker %d (deleted=True)", key[0], key[1],
+                         host.node_id)
 
     def _bad_partition(self, key: PartitionKey, exc: Exception) -> None:
         last = self._bad_partitions.get(key)

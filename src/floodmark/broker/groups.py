@@ -4,8 +4,15 @@ One state machine per group, Kafka's states: EMPTY -> PREPARING_REBALANCE -> COM
 -> STABLE, back to PREPARING_REBALANCE when a member joins, leaves or times out. Generations start
 at 1 (aiokafka skips LeaveGroup at generation 0, wire-compat.md P11). A rebalance completes when
 every known member has rejoined, after ``group.initial.rebalance.delay.ms`` for an empty group, or
-at the rebalance timeout (members that did not rejoin are removed). Only the leader gets the member
+at the rebalance timeout (members that did not rejoin are removed; a late rejoin with the old
+member id is UNKNOWN_MEMBER_ID, and the client joins afresh). Only the leader gets the member
 list; followers' SyncGroup waits for the leader's assignment.
+
+Kafka's checks, in Kafka's order: a stale generation is ILLEGAL_GENERATION (Heartbeat, SyncGroup,
+OffsetCommit) before any REBALANCE_IN_PROGRESS; OffsetCommit from a member of the current
+generation is accepted while the group is stable or preparing a rebalance (clients commit in
+their revoke callback then) and refused between JoinGroup and SyncGroup; a member parked in
+JoinGroup or SyncGroup is not expired; a silent member is removed after its session timeout.
 """
 
 from __future__ import annotations

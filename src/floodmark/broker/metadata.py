@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from floodmark.controller.image import (
     MetadataImage,
+    Reassignment,
     registration_to_record,
     topic_metas,
 )
@@ -52,6 +53,10 @@ class Controller(Protocol):
     def alter_topic_configs(self, name: str, configs: dict[str, Any]) -> None: ...
     def alter_broker_configs(self, resource: str, configs: dict[str, Any]) -> None: ...
     def broker_configs(self) -> dict[str, dict[str, Any]]: ...
+    def alter_partition_reassignments(
+        self, changes: list[tuple[str, int, tuple[int, ...] | None]]
+    ) -> list[tuple[str, int, ErrorCode, str]]: ...
+    def reassignments(self) -> dict[tuple[str, int], Reassignment]: ...
     @property
     def cluster_id(self) -> str: ...
 
@@ -177,6 +182,19 @@ class LocalController:
 
     def broker_configs(self) -> dict[str, dict[str, Any]]:
         return self.logic.image.broker_configs
+
+    def alter_partition_reassignments(
+        self, changes: list[tuple[str, int, tuple[int, ...] | None]]
+    ) -> list[tuple[str, int, ErrorCode, str]]:
+        out = []
+        for topic, partition, target in changes:
+            err, message = self.logic.alter_partition_reassignment(topic, partition, target)
+            out.append((topic, partition, err, message))
+        self._persist()
+        return out
+
+    def reassignments(self) -> dict[tuple[str, int], Reassignment]:
+        return self.logic.image.reassignments
 
     def elect_leaders(self, partitions: list[tuple[str, int]], *, unclean: bool
                       ) -> list[tuple[str, int, ErrorCode, str]]:

@@ -35,6 +35,7 @@ from floodmark.storage.cleaner import LogCleaner
 from floodmark.storage.config import LogConfig
 from floodmark.storage.fs import RealFileSystem
 from floodmark.storage.log import Log
+from floodmark.storage.page_cache import PageCacheFileSystem
 from floodmark.storage.partition_metadata import check_or_set_topic_id
 
 log = logging.getLogger(__name__)
@@ -55,7 +56,12 @@ EXTRA_TOPIC_CONFIGS = frozenset({
 class Storage:
     def __init__(self, data_dir: Path, config: BrokerConfig) -> None:
         self.data_dir = data_dir
-        self.fs = RealFileSystem()
+        # UNSAFE test mode: unsynced writes live in this process, so a SIGKILL is a power cut
+        # (floodmark chaos run --faults power-loss).
+        page_cache = bool(config.get("floodmark.unsafe.power.loss.page.cache"))
+        self.fs = PageCacheFileSystem() if page_cache else RealFileSystem()
+        # Fetch may sendfile from segment files only when they hold every byte.
+        self.sendfile_capable = not page_cache
         self._checkpoint_lock = threading.Lock()
         self._snapshot_seq = 0
         self._written_seq = 0

@@ -167,6 +167,7 @@ def _cluster_for_up(args: argparse.Namespace) -> LocalCluster:
 
 def _check_ports(cluster: LocalCluster) -> None:
     if not cluster.fixed_ports:
+        check_bindable(cluster.listen_host, 0, "--listen-host")
         return
     for node_id in cluster.node_ids:
         node = cluster.node(node_id)

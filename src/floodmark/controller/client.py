@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from floodmark.controller import rpc
-from floodmark.controller.image import MetadataImage, MetadataRecord, topic_metas
+from floodmark.controller.image import MetadataImage, MetadataRecord, Reassignment, topic_metas
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import PartitionMeta, TopicMeta, deletable_topic
 
@@ -182,7 +182,8 @@ class ControllerClient:
         last: Exception | None = None
         answer: dict[str, Any] = {}
         address = self.address
-        for _ in range(2 * len(self.addresses)):
+        attempts = 1 if len(self.addresses) == 1 else 2 * len(self.addresses)
+        for _ in range(attempts):
             try:
                 answer = rpc.blocking_call(address, method, args)
             except rpc.RpcError as exc:
@@ -252,6 +253,16 @@ class ControllerClient:
 
     def broker_configs(self) -> dict[str, dict[str, Any]]:
         return self.image.broker_configs
+
+    def alter_partition_reassignments(
+        self, changes: list[tuple[str, int, tuple[int, ...] | None]]
+    ) -> list[tuple[str, int, ErrorCode, str]]:
+        answer = self._admin("alter_partition_reassignments", {"changes": [
+            [t, p, None if r is None else list(r)] for t, p, r in changes]})
+        return [(str(t), int(p), ErrorCode(int(e)), str(m)) for t, p, e, m in answer["results"]]
+
+    def reassignments(self) -> dict[tuple[str, int], Reassignment]:
+        return self.image.reassignments
 
     def elect_leaders(self, partitions: list[tuple[str, int]], *, unclean: bool
                       ) -> list[tuple[str, int, ErrorCode, str]]:

@@ -41,6 +41,7 @@ def now_ms() -> int:
 
 QUORUM_COMMIT_TIMEOUT_S = 10.0
 CONNECTION_GRACE_S = 0.1  # a broker's connections all closed: wait this long for one to return
+STALL_MS = 1000  # the ticker ran this late: the controller itself was not running
 # Answered by every controller of a quorum; the rest only by the active one.
 ANY_CONTROLLER = frozenset({"status", "describe_quorum", "quorum"})
 
@@ -61,6 +62,7 @@ class ControllerServer:
         self.logic: ControllerLogic | None = None
         self._commit_waiters: list[tuple[int, asyncio.Future[bool]]] = []
         self.broker_connections = BrokerConnections()
+        self._resumed_at_ms = 0
         if quorum is not None:
             # Records become visible (image, brokers) only once committed by the quorum; this
             # voter writes only while it is the active controller (the quorum leader).
@@ -227,8 +229,15 @@ class ControllerServer:
             self._stopping.set()
 
     async def _ticker(self) -> None:
+        last = now_ms()
         while True:
             await asyncio.sleep(TICK_S)
+            now = now_ms()
+            if now - last > STALL_MS:
+                # This process did not run (SIGSTOP, a starved machine): connections brokers
+                # closed meanwhile say nothing about them (see _fence_if_gone).
+                self._resumed_at_ms = now
+            last = now
             if self.logic is None:
                 continue
             try:
@@ -272,6 +281,8 @@ class ControllerServer:
         one in controlled shutdown has already handed over)."""
         broker_id, broker_epoch = who
         reg = self.image.brokers.get(broker_id)
+        if now_ms() - self._resumed_at_ms < STALL_MS * 2:
+            return  # the controller itself was stalled: its brokers may have given up on it
         if (self.logic is None or self.broker_connections.has_connection(who) or reg is None
                 or reg.broker_epoch != broker_epoch or reg.fenced or reg.in_controlled_shutdown):
             return
@@ -382,6 +393,15 @@ class ControllerServer:
     def _rpc_alter_broker_configs(self, a: dict[str, Any]) -> dict[str, Any]:
         self._active().alter_broker_configs(str(a["resource"]), dict(a["configs"]))
         return {}
+
+    def _rpc_alter_partition_reassignments(self, a: dict[str, Any]) -> dict[str, Any]:
+        results = []
+        for topic, partition, target in a["changes"]:
+            err, message = self._active().alter_partition_reassignment(
+                str(topic), int(partition),
+                None if target is None else tuple(int(b) for b in target))
+            results.append([str(topic), int(partition), int(err), message])
+        return {"results": results}
 
     def _rpc_elect_leaders(self, a: dict[str, Any]) -> dict[str, Any]:
         results = []

@@ -45,6 +45,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.ELECT_LEADERS: admin.elect_leaders,
     ApiKey.ALTER_CONFIGS: admin.alter_configs,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: admin.incremental_alter_configs,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: admin.alter_partition_reassignments,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: admin.list_partition_reassignments,
     ApiKey.DESCRIBE_QUORUM: debug.describe_quorum,
 }

@@ -84,8 +84,10 @@ def metadata(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any 
         names = list(topics_meta)
     else:
         names = [t.name for t in requested if t.name is not None]
+        # By id from v12 (the response's name is nullable from there, as in Kafka).
         by_id = [t.topic_id for t in requested
-                 if t.name is None and getattr(t, "topic_id", None) not in (None, _ZERO_UUID)]
+                 if version >= 12 and t.name is None
+                 and getattr(t, "topic_id", None) not in (None, _ZERO_UUID)]
     if by_id:
         known = {m.topic_id: m.name for m in topics_meta.values()}
         names += [known[i] for i in by_id if i in known]
@@ -460,7 +462,64 @@ def alter_configs(broker: HandlerContext, header: RequestHeader, req: Any, conn:
     return {"throttle_time": 0, "responses": responses}
 
 
+def alter_partition_reassignments(broker: HandlerContext, header: RequestHeader, req: Any,
+                                  conn: Any = None) -> dict[str, Any]:
+    """AlterPartitionReassignments (KIP-455): per partition a target replica list (start, or
+    replace the one in progress) or null (cancel); decided by the controller, carried out by
+    ordinary replication (docs/cluster.md, "Moving replicas"). v1 (KIP-860): a change of the
+    replication factor is refused unless ``allow_replication_factor_change``."""
+    allow_rf_change = bool(getattr(req, "allow_replication_factor_change", True))
+    topics = broker.controller.topics()
+    changes: list[tuple[str, int, tuple[int, ...] | None]] = []
+    refused: dict[tuple[str, int], tuple[ErrorCode, str]] = {}
+    for t in req.topics:
+        for p in t.partitions:
+            key = (t.name, int(p.partition_index))
+            target = None if p.replicas is None else tuple(int(b) for b in p.replicas)
+            meta = topics.get(t.name)
+            if meta is None or not 0 <= key[1] < len(meta.partitions):
+                refused[key] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                f"unknown partition {t.name}-{key[1]}")
+                continue
+            ongoing = broker.controller.reassignments().get(key)
+            current_rf = (len(ongoing.target) if ongoing is not None
+                          else len(meta.partitions[key[1]].replicas))
+            if target is not None and not allow_rf_change and len(target) != current_rf:
+                refused[key] = (ErrorCode.INVALID_REPLICATION_FACTOR,
+                                f"The replication factor is changed from {current_rf} to "
+                                f"{len(target)}")
+                continue
+            changes.append((key[0], key[1], target))
+    decided = {(topic, partition): (err, message) for topic, partition, err, message
+               in (broker.controller.alter_partition_reassignments(changes) if changes else [])}
+    responses = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            key = (t.name, int(p.partition_index))
+            err, message = refused.get(key) or decided.get(key, (ErrorCode.NONE, ""))
+            parts.append({"partition_index": key[1], "error_code": int(err),
+                          "error_message": message or None})
+        responses.append({"name": t.name, "partitions": parts})
+    return {"throttle_time": 0, "allow_replication_factor_change": allow_rf_change,
+            "error_code": 0, "error_message": None, "responses": responses}
+
+
 def list_partition_reassignments(broker: HandlerContext, header: RequestHeader, req: Any,
                                  conn: Any = None) -> dict[str, Any]:
-    """ListPartitionReassignments: floodmark moves no replicas, so none is ever in progress."""
-    return {"throttle_time": 0, "error_code": 0, "error_message": None, "topics": []}
+    """ListPartitionReassignments: the moves in progress (all, or the partitions asked for),
+    each with the partition's current replicas and the ones being added and removed."""
+    ongoing = broker.controller.reassignments()
+    wanted = (None if req.topics is None
+              else {(t.name, int(p)) for t in req.topics for p in t.partition_indexes})
+    topics = broker.controller.topics()
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for (topic, index), move in sorted(ongoing.items()):
+        meta = topics.get(topic)
+        if meta is None or (wanted is not None and (topic, index) not in wanted):
+            continue
+        by_topic.setdefault(topic, []).append({
+            "partition_index": index, "replicas": list(meta.partitions[index].replicas),
+            "adding_replicas": list(move.adding), "removing_replicas": list(move.removing)})
+    return {"throttle_time": 0, "error_code": 0, "error_message": None,
+            "topics": [{"name": n, "partitions": ps} for n, ps in by_topic.items()]}

@@ -241,11 +241,13 @@ def _leader_hints(broker: HandlerContext, plan: FetchPlan, topics: FetchTopics) 
 
 def _encode_fetch(broker: HandlerContext, header: RequestHeader, plan: FetchPlan, topics: FetchTopics,
                   errors: bool, ctx: FetchContext | None) -> list[Any]:
+    # Hints first: they walk the plan beside the unfiltered answer (errored partitions are in
+    # every answer, incremental ones included).
+    endpoints = (_leader_hints(broker, plan, topics)
+                 if errors and header.api_version >= 16 else None)
     session_id = 0
     if ctx is not None:
         session_id, topics = ctx.finish(topics, broker.now_ms())
-    endpoints = (_leader_hints(broker, plan, topics)
-                 if errors and header.api_version >= 16 else None)
     parts = encode_fetch_response(header.api_version, header.correlation_id, topics,
                                   session_id=session_id, node_endpoints=endpoints)
     if any(isinstance(p.records, FileSlice) for _, plist in topics for p in plist):
@@ -279,6 +281,17 @@ async def _fetch_delayed(broker: HandlerContext, header: RequestHeader, plan: Fe
     return _encode_fetch(broker, header, plan, topics, errors, ctx)
 
 
+_ZERO_UUID = uuid.UUID(int=0)
+
+
+def _topic_key(t: Any, by_id: bool) -> FetchTopicKey:
+    """A request topic's key: its name before v13, its id from v13 (kio reads the all-zero id,
+    which names no topic, as None)."""
+    if by_id:
+        return t.topic_id if t.topic_id is not None else _ZERO_UUID
+    return str(t.topic)
+
+
 def _session_context(broker: HandlerContext, req: Any, by_id: bool, replica_id: int
                      ) -> FetchContext | None:
     """KIP-227 (Fetch v7+): None for the plain "no session" fetch (session id 0, epoch -1: what
@@ -286,8 +299,8 @@ def _session_context(broker: HandlerContext, req: Any, by_id: bool, replica_id: 
     session_id, epoch = int(req.session_id), int(req.session_epoch)
     if session_id == INVALID_SESSION_ID and epoch == FINAL_EPOCH:
         return None
-    topics = [(t.topic_id if by_id else t.topic, t.partitions) for t in req.topics]
-    forgotten = [(f.topic_id if by_id else f.topic, f.partitions)
+    topics = [(_topic_key(t, by_id), t.partitions) for t in req.topics]
+    forgotten = [(_topic_key(f, by_id), f.partitions)
                  for f in req.forgotten_topics_data]
     return broker.fetch_sessions.new_context(
         session_id, epoch, topics, forgotten, uses_topic_ids=by_id,
@@ -297,11 +310,13 @@ def _session_context(broker: HandlerContext, req: Any, by_id: bool, replica_id: 
 def fetch(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
     version = header.api_version
     replica_id = int(getattr(req, "replica_id", -1))  # v15+: only replicas set replica_state
-    lazy = conn.sendfile_fd is not None
+    # Records go out by sendfile only when the segment files hold them (not in the unsafe
+    # page-cache mode, whose unsynced tail lives in memory).
+    lazy = conn.sendfile_fd is not None and broker.storage.sendfile_capable
     by_id = version >= 13
     ctx = _session_context(broker, req, by_id, replica_id) if version >= 7 else None
     if ctx is None:
-        read: ReadPlan = [(t.topic_id if by_id else t.topic, t.partitions) for t in req.topics]
+        read: ReadPlan = [(_topic_key(t, by_id), t.partitions) for t in req.topics]
     elif ctx.kind is ContextKind.ERROR:
         return encode_fetch_response(version, header.correlation_id, [],
                                      error_code=int(ctx.error))
