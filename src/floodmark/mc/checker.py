@@ -54,21 +54,28 @@ class CheckResult:
         return self.states / self.seconds if self.seconds > 0 else float("inf")
 
 
+StateKey = tuple[int, ...]
+
+
 def _trace(
-    model: Model, parents: dict[ModelState, tuple[ModelState, Action] | None], last: ModelState
+    model: Model, parents: dict[StateKey, StateKey | None], last: StateKey
 ) -> list[TraceStep]:
-    steps: list[TraceStep] = []
-    current: ModelState | None = last
+    """The path to ``last``: parent keys back to the initial state, then forward again, finding
+    each step's action among the parent's successors (actions are not stored: a parent pointer
+    per state is all the search keeps)."""
+    keys: list[StateKey] = []
+    current: StateKey | None = last
     while current is not None:
-        link = parents[current]
-        if link is None:
-            steps.append(TraceStep(None, model.full_view(current)))
-            current = None
-        else:
-            parent, action = link
-            steps.append(TraceStep(action, model.full_view(current)))
-            current = parent
-    steps.reverse()
+        keys.append(current)
+        current = parents[current]
+    keys.reverse()
+    state = model.from_key(keys[0])
+    steps = [TraceStep(None, model.full_view(state))]
+    for key in keys[1:]:
+        action, state = next(
+            (a, succ) for a, succ in model.successors(state) if model.key(succ) == key
+        )
+        steps.append(TraceStep(action, model.full_view(state)))
     return steps
 
 
@@ -98,7 +105,10 @@ def check(
     started = time.perf_counter()
     deadline = started + time_limit_s
     init = model.initial_state()
-    parents: dict[ModelState, tuple[ModelState, Action] | None] = {init: None}
+    # Seen states as flat tuples of small ints, each with its parent's (the BFS tree): about a
+    # third of the memory of the states themselves.
+    init_key = model.key(init)
+    parents: dict[StateKey, StateKey | None] = {init_key: None}
     transitions = 0
     depth = 0
 
@@ -127,28 +137,31 @@ def check(
 
     violation = check_state(model, init)
     if violation is not None:
-        return result(False, violation, _trace(model, parents, init))
+        return result(False, violation, _trace(model, parents, init_key))
     frontier = [init]
+    key_of = model.key
     while frontier:
         next_frontier: list[ModelState] = []
         for index, state in enumerate(frontier):
             if index % 1024 == 0 and time.perf_counter() > deadline:
                 return result(False, None, [])
+            state_key = key_of(state)
             for action, succ in model.successors(state):
                 transitions += 1
                 violation = check_transition(model, state, action, succ)
                 if violation is not None:
                     depth += 1
-                    trace = _trace(model, parents, state)
+                    trace = _trace(model, parents, state_key)
                     trace.append(TraceStep(action, model.full_view(succ)))
                     return result(False, violation, trace)
-                if succ in parents:
+                succ_key = key_of(succ)
+                if succ_key in parents:
                     continue
-                parents[succ] = (state, action)
+                parents[succ_key] = state_key
                 violation = check_state(model, succ)
                 if violation is not None:
                     depth += 1
-                    return result(False, violation, _trace(model, parents, succ))
+                    return result(False, violation, _trace(model, parents, succ_key))
                 if len(parents) >= max_states:
                     return result(False, None, [])
                 next_frontier.append(succ)
