@@ -56,15 +56,17 @@ def error_text(code: int) -> str:
 
 
 def parse_bootstrap(text: str) -> list[Address]:
-    """``host:port[,host:port...]``; a missing host is 127.0.0.1. One-line errors."""
+    """``host:port[,host:port...]``; a missing host is 127.0.0.1. A listener scheme
+    (``PLAINTEXT://``) and IPv6 brackets are accepted, as Kafka's clients accept them. One-line
+    errors."""
     out: list[Address] = []
     for item in (x.strip() for x in text.split(",")):
         if not item:
             continue
-        host, sep, port = item.rpartition(":")
+        host, sep, port = item.rpartition("://")[2].rpartition(":")
         if not sep or not port.isdigit() or not 0 < int(port) < 65536:
             raise BadAddress(f"bootstrap address {item!r} is not host:port")
-        out.append((host or "127.0.0.1", int(port)))
+        out.append((host.strip("[]") or "127.0.0.1", int(port)))
     if not out:
         raise BadAddress("no bootstrap address given")
     return out
@@ -78,6 +80,7 @@ class ClusterClient:
         self.client_id = client_id
         self.brokers: dict[int, Address] = {}
         self.leaders: dict[tuple[str, int], int] = {}
+        self.leader_epochs: dict[tuple[str, int], int] = {}
         self.partition_counts: dict[str, int] = {}
         self._conns: dict[Address, KafkaConnection] = {}
 
@@ -143,7 +146,9 @@ class ClusterClient:
             if int(t.error_code) == 0:
                 self.partition_counts[str(t.name)] = len(t.partitions)
                 for p in t.partitions:
-                    self.leaders[(str(t.name), int(p.partition_index))] = int(p.leader_id)
+                    key = (str(t.name), int(p.partition_index))
+                    self.leaders[key] = int(p.leader_id)
+                    self.leader_epochs[key] = int(p.leader_epoch)
         return meta
 
     def partitions(self, topic: str, *, create: bool = False) -> int:

@@ -586,8 +586,9 @@ class Partition:
         self, log: LogView, query: EpochQuery
     ) -> tuple[ErrorCode, EpochEndOffset]:
         """OffsetsForLeaderEpoch on the leader: fenced, leader-only, answer per protocol mode."""
-        error = fencing.check_leader_request(
-            self.leader_epoch, query.current_leader_epoch, is_leader=self.is_leader
+        error = fencing.check_epoch_query(
+            self.leader_epoch, query.current_leader_epoch, query.leader_epoch,
+            is_leader=self.is_leader
         )
         if error is not ErrorCode.NONE:
             return error, EpochEndOffset(UNDEFINED_EPOCH, -1)

@@ -1,12 +1,12 @@
 """PySpark data source ``floodmark``: Spark's Kafka source and sink, over the Kafka protocol.
 
-    import floodmark.spark
-    floodmark.spark.register(spark)
     df = (spark.readStream.format("floodmark")
           .option("kafka.bootstrap.servers", "127.0.0.1:9092")
           .option("subscribe", "events").load())
 
-Same schema and option names as Spark's Kafka connector; see docs/spark.md. Nothing here imports
+PySpark finds the format by itself (the ``pyspark_floodmark`` module); ``register(spark)`` is for
+sessions where that lookup does not run. Same schema and option names as Spark's Kafka connector;
+see docs/spark.md. Nothing here imports
 pyspark at module import time, so ``import floodmark.spark`` is cheap and side-effect free.
 """
 
@@ -23,7 +23,9 @@ FORMAT = "floodmark"
 
 
 def register(spark: Any) -> None:
-    """Register the ``floodmark`` format on a SparkSession (once per session)."""
+    """Register the ``floodmark`` format on a SparkSession explicitly: only needed where PySpark's
+    own lookup of ``pyspark_*`` modules does not see floodmark (Spark Connect, workers running an
+    interpreter without it)."""
     from floodmark.spark.source import FloodmarkDataSource
 
     spark.dataSource.register(FloodmarkDataSource)

@@ -6,14 +6,19 @@ All Spark option keys arrive lower-cased; lookups here are case-insensitive.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import ParamSpec, TypeVar
 
+from floodmark.client.cluster import BadAddress, parse_bootstrap
+from floodmark.client.fetch import READ_COMMITTED, READ_UNCOMMITTED
+from floodmark.compression import Compression
 from floodmark.spark.fetcher import ClientConfig
-from floodmark.spark.protocol import isolation_from_config
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +30,31 @@ Offsets = dict[str, dict[str, int]]  # topic -> partition (as a string) -> offse
 
 class OptionError(ValueError):
     """A source or sink option is missing or malformed."""
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def one_line_errors(fn: Callable[P, R]) -> Callable[P, R]:
+    """Show an OptionError raised by ``fn`` as one line, without a traceback.
+
+    ``fn`` runs in a PySpark planner process (``DataSource.schema()`` at ``load()``, ``reader()``,
+    ``writer()``...), which sends the error to the JVM formatted by pyspark's
+    ``handle_worker_exception``; with ``SPARK_HIDE_TRACEBACK`` set (what Spark's
+    ``spark.sql.execution.pyspark.udf.hideTraceback.enabled`` sets) it sends only
+    ``OptionError: <message>``. A user's mistake is not a program error: no stack of frames.
+    """
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(*args, **kwargs)
+        except OptionError as exc:
+            os.environ["SPARK_HIDE_TRACEBACK"] = "1"
+            raise OptionError(str(exc)) from None
+
+    return wrapper
 
 
 def _get(options: Mapping[str, str], name: str) -> str | None:
@@ -44,14 +74,17 @@ def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
     raise OptionError(f"option {name} must be true or false, not {v!r}")
 
 
-def _int(options: Mapping[str, str], name: str) -> int | None:
+def _int(options: Mapping[str, str], name: str, *, minimum: int | None = None) -> int | None:
     v = _get(options, name)
     if v is None:
         return None
     try:
-        return int(v)
+        n = int(v.strip())
     except ValueError:
         raise OptionError(f"option {name} must be an integer, not {v!r}") from None
+    if minimum is not None and n < minimum:
+        raise OptionError(f"option {name} must be at least {minimum}, not {n}")
+    return n
 
 
 def kafka_params(options: Mapping[str, str]) -> dict[str, str]:
@@ -108,10 +141,23 @@ def parse_subscription(options: Mapping[str, str]) -> Subscription:
 def parse_offsets_json(value: str, what: str) -> Offsets:
     try:
         spec = json.loads(value)
-        return {str(t): {str(int(p)): int(o) for p, o in ps.items()} for t, ps in spec.items()}
-    except (ValueError, AttributeError, TypeError) as exc:
+        out = {str(t): {str(int(p)): int(o) for p, o in ps.items()} for t, ps in spec.items()}
+    except (ValueError, AttributeError, TypeError):
         raise OptionError(f'{what} must be "earliest", "latest" or JSON like '
-                          f'{{"topic":{{"0":42}}}}, not {value!r}') from exc
+                          f'{{"topic":{{"0":42}}}}, not {value!r}') from None
+    if not out or not all(out.values()):
+        raise OptionError(f"{what} names no partition: {value!r}")
+    for t, ps in out.items():
+        for p, o in ps.items():
+            if int(p) < 0:
+                raise OptionError(f"{what}: partition {p} of {t} is negative")
+            if "Timestamp" not in what and o < EARLIEST:
+                raise OptionError(f"{what}: offset {o} of {t}-{p} must be >= 0, or -1 (latest) "
+                                  "or -2 (earliest)")
+            if what == "endingOffsets" and o == EARLIEST:
+                raise OptionError(f"{what}: -2 (earliest) is not allowed as an ending offset "
+                                  f"({t}-{p})")
+    return out
 
 
 @dataclass(frozen=True)
@@ -169,7 +215,7 @@ class SourceOptions:
 
 _READER_PARAMS = {
     "bootstrap.servers", "client.id", "request.timeout.ms", "isolation.level", "fetch.max.bytes",
-    "fetch.max.wait.ms", "fetch.wait.max.ms", "security.protocol",
+    "fetch.max.wait.ms", "fetch.wait.max.ms", "security.protocol", "group.id",
 }
 
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|min|h)?\s*$")
@@ -185,16 +231,38 @@ def _duration_ms(value: str | None, default_ms: int) -> int:
     return n * {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000}[unit]
 
 
-def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
+def _isolation(value: str | None) -> int:
+    if value is None or value.strip().lower() == "read_uncommitted":
+        return READ_UNCOMMITTED
+    if value.strip().lower() == "read_committed":
+        return READ_COMMITTED
+    raise OptionError("kafka.isolation.level must be read_committed or read_uncommitted, "
+                      f"not {value!r}")
+
+
+# Spark's Kafka source refuses these: the source tracks offsets itself, in the checkpoint.
+_REFUSED = ("auto.offset.reset", "enable.auto.commit", "key.deserializer", "value.deserializer",
+            "interceptor.classes")
+
+
+def parse_source_options(options: Mapping[str, str], *, streaming: bool | None) -> SourceOptions:
+    """Every source option checked and parsed. ``streaming=None`` (at ``load()``, where Spark
+    has not said which kind of query it is) checks all but the batch-only and stream-only
+    rules; those are checked again when the reader is made."""
     params = kafka_params(options)
     servers = params.get("bootstrap.servers")
-    if not servers:
+    if not servers or not servers.strip():
         raise OptionError("option 'kafka.bootstrap.servers' is required")
-    for bad in ("group.id", "auto.offset.reset", "enable.auto.commit", "key.deserializer",
-                "value.deserializer"):
+    _check_bootstrap(servers)
+    for bad in _REFUSED:
         if bad in params:
             raise OptionError(f"option 'kafka.{bad}' is not supported: the source tracks offsets "
                               "itself (use startingOffsets / the checkpoint)")
+    if "group.id" in params or _get(options, "groupIdPrefix") is not None:
+        # Spark >= 3.0 accepts both (they name the consumer group of its Kafka consumers);
+        # this source joins no group and commits no offsets, so they change nothing.
+        log.info("kafka.group.id / groupIdPrefix accepted; the floodmark source uses no "
+                 "consumer group (offsets live in Spark's checkpoint)")
     proto = params.get("security.protocol", "plaintext").lower()
     secure = [k for k in params if k.startswith(("sasl.", "ssl."))]
     if proto != "plaintext" or secure:
@@ -202,80 +270,115 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
                           f"security.protocol={proto!r} / {secure} are not supported")
     unused = sorted(set(params) - _READER_PARAMS)
     if unused:
-        log.info("kafka.* settings not used by the reader (the sink passes all to librdkafka): %s",
-                 unused)
+        log.info("kafka.* settings not used by the reader: %s", unused)
     client = ClientConfig(
         bootstrap_servers=servers,
         client_id=params.get("client.id", "floodmark-spark"),
-        request_timeout_ms=int(params.get("request.timeout.ms", "30000")),
-        isolation_level=isolation_from_config(params.get("isolation.level")),
-        fetch_max_bytes=int(params.get("fetch.max.bytes", str(2 * 1024 * 1024))),
-        max_wait_ms=int(params.get("fetch.max.wait.ms", params.get("fetch.wait.max.ms", "500"))),
-        poll_timeout_ms=_int(options, "kafkaConsumer.pollTimeoutMs") or 120_000,
-        truncation_grace_ms=_int(options, "floodmark.truncationGraceMs") or 10_000,
+        request_timeout_ms=_int(options, "kafka.request.timeout.ms", minimum=1) or 30_000,
+        isolation_level=_isolation(params.get("isolation.level")),
+        fetch_max_bytes=_int(options, "kafka.fetch.max.bytes", minimum=1) or 2 * 1024 * 1024,
+        max_wait_ms=_first_int(options, ("kafka.fetch.max.wait.ms", "kafka.fetch.wait.max.ms"),
+                               500),
+        poll_timeout_ms=_int(options, "kafkaConsumer.pollTimeoutMs", minimum=1) or 120_000,
+        truncation_grace_ms=_first_int(options, ("floodmark.truncationGraceMs",), 10_000),
     )
+    subscription = parse_subscription(options)
     starting = parse_offset_spec(options, "starting", "latest" if streaming else "earliest")
     ending = parse_offset_spec(options, "ending", "latest")
-    if not streaming and starting.kind == "latest":
+    if streaming is False and starting.kind == "latest":
         raise OptionError("startingOffsets='latest' is not allowed for a batch query")
-    if not streaming and ending.kind == "earliest":
-        raise OptionError("endingOffsets='earliest' is not allowed for a batch query")
+    if ending.kind == "earliest":
+        raise OptionError("endingOffsets='earliest' is not allowed (a batch query ends at "
+                          "'latest' or at JSON offsets)")
     if streaming and any(_get(options, n) is not None for n in (
             "endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp")):
         raise OptionError("ending offsets are not allowed for a streaming query")
-    strategy = (_get(options, "startingOffsetsByTimestampStrategy") or "error").lower()
+    strategy = (_get(options, "startingOffsetsByTimestampStrategy") or "error").strip().lower()
     if strategy not in ("error", "latest"):
-        raise OptionError("startingOffsetsByTimestampStrategy must be 'error' or 'latest'")
-    max_per = _int(options, "maxOffsetsPerTrigger")
-    min_per = _int(options, "minOffsetsPerTrigger")
-    for name, v in (("maxOffsetsPerTrigger", max_per), ("minOffsetsPerTrigger", min_per)):
-        if v is not None and v <= 0:
-            raise OptionError(f"{name} must be positive")
-    min_parts = _int(options, "minPartitions")
-    if min_parts is not None and min_parts <= 0:
-        raise OptionError("minPartitions must be positive")
+        raise OptionError("startingOffsetsByTimestampStrategy must be 'error' or 'latest', "
+                          f"not {strategy!r}")
     return SourceOptions(
         client=client,
-        subscription=parse_subscription(options),
+        subscription=subscription,
         starting=starting,
         ending=ending,
         timestamp_strategy=strategy,
         fail_on_data_loss=_bool(options, "failOnDataLoss", True),
         include_headers=_bool(options, "includeHeaders", False),
-        max_offsets_per_trigger=max_per,
-        min_offsets_per_trigger=min_per,
+        max_offsets_per_trigger=_int(options, "maxOffsetsPerTrigger", minimum=1),
+        min_offsets_per_trigger=_int(options, "minOffsetsPerTrigger", minimum=1),
         max_trigger_delay_ms=_duration_ms(_get(options, "maxTriggerDelay"), 15 * 60_000),
-        min_partitions=min_parts,
+        min_partitions=_int(options, "minPartitions", minimum=1),
     )
+
+
+def _first_int(options: Mapping[str, str], names: tuple[str, ...], default: int) -> int:
+    for name in names:
+        v = _int(options, name, minimum=0)
+        if v is not None:
+            return v
+    return default
+
+
+def _check_bootstrap(servers: str) -> None:
+    try:
+        parse_bootstrap(servers)
+    except BadAddress as exc:
+        raise OptionError(f"kafka.bootstrap.servers: {exc}") from None
 
 
 @dataclass(frozen=True)
 class SinkOptions:
     topic: str | None
-    producer_config: tuple[tuple[str, str], ...]
+    bootstrap_servers: str
+    client_id: str
+    request_timeout_ms: int
     flush_timeout_ms: int
+    compression: Compression
 
 
-# librdkafka settings the sink insists on: what makes its delivery guarantee true.
-_FORCED_PRODUCER = {"acks": "all", "enable.idempotence": "true"}
+# The sink is Kafka's idempotent producer with acks=all (floodmark.client.producer); settings
+# that would weaken that are refused, as are the ones a Python sink cannot have.
+_SINK_REFUSED = ("key.serializer", "value.serializer", "transactional.id")
+_SINK_PARAMS = {"bootstrap.servers", "client.id", "request.timeout.ms", "delivery.timeout.ms",
+                "compression.type", "acks", "enable.idempotence", "linger.ms", "batch.size",
+                "security.protocol"}
 
 
 def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     params = kafka_params(options)
-    if not params.get("bootstrap.servers"):
+    servers = params.get("bootstrap.servers")
+    if not servers or not servers.strip():
         raise OptionError("option 'kafka.bootstrap.servers' is required")
-    for k, v in _FORCED_PRODUCER.items():
-        if k in params and params[k].lower() not in (v, "-1" if k == "acks" else v):
-            raise OptionError(f"kafka.{k}={params[k]} is not allowed: the floodmark sink always "
-                              f"writes with {k}={v}")
-    for bad in ("key.serializer", "value.serializer", "transactional.id"):
+    _check_bootstrap(servers)
+    acks = params.get("acks", "all").strip().lower()
+    if acks not in ("all", "-1"):
+        raise OptionError(f"kafka.acks={params['acks']} is not allowed: the floodmark sink always "
+                          "writes with acks=all")
+    if params.get("enable.idempotence", "true").strip().lower() != "true":
+        raise OptionError("kafka.enable.idempotence=false is not allowed: the floodmark sink is "
+                          "always the idempotent producer")
+    for bad in _SINK_REFUSED:
         if bad in params:
             raise OptionError(f"option 'kafka.{bad}' is not supported")
-    conf = {"partitioner": "murmur2_random", "linger.ms": "5", "client.id": "floodmark-spark-sink"}
-    conf.update(params)
-    conf.update(_FORCED_PRODUCER)
+    if params.get("security.protocol", "plaintext").lower() != "plaintext" or any(
+            k.startswith(("sasl.", "ssl.")) for k in params):
+        raise OptionError("the floodmark sink speaks the Kafka protocol over PLAINTEXT only")
+    codec = params.get("compression.type", "none").strip().lower()
+    try:
+        compression = Compression[codec.upper()]
+    except KeyError:
+        raise OptionError(f"kafka.compression.type must be none, gzip, snappy, lz4 or zstd, "
+                          f"not {codec!r}") from None
+    unused = sorted(set(params) - _SINK_PARAMS)
+    if unused:
+        log.info("kafka.* settings not used by the sink: %s", unused)
     return SinkOptions(
         topic=_get(options, "topic"),
-        producer_config=tuple(sorted(conf.items())),
-        flush_timeout_ms=_int(options, "floodmark.flushTimeoutMs") or 120_000,
+        bootstrap_servers=servers,
+        client_id=params.get("client.id", "floodmark-spark-sink"),
+        request_timeout_ms=_int(options, "kafka.request.timeout.ms", minimum=1) or 30_000,
+        flush_timeout_ms=(_int(options, "floodmark.flushTimeoutMs", minimum=1)
+                          or _int(options, "kafka.delivery.timeout.ms", minimum=1) or 120_000),
+        compression=compression,
     )

@@ -40,10 +40,16 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from floodmark.client.fetch import FetchClient
 from floodmark.spark import offsets as ofs
 from floodmark.spark.fetcher import client_for, data_loss, read_range
-from floodmark.spark.options import SourceOptions, parse_source_options
-from floodmark.spark.protocol import KafkaClient
+from floodmark.spark.options import (
+    OptionError,
+    SourceOptions,
+    one_line_errors,
+    parse_sink_options,
+    parse_source_options,
+)
 from floodmark.spark.writer import FloodmarkBatchWriter, FloodmarkStreamWriter
 
 log = logging.getLogger(__name__)
@@ -155,7 +161,15 @@ class FloodmarkStreamReader(_ReadsRanges, DataSourceStreamReader, SupportsTrigge
     """``spark.readStream``: micro-batches of offset ranges ending at the high watermark."""
 
     def __init__(self, options: dict[str, str]) -> None:
-        self.opts = parse_source_options(options, streaming=True)
+        # A stream-only option mistake is raised from the first call Spark makes, not here:
+        # pyspark 4.3's stream runner turns an exception from the constructor into an
+        # UnboundLocalError of its own.
+        self._invalid: str | None = None
+        try:
+            self.opts = parse_source_options(options, streaming=True)
+        except OptionError as exc:
+            self._invalid = str(exc)
+            self.opts = parse_source_options(options, streaming=None)
         self._initial: dict[str, dict[str, int]] | None = None
         self._available_now: dict[ofs.TopicPartition, int] | None = None
         self._latest_seen: dict[str, dict[str, int]] | None = None
@@ -163,14 +177,20 @@ class FloodmarkStreamReader(_ReadsRanges, DataSourceStreamReader, SupportsTrigge
 
     # ---- pickling: only options travel to executors
     def __getstate__(self) -> dict[str, Any]:
-        return {"opts": self.opts, "_initial": None, "_available_now": None,
-                "_latest_seen": None, "_last_trigger_ms": None}
+        return {"opts": self.opts, "_invalid": self._invalid, "_initial": None,
+                "_available_now": None, "_latest_seen": None, "_last_trigger_ms": None}
 
-    def _client(self) -> KafkaClient:
+    @one_line_errors
+    def _check(self) -> None:
+        if self._invalid is not None:
+            raise OptionError(self._invalid)
+
+    def _client(self) -> FetchClient:
         return client_for(self.opts.client)
 
     def initialOffset(self) -> dict[str, dict[str, int]]:
         # Spark calls this more than once at the start of a run: resolve once and keep it.
+        self._check()
         if self._initial is None:
             o = self.opts
             client = self._client()
@@ -183,6 +203,7 @@ class FloodmarkStreamReader(_ReadsRanges, DataSourceStreamReader, SupportsTrigge
         return self._initial
 
     def getDefaultReadLimit(self) -> ReadLimit:
+        self._check()
         if self.opts.min_offsets_per_trigger is not None:
             return ReadMinRows(self.opts.min_offsets_per_trigger)
         if self.opts.max_offsets_per_trigger is not None:
@@ -190,6 +211,7 @@ class FloodmarkStreamReader(_ReadsRanges, DataSourceStreamReader, SupportsTrigge
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
+        self._check()
         o = self.opts
         client = self._client()
         tps = ofs.discover(client, o.subscription)
@@ -199,6 +221,7 @@ class FloodmarkStreamReader(_ReadsRanges, DataSourceStreamReader, SupportsTrigge
 
     def latestOffset(self, start: dict[str, dict[str, int]] | None = None,
                      limit: ReadLimit | None = None) -> dict[str, dict[str, int]]:
+        self._check()
         o = self.opts
         client = self._client()
         cur = ofs.from_json(start or self.initialOffset())
@@ -290,17 +313,32 @@ class FloodmarkDataSource(DataSource):
         v = {k.lower(): val for k, val in self.options.items()}.get("includeheaders", "false")
         return v.strip().lower() == "true"
 
+    @one_line_errors
     def schema(self) -> StructType:
+        # Spark asks for the schema at load(), for reads only: every source option is checked
+        # here, so a mistake fails load() with one line (the batch- or stream-only rules are
+        # checked again when the reader is made).
+        parse_source_options(dict(self.options), streaming=None)
         return spark_schema(self._include_headers())
 
+    @one_line_errors
     def reader(self, schema: StructType) -> DataSourceReader:
         return FloodmarkBatchReader(dict(self.options))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return FloodmarkStreamReader(dict(self.options))
 
+    @one_line_errors
     def writer(self, schema: StructType, overwrite: bool) -> FloodmarkBatchWriter:
+        parse_sink_options(dict(self.options))
+        if overwrite:
+            # Spark's Kafka sink: "Save mode Overwrite not allowed for Kafka"
+            raise OptionError("save mode Overwrite is not allowed for a Kafka topic: records "
+                              "are appended, never replaced; use .mode(\"append\")")
         return FloodmarkBatchWriter(dict(self.options), schema)
 
+    @one_line_errors
     def streamWriter(self, schema: StructType, overwrite: bool) -> FloodmarkStreamWriter:
+        # overwrite is the complete output mode here; Spark's Kafka sink accepts it (it
+        # appends the whole result table every trigger), and so does this one.
         return FloodmarkStreamWriter(dict(self.options), schema)
