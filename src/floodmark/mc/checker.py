@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from floodmark.mc.invariants import Violation, check_state, check_transition
@@ -99,12 +100,23 @@ def check(
     *,
     max_states: int = DEFAULT_MAX_STATES,
     time_limit_s: float = DEFAULT_TIME_LIMIT_S,
+    prefix: Sequence[Action] = (),
 ) -> CheckResult:
-    """Explore every state reachable under ``config``; stop at the first invariant violation."""
+    """Explore every state reachable under ``config``; stop at the first invariant violation.
+
+    With ``prefix``: every state reachable from the state those actions lead to (one part of a
+    search split by ``floodmark.mc.distributed``); a trace then starts at the initial state."""
     model = Model(config)
     started = time.perf_counter()
     deadline = started + time_limit_s
     init = model.initial_state()
+    lead = [TraceStep(None, model.full_view(init))]
+    for action in prefix:
+        nxt = next((succ for act, succ in model.successors(init) if act == action), None)
+        if nxt is None:
+            raise ValueError(f"prefix action {action} is not offered")
+        init = nxt
+        lead.append(TraceStep(action, model.full_view(init)))
     # Seen states as flat tuples of small ints, each with its parent's (the BFS tree): about a
     # third of the memory of the states themselves.
     init_key = model.key(init)
@@ -113,6 +125,8 @@ def check(
     depth = 0
 
     def result(complete: bool, violation: Violation | None, trace: list[TraceStep]) -> CheckResult:
+        if trace and prefix:
+            trace = lead + trace[1:]
         seconds = time.perf_counter() - started
         outcome = CheckResult(
             config=config,
