@@ -1,7 +1,7 @@
 """Replicated cluster figures: RF=3 vs RF=1 acks=all throughput and latency, and failover time.
 
 Starts a local cluster (controller + 3 broker processes on this machine's cores) with
-``floodmark.cluster_cli.LocalCluster`` and measures, with confluent-kafka:
+``floodmark.cluster.LocalCluster`` and measures, with confluent-kafka:
 
 1. throughput: ``--messages`` values of ``--size`` bytes, acks=all, linger 5 ms, into an RF=3
    topic (min.insync.replicas=2) and into an RF=1 topic; records/s and MB/s from the first
@@ -36,7 +36,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from floodmark.cluster_cli import LocalCluster
+from floodmark.cluster import LocalCluster
 
 
 def _wait(pred, timeout_s: float, what: str):  # type: ignore[no-untyped-def]

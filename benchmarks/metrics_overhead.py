@@ -35,7 +35,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from floodmark.cluster_cli import LocalCluster
+from floodmark.cluster import LocalCluster
 
 TOPIC = "bench"
 

@@ -154,7 +154,7 @@ def test_tour_runs_end_to_end() -> None:
 def _consistent_observation():  # type: ignore[no-untyped-def]
     from collections import Counter
 
-    from floodmark.demo_pipeline import Observed, _expected_windows
+    from floodmark.demo.pipeline import Observed, _expected_windows
 
     events = {i: {"event_id": i, "user": f"u{i % 7}", "page": ["/", "/docs"][i % 2],
                   "ts_ms": 1_700_000_000_000 + i * 250} for i in range(200)}
@@ -169,7 +169,7 @@ def test_final_check_accepts_a_consistent_run_and_rejects_each_kind_of_mismatch(
     import dataclasses
     from collections import Counter
 
-    from floodmark.demo_pipeline import assess
+    from floodmark.demo.pipeline import assess
 
     good = _consistent_observation()
     ok, lines = assess(good, "page-views", "page-view-counts")

@@ -14,7 +14,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
-from floodmark.cluster_cli import LocalCluster
+from floodmark.cluster import LocalCluster
 from floodmark.records import decode_batch, iter_batches
 
 SESSION_TIMEOUT_MS = 1500

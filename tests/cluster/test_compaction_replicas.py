@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from floodmark.cluster_cli import LocalCluster
+from floodmark.cluster import LocalCluster
 from floodmark.records import decode_batch
 from tests.cluster.helpers import SESSION_TIMEOUT_MS, replica_batches, wait_until
 

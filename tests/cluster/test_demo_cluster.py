@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from floodmark.demo_cluster import live_cluster_tour
+from floodmark.demo.cluster import live_cluster_tour
 
 pytestmark = pytest.mark.integration
 

@@ -31,7 +31,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from floodmark.chaos.readback import read_partition
-from floodmark.cluster_cli import LocalCluster
+from floodmark.cluster import LocalCluster
 from tests.cluster.helpers import wait_until
 
 pytestmark = pytest.mark.integration

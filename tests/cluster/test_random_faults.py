@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from floodmark.cluster_cli import CONTROLLER_ID
+from floodmark.cluster import CONTROLLER_ID
 from tests.cluster.helpers import (
     SESSION_TIMEOUT_MS,
     AckLog,

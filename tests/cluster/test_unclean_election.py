@@ -23,7 +23,7 @@ from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import KafkaError as KafkaPythonError
 
-from floodmark.cluster_cli import lost_offsets
+from floodmark.cluster.diff import lost_offsets
 from tests.cluster.helpers import healed, replica_values, start_cluster, wait_until
 
 pytestmark = pytest.mark.integration

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -82,3 +84,94 @@ def test_group_and_config_tools(broker) -> None:
     fm("topic", "alter-config", "gt", "--delete", "retention.ms", *bs)
     assert "retention.ms" not in json.loads(fm("topic", "describe", "gt", "--json", *bs))[
         "configs"]
+
+
+def test_consume_shows_partition_offset_headers_and_starts_at_an_offset(broker, tmp_path) -> None:
+    """``produce --file --header`` and ``consume --partition --offset --print-* --format --json``
+    (issue 12 item 5), checked against what confluent-kafka reads from the same topic."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from floodmark.client.partitioner import partition_for_key
+
+    bs = ["--bootstrap-server", broker.bootstrap]
+    fm("topic", "create", "hdr", "--partitions", "2", *bs)
+    lines = [(f"k{i % 5}", f"v{i}") for i in range(40)]
+    path = tmp_path / "lines.txt"
+    path.write_text("".join(f"{k}|{v}\n" for k, v in lines))
+    out = subprocess.run([sys.executable, "-m", "floodmark.cli", "produce", "hdr", "--file",
+                          str(path), "--key-separator", "|", "--header", "src=cli", "--header",
+                          "trace=7", "--progress", "--batch-size", "7", *bs],
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert out.returncode == 0, out.stderr
+    assert "100%" in out.stderr and "produced 40 record(s)" in out.stderr  # rich's bar
+    expected: dict[int, list[tuple[str, str]]] = {0: [], 1: []}
+    for k, v in lines:
+        expected[partition_for_key(k.encode(), 2)].append((k, v))
+    assert expected[0] and expected[1]
+
+    # kafka-console-consumer's fields, in its order, from offset 2 of one partition.
+    got = fm("consume", "hdr", "--partition", "1", "--offset", "2", "--max-messages", "3",
+             "--print-timestamp", "--print-partition", "--print-offset", "--print-headers",
+             "--print-key", *bs).splitlines()
+    assert len(got) == 3
+    for i, line in enumerate(got):
+        ts, part, off, headers, key, value = line.split("\t")
+        assert ts.startswith("CreateTime:") and int(ts.split(":")[1]) > 0
+        assert (part, off, headers) == ("Partition:1", f"Offset:{2 + i}", "src=cli,trace=7")
+        assert (key, value) == expected[1][2 + i]
+
+    # kcat's format string; -N: N records before the end of each partition.
+    tail = fm("consume", "hdr", "--offset", "-2", "--format", r"%t %p %o %k=%s [%h]\n",
+              "--max-messages", "4", *bs).splitlines()
+    want = {f"hdr {p} {len(expected[p]) - 2 + j} {expected[p][-2 + j][0]}="
+            f"{expected[p][-2 + j][1]} [src=cli,trace=7]" for p in (0, 1) for j in (0, 1)}
+    assert set(tail) == want
+
+    rows = [json.loads(x) for x in fm("consume", "hdr", "--from-beginning", "--json",
+                                      "--max-messages", "40", *bs).splitlines()]
+    assert len(rows) == 40
+    for p in (0, 1):
+        mine = [r for r in rows if r["partition"] == p]
+        assert [r["offset"] for r in mine] == list(range(len(expected[p])))
+        assert [(r["key"], r["value"]) for r in mine] == expected[p]
+    assert all(r["headers"] == [["src", "cli"], ["trace", "7"]] for r in rows)
+    assert fm("consume", "hdr", "--offset", "latest", "--timeout-ms", "800", *bs) == ""
+
+    # A real client sees the same partitions, offsets and headers.
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "hdr-check",
+                  "enable.auto.commit": False})
+    try:
+        c.assign([TopicPartition("hdr", p, 0) for p in (0, 1)])
+        seen = {}
+        deadline = time.monotonic() + 30
+        while len(seen) < 40 and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                seen[(m.partition(), m.offset())] = (m.key().decode(), m.value().decode(),
+                                                     m.headers())
+    finally:
+        c.close()
+    assert {(r["partition"], r["offset"]): (r["key"], r["value"], [("src", b"cli"),
+                                                                    ("trace", b"7")])
+            for r in rows} == seen
+
+
+def test_listings_as_json_and_bootstrap_from_the_environment(broker) -> None:
+    env_run = subprocess.run([sys.executable, "-m", "floodmark.cli", "topic", "list", "--json"],
+                             capture_output=True, text=True, timeout=60, check=False,
+                             env={**os.environ, "FLOODMARK_BOOTSTRAP": broker.bootstrap})
+    assert env_run.returncode == 0, env_run.stderr
+    fm("topic", "create", "js", "--partitions", "3", "--bootstrap-server", broker.bootstrap)
+    listed = {t["topic"]: t for t in json.loads(subprocess.run(
+        [sys.executable, "-m", "floodmark.cli", "topic", "list", "--json"], capture_output=True,
+        text=True, timeout=60, check=True,
+        env={**os.environ, "FLOODMARK_BOOTSTRAP": broker.bootstrap}).stdout)}
+    assert listed["js"] == {"topic": "js", "partitions": 3, "internal": False}
+    assert listed["__consumer_offsets"]["internal"] is True
+    groups = json.loads(fm("group", "list", "--json", "--bootstrap-server", broker.bootstrap))
+    assert isinstance(groups, list)
+    plan = json.loads(fm("group", "reset-offsets", "js-g", "--topic", "js", "--to-offset", "5",
+                         "--json", "--bootstrap-server", broker.bootstrap))
+    # --to-offset is kept within [log start, log end], as kafka-consumer-groups.sh does.
+    assert plan == [{"group": "js-g", "topic": "js", "partition": p, "new_offset": 0}
+                    for p in range(3)]

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from floodmark.cluster_cli import LocalCluster
+from floodmark.cluster import LocalCluster
 from tests.cluster.helpers import start_cluster, stop_process, wait_until
 
 PROMETHEUS = shutil.which("prometheus")  # ./dev setup installs Debian's prometheus

@@ -38,7 +38,7 @@ def _produce(bootstrap: str, lo: int, hi: int, acks: str) -> None:
 
 def test_reads_stop_at_the_hw_while_a_follower_lags_and_follow_a_new_leader(
         spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from floodmark.cluster_cli import LocalCluster
+    from floodmark.cluster import LocalCluster
 
     # A stopped follower stays in the ISR for a minute, so it holds the HW back.
     cluster = LocalCluster(tmp_path / "cluster", 3, {"replica.lag.time.max.ms": "60000"},

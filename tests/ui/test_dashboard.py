@@ -28,7 +28,7 @@ import pytest
 from playwright import sync_api
 
 from floodmark.client.replica_state import replica_state
-from floodmark.cluster_cli import LocalCluster
+from floodmark.cluster import LocalCluster
 from tests.cluster.helpers import wait_until
 from tests.ui.conftest import REPO, chromium, run_ui
 

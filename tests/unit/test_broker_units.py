@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import pytest
@@ -277,6 +278,66 @@ def test_static_member_rejoin_fences_the_old_member_id() -> None:
         assert (err, mine) == (ErrorCode.NONE, b"pa")  # its predecessor's assignment
         assert gc.leave("g", "", "inst-1") == ErrorCode.NONE  # removed by instance id
         assert gc.groups["g"].state == GroupState.EMPTY
+        gc.shutdown()
+
+    asyncio.run(scenario())
+
+
+def test_group_protocol_fencing_commits_in_a_join_phase_and_timeouts() -> None:
+    """Kafka's classic group rules where clients rely on them: a commit by a member of the
+    current generation is accepted while the group prepares a rebalance (the revoke callback)
+    and refused between JoinGroup and SyncGroup; stale generations are ILLEGAL_GENERATION
+    before anything else; a member parked in SyncGroup is not expired; a lost JoinGroup answer
+    is answered again without a new generation; a member that misses the rebalance timeout is
+    removed and its late rejoin is UNKNOWN_MEMBER_ID (the client then joins afresh)."""
+    async def scenario() -> None:
+        gc = GroupCoordinator(initial_rebalance_delay_ms=0, min_session_timeout_ms=10,
+                              max_session_timeout_ms=60_000)
+        common = dict(group_id="g", group_instance_id=None, client_host="/h",
+                      session_timeout_ms=10_000, rebalance_timeout_ms=200,
+                      protocol_type="consumer", protocols=[("range", b"x")],
+                      require_known_member_id=False)
+        a = await asyncio.wait_for(gc.join(member_id="", client_id="a", **common), 5)
+        a_id = a.member_id
+        assert (await gc.sync(group_id="g", member_id=a_id, generation_id=1,
+                              assignments=[(a_id, b"all")]))[0] == ErrorCode.NONE
+        # b joins: the group prepares a rebalance; a has not rejoined yet
+        jb = asyncio.ensure_future(gc.join(member_id="", client_id="b", **common))
+        await asyncio.sleep(0.01)
+        assert gc.groups["g"].state is GroupState.PREPARING_REBALANCE
+        assert gc.validate_commit("g", a_id, 1) == ErrorCode.NONE  # revoke-time commit
+        assert gc.validate_commit("g", a_id, 0) == ErrorCode.ILLEGAL_GENERATION
+        assert gc.heartbeat("g", a_id, 1) == ErrorCode.REBALANCE_IN_PROGRESS
+        assert gc.heartbeat("g", a_id, 0) == ErrorCode.ILLEGAL_GENERATION
+        assert (await gc.sync(group_id="g", member_id=a_id, generation_id=1,
+                              assignments=[]))[0] == ErrorCode.REBALANCE_IN_PROGRESS
+        # a never rejoins: removed at the rebalance timeout (200 ms), b alone is generation 2
+        rb = await asyncio.wait_for(jb, 5)
+        assert rb.error == ErrorCode.NONE and rb.generation_id == 2 and rb.leader == rb.member_id
+        assert a_id not in gc.groups["g"].members
+        assert gc.heartbeat("g", a_id, 1) == ErrorCode.UNKNOWN_MEMBER_ID
+        assert gc.validate_commit("g", a_id, 1) == ErrorCode.UNKNOWN_MEMBER_ID
+        late = await gc.join(member_id=a_id, client_id="a", **common)
+        assert late.error == ErrorCode.UNKNOWN_MEMBER_ID
+        # between JoinGroup and SyncGroup: commits wait for the assignment
+        assert gc.validate_commit("g", rb.member_id, 2) == ErrorCode.REBALANCE_IN_PROGRESS
+        # a lost JoinGroup answer: the same join is answered again, same generation
+        again = await asyncio.wait_for(gc.join(member_id=rb.member_id, client_id="b",
+                                               **common), 5)
+        assert again.generation_id == 2 and gc.groups["g"].state is GroupState.COMPLETING_REBALANCE
+        # a fresh join of the late member: a new id, generation 3 with b
+        ja = asyncio.ensure_future(gc.join(member_id="", client_id="a", **common))
+        jb2 = asyncio.ensure_future(gc.join(member_id=rb.member_id, client_id="b", **common))
+        fresh, rb2 = await asyncio.wait_for(asyncio.gather(ja, jb2), 5)
+        assert fresh.member_id != a_id and fresh.generation_id == rb2.generation_id == 3
+        leader, follower = (fresh, rb2) if fresh.leader == fresh.member_id else (rb2, fresh)
+        parked = asyncio.ensure_future(gc.sync(group_id="g", member_id=follower.member_id,
+                                               generation_id=3, assignments=[]))
+        await asyncio.sleep(0.01)
+        gc.expire_sessions(now_ms=time.monotonic() * 1000 + 11_000)  # past every session
+        assert follower.member_id in gc.groups["g"].members  # parked in SyncGroup: alive
+        assert leader.member_id not in gc.groups["g"].members  # silent: expired
+        assert (await asyncio.wait_for(parked, 5))[0] == ErrorCode.REBALANCE_IN_PROGRESS
         gc.shutdown()
 
     asyncio.run(scenario())

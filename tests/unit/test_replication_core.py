@@ -26,6 +26,7 @@ from floodmark.replication.partition import (
     ACKS_LEADER,
     AssignEpoch,
     Effect,
+    EpochQuery,
     FetchResponse,
     FollowerActionKind,
     FollowerFetch,
@@ -513,3 +514,21 @@ def test_expansion_response_commits_whatever_the_assignment_order() -> None:
     committed = reg([1, 2, 3], [1, 2, 3], 2, 0, 1)
     leader.handle_alter_partition_response(log, request, ErrorCode.NONE, committed, 1)
     assert isinstance(leader.role.isr_state, CommittedIsr) and leader.isr == (1, 2, 3)  # type: ignore[union-attr]
+
+
+def test_t12_epoch_query_for_a_newer_epoch_than_the_leaders_own_is_unknown_leader_epoch() -> None:
+    """Found by ``floodmark chaos run --faults isolate-then-kill`` (default configuration): a
+    leader cut off from the controller, healed while the new leaders were dead, still believed it
+    led at epoch 0. librdkafka, whose cached epoch was gone with the dead leader, followed it and
+    validated its position (an epoch-1 record) with OffsetsForLeaderEpoch(current -1, epoch 1).
+    The stale leader answered "no such epoch, end offset -1", which librdkafka takes for log
+    truncation: the consumer was rewound to offset 0. A requester that has seen a newer epoch
+    than this leader's own proves the leader is stale: UNKNOWN_LEADER_EPOCH, retriable."""
+    log = FakeLog()
+    log.append(0, 60)
+    stale = leader_with(log, reg([1, 2, 3], [1, 2, 3], 1, 0, 0))
+    for current in (-1, 0):
+        error, answer = stale.handle_epoch_query(log, EpochQuery(-1, current, 1))
+        assert error is ErrorCode.UNKNOWN_LEADER_EPOCH, (current, error, answer)
+    error, answer = stale.handle_epoch_query(log, EpochQuery(-1, -1, 0))
+    assert error is ErrorCode.NONE and answer.end_offset == 60

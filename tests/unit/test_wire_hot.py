@@ -13,6 +13,7 @@ from floodmark.wire.codec import decode_request, encode_response
 from floodmark.wire.hot import (
     FetchPartitionResult,
     HotDecodeError,
+    NodeEndpoint,
     ProducePartitionResult,
     encode_fetch_response,
     encode_produce_response,
@@ -72,27 +73,40 @@ def test_produce_response_matches_kio(version, topics) -> None:
     assert ours == theirs
 
 
-@pytest.mark.parametrize("version", range(4, 13))
+@pytest.mark.parametrize("version", range(4, 19))
 @settings(max_examples=25, deadline=None)
-@given(topics=st.lists(st.tuples(names, st.lists(
-    st.tuples(partition_ids, st.sampled_from([0, 1, 3, 75]), offsets, offsets, offsets,
-              st.sampled_from(["none", "empty", "data"])), min_size=1, max_size=3)), max_size=3),
-       session_id=st.integers(0, 1000))
-def test_fetch_response_matches_kio(version, topics, session_id) -> None:
+@given(topics=st.lists(st.tuples(names, st.uuids(), st.lists(
+    st.tuples(partition_ids, st.sampled_from([0, 1, 3, 6, 74, 75, 100]), offsets, offsets,
+              offsets, st.sampled_from(["none", "empty", "data"]),
+              st.none() | st.tuples(st.integers(-1, 2**31 - 1), st.integers(-1, 2**31 - 1))),
+    min_size=1, max_size=3)), max_size=3),
+       session_id=st.integers(0, 2**31 - 1), error_code=st.sampled_from([0, 70, 71]),
+       endpoints=st.lists(st.tuples(st.integers(0, 2**31 - 1), names, st.integers(0, 65535),
+                                    st.none() | names), max_size=3))
+def test_fetch_response_matches_kio(version, topics, session_id, error_code, endpoints) -> None:
     batch = simple_batch([b"payload"] * 3)
     recs = {"none": None, "empty": b"", "data": batch}
+    by_id = version >= 13
+    leaders = version >= 16
     ours = b"".join(bytes(p) for p in encode_fetch_response(version, 11, [
-        (n, [FetchPartitionResult(i, e, hw, lso, ls, recs[r]) for i, e, hw, lso, ls, r in ps])
-        for n, ps in topics], session_id=session_id))
+        (tid if by_id else n,
+         [FetchPartitionResult(i, e, hw, lso, ls, recs[r], cl) for i, e, hw, lso, ls, r, cl in ps])
+        for n, tid, ps in topics], error_code=error_code, session_id=session_id,
+        node_endpoints=[NodeEndpoint(*e) for e in endpoints]))
     theirs = b"".join(encode_response(1, version, 11, {
-        "throttle_time": 0, "error_code": 0, "session_id": session_id, "responses": [
-            {"topic": n, "partitions": [
+        "throttle_time": 0, "error_code": error_code, "session_id": session_id,
+        "node_endpoints": ([{"node_id": i, "host": h, "port": p, "rack": r}
+                            for i, h, p, r in endpoints] if leaders else []),
+        "responses": [
+            {"topic": n, "topic_id": tid, "partitions": [
                 {"partition_index": i, "error_code": e, "high_watermark": hw,
                  "last_stable_offset": lso, "log_start_offset": ls, "aborted_transactions": [],
                  "preferred_read_replica": -1,
+                 **({"current_leader": {"leader_id": cl[0], "leader_epoch": cl[1]}}
+                    if cl is not None and leaders else {}),
                  # never null on the wire: Kafka sends empty records for an errored partition
                  "records": recs[r] if recs[r] is not None else b""}
-                for i, e, hw, lso, ls, r in ps]} for n, ps in topics]}))
+                for i, e, hw, lso, ls, r, cl in ps]} for n, tid, ps in topics]}))
     assert ours == theirs
 
 

@@ -4,8 +4,15 @@ One state machine per group, Kafka's states: EMPTY -> PREPARING_REBALANCE -> COM
 -> STABLE, back to PREPARING_REBALANCE when a member joins, leaves or times out. Generations start
 at 1 (aiokafka skips LeaveGroup at generation 0, wire-compat.md P11). A rebalance completes when
 every known member has rejoined, after ``group.initial.rebalance.delay.ms`` for an empty group, or
-at the rebalance timeout (members that did not rejoin are removed). Only the leader gets the member
+at the rebalance timeout (members that did not rejoin are removed; a late rejoin with the old
+member id is UNKNOWN_MEMBER_ID, and the client joins afresh). Only the leader gets the member
 list; followers' SyncGroup waits for the leader's assignment.
+
+Kafka's checks, in Kafka's order: a stale generation is ILLEGAL_GENERATION (Heartbeat, SyncGroup,
+OffsetCommit) before any REBALANCE_IN_PROGRESS; OffsetCommit from a member of the current
+generation is accepted while the group is stable or preparing a rebalance (clients commit in
+their revoke callback then) and refused between JoinGroup and SyncGroup; a member parked in
+JoinGroup or SyncGroup is not expired; a silent member is removed after its session timeout.
 """
 
 from __future__ import annotations
@@ -80,7 +87,8 @@ class Group:
     protocol_name: str | None = None
     leader_id: str | None = None
     members: dict[str, Member] = field(default_factory=dict)
-    pending_members: set[str] = field(default_factory=set)
+    # KIP-394 ids handed out with MEMBER_ID_REQUIRED -> when they lapse unused (ms)
+    pending_members: dict[str, float] = field(default_factory=dict)
     static_members: dict[str, str] = field(default_factory=dict)  # group.instance.id -> member id
     rebalance_timer: asyncio.TimerHandle | None = None
     initial_delay_timer: asyncio.TimerHandle | None = None
@@ -141,12 +149,12 @@ class GroupCoordinator:
             new_id = f"{client_id or 'member'}-{uuid.uuid4()}"
             if require_known_member_id and not group_instance_id:
                 # KIP-394: hand out the id first; the client rejoins with it.
-                g.pending_members.add(new_id)
+                g.pending_members[new_id] = _now_ms() + session_timeout_ms
                 return JoinResult(ErrorCode.MEMBER_ID_REQUIRED, member_id=new_id)
             member_id = new_id
         elif member_id not in g.members and member_id not in g.pending_members:
             return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id)
-        g.pending_members.discard(member_id)
+        g.pending_members.pop(member_id, None)
         loop = asyncio.get_running_loop()
         member = g.members.get(member_id)
         if member is None:
@@ -158,9 +166,11 @@ class GroupCoordinator:
             if g.protocol_type is None:
                 g.protocol_type = protocol_type
         else:
-            if (g.state is GroupState.STABLE and member.protocols == protocols
-                    and g.leader_id != member_id):
-                # A follower rejoining with the same metadata while stable: just answer.
+            if member.protocols == protocols and (
+                    g.state is GroupState.COMPLETING_REBALANCE
+                    or (g.state is GroupState.STABLE and g.leader_id != member_id)):
+                # The same metadata again: a follower while stable, or anyone whose JoinGroup
+                # answer was lost while the group waits for SyncGroup. Just answer (Kafka).
                 member.last_heartbeat_ms = _now_ms()
                 return self._join_result(g, member)
             member.protocols = protocols
@@ -186,10 +196,10 @@ class GroupCoordinator:
         protocols and while the group is stable, nobody rebalances: the member gets the
         generation and the assignment its predecessor had."""
         old = g.members.pop(old_id)
-        for fut in (old.join_future, old.sync_future):
-            if fut is not None and not fut.done():
-                fut.set_result(JoinResult(ErrorCode.FENCED_INSTANCE_ID, member_id=old_id)
-                               if fut is old.join_future else (ErrorCode.FENCED_INSTANCE_ID, b""))
+        if old.join_future is not None and not old.join_future.done():
+            old.join_future.set_result(JoinResult(ErrorCode.FENCED_INSTANCE_ID, member_id=old_id))
+        if old.sync_future is not None and not old.sync_future.done():
+            old.sync_future.set_result((ErrorCode.FENCED_INSTANCE_ID, b""))
         new_id = f"{client_id or 'member'}-{uuid.uuid4()}"
         member = Member(new_id, instance_id, client_id, client_host, session_timeout_ms,
                         rebalance_timeout_ms, old.protocol_type, protocols,
@@ -231,6 +241,7 @@ class GroupCoordinator:
         for m in g.members.values():
             if m.sync_future is not None and not m.sync_future.done():
                 m.sync_future.set_result((ErrorCode.REBALANCE_IN_PROGRESS, b""))
+                m.last_heartbeat_ms = _now_ms()  # alive while parked
         was_empty = g.state is GroupState.EMPTY
         g.state = GroupState.PREPARING_REBALANCE
         log.info("group %s preparing rebalance generation=%d: %s", g.group_id,
@@ -336,6 +347,7 @@ class GroupCoordinator:
             for x in g.members.values():
                 if x.sync_future is not None and not x.sync_future.done():
                     x.sync_future.set_result((ErrorCode.NONE, x.assignment))
+                    x.last_heartbeat_ms = _now_ms()  # alive while parked
                 x.sync_future = None
             return ErrorCode.NONE, m.assignment, g.state
         m.sync_future = asyncio.get_running_loop().create_future()
@@ -358,11 +370,11 @@ class GroupCoordinator:
         g = self.groups.get(group_id)
         if g is None or member_id not in g.members:
             return ErrorCode.UNKNOWN_MEMBER_ID
+        if generation_id != g.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION  # Kafka's order: a stale generation first
         g.members[member_id].last_heartbeat_ms = _now_ms()
         if g.state is GroupState.PREPARING_REBALANCE:
             return ErrorCode.REBALANCE_IN_PROGRESS
-        if generation_id != g.generation_id:
-            return ErrorCode.ILLEGAL_GENERATION
         return ErrorCode.NONE
 
     def leave(self, group_id: str, member_id: str,
@@ -404,14 +416,27 @@ class GroupCoordinator:
         else:
             self._prepare_rebalance(g, f"member {member_id} {reason}")
 
-    def expire_sessions(self) -> None:
+    def expire_sessions(self, now_ms: float | None = None) -> None:
         """Remove members whose session timed out (called periodically by the broker)."""
-        now = _now_ms()
+        now = _now_ms() if now_ms is None else now_ms
         for g in list(self.groups.values()):
-            for m in list(g.members.values()):
-                waiting = m.join_future is not None and not m.join_future.done()
-                if not waiting and now - m.last_heartbeat_ms > m.session_timeout_ms:
-                    self._remove_member(g, m.member_id, "session expired")
+            # Decided at one instant, then removed: a removal answers parked members, and
+            # those were alive until that moment.
+            expired = [m.member_id for m in g.members.values()
+                       if not self._parked(m)
+                       and now - m.last_heartbeat_ms > m.session_timeout_ms]
+            for member_id in expired:
+                if member_id in g.members:
+                    self._remove_member(g, member_id, "session expired")
+            for pending_id, lapses_ms in list(g.pending_members.items()):
+                if now > lapses_ms:
+                    del g.pending_members[pending_id]  # handed out, never used to join
+
+    @staticmethod
+    def _parked(m: Member) -> bool:
+        """Waiting in JoinGroup or SyncGroup: alive (Kafka's shouldKeepAlive), it cannot
+        heartbeat until the coordinator answers it."""
+        return any(f is not None and not f.done() for f in (m.join_future, m.sync_future))
 
     def validate_commit(self, group_id: str, member_id: str, generation_id: int,
                         group_instance_id: str | None = None) -> ErrorCode:
@@ -428,8 +453,13 @@ class GroupCoordinator:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if generation_id != g.generation_id:
             return ErrorCode.ILLEGAL_GENERATION
-        if g.state is GroupState.PREPARING_REBALANCE:
+        if g.state is GroupState.COMPLETING_REBALANCE:
+            # The member has the new generation but not yet its assignment: nothing it holds
+            # can be committed under this generation yet.
             return ErrorCode.REBALANCE_IN_PROGRESS
+        # STABLE, and PREPARING_REBALANCE too: a member still in the generation commits what it
+        # consumed before it rejoins (the revoke callback, kafka-python's commit on join
+        # prepare). Refusing it made the next owner read those records again.
         g.members[member_id].last_heartbeat_ms = _now_ms()
         return ErrorCode.NONE
 

@@ -10,12 +10,15 @@ from __future__ import annotations
 import logging
 import shutil
 import threading
+import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from floodmark.broker.config import TOPIC_CONFIG_DEFAULTS, BrokerConfig
+from floodmark.broker.partition_state import PartitionState
 from floodmark.errors import ErrorCode, KafkaError
+from floodmark.metadata import TopicMeta
 from floodmark.storage.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
@@ -32,6 +35,8 @@ from floodmark.storage.cleaner import LogCleaner
 from floodmark.storage.config import LogConfig
 from floodmark.storage.fs import RealFileSystem
 from floodmark.storage.log import Log
+from floodmark.storage.page_cache import PageCacheFileSystem
+from floodmark.storage.partition_metadata import check_or_set_topic_id
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +56,12 @@ EXTRA_TOPIC_CONFIGS = frozenset({
 class Storage:
     def __init__(self, data_dir: Path, config: BrokerConfig) -> None:
         self.data_dir = data_dir
-        self.fs = RealFileSystem()
+        # UNSAFE test mode: unsynced writes live in this process, so a SIGKILL is a power cut
+        # (floodmark chaos run --faults power-loss).
+        page_cache = bool(config.get("floodmark.unsafe.power.loss.page.cache"))
+        self.fs = PageCacheFileSystem() if page_cache else RealFileSystem()
+        # Fetch may sendfile from segment files only when they hold every byte.
+        self.sendfile_capable = not page_cache
         self._checkpoint_lock = threading.Lock()
         self._snapshot_seq = 0
         self._written_seq = 0
@@ -116,18 +126,36 @@ class Storage:
         return self.data_dir / f"{topic}-{partition}"
 
     def open_log(self, topic: str, partition: int, topic_configs: Mapping[str, Any],
-                 now_ms: int) -> tuple[Log, int]:
+                 now_ms: int, topic_id: uuid.UUID | None = None) -> tuple[Log, int]:
+        """Open (recover) a partition's log. With ``topic_id``, the directory's
+        ``partition.metadata`` is checked first (written when missing): a directory of another
+        topic of the same name raises INCONSISTENT_TOPIC_ID and is left as it is."""
         key = (topic, partition)
         cfg = LogConfig.from_kafka(dict(topic_configs), self.base_config)
+        path = str(self.log_dir(topic, partition))
+        existed = self.fs.is_dir(path)
+        if topic_id is not None and existed:
+            self._check_topic_id(topic, partition, path, topic_id)
         plog = Log.open(
-            str(self.log_dir(topic, partition)), cfg, fs=self.fs, now_ms=now_ms,
+            path, cfg, fs=self.fs, now_ms=now_ms,
             recovery_point=self._recovery.get(key, 0),
             log_start_offset=self._log_start.get(key, 0),
             clean_shutdown=self.clean_shutdown,
             was_compacted=key in self.cleaner.first_dirty,
         )
+        if topic_id is not None and not existed:
+            try:
+                self._check_topic_id(topic, partition, path, topic_id)
+            except (OSError, KafkaError):
+                plog.close()
+                raise
         hw = clamp_high_watermark(self._hw.get(key), plog.log_start_offset, plog.log_end_offset)
         return plog, hw
+
+    def _check_topic_id(self, topic: str, partition: int, path: str, topic_id: uuid.UUID) -> None:
+        if check_or_set_topic_id(self.fs, path, topic_id):
+            log.info("partition %s-%d: partition.metadata written (topic id %s)", topic,
+                     partition, topic_id)
 
     def read_all(self, plog: Log, upto: int) -> Iterator[bytes | memoryview]:
         offset = plog.log_start_offset
@@ -147,7 +175,8 @@ class Storage:
     def flush(self, plog: Log) -> None:
         plog.flush()
 
-    def checkpoint_snapshot(self, partitions: Mapping[tuple[str, int], Any]) -> CheckpointSnapshot:
+    def checkpoint_snapshot(self, partitions: Mapping[tuple[str, int], PartitionState]
+                            ) -> CheckpointSnapshot:
         self._snapshot_seq += 1
         return (
             self._snapshot_seq,
@@ -167,7 +196,7 @@ class Storage:
             self._checkpoint_file(RECOVERY_POINT_CHECKPOINT).write(rec)
             self._checkpoint_file(LOG_START_OFFSET_CHECKPOINT).write(start)
 
-    def write_checkpoints(self, partitions: Mapping[tuple[str, int], Any]) -> None:
+    def write_checkpoints(self, partitions: Mapping[tuple[str, int], PartitionState]) -> None:
         self.write_checkpoint_snapshot(self.checkpoint_snapshot(partitions))
 
     def mark_clean_shutdown(self, logs: Iterable[Log]) -> None:
@@ -188,7 +217,7 @@ class Storage:
             log.warning("cleaner checkpoint after deleting %s-%d failed: %s", topic, partition,
                         exc)
 
-    def remove_orphans(self, topics: Mapping[str, Any]) -> None:
+    def remove_orphans(self, topics: Mapping[str, TopicMeta]) -> None:
         """Partition directories of topics deleted while the broker was down are removed."""
         known = {f"{t}-{p.partition}" for t, m in topics.items() for p in m.partitions}
         for child in self.data_dir.iterdir():

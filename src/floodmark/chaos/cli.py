@@ -1,5 +1,11 @@
 """``floodmark chaos``: fault injection against real processes.
 
+``floodmark chaos run [--brokers 3] [--time-limit-s 60] [--faults partition,kill,pause,flap,
+controller] [--acks all|1] [--truncation MODE] [--unclean] [--seed S] [--json] [--report DIR]``
+runs a cluster in network namespaces under a workload and a seeded fault schedule, then checks
+the history (``floodmark.chaos.run``); exit status 0 only when the history is valid, 2 when it
+cannot run here (not root) or the arguments are wrong.
+
 ``floodmark chaos fuzz --bootstrap HOST:PORT [--frames N] [--time-limit-s S] [--seed S]
 [--broker-pid PID] [--json]`` sends malformed requests for every API the broker advertises while
 a well-behaved client produces (acks=all, idempotent) and reads back; exit status 0 only when the
@@ -11,9 +17,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from floodmark.chaos.fuzz import FuzzConfig, FuzzReport, run_fuzz
+from floodmark.chaos.netns import LabError
+from floodmark.chaos.run import ChaosConfig, run
+from floodmark.chaos.schedule import DEFAULT_FAULTS, FAMILIES, all_names
+from floodmark.replication.modes import DEFAULT_TRUNCATION, Truncation
 
 
 def register(subparsers: Any) -> None:
@@ -32,6 +43,32 @@ def register(subparsers: Any) -> None:
                       help="no well-behaved client alongside the fuzzer")
     fuzz.add_argument("--json", action="store_true")
     fuzz.set_defaults(func=cmd_fuzz)
+    r = sub.add_parser("run", help="a cluster in network namespaces, a workload, a seeded "
+                                   "fault schedule, then the history checker (needs root)")
+    r.add_argument("--brokers", type=int, default=3)
+    r.add_argument("--controllers", type=int, default=1,
+                   help="controllers; more than one form a quorum (controller faults hit the "
+                        "active one, kill-controllers all of them)")
+    r.add_argument("--time-limit-s", type=float, default=60.0,
+                   help="how long the workload runs under faults (then heal, quiet, final read)")
+    r.add_argument("--faults", default=",".join(DEFAULT_FAULTS),
+                   help=f"families ({', '.join(FAMILIES)}) or faults ({', '.join(all_names())})")
+    r.add_argument("--acks", default="all", choices=["all", "1"])
+    r.add_argument("--truncation", default=DEFAULT_TRUNCATION.value,
+                   help=f"broker truncation mode: {', '.join(m.value for m in Truncation)} "
+                        "(anything but the default is unsafe)")
+    r.add_argument("--unclean", action="store_true",
+                   help="unclean.leader.election.enable=true (unsafe)")
+    r.add_argument("--seed", type=int, default=1)
+    r.add_argument("--rate", type=float, default=40.0, help="sends per second per producer")
+    r.add_argument("--topics", default="chaos-a:2,chaos-b:2", metavar="NAME:PARTITIONS,...")
+    r.add_argument("--work-dir", default=None,
+                   help="keep the cluster's data, logs and history here (default: a temporary "
+                        "directory, removed after a valid run)")
+    r.add_argument("--name", default="chaos", help="prefix of the network namespaces' names")
+    r.add_argument("--report", default=None, metavar="DIR", help="write an HTML report here")
+    r.add_argument("--json", action="store_true")
+    r.set_defaults(func=cmd_run)
     chaos.set_defaults(func=lambda _args: (chaos.print_help(), 2)[1])
 
 
@@ -62,3 +99,46 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
             print(f"broker RSS {data['rss_before_kb']} kB -> {data['rss_after_kb']} kB")
         print("OK" if report.ok else "FAILED")
     return 0 if report.ok else 1
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    config = ChaosConfig(
+        brokers=args.brokers, controllers=args.controllers, time_limit_s=args.time_limit_s,
+        faults=[f for f in args.faults.split(",") if f.strip()], acks=args.acks,
+        truncation=args.truncation, unclean=args.unclean, seed=args.seed, rate=args.rate,
+        topics=args.topics, name=args.name,
+        work_dir=Path(args.work_dir) if args.work_dir else None,
+        report_dir=Path(args.report) if args.report else None)
+    try:
+        config.validate()
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    say = (lambda _m: None) if args.json else (
+        lambda m: print(f"  {m}", file=sys.stderr, flush=True))
+    try:
+        result = run(config, say)
+    except LabError as exc:
+        print(f"error: floodmark chaos run needs root and iproute2/iptables ({exc})",
+              file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: the cluster and the namespaces were removed", file=sys.stderr)
+        return 130
+    except RuntimeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(result))
+    else:
+        counts = {k: v for k, v in result["anomaly_counts"].items() if v}
+        print(f"seed {result['seed']}: {result['acknowledged']} acknowledged of "
+              f"{result['attempted']} sent, {len(result['faults'])} faults, final read "
+              f"{'complete' if result['final']['complete'] else 'INCOMPLETE'}")
+        print("anomalies: " + (", ".join(f"{k} {v}" for k, v in counts.items()) or "none"))
+        if result.get("report"):
+            print(f"report: {result['report']}")
+        if result.get("work_dir"):
+            print(f"history and logs: {result['work_dir']}")
+        print("VALID" if result["valid"] else "INVALID")
+    return 0 if result["valid"] else 1

@@ -8,7 +8,8 @@ touched).
         lab.heal("n1")
 
 Every host gets ``10.<net>.0.<k>`` on a bridge that lives in a namespace of its own; names are
-unique per lab (the process id and a counter), so concurrent labs do not collide, and ``close``
+unique per lab (an optional prefix, the process id and a counter), so concurrent labs do not
+collide, and ``close``
 removes every namespace (and with them veths, the bridge and the iptables rules) even after a
 failure. A partition drops packets in both directions in the isolated host's namespace (INPUT by
 source, OUTPUT by destination), so connections stall as in a real network split rather than being
@@ -17,15 +18,18 @@ refused.
 
 from __future__ import annotations
 
+import concurrent.futures
+import ctypes
 import itertools
 import os
 import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any
 
 _COUNTER = itertools.count(1)
+_CLONE_NEWNET = 0x40000000
 
 
 class LabError(RuntimeError):
@@ -48,9 +52,9 @@ def check_available() -> None:
 
 
 class Lab:
-    def __init__(self, hosts: Sequence[str]) -> None:
+    def __init__(self, hosts: Sequence[str], prefix: str = "fm") -> None:
         check_available()
-        self.id = f"fm{os.getpid() % 10000}x{next(_COUNTER)}"
+        self.id = f"{prefix}{os.getpid() % 10000}x{next(_COUNTER)}"
         self.net = 100 + (os.getpid() + next(_COUNTER)) % 150
         self.hosts = list(hosts)
         self.address = {h: f"10.{self.net}.0.{i + 2}" for i, h in enumerate(self.hosts)}
@@ -117,7 +121,42 @@ class Lab:
                  "DROP")
         self._isolated.setdefault(host, []).extend(peers)
 
+    def split(self, side_a: Sequence[str], side_b: Sequence[str]) -> None:
+        """Drop every packet between any host of ``side_a`` and any host of ``side_b``."""
+        for host in side_a:
+            self.isolate(host, [peer for peer in side_b if peer != host])
+
+    @property
+    def isolated(self) -> dict[str, list[str]]:
+        """host -> the peers it is cut from (rules installed in its namespace)."""
+        return {h: list(p) for h, p in self._isolated.items()}
+
     def heal(self, host: str | None = None) -> None:
         for name in [host] if host is not None else list(self._isolated):
             _run("ip", "netns", "exec", self.ns(name), "iptables", "-F")
             self._isolated.pop(name, None)
+
+
+def enter_namespace(netns_name: str) -> None:
+    """Move the calling thread into the network namespace ``netns_name`` (``setns`` applies to
+    the calling thread only): sockets it opens from then on belong to that namespace."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = os.open(f"/var/run/netns/{netns_name}", os.O_RDONLY)
+    try:
+        if libc.setns(fd, _CLONE_NEWNET) != 0:
+            raise LabError(f"setns {netns_name}: {os.strerror(ctypes.get_errno())}")
+    finally:
+        os.close(fd)
+
+
+def namespace_executor(netns_name: str) -> concurrent.futures.ThreadPoolExecutor:
+    """One thread that lives in ``netns_name``, so a supervisor in the machine's own namespace
+    can talk to hosts of the lab without touching the host network."""
+    return concurrent.futures.ThreadPoolExecutor(
+        max_workers=1, initializer=enter_namespace, initargs=(netns_name,),
+        thread_name_prefix=f"netns-{netns_name}")
+
+
+def run_in(executor: concurrent.futures.ThreadPoolExecutor, fn: Callable[[], Any],
+           timeout_s: float) -> Any:
+    return executor.submit(fn).result(timeout_s)

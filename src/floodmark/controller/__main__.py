@@ -10,7 +10,13 @@ import signal
 import sys
 
 from floodmark.controller.logic import ControllerConfig
+from floodmark.controller.quorum.codec import parse_voters
+from floodmark.controller.quorum.core import QuorumConfig
 from floodmark.controller.server import ControllerServer
+from floodmark.storage.data_dir import DataDirLockedError, lock_data_dir
+
+LISTEN_DEFAULT = "127.0.0.1:0"
+FETCH_IDLE_BACKOFF_MS = 0  # the leader long-polls caught-up voters (quorum_node)
 
 
 def _bool(text: str) -> bool:
@@ -20,7 +26,7 @@ def _bool(text: str) -> bool:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="floodmark-controller")
     p.add_argument("--data-dir", required=True)
-    p.add_argument("--listen", default="127.0.0.1:0")
+    p.add_argument("--listen", default=LISTEN_DEFAULT)
     p.add_argument("--node-id", type=int, default=0)
     p.add_argument("--broker-session-timeout-ms", type=int, default=9000)
     p.add_argument("--unclean-leader-election-enable", type=_bool, default=False)
@@ -28,10 +34,39 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--leader-imbalance-check-interval-ms", type=int, default=10_000)
     p.add_argument("--metrics-listen", default=None, metavar="HOST:PORT",
                    help="serve Prometheus /metrics here (port 0: any free port)")
+    p.add_argument("--controller-quorum-voters", default=None, metavar="ID@HOST:PORT,...",
+                   help="Kafka's controller.quorum.voters: run as one voter of this quorum "
+                        "(--node-id must be one of them; one voter is valid)")
+    p.add_argument("--controller-quorum-election-timeout-ms", type=int, default=1000)
+    p.add_argument("--controller-quorum-fetch-timeout-ms", type=int, default=2000)
+    p.add_argument("--controller-quorum-election-backoff-max-ms", type=int, default=1000)
+    p.add_argument("--controller-quorum-request-timeout-ms", type=int, default=2000)
     p.add_argument("--log-level", default=os.environ.get("FLOODMARK_LOG_LEVEL", "INFO"))
     args = p.parse_args(argv)
+    quorum: tuple[QuorumConfig, dict[int, tuple[str, int]]] | None = None
+    if args.controller_quorum_voters:
+        try:
+            voters = parse_voters(args.controller_quorum_voters)
+            quorum = (QuorumConfig(
+                args.node_id, tuple(sorted(voters)),
+                election_timeout_ms=args.controller_quorum_election_timeout_ms,
+                fetch_timeout_ms=args.controller_quorum_fetch_timeout_ms,
+                election_backoff_max_ms=args.controller_quorum_election_backoff_max_ms,
+                request_timeout_ms=args.controller_quorum_request_timeout_ms,
+                fetch_idle_backoff_ms=FETCH_IDLE_BACKOFF_MS), voters)
+        except ValueError as exc:
+            print(f"floodmark controller: {exc}", file=sys.stderr)
+            return 2
+        if args.listen == LISTEN_DEFAULT:  # listen where the other voters will call
+            host, port = voters[args.node_id]
+            args.listen = f"{host}:{port}"
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        lock = lock_data_dir(args.data_dir)  # held until the process ends
+    except (DataDirLockedError, OSError) as exc:
+        print(f"floodmark controller: {exc}", file=sys.stderr)
+        return 2
     config = ControllerConfig(
         broker_session_timeout_ms=args.broker_session_timeout_ms,
         unclean_leader_election_enable=args.unclean_leader_election_enable,
@@ -41,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     host, _, port = args.listen.rpartition(":")
 
     async def run() -> None:
-        server = ControllerServer(args.data_dir, config, args.node_id)
+        server = ControllerServer(args.data_dir, config, args.node_id, quorum)
         if args.metrics_listen:
             from floodmark.controller.metrics import ControllerCollector
             from floodmark.metrics import serve_metrics
@@ -59,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         await server.serve(host or "127.0.0.1", int(port or 0), ready)
 
     asyncio.run(run())
+    lock.release()
     return 0
 
 

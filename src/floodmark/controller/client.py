@@ -20,14 +20,15 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from floodmark.controller import rpc
-from floodmark.controller.image import MetadataImage, MetadataRecord, topic_metas
+from floodmark.controller.image import MetadataImage, MetadataRecord, Reassignment, topic_metas
 from floodmark.errors import ErrorCode, KafkaError
-from floodmark.metadata import PartitionMeta, TopicMeta
+from floodmark.metadata import PartitionMeta, TopicMeta, deletable_topic
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +87,11 @@ def _result(answer: dict[str, Any]) -> dict[str, Any]:
 
 class ControllerClient:
     def __init__(self, address: str, node_id: int) -> None:
+        """``address``: one controller, or a quorum's voters as ``host:port,host:port,...``
+        (the client follows the active controller: a dead one or a NOT_CONTROLLER answer moves
+        it to the controller named as leader, or to the next one)."""
+        self.addresses = [a.strip() for a in address.split(",") if a.strip()] or [address]
+        address = self.addresses[0]
         self.address = address
         self.node_id = node_id
         self.incarnation = uuid.uuid4().hex
@@ -103,9 +109,51 @@ class ControllerClient:
     def set_address(self, address: str) -> None:
         """Point at another controller address (combined mode learns its port at bind time)."""
         self.close()
+        if address not in self.addresses:
+            self.addresses = [address]
         self.address = address
         self.control = AsyncRpc(address)
         self.poll = AsyncRpc(address, timeout_s=30.0)
+
+    def _follow(self, leader: str | None, failed: str | None = None) -> None:
+        """The current controller is gone or not active: go to the named leader, else the next
+        voter in the list. ``failed``: the address a call failed on (a failure on a controller
+        already left behind moves nothing)."""
+        if (len(self.addresses) == 1 and not leader) or (failed and failed != self.address):
+            return
+        if leader and leader != self.address:
+            target = leader
+        elif leader:
+            return
+        else:
+            at = self.addresses.index(self.address) if self.address in self.addresses else -1
+            target = self.addresses[(at + 1) % len(self.addresses)]
+        log.info("broker %d follows controller %s (was %s)", self.node_id, target, self.address)
+        self._switch(target)
+
+    def _switch(self, address: str) -> None:
+        self.close()
+        self.address = address
+        self.control = AsyncRpc(address)
+        self.poll = AsyncRpc(address, timeout_s=30.0)
+
+    async def _active_call(self, method: str, args: dict[str, Any],
+                           timeout_s: float | None = None) -> dict[str, Any]:
+        """A call the active controller must answer; follows it once on NOT_CONTROLLER."""
+        for attempt in range(2):
+            control = self.control
+            try:
+                answer = await control.call(method, args, timeout_s)
+            except rpc.RpcError:
+                self._follow(None, failed=control.address)
+                raise
+            if answer.get("error") != int(ErrorCode.NOT_CONTROLLER) or attempt:
+                return answer
+            before = self.address
+            self._follow(answer.get("leader"))
+            if self.address == before:
+                return answer
+        return answer
 
     # -- the Controller protocol (synchronous, used by request handlers) ------------------------
     @property
@@ -124,13 +172,36 @@ class ControllerClient:
         if self.local is not None:  # combined mode: the controller runs in this process
             answer = self.local.call(method, full)
         else:
-            try:
-                answer = rpc.blocking_call(self.address, method, full)
-            except rpc.RpcError as exc:
-                raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, str(exc)) from exc
+            answer = self._blocking_active_call(method, full)
         if "result" in answer and "records" in answer["result"]:
             self.apply_records(answer["result"]["records"])
         return _result(answer)
+
+    def _blocking_active_call(self, method: str, args: dict[str, Any]) -> dict[str, Any]:
+        """An admin call on the active controller, trying each voter at most twice."""
+        last: Exception | None = None
+        answer: dict[str, Any] = {}
+        address = self.address
+        attempts = 1 if len(self.addresses) == 1 else 2 * len(self.addresses)
+        for _ in range(attempts):
+            try:
+                answer = rpc.blocking_call(address, method, args)
+            except rpc.RpcError as exc:
+                last = exc
+                at = self.addresses.index(address) if address in self.addresses else -1
+                address = self.addresses[(at + 1) % len(self.addresses)]
+                continue
+            if answer.get("error") == int(ErrorCode.NOT_CONTROLLER) and len(self.addresses) > 1:
+                hint = answer.get("leader")
+                if hint and hint != address:
+                    address = str(hint)
+                else:
+                    time.sleep(0.2)  # an election is under way
+                continue
+            return answer
+        if answer:
+            return answer
+        raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, str(last))
 
     def create_topic(self, name: str, num_partitions: int, replication_factor: int,
                      configs: dict[str, Any], *, internal: bool = False,
@@ -160,11 +231,7 @@ class ControllerClient:
         return self.topics()[name]
 
     def delete_topic(self, name: str, *, validate_only: bool = False) -> TopicMeta:
-        meta = self.topics().get(name)
-        if meta is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
-        if meta.internal:
-            raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"cannot delete internal topic {name!r}")
+        meta = deletable_topic(self.topics(), name)
         if validate_only:
             return meta
         self._admin("delete_topic", {"name": name})
@@ -180,6 +247,22 @@ class ControllerClient:
 
     def alter_topic_configs(self, name: str, configs: dict[str, Any]) -> None:
         self._admin("alter_topic_configs", {"name": name, "configs": configs})
+
+    def alter_broker_configs(self, resource: str, configs: dict[str, Any]) -> None:
+        self._admin("alter_broker_configs", {"resource": resource, "configs": configs})
+
+    def broker_configs(self) -> dict[str, dict[str, Any]]:
+        return self.image.broker_configs
+
+    def alter_partition_reassignments(
+        self, changes: list[tuple[str, int, tuple[int, ...] | None]]
+    ) -> list[tuple[str, int, ErrorCode, str]]:
+        answer = self._admin("alter_partition_reassignments", {"changes": [
+            [t, p, None if r is None else list(r)] for t, p, r in changes]})
+        return [(str(t), int(p), ErrorCode(int(e)), str(m)) for t, p, e, m in answer["results"]]
+
+    def reassignments(self) -> dict[tuple[str, int], Reassignment]:
+        return self.image.reassignments
 
     def elect_leaders(self, partitions: list[tuple[str, int]], *, unclean: bool
                       ) -> list[tuple[str, int, ErrorCode, str]]:
@@ -207,23 +290,31 @@ class ControllerClient:
 
     # -- control plane (async) ---------------------------------------------------------------
     async def register(self, host: str, port: int, *, clean_shutdown: bool = True) -> int:
-        answer = await self.control.call("register", {
+        answer = await self._active_call("register", {
             "broker_id": self.node_id, "host": host, "port": port,
             "incarnation": self.incarnation, "clean_shutdown": clean_shutdown})
         self.broker_epoch = int(_result(answer)["broker_epoch"])
         return self.broker_epoch
 
     async def heartbeat(self, want_shutdown: bool = False) -> dict[str, Any]:
-        answer = await self.control.call("heartbeat", {
+        answer = await self._active_call("heartbeat", {
             "broker_id": self.node_id, "broker_epoch": self.broker_epoch,
             "want_shutdown": want_shutdown}, timeout_s=5.0)
         return _result(answer)
 
     async def fetch_metadata(self, max_wait_ms: int) -> int:
         """One long poll; returns the number of records applied."""
-        answer = await self.poll.call("fetch_metadata", {"offset": self.image.next_offset,
-                                                         "max_wait_ms": max_wait_ms},
-                                      timeout_s=max_wait_ms / 1000 + 10)
+        poll = self.poll
+        try:
+            answer = await poll.call("fetch_metadata", {"offset": self.image.next_offset,
+                                                        "max_wait_ms": max_wait_ms,
+                                                        "broker_id": self.node_id,
+                                                        "broker_epoch": self.broker_epoch},
+                                     timeout_s=max_wait_ms / 1000 + 10)
+        except rpc.RpcError:
+            # Any voter serves committed metadata: try the next one.
+            self._follow(None, failed=poll.address)
+            raise
         result = _result(answer)
         return len(self.apply_records(result["records"]))
 
@@ -239,7 +330,7 @@ class ControllerClient:
 
     async def alter_partition(self, topic: str, partition: int,
                               args: dict[str, Any]) -> dict[str, Any]:
-        answer = await self.control.call("alter_partition",
+        answer = await self._active_call("alter_partition",
                                          {"topic": topic, "partition": partition, **args})
         return _result(answer)
 

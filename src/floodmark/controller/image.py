@@ -22,6 +22,12 @@ floodmark's own log format. Kafka's record names, reduced to what floodmark need
                        PartitionChangeRecord in one shape
 ``topic_configs``      a topic's whole config set after AlterConfigs / IncrementalAlterConfigs
 ``remove_topic``       topic deleted
+``reassignment``       a partition reassignment in progress (KIP-455): ``target`` replicas,
+                       ``adding``, ``removing`` and the ``original`` assignment; a null
+                       ``target`` ends it (done or cancelled)
+``broker_configs``     the dynamic broker configs of one resource after AlterConfigs /
+                       IncrementalAlterConfigs: ``resource`` is a broker id, or "" for the
+                       cluster-wide default (KIP-226); the whole set, typed
 ``producer_ids``       next unallocated producer id (blocks handed to brokers)
 ``cluster_id``         written once, first record of a new cluster
 =====================  ==========================================================================
@@ -54,6 +60,19 @@ class BrokerRegistration:
     def acceptable(self) -> bool:
         """May lead or join an ISR: registered, unfenced, not shutting down."""
         return not self.fenced and not self.in_controlled_shutdown
+
+
+@dataclass(frozen=True, slots=True)
+class Reassignment:
+    """A partition moving to ``target`` (KIP-455): while it runs the partition's replicas are
+    the target followed by ``removing``; ``adding`` are the target replicas that were not in
+    the original assignment (they catch up and join the ISR as any follower does)."""
+
+    target: tuple[int, ...]
+    adding: tuple[int, ...]
+    removing: tuple[int, ...]
+    original: tuple[int, ...] = ()
+    """The assignment before the move, in its order (a cancellation restores it)."""
 
 
 @dataclass(slots=True)
@@ -106,6 +125,8 @@ class MetadataImage:
         self.brokers: dict[int, BrokerRegistration] = {}
         self.topics: dict[str, TopicImage] = {}
         self.next_producer_id = 1000
+        self.broker_configs: dict[str, dict[str, Any]] = {}  # resource ("" = default) -> set
+        self.reassignments: dict[tuple[str, int], Reassignment] = {}
 
     # -- views ---------------------------------------------------------------------------------
     def acceptable_brokers(self) -> set[int]:
@@ -116,6 +137,10 @@ class MetadataImage:
 
     def ineligible(self) -> frozenset[int]:
         return frozenset(b.broker_id for b in self.brokers.values() if not b.acceptable)
+
+    def cluster_default(self, name: str, static: Any) -> Any:
+        """A dynamic cluster-wide default broker config, else ``static``."""
+        return self.broker_configs.get("", {}).get(name, static)
 
     def partition(self, topic: str, partition: int) -> PartitionRegistration | None:
         t = self.topics.get(topic)
@@ -170,8 +195,26 @@ class MetadataImage:
                 timage.configs = dict(rec["configs"])
         elif kind == "remove_topic":
             self.topics.pop(str(rec["name"]), None)
+            for key in [k for k in self.reassignments if k[0] == str(rec["name"])]:
+                del self.reassignments[key]
+        elif kind == "reassignment":
+            key = (str(rec["topic"]), int(rec["partition"]))
+            if rec["target"] is None:
+                self.reassignments.pop(key, None)
+            else:
+                self.reassignments[key] = Reassignment(
+                    tuple(int(b) for b in rec["target"]), tuple(int(b) for b in rec["adding"]),
+                    tuple(int(b) for b in rec["removing"]),
+                    tuple(int(b) for b in rec.get("original", ())))
+        elif kind == "broker_configs":
+            if rec["configs"]:
+                self.broker_configs[str(rec["resource"])] = dict(rec["configs"])
+            else:
+                self.broker_configs.pop(str(rec["resource"]), None)
         elif kind == "producer_ids":
             self.next_producer_id = int(rec["next"])
+        elif kind == "leader_change":
+            pass  # the controller quorum's record opening an epoch (controller/quorum)
         else:
             raise ValueError(f"unknown metadata record type {kind!r}")
 

@@ -35,10 +35,15 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from floodmark.controller.image import MetadataImage, MetadataRecord, registration_to_record
+from floodmark.controller.image import (
+    MetadataImage,
+    MetadataRecord,
+    Reassignment,
+    registration_to_record,
+)
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import check_partition_count, validate_topic_name
 from floodmark.replication.election import (
@@ -153,8 +158,9 @@ class ControllerLogic:
     def _min_isr_for_elr(self, topic: str) -> int | None:
         if not self.config.eligible_leader_replicas_enable:
             return None
-        value = self.image.topics[topic].configs.get("min.insync.replicas",
-                                                     self.config.min_insync_replicas)
+        default = self.image.cluster_default("min.insync.replicas",
+                                             self.config.min_insync_replicas)
+        value = self.image.topics[topic].configs.get("min.insync.replicas", default)
         return int(value)
 
     def _reelect(self, topic: str, partition: int, why: str,
@@ -167,7 +173,7 @@ class ControllerLogic:
             target_isr=target_isr,
             acceptable=self.image.acceptable_brokers(),
             unclean_leader_election_enable=timage.unclean_leader_election_enable(
-                self.config.unclean_leader_election_enable),
+                self._unclean_default()),
             min_insync_replicas=self._min_isr_for_elr(topic),
             unclean_shutdown=unclean_shutdown,
         )
@@ -308,6 +314,8 @@ class ControllerLogic:
         moved = 0
         for topic, timage in list(self.image.topics.items()):
             for partition, reg in sorted(timage.partitions.items()):
+                if (topic, partition) in self.image.reassignments:
+                    continue  # moving: the leader changes once, when the move completes
                 new = self._preferred_change(reg)
                 if new is not None:
                     self._commit_change(topic, partition, new, "preferred leader election")
@@ -388,7 +396,92 @@ class ControllerLogic:
             return error, current if error is ErrorCode.INELIGIBLE_REPLICA else None
         new = apply_alter_partition(current, request)
         self._commit_change(topic, partition, new, f"AlterPartition from {request.broker_id}")
+        self._maybe_complete_reassignment(topic, partition)
         return ErrorCode.NONE, new
+
+    # -- reassignment (KIP-455) ----------------------------------------------------------------
+    def alter_partition_reassignment(self, topic: str, partition: int,
+                                     target: tuple[int, ...] | None) -> tuple[ErrorCode, str]:
+        """Start moving a partition to ``target`` (replacing a reassignment in progress), or
+        cancel the one in progress (``target`` None: back to the original replicas).
+
+        The move is the ISR-expand story of the reference documents: the replicas become the
+        target followed by the ones to remove; each added replica opens the partition as a
+        follower, catches up from the leader and joins the ISR through the leader's ordinary
+        AlterPartition. When every target replica is in the ISR the replicas become the target,
+        the ISR loses the removed ones, leadership moves (new leader epoch) if the leader was
+        removed, and the removed brokers delete their copies when they see the record."""
+        reg = self.image.partition(topic, partition)
+        if reg is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown partition {topic}-{partition}"
+        ongoing = self.image.reassignments.get((topic, partition))
+        original = reg.replicas if ongoing is None else ongoing.original
+        if target is None:
+            if ongoing is None:
+                return (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
+                        f"no reassignment of {topic}-{partition} is in progress")
+            return self._revert_reassignment(topic, partition, reg, original)
+        if not target or len(set(target)) != len(target):
+            return (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"replicas {list(target)} are empty or repeat a broker")
+        unknown = [b for b in target if b not in self.image.brokers]
+        if unknown:
+            return (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"broker(s) {unknown} are not registered")
+        if ongoing is None and target == reg.replicas:
+            return ErrorCode.NONE, ""  # already there: nothing to move
+        adding = tuple(b for b in target if b not in original)
+        removing = tuple(b for b in original if b not in target)
+        replicas = target + removing
+        isr = tuple(r for r in replicas if r in reg.isr)
+        if replicas != reg.replicas or isr != reg.isr:
+            self._commit_change(topic, partition, replace(
+                reg, replicas=replicas, isr=isr, partition_epoch=reg.partition_epoch + 1),
+                f"reassignment to {list(target)} started (adding {list(adding)}, removing "
+                f"{list(removing)})")
+        self.emit({"type": "reassignment", "topic": topic, "partition": partition,
+                   "target": list(target), "adding": list(adding), "removing": list(removing),
+                   "original": list(original)})
+        self._maybe_complete_reassignment(topic, partition)
+        return ErrorCode.NONE, ""
+
+    def _revert_reassignment(self, topic: str, partition: int, reg: PartitionRegistration,
+                             original: tuple[int, ...]) -> tuple[ErrorCode, str]:
+        isr = tuple(r for r in original if r in reg.isr)
+        if not isr:
+            return (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"cannot cancel: no replica of the original {list(original)} is in sync")
+        self._finish_reassignment(topic, partition, reg, original, isr,
+                                  f"reassignment cancelled, back to {list(original)}")
+        return ErrorCode.NONE, ""
+
+    def _maybe_complete_reassignment(self, topic: str, partition: int) -> None:
+        ongoing = self.image.reassignments.get((topic, partition))
+        reg = self.image.partition(topic, partition)
+        if ongoing is None or reg is None or not set(ongoing.target) <= set(reg.isr):
+            return
+        isr = tuple(r for r in ongoing.target if r in reg.isr)
+        self._finish_reassignment(topic, partition, reg, ongoing.target, isr,
+                                  f"reassignment to {list(ongoing.target)} completed")
+
+    def _finish_reassignment(self, topic: str, partition: int, reg: PartitionRegistration,
+                             replicas: tuple[int, ...], isr: tuple[int, ...], why: str) -> None:
+        """The replicas become ``replicas`` (ISR ``isr``, a subset); a leader that is not among
+        them hands over to the first acceptable ISR member, at a new leader epoch."""
+        leader, leader_epoch = reg.leader, reg.leader_epoch
+        if leader not in isr:
+            acceptable = self.image.acceptable_brokers()
+            leader = next((r for r in isr if r in acceptable), NO_LEADER)
+            leader_epoch += 1
+        self._commit_change(topic, partition, replace(
+            reg, replicas=replicas, isr=isr, leader=leader, leader_epoch=leader_epoch,
+            partition_epoch=reg.partition_epoch + 1,
+            elr=tuple(r for r in reg.elr if r in replicas)), why)
+        self.emit({"type": "reassignment", "topic": topic, "partition": partition,
+                   "target": None, "adding": [], "removing": []})
+
+    def reassignments(self) -> dict[tuple[str, int], Reassignment]:
+        return self.image.reassignments
 
     # -- topics ----------------------------------------------------------------------------------
     def create_topic(self, name: str, num_partitions: int, replication_factor: int,
@@ -464,6 +557,27 @@ class ControllerLogic:
         if name not in self.image.topics:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
         self.emit({"type": "topic_configs", "name": name, "configs": dict(configs)})
+
+    def _unclean_default(self) -> bool:
+        """The cluster's unclean.leader.election.enable: the dynamic cluster-wide default
+        when one is set (KIP-226), else the controller's own setting."""
+        value = self.image.cluster_default("unclean.leader.election.enable",
+                                           self.config.unclean_leader_election_enable)
+        return value if isinstance(value, bool) else str(value).strip().lower() == "true"
+
+    def alter_broker_configs(self, resource: str, configs: dict[str, Any]) -> None:
+        """Replace the dynamic configs of one broker (``resource`` = its id) or of the
+        cluster-wide default (""); the broker validated them against the setting registry.
+        Brokers apply the set when they see the record; the controller's own elections use the
+        default's ``unclean.leader.election.enable`` from then on (an election it now allows
+        happens at once, as Kafka's controller does on this change)."""
+        if resource and not (resource.isdigit() and int(resource) >= 0):
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             f"broker resource name must be a broker id or empty, not "
+                             f"{resource!r}")
+        self.emit({"type": "broker_configs", "resource": resource, "configs": dict(configs)})
+        if resource == "" and self._unclean_default():
+            self._elect_leaderless("unclean.leader.election.enable set for the cluster")
 
     def delete_topic(self, name: str) -> None:
         if name not in self.image.topics:

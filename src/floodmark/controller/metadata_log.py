@@ -40,15 +40,24 @@ class MetadataLog:
     def log_end_offset(self) -> int:
         return int(self._log.log_end_offset)
 
+    @property
+    def log(self) -> Log:
+        """The underlying log (the controller quorum replicates it)."""
+        return self._log
+
     def read_all(self) -> Iterator[tuple[int, MetadataRecord]]:
-        offset = self._log.log_start_offset
-        end = self._log.log_end_offset
+        return self.read_range(self._log.log_start_offset, self._log.log_end_offset)
+
+    def read_range(self, start: int, end: int) -> Iterator[tuple[int, MetadataRecord]]:
+        """The records at offsets [start, end)."""
+        offset = max(start, self._log.log_start_offset)
+        end = min(end, self._log.log_end_offset)
         while offset < end:
             info = self._log.read(offset, 1 << 20, end)
             if info.is_empty:
                 break
             for rec in decode_records(info.records):
-                if rec.value is not None and rec.offset >= offset:
+                if rec.value is not None and offset <= rec.offset < end:
                     yield rec.offset, json.loads(rec.value)
             if info.next_offset <= offset:
                 break

@@ -52,4 +52,4 @@ class ControllerCollector(Collector):
                                   value=sum(max(reg.leader_epoch, 0) for reg in partitions))
         yield CounterMetricFamily("kafka_controller_controllerstats_uncleanleaderelections",
                                   "Unclean leader elections since this controller started",
-                                  value=self.server.logic.unclean_elections)
+                                  value=self.server.logic.unclean_elections if self.server.logic else 0)

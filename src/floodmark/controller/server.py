@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import time
@@ -18,8 +19,12 @@ from typing import Any
 
 from floodmark.controller import rpc
 from floodmark.controller.image import MetadataImage, MetadataRecord, registration_to_record
+from floodmark.controller.liveness import BrokerConnections, speaker
 from floodmark.controller.logic import ControllerConfig, ControllerLogic
 from floodmark.controller.metadata_log import MetadataLog
+from floodmark.controller.quorum.core import QuorumConfig
+from floodmark.controller.quorum.effects import RoleChanged
+from floodmark.controller.quorum_node import QuorumNode
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.replication.election import AlterPartitionRequest
 
@@ -34,21 +39,44 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+QUORUM_COMMIT_TIMEOUT_S = 10.0
+CONNECTION_GRACE_S = 0.1  # a broker's connections all closed: wait this long for one to return
+STALL_MS = 1000  # the ticker ran this late: the controller itself was not running
+# Answered by every controller of a quorum; the rest only by the active one.
+ANY_CONTROLLER = frozenset({"status", "describe_quorum", "quorum"})
+
+
 class ControllerServer:
-    def __init__(self, data_dir: str, config: ControllerConfig, node_id: int = 0) -> None:
+    def __init__(self, data_dir: str, config: ControllerConfig, node_id: int = 0,
+                 quorum: tuple[QuorumConfig, dict[int, tuple[str, int]]] | None = None) -> None:
+        """``quorum``: (settings, ``controller.quorum.voters``) to run as one voter of a
+        controller quorum; without it the controller is alone (and always active)."""
         self.node_id = node_id
         self.data_dir = data_dir
+        self.config = config
         self.mlog = MetadataLog(data_dir)
         self.image = MetadataImage()
         self.records: list[MetadataRecord] = []  # index == metadata offset
-        for offset, rec in self.mlog.read_all():
-            self.image.apply_all([(offset, rec)])
-            self.records.append(rec)
         self._changed: asyncio.Event | None = None  # created in serve() (needs the loop)
-        self.logic = ControllerLogic(self.image, config)
-        self.logic.bootstrap()
-        self.logic.start(now_ms())
-        self._persist()
+        self.quorum: QuorumNode | None = None
+        self.logic: ControllerLogic | None = None
+        self._commit_waiters: list[tuple[int, asyncio.Future[bool]]] = []
+        self.broker_connections = BrokerConnections()
+        self._resumed_at_ms = 0
+        if quorum is not None:
+            # Records become visible (image, brokers) only once committed by the quorum; this
+            # voter writes only while it is the active controller (the quorum leader).
+            settings, voters = quorum
+            self.quorum = QuorumNode(settings, voters, self.mlog.log, data_dir,
+                                     self._on_high_watermark, self._on_role)
+        else:
+            for offset, rec in self.mlog.read_all():
+                self.image.apply_all([(offset, rec)])
+                self.records.append(rec)
+            self.logic = ControllerLogic(self.image, config)
+            self.logic.bootstrap()
+            self.logic.start(now_ms())
+            self._persist()
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
         self._stopping: asyncio.Event | None = None
@@ -58,19 +86,121 @@ class ControllerServer:
 
     # -- persistence ---------------------------------------------------------------------------
     def _persist(self) -> None:
+        if self.logic is None:
+            return
         pending = self.logic.take_pending()
         if not pending:
             return
+        if self.quorum is not None:
+            values = [json.dumps(rec, sort_keys=True).encode() for _, rec in pending]
+            first, _ = self.quorum.append(values)
+            if first != pending[0][0]:
+                raise RuntimeError(f"metadata log at {first}, records start at {pending[0][0]}")
+            self.records.extend(rec for _, rec in pending)
+            return  # visible once committed (_on_high_watermark)
         self.mlog.append(pending)
         self.records.extend(rec for _, rec in pending)
+        self._wake_fetchers()
+
+    def _wake_fetchers(self) -> None:
         if self._changed is not None:
             self._changed.set()
             self._changed = asyncio.Event()
 
+    @property
+    def visible_end(self) -> int:
+        """Records below this offset may be served: all of them alone, the committed ones (the
+        quorum's high watermark) in a quorum."""
+        if self.quorum is None:
+            return len(self.records)
+        return min(len(self.records), self.quorum.core.high_watermark)
+
     def records_from(self, offset: int) -> list[list[Any]]:
         offset = max(0, offset)
-        end = min(len(self.records), offset + MAX_RECORDS_PER_FETCH)
+        end = min(self.visible_end, offset + MAX_RECORDS_PER_FETCH)
         return [[i, self.records[i]] for i in range(offset, end)]
+
+    # -- quorum ------------------------------------------------------------------------------------
+    def _apply_committed(self, upto: int) -> None:
+        """Replay committed records this voter did not write itself into the image."""
+        start = len(self.records)
+        for offset, rec in self.mlog.read_range(start, upto):
+            self.image.apply_all([(offset, rec)])
+            self.records.append(rec)
+
+    def _on_high_watermark(self, old: int, new: int) -> None:
+        if self.logic is None:
+            self._apply_committed(new)
+        self._maybe_activate()
+        waiting, self._commit_waiters = self._commit_waiters, []
+        for offset, future in waiting:
+            if offset <= new:
+                if not future.done():
+                    future.set_result(True)
+            else:
+                self._commit_waiters.append((offset, future))
+        self._wake_fetchers()
+
+    def _on_role(self, change: RoleChanged) -> None:
+        if change.role != "leader" and self.logic is not None:
+            # No longer the active controller: forget what it wrote but nobody committed.
+            log.info("controller %d is no longer the active controller (epoch %d)",
+                     self.node_id, change.epoch)
+            self.logic = None
+            assert self.quorum is not None
+            self.image = MetadataImage()
+            self.records = []
+            self._apply_committed(self.quorum.core.high_watermark)
+            for _, future in self._commit_waiters:
+                if not future.done():
+                    future.set_result(False)
+            self._commit_waiters = []
+        self._maybe_activate()
+
+    def _maybe_activate(self) -> None:
+        """The quorum leader becomes the active controller once its epoch's first record is
+        committed: then its log's committed prefix is everything any controller ever decided."""
+        quorum = self.quorum
+        if quorum is None or self.logic is not None or not quorum.core.is_leader:
+            return
+        role = quorum.core.role
+        if quorum.core.high_watermark <= getattr(role, "epoch_start_offset", 1 << 62):
+            return
+        self._apply_committed(quorum.core.high_watermark)
+        self.logic = ControllerLogic(self.image, self.config)
+        self.logic.bootstrap()
+        self.logic.start(now_ms())
+        log.info("controller %d is the active controller (epoch %d, %d records)", self.node_id,
+                 quorum.core.epoch, len(self.records))
+        self._persist()
+
+    async def _committed(self, offset: int) -> bool:
+        """Wait until the quorum commits everything below ``offset``; False if this controller
+        stopped being the active one first."""
+        assert self.quorum is not None
+        if self.quorum.core.high_watermark >= offset:
+            return True
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._commit_waiters.append((offset, future))
+        try:
+            return await asyncio.wait_for(future, QUORUM_COMMIT_TIMEOUT_S)
+        except TimeoutError:
+            return False
+
+    def _active(self) -> ControllerLogic:
+        if self.logic is None:
+            raise KafkaError(ErrorCode.NOT_CONTROLLER, self._not_controller()["message"])
+        return self.logic
+
+    def _not_controller(self) -> dict[str, Any]:
+        assert self.quorum is not None
+        leader = self.quorum.core.leader_id
+        address = self.quorum.address_of(leader)
+        where = (f"the active controller is {leader} at {address}" if address
+                 else "no active controller is known yet")
+        return {"error": int(ErrorCode.NOT_CONTROLLER),
+                "message": f"controller {self.node_id} is not the active controller; {where}",
+                "leader": address}
 
     # -- serving -------------------------------------------------------------------------------
     async def serve(self, host: str, port: int, ready: Callable[[int], None] | None = None) -> None:
@@ -80,10 +210,14 @@ class ControllerServer:
         self.bound_port = self._server.sockets[0].getsockname()[1]
         log.info("controller %d listening on %s:%d", self.node_id, host, self.bound_port)
         ticker = asyncio.create_task(self._ticker())
+        if self.quorum is not None:
+            self.quorum.start()
         if ready is not None:
             ready(self.bound_port)
         await self._stopping.wait()
         ticker.cancel()
+        if self.quorum is not None:
+            await self.quorum.stop()
         self._server.close()
         for writer in list(self._writers):
             writer.close()  # their handlers see EOF and end, even one that missed a cancel
@@ -95,8 +229,17 @@ class ControllerServer:
             self._stopping.set()
 
     async def _ticker(self) -> None:
+        last = now_ms()
         while True:
             await asyncio.sleep(TICK_S)
+            now = now_ms()
+            if now - last > STALL_MS:
+                # This process did not run (SIGSTOP, a starved machine): connections brokers
+                # closed meanwhile say nothing about them (see _fence_if_gone).
+                self._resumed_at_ms = now
+            last = now
+            if self.logic is None:
+                continue
             try:
                 self.logic.tick(now_ms())
             except Exception:
@@ -114,6 +257,11 @@ class ControllerServer:
                 if req is None:
                     break
                 answer = await self._handle(req)
+                args = req.get("args")
+                who = speaker(str(req.get("method")), args if isinstance(args, dict) else {},
+                              answer)
+                if who is not None:
+                    self.broker_connections.spoke(writer, who)
                 writer.write(rpc.encode(answer))
                 await writer.drain()
         except (rpc.RpcError, ValueError, ConnectionError) as exc:
@@ -121,13 +269,42 @@ class ControllerServer:
         finally:
             self._writers.discard(writer)
             writer.close()
+            gone = self.broker_connections.closed(writer)
+            if gone is not None and (self._stopping is None or not self._stopping.is_set()):
+                asyncio.get_running_loop().call_later(CONNECTION_GRACE_S,
+                                                      self._fence_if_gone, gone)
+
+    def _fence_if_gone(self, who: tuple[int, int]) -> None:
+        """Every connection of a registered, unfenced broker incarnation closed and none came
+        back: its process is gone. Fence it now rather than after the session timeout (a
+        stopped or partitioned broker keeps its connections open and is left to the timeout;
+        one in controlled shutdown has already handed over)."""
+        broker_id, broker_epoch = who
+        reg = self.image.brokers.get(broker_id)
+        if now_ms() - self._resumed_at_ms < STALL_MS * 2:
+            return  # the controller itself was stalled: its brokers may have given up on it
+        if (self.logic is None or self.broker_connections.has_connection(who) or reg is None
+                or reg.broker_epoch != broker_epoch or reg.fenced or reg.in_controlled_shutdown):
+            return
+        log.info("controller %d: broker %d (epoch %d) closed every connection: fencing it",
+                 self.node_id, broker_id, broker_epoch)
+        self.logic.fence_broker(broker_id, f"broker {broker_id} process gone (connections "
+                                           "closed)")
+        self._persist()
 
     async def _handle(self, req: dict[str, Any]) -> dict[str, Any]:
         rid = req.get("id")
         method = str(req.get("method"))
         args = req.get("args") or {}
         if method != "fetch_metadata":
-            return {"id": rid, **self.call(method, args)}
+            answer = self.call(method, args)
+            if self.quorum is not None and method not in ANY_CONTROLLER and "result" in answer:
+                # Answer only once the quorum has committed what the call wrote.
+                if not await self._committed(self.mlog.log_end_offset):
+                    return {"id": rid, **self._not_controller()}
+                if "from_offset" in args:
+                    answer["result"]["records"] = self.records_from(int(args["from_offset"]))
+            return {"id": rid, **answer}
         try:
             return {"id": rid, "result": await self._fetch_metadata(args)}
         except (KeyError, TypeError, ValueError) as exc:
@@ -139,6 +316,8 @@ class ControllerServer:
         handler = getattr(self, f"_rpc_{method}", None)
         if handler is None:
             return {"error": int(ErrorCode.INVALID_REQUEST), "message": f"unknown method {method!r}"}
+        if self.logic is None and method not in ANY_CONTROLLER:
+            return self._not_controller()
         try:
             result = handler(args)
             self._persist()
@@ -155,20 +334,20 @@ class ControllerServer:
     async def _fetch_metadata(self, args: dict[str, Any]) -> dict[str, Any]:
         offset = int(args.get("offset", 0))
         wait_ms = min(int(args.get("max_wait_ms", 0)), MAX_FETCH_WAIT_MS)
-        if offset >= len(self.records) and wait_ms > 0 and self._changed is not None:
+        if offset >= self.visible_end and wait_ms > 0 and self._changed is not None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), wait_ms / 1000)
-        return {"records": self.records_from(offset), "end": len(self.records)}
+        return {"records": self.records_from(offset), "end": self.visible_end}
 
     # -- methods -------------------------------------------------------------------------------
     def _rpc_register(self, a: dict[str, Any]) -> dict[str, Any]:
-        epoch = self.logic.register_broker(int(a["broker_id"]), str(a["host"]), int(a["port"]),
+        epoch = self._active().register_broker(int(a["broker_id"]), str(a["host"]), int(a["port"]),
                                            str(a["incarnation"]), now_ms(),
                                            clean_shutdown=bool(a.get("clean_shutdown", True)))
         return {"broker_epoch": epoch}
 
     def _rpc_heartbeat(self, a: dict[str, Any]) -> dict[str, Any]:
-        ans = self.logic.heartbeat(int(a["broker_id"]), int(a["broker_epoch"]), now_ms(),
+        ans = self._active().heartbeat(int(a["broker_id"]), int(a["broker_epoch"]), now_ms(),
                                    bool(a.get("want_shutdown", False)))
         return {"error": int(ans.error), "fenced": ans.fenced,
                 "shutdown_ready": ans.shutdown_ready, "end": self.image.next_offset}
@@ -182,13 +361,13 @@ class ControllerServer:
             leader_recovered=bool(a.get("leader_recovered", False)),
         )
         topic, partition = str(a["topic"]), int(a["partition"])
-        error, reg = self.logic.alter_partition(topic, partition, request)
+        error, reg = self._active().alter_partition(topic, partition, request)
         return {"error": int(error),
                 "registration": registration_to_record(topic, partition, reg) if reg else None}
 
     def _rpc_create_topic(self, a: dict[str, Any]) -> dict[str, Any]:
         assignments = a.get("assignments")
-        self.logic.create_topic(str(a["name"]), int(a["num_partitions"]),
+        self._active().create_topic(str(a["name"]), int(a["num_partitions"]),
                                 int(a["replication_factor"]), dict(a.get("configs") or {}),
                                 validate_only=bool(a.get("validate_only", False)),
                                 assignments=None if assignments is None else [
@@ -196,42 +375,74 @@ class ControllerServer:
         return {}
 
     def _rpc_delete_topic(self, a: dict[str, Any]) -> dict[str, Any]:
-        self.logic.delete_topic(str(a["name"]))
+        self._active().delete_topic(str(a["name"]))
         return {}
 
     def _rpc_create_partitions(self, a: dict[str, Any]) -> dict[str, Any]:
         assignments = a.get("assignments")
-        self.logic.create_partitions(str(a["name"]), int(a["count"]),
+        self._active().create_partitions(str(a["name"]), int(a["count"]),
                                      validate_only=bool(a.get("validate_only", False)),
                                      assignments=None if assignments is None else [
                                          tuple(int(b) for b in r) for r in assignments])
         return {}
 
     def _rpc_alter_topic_configs(self, a: dict[str, Any]) -> dict[str, Any]:
-        self.logic.alter_topic_configs(str(a["name"]), dict(a["configs"]))
+        self._active().alter_topic_configs(str(a["name"]), dict(a["configs"]))
         return {}
+
+    def _rpc_alter_broker_configs(self, a: dict[str, Any]) -> dict[str, Any]:
+        self._active().alter_broker_configs(str(a["resource"]), dict(a["configs"]))
+        return {}
+
+    def _rpc_alter_partition_reassignments(self, a: dict[str, Any]) -> dict[str, Any]:
+        results = []
+        for topic, partition, target in a["changes"]:
+            err, message = self._active().alter_partition_reassignment(
+                str(topic), int(partition),
+                None if target is None else tuple(int(b) for b in target))
+            results.append([str(topic), int(partition), int(err), message])
+        return {"results": results}
 
     def _rpc_elect_leaders(self, a: dict[str, Any]) -> dict[str, Any]:
         results = []
         for topic, partition in a["partitions"]:
-            err, message = self.logic.elect_leader(str(topic), int(partition),
+            err, message = self._active().elect_leader(str(topic), int(partition),
                                                    bool(a.get("unclean", False)))
             results.append([str(topic), int(partition), int(err), message])
         return {"results": results}
 
     def _rpc_allocate_producer_ids(self, a: dict[str, Any]) -> dict[str, Any]:
-        first, count = self.logic.allocate_producer_ids()
+        first, count = self._active().allocate_producer_ids()
         return {"first": first, "count": count}
 
     def _rpc_elect_preferred(self, a: dict[str, Any]) -> dict[str, Any]:
-        return {"moved": self.logic.rebalance_preferred_leaders()}
+        return {"moved": self._active().rebalance_preferred_leaders()}
+
+    def _rpc_quorum(self, a: dict[str, Any]) -> dict[str, Any]:
+        if self.quorum is None:
+            raise ValueError("this controller does not run a quorum")
+        self.quorum.deliver(a)
+        self._persist()
+        return {}
+
+    def _rpc_describe_quorum(self, a: dict[str, Any]) -> dict[str, Any]:
+        if self.quorum is None:  # alone: the only voter, always the leader
+            end = len(self.records)
+            return {"node_id": self.node_id, "role": "leader", "leader_id": self.node_id,
+                    "leader_epoch": 0, "high_watermark": end, "log_end_offset": end,
+                    "leader_address": None, "voters": [{"voter_id": self.node_id,
+                                                        "log_end_offset": end, "lag": 0,
+                                                        "last_fetch_ms_ago": None}],
+                    "voter_ids": [self.node_id], "active": True}
+        return {**self.quorum.describe(), "active": self.logic is not None}
 
     def _rpc_status(self, a: dict[str, Any]) -> dict[str, Any]:
         now = now_ms()
+        last_heartbeat = self.logic.last_heartbeat_ms if self.logic is not None else {}
         brokers = [
             {"id": b.broker_id, "broker_epoch": b.broker_epoch, "host": b.host, "port": b.port,
              "fenced": b.fenced, "in_controlled_shutdown": b.in_controlled_shutdown,
-             "last_heartbeat_ms_ago": now - self.logic.last_heartbeat_ms.get(b.broker_id, now)}
+             "last_heartbeat_ms_ago": now - last_heartbeat.get(b.broker_id, now)}
             for b in sorted(self.image.brokers.values(), key=lambda b: b.broker_id)
         ]
         topics = {
@@ -242,4 +453,6 @@ class ControllerServer:
         return {"controller_id": self.node_id, "pid": os.getpid(),
                 "cluster_id": self.image.cluster_id, "metadata_offset": self.image.next_offset,
                 "brokers": brokers, "topics": topics,
-                "unclean_elections": self.logic.unclean_elections}
+                "unclean_elections": self.logic.unclean_elections if self.logic else 0,
+                "active": self.logic is not None,
+                "quorum": self._rpc_describe_quorum({})}

@@ -10,7 +10,16 @@ request epoch ``c`` vs local epoch ``l``   error
 ``l > c`` (sender is stale)                FENCED_LEADER_EPOCH
 ``l < c`` (this broker is stale)           UNKNOWN_LEADER_EPOCH
 not the leader where a leader is needed   NOT_LEADER_OR_FOLLOWER
+OffsetsForLeaderEpoch asks for an epoch     UNKNOWN_LEADER_EPOCH
+newer than ``l``
 ========================================  ==========================
+
+The last row: a requester that read a record of an epoch newer than this leader's own has proof
+that a later leader exists, whatever ``current_leader_epoch`` it sends (librdkafka sends -1 or
+the epoch of the stale metadata it followed). Kafka answers "no such epoch, end offset -1", which
+librdkafka treats as log truncation and resets the consumer's position (found by ``floodmark
+chaos run``, isolate-then-kill); UNKNOWN_LEADER_EPOCH is retriable and makes the client refresh
+its metadata instead.
 
 Produce carries no epoch, so a stale leader is fenced only by NOT_LEADER_OR_FOLLOWER and by its
 frozen high watermark (its ISR still contains the new leader, which never fetches from it).
@@ -44,6 +53,16 @@ def check_leader_request(
     if not is_leader:
         return ErrorCode.NOT_LEADER_OR_FOLLOWER
     return ErrorCode.NONE
+
+
+def check_epoch_query(
+    local_leader_epoch: int, current_leader_epoch: int, requested_epoch: int, *, is_leader: bool
+) -> ErrorCode:
+    """Fencing for OffsetsForLeaderEpoch on the leader (see the table's last row)."""
+    error = check_leader_request(local_leader_epoch, current_leader_epoch, is_leader=is_leader)
+    if error is ErrorCode.NONE and requested_epoch > local_leader_epoch:
+        return ErrorCode.UNKNOWN_LEADER_EPOCH
+    return error
 
 
 def check_replica_fetch(

@@ -375,7 +375,13 @@ class Partition:
     def _make_leader(
         self, log: LogView, registration: PartitionRegistration, now_ms: int
     ) -> list[Effect]:
-        is_new_leader = not isinstance(self.role, LeaderState)
+        # A new leader epoch is a new leadership, even for the leader of the previous one: a
+        # follower's log end learned in an earlier epoch may be gone (it followed another
+        # leader meanwhile and truncated, while this broker missed the changes between), so the
+        # HW waits for each follower's first fetch in this epoch. Kafka keeps them when the
+        # leader stays leader (``resetReplicaState``); the model checker found the loss of an
+        # acknowledged write that causes (tests/sim/test_reelected_leader.py).
+        is_new_leader = True
         leo = log.log_end_offset
         effects: list[Effect] = []
         if self.config.truncation.records_epoch_on_election:
@@ -580,8 +586,9 @@ class Partition:
         self, log: LogView, query: EpochQuery
     ) -> tuple[ErrorCode, EpochEndOffset]:
         """OffsetsForLeaderEpoch on the leader: fenced, leader-only, answer per protocol mode."""
-        error = fencing.check_leader_request(
-            self.leader_epoch, query.current_leader_epoch, is_leader=self.is_leader
+        error = fencing.check_epoch_query(
+            self.leader_epoch, query.current_leader_epoch, query.leader_epoch,
+            is_leader=self.is_leader
         )
         if error is not ErrorCode.NONE:
             return error, EpochEndOffset(UNDEFINED_EPOCH, -1)

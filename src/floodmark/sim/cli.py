@@ -88,6 +88,10 @@ def register(sim_subparsers: Any) -> None:
     replay.add_argument("--json", action="store_true")
     replay.set_defaults(func=cmd_replay)
 
+    from floodmark.sim import quorum_cli
+
+    quorum_cli.register(sim_subparsers)
+
 
 def cmd_scenario(args: argparse.Namespace) -> int:
     if args.list or not args.name:

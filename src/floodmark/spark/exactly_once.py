@@ -45,7 +45,7 @@ from floodmark.client.producer import IdempotentProducer
 from floodmark.errors import ErrorCode
 from floodmark.spark.fetcher import ClientConfig, client_for, read_range
 from floodmark.spark.options import OptionError, SinkOptions
-from floodmark.spark.writer import as_bytes, cluster_for, new_producer, produce_rows
+from floodmark.spark.sink import as_bytes, cluster_for, new_producer, produce_rows
 
 log = logging.getLogger(__name__)
 

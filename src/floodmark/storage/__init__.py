@@ -1,5 +1,6 @@
 """Kafka's on-disk log layout over a file-system seam: segments, indexes, checkpoints, recovery."""
 
+from floodmark.storage.appends import AppendInfo, NonContiguousAppendError
 from floodmark.storage.checkpoints import (
     CorruptCheckpointError,
     LeaderEpochCheckpointFile,
@@ -11,7 +12,8 @@ from floodmark.storage.config import FlushPolicy, LogConfig
 from floodmark.storage.data_dir import DataDir
 from floodmark.storage.file_slice import FileSlice, StaleSliceError
 from floodmark.storage.fs import FileSystem, MemoryFileSystem, RealFileSystem
-from floodmark.storage.log import AppendInfo, Log, NonContiguousAppendError, ReadInfo
+from floodmark.storage.log import Log
+from floodmark.storage.reads import ReadInfo
 
 __all__ = [
     "AppendInfo",

@@ -63,6 +63,12 @@ def _write_atomically(fs: FileSystem, path: str, text: str, *, sync_dir: bool = 
         fs.fsync_dir(posixpath.dirname(path) or ".")
 
 
+def write_text_atomically(fs: FileSystem, path: str, text: str) -> None:
+    """Replace ``path`` with ``text`` durably: temp file, fsync, rename, fsync the directory
+    (the checkpoints' rule, for other small state files such as the quorum's)."""
+    _write_atomically(fs, path, text)
+
+
 def _read_lines(fs: FileSystem, path: str, fields: int) -> list[list[str]]:
     """Parse the framing; returns the entry lines split into ``fields`` tokens each."""
     try:

@@ -442,11 +442,15 @@ class LogCleaner:
     """The cleaner's per-data-directory state: first dirty offsets (``cleaner-offset-checkpoint``)
     and, in memory, the earliest delete horizon of the tombstones each log still holds."""
 
+    @staticmethod
+    def keys_for(dedupe_buffer_bytes: int) -> int:
+        """Kafka's sizing: 24 bytes (a 16-byte hash and an 8-byte offset) per key at a 0.9 load
+        factor; here it is a bound on the number of keys (a Python dict entry costs more)."""
+        return max(1, int(dedupe_buffer_bytes * 0.9) // 24)
+
     def __init__(self, fs: FileSystem, data_dir: str,
                  dedupe_buffer_bytes: int = DEDUPE_BUFFER_BYTES) -> None:
-        # Kafka's sizing: 24 bytes (a 16-byte hash and an 8-byte offset) per key at a 0.9 load
-        # factor; here it is a bound on the number of keys (a Python dict entry costs more).
-        self.max_map_keys = max(1, int(dedupe_buffer_bytes * 0.9) // 24)
+        self.max_map_keys = self.keys_for(dedupe_buffer_bytes)
         self._file = OffsetCheckpointFile(fs, f"{data_dir}/{CLEANER_OFFSET_CHECKPOINT}")
         self.first_dirty: dict[tuple[str, int], int] = {}
         self.next_horizon: dict[tuple[str, int], int] = {}

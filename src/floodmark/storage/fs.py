@@ -78,6 +78,44 @@ class FileSystem(Protocol):
 # ---------------------------------------------------------------------------------------------
 # Real files
 # ---------------------------------------------------------------------------------------------
+class FlushTicket:
+    """fsyncs captured by ``Log.begin_flush`` (duplicated handles, so the log may go on
+    meanwhile); ``run`` may execute on any thread."""
+
+    __slots__ = ("directory", "done", "error", "fs", "generation", "handles", "target_offset")
+
+    def __init__(
+        self,
+        fs: FileSystem,
+        handles: list[FileHandle],
+        directory: str | None,
+        target_offset: int,
+        generation: int,
+    ) -> None:
+        self.fs = fs
+        self.handles = handles
+        self.directory = directory
+        self.target_offset = target_offset
+        self.generation = generation
+        self.done = False
+        self.error: OSError | None = None
+
+    def run(self) -> None:
+        """fsync every captured file (and the directory), then close the duplicates. Never
+        raises: a failure is recorded and reported by ``Log.complete_flush``."""
+        try:
+            for handle in self.handles:
+                handle.fsync()
+            if self.directory is not None:
+                self.fs.fsync_dir(self.directory)
+            self.done = True
+        except OSError as exc:
+            self.error = exc
+        finally:
+            for handle in self.handles:
+                handle.close()
+
+
 class RealFileHandle:
     __slots__ = ("_fd", "_path", "_size")
 

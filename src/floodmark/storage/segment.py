@@ -32,6 +32,8 @@ _TIME_ENTRY = struct.Struct(">qI")
 _SCAN_PREFIX = struct.Struct(">qi11xi")
 SCAN_CHUNK_BYTES = 64 * 1024
 MAX_RELATIVE_OFFSET = 2**31 - 1
+LOG_SUFFIX = ".log"
+INDEX_SUFFIXES = (".index", ".timeindex")
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -371,6 +373,16 @@ class Segment:
         self.roll_base_ms: int | None = None
         self.dirty = False
 
+    @classmethod
+    def create(cls, fs: FileSystem, dir_path: str, base_offset: int) -> Segment:
+        """A new, empty segment (any files of that name are emptied)."""
+        segment = cls(fs, dir_path, base_offset)
+        segment.log.truncate(0)
+        segment.index.reset()
+        segment.time_index.reset()
+        segment.dirty = True
+        return segment
+
     @property
     def path(self) -> str:
         return self.log.path
@@ -381,6 +393,13 @@ class Segment:
 
     def file_paths(self) -> list[str]:
         return [self.log.path, self.index.file.path, self.time_index.file.path]
+
+    def delete(self, fs: FileSystem) -> None:
+        """Close the segment and remove its files."""
+        self.close()
+        for path in self.file_paths():
+            if fs.exists(path):
+                fs.remove(path)
 
     # -- appends ------------------------------------------------------------------------------
     def note_batch(
@@ -462,7 +481,33 @@ class Segment:
         self.index.file.release()
         self.time_index.file.release()
 
+    def load_indexes(self) -> bool:
+        """Load the index files of a closed segment; False if they are missing or fail the
+        sanity check (then they are to be rebuilt)."""
+        size = self.size
+        ok = self.index_files_existed and self.index.load(size) and self.time_index.load()
+        if ok and size > 0 and len(self.time_index) == 0:
+            ok = False  # a closed, non-empty segment always has its final time index entry
+        if ok:
+            self.max_timestamp = self.time_index.last_timestamp
+            if self.time_index.relative_offsets:
+                self.offset_of_max_timestamp = (
+                    self.base_offset + self.time_index.relative_offsets[-1]
+                )
+            self.roll_base_ms = (
+                self.time_index.timestamps[0] if self.time_index.timestamps else None
+            )
+        return ok
+
     # -- lookups ------------------------------------------------------------------------------
+    def next_offset(self) -> int:
+        """Next offset after the segment's last batch (its base offset when empty)."""
+        _, start = self.index.lookup(2**63 - 1)
+        next_offset = self.base_offset
+        for _, header in scan_batches(self.log, start, validate=False):
+            next_offset = header.next_offset
+        return next_offset
+
     def find_batch(self, offset: int, scan_bytes: int = 4096) -> tuple[int, BatchHeader] | None:
         """(position, header) of the first batch whose last offset is >= ``offset``.
 
@@ -496,6 +541,24 @@ class Segment:
             position += rel
         return None
 
+    def recompute_max_timestamp(self) -> None:
+        """After a truncation: the time index's last entry holds the maximum timestamp up to
+        the last offset-index entry (both were truncated consistently); scan from there."""
+        time_index = self.time_index
+        self.max_timestamp = time_index.last_timestamp
+        self.offset_of_max_timestamp = self.base_offset + (
+            time_index.relative_offsets[-1] if time_index.relative_offsets else 0
+        )
+        self.bytes_since_last_index_entry = 0
+        start = self.index.positions[-1] if self.index.positions else 0
+        for _, header in scan_batches(self.log, start, validate=False):
+            if header.max_timestamp > self.max_timestamp:
+                self.max_timestamp = header.max_timestamp
+                self.offset_of_max_timestamp = header.last_offset
+            self.bytes_since_last_index_entry += header.size
+        if self.size == 0:
+            self.roll_base_ms = None
+
     def rebuild_indexes(self, index_interval_bytes: int, *, from_position: int = 0) -> None:
         """Recreate index entries from ``from_position`` by scanning (headers only)."""
         if from_position == 0:
@@ -512,6 +575,8 @@ class Segment:
 
 
 __all__ = [
+    "INDEX_SUFFIXES",
+    "LOG_SUFFIX",
     "MAX_RELATIVE_OFFSET",
     "OffsetIndex",
     "Segment",

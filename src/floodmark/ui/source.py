@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from floodmark.client.connection import KafkaConnection, RequestFailed
 from floodmark.client.replica_state import leader_views, replica_states
-from floodmark.cluster_cli import CONTROLLER_ID, LocalCluster
+from floodmark.cluster import CONTROLLER_ID, LocalCluster
 from floodmark.ui.groups import read_groups
 
 PartitionKey = tuple[str, int]

@@ -6,12 +6,14 @@ storage layer can patch offsets in place without another copy), and responses ar
 into a few buffers with record bytes passed by reference to ``writelines``. Output is
 byte-identical to kio's (golden tests in tests/unit/test_wire_hot.py).
 
-Versions: Produce 3..10 (flexible from 9), Fetch 4..12 (flexible from 12).
+Versions: Produce 3..10 (flexible from 9), Fetch 4..18 (flexible from 12, topic ids from 13,
+KIP-951 leader hints from 16).
 """
 
 from __future__ import annotations
 
 import struct
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +25,7 @@ _HHI = struct.Struct(">hhi")
 _PRODUCE_PART = struct.Struct(">ihqq")  # index, error_code, base_offset, log_append_time
 _I64 = struct.Struct(">q")
 _FETCH_PART = struct.Struct(">ihqq")  # partition_index, error_code, high_watermark, last_stable
+_LEADER = struct.Struct(">ii")  # leader_id, leader_epoch
 
 
 class HotDecodeError(ValueError):
@@ -230,13 +233,35 @@ class FetchPartitionResult:
     last_stable_offset: int
     log_start_offset: int
     records: bytes | memoryview | None
+    # KIP-951 (v16+): (leader id, leader epoch) sent with NOT_LEADER_OR_FOLLOWER /
+    # FENCED_LEADER_EPOCH so the client can move without a Metadata round trip.
+    current_leader: tuple[int, int] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeEndpoint:
+    """KIP-951 (v16+): where the ``current_leader`` brokers of a Fetch answer listen."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+# A topic of a Fetch answer is named by its name (v4..12) or by its topic id (v13+).
+FetchTopicKey = str | uuid.UUID
 
 
 def encode_fetch_response(version: int, correlation_id: int,
-                          topics: list[tuple[str, list[FetchPartitionResult]]],
-                          error_code: int = 0, session_id: int = 0) -> list[bytes | memoryview]:
-    """Fetch v4..v12 response as buffers; record bytes are referenced, never copied."""
+                          topics: list[tuple[FetchTopicKey, list[FetchPartitionResult]]],
+                          error_code: int = 0, session_id: int = 0,
+                          node_endpoints: list[NodeEndpoint] | None = None,
+                          ) -> list[bytes | memoryview]:
+    """Fetch v4..v18 response as buffers; record bytes are referenced, never copied. Topics are
+    keyed by name before v13 and by topic id from v13 (KIP-516)."""
     flexible = version >= 12
+    by_id = version >= 13
+    leaders = version >= 16
     parts: list[bytes | memoryview] = []
     out = bytearray(b"\0\0\0\0")
     out += _I32.pack(correlation_id)
@@ -247,8 +272,13 @@ def encode_fetch_response(version: int, correlation_id: int,
         out += struct.pack(">hi", error_code, session_id)
     _put_array_len(out, len(topics), flexible)
     total = 0
-    for name, plist in topics:
-        _put_string(out, name, flexible)
+    for key, plist in topics:
+        if by_id:
+            assert isinstance(key, uuid.UUID)
+            out += key.bytes
+        else:
+            assert isinstance(key, str)
+            _put_string(out, key, flexible)
         _put_array_len(out, len(plist), flexible)
         for p in plist:
             out += _FETCH_PART.pack(p.partition_index, p.error_code, p.high_watermark,
@@ -271,12 +301,31 @@ def encode_fetch_response(version: int, correlation_id: int,
                 parts.append(rec)
                 total += len(rec)
                 out = bytearray()
-            if flexible:
+            if not flexible:
+                continue
+            if leaders and p.current_leader is not None and p.current_leader != (-1, -1):
+                # tagged fields: one, tag 1 (current_leader), 9 bytes: id, epoch, no tags
+                out += b"\x01\x01\x09" + _LEADER.pack(*p.current_leader) + b"\x00"
+            else:
                 out.append(0)
         if flexible:
             out.append(0)
     if flexible:
-        out.append(0)
+        if leaders and node_endpoints:
+            body = bytearray()
+            _put_array_len(body, len(node_endpoints), True)
+            for node in node_endpoints:
+                body += _I32.pack(node.node_id)
+                _put_string(body, node.host, True)
+                body += _I32.pack(node.port)
+                _put_string(body, node.rack, True)
+                body.append(0)
+            out.append(1)  # one tagged field: tag 0, node_endpoints
+            out.append(0)
+            _put_uvarint(out, len(body))
+            out += body
+        else:
+            out.append(0)
     parts.append(bytes(out))
     total += len(out)
     first = parts[0]

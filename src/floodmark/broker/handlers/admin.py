@@ -1,20 +1,32 @@
-"""ApiVersions, Metadata, CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs."""
+"""ApiVersions, Metadata, CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs,
+AlterConfigs/IncrementalAlterConfigs (topics and brokers), and the other admin APIs."""
 
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from floodmark.broker import dynamic_configs
+from floodmark.broker.config import (
+    LONG_MAX,
+    SETTINGS,
+    TOPIC_CONFIG_DEFAULTS,
+    ConfigSource,
+    ConfigType,
+    render,
+)
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import validate_topic_name
 from floodmark.wire.api_table import SUPPORTED, ApiKey
 from floodmark.wire.codec import RequestHeader, encode_response
 
 if TYPE_CHECKING:
-    from floodmark.broker.broker import Broker
+    from floodmark.broker.context import HandlerContext
 
 INT32_MIN = -(2**31)
+_ZERO_UUID = uuid.UUID(int=0)
 # KIP-430: without an authorizer every operation is allowed; asked for, the answer is the set of
 # operations that apply (AclOperation codes as bits), not "unknown".
 TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))  # READ..ALTER_CONFIGS
@@ -31,7 +43,7 @@ def api_keys_table() -> list[dict[str, int]]:
 _API_VERSIONS_CACHE: dict[tuple[int, int], bytes] = {}
 
 
-def api_versions(broker: Broker, header: RequestHeader, req: Any, conn: Any = None) -> list[bytes | memoryview]:
+def api_versions(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any = None) -> list[bytes | memoryview]:
     # The body never changes, so the encoded bytes are cached per version; only the correlation
     # id differs (bytes 4..7 of the frame).
     key = (header.api_version, 0)
@@ -46,11 +58,12 @@ def api_versions(broker: Broker, header: RequestHeader, req: Any, conn: Any = No
     return [cached[:4], header.correlation_id.to_bytes(4, "big", signed=True), cached[8:]]
 
 
-def _partition_entries(broker: Broker, topic: str) -> list[dict[str, Any]]:
+def _partition_entries(broker: HandlerContext, topic: str) -> list[dict[str, Any]]:
     meta = broker.controller.topics()[topic]
     return [
         {
-            "error_code": 0,
+            # No leader (yet, or none eligible): the client asks again.
+            "error_code": int(ErrorCode.LEADER_NOT_AVAILABLE) if p.leader < 0 else 0,
             "partition_index": p.partition,
             "leader_id": p.leader,
             "leader_epoch": p.leader_epoch,
@@ -62,14 +75,22 @@ def _partition_entries(broker: Broker, topic: str) -> list[dict[str, Any]]:
     ]
 
 
-def metadata(broker: Broker, header: RequestHeader, req: Any, conn: Any = None) -> dict[str, Any]:
+def metadata(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any = None) -> dict[str, Any]:
     version = header.api_version
     topics_meta = broker.controller.topics()
     requested = req.topics
+    by_id: list[Any] = []  # KIP-516: topics asked for by id (name null), answered by id
     if requested is None or (version == 0 and len(requested) == 0):
         names = list(topics_meta)
     else:
         names = [t.name for t in requested if t.name is not None]
+        # By id from v12 (the response's name is nullable from there, as in Kafka).
+        by_id = [t.topic_id for t in requested
+                 if version >= 12 and t.name is None
+                 and getattr(t, "topic_id", None) not in (None, _ZERO_UUID)]
+    if by_id:
+        known = {m.topic_id: m.name for m in topics_meta.values()}
+        names += [known[i] for i in by_id if i in known]
     auto_create = bool(getattr(req, "allow_auto_topic_creation", True)) and bool(
         broker.config.get("auto.create.topics.enable")
     )
@@ -103,8 +124,14 @@ def metadata(broker: Broker, header: RequestHeader, req: Any, conn: Any = None) 
             "partitions": _partition_entries(broker, name),
             "topic_authorized_operations": topic_ops,
         })
+    for topic_id in by_id:
+        if topic_id not in {m.topic_id for m in topics_meta.values()}:
+            out.append({"error_code": int(ErrorCode.UNKNOWN_TOPIC_ID), "name": None,
+                        "topic_id": topic_id, "is_internal": False, "partitions": [],
+                        "topic_authorized_operations": topic_ops})
     return {
         "throttle_time": 0,
+        "error_code": 0,
         "brokers": broker.live_brokers(),
         "cluster_id": broker.controller.cluster_id,
         "controller_id": broker.node_id,
@@ -115,7 +142,7 @@ def metadata(broker: Broker, header: RequestHeader, req: Any, conn: Any = None) 
     }
 
 
-def create_topics(broker: Broker, header: RequestHeader, req: Any, conn: Any = None) -> dict[str, Any]:
+def create_topics(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any = None) -> dict[str, Any]:
     validate_only = bool(getattr(req, "validate_only", False))
     results = []
     seen: set[str] = set()
@@ -147,7 +174,7 @@ def create_topics(broker: Broker, header: RequestHeader, req: Any, conn: Any = N
     return {"throttle_time": 0, "topics": results}
 
 
-def delete_topics(broker: Broker, header: RequestHeader, req: Any, conn: Any = None) -> dict[str, Any]:
+def delete_topics(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any = None) -> dict[str, Any]:
     if header.api_version >= 6:
         names = [(t.name, t.topic_id) for t in req.topics]
     else:
@@ -170,7 +197,7 @@ def delete_topics(broker: Broker, header: RequestHeader, req: Any, conn: Any = N
     return {"throttle_time": 0, "responses": results}
 
 
-def create_partitions(broker: Broker, header: RequestHeader, req: Any, conn: Any = None) -> dict[str, Any]:
+def create_partitions(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any = None) -> dict[str, Any]:
     results = []
     for t in req.topics:
         entry: dict[str, Any] = {"name": t.name, "error_code": 0, "error_message": None}
@@ -187,31 +214,14 @@ def create_partitions(broker: Broker, header: RequestHeader, req: Any, conn: Any
 
 _TOPIC_RESOURCE = 2
 _BROKER_RESOURCE = 4
-_SOURCE_DYNAMIC_TOPIC = 1
-_SOURCE_STATIC_BROKER = 4
-_SOURCE_DEFAULT = 5
 
 
-def _config_type(value: Any) -> int:
-    # ConfigType: 1 BOOLEAN, 2 STRING, 3 INT, 4 SHORT, 5 LONG, 6 DOUBLE
-    if isinstance(value, bool):
-        return 1
-    if isinstance(value, int):
-        return 5
-    if isinstance(value, float):
-        return 6  # DOUBLE
-    return 2
-
-
-def _render(value: Any) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-def describe_configs(broker: Broker, header: RequestHeader, req: Any, conn: Any = None) -> dict[str, Any]:
+def describe_configs(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any = None) -> dict[str, Any]:
+    """Topics: every topic config, its own value or the broker's (with that one's source).
+    Brokers: this broker's every setting with its source and read-only flag; the cluster-wide
+    default resource ("") lists the dynamic defaults set. Synonyms (v1+, when asked) give
+    every layer that holds a value, most specific first."""
+    synonyms = bool(getattr(req, "include_synonyms", False))
     results = []
     for res in req.resources:
         keys = set(res.configuration_keys) if res.configuration_keys is not None else None
@@ -225,14 +235,22 @@ def describe_configs(broker: Broker, header: RequestHeader, req: Any, conn: Any 
                 entry.update(error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
                              error_message=f"unknown topic {res.resource_name!r}")
             else:
-                defaults = broker.config.topic_defaults()
-                for name in sorted(set(defaults) | set(meta.configs)):
-                    dynamic = name in meta.configs
-                    value = meta.configs[name] if dynamic else defaults[name]
-                    configs.append(_config_entry(name, value, dynamic, _SOURCE_DYNAMIC_TOPIC))
+                configs = _topic_entries(broker, meta.configs, synonyms)
         elif res.resource_type == _BROKER_RESOURCE:
-            for name, value in sorted(broker.config.settings.items()):
-                configs.append(_config_entry(name, value, False, _SOURCE_STATIC_BROKER))
+            if res.resource_name == "":
+                default = broker.config.dynamic.cluster_default
+                configs = [_entry(name, [(ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+                                          default[name])], name, synonyms)
+                           for name in sorted(default)]
+            elif res.resource_name != str(broker.node_id):
+                entry.update(error_code=int(ErrorCode.INVALID_REQUEST),
+                             error_message=f"Unexpected broker id, expected {broker.node_id} "
+                                           f"or empty string, but received "
+                                           f"{res.resource_name}")
+            else:
+                names = sorted(set(SETTINGS) | set(broker.config.settings))
+                configs = [_entry(name, broker.config.sources(name), name, synonyms)
+                           for name in names]
         else:
             entry.update(error_code=int(ErrorCode.INVALID_REQUEST),
                          error_message=f"unsupported resource type {res.resource_type}")
@@ -243,25 +261,60 @@ def describe_configs(broker: Broker, header: RequestHeader, req: Any, conn: Any 
     return {"throttle_time": 0, "results": results}
 
 
-def _config_entry(name: str, value: Any, dynamic: bool, dynamic_source: int) -> dict[str, Any]:
+def _topic_entries(broker: HandlerContext, own: dict[str, Any], synonyms: bool) -> list[dict[str, Any]]:
+    defaults = broker.config.topic_defaults()
+    out = []
+    for name in sorted(set(defaults) | set(own)):
+        broker_name = TOPIC_CONFIG_DEFAULTS.get(name)
+        chain: list[tuple[ConfigSource, Any]] = []
+        if name in own:
+            chain.append((ConfigSource.DYNAMIC_TOPIC_CONFIG, own[name]))
+        if broker_name is not None:
+            chain += broker.config.sources(broker_name)
+            if name == "flush.ms":  # Kafka's topic default: never flush on time alone
+                chain = [(src, LONG_MAX if v is None else v) for src, v in chain]
+        if not chain:
+            chain.append((ConfigSource.DEFAULT_CONFIG, defaults.get(name)))
+        out.append(_entry(name, chain, broker_name or name, synonyms, topic=True))
+    return out
+
+
+def _entry(name: str, chain: list[tuple[ConfigSource, Any]], synonym_name: str,
+           synonyms: bool, *, topic: bool = False) -> dict[str, Any]:
+    """One DescribeConfigs entry: the first layer of ``chain`` is in force."""
+    source, value = chain[0] if chain else (ConfigSource.DEFAULT_CONFIG, None)
+    setting = SETTINGS.get(synonym_name)
+    read_only = not topic and (setting is None or not setting.dynamic)
     return {
         "name": name,
-        "value": _render(value),
-        "read_only": False,
-        "is_default": not dynamic,
-        "config_source": dynamic_source if dynamic else _SOURCE_DEFAULT,
+        "value": render(value),
+        "read_only": read_only,
+        "is_default": source is ConfigSource.DEFAULT_CONFIG,
+        "config_source": int(source),
         "is_sensitive": False,
-        "synonyms": [],
-        "config_type": _config_type(value),
+        "synonyms": [{"name": name if src is ConfigSource.DYNAMIC_TOPIC_CONFIG else synonym_name,
+                      "value": render(v), "source": int(src)} for src, v in chain]
+        if synonyms else [],
+        "config_type": int(setting.type if setting is not None else _config_type(value)),
         "documentation": None,
     }
+
+
+def _config_type(value: Any) -> ConfigType:
+    if isinstance(value, bool):
+        return ConfigType.BOOLEAN
+    if isinstance(value, int):
+        return ConfigType.LONG
+    if isinstance(value, float):
+        return ConfigType.DOUBLE
+    return ConfigType.STRING
 
 
 def validate_name(name: str) -> None:
     validate_topic_name(name)
 
 
-def describe_cluster(broker: Broker, header: RequestHeader, req: Any, conn: Any = None
+def describe_cluster(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any = None
                      ) -> dict[str, Any]:
     """KIP-700: the live brokers and the cluster id. Admin clients send controller-bound
     requests to ``controller_id``; any floodmark broker forwards them, so it names itself."""
@@ -281,7 +334,7 @@ def describe_cluster(broker: Broker, header: RequestHeader, req: Any, conn: Any 
     }
 
 
-def describe_log_dirs(broker: Broker, header: RequestHeader, req: Any, conn: Any = None
+def describe_log_dirs(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any = None
                       ) -> dict[str, Any]:
     """This broker's one log directory: every replica it holds with its size on disk and its
     offset lag (HW - LEO when a follower is behind the HW it was told, else 0), and the
@@ -307,7 +360,7 @@ def describe_log_dirs(broker: Broker, header: RequestHeader, req: Any, conn: Any
         "total_bytes": total, "usable_bytes": usable}]}
 
 
-def elect_leaders(broker: Broker, header: RequestHeader, req: Any, conn: Any = None
+def elect_leaders(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any = None
                   ) -> dict[str, Any]:
     """ElectLeaders (KIP-460): PREFERRED (0) or UNCLEAN (1), decided by the controller; every
     partition when ``topic_partitions`` is null."""
@@ -329,39 +382,45 @@ def elect_leaders(broker: Broker, header: RequestHeader, req: Any, conn: Any = N
 
 # IncrementalAlterConfigs operations (KIP-339)
 _OP_SET, _OP_DELETE, _OP_APPEND, _OP_SUBTRACT = 0, 1, 2, 3
-_LIST_CONFIGS = frozenset({"cleanup.policy"})
+_LIST_CONFIGS = frozenset({"cleanup.policy", "log.cleanup.policy"})
 
 
-def _alter_resource(broker: Broker, res: Any, validate_only: bool,
-                    new_configs: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
+def _alter_resource(broker: HandlerContext, res: Any, validate_only: bool,
+                    new_configs: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
+                    ) -> dict[str, Any]:
+    """``new_configs(current, defaults)``: the resource's whole new set."""
     out: dict[str, Any] = {"error_code": 0, "error_message": None,
                            "resource_type": int(res.resource_type),
                            "resource_name": res.resource_name}
-    if res.resource_type != _TOPIC_RESOURCE:
-        out.update(error_code=int(ErrorCode.INVALID_REQUEST),
-                   error_message="floodmark's broker settings are static (set at start); only "
-                                 "topic configs can be altered")
-        return out
-    meta = broker.controller.topics().get(res.resource_name)
-    if meta is None:
-        out.update(error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
-                   error_message=f"unknown topic {res.resource_name!r}")
-        return out
     try:
-        broker.alter_topic_configs(res.resource_name, new_configs(dict(meta.configs)),
+        if res.resource_type == _BROKER_RESOURCE:  # KIP-226 dynamic broker configs
+            current = dict(broker.controller.broker_configs().get(res.resource_name, {}))
+            in_force = {name: broker.config.get(name) for name in SETTINGS}
+            dynamic_configs.alter(broker, res.resource_name, new_configs(current, in_force),
+                                  validate_only=validate_only)
+            return out
+        if res.resource_type != _TOPIC_RESOURCE:
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             f"unsupported resource type {res.resource_type}")
+        meta = broker.controller.topics().get(res.resource_name)
+        if meta is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             f"unknown topic {res.resource_name!r}")
+        broker.alter_topic_configs(res.resource_name,
+                                   new_configs(dict(meta.configs), broker.config.topic_defaults()),
                                    validate_only=validate_only)
     except KafkaError as exc:
         out.update(error_code=int(exc.code), error_message=exc.message or exc.code.name)
     return out
 
 
-def incremental_alter_configs(broker: Broker, header: RequestHeader, req: Any,
+def incremental_alter_configs(broker: HandlerContext, header: RequestHeader, req: Any,
                               conn: Any = None) -> dict[str, Any]:
     """IncrementalAlterConfigs: SET, DELETE, APPEND and SUBTRACT (list configs) per key."""
     responses = []
     for res in req.resources:
-        def apply(current: dict[str, Any], res: Any = res) -> dict[str, Any]:
-            defaults = broker.config.topic_defaults()
+        def apply(current: dict[str, Any], defaults: dict[str, Any],
+                  res: Any = res) -> dict[str, Any]:
             for c in res.configs:
                 op, name, value = int(c.config_operation), str(c.name), c.value
                 if op == _OP_SET:
@@ -372,7 +431,7 @@ def incremental_alter_configs(broker: Broker, header: RequestHeader, req: Any,
                     if name not in _LIST_CONFIGS:
                         raise KafkaError(ErrorCode.INVALID_CONFIG,
                                          f"{name} is not a list config")
-                    now = str(current.get(name, defaults.get(name, "")))
+                    now = render(current.get(name, defaults.get(name, ""))) or ""
                     items = [x for x in now.split(",") if x]
                     change = [x.strip() for x in str(value or "").split(",") if x.strip()]
                     if op == _OP_APPEND:
@@ -388,18 +447,79 @@ def incremental_alter_configs(broker: Broker, header: RequestHeader, req: Any,
     return {"throttle_time": 0, "responses": responses}
 
 
-def alter_configs(broker: Broker, header: RequestHeader, req: Any, conn: Any = None
+def alter_configs(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any = None
                   ) -> dict[str, Any]:
     """AlterConfigs (the older call): the request's entries replace the topic's whole set."""
     responses = []
     for res in req.resources:
         entries = {str(c.name): c.value for c in res.configs if c.value is not None}
-        responses.append(_alter_resource(broker, res, bool(req.validate_only),
-                                         lambda _current, e=entries: dict(e)))
+
+        def replace_all(_current: dict[str, Any], _defaults: dict[str, Any],
+                        e: dict[str, Any] = entries) -> dict[str, Any]:
+            return dict(e)
+
+        responses.append(_alter_resource(broker, res, bool(req.validate_only), replace_all))
     return {"throttle_time": 0, "responses": responses}
 
 
-def list_partition_reassignments(broker: Broker, header: RequestHeader, req: Any,
+def alter_partition_reassignments(broker: HandlerContext, header: RequestHeader, req: Any,
+                                  conn: Any = None) -> dict[str, Any]:
+    """AlterPartitionReassignments (KIP-455): per partition a target replica list (start, or
+    replace the one in progress) or null (cancel); decided by the controller, carried out by
+    ordinary replication (docs/cluster.md, "Moving replicas"). v1 (KIP-860): a change of the
+    replication factor is refused unless ``allow_replication_factor_change``."""
+    allow_rf_change = bool(getattr(req, "allow_replication_factor_change", True))
+    topics = broker.controller.topics()
+    changes: list[tuple[str, int, tuple[int, ...] | None]] = []
+    refused: dict[tuple[str, int], tuple[ErrorCode, str]] = {}
+    for t in req.topics:
+        for p in t.partitions:
+            key = (t.name, int(p.partition_index))
+            target = None if p.replicas is None else tuple(int(b) for b in p.replicas)
+            meta = topics.get(t.name)
+            if meta is None or not 0 <= key[1] < len(meta.partitions):
+                refused[key] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                f"unknown partition {t.name}-{key[1]}")
+                continue
+            ongoing = broker.controller.reassignments().get(key)
+            current_rf = (len(ongoing.target) if ongoing is not None
+                          else len(meta.partitions[key[1]].replicas))
+            if target is not None and not allow_rf_change and len(target) != current_rf:
+                refused[key] = (ErrorCode.INVALID_REPLICATION_FACTOR,
+                                f"The replication factor is changed from {current_rf} to "
+                                f"{len(target)}")
+                continue
+            changes.append((key[0], key[1], target))
+    decided = {(topic, partition): (err, message) for topic, partition, err, message
+               in (broker.controller.alter_partition_reassignments(changes) if changes else [])}
+    responses = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            key = (t.name, int(p.partition_index))
+            err, message = refused.get(key) or decided.get(key, (ErrorCode.NONE, ""))
+            parts.append({"partition_index": key[1], "error_code": int(err),
+                          "error_message": message or None})
+        responses.append({"name": t.name, "partitions": parts})
+    return {"throttle_time": 0, "allow_replication_factor_change": allow_rf_change,
+            "error_code": 0, "error_message": None, "responses": responses}
+
+
+def list_partition_reassignments(broker: HandlerContext, header: RequestHeader, req: Any,
                                  conn: Any = None) -> dict[str, Any]:
-    """ListPartitionReassignments: floodmark moves no replicas, so none is ever in progress."""
-    return {"throttle_time": 0, "error_code": 0, "error_message": None, "topics": []}
+    """ListPartitionReassignments: the moves in progress (all, or the partitions asked for),
+    each with the partition's current replicas and the ones being added and removed."""
+    ongoing = broker.controller.reassignments()
+    wanted = (None if req.topics is None
+              else {(t.name, int(p)) for t in req.topics for p in t.partition_indexes})
+    topics = broker.controller.topics()
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for (topic, index), move in sorted(ongoing.items()):
+        meta = topics.get(topic)
+        if meta is None or (wanted is not None and (topic, index) not in wanted):
+            continue
+        by_topic.setdefault(topic, []).append({
+            "partition_index": index, "replicas": list(meta.partitions[index].replicas),
+            "adding_replicas": list(move.adding), "removing_replicas": list(move.removing)})
+    return {"throttle_time": 0, "error_code": 0, "error_message": None,
+            "topics": [{"name": n, "partitions": ps} for n, ps in by_topic.items()]}

@@ -3,17 +3,28 @@
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
+from floodmark.broker.fetch_sessions import (
+    FINAL_EPOCH,
+    INVALID_SESSION_ID,
+    ContextKind,
+    FetchContext,
+    ReadPlan,
+)
 from floodmark.broker.sendfile import LAZY_MIN_BYTES, SendfileParts
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.replication.produce import produce_as_leader
 from floodmark.storage.file_slice import FileSlice
-from floodmark.wire.codec import ProtocolError, RequestHeader, ms
+from floodmark.wire.codec import RequestHeader, ms
+from floodmark.wire.errors import ProtocolError
 from floodmark.wire.hot import (
     FetchPartitionResult,
+    FetchTopicKey,
     HotDecodeError,
+    NodeEndpoint,
     ProducePartitionResult,
     encode_fetch_response,
     encode_produce_response,
@@ -21,7 +32,7 @@ from floodmark.wire.hot import (
 )
 
 if TYPE_CHECKING:
-    from floodmark.broker.broker import Broker
+    from floodmark.broker.context import HandlerContext
     from floodmark.broker.partition_state import PartitionState
     from floodmark.broker.server import Connection
 
@@ -52,7 +63,7 @@ def _warn_refusal(ps: PartitionState, error: ErrorCode, message: str | None, now
                     ps.leader_epoch, error.name, message or "")
 
 
-def append_partition(broker: Broker, topic: str, partition: int, records: bytes | memoryview | None,
+def append_partition(broker: HandlerContext, topic: str, partition: int, records: bytes | memoryview | None,
                      acks: int, now_ms: int, timeout_ms: int = 30_000) -> ProducePartitionResult:
     """One partition of a Produce request, through the one leader produce path
     (``replication.produce``): every acks=all answer, a duplicate's included, waits for the HW."""
@@ -82,7 +93,7 @@ def append_partition(broker: Broker, topic: str, partition: int, records: bytes 
     return out
 
 
-def produce_raw(broker: Broker, frame: memoryview,
+def produce_raw(broker: HandlerContext, frame: memoryview,
                 version: int) -> list[bytes | memoryview] | Awaitable[list[bytes | memoryview]] | None:
     """Produce straight from the frame: records are views into it (patched in place if the
     frame is writable), the response is packed by hand (wire/hot.py)."""
@@ -144,24 +155,55 @@ def _read_partition(ps: PartitionState | None, p: Any, replica_id: int,
                            lazy_min_bytes=LAZY_MIN_BYTES if lazy else None)
     except KafkaError as exc:
         return FetchPartitionResult(index, exc.code, hw, hw, log_start, None)
-    # A lazy read of a large range: the file slice stands in for the bytes (sent by sendfile).
-    out.records = info.file_slice if info.file_slice is not None else info.records
+    # A lazy read of a large range: the file slice stands in for the bytes (sent by sendfile;
+    # the wire encoder passes records through as one response part, which wire/ cannot name).
+    if info.file_slice is not None:
+        out.records = info.file_slice  # type: ignore[assignment]
+    else:
+        out.records = info.records
     return out
 
 
-FetchTopics = list[tuple[str, list[FetchPartitionResult]]]
+FetchTopics = list[tuple[FetchTopicKey, list[FetchPartitionResult]]]
+# What one Fetch asks for: per topic, its key in the answer (name, or topic id from v13), its
+# name (None: an unknown topic id) and the partitions' request entries.
+FetchPlan = list[tuple[FetchTopicKey, str | None, list[Any]]]
+
+_names_by_id: tuple[object, dict[uuid.UUID, str]] = (None, {})
 
 
-def _fetch_once(broker: Broker, req: Any, replica_id: int,
+def topic_names_by_id(broker: HandlerContext) -> dict[uuid.UUID, str]:
+    """topic id -> name, rebuilt only when the controller's topic view changes (it hands out the
+    same dict object until then)."""
+    global _names_by_id
+    topics = broker.controller.topics()
+    if _names_by_id[0] is not topics:
+        _names_by_id = (topics, {m.topic_id: name for name, m in topics.items()})
+    return _names_by_id[1]
+
+
+def _resolve(broker: HandlerContext, read: ReadPlan, by_id: bool) -> FetchPlan:
+    if not by_id:
+        return [(key, str(key), parts) for key, parts in read]
+    names = topic_names_by_id(broker)
+    return [(key, names.get(key) if isinstance(key, uuid.UUID) else None, parts)
+            for key, parts in read]
+
+
+def _fetch_once(broker: HandlerContext, plan: FetchPlan, budget: int, replica_id: int,
                 lazy: bool = False) -> tuple[FetchTopics, int, bool]:
-    budget = int(getattr(req, "max_bytes", 0x7FFFFFFF))
     total = 0
     errors = False
     topics: FetchTopics = []
-    for t in req.topics:
+    for key, name, partitions in plan:
         parts = []
-        for p in t.partitions:
-            ps = broker.partitions.get((t.topic, int(p.partition)))
+        for p in partitions:
+            if name is None:  # KIP-516: a topic id this broker does not know
+                parts.append(FetchPartitionResult(int(p.partition), ErrorCode.UNKNOWN_TOPIC_ID,
+                                                  -1, -1, -1, None))
+                errors = True
+                continue
+            ps = broker.partitions.get((name, int(p.partition)))
             # KIP-74: the first partition with data may exceed max_bytes by one whole batch.
             out = _read_partition(ps, p, replica_id, budget - total if total else max(budget, 1),
                                   lazy)
@@ -169,12 +211,45 @@ def _fetch_once(broker: Broker, req: Any, replica_id: int,
             total += n
             errors = errors or out.error_code != 0
             parts.append(out)
-        topics.append((t.topic, parts))
+        topics.append((key, parts))
     return topics, total, errors
 
 
-def _encode_fetch(header: RequestHeader, topics: FetchTopics) -> list[Any]:
-    parts = encode_fetch_response(header.api_version, header.correlation_id, topics)
+_LEADER_HINT_ERRORS = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH})
+
+
+def _leader_hints(broker: HandlerContext, plan: FetchPlan, topics: FetchTopics) -> list[NodeEndpoint]:
+    """KIP-951 (v16+): a partition answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH
+    names its current leader and epoch, and the answer lists where those leaders listen, so
+    the client moves there without waiting for a Metadata round trip. Only errored partitions
+    cost anything."""
+    metas = broker.controller.topics()
+    leaders: set[int] = set()
+    for (_, name, _), (_, parts) in zip(plan, topics, strict=True):
+        meta = metas.get(name) if name is not None else None
+        if meta is None:
+            continue
+        for p in parts:
+            if p.error_code in _LEADER_HINT_ERRORS and p.partition_index < len(meta.partitions):
+                pmeta = meta.partitions[p.partition_index]
+                if pmeta.leader >= 0:
+                    p.current_leader = (pmeta.leader, pmeta.leader_epoch)
+                    leaders.add(pmeta.leader)
+    return [NodeEndpoint(b["node_id"], b["host"], b["port"], b["rack"])
+            for b in broker.live_brokers() if b["node_id"] in leaders]
+
+
+def _encode_fetch(broker: HandlerContext, header: RequestHeader, plan: FetchPlan, topics: FetchTopics,
+                  errors: bool, ctx: FetchContext | None) -> list[Any]:
+    # Hints first: they walk the plan beside the unfiltered answer (errored partitions are in
+    # every answer, incremental ones included).
+    endpoints = (_leader_hints(broker, plan, topics)
+                 if errors and header.api_version >= 16 else None)
+    session_id = 0
+    if ctx is not None:
+        session_id, topics = ctx.finish(topics, broker.now_ms())
+    parts = encode_fetch_response(header.api_version, header.correlation_id, topics,
+                                  session_id=session_id, node_endpoints=endpoints)
     if any(isinstance(p.records, FileSlice) for _, plist in topics for p in plist):
         return SendfileParts(parts)
     return parts
@@ -187,37 +262,80 @@ def _close_slices(topics: FetchTopics) -> None:
                 p.records.close()
 
 
-async def _fetch_delayed(broker: Broker, header: RequestHeader, req: Any, replica_id: int,
-                         wait_ms: int, min_bytes: int, lazy: bool) -> list[Any]:
-    keys = [(t.topic, int(p.partition)) for t in req.topics for p in t.partitions]
+async def _fetch_delayed(broker: HandlerContext, header: RequestHeader, plan: FetchPlan, budget: int,
+                         replica_id: int, wait_ms: int, min_bytes: int, lazy: bool,
+                         ctx: FetchContext | None) -> list[Any]:
+    keys = [(name, int(p.partition)) for _, name, parts in plan if name is not None
+            for p in parts]
     deadline = broker.now_ms() + wait_ms
     while True:
         remaining = deadline - broker.now_ms()
         if remaining <= 0:
             break
         await broker.purgatory.wait(keys, remaining)
-        topics, total, errors = _fetch_once(broker, req, replica_id, lazy)
+        topics, total, errors = _fetch_once(broker, plan, budget, replica_id, lazy)
         if total >= min_bytes or errors:
-            return _encode_fetch(header, topics)
+            return _encode_fetch(broker, header, plan, topics, errors, ctx)
         _close_slices(topics)
-    topics, _, _ = _fetch_once(broker, req, replica_id, lazy)
-    return _encode_fetch(header, topics)
+    topics, _, errors = _fetch_once(broker, plan, budget, replica_id, lazy)
+    return _encode_fetch(broker, header, plan, topics, errors, ctx)
 
 
-def fetch(broker: Broker, header: RequestHeader, req: Any, conn: Connection) -> Any:
-    replica_id = int(req.replica_id)
-    lazy = conn.sendfile_fd is not None
-    topics, total, errors = _fetch_once(broker, req, replica_id, lazy)
+_ZERO_UUID = uuid.UUID(int=0)
+
+
+def _topic_key(t: Any, by_id: bool) -> FetchTopicKey:
+    """A request topic's key: its name before v13, its id from v13 (kio reads the all-zero id,
+    which names no topic, as None)."""
+    if by_id:
+        return t.topic_id if t.topic_id is not None else _ZERO_UUID
+    return str(t.topic)
+
+
+def _session_context(broker: HandlerContext, req: Any, by_id: bool, replica_id: int
+                     ) -> FetchContext | None:
+    """KIP-227 (Fetch v7+): None for the plain "no session" fetch (session id 0, epoch -1: what
+    librdkafka and aiokafka send), else the session's view of this fetch."""
+    session_id, epoch = int(req.session_id), int(req.session_epoch)
+    if session_id == INVALID_SESSION_ID and epoch == FINAL_EPOCH:
+        return None
+    topics = [(_topic_key(t, by_id), t.partitions) for t in req.topics]
+    forgotten = [(_topic_key(f, by_id), f.partitions)
+                 for f in req.forgotten_topics_data]
+    return broker.fetch_sessions.new_context(
+        session_id, epoch, topics, forgotten, uses_topic_ids=by_id,
+        privileged=replica_id >= 0, now_ms=broker.now_ms())
+
+
+def fetch(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
+    version = header.api_version
+    replica_id = int(getattr(req, "replica_id", -1))  # v15+: only replicas set replica_state
+    # Records go out by sendfile only when the segment files hold them (not in the unsafe
+    # page-cache mode, whose unsynced tail lives in memory).
+    lazy = conn.sendfile_fd is not None and broker.storage.sendfile_capable
+    by_id = version >= 13
+    ctx = _session_context(broker, req, by_id, replica_id) if version >= 7 else None
+    if ctx is None:
+        read: ReadPlan = [(_topic_key(t, by_id), t.partitions) for t in req.topics]
+    elif ctx.kind is ContextKind.ERROR:
+        return encode_fetch_response(version, header.correlation_id, [],
+                                     error_code=int(ctx.error))
+    else:
+        read = ctx.plan
+    plan = _resolve(broker, read, by_id)
+    budget = int(getattr(req, "max_bytes", 0x7FFFFFFF))
+    topics, total, errors = _fetch_once(broker, plan, budget, replica_id, lazy)
     wait_ms = min(max(ms(req.max_wait), 0), 60_000)
     min_bytes = int(req.min_bytes)
     if wait_ms <= 0 or total >= min_bytes or errors or not topics:
-        return _encode_fetch(header, topics)
+        return _encode_fetch(broker, header, plan, topics, errors, ctx)
     _close_slices(topics)
-    return _fetch_delayed(broker, header, req, replica_id, wait_ms, min_bytes, lazy)
+    return _fetch_delayed(broker, header, plan, budget, replica_id, wait_ms, min_bytes, lazy,
+                          ctx)
 
 
 # -- ListOffsets -----------------------------------------------------------------------------------
-def _list_partition(broker: Broker, ps: PartitionState | None, p: Any, isolation: int,
+def _list_partition(broker: HandlerContext, ps: PartitionState | None, p: Any, isolation: int,
                     replica_id: int = -1) -> dict[str, Any]:
     out: dict[str, Any] = {"partition_index": int(p.partition_index), "error_code": 0,
                            "old_style_offsets": [], "timestamp": -1, "offset": -1,
@@ -254,7 +372,7 @@ def _list_partition(broker: Broker, ps: PartitionState | None, p: Any, isolation
     return out
 
 
-def list_offsets(broker: Broker, header: RequestHeader, req: Any, conn: Connection) -> Any:
+def list_offsets(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
     isolation = int(getattr(req, "isolation_level", 0))
     topics = []
     for t in req.topics:
@@ -265,7 +383,7 @@ def list_offsets(broker: Broker, header: RequestHeader, req: Any, conn: Connecti
 
 
 # -- OffsetForLeaderEpoch ------------------------------------------------------------------------
-def offset_for_leader_epoch(broker: Broker, header: RequestHeader, req: Any,
+def offset_for_leader_epoch(broker: HandlerContext, header: RequestHeader, req: Any,
                             conn: Connection) -> Any:
     topics = []
     for t in req.topics:
@@ -289,7 +407,7 @@ def offset_for_leader_epoch(broker: Broker, header: RequestHeader, req: Any,
 
 
 # -- InitProducerId --------------------------------------------------------------------------------
-def init_producer_id(broker: Broker, header: RequestHeader, req: Any, conn: Connection) -> Any:
+def init_producer_id(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
     if req.transactional_id is not None:
         # Transactions are not implemented (and not advertised): only idempotent producers.
         return {"throttle_time": 0, "error_code": int(ErrorCode.INVALID_REQUEST),
@@ -304,12 +422,46 @@ def init_producer_id(broker: Broker, header: RequestHeader, req: Any, conn: Conn
     return {"throttle_time": 0, "error_code": 0, "producer_id": pid, "producer_epoch": 0}
 
 
-def delete_records(broker: Broker, header: RequestHeader, req: Any, conn: Any = None
-                   ) -> dict[str, Any]:
+def low_watermark(broker: HandlerContext, ps: PartitionState, alive: set[int]) -> int:
+    """Kafka's ``lowWatermarkIfLeader``: the smallest log start offset over this leader and every
+    replica on a live broker (as each reported it in its last fetch; -1 before the first)."""
+    low = ps.log_start_offset
+    role = ps.core.role
+    for replica in getattr(role, "replicas", ()):
+        if replica == broker.node_id or replica not in alive:
+            continue
+        state = ps.core.replica_states.get(replica)
+        low = min(low, state.log_start_offset if state is not None else -1)
+    return low
+
+
+def _delete_records_status(broker: HandlerContext, topic: str, out: dict[str, Any], required: int,
+                           alive: set[int]) -> bool:
+    """Is this partition's answer final? Sets its error and low watermark when it is."""
+    ps = broker.partitions.get((topic, out["partition_index"]))
+    if ps is None:
+        out.update(error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), low_watermark=-1)
+        return True
+    if not ps.core.is_leader:
+        out.update(error_code=int(ErrorCode.NOT_LEADER_OR_FOLLOWER), low_watermark=-1)
+        return True
+    low = low_watermark(broker, ps, alive)
+    if low >= required:
+        out.update(error_code=0, low_watermark=low)
+        return True
+    return False
+
+
+def delete_records(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any = None
+                   ) -> dict[str, Any] | Awaitable[dict[str, Any]]:
     """DeleteRecords: the leader moves its log start offset (the *low watermark*) up to the
     requested offset (-1: the HW); never past the HW. Followers follow it from the leader's
-    fetch answers (``replication.driver``). Compacted-only topics refuse (POLICY_VIOLATION)."""
+    fetch answers (``replication.driver``) and report theirs in their next fetch; the answer
+    comes when every replica on a live broker has reached the offset (Kafka's delayed
+    delete-records), or after the request's timeout with REQUEST_TIMED_OUT. Compacted-only
+    topics refuse (POLICY_VIOLATION)."""
     topics = []
+    pending: list[tuple[str, dict[str, Any], int]] = []
     for t in req.topics:
         parts = []
         for p in t.partitions:
@@ -335,7 +487,38 @@ def delete_records(broker: Broker, header: RequestHeader, req: Any, conn: Any = 
                                      "offset now %d", ps.name, ps.leader_epoch, offset)
                     except KafkaError as exc:
                         out["error_code"] = int(exc.code)
-                    out["low_watermark"] = ps.log_start_offset
+                    else:
+                        # Until every replica is there: REQUEST_TIMED_OUT, with the leader's
+                        # own low watermark (what a timed-out answer says, as in Kafka).
+                        out["low_watermark"] = ps.log_start_offset
+                        pending.append((t.name, out, offset))
             parts.append(out)
         topics.append({"name": t.name, "partitions": parts})
-    return {"throttle_time": 0, "topics": topics}
+    answer = {"throttle_time": 0, "topics": topics}
+    alive = {int(b["node_id"]) for b in broker.live_brokers()}
+    pending = [(topic, out, required) for topic, out, required in pending
+               if not _delete_records_status(broker, topic, out, required, alive)]
+    if not pending:
+        return answer
+    timeout_ms = min(max(ms(req.timeout), 0), 300_000)
+    return _delete_records_delayed(broker, answer, pending, timeout_ms)
+
+
+async def _delete_records_delayed(broker: HandlerContext, answer: dict[str, Any],
+                                  pending: list[tuple[str, dict[str, Any], int]],
+                                  timeout_ms: int) -> dict[str, Any]:
+    """Parked in the broker's purgatory on its partitions: a follower's fetch that reports a new
+    log start offset wakes it (``replica_fetcher``), as does a leadership change."""
+    deadline = broker.now_ms() + timeout_ms
+    for _topic, out, _required in pending:
+        out["error_code"] = int(ErrorCode.REQUEST_TIMED_OUT)
+    while pending:
+        remaining = deadline - broker.now_ms()
+        if remaining <= 0:
+            break
+        await broker.purgatory.wait([(topic, out["partition_index"]) for topic, out, _ in pending],
+                                    remaining)
+        alive = {int(b["node_id"]) for b in broker.live_brokers()}
+        pending = [(topic, out, required) for topic, out, required in pending
+                   if not _delete_records_status(broker, topic, out, required, alive)]
+    return answer

@@ -1,4 +1,5 @@
-"""``floodmark broker`` (run a broker) and the human commands ``topic``, ``produce``, ``consume``."""
+"""``floodmark broker``: run a single Kafka-compatible broker (broker and controller in one
+process). Bad input (an address, a data directory, a port in use, a setting) is one line."""
 
 from __future__ import annotations
 
@@ -10,11 +11,15 @@ import signal
 import sys
 from typing import Any
 
+from floodmark.cli.checks import check_bindable, check_data_dir
+from floodmark.cli.common import CliError
+
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("broker", help="run a Kafka-compatible broker (broker+controller)")
     p.add_argument("--data-dir", required=True, help="data directory (created if missing)")
-    p.add_argument("--listen", default="127.0.0.1:9092", help="HOST:PORT to bind (port 0 = any)")
+    p.add_argument("--listen", default="127.0.0.1:9092",
+                   help="HOST:PORT to bind (port 0 = any; a port alone: on 127.0.0.1)")
     p.add_argument("--advertised", default=None, help="HOST:PORT clients are told to use")
     p.add_argument("--config", default=None, help="TOML file of Kafka-named settings")
     p.add_argument("--set", dest="overrides", action="append", default=[],
@@ -22,15 +27,16 @@ def register(subparsers: Any) -> None:
     p.add_argument("--node-id", type=int, default=None)
     p.add_argument("--log-level", default=os.environ.get("FLOODMARK_LOG_LEVEL", "INFO"))
     p.set_defaults(func=run_broker)
-    from floodmark.broker import human_cli
-
-    human_cli.register(subparsers)
 
 
 def run_broker(args: argparse.Namespace) -> int:
     from floodmark.broker.broker import Broker
     from floodmark.broker.config import BrokerConfig
 
+    if not isinstance(logging.getLevelName(args.log_level.upper()), int):
+        print(f"floodmark broker: --log-level {args.log_level!r} is not DEBUG, INFO, WARNING or "
+              "ERROR", file=sys.stderr)
+        return 2
     logging.basicConfig(
         level=args.log_level.upper(), stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -44,13 +50,31 @@ def run_broker(args: argparse.Namespace) -> int:
         print(f"floodmark broker: {exc}", file=sys.stderr)
         return 2
     try:
+        check_data_dir(config.data_dir)
+        check_bindable(config.listen_host, config.listen_port)
+    except CliError as exc:
+        print(f"floodmark broker: {exc}", file=sys.stderr)
+        return 2
+    from floodmark.storage.data_dir import DataDirLockedError, lock_data_dir
+
+    try:
+        lock = lock_data_dir(str(config.data_dir))  # held until the process ends
+    except (DataDirLockedError, OSError) as exc:
+        print(f"floodmark broker: {exc}", file=sys.stderr)
+        return 2
+    try:
         import uvloop
 
         asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
         pass
-    broker = Broker(config)
-    broker.open()
+    try:
+        broker = Broker(config)
+        broker.open()
+    except OSError as exc:
+        print(f"floodmark broker: cannot open --data-dir {args.data_dir}: {exc.strerror or exc}",
+              file=sys.stderr)
+        return 2
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
@@ -63,5 +87,12 @@ def run_broker(args: argparse.Namespace) -> int:
 
         await broker.serve(ready)
 
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    except OSError as exc:  # the port was taken between the check and the bind
+        print(f"floodmark broker: cannot listen on {config.listen_host}:{config.listen_port}: "
+              f"{exc.strerror or exc}", file=sys.stderr)
+        return 2
+    finally:
+        lock.release()
     return 0

@@ -1,6 +1,6 @@
 """The cluster part of ``floodmark demo``: a real local cluster loses its partition leader.
 
-It starts the controller and three broker processes (``floodmark.cluster_cli.LocalCluster``),
+It starts the controller and three broker processes (``floodmark.cluster.LocalCluster``),
 creates a topic with RF=3 and min.insync.replicas=2, and writes numbered page-view events with
 acks=all and the idempotent producer (confluent-kafka). In the middle of the stream it kills the
 partition leader with SIGKILL. The controller fences that broker once its session times out and
@@ -42,7 +42,9 @@ def live_cluster_tour() -> bool:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-    from floodmark.cluster_cli import LocalCluster, describe, read_partition_values
+    from floodmark.cluster import LocalCluster
+    from floodmark.cluster.describe import describe
+    from floodmark.cluster.diff import read_partition_values
 
     _say()
     _say("=" * 100)

@@ -1,6 +1,6 @@
 """``floodmark demo``: the end-to-end pipeline on a real local cluster, with a leader SIGKILL.
 
-1. ``LocalCluster`` (floodmark.cluster_cli) starts a controller and 3 brokers as processes, and
+1. ``LocalCluster`` (floodmark.cluster) starts a controller and 3 brokers as processes, and
    ``floodmark ui`` serves the live dashboard of that cluster (127.0.0.1:8080, or any free port)
    until the demo ends.
 2. ``examples/pageviews_pipeline.py`` does the rest, as a user would: it creates the topics
@@ -41,7 +41,7 @@ from types import FrameType, ModuleType
 from typing import Any
 
 import floodmark
-from floodmark.cluster_cli import LocalCluster
+from floodmark.cluster import LocalCluster
 
 EXAMPLE = Path(floodmark.__file__).resolve().parents[2] / "examples" / "pageviews_pipeline.py"
 WINDOW_MS = 10_000

@@ -1,6 +1,6 @@
 """``floodmark demo``: the README's main job.
 
-By default: the end-to-end pipeline (floodmark.demo_pipeline): a local 3-broker cluster, a page
+By default: the end-to-end pipeline (floodmark.demo.pipeline): a local 3-broker cluster, a page
 view producer, a Spark Structured Streaming job with windowed counts written to a topic and to
 Parquet, a partition leader SIGKILLed mid-stream, and a final check that nothing acknowledged was
 lost or counted twice.
@@ -9,7 +9,7 @@ lost or counted twice.
 mode, runs the random-fault explorer and the model checker, and then starts a real broker process, sends it traffic with a
 real Kafka client, kills it with SIGKILL, and shows that nothing acknowledged was lost. Last, a
 real local cluster (controller + 3 brokers, RF=3) loses its partition leader to SIGKILL mid-stream
-(``demo_cluster.py``).
+(``demo/cluster.py``).
 """
 
 from __future__ import annotations
@@ -122,10 +122,10 @@ def cmd_tour(args: argparse.Namespace) -> int:
     if not args.quick:
         ok &= tour_explorer(args.seeds)
         ok &= tour_model_checker()
-        from floodmark.demo_live import live_broker_tour
+        from floodmark.demo.live import live_broker_tour
 
         ok &= live_broker_tour()
-        from floodmark.demo_cluster import live_cluster_tour
+        from floodmark.demo.cluster import live_cluster_tour
 
         ok &= live_cluster_tour()
     _banner(
@@ -138,7 +138,7 @@ def cmd_tour(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     if args.tour or args.quick:
         return cmd_tour(args)
-    from floodmark.demo_pipeline import run
+    from floodmark.demo.pipeline import run
 
     try:
         return 0 if run(args.events, args.rate, args.keep, args.down_s) else 1

@@ -5,9 +5,13 @@ Registration modules (each exposes ``register(subparsers)``; a subcommand's hand
 
 - ``floodmark.sim.cli``      -> ``floodmark sim scenario|explore|replay``
 - ``floodmark.mc.cli``       -> ``floodmark sim check`` (model checker; registered under ``sim``)
-- ``floodmark.broker.cli``   -> ``floodmark broker``, ``topic``, ``produce``, ``consume``
-- ``floodmark.cluster_cli``  -> ``floodmark cluster up|down|status|kill|start``
-- ``floodmark.demo``         -> ``floodmark demo`` (the README's main job)
+- ``floodmark.cli.broker``   -> ``floodmark broker`` (a single broker)
+- ``floodmark.cli.topic``    -> ``floodmark topic create|list|describe|delete|alter-config``
+- ``floodmark.cli.group``    -> ``floodmark group list|describe|delete|reset-offsets``
+- ``floodmark.cli.produce``  -> ``floodmark produce``
+- ``floodmark.cli.consume``  -> ``floodmark consume``
+- ``floodmark.cli.cluster``  -> ``floodmark cluster up|down|status|describe|diff|kill|start``
+- ``floodmark.demo.main``    -> ``floodmark demo`` (the README's main job)
 - ``floodmark.storage.dump`` -> ``floodmark dump-log`` (read-only look inside a partition directory)
 - ``floodmark.chaos.cli``    -> ``floodmark chaos fuzz`` (fault injection against real processes)
 - ``floodmark.ui.cli``       -> ``floodmark ui`` (live dashboard and its JSON API)
@@ -24,9 +28,13 @@ from collections.abc import Sequence
 _REGISTRARS: tuple[tuple[str, str | None], ...] = (
     ("floodmark.sim.cli", "sim"),
     ("floodmark.mc.cli", "sim"),
-    ("floodmark.broker.cli", None),
-    ("floodmark.cluster_cli", None),
-    ("floodmark.demo", None),
+    ("floodmark.cli.broker", None),
+    ("floodmark.cli.topic", None),
+    ("floodmark.cli.group", None),
+    ("floodmark.cli.produce", None),
+    ("floodmark.cli.consume", None),
+    ("floodmark.cli.cluster", None),
+    ("floodmark.demo.main", None),
     ("floodmark.storage.dump", None),
     ("floodmark.chaos.cli", None),
     ("floodmark.ui.cli", None),
@@ -67,13 +75,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if func is None:
         parser.print_help()
         return 2
+    from floodmark.cli.common import CliError
     from floodmark.client.cluster import BadAddress, Retriable
     from floodmark.client.connection import RequestFailed
+    from floodmark.cluster.local import ClusterError
 
     try:
         return int(func(args) or 0)
     except (RequestFailed, Retriable, BadAddress) as exc:
         print(f"error: {exc}", file=sys.stderr)  # the cluster said no, or nobody answered
+        return 1
+    except (CliError, ClusterError) as exc:
+        print(f"error: {exc}", file=sys.stderr)  # a user mistake, said in one line
         return 1
     except KeyboardInterrupt:
         return 130

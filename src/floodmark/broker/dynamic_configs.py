@@ -1,0 +1,73 @@
+"""Dynamic broker configs (KIP-226) on a broker: a change is checked against the setting
+registry (``floodmark.broker.config``), decided by the controller (a ``broker_configs``
+metadata record per resource: a broker id, or "" for the cluster-wide default) and applied by
+every broker from its metadata, live and again after a restart: the log settings of every
+partition without a topic value of its own, min.insync.replicas, the cleaner's pace. The
+controller itself reads the default's ``unclean.leader.election.enable``."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from floodmark.broker.config import SETTINGS, validate_dynamic
+from floodmark.broker.context import BrokerCore
+from floodmark.errors import ErrorCode, KafkaError
+from floodmark.storage.config import LogConfig
+
+log = logging.getLogger(__name__)
+
+
+def _refusal(resource: str, reason: str) -> KafkaError:
+    # Kafka wraps a broker config's ConfigException the same way (INVALID_REQUEST).
+    return KafkaError(ErrorCode.INVALID_REQUEST,
+                      f"Invalid config value for resource ConfigResource(type=BROKER, "
+                      f"name='{resource}'): {reason}")
+
+
+def alter(broker: BrokerCore, resource: str, configs: dict[str, Any], *,
+          validate_only: bool) -> None:
+    """Replace the dynamic set of ``resource`` with ``configs`` (text or typed values)."""
+    if resource and not (resource.isdigit() and int(resource) >= 0):
+        raise KafkaError(ErrorCode.INVALID_REQUEST,
+                         f"broker resource name must be a broker id or empty, not {resource!r}")
+    try:
+        typed = validate_dynamic(configs, resource)
+        # The log settings must make a valid log config on top of what is in force.
+        LogConfig.from_kafka({**broker.config.log_settings(),
+                              **{k: v for k, v in typed.items() if v is not None}})
+    except (ValueError, TypeError) as exc:
+        raise _refusal(resource, str(exc)) from exc
+    if validate_only:
+        return
+    broker.controller.alter_broker_configs(resource, typed)
+    apply(broker)
+
+
+def apply(broker: BrokerCore) -> bool:
+    """Take the dynamic configs in the metadata into use; True when something changed."""
+    every = broker.controller.broker_configs()
+    default = every.get("", {})
+    mine = every.get(str(broker.node_id), {})
+    layer = broker.config.dynamic
+    if layer.cluster_default == default and layer.this_broker == mine:
+        return False
+    before = (dict(layer.cluster_default), dict(layer.this_broker))
+    try:
+        layer.cluster_default = {k: SETTINGS[k].parse(v) for k, v in default.items()
+                                 if k in SETTINGS}
+        layer.this_broker = {k: SETTINGS[k].parse(v) for k, v in mine.items() if k in SETTINGS}
+        base = LogConfig.from_kafka(broker.config.log_settings())
+    except (ValueError, TypeError) as exc:
+        layer.cluster_default, layer.this_broker = before
+        log.error("broker %d: cannot apply dynamic broker configs %s / %s (%s); keeping the "
+                  "previous ones", broker.node_id, default, mine, exc)
+        return False
+    broker.storage.base_config = base
+    broker.storage.cleaner.max_map_keys = broker.storage.cleaner.keys_for(
+        int(broker.config.get("log.cleaner.dedupe.buffer.size")))
+    for ps in list(broker.partitions.values()):
+        broker.reconfigure_partition(ps, ps.topic_configs, force=True)
+    log.info("broker %d: dynamic broker configs now cluster default %s, this broker %s",
+             broker.node_id, layer.cluster_default, layer.this_broker)
+    return True

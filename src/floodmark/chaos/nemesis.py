@@ -1,0 +1,348 @@
+"""Carrying out the fault schedule against a running ``LabCluster``, and watching the cluster.
+
+``Observer`` is a thread inside the lab's client namespace (which no fault ever cuts) that asks
+the controller for every partition's leader, leader epoch and ISR twice a second and keeps the
+changes as a timeline. ``Nemesis.run(fault)`` starts one fault, keeps it for its duration and
+heals it (a restarted node gets its old address back), returning what it did.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from floodmark.chaos.netns import Lab, enter_namespace
+from floodmark.chaos.nodes import LabCluster, host_of
+from floodmark.chaos.schedule import Fault
+from floodmark.controller import rpc
+
+
+class Observer(threading.Thread):
+    def __init__(self, netns_name: str, controller_addresses: Sequence[str],
+                 interval_s: float = 0.5) -> None:
+        super().__init__(name="chaos-observer", daemon=True)
+        self.netns_name = netns_name
+        self.controller_addresses = list(controller_addresses)
+        self.active: str | None = None  # the active controller's address, as last seen
+        self.interval_s = interval_s
+        self.timeline: list[dict[str, Any]] = []   # one entry per change of a partition
+        self.partitions: dict[str, dict[str, Any]] = {}   # key -> registration
+        self.controller_up: list[tuple[float, bool]] = []
+        self._halt = threading.Event()
+        self._lock = threading.Lock()
+
+    def run(self) -> None:
+        enter_namespace(self.netns_name)
+        while not self._halt.is_set():
+            self._update(self._active_status())
+            self._halt.wait(self.interval_s)
+
+    def _active_status(self) -> dict[str, Any] | None:
+        """The status of the active controller (the one seen last is asked first)."""
+        order = sorted(self.controller_addresses, key=lambda a: a != self.active)
+        for address in order:
+            try:
+                answer = rpc.blocking_call(address, "status", {}, 1.0)
+            except rpc.RpcError:
+                continue
+            result = answer.get("result")
+            if isinstance(result, dict) and result.get("active", True):
+                self.active = address
+                return result
+        return None
+
+    def _update(self, status: dict[str, Any] | None) -> None:
+        now = time.time()
+        with self._lock:
+            up = status is not None
+            if not self.controller_up or self.controller_up[-1][1] != up:
+                self.controller_up.append((now, up))
+            if status is None:
+                return
+            for topic, parts in status.get("topics", {}).items():
+                for index, reg in parts.items():
+                    key = f"{topic}-{index}"
+                    view = {"leader": int(reg["leader"]), "leader_epoch": reg["leader_epoch"],
+                            "isr": sorted(reg["isr"]), "replicas": list(reg["replicas"])}
+                    if self.partitions.get(key) != view:
+                        self.partitions[key] = view
+                        self.timeline.append({"time": now, "key": key, **view})
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join(5)
+
+    def view(self, key: str) -> dict[str, Any] | None:
+        with self._lock:
+            reg = self.partitions.get(key)
+            return dict(reg) if reg else None
+
+    def all_in_sync(self, keys: Sequence[str]) -> bool:
+        """Every partition has a leader and its whole replica set in the ISR (as of the
+        controller's last answer, which must be recent)."""
+        with self._lock:
+            if not self.controller_up or not self.controller_up[-1][1]:
+                return False
+            for key in keys:
+                reg = self.partitions.get(key)
+                if reg is None or reg["leader"] < 0 or set(reg["isr"]) != set(reg["replicas"]):
+                    return False
+            return True
+
+
+class Nemesis:
+    def __init__(self, lab: Lab, cluster: LabCluster, observer: Observer, keys: Sequence[str],
+                 say: Callable[[str], None] = lambda _m: None) -> None:
+        self.lab = lab
+        self.cluster = cluster
+        self.observer = observer
+        self.keys = list(keys)
+        self.say = say
+        self.brokers = list(cluster.broker_ids)
+        self.controllers = list(cluster.controller_ids)
+
+    # -- helpers ------------------------------------------------------------------------------
+    def _leader(self, rng: random.Random) -> tuple[str, int]:
+        key = self.keys[rng.randrange(len(self.keys))]
+        reg = self.observer.view(key)
+        leader = reg["leader"] if reg else -1
+        if leader not in self.brokers:
+            leader = self.brokers[rng.randrange(len(self.brokers))]
+        return key, leader
+
+    def _others(self, node_ids: Sequence[int]) -> list[str]:
+        """Every server host except ``node_ids`` (clients are never cut)."""
+        return [host_of(n) for n in [*self.controllers, *self.brokers] if n not in node_ids]
+
+    def _restart(self, node_ids: Sequence[int], rng: random.Random, gap_s: tuple[float, float]
+                 ) -> None:
+        for i, node_id in enumerate(node_ids):
+            if i:
+                time.sleep(rng.uniform(*gap_s))
+            if self.cluster.node_state(node_id) == "dead":
+                self.cluster.start_node(node_id)
+
+    def heal_all(self) -> None:
+        """Undo everything: links healed, paused nodes continued, dead nodes restarted."""
+        self.lab.heal()
+        for node_id in [*self.controllers, *self.brokers]:
+            state = self.cluster.node_state(node_id)
+            if state == "stopped":
+                self.cluster.signal(node_id, signal.SIGCONT)
+            elif state == "dead":
+                self.cluster.start_node(node_id)
+
+    # -- one fault ----------------------------------------------------------------------------
+    def run(self, fault: Fault) -> dict[str, Any]:
+        rng = random.Random(fault.params.get("pick", 0))
+        record: dict[str, Any] = {"name": fault.name, "start": time.time(),
+                                  "planned_s": round(fault.duration_s, 3)}
+        action = getattr(self, "_" + fault.name.replace("-", "_"))
+        try:
+            action(fault.duration_s, rng, record)
+        finally:
+            record["end"] = time.time()
+        self.say(f"fault {fault.name} {record.get('targets', '')} "
+                 f"{record['end'] - record['start']:.1f}s")
+        return record
+
+    def _isolate(self, node_id: int, duration_s: float, record: dict[str, Any]) -> None:
+        host = host_of(node_id)
+        record["targets"] = [node_id]
+        self.lab.isolate(host, self._others([node_id]))
+        time.sleep(duration_s)
+        self.lab.heal(host)
+
+    def _isolate_leader(self, duration_s: float, rng: random.Random, record: dict[str, Any]
+                        ) -> None:
+        key, leader = self._leader(rng)
+        record["partition"] = key
+        self._isolate(leader, duration_s, record)
+
+    def _isolate_one(self, duration_s: float, rng: random.Random, record: dict[str, Any]
+                     ) -> None:
+        self._isolate(self.brokers[rng.randrange(len(self.brokers))], duration_s, record)
+
+    def _active_controller(self) -> int:
+        """The active controller's node id (of a quorum: its leader), else the first."""
+        for node_id in self.controllers:
+            if self.observer.active == self.cluster.address(node_id):
+                return node_id
+        return self.controllers[0]
+
+    def _isolate_controller(self, duration_s: float, rng: random.Random, record: dict[str, Any]
+                            ) -> None:
+        self._isolate(self._active_controller(), duration_s, record)
+
+    def _sides(self, rng: random.Random, bridge: bool) -> tuple[list[int], list[int], int | None]:
+        nodes = [*self.controllers, *self.brokers]
+        rng.shuffle(nodes)
+        if bridge:
+            mid = len(nodes) // 2
+            return nodes[:mid], nodes[mid + 1:], nodes[mid]
+        k = rng.randint(1, len(nodes) // 2)
+        return nodes[:k], nodes[k:], None
+
+    def _split(self, duration_s: float, rng: random.Random, record: dict[str, Any]) -> None:
+        a, b, _ = self._sides(rng, bridge=False)
+        record["targets"] = [a, b]
+        self.lab.split([host_of(n) for n in a], [host_of(n) for n in b])
+        time.sleep(duration_s)
+        self.lab.heal()
+
+    def _bridge(self, duration_s: float, rng: random.Random, record: dict[str, Any]) -> None:
+        a, b, middle = self._sides(rng, bridge=True)
+        record["targets"] = [a, b]
+        record["bridge"] = middle
+        self.lab.split([host_of(n) for n in a], [host_of(n) for n in b])
+        time.sleep(duration_s)
+        self.lab.heal()
+
+    def _flap(self, duration_s: float, rng: random.Random, record: dict[str, Any]) -> None:
+        node_id = self.brokers[rng.randrange(len(self.brokers))]
+        host = host_of(node_id)
+        record["targets"] = [node_id]
+        end = time.monotonic() + duration_s
+        flips = 0
+        while time.monotonic() < end:
+            self.lab.isolate(host, self._others([node_id]))
+            time.sleep(min(rng.uniform(0.3, 1.5), max(0.0, end - time.monotonic())))
+            self.lab.heal(host)
+            flips += 1
+            time.sleep(min(rng.uniform(0.3, 1.5), max(0.0, end - time.monotonic())))
+        record["flips"] = flips
+
+    def _pause(self, node_id: int, duration_s: float, record: dict[str, Any]) -> None:
+        record["targets"] = [node_id]
+        self.cluster.signal(node_id, signal.SIGSTOP)
+        time.sleep(duration_s)
+        self.cluster.signal(node_id, signal.SIGCONT)
+
+    def _pause_one(self, duration_s: float, rng: random.Random, record: dict[str, Any]) -> None:
+        self._pause(self.brokers[rng.randrange(len(self.brokers))], duration_s, record)
+
+    def _pause_leader(self, duration_s: float, rng: random.Random, record: dict[str, Any]
+                      ) -> None:
+        key, leader = self._leader(rng)
+        record["partition"] = key
+        self._pause(leader, duration_s, record)
+
+    def _pause_controller(self, duration_s: float, rng: random.Random, record: dict[str, Any]
+                          ) -> None:
+        self._pause(self._active_controller(), duration_s, record)
+
+    def _kill(self, node_ids: Sequence[int], duration_s: float, rng: random.Random,
+              record: dict[str, Any]) -> None:
+        record["targets"] = list(node_ids)
+        for node_id in node_ids:
+            self.cluster.kill(node_id, signal.SIGKILL)
+        time.sleep(duration_s)
+        self._restart(node_ids, rng, (1.0, 3.0))
+
+    def _kill_one(self, duration_s: float, rng: random.Random, record: dict[str, Any]) -> None:
+        self._kill([self.brokers[rng.randrange(len(self.brokers))]], duration_s, rng, record)
+
+    def _kill_leader(self, duration_s: float, rng: random.Random, record: dict[str, Any]
+                     ) -> None:
+        key, leader = self._leader(rng)
+        record["partition"] = key
+        self._kill([leader], duration_s, rng, record)
+
+    def _kill_majority(self, duration_s: float, rng: random.Random, record: dict[str, Any]
+                       ) -> None:
+        victims = rng.sample(self.brokers, len(self.brokers) // 2 + 1)
+        self._kill(victims, duration_s, rng, record)
+
+    def _kill_all(self, duration_s: float, rng: random.Random, record: dict[str, Any]) -> None:
+        victims = list(self.brokers)
+        rng.shuffle(victims)
+        self._kill(victims, duration_s, rng, record)
+
+    def _power_loss(self, duration_s: float, rng: random.Random, record: dict[str, Any]) -> None:
+        """The brokers run with their own page cache (floodmark.unsafe.power.loss.page.cache):
+        SIGKILL drops every write not yet fsynced, as a power cut would."""
+        self._kill([self.brokers[rng.randrange(len(self.brokers))]], duration_s, rng, record)
+
+    def _kill_controller(self, duration_s: float, rng: random.Random, record: dict[str, Any]
+                         ) -> None:
+        self._kill([self._active_controller()], duration_s, rng, record)
+
+    def _kill_controllers(self, duration_s: float, rng: random.Random, record: dict[str, Any]
+                          ) -> None:
+        """Every controller at once (the whole quorum), restarted one by one."""
+        victims = list(self.controllers)
+        rng.shuffle(victims)
+        self._kill(victims, duration_s, rng, record)
+
+    def _isolate_then_kill(self, duration_s: float, rng: random.Random, record: dict[str, Any]
+                           ) -> None:
+        """Seed 002's unclean election: a follower falls out of the ISR (cut off), every ISR
+        member dies, the follower comes back; the others return later."""
+        key, leader = self._leader(rng)
+        reg = self.observer.view(key) or {"replicas": self.brokers}
+        followers = [b for b in reg["replicas"] if b != leader and b in self.brokers]
+        lagging = followers[rng.randrange(len(followers))] if followers else leader
+        host = host_of(lagging)
+        record["partition"] = key
+        record["lagging"] = lagging
+        self.lab.isolate(host, self._others([lagging]))
+        deadline = time.monotonic() + duration_s + 10.0
+        time.sleep(duration_s / 2)
+        while time.monotonic() < deadline:
+            now = self.observer.view(key)
+            if now is not None and lagging not in now["isr"]:
+                break
+            time.sleep(0.2)
+        time.sleep(1.0)  # the ISR member(s) acknowledge a few more writes alone
+        victims = [b for b in self.brokers if b != lagging]
+        record["targets"] = victims
+        for node_id in victims:
+            self.cluster.kill(node_id, signal.SIGKILL)
+        self.lab.heal(host)
+        time.sleep(duration_s)
+        self._restart(victims, rng, (1.0, 3.0))
+
+    def _wait_leader(self, key: str, not_in: Sequence[int], timeout_s: float) -> int:
+        """The partition's leader once it is none of ``not_in`` (-1 when time runs out)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            reg = self.observer.view(key)
+            if reg is not None and reg["leader"] >= 0 and reg["leader"] not in not_in:
+                return int(reg["leader"])
+            time.sleep(0.1)
+        return -1
+
+    def _failover_twice(self, duration_s: float, rng: random.Random, record: dict[str, Any]
+                        ) -> None:
+        """Seeds 000/001 on a real cluster: the two followers cannot reach each other; the
+        leader dies, one follower takes over, the other becomes its follower (under the
+        pre-0.11 rule it cuts its log to its own high watermark, which is one fetch behind) and
+        cannot fetch from it; the new leader dies too, before the ISR shrinks, and the last
+        replica is elected with whatever its log holds. Both dead brokers return later."""
+        key, leader = self._leader(rng)
+        reg = self.observer.view(key) or {"replicas": self.brokers}
+        followers = [b for b in reg["replicas"] if b != leader and b in self.brokers]
+        record["partition"] = key
+        if len(followers) < 2:
+            self._kill([leader], duration_s, rng, record)
+            return
+        a, b = followers[:2]
+        self.lab.isolate(host_of(a), [host_of(b)])
+        time.sleep(0.5)
+        self.cluster.kill(leader, signal.SIGKILL)
+        successor = self._wait_leader(key, [leader], 8.0)
+        victims = [leader]
+        if successor >= 0:
+            time.sleep(0.3)
+            self.cluster.kill(successor, signal.SIGKILL)
+            victims.append(successor)
+            self._wait_leader(key, victims, 8.0)
+        record["targets"] = victims
+        time.sleep(duration_s / 2)
+        self.lab.heal(host_of(a))
+        time.sleep(duration_s / 2)
+        self._restart(victims, rng, (1.0, 3.0))

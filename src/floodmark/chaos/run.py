@@ -1,0 +1,312 @@
+"""``floodmark chaos run``: a real cluster in network namespaces, a workload, a fault schedule,
+then the history checker.
+
+One run: a lab (one namespace per controller, broker and the clients, on a bridge of its own) →
+the controller and brokers (``LabCluster``) → topics → producers and consumers, each a process of
+its own in the clients' namespace (``floodmark.chaos.workload``) → the seeded fault schedule
+(``schedule.plan``, carried out by ``nemesis.Nemesis``) → heal everything and wait until every
+partition has its whole replica set in the ISR again → a quiet period → stop the clients → a
+final read of every partition → stop the cluster and read every replica's files → merge the
+histories and check them (``checker.check``). Every process and namespace is removed on every
+way out (an exception, SIGINT, SIGTERM).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from floodmark.chaos.checker import check
+from floodmark.chaos.history import merge, read_events
+from floodmark.chaos.nemesis import Nemesis, Observer
+from floodmark.chaos.netns import Lab
+from floodmark.chaos.nodes import (
+    CONTROLLER_ID,
+    LabCluster,
+    controller_ids,
+    host_of,
+    read_partition_values,
+)
+from floodmark.chaos.schedule import DEFAULT_FAULTS, expand, plan
+from floodmark.replication.modes import DEFAULT_TRUNCATION, Truncation
+
+CLIENTS_HOST = "clients"
+
+
+@dataclass
+class ChaosConfig:
+    brokers: int = 3
+    controllers: int = 1            # > 1: a controller quorum
+    time_limit_s: float = 60.0
+    faults: list[str] = field(default_factory=lambda: list(DEFAULT_FAULTS))
+    acks: str = "all"
+    truncation: str = DEFAULT_TRUNCATION.value
+    unclean: bool = False
+    seed: int = 1
+    topics: str = "chaos-a:2,chaos-b:2"
+    rate: float = 40.0              # sends per second per producer
+    quiet_s: float = 5.0
+    recovery_timeout_s: float = 90.0
+    name: str = "chaos"             # prefix of namespace names
+    work_dir: Path | None = None    # kept; default: a temporary directory, removed when valid
+    crash_s: float = 20.0           # consumers are rebuilt about this often
+    report_dir: Path | None = None  # an HTML report is written here
+
+    def validate(self) -> None:
+        if self.brokers < 3:
+            raise ValueError("--brokers must be at least 3 (replication factor 3)")
+        if not 1 <= self.controllers <= 9:
+            raise ValueError("--controllers must be between 1 and 9")
+        if self.time_limit_s <= 0:
+            raise ValueError("--time-limit-s must be positive")
+        if self.acks not in ("all", "1"):
+            raise ValueError("--acks must be all or 1")
+        Truncation.parse(self.truncation)
+        expand(self.faults)
+
+    @property
+    def keys(self) -> list[str]:
+        out = []
+        for item in self.topics.split(","):
+            name, _, count = item.partition(":")
+            out += [f"{name}-{p}" for p in range(int(count or 1))]
+        return out
+
+
+def _broker_settings(config: ChaosConfig) -> dict[str, str]:
+    settings = {"replica.lag.time.max.ms": "3000", "min.insync.replicas": "2",
+                "auto.create.topics.enable": "false", "group.initial.rebalance.delay.ms": "100"}
+    if "power-loss" in expand(config.faults):
+        settings["floodmark.unsafe.power.loss.page.cache"] = "true"
+    if Truncation.parse(config.truncation) is not DEFAULT_TRUNCATION:
+        settings["floodmark.truncation"] = Truncation.parse(config.truncation).value
+        settings["floodmark.truncation.allow.unsafe"] = "true"
+    return settings
+
+
+def _controller_settings(config: ChaosConfig) -> dict[str, str]:
+    return {"broker.session.timeout.ms": "2000",
+            "unclean.leader.election.enable": "true" if config.unclean else "false",
+            # leaders stay where faults leave them (a rebalance is a fault of its own)
+            "auto.leader.rebalance.enable": "false"}
+
+
+@contextmanager
+def _signals_raise() -> Iterator[None]:
+    """SIGTERM (and SIGINT, as usual) interrupt the run so every ``finally`` cleans up."""
+
+    def on_term(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    old = signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+class _Workers:
+    """The client processes in the clients' namespace."""
+
+    def __init__(self, lab: Lab, config: ChaosConfig, bootstrap: str, work: Path) -> None:
+        self.lab, self.config, self.bootstrap, self.work = lab, config, bootstrap, work
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self._counted: dict[str, tuple[int, int]] = {}   # process -> bytes read, acks seen
+        (work / "history").mkdir(parents=True, exist_ok=True)
+        (work / "logs").mkdir(parents=True, exist_ok=True)
+
+    def history_path(self, process: str) -> Path:
+        return self.work / "history" / f"{process}.jsonl"
+
+    def start(self, process: str, role: str, *extra: str) -> subprocess.Popen[bytes]:
+        argv = [sys.executable, "-m", "floodmark.chaos.workload", role, "--process", process,
+                "--bootstrap", self.bootstrap, "--topics", self.config.topics,
+                "--history", str(self.history_path(process)), "--acks", self.config.acks,
+                "--seed", str(self.config.seed), *extra]
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        with open(self.work / "logs" / f"{process}.log", "ab") as log:
+            proc = self.lab.popen(CLIENTS_HOST, argv, stdout=log, stderr=log,
+                                  stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+        self.procs[process] = proc
+        return proc
+
+    def acknowledged(self) -> int:
+        """Acknowledged sends so far (reads only what was appended since the last call)."""
+        total = 0
+        for process in self.procs:
+            path = self.history_path(process)
+            done, count = self._counted.get(process, (0, 0))
+            if path.exists():
+                with open(path, "rb") as fh:
+                    fh.seek(done)
+                    chunk = fh.read()
+                whole = chunk[:chunk.rfind(b"\n") + 1]
+                count += whole.count(b'"type":"ok","f":"send"')
+                self._counted[process] = (done + len(whole), count)
+            total += count
+        return total
+
+    def stop(self, timeout_s: float = 60.0) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        for proc in self.procs.values():
+            try:
+                proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+
+    def kill(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(5)
+
+
+def _wait(what: str, ready: Callable[[], bool], timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if ready():
+            return True
+        time.sleep(0.25)
+    return False
+
+
+def run(config: ChaosConfig, say: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
+    """One chaos run; returns the result object (``valid``, ``anomalies``, ``faults``, ...).
+    Raises ``LabError`` when namespaces cannot be made here, ``ValueError`` on a bad config."""
+    config.validate()
+    schedule = plan(config.seed, config.faults, config.time_limit_s)
+    keep = config.work_dir is not None
+    work = Path(config.work_dir or tempfile.mkdtemp(prefix=f"{config.name}-run-")).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    brokers = [f"b{i}" for i in range(1, config.brokers + 1)]
+    controllers = [host_of(c) for c in controller_ids(config.controllers)]
+    result: dict[str, Any] = {}
+    with _signals_raise(), Lab([*controllers, *brokers, CLIENTS_HOST], prefix=config.name) as lab:
+        cluster = LabCluster(lab, work / "cluster", config.brokers, _broker_settings(config),
+                             _controller_settings(config), controllers=config.controllers)
+        workers: _Workers | None = None
+        observer: Observer | None = None
+        try:
+            say(f"lab {lab.id}: controller and {config.brokers} brokers; work dir {work}")
+            cluster.start()
+            workers = _Workers(lab, config, cluster.bootstrap, work)
+            setup = workers.start("setup", "setup", "--duration-s", "120")
+            if setup.wait(150) != 0:
+                raise RuntimeError(f"topic setup failed; see {work / 'logs' / 'setup.log'}")
+            observer = Observer(lab.ns(CLIENTS_HOST),
+                                [cluster.address(c) for c in cluster.controller_ids])
+            observer.start()
+            result = _workload_and_faults(config, schedule, lab, cluster, workers, observer,
+                                          work, say)
+        finally:
+            # each step on its own: one failing must not leave processes behind
+            for step in (observer.stop if observer is not None else None,
+                         workers.kill if workers is not None else None,
+                         cluster.kill_all):
+                if step is None:
+                    continue
+                try:
+                    step()
+                except Exception as exc:
+                    say(f"cleanup: {step.__qualname__}: {exc}")
+    if config.report_dir is not None and result:
+        from floodmark.chaos.report import write_report
+
+        result["report"] = str(write_report(config.report_dir, result, events_of(result)))
+    if not keep and result.get("valid"):
+        shutil.rmtree(work, ignore_errors=True)
+        result["history"] = None
+    else:
+        result["work_dir"] = str(work)
+    return result
+
+
+def _workload_and_faults(config: ChaosConfig, schedule: list[Any], lab: Lab, cluster: LabCluster,
+                         workers: _Workers, observer: Observer, work: Path,
+                         say: Callable[[str], None]) -> dict[str, Any]:
+    duration = str(config.time_limit_s + config.recovery_timeout_s + 120)
+    rate = str(config.rate)
+    crash = str(config.crash_s)
+    workers.start("cp1", "producer-confluent", "--rate", rate, "--duration-s", duration)
+    workers.start("kp1", "producer-kafka-python", "--rate", rate, "--duration-s", duration)
+    workers.start("ca1", "consumer-assign", "--crash-s", crash, "--duration-s", duration)
+    workers.start("cg1", "consumer-group-confluent", "--crash-s", crash, "--duration-s", duration)
+    workers.start("kg1", "consumer-group-kafka-python", "--crash-s", crash,
+                  "--duration-s", duration)
+    if not _wait("first acknowledgements", lambda: workers.acknowledged() > 0, 90):
+        raise RuntimeError(f"no write was acknowledged; see {work / 'logs'}")
+    say(f"workload running; {len(schedule)} faults over {config.time_limit_s:.0f}s")
+    nemesis = Nemesis(lab, cluster, observer, config.keys, say)
+    started = time.monotonic()
+    faults: list[dict[str, Any]] = []
+    try:
+        for fault in schedule:
+            delay = started + fault.start_s - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            faults.append(nemesis.run(fault))
+        rest = started + config.time_limit_s - time.monotonic()
+        if rest > 0:
+            time.sleep(rest)
+    finally:
+        nemesis.heal_all()
+    healed_at = workers.acknowledged()
+    keys = [*config.keys, "__consumer_offsets-0"]
+    recovered = _wait("recovery", lambda: observer.all_in_sync(keys)
+                      and workers.acknowledged() > healed_at + 20, config.recovery_timeout_s)
+    say("cluster recovered" if recovered else "cluster did not recover in time")
+    time.sleep(config.quiet_s)
+    workers.stop()
+    final = workers.start("final", "final-read", "--duration-s", "120")
+    final.wait(150)
+    in_sync = {k: list((observer.view(k) or {}).get("isr", [])) for k in config.keys}
+    timeline = list(observer.timeline)
+    controller_up = list(observer.controller_up)
+    observer.stop()
+    cluster.stop(timeout_s=20.0)
+    replicas: dict[str, dict[int, dict[int, str | None]]] = {}
+    for key in config.keys:
+        topic, _, index = key.rpartition("-")
+        for broker in cluster.broker_ids:
+            values = read_partition_values(cluster.partition_dir(broker, topic, int(index)))
+            replicas.setdefault(key, {})[broker] = {
+                o: None if v is None else v.decode(errors="replace") for o, v in values.items()}
+    events = merge(sorted((work / "history").glob("*.jsonl")), work / "history.jsonl")
+    verdict = check(events, replicas, in_sync)
+    result: dict[str, Any] = {
+        **verdict.as_json(), "faults": faults, "seed": config.seed,
+        "recovered": recovered,
+        "config": {"brokers": config.brokers, "controllers": config.controllers,
+                   "time_limit_s": config.time_limit_s,
+                   "faults": config.faults, "acks": config.acks,
+                   "truncation": config.truncation, "unclean": config.unclean,
+                   "topics": config.topics, "rate": config.rate},
+        "history": str(work / "history.jsonl"),
+        "leaders": timeline, "controller_up": controller_up,
+    }
+    (work / "result.json").write_text(json.dumps(result, indent=1))
+    return result
+
+
+def events_of(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The merged history a result points at."""
+    return list(read_events(result["history"]))
+
+
+__all__ = ["CONTROLLER_ID", "ChaosConfig", "events_of", "run"]

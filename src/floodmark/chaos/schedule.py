@@ -1,0 +1,133 @@
+"""The fault schedule: which faults, when, for how long — a pure function of the seed.
+
+``--faults`` takes families (``partition,kill,pause,flap,power-loss,controller``) or single fault
+names; a family stands for all its faults. Targets that depend on the cluster's state (the
+leader of a partition) are picked when the fault starts, with the same seeded generator.
+
+Faults (the seeds' stories in brackets):
+
+partition
+  ``isolate-leader`` — a partition leader cut off from the other brokers and the controller while
+  clients still reach it [Jepsen 2013; with ``--acks 1`` its acknowledgements are lost];
+  ``isolate-one`` — any broker, the same way; ``split`` — a random majority/minority split of
+  brokers and controller; ``bridge`` — two halves, one node in the middle sees both.
+kill
+  ``kill-one``, ``kill-leader`` — SIGKILL, restart after the fault's duration;
+  ``kill-majority``, ``kill-all`` — SIGKILL several brokers at once, restart them one by one
+  [seeds 000/001: a restarted follower truncating to its stale HW, elected before it refetched];
+  ``isolate-then-kill`` (with partition) — cut a follower off until it leaves the ISR, kill the
+  rest, heal it, restart the others later [seed 002's unclean election];
+  ``failover-twice`` (with partition) — the two followers cannot reach each other, the leader
+  dies, then its successor dies before the ISR shrinks, so the last replica is elected from
+  what its log holds [seeds 000/001: under the pre-0.11 rule that replica cut its log to its
+  own, one-fetch-stale HW when it started following the successor].
+pause
+  ``pause-one``, ``pause-leader`` — SIGSTOP, SIGCONT after the fault's duration.
+flap
+  ``flap`` — one broker's links cut and healed every 0.3–1.5 s.
+controller
+  ``kill-controller``, ``pause-controller``, ``isolate-controller`` (the active controller: of a
+  quorum, its leader); ``kill-controllers`` (every controller at once, restarted one by one).
+power-loss
+  ``power-loss`` — every broker runs in the unsafe page-cache mode
+  (``floodmark.unsafe.power.loss.page.cache``: writes not yet fsynced live in the process), so
+  SIGKILL is a power cut; the fault cuts one broker's power and restarts it [seed 002's power
+  outage, one replica at a time]. With power-loss, faults that take down several brokers at once
+  are left out: more than min.insync.replicas − 1 replicas losing unsynced data is outside
+  SPEC §4's premise (KIP-966's last replica standing).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+FAMILIES: dict[str, tuple[str, ...]] = {
+    "partition": ("isolate-leader", "isolate-one", "split", "bridge"),
+    "kill": ("kill-one", "kill-leader", "kill-majority", "kill-all"),
+    "pause": ("pause-one", "pause-leader"),
+    "flap": ("flap",),
+    "controller": ("kill-controller", "pause-controller", "isolate-controller",
+                   "kill-controllers"),
+    "power-loss": ("power-loss",),
+}
+COMPOUND: dict[str, tuple[str, ...]] = {"isolate-then-kill": ("partition", "kill"),
+                                        "failover-twice": ("partition", "kill")}
+DEFAULT_FAULTS = ("partition", "kill", "pause", "flap", "controller")
+NOT_BUILT: frozenset[str] = frozenset()
+# Faults that take down more than one broker: left out when brokers can lose unsynced data.
+MULTI_BROKER = frozenset({"kill-majority", "kill-all", "isolate-then-kill", "failover-twice"})
+# Seconds a fault lasts: long enough for the controller to fence a broker (its session timeout)
+# and for the ISR to shrink (replica.lag.time.max.ms) in the chaos cluster's settings.
+DURATION_S = (4.0, 9.0)
+GAP_S = (2.0, 5.0)
+WARMUP_S = 3.0
+
+
+@dataclass(frozen=True)
+class Fault:
+    name: str
+    start_s: float
+    duration_s: float
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"name": self.name, "start_s": round(self.start_s, 3),
+                "duration_s": round(self.duration_s, 3), **self.params}
+
+
+def all_names() -> list[str]:
+    return sorted({n for names in FAMILIES.values() for n in names} | set(COMPOUND))
+
+
+def expand(faults: Iterable[str]) -> list[str]:
+    """Family and fault names -> fault names, in a stable order. ValueError on unknown names
+    or on faults that are not built yet."""
+    wanted = [f.strip() for f in faults if f.strip()]
+    names: list[str] = []
+    for item in wanted:
+        if item in FAMILIES:
+            names += [n for n in FAMILIES[item] if n not in names]
+        elif item in all_names():
+            if item not in names:
+                names.append(item)
+        else:
+            raise ValueError(f"unknown fault {item!r}; expected families "
+                             f"{', '.join(FAMILIES)} or faults {', '.join(all_names())}")
+    for compound, needs in COMPOUND.items():
+        if all(f in wanted for f in needs) and compound not in names:
+            names.append(compound)
+    if "power-loss" in names:
+        names = [n for n in names if n not in MULTI_BROKER or n in wanted]
+    refused = sorted(NOT_BUILT & set(names))
+    if refused:
+        raise ValueError(f"fault {', '.join(refused)} is not available yet")
+    if not names:
+        raise ValueError("no faults given")
+    return names
+
+
+def plan(seed: int, faults: Iterable[str], time_limit_s: float,
+         duration_s: tuple[float, float] = DURATION_S,
+         gap_s: tuple[float, float] = GAP_S) -> list[Fault]:
+    """One fault at a time from ``WARMUP_S`` until ``time_limit_s``; each heals before the next
+    (gaps between them let the cluster recover, as in Jepsen's nemesis intervals)."""
+    names = expand(faults)
+    rng = random.Random(seed)
+    out: list[Fault] = []
+    t = WARMUP_S
+    while True:
+        name = names[rng.randrange(len(names))]
+        duration = rng.uniform(*duration_s)
+        if name in COMPOUND or name in ("kill-majority", "kill-all", "failover-twice"):
+            duration = max(duration, 6.0)
+        if t + duration > time_limit_s and out:
+            break
+        params: dict[str, Any] = {"pick": rng.randrange(1 << 30)}
+        out.append(Fault(name, t, min(duration, max(1.0, time_limit_s - t)), params))
+        t += out[-1].duration_s + rng.uniform(*gap_s)
+        if t >= time_limit_s:
+            break
+    return out

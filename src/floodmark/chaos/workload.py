@@ -1,0 +1,431 @@
+"""The chaos run's clients, one process each (``python -m floodmark.chaos.workload ROLE ...``),
+run inside the lab's client namespace. Every send, acknowledgement, poll and commit is a line of
+the process's history file (``floodmark.chaos.history``).
+
+Roles:
+
+* ``setup`` — create the topics (RF 3, ``min.insync.replicas`` 2) and wait for their leaders;
+* ``producer-confluent`` / ``producer-kafka-python`` — ``acks=all`` and idempotent (``--acks 1``:
+  not idempotent, which the clients require), unique values ``<process>-<n>`` spread over every
+  partition, at a bounded rate; a fatal producer error crashes the client and builds a new one;
+* ``consumer-assign`` — confluent-kafka by assignment: every partition from the beginning,
+  no commits; every ``--crash-s`` seconds a fresh client resumes where the last one was;
+* ``consumer-group-confluent`` / ``consumer-group-kafka-python`` — one consumer group, committing
+  synchronously after each poll, through rebalances (members crash and rejoin on a timer);
+* ``final-read`` — a fresh client reads every partition from its low to its high watermark.
+
+Workers stop on SIGTERM (or after ``--duration-s``, a hard bound) and close their clients.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import random
+import signal
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from floodmark.chaos.history import HistoryWriter
+
+STOP = {"now": False}
+CRASH_AFTER_ERRORS = 200  # kafka-python: a producer failing this many sends in a row is rebuilt
+
+
+def _topics(spec: str) -> list[tuple[str, int]]:
+    """``t1:2,t2:2`` -> [(t1, 0), (t1, 1), (t2, 0), (t2, 1)]."""
+    out = []
+    for item in spec.split(","):
+        name, _, count = item.partition(":")
+        out += [(name, p) for p in range(int(count or 1))]
+    return out
+
+
+def _stopping(deadline: float) -> bool:
+    return STOP["now"] or time.monotonic() >= deadline
+
+
+# -- setup -------------------------------------------------------------------------------------
+def setup(args: argparse.Namespace, history: HistoryWriter) -> int:
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+    admin = AdminClient({"bootstrap.servers": args.bootstrap})
+    keys = _topics(args.topics)
+    counts: dict[str, int] = {}
+    for topic, _p in keys:
+        counts[topic] = counts.get(topic, 0) + 1
+    deadline = time.monotonic() + args.duration_s
+    pending = set(counts)
+    while pending and time.monotonic() < deadline:
+        futures = admin.create_topics([
+            NewTopic(t, counts[t], args.replication_factor,
+                     config={"min.insync.replicas": str(args.min_insync_replicas)})
+            for t in sorted(pending)], request_timeout=10)
+        for topic, future in futures.items():
+            try:
+                future.result(15)
+                pending.discard(topic)
+            except Exception as exc:  # brokers still registering, or already there
+                if "already exists" in str(exc).lower() or "TOPIC_ALREADY_EXISTS" in str(exc):
+                    pending.discard(topic)
+        if pending:
+            time.sleep(0.5)
+    while time.monotonic() < deadline:
+        md = admin.list_topics(timeout=10)
+        ready = all(t in md.topics and p in md.topics[t].partitions
+                    and md.topics[t].partitions[p].leader >= 0 for t, p in keys)
+        if ready:
+            history.event("ok", "setup", topics=sorted(counts))
+            return 0
+        time.sleep(0.3)
+    print("setup: topics not ready in time", file=sys.stderr)
+    return 1
+
+
+# -- producers ---------------------------------------------------------------------------------
+def _paced(rate: float, deadline: float) -> Callable[[], bool]:
+    """Call once per send: sleeps to keep ``rate`` sends per second; False when it is time to
+    stop."""
+    start, n = time.monotonic(), [0]
+
+    def tick() -> bool:
+        n[0] += 1
+        wait = start + n[0] / rate - time.monotonic()
+        if wait > 0:
+            time.sleep(min(wait, 1.0))
+        return not _stopping(deadline)
+
+    return tick
+
+
+def producer_confluent(args: argparse.Namespace, history: HistoryWriter) -> int:
+    from confluent_kafka import KafkaException, Producer
+
+    keys = _topics(args.topics)
+    rng = random.Random(args.seed)
+    config = {"bootstrap.servers": args.bootstrap, "acks": args.acks,
+              "enable.idempotence": args.acks == "all", "linger.ms": 5,
+              "request.timeout.ms": 3000, "message.timeout.ms": 30000,
+              "retry.backoff.ms": 100, "topic.metadata.refresh.interval.ms": 1000}
+
+    def delivery(topic: str, partition: int, value: str) -> Callable[[Any, Any], None]:
+        def delivered(err: Any, msg: Any) -> None:
+            if err is None:
+                history.event("ok", "send", topic=topic, partition=partition, value=value,
+                              offset=msg.offset())
+            else:
+                # Indefinite, every one: a message failed after retries (or purged from the
+                # retry queue, _PURGE_QUEUE) may have been written by an earlier attempt. Only a
+                # refusal before produce() returns (BufferError below) is a definite failure.
+                history.event("info", "send", topic=topic, partition=partition, value=value,
+                              error=err.name())
+        return delivered
+
+    producer = Producer(config)
+    deadline = time.monotonic() + args.duration_s
+    tick = _paced(args.rate, deadline)
+    n = 0
+    while tick():
+        topic, partition = keys[rng.randrange(len(keys))]
+        value = f"{args.process}-{n}"
+        n += 1
+        history.event("invoke", "send", topic=topic, partition=partition, value=value)
+        try:
+            producer.produce(topic, value=value.encode(), partition=partition,
+                             on_delivery=delivery(topic, partition, value))
+            producer.poll(0)
+        except BufferError as exc:
+            history.event("fail", "send", topic=topic, partition=partition, value=value,
+                          error=f"BufferError: {exc}")
+        except KafkaException as exc:  # a fatal idempotence error: this producer is done
+            history.event("info", "send", topic=topic, partition=partition, value=value,
+                          error=str(exc))
+            with contextlib.suppress(Exception):
+                producer.purge()
+            with contextlib.suppress(Exception):
+                producer.flush(5)
+            history.event("info", "crash", error=str(exc))
+            producer = Producer(config)
+    with contextlib.suppress(Exception):
+        producer.flush(30)
+        producer.purge()
+        producer.flush(1)
+    return 0
+
+
+def producer_kafka_python(args: argparse.Namespace, history: HistoryWriter) -> int:
+    from kafka import KafkaProducer
+
+    keys = _topics(args.topics)
+    rng = random.Random(args.seed)
+    acks: int | str = "all" if args.acks == "all" else int(args.acks)
+
+    def make() -> Any:
+        return KafkaProducer(
+            bootstrap_servers=args.bootstrap.split(","), acks=acks,
+            enable_idempotence=args.acks == "all", linger_ms=5, request_timeout_ms=3000,
+            delivery_timeout_ms=30000, retry_backoff_ms=100, metadata_max_age_ms=1000,
+            max_in_flight_requests_per_connection=5)
+
+    producer = make()
+    deadline = time.monotonic() + args.duration_s
+    tick = _paced(args.rate, deadline)
+    n = 0
+    errors_in_a_row = [0]  # since the last acknowledgement (callbacks run on the sender thread)
+
+    def on_ok(topic: str, partition: int, value: str) -> Callable[[Any], None]:
+        def ok(md: Any) -> None:
+            errors_in_a_row[0] = 0
+            history.event("ok", "send", topic=topic, partition=partition, value=value,
+                          offset=md.offset)
+        return ok
+
+    def on_error(topic: str, partition: int, value: str) -> Callable[[Any], None]:
+        def error(exc: Any) -> None:
+            errors_in_a_row[0] += 1
+            history.event("info", "send", topic=topic, partition=partition, value=value,
+                          error=type(exc).__name__)
+        return error
+
+    while tick():
+        if errors_in_a_row[0] >= CRASH_AFTER_ERRORS:
+            # e.g. an idempotent producer left in an error state (OutOfOrderSequenceNumber):
+            # a new client, as an application would build
+            with contextlib.suppress(Exception):
+                producer.close(1)
+            history.event("info", "crash", error=f"{errors_in_a_row[0]} errors in a row")
+            errors_in_a_row[0] = 0
+            producer = make()
+        topic, partition = keys[rng.randrange(len(keys))]
+        value = f"{args.process}-{n}"
+        n += 1
+        history.event("invoke", "send", topic=topic, partition=partition, value=value)
+        try:
+            future = producer.send(topic, value=value.encode(), partition=partition)
+        except Exception as exc:  # raised before anything was sent
+            history.event("fail", "send", topic=topic, partition=partition, value=value,
+                          error=type(exc).__name__)
+            continue
+        future.add_callback(on_ok(topic, partition, value))
+        future.add_errback(on_error(topic, partition, value))
+    with contextlib.suppress(Exception):
+        producer.flush(30)
+        producer.close(5)
+    return 0
+
+
+# -- consumers ---------------------------------------------------------------------------------
+def _records_confluent(msgs: list[Any]) -> list[list[Any]]:
+    return [[m.topic(), m.partition(), m.offset(), (m.value() or b"").decode()]
+            for m in msgs if m.error() is None]
+
+
+def _hw_confluent(consumer: Any, records: list[list[Any]]) -> list[list[Any]]:
+    from confluent_kafka import TopicPartition
+
+    out = []
+    for topic, partition in sorted({(r[0], r[1]) for r in records}):
+        _low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition),
+                                                    cached=True)
+        if high is not None and high >= 0:
+            out.append([topic, partition, high])
+    return out
+
+
+def _confluent_config(args: argparse.Namespace, group: str) -> dict[str, Any]:
+    config: dict[str, Any] = {
+        "bootstrap.servers": args.bootstrap, "group.id": group,
+        "enable.auto.commit": False, "auto.offset.reset": "earliest",
+        "isolation.level": "read_committed", "topic.metadata.refresh.interval.ms": 1000,
+        "fetch.wait.max.ms": 200, "session.timeout.ms": 6000,
+        "heartbeat.interval.ms": 500, "socket.timeout.ms": 5000}
+    if os.environ.get("FLOODMARK_CHAOS_RDKAFKA_DEBUG"):  # e.g. "topic,metadata,fetch"
+        config["debug"] = os.environ["FLOODMARK_CHAOS_RDKAFKA_DEBUG"]
+    return config
+
+
+def consumer_assign(args: argparse.Namespace, history: HistoryWriter) -> int:
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    keys = _topics(args.topics)
+    rng = random.Random(args.seed)
+    deadline = time.monotonic() + args.duration_s
+    position = {k: OFFSET_BEGINNING for k in keys}
+    while not _stopping(deadline):
+        consumer = Consumer(_confluent_config(args, f"chaos-{args.process}"))
+        consumer.assign([TopicPartition(t, p, position[(t, p)]) for t, p in keys])
+        history.event("ok", "assign", partitions=[[t, p, position[(t, p)]] for t, p in keys])
+        crash_at = time.monotonic() + rng.uniform(0.5, 1.5) * args.crash_s
+        while not _stopping(deadline) and time.monotonic() < crash_at:
+            records = _records_confluent(consumer.consume(200, 0.5))
+            if records:
+                history.event("ok", "poll", records=records,
+                              hw=_hw_confluent(consumer, records))
+                for topic, partition, offset, _v in records:
+                    position[(topic, partition)] = offset + 1
+        consumer.close()
+        history.event("info", "crash")
+    return 0
+
+
+def consumer_group_confluent(args: argparse.Namespace, history: HistoryWriter) -> int:
+    from confluent_kafka import Consumer, KafkaException
+
+    topics = sorted({t for t, _p in _topics(args.topics)})
+    rng = random.Random(args.seed)
+    deadline = time.monotonic() + args.duration_s
+
+    def on_assign(_consumer: Any, partitions: list[Any]) -> None:
+        history.event("ok", "rebalance", group=args.group,
+                      assigned=[[tp.topic, tp.partition] for tp in partitions])
+
+    while not _stopping(deadline):
+        consumer = Consumer(_confluent_config(args, args.group))
+        consumer.subscribe(topics, on_assign=on_assign)
+        history.event("ok", "subscribe", group=args.group, topics=topics)
+        crash_at = time.monotonic() + rng.uniform(0.5, 1.5) * args.crash_s
+        while not _stopping(deadline) and time.monotonic() < crash_at:
+            records = _records_confluent(consumer.consume(200, 0.5))
+            if not records:
+                continue
+            history.event("ok", "poll", records=records, hw=_hw_confluent(consumer, records))
+            try:
+                done = consumer.commit(asynchronous=False) or []
+                history.event("ok", "commit", group=args.group,
+                              offsets=[[tp.topic, tp.partition, tp.offset] for tp in done])
+            except KafkaException as exc:
+                history.event("info", "commit", group=args.group, error=str(exc))
+        consumer.close()
+        history.event("info", "crash")
+    return 0
+
+
+def consumer_group_kafka_python(args: argparse.Namespace, history: HistoryWriter) -> int:
+    from kafka import KafkaConsumer
+    from kafka.consumer.subscription_state import ConsumerRebalanceListener
+
+    topics = sorted({t for t, _p in _topics(args.topics)})
+    rng = random.Random(args.seed)
+    deadline = time.monotonic() + args.duration_s
+
+    class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+        def on_partitions_revoked(self, revoked: Any) -> None:
+            pass
+
+        def on_partitions_assigned(self, assigned: Any) -> None:
+            history.event("ok", "rebalance", group=args.group,
+                          assigned=[[tp.topic, tp.partition] for tp in assigned])
+
+    while not _stopping(deadline):
+        consumer = KafkaConsumer(
+            bootstrap_servers=args.bootstrap.split(","), group_id=args.group,
+            enable_auto_commit=False, auto_offset_reset="earliest",
+            isolation_level="read_committed", metadata_max_age_ms=1000,
+            session_timeout_ms=6000, heartbeat_interval_ms=500, request_timeout_ms=8000)
+        consumer.subscribe(topics, listener=Listener())
+        history.event("ok", "subscribe", group=args.group, topics=topics)
+        crash_at = time.monotonic() + rng.uniform(0.5, 1.5) * args.crash_s
+        while not _stopping(deadline) and time.monotonic() < crash_at:
+            try:
+                batch = consumer.poll(timeout_ms=500, max_records=200)
+            except Exception as exc:  # e.g. a commit-failed rebalance surfacing in poll
+                history.event("info", "poll", error=type(exc).__name__)
+                continue
+            records = [[tp.topic, tp.partition, r.offset, (r.value or b"").decode()]
+                       for tp, rs in batch.items() for r in rs]
+            if not records:
+                continue
+            hw = [[tp.topic, tp.partition, consumer.highwater(tp)] for tp in batch
+                  if consumer.highwater(tp) is not None]
+            history.event("ok", "poll", records=records, hw=hw)
+            try:
+                consumer.commit()
+                history.event("ok", "commit", group=args.group, offsets=[
+                    [tp.topic, tp.partition, consumer.position(tp)] for tp in batch])
+            except Exception as exc:
+                history.event("info", "commit", group=args.group, error=type(exc).__name__)
+        consumer.close()
+        history.event("info", "crash")
+    return 0
+
+
+def final_read(args: argparse.Namespace, history: HistoryWriter) -> int:
+    """Every partition from its low to its high watermark (asked of the leader), as polls of
+    process ``final``, then one ``final`` line."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    keys = _topics(args.topics)
+    deadline = time.monotonic() + args.duration_s
+    consumer = Consumer(_confluent_config(args, "chaos-final"))
+    marks: dict[tuple[str, int], tuple[int, int]] = {}
+    while len(marks) < len(keys) and not _stopping(deadline):
+        for t, p in keys:
+            if (t, p) in marks:
+                continue
+            try:
+                low, high = consumer.get_watermark_offsets(TopicPartition(t, p), timeout=5)
+                marks[(t, p)] = (low, high)
+            except Exception:  # leader not reachable yet
+                time.sleep(0.2)
+    consumer.assign([TopicPartition(t, p, low) for (t, p), (low, _h) in marks.items()])
+    seen: dict[tuple[str, int], set[int]] = {k: set() for k in marks}
+
+    def done() -> bool:
+        return all(all(o in seen[k] for o in range(lo, hi)) for k, (lo, hi) in marks.items())
+
+    while not done() and not _stopping(deadline):
+        records = _records_confluent(consumer.consume(500, 0.5))
+        records = [r for r in records if r[2] < marks[(r[0], r[1])][1]]
+        if records:
+            history.event("ok", "poll", records=records, hw=[
+                [t, p, marks[(t, p)][1]] for t, p in sorted({(r[0], r[1]) for r in records})])
+            for topic, partition, offset, _v in records:
+                seen[(topic, partition)].add(offset)
+    complete = len(marks) == len(keys) and done()
+    history.event("ok", "final", complete=complete,
+                  high_watermarks=[[t, p, hi, lo] for (t, p), (lo, hi) in sorted(marks.items())])
+    consumer.close()
+    return 0 if complete else 1
+
+
+ROLES: dict[str, Callable[[argparse.Namespace, HistoryWriter], int]] = {
+    "setup": setup,
+    "producer-confluent": producer_confluent,
+    "producer-kafka-python": producer_kafka_python,
+    "consumer-assign": consumer_assign,
+    "consumer-group-confluent": consumer_group_confluent,
+    "consumer-group-kafka-python": consumer_group_kafka_python,
+    "final-read": final_read,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m floodmark.chaos.workload")
+    p.add_argument("role", choices=sorted(ROLES))
+    p.add_argument("--process", required=True)
+    p.add_argument("--bootstrap", required=True)
+    p.add_argument("--topics", required=True, help="NAME:PARTITIONS,...")
+    p.add_argument("--history", required=True)
+    p.add_argument("--acks", default="all", choices=["all", "1"])
+    p.add_argument("--rate", type=float, default=50.0, help="sends per second")
+    p.add_argument("--group", default="chaos-group")
+    p.add_argument("--crash-s", type=float, default=20.0)
+    p.add_argument("--duration-s", type=float, default=600.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--replication-factor", type=int, default=3)
+    p.add_argument("--min-insync-replicas", type=int, default=2)
+    args = p.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: STOP.update(now=True))
+    signal.signal(signal.SIGINT, lambda *_: STOP.update(now=True))
+    history = HistoryWriter(args.history, args.process)
+    try:
+        return ROLES[args.role](args, history)
+    finally:
+        history.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,344 @@
+"""``floodmark cluster up|down|status|describe|diff|kill|start``: the front end of the local-cluster
+supervisor (``floodmark.cluster``).
+
+``up`` starts the controller (node 0) and N brokers (nodes 1..N) as separate processes, writes
+``<data-dir>/cluster.json``, prints the bootstrap address and stays in the foreground until
+``cluster down`` or Ctrl-C (``--detach``: returns once every node listens; the nodes run on until
+``cluster down``). ``--base-port`` gives stable ports, ``--listen-host``/``--advertised-host``
+serve other machines, ``--controller HOST:PORT`` runs brokers that join a controller elsewhere.
+On an existing directory ``up`` starts what it has; ``--brokers`` more than it has adds brokers,
+fewer is refused. Every user mistake is one line (``error: ...``), never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from floodmark.cli.checks import check_bindable, check_data_dir
+from floodmark.cli.common import CliError, pairs
+from floodmark.client.cluster import BadAddress, parse_bootstrap
+from floodmark.cluster.describe import describe
+from floodmark.cluster.diff import lost_offsets, offset_runs, partitions_on_disk
+from floodmark.cluster.local import (
+    DEFAULT_DATA_DIR,
+    STATE_FILE,
+    ClusterError,
+    LocalCluster,
+    load_cluster,
+    pid_state,
+)
+
+MAX_BASE_PORT = 65535 - 200
+
+
+def register(subparsers: Any) -> None:
+    cluster = subparsers.add_parser("cluster", help="a local replicated cluster: up, down, "
+                                                    "status, describe, diff, kill, start")
+    sub = cluster.add_subparsers(dest="cluster_command", metavar="ACTION")
+
+    def data_dir(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--data-dir", default=DEFAULT_DATA_DIR,
+                       help=f"cluster directory (default ./{DEFAULT_DATA_DIR})")
+
+    p = sub.add_parser("up", help="start the controller and N brokers (foreground, or --detach)")
+    p.add_argument("--brokers", type=int, default=None,
+                   help="a new cluster: 3 by default; an existing one: what it has, and a larger "
+                        "number adds brokers")
+    p.add_argument("--detach", action="store_true",
+                   help="return once every node listens; the nodes run on until `cluster down`")
+    p.add_argument("--base-port", type=int, default=None, metavar="PORT",
+                   help="stable ports: the controller on PORT, broker N on PORT+N, its /metrics "
+                        "on PORT+100+N (default: free ports, kept across restarts)")
+    p.add_argument("--listen-host", default=None, metavar="HOST",
+                   help="address every node binds (default 127.0.0.1; 0.0.0.0: every interface)")
+    p.add_argument("--advertised-host", default=None, metavar="HOST",
+                   help="address clients and other brokers are told (default: --listen-host, "
+                        "or this machine's host name for 0.0.0.0)")
+    p.add_argument("--controller", default=None, metavar="HOST:PORT",
+                   help="join the controller of a cluster on another machine: run brokers only")
+    p.add_argument("--first-broker-id", type=int, default=None,
+                   help="with --controller: the first broker id here (ids must be unique)")
+    p.add_argument("--set", dest="overrides", action="append", default=[],
+                   metavar="NAME=VALUE", help="broker setting (Kafka names), repeatable")
+    p.add_argument("--controller-set", dest="controller_overrides", action="append", default=[],
+                   metavar="NAME=VALUE",
+                   help="controller setting: broker.session.timeout.ms, "
+                        "unclean.leader.election.enable, auto.leader.rebalance.enable, "
+                        "leader.imbalance.check.interval.ms")
+    data_dir(p)
+    p.set_defaults(func=cmd_up)
+    p = sub.add_parser("down", help="stop a cluster started with `cluster up`")
+    data_dir(p)
+    p.set_defaults(func=cmd_down)
+    p = sub.add_parser("status", help="nodes, pids, addresses, liveness")
+    p.add_argument("--json", action="store_true")
+    data_dir(p)
+    p.set_defaults(func=cmd_status)
+    p = sub.add_parser("describe", help="per replica: LEO, HW, log start, epoch cache, read "
+                                        "from each broker")
+    p.add_argument("topic")
+    p.add_argument("--json", action="store_true")
+    data_dir(p)
+    p.set_defaults(func=cmd_describe)
+    p = sub.add_parser("diff", help="offsets whose records differ between two brokers' copies "
+                                    "of a topic's partitions (reads the segment files; e.g. what "
+                                    "an unclean election lost)")
+    p.add_argument("topic")
+    p.add_argument("old", type=int, help="broker id whose records are checked (old leader)")
+    p.add_argument("new", type=int, help="broker id to compare with (new leader)")
+    p.add_argument("--partition", type=int, default=None,
+                   help="only this partition (default: every partition either broker holds)")
+    p.add_argument("--upto", type=int, default=None,
+                   help="only offsets below this (e.g. the old leader's HW); default: all")
+    p.add_argument("--json", action="store_true",
+                   help='[{"partition", "lost": [offsets...]}, ...]')
+    data_dir(p)
+    p.set_defaults(func=cmd_diff)
+    p = sub.add_parser("kill", help="send a signal to one node (fault drill)")
+    p.add_argument("id", type=int)
+    p.add_argument("--signal", default="KILL", choices=["KILL", "TERM", "STOP", "CONT"])
+    data_dir(p)
+    p.set_defaults(func=cmd_kill)
+    p = sub.add_parser("start", help="start one (dead) node again, on its previous port")
+    p.add_argument("id", type=int)
+    data_dir(p)
+    p.set_defaults(func=cmd_start)
+    cluster.set_defaults(func=lambda a: (cluster.print_help(), 2)[1])
+
+
+def _shape_conflicts(cluster: LocalCluster, args: argparse.Namespace) -> list[str]:
+    """Options of ``up`` that would change an existing cluster's shape (refused)."""
+    st = cluster.state
+    asked = {"--base-port": (args.base_port, st.get("base_port")),
+             "--listen-host": (args.listen_host, cluster.listen_host),
+             "--advertised-host": (args.advertised_host, cluster.advertised_host),
+             "--controller": (args.controller, st.get("controller"))}
+    return [f"{flag} {want} (it has {have})" for flag, (want, have) in asked.items()
+            if want is not None and want != have]
+
+
+def _cluster_for_up(args: argparse.Namespace) -> LocalCluster:
+    if args.brokers is not None and args.brokers < 1:
+        raise CliError(f"--brokers {args.brokers}: a cluster needs at least one broker")
+    if args.base_port is not None and not 1024 <= args.base_port <= MAX_BASE_PORT:
+        raise CliError(f"--base-port {args.base_port}: between 1024 and {MAX_BASE_PORT}")
+    if args.controller is not None:
+        try:
+            if len(parse_bootstrap(args.controller)) != 1:
+                raise BadAddress("one address")
+        except BadAddress:
+            raise CliError(f"--controller {args.controller!r} is not HOST:PORT") from None
+    if args.first_broker_id is not None and (args.first_broker_id < 1 or args.controller is None):
+        raise CliError("--first-broker-id N (N >= 1) goes with --controller (broker ids 1..N "
+                       "are this directory's own otherwise)")
+    broker_settings = pairs(args.overrides, "--set")
+    controller_settings = pairs(args.controller_overrides, "--controller-set")
+    check_data_dir(args.data_dir)
+    if (Path(args.data_dir) / STATE_FILE).is_file():
+        cluster = load_cluster(args.data_dir)
+        running = [n for n in cluster.node_ids if cluster.node_state(n) != "dead"]
+        if running:
+            raise ClusterError(f"a cluster is already running in {args.data_dir} (nodes "
+                               f"{', '.join(map(str, running))}; see `floodmark cluster status "
+                               f"--data-dir {args.data_dir}`)")
+        conflicts = _shape_conflicts(cluster, args)
+        for flag, asked, have in (
+                ("--set", broker_settings, cluster.state["broker_settings"]),
+                ("--controller-set", controller_settings, cluster.state["controller_settings"])):
+            conflicts += [f"{flag} {k}={v} (it has {have.get(k)})" for k, v in asked.items()
+                          if have.get(k) != v]
+        if conflicts:  # the same command again is fine; a different shape is not
+            raise CliError(f"{args.data_dir} already holds a cluster; {'; '.join(conflicts)} "
+                           "would change it: use a new --data-dir")
+        if args.brokers is not None and args.brokers != len(cluster.broker_ids):
+            added = cluster.add_brokers(args.brokers)
+            print(f"adding broker(s) {', '.join(map(str, added))} to the cluster in "
+                  f"{args.data_dir}", flush=True)
+        return cluster
+    return LocalCluster(args.data_dir, 3 if args.brokers is None else args.brokers,
+                        broker_settings, controller_settings, base_port=args.base_port,
+                        listen_host=args.listen_host or "127.0.0.1",
+                        advertised_host=args.advertised_host, controller=args.controller,
+                        first_broker_id=args.first_broker_id or 1)
+
+
+def _check_ports(cluster: LocalCluster) -> None:
+    if not cluster.fixed_ports:
+        check_bindable(cluster.listen_host, 0, "--listen-host")
+        return
+    for node_id in cluster.node_ids:
+        node = cluster.node(node_id)
+        check_bindable(cluster.listen_host, int(node["port"]), f"node {node_id}")
+        if cluster.state.get("metrics", True) and node.get("metrics_port"):
+            check_bindable(cluster.listen_host, int(node["metrics_port"]),
+                           f"node {node_id} /metrics")
+
+
+def _print_started(cluster: LocalCluster, data_dir: str, detached: bool) -> None:
+    where = "at" if cluster.has_controller else "(elsewhere) at"
+    print(f"controller 0 {where} {cluster.controller_address}", flush=True)
+    for b in cluster.broker_ids:
+        print(f"broker {b} at {cluster.address(b)} (pid {cluster.pid(b)})", flush=True)
+    print(f"bootstrap: {cluster.bootstrap}", flush=True)
+    how = "" if detached else " or Ctrl-C"
+    print(f"logs: {cluster.data_dir / 'logs'}; stop with `floodmark cluster down "
+          f"--data-dir {data_dir}`{how}", flush=True)
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    cluster = _cluster_for_up(args)
+    _check_ports(cluster)
+    if args.detach:
+        try:
+            cluster.start()
+        except BaseException:
+            cluster.stop()
+            raise
+        cluster.state["supervisor_pid"] = None
+        cluster._save()
+        _print_started(cluster, args.data_dir, True)
+        return 0
+    stop = {"now": False}
+
+    def on_signal(signum: int, frame: object) -> None:
+        stop["now"] = True
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        cluster.start()
+        _print_started(cluster, args.data_dir, False)
+        while not stop["now"]:
+            time.sleep(0.2)
+            try:
+                while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                    pass  # reap nodes we started that died (kill drills)
+            except ChildProcessError:
+                pass
+            cluster.reload()
+    finally:
+        cluster.stop()
+        cluster.state["supervisor_pid"] = None
+        cluster._save()
+        print("cluster stopped", flush=True)
+    return 0
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    cluster = load_cluster(args.data_dir)
+    sup = cluster.state.get("supervisor_pid")
+    if sup and pid_state(int(sup)) != "dead":
+        os.kill(int(sup), signal.SIGTERM)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and pid_state(int(sup)) != "dead":
+            time.sleep(0.1)
+    cluster.reload()
+    cluster.stop()  # nodes of --detach or `cluster start`, or a supervisor that is gone
+    print("cluster down")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    status = load_cluster(args.data_dir).status()
+    if args.json:
+        print(json.dumps(status, indent=1))
+        return 0
+    print(f"bootstrap: {status['bootstrap']}")
+    for n in status["nodes"]:
+        extra = ""
+        if "fenced" in n:
+            extra = f" broker_epoch={n['broker_epoch']}" + (" FENCED" if n["fenced"] else "")
+        if "metrics" in n:
+            extra += f" metrics={n['metrics']}"
+        print(f"  {n['id']:>3} {n['role']:<10} pid={n['pid']} {n['address']:<22} "
+              f"{n['state']}{extra}")
+    for topic, parts in sorted(status.get("partitions", {}).items()):
+        for p, reg in sorted(parts.items(), key=lambda kv: int(kv[0])):
+            print(f"  {topic}-{p}: leader={reg['leader']} leader_epoch={reg['leader_epoch']} "
+                  f"isr={reg['isr']} replicas={reg['replicas']} "
+                  f"partition_epoch={reg['partition_epoch']}")
+    return 0
+
+
+def cmd_kill(args: argparse.Namespace) -> int:
+    cluster = load_cluster(args.data_dir)
+    cluster.kill(args.id, getattr(signal, f"SIG{args.signal}"))
+    print(f"sent SIG{args.signal} to node {args.id} (pid {cluster.pid(args.id)})")
+    return 0
+
+
+def cmd_start(args: argparse.Namespace) -> int:
+    cluster = load_cluster(args.data_dir)
+    cluster.start_node(args.id)
+    print(f"node {args.id} started at {cluster.address(args.id)} (pid {cluster.pid(args.id)})")
+    return 0
+
+
+def cmd_describe(args: argparse.Namespace) -> int:
+    cluster = load_cluster(args.data_dir)
+    try:
+        rows = describe(cluster, args.topic)
+    except RuntimeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    for row in rows:
+        print(f"{args.topic}-{row['partition']}: leader {row['leader']} leader_epoch "
+              f"{row['leader_epoch']} partition_epoch {row['partition_epoch']} isr {row['isr']}")
+        for r in row["replicas"]:
+            if "error" in r:
+                print(f"  replica {r['id']}: unreachable ({r['error']})")
+                continue
+            cache = ", ".join(f"{e}@{o}" for e, o in r["epoch_cache"])
+            role = "leader  " if r["id"] == row["leader"] else "follower"
+            print(f"  replica {r['id']} {role} LEO {r['log_end_offset']} HW "
+                  f"{r['high_watermark']} log_start {r['log_start_offset']} epochs [{cache}]")
+    return 0
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    """Every partition of the topic that either broker holds (or ``--partition``); exit code 3
+    when any record of the old broker is missing or different on the new one."""
+    cluster = load_cluster(args.data_dir)
+    for node_id in (args.old, args.new):
+        if cluster.node(node_id)["role"] != "broker":
+            raise CliError(f"node {node_id} is the controller, not a broker")
+    on_disk = {b: partitions_on_disk(cluster.data_dir / f"broker-{b}", args.topic)
+               for b in (args.old, args.new)}
+    if args.partition is not None:
+        partitions = [args.partition]
+        if args.partition not in on_disk[args.old]:
+            raise CliError(f"broker {args.old} holds no {args.topic}-{args.partition} "
+                           f"(it has partitions {on_disk[args.old] or 'none'})")
+    else:
+        partitions = sorted({*on_disk[args.old], *on_disk[args.new]})
+        if not partitions:
+            raise CliError(f"neither broker {args.old} nor broker {args.new} holds a partition "
+                           f"of {args.topic!r}")
+    upto = args.upto if args.upto is not None else 1 << 62
+    results = []
+    for p in partitions:
+        lost = lost_offsets(cluster.partition_dir(args.old, args.topic, p),
+                            cluster.partition_dir(args.new, args.topic, p), upto)
+        results.append({"partition": p, "lost": lost})
+    if args.json:
+        print(json.dumps(results))
+    else:
+        for r in results:
+            name = f"{args.topic}-{r['partition']}"
+            if not r["lost"]:
+                print(f"{name}: every record of broker {args.old} is on broker {args.new}")
+            else:
+                print(f"{name}: {len(r['lost'])} record(s) of broker {args.old} missing or "
+                      f"different on broker {args.new}: offsets "
+                      f"{', '.join(offset_runs(r['lost']))}")
+    return 3 if any(r["lost"] for r in results) else 0

@@ -1,0 +1,125 @@
+"""What the client commands (``topic``, ``group``, ``produce``, ``consume``) share: where the
+cluster is (``--bootstrap-server``, ``--data-dir``, ``FLOODMARK_BOOTSTRAP``), one-line errors,
+``NAME=VALUE`` lists, and offsets by timestamp asked of each partition's leader."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from floodmark.client.cluster import ClusterClient, Retriable, error_text
+from floodmark.client.connection import RequestFailed
+from floodmark.cluster.local import DEFAULT_DATA_DIR, load_cluster
+from floodmark.errors import ErrorCode
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+BOOTSTRAP_ENV = "FLOODMARK_BOOTSTRAP"
+
+RETRIABLE_CODES = frozenset(int(c) for c in (
+    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.REQUEST_TIMED_OUT))
+
+
+class CliError(Exception):
+    """A user mistake the command refuses: printed as ``error: <message>``, exit code 1."""
+
+
+def add_bootstrap(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--bootstrap-server", default=None,
+                   help="host:port[,host:port...]: every address is tried (default: --data-dir's "
+                        f"cluster, ${BOOTSTRAP_ENV}, ./{DEFAULT_DATA_DIR}'s cluster, "
+                        f"{DEFAULT_BOOTSTRAP})")
+    p.add_argument("--data-dir", default=None,
+                   help="the directory of a `floodmark cluster up`: use its brokers")
+
+
+def bootstrap_of(args: argparse.Namespace) -> str:
+    """``--bootstrap-server``, else the cluster of ``--data-dir``, else ``$FLOODMARK_BOOTSTRAP``,
+    else the cluster of ``./floodmark-cluster`` if there is one, else 127.0.0.1:9092."""
+    if args.bootstrap_server:
+        return str(args.bootstrap_server)
+    if args.data_dir:
+        return load_cluster(args.data_dir).bootstrap
+    env = os.environ.get(BOOTSTRAP_ENV, "").strip()
+    if env:
+        return env
+    local = Path(DEFAULT_DATA_DIR)
+    if (local / "cluster.json").is_file():
+        return load_cluster(local).bootstrap
+    return DEFAULT_BOOTSTRAP
+
+
+def connect(args: argparse.Namespace) -> ClusterClient:
+    return ClusterClient(bootstrap_of(args))
+
+
+def report(errors: list[tuple[str, int, str | None]]) -> int:
+    """Print each failed item as one line with Kafka's error name; 1 if any failed."""
+    bad = [(n, c, m) for n, c, m in errors if c]
+    for name, code, msg in bad:
+        print(f"error: {name}: {error_text(code)}{': ' + msg if msg else ''}", file=sys.stderr)
+    return 1 if bad else 0
+
+
+def pairs(items: list[str], what: str) -> dict[str, str]:
+    """``NAME=VALUE`` items; anything else is a one-line error naming the flag."""
+    out: dict[str, str] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise CliError(f"{what} {item!r} is not NAME=VALUE")
+        out[name.strip()] = value
+    return out
+
+
+def offsets_at(cluster: ClusterClient, topic: str, partitions: list[int], timestamp: int,
+               on_answer: Callable[[int], None] | None = None) -> dict[int, int]:
+    """ListOffsets asked of each partition's leader, retried while leaders move. A timestamp
+    later than every record answers the log end offset (as kafka-consumer-groups.sh does).
+    ``on_answer(n)`` is told of each leader's answer for n partitions (progress bars)."""
+    found: dict[int, int] = {}
+
+    def attempt() -> dict[int, int]:
+        by_leader: dict[int, list[int]] = {}
+        for p in partitions:
+            if p not in found:
+                by_leader.setdefault(cluster.leader(topic, p), []).append(p)
+        for leader, parts in by_leader.items():
+            resp = cluster.request_node(leader, 2, 7, {
+                "replica_id": -1, "isolation_level": 0, "topics": [{"name": topic, "partitions": [
+                    {"partition_index": p, "current_leader_epoch": -1, "timestamp": timestamp}
+                    for p in parts]}]})
+            answered = 0
+            for part in resp.topics[0].partitions:
+                code = int(part.error_code)
+                if code in RETRIABLE_CODES:
+                    continue
+                if code:
+                    raise RequestFailed(f"offsets of {topic}-{part.partition_index}: "
+                                        f"{error_text(code)}")
+                offset = int(part.offset)
+                if offset < 0:  # no record at or after the timestamp
+                    offset = offsets_at(cluster, topic, [int(part.partition_index)], -1)[
+                        int(part.partition_index)]
+                found[int(part.partition_index)] = offset
+                answered += 1
+            if on_answer is not None and answered:
+                on_answer(answered)
+        missing = [p for p in partitions if p not in found]
+        if missing:
+            raise Retriable(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{topic} partitions {missing}")
+        return found
+
+    return cluster.retry(attempt)
+
+
+def coordinator_request(cluster: ClusterClient, group: str, api: int, version: int,
+                        body: Any) -> Any:
+    def attempt() -> Any:
+        return cluster.request_node(cluster.coordinator(group), api, version, body)
+    return cluster.retry(attempt)

@@ -1,0 +1,212 @@
+"""``floodmark topic create|list|describe|delete|alter-config`` (kafka-topics.sh and
+kafka-configs.sh's jobs), over the cluster client: any broker answers, leaders are followed."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from floodmark.cli.common import CliError, add_bootstrap, connect, pairs, report
+from floodmark.client.cluster import error_text
+from floodmark.client.connection import KafkaConnection
+from floodmark.client.replica_state import epoch_cache, replica_state
+
+
+def register(subparsers: Any) -> None:
+    topic = subparsers.add_parser("topic", help="create, list, describe, delete topics or alter "
+                                                "their configs")
+    tsub = topic.add_subparsers(dest="topic_command", metavar="ACTION")
+    p = tsub.add_parser("create", help="create a topic")
+    p.add_argument("name")
+    p.add_argument("--partitions", type=int, default=1)
+    p.add_argument("--replication-factor", type=int, default=None,
+                   help="default: the cluster's default.replication.factor")
+    p.add_argument("--config", action="append", default=[], metavar="NAME=VALUE")
+    add_bootstrap(p)
+    p.set_defaults(func=topic_create)
+    p = tsub.add_parser("list", help="list topics")
+    p.add_argument("--json", action="store_true",
+                   help='[{"topic", "partitions", "internal"}, ...]')
+    add_bootstrap(p)
+    p.set_defaults(func=topic_list)
+    p = tsub.add_parser("describe", help="partitions, leader, epoch, ISR, LEO, HW, log start, epochs")
+    p.add_argument("name", nargs="?")
+    p.add_argument("--json", action="store_true")
+    add_bootstrap(p)
+    p.set_defaults(func=topic_describe)
+    p = tsub.add_parser("delete", help="delete a topic")
+    p.add_argument("name")
+    add_bootstrap(p)
+    p.set_defaults(func=topic_delete)
+    p = tsub.add_parser("alter-config", help="set or delete topic configs (kafka-configs.sh --alter)")
+    p.add_argument("name")
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
+    p.add_argument("--delete", action="append", default=[], metavar="NAME")
+    add_bootstrap(p)
+    p.set_defaults(func=topic_alter_config)
+    topic.set_defaults(func=lambda a: (topic.print_help(), 2)[1])
+
+
+def topic_create(args: argparse.Namespace) -> int:
+    configs = [{"name": k, "value": v} for k, v in pairs(args.config, "--config").items()]
+    if args.partitions < 1:
+        raise CliError(f"--partitions {args.partitions}: a topic needs at least one partition")
+    if args.replication_factor is not None and args.replication_factor < 1:
+        raise CliError(f"--replication-factor {args.replication_factor}: at least 1")
+    rf = -1 if args.replication_factor is None else args.replication_factor  # cluster default
+    with connect(args) as cluster:
+        resp = cluster.request_any(19, 7, {"topics": [{
+            "name": args.name, "num_partitions": args.partitions,
+            "replication_factor": rf, "assignments": [],
+            "configs": configs}], "timeout": 30000, "validate_only": False})
+    rc = report([(t.name, int(t.error_code), t.error_message) for t in resp.topics])
+    if rc == 0:
+        t = resp.topics[0]
+        print(f"created topic {args.name} with {args.partitions} partition(s), replication "
+              f"factor {int(t.replication_factor) if int(t.replication_factor) > 0 else rf}")
+    return rc
+
+
+def topic_list(args: argparse.Namespace) -> int:
+    with connect(args) as cluster:
+        meta = cluster.metadata(None)
+    topics = sorted(meta.topics, key=lambda t: t.name or "")
+    if args.json:
+        print(json.dumps([{"topic": str(t.name), "partitions": len(t.partitions),
+                           "internal": bool(t.is_internal)} for t in topics]))
+        return 0
+    for t in topics:
+        print(t.name)
+    return 0
+
+
+def _list_offsets(conn: KafkaConnection, topic: str, partitions: list[int], timestamp: int,
+                  replica_id: int = -1) -> dict[int, tuple[int, int]]:
+    resp = conn.request(2, 7, {"replica_id": replica_id, "isolation_level": 0, "topics": [
+        {"name": topic, "partitions": [{"partition_index": p, "current_leader_epoch": -1,
+                                        "timestamp": timestamp} for p in partitions]}]})
+    return {int(p.partition_index): (int(p.offset), int(p.leader_epoch))
+            for p in resp.topics[0].partitions}
+
+
+def _topic_configs(conn: KafkaConnection, topic: str) -> dict[str, str | None]:
+    """The topic's own settings (DescribeConfigs, source DYNAMIC_TOPIC_CONFIG): cleanup.policy,
+    the compaction settings, segment.bytes... as given at creation."""
+    resp = conn.request(32, 4, {"resources": [
+        {"resource_type": 2, "resource_name": topic, "configuration_keys": None}],
+        "include_synonyms": False, "include_documentation": False})
+    res = resp.results[0]
+    if int(res.error_code):
+        return {}
+    return {str(c.name): c.value for c in res.configs if int(c.config_source) == 1}
+
+
+def _replica_states(meta: Any, topic: str, p: Any) -> list[dict[str, Any]]:
+    """Per replica LEO, HW and epoch cache, read from that replica's broker (cluster mode)."""
+    addresses = {int(b.node_id): f"{b.host}:{int(b.port)}" for b in meta.brokers}
+    out: list[dict[str, Any]] = []
+    for r in p.replica_nodes:
+        entry: dict[str, Any] = {"id": int(r)}
+        address = addresses.get(int(r))
+        try:
+            if address is None:
+                raise RuntimeError("not a live broker")
+            entry.update(replica_state(address, topic, int(p.partition_index),
+                                       int(p.leader_epoch)))
+        except (OSError, RuntimeError) as exc:
+            entry["error"] = str(exc)
+        out.append(entry)
+    return out
+
+
+def topic_describe(args: argparse.Namespace) -> int:
+    out = []
+    with connect(args) as cluster:
+        meta = cluster.metadata([args.name] if args.name else None)
+        for t in sorted(meta.topics, key=lambda t: t.name or ""):
+            if t.error_code:
+                print(f"error: {t.name}: {error_text(int(t.error_code))}", file=sys.stderr)
+                return 1
+            parts = sorted(t.partitions, key=lambda p: p.partition_index)
+            rows = []
+            for p in parts:
+                i = int(p.partition_index)
+                # Each partition's figures from its leader (any broker when it has none).
+                address = cluster.brokers.get(int(p.leader_id))
+                conn = (cluster.connection(address) if address is not None
+                        else cluster.connection(next(iter(cluster.brokers.values()))))
+                hw = _list_offsets(conn, t.name, [i], -1)
+                leo = _list_offsets(conn, t.name, [i], -1, replica_id=-2)
+                start = _list_offsets(conn, t.name, [i], -2)
+                rows.append({
+                    "partition": i, "leader": int(p.leader_id),
+                    "leader_epoch": int(p.leader_epoch),
+                    "replicas": [int(r) for r in p.replica_nodes],
+                    "isr": [int(r) for r in p.isr_nodes],
+                    "log_end_offset": leo[i][0], "high_watermark": hw[i][0],
+                    "log_start_offset": start[i][0],
+                    "epoch_cache": [{"epoch": e, "start_offset": o} for e, o in epoch_cache(
+                        conn, t.name, i, int(p.leader_epoch), start[i][0])],
+                })
+                if len(p.replica_nodes) > 1:  # a cluster: ask every replica's own broker
+                    states = _replica_states(meta, t.name, p)
+                    rows[-1]["replica_states"] = states
+                    lead = next((x for x in states if x["id"] == int(p.leader_id)
+                                 and "error" not in x), None)
+                    if lead is not None:  # the leader's own view, whichever broker we asked
+                        rows[-1].update(
+                            log_end_offset=lead["log_end_offset"],
+                            high_watermark=lead["high_watermark"],
+                            log_start_offset=lead["log_start_offset"],
+                            epoch_cache=[{"epoch": e, "start_offset": o}
+                                         for e, o in lead["epoch_cache"]])
+            any_conn = cluster.connection(next(iter(cluster.brokers.values())))
+            out.append({"topic": t.name, "topic_id": str(t.topic_id), "internal": t.is_internal,
+                        "configs": _topic_configs(any_conn, str(t.name)), "partitions": rows})
+    if args.json:
+        print(json.dumps(out if not args.name else out[0], indent=2))
+        return 0
+    for t in out:
+        configs = ",".join(f"{k}={v}" for k, v in sorted(t["configs"].items()))
+        print(f"Topic: {t['topic']}  TopicId: {t['topic_id']}  Partitions: {len(t['partitions'])}"
+              f"  Configs: {configs}")
+        for r in t["partitions"]:
+            cache = ", ".join(f"{e['epoch']}@{e['start_offset']}" for e in r["epoch_cache"])
+            print(f"  partition {r['partition']}: leader {r['leader']} leader_epoch "
+                  f"{r['leader_epoch']} isr {r['isr']} log_start {r['log_start_offset']} "
+                  f"HW {r['high_watermark']} LEO {r['log_end_offset']} epochs [{cache}]")
+            for rs in r.get("replica_states", []):
+                if "error" in rs:
+                    print(f"    replica {rs['id']}: unreachable ({rs['error']})")
+                    continue
+                rcache = ", ".join(f"{e}@{o}" for e, o in rs["epoch_cache"])
+                print(f"    replica {rs['id']}: LEO {rs['log_end_offset']} HW "
+                      f"{rs['high_watermark']} epochs [{rcache}]")
+    return 0
+
+
+def topic_delete(args: argparse.Namespace) -> int:
+    with connect(args) as cluster:
+        resp = cluster.request_any(20, 6, {"topics": [{"name": args.name, "topic_id": None}],
+                                           "timeout": 30000})
+    rc = report([(r.name or args.name, int(r.error_code), r.error_message) for r in resp.responses])
+    if rc == 0:
+        print(f"deleted topic {args.name}")
+    return rc
+
+
+def topic_alter_config(args: argparse.Namespace) -> int:
+    ops = [{"name": k, "config_operation": 0, "value": v}
+           for k, v in pairs(args.set, "--set").items()]
+    ops += [{"name": k, "config_operation": 1, "value": None} for k in args.delete]
+    with connect(args) as cluster:
+        resp = cluster.request_any(44, 1, {"resources": [
+            {"resource_type": 2, "resource_name": args.name, "configs": ops}],
+            "validate_only": False})
+    r = resp.responses[0]
+    rc = report([(args.name, int(r.error_code), r.error_message)])
+    if rc == 0:
+        print(f"altered topic {args.name}: {len(ops)} config(s)")
+    return rc

@@ -1,0 +1,442 @@
+"""``LocalCluster``: a real local cluster on this machine, supervised from Python.
+
+``start()`` launches the controller (node 0) and N brokers (nodes 1..N) as separate processes,
+each binding a free port, and writes ``<data-dir>/cluster.json`` (pids, addresses, ports).
+``kill(id, signal)`` and ``start_node(id)`` are fault drills: a restarted node gets its previous
+port back, so the bootstrap address stays valid. ``stop()`` SIGTERMs every node (brokers do a
+controlled shutdown). ``status()`` gives
+``{"bootstrap": ..., "nodes": [{"id", "role", "pid", "address", "alive", "state"}, ...]}``
+(``state`` is running / stopped (SIGSTOP) / dead) plus, when the controller answers, each
+broker's fenced flag and broker epoch, and each node's Prometheus address
+(``"metrics": "http://host:port/metrics"``).
+
+``floodmark cluster`` (``floodmark.cli.cluster``) is the command-line front end; tests,
+benchmarks, the demos and the dashboard use the class directly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from floodmark.controller import rpc
+
+STATE_FILE = "cluster.json"
+CONTROLLER_ID = 0
+DEFAULT_DATA_DIR = "floodmark-cluster"
+_LISTENING = re.compile(r"listening on (\S+):(\d+)")
+_METRICS = re.compile(r"metrics on http://(\S+):(\d+)/metrics")
+
+# Local-cluster defaults: loopback, so detection can be much quicker than Kafka's
+# (broker.session.timeout.ms 9000, replica.lag.time.max.ms 30000).
+BROKER_DEFAULTS = {
+    "broker.heartbeat.interval.ms": "200",
+    "replica.lag.time.max.ms": "3000",
+    "group.initial.rebalance.delay.ms": "100",
+}
+CONTROLLER_DEFAULTS = {
+    "broker.session.timeout.ms": "2000",
+    "unclean.leader.election.enable": "false",
+    "auto.leader.rebalance.enable": "true",
+    "leader.imbalance.check.interval.ms": "10000",
+}
+
+
+METRICS_PORT_OFFSET = 100  # with a base port: node N's /metrics on base + 100 + N
+WILDCARD_HOSTS = ("0.0.0.0", "::", "")
+
+
+class ClusterError(RuntimeError):
+    """What a user asked of the cluster cannot be done; the message is one line (a node's log
+    tail, when there is one, is attached as a note)."""
+
+
+def pid_state(pid: int) -> str:
+    """running | stopped | dead (zombies count as dead)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            state = fh.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "dead"
+    if state == "Z":
+        return "dead"
+    if state in ("T", "t"):
+        return "stopped"
+    return "running"
+
+
+def _read_state(path: Path) -> dict[str, Any]:
+    try:
+        state = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ClusterError(f"cannot read {path}: {exc}") from None
+    if not isinstance(state, dict):
+        raise ClusterError(f"{path} is not a cluster state file")
+    return state
+
+
+def load_cluster(data_dir: str | Path) -> LocalCluster:
+    """The cluster a ``floodmark cluster up`` left in ``data_dir``; ClusterError if none."""
+    if not (Path(data_dir) / STATE_FILE).is_file():
+        raise ClusterError(f"no cluster in {data_dir} (start one with `floodmark cluster up "
+                           f"--data-dir {data_dir}`)")
+    return LocalCluster(data_dir)
+
+
+class LocalCluster:
+    def __init__(self, data_dir: str | Path, brokers: int = 3,
+                 broker_settings: dict[str, str] | None = None,
+                 controller_settings: dict[str, str] | None = None,
+                 metrics: bool = True, *, base_port: int | None = None,
+                 listen_host: str = "127.0.0.1", advertised_host: str | None = None,
+                 controller: str | None = None, first_broker_id: int = 1) -> None:
+        """A new cluster's shape (ignored when ``data_dir`` already holds one):
+
+        - ``metrics``: every node serves Prometheus ``/metrics`` on a port of its own;
+        - ``base_port``: stable ports, the controller on ``base_port``, broker N on
+          ``base_port + N`` (and its /metrics on ``base_port + 100 + N``); default: any free
+          port, kept across restarts;
+        - ``listen_host``: the address every node binds (``0.0.0.0``: every interface);
+          ``advertised_host``: the one clients and other brokers are told (default: the listen
+          host, or this machine's host name (gethostname) for a wildcard);
+        - ``controller``: ``HOST:PORT`` of a controller elsewhere (another machine's cluster):
+          this directory then runs brokers only, ``first_broker_id`` and up.
+        """
+        self.data_dir = Path(data_dir).resolve()
+        self.state_path = self.data_dir / STATE_FILE
+        self.state: dict[str, Any] = {}
+        if self.state_path.exists():
+            self.state = _read_state(self.state_path)
+        if not self.state.get("nodes"):
+            bset = {**BROKER_DEFAULTS,
+                    "default.replication.factor": str(min(3, brokers)),
+                    **(broker_settings or {})}
+            cset = {**CONTROLLER_DEFAULTS, **(controller_settings or {})}
+            if advertised_host is None:
+                advertised_host = (socket.gethostname() if listen_host in WILDCARD_HOSTS
+                                   else listen_host)
+            self.state = {
+                "data_dir": str(self.data_dir),
+                "broker_settings": bset,
+                "controller_settings": cset,
+                "metrics": metrics,
+                "listen_host": listen_host,
+                "advertised_host": advertised_host,
+                "base_port": base_port,
+                "controller": controller,
+                "nodes": {},
+            }
+            if controller is None:
+                self.state["nodes"][str(CONTROLLER_ID)] = self._new_node("controller",
+                                                                         CONTROLLER_ID)
+            for i in range(first_broker_id, first_broker_id + brokers):
+                self.state["nodes"][str(i)] = self._new_node("broker", i)
+        self._procs: dict[int, subprocess.Popen[bytes]] = {}
+
+    def _new_node(self, role: str, node_id: int) -> dict[str, Any]:
+        base = self.state.get("base_port")
+        node: dict[str, Any] = {"role": role, "port": 0 if base is None else base + node_id,
+                                "pid": None}
+        if base is not None:
+            node["metrics_port"] = base + METRICS_PORT_OFFSET + node_id
+        return node
+
+    def add_brokers(self, count: int) -> list[int]:
+        """Grow the cluster to ``count`` brokers (new ids after the highest); never shrinks."""
+        ids = self.broker_ids
+        if count < len(ids):
+            raise ClusterError(
+                f"this cluster has {len(ids)} brokers ({', '.join(map(str, ids))}); it does not "
+                f"shrink to {count} (its partitions have replicas there): stop one with "
+                "`floodmark cluster kill ID`")
+        new = list(range(max(ids, default=0) + 1, max(ids, default=0) + 1 + count - len(ids)))
+        for i in new:
+            self.state["nodes"][str(i)] = self._new_node("broker", i)
+        return new
+
+    @property
+    def fixed_ports(self) -> bool:
+        return self.state.get("base_port") is not None
+
+    @property
+    def listen_host(self) -> str:
+        return str(self.state.get("listen_host") or "127.0.0.1")
+
+    @property
+    def advertised_host(self) -> str:
+        return str(self.state.get("advertised_host") or self.listen_host)
+
+    @property
+    def has_controller(self) -> bool:
+        """Does this directory run the controller (rather than join one elsewhere)?"""
+        return str(CONTROLLER_ID) in self.state["nodes"]
+
+    @property
+    def node_ids(self) -> list[int]:
+        return sorted(int(i) for i in self.state["nodes"])
+
+    # -- state -------------------------------------------------------------------------------------
+    def _save(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.state, indent=1))
+        os.replace(tmp, self.state_path)
+
+    def reload(self) -> None:
+        if self.state_path.exists():
+            self.state = _read_state(self.state_path)
+
+    @property
+    def broker_ids(self) -> list[int]:
+        return sorted(int(i) for i, n in self.state["nodes"].items() if n["role"] == "broker")
+
+    def _node(self, node_id: int) -> dict[str, Any]:
+        node = self.state["nodes"].get(str(node_id))
+        if not isinstance(node, dict):
+            raise ClusterError(f"no node {node_id} in this cluster (nodes: "
+                               f"{', '.join(map(str, self.node_ids))})")
+        return node
+
+    def node(self, node_id: int) -> dict[str, Any]:
+        return dict(self._node(node_id))
+
+    def address(self, node_id: int) -> str:
+        return f"{self.advertised_host}:{self._node(node_id)['port']}"
+
+    @property
+    def controller_address(self) -> str:
+        remote = self.state.get("controller")
+        return str(remote) if remote else self.address(CONTROLLER_ID)
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(self.address(b) for b in self.broker_ids)
+
+    def pid(self, node_id: int) -> int | None:
+        pid = self._node(node_id).get("pid")
+        return int(pid) if pid else None
+
+    def node_state(self, node_id: int) -> str:
+        proc = self._procs.get(node_id)
+        if proc is not None and proc.poll() is not None:
+            return "dead"
+        pid = self.pid(node_id)
+        return pid_state(pid) if pid else "dead"
+
+    # -- processes ---------------------------------------------------------------------------------
+    def _command(self, node_id: int) -> list[str]:
+        n = self._node(node_id)
+        listen = f"{self.listen_host}:{n['port']}"
+        if n["role"] == "controller":
+            c = self.state["controller_settings"]
+            return [sys.executable, "-m", "floodmark.controller",
+                    "--data-dir", str(self.data_dir / "controller"),
+                    "--listen", listen,
+                    "--broker-session-timeout-ms", str(c["broker.session.timeout.ms"]),
+                    "--unclean-leader-election-enable", str(c["unclean.leader.election.enable"]),
+                    "--auto-leader-rebalance-enable", str(c["auto.leader.rebalance.enable"]),
+                    "--leader-imbalance-check-interval-ms",
+                    str(c["leader.imbalance.check.interval.ms"]), *self._metrics_args(n)]
+        cmd = [sys.executable, "-m", "floodmark.broker.cluster_member",
+               "--node-id", str(node_id), "--controller", self.controller_address,
+               "--data-dir", str(self.data_dir / f"broker-{node_id}"),
+               "--listen", listen, *self._metrics_args(n)]
+        if self.advertised_host != self.listen_host:
+            cmd += ["--advertised-host", self.advertised_host]
+        for k, v in self.state["broker_settings"].items():
+            cmd += ["--set", f"{k}={v}"]
+        return cmd
+
+    def _metrics_args(self, node: dict[str, Any]) -> list[str]:
+        if not self.state.get("metrics", True):
+            return []
+        return ["--metrics-listen", f"{self.listen_host}:{node.get('metrics_port', 0)}"]
+
+    def _log_path(self, node_id: int) -> Path:
+        n = self._node(node_id)
+        name = "controller" if n["role"] == "controller" else f"broker-{node_id}"
+        return self.data_dir / "logs" / f"{name}.log"
+
+    def _launch(self, node_id: int) -> tuple[subprocess.Popen[bytes], Path, int]:
+        log_path = self._log_path(node_id)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        start = log_path.stat().st_size if log_path.exists() else 0
+        env = dict(os.environ)
+        env["PYTHONUNBUFFERED"] = "1"
+        with open(log_path, "ab") as out:
+            proc = subprocess.Popen(self._command(node_id), stdout=out, stderr=out,
+                                    stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+        self._procs[node_id] = proc
+        return proc, log_path, start
+
+    def _await_listening(self, node_id: int, proc: subprocess.Popen[bytes], log_path: Path,
+                         start: int, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        text = ""
+        while time.monotonic() < deadline:
+            with open(log_path, "rb") as fh:
+                fh.seek(start)
+                text = fh.read().decode(errors="replace")
+            for line in text.splitlines():
+                metrics = _METRICS.search(line) if "INFO" not in line else None
+                if metrics and line.startswith("floodmark"):
+                    self.state["nodes"][str(node_id)]["metrics_port"] = int(metrics.group(2))
+                if "floodmark" in line and "listening on" in line and "INFO" not in line:
+                    m = _LISTENING.search(line)
+                    if m:
+                        n = self.state["nodes"][str(node_id)]
+                        n["port"] = int(m.group(2))
+                        n["pid"] = proc.pid
+                        self._save()
+                        return
+            if proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        proc.kill()
+        proc.wait(5)
+        reason = next((line.split(": ", 1)[-1] for line in reversed(text.splitlines())
+                       if "Error" in line or "error" in line), "no answer")
+        error = ClusterError(f"node {node_id} did not start: {reason.strip()[:300]} "
+                             f"(log: {log_path})")
+        error.add_note(text[-3000:])
+        raise error
+
+    def start_node(self, node_id: int, timeout_s: float = 60.0) -> None:
+        if self.node_state(node_id) != "dead":
+            raise ClusterError(f"node {node_id} is already running (pid {self.pid(node_id)})")
+        proc, path, start = self._launch(node_id)
+        self._await_or_rebind(node_id, proc, path, start, timeout_s)
+
+    def _await_or_rebind(self, node_id: int, proc: subprocess.Popen[bytes], path: Path,
+                         start: int, timeout_s: float) -> None:
+        try:
+            self._await_listening(node_id, proc, path, start, timeout_s)
+        except ClusterError as exc:
+            node = self._node(node_id)
+            if ("address already in use" not in str(exc).lower() or not node["port"]
+                    or self.fixed_ports):
+                raise
+            # Its old port was taken meanwhile: any free port (the controller keeps brokers'
+            # registered addresses current; a moved controller needs its brokers restarted).
+            node["port"] = 0
+            proc, path, start = self._launch(node_id)
+            self._await_listening(node_id, proc, path, start, timeout_s)
+
+    def start(self, timeout_s: float = 60.0) -> LocalCluster:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.state["supervisor_pid"] = os.getpid()
+        self._save()
+        if self.has_controller:
+            self.start_node(CONTROLLER_ID, timeout_s)
+        launched = [(b, *self._launch(b)) for b in self.broker_ids]
+        for b, proc, path, start in launched:
+            self._await_or_rebind(b, proc, path, start, timeout_s)
+        return self
+
+    def kill(self, node_id: int, sig: int = signal.SIGKILL) -> None:
+        pid = self.pid(node_id)
+        if pid is None or self.node_state(node_id) == "dead":
+            raise ClusterError(f"node {node_id} is not running")
+        os.kill(pid, sig)
+        if sig in (signal.SIGKILL, signal.SIGTERM):
+            self.wait_dead(node_id, 30.0)
+
+    def wait_dead(self, node_id: int, timeout_s: float) -> bool:
+        pid = self.pid(node_id)
+        proc = self._procs.get(node_id)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if proc is not None:
+                if proc.poll() is not None:
+                    return True
+            elif pid is None or pid_state(pid) == "dead":
+                return True
+            time.sleep(0.02)
+        return False
+
+    def stop(self, timeout_s: float = 20.0) -> None:
+        """SIGCONT anything stopped, SIGTERM everyone (brokers first), SIGKILL stragglers."""
+        for node_id in self.broker_ids:
+            pid = self.pid(node_id)
+            if pid is None or self.node_state(node_id) == "dead":
+                continue
+            try:
+                os.kill(pid, signal.SIGCONT)
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                continue
+        for node_id in [*self.broker_ids, *([CONTROLLER_ID] if self.has_controller else [])]:
+            if node_id == CONTROLLER_ID:
+                # Brokers first (their controlled shutdown needs the controller), then it.
+                pid = self.pid(node_id)
+                if pid is not None and self.node_state(node_id) != "dead":
+                    try:
+                        os.kill(pid, signal.SIGCONT)
+                        os.kill(pid, signal.SIGTERM)
+                    except ProcessLookupError:
+                        pass
+            if not self.wait_dead(node_id, timeout_s):
+                pid = self.pid(node_id)
+                if pid is not None:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                self.wait_dead(node_id, 5.0)
+        for proc in self._procs.values():
+            if proc.poll() is None:
+                proc.wait(5)
+        self._procs.clear()
+
+    # -- queries -----------------------------------------------------------------------------------
+    def controller_status(self, timeout_s: float = 2.0) -> dict[str, Any] | None:
+        try:
+            answer = rpc.blocking_call(self.controller_address, "status", {}, timeout_s)
+        except rpc.RpcError:
+            return None
+        result = answer.get("result")
+        return result if isinstance(result, dict) else None
+
+    def status(self) -> dict[str, Any]:
+        ctl = self.controller_status()
+        registered = {b["id"]: b for b in (ctl or {}).get("brokers", [])}
+        nodes = []
+        for node_id in self.node_ids:
+            n = self.state["nodes"][str(node_id)]
+            state = self.node_state(node_id)
+            entry: dict[str, Any] = {"id": node_id, "role": n["role"], "pid": n.get("pid"),
+                                     "address": self.address(node_id),
+                                     "alive": state != "dead", "state": state}
+            if n.get("metrics_port"):
+                entry["metrics"] = f"http://{self.advertised_host}:{n['metrics_port']}/metrics"
+            if node_id in registered:
+                entry["fenced"] = registered[node_id]["fenced"]
+                entry["broker_epoch"] = registered[node_id]["broker_epoch"]
+            nodes.append(entry)
+        out: dict[str, Any] = {"bootstrap": self.bootstrap, "data_dir": str(self.data_dir),
+                               "controller": self.controller_address, "nodes": nodes}
+        if ctl is not None:
+            out["metadata_offset"] = ctl["metadata_offset"]
+            out["partitions"] = ctl["topics"]
+        return out
+
+    def partition_registration(self, topic: str, partition: int = 0) -> dict[str, Any] | None:
+        ctl = self.controller_status()
+        if ctl is None:
+            return None
+        part = ctl["topics"].get(topic, {}).get(str(partition))
+        return part if isinstance(part, dict) else None
+
+    def leader_of(self, topic: str, partition: int = 0) -> int:
+        reg = self.partition_registration(topic, partition)
+        return int(reg["leader"]) if reg else -1
+
+    def partition_dir(self, node_id: int, topic: str, partition: int = 0) -> Path:
+        return self.data_dir / f"broker-{node_id}" / f"{topic}-{partition}"

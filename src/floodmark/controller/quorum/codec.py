@@ -1,0 +1,85 @@
+"""The quorum messages as JSON objects for the controllers' RPC framing (``controller/rpc.py``).
+
+``{"type": <class name>, <field>: value...}``; a diverging epoch is ``[epoch, end_offset]``,
+an error its Kafka code. Decoding checks the type name against the closed set and the fields
+against the dataclass, so a malformed message is a ``ValueError`` (a one-line answer), never a
+half-built value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from floodmark.controller.quorum.messages import (
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    QuorumFetchRequest,
+    QuorumFetchResponse,
+    QuorumMessage,
+    VoteRequest,
+    VoteResponse,
+)
+from floodmark.errors import ErrorCode
+from floodmark.replication.epochs import EpochEndOffset
+
+_TYPES: dict[str, type[Any]] = {cls.__name__: cls for cls in (
+    VoteRequest, VoteResponse, BeginQuorumEpochRequest, BeginQuorumEpochResponse,
+    EndQuorumEpochRequest, EndQuorumEpochResponse, QuorumFetchRequest, QuorumFetchResponse)}
+
+
+def encode_message(message: QuorumMessage) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": type(message).__name__}
+    for f in dataclasses.fields(message):
+        value = getattr(message, f.name)
+        if isinstance(value, EpochEndOffset):
+            value = [value.epoch, value.end_offset]
+        elif isinstance(value, ErrorCode):
+            value = int(value)
+        elif isinstance(value, tuple):
+            value = list(value)
+        out[f.name] = value
+    return out
+
+
+def decode_message(data: Any) -> QuorumMessage:
+    if not isinstance(data, dict):
+        raise ValueError("quorum message is not an object")
+    cls = _TYPES.get(str(data.get("type")))
+    if cls is None:
+        raise ValueError(f"unknown quorum message type {data.get('type')!r}")
+    kwargs: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in data:
+            continue
+        value = data[f.name]
+        if f.name == "diverging":
+            value = None if value is None else EpochEndOffset(int(value[0]), int(value[1]))
+        elif f.name == "error":
+            value = ErrorCode(int(value))
+        elif f.name == "preferred_successors":
+            value = tuple(int(v) for v in value)
+        elif f.name == "pre_vote" or f.name == "vote_granted":
+            value = bool(value)
+        else:
+            value = int(value)
+        kwargs[f.name] = value
+    message: QuorumMessage = cls(**kwargs)
+    return message
+
+
+def parse_voters(text: str) -> dict[int, tuple[str, int]]:
+    """``controller.quorum.voters``: ``id@host:port,id@host:port,...`` (one voter is valid)."""
+    voters: dict[int, tuple[str, int]] = {}
+    for item in text.split(","):
+        item = item.strip()
+        node, at, address = item.partition("@")
+        host, colon, port = address.rpartition(":")
+        if not at or not colon or not node.strip().isdigit() or not port.isdigit() or not host:
+            raise ValueError(f"controller.quorum.voters entry {item!r} is not id@host:port")
+        if int(node) in voters:
+            raise ValueError(f"controller.quorum.voters lists id {node} twice")
+        voters[int(node)] = (host, int(port))
+    return voters

@@ -1,0 +1,597 @@
+"""``QuorumCore``: one voter of the controller quorum, sans-I/O (KIP-595 + KIP-996 pre-vote).
+
+The shell owns the metadata log (a ``floodmark.storage.Log``), the ``quorum-state`` file, the
+clock, the sockets and the random source; it passes ``now_ms`` and a read-only view of the log,
+and applies the returned effects in order (``QuorumDriver`` does that for a real log). Driving::
+
+    core = QuorumCore(config, stored_election_state, rng)
+    effects = core.start(log, now_ms)
+    effects = core.handle(src_id, message, log, now_ms)    # any request or answer
+    effects = core.tick(log, now_ms)                       # at core.next_deadline_ms() or later
+    effects = core.after_leader_append(log, now_ms)        # leader: after append + flush
+    effects = core.after_follower_append(log, response)    # follower: after AppendFetched
+    effects = core.after_truncate(log)                     # after TruncateTo
+    effects = core.resign(log, now_ms)                     # leader: graceful shutdown
+
+Safety rests on four rules, each in one place: a vote is persisted before it is sent and is
+given once per epoch (``_on_vote``); a voter votes only for a log at least as new as its own
+(``rules.log_is_up_to_date``); the leader commits at the majority end offset and only past the
+first record of its own epoch (``rules.leader_high_watermark``); a follower accepts records
+only after the leader has checked its (fetch offset, last fetched epoch) with the replication
+layer's ``validate_fetch`` and cuts its log only where ``truncation_point`` says.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, replace
+
+from floodmark.controller.quorum.effects import (
+    AppendFetched,
+    AppendLeaderChange,
+    HighWatermarkChanged,
+    PersistElectionState,
+    QuorumEffect,
+    RoleChanged,
+    Send,
+    TruncateTo,
+)
+from floodmark.controller.quorum.messages import (
+    NO_LEADER,
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    QuorumFetchRequest,
+    QuorumFetchResponse,
+    QuorumMessage,
+    VoteRequest,
+    VoteResponse,
+)
+from floodmark.controller.quorum.roles import (
+    Candidate,
+    ElectionState,
+    Follower,
+    Leader,
+    Prospective,
+    Resigned,
+    Role,
+    Unattached,
+    VoterProgress,
+    leader_of,
+    role_name,
+    voted_for,
+)
+from floodmark.controller.quorum.rules import (
+    QuorumLogView,
+    last_log_epoch,
+    leader_high_watermark,
+    log_is_up_to_date,
+    majority,
+)
+from floodmark.errors import ErrorCode
+from floodmark.replication import fencing
+from floodmark.replication.modes import Truncation
+from floodmark.replication.truncation import FetchValidation, truncation_point, validate_fetch
+
+# The quorum always runs the safe rule; the historical modes are for partitions' stories.
+MODE = Truncation.LEADER_EPOCH
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumConfig:
+    """Kafka's ``controller.quorum.*`` settings (milliseconds)."""
+
+    node_id: int
+    voters: tuple[int, ...]  # controller.quorum.voters ids; one voter is a valid quorum
+    election_timeout_ms: int = 1000  # controller.quorum.election.timeout.ms
+    fetch_timeout_ms: int = 2000  # controller.quorum.fetch.timeout.ms
+    election_backoff_max_ms: int = 1000  # controller.quorum.election.backoff.max.ms
+    request_timeout_ms: int = 2000  # controller.quorum.request.timeout.ms
+    retry_backoff_ms: int = 20  # controller.quorum.retry.backoff.ms
+    fetch_idle_backoff_ms: int = 0
+    """A follower's pause after an answer without records (0 when the leader long-polls)."""
+
+    def __post_init__(self) -> None:
+        if not self.voters or len(set(self.voters)) != len(self.voters):
+            raise ValueError(f"controller.quorum.voters must list distinct ids: {self.voters}")
+        if self.node_id not in self.voters:
+            raise ValueError(f"node {self.node_id} is not one of the voters {self.voters}")
+        for name in ("election_timeout_ms", "fetch_timeout_ms", "request_timeout_ms"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive")
+
+    @property
+    def others(self) -> tuple[int, ...]:
+        return tuple(v for v in sorted(self.voters) if v != self.node_id)
+
+    @property
+    def check_quorum_timeout_ms(self) -> int:
+        """A leader that has not heard a majority fetch for this long resigns (KIP-595)."""
+        return self.fetch_timeout_ms * 3 // 2
+
+
+@dataclass(frozen=True, slots=True)
+class VoterDescription:
+    voter_id: int
+    log_end_offset: int
+    last_fetch_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumDescription:
+    """DescribeQuorum: what this voter knows (the voters' progress only on the leader)."""
+
+    node_id: int
+    role: str
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int
+    voters: tuple[VoterDescription, ...]
+
+
+class QuorumCore:
+    """One voter. Mutable; every method returns the effects to apply, in order."""
+
+    def __init__(self, config: QuorumConfig, stored: ElectionState,
+                 rng: random.Random) -> None:
+        self.config = config
+        self.rng = rng
+        self._stored = stored
+        self.high_watermark = 0
+        self.role: Role = Unattached(stored.epoch, stored.voted_for, 0)
+
+    # -- views ---------------------------------------------------------------------------------
+    @property
+    def node_id(self) -> int:
+        return self.config.node_id
+
+    @property
+    def epoch(self) -> int:
+        return self.role.epoch
+
+    @property
+    def leader_id(self) -> int:
+        return leader_of(self.role, self.node_id)
+
+    @property
+    def is_leader(self) -> bool:
+        return isinstance(self.role, Leader)
+
+    @property
+    def election_state(self) -> ElectionState:
+        return self._stored
+
+    def describe(self, log: QuorumLogView) -> QuorumDescription:
+        voters: list[VoterDescription] = []
+        role = self.role
+        if isinstance(role, Leader):
+            voters.append(VoterDescription(self.node_id, log.recovery_point, -1))
+            voters.extend(VoterDescription(p.voter_id, p.log_end_offset, p.last_fetch_ms)
+                          for p in role.progress)
+        return QuorumDescription(self.node_id, role_name(role), self.leader_id, self.epoch,
+                                 self.high_watermark, tuple(sorted(voters,
+                                                                   key=lambda v: v.voter_id)))
+
+    def next_deadline_ms(self) -> int:
+        """When ``tick`` next has something to do."""
+        role = self.role
+        if isinstance(role, Unattached):
+            return role.election_deadline_ms
+        if isinstance(role, Resigned) and not role.unacknowledged:
+            return role.election_deadline_ms
+        if isinstance(role, Prospective | Candidate | Resigned):
+            return min(role.election_deadline_ms, role.next_retry_ms)
+        if isinstance(role, Leader):
+            return min(role.check_quorum_deadline_ms, role.next_begin_epoch_ms)
+        if role.fetch_sent_ms >= 0:
+            return min(role.fetch_deadline_ms, role.fetch_sent_ms + self.config.request_timeout_ms)
+        return min(role.fetch_deadline_ms, role.next_fetch_ms)
+
+    # -- transitions ---------------------------------------------------------------------------
+    def _election_deadline(self, now_ms: int) -> int:
+        """Randomized: between one and two election timeouts from now (Raft §5.2)."""
+        timeout = self.config.election_timeout_ms
+        return now_ms + timeout + self.rng.randint(0, timeout)
+
+    def _become(self, role: Role, effects: list[QuorumEffect]) -> None:
+        old = self.role
+        self.role = role
+        state = ElectionState(role.epoch, leader_of(role, self.node_id),
+                              voted_for(role, self.node_id))
+        if state != self._stored:
+            self._stored = state
+            effects.append(PersistElectionState(state))
+        if (type(old) is not type(role) or old.epoch != role.epoch
+                or leader_of(old, self.node_id) != state.leader_id):
+            effects.append(RoleChanged(role_name(role), role.epoch, state.leader_id))
+
+    def _to_unattached(self, epoch: int, now_ms: int, effects: list[QuorumEffect]) -> None:
+        self._become(Unattached(epoch, NO_LEADER, self._election_deadline(now_ms)), effects)
+
+    def _to_follower(self, epoch: int, leader_id: int, now_ms: int,
+                     effects: list[QuorumEffect]) -> None:
+        vote = voted_for(self.role, self.node_id) if epoch == self.epoch else NO_LEADER
+        self._become(Follower(epoch, leader_id, now_ms + self.config.fetch_timeout_ms,
+                              has_fetched=False, leader_resigned=False, voted_for=vote,
+                              next_fetch_ms=now_ms, fetch_sent_ms=-1), effects)
+
+    def _to_prospective(self, log: QuorumLogView, now_ms: int,
+                        effects: list[QuorumEffect]) -> None:
+        """KIP-996: ask whether an election could be won before disturbing anyone."""
+        role = self.role
+        if len(self.config.voters) == 1:
+            self._to_candidate(log, now_ms, effects)
+            return
+        lost = role.leader_id if isinstance(role, Follower | Prospective) else NO_LEADER
+        vote = voted_for(role, self.node_id)  # a vote cast in this epoch stays cast
+        self._become(Prospective(role.epoch, vote, lost, frozenset({self.node_id}), frozenset(),
+                                 self._election_deadline(now_ms), now_ms), effects)
+        self._send_vote_requests(log, now_ms, effects)
+
+    def _to_candidate(self, log: QuorumLogView, now_ms: int,
+                      effects: list[QuorumEffect]) -> None:
+        self._become(Candidate(self.epoch + 1, frozenset({self.node_id}), frozenset(),
+                               self._election_deadline(now_ms), now_ms), effects)
+        self._send_vote_requests(log, now_ms, effects)
+
+    def _to_leader(self, log: QuorumLogView, now_ms: int, effects: list[QuorumEffect]) -> None:
+        epoch = self.epoch
+        others = self.config.others
+        self._become(Leader(epoch, log.log_end_offset,
+                            tuple(VoterProgress(v) for v in others),
+                            now_ms + self.config.check_quorum_timeout_ms,
+                            now_ms + self.config.request_timeout_ms), effects)
+        effects.append(AppendLeaderChange(epoch, self.node_id, tuple(sorted(self.config.voters))))
+        effects.extend(Send(v, BeginQuorumEpochRequest(epoch, self.node_id)) for v in others)
+
+    def _to_resigned(self, log: QuorumLogView, now_ms: int, effects: list[QuorumEffect]) -> None:
+        role = self.role
+        successors: tuple[int, ...] = self.config.others
+        if isinstance(role, Leader):  # the most caught-up voters first
+            successors = tuple(p.voter_id for p in sorted(
+                role.progress, key=lambda p: (-p.log_end_offset, p.voter_id)))
+        self._become(Resigned(role.epoch, successors, frozenset(successors),
+                              self._election_deadline(now_ms), now_ms), effects)
+        self._send_end_quorum_epoch(now_ms, effects)
+
+    def _observe(self, epoch: int, leader_id: int, now_ms: int,
+                 effects: list[QuorumEffect]) -> None:
+        """Any message: a newer epoch moves this voter to it; a leader named for the current
+        epoch is followed by a voter that did not know one."""
+        if epoch > self.epoch:
+            if leader_id not in (NO_LEADER, self.node_id):
+                self._to_follower(epoch, leader_id, now_ms, effects)
+            else:
+                self._to_unattached(epoch, now_ms, effects)
+        elif (epoch == self.epoch and leader_id not in (NO_LEADER, self.node_id)
+              and isinstance(self.role, Unattached | Prospective | Candidate)):
+            self._to_follower(epoch, leader_id, now_ms, effects)
+
+    # -- start, timers -------------------------------------------------------------------------
+    def start(self, log: QuorumLogView, now_ms: int) -> list[QuorumEffect]:
+        """The role after a (re)start, from the ``quorum-state`` file: a leader comes back
+        Resigned (its followers may have moved on), a follower follows the leader it knew."""
+        effects: list[QuorumEffect] = []
+        stored = self._stored
+        if stored.leader_id == self.node_id:
+            self.role = Resigned(stored.epoch, self.config.others, frozenset(self.config.others),
+                                 self._election_deadline(now_ms), now_ms)
+            effects.append(RoleChanged("resigned", stored.epoch, self.node_id))
+            if len(self.config.voters) == 1:
+                self._to_prospective(log, now_ms, effects)
+            else:
+                self._send_end_quorum_epoch(now_ms, effects)
+        elif stored.leader_id != NO_LEADER:
+            self.role = Follower(stored.epoch, stored.leader_id,
+                                 now_ms + self.config.fetch_timeout_ms, False, False,
+                                 stored.voted_for, now_ms, -1)
+            effects.append(RoleChanged("follower", stored.epoch, stored.leader_id))
+        else:
+            self.role = Unattached(stored.epoch, stored.voted_for,
+                                   self._election_deadline(now_ms))
+            effects.append(RoleChanged("unattached", stored.epoch, NO_LEADER))
+            if len(self.config.voters) == 1:
+                self._to_prospective(log, now_ms, effects)
+        effects.extend(self.tick(log, now_ms))
+        return effects
+
+    def tick(self, log: QuorumLogView, now_ms: int) -> list[QuorumEffect]:
+        effects: list[QuorumEffect] = []
+        role = self.role
+        if isinstance(role, Unattached):
+            if now_ms >= role.election_deadline_ms:
+                self._to_prospective(log, now_ms, effects)
+        elif isinstance(role, Prospective | Candidate):
+            if now_ms >= role.election_deadline_ms:
+                self._to_prospective(log, now_ms, effects)  # a new round, a new timeout
+            elif now_ms >= role.next_retry_ms:
+                self._send_vote_requests(log, now_ms, effects)
+        elif isinstance(role, Resigned):
+            if now_ms >= role.election_deadline_ms:
+                self._to_prospective(log, now_ms, effects)
+            elif now_ms >= role.next_retry_ms and role.unacknowledged:
+                self._send_end_quorum_epoch(now_ms, effects)
+        elif isinstance(role, Leader):
+            self._leader_tick(role, log, now_ms, effects)
+        else:
+            self._follower_tick(role, log, now_ms, effects)
+        return effects
+
+    def _leader_tick(self, role: Leader, log: QuorumLogView, now_ms: int,
+                     effects: list[QuorumEffect]) -> None:
+        if now_ms >= role.check_quorum_deadline_ms:
+            if self._heard_from_majority(role, now_ms):
+                self.role = replace(role, check_quorum_deadline_ms=now_ms
+                                    + self.config.check_quorum_timeout_ms)
+            else:  # cut off from the quorum: stop acting as leader (KIP-595 check quorum)
+                self._to_resigned(log, now_ms, effects)
+                return
+            role = self.role
+            assert isinstance(role, Leader)
+        if now_ms >= role.next_begin_epoch_ms:
+            for p in role.progress:
+                if not p.acknowledged:
+                    effects.append(Send(p.voter_id,
+                                        BeginQuorumEpochRequest(role.epoch, self.node_id)))
+            self.role = replace(role, next_begin_epoch_ms=now_ms
+                                + self.config.request_timeout_ms)
+
+    def _heard_from_majority(self, role: Leader, now_ms: int) -> bool:
+        window_start = now_ms - self.config.check_quorum_timeout_ms
+        heard = 1 + sum(1 for p in role.progress if p.last_fetch_ms >= window_start)
+        return heard >= majority(len(self.config.voters))
+
+    def _follower_tick(self, role: Follower, log: QuorumLogView, now_ms: int,
+                       effects: list[QuorumEffect]) -> None:
+        if now_ms >= role.fetch_deadline_ms:
+            if role.leader_resigned:  # the leader said it is gone: no need to ask first
+                self._to_candidate(log, now_ms, effects)
+            else:
+                self._to_prospective(log, now_ms, effects)
+            return
+        in_flight = role.fetch_sent_ms >= 0
+        if (not in_flight and now_ms >= role.next_fetch_ms) or (
+                in_flight and now_ms >= role.fetch_sent_ms + self.config.request_timeout_ms):
+            effects.append(Send(role.leader_id, QuorumFetchRequest(
+                self.node_id, role.epoch, log.log_end_offset, last_log_epoch(log),
+                log.log_start_offset)))
+            self.role = replace(role, fetch_sent_ms=now_ms)
+
+    def _send_vote_requests(self, log: QuorumLogView, now_ms: int,
+                            effects: list[QuorumEffect]) -> None:
+        role = self.role
+        assert isinstance(role, Prospective | Candidate)
+        request = VoteRequest(role.epoch, self.node_id, last_log_epoch(log), log.log_end_offset,
+                              pre_vote=isinstance(role, Prospective))
+        for voter in self.config.others:
+            if voter not in role.granted and voter not in role.rejected:
+                effects.append(Send(voter, request))
+        self.role = replace(role, next_retry_ms=now_ms + self.config.request_timeout_ms)
+        self._maybe_won(log, now_ms, effects)
+
+    def _send_end_quorum_epoch(self, now_ms: int, effects: list[QuorumEffect]) -> None:
+        role = self.role
+        assert isinstance(role, Resigned)
+        request = EndQuorumEpochRequest(role.epoch, self.node_id, role.preferred_successors)
+        effects.extend(Send(v, request) for v in sorted(role.unacknowledged))
+        self.role = replace(role, next_retry_ms=now_ms + self.config.request_timeout_ms)
+
+    def _maybe_won(self, log: QuorumLogView, now_ms: int, effects: list[QuorumEffect]) -> None:
+        role = self.role
+        if not isinstance(role, Prospective | Candidate):
+            return
+        if len(role.granted) < majority(len(self.config.voters)):
+            return
+        if isinstance(role, Prospective):
+            self._to_candidate(log, now_ms, effects)
+        else:
+            self._to_leader(log, now_ms, effects)
+
+    # -- messages ------------------------------------------------------------------------------
+    def handle(self, src: int, message: QuorumMessage, log: QuorumLogView,
+               now_ms: int) -> list[QuorumEffect]:
+        effects: list[QuorumEffect] = []
+        if isinstance(message, QuorumFetchRequest):
+            self._on_fetch_request(src, message, log, now_ms, effects)
+        elif isinstance(message, QuorumFetchResponse):
+            self._on_fetch_response(src, message, log, now_ms, effects)
+        elif isinstance(message, VoteRequest):
+            self._on_vote_request(src, message, log, now_ms, effects)
+        elif isinstance(message, VoteResponse):
+            self._on_vote_response(src, message, log, now_ms, effects)
+        elif isinstance(message, BeginQuorumEpochRequest):
+            self._observe(message.leader_epoch, message.leader_id, now_ms, effects)
+            effects.append(Send(src, BeginQuorumEpochResponse(self.node_id, self.epoch,
+                                                              self.leader_id)))
+        elif isinstance(message, BeginQuorumEpochResponse):
+            self._observe(message.epoch, message.leader_id, now_ms, effects)
+            role = self.role
+            if isinstance(role, Leader) and message.epoch == role.epoch:
+                self._update_progress(role, src, acknowledged=True)
+        elif isinstance(message, EndQuorumEpochRequest):
+            self._on_end_quorum_epoch(src, message, now_ms, effects)
+        else:
+            self._observe(message.epoch, message.leader_id, now_ms, effects)
+            role = self.role
+            if isinstance(role, Resigned) and message.epoch == role.epoch:
+                self.role = replace(role, unacknowledged=role.unacknowledged - {src})
+        return effects
+
+    def _on_vote_request(self, src: int, req: VoteRequest, log: QuorumLogView, now_ms: int,
+                         effects: list[QuorumEffect]) -> None:
+        log_ok = log_is_up_to_date(req.last_epoch, req.last_epoch_end_offset,
+                                   last_log_epoch(log), log.log_end_offset)
+        if req.pre_vote:
+            # A question only: nobody's epoch, vote or timer changes (KIP-996). Refused by a
+            # leader and by a follower that has heard from its leader in this term.
+            role = self.role
+            busy = isinstance(role, Leader) or (isinstance(role, Follower) and role.has_fetched)
+            grant = req.candidate_epoch >= self.epoch and log_ok and not busy
+            effects.append(Send(src, VoteResponse(self.node_id, self.epoch,
+                                                  NO_LEADER if grant else self.leader_id,
+                                                  grant, pre_vote=True)))
+            return
+        if req.candidate_epoch > self.epoch:
+            self._to_unattached(req.candidate_epoch, now_ms, effects)
+        role = self.role
+        # One vote per epoch, for a log at least as new, by a voter that knows no leader.
+        grant = (req.candidate_epoch == self.epoch and log_ok
+                 and isinstance(role, Unattached | Prospective) and self.leader_id == NO_LEADER
+                 and role.voted_for in (NO_LEADER, req.candidate_id))
+        if grant:  # persisted (by the effect order) before the answer leaves
+            self._become(Unattached(self.epoch, req.candidate_id, self._election_deadline(now_ms)),
+                         effects)
+        effects.append(Send(src, VoteResponse(self.node_id, self.epoch, self.leader_id, grant)))
+
+    def _on_vote_response(self, src: int, resp: VoteResponse, log: QuorumLogView, now_ms: int,
+                          effects: list[QuorumEffect]) -> None:
+        self._observe(resp.epoch, resp.leader_id, now_ms, effects)
+        role = self.role
+        counts = (
+            (isinstance(role, Prospective) and resp.pre_vote and resp.epoch <= role.epoch)
+            or (isinstance(role, Candidate) and not resp.pre_vote and resp.epoch == role.epoch))
+        if not counts or not isinstance(role, Prospective | Candidate):
+            return  # an answer to an earlier round or role
+        if resp.vote_granted:
+            self.role = replace(role, granted=role.granted | {src})
+            self._maybe_won(log, now_ms, effects)
+        else:
+            self.role = replace(role, rejected=role.rejected | {src})
+
+    def _on_end_quorum_epoch(self, src: int, req: EndQuorumEpochRequest, now_ms: int,
+                             effects: list[QuorumEffect]) -> None:
+        self._observe(req.leader_epoch, req.leader_id, now_ms, effects)
+        role = self.role
+        if (isinstance(role, Follower) and role.epoch == req.leader_epoch
+                and role.leader_id == req.leader_id and not role.leader_resigned):
+            # The best successors stand first: each place in the list waits a little longer.
+            successors = req.preferred_successors
+            place = successors.index(self.node_id) if self.node_id in successors else len(
+                successors)
+            step = self.config.election_backoff_max_ms // max(1, len(successors))
+            delay = place * step + self.rng.randint(0, max(0, step // 2))
+            self.role = replace(role, leader_resigned=True,
+                                fetch_deadline_ms=min(role.fetch_deadline_ms, now_ms + delay))
+        effects.append(Send(src, EndQuorumEpochResponse(self.node_id, self.epoch,
+                                                        self.leader_id)))
+
+    # -- fetch: leader side --------------------------------------------------------------------
+    def _on_fetch_request(self, src: int, req: QuorumFetchRequest, log: QuorumLogView,
+                          now_ms: int, effects: list[QuorumEffect]) -> None:
+        role = self.role
+        error = fencing.check_leader_request(self.epoch, req.current_leader_epoch,
+                                             is_leader=isinstance(role, Leader))
+        if error is not ErrorCode.NONE:
+            effects.append(Send(src, QuorumFetchResponse(error, self.epoch, self.leader_id,
+                                                         req.fetch_offset)))
+            return
+        assert isinstance(role, Leader)
+        leo = log.log_end_offset
+        start = log.log_start_offset
+        check = validate_fetch(MODE, log.epoch_cache, start, leo, req.fetch_offset,
+                               req.last_fetched_epoch)
+        if check.result is FetchValidation.DIVERGING:
+            # The follower's log is not a prefix of ours: tell it where its epoch ends here.
+            effects.append(Send(src, QuorumFetchResponse(
+                ErrorCode.NONE, role.epoch, self.node_id, req.fetch_offset, self.high_watermark,
+                start, leo, diverging=check.diverging)))
+            return
+        if check.result is FetchValidation.OFFSET_OUT_OF_RANGE:
+            effects.append(Send(src, QuorumFetchResponse(
+                ErrorCode.OFFSET_OUT_OF_RANGE, role.epoch, self.node_id, req.fetch_offset,
+                self.high_watermark, start, leo)))
+            return
+        if role.voter(src) is not None:  # observers (brokers) are served, never counted
+            self._update_progress(role, src, log_end_offset=req.fetch_offset, fetch_ms=now_ms)
+            self._maybe_advance_high_watermark(log, effects)
+        effects.append(Send(src, QuorumFetchResponse(
+            ErrorCode.NONE, role.epoch, self.node_id, req.fetch_offset, self.high_watermark,
+            start, leo, read_from=req.fetch_offset, read_upto=leo)))
+
+    def _update_progress(self, role: Leader, voter_id: int, *, log_end_offset: int | None = None,
+                         fetch_ms: int | None = None, acknowledged: bool = True) -> None:
+        progress = tuple(
+            replace(p,
+                    log_end_offset=p.log_end_offset if log_end_offset is None else log_end_offset,
+                    last_fetch_ms=p.last_fetch_ms if fetch_ms is None else fetch_ms,
+                    acknowledged=p.acknowledged or acknowledged)
+            if p.voter_id == voter_id else p
+            for p in role.progress)
+        self.role = replace(role, progress=progress)
+
+    def _maybe_advance_high_watermark(self, log: QuorumLogView,
+                                      effects: list[QuorumEffect]) -> None:
+        role = self.role
+        if not isinstance(role, Leader):
+            return
+        new = leader_high_watermark(self.high_watermark, role.epoch_start_offset,
+                                    log.recovery_point, (p.log_end_offset for p in role.progress))
+        if new != self.high_watermark:
+            effects.append(HighWatermarkChanged(self.high_watermark, new))
+            self.high_watermark = new
+
+    def after_leader_append(self, log: QuorumLogView, now_ms: int) -> list[QuorumEffect]:
+        """The leader appended and flushed: its own end offset counts now."""
+        effects: list[QuorumEffect] = []
+        self._maybe_advance_high_watermark(log, effects)
+        return effects
+
+    def resign(self, log: QuorumLogView, now_ms: int) -> list[QuorumEffect]:
+        """Graceful shutdown of the leader: EndQuorumEpoch to every voter, best successor
+        first, so the next election starts at once instead of after a fetch timeout."""
+        effects: list[QuorumEffect] = []
+        if isinstance(self.role, Leader):
+            self._to_resigned(log, now_ms, effects)
+        return effects
+
+    # -- fetch: follower side ------------------------------------------------------------------
+    def _on_fetch_response(self, src: int, resp: QuorumFetchResponse, log: QuorumLogView,
+                           now_ms: int, effects: list[QuorumEffect]) -> None:
+        self._observe(resp.leader_epoch, resp.leader_id, now_ms, effects)
+        role = self.role
+        if (not isinstance(role, Follower) or role.epoch != resp.leader_epoch
+                or role.leader_id != src or role.fetch_sent_ms < 0):
+            return  # for an earlier epoch or leader, or not asked for
+        role = replace(role, fetch_sent_ms=-1)
+        if resp.fetch_offset != log.log_end_offset:  # the log moved since: a stale answer
+            self.role = replace(role, next_fetch_ms=now_ms)
+            return
+        if resp.error is not ErrorCode.NONE:
+            if (resp.error is ErrorCode.OFFSET_OUT_OF_RANGE
+                    and 0 <= resp.log_end_offset < log.log_end_offset):
+                effects.append(TruncateTo(max(resp.log_end_offset, 0), "leader log shorter"))
+            self.role = replace(role, next_fetch_ms=now_ms + self.config.retry_backoff_ms)
+            return
+        role = replace(role, has_fetched=True,
+                       fetch_deadline_ms=now_ms + self.config.fetch_timeout_ms)
+        if resp.diverging is not None:
+            point = truncation_point(MODE, log.epoch_cache, log.log_end_offset,
+                                     self.high_watermark, resp.diverging)
+            self.role = replace(role, next_fetch_ms=now_ms)
+            effects.append(TruncateTo(point.offset, (
+                f"diverging epoch {resp.diverging.epoch}@{resp.diverging.end_offset}"
+                + ("" if point.final else " (intermediate)"))))
+            return
+        pause = 0 if resp.has_records else self.config.fetch_idle_backoff_ms
+        self.role = replace(role, next_fetch_ms=now_ms + pause)
+        if resp.has_records:
+            effects.append(AppendFetched(resp))
+        else:
+            effects.extend(self.after_follower_append(log, resp))
+
+    def after_follower_append(self, log: QuorumLogView,
+                              resp: QuorumFetchResponse) -> list[QuorumEffect]:
+        """Follower HW = min(leader HW, own end offset), never moved back by a late answer."""
+        new = max(self.high_watermark, min(resp.high_watermark, log.log_end_offset))
+        if new == self.high_watermark:
+            return []
+        old, self.high_watermark = self.high_watermark, new
+        return [HighWatermarkChanged(old, new)]
+
+    def after_truncate(self, log: QuorumLogView) -> list[QuorumEffect]:
+        """HW <= LEO. (A committed record is never cut: the simulator checks that.)"""
+        if self.high_watermark <= log.log_end_offset:
+            return []
+        old, self.high_watermark = self.high_watermark, log.log_end_offset
+        return [HighWatermarkChanged(old, self.high_watermark)]

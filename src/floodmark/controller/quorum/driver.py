@@ -1,0 +1,122 @@
+"""The one interpreter of the quorum core's effects against a real metadata ``Log``.
+
+The controller process and the simulator both hold a ``QuorumDriver``; they differ only in the
+``QuorumPorts`` (a socket or the simulated network, a clock) and in the file system under the
+log and the ``quorum-state`` file (the real one, or a ``MemoryFileSystem`` that loses unsynced
+bytes on a crash). Every durability rule of the quorum is applied here, once:
+
+* the election state is written (fsynced) before any message after it leaves;
+* a leader counts only what it has flushed (append, flush, then ``after_leader_append``);
+* a follower flushes what it fetched before its next fetch reports the new end offset;
+* a truncation is durable before the core hears of it (``Log.truncate_to`` flushes).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Protocol
+
+from floodmark.controller.quorum.core import QuorumCore
+from floodmark.controller.quorum.effects import (
+    AppendFetched,
+    AppendLeaderChange,
+    HighWatermarkChanged,
+    PersistElectionState,
+    QuorumEffect,
+    RoleChanged,
+    Send,
+    TruncateTo,
+)
+from floodmark.controller.quorum.messages import QuorumFetchResponse, QuorumMessage
+from floodmark.controller.quorum.state_file import QuorumStateFile
+from floodmark.records import Record, build_batch
+from floodmark.storage.log import Log
+
+LEADER_CHANGE = "leader_change"
+MAX_FETCH_BYTES = 1 << 20
+
+
+class QuorumPorts(Protocol):
+    """What only the shell can do."""
+
+    def send(self, destination: int, message: QuorumMessage, records: bytes) -> None:
+        """Deliver ``message`` (with ``records`` for a fetch answer that has some)."""
+
+    def high_watermark_changed(self, old: int, new: int) -> None:
+        """The metadata HW moved: records below it are committed (apply them, answer writers)."""
+
+    def role_changed(self, change: RoleChanged) -> None:
+        """Became leader (start writing), or stopped being it."""
+
+
+def leader_change_record(effect: AppendLeaderChange) -> bytes:
+    return json.dumps({"type": LEADER_CHANGE, "epoch": effect.epoch, "leader": effect.leader_id,
+                       "voters": list(effect.voters)}, sort_keys=True).encode()
+
+
+@dataclass(eq=False, slots=True)
+class QuorumDriver:
+    core: QuorumCore
+    log: Log
+    state_file: QuorumStateFile
+    ports: QuorumPorts
+    fetch_max_bytes: int = MAX_FETCH_BYTES  # per answer; at least one whole batch (KIP-74)
+
+    def start(self, now_ms: int) -> None:
+        self.apply(self.core.start(self.log, now_ms), now_ms)
+
+    def tick(self, now_ms: int) -> None:
+        self.apply(self.core.tick(self.log, now_ms), now_ms)
+
+    def deliver(self, src: int, message: QuorumMessage, records: bytes, now_ms: int) -> None:
+        """A message arrived (``records``: what came with a fetch answer)."""
+        self.apply(self.core.handle(src, message, self.log, now_ms), now_ms, records)
+
+    def resign(self, now_ms: int) -> None:
+        self.apply(self.core.resign(self.log, now_ms), now_ms)
+
+    def append_as_leader(self, values: list[bytes], now_ms: int) -> tuple[int, int]:
+        """The active controller writes: one batch stamped with the leader's epoch, flushed.
+        Returns (first offset, last offset); committed once the HW passes the last."""
+        if not self.core.is_leader:
+            raise RuntimeError("only the quorum leader appends")
+        batch = build_batch([Record(i, now_ms, None, v) for i, v in enumerate(values)])
+        info = self.log.append_as_leader(bytearray(batch), self.core.epoch, now_ms)
+        self.log.flush(now_ms)
+        self.apply(self.core.after_leader_append(self.log, now_ms), now_ms)
+        return info.first_offset, info.last_offset
+
+    def apply(self, effects: Iterable[QuorumEffect], now_ms: int, records: bytes = b"") -> None:
+        for effect in effects:
+            if isinstance(effect, PersistElectionState):
+                self.state_file.write(effect.state)
+            elif isinstance(effect, Send):
+                self.ports.send(effect.destination, effect.message, self._records_for(effect))
+            elif isinstance(effect, AppendLeaderChange):
+                batch = build_batch([Record(0, now_ms, None, leader_change_record(effect))])
+                self.log.append_as_leader(bytearray(batch), effect.epoch, now_ms)
+                self.log.flush(now_ms)
+                self.apply(self.core.after_leader_append(self.log, now_ms), now_ms)
+            elif isinstance(effect, AppendFetched):
+                if records:
+                    self.log.append_as_follower(records, now_ms)
+                    self.log.flush(now_ms)
+                self.apply(self.core.after_follower_append(self.log, effect.response), now_ms)
+            elif isinstance(effect, TruncateTo):
+                self.log.truncate_to(effect.offset)
+                self.apply(self.core.after_truncate(self.log), now_ms)
+            elif isinstance(effect, HighWatermarkChanged):
+                self.ports.high_watermark_changed(effect.old, effect.new)
+            elif isinstance(effect, RoleChanged):
+                self.ports.role_changed(effect)
+            else:  # pragma: no cover - the effect union is closed
+                raise TypeError(f"unknown quorum effect {effect!r}")
+
+    def _records_for(self, effect: Send) -> bytes:
+        message = effect.message
+        if not isinstance(message, QuorumFetchResponse) or not message.has_records:
+            return b""
+        info = self.log.read(message.read_from, self.fetch_max_bytes, message.read_upto)
+        return bytes(info.records)

@@ -1,0 +1,61 @@
+"""What the quorum core asks its shell to do, as values, applied in order.
+
+``TruncateTo`` and ``HighWatermarkChanged`` are the replication core's own effects (one meaning
+in both places). ``QuorumDriver`` is the one interpreter of these for a real ``Log``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from floodmark.controller.quorum.messages import QuorumFetchResponse, QuorumMessage
+from floodmark.controller.quorum.roles import ElectionState
+from floodmark.replication.partition import HighWatermarkChanged, TruncateTo
+
+
+@dataclass(frozen=True, slots=True)
+class PersistElectionState:
+    """Write the ``quorum-state`` file durably before anything after this effect is sent."""
+
+    state: ElectionState
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    destination: int
+    message: QuorumMessage
+
+
+@dataclass(frozen=True, slots=True)
+class AppendLeaderChange:
+    """A new leader's first act: append (as leader of ``epoch``) the record that opens its epoch
+    (KRaft's LeaderChangeMessage), flush, then ``QuorumCore.after_leader_append``. Committing it
+    is what lets the leader commit anything (the epoch-start rule in ``rules``)."""
+
+    epoch: int
+    leader_id: int
+    voters: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AppendFetched:
+    """Append the records that came with ``response`` as follower, flush them (a voter reports
+    only what is on its disk), then ``QuorumCore.after_follower_append``."""
+
+    response: QuorumFetchResponse
+
+
+@dataclass(frozen=True, slots=True)
+class RoleChanged:
+    """The voter's role changed (the controller starts or stops writing on this)."""
+
+    role: str
+    epoch: int
+    leader_id: int
+
+
+QuorumEffect = (PersistElectionState | Send | AppendLeaderChange | AppendFetched | TruncateTo
+                | HighWatermarkChanged | RoleChanged)
+
+__all__ = ["AppendFetched", "AppendLeaderChange", "HighWatermarkChanged", "PersistElectionState",
+           "QuorumEffect", "RoleChanged", "Send", "TruncateTo"]

@@ -1,0 +1,111 @@
+"""The quorum's requests and answers (KIP-595's Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch).
+
+Values only; the shell carries them (an asyncio connection, or the simulator's network). A fetch
+answer names the offsets to read (``read_from``, ``read_upto``); the records travel beside it.
+Every answer carries the sender's epoch and the leader it knows (-1: none), so any message from a
+newer epoch moves the receiver forward (KIP-595's "common response handling").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from floodmark.errors import ErrorCode
+from floodmark.replication.epochs import EpochEndOffset
+
+NO_LEADER = -1
+
+
+@dataclass(frozen=True, slots=True)
+class VoteRequest:
+    """Vote (or, with ``pre_vote``, KIP-996's pre-vote: a question that changes nobody's state).
+
+    ``candidate_epoch``: the epoch the candidate campaigns in (a pre-vote: the prospective's
+    current epoch, not yet bumped). ``last_epoch``/``last_epoch_end_offset``: the epoch of the
+    candidate's last record and its log end offset, compared with the voter's own log."""
+
+    candidate_epoch: int
+    candidate_id: int
+    last_epoch: int
+    last_epoch_end_offset: int
+    pre_vote: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class VoteResponse:
+    voter_id: int
+    epoch: int
+    leader_id: int
+    vote_granted: bool
+    pre_vote: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class BeginQuorumEpochRequest:
+    """The new leader announces itself (resent until each voter answers or fetches)."""
+
+    leader_epoch: int
+    leader_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class BeginQuorumEpochResponse:
+    voter_id: int
+    epoch: int
+    leader_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class EndQuorumEpochRequest:
+    """A resigning leader asks the voters to elect someone else, best successors first."""
+
+    leader_epoch: int
+    leader_id: int
+    preferred_successors: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class EndQuorumEpochResponse:
+    voter_id: int
+    epoch: int
+    leader_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumFetchRequest:
+    """A voter (or an observer: a broker) pulling the metadata log from the leader."""
+
+    replica_id: int
+    current_leader_epoch: int
+    fetch_offset: int
+    last_fetched_epoch: int
+    log_start_offset: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumFetchResponse:
+    """The leader's answer. Records ``[read_from, read_upto)`` travel beside it when
+    ``error`` is NONE and ``diverging`` is None; ``fetch_offset`` echoes the request so an
+    answer to a log that has moved since is dropped."""
+
+    error: ErrorCode
+    leader_epoch: int
+    leader_id: int
+    fetch_offset: int
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    log_end_offset: int = -1
+    diverging: EpochEndOffset | None = None
+    read_from: int = -1
+    read_upto: int = -1
+
+    @property
+    def has_records(self) -> bool:
+        return (self.error is ErrorCode.NONE and self.diverging is None
+                and self.read_upto > self.read_from)
+
+
+QuorumRequest = VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | QuorumFetchRequest
+QuorumResponse = (VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse
+                  | QuorumFetchResponse)
+QuorumMessage = QuorumRequest | QuorumResponse

@@ -1,0 +1,211 @@
+"""The asyncio shell of one quorum voter in a controller process.
+
+It carries the core's messages to the other voters over the controllers' RPC framing (method
+``quorum``: ``{"src": id, "message": {...}, "records": base64}``, answered at once with ``{}``;
+the answer to a request travels as another ``quorum`` call the other way, as in the simulator),
+runs the core's timers, and hands committed-offset and role changes to the controller server.
+Everything the quorum decides is in ``controller/quorum`` (the same code the simulator runs);
+this file only moves bytes and time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Callable
+from typing import Any
+
+from floodmark.controller import rpc
+from floodmark.controller.client import AsyncRpc
+from floodmark.controller.quorum.codec import decode_message, encode_message
+from floodmark.controller.quorum.core import QuorumConfig, QuorumCore
+from floodmark.controller.quorum.driver import QuorumDriver
+from floodmark.controller.quorum.effects import RoleChanged
+from floodmark.controller.quorum.messages import (
+    NO_LEADER,
+    QuorumFetchRequest,
+    QuorumFetchResponse,
+    QuorumMessage,
+)
+from floodmark.controller.quorum.state_file import QuorumStateFile
+from floodmark.storage.fs import RealFileSystem
+from floodmark.storage.log import Log
+
+log = logging.getLogger(__name__)
+
+MAX_TICK_S = 0.05
+MAX_QUEUED_PER_PEER = 256
+FETCH_MAX_WAIT_MS = 500
+"""A caught-up voter's fetch waits on the leader this long for something new (a long poll,
+as KRaft's leader holds a Fetch); the follower's request timeout must be longer."""
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class QuorumNode:
+    def __init__(self, config: QuorumConfig, voters: dict[int, tuple[str, int]], metadata: Log,
+                 data_dir: str, on_high_watermark: Callable[[int, int], None],
+                 on_role: Callable[[RoleChanged], None]) -> None:
+        self.config = config
+        self.voters = voters
+        self.on_high_watermark = on_high_watermark
+        self.on_role = on_role
+        state_file = QuorumStateFile(RealFileSystem(), data_dir)
+        core = QuorumCore(config, state_file.read(), random.Random())
+        self.driver = QuorumDriver(core, metadata, state_file, self)
+        self._peers = {v: AsyncRpc(f"{h}:{p}", timeout_s=max(1.0, config.request_timeout_ms
+                                                              / 1000))
+                       for v, (h, p) in voters.items() if v != config.node_id}
+        self._queued = dict.fromkeys(self._peers, 0)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._wake: asyncio.Event | None = None
+        self._ticker: asyncio.Task[None] | None = None
+        # Long polls: fetches from caught-up voters that know the HW, held until the log or
+        # the HW moves, the role changes, or FETCH_MAX_WAIT_MS passes.
+        self._parked: dict[int, tuple[QuorumFetchRequest, int]] = {}
+        self._hw_sent: dict[int, int] = {}
+        self._release_parked = False
+
+    @property
+    def core(self) -> QuorumCore:
+        return self.driver.core
+
+    def address_of(self, node_id: int) -> str | None:
+        if node_id == NO_LEADER or node_id not in self.voters:
+            return None
+        host, port = self.voters[node_id]
+        return f"{host}:{port}"
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    def start(self) -> None:
+        """In the running loop: the core's first decision (a single voter leads at once)."""
+        self._wake = asyncio.Event()
+        self.driver.start(now_ms())
+        self._ticker = asyncio.create_task(self._tick_loop())
+
+    async def stop(self) -> None:
+        """Graceful: a leader resigns first (EndQuorumEpoch), so the others elect at once."""
+        if self.core.is_leader:
+            self.driver.resign(now_ms())
+            await asyncio.sleep(0.05)  # let EndQuorumEpoch leave
+        if self._ticker is not None:
+            self._ticker.cancel()
+        for task in list(self._tasks):
+            task.cancel()
+        for peer in self._peers.values():
+            peer.close()
+
+    async def _tick_loop(self) -> None:
+        assert self._wake is not None
+        while True:
+            deadline = min([self.core.next_deadline_ms(),
+                            *(due for _, due in self._parked.values())])
+            delay_ms = deadline - now_ms()
+            if delay_ms > 0 and not self._release_parked:
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), min(delay_ms / 1000, MAX_TICK_S))
+            try:
+                self._answer_parked(now_ms())
+                self.driver.tick(now_ms())
+            except Exception:  # a failed tick must not stop elections for good
+                log.exception("controller %d quorum tick failed", self.config.node_id)
+                await asyncio.sleep(MAX_TICK_S)
+
+    def _answer_parked(self, now: int) -> None:
+        release_all, self._release_parked = self._release_parked, False
+        for src, (request, due) in list(self._parked.items()):
+            if release_all or now >= due:
+                del self._parked[src]
+                self.driver.deliver(src, request, b"", now)
+
+    def _wake_parked(self) -> None:
+        if self._parked:
+            self._release_parked = True
+            if self._wake is not None:
+                self._wake.set()
+
+    def _can_park(self, src: int, request: QuorumFetchRequest) -> bool:
+        core = self.core
+        end = self.driver.log.log_end_offset
+        return (core.is_leader and request.current_leader_epoch == core.epoch
+                and request.fetch_offset == end == core.high_watermark
+                and self._hw_sent.get(src) == end)
+
+    # -- QuorumPorts ---------------------------------------------------------------------------------
+    def send(self, destination: int, message: QuorumMessage, records: bytes) -> None:
+        if isinstance(message, QuorumFetchResponse):
+            self._hw_sent[destination] = message.high_watermark
+        peer = self._peers.get(destination)
+        if peer is None or self._queued[destination] >= MAX_QUEUED_PER_PEER:
+            return  # the core resends what matters
+        args = {"src": self.config.node_id, "message": encode_message(message)}
+        if records:
+            args["records"] = base64.b64encode(records).decode("ascii")
+        self._queued[destination] += 1
+        task = asyncio.create_task(self._send(destination, peer, args))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _send(self, destination: int, peer: AsyncRpc, args: dict[str, Any]) -> None:
+        try:
+            await peer.call("quorum", args)
+        except rpc.RpcError as exc:
+            log.debug("controller %d -> %d: %s", self.config.node_id, destination, exc)
+        finally:
+            self._queued[destination] -= 1
+
+    def high_watermark_changed(self, old: int, new: int) -> None:
+        self._wake_parked()
+        self.on_high_watermark(old, new)
+
+    def role_changed(self, change: RoleChanged) -> None:
+        self._wake_parked()
+        log.info("controller %d quorum: %s in epoch %d (leader %d)", self.config.node_id,
+                 change.role, change.epoch, change.leader_id)
+        self.on_role(change)
+
+    # -- incoming ----------------------------------------------------------------------------------
+    def deliver(self, args: dict[str, Any]) -> None:
+        """A ``quorum`` call from another voter. Raises ValueError on a malformed message."""
+        src = int(args["src"])
+        if src not in self.voters or src == self.config.node_id:
+            raise ValueError(f"quorum message from {src}, not another voter")
+        message = decode_message(args.get("message"))
+        records = base64.b64decode(args["records"]) if args.get("records") else b""
+        now = now_ms()
+        if isinstance(message, QuorumFetchRequest) and self._can_park(src, message):
+            wait_ms = min(FETCH_MAX_WAIT_MS, self.config.fetch_timeout_ms // 2,
+                          self.config.request_timeout_ms // 2)
+            self._parked[src] = (message, now + wait_ms)
+        else:
+            self.driver.deliver(src, message, records, now)
+        if self._wake is not None:
+            self._wake.set()
+
+    def append(self, values: list[bytes]) -> tuple[int, int]:
+        written = self.driver.append_as_leader(values, now_ms())
+        self._wake_parked()
+        return written
+
+    def describe(self) -> dict[str, Any]:
+        desc = self.core.describe(self.driver.log)
+        now = now_ms()
+        hw = desc.high_watermark
+        return {"node_id": desc.node_id, "role": desc.role, "leader_id": desc.leader_id,
+                "leader_epoch": desc.leader_epoch, "high_watermark": hw,
+                "leader_address": self.address_of(desc.leader_id),
+                "log_end_offset": self.driver.log.log_end_offset,
+                "voters": [{"voter_id": v.voter_id, "log_end_offset": v.log_end_offset,
+                            "lag": max(0, self.driver.log.log_end_offset - v.log_end_offset)
+                            if v.log_end_offset >= 0 else None,
+                            "last_fetch_ms_ago": now - v.last_fetch_ms
+                            if v.last_fetch_ms >= 0 else None}
+                           for v in desc.voters],
+                "voter_ids": sorted(self.voters)}

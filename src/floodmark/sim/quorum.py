@@ -1,0 +1,424 @@
+"""The controller quorum in the simulated world: the same ``QuorumCore`` and ``QuorumDriver``
+the controller process runs, over a real ``Log`` and ``quorum-state`` file on a
+``MemoryFileSystem`` (a crash may lose every unsynced byte), the simulator's network (delay,
+loss, partitions, paused nodes) and virtual time. Only sockets, clocks and disks are swapped.
+
+``QuorumWorld`` also keeps the books the invariants need (``QuorumChecker``):
+
+* election safety: at most one leader per epoch, ever;
+* leader completeness: a new leader's log holds every record committed before;
+* no committed record lost or changed: one value per committed offset, and no voter cuts its
+  log below its own high watermark;
+* log matching: two voters with the same epoch at an offset hold the same records up to it;
+* the leader's HW never decreases, and HW <= LEO on every voter.
+
+The active controller writes: every ``write_interval_ms`` each voter that believes it leads
+appends one record (a stale leader's writes must never commit).
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from floodmark.controller.quorum.core import QuorumConfig, QuorumCore
+from floodmark.controller.quorum.driver import QuorumDriver
+from floodmark.controller.quorum.effects import RoleChanged
+from floodmark.controller.quorum.messages import QuorumMessage
+from floodmark.controller.quorum.rules import majority
+from floodmark.controller.quorum.state_file import QuorumStateFile
+from floodmark.sim.broker import decode_entries
+from floodmark.sim.network import Network, NetworkConfig, PartitionMode
+from floodmark.sim.world import World
+from floodmark.storage.config import LogConfig
+from floodmark.storage.fs import MemoryFileSystem
+from floodmark.storage.log import Log
+
+QUORUM_DIR = "/controller"
+LOG_DIR = f"{QUORUM_DIR}/__cluster_metadata-0"
+
+Entry = tuple[int, str]  # (epoch stamped in the batch, value)
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumSimConfig:
+    """Virtual milliseconds, scaled down from Kafka's defaults (1000/2000/1000/2000/20)."""
+
+    voters: int = 3
+    election_timeout_ms: int = 150
+    fetch_timeout_ms: int = 300
+    election_backoff_max_ms: int = 150
+    request_timeout_ms: int = 100
+    retry_backoff_ms: int = 10
+    fetch_idle_backoff_ms: int = 20
+    write_interval_ms: int = 40
+    fetch_max_bytes: int = 1
+    """Bytes per fetch answer (at least one batch): 1 moves records one batch per round trip,
+    which reaches interleavings (a voter holding an old epoch's record but not the new
+    leader's first one) that whole-log answers hide."""
+    network: NetworkConfig = field(default_factory=NetworkConfig)
+
+    def quorum_config(self, node_id: int) -> QuorumConfig:
+        return QuorumConfig(node_id, tuple(range(1, self.voters + 1)),
+                            election_timeout_ms=self.election_timeout_ms,
+                            fetch_timeout_ms=self.fetch_timeout_ms,
+                            election_backoff_max_ms=self.election_backoff_max_ms,
+                            request_timeout_ms=self.request_timeout_ms,
+                            retry_backoff_ms=self.retry_backoff_ms,
+                            fetch_idle_backoff_ms=self.fetch_idle_backoff_ms)
+
+
+def node_name(node_id: int) -> str:
+    return f"c{node_id}"
+
+
+class SimVoter:
+    """One controller process: its disk survives crashes (minus what was not synced)."""
+
+    def __init__(self, world: QuorumWorld, node_id: int) -> None:
+        self.world = world
+        self.node_id = node_id
+        self.name = node_name(node_id)
+        self.fs = MemoryFileSystem()
+        self.fs.mkdirs(QUORUM_DIR)
+        self.fs.fsync_dir("/")
+        self.alive = False
+        self.paused = False
+        self.incarnation = 0
+        self.log: Log | None = None
+        self.driver: QuorumDriver | None = None
+        self._wake_at: int | None = None
+        self._tick_on_resume = False
+        world.net.add_node(self.name, self.on_message)
+        world.net.node_down(self.name)
+
+    @property
+    def core(self) -> QuorumCore | None:
+        return self.driver.core if self.driver is not None else None
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def start(self) -> None:
+        assert not self.alive
+        now = self.world.now_ms
+        self.log = Log.open(LOG_DIR, LogConfig(), fs=self.fs, now_ms=now)
+        state_file = QuorumStateFile(self.fs, QUORUM_DIR)
+        core = QuorumCore(self.world.config.quorum_config(self.node_id), state_file.read(),
+                          random.Random(self.world.rng.getrandbits(32)))
+        self.driver = QuorumDriver(core, self.log, state_file, self,
+                                   self.world.config.fetch_max_bytes)
+        self.alive = True
+        self.paused = False
+        self.incarnation += 1
+        self._wake_at = None
+        self.world.net.node_up(self.name)
+        self.world.record(f"{self.name} start epoch={core.election_state.epoch} "
+                          f"LEO={self.log.log_end_offset}")
+        self.driver.start(now)
+        self._after()
+
+    def crash(self, lose_unsynced: bool) -> None:
+        if not self.alive:
+            return
+        self.world.net.node_down(self.name)
+        self.fs.crash(lose_unsynced, rng=self.world.rng)
+        self.alive = False
+        self.paused = False
+        self.incarnation += 1
+        self.log = None
+        self.driver = None
+        self.world.record(f"{self.name} crash lose_unsynced={lose_unsynced}")
+        self.world.forget_leader(self.node_id)
+
+    def stop_gracefully(self) -> None:
+        """SIGTERM: a leader resigns first (EndQuorumEpoch), then the process exits."""
+        if self.driver is None or not self.alive:
+            return
+        self.driver.resign(self.world.now_ms)
+        self._after()
+        self.world.world.schedule(5, self._exit, self.incarnation)
+
+    def _exit(self, incarnation: int) -> None:
+        if incarnation == self.incarnation:
+            self.crash(lose_unsynced=False)
+
+    def pause(self) -> None:
+        if self.alive and not self.paused:
+            self.paused = True
+            self.world.net.pause(self.name)
+            self.world.record(f"{self.name} paused")
+
+    def resume(self) -> None:
+        if self.alive and self.paused:
+            self.paused = False
+            self.world.net.resume(self.name)
+            self.world.record(f"{self.name} resumed")
+            if self._tick_on_resume:
+                self._tick_on_resume = False
+                self._tick()
+
+    # -- ports (QuorumPorts) --------------------------------------------------------------------
+    def send(self, destination: int, message: QuorumMessage, records: bytes) -> None:
+        self.world.net.send(self.name, node_name(destination), (self.node_id, message, records))
+
+    def high_watermark_changed(self, old: int, new: int) -> None:
+        self.world.on_high_watermark(self, old, new)
+
+    def role_changed(self, change: RoleChanged) -> None:
+        self.world.on_role_changed(self, change)
+
+    # -- events ---------------------------------------------------------------------------------
+    def on_message(self, _src: str, payload: Any) -> None:
+        if not self.alive or self.driver is None:
+            return
+        src_id, message, records = payload
+        self.world.on_deliver(self, src_id, message)
+        self.driver.deliver(src_id, message, records, self.world.now_ms)
+        self._after()
+
+    def write(self, value: str) -> None:
+        if self.driver is None or self.paused or not self.driver.core.is_leader:
+            return
+        first, _ = self.driver.append_as_leader([value.encode()], self.world.now_ms)
+        self.world.record(f"{self.name} append {value}@{first} epoch={self.driver.core.epoch}")
+        self._after()
+
+    def _after(self) -> None:
+        self.world.check_voter(self)
+        self._reschedule()
+
+    def _reschedule(self) -> None:
+        if not self.alive or self.driver is None:
+            return
+        now = self.world.now_ms
+        when = max(now, self.driver.core.next_deadline_ms())
+        if self._wake_at is not None and now <= self._wake_at <= when:
+            return  # an earlier wake-up is pending; it reschedules
+        self._wake_at = when
+        self.world.world.schedule(when - now, self._wake, self.incarnation, when)
+
+    def _wake(self, incarnation: int, when: int) -> None:
+        if incarnation != self.incarnation or when != self._wake_at or not self.alive:
+            return
+        self._wake_at = None
+        if self.paused:  # a stopped process runs no timers
+            self._tick_on_resume = True
+            return
+        self._tick()
+
+    def _tick(self) -> None:
+        if self.driver is None:
+            return
+        self.driver.tick(self.world.now_ms)
+        self._after()
+
+    # -- views ----------------------------------------------------------------------------------
+    def entries(self) -> dict[int, Entry]:
+        if self.log is None or self.log.log_end_offset == 0:
+            return {}
+        return {o: (e, v) for o, e, v in decode_entries(self.log.read_all())}
+
+    def snapshot(self) -> dict[str, Any]:
+        core, log = self.core, self.log
+        if core is None or log is None:
+            return {"alive": False}
+        return {"alive": True, "paused": self.paused, "role": core.role.__class__.__name__,
+                "epoch": core.epoch, "leader": core.leader_id,
+                "voted_for": core.election_state.voted_for, "leo": log.log_end_offset,
+                "hw": core.high_watermark,
+                "epochs": [[e.epoch, e.start_offset] for e in log.epoch_cache.entries()]}
+
+
+@dataclass(slots=True)
+class Violation:
+    time_ms: int
+    invariant: str
+    detail: str
+
+
+class QuorumWorld:
+    def __init__(self, seed: int, config: QuorumSimConfig | None = None,
+                 *, max_events: int = 2_000_000) -> None:
+        self.config = config or QuorumSimConfig()
+        self.world = World(seed, max_events=max_events)
+        self.rng = self.world.rng
+        self.net = Network(self.world, self.config.network)
+        self.voters = {i: SimVoter(self, i) for i in range(1, self.config.voters + 1)}
+        self.leaders_by_epoch: dict[int, int] = {}
+        self.committed: dict[int, Entry] = {}  # offset -> the record committed there
+        self.violations: list[Violation] = []
+        self.elections = 0
+        self.writes = 0
+        self.truncations = 0
+        self.observer: Callable[[str, SimVoter | None], None] | None = None
+        self._leader_hw: dict[tuple[int, int], int] = {}  # (node, epoch) -> HW as leader
+        self._writing = False
+
+    # -- driving -------------------------------------------------------------------------------
+    @property
+    def now_ms(self) -> int:
+        return self.world.now_ms
+
+    def record(self, line: str) -> None:
+        self.world.record(line)
+
+    def start_all(self) -> None:
+        for voter in self.voters.values():
+            voter.start()
+
+    def start_writes(self) -> None:
+        if not self._writing:
+            self._writing = True
+            self.world.schedule(self.config.write_interval_ms, self._write_tick)
+
+    def stop_writes(self) -> None:
+        self._writing = False
+
+    def _write_tick(self) -> None:
+        if not self._writing:
+            return
+        for voter in self.voters.values():
+            if voter.core is not None and voter.core.is_leader:
+                self.writes += 1
+                voter.write(f"w{self.writes}")
+        self.world.schedule(self.config.write_interval_ms, self._write_tick)
+
+    def run_for(self, duration_ms: int) -> None:
+        self.world.run_until(self.now_ms + duration_ms)
+
+    def partition(self, node_id: int, mode: PartitionMode) -> None:
+        name = node_name(node_id)
+        for other in self.voters:
+            if other != node_id:
+                self.net.cut(name, node_name(other), mode)
+        self.record(f"{name} partitioned ({mode.value})")
+
+    def heal(self) -> None:
+        self.net.heal()
+        self.record("network healed")
+
+    def leaders(self) -> list[SimVoter]:
+        return [v for v in self.voters.values() if v.core is not None and v.core.is_leader]
+
+    def forget_leader(self, node_id: int) -> None:
+        if self.observer is not None:
+            self.observer(f"{node_name(node_id)} process gone", None)
+
+    # -- bookkeeping and invariants ------------------------------------------------------------
+    def violation(self, invariant: str, detail: str) -> None:
+        self.violations.append(Violation(self.now_ms, invariant, detail))
+        self.record(f"VIOLATION {invariant}: {detail}")
+
+    def on_deliver(self, voter: SimVoter, src: int, message: QuorumMessage) -> None:
+        if self.observer is not None:
+            self.observer(f"{voter.name} <- {node_name(src)} {_describe(message)}", voter)
+
+    def on_role_changed(self, voter: SimVoter, change: RoleChanged) -> None:
+        self.record(f"{voter.name} -> {change.role} epoch={change.epoch} leader={change.leader_id}")
+        if change.role == "leader":
+            self.elections += 1
+            holder = self.leaders_by_epoch.setdefault(change.epoch, voter.node_id)
+            if holder != voter.node_id:
+                self.violation("election-safety",
+                               f"epoch {change.epoch} has leaders c{holder} and {voter.name}")
+            entries = voter.entries()
+            for offset, entry in self.committed.items():
+                if entries.get(offset) != entry:
+                    self.violation("leader-completeness",
+                                   f"{voter.name} leads epoch {change.epoch} without committed "
+                                   f"{entry} at offset {offset} (has {entries.get(offset)})")
+                    break
+        if self.observer is not None:
+            self.observer(f"{voter.name} becomes {change.role} (epoch {change.epoch})", voter)
+
+    def on_high_watermark(self, voter: SimVoter, old: int, new: int) -> None:
+        core, log = voter.core, voter.log
+        assert core is not None and log is not None
+        if new < old:
+            # Only a truncation moves an HW back, and it must never cut a committed record.
+            self.truncations += 1
+            self.violation("committed-record-lost",
+                           f"{voter.name} cut its log to {new}, below its HW {old}")
+            return
+        if core.is_leader:
+            key = (voter.node_id, core.epoch)
+            if new < self._leader_hw.get(key, 0):
+                self.violation("leader-hw-monotonic", f"{voter.name} HW {new} < "
+                                                      f"{self._leader_hw[key]}")
+            self._leader_hw[key] = new
+            entries = voter.entries()
+            for offset in range(old, new):
+                entry = entries.get(offset)
+                if entry is None:
+                    self.violation("committed-record-lost",
+                                   f"{voter.name} committed offset {offset} it does not hold")
+                    continue
+                known = self.committed.setdefault(offset, entry)
+                if known != entry:
+                    self.violation("committed-record-changed",
+                                   f"offset {offset} committed as {known}, now {entry} by "
+                                   f"{voter.name}")
+        if self.observer is not None:
+            self.observer(f"{voter.name} HW {old} -> {new}", voter)
+
+    def check_voter(self, voter: SimVoter) -> None:
+        core, log = voter.core, voter.log
+        if core is None or log is None:
+            return
+        if core.high_watermark > log.log_end_offset:
+            self.violation("hw-le-leo", f"{voter.name} HW {core.high_watermark} > LEO "
+                                        f"{log.log_end_offset}")
+
+    def check_log_matching(self) -> None:
+        """Same epoch at an offset on two voters -> the same records up to that offset."""
+        logs = {v.node_id: v.entries() for v in self.voters.values() if v.log is not None}
+        ids = sorted(logs)
+        for i, a in enumerate(ids):
+            for b in ids[i + 1:]:
+                la, lb = logs[a], logs[b]
+                common = sorted(set(la) & set(lb), reverse=True)
+                top = next((o for o in common if la[o][0] == lb[o][0]), None)
+                if top is None:
+                    continue
+                for offset in range(0, top + 1):
+                    if la.get(offset) != lb.get(offset):
+                        self.violation("log-matching",
+                                       f"c{a} and c{b} agree on epoch at {top} but differ at "
+                                       f"{offset}: {la.get(offset)} vs {lb.get(offset)}")
+                        return
+
+    def check_committed_on_majority(self) -> None:
+        """Every committed record is on a majority of the voters' disks (what lets any future
+        leader have it)."""
+        needed = majority(len(self.voters))
+        logs = [v.entries() if v.log is not None else _durable_entries(v)
+                for v in self.voters.values()]
+        for offset, entry in sorted(self.committed.items()):
+            holders = sum(1 for entries in logs if entries.get(offset) == entry)
+            if holders < needed:
+                self.violation("committed-record-lost",
+                               f"committed {entry} at offset {offset} is on {holders} voters")
+                return
+
+
+def _durable_entries(voter: SimVoter) -> dict[int, Entry]:
+    """What a crashed voter will find on its disk when it restarts (read from a copy, so the
+    check's recovery changes nothing the voter's own restart will see)."""
+    probe = copy.deepcopy(voter.fs)
+    if not probe.exists(LOG_DIR):
+        return {}
+    log = Log.open(LOG_DIR, LogConfig(), fs=probe, now_ms=0)
+    try:
+        return {o: (e, v) for o, e, v in decode_entries(log.read_all())} if (
+            log.log_end_offset) else {}
+    finally:
+        log.close()
+
+
+def _describe(message: QuorumMessage) -> str:
+    name = type(message).__name__
+    fields = ", ".join(f"{k}={getattr(message, k)}" for k in message.__dataclass_fields__
+                       if getattr(message, k) not in (None, -1))
+    return f"{name}({fields})"

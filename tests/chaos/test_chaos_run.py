@@ -1,0 +1,150 @@
+"""``floodmark chaos run`` end to end: a controller and three brokers, each in a network namespace
+of its own, confluent-kafka and kafka-python clients, a seeded fault schedule, the checker.
+
+The default configuration must come out valid under kills and pauses (the CI-sized run), and each
+unsafe setting must be caught by the fault that tells its story (seeds 000-002, Jepsen 2013):
+
+* ``--acks 1`` + ``isolate-leader``: the cut-off leader acknowledges alone, then truncates;
+* ``--truncation high-watermark`` + ``failover-twice``: a follower cuts its log to its stale HW
+  when the leader changes and is elected before it refetched;
+* ``--unclean`` + ``isolate-then-kill``: a replica out of the ISR is elected.
+
+Each is run through the real CLI (``--json``) and judged from its output; the runs wait on the
+processes they start (bounded), never on fixed sleeps of the test's own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from floodmark.chaos.netns import LabError, check_available
+from floodmark.chaos.schedule import plan
+
+pytestmark = pytest.mark.integration
+
+
+def _lab_or_skip() -> None:
+    try:
+        check_available()
+    except LabError as exc:
+        pytest.skip(str(exc))
+
+
+def chaos_run(tmp_path: Path, *args: str, timeout_s: float = 600) -> tuple[int, dict[str, Any]]:
+    _lab_or_skip()
+    argv = [sys.executable, "-m", "floodmark.cli", "chaos", "run", "--json",
+            "--work-dir", str(tmp_path / "run"), "--name", f"t{os.getpid() % 1000}", *args]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+    assert done.stdout.strip(), f"no output (exit {done.returncode}): {done.stderr[-3000:]}"
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    summary = {k: v for k, v in result.items() if k not in ("anomalies", "leaders")}
+    print(json.dumps(summary)[:3000])
+    return done.returncode, result
+
+
+def _assert_contract(result: dict[str, Any], seed: int) -> None:
+    for key in ("valid", "acknowledged", "anomalies", "faults", "seed"):
+        assert key in result, key
+    for name in ("lost", "duplicated", "inconsistent_offsets", "nonmonotonic", "aborted_read"):
+        assert isinstance(result["anomalies"][name], list), name
+    assert result["seed"] == seed
+    assert result["faults"], "no fault was injected"
+
+
+def test_default_configuration_survives_kills_and_pauses(tmp_path: Path) -> None:
+    code, result = chaos_run(tmp_path, "--time-limit-s", "60", "--faults", "kill,pause",
+                             "--seed", "3")
+    _assert_contract(result, 3)
+    counts = {k: v for k, v in result["anomaly_counts"].items() if v}
+    assert result["valid"] and code == 0, (counts, result.get("work_dir"))
+    assert result["final"]["complete"]
+    assert result["acknowledged"] > 2000, result["acknowledged"]
+
+
+def test_acks_1_under_leader_isolation_is_caught(tmp_path: Path) -> None:
+    code, result = chaos_run(tmp_path, "--time-limit-s", "12", "--faults", "isolate-leader",
+                             "--acks", "1", "--seed", "1")
+    _assert_contract(result, 1)
+    assert code == 1 and not result["valid"]
+    assert result["anomaly_counts"]["lost"] > 0, result["anomaly_counts"]
+
+
+def test_unclean_election_is_caught(tmp_path: Path) -> None:
+    code, result = chaos_run(tmp_path, "--time-limit-s", "12", "--faults", "isolate-then-kill",
+                             "--unclean", "--seed", "1")
+    _assert_contract(result, 1)
+    assert code == 1 and not result["valid"]
+    assert result["anomaly_counts"]["lost"] > 0, result["anomaly_counts"]
+
+
+def test_high_watermark_truncation_is_caught(tmp_path: Path) -> None:
+    # three stories: each loses the ~one batch the cut-off follower had not yet seen committed
+    code, result = chaos_run(tmp_path, "--time-limit-s", "40", "--faults", "failover-twice",
+                             "--truncation", "high-watermark", "--rate", "100", "--seed", "1")
+    _assert_contract(result, 1)
+    assert code == 1 and not result["valid"]
+    counts = result["anomaly_counts"]
+    assert counts["lost"] + counts["inconsistent_offsets"] > 0, counts
+
+
+@pytest.mark.slow
+def test_default_configuration_survives_every_fault(tmp_path: Path) -> None:
+    code, result = chaos_run(tmp_path, "--time-limit-s", "240", "--seed", "7",
+                             timeout_s=900)
+    counts = {k: v for k, v in result["anomaly_counts"].items() if v}
+    assert result["valid"] and code == 0, (counts, result.get("work_dir"))
+
+
+def test_not_root_or_bad_arguments_one_line_exit_2(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "floodmark.cli", "chaos", "run", "--faults",
+                           "meteor"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "unknown fault 'meteor'" in done.stderr
+    if os.geteuid() == 0:
+        # as an unprivileged user (nobody), the run refuses in one line
+        done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                               sys.executable, "-m", "floodmark.cli", "chaos", "run"],
+                              capture_output=True, text=True, timeout=60,
+                              env={**os.environ, "HOME": str(tmp_path)})
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.count("\n") == 1 and "needs root" in done.stderr, done.stderr
+
+
+def test_power_loss_of_every_broker_at_once_is_caught(tmp_path: Path) -> None:
+    """The page-cache mode really drops unsynced writes on real processes: a power cut of every
+    broker at once (beyond SPEC §4's premise) loses acknowledged writes, and the checker says so.
+    One broker at a time is within the premise (the slow test below)."""
+    seed = 5  # plan(5, ["power-loss", "kill-all"], 12) is one kill-all, every broker's power
+    assert [f.name for f in plan(seed, ["power-loss", "kill-all"], 12)] == ["kill-all"]
+    code, result = chaos_run(tmp_path, "--time-limit-s", "12", "--faults", "power-loss,kill-all",
+                             "--seed", str(seed))
+    _assert_contract(result, seed)
+    assert code == 1 and not result["valid"]
+    assert result["anomaly_counts"]["lost"] > 0, result["anomaly_counts"]
+
+
+@pytest.mark.slow
+def test_default_configuration_survives_power_loss_one_broker_at_a_time(tmp_path: Path) -> None:
+    code, result = chaos_run(tmp_path, "--time-limit-s", "60", "--faults", "power-loss,pause",
+                             "--seed", "2")
+    counts = {k: v for k, v in result["anomaly_counts"].items() if v}
+    assert result["valid"] and code == 0, (counts, result.get("work_dir"))
+
+
+@pytest.mark.slow
+def test_controller_quorum_under_controller_faults(tmp_path: Path) -> None:
+    """Three controllers (a quorum): the active one paused, killed, cut off, and the whole
+    quorum killed and restarted one by one, while the brokers keep serving."""
+    code, result = chaos_run(tmp_path, "--controllers", "3", "--time-limit-s", "60",
+                             "--faults", "controller,kill-leader", "--seed", "1")
+    counts = {k: v for k, v in result["anomaly_counts"].items() if v}
+    assert result["valid"] and code == 0, (counts, result.get("work_dir"))
+    assert any(f["name"].endswith("controller") or f["name"] == "kill-controllers"
+               for f in result["faults"])
