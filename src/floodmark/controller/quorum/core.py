@@ -12,6 +12,8 @@ and applies the returned effects in order (``QuorumDriver`` does that for a real
     effects = core.after_follower_append(log, response)    # follower: after AppendFetched
     effects = core.after_truncate(log)                     # after TruncateTo
     effects = core.resign(log, now_ms)                     # leader: graceful shutdown
+    core.snapshot_written(end_offset, epoch, size)         # a snapshot exists (KIP-630)
+    effects = core.after_snapshot_chunk(log, response, received, complete, now_ms)
 
 Safety rests on four rules, each in one place: a vote is persisted before it is sent and is
 given once per epoch (``_on_vote``); a voter votes only for a log at least as new as its own
@@ -29,6 +31,7 @@ from dataclasses import dataclass, replace
 from floodmark.controller.quorum.effects import (
     AppendFetched,
     AppendLeaderChange,
+    AppendSnapshotChunk,
     HighWatermarkChanged,
     PersistElectionState,
     QuorumEffect,
@@ -42,6 +45,8 @@ from floodmark.controller.quorum.messages import (
     BeginQuorumEpochResponse,
     EndQuorumEpochRequest,
     EndQuorumEpochResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     QuorumFetchRequest,
     QuorumFetchResponse,
     QuorumMessage,
@@ -140,6 +145,7 @@ class QuorumCore:
         self._stored = stored
         self.high_watermark = 0
         self.role: Role = Unattached(stored.epoch, stored.voted_for, 0)
+        self.latest_snapshot: tuple[int, int, int] | None = None  # (end offset, epoch, size)
 
     # -- views ---------------------------------------------------------------------------------
     @property
@@ -411,6 +417,10 @@ class QuorumCore:
                 self._update_progress(role, src, acknowledged=True)
         elif isinstance(message, EndQuorumEpochRequest):
             self._on_end_quorum_epoch(src, message, now_ms, effects)
+        elif isinstance(message, FetchSnapshotRequest):
+            self._on_fetch_snapshot_request(src, message, now_ms, effects)
+        elif isinstance(message, FetchSnapshotResponse):
+            self._on_fetch_snapshot_response(src, message, now_ms, effects)
         else:
             self._observe(message.epoch, message.leader_id, now_ms, effects)
             role = self.role
@@ -489,6 +499,15 @@ class QuorumCore:
         assert isinstance(role, Leader)
         leo = log.log_end_offset
         start = log.log_start_offset
+        snapshot = self.latest_snapshot
+        if req.fetch_offset < start and snapshot is not None:
+            # The log there is gone: KIP-630's SnapshotId (load it, then fetch after it).
+            if role.voter(src) is not None:
+                self._update_progress(role, src, fetch_ms=now_ms)
+            effects.append(Send(src, QuorumFetchResponse(
+                ErrorCode.NONE, role.epoch, self.node_id, req.fetch_offset, self.high_watermark,
+                start, leo, snapshot_end_offset=snapshot[0], snapshot_epoch=snapshot[1])))
+            return
         check = validate_fetch(MODE, log.epoch_cache, start, leo, req.fetch_offset,
                                req.last_fetched_epoch)
         if check.result is FetchValidation.DIVERGING:
@@ -573,12 +592,85 @@ class QuorumCore:
                 f"diverging epoch {resp.diverging.epoch}@{resp.diverging.end_offset}"
                 + ("" if point.final else " (intermediate)"))))
             return
+        if resp.snapshot_end_offset >= 0:  # below the leader's log start: its snapshot first
+            self.role = replace(role, fetch_sent_ms=now_ms)
+            effects.append(Send(src, FetchSnapshotRequest(
+                self.node_id, role.epoch, resp.snapshot_end_offset, resp.snapshot_epoch, 0)))
+            return
         pause = 0 if resp.has_records else self.config.fetch_idle_backoff_ms
         self.role = replace(role, next_fetch_ms=now_ms + pause)
         if resp.has_records:
             effects.append(AppendFetched(resp))
         else:
             effects.extend(self.after_follower_append(log, resp))
+
+    # -- FetchSnapshot (KIP-630) ---------------------------------------------------------------
+    def snapshot_written(self, end_offset: int, epoch: int, size: int) -> None:
+        """The shell wrote (or installed) a snapshot: a leader offers it to fetches below its
+        log start offset."""
+        if self.latest_snapshot is None or end_offset >= self.latest_snapshot[0]:
+            self.latest_snapshot = (end_offset, epoch, size)
+
+    def _on_fetch_snapshot_request(self, src: int, req: FetchSnapshotRequest, now_ms: int,
+                                   effects: list[QuorumEffect]) -> None:
+        role = self.role
+        error = fencing.check_leader_request(self.epoch, req.current_leader_epoch,
+                                             is_leader=isinstance(role, Leader))
+        snapshot = self.latest_snapshot
+        if error is ErrorCode.NONE and (
+                snapshot is None or (snapshot[0], snapshot[1]) != (req.snapshot_end_offset,
+                                                                   req.snapshot_epoch)):
+            error = ErrorCode.SNAPSHOT_NOT_FOUND  # replaced by a newer one: fetch again
+        elif error is ErrorCode.NONE and snapshot is not None and not (
+                0 <= req.position <= snapshot[2]):
+            error = ErrorCode.POSITION_OUT_OF_RANGE
+        if error is not ErrorCode.NONE or snapshot is None:
+            effects.append(Send(src, FetchSnapshotResponse(
+                error, self.epoch, self.leader_id, req.snapshot_end_offset, req.snapshot_epoch)))
+            return
+        if isinstance(role, Leader) and role.voter(src) is not None:
+            self._update_progress(role, src, fetch_ms=now_ms)  # alive, for check quorum
+        effects.append(Send(src, FetchSnapshotResponse(
+            ErrorCode.NONE, self.epoch, self.node_id, snapshot[0], snapshot[1], snapshot[2],
+            req.position)))
+
+    def _on_fetch_snapshot_response(self, src: int, resp: FetchSnapshotResponse, now_ms: int,
+                                    effects: list[QuorumEffect]) -> None:
+        self._observe(resp.leader_epoch, resp.leader_id, now_ms, effects)
+        role = self.role
+        if (not isinstance(role, Follower) or role.epoch != resp.leader_epoch
+                or role.leader_id != src or role.fetch_sent_ms < 0):
+            return
+        if resp.error is not ErrorCode.NONE:  # back to fetching: it names the current snapshot
+            self.role = replace(role, fetch_sent_ms=-1,
+                                next_fetch_ms=now_ms + self.config.retry_backoff_ms)
+            return
+        self.role = replace(role, has_fetched=True, fetch_sent_ms=now_ms,
+                            fetch_deadline_ms=now_ms + self.config.fetch_timeout_ms)
+        effects.append(AppendSnapshotChunk(resp))
+
+    def after_snapshot_chunk(self, log: QuorumLogView, resp: FetchSnapshotResponse,
+                             received: int, complete: bool, now_ms: int) -> list[QuorumEffect]:
+        """After ``AppendSnapshotChunk``: ``received`` bytes of the snapshot are stored; when
+        ``complete`` the log restarts at its end offset, which is committed (a snapshot holds
+        only committed records), and plain fetching resumes from there."""
+        effects: list[QuorumEffect] = []
+        role = self.role
+        if not isinstance(role, Follower):
+            return effects
+        if not complete:
+            self.role = replace(role, fetch_sent_ms=now_ms)
+            effects.append(Send(role.leader_id, FetchSnapshotRequest(
+                self.node_id, role.epoch, resp.snapshot_end_offset, resp.snapshot_epoch,
+                received)))
+            return effects
+        self.snapshot_written(resp.snapshot_end_offset, resp.snapshot_epoch, resp.size)
+        self.role = replace(role, fetch_sent_ms=-1, next_fetch_ms=now_ms)
+        new = min(max(self.high_watermark, resp.snapshot_end_offset), log.log_end_offset)
+        if new != self.high_watermark:
+            old, self.high_watermark = self.high_watermark, new
+            effects.append(HighWatermarkChanged(old, new))
+        return effects
 
     def after_follower_append(self, log: QuorumLogView,
                               resp: QuorumFetchResponse) -> list[QuorumEffect]:
