@@ -99,11 +99,5 @@ class MetadataLog:
         assert info.first_offset == first, (info.first_offset, first)
         self._log.flush(now)
 
-    def delete_before(self, offset: int) -> None:
-        """Move the log start offset to ``offset`` (a snapshot covers what is below) and delete
-        the whole segments below it: the storage layer's DeleteRecords and retention."""
-        if self._log.maybe_increment_log_start_offset(offset, offset):
-            self._log.apply_retention(_now_ms(), offset)
-
     def close(self) -> None:
         self._log.close()

@@ -28,9 +28,12 @@ from floodmark.controller.quorum_node import QuorumNode
 from floodmark.controller.snapshot import (
     SnapshotId,
     SnapshotStore,
+    cut_log_before,
     encode_snapshot,
     image_from_records,
     image_records,
+    open_with_snapshot,
+    snapshot_epoch,
 )
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.replication.election import AlterPartitionRequest
@@ -106,29 +109,11 @@ class ControllerServer:
     # -- snapshots (KIP-630) ---------------------------------------------------------------------
     def _load_newest_snapshot(self) -> None:
         """At start: the image from the newest intact snapshot (the log is replayed only after
-        it); the log is made to begin no later than the snapshot's end."""
-        found = self.snapshots.latest()
-        mlog = self.mlog.log
-        if found is None:
-            if mlog.log_start_offset > 0:
-                # The log was cut below a snapshot that is gone: what it held cannot be rebuilt
-                # here. A voter starts over (the leader sends its snapshot); alone, nothing can.
-                if self.quorum_configured:
-                    log.warning("controller %d: no usable snapshot and the metadata log starts "
-                                "at %d; starting with an empty log", self.node_id,
-                                mlog.log_start_offset)
-                    mlog.truncate_fully_and_start_at(0)
-                else:
-                    raise RuntimeError(f"metadata log starts at {mlog.log_start_offset} and no "
-                                       "snapshot covers what is below it")
-            return
-        self.install_snapshot(*found)
-        if mlog.log_start_offset > found[0].end_offset or mlog.log_end_offset < found[0].end_offset:
-            # A gap between the snapshot and the log, or a log shorter than the snapshot (a
-            # follower installed it from the leader): the log restarts at the snapshot.
-            mlog.truncate_fully_and_start_at(found[0].end_offset)
-            mlog.assign_epoch(found[0].epoch, found[0].end_offset)
-        self.mlog.delete_before(self.snapshots.retained_start())
+        it)."""
+        found = open_with_snapshot(self.snapshots, self.mlog.log,
+                                   may_start_empty=self.quorum_configured)
+        if found is not None:
+            self.install_snapshot(*found)
 
     def install_snapshot(self, snapshot_id: SnapshotId, records: list[MetadataRecord]) -> None:
         """The image becomes the snapshot's (at start, or a follower given the leader's)."""
@@ -155,12 +140,11 @@ class ControllerServer:
         if (limit <= 0 or self._bytes_since_snapshot < limit or self.image.next_offset != end
                 or end <= self.records_base):
             return
-        epoch = self.mlog.log.epoch_cache.epoch_for_offset(end - 1)
-        snapshot_id = SnapshotId(end, max(epoch, 0))
+        snapshot_id = SnapshotId(end, snapshot_epoch(self.mlog.log, end))
         records = image_records(self.image)
         self.snapshots.write(snapshot_id, encode_snapshot(snapshot_id, records))
         self.snapshots.prune()
-        self.mlog.delete_before(self.snapshots.retained_start())
+        cut_log_before(self.mlog.log, self.snapshots.retained_start(), now_ms=now_ms())
         self.records = self.records[end - self.records_base:]
         self.records_base = end
         self.snapshot = (snapshot_id, records)

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from floodmark.controller.image import MetadataImage, MetadataRecord, registration_to_record
 from floodmark.storage.fs import FileHandle, FileSystem
+from floodmark.storage.log import Log
 
 log = logging.getLogger(__name__)
 
@@ -267,3 +268,42 @@ class SnapshotStore:
         self.prune()
         if self.on_installed is not None:
             self.on_installed(snapshot_id, records)
+
+
+# -- the log beside the snapshots (the controller and the simulator share these rules) ----------
+def open_with_snapshot(store: SnapshotStore, log_: Log, *, may_start_empty: bool
+                       ) -> tuple[SnapshotId, list[MetadataRecord]] | None:
+    """At start: the newest intact snapshot, with the log made to continue it — a log that
+    ends before the snapshot, or starts after it, restarts empty at its end offset in its epoch
+    (a follower installed it from the leader). Without a usable snapshot a log that does not
+    start at 0 cannot be rebuilt: a voter (``may_start_empty``) starts over with an empty log
+    (its leader will send a snapshot), anything else refuses to start (RuntimeError)."""
+    found = store.latest()
+    if found is None:
+        if log_.log_start_offset > 0:
+            if not may_start_empty:
+                raise RuntimeError(f"metadata log starts at {log_.log_start_offset} and no "
+                                   "snapshot covers what is below it")
+            log.warning("no usable snapshot and the metadata log starts at %d; starting with "
+                        "an empty log", log_.log_start_offset)
+            log_.truncate_fully_and_start_at(0)
+        return None
+    snapshot_id = found[0]
+    if (log_.log_start_offset > snapshot_id.end_offset
+            or log_.log_end_offset < snapshot_id.end_offset):
+        log_.truncate_fully_and_start_at(snapshot_id.end_offset)
+        log_.assign_epoch(snapshot_id.epoch, snapshot_id.end_offset)
+    cut_log_before(log_, store.retained_start(), now_ms=0)
+    return found
+
+
+def cut_log_before(log_: Log, offset: int, *, now_ms: int) -> None:
+    """Move the log start offset to ``offset`` (a retained snapshot covers what is below) and
+    delete the whole segments below it: the storage layer's DeleteRecords and retention."""
+    if log_.maybe_increment_log_start_offset(offset, offset):
+        log_.apply_retention(now_ms, offset)
+
+
+def snapshot_epoch(log_: Log, end_offset: int) -> int:
+    """The epoch of the record at ``end_offset - 1`` (the snapshot's epoch)."""
+    return max(0, log_.epoch_cache.epoch_for_offset(end_offset - 1))

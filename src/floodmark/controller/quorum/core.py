@@ -500,8 +500,13 @@ class QuorumCore:
         leo = log.log_end_offset
         start = log.log_start_offset
         snapshot = self.latest_snapshot
-        if req.fetch_offset < start and snapshot is not None:
-            # The log there is gone: KIP-630's SnapshotId (load it, then fetch after it).
+        if snapshot is not None and start > 0 and (
+                req.fetch_offset < start
+                or req.last_fetched_epoch < self._log_start_epoch(log)):
+            # The log there is gone (KIP-630): a fetch below the log start, or a follower whose
+            # last epoch is older than anything the (start-truncated) epoch cache can place —
+            # its end offset there would be a guess, and a divergence below the log start
+            # cannot be cut. Answer with the SnapshotId (load it, then fetch after it).
             if role.voter(src) is not None:
                 self._update_progress(role, src, fetch_ms=now_ms)
             effects.append(Send(src, QuorumFetchResponse(
@@ -527,6 +532,11 @@ class QuorumCore:
         effects.append(Send(src, QuorumFetchResponse(
             ErrorCode.NONE, role.epoch, self.node_id, req.fetch_offset, self.high_watermark,
             start, leo, read_from=req.fetch_offset, read_upto=leo)))
+
+    @staticmethod
+    def _log_start_epoch(log: QuorumLogView) -> int:
+        first = log.epoch_cache.earliest_entry
+        return first.epoch if first is not None else -1
 
     def _update_progress(self, role: Leader, voter_id: int, *, log_end_offset: int | None = None,
                          fetch_ms: int | None = None, acknowledged: bool = True) -> None:

@@ -86,6 +86,7 @@ class QuorumDriver:
     ports: QuorumPorts
     fetch_max_bytes: int = MAX_FETCH_BYTES  # per answer; at least one whole batch (KIP-74)
     snapshots: SnapshotFiles | None = None  # None: no snapshots (the log is never cut)
+    snapshot_chunk_bytes: int = MAX_FETCH_BYTES  # per FetchSnapshot answer
 
     def start(self, now_ms: int) -> None:
         self.apply(self.core.start(self.log, now_ms), now_ms)
@@ -159,7 +160,7 @@ class QuorumDriver:
             if self.snapshots is None or message.position < 0:
                 return b""
             return self.snapshots.read_chunk(message.snapshot_end_offset, message.snapshot_epoch,
-                                             message.position, self.fetch_max_bytes)
+                                             message.position, self.snapshot_chunk_bytes)
         if not isinstance(message, QuorumFetchResponse) or not message.has_records:
             return b""
         info = self.log.read(message.read_from, self.fetch_max_bytes, message.read_upto)
