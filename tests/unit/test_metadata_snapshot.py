@@ -229,3 +229,21 @@ def test_a_fetch_below_the_snapshot_gets_the_snapshot(tmp_path: Path) -> None:
     assert _picture(client.image) == _picture(server.image)
     client.close()
     server.mlog.close()
+
+
+def test_a_decision_over_one_mib_is_one_batch_in_the_metadata_log(tmp_path: Path) -> None:
+    # Creating (or fencing the broker of) thousands of partitions is one decision, one batch
+    # well over a partition's 1 MiB max.message.bytes: the metadata log takes it (8 MiB), and a
+    # restart rebuilds the same image.
+    server = _controller(tmp_path, 0)
+    _fill(server, 0)
+    answer = server.call("create_topic", {"name": "wide", "num_partitions": 8000,
+                                          "replication_factor": 1, "configs": {
+                                              "retention.ms": "1" * 200}})
+    assert "result" in answer, answer
+    assert server.mlog.log.size_bytes > 1 << 20
+    before = _picture(server.image)
+    server.mlog.close()
+    again = _controller(tmp_path, 0)
+    assert _picture(again.image) == before
+    again.mlog.close()

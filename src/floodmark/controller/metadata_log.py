@@ -31,6 +31,11 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+MAX_BATCH_BYTES = 8 * 1024 * 1024
+"""One decision's records are one batch: fencing a broker that holds thousands of partitions
+writes more than a partition's 1 MiB max.message.bytes (KRaft's own limit is 8 MiB too)."""
+
+
 @dataclass(frozen=True, slots=True)
 class MetadataLogConfig:
     """Kafka's ``metadata.log.*`` settings."""
@@ -48,7 +53,8 @@ class MetadataLog:
         self.path = os.path.join(data_dir, METADATA_DIR)
         # Never time- or size-based retention: only a snapshot moves the log start offset.
         self._log = Log.open(self.path, LogConfig(segment_bytes=self.config.segment_bytes,
-                                                  retention_ms=-1, retention_bytes=-1),
+                                                  retention_ms=-1, retention_bytes=-1,
+                                                  max_message_bytes=MAX_BATCH_BYTES),
                              now_ms=_now_ms())
 
     @property
