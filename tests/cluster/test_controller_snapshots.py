@@ -7,18 +7,22 @@ controller is killed). Topics created before all still exist."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import socket
 import struct
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from floodmark.controller import rpc
-from tests.cluster.helpers import wait_until
+from tests.cluster.helpers import stop_process, wait_until
 from tests.cluster.test_controller_quorum import Quorum
+from tests.conftest import REPO
 
 pytestmark = pytest.mark.integration
 
@@ -58,6 +62,7 @@ def test_a_voter_that_lost_its_data_dir_catches_up_from_a_snapshot(tmp_path: Pat
     q = Quorum(tmp_path, extra_args=SNAPSHOTS)
     nodes = [1, 2, 3]
     beats = Heartbeats()
+    broker: subprocess.Popen[bytes] | None = None
     try:
         for node in nodes:
             q.start(node)
@@ -103,6 +108,25 @@ def test_a_voter_that_lost_its_data_dir_catches_up_from_a_snapshot(tmp_path: Pat
         view = q.describe(victim)
         assert view is not None and view["log_start_offset"] > 0  # restarted at the snapshot
 
+        # A new broker pulls metadata from offset 0, below every controller's log start: it is
+        # sent the snapshot, then the records after it, and serves every topic to a client.
+        from confluent_kafka.admin import AdminClient
+
+        log = (tmp_path / "broker-2.log").open("ab")
+        broker = subprocess.Popen(
+            [sys.executable, "-m", "floodmark.broker.cluster_member", "--node-id", "2",
+             "--controller", ",".join(q.address(n) for n in nodes),
+             "--data-dir", str(tmp_path / "broker-2"), "--listen", "127.0.0.1:0"],
+            stdout=subprocess.PIPE, stderr=log, cwd=str(REPO),
+            env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        log.close()
+        assert broker.stdout is not None
+        line = broker.stdout.readline().decode()
+        assert "listening on" in line, line
+        admin = AdminClient({"bootstrap.servers": line.strip().rsplit(" ", 1)[-1]})
+        wait_until(lambda: set(before + middle) <= set(admin.list_topics(timeout=10).topics),
+                   30, "the new broker serving every topic")
+
         # The wiped voter is a voter again: without the active controller, the two others
         # (one of them the wiped one) elect a leader and commit.
         q.procs[first].send_signal(signal.SIGKILL)
@@ -114,5 +138,9 @@ def test_a_voter_that_lost_its_data_dir_catches_up_from_a_snapshot(tmp_path: Pat
             wait_until(lambda node=node: set(before + middle + ["after"]) <= set(  # type: ignore[misc]
                 q.call(node, "status", {})["result"]["topics"]), 30, "every topic on the rest")
     finally:
+        if broker is not None:
+            stop_process(broker)
+            if broker.stdout is not None:
+                broker.stdout.close()
         beats.close()
         q.stop_all()
