@@ -27,8 +27,8 @@ import uuid
 from pathlib import Path
 
 import floodmark.spark
+from floodmark.client.fetch import FetchClient
 from floodmark.spark.decode import decode_batch, iter_batches
-from floodmark.spark.protocol import KafkaClient
 
 
 def _free_port() -> int:
@@ -95,7 +95,7 @@ def produce(bootstrap: str, topic: str, records: int, partitions: int, value_byt
 
 def raw_fetch(bootstrap: str, topic: str, decode: bool) -> tuple[int, int, float]:
     """(records, bytes, seconds) for fetching every partition from log start to the HW."""
-    c = KafkaClient(bootstrap)
+    c = FetchClient(bootstrap)
     parts = c.partitions_for(topic)
     bounds = {p: c.bounds(topic, p) for p in parts}
     n = size = 0

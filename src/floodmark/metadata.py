@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,3 +54,14 @@ def check_partition_count(current_total: int, adding: int) -> None:
 def validate_topic_name(name: str) -> None:
     if name in (".", "..") or not _TOPIC_NAME.match(name):
         raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"invalid topic name {name!r}")
+
+
+def deletable_topic(topics: Mapping[str, TopicMeta], name: str) -> TopicMeta:
+    """The topic DeleteTopics may delete: it exists and is not internal."""
+    meta = topics.get(name)
+    if meta is None:
+        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
+    if meta.internal:
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                         f"cannot delete internal topic {name!r}")
+    return meta

@@ -33,7 +33,14 @@ def test_families_expand_and_compounds_need_both_halves() -> None:
     assert expand(["failover-twice"]) == ["failover-twice"]
 
 
-@pytest.mark.parametrize("bad", [["meteor"], [], ["power-loss"]])
+@pytest.mark.parametrize("bad", [["meteor"], []])
 def test_unknown_empty_or_unbuilt_faults_are_refused(bad: list[str]) -> None:
     with pytest.raises(ValueError):
         expand(bad)
+
+
+def test_power_loss_leaves_out_faults_that_take_down_several_brokers() -> None:
+    names = expand(["kill", "partition", "power-loss"])
+    assert "power-loss" in names and "kill-one" in names
+    assert not {"kill-majority", "kill-all", "isolate-then-kill", "failover-twice"} & set(names)
+    assert "kill-all" in expand(["kill-all", "power-loss"])  # asked for by name: kept

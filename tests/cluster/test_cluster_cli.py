@@ -211,6 +211,12 @@ def test_every_user_mistake_is_one_line(tmp_path: Path) -> None:
             (["cluster", "up", "--base-port", "80", "--data-dir", str(tmp_path / "n")],
              "--base-port 80"),
             (["cluster", "diff", "nope", "1", "2", *dd], "holds a partition of 'nope'"),
+            (["cluster", "up", "--base-port", str(base), "--data-dir", str(tmp_path / "n")],
+             f"node 0 127.0.0.1:{base}: port {base} is already in use"),
+            (["cluster", "up", "--controller", "nohost", "--data-dir", str(tmp_path / "n")],
+             "--controller 'nohost' is not HOST:PORT"),
+            (["cluster", "up", "--listen-host", "10.254.254.254", "--data-dir",
+              str(tmp_path / "n")], "10.254.254.254 is not an address of this machine"),
             (["topic", "create", "t2", "--config", "retention.ms", *bs],
              "--config 'retention.ms' is not NAME=VALUE"),
             (["topic", "create", "t1", *bs], "TOPIC_ALREADY_EXISTS (36)"),
@@ -251,6 +257,10 @@ def test_every_user_mistake_is_one_line(tmp_path: Path) -> None:
         assert _run("cluster", "down", *dd, cwd=tmp_path).returncode == 0
         _one_line_error(_run("cluster", "up", "--detach", "--brokers", "2", *dd, cwd=tmp_path),
                         "does not shrink to 2")
+        _one_line_error(_run("cluster", "up", "--detach", "--controller-set",
+                             "broker.session.timeout.ms=9999", *dd, cwd=tmp_path),
+                        "--controller-set broker.session.timeout.ms=9999 (it has 1500) would "
+                        "change it")
     finally:
         _run("cluster", "down", "--data-dir", str(data), cwd=tmp_path)
 

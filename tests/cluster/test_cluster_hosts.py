@@ -14,13 +14,13 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from floodmark.chaos.netns import Lab, LabError, check_available
+from tests.cluster.helpers import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -55,16 +55,6 @@ def _ok(out: subprocess.CompletedProcess[str]) -> str:
     return out.stdout
 
 
-def _wait(pred, timeout_s: float, what: str):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = pred()
-        if value:
-            return value
-        time.sleep(0.3)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-
-
 def test_brokers_on_three_machines(tmp_path: Path) -> None:
     _lab_or_skip()
     lab = NamedLab(["a", "b", "c", "client"]).open()
@@ -88,7 +78,7 @@ def test_brokers_on_three_machines(tmp_path: Path) -> None:
         assert status["controller"] == controller
         assert status["bootstrap"] == f"{ip['b']}:{BASE_PORT + 2}"
         assert [n["id"] for n in status["nodes"]] == [2]  # b runs broker 2 only
-        registered = _wait(lambda: [
+        registered = wait_until(lambda: [
             b for b in json.loads(fm(lab, "a", "cluster", "status", "--json", "--data-dir",
                                      str(dirs["a"])).stdout or "{}").get("nodes", [])
             if "fenced" in b], 60, "broker 1 registered")
@@ -100,7 +90,7 @@ def test_brokers_on_three_machines(tmp_path: Path) -> None:
             out = fm(lab, "client", "topic", "create", "spread", "--partitions", "3", *bs)
             return out.returncode == 0 or "TOPIC_ALREADY_EXISTS" in out.stderr
 
-        _wait(create, 60, "3 live brokers")
+        wait_until(create, 60, "3 live brokers")
         described = json.loads(_ok(fm(lab, "client", "topic", "describe", "spread", "--json",
                                       *bs)))
         for p in described["partitions"]:
@@ -116,7 +106,7 @@ def test_brokers_on_three_machines(tmp_path: Path) -> None:
                 and all("error" not in r and r["log_end_offset"] == p["log_end_offset"]
                         for r in p["replica_states"]) for p in d["partitions"])
 
-        _wait(replicated, 60, "every replica, read from its own machine, caught up")
+        wait_until(replicated, 60, "every replica, read from its own machine, caught up")
         assert sum(p["high_watermark"] for p in json.loads(_ok(fm(
             lab, "client", "topic", "describe", "spread", "--json", *bs)))["partitions"]) == 300
 

@@ -273,3 +273,64 @@ def test_the_setting_registry_refuses_read_only_and_ill_typed_broker_configs() -
     with pytest.raises(ValueError, match="Unknown broker config"):
         validate_dynamic({"log.retention.fortnights": "1"}, "")
     assert not SETTINGS["replica.lag.time.max.ms"].dynamic and SETTINGS["log.segment.bytes"].dynamic
+
+
+def _alter_isr(logic: ControllerLogic, topic: str, isr: tuple[int, ...]) -> ErrorCode:
+    reg = logic.image.partition(topic, 0)
+    assert reg is not None
+    epochs = logic.image.broker_epochs()
+    return logic.alter_partition(topic, 0, AlterPartitionRequest(
+        broker_id=reg.leader, broker_epoch=epochs[reg.leader], leader_epoch=reg.leader_epoch,
+        partition_epoch=reg.partition_epoch, new_isr=isr,
+        new_isr_broker_epochs=tuple(epochs[r] for r in isr)))[0]
+
+
+def test_reassignment_adds_then_removes_and_moves_leadership() -> None:
+    """KIP-455 as the controller decides it: replicas = target + removing while it runs, the
+    added replica joins the ISR through AlterPartition, then the replicas become the target and
+    the removed leader hands over at a new leader epoch; cancellation reverts."""
+    logic = _cluster(4)
+    logic.create_topic("t", 1, 3, {}, assignments=[(1, 2, 3)])
+    assert logic.alter_partition_reassignment("t", 0, None)[0] is \
+        ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
+    assert logic.alter_partition_reassignment("t", 0, (2, 2))[0] is \
+        ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    assert logic.alter_partition_reassignment("t", 0, (2, 9, 4))[0] is \
+        ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    offset = logic.image.next_offset
+    assert logic.alter_partition_reassignment("t", 0, (1, 2, 3)) == (ErrorCode.NONE, "")
+    assert logic.image.next_offset == offset  # already there: no record
+    assert logic.alter_partition_reassignment("t", 0, (2, 3, 4)) == (ErrorCode.NONE, "")
+    reg = logic.image.partition("t", 0)
+    assert reg is not None and reg.replicas == (2, 3, 4, 1) and reg.isr == (2, 3, 1)
+    assert reg.leader == 1 and reg.leader_epoch == 0
+    move = logic.image.reassignments[("t", 0)]
+    assert (move.target, move.adding, move.removing) == ((2, 3, 4), (4,), (1,))
+    assert logic.rebalance_preferred_leaders() == 0  # 2 is first now, but the move runs
+    # 4 caught up: the leader (still 1) proposes the bigger ISR; the move completes.
+    assert _alter_isr(logic, "t", (1, 2, 3, 4)) is ErrorCode.NONE
+    reg = logic.image.partition("t", 0)
+    assert reg is not None and reg.replicas == (2, 3, 4) and reg.isr == (2, 3, 4)
+    assert reg.leader == 2 and reg.leader_epoch == 1
+    assert ("t", 0) not in logic.image.reassignments
+    # A second move, cancelled before the new replica caught up: back to (2, 3, 4).
+    assert logic.alter_partition_reassignment("t", 0, (1, 3, 4))[0] is ErrorCode.NONE
+    assert logic.image.partition("t", 0).replicas == (1, 3, 4, 2)  # type: ignore[union-attr]
+    assert logic.alter_partition_reassignment("t", 0, None)[0] is ErrorCode.NONE
+    reg = logic.image.partition("t", 0)
+    assert reg is not None and reg.replicas == (2, 3, 4) and reg.isr == (2, 3, 4)
+    assert reg.leader == 2 and reg.leader_epoch == 1 and not logic.image.reassignments
+    replay = MetadataImage()
+    replay.apply_all(logic.take_pending())
+    assert replay.partition("t", 0) == reg and not replay.reassignments
+
+
+def test_reassignment_that_only_removes_completes_at_once() -> None:
+    """Every target replica already in the ISR (RF 3 -> 2, the leader removed): the move
+    completes in the same decision, leadership moving at a new leader epoch."""
+    logic = _cluster(3)
+    logic.create_topic("t", 1, 3, {}, assignments=[(1, 2, 3)])
+    assert logic.alter_partition_reassignment("t", 0, (3, 2)) == (ErrorCode.NONE, "")
+    reg = logic.image.partition("t", 0)
+    assert reg is not None and reg.replicas == (3, 2) and reg.isr == (3, 2)
+    assert reg.leader == 3 and reg.leader_epoch == 1 and not logic.image.reassignments

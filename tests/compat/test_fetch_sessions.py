@@ -172,3 +172,40 @@ def test_kafka_python_sessions_across_many_partitions(broker) -> None:  # type: 
     refused = [line for line in handler.lines if "invalid" in line or "unable to process" in line]
     assert created and len(incremental) >= rounds, (len(created), len(incremental))
     assert not refused, refused[:3]
+
+
+def test_incremental_answer_with_a_fenced_partition_names_the_leader(broker_factory) -> None:  # type: ignore[no-untyped-def]
+    """v16 incremental session, two topics, one partition fenced (an old leader epoch): the
+    answer holds only that partition, with KIP-951's current leader and endpoint."""
+    b = broker_factory()
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    for name in ("fenced-a", "fenced-b"):
+        admin.create_topics([NewTopic(name, 2, 1)])[name].result(30)
+    b.restart()  # a new incarnation: leader epochs move past 0
+    with KafkaConnection(b.bootstrap) as conn:
+        meta = conn.request(3, 12, {"topics": [{"name": n, "topic_id": None}
+                                               for n in ("fenced-a", "fenced-b")]})
+        ids = {t.name: t.topic_id for t in meta.topics}
+        epoch = int(meta.topics[0].partitions[0].leader_epoch)
+        assert epoch >= 1
+
+        def request(session_id: int, epoch_: int, topics: list[dict[str, Any]]) -> Any:
+            return conn.request(1, 16, {"max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20,
+                                        "session_id": session_id, "session_epoch": epoch_,
+                                        "topics": topics, "forgotten_topics_data": []})
+
+        full = request(0, 0, [{"topic_id": ids[n], "partitions": [
+            {"partition": i, "fetch_offset": 0, "partition_max_bytes": 1024,
+             "current_leader_epoch": epoch} for i in range(2)]} for n in ("fenced-a", "fenced-b")])
+        sid = int(full.session_id)
+        assert sid > 0
+        resp = request(sid, 1, [{"topic_id": ids["fenced-b"], "partitions": [
+            {"partition": 1, "fetch_offset": 0, "partition_max_bytes": 1024,
+             "current_leader_epoch": epoch - 1}]}])
+    assert int(resp.error_code) == 0 and int(resp.session_id) == sid
+    (t,) = resp.responses
+    (part,) = t.partitions
+    assert (t.topic_id, int(part.partition_index), int(part.error_code)) == (ids["fenced-b"], 1, 74)
+    assert (int(part.current_leader.leader_id), int(part.current_leader.leader_epoch)) == (
+        1, epoch)
+    assert [int(n.port) for n in resp.node_endpoints] == [b.port]

@@ -194,6 +194,8 @@ class HighWatermarkCapProxy:
                 self._cap_fetch_v11(frame)
             elif kind == (3, 7):
                 self._route_metadata_v7(frame)
+            elif kind == (3, 12):
+                self._route_metadata_v12(frame)
             try:
                 dst.sendall(frame)
             except OSError:
@@ -215,6 +217,35 @@ class HighWatermarkCapProxy:
             pos += 4
             (rack_len,) = struct.unpack_from(">h", frame, pos)
             pos += 2 + max(rack_len, 0)
+
+    def _route_metadata_v12(self, frame: bytearray) -> None:
+        """The same for Metadata v12 (flexible: compact strings and arrays, tagged fields)."""
+        import struct
+
+        def uvarint(pos: int) -> tuple[int, int]:
+            value = shift = 0
+            while True:
+                b = frame[pos]
+                pos += 1
+                value |= (b & 0x7F) << shift
+                if b < 0x80:
+                    return value, pos
+                shift += 7
+
+        port = int(self.bootstrap.rpartition(":")[2])
+        _, pos = uvarint(8)  # after size and correlation id: the header's tagged fields
+        pos += 4  # throttle
+        n_brokers, pos = uvarint(pos)
+        for _ in range(n_brokers - 1):
+            pos += 4  # node id
+            host_len, pos = uvarint(pos)
+            pos += host_len - 1
+            struct.pack_into(">i", frame, pos, port)
+            pos += 4
+            rack_len, pos = uvarint(pos)
+            pos += max(rack_len - 1, 0)
+            n_tags, pos = uvarint(pos)
+            assert n_tags == 0, "tagged fields in a broker entry"
 
     def _cap_fetch_v11(self, frame: bytearray) -> None:
         import struct

@@ -6,8 +6,8 @@ import pytest
 from confluent_kafka import Producer
 from spark_helpers import create_topic
 
+from floodmark.client.fetch import FetchClient
 from floodmark.spark.fetcher import ClientConfig, DataLossError, read_range
-from floodmark.spark.protocol import KafkaClient
 
 pytestmark = pytest.mark.integration
 
@@ -24,7 +24,7 @@ def test_reads_every_codec_librdkafka_writes(broker, topic_name, codec: str) -> 
                   headers=[("i", str(i).encode())], timestamp=1_700_000_000_000 + i)
     assert p.flush(30) == 0
 
-    client = KafkaClient(bs)
+    client = FetchClient(bs)
     b = client.bounds(topic_name, 0)
     assert (b.log_start_offset, b.high_watermark) == (0, 700)
     rows = []

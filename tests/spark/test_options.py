@@ -7,12 +7,13 @@ import pytest
 pytest.importorskip("pyarrow")
 pytest.importorskip("numpy")
 
+from floodmark.client.fetch import READ_COMMITTED
+from floodmark.compression import Compression
 from floodmark.spark.options import (
     OptionError,
     parse_sink_options,
     parse_source_options,
 )
-from floodmark.spark.protocol import READ_COMMITTED
 
 BS = {"kafka.bootstrap.servers": "127.0.0.1:1"}
 
@@ -68,11 +69,16 @@ def test_rejected_like_spark_and_insecure_settings() -> None:
         parse_source_options({"subscribe": "t"}, streaming=True)
 
 
-def test_sink_forces_acks_all_and_idempotence() -> None:
-    o = dict(parse_sink_options({**BS, "topic": "t", "kafka.linger.ms": "50"}).producer_config)
-    assert o["acks"] == "all" and o["enable.idempotence"] == "true" and o["linger.ms"] == "50"
-    assert o["partitioner"] == "murmur2_random"
+def test_sink_is_the_idempotent_producer_with_acks_all() -> None:
+    o = parse_sink_options({**BS, "topic": "t", "kafka.linger.ms": "50",
+                            "kafka.compression.type": "zstd", "kafka.acks": "-1"})
+    assert o.topic == "t" and o.bootstrap_servers == "127.0.0.1:1"
+    assert o.compression == Compression.ZSTD
     with pytest.raises(OptionError, match="acks"):
         parse_sink_options({**BS, "kafka.acks": "1"})
     with pytest.raises(OptionError, match="idempotence"):
         parse_sink_options({**BS, "kafka.enable.idempotence": "false"})
+    with pytest.raises(OptionError, match=r"compression\.type"):
+        parse_sink_options({**BS, "kafka.compression.type": "brotli"})
+    with pytest.raises(OptionError, match=r"transactional\.id"):
+        parse_sink_options({**BS, "kafka.transactional.id": "x"})

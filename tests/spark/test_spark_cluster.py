@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from floodmark.spark.protocol import KafkaClient
+from floodmark.client.fetch import FetchClient
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -53,7 +53,7 @@ def test_reads_stop_at_the_hw_while_a_follower_lags_and_follow_a_new_leader(
         stopped = next(b for b in cluster.broker_ids if b != leader)
         cluster.kill(stopped, signal.SIGSTOP)
         _produce(bs, 100, 150, acks="1")  # the leader's log end is 150, the HW stays at 100
-        client = KafkaClient(bs)
+        client = FetchClient(bs)
         assert client.bounds(TOPIC, 0).high_watermark == 100
 
         def batch_offsets() -> list[int]:

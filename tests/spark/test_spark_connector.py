@@ -390,8 +390,8 @@ def test_exactly_once_sink_survives_replay_and_a_half_published_batch(
     duplicated."""
     from confluent_kafka import Producer
 
+    from floodmark.client.fetch import FetchClient
     from floodmark.spark.exactly_once import BATCH_HEADER, SINK_HEADER, sink_id
-    from floodmark.spark.protocol import KafkaClient
 
     bs = broker.bootstrap
     src, dst = topic_name, topic_name + "-eo"
@@ -429,7 +429,7 @@ def test_exactly_once_sink_survives_replay_and_a_half_published_batch(
     second = produce(bs, src, 100, partitions=2, start=600)
     sink = sink_id({"checkpointLocation": str(ckpt)})
     p = Producer({"bootstrap.servers": bs, "acks": "all", "enable.idempotence": True})
-    c = KafkaClient(bs)
+    c = FetchClient(bs)
     start = {dst: {str(i): c.bounds(dst, i).high_watermark for i in (0, 1)}}
     p.produce(f"__floodmark_sink_{sink}", partition=0, value=json.dumps(
         {"state": "intent", "batch": last + 1, "start": start}).encode())

@@ -36,7 +36,7 @@ def _picture(image: MetadataImage) -> dict[str, Any]:
             "brokers": dict(image.brokers), "topics": topic_metas(image),
             "partitions": {n: dict(t.partitions) for n, t in image.topics.items()},
             "next_producer_id": image.next_producer_id,
-            "broker_configs": image.broker_configs}
+            "broker_configs": image.broker_configs, "reassignments": image.reassignments}
 
 
 def test_every_image_field_is_snapshotted() -> None:
@@ -45,7 +45,8 @@ def test_every_image_field_is_snapshotted() -> None:
 
 
 OPS = st.lists(st.tuples(st.sampled_from(["register", "heartbeat", "create", "delete", "fence",
-                                          "shutdown", "pids", "config", "broker_config"]),
+                                          "shutdown", "pids", "config", "broker_config",
+                                          "reassign"]),
                          st.integers(0, 4), st.integers(1, 3)), max_size=40)
 
 
@@ -74,6 +75,8 @@ def _run_ops(ops: list[tuple[str, int, int]]) -> MetadataImage:
                 logic.allocate_producer_ids()
             elif kind == "config":
                 logic.alter_topic_configs(f"t{a}", {"cleanup.policy": "compact"})
+            elif kind == "reassign":
+                logic.alter_partition_reassignment(f"t{a}", 0, tuple(sorted({a, b})))
             elif kind == "broker_config":
                 logic.alter_broker_configs(str(a) if b > 1 else "",
                                            {"log.retention.ms": 1000 * b})
@@ -247,3 +250,13 @@ def test_a_decision_over_one_mib_is_one_batch_in_the_metadata_log(tmp_path: Path
     again = _controller(tmp_path, 0)
     assert _picture(again.image) == before
     again.mlog.close()
+
+
+def test_a_reassignment_in_progress_survives_a_snapshot() -> None:
+    image = _run_ops([("register", b, 1) for b in range(5)]
+                     + [("heartbeat", b, 1) for b in range(5)]
+                     + [("create", 1, 2), ("reassign", 1, 3)])
+    assert image.reassignments
+    sid = SnapshotId(image.next_offset, 1)
+    found, records = decode_snapshot(encode_snapshot(sid, image_records(image)))
+    assert _picture(image_from_records(found.end_offset, records)) == _picture(image)

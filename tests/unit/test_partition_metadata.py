@@ -51,3 +51,21 @@ def test_unreadable_file_is_an_error_naming_it(text: bytes) -> None:
         check_or_set_topic_id(fs, "/d/t-0", uuid.uuid4())
     assert err.value.code is ErrorCode.INCONSISTENT_TOPIC_ID
     assert "partition.metadata" in err.value.message
+
+
+def test_dump_log_shows_the_topic_id(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import io
+
+    from floodmark.storage import RealFileSystem
+    from floodmark.storage.dump import dump_partition
+
+    (tmp_path / "t-0").mkdir()
+    tid = uuid.uuid4()
+    check_or_set_topic_id(RealFileSystem(), str(tmp_path / "t-0"), tid)
+    out = io.StringIO()
+    assert dump_partition(str(tmp_path / "t-0"), out) == 0
+    assert f"partition.metadata: topic_id={topic_id_to_kafka(tid)} ({tid})" in out.getvalue()
+    (tmp_path / "t-0" / "partition.metadata").write_text("version: 9\n")
+    out = io.StringIO()
+    assert dump_partition(str(tmp_path / "t-0"), out) == 1
+    assert "partition.metadata: CORRUPT" in out.getvalue()

@@ -523,6 +523,7 @@ def test_dump_log_tool(tmp_path: object) -> None:
     assert dump_partition(path, out, records=True, index=True) == 0
     text = out.getvalue()
     assert "leader-epoch-checkpoint: {1:0, 2:2}" in text
+    assert "partition.metadata: topic_id=none" in text  # a bare log: no topic id recorded
     assert "base_offset=2 last_offset=2 count=1 leader_epoch=2" in text
     assert "offset=1 timestamp=5 key=key value=value-1" in text
     assert "index (sane)" in text

@@ -1,9 +1,14 @@
 """The broker process: state, lifecycle (open/recover, serve, checkpoint, shut down), dispatch.
 
 One asyncio event loop. The broker owns the partition logs (through ``floodmark.storage``), the
-leader-side partition state (``partition_state``), the fetch purgatory, the group coordinator and
-the committed-offset store; it asks the controller (``metadata.Controller``) for every metadata
-change. Request handlers live in ``broker/handlers``.
+partition state (``partition_state``), the fetch purgatory, the group coordinator and the
+committed-offset store; it asks the controller (``metadata.Controller``) for every metadata
+change. Request handlers live in ``broker/handlers``, in one table, and see the broker through
+``context.HandlerContext``.
+
+One broker for a lone node and a cluster member alike: what differs is what it is given
+(``context.Membership``: its controller and how it joins, learns metadata and leaves; a
+``replica_fetcher.ReplicaManager`` for replication over the wire), never a subclass.
 """
 
 from __future__ import annotations
@@ -12,34 +17,38 @@ import asyncio
 import inspect
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from floodmark.broker import dynamic_configs, sendfile, storage_glue
+from floodmark.broker import sendfile, storage_glue
 from floodmark.broker.config import BrokerConfig
+from floodmark.broker.context import BrokerInfo, Membership, PartitionKey
 from floodmark.broker.fetch_sessions import FetchSessionCache
 from floodmark.broker.groups import GroupCoordinator
-from floodmark.broker.handlers import admin, data, group_apis
-from floodmark.broker.metadata import Controller, LocalController
+from floodmark.broker.handlers import HANDLERS, RAW_HANDLERS, admin
+from floodmark.broker.membership import LocalMembership
+from floodmark.broker.metadata import Controller
 from floodmark.broker.offsets import OffsetStore
 from floodmark.broker.partition_state import PartitionState
 from floodmark.broker.purgatory import FetchPurgatory
+from floodmark.broker.replica_fetcher import ReplicaManager
 from floodmark.broker.server import Connection, start_listener
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import OFFSETS_TOPIC, TopicMeta
-from floodmark.replication.election import AlterPartitionRequest, PartitionRegistration
+from floodmark.replication.election import AlterPartitionRequest
 from floodmark.replication.produce import ProduceSettings
 from floodmark.storage.config import LogConfig
-from floodmark.wire.api_table import SUPPORTED, ApiKey, supported_range
+from floodmark.wire.api_table import SUPPORTED, ApiKey, accepted_range
 from floodmark.wire.codec import (
-    ProtocolError,
     RequestHeader,
     api_versions_error_response,
     decode_request,
     encode_response,
     peek_header,
 )
+from floodmark.wire.errors import ProtocolError
 
 if TYPE_CHECKING:
     from floodmark.metrics import RequestMetrics
@@ -47,43 +56,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Parts = list[bytes | memoryview]
-Handler = Callable[["Broker", RequestHeader, Any, Connection], Any]
-
-HANDLERS: dict[ApiKey, Handler] = {
-    ApiKey.API_VERSIONS: admin.api_versions,
-    ApiKey.METADATA: admin.metadata,
-    ApiKey.CREATE_TOPICS: admin.create_topics,
-    ApiKey.DELETE_TOPICS: admin.delete_topics,
-    ApiKey.CREATE_PARTITIONS: admin.create_partitions,
-    ApiKey.DESCRIBE_CONFIGS: admin.describe_configs,
-    ApiKey.FETCH: data.fetch,
-    ApiKey.LIST_OFFSETS: data.list_offsets,
-    ApiKey.OFFSET_FOR_LEADER_EPOCH: data.offset_for_leader_epoch,
-    ApiKey.INIT_PRODUCER_ID: data.init_producer_id,
-    ApiKey.FIND_COORDINATOR: group_apis.find_coordinator,
-    ApiKey.JOIN_GROUP: group_apis.join_group,
-    ApiKey.SYNC_GROUP: group_apis.sync_group,
-    ApiKey.HEARTBEAT: group_apis.heartbeat,
-    ApiKey.LEAVE_GROUP: group_apis.leave_group,
-    ApiKey.OFFSET_COMMIT: group_apis.offset_commit,
-    ApiKey.OFFSET_FETCH: group_apis.offset_fetch,
-    ApiKey.LIST_GROUPS: group_apis.list_groups,
-    ApiKey.DESCRIBE_GROUPS: group_apis.describe_groups,
-    ApiKey.DELETE_GROUPS: group_apis.delete_groups,
-    ApiKey.OFFSET_DELETE: group_apis.offset_delete,
-    ApiKey.DESCRIBE_CLUSTER: admin.describe_cluster,
-    ApiKey.DELETE_RECORDS: data.delete_records,
-    ApiKey.DESCRIBE_LOG_DIRS: admin.describe_log_dirs,
-    ApiKey.ELECT_LEADERS: admin.elect_leaders,
-    ApiKey.ALTER_CONFIGS: admin.alter_configs,
-    ApiKey.INCREMENTAL_ALTER_CONFIGS: admin.incremental_alter_configs,
-    ApiKey.LIST_PARTITION_REASSIGNMENTS: admin.list_partition_reassignments,
-}
-# Hot path: handlers that take the raw frame (no kio decode, records stay views into the frame).
-RAW_HANDLERS: dict[ApiKey, Callable[[Broker, memoryview, int], Any]] = {
-    ApiKey.PRODUCE: data.produce_raw,
-}
-assert set(HANDLERS) | set(RAW_HANDLERS) == set(SUPPORTED), "API table and handlers must agree"
 
 
 def now_ms() -> int:
@@ -91,17 +63,19 @@ def now_ms() -> int:
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig, controller: Controller | None = None) -> None:
-        """``controller``: a cluster member's client of the controller quorum; without one the
-        broker runs its own (``LocalController``: combined mode of a one-node cluster)."""
+    def __init__(self, config: BrokerConfig, membership: Membership | None = None,
+                 replicas: ReplicaManager | None = None) -> None:
+        """``membership``: a cluster member's (``cluster_member.ClusterMembership``); without one
+        the broker runs its own controller (``membership.LocalMembership``: combined mode of a
+        one-node cluster). ``replicas``: replication over the wire, for a cluster member."""
         self.config = config
         self.node_id = config.node_id
         self.data_dir = Path(config.data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self._local_controller = (LocalController(self.data_dir, self.node_id)
-                                  if controller is None else None)
-        self.controller: Controller = controller or self._local_controller  # type: ignore[assignment]
-        self.partitions: dict[tuple[str, int], PartitionState] = {}
+        self.membership: Membership = membership or LocalMembership(self.data_dir, self.node_id)
+        self.controller: Controller = self.membership.controller
+        self.replicas = replicas
+        self.partitions: dict[PartitionKey, PartitionState] = {}
         self.purgatory = FetchPurgatory()
         self.fetch_sessions = FetchSessionCache(
             int(config.get("max.incremental.fetch.session.cache.slots")),
@@ -128,56 +102,56 @@ class Broker:
         # Set (before serve) to count requests, latency and bytes per API for /metrics.
         self.request_metrics: RequestMetrics | None = None
         self.now_ms = now_ms
+        # ISR changes the controller accepted (Kafka's IsrShrinksPerSec / IsrExpandsPerSec).
+        self.isr_shrinks = 0
+        self.isr_expands = 0
+        self._closing = False
+        self.membership.attach(self)
 
     # -- lifecycle -------------------------------------------------------------------------------
     def open(self) -> None:
-        """Open (and recover) every partition log the metadata knows; replay committed offsets."""
+        """Open (and recover) the partition logs this node hosts (a cluster member's open when
+        the metadata names it a replica)."""
         t0 = time.monotonic()
-        for meta in list(self.controller.topics().values()):
-            self._open_topic(meta)
-        if OFFSETS_TOPIC not in self.controller.topics():
-            n = int(self.config.get("offsets.topic.num.partitions"))
-            meta = self.controller.create_topic(
-                OFFSETS_TOPIC, n, 1, {"cleanup.policy": "compact"}, internal=True
-            )
-            self._open_topic(meta)
-        dynamic_configs.apply(self)  # KIP-226 dynamic broker configs from the metadata
-        internal = self.controller.topics()[OFFSETS_TOPIC]
-        replayed = self.offsets.replay(lambda: self._read_all(internal))
-        self.storage.remove_orphans(self.controller.topics())
-        log.info("broker %d opened %d partitions (%d committed offsets replayed) in %.2fs",
-                 self.node_id, len(self.partitions), replayed, time.monotonic() - t0)
+        self.membership.open()
+        log.info("broker %d opened %d partitions in %.2fs", self.node_id, len(self.partitions),
+                 time.monotonic() - t0)
 
-    def _read_all(self, meta: TopicMeta) -> Any:
-        for p in meta.partitions:
-            ps = self.partitions[(meta.name, p.partition)]
-            yield from self.storage.read_all(ps.log, ps.high_watermark)
+    def open_partition(self, topic: str, index: int, configs: dict[str, Any],
+                       topic_id: uuid.UUID | None = None) -> PartitionState:
+        """Open (and recover) one partition's log; its role comes from the metadata applied
+        next (``PartitionState.apply_metadata``). With ``topic_id``, a directory of another
+        topic of the same name raises INCONSISTENT_TOPIC_ID (``partition.metadata``)."""
+        min_isr = int(configs.get("min.insync.replicas", self.config.get("min.insync.replicas")))
+        plog, hw = self.storage.open_log(topic, index, configs, self.now_ms(),
+                                         topic_id=topic_id)
+        ps = PartitionState(
+            topic, index, self.node_id, plog, hooks=self, min_insync_replicas=min_isr,
+            topic_configs=dict(configs),
+            checkpointed_high_watermark=hw, truncation=self.config.truncation,
+            replica_lag_time_max_ms=int(self.config.get("replica.lag.time.max.ms")))
+        self.partitions[(topic, index)] = ps
+        return ps
 
-    def _open_topic(self, meta: TopicMeta) -> None:
-        min_isr = int(meta.configs.get("min.insync.replicas",
-                                       self.config.get("min.insync.replicas")))
-        for p in meta.partitions:
-            key = (meta.name, p.partition)
-            if key in self.partitions:
-                continue
-            try:
-                plog, hw = self.storage.open_log(meta.name, p.partition, meta.configs,
-                                                 self.now_ms(), topic_id=meta.topic_id)
-            except KafkaError as exc:
-                # Another topic's directory (partition.metadata): that partition stays offline,
-                # the others are served.
-                log.error("partition %s-%d not opened: %s", meta.name, p.partition, exc.message)
-                continue
-            ps = PartitionState(meta.name, p.partition, self.node_id, plog, hooks=self,
-                                min_insync_replicas=min_isr, checkpointed_high_watermark=hw,
-                                truncation=self.config.truncation,
-                                topic_configs=dict(meta.configs))
-            # This broker's own metadata: it leads every partition it hosts.
-            replicas = p.replicas or (self.node_id,)
-            ps.apply_metadata(PartitionRegistration(
-                replicas=replicas, isr=p.isr or replicas, leader=self.node_id,
-                leader_epoch=p.leader_epoch, partition_epoch=0), self.now_ms())
-            self.partitions[key] = ps
+    def remove_partition(self, key: PartitionKey, *, delete: bool) -> PartitionState | None:
+        """This node no longer hosts the partition: stop following, resign, close (and delete)
+        its log, wake whatever waits on it."""
+        ps = self.partitions.pop(key, None)
+        if ps is None:
+            return None
+        if self.replicas is not None:
+            self.replicas.remove(key)
+        ps.apply(ps.core.resign())
+        ps.log.close()
+        if delete:
+            self.storage.delete_log(*key)
+        self.purgatory.wake(key)
+        return ps
+
+    @property
+    def closing(self) -> bool:
+        """Shutting down: loops (heartbeats, fetchers, ISR checks) end, metadata is ignored."""
+        return self._closing
 
     async def serve(self, ready: Callable[[int], None] | None = None) -> None:
         self._stopping = asyncio.Event()
@@ -194,8 +168,7 @@ class Broker:
         self._tasks.append(asyncio.create_task(self._periodic()))
         if self.config.get("log.cleaner.enable"):
             self._tasks.append(asyncio.create_task(self._cleaner()))
-        if ready is not None:
-            ready(self.bound_port)
+        self.membership.start(self.bound_port, ready)
         await self._stopping.wait()
         await self._shutdown()
 
@@ -283,7 +256,12 @@ class Broker:
         self.storage.write_checkpoints(self.partitions)
 
     async def _shutdown(self) -> None:
+        await self.membership.leave()
         log.info("broker %d shutting down", self.node_id)
+        self._closing = True
+        self.membership.stop()
+        if self.replicas is not None:
+            self.replicas.stop()
         for task in self._tasks:
             task.cancel()
         if self._server is not None:
@@ -302,8 +280,7 @@ class Broker:
         for ps in self.partitions.values():
             ps.log.close()
         self.storage.mark_clean_shutdown(ps.log for ps in self.partitions.values())
-        if self._local_controller is not None:
-            self._local_controller.close()
+        self.membership.close()
         served = ", ".join(f"{ApiKey(k).name if k in ApiKey._value2member_map_ else k}={n}"
                            for k, n in sorted(self.request_counts.items()))
         log.info("broker %d closed cleanly (checkpoints written); requests: %s", self.node_id,
@@ -311,14 +288,13 @@ class Broker:
         if sendfile.SENDFILE_ENABLED:
             log.info("broker %d %s", self.node_id, sendfile.SendfileStats.describe())
 
-    def live_brokers(self) -> list[dict[str, Any]]:
-        """The brokers clients may talk to (Metadata, DescribeCluster): this one, alone."""
-        host, port = self.advertised
-        return [{"node_id": self.node_id, "host": host, "port": port, "rack": None}]
+    def live_brokers(self) -> list[BrokerInfo]:
+        """The brokers clients may talk to (Metadata, DescribeCluster)."""
+        return self.membership.live_brokers()
 
     def is_coordinator(self, group: str) -> bool:
-        """Does this broker coordinate ``group``? A single broker coordinates every group."""
-        return True
+        """Does this broker coordinate ``group``?"""
+        return self.membership.coordinator_for(group) == self.node_id
 
     @property
     def advertised(self) -> tuple[str, int]:
@@ -327,7 +303,6 @@ class Broker:
             host = "127.0.0.1"
         return host, self.config.advertised_port or self.bound_port
 
-    # -- produce purgatory ------------------------------------------------------------------------
     # -- topic configs -----------------------------------------------------------------------------
     def alter_topic_configs(self, name: str, configs: dict[str, Any], *,
                             validate_only: bool = False) -> None:
@@ -384,9 +359,7 @@ class Broker:
         self.purgatory.wake(key)
 
     def propose_isr(self, key: tuple[str, int], request: AlterPartitionRequest) -> None:
-        """A single broker is every partition's only replica: its ISR never changes."""
-        log.info("partition %s-%d: no controller to propose ISR %s to", key[0], key[1],
-                 list(request.new_isr))
+        self.membership.propose_isr(key, request)
 
     def complete_produce(self, produce_id: int, error: ErrorCode, base_offset: int) -> None:
         fut = self._waiting_produces.pop(produce_id, None)
@@ -411,7 +384,7 @@ class Broker:
                                             validate_only=validate_only,
                                             assignments=assignments)
         if not validate_only:
-            self._open_topic(meta)
+            self.membership.metadata_changed()
         return meta
 
     def delete_topic(self, name: str) -> TopicMeta:
@@ -419,12 +392,7 @@ class Broker:
         # metadata file needs a little of it to record the deletion.
         meta = self.controller.delete_topic(name, validate_only=True)
         for p in meta.partitions:
-            ps = self.partitions.pop((name, p.partition), None)
-            if ps is not None:
-                ps.apply(ps.core.resign())
-                ps.log.close()
-                self.storage.delete_log(name, p.partition)
-                self.purgatory.wake((name, p.partition))
+            self.remove_partition((name, p.partition), delete=True)
         meta = self.controller.delete_topic(name)
         self.offsets.remove_topic(name)
         try:
@@ -435,23 +403,21 @@ class Broker:
 
     def create_partitions(self, name: str, count: int, *, validate_only: bool = False,
                           assignments: list[tuple[int, ...]] | None = None) -> None:
-        meta = self.controller.create_partitions(name, count, validate_only=validate_only,
-                                                 assignments=assignments)
+        self.controller.create_partitions(name, count, validate_only=validate_only,
+                                          assignments=assignments)
         if not validate_only:
-            self._open_topic(meta)
+            self.membership.metadata_changed()
 
     # -- dispatch ------------------------------------------------------------------------------
-    def dispatch(self, frame: memoryview | bytes, conn: Connection,
-                 decoded: tuple[RequestHeader, Any] | None = None,
-                 ) -> Parts | Awaitable[Parts | None] | None:
-        """``decoded``: the frame's (header, body) when the caller had to decode it already."""
+    def dispatch(self, frame: memoryview | bytes,
+                 conn: Connection) -> Parts | Awaitable[Parts | None] | None:
         key, version, corr = peek_header(frame)
         counts = self.request_counts
         counts[key] = counts.get(key, 0) + 1
         if key == ApiKey.API_VERSIONS and version > SUPPORTED[ApiKey.API_VERSIONS].max_version:
             # Too new: answer in the v0 layout with our table, without parsing the body (P1).
             return api_versions_error_response(corr, admin.api_keys_table())
-        rng = supported_range(key)
+        rng = accepted_range(key, version)
         if rng is None:
             raise ProtocolError(f"unknown api_key {key} (correlation_id={corr})")
         if version not in rng:
@@ -459,13 +425,13 @@ class Broker:
                 f"unsupported version {version} of api_key {key} (supported {rng.min_version}-"
                 f"{rng.max_version})"
             )
-        raw = RAW_HANDLERS.get(key)  # type: ignore[call-overload]
+        raw = RAW_HANDLERS.get(key)
         if raw is not None:
             parts: Parts | Awaitable[Parts | None] | None = raw(
                 self, frame if isinstance(frame, memoryview) else memoryview(frame), version)
             return parts
-        header, body = decoded if decoded is not None else decode_request(frame)
-        result = HANDLERS[ApiKey(key)](self, header, body, conn)
+        header, body = decode_request(frame)
+        result = HANDLERS[key](self, header, body, conn)
         if inspect.isawaitable(result):
             return self._finish(header, result)
         return self._encode(header, result)

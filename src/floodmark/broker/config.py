@@ -69,6 +69,10 @@ DEFAULTS: dict[str, Any] = {
     # before the high watermark covers it (the bug of issue 8: acknowledged writes lost when the
     # leader is cut off). Only for proving that the fault tests catch it.
     "floodmark.unsafe.ack.duplicates.before.commit": False,
+    # UNSAFE, off: keep every write not yet fsynced in this process's memory (a page cache of
+    # its own over the real files), so that killing the process loses it as a power cut would
+    # (storage/page_cache.py). For floodmark chaos run --faults power-loss only.
+    "floodmark.unsafe.power.loss.page.cache": False,
 }
 
 LONG_MAX = 9_223_372_036_854_775_807
@@ -141,6 +145,16 @@ class Setting:
     default: Any
     type: ConfigType
     dynamic: bool
+
+    def holds(self, value: Any) -> bool:
+        """Is ``value`` (typed, from ``--set`` or TOML) of this setting's type?"""
+        if self.type is ConfigType.BOOLEAN:
+            return isinstance(value, bool)
+        if self.type in (ConfigType.INT, ConfigType.LONG):
+            return isinstance(value, int) and not isinstance(value, bool)
+        if self.type is ConfigType.DOUBLE:
+            return isinstance(value, int | float) and not isinstance(value, bool)
+        return True
 
     def parse(self, value: Any) -> Any:
         """A value given as text (AlterConfigs) or typed (TOML) -> the setting's type;
@@ -321,21 +335,11 @@ class BrokerConfig:
         """Refuse configurations the broker must not run with: a value of the wrong type for a
         known setting (e.g. ``min.insync.replicas=abc``, which would otherwise reach every
         topic's metadata), an unsafe protocol mode."""
-        for name, default in DEFAULTS.items():
-            value = self.settings.get(name, default)
-            if value is None or default is None:
-                continue
-            if isinstance(default, bool):
-                ok = isinstance(value, bool)
-            elif isinstance(default, int):
-                ok = isinstance(value, int) and not isinstance(value, bool)
-            elif isinstance(default, float):
-                ok = isinstance(value, int | float) and not isinstance(value, bool)
-            else:
-                ok = True
-            if not ok:
+        for name, setting in SETTINGS.items():
+            value = self.settings.get(name, setting.default)
+            if value is not None and not setting.holds(value):
                 raise ValueError(f"{name}={value!r}: expected "
-                                 f"{'true or false' if isinstance(default, bool) else 'a number'}")
+                                 f"{'true or false' if setting.type is ConfigType.BOOLEAN else 'a number'}")
         mode = self.truncation
         if mode is not DEFAULT_TRUNCATION and not self.get("floodmark.truncation.allow.unsafe"):
             raise ValueError(

@@ -8,14 +8,12 @@ controller itself reads the default's ``unclean.leader.election.enable``."""
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from floodmark.broker.config import SETTINGS, validate_dynamic
+from floodmark.broker.context import BrokerCore
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.storage.config import LogConfig
-
-if TYPE_CHECKING:
-    from floodmark.broker.broker import Broker
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +25,7 @@ def _refusal(resource: str, reason: str) -> KafkaError:
                       f"name='{resource}'): {reason}")
 
 
-def alter(broker: Broker, resource: str, configs: dict[str, Any], *,
+def alter(broker: BrokerCore, resource: str, configs: dict[str, Any], *,
           validate_only: bool) -> None:
     """Replace the dynamic set of ``resource`` with ``configs`` (text or typed values)."""
     if resource and not (resource.isdigit() and int(resource) >= 0):
@@ -46,7 +44,7 @@ def alter(broker: Broker, resource: str, configs: dict[str, Any], *,
     apply(broker)
 
 
-def apply(broker: Broker) -> bool:
+def apply(broker: BrokerCore) -> bool:
     """Take the dynamic configs in the metadata into use; True when something changed."""
     every = broker.controller.broker_configs()
     default = every.get("", {})

@@ -4,8 +4,15 @@ One state machine per group, Kafka's states: EMPTY -> PREPARING_REBALANCE -> COM
 -> STABLE, back to PREPARING_REBALANCE when a member joins, leaves or times out. Generations start
 at 1 (aiokafka skips LeaveGroup at generation 0, wire-compat.md P11). A rebalance completes when
 every known member has rejoined, after ``group.initial.rebalance.delay.ms`` for an empty group, or
-at the rebalance timeout (members that did not rejoin are removed). Only the leader gets the member
+at the rebalance timeout (members that did not rejoin are removed; a late rejoin with the old
+member id is UNKNOWN_MEMBER_ID, and the client joins afresh). Only the leader gets the member
 list; followers' SyncGroup waits for the leader's assignment.
+
+Kafka's checks, in Kafka's order: a stale generation is ILLEGAL_GENERATION (Heartbeat, SyncGroup,
+OffsetCommit) before any REBALANCE_IN_PROGRESS; OffsetCommit from a member of the current
+generation is accepted while the group is stable or preparing a rebalance (clients commit in
+their revoke callback then) and refused between JoinGroup and SyncGroup; a member parked in
+JoinGroup or SyncGroup is not expired; a silent member is removed after its session timeout.
 """
 
 from __future__ import annotations
@@ -189,10 +196,10 @@ class GroupCoordinator:
         protocols and while the group is stable, nobody rebalances: the member gets the
         generation and the assignment its predecessor had."""
         old = g.members.pop(old_id)
-        for fut in (old.join_future, old.sync_future):
-            if fut is not None and not fut.done():
-                fut.set_result(JoinResult(ErrorCode.FENCED_INSTANCE_ID, member_id=old_id)
-                               if fut is old.join_future else (ErrorCode.FENCED_INSTANCE_ID, b""))
+        if old.join_future is not None and not old.join_future.done():
+            old.join_future.set_result(JoinResult(ErrorCode.FENCED_INSTANCE_ID, member_id=old_id))
+        if old.sync_future is not None and not old.sync_future.done():
+            old.sync_future.set_result((ErrorCode.FENCED_INSTANCE_ID, b""))
         new_id = f"{client_id or 'member'}-{uuid.uuid4()}"
         member = Member(new_id, instance_id, client_id, client_host, session_timeout_ms,
                         rebalance_timeout_ms, old.protocol_type, protocols,

@@ -21,13 +21,14 @@ from typing import Any, Protocol
 
 from floodmark.controller.image import (
     MetadataImage,
+    Reassignment,
     registration_to_record,
     topic_metas,
 )
 from floodmark.controller.logic import ControllerConfig, ControllerLogic
 from floodmark.controller.metadata_log import MetadataLog
 from floodmark.errors import ErrorCode, KafkaError
-from floodmark.metadata import OFFSETS_TOPIC, PartitionMeta, TopicMeta
+from floodmark.metadata import OFFSETS_TOPIC, PartitionMeta, TopicMeta, deletable_topic
 from floodmark.replication.election import PartitionRegistration
 
 log = logging.getLogger(__name__)
@@ -52,6 +53,10 @@ class Controller(Protocol):
     def alter_topic_configs(self, name: str, configs: dict[str, Any]) -> None: ...
     def alter_broker_configs(self, resource: str, configs: dict[str, Any]) -> None: ...
     def broker_configs(self) -> dict[str, dict[str, Any]]: ...
+    def alter_partition_reassignments(
+        self, changes: list[tuple[str, int, tuple[int, ...] | None]]
+    ) -> list[tuple[str, int, ErrorCode, str]]: ...
+    def reassignments(self) -> dict[tuple[str, int], Reassignment]: ...
     @property
     def cluster_id(self) -> str: ...
 
@@ -153,12 +158,7 @@ class LocalController:
         return self.topics()[name]
 
     def delete_topic(self, name: str, *, validate_only: bool = False) -> TopicMeta:
-        meta = self.topics().get(name)
-        if meta is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
-        if meta.internal:
-            raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
-                             f"cannot delete internal topic {name!r}")
+        meta = deletable_topic(self.topics(), name)
         if not validate_only:
             self.logic.delete_topic(name)
             self._persist()
@@ -182,6 +182,19 @@ class LocalController:
 
     def broker_configs(self) -> dict[str, dict[str, Any]]:
         return self.logic.image.broker_configs
+
+    def alter_partition_reassignments(
+        self, changes: list[tuple[str, int, tuple[int, ...] | None]]
+    ) -> list[tuple[str, int, ErrorCode, str]]:
+        out = []
+        for topic, partition, target in changes:
+            err, message = self.logic.alter_partition_reassignment(topic, partition, target)
+            out.append((topic, partition, err, message))
+        self._persist()
+        return out
+
+    def reassignments(self) -> dict[tuple[str, int], Reassignment]:
+        return self.logic.image.reassignments
 
     def elect_leaders(self, partitions: list[tuple[str, int]], *, unclean: bool
                       ) -> list[tuple[str, int, ErrorCode, str]]:

@@ -10,14 +10,15 @@ LeaderCount, IsrShrinksPerSec, IsrExpandsPerSec; per partition ``kafka_log_log_l
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from floodmark.broker.broker import Broker
+
 
 class BrokerCollector(Collector):
-    def __init__(self, broker: Any) -> None:
+    def __init__(self, broker: Broker) -> None:
         self.broker = broker
 
     def collect(self) -> Iterable[Metric]:
@@ -62,10 +63,10 @@ class BrokerCollector(Collector):
                                 "Partitions led by this broker", value=leaders)
         yield CounterMetricFamily("kafka_server_replicamanager_isrshrinks",
                                   "ISR shrinks accepted by the controller (IsrShrinksPerSec)",
-                                  value=getattr(b, "isr_shrinks", 0))
+                                  value=b.isr_shrinks)
         yield CounterMetricFamily("kafka_server_replicamanager_isrexpands",
                                   "ISR expansions accepted by the controller (IsrExpandsPerSec)",
-                                  value=getattr(b, "isr_expands", 0))
+                                  value=b.isr_expands)
         lag = GaugeMetricFamily("kafka_consumergroup_lag",
                                 "High watermark minus the group's committed offset (groups "
                                 "coordinated here, partitions led here)",

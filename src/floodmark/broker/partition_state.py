@@ -31,6 +31,8 @@ from floodmark.replication.partition import (
 )
 from floodmark.replication.producer_state import ProducerStateTable
 from floodmark.replication.purgatory import CompleteProduce
+from floodmark.storage.config import LogConfig
+from floodmark.storage.log import Log
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +80,7 @@ class PartitionState:
     topic: str
     partition: int
     node_id: int
-    log: Any  # floodmark.storage.log.Log
+    log: Log
     hooks: BrokerHooks | None = None
     min_insync_replicas: int = 1
     replica_lag_time_max_ms: int = 30_000
@@ -104,7 +106,7 @@ class PartitionState:
         log.info("partition %s opened at log_end_offset=%d high_watermark=%d", self.name,
                  self.log_end_offset, self.high_watermark)
 
-    def reconfigure(self, log_config: Any, min_insync_replicas: int) -> None:
+    def reconfigure(self, log_config: LogConfig, min_insync_replicas: int) -> None:
         """New topic configs (AlterConfigs): the log's settings and the core's min ISR; they
         apply from the next append, roll, retention or cleaning pass."""
         self.log.config = log_config

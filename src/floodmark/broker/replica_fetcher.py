@@ -2,7 +2,11 @@
 fetch loop. Every decision is the core's (``floodmark.replication.partition``); this module
 only moves bytes.
 
-Leader (``handle_replica_fetch``): a Fetch from a replica goes to ``Partition.handle_follower_fetch``, which fences the request on its
+``ReplicaManager`` is what a cluster member's broker is given for this (a lone broker has none):
+the fetchers of the partitions it follows, started, retargeted and stopped as metadata changes,
+and its answers to the replicas that follow it.
+
+Leader (``ReplicaManager.answer_fetch``): a Fetch from a replica goes to ``Partition.handle_follower_fetch``, which fences the request on its
 ``current_leader_epoch``, checks ``last_fetched_epoch`` against the epoch cache (answering
 ``diverging_epoch`` and recording nothing when the follower's log diverged), records the
 follower's LEO (its ``fetch_offset``), maybe proposes an ISR expansion and advances the HW. The
@@ -26,24 +30,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import struct
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
+from floodmark.broker.partition_state import PartitionState
+from floodmark.broker.purgatory import FetchPurgatory
 from floodmark.client.connection import AsyncKafkaConnection, RequestFailed
+from floodmark.controller.image import MetadataImage
 from floodmark.errors import ErrorCode, KafkaError
-from floodmark.records import read_uvarint
 from floodmark.replication.epochs import EpochEndOffset
 from floodmark.replication.partition import (
     EpochQuery,
     FetchResponse,
     FollowerActionKind,
     FollowerFetch,
+    FollowerState,
 )
 from floodmark.wire.codec import RequestHeader, ms
-
-if TYPE_CHECKING:
-    from floodmark.broker.cluster_member import ClusterBroker
-    from floodmark.broker.partition_state import PartitionState
 
 log = logging.getLogger(__name__)
 
@@ -60,111 +63,6 @@ REPLICA_FETCH_BACKOFF_S = 0.2
 MAX_REPLICA_WAIT_MS = 5000
 
 
-# -- leader side ---------------------------------------------------------------------------------
-def _follower_read(broker: ClusterBroker, ps: PartitionState, replica_id: int,
-                   broker_epoch: int, p: Any) -> tuple[dict[str, Any], int]:
-    index = int(p.partition)
-    fetch = FollowerFetch(
-        replica_id=replica_id,
-        fetch_offset=int(p.fetch_offset),
-        last_fetched_epoch=int(p.last_fetched_epoch),
-        current_leader_epoch=int(p.current_leader_epoch),
-        log_start_offset=int(p.log_start_offset),
-        broker_epoch=broker_epoch,
-    )
-    before = ps.core.replica_states.get(replica_id)
-    decision = ps.core.handle_follower_fetch(ps.log, fetch, broker.now_ms())
-    ps.apply(decision.effects)
-    after = ps.core.replica_states.get(replica_id)
-    if after is not None and (before is None or after.log_start_offset != before.log_start_offset):
-        # The follower's log start moved (it followed a DeleteRecords): a DeleteRecords waiting
-        # for the low watermark of every replica re-checks (data.delete_records).
-        broker.purgatory.wake((ps.topic, ps.partition))
-    out: dict[str, Any] = {"partition_index": index, "error_code": int(decision.error),
-                           "high_watermark": decision.high_watermark,
-                           "last_stable_offset": decision.high_watermark,
-                           "log_start_offset": decision.log_start_offset,
-                           "aborted_transactions": None, "records": b""}
-    if decision.error is not ErrorCode.NONE:
-        out["high_watermark"] = -1
-        return out, 0
-    if decision.diverging is not None:
-        out["diverging_epoch"] = {"epoch": decision.diverging.epoch,
-                                  "end_offset": decision.diverging.end_offset}
-        log.info("partition %s leader_epoch=%d follower %d diverges at epoch %d end %d",
-                 ps.name, ps.leader_epoch, replica_id, decision.diverging.epoch,
-                 decision.diverging.end_offset)
-        return out, 1  # counts as "something to answer"
-    if not decision.has_data:
-        out["records"] = b""
-        return out, 0
-    try:
-        info = ps.log.read(decision.read_from, min(int(p.partition_max_bytes),
-                                                   REPLICA_PARTITION_MAX_BYTES),
-                           decision.read_upto)
-    except KafkaError as exc:
-        out["error_code"] = int(exc.code)
-        return out, 0
-    data = bytes(info.records)
-    out["records"] = data
-    return out, len(data)
-
-
-def _topic_name(broker: ClusterBroker, t: Any, version: int) -> str:
-    if version < 13:
-        return str(t.topic)
-    for name, timage in broker.controller_client.image.topics.items():
-        if timage.topic_id == t.topic_id:
-            return name
-    return ""
-
-
-def _replica_fetch_once(broker: ClusterBroker, req: Any, version: int, replica_id: int,
-                        broker_epoch: int) -> tuple[list[dict[str, Any]], int, bool]:
-    total = 0
-    errors = False
-    responses = []
-    for t in req.topics:
-        name = _topic_name(broker, t, version)
-        parts = []
-        for p in t.partitions:
-            ps = broker.cluster_partitions.get((name, int(p.partition)))
-            if ps is None:
-                parts.append({"partition_index": int(p.partition),
-                              "error_code": int(ErrorCode.NOT_LEADER_OR_FOLLOWER
-                                                if (name, int(p.partition)) in broker.partitions
-                                                else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
-                              "high_watermark": -1, "aborted_transactions": None,
-                              "records": b""})
-                errors = True
-                continue
-            out, n = _follower_read(broker, ps, replica_id, broker_epoch, p)
-            errors = errors or out["error_code"] != 0
-            total += n
-            parts.append(out)
-        key = {"topic": name} if version < 13 else {"topic_id": t.topic_id}
-        responses.append({**key, "partitions": parts})
-    return responses, total, errors
-
-
-def peek_fetch_replica_id(frame: bytes | memoryview, version: int) -> int:
-    """The top-level ``replica_id`` of a Fetch v4-14 without decoding the request: it is the
-    first field after the request header (v1 header: client id; v2 from Fetch v12: client id
-    then tagged fields)."""
-    buf = memoryview(frame)
-    pos = 8  # api key, api version, correlation id
-    (n,) = struct.unpack_from(">h", buf, pos)
-    pos += 2 + max(n, 0)
-    if version >= 12:
-        count, pos = read_uvarint(buf, pos, max_bytes=5)
-        for _ in range(count):
-            _tag, pos = read_uvarint(buf, pos, max_bytes=5)
-            size, pos = read_uvarint(buf, pos, max_bytes=5)
-            pos += size
-    (replica_id,) = struct.unpack_from(">i", buf, pos)
-    return int(replica_id)
-
-
 def replica_of(req: Any, version: int) -> tuple[int, int]:
     """(replica id, broker epoch) of a Fetch: top-level ``replica_id`` before v15, the
     ``replica_state`` struct from v15 (KIP-903); (-1, -1) for consumers."""
@@ -174,31 +72,179 @@ def replica_of(req: Any, version: int) -> tuple[int, int]:
     return int(req.replica_id), -1
 
 
-async def handle_replica_fetch(broker: ClusterBroker, header: RequestHeader, req: Any
-                               ) -> dict[str, Any]:
-    version = header.api_version
-    replica_id, broker_epoch = replica_of(req, version)
-    wait_ms = min(max(ms(req.max_wait), 0), MAX_REPLICA_WAIT_MS)
-    deadline = broker.now_ms() + wait_ms
-    keys = [(_topic_name(broker, t, version), int(p.partition))
-            for t in req.topics for p in t.partitions]
-    while True:
-        responses, total, errors = _replica_fetch_once(broker, req, version, replica_id,
-                                                       broker_epoch)
-        remaining = deadline - broker.now_ms()
-        if total > 0 or errors or remaining <= 0:
-            return {"throttle_time": 0, "error_code": 0, "session_id": 0,
-                    "responses": responses}
-        await broker.replica_waiters.wait(keys, remaining)
+class LeaderHost(Protocol):
+    """What the leader side needs of its broker: the partitions it hosts, and the purgatory
+    of the requests that wait on them."""
+
+    partitions: dict[tuple[str, int], PartitionState]
+    purgatory: FetchPurgatory
+
+
+class ReplicaManager:
+    """A cluster member's replication over the wire: one ``ReplicaFetcher`` per partition it
+    follows, and the leader's answers to the fetches of its followers (parked in ``waiters``
+    until the leader appends or their wait expires). ``image``: the member's metadata (broker
+    addresses, topic ids)."""
+
+    def __init__(self, node_id: int, image: Callable[[], MetadataImage],
+                 now_ms: Callable[[], int]) -> None:
+        self.node_id = node_id
+        self.image = image
+        self.now_ms = now_ms
+        self.fetchers: dict[tuple[str, int], ReplicaFetcher] = {}
+        self.waiters = FetchPurgatory()
+        self.closing = False  # fetchers check it too (see ReplicaFetcher.stop on wait_for)
+
+    # -- follower side ---------------------------------------------------------------------------
+    def sync(self, key: tuple[str, int], ps: PartitionState) -> None:
+        """The partition's role changed or may have: follow its current leader and epoch with
+        a fetcher of its own, or stop following."""
+        fetcher = self.fetchers.get(key)
+        role = ps.core.role
+        if isinstance(role, FollowerState) and not self.closing:
+            target = (role.leader_id, role.leader_epoch)
+            if fetcher is not None and fetcher.target != target:
+                # New leader or epoch: drop any request in flight to the old one (it may be
+                # stopped and never answer) and start over against the new one.
+                fetcher.stop()
+                fetcher = None
+            if fetcher is None:
+                fetcher = ReplicaFetcher(self, ps, target)
+                self.fetchers[key] = fetcher
+                fetcher.start()
+            fetcher.changed.set()
+        elif fetcher is not None:
+            fetcher.stop()
+            del self.fetchers[key]
+
+    def remove(self, key: tuple[str, int]) -> None:
+        fetcher = self.fetchers.pop(key, None)
+        if fetcher is not None:
+            fetcher.stop()
+
+    def stop(self) -> None:
+        """Shutting down: every fetcher stops and none starts again."""
+        self.closing = True
+        for fetcher in self.fetchers.values():
+            fetcher.stop()
+
+    # -- leader side -------------------------------------------------------------------------------
+    def leader_appended(self) -> None:
+        """New data on the leader: wake the follower fetches parked here."""
+        self.waiters.wake_all()
+
+    def wake(self, key: tuple[str, int]) -> None:
+        self.waiters.wake(key)
+
+    async def answer_fetch(self, host: LeaderHost, header: RequestHeader,
+                           req: Any) -> dict[str, Any]:
+        """A replica's Fetch: answered at once when there is data or an error, else when the
+        leader appends or the wait expires."""
+        version = header.api_version
+        replica_id, broker_epoch = replica_of(req, version)
+        wait_ms = min(max(ms(req.max_wait), 0), MAX_REPLICA_WAIT_MS)
+        deadline = self.now_ms() + wait_ms
+        keys = [(self._topic_name(t, version), int(p.partition))
+                for t in req.topics for p in t.partitions]
+        while True:
+            responses, total, errors = self._fetch_once(host, req, version, replica_id,
+                                                        broker_epoch)
+            remaining = deadline - self.now_ms()
+            if total > 0 or errors or remaining <= 0:
+                return {"throttle_time": 0, "error_code": 0, "session_id": 0,
+                        "responses": responses}
+            await self.waiters.wait(keys, remaining)
+
+    def _topic_name(self, t: Any, version: int) -> str:
+        if version < 13:
+            return str(t.topic)
+        for name, timage in self.image().topics.items():
+            if timage.topic_id == t.topic_id:
+                return name
+        return ""
+
+    def _fetch_once(self, host: LeaderHost, req: Any, version: int, replica_id: int,
+                    broker_epoch: int) -> tuple[list[dict[str, Any]], int, bool]:
+        total = 0
+        errors = False
+        responses = []
+        for t in req.topics:
+            name = self._topic_name(t, version)
+            parts = []
+            for p in t.partitions:
+                ps = host.partitions.get((name, int(p.partition)))
+                if ps is None:
+                    parts.append({"partition_index": int(p.partition),
+                                  "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                                  "high_watermark": -1, "aborted_transactions": None,
+                                  "records": b""})
+                    errors = True
+                    continue
+                out, n = self._follower_read(host, ps, replica_id, broker_epoch, p)
+                errors = errors or out["error_code"] != 0
+                total += n
+                parts.append(out)
+            key = {"topic": name} if version < 13 else {"topic_id": t.topic_id}
+            responses.append({**key, "partitions": parts})
+        return responses, total, errors
+
+    def _follower_read(self, host: LeaderHost, ps: PartitionState, replica_id: int,
+                       broker_epoch: int, p: Any) -> tuple[dict[str, Any], int]:
+        index = int(p.partition)
+        fetch = FollowerFetch(
+            replica_id=replica_id,
+            fetch_offset=int(p.fetch_offset),
+            last_fetched_epoch=int(p.last_fetched_epoch),
+            current_leader_epoch=int(p.current_leader_epoch),
+            log_start_offset=int(p.log_start_offset),
+            broker_epoch=broker_epoch,
+        )
+        before = ps.core.replica_states.get(replica_id)
+        decision = ps.core.handle_follower_fetch(ps.log, fetch, self.now_ms())
+        ps.apply(decision.effects)
+        after = ps.core.replica_states.get(replica_id)
+        if after is not None and (before is None
+                                  or after.log_start_offset != before.log_start_offset):
+            # The follower's log start moved (it followed a DeleteRecords): a DeleteRecords
+            # waiting for the low watermark of every replica re-checks (data.delete_records).
+            host.purgatory.wake((ps.topic, ps.partition))
+        out: dict[str, Any] = {"partition_index": index, "error_code": int(decision.error),
+                               "high_watermark": decision.high_watermark,
+                               "last_stable_offset": decision.high_watermark,
+                               "log_start_offset": decision.log_start_offset,
+                               "aborted_transactions": None, "records": b""}
+        if decision.error is not ErrorCode.NONE:
+            out["high_watermark"] = -1
+            return out, 0
+        if decision.diverging is not None:
+            out["diverging_epoch"] = {"epoch": decision.diverging.epoch,
+                                      "end_offset": decision.diverging.end_offset}
+            log.info("partition %s leader_epoch=%d follower %d diverges at epoch %d end %d",
+                     ps.name, ps.leader_epoch, replica_id, decision.diverging.epoch,
+                     decision.diverging.end_offset)
+            return out, 1  # counts as "something to answer"
+        if not decision.has_data:
+            out["records"] = b""
+            return out, 0
+        try:
+            info = ps.log.read(decision.read_from, min(int(p.partition_max_bytes),
+                                                       REPLICA_PARTITION_MAX_BYTES),
+                               decision.read_upto)
+        except KafkaError as exc:
+            out["error_code"] = int(exc.code)
+            return out, 0
+        data = bytes(info.records)
+        out["records"] = data
+        return out, len(data)
 
 
 # -- follower side ------------------------------------------------------------------------------
 class ReplicaFetcher:
     """Follows one partition's leader until stopped."""
 
-    def __init__(self, broker: ClusterBroker, ps: PartitionState,
+    def __init__(self, manager: ReplicaManager, ps: PartitionState,
                  target: tuple[int, int]) -> None:
-        self.broker = broker
+        self.manager = manager
         self.ps = ps
         self.target = target  # (leader id, leader epoch) this fetcher follows
         self.changed = asyncio.Event()  # metadata changed: re-read leader / epoch
@@ -222,7 +268,7 @@ class ReplicaFetcher:
             self._conn.close()
 
     def _connection(self, leader_id: int) -> AsyncKafkaConnection | None:
-        reg = self.broker.controller_client.image.brokers.get(leader_id)
+        reg = self.manager.image().brokers.get(leader_id)
         if reg is None:
             return None
         target = (leader_id, reg.host, reg.port)
@@ -230,7 +276,7 @@ class ReplicaFetcher:
             if self._conn is not None:
                 self._conn.close()
             self._conn = AsyncKafkaConnection(reg.host, reg.port,
-                                              f"floodmark-replica-{self.broker.node_id}")
+                                              f"floodmark-replica-{self.manager.node_id}")
             self._conn_target = target
         return self._conn
 
@@ -241,7 +287,7 @@ class ReplicaFetcher:
 
     async def _run(self) -> None:
         ps = self.ps
-        while not self._stopped and not self.broker.closing:
+        while not self._stopped and not self.manager.closing:
             try:
                 request = ps.core.next_fetch(ps.log)
                 if request is None:
@@ -273,11 +319,11 @@ class ReplicaFetcher:
 
     async def _fetch(self, conn: AsyncKafkaConnection, f: FollowerFetch) -> None:
         ps = self.ps
-        timage = self.broker.controller_client.image.topics.get(ps.topic)
+        timage = self.manager.image().topics.get(ps.topic)
         if timage is None:
             raise RequestFailed(f"topic {ps.topic} not in metadata")
         body = {
-            "replica_state": {"replica_id": self.broker.node_id,
+            "replica_state": {"replica_id": self.manager.node_id,
                               "replica_epoch": f.broker_epoch},
             "max_wait": REPLICA_MAX_WAIT_MS, "min_bytes": 1,
             "max_bytes": 0x7FFFFFFF, "isolation_level": 0, "session_id": 0,
@@ -312,7 +358,7 @@ class ReplicaFetcher:
             return
         # The driver applies the answer (the core ignores it if the log moved since the request
         # was built: a truncation by new metadata); the action says when to fetch again.
-        action = ps.driver.on_fetch_response(response, records or b"", self.broker.now_ms())
+        action = ps.driver.on_fetch_response(response, records or b"", self.manager.now_ms())
         kind = action.kind
         if kind is FollowerActionKind.RETRY:
             if action.backoff:
@@ -325,7 +371,7 @@ class ReplicaFetcher:
     async def _leader_log_end_offset(self, conn: AsyncKafkaConnection, epoch: int) -> int:
         ps = self.ps
         resp = await conn.request(2, LIST_OFFSETS_VERSION, {
-            "replica_id": self.broker.node_id, "isolation_level": 0,
+            "replica_id": self.manager.node_id, "isolation_level": 0,
             "topics": [{"name": ps.topic, "partitions": [{
                 "partition_index": ps.partition, "current_leader_epoch": epoch,
                 "timestamp": -1}]}]}, 10)
@@ -335,7 +381,7 @@ class ReplicaFetcher:
     async def _epoch_query(self, conn: AsyncKafkaConnection, q: EpochQuery) -> None:
         ps = self.ps
         resp = await conn.request(23, EPOCH_QUERY_VERSION, {
-            "replica_id": self.broker.node_id,
+            "replica_id": self.manager.node_id,
             "topics": [{"topic": ps.topic, "partitions": [{
                 "partition": ps.partition, "current_leader_epoch": q.current_leader_epoch,
                 "leader_epoch": q.leader_epoch}]}]}, 10)

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from floodmark.broker.sendfile import SendfileParts, SendfileWriter, sendfile_fd
-from floodmark.wire.codec import ProtocolError
+from floodmark.wire.errors import ProtocolError
 
 log = logging.getLogger(__name__)
 

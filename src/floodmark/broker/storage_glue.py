@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from floodmark.broker.config import TOPIC_CONFIG_DEFAULTS, BrokerConfig
+from floodmark.broker.partition_state import PartitionState
 from floodmark.errors import ErrorCode, KafkaError
+from floodmark.metadata import TopicMeta
 from floodmark.storage.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
@@ -33,6 +35,7 @@ from floodmark.storage.cleaner import LogCleaner
 from floodmark.storage.config import LogConfig
 from floodmark.storage.fs import RealFileSystem
 from floodmark.storage.log import Log
+from floodmark.storage.page_cache import PageCacheFileSystem
 from floodmark.storage.partition_metadata import check_or_set_topic_id
 
 log = logging.getLogger(__name__)
@@ -53,7 +56,12 @@ EXTRA_TOPIC_CONFIGS = frozenset({
 class Storage:
     def __init__(self, data_dir: Path, config: BrokerConfig) -> None:
         self.data_dir = data_dir
-        self.fs = RealFileSystem()
+        # UNSAFE test mode: unsynced writes live in this process, so a SIGKILL is a power cut
+        # (floodmark chaos run --faults power-loss).
+        page_cache = bool(config.get("floodmark.unsafe.power.loss.page.cache"))
+        self.fs = PageCacheFileSystem() if page_cache else RealFileSystem()
+        # Fetch may sendfile from segment files only when they hold every byte.
+        self.sendfile_capable = not page_cache
         self._checkpoint_lock = threading.Lock()
         self._snapshot_seq = 0
         self._written_seq = 0
@@ -167,7 +175,8 @@ class Storage:
     def flush(self, plog: Log) -> None:
         plog.flush()
 
-    def checkpoint_snapshot(self, partitions: Mapping[tuple[str, int], Any]) -> CheckpointSnapshot:
+    def checkpoint_snapshot(self, partitions: Mapping[tuple[str, int], PartitionState]
+                            ) -> CheckpointSnapshot:
         self._snapshot_seq += 1
         return (
             self._snapshot_seq,
@@ -187,7 +196,7 @@ class Storage:
             self._checkpoint_file(RECOVERY_POINT_CHECKPOINT).write(rec)
             self._checkpoint_file(LOG_START_OFFSET_CHECKPOINT).write(start)
 
-    def write_checkpoints(self, partitions: Mapping[tuple[str, int], Any]) -> None:
+    def write_checkpoints(self, partitions: Mapping[tuple[str, int], PartitionState]) -> None:
         self.write_checkpoint_snapshot(self.checkpoint_snapshot(partitions))
 
     def mark_clean_shutdown(self, logs: Iterable[Log]) -> None:
@@ -208,7 +217,7 @@ class Storage:
             log.warning("cleaner checkpoint after deleting %s-%d failed: %s", topic, partition,
                         exc)
 
-    def remove_orphans(self, topics: Mapping[str, Any]) -> None:
+    def remove_orphans(self, topics: Mapping[str, TopicMeta]) -> None:
         """Partition directories of topics deleted while the broker was down are removed."""
         known = {f"{t}-{p.partition}" for t, m in topics.items() for p in m.partitions}
         for child in self.data_dir.iterdir():

@@ -244,6 +244,11 @@ class Nemesis:
         rng.shuffle(victims)
         self._kill(victims, duration_s, rng, record)
 
+    def _power_loss(self, duration_s: float, rng: random.Random, record: dict[str, Any]) -> None:
+        """The brokers run with their own page cache (floodmark.unsafe.power.loss.page.cache):
+        SIGKILL drops every write not yet fsynced, as a power cut would."""
+        self._kill([self.brokers[rng.randrange(len(self.brokers))]], duration_s, rng, record)
+
     def _kill_controller(self, duration_s: float, rng: random.Random, record: dict[str, Any]
                          ) -> None:
         self._kill([CONTROLLER_ID], duration_s, rng, record)

@@ -79,6 +79,8 @@ class ChaosConfig:
 def _broker_settings(config: ChaosConfig) -> dict[str, str]:
     settings = {"replica.lag.time.max.ms": "3000", "min.insync.replicas": "2",
                 "auto.create.topics.enable": "false", "group.initial.rebalance.delay.ms": "100"}
+    if "power-loss" in expand(config.faults):
+        settings["floodmark.unsafe.power.loss.page.cache"] = "true"
     if Truncation.parse(config.truncation) is not DEFAULT_TRUNCATION:
         settings["floodmark.truncation"] = Truncation.parse(config.truncation).value
         settings["floodmark.truncation.allow.unsafe"] = "true"

@@ -26,9 +26,8 @@ def check_data_dir(path: str | Path, flag: str = "--data-dir") -> Path:
 
 
 def check_bindable(host: str, port: int, flag: str = "--listen") -> None:
-    """Bind and release ``host:port`` as the server will (SO_REUSEADDR); port 0 always binds."""
-    if port == 0:
-        return
+    """Bind and release ``host:port`` as the server will (SO_REUSEADDR); port 0 checks that the
+    host is an address of this machine."""
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except socket.gaierror as exc:

@@ -134,16 +134,20 @@ def render(args: argparse.Namespace, f: Fetched) -> bytes:
     return sep.join(fields) + b"\n"
 
 
-def _records(topic: str, partition: int, data: Any) -> list[Fetched]:
+def _records(topic: str, partition: int, data: Any) -> tuple[list[Fetched], int]:
+    """The records of a fetched partition, and the offset after its last batch (a batch of
+    transaction markers, which a consumer does not see, still moves the position past it)."""
     buffer = bytes(data)
     out: list[Fetched] = []
+    next_offset = -1
     for position, header in iter_batches(buffer, validate=False):
+        next_offset = header.last_offset + 1
         if header.is_control:
-            continue  # transaction markers are not records a consumer sees
+            continue
         kind = "LogAppendTime" if header.timestamp_type == LOG_APPEND_TIME else "CreateTime"
         for rec in decode_batch(buffer, position, validate=False)[1]:
             out.append(Fetched(topic, partition, rec, kind))
-    return out
+    return out, next_offset
 
 
 def _start_offsets(cluster: ClusterClient, topic: str, partitions: list[int],
@@ -243,7 +247,8 @@ def consume_cmd(args: argparse.Namespace) -> int:
                             if not p.records:
                                 continue
                             index = int(p.partition_index)
-                            for fetched in _records(topic, index, p.records):
+                            fetched_records, next_offset = _records(topic, index, p.records)
+                            for fetched in fetched_records:
                                 rec = fetched.record
                                 if rec.offset < positions[index]:
                                     continue
@@ -253,6 +258,8 @@ def consume_cmd(args: argparse.Namespace) -> int:
                                 printed += 1
                                 got += 1
                                 positions[index] = rec.offset + 1
+                            else:
+                                positions[index] = max(positions[index], next_offset)
                 out.flush()
                 now = time.monotonic()
                 if got:

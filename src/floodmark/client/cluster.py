@@ -80,6 +80,7 @@ class ClusterClient:
         self.client_id = client_id
         self.brokers: dict[int, Address] = {}
         self.leaders: dict[tuple[str, int], int] = {}
+        self.leader_epochs: dict[tuple[str, int], int] = {}
         self.partition_counts: dict[str, int] = {}
         self._conns: dict[Address, KafkaConnection] = {}
 
@@ -145,7 +146,9 @@ class ClusterClient:
             if int(t.error_code) == 0:
                 self.partition_counts[str(t.name)] = len(t.partitions)
                 for p in t.partitions:
-                    self.leaders[(str(t.name), int(p.partition_index))] = int(p.leader_id)
+                    key = (str(t.name), int(p.partition_index))
+                    self.leaders[key] = int(p.leader_id)
+                    self.leader_epochs[key] = int(p.leader_epoch)
         return meta
 
     def partitions(self, topic: str, *, create: bool = False) -> int:

@@ -34,7 +34,7 @@ def response_size(prefix: bytes) -> int:
     return int(size)
 
 
-def decode_response(frame: bytes, api_key: int, version: int, correlation_id: int) -> Any:
+def decode_response(frame: bytes | memoryview, api_key: int, version: int, correlation_id: int) -> Any:
     header_reader, body_reader = _response_reader(api_key, version)
     header, used = header_reader(frame, 0)
     if header.correlation_id != correlation_id:
@@ -94,18 +94,21 @@ class KafkaConnection:
                                          self.client_id))
         return self._correlation_id
 
-    def _read_exact(self, n: int) -> bytes:
-        chunks = []
-        while n:
-            chunk = self.sock.recv(min(n, 1 << 20))
-            if not chunk:
+    def _read_exact(self, n: int) -> memoryview:
+        """``n`` bytes received in place (no copy: a Fetch answer is megabytes, and its record
+        batches stay views into this buffer)."""
+        buf = bytearray(n)
+        view = memoryview(buf)
+        got = 0
+        while got < n:
+            k = self.sock.recv_into(view[got:], n - got)
+            if k == 0:
                 raise RequestFailed("connection closed by the broker")
-            chunks.append(chunk)
-            n -= len(chunk)
-        return b"".join(chunks)
+            got += k
+        return view.toreadonly()
 
     def receive(self, api_key: int, version: int, correlation_id: int) -> Any:
-        frame = self._read_exact(response_size(self._read_exact(4)))
+        frame = self._read_exact(response_size(bytes(self._read_exact(4))))
         return decode_response(frame, api_key, version, correlation_id)
 
     def request(self, api_key: int, version: int, body: Mapping[str, Any] | Any) -> Any:

@@ -26,10 +26,10 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from floodmark.controller import rpc
-from floodmark.controller.image import MetadataImage, MetadataRecord, topic_metas
+from floodmark.controller.image import MetadataImage, MetadataRecord, Reassignment, topic_metas
 from floodmark.controller.snapshot import image_from_records
 from floodmark.errors import ErrorCode, KafkaError
-from floodmark.metadata import PartitionMeta, TopicMeta
+from floodmark.metadata import PartitionMeta, TopicMeta, deletable_topic
 
 log = logging.getLogger(__name__)
 
@@ -232,11 +232,7 @@ class ControllerClient:
         return self.topics()[name]
 
     def delete_topic(self, name: str, *, validate_only: bool = False) -> TopicMeta:
-        meta = self.topics().get(name)
-        if meta is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
-        if meta.internal:
-            raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"cannot delete internal topic {name!r}")
+        meta = deletable_topic(self.topics(), name)
         if validate_only:
             return meta
         self._admin("delete_topic", {"name": name})
@@ -258,6 +254,16 @@ class ControllerClient:
 
     def broker_configs(self) -> dict[str, dict[str, Any]]:
         return self.image.broker_configs
+
+    def alter_partition_reassignments(
+        self, changes: list[tuple[str, int, tuple[int, ...] | None]]
+    ) -> list[tuple[str, int, ErrorCode, str]]:
+        answer = self._admin("alter_partition_reassignments", {"changes": [
+            [t, p, None if r is None else list(r)] for t, p, r in changes]})
+        return [(str(t), int(p), ErrorCode(int(e)), str(m)) for t, p, e, m in answer["results"]]
+
+    def reassignments(self) -> dict[tuple[str, int], Reassignment]:
+        return self.image.reassignments
 
     def elect_leaders(self, partitions: list[tuple[str, int]], *, unclean: bool
                       ) -> list[tuple[str, int, ErrorCode, str]]:

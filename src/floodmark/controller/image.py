@@ -22,6 +22,9 @@ floodmark's own log format. Kafka's record names, reduced to what floodmark need
                        PartitionChangeRecord in one shape
 ``topic_configs``      a topic's whole config set after AlterConfigs / IncrementalAlterConfigs
 ``remove_topic``       topic deleted
+``reassignment``       a partition reassignment in progress (KIP-455): ``target`` replicas,
+                       ``adding``, ``removing`` and the ``original`` assignment; a null
+                       ``target`` ends it (done or cancelled)
 ``broker_configs``     the dynamic broker configs of one resource after AlterConfigs /
                        IncrementalAlterConfigs: ``resource`` is a broker id, or "" for the
                        cluster-wide default (KIP-226); the whole set, typed
@@ -57,6 +60,19 @@ class BrokerRegistration:
     def acceptable(self) -> bool:
         """May lead or join an ISR: registered, unfenced, not shutting down."""
         return not self.fenced and not self.in_controlled_shutdown
+
+
+@dataclass(frozen=True, slots=True)
+class Reassignment:
+    """A partition moving to ``target`` (KIP-455): while it runs the partition's replicas are
+    the target followed by ``removing``; ``adding`` are the target replicas that were not in
+    the original assignment (they catch up and join the ISR as any follower does)."""
+
+    target: tuple[int, ...]
+    adding: tuple[int, ...]
+    removing: tuple[int, ...]
+    original: tuple[int, ...] = ()
+    """The assignment before the move, in its order (a cancellation restores it)."""
 
 
 @dataclass(slots=True)
@@ -110,6 +126,7 @@ class MetadataImage:
         self.topics: dict[str, TopicImage] = {}
         self.next_producer_id = 1000
         self.broker_configs: dict[str, dict[str, Any]] = {}  # resource ("" = default) -> set
+        self.reassignments: dict[tuple[str, int], Reassignment] = {}
 
     # -- views ---------------------------------------------------------------------------------
     def acceptable_brokers(self) -> set[int]:
@@ -178,6 +195,17 @@ class MetadataImage:
                 timage.configs = dict(rec["configs"])
         elif kind == "remove_topic":
             self.topics.pop(str(rec["name"]), None)
+            for key in [k for k in self.reassignments if k[0] == str(rec["name"])]:
+                del self.reassignments[key]
+        elif kind == "reassignment":
+            key = (str(rec["topic"]), int(rec["partition"]))
+            if rec["target"] is None:
+                self.reassignments.pop(key, None)
+            else:
+                self.reassignments[key] = Reassignment(
+                    tuple(int(b) for b in rec["target"]), tuple(int(b) for b in rec["adding"]),
+                    tuple(int(b) for b in rec["removing"]),
+                    tuple(int(b) for b in rec.get("original", ())))
         elif kind == "broker_configs":
             if rec["configs"]:
                 self.broker_configs[str(rec["resource"])] = dict(rec["configs"])

@@ -35,10 +35,15 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from floodmark.controller.image import MetadataImage, MetadataRecord, registration_to_record
+from floodmark.controller.image import (
+    MetadataImage,
+    MetadataRecord,
+    Reassignment,
+    registration_to_record,
+)
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import check_partition_count, validate_topic_name
 from floodmark.replication.election import (
@@ -309,6 +314,8 @@ class ControllerLogic:
         moved = 0
         for topic, timage in list(self.image.topics.items()):
             for partition, reg in sorted(timage.partitions.items()):
+                if (topic, partition) in self.image.reassignments:
+                    continue  # moving: the leader changes once, when the move completes
                 new = self._preferred_change(reg)
                 if new is not None:
                     self._commit_change(topic, partition, new, "preferred leader election")
@@ -389,7 +396,92 @@ class ControllerLogic:
             return error, current if error is ErrorCode.INELIGIBLE_REPLICA else None
         new = apply_alter_partition(current, request)
         self._commit_change(topic, partition, new, f"AlterPartition from {request.broker_id}")
+        self._maybe_complete_reassignment(topic, partition)
         return ErrorCode.NONE, new
+
+    # -- reassignment (KIP-455) ----------------------------------------------------------------
+    def alter_partition_reassignment(self, topic: str, partition: int,
+                                     target: tuple[int, ...] | None) -> tuple[ErrorCode, str]:
+        """Start moving a partition to ``target`` (replacing a reassignment in progress), or
+        cancel the one in progress (``target`` None: back to the original replicas).
+
+        The move is the ISR-expand story of the reference documents: the replicas become the
+        target followed by the ones to remove; each added replica opens the partition as a
+        follower, catches up from the leader and joins the ISR through the leader's ordinary
+        AlterPartition. When every target replica is in the ISR the replicas become the target,
+        the ISR loses the removed ones, leadership moves (new leader epoch) if the leader was
+        removed, and the removed brokers delete their copies when they see the record."""
+        reg = self.image.partition(topic, partition)
+        if reg is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown partition {topic}-{partition}"
+        ongoing = self.image.reassignments.get((topic, partition))
+        original = reg.replicas if ongoing is None else ongoing.original
+        if target is None:
+            if ongoing is None:
+                return (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
+                        f"no reassignment of {topic}-{partition} is in progress")
+            return self._revert_reassignment(topic, partition, reg, original)
+        if not target or len(set(target)) != len(target):
+            return (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"replicas {list(target)} are empty or repeat a broker")
+        unknown = [b for b in target if b not in self.image.brokers]
+        if unknown:
+            return (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"broker(s) {unknown} are not registered")
+        if ongoing is None and target == reg.replicas:
+            return ErrorCode.NONE, ""  # already there: nothing to move
+        adding = tuple(b for b in target if b not in original)
+        removing = tuple(b for b in original if b not in target)
+        replicas = target + removing
+        isr = tuple(r for r in replicas if r in reg.isr)
+        if replicas != reg.replicas or isr != reg.isr:
+            self._commit_change(topic, partition, replace(
+                reg, replicas=replicas, isr=isr, partition_epoch=reg.partition_epoch + 1),
+                f"reassignment to {list(target)} started (adding {list(adding)}, removing "
+                f"{list(removing)})")
+        self.emit({"type": "reassignment", "topic": topic, "partition": partition,
+                   "target": list(target), "adding": list(adding), "removing": list(removing),
+                   "original": list(original)})
+        self._maybe_complete_reassignment(topic, partition)
+        return ErrorCode.NONE, ""
+
+    def _revert_reassignment(self, topic: str, partition: int, reg: PartitionRegistration,
+                             original: tuple[int, ...]) -> tuple[ErrorCode, str]:
+        isr = tuple(r for r in original if r in reg.isr)
+        if not isr:
+            return (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"cannot cancel: no replica of the original {list(original)} is in sync")
+        self._finish_reassignment(topic, partition, reg, original, isr,
+                                  f"reassignment cancelled, back to {list(original)}")
+        return ErrorCode.NONE, ""
+
+    def _maybe_complete_reassignment(self, topic: str, partition: int) -> None:
+        ongoing = self.image.reassignments.get((topic, partition))
+        reg = self.image.partition(topic, partition)
+        if ongoing is None or reg is None or not set(ongoing.target) <= set(reg.isr):
+            return
+        isr = tuple(r for r in ongoing.target if r in reg.isr)
+        self._finish_reassignment(topic, partition, reg, ongoing.target, isr,
+                                  f"reassignment to {list(ongoing.target)} completed")
+
+    def _finish_reassignment(self, topic: str, partition: int, reg: PartitionRegistration,
+                             replicas: tuple[int, ...], isr: tuple[int, ...], why: str) -> None:
+        """The replicas become ``replicas`` (ISR ``isr``, a subset); a leader that is not among
+        them hands over to the first acceptable ISR member, at a new leader epoch."""
+        leader, leader_epoch = reg.leader, reg.leader_epoch
+        if leader not in isr:
+            acceptable = self.image.acceptable_brokers()
+            leader = next((r for r in isr if r in acceptable), NO_LEADER)
+            leader_epoch += 1
+        self._commit_change(topic, partition, replace(
+            reg, replicas=replicas, isr=isr, leader=leader, leader_epoch=leader_epoch,
+            partition_epoch=reg.partition_epoch + 1,
+            elr=tuple(r for r in reg.elr if r in replicas)), why)
+        self.emit({"type": "reassignment", "topic": topic, "partition": partition,
+                   "target": None, "adding": [], "removing": []})
+
+    def reassignments(self) -> dict[tuple[str, int], Reassignment]:
+        return self.image.reassignments
 
     # -- topics ----------------------------------------------------------------------------------
     def create_topic(self, name: str, num_partitions: int, replication_factor: int,

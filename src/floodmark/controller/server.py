@@ -492,6 +492,15 @@ class ControllerServer:
         self._active().alter_broker_configs(str(a["resource"]), dict(a["configs"]))
         return {}
 
+    def _rpc_alter_partition_reassignments(self, a: dict[str, Any]) -> dict[str, Any]:
+        results = []
+        for topic, partition, target in a["changes"]:
+            err, message = self._active().alter_partition_reassignment(
+                str(topic), int(partition),
+                None if target is None else tuple(int(b) for b in target))
+            results.append([str(topic), int(partition), int(err), message])
+        return {"results": results}
+
     def _rpc_elect_leaders(self, a: dict[str, Any]) -> dict[str, Any]:
         results = []
         for topic, partition in a["partitions"]:

@@ -64,7 +64,7 @@ def parse_file_name(name: str) -> SnapshotId | None:
 
 # -- image <-> records ---------------------------------------------------------------------------
 IMAGE_FIELDS = frozenset({"next_offset", "cluster_id", "brokers", "topics", "next_producer_id",
-                          "broker_configs"})
+                          "broker_configs", "reassignments"})
 """Every attribute of ``MetadataImage`` that ``image_records`` writes (a test compares this
 with the class, so a new image field cannot be forgotten by snapshots)."""
 
@@ -86,6 +86,10 @@ def image_records(image: MetadataImage) -> list[MetadataRecord]:
         out.append({"type": "topic", "name": name, "topic_id": str(t.topic_id),
                     "configs": dict(t.configs)})
         out.extend(registration_to_record(name, p, reg) for p, reg in sorted(t.partitions.items()))
+    for (topic, partition), r in sorted(image.reassignments.items()):
+        out.append({"type": "reassignment", "topic": topic, "partition": partition,
+                    "target": list(r.target), "adding": list(r.adding),
+                    "removing": list(r.removing), "original": list(r.original)})
     for resource, configs in sorted(image.broker_configs.items()):
         out.append({"type": "broker_configs", "resource": resource, "configs": dict(configs)})
     out.append({"type": "producer_ids", "next": image.next_producer_id})

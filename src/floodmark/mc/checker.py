@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 
 from floodmark.mc.invariants import Violation, check_state, check_transition
-from floodmark.mc.model import Action, Model, ModelConfig, ModelState
+from floodmark.mc.model import Action, Model, ModelConfig, ModelState, StateView
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +23,8 @@ DEFAULT_TIME_LIMIT_S = 600.0
 class TraceStep:
     action: Action | None
     """None for the initial state."""
-    state: ModelState
+    state: StateView
+    """The state after the action, as values (comparable across model runs)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,21 +55,36 @@ class CheckResult:
 
 
 def _trace(
-    parents: dict[ModelState, tuple[ModelState, Action] | None], last: ModelState
+    model: Model, parents: dict[ModelState, tuple[ModelState, Action] | None], last: ModelState
 ) -> list[TraceStep]:
     steps: list[TraceStep] = []
     current: ModelState | None = last
     while current is not None:
         link = parents[current]
         if link is None:
-            steps.append(TraceStep(None, current))
+            steps.append(TraceStep(None, model.full_view(current)))
             current = None
         else:
             parent, action = link
-            steps.append(TraceStep(action, current))
+            steps.append(TraceStep(action, model.full_view(current)))
             current = parent
     steps.reverse()
     return steps
+
+
+def replay(config: ModelConfig, actions: list[Action]) -> list[StateView] | None:
+    """Take ``actions`` from the initial state in a fresh model: the states passed, or None if
+    some action is not offered where the trace takes it (a trace the model cannot produce)."""
+    model = Model(config)
+    state = model.initial_state()
+    views = [model.full_view(state)]
+    for action in actions:
+        nxt = next((succ for act, succ in model.successors(state) if act == action), None)
+        if nxt is None:
+            return None
+        state = nxt
+        views.append(model.full_view(state))
+    return views
 
 
 def check(
@@ -111,7 +127,7 @@ def check(
 
     violation = check_state(model, init)
     if violation is not None:
-        return result(False, violation, _trace(parents, init))
+        return result(False, violation, _trace(model, parents, init))
     frontier = [init]
     while frontier:
         next_frontier: list[ModelState] = []
@@ -123,8 +139,8 @@ def check(
                 violation = check_transition(model, state, action, succ)
                 if violation is not None:
                     depth += 1
-                    trace = _trace(parents, state)
-                    trace.append(TraceStep(action, succ))
+                    trace = _trace(model, parents, state)
+                    trace.append(TraceStep(action, model.full_view(succ)))
                     return result(False, violation, trace)
                 if succ in parents:
                     continue
@@ -132,7 +148,7 @@ def check(
                 violation = check_state(model, succ)
                 if violation is not None:
                     depth += 1
-                    return result(False, violation, _trace(parents, succ))
+                    return result(False, violation, _trace(model, parents, succ))
                 if len(parents) >= max_states:
                     return result(False, None, [])
                 next_frontier.append(succ)

@@ -43,9 +43,10 @@ def register(subparsers: Any) -> None:
         "check",
         help="explicit-state model checker of the replication rules",
         description=(
-            "Breadth-first search over every state of a tiny replicated partition, driving the "
-            "project's own truncation and epoch-cache rules. Prints states explored, depth, wall "
-            "time, states/s, the verdict and, on a violation, the shortest counterexample."
+            "Breadth-first search over every state of a tiny replicated partition whose every "
+            "step is run by the code the broker runs (Partition, ReplicaDriver, the produce "
+            "path, ControllerLogic). Prints states explored, depth, wall time, states/s, the "
+            "verdict and, on a violation, the shortest counterexample."
         ),
     )
     modes = ", ".join(m.value for m in Truncation)
@@ -64,7 +65,8 @@ def register(subparsers: Any) -> None:
         "--max-epoch",
         type=_positive_int,
         default=3,
-        help="leader epochs the controller may issue: 0..N-1 (default 3)",
+        help="metadata changes the controller may make, creating the topic included, so leader "
+        "epochs stay within 0..N-1 (default 3)",
     )
     parser.add_argument(
         "--max-records",
@@ -92,8 +94,8 @@ def register(subparsers: Any) -> None:
         "--atomic-isr",
         dest="async_isr",
         action="store_false",
-        help="AlterPartition accepted the moment the leader proposes it (about 3x fewer states); "
-        "default: a pending proposal in the maximal ISR until the controller answers",
+        help="the controller answers an AlterPartition in the step that proposes it (about half "
+        "the states); default: a pending proposal in the maximal ISR until the answer arrives",
     )
     parser.add_argument(
         "--max-states",

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
-from floodmark.mc.model import STUCK_FETCH, Action, Model, ModelState, members
+from floodmark.mc.model import STUCK_FETCH, Action, Model, ModelState, StateView
+from floodmark.replication import isr as isr_rules
+from floodmark.replication.partition import LeaderState
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,11 +20,11 @@ class Violation:
     detail: str
 
 
-StateCheck = Callable[[Model, ModelState], str | None]
-TransitionCheck = Callable[[Model, ModelState, Action, ModelState], str | None]
+StateCheck = Callable[[Model, StateView], str | None]
+TransitionCheck = Callable[[Model, StateView, Action, StateView], str | None]
 
 
-def hw_below_leo(model: Model, state: ModelState) -> str | None:
+def hw_below_leo(model: Model, state: StateView) -> str | None:
     """HW <= LEO on every replica."""
     for r, rep in enumerate(state.replicas):
         if rep.hw > rep.leo:
@@ -29,11 +32,11 @@ def hw_below_leo(model: Model, state: ModelState) -> str | None:
     return None
 
 
-def one_leader_per_epoch(model: Model, state: ModelState) -> str | None:
+def one_leader_per_epoch(model: Model, state: StateView) -> str | None:
     """No two replicas presume leadership in the same leader epoch."""
     seen: dict[int, int] = {}
     for r, rep in enumerate(state.replicas):
-        if rep.leader == r:
+        if rep.is_leader:
             other = seen.get(rep.leader_epoch)
             if other is not None:
                 names = model.config.name(other), model.config.name(r)
@@ -42,30 +45,31 @@ def one_leader_per_epoch(model: Model, state: ModelState) -> str | None:
     return None
 
 
-def log_matching(model: Model, state: ModelState) -> str | None:
+def log_matching(model: Model, state: StateView) -> str | None:
     """Below min(HW_a, HW_b) two replicas hold identical records."""
     reps = state.replicas
-    for a in range(model.n):
-        for b in range(a + 1, model.n):
+    for a in range(len(reps)):
+        for b in range(a + 1, len(reps)):
             bound = min(reps[a].hw, reps[b].hw)
-            for o in range(bound):
-                if reps[a].log[o] != reps[b].log[o]:
-                    na, nb = model.config.name(a), model.config.name(b)
-                    return f"{na} and {nb} differ at offset {o} < min HW {bound}"
+            if reps[a].log[:bound] != reps[b].log[:bound]:
+                o = next(o for o in range(bound) if reps[a].log[o] != reps[b].log[o])
+                na, nb = model.config.name(a), model.config.name(b)
+                return f"{na} and {nb} differ at offset {o} < min HW {bound}"
     return None
 
 
-def strong_isr(model: Model, state: ModelState) -> str | None:
+def strong_isr(model: Model, state: StateView) -> str | None:
     """Leader completeness: below any presumed leader's HW, every member of the controller's ISR
     holds exactly the leader's records (anything exposed to consumers is on every electable
     replica)."""
     reps = state.replicas
+    isr = state.controller.registration.isr
     for r, rep in enumerate(reps):
-        if rep.leader != r:
+        if not rep.is_leader or not rep.hw:
             continue
-        for m in members(state.controller_isr, model.n):
-            other = reps[m]
-            if other.log[: rep.hw] != rep.log[: rep.hw]:
+        prefix = rep.log[: rep.hw]
+        for m in isr:
+            if reps[m].log[: rep.hw] != prefix:
                 ln, mn = model.config.name(r), model.config.name(m)
                 return (
                     f"ISR member {mn} lacks records below leader {ln}'s HW {rep.hw} "
@@ -74,23 +78,27 @@ def strong_isr(model: Model, state: ModelState) -> str | None:
     return None
 
 
-def replication_quorum_superset(model: Model, state: ModelState) -> str | None:
-    """The controller's current leader, once in the current epoch, waits for (at least) every
-    member of the controller's ISR: its maximal ISR contains the controller's ISR."""
-    r = state.controller_leader
+def replication_quorum_superset(model: Model, state: StateView) -> str | None:
+    """The controller's current leader, once in the current leader epoch, waits for (at least)
+    every member of the controller's ISR: its maximal ISR (plus a proposal in flight) contains
+    the controller's ISR."""
+    reg = state.controller.registration
+    r = reg.leader
     if r < 0:
         return None
     rep = state.replicas[r]
-    if rep.leader != r or rep.leader_epoch != state.controller_epoch:
+    role = rep.role
+    if not isinstance(role, LeaderState) or role.leader_epoch != reg.leader_epoch:
         return None
-    missing = state.controller_isr & ~(rep.isr | rep.pending_isr)
+    waits = set(role.isr_state.maximal_isr) | set(isr_rules.proposed_isr(role.isr_state))
+    missing = [m for m in reg.isr if m not in waits]
     if missing:
-        names = ",".join(model.config.name(m) for m in members(missing, model.n))
+        names = ",".join(model.config.name(m) for m in missing)
         return f"leader {model.config.name(r)}'s maximal ISR lacks controller ISR member(s) {names}"
     return None
 
 
-def single_record_per_committed_offset(model: Model, state: ModelState) -> str | None:
+def single_record_per_committed_offset(model: Model, state: StateView) -> str | None:
     """No two different records were ever committed at one offset."""
     last_offset = -1
     for offset, _epoch, _record in state.committed:
@@ -100,7 +108,7 @@ def single_record_per_committed_offset(model: Model, state: ModelState) -> str |
     return None
 
 
-def no_committed_record_lost(model: Model, state: ModelState) -> str | None:
+def no_committed_record_lost(model: Model, state: StateView) -> str | None:
     """Every record that was ever below some leader's HW is still held, at its offset, by some
     replica."""
     for offset, epoch, record in state.committed:
@@ -111,30 +119,32 @@ def no_committed_record_lost(model: Model, state: ModelState) -> str | None:
 
 
 def leader_hw_monotonic(
-    model: Model, before: ModelState, action: Action, after: ModelState
+    model: Model, before: StateView, action: Action, after: StateView
 ) -> str | None:
-    """A replica's HW never decreases while it stays leader."""
-    for r in range(model.n):
+    """A replica's HW never decreases while it stays leader (of the same epoch or a later one)."""
+    for r in range(len(before.replicas)):
         a, b = before.replicas[r], after.replicas[r]
-        if a.leader == r and b.leader == r and b.hw < a.hw:
+        if a.is_leader and b.is_leader and b.hw < a.hw:
             return f"leader {model.config.name(r)}'s HW went from {a.hw} to {b.hw}"
     return None
 
 
 def epochs_monotonic(
-    model: Model, before: ModelState, action: Action, after: ModelState
+    model: Model, before: StateView, action: Action, after: StateView
 ) -> str | None:
-    """Leader epochs never decrease, on any replica or on the controller."""
-    if after.controller_epoch < before.controller_epoch:
+    """Leader epochs never decrease, on the controller or on a running replica (a restarted
+    process has no epoch until it applies metadata again)."""
+    if after.controller.registration.leader_epoch < before.controller.registration.leader_epoch:
         return "controller epoch decreased"
-    for r in range(model.n):
-        if after.replicas[r].leader_epoch < before.replicas[r].leader_epoch:
+    for r in range(len(before.replicas)):
+        b = after.replicas[r]
+        if b.role is not None and b.leader_epoch < before.replicas[r].leader_epoch:
             return f"{model.config.name(r)}'s leader epoch decreased"
     return None
 
 
 def truncation_progress(
-    model: Model, before: ModelState, action: Action, after: ModelState
+    model: Model, before: StateView, action: Action, after: StateView
 ) -> str | None:
     """A diverging fetch answer always lets the follower cut something (else it loops forever)."""
     if action.kind == STUCK_FETCH:
@@ -161,18 +171,44 @@ TRANSITION_INVARIANTS: dict[str, TransitionCheck] = {
 
 
 def check_state(model: Model, state: ModelState) -> Violation | None:
+    """The first state invariant ``state`` violates. Invariants read only the replicas, the
+    controller and the history, so the verdict is memoised on those ids per model run."""
+    key = (state.replicas, state.controller, state.committed)
+    memo = model.state_verdicts
+    if key in memo:
+        return cast(Violation | None, memo[key])
+    view = model.view(state)
+    found = None
     for name, check in STATE_INVARIANTS.items():
-        detail = check(model, state)
+        detail = check(model, view)
         if detail is not None:
-            return Violation(name, detail)
-    return None
+            found = Violation(name, detail)
+            break
+    memo[key] = found
+    return found
 
 
 def check_transition(
     model: Model, before: ModelState, action: Action, after: ModelState
 ) -> Violation | None:
+    """The first transition invariant the step violates (memoised like ``check_state``)."""
+    stuck = action.kind == STUCK_FETCH
+    if not stuck and before.replicas == after.replicas and before.controller == after.controller:
+        return None
+    # The transition invariants compare a replica (and the controller) with itself across the
+    # step: only the parts that changed can violate them, so the verdict is memoised on those.
+    pairs = enumerate(zip(before.replicas, after.replicas, strict=True))
+    changed = tuple((r, a, b) for r, (a, b) in pairs if a != b)
+    key = (changed, before.controller, after.controller, stuck)
+    memo = model.transition_verdicts
+    if key in memo:
+        return cast(Violation | None, memo[key])
+    views = model.view(before), model.view(after)
+    found = None
     for name, check in TRANSITION_INVARIANTS.items():
-        detail = check(model, before, action, after)
+        detail = check(model, views[0], action, views[1])
         if detail is not None:
-            return Violation(name, detail)
-    return None
+            found = Violation(name, detail)
+            break
+    memo[key] = found
+    return found

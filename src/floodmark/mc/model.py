@@ -1,95 +1,97 @@
-"""The replication model the checker explores: states as hashable tuples, actions as successors.
+"""The transition system the checker explores, over the code the broker runs.
 
-One partition, a fixed replica set, a controller that publishes LeaderAndIsr-style requests into a
-grow-only set (so any request can be delivered late, out of order, or never), and replica actions.
-Every truncation decision is made by the project's own rule code in
-``floodmark.replication.truncation`` over ``floodmark.replication.epochs.EpochCache``, switched by
-``floodmark.replication.modes.Truncation`` — the checker checks what the broker runs.
+One partition, replicas ``A, B, C…`` (broker ids 0, 1, 2…), one controller. Every step is carried
+out by the running classes (see ``floodmark.mc.pieces``): ``Partition`` and ``ReplicaDriver`` for
+a replica, ``produce_as_leader`` for a write, ``ControllerLogic`` for every controller decision.
+Nothing here decides how a replica or the controller reacts; the model only chooses *which*
+event happens next (the environment: a broker's session expires, a metadata change reaches a
+broker late or never, a fetch is answered, a process restarts losing unflushed data).
 
-Modelling choices (see docs/model-checker.md for the full list):
+A state (``ModelState``) is a tuple of small integers: each replica's and the controller's value
+is interned once (``ReplicaValue``, ``ControllerValue``: the immutable values of the live
+objects) and a state names them by id, so hashing and comparing a state is cheap and every
+transition over the same values is computed once (the real calls are memoised per model run: a
+test that patches the core gets a fresh model and sees its patch).
 
-- A state is a ``ModelState`` (NamedTuple) of per-replica ``ReplicaState`` tuples plus controller
-  fields and a history variable (``committed`` records) for the invariants.
-- Log entries are ``(epoch, record_id)``; record ids are unique, so "same record" is exact.
-- Epoch caches are stored as tuples of ``(epoch, start_offset)`` and rebuilt into a real
-  ``EpochCache`` whenever a rule needs one.
-- Every controller change (election, controller-side ISR shrink, unclean restart) bumps the leader
-  epoch (ZooKeeper-era semantics). Leader-side ISR changes are AlterPartition proposals: pending
-  (the leader's HW uses the maximal ISR) until the controller accepts them — a compare-and-set on
-  the current leader and leader epoch — or rejects them; ``async_isr=False`` makes them atomic.
-- The leader learns a follower's LEO from the fetch offset; the fetch response carries the
-  leader's HW from *before* that fetch (rule 5), so followers learn commitment one fetch late.
-- ``fencing`` (KIP-320: every fetch and OffsetsForLeaderEpoch carries the current leader epoch and
-  is rejected unless it equals the leader's) is on by default in every mode, as in the broker; it
-  can be switched off to reproduce pre-KIP-320 Kafka and the KIP-279-only counterexample.
+* **Metadata.** Every controller change (a fence, an unfence, a leadership move, a broker's new
+  incarnation) is published: replicas apply any published change newer than the last one they
+  applied, so changes arrive late, skip ahead, or never. The controller may make
+  ``max_epoch - 1`` changes after creating the topic (leader epochs stay below ``max_epoch``).
+  An AlterPartition the controller accepts is not a separate delivery: the leader learns it from
+  the answer, the followers from the next change (for a follower an ISR-only change is a no-op).
+* **Canonical states.** Partition epochs are only ever compared, so they are renumbered to their
+  ranks (0, 1, 2… over the values present) and published changes every replica has passed are
+  dropped; equal situations are equal states and the space is finite.
+* **Fetches** answer at once with what the leader has (a parked fetch that times out answers
+  the same), carrying the HW from before the fetch (rule 5): followers learn commitment one fetch
+  late. ``fencing=False`` sends requests without the leader epoch (pre-KIP-320 followers).
+* **Writes** are acks=1 produces of distinct records (``produce_as_leader``): any replica that
+  presumes leadership may write, a zombie included — Produce carries no leader epoch.
+
+No symmetry reduction: the controller elects in assignment order (``election.elect_leader``), so
+replica ids are not interchangeable — the assignment order is part of every state, and exploring
+one order is exactly the symmetry-reduced exploration of all of them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
-# The truncation rules are called through their module so mutation tests can patch them.
-from floodmark.replication import truncation as rules
-from floodmark.replication.epochs import EpochCache
+from floodmark.errors import ErrorCode
+from floodmark.mc.pieces import (
+    NOW_MS,
+    PARTITION,
+    TOPIC,
+    Batches,
+    CachePairs,
+    ControllerValue,
+    LiveReplica,
+    ReplicaValue,
+    controller_config,
+    controller_value,
+    empty_replica,
+    initial_controller,
+    live_controller,
+    live_replica,
+    partition_config,
+    replica_value,
+)
+from floodmark.replication.epochs import UNDEFINED_EPOCH, EpochCache
 from floodmark.replication.modes import Truncation
-from floodmark.replication.truncation import FetchValidation
+from floodmark.replication.partition import (
+    ACKS_LEADER,
+    EpochQuery,
+    FetchResponse,
+    FollowerActionKind,
+    FollowerState,
+    LeaderState,
+    PartitionConfig,
+)
+from floodmark.replication.produce import produce_as_leader
+from floodmark.replication.producer_state import ProducerStateTable
 
 NO_LEADER = -1
-UNKNOWN_OFFSET = -1
 STUCK_FETCH = "StuckFetch"
 """Action kind of a diverging fetch whose truncation cuts nothing (a livelock)."""
 
-Entry = tuple[int, int]
-"""A log entry: (leader epoch stamped into the batch, record id)."""
-
-CachePairs = tuple[tuple[int, int], ...]
-"""An epoch cache as (epoch, start_offset) pairs, oldest first."""
-
-
-class ReplicaState(NamedTuple):
-    log: tuple[Entry, ...]
-    hw: int
-    leader_epoch: int
-    """Epoch of the newest control request this replica applied (-1: none yet)."""
-    leader: int
-    """The leader this replica presumes (itself when it thinks it leads; -1: none)."""
-    isr: int
-    """Bit mask: the ISR as this replica caches it (meaningful only while it presumes leadership)."""
-    cache: CachePairs
-    remote_leo: tuple[int, ...]
-    """Leader only: each replica's LEO as learned from its last fetch offset (-1: unknown)."""
-    pending_truncation: bool
-    """EPOCH_OFFSET mode: must ask OffsetsForLeaderEpoch before fetching (KIP-101 as shipped)."""
-    leso: int = 0
-    """Leader only: leader epoch start offset, the LEO when it took over this epoch (KAFKA-7128)."""
-    pending_isr: int = 0
-    """Leader only: the ISR (bit mask) of an AlterPartition proposal in flight; 0 = none."""
-
-    @property
-    def leo(self) -> int:
-        return len(self.log)
-
-
-class Request(NamedTuple):
-    """A LeaderAndIsr request the controller published for one leader epoch."""
-
-    leader: int
-    isr: int
+Committed = tuple[tuple[int, int, int], ...]
 
 
 class ModelState(NamedTuple):
-    replicas: tuple[ReplicaState, ...]
-    controller_epoch: int
-    """The newest leader epoch the controller issued (-1: none yet)."""
-    controller_leader: int
-    controller_isr: int
-    requests: tuple[Request, ...]
-    """Request for epoch e is ``requests[e]``; grow-only, so delivery may be late or never."""
-    next_record_id: int
+    replicas: tuple[int, ...]
+    """Interned ``ReplicaValue`` id per replica."""
+    applied: tuple[int, ...]
+    """Per replica: index in ``published`` of the last change it applied (-1: none)."""
+    controller: int
+    """Interned ``ControllerValue`` id: the controller's current image."""
+    published: tuple[int, ...]
+    """Controller value ids of the changes some replica has not passed yet, oldest first."""
+    changes_left: int
     restarts_left: int
-    committed: tuple[tuple[int, int, int], ...]
+    next_record_id: int
+    committed: Committed
     """History: every (offset, epoch, record_id) that was ever below some leader's HW, sorted."""
 
 
@@ -101,13 +103,26 @@ class Action(NamedTuple):
     arg: int = -1
 
 
+class StateView(NamedTuple):
+    """A state with its ids resolved to values (for invariants, traces and rendering)."""
+
+    replicas: tuple[ReplicaValue, ...]
+    controller: ControllerValue
+    committed: Committed
+    next_record_id: int
+    changes_left: int
+    published: tuple[ControllerValue, ...] = ()
+    applied: tuple[int, ...] = ()
+
+
 @dataclass(frozen=True, slots=True)
 class ModelConfig:
     truncation: Truncation
     replicas: int = 2
     log_size: int = 2
     max_epoch: int = 3
-    """The controller may issue leader epochs 0 .. max_epoch - 1."""
+    """The controller makes at most ``max_epoch`` changes, creating the topic included, so
+    leader epochs stay within 0 .. max_epoch - 1."""
     max_records: int | None = None
     """Distinct records producers may write in total (default: ``log_size``)."""
     min_insync_replicas: int = 1
@@ -115,10 +130,10 @@ class ModelConfig:
     """How many times a replica may restart losing an unflushed suffix of its log."""
     fencing: bool = True
     """KIP-320 epoch fencing on fetch/OffsetsForLeaderEpoch. On by default in every mode because
-    the broker (``replication.partition``) fences in every mode; off reproduces pre-2.1 Kafka."""
+    the broker fences in every mode; off sends requests without the leader epoch (pre-2.1)."""
     async_isr: bool = True
-    """AlterPartition as a round trip: the leader's proposal stays pending (counted in the maximal
-    ISR) until the controller accepts or rejects it. False: accepted atomically when proposed."""
+    """AlterPartition as its own step: the leader's proposal stays pending (in the maximal ISR)
+    until the controller's answer arrives. False: delivered in the step that proposes it."""
     names: tuple[str, ...] = field(default=("A", "B", "C", "D", "E"))
 
     def __post_init__(self) -> None:
@@ -140,407 +155,468 @@ class ModelConfig:
         return self.fencing
 
     def name(self, replica: int) -> str:
-        return self.names[replica]
+        return self.names[replica] if 0 <= replica < len(self.names) else "none"
 
 
-def members(mask: int, count: int) -> list[int]:
-    return [r for r in range(count) if mask >> r & 1]
+def members(isr: tuple[int, ...] | int, count: int) -> list[int]:
+    """Replica ids of an ISR tuple (or of a bit mask, for callers of the earlier model)."""
+    if isinstance(isr, int):
+        return [r for r in range(count) if isr >> r & 1]
+    return sorted(isr)
 
 
 def cache_pairs(cache: EpochCache) -> CachePairs:
     return tuple((e.epoch, e.start_offset) for e in cache.entries())
 
 
-def truncate_replica(rep: ReplicaState, offset: int) -> ReplicaState:
-    """Cut the log so ``offset`` becomes the LEO; the epoch cache and the HW follow (§4.5)."""
-    new_leo = min(offset, rep.leo)
-    cache = EpochCache(rep.cache)
-    cache.truncate_from_end(new_leo)
-    return rep._replace(log=rep.log[:new_leo], cache=cache_pairs(cache), hw=min(rep.hw, new_leo))
+class _Interned:
+    """Values <-> small ids."""
 
-
-class CacheOps:
-    """Epoch-cache operations on ``CachePairs``, done by the real ``EpochCache`` and memoised per
-    model (per check run, so a test that patches ``EpochCache`` never sees stale answers)."""
-
-    __slots__ = ("_assign", "_truncate", "_views")
+    __slots__ = ("ids", "values")
 
     def __init__(self) -> None:
-        self._views: dict[CachePairs, EpochCache] = {}
-        self._assign: dict[tuple[CachePairs, int, int], CachePairs] = {}
-        self._truncate: dict[tuple[CachePairs, int], CachePairs] = {}
+        self.ids: dict[object, int] = {}
+        self.values: list[object] = []
 
-    def view(self, pairs: CachePairs) -> EpochCache:
-        """A shared cache for read-only use (the truncation rules only read it)."""
-        cache = self._views.get(pairs)
-        if cache is None:
-            cache = self._views[pairs] = EpochCache(pairs)
-        return cache
-
-    def assign(self, pairs: CachePairs, epoch: int, start_offset: int) -> CachePairs:
-        key = (pairs, epoch, start_offset)
-        result = self._assign.get(key)
-        if result is None:
-            cache = EpochCache(pairs)
-            cache.assign(epoch, start_offset)
-            result = self._assign[key] = cache_pairs(cache)
-        return result
-
-    def truncate_from_end(self, pairs: CachePairs, end_offset: int) -> CachePairs:
-        key = (pairs, end_offset)
-        result = self._truncate.get(key)
-        if result is None:
-            cache = EpochCache(pairs)
-            cache.truncate_from_end(end_offset)
-            result = self._truncate[key] = cache_pairs(cache)
-        return result
-
-    def truncate(self, rep: ReplicaState, offset: int) -> ReplicaState:
-        """``truncate_replica`` with the memoised cache operation."""
-        new_leo = min(offset, len(rep.log))
-        return rep._replace(
-            log=rep.log[:new_leo],
-            cache=self.truncate_from_end(rep.cache, new_leo),
-            hw=min(rep.hw, new_leo),
-        )
+    def id(self, value: object) -> int:
+        found = self.ids.get(value)
+        if found is None:
+            found = self.ids[value] = len(self.values)
+            self.values.append(value)
+        return found
 
 
 class Model:
-    """Initial state, successor relation and helpers for one ``ModelConfig``."""
+    """Initial state, successor relation and views for one ``ModelConfig``."""
 
     def __init__(self, config: ModelConfig) -> None:
         self.config = config
         self.n = config.replicas
         self.mode = config.truncation
-        self.all_mask = (1 << self.n) - 1
-        self._unknown_remote = (UNKNOWN_OFFSET,) * self.n
-        self.caches = CacheOps()
-
-    # -- initial state ---------------------------------------------------------------------
-    def initial_state(self) -> ModelState:
-        replica = ReplicaState(
-            log=(),
-            hw=0,
-            leader_epoch=-1,
-            leader=NO_LEADER,
-            isr=0,
-            cache=(),
-            remote_leo=(),
-            pending_truncation=False,
+        self.batches = Batches()
+        self.partition_configs: tuple[PartitionConfig, ...] = tuple(
+            partition_config(r, config.truncation, config.min_insync_replicas)
+            for r in range(self.n)
         )
+        self.controller_config = controller_config(config.min_insync_replicas)
+        self._replicas = _Interned()
+        self._controllers = _Interned()
+        self._memo: dict[tuple[object, ...], object] = {}
+        self._canon: dict[tuple[object, ...], int] = {}
+        self._commit: dict[tuple[Committed, int], Committed] = {}
+        self._replica_epochs: list[int] = []
+        """Partition epochs each interned replica value holds (its role's, its proposal's), as
+        a bit set."""
+        self._controller_epochs: list[int] = []
+        self.state_verdicts: dict[tuple[object, ...], object] = {}
+        self.transition_verdicts: dict[tuple[object, ...], object] = {}
+
+    # -- values ------------------------------------------------------------------------------
+    def replica(self, rid: int) -> ReplicaValue:
+        value = self._replicas.values[rid]
+        assert isinstance(value, ReplicaValue)
+        return value
+
+    def controller(self, cid: int) -> ControllerValue:
+        value = self._controllers.values[cid]
+        assert isinstance(value, ControllerValue)
+        return value
+
+    def view(self, state: ModelState) -> StateView:
+        values = self._replicas.values
+        return StateView(
+            tuple([values[r] for r in state.replicas]),  # type: ignore[misc]
+            self.controller(state.controller),
+            state.committed,
+            state.next_record_id,
+            state.changes_left,
+        )
+
+    def full_view(self, state: ModelState) -> StateView:
+        """``view`` plus the published changes not yet applied everywhere (for traces)."""
+        return self.view(state)._replace(
+            published=tuple(self.controller(c) for c in state.published), applied=state.applied
+        )
+
+    def live(self, state: ModelState, r: int) -> LiveReplica:
+        """Replica ``r`` of ``state`` as running objects (``Partition``, ``ReplicaDriver``...)."""
+        return live_replica(
+            self.replica(state.replicas[r]), self.partition_configs[r], self.batches
+        )
+
+    def live_controller(self, state: ModelState) -> object:
+        """The controller of ``state`` as a running ``ControllerLogic``."""
+        return live_controller(self.controller(state.controller), self.controller_config)
+
+    def _rid(self, live: LiveReplica) -> int:
+        return self._replicas.id(replica_value(live))
+
+    # -- initial state -------------------------------------------------------------------------
+    def initial_state(self) -> ModelState:
+        ctrl = initial_controller(self.n, self.controller_config)
+        epochs = dict(ctrl.broker_epochs)
+        cid = self._controllers.id(ctrl)
         return ModelState(
-            replicas=(replica,) * self.n,
-            controller_epoch=-1,
-            controller_leader=NO_LEADER,
-            controller_isr=self.all_mask,
-            requests=(),
-            next_record_id=0,
+            replicas=tuple(self._replicas.id(empty_replica(epochs[r])) for r in range(self.n)),
+            applied=(-1,) * self.n,
+            controller=cid,
+            published=(cid,),
+            changes_left=self.config.max_epoch - 1,
             restarts_left=self.config.unclean_restarts,
+            next_record_id=0,
             committed=(),
         )
 
-    # -- helpers -----------------------------------------------------------------------------
-    def _leader_hw(self, rep: ReplicaState, self_id: int) -> int:
-        """Leader HW = max(HW, min LEO over itself and its maximal ISR — the committed ISR plus a
-        member being added), frozen while the committed ISR is below min ISR."""
-        effective_min_isr = min(self.config.min_insync_replicas, self.n)
-        if len(members(rep.isr, self.n)) < effective_min_isr:
-            return rep.hw
-        new_hw = rep.leo
-        for r in members(rep.isr | rep.pending_isr, self.n):
-            if r != self_id:
-                new_hw = min(new_hw, rep.remote_leo[r])
-        return max(rep.hw, new_hw)
+    # -- successors ----------------------------------------------------------------------------
+    def successors(self, state: ModelState) -> Iterator[tuple[Action, ModelState]]:
+        if state.changes_left > 0:
+            for action, cid in self._controller_changes(state.controller):
+                yield action, self._publish(state, cid)
+        for r in range(self.n):
+            rid = state.replicas[r]
+            for index in range(state.applied[r] + 1, len(state.published)):
+                new = self._apply_metadata(r, rid, state.published[index])
+                yield (
+                    Action("ApplyMetadata", r, index),
+                    self._next(state, {r: new}, applied=(r, index)),
+                )
+            value = self.replica(rid)
+            role = value.role
+            if isinstance(role, LeaderState):
+                yield from self._leader_steps(state, r, rid, value)
+            elif isinstance(role, FollowerState) and role.leader_id != NO_LEADER:
+                yield from self._follower_steps(state, r, rid, role.leader_id)
+            if state.restarts_left > 0 and state.changes_left > 0:
+                yield from self._unclean_restarts(state, r, rid, value)
 
-    def _with_leader(
+    def _leader_steps(
+        self, state: ModelState, r: int, rid: int, value: ReplicaValue
+    ) -> Iterator[tuple[Action, ModelState]]:
+        record = state.next_record_id
+        if value.leo < self.config.log_size and record < self.config.record_limit:
+            new = self._write(r, rid, record)
+            if new != rid:
+                nxt = state._replace(next_record_id=record + 1)
+                yield Action("LeaderWrite", r, record), self._next(nxt, {r: new})
+        if value.proposal is not None:
+            cid, new = self._alter_partition(r, rid, state.controller)
+            if (cid, new) != (state.controller, rid):
+                yield Action("AlterPartition", r), self._next(state, {r: new}, controller=cid)
+        else:
+            new = self._shrink(r, rid)
+            if new != rid:
+                yield Action("LeaderShrinkIsr", r), self._next(state, {r: new})
+
+    def _follower_steps(
+        self, state: ModelState, f: int, fid: int, target: int
+    ) -> Iterator[tuple[Action, ModelState]]:
+        tid = state.replicas[target]
+        for kind, new_f, new_t in self._fetch(f, fid, target, tid):
+            if kind == STUCK_FETCH:
+                yield Action(STUCK_FETCH, f, target), state
+            else:
+                yield Action(kind, f, target), self._next(state, {f: new_f, target: new_t})
+
+    def _unclean_restarts(
+        self, state: ModelState, r: int, rid: int, value: ReplicaValue
+    ) -> Iterator[tuple[Action, ModelState]]:
+        """A replica restarts losing an unflushed, non-empty suffix of its log: its process
+        state is gone, the log and the epoch cache keep offsets < ``keep`` (the HW checkpoint
+        is clamped to the log), and it registers as a new incarnation that reports an unclean
+        shutdown (``ControllerLogic.register_broker``). From then on it sees metadata published
+        after its registration only."""
+        cid = self._restart_controller(state.controller, r)
+        ctrl = self.controller(cid)
+        epoch = dict(ctrl.broker_epochs)[r]
+        for keep in range(value.leo):
+            cache = EpochCache(value.cache)
+            cache.truncate_from_end(keep)
+            restarted = value._replace(
+                log=value.log[:keep], cache=cache_pairs(cache), hw=min(value.hw, keep),
+                role=None, followers=(), broker_epochs=(), ineligible=frozenset(),
+                local_broker_epoch=epoch, proposal=None,
+            )
+            nxt = state._replace(restarts_left=state.restarts_left - 1)
+            nxt = self._publish(nxt, cid)
+            applied = list(nxt.applied)
+            applied[r] = len(nxt.published) - 2
+            nxt = nxt._replace(applied=tuple(applied))
+            yield (
+                Action("UncleanRestart", r, keep),
+                self._next(nxt, {r: self._replicas.id(restarted)}),
+            )
+
+    # -- state assembly --------------------------------------------------------------------------
+    def _publish(self, state: ModelState, cid: int) -> ModelState:
+        return state._replace(
+            controller=cid,
+            published=(*state.published, cid),
+            changes_left=state.changes_left - 1,
+        )
+
+    def _next(
         self,
         state: ModelState,
-        r: int,
-        rep: ReplicaState,
-        extra: dict[int, ReplicaState] | None = None,
+        changed: dict[int, int],
+        *,
+        applied: tuple[int, int] | None = None,
+        controller: int | None = None,
     ) -> ModelState:
-        """Install leader ``r``'s new state, advancing its HW and the ``committed`` history."""
-        new_hw = self._leader_hw(rep, r)
+        if not self.config.async_isr:
+            changed, controller = self._deliver_proposals(state, changed, controller)
+        replicas = list(state.replicas)
         committed = state.committed
-        if new_hw > rep.hw:
-            added = {(o, rep.log[o][0], rep.log[o][1]) for o in range(rep.hw, new_hw)}
-            if not added.issubset(committed):
-                committed = tuple(sorted(added.union(committed)))
-            rep = rep._replace(hw=new_hw)
-        replicas = list(state.replicas)
-        replicas[r] = rep
-        if extra:
-            for k, v in extra.items():
-                replicas[k] = v
-        return state._replace(replicas=tuple(replicas), committed=committed)
+        for r, rid in changed.items():
+            replicas[r] = rid
+            if rid != state.replicas[r]:
+                committed = self._committed(committed, rid)
+        applied_list = list(state.applied)
+        if applied is not None:
+            applied_list[applied[0]] = applied[1]
+        return self._canonical(
+            state._replace(
+                replicas=tuple(replicas),
+                applied=tuple(applied_list),
+                controller=state.controller if controller is None else controller,
+                committed=committed,
+            )
+        )
 
-    def _set_replica(self, state: ModelState, r: int, rep: ReplicaState) -> ModelState:
-        replicas = list(state.replicas)
-        replicas[r] = rep
-        return state._replace(replicas=tuple(replicas))
+    def _deliver_proposals(
+        self, state: ModelState, changed: dict[int, int], controller: int | None
+    ) -> tuple[dict[int, int], int | None]:
+        """``async_isr=False``: a proposal made in this step is answered in this step."""
+        for r, rid in list(changed.items()):
+            if rid != state.replicas[r] and self.replica(rid).proposal is not None:
+                cid = state.controller if controller is None else controller
+                controller, changed[r] = self._alter_partition(r, rid, cid)
+        return changed, controller
 
-    def _publish(self, state: ModelState, leader: int, isr: int) -> ModelState:
-        epoch = state.controller_epoch + 1
+    def _committed(self, committed: Committed, rid: int) -> Committed:
+        """Add what a leader exposes: its log below its HW."""
+        key = (committed, rid)
+        found = self._commit.get(key)
+        if found is None:
+            value = self.replica(rid)
+            found = committed
+            if value.is_leader and value.hw:
+                added = {(o, *value.log[o]) for o in range(value.hw)}
+                if not added.issubset(committed):
+                    found = tuple(sorted(added.union(committed)))
+            self._commit[key] = found
+        return found
+
+    def _canonical(self, state: ModelState) -> ModelState:
+        """Drop published changes every replica has passed; renumber partition epochs to ranks."""
+        shift = min(state.applied) + 1
+        if shift > 0:
+            state = state._replace(
+                published=state.published[shift:],
+                applied=tuple(a - shift for a in state.applied),
+            )
+        controller_epochs = self._controller_epochs
+        replica_epochs = self._replica_epochs
+        while len(controller_epochs) < len(self._controllers.values):
+            controller_epochs.append(
+                self.controller(len(controller_epochs)).registration.partition_epoch
+            )
+        while len(replica_epochs) < len(self._replicas.values):
+            value = self.replica(len(replica_epochs))
+            held = 0
+            if value.role is not None:
+                held |= 1 << value.role.partition_epoch
+            if value.proposal is not None:
+                held |= 1 << value.proposal.partition_epoch
+            replica_epochs.append(held)
+        top = controller_epochs[state.controller]
+        seen = 1 << top
+        for c in state.published:
+            seen |= 1 << controller_epochs[c]
+        for rid in state.replicas:
+            seen |= replica_epochs[rid]
+        if seen == (1 << (top + 1)) - 1:
+            return state
+        ranked = [e for e in range(seen.bit_length()) if seen >> e & 1]
+        ranks = {e: i for i, e in enumerate(ranked)}
+        mapping = tuple(ranked)
         return state._replace(
-            controller_epoch=epoch,
-            controller_leader=leader,
-            controller_isr=isr,
-            requests=(*state.requests, Request(leader, isr)),
+            replicas=tuple(self._renumber_replica(rid, mapping, ranks) for rid in state.replicas),
+            controller=self._renumber_controller(state.controller, mapping, ranks),
+            published=tuple(self._renumber_controller(c, mapping, ranks) for c in state.published),
         )
 
-    # -- successors --------------------------------------------------------------------------
-    def successors(self, state: ModelState) -> Iterator[tuple[Action, ModelState]]:
-        yield from self._controller_actions(state)
-        for r in range(self.n):
-            yield from self._apply_requests(state, r)
-            rep = state.replicas[r]
-            if rep.leader == r:
-                yield from self._leader_actions(state, r)
-            elif rep.leader != NO_LEADER:
-                yield from self._follower_actions(state, r)
-            if state.restarts_left > 0:
-                yield from self._unclean_restarts(state, r)
-
-    def _controller_actions(self, state: ModelState) -> Iterator[tuple[Action, ModelState]]:
-        if state.controller_epoch + 1 >= self.config.max_epoch:
-            return  # the epoch budget of this bound is spent
-        for r in members(state.controller_isr, self.n):
-            if r != state.controller_leader:
-                # Clean election: any ISR member other than the current leader; bumps the epoch.
-                yield Action("ElectLeader", r), self._publish(state, r, state.controller_isr)
-        if state.controller_isr & (state.controller_isr - 1):  # more than one member
-            for r in members(state.controller_isr, self.n):
-                # The controller removes a fenced/failed broker; never empties the ISR.
-                leader = NO_LEADER if r == state.controller_leader else state.controller_leader
-                yield (
-                    Action("ControllerShrinkIsr", r),
-                    self._publish(state, leader, state.controller_isr & ~(1 << r)),
-                )
-
-    def _apply_requests(self, state: ModelState, r: int) -> Iterator[tuple[Action, ModelState]]:
-        rep = state.replicas[r]
-        for epoch in range(rep.leader_epoch + 1, state.controller_epoch + 1):
-            request = state.requests[epoch]
-            if request.leader == r:
-                yield (
-                    Action("BecomeLeader", r, epoch),
-                    self._become_leader(state, r, epoch, request),
-                )
-            else:
-                yield (
-                    Action("BecomeFollower", r, epoch),
-                    self._become_follower(state, r, epoch, request),
-                )
-
-    def _become_leader(self, state: ModelState, r: int, epoch: int, req: Request) -> ModelState:
-        rep = state.replicas[r]
-        cache = rep.cache
-        if self.mode.records_epoch_on_election:
-            # KAFKA-7415: record (new epoch, LEO) before accepting any write.
-            cache = self.caches.assign(cache, epoch, rep.leo)
-        remote = list(self._unknown_remote)
-        remote[r] = rep.leo
-        rep = rep._replace(
-            leader_epoch=epoch,
-            leader=r,
-            isr=req.isr,
-            cache=cache,
-            remote_leo=tuple(remote),
-            pending_truncation=False,
-            leso=rep.leo,
-            pending_isr=0,
-        )
-        return self._with_leader(state, r, rep)
-
-    def _become_follower(self, state: ModelState, r: int, epoch: int, req: Request) -> ModelState:
-        rep = state.replicas[r]
-        rep = rep._replace(
-            leader_epoch=epoch,
-            leader=req.leader,
-            isr=0,
-            remote_leo=(),
-            # As the broker: only a non-empty log has anything to ask about.
-            pending_truncation=self.mode is Truncation.EPOCH_OFFSET and rep.leo > 0,
-            leso=0,
-            pending_isr=0,
-        )
-        cut = rules.truncation_on_become_follower(self.mode, rep.leo, rep.hw)
-        if cut is not None:
-            rep = self.caches.truncate(rep, cut)
-        return self._set_replica(state, r, rep)
-
-    def _leader_actions(self, state: ModelState, r: int) -> Iterator[tuple[Action, ModelState]]:
-        rep = state.replicas[r]
-        # Produce carries no leader epoch: a zombie that still presumes leadership can append.
-        if rep.leo < self.config.log_size and state.next_record_id < self.config.record_limit:
-            record = state.next_record_id
-            remote = list(rep.remote_leo)
-            remote[r] = rep.leo + 1
-            new_rep = rep._replace(
-                log=(*rep.log, (rep.leader_epoch, record)),
-                cache=self.caches.assign(rep.cache, rep.leader_epoch, rep.leo),
-                remote_leo=tuple(remote),
+    def _renumber_replica(
+        self, rid: int, mapping: tuple[int, ...], ranks: dict[int, int]
+    ) -> int:
+        key = ("rr", rid, mapping)
+        found = self._canon.get(key)
+        if found is None:
+            value = self.replica(rid)
+            role, proposal = value.role, value.proposal
+            if role is not None:
+                role = replace(role, partition_epoch=ranks[role.partition_epoch])
+            if proposal is not None:
+                proposal = replace(proposal, partition_epoch=ranks[proposal.partition_epoch])
+            found = self._canon[key] = self._replicas.id(
+                value._replace(role=role, proposal=proposal)
             )
-            nxt = state._replace(next_record_id=record + 1)
-            yield Action("LeaderWrite", r, record), self._with_leader(nxt, r, new_rep)
-        # ISR changes are AlterPartition proposals: one at a time; the controller accepts only
-        # the current leader in the current leader epoch (compare-and-set).
-        if self.config.async_isr:
-            if rep.pending_isr:
-                yield from self._alter_partition_response(state, r)
-                return
-        elif state.controller_leader != r or state.controller_epoch != rep.leader_epoch:
-            return
-        for f in range(self.n):
-            if f == r:
-                continue
-            in_isr = bool(rep.isr >> f & 1)
-            known = rep.remote_leo[f]
-            if in_isr and known != rep.leo:
-                # Shrink: a follower that has not caught up to the leader's LEO (§3.2).
-                yield Action("LeaderShrinkIsr", r, f), self._propose(state, r, rep.isr & ~(1 << f))
-            elif not in_isr and known >= rep.hw and known >= self._leso(rep):
-                # Expand: LEO (as learned from its fetches) >= HW and >= LESO (§3.3, KAFKA-7128).
-                yield Action("LeaderExpandIsr", r, f), self._propose(state, r, rep.isr | (1 << f))
+        return found
 
-    def _propose(self, state: ModelState, r: int, new_isr: int) -> ModelState:
-        rep = state.replicas[r]
-        if self.config.async_isr:
-            # Pending: a member being added counts for the HW at once; one being removed still
-            # counts until the controller agrees (maximal ISR).
-            return self._with_leader(state, r, rep._replace(pending_isr=new_isr))
-        nxt = state._replace(controller_isr=new_isr)
-        return self._with_leader(nxt, r, rep._replace(isr=new_isr))
+    def _renumber_controller(
+        self, cid: int, mapping: tuple[int, ...], ranks: dict[int, int]
+    ) -> int:
+        key = ("rc", cid, mapping)
+        found = self._canon.get(key)
+        if found is None:
+            value = self.controller(cid)
+            reg = value.registration
+            reg = replace(reg, partition_epoch=ranks[reg.partition_epoch])
+            found = self._canon[key] = self._controllers.id(value._replace(registration=reg))
+        return found
 
-    def _alter_partition_response(
-        self, state: ModelState, r: int
-    ) -> Iterator[tuple[Action, ModelState]]:
-        """The controller handles the leader's pending proposal and the leader gets the answer."""
-        rep = state.replicas[r]
-        if state.controller_leader == r and state.controller_epoch == rep.leader_epoch:
-            new_isr = rep.pending_isr
-            nxt = state._replace(controller_isr=new_isr)
-            accepted = rep._replace(isr=new_isr, pending_isr=0)
-            yield Action("AlterPartitionAccepted", r), self._with_leader(nxt, r, accepted)
-        else:
-            # FENCED_LEADER_EPOCH / NOT_CONTROLLER-style rejection: back to the committed ISR.
-            yield (
-                Action("AlterPartitionRejected", r),
-                self._with_leader(state, r, rep._replace(pending_isr=0)),
+    # -- the real calls, memoised ----------------------------------------------------------------
+    def _controller_changes(self, cid: int) -> list[tuple[Action, int]]:
+        key = ("ctrl", cid)
+        found = self._memo.get(key)
+        if found is None:
+            ctrl = self.controller(cid)
+            changes: list[tuple[Action, int]] = []
+            for broker in ctrl.brokers:
+                logic = live_controller(ctrl, self.controller_config)
+                if broker.fenced:
+                    logic.unfence_broker(broker.broker_id)
+                    kind = "Unfence"
+                else:
+                    logic.fence_broker(broker.broker_id, "the model fences it")
+                    kind = "Fence"
+                new = controller_value(logic)
+                if new != ctrl:
+                    changes.append((Action(kind, broker.broker_id), self._controllers.id(new)))
+            logic = live_controller(ctrl, self.controller_config)
+            if logic.move_leadership(TOPIC, PARTITION, "the model moves leadership"):
+                new = controller_value(logic)
+                changes.append((Action("MoveLeadership", new.registration.leader),
+                                self._controllers.id(new)))
+            found = self._memo[key] = changes
+        assert isinstance(found, list)
+        return found
+
+    def _restart_controller(self, cid: int, r: int) -> int:
+        key = ("restart", cid, r)
+        found = self._memo.get(key)
+        if found is None:
+            ctrl = self.controller(cid)
+            logic = live_controller(ctrl, self.controller_config)
+            old = logic.image.brokers[r]
+            logic.register_broker(r, old.host, old.port, f"{r}-{old.broker_epoch + 1}", NOW_MS,
+                                  clean_shutdown=False)
+            found = self._memo[key] = self._controllers.id(controller_value(logic))
+        assert isinstance(found, int)
+        return found
+
+    def _apply_metadata(self, r: int, rid: int, cid: int) -> int:
+        key = ("md", r, rid, cid)
+        found = self._memo.get(key)
+        if found is None:
+            ctrl = self.controller(cid)
+            live = self._live(r, rid)
+            effects = live.partition.apply_metadata(
+                live.log, ctrl.registration, NOW_MS,
+                broker_epochs=dict(ctrl.broker_epochs), ineligible=ctrl.ineligible,
             )
+            live.driver.apply(effects)
+            found = self._memo[key] = self._rid(live)
+        assert isinstance(found, int)
+        return found
 
-    def _leso(self, rep: ReplicaState) -> int:
-        """Leader epoch start offset, checked before an ISR expansion in every mode (KAFKA-7128),
-        as ``replication.partition`` does."""
-        return rep.leso
-
-    def _leader_for_fetch(self, state: ModelState, f: int) -> int | None:
-        """The leader a follower's fetch / OffsetsForLeaderEpoch reaches, or None if rejected."""
-        rep = state.replicas[f]
-        target = rep.leader
-        leader = state.replicas[target]
-        if leader.leader != target:
-            return None  # NOT_LEADER_OR_FOLLOWER
-        if self.config.fenced and leader.leader_epoch != rep.leader_epoch:
-            return None  # FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH (KIP-320)
-        return target
-
-    def _follower_actions(self, state: ModelState, f: int) -> Iterator[tuple[Action, ModelState]]:
-        target = self._leader_for_fetch(state, f)
-        if target is None:
-            return
-        rep = state.replicas[f]
-        if rep.pending_truncation:
-            yield (
-                Action("OffsetsForLeaderEpoch", f, target),
-                self._offsets_for_leader_epoch(state, f, target),
+    def _write(self, r: int, rid: int, record: int) -> int:
+        key = ("write", r, rid, record)
+        found = self._memo.get(key)
+        if found is None:
+            live = self._live(r, rid)
+            result = produce_as_leader(
+                live.partition, live.log, ProducerStateTable(), self.batches.produced(record),
+                acks=ACKS_LEADER, produce_id=record, now_ms=NOW_MS, timeout_ms=30_000,
             )
-            return
-        nxt = self._fetch(state, f, target)
-        if nxt is state:
-            yield Action(STUCK_FETCH, f, target), nxt
-        elif nxt is not None:
-            yield Action("Fetch", f, target), nxt
+            live.driver.apply(result.effects)
+            found = self._memo[key] = self._rid(live) if result.appended else rid
+        assert isinstance(found, int)
+        return found
 
-    def _offsets_for_leader_epoch(self, state: ModelState, f: int, target: int) -> ModelState:
-        rep = state.replicas[f]
-        leader = state.replicas[target]
-        cache = self.caches.view(rep.cache)
-        answer = rules.leader_end_offset_for(
-            self.mode, self.caches.view(leader.cache), cache.latest_epoch, leader.leo
-        )
-        point = rules.truncation_point(self.mode, cache, rep.leo, rep.hw, answer)
-        rep = self.caches.truncate(rep, point.offset)._replace(pending_truncation=not point.final)
-        return self._set_replica(state, f, rep)
+    def _shrink(self, r: int, rid: int) -> int:
+        key = ("shrink", r, rid)
+        found = self._memo.get(key)
+        if found is None:
+            live = self._live(r, rid)
+            live.driver.apply(live.partition.maybe_shrink_isr(live.log, NOW_MS))
+            found = self._memo[key] = self._rid(live)
+        assert isinstance(found, int)
+        return found
 
-    def _fetch(self, state: ModelState, f: int, target: int) -> ModelState | None:
-        rep = state.replicas[f]
-        leader = state.replicas[target]
-        leader_cache = self.caches.view(leader.cache)
-        follower_cache = self.caches.view(rep.cache)
-        check = rules.validate_fetch(
-            self.mode, leader_cache, 0, leader.leo, rep.leo, follower_cache.latest_epoch
-        )
-        if check.result is FetchValidation.DIVERGING:
-            assert check.diverging is not None
-            point = rules.truncation_point(
-                self.mode, follower_cache, rep.leo, rep.hw, check.diverging
+    def _alter_partition(self, r: int, rid: int, cid: int) -> tuple[int, int]:
+        """The controller handles the leader's pending AlterPartition; the leader gets the
+        answer (``ControllerLogic.alter_partition``, ``Partition.handle_alter_partition_response``)."""
+        key = ("alter", r, rid, cid)
+        found = self._memo.get(key)
+        if found is None:
+            live = self._live(r, rid)
+            request = live.proposal
+            assert request is not None
+            logic = live_controller(self.controller(cid), self.controller_config)
+            error, registration = logic.alter_partition(TOPIC, PARTITION, request)
+            live.driver.apply(live.partition.handle_alter_partition_response(
+                live.log, request, error, registration if error is ErrorCode.NONE else None,
+                NOW_MS,
+            ))
+            found = self._memo[key] = (self._controllers.id(controller_value(logic)),
+                                       self._rid(live))
+        assert isinstance(found, tuple)
+        return found
+
+    def _fetch(self, f: int, fid: int, t: int, tid: int) -> list[tuple[str, int, int]]:
+        """Follower ``f`` sends its next request to ``t`` and acts on the answer: the outcomes
+        that change something, as (kind, new follower id, new leader id). A fetch whose answer
+        is lost is an outcome of its own ("FetchResponseLost": the leader has recorded the fetch
+        — follower state, ISR expansion, HW — the follower has learned nothing)."""
+        key = ("fetch", f, fid, t, tid)
+        found = self._memo.get(key)
+        if found is not None:
+            assert isinstance(found, list)
+            return found
+        follower = self._live(f, fid)
+        leader = self._live(t, tid)
+        request = follower.partition.next_fetch(follower.log)
+        result: list[tuple[str, int, int]] = []
+        if isinstance(request, EpochQuery):
+            query = request if self.config.fenced else replace(
+                request, current_leader_epoch=UNDEFINED_EPOCH)
+            error, answer = leader.partition.handle_epoch_query(leader.log, query)
+            follower.driver.on_epoch_answer(request.current_leader_epoch, error, answer)
+            new_f = self._rid(follower)
+            if new_f != fid:
+                result.append(("OffsetsForLeaderEpoch", new_f, tid))
+        elif request is not None:
+            sent = request if self.config.fenced else replace(
+                request, current_leader_epoch=UNDEFINED_EPOCH)
+            d = leader.partition.handle_follower_fetch(leader.log, sent, NOW_MS)
+            leader.driver.apply(d.effects)
+            new_t = self._rid(leader)
+            records = leader.log.read(d.read_from, d.read_upto) if d.has_data else b""
+            response = FetchResponse(
+                d.error, request.current_leader_epoch, d.high_watermark, d.log_start_offset,
+                d.log_end_offset, d.diverging, has_records=bool(records),
+                fetch_offset=request.fetch_offset,
             )
-            # The leader does not update this follower's state on a diverging answer; a
-            # non-final cut simply produces another diverging answer on the next fetch. A cut at
-            # the LEO still drops empty epochs from the cache (Kafka's truncateTo).
-            cut = self.caches.truncate(rep, point.offset)
-            if cut == rep:
-                # No progress: the follower would fetch, get the same answer and cut nothing,
-                # forever. Reported as a self-loop that the TruncationProgress invariant flags.
-                return state
-            return self._set_replica(state, f, cut)
-        if check.result is FetchValidation.OFFSET_OUT_OF_RANGE:
-            # §4.7: a follower ahead of the leader truncates to the leader's LEO.
-            if leader.leo < rep.leo:
-                return self._set_replica(state, f, self.caches.truncate(rep, leader.leo))
-            return None
-        # Normal read from the follower's LEO. The response carries the HW from *before* this
-        # fetch updated the leader's view of the follower (rule 5).
-        hw_snapshot = leader.hw
-        remote = list(leader.remote_leo)
-        remote[f] = rep.leo
-        new_leader = leader._replace(remote_leo=tuple(remote))
-        new_rep = rep
-        if rep.leo < leader.leo:
-            entry = leader.log[rep.leo]
-            new_rep = rep._replace(
-                log=(*rep.log, entry), cache=self.caches.assign(rep.cache, entry[0], rep.leo)
-            )
-        new_rep = new_rep._replace(hw=min(hw_snapshot, new_rep.leo))
-        if new_rep == rep and new_leader == leader:
-            return None
-        return self._with_leader(state, target, new_leader, {f: new_rep})
+            action = follower.driver.on_fetch_response(response, records, NOW_MS)
+            new_f = self._rid(follower)
+            if (new_f, new_t) != (fid, tid):
+                result.append(("Fetch", new_f, new_t))
+            elif action.kind is FollowerActionKind.TRUNCATE:
+                result.append((STUCK_FETCH, fid, tid))
+            if new_t != tid and new_f != fid:
+                result.append(("FetchResponseLost", fid, new_t))
+        self._memo[key] = result
+        return result
 
-    def _unclean_restarts(self, state: ModelState, r: int) -> Iterator[tuple[Action, ModelState]]:
-        """A replica restarts losing an unflushed, non-empty suffix of its log.
-
-        Its in-memory role is gone; it keeps its last leader epoch as an incarnation guard (a
-        restarted broker ignores requests issued before it restarted, KIP-380). The controller sees
-        the new incarnation, removes it from the ISR unless it is the only member, and publishes
-        a partition change (new epoch).
-        """
-        if state.controller_epoch + 1 >= self.config.max_epoch:
-            return
-        rep = state.replicas[r]
-        isr = state.controller_isr
-        if isr & ~(1 << r):
-            isr &= ~(1 << r)
-        leader = NO_LEADER if state.controller_leader == r else state.controller_leader
-        for keep in range(rep.leo):
-            cut = self.caches.truncate(rep, keep)._replace(
-                leader=NO_LEADER,
-                isr=0,
-                remote_leo=(),
-                pending_truncation=False,
-                leader_epoch=state.controller_epoch,
-                leso=0,
-                pending_isr=0,
-            )
-            nxt = self._set_replica(state, r, cut)._replace(restarts_left=state.restarts_left - 1)
-            yield Action("UncleanRestart", r, keep), self._publish(nxt, leader, isr)
+    def _live(self, r: int, rid: int) -> LiveReplica:
+        return live_replica(self.replica(rid), self.partition_configs[r], self.batches)

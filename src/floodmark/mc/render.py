@@ -5,52 +5,63 @@ from __future__ import annotations
 from typing import Any
 
 from floodmark.mc.checker import CheckResult, TraceStep
-from floodmark.mc.model import (
-    NO_LEADER,
-    STUCK_FETCH,
-    Action,
-    ModelConfig,
-    ModelState,
-    ReplicaState,
-    members,
-)
+from floodmark.mc.model import NO_LEADER, STUCK_FETCH, Action, ModelConfig, StateView
+from floodmark.mc.pieces import ControllerValue, ReplicaValue
+from floodmark.replication import isr as isr_rules
+from floodmark.replication.partition import FollowerState, LeaderState
 
 
-def _names(config: ModelConfig, mask: int) -> list[str]:
-    return [config.name(r) for r in members(mask, config.replicas)]
+def _names(config: ModelConfig, isr: tuple[int, ...]) -> list[str]:
+    return [config.name(r) for r in sorted(isr)]
 
 
-def describe(action: Action | None, after: ModelState, config: ModelConfig) -> str:
+def _registration(config: ModelConfig, ctrl: ControllerValue) -> str:
+    reg = ctrl.registration
+    fenced = [config.name(b.broker_id) for b in ctrl.brokers if b.fenced]
+    text = (
+        f"leader={config.name(reg.leader) if reg.leader != NO_LEADER else 'none'} "
+        f"epoch={reg.leader_epoch} ISR={{{','.join(_names(config, reg.isr))}}}"
+    )
+    return text + (f" fenced={{{','.join(fenced)}}}" if fenced else "")
+
+
+def _role(config: ModelConfig, r: int, rep: ReplicaValue) -> str:
+    role = rep.role
+    if isinstance(role, LeaderState):
+        text = f"leader e{role.leader_epoch} ISR={{{','.join(_names(config, role.isr_state.isr))}}}"
+        if role.isr_state.is_inflight:
+            proposed = isr_rules.proposed_isr(role.isr_state)
+            text += f" proposed={{{','.join(_names(config, proposed))}}}"
+        return text
+    if isinstance(role, FollowerState):
+        target = config.name(role.leader_id) if role.leader_id != NO_LEADER else "no leader"
+        phase = "" if role.phase.value == "fetching" else f" ({role.phase.value})"
+        return f"follows {target} e{role.leader_epoch}{phase}"
+    return "no metadata applied"
+
+
+def describe(action: Action | None, after: StateView, config: ModelConfig) -> str:
     """One line saying what happened in a step."""
     if action is None:
-        return "initial state"
+        return "initial state: the topic is created; no broker has applied it yet"
     name = config.name(action.replica) if action.replica >= 0 else "?"
     other = config.name(action.arg) if 0 <= action.arg < config.replicas else "?"
     kind = action.kind
-    if kind == "ElectLeader":
-        return f"controller elects {name} leader of epoch {after.controller_epoch}"
-    if kind == "ControllerShrinkIsr":
-        isr = ",".join(_names(config, after.controller_isr))
-        return f"controller removes {name} from the ISR (epoch {after.controller_epoch}, ISR {{{isr}}})"
-    if kind == "BecomeLeader":
-        return f"{name} applies the epoch {action.arg} request: becomes leader"
-    if kind == "BecomeFollower":
-        req = after.requests[action.arg]
-        target = config.name(req.leader) if req.leader != NO_LEADER else "no leader"
-        return f"{name} applies the epoch {action.arg} request: follows {target}"
+    reg = _registration(config, after.controller)
+    if kind == "Fence":
+        return f"controller fences {name} (session expired): {reg}"
+    if kind == "Unfence":
+        return f"controller unfences {name} (heartbeat): {reg}"
+    if kind == "MoveLeadership":
+        return f"controller moves leadership to {name}: {reg}"
+    if kind == "ApplyMetadata":
+        return f"{name} applies a metadata change: {_role(config, action.replica, after.replicas[action.replica])}"
     if kind == "LeaderWrite":
         return f"{name} (leader) appends r{action.arg}"
     if kind == "LeaderShrinkIsr":
-        verb = "proposes removing" if config.async_isr else "shrinks the ISR: removes"
-        return f"{name} (leader) {verb} {other}"
-    if kind == "LeaderExpandIsr":
-        verb = "proposes adding" if config.async_isr else "expands the ISR: adds"
-        return f"{name} (leader) {verb} {other}"
-    if kind == "AlterPartitionAccepted":
-        isr = ",".join(_names(config, after.controller_isr))
-        return f"controller accepts {name}'s AlterPartition: ISR {{{isr}}}"
-    if kind == "AlterPartitionRejected":
-        return f"controller rejects {name}'s AlterPartition (stale leader epoch)"
+        return f"{name} (leader) proposes an ISR shrink (AlterPartition)"
+    if kind == "AlterPartition":
+        return f"controller answers {name}'s AlterPartition: {reg}"
     if kind == "Fetch":
         return f"{name} fetches from {other}"
     if kind == STUCK_FETCH:
@@ -58,44 +69,47 @@ def describe(action: Action | None, after: ModelState, config: ModelConfig) -> s
     if kind == "OffsetsForLeaderEpoch":
         return f"{name} asks {other} OffsetsForLeaderEpoch and truncates"
     if kind == "UncleanRestart":
-        return f"{name} restarts uncleanly, keeping offsets < {action.arg}"
+        return f"{name} restarts uncleanly, keeping offsets < {action.arg}, and registers again: {reg}"
     return f"{kind} {name} {action.arg}"
 
 
-def replica_dict(rep: ReplicaState) -> dict[str, Any]:
+def replica_dict(config: ModelConfig, r: int, rep: ReplicaValue) -> dict[str, Any]:
+    role = rep.role
+    leader = rep.presumed_leader(r)
+    isr = proposed = None
+    if isinstance(role, LeaderState):
+        isr = _names(config, role.isr_state.isr)
+        if role.isr_state.is_inflight:
+            proposed = _names(config, isr_rules.proposed_isr(role.isr_state))
     return {
         "log": [[o, e, f"r{v}"] for o, (e, v) in enumerate(rep.log)],
         "leo": rep.leo,
         "hw": rep.hw,
         "epochs": [[e, s] for e, s in rep.cache],
         "leader_epoch": rep.leader_epoch,
-        "leader": rep.leader,
-        "isr": rep.isr,
-        "proposed_isr": rep.pending_isr,
+        "leader": config.name(leader) if leader != NO_LEADER else None,
+        "isr": isr,
+        "proposed_isr": proposed,
+        "role": _role(config, r, rep),
     }
 
 
 def step_dict(step: TraceStep, config: ModelConfig) -> dict[str, Any]:
     state = step.state
+    reg = state.controller.registration
     return {
         "action": describe(step.action, state, config),
         "kind": step.action.kind if step.action else "Init",
         "controller": {
-            "leader_epoch": state.controller_epoch,
-            "leader": config.name(state.controller_leader)
-            if state.controller_leader != NO_LEADER
-            else None,
-            "isr": _names(config, state.controller_isr),
+            "leader_epoch": reg.leader_epoch,
+            "leader": config.name(reg.leader) if reg.leader != NO_LEADER else None,
+            "isr": _names(config, reg.isr),
+            "partition_epoch": reg.partition_epoch,
+            "fenced": [config.name(b.broker_id) for b in state.controller.brokers if b.fenced],
         },
         "committed": [[o, e, f"r{v}"] for o, e, v in state.committed],
         "replicas": {
-            config.name(r): {
-                **replica_dict(rep),
-                "leader": config.name(rep.leader) if rep.leader != NO_LEADER else None,
-                "isr": _names(config, rep.isr) if rep.leader == r else None,
-                "proposed_isr": _names(config, rep.pending_isr) if rep.pending_isr else None,
-            }
-            for r, rep in enumerate(state.replicas)
+            config.name(r): replica_dict(config, r, rep) for r, rep in enumerate(state.replicas)
         },
     }
 
@@ -133,17 +147,10 @@ def result_dict(result: CheckResult) -> dict[str, Any]:
     }
 
 
-def _replica_line(config: ModelConfig, r: int, rep: ReplicaState) -> str:
+def _replica_line(config: ModelConfig, r: int, rep: ReplicaValue) -> str:
     log = " ".join(f"{o}:e{e}:r{v}" for o, (e, v) in enumerate(rep.log)) or "-"
     cache = ", ".join(f"{e}:{s}" for e, s in rep.cache)
-    if rep.leader == r:
-        role = f"leader e{rep.leader_epoch} ISR={{{','.join(_names(config, rep.isr))}}}"
-        if rep.pending_isr:
-            role += f" proposed={{{','.join(_names(config, rep.pending_isr))}}}"
-    elif rep.leader != NO_LEADER:
-        role = f"follows {config.name(rep.leader)} e{rep.leader_epoch}"
-    else:
-        role = f"no leader e{rep.leader_epoch}" if rep.leader_epoch >= 0 else "idle"
+    role = _role(config, r, rep)
     return f"    {config.name(r)}: [{log}] LEO={rep.leo} HW={rep.hw} epochs={{{cache}}}  {role}"
 
 
@@ -152,14 +159,8 @@ def trace_text(result: CheckResult) -> list[str]:
     lines: list[str] = []
     for index, step in enumerate(result.trace):
         state = step.state
-        leader = (
-            config.name(state.controller_leader) if state.controller_leader != NO_LEADER else "none"
-        )
-        isr = ",".join(_names(config, state.controller_isr))
         lines.append(f"  {index:2d}. {describe(step.action, state, config)}")
-        lines.append(
-            f"      controller: epoch={state.controller_epoch} leader={leader} ISR={{{isr}}}"
-        )
+        lines.append(f"      controller: {_registration(config, state.controller)}")
         for r, rep in enumerate(state.replicas):
             lines.append("  " + _replica_line(config, r, rep))
     return lines

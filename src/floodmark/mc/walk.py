@@ -14,7 +14,7 @@ import time
 
 from floodmark.mc.checker import CheckResult, TraceStep
 from floodmark.mc.invariants import Violation, check_state, check_transition
-from floodmark.mc.model import Model, ModelConfig, ModelState
+from floodmark.mc.model import Action, Model, ModelConfig, ModelState
 
 log = logging.getLogger(__name__)
 
@@ -70,26 +70,26 @@ def random_walks(
 
     violation = check_state(model, init)
     if violation is not None:
-        return result([TraceStep(None, init)], violation)
+        return result([TraceStep(None, model.full_view(init))], violation)
     for _ in range(walks):
         if time.perf_counter() > deadline:
             break
         done += 1
         state = init
-        trace = [TraceStep(None, init)]
+        path: list[tuple[Action | None, ModelState]] = [(None, init)]
         for _step in range(depth):
             options = list(model.successors(state))
             if not options:
                 break
             action, succ = options[rng.randrange(len(options))]
             steps_taken += 1
-            trace.append(TraceStep(action, succ))
-            longest = max(longest, len(trace) - 1)
+            path.append((action, succ))
+            longest = max(longest, len(path) - 1)
             violation = check_transition(model, state, action, succ)
             if violation is None:
                 violation = check_state(model, succ)
             if violation is not None:
-                return result(trace, violation)
+                return result([TraceStep(a, model.full_view(st)) for a, st in path], violation)
             seen.add(succ)
             state = succ
     return result([], None)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.records import decode_batch, iter_batches, simple_batch
@@ -32,13 +32,29 @@ from floodmark.replication.produce import ProduceSettings, produce_as_leader
 from floodmark.replication.producer_state import ProducerStateTable
 from floodmark.replication.purgatory import CompleteProduce
 from floodmark.sim import messages as m
+from floodmark.sim.config import SimConfig
+from floodmark.sim.network import Network
+from floodmark.sim.world import World
 from floodmark.storage.checkpoints import OffsetCheckpointFile, TopicPartition
 from floodmark.storage.config import LogConfig
 from floodmark.storage.fs import MemoryFileSystem
 from floodmark.storage.log import Log
 
-if TYPE_CHECKING:
-    from floodmark.sim.cluster import Cluster
+
+class BrokerHost(Protocol):
+    """What a simulated broker sees of its cluster (``cluster.Cluster``)."""
+
+    config: SimConfig
+    world: World
+    net: Network
+
+    def name_of(self, broker_id: int) -> str: ...
+    def after_broker_event(self, broker: SimBroker) -> None: ...
+    def on_high_watermark(self, broker: SimBroker, old: int, new: int) -> None: ...
+    def on_truncate(self, broker: SimBroker, new_leo: int, old_leo: int) -> None: ...
+    def on_become_leader(self, broker: SimBroker, epoch: int) -> None: ...
+    def on_consumer_read(self, broker: SimBroker, records: tuple[tuple[int, int, str], ...],
+                         hw: int) -> None: ...
 
 logger = logging.getLogger("floodmark.sim")
 
@@ -69,7 +85,7 @@ class ParkedFetch:
 
 
 class SimBroker:
-    def __init__(self, cluster: Cluster, broker_id: int, name: str) -> None:
+    def __init__(self, cluster: BrokerHost, broker_id: int, name: str) -> None:
         self.cluster = cluster
         self.world = cluster.world
         self.net = cluster.net

@@ -25,11 +25,12 @@ converged-after-heal   (liveness) after every fault healed and the producer stop
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from floodmark.sim.broker import SimBroker
-    from floodmark.sim.cluster import Cluster
+from floodmark.sim.broker import SimBroker
+from floodmark.sim.clients import Producer
+from floodmark.sim.controller import SimController
+from floodmark.sim.world import World
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,8 +40,20 @@ class Violation:
     time_ms: int
 
 
+class CheckerHost(Protocol):
+    """What the checker sees of its cluster (``cluster.Cluster``)."""
+
+    world: World
+    brokers: list[SimBroker]
+    controller: SimController
+    producer: Producer
+
+    def name_of(self, broker_id: int) -> str: ...
+    def leader(self) -> SimBroker | None: ...
+
+
 class Checker:
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: CheckerHost) -> None:
         self.cluster = cluster
         self.violations: list[Violation] = []
         self.reported_losses: list[Violation] = []  # outside SPEC's premise: reported only

@@ -27,15 +27,26 @@ from the controller after an error.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from floodmark.errors import ErrorCode
 from floodmark.replication.election import NO_LEADER
 from floodmark.replication.partition import ACKS_ALL, ACKS_LEADER, ACKS_NONE
 from floodmark.sim import messages as m
+from floodmark.sim.broker import SimBroker
+from floodmark.sim.network import Network
+from floodmark.sim.world import World
 
-if TYPE_CHECKING:
-    from floodmark.sim.cluster import Cluster
+
+class ClientHost(Protocol):
+    """What the simulated clients see of their cluster (``cluster.Cluster``)."""
+
+    world: World
+    net: Network
+    brokers: list[SimBroker]
+
+    def name_of(self, broker_id: int) -> str: ...
+    def on_acknowledged(self, outcome: ProduceOutcome) -> None: ...
 
 
 @dataclass(slots=True)
@@ -73,7 +84,7 @@ class PendingBatch:
 
 @dataclass(slots=True)
 class Producer:
-    cluster: Cluster
+    cluster: ClientHost
     name: str = "producer"
     acks: int = ACKS_ALL
     interval_ms: int = 20
@@ -313,7 +324,7 @@ class Producer:
 
 @dataclass(slots=True)
 class Consumer:
-    cluster: Cluster
+    cluster: ClientHost
     name: str = "consumer"
     interval_ms: int = 30
     position: int = 0

@@ -21,17 +21,16 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from floodmark.controller.image import MetadataImage
 from floodmark.controller.logic import ControllerConfig, ControllerLogic, PartitionChangeNote
 from floodmark.errors import ErrorCode
 from floodmark.replication.election import PartitionRegistration
 from floodmark.sim import messages as m
-
-if TYPE_CHECKING:
-    from floodmark.sim.cluster import Cluster
-    from floodmark.sim.config import SimConfig
+from floodmark.sim.config import SimConfig
+from floodmark.sim.network import Network
+from floodmark.sim.world import World
 
 NAME = "controller"
 # The logic's log lines say what the trace already says (with names, in virtual time).
@@ -54,8 +53,19 @@ def controller_config(config: SimConfig) -> ControllerConfig:
     )
 
 
+class ControllerHost(Protocol):
+    """What the simulated controller sees of its cluster (``cluster.Cluster``)."""
+
+    config: SimConfig
+    world: World
+    net: Network
+
+    def name_of(self, broker_id: int) -> str: ...
+    def after_controller_event(self) -> None: ...
+
+
 class SimController:
-    def __init__(self, cluster: Cluster, replicas: tuple[int, ...]) -> None:
+    def __init__(self, cluster: ControllerHost, replicas: tuple[int, ...]) -> None:
         self.cluster = cluster
         self.world = cluster.world
         self.net = cluster.net

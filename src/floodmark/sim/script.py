@@ -139,6 +139,14 @@ class Script:
         parked = " (parked at the leader)" if broker.fetch_inflight else ""
         self.record(f"{name} {desc}{parked}{note}")
 
+    def replicate(self, name: str) -> None:
+        """The follower takes the leader's new records and the HW they move: a fetch that
+        returns them, a second one that reports the follower's LEO (so the leader's HW
+        advances; it stays parked), and the parked one answered with that HW."""
+        self.fetch(name)
+        self.fetch(name)
+        self.release(name)
+
     def fetch_until_idle(self, name: str, rounds: int = 6) -> None:
         """Fetch until the follower's request gets parked (caught up), at most ``rounds`` times."""
         for _ in range(rounds):

@@ -39,8 +39,13 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import WriterCommitMessage
 
+from floodmark.client.cluster import RETRIABLE, Retriable, error_text
+from floodmark.client.connection import RequestFailed
+from floodmark.client.producer import IdempotentProducer
+from floodmark.errors import ErrorCode
 from floodmark.spark.fetcher import ClientConfig, client_for, read_range
 from floodmark.spark.options import OptionError, SinkOptions
+from floodmark.spark.sink import as_bytes, cluster_for, new_producer, produce_rows
 
 log = logging.getLogger(__name__)
 
@@ -81,14 +86,6 @@ def sink_id(options: dict[str, str]) -> str:
     return hashlib.sha256(ident.encode()).hexdigest()[:16]
 
 
-def _as_bytes(v: Any) -> bytes | None:
-    if v is None or isinstance(v, bytes):
-        return v
-    if isinstance(v, str):
-        return v.encode()
-    return bytes(v)
-
-
 def _staged_rows(messages: list[WriterCommitMessage | None], topic_opt: str | None) -> list[RowKey]:
     out: list[RowKey] = []
     for m in messages:
@@ -103,8 +100,8 @@ def _staged_rows(messages: list[WriterCommitMessage | None], topic_opt: str | No
             for i in range(n):
                 if topics[i] is None:
                     raise OptionError("null topic: set the 'topic' option or fill 'topic'")
-                hdrs = tuple((h["key"], _as_bytes(h["value"])) for h in (headers[i] or ()))
-                out.append((topics[i], _as_bytes(keys[i]), _as_bytes(cols["value"][i]), hdrs))
+                hdrs = tuple((h["key"], as_bytes(h["value"])) for h in (headers[i] or ()))
+                out.append((topics[i], as_bytes(keys[i]), as_bytes(cols["value"][i]), hdrs))
     return out
 
 
@@ -115,27 +112,29 @@ class ExactlyOnceCommitter:
         self.opts = opts
         self.sink = sink_id(options)
         self.marker_topic = f"__floodmark_sink_{self.sink}"
-        conf = dict(opts.producer_config)
-        self.bootstrap = conf["bootstrap.servers"]
-        self.producer_conf = conf
-        self.client_cfg = ClientConfig(self.bootstrap)
+        self.client_cfg = ClientConfig(opts.bootstrap_servers)
 
     # ---- marker topic
     def _ensure_marker_topic(self) -> None:
-        from confluent_kafka import KafkaException
-        from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
-
         client = client_for(self.client_cfg)
         if client.partitions_for(self.marker_topic):
             return
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
-        try:
-            # replication factor: the cluster's default.replication.factor, so the markers
+        cluster = cluster_for(self.opts)
+
+        def create() -> None:
+            # replication factor -1: the cluster's default.replication.factor, so the markers
             # survive the loss of a broker like the data they describe
-            admin.create_topics([NewTopic(self.marker_topic, 1)])[self.marker_topic].result(30)
-        except KafkaException as exc:
-            if "TOPIC_ALREADY_EXISTS" not in str(exc):
-                raise
+            resp = cluster.request_any(19, 5, {"topics": [{
+                "name": self.marker_topic, "num_partitions": 1, "replication_factor": -1,
+                "assignments": [], "configs": []}], "timeout": 30_000, "validate_only": False})
+            code = int(resp.topics[0].error_code)
+            if code in (0, ErrorCode.TOPIC_ALREADY_EXISTS):
+                return
+            if code in RETRIABLE:
+                raise Retriable(ErrorCode(code), f"create {self.marker_topic}")
+            raise RequestFailed(f"create {self.marker_topic}: {error_text(code)}")
+
+        cluster.retry(create)
         deadline = time.monotonic() + 30
         while not client.partitions_for(self.marker_topic):
             if time.monotonic() > deadline:
@@ -153,10 +152,9 @@ class ExactlyOnceCommitter:
                 return dict(json.loads(v))
         return None
 
-    def _write_marker(self, producer: Any, marker: dict[str, Any]) -> None:
-        producer.produce(self.marker_topic, value=json.dumps(marker).encode(), partition=0)
-        if producer.flush(self.opts.flush_timeout_ms / 1000):
-            raise TimeoutError(f"marker {marker} not acknowledged")
+    def _write_marker(self, producer: IdempotentProducer, marker: dict[str, Any]) -> None:
+        producer.send(self.marker_topic, json.dumps(marker).encode(), partition=0)
+        producer.flush()  # acks=all, or it raises
 
     # ---- what a previous attempt already published
     def _already_published(self, batch_id: int, start: dict[str, dict[str, int]]) -> Counter[RowKey]:
@@ -178,8 +176,6 @@ class ExactlyOnceCommitter:
 
     def commit(self, messages: list[WriterCommitMessage | None], batch_id: int) -> int:
         """Publish the batch exactly once; returns how many records this call published."""
-        from confluent_kafka import Producer
-
         self._ensure_marker_topic()
         rows = _staged_rows(messages, self.opts.topic)
         last = self._last_marker()
@@ -188,7 +184,7 @@ class ExactlyOnceCommitter:
                      batch_id)
             return 0
         client = client_for(self.client_cfg)
-        producer = Producer(self.producer_conf)
+        producer = new_producer(self.opts)
         if last is not None and last.get("state") == "intent" and int(last["batch"]) == batch_id:
             done = self._already_published(batch_id, last["start"])
             todo = []
@@ -208,26 +204,8 @@ class ExactlyOnceCommitter:
                     raise OptionError(f"topic {t} does not exist")
             self._write_marker(producer, {"state": "intent", "batch": batch_id, "start": start})
             todo = rows
-        errors: list[str] = []
-
-        def on_delivery(err: Any, msg: Any) -> None:
-            if err is not None:
-                errors.append(str(err))
-
-        tag = [(SINK_HEADER, self.sink.encode()), (BATCH_HEADER, str(batch_id).encode())]
-        for topic, key, value, hdrs in todo:
-            while True:
-                try:
-                    producer.produce(topic, key=key, value=value, headers=[*hdrs, *tag],
-                                     on_delivery=on_delivery)
-                    break
-                except BufferError:
-                    producer.poll(0.1)
-        remaining = producer.flush(self.opts.flush_timeout_ms / 1000)
-        if errors or remaining:
-            raise RuntimeError(f"micro-batch {batch_id}: {len(errors)} records failed, "
-                               f"{remaining} unacknowledged; first error: "
-                               f"{errors[0] if errors else 'timeout'}")
+        tag = ((SINK_HEADER, self.sink.encode()), (BATCH_HEADER, str(batch_id).encode()))
+        produce_rows(producer, ((t, None, k, v, h) for t, k, v, h in todo), extra_headers=tag)
         self._write_marker(producer, {"state": "done", "batch": batch_id})
         log.info("sink %s: micro-batch %d published (%d records)", self.sink, batch_id, len(todo))
         return len(todo)

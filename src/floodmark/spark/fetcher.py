@@ -20,13 +20,13 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from floodmark.errors import ErrorCode, KafkaError
+from floodmark.client.fetch import READ_COMMITTED, FetchClient, FetchedPartition, FetchError
+from floodmark.errors import ErrorCode
 from floodmark.spark.decode import AbortedTracker, decode_batch, iter_batches
-from floodmark.spark.protocol import READ_COMMITTED, FetchedPartition, KafkaClient
 
 log = logging.getLogger(__name__)
 
-_CLIENTS: dict[tuple[object, ...], KafkaClient] = {}
+_CLIENTS: dict[tuple[object, ...], FetchClient] = {}
 _LOCK = threading.Lock()
 
 
@@ -44,12 +44,12 @@ class ClientConfig:
     truncation_grace_ms: int = 10_000
 
 
-def client_for(cfg: ClientConfig) -> KafkaClient:
+def client_for(cfg: ClientConfig) -> FetchClient:
     key = (cfg.bootstrap_servers, cfg.client_id, cfg.request_timeout_ms, cfg.isolation_level)
     with _LOCK:
         c = _CLIENTS.get(key)
         if c is None:
-            c = KafkaClient(cfg.bootstrap_servers, client_id=cfg.client_id,
+            c = FetchClient(cfg.bootstrap_servers, client_id=cfg.client_id,
                             request_timeout_ms=cfg.request_timeout_ms,
                             isolation_level=cfg.isolation_level)
             _CLIENTS[key] = c
@@ -106,7 +106,7 @@ _MERGE_BELOW_ROWS = 4096
 
 
 def _read_range(
-    client: KafkaClient,
+    client: FetchClient,
     cfg: ClientConfig,
     topic: str,
     partition: int,
@@ -137,7 +137,7 @@ def _read_range(
                       f"watermark is now {bounds.high_watermark} (truncated)", fail_on_data_loss)
             return
         if fp.error_code != int(ErrorCode.NONE):
-            raise KafkaError(_code(fp.error_code), f"Fetch {topic}-{partition} at {offset}")
+            raise FetchError(fp.error_code, f"Fetch {topic}-{partition} at {offset}")
         if offset < fp.log_start_offset:
             data_loss(f"Offset {offset} of {topic}-{partition} is below the log start offset "
                       f"{fp.log_start_offset} (requested range [{start}, {end}))",
@@ -198,7 +198,7 @@ def _read_range(
             deadline = time.monotonic() + cfg.poll_timeout_ms / 1000
             continue
         if len(fp.records) >= cfg.fetch_max_bytes:
-            raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE,
+            raise FetchError(ErrorCode.RECORD_LIST_TOO_LARGE,
                              f"{topic}-{partition}: a batch at {offset} exceeds "
                              f"fetch.max.bytes={cfg.fetch_max_bytes}")
         if time.monotonic() > deadline:
@@ -213,9 +213,3 @@ def _merge(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
         return batches[0]
     return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
 
-
-def _code(err: int) -> ErrorCode:
-    try:
-        return ErrorCode(err)
-    except ValueError:
-        return ErrorCode.UNKNOWN_SERVER_ERROR

@@ -10,9 +10,9 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from floodmark.client.fetch import EARLIEST_TIMESTAMP, FetchClient, OffsetBounds
 from floodmark.spark.fetcher import data_loss
 from floodmark.spark.options import EARLIEST, LATEST, Offsets, OffsetSpec, OptionError, Subscription
-from floodmark.spark.protocol import EARLIEST_TIMESTAMP, KafkaClient, OffsetBounds
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +23,7 @@ class TopicPartition:
     partition: int
 
 
-def discover(client: KafkaClient, sub: Subscription) -> list[TopicPartition]:
+def discover(client: FetchClient, sub: Subscription) -> list[TopicPartition]:
     """The topic-partitions a subscription covers right now."""
     if sub.kind == "assign":
         return [TopicPartition(t, p) for t, p in sub.assigned]
@@ -36,7 +36,7 @@ def discover(client: KafkaClient, sub: Subscription) -> list[TopicPartition]:
             if not t.startswith("__") and sub.matches(t) for p in md[t]]
 
 
-def current_bounds(client: KafkaClient, tps: list[TopicPartition]) -> dict[TopicPartition, OffsetBounds]:
+def current_bounds(client: FetchClient, tps: list[TopicPartition]) -> dict[TopicPartition, OffsetBounds]:
     return {tp: client.bounds(tp.topic, tp.partition) for tp in tps}
 
 
@@ -52,7 +52,7 @@ def from_json(offsets: Offsets) -> dict[TopicPartition, int]:
 
 
 def resolve(
-    client: KafkaClient,
+    client: FetchClient,
     spec: OffsetSpec,
     tps: list[TopicPartition],
     bounds: dict[TopicPartition, OffsetBounds],
@@ -110,7 +110,7 @@ def check_start(
     return start
 
 
-def earliest(client: KafkaClient, tp: TopicPartition) -> int:
+def earliest(client: FetchClient, tp: TopicPartition) -> int:
     return client.list_offset(tp.topic, tp.partition, EARLIEST_TIMESTAMP)
 
 

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from typing import ParamSpec, TypeVar
 
 from floodmark.client.cluster import BadAddress, parse_bootstrap
+from floodmark.client.fetch import READ_COMMITTED, READ_UNCOMMITTED
+from floodmark.compression import Compression
 from floodmark.spark.fetcher import ClientConfig
-from floodmark.spark.protocol import READ_COMMITTED, READ_UNCOMMITTED
 
 log = logging.getLogger(__name__)
 
@@ -329,31 +330,55 @@ def _check_bootstrap(servers: str) -> None:
 @dataclass(frozen=True)
 class SinkOptions:
     topic: str | None
-    producer_config: tuple[tuple[str, str], ...]
+    bootstrap_servers: str
+    client_id: str
+    request_timeout_ms: int
     flush_timeout_ms: int
+    compression: Compression
 
 
-# librdkafka settings the sink insists on: what makes its delivery guarantee true.
-_FORCED_PRODUCER = {"acks": "all", "enable.idempotence": "true"}
+# The sink is Kafka's idempotent producer with acks=all (floodmark.client.producer); settings
+# that would weaken that are refused, as are the ones a Python sink cannot have.
+_SINK_REFUSED = ("key.serializer", "value.serializer", "transactional.id")
+_SINK_PARAMS = {"bootstrap.servers", "client.id", "request.timeout.ms", "delivery.timeout.ms",
+                "compression.type", "acks", "enable.idempotence", "linger.ms", "batch.size",
+                "security.protocol"}
 
 
 def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     params = kafka_params(options)
-    if not params.get("bootstrap.servers"):
+    servers = params.get("bootstrap.servers")
+    if not servers or not servers.strip():
         raise OptionError("option 'kafka.bootstrap.servers' is required")
-    _check_bootstrap(params["bootstrap.servers"])
-    for k, v in _FORCED_PRODUCER.items():
-        if k in params and params[k].lower() not in (v, "-1" if k == "acks" else v):
-            raise OptionError(f"kafka.{k}={params[k]} is not allowed: the floodmark sink always "
-                              f"writes with {k}={v}")
-    for bad in ("key.serializer", "value.serializer", "transactional.id"):
+    _check_bootstrap(servers)
+    acks = params.get("acks", "all").strip().lower()
+    if acks not in ("all", "-1"):
+        raise OptionError(f"kafka.acks={params['acks']} is not allowed: the floodmark sink always "
+                          "writes with acks=all")
+    if params.get("enable.idempotence", "true").strip().lower() != "true":
+        raise OptionError("kafka.enable.idempotence=false is not allowed: the floodmark sink is "
+                          "always the idempotent producer")
+    for bad in _SINK_REFUSED:
         if bad in params:
             raise OptionError(f"option 'kafka.{bad}' is not supported")
-    conf = {"partitioner": "murmur2_random", "linger.ms": "5", "client.id": "floodmark-spark-sink"}
-    conf.update(params)
-    conf.update(_FORCED_PRODUCER)
+    if params.get("security.protocol", "plaintext").lower() != "plaintext" or any(
+            k.startswith(("sasl.", "ssl.")) for k in params):
+        raise OptionError("the floodmark sink speaks the Kafka protocol over PLAINTEXT only")
+    codec = params.get("compression.type", "none").strip().lower()
+    try:
+        compression = Compression[codec.upper()]
+    except KeyError:
+        raise OptionError(f"kafka.compression.type must be none, gzip, snappy, lz4 or zstd, "
+                          f"not {codec!r}") from None
+    unused = sorted(set(params) - _SINK_PARAMS)
+    if unused:
+        log.info("kafka.* settings not used by the sink: %s", unused)
     return SinkOptions(
         topic=_get(options, "topic"),
-        producer_config=tuple(sorted(conf.items())),
-        flush_timeout_ms=_int(options, "floodmark.flushTimeoutMs", minimum=1) or 120_000,
+        bootstrap_servers=servers,
+        client_id=params.get("client.id", "floodmark-spark-sink"),
+        request_timeout_ms=_int(options, "kafka.request.timeout.ms", minimum=1) or 30_000,
+        flush_timeout_ms=(_int(options, "floodmark.flushTimeoutMs", minimum=1)
+                          or _int(options, "kafka.delivery.timeout.ms", minimum=1) or 120_000),
+        compression=compression,
     )

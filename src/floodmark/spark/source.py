@@ -40,6 +40,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from floodmark.client.fetch import FetchClient
 from floodmark.spark import offsets as ofs
 from floodmark.spark.fetcher import client_for, data_loss, read_range
 from floodmark.spark.options import (
@@ -49,7 +50,6 @@ from floodmark.spark.options import (
     parse_sink_options,
     parse_source_options,
 )
-from floodmark.spark.protocol import KafkaClient
 from floodmark.spark.writer import FloodmarkBatchWriter, FloodmarkStreamWriter
 
 log = logging.getLogger(__name__)
@@ -185,7 +185,7 @@ class FloodmarkStreamReader(_ReadsRanges, DataSourceStreamReader, SupportsTrigge
         if self._invalid is not None:
             raise OptionError(self._invalid)
 
-    def _client(self) -> KafkaClient:
+    def _client(self) -> FetchClient:
         return client_for(self.opts.client)
 
     def initialOffset(self) -> dict[str, dict[str, int]]:

@@ -1,25 +1,23 @@
 """``df.write`` / ``df.writeStream`` into a Kafka-protocol topic, like Spark's Kafka sink.
 
 Rows need ``value`` (binary or string); ``key``, ``headers``, ``partition`` and ``topic`` are
-optional (the ``topic`` option wins over a ``topic`` column). Each task produces with librdkafka
-(confluent-kafka) using ``acks=all`` and the idempotent producer, waits until every record is
-acknowledged and fails the task otherwise.
+optional (the ``topic`` option wins over a ``topic`` column). Each task produces with floodmark's
+idempotent producer (``floodmark.client.producer``: ``acks=all``, a producer id, per-partition
+sequence numbers, a resent batch keeps its sequence), waits until every record is acknowledged
+and fails the task otherwise. Nothing beyond floodmark's ``[spark]`` extra is needed on executors.
 
 Delivery guarantee: **at-least-once** by default. Within one producer session the idempotent
 producer removes retry duplicates, but a Spark task that is retried, or a micro-batch replayed
 after a crash between the sink writing and Spark committing the batch, writes its rows again.
-Streaming writes with ``floodmark.exactlyOnce=true`` are exactly-once (floodmark.spark.exactly_once). Key-to-partition
-uses Kafka's murmur2 partitioner (as Java producers and Spark's Kafka sink do), never Python's
-salted ``hash()``.
+Streaming writes with ``floodmark.exactlyOnce=true`` are exactly-once
+(floodmark.spark.exactly_once). Key-to-partition uses Kafka's murmur2 partitioner (as Java
+producers and Spark's Kafka sink do), never Python's salted ``hash()``.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -27,117 +25,13 @@ from pyspark.sql.datasource import (
     DataSourceStreamArrowWriter,
     WriterCommitMessage,
 )
-from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
+from pyspark.sql.types import StructType
 
-from floodmark.spark.options import OptionError, SinkOptions, parse_sink_options
+from floodmark.spark.exactly_once import ExactlyOnceCommitter, sink_id, stage
+from floodmark.spark.options import parse_sink_options
+from floodmark.spark.sink import ProducedCounts, produce_batches, validate_schema
 
 log = logging.getLogger(__name__)
-
-_PRODUCERS: dict[tuple[tuple[str, str], ...], Any] = {}
-_LOCK = threading.Lock()
-
-
-class SinkWriteError(Exception):
-    """Some records of a task were not acknowledged by the broker."""
-
-
-@dataclass
-class ProducedCounts(WriterCommitMessage):
-    """Per task: records acknowledged per (topic, partition)."""
-
-    counts: dict[tuple[str, int], int] = field(default_factory=dict)
-
-    @property
-    def total(self) -> int:
-        return sum(self.counts.values())
-
-
-def _producer(conf: tuple[tuple[str, str], ...]) -> Any:
-    from confluent_kafka import Producer
-
-    with _LOCK:
-        p = _PRODUCERS.get(conf)
-        if p is None:
-            p = Producer(dict(conf))
-            _PRODUCERS[conf] = p
-        return p
-
-
-def validate_schema(schema: StructType, topic_option: str | None) -> None:
-    names = {f.name: f.dataType for f in schema.fields}
-    if "value" not in names:
-        raise OptionError("the data to write needs a 'value' column (binary or string)")
-    for col in ("key", "value"):
-        if col in names and not isinstance(names[col], BinaryType | StringType):
-            raise OptionError(f"column {col!r} must be binary or string, not {names[col]}")
-    if topic_option is None:
-        if "topic" not in names:
-            raise OptionError("topic: set the 'topic' option or give the data a 'topic' column")
-        if not isinstance(names["topic"], StringType):
-            raise OptionError("column 'topic' must be a string")
-    if "partition" in names and not isinstance(names["partition"], IntegerType):
-        raise OptionError("column 'partition' must be an int")
-
-
-def _as_bytes(v: Any) -> bytes | None:
-    if v is None or isinstance(v, bytes):
-        return v
-    if isinstance(v, str):
-        return v.encode()
-    return bytes(v)
-
-
-def produce_batches(opts: SinkOptions, batches: Iterator[pa.RecordBatch]) -> ProducedCounts:
-    """Produce every row and wait until all are acknowledged (acks=all); raise on any failure."""
-    producer = _producer(opts.producer_config)
-    counts: dict[tuple[str, int], int] = {}
-    errors: list[str] = []
-    sent = 0
-
-    def on_delivery(err: Any, msg: Any) -> None:
-        if err is not None:
-            errors.append(str(err))
-        else:
-            tp = (msg.topic(), msg.partition())
-            counts[tp] = counts.get(tp, 0) + 1
-
-    for rb in batches:
-        names = rb.schema.names
-        cols = {n: rb.column(n).to_pylist() for n in names}
-        n = rb.num_rows
-        values = cols["value"]
-        keys = cols.get("key") or [None] * n
-        topics = [opts.topic] * n if opts.topic is not None else cols["topic"]
-        parts = cols.get("partition") or [None] * n
-        headers = cols.get("headers") or [None] * n
-        for i in range(n):
-            topic = topics[i]
-            if topic is None:
-                raise OptionError("null topic: set the 'topic' option or fill the 'topic' column")
-            kwargs: dict[str, Any] = {"on_delivery": on_delivery}
-            if parts[i] is not None:
-                kwargs["partition"] = parts[i]
-            if headers[i]:
-                kwargs["headers"] = [(h["key"], _as_bytes(h["value"])) for h in headers[i]]
-            while True:
-                try:
-                    producer.produce(topic, value=_as_bytes(values[i]), key=_as_bytes(keys[i]),
-                                     **kwargs)
-                    break
-                except BufferError:
-                    producer.poll(0.1)  # local queue full: let deliveries drain
-            sent += 1
-            if sent % 10_000 == 0:
-                producer.poll(0)
-    remaining = producer.flush(opts.flush_timeout_ms / 1000)
-    if errors or remaining:
-        raise SinkWriteError(f"{len(errors)} of {sent} records failed and {remaining} were not "
-                             f"acknowledged within {opts.flush_timeout_ms} ms; first error: "
-                             f"{errors[0] if errors else 'timeout'}")
-    acked = sum(counts.values())
-    if acked != sent:
-        raise SinkWriteError(f"sent {sent} records but {acked} were acknowledged")
-    return ProducedCounts(counts)
 
 
 class FloodmarkBatchWriter(DataSourceArrowWriter):
@@ -169,21 +63,15 @@ class FloodmarkStreamWriter(DataSourceStreamArrowWriter):
         self.exactly_once = low.get("floodmark.exactlyonce", "false").strip().lower() == "true"
         self.options = dict(options)
         if self.exactly_once:
-            from floodmark.spark.exactly_once import sink_id
-
             sink_id(self.options)  # fail at start, not at the first commit, without a checkpoint
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         if self.exactly_once:
-            from floodmark.spark.exactly_once import stage
-
             return stage(iterator)
         return produce_batches(self.opts, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         if self.exactly_once:
-            from floodmark.spark.exactly_once import ExactlyOnceCommitter
-
             ExactlyOnceCommitter(self.opts, self.options).commit(messages, batchId)
             return
         total = sum(m.total for m in messages if isinstance(m, ProducedCounts))

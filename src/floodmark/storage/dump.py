@@ -2,7 +2,7 @@
 
 ``python -m floodmark.storage.dump <data dir>/<topic>-<partition> [--records] [--index]``
 prints each segment's batches (offsets, leader epoch, size, position, codec, CRC check), the
-leader-epoch checkpoint, and optionally the records and index entries. Exposes
+leader-epoch checkpoint, the topic id of ``partition.metadata``, and optionally the records and index entries. Exposes
 ``register(subparsers)`` for ``floodmark.cli`` (as ``floodmark dump-log``).
 """
 
@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
+from floodmark.errors import KafkaError
 from floodmark.records import (
     CorruptRecordError,
     decode_batch,
@@ -23,6 +24,7 @@ from floodmark.storage.checkpoints import (
     LeaderEpochCheckpointFile,
 )
 from floodmark.storage.fs import FileSystem, RealFileSystem
+from floodmark.storage.partition_metadata import read_partition_metadata, topic_id_to_kafka
 from floodmark.storage.segment import LazyFile, OffsetIndex, TimeIndex, scan_batches
 
 
@@ -52,6 +54,14 @@ def dump_partition(
         out.write(f"leader-epoch-checkpoint: {{{pairs}}}\n")
     except CorruptCheckpointError as exc:
         out.write(f"leader-epoch-checkpoint: CORRUPT ({exc})\n")
+        status = 1
+    try:
+        topic_id = read_partition_metadata(fs, path)
+        out.write(f"partition.metadata: topic_id="
+                  f"{'none' if topic_id is None else topic_id_to_kafka(topic_id)}"
+                  f"{'' if topic_id is None else f' ({topic_id})'}\n")
+    except KafkaError as exc:
+        out.write(f"partition.metadata: CORRUPT ({exc.message})\n")
         status = 1
     for name in fs.listdir(path):
         if not name.endswith(".log"):

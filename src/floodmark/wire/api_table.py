@@ -37,8 +37,10 @@ class ApiKey(enum.IntEnum):
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
+    ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
+    DESCRIBE_QUORUM = 55
     DESCRIBE_CLUSTER = 60
 
 
@@ -78,10 +80,31 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
     ApiKey.ELECT_LEADERS: VersionRange(0, 2),
     ApiKey.ALTER_CONFIGS: VersionRange(0, 2),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: VersionRange(0, 1),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: VersionRange(0, 1),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: VersionRange(0, 0),
     ApiKey.OFFSET_DELETE: VersionRange(0, 0),
     ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 1),
 }
+
+
+# Served but not advertised in ApiVersions: debug requests. DescribeQuorum for a partition's
+# leader view (``floodmark ui``; Kafka answers it for the metadata partition only).
+UNADVERTISED: dict[ApiKey, VersionRange] = {
+    ApiKey.DESCRIBE_QUORUM: VersionRange(0, 1),
+}
+
+
+def accepted_range(api_key: int, version: int) -> VersionRange | None:
+    """The range of ``api_key`` that ``version`` is served in (advertised or not); the
+    advertised one when it is in neither; None when floodmark does not serve that API."""
+    try:
+        key = ApiKey(api_key)
+    except ValueError:
+        return None
+    extra = UNADVERTISED.get(key)
+    if extra is not None and version in extra:
+        return extra
+    return SUPPORTED.get(key, extra)
 
 
 def supported_range(api_key: int) -> VersionRange | None:

@@ -1,3 +1,57 @@
-"""Request handlers, one module per API family. Each handler takes (broker, header, request) and
-returns a response dict for :func:`floodmark.wire.codec.build`, pre-encoded parts, None (no
-response) or an awaitable of one of those."""
+"""Request handlers, one module per API family, in one table. Each handler takes (broker context,
+header, request, connection) and returns a response dict for :func:`floodmark.wire.codec.build`,
+pre-encoded parts, None (no response) or an awaitable of one of those. Handlers see the broker
+through ``broker.context.HandlerContext``; a lone broker and a cluster member serve the same
+table, and what differs between them is in the context (its membership, its replica manager)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from floodmark.broker.context import HandlerContext
+from floodmark.broker.handlers import admin, coordination, data, debug, group_apis, replication
+from floodmark.wire.api_table import SUPPORTED, UNADVERTISED, ApiKey
+
+Handler = Callable[[HandlerContext, Any, Any, Any], Any]
+RawHandler = Callable[[HandlerContext, memoryview, int], Any]
+
+HANDLERS: dict[int, Handler] = {
+    ApiKey.API_VERSIONS: admin.api_versions,
+    ApiKey.METADATA: admin.metadata,
+    ApiKey.CREATE_TOPICS: admin.create_topics,
+    ApiKey.DELETE_TOPICS: admin.delete_topics,
+    ApiKey.CREATE_PARTITIONS: admin.create_partitions,
+    ApiKey.DESCRIBE_CONFIGS: admin.describe_configs,
+    ApiKey.FETCH: replication.fetch,
+    ApiKey.LIST_OFFSETS: debug.list_offsets,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: debug.offset_for_leader_epoch,
+    ApiKey.INIT_PRODUCER_ID: data.init_producer_id,
+    ApiKey.FIND_COORDINATOR: coordination.find_coordinator,
+    ApiKey.JOIN_GROUP: coordination.coordinated(group_apis.join_group),
+    ApiKey.SYNC_GROUP: coordination.coordinated(group_apis.sync_group),
+    ApiKey.HEARTBEAT: coordination.coordinated(group_apis.heartbeat),
+    ApiKey.LEAVE_GROUP: coordination.coordinated(group_apis.leave_group),
+    ApiKey.OFFSET_COMMIT: coordination.coordinated(
+        replication.wakes_followers(group_apis.offset_commit)),
+    ApiKey.OFFSET_FETCH: coordination.coordinated(group_apis.offset_fetch),
+    ApiKey.LIST_GROUPS: group_apis.list_groups,
+    ApiKey.DESCRIBE_GROUPS: group_apis.describe_groups,
+    ApiKey.DELETE_GROUPS: group_apis.delete_groups,
+    ApiKey.OFFSET_DELETE: group_apis.offset_delete,
+    ApiKey.DESCRIBE_CLUSTER: admin.describe_cluster,
+    ApiKey.DELETE_RECORDS: data.delete_records,
+    ApiKey.DESCRIBE_LOG_DIRS: admin.describe_log_dirs,
+    ApiKey.ELECT_LEADERS: admin.elect_leaders,
+    ApiKey.ALTER_CONFIGS: admin.alter_configs,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: admin.incremental_alter_configs,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: admin.alter_partition_reassignments,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: admin.list_partition_reassignments,
+    ApiKey.DESCRIBE_QUORUM: debug.describe_quorum,
+}
+# Hot path: handlers that take the raw frame (no kio decode, records stay views into the frame).
+RAW_HANDLERS: dict[int, RawHandler] = {
+    ApiKey.PRODUCE: replication.wakes_followers(data.produce_raw),
+}
+assert set(HANDLERS) | set(RAW_HANDLERS) == set(SUPPORTED) | set(UNADVERTISED), (
+    "API table and handlers must agree")

@@ -23,7 +23,7 @@ from floodmark.wire.api_table import SUPPORTED, ApiKey
 from floodmark.wire.codec import RequestHeader, encode_response
 
 if TYPE_CHECKING:
-    from floodmark.broker.broker import Broker
+    from floodmark.broker.context import HandlerContext
 
 INT32_MIN = -(2**31)
 _ZERO_UUID = uuid.UUID(int=0)
@@ -43,7 +43,7 @@ def api_keys_table() -> list[dict[str, int]]:
 _API_VERSIONS_CACHE: dict[tuple[int, int], bytes] = {}
 
 
-def api_versions(broker: Broker, header: RequestHeader, req: Any, conn: Any = None) -> list[bytes | memoryview]:
+def api_versions(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any = None) -> list[bytes | memoryview]:
     # The body never changes, so the encoded bytes are cached per version; only the correlation
     # id differs (bytes 4..7 of the frame).
     key = (header.api_version, 0)
@@ -58,11 +58,12 @@ def api_versions(broker: Broker, header: RequestHeader, req: Any, conn: Any = No
     return [cached[:4], header.correlation_id.to_bytes(4, "big", signed=True), cached[8:]]
 
 
-def _partition_entries(broker: Broker, topic: str) -> list[dict[str, Any]]:
+def _partition_entries(broker: HandlerContext, topic: str) -> list[dict[str, Any]]:
     meta = broker.controller.topics()[topic]
     return [
         {
-            "error_code": 0,
+            # No leader (yet, or none eligible): the client asks again.
+            "error_code": int(ErrorCode.LEADER_NOT_AVAILABLE) if p.leader < 0 else 0,
             "partition_index": p.partition,
             "leader_id": p.leader,
             "leader_epoch": p.leader_epoch,
@@ -74,7 +75,7 @@ def _partition_entries(broker: Broker, topic: str) -> list[dict[str, Any]]:
     ]
 
 
-def metadata(broker: Broker, header: RequestHeader, req: Any, conn: Any = None) -> dict[str, Any]:
+def metadata(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any = None) -> dict[str, Any]:
     version = header.api_version
     topics_meta = broker.controller.topics()
     requested = req.topics
@@ -83,8 +84,10 @@ def metadata(broker: Broker, header: RequestHeader, req: Any, conn: Any = None) 
         names = list(topics_meta)
     else:
         names = [t.name for t in requested if t.name is not None]
+        # By id from v12 (the response's name is nullable from there, as in Kafka).
         by_id = [t.topic_id for t in requested
-                 if t.name is None and getattr(t, "topic_id", None) not in (None, _ZERO_UUID)]
+                 if version >= 12 and t.name is None
+                 and getattr(t, "topic_id", None) not in (None, _ZERO_UUID)]
     if by_id:
         known = {m.topic_id: m.name for m in topics_meta.values()}
         names += [known[i] for i in by_id if i in known]
@@ -139,7 +142,7 @@ def metadata(broker: Broker, header: RequestHeader, req: Any, conn: Any = None) 
     }
 
 
-def create_topics(broker: Broker, header: RequestHeader, req: Any, conn: Any = None) -> dict[str, Any]:
+def create_topics(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any = None) -> dict[str, Any]:
     validate_only = bool(getattr(req, "validate_only", False))
     results = []
     seen: set[str] = set()
@@ -171,7 +174,7 @@ def create_topics(broker: Broker, header: RequestHeader, req: Any, conn: Any = N
     return {"throttle_time": 0, "topics": results}
 
 
-def delete_topics(broker: Broker, header: RequestHeader, req: Any, conn: Any = None) -> dict[str, Any]:
+def delete_topics(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any = None) -> dict[str, Any]:
     if header.api_version >= 6:
         names = [(t.name, t.topic_id) for t in req.topics]
     else:
@@ -194,7 +197,7 @@ def delete_topics(broker: Broker, header: RequestHeader, req: Any, conn: Any = N
     return {"throttle_time": 0, "responses": results}
 
 
-def create_partitions(broker: Broker, header: RequestHeader, req: Any, conn: Any = None) -> dict[str, Any]:
+def create_partitions(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any = None) -> dict[str, Any]:
     results = []
     for t in req.topics:
         entry: dict[str, Any] = {"name": t.name, "error_code": 0, "error_message": None}
@@ -213,7 +216,7 @@ _TOPIC_RESOURCE = 2
 _BROKER_RESOURCE = 4
 
 
-def describe_configs(broker: Broker, header: RequestHeader, req: Any, conn: Any = None) -> dict[str, Any]:
+def describe_configs(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any = None) -> dict[str, Any]:
     """Topics: every topic config, its own value or the broker's (with that one's source).
     Brokers: this broker's every setting with its source and read-only flag; the cluster-wide
     default resource ("") lists the dynamic defaults set. Synonyms (v1+, when asked) give
@@ -258,7 +261,7 @@ def describe_configs(broker: Broker, header: RequestHeader, req: Any, conn: Any 
     return {"throttle_time": 0, "results": results}
 
 
-def _topic_entries(broker: Broker, own: dict[str, Any], synonyms: bool) -> list[dict[str, Any]]:
+def _topic_entries(broker: HandlerContext, own: dict[str, Any], synonyms: bool) -> list[dict[str, Any]]:
     defaults = broker.config.topic_defaults()
     out = []
     for name in sorted(set(defaults) | set(own)):
@@ -311,7 +314,7 @@ def validate_name(name: str) -> None:
     validate_topic_name(name)
 
 
-def describe_cluster(broker: Broker, header: RequestHeader, req: Any, conn: Any = None
+def describe_cluster(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any = None
                      ) -> dict[str, Any]:
     """KIP-700: the live brokers and the cluster id. Admin clients send controller-bound
     requests to ``controller_id``; any floodmark broker forwards them, so it names itself."""
@@ -331,7 +334,7 @@ def describe_cluster(broker: Broker, header: RequestHeader, req: Any, conn: Any 
     }
 
 
-def describe_log_dirs(broker: Broker, header: RequestHeader, req: Any, conn: Any = None
+def describe_log_dirs(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any = None
                       ) -> dict[str, Any]:
     """This broker's one log directory: every replica it holds with its size on disk and its
     offset lag (HW - LEO when a follower is behind the HW it was told, else 0), and the
@@ -357,7 +360,7 @@ def describe_log_dirs(broker: Broker, header: RequestHeader, req: Any, conn: Any
         "total_bytes": total, "usable_bytes": usable}]}
 
 
-def elect_leaders(broker: Broker, header: RequestHeader, req: Any, conn: Any = None
+def elect_leaders(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any = None
                   ) -> dict[str, Any]:
     """ElectLeaders (KIP-460): PREFERRED (0) or UNCLEAN (1), decided by the controller; every
     partition when ``topic_partitions`` is null."""
@@ -382,7 +385,7 @@ _OP_SET, _OP_DELETE, _OP_APPEND, _OP_SUBTRACT = 0, 1, 2, 3
 _LIST_CONFIGS = frozenset({"cleanup.policy", "log.cleanup.policy"})
 
 
-def _alter_resource(broker: Broker, res: Any, validate_only: bool,
+def _alter_resource(broker: HandlerContext, res: Any, validate_only: bool,
                     new_configs: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
                     ) -> dict[str, Any]:
     """``new_configs(current, defaults)``: the resource's whole new set."""
@@ -411,7 +414,7 @@ def _alter_resource(broker: Broker, res: Any, validate_only: bool,
     return out
 
 
-def incremental_alter_configs(broker: Broker, header: RequestHeader, req: Any,
+def incremental_alter_configs(broker: HandlerContext, header: RequestHeader, req: Any,
                               conn: Any = None) -> dict[str, Any]:
     """IncrementalAlterConfigs: SET, DELETE, APPEND and SUBTRACT (list configs) per key."""
     responses = []
@@ -444,18 +447,79 @@ def incremental_alter_configs(broker: Broker, header: RequestHeader, req: Any,
     return {"throttle_time": 0, "responses": responses}
 
 
-def alter_configs(broker: Broker, header: RequestHeader, req: Any, conn: Any = None
+def alter_configs(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any = None
                   ) -> dict[str, Any]:
     """AlterConfigs (the older call): the request's entries replace the topic's whole set."""
     responses = []
     for res in req.resources:
         entries = {str(c.name): c.value for c in res.configs if c.value is not None}
-        responses.append(_alter_resource(broker, res, bool(req.validate_only),
-                                         lambda _current, _defaults, e=entries: dict(e)))
+
+        def replace_all(_current: dict[str, Any], _defaults: dict[str, Any],
+                        e: dict[str, Any] = entries) -> dict[str, Any]:
+            return dict(e)
+
+        responses.append(_alter_resource(broker, res, bool(req.validate_only), replace_all))
     return {"throttle_time": 0, "responses": responses}
 
 
-def list_partition_reassignments(broker: Broker, header: RequestHeader, req: Any,
+def alter_partition_reassignments(broker: HandlerContext, header: RequestHeader, req: Any,
+                                  conn: Any = None) -> dict[str, Any]:
+    """AlterPartitionReassignments (KIP-455): per partition a target replica list (start, or
+    replace the one in progress) or null (cancel); decided by the controller, carried out by
+    ordinary replication (docs/cluster.md, "Moving replicas"). v1 (KIP-860): a change of the
+    replication factor is refused unless ``allow_replication_factor_change``."""
+    allow_rf_change = bool(getattr(req, "allow_replication_factor_change", True))
+    topics = broker.controller.topics()
+    changes: list[tuple[str, int, tuple[int, ...] | None]] = []
+    refused: dict[tuple[str, int], tuple[ErrorCode, str]] = {}
+    for t in req.topics:
+        for p in t.partitions:
+            key = (t.name, int(p.partition_index))
+            target = None if p.replicas is None else tuple(int(b) for b in p.replicas)
+            meta = topics.get(t.name)
+            if meta is None or not 0 <= key[1] < len(meta.partitions):
+                refused[key] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                f"unknown partition {t.name}-{key[1]}")
+                continue
+            ongoing = broker.controller.reassignments().get(key)
+            current_rf = (len(ongoing.target) if ongoing is not None
+                          else len(meta.partitions[key[1]].replicas))
+            if target is not None and not allow_rf_change and len(target) != current_rf:
+                refused[key] = (ErrorCode.INVALID_REPLICATION_FACTOR,
+                                f"The replication factor is changed from {current_rf} to "
+                                f"{len(target)}")
+                continue
+            changes.append((key[0], key[1], target))
+    decided = {(topic, partition): (err, message) for topic, partition, err, message
+               in (broker.controller.alter_partition_reassignments(changes) if changes else [])}
+    responses = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            key = (t.name, int(p.partition_index))
+            err, message = refused.get(key) or decided.get(key, (ErrorCode.NONE, ""))
+            parts.append({"partition_index": key[1], "error_code": int(err),
+                          "error_message": message or None})
+        responses.append({"name": t.name, "partitions": parts})
+    return {"throttle_time": 0, "allow_replication_factor_change": allow_rf_change,
+            "error_code": 0, "error_message": None, "responses": responses}
+
+
+def list_partition_reassignments(broker: HandlerContext, header: RequestHeader, req: Any,
                                  conn: Any = None) -> dict[str, Any]:
-    """ListPartitionReassignments: floodmark moves no replicas, so none is ever in progress."""
-    return {"throttle_time": 0, "error_code": 0, "error_message": None, "topics": []}
+    """ListPartitionReassignments: the moves in progress (all, or the partitions asked for),
+    each with the partition's current replicas and the ones being added and removed."""
+    ongoing = broker.controller.reassignments()
+    wanted = (None if req.topics is None
+              else {(t.name, int(p)) for t in req.topics for p in t.partition_indexes})
+    topics = broker.controller.topics()
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for (topic, index), move in sorted(ongoing.items()):
+        meta = topics.get(topic)
+        if meta is None or (wanted is not None and (topic, index) not in wanted):
+            continue
+        by_topic.setdefault(topic, []).append({
+            "partition_index": index, "replicas": list(meta.partitions[index].replicas),
+            "adding_replicas": list(move.adding), "removing_replicas": list(move.removing)})
+    return {"throttle_time": 0, "error_code": 0, "error_message": None,
+            "topics": [{"name": n, "partitions": ps} for n, ps in by_topic.items()]}

@@ -18,7 +18,8 @@ from floodmark.broker.sendfile import LAZY_MIN_BYTES, SendfileParts
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.replication.produce import produce_as_leader
 from floodmark.storage.file_slice import FileSlice
-from floodmark.wire.codec import ProtocolError, RequestHeader, ms
+from floodmark.wire.codec import RequestHeader, ms
+from floodmark.wire.errors import ProtocolError
 from floodmark.wire.hot import (
     FetchPartitionResult,
     FetchTopicKey,
@@ -31,7 +32,7 @@ from floodmark.wire.hot import (
 )
 
 if TYPE_CHECKING:
-    from floodmark.broker.broker import Broker
+    from floodmark.broker.context import HandlerContext
     from floodmark.broker.partition_state import PartitionState
     from floodmark.broker.server import Connection
 
@@ -62,7 +63,7 @@ def _warn_refusal(ps: PartitionState, error: ErrorCode, message: str | None, now
                     ps.leader_epoch, error.name, message or "")
 
 
-def append_partition(broker: Broker, topic: str, partition: int, records: bytes | memoryview | None,
+def append_partition(broker: HandlerContext, topic: str, partition: int, records: bytes | memoryview | None,
                      acks: int, now_ms: int, timeout_ms: int = 30_000) -> ProducePartitionResult:
     """One partition of a Produce request, through the one leader produce path
     (``replication.produce``): every acks=all answer, a duplicate's included, waits for the HW."""
@@ -92,7 +93,7 @@ def append_partition(broker: Broker, topic: str, partition: int, records: bytes 
     return out
 
 
-def produce_raw(broker: Broker, frame: memoryview,
+def produce_raw(broker: HandlerContext, frame: memoryview,
                 version: int) -> list[bytes | memoryview] | Awaitable[list[bytes | memoryview]] | None:
     """Produce straight from the frame: records are views into it (patched in place if the
     frame is writable), the response is packed by hand (wire/hot.py)."""
@@ -154,8 +155,12 @@ def _read_partition(ps: PartitionState | None, p: Any, replica_id: int,
                            lazy_min_bytes=LAZY_MIN_BYTES if lazy else None)
     except KafkaError as exc:
         return FetchPartitionResult(index, exc.code, hw, hw, log_start, None)
-    # A lazy read of a large range: the file slice stands in for the bytes (sent by sendfile).
-    out.records = info.file_slice if info.file_slice is not None else info.records
+    # A lazy read of a large range: the file slice stands in for the bytes (sent by sendfile;
+    # the wire encoder passes records through as one response part, which wire/ cannot name).
+    if info.file_slice is not None:
+        out.records = info.file_slice  # type: ignore[assignment]
+    else:
+        out.records = info.records
     return out
 
 
@@ -167,7 +172,7 @@ FetchPlan = list[tuple[FetchTopicKey, str | None, list[Any]]]
 _names_by_id: tuple[object, dict[uuid.UUID, str]] = (None, {})
 
 
-def topic_names_by_id(broker: Broker) -> dict[uuid.UUID, str]:
+def topic_names_by_id(broker: HandlerContext) -> dict[uuid.UUID, str]:
     """topic id -> name, rebuilt only when the controller's topic view changes (it hands out the
     same dict object until then)."""
     global _names_by_id
@@ -177,7 +182,7 @@ def topic_names_by_id(broker: Broker) -> dict[uuid.UUID, str]:
     return _names_by_id[1]
 
 
-def _resolve(broker: Broker, read: ReadPlan, by_id: bool) -> FetchPlan:
+def _resolve(broker: HandlerContext, read: ReadPlan, by_id: bool) -> FetchPlan:
     if not by_id:
         return [(key, str(key), parts) for key, parts in read]
     names = topic_names_by_id(broker)
@@ -185,7 +190,7 @@ def _resolve(broker: Broker, read: ReadPlan, by_id: bool) -> FetchPlan:
             for key, parts in read]
 
 
-def _fetch_once(broker: Broker, plan: FetchPlan, budget: int, replica_id: int,
+def _fetch_once(broker: HandlerContext, plan: FetchPlan, budget: int, replica_id: int,
                 lazy: bool = False) -> tuple[FetchTopics, int, bool]:
     total = 0
     errors = False
@@ -213,7 +218,7 @@ def _fetch_once(broker: Broker, plan: FetchPlan, budget: int, replica_id: int,
 _LEADER_HINT_ERRORS = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH})
 
 
-def _leader_hints(broker: Broker, plan: FetchPlan, topics: FetchTopics) -> list[NodeEndpoint]:
+def _leader_hints(broker: HandlerContext, plan: FetchPlan, topics: FetchTopics) -> list[NodeEndpoint]:
     """KIP-951 (v16+): a partition answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH
     names its current leader and epoch, and the answer lists where those leaders listen, so
     the client moves there without waiting for a Metadata round trip. Only errored partitions
@@ -234,13 +239,15 @@ def _leader_hints(broker: Broker, plan: FetchPlan, topics: FetchTopics) -> list[
             for b in broker.live_brokers() if b["node_id"] in leaders]
 
 
-def _encode_fetch(broker: Broker, header: RequestHeader, plan: FetchPlan, topics: FetchTopics,
+def _encode_fetch(broker: HandlerContext, header: RequestHeader, plan: FetchPlan, topics: FetchTopics,
                   errors: bool, ctx: FetchContext | None) -> list[Any]:
+    # Hints first: they walk the plan beside the unfiltered answer (errored partitions are in
+    # every answer, incremental ones included).
+    endpoints = (_leader_hints(broker, plan, topics)
+                 if errors and header.api_version >= 16 else None)
     session_id = 0
     if ctx is not None:
         session_id, topics = ctx.finish(topics, broker.now_ms())
-    endpoints = (_leader_hints(broker, plan, topics)
-                 if errors and header.api_version >= 16 else None)
     parts = encode_fetch_response(header.api_version, header.correlation_id, topics,
                                   session_id=session_id, node_endpoints=endpoints)
     if any(isinstance(p.records, FileSlice) for _, plist in topics for p in plist):
@@ -255,7 +262,7 @@ def _close_slices(topics: FetchTopics) -> None:
                 p.records.close()
 
 
-async def _fetch_delayed(broker: Broker, header: RequestHeader, plan: FetchPlan, budget: int,
+async def _fetch_delayed(broker: HandlerContext, header: RequestHeader, plan: FetchPlan, budget: int,
                          replica_id: int, wait_ms: int, min_bytes: int, lazy: bool,
                          ctx: FetchContext | None) -> list[Any]:
     keys = [(name, int(p.partition)) for _, name, parts in plan if name is not None
@@ -274,29 +281,42 @@ async def _fetch_delayed(broker: Broker, header: RequestHeader, plan: FetchPlan,
     return _encode_fetch(broker, header, plan, topics, errors, ctx)
 
 
-def _session_context(broker: Broker, req: Any, by_id: bool, replica_id: int
+_ZERO_UUID = uuid.UUID(int=0)
+
+
+def _topic_key(t: Any, by_id: bool) -> FetchTopicKey:
+    """A request topic's key: its name before v13, its id from v13 (kio reads the all-zero id,
+    which names no topic, as None)."""
+    if by_id:
+        return t.topic_id if t.topic_id is not None else _ZERO_UUID
+    return str(t.topic)
+
+
+def _session_context(broker: HandlerContext, req: Any, by_id: bool, replica_id: int
                      ) -> FetchContext | None:
     """KIP-227 (Fetch v7+): None for the plain "no session" fetch (session id 0, epoch -1: what
     librdkafka and aiokafka send), else the session's view of this fetch."""
     session_id, epoch = int(req.session_id), int(req.session_epoch)
     if session_id == INVALID_SESSION_ID and epoch == FINAL_EPOCH:
         return None
-    topics = [(t.topic_id if by_id else t.topic, t.partitions) for t in req.topics]
-    forgotten = [(f.topic_id if by_id else f.topic, f.partitions)
+    topics = [(_topic_key(t, by_id), t.partitions) for t in req.topics]
+    forgotten = [(_topic_key(f, by_id), f.partitions)
                  for f in req.forgotten_topics_data]
     return broker.fetch_sessions.new_context(
         session_id, epoch, topics, forgotten, uses_topic_ids=by_id,
         privileged=replica_id >= 0, now_ms=broker.now_ms())
 
 
-def fetch(broker: Broker, header: RequestHeader, req: Any, conn: Connection) -> Any:
+def fetch(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
     version = header.api_version
     replica_id = int(getattr(req, "replica_id", -1))  # v15+: only replicas set replica_state
-    lazy = conn.sendfile_fd is not None
+    # Records go out by sendfile only when the segment files hold them (not in the unsafe
+    # page-cache mode, whose unsynced tail lives in memory).
+    lazy = conn.sendfile_fd is not None and broker.storage.sendfile_capable
     by_id = version >= 13
     ctx = _session_context(broker, req, by_id, replica_id) if version >= 7 else None
     if ctx is None:
-        read: ReadPlan = [(t.topic_id if by_id else t.topic, t.partitions) for t in req.topics]
+        read: ReadPlan = [(_topic_key(t, by_id), t.partitions) for t in req.topics]
     elif ctx.kind is ContextKind.ERROR:
         return encode_fetch_response(version, header.correlation_id, [],
                                      error_code=int(ctx.error))
@@ -315,7 +335,7 @@ def fetch(broker: Broker, header: RequestHeader, req: Any, conn: Connection) -> 
 
 
 # -- ListOffsets -----------------------------------------------------------------------------------
-def _list_partition(broker: Broker, ps: PartitionState | None, p: Any, isolation: int,
+def _list_partition(broker: HandlerContext, ps: PartitionState | None, p: Any, isolation: int,
                     replica_id: int = -1) -> dict[str, Any]:
     out: dict[str, Any] = {"partition_index": int(p.partition_index), "error_code": 0,
                            "old_style_offsets": [], "timestamp": -1, "offset": -1,
@@ -352,7 +372,7 @@ def _list_partition(broker: Broker, ps: PartitionState | None, p: Any, isolation
     return out
 
 
-def list_offsets(broker: Broker, header: RequestHeader, req: Any, conn: Connection) -> Any:
+def list_offsets(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
     isolation = int(getattr(req, "isolation_level", 0))
     topics = []
     for t in req.topics:
@@ -363,7 +383,7 @@ def list_offsets(broker: Broker, header: RequestHeader, req: Any, conn: Connecti
 
 
 # -- OffsetForLeaderEpoch ------------------------------------------------------------------------
-def offset_for_leader_epoch(broker: Broker, header: RequestHeader, req: Any,
+def offset_for_leader_epoch(broker: HandlerContext, header: RequestHeader, req: Any,
                             conn: Connection) -> Any:
     topics = []
     for t in req.topics:
@@ -387,7 +407,7 @@ def offset_for_leader_epoch(broker: Broker, header: RequestHeader, req: Any,
 
 
 # -- InitProducerId --------------------------------------------------------------------------------
-def init_producer_id(broker: Broker, header: RequestHeader, req: Any, conn: Connection) -> Any:
+def init_producer_id(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
     if req.transactional_id is not None:
         # Transactions are not implemented (and not advertised): only idempotent producers.
         return {"throttle_time": 0, "error_code": int(ErrorCode.INVALID_REQUEST),
@@ -402,7 +422,7 @@ def init_producer_id(broker: Broker, header: RequestHeader, req: Any, conn: Conn
     return {"throttle_time": 0, "error_code": 0, "producer_id": pid, "producer_epoch": 0}
 
 
-def low_watermark(broker: Broker, ps: PartitionState, alive: set[int]) -> int:
+def low_watermark(broker: HandlerContext, ps: PartitionState, alive: set[int]) -> int:
     """Kafka's ``lowWatermarkIfLeader``: the smallest log start offset over this leader and every
     replica on a live broker (as each reported it in its last fetch; -1 before the first)."""
     low = ps.log_start_offset
@@ -415,7 +435,7 @@ def low_watermark(broker: Broker, ps: PartitionState, alive: set[int]) -> int:
     return low
 
 
-def _delete_records_status(broker: Broker, topic: str, out: dict[str, Any], required: int,
+def _delete_records_status(broker: HandlerContext, topic: str, out: dict[str, Any], required: int,
                            alive: set[int]) -> bool:
     """Is this partition's answer final? Sets its error and low watermark when it is."""
     ps = broker.partitions.get((topic, out["partition_index"]))
@@ -432,7 +452,7 @@ def _delete_records_status(broker: Broker, topic: str, out: dict[str, Any], requ
     return False
 
 
-def delete_records(broker: Broker, header: RequestHeader, req: Any, conn: Any = None
+def delete_records(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any = None
                    ) -> dict[str, Any] | Awaitable[dict[str, Any]]:
     """DeleteRecords: the leader moves its log start offset (the *low watermark*) up to the
     requested offset (-1: the HW); never past the HW. Followers follow it from the leader's
@@ -484,7 +504,7 @@ def delete_records(broker: Broker, header: RequestHeader, req: Any, conn: Any = 
     return _delete_records_delayed(broker, answer, pending, timeout_ms)
 
 
-async def _delete_records_delayed(broker: Broker, answer: dict[str, Any],
+async def _delete_records_delayed(broker: HandlerContext, answer: dict[str, Any],
                                   pending: list[tuple[str, dict[str, Any], int]],
                                   timeout_ms: int) -> dict[str, Any]:
     """Parked in the broker's purgatory on its partitions: a follower's fetch that reports a new

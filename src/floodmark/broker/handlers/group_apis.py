@@ -1,5 +1,6 @@
-"""FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
-ListGroups, DescribeGroups. This node coordinates every group (single-node cluster)."""
+"""JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups,
+DescribeGroups, DeleteGroups, OffsetDelete, served by the group's coordinator (FindCoordinator and
+the refusals of other brokers are ``coordination``'s)."""
 
 from __future__ import annotations
 
@@ -12,24 +13,13 @@ from floodmark.metadata import OFFSETS_TOPIC
 from floodmark.wire.codec import RequestHeader, ms
 
 if TYPE_CHECKING:
-    from floodmark.broker.broker import Broker
+    from floodmark.broker.context import HandlerContext
     from floodmark.broker.server import Connection
 
 log = logging.getLogger(__name__)
 
 
-def find_coordinator(broker: Broker, header: RequestHeader, req: Any, conn: Connection) -> Any:
-    host, port = broker.advertised
-    if header.api_version >= 4:
-        keys = list(req.coordinator_keys)
-        coords = [{"key": k, "node_id": broker.node_id, "host": host, "port": port,
-                   "error_code": 0, "error_message": None} for k in keys]
-        return {"throttle_time": 0, "coordinators": coords}
-    return {"throttle_time": 0, "error_code": 0, "error_message": None,
-            "node_id": broker.node_id, "host": host, "port": port}
-
-
-async def _join(broker: Broker, header: RequestHeader, req: Any, conn: Connection) -> Any:
+async def _join(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
     version = header.api_version
     session_ms = ms(req.session_timeout)
     rebalance_ms = ms(getattr(req, "rebalance_timeout", None)) if version >= 1 else session_ms
@@ -53,11 +43,11 @@ async def _join(broker: Broker, header: RequestHeader, req: Any, conn: Connectio
     }
 
 
-def join_group(broker: Broker, header: RequestHeader, req: Any, conn: Connection) -> Any:
+def join_group(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
     return _join(broker, header, req, conn)
 
 
-async def _sync(broker: Broker, header: RequestHeader, req: Any) -> Any:
+async def _sync(broker: HandlerContext, header: RequestHeader, req: Any) -> Any:
     err, assignment, _ = await broker.groups.sync(
         group_id=req.group_id, member_id=req.member_id, generation_id=int(req.generation_id),
         assignments=[(a.member_id, bytes(a.assignment)) for a in req.assignments],
@@ -69,17 +59,17 @@ async def _sync(broker: Broker, header: RequestHeader, req: Any) -> Any:
             "protocol_name": g.protocol_name if g else None, "assignment": assignment}
 
 
-def sync_group(broker: Broker, header: RequestHeader, req: Any, conn: Connection) -> Any:
+def sync_group(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
     return _sync(broker, header, req)
 
 
-def heartbeat(broker: Broker, header: RequestHeader, req: Any, conn: Connection) -> Any:
+def heartbeat(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
     err = broker.groups.heartbeat(req.group_id, req.member_id, int(req.generation_id),
                                   getattr(req, "group_instance_id", None))
     return {"throttle_time": 0, "error_code": int(err)}
 
 
-def leave_group(broker: Broker, header: RequestHeader, req: Any, conn: Connection) -> Any:
+def leave_group(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
     if header.api_version >= 3:
         members = []
         for m in req.members:
@@ -91,7 +81,7 @@ def leave_group(broker: Broker, header: RequestHeader, req: Any, conn: Connectio
     return {"throttle_time": 0, "error_code": int(err)}
 
 
-def _append_offsets(broker: Broker, group: str,
+def _append_offsets(broker: HandlerContext, group: str,
                     entries: list[tuple[str, int, CommittedOffset | None]]) -> ErrorCode:
     meta = broker.controller.topics()[OFFSETS_TOPIC]
     p = partition_for(group, len(meta.partitions))
@@ -110,7 +100,7 @@ def _append_offsets(broker: Broker, group: str,
     return ErrorCode.NONE
 
 
-def offset_commit(broker: Broker, header: RequestHeader, req: Any, conn: Connection) -> Any:
+def offset_commit(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
     group = req.group_id
     generation = int(getattr(req, "generation_id_or_member_epoch", getattr(req, "generation_id", -1)))
     err = broker.groups.validate_commit(group, req.member_id, generation,
@@ -146,7 +136,7 @@ def offset_commit(broker: Broker, header: RequestHeader, req: Any, conn: Connect
     return {"throttle_time": 0, "topics": results}
 
 
-def _fetch_group(broker: Broker, group: str, topics: Any) -> list[dict[str, Any]]:
+def _fetch_group(broker: HandlerContext, group: str, topics: Any) -> list[dict[str, Any]]:
     if topics is None:
         by_topic: dict[str, list[int]] = {}
         for (topic, partition) in broker.offsets.group_offsets(group):
@@ -168,7 +158,7 @@ def _fetch_group(broker: Broker, group: str, topics: Any) -> list[dict[str, Any]
     return out
 
 
-def offset_fetch(broker: Broker, header: RequestHeader, req: Any, conn: Connection) -> Any:
+def offset_fetch(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
     if header.api_version >= 8:
         groups = [{"group_id": g.group_id, "topics": _fetch_group(broker, g.group_id, g.topics),
                    "error_code": 0} for g in req.groups]
@@ -177,7 +167,7 @@ def offset_fetch(broker: Broker, header: RequestHeader, req: Any, conn: Connecti
             "topics": _fetch_group(broker, req.group_id, req.topics)}
 
 
-def list_groups(broker: Broker, header: RequestHeader, req: Any, conn: Connection) -> Any:
+def list_groups(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
     wanted = set(getattr(req, "states_filter", ()) or ())
     names = set(broker.groups.groups) | set(broker.offsets.groups())
     out = []
@@ -191,7 +181,7 @@ def list_groups(broker: Broker, header: RequestHeader, req: Any, conn: Connectio
     return {"throttle_time": 0, "error_code": 0, "groups": out}
 
 
-def describe_groups(broker: Broker, header: RequestHeader, req: Any, conn: Connection) -> Any:
+def describe_groups(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
     out = []
     for gid in req.groups:
         desc = broker.groups.describe(gid)
@@ -202,7 +192,7 @@ def describe_groups(broker: Broker, header: RequestHeader, req: Any, conn: Conne
     return {"throttle_time": 0, "groups": out}
 
 
-def delete_groups(broker: Broker, header: RequestHeader, req: Any, conn: Connection) -> Any:
+def delete_groups(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
     """DeleteGroups: an empty group's committed offsets become tombstones in its offsets
     partition (compaction removes them) and its state goes."""
     results = []
@@ -222,7 +212,7 @@ def delete_groups(broker: Broker, header: RequestHeader, req: Any, conn: Connect
     return {"throttle_time": 0, "results": results}
 
 
-def offset_delete(broker: Broker, header: RequestHeader, req: Any, conn: Connection) -> Any:
+def offset_delete(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
     """OffsetDelete (KIP-496): committed offsets of partitions the group no longer consumes."""
     group = req.group_id
 

@@ -1,0 +1,153 @@
+"""What the parts of a broker see of it: request handlers (``HandlerContext``) and its membership
+of a cluster (``MemberHost``). Narrow views, so handlers and memberships depend on these, not on
+``broker.broker`` (which imports them).
+
+One ``Broker`` serves a lone node and a cluster member alike; what differs is carried by what it
+is given (``Membership``: its controller and how it joins, learns metadata and leaves;
+``ReplicaManager``: replication over the wire, for a cluster member), never by a subclass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from floodmark.broker.config import BrokerConfig
+from floodmark.broker.fetch_sessions import FetchSessionCache
+from floodmark.broker.groups import GroupCoordinator
+from floodmark.broker.metadata import Controller
+from floodmark.broker.offsets import OffsetStore
+from floodmark.broker.partition_state import PartitionState
+from floodmark.broker.purgatory import FetchPurgatory
+from floodmark.broker.replica_fetcher import ReplicaManager
+from floodmark.broker.storage_glue import Storage
+from floodmark.errors import ErrorCode
+from floodmark.metadata import TopicMeta
+from floodmark.replication.election import AlterPartitionRequest
+from floodmark.replication.produce import ProduceSettings
+
+PartitionKey = tuple[str, int]
+BrokerInfo = dict[str, Any]  # Metadata / DescribeCluster's broker entry: node_id, host, port, rack
+
+
+class Membership(Protocol):
+    """How a broker belongs to its cluster: a lone node runs its own controller in process
+    (``membership.LocalMembership``), a cluster member talks to the controller quorum
+    (``cluster_member.ClusterMembership``)."""
+
+    @property
+    def controller(self) -> Controller: ...
+
+    def attach(self, host: MemberHost) -> None:
+        """The broker this membership is of (called once, by the broker's constructor)."""
+
+    def open(self) -> None:
+        """At start, before serving: open what this node hosts."""
+
+    def metadata_changed(self) -> None:
+        """This broker changed metadata through ``controller`` (created a topic, added
+        partitions): open what it now hosts."""
+
+    def start(self, port: int, ready: Callable[[int], None] | None) -> None:
+        """The listener is bound to ``port``: join the cluster, then call ``ready``."""
+
+    async def leave(self) -> None:
+        """Shutting down, still serving: hand leadership over (controlled shutdown)."""
+
+    def stop(self) -> None:
+        """Shutting down: end the membership's loops."""
+
+    def close(self) -> None:
+        """The logs are closed: release what is left."""
+
+    def propose_isr(self, key: PartitionKey, request: AlterPartitionRequest) -> None:
+        """Send a leader's ISR proposal to the controller (AlterPartition)."""
+
+    def live_brokers(self) -> list[BrokerInfo]:
+        """The brokers clients may talk to (Metadata, DescribeCluster)."""
+
+    def coordinator_for(self, group: str) -> int:
+        """The node id coordinating ``group`` (-1: none available)."""
+
+    def broker_address(self, node_id: int) -> tuple[str, int] | None:
+        """Where clients reach broker ``node_id`` (None: not a live broker)."""
+
+
+class BrokerCore(Protocol):
+    """What every part sees of the broker: its settings, controller, storage and partitions."""
+
+    node_id: int
+    config: BrokerConfig
+    controller: Controller
+    storage: Storage
+    partitions: dict[PartitionKey, PartitionState]
+
+    def now_ms(self) -> int: ...
+    def reconfigure_partition(self, ps: PartitionState, configs: dict[str, Any], *,
+                              force: bool = False) -> None: ...
+
+
+class MemberHost(BrokerCore, Protocol):
+    """What a membership sees of its broker."""
+
+    offsets: OffsetStore
+    purgatory: FetchPurgatory
+    replicas: ReplicaManager | None
+    isr_shrinks: int
+    isr_expands: int
+
+    @property
+    def closing(self) -> bool: ...
+    @property
+    def advertised(self) -> tuple[str, int]: ...
+    def stop(self) -> None: ...
+    def open_partition(self, topic: str, index: int, configs: dict[str, Any],
+                       topic_id: uuid.UUID | None = None) -> PartitionState: ...
+    def remove_partition(self, key: PartitionKey, *, delete: bool) -> PartitionState | None: ...
+
+
+class MembershipBase:
+    """The plumbing every membership shares: the broker it is of, attached once by the
+    broker's constructor."""
+
+    _host: MemberHost | None = None
+
+    def attach(self, host: MemberHost) -> None:
+        self._host = host
+
+    @property
+    def host(self) -> MemberHost:
+        if self._host is None:
+            raise RuntimeError("the membership is not attached to a broker yet")
+        return self._host
+
+
+class HandlerContext(BrokerCore, Protocol):
+    """What request handlers (``broker/handlers``) see of the broker."""
+
+    data_dir: Path
+    membership: Membership
+    replicas: ReplicaManager | None
+    purgatory: FetchPurgatory
+    fetch_sessions: FetchSessionCache
+    offsets: OffsetStore
+    groups: GroupCoordinator
+
+    @property
+    def advertised(self) -> tuple[str, int]: ...
+    def live_brokers(self) -> list[BrokerInfo]: ...
+    def is_coordinator(self, group: str) -> bool: ...
+    def create_topic(self, name: str, num_partitions: int, replication_factor: int,
+                     configs: dict[str, Any], *, validate_only: bool = False,
+                     assignments: list[tuple[int, ...]] | None = None) -> TopicMeta: ...
+    def delete_topic(self, name: str) -> TopicMeta: ...
+    def create_partitions(self, name: str, count: int, *, validate_only: bool = False,
+                          assignments: list[tuple[int, ...]] | None = None) -> None: ...
+    def alter_topic_configs(self, name: str, configs: dict[str, Any], *,
+                            validate_only: bool = False) -> None: ...
+    def produce_settings(self, ps: PartitionState) -> ProduceSettings: ...
+    def next_produce_id(self) -> int: ...
+    def park_produce(self, produce_id: int) -> asyncio.Future[tuple[ErrorCode, int]]: ...

@@ -1,0 +1,83 @@
+"""Which broker coordinates a group: FindCoordinator, and NOT_COORDINATOR from any other.
+
+A group's coordinator is the leader of its ``__consumer_offsets`` partition (the membership
+says who: a lone broker coordinates every group). A stale coordinator must not write a
+follower's log, so the group APIs a coordinator serves (``coordinated``) are refused elsewhere,
+each in its own response shape.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from floodmark.broker.context import HandlerContext
+from floodmark.errors import ErrorCode
+from floodmark.wire.api_table import ApiKey
+from floodmark.wire.codec import RequestHeader
+
+Handler = Callable[[HandlerContext, RequestHeader, Any, Any], Any]
+
+
+def find_coordinator(ctx: HandlerContext, header: RequestHeader, req: Any,
+                     conn: Any) -> dict[str, Any]:
+    membership = ctx.membership
+
+    def answer(key: str) -> dict[str, Any]:
+        node_id = membership.coordinator_for(key)
+        address = membership.broker_address(node_id) if node_id >= 0 else None
+        if address is None:
+            return {"key": key, "node_id": -1, "host": "", "port": -1,
+                    "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
+                    "error_message": "no live leader for the group's offsets partition"}
+        host, port = address
+        return {"key": key, "node_id": node_id, "host": host, "port": port,
+                "error_code": 0, "error_message": None}
+
+    if header.api_version >= 4:
+        return {"throttle_time": 0, "coordinators": [answer(k) for k in req.coordinator_keys]}
+    one = answer(req.key)
+    del one["key"]
+    return {"throttle_time": 0, **one}
+
+
+def coordinated(handler: Handler) -> Handler:
+    """``handler`` is served by the group's coordinator only."""
+
+    @functools.wraps(handler)
+    def handle(ctx: HandlerContext, header: RequestHeader, req: Any, conn: Any) -> Any:
+        refusal = _not_coordinator(ctx, header, req)
+        return refusal if refusal is not None else handler(ctx, header, req, conn)
+
+    return handle
+
+
+def _not_coordinator(ctx: HandlerContext, header: RequestHeader,
+                     req: Any) -> dict[str, Any] | None:
+    """NOT_COORDINATOR (in the request's own response shape) unless this broker coordinates
+    every group the request names."""
+    api, version = header.api_key, header.api_version
+    if api == ApiKey.OFFSET_FETCH and version >= 8:
+        groups = [g.group_id for g in req.groups]
+    else:
+        groups = [req.group_id]
+    if all(ctx.is_coordinator(g) for g in groups):
+        return None
+    err = int(ErrorCode.NOT_COORDINATOR)
+    if api == ApiKey.OFFSET_COMMIT:
+        return {"throttle_time": 0, "topics": [
+            {"name": t.name, "partitions": [{"partition_index": int(p.partition_index),
+                                             "error_code": err} for p in t.partitions]}
+            for t in req.topics]}
+    if api == ApiKey.OFFSET_FETCH:
+        if version >= 8:
+            return {"throttle_time": 0, "groups": [
+                {"group_id": g, "topics": [], "error_code": err} for g in groups]}
+        return {"throttle_time": 0, "error_code": err, "topics": []}
+    if api == ApiKey.LEAVE_GROUP:
+        return {"throttle_time": 0, "error_code": err, "members": []}
+    if api == ApiKey.JOIN_GROUP:
+        return {"throttle_time": 0, "error_code": err, "generation_id": -1,
+                "leader": "", "member_id": "", "members": []}
+    return {"throttle_time": 0, "error_code": err}

@@ -1,0 +1,106 @@
+"""A lone broker's membership: the one-node cluster of combined mode (``process.roles=broker,
+controller``), its controller in process (``metadata.LocalController``).
+
+The node is the only broker, so it leads every partition it hosts and coordinates every group;
+its ISR never changes (there is no one to propose a change to). A cluster member's membership is
+``cluster_member.ClusterMembership``; the broker is the same.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from floodmark.broker import dynamic_configs
+from floodmark.broker.context import BrokerInfo, MembershipBase, PartitionKey
+from floodmark.broker.metadata import Controller, LocalController
+from floodmark.errors import KafkaError
+from floodmark.metadata import OFFSETS_TOPIC, TopicMeta
+from floodmark.replication.election import AlterPartitionRequest, PartitionRegistration
+
+log = logging.getLogger(__name__)
+
+
+class LocalMembership(MembershipBase):
+    def __init__(self, data_dir: Path, node_id: int) -> None:
+        self._local = LocalController(data_dir, node_id)
+
+    @property
+    def controller(self) -> Controller:
+        return self._local
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def open(self) -> None:
+        """Open (and recover) every partition log the metadata knows; replay committed offsets."""
+        host = self.host
+        controller = self._local
+        self.metadata_changed()
+        if OFFSETS_TOPIC not in controller.topics():
+            n = int(host.config.get("offsets.topic.num.partitions"))
+            controller.create_topic(OFFSETS_TOPIC, n, 1, {"cleanup.policy": "compact"},
+                                    internal=True)
+            self.metadata_changed()
+        dynamic_configs.apply(host)  # KIP-226 dynamic broker configs from the metadata
+        internal = controller.topics()[OFFSETS_TOPIC]
+        replayed = host.offsets.replay(lambda: self._read_all(internal))
+        host.storage.remove_orphans(controller.topics())
+        log.info("broker %d: %d committed offsets replayed", host.node_id, replayed)
+
+    def _read_all(self, meta: TopicMeta) -> Iterator[bytes | memoryview]:
+        host = self.host
+        for p in meta.partitions:
+            ps = host.partitions[(meta.name, p.partition)]
+            yield from host.storage.read_all(ps.log, ps.high_watermark)
+
+    def metadata_changed(self) -> None:
+        """Open the partitions not open yet; this node leads each of them."""
+        host = self.host
+        for meta in list(self._local.topics().values()):
+            for p in meta.partitions:
+                if (meta.name, p.partition) in host.partitions:
+                    continue
+                try:
+                    ps = host.open_partition(meta.name, p.partition, meta.configs,
+                                             meta.topic_id)
+                except KafkaError as exc:
+                    # Another topic's directory (partition.metadata): that partition stays
+                    # offline, the others are served.
+                    log.error("partition %s-%d not opened: %s", meta.name, p.partition,
+                              exc.message)
+                    continue
+                replicas = p.replicas or (host.node_id,)
+                ps.apply_metadata(PartitionRegistration(
+                    replicas=replicas, isr=p.isr or replicas, leader=host.node_id,
+                    leader_epoch=p.leader_epoch, partition_epoch=0), host.now_ms())
+
+    def start(self, port: int, ready: Callable[[int], None] | None) -> None:
+        if ready is not None:
+            ready(port)
+
+    async def leave(self) -> None:
+        """Nobody to hand leadership to."""
+
+    def stop(self) -> None:
+        """No loops of its own."""
+
+    def close(self) -> None:
+        self._local.close()
+
+    # -- the cluster as this node sees it ---------------------------------------------------------
+    def propose_isr(self, key: PartitionKey, request: AlterPartitionRequest) -> None:
+        """A single broker is every partition's only replica: its ISR never changes."""
+        log.info("partition %s-%d: no controller to propose ISR %s to", key[0], key[1],
+                 list(request.new_isr))
+
+    def live_brokers(self) -> list[BrokerInfo]:
+        """This one, alone."""
+        host, port = self.host.advertised
+        return [{"node_id": self.host.node_id, "host": host, "port": port, "rack": None}]
+
+    def coordinator_for(self, group: str) -> int:
+        """A single broker coordinates every group."""
+        return self.host.node_id
+
+    def broker_address(self, node_id: int) -> tuple[str, int] | None:
+        return self.host.advertised if node_id == self.host.node_id else None
