@@ -81,6 +81,7 @@ from floodmark.replication.truncation import FetchValidation, truncation_point, 
 
 # The quorum always runs the safe rule; the historical modes are for partitions' stories.
 MODE = Truncation.LEADER_EPOCH
+RETAINED_SNAPSHOTS = 2  # as many as the shell keeps (controller.snapshot.RETAINED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +147,7 @@ class QuorumCore:
         self.high_watermark = 0
         self.role: Role = Unattached(stored.epoch, stored.voted_for, 0)
         self.latest_snapshot: tuple[int, int, int] | None = None  # (end offset, epoch, size)
+        self._snapshots: dict[tuple[int, int], int] = {}  # the retained ones -> size
 
     # -- views ---------------------------------------------------------------------------------
     @property
@@ -357,6 +359,13 @@ class QuorumCore:
                 self._to_prospective(log, now_ms, effects)
             return
         in_flight = role.fetch_sent_ms >= 0
+        if (role.snapshot is not None and in_flight
+                and now_ms >= role.fetch_sent_ms + self.config.request_timeout_ms):
+            end, epoch, held = role.snapshot  # a lost chunk: ask again from the bytes held
+            effects.append(Send(role.leader_id, FetchSnapshotRequest(
+                self.node_id, role.epoch, end, epoch, held)))
+            self.role = replace(role, fetch_sent_ms=now_ms)
+            return
         if (not in_flight and now_ms >= role.next_fetch_ms) or (
                 in_flight and now_ms >= role.fetch_sent_ms + self.config.request_timeout_ms):
             effects.append(Send(role.leader_id, QuorumFetchRequest(
@@ -603,9 +612,14 @@ class QuorumCore:
                 + ("" if point.final else " (intermediate)"))))
             return
         if resp.snapshot_end_offset >= 0:  # below the leader's log start: its snapshot first
-            self.role = replace(role, fetch_sent_ms=now_ms)
+            held = role.snapshot
+            position = (held[2] if held is not None
+                        and held[:2] == (resp.snapshot_end_offset, resp.snapshot_epoch) else 0)
+            self.role = replace(role, fetch_sent_ms=now_ms, snapshot=(
+                resp.snapshot_end_offset, resp.snapshot_epoch, position))
             effects.append(Send(src, FetchSnapshotRequest(
-                self.node_id, role.epoch, resp.snapshot_end_offset, resp.snapshot_epoch, 0)))
+                self.node_id, role.epoch, resp.snapshot_end_offset, resp.snapshot_epoch,
+                position)))
             return
         pause = 0 if resp.has_records else self.config.fetch_idle_backoff_ms
         self.role = replace(role, next_fetch_ms=now_ms + pause)
@@ -620,29 +634,30 @@ class QuorumCore:
         log start offset."""
         if self.latest_snapshot is None or end_offset >= self.latest_snapshot[0]:
             self.latest_snapshot = (end_offset, epoch, size)
+        self._snapshots[(end_offset, epoch)] = size
+        for old in sorted(self._snapshots)[:-RETAINED_SNAPSHOTS]:
+            del self._snapshots[old]  # the shell keeps as many (``SnapshotStore.prune``)
 
     def _on_fetch_snapshot_request(self, src: int, req: FetchSnapshotRequest, now_ms: int,
                                    effects: list[QuorumEffect]) -> None:
         role = self.role
         error = fencing.check_leader_request(self.epoch, req.current_leader_epoch,
                                              is_leader=isinstance(role, Leader))
-        snapshot = self.latest_snapshot
-        if error is ErrorCode.NONE and (
-                snapshot is None or (snapshot[0], snapshot[1]) != (req.snapshot_end_offset,
-                                                                   req.snapshot_epoch)):
-            error = ErrorCode.SNAPSHOT_NOT_FOUND  # replaced by a newer one: fetch again
-        elif error is ErrorCode.NONE and snapshot is not None and not (
-                0 <= req.position <= snapshot[2]):
+        # Any snapshot still retained is served: a transfer survives the next snapshot.
+        size = self._snapshots.get((req.snapshot_end_offset, req.snapshot_epoch))
+        if error is ErrorCode.NONE and size is None:
+            error = ErrorCode.SNAPSHOT_NOT_FOUND  # replaced and deleted: fetch again
+        elif error is ErrorCode.NONE and size is not None and not 0 <= req.position <= size:
             error = ErrorCode.POSITION_OUT_OF_RANGE
-        if error is not ErrorCode.NONE or snapshot is None:
+        if error is not ErrorCode.NONE or size is None:
             effects.append(Send(src, FetchSnapshotResponse(
                 error, self.epoch, self.leader_id, req.snapshot_end_offset, req.snapshot_epoch)))
             return
         if isinstance(role, Leader) and role.voter(src) is not None:
             self._update_progress(role, src, fetch_ms=now_ms)  # alive, for check quorum
         effects.append(Send(src, FetchSnapshotResponse(
-            ErrorCode.NONE, self.epoch, self.node_id, snapshot[0], snapshot[1], snapshot[2],
-            req.position)))
+            ErrorCode.NONE, self.epoch, self.node_id, req.snapshot_end_offset,
+            req.snapshot_epoch, size, req.position)))
 
     def _on_fetch_snapshot_response(self, src: int, resp: FetchSnapshotResponse, now_ms: int,
                                     effects: list[QuorumEffect]) -> None:
@@ -652,7 +667,7 @@ class QuorumCore:
                 or role.leader_id != src or role.fetch_sent_ms < 0):
             return
         if resp.error is not ErrorCode.NONE:  # back to fetching: it names the current snapshot
-            self.role = replace(role, fetch_sent_ms=-1,
+            self.role = replace(role, fetch_sent_ms=-1, snapshot=None,
                                 next_fetch_ms=now_ms + self.config.retry_backoff_ms)
             return
         self.role = replace(role, has_fetched=True, fetch_sent_ms=now_ms,
@@ -669,13 +684,14 @@ class QuorumCore:
         if not isinstance(role, Follower):
             return effects
         if not complete:
-            self.role = replace(role, fetch_sent_ms=now_ms)
+            self.role = replace(role, fetch_sent_ms=now_ms, snapshot=(
+                resp.snapshot_end_offset, resp.snapshot_epoch, received))
             effects.append(Send(role.leader_id, FetchSnapshotRequest(
                 self.node_id, role.epoch, resp.snapshot_end_offset, resp.snapshot_epoch,
                 received)))
             return effects
         self.snapshot_written(resp.snapshot_end_offset, resp.snapshot_epoch, resp.size)
-        self.role = replace(role, fetch_sent_ms=-1, next_fetch_ms=now_ms)
+        self.role = replace(role, fetch_sent_ms=-1, next_fetch_ms=now_ms, snapshot=None)
         new = min(max(self.high_watermark, resp.snapshot_end_offset), log.log_end_offset)
         if new != self.high_watermark:
             old, self.high_watermark = self.high_watermark, new
