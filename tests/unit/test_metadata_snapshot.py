@@ -152,9 +152,15 @@ def test_chunked_transfer_installs_only_a_whole_intact_snapshot() -> None:
     size, position, whole = len(data), 0, None
     # A chunk that does not continue the transfer is dropped.
     assert follower.receive_chunk(sid.end_offset, sid.epoch, 5, size, b"xx") == (0, None)
+    restarted = False
     while whole is None:
         chunk = leader.read_chunk(sid.end_offset, sid.epoch, position, 100)
         position, whole = follower.receive_chunk(sid.end_offset, sid.epoch, position, size, chunk)
+        if position >= 300 and not restarted:  # asked again from 0: what is held is kept
+            restarted = True
+            assert follower.receive_chunk(sid.end_offset, sid.epoch, 0, size,
+                                          leader.read_chunk(sid.end_offset, sid.epoch, 0, 100)
+                                          ) == (position, None)
     assert whole == data and follower.ids() == [sid]
     # A corrupted transfer installs nothing and starts over.
     bad = SnapshotStore(MemoryFileSystem(), "/b")

@@ -231,13 +231,19 @@ class SnapshotStore:
 
     def receive_chunk(self, end_offset: int, epoch: int, position: int, size: int,
                       chunk: bytes) -> tuple[int, bytes | None]:
-        """A follower stores a chunk of the leader's snapshot (position 0 starts over). Returns
+        """A follower stores a chunk of the leader's snapshot (position 0 starts over, unless
+        this very snapshot is partly held: then nothing is written). Returns
         (bytes held, the whole snapshot once ``size`` bytes arrived and it decodes — then it is
         also installed under its name — else None). A chunk that does not continue the transfer
         is dropped; a whole snapshot that does not decode is dropped (0 bytes held)."""
         snapshot_id = SnapshotId(end_offset, epoch)
         temp = self._path(snapshot_id.file_name + PARTIAL_SUFFIX)
         receiving = self._receiving
+        if (position == 0 and receiving is not None and receiving[0] == snapshot_id
+                and 0 < receiving[1].size() < size):
+            # Asked again from 0 (the voter's role changed meanwhile): keep what is held, the
+            # voter continues from there.
+            return receiving[1].size(), None
         if position == 0:
             if receiving is not None:
                 receiving[1].close()
