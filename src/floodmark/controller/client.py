@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 from floodmark.controller import rpc
 from floodmark.controller.image import MetadataImage, MetadataRecord, Reassignment, topic_metas
+from floodmark.controller.snapshot import image_from_records
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import PartitionMeta, TopicMeta, deletable_topic
 
@@ -174,7 +175,7 @@ class ControllerClient:
         else:
             answer = self._blocking_active_call(method, full)
         if "result" in answer and "records" in answer["result"]:
-            self.apply_records(answer["result"]["records"])
+            self.apply_records(answer["result"]["records"], answer["result"].get("snapshot"))
         return _result(answer)
 
     def _blocking_active_call(self, method: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -280,8 +281,16 @@ class ControllerClient:
         return pid
 
     # -- records ---------------------------------------------------------------------------------
-    def apply_records(self, records: list[list[Any]]) -> list[MetadataRecord]:
-        applied = self.image.apply_all((int(off), rec) for off, rec in records)
+    def apply_records(self, records: list[list[Any]],
+                      snapshot: dict[str, Any] | None = None) -> list[MetadataRecord]:
+        """Apply fetched records; ``snapshot`` (the controller's answer to a fetch below its
+        newest snapshot, KIP-630) first replaces the image."""
+        applied: list[MetadataRecord] = []
+        if snapshot is not None and int(snapshot["end_offset"]) > self.image.next_offset:
+            snap_records = list(snapshot["records"])
+            self.image = image_from_records(int(snapshot["end_offset"]), snap_records)
+            applied.extend(snap_records)
+        applied += self.image.apply_all((int(off), rec) for off, rec in records)
         if applied:
             self._topics_cache = None
             if self.on_records is not None:
@@ -316,7 +325,7 @@ class ControllerClient:
             self._follow(None, failed=poll.address)
             raise
         result = _result(answer)
-        return len(self.apply_records(result["records"]))
+        return len(self.apply_records(result["records"], result.get("snapshot")))
 
     async def catch_up(self) -> None:
         """Fetch until the image has everything the controller had when we asked."""
@@ -324,7 +333,7 @@ class ControllerClient:
             answer = _result(await self.poll.call("fetch_metadata",
                                                   {"offset": self.image.next_offset,
                                                    "max_wait_ms": 0}))
-            self.apply_records(answer["records"])
+            self.apply_records(answer["records"], answer.get("snapshot"))
             if self.image.next_offset >= int(answer["end"]):
                 return
 
