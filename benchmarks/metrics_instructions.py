@@ -133,7 +133,8 @@ def one_side(metrics: bool, args: argparse.Namespace, tmp: Path) -> tuple[int, i
            "--listen", f"127.0.0.1:{bport}", "--set", "broker.heartbeat.interval.ms=10000"]
     if metrics:
         cmd += ["--metrics-listen", "127.0.0.1:0"]
-    broker = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    errlog = tmp / f"broker-{side}.stderr"
+    broker = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=errlog.open("wb"), env=env)
     try:
         wait_line(ctrl, r"listening on", 60)
         murl = None
@@ -176,6 +177,9 @@ def one_side(metrics: bool, args: argparse.Namespace, tmp: Path) -> tuple[int, i
               + (f"; one /metrics scrape {scrape_instr:,} instructions" if metrics else ""),
               flush=True)
         return instr, sent
+    except RuntimeError:
+        print(errlog.read_text(errors="replace")[-2000:], file=sys.stderr)
+        raise
     finally:
         for proc in (broker, ctrl):
             if proc.poll() is None:

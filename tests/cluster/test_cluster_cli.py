@@ -258,6 +258,10 @@ def test_every_user_mistake_is_one_line(tmp_path: Path) -> None:
         assert _run("cluster", "down", *dd, cwd=tmp_path).returncode == 0
         _one_line_error(_run("cluster", "up", "--detach", "--brokers", "2", *dd, cwd=tmp_path),
                         "does not shrink to 2")
+        _one_line_error(_run("cluster", "up", "--detach", "--controller-set",
+                             "broker.session.timeout.ms=9999", *dd, cwd=tmp_path),
+                        "--controller-set broker.session.timeout.ms=9999 (it has 1500) would "
+                        "change it")
     finally:
         _run("cluster", "down", "--data-dir", str(data), cwd=tmp_path)
 

@@ -70,7 +70,7 @@ def register(subparsers: Any) -> None:
                    help="address every node binds (default 127.0.0.1; 0.0.0.0: every interface)")
     p.add_argument("--advertised-host", default=None, metavar="HOST",
                    help="address clients and other brokers are told (default: --listen-host, "
-                        "or this machine's name for 0.0.0.0)")
+                        "or this machine's host name for 0.0.0.0)")
     p.add_argument("--controller", default=None, metavar="HOST:PORT",
                    help="join the controller of a cluster on another machine: run brokers only")
     p.add_argument("--first-broker-id", type=int, default=None,
@@ -174,10 +174,14 @@ def _cluster_for_up(args: argparse.Namespace) -> LocalCluster:
                                f"{', '.join(map(str, running))}; see `floodmark cluster status "
                                f"--data-dir {args.data_dir}`)")
         conflicts = _shape_conflicts(cluster, args)
-        if conflicts or broker_settings or controller_settings:
-            raise CliError(f"{args.data_dir} already holds a cluster; "
-                           + ("; ".join(conflicts) if conflicts else "--set/--controller-set")
-                           + " would change it: use a new --data-dir")
+        for flag, asked, have in (
+                ("--set", broker_settings, cluster.state["broker_settings"]),
+                ("--controller-set", controller_settings, cluster.state["controller_settings"])):
+            conflicts += [f"{flag} {k}={v} (it has {have.get(k)})" for k, v in asked.items()
+                          if have.get(k) != v]
+        if conflicts:  # the same command again is fine; a different shape is not
+            raise CliError(f"{args.data_dir} already holds a cluster; {'; '.join(conflicts)} "
+                           "would change it: use a new --data-dir")
         if (args.controllers is not None and cluster.state.get("controller") is None
                 and args.controllers != len(cluster.controller_ids)):
             raise CliError(f"{args.data_dir} already holds a cluster with "

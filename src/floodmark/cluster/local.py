@@ -139,7 +139,7 @@ class LocalCluster:
           port, kept across restarts;
         - ``listen_host``: the address every node binds (``0.0.0.0``: every interface);
           ``advertised_host``: the one clients and other brokers are told (default: the listen
-          host, or this machine's name for a wildcard);
+          host, or this machine's host name (gethostname) for a wildcard);
         - ``controller``: ``HOST:PORT`` of a controller elsewhere (another machine's cluster):
           this directory then runs brokers only, ``first_broker_id`` and up;
         - ``controllers``: how many controller processes (more than one: a quorum).
@@ -157,7 +157,7 @@ class LocalCluster:
                     **(CONTROLLER_QUORUM_DEFAULTS if controllers > 1 else {}),
                     **(controller_settings or {})}
             if advertised_host is None:
-                advertised_host = (socket.getfqdn() if listen_host in WILDCARD_HOSTS
+                advertised_host = (socket.gethostname() if listen_host in WILDCARD_HOSTS
                                    else listen_host)
             self.state = {
                 "data_dir": str(self.data_dir),
@@ -368,6 +368,7 @@ class LocalCluster:
     def _await_listening(self, node_id: int, proc: subprocess.Popen[bytes], log_path: Path,
                          start: int, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
+        text = ""
         while time.monotonic() < deadline:
             with open(log_path, "rb") as fh:
                 fh.seek(start)
