@@ -110,9 +110,12 @@ def controller_node_id(index: int) -> int:
 
 
 def _free_port(host: str) -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
+    try:
+        with socket.socket() as sock:
+            sock.bind((host, 0))
+            return int(sock.getsockname()[1])
+    except OSError as exc:
+        raise ClusterError(f"cannot bind a port on {host}: {exc.strerror or exc}") from None
 
 
 def load_cluster(data_dir: str | Path) -> LocalCluster:
@@ -173,10 +176,7 @@ class LocalCluster:
             if controller is None:
                 for k in range(controllers):
                     node_id = controller_node_id(k)
-                    node = self._new_node("controller", node_id)
-                    if controllers > 1 and base_port is None:
-                        node["port"] = _free_port(listen_host)  # the voter set names it
-                    self.state["nodes"][str(node_id)] = node
+                    self.state["nodes"][str(node_id)] = self._new_node("controller", node_id)
             for i in range(first_broker_id, first_broker_id + brokers):
                 self.state["nodes"][str(i)] = self._new_node("broker", i)
         self._procs: dict[int, subprocess.Popen[bytes]] = {}
@@ -422,6 +422,12 @@ class LocalCluster:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.state["supervisor_pid"] = os.getpid()
         self._save()
+        if self.is_quorum:
+            for c in self.controller_ids:  # the voter set names every port: fix them now
+                node = self._node(c)
+                if not node["port"]:
+                    node["port"] = _free_port(self.listen_host)
+            self._save()
         controllers = [(c, *self._launch(c)) for c in self.controller_ids]
         for c, proc, path, start in controllers:
             self._await_or_rebind(c, proc, path, start, timeout_s)
