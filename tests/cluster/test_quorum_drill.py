@@ -39,9 +39,7 @@ QUORUM = {"controller.quorum.election.timeout.ms": "300",
           "controller.quorum.fetch.timeout.ms": "600",
           "controller.quorum.election.backoff.max.ms": "300",
           "controller.quorum.request.timeout.ms": "500",
-          # > the broker's 5 s heartbeat timeout: a SIGSTOPped active controller holds the
-          # brokers that long before they try the next voter (see the report)
-          "broker.session.timeout.ms": "6500",
+          "broker.session.timeout.ms": "3000",
           "leader.imbalance.check.interval.ms": "3000"}
 STEP_S = 60.0  # any one step stalling this long fails the drill
 
@@ -115,6 +113,7 @@ def run_drill(tmp_path: Path) -> None:
         # takes writes (a topic); SIGCONT: the stopped one rejoins as a follower.
         stopped = cluster.wait_active_controller(STEP_S)
         before = acks.count()
+        log_from = {c: cluster.log_path(c).stat().st_size for c in cluster.controller_ids}
         cluster.kill(stopped, signal.SIGSTOP)
         try:
             taker = cluster.wait_active_controller(STEP_S, besides=stopped)
@@ -128,6 +127,11 @@ def run_drill(tmp_path: Path) -> None:
             wait_until(lambda: "during-stop" in _topics(cluster), STEP_S,
                        "brokers applied the topic created during the stop")
             _acked_more(acks, before)
+            # Brokers left the silent controller for the new one within their heartbeat
+            # timeout (5 heartbeat intervals), before its session timeout could fence them.
+            with cluster.log_path(taker).open("rb") as fh:
+                fh.seek(log_from[taker])
+                assert b"missed heartbeats" not in fh.read(), "brokers fenced during the stop"
         finally:
             cluster.kill(stopped, signal.SIGCONT)
         wait_until(lambda: _voter_caught_up(cluster, stopped), STEP_S,

@@ -353,6 +353,10 @@ class LocalCluster:
                 else f"broker-{node_id}")
         return self.data_dir / "logs" / f"{name}.log"
 
+    def log_path(self, node_id: int) -> Path:
+        """The node's log file (stdout and stderr of every start, appended)."""
+        return self._log_path(node_id)
+
     def _launch(self, node_id: int) -> tuple[subprocess.Popen[bytes], Path, int]:
         log_path = self._log_path(node_id)
         log_path.parent.mkdir(parents=True, exist_ok=True)
