@@ -314,8 +314,9 @@ class LocalCluster:
             if self.is_quorum:
                 quorum = ["--node-id", str(node_id),
                           "--controller-quorum-voters", self.quorum_voters]
-                for name, default in CONTROLLER_QUORUM_DEFAULTS.items():
-                    quorum += ["--" + name.replace(".", "-"), str(c.get(name, default))]
+                for name in CONTROLLER_QUORUM_DEFAULTS:  # a new quorum's state has them all
+                    if name in c:
+                        quorum += ["--" + name.replace(".", "-"), str(c[name])]
             return [sys.executable, "-m", "floodmark.controller",
                     "--data-dir", str(self.data_dir / self._controller_dir(node_id)),
                     "--listen", listen, *quorum,
