@@ -305,10 +305,14 @@ class ControllerClient:
         self.broker_epoch = int(_result(answer)["broker_epoch"])
         return self.broker_epoch
 
-    async def heartbeat(self, want_shutdown: bool = False) -> dict[str, Any]:
+    async def heartbeat(self, want_shutdown: bool = False,
+                        timeout_s: float = 5.0) -> dict[str, Any]:
+        """``timeout_s``: how long a silent controller may hold it before the broker tries the
+        next voter (it must be well under the session timeout, or a new active controller
+        fences the broker before it is found)."""
         answer = await self._active_call("heartbeat", {
             "broker_id": self.node_id, "broker_epoch": self.broker_epoch,
-            "want_shutdown": want_shutdown}, timeout_s=5.0)
+            "want_shutdown": want_shutdown}, timeout_s=timeout_s)
         return _result(answer)
 
     async def fetch_metadata(self, max_wait_ms: int) -> int:

@@ -351,7 +351,9 @@ class ControllerServer:
                 req = await rpc.read_frame(reader)
                 if req is None:
                     break
-                answer = await self._handle(req)
+                answer = await self._answer_unless_gone(reader, req)
+                if answer is None:
+                    break  # the caller's process went away during its long poll
                 args = req.get("args")
                 who = speaker(str(req.get("method")), args if isinstance(args, dict) else {},
                               answer)
@@ -368,6 +370,32 @@ class ControllerServer:
             if gone is not None and (self._stopping is None or not self._stopping.is_set()):
                 asyncio.get_running_loop().call_later(CONNECTION_GRACE_S,
                                                       self._fence_if_gone, gone)
+
+    async def _answer_unless_gone(self, reader: asyncio.StreamReader,
+                                  req: dict[str, Any]) -> dict[str, Any] | None:
+        """The answer, or None when the connection ends first. Only the metadata long poll
+        waits (up to seconds); its caller sends nothing meanwhile (one request at a time per
+        connection), so the end of the stream is seen at once: a dead broker's last connection
+        closes now, not when its poll would have ended, and it is fenced without that delay."""
+        if req.get("method") != "fetch_metadata":
+            return await self._handle(req)
+        handled = asyncio.ensure_future(self._handle(req))
+        gone = asyncio.ensure_future(reader.read(1))
+        try:
+            await asyncio.wait({handled, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            pending = [task for task in (handled, gone) if not task.done()]
+            for task in pending:
+                task.cancel()
+            # Wait for the cancelled read to let go of the reader (the next frame is read next).
+            await asyncio.gather(*pending, return_exceptions=True)
+        if handled.done() and not handled.cancelled():
+            if gone.done() and not gone.cancelled() and gone.result():
+                raise ValueError("request bytes sent during a long poll")
+            return handled.result()
+        if gone.result():
+            raise ValueError("request bytes sent during a long poll")
+        return None
 
     def _fence_if_gone(self, who: tuple[int, int]) -> None:
         """Every connection of a registered, unfenced broker incarnation closed and none came
