@@ -5,8 +5,9 @@ min.insync.replicas=2, an acks=all idempotent confluent-kafka producer writing t
    controller is still being elected;
 2. SIGSTOP a voter (the active controller) past the fetch timeout: another is elected and commits
    a new topic, which every broker applies; then SIGCONT it;
-3. restart a voter: SIGKILL and start again with its data dir kept (metadata snapshots are not on
-   main yet, so a voter with a deleted data dir would replay nothing — see the report).
+3. restart a follower voter with its data dir deleted, once the leader's metadata log starts
+   after offset 0 (snapshots every 2 KiB of records, 4 KiB segments): it must load the leader's
+   snapshot (FetchSnapshot) to catch up.
 
 Every acknowledged write is read back once at its offset, every topic created before the faults
 still exists, no broker applied metadata out of order, and each step waits on progress (an
@@ -14,6 +15,8 @@ active controller, a new leader, more acknowledgements), never on a fixed sleep.
 
 from __future__ import annotations
 
+import re
+import shutil
 import signal
 import threading
 from pathlib import Path
@@ -40,6 +43,10 @@ QUORUM = {"controller.quorum.election.timeout.ms": "300",
           "controller.quorum.election.backoff.max.ms": "300",
           "controller.quorum.request.timeout.ms": "500",
           "broker.session.timeout.ms": "3000",
+          # Snapshots every few records, small segments: the log start moves past 0, so a
+          # voter with an empty data dir can only catch up from a snapshot (FetchSnapshot).
+          "metadata.log.max.record.bytes.between.snapshots": "2048",
+          "metadata.log.segment.bytes": "4096",
           "leader.imbalance.check.interval.ms": "3000"}
 STEP_S = 60.0  # any one step stalling this long fails the drill
 
@@ -72,6 +79,13 @@ def _voter_caught_up(cluster: LocalCluster, voter: int) -> bool:
     v = next((v for v in q["voters"] if v["voter_id"] == voter), None)
     return (q["leader_id"] not in (None, voter) and v is not None and v["lag"] == 0
             and v["log_end_offset"] >= q["high_watermark"])
+
+
+def _log_start_moved(cluster: LocalCluster, controller: int) -> bool:
+    """The controller wrote a snapshot and its metadata log now starts after offset 0."""
+    text = cluster.log_path(controller).read_text(errors="replace")
+    return any(int(m.group(1)) > 0
+               for m in re.finditer(r"metadata log starts at (\d+)", text))
 
 
 def run_drill(tmp_path: Path) -> None:
@@ -137,14 +151,22 @@ def run_drill(tmp_path: Path) -> None:
         wait_until(lambda: _voter_caught_up(cluster, stopped), STEP_S,
                    f"controller {stopped} rejoined and caught up")
 
-        # 3. Restart a follower voter (data dir kept: no metadata snapshots on main yet).
+        # 3. Restart a follower voter with its data dir deleted, once the leader's metadata
+        # log no longer starts at 0: it catches up from the leader's snapshot.
         leader_ctl = cluster.wait_active_controller(STEP_S)
         voter = next(c for c in cluster.controller_ids if c != leader_ctl)
+        wait_until(lambda: _log_start_moved(cluster, leader_ctl), STEP_S,
+                   f"controller {leader_ctl} snapshotted and moved its log start")
         cluster.kill(voter, signal.SIGKILL)
+        shutil.rmtree(cluster.controller_dir(voter))
         _create(cluster, ["during-restart"])  # the quorum of two still commits
+        log_from = cluster.log_path(voter).stat().st_size
         cluster.start_node(voter)
         wait_until(lambda: _voter_caught_up(cluster, voter), STEP_S,
-                   f"controller {voter} caught up after its restart")
+                   f"controller {voter} caught up after its restart with no data")
+        with cluster.log_path(voter).open("rb") as fh:
+            fh.seek(log_from)
+            assert b"from the leader" in fh.read(), "the empty voter loaded no snapshot"
 
         before = acks.count()
         _acked_more(acks, before)

@@ -65,6 +65,8 @@ QUORUM_NODE_BASE = 1000
 QUORUM_PORT_OFFSET = 200
 QUORUM_METRICS_PORT_OFFSET = 300
 MAX_CONTROLLERS = 9
+METADATA_LOG_SETTINGS = ("metadata.log.segment.bytes",
+                         "metadata.log.max.record.bytes.between.snapshots")
 # Loopback quorum timeouts (Kafka: election 1000, fetch 2000, backoff 1000, request 2000).
 CONTROLLER_QUORUM_DEFAULTS = {
     "controller.quorum.election.timeout.ms": "500",
@@ -317,6 +319,9 @@ class LocalCluster:
                 for name in CONTROLLER_QUORUM_DEFAULTS:  # a new quorum's state has them all
                     if name in c:
                         quorum += ["--" + name.replace(".", "-"), str(c[name])]
+            for name in METADATA_LOG_SETTINGS:  # Kafka's names, passed when set
+                if name in c:
+                    quorum += ["--" + name.replace(".", "-"), str(c[name])]
             return [sys.executable, "-m", "floodmark.controller",
                     "--data-dir", str(self.data_dir / self._controller_dir(node_id)),
                     "--listen", listen, *quorum,
