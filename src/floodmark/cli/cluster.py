@@ -23,9 +23,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from floodmark.address import BadAddress, parse_bootstrap
 from floodmark.cli.checks import check_bindable, check_data_dir
 from floodmark.cli.common import CliError, pairs
-from floodmark.client.cluster import BadAddress, parse_bootstrap
 from floodmark.cluster.describe import describe
 from floodmark.cluster.diff import lost_offsets, offset_runs, partitions_on_disk
 from floodmark.cluster.local import (

@@ -25,6 +25,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from floodmark.address import parse_host_port
 from floodmark.controller import rpc
 from floodmark.controller.image import MetadataImage, MetadataRecord, Reassignment, topic_metas
 from floodmark.controller.snapshot import image_from_records
@@ -57,7 +58,7 @@ class AsyncRpc:
 
     async def _call(self, method: str, args: dict[str, Any]) -> dict[str, Any]:
         if self._writer is None:
-            host, port = rpc.parse_address(self.address)
+            host, port = parse_host_port(self.address, what="controller address")
             self._reader, self._writer = await asyncio.open_connection(host, port)
         assert self._reader is not None
         rid = next(self._ids)

@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from floodmark.address import format_host_port, parse_bootstrap
 from floodmark.client.connection import KafkaConnection, RequestFailed
 from floodmark.client.replica_state import leader_views, replica_states
 from floodmark.cluster import CONTROLLER_ID, LocalCluster
@@ -57,17 +58,11 @@ class Source(Protocol):
     def describe(self) -> ClusterView: ...
 
 
-def _parse_addresses(bootstrap: str) -> list[str]:
-    return [a.strip() for a in bootstrap.split(",") if a.strip()]
-
-
 class BootstrapSource:
     """Any floodmark cluster, found through its bootstrap servers."""
 
     def __init__(self, bootstrap: str) -> None:
-        self.addresses = _parse_addresses(bootstrap)
-        if not self.addresses:
-            raise ValueError("no bootstrap address")
+        self.addresses = [format_host_port(h, p) for h, p in parse_bootstrap(bootstrap)]
 
     def _metadata(self) -> Any:
         last: Exception | None = None
