@@ -133,7 +133,7 @@ spark.stop()
 
 
 def test_job_on_a_standalone_cluster_reads_and_writes_a_floodmark_cluster(tmp_path: Path) -> None:
-    from floodmark.cluster_cli import LocalCluster
+    from floodmark.cluster import LocalCluster
 
     cluster = LocalCluster(tmp_path / "cluster", 3).start()
     spark_cluster = SparkStandalone(tmp_path / "spark")
