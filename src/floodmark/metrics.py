@@ -30,6 +30,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from floodmark.address import parse_host_port
 from floodmark.wire.api_table import ApiKey
 
 # Kafka's RequestMetrics TotalTimeMs, as histogram buckets in milliseconds.
@@ -139,11 +140,11 @@ class RequestMetrics(Collector):
 
 
 def serve_metrics(collectors: Sequence[Collector], listen: str) -> tuple[str, int]:
-    """Serve ``collectors`` on ``listen`` (HOST:PORT, port 0 = any); returns (host, port)."""
+    """Serve ``collectors`` on ``listen`` (HOST:PORT, port 0 = any; a bad one is a
+    BadAddress, before anything starts); returns (host, port)."""
+    host, port = parse_host_port(listen, what="--metrics-listen")
     registry = CollectorRegistry(auto_describe=False)
     for c in collectors:
         registry.register(c)
-    host, _, port = listen.rpartition(":")
-    host = host or "127.0.0.1"
-    server, _thread = start_http_server(int(port or 0), addr=host, registry=registry)
+    server, _thread = start_http_server(port, addr=host, registry=registry)
     return host, int(server.server_port)

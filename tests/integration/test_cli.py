@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -175,3 +176,41 @@ def test_listings_as_json_and_bootstrap_from_the_environment(broker) -> None:
     # --to-offset is kept within [log start, log end], as kafka-consumer-groups.sh does.
     assert plan == [{"group": "js-g", "topic": "js", "partition": p, "new_offset": 0}
                     for p in range(3)]
+
+
+def _unused_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_listen_port_alone_is_loopback_and_a_bad_port_is_one_line(tmp_path) -> None:
+    """``floodmark ui --listen PORT`` serves on 127.0.0.1:PORT (floodmark.address's rule, the
+    same as the broker's); a bad port, for the ui and the controller process, is one line."""
+    port = _unused_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "floodmark.cli", "ui", "--bootstrap", "127.0.0.1:1",
+         "--listen", str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdin=subprocess.DEVNULL)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # printed once the socket accepts
+        assert line.strip() == f"floodmark ui listening on http://127.0.0.1:{port}/", (
+            line + (proc.stderr.read() if proc.poll() is not None and proc.stderr else ""))
+        with socket.create_connection(("127.0.0.1", port), timeout=10):
+            pass
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    bad = [([sys.executable, "-m", "floodmark.cli", "ui", "--bootstrap", "127.0.0.1:1",
+             "--listen", "99999"], "error: --listen '99999' is not HOST:PORT (port 0 to 65535)"),
+           ([sys.executable, "-m", "floodmark.controller", "--data-dir", str(tmp_path / "c"),
+             "--listen", "h:x"],
+            "floodmark controller: --listen 'h:x' is not HOST:PORT (port 0 to 65535)"),
+           ([sys.executable, "-m", "floodmark.controller", "--data-dir", str(tmp_path / "c"),
+             "--metrics-listen", ":70000"],
+            "floodmark controller: --metrics-listen ':70000' is not HOST:PORT (port 0 to 65535)")]
+    for argv, want in bad:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False,
+                             stdin=subprocess.DEVNULL)
+        assert out.returncode != 0 and out.stderr.strip() == want, (argv, out.stderr)

@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from floodmark.address import format_host_port, parse_host_port
 from floodmark.broker import dynamic_configs
 from floodmark.broker.broker import Broker, now_ms
 from floodmark.broker.config import BrokerConfig
@@ -52,6 +53,7 @@ from floodmark.replication.election import AlterPartitionRequest
 
 log = logging.getLogger("floodmark.broker.cluster_member")
 
+HEARTBEAT_TIMEOUT_MAX_S = 5.0  # a heartbeat unanswered this long moves on to the next voter
 RETRIABLE_ALTER_PARTITION = frozenset({int(ErrorCode.REQUEST_TIMED_OUT),
                                        int(ErrorCode.NOT_CONTROLLER),
                                        int(ErrorCode.STALE_BROKER_EPOCH)})
@@ -131,10 +133,14 @@ class ClusterMembership(MembershipBase):
     async def _heartbeats(self) -> None:
         host = self.host
         interval_s = self._setting("broker.heartbeat.interval.ms") / 1000
+        # A controller that does not answer five heartbeat intervals (1 s to 5 s) is silent
+        # (stopped, cut off): try the next voter, before a new active controller's session
+        # timeout runs out on this broker.
+        timeout_s = min(HEARTBEAT_TIMEOUT_MAX_S, max(1.0, 5 * interval_s))
         while not host.closing:
             await asyncio.sleep(interval_s)
             try:
-                answer = await self.controller_client.heartbeat()
+                answer = await self.controller_client.heartbeat(timeout_s=timeout_s)
             except (RpcError, KafkaError) as exc:
                 log.warning("broker %d heartbeat failed: %s", host.node_id, exc)
                 continue
@@ -388,10 +394,17 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     roles = "broker,controller" if args.controller_data_dir else "broker"
     advertised = f"{args.advertised_host}:0" if args.advertised_host else None  # bound port
-    config = BrokerConfig.load(data_dir=args.data_dir, listen=args.listen, advertised=advertised,
-                               config_file=None,
-                               overrides=[f"process.roles={roles}", *args.overrides],
-                               node_id=args.node_id)
+    try:
+        controller_host, controller_port = parse_host_port(args.controller, what="--controller")
+        if args.metrics_listen:
+            parse_host_port(args.metrics_listen, what="--metrics-listen")
+        config = BrokerConfig.load(data_dir=args.data_dir, listen=args.listen,
+                                   advertised=advertised, config_file=None,
+                                   overrides=[f"process.roles={roles}", *args.overrides],
+                                   node_id=args.node_id)
+    except ValueError as exc:  # a bad address or setting: one line
+        print(f"floodmark broker {args.node_id}: {exc}", file=sys.stderr)
+        return 2
     from floodmark.storage.data_dir import DataDirLock, DataDirLockedError, lock_data_dir
 
     locks: list[DataDirLock] = []
@@ -415,7 +428,6 @@ def main(argv: list[str] | None = None) -> int:
     controller = None
     if args.controller_data_dir:
         from floodmark.controller.logic import ControllerConfig
-        from floodmark.controller.rpc import parse_address
         from floodmark.controller.server import ControllerServer
 
         controller = ControllerServer(args.controller_data_dir, ControllerConfig(
@@ -439,14 +451,13 @@ def main(argv: list[str] | None = None) -> int:
             loop.add_signal_handler(sig, broker.stop)
         controller_task = None
         if controller is not None:
-            host, port = parse_address(args.controller)
             bound: asyncio.Future[int] = loop.create_future()
             controller_task = asyncio.create_task(
-                controller.serve(host, port, bound.set_result))
-            actual = await bound
-            controller_client.set_address(f"{host}:{actual}")
+                controller.serve(controller_host, controller_port, bound.set_result))
+            actual = format_host_port(controller_host, await bound)
+            controller_client.set_address(actual)
             controller_client.local = controller
-            print(f"floodmark controller listening on {host}:{actual}", flush=True)
+            print(f"floodmark controller listening on {actual}", flush=True)
 
         def ready(port: int) -> None:
             print(f"floodmark broker {args.node_id} listening on {config.listen_host}:{port}",

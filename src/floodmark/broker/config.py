@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from floodmark.address import parse_host_port
 from floodmark.replication.modes import DEFAULT_TRUNCATION, Truncation
 
 # Broker-level defaults, Kafka's names. Where floodmark differs from Kafka it says why.
@@ -248,22 +249,6 @@ def parse_value(text: str) -> Any:
         return float(low)
     except ValueError:
         return text
-
-
-def parse_host_port(text: str, default_port: int = 9092) -> tuple[str, int]:
-    """``HOST:PORT``, ``[v6]:PORT``, ``HOST`` (the default port), or a port alone: ``:9092`` and
-    ``9092`` both mean port 9092 on 127.0.0.1 (``0.0.0.0:9092`` for every interface). Anything
-    else is a one-line ValueError."""
-    text = text.strip()
-    if text.isdigit():
-        host, port = "", text
-    else:
-        host, sep, port = text.rpartition(":")
-        if not sep:
-            return text, default_port
-    if not port.isdigit() or int(port) > 65535:
-        raise ValueError(f"address {text!r} is not HOST:PORT (port 0 to 65535)")
-    return host.strip("[]") or "127.0.0.1", int(port)
 
 
 @dataclass

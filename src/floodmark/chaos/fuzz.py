@@ -41,6 +41,7 @@ from kio.serial._introspect import (
     is_optional,
 )
 
+from floodmark.address import parse_bootstrap
 from floodmark.chaos.readback import read_partition
 from floodmark.client.connection import encode_request
 from floodmark.records import simple_batch
@@ -221,8 +222,7 @@ def mutate(frame: bytes, mutation: str, rng: random.Random) -> bytes:
 
 # -- the run ------------------------------------------------------------------------------------
 def _address(bootstrap: str) -> tuple[str, int]:
-    host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
-    return host or "127.0.0.1", int(port)
+    return parse_bootstrap(bootstrap)[0]
 
 
 def rss_kb(pid: int) -> int:

@@ -75,8 +75,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if func is None:
         parser.print_help()
         return 2
+    from floodmark.address import BadAddress
     from floodmark.cli.common import CliError
-    from floodmark.client.cluster import BadAddress, Retriable
+    from floodmark.client.cluster import Retriable
     from floodmark.client.connection import RequestFailed
     from floodmark.cluster.local import ClusterError
 

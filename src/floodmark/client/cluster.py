@@ -14,6 +14,9 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from floodmark.address import Address as Address
+from floodmark.address import BadAddress as BadAddress
+from floodmark.address import parse_bootstrap as parse_bootstrap
 from floodmark.client.connection import KafkaConnection, RequestFailed
 from floodmark.errors import ErrorCode
 
@@ -27,12 +30,6 @@ RETRIABLE = frozenset({
     ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH,
 })
 BACKOFF_S = 0.2
-
-Address = tuple[str, int]
-
-
-class BadAddress(ValueError):
-    """A bootstrap address that is not host:port."""
 
 
 class NoBrokerAvailable(RequestFailed):
@@ -53,23 +50,6 @@ def error_text(code: int) -> str:
         return f"{ErrorCode(code).name} ({int(code)})"
     except ValueError:
         return f"error code {int(code)}"
-
-
-def parse_bootstrap(text: str) -> list[Address]:
-    """``host:port[,host:port...]``; a missing host is 127.0.0.1. A listener scheme
-    (``PLAINTEXT://``) and IPv6 brackets are accepted, as Kafka's clients accept them. One-line
-    errors."""
-    out: list[Address] = []
-    for item in (x.strip() for x in text.split(",")):
-        if not item:
-            continue
-        host, sep, port = item.rpartition("://")[2].rpartition(":")
-        if not sep or not port.isdigit() or not 0 < int(port) < 65536:
-            raise BadAddress(f"bootstrap address {item!r} is not host:port")
-        out.append((host.strip("[]") or "127.0.0.1", int(port)))
-    if not out:
-        raise BadAddress("no bootstrap address given")
-    return out
 
 
 class ClusterClient:

@@ -16,6 +16,7 @@ from typing import Any
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
+from floodmark.address import parse_bootstrap
 from floodmark.wire.codec import build
 
 MAX_RESPONSE_BYTES = 256 * 1024 * 1024
@@ -65,15 +66,9 @@ def encode_request(api_key: int, version: int, correlation_id: int, body: Mappin
     return bytes(data)
 
 
-def parse_bootstrap(text: str) -> tuple[str, int]:
-    first = text.split(",")[0].strip()
-    host, _, port = first.rpartition(":")
-    return (host or "127.0.0.1"), int(port or 9092)
-
-
 class KafkaConnection:
     def __init__(self, bootstrap: str, timeout_s: float = 30.0, client_id: str = "floodmark-cli") -> None:
-        host, port = parse_bootstrap(bootstrap)
+        host, port = parse_bootstrap(bootstrap)[0]
         self.sock = socket.create_connection((host, port), timeout=timeout_s)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.client_id = client_id

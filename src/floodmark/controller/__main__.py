@@ -9,7 +9,9 @@ import os
 import signal
 import sys
 
+from floodmark.address import BadAddress, format_host_port, parse_host_port
 from floodmark.controller.logic import ControllerConfig
+from floodmark.controller.metadata_log import MetadataLogConfig
 from floodmark.controller.quorum.codec import parse_voters
 from floodmark.controller.quorum.core import QuorumConfig
 from floodmark.controller.server import ControllerServer
@@ -41,6 +43,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--controller-quorum-fetch-timeout-ms", type=int, default=2000)
     p.add_argument("--controller-quorum-election-backoff-max-ms", type=int, default=1000)
     p.add_argument("--controller-quorum-request-timeout-ms", type=int, default=2000)
+    defaults = MetadataLogConfig()
+    p.add_argument("--metadata-log-segment-bytes", type=int, default=defaults.segment_bytes)
+    p.add_argument("--metadata-log-max-record-bytes-between-snapshots", type=int,
+                   default=defaults.max_record_bytes_between_snapshots,
+                   help="snapshot the metadata image after this many committed record bytes "
+                        "(KIP-630; 0: never)")
     p.add_argument("--log-level", default=os.environ.get("FLOODMARK_LOG_LEVEL", "INFO"))
     args = p.parse_args(argv)
     quorum: tuple[QuorumConfig, dict[int, tuple[str, int]]] | None = None
@@ -59,9 +67,16 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         if args.listen == LISTEN_DEFAULT:  # listen where the other voters will call
             host, port = voters[args.node_id]
-            args.listen = f"{host}:{port}"
+            args.listen = format_host_port(host, port)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        host, port = parse_host_port(args.listen, what="--listen")
+        if args.metrics_listen:
+            parse_host_port(args.metrics_listen, what="--metrics-listen")
+    except BadAddress as exc:
+        print(f"floodmark controller: {exc}", file=sys.stderr)
+        return 2
     try:
         lock = lock_data_dir(args.data_dir)  # held until the process ends
     except (DataDirLockedError, OSError) as exc:
@@ -73,10 +88,15 @@ def main(argv: list[str] | None = None) -> int:
         auto_leader_rebalance_enable=args.auto_leader_rebalance_enable,
         leader_imbalance_check_interval_ms=args.leader_imbalance_check_interval_ms,
     )
-    host, _, port = args.listen.rpartition(":")
+    if args.metadata_log_segment_bytes < 1024 or args.metadata_log_max_record_bytes_between_snapshots < 0:
+        print("floodmark controller: --metadata-log-segment-bytes must be at least 1024 and "
+              "--metadata-log-max-record-bytes-between-snapshots not negative", file=sys.stderr)
+        return 2
+    mlog_config = MetadataLogConfig(args.metadata_log_segment_bytes,
+                                    args.metadata_log_max_record_bytes_between_snapshots)
 
     async def run() -> None:
-        server = ControllerServer(args.data_dir, config, args.node_id, quorum)
+        server = ControllerServer(args.data_dir, config, args.node_id, quorum, mlog_config)
         if args.metrics_listen:
             from floodmark.controller.metrics import ControllerCollector
             from floodmark.metrics import serve_metrics
@@ -89,9 +109,10 @@ def main(argv: list[str] | None = None) -> int:
             loop.add_signal_handler(sig, server.stop)
 
         def ready(bound: int) -> None:
-            print(f"floodmark controller listening on {host or '127.0.0.1'}:{bound}", flush=True)
+            print(f"floodmark controller listening on {format_host_port(host, bound)}",
+                  flush=True)
 
-        await server.serve(host or "127.0.0.1", int(port or 0), ready)
+        await server.serve(host, port, ready)
 
     asyncio.run(run())
     lock.release()

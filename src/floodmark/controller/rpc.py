@@ -17,6 +17,8 @@ import socket
 import struct
 from typing import Any
 
+from floodmark.address import parse_host_port
+
 MAX_FRAME_BYTES = 64 * 1024 * 1024
 _LEN = struct.Struct(">I")
 
@@ -48,15 +50,10 @@ async def read_frame(reader: asyncio.StreamReader) -> dict[str, Any] | None:
     return obj
 
 
-def parse_address(text: str) -> tuple[str, int]:
-    host, _, port = text.strip().rpartition(":")
-    return (host or "127.0.0.1"), int(port)
-
-
 def blocking_call(address: str, method: str, args: dict[str, Any],
                   timeout_s: float = 10.0) -> dict[str, Any]:
     """One request on a fresh blocking connection (CLI, admin calls). Raises RpcError."""
-    host, port = parse_address(address)
+    host, port = parse_host_port(address, what="controller address")
     try:
         with socket.create_connection((host, port), timeout=timeout_s) as sock:
             sock.sendall(encode({"id": 1, "method": method, "args": args}))

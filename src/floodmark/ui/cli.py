@@ -9,6 +9,7 @@ import signal
 import sys
 from typing import Any
 
+from floodmark.address import BadAddress
 from floodmark.ui.server import Dashboard, bind, serve
 from floodmark.ui.source import BootstrapSource, LocalClusterSource, Source
 
@@ -38,6 +39,9 @@ def cmd_ui(args: argparse.Namespace) -> int:
         return 1
     try:
         sock = bind(args.listen)
+    except BadAddress as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     except OSError as exc:
         print(f"error: cannot listen on {args.listen}: {exc}", file=sys.stderr)
         return 1

@@ -8,6 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from floodmark.address import format_host_port, parse_host_port
+from floodmark.ui.server import DEFAULT_PORT
+
 DEFAULT_LISTEN = "127.0.0.1:8080"
 
 
@@ -15,8 +18,8 @@ def start_ui(data_dir: str | Path, log_path: str | Path, listen: str = DEFAULT_L
              interval_ms: int = 1000) -> tuple[subprocess.Popen[str], str] | None:
     """``floodmark ui --data-dir DATA_DIR`` on ``listen`` or, if that port is taken, any free
     port. Returns (process, URL), or None if it does not start (the caller goes on without)."""
-    host = listen.rpartition(":")[0] or "127.0.0.1"
-    for where in (listen, f"{host}:0"):
+    host, _port = parse_host_port(listen, DEFAULT_PORT, what="--listen")
+    for where in (listen, format_host_port(host, 0)):
         with open(log_path, "a") as log:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "floodmark.cli", "ui", "--data-dir", str(data_dir),

@@ -24,11 +24,13 @@ from typing import Any
 
 from aiohttp import web
 
+from floodmark.address import parse_host_port
 from floodmark.ui.scenarios import scenario_list, scenario_steps
 from floodmark.ui.source import LocalClusterSource, Source, collect
 
 log = logging.getLogger("floodmark.ui")
 
+DEFAULT_PORT = 8080  # --listen HOST alone
 KEEPALIVE_S = 15.0
 # Nobody watching (no event stream open, no API call for this long): stop polling the cluster.
 IDLE_AFTER_S = 30.0
@@ -214,10 +216,15 @@ def build_app(dashboard: Dashboard) -> web.Application:
 
 
 def bind(listen: str) -> socket.socket:
-    host, _, port = listen.rpartition(":")
+    """A socket bound to ``listen`` (HOST:PORT; HOST alone: port 8080). BadAddress, OSError."""
+    host, port = parse_host_port(listen, DEFAULT_PORT, what="--listen")
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host.strip("[]") or "127.0.0.1", int(port or 8080)))
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
     return sock
 
 

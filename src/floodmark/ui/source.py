@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from floodmark.address import format_host_port, parse_bootstrap
 from floodmark.client.connection import KafkaConnection, RequestFailed
 from floodmark.client.replica_state import leader_views, replica_states
 from floodmark.cluster import CONTROLLER_ID, LocalCluster
@@ -57,17 +58,11 @@ class Source(Protocol):
     def describe(self) -> ClusterView: ...
 
 
-def _parse_addresses(bootstrap: str) -> list[str]:
-    return [a.strip() for a in bootstrap.split(",") if a.strip()]
-
-
 class BootstrapSource:
     """Any floodmark cluster, found through its bootstrap servers."""
 
     def __init__(self, bootstrap: str) -> None:
-        self.addresses = _parse_addresses(bootstrap)
-        if not self.addresses:
-            raise ValueError("no bootstrap address")
+        self.addresses = [format_host_port(h, p) for h, p in parse_bootstrap(bootstrap)]
 
     def _metadata(self) -> Any:
         last: Exception | None = None
@@ -132,7 +127,12 @@ class LocalClusterSource:
         brokers: list[dict[str, Any]] = []
         controller: dict[str, Any] | None = None
         for n in status["nodes"]:
-            if n["id"] == CONTROLLER_ID:
+            if n["role"] == "controller":
+                # A quorum's controllers: show the active one (node 0 while none is active).
+                if n["id"] != CONTROLLER_ID and not n.get("active"):
+                    continue
+                if controller is not None and not n.get("active"):
+                    continue
                 controller = {"id": n["id"], "address": n["address"], "alive": n["alive"],
                               "state": n["state"], "pid": n["pid"],
                               "metadata_offset": status.get("metadata_offset"),

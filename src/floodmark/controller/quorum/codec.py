@@ -11,11 +11,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from floodmark.address import BadAddress, parse_host_port
 from floodmark.controller.quorum.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     EndQuorumEpochRequest,
     EndQuorumEpochResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     QuorumFetchRequest,
     QuorumFetchResponse,
     QuorumMessage,
@@ -27,7 +30,8 @@ from floodmark.replication.epochs import EpochEndOffset
 
 _TYPES: dict[str, type[Any]] = {cls.__name__: cls for cls in (
     VoteRequest, VoteResponse, BeginQuorumEpochRequest, BeginQuorumEpochResponse,
-    EndQuorumEpochRequest, EndQuorumEpochResponse, QuorumFetchRequest, QuorumFetchResponse)}
+    EndQuorumEpochRequest, EndQuorumEpochResponse, QuorumFetchRequest, QuorumFetchResponse,
+    FetchSnapshotRequest, FetchSnapshotResponse)}
 
 
 def encode_message(message: QuorumMessage) -> dict[str, Any]:
@@ -76,10 +80,14 @@ def parse_voters(text: str) -> dict[int, tuple[str, int]]:
     for item in text.split(","):
         item = item.strip()
         node, at, address = item.partition("@")
-        host, colon, port = address.rpartition(":")
-        if not at or not colon or not node.strip().isdigit() or not port.isdigit() or not host:
-            raise ValueError(f"controller.quorum.voters entry {item!r} is not id@host:port")
+        try:
+            if not at or not node.strip().isdigit():
+                raise BadAddress(item)
+            host, port = parse_host_port(address, min_port=1)
+        except BadAddress:
+            raise ValueError(f"controller.quorum.voters entry {item!r} is not id@host:port"
+                             ) from None
         if int(node) in voters:
             raise ValueError(f"controller.quorum.voters lists id {node} twice")
-        voters[int(node)] = (host, int(port))
+        voters[int(node)] = (host, port)
     return voters
