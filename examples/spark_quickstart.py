@@ -42,7 +42,9 @@ def main() -> None:
     events, counts = f"page-views-{suffix}", f"page-counts-{suffix}"
     setup_topics(args.bootstrap, events, counts)
 
-    floodmark.spark.prepare_environment()  # Spark's Python workers use this interpreter
+    # Spark's Python workers run python3 from PATH unless told: when this script is started as
+    # .venv/bin/python without activating the venv, point them at this interpreter.
+    floodmark.spark.prepare_environment()
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
@@ -50,7 +52,7 @@ def main() -> None:
              .config("spark.sql.shuffle.partitions", "2")
              .config("spark.ui.showConsoleProgress", "false").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
-    floodmark.spark.register(spark)
+    # no register(): PySpark finds format("floodmark") itself (the pyspark_floodmark module)
 
     # Batch: everything committed (below the high watermark) right now.
     df = (spark.read.format("floodmark").option("kafka.bootstrap.servers", args.bootstrap)

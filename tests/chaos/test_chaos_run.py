@@ -136,3 +136,15 @@ def test_default_configuration_survives_power_loss_one_broker_at_a_time(tmp_path
                              "--seed", "2")
     counts = {k: v for k, v in result["anomaly_counts"].items() if v}
     assert result["valid"] and code == 0, (counts, result.get("work_dir"))
+
+
+@pytest.mark.slow
+def test_controller_quorum_under_controller_faults(tmp_path: Path) -> None:
+    """Three controllers (a quorum): the active one paused, killed, cut off, and the whole
+    quorum killed and restarted one by one, while the brokers keep serving."""
+    code, result = chaos_run(tmp_path, "--controllers", "3", "--time-limit-s", "60",
+                             "--faults", "controller,kill-leader", "--seed", "1")
+    counts = {k: v for k, v in result["anomaly_counts"].items() if v}
+    assert result["valid"] and code == 0, (counts, result.get("work_dir"))
+    assert any(f["name"].endswith("controller") or f["name"] == "kill-controllers"
+               for f in result["faults"])

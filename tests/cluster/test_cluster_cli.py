@@ -55,7 +55,7 @@ def test_cluster_up_status_kill_start_down(tmp_path: Path) -> None:
     data = tmp_path / "cl"
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     up = subprocess.Popen([sys.executable, "-m", "floodmark.cli", "cluster", "up", "--brokers",
-                           "3", "--data-dir", str(data), "--controller-set",
+                           "3", "--controllers", "1", "--data-dir", str(data), "--controller-set",
                            "broker.session.timeout.ms=1500"],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                           cwd=str(REPO))
@@ -180,8 +180,9 @@ def test_every_user_mistake_is_one_line(tmp_path: Path) -> None:
     no traceback; and `--listen PORT` means that port on 127.0.0.1 (it bound 0.0.35.132)."""
     base = _free_base_port()
     data = tmp_path / "cl"
-    up = _run("cluster", "up", "--detach", "--base-port", str(base), "--data-dir", str(data),
-              "--controller-set", "broker.session.timeout.ms=1500", cwd=tmp_path)
+    up = _run("cluster", "up", "--detach", "--controllers", "1", "--base-port", str(base),
+              "--data-dir", str(data), "--controller-set", "broker.session.timeout.ms=1500",
+              cwd=tmp_path)
     assert up.returncode == 0, up.stderr
     try:
         bs = ["--bootstrap-server", f"127.0.0.1:{base + 1},127.0.0.1:{base + 2}"]
@@ -271,8 +272,8 @@ def test_detached_cluster_stable_ports_discovery_growth_and_diff(tmp_path: Path)
     checks every partition; `up --brokers 4` on the 3-broker directory adds broker 4."""
     base = _free_base_port()
     data = tmp_path / "floodmark-cluster"
-    up = _run("cluster", "up", "--detach", "--base-port", str(base), "--controller-set",
-              "broker.session.timeout.ms=1500", cwd=tmp_path)
+    up = _run("cluster", "up", "--detach", "--controllers", "1", "--base-port", str(base),
+              "--controller-set", "broker.session.timeout.ms=1500", cwd=tmp_path)
     assert up.returncode == 0, up.stderr
     try:
         boot = ",".join(f"127.0.0.1:{base + i}" for i in (1, 2, 3))

@@ -63,7 +63,8 @@ def test_brokers_on_three_machines(tmp_path: Path) -> None:
     settings = ["--set", "default.replication.factor=3", "--set", "replica.lag.time.max.ms=2000"]
     controller = f"{ip['a']}:{BASE_PORT}"
     try:
-        _ok(fm(lab, "a", "cluster", "up", "--detach", "--brokers", "1", "--base-port",
+        _ok(fm(lab, "a", "cluster", "up", "--detach", "--brokers", "1", "--controllers", "1",
+               "--base-port",
                str(BASE_PORT), "--listen-host", ip["a"], "--controller-set",
                "broker.session.timeout.ms=2000", *settings, "--data-dir", str(dirs["a"])))
         _ok(fm(lab, "b", "cluster", "up", "--detach", "--brokers", "1", "--controller",

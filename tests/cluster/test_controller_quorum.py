@@ -34,8 +34,9 @@ def _free_ports(n: int) -> list[int]:
 
 
 class Quorum:
-    def __init__(self, root: Path, n: int = 3) -> None:
+    def __init__(self, root: Path, n: int = 3, extra_args: tuple[str, ...] = ()) -> None:
         self.root = root
+        self.extra_args = extra_args
         self.ports = dict(zip(range(1, n + 1), _free_ports(n), strict=True))
         self.voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in self.ports.items())
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
@@ -53,7 +54,7 @@ class Quorum:
              "--controller-quorum-fetch-timeout-ms", "600",
              "--controller-quorum-election-backoff-max-ms", "300",
              "--controller-quorum-request-timeout-ms", "500",
-             "--broker-session-timeout-ms", "3000"],
+             "--broker-session-timeout-ms", "3000", *self.extra_args],
             stdout=subprocess.PIPE, stderr=log, cwd=str(REPO),
             env=dict(os.environ, PYTHONUNBUFFERED="1"))
         log.close()

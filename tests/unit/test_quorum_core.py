@@ -381,3 +381,45 @@ def test_figure_8_an_older_epochs_record_commits_only_through_the_leaders_own(
     assert s2.core.epoch > s1.core.epoch and b"X" not in _values(s2) + _values(s3)
     # Lost X was committed only without the rule.
     assert (not epoch_rule) == x_committed_by_s1
+
+
+# -- snapshots (KIP-630) -------------------------------------------------------------------------
+def test_the_leader_answers_a_fetch_it_cannot_serve_from_its_log_with_its_snapshot_id() -> None:
+    from floodmark.controller.quorum.messages import FetchSnapshotRequest, FetchSnapshotResponse
+
+    leader = Node(1, (1,)).start()
+    core, log = leader.core, leader.log
+    assert core.is_leader
+    for _ in range(3):
+        leader.driver.append_as_leader([b"a", b"b"], 10)  # type: ignore[union-attr]
+    epoch, hw = core.epoch, core.high_watermark
+    assert hw == log.log_end_offset == 7
+    core.snapshot_written(5, epoch, 1234)
+    log.maybe_increment_log_start_offset(5, hw)
+
+    def answer(message: QuorumMessage) -> QuorumMessage:
+        sends = [e for e in core.handle(2, message, log, 20) if hasattr(e, "message")]
+        assert len(sends) == 1
+        return sends[0].message  # type: ignore[union-attr,no-any-return]
+
+    below = answer(QuorumFetchRequest(2, epoch, 0, -1))
+    assert isinstance(below, QuorumFetchResponse) and not below.has_records
+    assert (below.snapshot_end_offset, below.snapshot_epoch) == (5, epoch)
+    # At or above the log start, in an epoch the cache still places: records, no snapshot.
+    ok = answer(QuorumFetchRequest(2, epoch, 6, epoch))
+    assert isinstance(ok, QuorumFetchResponse) and ok.snapshot_end_offset == -1 and ok.has_records
+    # A last fetched epoch older than the cut cache's first: its end offset would be a guess.
+    old = answer(QuorumFetchRequest(2, epoch, 6, epoch - 1))
+    assert isinstance(old, QuorumFetchResponse) and old.snapshot_end_offset == 5
+    # FetchSnapshot: the current snapshot in chunks; a replaced one, a bad position refused.
+    chunk = answer(FetchSnapshotRequest(2, epoch, 5, epoch, 100))
+    assert isinstance(chunk, FetchSnapshotResponse)
+    assert (chunk.error, chunk.size, chunk.position) == (ErrorCode.NONE, 1234, 100)
+    stale = answer(FetchSnapshotRequest(2, epoch, 3, epoch, 0))
+    assert isinstance(stale, FetchSnapshotResponse)
+    assert stale.error is ErrorCode.SNAPSHOT_NOT_FOUND
+    beyond = answer(FetchSnapshotRequest(2, epoch, 5, epoch, 5000))
+    assert isinstance(beyond, FetchSnapshotResponse)
+    assert beyond.error is ErrorCode.POSITION_OUT_OF_RANGE
+    fenced = answer(FetchSnapshotRequest(2, epoch + 1, 5, epoch, 0))
+    assert isinstance(fenced, FetchSnapshotResponse) and fenced.error is not ErrorCode.NONE

@@ -53,6 +53,7 @@ from floodmark.replication.election import AlterPartitionRequest
 
 log = logging.getLogger("floodmark.broker.cluster_member")
 
+HEARTBEAT_TIMEOUT_MAX_S = 5.0  # a heartbeat unanswered this long moves on to the next voter
 RETRIABLE_ALTER_PARTITION = frozenset({int(ErrorCode.REQUEST_TIMED_OUT),
                                        int(ErrorCode.NOT_CONTROLLER),
                                        int(ErrorCode.STALE_BROKER_EPOCH)})
@@ -132,10 +133,14 @@ class ClusterMembership(MembershipBase):
     async def _heartbeats(self) -> None:
         host = self.host
         interval_s = self._setting("broker.heartbeat.interval.ms") / 1000
+        # A controller that does not answer five heartbeat intervals (1 s to 5 s) is silent
+        # (stopped, cut off): try the next voter, before a new active controller's session
+        # timeout runs out on this broker.
+        timeout_s = min(HEARTBEAT_TIMEOUT_MAX_S, max(1.0, 5 * interval_s))
         while not host.closing:
             await asyncio.sleep(interval_s)
             try:
-                answer = await self.controller_client.heartbeat()
+                answer = await self.controller_client.heartbeat(timeout_s=timeout_s)
             except (RpcError, KafkaError) as exc:
                 log.warning("broker %d heartbeat failed: %s", host.node_id, exc)
                 continue

@@ -13,7 +13,7 @@ import asyncio
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 from floodmark.broker.config import BrokerConfig
 from floodmark.broker.fetch_sessions import FetchSessionCache
@@ -30,7 +30,15 @@ from floodmark.replication.election import AlterPartitionRequest
 from floodmark.replication.produce import ProduceSettings
 
 PartitionKey = tuple[str, int]
-BrokerInfo = dict[str, Any]  # Metadata / DescribeCluster's broker entry: node_id, host, port, rack
+
+
+class BrokerInfo(TypedDict):
+    """A broker as Metadata and DescribeCluster list it."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
 
 
 class Membership(Protocol):

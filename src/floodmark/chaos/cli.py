@@ -46,6 +46,9 @@ def register(subparsers: Any) -> None:
     r = sub.add_parser("run", help="a cluster in network namespaces, a workload, a seeded "
                                    "fault schedule, then the history checker (needs root)")
     r.add_argument("--brokers", type=int, default=3)
+    r.add_argument("--controllers", type=int, default=1,
+                   help="controllers; more than one form a quorum (controller faults hit the "
+                        "active one, kill-controllers all of them)")
     r.add_argument("--time-limit-s", type=float, default=60.0,
                    help="how long the workload runs under faults (then heal, quiet, final read)")
     r.add_argument("--faults", default=",".join(DEFAULT_FAULTS),
@@ -100,7 +103,7 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     config = ChaosConfig(
-        brokers=args.brokers, time_limit_s=args.time_limit_s,
+        brokers=args.brokers, controllers=args.controllers, time_limit_s=args.time_limit_s,
         faults=[f for f in args.faults.split(",") if f.strip()], acks=args.acks,
         truncation=args.truncation, unclean=args.unclean, seed=args.seed, rate=args.rate,
         topics=args.topics, name=args.name,

@@ -16,17 +16,18 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from floodmark.chaos.netns import Lab, enter_namespace
-from floodmark.chaos.nodes import CONTROLLER_ID, LabCluster, host_of
+from floodmark.chaos.nodes import LabCluster, host_of
 from floodmark.chaos.schedule import Fault
 from floodmark.controller import rpc
 
 
 class Observer(threading.Thread):
-    def __init__(self, netns_name: str, controller_address: str, interval_s: float = 0.5
-                 ) -> None:
+    def __init__(self, netns_name: str, controller_addresses: Sequence[str],
+                 interval_s: float = 0.5) -> None:
         super().__init__(name="chaos-observer", daemon=True)
         self.netns_name = netns_name
-        self.controller_address = controller_address
+        self.controller_addresses = list(controller_addresses)
+        self.active: str | None = None  # the active controller's address, as last seen
         self.interval_s = interval_s
         self.timeline: list[dict[str, Any]] = []   # one entry per change of a partition
         self.partitions: dict[str, dict[str, Any]] = {}   # key -> registration
@@ -37,13 +38,22 @@ class Observer(threading.Thread):
     def run(self) -> None:
         enter_namespace(self.netns_name)
         while not self._halt.is_set():
-            try:
-                answer = rpc.blocking_call(self.controller_address, "status", {}, 1.0)
-                result = answer.get("result")
-                self._update(result if isinstance(result, dict) else None)
-            except rpc.RpcError:
-                self._update(None)
+            self._update(self._active_status())
             self._halt.wait(self.interval_s)
+
+    def _active_status(self) -> dict[str, Any] | None:
+        """The status of the active controller (the one seen last is asked first)."""
+        order = sorted(self.controller_addresses, key=lambda a: a != self.active)
+        for address in order:
+            try:
+                answer = rpc.blocking_call(address, "status", {}, 1.0)
+            except rpc.RpcError:
+                continue
+            result = answer.get("result")
+            if isinstance(result, dict) and result.get("active", True):
+                self.active = address
+                return result
+        return None
 
     def _update(self, status: dict[str, Any] | None) -> None:
         now = time.time()
@@ -93,6 +103,7 @@ class Nemesis:
         self.keys = list(keys)
         self.say = say
         self.brokers = list(cluster.broker_ids)
+        self.controllers = list(cluster.controller_ids)
 
     # -- helpers ------------------------------------------------------------------------------
     def _leader(self, rng: random.Random) -> tuple[str, int]:
@@ -105,7 +116,7 @@ class Nemesis:
 
     def _others(self, node_ids: Sequence[int]) -> list[str]:
         """Every server host except ``node_ids`` (clients are never cut)."""
-        return [host_of(n) for n in [CONTROLLER_ID, *self.brokers] if n not in node_ids]
+        return [host_of(n) for n in [*self.controllers, *self.brokers] if n not in node_ids]
 
     def _restart(self, node_ids: Sequence[int], rng: random.Random, gap_s: tuple[float, float]
                  ) -> None:
@@ -118,7 +129,7 @@ class Nemesis:
     def heal_all(self) -> None:
         """Undo everything: links healed, paused nodes continued, dead nodes restarted."""
         self.lab.heal()
-        for node_id in [CONTROLLER_ID, *self.brokers]:
+        for node_id in [*self.controllers, *self.brokers]:
             state = self.cluster.node_state(node_id)
             if state == "stopped":
                 self.cluster.signal(node_id, signal.SIGCONT)
@@ -156,12 +167,19 @@ class Nemesis:
                      ) -> None:
         self._isolate(self.brokers[rng.randrange(len(self.brokers))], duration_s, record)
 
+    def _active_controller(self) -> int:
+        """The active controller's node id (of a quorum: its leader), else the first."""
+        for node_id in self.controllers:
+            if self.observer.active == self.cluster.address(node_id):
+                return node_id
+        return self.controllers[0]
+
     def _isolate_controller(self, duration_s: float, rng: random.Random, record: dict[str, Any]
                             ) -> None:
-        self._isolate(CONTROLLER_ID, duration_s, record)
+        self._isolate(self._active_controller(), duration_s, record)
 
     def _sides(self, rng: random.Random, bridge: bool) -> tuple[list[int], list[int], int | None]:
-        nodes = [CONTROLLER_ID, *self.brokers]
+        nodes = [*self.controllers, *self.brokers]
         rng.shuffle(nodes)
         if bridge:
             mid = len(nodes) // 2
@@ -215,7 +233,7 @@ class Nemesis:
 
     def _pause_controller(self, duration_s: float, rng: random.Random, record: dict[str, Any]
                           ) -> None:
-        self._pause(CONTROLLER_ID, duration_s, record)
+        self._pause(self._active_controller(), duration_s, record)
 
     def _kill(self, node_ids: Sequence[int], duration_s: float, rng: random.Random,
               record: dict[str, Any]) -> None:
@@ -251,7 +269,14 @@ class Nemesis:
 
     def _kill_controller(self, duration_s: float, rng: random.Random, record: dict[str, Any]
                          ) -> None:
-        self._kill([CONTROLLER_ID], duration_s, rng, record)
+        self._kill([self._active_controller()], duration_s, rng, record)
+
+    def _kill_controllers(self, duration_s: float, rng: random.Random, record: dict[str, Any]
+                          ) -> None:
+        """Every controller at once (the whole quorum), restarted one by one."""
+        victims = list(self.controllers)
+        rng.shuffle(victims)
+        self._kill(victims, duration_s, rng, record)
 
     def _isolate_then_kill(self, duration_s: float, rng: random.Random, record: dict[str, Any]
                            ) -> None:

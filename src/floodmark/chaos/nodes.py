@@ -9,11 +9,14 @@ from here.
 from __future__ import annotations
 
 import signal
+import subprocess
 from pathlib import Path
+from typing import Any
 
 from floodmark.chaos.netns import Lab
 from floodmark.cluster import CONTROLLER_ID, LocalCluster
 from floodmark.cluster.diff import read_partition_values
+from floodmark.controller import rpc
 
 __all__ = [
     "BROKER_PORT",
@@ -26,11 +29,22 @@ __all__ = [
 
 BROKER_PORT = 9092
 CONTROLLER_PORT = 9093
+# Further voters of a controller quorum: node ids 1001, 1002, ... (hosts ctl2, ctl3, ...).
+EXTRA_CONTROLLER_BASE = 1000
+
+
+def controller_ids(controllers: int) -> list[int]:
+    return [CONTROLLER_ID, *(EXTRA_CONTROLLER_BASE + k for k in range(1, controllers))]
 
 
 def host_of(node_id: int) -> str:
-    """The lab host name of a node: ``ctl`` for the controller, ``b<id>`` for brokers."""
-    return "ctl" if node_id == CONTROLLER_ID else f"b{node_id}"
+    """The lab host name of a node: ``ctl``, ``ctl2``, ... for controllers, ``b<id>`` for
+    brokers."""
+    if node_id == CONTROLLER_ID:
+        return "ctl"
+    if node_id > EXTRA_CONTROLLER_BASE:
+        return f"ctl{node_id - EXTRA_CONTROLLER_BASE + 1}"
+    return f"b{node_id}"
 
 
 class LabCluster(LocalCluster):
@@ -38,20 +52,84 @@ class LabCluster(LocalCluster):
     pids are the nodes' own) and listen on their namespace's address with a fixed port."""
 
     def __init__(self, lab: Lab, data_dir: str | Path, brokers: int,
-                 broker_settings: dict[str, str], controller_settings: dict[str, str]) -> None:
+                 broker_settings: dict[str, str], controller_settings: dict[str, str],
+                 controllers: int = 1) -> None:
+        """``controllers`` > 1: a controller quorum (``--controller-quorum-voters``)."""
         super().__init__(data_dir, brokers, broker_settings, controller_settings, metrics=False)
         self.lab = lab
-        for node_id, node in self.state["nodes"].items():
-            node["port"] = CONTROLLER_PORT if int(node_id) == CONTROLLER_ID else BROKER_PORT
+        for node_id in controller_ids(controllers)[1:]:
+            self.state["nodes"][str(node_id)] = self._new_node("controller", node_id)
+        for node in self.state["nodes"].values():
+            node["port"] = CONTROLLER_PORT if node["role"] == "controller" else BROKER_PORT
+
+    @property
+    def controller_ids(self) -> list[int]:
+        return sorted(int(i) for i, n in self.state["nodes"].items() if n["role"] == "controller")
 
     def address(self, node_id: int) -> str:
         return f"{self.lab.address[host_of(node_id)]}:{self.state['nodes'][str(node_id)]['port']}"
+
+    @property
+    def controller_address(self) -> str:
+        """Every controller (brokers try each until the active one answers)."""
+        return ",".join(self.address(c) for c in self.controller_ids)
 
     def _command(self, node_id: int) -> list[str]:
         argv = super()._command(node_id)
         at = argv.index("--listen")
         argv[at + 1] = self.address(node_id)
+        if self.state["nodes"][str(node_id)]["role"] == "controller" and len(
+                self.controller_ids) > 1:
+            argv[argv.index("--data-dir") + 1] = str(self.data_dir / f"controller-{node_id}")
+            voters = ",".join(f"{c}@{self.address(c)}" for c in self.controller_ids)
+            argv += ["--node-id", str(node_id), "--controller-quorum-voters", voters]
         return self.lab.command(host_of(node_id), argv)
+
+    def _log_path(self, node_id: int) -> Path:
+        if node_id > EXTRA_CONTROLLER_BASE:
+            return self.data_dir / "logs" / f"controller-{node_id}.log"
+        return super()._log_path(node_id)
+
+    def start(self, timeout_s: float = 60.0) -> LabCluster:
+        """Every controller at once (a quorum needs a majority to elect), then the brokers."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._save()
+        for group in (self.controller_ids, self.broker_ids):
+            launched = [(n, *self._launch(n)) for n in group]
+            for n, proc, path, start in launched:
+                self._await_or_rebind(n, proc, path, start, timeout_s)
+        return self
+
+    def stop(self, timeout_s: float = 20.0) -> None:
+        """SIGCONT and SIGTERM the brokers (their controlled shutdown needs the controllers),
+        then every controller; SIGKILL whoever outlives ``timeout_s``."""
+        for group in (self.broker_ids, self.controller_ids):
+            for node_id in group:
+                proc = self._procs.get(node_id)
+                if proc is not None and proc.poll() is None:
+                    proc.send_signal(signal.SIGCONT)
+                    proc.terminate()
+            for node_id in group:
+                proc = self._procs.get(node_id)
+                if proc is None:
+                    continue
+                try:
+                    proc.wait(timeout_s)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(5)
+
+    def controller_status(self, timeout_s: float = 2.0) -> dict[str, Any] | None:
+        """The active controller's status (None while no controller is active or reachable)."""
+        for node_id in self.controller_ids:
+            try:
+                answer = rpc.blocking_call(self.address(node_id), "status", {}, timeout_s)
+            except rpc.RpcError:
+                continue
+            result = answer.get("result")
+            if isinstance(result, dict) and result.get("active", True):
+                return result
+        return None
 
     def kill_all(self) -> None:
         """SIGKILL every node this supervisor started that is still there (the last resort of

@@ -32,7 +32,13 @@ from floodmark.chaos.checker import check
 from floodmark.chaos.history import merge, read_events
 from floodmark.chaos.nemesis import Nemesis, Observer
 from floodmark.chaos.netns import Lab
-from floodmark.chaos.nodes import CONTROLLER_ID, LabCluster, read_partition_values
+from floodmark.chaos.nodes import (
+    CONTROLLER_ID,
+    LabCluster,
+    controller_ids,
+    host_of,
+    read_partition_values,
+)
 from floodmark.chaos.schedule import DEFAULT_FAULTS, expand, plan
 from floodmark.replication.modes import DEFAULT_TRUNCATION, Truncation
 
@@ -42,6 +48,7 @@ CLIENTS_HOST = "clients"
 @dataclass
 class ChaosConfig:
     brokers: int = 3
+    controllers: int = 1            # > 1: a controller quorum
     time_limit_s: float = 60.0
     faults: list[str] = field(default_factory=lambda: list(DEFAULT_FAULTS))
     acks: str = "all"
@@ -60,6 +67,8 @@ class ChaosConfig:
     def validate(self) -> None:
         if self.brokers < 3:
             raise ValueError("--brokers must be at least 3 (replication factor 3)")
+        if not 1 <= self.controllers <= 9:
+            raise ValueError("--controllers must be between 1 and 9")
         if self.time_limit_s <= 0:
             raise ValueError("--time-limit-s must be positive")
         if self.acks not in ("all", "1"):
@@ -186,10 +195,11 @@ def run(config: ChaosConfig, say: Callable[[str], None] = lambda _m: None) -> di
     work = Path(config.work_dir or tempfile.mkdtemp(prefix=f"{config.name}-run-")).resolve()
     work.mkdir(parents=True, exist_ok=True)
     brokers = [f"b{i}" for i in range(1, config.brokers + 1)]
+    controllers = [host_of(c) for c in controller_ids(config.controllers)]
     result: dict[str, Any] = {}
-    with _signals_raise(), Lab(["ctl", *brokers, CLIENTS_HOST], prefix=config.name) as lab:
+    with _signals_raise(), Lab([*controllers, *brokers, CLIENTS_HOST], prefix=config.name) as lab:
         cluster = LabCluster(lab, work / "cluster", config.brokers, _broker_settings(config),
-                             _controller_settings(config))
+                             _controller_settings(config), controllers=config.controllers)
         workers: _Workers | None = None
         observer: Observer | None = None
         try:
@@ -199,7 +209,8 @@ def run(config: ChaosConfig, say: Callable[[str], None] = lambda _m: None) -> di
             setup = workers.start("setup", "setup", "--duration-s", "120")
             if setup.wait(150) != 0:
                 raise RuntimeError(f"topic setup failed; see {work / 'logs' / 'setup.log'}")
-            observer = Observer(lab.ns(CLIENTS_HOST), cluster.controller_address)
+            observer = Observer(lab.ns(CLIENTS_HOST),
+                                [cluster.address(c) for c in cluster.controller_ids])
             observer.start()
             result = _workload_and_faults(config, schedule, lab, cluster, workers, observer,
                                           work, say)
@@ -281,7 +292,8 @@ def _workload_and_faults(config: ChaosConfig, schedule: list[Any], lab: Lab, clu
     result: dict[str, Any] = {
         **verdict.as_json(), "faults": faults, "seed": config.seed,
         "recovered": recovered,
-        "config": {"brokers": config.brokers, "time_limit_s": config.time_limit_s,
+        "config": {"brokers": config.brokers, "controllers": config.controllers,
+                   "time_limit_s": config.time_limit_s,
                    "faults": config.faults, "acks": config.acks,
                    "truncation": config.truncation, "unclean": config.unclean,
                    "topics": config.topics, "rate": config.rate},

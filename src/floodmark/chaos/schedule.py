@@ -26,7 +26,8 @@ pause
 flap
   ``flap`` — one broker's links cut and healed every 0.3–1.5 s.
 controller
-  ``kill-controller``, ``pause-controller``, ``isolate-controller``.
+  ``kill-controller``, ``pause-controller``, ``isolate-controller`` (the active controller: of a
+  quorum, its leader); ``kill-controllers`` (every controller at once, restarted one by one).
 power-loss
   ``power-loss`` — every broker runs in the unsafe page-cache mode
   (``floodmark.unsafe.power.loss.page.cache``: writes not yet fsynced live in the process), so
@@ -48,7 +49,8 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "kill": ("kill-one", "kill-leader", "kill-majority", "kill-all"),
     "pause": ("pause-one", "pause-leader"),
     "flap": ("flap",),
-    "controller": ("kill-controller", "pause-controller", "isolate-controller"),
+    "controller": ("kill-controller", "pause-controller", "isolate-controller",
+                   "kill-controllers"),
     "power-loss": ("power-loss",),
 }
 COMPOUND: dict[str, tuple[str, ...]] = {"isolate-then-kill": ("partition", "kill"),

@@ -20,6 +20,7 @@ Workers stop on SIGTERM (or after ``--duration-s``, a hard bound) and close thei
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
 import signal
@@ -31,6 +32,7 @@ from typing import Any
 from floodmark.chaos.history import HistoryWriter
 
 STOP = {"now": False}
+CRASH_AFTER_ERRORS = 200  # kafka-python: a producer failing this many sends in a row is rebuilt
 
 
 def _topics(spec: str) -> list[tuple[str, int]]:
@@ -109,17 +111,18 @@ def producer_confluent(args: argparse.Namespace, history: HistoryWriter) -> int:
               "request.timeout.ms": 3000, "message.timeout.ms": 30000,
               "retry.backoff.ms": 100, "topic.metadata.refresh.interval.ms": 1000}
 
-    def delivered(err: Any, msg: Any) -> None:
-        value = msg.value().decode()
-        if err is None:
-            history.event("ok", "send", topic=msg.topic(), partition=msg.partition(),
-                          value=value, offset=msg.offset())
-        else:
-            # Indefinite, every one: a message failed after retries (or purged from the retry
-            # queue, _PURGE_QUEUE) may have been written by an earlier attempt. Only a refusal
-            # before produce() returns (BufferError below) is a definite failure.
-            history.event("info", "send", topic=msg.topic(), partition=msg.partition(),
-                          value=value, error=err.name())
+    def delivery(topic: str, partition: int, value: str) -> Callable[[Any, Any], None]:
+        def delivered(err: Any, msg: Any) -> None:
+            if err is None:
+                history.event("ok", "send", topic=topic, partition=partition, value=value,
+                              offset=msg.offset())
+            else:
+                # Indefinite, every one: a message failed after retries (or purged from the
+                # retry queue, _PURGE_QUEUE) may have been written by an earlier attempt. Only a
+                # refusal before produce() returns (BufferError below) is a definite failure.
+                history.event("info", "send", topic=topic, partition=partition, value=value,
+                              error=err.name())
+        return delivered
 
     producer = Producer(config)
     deadline = time.monotonic() + args.duration_s
@@ -132,21 +135,24 @@ def producer_confluent(args: argparse.Namespace, history: HistoryWriter) -> int:
         history.event("invoke", "send", topic=topic, partition=partition, value=value)
         try:
             producer.produce(topic, value=value.encode(), partition=partition,
-                             on_delivery=delivered)
+                             on_delivery=delivery(topic, partition, value))
+            producer.poll(0)
         except BufferError as exc:
             history.event("fail", "send", topic=topic, partition=partition, value=value,
                           error=f"BufferError: {exc}")
         except KafkaException as exc:  # a fatal idempotence error: this producer is done
             history.event("info", "send", topic=topic, partition=partition, value=value,
                           error=str(exc))
-            producer.purge()
-            producer.flush(5)
+            with contextlib.suppress(Exception):
+                producer.purge()
+            with contextlib.suppress(Exception):
+                producer.flush(5)
             history.event("info", "crash", error=str(exc))
             producer = Producer(config)
-        producer.poll(0)
-    producer.flush(30)
-    producer.purge()
-    producer.flush(1)
+    with contextlib.suppress(Exception):
+        producer.flush(30)
+        producer.purge()
+        producer.flush(1)
     return 0
 
 
@@ -156,24 +162,43 @@ def producer_kafka_python(args: argparse.Namespace, history: HistoryWriter) -> i
     keys = _topics(args.topics)
     rng = random.Random(args.seed)
     acks: int | str = "all" if args.acks == "all" else int(args.acks)
-    producer = KafkaProducer(
-        bootstrap_servers=args.bootstrap.split(","), acks=acks,
-        enable_idempotence=args.acks == "all", linger_ms=5, request_timeout_ms=3000,
-        delivery_timeout_ms=30000, retry_backoff_ms=100, metadata_max_age_ms=1000,
-        max_in_flight_requests_per_connection=5)
+
+    def make() -> Any:
+        return KafkaProducer(
+            bootstrap_servers=args.bootstrap.split(","), acks=acks,
+            enable_idempotence=args.acks == "all", linger_ms=5, request_timeout_ms=3000,
+            delivery_timeout_ms=30000, retry_backoff_ms=100, metadata_max_age_ms=1000,
+            max_in_flight_requests_per_connection=5)
+
+    producer = make()
     deadline = time.monotonic() + args.duration_s
     tick = _paced(args.rate, deadline)
     n = 0
+    errors_in_a_row = [0]  # since the last acknowledgement (callbacks run on the sender thread)
 
     def on_ok(topic: str, partition: int, value: str) -> Callable[[Any], None]:
-        return lambda md: history.event("ok", "send", topic=topic, partition=partition,
-                                        value=value, offset=md.offset)
+        def ok(md: Any) -> None:
+            errors_in_a_row[0] = 0
+            history.event("ok", "send", topic=topic, partition=partition, value=value,
+                          offset=md.offset)
+        return ok
 
     def on_error(topic: str, partition: int, value: str) -> Callable[[Any], None]:
-        return lambda exc: history.event("info", "send", topic=topic, partition=partition,
-                                         value=value, error=type(exc).__name__)
+        def error(exc: Any) -> None:
+            errors_in_a_row[0] += 1
+            history.event("info", "send", topic=topic, partition=partition, value=value,
+                          error=type(exc).__name__)
+        return error
 
     while tick():
+        if errors_in_a_row[0] >= CRASH_AFTER_ERRORS:
+            # e.g. an idempotent producer left in an error state (OutOfOrderSequenceNumber):
+            # a new client, as an application would build
+            with contextlib.suppress(Exception):
+                producer.close(1)
+            history.event("info", "crash", error=f"{errors_in_a_row[0]} errors in a row")
+            errors_in_a_row[0] = 0
+            producer = make()
         topic, partition = keys[rng.randrange(len(keys))]
         value = f"{args.process}-{n}"
         n += 1
@@ -186,8 +211,9 @@ def producer_kafka_python(args: argparse.Namespace, history: HistoryWriter) -> i
             continue
         future.add_callback(on_ok(topic, partition, value))
         future.add_errback(on_error(topic, partition, value))
-    producer.flush(30)
-    producer.close(5)
+    with contextlib.suppress(Exception):
+        producer.flush(30)
+        producer.close(5)
     return 0
 
 

@@ -1,4 +1,4 @@
-"""``floodmark cluster up|down|status|describe|diff|kill|start``: the front end of the local-cluster
+"""``floodmark cluster up|down|status|describe|diff|kill|start|quorum``: the front end of the local-cluster
 supervisor (``floodmark.cluster``).
 
 ``up`` starts the controller (node 0) and N brokers (nodes 1..N) as separate processes, writes
@@ -7,7 +7,9 @@ supervisor (``floodmark.cluster``).
 ``cluster down``). ``--base-port`` gives stable ports, ``--listen-host``/``--advertised-host``
 serve other machines, ``--controller HOST:PORT`` runs brokers that join a controller elsewhere.
 On an existing directory ``up`` starts what it has; ``--brokers`` more than it has adds brokers,
-fewer is refused. Every user mistake is one line (``error: ...``), never a traceback.
+fewer is refused. ``--controllers N`` (a new cluster: 3 by default) runs N controller processes as
+one quorum (node 0, then 1001, 1002, ...); ``quorum`` shows its leader, epoch, HW and each voter's
+LEO and lag. Every user mistake is one line (``error: ...``), never a traceback.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from floodmark.cluster.describe import describe
 from floodmark.cluster.diff import lost_offsets, offset_runs, partitions_on_disk
 from floodmark.cluster.local import (
     DEFAULT_DATA_DIR,
+    MAX_CONTROLLERS,
+    QUORUM_METRICS_PORT_OFFSET,
     STATE_FILE,
     ClusterError,
     LocalCluster,
@@ -36,11 +40,13 @@ from floodmark.cluster.local import (
 )
 
 MAX_BASE_PORT = 65535 - 200
+DEFAULT_CONTROLLERS = 3
 
 
 def register(subparsers: Any) -> None:
     cluster = subparsers.add_parser("cluster", help="a local replicated cluster: up, down, "
-                                                    "status, describe, diff, kill, start")
+                                                    "status, describe, diff, kill, start, "
+                                                    "quorum")
     sub = cluster.add_subparsers(dest="cluster_command", metavar="ACTION")
 
     def data_dir(p: argparse.ArgumentParser) -> None:
@@ -51,6 +57,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--brokers", type=int, default=None,
                    help="a new cluster: 3 by default; an existing one: what it has, and a larger "
                         "number adds brokers")
+    p.add_argument("--controllers", type=int, default=None,
+                   help=f"a new cluster: how many controller processes form its quorum "
+                        f"(default {DEFAULT_CONTROLLERS}; 1: a lone controller); an existing one "
+                        "keeps its count")
     p.add_argument("--detach", action="store_true",
                    help="return once every node listens; the nodes run on until `cluster down`")
     p.add_argument("--base-port", type=int, default=None, metavar="PORT",
@@ -101,6 +111,11 @@ def register(subparsers: Any) -> None:
                    help='[{"partition", "lost": [offsets...]}, ...]')
     data_dir(p)
     p.set_defaults(func=cmd_diff)
+    p = sub.add_parser("quorum", help="the controller quorum: leader, epoch, HW, each voter's "
+                                      "LEO and lag")
+    p.add_argument("--json", action="store_true")
+    data_dir(p)
+    p.set_defaults(func=cmd_quorum)
     p = sub.add_parser("kill", help="send a signal to one node (fault drill)")
     p.add_argument("id", type=int)
     p.add_argument("--signal", default="KILL", choices=["KILL", "TERM", "STOP", "CONT"])
@@ -129,6 +144,16 @@ def _cluster_for_up(args: argparse.Namespace) -> LocalCluster:
         raise CliError(f"--brokers {args.brokers}: a cluster needs at least one broker")
     if args.base_port is not None and not 1024 <= args.base_port <= MAX_BASE_PORT:
         raise CliError(f"--base-port {args.base_port}: between 1024 and {MAX_BASE_PORT}")
+    if args.controllers is not None:
+        if not 1 <= args.controllers <= MAX_CONTROLLERS:
+            raise CliError(f"--controllers {args.controllers}: between 1 and {MAX_CONTROLLERS}")
+        if args.controller is not None:
+            raise CliError("--controllers N runs controllers here; --controller HOST:PORT joins "
+                           "one elsewhere: give one of them")
+        top = (args.base_port or 0) + QUORUM_METRICS_PORT_OFFSET + args.controllers
+        if args.base_port is not None and args.controllers > 1 and top > 65535:
+            raise CliError(f"--base-port {args.base_port}: with --controllers "
+                           f"{args.controllers} controller ports reach {top} (above 65535)")
     if args.controller is not None:
         try:
             if len(parse_bootstrap(args.controller)) != 1:
@@ -157,6 +182,12 @@ def _cluster_for_up(args: argparse.Namespace) -> LocalCluster:
         if conflicts:  # the same command again is fine; a different shape is not
             raise CliError(f"{args.data_dir} already holds a cluster; {'; '.join(conflicts)} "
                            "would change it: use a new --data-dir")
+        if (args.controllers is not None and cluster.state.get("controller") is None
+                and args.controllers != len(cluster.controller_ids)):
+            raise CliError(f"{args.data_dir} already holds a cluster with "
+                           f"{len(cluster.controller_ids)} controller(s); it keeps its count "
+                           f"(--controllers {args.controllers} would change it: use a new "
+                           "--data-dir)")
         if args.brokers is not None and args.brokers != len(cluster.broker_ids):
             added = cluster.add_brokers(args.brokers)
             print(f"adding broker(s) {', '.join(map(str, added))} to the cluster in "
@@ -166,7 +197,9 @@ def _cluster_for_up(args: argparse.Namespace) -> LocalCluster:
                         broker_settings, controller_settings, base_port=args.base_port,
                         listen_host=args.listen_host or "127.0.0.1",
                         advertised_host=args.advertised_host, controller=args.controller,
-                        first_broker_id=args.first_broker_id or 1)
+                        first_broker_id=args.first_broker_id or 1,
+                        controllers=0 if args.controller is not None
+                        else args.controllers or DEFAULT_CONTROLLERS)
 
 
 def _check_ports(cluster: LocalCluster) -> None:
@@ -182,8 +215,14 @@ def _check_ports(cluster: LocalCluster) -> None:
 
 
 def _print_started(cluster: LocalCluster, data_dir: str, detached: bool) -> None:
-    where = "at" if cluster.has_controller else "(elsewhere) at"
-    print(f"controller 0 {where} {cluster.controller_address}", flush=True)
+    if cluster.has_controller:
+        active = cluster.active_controller() if cluster.is_quorum else None
+        for c in cluster.controller_ids:
+            mark = " (active)" if c == active else ""
+            print(f"controller {c} at {cluster.address(c)} (pid {cluster.pid(c)}){mark}",
+                  flush=True)
+    else:
+        print(f"controller (elsewhere) at {cluster.controller_address}", flush=True)
     for b in cluster.broker_ids:
         print(f"broker {b} at {cluster.address(b)} (pid {cluster.pid(b)})", flush=True)
     print(f"bootstrap: {cluster.bootstrap}", flush=True)
@@ -257,7 +296,9 @@ def cmd_status(args: argparse.Namespace) -> int:
             extra = f" broker_epoch={n['broker_epoch']}" + (" FENCED" if n["fenced"] else "")
         if "metrics" in n:
             extra += f" metrics={n['metrics']}"
-        print(f"  {n['id']:>3} {n['role']:<10} pid={n['pid']} {n['address']:<22} "
+        if n.get("active"):
+            extra += " ACTIVE"
+        print(f"  {n['id']:>4} {n['role']:<10} pid={n['pid']} {n['address']:<22} "
               f"{n['state']}{extra}")
     for topic, parts in sorted(status.get("partitions", {}).items()):
         for p, reg in sorted(parts.items(), key=lambda kv: int(kv[0])):
@@ -271,6 +312,32 @@ def cmd_kill(args: argparse.Namespace) -> int:
     cluster = load_cluster(args.data_dir)
     cluster.kill(args.id, getattr(signal, f"SIG{args.signal}"))
     print(f"sent SIG{args.signal} to node {args.id} (pid {cluster.pid(args.id)})")
+    return 0
+
+
+def cmd_quorum(args: argparse.Namespace) -> int:
+    cluster = load_cluster(args.data_dir)
+    if not cluster.has_controller:
+        raise CliError(f"the cluster in {args.data_dir} runs no controller here (its "
+                       f"controller is {cluster.controller_address})")
+    q = cluster.quorum()
+    if args.json:
+        print(json.dumps(q, indent=1))
+        return 0
+    if q["leader_id"] is None:
+        print(f"no leader (epoch {q['leader_epoch']}): an election is under way or too few "
+              "voters run")
+    else:
+        print(f"leader {q['leader_id']} epoch {q['leader_epoch']} high_watermark "
+              f"{q['high_watermark']}")
+    for v in q["voters"]:
+        ago = v.get("last_fetch_ms_ago")
+        print(f"  voter {v['voter_id']:>4} {v.get('address', '?'):<22} {v.get('state', '?'):<8} "
+              f"log_end_offset {v['log_end_offset']} lag {v['lag']}"
+              + ("" if ago is None else f" last_fetch {ago} ms ago"))
+    for c, d in q["controllers"].items():
+        if d is None:
+            print(f"  controller {c}: no answer")
     return 0
 
 

@@ -10,6 +10,13 @@ controlled shutdown). ``status()`` gives
 broker's fenced flag and broker epoch, and each node's Prometheus address
 (``"metrics": "http://host:port/metrics"``).
 
+With ``controllers=N`` (N > 1) the controllers form a quorum (``--controller-quorum-voters``):
+node 0 and nodes 1001..1000+N-1, each its own process and data dir (``controller``,
+``controller-1001``, ...), on ports chosen before the first start and kept (the voter set names
+them); brokers get every controller's address and follow the active one. ``status()`` then marks
+each controller ``"active": true|false`` and ``quorum()`` gives DescribeQuorum's view (leader,
+epoch, HW, each voter's LEO and lag).
+
 ``floodmark cluster`` (``floodmark.cli.cluster``) is the command-line front end; tests,
 benchmarks, the demos and the dashboard use the class directly.
 """
@@ -52,6 +59,19 @@ CONTROLLER_DEFAULTS = {
 
 
 METRICS_PORT_OFFSET = 100  # with a base port: node N's /metrics on base + 100 + N
+# A controller quorum: controller k (k >= 1) is node 1000 + k; with a base port it listens on
+# base + 200 + k and serves /metrics on base + 300 + k (node 0 keeps base and base + 100).
+QUORUM_NODE_BASE = 1000
+QUORUM_PORT_OFFSET = 200
+QUORUM_METRICS_PORT_OFFSET = 300
+MAX_CONTROLLERS = 9
+# Loopback quorum timeouts (Kafka: election 1000, fetch 2000, backoff 1000, request 2000).
+CONTROLLER_QUORUM_DEFAULTS = {
+    "controller.quorum.election.timeout.ms": "500",
+    "controller.quorum.fetch.timeout.ms": "1000",
+    "controller.quorum.election.backoff.max.ms": "500",
+    "controller.quorum.request.timeout.ms": "1000",
+}
 WILDCARD_HOSTS = ("0.0.0.0", "::", "")
 
 
@@ -84,6 +104,20 @@ def _read_state(path: Path) -> dict[str, Any]:
     return state
 
 
+def controller_node_id(index: int) -> int:
+    """The node id of a local cluster's controller number ``index`` (0, 1001, 1002, ...)."""
+    return CONTROLLER_ID if index == 0 else QUORUM_NODE_BASE + index
+
+
+def _free_port(host: str) -> int:
+    try:
+        with socket.socket() as sock:
+            sock.bind((host, 0))
+            return int(sock.getsockname()[1])
+    except OSError as exc:
+        raise ClusterError(f"cannot bind a port on {host}: {exc.strerror or exc}") from None
+
+
 def load_cluster(data_dir: str | Path) -> LocalCluster:
     """The cluster a ``floodmark cluster up`` left in ``data_dir``; ClusterError if none."""
     if not (Path(data_dir) / STATE_FILE).is_file():
@@ -98,7 +132,8 @@ class LocalCluster:
                  controller_settings: dict[str, str] | None = None,
                  metrics: bool = True, *, base_port: int | None = None,
                  listen_host: str = "127.0.0.1", advertised_host: str | None = None,
-                 controller: str | None = None, first_broker_id: int = 1) -> None:
+                 controller: str | None = None, first_broker_id: int = 1,
+                 controllers: int = 1) -> None:
         """A new cluster's shape (ignored when ``data_dir`` already holds one):
 
         - ``metrics``: every node serves Prometheus ``/metrics`` on a port of its own;
@@ -109,7 +144,8 @@ class LocalCluster:
           ``advertised_host``: the one clients and other brokers are told (default: the listen
           host, or this machine's host name (gethostname) for a wildcard);
         - ``controller``: ``HOST:PORT`` of a controller elsewhere (another machine's cluster):
-          this directory then runs brokers only, ``first_broker_id`` and up.
+          this directory then runs brokers only, ``first_broker_id`` and up;
+        - ``controllers``: how many controller processes (more than one: a quorum).
         """
         self.data_dir = Path(data_dir).resolve()
         self.state_path = self.data_dir / STATE_FILE
@@ -120,7 +156,9 @@ class LocalCluster:
             bset = {**BROKER_DEFAULTS,
                     "default.replication.factor": str(min(3, brokers)),
                     **(broker_settings or {})}
-            cset = {**CONTROLLER_DEFAULTS, **(controller_settings or {})}
+            cset = {**CONTROLLER_DEFAULTS,
+                    **(CONTROLLER_QUORUM_DEFAULTS if controllers > 1 else {}),
+                    **(controller_settings or {})}
             if advertised_host is None:
                 advertised_host = (socket.gethostname() if listen_host in WILDCARD_HOSTS
                                    else listen_host)
@@ -136,18 +174,23 @@ class LocalCluster:
                 "nodes": {},
             }
             if controller is None:
-                self.state["nodes"][str(CONTROLLER_ID)] = self._new_node("controller",
-                                                                         CONTROLLER_ID)
+                for k in range(controllers):
+                    node_id = controller_node_id(k)
+                    self.state["nodes"][str(node_id)] = self._new_node("controller", node_id)
             for i in range(first_broker_id, first_broker_id + brokers):
                 self.state["nodes"][str(i)] = self._new_node("broker", i)
         self._procs: dict[int, subprocess.Popen[bytes]] = {}
 
     def _new_node(self, role: str, node_id: int) -> dict[str, Any]:
         base = self.state.get("base_port")
-        node: dict[str, Any] = {"role": role, "port": 0 if base is None else base + node_id,
+        offset, metrics_offset = node_id, METRICS_PORT_OFFSET + node_id
+        if role == "controller" and node_id > QUORUM_NODE_BASE:
+            offset = QUORUM_PORT_OFFSET + node_id - QUORUM_NODE_BASE
+            metrics_offset = QUORUM_METRICS_PORT_OFFSET + node_id - QUORUM_NODE_BASE
+        node: dict[str, Any] = {"role": role, "port": 0 if base is None else base + offset,
                                 "pid": None}
         if base is not None:
-            node["metrics_port"] = base + METRICS_PORT_OFFSET + node_id
+            node["metrics_port"] = base + metrics_offset
         return node
 
     def add_brokers(self, count: int) -> list[int]:
@@ -178,7 +221,21 @@ class LocalCluster:
     @property
     def has_controller(self) -> bool:
         """Does this directory run the controller (rather than join one elsewhere)?"""
-        return str(CONTROLLER_ID) in self.state["nodes"]
+        return bool(self.controller_ids)
+
+    @property
+    def controller_ids(self) -> list[int]:
+        """This directory's controllers (node 0, then 1001, 1002, ... of a quorum)."""
+        return sorted(int(i) for i, n in self.state["nodes"].items() if n["role"] == "controller")
+
+    @property
+    def is_quorum(self) -> bool:
+        return len(self.controller_ids) > 1
+
+    @property
+    def quorum_voters(self) -> str:
+        """``controller.quorum.voters``: ``id@host:port,...``."""
+        return ",".join(f"{c}@{self.address(c)}" for c in self.controller_ids)
 
     @property
     def node_ids(self) -> list[int]:
@@ -214,8 +271,23 @@ class LocalCluster:
 
     @property
     def controller_address(self) -> str:
+        """Where to call the controller: the active one of a quorum (the first controller
+        while none is active), or the one controller."""
         remote = self.state.get("controller")
-        return str(remote) if remote else self.address(CONTROLLER_ID)
+        if remote:
+            return str(remote)
+        if self.is_quorum:
+            active = self.active_controller()
+            return self.address(self.controller_ids[0] if active is None else active)
+        return self.address(CONTROLLER_ID)
+
+    @property
+    def controller_bootstrap(self) -> str:
+        """Every controller's address (what brokers are given: they follow the active one)."""
+        remote = self.state.get("controller")
+        if remote:
+            return str(remote)
+        return ",".join(self.address(c) for c in self.controller_ids)
 
     @property
     def bootstrap(self) -> str:
@@ -238,16 +310,23 @@ class LocalCluster:
         listen = f"{self.listen_host}:{n['port']}"
         if n["role"] == "controller":
             c = self.state["controller_settings"]
+            quorum: list[str] = []
+            if self.is_quorum:
+                quorum = ["--node-id", str(node_id),
+                          "--controller-quorum-voters", self.quorum_voters]
+                for name in CONTROLLER_QUORUM_DEFAULTS:  # a new quorum's state has them all
+                    if name in c:
+                        quorum += ["--" + name.replace(".", "-"), str(c[name])]
             return [sys.executable, "-m", "floodmark.controller",
-                    "--data-dir", str(self.data_dir / "controller"),
-                    "--listen", listen,
+                    "--data-dir", str(self.data_dir / self._controller_dir(node_id)),
+                    "--listen", listen, *quorum,
                     "--broker-session-timeout-ms", str(c["broker.session.timeout.ms"]),
                     "--unclean-leader-election-enable", str(c["unclean.leader.election.enable"]),
                     "--auto-leader-rebalance-enable", str(c["auto.leader.rebalance.enable"]),
                     "--leader-imbalance-check-interval-ms",
                     str(c["leader.imbalance.check.interval.ms"]), *self._metrics_args(n)]
         cmd = [sys.executable, "-m", "floodmark.broker.cluster_member",
-               "--node-id", str(node_id), "--controller", self.controller_address,
+               "--node-id", str(node_id), "--controller", self.controller_bootstrap,
                "--data-dir", str(self.data_dir / f"broker-{node_id}"),
                "--listen", listen, *self._metrics_args(n)]
         if self.advertised_host != self.listen_host:
@@ -261,10 +340,23 @@ class LocalCluster:
             return []
         return ["--metrics-listen", f"{self.listen_host}:{node.get('metrics_port', 0)}"]
 
+    @staticmethod
+    def _controller_dir(node_id: int) -> str:
+        return "controller" if node_id == CONTROLLER_ID else f"controller-{node_id}"
+
+    def controller_dir(self, node_id: int) -> Path:
+        """A controller's data dir (its metadata log and quorum state)."""
+        return self.data_dir / self._controller_dir(node_id)
+
     def _log_path(self, node_id: int) -> Path:
         n = self._node(node_id)
-        name = "controller" if n["role"] == "controller" else f"broker-{node_id}"
+        name = (self._controller_dir(node_id) if n["role"] == "controller"
+                else f"broker-{node_id}")
         return self.data_dir / "logs" / f"{name}.log"
+
+    def log_path(self, node_id: int) -> Path:
+        """The node's log file (stdout and stderr of every start, appended)."""
+        return self._log_path(node_id)
 
     def _launch(self, node_id: int) -> tuple[subprocess.Popen[bytes], Path, int]:
         log_path = self._log_path(node_id)
@@ -323,7 +415,7 @@ class LocalCluster:
         except ClusterError as exc:
             node = self._node(node_id)
             if ("address already in use" not in str(exc).lower() or not node["port"]
-                    or self.fixed_ports):
+                    or self.fixed_ports or (self.is_quorum and node["role"] == "controller")):
                 raise
             # Its old port was taken meanwhile: any free port (the controller keeps brokers'
             # registered addresses current; a moved controller needs its brokers restarted).
@@ -335,8 +427,17 @@ class LocalCluster:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.state["supervisor_pid"] = os.getpid()
         self._save()
-        if self.has_controller:
-            self.start_node(CONTROLLER_ID, timeout_s)
+        if self.is_quorum:
+            for c in self.controller_ids:  # the voter set names every port: fix them now
+                node = self._node(c)
+                if not node["port"]:
+                    node["port"] = _free_port(self.listen_host)
+            self._save()
+        controllers = [(c, *self._launch(c)) for c in self.controller_ids]
+        for c, proc, path, start in controllers:
+            self._await_or_rebind(c, proc, path, start, timeout_s)
+        if self.is_quorum:
+            self.wait_active_controller(timeout_s)
         launched = [(b, *self._launch(b)) for b in self.broker_ids]
         for b, proc, path, start in launched:
             self._await_or_rebind(b, proc, path, start, timeout_s)
@@ -374,8 +475,8 @@ class LocalCluster:
                 os.kill(pid, signal.SIGTERM)
             except ProcessLookupError:
                 continue
-        for node_id in [*self.broker_ids, *([CONTROLLER_ID] if self.has_controller else [])]:
-            if node_id == CONTROLLER_ID:
+        for node_id in [*self.broker_ids, *self.controller_ids]:
+            if node_id in self.controller_ids:
                 # Brokers first (their controlled shutdown needs the controller), then it.
                 pid = self.pid(node_id)
                 if pid is not None and self.node_state(node_id) != "dead":
@@ -396,17 +497,101 @@ class LocalCluster:
         self._procs.clear()
 
     # -- queries -----------------------------------------------------------------------------------
-    def controller_status(self, timeout_s: float = 2.0) -> dict[str, Any] | None:
+    def describe_quorum(self, node_id: int, timeout_s: float = 1.0) -> dict[str, Any] | None:
+        """One controller's DescribeQuorum answer; None when it does not answer (a stopped
+        process is not asked: it would only time out)."""
+        if self.node_state(node_id) != "running":
+            return None
         try:
-            answer = rpc.blocking_call(self.controller_address, "status", {}, timeout_s)
+            answer = rpc.blocking_call(self.address(node_id), "describe_quorum", {}, timeout_s)
         except rpc.RpcError:
             return None
         result = answer.get("result")
         return result if isinstance(result, dict) else None
 
+    def active_controller(self, timeout_s: float = 1.0) -> int | None:
+        """The controller that says it is active (a quorum leader whose epoch is committed)."""
+        for c in self.controller_ids:
+            d = self.describe_quorum(c, timeout_s)
+            if d is not None and d.get("active"):
+                return c
+        return None
+
+    def wait_active_controller(self, timeout_s: float = 30.0, *,
+                               besides: int | None = None) -> int:
+        """Wait until a controller (other than ``besides``) is active; ClusterError if none
+        is within ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            active = self.active_controller()
+            if active is not None and active != besides:
+                return active
+            if time.monotonic() > deadline:
+                raise ClusterError(f"no active controller within {timeout_s:.0f} s (logs: "
+                                   f"{self.data_dir / 'logs'})")
+            time.sleep(0.02)
+
+    def quorum(self) -> dict[str, Any]:
+        """The quorum as its leader sees it: ``leader_id``, ``leader_epoch``,
+        ``high_watermark``, ``voters`` (each ``voter_id``, ``log_end_offset``, ``lag``,
+        ``last_fetch_ms_ago``, plus the supervisor's ``address`` and process ``state``), and
+        ``controllers``: each one's own answer (role, epoch, leader, LEO, HW, active) or
+        ``None``."""
+        answers = {c: self.describe_quorum(c) for c in self.controller_ids}
+        leaders = [d for d in answers.values() if d is not None and d.get("role") == "leader"]
+        view = max(leaders, key=lambda d: int(d["leader_epoch"]), default=None)
+        if view is None:
+            view = next((d for d in answers.values() if d is not None), None)
+        voters = []
+        for v in (view or {}).get("voters", []):
+            vid = int(v["voter_id"])
+            entry = dict(v)
+            if str(vid) in self.state["nodes"]:
+                entry["address"] = self.address(vid)
+                entry["state"] = self.node_state(vid)
+            voters.append(entry)
+        return {
+            "leader_id": view.get("leader_id") if view and leaders else None,
+            "leader_epoch": view.get("leader_epoch") if view else None,
+            "high_watermark": view.get("high_watermark") if view and leaders else None,
+            "voters": voters,
+            "controllers": {
+                str(c): None if d is None else {
+                    k: d.get(k) for k in ("role", "leader_id", "leader_epoch",
+                                          "high_watermark", "log_end_offset", "active")}
+                for c, d in answers.items()},
+        }
+
+    def controller_status(self, timeout_s: float = 2.0) -> dict[str, Any] | None:
+        """The controller's ``status`` (of a quorum: the active controller's, or while none is
+        active any running controller's committed image)."""
+        if self.is_quorum and not self.state.get("controller"):
+            active = self.active_controller()
+            order = [*([] if active is None else [active]),
+                     *(c for c in self.controller_ids
+                       if c != active and self.node_state(c) == "running")]
+            addresses = [self.address(c) for c in order]
+        else:
+            addresses = [self.controller_address]
+        for address in addresses:
+            try:
+                answer = rpc.blocking_call(address, "status", {}, timeout_s)
+            except rpc.RpcError:
+                continue
+            result = answer.get("result")
+            if isinstance(result, dict):
+                return result
+        return None
+
     def status(self) -> dict[str, Any]:
         ctl = self.controller_status()
         registered = {b["id"]: b for b in (ctl or {}).get("brokers", [])}
+        active: dict[int, bool] = {}
+        for c in self.controller_ids:
+            d = (self.describe_quorum(c) if self.is_quorum
+                 else ctl.get("quorum") if ctl is not None and self.node_state(c) == "running"
+                 else None)
+            active[c] = bool(d and d.get("active"))
         nodes = []
         for node_id in self.node_ids:
             n = self.state["nodes"][str(node_id)]
@@ -416,12 +601,16 @@ class LocalCluster:
                                      "alive": state != "dead", "state": state}
             if n.get("metrics_port"):
                 entry["metrics"] = f"http://{self.advertised_host}:{n['metrics_port']}/metrics"
+            if n["role"] == "controller":
+                entry["active"] = active.get(node_id, False)
             if node_id in registered:
                 entry["fenced"] = registered[node_id]["fenced"]
                 entry["broker_epoch"] = registered[node_id]["broker_epoch"]
             nodes.append(entry)
         out: dict[str, Any] = {"bootstrap": self.bootstrap, "data_dir": str(self.data_dir),
                                "controller": self.controller_address, "nodes": nodes}
+        if self.is_quorum:
+            out["controllers"] = self.controller_bootstrap
         if ctl is not None:
             out["metadata_offset"] = ctl["metadata_offset"]
             out["partitions"] = ctl["topics"]

@@ -11,6 +11,7 @@ import sys
 
 from floodmark.address import BadAddress, format_host_port, parse_host_port
 from floodmark.controller.logic import ControllerConfig
+from floodmark.controller.metadata_log import MetadataLogConfig
 from floodmark.controller.quorum.codec import parse_voters
 from floodmark.controller.quorum.core import QuorumConfig
 from floodmark.controller.server import ControllerServer
@@ -42,6 +43,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--controller-quorum-fetch-timeout-ms", type=int, default=2000)
     p.add_argument("--controller-quorum-election-backoff-max-ms", type=int, default=1000)
     p.add_argument("--controller-quorum-request-timeout-ms", type=int, default=2000)
+    defaults = MetadataLogConfig()
+    p.add_argument("--metadata-log-segment-bytes", type=int, default=defaults.segment_bytes)
+    p.add_argument("--metadata-log-max-record-bytes-between-snapshots", type=int,
+                   default=defaults.max_record_bytes_between_snapshots,
+                   help="snapshot the metadata image after this many committed record bytes "
+                        "(KIP-630; 0: never)")
     p.add_argument("--log-level", default=os.environ.get("FLOODMARK_LOG_LEVEL", "INFO"))
     args = p.parse_args(argv)
     quorum: tuple[QuorumConfig, dict[int, tuple[str, int]]] | None = None
@@ -81,9 +88,15 @@ def main(argv: list[str] | None = None) -> int:
         auto_leader_rebalance_enable=args.auto_leader_rebalance_enable,
         leader_imbalance_check_interval_ms=args.leader_imbalance_check_interval_ms,
     )
+    if args.metadata_log_segment_bytes < 1024 or args.metadata_log_max_record_bytes_between_snapshots < 0:
+        print("floodmark controller: --metadata-log-segment-bytes must be at least 1024 and "
+              "--metadata-log-max-record-bytes-between-snapshots not negative", file=sys.stderr)
+        return 2
+    mlog_config = MetadataLogConfig(args.metadata_log_segment_bytes,
+                                    args.metadata_log_max_record_bytes_between_snapshots)
 
     async def run() -> None:
-        server = ControllerServer(args.data_dir, config, args.node_id, quorum)
+        server = ControllerServer(args.data_dir, config, args.node_id, quorum, mlog_config)
         if args.metrics_listen:
             from floodmark.controller.metrics import ControllerCollector
             from floodmark.metrics import serve_metrics

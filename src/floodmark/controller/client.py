@@ -28,6 +28,7 @@ from typing import Any, Protocol
 from floodmark.address import parse_host_port
 from floodmark.controller import rpc
 from floodmark.controller.image import MetadataImage, MetadataRecord, Reassignment, topic_metas
+from floodmark.controller.snapshot import image_from_records
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import PartitionMeta, TopicMeta, deletable_topic
 
@@ -175,7 +176,7 @@ class ControllerClient:
         else:
             answer = self._blocking_active_call(method, full)
         if "result" in answer and "records" in answer["result"]:
-            self.apply_records(answer["result"]["records"])
+            self.apply_records(answer["result"]["records"], answer["result"].get("snapshot"))
         return _result(answer)
 
     def _blocking_active_call(self, method: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -281,8 +282,16 @@ class ControllerClient:
         return pid
 
     # -- records ---------------------------------------------------------------------------------
-    def apply_records(self, records: list[list[Any]]) -> list[MetadataRecord]:
-        applied = self.image.apply_all((int(off), rec) for off, rec in records)
+    def apply_records(self, records: list[list[Any]],
+                      snapshot: dict[str, Any] | None = None) -> list[MetadataRecord]:
+        """Apply fetched records; ``snapshot`` (the controller's answer to a fetch below its
+        newest snapshot, KIP-630) first replaces the image."""
+        applied: list[MetadataRecord] = []
+        if snapshot is not None and int(snapshot["end_offset"]) > self.image.next_offset:
+            snap_records = list(snapshot["records"])
+            self.image = image_from_records(int(snapshot["end_offset"]), snap_records)
+            applied.extend(snap_records)
+        applied += self.image.apply_all((int(off), rec) for off, rec in records)
         if applied:
             self._topics_cache = None
             if self.on_records is not None:
@@ -297,10 +306,14 @@ class ControllerClient:
         self.broker_epoch = int(_result(answer)["broker_epoch"])
         return self.broker_epoch
 
-    async def heartbeat(self, want_shutdown: bool = False) -> dict[str, Any]:
+    async def heartbeat(self, want_shutdown: bool = False,
+                        timeout_s: float = 5.0) -> dict[str, Any]:
+        """``timeout_s``: how long a silent controller may hold it before the broker tries the
+        next voter (it must be well under the session timeout, or a new active controller
+        fences the broker before it is found)."""
         answer = await self._active_call("heartbeat", {
             "broker_id": self.node_id, "broker_epoch": self.broker_epoch,
-            "want_shutdown": want_shutdown}, timeout_s=5.0)
+            "want_shutdown": want_shutdown}, timeout_s=timeout_s)
         return _result(answer)
 
     async def fetch_metadata(self, max_wait_ms: int) -> int:
@@ -317,7 +330,7 @@ class ControllerClient:
             self._follow(None, failed=poll.address)
             raise
         result = _result(answer)
-        return len(self.apply_records(result["records"]))
+        return len(self.apply_records(result["records"], result.get("snapshot")))
 
     async def catch_up(self) -> None:
         """Fetch until the image has everything the controller had when we asked."""
@@ -325,7 +338,7 @@ class ControllerClient:
             answer = _result(await self.poll.call("fetch_metadata",
                                                   {"offset": self.image.next_offset,
                                                    "max_wait_ms": 0}))
-            self.apply_records(answer["records"])
+            self.apply_records(answer["records"], answer.get("snapshot"))
             if self.image.next_offset >= int(answer["end"]):
                 return
 

@@ -14,6 +14,7 @@ import logging
 import os
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from floodmark.controller.image import MetadataRecord
 from floodmark.records import Record, build_batch, decode_records
@@ -30,11 +31,31 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+MAX_BATCH_BYTES = 8 * 1024 * 1024
+"""One decision's records are one batch: fencing a broker that holds thousands of partitions
+writes more than a partition's 1 MiB max.message.bytes (KRaft's own limit is 8 MiB too)."""
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataLogConfig:
+    """Kafka's ``metadata.log.*`` settings."""
+
+    segment_bytes: int = 64 * 1024 * 1024  # metadata.log.segment.bytes
+    max_record_bytes_between_snapshots: int = 20 * 1024 * 1024
+    """metadata.log.max.record.bytes.between.snapshots: committed record bytes (values) after
+    the newest snapshot that make the controller write the next one (0: never)."""
+
+
 class MetadataLog:
-    def __init__(self, data_dir: str) -> None:
+    def __init__(self, data_dir: str, config: MetadataLogConfig | None = None) -> None:
         os.makedirs(data_dir, exist_ok=True)
-        self._log = Log.open(os.path.join(data_dir, METADATA_DIR),
-                             LogConfig(segment_bytes=64 * 1024 * 1024), now_ms=_now_ms())
+        self.config = config or MetadataLogConfig()
+        self.path = os.path.join(data_dir, METADATA_DIR)
+        # Never time- or size-based retention: only a snapshot moves the log start offset.
+        self._log = Log.open(self.path, LogConfig(segment_bytes=self.config.segment_bytes,
+                                                  retention_ms=-1, retention_bytes=-1,
+                                                  max_message_bytes=MAX_BATCH_BYTES),
+                             now_ms=_now_ms())
 
     @property
     def log_end_offset(self) -> int:
@@ -50,6 +71,12 @@ class MetadataLog:
 
     def read_range(self, start: int, end: int) -> Iterator[tuple[int, MetadataRecord]]:
         """The records at offsets [start, end)."""
+        for offset, rec, _ in self.read_range_sized(start, end):
+            yield offset, rec
+
+    def read_range_sized(self, start: int, end: int
+                         ) -> Iterator[tuple[int, MetadataRecord, int]]:
+        """The records at offsets [start, end), each with its value's size in bytes."""
         offset = max(start, self._log.log_start_offset)
         end = min(end, self._log.log_end_offset)
         while offset < end:
@@ -58,7 +85,7 @@ class MetadataLog:
                 break
             for rec in decode_records(info.records):
                 if rec.value is not None and offset <= rec.offset < end:
-                    yield rec.offset, json.loads(rec.value)
+                    yield rec.offset, json.loads(rec.value), len(rec.value)
             if info.next_offset <= offset:
                 break
             offset = info.next_offset

@@ -23,7 +23,7 @@ from floodmark.controller import rpc
 from floodmark.controller.client import AsyncRpc
 from floodmark.controller.quorum.codec import decode_message, encode_message
 from floodmark.controller.quorum.core import QuorumConfig, QuorumCore
-from floodmark.controller.quorum.driver import QuorumDriver
+from floodmark.controller.quorum.driver import QuorumDriver, SnapshotFiles
 from floodmark.controller.quorum.effects import RoleChanged
 from floodmark.controller.quorum.messages import (
     NO_LEADER,
@@ -51,14 +51,15 @@ def now_ms() -> int:
 class QuorumNode:
     def __init__(self, config: QuorumConfig, voters: dict[int, tuple[str, int]], metadata: Log,
                  data_dir: str, on_high_watermark: Callable[[int, int], None],
-                 on_role: Callable[[RoleChanged], None]) -> None:
+                 on_role: Callable[[RoleChanged], None],
+                 snapshots: SnapshotFiles | None = None) -> None:
         self.config = config
         self.voters = voters
         self.on_high_watermark = on_high_watermark
         self.on_role = on_role
         state_file = QuorumStateFile(RealFileSystem(), data_dir)
         core = QuorumCore(config, state_file.read(), random.Random())
-        self.driver = QuorumDriver(core, metadata, state_file, self)
+        self.driver = QuorumDriver(core, metadata, state_file, self, snapshots=snapshots)
         self._peers = {v: AsyncRpc(f"{h}:{p}", timeout_s=max(1.0, config.request_timeout_ms
                                                               / 1000))
                        for v, (h, p) in voters.items() if v != config.node_id}
@@ -139,6 +140,9 @@ class QuorumNode:
                 and self._hw_sent.get(src) == end)
 
     # -- QuorumPorts ---------------------------------------------------------------------------------
+    def snapshot_written(self, end_offset: int, epoch: int, size: int) -> None:
+        self.core.snapshot_written(end_offset, epoch, size)
+
     def send(self, destination: int, message: QuorumMessage, records: bytes) -> None:
         if isinstance(message, QuorumFetchResponse):
             self._hw_sent[destination] = message.high_watermark

@@ -21,12 +21,23 @@ from floodmark.controller import rpc
 from floodmark.controller.image import MetadataImage, MetadataRecord, registration_to_record
 from floodmark.controller.liveness import BrokerConnections, speaker
 from floodmark.controller.logic import ControllerConfig, ControllerLogic
-from floodmark.controller.metadata_log import MetadataLog
+from floodmark.controller.metadata_log import MetadataLog, MetadataLogConfig
 from floodmark.controller.quorum.core import QuorumConfig
 from floodmark.controller.quorum.effects import RoleChanged
 from floodmark.controller.quorum_node import QuorumNode
+from floodmark.controller.snapshot import (
+    SnapshotId,
+    SnapshotStore,
+    cut_log_before,
+    encode_snapshot,
+    image_from_records,
+    image_records,
+    open_with_snapshot,
+    snapshot_epoch,
+)
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.replication.election import AlterPartitionRequest
+from floodmark.storage.fs import RealFileSystem
 
 log = logging.getLogger(__name__)
 
@@ -48,15 +59,24 @@ ANY_CONTROLLER = frozenset({"status", "describe_quorum", "quorum"})
 
 class ControllerServer:
     def __init__(self, data_dir: str, config: ControllerConfig, node_id: int = 0,
-                 quorum: tuple[QuorumConfig, dict[int, tuple[str, int]]] | None = None) -> None:
+                 quorum: tuple[QuorumConfig, dict[int, tuple[str, int]]] | None = None,
+                 metadata_log: MetadataLogConfig | None = None) -> None:
         """``quorum``: (settings, ``controller.quorum.voters``) to run as one voter of a
         controller quorum; without it the controller is alone (and always active)."""
         self.node_id = node_id
         self.data_dir = data_dir
         self.config = config
-        self.mlog = MetadataLog(data_dir)
+        self.mlog = MetadataLog(data_dir, metadata_log)
+        self.snapshots = SnapshotStore(RealFileSystem(), self.mlog.path,
+                                       on_installed=self._on_snapshot_fetched)
         self.image = MetadataImage()
-        self.records: list[MetadataRecord] = []  # index == metadata offset
+        # The committed records since the newest snapshot: records[i] is at records_base + i.
+        self.records: list[MetadataRecord] = []
+        self.records_base = 0
+        self.snapshot: tuple[SnapshotId, list[MetadataRecord]] | None = None
+        self._bytes_since_snapshot = 0
+        self.quorum_configured = quorum is not None
+        self._load_newest_snapshot()
         self._changed: asyncio.Event | None = None  # created in serve() (needs the loop)
         self.quorum: QuorumNode | None = None
         self.logic: ControllerLogic | None = None
@@ -68,11 +88,12 @@ class ControllerServer:
             # voter writes only while it is the active controller (the quorum leader).
             settings, voters = quorum
             self.quorum = QuorumNode(settings, voters, self.mlog.log, data_dir,
-                                     self._on_high_watermark, self._on_role)
+                                     self._on_high_watermark, self._on_role, self.snapshots)
+            if self.snapshot is not None:
+                sid = self.snapshot[0]
+                self.quorum.snapshot_written(sid.end_offset, sid.epoch, self.snapshots.size(sid))
         else:
-            for offset, rec in self.mlog.read_all():
-                self.image.apply_all([(offset, rec)])
-                self.records.append(rec)
+            self._apply_committed(self.mlog.log_end_offset)
             self.logic = ControllerLogic(self.image, config)
             self.logic.bootstrap()
             self.logic.start(now_ms())
@@ -81,8 +102,63 @@ class ControllerServer:
         self._writers: set[asyncio.StreamWriter] = set()
         self._stopping: asyncio.Event | None = None
         self.bound_port = 0
-        log.info("controller %d loaded metadata log: %d records, %d brokers, %d topics",
-                 node_id, len(self.records), len(self.image.brokers), len(self.image.topics))
+        log.info("controller %d loaded metadata: snapshot at %d, %d records after it, "
+                 "%d brokers, %d topics", node_id, self.records_base, len(self.records),
+                 len(self.image.brokers), len(self.image.topics))
+
+    # -- snapshots (KIP-630) ---------------------------------------------------------------------
+    def _load_newest_snapshot(self) -> None:
+        """At start: the image from the newest intact snapshot (the log is replayed only after
+        it)."""
+        found = open_with_snapshot(self.snapshots, self.mlog.log,
+                                   may_start_empty=self.quorum_configured)
+        if found is not None:
+            self.install_snapshot(*found)
+
+    def install_snapshot(self, snapshot_id: SnapshotId, records: list[MetadataRecord]) -> None:
+        """The image becomes the snapshot's (at start, or a follower given the leader's)."""
+        self.snapshot = (snapshot_id, records)
+        self.image = image_from_records(snapshot_id.end_offset, records)
+        self.records = []
+        self.records_base = snapshot_id.end_offset
+        self._bytes_since_snapshot = 0
+
+    def _on_snapshot_fetched(self, snapshot_id: SnapshotId,
+                             records: list[MetadataRecord]) -> None:
+        """A voter loaded the leader's snapshot (FetchSnapshot): its log now restarts there."""
+        log.info("controller %d loaded snapshot %s from the leader (%d records)", self.node_id,
+                 snapshot_id.file_name, len(records))
+        self.install_snapshot(snapshot_id, records)
+        self._wake_fetchers()
+
+    def _maybe_snapshot(self) -> None:
+        """Snapshot the image once enough committed record bytes followed the last snapshot,
+        when the image holds exactly the committed records (an active controller's image may
+        run ahead of the quorum's HW)."""
+        limit = self.mlog.config.max_record_bytes_between_snapshots
+        end = self.visible_end
+        if (limit <= 0 or self._bytes_since_snapshot < limit or self.image.next_offset != end
+                or end <= self.records_base):
+            return
+        snapshot_id = SnapshotId(end, snapshot_epoch(self.mlog.log, end))
+        records = image_records(self.image)
+        self.snapshots.write(snapshot_id, encode_snapshot(snapshot_id, records))
+        self.snapshots.prune()
+        cut_log_before(self.mlog.log, self.snapshots.retained_start(), now_ms=now_ms())
+        self.records = self.records[end - self.records_base:]
+        self.records_base = end
+        self.snapshot = (snapshot_id, records)
+        self._bytes_since_snapshot = 0
+        if self.quorum is not None:
+            self.quorum.snapshot_written(snapshot_id.end_offset, snapshot_id.epoch,
+                                         self.snapshots.size(snapshot_id))
+        log.info("controller %d wrote snapshot %s (%d records); metadata log starts at %d",
+                 self.node_id, snapshot_id.file_name, len(records),
+                 self.mlog.log.log_start_offset)
+
+    @property
+    def records_end(self) -> int:
+        return self.records_base + len(self.records)
 
     # -- persistence ---------------------------------------------------------------------------
     def _persist(self) -> None:
@@ -97,10 +173,13 @@ class ControllerServer:
             if first != pending[0][0]:
                 raise RuntimeError(f"metadata log at {first}, records start at {pending[0][0]}")
             self.records.extend(rec for _, rec in pending)
+            self._bytes_since_snapshot += sum(len(v) for v in values)
             return  # visible once committed (_on_high_watermark)
         self.mlog.append(pending)
         self.records.extend(rec for _, rec in pending)
+        self._bytes_since_snapshot += sum(len(json.dumps(rec)) for _, rec in pending)
         self._wake_fetchers()
+        self._maybe_snapshot()
 
     def _wake_fetchers(self) -> None:
         if self._changed is not None:
@@ -112,26 +191,39 @@ class ControllerServer:
         """Records below this offset may be served: all of them alone, the committed ones (the
         quorum's high watermark) in a quorum."""
         if self.quorum is None:
-            return len(self.records)
-        return min(len(self.records), self.quorum.core.high_watermark)
+            return self.records_end
+        return min(self.records_end, self.quorum.core.high_watermark)
 
     def records_from(self, offset: int) -> list[list[Any]]:
-        offset = max(0, offset)
+        """Committed records from ``offset`` (from the snapshot's end when ``offset`` is below
+        it: the caller sends ``snapshot_for`` with them)."""
+        offset = max(self.records_base, offset)
         end = min(self.visible_end, offset + MAX_RECORDS_PER_FETCH)
-        return [[i, self.records[i]] for i in range(offset, end)]
+        base = self.records_base
+        return [[i, self.records[i - base]] for i in range(offset, end)]
+
+    def snapshot_for(self, offset: int) -> dict[str, Any] | None:
+        """A fetch below the newest snapshot (the log there is gone): the snapshot instead
+        (Kafka's SnapshotId in the fetch answer; brokers load it, then the records after)."""
+        if offset >= self.records_base or self.snapshot is None:
+            return None
+        snapshot_id, records = self.snapshot
+        return {"end_offset": snapshot_id.end_offset, "epoch": snapshot_id.epoch,
+                "records": records}
 
     # -- quorum ------------------------------------------------------------------------------------
     def _apply_committed(self, upto: int) -> None:
         """Replay committed records this voter did not write itself into the image."""
-        start = len(self.records)
-        for offset, rec in self.mlog.read_range(start, upto):
+        for offset, rec, size in self.mlog.read_range_sized(self.records_end, upto):
             self.image.apply_all([(offset, rec)])
             self.records.append(rec)
+            self._bytes_since_snapshot += size
 
     def _on_high_watermark(self, old: int, new: int) -> None:
         if self.logic is None:
             self._apply_committed(new)
         self._maybe_activate()
+        self._maybe_snapshot()
         waiting, self._commit_waiters = self._commit_waiters, []
         for offset, future in waiting:
             if offset <= new:
@@ -148,8 +240,11 @@ class ControllerServer:
                      self.node_id, change.epoch)
             self.logic = None
             assert self.quorum is not None
-            self.image = MetadataImage()
-            self.records = []
+            if self.snapshot is not None:
+                self.install_snapshot(*self.snapshot)
+            else:
+                self.image = MetadataImage()
+                self.records = []
             self._apply_committed(self.quorum.core.high_watermark)
             for _, future in self._commit_waiters:
                 if not future.done():
@@ -171,7 +266,7 @@ class ControllerServer:
         self.logic.bootstrap()
         self.logic.start(now_ms())
         log.info("controller %d is the active controller (epoch %d, %d records)", self.node_id,
-                 quorum.core.epoch, len(self.records))
+                 quorum.core.epoch, self.records_end)
         self._persist()
 
     async def _committed(self, offset: int) -> bool:
@@ -256,7 +351,9 @@ class ControllerServer:
                 req = await rpc.read_frame(reader)
                 if req is None:
                     break
-                answer = await self._handle(req)
+                answer = await self._answer_unless_gone(reader, req)
+                if answer is None:
+                    break  # the caller's process went away during its long poll
                 args = req.get("args")
                 who = speaker(str(req.get("method")), args if isinstance(args, dict) else {},
                               answer)
@@ -273,6 +370,32 @@ class ControllerServer:
             if gone is not None and (self._stopping is None or not self._stopping.is_set()):
                 asyncio.get_running_loop().call_later(CONNECTION_GRACE_S,
                                                       self._fence_if_gone, gone)
+
+    async def _answer_unless_gone(self, reader: asyncio.StreamReader,
+                                  req: dict[str, Any]) -> dict[str, Any] | None:
+        """The answer, or None when the connection ends first. Only the metadata long poll
+        waits (up to seconds); its caller sends nothing meanwhile (one request at a time per
+        connection), so the end of the stream is seen at once: a dead broker's last connection
+        closes now, not when its poll would have ended, and it is fenced without that delay."""
+        if req.get("method") != "fetch_metadata":
+            return await self._handle(req)
+        handled = asyncio.ensure_future(self._handle(req))
+        gone = asyncio.ensure_future(reader.read(1))
+        try:
+            await asyncio.wait({handled, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            pending = [task for task in (handled, gone) if not task.done()]
+            for task in pending:
+                task.cancel()
+            # Wait for the cancelled read to let go of the reader (the next frame is read next).
+            await asyncio.gather(*pending, return_exceptions=True)
+        if handled.done() and not handled.cancelled():
+            if gone.done() and not gone.cancelled() and gone.result():
+                raise ValueError("request bytes sent during a long poll")
+            return handled.result()
+        if gone.result():
+            raise ValueError("request bytes sent during a long poll")
+        return None
 
     def _fence_if_gone(self, who: tuple[int, int]) -> None:
         """Every connection of a registered, unfenced broker incarnation closed and none came
@@ -304,6 +427,7 @@ class ControllerServer:
                     return {"id": rid, **self._not_controller()}
                 if "from_offset" in args:
                     answer["result"]["records"] = self.records_from(int(args["from_offset"]))
+                    answer["result"]["snapshot"] = self.snapshot_for(int(args["from_offset"]))
             return {"id": rid, **answer}
         try:
             return {"id": rid, "result": await self._fetch_metadata(args)}
@@ -323,6 +447,7 @@ class ControllerServer:
             self._persist()
             if "from_offset" in args:
                 result["records"] = self.records_from(int(args["from_offset"]))
+                result["snapshot"] = self.snapshot_for(int(args["from_offset"]))
             return {"result": result}
         except KafkaError as exc:
             self._persist()
@@ -337,7 +462,8 @@ class ControllerServer:
         if offset >= self.visible_end and wait_ms > 0 and self._changed is not None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), wait_ms / 1000)
-        return {"records": self.records_from(offset), "end": self.visible_end}
+        return {"records": self.records_from(offset), "end": self.visible_end,
+                "snapshot": self.snapshot_for(offset)}
 
     # -- methods -------------------------------------------------------------------------------
     def _rpc_register(self, a: dict[str, Any]) -> dict[str, Any]:
@@ -427,14 +553,21 @@ class ControllerServer:
 
     def _rpc_describe_quorum(self, a: dict[str, Any]) -> dict[str, Any]:
         if self.quorum is None:  # alone: the only voter, always the leader
-            end = len(self.records)
+            end = self.records_end
             return {"node_id": self.node_id, "role": "leader", "leader_id": self.node_id,
                     "leader_epoch": 0, "high_watermark": end, "log_end_offset": end,
                     "leader_address": None, "voters": [{"voter_id": self.node_id,
                                                         "log_end_offset": end, "lag": 0,
                                                         "last_fetch_ms_ago": None}],
-                    "voter_ids": [self.node_id], "active": True}
-        return {**self.quorum.describe(), "active": self.logic is not None}
+                    "voter_ids": [self.node_id], "active": True, **self._snapshot_facts()}
+        return {**self.quorum.describe(), "active": self.logic is not None,
+                **self._snapshot_facts()}
+
+    def _snapshot_facts(self) -> dict[str, Any]:
+        sid = self.snapshot[0] if self.snapshot is not None else None
+        return {"log_start_offset": self.mlog.log.log_start_offset,
+                "snapshot_end_offset": sid.end_offset if sid else None,
+                "snapshot_epoch": sid.epoch if sid else None}
 
     def _rpc_status(self, a: dict[str, Any]) -> dict[str, Any]:
         now = now_ms()

@@ -84,7 +84,7 @@ class _Broker:
 def live_broker_tour() -> bool:
     try:
         from confluent_kafka import Consumer, Producer, TopicPartition
-        from confluent_kafka.admin import AdminClient, NewTopic
+        from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
     except ImportError:
         _say("confluent-kafka is not installed; run ./dev setup")
         return False
@@ -177,11 +177,12 @@ def live_broker_tour() -> bool:
                 batch = consumer.consume(1000, 1.0)
                 idle = 0 if batch else idle + 1
                 for msg in batch:
-                    if msg.error():
+                    raw_key, partition, offset = msg.key(), msg.partition(), msg.offset()
+                    if msg.error() or raw_key is None or partition is None or offset is None:
                         continue
-                    key = msg.key().decode()
+                    key = raw_key.decode()
                     seen[key] = seen.get(key, 0) + 1
-                    positions.add((msg.partition(), msg.offset()))
+                    positions.add((partition, offset))
             consumer.close()
             missing = sorted(set(acked) - set(seen), key=int)
             _say(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from floodmark.mc.invariants import Violation, check_state, check_transition
@@ -54,21 +55,28 @@ class CheckResult:
         return self.states / self.seconds if self.seconds > 0 else float("inf")
 
 
+StateKey = tuple[int, ...]
+
+
 def _trace(
-    model: Model, parents: dict[ModelState, tuple[ModelState, Action] | None], last: ModelState
+    model: Model, parents: dict[StateKey, StateKey | None], last: StateKey
 ) -> list[TraceStep]:
-    steps: list[TraceStep] = []
-    current: ModelState | None = last
+    """The path to ``last``: parent keys back to the initial state, then forward again, finding
+    each step's action among the parent's successors (actions are not stored: a parent pointer
+    per state is all the search keeps)."""
+    keys: list[StateKey] = []
+    current: StateKey | None = last
     while current is not None:
-        link = parents[current]
-        if link is None:
-            steps.append(TraceStep(None, model.full_view(current)))
-            current = None
-        else:
-            parent, action = link
-            steps.append(TraceStep(action, model.full_view(current)))
-            current = parent
-    steps.reverse()
+        keys.append(current)
+        current = parents[current]
+    keys.reverse()
+    state = model.from_key(keys[0])
+    steps = [TraceStep(None, model.full_view(state))]
+    for key in keys[1:]:
+        action, state = next(
+            (a, succ) for a, succ in model.successors(state) if model.key(succ) == key
+        )
+        steps.append(TraceStep(action, model.full_view(state)))
     return steps
 
 
@@ -92,17 +100,33 @@ def check(
     *,
     max_states: int = DEFAULT_MAX_STATES,
     time_limit_s: float = DEFAULT_TIME_LIMIT_S,
+    prefix: Sequence[Action] = (),
 ) -> CheckResult:
-    """Explore every state reachable under ``config``; stop at the first invariant violation."""
+    """Explore every state reachable under ``config``; stop at the first invariant violation.
+
+    With ``prefix``: every state reachable from the state those actions lead to (one part of a
+    search split by ``floodmark.mc.distributed``); a trace then starts at the initial state."""
     model = Model(config)
     started = time.perf_counter()
     deadline = started + time_limit_s
     init = model.initial_state()
-    parents: dict[ModelState, tuple[ModelState, Action] | None] = {init: None}
+    lead = [TraceStep(None, model.full_view(init))]
+    for action in prefix:
+        nxt = next((succ for act, succ in model.successors(init) if act == action), None)
+        if nxt is None:
+            raise ValueError(f"prefix action {action} is not offered")
+        init = nxt
+        lead.append(TraceStep(action, model.full_view(init)))
+    # Seen states as flat tuples of small ints, each with its parent's (the BFS tree): about a
+    # third of the memory of the states themselves.
+    init_key = model.key(init)
+    parents: dict[StateKey, StateKey | None] = {init_key: None}
     transitions = 0
     depth = 0
 
     def result(complete: bool, violation: Violation | None, trace: list[TraceStep]) -> CheckResult:
+        if trace and prefix:
+            trace = lead + trace[1:]
         seconds = time.perf_counter() - started
         outcome = CheckResult(
             config=config,
@@ -127,28 +151,31 @@ def check(
 
     violation = check_state(model, init)
     if violation is not None:
-        return result(False, violation, _trace(model, parents, init))
+        return result(False, violation, _trace(model, parents, init_key))
     frontier = [init]
+    key_of = model.key
     while frontier:
         next_frontier: list[ModelState] = []
         for index, state in enumerate(frontier):
             if index % 1024 == 0 and time.perf_counter() > deadline:
                 return result(False, None, [])
+            state_key = key_of(state)
             for action, succ in model.successors(state):
                 transitions += 1
                 violation = check_transition(model, state, action, succ)
                 if violation is not None:
                     depth += 1
-                    trace = _trace(model, parents, state)
+                    trace = _trace(model, parents, state_key)
                     trace.append(TraceStep(action, model.full_view(succ)))
                     return result(False, violation, trace)
-                if succ in parents:
+                succ_key = key_of(succ)
+                if succ_key in parents:
                     continue
-                parents[succ] = (state, action)
+                parents[succ_key] = state_key
                 violation = check_state(model, succ)
                 if violation is not None:
                     depth += 1
-                    return result(False, violation, _trace(model, parents, succ))
+                    return result(False, violation, _trace(model, parents, succ_key))
                 if len(parents) >= max_states:
                     return result(False, None, [])
                 next_frontier.append(succ)

@@ -123,6 +123,19 @@ def register(subparsers: Any) -> None:
         help=f"steps per random walk (default {DEFAULT_WALK_DEPTH})",
     )
     parser.add_argument("--seed", type=int, default=0, help="random-walk seed (default 0)")
+    parser.add_argument(
+        "--spark",
+        metavar="MASTER",
+        default=None,
+        help="run the exhaustive search as parts on Spark (e.g. local[2], spark://host:7077): "
+        "the first levels here, each frontier state's subtree as one task",
+    )
+    parser.add_argument(
+        "--spark-parts",
+        type=_positive_int,
+        default=64,
+        help="at least this many parts (default 64); --max-states/--time-limit-s bound each",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(func=run)
 
@@ -151,6 +164,11 @@ def run(args: argparse.Namespace) -> int:
             seed=args.seed,
             time_limit_s=args.time_limit_s,
         )
+    elif args.spark is not None:
+        from floodmark.mc.distributed import check_on_spark
+
+        result = check_on_spark(config, args.spark, parts=args.spark_parts,
+                                max_states=args.max_states, time_limit_s=args.time_limit_s)
     else:
         result = check(config, max_states=args.max_states, time_limit_s=args.time_limit_s)
     if args.json:

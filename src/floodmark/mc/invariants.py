@@ -197,8 +197,11 @@ def check_transition(
         return None
     # The transition invariants compare a replica (and the controller) with itself across the
     # step: only the parts that changed can violate them, so the verdict is memoised on those.
-    pairs = enumerate(zip(before.replicas, after.replicas, strict=True))
-    changed = tuple((r, a, b) for r, (a, b) in pairs if a != b)
+    changed = tuple([
+        (r, a, b)
+        for r, a, b in zip(range(len(before.replicas)), before.replicas, after.replicas, strict=True)
+        if a != b
+    ])
     key = (changed, before.controller, after.controller, stuck)
     memo = model.transition_verdicts
     if key in memo:

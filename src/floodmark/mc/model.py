@@ -35,9 +35,9 @@ one order is exactly the symmetry-reduced exploration of all of them.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from floodmark.errors import ErrorCode
 from floodmark.mc.pieces import (
@@ -170,20 +170,37 @@ def cache_pairs(cache: EpochCache) -> CachePairs:
 
 
 class _Interned:
-    """Values <-> small ids."""
+    """Values <-> small ids; ``derived[id]`` is ``derive(value)``, computed once."""
 
-    __slots__ = ("ids", "values")
+    __slots__ = ("derive", "derived", "ids", "values")
 
-    def __init__(self) -> None:
+    def __init__(self, derive: Callable[[Any], int]) -> None:
         self.ids: dict[object, int] = {}
         self.values: list[object] = []
+        self.derive = derive
+        self.derived: list[int] = []
 
     def id(self, value: object) -> int:
         found = self.ids.get(value)
         if found is None:
             found = self.ids[value] = len(self.values)
             self.values.append(value)
+            self.derived.append(self.derive(value))
         return found
+
+
+def _replica_epochs(value: ReplicaValue) -> int:
+    """The partition epochs a replica value holds (its role's, its proposal's), as a bit set."""
+    held = 0
+    if value.role is not None:
+        held |= 1 << value.role.partition_epoch
+    if value.proposal is not None:
+        held |= 1 << value.proposal.partition_epoch
+    return held
+
+
+def _controller_epochs(value: ControllerValue) -> int:
+    return value.registration.partition_epoch
 
 
 class Model:
@@ -199,15 +216,16 @@ class Model:
             for r in range(self.n)
         )
         self.controller_config = controller_config(config.min_insync_replicas)
-        self._replicas = _Interned()
-        self._controllers = _Interned()
+        self._replicas = _Interned(_replica_epochs)
+        self._controllers = _Interned(_controller_epochs)
         self._memo: dict[tuple[object, ...], object] = {}
         self._canon: dict[tuple[object, ...], int] = {}
         self._commit: dict[tuple[Committed, int], Committed] = {}
-        self._replica_epochs: list[int] = []
-        """Partition epochs each interned replica value holds (its role's, its proposal's), as
-        a bit set."""
-        self._controller_epochs: list[int] = []
+        self._committed_ids: dict[Committed, int] = {}
+        self._committed_values: list[Committed] = []
+        self._replica_epochs = self._replicas.derived
+        self._controller_epochs = self._controllers.derived
+        self.skip_noop_metadata = True
         self.state_verdicts: dict[tuple[object, ...], object] = {}
         self.transition_verdicts: dict[tuple[object, ...], object] = {}
 
@@ -236,6 +254,28 @@ class Model:
         """``view`` plus the published changes not yet applied everywhere (for traces)."""
         return self.view(state)._replace(
             published=tuple(self.controller(c) for c in state.published), applied=state.applied
+        )
+
+    def key(self, state: ModelState) -> tuple[int, ...]:
+        """``state`` as one flat tuple of small ints (the history interned), for the seen-set."""
+        committed = self._committed_ids.get(state.committed)
+        if committed is None:
+            committed = self._committed_ids[state.committed] = len(self._committed_values)
+            self._committed_values.append(state.committed)
+        return (state.controller, state.changes_left, state.restarts_left, state.next_record_id,
+                committed, *state.replicas, *state.applied, *state.published)
+
+    def from_key(self, key: tuple[int, ...]) -> ModelState:
+        n = self.n
+        return ModelState(
+            replicas=key[5 : 5 + n],
+            applied=key[5 + n : 5 + 2 * n],
+            controller=key[0],
+            published=key[5 + 2 * n :],
+            changes_left=key[1],
+            restarts_left=key[2],
+            next_record_id=key[3],
+            committed=self._committed_values[key[4]],
         )
 
     def live(self, state: ModelState, r: int) -> LiveReplica:
@@ -276,6 +316,8 @@ class Model:
             rid = state.replicas[r]
             for index in range(state.applied[r] + 1, len(state.published)):
                 new = self._apply_metadata(r, rid, state.published[index])
+                if new == rid and self.skip_noop_metadata:
+                    continue
                 yield (
                     Action("ApplyMetadata", r, index),
                     self._next(state, {r: new}, applied=(r, index)),
@@ -362,25 +404,46 @@ class Model:
         applied: tuple[int, int] | None = None,
         controller: int | None = None,
     ) -> ModelState:
+        """The successor: ``changed`` replicas, the history, then the canonical form (published
+        changes every replica has passed are dropped; partition epochs renumbered to ranks)."""
         if not self.config.async_isr:
             changed, controller = self._deliver_proposals(state, changed, controller)
-        replicas = list(state.replicas)
+        old = state.replicas
+        replicas = list(old)
         committed = state.committed
         for r, rid in changed.items():
-            replicas[r] = rid
-            if rid != state.replicas[r]:
+            if rid != old[r]:
+                replicas[r] = rid
                 committed = self._committed(committed, rid)
-        applied_list = list(state.applied)
+        applied_now = state.applied
         if applied is not None:
+            applied_list = list(applied_now)
             applied_list[applied[0]] = applied[1]
-        return self._canonical(
-            state._replace(
-                replicas=tuple(replicas),
-                applied=tuple(applied_list),
-                controller=state.controller if controller is None else controller,
-                committed=committed,
-            )
-        )
+            applied_now = tuple(applied_list)
+        published = state.published
+        shift = min(applied_now) + 1
+        if shift > 0:
+            published = published[shift:]
+            applied_now = tuple([a - shift for a in applied_now])
+        cid = state.controller if controller is None else controller
+        replicas_now = tuple(replicas)
+        controller_epochs = self._controller_epochs
+        top = controller_epochs[cid]
+        seen = 1 << top
+        for c in published:
+            seen |= 1 << controller_epochs[c]
+        replica_epochs = self._replica_epochs
+        for rid in replicas_now:
+            seen |= replica_epochs[rid]
+        if seen != (1 << (top + 1)) - 1:
+            ranked = [e for e in range(seen.bit_length()) if seen >> e & 1]
+            ranks = {e: i for i, e in enumerate(ranked)}
+            mapping = tuple(ranked)
+            replicas_now = tuple(self._renumber_replica(rid, mapping, ranks) for rid in replicas_now)
+            cid = self._renumber_controller(cid, mapping, ranks)
+            published = tuple(self._renumber_controller(c, mapping, ranks) for c in published)
+        return ModelState(replicas_now, applied_now, cid, published, state.changes_left,
+                          state.restarts_left, state.next_record_id, committed)
 
     def _deliver_proposals(
         self, state: ModelState, changed: dict[int, int], controller: int | None
@@ -405,45 +468,6 @@ class Model:
                     found = tuple(sorted(added.union(committed)))
             self._commit[key] = found
         return found
-
-    def _canonical(self, state: ModelState) -> ModelState:
-        """Drop published changes every replica has passed; renumber partition epochs to ranks."""
-        shift = min(state.applied) + 1
-        if shift > 0:
-            state = state._replace(
-                published=state.published[shift:],
-                applied=tuple(a - shift for a in state.applied),
-            )
-        controller_epochs = self._controller_epochs
-        replica_epochs = self._replica_epochs
-        while len(controller_epochs) < len(self._controllers.values):
-            controller_epochs.append(
-                self.controller(len(controller_epochs)).registration.partition_epoch
-            )
-        while len(replica_epochs) < len(self._replicas.values):
-            value = self.replica(len(replica_epochs))
-            held = 0
-            if value.role is not None:
-                held |= 1 << value.role.partition_epoch
-            if value.proposal is not None:
-                held |= 1 << value.proposal.partition_epoch
-            replica_epochs.append(held)
-        top = controller_epochs[state.controller]
-        seen = 1 << top
-        for c in state.published:
-            seen |= 1 << controller_epochs[c]
-        for rid in state.replicas:
-            seen |= replica_epochs[rid]
-        if seen == (1 << (top + 1)) - 1:
-            return state
-        ranked = [e for e in range(seen.bit_length()) if seen >> e & 1]
-        ranks = {e: i for i, e in enumerate(ranked)}
-        mapping = tuple(ranked)
-        return state._replace(
-            replicas=tuple(self._renumber_replica(rid, mapping, ranks) for rid in state.replicas),
-            controller=self._renumber_controller(state.controller, mapping, ranks),
-            published=tuple(self._renumber_controller(c, mapping, ranks) for c in state.published),
-        )
 
     def _renumber_replica(
         self, rid: int, mapping: tuple[int, ...], ranks: dict[int, int]

@@ -14,6 +14,12 @@ loss, partitions, paused nodes) and virtual time. Only sockets, clocks and disks
 
 The active controller writes: every ``write_interval_ms`` each voter that believes it leads
 appends one record (a stale leader's writes must never commit).
+
+With ``snapshot_interval`` set, every voter snapshots (KIP-630, the controller's own
+``SnapshotStore`` and log-cutting rules) once that many records were committed after its last
+snapshot, and cuts its log; a voter behind the leader's log start loads the leader's snapshot
+by FetchSnapshot. A voter's records are then its newest snapshot's plus its log's, so every
+invariant above still reads the whole history.
 """
 
 from __future__ import annotations
@@ -30,6 +36,15 @@ from floodmark.controller.quorum.effects import RoleChanged
 from floodmark.controller.quorum.messages import QuorumMessage
 from floodmark.controller.quorum.rules import majority
 from floodmark.controller.quorum.state_file import QuorumStateFile
+from floodmark.controller.snapshot import (
+    SnapshotId,
+    SnapshotStore,
+    cut_log_before,
+    decode_snapshot,
+    encode_snapshot,
+    open_with_snapshot,
+    snapshot_epoch,
+)
 from floodmark.sim.broker import decode_entries
 from floodmark.sim.network import Network, NetworkConfig, PartitionMode
 from floodmark.sim.world import World
@@ -60,6 +75,15 @@ class QuorumSimConfig:
     which reaches interleavings (a voter holding an old epoch's record but not the new
     leader's first one) that whole-log answers hide."""
     network: NetworkConfig = field(default_factory=NetworkConfig)
+    snapshot_interval: int = 0
+    """Committed records between a voter's snapshots (0: no snapshots, the log is never cut)."""
+    segment_bytes: int = 1 << 30
+    snapshot_chunk_bytes: int = 256
+    """Bytes per FetchSnapshot answer: a transfer takes several round trips."""
+    """Small with snapshots, so cutting the log deletes whole segments for real."""
+
+    def log_config(self) -> LogConfig:
+        return LogConfig(segment_bytes=self.segment_bytes, retention_ms=-1)
 
     def quorum_config(self, node_id: int) -> QuorumConfig:
         return QuorumConfig(node_id, tuple(range(1, self.voters + 1)),
@@ -90,6 +114,9 @@ class SimVoter:
         self.incarnation = 0
         self.log: Log | None = None
         self.driver: QuorumDriver | None = None
+        self.snapshots: SnapshotStore | None = None
+        self._snapshot_entries: tuple[SnapshotId, dict[int, Entry]] | None = None
+        self.snapshots_loaded = 0  # snapshots installed from the leader (FetchSnapshot)
         self._wake_at: int | None = None
         self._tick_on_resume = False
         world.net.add_node(self.name, self.on_message)
@@ -103,12 +130,19 @@ class SimVoter:
     def start(self) -> None:
         assert not self.alive
         now = self.world.now_ms
-        self.log = Log.open(LOG_DIR, LogConfig(), fs=self.fs, now_ms=now)
+        self.log = Log.open(LOG_DIR, self.world.config.log_config(), fs=self.fs, now_ms=now)
         state_file = QuorumStateFile(self.fs, QUORUM_DIR)
         core = QuorumCore(self.world.config.quorum_config(self.node_id), state_file.read(),
                           random.Random(self.world.rng.getrandbits(32)))
+        if self.world.config.snapshot_interval > 0:
+            self.snapshots = SnapshotStore(self.fs, LOG_DIR, on_installed=self._installed)
+            found = open_with_snapshot(self.snapshots, self.log, may_start_empty=True)
+            if found is not None:
+                core.snapshot_written(found[0].end_offset, found[0].epoch,
+                                      self.snapshots.size(found[0]))
         self.driver = QuorumDriver(core, self.log, state_file, self,
-                                   self.world.config.fetch_max_bytes)
+                                   self.world.config.fetch_max_bytes, snapshots=self.snapshots,
+                                   snapshot_chunk_bytes=self.world.config.snapshot_chunk_bytes)
         self.alive = True
         self.paused = False
         self.incarnation += 1
@@ -129,8 +163,20 @@ class SimVoter:
         self.incarnation += 1
         self.log = None
         self.driver = None
+        self.snapshots = None
+        self._snapshot_entries = None
         self.world.record(f"{self.name} crash lose_unsynced={lose_unsynced}")
         self.world.forget_leader(self.node_id)
+
+    def wipe(self) -> None:
+        """The data dir is gone (a new disk): metadata log, snapshots and ``quorum-state``.
+        Only safe while the others hold every committed record and no election needs this
+        voter's forgotten vote (Raft's assumption; KIP-853 would give it a new directory id)."""
+        self.crash(lose_unsynced=True)
+        self.fs = MemoryFileSystem()
+        self.fs.mkdirs(QUORUM_DIR)
+        self.fs.fsync_dir("/")
+        self.world.record(f"{self.name} data dir wiped")
 
     def stop_gracefully(self) -> None:
         """SIGTERM: a leader resigns first (EndQuorumEpoch), then the process exits."""
@@ -187,7 +233,35 @@ class SimVoter:
 
     def _after(self) -> None:
         self.world.check_voter(self)
+        self._maybe_snapshot()
         self._reschedule()
+
+    # -- snapshots (KIP-630) ------------------------------------------------------------------
+    def _installed(self, snapshot_id: SnapshotId, records: list[dict[str, Any]]) -> None:
+        self.snapshots_loaded += 1
+        self.world.record(f"{self.name} loaded snapshot {snapshot_id.end_offset}-"
+                          f"{snapshot_id.epoch} from the leader")
+
+    def _maybe_snapshot(self) -> None:
+        store, core, log = self.snapshots, self.core, self.log
+        if store is None or core is None or log is None:
+            return
+        newest = store.ids()[-1].end_offset if store.ids() else 0
+        end = core.high_watermark
+        if end - newest < self.world.config.snapshot_interval:
+            return
+        entries = self.entries()
+        if any(o not in entries for o in range(end)):
+            return  # (cannot happen: the records below the HW are on this voter)
+        snapshot_id = SnapshotId(end, snapshot_epoch(log, end))
+        records = [{"type": "entry", "offset": o, "epoch": entries[o][0], "value": entries[o][1]}
+                   for o in range(end)]
+        store.write(snapshot_id, encode_snapshot(snapshot_id, records))
+        store.prune()
+        cut_log_before(log, store.retained_start(), now_ms=self.world.now_ms)
+        core.snapshot_written(end, snapshot_id.epoch, store.size(snapshot_id))
+        self.world.record(f"{self.name} snapshot {end}-{snapshot_id.epoch}; log start "
+                          f"{log.log_start_offset}")
 
     def _reschedule(self) -> None:
         if not self.alive or self.driver is None:
@@ -216,9 +290,18 @@ class SimVoter:
 
     # -- views ----------------------------------------------------------------------------------
     def entries(self) -> dict[int, Entry]:
-        if self.log is None or self.log.log_end_offset == 0:
+        """Every record this voter holds: its newest snapshot's, then its log's."""
+        if self.log is None:
             return {}
-        return {o: (e, v) for o, e, v in decode_entries(self.log.read_all())}
+        return _entries(self.snapshots, self.log, self)
+
+    def snapshot_entries(self, store: SnapshotStore) -> dict[int, Entry]:
+        ids = store.ids()
+        if not ids:
+            return {}
+        if self._snapshot_entries is None or self._snapshot_entries[0] != ids[-1]:
+            self._snapshot_entries = (ids[-1], _decode_entries(store, ids[-1]))
+        return dict(self._snapshot_entries[1])
 
     def snapshot(self) -> dict[str, Any]:
         core, log = self.core, self.log
@@ -403,16 +486,36 @@ class QuorumWorld:
                 return
 
 
+def _decode_entries(store: SnapshotStore, snapshot_id: SnapshotId) -> dict[int, Entry]:
+    _, records = decode_snapshot(store.read(snapshot_id))
+    return {int(r["offset"]): (int(r["epoch"]), str(r["value"])) for r in records}
+
+
+def _entries(store: SnapshotStore | None, log: Log, voter: SimVoter | None = None
+             ) -> dict[int, Entry]:
+    out: dict[int, Entry] = {}
+    if store is not None and store.ids():
+        out = (voter.snapshot_entries(store) if voter is not None
+               else _decode_entries(store, store.ids()[-1]))
+    if log.log_end_offset > log.log_start_offset:
+        out.update((o, (e, v)) for o, e, v in decode_entries(log.read_all())
+                   if o >= log.log_start_offset)
+    return out
+
+
 def _durable_entries(voter: SimVoter) -> dict[int, Entry]:
     """What a crashed voter will find on its disk when it restarts (read from a copy, so the
     check's recovery changes nothing the voter's own restart will see)."""
     probe = copy.deepcopy(voter.fs)
     if not probe.exists(LOG_DIR):
         return {}
-    log = Log.open(LOG_DIR, LogConfig(), fs=probe, now_ms=0)
+    log = Log.open(LOG_DIR, voter.world.config.log_config(), fs=probe, now_ms=0)
     try:
-        return {o: (e, v) for o, e, v in decode_entries(log.read_all())} if (
-            log.log_end_offset) else {}
+        store = None
+        if voter.world.config.snapshot_interval > 0:
+            store = SnapshotStore(probe, LOG_DIR)
+            open_with_snapshot(store, log, may_start_empty=True)
+        return _entries(store, log)
     finally:
         log.close()
 

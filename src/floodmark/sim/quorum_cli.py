@@ -34,6 +34,9 @@ def register(sim_subparsers: Any) -> None:
                    help="print a named scenario step by step instead of exploring")
     p.add_argument("--replay", type=int, default=None, metavar="SEED",
                    help="rerun one seed and print its trace")
+    p.add_argument("--snapshot-interval", type=int, default=0, metavar="RECORDS",
+                   help="voters snapshot every RECORDS committed records and cut their logs "
+                        "(KIP-630; 0: off)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--fail-on-violation", action="store_true")
     p.set_defaults(func=cmd_quorum)
@@ -45,8 +48,12 @@ def cmd_quorum(args: argparse.Namespace) -> int:
         return 2
     if args.scenario:
         return _scenario(args)
+    if args.snapshot_interval < 0:
+        sys.stderr.write("--snapshot-interval must not be negative\n")
+        return 2
     options = QuorumExploreOptions(voters=args.voters, fault_phase_ms=args.fault_phase_ms,
-                                   loss_probability=args.loss)
+                                   loss_probability=args.loss,
+                                   snapshot_interval=args.snapshot_interval)
     if args.replay is not None:
         result = run_quorum_seed(args.replay, options, trace=True)
         return _replay(args, result)
@@ -61,6 +68,7 @@ def cmd_quorum(args: argparse.Namespace) -> int:
                "committed_records": sum(r.committed for r in results),
                "writes": sum(r.writes for r in results),
                "events": sum(r.events for r in results), "elapsed_s": round(elapsed, 2),
+               "snapshots_loaded": sum(r.snapshots_loaded for r in results),
                "violations": [dict(v, seed=r.seed) for r in failing
                               for v in r.as_json()["violations"]]}  # type: ignore[attr-defined]
     if args.json:
@@ -69,7 +77,9 @@ def cmd_quorum(args: argparse.Namespace) -> int:
         _print(f"explored {summary['seeds']} seeds, {args.voters} voters: "
                f"{len(failing)} seeds with violations, {summary['elections']} elections, "
                f"{summary['committed_records']} committed records checked, "
-               f"{summary['events']} events, {elapsed:.1f} s")
+               f"{summary['events']} events, {elapsed:.1f} s"
+               + (f", {summary['snapshots_loaded']} snapshots loaded by FetchSnapshot"
+                  if args.snapshot_interval else ""))
         for r in failing:
             v = r.violations[0]
             _print(f"seed {r.seed}: {v.invariant}: {v.detail}")

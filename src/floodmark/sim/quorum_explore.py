@@ -27,10 +27,14 @@ class QuorumExploreOptions:
     loss_probability: float = 0.02
     min_fault_gap_ms: int = 40
     max_fault_gap_ms: int = 400
+    snapshot_interval: int = 0
+    """Committed records between snapshots (KIP-630; 0: off)."""
 
     def sim_config(self) -> QuorumSimConfig:
         return QuorumSimConfig(voters=self.voters, network=NetworkConfig(
-            min_delay_ms=1, max_delay_ms=5, loss_probability=self.loss_probability))
+            min_delay_ms=1, max_delay_ms=5, loss_probability=self.loss_probability),
+            snapshot_interval=self.snapshot_interval,
+            segment_bytes=512 if self.snapshot_interval else 1 << 30)
 
 
 @dataclass(slots=True)
@@ -43,6 +47,7 @@ class QuorumSeedResult:
     faults: list[str] = field(default_factory=list)
     events: int = 0
     trace_hash: str = ""
+    snapshots_loaded: int = 0
 
     @property
     def ok(self) -> bool:
@@ -52,6 +57,7 @@ class QuorumSeedResult:
         return {"seed": self.seed, "ok": self.ok, "elections": self.elections,
                 "writes": self.writes, "committed": self.committed, "events": self.events,
                 "faults": len(self.faults), "trace_hash": self.trace_hash,
+                "snapshots_loaded": self.snapshots_loaded,
                 "violations": [{"time_ms": v.time_ms, "invariant": v.invariant,
                                 "detail": v.detail} for v in self.violations]}
 
@@ -123,7 +129,8 @@ def run_quorum_seed(seed: int, options: QuorumExploreOptions | None = None,
     _check_converged(qw)
     return QuorumSeedResult(seed, list(qw.violations), qw.elections, qw.writes,
                             len(qw.committed), faults, qw.world.events_run,
-                            qw.world.trace_hash)
+                            qw.world.trace_hash,
+                            sum(v.snapshots_loaded for v in qw.voters.values()))
 
 
 def _check_converged(qw: QuorumWorld) -> None:

@@ -11,7 +11,7 @@ something changed; what was touched is marked for the log's first flush (segment
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from floodmark.records import HEADER_SIZE, NO_TIMESTAMP, BatchHeader, CorruptRecordError
 from floodmark.replication.epochs import EpochCache, EpochEntry
@@ -62,21 +62,19 @@ def recover_log(fs: FileSystem, path: str, config: LogConfig, epoch_file: Leader
         recovery_point, log_start_offset, clean_shutdown)
 
 
+@dataclass(eq=False, slots=True)
 class _Recovery:
-    def __init__(self, fs: FileSystem, path: str, config: LogConfig,
-                 epoch_file: LeaderEpochCheckpointFile, topic_partition: TopicPartition,
-                 gaps_allowed: bool) -> None:
-        self.fs = fs
-        self.path = path
-        self.config = config
-        self.epoch_file = epoch_file
-        self.topic_partition = topic_partition
-        self.gaps_allowed = gaps_allowed
-        self.segments: list[Segment] = []
-        self.epoch_cache = EpochCache()
-        self.dir_dirty = False
-        # (leader epoch, base offset) of every batch the scans validated, in log order.
-        self.recovered_epochs: list[tuple[int, int]] = []
+    fs: FileSystem
+    path: str
+    config: LogConfig
+    epoch_file: LeaderEpochCheckpointFile
+    topic_partition: TopicPartition
+    gaps_allowed: bool
+    segments: list[Segment] = field(default_factory=list)
+    epoch_cache: EpochCache = field(default_factory=EpochCache)
+    dir_dirty: bool = False
+    # (leader epoch, base offset) of every batch the scans validated, in log order.
+    recovered_epochs: list[tuple[int, int]] = field(default_factory=list)
 
     def _ctx(self) -> str:
         return f"[partition {self.topic_partition} epoch {self.epoch_cache.latest_epoch}]"

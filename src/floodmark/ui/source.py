@@ -127,7 +127,12 @@ class LocalClusterSource:
         brokers: list[dict[str, Any]] = []
         controller: dict[str, Any] | None = None
         for n in status["nodes"]:
-            if n["id"] == CONTROLLER_ID:
+            if n["role"] == "controller":
+                # A quorum's controllers: show the active one (node 0 while none is active).
+                if n["id"] != CONTROLLER_ID and not n.get("active"):
+                    continue
+                if controller is not None and not n.get("active"):
+                    continue
                 controller = {"id": n["id"], "address": n["address"], "alive": n["alive"],
                               "state": n["state"], "pid": n["pid"],
                               "metadata_offset": status.get("metadata_offset"),

@@ -94,17 +94,21 @@ UNADVERTISED: dict[ApiKey, VersionRange] = {
 }
 
 
+_RANGES: dict[int, tuple[VersionRange | None, VersionRange | None]] = {
+    int(key): (SUPPORTED.get(key), UNADVERTISED.get(key)) for key in (*SUPPORTED, *UNADVERTISED)
+}
+
+
 def accepted_range(api_key: int, version: int) -> VersionRange | None:
     """The range of ``api_key`` that ``version`` is served in (advertised or not); the
     advertised one when it is in neither; None when floodmark does not serve that API."""
-    try:
-        key = ApiKey(api_key)
-    except ValueError:
+    ranges = _RANGES.get(api_key)
+    if ranges is None:
         return None
-    extra = UNADVERTISED.get(key)
+    advertised, extra = ranges
     if extra is not None and version in extra:
         return extra
-    return SUPPORTED.get(key, extra)
+    return advertised if advertised is not None else extra
 
 
 def supported_range(api_key: int) -> VersionRange | None:

@@ -33,8 +33,9 @@ def wakes_followers(handler: Callable[Concatenate[HandlerContext, P], R]
     @functools.wraps(handler)
     def handle(ctx: HandlerContext, /, *args: P.args, **kwargs: P.kwargs) -> R:
         result = handler(ctx, *args, **kwargs)
-        if ctx.replicas is not None:
-            ctx.replicas.leader_appended()
+        replicas = ctx.replicas
+        if replicas is not None:
+            replicas.leader_appended()
         return result
 
     return handle

@@ -17,6 +17,8 @@ from floodmark.controller.quorum.messages import (
     BeginQuorumEpochResponse,
     EndQuorumEpochRequest,
     EndQuorumEpochResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     QuorumFetchRequest,
     QuorumFetchResponse,
     QuorumMessage,
@@ -28,7 +30,8 @@ from floodmark.replication.epochs import EpochEndOffset
 
 _TYPES: dict[str, type[Any]] = {cls.__name__: cls for cls in (
     VoteRequest, VoteResponse, BeginQuorumEpochRequest, BeginQuorumEpochResponse,
-    EndQuorumEpochRequest, EndQuorumEpochResponse, QuorumFetchRequest, QuorumFetchResponse)}
+    EndQuorumEpochRequest, EndQuorumEpochResponse, QuorumFetchRequest, QuorumFetchResponse,
+    FetchSnapshotRequest, FetchSnapshotResponse)}
 
 
 def encode_message(message: QuorumMessage) -> dict[str, Any]:

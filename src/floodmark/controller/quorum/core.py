@@ -12,6 +12,8 @@ and applies the returned effects in order (``QuorumDriver`` does that for a real
     effects = core.after_follower_append(log, response)    # follower: after AppendFetched
     effects = core.after_truncate(log)                     # after TruncateTo
     effects = core.resign(log, now_ms)                     # leader: graceful shutdown
+    core.snapshot_written(end_offset, epoch, size)         # a snapshot exists (KIP-630)
+    effects = core.after_snapshot_chunk(log, response, received, complete, now_ms)
 
 Safety rests on four rules, each in one place: a vote is persisted before it is sent and is
 given once per epoch (``_on_vote``); a voter votes only for a log at least as new as its own
@@ -29,6 +31,7 @@ from dataclasses import dataclass, replace
 from floodmark.controller.quorum.effects import (
     AppendFetched,
     AppendLeaderChange,
+    AppendSnapshotChunk,
     HighWatermarkChanged,
     PersistElectionState,
     QuorumEffect,
@@ -42,6 +45,8 @@ from floodmark.controller.quorum.messages import (
     BeginQuorumEpochResponse,
     EndQuorumEpochRequest,
     EndQuorumEpochResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     QuorumFetchRequest,
     QuorumFetchResponse,
     QuorumMessage,
@@ -76,6 +81,7 @@ from floodmark.replication.truncation import FetchValidation, truncation_point, 
 
 # The quorum always runs the safe rule; the historical modes are for partitions' stories.
 MODE = Truncation.LEADER_EPOCH
+RETAINED_SNAPSHOTS = 2  # as many as the shell keeps (controller.snapshot.RETAINED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +146,8 @@ class QuorumCore:
         self._stored = stored
         self.high_watermark = 0
         self.role: Role = Unattached(stored.epoch, stored.voted_for, 0)
+        self.latest_snapshot: tuple[int, int, int] | None = None  # (end offset, epoch, size)
+        self._snapshots: dict[tuple[int, int], int] = {}  # the retained ones -> size
 
     # -- views ---------------------------------------------------------------------------------
     @property
@@ -351,6 +359,13 @@ class QuorumCore:
                 self._to_prospective(log, now_ms, effects)
             return
         in_flight = role.fetch_sent_ms >= 0
+        if (role.snapshot is not None and in_flight
+                and now_ms >= role.fetch_sent_ms + self.config.request_timeout_ms):
+            end, epoch, held = role.snapshot  # a lost chunk: ask again from the bytes held
+            effects.append(Send(role.leader_id, FetchSnapshotRequest(
+                self.node_id, role.epoch, end, epoch, held)))
+            self.role = replace(role, fetch_sent_ms=now_ms)
+            return
         if (not in_flight and now_ms >= role.next_fetch_ms) or (
                 in_flight and now_ms >= role.fetch_sent_ms + self.config.request_timeout_ms):
             effects.append(Send(role.leader_id, QuorumFetchRequest(
@@ -411,6 +426,10 @@ class QuorumCore:
                 self._update_progress(role, src, acknowledged=True)
         elif isinstance(message, EndQuorumEpochRequest):
             self._on_end_quorum_epoch(src, message, now_ms, effects)
+        elif isinstance(message, FetchSnapshotRequest):
+            self._on_fetch_snapshot_request(src, message, now_ms, effects)
+        elif isinstance(message, FetchSnapshotResponse):
+            self._on_fetch_snapshot_response(src, message, now_ms, effects)
         else:
             self._observe(message.epoch, message.leader_id, now_ms, effects)
             role = self.role
@@ -489,6 +508,20 @@ class QuorumCore:
         assert isinstance(role, Leader)
         leo = log.log_end_offset
         start = log.log_start_offset
+        snapshot = self.latest_snapshot
+        if snapshot is not None and start > 0 and (
+                req.fetch_offset < start
+                or req.last_fetched_epoch < self._log_start_epoch(log)):
+            # The log there is gone (KIP-630): a fetch below the log start, or a follower whose
+            # last epoch is older than anything the (start-truncated) epoch cache can place —
+            # its end offset there would be a guess, and a divergence below the log start
+            # cannot be cut. Answer with the SnapshotId (load it, then fetch after it).
+            if role.voter(src) is not None:
+                self._update_progress(role, src, fetch_ms=now_ms)
+            effects.append(Send(src, QuorumFetchResponse(
+                ErrorCode.NONE, role.epoch, self.node_id, req.fetch_offset, self.high_watermark,
+                start, leo, snapshot_end_offset=snapshot[0], snapshot_epoch=snapshot[1])))
+            return
         check = validate_fetch(MODE, log.epoch_cache, start, leo, req.fetch_offset,
                                req.last_fetched_epoch)
         if check.result is FetchValidation.DIVERGING:
@@ -508,6 +541,11 @@ class QuorumCore:
         effects.append(Send(src, QuorumFetchResponse(
             ErrorCode.NONE, role.epoch, self.node_id, req.fetch_offset, self.high_watermark,
             start, leo, read_from=req.fetch_offset, read_upto=leo)))
+
+    @staticmethod
+    def _log_start_epoch(log: QuorumLogView) -> int:
+        first = log.epoch_cache.earliest_entry
+        return first.epoch if first is not None else -1
 
     def _update_progress(self, role: Leader, voter_id: int, *, log_end_offset: int | None = None,
                          fetch_ms: int | None = None, acknowledged: bool = True) -> None:
@@ -573,12 +611,92 @@ class QuorumCore:
                 f"diverging epoch {resp.diverging.epoch}@{resp.diverging.end_offset}"
                 + ("" if point.final else " (intermediate)"))))
             return
+        if resp.snapshot_end_offset >= 0:  # below the leader's log start: its snapshot first
+            held = role.snapshot
+            position = (held[2] if held is not None
+                        and held[:2] == (resp.snapshot_end_offset, resp.snapshot_epoch) else 0)
+            self.role = replace(role, fetch_sent_ms=now_ms, snapshot=(
+                resp.snapshot_end_offset, resp.snapshot_epoch, position))
+            effects.append(Send(src, FetchSnapshotRequest(
+                self.node_id, role.epoch, resp.snapshot_end_offset, resp.snapshot_epoch,
+                position)))
+            return
         pause = 0 if resp.has_records else self.config.fetch_idle_backoff_ms
         self.role = replace(role, next_fetch_ms=now_ms + pause)
         if resp.has_records:
             effects.append(AppendFetched(resp))
         else:
             effects.extend(self.after_follower_append(log, resp))
+
+    # -- FetchSnapshot (KIP-630) ---------------------------------------------------------------
+    def snapshot_written(self, end_offset: int, epoch: int, size: int) -> None:
+        """The shell wrote (or installed) a snapshot: a leader offers it to fetches below its
+        log start offset."""
+        if self.latest_snapshot is None or end_offset >= self.latest_snapshot[0]:
+            self.latest_snapshot = (end_offset, epoch, size)
+        self._snapshots[(end_offset, epoch)] = size
+        for old in sorted(self._snapshots)[:-RETAINED_SNAPSHOTS]:
+            del self._snapshots[old]  # the shell keeps as many (``SnapshotStore.prune``)
+
+    def _on_fetch_snapshot_request(self, src: int, req: FetchSnapshotRequest, now_ms: int,
+                                   effects: list[QuorumEffect]) -> None:
+        role = self.role
+        error = fencing.check_leader_request(self.epoch, req.current_leader_epoch,
+                                             is_leader=isinstance(role, Leader))
+        # Any snapshot still retained is served: a transfer survives the next snapshot.
+        size = self._snapshots.get((req.snapshot_end_offset, req.snapshot_epoch))
+        if error is ErrorCode.NONE and size is None:
+            error = ErrorCode.SNAPSHOT_NOT_FOUND  # replaced and deleted: fetch again
+        elif error is ErrorCode.NONE and size is not None and not 0 <= req.position <= size:
+            error = ErrorCode.POSITION_OUT_OF_RANGE
+        if error is not ErrorCode.NONE or size is None:
+            effects.append(Send(src, FetchSnapshotResponse(
+                error, self.epoch, self.leader_id, req.snapshot_end_offset, req.snapshot_epoch)))
+            return
+        if isinstance(role, Leader) and role.voter(src) is not None:
+            self._update_progress(role, src, fetch_ms=now_ms)  # alive, for check quorum
+        effects.append(Send(src, FetchSnapshotResponse(
+            ErrorCode.NONE, self.epoch, self.node_id, req.snapshot_end_offset,
+            req.snapshot_epoch, size, req.position)))
+
+    def _on_fetch_snapshot_response(self, src: int, resp: FetchSnapshotResponse, now_ms: int,
+                                    effects: list[QuorumEffect]) -> None:
+        self._observe(resp.leader_epoch, resp.leader_id, now_ms, effects)
+        role = self.role
+        if (not isinstance(role, Follower) or role.epoch != resp.leader_epoch
+                or role.leader_id != src or role.fetch_sent_ms < 0):
+            return
+        if resp.error is not ErrorCode.NONE:  # back to fetching: it names the current snapshot
+            self.role = replace(role, fetch_sent_ms=-1, snapshot=None,
+                                next_fetch_ms=now_ms + self.config.retry_backoff_ms)
+            return
+        self.role = replace(role, has_fetched=True, fetch_sent_ms=now_ms,
+                            fetch_deadline_ms=now_ms + self.config.fetch_timeout_ms)
+        effects.append(AppendSnapshotChunk(resp))
+
+    def after_snapshot_chunk(self, log: QuorumLogView, resp: FetchSnapshotResponse,
+                             received: int, complete: bool, now_ms: int) -> list[QuorumEffect]:
+        """After ``AppendSnapshotChunk``: ``received`` bytes of the snapshot are stored; when
+        ``complete`` the log restarts at its end offset, which is committed (a snapshot holds
+        only committed records), and plain fetching resumes from there."""
+        effects: list[QuorumEffect] = []
+        role = self.role
+        if not isinstance(role, Follower):
+            return effects
+        if not complete:
+            self.role = replace(role, fetch_sent_ms=now_ms, snapshot=(
+                resp.snapshot_end_offset, resp.snapshot_epoch, received))
+            effects.append(Send(role.leader_id, FetchSnapshotRequest(
+                self.node_id, role.epoch, resp.snapshot_end_offset, resp.snapshot_epoch,
+                received)))
+            return effects
+        self.snapshot_written(resp.snapshot_end_offset, resp.snapshot_epoch, resp.size)
+        self.role = replace(role, fetch_sent_ms=-1, next_fetch_ms=now_ms, snapshot=None)
+        new = min(max(self.high_watermark, resp.snapshot_end_offset), log.log_end_offset)
+        if new != self.high_watermark:
+            old, self.high_watermark = self.high_watermark, new
+            effects.append(HighWatermarkChanged(old, new))
+        return effects
 
     def after_follower_append(self, log: QuorumLogView,
                               resp: QuorumFetchResponse) -> list[QuorumEffect]:

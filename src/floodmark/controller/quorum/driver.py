@@ -8,7 +8,9 @@ bytes on a crash). Every durability rule of the quorum is applied here, once:
 * the election state is written (fsynced) before any message after it leaves;
 * a leader counts only what it has flushed (append, flush, then ``after_leader_append``);
 * a follower flushes what it fetched before its next fetch reports the new end offset;
-* a truncation is durable before the core hears of it (``Log.truncate_to`` flushes).
+* a truncation is durable before the core hears of it (``Log.truncate_to`` flushes);
+* a snapshot fetched from the leader is whole, checked and fsynced before the log restarts at
+  its end offset, and the log restarts before the core (and the shell) hear of it.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from floodmark.controller.quorum.core import QuorumCore
 from floodmark.controller.quorum.effects import (
     AppendFetched,
     AppendLeaderChange,
+    AppendSnapshotChunk,
     HighWatermarkChanged,
     PersistElectionState,
     QuorumEffect,
@@ -29,7 +32,11 @@ from floodmark.controller.quorum.effects import (
     Send,
     TruncateTo,
 )
-from floodmark.controller.quorum.messages import QuorumFetchResponse, QuorumMessage
+from floodmark.controller.quorum.messages import (
+    FetchSnapshotResponse,
+    QuorumFetchResponse,
+    QuorumMessage,
+)
 from floodmark.controller.quorum.state_file import QuorumStateFile
 from floodmark.records import Record, build_batch
 from floodmark.storage.log import Log
@@ -51,6 +58,21 @@ class QuorumPorts(Protocol):
         """Became leader (start writing), or stopped being it."""
 
 
+class SnapshotFiles(Protocol):
+    """The snapshots beside the metadata log (``controller.snapshot.SnapshotStore``)."""
+
+    def read_chunk(self, end_offset: int, epoch: int, position: int, max_bytes: int) -> bytes:
+        """Bytes of a snapshot this voter has, from ``position``."""
+
+    def receive_chunk(self, end_offset: int, epoch: int, position: int, size: int,
+                      chunk: bytes) -> tuple[int, bytes | None]:
+        """Store a chunk of the leader's snapshot: (bytes held so far, the whole snapshot once
+        complete and checked, else None). A bad whole snapshot is dropped (0 bytes held)."""
+
+    def installed(self, end_offset: int, epoch: int, data: bytes) -> None:
+        """A fetched snapshot is now this voter's state (the shell loads it)."""
+
+
 def leader_change_record(effect: AppendLeaderChange) -> bytes:
     return json.dumps({"type": LEADER_CHANGE, "epoch": effect.epoch, "leader": effect.leader_id,
                        "voters": list(effect.voters)}, sort_keys=True).encode()
@@ -63,6 +85,8 @@ class QuorumDriver:
     state_file: QuorumStateFile
     ports: QuorumPorts
     fetch_max_bytes: int = MAX_FETCH_BYTES  # per answer; at least one whole batch (KIP-74)
+    snapshots: SnapshotFiles | None = None  # None: no snapshots (the log is never cut)
+    snapshot_chunk_bytes: int = MAX_FETCH_BYTES  # per FetchSnapshot answer
 
     def start(self, now_ms: int) -> None:
         self.apply(self.core.start(self.log, now_ms), now_ms)
@@ -107,6 +131,8 @@ class QuorumDriver:
             elif isinstance(effect, TruncateTo):
                 self.log.truncate_to(effect.offset)
                 self.apply(self.core.after_truncate(self.log), now_ms)
+            elif isinstance(effect, AppendSnapshotChunk):
+                self._append_snapshot_chunk(effect.response, records, now_ms)
             elif isinstance(effect, HighWatermarkChanged):
                 self.ports.high_watermark_changed(effect.old, effect.new)
             elif isinstance(effect, RoleChanged):
@@ -114,8 +140,27 @@ class QuorumDriver:
             else:  # pragma: no cover - the effect union is closed
                 raise TypeError(f"unknown quorum effect {effect!r}")
 
+    def _append_snapshot_chunk(self, resp: FetchSnapshotResponse, chunk: bytes,
+                               now_ms: int) -> None:
+        if self.snapshots is None:
+            return
+        end, epoch = resp.snapshot_end_offset, resp.snapshot_epoch
+        received, whole = self.snapshots.receive_chunk(end, epoch, resp.position, resp.size,
+                                                       chunk)
+        if whole is not None:
+            self.log.truncate_fully_and_start_at(end)
+            self.log.assign_epoch(epoch, end)
+            self.snapshots.installed(end, epoch, whole)
+        self.apply(self.core.after_snapshot_chunk(self.log, resp, received, whole is not None,
+                                                  now_ms), now_ms)
+
     def _records_for(self, effect: Send) -> bytes:
         message = effect.message
+        if isinstance(message, FetchSnapshotResponse):
+            if self.snapshots is None or message.position < 0:
+                return b""
+            return self.snapshots.read_chunk(message.snapshot_end_offset, message.snapshot_epoch,
+                                             message.position, self.snapshot_chunk_bytes)
         if not isinstance(message, QuorumFetchResponse) or not message.has_records:
             return b""
         info = self.log.read(message.read_from, self.fetch_max_bytes, message.read_upto)

@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from floodmark.controller.quorum.messages import QuorumFetchResponse, QuorumMessage
+from floodmark.controller.quorum.messages import (
+    FetchSnapshotResponse,
+    QuorumFetchResponse,
+    QuorumMessage,
+)
 from floodmark.controller.quorum.roles import ElectionState
 from floodmark.replication.partition import HighWatermarkChanged, TruncateTo
 
@@ -46,6 +50,15 @@ class AppendFetched:
 
 
 @dataclass(frozen=True, slots=True)
+class AppendSnapshotChunk:
+    """Store the snapshot chunk that came with ``response``; once the whole snapshot is in,
+    check it, make the log restart empty at its end offset (in its epoch), load it, and tell
+    the core with ``QuorumCore.after_snapshot_chunk``."""
+
+    response: FetchSnapshotResponse
+
+
+@dataclass(frozen=True, slots=True)
 class RoleChanged:
     """The voter's role changed (the controller starts or stops writing on this)."""
 
@@ -55,7 +68,7 @@ class RoleChanged:
 
 
 QuorumEffect = (PersistElectionState | Send | AppendLeaderChange | AppendFetched | TruncateTo
-                | HighWatermarkChanged | RoleChanged)
+                | HighWatermarkChanged | RoleChanged | AppendSnapshotChunk)
 
-__all__ = ["AppendFetched", "AppendLeaderChange", "HighWatermarkChanged", "PersistElectionState",
+__all__ = ["AppendFetched", "AppendLeaderChange", "AppendSnapshotChunk", "HighWatermarkChanged", "PersistElectionState",
            "QuorumEffect", "RoleChanged", "Send", "TruncateTo"]

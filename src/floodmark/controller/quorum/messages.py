@@ -98,14 +98,44 @@ class QuorumFetchResponse:
     diverging: EpochEndOffset | None = None
     read_from: int = -1
     read_upto: int = -1
+    snapshot_end_offset: int = -1
+    """KIP-630's SnapshotId: the fetch offset is below the leader's log start; load this
+    snapshot (FetchSnapshot), then fetch from its end offset. -1: none."""
+    snapshot_epoch: int = -1
 
     @property
     def has_records(self) -> bool:
         return (self.error is ErrorCode.NONE and self.diverging is None
-                and self.read_upto > self.read_from)
+                and self.snapshot_end_offset < 0 and self.read_upto > self.read_from)
 
 
-QuorumRequest = VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | QuorumFetchRequest
+@dataclass(frozen=True, slots=True)
+class FetchSnapshotRequest:
+    """KIP-630 FetchSnapshot: the bytes of the leader's snapshot from ``position``."""
+
+    replica_id: int
+    current_leader_epoch: int
+    snapshot_end_offset: int
+    snapshot_epoch: int
+    position: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSnapshotResponse:
+    """A chunk of the snapshot (``size`` bytes in all) from ``position`` travels beside it when
+    ``error`` is NONE (SNAPSHOT_NOT_FOUND: the leader has a newer one; fetch again)."""
+
+    error: ErrorCode
+    leader_epoch: int
+    leader_id: int
+    snapshot_end_offset: int
+    snapshot_epoch: int
+    size: int = -1
+    position: int = -1
+
+
+QuorumRequest = (VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest
+                 | QuorumFetchRequest | FetchSnapshotRequest)
 QuorumResponse = (VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse
-                  | QuorumFetchResponse)
+                  | QuorumFetchResponse | FetchSnapshotResponse)
 QuorumMessage = QuorumRequest | QuorumResponse

@@ -108,6 +108,9 @@ class Follower:
     voted_for: int
     next_fetch_ms: int
     fetch_sent_ms: int  # -1: no fetch in flight
+    snapshot: tuple[int, int, int] | None = None
+    """A FetchSnapshot transfer under way: (end offset, epoch, bytes held); a lost answer
+    resumes it at the bytes held rather than starting over (KIP-630)."""
 
 
 @dataclass(frozen=True, slots=True)
