@@ -250,11 +250,12 @@ def memory_report(workdir: Path, partitions: int = 1000, connections: int = 800)
         time.sleep(1.0)
         with_parts = rss_bytes(b.proc.pid)
         socks = []
-        host, port = b.bootstrap.split(":")
+        from floodmark.address import parse_bootstrap
         from floodmark.client.connection import encode_request
 
+        address = parse_bootstrap(b.bootstrap)[0]
         for i in range(connections):
-            s = socket.create_connection((host, int(port)))
+            s = socket.create_connection(address)
             s.sendall(encode_request(18, 3, i, {"client_software_name": "bench",
                                                 "client_software_version": "1"}))
             socks.append(s)
