@@ -532,3 +532,21 @@ def test_t12_epoch_query_for_a_newer_epoch_than_the_leaders_own_is_unknown_leade
         assert error is ErrorCode.UNKNOWN_LEADER_EPOCH, (current, error, answer)
     error, answer = stale.handle_epoch_query(log, EpochQuery(-1, -1, 0))
     assert error is ErrorCode.NONE and answer.end_offset == 60
+
+
+# -- KIP-207: a new leader's latest offset waits for its HW to reach the epoch start ------------
+def test_new_leader_offsets_not_available_until_hw_reaches_epoch_start() -> None:
+    log = FakeLog()
+    log.append(0, 3)  # three records of epoch 0, committed under the old leader
+    # Broker 2 becomes leader in epoch 1 with the HW it had as a follower (0: one fetch late).
+    leader = leader_with(log, reg([1, 2], [1, 2], 2, leader_epoch=1))
+    assert leader.high_watermark == 0 and leader.role is not None
+    assert leader.role.leader_epoch_start_offset == 3  # type: ignore[union-attr]
+    assert not leader.offsets_available  # answering 0 would move a consumer's "latest" back
+    # The follower's fetch at the log end moves the HW to the epoch start: offsets again.
+    leader.handle_follower_fetch(log, fetch(1, 3, 0, 1), 10)
+    assert leader.high_watermark == 3 and leader.offsets_available
+    # Followers (and replicas with no role) are never refused by this rule.
+    follower = make(1)
+    follower.apply_metadata(FakeLog(), reg([1, 2], [1, 2], 2, leader_epoch=1), 0)
+    assert follower.offsets_available

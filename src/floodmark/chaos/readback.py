@@ -9,17 +9,26 @@ import time
 def read_partition(bootstrap: str, topic: str, partition: int = 0,
                    timeout_s: float = 60.0) -> dict[int, bytes | None]:
     """offset -> value for every record below the HW (stops early only at ``timeout_s``)."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "floodmark-readback",
                          "enable.auto.commit": False,
                          "topic.metadata.refresh.interval.ms": 500})
     try:
-        _low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition),
-                                                    timeout=30)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                _low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition),
+                                                            timeout=30)
+                break
+            except KafkaException:
+                # A leader just elected answers OFFSET_NOT_AVAILABLE until its HW caught up
+                # (KIP-207); leaders may still be moving. Ask again until the deadline.
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
         consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
         out: dict[int, bytes | None] = {}
-        deadline = time.monotonic() + timeout_s
         while len(out) < high and time.monotonic() < deadline:
             msg = consumer.poll(0.5)
             offset = msg.offset() if msg is not None and msg.error() is None else None

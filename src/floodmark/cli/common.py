@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from floodmark.client.cluster import ClusterClient, Retriable, error_text
+from floodmark.client.cluster import RETRIABLE, ClusterClient, Retriable, error_text
 from floodmark.client.connection import RequestFailed
 from floodmark.cluster.local import DEFAULT_DATA_DIR, load_cluster
 from floodmark.errors import ErrorCode
@@ -19,10 +19,7 @@ from floodmark.errors import ErrorCode
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 BOOTSTRAP_ENV = "FLOODMARK_BOOTSTRAP"
 
-RETRIABLE_CODES = frozenset(int(c) for c in (
-    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE,
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS,
-    ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.REQUEST_TIMED_OUT))
+RETRIABLE_CODES = frozenset(int(c) for c in RETRIABLE)  # the one list: client.cluster
 
 
 class CliError(Exception):

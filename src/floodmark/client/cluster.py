@@ -28,6 +28,7 @@ RETRIABLE = frozenset({
     ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
     ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_ENOUGH_REPLICAS,
     ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH,
+    ErrorCode.OFFSET_NOT_AVAILABLE,  # a new leader whose HW has not caught up (KIP-207)
 })
 BACKOFF_S = 0.2
 

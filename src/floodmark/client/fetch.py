@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from floodmark.client.cluster import ClusterClient, Retriable, error_text
+from floodmark.client.cluster import RETRIABLE, ClusterClient, Retriable, error_text
 from floodmark.client.connection import RequestFailed
 from floodmark.errors import ErrorCode
 
@@ -36,12 +36,7 @@ READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
 
 # Answers a Fetch/ListOffsets gets while leadership moves: refresh Metadata and ask again.
-RETRIABLE_CODES = frozenset(int(c) for c in (
-    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE,
-    ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH,
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS,
-    ErrorCode.REQUEST_TIMED_OUT,
-))
+RETRIABLE_CODES = frozenset(int(c) for c in RETRIABLE)  # the one list: client.cluster
 
 
 class FetchError(RequestFailed):

@@ -286,6 +286,16 @@ class Partition:
     def maximal_isr(self) -> tuple[int, ...]:
         return self.role.isr_state.maximal_isr if isinstance(self.role, LeaderState) else ()
 
+    @property
+    def offsets_available(self) -> bool:
+        """KIP-207: a new leader's HW is the one it had as a follower (one fetch late, §1) until
+        its followers' fetches move it; while that HW is below the offset where this epoch
+        began, a consumer may already have seen a higher HW from the previous leader, so the
+        latest offset is not answered (OFFSET_NOT_AVAILABLE, retriable) rather than answered
+        lower than before. Followers' and tools' reads of the log end are not affected."""
+        return not (isinstance(self.role, LeaderState)
+                    and self.high_watermark < self.role.leader_epoch_start_offset)
+
     def remote_log_end_offsets(self) -> dict[int, int]:
         """Leader only: the follower LEOs it has learned (-1 = unknown), by replica id."""
         if not isinstance(self.role, LeaderState):

@@ -353,20 +353,21 @@ def _list_partition(broker: HandlerContext, ps: PartitionState | None, p: Any, i
         # Replicas and debug tools (replica_id != -1) see the log end, consumers the HW (§2.7).
         out["offset"] = ps.log_end_offset
         out["leader_epoch"] = ps.leader_epoch
+    elif ts == LATEST and not ps.core.offsets_available:
+        out["error_code"] = int(ErrorCode.OFFSET_NOT_AVAILABLE)  # KIP-207: HW not caught up yet
     elif ts == LATEST:
         out["offset"] = ps.high_watermark  # LSO == HW without transactions
         out["leader_epoch"] = ps.leader_epoch
     elif ts == EARLIEST:
         out["offset"] = ps.log_start_offset
         out["leader_epoch"] = cache.epoch_for_offset(ps.log_start_offset)
-    elif ts == MAX_TIMESTAMP:
-        found = ps.log.offset_for_timestamp(MAX_TIMESTAMP)
-        if found is not None and found[0] < ps.high_watermark:
-            out["offset"], out["timestamp"], out["leader_epoch"] = found
-    elif ts >= 0:
+    elif ts == MAX_TIMESTAMP or ts >= 0:
         found = ps.log.offset_for_timestamp(ts)
         if found is not None and found[0] < ps.high_watermark:
             out["offset"], out["timestamp"], out["leader_epoch"] = found
+        elif not ps.core.offsets_available:
+            # "No record at or after ts below the HW" could be wrong while the HW lags (KIP-207).
+            out["error_code"] = int(ErrorCode.OFFSET_NOT_AVAILABLE)
     else:
         out["error_code"] = int(ErrorCode.INVALID_REQUEST)
     return out
