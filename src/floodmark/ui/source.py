@@ -150,6 +150,16 @@ class LocalClusterSource:
                     int(reg["leader"]), int(reg["leader_epoch"]),
                     tuple(int(r) for r in reg["replicas"]), tuple(int(r) for r in reg["isr"]))
         internal = {t for t, _ in registrations if t.startswith("__")}
+        if controller is not None and self.cluster.is_quorum:
+            # The seed's remote-LEO figure for the metadata log: the leader's epoch and HW and
+            # each voter's LEO and lag, as `floodmark cluster quorum` shows them.
+            q = self.cluster.quorum()
+            controller["quorum"] = {
+                "leader_id": q["leader_id"], "leader_epoch": q["leader_epoch"],
+                "high_watermark": q["high_watermark"],
+                "voters": [{"id": int(v["voter_id"]), "log_end_offset": v.get("log_end_offset"),
+                            "lag": v.get("lag"), "state": v.get("state")}
+                           for v in q["voters"]]}
         return ClusterView("local", brokers, controller, registrations, internal)
 
 

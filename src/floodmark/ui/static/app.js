@@ -63,6 +63,25 @@ function renderCluster(cluster) {
     ctl.append(el("span", {}, `controller ${c.id} at ${c.address} — ${c.state}` +
       (c.metadata_offset !== null && c.metadata_offset !== undefined
         ? `, metadata log offset ${c.metadata_offset}` : "")));
+    if (c.quorum) {
+      // The controller quorum drawn like a partition's leader view: the leader's epoch and
+      // HW, and each voter's LEO with its lag behind the leader.
+      const q = c.quorum;
+      const line = el("div", { class: "quorum", id: "quorum",
+        "data-leader": q.leader_id ?? "", "data-epoch": q.leader_epoch ?? "",
+        "data-hw": q.high_watermark ?? "" });
+      line.append(el("span", {}, q.leader_id !== null && q.leader_id !== undefined
+        ? `quorum: leader ${q.leader_id}, epoch ${q.leader_epoch}, HW ${q.high_watermark}`
+        : "quorum: no leader (election in progress)"));
+      for (const v of q.voters) {
+        line.append(el("span", { class: "voter", "data-voter": v.id,
+          "data-leo": v.log_end_offset ?? "", "data-lag": v.lag ?? "" },
+          ` · voter ${v.id}: LEO ${(v.log_end_offset ?? -1) >= 0 ? v.log_end_offset : "?"}` +
+          ((v.lag ?? -1) >= 0 && (v.log_end_offset ?? -1) >= 0 ? ` (lag ${v.lag})` : "") +
+          (v.state && v.state !== "running" ? ` [${v.state}]` : "")));
+      }
+      ctl.append(line);
+    }
   } else {
     ctl.append(el("span", { class: "muted" },
       "controller: not visible over the Kafka protocol (use --data-dir for a local cluster)"));
