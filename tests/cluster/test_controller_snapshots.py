@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from floodmark.address import parse_host_port
 from floodmark.controller import rpc
 from tests.cluster.helpers import stop_process, wait_until
 from tests.cluster.test_controller_quorum import Quorum
@@ -41,7 +42,7 @@ class Heartbeats:
     def beat(self, address: str, args: dict[str, Any]) -> dict[str, Any]:
         if address != self.address:
             self.close()
-            host, port = rpc.parse_address(address)
+            host, port = parse_host_port(address, min_port=1)
             self.sock = socket.create_connection((host, port), timeout=15)
             self.address = address
         assert self.sock is not None
