@@ -4,6 +4,7 @@ thread that records every acknowledgement, and checks that read the replicas' se
 from __future__ import annotations
 
 import hashlib
+import logging
 import signal
 import subprocess
 import threading
@@ -206,3 +207,15 @@ def stop_process(proc: subprocess.Popen[Any], timeout_s: float = 10.0) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(5)
+
+
+class LogLines(logging.Handler):
+    """Every message logged to the logger it is added to (the broker's own debug lines, read by
+    tests that check what a component did)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())

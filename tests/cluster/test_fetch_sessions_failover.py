@@ -18,21 +18,12 @@ from kafka import KafkaConsumer
 from kafka import TopicPartition as KTopicPartition
 
 from floodmark.client import KafkaConnection
-from tests.cluster.helpers import start_cluster, wait_until
+from tests.cluster.helpers import LogLines, start_cluster, wait_until
 
 pytestmark = pytest.mark.integration
 
 TOPIC = "sessions"
 PARTITIONS = 12
-
-
-class _Lines(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(record.getMessage())
 
 
 def _produce(bootstrap: str, prefix: bytes, count: int, acked: set[tuple[int, bytes]]) -> None:
@@ -77,7 +68,7 @@ def _check_leader_hint(cluster: Any, leader: int) -> None:
 
 def test_sessions_through_a_leader_change(tmp_path: Path) -> None:
     cluster = start_cluster(tmp_path / "c", **{"auto.leader.rebalance.enable": "false"})
-    handler = _Lines()
+    handler = LogLines()
     fetcher_log = logging.getLogger("kafka.consumer.fetcher")
     old_level = fetcher_log.level
     fetcher_log.addHandler(handler)

@@ -17,6 +17,7 @@ from kafka import KafkaConsumer
 from kafka import TopicPartition as KTopicPartition
 
 from floodmark.client import KafkaConnection
+from tests.cluster.helpers import LogLines
 
 pytestmark = pytest.mark.compat
 
@@ -93,22 +94,13 @@ def test_session_wire_rules(broker, version: int) -> None:  # type: ignore[no-un
         assert int(_fetch(conn, version, sid, 4, []).error_code) == 70
 
 
-class _Lines(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(record.getMessage())
-
-
 def test_kafka_python_sessions_across_many_partitions(broker) -> None:  # type: ignore[no-untyped-def]
     topic, partitions, rounds = "sess-many", 32, 25
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
     expected = {(i % partitions, b"r%03d-%02d" % (i // partitions, i % partitions))
                 for i in range(rounds * partitions)}
-    handler = _Lines()
+    handler = LogLines()
     fetcher_log = logging.getLogger("kafka.consumer.fetcher")
     fetcher_log.addHandler(handler)
     old_level = fetcher_log.level

@@ -15,17 +15,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from floodmark.client import KafkaConnection
 from floodmark.wire.api_table import SUPPORTED, ApiKey
+from tests.cluster.helpers import LogLines
 
 pytestmark = pytest.mark.compat
-
-
-class _Lines(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(record.getMessage())
 
 
 def _poll(c: Consumer, n: int, timeout_s: float = 60) -> list[tuple[int, bytes]]:
@@ -47,7 +39,7 @@ def test_librdkafka_fetches_by_topic_id(broker) -> None:  # type: ignore[no-unty
     for part, value in sent:
         p.produce(topic, value=value, partition=part)
     assert p.flush(30) == 0
-    handler = _Lines()
+    handler = LogLines()
     logger = logging.getLogger("compat9.rdkafka")
     logger.addHandler(handler)
     logger.setLevel(logging.DEBUG)

@@ -8,21 +8,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
-from floodmark.replication.epochs import UNDEFINED_EPOCH, EpochCache
+from floodmark.replication.epochs import UNDEFINED_EPOCH
+from floodmark.replication.partition import LogView
 
 
-class QuorumLogView(Protocol):
-    """The log facts the core reads (``floodmark.storage.Log`` fits). ``recovery_point`` is the
-    flushed end offset: a leader counts only what is on its disk towards a majority."""
-
-    @property
-    def log_start_offset(self) -> int: ...
-
-    @property
-    def log_end_offset(self) -> int: ...
-
-    @property
-    def epoch_cache(self) -> EpochCache: ...
+class QuorumLogView(LogView, Protocol):
+    """The partition core's log facts (``floodmark.storage.Log`` fits) plus ``recovery_point``,
+    the flushed end offset: a leader counts only what is on its disk towards a majority."""
 
     @property
     def recovery_point(self) -> int: ...
