@@ -61,6 +61,11 @@ def test_scenario_replay_steps_forward_and_back(ui_url: str, tmp_path: Path) -> 
             page.wait_for_selector("#sim-replicas .replica")
             page.select_option("#sim-scenario", name)
             page.select_option("#sim-truncation", mode.value)
+            # the choice is fetched asynchronously: wait until the page shows this very replay
+            page.wait_for_function(
+                "(([n, m]) => { const s = document.getElementById('sim-step').dataset;"
+                " return s.scenario === n && s.truncation === m; })",
+                arg=[name, mode.value])
 
             def shown() -> dict[str, Any]:
                 result: dict[str, Any] = page.evaluate(READ_SIM)

@@ -424,6 +424,8 @@ function renderSim() {
   const stepBox = document.getElementById("sim-step");
   stepBox.textContent = `step ${sim.index + 1} / ${data.steps.length}`;
   stepBox.dataset.index = String(sim.index);
+  stepBox.dataset.scenario = data.scenario;
+  stepBox.dataset.truncation = data.truncation;
   document.getElementById("sim-event").textContent = step.event;
   document.getElementById("sim-notes").replaceChildren(...step.notes.map((n) => el("li", {}, n)));
   renderPartition(step.partition, step.brokers, SIM, step.values);
@@ -437,8 +439,12 @@ async function loadScenario() {
   const mode = document.getElementById("sim-truncation").value;
   const resp = await fetch(`/api/scenarios/${encodeURIComponent(name)}?truncation=${encodeURIComponent(mode)}`);
   if (!resp.ok) return;
+  const data = await resp.json();
+  // a later choice may have been answered first: keep only the answer to what is selected now
+  if (name !== document.getElementById("sim-scenario").value
+      || mode !== document.getElementById("sim-truncation").value) return;
   const keep = sim.data && sim.data.scenario === name ? sim.index : 0;  // same step, other mode
-  sim.data = await resp.json();
+  sim.data = data;
   sim.index = keep;
   state.simKey = null;
   const desc = (sim.list || []).find((s) => s.name === name);
