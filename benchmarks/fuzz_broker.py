@@ -7,7 +7,8 @@ against it in chunks of ``--chunk-frames`` frames (chunk i uses seed ``--seed`` 
 run is bounded (``--time-limit-s`` over all chunks, and each chunk by the time left) and shows
 the broker's memory as it goes. After each chunk one JSON line is printed and appended to
 ``--progress``: frames so far, the chunk's figures, the broker's RSS, whether it is alive,
-handler failures in its log. ``--resume`` continues a stopped run from the last line of
+handler failures in its log, and its partition directories (valid CreateTopics frames create
+topics, so the broker's state, and its memory, grows with them). ``--resume`` continues a stopped run from the last line of
 ``--progress`` (the frame count and the next chunk's seed; the broker is a new one, which the
 line says). A dead broker ends the run. Prints figures, never pass/fail.
 """
@@ -84,6 +85,8 @@ def main() -> None:
                        "wall_s": round(time.monotonic() - started, 1),
                        "new_broker": first and args.resume, "broker_alive": alive,
                        "rss_kb": rss_kb(proc.pid), "handler_failures": failures,
+                       # valid CreateTopics frames create topics: state that grows legitimately
+                       "partition_dirs": sum(1 for _ in (Path(tmp) / "data").iterdir()),
                        "crashes_total": crashes, "lost_total": lost,
                        "chunk_report": {k: data[k] for k in (
                            "frames", "frames_per_s", "answered", "closed", "acknowledged",
