@@ -156,7 +156,8 @@ class ClusterMembership(MembershipBase):
                 continue
             stale = answer.get("error") == int(ErrorCode.STALE_BROKER_EPOCH)
             if self.session.heartbeat_answered(
-                    sent_ms, _monotonic_ms(), stale_epoch=stale, metadata_end=int(answer.get("end", 0)),
+                    sent_ms, _monotonic_ms(), stale_epoch=stale,
+                    metadata_end=int(answer.get("end", 0)),
                     session_timeout_ms=answer.get("session_timeout_ms")):
                 # Fenced meanwhile: the metadata may have moved this broker's partitions. Until
                 # the image reaches the controller's end, sequence gaps are not this broker's to
