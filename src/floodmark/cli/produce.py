@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from typing import Any, BinaryIO
 
 from floodmark.cli.common import CliError, add_bootstrap, connect, pairs
-from floodmark.cli.progress import Bar, add_progress_flag
 from floodmark.client.producer import Header, IdempotentProducer
+from floodmark.progress import Bar, add_progress_flag
 
 
 def register(subparsers: Any) -> None:
