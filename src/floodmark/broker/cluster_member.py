@@ -33,7 +33,6 @@ import signal
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
 
 from floodmark.address import format_host_port, parse_host_port
 from floodmark.broker import dynamic_configs
@@ -170,7 +169,7 @@ class ClusterMembership(MembershipBase):
 
     async def _isr_checks(self) -> None:
         host = self.host
-        lag_ms = int(host.config.get("replica.lag.time.max.ms"))
+        lag_ms = host.config.get_int("replica.lag.time.max.ms")
         while not host.closing:
             await asyncio.sleep(max(0.05, lag_ms / 2000))
             now = host.now_ms()
@@ -348,7 +347,7 @@ class ClusterMembership(MembershipBase):
         image = self.controller_client.image
         topic = image.topics.get(OFFSETS_TOPIC)
         if topic is None:
-            n = int(self.host.config.get("offsets.topic.num.partitions"))
+            n = self.host.config.get_int("offsets.topic.num.partitions")
             rf = max(1, min(3, len(image.acceptable_brokers())))
             try:
                 self.controller_client.create_topic(OFFSETS_TOPIC, n, rf,
@@ -433,12 +432,14 @@ def main(argv: list[str] | None = None) -> int:
         controller = ControllerServer(args.controller_data_dir, ControllerConfig(
             broker_session_timeout_ms=args.broker_session_timeout_ms))
     if args.metrics_listen:
+        from prometheus_client.registry import Collector
+
         from floodmark.broker.metrics import BrokerCollector
         from floodmark.controller.metrics import ControllerCollector
         from floodmark.metrics import RequestMetrics, serve_metrics
 
         broker.request_metrics = RequestMetrics()
-        collectors: list[Any] = [broker.request_metrics, BrokerCollector(broker)]
+        collectors: list[Collector] = [broker.request_metrics, BrokerCollector(broker)]
         if controller is not None:
             collectors.append(ControllerCollector(controller))
         mhost, mport = serve_metrics(collectors, args.metrics_listen)

@@ -37,7 +37,7 @@ class LocalMembership(MembershipBase):
         controller = self._local
         self.metadata_changed()
         if OFFSETS_TOPIC not in controller.topics():
-            n = int(host.config.get("offsets.topic.num.partitions"))
+            n = host.config.get_int("offsets.topic.num.partitions")
             controller.create_topic(OFFSETS_TOPIC, n, 1, {"cleanup.policy": "compact"},
                                     internal=True)
             self.metadata_changed()

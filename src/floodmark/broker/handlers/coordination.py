@@ -9,22 +9,19 @@ each in its own response shape.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
-from typing import Any
 
-from floodmark.broker.context import HandlerContext
+from floodmark.broker.boundary import ClientConnection, HandlerResult, WireRequest, WireResponse
+from floodmark.broker.context import Handler, HandlerContext
 from floodmark.errors import ErrorCode
 from floodmark.wire.api_table import ApiKey
 from floodmark.wire.codec import RequestHeader
 
-Handler = Callable[[HandlerContext, RequestHeader, Any, Any], Any]
 
-
-def find_coordinator(ctx: HandlerContext, header: RequestHeader, req: Any,
-                     conn: Any) -> dict[str, Any]:
+def find_coordinator(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
+                     conn: ClientConnection) -> WireResponse:
     membership = ctx.membership
 
-    def answer(key: str) -> dict[str, Any]:
+    def answer(key: str) -> WireResponse:
         node_id = membership.coordinator_for(key)
         address = membership.broker_address(node_id) if node_id >= 0 else None
         if address is None:
@@ -46,7 +43,7 @@ def coordinated(handler: Handler) -> Handler:
     """``handler`` is served by the group's coordinator only."""
 
     @functools.wraps(handler)
-    def handle(ctx: HandlerContext, header: RequestHeader, req: Any, conn: Any) -> Any:
+    def handle(ctx: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> HandlerResult:
         refusal = _not_coordinator(ctx, header, req)
         return refusal if refusal is not None else handler(ctx, header, req, conn)
 
@@ -54,7 +51,7 @@ def coordinated(handler: Handler) -> Handler:
 
 
 def _not_coordinator(ctx: HandlerContext, header: RequestHeader,
-                     req: Any) -> dict[str, Any] | None:
+                     req: WireRequest) -> WireResponse | None:
     """NOT_COORDINATOR (in the request's own response shape) unless this broker coordinates
     every group the request names."""
     api, version = header.api_key, header.api_version

@@ -5,8 +5,9 @@ the refusals of other brokers are ``coordination``'s)."""
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from floodmark.broker.boundary import ClientConnection, HandlerResult, WireRequest, WireResponse
 from floodmark.broker.offsets import CommittedOffset, partition_for
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import OFFSETS_TOPIC
@@ -14,12 +15,11 @@ from floodmark.wire.codec import RequestHeader, ms
 
 if TYPE_CHECKING:
     from floodmark.broker.context import HandlerContext
-    from floodmark.broker.server import Connection
 
 log = logging.getLogger(__name__)
 
 
-async def _join(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
+async def _join(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> WireResponse:
     version = header.api_version
     session_ms = ms(req.session_timeout)
     rebalance_ms = ms(getattr(req, "rebalance_timeout", None)) if version >= 1 else session_ms
@@ -43,11 +43,11 @@ async def _join(broker: HandlerContext, header: RequestHeader, req: Any, conn: C
     }
 
 
-def join_group(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
+def join_group(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> HandlerResult:
     return _join(broker, header, req, conn)
 
 
-async def _sync(broker: HandlerContext, header: RequestHeader, req: Any) -> Any:
+async def _sync(broker: HandlerContext, header: RequestHeader, req: WireRequest) -> WireResponse:
     err, assignment, _ = await broker.groups.sync(
         group_id=req.group_id, member_id=req.member_id, generation_id=int(req.generation_id),
         assignments=[(a.member_id, bytes(a.assignment)) for a in req.assignments],
@@ -59,17 +59,17 @@ async def _sync(broker: HandlerContext, header: RequestHeader, req: Any) -> Any:
             "protocol_name": g.protocol_name if g else None, "assignment": assignment}
 
 
-def sync_group(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
+def sync_group(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> HandlerResult:
     return _sync(broker, header, req)
 
 
-def heartbeat(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
+def heartbeat(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> HandlerResult:
     err = broker.groups.heartbeat(req.group_id, req.member_id, int(req.generation_id),
                                   getattr(req, "group_instance_id", None))
     return {"throttle_time": 0, "error_code": int(err)}
 
 
-def leave_group(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
+def leave_group(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> HandlerResult:
     if header.api_version >= 3:
         members = []
         for m in req.members:
@@ -100,7 +100,7 @@ def _append_offsets(broker: HandlerContext, group: str,
     return ErrorCode.NONE
 
 
-def offset_commit(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
+def offset_commit(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> HandlerResult:
     group = req.group_id
     generation = int(getattr(req, "generation_id_or_member_epoch", getattr(req, "generation_id", -1)))
     err = broker.groups.validate_commit(group, req.member_id, generation,
@@ -136,7 +136,7 @@ def offset_commit(broker: HandlerContext, header: RequestHeader, req: Any, conn:
     return {"throttle_time": 0, "topics": results}
 
 
-def _fetch_group(broker: HandlerContext, group: str, topics: Any) -> list[dict[str, Any]]:
+def _fetch_group(broker: HandlerContext, group: str, topics: WireRequest) -> list[WireResponse]:
     if topics is None:
         by_topic: dict[str, list[int]] = {}
         for (topic, partition) in broker.offsets.group_offsets(group):
@@ -158,7 +158,7 @@ def _fetch_group(broker: HandlerContext, group: str, topics: Any) -> list[dict[s
     return out
 
 
-def offset_fetch(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
+def offset_fetch(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> HandlerResult:
     if header.api_version >= 8:
         groups = [{"group_id": g.group_id, "topics": _fetch_group(broker, g.group_id, g.topics),
                    "error_code": 0} for g in req.groups]
@@ -167,7 +167,7 @@ def offset_fetch(broker: HandlerContext, header: RequestHeader, req: Any, conn: 
             "topics": _fetch_group(broker, req.group_id, req.topics)}
 
 
-def list_groups(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
+def list_groups(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> HandlerResult:
     wanted = set(getattr(req, "states_filter", ()) or ())
     names = set(broker.groups.groups) | set(broker.offsets.groups())
     out = []
@@ -181,18 +181,17 @@ def list_groups(broker: HandlerContext, header: RequestHeader, req: Any, conn: C
     return {"throttle_time": 0, "error_code": 0, "groups": out}
 
 
-def describe_groups(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
+def describe_groups(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> HandlerResult:
     out = []
     for gid in req.groups:
         desc = broker.groups.describe(gid)
         if desc["group_state"] == "Dead" and gid in broker.offsets.groups():
             desc["group_state"] = "Empty"
-        desc.update(error_code=0, authorized_operations=-(2**31))
-        out.append(desc)
+        out.append({**desc, "error_code": 0, "authorized_operations": -(2**31)})
     return {"throttle_time": 0, "groups": out}
 
 
-def delete_groups(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
+def delete_groups(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> HandlerResult:
     """DeleteGroups: an empty group's committed offsets become tombstones in its offsets
     partition (compaction removes them) and its state goes."""
     results = []
@@ -212,11 +211,11 @@ def delete_groups(broker: HandlerContext, header: RequestHeader, req: Any, conn:
     return {"throttle_time": 0, "results": results}
 
 
-def offset_delete(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
+def offset_delete(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> HandlerResult:
     """OffsetDelete (KIP-496): committed offsets of partitions the group no longer consumes."""
     group = req.group_id
 
-    def refuse(err: ErrorCode) -> dict[str, Any]:
+    def refuse(err: ErrorCode) -> WireResponse:
         return {"error_code": int(err), "throttle_time": 0, "topics": []}
 
     if not broker.is_coordinator(group):
