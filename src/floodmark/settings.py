@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from floodmark.errors import ErrorCode, KafkaError
@@ -292,6 +292,12 @@ def validate_topic_configs(configs: Mapping[str, Any]) -> dict[str, Any]:
         if value is None:
             continue
         out[name] = value
+        broker_name = TOPIC_CONFIG_DEFAULTS.get(name)
+        if broker_name is not None:  # the type of the broker setting it defaults from
+            try:
+                replace(SETTINGS[broker_name], name=name).parse(value)
+            except ValueError as exc:
+                raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from exc
     try:
         topic_log_config(out)
     except (ValueError, TypeError) as exc:
