@@ -40,7 +40,7 @@ from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import OFFSETS_TOPIC, TopicMeta
 from floodmark.replication.election import AlterPartitionRequest
 from floodmark.replication.produce import ProduceSettings
-from floodmark.storage.config import LogConfig
+from floodmark.settings import topic_log_config
 from floodmark.wire.api_table import SUPPORTED, ApiKey, accepted_range
 from floodmark.wire.codec import (
     RequestHeader,
@@ -105,6 +105,7 @@ class Broker:
         # ISR changes the controller accepted (Kafka's IsrShrinksPerSec / IsrExpandsPerSec).
         self.isr_shrinks = 0
         self.isr_expands = 0
+        self.metadata_apply_errors = 0  # metadata records skipped (Kafka's metadata-apply-error-count)
         self._closing = False
         self.membership.attach(self)
 
@@ -325,8 +326,9 @@ class Broker:
         """New topic configs, or (``force``) new dynamic broker defaults under the same ones."""
         if ps.topic_configs == configs and not force:
             return
-        min_isr = self.config.min_insync_replicas(configs)
-        ps.reconfigure(LogConfig.from_kafka(dict(configs), self.storage.base_config), min_isr)
+        log_config, min_isr = topic_log_config(
+            configs, self.storage.base_config, self.config.get_int("min.insync.replicas"))
+        ps.reconfigure(log_config, min_isr)
         ps.topic_configs = dict(configs)
         if not force:
             log.info("partition %s: topic configs now %s", ps.name, configs)

@@ -44,7 +44,7 @@ from floodmark.broker.offsets import partition_for
 from floodmark.broker.partition_state import PartitionState
 from floodmark.broker.replica_fetcher import ReplicaManager
 from floodmark.controller.client import ControllerClient
-from floodmark.controller.image import MetadataRecord, record_to_registration
+from floodmark.controller.image import MetadataRecord, UnappliedRecord, record_to_registration
 from floodmark.controller.rpc import RpcError
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import OFFSETS_TOPIC
@@ -69,6 +69,7 @@ class ClusterMembership(MembershipBase):
     def __init__(self, controller_client: ControllerClient) -> None:
         self.controller_client = controller_client
         controller_client.on_records = self._on_metadata
+        controller_client.on_unapplied = self._on_unapplied
         self._bad_partitions: dict[PartitionKey, str] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False
@@ -266,6 +267,11 @@ class ClusterMembership(MembershipBase):
             if host.remove_partition(key, delete=True) is not None:
                 log.info("partition %s-%d removed from broker %d (deleted=True)", key[0], key[1],
                          host.node_id)
+
+    def _on_unapplied(self, _bad: UnappliedRecord) -> None:
+        """A metadata record skipped (the client logged it): counted in /metrics."""
+        if self._host is not None:
+            self._host.metadata_apply_errors += 1
 
     def _bad_partition(self, key: PartitionKey, exc: Exception) -> None:
         last = self._bad_partitions.get(key)

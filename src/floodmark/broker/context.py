@@ -108,6 +108,7 @@ class MemberHost(BrokerCore, Protocol):
     replicas: ReplicaManager | None
     isr_shrinks: int
     isr_expands: int
+    metadata_apply_errors: int
 
     @property
     def closing(self) -> bool: ...

@@ -385,11 +385,11 @@ def parse_fetch_response(frame: memoryview, version: int) -> tuple[int, FetchAns
         if version >= 7:
             error_code, session_id = struct.unpack_from(">hi", frame, pos)
             pos += 6
-        n_topics, pos = _array_len(frame, pos, False)
+        n_topics, pos = _length(frame, pos, False)
         topics: list[FetchedTopic] = []
         for _ in range(max(n_topics, 0)):
             name, pos = _string(frame, pos, False)
-            n_parts, pos = _array_len(frame, pos, False)
+            n_parts, pos = _length(frame, pos, False)
             parts: list[FetchedPartition] = []
             for _ in range(max(n_parts, 0)):
                 index, code, hw, lso = _FETCH_PART.unpack_from(frame, pos)
@@ -398,7 +398,7 @@ def parse_fetch_response(frame: memoryview, version: int) -> tuple[int, FetchAns
                 if version >= 5:
                     (log_start,) = _I64.unpack_from(frame, pos)
                     pos += 8
-                n_aborted, pos = _array_len(frame, pos, False)
+                n_aborted, pos = _length(frame, pos, False)
                 aborted: list[AbortedTransaction] | None = None
                 if n_aborted >= 0:
                     aborted = []
@@ -409,8 +409,7 @@ def parse_fetch_response(frame: memoryview, version: int) -> tuple[int, FetchAns
                 if version >= 11:
                     (preferred,) = _I32.unpack_from(frame, pos)
                     pos += 4
-                (size,) = _I32.unpack_from(frame, pos)
-                pos += 4
+                size, pos = _length(frame, pos, False)
                 records: memoryview | None = None
                 if size >= 0:
                     if pos + size > len(frame):
