@@ -39,6 +39,7 @@ from floodmark.broker import dynamic_configs
 from floodmark.broker.broker import Broker, now_ms
 from floodmark.broker.config import BrokerConfig
 from floodmark.broker.context import BrokerInfo, MembershipBase, PartitionKey
+from floodmark.broker.controller_session import ControllerSession
 from floodmark.broker.metadata import Controller
 from floodmark.broker.offsets import partition_for
 from floodmark.broker.partition_state import PartitionState
@@ -62,6 +63,10 @@ CLUSTER_DEFAULTS = {
 }
 
 
+def _monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
 class ClusterMembership(MembershipBase):
     """A broker's membership of a replicated cluster: its client of the controller quorum, the
     loops that keep it a member, and what it makes of the metadata."""
@@ -72,7 +77,9 @@ class ClusterMembership(MembershipBase):
         controller_client.on_unapplied = self._on_unapplied
         self._bad_partitions: dict[PartitionKey, str] = {}
         self._tasks: list[asyncio.Task[None]] = []
+        self._poll_task: asyncio.Task[None] | None = None
         self._started = False
+        self.session = ControllerSession()  # is this broker's leadership in doubt?
 
     @property
     def controller(self) -> Controller:
@@ -102,6 +109,7 @@ class ClusterMembership(MembershipBase):
         address, adv_port = host.advertised
         deadline = time.monotonic() + 60
         while True:
+            sent_ms = _monotonic_ms()
             try:
                 epoch = await self.controller_client.register(
                     address, adv_port, clean_shutdown=host.storage.clean_shutdown)
@@ -114,6 +122,7 @@ class ClusterMembership(MembershipBase):
                     return
                 await asyncio.sleep(0.2)
         self._set_broker_epoch(epoch)
+        self.session.registered(sent_ms)
         log.info("broker %d registered broker_epoch=%d", host.node_id, epoch)
         await self.controller_client.catch_up()
         self._started = True
@@ -125,7 +134,7 @@ class ClusterMembership(MembershipBase):
                 p for p in meta.partitions if host.node_id in p.replicas))
             for name, meta in self.controller_client.topics().items()})
         self._tasks.append(asyncio.create_task(self._heartbeats()))
-        self._tasks.append(asyncio.create_task(self._metadata_poll()))
+        self._poll_task = asyncio.create_task(self._metadata_poll())
         self._tasks.append(asyncio.create_task(self._isr_checks()))
         if ready is not None:
             ready(port)
@@ -139,21 +148,47 @@ class ClusterMembership(MembershipBase):
         timeout_s = min(HEARTBEAT_TIMEOUT_MAX_S, max(1.0, 5 * interval_s))
         while not host.closing:
             await asyncio.sleep(interval_s)
+            sent_ms = _monotonic_ms()
             try:
                 answer = await self.controller_client.heartbeat(timeout_s=timeout_s)
             except (RpcError, KafkaError) as exc:
                 log.warning("broker %d heartbeat failed: %s", host.node_id, exc)
                 continue
-            if answer.get("error") == int(ErrorCode.STALE_BROKER_EPOCH):
+            stale = answer.get("error") == int(ErrorCode.STALE_BROKER_EPOCH)
+            if self.session.heartbeat_answered(
+                    sent_ms, _monotonic_ms(), stale_epoch=stale,
+                    metadata_end=int(answer.get("end", 0)),
+                    session_timeout_ms=answer.get("session_timeout_ms")):
+                # Fenced meanwhile: the metadata may have moved this broker's partitions. Until
+                # the image reaches the controller's end, sequence gaps are not this broker's to
+                # judge (ControllerSession); a long poll stuck on a connection cut by the fault
+                # (TCP retransmission backoff) would keep it waiting: poll anew at once.
+                log.warning("broker %d controller session lapsed: leadership in doubt until the "
+                            "metadata reaches offset %d (at %d)", host.node_id,
+                            self.session.resync_to, self.controller_client.image.next_offset)
+                self._restart_metadata_poll()
+            if stale:
                 log.warning("broker %d broker_epoch=%d is stale: registering again",
                             host.node_id, self.controller_client.broker_epoch)
                 try:
                     address, port = host.advertised
+                    sent_ms = _monotonic_ms()
                     epoch = await self.controller_client.register(
                         address, port, clean_shutdown=host.storage.clean_shutdown)
                     self._set_broker_epoch(epoch)
+                    self.session.registered(sent_ms)
                 except (RpcError, KafkaError) as exc:
                     log.warning("broker %d re-registration failed: %s", host.node_id, exc)
+
+    def _restart_metadata_poll(self) -> None:
+        if self._poll_task is not None:
+            self._poll_task.cancel()
+        self.controller_client.restart_poll()
+        self._poll_task = asyncio.create_task(self._metadata_poll())
+
+    def leadership_in_doubt(self) -> bool:
+        return self.session.leadership_in_doubt(_monotonic_ms(),
+                                                self.controller_client.image.next_offset)
 
     async def _metadata_poll(self) -> None:
         host = self.host
@@ -203,6 +238,8 @@ class ClusterMembership(MembershipBase):
     def stop(self) -> None:
         for task in self._tasks:
             task.cancel()
+        if self._poll_task is not None:
+            self._poll_task.cancel()
         self.controller_client.close()
 
     def close(self) -> None:

@@ -85,6 +85,10 @@ class Membership(Protocol):
     def broker_address(self, node_id: int) -> tuple[str, int] | None:
         """Where clients reach broker ``node_id`` (None: not a live broker)."""
 
+    def leadership_in_doubt(self) -> bool:
+        """The controller may have moved this broker's partitions without its knowing
+        (``controller_session.ControllerSession``)."""
+
 
 class BrokerCore(Protocol):
     """What every part sees of the broker: its settings, controller, storage and partitions."""

@@ -102,5 +102,9 @@ class LocalMembership(MembershipBase):
         """A single broker coordinates every group."""
         return self.host.node_id
 
+    def leadership_in_doubt(self) -> bool:
+        """Never: this node is its own controller."""
+        return False
+
     def broker_address(self, node_id: int) -> tuple[str, int] | None:
         return self.host.advertised if node_id == self.host.node_id else None

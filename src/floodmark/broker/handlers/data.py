@@ -82,7 +82,8 @@ def append_partition(broker: HandlerContext, topic: str, partition: int, records
     produce_id = broker.next_produce_id() if acks == -1 else -1
     result = produce_as_leader(
         ps.core, ps.log, ps.producers, records, acks=acks, produce_id=produce_id,
-        now_ms=now_ms, timeout_ms=timeout_ms, settings=broker.produce_settings(ps))
+        now_ms=now_ms, timeout_ms=timeout_ms, settings=broker.produce_settings(ps),
+        leadership_in_doubt=broker.membership.leadership_in_doubt())
     if result.answer is not None and result.answer not in _ROUTINE_REFUSALS:
         _warn_refusal(ps, result.answer, result.error_message, now_ms)
     out.error_code = result.answer if result.answer is not None else ErrorCode.NONE
