@@ -14,6 +14,7 @@ One broker for a lone node and a cluster member alike: what differs is what it i
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import logging
 import time
@@ -27,7 +28,7 @@ from floodmark.broker.config import BrokerConfig
 from floodmark.broker.context import BrokerInfo, Membership, PartitionKey
 from floodmark.broker.fetch_sessions import FetchSessionCache
 from floodmark.broker.groups import GroupCoordinator
-from floodmark.broker.handlers import HANDLERS, RAW_HANDLERS, admin
+from floodmark.broker.handlers import HANDLERS, RAW_HANDLERS, admin, data
 from floodmark.broker.membership import LocalMembership
 from floodmark.broker.metadata import Controller
 from floodmark.broker.offsets import OffsetStore
@@ -35,8 +36,9 @@ from floodmark.broker.partition_state import PartitionState
 from floodmark.broker.purgatory import FetchPurgatory
 from floodmark.broker.replica_fetcher import ReplicaManager
 from floodmark.broker.server import Connection, start_listener
+from floodmark.broker.txn_coordinator import TransactionCoordinatorDriver
 from floodmark.errors import ErrorCode, KafkaError
-from floodmark.metadata import OFFSETS_TOPIC, TopicMeta
+from floodmark.metadata import INTERNAL_TOPICS, TopicMeta
 from floodmark.replication.election import AlterPartitionRequest
 from floodmark.replication.produce import ProduceSettings
 from floodmark.storage.config import LogConfig
@@ -86,6 +88,11 @@ class Broker:
             min_session_timeout_ms=int(config.get("group.min.session.timeout.ms")),
             max_session_timeout_ms=int(config.get("group.max.session.timeout.ms")),
         )
+        self.transactions = TransactionCoordinatorDriver(
+            self, functools.partial(data.append_partition, self),
+            max_timeout_ms=int(config.get("transaction.max.timeout.ms")),
+            cleanup_interval_ms=int(config.get(
+                "transaction.abort.timed.out.transaction.cleanup.interval.ms")))
         self.connections: set[Connection] = set()
         self.max_request_bytes = int(config.get("socket.request.max.bytes"))
         self.storage = storage_glue.Storage(self.data_dir, config)
@@ -166,6 +173,7 @@ class Broker:
         log.info("broker %d listening on %s:%d advertised %s:%d", self.node_id,
                  self.config.listen_host, self.bound_port, *self.advertised)
         self._tasks.append(asyncio.create_task(self._periodic()))
+        self.transactions.start()
         if self.config.get("log.cleaner.enable"):
             self._tasks.append(asyncio.create_task(self._cleaner()))
         self.membership.start(self.bound_port, ready)
@@ -269,6 +277,7 @@ class Broker:
         for conn in list(self.connections):
             conn.abort()
         self.groups.shutdown()
+        self.transactions.stop()
         self.purgatory.wake_all()
         await asyncio.sleep(0)
         self.close()
@@ -378,7 +387,7 @@ class Broker:
         if replication_factor == -1:
             replication_factor = int(self.config.get("default.replication.factor"))
         configs = self.storage.validate_topic_configs(configs)
-        if name.startswith("__") and name == OFFSETS_TOPIC:
+        if name in INTERNAL_TOPICS:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"{name} is internal")
         meta = self.controller.create_topic(name, num_partitions, replication_factor, configs,
                                             validate_only=validate_only,

@@ -40,7 +40,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from floodmark.metadata import OFFSETS_TOPIC, PartitionMeta, TopicMeta
+from floodmark.metadata import INTERNAL_TOPICS, PartitionMeta, TopicMeta
 from floodmark.replication.election import LeaderRecoveryState, PartitionRegistration
 
 MetadataRecord = dict[str, Any]
@@ -225,5 +225,5 @@ def topic_metas(image: MetadataImage) -> dict[str, TopicMeta]:
     for name, t in image.topics.items():
         parts = tuple(PartitionMeta(p, reg.leader, reg.leader_epoch, reg.replicas, reg.isr)
                       for p, reg in sorted(t.partitions.items()))
-        out[name] = TopicMeta(name, t.topic_id, parts, dict(t.configs), name == OFFSETS_TOPIC)
+        out[name] = TopicMeta(name, t.topic_id, parts, dict(t.configs), name in INTERNAL_TOPICS)
     return out

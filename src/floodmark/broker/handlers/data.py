@@ -409,10 +409,8 @@ def offset_for_leader_epoch(broker: HandlerContext, header: RequestHeader, req: 
 
 # -- InitProducerId --------------------------------------------------------------------------------
 def init_producer_id(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
-    if req.transactional_id is not None:
-        # Transactions are not implemented (and not advertised): only idempotent producers.
-        return {"throttle_time": 0, "error_code": int(ErrorCode.INVALID_REQUEST),
-                "producer_id": -1, "producer_epoch": -1}
+    """An idempotent producer's (no ``transactional.id``: those go to the transaction
+    coordinator, ``txn_apis``)."""
     existing = int(getattr(req, "producer_id", -1))
     existing_epoch = int(getattr(req, "producer_epoch", -1))
     if existing >= 0 and 0 <= existing_epoch < 32766:
