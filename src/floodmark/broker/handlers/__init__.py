@@ -10,7 +10,15 @@ from collections.abc import Callable
 from typing import Any
 
 from floodmark.broker.context import HandlerContext
-from floodmark.broker.handlers import admin, coordination, data, debug, group_apis, replication
+from floodmark.broker.handlers import (
+    admin,
+    coordination,
+    data,
+    debug,
+    group_apis,
+    replication,
+    txn_markers,
+)
 from floodmark.wire.api_table import SUPPORTED, UNADVERTISED, ApiKey
 
 Handler = Callable[[HandlerContext, Any, Any, Any], Any]
@@ -48,6 +56,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: admin.alter_partition_reassignments,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: admin.list_partition_reassignments,
     ApiKey.DESCRIBE_QUORUM: debug.describe_quorum,
+    ApiKey.WRITE_TXN_MARKERS: replication.wakes_followers(txn_markers.write_txn_markers),
 }
 # Hot path: handlers that take the raw frame (no kio decode, records stay views into the frame).
 RAW_HANDLERS: dict[int, RawHandler] = {
