@@ -43,7 +43,7 @@ def _lso(bootstrap: str) -> int | None:
     reader = FetchClient(bootstrap, isolation_level=READ_COMMITTED, request_timeout_ms=5000)
     try:
         return reader.list_offset(TOPIC, 0, LATEST_TIMESTAMP)
-    except Exception:  # noqa: BLE001 - the leader is moving: ask again
+    except Exception:
         return None
     finally:
         reader.close()
