@@ -10,10 +10,16 @@ import uuid
 import pytest
 
 from floodmark.client.cluster import ClusterClient
-from floodmark.client.fetch import LATEST_TIMESTAMP, READ_COMMITTED, FetchClient
+from floodmark.client.fetch import (
+    LATEST_TIMESTAMP,
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    FetchClient,
+    visible_records,
+)
 from floodmark.client.transactions import MarkerRefused, write_txn_marker
 from floodmark.errors import ErrorCode
-from floodmark.records import decode_records
+from floodmark.records import decode_records, iter_batches
 from tests.compat.txn_helpers import (
     create_topic,
     new_producer_id,
@@ -32,6 +38,27 @@ def _lso(bootstrap: str, topic: str) -> int:
     reader = FetchClient(bootstrap, isolation_level=READ_COMMITTED)
     try:
         return reader.list_offset(topic, 0, LATEST_TIMESTAMP)
+    finally:
+        reader.close()
+
+
+def _read_with_floodmark(bootstrap: str, topic: str, isolation: int = READ_COMMITTED
+                         ) -> list[bytes | None]:
+    """floodmark's own read path (``client.fetch``, what the Spark reader uses), fetching a
+    few bytes at a time so that aborted ranges span several answers."""
+    reader = FetchClient(bootstrap, isolation_level=isolation)
+    try:
+        end = reader.bounds(topic, 0).end_for(isolation)
+        out: list[bytes | None] = []
+        offset = 0
+        while offset < end:
+            fetched = reader.fetch(topic, 0, offset, max_bytes=1)
+            assert fetched.error_code == 0
+            batches = list(iter_batches(fetched.records))
+            assert batches, f"no progress at offset {offset}"
+            out.extend(r.value for r in visible_records(fetched, offset, isolation))
+            offset = batches[-1][1].next_offset
+        return out
     finally:
         reader.close()
 
@@ -72,6 +99,9 @@ def test_open_committed_and_aborted_transactions(broker) -> None:  # type: ignor
         assert produce(cluster, topic, 0, [b"last"]) == (0, 11)
 
     expected = [b"plain-0", b"plain-1", b"commit-0", b"commit-1", b"end", b"last"]
+    assert _read_with_floodmark(broker.bootstrap, topic) == expected
+    # read_uncommitted sees everything but the markers.
+    assert len(_read_with_floodmark(broker.bootstrap, topic, READ_UNCOMMITTED)) == 9
     assert read_committed_confluent(broker.bootstrap, topic, 0, b"last") == expected
     assert read_committed_kafka_python(broker.bootstrap, topic, 0, b"last") == expected
 
