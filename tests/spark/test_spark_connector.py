@@ -447,10 +447,11 @@ def test_read_committed_stops_at_the_lso_and_drops_aborted_records(
     """``kafka.isolation.level=read_committed`` (Spark's option): the reader plans up to the
     last stable offset and drops the records of aborted transactions and the markers; the
     default read_uncommitted reads up to the HW, transactional records included."""
-    from floodmark.client.cluster import ClusterClient
-    from floodmark.client.transactions import write_txn_marker
     from tests.compat.txn_helpers import new_producer_id
     from tests.compat.txn_helpers import produce as produce_batch
+
+    from floodmark.client.cluster import ClusterClient
+    from floodmark.client.transactions import write_txn_marker
 
     bs = broker.bootstrap
     create_topic(bs, topic_name, 1)
