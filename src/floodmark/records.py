@@ -645,3 +645,66 @@ def decode_records(buffer: Buffer, *, validate: bool = True) -> list[Record]:
     for position, _header in iter_batches(buffer, validate=validate):
         out.extend(decode_batch(buffer, position, validate=False)[1])
     return out
+
+
+# -- control batches (transaction markers) ------------------------------------------------------
+class ControlType(enum.IntEnum):
+    """The ``type`` in a control record's key (Kafka's ``ControlRecordType``)."""
+
+    ABORT = 0
+    COMMIT = 1
+
+
+_CONTROL_KEY = struct.Struct(">hh")  # version, type
+_MARKER_VALUE = struct.Struct(">hi")  # version, coordinator epoch
+CONTROL_KEY_VERSION = 0
+MARKER_VALUE_VERSION = 0
+
+
+@dataclass(frozen=True, slots=True)
+class EndTxnMarker:
+    """A commit or abort marker: the one record of a control batch (Kafka's
+    ``EndTransactionMarker``): key = (version i16, type i16), value = (version i16, coordinator
+    epoch i32)."""
+
+    control_type: ControlType
+    coordinator_epoch: int
+
+    @property
+    def committed(self) -> bool:
+        return self.control_type is ControlType.COMMIT
+
+
+def build_marker_batch(producer_id: int, producer_epoch: int, marker: EndTxnMarker, *,
+                       timestamp_ms: int, partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH
+                       ) -> bytes:
+    """The control batch a partition leader appends for WriteTxnMarkers (transactional and
+    control attributes, no sequence, uncompressed, one record)."""
+    key = _CONTROL_KEY.pack(CONTROL_KEY_VERSION, int(marker.control_type))
+    value = _MARKER_VALUE.pack(MARKER_VALUE_VERSION, marker.coordinator_epoch)
+    return build_batch([Record(0, timestamp_ms, key, value)],
+                       partition_leader_epoch=partition_leader_epoch, producer_id=producer_id,
+                       producer_epoch=producer_epoch, base_sequence=NO_SEQUENCE,
+                       is_transactional=True, is_control=True)
+
+
+def read_end_txn_marker(header: BatchHeader) -> EndTxnMarker:
+    """The marker of a control batch (whose bytes ``header`` views). Raises CorruptRecordError
+    if it is not one: an unknown control type, a short key or value."""
+    if not header.is_control:
+        raise CorruptRecordError(f"batch {header.base_offset} is not a control batch",
+                                 header.position)
+    records = decode_batch(header.buffer, header.position, validate=False)[1]
+    if len(records) != 1 or records[0].key is None or len(records[0].key) < _CONTROL_KEY.size:
+        raise CorruptRecordError(f"control batch {header.base_offset} has no control key",
+                                 header.position)
+    _version, kind = _CONTROL_KEY.unpack_from(records[0].key)
+    value = records[0].value
+    if kind not in (ControlType.ABORT, ControlType.COMMIT):
+        raise CorruptRecordError(f"control batch {header.base_offset} has control type {kind}, "
+                                 "not a transaction marker", header.position)
+    if value is None or len(value) < _MARKER_VALUE.size:
+        raise CorruptRecordError(f"transaction marker {header.base_offset} has a short value",
+                                 header.position)
+    _value_version, coordinator_epoch = _MARKER_VALUE.unpack_from(value)
+    return EndTxnMarker(ControlType(kind), coordinator_epoch)

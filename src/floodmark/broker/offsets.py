@@ -5,10 +5,12 @@ group, topic, partition; value version 3: offset, leader epoch, metadata, commit
 latest record per key is the committed offset and compaction may drop older ones. The in-memory
 table is only updated after the append succeeded, and is rebuilt by replaying the topic on start.
 
-Transactional offsets (TxnOffsetCommit, KIP-98) are written in a transactional batch of the
-producer and stay *pending* (per producer id) until the transaction's marker lands on the
-partition: a COMMIT marker makes them the committed offsets, an ABORT drops them
-(:meth:`OffsetStore.on_transaction_marker`). Replay does the same with the markers in the log.
+Transactional offset commits (TxnOffsetCommit, KIP-98) are written in transactional batches and
+held as *pending* per producer id until the transaction's marker is written on the offsets
+partition: ``on_transaction_marker`` (called by the WriteTxnMarkers handler once the marker is
+replicated) makes them committed on COMMIT and drops them on ABORT. Replay follows the same rule
+from the batches' flags and the markers in the log; what is still pending at the end of the log
+stays pending, for the marker the transaction coordinator will write.
 """
 
 from __future__ import annotations
@@ -18,7 +20,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from floodmark.metadata import coordinator_partition
-from floodmark.records import Record, build_batch, decode_batch, iter_batches
+from floodmark.records import (
+    CorruptRecordError,
+    Record,
+    build_batch,
+    decode_batch,
+    iter_batches,
+    read_end_txn_marker,
+)
 
 _KEY_VERSION = 1
 _VALUE_VERSION = 3
@@ -85,21 +94,39 @@ def partition_for(group: str, num_partitions: int) -> int:
 Key = tuple[str, str, int]
 
 
-_CONTROL_COMMIT = 1  # control record key: int16 version, int16 type (0 abort, 1 commit)
-
-
-def control_type(key: bytes | None) -> int | None:
-    """The type of a control record (0 ABORT, 1 COMMIT), None if the key is not one."""
-    if key is None or len(key) < 4:
-        return None
-    return int(struct.unpack_from(">h", key, 2)[0])
-
-
 class OffsetStore:
     def __init__(self) -> None:
         self._offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
-        # Transactional offsets not yet committed or aborted, by producer id.
+        # producer id -> (group, topic, partition) -> offset (None: a tombstone), not yet
+        # committed: written by a transaction whose marker has not been written.
         self._pending: dict[int, dict[Key, CommittedOffset | None]] = {}
+
+    def add_pending(self, producer_id: int, group: str, topic: str, partition: int,
+                    c: CommittedOffset | None) -> None:
+        """A transactional offset commit was appended (TxnOffsetCommit): held until the
+        producer's transaction ends."""
+        self._pending.setdefault(producer_id, {})[(group, topic, partition)] = c
+
+    def pending(self, group: str) -> dict[tuple[str, int], int]:
+        """(topic, partition) -> offset of ``group``'s transactional commits still pending
+        (what OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for)."""
+        return {(t, p): (c.offset if c is not None else -1)
+                for entries in self._pending.values()
+                for (g, t, p), c in entries.items() if g == group}
+
+    def on_transaction_marker(self, topic_partition: tuple[str, int], producer_id: int,
+                              producer_epoch: int, committed: bool) -> int:
+        """A COMMIT or ABORT marker of ``producer_id`` is replicated on the offsets partition
+        ``topic_partition``: its pending offsets become the committed ones, or are dropped.
+        Returns how many were committed. (A transaction's decision is final before its first
+        marker is written, so the producer's pending offsets for groups on other offsets
+        partitions are settled by the first marker too.)"""
+        entries = self._pending.pop(producer_id, {})
+        if not committed:
+            return 0
+        for (group, topic, partition), c in entries.items():
+            self.apply(group, topic, partition, c)
+        return len(entries)
 
     def fetch(self, group: str, topic: str, partition: int) -> CommittedOffset | None:
         return self._offsets.get(group, {}).get((topic, partition))
@@ -126,34 +153,6 @@ class OffsetStore:
         return build_batch(records, producer_id=producer[0], producer_epoch=producer[1],
                            base_sequence=0, is_transactional=True)
 
-    # -- transactional offsets ------------------------------------------------------------------
-    def add_pending(self, producer_id: int, group: str, topic: str, partition: int,
-                    c: CommittedOffset | None) -> None:
-        """A TxnOffsetCommit of ``producer_id`` is in the log: pending until its marker."""
-        self._pending.setdefault(producer_id, {})[(group, topic, partition)] = c
-
-    def has_pending(self, group: str, topic: str, partition: int) -> bool:
-        """An open transaction holds an offset for this partition (OffsetFetch with
-        require_stable answers UNSTABLE_OFFSET_COMMIT)."""
-        key = (group, topic, partition)
-        return any(key in offsets for offsets in self._pending.values())
-
-    def on_transaction_marker(self, producer_id: int, committed: bool,
-                              in_partition: Callable[[str], bool] | None = None) -> int:
-        """The marker of ``producer_id``'s transaction landed on an offsets partition: the
-        pending offsets of the groups that partition holds (``in_partition``: all when None)
-        become the committed ones (COMMIT) or are dropped (ABORT). Returns how many it
-        settled."""
-        offsets = self._pending.get(producer_id, {})
-        settled = [k for k in offsets if in_partition is None or in_partition(k[0])]
-        for key in settled:
-            c = offsets.pop(key)
-            if committed:
-                self.apply(*key, c)
-        if not offsets:
-            self._pending.pop(producer_id, None)
-        return len(settled)
-
     def apply(self, group: str, topic: str, partition: int, c: CommittedOffset | None) -> None:
         table = self._offsets.setdefault(group, {})
         if c is None:
@@ -167,32 +166,29 @@ class OffsetStore:
                 del table[key]
 
     def replay(self, read_batches: Callable[[], Iterable[bytes | memoryview]]) -> int:
-        """Rebuild the table from the internal topic's batches; returns records applied.
-        Transactional batches are pending until their producer's marker follows in the log."""
+        """Rebuild the table from the internal topic's batches (each partition's in offset
+        order); returns records applied. Transactional batches wait for their marker."""
         n = 0
-        groups: set[str] = set()  # the groups of the partition(s) replayed
         for chunk in read_batches():
-            for position, _ in iter_batches(chunk):
-                header, records = decode_batch(chunk, position, validate=False)
+            for position, header in iter_batches(chunk):
                 if header.is_control:
-                    for rec in records:
-                        kind = control_type(rec.key)
-                        if kind is not None:
-                            n += self.on_transaction_marker(header.producer_id,
-                                                            kind == _CONTROL_COMMIT,
-                                                            groups.__contains__)
+                    try:
+                        marker = read_end_txn_marker(header)
+                    except CorruptRecordError:
+                        continue
+                    n += self.on_transaction_marker(("", -1), header.producer_id,
+                                                    header.producer_epoch, marker.committed)
                     continue
-                for rec in records:
+                for rec in decode_batch(chunk, position, validate=False)[1]:
                     if rec.key is None:
                         continue
                     key = decode_key(rec.key)
                     if key is None:
                         continue
-                    c = decode_value(rec.value) if rec.value is not None else None
-                    groups.add(key[0])
+                    value = decode_value(rec.value) if rec.value is not None else None
                     if header.is_transactional:
-                        self.add_pending(header.producer_id, *key, c)
-                    else:
-                        self.apply(*key, c)
-                        n += 1
+                        self.add_pending(header.producer_id, *key, value)
+                        continue
+                    self.apply(*key, value)
+                    n += 1
         return n

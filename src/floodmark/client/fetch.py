@@ -11,18 +11,33 @@ a stale leader answers FENCED_LEADER_EPOCH instead of data).
 A Fetch with a 1-byte budget is how ``bounds`` learns the high watermark: the Fetch response's
 ``high_watermark``, ``last_stable_offset`` and ``log_start_offset`` are the numbers every broker
 must get right (some answer ListOffsets(latest) loosely).
+
+read_committed (``isolation_level=READ_COMMITTED``): the broker returns data below the last
+stable offset only, with the aborted transactions of the returned range; the reader drops the
+records of those transactions and every control batch (``AbortedTracker``, the rule a Kafka
+consumer follows; ``visible_records`` applies it to a whole answer). The Spark reader uses the
+tracker batch by batch.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from floodmark.client.cluster import RETRIABLE, ClusterClient, Retriable, error_text
 from floodmark.client.connection import RequestFailed
 from floodmark.errors import ErrorCode
+from floodmark.records import (
+    BatchHeader,
+    ControlType,
+    CorruptRecordError,
+    Record,
+    decode_batch,
+    iter_batches,
+    read_end_txn_marker,
+)
 
 API_FETCH = 1
 API_LIST_OFFSETS = 2
@@ -72,6 +87,67 @@ class OffsetBounds:
         if isolation_level == READ_COMMITTED and self.last_stable_offset >= 0:
             return min(self.high_watermark, self.last_stable_offset)
         return self.high_watermark
+
+
+@dataclass
+class AbortedTracker:
+    """read_committed filtering of one Fetch answer, as a Kafka consumer does it: a producer's
+    batches are dropped from the first offset of one of its aborted transactions (the answer's
+    list) until its ABORT marker; control batches are never shown. Feed the batches in order."""
+
+    pending: list[tuple[int, int]] = field(default_factory=list)  # (first_offset, producer_id)
+    aborted_pids: set[int] = field(default_factory=set)
+
+    @classmethod
+    def from_response(cls, aborted: Sequence[tuple[int, int]]) -> AbortedTracker:
+        """From the answer's (producer id, first offset) pairs."""
+        return cls(sorted((first, pid) for pid, first in aborted))
+
+    def skip(self, hdr: BatchHeader) -> bool:
+        """True when the batch must not be shown (control batch or aborted data)."""
+        while self.pending and self.pending[0][0] <= hdr.last_offset:
+            self.aborted_pids.add(self.pending.pop(0)[1])
+        if hdr.is_control:
+            if hdr.producer_id in self.aborted_pids and _is_abort_marker(hdr):
+                self.aborted_pids.discard(hdr.producer_id)
+            return True
+        return hdr.is_transactional and hdr.producer_id in self.aborted_pids
+
+
+def _is_abort_marker(hdr: BatchHeader) -> bool:
+    try:
+        return read_end_txn_marker(hdr).control_type is ControlType.ABORT
+    except CorruptRecordError:
+        return False  # an unknown control record ends nothing (as in Kafka's consumer)
+
+
+def visible_records(fetched: FetchedPartition, start: int, isolation_level: int) -> list[Record]:
+    """The records of a Fetch answer a consumer is shown: from ``start``, below the HW (below
+    the LSO under read_committed, without the aborted transactions' records), never a control
+    batch. A partial batch at the end of the answer is left for the next fetch."""
+    end = fetched.high_watermark
+    tracker = None
+    if isolation_level == READ_COMMITTED:
+        if fetched.last_stable_offset >= 0:
+            end = min(end, fetched.last_stable_offset)
+        tracker = AbortedTracker.from_response(fetched.aborted)
+    data = fetched.records
+    out: list[Record] = []
+    position = 0
+    for position, hdr in _whole_batches(data):
+        if tracker is not None and tracker.skip(hdr):
+            continue
+        if hdr.is_control or hdr.next_offset <= start:
+            continue
+        out.extend(r for r in decode_batch(data, position)[1] if start <= r.offset < end)
+    return out
+
+
+def _whole_batches(data: bytes) -> Iterable[tuple[int, BatchHeader]]:
+    try:
+        yield from iter_batches(data)
+    except CorruptRecordError:
+        return  # the byte budget cut the last batch
 
 
 class FetchClient:

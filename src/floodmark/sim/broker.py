@@ -29,7 +29,6 @@ from floodmark.replication.partition import (
     PartitionConfig,
 )
 from floodmark.replication.produce import ProduceSettings, produce_as_leader
-from floodmark.replication.producer_state import ProducerStateTable
 from floodmark.replication.purgatory import CompleteProduce
 from floodmark.sim import messages as m
 from floodmark.sim.config import SimConfig
@@ -104,7 +103,6 @@ class SimBroker:
         self.log: Log | None = None
         self.partition: Partition | None = None
         self.driver: ReplicaDriver | None = None
-        self.producers = ProducerStateTable()
         self.produce_settings = ProduceSettings(
             max_message_bytes=LogConfig().max_message_bytes,
             unsafe_ack_duplicates_before_commit=self.config.unsafe_ack_duplicates_before_commit,
@@ -154,10 +152,10 @@ class SimBroker:
             ),
         )
         self.partition.high_watermark = Partition.clamp_high_watermark(checkpointed, self.log)
-        self.driver = ReplicaDriver(self.partition, self.log, self.producers, self)
+        self.driver = ReplicaDriver(self.partition, self.log, self)
         self.entries = [(epoch, value) for _o, epoch, value in decode_entries(self.log.read_all())]
         assert len(self.entries) == self.log.log_end_offset, "mirror out of step with the log"
-        self.producers.rebuild(self.log.iter_batch_headers())
+        self.driver.load_producer_state()
         self.parked = []
         self.deferred = []
         self.fetch_inflight = False
@@ -403,7 +401,6 @@ class SimBroker:
         result = produce_as_leader(
             p,
             self.log,
-            self.producers,
             batch,
             acks=msg.acks,
             produce_id=produce_id,

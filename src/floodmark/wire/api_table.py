@@ -33,6 +33,7 @@ class ApiKey(enum.IntEnum):
     ADD_PARTITIONS_TO_TXN = 24
     ADD_OFFSETS_TO_TXN = 25
     END_TXN = 26
+    WRITE_TXN_MARKERS = 27
     TXN_OFFSET_COMMIT = 28
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
@@ -84,6 +85,7 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
     ApiKey.ADD_OFFSETS_TO_TXN: VersionRange(0, 4),
     ApiKey.END_TXN: VersionRange(0, 4),
     ApiKey.TXN_OFFSET_COMMIT: VersionRange(0, 4),
+    ApiKey.WRITE_TXN_MARKERS: VersionRange(1, 2),
     ApiKey.DESCRIBE_CONFIGS: VersionRange(1, 4),
     ApiKey.CREATE_PARTITIONS: VersionRange(0, 3),
     ApiKey.DELETE_RECORDS: VersionRange(0, 2),

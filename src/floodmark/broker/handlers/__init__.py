@@ -18,6 +18,7 @@ from floodmark.broker.handlers import (
     group_apis,
     replication,
     txn_apis,
+    txn_markers,
 )
 from floodmark.wire.api_table import SUPPORTED, UNADVERTISED, ApiKey
 
@@ -63,6 +64,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: admin.alter_partition_reassignments,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: admin.list_partition_reassignments,
     ApiKey.DESCRIBE_QUORUM: debug.describe_quorum,
+    ApiKey.WRITE_TXN_MARKERS: replication.wakes_followers(txn_markers.write_txn_markers),
 }
 # Hot path: handlers that take the raw frame (no kio decode, records stay views into the frame).
 RAW_HANDLERS: dict[int, RawHandler] = {
