@@ -28,6 +28,11 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from floodmark.client.connection import AsyncKafkaConnection, RequestFailed
+from floodmark.client.transactions import (
+    API_WRITE_TXN_MARKERS,
+    WRITE_TXN_MARKERS_VERSION,
+    write_txn_markers_body,
+)
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import TRANSACTION_STATE_TOPIC, coordinator_partition
 from floodmark.replication.transactions import log as txn_log
@@ -48,8 +53,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-WRITE_TXN_MARKERS = 27
-WRITE_TXN_MARKERS_VERSION = 1
 MARKER_REQUEST_TIMEOUT_S = 10.0
 MARKER_BACKOFF_MS = (20, 1000)  # first retry, most between retries
 LOG_WRITE_TIMEOUT_MS = 10_000
@@ -315,16 +318,11 @@ class TransactionCoordinatorDriver:
         if held is None:
             return set()
         conn, lock = held
-        topics: dict[str, list[int]] = {}
-        for topic, index in parts:
-            topics.setdefault(topic, []).append(index)
-        body = {"markers": [{
-            "producer_id": effect.producer_id, "producer_epoch": effect.producer_epoch,
-            "transaction_result": effect.committed, "coordinator_epoch": effect.coordinator_epoch,
-            "topics": [{"name": t, "partition_indexes": p} for t, p in topics.items()]}]}
+        body = write_txn_markers_body(effect.producer_id, effect.producer_epoch,
+                                      effect.committed, effect.coordinator_epoch, parts)
         try:
             async with lock:
-                resp = await conn.request(WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION, body,
+                resp = await conn.request(API_WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION, body,
                                           MARKER_REQUEST_TIMEOUT_S)
         except RequestFailed as exc:
             log.debug("transaction coordinator: WriteTxnMarkers to broker %d failed: %s",
