@@ -5,7 +5,9 @@ Each round sends the same ``--records`` records of ``--size`` bytes, acks=all, t
 ``--partitions`` partitions twice: once with an idempotent producer, once with a transactional
 producer that commits every ``--per-txn`` records (begin, produce, commit_transaction: the
 coordinator's AddPartitionsToTxn, EndTxn, PrepareCommit/CompleteCommit in __transaction_state and
-one COMMIT marker per partition). Rounds alternate so both modes see the same machine load; the
+one COMMIT marker per partition), and a third time idempotent again but flushed every
+``--per-txn`` records (the transactional run's cadence without the transaction: the fair
+baseline, since a commit waits for its records like a flush). Rounds alternate so both modes see the same machine load; the
 figures are medians over rounds, with the ratio transactional / idempotent.
 
     .venv/bin/python benchmarks/transactions.py [--records 100000] [--size 200] [--partitions 3]
@@ -46,11 +48,16 @@ def start_broker(data_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
     return proc, "127.0.0.1:" + line.rsplit(":", 1)[1].strip()
 
 
-def run_idempotent(p: Producer, topic: str, payloads: list[bytes], partitions: int) -> float:
+def run_idempotent(p: Producer, topic: str, payloads: list[bytes], partitions: int,
+                   flush_every: int = 0) -> float:
+    """Everything produced, then one flush; or a flush every ``flush_every`` records (the
+    transactional run's cadence, without the transaction)."""
     errors: list[Any] = []
     t0 = time.perf_counter()
     for i, v in enumerate(payloads):
         _produce(p, topic, v, i % partitions, errors)
+        if flush_every and (i + 1) % flush_every == 0 and p.flush(120) != 0:
+            raise SystemExit("idempotent produce: flush timed out")
     if p.flush(120) != 0 or errors:
         raise SystemExit(f"idempotent produce failed: {errors[:3]}")
     return time.perf_counter() - t0
@@ -115,6 +122,7 @@ def main() -> None:
         payloads = [(b"%08d" % i).ljust(args.size, b"x") for i in range(args.records)]
         mb = args.records * args.size / 1e6
         idem: list[float] = []
+        paced: list[float] = []
         txn: list[float] = []
         commits: list[float] = []
         # One producer per mode for the whole run (the same settings but the transactional
@@ -128,20 +136,29 @@ def main() -> None:
         run_idempotent(plain, topics[0], payloads[:100], args.partitions)
         for r in range(args.rounds):
             idem.append(run_idempotent(plain, topics[0], payloads, args.partitions))
+            paced.append(run_idempotent(plain, topics[0], payloads, args.partitions,
+                                        args.per_txn))
             elapsed, c = run_transactional(transactional, topics[1], payloads, args.partitions,
                                            args.per_txn)
             txn.append(elapsed)
             commits += c
-            print(f"round {r + 1}: idempotent {args.records / idem[-1]:9.0f} records/s   "
+            print(f"round {r + 1}: idempotent {args.records / idem[-1]:9.0f}  "
+                  f"idempotent+flush/{args.per_txn} {args.records / paced[-1]:9.0f}  "
                   f"transactional {args.records / txn[-1]:9.0f} records/s", flush=True)
-        i_med, t_med = statistics.median(idem), statistics.median(txn)
+        i_med, p_med = statistics.median(idem), statistics.median(paced)
+        t_med = statistics.median(txn)
         n_txn = (args.records + args.per_txn - 1) // args.per_txn
         print(f"\n{args.records} records x {args.size} B, {args.partitions} partitions, "
               f"{args.brokers} broker(s), RF {rf}, acks=all, {args.rounds} rounds (medians)")
-        print(f"  idempotent     {args.records / i_med:9.0f} records/s  {mb / i_med:7.2f} MB/s")
-        print(f"  transactional  {args.records / t_med:9.0f} records/s  {mb / t_med:7.2f} MB/s"
-              f"  ({n_txn} transactions of {args.per_txn}, {n_txn / t_med:.1f} commits/s)")
-        print(f"  ratio transactional / idempotent: {i_med / t_med:.3f}")
+        print(f"  idempotent, one flush      {args.records / i_med:9.0f} records/s  "
+              f"{mb / i_med:7.2f} MB/s")
+        print(f"  idempotent, flush/{args.per_txn:<6d}  {args.records / p_med:9.0f} records/s  "
+              f"{mb / p_med:7.2f} MB/s")
+        print(f"  transactional              {args.records / t_med:9.0f} records/s  "
+              f"{mb / t_med:7.2f} MB/s  ({n_txn} transactions of {args.per_txn}, "
+              f"{n_txn / t_med:.1f} commits/s)")
+        print(f"  ratio transactional / idempotent with the same flushes: {p_med / t_med:.3f}"
+              f"   (/ idempotent with one flush: {i_med / t_med:.3f})")
         ms = sorted(1000 * c for c in commits)
         print(f"  commit_transaction latency: median {statistics.median(ms):.1f} ms, "
               f"p95 {ms[int(0.95 * (len(ms) - 1))]:.1f} ms, max {ms[-1]:.1f} ms "
