@@ -13,9 +13,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
-from floodmark.client.fetch import READ_COMMITTED, AbortedTracker
+from floodmark.client.fetch import READ_COMMITTED
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.records import (
+    AbortedTracker,
     CorruptRecordError,
     decode_batch,
     iter_batches,
@@ -587,7 +588,7 @@ class SimBroker:
     def _on_consumer_fetch(self, src: str, msg: m.ConsumerFetch) -> None:
         """A consumer reads below the HW; read_committed below the LSO, without the records of
         aborted transactions and without markers (the Fetch handler's and the client's rule:
-        the aborted list from the segments' index, ``client.fetch.AbortedTracker``)."""
+        the aborted list from the segments' index, ``records.AbortedTracker``)."""
         assert self.partition is not None and self.log is not None
         error, hw = self.partition.consumer_fetch_bound(msg.current_leader_epoch)
         lso = self.partition.last_stable_offset
