@@ -70,7 +70,7 @@ class FetchedPartition:
     last_stable_offset: int
     log_start_offset: int
     aborted: tuple[tuple[int, int], ...]  # (producer_id, first_offset)
-    records: bytes
+    records: bytes | memoryview
 
 
 @dataclass(frozen=True)
