@@ -110,7 +110,7 @@ def visible_records(fetched: FetchedPartition, start: int, isolation_level: int)
     return out
 
 
-def _whole_batches(data: bytes) -> Iterable[tuple[int, BatchHeader]]:
+def _whole_batches(data: bytes | memoryview) -> Iterable[tuple[int, BatchHeader]]:
     try:
         yield from iter_batches(data)
     except CorruptRecordError:
