@@ -18,7 +18,7 @@ from __future__ import annotations
 import enum
 import struct
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import crc32c
 
@@ -708,3 +708,37 @@ def read_end_txn_marker(header: BatchHeader) -> EndTxnMarker:
                                  header.position)
     _value_version, coordinator_epoch = _MARKER_VALUE.unpack_from(value)
     return EndTxnMarker(ControlType(kind), coordinator_epoch)
+
+
+@dataclass
+class AbortedTracker:
+    """read_committed filtering, as a Kafka consumer does it: given the aborted transactions
+    overlapping a run of batches ((producer id, first offset) pairs, a Fetch answer's list or a
+    segment's ``.txnindex``), a producer's batches are aborted from the first offset of one of
+    its aborted transactions until its ABORT marker. Feed the batches in offset order; entries
+    whose marker lies before the first batch fed must be left out."""
+
+    pending: list[tuple[int, int]] = field(default_factory=list)  # (first_offset, producer_id)
+    aborted_pids: set[int] = field(default_factory=set)
+
+    @classmethod
+    def from_response(cls, aborted: Sequence[tuple[int, int]]) -> AbortedTracker:
+        """From (producer id, first offset) pairs."""
+        return cls(sorted((first, pid) for pid, first in aborted))
+
+    def skip(self, hdr: BatchHeader) -> bool:
+        """True when the batch must not be shown: a control batch, or aborted data."""
+        while self.pending and self.pending[0][0] <= hdr.last_offset:
+            self.aborted_pids.add(self.pending.pop(0)[1])
+        if hdr.is_control:
+            if hdr.producer_id in self.aborted_pids and _is_abort_marker(hdr):
+                self.aborted_pids.discard(hdr.producer_id)
+            return True
+        return hdr.is_transactional and hdr.producer_id in self.aborted_pids
+
+
+def _is_abort_marker(hdr: BatchHeader) -> bool:
+    try:
+        return read_end_txn_marker(hdr).control_type is ControlType.ABORT
+    except CorruptRecordError:
+        return False  # an unknown control record ends nothing (as in Kafka's consumer)

@@ -9,9 +9,8 @@ from hypothesis import strategies as st
 pytest.importorskip("pyarrow")
 pytest.importorskip("numpy")
 
-from floodmark.client.fetch import AbortedTracker
 from floodmark.compression import Compression
-from floodmark.records import LOG_APPEND_TIME, Record, build_batch
+from floodmark.records import LOG_APPEND_TIME, AbortedTracker, Record, build_batch
 from floodmark.spark.decode import decode_batch, iter_batches
 
 BASE_TS = 1_700_000_000_000

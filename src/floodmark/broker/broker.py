@@ -247,7 +247,8 @@ class Broker:
         key = (ps.topic, ps.partition)
         cleaner = self.storage.cleaner
         try:
-            job = cleaner.prepare(key, ps.log, ps.high_watermark, self.now_ms())
+            # Below the LSO only: a record of an open transaction may still be aborted.
+            job = cleaner.prepare(key, ps.log, ps.last_stable_offset, self.now_ms())
             if job is None:
                 return
             await asyncio.to_thread(job.run)

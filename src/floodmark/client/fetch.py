@@ -14,29 +14,28 @@ must get right (some answer ListOffsets(latest) loosely).
 
 read_committed (``isolation_level=READ_COMMITTED``): the broker returns data below the last
 stable offset only, with the aborted transactions of the returned range; the reader drops the
-records of those transactions and every control batch (``AbortedTracker``, the rule a Kafka
-consumer follows; ``visible_records`` applies it to a whole answer). The Spark reader uses the
-tracker batch by batch.
+records of those transactions and every control batch (``records.AbortedTracker``, the rule a
+Kafka consumer follows, which the log cleaner shares; ``visible_records`` applies it to a whole
+answer). The Spark reader uses the tracker batch by batch.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from floodmark.client.cluster import RETRIABLE, ClusterClient, Retriable, error_text
 from floodmark.client.connection import RequestFailed
 from floodmark.errors import ErrorCode
 from floodmark.records import (
+    AbortedTracker,
     BatchHeader,
-    ControlType,
     CorruptRecordError,
     Record,
     decode_batch,
     iter_batches,
-    read_end_txn_marker,
 )
 
 API_FETCH = 1
@@ -71,7 +70,7 @@ class FetchedPartition:
     last_stable_offset: int
     log_start_offset: int
     aborted: tuple[tuple[int, int], ...]  # (producer_id, first_offset)
-    records: bytes
+    records: bytes | memoryview
 
 
 @dataclass(frozen=True)
@@ -87,38 +86,6 @@ class OffsetBounds:
         if isolation_level == READ_COMMITTED and self.last_stable_offset >= 0:
             return min(self.high_watermark, self.last_stable_offset)
         return self.high_watermark
-
-
-@dataclass
-class AbortedTracker:
-    """read_committed filtering of one Fetch answer, as a Kafka consumer does it: a producer's
-    batches are dropped from the first offset of one of its aborted transactions (the answer's
-    list) until its ABORT marker; control batches are never shown. Feed the batches in order."""
-
-    pending: list[tuple[int, int]] = field(default_factory=list)  # (first_offset, producer_id)
-    aborted_pids: set[int] = field(default_factory=set)
-
-    @classmethod
-    def from_response(cls, aborted: Sequence[tuple[int, int]]) -> AbortedTracker:
-        """From the answer's (producer id, first offset) pairs."""
-        return cls(sorted((first, pid) for pid, first in aborted))
-
-    def skip(self, hdr: BatchHeader) -> bool:
-        """True when the batch must not be shown (control batch or aborted data)."""
-        while self.pending and self.pending[0][0] <= hdr.last_offset:
-            self.aborted_pids.add(self.pending.pop(0)[1])
-        if hdr.is_control:
-            if hdr.producer_id in self.aborted_pids and _is_abort_marker(hdr):
-                self.aborted_pids.discard(hdr.producer_id)
-            return True
-        return hdr.is_transactional and hdr.producer_id in self.aborted_pids
-
-
-def _is_abort_marker(hdr: BatchHeader) -> bool:
-    try:
-        return read_end_txn_marker(hdr).control_type is ControlType.ABORT
-    except CorruptRecordError:
-        return False  # an unknown control record ends nothing (as in Kafka's consumer)
 
 
 def visible_records(fetched: FetchedPartition, start: int, isolation_level: int) -> list[Record]:
@@ -143,7 +110,7 @@ def visible_records(fetched: FetchedPartition, start: int, isolation_level: int)
     return out
 
 
-def _whole_batches(data: bytes) -> Iterable[tuple[int, BatchHeader]]:
+def _whole_batches(data: bytes | memoryview) -> Iterable[tuple[int, BatchHeader]]:
     try:
         yield from iter_batches(data)
     except CorruptRecordError:

@@ -9,7 +9,7 @@ Spark reader approach the raw fetch rate (see benchmarks/spark_read.py).
 
 Control batches (transaction markers) are skipped; under read_committed, records of aborted
 transactions are dropped using the Fetch response's aborted-transactions list, as Kafka consumers do
-(``floodmark.client.fetch.AbortedTracker``, the one copy of that rule).
+(``floodmark.records.AbortedTracker``, the one copy of that rule).
 """
 
 from __future__ import annotations

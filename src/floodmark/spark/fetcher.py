@@ -20,14 +20,9 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from floodmark.client.fetch import (
-    READ_COMMITTED,
-    AbortedTracker,
-    FetchClient,
-    FetchedPartition,
-    FetchError,
-)
+from floodmark.client.fetch import READ_COMMITTED, FetchClient, FetchedPartition, FetchError
 from floodmark.errors import ErrorCode
+from floodmark.records import AbortedTracker
 from floodmark.spark.decode import decode_batch, iter_batches
 
 log = logging.getLogger(__name__)

@@ -373,7 +373,9 @@ def _list_partition(broker: HandlerContext, ps: PartitionState | None, p: Any, i
         out["leader_epoch"] = cache.epoch_for_offset(ps.log_start_offset)
     elif ts == MAX_TIMESTAMP or ts >= 0:
         found = ps.log.offset_for_timestamp(ts)
-        if found is not None and found[0] < ps.high_watermark:
+        # Kafka's lastFetchableOffset: the HW, the LSO for read_committed.
+        fetchable = ps.last_stable_offset if isolation == READ_COMMITTED else ps.high_watermark
+        if found is not None and found[0] < fetchable:
             out["offset"], out["timestamp"], out["leader_epoch"] = found
         elif not ps.core.offsets_available:
             # "No record at or after ts below the HW" could be wrong while the HW lags (KIP-207).
