@@ -236,3 +236,42 @@ def test_init_transactions_refusals(txn_broker: Any) -> None:
         p.init_transactions(20)
     assert "INVALID_TRANSACTION_TIMEOUT" in str(caught.value) or \
         "transaction timeout" in str(caught.value).lower()
+
+
+def _offset_fetch(bootstrap: str, group: str, topic: str, require_stable: bool) -> tuple[int, int]:
+    """(error code, committed offset) of partition 0, OffsetFetch v7."""
+    with KafkaConnection(bootstrap) as conn:
+        resp = conn.request(9, 7, {"group_id": group, "require_stable": require_stable,
+                                   "topics": [{"name": topic, "partition_indexes": [0]}]})
+    p = resp.topics[0].partitions[0]
+    return int(p.error_code), int(p.committed_offset)
+
+
+def test_transactional_offsets_are_pending_until_the_commit(txn_broker: Any) -> None:
+    bootstrap = txn_broker.bootstrap
+    create_topic(bootstrap, "stable-in", partitions=1)
+    create_topic(bootstrap, "stable-out", partitions=1)
+    group = "stable-group"
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    p = _producer(bootstrap, "stable-txn")
+    p.init_transactions(30)
+    p.begin_transaction()
+    _send(p, "stable-out", [b"x"], partition=0)
+    p.send_offsets_to_transaction([TopicPartition("stable-in", 0, 5)],
+                                  c.consumer_group_metadata(), 30)
+    # Pending: a read_committed consumer (require_stable) is told to ask again; a plain
+    # OffsetFetch sees no committed offset yet.
+    assert _offset_fetch(bootstrap, group, "stable-in", True) == (88, -1)  # UNSTABLE_OFFSET_COMMIT
+    assert _offset_fetch(bootstrap, group, "stable-in", False) == (0, -1)
+    p.commit_transaction(30)
+    _wait_state(bootstrap, "stable-txn", {"CompleteCommit"})
+    assert _offset_fetch(bootstrap, group, "stable-in", True) == (0, 5)
+    # An aborted one is dropped: the committed offset stays 5.
+    p.begin_transaction()
+    _send(p, "stable-out", [b"y"], partition=0)
+    p.send_offsets_to_transaction([TopicPartition("stable-in", 0, 9)],
+                                  c.consumer_group_metadata(), 30)
+    p.abort_transaction(30)
+    _wait_state(bootstrap, "stable-txn", {"CompleteAbort"})
+    assert _offset_fetch(bootstrap, group, "stable-in", True) == (0, 5)
+    c.close()

@@ -145,7 +145,13 @@ def offset_commit(broker: HandlerContext, header: RequestHeader, req: Any, conn:
     return {"throttle_time": 0, "topics": results}
 
 
-def _fetch_group(broker: HandlerContext, group: str, topics: Any) -> list[dict[str, Any]]:
+def _fetch_group(broker: HandlerContext, group: str, topics: Any,
+                 require_stable: bool = False) -> list[dict[str, Any]]:
+    """The group's committed offsets. ``require_stable`` (v7+, KIP-447; what read_committed
+    consumers ask): a partition with a transactional offset still pending (its transaction
+    neither committed nor aborted) is UNSTABLE_OFFSET_COMMIT, and the client asks again, rather
+    than an older offset that would make it re-read what the transaction consumed."""
+    unstable = broker.offsets.pending(group) if require_stable else {}
     if topics is None:
         by_topic: dict[str, list[int]] = {}
         for (topic, partition) in broker.offsets.group_offsets(group):
@@ -157,6 +163,11 @@ def _fetch_group(broker: HandlerContext, group: str, topics: Any) -> list[dict[s
     for topic, partitions in wanted:
         parts = []
         for p in partitions:
+            if (topic, int(p)) in unstable:
+                parts.append({"partition_index": int(p), "committed_offset": -1,
+                              "committed_leader_epoch": -1, "metadata": "",
+                              "error_code": int(ErrorCode.UNSTABLE_OFFSET_COMMIT)})
+                continue
             c = broker.offsets.fetch(group, topic, int(p))
             parts.append({"partition_index": int(p),
                           "committed_offset": c.offset if c else -1,
@@ -168,12 +179,14 @@ def _fetch_group(broker: HandlerContext, group: str, topics: Any) -> list[dict[s
 
 
 def offset_fetch(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
+    stable = bool(getattr(req, "require_stable", False))
     if header.api_version >= 8:
-        groups = [{"group_id": g.group_id, "topics": _fetch_group(broker, g.group_id, g.topics),
+        groups = [{"group_id": g.group_id,
+                   "topics": _fetch_group(broker, g.group_id, g.topics, stable),
                    "error_code": 0} for g in req.groups]
         return {"throttle_time": 0, "groups": groups}
     return {"throttle_time": 0, "error_code": 0,
-            "topics": _fetch_group(broker, req.group_id, req.topics)}
+            "topics": _fetch_group(broker, req.group_id, req.topics, stable)}
 
 
 def list_groups(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
