@@ -25,6 +25,7 @@ _I32 = struct.Struct(">i")
 _HHI = struct.Struct(">hhi")
 _PRODUCE_PART = struct.Struct(">ihqq")  # index, error_code, base_offset, log_append_time
 _I64 = struct.Struct(">q")
+_ABORTED = struct.Struct(">qq")  # producer_id, first_offset
 _FETCH_PART = struct.Struct(">ihqq")  # partition_index, error_code, high_watermark, last_stable
 _LEADER = struct.Struct(">ii")  # leader_id, leader_epoch
 
@@ -234,6 +235,9 @@ class FetchPartitionResult:
     # KIP-951 (v16+): (leader id, leader epoch) sent with NOT_LEADER_OR_FOLLOWER /
     # FENCED_LEADER_EPOCH so the client can move without a Metadata round trip.
     current_leader: tuple[int, int] | None = None
+    # read_committed: (producer id, first offset) of the aborted transactions overlapping the
+    # returned records (KIP-98); empty otherwise.
+    aborted_transactions: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,7 +287,12 @@ def encode_fetch_response(version: int, correlation_id: int,
                                     p.last_stable_offset)
             if version >= 5:
                 out += _I64.pack(p.log_start_offset)
-            _put_length(out, 0, flexible)  # aborted_transactions: empty, not null
+            aborted = p.aborted_transactions
+            _put_length(out, len(aborted), flexible)
+            for producer_id, first_offset in aborted:
+                out += _ABORTED.pack(producer_id, first_offset)
+                if flexible:
+                    out.append(0)  # tagged fields of the aborted transaction
             if version >= 11:
                 out += _I32.pack(-1)  # preferred_read_replica
             # Kafka never sends null records, an errored partition included: librdkafka rejects
