@@ -15,7 +15,9 @@ The broker is the one ``Broker``; what makes it a cluster member is what it is g
 
 Consumer groups: ``__consumer_offsets`` is a replicated topic; a group's coordinator is the leader
 of its partition (FindCoordinator says so, other brokers answer NOT_COORDINATOR: see
-``handlers/coordination``) and replays that partition's log when it becomes leader. Combined
+``handlers/coordination``) and replays that partition's log when it becomes leader. Transactions
+likewise: the leader of a transactional id's ``__transaction_state`` partition is its
+coordinator and loads that partition when it becomes leader (``txn_coordinator.refresh``). Combined
 mode: ``--controller-data-dir`` runs the controller in this process.
 Run: ``python -m floodmark.broker.cluster_member --node-id 1 --controller HOST:PORT
 --data-dir DIR [--listen HOST:PORT] [--set name=value ...]``.
@@ -33,23 +35,21 @@ import signal
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
 
 from floodmark.address import format_host_port, parse_host_port
 from floodmark.broker import dynamic_configs
 from floodmark.broker.broker import Broker, now_ms
-from floodmark.broker.config import BrokerConfig
+from floodmark.broker.config import BrokerConfig, Configs
 from floodmark.broker.context import BrokerInfo, MembershipBase, PartitionKey
 from floodmark.broker.controller_session import ControllerSession
 from floodmark.broker.metadata import Controller
-from floodmark.broker.offsets import partition_for
 from floodmark.broker.partition_state import PartitionState
 from floodmark.broker.replica_fetcher import ReplicaManager
 from floodmark.controller.client import ControllerClient
-from floodmark.controller.image import MetadataRecord, record_to_registration
+from floodmark.controller.image import MetadataRecord, UnappliedRecord, record_to_registration
 from floodmark.controller.rpc import RpcError
 from floodmark.errors import ErrorCode, KafkaError
-from floodmark.metadata import OFFSETS_TOPIC
+from floodmark.metadata import OFFSETS_TOPIC, CoordinatorType, coordinator_partition
 from floodmark.replication.election import AlterPartitionRequest
 
 log = logging.getLogger("floodmark.broker.cluster_member")
@@ -75,6 +75,7 @@ class ClusterMembership(MembershipBase):
     def __init__(self, controller_client: ControllerClient) -> None:
         self.controller_client = controller_client
         controller_client.on_records = self._on_metadata
+        controller_client.on_unapplied = self._on_unapplied
         self._bad_partitions: dict[PartitionKey, str] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._poll_task: asyncio.Task[None] | None = None
@@ -205,7 +206,7 @@ class ClusterMembership(MembershipBase):
 
     async def _isr_checks(self) -> None:
         host = self.host
-        lag_ms = int(host.config.get("replica.lag.time.max.ms"))
+        lag_ms = host.config.get_int("replica.lag.time.max.ms")
         while not host.closing:
             await asyncio.sleep(max(0.05, lag_ms / 2000))
             now = host.now_ms()
@@ -304,6 +305,12 @@ class ClusterMembership(MembershipBase):
             if host.remove_partition(key, delete=True) is not None:
                 log.info("partition %s-%d removed from broker %d (deleted=True)", key[0], key[1],
                          host.node_id)
+        host.transactions.refresh()  # load / unload the __transaction_state partitions
+
+    def _on_unapplied(self, _bad: UnappliedRecord) -> None:
+        """A metadata record skipped (the client logged it): counted in /metrics."""
+        if self._host is not None:
+            self._host.metadata_apply_errors += 1
 
     def _bad_partition(self, key: PartitionKey, exc: Exception) -> None:
         last = self._bad_partitions.get(key)
@@ -379,32 +386,45 @@ class ClusterMembership(MembershipBase):
             return None
         return reg.host, reg.port
 
-    def _offsets_partitions(self) -> int:
-        """Partition count of the replicated offsets topic, creating it on first use with
-        RF = min(3, live brokers)."""
+    def _internal_partitions(self, key_type: CoordinatorType) -> int:
+        """Partition count of a replicated internal topic, creating it on first use with
+        RF = min(3, live brokers) (``__transaction_state``: min(its replication factor, live
+        brokers), and ``transaction.state.log.min.isr`` as its min.insync.replicas)."""
         image = self.controller_client.image
-        topic = image.topics.get(OFFSETS_TOPIC)
+        name = key_type.topic
+        topic = image.topics.get(name)
         if topic is None:
-            n = int(self.host.config.get("offsets.topic.num.partitions"))
-            rf = max(1, min(3, len(image.acceptable_brokers())))
+            live = len(image.acceptable_brokers())
+            configs: Configs = {"cleanup.policy": "compact"}
+            if key_type is CoordinatorType.GROUP:
+                n = self.host.config.get_int("offsets.topic.num.partitions")
+                rf = max(1, min(3, live))
+            else:
+                n = self.host.config.get_int("transaction.state.log.num.partitions")
+                rf = max(1, min(self.host.config.get_int(
+                    "transaction.state.log.replication.factor"), live))
+                configs["min.insync.replicas"] = min(
+                    rf, self.host.config.get_int("transaction.state.log.min.isr"))
             try:
-                self.controller_client.create_topic(OFFSETS_TOPIC, n, rf,
-                                                    {"cleanup.policy": "compact"})
+                self.controller_client.create_topic(name, n, rf, configs)
             except KafkaError as exc:
                 if exc.code is not ErrorCode.TOPIC_ALREADY_EXISTS:
                     raise
-            topic = image.topics.get(OFFSETS_TOPIC)
+            topic = image.topics.get(name)
         return len(topic.partitions) if topic is not None else 0
 
-    def coordinator_for(self, group: str) -> int:
-        """The leader of the group's ``__consumer_offsets`` partition."""
+    def coordinator_for(self, key: str, key_type: CoordinatorType = CoordinatorType.GROUP
+                        ) -> int:
+        """The leader of the key's ``__consumer_offsets`` or ``__transaction_state``
+        partition."""
         try:
-            n = self._offsets_partitions()
+            n = self._internal_partitions(key_type)
         except KafkaError:
             return -1
         if n == 0:
             return -1
-        reg = self.controller_client.image.partition(OFFSETS_TOPIC, partition_for(group, n))
+        reg = self.controller_client.image.partition(key_type.topic,
+                                                     coordinator_partition(key, n))
         return reg.leader if reg is not None else -1
 
 
@@ -470,12 +490,14 @@ def main(argv: list[str] | None = None) -> int:
         controller = ControllerServer(args.controller_data_dir, ControllerConfig(
             broker_session_timeout_ms=args.broker_session_timeout_ms))
     if args.metrics_listen:
+        from prometheus_client.registry import Collector
+
         from floodmark.broker.metrics import BrokerCollector
         from floodmark.controller.metrics import ControllerCollector
         from floodmark.metrics import RequestMetrics, serve_metrics
 
         broker.request_metrics = RequestMetrics()
-        collectors: list[Any] = [broker.request_metrics, BrokerCollector(broker)]
+        collectors: list[Collector] = [broker.request_metrics, BrokerCollector(broker)]
         if controller is not None:
             collectors.append(ControllerCollector(controller))
         mhost, mport = serve_metrics(collectors, args.metrics_listen)

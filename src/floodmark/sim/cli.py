@@ -19,7 +19,7 @@ from typing import Any
 
 from floodmark.replication.modes import DEFAULT_TRUNCATION, Truncation
 from floodmark.sim.explore import ExploreOptions, SeedResult, explore, reproduce_command, run_seed
-from floodmark.sim.report import render_steps
+from floodmark.sim.report import render_steps, transactions_open
 from floodmark.sim.scenarios import SCENARIOS, run_scenario
 
 MODES = [m.value for m in Truncation]
@@ -122,6 +122,10 @@ def cmd_scenario(args: argparse.Namespace) -> int:
     _print(
         "replica: log [offset:epoch:value]  LEO  HW  epoch cache {epoch:start}  (* = acts as leader)"
     )
+    if any(transactions_open(snap) for step in result.steps
+           for snap in step["replicas"].values()):
+        _print("where a transaction is open: LSO (last stable offset, `|` in the log), "
+               "open={producer@first offset}")
     _print()
     if result.title:
         _print(result.title)
