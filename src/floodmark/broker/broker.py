@@ -14,6 +14,7 @@ One broker for a lone node and a cluster member alike: what differs is what it i
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import logging
 import time
@@ -28,7 +29,7 @@ from floodmark.broker.config import BrokerConfig, Configs
 from floodmark.broker.context import BrokerInfo, Membership, PartitionKey
 from floodmark.broker.fetch_sessions import FetchSessionCache
 from floodmark.broker.groups import GroupCoordinator
-from floodmark.broker.handlers import HANDLERS, RAW_HANDLERS, admin
+from floodmark.broker.handlers import HANDLERS, RAW_HANDLERS, admin, data
 from floodmark.broker.membership import LocalMembership
 from floodmark.broker.metadata import Controller
 from floodmark.broker.offsets import OffsetStore
@@ -36,11 +37,12 @@ from floodmark.broker.partition_state import PartitionState
 from floodmark.broker.purgatory import FetchPurgatory
 from floodmark.broker.replica_fetcher import ReplicaManager
 from floodmark.broker.server import Connection, start_listener
+from floodmark.broker.txn_coordinator import TransactionCoordinatorDriver
 from floodmark.errors import ErrorCode, KafkaError
-from floodmark.metadata import OFFSETS_TOPIC, TopicMeta
+from floodmark.metadata import INTERNAL_TOPICS, TopicMeta
 from floodmark.replication.election import AlterPartitionRequest
 from floodmark.replication.produce import ProduceSettings
-from floodmark.storage.config import LogConfig
+from floodmark.settings import topic_log_config
 from floodmark.wire.api_table import SUPPORTED, ApiKey, accepted_range
 from floodmark.wire.codec import (
     RequestHeader,
@@ -86,6 +88,11 @@ class Broker:
             min_session_timeout_ms=config.get_int("group.min.session.timeout.ms"),
             max_session_timeout_ms=config.get_int("group.max.session.timeout.ms"),
         )
+        self.transactions = TransactionCoordinatorDriver(
+            self, functools.partial(data.append_partition, self),
+            max_timeout_ms=config.get_int("transaction.max.timeout.ms"),
+            cleanup_interval_ms=config.get_int(
+                "transaction.abort.timed.out.transaction.cleanup.interval.ms"))
         self.connections: set[Connection] = set()
         self.max_request_bytes = config.get_int("socket.request.max.bytes")
         self.storage = storage_glue.Storage(self.data_dir, config)
@@ -105,6 +112,7 @@ class Broker:
         # ISR changes the controller accepted (Kafka's IsrShrinksPerSec / IsrExpandsPerSec).
         self.isr_shrinks = 0
         self.isr_expands = 0
+        self.metadata_apply_errors = 0  # metadata records skipped (Kafka's metadata-apply-error-count)
         self._closing = False
         self.membership.attach(self)
 
@@ -166,6 +174,7 @@ class Broker:
         log.info("broker %d listening on %s:%d advertised %s:%d", self.node_id,
                  self.config.listen_host, self.bound_port, *self.advertised)
         self._tasks.append(asyncio.create_task(self._periodic()))
+        self.transactions.start()
         if self.config.get("log.cleaner.enable"):
             self._tasks.append(asyncio.create_task(self._cleaner()))
         self.membership.start(self.bound_port, ready)
@@ -239,7 +248,8 @@ class Broker:
         key = (ps.topic, ps.partition)
         cleaner = self.storage.cleaner
         try:
-            job = cleaner.prepare(key, ps.log, ps.high_watermark, self.now_ms())
+            # Below the LSO only: a record of an open transaction may still be aborted.
+            job = cleaner.prepare(key, ps.log, ps.last_stable_offset, self.now_ms())
             if job is None:
                 return
             await asyncio.to_thread(job.run)
@@ -269,6 +279,7 @@ class Broker:
         for conn in list(self.connections):
             conn.abort()
         self.groups.shutdown()
+        self.transactions.stop()
         self.purgatory.wake_all()
         await asyncio.sleep(0)
         self.close()
@@ -325,8 +336,9 @@ class Broker:
         """New topic configs, or (``force``) new dynamic broker defaults under the same ones."""
         if ps.topic_configs == configs and not force:
             return
-        min_isr = self.config.min_insync_replicas(configs)
-        ps.reconfigure(LogConfig.from_kafka(dict(configs), self.storage.base_config), min_isr)
+        log_config, min_isr = topic_log_config(
+            configs, self.storage.base_config, self.config.get_int("min.insync.replicas"))
+        ps.reconfigure(log_config, min_isr)
         ps.topic_configs = dict(configs)
         if not force:
             log.info("partition %s: topic configs now %s", ps.name, configs)
@@ -378,7 +390,7 @@ class Broker:
         if replication_factor == -1:
             replication_factor = self.config.get_int("default.replication.factor")
         configs = self.storage.validate_topic_configs(configs)
-        if name.startswith("__") and name == OFFSETS_TOPIC:
+        if name in INTERNAL_TOPICS:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"{name} is internal")
         meta = self.controller.create_topic(name, num_partitions, replication_factor, configs,
                                             validate_only=validate_only,

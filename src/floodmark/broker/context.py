@@ -25,8 +25,9 @@ from floodmark.broker.partition_state import PartitionState
 from floodmark.broker.purgatory import FetchPurgatory
 from floodmark.broker.replica_fetcher import ReplicaManager
 from floodmark.broker.storage_glue import Storage
+from floodmark.broker.txn_coordinator import TransactionCoordinatorDriver
 from floodmark.errors import ErrorCode
-from floodmark.metadata import TopicMeta
+from floodmark.metadata import CoordinatorType, TopicMeta
 from floodmark.replication.election import AlterPartitionRequest
 from floodmark.replication.produce import ProduceSettings
 from floodmark.wire.codec import RequestHeader
@@ -79,11 +80,17 @@ class Membership(Protocol):
     def live_brokers(self) -> list[BrokerInfo]:
         """The brokers clients may talk to (Metadata, DescribeCluster)."""
 
-    def coordinator_for(self, group: str) -> int:
-        """The node id coordinating ``group`` (-1: none available)."""
+    def coordinator_for(self, key: str, key_type: CoordinatorType = CoordinatorType.GROUP
+                        ) -> int:
+        """The node id coordinating ``key``, a group or a transactional id (-1: none
+        available); creates the internal topic on first use."""
 
     def broker_address(self, node_id: int) -> tuple[str, int] | None:
         """Where clients reach broker ``node_id`` (None: not a live broker)."""
+
+    def leadership_in_doubt(self) -> bool:
+        """The controller may have moved this broker's partitions without its knowing
+        (``controller_session.ControllerSession``)."""
 
 
 class BrokerCore(Protocol):
@@ -104,10 +111,12 @@ class MemberHost(BrokerCore, Protocol):
     """What a membership sees of its broker."""
 
     offsets: OffsetStore
+    transactions: TransactionCoordinatorDriver
     purgatory: FetchPurgatory
     replicas: ReplicaManager | None
     isr_shrinks: int
     isr_expands: int
+    metadata_apply_errors: int
 
     @property
     def closing(self) -> bool: ...
@@ -145,6 +154,7 @@ class HandlerContext(BrokerCore, Protocol):
     fetch_sessions: FetchSessionCache
     offsets: OffsetStore
     groups: GroupCoordinator
+    transactions: TransactionCoordinatorDriver
 
     @property
     def advertised(self) -> tuple[str, int]: ...

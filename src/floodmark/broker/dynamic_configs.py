@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import logging
 
-from floodmark.broker.config import SETTINGS, Configs, validate_dynamic
+from floodmark.broker.config import Configs, validate_dynamic
 from floodmark.broker.context import BrokerCore
 from floodmark.errors import ErrorCode, KafkaError
+from floodmark.settings import dynamic_layer
 from floodmark.storage.config import LogConfig
 
 log = logging.getLogger(__name__)
@@ -53,9 +54,8 @@ def apply(broker: BrokerCore) -> bool:
         return False
     before = (dict(layer.cluster_default), dict(layer.this_broker))
     try:
-        layer.cluster_default = {k: SETTINGS[k].parse(v) for k, v in default.items()
-                                 if k in SETTINGS}
-        layer.this_broker = {k: SETTINGS[k].parse(v) for k, v in mine.items() if k in SETTINGS}
+        layer.cluster_default = dynamic_layer(default)
+        layer.this_broker = dynamic_layer(mine)
         base = LogConfig.from_kafka(broker.config.log_settings())
     except (ValueError, TypeError) as exc:
         layer.cluster_default, layer.this_broker = before

@@ -29,7 +29,7 @@ from floodmark.controller.image import (
 from floodmark.controller.logic import ControllerConfig, ControllerLogic
 from floodmark.controller.metadata_log import MetadataLog
 from floodmark.errors import ErrorCode, KafkaError
-from floodmark.metadata import OFFSETS_TOPIC, PartitionMeta, TopicMeta, deletable_topic
+from floodmark.metadata import INTERNAL_TOPICS, PartitionMeta, TopicMeta, deletable_topic
 from floodmark.replication.election import PartitionRegistration
 
 log = logging.getLogger(__name__)
@@ -153,7 +153,7 @@ class LocalController:
         if validate_only:
             parts = tuple(PartitionMeta(i, self._node_id, 0, (self._node_id,), (self._node_id,))
                           for i in range(len(assignments) if assignments else num_partitions))
-            return TopicMeta(name, uuid.uuid4(), parts, dict(configs), name == OFFSETS_TOPIC)
+            return TopicMeta(name, uuid.uuid4(), parts, dict(configs), name in INTERNAL_TOPICS)
         self._persist()
         log.info("created topic %s partitions=%d", name, num_partitions)
         return self.topics()[name]

@@ -267,22 +267,45 @@ class Producer:
         self.next_sequence = 0
         self.retry_scheduled = False
 
-    def send(self, value: str, acks: int, to: int | None = None) -> int:
-        """Send one produce; returns its id. ``to`` overrides the believed leader."""
+    def send(self, value: str, acks: int, to: int | None = None, *, producer_id: int = -1,
+             sequence: int = -1, transactional: bool = False) -> int:
+        """Send one produce; returns its id. ``to`` overrides the believed leader. With
+        ``producer_id``: that producer's batch (epoch 0) at ``sequence``, in its transaction if
+        ``transactional``."""
+        produce_id = self._track(value, acks)
+        target = self.leader if to is None else to
+        what = f" pid={producer_id} seq={sequence}" if producer_id >= 0 else ""
+        what += " transactional" if transactional else ""
+        self.cluster.world.record(
+            f"{self.name} send {value} acks={acks}{what} to {self.cluster.name_of(target)}")
+        self.cluster.net.send(
+            self.name,
+            self.cluster.name_of(target),
+            m.Produce(produce_id, value, acks, self.timeout_ms, producer_id=producer_id,
+                      producer_epoch=0 if producer_id >= 0 else -1, sequence=sequence,
+                      transactional=transactional),
+        )
+        return produce_id
+
+    def send_marker(self, label: str, producer_id: int, committed: bool, to: int) -> int:
+        """As the transaction coordinator: WriteTxnMarkers for this partition (answered like an
+        acks=all produce; ``label`` names it in the outcomes)."""
+        produce_id = self._track(label, ACKS_ALL)
+        self.cluster.world.record(f"{self.name} WriteTxnMarkers {label} to "
+                                  f"{self.cluster.name_of(to)}")
+        self.cluster.net.send(self.name, self.cluster.name_of(to),
+                              m.WriteTxnMarker(produce_id, producer_id, 0, committed,
+                                               self.timeout_ms))
+        return produce_id
+
+    def _track(self, value: str, acks: int) -> int:
         self.next_id += 1
         produce_id = self.next_id
-        target = self.leader if to is None else to
         world = self.cluster.world
         self.outcomes[produce_id] = ProduceOutcome(value, acks, world.now_ms)
         if acks != ACKS_NONE:
             self.in_flight.add(produce_id)
             world.schedule(self.timeout_ms + 50, self._expire, produce_id)
-        world.record(f"{self.name} send {value} acks={acks} to {self.cluster.name_of(target)}")
-        self.cluster.net.send(
-            self.name,
-            self.cluster.name_of(target),
-            m.Produce(produce_id, value, acks, self.timeout_ms),
-        )
         return produce_id
 
     def _expire(self, produce_id: int) -> None:
@@ -334,6 +357,7 @@ class Consumer:
     next_id: int = 0
     inflight: int = 0
     seen: dict[int, tuple[int, str]] = field(default_factory=dict)  # offset -> (epoch, value)
+    isolation_level: int = 0  # 1: read_committed
 
     def __post_init__(self) -> None:
         self.cluster.net.add_node(self.name, self.on_message)
@@ -350,15 +374,19 @@ class Consumer:
         if not self.running:
             return
         if self.leader != NO_LEADER and self.inflight == 0:
-            self.next_id += 1
-            self.inflight = self.next_id
-            self.cluster.net.send(
-                self.name,
-                self.cluster.name_of(self.leader),
-                m.ConsumerFetch(self.next_id, self.position, self.leader_epoch),
-            )
+            self.fetch_once(self.leader, self.leader_epoch)
             self.cluster.world.schedule(400, self._timeout, self.next_id)
         self.cluster.world.schedule(self.interval_ms, self._tick)
+
+    def fetch_once(self, leader: int, leader_epoch: int) -> None:
+        """One Fetch from ``position`` (scenario steps call it directly)."""
+        self.next_id += 1
+        self.inflight = self.next_id
+        self.cluster.net.send(
+            self.name,
+            self.cluster.name_of(leader),
+            m.ConsumerFetch(self.next_id, self.position, leader_epoch, self.isolation_level),
+        )
 
     def _timeout(self, fetch_id: int) -> None:
         if self.inflight == fetch_id:
@@ -387,10 +415,14 @@ class Consumer:
             self.cluster.net.send(self.name, "controller", m.MetadataRequest())
             return
         for offset, epoch, value in message.records:
-            if offset != self.position:
+            # read_committed answers skip offsets (markers, aborted records): never go back.
+            if offset < self.position or (offset > self.position
+                                          and self.isolation_level != 1):
                 continue
             self.seen.setdefault(offset, (epoch, value))
             self.position = offset + 1
+        if self.isolation_level == 1 and message.next_offset > self.position:
+            self.position = message.next_offset
 
 
 __all__ = ["ACKS_ALL", "ACKS_LEADER", "ACKS_NONE", "Consumer", "ProduceOutcome", "Producer"]

@@ -95,9 +95,10 @@ class Cluster:
             self.checker.on_acknowledged(outcome.offset, outcome.value)
 
     def on_consumer_read(
-        self, broker: SimBroker, records: tuple[tuple[int, int, str], ...], hw: int
+        self, broker: SimBroker, records: tuple[tuple[int, int, str], ...], hw: int,
+        last_stable_offset: int, isolation_level: int,
     ) -> None:
-        self.checker.on_served(broker, records, hw)
+        self.checker.on_served(broker, records, hw, last_stable_offset, isolation_level)
 
     # -- running ----------------------------------------------------------------------------------
     def boot(self) -> None:

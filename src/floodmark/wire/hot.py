@@ -12,6 +12,7 @@ KIP-951 leader hints from 16).
 
 from __future__ import annotations
 
+import datetime
 import struct
 import uuid
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ _I32 = struct.Struct(">i")
 _HHI = struct.Struct(">hhi")
 _PRODUCE_PART = struct.Struct(">ihqq")  # index, error_code, base_offset, log_append_time
 _I64 = struct.Struct(">q")
+_ABORTED = struct.Struct(">qq")  # producer_id, first_offset
 _FETCH_PART = struct.Struct(">ihqq")  # partition_index, error_code, high_watermark, last_stable
 _LEADER = struct.Struct(">ii")  # leader_id, leader_epoch
 
@@ -233,6 +235,9 @@ class FetchPartitionResult:
     # KIP-951 (v16+): (leader id, leader epoch) sent with NOT_LEADER_OR_FOLLOWER /
     # FENCED_LEADER_EPOCH so the client can move without a Metadata round trip.
     current_leader: tuple[int, int] | None = None
+    # read_committed: (producer id, first offset) of the aborted transactions overlapping the
+    # returned records (KIP-98); empty otherwise.
+    aborted_transactions: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,7 +287,12 @@ def encode_fetch_response(version: int, correlation_id: int,
                                     p.last_stable_offset)
             if version >= 5:
                 out += _I64.pack(p.log_start_offset)
-            _put_length(out, 0, flexible)  # aborted_transactions: empty, not null
+            aborted = p.aborted_transactions
+            _put_length(out, len(aborted), flexible)
+            for producer_id, first_offset in aborted:
+                out += _ABORTED.pack(producer_id, first_offset)
+                if flexible:
+                    out.append(0)  # tagged fields of the aborted transaction
             if version >= 11:
                 out += _I32.pack(-1)  # preferred_read_replica
             # Kafka never sends null records, an errored partition included: librdkafka rejects
@@ -329,3 +339,95 @@ def encode_fetch_response(version: int, correlation_id: int,
     size = _I32.pack(total - 4)
     parts[0] = size + bytes(first[4:])
     return parts
+
+
+# -- Fetch responses, read by a consumer (non-flexible versions) ------------------------------------
+@dataclass(frozen=True, slots=True)
+class AbortedTransaction:
+    producer_id: int
+    first_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedPartition:
+    """One partition of a Fetch answer, named as kio names it; ``records`` is a view into the
+    frame (a consumer's answer is megabytes: kio would copy it, and copy it again from a view)."""
+
+    partition_index: int
+    error_code: int
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    aborted_transactions: list[AbortedTransaction] | None
+    preferred_read_replica: int
+    records: memoryview | None
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedTopic:
+    topic: str | None
+    partitions: list[FetchedPartition]
+
+
+@dataclass(frozen=True, slots=True)
+class FetchAnswer:
+    throttle_time: datetime.timedelta
+    error_code: int
+    session_id: int
+    responses: list[FetchedTopic]
+
+
+_ABORTED = struct.Struct(">qq")  # producer_id, first_offset
+FETCH_READ_VERSIONS = range(4, 12)
+"""The Fetch versions ``parse_fetch_response`` reads (non-flexible: no tagged fields)."""
+
+
+def parse_fetch_response(frame: memoryview, version: int) -> tuple[int, FetchAnswer]:
+    """(correlation id, answer) of a Fetch v4..v11 response frame (without the size prefix)."""
+    if version not in FETCH_READ_VERSIONS:
+        raise HotDecodeError(f"Fetch v{version} is not read here")
+    try:
+        (corr,) = _I32.unpack_from(frame, 0)
+        (throttle,) = _I32.unpack_from(frame, 4)
+        pos = 8
+        error_code = session_id = 0
+        if version >= 7:
+            error_code, session_id = struct.unpack_from(">hi", frame, pos)
+            pos += 6
+        n_topics, pos = _length(frame, pos, False)
+        topics: list[FetchedTopic] = []
+        for _ in range(max(n_topics, 0)):
+            name, pos = _string(frame, pos, False)
+            n_parts, pos = _length(frame, pos, False)
+            parts: list[FetchedPartition] = []
+            for _ in range(max(n_parts, 0)):
+                index, code, hw, lso = _FETCH_PART.unpack_from(frame, pos)
+                pos += _FETCH_PART.size
+                log_start = -1
+                if version >= 5:
+                    (log_start,) = _I64.unpack_from(frame, pos)
+                    pos += 8
+                n_aborted, pos = _length(frame, pos, False)
+                aborted: list[AbortedTransaction] | None = None
+                if n_aborted >= 0:
+                    aborted = []
+                    for _ in range(n_aborted):
+                        aborted.append(AbortedTransaction(*_ABORTED.unpack_from(frame, pos)))
+                        pos += _ABORTED.size
+                preferred = -1
+                if version >= 11:
+                    (preferred,) = _I32.unpack_from(frame, pos)
+                    pos += 4
+                size, pos = _length(frame, pos, False)
+                records: memoryview | None = None
+                if size >= 0:
+                    if pos + size > len(frame):
+                        raise HotDecodeError("records run past the end of the frame")
+                    records = frame[pos:pos + size]
+                    pos += size
+                parts.append(FetchedPartition(index, code, hw, lso, log_start, aborted,
+                                              preferred, records))
+            topics.append(FetchedTopic(name, parts))
+    except struct.error as exc:
+        raise HotDecodeError(f"truncated Fetch response: {exc}") from None
+    return corr, FetchAnswer(datetime.timedelta(milliseconds=throttle), error_code, session_id, topics)

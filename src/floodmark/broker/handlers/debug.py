@@ -1,6 +1,6 @@
 """Debug reads (replica id -2, as Kafka's DEBUGGING_REPLICA_ID): any replica, leader or not,
 answers ListOffsets and OffsetsForLeaderEpoch from its own log, so tools can show every
-replica's LEO, HW and epoch cache (``floodmark cluster describe``). DescribeQuorum (not
+replica's LEO, HW, LSO and epoch cache (``floodmark cluster describe``). DescribeQuorum (not
 advertised) is the same kind of read for a partition's leader: its HW and what it knows of every
 replica (the remote LEOs of its followers, ISR members as voters, the others as observers), for
 ``floodmark ui``. Other requests go to the ordinary handlers."""
@@ -15,6 +15,9 @@ from floodmark.replication.partition import LeaderState
 from floodmark.wire.codec import RequestHeader
 
 DEBUG_REPLICA_ID = -2
+# A debug ListOffsets(latest) with this isolation level answers the replica's last stable offset
+# (floodmark only: Kafka's levels are 0 and 1, and 1 answers the HW here, for the tools).
+DEBUG_LAST_STABLE = 2
 
 
 def list_offsets(ctx: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> HandlerResult:
@@ -37,7 +40,7 @@ def describe_quorum(ctx: HandlerContext, header: RequestHeader, req: WireRequest
 
 
 def _list_offsets(ctx: HandlerContext, body: WireRequest) -> WireResponse:
-    committed = int(getattr(body, "isolation_level", 0)) == 1
+    isolation = int(getattr(body, "isolation_level", 0))
     topics = []
     for t in body.topics:
         parts = []
@@ -49,8 +52,10 @@ def _list_offsets(ctx: HandlerContext, body: WireRequest) -> WireResponse:
             ts = int(p.timestamp)
             if ps is None:
                 out["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            elif ts == -1:  # latest: LEO, or the HW with isolation_level=1
-                out["offset"] = ps.high_watermark if committed else ps.log_end_offset
+            elif ts == -1:  # latest: LEO, the HW with isolation_level=1, the LSO with 2
+                out["offset"] = (ps.last_stable_offset if isolation == DEBUG_LAST_STABLE
+                                 else ps.high_watermark if isolation == 1
+                                 else ps.log_end_offset)
                 out["leader_epoch"] = ps.log.epoch_cache.latest_epoch
             elif ts == -2:
                 out["offset"] = ps.log_start_offset

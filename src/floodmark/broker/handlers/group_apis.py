@@ -81,13 +81,19 @@ def leave_group(broker: HandlerContext, header: RequestHeader, req: WireRequest,
     return {"throttle_time": 0, "error_code": int(err)}
 
 
-def _append_offsets(broker: HandlerContext, group: str,
-                    entries: list[tuple[str, int, CommittedOffset | None]]) -> ErrorCode:
+def append_offsets(broker: HandlerContext, group: str,
+                   entries: list[tuple[str, int, CommittedOffset | None]],
+                   producer: tuple[int, int] | None = None) -> ErrorCode:
+    """Store offsets in the group's ``__consumer_offsets`` partition; in memory once appended.
+    ``producer`` (id, epoch): a TxnOffsetCommit, appended as that producer's transactional batch
+    and pending until its transaction's marker (``OffsetStore.on_transaction_marker``)."""
     meta = broker.controller.topics()[OFFSETS_TOPIC]
     p = partition_for(group, len(meta.partitions))
-    ps = broker.partitions[(OFFSETS_TOPIC, p)]
+    ps = broker.partitions.get((OFFSETS_TOPIC, p))
+    if ps is None or not ps.core.is_leader:
+        return ErrorCode.NOT_COORDINATOR
     now = broker.now_ms()
-    batch = broker.offsets.build_commit_batch(group, entries, now)
+    batch = broker.offsets.build_commit_batch(group, entries, now, producer)
     try:
         ps.log.append_as_leader(batch, ps.leader_epoch, now)
     except KafkaError as exc:
@@ -96,7 +102,10 @@ def _append_offsets(broker: HandlerContext, group: str,
         return ErrorCode.UNKNOWN_SERVER_ERROR
     ps.maybe_increment_high_watermark(now)
     for topic, partition, c in entries:
-        broker.offsets.apply(group, topic, partition, c)
+        if producer is None:
+            broker.offsets.apply(group, topic, partition, c)
+        else:
+            broker.offsets.add_pending(producer[0], group, topic, partition, c)
     return ErrorCode.NONE
 
 
@@ -127,7 +136,7 @@ def offset_commit(broker: HandlerContext, header: RequestHeader, req: WireReques
             parts.append({"partition_index": int(p.partition_index), "error_code": int(perr)})
         results.append({"name": t.name, "partitions": parts})
     if entries:
-        store_err = _append_offsets(broker, group, entries)
+        store_err = append_offsets(broker, group, entries)
         if store_err != ErrorCode.NONE:
             for t in results:
                 for p in t["partitions"]:
@@ -136,7 +145,13 @@ def offset_commit(broker: HandlerContext, header: RequestHeader, req: WireReques
     return {"throttle_time": 0, "topics": results}
 
 
-def _fetch_group(broker: HandlerContext, group: str, topics: WireRequest) -> list[WireResponse]:
+def _fetch_group(broker: HandlerContext, group: str, topics: WireRequest,
+                 require_stable: bool = False) -> list[WireResponse]:
+    """The group's committed offsets. ``require_stable`` (v7+, KIP-447; what read_committed
+    consumers ask): a partition with a transactional offset still pending (its transaction
+    neither committed nor aborted) is UNSTABLE_OFFSET_COMMIT, and the client asks again, rather
+    than an older offset that would make it re-read what the transaction consumed."""
+    unstable = broker.offsets.pending(group) if require_stable else {}
     if topics is None:
         by_topic: dict[str, list[int]] = {}
         for (topic, partition) in broker.offsets.group_offsets(group):
@@ -148,6 +163,11 @@ def _fetch_group(broker: HandlerContext, group: str, topics: WireRequest) -> lis
     for topic, partitions in wanted:
         parts = []
         for p in partitions:
+            if (topic, int(p)) in unstable:
+                parts.append({"partition_index": int(p), "committed_offset": -1,
+                              "committed_leader_epoch": -1, "metadata": "",
+                              "error_code": int(ErrorCode.UNSTABLE_OFFSET_COMMIT)})
+                continue
             c = broker.offsets.fetch(group, topic, int(p))
             parts.append({"partition_index": int(p),
                           "committed_offset": c.offset if c else -1,
@@ -159,12 +179,14 @@ def _fetch_group(broker: HandlerContext, group: str, topics: WireRequest) -> lis
 
 
 def offset_fetch(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> HandlerResult:
+    stable = bool(getattr(req, "require_stable", False))
     if header.api_version >= 8:
-        groups = [{"group_id": g.group_id, "topics": _fetch_group(broker, g.group_id, g.topics),
+        groups = [{"group_id": g.group_id,
+                   "topics": _fetch_group(broker, g.group_id, g.topics, stable),
                    "error_code": 0} for g in req.groups]
         return {"throttle_time": 0, "groups": groups}
     return {"throttle_time": 0, "error_code": 0,
-            "topics": _fetch_group(broker, req.group_id, req.topics)}
+            "topics": _fetch_group(broker, req.group_id, req.topics, stable)}
 
 
 def list_groups(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> HandlerResult:
@@ -204,7 +226,7 @@ def delete_groups(broker: HandlerContext, header: RequestHeader, req: WireReques
             err = broker.groups.delete(group)
             offsets = list(broker.offsets.group_offsets(group))
             if err is ErrorCode.NONE and offsets:
-                err = _append_offsets(broker, group, [(t, p, None) for t, p in offsets])
+                err = append_offsets(broker, group, [(t, p, None) for t, p in offsets])
         if err is ErrorCode.NONE:
             log.info("group %s deleted", group)
         results.append({"group_id": group, "error_code": int(err)})
@@ -236,7 +258,7 @@ def offset_delete(broker: HandlerContext, header: RequestHeader, req: WireReques
             parts.append({"partition_index": int(p.partition_index), "error_code": int(err)})
         topics.append({"name": t.name, "partitions": parts})
     if tombstones:
-        err = _append_offsets(broker, group, tombstones)
+        err = append_offsets(broker, group, tombstones)
         if err is not ErrorCode.NONE:
             return refuse(err)
     return {"error_code": 0, "throttle_time": 0, "topics": topics}
