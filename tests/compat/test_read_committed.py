@@ -5,6 +5,8 @@ own reader (``client.fetch``)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import uuid
 
 import pytest
@@ -63,6 +65,15 @@ def _read_with_floodmark(bootstrap: str, topic: str, isolation: int = READ_COMMI
         reader.close()
 
 
+def _consume_cli(bootstrap: str, topic: str, level: str) -> list[bytes]:
+    """``floodmark consume --isolation-level``, as a user runs it."""
+    done = subprocess.run(
+        [sys.executable, "-m", "floodmark.cli", "consume", topic, "--bootstrap-server",
+         bootstrap, "--from-beginning", "--isolation-level", level, "--timeout-ms", "1500"],
+        capture_output=True, timeout=60, check=True)
+    return done.stdout.splitlines()
+
+
 def test_open_committed_and_aborted_transactions(broker) -> None:  # type: ignore[no-untyped-def]
     topic = f"rc-{uuid.uuid4().hex[:8]}"
     create_topic(broker.bootstrap, topic)
@@ -100,6 +111,8 @@ def test_open_committed_and_aborted_transactions(broker) -> None:  # type: ignor
 
     expected = [b"plain-0", b"plain-1", b"commit-0", b"commit-1", b"end", b"last"]
     assert _read_with_floodmark(broker.bootstrap, topic) == expected
+    assert _consume_cli(broker.bootstrap, topic, "read_committed") == expected
+    assert len(_consume_cli(broker.bootstrap, topic, "read_uncommitted")) == 9
     # read_uncommitted sees everything but the markers.
     assert len(_read_with_floodmark(broker.bootstrap, topic, READ_UNCOMMITTED)) == 9
     assert read_committed_confluent(broker.bootstrap, topic, 0, b"last") == expected
