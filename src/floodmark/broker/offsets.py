@@ -16,10 +16,10 @@ stays pending, for the marker the transaction coordinator will write.
 from __future__ import annotations
 
 import struct
-import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from floodmark.metadata import coordinator_partition
 from floodmark.records import (
     CorruptRecordError,
     Record,
@@ -88,7 +88,7 @@ def decode_value(value: bytes) -> CommittedOffset:
 
 
 def partition_for(group: str, num_partitions: int) -> int:
-    return zlib.crc32(group.encode()) % num_partitions
+    return coordinator_partition(group, num_partitions)
 
 
 Key = tuple[str, str, int]
@@ -139,15 +139,19 @@ class OffsetStore:
 
     def build_commit_batch(self, group: str,
                            entries: Iterable[tuple[str, int, CommittedOffset | None]],
-                           now_ms: int) -> bytes:
+                           now_ms: int, producer: tuple[int, int] | None = None) -> bytes:
         """One batch of offset records; ``None`` is a tombstone (the offset is deleted, and
-        compaction removes the key)."""
+        compaction removes the key). ``producer``: (id, epoch) of a transactional producer
+        (TxnOffsetCommit), whose batch is transactional."""
         records = [
             Record(i, now_ms, encode_key(group, topic, partition),
                    encode_value(c) if c is not None else None)
             for i, (topic, partition, c) in enumerate(entries)
         ]
-        return build_batch(records)
+        if producer is None:
+            return build_batch(records)
+        return build_batch(records, producer_id=producer[0], producer_epoch=producer[1],
+                           base_sequence=0, is_transactional=True)
 
     def apply(self, group: str, topic: str, partition: int, c: CommittedOffset | None) -> None:
         table = self._offsets.setdefault(group, {})

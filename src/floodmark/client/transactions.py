@@ -9,6 +9,9 @@ timeout; NONE means the marker is replicated like an acks=all write.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 from floodmark.client.cluster import RETRIABLE, ClusterClient, Retriable, error_text
 from floodmark.client.connection import RequestFailed
 from floodmark.errors import ErrorCode
@@ -25,6 +28,21 @@ class MarkerRefused(RequestFailed):
         self.code = code
 
 
+def write_txn_markers_body(producer_id: int, producer_epoch: int, committed: bool,
+                           coordinator_epoch: int,
+                           partitions: Iterable[tuple[str, int]]) -> dict[str, Any]:
+    """The WriteTxnMarkers request of one producer's marker on ``partitions`` (what the
+    transaction coordinator, ``broker.txn_coordinator``, sends each partition leader)."""
+    topics: dict[str, list[int]] = {}
+    for topic, index in sorted(partitions):
+        topics.setdefault(topic, []).append(index)
+    return {"markers": [{"producer_id": producer_id, "producer_epoch": producer_epoch,
+                         "transaction_result": committed,
+                         "topics": [{"name": t, "partition_indexes": p}
+                                    for t, p in topics.items()],
+                         "coordinator_epoch": coordinator_epoch}]}
+
+
 def write_txn_marker(cluster: ClusterClient, topic: str, partition: int, producer_id: int,
                      producer_epoch: int, *, committed: bool, coordinator_epoch: int = 0) -> None:
     """End ``producer_id``'s transaction on ``topic``-``partition``; returns once the leader
@@ -36,11 +54,10 @@ def write_txn_marker(cluster: ClusterClient, topic: str, partition: int, produce
     def once() -> None:
         leader = cluster.leader(topic, partition)
         try:
-            resp = cluster.request_node(leader, API_WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION, {
-                "markers": [{"producer_id": producer_id, "producer_epoch": producer_epoch,
-                             "transaction_result": committed,
-                             "topics": [{"name": topic, "partition_indexes": [partition]}],
-                             "coordinator_epoch": coordinator_epoch}]})
+            resp = cluster.request_node(
+                leader, API_WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION, write_txn_markers_body(
+                    producer_id, producer_epoch, committed, coordinator_epoch,
+                    [(topic, partition)]))
         except RequestFailed as exc:  # the leader went away: ask the new one
             raise Retriable(ErrorCode.LEADER_NOT_AVAILABLE, f"{what}: {exc}") from exc
         code = int(resp.markers[0].topics[0].partitions[0].error_code)
