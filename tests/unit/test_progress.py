@@ -69,3 +69,21 @@ def test_lines_written_to_a_terminal_stdout_appear_above_the_bars(tmp_path: Path
     assert lines[:4] == [f"event line {i}" for i in range(4)], screen
     assert lines[4].startswith("waiting") and "4/4" in lines[4] and "100%" in lines[4], screen
     assert lines[5] == "finished", screen
+
+
+def test_progress_watch_waits_while_anything_moves_and_names_what_stopped() -> None:
+    from floodmark.progress import ProgressWatch
+
+    watch = ProgressWatch(stall_ms=10_000, now_ms=0)
+    # A slow but moving wait never stalls, however long it takes in all.
+    for step in range(1, 100):
+        assert watch.observe(step * 9_000, {"watermark": step // 2, "rows read": 100}) is None
+    # Then nothing moves: quiet until stall_ms has passed since the last change, then one line.
+    last_move = 98 * 9_000  # step 98 last moved the watermark (to 49)
+    assert watch.observe(last_move + 9_999, {"watermark": 49, "rows read": 100}) is None
+    stalled = watch.observe(last_move + 10_000, {"watermark": 49, "rows read": 100})
+    assert stalled == "no progress for 10 s: watermark stayed at 49, rows read stayed at 100"
+    assert "\n" not in stalled
+    # Any change starts the clock again.
+    assert watch.observe(last_move + 20_000, {"watermark": 50, "rows read": 100}) is None
+    assert watch.observe(last_move + 29_000, {"watermark": 50, "rows read": 100}) is None
