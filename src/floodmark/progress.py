@@ -40,7 +40,10 @@ class Bars:
             )
 
             count = DownloadColumn() if in_bytes else MofNCompleteColumn()
-            console = Console(file=sys.stderr, force_terminal=enabled or None)
+            # Not a terminal (a log, a test's pipe): no width to fit, so room for every column
+            # (rich's default of 80 cut "3000/3000" to "300…" beside long descriptions).
+            console = Console(file=sys.stderr, force_terminal=enabled or None,
+                              width=None if sys.stderr.isatty() else 160)
             self._progress = Progress(TextColumn("{task.description}"), BarColumn(),
                                       TaskProgressColumn(), count, TimeRemainingColumn(),
                                       console=console, transient=False,

@@ -229,6 +229,9 @@ def test_every_user_mistake_is_one_line(tmp_path: Path) -> None:
             (["group", "reset-offsets", "g", "--topic", "t1", "--to-datetime", "garbage", *bs],
              "--to-datetime 'garbage'"),
             (["topic", "list", "--data-dir", str(tmp_path / "nowhere")], "no cluster in"),
+            (["topic", "alter-config", "t1", *bs], "nothing to alter"),
+            (["topic", "alter-config", "t1", "--add-config", "retention.ms", *bs],
+             "--add-config 'retention.ms' is not NAME=VALUE"),
         ]
         for argv, needle in mistakes:
             _one_line_error(_run(*argv, cwd=tmp_path, timeout_s=90), needle)

@@ -28,6 +28,18 @@ def test_bars_draw_on_stderr_and_stay_off_stdout(capsys: pytest.CaptureFixture[s
     assert "acknowledged, 1 failed" in err and "2/3" in err
 
 
+def test_bars_to_a_pipe_keep_every_column_beside_long_descriptions(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The demo's bars on a pipe (its test reads them): the counts are not cut to "300…"."""
+    with Bars(True) as bars:
+        produced = bars.add("produced", 3000)
+        closing = bars.add("spark counts_to_parquet: watermark closes the last windows", 1)
+        bars.update(produced, 3000)
+        bars.update(closing, 1)
+    err = capsys.readouterr().err
+    assert "3000/3000" in err and "1/1" in err and "…" not in err
+
+
 def test_disabled_bars_draw_nothing(capsys: pytest.CaptureFixture[str]) -> None:
     with Bar(10, "produce to t", False) as bar:
         bar.advance(10)

@@ -310,6 +310,11 @@ def _drive(cluster: LocalCluster, example: ModuleType, producer: _Producer, prog
         if stalled is not None:
             producer.release.set()
             raise Stalled(f"the stream stopped before the producer finished: {stalled}")
+        for name, q in progress.queries.items():  # a failed query never moves again: say so now
+            if not q.isActive:
+                producer.release.set()
+                raise Stalled(f"query {name} stopped mid-stream: "
+                              f"{_first_line(q.exception()) or 'stopped'}")
         # the kill waits until both queries have processed data
         if killed is None and not held and produced >= producer.hold_at and not all(
                 progress.data_batches(name) for name in progress.queries):
@@ -392,7 +397,7 @@ def _drive(cluster: LocalCluster, example: ModuleType, producer: _Producer, prog
     ok = True
     for name, q in progress.queries.items():
         if q.exception() is not None:
-            _say(f"query {name} FAILED: {q.exception()}")
+            _say(f"query {name} FAILED: {_first_line(q.exception())}")
             ok = False
         elif not q.isActive:
             _say(f"query {name} stopped before the last windows closed")
@@ -401,6 +406,10 @@ def _drive(cluster: LocalCluster, example: ModuleType, producer: _Producer, prog
             _say(f"query {name}: the last windows did not close: {stalled}")
             ok = False
     return ok
+
+
+def _first_line(exc: object) -> str:
+    return str(exc).strip().splitlines()[0] if exc is not None and str(exc).strip() else ""
 
 
 def _now_ms() -> int:
