@@ -305,8 +305,8 @@ class Broker:
         return host, self.config.advertised_port or self.bound_port
 
     # -- topic configs -----------------------------------------------------------------------------
-    def alter_topic_configs(self, name: str, configs: dict[str, Any], *,
-                            validate_only: bool = False) -> None:
+    async def alter_topic_configs(self, name: str, configs: dict[str, Any], *,
+                                  validate_only: bool = False) -> None:
         """AlterConfigs / IncrementalAlterConfigs for a topic: ``configs`` is the whole new set,
         validated by the setting registry, decided by the controller, applied to the replicas."""
         if name not in self.controller.topics():
@@ -314,7 +314,7 @@ class Broker:
         configs = self.storage.validate_topic_configs(configs)
         if validate_only:
             return
-        self.controller.alter_topic_configs(name, configs)
+        await self.controller.alter_topic_configs(name, configs)
         meta = self.controller.topics()[name]
         for p in meta.partitions:
             ps = self.partitions.get((name, p.partition))
@@ -369,9 +369,9 @@ class Broker:
             fut.set_result((error, base_offset))
 
     # -- metadata changes ----------------------------------------------------------------------
-    def create_topic(self, name: str, num_partitions: int, replication_factor: int,
-                     configs: dict[str, Any], *, validate_only: bool = False,
-                     assignments: list[tuple[int, ...]] | None = None) -> TopicMeta:
+    async def create_topic(self, name: str, num_partitions: int, replication_factor: int,
+                           configs: dict[str, Any], *, validate_only: bool = False,
+                           assignments: list[tuple[int, ...]] | None = None) -> TopicMeta:
         if assignments is not None and (num_partitions != -1 or replication_factor != -1):
             raise KafkaError(ErrorCode.INVALID_REQUEST, "a manual replica assignment comes "
                              "with num_partitions and replication_factor -1")
@@ -382,20 +382,20 @@ class Broker:
         configs = self.storage.validate_topic_configs(configs)
         if name.startswith("__") and name == OFFSETS_TOPIC:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"{name} is internal")
-        meta = self.controller.create_topic(name, num_partitions, replication_factor, configs,
-                                            validate_only=validate_only,
-                                            assignments=assignments)
+        meta = await self.controller.create_topic(name, num_partitions, replication_factor,
+                                                  configs, validate_only=validate_only,
+                                                  assignments=assignments)
         if not validate_only:
             self.membership.metadata_changed()
         return meta
 
-    def delete_topic(self, name: str) -> TopicMeta:
+    async def delete_topic(self, name: str) -> TopicMeta:
         # The logs go first: on a full disk, deleting a topic is how space comes back, and the
         # metadata file needs a little of it to record the deletion.
-        meta = self.controller.delete_topic(name, validate_only=True)
+        meta = await self.controller.delete_topic(name, validate_only=True)
         for p in meta.partitions:
             self.remove_partition((name, p.partition), delete=True)
-        meta = self.controller.delete_topic(name)
+        meta = await self.controller.delete_topic(name)
         self.offsets.remove_topic(name)
         try:
             self.checkpoint()
@@ -403,10 +403,10 @@ class Broker:
             log.warning("checkpoint after deleting topic %s failed: %s", name, exc)
         return meta
 
-    def create_partitions(self, name: str, count: int, *, validate_only: bool = False,
-                          assignments: list[tuple[int, ...]] | None = None) -> None:
-        self.controller.create_partitions(name, count, validate_only=validate_only,
-                                          assignments=assignments)
+    async def create_partitions(self, name: str, count: int, *, validate_only: bool = False,
+                                assignments: list[tuple[int, ...]] | None = None) -> None:
+        await self.controller.create_partitions(name, count, validate_only=validate_only,
+                                                assignments=assignments)
         if not validate_only:
             self.membership.metadata_changed()
 

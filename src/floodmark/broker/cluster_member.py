@@ -72,6 +72,7 @@ class ClusterMembership(MembershipBase):
         controller_client.on_records = self._on_metadata
         controller_client.on_unapplied = self._on_unapplied
         self._bad_partitions: dict[PartitionKey, str] = {}
+        self._creating_offsets: asyncio.Task[None] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False
 
@@ -349,28 +350,32 @@ class ClusterMembership(MembershipBase):
         return reg.host, reg.port
 
     def _offsets_partitions(self) -> int:
-        """Partition count of the replicated offsets topic, creating it on first use with
-        RF = min(3, live brokers)."""
+        """Partition count of the replicated offsets topic. On first use it is created (RF =
+        min(3, live brokers)) in the background, as Kafka does: meanwhile 0 (the asker answers
+        COORDINATOR_NOT_AVAILABLE and the client asks again)."""
         image = self.controller_client.image
         topic = image.topics.get(OFFSETS_TOPIC)
         if topic is None:
-            n = int(self.host.config.get("offsets.topic.num.partitions"))
-            rf = max(1, min(3, len(image.acceptable_brokers())))
-            try:
-                self.controller_client.create_topic(OFFSETS_TOPIC, n, rf,
-                                                    {"cleanup.policy": "compact"})
-            except KafkaError as exc:
-                if exc.code is not ErrorCode.TOPIC_ALREADY_EXISTS:
-                    raise
-            topic = image.topics.get(OFFSETS_TOPIC)
-        return len(topic.partitions) if topic is not None else 0
+            if self._creating_offsets is None or self._creating_offsets.done():
+                self._creating_offsets = asyncio.create_task(self._create_offsets_topic())
+            return 0
+        return len(topic.partitions)
+
+    async def _create_offsets_topic(self) -> None:
+        image = self.controller_client.image
+        n = int(self.host.config.get("offsets.topic.num.partitions"))
+        rf = max(1, min(3, len(image.acceptable_brokers())))
+        try:
+            await self.controller_client.create_topic(OFFSETS_TOPIC, n, rf,
+                                                      {"cleanup.policy": "compact"})
+        except KafkaError as exc:
+            if exc.code is not ErrorCode.TOPIC_ALREADY_EXISTS:
+                log.warning("broker %d could not create %s: %s", self.host.node_id,
+                            OFFSETS_TOPIC, exc)
 
     def coordinator_for(self, group: str) -> int:
         """The leader of the group's ``__consumer_offsets`` partition."""
-        try:
-            n = self._offsets_partitions()
-        except KafkaError:
-            return -1
+        n = self._offsets_partitions()
         if n == 0:
             return -1
         reg = self.controller_client.image.partition(OFFSETS_TOPIC, partition_for(group, n))

@@ -38,8 +38,7 @@ class LocalMembership(MembershipBase):
         self.metadata_changed()
         if OFFSETS_TOPIC not in controller.topics():
             n = int(host.config.get("offsets.topic.num.partitions"))
-            controller.create_topic(OFFSETS_TOPIC, n, 1, {"cleanup.policy": "compact"},
-                                    internal=True)
+            controller.create_topic_now(OFFSETS_TOPIC, n, 1, {"cleanup.policy": "compact"})
             self.metadata_changed()
         dynamic_configs.apply(host)  # KIP-226 dynamic broker configs from the metadata
         internal = controller.topics()[OFFSETS_TOPIC]

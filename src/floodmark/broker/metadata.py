@@ -38,22 +38,27 @@ CONTROLLER_DIR = "controller"
 
 
 class Controller(Protocol):
+    """What the broker asks of its controller. Reads are answered from the broker's metadata
+    at once; changes are awaited (a remote controller may be slow or gone: the request that
+    needs it waits, never the broker's event loop)."""
+
     def topics(self) -> dict[str, TopicMeta]: ...
-    def create_topic(
+    async def create_topic(
         self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, Any],
         *, internal: bool = False, validate_only: bool = False,
         assignments: list[tuple[int, ...]] | None = None,
     ) -> TopicMeta: ...
-    def delete_topic(self, name: str, *, validate_only: bool = False) -> TopicMeta: ...
-    def create_partitions(self, name: str, count: int, *, validate_only: bool = False,
-                          assignments: list[tuple[int, ...]] | None = None) -> TopicMeta: ...
-    def allocate_producer_id(self) -> int: ...
-    def elect_leaders(self, partitions: list[tuple[str, int]], *, unclean: bool
-                      ) -> list[tuple[str, int, ErrorCode, str]]: ...
-    def alter_topic_configs(self, name: str, configs: dict[str, Any]) -> None: ...
-    def alter_broker_configs(self, resource: str, configs: dict[str, Any]) -> None: ...
+    async def delete_topic(self, name: str, *, validate_only: bool = False) -> TopicMeta: ...
+    async def create_partitions(self, name: str, count: int, *, validate_only: bool = False,
+                                assignments: list[tuple[int, ...]] | None = None
+                                ) -> TopicMeta: ...
+    async def allocate_producer_id(self) -> int: ...
+    async def elect_leaders(self, partitions: list[tuple[str, int]], *, unclean: bool
+                            ) -> list[tuple[str, int, ErrorCode, str]]: ...
+    async def alter_topic_configs(self, name: str, configs: dict[str, Any]) -> None: ...
+    async def alter_broker_configs(self, resource: str, configs: dict[str, Any]) -> None: ...
     def broker_configs(self) -> dict[str, dict[str, Any]]: ...
-    def alter_partition_reassignments(
+    async def alter_partition_reassignments(
         self, changes: list[tuple[str, int, tuple[int, ...] | None]]
     ) -> list[tuple[str, int, ErrorCode, str]]: ...
     def reassignments(self) -> dict[tuple[str, int], Reassignment]: ...
@@ -141,12 +146,20 @@ class LocalController:
             self._topics = topic_metas(self.logic.image)
         return self._topics
 
-    # -- changes ---------------------------------------------------------------------------------
-    def create_topic(
+    # -- changes (in process: decided, appended and fsynced before the await returns) ----------
+    async def create_topic(
         self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, Any],
         *, internal: bool = False, validate_only: bool = False,
         assignments: list[tuple[int, ...]] | None = None,
     ) -> TopicMeta:
+        return self.create_topic_now(name, num_partitions, replication_factor, configs,
+                                     validate_only=validate_only, assignments=assignments)
+
+    def create_topic_now(
+        self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, Any],
+        *, validate_only: bool = False, assignments: list[tuple[int, ...]] | None = None,
+    ) -> TopicMeta:
+        """``create_topic`` without a loop (the broker's start creates the offsets topic)."""
         self.logic.create_topic(name, num_partitions, replication_factor, configs,
                                 validate_only=validate_only, assignments=assignments)
         if validate_only:
@@ -157,7 +170,7 @@ class LocalController:
         log.info("created topic %s partitions=%d", name, num_partitions)
         return self.topics()[name]
 
-    def delete_topic(self, name: str, *, validate_only: bool = False) -> TopicMeta:
+    async def delete_topic(self, name: str, *, validate_only: bool = False) -> TopicMeta:
         meta = deletable_topic(self.topics(), name)
         if not validate_only:
             self.logic.delete_topic(name)
@@ -165,25 +178,25 @@ class LocalController:
             log.info("deleted topic %s", name)
         return meta
 
-    def create_partitions(self, name: str, count: int, *, validate_only: bool = False,
+    async def create_partitions(self, name: str, count: int, *, validate_only: bool = False,
                           assignments: list[tuple[int, ...]] | None = None) -> TopicMeta:
         self.logic.create_partitions(name, count, validate_only=validate_only,
                                      assignments=assignments)
         self._persist()
         return self.topics()[name]
 
-    def alter_topic_configs(self, name: str, configs: dict[str, Any]) -> None:
+    async def alter_topic_configs(self, name: str, configs: dict[str, Any]) -> None:
         self.logic.alter_topic_configs(name, configs)
         self._persist()
 
-    def alter_broker_configs(self, resource: str, configs: dict[str, Any]) -> None:
+    async def alter_broker_configs(self, resource: str, configs: dict[str, Any]) -> None:
         self.logic.alter_broker_configs(resource, configs)
         self._persist()
 
     def broker_configs(self) -> dict[str, dict[str, Any]]:
         return self.logic.image.broker_configs
 
-    def alter_partition_reassignments(
+    async def alter_partition_reassignments(
         self, changes: list[tuple[str, int, tuple[int, ...] | None]]
     ) -> list[tuple[str, int, ErrorCode, str]]:
         out = []
@@ -196,7 +209,7 @@ class LocalController:
     def reassignments(self) -> dict[tuple[str, int], Reassignment]:
         return self.logic.image.reassignments
 
-    def elect_leaders(self, partitions: list[tuple[str, int]], *, unclean: bool
+    async def elect_leaders(self, partitions: list[tuple[str, int]], *, unclean: bool
                       ) -> list[tuple[str, int, ErrorCode, str]]:
         out = []
         for topic, partition in partitions:
@@ -205,7 +218,7 @@ class LocalController:
         self._persist()
         return out
 
-    def allocate_producer_id(self) -> int:
+    async def allocate_producer_id(self) -> int:
         if self._pid_next >= self._pid_limit:
             first, count = self.logic.allocate_producer_ids()
             self._persist()

@@ -419,7 +419,17 @@ def init_producer_id(broker: HandlerContext, header: RequestHeader, req: Any, co
         # KIP-360: an idempotent producer may bump its own epoch to reset sequences.
         return {"throttle_time": 0, "error_code": 0, "producer_id": existing,
                 "producer_epoch": existing_epoch + 1}
-    pid = broker.controller.allocate_producer_id()
+    return _new_producer_id(broker)
+
+
+async def _new_producer_id(broker: HandlerContext) -> dict[str, Any]:
+    """A new id, from the block the controller handed this broker (awaited when a new block is
+    needed: only this request waits for the controller)."""
+    try:
+        pid = await broker.controller.allocate_producer_id()
+    except KafkaError as exc:  # no controller answered: the producer retries
+        return {"throttle_time": 0, "error_code": int(exc.code), "producer_id": -1,
+                "producer_epoch": -1}
     return {"throttle_time": 0, "error_code": 0, "producer_id": pid, "producer_epoch": 0}
 
 
