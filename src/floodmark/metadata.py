@@ -1,13 +1,17 @@
 """What brokers and the controller agree a topic is: names, partitions, limits.
 
 Below both (the layers point down only): the controller validates and assigns with these, the
-brokers and clients read them. ``OFFSETS_TOPIC`` is the one internal topic name.
+brokers and clients read them. ``OFFSETS_TOPIC`` and ``TRANSACTION_STATE_TOPIC`` are the
+internal topics; ``coordinator_partition`` says which of their partitions holds a key (a group,
+a transactional id), and so which partition's leader coordinates it.
 """
 
 from __future__ import annotations
 
+import enum
 import re
 import uuid
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +19,20 @@ from typing import Any
 from floodmark.errors import ErrorCode, KafkaError
 
 OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
+
+
+class CoordinatorType(enum.IntEnum):
+    """FindCoordinator's ``key_type``: what the key names, and the internal topic whose
+    partition leader coordinates it."""
+
+    GROUP = 0
+    TRANSACTION = 1
+
+    @property
+    def topic(self) -> str:
+        return OFFSETS_TOPIC if self is CoordinatorType.GROUP else TRANSACTION_STATE_TOPIC
 _TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 
 
@@ -34,6 +52,13 @@ class TopicMeta:
     partitions: tuple[PartitionMeta, ...]
     configs: dict[str, Any] = field(default_factory=dict)
     internal: bool = False
+
+
+def coordinator_partition(key: str, num_partitions: int) -> int:
+    """The partition of an internal topic that holds ``key`` (a group id in
+    ``__consumer_offsets``, a transactional id in ``__transaction_state``): a hash of the key,
+    as Kafka's ``partitionFor`` (CRC-32 here, where Kafka uses Java's ``hashCode``)."""
+    return zlib.crc32(key.encode()) % num_partitions
 
 
 # Every partition costs open files, memory and a replica fetcher: a bound on the total keeps one

@@ -69,6 +69,15 @@ DEFAULTS: dict[str, Any] = {
     "max.incremental.fetch.session.cache.slots": 1000,
     "min.incremental.fetch.session.eviction.ms": 120_000,
     "transactional.id.expiration.ms": 604_800_000,
+    # The transaction coordinator (KIP-98), Kafka's names. Kafka's __transaction_state has 50
+    # partitions; one keeps a small broker small, as for __consumer_offsets. Kafka looks for
+    # timed-out transactions every 10 s; every second keeps an abandoned transaction's records
+    # from holding back read_committed consumers (the LSO) much past its timeout.
+    "transaction.max.timeout.ms": 900_000,
+    "transaction.state.log.num.partitions": 1,
+    "transaction.state.log.replication.factor": 3,
+    "transaction.state.log.min.isr": 2,
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000,
     # floodmark's protocol mode (SPEC §2). Anything but leader-epoch is known to lose or diverge
     # data and needs floodmark.truncation.allow.unsafe=true to start.
     "floodmark.truncation": "leader-epoch",
@@ -142,7 +151,11 @@ _INT_SETTINGS = frozenset({"node.id", "num.partitions", "default.replication.fac
                            "group.min.session.timeout.ms", "group.max.session.timeout.ms",
                            "offsets.topic.num.partitions", "offsets.retention.minutes",
                            "log.checkpoint.interval.ms", "replica.lag.time.max.ms",
-                           "transactional.id.expiration.ms"})
+                           "transactional.id.expiration.ms", "transaction.max.timeout.ms",
+                           "transaction.state.log.num.partitions",
+                           "transaction.state.log.replication.factor",
+                           "transaction.state.log.min.isr",
+                           "transaction.abort.timed.out.transaction.cleanup.interval.ms"})
 _LIST_SETTINGS = frozenset({"log.cleanup.policy", "process.roles"})
 _LONG_NULLABLE = frozenset({"log.flush.interval.ms"})
 

@@ -159,10 +159,9 @@ def test_unknown_api_key_closes(broker, bystander) -> None:
     body = struct.pack(">hhih", 999, 0, 1, -1)
     s.sendall(struct.pack(">i", len(body)) + body)
     assert _closed_by_broker(s)
-    # A real Kafka API floodmark does not serve (AddPartitionsToTxn) is also refused.
+    # A real Kafka API floodmark does not serve (DescribeAcls: no authorizer) is also refused.
     s = _raw(broker)
-    s.sendall(encode_request(24, 3, 1, {"transactional_id": "t", "producer_id": 1,
-                                        "producer_epoch": 0, "v3_and_below_topics": []}))
+    s.sendall(encode_request(29, 1, 1, {}))
     assert _closed_by_broker(s)
     _still_served(broker, bystander)
 

@@ -440,3 +440,36 @@ def test_exactly_once_sink_survives_replay_and_a_half_published_batch(
     assert len(dst_values()) == 640
     assert [x["numInputRows"] for x in run()] == [100]
     assert dst_values() == sorted(r.value for r in first + second)  # 700, none twice
+
+
+def test_read_committed_stops_at_the_lso_and_drops_aborted_records(
+        spark, broker, topic_name) -> None:  # type: ignore[no-untyped-def]
+    """``kafka.isolation.level=read_committed`` (Spark's option): the reader plans up to the
+    last stable offset and drops the records of aborted transactions and the markers; the
+    default read_uncommitted reads up to the HW, transactional records included."""
+    from tests.compat.txn_helpers import new_producer_id
+    from tests.compat.txn_helpers import produce as produce_batch
+
+    from floodmark.client.cluster import ClusterClient
+    from floodmark.client.transactions import write_txn_marker
+
+    bs = broker.bootstrap
+    create_topic(bs, topic_name, 1)
+    with ClusterClient(bs) as client:
+        aborted, committed = new_producer_id(client), new_producer_id(client)
+        produce_batch(client, topic_name, 0, [b"p0"])
+        produce_batch(client, topic_name, 0, [b"a0", b"a1"], producer_id=aborted,
+                      producer_epoch=0, base_sequence=0, transactional=True)
+        produce_batch(client, topic_name, 0, [b"p1"])
+
+        def values(level: str) -> list[bytes]:
+            df = _reader(spark, bs, subscribe=topic_name, **{"kafka.isolation.level": level})
+            return [bytes(r["value"]) for r in df.orderBy("offset").collect()]
+
+        assert values("read_committed") == [b"p0"]  # the LSO is the open transaction's start
+        assert values("read_uncommitted") == [b"p0", b"a0", b"a1", b"p1"]
+        write_txn_marker(client, topic_name, 0, aborted, 0, committed=False)
+        produce_batch(client, topic_name, 0, [b"c0"], producer_id=committed, producer_epoch=0,
+                      base_sequence=0, transactional=True)
+        write_txn_marker(client, topic_name, 0, committed, 0, committed=True)
+    assert values("read_committed") == [b"p0", b"p1", b"c0"]

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.index import load_request_schema
 
-from floodmark.client.connection import encode_request
+from floodmark.client.connection import decode_response, encode_request
 from floodmark.records import simple_batch
 from floodmark.wire.codec import decode_request, encode_response
 from floodmark.wire.hot import (
@@ -17,6 +17,7 @@ from floodmark.wire.hot import (
     ProducePartitionResult,
     encode_fetch_response,
     encode_produce_response,
+    parse_fetch_response,
     parse_produce_request,
 )
 
@@ -133,3 +134,69 @@ def test_produce_response_record_errors_match_kio(version) -> None:
              "log_start_offset": 0, "error_message": "no key", "record_errors": [
                  {"batch_index": i, "batch_index_error_message": m} for i, m in errors]}]}]}))
     assert ours == theirs
+
+
+def _kio_fields(obj: object) -> object:
+    """A decoded answer as plain values (kio's dataclasses and ours alike)."""
+    if isinstance(obj, (list, tuple)):
+        return [_kio_fields(o) for o in obj]
+    if isinstance(obj, (bytes, memoryview)):
+        return bytes(obj)
+    if hasattr(obj, "__dataclass_fields__"):
+        return {k: _kio_fields(getattr(obj, k)) for k in obj.__dataclass_fields__
+                if not k.startswith("__")}
+    return int(obj) if isinstance(obj, int) else obj
+
+
+@pytest.mark.parametrize("version", range(4, 12))
+@settings(max_examples=25, deadline=None)
+@given(topics=st.lists(st.tuples(names, st.lists(
+    st.tuples(partition_ids, st.sampled_from([0, 1, 3, 6]), offsets, offsets, offsets,
+              st.sampled_from(["none", "empty", "data"]),
+              st.none() | st.lists(st.tuples(offsets, offsets), max_size=3)),
+    min_size=1, max_size=3)), max_size=3),
+       session_id=st.integers(0, 2**31 - 1), error_code=st.sampled_from([0, 70]))
+def test_fetch_response_read_matches_kio(version, topics, session_id, error_code) -> None:
+    """The consumer's zero-copy Fetch reader gives what kio's generic reader gives."""
+    recs = {"none": None, "empty": b"", "data": simple_batch([b"payload"] * 3)}
+    frame = memoryview(b"".join(bytes(p) for p in encode_response(1, version, 11, {
+        "throttle_time": 5, "error_code": error_code, "session_id": session_id,
+        "responses": [{"topic": n, "partitions": [
+            {"partition_index": i, "error_code": e, "high_watermark": hw,
+             "last_stable_offset": lso, "log_start_offset": ls, "preferred_read_replica": -1,
+             "aborted_transactions": (None if ab is None else
+                                      [{"producer_id": a, "first_offset": b} for a, b in ab]),
+             "records": recs[r]}
+            for i, e, hw, lso, ls, r, ab in ps]} for n, ps in topics]}))[4:])
+    corr, ours = parse_fetch_response(frame, version)
+    assert corr == 11
+    kio = pytest.importorskip("kio.index")
+    from kio.serial import entity_reader
+    cls = kio.load_response_schema(1, version)
+    _, used = entity_reader(cls.__header_schema__)(bytes(frame), 0)
+    theirs, _ = entity_reader(cls)(bytes(frame), used)
+    mine = _kio_fields(ours)
+    want = _kio_fields(theirs)
+    assert isinstance(mine, dict) and isinstance(want, dict)
+    for key, value in want.items():  # every field kio reads equals ours
+        if key != "responses":
+            assert mine[key] == value, key
+    # every field kio reads at this version equals ours (older versions have fewer)
+    assert [{"topic": m["topic"], "partitions": [{k: mp[k] for k in p}
+                                                 for p, mp in zip(t["partitions"], m["partitions"],
+                                                                  strict=True)]}
+            for t, m in zip(want["responses"], mine["responses"], strict=True)] == want["responses"]
+    # and the client's decoder takes this path, leaving the records in the frame
+    answer = decode_response(frame, 1, version, 11)
+    for topic in answer.responses:
+        for part in topic.partitions:
+            assert part.records is None or isinstance(part.records, memoryview)
+
+
+def test_fetch_response_read_refuses_a_truncated_frame() -> None:
+    frame = b"".join(bytes(p) for p in encode_fetch_response(11, 3, [
+        ("t", [FetchPartitionResult(0, 0, 1, 1, 0, simple_batch([b"x" * 100]))])]))[4:]
+    with pytest.raises(HotDecodeError):
+        parse_fetch_response(memoryview(frame[:-10]), 11)
+    with pytest.raises(HotDecodeError):
+        parse_fetch_response(memoryview(frame), 12)

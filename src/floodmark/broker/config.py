@@ -13,7 +13,6 @@ import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from floodmark.address import parse_host_port
 from floodmark.replication.modes import DEFAULT_TRUNCATION, Truncation
@@ -32,8 +31,23 @@ from floodmark.settings import (
 )
 
 __all__ = ["DEFAULTS", "DYNAMIC", "LONG_MAX", "SETTINGS", "TOPIC_CONFIG_DEFAULTS", "BrokerConfig",
-           "ConfigSource", "ConfigType", "DynamicLayer", "Setting", "parse_value", "render",
-           "validate_dynamic"]
+           "ConfigSource", "ConfigType", "ConfigValue", "Configs", "DynamicLayer", "Setting",
+           "as_int", "parse_value", "render", "validate_dynamic"]
+
+
+ConfigValue = bool | int | float | str | None
+"""A setting's typed value, as the registry (``SETTINGS``) types it: BOOLEAN a bool, INT and LONG
+an int, DOUBLE a float, STRING and LIST (comma-separated, as Kafka writes them) a str, and None
+where Kafka's default is null (``log.flush.interval.ms``)."""
+Configs = dict[str, ConfigValue]
+"""Settings by Kafka's names: a broker's layers, a topic's configs."""
+
+
+def as_int(name: str, value: ConfigValue) -> int:
+    """An INT or LONG value (a number given as text too); ValueError names the setting."""
+    if value is None or isinstance(value, bool):
+        raise ValueError(f"{name}={value!r}: expected a number")
+    return int(value)
 
 
 @dataclass
@@ -41,8 +55,8 @@ class DynamicLayer:
     """The dynamic broker configs in force on this broker (typed): the cluster-wide default
     and this broker's own; the metadata records carry them, the broker replaces them."""
 
-    cluster_default: dict[str, Any] = field(default_factory=dict)
-    this_broker: dict[str, Any] = field(default_factory=dict)
+    cluster_default: Configs = field(default_factory=dict)
+    this_broker: Configs = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -52,16 +66,16 @@ class BrokerConfig:
     listen_port: int = 9092
     advertised_host: str | None = None
     advertised_port: int | None = None
-    settings: Mapping[str, Any] = field(default_factory=lambda: dict(DEFAULTS))
+    settings: Mapping[str, ConfigValue] = field(default_factory=lambda: dict(DEFAULTS))
     static_names: frozenset[str] = frozenset()
     """Settings given at start (TOML file, ``--set``): STATIC_BROKER_CONFIG."""
     dynamic: DynamicLayer = field(default_factory=DynamicLayer)
 
     @property
     def node_id(self) -> int:
-        return int(self.settings["node.id"])
+        return as_int("node.id", self.settings["node.id"])
 
-    def get(self, name: str) -> Any:
+    def get(self, name: str) -> ConfigValue:
         """The value in force: this broker's dynamic value, the cluster-wide dynamic default,
         the static setting, Kafka's default."""
         for layer in (self.dynamic.this_broker, self.dynamic.cluster_default):
@@ -69,10 +83,24 @@ class BrokerConfig:
                 return layer[name]
         return self.settings.get(name, DEFAULTS.get(name))
 
-    def sources(self, name: str) -> list[tuple[ConfigSource, Any]]:
+    def get_int(self, name: str) -> int:
+        """An INT or LONG setting in force (``validate`` checked its type at start)."""
+        return as_int(name, self.get(name))
+
+    def min_insync_replicas(self, topic_configs: Mapping[str, ConfigValue]) -> int:
+        """A topic's ``min.insync.replicas``: its own config, else the broker's in force."""
+        name = "min.insync.replicas"
+        return as_int(name, topic_configs[name] if name in topic_configs else self.get(name))
+
+    def get_bool(self, name: str) -> bool:
+        """A BOOLEAN setting in force."""
+        value = self.get(name)
+        return value if isinstance(value, bool) else str(value).strip().lower() == "true"
+
+    def sources(self, name: str) -> list[tuple[ConfigSource, ConfigValue]]:
         """Where ``name``'s value comes from, most specific first (DescribeConfigs' synonyms):
         every layer that has a value; the first one is in force."""
-        out: list[tuple[ConfigSource, Any]] = []
+        out: list[tuple[ConfigSource, ConfigValue]] = []
         if name in self.dynamic.this_broker:
             out.append((ConfigSource.DYNAMIC_BROKER_CONFIG, self.dynamic.this_broker[name]))
         if name in self.dynamic.cluster_default:
@@ -86,9 +114,9 @@ class BrokerConfig:
             out.append((ConfigSource.STATIC_BROKER_CONFIG, self.settings[name]))
         return out
 
-    def log_settings(self) -> dict[str, Any]:
+    def log_settings(self) -> Configs:
         """Every log-level value in force (the base of every topic's LogConfig)."""
-        out = {k: v for k, v in self.settings.items() if v is not None}
+        out: Configs = {k: v for k, v in self.settings.items() if v is not None}
         for layer in (self.dynamic.cluster_default, self.dynamic.this_broker):
             for name, value in layer.items():
                 if value is None:
@@ -111,7 +139,7 @@ class BrokerConfig:
                 raise ValueError(f"{name}={value!r}: expected "
                                  f"{'true or false' if setting.type is ConfigType.BOOLEAN else 'a number'}")
         mode = self.truncation
-        if mode is not DEFAULT_TRUNCATION and not self.get("floodmark.truncation.allow.unsafe"):
+        if mode is not DEFAULT_TRUNCATION and not self.get_bool("floodmark.truncation.allow.unsafe"):
             raise ValueError(
                 f"floodmark.truncation={mode.value} is unsafe (it loses acknowledged data or lets "
                 "replicas diverge, see docs/replication.md); set "
@@ -120,10 +148,10 @@ class BrokerConfig:
 
     @property
     def unsafe_ack_duplicates_before_commit(self) -> bool:
-        return bool(self.get("floodmark.unsafe.ack.duplicates.before.commit"))
+        return self.get_bool("floodmark.unsafe.ack.duplicates.before.commit")
 
-    def topic_defaults(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+    def topic_defaults(self) -> Configs:
+        out: Configs = {}
         for name, broker_name in TOPIC_CONFIG_DEFAULTS.items():
             out[name] = self.get(broker_name)
         if out.get("flush.ms") is None:
@@ -141,7 +169,7 @@ class BrokerConfig:
         overrides: Iterable[str] = (),
         node_id: int | None = None,
     ) -> BrokerConfig:
-        settings: dict[str, Any] = dict(DEFAULTS)
+        settings: Configs = dict(DEFAULTS)
         given: set[str] = set()
         if config_file is not None:
             with open(config_file, "rb") as fh:
@@ -165,13 +193,20 @@ class BrokerConfig:
         return config
 
 
-def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """TOML may write Kafka names quoted (``"log.segment.bytes" = 1``) or as tables."""
-    out: dict[str, Any] = {}
+
+
+def _flatten(table: Mapping[str, object], prefix: str = "") -> Configs:
+    """TOML may write Kafka names quoted (``"log.segment.bytes" = 1``) or as tables; a list is
+    Kafka's comma-separated LIST, any other TOML value (a date) its text."""
+    out: Configs = {}
     for key, value in table.items():
         name = f"{prefix}{key}"
         if isinstance(value, Mapping):
             out.update(_flatten(value, name + "."))
-        else:
+        elif isinstance(value, bool | int | float | str):
             out[name] = value
+        elif isinstance(value, list):
+            out[name] = ",".join(str(v) for v in value)
+        else:
+            out[name] = str(value)
     return out

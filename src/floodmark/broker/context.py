@@ -13,9 +13,10 @@ import asyncio
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol, TypedDict
+from typing import Protocol, TypedDict
 
-from floodmark.broker.config import BrokerConfig
+from floodmark.broker.boundary import ClientConnection, HandlerResult, WireRequest
+from floodmark.broker.config import BrokerConfig, Configs
 from floodmark.broker.fetch_sessions import FetchSessionCache
 from floodmark.broker.groups import GroupCoordinator
 from floodmark.broker.metadata import Controller
@@ -24,10 +25,12 @@ from floodmark.broker.partition_state import PartitionState
 from floodmark.broker.purgatory import FetchPurgatory
 from floodmark.broker.replica_fetcher import ReplicaManager
 from floodmark.broker.storage_glue import Storage
+from floodmark.broker.txn_coordinator import TransactionCoordinatorDriver
 from floodmark.errors import ErrorCode
-from floodmark.metadata import TopicMeta
+from floodmark.metadata import CoordinatorType, TopicMeta
 from floodmark.replication.election import AlterPartitionRequest
 from floodmark.replication.produce import ProduceSettings
+from floodmark.wire.codec import RequestHeader
 
 PartitionKey = tuple[str, int]
 
@@ -77,11 +80,17 @@ class Membership(Protocol):
     def live_brokers(self) -> list[BrokerInfo]:
         """The brokers clients may talk to (Metadata, DescribeCluster)."""
 
-    def coordinator_for(self, group: str) -> int:
-        """The node id coordinating ``group`` (-1: none available)."""
+    def coordinator_for(self, key: str, key_type: CoordinatorType = CoordinatorType.GROUP
+                        ) -> int:
+        """The node id coordinating ``key``, a group or a transactional id (-1: none
+        available); creates the internal topic on first use."""
 
     def broker_address(self, node_id: int) -> tuple[str, int] | None:
         """Where clients reach broker ``node_id`` (None: not a live broker)."""
+
+    def leadership_in_doubt(self) -> bool:
+        """The controller may have moved this broker's partitions without its knowing
+        (``controller_session.ControllerSession``)."""
 
 
 class BrokerCore(Protocol):
@@ -94,7 +103,7 @@ class BrokerCore(Protocol):
     partitions: dict[PartitionKey, PartitionState]
 
     def now_ms(self) -> int: ...
-    def reconfigure_partition(self, ps: PartitionState, configs: dict[str, Any], *,
+    def reconfigure_partition(self, ps: PartitionState, configs: Configs, *,
                               force: bool = False) -> None: ...
 
 
@@ -102,6 +111,7 @@ class MemberHost(BrokerCore, Protocol):
     """What a membership sees of its broker."""
 
     offsets: OffsetStore
+    transactions: TransactionCoordinatorDriver
     purgatory: FetchPurgatory
     replicas: ReplicaManager | None
     isr_shrinks: int
@@ -113,7 +123,7 @@ class MemberHost(BrokerCore, Protocol):
     @property
     def advertised(self) -> tuple[str, int]: ...
     def stop(self) -> None: ...
-    def open_partition(self, topic: str, index: int, configs: dict[str, Any],
+    def open_partition(self, topic: str, index: int, configs: Configs,
                        topic_id: uuid.UUID | None = None) -> PartitionState: ...
     def remove_partition(self, key: PartitionKey, *, delete: bool) -> PartitionState | None: ...
 
@@ -144,19 +154,24 @@ class HandlerContext(BrokerCore, Protocol):
     fetch_sessions: FetchSessionCache
     offsets: OffsetStore
     groups: GroupCoordinator
+    transactions: TransactionCoordinatorDriver
 
     @property
     def advertised(self) -> tuple[str, int]: ...
     def live_brokers(self) -> list[BrokerInfo]: ...
     def is_coordinator(self, group: str) -> bool: ...
     async def create_topic(self, name: str, num_partitions: int, replication_factor: int,
-                           configs: dict[str, Any], *, validate_only: bool = False,
+                           configs: Configs, *, validate_only: bool = False,
                            assignments: list[tuple[int, ...]] | None = None) -> TopicMeta: ...
     async def delete_topic(self, name: str) -> TopicMeta: ...
     async def create_partitions(self, name: str, count: int, *, validate_only: bool = False,
                                 assignments: list[tuple[int, ...]] | None = None) -> None: ...
-    async def alter_topic_configs(self, name: str, configs: dict[str, Any], *,
+    async def alter_topic_configs(self, name: str, configs: Configs, *,
                                   validate_only: bool = False) -> None: ...
     def produce_settings(self, ps: PartitionState) -> ProduceSettings: ...
     def next_produce_id(self) -> int: ...
     def park_produce(self, produce_id: int) -> asyncio.Future[tuple[ErrorCode, int]]: ...
+
+
+Handler = Callable[[HandlerContext, RequestHeader, WireRequest, ClientConnection], HandlerResult]
+"""A request handler of the table (``broker.handlers.HANDLERS``)."""

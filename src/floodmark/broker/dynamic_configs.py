@@ -8,9 +8,8 @@ controller itself reads the default's ``unclean.leader.election.enable``."""
 from __future__ import annotations
 
 import logging
-from typing import Any
 
-from floodmark.broker.config import validate_dynamic
+from floodmark.broker.config import Configs, validate_dynamic
 from floodmark.broker.context import BrokerCore
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.settings import dynamic_layer
@@ -26,7 +25,7 @@ def _refusal(resource: str, reason: str) -> KafkaError:
                       f"name='{resource}'): {reason}")
 
 
-async def alter(broker: BrokerCore, resource: str, configs: dict[str, Any], *,
+async def alter(broker: BrokerCore, resource: str, configs: Configs, *,
                 validate_only: bool) -> None:
     """Replace the dynamic set of ``resource`` with ``configs`` (text or typed values)."""
     if resource and not (resource.isdigit() and int(resource) >= 0):
@@ -65,7 +64,7 @@ def apply(broker: BrokerCore) -> bool:
         return False
     broker.storage.base_config = base
     broker.storage.cleaner.max_map_keys = broker.storage.cleaner.keys_for(
-        int(broker.config.get("log.cleaner.dedupe.buffer.size")))
+        broker.config.get_int("log.cleaner.dedupe.buffer.size"))
     for ps in list(broker.partitions.values()):
         broker.reconfigure_partition(ps, ps.topic_configs, force=True)
     log.info("broker %d: dynamic broker configs now cluster default %s, this broker %s",

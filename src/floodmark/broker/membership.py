@@ -1,7 +1,8 @@
 """A lone broker's membership: the one-node cluster of combined mode (``process.roles=broker,
 controller``), its controller in process (``metadata.LocalController``).
 
-The node is the only broker, so it leads every partition it hosts and coordinates every group;
+The node is the only broker, so it leads every partition it hosts and coordinates every group
+and transactional id (``__transaction_state`` is created on first use);
 its ISR never changes (there is no one to propose a change to). A cluster member's membership is
 ``cluster_member.ClusterMembership``; the broker is the same.
 """
@@ -16,7 +17,7 @@ from floodmark.broker import dynamic_configs
 from floodmark.broker.context import BrokerInfo, MembershipBase, PartitionKey
 from floodmark.broker.metadata import Controller, LocalController
 from floodmark.errors import KafkaError
-from floodmark.metadata import OFFSETS_TOPIC, TopicMeta
+from floodmark.metadata import OFFSETS_TOPIC, CoordinatorType, TopicMeta
 from floodmark.replication.election import AlterPartitionRequest, PartitionRegistration
 
 log = logging.getLogger(__name__)
@@ -37,7 +38,7 @@ class LocalMembership(MembershipBase):
         controller = self._local
         self.metadata_changed()
         if OFFSETS_TOPIC not in controller.topics():
-            n = int(host.config.get("offsets.topic.num.partitions"))
+            n = host.config.get_int("offsets.topic.num.partitions")
             controller.create_topic_now(OFFSETS_TOPIC, n, 1, {"cleanup.policy": "compact"})
             self.metadata_changed()
         dynamic_configs.apply(host)  # KIP-226 dynamic broker configs from the metadata
@@ -72,6 +73,7 @@ class LocalMembership(MembershipBase):
                 ps.apply_metadata(PartitionRegistration(
                     replicas=replicas, isr=p.isr or replicas, leader=host.node_id,
                     leader_epoch=p.leader_epoch, partition_epoch=0), host.now_ms())
+        host.transactions.refresh()  # the transaction coordinator of what it now leads
 
     def start(self, port: int, ready: Callable[[int], None] | None) -> None:
         if ready is not None:
@@ -97,9 +99,19 @@ class LocalMembership(MembershipBase):
         host, port = self.host.advertised
         return [{"node_id": self.host.node_id, "host": host, "port": port, "rack": None}]
 
-    def coordinator_for(self, group: str) -> int:
-        """A single broker coordinates every group."""
+    def coordinator_for(self, key: str, key_type: CoordinatorType = CoordinatorType.GROUP
+                        ) -> int:
+        """A single broker coordinates every group and transactional id."""
+        if key_type is CoordinatorType.TRANSACTION and key_type.topic not in \
+                self._local.topics():
+            n = self.host.config.get_int("transaction.state.log.num.partitions")
+            self._local.create_topic_now(key_type.topic, n, 1, {"cleanup.policy": "compact"})
+            self.metadata_changed()
         return self.host.node_id
+
+    def leadership_in_doubt(self) -> bool:
+        """Never: this node is its own controller."""
+        return False
 
     def broker_address(self, node_id: int) -> tuple[str, int] | None:
         return self.host.advertised if node_id == self.host.node_id else None

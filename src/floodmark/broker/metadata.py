@@ -17,8 +17,9 @@ import logging
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
+from floodmark.broker.config import Configs
 from floodmark.controller.image import (
     MetadataImage,
     Reassignment,
@@ -28,7 +29,7 @@ from floodmark.controller.image import (
 from floodmark.controller.logic import ControllerConfig, ControllerLogic
 from floodmark.controller.metadata_log import MetadataLog
 from floodmark.errors import ErrorCode, KafkaError
-from floodmark.metadata import OFFSETS_TOPIC, PartitionMeta, TopicMeta, deletable_topic
+from floodmark.metadata import INTERNAL_TOPICS, PartitionMeta, TopicMeta, deletable_topic
 from floodmark.replication.election import PartitionRegistration
 
 log = logging.getLogger(__name__)
@@ -44,7 +45,7 @@ class Controller(Protocol):
 
     def topics(self) -> dict[str, TopicMeta]: ...
     async def create_topic(
-        self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, Any],
+        self, name: str, num_partitions: int, replication_factor: int, configs: Configs,
         *, internal: bool = False, validate_only: bool = False,
         assignments: list[tuple[int, ...]] | None = None,
     ) -> TopicMeta: ...
@@ -55,9 +56,9 @@ class Controller(Protocol):
     async def allocate_producer_id(self) -> int: ...
     async def elect_leaders(self, partitions: list[tuple[str, int]], *, unclean: bool
                             ) -> list[tuple[str, int, ErrorCode, str]]: ...
-    async def alter_topic_configs(self, name: str, configs: dict[str, Any]) -> None: ...
-    async def alter_broker_configs(self, resource: str, configs: dict[str, Any]) -> None: ...
-    def broker_configs(self) -> dict[str, dict[str, Any]]: ...
+    async def alter_topic_configs(self, name: str, configs: Configs) -> None: ...
+    async def alter_broker_configs(self, resource: str, configs: Configs) -> None: ...
+    def broker_configs(self) -> dict[str, Configs]: ...
     async def alter_partition_reassignments(
         self, changes: list[tuple[str, int, tuple[int, ...] | None]]
     ) -> list[tuple[str, int, ErrorCode, str]]: ...
@@ -148,7 +149,7 @@ class LocalController:
 
     # -- changes (in process: decided, appended and fsynced before the await returns) ----------
     async def create_topic(
-        self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, Any],
+        self, name: str, num_partitions: int, replication_factor: int, configs: Configs,
         *, internal: bool = False, validate_only: bool = False,
         assignments: list[tuple[int, ...]] | None = None,
     ) -> TopicMeta:
@@ -156,7 +157,7 @@ class LocalController:
                                      validate_only=validate_only, assignments=assignments)
 
     def create_topic_now(
-        self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, Any],
+        self, name: str, num_partitions: int, replication_factor: int, configs: Configs,
         *, validate_only: bool = False, assignments: list[tuple[int, ...]] | None = None,
     ) -> TopicMeta:
         """``create_topic`` without a loop (the broker's start creates the offsets topic)."""
@@ -165,7 +166,7 @@ class LocalController:
         if validate_only:
             parts = tuple(PartitionMeta(i, self._node_id, 0, (self._node_id,), (self._node_id,))
                           for i in range(len(assignments) if assignments else num_partitions))
-            return TopicMeta(name, uuid.uuid4(), parts, dict(configs), name == OFFSETS_TOPIC)
+            return TopicMeta(name, uuid.uuid4(), parts, dict(configs), name in INTERNAL_TOPICS)
         self._persist()
         log.info("created topic %s partitions=%d", name, num_partitions)
         return self.topics()[name]
@@ -185,15 +186,15 @@ class LocalController:
         self._persist()
         return self.topics()[name]
 
-    async def alter_topic_configs(self, name: str, configs: dict[str, Any]) -> None:
+    async def alter_topic_configs(self, name: str, configs: Configs) -> None:
         self.logic.alter_topic_configs(name, configs)
         self._persist()
 
-    async def alter_broker_configs(self, resource: str, configs: dict[str, Any]) -> None:
+    async def alter_broker_configs(self, resource: str, configs: Configs) -> None:
         self.logic.alter_broker_configs(resource, configs)
         self._persist()
 
-    def broker_configs(self) -> dict[str, dict[str, Any]]:
+    def broker_configs(self) -> dict[str, Configs]:
         return self.logic.image.broker_configs
 
     async def alter_partition_reassignments(

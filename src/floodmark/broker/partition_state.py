@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Protocol
 
+from floodmark.broker.config import Configs
 from floodmark.errors import ErrorCode
 from floodmark.replication import fencing
 from floodmark.replication.driver import ReplicaDriver
@@ -29,7 +30,6 @@ from floodmark.replication.partition import (
     Partition,
     PartitionConfig,
 )
-from floodmark.replication.producer_state import ProducerStateTable
 from floodmark.replication.purgatory import CompleteProduce
 from floodmark.storage.config import LogConfig
 from floodmark.storage.log import Log
@@ -86,8 +86,7 @@ class PartitionState:
     replica_lag_time_max_ms: int = 30_000
     checkpointed_high_watermark: int = 0
     truncation: Truncation = DEFAULT_TRUNCATION
-    topic_configs: dict[str, Any] = field(default_factory=dict)  # as last applied
-    producers: ProducerStateTable = field(default_factory=ProducerStateTable)
+    topic_configs: Configs = field(default_factory=dict)  # as last applied
     core: Partition = field(init=False)
     driver: ReplicaDriver = field(init=False)
 
@@ -99,10 +98,11 @@ class PartitionState:
             truncation=self.truncation))
         self.core.high_watermark = Partition.clamp_high_watermark(
             self.checkpointed_high_watermark, self.log)
-        # Idempotence survives restarts: the producer table is rebuilt from the batch headers.
-        self.producers.rebuild(self.log.iter_batch_headers())
-        self.driver = ReplicaDriver(self.core, self.log, self.producers,
+        self.driver = ReplicaDriver(self.core, self.log,
                                     _Ports(self.hooks, (self.topic, self.partition)))
+        # Idempotence and open transactions survive restarts: the producer table is rebuilt
+        # from the batch headers, the aborted-transaction index checked against it.
+        self.driver.load_producer_state()
         log.info("partition %s opened at log_end_offset=%d high_watermark=%d", self.name,
                  self.log_end_offset, self.high_watermark)
 
@@ -136,6 +136,10 @@ class PartitionState:
     @property
     def isr(self) -> tuple[int, ...]:
         return self.core.isr
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self.core.last_stable_offset
 
     @property
     def log_end_offset(self) -> int:

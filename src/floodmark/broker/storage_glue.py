@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from floodmark.broker.config import BrokerConfig
+from floodmark.broker.config import BrokerConfig, ConfigValue
 from floodmark.broker.partition_state import PartitionState
 from floodmark.errors import KafkaError
 from floodmark.metadata import TopicMeta
@@ -68,7 +68,7 @@ class Storage:
         self.clean_shutdown = consume_clean_shutdown_marker(self.fs, str(data_dir))
         # Log compaction: first dirty offsets (cleaner-offset-checkpoint) per partition.
         self.cleaner = LogCleaner(self.fs, str(data_dir),
-                                  int(config.get("log.cleaner.dedupe.buffer.size")))
+                                  config.get_int("log.cleaner.dedupe.buffer.size"))
 
     def _checkpoint_file(self, name: str) -> OffsetCheckpointFile:
         return OffsetCheckpointFile(self.fs, str(self.data_dir / name))
@@ -93,7 +93,7 @@ class Storage:
     def log_dir(self, topic: str, partition: int) -> Path:
         return self.data_dir / f"{topic}-{partition}"
 
-    def open_log(self, topic: str, partition: int, topic_configs: Mapping[str, Any],
+    def open_log(self, topic: str, partition: int, topic_configs: Mapping[str, ConfigValue],
                  now_ms: int, topic_id: uuid.UUID | None = None) -> tuple[Log, int]:
         """Open (recover) a partition's log. With ``topic_id``, the directory's
         ``partition.metadata`` is checked first (written when missing): a directory of another

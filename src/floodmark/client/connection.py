@@ -18,7 +18,9 @@ from kio.serial import entity_reader, entity_writer
 
 from floodmark.address import parse_bootstrap
 from floodmark.wire.codec import build
+from floodmark.wire.hot import FETCH_READ_VERSIONS, HotDecodeError, parse_fetch_response
 
+API_FETCH = 1
 MAX_RESPONSE_BYTES = 256 * 1024 * 1024
 """A response frame larger than this is a broken stream, not an answer."""
 
@@ -36,6 +38,15 @@ def response_size(prefix: bytes) -> int:
 
 
 def decode_response(frame: bytes | memoryview, api_key: int, version: int, correlation_id: int) -> Any:
+    if api_key == API_FETCH and version in FETCH_READ_VERSIONS:
+        # the one fast path: record batches stay views into the frame (kio copies them)
+        try:
+            corr, answer = parse_fetch_response(memoryview(frame), version)
+        except HotDecodeError as exc:
+            raise RequestFailed(f"broken Fetch response: {exc}") from None
+        if corr != correlation_id:
+            raise RequestFailed(f"correlation id {corr} != {correlation_id}")
+        return answer
     header_reader, body_reader = _response_reader(api_key, version)
     header, used = header_reader(frame, 0)
     if header.correlation_id != correlation_id:

@@ -11,6 +11,12 @@ a stale leader answers FENCED_LEADER_EPOCH instead of data).
 A Fetch with a 1-byte budget is how ``bounds`` learns the high watermark: the Fetch response's
 ``high_watermark``, ``last_stable_offset`` and ``log_start_offset`` are the numbers every broker
 must get right (some answer ListOffsets(latest) loosely).
+
+read_committed (``isolation_level=READ_COMMITTED``): the broker returns data below the last
+stable offset only, with the aborted transactions of the returned range; the reader drops the
+records of those transactions and every control batch (``records.AbortedTracker``, the rule a
+Kafka consumer follows, which the log cleaner shares; ``visible_records`` applies it to a whole
+answer). The Spark reader uses the tracker batch by batch.
 """
 
 from __future__ import annotations
@@ -23,6 +29,14 @@ from typing import Any
 from floodmark.client.cluster import RETRIABLE, ClusterClient, Retriable, error_text
 from floodmark.client.connection import RequestFailed
 from floodmark.errors import ErrorCode
+from floodmark.records import (
+    AbortedTracker,
+    BatchHeader,
+    CorruptRecordError,
+    Record,
+    decode_batch,
+    iter_batches,
+)
 
 API_FETCH = 1
 API_LIST_OFFSETS = 2
@@ -56,7 +70,7 @@ class FetchedPartition:
     last_stable_offset: int
     log_start_offset: int
     aborted: tuple[tuple[int, int], ...]  # (producer_id, first_offset)
-    records: bytes
+    records: bytes | memoryview
 
 
 @dataclass(frozen=True)
@@ -72,6 +86,35 @@ class OffsetBounds:
         if isolation_level == READ_COMMITTED and self.last_stable_offset >= 0:
             return min(self.high_watermark, self.last_stable_offset)
         return self.high_watermark
+
+
+def visible_records(fetched: FetchedPartition, start: int, isolation_level: int) -> list[Record]:
+    """The records of a Fetch answer a consumer is shown: from ``start``, below the HW (below
+    the LSO under read_committed, without the aborted transactions' records), never a control
+    batch. A partial batch at the end of the answer is left for the next fetch."""
+    end = fetched.high_watermark
+    tracker = None
+    if isolation_level == READ_COMMITTED:
+        if fetched.last_stable_offset >= 0:
+            end = min(end, fetched.last_stable_offset)
+        tracker = AbortedTracker.from_response(fetched.aborted)
+    data = fetched.records
+    out: list[Record] = []
+    position = 0
+    for position, hdr in _whole_batches(data):
+        if tracker is not None and tracker.skip(hdr):
+            continue
+        if hdr.is_control or hdr.next_offset <= start:
+            continue
+        out.extend(r for r in decode_batch(data, position)[1] if start <= r.offset < end)
+    return out
+
+
+def _whole_batches(data: bytes | memoryview) -> Iterable[tuple[int, BatchHeader]]:
+    try:
+        yield from iter_batches(data)
+    except CorruptRecordError:
+        return  # the byte budget cut the last batch
 
 
 class FetchClient:

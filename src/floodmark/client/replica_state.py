@@ -55,9 +55,10 @@ def replica_state(address: str, topic: str, partition: int, max_epoch: int) -> d
 
 def replica_states(address: str, partitions: list[tuple[str, int, int]],
                    timeout_s: float = 5.0) -> dict[PartitionKey, dict[str, Any]]:
-    """``replica_state`` for many partitions of one broker in three ListOffsets and one
+    """``replica_state`` for many partitions of one broker in four ListOffsets and one
     OffsetsForLeaderEpoch request (one connection). Each answer is the replica's
-    ``{"log_end_offset", "high_watermark", "log_start_offset", "epoch_cache"}`` or
+    ``{"log_end_offset", "high_watermark", "log_start_offset", "epoch_cache",
+    "last_stable_offset"}`` or
     ``{"error": text}``; ``max_epoch`` is the highest leader epoch whose end offset is asked."""
     by_topic: dict[str, list[tuple[int, int]]] = {}
     for topic, partition, max_epoch in partitions:
@@ -76,6 +77,7 @@ def replica_states(address: str, partitions: list[tuple[str, int, int]],
     with KafkaConnection(address, timeout_s=timeout_s) as conn:
         leo = offsets(conn, -1, 0)
         hw = offsets(conn, -1, 1)
+        lso = offsets(conn, -1, 2)  # floodmark's debug read of the last stable offset
         start = offsets(conn, -2, 0)
         resp = conn.request(23, 4, {"replica_id": DEBUG_REPLICA_ID, "topics": [
             {"topic": topic, "partitions": [
@@ -99,6 +101,9 @@ def replica_states(address: str, partitions: list[tuple[str, int, int]],
         cache = [[e, o] for e, o in _cache_from_ends(ends.get(key, {}), int(values[2] or 0))]
         out[key] = {"log_end_offset": values[0], "high_watermark": values[1],
                     "log_start_offset": values[2], "epoch_cache": cache}
+        stable = lso.get(key)
+        if isinstance(stable, int):
+            out[key]["last_stable_offset"] = stable
     return out
 
 

@@ -137,6 +137,11 @@ class ControllerClient:
         self.control = AsyncRpc(address)
         self.poll = AsyncRpc(address, timeout_s=30.0)
 
+    def restart_poll(self) -> None:
+        """Drop the long poll's connection (a call on it fails): the next poll connects anew."""
+        self.poll.close()
+        self.poll = AsyncRpc(self.address, timeout_s=30.0)
+
     def _follow(self, leader: str | None, failed: str | None = None) -> None:
         """The current controller is gone or not active: go to the named leader, else the next
         voter in the list. ``failed``: the address a call failed on (a failure on a controller

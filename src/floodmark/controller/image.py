@@ -42,7 +42,7 @@ from typing import Any
 
 from floodmark.controller.record_check import MetadataRecord, check_record
 from floodmark.errors import KafkaError
-from floodmark.metadata import OFFSETS_TOPIC, PartitionMeta, TopicMeta
+from floodmark.metadata import INTERNAL_TOPICS, PartitionMeta, TopicMeta
 from floodmark.replication.election import LeaderRecoveryState, PartitionRegistration
 
 __all__ = ["UNAPPLIED_KEPT", "BrokerRegistration", "MetadataImage", "MetadataRecord", "Reassignment", "TopicImage",
@@ -257,5 +257,5 @@ def topic_metas(image: MetadataImage) -> dict[str, TopicMeta]:
     for name, t in image.topics.items():
         parts = tuple(PartitionMeta(p, reg.leader, reg.leader_epoch, reg.replicas, reg.isr)
                       for p, reg in sorted(t.partitions.items()))
-        out[name] = TopicMeta(name, t.topic_id, parts, dict(t.configs), name == OFFSETS_TOPIC)
+        out[name] = TopicMeta(name, t.topic_id, parts, dict(t.configs), name in INTERNAL_TOPICS)
     return out

@@ -521,7 +521,8 @@ class ControllerServer:
         epoch = self._active().register_broker(int(a["broker_id"]), str(a["host"]), int(a["port"]),
                                            str(a["incarnation"]), now_ms(),
                                            clean_shutdown=bool(a.get("clean_shutdown", True)))
-        return {"broker_epoch": epoch}
+        return {"broker_epoch": epoch,
+                "session_timeout_ms": self.config.broker_session_timeout_ms}
 
     def _rpc_heartbeat(self, a: dict[str, Any]) -> dict[str, Any]:
         ans = self._active().heartbeat(int(a["broker_id"]), int(a["broker_epoch"]), now_ms(),
@@ -530,7 +531,8 @@ class ControllerServer:
         if isinstance(errors, dict):
             self.broker_metadata_errors[int(a["broker_id"])] = errors
         return {"error": int(ans.error), "fenced": ans.fenced,
-                "shutdown_ready": ans.shutdown_ready, "end": self.image.next_offset}
+                "shutdown_ready": ans.shutdown_ready, "end": self.image.next_offset,
+                "session_timeout_ms": self.config.broker_session_timeout_ms}
 
     def _rpc_alter_partition(self, a: dict[str, Any]) -> dict[str, Any]:
         request = AlterPartitionRequest(

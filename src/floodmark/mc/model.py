@@ -70,7 +70,6 @@ from floodmark.replication.partition import (
     PartitionConfig,
 )
 from floodmark.replication.produce import produce_as_leader
-from floodmark.replication.producer_state import ProducerStateTable
 
 NO_LEADER = -1
 STUCK_FETCH = "StuckFetch"
@@ -559,7 +558,7 @@ class Model:
         if found is None:
             live = self._live(r, rid)
             result = produce_as_leader(
-                live.partition, live.log, ProducerStateTable(), self.batches.produced(record),
+                live.partition, live.log, self.batches.produced(record),
                 acks=ACKS_LEADER, produce_id=record, now_ms=NOW_MS, timeout_ms=30_000,
             )
             live.driver.apply(result.effects)

@@ -26,7 +26,7 @@ state (``_follower_state``), which makes equal situations equal states.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
@@ -50,7 +50,7 @@ from floodmark.replication.partition import (
     Partition,
     PartitionConfig,
 )
-from floodmark.replication.producer_state import ProducerStateTable
+from floodmark.replication.producer_state import AbortedTxn
 from floodmark.replication.purgatory import CompleteProduce
 
 NOW_MS = 0
@@ -237,6 +237,13 @@ class ModelLog:
         data = self.read(0, len(self.entries))
         return (header for _position, header in iter_batches(data, validate=False))
 
+    def append_aborted_transactions(self, entries: Sequence[AbortedTxn]) -> None:
+        if entries:  # pragma: no cover - the model's producers are not transactional
+            raise AssertionError("the model writes no transactions")
+
+    def restore_aborted_transactions(self, entries: Sequence[AbortedTxn]) -> None:
+        self.append_aborted_transactions(entries)
+
 
 # -- the driver's ports ----------------------------------------------------------------------
 @dataclass(slots=True)
@@ -297,8 +304,7 @@ def live_replica(value: ReplicaValue, config: PartitionConfig, batches: Batches)
     )
     log = ModelLog(list(value.log), EpochCache(value.cache), batches)
     ports = ModelPorts()
-    producers = ProducerStateTable()
-    driver = ReplicaDriver(partition, log, producers, ports)
+    driver = ReplicaDriver(partition, log, ports)
     return LiveReplica(partition, log, driver, ports, value.proposal)
 
 

@@ -9,13 +9,14 @@ only they can do (wake waiting fetches, answer a produce, send AlterPartition, k
 and every rule about *applying* a decision lives here, sans-I/O like the core.
 
 The order is the core's: effects in the order returned; a truncation cuts the log, forgets the
-producer state the log lost (a truncated sequence is no longer a duplicate), and then lets the
-core keep HW ≤ LEO (``after_truncate``).
+producer state the log lost (``Partition.producers`` is rebuilt from what remains: a truncated
+sequence is no longer a duplicate, a truncated marker leaves its transaction open again), and
+then lets the core keep HW ≤ LEO (``after_truncate``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -35,7 +36,7 @@ from floodmark.replication.partition import (
     ProposeIsr,
     TruncateTo,
 )
-from floodmark.replication.producer_state import ProducerStateTable
+from floodmark.replication.producer_state import AbortedTxn
 from floodmark.replication.purgatory import CompleteProduce
 
 
@@ -48,6 +49,8 @@ class ReplicaLog(LogView, Protocol):
     def maybe_increment_log_start_offset(self, offset: int, high_watermark: int) -> bool: ...
     def append_as_follower(self, records: bytes | bytearray | memoryview, now_ms: int) -> object: ...
     def iter_batch_headers(self) -> Iterable[Any]: ...
+    def append_aborted_transactions(self, entries: Sequence[AbortedTxn]) -> None: ...
+    def restore_aborted_transactions(self, entries: Sequence[AbortedTxn]) -> None: ...
 
 
 class ReplicaPorts(Protocol):
@@ -73,7 +76,6 @@ class ReplicaPorts(Protocol):
 class ReplicaDriver:
     partition: Partition
     log: ReplicaLog
-    producers: ProducerStateTable
     ports: ReplicaPorts
 
     def apply(self, effects: Iterable[Effect]) -> None:
@@ -93,17 +95,27 @@ class ReplicaDriver:
             else:  # pragma: no cover - the Effect union is closed
                 raise TypeError(f"unknown effect {effect!r}")
 
+    def load_producer_state(self) -> None:
+        """At open (the log recovered, the HW loaded): rebuild the producer table from the
+        log's batches, and make the segments' aborted-transaction indexes hold exactly the
+        aborts found (recovery may have cut a torn tail, or an index write may not have reached
+        the disk before a crash). Idempotence and open transactions survive restarts."""
+        aborted = self.partition.producers.rebuild(self.log.iter_batch_headers(),
+                                                   self.partition.high_watermark)
+        self.log.restore_aborted_transactions(aborted)
+
     def truncate_to(self, offset: int, reason: str) -> None:
         before = self.log.log_end_offset
-        self.log.truncate_to(offset)
-        self.producers.rebuild(self.log.iter_batch_headers())
+        self.log.truncate_to(offset)  # the segments' aborted-transaction entries with it
+        self.partition.producers.rebuild(self.log.iter_batch_headers(),
+                                         self.partition.high_watermark)
         self.ports.log_truncated(before, self.log.log_end_offset, reason, fully=False)
         self.apply(self.partition.after_truncate(self.log))
 
     def truncate_fully_and_start_at(self, offset: int, reason: str) -> None:
         before = self.log.log_end_offset
         self.log.truncate_fully_and_start_at(offset)
-        self.producers.clear()
+        self.partition.producers.clear()
         self.ports.log_truncated(before, self.log.log_end_offset, reason, fully=True)
         self.apply(self.partition.after_truncate(self.log))
 
@@ -117,7 +129,12 @@ class ReplicaDriver:
         if kind is FollowerActionKind.APPEND:
             if records:
                 self.log.append_as_follower(records, now_ms)
-                self.producers.record_batches(h for _p, h in iter_batches(records, validate=False))
+                # The same producer-state rule as the leader's: transactions open and close
+                # here too, so a follower has the leader's LSO and aborted-transaction index.
+                aborted = self.partition.producers.record_batches(
+                    h for _p, h in iter_batches(records, validate=False))
+                if aborted:
+                    self.log.append_aborted_transactions(aborted)
                 self.ports.follower_appended(records)
             self.apply(self.partition.after_follower_append(self.log, response))
             # The leader's log start offset (DeleteRecords, retention) is followed up to this

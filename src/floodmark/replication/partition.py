@@ -60,6 +60,7 @@ from floodmark.replication.isr import (
     ReplicaState,
 )
 from floodmark.replication.modes import DEFAULT_TRUNCATION, Truncation
+from floodmark.replication.producer_state import ProducerStateTable
 from floodmark.replication.purgatory import CompleteProduce, DelayedProduce, ProducePurgatory
 from floodmark.replication.truncation import (
     FetchValidation,
@@ -256,8 +257,18 @@ class Partition:
     broker_epochs: dict[int, int] = field(default_factory=dict)  # registered, from metadata
     ineligible: frozenset[int] = frozenset()  # fenced / shutting down, from metadata
     local_broker_epoch: int = -1
+    producers: ProducerStateTable = field(default_factory=ProducerStateTable)
+    """Idempotence and open transactions, rebuilt from the log; the LSO is read from it."""
 
     # -- views -------------------------------------------------------------------------------
+    @property
+    def last_stable_offset(self) -> int:
+        """The LSO: min(HW, first offset of the oldest transaction still open or whose marker
+        is not yet below the HW). A read_committed consumer reads below it, never at or past
+        it. Leader and follower compute it alike, from the batches each appended."""
+        first = self.producers.first_unstable_offset(self.high_watermark)
+        return self.high_watermark if first is None else min(self.high_watermark, first)
+
     @property
     def is_leader(self) -> bool:
         return isinstance(self.role, LeaderState)
@@ -521,6 +532,7 @@ class Partition:
             return []
         old = self.high_watermark
         self.high_watermark = new_hw
+        self.producers.on_high_watermark(new_hw)
         self._log("HW %d -> %d", old, new_hw)
         effects: list[Effect] = [HighWatermarkChanged(old, new_hw)]
         effects.extend(self._try_complete_produces())
@@ -834,6 +846,7 @@ class Partition:
         if self.high_watermark > log.log_end_offset:
             old = self.high_watermark
             self.high_watermark = log.log_end_offset
+            self.producers.on_high_watermark(self.high_watermark)
             return [HighWatermarkChanged(old, self.high_watermark)]
         return []
 
@@ -843,6 +856,7 @@ class Partition:
         if new_hw != self.high_watermark:
             old = self.high_watermark
             self.high_watermark = new_hw
+            self.producers.on_high_watermark(new_hw)
             return [HighWatermarkChanged(old, new_hw)]
         return []
 

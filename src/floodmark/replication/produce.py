@@ -20,17 +20,36 @@ Errors answered before anything is appended, in Kafka's order: INVALID_REQUIRED_
 NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS (acks=all with the committed ISR below
 min.insync.replicas), CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, INVALID_RECORD (an idempotent request
 must hold exactly one batch per partition, as Kafka requires of Produce v3+),
-INVALID_TXN_STATE (transactions are not supported yet), then the sequence checks
-(OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH) and whatever the log refuses.
+INVALID_RECORD again for a control batch (only the leader writes markers) or a transactional
+batch without a producer id, then the sequence checks (OUT_OF_ORDER_SEQUENCE_NUMBER,
+INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE for a plain batch inside an open transaction) and
+whatever the log refuses.
+
+Transactional batches are accepted as Kafka accepts them without KIP-890 verification: the
+partition does not ask the transaction coordinator whether the transaction is ongoing (a late
+batch of an aborted transaction would open a new one, which the coordinator's timeout aborts).
+
+:func:`write_marker_as_leader` is the second way in: the commit/abort marker the transaction
+coordinator asks for (WriteTxnMarkers). It is appended as a control batch and answered like
+acks=all (once the HW passes it): the coordinator must never hear "written" about a marker a
+failover can still truncate.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from floodmark.errors import ErrorCode, KafkaError
-from floodmark.records import CorruptRecordError, decode_batch, iter_batches
+from floodmark.records import (
+    ControlType,
+    CorruptRecordError,
+    EndTxnMarker,
+    build_marker_batch,
+    decode_batch,
+    iter_batches,
+)
 from floodmark.replication.partition import (
     ACKS_ALL,
     ACKS_LEADER,
@@ -39,7 +58,7 @@ from floodmark.replication.partition import (
     LogView,
     Partition,
 )
-from floodmark.replication.producer_state import ProducerStateTable, batch_metas
+from floodmark.replication.producer_state import AbortedTxn, BatchMeta, batch_metas
 from floodmark.replication.purgatory import CompleteProduce
 
 LOG_OVERHEAD_BYTES = 12  # base offset + batch length, outside Kafka's max.message.bytes
@@ -64,6 +83,8 @@ class LeaderLog(LogView, Protocol):
     def append_as_leader(
         self, records: bytes | memoryview, leader_epoch: int, now_ms: int
     ) -> AppendedRange: ...
+
+    def append_aborted_transactions(self, entries: Sequence[AbortedTxn]) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +129,6 @@ def _refuse(produce_id: int, error: ErrorCode, message: str | None = None) -> Le
 def produce_as_leader(
     core: Partition,
     log: LeaderLog,
-    producers: ProducerStateTable,
     records: bytes | memoryview | None,
     *,
     acks: int,
@@ -116,8 +136,14 @@ def produce_as_leader(
     now_ms: int,
     timeout_ms: int,
     settings: ProduceSettings = ProduceSettings(),
+    leadership_in_doubt: bool = False,
 ) -> LeaderProduce:
-    """Check, deduplicate, append and park one partition's records as its leader."""
+    """Check, deduplicate, append and park one partition's records as its leader.
+
+    ``leadership_in_doubt``: this broker's controller session lapsed and its metadata has not
+    caught up since (``broker/controller_session.py``); another leader may hold the sequences
+    this one lacks, so a sequence gap is answered NOT_LEADER_OR_FOLLOWER, not
+    OUT_OF_ORDER_SEQUENCE_NUMBER (fatal to an idempotent producer)."""
     if acks not in (ACKS_ALL, ACKS_NONE, ACKS_LEADER):
         return _refuse(produce_id, ErrorCode.INVALID_REQUIRED_ACKS)
     error = core.check_produce(acks)
@@ -131,8 +157,12 @@ def produce_as_leader(
     if metas is None:
         return _refuse(produce_id, ErrorCode.CORRUPT_MESSAGE,
                        "not a sequence of magic v2 record batches")
-    if any(m.is_transactional for m in metas):
-        return _refuse(produce_id, ErrorCode.INVALID_TXN_STATE, "transactions are not supported")
+    if any(m.is_control for m in metas):
+        return _refuse(produce_id, ErrorCode.INVALID_RECORD,
+                       "a client cannot append control batches")
+    if any(m.is_transactional and m.producer_id < 0 for m in metas):
+        return _refuse(produce_id, ErrorCode.INVALID_RECORD,
+                       "a transactional batch needs a producer id")
     if settings.compacted:
         refused = _keyless_records(records)
         if refused is None:
@@ -143,6 +173,7 @@ def produce_as_leader(
             out = _refuse(produce_id, ErrorCode.INVALID_RECORD, message)
             out.record_errors = [(index, message) for index in refused]
             return out
+    producers = core.producers
     idempotent = [m for m in metas if m.producer_id >= 0]
     if idempotent and len(metas) != 1:
         return _refuse(produce_id, ErrorCode.INVALID_RECORD,
@@ -152,6 +183,10 @@ def produce_as_leader(
         if check.error is ErrorCode.DUPLICATE_SEQUENCE_NUMBER and check.duplicate_of is not None:
             return _duplicate(core, log, produce_id, check.duplicate_of.first_offset,
                               check.duplicate_of.last_offset, acks, now_ms, timeout_ms, settings)
+        if check.error is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and leadership_in_doubt:
+            return _refuse(produce_id, ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                           "sequence gap while this broker's controller session is in doubt: "
+                           "another broker may lead this partition now")
         if check.error is not ErrorCode.NONE:
             return _refuse(produce_id, check.error)
     try:
@@ -168,6 +203,48 @@ def produce_as_leader(
                         info.log_append_time_ms if info.log_append_time_ms >= 0 else -1,
                         appended=True)
     return _settle(out, acks, effects)
+
+
+def write_marker_as_leader(
+    core: Partition,
+    log: LeaderLog,
+    producer_id: int,
+    producer_epoch: int,
+    committed: bool,
+    coordinator_epoch: int,
+    *,
+    produce_id: int,
+    now_ms: int,
+    timeout_ms: int,
+) -> LeaderProduce:
+    """Append one commit or abort marker as this partition's leader (WriteTxnMarkers).
+
+    NOT_LEADER_OR_FOLLOWER / NOT_ENOUGH_REPLICAS as for an acks=all produce, then the marker's
+    fencing (INVALID_PRODUCER_EPOCH for an older producer epoch, TRANSACTION_COORDINATOR_FENCED
+    for an older coordinator epoch). An abort writes its ``.txnindex`` entry. Parked like
+    acks=all: answered when the HW passes the marker."""
+    error = core.check_produce(ACKS_ALL)
+    if error is not ErrorCode.NONE:
+        return _refuse(produce_id, error)
+    producers = core.producers
+    error = producers.check_marker(producer_id, producer_epoch, coordinator_epoch)
+    if error is not ErrorCode.NONE:
+        return _refuse(produce_id, error)
+    marker = EndTxnMarker(ControlType.COMMIT if committed else ControlType.ABORT,
+                          coordinator_epoch)
+    batch = build_marker_batch(producer_id, producer_epoch, marker, timestamp_ms=now_ms)
+    try:
+        info = log.append_as_leader(batch, core.leader_epoch, now_ms)
+    except KafkaError as exc:
+        return _refuse(produce_id, exc.code, exc.message or None)
+    meta = BatchMeta(producer_id, producer_epoch, -1, 1, 0, True, True, marker)
+    aborted = producers.record(meta, info.first_offset)
+    if aborted is not None:
+        log.append_aborted_transactions([aborted])
+    effects = core.on_leader_append(log, produce_id, ACKS_ALL, info.first_offset,
+                                    info.last_offset, now_ms, timeout_ms)
+    out = LeaderProduce(produce_id, info.first_offset, appended=True)
+    return _settle(out, ACKS_ALL, effects)
 
 
 def _keyless_records(records: bytes | memoryview) -> list[int] | None:

@@ -6,6 +6,18 @@ answer success with the ORIGINAL base offset and append nothing. Otherwise the f
 follow the last one written (mod 2^31), a new epoch must start at sequence 0, an older epoch is
 fenced. The state is rebuilt from the log's batch headers on recovery.
 
+Transactions (KIP-98), the partition's side: a producer's first transactional batch opens its
+transaction at that batch's offset; a control batch (a commit or abort marker, written by the
+leader for the transaction coordinator's WriteTxnMarkers) closes it. A completed transaction
+stays *unstable* until the high watermark passes its marker (Kafka's ``unreplicatedTxns``): until
+then a failover may lose the marker, and the transaction is open again on the new leader.
+:meth:`ProducerStateTable.first_unstable_offset` is the first offset of the oldest transaction
+that is open or not yet replicated; ``Partition.last_stable_offset`` bounds it by the HW. An
+abort yields an ``AbortedTxn`` (producer id, first offset, last offset = the marker, and the
+last stable offset right after it) for the segment's ``.txnindex``: read_committed consumers
+use the list to drop aborted records. Leader and follower run the same :meth:`record` on every
+batch they append, so both have the same open transactions and the same LSO rule.
+
 Pure logic (no I/O): the leader's produce path (``replication.produce``) calls :meth:`check`
 before appending and :meth:`record` after; a follower records what it replicates
 (:meth:`record_batches`); after a truncation or at startup the table is rebuilt from the batch
@@ -21,6 +33,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from floodmark.errors import ErrorCode
+from floodmark.records import (
+    BatchHeader,
+    CorruptRecordError,
+    EndTxnMarker,
+    read_end_txn_marker,
+)
 
 NO_PRODUCER_ID = -1
 MAX_CACHED_BATCHES = 5
@@ -39,12 +57,18 @@ class BatchMeta:
     record_count: int
     last_offset_delta: int
     is_transactional: bool
+    is_control: bool = False
+    marker: EndTxnMarker | None = None
+    """A control batch's commit/abort marker (None: not a control batch, or not decodable)."""
 
     @classmethod
     def from_header(cls, h: Any) -> BatchMeta:
-        """From a ``floodmark.records.BatchHeader``."""
+        """From a ``floodmark.records.BatchHeader`` (a control batch's marker is decoded from
+        the bytes the header views)."""
+        is_control = bool(h.attributes & 0x20)
         return cls(h.producer_id, h.producer_epoch, h.base_sequence, h.records_count,
-                   h.last_offset_delta, bool(h.attributes & 0x10))
+                   h.last_offset_delta, bool(h.attributes & 0x10), is_control,
+                   _marker_of(h) if is_control else None)
 
     @property
     def last_sequence(self) -> int:
@@ -64,9 +88,40 @@ def batch_metas(records: bytes | memoryview) -> list[BatchMeta] | None:
          pid, pepoch, base_seq, count) = _HEADER.unpack_from(records, pos)
         if magic != 2 or length < _HEADER.size - 12 or pos + 12 + length > end:
             return None
-        out.append(BatchMeta(pid, pepoch, base_seq, count, last_delta, bool(attrs & 0x10)))
+        is_control = bool(attrs & 0x20)
+        out.append(BatchMeta(pid, pepoch, base_seq, count, last_delta, bool(attrs & 0x10),
+                             is_control, _marker_of(BatchHeader(records, pos)) if is_control
+                             else None))
         pos += 12 + length
     return out or None
+
+
+def _marker_of(header: BatchHeader) -> EndTxnMarker | None:
+    try:
+        return read_end_txn_marker(header)
+    except CorruptRecordError:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class AbortedTxn:
+    """One entry of a segment's aborted transactions index (Kafka's ``AbortedTxn``): the
+    transaction of ``producer_id`` spanning [``first_offset``, ``last_offset``] (its abort
+    marker), and the LSO right after the abort (the first offset of the oldest transaction still
+    open then, else the marker's offset + 1) so that a search can stop early."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    last_stable_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    producer_id: int
+    first_offset: int
+    last_offset: int  # the marker's offset
+    aborted: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +136,10 @@ class CachedBatch:
 class ProducerEntry:
     producer_epoch: int
     batches: deque[CachedBatch] = field(default_factory=lambda: deque(maxlen=MAX_CACHED_BATCHES))
+    current_txn_first_offset: int = -1
+    """The first offset of this producer's open transaction (-1: none open)."""
+    coordinator_epoch: int = -1
+    """The coordinator epoch of the last marker written for this producer."""
 
     @property
     def last_sequence(self) -> int:
@@ -99,6 +158,9 @@ _OK = SequenceCheck(ErrorCode.NONE)
 class ProducerStateTable:
     def __init__(self) -> None:
         self._producers: dict[int, ProducerEntry] = {}
+        self._open: dict[int, int] = {}  # producer id -> first offset of its open transaction
+        self._unreplicated: list[CompletedTxn] = []  # markers at or above the HW
+        self._high_watermark = 0  # the last HW this table was told (see on_high_watermark)
 
     def __len__(self) -> int:
         return len(self._producers)
@@ -106,7 +168,11 @@ class ProducerStateTable:
     def entry(self, producer_id: int) -> ProducerEntry | None:
         return self._producers.get(producer_id)
 
+    # -- checks before an append --------------------------------------------------------------
     def check(self, meta: BatchMeta) -> SequenceCheck:
+        """A client's data batch: epoch fencing, duplicates, sequence order, and the
+        transaction rule (a producer with an open transaction writes only transactional
+        batches until its marker: INVALID_TXN_STATE)."""
         if meta.producer_id == NO_PRODUCER_ID:
             return _OK
         entry = self._producers.get(meta.producer_id)
@@ -121,7 +187,7 @@ class ProducerStateTable:
         if meta.producer_epoch > entry.producer_epoch:
             if meta.base_sequence != 0:
                 return SequenceCheck(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
-            return _OK
+            return self._check_txn_state(entry, meta)
         for cached in entry.batches:
             if (cached.first_sequence == meta.base_sequence
                     and cached.last_sequence == meta.last_sequence):
@@ -129,32 +195,117 @@ class ProducerStateTable:
         expected = (entry.last_sequence + 1) % _SEQ_MOD
         if meta.base_sequence != expected:
             return SequenceCheck(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
+        return self._check_txn_state(entry, meta)
+
+    @staticmethod
+    def _check_txn_state(entry: ProducerEntry, meta: BatchMeta) -> SequenceCheck:
+        if entry.current_txn_first_offset >= 0 and not meta.is_transactional:
+            return SequenceCheck(ErrorCode.INVALID_TXN_STATE)
         return _OK
 
-    def record(self, meta: BatchMeta, first_offset: int) -> None:
-        """Remember an appended batch (leader append or recovery scan)."""
+    def check_marker(self, producer_id: int, producer_epoch: int,
+                     coordinator_epoch: int) -> ErrorCode:
+        """A marker from the transaction coordinator: an older producer epoch is fenced
+        (INVALID_PRODUCER_EPOCH: the transaction was completed under a newer epoch), an older
+        coordinator epoch too (TRANSACTION_COORDINATOR_FENCED: a newer coordinator owns it)."""
+        entry = self._producers.get(producer_id)
+        if entry is None:
+            return ErrorCode.NONE
+        if producer_epoch < entry.producer_epoch:
+            return ErrorCode.INVALID_PRODUCER_EPOCH
+        if coordinator_epoch < entry.coordinator_epoch:
+            return ErrorCode.TRANSACTION_COORDINATOR_FENCED
+        return ErrorCode.NONE
+
+    # -- after an append ----------------------------------------------------------------------
+    def record(self, meta: BatchMeta, first_offset: int) -> AbortedTxn | None:
+        """Remember an appended batch (leader append, follower append or log scan). A marker
+        closes the producer's transaction; an abort returns the index entry to write."""
         if meta.producer_id == NO_PRODUCER_ID:
-            return
+            return None
         entry = self._producers.get(meta.producer_id)
         if entry is None or meta.producer_epoch > entry.producer_epoch:
+            # A new epoch resets the sequences, never an open transaction (the coordinator
+            # aborts it with the bumped epoch).
+            old = entry
             entry = ProducerEntry(meta.producer_epoch)
+            if old is not None:
+                entry.current_txn_first_offset = old.current_txn_first_offset
+                entry.coordinator_epoch = old.coordinator_epoch
             self._producers[meta.producer_id] = entry
+        if meta.is_control:
+            return self._complete(meta, entry, first_offset)
         entry.batches.append(
             CachedBatch(meta.base_sequence, meta.last_sequence, first_offset,
                         first_offset + meta.last_offset_delta)
         )
+        if meta.is_transactional and entry.current_txn_first_offset < 0:
+            entry.current_txn_first_offset = first_offset
+            self._open[meta.producer_id] = first_offset
+        return None
 
-    def record_batches(self, headers: Iterable[Any]) -> None:
+    def _complete(self, meta: BatchMeta, entry: ProducerEntry,
+                  marker_offset: int) -> AbortedTxn | None:
+        marker = meta.marker
+        if marker is None:
+            return None  # a control batch that is not a transaction marker
+        entry.coordinator_epoch = marker.coordinator_epoch
+        first = entry.current_txn_first_offset
+        if first < 0:
+            first = marker_offset  # a marker with nothing open (a retried or empty one)
+        entry.current_txn_first_offset = -1
+        self._open.pop(meta.producer_id, None)
+        if marker_offset >= self._high_watermark:
+            self._unreplicated.append(
+                CompletedTxn(meta.producer_id, first, marker_offset, not marker.committed))
+        if marker.committed:
+            return None
+        stable = min(self._open.values()) if self._open else marker_offset + 1
+        return AbortedTxn(meta.producer_id, first, marker_offset, stable)
+
+    def record_batches(self, headers: Iterable[Any]) -> list[AbortedTxn]:
         """Remember batches that already carry their offsets (follower append, log scan):
-        ``floodmark.records.BatchHeader`` values."""
+        ``floodmark.records.BatchHeader`` values. Returns the aborts among them."""
+        aborted: list[AbortedTxn] = []
         for h in headers:
             if h.producer_id != NO_PRODUCER_ID:
-                self.record(BatchMeta.from_header(h), h.base_offset)
+                done = self.record(BatchMeta.from_header(h), h.base_offset)
+                if done is not None:
+                    aborted.append(done)
+        return aborted
 
-    def rebuild(self, headers: Iterable[Any]) -> None:
-        """Forget everything, then replay the batch headers of the log as it is now."""
-        self._producers.clear()
-        self.record_batches(headers)
+    def rebuild(self, headers: Iterable[Any], high_watermark: int = 0) -> list[AbortedTxn]:
+        """Forget everything, then replay the batch headers of the log as it is now (whose HW
+        is ``high_watermark``). Returns every abort in the log, in offset order: what the
+        segments' transaction indexes must hold."""
+        self.clear()
+        self._high_watermark = high_watermark
+        return self.record_batches(headers)
 
     def clear(self) -> None:
         self._producers.clear()
+        self._open.clear()
+        self._unreplicated.clear()
+
+    # -- the last stable offset ---------------------------------------------------------------
+    def on_high_watermark(self, high_watermark: int) -> None:
+        """The partition's HW is now ``high_watermark``: completed transactions whose marker is
+        below it are stable for good."""
+        self._high_watermark = high_watermark
+        if self._unreplicated:
+            self._unreplicated = [c for c in self._unreplicated
+                                  if c.last_offset >= high_watermark]
+
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        """The first offset of the oldest transaction that is open, or completed by a marker
+        at or above ``high_watermark``; None when there is none."""
+        first = min(self._open.values()) if self._open else None
+        for done in self._unreplicated:
+            if done.last_offset >= high_watermark and (first is None
+                                                       or done.first_offset < first):
+                first = done.first_offset
+        return first
+
+    def open_transactions(self) -> dict[int, int]:
+        """producer id -> first offset of its open transaction."""
+        return dict(self._open)

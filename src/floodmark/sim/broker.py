@@ -13,8 +13,16 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
+from floodmark.client.fetch import READ_COMMITTED
 from floodmark.errors import ErrorCode, KafkaError
-from floodmark.records import decode_batch, iter_batches, simple_batch
+from floodmark.records import (
+    AbortedTracker,
+    CorruptRecordError,
+    decode_batch,
+    iter_batches,
+    read_end_txn_marker,
+    simple_batch,
+)
 from floodmark.replication.driver import ReplicaDriver
 from floodmark.replication.election import AlterPartitionRequest
 from floodmark.replication.partition import (
@@ -28,8 +36,11 @@ from floodmark.replication.partition import (
     Partition,
     PartitionConfig,
 )
-from floodmark.replication.produce import ProduceSettings, produce_as_leader
-from floodmark.replication.producer_state import ProducerStateTable
+from floodmark.replication.produce import (
+    ProduceSettings,
+    produce_as_leader,
+    write_marker_as_leader,
+)
 from floodmark.replication.purgatory import CompleteProduce
 from floodmark.sim import messages as m
 from floodmark.sim.config import SimConfig
@@ -54,7 +65,7 @@ class BrokerHost(Protocol):
     def on_truncate(self, broker: SimBroker, new_leo: int, old_leo: int) -> None: ...
     def on_become_leader(self, broker: SimBroker, epoch: int) -> None: ...
     def on_consumer_read(self, broker: SimBroker, records: tuple[tuple[int, int, str], ...],
-                         hw: int) -> None: ...
+                         hw: int, last_stable_offset: int, isolation_level: int) -> None: ...
 
 logger = logging.getLogger("floodmark.sim")
 
@@ -65,12 +76,25 @@ RECOVERY_CHECKPOINT = f"{DATA_DIR}/recovery-point-offset-checkpoint"
 Entry = tuple[int, str]  # (leader epoch stamped in the batch, value)
 
 
+def marker_label(producer_id: int, committed: bool) -> str:
+    """How a transaction marker shows in the mirror and the step tables."""
+    return f"{'COMMIT' if committed else 'ABORT'}(p{producer_id})"
+
+
 def decode_entries(buffer: bytes | bytearray | memoryview) -> list[tuple[int, int, str]]:
-    """(offset, epoch, value) for every record in a run of batches."""
+    """(offset, epoch, value) for every record in a run of batches (a marker as its label)."""
     out: list[tuple[int, int, str]] = []
     for position, header in iter_batches(buffer, validate=False):
         _, records = decode_batch(buffer, position, validate=False)
         epoch = header.partition_leader_epoch
+        if header.is_control:
+            try:
+                committed = read_end_txn_marker(header).committed
+            except CorruptRecordError:
+                committed = False
+            label = marker_label(header.producer_id, committed)
+            out.extend((r.offset, epoch, label) for r in records)
+            continue
         for record in records:
             value = record.value.decode() if record.value is not None else ""
             out.append((record.offset, epoch, value))
@@ -104,7 +128,6 @@ class SimBroker:
         self.log: Log | None = None
         self.partition: Partition | None = None
         self.driver: ReplicaDriver | None = None
-        self.producers = ProducerStateTable()
         self.produce_settings = ProduceSettings(
             max_message_bytes=LogConfig().max_message_bytes,
             unsafe_ack_duplicates_before_commit=self.config.unsafe_ack_duplicates_before_commit,
@@ -154,10 +177,10 @@ class SimBroker:
             ),
         )
         self.partition.high_watermark = Partition.clamp_high_watermark(checkpointed, self.log)
-        self.driver = ReplicaDriver(self.partition, self.log, self.producers, self)
+        self.driver = ReplicaDriver(self.partition, self.log, self)
         self.entries = [(epoch, value) for _o, epoch, value in decode_entries(self.log.read_all())]
         assert len(self.entries) == self.log.log_end_offset, "mirror out of step with the log"
-        self.producers.rebuild(self.log.iter_batch_headers())
+        self.driver.load_producer_state()
         self.parked = []
         self.deferred = []
         self.fetch_inflight = False
@@ -397,13 +420,13 @@ class SimBroker:
             producer_id=msg.producer_id,
             producer_epoch=msg.producer_epoch,
             base_sequence=msg.sequence,
+            is_transactional=msg.transactional,
         )
         self.next_produce_id += 1
         produce_id = self.next_produce_id
         result = produce_as_leader(
             p,
             self.log,
-            self.producers,
             batch,
             acks=msg.acks,
             produce_id=produce_id,
@@ -426,6 +449,30 @@ class SimBroker:
             self.produce_routes[produce_id] = (src, msg.produce_id, msg.acks)
         self.apply(result.effects)
         if not result.parked and msg.acks != ACKS_NONE:
+            assert result.answer is not None
+            offset = result.base_offset if result.answer is ErrorCode.NONE else -1
+            self.net.send(self.name, src, m.ProduceReply(msg.produce_id, result.answer, offset))
+        if result.appended:
+            self._complete_parked(lambda _p: True)
+
+    def _on_write_txn_marker(self, src: str, msg: m.WriteTxnMarker) -> None:
+        """The broker's WriteTxnMarkers path (``replication.produce.write_marker_as_leader``):
+        the control batch is answered once the HW passes it."""
+        assert self.partition is not None and self.log is not None
+        p = self.partition
+        self.next_produce_id += 1
+        produce_id = self.next_produce_id
+        result = write_marker_as_leader(
+            p, self.log, msg.producer_id, msg.producer_epoch, msg.committed, 0,
+            produce_id=produce_id, now_ms=self.world.now_ms, timeout_ms=msg.timeout_ms)
+        label = marker_label(msg.producer_id, msg.committed)
+        if result.appended:
+            self.entries.append((p.leader_epoch, label))
+            self.world.record(f"{self.name} append {result.base_offset}:e{p.leader_epoch}:{label}")
+        if result.parked:
+            self.produce_routes[produce_id] = (src, msg.produce_id, -1)
+        self.apply(result.effects)
+        if not result.parked:
             assert result.answer is not None
             offset = result.base_offset if result.answer is ErrorCode.NONE else -1
             self.net.send(self.name, src, m.ProduceReply(msg.produce_id, result.answer, offset))
@@ -539,17 +586,37 @@ class SimBroker:
         )
 
     def _on_consumer_fetch(self, src: str, msg: m.ConsumerFetch) -> None:
+        """A consumer reads below the HW; read_committed below the LSO, without the records of
+        aborted transactions and without markers (the Fetch handler's and the client's rule:
+        the aborted list from the segments' index, ``records.AbortedTracker``)."""
         assert self.partition is not None and self.log is not None
         error, hw = self.partition.consumer_fetch_bound(msg.current_leader_epoch)
+        lso = self.partition.last_stable_offset
+        committed = msg.isolation_level == READ_COMMITTED
+        bound = lso if committed else hw
         leo = self.log.log_end_offset
         if error is ErrorCode.NONE and not (self.log.log_start_offset <= msg.offset <= leo):
             error = ErrorCode.OFFSET_OUT_OF_RANGE
         records: tuple[tuple[int, int, str], ...] = ()
-        if error is ErrorCode.NONE and msg.offset < hw:
-            data = self.log.read(msg.offset, self.config.fetch_max_bytes, hw)
-            records = tuple(e for e in decode_entries(data.records) if msg.offset <= e[0] < hw)
-            self.cluster.on_consumer_read(self, records, hw)
-        self.net.send(self.name, src, m.ConsumerFetchReply(msg.fetch_id, error, records, hw, leo))
+        next_offset = msg.offset
+        if error is ErrorCode.NONE and msg.offset < bound:
+            data = self.log.read(msg.offset, self.config.fetch_max_bytes, bound)
+            next_offset = data.next_offset
+            tracker = None
+            if committed:
+                tracker = AbortedTracker.from_response([
+                    (a.producer_id, a.first_offset)
+                    for a in self.log.collect_aborted_transactions(msg.offset, data.next_offset)])
+            kept: list[tuple[int, int, str]] = []
+            for _position, header in iter_batches(data.records, validate=False):
+                if (tracker is not None and tracker.skip(header)) or header.is_control:
+                    continue
+                batch = bytes(header.batch_bytes())
+                kept.extend(e for e in decode_entries(batch) if msg.offset <= e[0] < bound)
+            records = tuple(kept)
+            self.cluster.on_consumer_read(self, records, hw, lso, msg.isolation_level)
+        self.net.send(self.name, src, m.ConsumerFetchReply(msg.fetch_id, error, records, hw, leo,
+                                                           lso, next_offset))
 
     # -- follower side ------------------------------------------------------------------------
     def send_fetch(self) -> bool:
@@ -636,6 +703,7 @@ class SimBroker:
         m.FetchRequestMsg: _on_fetch_request,
         m.EpochQueryMsg: _on_epoch_query,
         m.ConsumerFetch: _on_consumer_fetch,
+        m.WriteTxnMarker: _on_write_txn_marker,
         m.MetadataRequest: _on_metadata_request,
         m.EpochReplyMsg: _on_epoch_reply,
         m.FetchReplyMsg: _on_fetch_reply,
@@ -651,6 +719,9 @@ class SimBroker:
             "log": [[i, e, v] for i, (e, v) in enumerate(self.entries)],
             "leo": self.log.log_end_offset,
             "hw": p.high_watermark,
+            "lso": p.last_stable_offset,
+            "open_txns": {f"p{pid}": first
+                          for pid, first in sorted(p.producers.open_transactions().items())},
             "epochs": self.log.epoch_cache.as_pairs(),
             "alive": True,
             "role": "leader"

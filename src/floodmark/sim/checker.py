@@ -14,6 +14,10 @@ acked-write-lost       every acknowledged acks=all write, and every record a con
                        served, is present at its offset on each new leader and on the final
                        leader (reported, not flagged, when the schedule broke SPEC's premise)
 consumer-below-hw      a consumer is never served an offset >= the leader's HW
+lso-le-hw              the last stable offset is at most the HW on every live replica
+read-committed         a read_committed consumer is served nothing at or above the leader's LSO,
+                       no record of an aborted transaction and no record of a transaction
+                       still open (no COMMIT decided by the coordinator when it was served)
 idempotent-duplicate   with the idempotent producer, no value is written twice (its retries
                        of one sequence are deduplicated by the broker)
 no-divergence          at the end, no two replicas hold different records at one offset
@@ -65,6 +69,12 @@ class Checker:
         # (offset, value) -> leader epoch in which the record was first committed (HW passed it)
         self.commit_epoch: dict[tuple[int, str], int] = {}
         self.premise_holds = True
+        # Transactions as the coordinator decides them: value -> (producer id, n-th
+        # transaction of that producer); (producer id, n) -> committed? once a marker was sent.
+        self.txn_of_value: dict[str, tuple[int, int]] = {}
+        self.open_txn: dict[int, int] = {}  # producer id -> n of its open transaction
+        self.txn_count: dict[int, int] = {}
+        self.decided: dict[tuple[int, int], bool] = {}
         self._seen: set[tuple[str, str]] = set()
         self.max_violations = 50
 
@@ -101,12 +111,29 @@ class Checker:
         for offset in range(max(old, 0), min(new, len(broker.entries))):
             self.commit_epoch.setdefault((offset, broker.entries[offset][1]), p.leader_epoch)
 
+    def on_transactional_send(self, value: str, producer_id: int) -> None:
+        """A producer writes ``value`` inside its open transaction (opening one if needed)."""
+        n = self.open_txn.get(producer_id)
+        if n is None:
+            n = self.open_txn[producer_id] = self.txn_count.get(producer_id, 0) + 1
+            self.txn_count[producer_id] = n
+        self.txn_of_value[value] = (producer_id, n)
+
+    def on_transaction_decided(self, producer_id: int, committed: bool) -> None:
+        """The coordinator decided the producer's open transaction (before any marker)."""
+        n = self.open_txn.pop(producer_id, None)
+        if n is not None:
+            self.decided[(producer_id, n)] = committed
+
     def on_served(
-        self, broker: SimBroker, records: tuple[tuple[int, int, str], ...], hw: int
+        self, broker: SimBroker, records: tuple[tuple[int, int, str], ...], hw: int,
+        last_stable_offset: int = -1, isolation_level: int = 0,
     ) -> None:
         for offset, _epoch, value in records:
             if offset >= hw:
                 self.flag("consumer-below-hw", f"{broker.name} served offset {offset} >= HW {hw}")
+            if isolation_level == 1:
+                self._check_read_committed(broker, offset, value, last_stable_offset)
             previous = self.served.get(offset)
             if previous is not None and previous != value:
                 self.flag(
@@ -114,6 +141,22 @@ class Checker:
                     f"consumers were served {previous} and {value} at offset {offset}",
                 )
             self.served.setdefault(offset, value)
+
+    def _check_read_committed(self, broker: SimBroker, offset: int, value: str,
+                              last_stable_offset: int) -> None:
+        if offset >= last_stable_offset:
+            self.flag("read-committed", f"{broker.name} served offset {offset} >= LSO "
+                      f"{last_stable_offset} to a read_committed consumer")
+        txn = self.txn_of_value.get(value)
+        if txn is None:
+            return
+        decision = self.decided.get(txn)
+        if decision is None:
+            self.flag("read-committed", f"{broker.name} served {value} of the open transaction "
+                      f"of producer {txn[0]} to a read_committed consumer")
+        elif not decision:
+            self.flag("read-committed", f"{broker.name} served {value} of an aborted "
+                      f"transaction of producer {txn[0]} to a read_committed consumer")
 
     def on_become_leader(self, broker: SimBroker, epoch: int) -> None:
         holder = self.leader_of_epoch.get(epoch)
@@ -152,6 +195,9 @@ class Checker:
             leo = log.log_end_offset
             if p.high_watermark > leo:
                 self.flag("hw-le-leo", f"{broker.name} HW {p.high_watermark} > LEO {leo}")
+            if p.last_stable_offset > p.high_watermark:
+                self.flag("lso-le-hw", f"{broker.name} LSO {p.last_stable_offset} > HW "
+                          f"{p.high_watermark}")
             epoch = p.leader_epoch
             if epoch >= 0:
                 if epoch < self.max_epoch.get(broker.name, -1):
@@ -207,6 +253,8 @@ class Checker:
     def check_no_duplicates(self, broker: SimBroker) -> None:
         first: dict[str, int] = {}
         for offset, (_epoch, value) in enumerate(broker.entries):
+            if value.startswith(("COMMIT(", "ABORT(")):
+                continue  # a retried marker is written again (it completes nothing)
             if value and value in first:
                 self.flag(
                     "idempotent-duplicate",

@@ -5,7 +5,8 @@ Contract (scripts rely on these names):
 * ``floodmark sim scenario --list``
 * ``floodmark sim scenario NAME [--truncation MODE] [--json] [--verbose]`` — a step table, then
   one verdict line; exit status 0 when the historical outcome was reproduced, 1 otherwise.
-* ``floodmark sim explore --seeds N --truncation MODE [--replicas 3] [--json]``
+* ``floodmark sim explore --seeds N --truncation MODE [--replicas 3] [--json]
+  [--spark MASTER [--spark-parts 64]]``
 * ``floodmark sim replay --seed S --truncation MODE [--replicas N] [--json]``
 """
 
@@ -18,7 +19,7 @@ from typing import Any
 
 from floodmark.replication.modes import DEFAULT_TRUNCATION, Truncation
 from floodmark.sim.explore import ExploreOptions, SeedResult, explore, reproduce_command, run_seed
-from floodmark.sim.report import render_steps
+from floodmark.sim.report import render_steps, transactions_open
 from floodmark.sim.scenarios import SCENARIOS, run_scenario
 
 MODES = [m.value for m in Truncation]
@@ -27,6 +28,12 @@ MODES = [m.value for m in Truncation]
 UNSAFE_DUPLICATES_HELP = (
     "UNSAFE: brokers acknowledge a retried duplicate batch before the HW covers it "
     "(the bug of issue 8), to show the explorer finds it"
+)
+
+
+TRANSACTIONS_HELP = (
+    "also run transactions (half aborted) and a read_committed consumer; checks that it is "
+    "never served an aborted or undecided transaction's record"
 )
 
 
@@ -71,9 +78,20 @@ def register(sim_subparsers: Any) -> None:
     explore_p.add_argument(
         "--unsafe-ack-duplicates-before-commit", action="store_true", help=UNSAFE_DUPLICATES_HELP
     )
+    explore_p.add_argument("--transactions", action="store_true", help=TRANSACTIONS_HELP)
     explore_p.add_argument("--json", action="store_true")
     explore_p.add_argument(
         "--fail-on-violation", action="store_true", help="exit 1 if any violation was found"
+    )
+    explore_p.add_argument(
+        "--spark",
+        metavar="MASTER",
+        default=None,
+        help="run the seeds as Spark tasks (e.g. local[2], spark://host:7077), a contiguous "
+        "range of seeds per task",
+    )
+    explore_p.add_argument(
+        "--spark-parts", type=int, default=64, help="at most this many tasks (default 64)"
     )
     explore_p.set_defaults(func=cmd_explore)
 
@@ -85,6 +103,7 @@ def register(sim_subparsers: Any) -> None:
     replay.add_argument(
         "--unsafe-ack-duplicates-before-commit", action="store_true", help=UNSAFE_DUPLICATES_HELP
     )
+    replay.add_argument("--transactions", action="store_true", help=TRANSACTIONS_HELP)
     replay.add_argument("--json", action="store_true")
     replay.set_defaults(func=cmd_replay)
 
@@ -111,6 +130,10 @@ def cmd_scenario(args: argparse.Namespace) -> int:
     _print(
         "replica: log [offset:epoch:value]  LEO  HW  epoch cache {epoch:start}  (* = acts as leader)"
     )
+    if any(transactions_open(snap) for step in result.steps
+           for snap in step["replicas"].values()):
+        _print("where a transaction is open: LSO (last stable offset, `|` in the log), "
+               "open={producer@first offset}")
     _print()
     if result.title:
         _print(result.title)
@@ -144,6 +167,7 @@ def _options(args: argparse.Namespace) -> ExploreOptions:
         truncation=args.truncation,
         fault_phase_ms=args.fault_phase_ms,
         unsafe_ack_duplicates_before_commit=args.unsafe_ack_duplicates_before_commit,
+        transactions=args.transactions,
     )
 
 
@@ -152,7 +176,16 @@ def cmd_explore(args: argparse.Namespace) -> int:
     if args.seeds <= 0:
         sys.stderr.write("--seeds must be positive\n")
         return 2
-    report = explore(args.seeds, options, start_seed=args.start_seed)
+    if args.spark is not None:
+        if args.spark_parts <= 0:
+            sys.stderr.write("--spark-parts must be positive\n")
+            return 2
+        from floodmark.sim.distributed import explore_on_spark
+
+        report = explore_on_spark(args.seeds, options, args.spark, start_seed=args.start_seed,
+                                  parts=args.spark_parts)
+    else:
+        report = explore(args.seeds, options, start_seed=args.start_seed)
     data = report.as_json()
     if args.json:
         _print(json.dumps(data))

@@ -267,22 +267,45 @@ class Producer:
         self.next_sequence = 0
         self.retry_scheduled = False
 
-    def send(self, value: str, acks: int, to: int | None = None) -> int:
-        """Send one produce; returns its id. ``to`` overrides the believed leader."""
+    def send(self, value: str, acks: int, to: int | None = None, *, producer_id: int = -1,
+             sequence: int = -1, transactional: bool = False) -> int:
+        """Send one produce; returns its id. ``to`` overrides the believed leader. With
+        ``producer_id``: that producer's batch (epoch 0) at ``sequence``, in its transaction if
+        ``transactional``."""
+        produce_id = self._track(value, acks)
+        target = self.leader if to is None else to
+        what = f" pid={producer_id} seq={sequence}" if producer_id >= 0 else ""
+        what += " transactional" if transactional else ""
+        self.cluster.world.record(
+            f"{self.name} send {value} acks={acks}{what} to {self.cluster.name_of(target)}")
+        self.cluster.net.send(
+            self.name,
+            self.cluster.name_of(target),
+            m.Produce(produce_id, value, acks, self.timeout_ms, producer_id=producer_id,
+                      producer_epoch=0 if producer_id >= 0 else -1, sequence=sequence,
+                      transactional=transactional),
+        )
+        return produce_id
+
+    def send_marker(self, label: str, producer_id: int, committed: bool, to: int) -> int:
+        """As the transaction coordinator: WriteTxnMarkers for this partition (answered like an
+        acks=all produce; ``label`` names it in the outcomes)."""
+        produce_id = self._track(label, ACKS_ALL)
+        self.cluster.world.record(f"{self.name} WriteTxnMarkers {label} to "
+                                  f"{self.cluster.name_of(to)}")
+        self.cluster.net.send(self.name, self.cluster.name_of(to),
+                              m.WriteTxnMarker(produce_id, producer_id, 0, committed,
+                                               self.timeout_ms))
+        return produce_id
+
+    def _track(self, value: str, acks: int) -> int:
         self.next_id += 1
         produce_id = self.next_id
-        target = self.leader if to is None else to
         world = self.cluster.world
         self.outcomes[produce_id] = ProduceOutcome(value, acks, world.now_ms)
         if acks != ACKS_NONE:
             self.in_flight.add(produce_id)
             world.schedule(self.timeout_ms + 50, self._expire, produce_id)
-        world.record(f"{self.name} send {value} acks={acks} to {self.cluster.name_of(target)}")
-        self.cluster.net.send(
-            self.name,
-            self.cluster.name_of(target),
-            m.Produce(produce_id, value, acks, self.timeout_ms),
-        )
         return produce_id
 
     def _expire(self, produce_id: int) -> None:
@@ -334,6 +357,7 @@ class Consumer:
     next_id: int = 0
     inflight: int = 0
     seen: dict[int, tuple[int, str]] = field(default_factory=dict)  # offset -> (epoch, value)
+    isolation_level: int = 0  # 1: read_committed
 
     def __post_init__(self) -> None:
         self.cluster.net.add_node(self.name, self.on_message)
@@ -350,15 +374,19 @@ class Consumer:
         if not self.running:
             return
         if self.leader != NO_LEADER and self.inflight == 0:
-            self.next_id += 1
-            self.inflight = self.next_id
-            self.cluster.net.send(
-                self.name,
-                self.cluster.name_of(self.leader),
-                m.ConsumerFetch(self.next_id, self.position, self.leader_epoch),
-            )
+            self.fetch_once(self.leader, self.leader_epoch)
             self.cluster.world.schedule(400, self._timeout, self.next_id)
         self.cluster.world.schedule(self.interval_ms, self._tick)
+
+    def fetch_once(self, leader: int, leader_epoch: int) -> None:
+        """One Fetch from ``position`` (scenario steps call it directly)."""
+        self.next_id += 1
+        self.inflight = self.next_id
+        self.cluster.net.send(
+            self.name,
+            self.cluster.name_of(leader),
+            m.ConsumerFetch(self.next_id, self.position, leader_epoch, self.isolation_level),
+        )
 
     def _timeout(self, fetch_id: int) -> None:
         if self.inflight == fetch_id:
@@ -387,10 +415,127 @@ class Consumer:
             self.cluster.net.send(self.name, "controller", m.MetadataRequest())
             return
         for offset, epoch, value in message.records:
-            if offset != self.position:
+            # read_committed answers skip offsets (markers, aborted records): never go back.
+            if offset < self.position or (offset > self.position
+                                          and self.isolation_level != 1):
                 continue
             self.seen.setdefault(offset, (epoch, value))
             self.position = offset + 1
+        if self.isolation_level == 1 and message.next_offset > self.position:
+            self.position = message.next_offset
 
 
-__all__ = ["ACKS_ALL", "ACKS_LEADER", "ACKS_NONE", "Consumer", "ProduceOutcome", "Producer"]
+
+
+
+class TxnHost(ClientHost, Protocol):
+    """What the transactional writer also tells (``cluster.Cluster``'s checker)."""
+
+    def on_transactional_send(self, value: str, producer_id: int) -> None: ...
+    def on_transaction_decided(self, producer_id: int, committed: bool) -> None: ...
+
+
+FIRST_TXN_PRODUCER_ID = 5000
+
+
+@dataclass(slots=True)
+class TxnWriter:
+    """A transactional producer and its coordinator in one, for the explorer: each transaction
+    (a fresh producer id, one record) is written acks=all and retried with the same sequence
+    until acknowledged; then the coordinator decides COMMIT or ABORT (at random) and writes the
+    marker, retried to whoever leads until it is answered NONE (a retried marker completes
+    nothing, as in Kafka). The checker learns each record's transaction and each decision, so a
+    read_committed consumer can be checked against them."""
+
+    cluster: TxnHost
+    name: str = "txn-writer"
+    interval_ms: int = 25
+    timeout_ms: int = 1000
+    running: bool = False
+    leader: int = NO_LEADER
+    producer_id: int = FIRST_TXN_PRODUCER_ID
+    phase: str = "idle"  # idle | writing | ending
+    value: str = ""
+    committed: bool = False
+    attempt: int = 0
+    transactions: int = 0
+
+    def __post_init__(self) -> None:
+        self.cluster.net.add_node(self.name, self.on_message)
+
+    def start(self) -> None:
+        self.running = True
+        self.cluster.net.send(self.name, "controller", m.MetadataRequest())
+        self.cluster.world.schedule(self.interval_ms, self._tick)
+
+    def stop(self) -> None:
+        self.running = False
+
+    def _tick(self) -> None:
+        if not self.running:
+            return
+        if self.phase == "idle" and self.leader != NO_LEADER:
+            self.producer_id += 1
+            self.value = f"x{self.producer_id}"
+            self.cluster.on_transactional_send(self.value, self.producer_id)
+            self.phase = "writing"
+            self._send()
+        self.cluster.world.schedule(self.interval_ms, self._tick)
+
+    def _send(self) -> None:
+        world = self.cluster.world
+        if self.leader == NO_LEADER:
+            world.schedule(self.interval_ms, self._retry, self.attempt)
+            return
+        self.attempt += 1
+        target = self.cluster.name_of(self.leader)
+        if self.phase == "writing":
+            message: Any = m.Produce(self.attempt, self.value, ACKS_ALL, self.timeout_ms,
+                                     producer_id=self.producer_id, producer_epoch=0,
+                                     sequence=0, transactional=True)
+        else:
+            message = m.WriteTxnMarker(self.attempt, self.producer_id, 0, self.committed,
+                                       self.timeout_ms)
+        world.record(f"{self.name} {self.phase} p{self.producer_id} to {target}")
+        self.cluster.net.send(self.name, target, message)
+        world.schedule(self.timeout_ms, self._retry, self.attempt)
+
+    def _retry(self, attempt: int) -> None:
+        if attempt == self.attempt and self.phase != "idle":
+            self.cluster.net.send(self.name, "controller", m.MetadataRequest())
+            self.cluster.world.schedule(self.interval_ms, self._send)
+
+    def on_message(self, src: str, message: Any) -> None:
+        if isinstance(message, m.Metadata):
+            self.leader = message.registration.leader
+            return
+        if not isinstance(message, m.ProduceReply):
+            raise TypeError(f"{self.name}: unexpected {message!r}")
+        if message.produce_id != self.attempt or self.phase == "idle":
+            return
+        world = self.cluster.world
+        if message.error is not ErrorCode.NONE:
+            world.record(f"{self.name} {self.phase} p{self.producer_id}: {message.error.name}")
+            if self.phase == "writing" and message.error in FATAL_PRODUCE_ERRORS:
+                self._decide(False)  # what the coordinator does with a failed transaction
+            self.attempt += 1  # the timeout of the failed attempt must not resend again
+            self.cluster.net.send(self.name, "controller", m.MetadataRequest())
+            world.schedule(self.interval_ms, self._send)
+            return
+        if self.phase == "writing":
+            self._decide(world.rng.random() < 0.5)
+            self._send()
+            return
+        world.record(f"{self.name} {'COMMIT' if self.committed else 'ABORT'} "
+                     f"p{self.producer_id} written at {message.base_offset}")
+        self.transactions += 1
+        self.phase = "idle"
+
+    def _decide(self, committed: bool) -> None:
+        self.committed = committed
+        self.phase = "ending"
+        self.cluster.on_transaction_decided(self.producer_id, committed)
+
+
+__all__ = ["ACKS_ALL", "ACKS_LEADER", "ACKS_NONE", "Consumer", "ProduceOutcome", "Producer",
+           "TxnWriter"]

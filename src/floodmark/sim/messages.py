@@ -95,6 +95,19 @@ class Produce:
     producer_id: int = -1
     producer_epoch: int = -1
     sequence: int = -1
+    transactional: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class WriteTxnMarker:
+    """The transaction coordinator's WriteTxnMarkers for this partition (answered with a
+    ``ProduceReply`` once the marker is replicated, as acks=all)."""
+
+    produce_id: int
+    producer_id: int
+    producer_epoch: int
+    committed: bool
+    timeout_ms: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +122,7 @@ class ConsumerFetch:
     fetch_id: int
     offset: int
     current_leader_epoch: int
+    isolation_level: int = 0  # 1: read_committed (below the LSO, aborted records dropped)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +132,8 @@ class ConsumerFetchReply:
     records: tuple[tuple[int, int, str], ...]  # (offset, epoch, value)
     high_watermark: int
     log_end_offset: int
+    last_stable_offset: int = -1
+    next_offset: int = -1  # after the last batch read (records may skip offsets: markers...)
 
 
 @dataclass(frozen=True, slots=True)

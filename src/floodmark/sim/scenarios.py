@@ -446,6 +446,56 @@ def last_replica_standing(mode: Truncation) -> ScenarioResult:
     return result
 
 
+# -- transaction-visibility (issue 15: the last stable offset) ----------------------------------
+def transaction_visibility(mode: Truncation) -> ScenarioResult:
+    """Two transactions on A (leader) and B: a read_committed consumer reads below the LSO =
+    min(HW, first offset of the oldest transaction still open or whose marker is not yet below
+    the HW); an abort hides its records; B rebuilt the same open transactions from what it
+    replicated, so after A dies B's LSO is A's and the commit happens on B."""
+    s = Script(("A", "B"), mode)
+    s.boot()
+    s.produce("p0")
+    s.replicate("B")
+    s.produce_txn("t1", 7, 0, note=" (opens p7's transaction at offset 1)")
+    s.replicate("B")
+    s.produce("p1", note=" (after the open transaction: not yet visible to read_committed)")
+    s.replicate("B")
+    reads = [s.consume(note=" (LSO 1: p7's transaction is open)")]
+    s.produce_txn("t2", 8, 0, note=" (opens p8's transaction at offset 3)")
+    s.replicate("B")
+    s.end_txn(7, committed=False, note=" (parked until B has the marker)")
+    reads.append(s.consume(note=" (the marker at 4 is not below the HW yet: LSO still 1)"))
+    s.replicate("B")
+    reads.append(s.consume(note=" (LSO 3: p8 is open; t1 is aborted and dropped)"))
+    s.crash("A", lose_unsynced=False)
+    s.fence("A", "controller fences the dead A; B is elected")
+    b = s.cluster.broker("B")
+    assert b.partition is not None
+    lso_after_failover = b.partition.last_stable_offset
+    reads.append(s.consume(note=" (the new leader B has the same LSO 3)"))
+    s.end_txn(8, committed=True)
+    reads.append(s.consume())
+    s.restart("A")
+    s.fetch_until_idle("A")
+    s.release("A")
+    lsos = {}
+    for broker in s.cluster.brokers:
+        if broker.partition is not None:
+            lsos[broker.name] = broker.partition.last_stable_offset
+    facts = {"reads": reads, "lso_after_failover": lso_after_failover, "final_lsos": lsos,
+             "violations": [v.invariant for v in s.cluster.checker.violations]}
+    exp = Expectation(
+        (),
+        False,
+        "read_committed sees p0 while p7's transaction is open, p0 p1 once the abort is "
+        "replicated (t1 never), the same after A dies (B rebuilt the open transactions from "
+        "what it replicated: LSO 3), and t2 only after its COMMIT; A rejoins with LSO 6 too",
+        (("reads", [["p0"], ["p0"], ["p0", "p1"], ["p0", "p1"], ["p0", "p1", "t2"]]),
+         ("lso_after_failover", 3), ("final_lsos", {"A": 6, "B": 6}), ("violations", [])),
+    )
+    return _result("transaction-visibility", s, exp, facts)
+
+
 SCENARIOS: dict[str, tuple[Callable[[Truncation], ScenarioResult], str]] = {
     "hw-truncation-data-loss": (
         hw_truncation_data_loss,
@@ -478,6 +528,10 @@ SCENARIOS: dict[str, tuple[Callable[[Truncation], ScenarioResult], str]] = {
     "last-replica-standing": (
         last_replica_standing,
         "KIP-966: the last ISR member lost its unflushed tail, without and with ELR (T14)",
+    ),
+    "transaction-visibility": (
+        transaction_visibility,
+        "KIP-98: read_committed stops at the last stable offset; an abort hides its records",
     ),
 }
 

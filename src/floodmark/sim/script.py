@@ -16,6 +16,7 @@ from floodmark.errors import ErrorCode
 from floodmark.replication.election import NO_LEADER
 from floodmark.replication.modes import Truncation
 from floodmark.replication.partition import ACKS_ALL, EpochQuery, FollowerFetch
+from floodmark.sim.broker import marker_label
 from floodmark.sim.cluster import Cluster
 from floodmark.sim.config import SimConfig
 from floodmark.sim.network import NetworkConfig, PartitionMode
@@ -117,6 +118,51 @@ class Script:
         status = "pending" if outcome.error is None else outcome.error.name
         self.record(f"produce {value} acks={'all' if acks == ACKS_ALL else acks} -> {status}{note}")
         return outcome.error
+
+    def produce_txn(self, value: str, producer_id: int, sequence: int, *, note: str = "") -> None:
+        """An acks=all record of ``producer_id``'s transaction (opening it if none is open)."""
+        reg = self.cluster.controller.registration
+        self.cluster.checker.on_transactional_send(value, producer_id)
+        produce_id = self.cluster.producer.send(value, ACKS_ALL, to=reg.leader,
+                                                producer_id=producer_id, sequence=sequence,
+                                                transactional=True)
+        self.produced[value] = produce_id
+        self._settle()
+        outcome = self.cluster.producer.outcomes[produce_id]
+        status = "pending" if outcome.error is None else outcome.error.name
+        self.record(f"produce {value} (transaction of p{producer_id}) -> {status}{note}")
+
+    def end_txn(self, producer_id: int, committed: bool, *, note: str = "") -> None:
+        """The coordinator decides, then writes the marker (WriteTxnMarkers) to the leader;
+        it is answered once replicated."""
+        reg = self.cluster.controller.registration
+        self.cluster.checker.on_transaction_decided(producer_id, committed)
+        label = marker_label(producer_id, committed)
+        produce_id = self.cluster.producer.send_marker(label, producer_id, committed, reg.leader)
+        self.produced[label] = produce_id
+        self._settle()
+        outcome = self.cluster.producer.outcomes[produce_id]
+        status = "pending" if outcome.error is None else outcome.error.name
+        self.record(f"coordinator writes {label} -> {status}{note}")
+
+    def consume(self, *, read_committed: bool = True, note: str = "") -> list[str]:
+        """A consumer reads the whole partition from offset 0 (one Fetch per answer until it
+        reaches the bound); returns the values it was served."""
+        consumer = self.cluster.consumer
+        consumer.isolation_level = 1 if read_committed else 0
+        consumer.position = 0
+        consumer.seen = {}
+        reg = self.cluster.controller.registration
+        for _ in range(20):
+            before = consumer.position
+            consumer.fetch_once(reg.leader, reg.leader_epoch)
+            self._settle()
+            if consumer.position == before:
+                break
+        values = [value for _o, (_e, value) in sorted(consumer.seen.items())]
+        level = "read_committed" if read_committed else "read_uncommitted"
+        self.record(f"{level} consumer reads {values or 'nothing'}{note}")
+        return values
 
     def fetch(self, name: str, *, note: str = "") -> None:
         """One follower fetch round trip (an empty fetch stays parked at the leader)."""

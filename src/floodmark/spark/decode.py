@@ -8,15 +8,15 @@ binary buffers. That keeps the Python work per record to a few bytecodes, which 
 Spark reader approach the raw fetch rate (see benchmarks/spark_read.py).
 
 Control batches (transaction markers) are skipped; under read_committed, records of aborted
-transactions are dropped using the Fetch response's aborted-transactions list, as Kafka consumers do.
+transactions are dropped using the Fetch response's aborted-transactions list, as Kafka consumers do
+(``floodmark.records.AbortedTracker``, the one copy of that rule).
 """
 
 from __future__ import annotations
 
 import itertools
 import struct
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -313,42 +313,3 @@ def decode_batch(
         cols.append(_headers_column(body, q + s5, counts))
         names.append("headers")
     return pa.RecordBatch.from_arrays(cols, names=names)
-
-
-@dataclass
-class AbortedTracker:
-    """read_committed filtering, as a Kafka consumer does it with the Fetch aborted list."""
-
-    pending: list[tuple[int, int]] = field(default_factory=list)  # (first_offset, producer_id)
-    aborted_pids: set[int] = field(default_factory=set)
-
-    @classmethod
-    def from_response(cls, aborted: Sequence[tuple[int, int]]) -> AbortedTracker:
-        return cls(sorted((first, pid) for pid, first in aborted))
-
-    def skip(self, hdr: BatchHeader, records: memoryview) -> bool:
-        """True when the batch must not be shown (control batch or aborted data)."""
-        while self.pending and self.pending[0][0] <= hdr.next_offset - 1:
-            self.aborted_pids.add(self.pending.pop(0)[1])
-        if hdr.is_control:
-            if hdr.producer_id in self.aborted_pids and _is_abort_marker(hdr, records):
-                self.aborted_pids.discard(hdr.producer_id)
-            return True
-        return hdr.is_transactional and hdr.producer_id in self.aborted_pids
-
-
-def _is_abort_marker(hdr: BatchHeader, records: memoryview) -> bool:
-    body = decompress(hdr.compression, records) if hdr.compression else bytes(records)
-    try:
-        starts: list[int] = []
-        _record_starts_py(body, 0, 1, starts)
-        p = starts[0] + 1
-        _, p = read_varint(body, p)  # timestamp delta
-        _, p = read_varint(body, p)  # offset delta
-        kl, p = read_varint(body, p)
-        if kl < 4:
-            return True
-        _version, kind = struct.unpack_from(">hh", body, p)
-    except (IndexError, struct.error):
-        return True
-    return bool(kind == 0)

@@ -22,7 +22,8 @@ import pyarrow as pa
 
 from floodmark.client.fetch import READ_COMMITTED, FetchClient, FetchedPartition, FetchError
 from floodmark.errors import ErrorCode
-from floodmark.spark.decode import AbortedTracker, decode_batch, iter_batches
+from floodmark.records import AbortedTracker
+from floodmark.spark.decode import decode_batch, iter_batches
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +175,7 @@ def _read_range(
         small: list[pa.RecordBatch] = []
         small_rows = 0
         for hdr, records in todo:
-            if tracker is not None and tracker.skip(hdr, records):
+            if tracker is not None and tracker.skip(hdr):
                 continue
             if hdr.is_control:
                 continue

@@ -8,7 +8,9 @@ The log is seen as Kafka sees it:
   the first segment whose largest timestamp is younger than min.compaction.lag.ms)``. Only closed
   segments lying wholly below it are cleaned: the active segment never is, nor anything a
   follower has not yet got (replicas clean independently, and only below their own HW, so they
-  agree on what survives).
+  agree on what survives). The broker passes the partition's last stable offset as the "high
+  watermark" (the HW itself without transactions): a record of a transaction still open may yet
+  be aborted, so it must not supersede anything yet.
 - The **first dirty offset** is where the previous cleaning stopped; it is kept per partition in
   the data directory's ``cleaner-offset-checkpoint`` (Kafka's file and format).
 - The **dirty ratio** is ``dirty bytes / (clean bytes + dirty bytes)`` over the cleanable
@@ -18,7 +20,9 @@ The log is seen as Kafka sees it:
 
 Cleaning builds a map key -> last offset over the dirty section, then rewrites every cleanable
 segment (clean and dirty) keeping a record only if no later record with its key exists in the
-map. Batches keep their base offset and lastOffsetDelta, records keep their offsets, so no
+map. Records of aborted transactions (the segments' ``.txnindex``, walked with the consumers'
+rule ``records.AbortedTracker``) never enter the map: a committed record is never cleaned away
+because of an aborted one. They and the markers are kept, as the index that hides them is. Batches keep their base offset and lastOffsetDelta, records keep their offsets, so no
 offset ever moves and the log end offset stays where it is. A batch left without records is
 dropped, unless it is the last batch of its producer id in the log (kept empty, as Kafka keeps
 it, so that idempotent-producer state survives a restart). Records without a key are dropped
@@ -47,12 +51,14 @@ from dataclasses import dataclass, field
 from floodmark.records import (
     DELETE_HORIZON_MASK,
     NO_TIMESTAMP,
+    AbortedTracker,
     BatchHeader,
     Record,
     decode_batch,
     iter_batches,
     rebuild_batch,
 )
+from floodmark.replication.producer_state import AbortedTxn
 from floodmark.storage.checkpoints import CorruptCheckpointError, OffsetCheckpointFile
 from floodmark.storage.fs import FileHandle, FileSystem
 from floodmark.storage.log import Log
@@ -181,11 +187,19 @@ def cleaning_reason(log: Log, plan: CleanablePlan, now_ms: int,
 Source = tuple[FileHandle, int]
 
 
-def _segment_keys(handle: FileHandle, size: int) -> dict[bytes, int]:
+def aborted_tracker(aborted: list[AbortedTxn], start_offset: int) -> AbortedTracker:
+    """The consumers' rule over batches read from ``start_offset`` on, for the aborts among
+    ``aborted`` that end there or later."""
+    return AbortedTracker.from_response([(a.producer_id, a.first_offset) for a in aborted
+                                         if a.last_offset >= start_offset])
+
+
+def _segment_keys(handle: FileHandle, size: int,
+                  tracker: AbortedTracker | None = None) -> dict[bytes, int]:
     offsets: dict[bytes, int] = {}
     data = handle.read_at(0, size)
     for position, header in iter_batches(data, validate=False):
-        if header.is_control:
+        if header.is_control or (tracker is not None and tracker.skip(header)):
             continue
         for record in decode_batch(data, position, validate=False)[1]:
             if record.key is not None:
@@ -193,14 +207,15 @@ def _segment_keys(handle: FileHandle, size: int) -> dict[bytes, int]:
     return offsets
 
 
-def build_offset_map(sources: list[Source],
-                     max_keys: int | None = None) -> tuple[dict[bytes, int], int]:
+def build_offset_map(sources: list[Source], max_keys: int | None = None,
+                     tracker: AbortedTracker | None = None) -> tuple[dict[bytes, int], int]:
     """key -> offset of its last record over ``sources`` (Kafka's dedupe buffer), and how many
     of them it covers: like Kafka, when the next segment's keys would not fit in ``max_keys``
-    the map (and so this cleaning) stops before it; the first segment is always taken."""
+    the map (and so this cleaning) stops before it; the first segment is always taken.
+    ``tracker`` (fed the sources' batches in order) leaves out aborted transactions' records."""
     offsets: dict[bytes, int] = {}
     for count, (handle, size) in enumerate(sources):
-        keys = _segment_keys(handle, size)
+        keys = _segment_keys(handle, size, tracker)
         if max_keys is not None and count > 0:
             new = sum(1 for key in keys if key not in offsets)
             if len(offsets) + new > max_keys:
@@ -323,6 +338,7 @@ class CleaningJob:
     tail: list[Source]  # every later segment, for the producers' last batches
     first_segment: Segment
     max_map_keys: int | None = None
+    aborted: list[AbortedTxn] = field(default_factory=list)  # overlapping the plan
     outputs: list[tuple[list[Segment], str | None]] = field(default_factory=list)
     error: OSError | None = None
     done: bool = False
@@ -345,7 +361,10 @@ class CleaningJob:
     def _run(self) -> None:
         result = self.result
         plan = self.plan
-        offset_map, mapped = build_offset_map(self.sources[plan.dirty_from :], self.max_map_keys)
+        dirty_start = (plan.segments[plan.dirty_from].base_offset
+                       if plan.dirty_from < len(plan.segments) else plan.end_offset)
+        offset_map, mapped = build_offset_map(self.sources[plan.dirty_from :], self.max_map_keys,
+                                              aborted_tracker(self.aborted, dirty_start))
         cleaning = _SegmentCleaning(
             offset_map=offset_map,
             producers_last=last_batch_of_producers(self.sources + self.tail),
@@ -424,8 +443,10 @@ def prepare_cleaning(log: Log, plan: CleanablePlan, now_ms: int, reason: str = "
     tail = [(s.log.duplicate(), s.size) for s in log.segments if id(s) not in planned]
     result = CleanResult(first_dirty_offset=max(plan.end_offset, plan.first_dirty_offset),
                          reason=reason)
+    start = plan.segments[0].base_offset if plan.segments else plan.end_offset
+    aborted = log.collect_aborted_transactions(start, plan.end_offset)
     return CleaningJob(log, plan, now_ms, result, log.truncation_generation, sources, tail,
-                       log.segments[0], max_map_keys)
+                       log.segments[0], max_map_keys, aborted=aborted)
 
 
 def clean_log(log: Log, plan: CleanablePlan, now_ms: int, reason: str = "requested") -> CleanResult:

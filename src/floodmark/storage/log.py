@@ -20,7 +20,8 @@ import bisect
 import contextlib
 import logging
 import posixpath
-from collections.abc import Iterator
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
 
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.records import (
@@ -33,6 +34,7 @@ from floodmark.records import (
     set_partition_leader_epoch,
 )
 from floodmark.replication.epochs import UNDEFINED_EPOCH, EpochCache
+from floodmark.replication.producer_state import AbortedTxn
 from floodmark.storage import swap
 from floodmark.storage.appends import AppendInfo, NonContiguousAppendError, validate_record_set
 from floodmark.storage.checkpoints import (
@@ -524,6 +526,54 @@ class Log:
                     yield header
 
     # ========================================================================================
+    # Aborted transactions (the segments' .txnindex files)
+    # ========================================================================================
+    def append_aborted_transactions(self, entries: Sequence[AbortedTxn]) -> None:
+        """Index aborts just appended (leader or follower): each in the segment holding its
+        marker. Made durable with the segment's next flush."""
+        self._check_open()
+        for entry in entries:
+            segment = self.segments[self._segment_for(entry.last_offset)]
+            if not self.fs.exists(segment.txn_index.path):
+                self._dir_dirty = True
+            segment.txn_index.append([entry])
+            segment.dirty = True
+
+    def restore_aborted_transactions(self, entries: Sequence[AbortedTxn]) -> None:
+        """At open: make every segment's index hold exactly the aborts the producer state found
+        in the log (rewriting only the files that differ)."""
+        self._check_open()
+        by_segment: defaultdict[int, list[AbortedTxn]] = defaultdict(list)
+        for entry in entries:
+            by_segment[self._segment_for(entry.last_offset)].append(entry)
+        changed = 0
+        for i, segment in enumerate(self.segments):
+            if segment.txn_index.restore(by_segment.get(i, [])):
+                segment.dirty = True
+                self._dir_dirty = True
+                changed += 1
+        if changed:
+            logger.warning("%s rebuilt the aborted-transaction index of %d segment(s) from the "
+                           "log", self._ctx(), changed)
+            self.flush()
+
+    def collect_aborted_transactions(self, fetch_offset: int,
+                                     upper_bound_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [fetch_offset, upper_bound_offset), for a
+        read_committed Fetch (their markers are at or after ``fetch_offset``: the search starts
+        at its segment and stops where an entry's LSO reaches the bound)."""
+        self._check_open()
+        found: list[AbortedTxn] = []
+        if upper_bound_offset <= fetch_offset:
+            return found
+        for segment in self.segments[self._segment_for(fetch_offset):]:
+            entries, complete = segment.txn_index.collect(fetch_offset, upper_bound_offset)
+            found.extend(entries)
+            if complete:
+                break
+        return found
+
+    # ========================================================================================
     # Truncation and retention
     # ========================================================================================
     def truncate_to(self, offset: int) -> None:
@@ -554,6 +604,7 @@ class Log:
             active.log.truncate(position)
             active.index.truncate_to_position(position)
             active.time_index.truncate_to_offset(new_end)
+            active.txn_index.truncate_to(new_end)
             active.recompute_max_timestamp()
             active.dirty = True
         else:
@@ -695,6 +746,9 @@ class Log:
             self._dir_dirty = False
             return
         first = group[0].base_offset
+        # The cleaner keeps every control batch, so the group's aborts stay in the replacement
+        # (a crash before they are written is repaired at open, from the log).
+        aborted = [e for segment in group for e in segment.txn_index.entries]
         try:
             replacement = swap.install(self.fs, self.path, group, cleaned_path,
                                        self.config.index_interval_bytes)
@@ -709,6 +763,9 @@ class Log:
         self._dir_dirty = False
         self.segments[i:j] = [replacement]
         self._base_offsets[i:j] = [first]
+        if replacement.txn_index.restore(aborted):
+            replacement.txn_index.sync()
+            self.fs.fsync_dir(self.path)
 
     # ========================================================================================
     # Flush and close

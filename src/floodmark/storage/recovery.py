@@ -31,6 +31,7 @@ from floodmark.storage.segment import (
     scan_batches,
 )
 from floodmark.storage.swap import CLEANED_SUFFIX, SWAP_SUFFIX, complete_swaps
+from floodmark.storage.txn_index import TXN_INDEX_SUFFIX
 
 logger = logging.getLogger(__name__)
 
@@ -183,7 +184,7 @@ class _Recovery:
             stem, dot, suffix = name.partition(".")
             if (
                 dot
-                and "." + suffix in INDEX_SUFFIXES
+                and "." + suffix in (*INDEX_SUFFIXES, TXN_INDEX_SUFFIX)
                 and stem.isdigit()
                 and int(stem) not in bases
             ):
@@ -250,7 +251,7 @@ class _Recovery:
                 recovered_from = truncated_at
                 # Everything after a corrupt point is discarded: later segments too.
                 for later in bases[i + 1 :]:
-                    for suffix in (LOG_SUFFIX, *INDEX_SUFFIXES):
+                    for suffix in (LOG_SUFFIX, *INDEX_SUFFIXES, TXN_INDEX_SUFFIX):
                         full = f"{self.path}/{later:020d}{suffix}"
                         if fs.exists(full):
                             fs.remove(full)

@@ -1,4 +1,5 @@
-"""One log segment: ``<base>.log`` (raw batches), ``<base>.index`` and ``<base>.timeindex``.
+"""One log segment: ``<base>.log`` (raw batches), ``<base>.index`` and ``<base>.timeindex``, and
+``<base>.txnindex`` when the segment holds abort markers (``storage.txn_index``).
 
 Offset index entries: (relative offset u32, position u32), 8 bytes, relative offset of the *first*
 offset of an indexed batch, one entry whenever more than ``index.interval.bytes`` were appended
@@ -25,6 +26,7 @@ from floodmark.records import (
     validate_batch_at,
 )
 from floodmark.storage.fs import FileHandle, FileSystem
+from floodmark.storage.txn_index import TXN_INDEX_SUFFIX, TxnIndex
 
 _OFFSET_ENTRY = struct.Struct(">II")
 _TIME_ENTRY = struct.Struct(">qI")
@@ -351,6 +353,7 @@ class Segment:
         "offset_of_max_timestamp",
         "roll_base_ms",
         "time_index",
+        "txn_index",
     )
 
     def __init__(self, fs: FileSystem, dir_path: str, base_offset: int) -> None:
@@ -367,6 +370,8 @@ class Segment:
             LazyFile(fs, f"{dir_path}/{segment_file_name(base_offset, '.timeindex')}"),
             base_offset,
         )
+        self.txn_index = TxnIndex(
+            fs, f"{dir_path}/{segment_file_name(base_offset, TXN_INDEX_SUFFIX)}")
         self.bytes_since_last_index_entry = 0
         self.max_timestamp = NO_TIMESTAMP
         self.offset_of_max_timestamp = base_offset
@@ -380,6 +385,7 @@ class Segment:
         segment.log.truncate(0)
         segment.index.reset()
         segment.time_index.reset()
+        segment.txn_index.delete()
         segment.dirty = True
         return segment
 
@@ -392,7 +398,8 @@ class Segment:
         return self.log.size()
 
     def file_paths(self) -> list[str]:
-        return [self.log.path, self.index.file.path, self.time_index.file.path]
+        return [self.log.path, self.index.file.path, self.time_index.file.path,
+                self.txn_index.path]
 
     def delete(self, fs: FileSystem) -> None:
         """Close the segment and remove its files."""
@@ -459,13 +466,14 @@ class Segment:
         self.log.fsync()
         self.index.file.sync()
         self.time_index.file.sync()
+        self.txn_index.sync()
         self.dirty = False
 
     def take_sync_handles(self) -> list[FileHandle]:
         """Duplicate handles of the files with unsynced writes, for a deferred fsync; the
         segment counts as clean afterwards (the caller must run the fsyncs)."""
         handles = [self.log.duplicate()]
-        for file in (self.index.file, self.time_index.file):
+        for file in (self.index.file, self.time_index.file, self.txn_index):
             handle = file.take_sync_handle()
             if handle is not None:
                 handles.append(handle)
@@ -480,6 +488,7 @@ class Segment:
         """Close the index files; they are reopened on demand (also to fsync pending writes)."""
         self.index.file.release()
         self.time_index.file.release()
+        self.txn_index.release()
 
     def load_indexes(self) -> bool:
         """Load the index files of a closed segment; False if they are missing or fail the

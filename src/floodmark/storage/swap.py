@@ -22,6 +22,7 @@ from floodmark.storage.segment import (
     scan_batches,
     segment_file_name,
 )
+from floodmark.storage.txn_index import TXN_INDEX_SUFFIX
 
 logger = logging.getLogger(__name__)
 
@@ -134,7 +135,8 @@ def complete_swaps(fs: FileSystem, dir_path: str, context: str) -> bool:
             if not (dot and other_stem.isdigit() and len(other_stem) == 20):
                 continue
             other_base = int(other_stem)
-            in_range = base < other_base < end and "." + suffix in (LOG_SUFFIX, *INDEX_SUFFIXES)
+            in_range = base < other_base < end and "." + suffix in (LOG_SUFFIX, *INDEX_SUFFIXES,
+                                                                     TXN_INDEX_SUFFIX)
             own_index = other_base == base and "." + suffix in INDEX_SUFFIXES
             if in_range or own_index:
                 fs.remove(f"{dir_path}/{other}")

@@ -30,6 +30,11 @@ class ApiKey(enum.IntEnum):
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    WRITE_TXN_MARKERS = 27
+    TXN_OFFSET_COMMIT = 28
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
@@ -42,6 +47,8 @@ class ApiKey(enum.IntEnum):
     OFFSET_DELETE = 47
     DESCRIBE_QUORUM = 55
     DESCRIBE_CLUSTER = 60
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
 
 
 @dataclass(frozen=True)
@@ -72,6 +79,13 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
     ApiKey.DELETE_TOPICS: VersionRange(1, 6),
     ApiKey.INIT_PRODUCER_ID: VersionRange(0, 4),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: VersionRange(2, 4),
+    # The transaction coordinator (KIP-98). EndTxn v5, TxnOffsetCommit v5 and InitProducerId v5+
+    # belong to KIP-890 part 2 (an epoch bump per transaction) and KIP-939: not served.
+    ApiKey.ADD_PARTITIONS_TO_TXN: VersionRange(0, 5),
+    ApiKey.ADD_OFFSETS_TO_TXN: VersionRange(0, 4),
+    ApiKey.END_TXN: VersionRange(0, 4),
+    ApiKey.TXN_OFFSET_COMMIT: VersionRange(0, 4),
+    ApiKey.WRITE_TXN_MARKERS: VersionRange(1, 2),
     ApiKey.DESCRIBE_CONFIGS: VersionRange(1, 4),
     ApiKey.CREATE_PARTITIONS: VersionRange(0, 3),
     ApiKey.DELETE_RECORDS: VersionRange(0, 2),
@@ -84,6 +98,8 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: VersionRange(0, 0),
     ApiKey.OFFSET_DELETE: VersionRange(0, 0),
     ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 1),
+    ApiKey.DESCRIBE_TRANSACTIONS: VersionRange(0, 0),
+    ApiKey.LIST_TRANSACTIONS: VersionRange(0, 1),
 }
 
 

@@ -12,6 +12,7 @@ KIP-951 leader hints from 16).
 
 from __future__ import annotations
 
+import datetime
 import struct
 import uuid
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ _I32 = struct.Struct(">i")
 _HHI = struct.Struct(">hhi")
 _PRODUCE_PART = struct.Struct(">ihqq")  # index, error_code, base_offset, log_append_time
 _I64 = struct.Struct(">q")
+_ABORTED = struct.Struct(">qq")  # producer_id, first_offset
 _FETCH_PART = struct.Struct(">ihqq")  # partition_index, error_code, high_watermark, last_stable
 _LEADER = struct.Struct(">ii")  # leader_id, leader_epoch
 
@@ -83,7 +85,9 @@ def _string(buf: memoryview, pos: int, compact: bool) -> tuple[str | None, int]:
     return bytes(buf[pos:end]).decode("utf-8", "replace"), end
 
 
-def _array_len(buf: memoryview, pos: int, compact: bool) -> tuple[int, int]:
+def _length(buf: memoryview, pos: int, compact: bool) -> tuple[int, int]:
+    """An array's or a bytes field's length (-1: null): unsigned varint + 1 when compact,
+    else INT32."""
     if compact:
         n, pos = _uvarint(buf, pos)
         return n - 1, pos
@@ -107,25 +111,20 @@ def parse_produce_request(frame: memoryview) -> ProduceRequest:
         txn, pos = _string(frame, pos, flexible)
         acks, timeout_ms = struct.unpack_from(">hi", frame, pos)
         pos += 6
-        n_topics, pos = _array_len(frame, pos, flexible)
+        n_topics, pos = _length(frame, pos, flexible)
         if n_topics < 0 or n_topics > 100_000:
             raise HotDecodeError(f"bad topic count {n_topics}")
         topics = []
         for _ in range(n_topics):
             name, pos = _string(frame, pos, flexible)
-            n_parts, pos = _array_len(frame, pos, flexible)
+            n_parts, pos = _length(frame, pos, flexible)
             if n_parts < 0 or n_parts > 1_000_000:
                 raise HotDecodeError(f"bad partition count {n_parts}")
             parts = []
             for _ in range(n_parts):
                 (index,) = _I32.unpack_from(frame, pos)
                 pos += 4
-                if flexible:
-                    size, pos = _uvarint(frame, pos)
-                    size -= 1
-                else:
-                    (size,) = _I32.unpack_from(frame, pos)
-                    pos += 4
+                size, pos = _length(frame, pos, flexible)  # nullable records bytes
                 records = None
                 if size >= 0:
                     if pos + size > len(frame):
@@ -170,7 +169,7 @@ def _put_string(out: bytearray, s: str | None, compact: bool) -> None:
     out += raw
 
 
-def _put_array_len(out: bytearray, n: int, compact: bool) -> None:
+def _put_length(out: bytearray, n: int, compact: bool) -> None:
     if compact:
         _put_uvarint(out, n + 1)
     else:
@@ -197,17 +196,17 @@ def encode_produce_response(version: int, correlation_id: int,
     out += _I32.pack(correlation_id)
     if flexible:
         out.append(0)  # response header v1 tagged fields
-    _put_array_len(out, len(topics), flexible)
+    _put_length(out, len(topics), flexible)
     for name, parts in topics:
         _put_string(out, name, flexible)
-        _put_array_len(out, len(parts), flexible)
+        _put_length(out, len(parts), flexible)
         for p in parts:
             out += _PRODUCE_PART.pack(p.index, p.error_code, p.base_offset, p.log_append_time_ms)
             if version >= 5:
                 out += _I64.pack(p.log_start_offset)
             if version >= 8:
                 errors = p.record_errors or ()
-                _put_array_len(out, len(errors), flexible)
+                _put_length(out, len(errors), flexible)
                 for batch_index, message in errors:
                     out += _I32.pack(batch_index)
                     _put_string(out, message, flexible)
@@ -236,6 +235,9 @@ class FetchPartitionResult:
     # KIP-951 (v16+): (leader id, leader epoch) sent with NOT_LEADER_OR_FOLLOWER /
     # FENCED_LEADER_EPOCH so the client can move without a Metadata round trip.
     current_leader: tuple[int, int] | None = None
+    # read_committed: (producer id, first offset) of the aborted transactions overlapping the
+    # returned records (KIP-98); empty otherwise.
+    aborted_transactions: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,7 +272,7 @@ def encode_fetch_response(version: int, correlation_id: int,
     out += _I32.pack(0)  # throttle_time_ms
     if version >= 7:
         out += struct.pack(">hi", error_code, session_id)
-    _put_array_len(out, len(topics), flexible)
+    _put_length(out, len(topics), flexible)
     total = 0
     for key, plist in topics:
         if by_id:
@@ -279,13 +281,18 @@ def encode_fetch_response(version: int, correlation_id: int,
         else:
             assert isinstance(key, str)
             _put_string(out, key, flexible)
-        _put_array_len(out, len(plist), flexible)
+        _put_length(out, len(plist), flexible)
         for p in plist:
             out += _FETCH_PART.pack(p.partition_index, p.error_code, p.high_watermark,
                                     p.last_stable_offset)
             if version >= 5:
                 out += _I64.pack(p.log_start_offset)
-            _put_array_len(out, 0, flexible)  # aborted_transactions: empty, not null
+            aborted = p.aborted_transactions
+            _put_length(out, len(aborted), flexible)
+            for producer_id, first_offset in aborted:
+                out += _ABORTED.pack(producer_id, first_offset)
+                if flexible:
+                    out.append(0)  # tagged fields of the aborted transaction
             if version >= 11:
                 out += _I32.pack(-1)  # preferred_read_replica
             # Kafka never sends null records, an errored partition included: librdkafka rejects
@@ -313,7 +320,7 @@ def encode_fetch_response(version: int, correlation_id: int,
     if flexible:
         if leaders and node_endpoints:
             body = bytearray()
-            _put_array_len(body, len(node_endpoints), True)
+            _put_length(body, len(node_endpoints), True)
             for node in node_endpoints:
                 body += _I32.pack(node.node_id)
                 _put_string(body, node.host, True)
@@ -332,3 +339,95 @@ def encode_fetch_response(version: int, correlation_id: int,
     size = _I32.pack(total - 4)
     parts[0] = size + bytes(first[4:])
     return parts
+
+
+# -- Fetch responses, read by a consumer (non-flexible versions) ------------------------------------
+@dataclass(frozen=True, slots=True)
+class AbortedTransaction:
+    producer_id: int
+    first_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedPartition:
+    """One partition of a Fetch answer, named as kio names it; ``records`` is a view into the
+    frame (a consumer's answer is megabytes: kio would copy it, and copy it again from a view)."""
+
+    partition_index: int
+    error_code: int
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    aborted_transactions: list[AbortedTransaction] | None
+    preferred_read_replica: int
+    records: memoryview | None
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedTopic:
+    topic: str | None
+    partitions: list[FetchedPartition]
+
+
+@dataclass(frozen=True, slots=True)
+class FetchAnswer:
+    throttle_time: datetime.timedelta
+    error_code: int
+    session_id: int
+    responses: list[FetchedTopic]
+
+
+_ABORTED = struct.Struct(">qq")  # producer_id, first_offset
+FETCH_READ_VERSIONS = range(4, 12)
+"""The Fetch versions ``parse_fetch_response`` reads (non-flexible: no tagged fields)."""
+
+
+def parse_fetch_response(frame: memoryview, version: int) -> tuple[int, FetchAnswer]:
+    """(correlation id, answer) of a Fetch v4..v11 response frame (without the size prefix)."""
+    if version not in FETCH_READ_VERSIONS:
+        raise HotDecodeError(f"Fetch v{version} is not read here")
+    try:
+        (corr,) = _I32.unpack_from(frame, 0)
+        (throttle,) = _I32.unpack_from(frame, 4)
+        pos = 8
+        error_code = session_id = 0
+        if version >= 7:
+            error_code, session_id = struct.unpack_from(">hi", frame, pos)
+            pos += 6
+        n_topics, pos = _length(frame, pos, False)
+        topics: list[FetchedTopic] = []
+        for _ in range(max(n_topics, 0)):
+            name, pos = _string(frame, pos, False)
+            n_parts, pos = _length(frame, pos, False)
+            parts: list[FetchedPartition] = []
+            for _ in range(max(n_parts, 0)):
+                index, code, hw, lso = _FETCH_PART.unpack_from(frame, pos)
+                pos += _FETCH_PART.size
+                log_start = -1
+                if version >= 5:
+                    (log_start,) = _I64.unpack_from(frame, pos)
+                    pos += 8
+                n_aborted, pos = _length(frame, pos, False)
+                aborted: list[AbortedTransaction] | None = None
+                if n_aborted >= 0:
+                    aborted = []
+                    for _ in range(n_aborted):
+                        aborted.append(AbortedTransaction(*_ABORTED.unpack_from(frame, pos)))
+                        pos += _ABORTED.size
+                preferred = -1
+                if version >= 11:
+                    (preferred,) = _I32.unpack_from(frame, pos)
+                    pos += 4
+                size, pos = _length(frame, pos, False)
+                records: memoryview | None = None
+                if size >= 0:
+                    if pos + size > len(frame):
+                        raise HotDecodeError("records run past the end of the frame")
+                    records = frame[pos:pos + size]
+                    pos += size
+                parts.append(FetchedPartition(index, code, hw, lso, log_start, aborted,
+                                              preferred, records))
+            topics.append(FetchedTopic(name, parts))
+    except struct.error as exc:
+        raise HotDecodeError(f"truncated Fetch response: {exc}") from None
+    return corr, FetchAnswer(datetime.timedelta(milliseconds=throttle), error_code, session_id, topics)

@@ -6,15 +6,23 @@ table, and what differs between them is in the context (its membership, its repl
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
 
-from floodmark.broker.context import HandlerContext
-from floodmark.broker.handlers import admin, coordination, data, debug, group_apis, replication
+from floodmark.broker.boundary import Encoded
+from floodmark.broker.context import Handler, HandlerContext
+from floodmark.broker.handlers import (
+    admin,
+    coordination,
+    data,
+    debug,
+    group_apis,
+    replication,
+    txn_apis,
+    txn_markers,
+)
 from floodmark.wire.api_table import SUPPORTED, UNADVERTISED, ApiKey
 
-Handler = Callable[[HandlerContext, Any, Any, Any], Any]
-RawHandler = Callable[[HandlerContext, memoryview, int], Any]
+RawHandler = Callable[[HandlerContext, memoryview, int], Encoded | Awaitable[Encoded | None] | None]
 
 HANDLERS: dict[int, Handler] = {
     ApiKey.API_VERSIONS: admin.api_versions,
@@ -26,7 +34,14 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.FETCH: replication.fetch,
     ApiKey.LIST_OFFSETS: debug.list_offsets,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: debug.offset_for_leader_epoch,
-    ApiKey.INIT_PRODUCER_ID: data.init_producer_id,
+    ApiKey.INIT_PRODUCER_ID: txn_apis.init_producer_id,
+    ApiKey.ADD_PARTITIONS_TO_TXN: txn_apis.add_partitions_to_txn,
+    ApiKey.ADD_OFFSETS_TO_TXN: txn_apis.add_offsets_to_txn,
+    ApiKey.END_TXN: txn_apis.end_txn,
+    ApiKey.TXN_OFFSET_COMMIT: coordination.coordinated(
+        replication.wakes_followers(txn_apis.txn_offset_commit)),
+    ApiKey.DESCRIBE_TRANSACTIONS: txn_apis.describe_transactions,
+    ApiKey.LIST_TRANSACTIONS: txn_apis.list_transactions,
     ApiKey.FIND_COORDINATOR: coordination.find_coordinator,
     ApiKey.JOIN_GROUP: coordination.coordinated(group_apis.join_group),
     ApiKey.SYNC_GROUP: coordination.coordinated(group_apis.sync_group),
@@ -48,6 +63,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: admin.alter_partition_reassignments,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: admin.list_partition_reassignments,
     ApiKey.DESCRIBE_QUORUM: debug.describe_quorum,
+    ApiKey.WRITE_TXN_MARKERS: replication.wakes_followers(txn_markers.write_txn_markers),
 }
 # Hot path: handlers that take the raw frame (no kio decode, records stay views into the frame).
 RAW_HANDLERS: dict[int, RawHandler] = {

@@ -1,7 +1,9 @@
-"""Which broker coordinates a group: FindCoordinator, and NOT_COORDINATOR from any other.
+"""Which broker coordinates a group or a transactional id: FindCoordinator, and NOT_COORDINATOR
+from any other.
 
-A group's coordinator is the leader of its ``__consumer_offsets`` partition (the membership
-says who: a lone broker coordinates every group). A stale coordinator must not write a
+A group's coordinator is the leader of its ``__consumer_offsets`` partition, a transactional
+id's the leader of its ``__transaction_state`` partition (``key_type`` 1; the membership says
+who: a lone broker coordinates everything). A stale coordinator must not write a
 follower's log, so the group APIs a coordinator serves (``coordinated``) are refused elsewhere,
 each in its own response shape.
 """
@@ -9,28 +11,35 @@ each in its own response shape.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
-from typing import Any
 
-from floodmark.broker.context import HandlerContext
+from floodmark.broker.boundary import ClientConnection, HandlerResult, WireRequest, WireResponse
+from floodmark.broker.context import Handler, HandlerContext
 from floodmark.errors import ErrorCode
+from floodmark.metadata import CoordinatorType
 from floodmark.wire.api_table import ApiKey
 from floodmark.wire.codec import RequestHeader
 
-Handler = Callable[[HandlerContext, RequestHeader, Any, Any], Any]
 
-
-def find_coordinator(ctx: HandlerContext, header: RequestHeader, req: Any,
-                     conn: Any) -> dict[str, Any]:
+def find_coordinator(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
+                     conn: ClientConnection) -> WireResponse:
     membership = ctx.membership
+    try:
+        key_type = CoordinatorType(int(getattr(req, "key_type", 0)))
+    except ValueError:
+        key_type = None
 
-    def answer(key: str) -> dict[str, Any]:
-        node_id = membership.coordinator_for(key)
+    def answer(key: str) -> WireResponse:
+        if key_type is None:
+            return {"key": key, "node_id": -1, "host": "", "port": -1,
+                    "error_code": int(ErrorCode.INVALID_REQUEST),
+                    "error_message": f"unknown key_type {int(req.key_type)}"}
+        node_id = membership.coordinator_for(key, key_type)
         address = membership.broker_address(node_id) if node_id >= 0 else None
         if address is None:
             return {"key": key, "node_id": -1, "host": "", "port": -1,
                     "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
-                    "error_message": "no live leader for the group's offsets partition"}
+                    "error_message": f"no live leader for the key's {key_type.topic} "
+                                     f"partition"}
         host, port = address
         return {"key": key, "node_id": node_id, "host": host, "port": port,
                 "error_code": 0, "error_message": None}
@@ -46,7 +55,7 @@ def coordinated(handler: Handler) -> Handler:
     """``handler`` is served by the group's coordinator only."""
 
     @functools.wraps(handler)
-    def handle(ctx: HandlerContext, header: RequestHeader, req: Any, conn: Any) -> Any:
+    def handle(ctx: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> HandlerResult:
         refusal = _not_coordinator(ctx, header, req)
         return refusal if refusal is not None else handler(ctx, header, req, conn)
 
@@ -54,7 +63,7 @@ def coordinated(handler: Handler) -> Handler:
 
 
 def _not_coordinator(ctx: HandlerContext, header: RequestHeader,
-                     req: Any) -> dict[str, Any] | None:
+                     req: WireRequest) -> WireResponse | None:
     """NOT_COORDINATOR (in the request's own response shape) unless this broker coordinates
     every group the request names."""
     api, version = header.api_key, header.api_version
@@ -65,7 +74,7 @@ def _not_coordinator(ctx: HandlerContext, header: RequestHeader,
     if all(ctx.is_coordinator(g) for g in groups):
         return None
     err = int(ErrorCode.NOT_COORDINATOR)
-    if api == ApiKey.OFFSET_COMMIT:
+    if api in (ApiKey.OFFSET_COMMIT, ApiKey.TXN_OFFSET_COMMIT):
         return {"throttle_time": 0, "topics": [
             {"name": t.name, "partitions": [{"partition_index": int(p.partition_index),
                                              "error_code": err} for p in t.partitions]}

@@ -7,6 +7,13 @@ import uuid
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
+from floodmark.broker.boundary import (
+    ClientConnection,
+    Encoded,
+    HandlerResult,
+    WireRequest,
+    WireResponse,
+)
 from floodmark.broker.fetch_sessions import (
     FINAL_EPOCH,
     INVALID_SESSION_ID,
@@ -34,7 +41,6 @@ from floodmark.wire.hot import (
 if TYPE_CHECKING:
     from floodmark.broker.context import HandlerContext
     from floodmark.broker.partition_state import PartitionState
-    from floodmark.broker.server import Connection
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +81,9 @@ def append_partition(broker: HandlerContext, topic: str, partition: int, records
     out.log_start_offset = ps.log_start_offset
     produce_id = broker.next_produce_id() if acks == -1 else -1
     result = produce_as_leader(
-        ps.core, ps.log, ps.producers, records, acks=acks, produce_id=produce_id,
-        now_ms=now_ms, timeout_ms=timeout_ms, settings=broker.produce_settings(ps))
+        ps.core, ps.log, records, acks=acks, produce_id=produce_id,
+        now_ms=now_ms, timeout_ms=timeout_ms, settings=broker.produce_settings(ps),
+        leadership_in_doubt=broker.membership.leadership_in_doubt())
     if result.answer is not None and result.answer not in _ROUTINE_REFUSALS:
         _warn_refusal(ps, result.answer, result.error_message, now_ms)
     out.error_code = result.answer if result.answer is not None else ErrorCode.NONE
@@ -132,8 +139,8 @@ async def _await_produce(version: int, correlation_id: int,
 
 
 # -- Fetch -----------------------------------------------------------------------------------------
-def _read_partition(ps: PartitionState | None, p: Any, replica_id: int,
-                    budget: int, lazy: bool = False) -> FetchPartitionResult:
+def _read_partition(ps: PartitionState | None, p: WireRequest, replica_id: int,
+                    budget: int, lazy: bool = False, isolation: int = 0) -> FetchPartitionResult:
     index = int(p.partition)
     if ps is None:
         return FetchPartitionResult(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1, None)
@@ -141,33 +148,41 @@ def _read_partition(ps: PartitionState | None, p: Any, replica_id: int,
     if err != ErrorCode.NONE:
         return FetchPartitionResult(index, err, -1, -1, -1, None)
     hw = ps.high_watermark
+    lso = ps.last_stable_offset
     log_start = ps.log_start_offset
     offset = int(p.fetch_offset)
     leo = ps.log_end_offset
     if offset < log_start or offset > leo:
-        return FetchPartitionResult(index, ErrorCode.OFFSET_OUT_OF_RANGE, hw, hw, log_start, None)
-    out = FetchPartitionResult(index, 0, hw, hw, log_start, b"")  # LSO == HW, no transactions
-    bound = leo if replica_id >= 0 else hw
+        return FetchPartitionResult(index, ErrorCode.OFFSET_OUT_OF_RANGE, hw, lso, log_start,
+                                    None)
+    out = FetchPartitionResult(index, 0, hw, lso, log_start, b"")
+    # Replicas read to the log end, consumers below the HW, read_committed ones below the LSO.
+    committed = replica_id < 0 and isolation == READ_COMMITTED
+    bound = leo if replica_id >= 0 else lso if committed else hw
     if offset >= bound or budget <= 0:
         return out
     try:
         info = ps.log.read(offset, min(int(p.partition_max_bytes), budget), bound,
                            lazy_min_bytes=LAZY_MIN_BYTES if lazy else None)
     except KafkaError as exc:
-        return FetchPartitionResult(index, exc.code, hw, hw, log_start, None)
+        return FetchPartitionResult(index, exc.code, hw, lso, log_start, None)
     # A lazy read of a large range: the file slice stands in for the bytes (sent by sendfile;
     # the wire encoder passes records through as one response part, which wire/ cannot name).
     if info.file_slice is not None:
         out.records = info.file_slice  # type: ignore[assignment]
     else:
         out.records = info.records
+    if committed and info.next_offset > offset:
+        out.aborted_transactions = tuple(
+            (a.producer_id, a.first_offset)
+            for a in ps.log.collect_aborted_transactions(offset, info.next_offset))
     return out
 
 
 FetchTopics = list[tuple[FetchTopicKey, list[FetchPartitionResult]]]
 # What one Fetch asks for: per topic, its key in the answer (name, or topic id from v13), its
 # name (None: an unknown topic id) and the partitions' request entries.
-FetchPlan = list[tuple[FetchTopicKey, str | None, list[Any]]]
+FetchPlan = list[tuple[FetchTopicKey, str | None, list[WireRequest]]]
 
 _names_by_id: tuple[object, dict[uuid.UUID, str]] = (None, {})
 
@@ -191,7 +206,7 @@ def _resolve(broker: HandlerContext, read: ReadPlan, by_id: bool) -> FetchPlan:
 
 
 def _fetch_once(broker: HandlerContext, plan: FetchPlan, budget: int, replica_id: int,
-                lazy: bool = False) -> tuple[FetchTopics, int, bool]:
+                lazy: bool = False, isolation: int = 0) -> tuple[FetchTopics, int, bool]:
     total = 0
     errors = False
     topics: FetchTopics = []
@@ -206,7 +221,7 @@ def _fetch_once(broker: HandlerContext, plan: FetchPlan, budget: int, replica_id
             ps = broker.partitions.get((name, int(p.partition)))
             # KIP-74: the first partition with data may exceed max_bytes by one whole batch.
             out = _read_partition(ps, p, replica_id, budget - total if total else max(budget, 1),
-                                  lazy)
+                                  lazy, isolation)
             n = len(out.records) if out.records else 0
             total += n
             errors = errors or out.error_code != 0
@@ -240,7 +255,7 @@ def _leader_hints(broker: HandlerContext, plan: FetchPlan, topics: FetchTopics) 
 
 
 def _encode_fetch(broker: HandlerContext, header: RequestHeader, plan: FetchPlan, topics: FetchTopics,
-                  errors: bool, ctx: FetchContext | None) -> list[Any]:
+                  errors: bool, ctx: FetchContext | None) -> Encoded:
     # Hints first: they walk the plan beside the unfiltered answer (errored partitions are in
     # every answer, incremental ones included).
     endpoints = (_leader_hints(broker, plan, topics)
@@ -264,7 +279,7 @@ def _close_slices(topics: FetchTopics) -> None:
 
 async def _fetch_delayed(broker: HandlerContext, header: RequestHeader, plan: FetchPlan, budget: int,
                          replica_id: int, wait_ms: int, min_bytes: int, lazy: bool,
-                         ctx: FetchContext | None) -> list[Any]:
+                         ctx: FetchContext | None, isolation: int) -> list[Any]:
     keys = [(name, int(p.partition)) for _, name, parts in plan if name is not None
             for p in parts]
     deadline = broker.now_ms() + wait_ms
@@ -273,18 +288,18 @@ async def _fetch_delayed(broker: HandlerContext, header: RequestHeader, plan: Fe
         if remaining <= 0:
             break
         await broker.purgatory.wait(keys, remaining)
-        topics, total, errors = _fetch_once(broker, plan, budget, replica_id, lazy)
+        topics, total, errors = _fetch_once(broker, plan, budget, replica_id, lazy, isolation)
         if total >= min_bytes or errors:
             return _encode_fetch(broker, header, plan, topics, errors, ctx)
         _close_slices(topics)
-    topics, _, errors = _fetch_once(broker, plan, budget, replica_id, lazy)
+    topics, _, errors = _fetch_once(broker, plan, budget, replica_id, lazy, isolation)
     return _encode_fetch(broker, header, plan, topics, errors, ctx)
 
 
 _ZERO_UUID = uuid.UUID(int=0)
 
 
-def _topic_key(t: Any, by_id: bool) -> FetchTopicKey:
+def _topic_key(t: WireRequest, by_id: bool) -> FetchTopicKey:
     """A request topic's key: its name before v13, its id from v13 (kio reads the all-zero id,
     which names no topic, as None)."""
     if by_id:
@@ -292,7 +307,7 @@ def _topic_key(t: Any, by_id: bool) -> FetchTopicKey:
     return str(t.topic)
 
 
-def _session_context(broker: HandlerContext, req: Any, by_id: bool, replica_id: int
+def _session_context(broker: HandlerContext, req: WireRequest, by_id: bool, replica_id: int
                      ) -> FetchContext | None:
     """KIP-227 (Fetch v7+): None for the plain "no session" fetch (session id 0, epoch -1: what
     librdkafka and aiokafka send), else the session's view of this fetch."""
@@ -307,7 +322,8 @@ def _session_context(broker: HandlerContext, req: Any, by_id: bool, replica_id: 
         privileged=replica_id >= 0, now_ms=broker.now_ms())
 
 
-def fetch(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
+def fetch(broker: HandlerContext, header: RequestHeader, req: WireRequest,
+          conn: ClientConnection) -> HandlerResult:
     version = header.api_version
     replica_id = int(getattr(req, "replica_id", -1))  # v15+: only replicas set replica_state
     # Records go out by sendfile only when the segment files hold them (not in the unsafe
@@ -324,19 +340,20 @@ def fetch(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connect
         read = ctx.plan
     plan = _resolve(broker, read, by_id)
     budget = int(getattr(req, "max_bytes", 0x7FFFFFFF))
-    topics, total, errors = _fetch_once(broker, plan, budget, replica_id, lazy)
+    isolation = int(getattr(req, "isolation_level", 0))
+    topics, total, errors = _fetch_once(broker, plan, budget, replica_id, lazy, isolation)
     wait_ms = min(max(ms(req.max_wait), 0), 60_000)
     min_bytes = int(req.min_bytes)
     if wait_ms <= 0 or total >= min_bytes or errors or not topics:
         return _encode_fetch(broker, header, plan, topics, errors, ctx)
     _close_slices(topics)
     return _fetch_delayed(broker, header, plan, budget, replica_id, wait_ms, min_bytes, lazy,
-                          ctx)
+                          ctx, isolation)
 
 
 # -- ListOffsets -----------------------------------------------------------------------------------
-def _list_partition(broker: HandlerContext, ps: PartitionState | None, p: Any, isolation: int,
-                    replica_id: int = -1) -> dict[str, Any]:
+def _list_partition(broker: HandlerContext, ps: PartitionState | None, p: WireRequest,
+                    isolation: int, replica_id: int = -1) -> WireResponse:
     out: dict[str, Any] = {"partition_index": int(p.partition_index), "error_code": 0,
                            "old_style_offsets": [], "timestamp": -1, "offset": -1,
                            "leader_epoch": -1}
@@ -356,14 +373,17 @@ def _list_partition(broker: HandlerContext, ps: PartitionState | None, p: Any, i
     elif ts == LATEST and not ps.core.offsets_available:
         out["error_code"] = int(ErrorCode.OFFSET_NOT_AVAILABLE)  # KIP-207: HW not caught up yet
     elif ts == LATEST:
-        out["offset"] = ps.high_watermark  # LSO == HW without transactions
+        # read_committed: the LSO (no record of an open transaction counts as written yet)
+        out["offset"] = ps.last_stable_offset if isolation == READ_COMMITTED else ps.high_watermark
         out["leader_epoch"] = ps.leader_epoch
     elif ts == EARLIEST:
         out["offset"] = ps.log_start_offset
         out["leader_epoch"] = cache.epoch_for_offset(ps.log_start_offset)
     elif ts == MAX_TIMESTAMP or ts >= 0:
         found = ps.log.offset_for_timestamp(ts)
-        if found is not None and found[0] < ps.high_watermark:
+        # Kafka's lastFetchableOffset: the HW, the LSO for read_committed.
+        fetchable = ps.last_stable_offset if isolation == READ_COMMITTED else ps.high_watermark
+        if found is not None and found[0] < fetchable:
             out["offset"], out["timestamp"], out["leader_epoch"] = found
         elif not ps.core.offsets_available:
             # "No record at or after ts below the HW" could be wrong while the HW lags (KIP-207).
@@ -373,7 +393,8 @@ def _list_partition(broker: HandlerContext, ps: PartitionState | None, p: Any, i
     return out
 
 
-def list_offsets(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
+def list_offsets(broker: HandlerContext, header: RequestHeader, req: WireRequest,
+                 conn: ClientConnection) -> HandlerResult:
     isolation = int(getattr(req, "isolation_level", 0))
     topics = []
     for t in req.topics:
@@ -384,8 +405,8 @@ def list_offsets(broker: HandlerContext, header: RequestHeader, req: Any, conn: 
 
 
 # -- OffsetForLeaderEpoch ------------------------------------------------------------------------
-def offset_for_leader_epoch(broker: HandlerContext, header: RequestHeader, req: Any,
-                            conn: Connection) -> Any:
+def offset_for_leader_epoch(broker: HandlerContext, header: RequestHeader, req: WireRequest,
+                            conn: ClientConnection) -> HandlerResult:
     topics = []
     for t in req.topics:
         parts = []
@@ -408,11 +429,10 @@ def offset_for_leader_epoch(broker: HandlerContext, header: RequestHeader, req: 
 
 
 # -- InitProducerId --------------------------------------------------------------------------------
-def init_producer_id(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
-    if req.transactional_id is not None:
-        # Transactions are not implemented (and not advertised): only idempotent producers.
-        return {"throttle_time": 0, "error_code": int(ErrorCode.INVALID_REQUEST),
-                "producer_id": -1, "producer_epoch": -1}
+def init_producer_id(broker: HandlerContext, header: RequestHeader, req: WireRequest,
+                     conn: ClientConnection) -> WireResponse | Awaitable[WireResponse]:
+    """An idempotent producer's (no ``transactional.id``: those go to the transaction
+    coordinator, ``txn_apis``)."""
     existing = int(getattr(req, "producer_id", -1))
     existing_epoch = int(getattr(req, "producer_epoch", -1))
     if existing >= 0 and 0 <= existing_epoch < 32766:
@@ -422,7 +442,7 @@ def init_producer_id(broker: HandlerContext, header: RequestHeader, req: Any, co
     return _new_producer_id(broker)
 
 
-async def _new_producer_id(broker: HandlerContext) -> dict[str, Any]:
+async def _new_producer_id(broker: HandlerContext) -> WireResponse:
     """A new id, from the block the controller handed this broker (awaited when a new block is
     needed: only this request waits for the controller)."""
     try:
@@ -446,7 +466,7 @@ def low_watermark(broker: HandlerContext, ps: PartitionState, alive: set[int]) -
     return low
 
 
-def _delete_records_status(broker: HandlerContext, topic: str, out: dict[str, Any], required: int,
+def _delete_records_status(broker: HandlerContext, topic: str, out: WireResponse, required: int,
                            alive: set[int]) -> bool:
     """Is this partition's answer final? Sets its error and low watermark when it is."""
     ps = broker.partitions.get((topic, out["partition_index"]))
@@ -463,8 +483,9 @@ def _delete_records_status(broker: HandlerContext, topic: str, out: dict[str, An
     return False
 
 
-def delete_records(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any = None
-                   ) -> dict[str, Any] | Awaitable[dict[str, Any]]:
+def delete_records(broker: HandlerContext, header: RequestHeader, req: WireRequest,
+                   conn: ClientConnection | None = None
+                   ) -> WireResponse | Awaitable[WireResponse]:
     """DeleteRecords: the leader moves its log start offset (the *low watermark*) up to the
     requested offset (-1: the HW); never past the HW. Followers follow it from the leader's
     fetch answers (``replication.driver``) and report theirs in their next fetch; the answer
@@ -515,9 +536,9 @@ def delete_records(broker: HandlerContext, header: RequestHeader, req: Any, conn
     return _delete_records_delayed(broker, answer, pending, timeout_ms)
 
 
-async def _delete_records_delayed(broker: HandlerContext, answer: dict[str, Any],
-                                  pending: list[tuple[str, dict[str, Any], int]],
-                                  timeout_ms: int) -> dict[str, Any]:
+async def _delete_records_delayed(broker: HandlerContext, answer: WireResponse,
+                                  pending: list[tuple[str, WireResponse, int]],
+                                  timeout_ms: int) -> WireResponse:
     """Parked in the broker's purgatory on its partitions: a follower's fetch that reports a new
     log start offset wakes it (``replica_fetcher``), as does a leadership change."""
     deadline = broker.now_ms() + timeout_ms

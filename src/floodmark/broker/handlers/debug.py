@@ -1,14 +1,13 @@
 """Debug reads (replica id -2, as Kafka's DEBUGGING_REPLICA_ID): any replica, leader or not,
 answers ListOffsets and OffsetsForLeaderEpoch from its own log, so tools can show every
-replica's LEO, HW and epoch cache (``floodmark cluster describe``). DescribeQuorum (not
+replica's LEO, HW, LSO and epoch cache (``floodmark cluster describe``). DescribeQuorum (not
 advertised) is the same kind of read for a partition's leader: its HW and what it knows of every
 replica (the remote LEOs of its followers, ISR members as voters, the others as observers), for
 ``floodmark ui``. Other requests go to the ordinary handlers."""
 
 from __future__ import annotations
 
-from typing import Any
-
+from floodmark.broker.boundary import ClientConnection, HandlerResult, WireRequest, WireResponse
 from floodmark.broker.context import HandlerContext
 from floodmark.broker.handlers import data
 from floodmark.errors import ErrorCode
@@ -16,42 +15,47 @@ from floodmark.replication.partition import LeaderState
 from floodmark.wire.codec import RequestHeader
 
 DEBUG_REPLICA_ID = -2
+# A debug ListOffsets(latest) with this isolation level answers the replica's last stable offset
+# (floodmark only: Kafka's levels are 0 and 1, and 1 answers the HW here, for the tools).
+DEBUG_LAST_STABLE = 2
 
 
-def list_offsets(ctx: HandlerContext, header: RequestHeader, req: Any, conn: Any) -> Any:
+def list_offsets(ctx: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> HandlerResult:
     if int(req.replica_id) == DEBUG_REPLICA_ID:
         return _list_offsets(ctx, req)
     return data.list_offsets(ctx, header, req, conn)
 
 
-def offset_for_leader_epoch(ctx: HandlerContext, header: RequestHeader, req: Any,
-                            conn: Any) -> Any:
+def offset_for_leader_epoch(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
+                            conn: ClientConnection) -> HandlerResult:
     # replica_id is in the request from v3.
     if header.api_version >= 3 and int(req.replica_id) == DEBUG_REPLICA_ID:
         return _epochs(ctx, req)
     return data.offset_for_leader_epoch(ctx, header, req, conn)
 
 
-def describe_quorum(ctx: HandlerContext, header: RequestHeader, req: Any,
-                    conn: Any) -> dict[str, Any]:
+def describe_quorum(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
+                    conn: ClientConnection) -> WireResponse:
     return _leader_view(ctx, req)
 
 
-def _list_offsets(ctx: HandlerContext, body: Any) -> dict[str, Any]:
-    committed = int(getattr(body, "isolation_level", 0)) == 1
+def _list_offsets(ctx: HandlerContext, body: WireRequest) -> WireResponse:
+    isolation = int(getattr(body, "isolation_level", 0))
     topics = []
     for t in body.topics:
         parts = []
         for p in t.partitions:
-            out: dict[str, Any] = {"partition_index": int(p.partition_index),
+            out: WireResponse = {"partition_index": int(p.partition_index),
                                    "error_code": 0, "old_style_offsets": [],
                                    "timestamp": -1, "offset": -1, "leader_epoch": -1}
             ps = ctx.partitions.get((t.name, int(p.partition_index)))
             ts = int(p.timestamp)
             if ps is None:
                 out["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            elif ts == -1:  # latest: LEO, or the HW with isolation_level=1
-                out["offset"] = ps.high_watermark if committed else ps.log_end_offset
+            elif ts == -1:  # latest: LEO, the HW with isolation_level=1, the LSO with 2
+                out["offset"] = (ps.last_stable_offset if isolation == DEBUG_LAST_STABLE
+                                 else ps.high_watermark if isolation == 1
+                                 else ps.log_end_offset)
                 out["leader_epoch"] = ps.log.epoch_cache.latest_epoch
             elif ts == -2:
                 out["offset"] = ps.log_start_offset
@@ -62,12 +66,12 @@ def _list_offsets(ctx: HandlerContext, body: Any) -> dict[str, Any]:
         topics.append({"name": t.name, "partitions": parts})
     return {"throttle_time": 0, "topics": topics}
 
-def _epochs(ctx: HandlerContext, body: Any) -> dict[str, Any]:
+def _epochs(ctx: HandlerContext, body: WireRequest) -> WireResponse:
     topics = []
     for t in body.topics:
         parts = []
         for p in t.partitions:
-            out: dict[str, Any] = {"error_code": 0, "partition": int(p.partition),
+            out: WireResponse = {"error_code": 0, "partition": int(p.partition),
                                    "leader_epoch": -1, "end_offset": -1}
             ps = ctx.partitions.get((t.topic, int(p.partition)))
             if ps is None:
@@ -80,7 +84,7 @@ def _epochs(ctx: HandlerContext, body: Any) -> dict[str, Any]:
         topics.append({"topic": t.topic, "partitions": parts})
     return {"throttle_time": 0, "topics": topics}
 
-def _leader_view(ctx: HandlerContext, body: Any) -> dict[str, Any]:
+def _leader_view(ctx: HandlerContext, body: WireRequest) -> WireResponse:
     """DescribeQuorum for ordinary partitions: the leader's HW and, per replica, the LEO it
     has learned from that replica's fetches (its own LEO for itself; -1 = not yet known)."""
     topics = []
@@ -88,7 +92,7 @@ def _leader_view(ctx: HandlerContext, body: Any) -> dict[str, Any]:
         parts = []
         for p in t.partitions:
             index = int(p.partition_index)
-            out: dict[str, Any] = {"partition_index": index, "error_code": 0,
+            out: WireResponse = {"partition_index": index, "error_code": 0,
                                    "leader_id": -1, "leader_epoch": -1,
                                    "high_watermark": -1, "current_voters": [],
                                    "observers": []}

@@ -5,8 +5,9 @@ the refusals of other brokers are ``coordination``'s)."""
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from floodmark.broker.boundary import ClientConnection, HandlerResult, WireRequest, WireResponse
 from floodmark.broker.offsets import CommittedOffset, partition_for
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import OFFSETS_TOPIC
@@ -14,12 +15,11 @@ from floodmark.wire.codec import RequestHeader, ms
 
 if TYPE_CHECKING:
     from floodmark.broker.context import HandlerContext
-    from floodmark.broker.server import Connection
 
 log = logging.getLogger(__name__)
 
 
-async def _join(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
+async def _join(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> WireResponse:
     version = header.api_version
     session_ms = ms(req.session_timeout)
     rebalance_ms = ms(getattr(req, "rebalance_timeout", None)) if version >= 1 else session_ms
@@ -43,11 +43,11 @@ async def _join(broker: HandlerContext, header: RequestHeader, req: Any, conn: C
     }
 
 
-def join_group(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
+def join_group(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> HandlerResult:
     return _join(broker, header, req, conn)
 
 
-async def _sync(broker: HandlerContext, header: RequestHeader, req: Any) -> Any:
+async def _sync(broker: HandlerContext, header: RequestHeader, req: WireRequest) -> WireResponse:
     err, assignment, _ = await broker.groups.sync(
         group_id=req.group_id, member_id=req.member_id, generation_id=int(req.generation_id),
         assignments=[(a.member_id, bytes(a.assignment)) for a in req.assignments],
@@ -59,17 +59,17 @@ async def _sync(broker: HandlerContext, header: RequestHeader, req: Any) -> Any:
             "protocol_name": g.protocol_name if g else None, "assignment": assignment}
 
 
-def sync_group(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
+def sync_group(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> HandlerResult:
     return _sync(broker, header, req)
 
 
-def heartbeat(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
+def heartbeat(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> HandlerResult:
     err = broker.groups.heartbeat(req.group_id, req.member_id, int(req.generation_id),
                                   getattr(req, "group_instance_id", None))
     return {"throttle_time": 0, "error_code": int(err)}
 
 
-def leave_group(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
+def leave_group(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> HandlerResult:
     if header.api_version >= 3:
         members = []
         for m in req.members:
@@ -81,13 +81,19 @@ def leave_group(broker: HandlerContext, header: RequestHeader, req: Any, conn: C
     return {"throttle_time": 0, "error_code": int(err)}
 
 
-def _append_offsets(broker: HandlerContext, group: str,
-                    entries: list[tuple[str, int, CommittedOffset | None]]) -> ErrorCode:
+def append_offsets(broker: HandlerContext, group: str,
+                   entries: list[tuple[str, int, CommittedOffset | None]],
+                   producer: tuple[int, int] | None = None) -> ErrorCode:
+    """Store offsets in the group's ``__consumer_offsets`` partition; in memory once appended.
+    ``producer`` (id, epoch): a TxnOffsetCommit, appended as that producer's transactional batch
+    and pending until its transaction's marker (``OffsetStore.on_transaction_marker``)."""
     meta = broker.controller.topics()[OFFSETS_TOPIC]
     p = partition_for(group, len(meta.partitions))
-    ps = broker.partitions[(OFFSETS_TOPIC, p)]
+    ps = broker.partitions.get((OFFSETS_TOPIC, p))
+    if ps is None or not ps.core.is_leader:
+        return ErrorCode.NOT_COORDINATOR
     now = broker.now_ms()
-    batch = broker.offsets.build_commit_batch(group, entries, now)
+    batch = broker.offsets.build_commit_batch(group, entries, now, producer)
     try:
         ps.log.append_as_leader(batch, ps.leader_epoch, now)
     except KafkaError as exc:
@@ -96,11 +102,14 @@ def _append_offsets(broker: HandlerContext, group: str,
         return ErrorCode.UNKNOWN_SERVER_ERROR
     ps.maybe_increment_high_watermark(now)
     for topic, partition, c in entries:
-        broker.offsets.apply(group, topic, partition, c)
+        if producer is None:
+            broker.offsets.apply(group, topic, partition, c)
+        else:
+            broker.offsets.add_pending(producer[0], group, topic, partition, c)
     return ErrorCode.NONE
 
 
-def offset_commit(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
+def offset_commit(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> HandlerResult:
     group = req.group_id
     generation = int(getattr(req, "generation_id_or_member_epoch", getattr(req, "generation_id", -1)))
     err = broker.groups.validate_commit(group, req.member_id, generation,
@@ -127,7 +136,7 @@ def offset_commit(broker: HandlerContext, header: RequestHeader, req: Any, conn:
             parts.append({"partition_index": int(p.partition_index), "error_code": int(perr)})
         results.append({"name": t.name, "partitions": parts})
     if entries:
-        store_err = _append_offsets(broker, group, entries)
+        store_err = append_offsets(broker, group, entries)
         if store_err != ErrorCode.NONE:
             for t in results:
                 for p in t["partitions"]:
@@ -136,7 +145,13 @@ def offset_commit(broker: HandlerContext, header: RequestHeader, req: Any, conn:
     return {"throttle_time": 0, "topics": results}
 
 
-def _fetch_group(broker: HandlerContext, group: str, topics: Any) -> list[dict[str, Any]]:
+def _fetch_group(broker: HandlerContext, group: str, topics: WireRequest,
+                 require_stable: bool = False) -> list[WireResponse]:
+    """The group's committed offsets. ``require_stable`` (v7+, KIP-447; what read_committed
+    consumers ask): a partition with a transactional offset still pending (its transaction
+    neither committed nor aborted) is UNSTABLE_OFFSET_COMMIT, and the client asks again, rather
+    than an older offset that would make it re-read what the transaction consumed."""
+    unstable = broker.offsets.pending(group) if require_stable else {}
     if topics is None:
         by_topic: dict[str, list[int]] = {}
         for (topic, partition) in broker.offsets.group_offsets(group):
@@ -148,6 +163,11 @@ def _fetch_group(broker: HandlerContext, group: str, topics: Any) -> list[dict[s
     for topic, partitions in wanted:
         parts = []
         for p in partitions:
+            if (topic, int(p)) in unstable:
+                parts.append({"partition_index": int(p), "committed_offset": -1,
+                              "committed_leader_epoch": -1, "metadata": "",
+                              "error_code": int(ErrorCode.UNSTABLE_OFFSET_COMMIT)})
+                continue
             c = broker.offsets.fetch(group, topic, int(p))
             parts.append({"partition_index": int(p),
                           "committed_offset": c.offset if c else -1,
@@ -158,16 +178,18 @@ def _fetch_group(broker: HandlerContext, group: str, topics: Any) -> list[dict[s
     return out
 
 
-def offset_fetch(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
+def offset_fetch(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> HandlerResult:
+    stable = bool(getattr(req, "require_stable", False))
     if header.api_version >= 8:
-        groups = [{"group_id": g.group_id, "topics": _fetch_group(broker, g.group_id, g.topics),
+        groups = [{"group_id": g.group_id,
+                   "topics": _fetch_group(broker, g.group_id, g.topics, stable),
                    "error_code": 0} for g in req.groups]
         return {"throttle_time": 0, "groups": groups}
     return {"throttle_time": 0, "error_code": 0,
-            "topics": _fetch_group(broker, req.group_id, req.topics)}
+            "topics": _fetch_group(broker, req.group_id, req.topics, stable)}
 
 
-def list_groups(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
+def list_groups(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> HandlerResult:
     wanted = set(getattr(req, "states_filter", ()) or ())
     names = set(broker.groups.groups) | set(broker.offsets.groups())
     out = []
@@ -181,18 +203,17 @@ def list_groups(broker: HandlerContext, header: RequestHeader, req: Any, conn: C
     return {"throttle_time": 0, "error_code": 0, "groups": out}
 
 
-def describe_groups(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
+def describe_groups(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> HandlerResult:
     out = []
     for gid in req.groups:
         desc = broker.groups.describe(gid)
         if desc["group_state"] == "Dead" and gid in broker.offsets.groups():
             desc["group_state"] = "Empty"
-        desc.update(error_code=0, authorized_operations=-(2**31))
-        out.append(desc)
+        out.append({**desc, "error_code": 0, "authorized_operations": -(2**31)})
     return {"throttle_time": 0, "groups": out}
 
 
-def delete_groups(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
+def delete_groups(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> HandlerResult:
     """DeleteGroups: an empty group's committed offsets become tombstones in its offsets
     partition (compaction removes them) and its state goes."""
     results = []
@@ -205,18 +226,18 @@ def delete_groups(broker: HandlerContext, header: RequestHeader, req: Any, conn:
             err = broker.groups.delete(group)
             offsets = list(broker.offsets.group_offsets(group))
             if err is ErrorCode.NONE and offsets:
-                err = _append_offsets(broker, group, [(t, p, None) for t, p in offsets])
+                err = append_offsets(broker, group, [(t, p, None) for t, p in offsets])
         if err is ErrorCode.NONE:
             log.info("group %s deleted", group)
         results.append({"group_id": group, "error_code": int(err)})
     return {"throttle_time": 0, "results": results}
 
 
-def offset_delete(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
+def offset_delete(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> HandlerResult:
     """OffsetDelete (KIP-496): committed offsets of partitions the group no longer consumes."""
     group = req.group_id
 
-    def refuse(err: ErrorCode) -> dict[str, Any]:
+    def refuse(err: ErrorCode) -> WireResponse:
         return {"error_code": int(err), "throttle_time": 0, "topics": []}
 
     if not broker.is_coordinator(group):
@@ -237,7 +258,7 @@ def offset_delete(broker: HandlerContext, header: RequestHeader, req: Any, conn:
             parts.append({"partition_index": int(p.partition_index), "error_code": int(err)})
         topics.append({"name": t.name, "partitions": parts})
     if tombstones:
-        err = _append_offsets(broker, group, tombstones)
+        err = append_offsets(broker, group, tombstones)
         if err is not ErrorCode.NONE:
             return refuse(err)
     return {"error_code": 0, "throttle_time": 0, "topics": topics}

@@ -1,0 +1,244 @@
+"""The partition side of transactions in the sans-I/O core: the producer table's open
+transactions, the LSO rule (``Partition.last_stable_offset``), markers on the leader
+(``write_marker_as_leader``) and the same state on a follower that replicated the batches."""
+
+from __future__ import annotations
+
+from floodmark.errors import ErrorCode
+from floodmark.records import (
+    ControlType,
+    EndTxnMarker,
+    build_marker_batch,
+    iter_batches,
+    read_end_txn_marker,
+    simple_batch,
+)
+from floodmark.replication.driver import ReplicaDriver
+from floodmark.replication.election import PartitionRegistration
+from floodmark.replication.partition import (
+    Effect,
+    FetchResponse,
+    FollowerFetch,
+    Partition,
+    PartitionConfig,
+)
+from floodmark.replication.produce import produce_as_leader, write_marker_as_leader
+from floodmark.replication.producer_state import AbortedTxn, BatchMeta, ProducerStateTable
+from floodmark.replication.purgatory import CompleteProduce
+from floodmark.storage.fs import MemoryFileSystem
+from floodmark.storage.log import Log
+
+
+def _data(pid: int, seq: int, *, txn: bool = True, epoch: int = 0, count: int = 1) -> BatchMeta:
+    return BatchMeta(pid, epoch, seq, count, count - 1, txn)
+
+
+def _marker(pid: int, committed: bool, *, epoch: int = 0, coordinator_epoch: int = 0
+            ) -> BatchMeta:
+    kind = ControlType.COMMIT if committed else ControlType.ABORT
+    return BatchMeta(pid, epoch, -1, 1, 0, True, True, EndTxnMarker(kind, coordinator_epoch))
+
+
+def test_marker_batch_round_trips() -> None:
+    batch = build_marker_batch(7, 3, EndTxnMarker(ControlType.ABORT, 12), timestamp_ms=5)
+    [(_pos, header)] = list(iter_batches(batch))
+    assert header.is_control and header.is_transactional
+    assert (header.producer_id, header.producer_epoch, header.base_sequence) == (7, 3, -1)
+    assert read_end_txn_marker(header) == EndTxnMarker(ControlType.ABORT, 12)
+
+
+def test_first_unstable_offset_is_the_oldest_open_transaction() -> None:
+    t = ProducerStateTable()
+    assert t.first_unstable_offset(0) is None
+    t.record(_data(1, 0, count=2), 10)
+    t.record(_data(2, 0), 12)
+    t.record(_data(1, 2), 13)  # a second batch does not move the first offset
+    assert t.first_unstable_offset(0) == 10
+    assert t.record(_marker(1, committed=True), 14) is None
+    # Committed, but the marker is not below the HW yet: still unstable.
+    assert t.first_unstable_offset(14) == 10
+    assert t.first_unstable_offset(15) == 12
+    aborted = t.record(_marker(2, committed=False), 15)
+    assert aborted == AbortedTxn(2, 12, 15, 16)  # nothing else open: LSO after it is 16
+    t.on_high_watermark(16)
+    assert t.first_unstable_offset(16) is None
+
+
+def test_an_abort_records_the_oldest_other_open_transaction_as_its_lso() -> None:
+    t = ProducerStateTable()
+    t.record(_data(1, 0), 0)
+    t.record(_data(2, 0), 1)
+    assert t.record(_marker(2, committed=False), 2) == AbortedTxn(2, 1, 2, 0)
+
+
+def test_plain_batch_inside_a_transaction_is_invalid_txn_state() -> None:
+    t = ProducerStateTable()
+    t.record(_data(1, 0), 0)
+    assert t.check(_data(1, 1, txn=False)).error is ErrorCode.INVALID_TXN_STATE
+    assert t.check(_data(1, 1)).error is ErrorCode.NONE
+    t.record(_marker(1, committed=True), 1)
+    assert t.check(_data(1, 1, txn=False)).error is ErrorCode.NONE
+
+
+def test_marker_fencing() -> None:
+    t = ProducerStateTable()
+    t.record(_data(1, 0, epoch=2), 0)
+    assert t.check_marker(1, 1, 0) is ErrorCode.INVALID_PRODUCER_EPOCH
+    assert t.check_marker(1, 2, 0) is ErrorCode.NONE
+    t.record(_marker(1, committed=False, epoch=3, coordinator_epoch=5), 1)  # epoch bumped
+    assert t.check_marker(1, 3, 4) is ErrorCode.TRANSACTION_COORDINATOR_FENCED
+    assert t.check(_data(1, 1, epoch=2)).error is ErrorCode.INVALID_PRODUCER_EPOCH
+    assert t.check(_data(1, 0, epoch=3)).error is ErrorCode.NONE  # sequences restart at 0
+
+
+def test_an_abort_with_a_bumped_epoch_closes_the_older_epochs_transaction() -> None:
+    t = ProducerStateTable()
+    t.record(_data(1, 0, epoch=0), 5)
+    assert t.record(_marker(1, committed=False, epoch=1), 6) == AbortedTxn(1, 5, 6, 7)
+    assert t.open_transactions() == {}
+
+
+def test_rebuild_finds_the_same_state_and_every_abort() -> None:
+    t = ProducerStateTable()
+    log_batches = [
+        simple_batch([b"a"], producer_id=1, producer_epoch=0, base_sequence=0,
+                     is_transactional=True, base_offset=0),
+        build_marker_batch(1, 0, EndTxnMarker(ControlType.ABORT, 0), timestamp_ms=0),
+        simple_batch([b"b"], producer_id=2, producer_epoch=0, base_sequence=0,
+                     is_transactional=True, base_offset=2),
+    ]
+    data = bytearray(b"".join(log_batches))
+    from floodmark.records import set_base_offset
+    positions = [p for p, _h in iter_batches(data)]
+    set_base_offset(data, positions[1], 1)
+    headers = [h for _p, h in iter_batches(bytes(data))]
+    assert t.rebuild(headers) == [AbortedTxn(1, 0, 1, 2)]
+    assert t.open_transactions() == {2: 2}
+    assert t.first_unstable_offset(3) == 2
+
+
+# -- the core on a real (in-memory) log, leader and follower -------------------------------------
+class Replica:
+    def __init__(self, broker_id: int) -> None:
+        fs = MemoryFileSystem()
+        fs.mkdirs("/d/t-0")
+        self.log = Log.open("/d/t-0", fs=fs, now_ms=0)
+        self.core = Partition(PartitionConfig("t", 0, broker_id, min_insync_replicas=1))
+        self.completed: list[CompleteProduce] = []
+        self.driver = ReplicaDriver(self.core, self.log, self)
+        self.next_id = 0
+
+    def apply(self, effects: list[Effect] | tuple[Effect, ...]) -> None:
+        self.driver.apply(effects)
+
+    def complete_produce(self, done: CompleteProduce) -> None:
+        self.completed.append(done)
+
+    def high_watermark_changed(self, old: int, new: int) -> None:
+        pass
+
+    def propose_isr(self, request: object) -> None:
+        pass
+
+    def log_truncated(self, before: int, after: int, reason: str, *, fully: bool) -> None:
+        pass
+
+    def follower_appended(self, records: bytes | bytearray | memoryview) -> None:
+        pass
+
+    def produce(self, values: list[bytes], pid: int = -1, seq: int = -1,
+                txn: bool = False) -> ErrorCode | None:
+        self.next_id += 1
+        batch = simple_batch(values, producer_id=pid, producer_epoch=0 if pid >= 0 else -1,
+                             base_sequence=seq, is_transactional=txn)
+        out = produce_as_leader(self.core, self.log, batch, acks=-1, produce_id=self.next_id,
+                                now_ms=0, timeout_ms=1000)
+        self.apply(out.effects)
+        return out.answer
+
+    def marker(self, pid: int, committed: bool) -> ErrorCode | None:
+        self.next_id += 1
+        out = write_marker_as_leader(self.core, self.log, pid, 0, committed, 0,
+                                     produce_id=self.next_id, now_ms=0, timeout_ms=1000)
+        self.apply(out.effects)
+        return out.answer
+
+
+def _pair() -> tuple[Replica, Replica]:
+    leader, follower = Replica(1), Replica(2)
+    reg = PartitionRegistration((1, 2), (1, 2), 1, 1, 0)
+    leader.apply(leader.core.apply_metadata(leader.log, reg, 0))
+    follower.apply(follower.core.apply_metadata(follower.log, reg, 0))
+    return leader, follower
+
+
+def _replicate(leader: Replica, follower: Replica) -> None:
+    """One follower fetch round trip (the follower learns the leader's HW a fetch later)."""
+    request = follower.core.next_fetch(follower.log)
+    assert isinstance(request, FollowerFetch)
+    decision = leader.core.handle_follower_fetch(leader.log, request, 0)
+    leader.apply(decision.effects)
+    records = leader.log.read(decision.read_from, 1 << 20).records if decision.has_data else b""
+    follower.driver.on_fetch_response(
+        FetchResponse(ErrorCode.NONE, request.current_leader_epoch, decision.high_watermark,
+                      decision.log_start_offset, decision.log_end_offset,
+                      has_records=bool(records), fetch_offset=request.fetch_offset),
+        records, 0)
+
+
+def test_lso_on_leader_and_follower_and_the_marker_waits_for_replication() -> None:
+    leader, follower = _pair()
+    assert leader.produce([b"plain"]) is None  # acks=all: parked until the follower fetches
+    assert leader.produce([b"t0", b"t1"], pid=9, seq=0, txn=True) is None
+    assert leader.core.last_stable_offset == 0
+    _replicate(leader, follower)  # the follower appends [0, 3)
+    _replicate(leader, follower)  # ... and says so: the leader's HW moves to 3
+    assert leader.core.high_watermark == 3
+    assert leader.core.last_stable_offset == 1  # the open transaction starts at 1
+    assert follower.core.producers.open_transactions() == {9: 1}
+    answer = leader.marker(9, committed=False)
+    assert answer is None  # parked: the marker at 3 is not replicated yet
+    assert leader.core.last_stable_offset == 1
+    _replicate(leader, follower)  # the follower appends the marker
+    assert leader.core.last_stable_offset == 1
+    assert not any(c.base_offset == 3 for c in leader.completed)
+    _replicate(leader, follower)  # the leader's HW moves to 4: the abort is stable
+    assert leader.core.high_watermark == 4
+    assert leader.core.last_stable_offset == 4
+    assert any(c.error is ErrorCode.NONE and c.base_offset == 3 for c in leader.completed)
+    _replicate(leader, follower)  # the follower learns HW 4
+    assert follower.core.high_watermark == 4
+    assert follower.core.last_stable_offset == leader.core.last_stable_offset == 4
+    entry = AbortedTxn(9, 1, 3, 4)
+    assert leader.log.collect_aborted_transactions(0, 4) == [entry]
+    assert follower.log.collect_aborted_transactions(0, 4) == [entry]
+    assert follower.core.producers.open_transactions() == {}
+
+
+def test_follower_truncation_reopens_a_transaction_whose_marker_it_lost() -> None:
+    leader, follower = _pair()
+    leader.produce([b"t0"], pid=9, seq=0, txn=True)
+    leader.marker(9, committed=False)
+    _replicate(leader, follower)
+    _replicate(leader, follower)
+    assert follower.log.collect_aborted_transactions(0, 2) == [AbortedTxn(9, 0, 1, 2)]
+    follower.driver.truncate_to(1, "test")
+    assert follower.core.producers.open_transactions() == {9: 0}
+    assert follower.log.collect_aborted_transactions(0, 2) == []
+    assert follower.core.last_stable_offset == 0
+
+
+def test_client_control_batches_and_pidless_transactional_batches_are_refused() -> None:
+    leader, _follower = _pair()
+    marker = build_marker_batch(9, 0, EndTxnMarker(ControlType.COMMIT, 0), timestamp_ms=0)
+    out = produce_as_leader(leader.core, leader.log, marker, acks=1, produce_id=1, now_ms=0,
+                            timeout_ms=1000)
+    assert out.answer is ErrorCode.INVALID_RECORD
+    assert leader.produce([b"x"], txn=True) is ErrorCode.INVALID_RECORD
+    assert leader.log.log_end_offset == 0
+
+
+def test_marker_on_a_follower_is_not_leader() -> None:
+    _leader, follower = _pair()
+    assert follower.marker(9, committed=True) is ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert follower.log.log_end_offset == 0
