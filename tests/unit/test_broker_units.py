@@ -341,3 +341,19 @@ def test_group_protocol_fencing_commits_in_a_join_phase_and_timeouts() -> None:
         gc.shutdown()
 
     asyncio.run(scenario())
+
+
+def test_an_earlier_versions_bad_topic_config_is_dropped_on_import(tmp_path: Path) -> None:
+    # The metadata log holds only records every reader can apply: a value the registry refuses
+    # (written before it existed) is dropped, the topic and its good configs are imported.
+    import json
+
+    doc = {"version": 1, "cluster_id": "abcdefghijklmnopqrstuv", "producer_id_limit": 1000,
+           "topics": [{"name": "t", "topic_id": None, "internal": False,
+                       "configs": {"retention.ms": "5", "min.insync.replicas": "abc"},
+                       "partitions": [{"partition": 0, "leader": 1, "leader_epoch": 0,
+                                       "replicas": [1], "isr": [1]}]}]}
+    (tmp_path / "floodmark-metadata.json").write_text(json.dumps(doc))
+    c = LocalController(tmp_path, node_id=1)
+    assert c.topics()["t"].configs == {"retention.ms": "5"}
+    c.close()

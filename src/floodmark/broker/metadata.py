@@ -31,6 +31,7 @@ from floodmark.controller.metadata_log import MetadataLog
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import INTERNAL_TOPICS, PartitionMeta, TopicMeta, deletable_topic
 from floodmark.replication.election import PartitionRegistration
+from floodmark.settings import validate_topic_configs
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,20 @@ class Controller(Protocol):
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def _importable_configs(topic: str, configs: Configs) -> Configs:
+    """An earlier version's topic configs, each kept only if the setting registry takes it
+    (the metadata log holds only records every reader can apply); the rest are dropped with a
+    line each."""
+    kept: Configs = {}
+    for name, value in configs.items():
+        try:
+            kept.update(validate_topic_configs({name: value}))
+        except KafkaError as exc:
+            log.error("importing topic %s: config %s=%r dropped (%s)", topic, name, value,
+                      exc.message)
+    return kept
 
 
 class LocalController:
@@ -129,7 +144,7 @@ class LocalController:
             # log keeps it from here on, so it is the same at every later start.
             emit({"type": "topic", "name": t["name"],
                   "topic_id": t.get("topic_id") or str(uuid.uuid4()),
-                  "configs": dict(t["configs"])})
+                  "configs": _importable_configs(t["name"], dict(t["configs"]))})
             for p in t["partitions"]:
                 reg = PartitionRegistration(
                     replicas=tuple(p["replicas"]), isr=tuple(p["isr"]), leader=int(p["leader"]),
