@@ -31,7 +31,7 @@ from floodmark.controller.metadata_log import MetadataLog
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import INTERNAL_TOPICS, PartitionMeta, TopicMeta, deletable_topic
 from floodmark.replication.election import PartitionRegistration
-from floodmark.settings import validate_topic_configs
+from floodmark.settings import split_topic_configs
 
 log = logging.getLogger(__name__)
 
@@ -76,13 +76,10 @@ def _importable_configs(topic: str, configs: Configs) -> Configs:
     """An earlier version's topic configs, each kept only if the setting registry takes it
     (the metadata log holds only records every reader can apply); the rest are dropped with a
     line each."""
-    kept: Configs = {}
-    for name, value in configs.items():
-        try:
-            kept.update(validate_topic_configs({name: value}))
-        except KafkaError as exc:
-            log.error("importing topic %s: config %s=%r dropped (%s)", topic, name, value,
-                      exc.message)
+    kept, refused = split_topic_configs(configs)
+    for name, reason in refused.items():
+        log.error("importing topic %s: config %s=%r dropped (%s)", topic, name, configs[name],
+                  reason)
     return kept
 
 
