@@ -119,5 +119,18 @@ def test_a_record_no_broker_can_apply_is_skipped_reported_and_the_rest_applied(
         assert status["unapplied_records"][0]["offset"] == bad_offset
         poisoned = admin.list_topics(timeout=10).topics.get("poisoned")
         assert poisoned is not None and poisoned.error is None
+
+        # A broker restarted over metadata it cannot wholly apply deletes no partition
+        # directory as an orphan (its picture is incomplete).
+        broker = cluster.broker_ids[0]
+        cluster.kill(broker, signal.SIGTERM)
+        assert cluster.wait_dead(broker, 30)
+        ghost = cluster.data_dir / f"broker-{broker}" / "ghost-0"
+        ghost.mkdir()
+        (ghost / "00000000000000000000.log").write_bytes(b"")
+        cluster.start_node(broker)
+        wait_until(lambda: "keeps every partition directory" in
+                   cluster.log_path(broker).read_text(), 30, "the restarted broker's line")
+        assert ghost.is_dir()
     finally:
         cluster.stop()

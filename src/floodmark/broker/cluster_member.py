@@ -130,11 +130,17 @@ class ClusterMembership(MembershipBase):
         self._started = True
         self._on_metadata([])
         # Directories of partitions this broker no longer holds (deleted topics, replicas moved
-        # away while it was down) go.
-        host.storage.remove_orphans({
-            name: dataclasses.replace(meta, partitions=tuple(
-                p for p in meta.partitions if host.node_id in p.replicas))
-            for name, meta in self.controller_client.topics().items()})
+        # away while it was down) go; not while its metadata skipped a record (an incomplete
+        # picture must never delete data).
+        if self.controller_client.unapplied_total:
+            log.error("broker %d keeps every partition directory: %d metadata record(s) could "
+                      "not be applied (see floodmark cluster status)", host.node_id,
+                      self.controller_client.unapplied_total)
+        else:
+            host.storage.remove_orphans({
+                name: dataclasses.replace(meta, partitions=tuple(
+                    p for p in meta.partitions if host.node_id in p.replicas))
+                for name, meta in self.controller_client.topics().items()})
         self._tasks.append(asyncio.create_task(self._heartbeats()))
         self._poll_task = asyncio.create_task(self._metadata_poll())
         self._tasks.append(asyncio.create_task(self._isr_checks()))
