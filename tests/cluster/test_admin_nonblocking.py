@@ -16,7 +16,7 @@ import threading
 import time
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from floodmark.cluster import LocalCluster
@@ -89,4 +89,64 @@ def test_create_topics_waits_for_a_stopped_controller_while_produce_and_fetch_go
     finally:
         if stopped is not None:
             cluster.kill(stopped, signal.SIGCONT)
+        cluster.stop()
+
+
+def test_delete_topics_the_controller_never_decides_keeps_the_replicas(tmp_path: Path) -> None:
+    # A cluster broker removed its replicas of the topic first, then asked the controller:
+    # with the controller stopped, DeleteTopics failed and the topic stayed, without its data.
+    from floodmark.controller.client import ADMIN_TIMEOUT_S
+    from tests.cluster.helpers import start_cluster
+
+    cluster = start_cluster(tmp_path, brokers=1)
+    controller = cluster.controller_ids[0]
+    stopped = False
+    try:
+        bootstrap = cluster.bootstrap
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic("keep", 1, 1)])["keep"].result(30)
+        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                             "enable.idempotence": True})
+        for i in range(10):
+            producer.produce("keep", str(i).encode())
+        assert producer.flush(30) == 0
+        cluster.kill(controller, signal.SIGSTOP)
+        stopped = True
+        deleted = admin.delete_topics(["keep"], request_timeout=ADMIN_TIMEOUT_S + 30)["keep"]
+        try:
+            deleted.result(ADMIN_TIMEOUT_S + 30)
+            raise AssertionError("DeleteTopics succeeded with the controller stopped")
+        except Exception as exc:  # the broker's answer: REQUEST_TIMED_OUT
+            assert "REQUEST_TIMED_OUT" in str(exc) or "timed out" in str(exc).lower(), exc
+        replica = cluster.partition_dir(cluster.broker_ids[0], "keep")
+        assert replica.is_dir()  # nothing decided, nothing removed
+        # The data is still served while the controller is stopped.
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "keep",
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        consumer.assign([TopicPartition("keep", 0, 0)])
+        seen: list[bytes] = []
+
+        def read() -> bool:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                seen.append(bytes(msg.value() or b""))
+            return len(seen) >= 10
+
+        wait_until(read, 60, "the 10 records of the topic the controller did not delete",
+                   step_s=0)
+        consumer.close()
+        assert seen == [str(i).encode() for i in range(10)]
+        # Resumed, the controller may still carry out the request it had received (a timed-out
+        # request is not an undone one, as in Kafka): the replica goes only with the topic.
+        cluster.kill(controller, signal.SIGCONT)
+        stopped = False
+
+        def consistent() -> bool:
+            listed = "keep" in admin.list_topics(timeout=10).topics
+            return listed == replica.is_dir()
+
+        wait_until(consistent, 60, "metadata and replica agreeing")
+    finally:
+        if stopped:
+            cluster.kill(controller, signal.SIGCONT)
         cluster.stop()

@@ -31,7 +31,7 @@ from floodmark.broker.fetch_sessions import FetchSessionCache
 from floodmark.broker.groups import GroupCoordinator
 from floodmark.broker.handlers import HANDLERS, RAW_HANDLERS, admin, data
 from floodmark.broker.membership import LocalMembership
-from floodmark.broker.metadata import Controller
+from floodmark.broker.metadata import Controller, LocalController
 from floodmark.broker.offsets import OffsetStore
 from floodmark.broker.partition_state import PartitionState
 from floodmark.broker.purgatory import FetchPurgatory
@@ -400,11 +400,15 @@ class Broker:
         return meta
 
     async def delete_topic(self, name: str) -> TopicMeta:
-        # The logs go first: on a full disk, deleting a topic is how space comes back, and the
-        # metadata file needs a little of it to record the deletion.
         meta = await self.controller.delete_topic(name, validate_only=True)
-        for p in meta.partitions:
-            self.remove_partition((name, p.partition), delete=True)
+        if isinstance(self.controller, LocalController):
+            # The logs go first: on a full disk, deleting a topic is how space comes back, and
+            # the metadata log (on the same disk) needs a little of it to record the deletion.
+            for p in meta.partitions:
+                self.remove_partition((name, p.partition), delete=True)
+        # A cluster member's replicas go when the controller's remove_topic record is applied
+        # (with the answer): never before the controller decided, which it may not (stopped,
+        # NOT_CONTROLLER, REQUEST_TIMED_OUT), and the topic would stay without them.
         meta = await self.controller.delete_topic(name)
         self.offsets.remove_topic(name)
         try:
