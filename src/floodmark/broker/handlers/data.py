@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from floodmark.broker.boundary import (
     ClientConnection,
@@ -279,7 +279,7 @@ def _close_slices(topics: FetchTopics) -> None:
 
 async def _fetch_delayed(broker: HandlerContext, header: RequestHeader, plan: FetchPlan, budget: int,
                          replica_id: int, wait_ms: int, min_bytes: int, lazy: bool,
-                         ctx: FetchContext | None, isolation: int) -> list[Any]:
+                         ctx: FetchContext | None, isolation: int) -> Encoded:
     keys = [(name, int(p.partition)) for _, name, parts in plan if name is not None
             for p in parts]
     deadline = broker.now_ms() + wait_ms
@@ -354,7 +354,7 @@ def fetch(broker: HandlerContext, header: RequestHeader, req: WireRequest,
 # -- ListOffsets -----------------------------------------------------------------------------------
 def _list_partition(broker: HandlerContext, ps: PartitionState | None, p: WireRequest,
                     isolation: int, replica_id: int = -1) -> WireResponse:
-    out: dict[str, Any] = {"partition_index": int(p.partition_index), "error_code": 0,
+    out: WireResponse = {"partition_index": int(p.partition_index), "error_code": 0,
                            "old_style_offsets": [], "timestamp": -1, "offset": -1,
                            "leader_epoch": -1}
     if ps is None:
@@ -411,7 +411,7 @@ def offset_for_leader_epoch(broker: HandlerContext, header: RequestHeader, req: 
     for t in req.topics:
         parts = []
         for p in t.partitions:
-            out: dict[str, Any] = {"error_code": 0, "partition": int(p.partition),
+            out: WireResponse = {"error_code": 0, "partition": int(p.partition),
                                    "leader_epoch": -1, "end_offset": -1}
             ps = broker.partitions.get((t.topic, int(p.partition)))
             if ps is None:
@@ -493,12 +493,12 @@ def delete_records(broker: HandlerContext, header: RequestHeader, req: WireReque
     delete-records), or after the request's timeout with REQUEST_TIMED_OUT. Compacted-only
     topics refuse (POLICY_VIOLATION)."""
     topics = []
-    pending: list[tuple[str, dict[str, Any], int]] = []
+    pending: list[tuple[str, WireResponse, int]] = []
     for t in req.topics:
         parts = []
         for p in t.partitions:
             index = int(p.partition_index)
-            out: dict[str, Any] = {"partition_index": index, "low_watermark": -1,
+            out: WireResponse = {"partition_index": index, "low_watermark": -1,
                                    "error_code": 0}
             ps = broker.partitions.get((t.name, index))
             if ps is None:

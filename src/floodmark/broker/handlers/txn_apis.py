@@ -14,8 +14,9 @@ from __future__ import annotations
 import datetime
 import logging
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from floodmark.broker.boundary import ClientConnection, WireRequest, WireResponse
 from floodmark.broker.handlers import data, group_apis
 from floodmark.broker.offsets import CommittedOffset, partition_for
 from floodmark.errors import ErrorCode
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-Answer = dict[str, Any]
+Answer = WireResponse
 
 
 def _fenced_for(version: int, first_version: int, error: ErrorCode) -> ErrorCode:
@@ -50,8 +51,8 @@ def _txn_partition(ctx: HandlerContext, transactional_id: str) -> int:
 
 
 # -- InitProducerId ---------------------------------------------------------------------------------
-def init_producer_id(ctx: HandlerContext, header: RequestHeader, req: Any,
-                     conn: Any) -> Answer | Awaitable[Answer]:
+def init_producer_id(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
+                     conn: ClientConnection) -> Answer | Awaitable[Answer]:
     txn_id = req.transactional_id
     if txn_id is None:
         return data.init_producer_id(ctx, header, req, conn)
@@ -116,8 +117,8 @@ def _topic_results(topics: list[tuple[str, list[int]]], errors: dict[Partition, 
         for p in partitions]} for name, partitions in topics]
 
 
-def add_partitions_to_txn(ctx: HandlerContext, header: RequestHeader, req: Any,
-                          conn: Any) -> Awaitable[Answer]:
+def add_partitions_to_txn(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
+                          conn: ClientConnection) -> Awaitable[Answer]:
     version = header.api_version
 
     async def answer() -> Answer:
@@ -143,8 +144,8 @@ def add_partitions_to_txn(ctx: HandlerContext, header: RequestHeader, req: Any,
     return answer()
 
 
-def add_offsets_to_txn(ctx: HandlerContext, header: RequestHeader, req: Any,
-                       conn: Any) -> Awaitable[Answer]:
+def add_offsets_to_txn(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
+                       conn: ClientConnection) -> Awaitable[Answer]:
     """The group's ``__consumer_offsets`` partition joins the transaction (its marker makes
     the TxnOffsetCommit offsets committed or drops them)."""
     version = header.api_version
@@ -169,7 +170,7 @@ def add_offsets_to_txn(ctx: HandlerContext, header: RequestHeader, req: Any,
 
 
 # -- EndTxn -----------------------------------------------------------------------------------------
-def end_txn(ctx: HandlerContext, header: RequestHeader, req: Any, conn: Any) -> Awaitable[Answer]:
+def end_txn(ctx: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> Awaitable[Answer]:
     version = header.api_version
     p = _txn_partition(ctx, req.transactional_id)
     core = ctx.transactions.core
@@ -185,7 +186,7 @@ def end_txn(ctx: HandlerContext, header: RequestHeader, req: Any, conn: Any) -> 
 
 
 # -- TxnOffsetCommit (the group coordinator's) --------------------------------------------------------
-def _txn_commit_member_error(ctx: HandlerContext, req: Any) -> ErrorCode:
+def _txn_commit_member_error(ctx: HandlerContext, req: WireRequest) -> ErrorCode:
     """Kafka's checks of a transactional commit's group fields (v3+, KIP-447): a fenced static
     member, an unknown member id, a stale generation; -1 and no member id skip them."""
     group = str(req.group_id)
@@ -201,7 +202,7 @@ def _txn_commit_member_error(ctx: HandlerContext, req: Any) -> ErrorCode:
     return ErrorCode.NONE
 
 
-def txn_offset_commit(ctx: HandlerContext, header: RequestHeader, req: Any, conn: Any) -> Answer:
+def txn_offset_commit(ctx: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> Answer:
     """Offsets written in a transactional batch of the producer to the group's offsets
     partition; pending (OffsetFetch does not return them) until the transaction's marker."""
     group = str(req.group_id)
@@ -245,8 +246,8 @@ def _timestamp(value_ms: int) -> datetime.datetime:
     return datetime.datetime.fromtimestamp(max(value_ms, 0) / 1000, tz=datetime.UTC)
 
 
-def describe_transactions(ctx: HandlerContext, header: RequestHeader, req: Any,
-                          conn: Any) -> Answer:
+def describe_transactions(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
+                          conn: ClientConnection) -> Answer:
     out = []
     for txn_id in req.transactional_ids:
         p = ctx.transactions.txn_partition(txn_id)
@@ -269,7 +270,7 @@ def describe_transactions(ctx: HandlerContext, header: RequestHeader, req: Any,
     return {"throttle_time": 0, "transaction_states": out}
 
 
-def list_transactions(ctx: HandlerContext, header: RequestHeader, req: Any, conn: Any) -> Answer:
+def list_transactions(ctx: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> Answer:
     names = [str(s) for s in req.state_filters]
     states = {s: TxnState.from_kafka_name(s) for s in names}
     flt = ListFilter(frozenset(s for s in states.values() if s is not None),
