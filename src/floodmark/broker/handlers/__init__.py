@@ -39,8 +39,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.ADD_PARTITIONS_TO_TXN: txn_apis.add_partitions_to_txn,
     ApiKey.ADD_OFFSETS_TO_TXN: txn_apis.add_offsets_to_txn,
     ApiKey.END_TXN: txn_apis.end_txn,
-    ApiKey.TXN_OFFSET_COMMIT: coordination.coordinated(
-        replication.wakes_followers(txn_apis.txn_offset_commit)),
+    ApiKey.TXN_OFFSET_COMMIT: coordination.coordinated(txn_apis.txn_offset_commit),
     ApiKey.DESCRIBE_TRANSACTIONS: txn_apis.describe_transactions,
     ApiKey.LIST_TRANSACTIONS: txn_apis.list_transactions,
     ApiKey.FIND_COORDINATOR: coordination.find_coordinator,

@@ -14,6 +14,7 @@ from floodmark.wire.codec import RequestHeader, ms
 
 if TYPE_CHECKING:
     from floodmark.broker.context import HandlerContext
+    from floodmark.broker.partition_state import PartitionState
     from floodmark.broker.server import Connection
 
 log = logging.getLogger(__name__)
@@ -81,32 +82,77 @@ def leave_group(broker: HandlerContext, header: RequestHeader, req: Any, conn: C
     return {"throttle_time": 0, "error_code": int(err)}
 
 
-def append_offsets(broker: HandlerContext, group: str,
-                   entries: list[tuple[str, int, CommittedOffset | None]],
-                   producer: tuple[int, int] | None = None) -> ErrorCode:
-    """Store offsets in the group's ``__consumer_offsets`` partition; in memory once appended.
-    ``producer`` (id, epoch): a TxnOffsetCommit, appended as that producer's transactional batch
-    and pending until its transaction's marker (``OffsetStore.on_transaction_marker``)."""
+# A commit that could not be replicated: the client finds the coordinator again and retries
+# (Kafka's mapping of an offsets append error).
+_REPLICATION_ERRORS = {
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+}
+OFFSETS_ACKS_ALL_TIMEOUT_MS = 5000
+
+
+def _append(broker: HandlerContext, group: str,
+            entries: list[tuple[str, int, CommittedOffset | None]],
+            producer: tuple[int, int] | None, acks_all: bool
+            ) -> tuple[ErrorCode, PartitionState | None, int]:
+    """Append the offsets batch to the group's ``__consumer_offsets`` partition and keep the
+    offsets in memory (committed, or pending for a ``producer``); (error, partition, last
+    offset appended)."""
     meta = broker.controller.topics()[OFFSETS_TOPIC]
     p = partition_for(group, len(meta.partitions))
     ps = broker.partitions.get((OFFSETS_TOPIC, p))
     if ps is None or not ps.core.is_leader:
-        return ErrorCode.NOT_COORDINATOR
+        return ErrorCode.NOT_COORDINATOR, None, -1
+    if acks_all:
+        refused = ps.core.check_produce(-1)
+        if refused is not ErrorCode.NONE:
+            return _REPLICATION_ERRORS.get(refused, refused), None, -1
     now = broker.now_ms()
     batch = broker.offsets.build_commit_batch(group, entries, now, producer)
     try:
-        ps.log.append_as_leader(batch, ps.leader_epoch, now)
+        info = ps.log.append_as_leader(batch, ps.leader_epoch, now)
     except KafkaError as exc:
         log.error("partition %s leader_epoch=%d: cannot store offsets of group %s: %s",
                   ps.name, ps.leader_epoch, group, exc)
-        return ErrorCode.UNKNOWN_SERVER_ERROR
-    ps.maybe_increment_high_watermark(now)
+        return ErrorCode.UNKNOWN_SERVER_ERROR, None, -1
     for topic, partition, c in entries:
         if producer is None:
             broker.offsets.apply(group, topic, partition, c)
         else:
             broker.offsets.add_pending(producer[0], group, topic, partition, c)
-    return ErrorCode.NONE
+    return ErrorCode.NONE, ps, info.last_offset
+
+
+def append_offsets(broker: HandlerContext, group: str,
+                   entries: list[tuple[str, int, CommittedOffset | None]]) -> ErrorCode:
+    """Store offsets in the group's ``__consumer_offsets`` partition; in memory once appended."""
+    err, ps, _last = _append(broker, group, entries, None, False)
+    if ps is not None:
+        ps.maybe_increment_high_watermark(broker.now_ms())
+    return err
+
+
+async def append_offsets_replicated(broker: HandlerContext, group: str,
+                                    entries: list[tuple[str, int, CommittedOffset | None]],
+                                    producer: tuple[int, int] | None = None) -> ErrorCode:
+    """The same, answered once the HW passes the batch (Kafka's
+    ``offsets.commit.required.acks=-1``: a coordinator failover cannot lose what was answered).
+    ``producer`` (id, epoch): a TxnOffsetCommit, appended as that producer's transactional batch
+    and pending until its transaction's marker (``OffsetStore.on_transaction_marker``)."""
+    err, ps, last = _append(broker, group, entries, producer, True)
+    if ps is None:
+        return err
+    produce_id = broker.next_produce_id()
+    replicated = broker.park_produce(produce_id)
+    now = broker.now_ms()
+    ps.apply(ps.core.on_leader_append(ps.log, produce_id, -1, last, last, now,
+                                      OFFSETS_ACKS_ALL_TIMEOUT_MS))
+    if broker.replicas is not None:
+        broker.replicas.leader_appended()
+    error, _offset = await replicated
+    return _REPLICATION_ERRORS.get(error, error)
 
 
 def offset_commit(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:

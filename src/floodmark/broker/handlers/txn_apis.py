@@ -202,9 +202,11 @@ def _txn_commit_member_error(ctx: HandlerContext, req: Any) -> ErrorCode:
     return ErrorCode.NONE
 
 
-def txn_offset_commit(ctx: HandlerContext, header: RequestHeader, req: Any, conn: Any) -> Answer:
+def txn_offset_commit(ctx: HandlerContext, header: RequestHeader, req: Any,
+                      conn: Any) -> Awaitable[Answer]:
     """Offsets written in a transactional batch of the producer to the group's offsets
-    partition; pending (OffsetFetch does not return them) until the transaction's marker."""
+    partition, answered once replicated (acks=all); pending (OffsetFetch does not return them)
+    until the transaction's marker."""
     group = str(req.group_id)
     err = _txn_commit_member_error(ctx, req)
     topics_meta = ctx.controller.topics()
@@ -227,15 +229,19 @@ def txn_offset_commit(ctx: HandlerContext, header: RequestHeader, req: Any, conn
                         p.committed_metadata, now)))
             parts.append({"partition_index": int(p.partition_index), "error_code": int(perr)})
         results.append({"name": t.name, "partitions": parts})
-    if entries:
-        store_err = group_apis.append_offsets(ctx, group, entries,
-                                              (int(req.producer_id), int(req.producer_epoch)))
-        if store_err is not ErrorCode.NONE:
-            for t in results:
-                for part in t["partitions"]:
-                    if part["error_code"] == 0:
-                        part["error_code"] = int(store_err)
-    return {"throttle_time": 0, "topics": results}
+
+    async def answer() -> Answer:
+        if entries:
+            store_err = await group_apis.append_offsets_replicated(
+                ctx, group, entries, (int(req.producer_id), int(req.producer_epoch)))
+            if store_err is not ErrorCode.NONE:
+                for t in results:
+                    for part in t["partitions"]:
+                        if part["error_code"] == 0:
+                            part["error_code"] = int(store_err)
+        return {"throttle_time": 0, "topics": results}
+
+    return answer()
 
 
 # -- DescribeTransactions / ListTransactions ----------------------------------------------------------
