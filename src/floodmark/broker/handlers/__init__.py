@@ -47,8 +47,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.SYNC_GROUP: coordination.coordinated(group_apis.sync_group),
     ApiKey.HEARTBEAT: coordination.coordinated(group_apis.heartbeat),
     ApiKey.LEAVE_GROUP: coordination.coordinated(group_apis.leave_group),
-    ApiKey.OFFSET_COMMIT: coordination.coordinated(
-        replication.wakes_followers(group_apis.offset_commit)),
+    ApiKey.OFFSET_COMMIT: coordination.coordinated(group_apis.offset_commit),
     ApiKey.OFFSET_FETCH: coordination.coordinated(group_apis.offset_fetch),
     ApiKey.LIST_GROUPS: group_apis.list_groups,
     ApiKey.DESCRIBE_GROUPS: group_apis.describe_groups,

@@ -5,6 +5,7 @@ the refusals of other brokers are ``coordination``'s)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from floodmark.broker.offsets import CommittedOffset, partition_for
@@ -138,7 +139,8 @@ async def append_offsets_replicated(broker: HandlerContext, group: str,
                                     entries: list[tuple[str, int, CommittedOffset | None]],
                                     producer: tuple[int, int] | None = None) -> ErrorCode:
     """The same, answered once the HW passes the batch (Kafka's
-    ``offsets.commit.required.acks=-1``: a coordinator failover cannot lose what was answered).
+    ``offsets.commit.required.acks=-1``: a coordinator failover cannot lose what was answered;
+    ``tests/cluster/test_offset_commit_durability.py`` lost an acknowledged commit before).
     ``producer`` (id, epoch): a TxnOffsetCommit, appended as that producer's transactional batch
     and pending until its transaction's marker (``OffsetStore.on_transaction_marker``)."""
     err, ps, last = _append(broker, group, entries, producer, True)
@@ -155,18 +157,26 @@ async def append_offsets_replicated(broker: HandlerContext, group: str,
     return _REPLICATION_ERRORS.get(error, error)
 
 
-def offset_commit(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
+def offset_commit(broker: HandlerContext, header: RequestHeader, req: Any,
+                  conn: Connection) -> Awaitable[dict[str, Any]]:
     group = req.group_id
     generation = int(getattr(req, "generation_id_or_member_epoch", getattr(req, "generation_id", -1)))
     err = broker.groups.validate_commit(group, req.member_id, generation,
                                         getattr(req, "group_instance_id", None))
+    return store_offsets(broker, group, req.topics, err)
+
+
+async def store_offsets(broker: HandlerContext, group: str, topics: Any, err: ErrorCode,
+                        producer: tuple[int, int] | None = None) -> dict[str, Any]:
+    """OffsetCommit's and TxnOffsetCommit's answer: each requested partition checked (a member
+    error ``err`` refuses all), the valid ones stored and replicated before the answer."""
     now = broker.now_ms()
     entries: list[tuple[str, int, CommittedOffset | None]] = []
     results = []
-    topics = broker.controller.topics()  # cluster metadata: the coordinator need not host them
-    for t in req.topics:
+    metas = broker.controller.topics()  # cluster metadata: the coordinator need not host them
+    for t in topics:
         parts = []
-        meta = topics.get(t.name)
+        meta = metas.get(t.name)
         for p in t.partitions:
             perr = err
             if perr == ErrorCode.NONE:
@@ -182,7 +192,7 @@ def offset_commit(broker: HandlerContext, header: RequestHeader, req: Any, conn:
             parts.append({"partition_index": int(p.partition_index), "error_code": int(perr)})
         results.append({"name": t.name, "partitions": parts})
     if entries:
-        store_err = append_offsets(broker, group, entries)
+        store_err = await append_offsets_replicated(broker, group, entries, producer)
         if store_err != ErrorCode.NONE:
             for t in results:
                 for p in t["partitions"]:

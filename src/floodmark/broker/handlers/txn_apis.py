@@ -17,7 +17,7 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from floodmark.broker.handlers import data, group_apis
-from floodmark.broker.offsets import CommittedOffset, partition_for
+from floodmark.broker.offsets import partition_for
 from floodmark.errors import ErrorCode
 from floodmark.metadata import OFFSETS_TOPIC, CoordinatorType
 from floodmark.replication.transactions.coordinator import ListFilter
@@ -207,41 +207,9 @@ def txn_offset_commit(ctx: HandlerContext, header: RequestHeader, req: Any,
     """Offsets written in a transactional batch of the producer to the group's offsets
     partition, answered once replicated (acks=all); pending (OffsetFetch does not return them)
     until the transaction's marker."""
-    group = str(req.group_id)
-    err = _txn_commit_member_error(ctx, req)
-    topics_meta = ctx.controller.topics()
-    now = ctx.now_ms()
-    entries: list[tuple[str, int, CommittedOffset | None]] = []
-    results = []
-    for t in req.topics:
-        meta = topics_meta.get(t.name)
-        parts = []
-        for p in t.partitions:
-            perr = err
-            if perr is ErrorCode.NONE:
-                if meta is None or not 0 <= int(p.partition_index) < len(meta.partitions):
-                    perr = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                elif p.committed_metadata is not None and len(p.committed_metadata) > 4096:
-                    perr = ErrorCode.OFFSET_METADATA_TOO_LARGE
-                else:
-                    entries.append((str(t.name), int(p.partition_index), CommittedOffset(
-                        int(p.committed_offset), int(getattr(p, "committed_leader_epoch", -1)),
-                        p.committed_metadata, now)))
-            parts.append({"partition_index": int(p.partition_index), "error_code": int(perr)})
-        results.append({"name": t.name, "partitions": parts})
-
-    async def answer() -> Answer:
-        if entries:
-            store_err = await group_apis.append_offsets_replicated(
-                ctx, group, entries, (int(req.producer_id), int(req.producer_epoch)))
-            if store_err is not ErrorCode.NONE:
-                for t in results:
-                    for part in t["partitions"]:
-                        if part["error_code"] == 0:
-                            part["error_code"] = int(store_err)
-        return {"throttle_time": 0, "topics": results}
-
-    return answer()
+    return group_apis.store_offsets(ctx, str(req.group_id), req.topics,
+                                    _txn_commit_member_error(ctx, req),
+                                    (int(req.producer_id), int(req.producer_epoch)))
 
 
 # -- DescribeTransactions / ListTransactions ----------------------------------------------------------
