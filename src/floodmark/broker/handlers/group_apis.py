@@ -96,8 +96,7 @@ OFFSETS_ACKS_ALL_TIMEOUT_MS = 5000
 
 def _append(broker: HandlerContext, group: str,
             entries: list[tuple[str, int, CommittedOffset | None]],
-            producer: tuple[int, int] | None, acks_all: bool
-            ) -> tuple[ErrorCode, PartitionState | None, int]:
+            producer: tuple[int, int] | None) -> tuple[ErrorCode, PartitionState | None, int]:
     """Append the offsets batch to the group's ``__consumer_offsets`` partition and keep the
     offsets in memory (committed, or pending for a ``producer``); (error, partition, last
     offset appended)."""
@@ -106,10 +105,9 @@ def _append(broker: HandlerContext, group: str,
     ps = broker.partitions.get((OFFSETS_TOPIC, p))
     if ps is None or not ps.core.is_leader:
         return ErrorCode.NOT_COORDINATOR, None, -1
-    if acks_all:
-        refused = ps.core.check_produce(-1)
-        if refused is not ErrorCode.NONE:
-            return _REPLICATION_ERRORS.get(refused, refused), None, -1
+    refused = ps.core.check_produce(-1)  # acks=all: NOT_ENOUGH_REPLICAS below min ISR
+    if refused is not ErrorCode.NONE:
+        return _REPLICATION_ERRORS.get(refused, refused), None, -1
     now = broker.now_ms()
     batch = broker.offsets.build_commit_batch(group, entries, now, producer)
     try:
@@ -126,24 +124,16 @@ def _append(broker: HandlerContext, group: str,
     return ErrorCode.NONE, ps, info.last_offset
 
 
-def append_offsets(broker: HandlerContext, group: str,
-                   entries: list[tuple[str, int, CommittedOffset | None]]) -> ErrorCode:
-    """Store offsets in the group's ``__consumer_offsets`` partition; in memory once appended."""
-    err, ps, _last = _append(broker, group, entries, None, False)
-    if ps is not None:
-        ps.maybe_increment_high_watermark(broker.now_ms())
-    return err
-
-
 async def append_offsets_replicated(broker: HandlerContext, group: str,
                                     entries: list[tuple[str, int, CommittedOffset | None]],
                                     producer: tuple[int, int] | None = None) -> ErrorCode:
-    """The same, answered once the HW passes the batch (Kafka's
+    """Store offsets in the group's ``__consumer_offsets`` partition (in memory once appended),
+    answered once the HW passes the batch (Kafka's
     ``offsets.commit.required.acks=-1``: a coordinator failover cannot lose what was answered;
     ``tests/cluster/test_offset_commit_durability.py`` lost an acknowledged commit before).
     ``producer`` (id, epoch): a TxnOffsetCommit, appended as that producer's transactional batch
     and pending until its transaction's marker (``OffsetStore.on_transaction_marker``)."""
-    err, ps, last = _append(broker, group, entries, producer, True)
+    err, ps, last = _append(broker, group, entries, producer)
     if ps is None:
         return err
     produce_id = broker.next_produce_id()
@@ -270,11 +260,16 @@ def describe_groups(broker: HandlerContext, header: RequestHeader, req: Any, con
     return {"throttle_time": 0, "groups": out}
 
 
-def delete_groups(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
+def delete_groups(broker: HandlerContext, header: RequestHeader, req: Any,
+                  conn: Connection) -> Awaitable[dict[str, Any]]:
     """DeleteGroups: an empty group's committed offsets become tombstones in its offsets
-    partition (compaction removes them) and its state goes."""
+    partition (compaction removes them; answered once replicated) and its state goes."""
+    return _delete_groups(broker, list(req.groups_names))
+
+
+async def _delete_groups(broker: HandlerContext, names: list[str]) -> dict[str, Any]:
     results = []
-    for group in req.groups_names:
+    for group in names:
         if not broker.is_coordinator(group):
             err = ErrorCode.NOT_COORDINATOR
         elif group not in broker.groups.groups and not broker.offsets.group_offsets(group):
@@ -283,24 +278,27 @@ def delete_groups(broker: HandlerContext, header: RequestHeader, req: Any, conn:
             err = broker.groups.delete(group)
             offsets = list(broker.offsets.group_offsets(group))
             if err is ErrorCode.NONE and offsets:
-                err = append_offsets(broker, group, [(t, p, None) for t, p in offsets])
+                err = await append_offsets_replicated(broker, group,
+                                                      [(t, p, None) for t, p in offsets])
         if err is ErrorCode.NONE:
             log.info("group %s deleted", group)
         results.append({"group_id": group, "error_code": int(err)})
     return {"throttle_time": 0, "results": results}
 
 
-def offset_delete(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
-    """OffsetDelete (KIP-496): committed offsets of partitions the group no longer consumes."""
+def _refuse_offset_delete(err: ErrorCode) -> dict[str, Any]:
+    return {"error_code": int(err), "throttle_time": 0, "topics": []}
+
+
+def offset_delete(broker: HandlerContext, header: RequestHeader, req: Any,
+                  conn: Connection) -> dict[str, Any] | Awaitable[dict[str, Any]]:
+    """OffsetDelete (KIP-496): committed offsets of partitions the group no longer consumes
+    (tombstones, answered once replicated)."""
     group = req.group_id
-
-    def refuse(err: ErrorCode) -> dict[str, Any]:
-        return {"error_code": int(err), "throttle_time": 0, "topics": []}
-
     if not broker.is_coordinator(group):
-        return refuse(ErrorCode.NOT_COORDINATOR)
+        return _refuse_offset_delete(ErrorCode.NOT_COORDINATOR)
     if group not in broker.groups.groups and not broker.offsets.group_offsets(group):
-        return refuse(ErrorCode.GROUP_ID_NOT_FOUND)
+        return _refuse_offset_delete(ErrorCode.GROUP_ID_NOT_FOUND)
     subscribed = broker.groups.subscribed_topics(group) or set()
     tombstones: list[tuple[str, int, CommittedOffset | None]] = []
     topics = []
@@ -314,8 +312,14 @@ def offset_delete(broker: HandlerContext, header: RequestHeader, req: Any, conn:
                 tombstones.append((t.name, int(p.partition_index), None))
             parts.append({"partition_index": int(p.partition_index), "error_code": int(err)})
         topics.append({"name": t.name, "partitions": parts})
-    if tombstones:
-        err = append_offsets(broker, group, tombstones)
-        if err is not ErrorCode.NONE:
-            return refuse(err)
-    return {"error_code": 0, "throttle_time": 0, "topics": topics}
+    answer = {"error_code": 0, "throttle_time": 0, "topics": topics}
+    if not tombstones:
+        return answer
+    return _store_tombstones(broker, group, tombstones, answer)
+
+
+async def _store_tombstones(broker: HandlerContext, group: str,
+                            tombstones: list[tuple[str, int, CommittedOffset | None]],
+                            answer: dict[str, Any]) -> dict[str, Any]:
+    err = await append_offsets_replicated(broker, group, tombstones)
+    return answer if err is ErrorCode.NONE else _refuse_offset_delete(err)
