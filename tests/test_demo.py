@@ -29,7 +29,7 @@ def _alive(pid: int) -> bool:
 def test_pipeline_demo_counts_every_acknowledged_event_once() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "floodmark.cli", "demo", "--events", "3000", "--rate", "100",
-         "--down-s", "6"],
+         "--down-s", "6", "--progress"],
         cwd=REPO, capture_output=True, text=True, timeout=400, check=False,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
@@ -52,6 +52,11 @@ def test_pipeline_demo_counts_every_acknowledged_event_once() -> None:
     assert result["duplicates"] == result["missing"] == result["late"] == "0", result
     assert result["windows_match"] == "yes", result
     assert "VERDICT: every acknowledged page view was read once and counted once" in out
+    # --progress: the wait phases are rich's bars on stderr (issue 12), not a line every 5 s
+    assert "produced" in proc.stderr and "3000/3000" in proc.stderr, proc.stderr[-3000:]
+    assert "acknowledged (acks=all), 0 failed" in proc.stderr, proc.stderr[-3000:]
+    assert "watermark closes the last windows" in proc.stderr, proc.stderr[-3000:]
+    assert not re.search(r"^\[\s*\d+ s\] produced", out, re.M), tail
     # every process it started (controller, brokers, the restarted broker) is gone
     pids = {int(p) for p in re.findall(r"pid (\d+)", out)}
     assert len(pids) >= 5, pids

@@ -353,13 +353,20 @@ def write_varint(out: bytearray, value: int) -> None:
     out.append(encoded)
 
 
-def read_uvarint(buffer: Buffer, position: int, max_bytes: int = 10) -> tuple[int, int]:
+def read_uvarint(buffer: Buffer, position: int, max_bytes: int = 10,
+                 end: int | None = None) -> tuple[int, int]:
     """Read an unsigned varint at ``position`` (the protocol's compact lengths, tag counts and
-    the records' zigzag-encoded fields before decoding); returns (value, next position). The one
-    varint reader: truncated or over-long input raises ``CorruptRecordError``."""
+    the records' zigzag-encoded fields before decoding), within ``buffer[:end]``; returns
+    (value, next position). The one varint reader (Spark's vectorized decoder aside): truncated
+    or over-long input raises ``CorruptRecordError``."""
+    if end is None:
+        end = len(buffer)
+    if position < end:
+        first = buffer[position]
+        if first < 0x80:  # the common case: one byte
+            return first, position + 1
     result = 0
     shift = 0
-    end = len(buffer)
     limit = 7 * max_bytes
     while True:
         if position >= end:

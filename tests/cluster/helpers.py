@@ -31,6 +31,46 @@ def wait_until(pred: Callable[[], Any], timeout_s: float, what: str, step_s: flo
     raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
 
 
+def wait_progress(done: Callable[[], Any], progress: Callable[[], Any], stall_s: float,
+                  what: str, *, limit_s: float = 600.0, step_s: float = 0.2) -> Any:
+    """Wait until ``done()``; fail only when ``progress()`` has not changed for ``stall_s`` (or,
+    as a bound, after ``limit_s`` in all), so a busy machine slows the test but does not fail it."""
+    start = last_change = time.monotonic()
+    last = progress()
+    while True:
+        value = done()
+        if value:
+            return value
+        now = time.monotonic()
+        seen = progress()
+        if seen != last:
+            last, last_change = seen, now
+        elif now - last_change > stall_s:
+            raise AssertionError(f"no progress for {stall_s}s waiting for {what} (at {last!r})")
+        if now - start > limit_s:
+            raise AssertionError(f"still waiting for {what} after {limit_s}s (at {last!r})")
+        time.sleep(step_s)
+
+
+def metadata_brokers(address: str) -> tuple[set[int], int] | None:
+    """The broker ids one broker's Metadata answer lists, and its ``controller_id`` (None: it
+    did not answer)."""
+    from floodmark.client.connection import KafkaConnection, RequestFailed
+
+    try:
+        with KafkaConnection(address, timeout_s=5) as conn:
+            meta = conn.request(3, 12, {"topics": [], "allow_auto_topic_creation": False,
+                                        "include_topic_authorized_operations": False})
+    except (OSError, RequestFailed):
+        return None
+    return {int(b.node_id) for b in meta.brokers}, int(meta.controller_id)
+
+
+def dir_bytes(path: Path) -> int:
+    """Bytes of the files in a partition directory (0 while it does not exist)."""
+    return sum(f.stat().st_size for f in path.glob("*") if f.is_file()) if path.exists() else 0
+
+
 def start_cluster(data_dir: Path, brokers: int = 3, **controller: str) -> LocalCluster:
     settings = {"broker.session.timeout.ms": str(SESSION_TIMEOUT_MS),
                 "leader.imbalance.check.interval.ms": "3000", **controller}

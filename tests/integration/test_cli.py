@@ -157,6 +157,45 @@ def test_consume_shows_partition_offset_headers_and_starts_at_an_offset(broker, 
             for r in rows} == seen
 
 
+def test_produce_acks_0_and_1_and_unkeyed_batches_move_on(broker) -> None:
+    """``--acks 0`` (no answer) and ``--acks 1`` go through the one producer without a producer
+    id; every record arrives. Unkeyed lines fill one partition per batch, then the next (the
+    sticky partitioner), so 3 batches of 4 lines land as 4 + 4 + 4 over 3 partitions."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    bs = ["--bootstrap-server", broker.bootstrap]
+    fm("topic", "create", "acks", "--partitions", "3", *bs)
+    for acks in ("0", "1"):
+        out = subprocess.run([sys.executable, "-m", "floodmark.cli", "produce", "acks",
+                              "--acks", acks, "--batch-size", "4", *bs],
+                             input="".join(f"{acks}-{i}\n" for i in range(12)),
+                             capture_output=True, text=True, timeout=60, check=False)
+        assert out.returncode == 0, out.stderr
+        assert "produced 12 record(s) to acks" in out.stderr
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "acks-check",
+                  "enable.auto.commit": False})
+    try:
+        c.assign([TopicPartition("acks", p, 0) for p in range(3)])
+        seen: dict[int, list[tuple[int, bytes]]] = {0: [], 1: [], 2: []}
+        deadline = time.monotonic() + 30
+        while sum(map(len, seen.values())) < 24 and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                seen[m.partition()].append((m.offset(), m.value()))
+                assert m.key() is None
+    finally:
+        c.close()
+    values = sorted(v for rows in seen.values() for _, v in rows)
+    assert values == sorted(f"{a}-{i}".encode() for a in "01" for i in range(12))
+    assert sorted(len(rows) for rows in seen.values()) == [8, 8, 8]
+    for rows in seen.values():  # each partition holds one batch of 4 consecutive lines a run
+        assert [o for o, _ in rows] == list(range(8))
+        for run in (rows[:4], rows[4:]):
+            first = int(run[0][1].split(b"-")[1])
+            assert [v for _, v in run] == [v.rsplit(b"-", 1)[0] + b"-%d" % (first + j)
+                                           for j, (_, v) in enumerate(run)]
+
+
 def test_listings_as_json_and_bootstrap_from_the_environment(broker) -> None:
     env_run = subprocess.run([sys.executable, "-m", "floodmark.cli", "topic", "list", "--json"],
                              capture_output=True, text=True, timeout=60, check=False,

@@ -61,12 +61,12 @@ class Leader:
         pass
 
     def produce(self, sequence: int, value: bytes = b"v", acks: int = -1,
-                now_ms: int = 10, pid: int = PID) -> LeaderProduce:
+                now_ms: int = 10, pid: int = PID, in_doubt: bool = False) -> LeaderProduce:
         self.next_id += 1
         batch = simple_batch([value], producer_id=pid, producer_epoch=0, base_sequence=sequence)
         out = produce_as_leader(self.core, self.log, batch, acks=acks,
                                 produce_id=self.next_id, now_ms=now_ms, timeout_ms=1000,
-                                settings=self.settings)
+                                settings=self.settings, leadership_in_doubt=in_doubt)
         self.apply(out.effects)
         return out
 
@@ -182,3 +182,22 @@ def test_acks_all_during_a_pending_shrink_waits_for_the_larger_isr() -> None:
     assert leader.core.high_watermark == 1
     assert leader.answers(out.produce_id) == [ErrorCode.NONE]
     assert leader.answers(retry.produce_id) == [ErrorCode.NONE]
+
+
+def test_a_sequence_gap_at_a_leader_in_doubt_is_not_leader_not_out_of_order() -> None:
+    """A leader whose controller session lapsed (broker/controller_session.py) cannot tell a
+    skipped sequence from sequences a newer leader took: it answers the retriable
+    NOT_LEADER_OR_FOLLOWER, not the OUT_OF_ORDER_SEQUENCE_NUMBER librdkafka treats as fatal.
+    Everything else it answers as before: in-sequence writes are appended (and wait for the HW),
+    so a cluster whose controllers are down keeps serving."""
+    leader = Leader()
+    assert leader.produce(0, acks=1).answer is ErrorCode.NONE
+    assert leader.produce(5, acks=1).answer is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    out = leader.produce(5, acks=1, in_doubt=True)
+    assert out.answer is ErrorCode.NOT_LEADER_OR_FOLLOWER and out.error_message
+    assert leader.produce(3, acks=1, pid=PID + 1, in_doubt=True).answer \
+        is ErrorCode.NOT_LEADER_OR_FOLLOWER  # a producer it never saw, mid-sequence
+    assert leader.log.log_end_offset == 1
+    assert leader.produce(1, acks=1, in_doubt=True).answer is ErrorCode.NONE
+    assert leader.produce(1, acks=1, in_doubt=True).duplicate  # a retry is still a duplicate
+    assert leader.log.log_end_offset == 2

@@ -21,10 +21,11 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from floodmark.broker import sendfile, storage_glue
-from floodmark.broker.config import BrokerConfig
+from floodmark.broker.boundary import Answer, Encoded
+from floodmark.broker.config import BrokerConfig, Configs
 from floodmark.broker.context import BrokerInfo, Membership, PartitionKey
 from floodmark.broker.fetch_sessions import FetchSessionCache
 from floodmark.broker.groups import GroupCoordinator
@@ -41,7 +42,7 @@ from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import INTERNAL_TOPICS, TopicMeta
 from floodmark.replication.election import AlterPartitionRequest
 from floodmark.replication.produce import ProduceSettings
-from floodmark.storage.config import LogConfig
+from floodmark.settings import topic_log_config
 from floodmark.wire.api_table import SUPPORTED, ApiKey, accepted_range
 from floodmark.wire.codec import (
     RequestHeader,
@@ -57,7 +58,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-Parts = list[bytes | memoryview]
 
 
 def now_ms() -> int:
@@ -80,21 +80,21 @@ class Broker:
         self.partitions: dict[PartitionKey, PartitionState] = {}
         self.purgatory = FetchPurgatory()
         self.fetch_sessions = FetchSessionCache(
-            int(config.get("max.incremental.fetch.session.cache.slots")),
-            int(config.get("min.incremental.fetch.session.eviction.ms")))
+            config.get_int("max.incremental.fetch.session.cache.slots"),
+            config.get_int("min.incremental.fetch.session.eviction.ms"))
         self.offsets = OffsetStore()
         self.groups = GroupCoordinator(
-            initial_rebalance_delay_ms=int(config.get("group.initial.rebalance.delay.ms")),
-            min_session_timeout_ms=int(config.get("group.min.session.timeout.ms")),
-            max_session_timeout_ms=int(config.get("group.max.session.timeout.ms")),
+            initial_rebalance_delay_ms=config.get_int("group.initial.rebalance.delay.ms"),
+            min_session_timeout_ms=config.get_int("group.min.session.timeout.ms"),
+            max_session_timeout_ms=config.get_int("group.max.session.timeout.ms"),
         )
         self.transactions = TransactionCoordinatorDriver(
             self, functools.partial(data.append_partition, self),
-            max_timeout_ms=int(config.get("transaction.max.timeout.ms")),
-            cleanup_interval_ms=int(config.get(
-                "transaction.abort.timed.out.transaction.cleanup.interval.ms")))
+            max_timeout_ms=config.get_int("transaction.max.timeout.ms"),
+            cleanup_interval_ms=config.get_int(
+                "transaction.abort.timed.out.transaction.cleanup.interval.ms"))
         self.connections: set[Connection] = set()
-        self.max_request_bytes = int(config.get("socket.request.max.bytes"))
+        self.max_request_bytes = config.get_int("socket.request.max.bytes")
         self.storage = storage_glue.Storage(self.data_dir, config)
         self._server: asyncio.Server | None = None
         self._stopping: asyncio.Event | None = None
@@ -112,6 +112,7 @@ class Broker:
         # ISR changes the controller accepted (Kafka's IsrShrinksPerSec / IsrExpandsPerSec).
         self.isr_shrinks = 0
         self.isr_expands = 0
+        self.metadata_apply_errors = 0  # metadata records skipped (Kafka's metadata-apply-error-count)
         self._closing = False
         self.membership.attach(self)
 
@@ -124,19 +125,19 @@ class Broker:
         log.info("broker %d opened %d partitions in %.2fs", self.node_id, len(self.partitions),
                  time.monotonic() - t0)
 
-    def open_partition(self, topic: str, index: int, configs: dict[str, Any],
+    def open_partition(self, topic: str, index: int, configs: Configs,
                        topic_id: uuid.UUID | None = None) -> PartitionState:
         """Open (and recover) one partition's log; its role comes from the metadata applied
         next (``PartitionState.apply_metadata``). With ``topic_id``, a directory of another
         topic of the same name raises INCONSISTENT_TOPIC_ID (``partition.metadata``)."""
-        min_isr = int(configs.get("min.insync.replicas", self.config.get("min.insync.replicas")))
+        min_isr = self.config.min_insync_replicas(configs)
         plog, hw = self.storage.open_log(topic, index, configs, self.now_ms(),
                                          topic_id=topic_id)
         ps = PartitionState(
             topic, index, self.node_id, plog, hooks=self, min_insync_replicas=min_isr,
             topic_configs=dict(configs),
             checkpointed_high_watermark=hw, truncation=self.config.truncation,
-            replica_lag_time_max_ms=int(self.config.get("replica.lag.time.max.ms")))
+            replica_lag_time_max_ms=self.config.get_int("replica.lag.time.max.ms"))
         self.partitions[(topic, index)] = ps
         return ps
 
@@ -185,8 +186,8 @@ class Broker:
             self._stopping.set()
 
     async def _periodic(self) -> None:
-        interval_s = int(self.config.get("log.checkpoint.interval.ms")) / 1000
-        retention_s = int(self.config.get("log.retention.check.interval.ms")) / 1000
+        interval_s = self.config.get_int("log.checkpoint.interval.ms") / 1000
+        retention_s = self.config.get_int("log.retention.check.interval.ms") / 1000
         last_checkpoint = last_retention = time.monotonic()
         while True:
             await asyncio.sleep(0.5)
@@ -238,7 +239,7 @@ class Broker:
         plan and the segment swaps run on the event loop; reading and rewriting the data runs
         on a worker thread, so produce and fetch go on meanwhile."""
         while True:  # log.cleaner.backoff.ms is dynamic: read every round
-            await asyncio.sleep(int(self.config.get("log.cleaner.backoff.ms")) / 1000)
+            await asyncio.sleep(self.config.get_int("log.cleaner.backoff.ms") / 1000)
             for ps in list(self.partitions.values()):
                 if ps.log.config.compact:
                     await self.clean_log(ps)
@@ -314,7 +315,7 @@ class Broker:
         return host, self.config.advertised_port or self.bound_port
 
     # -- topic configs -----------------------------------------------------------------------------
-    def alter_topic_configs(self, name: str, configs: dict[str, Any], *,
+    def alter_topic_configs(self, name: str, configs: Configs, *,
                             validate_only: bool = False) -> None:
         """AlterConfigs / IncrementalAlterConfigs for a topic: ``configs`` is the whole new set,
         validated by the setting registry, decided by the controller, applied to the replicas."""
@@ -330,13 +331,14 @@ class Broker:
             if ps is not None:
                 self.reconfigure_partition(ps, meta.configs)
 
-    def reconfigure_partition(self, ps: PartitionState, configs: dict[str, Any], *,
+    def reconfigure_partition(self, ps: PartitionState, configs: Configs, *,
                               force: bool = False) -> None:
         """New topic configs, or (``force``) new dynamic broker defaults under the same ones."""
         if ps.topic_configs == configs and not force:
             return
-        min_isr = int(configs.get("min.insync.replicas", self.config.get("min.insync.replicas")))
-        ps.reconfigure(LogConfig.from_kafka(dict(configs), self.storage.base_config), min_isr)
+        log_config, min_isr = topic_log_config(
+            configs, self.storage.base_config, self.config.get_int("min.insync.replicas"))
+        ps.reconfigure(log_config, min_isr)
         ps.topic_configs = dict(configs)
         if not force:
             log.info("partition %s: topic configs now %s", ps.name, configs)
@@ -378,15 +380,15 @@ class Broker:
 
     # -- metadata changes ----------------------------------------------------------------------
     def create_topic(self, name: str, num_partitions: int, replication_factor: int,
-                     configs: dict[str, Any], *, validate_only: bool = False,
+                     configs: Configs, *, validate_only: bool = False,
                      assignments: list[tuple[int, ...]] | None = None) -> TopicMeta:
         if assignments is not None and (num_partitions != -1 or replication_factor != -1):
             raise KafkaError(ErrorCode.INVALID_REQUEST, "a manual replica assignment comes "
                              "with num_partitions and replication_factor -1")
         if num_partitions == -1:
-            num_partitions = int(self.config.get("num.partitions"))
+            num_partitions = self.config.get_int("num.partitions")
         if replication_factor == -1:
-            replication_factor = int(self.config.get("default.replication.factor"))
+            replication_factor = self.config.get_int("default.replication.factor")
         configs = self.storage.validate_topic_configs(configs)
         if name in INTERNAL_TOPICS:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"{name} is internal")
@@ -420,7 +422,7 @@ class Broker:
 
     # -- dispatch ------------------------------------------------------------------------------
     def dispatch(self, frame: memoryview | bytes,
-                 conn: Connection) -> Parts | Awaitable[Parts | None] | None:
+                 conn: Connection) -> Encoded | Awaitable[Encoded | None] | None:
         key, version, corr = peek_header(frame)
         counts = self.request_counts
         counts[key] = counts.get(key, 0) + 1
@@ -437,7 +439,7 @@ class Broker:
             )
         raw = RAW_HANDLERS.get(key)
         if raw is not None:
-            parts: Parts | Awaitable[Parts | None] | None = raw(
+            parts: Encoded | Awaitable[Encoded | None] | None = raw(
                 self, frame if isinstance(frame, memoryview) else memoryview(frame), version)
             return parts
         header, body = decode_request(frame)
@@ -446,11 +448,11 @@ class Broker:
             return self._finish(header, result)
         return self._encode(header, result)
 
-    async def _finish(self, header: RequestHeader, pending: Awaitable[Any]) -> Parts | None:
+    async def _finish(self, header: RequestHeader, pending: Awaitable[Answer]) -> Encoded | None:
         return self._encode(header, await pending)
 
     @staticmethod
-    def _encode(header: RequestHeader, result: Any) -> Parts | None:
+    def _encode(header: RequestHeader, result: Answer) -> Encoded | None:
         if result is None or isinstance(result, list):
             return result
         return encode_response(header.api_key, header.api_version, header.correlation_id, result)

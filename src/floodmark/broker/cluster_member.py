@@ -35,18 +35,18 @@ import signal
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
 
 from floodmark.address import format_host_port, parse_host_port
 from floodmark.broker import dynamic_configs
 from floodmark.broker.broker import Broker, now_ms
-from floodmark.broker.config import BrokerConfig
+from floodmark.broker.config import BrokerConfig, Configs
 from floodmark.broker.context import BrokerInfo, MembershipBase, PartitionKey
+from floodmark.broker.controller_session import ControllerSession
 from floodmark.broker.metadata import Controller
 from floodmark.broker.partition_state import PartitionState
 from floodmark.broker.replica_fetcher import ReplicaManager
 from floodmark.controller.client import ControllerClient
-from floodmark.controller.image import MetadataRecord, record_to_registration
+from floodmark.controller.image import MetadataRecord, UnappliedRecord, record_to_registration
 from floodmark.controller.rpc import RpcError
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import OFFSETS_TOPIC, CoordinatorType, coordinator_partition
@@ -64,6 +64,10 @@ CLUSTER_DEFAULTS = {
 }
 
 
+def _monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
 class ClusterMembership(MembershipBase):
     """A broker's membership of a replicated cluster: its client of the controller quorum, the
     loops that keep it a member, and what it makes of the metadata."""
@@ -71,9 +75,12 @@ class ClusterMembership(MembershipBase):
     def __init__(self, controller_client: ControllerClient) -> None:
         self.controller_client = controller_client
         controller_client.on_records = self._on_metadata
+        controller_client.on_unapplied = self._on_unapplied
         self._bad_partitions: dict[PartitionKey, str] = {}
         self._tasks: list[asyncio.Task[None]] = []
+        self._poll_task: asyncio.Task[None] | None = None
         self._started = False
+        self.session = ControllerSession()  # is this broker's leadership in doubt?
 
     @property
     def controller(self) -> Controller:
@@ -103,6 +110,7 @@ class ClusterMembership(MembershipBase):
         address, adv_port = host.advertised
         deadline = time.monotonic() + 60
         while True:
+            sent_ms = _monotonic_ms()
             try:
                 epoch = await self.controller_client.register(
                     address, adv_port, clean_shutdown=host.storage.clean_shutdown)
@@ -115,6 +123,7 @@ class ClusterMembership(MembershipBase):
                     return
                 await asyncio.sleep(0.2)
         self._set_broker_epoch(epoch)
+        self.session.registered(sent_ms)
         log.info("broker %d registered broker_epoch=%d", host.node_id, epoch)
         await self.controller_client.catch_up()
         self._started = True
@@ -126,7 +135,7 @@ class ClusterMembership(MembershipBase):
                 p for p in meta.partitions if host.node_id in p.replicas))
             for name, meta in self.controller_client.topics().items()})
         self._tasks.append(asyncio.create_task(self._heartbeats()))
-        self._tasks.append(asyncio.create_task(self._metadata_poll()))
+        self._poll_task = asyncio.create_task(self._metadata_poll())
         self._tasks.append(asyncio.create_task(self._isr_checks()))
         if ready is not None:
             ready(port)
@@ -140,21 +149,47 @@ class ClusterMembership(MembershipBase):
         timeout_s = min(HEARTBEAT_TIMEOUT_MAX_S, max(1.0, 5 * interval_s))
         while not host.closing:
             await asyncio.sleep(interval_s)
+            sent_ms = _monotonic_ms()
             try:
                 answer = await self.controller_client.heartbeat(timeout_s=timeout_s)
             except (RpcError, KafkaError) as exc:
                 log.warning("broker %d heartbeat failed: %s", host.node_id, exc)
                 continue
-            if answer.get("error") == int(ErrorCode.STALE_BROKER_EPOCH):
+            stale = answer.get("error") == int(ErrorCode.STALE_BROKER_EPOCH)
+            if self.session.heartbeat_answered(
+                    sent_ms, _monotonic_ms(), stale_epoch=stale,
+                    metadata_end=int(answer.get("end", 0)),
+                    session_timeout_ms=answer.get("session_timeout_ms")):
+                # Fenced meanwhile: the metadata may have moved this broker's partitions. Until
+                # the image reaches the controller's end, sequence gaps are not this broker's to
+                # judge (ControllerSession); a long poll stuck on a connection cut by the fault
+                # (TCP retransmission backoff) would keep it waiting: poll anew at once.
+                log.warning("broker %d controller session lapsed: leadership in doubt until the "
+                            "metadata reaches offset %d (at %d)", host.node_id,
+                            self.session.resync_to, self.controller_client.image.next_offset)
+                self._restart_metadata_poll()
+            if stale:
                 log.warning("broker %d broker_epoch=%d is stale: registering again",
                             host.node_id, self.controller_client.broker_epoch)
                 try:
                     address, port = host.advertised
+                    sent_ms = _monotonic_ms()
                     epoch = await self.controller_client.register(
                         address, port, clean_shutdown=host.storage.clean_shutdown)
                     self._set_broker_epoch(epoch)
+                    self.session.registered(sent_ms)
                 except (RpcError, KafkaError) as exc:
                     log.warning("broker %d re-registration failed: %s", host.node_id, exc)
+
+    def _restart_metadata_poll(self) -> None:
+        if self._poll_task is not None:
+            self._poll_task.cancel()
+        self.controller_client.restart_poll()
+        self._poll_task = asyncio.create_task(self._metadata_poll())
+
+    def leadership_in_doubt(self) -> bool:
+        return self.session.leadership_in_doubt(_monotonic_ms(),
+                                                self.controller_client.image.next_offset)
 
     async def _metadata_poll(self) -> None:
         host = self.host
@@ -171,7 +206,7 @@ class ClusterMembership(MembershipBase):
 
     async def _isr_checks(self) -> None:
         host = self.host
-        lag_ms = int(host.config.get("replica.lag.time.max.ms"))
+        lag_ms = host.config.get_int("replica.lag.time.max.ms")
         while not host.closing:
             await asyncio.sleep(max(0.05, lag_ms / 2000))
             now = host.now_ms()
@@ -204,6 +239,8 @@ class ClusterMembership(MembershipBase):
     def stop(self) -> None:
         for task in self._tasks:
             task.cancel()
+        if self._poll_task is not None:
+            self._poll_task.cancel()
         self.controller_client.close()
 
     def close(self) -> None:
@@ -269,6 +306,11 @@ class ClusterMembership(MembershipBase):
                 log.info("partition %s-%d removed from broker %d (deleted=True)", key[0], key[1],
                          host.node_id)
         host.transactions.refresh()  # load / unload the __transaction_state partitions
+
+    def _on_unapplied(self, _bad: UnappliedRecord) -> None:
+        """A metadata record skipped (the client logged it): counted in /metrics."""
+        if self._host is not None:
+            self._host.metadata_apply_errors += 1
 
     def _bad_partition(self, key: PartitionKey, exc: Exception) -> None:
         last = self._bad_partitions.get(key)
@@ -353,16 +395,16 @@ class ClusterMembership(MembershipBase):
         topic = image.topics.get(name)
         if topic is None:
             live = len(image.acceptable_brokers())
-            configs: dict[str, Any] = {"cleanup.policy": "compact"}
+            configs: Configs = {"cleanup.policy": "compact"}
             if key_type is CoordinatorType.GROUP:
-                n = int(self.host.config.get("offsets.topic.num.partitions"))
+                n = self.host.config.get_int("offsets.topic.num.partitions")
                 rf = max(1, min(3, live))
             else:
-                n = int(self.host.config.get("transaction.state.log.num.partitions"))
-                rf = max(1, min(int(self.host.config.get(
-                    "transaction.state.log.replication.factor")), live))
+                n = self.host.config.get_int("transaction.state.log.num.partitions")
+                rf = max(1, min(self.host.config.get_int(
+                    "transaction.state.log.replication.factor"), live))
                 configs["min.insync.replicas"] = min(
-                    rf, int(self.host.config.get("transaction.state.log.min.isr")))
+                    rf, self.host.config.get_int("transaction.state.log.min.isr"))
             try:
                 self.controller_client.create_topic(name, n, rf, configs)
             except KafkaError as exc:
@@ -448,12 +490,14 @@ def main(argv: list[str] | None = None) -> int:
         controller = ControllerServer(args.controller_data_dir, ControllerConfig(
             broker_session_timeout_ms=args.broker_session_timeout_ms))
     if args.metrics_listen:
+        from prometheus_client.registry import Collector
+
         from floodmark.broker.metrics import BrokerCollector
         from floodmark.controller.metrics import ControllerCollector
         from floodmark.metrics import RequestMetrics, serve_metrics
 
         broker.request_metrics = RequestMetrics()
-        collectors: list[Any] = [broker.request_metrics, BrokerCollector(broker)]
+        collectors: list[Collector] = [broker.request_metrics, BrokerCollector(broker)]
         if controller is not None:
             collectors.append(ControllerCollector(controller))
         mhost, mport = serve_metrics(collectors, args.metrics_listen)

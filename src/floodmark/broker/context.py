@@ -13,9 +13,10 @@ import asyncio
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol, TypedDict
+from typing import Protocol, TypedDict
 
-from floodmark.broker.config import BrokerConfig
+from floodmark.broker.boundary import ClientConnection, HandlerResult, WireRequest
+from floodmark.broker.config import BrokerConfig, Configs
 from floodmark.broker.fetch_sessions import FetchSessionCache
 from floodmark.broker.groups import GroupCoordinator
 from floodmark.broker.metadata import Controller
@@ -29,6 +30,7 @@ from floodmark.errors import ErrorCode
 from floodmark.metadata import CoordinatorType, TopicMeta
 from floodmark.replication.election import AlterPartitionRequest
 from floodmark.replication.produce import ProduceSettings
+from floodmark.wire.codec import RequestHeader
 
 PartitionKey = tuple[str, int]
 
@@ -86,6 +88,10 @@ class Membership(Protocol):
     def broker_address(self, node_id: int) -> tuple[str, int] | None:
         """Where clients reach broker ``node_id`` (None: not a live broker)."""
 
+    def leadership_in_doubt(self) -> bool:
+        """The controller may have moved this broker's partitions without its knowing
+        (``controller_session.ControllerSession``)."""
+
 
 class BrokerCore(Protocol):
     """What every part sees of the broker: its settings, controller, storage and partitions."""
@@ -97,7 +103,7 @@ class BrokerCore(Protocol):
     partitions: dict[PartitionKey, PartitionState]
 
     def now_ms(self) -> int: ...
-    def reconfigure_partition(self, ps: PartitionState, configs: dict[str, Any], *,
+    def reconfigure_partition(self, ps: PartitionState, configs: Configs, *,
                               force: bool = False) -> None: ...
 
 
@@ -110,13 +116,14 @@ class MemberHost(BrokerCore, Protocol):
     replicas: ReplicaManager | None
     isr_shrinks: int
     isr_expands: int
+    metadata_apply_errors: int
 
     @property
     def closing(self) -> bool: ...
     @property
     def advertised(self) -> tuple[str, int]: ...
     def stop(self) -> None: ...
-    def open_partition(self, topic: str, index: int, configs: dict[str, Any],
+    def open_partition(self, topic: str, index: int, configs: Configs,
                        topic_id: uuid.UUID | None = None) -> PartitionState: ...
     def remove_partition(self, key: PartitionKey, *, delete: bool) -> PartitionState | None: ...
 
@@ -154,13 +161,17 @@ class HandlerContext(BrokerCore, Protocol):
     def live_brokers(self) -> list[BrokerInfo]: ...
     def is_coordinator(self, group: str) -> bool: ...
     def create_topic(self, name: str, num_partitions: int, replication_factor: int,
-                     configs: dict[str, Any], *, validate_only: bool = False,
+                     configs: Configs, *, validate_only: bool = False,
                      assignments: list[tuple[int, ...]] | None = None) -> TopicMeta: ...
     def delete_topic(self, name: str) -> TopicMeta: ...
     def create_partitions(self, name: str, count: int, *, validate_only: bool = False,
                           assignments: list[tuple[int, ...]] | None = None) -> None: ...
-    def alter_topic_configs(self, name: str, configs: dict[str, Any], *,
+    def alter_topic_configs(self, name: str, configs: Configs, *,
                             validate_only: bool = False) -> None: ...
     def produce_settings(self, ps: PartitionState) -> ProduceSettings: ...
     def next_produce_id(self) -> int: ...
     def park_produce(self, produce_id: int) -> asyncio.Future[tuple[ErrorCode, int]]: ...
+
+
+Handler = Callable[[HandlerContext, RequestHeader, WireRequest, ClientConnection], HandlerResult]
+"""A request handler of the table (``broker.handlers.HANDLERS``)."""

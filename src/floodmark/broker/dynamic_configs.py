@@ -8,11 +8,11 @@ controller itself reads the default's ``unclean.leader.election.enable``."""
 from __future__ import annotations
 
 import logging
-from typing import Any
 
-from floodmark.broker.config import SETTINGS, validate_dynamic
+from floodmark.broker.config import Configs, validate_dynamic
 from floodmark.broker.context import BrokerCore
 from floodmark.errors import ErrorCode, KafkaError
+from floodmark.settings import dynamic_layer
 from floodmark.storage.config import LogConfig
 
 log = logging.getLogger(__name__)
@@ -25,7 +25,7 @@ def _refusal(resource: str, reason: str) -> KafkaError:
                       f"name='{resource}'): {reason}")
 
 
-def alter(broker: BrokerCore, resource: str, configs: dict[str, Any], *,
+def alter(broker: BrokerCore, resource: str, configs: Configs, *,
           validate_only: bool) -> None:
     """Replace the dynamic set of ``resource`` with ``configs`` (text or typed values)."""
     if resource and not (resource.isdigit() and int(resource) >= 0):
@@ -54,9 +54,8 @@ def apply(broker: BrokerCore) -> bool:
         return False
     before = (dict(layer.cluster_default), dict(layer.this_broker))
     try:
-        layer.cluster_default = {k: SETTINGS[k].parse(v) for k, v in default.items()
-                                 if k in SETTINGS}
-        layer.this_broker = {k: SETTINGS[k].parse(v) for k, v in mine.items() if k in SETTINGS}
+        layer.cluster_default = dynamic_layer(default)
+        layer.this_broker = dynamic_layer(mine)
         base = LogConfig.from_kafka(broker.config.log_settings())
     except (ValueError, TypeError) as exc:
         layer.cluster_default, layer.this_broker = before
@@ -65,7 +64,7 @@ def apply(broker: BrokerCore) -> bool:
         return False
     broker.storage.base_config = base
     broker.storage.cleaner.max_map_keys = broker.storage.cleaner.keys_for(
-        int(broker.config.get("log.cleaner.dedupe.buffer.size")))
+        broker.config.get_int("log.cleaner.dedupe.buffer.size"))
     for ps in list(broker.partitions.values()):
         broker.reconfigure_partition(ps, ps.topic_configs, force=True)
     log.info("broker %d: dynamic broker configs now cluster default %s, this broker %s",

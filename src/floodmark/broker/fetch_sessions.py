@@ -39,8 +39,8 @@ import enum
 import random
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
 
+from floodmark.broker.boundary import WireRequest
 from floodmark.errors import ErrorCode
 from floodmark.wire.hot import FetchPartitionResult
 
@@ -71,7 +71,7 @@ class FetchParams:
     last_fetched_epoch: int = -1
 
     @classmethod
-    def of(cls, p: Any) -> FetchParams:
+    def of(cls, p: WireRequest) -> FetchParams:
         return cls(int(p.partition), int(p.fetch_offset), int(p.partition_max_bytes),
                    int(getattr(p, "current_leader_epoch", -1)),
                    int(getattr(p, "last_fetched_epoch", -1)))
@@ -127,7 +127,7 @@ class ContextKind(enum.Enum):
 
 
 # What one fetch reads, grouped by topic in answer order: (topic key, [partition params]).
-ReadPlan = list[tuple[TopicKey, list[Any]]]
+ReadPlan = list[tuple[TopicKey, list[WireRequest]]]
 Answer = list[tuple[TopicKey, list[FetchPartitionResult]]]
 
 
@@ -149,7 +149,7 @@ class FetchContext:
         changed and moves those with records to the end of the session's order."""
         if self.kind is ContextKind.FULL and self.cache is not None:
             cached: dict[PartitionKey, CachedPartition] = {}
-            by_key: dict[TopicKey, dict[int, Any]] = {}
+            by_key: dict[TopicKey, dict[int, WireRequest]] = {}
             for key, parts in self.plan:  # a topic may be listed more than once
                 by_key.setdefault(key, {}).update((int(p.partition), p) for p in parts)
             for key, results in answer:
@@ -185,7 +185,7 @@ class FetchContext:
         return session.id, out
 
 
-def _group(entries: list[tuple[TopicKey, Any]]) -> ReadPlan:
+def _group(entries: list[tuple[TopicKey, WireRequest]]) -> ReadPlan:
     plan: ReadPlan = []
     for key, params in entries:
         if plan and plan[-1][0] == key:
@@ -208,7 +208,7 @@ class FetchSessionCache:
         return len(self.sessions)
 
     def new_context(self, session_id: int, session_epoch: int,
-                    topics: list[tuple[TopicKey, list[Any]]],
+                    topics: list[tuple[TopicKey, list[WireRequest]]],
                     forgotten: list[tuple[TopicKey, list[int]]], *, uses_topic_ids: bool,
                     privileged: bool, now_ms: int) -> FetchContext:
         """Kafka's ``FetchManager.newContext``: decide from the request's session id and epoch

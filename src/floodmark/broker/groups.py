@@ -25,7 +25,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 from floodmark.client.group import decode_subscription
 from floodmark.errors import ErrorCode
@@ -92,6 +92,27 @@ class Group:
     static_members: dict[str, str] = field(default_factory=dict)  # group.instance.id -> member id
     rebalance_timer: asyncio.TimerHandle | None = None
     initial_delay_timer: asyncio.TimerHandle | None = None
+
+
+class MemberDescription(TypedDict):
+    """A member as DescribeGroups lists it."""
+
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    member_metadata: bytes
+    member_assignment: bytes
+
+
+class GroupDescription(TypedDict):
+    """A group as DescribeGroups (and ListGroups) show it."""
+
+    group_id: str
+    group_state: str
+    protocol_type: str
+    protocol_data: str
+    members: list[MemberDescription]
 
 
 class GroupCoordinator:
@@ -485,7 +506,7 @@ class GroupCoordinator:
                     continue  # a subscription floodmark cannot read protects nothing
         return topics
 
-    def describe(self, group_id: str) -> dict[str, Any]:
+    def describe(self, group_id: str) -> GroupDescription:
         g = self.groups.get(group_id)
         if g is None:
             return {"group_id": group_id, "group_state": "Dead", "protocol_type": "",

@@ -38,7 +38,7 @@ class LocalMembership(MembershipBase):
         controller = self._local
         self.metadata_changed()
         if OFFSETS_TOPIC not in controller.topics():
-            n = int(host.config.get("offsets.topic.num.partitions"))
+            n = host.config.get_int("offsets.topic.num.partitions")
             controller.create_topic(OFFSETS_TOPIC, n, 1, {"cleanup.policy": "compact"},
                                     internal=True)
             self.metadata_changed()
@@ -105,11 +105,15 @@ class LocalMembership(MembershipBase):
         """A single broker coordinates every group and transactional id."""
         if key_type is CoordinatorType.TRANSACTION and key_type.topic not in \
                 self._local.topics():
-            n = int(self.host.config.get("transaction.state.log.num.partitions"))
+            n = self.host.config.get_int("transaction.state.log.num.partitions")
             self._local.create_topic(key_type.topic, n, 1, {"cleanup.policy": "compact"},
                                      internal=True)
             self.metadata_changed()
         return self.host.node_id
+
+    def leadership_in_doubt(self) -> bool:
+        """Never: this node is its own controller."""
+        return False
 
     def broker_address(self, node_id: int) -> tuple[str, int] | None:
         return self.host.advertised if node_id == self.host.node_id else None

@@ -17,8 +17,9 @@ import logging
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
+from floodmark.broker.config import Configs
 from floodmark.controller.image import (
     MetadataImage,
     Reassignment,
@@ -40,7 +41,7 @@ CONTROLLER_DIR = "controller"
 class Controller(Protocol):
     def topics(self) -> dict[str, TopicMeta]: ...
     def create_topic(
-        self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, Any],
+        self, name: str, num_partitions: int, replication_factor: int, configs: Configs,
         *, internal: bool = False, validate_only: bool = False,
         assignments: list[tuple[int, ...]] | None = None,
     ) -> TopicMeta: ...
@@ -50,9 +51,9 @@ class Controller(Protocol):
     def allocate_producer_id(self) -> int: ...
     def elect_leaders(self, partitions: list[tuple[str, int]], *, unclean: bool
                       ) -> list[tuple[str, int, ErrorCode, str]]: ...
-    def alter_topic_configs(self, name: str, configs: dict[str, Any]) -> None: ...
-    def alter_broker_configs(self, resource: str, configs: dict[str, Any]) -> None: ...
-    def broker_configs(self) -> dict[str, dict[str, Any]]: ...
+    def alter_topic_configs(self, name: str, configs: Configs) -> None: ...
+    def alter_broker_configs(self, resource: str, configs: Configs) -> None: ...
+    def broker_configs(self) -> dict[str, Configs]: ...
     def alter_partition_reassignments(
         self, changes: list[tuple[str, int, tuple[int, ...] | None]]
     ) -> list[tuple[str, int, ErrorCode, str]]: ...
@@ -143,7 +144,7 @@ class LocalController:
 
     # -- changes ---------------------------------------------------------------------------------
     def create_topic(
-        self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, Any],
+        self, name: str, num_partitions: int, replication_factor: int, configs: Configs,
         *, internal: bool = False, validate_only: bool = False,
         assignments: list[tuple[int, ...]] | None = None,
     ) -> TopicMeta:
@@ -172,15 +173,15 @@ class LocalController:
         self._persist()
         return self.topics()[name]
 
-    def alter_topic_configs(self, name: str, configs: dict[str, Any]) -> None:
+    def alter_topic_configs(self, name: str, configs: Configs) -> None:
         self.logic.alter_topic_configs(name, configs)
         self._persist()
 
-    def alter_broker_configs(self, resource: str, configs: dict[str, Any]) -> None:
+    def alter_broker_configs(self, resource: str, configs: Configs) -> None:
         self.logic.alter_broker_configs(resource, configs)
         self._persist()
 
-    def broker_configs(self) -> dict[str, dict[str, Any]]:
+    def broker_configs(self) -> dict[str, Configs]:
         return self.logic.image.broker_configs
 
     def alter_partition_reassignments(

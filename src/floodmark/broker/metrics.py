@@ -67,6 +67,11 @@ class BrokerCollector(Collector):
         yield CounterMetricFamily("kafka_server_replicamanager_isrexpands",
                                   "ISR expansions accepted by the controller (IsrExpandsPerSec)",
                                   value=b.isr_expands)
+        yield CounterMetricFamily(
+            "kafka_server_broker_metadata_metrics_metadata_apply_error_count",
+            "Metadata records this broker could not apply and skipped (Kafka's "
+            "metadata-apply-error-count); floodmark cluster status lists them",
+            value=b.metadata_apply_errors)
         lag = GaugeMetricFamily("kafka_consumergroup_lag",
                                 "High watermark minus the group's committed offset (groups "
                                 "coordinated here, partitions led here)",

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Protocol
 
+from floodmark.broker.config import Configs
 from floodmark.errors import ErrorCode
 from floodmark.replication import fencing
 from floodmark.replication.driver import ReplicaDriver
@@ -85,7 +86,7 @@ class PartitionState:
     replica_lag_time_max_ms: int = 30_000
     checkpointed_high_watermark: int = 0
     truncation: Truncation = DEFAULT_TRUNCATION
-    topic_configs: dict[str, Any] = field(default_factory=dict)  # as last applied
+    topic_configs: Configs = field(default_factory=dict)  # as last applied
     core: Partition = field(init=False)
     driver: ReplicaDriver = field(init=False)
 

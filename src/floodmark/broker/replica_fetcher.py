@@ -31,8 +31,9 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
+from floodmark.broker.boundary import WireRequest, WireResponse
 from floodmark.broker.partition_state import PartitionState
 from floodmark.broker.purgatory import FetchPurgatory
 from floodmark.client.connection import AsyncKafkaConnection, RequestFailed
@@ -63,7 +64,7 @@ REPLICA_FETCH_BACKOFF_S = 0.2
 MAX_REPLICA_WAIT_MS = 5000
 
 
-def replica_of(req: Any, version: int) -> tuple[int, int]:
+def replica_of(req: WireRequest, version: int) -> tuple[int, int]:
     """(replica id, broker epoch) of a Fetch: top-level ``replica_id`` before v15, the
     ``replica_state`` struct from v15 (KIP-903); (-1, -1) for consumers."""
     if version >= 15:
@@ -137,7 +138,7 @@ class ReplicaManager:
         self.waiters.wake(key)
 
     async def answer_fetch(self, host: LeaderHost, header: RequestHeader,
-                           req: Any) -> dict[str, Any]:
+                           req: WireRequest) -> WireResponse:
         """A replica's Fetch: answered at once when there is data or an error, else when the
         leader appends or the wait expires."""
         version = header.api_version
@@ -155,7 +156,7 @@ class ReplicaManager:
                         "responses": responses}
             await self.waiters.wait(keys, remaining)
 
-    def _topic_name(self, t: Any, version: int) -> str:
+    def _topic_name(self, t: WireRequest, version: int) -> str:
         if version < 13:
             return str(t.topic)
         for name, timage in self.image().topics.items():
@@ -163,8 +164,8 @@ class ReplicaManager:
                 return name
         return ""
 
-    def _fetch_once(self, host: LeaderHost, req: Any, version: int, replica_id: int,
-                    broker_epoch: int) -> tuple[list[dict[str, Any]], int, bool]:
+    def _fetch_once(self, host: LeaderHost, req: WireRequest, version: int, replica_id: int,
+                    broker_epoch: int) -> tuple[list[WireResponse], int, bool]:
         total = 0
         errors = False
         responses = []
@@ -189,7 +190,7 @@ class ReplicaManager:
         return responses, total, errors
 
     def _follower_read(self, host: LeaderHost, ps: PartitionState, replica_id: int,
-                       broker_epoch: int, p: Any) -> tuple[dict[str, Any], int]:
+                       broker_epoch: int, p: WireRequest) -> tuple[WireResponse, int]:
         index = int(p.partition)
         fetch = FollowerFetch(
             replica_id=replica_id,
@@ -208,7 +209,7 @@ class ReplicaManager:
             # The follower's log start moved (it followed a DeleteRecords): a DeleteRecords
             # waiting for the low watermark of every replica re-checks (data.delete_records).
             host.purgatory.wake((ps.topic, ps.partition))
-        out: dict[str, Any] = {"partition_index": index, "error_code": int(decision.error),
+        out: WireResponse = {"partition_index": index, "error_code": int(decision.error),
                                "high_watermark": decision.high_watermark,
                                "last_stable_offset": decision.high_watermark,
                                "log_start_offset": decision.log_start_offset,

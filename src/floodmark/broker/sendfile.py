@@ -29,8 +29,7 @@ import logging
 import os
 import socket
 from collections import deque
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable
 
 from floodmark.storage.file_slice import FileSlice, StaleSliceError
 
@@ -52,7 +51,10 @@ class SendfileStats:
         return f"fetch record bytes sent by sendfile={cls.sendfile_bytes}"
 
 
-class SendfileParts(list[Any]):
+Part = bytes | memoryview | FileSlice
+
+
+class SendfileParts(list[Part]):
     """Response parts that may contain ``FileSlice`` objects (written by ``send_parts``)."""
 
     __slots__ = ()
@@ -63,7 +65,7 @@ class SendfileParts(list[Any]):
                 part.close()
 
 
-def sendfile_fd(transport: Any) -> int | None:
+def sendfile_fd(transport: asyncio.BaseTransport) -> int | None:
     """The socket descriptor to ``sendfile`` into, or None when the connection does not allow
     it (feature off, not a TCP stream socket, e.g. TLS or a Unix socket in the future)."""
     if not SENDFILE_ENABLED:
@@ -99,14 +101,15 @@ class SendfileWriter:
     __slots__ = ("_loop", "_on_failure", "_on_state_change", "_queue", "_sent", "_sock_fd",
                  "_transport", "_watch_fd", "closed")
 
-    def __init__(self, transport: Any, sock_fd: int, on_failure: Callable[[], None],
+    def __init__(self, transport: asyncio.WriteTransport, sock_fd: int,
+                 on_failure: Callable[[], None],
                  on_state_change: Callable[[], None]) -> None:
         self._transport = transport
         self._sock_fd = sock_fd
         self._on_failure = on_failure
         self._on_state_change = on_state_change
         self._loop = asyncio.get_running_loop()
-        self._queue: deque[Any] = deque()  # response parts: bytes-like or FileSlice
+        self._queue: deque[Part] = deque()
         self._sent = 0  # bytes of the slice at the head of the queue already sent
         self._watch_fd: int | None = None
         self.closed = False
@@ -116,7 +119,7 @@ class SendfileWriter:
         """Parts are waiting for the socket: later responses must queue behind them."""
         return bool(self._queue)
 
-    def write(self, parts: list[Any]) -> None:
+    def write(self, parts: Iterable[Part]) -> None:
         if self.closed:
             for part in parts:
                 if isinstance(part, FileSlice):
@@ -133,9 +136,13 @@ class SendfileWriter:
             while queue:
                 head = queue[0]
                 if not isinstance(head, FileSlice):
-                    batch = []
-                    while queue and not isinstance(queue[0], FileSlice):
-                        batch.append(queue.popleft())
+                    batch: list[bytes | memoryview] = []
+                    while queue:
+                        part = queue[0]
+                        if isinstance(part, FileSlice):
+                            break
+                        batch.append(part)
+                        queue.popleft()
                     transport.writelines(batch)
                     continue
                 if transport.get_write_buffer_size() > 0:

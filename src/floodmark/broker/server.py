@@ -12,17 +12,17 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import Any
 
+from floodmark.broker.boundary import Encoded
 from floodmark.broker.sendfile import SendfileParts, SendfileWriter, sendfile_fd
 from floodmark.wire.errors import ProtocolError
 
 log = logging.getLogger(__name__)
 
-Parts = list[bytes | memoryview]
 # A dispatcher turns one request frame into: encoded response parts, None (no response, e.g.
 # acks=0), or an awaitable of either. It raises ProtocolError to close the connection.
-Dispatch = Callable[[memoryview | bytes, "Connection"], "Parts | Awaitable[Parts | None] | None"]
+Dispatch = Callable[[memoryview | bytes, "Connection"],
+                    "Encoded | Awaitable[Encoded | None] | None"]
 
 
 class Connection(asyncio.Protocol):
@@ -54,7 +54,7 @@ class Connection(asyncio.Protocol):
         self._filled = 0
         self._write_paused = False  # the transport's send buffer is above its high-water mark
         self._reading_paused = False
-        self._pending: deque[Parts | asyncio.Future[Any] | None] = deque()
+        self._pending: deque[Encoded | asyncio.Future[Encoded | None] | None] = deque()
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.peer: str = "?"
@@ -187,7 +187,7 @@ class Connection(asyncio.Protocol):
             self._reading_paused = False
             self.transport.resume_reading()
 
-    def _on_done(self, _fut: asyncio.Future[Any]) -> None:
+    def _on_done(self, _fut: asyncio.Future[Encoded | None]) -> None:
         pending = self._pending
         while pending:
             head = pending[0]
@@ -214,13 +214,13 @@ class Connection(asyncio.Protocol):
                     self.write(head)
         self._update_reading()
 
-    def write(self, parts: Parts) -> None:
+    def write(self, parts: Encoded) -> None:
         if self.transport is not None and not self.closed:
             sender = self._sender
             if sender is not None and sender.busy:
                 sender.write(parts)  # behind a response still being sent from a file
                 return
-            if type(parts) is SendfileParts:
+            if isinstance(parts, SendfileParts):
                 if sender is None:
                     if self.sendfile_fd is None:
                         parts.close_slices()
@@ -231,7 +231,7 @@ class Connection(asyncio.Protocol):
                 sender.write(parts)
                 return
             self.transport.writelines(parts)
-        elif type(parts) is SendfileParts:
+        elif isinstance(parts, SendfileParts):
             parts.close_slices()
 
     def abort(self) -> None:

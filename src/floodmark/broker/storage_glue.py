@@ -15,10 +15,11 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from floodmark.broker.config import TOPIC_CONFIG_DEFAULTS, BrokerConfig
+from floodmark.broker.config import BrokerConfig, ConfigValue
 from floodmark.broker.partition_state import PartitionState
-from floodmark.errors import ErrorCode, KafkaError
+from floodmark.errors import KafkaError
 from floodmark.metadata import TopicMeta
+from floodmark.settings import validate_topic_configs
 from floodmark.storage.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
@@ -44,15 +45,6 @@ log = logging.getLogger(__name__)
 CheckpointSnapshot = tuple[int, dict[tuple[str, int], int], dict[tuple[str, int], int],
                            dict[tuple[str, int], int]]
 
-# Topic-level names accepted in CreateTopics (stored, shown by DescribeConfigs).
-EXTRA_TOPIC_CONFIGS = frozenset({
-    "compression.type", "segment.ms", "index.interval.bytes", "flush.policy",
-    "message.timestamp.difference.max.ms", "retention.hours",
-    # Accepted as Kafka does; floodmark deletes segment files at once (no delay to honour).
-    "file.delete.delay.ms",
-})
-
-
 class Storage:
     def __init__(self, data_dir: Path, config: BrokerConfig) -> None:
         self.data_dir = data_dir
@@ -76,7 +68,7 @@ class Storage:
         self.clean_shutdown = consume_clean_shutdown_marker(self.fs, str(data_dir))
         # Log compaction: first dirty offsets (cleaner-offset-checkpoint) per partition.
         self.cleaner = LogCleaner(self.fs, str(data_dir),
-                                  int(config.get("log.cleaner.dedupe.buffer.size")))
+                                  config.get_int("log.cleaner.dedupe.buffer.size"))
 
     def _checkpoint_file(self, name: str) -> OffsetCheckpointFile:
         return OffsetCheckpointFile(self.fs, str(self.data_dir / name))
@@ -95,37 +87,13 @@ class Storage:
             return {}
 
     def validate_topic_configs(self, configs: Mapping[str, Any]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for name, value in configs.items():
-            if name not in TOPIC_CONFIG_DEFAULTS and name not in EXTRA_TOPIC_CONFIGS:
-                raise KafkaError(ErrorCode.INVALID_CONFIG, f"unknown topic config {name!r}")
-            if value is None:
-                continue
-            out[name] = value
-        try:
-            LogConfig.from_kafka(out, self.base_config)
-        except (ValueError, TypeError) as exc:
-            raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from exc
-        if "min.insync.replicas" in out:
-            try:
-                valid = int(str(out["min.insync.replicas"])) >= 1
-            except ValueError:
-                valid = False
-            if not valid:
-                raise KafkaError(ErrorCode.INVALID_CONFIG,
-                                 f"min.insync.replicas must be an integer >= 1, not "
-                                 f"{out['min.insync.replicas']!r}")
-        if "unclean.leader.election.enable" in out and str(
-                out["unclean.leader.election.enable"]).strip().lower() not in ("true", "false"):
-            raise KafkaError(ErrorCode.INVALID_CONFIG,
-                             f"unclean.leader.election.enable must be true or false, not "
-                             f"{out['unclean.leader.election.enable']!r}")
-        return out
+        """The registry's check (``floodmark.settings``), the one the controller applies too."""
+        return validate_topic_configs(configs)
 
     def log_dir(self, topic: str, partition: int) -> Path:
         return self.data_dir / f"{topic}-{partition}"
 
-    def open_log(self, topic: str, partition: int, topic_configs: Mapping[str, Any],
+    def open_log(self, topic: str, partition: int, topic_configs: Mapping[str, ConfigValue],
                  now_ms: int, topic_id: uuid.UUID | None = None) -> tuple[Log, int]:
         """Open (recover) a partition's log. With ``topic_id``, the directory's
         ``partition.metadata`` is checked first (written when missing): a directory of another

@@ -77,6 +77,7 @@ class FuzzReport:
     client_errors: list[str] = dataclasses.field(default_factory=list)
     rss_before_kb: int = -1
     rss_after_kb: int = -1
+    rss_samples_kb: list[tuple[int, int]] = dataclasses.field(default_factory=list)
 
     @property
     def frames_per_s(self) -> float:
@@ -93,7 +94,8 @@ class FuzzReport:
                 "broker_alive": self.broker_alive, "acknowledged": self.acknowledged,
                 "lost": [list(x) for x in self.lost[:20]], "lost_count": len(self.lost),
                 "client_errors": self.client_errors[:20], "rss_before_kb": self.rss_before_kb,
-                "rss_after_kb": self.rss_after_kb, "ok": self.ok}
+                "rss_after_kb": self.rss_after_kb,
+                "rss_samples_kb": [list(x) for x in self.rss_samples_kb], "ok": self.ok}
 
 
 # -- random well-formed requests from kio's schema --------------------------------------------
@@ -375,6 +377,8 @@ def run_fuzz(config: FuzzConfig,
         thread = _bystander(config.bootstrap, config.topic, stop, acked, report.client_errors)
     started = time.monotonic()
     lock = threading.Lock()
+    # The broker's memory at every quarter of the frames (frames sent so far, kB): flat or not.
+    sample_every = max(1, config.frames // 4)
 
     def send_frames(worker: int) -> None:
         wrng = random.Random(config.seed * 1000 + worker)
@@ -386,6 +390,9 @@ def run_fuzz(config: FuzzConfig,
                     if report.frames >= config.frames:
                         return
                     report.frames += 1
+                    if config.broker_pid is not None and report.frames % sample_every == 0:
+                        report.rss_samples_kb.append((report.frames,
+                                                      rss_kb(config.broker_pid)))
                 key, version = wrng.choice(apis)
                 correlation_id += 1
                 try:

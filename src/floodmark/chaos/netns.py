@@ -54,7 +54,10 @@ def check_available() -> None:
 class Lab:
     def __init__(self, hosts: Sequence[str], prefix: str = "fm") -> None:
         check_available()
-        self.id = f"{prefix}{os.getpid() % 10000}x{next(_COUNTER)}"
+        # FLOODMARK_LAB_PREFIX: a tag before every name, so people sharing a machine tell their
+        # namespaces apart.
+        tag = os.environ.get("FLOODMARK_LAB_PREFIX", "")
+        self.id = f"{tag}{prefix}{os.getpid() % 10000}x{next(_COUNTER)}"
         self.net = 100 + (os.getpid() + next(_COUNTER)) % 150
         self.hosts = list(hosts)
         self.address = {h: f"10.{self.net}.0.{i + 2}" for i, h in enumerate(self.hosts)}

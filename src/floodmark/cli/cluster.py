@@ -300,6 +300,11 @@ def cmd_status(args: argparse.Namespace) -> int:
             extra += " ACTIVE"
         print(f"  {n['id']:>4} {n['role']:<10} pid={n['pid']} {n['address']:<22} "
               f"{n['state']}{extra}")
+        if n.get("unapplied_records_total"):
+            print(f"       METADATA RECORDS NOT APPLIED by broker {n['id']}: "
+                  f"{n['unapplied_records_total']} in all")
+            for bad in n.get("unapplied_records", []):
+                print(f"         offset {bad['offset']}: {bad['reason']}")
     for topic, parts in sorted(status.get("partitions", {}).items()):
         for p, reg in sorted(parts.items(), key=lambda kv: int(kv[0])):
             print(f"  {topic}-{p}: leader={reg['leader']} leader_epoch={reg['leader_epoch']} "

@@ -16,9 +16,9 @@ from floodmark.cli.common import (
     offsets_at,
     report,
 )
-from floodmark.cli.progress import Bar, add_progress_flag
 from floodmark.client.cluster import ClusterClient
 from floodmark.client.connection import RequestFailed
+from floodmark.progress import Bar, add_progress_flag
 
 
 def register(subparsers: Any) -> None:

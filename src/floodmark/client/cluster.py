@@ -110,10 +110,22 @@ class ClusterClient:
         raise NoBrokerAvailable("no broker answered: " + "; ".join(tried))
 
     def request_node(self, node_id: int, api_key: int, version: int, body: Any) -> Any:
+        return self.request_to(self._address_of(node_id), api_key, version, body)
+
+    def send_node(self, node_id: int, api_key: int, version: int, body: Any) -> None:
+        """A request the broker does not answer (Produce with ``acks=0``)."""
+        address = self._address_of(node_id)
+        try:
+            self.connection(address).send(api_key, version, body)
+        except OSError as exc:
+            self._drop(address)
+            raise RequestFailed(f"{address[0]}:{address[1]}: {exc}") from exc
+
+    def _address_of(self, node_id: int) -> Address:
         address = self.brokers.get(node_id)
         if address is None:
             raise Retriable(ErrorCode.LEADER_NOT_AVAILABLE, f"broker {node_id} is unknown")
-        return self.request_to(address, api_key, version, body)
+        return address
 
     # -- metadata ------------------------------------------------------------------------------
     def metadata(self, topics: list[str] | None, *, auto_create: bool = False) -> Any:

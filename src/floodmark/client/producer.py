@@ -8,10 +8,14 @@ and the leader that already has that sequence answers DUPLICATE_SEQUENCE_NUMBER 
 answer again) instead of writing it twice. ``acks=all``: an answer means the batch is in every
 in-sync replica.
 
+As Kafka's producer, idempotence needs ``acks=all``: with ``acks=1`` (the leader's answer) or
+``acks=0`` (no answer at all) the batches carry no producer id, and a retried batch may be
+written twice (at least once).
+
 Batches of one partition go one at a time (the next only after the previous is acknowledged), so
 sequences reach each leader in order. Keyed records go to ``murmur2(key) % partitions`` (Kafka's
-default partitioner, ``client.partitioner``); records without a key fill one partition until a batch is full, then the next (Kafka's sticky
-partitioner).
+default partitioner, ``client.partitioner``); records without a key fill one partition until its
+batch is closed (full, or sent by ``flush``), then the next (Kafka's sticky partitioner, KIP-480).
 """
 
 from __future__ import annotations
@@ -70,12 +74,17 @@ class _PartitionQueue:
 
 
 class IdempotentProducer:
-    """``send`` buffers; ``flush`` delivers everything buffered with ``acks=all`` and returns
-    the records acknowledged per partition. Not thread-safe."""
+    """``send`` buffers; ``flush`` delivers everything buffered and returns the records
+    acknowledged per partition (with ``acks=0``: sent). Not thread-safe."""
 
-    def __init__(self, cluster: ClusterClient, *, compression: Compression = Compression.NONE,
-                 timeout_ms: int = 120_000, request_timeout_ms: int = 30_000) -> None:
+    def __init__(self, cluster: ClusterClient, *, acks: int = ACKS_ALL,
+                 compression: Compression = Compression.NONE, timeout_ms: int = 120_000,
+                 request_timeout_ms: int = 30_000) -> None:
+        if acks not in (0, 1, ACKS_ALL):
+            raise ValueError(f"acks {acks}: one of 0, 1, -1 (all)")
         self.cluster = cluster
+        self.acks = acks
+        self.idempotent = acks == ACKS_ALL
         self.compression = compression
         self.timeout_ms = timeout_ms
         self.request_timeout_ms = request_timeout_ms
@@ -83,6 +92,7 @@ class IdempotentProducer:
         self.producer_epoch = -1
         self._queues: dict[PartitionKey, _PartitionQueue] = {}
         self._robin: dict[str, int] = {}
+        self._sticky_open: set[str] = set()  # topics whose sticky partition has an open batch
 
     # -- identity ----------------------------------------------------------------------------
     def _init_producer_id(self) -> None:
@@ -103,12 +113,15 @@ class IdempotentProducer:
     def send(self, topic: str, value: bytes | None, *, key: bytes | None = None,
              headers: Sequence[Header] = (), partition: int | None = None,
              timestamp_ms: int | None = None) -> None:
+        sticky = False
         if partition is None:
             count = self.cluster.partition_counts.get(topic) or self.cluster.partitions(topic)
             if key is not None:
                 partition = partition_for_key(key, count)
             else:
                 partition = self._robin.get(topic, 0) % count
+                sticky = True
+                self._sticky_open.add(topic)
         q = self._queues.get((topic, partition))
         if q is None:
             q = self._queues[(topic, partition)] = _PartitionQueue()
@@ -118,11 +131,21 @@ class IdempotentProducer:
             len(k) + len(v or b"") + 8 for k, v in headers)
         if q.open_bytes >= MAX_BATCH_BYTES:
             self._close_batch(q)
-            if key is None:  # the sticky partition of unkeyed records moves on, as Kafka's does
-                self._robin[topic] = self._robin.get(topic, 0) + 1
+            if sticky:
+                self._next_sticky(topic)
+
+    def _next_sticky(self, topic: str) -> None:
+        """The sticky partition of unkeyed records moves on once its batch closes, as Kafka's."""
+        self._sticky_open.discard(topic)
+        self._robin[topic] = self._robin.get(topic, 0) + 1
 
     def _close_batch(self, q: _PartitionQueue) -> None:
         if not q.open:
+            return
+        if not self.idempotent:  # no producer id, no sequence: Kafka's acks=0/1 producer
+            q.ready.append(_Batch(-1, len(q.open), build_batch(q.open,
+                                                               compression=self.compression)))
+            q.open, q.open_bytes = [], 0
             return
         if self.producer_id < 0:
             self._init_producer_id()
@@ -141,6 +164,8 @@ class IdempotentProducer:
         the next round, after fresh metadata."""
         for q in self._queues.values():
             self._close_batch(q)
+        for topic in list(self._sticky_open):
+            self._next_sticky(topic)
         acked: dict[PartitionKey, int] = {}
         deadline = time.monotonic() + self.timeout_ms / 1000
         backoff_s = 0.05
@@ -186,8 +211,11 @@ class IdempotentProducer:
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for (topic, partition), batch in batches.items():
             by_topic.setdefault(topic, []).append({"index": partition, "records": batch.data})
-        resp = self.cluster.request_node(leader, API_PRODUCE, PRODUCE_VERSION, {
-            "transactional_id": None, "acks": ACKS_ALL, "timeout": self.request_timeout_ms,
-            "topic_data": [{"name": t, "partition_data": ps} for t, ps in by_topic.items()]})
+        body = {"transactional_id": None, "acks": self.acks, "timeout": self.request_timeout_ms,
+                "topic_data": [{"name": t, "partition_data": ps} for t, ps in by_topic.items()]}
+        if self.acks == 0:  # the broker sends no answer: sent is all we can know
+            self.cluster.send_node(leader, API_PRODUCE, PRODUCE_VERSION, body)
+            return dict.fromkeys(batches, 0)
+        resp = self.cluster.request_node(leader, API_PRODUCE, PRODUCE_VERSION, body)
         return {(str(t.name), int(p.index)): int(p.error_code)
                 for t in resp.responses for p in t.partition_responses}

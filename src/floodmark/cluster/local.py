@@ -611,6 +611,10 @@ class LocalCluster:
             if node_id in registered:
                 entry["fenced"] = registered[node_id]["fenced"]
                 entry["broker_epoch"] = registered[node_id]["broker_epoch"]
+                # Metadata records this broker could not apply (skipped): offset and reason.
+                entry["unapplied_records"] = registered[node_id].get("unapplied_records", [])
+                entry["unapplied_records_total"] = registered[node_id].get(
+                    "unapplied_records_total", 0)
             nodes.append(entry)
         out: dict[str, Any] = {"bootstrap": self.bootstrap, "data_dir": str(self.data_dir),
                                "controller": self.controller_address, "nodes": nodes}

@@ -18,6 +18,7 @@ traffic, each on its own connection so a long poll never delays a heartbeat:
 from __future__ import annotations
 
 import asyncio
+import collections
 import itertools
 import logging
 import time
@@ -27,7 +28,14 @@ from typing import Any, Protocol
 
 from floodmark.address import parse_host_port
 from floodmark.controller import rpc
-from floodmark.controller.image import MetadataImage, MetadataRecord, Reassignment, topic_metas
+from floodmark.controller.image import (
+    UNAPPLIED_KEPT,
+    MetadataImage,
+    MetadataRecord,
+    Reassignment,
+    UnappliedRecord,
+    topic_metas,
+)
 from floodmark.controller.snapshot import image_from_records
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import PartitionMeta, TopicMeta, deletable_topic
@@ -101,6 +109,12 @@ class ControllerClient:
         self.broker_epoch = -1
         self.local_topics: dict[str, TopicMeta] = {}  # broker-local internal topics
         self.on_records: Callable[[list[MetadataRecord]], None] | None = None
+        # Records that could not be applied (skipped; the rest applied): the newest few, and
+        # how many in all. ``on_unapplied`` (set by the broker) counts them in its metrics.
+        self.unapplied: collections.deque[UnappliedRecord] = collections.deque(
+            maxlen=UNAPPLIED_KEPT)
+        self.unapplied_total = 0
+        self.on_unapplied: Callable[[UnappliedRecord], None] | None = None
         self.control = AsyncRpc(address)
         self.poll = AsyncRpc(address, timeout_s=30.0)
         self._topics_cache: dict[str, TopicMeta] | None = None
@@ -116,6 +130,11 @@ class ControllerClient:
         self.address = address
         self.control = AsyncRpc(address)
         self.poll = AsyncRpc(address, timeout_s=30.0)
+
+    def restart_poll(self) -> None:
+        """Drop the long poll's connection (a call on it fails): the next poll connects anew."""
+        self.poll.close()
+        self.poll = AsyncRpc(self.address, timeout_s=30.0)
 
     def _follow(self, leader: str | None, failed: str | None = None) -> None:
         """The current controller is gone or not active: go to the named leader, else the next
@@ -289,14 +308,32 @@ class ControllerClient:
         applied: list[MetadataRecord] = []
         if snapshot is not None and int(snapshot["end_offset"]) > self.image.next_offset:
             snap_records = list(snapshot["records"])
-            self.image = image_from_records(int(snapshot["end_offset"]), snap_records)
+            self.image = image_from_records(int(snapshot["end_offset"]), snap_records,
+                                            self._unapplied)
             applied.extend(snap_records)
-        applied += self.image.apply_all((int(off), rec) for off, rec in records)
+        applied += self.image.apply_all(((int(off), rec) for off, rec in records),
+                                        self._unapplied)
         if applied:
             self._topics_cache = None
             if self.on_records is not None:
                 self.on_records(applied)
         return applied
+
+    def _unapplied(self, bad: UnappliedRecord) -> None:
+        """One record this broker cannot apply: say so loudly, keep it for the controller's
+        status, count it, and go on with the records after it."""
+        self.unapplied.append(bad)
+        self.unapplied_total += 1
+        log.error("broker %d SKIPPED metadata record at offset %d, it cannot be applied: %s "
+                  "(applying the records after it; %d skipped in all)", self.node_id,
+                  bad.offset, bad.reason, self.unapplied_total)
+        if self.on_unapplied is not None:
+            self.on_unapplied(bad)
+
+    def metadata_errors(self) -> dict[str, Any]:
+        """What the heartbeat tells the controller about records this broker skipped."""
+        return {"total": self.unapplied_total,
+                "recent": [[bad.offset, bad.reason] for bad in self.unapplied]}
 
     # -- control plane (async) ---------------------------------------------------------------
     async def register(self, host: str, port: int, *, clean_shutdown: bool = True) -> int:
@@ -313,7 +350,8 @@ class ControllerClient:
         fences the broker before it is found)."""
         answer = await self._active_call("heartbeat", {
             "broker_id": self.node_id, "broker_epoch": self.broker_epoch,
-            "want_shutdown": want_shutdown}, timeout_s=timeout_s)
+            "want_shutdown": want_shutdown, "metadata_errors": self.metadata_errors()},
+            timeout_s=timeout_s)
         return _result(answer)
 
     async def fetch_metadata(self, max_wait_ms: int) -> int:

@@ -36,14 +36,30 @@ floodmark's own log format. Kafka's record names, reduced to what floodmark need
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from floodmark.controller.record_check import MetadataRecord, check_record
+from floodmark.errors import KafkaError
 from floodmark.metadata import INTERNAL_TOPICS, PartitionMeta, TopicMeta
 from floodmark.replication.election import LeaderRecoveryState, PartitionRegistration
 
-MetadataRecord = dict[str, Any]
+__all__ = ["UNAPPLIED_KEPT", "BrokerRegistration", "MetadataImage", "MetadataRecord", "Reassignment", "TopicImage",
+           "UnappliedRecord", "record_to_registration", "registration_to_record", "topic_metas"]
+
+
+UNAPPLIED_KEPT = 20
+"""A reader keeps (and reports) this many of the newest records it could not apply."""
+
+
+@dataclass(frozen=True, slots=True)
+class UnappliedRecord:
+    """A record a reader of the metadata log could not apply (written by an older or buggier
+    controller): it was skipped, the records after it were applied."""
+
+    offset: int
+    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,16 +163,32 @@ class MetadataImage:
         return t.partitions.get(partition) if t is not None else None
 
     # -- replay --------------------------------------------------------------------------------
-    def apply_all(self, records: Iterable[tuple[int, MetadataRecord]]) -> list[MetadataRecord]:
+    def apply_all(self, records: Iterable[tuple[int, MetadataRecord]],
+                  on_unapplied: Callable[[UnappliedRecord], None] | None = None
+                  ) -> list[MetadataRecord]:
         """Apply (offset, record) pairs at or after ``next_offset``, in order; returns those
-        applied (earlier offsets were seen already and are skipped)."""
+        applied (earlier offsets were seen already and are skipped).
+
+        With ``on_unapplied`` every record is checked first (``record_check``): one that does
+        not pass (or fails to apply) is skipped, reported there, and the rest are applied, so
+        one bad record never wedges a reader. Without it the error is raised."""
         applied = []
         for offset, rec in records:
             if offset < self.next_offset:
                 continue
             if offset != self.next_offset:
                 raise ValueError(f"metadata gap: expected offset {self.next_offset}, got {offset}")
-            self.apply(rec)
+            if on_unapplied is None:
+                self.apply(rec)
+            else:
+                try:
+                    check_record(rec)
+                    self.apply(rec)
+                except (KafkaError, KeyError, TypeError, ValueError) as exc:
+                    self.next_offset = offset + 1
+                    reason = exc.message if isinstance(exc, KafkaError) else repr(exc)
+                    on_unapplied(UnappliedRecord(offset, reason))
+                    continue
             self.next_offset = offset + 1
             applied.append(rec)
         return applied

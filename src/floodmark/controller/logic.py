@@ -2,6 +2,7 @@
 changes, controlled shutdown, preferred-leader rebalancing, topics and producer ids.
 
 Every method takes ``now_ms`` where time matters and *emits* metadata records: each record is
+checked (``record_check``, the same check every broker applies before it applies a record),
 applied to the image at once (so the next decision sees it) and queued in ``pending`` with its
 metadata offset; the I/O shell (``server.py``) appends the pending records to the metadata log
 and makes them durable before answering anyone. Partition changes go through the core's pure
@@ -44,6 +45,7 @@ from floodmark.controller.image import (
     Reassignment,
     registration_to_record,
 )
+from floodmark.controller.record_check import check_record
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import check_partition_count, validate_topic_name
 from floodmark.replication.election import (
@@ -108,6 +110,11 @@ class ControllerLogic:
 
     # -- records -------------------------------------------------------------------------------
     def emit(self, rec: MetadataRecord) -> int:
+        """The one way a decision becomes a record: checked (``record_check``: the setting
+        registry, the metadata module's names, coherent registrations), applied to the image,
+        queued for the log. A record that does not pass raises KafkaError before anything
+        changes: the controller never writes a record a broker cannot apply."""
+        check_record(rec)
         offset = self.image.next_offset
         self.image.apply(rec)
         self.image.next_offset = offset + 1
@@ -501,10 +508,12 @@ class ControllerLogic:
             raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
                              f"replication factor {replication_factor} but {len(live)} live "
                              f"broker(s)")
+        topic = {"type": "topic", "name": name, "topic_id": str(uuid.uuid4()),
+                 "configs": dict(configs)}
+        check_record(topic)  # validate_only answers what the real request would
         if validate_only:
             return
-        self.emit({"type": "topic", "name": name, "topic_id": str(uuid.uuid4()),
-                   "configs": dict(configs)})
+        self.emit(topic)
         if assignments is not None:
             self._add_assigned(name, 0, assignments)
         else:

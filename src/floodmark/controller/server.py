@@ -18,7 +18,13 @@ from collections.abc import Callable
 from typing import Any
 
 from floodmark.controller import rpc
-from floodmark.controller.image import MetadataImage, MetadataRecord, registration_to_record
+from floodmark.controller.image import (
+    UNAPPLIED_KEPT,
+    MetadataImage,
+    MetadataRecord,
+    UnappliedRecord,
+    registration_to_record,
+)
 from floodmark.controller.liveness import BrokerConnections, speaker
 from floodmark.controller.logic import ControllerConfig, ControllerLogic
 from floodmark.controller.metadata_log import MetadataLog, MetadataLogConfig
@@ -82,6 +88,10 @@ class ControllerServer:
         self.logic: ControllerLogic | None = None
         self._commit_waiters: list[tuple[int, asyncio.Future[bool]]] = []
         self.broker_connections = BrokerConnections()
+        # What each broker's heartbeat says about metadata records it could not apply, and
+        # the records this controller skipped replaying its own log (cluster status shows both).
+        self.broker_metadata_errors: dict[int, dict[str, Any]] = {}
+        self.unapplied: list[UnappliedRecord] = []
         self._resumed_at_ms = 0
         if quorum is not None:
             # Records become visible (image, brokers) only once committed by the quorum; this
@@ -118,7 +128,7 @@ class ControllerServer:
     def install_snapshot(self, snapshot_id: SnapshotId, records: list[MetadataRecord]) -> None:
         """The image becomes the snapshot's (at start, or a follower given the leader's)."""
         self.snapshot = (snapshot_id, records)
-        self.image = image_from_records(snapshot_id.end_offset, records)
+        self.image = image_from_records(snapshot_id.end_offset, records, self._unapplied)
         self.records = []
         self.records_base = snapshot_id.end_offset
         self._bytes_since_snapshot = 0
@@ -215,9 +225,18 @@ class ControllerServer:
     def _apply_committed(self, upto: int) -> None:
         """Replay committed records this voter did not write itself into the image."""
         for offset, rec, size in self.mlog.read_range_sized(self.records_end, upto):
-            self.image.apply_all([(offset, rec)])
+            self.image.apply_all([(offset, rec)], self._unapplied)
             self.records.append(rec)
             self._bytes_since_snapshot += size
+
+    def _unapplied(self, bad: UnappliedRecord) -> None:
+        """A record in the metadata log (written by an older or buggier controller) that does
+        not apply: skipped, loudly; the records after it are applied."""
+        if any(seen.offset == bad.offset for seen in self.unapplied):
+            return  # replayed again (a new role, a snapshot reloaded)
+        self.unapplied = [*self.unapplied, bad][-UNAPPLIED_KEPT:]
+        log.error("controller %d SKIPPED metadata record at offset %d, it cannot be applied: %s "
+                  "(applying the records after it)", self.node_id, bad.offset, bad.reason)
 
     def _on_high_watermark(self, old: int, new: int) -> None:
         if self.logic is None:
@@ -470,13 +489,18 @@ class ControllerServer:
         epoch = self._active().register_broker(int(a["broker_id"]), str(a["host"]), int(a["port"]),
                                            str(a["incarnation"]), now_ms(),
                                            clean_shutdown=bool(a.get("clean_shutdown", True)))
-        return {"broker_epoch": epoch}
+        return {"broker_epoch": epoch,
+                "session_timeout_ms": self.config.broker_session_timeout_ms}
 
     def _rpc_heartbeat(self, a: dict[str, Any]) -> dict[str, Any]:
         ans = self._active().heartbeat(int(a["broker_id"]), int(a["broker_epoch"]), now_ms(),
                                    bool(a.get("want_shutdown", False)))
+        errors = a.get("metadata_errors")
+        if isinstance(errors, dict):
+            self.broker_metadata_errors[int(a["broker_id"])] = errors
         return {"error": int(ans.error), "fenced": ans.fenced,
-                "shutdown_ready": ans.shutdown_ready, "end": self.image.next_offset}
+                "shutdown_ready": ans.shutdown_ready, "end": self.image.next_offset,
+                "session_timeout_ms": self.config.broker_session_timeout_ms}
 
     def _rpc_alter_partition(self, a: dict[str, Any]) -> dict[str, Any]:
         request = AlterPartitionRequest(
@@ -575,7 +599,8 @@ class ControllerServer:
         brokers = [
             {"id": b.broker_id, "broker_epoch": b.broker_epoch, "host": b.host, "port": b.port,
              "fenced": b.fenced, "in_controlled_shutdown": b.in_controlled_shutdown,
-             "last_heartbeat_ms_ago": now - last_heartbeat.get(b.broker_id, now)}
+             "last_heartbeat_ms_ago": now - last_heartbeat.get(b.broker_id, now),
+             **self._unapplied_by(b.broker_id)}
             for b in sorted(self.image.brokers.values(), key=lambda b: b.broker_id)
         ]
         topics = {
@@ -588,4 +613,14 @@ class ControllerServer:
                 "brokers": brokers, "topics": topics,
                 "unclean_elections": self.logic.unclean_elections if self.logic else 0,
                 "active": self.logic is not None,
+                "unapplied_records": [{"offset": bad.offset, "reason": bad.reason}
+                                      for bad in self.unapplied],
                 "quorum": self._rpc_describe_quorum({})}
+
+    def _unapplied_by(self, broker_id: int) -> dict[str, Any]:
+        """The metadata records a broker reported it could not apply (its last heartbeat)."""
+        errors = self.broker_metadata_errors.get(broker_id) or {}
+        recent = errors.get("recent") or []
+        return {"unapplied_records": [{"offset": int(off), "reason": str(reason)}
+                                      for off, reason in recent],
+                "unapplied_records_total": int(errors.get("total") or 0)}

@@ -25,7 +25,12 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from floodmark.controller.image import MetadataImage, MetadataRecord, registration_to_record
+from floodmark.controller.image import (
+    MetadataImage,
+    MetadataRecord,
+    UnappliedRecord,
+    registration_to_record,
+)
 from floodmark.storage.fs import FileHandle, FileSystem
 from floodmark.storage.log import Log
 
@@ -96,10 +101,19 @@ def image_records(image: MetadataImage) -> list[MetadataRecord]:
     return out
 
 
-def image_from_records(end_offset: int, records: list[MetadataRecord]) -> MetadataImage:
+def image_from_records(end_offset: int, records: list[MetadataRecord],
+                       on_unapplied: Callable[[UnappliedRecord], None] | None = None
+                       ) -> MetadataImage:
+    """The image a snapshot holds. With ``on_unapplied`` a record that cannot be applied is
+    skipped and reported (at the snapshot's end offset, where its effect would have been)."""
     image = MetadataImage()
     for rec in records:
-        image.apply(rec)
+        if on_unapplied is None:
+            image.apply(rec)
+            continue
+        image.next_offset = 0
+        image.apply_all([(0, rec)], lambda bad: on_unapplied(
+            UnappliedRecord(end_offset, f"snapshot record: {bad.reason}")))
     image.next_offset = end_offset
     return image
 

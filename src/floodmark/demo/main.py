@@ -19,6 +19,7 @@ import sys
 import time
 from typing import Any
 
+from floodmark.progress import add_progress_flag
 from floodmark.replication.modes import Truncation
 from floodmark.sim.report import render_steps
 from floodmark.sim.scenarios import SCENARIOS, run_scenario
@@ -141,7 +142,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from floodmark.demo.pipeline import run
 
     try:
-        return 0 if run(args.events, args.rate, args.keep, args.down_s) else 1
+        return 0 if run(args.events, args.rate, args.keep, args.down_s, args.progress) else 1
     except KeyboardInterrupt:
         _say("interrupted; every process the demo started has been stopped")
         return 130
@@ -163,4 +164,5 @@ def register(subparsers: Any) -> None:
                       "model checker, a broker and then a cluster leader SIGKILLed")
     demo.add_argument("--seeds", type=int, default=60, help="--tour: explorer seeds per mode")
     demo.add_argument("--quick", action="store_true", help="--tour with the scenarios only")
+    add_progress_flag(demo)
     demo.set_defaults(func=cmd_demo)

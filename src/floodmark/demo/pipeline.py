@@ -42,6 +42,7 @@ from typing import Any
 
 import floodmark
 from floodmark.cluster import LocalCluster
+from floodmark.progress import Bars
 
 EXAMPLE = Path(floodmark.__file__).resolve().parents[2] / "examples" / "pageviews_pipeline.py"
 WINDOW_MS = 10_000
@@ -170,7 +171,8 @@ def _led_by(cluster: LocalCluster, broker: int) -> str:
     return ", ".join(led) or "nothing"
 
 
-def run(events: int, rate: float, keep: bool, down_s: float) -> bool:
+def run(events: int, rate: float, keep: bool, down_s: float,
+        show_progress: bool | None = None) -> bool:
     example = load_example()
     work = Path(tempfile.mkdtemp(prefix="floodmark-pipeline-"))
     cluster = LocalCluster(work / "cluster", brokers=3)
@@ -215,7 +217,8 @@ def run(events: int, rate: float, keep: bool, down_s: float) -> bool:
              f"{spark.version}, {time.monotonic() - started:.0f} s since start")
         progress = _Progress(queries)
         producer = _Producer(example, bootstrap, events, rate, hold_at=int(events * 0.4))
-        ok = _drive(cluster, example, producer, progress, events, rate, down_s)
+        with Bars(show_progress) as bars:
+            ok = _drive(cluster, example, producer, progress, events, rate, down_s, bars)
         ok &= _final_check(spark, example, bootstrap, producer, progress, str(work / "out"))
         for name, batches in progress.batches.items():  # kept with --keep
             (work / "out" / f"progress-{name}.json").write_text(
@@ -251,9 +254,14 @@ def run(events: int, rate: float, keep: bool, down_s: float) -> bool:
 
 
 def _drive(cluster: LocalCluster, example: ModuleType, producer: _Producer, progress: _Progress,
-           events: int, rate: float, down_s: float) -> bool:
-    """Produce, kill the leader of page-views-0 at 40 % of the stream, restart it, report."""
+           events: int, rate: float, down_s: float, bars: Bars) -> bool:
+    """Produce, kill the leader of page-views-0 at 40 % of the stream, restart it, report:
+    progress bars (produced, acknowledged, rows each query read) where ``bars`` are drawn, else
+    a line every 5 s."""
     topic = example.EVENTS
+    produced_bar = bars.add("produced", events)
+    acked_bar = bars.add("acknowledged (acks=all)", events)
+    read_bars = {name: bars.add(f"spark {name}: rows read", events) for name in progress.queries}
     producer.thread.start()
     t0 = time.monotonic()
     limit_s = events / rate + 180.0 + HOLD_LIMIT_S
@@ -267,6 +275,16 @@ def _drive(cluster: LocalCluster, example: ModuleType, producer: _Producer, prog
         progress.poll()
         produced, acked, failed = producer.counts()
         dt = max(now - last_report, 1e-3)
+        bars.update(produced_bar, produced)
+        bars.update(acked_bar, acked, description=f"acknowledged (acks=all), {failed} failed")
+        for name, bar in read_bars.items():
+            bars.update(bar, progress.rows_read(name),
+                        description=f"spark {name}: rows read, {progress.data_batches(name)} "
+                                    "batches")
+        last_report = now
+        if bars.drawn:
+            last_produced, last_acked = produced, acked
+            return
         spark = ", ".join(f"{name}: {progress.data_batches(name)} batches/"
                           f"{progress.rows_read(name)} rows" for name in progress.queries)
         _say(f"[{now - t0:5.0f} s] produced {produced:>6} ({(produced - last_produced) / dt:4.0f}/s)"
@@ -316,7 +334,7 @@ def _drive(cluster: LocalCluster, example: ModuleType, producer: _Producer, prog
             reg = cluster.partition_registration(topic, KILL_PARTITION) or {}
             _say(f"[{now - t0:5.0f} s] *** broker {killed} leads {topic}-{KILL_PARTITION} again "
                  f"(preferred leader election, leader_epoch {reg.get('leader_epoch')}) ***")
-        if now - last_report >= 5.0:
+        if now - last_report >= (0.5 if bars.drawn else 5.0):
             report(now)
     producer.release.set()
     if producer.error is not None:
@@ -336,14 +354,19 @@ def _drive(cluster: LocalCluster, example: ModuleType, producer: _Producer, prog
          f"{end.get('ts_ms')}) {'acknowledged' if producer.end_acked else 'NOT acknowledged'}; "
          "waiting for the watermark to close the last windows")
     last_ts_ms = max((e["ts_ms"] for e in producer.acked.values()), default=0)
+    closing = {name: bars.add(f"spark {name}: watermark closes the last windows", 1)
+               for name in progress.queries}
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         progress.poll()
-        if all(_closed(progress.last(name), last_ts_ms) for name in progress.queries):
+        closed = {name: _closed(progress.last(name), last_ts_ms) for name in progress.queries}
+        for name, bar in closing.items():
+            bars.update(bar, int(closed[name]))
+        if all(closed.values()):
             break
         if any(q.exception() is not None or not q.isActive for q in progress.queries.values()):
             break
-        if time.monotonic() - last_report >= 5.0:
+        if time.monotonic() - last_report >= (0.5 if bars.drawn else 5.0):
             report(time.monotonic())
         time.sleep(0.5)
     if time.monotonic() - last_report >= 1.0:

@@ -136,8 +136,14 @@ def produce_as_leader(
     now_ms: int,
     timeout_ms: int,
     settings: ProduceSettings = ProduceSettings(),
+    leadership_in_doubt: bool = False,
 ) -> LeaderProduce:
-    """Check, deduplicate, append and park one partition's records as its leader."""
+    """Check, deduplicate, append and park one partition's records as its leader.
+
+    ``leadership_in_doubt``: this broker's controller session lapsed and its metadata has not
+    caught up since (``broker/controller_session.py``); another leader may hold the sequences
+    this one lacks, so a sequence gap is answered NOT_LEADER_OR_FOLLOWER, not
+    OUT_OF_ORDER_SEQUENCE_NUMBER (fatal to an idempotent producer)."""
     if acks not in (ACKS_ALL, ACKS_NONE, ACKS_LEADER):
         return _refuse(produce_id, ErrorCode.INVALID_REQUIRED_ACKS)
     error = core.check_produce(acks)
@@ -177,6 +183,10 @@ def produce_as_leader(
         if check.error is ErrorCode.DUPLICATE_SEQUENCE_NUMBER and check.duplicate_of is not None:
             return _duplicate(core, log, produce_id, check.duplicate_of.first_offset,
                               check.duplicate_of.last_offset, acks, now_ms, timeout_ms, settings)
+        if check.error is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and leadership_in_doubt:
+            return _refuse(produce_id, ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                           "sequence gap while this broker's controller session is in doubt: "
+                           "another broker may lead this partition now")
         if check.error is not ErrorCode.NONE:
             return _refuse(produce_id, check.error)
     try:

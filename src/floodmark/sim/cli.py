@@ -5,7 +5,8 @@ Contract (scripts rely on these names):
 * ``floodmark sim scenario --list``
 * ``floodmark sim scenario NAME [--truncation MODE] [--json] [--verbose]`` — a step table, then
   one verdict line; exit status 0 when the historical outcome was reproduced, 1 otherwise.
-* ``floodmark sim explore --seeds N --truncation MODE [--replicas 3] [--json]``
+* ``floodmark sim explore --seeds N --truncation MODE [--replicas 3] [--json]
+  [--spark MASTER [--spark-parts 64]]``
 * ``floodmark sim replay --seed S --truncation MODE [--replicas N] [--json]``
 """
 
@@ -74,6 +75,16 @@ def register(sim_subparsers: Any) -> None:
     explore_p.add_argument("--json", action="store_true")
     explore_p.add_argument(
         "--fail-on-violation", action="store_true", help="exit 1 if any violation was found"
+    )
+    explore_p.add_argument(
+        "--spark",
+        metavar="MASTER",
+        default=None,
+        help="run the seeds as Spark tasks (e.g. local[2], spark://host:7077), a contiguous "
+        "range of seeds per task",
+    )
+    explore_p.add_argument(
+        "--spark-parts", type=int, default=64, help="at most this many tasks (default 64)"
     )
     explore_p.set_defaults(func=cmd_explore)
 
@@ -156,7 +167,16 @@ def cmd_explore(args: argparse.Namespace) -> int:
     if args.seeds <= 0:
         sys.stderr.write("--seeds must be positive\n")
         return 2
-    report = explore(args.seeds, options, start_seed=args.start_seed)
+    if args.spark is not None:
+        if args.spark_parts <= 0:
+            sys.stderr.write("--spark-parts must be positive\n")
+            return 2
+        from floodmark.sim.distributed import explore_on_spark
+
+        report = explore_on_spark(args.seeds, options, args.spark, start_seed=args.start_seed,
+                                  parts=args.spark_parts)
+    else:
+        report = explore(args.seeds, options, start_seed=args.start_seed)
     data = report.as_json()
     if args.json:
         _print(json.dumps(data))

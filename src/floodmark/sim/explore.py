@@ -27,7 +27,7 @@ converge and the final checks run (divergence, acknowledged writes on the final 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -308,9 +308,24 @@ def run_seed(seed: int, options: ExploreOptions, *, keep_trace: bool = False) ->
 @dataclass(slots=True)
 class ExploreReport:
     options: ExploreOptions
-    seeds: list[int]
+    seeds: Sequence[int]
     results: list[SeedResult]
     elapsed_s: float
+    totals: tuple[int, int] | None = None
+    """(acknowledged writes, events) over every seed, when ``results`` holds only the seeds that
+    found something (``sim/distributed.py``); None: ``results`` holds every seed."""
+
+    @property
+    def acknowledged_writes(self) -> int:
+        if self.totals is not None:
+            return self.totals[0]
+        return sum(r.acknowledged for r in self.results)
+
+    @property
+    def events(self) -> int:
+        if self.totals is not None:
+            return self.totals[1]
+        return sum(r.events for r in self.results)
 
     @property
     def violations(self) -> list[dict[str, Any]]:
@@ -346,8 +361,8 @@ class ExploreReport:
                 for r in self.results
                 for v in r.reported_losses
             ],
-            "acknowledged_writes": sum(r.acknowledged for r in self.results),
-            "events": sum(r.events for r in self.results),
+            "acknowledged_writes": self.acknowledged_writes,
+            "events": self.events,
             "elapsed_s": round(self.elapsed_s, 3),
             "seeds_per_second": round(self.seeds_per_second, 2),
         }

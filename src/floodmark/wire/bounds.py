@@ -31,6 +31,7 @@ from kio.serial._introspect import (
     is_optional,
 )
 
+from floodmark.records import CorruptRecordError, read_uvarint
 from floodmark.wire.errors import ProtocolError
 
 # A walker takes (buffer, position, end) and returns the position after the item.
@@ -59,21 +60,10 @@ def _need(position: int, size: int, end: int, what: str) -> int:
 
 
 def _uvarint(buf: memoryview, position: int, end: int) -> tuple[int, int]:
-    if position < end:
-        first = buf[position]
-        if first < 0x80:  # the common case: one byte
-            return first, position + 1
-    value = 0
-    shift = 0
-    for i in range(MAX_VARINT_BYTES):
-        if position + i >= end:
-            raise _fail("truncated varint", position)
-        byte = buf[position + i]
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, position + i + 1
-        shift += 7
-    raise _fail("varint longer than 5 bytes", position)
+    try:
+        return read_uvarint(buf, position, MAX_VARINT_BYTES, end)
+    except CorruptRecordError as exc:
+        raise _fail(str(exc.args[0]), position) from None
 
 
 _I16 = struct.Struct(">h")

@@ -85,7 +85,9 @@ def _string(buf: memoryview, pos: int, compact: bool) -> tuple[str | None, int]:
     return bytes(buf[pos:end]).decode("utf-8", "replace"), end
 
 
-def _array_len(buf: memoryview, pos: int, compact: bool) -> tuple[int, int]:
+def _length(buf: memoryview, pos: int, compact: bool) -> tuple[int, int]:
+    """An array's or a bytes field's length (-1: null): unsigned varint + 1 when compact,
+    else INT32."""
     if compact:
         n, pos = _uvarint(buf, pos)
         return n - 1, pos
@@ -109,25 +111,20 @@ def parse_produce_request(frame: memoryview) -> ProduceRequest:
         txn, pos = _string(frame, pos, flexible)
         acks, timeout_ms = struct.unpack_from(">hi", frame, pos)
         pos += 6
-        n_topics, pos = _array_len(frame, pos, flexible)
+        n_topics, pos = _length(frame, pos, flexible)
         if n_topics < 0 or n_topics > 100_000:
             raise HotDecodeError(f"bad topic count {n_topics}")
         topics = []
         for _ in range(n_topics):
             name, pos = _string(frame, pos, flexible)
-            n_parts, pos = _array_len(frame, pos, flexible)
+            n_parts, pos = _length(frame, pos, flexible)
             if n_parts < 0 or n_parts > 1_000_000:
                 raise HotDecodeError(f"bad partition count {n_parts}")
             parts = []
             for _ in range(n_parts):
                 (index,) = _I32.unpack_from(frame, pos)
                 pos += 4
-                if flexible:
-                    size, pos = _uvarint(frame, pos)
-                    size -= 1
-                else:
-                    (size,) = _I32.unpack_from(frame, pos)
-                    pos += 4
+                size, pos = _length(frame, pos, flexible)  # nullable records bytes
                 records = None
                 if size >= 0:
                     if pos + size > len(frame):
@@ -172,7 +169,7 @@ def _put_string(out: bytearray, s: str | None, compact: bool) -> None:
     out += raw
 
 
-def _put_array_len(out: bytearray, n: int, compact: bool) -> None:
+def _put_length(out: bytearray, n: int, compact: bool) -> None:
     if compact:
         _put_uvarint(out, n + 1)
     else:
@@ -199,17 +196,17 @@ def encode_produce_response(version: int, correlation_id: int,
     out += _I32.pack(correlation_id)
     if flexible:
         out.append(0)  # response header v1 tagged fields
-    _put_array_len(out, len(topics), flexible)
+    _put_length(out, len(topics), flexible)
     for name, parts in topics:
         _put_string(out, name, flexible)
-        _put_array_len(out, len(parts), flexible)
+        _put_length(out, len(parts), flexible)
         for p in parts:
             out += _PRODUCE_PART.pack(p.index, p.error_code, p.base_offset, p.log_append_time_ms)
             if version >= 5:
                 out += _I64.pack(p.log_start_offset)
             if version >= 8:
                 errors = p.record_errors or ()
-                _put_array_len(out, len(errors), flexible)
+                _put_length(out, len(errors), flexible)
                 for batch_index, message in errors:
                     out += _I32.pack(batch_index)
                     _put_string(out, message, flexible)
@@ -275,7 +272,7 @@ def encode_fetch_response(version: int, correlation_id: int,
     out += _I32.pack(0)  # throttle_time_ms
     if version >= 7:
         out += struct.pack(">hi", error_code, session_id)
-    _put_array_len(out, len(topics), flexible)
+    _put_length(out, len(topics), flexible)
     total = 0
     for key, plist in topics:
         if by_id:
@@ -284,14 +281,14 @@ def encode_fetch_response(version: int, correlation_id: int,
         else:
             assert isinstance(key, str)
             _put_string(out, key, flexible)
-        _put_array_len(out, len(plist), flexible)
+        _put_length(out, len(plist), flexible)
         for p in plist:
             out += _FETCH_PART.pack(p.partition_index, p.error_code, p.high_watermark,
                                     p.last_stable_offset)
             if version >= 5:
                 out += _I64.pack(p.log_start_offset)
             aborted = p.aborted_transactions
-            _put_array_len(out, len(aborted), flexible)
+            _put_length(out, len(aborted), flexible)
             for producer_id, first_offset in aborted:
                 out += _ABORTED.pack(producer_id, first_offset)
                 if flexible:
@@ -323,7 +320,7 @@ def encode_fetch_response(version: int, correlation_id: int,
     if flexible:
         if leaders and node_endpoints:
             body = bytearray()
-            _put_array_len(body, len(node_endpoints), True)
+            _put_length(body, len(node_endpoints), True)
             for node in node_endpoints:
                 body += _I32.pack(node.node_id)
                 _put_string(body, node.host, True)
@@ -397,11 +394,11 @@ def parse_fetch_response(frame: memoryview, version: int) -> tuple[int, FetchAns
         if version >= 7:
             error_code, session_id = struct.unpack_from(">hi", frame, pos)
             pos += 6
-        n_topics, pos = _array_len(frame, pos, False)
+        n_topics, pos = _length(frame, pos, False)
         topics: list[FetchedTopic] = []
         for _ in range(max(n_topics, 0)):
             name, pos = _string(frame, pos, False)
-            n_parts, pos = _array_len(frame, pos, False)
+            n_parts, pos = _length(frame, pos, False)
             parts: list[FetchedPartition] = []
             for _ in range(max(n_parts, 0)):
                 index, code, hw, lso = _FETCH_PART.unpack_from(frame, pos)
@@ -410,7 +407,7 @@ def parse_fetch_response(frame: memoryview, version: int) -> tuple[int, FetchAns
                 if version >= 5:
                     (log_start,) = _I64.unpack_from(frame, pos)
                     pos += 8
-                n_aborted, pos = _array_len(frame, pos, False)
+                n_aborted, pos = _length(frame, pos, False)
                 aborted: list[AbortedTransaction] | None = None
                 if n_aborted >= 0:
                     aborted = []
@@ -421,8 +418,7 @@ def parse_fetch_response(frame: memoryview, version: int) -> tuple[int, FetchAns
                 if version >= 11:
                     (preferred,) = _I32.unpack_from(frame, pos)
                     pos += 4
-                (size,) = _I32.unpack_from(frame, pos)
-                pos += 4
+                size, pos = _length(frame, pos, False)
                 records: memoryview | None = None
                 if size >= 0:
                     if pos + size > len(frame):

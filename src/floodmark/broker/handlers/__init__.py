@@ -6,10 +6,10 @@ table, and what differs between them is in the context (its membership, its repl
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
 
-from floodmark.broker.context import HandlerContext
+from floodmark.broker.boundary import Encoded
+from floodmark.broker.context import Handler, HandlerContext
 from floodmark.broker.handlers import (
     admin,
     coordination,
@@ -22,8 +22,7 @@ from floodmark.broker.handlers import (
 )
 from floodmark.wire.api_table import SUPPORTED, UNADVERTISED, ApiKey
 
-Handler = Callable[[HandlerContext, Any, Any, Any], Any]
-RawHandler = Callable[[HandlerContext, memoryview, int], Any]
+RawHandler = Callable[[HandlerContext, memoryview, int], Encoded | Awaitable[Encoded | None] | None]
 
 HANDLERS: dict[int, Handler] = {
     ApiKey.API_VERSIONS: admin.api_versions,

@@ -4,6 +4,7 @@ AlterConfigs/IncrementalAlterConfigs (topics and brokers), and the other admin A
 from __future__ import annotations
 
 import os
+import random
 import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -31,6 +32,14 @@ _ZERO_UUID = uuid.UUID(int=0)
 # operations that apply (AclOperation codes as bits), not "unknown".
 TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))  # READ..ALTER_CONFIGS
 CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))  # CREATE..IDEMPOTENT_WRITE
+
+
+def forwarding_controller_id(broker: HandlerContext) -> int:
+    """``controller_id`` in Metadata and DescribeCluster: as a KRaft broker answers (KIP-590),
+    a random live broker, since every broker forwards controller-bound requests; -1 if none.
+    Never a broker the controller has fenced, so an admin client does not pick a dead one."""
+    live = [int(b["node_id"]) for b in broker.live_brokers()]
+    return random.choice(live) if live else -1
 
 
 def api_keys_table() -> list[dict[str, int]]:
@@ -134,7 +143,7 @@ def metadata(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any 
         "error_code": 0,
         "brokers": broker.live_brokers(),
         "cluster_id": broker.controller.cluster_id,
-        "controller_id": broker.node_id,
+        "controller_id": forwarding_controller_id(broker),
         "topics": out,
         "cluster_authorized_operations": (
             CLUSTER_OPERATIONS if getattr(req, "include_cluster_authorized_operations", False)
@@ -317,7 +326,7 @@ def validate_name(name: str) -> None:
 def describe_cluster(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any = None
                      ) -> dict[str, Any]:
     """KIP-700: the live brokers and the cluster id. Admin clients send controller-bound
-    requests to ``controller_id``; any floodmark broker forwards them, so it names itself."""
+    requests to ``controller_id``: a random live broker, which forwards them (KIP-590)."""
     if int(getattr(req, "endpoint_type", 1)) != 1:  # 1 = brokers; 2 = controllers (KIP-919)
         return {"throttle_time": 0, "error_code": int(ErrorCode.INVALID_REQUEST),
                 "error_message": "only broker endpoints are described",
@@ -325,7 +334,8 @@ def describe_cluster(broker: HandlerContext, header: RequestHeader, req: Any, co
                 "brokers": [], "cluster_authorized_operations": INT32_MIN}
     return {
         "throttle_time": 0, "error_code": 0, "error_message": None, "endpoint_type": 1,
-        "cluster_id": broker.controller.cluster_id, "controller_id": broker.node_id,
+        "cluster_id": broker.controller.cluster_id,
+        "controller_id": forwarding_controller_id(broker),
         "brokers": [{"broker_id": b["node_id"], "host": b["host"], "port": b["port"],
                      "rack": b["rack"]} for b in broker.live_brokers()],
         "cluster_authorized_operations": (

@@ -11,27 +11,24 @@ each in its own response shape.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
-from typing import Any
 
-from floodmark.broker.context import HandlerContext
+from floodmark.broker.boundary import ClientConnection, HandlerResult, WireRequest, WireResponse
+from floodmark.broker.context import Handler, HandlerContext
 from floodmark.errors import ErrorCode
 from floodmark.metadata import CoordinatorType
 from floodmark.wire.api_table import ApiKey
 from floodmark.wire.codec import RequestHeader
 
-Handler = Callable[[HandlerContext, RequestHeader, Any, Any], Any]
 
-
-def find_coordinator(ctx: HandlerContext, header: RequestHeader, req: Any,
-                     conn: Any) -> dict[str, Any]:
+def find_coordinator(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
+                     conn: ClientConnection) -> WireResponse:
     membership = ctx.membership
     try:
         key_type = CoordinatorType(int(getattr(req, "key_type", 0)))
     except ValueError:
         key_type = None
 
-    def answer(key: str) -> dict[str, Any]:
+    def answer(key: str) -> WireResponse:
         if key_type is None:
             return {"key": key, "node_id": -1, "host": "", "port": -1,
                     "error_code": int(ErrorCode.INVALID_REQUEST),
@@ -58,7 +55,7 @@ def coordinated(handler: Handler) -> Handler:
     """``handler`` is served by the group's coordinator only."""
 
     @functools.wraps(handler)
-    def handle(ctx: HandlerContext, header: RequestHeader, req: Any, conn: Any) -> Any:
+    def handle(ctx: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> HandlerResult:
         refusal = _not_coordinator(ctx, header, req)
         return refusal if refusal is not None else handler(ctx, header, req, conn)
 
@@ -66,7 +63,7 @@ def coordinated(handler: Handler) -> Handler:
 
 
 def _not_coordinator(ctx: HandlerContext, header: RequestHeader,
-                     req: Any) -> dict[str, Any] | None:
+                     req: WireRequest) -> WireResponse | None:
     """NOT_COORDINATOR (in the request's own response shape) unless this broker coordinates
     every group the request names."""
     api, version = header.api_key, header.api_version

@@ -7,6 +7,13 @@ import uuid
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
+from floodmark.broker.boundary import (
+    ClientConnection,
+    Encoded,
+    HandlerResult,
+    WireRequest,
+    WireResponse,
+)
 from floodmark.broker.fetch_sessions import (
     FINAL_EPOCH,
     INVALID_SESSION_ID,
@@ -34,7 +41,6 @@ from floodmark.wire.hot import (
 if TYPE_CHECKING:
     from floodmark.broker.context import HandlerContext
     from floodmark.broker.partition_state import PartitionState
-    from floodmark.broker.server import Connection
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +82,8 @@ def append_partition(broker: HandlerContext, topic: str, partition: int, records
     produce_id = broker.next_produce_id() if acks == -1 else -1
     result = produce_as_leader(
         ps.core, ps.log, records, acks=acks, produce_id=produce_id,
-        now_ms=now_ms, timeout_ms=timeout_ms, settings=broker.produce_settings(ps))
+        now_ms=now_ms, timeout_ms=timeout_ms, settings=broker.produce_settings(ps),
+        leadership_in_doubt=broker.membership.leadership_in_doubt())
     if result.answer is not None and result.answer not in _ROUTINE_REFUSALS:
         _warn_refusal(ps, result.answer, result.error_message, now_ms)
     out.error_code = result.answer if result.answer is not None else ErrorCode.NONE
@@ -132,7 +139,7 @@ async def _await_produce(version: int, correlation_id: int,
 
 
 # -- Fetch -----------------------------------------------------------------------------------------
-def _read_partition(ps: PartitionState | None, p: Any, replica_id: int,
+def _read_partition(ps: PartitionState | None, p: WireRequest, replica_id: int,
                     budget: int, lazy: bool = False, isolation: int = 0) -> FetchPartitionResult:
     index = int(p.partition)
     if ps is None:
@@ -175,7 +182,7 @@ def _read_partition(ps: PartitionState | None, p: Any, replica_id: int,
 FetchTopics = list[tuple[FetchTopicKey, list[FetchPartitionResult]]]
 # What one Fetch asks for: per topic, its key in the answer (name, or topic id from v13), its
 # name (None: an unknown topic id) and the partitions' request entries.
-FetchPlan = list[tuple[FetchTopicKey, str | None, list[Any]]]
+FetchPlan = list[tuple[FetchTopicKey, str | None, list[WireRequest]]]
 
 _names_by_id: tuple[object, dict[uuid.UUID, str]] = (None, {})
 
@@ -248,7 +255,7 @@ def _leader_hints(broker: HandlerContext, plan: FetchPlan, topics: FetchTopics) 
 
 
 def _encode_fetch(broker: HandlerContext, header: RequestHeader, plan: FetchPlan, topics: FetchTopics,
-                  errors: bool, ctx: FetchContext | None) -> list[Any]:
+                  errors: bool, ctx: FetchContext | None) -> Encoded:
     # Hints first: they walk the plan beside the unfiltered answer (errored partitions are in
     # every answer, incremental ones included).
     endpoints = (_leader_hints(broker, plan, topics)
@@ -292,7 +299,7 @@ async def _fetch_delayed(broker: HandlerContext, header: RequestHeader, plan: Fe
 _ZERO_UUID = uuid.UUID(int=0)
 
 
-def _topic_key(t: Any, by_id: bool) -> FetchTopicKey:
+def _topic_key(t: WireRequest, by_id: bool) -> FetchTopicKey:
     """A request topic's key: its name before v13, its id from v13 (kio reads the all-zero id,
     which names no topic, as None)."""
     if by_id:
@@ -300,7 +307,7 @@ def _topic_key(t: Any, by_id: bool) -> FetchTopicKey:
     return str(t.topic)
 
 
-def _session_context(broker: HandlerContext, req: Any, by_id: bool, replica_id: int
+def _session_context(broker: HandlerContext, req: WireRequest, by_id: bool, replica_id: int
                      ) -> FetchContext | None:
     """KIP-227 (Fetch v7+): None for the plain "no session" fetch (session id 0, epoch -1: what
     librdkafka and aiokafka send), else the session's view of this fetch."""
@@ -315,7 +322,8 @@ def _session_context(broker: HandlerContext, req: Any, by_id: bool, replica_id: 
         privileged=replica_id >= 0, now_ms=broker.now_ms())
 
 
-def fetch(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
+def fetch(broker: HandlerContext, header: RequestHeader, req: WireRequest,
+          conn: ClientConnection) -> HandlerResult:
     version = header.api_version
     replica_id = int(getattr(req, "replica_id", -1))  # v15+: only replicas set replica_state
     # Records go out by sendfile only when the segment files hold them (not in the unsafe
@@ -344,8 +352,8 @@ def fetch(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connect
 
 
 # -- ListOffsets -----------------------------------------------------------------------------------
-def _list_partition(broker: HandlerContext, ps: PartitionState | None, p: Any, isolation: int,
-                    replica_id: int = -1) -> dict[str, Any]:
+def _list_partition(broker: HandlerContext, ps: PartitionState | None, p: WireRequest,
+                    isolation: int, replica_id: int = -1) -> WireResponse:
     out: dict[str, Any] = {"partition_index": int(p.partition_index), "error_code": 0,
                            "old_style_offsets": [], "timestamp": -1, "offset": -1,
                            "leader_epoch": -1}
@@ -385,7 +393,8 @@ def _list_partition(broker: HandlerContext, ps: PartitionState | None, p: Any, i
     return out
 
 
-def list_offsets(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
+def list_offsets(broker: HandlerContext, header: RequestHeader, req: WireRequest,
+                 conn: ClientConnection) -> HandlerResult:
     isolation = int(getattr(req, "isolation_level", 0))
     topics = []
     for t in req.topics:
@@ -396,8 +405,8 @@ def list_offsets(broker: HandlerContext, header: RequestHeader, req: Any, conn: 
 
 
 # -- OffsetForLeaderEpoch ------------------------------------------------------------------------
-def offset_for_leader_epoch(broker: HandlerContext, header: RequestHeader, req: Any,
-                            conn: Connection) -> Any:
+def offset_for_leader_epoch(broker: HandlerContext, header: RequestHeader, req: WireRequest,
+                            conn: ClientConnection) -> HandlerResult:
     topics = []
     for t in req.topics:
         parts = []
@@ -420,7 +429,8 @@ def offset_for_leader_epoch(broker: HandlerContext, header: RequestHeader, req: 
 
 
 # -- InitProducerId --------------------------------------------------------------------------------
-def init_producer_id(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
+def init_producer_id(broker: HandlerContext, header: RequestHeader, req: WireRequest,
+                     conn: ClientConnection) -> WireResponse:
     """An idempotent producer's (no ``transactional.id``: those go to the transaction
     coordinator, ``txn_apis``)."""
     existing = int(getattr(req, "producer_id", -1))
@@ -446,7 +456,7 @@ def low_watermark(broker: HandlerContext, ps: PartitionState, alive: set[int]) -
     return low
 
 
-def _delete_records_status(broker: HandlerContext, topic: str, out: dict[str, Any], required: int,
+def _delete_records_status(broker: HandlerContext, topic: str, out: WireResponse, required: int,
                            alive: set[int]) -> bool:
     """Is this partition's answer final? Sets its error and low watermark when it is."""
     ps = broker.partitions.get((topic, out["partition_index"]))
@@ -463,8 +473,9 @@ def _delete_records_status(broker: HandlerContext, topic: str, out: dict[str, An
     return False
 
 
-def delete_records(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any = None
-                   ) -> dict[str, Any] | Awaitable[dict[str, Any]]:
+def delete_records(broker: HandlerContext, header: RequestHeader, req: WireRequest,
+                   conn: ClientConnection | None = None
+                   ) -> WireResponse | Awaitable[WireResponse]:
     """DeleteRecords: the leader moves its log start offset (the *low watermark*) up to the
     requested offset (-1: the HW); never past the HW. Followers follow it from the leader's
     fetch answers (``replication.driver``) and report theirs in their next fetch; the answer
@@ -515,9 +526,9 @@ def delete_records(broker: HandlerContext, header: RequestHeader, req: Any, conn
     return _delete_records_delayed(broker, answer, pending, timeout_ms)
 
 
-async def _delete_records_delayed(broker: HandlerContext, answer: dict[str, Any],
-                                  pending: list[tuple[str, dict[str, Any], int]],
-                                  timeout_ms: int) -> dict[str, Any]:
+async def _delete_records_delayed(broker: HandlerContext, answer: WireResponse,
+                                  pending: list[tuple[str, WireResponse, int]],
+                                  timeout_ms: int) -> WireResponse:
     """Parked in the broker's purgatory on its partitions: a follower's fetch that reports a new
     log start offset wakes it (``replica_fetcher``), as does a leadership change."""
     deadline = broker.now_ms() + timeout_ms

@@ -7,8 +7,7 @@ replica (the remote LEOs of its followers, ISR members as voters, the others as 
 
 from __future__ import annotations
 
-from typing import Any
-
+from floodmark.broker.boundary import ClientConnection, HandlerResult, WireRequest, WireResponse
 from floodmark.broker.context import HandlerContext
 from floodmark.broker.handlers import data
 from floodmark.errors import ErrorCode
@@ -21,32 +20,32 @@ DEBUG_REPLICA_ID = -2
 DEBUG_LAST_STABLE = 2
 
 
-def list_offsets(ctx: HandlerContext, header: RequestHeader, req: Any, conn: Any) -> Any:
+def list_offsets(ctx: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> HandlerResult:
     if int(req.replica_id) == DEBUG_REPLICA_ID:
         return _list_offsets(ctx, req)
     return data.list_offsets(ctx, header, req, conn)
 
 
-def offset_for_leader_epoch(ctx: HandlerContext, header: RequestHeader, req: Any,
-                            conn: Any) -> Any:
+def offset_for_leader_epoch(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
+                            conn: ClientConnection) -> HandlerResult:
     # replica_id is in the request from v3.
     if header.api_version >= 3 and int(req.replica_id) == DEBUG_REPLICA_ID:
         return _epochs(ctx, req)
     return data.offset_for_leader_epoch(ctx, header, req, conn)
 
 
-def describe_quorum(ctx: HandlerContext, header: RequestHeader, req: Any,
-                    conn: Any) -> dict[str, Any]:
+def describe_quorum(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
+                    conn: ClientConnection) -> WireResponse:
     return _leader_view(ctx, req)
 
 
-def _list_offsets(ctx: HandlerContext, body: Any) -> dict[str, Any]:
+def _list_offsets(ctx: HandlerContext, body: WireRequest) -> WireResponse:
     isolation = int(getattr(body, "isolation_level", 0))
     topics = []
     for t in body.topics:
         parts = []
         for p in t.partitions:
-            out: dict[str, Any] = {"partition_index": int(p.partition_index),
+            out: WireResponse = {"partition_index": int(p.partition_index),
                                    "error_code": 0, "old_style_offsets": [],
                                    "timestamp": -1, "offset": -1, "leader_epoch": -1}
             ps = ctx.partitions.get((t.name, int(p.partition_index)))
@@ -67,12 +66,12 @@ def _list_offsets(ctx: HandlerContext, body: Any) -> dict[str, Any]:
         topics.append({"name": t.name, "partitions": parts})
     return {"throttle_time": 0, "topics": topics}
 
-def _epochs(ctx: HandlerContext, body: Any) -> dict[str, Any]:
+def _epochs(ctx: HandlerContext, body: WireRequest) -> WireResponse:
     topics = []
     for t in body.topics:
         parts = []
         for p in t.partitions:
-            out: dict[str, Any] = {"error_code": 0, "partition": int(p.partition),
+            out: WireResponse = {"error_code": 0, "partition": int(p.partition),
                                    "leader_epoch": -1, "end_offset": -1}
             ps = ctx.partitions.get((t.topic, int(p.partition)))
             if ps is None:
@@ -85,7 +84,7 @@ def _epochs(ctx: HandlerContext, body: Any) -> dict[str, Any]:
         topics.append({"topic": t.topic, "partitions": parts})
     return {"throttle_time": 0, "topics": topics}
 
-def _leader_view(ctx: HandlerContext, body: Any) -> dict[str, Any]:
+def _leader_view(ctx: HandlerContext, body: WireRequest) -> WireResponse:
     """DescribeQuorum for ordinary partitions: the leader's HW and, per replica, the LEO it
     has learned from that replica's fetches (its own LEO for itself; -1 = not yet known)."""
     topics = []
@@ -93,7 +92,7 @@ def _leader_view(ctx: HandlerContext, body: Any) -> dict[str, Any]:
         parts = []
         for p in t.partitions:
             index = int(p.partition_index)
-            out: dict[str, Any] = {"partition_index": index, "error_code": 0,
+            out: WireResponse = {"partition_index": index, "error_code": 0,
                                    "leader_id": -1, "leader_epoch": -1,
                                    "high_watermark": -1, "current_voters": [],
                                    "observers": []}

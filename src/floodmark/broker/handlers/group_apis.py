@@ -5,9 +5,9 @@ the refusals of other brokers are ``coordination``'s)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from floodmark.broker.boundary import ClientConnection, HandlerResult, WireRequest, WireResponse
 from floodmark.broker.offsets import CommittedOffset, partition_for
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import OFFSETS_TOPIC
@@ -16,12 +16,11 @@ from floodmark.wire.codec import RequestHeader, ms
 if TYPE_CHECKING:
     from floodmark.broker.context import HandlerContext
     from floodmark.broker.partition_state import PartitionState
-    from floodmark.broker.server import Connection
 
 log = logging.getLogger(__name__)
 
 
-async def _join(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
+async def _join(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> WireResponse:
     version = header.api_version
     session_ms = ms(req.session_timeout)
     rebalance_ms = ms(getattr(req, "rebalance_timeout", None)) if version >= 1 else session_ms
@@ -45,11 +44,11 @@ async def _join(broker: HandlerContext, header: RequestHeader, req: Any, conn: C
     }
 
 
-def join_group(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
+def join_group(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> HandlerResult:
     return _join(broker, header, req, conn)
 
 
-async def _sync(broker: HandlerContext, header: RequestHeader, req: Any) -> Any:
+async def _sync(broker: HandlerContext, header: RequestHeader, req: WireRequest) -> WireResponse:
     err, assignment, _ = await broker.groups.sync(
         group_id=req.group_id, member_id=req.member_id, generation_id=int(req.generation_id),
         assignments=[(a.member_id, bytes(a.assignment)) for a in req.assignments],
@@ -61,17 +60,17 @@ async def _sync(broker: HandlerContext, header: RequestHeader, req: Any) -> Any:
             "protocol_name": g.protocol_name if g else None, "assignment": assignment}
 
 
-def sync_group(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
+def sync_group(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> HandlerResult:
     return _sync(broker, header, req)
 
 
-def heartbeat(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
+def heartbeat(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> HandlerResult:
     err = broker.groups.heartbeat(req.group_id, req.member_id, int(req.generation_id),
                                   getattr(req, "group_instance_id", None))
     return {"throttle_time": 0, "error_code": int(err)}
 
 
-def leave_group(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
+def leave_group(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> HandlerResult:
     if header.api_version >= 3:
         members = []
         for m in req.members:
@@ -147,8 +146,8 @@ async def append_offsets_replicated(broker: HandlerContext, group: str,
     return _REPLICATION_ERRORS.get(error, error)
 
 
-def offset_commit(broker: HandlerContext, header: RequestHeader, req: Any,
-                  conn: Connection) -> Awaitable[dict[str, Any]]:
+def offset_commit(broker: HandlerContext, header: RequestHeader, req: WireRequest,
+                  conn: ClientConnection) -> HandlerResult:
     group = req.group_id
     generation = int(getattr(req, "generation_id_or_member_epoch", getattr(req, "generation_id", -1)))
     err = broker.groups.validate_commit(group, req.member_id, generation,
@@ -156,8 +155,8 @@ def offset_commit(broker: HandlerContext, header: RequestHeader, req: Any,
     return store_offsets(broker, group, req.topics, err)
 
 
-async def store_offsets(broker: HandlerContext, group: str, topics: Any, err: ErrorCode,
-                        producer: tuple[int, int] | None = None) -> dict[str, Any]:
+async def store_offsets(broker: HandlerContext, group: str, topics: WireRequest,
+                        err: ErrorCode, producer: tuple[int, int] | None = None) -> WireResponse:
     """OffsetCommit's and TxnOffsetCommit's answer: each requested partition checked (a member
     error ``err`` refuses all), the valid ones stored and replicated before the answer."""
     now = broker.now_ms()
@@ -191,8 +190,8 @@ async def store_offsets(broker: HandlerContext, group: str, topics: Any, err: Er
     return {"throttle_time": 0, "topics": results}
 
 
-def _fetch_group(broker: HandlerContext, group: str, topics: Any,
-                 require_stable: bool = False) -> list[dict[str, Any]]:
+def _fetch_group(broker: HandlerContext, group: str, topics: WireRequest,
+                 require_stable: bool = False) -> list[WireResponse]:
     """The group's committed offsets. ``require_stable`` (v7+, KIP-447; what read_committed
     consumers ask): a partition with a transactional offset still pending (its transaction
     neither committed nor aborted) is UNSTABLE_OFFSET_COMMIT, and the client asks again, rather
@@ -224,7 +223,7 @@ def _fetch_group(broker: HandlerContext, group: str, topics: Any,
     return out
 
 
-def offset_fetch(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
+def offset_fetch(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> HandlerResult:
     stable = bool(getattr(req, "require_stable", False))
     if header.api_version >= 8:
         groups = [{"group_id": g.group_id,
@@ -235,7 +234,7 @@ def offset_fetch(broker: HandlerContext, header: RequestHeader, req: Any, conn: 
             "topics": _fetch_group(broker, req.group_id, req.topics, stable)}
 
 
-def list_groups(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
+def list_groups(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> HandlerResult:
     wanted = set(getattr(req, "states_filter", ()) or ())
     names = set(broker.groups.groups) | set(broker.offsets.groups())
     out = []
@@ -249,25 +248,24 @@ def list_groups(broker: HandlerContext, header: RequestHeader, req: Any, conn: C
     return {"throttle_time": 0, "error_code": 0, "groups": out}
 
 
-def describe_groups(broker: HandlerContext, header: RequestHeader, req: Any, conn: Connection) -> Any:
+def describe_groups(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> HandlerResult:
     out = []
     for gid in req.groups:
         desc = broker.groups.describe(gid)
         if desc["group_state"] == "Dead" and gid in broker.offsets.groups():
             desc["group_state"] = "Empty"
-        desc.update(error_code=0, authorized_operations=-(2**31))
-        out.append(desc)
+        out.append({**desc, "error_code": 0, "authorized_operations": -(2**31)})
     return {"throttle_time": 0, "groups": out}
 
 
-def delete_groups(broker: HandlerContext, header: RequestHeader, req: Any,
-                  conn: Connection) -> Awaitable[dict[str, Any]]:
+def delete_groups(broker: HandlerContext, header: RequestHeader, req: WireRequest,
+                  conn: ClientConnection) -> HandlerResult:
     """DeleteGroups: an empty group's committed offsets become tombstones in its offsets
     partition (compaction removes them; answered once replicated) and its state goes."""
     return _delete_groups(broker, list(req.groups_names))
 
 
-async def _delete_groups(broker: HandlerContext, names: list[str]) -> dict[str, Any]:
+async def _delete_groups(broker: HandlerContext, names: list[str]) -> WireResponse:
     results = []
     for group in names:
         if not broker.is_coordinator(group):
@@ -286,12 +284,12 @@ async def _delete_groups(broker: HandlerContext, names: list[str]) -> dict[str, 
     return {"throttle_time": 0, "results": results}
 
 
-def _refuse_offset_delete(err: ErrorCode) -> dict[str, Any]:
+def _refuse_offset_delete(err: ErrorCode) -> WireResponse:
     return {"error_code": int(err), "throttle_time": 0, "topics": []}
 
 
-def offset_delete(broker: HandlerContext, header: RequestHeader, req: Any,
-                  conn: Connection) -> dict[str, Any] | Awaitable[dict[str, Any]]:
+def offset_delete(broker: HandlerContext, header: RequestHeader, req: WireRequest,
+                  conn: ClientConnection) -> HandlerResult:
     """OffsetDelete (KIP-496): committed offsets of partitions the group no longer consumes
     (tombstones, answered once replicated)."""
     group = req.group_id
@@ -320,6 +318,6 @@ def offset_delete(broker: HandlerContext, header: RequestHeader, req: Any,
 
 async def _store_tombstones(broker: HandlerContext, group: str,
                             tombstones: list[tuple[str, int, CommittedOffset | None]],
-                            answer: dict[str, Any]) -> dict[str, Any]:
+                            answer: WireResponse) -> WireResponse:
     err = await append_offsets_replicated(broker, group, tombstones)
     return answer if err is ErrorCode.NONE else _refuse_offset_delete(err)

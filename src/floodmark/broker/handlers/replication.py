@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Concatenate, ParamSpec, TypeVar
 
+from floodmark.broker.boundary import ClientConnection, HandlerResult, WireRequest
 from floodmark.broker.context import HandlerContext
 from floodmark.broker.handlers import data
 from floodmark.broker.replica_fetcher import replica_of
@@ -17,7 +18,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-def fetch(ctx: HandlerContext, header: RequestHeader, req: Any, conn: Any) -> Any:
+def fetch(ctx: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> HandlerResult:
     version = header.api_version
     replicas = ctx.replicas
     if replicas is not None and replica_of(req, version)[0] >= 0:

@@ -1,0 +1,338 @@
+"""The one typed registry of floodmark's settings, and the one check of every config value.
+
+``DEFAULTS`` names every broker setting and its default (Kafka's names); ``SETTINGS`` is the
+typed registry built from it: each setting's type and whether it may change at runtime
+(``DYNAMIC``, Kafka's cluster-wide dynamic configs that floodmark applies live) or is read-only
+(set at start). ``TOPIC_CONFIG_DEFAULTS`` maps each topic-level name to the broker setting it
+defaults from. The checks every writer and reader of configs goes through live here too:
+
+* ``validate_topic_configs``: a topic's config set (CreateTopics, AlterConfigs, and the
+  controller before it writes a ``topic``/``topic_configs`` record);
+* ``validate_dynamic``: a dynamic broker config set (AlterConfigs for a broker, and the
+  controller before it writes a ``broker_configs`` record);
+* ``topic_log_config``: what a broker makes of a topic's configs (its LogConfig and
+  min.insync.replicas), the reading side of the same rules.
+
+Below the broker and the controller (both use it; layers point down only). ``broker.config``
+re-exports the registry for the broker's settings loader.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from floodmark.errors import ErrorCode, KafkaError
+from floodmark.storage.config import LogConfig
+
+# Broker-level defaults, Kafka's names. Where floodmark differs from Kafka it says why.
+DEFAULTS: dict[str, Any] = {
+    "node.id": 1,
+    "process.roles": "broker,controller",
+    "num.partitions": 1,
+    "default.replication.factor": 1,
+    "min.insync.replicas": 1,
+    "auto.create.topics.enable": True,
+    "socket.request.max.bytes": 104_857_600,
+    "message.max.bytes": 1_048_588,
+    "log.segment.bytes": 1_073_741_824,
+    "log.retention.ms": 604_800_000,
+    "log.retention.bytes": -1,
+    "log.flush.interval.messages": 9_223_372_036_854_775_807,
+    "log.flush.interval.ms": None,
+    "log.message.timestamp.type": "CreateTime",
+    "unclean.leader.election.enable": False,
+    # Kafka waits 3000 ms before finishing the first rebalance of an empty group. Clients work
+    # either way; a short wait keeps tests and demos quick while still batching joiners.
+    "group.initial.rebalance.delay.ms": 300,
+    "group.min.session.timeout.ms": 6000,
+    "group.max.session.timeout.ms": 1_800_000,
+    # Kafka's default is 50 partitions; one keeps a small broker small.
+    "offsets.topic.num.partitions": 1,
+    "offsets.retention.minutes": 10080,
+    "log.checkpoint.interval.ms": 5000,
+    # Log compaction (Kafka's names and defaults).
+    "log.cleanup.policy": "delete",
+    "log.cleaner.enable": True,
+    "log.cleaner.backoff.ms": 15000,
+    "log.cleaner.dedupe.buffer.size": 134_217_728,
+    "log.cleaner.min.cleanable.ratio": 0.5,
+    "log.cleaner.min.compaction.lag.ms": 0,
+    "log.cleaner.max.compaction.lag.ms": 9_223_372_036_854_775_807,
+    "log.cleaner.delete.retention.ms": 86_400_000,
+    "log.retention.check.interval.ms": 300_000,
+    "replica.lag.time.max.ms": 30000,
+    # Incremental fetch sessions (KIP-227): slots in the cache, and how long a session is kept
+    # from eviction by a newcomer (Kafka's names and defaults).
+    "max.incremental.fetch.session.cache.slots": 1000,
+    "min.incremental.fetch.session.eviction.ms": 120_000,
+    "transactional.id.expiration.ms": 604_800_000,
+    # The transaction coordinator (KIP-98), Kafka's names. Kafka's __transaction_state has 50
+    # partitions; one keeps a small broker small, as for __consumer_offsets. Kafka looks for
+    # timed-out transactions every 10 s; every second keeps an abandoned transaction's records
+    # from holding back read_committed consumers (the LSO) much past its timeout.
+    "transaction.max.timeout.ms": 900_000,
+    "transaction.state.log.num.partitions": 1,
+    "transaction.state.log.replication.factor": 3,
+    "transaction.state.log.min.isr": 2,
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000,
+    # floodmark's protocol mode (SPEC §2). Anything but leader-epoch is known to lose or diverge
+    # data and needs floodmark.truncation.allow.unsafe=true to start.
+    "floodmark.truncation": "leader-epoch",
+    "floodmark.truncation.allow.unsafe": False,
+    # UNSAFE, off: answer an idempotent producer's retry of a batch already in the log at once,
+    # before the high watermark covers it (the bug of issue 8: acknowledged writes lost when the
+    # leader is cut off). Only for proving that the fault tests catch it.
+    "floodmark.unsafe.ack.duplicates.before.commit": False,
+    # UNSAFE, off: keep every write not yet fsynced in this process's memory (a page cache of
+    # its own over the real files), so that killing the process loses it as a power cut would
+    # (storage/page_cache.py). For floodmark chaos run --faults power-loss only.
+    "floodmark.unsafe.power.loss.page.cache": False,
+}
+
+LONG_MAX = 9_223_372_036_854_775_807
+
+# Topic-level config names and the broker setting each one defaults from.
+TOPIC_CONFIG_DEFAULTS: dict[str, str] = {
+    "cleanup.policy": "log.cleanup.policy",
+    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
+    "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
+    "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
+    "delete.retention.ms": "log.cleaner.delete.retention.ms",
+    "min.insync.replicas": "min.insync.replicas",
+    "segment.bytes": "log.segment.bytes",
+    "retention.ms": "log.retention.ms",
+    "retention.bytes": "log.retention.bytes",
+    "max.message.bytes": "message.max.bytes",
+    "message.timestamp.type": "log.message.timestamp.type",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
+    "flush.messages": "log.flush.interval.messages",
+    "flush.ms": "log.flush.interval.ms",
+}
+
+
+class ConfigType(enum.IntEnum):
+    """Kafka's ConfigType (DescribeConfigs v3+)."""
+
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+
+
+class ConfigSource(enum.IntEnum):
+    """Kafka's ConfigSource (DescribeConfigs v1+), most specific first."""
+
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+
+
+# Kafka's cluster-wide dynamic broker configs (DynamicBrokerConfig) that floodmark has and
+# applies live: the log defaults of every topic without its own value, the cleaner's pace,
+# min.insync.replicas and the controller's unclean-election default.
+DYNAMIC: frozenset[str] = frozenset({
+    "log.segment.bytes", "log.retention.ms", "log.retention.bytes",
+    "log.flush.interval.messages", "log.flush.interval.ms", "log.message.timestamp.type",
+    "message.max.bytes", "log.cleanup.policy", "log.cleaner.min.cleanable.ratio",
+    "log.cleaner.min.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms",
+    "log.cleaner.delete.retention.ms", "log.cleaner.backoff.ms",
+    "log.cleaner.dedupe.buffer.size", "min.insync.replicas", "unclean.leader.election.enable",
+})
+_INT_SETTINGS = frozenset({"node.id", "num.partitions", "default.replication.factor",
+                           "min.insync.replicas", "socket.request.max.bytes", "message.max.bytes",
+                           "log.segment.bytes", "group.initial.rebalance.delay.ms",
+                           "group.min.session.timeout.ms", "group.max.session.timeout.ms",
+                           "offsets.topic.num.partitions", "offsets.retention.minutes",
+                           "log.checkpoint.interval.ms", "replica.lag.time.max.ms",
+                           "transactional.id.expiration.ms", "transaction.max.timeout.ms",
+                           "transaction.state.log.num.partitions",
+                           "transaction.state.log.replication.factor",
+                           "transaction.state.log.min.isr",
+                           "transaction.abort.timed.out.transaction.cleanup.interval.ms"})
+_LIST_SETTINGS = frozenset({"log.cleanup.policy", "process.roles"})
+_LONG_NULLABLE = frozenset({"log.flush.interval.ms"})
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    name: str
+    default: Any
+    type: ConfigType
+    dynamic: bool
+
+    def holds(self, value: Any) -> bool:
+        """Is ``value`` (typed, from ``--set`` or TOML) of this setting's type?"""
+        if self.type is ConfigType.BOOLEAN:
+            return isinstance(value, bool)
+        if self.type in (ConfigType.INT, ConfigType.LONG):
+            return isinstance(value, int) and not isinstance(value, bool)
+        if self.type is ConfigType.DOUBLE:
+            return isinstance(value, int | float) and not isinstance(value, bool)
+        return True
+
+    def parse(self, value: Any) -> Any:
+        """A value given as text (AlterConfigs) or typed (TOML) -> the setting's type;
+        ValueError with Kafka's wording when it is not one."""
+        text = str(value).strip()
+        if self.type is ConfigType.BOOLEAN:
+            if isinstance(value, bool):
+                return value
+            if text.lower() not in ("true", "false"):
+                raise ValueError(f"Invalid value {value} for configuration {self.name}: "
+                                 f"Expected value to be either true or false")
+            return text.lower() == "true"
+        if self.type in (ConfigType.INT, ConfigType.LONG):
+            try:
+                number = int(text)
+            except ValueError:
+                raise ValueError(f"Invalid value {value} for configuration {self.name}: Not a "
+                                 f"number of type {self.type.name}") from None
+            if self.type is ConfigType.INT and not -(2**31) <= number < 2**31:
+                raise ValueError(f"Invalid value {value} for configuration {self.name}: Not a "
+                                 f"number of type INT")
+            return number
+        if self.type is ConfigType.DOUBLE:
+            try:
+                return float(text)
+            except ValueError:
+                raise ValueError(f"Invalid value {value} for configuration {self.name}: Not a "
+                                 f"number of type DOUBLE") from None
+        return text
+
+
+def _setting(name: str, default: Any) -> Setting:
+    if isinstance(default, bool):
+        kind = ConfigType.BOOLEAN
+    elif name in _INT_SETTINGS:
+        kind = ConfigType.INT
+    elif isinstance(default, int) or name in _LONG_NULLABLE:
+        kind = ConfigType.LONG
+    elif isinstance(default, float):
+        kind = ConfigType.DOUBLE
+    elif name in _LIST_SETTINGS:
+        kind = ConfigType.LIST
+    else:
+        kind = ConfigType.STRING
+    return Setting(name, default, kind, name in DYNAMIC)
+
+
+def validate_dynamic(configs: Mapping[str, Any], resource: str) -> dict[str, Any]:
+    """Check a dynamic broker config set (for broker ``resource``: an id, or "" for the
+    cluster-wide default) against the registry; returns it typed. Kafka's refusals, as
+    ValueError messages: read-only settings first (the whole resource is refused), then
+    unknown names, then values of the wrong type or out of range."""
+    fixed = sorted(n for n in configs if n in SETTINGS and not SETTINGS[n].dynamic)
+    if fixed:
+        raise ValueError(f"Cannot update these configs dynamically: Set({', '.join(fixed)})")
+    unknown = sorted(n for n in configs if n not in SETTINGS)
+    if unknown:
+        raise ValueError(f"Unknown broker config(s): {', '.join(unknown)}")
+    typed = {name: SETTINGS[name].parse(value) for name, value in configs.items()}
+    if "min.insync.replicas" in typed and typed["min.insync.replicas"] < 1:
+        raise ValueError(f"Invalid value {typed['min.insync.replicas']} for configuration "
+                         f"min.insync.replicas: Value must be at least 1")
+    if typed.get("log.cleaner.backoff.ms", 0) < 0:
+        raise ValueError("Invalid value for configuration log.cleaner.backoff.ms: Value must "
+                         "be at least 0")
+    if typed.get("log.cleaner.dedupe.buffer.size", 1) < 1:
+        raise ValueError("Invalid value for configuration log.cleaner.dedupe.buffer.size: "
+                         "Value must be at least 1")
+    # The log settings must make a log config (every broker builds its topics' on them).
+    LogConfig.from_kafka({k: v for k, v in typed.items() if v is not None})
+    return typed
+
+
+def render(value: Any) -> str | None:
+    """A setting's value as DescribeConfigs shows it."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def parse_value(text: str) -> Any:
+    """A ``--set`` value: int, bool, float, or left as a string."""
+    low = text.strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    try:
+        return int(low)
+    except ValueError:
+        pass
+    try:
+        return float(low)
+    except ValueError:
+        return text
+
+
+SETTINGS: dict[str, Setting] = {name: _setting(name, default) for name, default in DEFAULTS.items()}
+assert set(SETTINGS) >= DYNAMIC, "every dynamic setting is a setting"
+
+# Topic-level names accepted in CreateTopics besides those defaulting from a broker setting
+# (stored, shown by DescribeConfigs).
+EXTRA_TOPIC_CONFIGS = frozenset({
+    "compression.type", "segment.ms", "index.interval.bytes", "flush.policy",
+    "message.timestamp.difference.max.ms", "retention.hours",
+    # Accepted as Kafka does; floodmark deletes segment files at once (no delay to honour).
+    "file.delete.delay.ms",
+})
+
+
+def topic_log_config(configs: Mapping[str, Any], base: LogConfig | None = None,
+                     default_min_insync_replicas: int = 1) -> tuple[LogConfig, int]:
+    """A topic's configs as a broker uses them: its LogConfig (on top of ``base``, the broker's
+    log settings) and its min.insync.replicas. ValueError/TypeError when a value is not one."""
+    log_config = LogConfig.from_kafka(dict(configs), base)
+    min_isr = int(str(configs.get("min.insync.replicas", default_min_insync_replicas)))
+    return log_config, min_isr
+
+
+def validate_topic_configs(configs: Mapping[str, Any]) -> dict[str, Any]:
+    """A topic's config set checked against the registry; returns it without null values.
+    KafkaError INVALID_CONFIG naming the setting and the bad value otherwise."""
+    out: dict[str, Any] = {}
+    for name, value in configs.items():
+        if name not in TOPIC_CONFIG_DEFAULTS and name not in EXTRA_TOPIC_CONFIGS:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"unknown topic config {name!r}")
+        if value is None:
+            continue
+        out[name] = value
+        broker_name = TOPIC_CONFIG_DEFAULTS.get(name)
+        if broker_name is not None:  # the type of the broker setting it defaults from
+            try:
+                replace(SETTINGS[broker_name], name=name).parse(value)
+            except ValueError as exc:
+                raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from exc
+    try:
+        topic_log_config(out)
+    except (ValueError, TypeError) as exc:
+        raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from exc
+    if "min.insync.replicas" in out:
+        try:
+            valid = int(str(out["min.insync.replicas"])) >= 1
+        except ValueError:
+            valid = False
+        if not valid:
+            raise KafkaError(ErrorCode.INVALID_CONFIG,
+                             f"min.insync.replicas must be an integer >= 1, not "
+                             f"{out['min.insync.replicas']!r}")
+    if "unclean.leader.election.enable" in out and str(
+            out["unclean.leader.election.enable"]).strip().lower() not in ("true", "false"):
+        raise KafkaError(ErrorCode.INVALID_CONFIG,
+                         f"unclean.leader.election.enable must be true or false, not "
+                         f"{out['unclean.leader.election.enable']!r}")
+    return out
+
+
+def dynamic_layer(configs: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``broker_configs`` record's set as a broker takes it into use (typed; names it does not
+    know are left out). ValueError when a value is not of its setting's type."""
+    return {k: SETTINGS[k].parse(v) for k, v in configs.items() if k in SETTINGS}
