@@ -53,7 +53,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-MARKER_REQUEST_TIMEOUT_S = 10.0
+# A leader answers WriteTxnMarkers once its marker is below the HW, or after 30 s
+# (``handlers.txn_markers.MARKER_TIMEOUT_MS``): waiting less would send the marker again while
+# the first one is still on its way to the followers.
+MARKER_REQUEST_TIMEOUT_S = 35.0
 MARKER_BACKOFF_MS = (20, 1000)  # first retry, most between retries
 LOG_WRITE_TIMEOUT_MS = 10_000
 # A partition leader's answer that means "not now, ask again" (Kafka's marker handler retries
@@ -293,8 +296,13 @@ class TransactionCoordinatorDriver:
                     remaining.discard(tp)
                 elif leader >= 0:
                     by_leader.setdefault(leader, []).append(tp)
-            answers = await asyncio.gather(*(self._send_to(leader, parts, effect)
-                                             for leader, parts in by_leader.items()))
+            try:
+                answers = await asyncio.gather(*(self._send_to(leader, parts, effect)
+                                                 for leader, parts in by_leader.items()))
+            except Exception:  # never leave a decided transaction without its markers
+                log.exception("transaction coordinator: %s markers of %r: sending failed; "
+                              "retrying", what, effect.transactional_id)
+                answers = []
             for done in answers:
                 remaining -= done
                 self.markers_sent += len(done)
