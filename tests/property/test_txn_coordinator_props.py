@@ -51,7 +51,8 @@ class CoordinatorMachine(RuleBasedStateMachine):
         self.fail_next: ErrorCode | None = None
 
     def _new_core(self, transactions: dict[str, TxnMetadata]) -> TxnCoordinator:
-        core = TxnCoordinator(max_timeout_ms=10_000, allocate_producer_id=lambda: next(self.pids))
+        core = TxnCoordinator(max_timeout_ms=10_000, allocate_producer_id=lambda: next(self.pids),
+                              expiration_ms=30_000)
         self.markers = []
         self._settle(core, core.load(P, self.epoch, transactions, self.now_ms))
         return core
@@ -131,7 +132,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
                                             self.now_ms))
         self._check_not_stale(reply, txn_id, epoch)
 
-    @rule(ms=st.sampled_from([10, 1_000, 6_000]))
+    @rule(ms=st.sampled_from([10, 1_000, 6_000, 40_000]))
     def time_passes(self, ms: int) -> None:
         self.now_ms += ms
         self._settle(self.core, self.core.tick(self.now_ms))
@@ -157,8 +158,8 @@ class CoordinatorMachine(RuleBasedStateMachine):
             last[m.transactional_id] = m
         for txn_id in IDS:
             mem = self._current(txn_id)
-            if txn_id not in last:
-                assert mem is None
+            if txn_id not in last or last[txn_id].state is TxnState.DEAD:
+                assert mem is None  # never written, or expired (a tombstone)
                 continue
             assert mem is not None
             expect = last[txn_id]
@@ -172,7 +173,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
         previous: dict[str, TxnMetadata] = {}
         for m in self.log:
             before = previous.get(m.transactional_id)
-            if before is not None:
+            if before is not None and before.state is not TxnState.DEAD:  # Dead: a new id
                 assert before.state in VALID_PREVIOUS[m.state], (before, m)
                 if before.producer_id == m.producer_id:
                     assert m.producer_epoch >= before.producer_epoch, (before, m)
@@ -216,4 +217,5 @@ def test_transaction_log_records_round_trip(records: list[TxnMetadata]) -> None:
         assert txn_log.decode_key(txn_log.encode_key(m.transactional_id)) == m.transactional_id
     replayed = txn_log.replay([txn_log.build_record_batch(m, 0) for m in records])
     last = {m.transactional_id: m for m in records}
-    assert replayed.transactions == last and replayed.unreadable == 0
+    alive = {k: m for k, m in last.items() if m.state is not TxnState.DEAD}  # Dead: tombstone
+    assert replayed.transactions == alive and replayed.unreadable == 0

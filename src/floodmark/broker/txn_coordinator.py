@@ -99,11 +99,12 @@ class CoordinatorHost(Protocol):
 
 class TransactionCoordinatorDriver:
     def __init__(self, host: CoordinatorHost, append: Append, *, max_timeout_ms: int,
-                 cleanup_interval_ms: int) -> None:
+                 cleanup_interval_ms: int, expiration_ms: int = 604_800_000) -> None:
         self.host = host
         self._append = append
         self.core = TxnCoordinator(max_timeout_ms=max_timeout_ms,
-                                   allocate_producer_id=self._allocate_producer_id)
+                                   allocate_producer_id=self._allocate_producer_id,
+                                   expiration_ms=expiration_ms)
         self._cleanup_interval_ms = cleanup_interval_ms
         self._ids = itertools.count(1)
         self._waiting: dict[int, asyncio.Future[Reply]] = {}
