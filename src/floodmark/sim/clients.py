@@ -425,4 +425,117 @@ class Consumer:
             self.position = message.next_offset
 
 
-__all__ = ["ACKS_ALL", "ACKS_LEADER", "ACKS_NONE", "Consumer", "ProduceOutcome", "Producer"]
+
+
+
+class TxnHost(ClientHost, Protocol):
+    """What the transactional writer also tells (``cluster.Cluster``'s checker)."""
+
+    def on_transactional_send(self, value: str, producer_id: int) -> None: ...
+    def on_transaction_decided(self, producer_id: int, committed: bool) -> None: ...
+
+
+FIRST_TXN_PRODUCER_ID = 5000
+
+
+@dataclass(slots=True)
+class TxnWriter:
+    """A transactional producer and its coordinator in one, for the explorer: each transaction
+    (a fresh producer id, one record) is written acks=all and retried with the same sequence
+    until acknowledged; then the coordinator decides COMMIT or ABORT (at random) and writes the
+    marker, retried to whoever leads until it is answered NONE (a retried marker completes
+    nothing, as in Kafka). The checker learns each record's transaction and each decision, so a
+    read_committed consumer can be checked against them."""
+
+    cluster: TxnHost
+    name: str = "txn-writer"
+    interval_ms: int = 25
+    timeout_ms: int = 1000
+    running: bool = False
+    leader: int = NO_LEADER
+    producer_id: int = FIRST_TXN_PRODUCER_ID
+    phase: str = "idle"  # idle | writing | ending
+    value: str = ""
+    committed: bool = False
+    attempt: int = 0
+    transactions: int = 0
+
+    def __post_init__(self) -> None:
+        self.cluster.net.add_node(self.name, self.on_message)
+
+    def start(self) -> None:
+        self.running = True
+        self.cluster.net.send(self.name, "controller", m.MetadataRequest())
+        self.cluster.world.schedule(self.interval_ms, self._tick)
+
+    def stop(self) -> None:
+        self.running = False
+
+    def _tick(self) -> None:
+        if not self.running:
+            return
+        if self.phase == "idle" and self.leader != NO_LEADER:
+            self.producer_id += 1
+            self.value = f"x{self.producer_id}"
+            self.cluster.on_transactional_send(self.value, self.producer_id)
+            self.phase = "writing"
+            self._send()
+        self.cluster.world.schedule(self.interval_ms, self._tick)
+
+    def _send(self) -> None:
+        world = self.cluster.world
+        if self.leader == NO_LEADER:
+            world.schedule(self.interval_ms, self._retry, self.attempt)
+            return
+        self.attempt += 1
+        target = self.cluster.name_of(self.leader)
+        if self.phase == "writing":
+            message: Any = m.Produce(self.attempt, self.value, ACKS_ALL, self.timeout_ms,
+                                     producer_id=self.producer_id, producer_epoch=0,
+                                     sequence=0, transactional=True)
+        else:
+            message = m.WriteTxnMarker(self.attempt, self.producer_id, 0, self.committed,
+                                       self.timeout_ms)
+        world.record(f"{self.name} {self.phase} p{self.producer_id} to {target}")
+        self.cluster.net.send(self.name, target, message)
+        world.schedule(self.timeout_ms, self._retry, self.attempt)
+
+    def _retry(self, attempt: int) -> None:
+        if attempt == self.attempt and self.phase != "idle":
+            self.cluster.net.send(self.name, "controller", m.MetadataRequest())
+            self.cluster.world.schedule(self.interval_ms, self._send)
+
+    def on_message(self, src: str, message: Any) -> None:
+        if isinstance(message, m.Metadata):
+            self.leader = message.registration.leader
+            return
+        if not isinstance(message, m.ProduceReply):
+            raise TypeError(f"{self.name}: unexpected {message!r}")
+        if message.produce_id != self.attempt or self.phase == "idle":
+            return
+        world = self.cluster.world
+        if message.error is not ErrorCode.NONE:
+            world.record(f"{self.name} {self.phase} p{self.producer_id}: {message.error.name}")
+            if self.phase == "writing" and message.error in FATAL_PRODUCE_ERRORS:
+                self._decide(False)  # what the coordinator does with a failed transaction
+            self.attempt += 1  # the timeout of the failed attempt must not resend again
+            self.cluster.net.send(self.name, "controller", m.MetadataRequest())
+            world.schedule(self.interval_ms, self._send)
+            return
+        if self.phase == "writing":
+            self._decide(world.rng.random() < 0.5)
+            self._send()
+            return
+        world.record(f"{self.name} {'COMMIT' if self.committed else 'ABORT'} "
+                     f"p{self.producer_id} written at {message.base_offset}")
+        self.transactions += 1
+        self.phase = "idle"
+
+    def _decide(self, committed: bool) -> None:
+        self.committed = committed
+        self.phase = "ending"
+        self.cluster.on_transaction_decided(self.producer_id, committed)
+
+
+__all__ = ["ACKS_ALL", "ACKS_LEADER", "ACKS_NONE", "Consumer", "ProduceOutcome", "Producer",
+           "TxnWriter"]

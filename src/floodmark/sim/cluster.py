@@ -94,6 +94,12 @@ class Cluster:
         if outcome.acks == ACKS_ALL:
             self.checker.on_acknowledged(outcome.offset, outcome.value)
 
+    def on_transactional_send(self, value: str, producer_id: int) -> None:
+        self.checker.on_transactional_send(value, producer_id)
+
+    def on_transaction_decided(self, producer_id: int, committed: bool) -> None:
+        self.checker.on_transaction_decided(producer_id, committed)
+
     def on_consumer_read(
         self, broker: SimBroker, records: tuple[tuple[int, int, str], ...], hw: int,
         last_stable_offset: int, isolation_level: int,

@@ -17,6 +17,11 @@ One seed expands, deterministically, into a schedule of faults injected while a 
   producer retries the same sequences against it; issue 8's partition);
 * ``long-pause`` — a follower stops for 800–3000 ms (longer than a request timeout).
 
+With ``--transactions`` a transactional writer (``clients.TxnWriter``: one-record transactions,
+each committed or aborted by its coordinator, marker retried until written) runs beside the
+producer, and the consumer reads read_committed: no record of an aborted or undecided
+transaction may reach it, and LSO <= HW on every replica after every event.
+
 SPEC section 4's premise is respected by construction: at most one broker is faulty at a time
 (RF − min.insync.replicas = 1 for RF 3), a broker counts as faulty until it is alive, connected,
 unpaused and back in the controller's ISR, and fewer than min.insync.replicas brokers ever lose
@@ -35,6 +40,7 @@ from floodmark.replication.modes import Truncation
 from floodmark.replication.partition import ACKS_ALL, ACKS_LEADER, ACKS_NONE
 from floodmark.sim.broker import SimBroker
 from floodmark.sim.checker import Violation
+from floodmark.sim.clients import TxnWriter
 from floodmark.sim.cluster import Cluster
 from floodmark.sim.config import SimConfig
 from floodmark.sim.network import NetworkConfig, PartitionMode
@@ -52,6 +58,9 @@ class ExploreOptions:
     converge_ms: int = 1500
     loss_probability: float = 0.01
     unsafe_ack_duplicates_before_commit: bool = False  # UNSAFE: issue 8's bug, to show it is found
+    transactions: bool = False
+    """Also run a transactional writer (one-record transactions, half aborted) and make the
+    consumer read_committed: the ``read-committed`` invariant is then checked on every read."""
 
     @property
     def min_insync_replicas(self) -> int:
@@ -80,6 +89,8 @@ def reproduce_command(seed: int, options: ExploreOptions) -> str:
         command += f" --fault-phase-ms {options.fault_phase_ms}"
     if options.unsafe_ack_duplicates_before_commit:
         command += " --unsafe-ack-duplicates-before-commit"
+    if options.transactions:
+        command += " --transactions"
     return command
 
 
@@ -276,6 +287,11 @@ def run_seed(seed: int, options: ExploreOptions, *, keep_trace: bool = False) ->
     # only what consumers were served must survive.
     cluster.producer.acks = world.rng.choice([ACKS_ALL] * 6 + [ACKS_LEADER, ACKS_NONE])
     cluster.producer.start()
+    writer: TxnWriter | None = None
+    if options.transactions:
+        writer = TxnWriter(cluster)
+        cluster.consumer.isolation_level = 1
+        writer.start()
     cluster.consumer.start()
     nemesis.start()
     world.run_until(options.fault_phase_ms)
@@ -289,6 +305,8 @@ def run_seed(seed: int, options: ExploreOptions, *, keep_trace: bool = False) ->
             broker.resume()
     world.run_until(world.now_ms + options.converge_ms // 3)
     cluster.producer.stop()
+    if writer is not None:
+        writer.stop()
     world.run_until(world.now_ms + options.converge_ms)
     cluster.consumer.stop()
     cluster.checker.final_check()
