@@ -142,3 +142,37 @@ def test_list_transactions_filters(conn: Any) -> None:
     odd = listed(state_filters=["Sleeping"])
     assert list(odd.unknown_state_filters) == ["Sleeping"] and not odd.transaction_states
     assert not listed(duration_filter=3_600_000).transaction_states  # none that old
+
+
+def _produce_txn(conn: Any, txn_id: str | None, pid: int, epoch: int, seq: int,
+                 partition: int = 0) -> int:
+    from floodmark.records import Record, build_batch
+
+    batch = build_batch([Record(0, int(time.time() * 1000), None, b"v")], producer_id=pid,
+                        producer_epoch=epoch, base_sequence=seq, is_transactional=True)
+    resp = conn.request(0, 9, {"transactional_id": txn_id, "acks": -1, "timeout": 10_000,
+                               "topic_data": [{"name": "wire-txn", "partition_data": [
+                                   {"index": partition, "records": batch}]}]})
+    return int(resp.responses[0].partition_responses[0].error_code)
+
+
+def test_kip_890_a_leader_verifies_a_transaction_before_its_first_batch(conn: Any) -> None:
+    r = _init(conn, "verify-1")
+    pid, epoch = int(r.producer_id), int(r.producer_epoch)
+    # Not added to the transaction: refused, and nothing opens on the partition (a batch that
+    # arrives after its transaction ended would otherwise hold the LSO back for good).
+    assert _produce_txn(conn, "verify-1", pid, epoch, 0) == ErrorCode.INVALID_TXN_STATE
+    assert _add_v3(conn, "verify-1", pid, epoch, {"wire-txn": [0]}) == {("wire-txn", 0): 0}
+    assert _produce_txn(conn, "verify-1", pid, epoch, 0) == 0
+    assert _produce_txn(conn, "verify-1", pid, epoch, 1) == 0  # open here now: no question
+    assert _end(conn, "verify-1", pid, epoch, False) == 0
+    _until(lambda: _state(conn, "verify-1"), lambda s: s.transaction_state == "CompleteAbort",
+           "aborted")
+    # A late batch of the aborted transaction (its producer's retry): refused.
+    assert _produce_txn(conn, "verify-1", pid, epoch, 2) == ErrorCode.INVALID_TXN_STATE
+    # The zombie of an older epoch: fenced.
+    r2 = _init(conn, "verify-1")
+    assert _add_v3(conn, "verify-1", pid, int(r2.producer_epoch), {"wire-txn": [1]}) == {
+        ("wire-txn", 1): 0}
+    assert _produce_txn(conn, "verify-1", pid, epoch, 0, partition=1) == \
+        ErrorCode.INVALID_PRODUCER_EPOCH

@@ -59,6 +59,9 @@ log = logging.getLogger(__name__)
 MARKER_REQUEST_TIMEOUT_S = 35.0
 MARKER_BACKOFF_MS = (20, 1000)  # first retry, most between retries
 LOG_WRITE_TIMEOUT_MS = 10_000
+API_ADD_PARTITIONS_TO_TXN = 24
+VERIFY_VERSION = 4
+VERIFY_TIMEOUT_S = 5.0
 # A partition leader's answer that means "not now, ask again" (Kafka's marker handler retries
 # these); any other error is logged and the partition is left alone.
 RETRIABLE_MARKER_ERRORS = frozenset({
@@ -257,6 +260,48 @@ class TransactionCoordinatorDriver:
                              effect.metadata.transactional_id, effect.metadata.txn_timeout_ms,
                              effect.metadata.producer_id, effect.metadata.producer_epoch)
             self._apply(effects)
+
+    # -- KIP-890 part 1: verification for partition leaders ---------------------------------------
+    async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                     partitions: list[Partition]) -> dict[Partition, ErrorCode]:
+        """Is each partition in the producer's ongoing transaction? Asked of the transactional
+        id's coordinator (this broker's core, or AddPartitionsToTxn v4 ``verify_only`` over
+        the wire). A coordinator that cannot be asked: NOT_ENOUGH_REPLICAS (the producer
+        retries, as Kafka answers)."""
+        unknown = dict.fromkeys(partitions, ErrorCode.NOT_ENOUGH_REPLICAS)
+        p = self.txn_partition(transactional_id)
+        if p in self.core.loaded():
+            return self.core.verify_partitions(p, transactional_id, producer_id,
+                                               producer_epoch, partitions)
+        meta = self.host.controller.topics().get(TRANSACTION_STATE_TOPIC)
+        if meta is None or p < 0:
+            return unknown
+        node = int(meta.partitions[p].leader)
+        held = self._connection(node) if node >= 0 else None
+        if held is None or node == self.host.node_id:
+            return unknown  # this broker leads it but has not loaded it yet
+        conn, lock = held
+        topics: dict[str, list[int]] = {}
+        for topic, index in partitions:
+            topics.setdefault(topic, []).append(index)
+        body = {"transactions": [{
+            "transactional_id": transactional_id, "producer_id": producer_id,
+            "producer_epoch": producer_epoch, "verify_only": True,
+            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}]}
+        try:
+            async with lock:
+                resp = await conn.request(API_ADD_PARTITIONS_TO_TXN, VERIFY_VERSION, body,
+                                          VERIFY_TIMEOUT_S)
+        except RequestFailed as exc:
+            log.debug("transaction verification at broker %d failed: %s", node, exc)
+            return unknown
+        out = dict(unknown)
+        for result in resp.results_by_transaction:
+            for t in result.topic_results:
+                for r in t.results_by_partition:
+                    out[(str(t.name), int(r.partition_index))] = ErrorCode(
+                        int(r.partition_error_code))
+        return out
 
     # -- markers ----------------------------------------------------------------------------------
     def _leader_of(self, tp: Partition) -> int | None:
