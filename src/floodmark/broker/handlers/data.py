@@ -164,6 +164,10 @@ async def _verify_then_produce(broker: HandlerContext, req: Any, version: int,
             if error is not ErrorCode.NONE:
                 refused[tp] = _VERIFY_REFUSALS.get(error, ErrorCode.INVALID_TXN_STATE)
     answer = _produce(broker, req, version, refused)
+    if broker.replicas is not None:
+        # Appended only now, after the handler returned (``wakes_followers`` woke them then):
+        # the follower fetches parked here must see it, or acks=all waits out their max wait.
+        broker.replicas.leader_appended()
     if answer is None:
         return []
     if isinstance(answer, list):
