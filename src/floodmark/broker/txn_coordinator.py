@@ -24,8 +24,8 @@ import asyncio
 import functools
 import itertools
 import logging
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, Coroutine, Iterable
+from typing import TYPE_CHECKING, Protocol
 
 from floodmark.client.connection import AsyncKafkaConnection, RequestFailed
 from floodmark.client.transactions import (
@@ -113,7 +113,7 @@ class TransactionCoordinatorDriver:
         self._waiting: dict[int, asyncio.Future[Reply]] = {}
         self._senders: dict[str, asyncio.Task[None]] = {}  # transactional id -> marker sender
         self._conns: dict[int, tuple[AsyncKafkaConnection, asyncio.Lock]] = {}
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
         self._deferred: list[Effect] = []  # effects decided before the event loop ran
         self._running = False
         self.markers_sent = 0  # partitions that answered a marker (for tests and metrics)
@@ -136,7 +136,7 @@ class TransactionCoordinatorDriver:
             if not fut.done():
                 fut.cancel()
 
-    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
+    def _spawn(self, coro: Coroutine[object, object, None]) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

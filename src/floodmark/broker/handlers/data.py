@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from floodmark.broker.boundary import (
     ClientConnection,
@@ -34,6 +34,7 @@ from floodmark.wire.hot import (
     HotDecodeError,
     NodeEndpoint,
     ProducePartitionResult,
+    ProduceRequest,
     encode_fetch_response,
     encode_produce_response,
     parse_produce_request,
@@ -128,7 +129,7 @@ _VERIFY_REFUSALS = {
 }
 
 
-def _unverified(broker: HandlerContext, req: Any) -> dict[tuple[str, int], tuple[int, int]]:
+def _unverified(broker: HandlerContext, req: ProduceRequest) -> dict[tuple[str, int], tuple[int, int]]:
     """Partitions of a transactional Produce whose producer has no open transaction there yet:
     (producer id, epoch) of each, to verify with the coordinator first (KIP-890 part 1)."""
     if req.transactional_id is None or req.acks == 0 or not broker.config.get_bool(
@@ -151,15 +152,17 @@ def _unverified(broker: HandlerContext, req: Any) -> dict[tuple[str, int], tuple
     return out
 
 
-async def _verify_then_produce(broker: HandlerContext, req: Any, version: int,
+async def _verify_then_produce(broker: HandlerContext, req: ProduceRequest, version: int,
                                unverified: dict[tuple[str, int], tuple[int, int]]
                                ) -> list[bytes | memoryview]:
+    txn_id = req.transactional_id
+    assert txn_id is not None  # ``_unverified`` names partitions only then
     by_producer: dict[tuple[int, int], list[tuple[str, int]]] = {}
     for tp, producer in unverified.items():
         by_producer.setdefault(producer, []).append(tp)
     refused: dict[tuple[str, int], ErrorCode] = {}
     for (pid, epoch), partitions in by_producer.items():
-        answers = await broker.transactions.verify(req.transactional_id, pid, epoch, partitions)
+        answers = await broker.transactions.verify(txn_id, pid, epoch, partitions)
         for tp, error in answers.items():
             if error is not ErrorCode.NONE:
                 refused[tp] = _VERIFY_REFUSALS.get(error, ErrorCode.INVALID_TXN_STATE)
@@ -175,7 +178,7 @@ async def _verify_then_produce(broker: HandlerContext, req: Any, version: int,
     return await answer
 
 
-def _produce(broker: HandlerContext, req: Any, version: int,
+def _produce(broker: HandlerContext, req: ProduceRequest, version: int,
              refused: dict[tuple[str, int], ErrorCode]
              ) -> list[bytes | memoryview] | Awaitable[list[bytes | memoryview]] | None:
     acks = req.acks
@@ -351,7 +354,7 @@ def _close_slices(topics: FetchTopics) -> None:
 
 async def _fetch_delayed(broker: HandlerContext, header: RequestHeader, plan: FetchPlan, budget: int,
                          replica_id: int, wait_ms: int, min_bytes: int, lazy: bool,
-                         ctx: FetchContext | None, isolation: int) -> list[Any]:
+                         ctx: FetchContext | None, isolation: int) -> Encoded:
     keys = [(name, int(p.partition)) for _, name, parts in plan if name is not None
             for p in parts]
     deadline = broker.now_ms() + wait_ms
@@ -426,7 +429,7 @@ def fetch(broker: HandlerContext, header: RequestHeader, req: WireRequest,
 # -- ListOffsets -----------------------------------------------------------------------------------
 def _list_partition(broker: HandlerContext, ps: PartitionState | None, p: WireRequest,
                     isolation: int, replica_id: int = -1) -> WireResponse:
-    out: dict[str, Any] = {"partition_index": int(p.partition_index), "error_code": 0,
+    out: WireResponse = {"partition_index": int(p.partition_index), "error_code": 0,
                            "old_style_offsets": [], "timestamp": -1, "offset": -1,
                            "leader_epoch": -1}
     if ps is None:
@@ -483,7 +486,7 @@ def offset_for_leader_epoch(broker: HandlerContext, header: RequestHeader, req: 
     for t in req.topics:
         parts = []
         for p in t.partitions:
-            out: dict[str, Any] = {"error_code": 0, "partition": int(p.partition),
+            out: WireResponse = {"error_code": 0, "partition": int(p.partition),
                                    "leader_epoch": -1, "end_offset": -1}
             ps = broker.partitions.get((t.topic, int(p.partition)))
             if ps is None:
@@ -555,12 +558,12 @@ def delete_records(broker: HandlerContext, header: RequestHeader, req: WireReque
     delete-records), or after the request's timeout with REQUEST_TIMED_OUT. Compacted-only
     topics refuse (POLICY_VIOLATION)."""
     topics = []
-    pending: list[tuple[str, dict[str, Any], int]] = []
+    pending: list[tuple[str, WireResponse, int]] = []
     for t in req.topics:
         parts = []
         for p in t.partitions:
             index = int(p.partition_index)
-            out: dict[str, Any] = {"partition_index": index, "low_watermark": -1,
+            out: WireResponse = {"partition_index": index, "low_watermark": -1,
                                    "error_code": 0}
             ps = broker.partitions.get((t.name, index))
             if ps is None:
