@@ -74,6 +74,9 @@ DEFAULTS: dict[str, Any] = {
     # timed-out transactions every 10 s; every second keeps an abandoned transaction's records
     # from holding back read_committed consumers (the LSO) much past its timeout.
     "transaction.max.timeout.ms": 900_000,
+    # KIP-890 part 1: a partition leader asks the coordinator before a producer's first
+    # transactional batch there (Kafka's name and default).
+    "transaction.partition.verification.enable": True,
     "transaction.state.log.num.partitions": 1,
     "transaction.state.log.replication.factor": 3,
     "transaction.state.log.min.isr": 2,

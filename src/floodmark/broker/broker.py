@@ -92,7 +92,8 @@ class Broker:
             self, functools.partial(data.append_partition, self),
             max_timeout_ms=config.get_int("transaction.max.timeout.ms"),
             cleanup_interval_ms=config.get_int(
-                "transaction.abort.timed.out.transaction.cleanup.interval.ms"))
+                "transaction.abort.timed.out.transaction.cleanup.interval.ms"),
+            expiration_ms=config.get_int("transactional.id.expiration.ms"))
         self.connections: set[Connection] = set()
         self.max_request_bytes = config.get_int("socket.request.max.bytes")
         self.storage = storage_glue.Storage(self.data_dir, config)
