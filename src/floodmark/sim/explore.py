@@ -18,9 +18,11 @@ One seed expands, deterministically, into a schedule of faults injected while a 
 * ``long-pause`` — a follower stops for 800–3000 ms (longer than a request timeout).
 
 With ``--transactions`` a transactional writer (``clients.TxnWriter``: one-record transactions,
-each committed or aborted by its coordinator, marker retried until written) runs beside the
-producer, and the consumer reads read_committed: no record of an aborted or undecided
-transaction may reach it, and LSO <= HW on every replica after every event.
+half aborted) runs beside the producer and asks the transaction coordinator for every step; the
+coordinator is the broker's own core (``txn_coordinator.SimTxnCoordinator`` drives
+``replication.transactions``: its log, its markers, its timeouts). The consumer reads
+read_committed: no record of an aborted or undecided transaction may reach it, and LSO <= HW on
+every replica after every event.
 
 SPEC section 4's premise is respected by construction: at most one broker is faulty at a time
 (RF − min.insync.replicas = 1 for RF 3), a broker counts as faulty until it is alive, connected,
