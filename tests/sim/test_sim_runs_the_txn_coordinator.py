@@ -112,6 +112,8 @@ def test_explorer_transactions_go_through_the_core(monkeypatch: pytest.MonkeyPat
     assert result.violations == []
     coordinator = clusters[0].txn_coordinator()
     assert isinstance(coordinator.core, TxnCoordinator)
+    assert coordinator.crashes >= 1  # and new coordinators finished from the log
+    assert coordinator.coordinator_epoch == coordinator.crashes
     states = [m.state for batch in coordinator.log
               for m in txn_log.replay([batch]).transactions.values()]
     assert states.count(TxnState.COMPLETE_COMMIT) > 0

@@ -446,6 +446,7 @@ class TxnWriter:
     transactional_id: str = "txn-writer"
     interval_ms: int = 25
     timeout_ms: int = 1000
+    coordinator_timeout_ms: int = 250  # the coordinator answers at once unless it is down
     txn_timeout_ms: int = 2000
     running: bool = False
     leader: int = NO_LEADER
@@ -507,7 +508,8 @@ class TxnWriter:
         world.record(f"{self.name} {self.phase} p{self.producer_id} e{self.producer_epoch} "
                      f"to {target}")
         self.cluster.net.send(self.name, target, message)
-        world.schedule(self.timeout_ms, self._retry, self.attempt)
+        timeout_ms = self.timeout_ms if self.phase == "write" else self.coordinator_timeout_ms
+        world.schedule(timeout_ms, self._retry, self.attempt)
 
     def _retry(self, attempt: int) -> None:
         if attempt == self.attempt and self.phase != "idle":

@@ -82,6 +82,7 @@ class SimTxnCoordinator:
         self.coordinator_epoch = 0
         self.alive = True
         self.crash_after: TxnState | None = None
+        self.restart_after_ms: tuple[int, int] | None = None  # explorer: back after a crash
         self.crashes = 0
         self._producer_ids = itertools.count(first_producer_id)
         self._ids = itertools.count(1)
@@ -118,6 +119,9 @@ class SimTxnCoordinator:
         self._routes.clear()
         self._attempts.clear()
         self._remaining.clear()
+        if self.restart_after_ms is not None:
+            world = self.cluster.world
+            world.schedule(world.rng.randint(*self.restart_after_ms), self.restart)
 
     def restart(self) -> None:
         """A new coordinator (the next leader of ``__transaction_state``) takes over."""
