@@ -335,6 +335,20 @@ def validate_topic_configs(configs: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def split_topic_configs(configs: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """A topic's set read back from somewhere older than this check (a metadata record, an
+    earlier version's file): the values the registry takes, and why each other one is refused.
+    Keeping the topic with the good ones is never worse than losing the topic."""
+    kept: dict[str, Any] = {}
+    refused: dict[str, str] = {}
+    for name, value in configs.items():
+        try:
+            kept.update(validate_topic_configs({name: value}))
+        except KafkaError as exc:
+            refused[name] = exc.message
+    return kept, refused
+
+
 def dynamic_layer(configs: Mapping[str, Any]) -> dict[str, Any]:
     """A ``broker_configs`` record's set as a broker takes it into use (typed; names it does not
     know are left out). ValueError when a value is not of its setting's type."""

@@ -108,6 +108,7 @@ class TransactionCoordinatorDriver:
         self._conns: dict[int, tuple[AsyncKafkaConnection, asyncio.Lock]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._deferred: list[Effect] = []  # effects decided before the event loop ran
+        self._spare_pid: int | None = None  # a producer id taken ahead for the core's port
         self._running = False
         self.markers_sent = 0  # partitions that answered a marker (for tests and metrics)
 
@@ -136,7 +137,26 @@ class TransactionCoordinatorDriver:
         return task
 
     def _allocate_producer_id(self) -> int:
-        return int(self.host.controller.allocate_producer_id())
+        """The core's port (synchronous): the producer id taken from the controller ahead of
+        the decision (``run``); none in hand is the retriable COORDINATOR_NOT_AVAILABLE."""
+        pid, self._spare_pid = self._spare_pid, None
+        if pid is None:
+            raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                             "no producer id from the controller yet")
+        return pid
+
+    async def _have_producer_id(self) -> None:
+        """One producer id in hand before a decision that may need it. Awaited (the
+        controller may be slow: only this request waits, never the event loop)."""
+        if self._spare_pid is not None:
+            return
+        try:
+            pid = await self.host.controller.allocate_producer_id()
+        except KafkaError as exc:
+            log.warning("transaction coordinator: no producer id from the controller: %s", exc)
+            return
+        if self._spare_pid is None:
+            self._spare_pid = pid
 
     # -- which partitions this coordinator serves ----------------------------------------------------
     def txn_partition(self, transactional_id: str) -> int:
@@ -190,6 +210,7 @@ class TransactionCoordinatorDriver:
     # -- requests ---------------------------------------------------------------------------------
     async def run(self, decide: Callable[[int], list[Effect]]) -> Reply:
         """Hand the core one request (``decide(request_id)``); wait for its answer."""
+        await self._have_producer_id()
         request_id = next(self._ids)
         fut: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
         self._waiting[request_id] = fut

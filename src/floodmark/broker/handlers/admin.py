@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 import random
 import uuid
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 from floodmark.broker import dynamic_configs
 from floodmark.broker.boundary import ClientConnection, WireRequest, WireResponse
@@ -87,7 +87,39 @@ def _partition_entries(broker: HandlerContext, topic: str) -> list[WireResponse]
     ]
 
 
-def metadata(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection | None = None) -> WireResponse:
+def metadata(broker: HandlerContext, header: RequestHeader, req: WireRequest,
+             conn: ClientConnection | None = None) -> WireResponse | Awaitable[WireResponse]:
+    """Answered at once, unless topics are to be created first (auto.create.topics.enable):
+    then awaited, so only this request waits for the controller."""
+    topics_meta = broker.controller.topics()
+    requested = req.topics
+    auto_create = bool(getattr(req, "allow_auto_topic_creation", True)) and bool(
+        broker.config.get("auto.create.topics.enable"))
+    missing = [t.name for t in requested or () if t.name is not None
+               and t.name not in topics_meta] if auto_create else []
+    if missing and not (requested is None or (header.api_version == 0 and not requested)):
+        return _metadata_after_creating(broker, header, req, missing)
+    return _metadata_answer(broker, header, req, {})
+
+
+async def _metadata_after_creating(broker: HandlerContext, header: RequestHeader, req: WireRequest,
+                                   missing: list[str]) -> WireResponse:
+    errors: dict[str, ErrorCode] = {}
+    for name in missing:
+        try:
+            await broker.create_topic(name, -1, -1, {})
+            # On a cluster the new topic reaches this broker's metadata a moment later: answer
+            # as Kafka does for a topic just created, and let the client retry.
+            errors[name] = (ErrorCode.NONE if name in broker.controller.topics()
+                            else ErrorCode.LEADER_NOT_AVAILABLE)
+        except KafkaError as exc:
+            errors[name] = exc.code
+    return _metadata_answer(broker, header, req, errors)
+
+
+def _metadata_answer(broker: HandlerContext, header: RequestHeader, req: WireRequest,
+                     created: dict[str, ErrorCode]) -> WireResponse:
+    """``created``: what auto-creation answered for the topics it tried to create."""
     version = header.api_version
     topics_meta = broker.controller.topics()
     requested = req.topics
@@ -103,25 +135,14 @@ def metadata(broker: HandlerContext, header: RequestHeader, req: WireRequest, co
     if by_id:
         known = {m.topic_id: m.name for m in topics_meta.values()}
         names += [known[i] for i in by_id if i in known]
-    auto_create = bool(getattr(req, "allow_auto_topic_creation", True)) and bool(
-        broker.config.get("auto.create.topics.enable")
-    )
     topic_ops = (TOPIC_OPERATIONS if getattr(req, "include_topic_authorized_operations", False)
                  else INT32_MIN)
     out = []
     for name in names:
         if name not in topics_meta:
-            error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            if auto_create:
-                try:
-                    broker.create_topic(name, -1, -1, {})
-                    topics_meta = broker.controller.topics()
-                    # On a cluster the new topic reaches this broker's metadata a moment later:
-                    # answer as Kafka does for a topic just created, and let the client retry.
-                    error = (ErrorCode.NONE if name in topics_meta
-                             else ErrorCode.LEADER_NOT_AVAILABLE)
-                except KafkaError as exc:
-                    error = exc.code
+            error = created.get(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            if error is ErrorCode.NONE:
+                error = ErrorCode.LEADER_NOT_AVAILABLE  # created, not in this image yet
             if error != ErrorCode.NONE:
                 out.append({"error_code": int(error), "name": name, "topic_id": None,
                             "is_internal": False, "partitions": [],
@@ -154,7 +175,8 @@ def metadata(broker: HandlerContext, header: RequestHeader, req: WireRequest, co
     }
 
 
-def create_topics(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection | None = None) -> WireResponse:
+async def create_topics(broker: HandlerContext, header: RequestHeader, req: WireRequest,
+                        conn: ClientConnection | None = None) -> WireResponse:
     validate_only = bool(getattr(req, "validate_only", False))
     results = []
     seen: set[str] = set()
@@ -174,7 +196,7 @@ def create_topics(broker: HandlerContext, header: RequestHeader, req: WireReques
                                      "assigned partitions must be numbered 0..n-1")
                 assignments = [tuple(int(b) for b in a.broker_ids) for a in ordered]
             configs = {c.name: c.value for c in t.configs}
-            meta = broker.create_topic(
+            meta = await broker.create_topic(
                 t.name, int(t.num_partitions), int(t.replication_factor), configs,
                 validate_only=validate_only, assignments=assignments,
             )
@@ -186,7 +208,8 @@ def create_topics(broker: HandlerContext, header: RequestHeader, req: WireReques
     return {"throttle_time": 0, "topics": results}
 
 
-def delete_topics(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection | None = None) -> WireResponse:
+async def delete_topics(broker: HandlerContext, header: RequestHeader, req: WireRequest,
+                        conn: ClientConnection | None = None) -> WireResponse:
     if header.api_version >= 6:
         names = [(t.name, t.topic_id) for t in req.topics]
     else:
@@ -201,7 +224,7 @@ def delete_topics(broker: HandlerContext, header: RequestHeader, req: WireReques
         try:
             if name is None:
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "unknown topic id")
-            meta = broker.delete_topic(name)
+            meta = await broker.delete_topic(name)
             entry["topic_id"] = meta.topic_id
         except KafkaError as exc:
             entry.update(error_code=int(exc.code), error_message=exc.message or None)
@@ -209,15 +232,17 @@ def delete_topics(broker: HandlerContext, header: RequestHeader, req: WireReques
     return {"throttle_time": 0, "responses": results}
 
 
-def create_partitions(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection | None = None) -> WireResponse:
+async def create_partitions(broker: HandlerContext, header: RequestHeader, req: WireRequest,
+                            conn: ClientConnection | None = None) -> WireResponse:
     results = []
     for t in req.topics:
         entry: WireResponse = {"name": t.name, "error_code": 0, "error_message": None}
         try:
             assignments = (None if not t.assignments else
                            [tuple(int(b) for b in a.broker_ids) for a in t.assignments])
-            broker.create_partitions(t.name, int(t.count), validate_only=bool(req.validate_only),
-                                     assignments=assignments)
+            await broker.create_partitions(t.name, int(t.count),
+                                           validate_only=bool(req.validate_only),
+                                           assignments=assignments)
         except KafkaError as exc:
             entry.update(error_code=int(exc.code), error_message=exc.message or None)
         results.append(entry)
@@ -373,8 +398,8 @@ def describe_log_dirs(broker: HandlerContext, header: RequestHeader, req: WireRe
         "total_bytes": total, "usable_bytes": usable}]}
 
 
-def elect_leaders(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection | None = None
-                  ) -> WireResponse:
+async def elect_leaders(broker: HandlerContext, header: RequestHeader, req: WireRequest,
+                        conn: ClientConnection | None = None) -> WireResponse:
     """ElectLeaders (KIP-460): PREFERRED (0) or UNCLEAN (1), decided by the controller; every
     partition when ``topic_partitions`` is null."""
     unclean = int(getattr(req, "election_type", 0)) == 1
@@ -383,9 +408,13 @@ def elect_leaders(broker: HandlerContext, header: RequestHeader, req: WireReques
                   for p in meta.partitions]
     else:
         wanted = [(t.topic, int(p)) for t in req.topic_partitions for p in t.partitions]
-    by_topic: dict[str, list[WireResponse]] = {}
-    for topic, partition, err, message in broker.controller.elect_leaders(wanted,
-                                                                          unclean=unclean):
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    try:
+        decided = await broker.controller.elect_leaders(wanted, unclean=unclean)
+    except KafkaError as exc:  # no controller answered (REQUEST_TIMED_OUT, NOT_CONTROLLER)
+        return {"throttle_time": 0, "error_code": int(exc.code),
+                "replica_election_results": []}
+    for topic, partition, err, message in decided:
         by_topic.setdefault(topic, []).append({
             "partition_id": partition, "error_code": int(err),
             "error_message": message or None})
@@ -398,9 +427,9 @@ _OP_SET, _OP_DELETE, _OP_APPEND, _OP_SUBTRACT = 0, 1, 2, 3
 _LIST_CONFIGS = frozenset({"cleanup.policy", "log.cleanup.policy"})
 
 
-def _alter_resource(broker: HandlerContext, res: WireRequest, validate_only: bool,
-                    new_configs: Callable[[Configs, Configs], Configs]
-                    ) -> WireResponse:
+async def _alter_resource(broker: HandlerContext, res: WireRequest, validate_only: bool,
+                          new_configs: Callable[[Configs, Configs], Configs]
+                          ) -> WireResponse:
     """``new_configs(current, defaults)``: the resource's whole new set."""
     out: WireResponse = {"error_code": 0, "error_message": None,
                            "resource_type": int(res.resource_type),
@@ -409,8 +438,9 @@ def _alter_resource(broker: HandlerContext, res: WireRequest, validate_only: boo
         if res.resource_type == _BROKER_RESOURCE:  # KIP-226 dynamic broker configs
             current = dict(broker.controller.broker_configs().get(res.resource_name, {}))
             in_force = {name: broker.config.get(name) for name in SETTINGS}
-            dynamic_configs.alter(broker, res.resource_name, new_configs(current, in_force),
-                                  validate_only=validate_only)
+            await dynamic_configs.alter(broker, res.resource_name,
+                                        new_configs(current, in_force),
+                                        validate_only=validate_only)
             return out
         if res.resource_type != _TOPIC_RESOURCE:
             raise KafkaError(ErrorCode.INVALID_REQUEST,
@@ -419,16 +449,16 @@ def _alter_resource(broker: HandlerContext, res: WireRequest, validate_only: boo
         if meta is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                              f"unknown topic {res.resource_name!r}")
-        broker.alter_topic_configs(res.resource_name,
-                                   new_configs(dict(meta.configs), broker.config.topic_defaults()),
-                                   validate_only=validate_only)
+        await broker.alter_topic_configs(
+            res.resource_name, new_configs(dict(meta.configs), broker.config.topic_defaults()),
+            validate_only=validate_only)
     except KafkaError as exc:
         out.update(error_code=int(exc.code), error_message=exc.message or exc.code.name)
     return out
 
 
-def incremental_alter_configs(broker: HandlerContext, header: RequestHeader, req: WireRequest,
-                              conn: ClientConnection | None = None) -> WireResponse:
+async def incremental_alter_configs(broker: HandlerContext, header: RequestHeader, req: WireRequest,
+                                    conn: ClientConnection | None = None) -> WireResponse:
     """IncrementalAlterConfigs: SET, DELETE, APPEND and SUBTRACT (list configs) per key."""
     responses = []
     for res in req.resources:
@@ -456,12 +486,12 @@ def incremental_alter_configs(broker: HandlerContext, header: RequestHeader, req
                     raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown operation {op}")
             return current
 
-        responses.append(_alter_resource(broker, res, bool(req.validate_only), apply))
+        responses.append(await _alter_resource(broker, res, bool(req.validate_only), apply))
     return {"throttle_time": 0, "responses": responses}
 
 
-def alter_configs(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection | None = None
-                  ) -> WireResponse:
+async def alter_configs(broker: HandlerContext, header: RequestHeader, req: WireRequest,
+                        conn: ClientConnection | None = None) -> WireResponse:
     """AlterConfigs (the older call): the request's entries replace the topic's whole set."""
     responses = []
     for res in req.resources:
@@ -471,12 +501,13 @@ def alter_configs(broker: HandlerContext, header: RequestHeader, req: WireReques
                         e: Configs = entries) -> Configs:
             return dict(e)
 
-        responses.append(_alter_resource(broker, res, bool(req.validate_only), replace_all))
+        responses.append(await _alter_resource(broker, res, bool(req.validate_only),
+                                               replace_all))
     return {"throttle_time": 0, "responses": responses}
 
 
-def alter_partition_reassignments(broker: HandlerContext, header: RequestHeader, req: WireRequest,
-                                  conn: ClientConnection | None = None) -> WireResponse:
+async def alter_partition_reassignments(broker: HandlerContext, header: RequestHeader, req: WireRequest,
+                                        conn: ClientConnection | None = None) -> WireResponse:
     """AlterPartitionReassignments (KIP-455): per partition a target replica list (start, or
     replace the one in progress) or null (cancel); decided by the controller, carried out by
     ordinary replication (docs/cluster.md, "Moving replicas"). v1 (KIP-860): a change of the
@@ -503,8 +534,14 @@ def alter_partition_reassignments(broker: HandlerContext, header: RequestHeader,
                                 f"{len(target)}")
                 continue
             changes.append((key[0], key[1], target))
-    decided = {(topic, partition): (err, message) for topic, partition, err, message
-               in (broker.controller.alter_partition_reassignments(changes) if changes else [])}
+    try:
+        answers = await broker.controller.alter_partition_reassignments(changes) if changes else []
+    except KafkaError as exc:  # no controller answered (REQUEST_TIMED_OUT, NOT_CONTROLLER)
+        return {"throttle_time": 0, "allow_replication_factor_change": allow_rf_change,
+                "error_code": int(exc.code), "error_message": exc.message or None,
+                "responses": []}
+    decided = {(topic, partition): (err, message)
+               for topic, partition, err, message in answers}
     responses = []
     for t in req.topics:
         parts = []

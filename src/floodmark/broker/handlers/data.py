@@ -505,7 +505,7 @@ def offset_for_leader_epoch(broker: HandlerContext, header: RequestHeader, req: 
 
 # -- InitProducerId --------------------------------------------------------------------------------
 def init_producer_id(broker: HandlerContext, header: RequestHeader, req: WireRequest,
-                     conn: ClientConnection) -> WireResponse:
+                     conn: ClientConnection) -> WireResponse | Awaitable[WireResponse]:
     """An idempotent producer's (no ``transactional.id``: those go to the transaction
     coordinator, ``txn_apis``)."""
     existing = int(getattr(req, "producer_id", -1))
@@ -514,7 +514,17 @@ def init_producer_id(broker: HandlerContext, header: RequestHeader, req: WireReq
         # KIP-360: an idempotent producer may bump its own epoch to reset sequences.
         return {"throttle_time": 0, "error_code": 0, "producer_id": existing,
                 "producer_epoch": existing_epoch + 1}
-    pid = broker.controller.allocate_producer_id()
+    return _new_producer_id(broker)
+
+
+async def _new_producer_id(broker: HandlerContext) -> WireResponse:
+    """A new id, from the block the controller handed this broker (awaited when a new block is
+    needed: only this request waits for the controller)."""
+    try:
+        pid = await broker.controller.allocate_producer_id()
+    except KafkaError as exc:  # no controller answered: the producer retries
+        return {"throttle_time": 0, "error_code": int(exc.code), "producer_id": -1,
+                "producer_epoch": -1}
     return {"throttle_time": 0, "error_code": 0, "producer_id": pid, "producer_epoch": 0}
 
 

@@ -55,8 +55,7 @@ def init_producer_id(ctx: HandlerContext, header: RequestHeader, req: WireReques
                      conn: ClientConnection) -> Answer | Awaitable[Answer]:
     txn_id = req.transactional_id
     if txn_id is None:
-        idempotent: Answer = data.init_producer_id(ctx, header, req, conn)
-        return idempotent
+        return data.init_producer_id(ctx, header, req, conn)
     version = header.api_version
     p = _txn_partition(ctx, txn_id)
     timeout_ms = ms(req.transaction_timeout)
