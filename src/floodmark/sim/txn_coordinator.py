@@ -118,6 +118,7 @@ class SimTxnCoordinator:
         self.cluster.net.node_down(self.name)
         self._routes.clear()
         self._attempts.clear()
+        self._sent_ms.clear()
         self._remaining.clear()
         if self.restart_after_ms is not None:
             world = self.cluster.world
@@ -228,6 +229,7 @@ class SimTxnCoordinator:
 
     def _marker_timeout(self, attempt: int) -> None:
         held = self._attempts.pop(attempt, None)
+        self._sent_ms.pop(attempt, None)
         if held is not None:
             self._send_marker(*held)
 
@@ -236,11 +238,11 @@ class SimTxnCoordinator:
         if held is None:
             return
         effect, tp = held
+        sent_ms = self._sent_ms.pop(reply.produce_id)
         self.marker_status[effect.producer_id] = reply.error
         if reply.error is ErrorCode.NONE:  # an acks=all write like any other: never lost
             outcome = ProduceOutcome(marker_label(effect.producer_id, effect.committed),
-                                     ACKS_ALL, self._sent_ms.pop(reply.produce_id),
-                                     ErrorCode.NONE, reply.base_offset)
+                                     ACKS_ALL, sent_ms, ErrorCode.NONE, reply.base_offset)
             self.acknowledged.append(outcome)
             self.cluster.on_acknowledged(outcome)
         if reply.error in RETRIABLE_MARKER_ERRORS:
