@@ -37,6 +37,7 @@ from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import TRANSACTION_STATE_TOPIC, coordinator_partition
 from floodmark.replication.transactions import log as txn_log
 from floodmark.replication.transactions.coordinator import (
+    RETRIABLE_MARKER_ERRORS,
     Effect,
     Reply,
     SendMarkers,
@@ -62,14 +63,6 @@ LOG_WRITE_TIMEOUT_MS = 10_000
 API_ADD_PARTITIONS_TO_TXN = 24
 VERIFY_VERSION = 4
 VERIFY_TIMEOUT_S = 5.0
-# A partition leader's answer that means "not now, ask again" (Kafka's marker handler retries
-# these); any other error is logged and the partition is left alone.
-RETRIABLE_MARKER_ERRORS = frozenset({
-    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-    ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-    ErrorCode.REQUEST_TIMED_OUT, ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.LEADER_NOT_AVAILABLE,
-    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.FENCED_LEADER_EPOCH,
-})
 
 
 class AppendResult(Protocol):

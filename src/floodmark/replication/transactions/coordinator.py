@@ -96,6 +96,16 @@ _WRITE_ERRORS = {
 }
 
 
+# A partition leader's answer to WriteTxnMarkers that means "not now, ask again" (Kafka's marker
+# handler retries these); any other error is reported and the partition is left alone. Every
+# driver (the broker's, the simulator's) retries by this one list.
+RETRIABLE_MARKER_ERRORS = frozenset({
+    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    ErrorCode.REQUEST_TIMED_OUT, ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.LEADER_NOT_AVAILABLE,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.FENCED_LEADER_EPOCH,
+})
+
 def write_error(error: ErrorCode) -> ErrorCode:
     """What a client is told when its state could not be written."""
     return _WRITE_ERRORS.get(error, ErrorCode.UNKNOWN_SERVER_ERROR)
