@@ -7,7 +7,7 @@ import os
 import random
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from floodmark.broker import dynamic_configs
 from floodmark.broker.boundary import ClientConnection, WireRequest, WireResponse
@@ -408,7 +408,7 @@ async def elect_leaders(broker: HandlerContext, header: RequestHeader, req: Wire
                   for p in meta.partitions]
     else:
         wanted = [(t.topic, int(p)) for t in req.topic_partitions for p in t.partitions]
-    by_topic: dict[str, list[dict[str, Any]]] = {}
+    by_topic: dict[str, list[WireResponse]] = {}
     try:
         decided = await broker.controller.elect_leaders(wanted, unclean=unclean)
     except KafkaError as exc:  # no controller answered (REQUEST_TIMED_OUT, NOT_CONTROLLER)
