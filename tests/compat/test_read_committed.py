@@ -5,6 +5,9 @@ own reader (``client.fetch``)."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import uuid
 
 import pytest
@@ -63,6 +66,22 @@ def _read_with_floodmark(bootstrap: str, topic: str, isolation: int = READ_COMMI
         reader.close()
 
 
+def _consume_cli(bootstrap: str, topic: str, level: str) -> list[bytes]:
+    """``floodmark consume --isolation-level``, as a user runs it."""
+    done = subprocess.run(
+        [sys.executable, "-m", "floodmark.cli", "consume", topic, "--bootstrap-server",
+         bootstrap, "--from-beginning", "--isolation-level", level, "--timeout-ms", "1500"],
+        capture_output=True, timeout=60, check=True)
+    return done.stdout.splitlines()
+
+
+def _describe(bootstrap: str, topic: str, *extra: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "floodmark.cli", "topic", "describe", topic,
+         "--bootstrap-server", bootstrap, *extra], capture_output=True, timeout=60, check=True)
+    return done.stdout.decode()
+
+
 def test_open_committed_and_aborted_transactions(broker) -> None:  # type: ignore[no-untyped-def]
     topic = f"rc-{uuid.uuid4().hex[:8]}"
     create_topic(broker.bootstrap, topic)
@@ -100,6 +119,8 @@ def test_open_committed_and_aborted_transactions(broker) -> None:  # type: ignor
 
     expected = [b"plain-0", b"plain-1", b"commit-0", b"commit-1", b"end", b"last"]
     assert _read_with_floodmark(broker.bootstrap, topic) == expected
+    assert _consume_cli(broker.bootstrap, topic, "read_committed") == expected
+    assert len(_consume_cli(broker.bootstrap, topic, "read_uncommitted")) == 9
     # read_uncommitted sees everything but the markers.
     assert len(_read_with_floodmark(broker.bootstrap, topic, READ_UNCOMMITTED)) == 9
     assert read_committed_confluent(broker.bootstrap, topic, 0, b"last") == expected
@@ -121,12 +142,16 @@ def test_read_committed_waits_for_the_marker(broker) -> None:  # type: ignore[no
         try:
             bounds = reader.bounds(topic, 0)
             assert (bounds.high_watermark, bounds.last_stable_offset) == (3, 1)
+            assert "HW 3 LSO 1 LEO 3" in _describe(broker.bootstrap, topic)
+            described = json.loads(_describe(broker.bootstrap, topic, "--json"))
+            assert described["partitions"][0]["last_stable_offset"] == 1
             fetched = reader.fetch(topic, 0, 0, max_bytes=1 << 20)
             assert fetched.last_stable_offset == 1
             assert [r.value for r in decode_records(fetched.records)] == [b"before"]
             write_txn_marker(cluster, topic, 0, pid, 0, committed=True)
             bounds = reader.bounds(topic, 0)
             assert (bounds.high_watermark, bounds.last_stable_offset) == (4, 4)
+            assert "HW 4 LEO 4" in _describe(broker.bootstrap, topic)  # no LSO: none open
         finally:
             reader.close()
     assert read_committed_confluent(broker.bootstrap, topic, 0, b"after") == [

@@ -75,7 +75,8 @@ def pairs(items: list[str], what: str) -> dict[str, str]:
 
 
 def offsets_at(cluster: ClusterClient, topic: str, partitions: list[int], timestamp: int,
-               on_answer: Callable[[int], None] | None = None) -> dict[int, int]:
+               on_answer: Callable[[int], None] | None = None, *,
+               isolation_level: int = 0) -> dict[int, int]:
     """ListOffsets asked of each partition's leader, retried while leaders move. A timestamp
     later than every record answers the log end offset (as kafka-consumer-groups.sh does).
     ``on_answer(n)`` is told of each leader's answer for n partitions (progress bars)."""
@@ -88,7 +89,8 @@ def offsets_at(cluster: ClusterClient, topic: str, partitions: list[int], timest
                 by_leader.setdefault(cluster.leader(topic, p), []).append(p)
         for leader, parts in by_leader.items():
             resp = cluster.request_node(leader, 2, 7, {
-                "replica_id": -1, "isolation_level": 0, "topics": [{"name": topic, "partitions": [
+                "replica_id": -1, "isolation_level": isolation_level, "topics": [
+                    {"name": topic, "partitions": [
                     {"partition_index": p, "current_leader_epoch": -1, "timestamp": timestamp}
                     for p in parts]}]})
             answered = 0

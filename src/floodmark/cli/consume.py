@@ -14,7 +14,13 @@ from typing import Any
 from floodmark.cli.common import RETRIABLE_CODES, CliError, add_bootstrap, connect, offsets_at
 from floodmark.client.cluster import ClusterClient, Retriable, error_text
 from floodmark.client.connection import RequestFailed
-from floodmark.records import LOG_APPEND_TIME, Record, decode_batch, iter_batches
+from floodmark.records import (
+    LOG_APPEND_TIME,
+    AbortedTracker,
+    Record,
+    decode_batch,
+    iter_batches,
+)
 
 FORMAT_HELP = ("kcat-style: %%t topic, %%p partition, %%o offset, %%k key, %%s value, %%T "
                "timestamp (ms), %%h headers (k=v,...), %%K/%%S key/value length, %%%% a %%; "
@@ -29,6 +35,10 @@ def register(subparsers: Any) -> None:
                    help="where to start in each partition (-N: N records before the end)")
     p.add_argument("--partition", type=int, default=None, help="only this partition")
     p.add_argument("--group", default=None, help="consume as a member of this group; commits")
+    p.add_argument("--isolation-level", choices=("read_uncommitted", "read_committed"),
+                   default="read_uncommitted",
+                   help="read_committed: only below the last stable offset, without the records "
+                        "of aborted transactions")
     p.add_argument("--max-messages", type=int, default=None)
     p.add_argument("--timeout-ms", type=int, default=None,
                    help="stop after this long without new records (default: run forever)")
@@ -134,15 +144,17 @@ def render(args: argparse.Namespace, f: Fetched) -> bytes:
     return sep.join(fields) + b"\n"
 
 
-def _records(topic: str, partition: int, data: Any) -> tuple[list[Fetched], int]:
+def _records(topic: str, partition: int, data: Any,
+             aborted: AbortedTracker | None = None) -> tuple[list[Fetched], int]:
     """The records of a fetched partition, and the offset after its last batch (a batch of
-    transaction markers, which a consumer does not see, still moves the position past it)."""
+    transaction markers, which a consumer does not see, still moves the position past it).
+    ``aborted`` (read_committed): the answer's aborted transactions, whose records are dropped."""
     buffer = bytes(data)
     out: list[Fetched] = []
     next_offset = -1
     for position, header in iter_batches(buffer, validate=False):
         next_offset = header.last_offset + 1
-        if header.is_control:
+        if header.is_control or (aborted is not None and aborted.skip(header)):
             continue
         kind = "LogAppendTime" if header.timestamp_type == LOG_APPEND_TIME else "CreateTime"
         for rec in decode_batch(buffer, position, validate=False)[1]:
@@ -151,17 +163,17 @@ def _records(topic: str, partition: int, data: Any) -> tuple[list[Fetched], int]
 
 
 def _start_offsets(cluster: ClusterClient, topic: str, partitions: list[int],
-                   spec: str) -> dict[int, int]:
+                   spec: str, isolation_level: int = 0) -> dict[int, int]:
     if spec == "earliest":
         return offsets_at(cluster, topic, partitions, -2)
     if spec == "latest":
-        return offsets_at(cluster, topic, partitions, -1)
+        return offsets_at(cluster, topic, partitions, -1, isolation_level=isolation_level)
     try:
         n = int(spec)
     except ValueError:
         raise CliError(f"--offset {spec!r} is not a number, earliest, latest or -N") from None
     low = offsets_at(cluster, topic, partitions, -2)
-    high = offsets_at(cluster, topic, partitions, -1)
+    high = offsets_at(cluster, topic, partitions, -1, isolation_level=isolation_level)
     # A negative offset counts back from the end (kcat's -o -N); kept within the log.
     return {p: min(max(high[p] + n if n < 0 else n, low[p]), high[p]) for p in partitions}
 
@@ -183,6 +195,7 @@ def consume_cmd(args: argparse.Namespace) -> int:
     out = sys.stdout.buffer
     printed = 0
     topic = args.topic
+    isolation = 1 if args.isolation_level == "read_committed" else 0
     with connect(args) as cluster:
         n_parts = cluster.partitions(topic)
         if args.partition is not None and not 0 <= args.partition < n_parts:
@@ -202,7 +215,7 @@ def consume_cmd(args: argparse.Namespace) -> int:
                     positions[p] = committed[(topic, p)]
         missing = [p for p in partitions if p not in positions]
         if missing:
-            positions.update(_start_offsets(cluster, topic, missing, start))
+            positions.update(_start_offsets(cluster, topic, missing, start, isolation))
         idle_since = time.monotonic()
         last_heartbeat = time.monotonic()
         try:
@@ -223,7 +236,8 @@ def consume_cmd(args: argparse.Namespace) -> int:
                     try:
                         resp = cluster.request_node(leader, 1, 12, {
                             "replica_id": -1, "max_wait": wait_ms, "min_bytes": 1,
-                            "max_bytes": 16 << 20, "isolation_level": 0, "session_id": 0,
+                            "max_bytes": 16 << 20, "isolation_level": isolation,
+                            "session_id": 0,
                             "session_epoch": -1, "topics": [{"topic": topic, "partitions": [
                                 {"partition": p, "current_leader_epoch": -1,
                                  "fetch_offset": positions[p], "last_fetched_epoch": -1,
@@ -247,7 +261,12 @@ def consume_cmd(args: argparse.Namespace) -> int:
                             if not p.records:
                                 continue
                             index = int(p.partition_index)
-                            fetched_records, next_offset = _records(topic, index, p.records)
+                            tracker = (AbortedTracker.from_response(
+                                [(int(a.producer_id), int(a.first_offset))
+                                 for a in p.aborted_transactions or ()])
+                                if isolation else None)
+                            fetched_records, next_offset = _records(topic, index, p.records,
+                                                                    tracker)
                             for fetched in fetched_records:
                                 rec = fetched.record
                                 if rec.offset < positions[index]:

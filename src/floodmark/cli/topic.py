@@ -44,6 +44,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("name")
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
     p.add_argument("--delete", action="append", default=[], metavar="NAME")
+    p.add_argument("--add-config", action="append", default=[], metavar="K=V[,K=V...]",
+                   help="kafka-configs.sh's form of --set: comma-separated, a list value in "
+                   "brackets (cleanup.policy=[compact,delete])")
+    p.add_argument("--delete-config", action="append", default=[], metavar="K[,K...]",
+                   help="kafka-configs.sh's form of --delete")
     add_bootstrap(p)
     p.set_defaults(func=topic_alter_config)
     topic.set_defaults(func=lambda a: (topic.print_help(), 2)[1])
@@ -83,8 +88,9 @@ def topic_list(args: argparse.Namespace) -> int:
 
 
 def _list_offsets(conn: KafkaConnection, topic: str, partitions: list[int], timestamp: int,
-                  replica_id: int = -1) -> dict[int, tuple[int, int]]:
-    resp = conn.request(2, 7, {"replica_id": replica_id, "isolation_level": 0, "topics": [
+                  replica_id: int = -1, isolation_level: int = 0) -> dict[int, tuple[int, int]]:
+    resp = conn.request(2, 7, {"replica_id": replica_id, "isolation_level": isolation_level,
+                               "topics": [
         {"name": topic, "partitions": [{"partition_index": p, "current_leader_epoch": -1,
                                         "timestamp": timestamp} for p in partitions]}]})
     return {int(p.partition_index): (int(p.offset), int(p.leader_epoch))
@@ -104,7 +110,8 @@ def _topic_configs(conn: KafkaConnection, topic: str) -> dict[str, str | None]:
 
 
 def _replica_states(meta: Any, topic: str, p: Any) -> list[dict[str, Any]]:
-    """Per replica LEO, HW and epoch cache, read from that replica's broker (cluster mode)."""
+    """Per replica LEO, HW, LSO and epoch cache, read from that replica's broker (cluster
+    mode)."""
     addresses = {int(b.node_id): f"{b.host}:{int(b.port)}" for b in meta.brokers}
     out: list[dict[str, Any]] = []
     for r in p.replica_nodes:
@@ -138,6 +145,7 @@ def topic_describe(args: argparse.Namespace) -> int:
                 conn = (cluster.connection(address) if address is not None
                         else cluster.connection(next(iter(cluster.brokers.values()))))
                 hw = _list_offsets(conn, t.name, [i], -1)
+                lso = _list_offsets(conn, t.name, [i], -1, isolation_level=1)  # read_committed
                 leo = _list_offsets(conn, t.name, [i], -1, replica_id=-2)
                 start = _list_offsets(conn, t.name, [i], -2)
                 rows.append({
@@ -146,7 +154,7 @@ def topic_describe(args: argparse.Namespace) -> int:
                     "replicas": [int(r) for r in p.replica_nodes],
                     "isr": [int(r) for r in p.isr_nodes],
                     "log_end_offset": leo[i][0], "high_watermark": hw[i][0],
-                    "log_start_offset": start[i][0],
+                    "last_stable_offset": lso[i][0], "log_start_offset": start[i][0],
                     "epoch_cache": [{"epoch": e, "start_offset": o} for e, o in epoch_cache(
                         conn, t.name, i, int(p.leader_epoch), start[i][0])],
                 })
@@ -159,6 +167,8 @@ def topic_describe(args: argparse.Namespace) -> int:
                         rows[-1].update(
                             log_end_offset=lead["log_end_offset"],
                             high_watermark=lead["high_watermark"],
+                            last_stable_offset=lead.get("last_stable_offset",
+                                                        rows[-1]["last_stable_offset"]),
                             log_start_offset=lead["log_start_offset"],
                             epoch_cache=[{"epoch": e, "start_offset": o}
                                          for e, o in lead["epoch_cache"]])
@@ -174,16 +184,21 @@ def topic_describe(args: argparse.Namespace) -> int:
               f"  Configs: {configs}")
         for r in t["partitions"]:
             cache = ", ".join(f"{e['epoch']}@{e['start_offset']}" for e in r["epoch_cache"])
+            # The LSO only where a transaction holds it below the HW.
+            stable = (f" LSO {r['last_stable_offset']}"
+                      if r["last_stable_offset"] != r["high_watermark"] else "")
             print(f"  partition {r['partition']}: leader {r['leader']} leader_epoch "
                   f"{r['leader_epoch']} isr {r['isr']} log_start {r['log_start_offset']} "
-                  f"HW {r['high_watermark']} LEO {r['log_end_offset']} epochs [{cache}]")
+                  f"HW {r['high_watermark']}{stable} LEO {r['log_end_offset']} epochs [{cache}]")
             for rs in r.get("replica_states", []):
                 if "error" in rs:
                     print(f"    replica {rs['id']}: unreachable ({rs['error']})")
                     continue
                 rcache = ", ".join(f"{e}@{o}" for e, o in rs["epoch_cache"])
+                rstable = rs.get("last_stable_offset", rs["high_watermark"])
+                rlso = f" LSO {rstable}" if rstable != rs["high_watermark"] else ""
                 print(f"    replica {rs['id']}: LEO {rs['log_end_offset']} HW "
-                      f"{rs['high_watermark']} epochs [{rcache}]")
+                      f"{rs['high_watermark']}{rlso} epochs [{rcache}]")
     return 0
 
 
@@ -197,10 +212,29 @@ def topic_delete(args: argparse.Namespace) -> int:
     return rc
 
 
+def _kafka_config_list(items: list[str]) -> list[str]:
+    """kafka-configs.sh's ``a=1,b=[x,y]``: split at commas outside brackets, brackets dropped."""
+    out: list[str] = []
+    for item in items:
+        depth, start = 0, 0
+        for i, ch in enumerate(item + ","):
+            depth += (ch == "[") - (ch == "]")
+            if ch == "," and depth <= 0:
+                if part := item[start:i].strip():
+                    out.append(part.replace("[", "").replace("]", ""))
+                start = i + 1
+    return out
+
+
 def topic_alter_config(args: argparse.Namespace) -> int:
-    ops = [{"name": k, "config_operation": 0, "value": v}
-           for k, v in pairs(args.set, "--set").items()]
-    ops += [{"name": k, "config_operation": 1, "value": None} for k in args.delete]
+    to_set = {**pairs(args.set, "--set"),
+              **pairs(_kafka_config_list(args.add_config), "--add-config")}
+    to_delete = [*args.delete, *_kafka_config_list(args.delete_config)]
+    if not to_set and not to_delete:
+        raise CliError("nothing to alter: give --set NAME=VALUE (--add-config) or --delete NAME "
+                       "(--delete-config)")
+    ops = [{"name": k, "config_operation": 0, "value": v} for k, v in to_set.items()]
+    ops += [{"name": k, "config_operation": 1, "value": None} for k in to_delete]
     with connect(args) as cluster:
         resp = cluster.request_any(44, 1, {"resources": [
             {"resource_type": 2, "resource_name": args.name, "configs": ops}],

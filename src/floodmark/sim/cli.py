@@ -31,6 +31,12 @@ UNSAFE_DUPLICATES_HELP = (
 )
 
 
+TRANSACTIONS_HELP = (
+    "also run transactions (half aborted) and a read_committed consumer; checks that it is "
+    "never served an aborted or undecided transaction's record"
+)
+
+
 def _mode(text: str) -> Truncation:
     try:
         return Truncation.parse(text)
@@ -72,6 +78,7 @@ def register(sim_subparsers: Any) -> None:
     explore_p.add_argument(
         "--unsafe-ack-duplicates-before-commit", action="store_true", help=UNSAFE_DUPLICATES_HELP
     )
+    explore_p.add_argument("--transactions", action="store_true", help=TRANSACTIONS_HELP)
     explore_p.add_argument("--json", action="store_true")
     explore_p.add_argument(
         "--fail-on-violation", action="store_true", help="exit 1 if any violation was found"
@@ -96,6 +103,7 @@ def register(sim_subparsers: Any) -> None:
     replay.add_argument(
         "--unsafe-ack-duplicates-before-commit", action="store_true", help=UNSAFE_DUPLICATES_HELP
     )
+    replay.add_argument("--transactions", action="store_true", help=TRANSACTIONS_HELP)
     replay.add_argument("--json", action="store_true")
     replay.set_defaults(func=cmd_replay)
 
@@ -159,6 +167,7 @@ def _options(args: argparse.Namespace) -> ExploreOptions:
         truncation=args.truncation,
         fault_phase_ms=args.fault_phase_ms,
         unsafe_ack_duplicates_before_commit=args.unsafe_ack_duplicates_before_commit,
+        transactions=args.transactions,
     )
 
 

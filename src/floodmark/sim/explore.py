@@ -17,6 +17,15 @@ One seed expands, deterministically, into a schedule of faults injected while a 
   producer retries the same sequences against it; issue 8's partition);
 * ``long-pause`` — a follower stops for 800–3000 ms (longer than a request timeout).
 
+With ``--transactions`` a transactional writer (``clients.TxnWriter``: one-record transactions,
+half aborted) runs beside the producer and asks the transaction coordinator for every step; the
+coordinator is the broker's own core (``txn_coordinator.SimTxnCoordinator`` drives
+``replication.transactions``: its log, its markers, its timeouts). The consumer reads
+read_committed: no record of an aborted or undecided transaction may reach it, and LSO <= HW on
+every replica after every event. During the fault phase the coordinator now and then crashes
+right after writing a PrepareCommit, PrepareAbort or Ongoing record (before it answers or sends
+a marker); a new one takes over from its log 5-300 ms later (``txn-all-or-nothing`` at the end).
+
 SPEC section 4's premise is respected by construction: at most one broker is faulty at a time
 (RF − min.insync.replicas = 1 for RF 3), a broker counts as faulty until it is alive, connected,
 unpaused and back in the controller's ISR, and fewer than min.insync.replicas brokers ever lose
@@ -33,8 +42,10 @@ from typing import Any
 
 from floodmark.replication.modes import Truncation
 from floodmark.replication.partition import ACKS_ALL, ACKS_LEADER, ACKS_NONE
+from floodmark.replication.transactions.state import TxnState
 from floodmark.sim.broker import SimBroker
 from floodmark.sim.checker import Violation
+from floodmark.sim.clients import TxnWriter
 from floodmark.sim.cluster import Cluster
 from floodmark.sim.config import SimConfig
 from floodmark.sim.network import NetworkConfig, PartitionMode
@@ -52,6 +63,9 @@ class ExploreOptions:
     converge_ms: int = 1500
     loss_probability: float = 0.01
     unsafe_ack_duplicates_before_commit: bool = False  # UNSAFE: issue 8's bug, to show it is found
+    transactions: bool = False
+    """Also run a transactional writer (one-record transactions, half aborted) and make the
+    consumer read_committed: the ``read-committed`` invariant is then checked on every read."""
 
     @property
     def min_insync_replicas(self) -> int:
@@ -80,6 +94,8 @@ def reproduce_command(seed: int, options: ExploreOptions) -> str:
         command += f" --fault-phase-ms {options.fault_phase_ms}"
     if options.unsafe_ack_duplicates_before_commit:
         command += " --unsafe-ack-duplicates-before-commit"
+    if options.transactions:
+        command += " --transactions"
     return command
 
 
@@ -266,6 +282,31 @@ def build_cluster(seed: int, options: ExploreOptions) -> Cluster:
     return Cluster(config, seed=seed)
 
 
+CRASH_AFTER = (TxnState.PREPARE_COMMIT, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT,
+               TxnState.ONGOING)
+
+
+def _coordinator_crashes(cluster: Cluster, options: ExploreOptions) -> None:
+    """With transactions, during the fault phase: now and then the transaction coordinator
+    crashes right after its next record of some state is in its log (before it answers or sends
+    a marker), and a new coordinator takes over from the log 5-300 ms later."""
+    world = cluster.world
+    coordinator = cluster.txn_coordinator()
+    coordinator.restart_after_ms = (5, 300)
+
+    def arm() -> None:
+        if world.now_ms >= options.fault_phase_ms:
+            coordinator.crash_after = None
+            return
+        if coordinator.alive and coordinator.crash_after is None:
+            coordinator.crash_after = world.rng.choice(CRASH_AFTER)
+            world.record(f"NEMESIS txn-coordinator crashes after its next "
+                         f"{coordinator.crash_after.kafka_name}")
+        world.schedule(world.rng.randint(300, 1200), arm)
+
+    world.schedule(world.rng.randint(100, 600), arm)
+
+
 def run_seed(seed: int, options: ExploreOptions, *, keep_trace: bool = False) -> SeedResult:
     cluster = build_cluster(seed, options)
     world = cluster.world
@@ -276,6 +317,12 @@ def run_seed(seed: int, options: ExploreOptions, *, keep_trace: bool = False) ->
     # only what consumers were served must survive.
     cluster.producer.acks = world.rng.choice([ACKS_ALL] * 6 + [ACKS_LEADER, ACKS_NONE])
     cluster.producer.start()
+    writer: TxnWriter | None = None
+    if options.transactions:
+        writer = TxnWriter(cluster)
+        cluster.consumer.isolation_level = 1
+        writer.start()
+        _coordinator_crashes(cluster, options)
     cluster.consumer.start()
     nemesis.start()
     world.run_until(options.fault_phase_ms)
@@ -289,6 +336,8 @@ def run_seed(seed: int, options: ExploreOptions, *, keep_trace: bool = False) ->
             broker.resume()
     world.run_until(world.now_ms + options.converge_ms // 3)
     cluster.producer.stop()
+    if writer is not None:
+        writer.stop()
     world.run_until(world.now_ms + options.converge_ms)
     cluster.consumer.stop()
     cluster.checker.final_check()
