@@ -57,3 +57,14 @@ def test_a_stale_broker_epoch_keeps_it_in_doubt_until_registered_and_caught_up()
     s.registered(3100)
     assert s.leadership_in_doubt(3100, 29)
     assert not s.leadership_in_doubt(3100, 30)
+
+
+def test_the_registration_answer_sets_the_session_before_any_heartbeat() -> None:
+    """A broker cut off right after registering (no heartbeat answered yet) counts the session
+    the controller named in its registration answer, not the default: the controller fences it
+    after 2 s, so after 2 s its leadership is in doubt (a merged change made the cluster start
+    fast enough for the stale-leader test to cut the broker off before its first heartbeat)."""
+    s = ControllerSession()
+    s.registered(25_440, session_timeout_ms=2000)
+    assert not s.leadership_in_doubt(27_440, 0)
+    assert s.leadership_in_doubt(27_441, 0)

@@ -124,7 +124,7 @@ class ClusterMembership(MembershipBase):
                     return
                 await asyncio.sleep(0.2)
         self._set_broker_epoch(epoch)
-        self.session.registered(sent_ms)
+        self.session.registered(sent_ms, self.controller_client.session_timeout_ms)
         log.info("broker %d registered broker_epoch=%d", host.node_id, epoch)
         await self.controller_client.catch_up()
         self._started = True
@@ -184,7 +184,7 @@ class ClusterMembership(MembershipBase):
                     epoch = await self.controller_client.register(
                         address, port, clean_shutdown=host.storage.clean_shutdown)
                     self._set_broker_epoch(epoch)
-                    self.session.registered(sent_ms)
+                    self.session.registered(sent_ms, self.controller_client.session_timeout_ms)
                 except (RpcError, KafkaError) as exc:
                     log.warning("broker %d re-registration failed: %s", host.node_id, exc)
 

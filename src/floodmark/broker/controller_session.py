@@ -45,8 +45,12 @@ class ControllerSession:
     resync_to: int = 0
     """A metadata offset the image must reach before its leadership can be trusted again."""
 
-    def registered(self, sent_ms: int) -> None:
-        """A registration sent at ``sent_ms`` was answered: a new session starts."""
+    def registered(self, sent_ms: int, session_timeout_ms: int | None = None) -> None:
+        """A registration sent at ``sent_ms`` was answered: a new session starts, as long as
+        the controller says (its answer carries ``broker.session.timeout.ms``: a broker cut off
+        before its first heartbeat is answered must not count on the default)."""
+        if session_timeout_ms is not None and session_timeout_ms > 0:
+            self.session_timeout_ms = session_timeout_ms
         self.last_answered_ms = sent_ms
 
     def heartbeat_answered(self, sent_ms: int, answered_ms: int, *, stale_epoch: bool,

@@ -112,6 +112,7 @@ class ControllerClient:
         self.incarnation = uuid.uuid4().hex
         self.image = MetadataImage()
         self.broker_epoch = -1
+        self.session_timeout_ms: int | None = None  # broker.session.timeout.ms, as registered
         self.local_topics: dict[str, TopicMeta] = {}  # broker-local internal topics
         self.on_records: Callable[[list[MetadataRecord]], None] | None = None
         # Records that could not be applied (skipped; the rest applied): the newest few, and
@@ -376,7 +377,10 @@ class ControllerClient:
         answer = await self._active_call("register", {
             "broker_id": self.node_id, "host": host, "port": port,
             "incarnation": self.incarnation, "clean_shutdown": clean_shutdown})
-        self.broker_epoch = int(_result(answer)["broker_epoch"])
+        result = _result(answer)
+        self.broker_epoch = int(result["broker_epoch"])
+        timeout = result.get("session_timeout_ms")
+        self.session_timeout_ms = int(timeout) if isinstance(timeout, int) else None
         return self.broker_epoch
 
     async def heartbeat(self, want_shutdown: bool = False,
