@@ -1,8 +1,8 @@
 """Progress bars for long work a person watches: the CLI's (produce of files, reset of many
 partitions) and the demo's wait phases. Drawn with ``rich`` on stderr, so stdout stays the
 command's output; ``--progress`` forces bars, ``--no-progress`` hides them, and by default they
-are drawn only when stderr is a terminal. A leaf module: the CLI and the demo (sibling layers)
-both use it.
+are drawn only when stderr is a terminal; ``ProgressWatch`` tells when such work stops moving. A
+leaf module: the CLI and the demo (sibling layers) both use it.
 
 While bars are drawn on a terminal that is also stdout, lines written to stdout appear above the
 bars (rich's redirection); when stdout is a pipe or a file, they go there untouched."""
@@ -40,7 +40,10 @@ class Bars:
             )
 
             count = DownloadColumn() if in_bytes else MofNCompleteColumn()
-            console = Console(file=sys.stderr, force_terminal=enabled or None)
+            # Not a terminal (a log, a test's pipe): no width to fit, so room for every column
+            # (rich's default of 80 cut "3000/3000" to "300…" beside long descriptions).
+            console = Console(file=sys.stderr, force_terminal=enabled or None,
+                              width=None if sys.stderr.isatty() else 160)
             self._progress = Progress(TextColumn("{task.description}"), BarColumn(),
                                       TaskProgressColumn(), count, TimeRemainingColumn(),
                                       console=console, transient=False,
@@ -94,3 +97,34 @@ class Bar(Bars):
     def __enter__(self) -> Bar:
         super().__enter__()
         return self
+
+
+class ProgressWatch:
+    """Waiting on progress, not on a wall-clock guess (sans-I/O: time comes in as ``now_ms``).
+
+    ``observe(now_ms, {"watermark": w, "rows read": n})`` with the values that move while the
+    awaited work goes on; it answers None while any of them changed within the last ``stall_ms``,
+    and once none has, one line naming what stopped and where it stopped::
+
+        watch = ProgressWatch(stall_ms=60_000, now_ms=now)
+        while not done():
+            stalled = watch.observe(now, {"watermark": wm, "rows read": rows})
+            if stalled:
+                raise SystemExit(f"the last windows did not close: {stalled}")
+    """
+
+    def __init__(self, stall_ms: int, now_ms: int) -> None:
+        self.stall_ms = stall_ms
+        self.last: dict[str, object] = {}
+        self.moved_ms = now_ms  # when a value last changed (or the watch started)
+
+    def observe(self, now_ms: int, values: dict[str, object]) -> str | None:
+        if values != self.last:
+            self.last = dict(values)
+            self.moved_ms = now_ms
+            return None
+        if now_ms - self.moved_ms < self.stall_ms:
+            return None
+        still = ", ".join(f"{name} stayed at {value}" for name, value in values.items())
+        return (f"no progress for {(now_ms - self.moved_ms) / 1000:.0f} s"
+                + (f": {still}" if still else ""))

@@ -74,6 +74,9 @@ DEFAULTS: dict[str, Any] = {
     # timed-out transactions every 10 s; every second keeps an abandoned transaction's records
     # from holding back read_committed consumers (the LSO) much past its timeout.
     "transaction.max.timeout.ms": 900_000,
+    # KIP-890 part 1: a partition leader asks the coordinator before a producer's first
+    # transactional batch there (Kafka's name and default).
+    "transaction.partition.verification.enable": True,
     "transaction.state.log.num.partitions": 1,
     "transaction.state.log.replication.factor": 3,
     "transaction.state.log.min.isr": 2,
@@ -330,6 +333,20 @@ def validate_topic_configs(configs: Mapping[str, Any]) -> dict[str, Any]:
                          f"unclean.leader.election.enable must be true or false, not "
                          f"{out['unclean.leader.election.enable']!r}")
     return out
+
+
+def split_topic_configs(configs: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """A topic's set read back from somewhere older than this check (a metadata record, an
+    earlier version's file): the values the registry takes, and why each other one is refused.
+    Keeping the topic with the good ones is never worse than losing the topic."""
+    kept: dict[str, Any] = {}
+    refused: dict[str, str] = {}
+    for name, value in configs.items():
+        try:
+            kept.update(validate_topic_configs({name: value}))
+        except KafkaError as exc:
+            refused[name] = exc.message
+    return kept, refused
 
 
 def dynamic_layer(configs: Mapping[str, Any]) -> dict[str, Any]:

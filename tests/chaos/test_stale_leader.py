@@ -17,6 +17,7 @@ client refreshes its metadata).
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 from typing import Any
@@ -53,7 +54,7 @@ def test_stale_leader_answers_unknown_leader_epoch_for_a_newer_epoch(tmp_path: P
                 part = (status or {}).get("topics", {}).get("s", {}).get("0")
                 return part if isinstance(part, dict) else None
 
-            run_in(clients, lambda: admin.create_topic("s", 1, 3, {}), 30)
+            run_in(clients, lambda: asyncio.run(admin.create_topic("s", 1, 3, {})), 30)
             deadline = time.monotonic() + 60
             first: dict[str, Any] | None = None
             while time.monotonic() < deadline and not (first and first["leader"] > 0):

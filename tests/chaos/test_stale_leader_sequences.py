@@ -20,6 +20,7 @@ the cut-off broker. Before the fix it answered OUT_OF_ORDER_SEQUENCE_NUMBER.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 from typing import Any
@@ -81,8 +82,8 @@ def test_stale_leader_answers_not_leader_for_sequences_a_newer_leader_took(
                     time.sleep(0.2)
                 raise AssertionError(f"no progress: {what}")
 
-            run_in(clients, lambda: admin.create_topic("q", 1, 3, {"min.insync.replicas": "2"}),
-                   30)
+            run_in(clients, lambda: asyncio.run(
+                admin.create_topic("q", 1, 3, {"min.insync.replicas": "2"})), 30)
             first = until("a leader", lambda: (lambda r: r if r and r["leader"] > 0 else None)(
                 run_in(clients, registration, 10)))
             old = int(first["leader"])

@@ -221,7 +221,10 @@ def test_every_user_mistake_is_one_line(tmp_path: Path) -> None:
             (["topic", "create", "t2", "--config", "retention.ms", *bs],
              "--config 'retention.ms' is not NAME=VALUE"),
             (["topic", "create", "t1", *bs], "TOPIC_ALREADY_EXISTS (36)"),
-            (["topic", "describe", "nope", *bs], "UNKNOWN_TOPIC_OR_PARTITION (3)"),
+            (["topic", "describe", "nope", *bs],
+             "UNKNOWN_TOPIC_OR_PARTITION (3) [no such topic or partition (`floodmark topic list`)]"),
+            (["topic", "create", "t9", "--replication-factor", "5", *bs],
+             "INVALID_REPLICATION_FACTOR (38) [at most as many replicas as live brokers]"),
             (["produce", "t1", "--partition", "9", *bs], "t1 has 1 partition(s)"),
             (["consume", "t1", "--offset", "abc", *bs], "--offset 'abc'"),
             (["consume", "t1", "--format", "%z", *bs], "unknown token %z"),
@@ -229,6 +232,9 @@ def test_every_user_mistake_is_one_line(tmp_path: Path) -> None:
             (["group", "reset-offsets", "g", "--topic", "t1", "--to-datetime", "garbage", *bs],
              "--to-datetime 'garbage'"),
             (["topic", "list", "--data-dir", str(tmp_path / "nowhere")], "no cluster in"),
+            (["topic", "alter-config", "t1", *bs], "nothing to alter"),
+            (["topic", "alter-config", "t1", "--add-config", "retention.ms", *bs],
+             "--add-config 'retention.ms' is not NAME=VALUE"),
         ]
         for argv, needle in mistakes:
             _one_line_error(_run(*argv, cwd=tmp_path, timeout_s=90), needle)

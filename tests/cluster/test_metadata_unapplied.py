@@ -4,7 +4,8 @@ Real processes: a controller and two brokers. While the controller is stopped, r
 or newer controller could have written are appended to its metadata log: a topic with
 ``min.insync.replicas=abc`` (the issue's own example) and a record type this version does not
 know (applying it raised, and a broker fetched it again for ever). After the restart the
-controller and every broker skip those records loudly (log line, /metrics counter, ``floodmark cluster status`` text and ``--json``
+controller and every broker skip what cannot be applied loudly (the topic itself is kept,
+without the value refused: a broker deletes the partitions of a topic it does not know) (log line, /metrics counter, ``floodmark cluster status`` text and ``--json``
 with its offset and reason) and applies every record after it: a topic created afterwards is
 served to a real client.
 """
@@ -71,6 +72,7 @@ def test_a_record_no_broker_can_apply_is_skipped_reported_and_the_rest_applied(
             bad, unknown = n["unapplied_records"]
             assert bad["offset"] == bad_offset and unknown["offset"] == bad_offset + 2
             assert "min.insync.replicas" in str(bad["reason"]) and "abc" in str(bad["reason"])
+            assert "applied without the topic config values refused" in str(bad["reason"])
             assert "from_the_future" in str(unknown["reason"])
             assert _metric(str(n["metrics"]),
                            "kafka_server_broker_metadata_metrics_metadata_apply_error_count") == 2
@@ -110,8 +112,25 @@ def test_a_record_no_broker_can_apply_is_skipped_reported_and_the_rest_applied(
                    step_s=0)
         consumer.close()
         assert seen == [str(i).encode() for i in range(20)]
+        # The topic itself is kept (without the value refused): a broker never deletes the
+        # partitions of a topic over one config value.
         status = cluster.controller_status()
-        assert status is not None and "poisoned" not in status["topics"]
+        assert status is not None and "poisoned" in status["topics"]
         assert status["unapplied_records"][0]["offset"] == bad_offset
+        poisoned = admin.list_topics(timeout=10).topics.get("poisoned")
+        assert poisoned is not None and poisoned.error is None
+
+        # A broker restarted over metadata it cannot wholly apply deletes no partition
+        # directory as an orphan (its picture is incomplete).
+        broker = cluster.broker_ids[0]
+        cluster.kill(broker, signal.SIGTERM)
+        assert cluster.wait_dead(broker, 30)
+        ghost = cluster.data_dir / f"broker-{broker}" / "ghost-0"
+        ghost.mkdir()
+        (ghost / "00000000000000000000.log").write_bytes(b"")
+        cluster.start_node(broker)
+        wait_until(lambda: "keeps every partition directory" in
+                   cluster.log_path(broker).read_text(), 30, "the restarted broker's line")
+        assert ghost.is_dir()
     finally:
         cluster.stop()

@@ -11,6 +11,7 @@ committed lost, nothing aborted visible)."""
 from __future__ import annotations
 
 import time
+import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
@@ -137,6 +138,14 @@ def test_sigkill_of_the_coordinator_mid_commit(tmp_path: Path) -> None:
                               and s.transaction_state == "CompleteCommit" and s, 90,
                               "the new coordinator completing the commit")
             assert done.producer_epoch == state.producer_epoch  # completed, not fenced
+            # The new coordinator's /metrics say so.
+            new = cluster.leader_of(TRANSACTION_STATE_TOPIC)
+            url = next(n["metrics"] for n in cluster.status()["nodes"] if n["id"] == new)
+            text = urllib.request.urlopen(url, timeout=10).read().decode()
+            assert 'floodmark_transactions{state="CompleteCommit"} 1.0' in text, text[-2000:]
+            markers = [float(line.split()[-1]) for line in text.splitlines()
+                       if line.startswith("floodmark_transaction_markers_written_total")]
+            assert markers and markers[0] >= 4  # t3's four partitions
         cluster.start_node(coordinator)
 
         # The producer goes on with the new coordinator.

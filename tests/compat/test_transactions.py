@@ -275,3 +275,48 @@ def test_transactional_offsets_are_pending_until_the_commit(txn_broker: Any) -> 
     _wait_state(bootstrap, "stable-txn", {"CompleteAbort"})
     assert _offset_fetch(bootstrap, group, "stable-in", True) == (0, 5)
     c.close()
+
+
+def test_aiokafka_and_kafka_python_transactional_producers(txn_broker: Any) -> None:
+    """Two more clients, older request versions (aiokafka: AddPartitionsToTxn/EndTxn v0,
+    TxnOffsetCommit v0): commit and abort, checked by a librdkafka read_committed consumer."""
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+    from kafka import KafkaProducer
+
+    bootstrap = txn_broker.bootstrap
+    topic = "other-clients"
+    create_topic(bootstrap, topic, partitions=2)
+
+    async def aio() -> None:
+        p = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id="aio-txn")
+        await p.start()
+        try:
+            async with p.transaction():
+                for i in range(10):
+                    await p.send(topic, f"aio-commit-{i}".encode(), partition=i % 2)
+            await p.begin_transaction()
+            for i in range(10):
+                await p.send(topic, f"aio-abort-{i}".encode(), partition=i % 2)
+            await p.abort_transaction()
+        finally:
+            await p.stop()
+
+    asyncio.run(aio())
+    kp = KafkaProducer(bootstrap_servers=bootstrap, transactional_id="kp-txn")
+    kp.init_transactions()
+    kp.begin_transaction()
+    for i in range(10):
+        kp.send(topic, f"kp-commit-{i}".encode(), partition=i % 2)
+    kp.commit_transaction()
+    kp.begin_transaction()
+    for i in range(10):
+        kp.send(topic, f"kp-abort-{i}".encode(), partition=i % 2)
+    kp.flush()  # kafka-python aborts locally what it has not sent yet: send it first
+    kp.abort_transaction()
+    kp.close()
+    for txn_id, state in (("aio-txn", "CompleteAbort"), ("kp-txn", "CompleteAbort")):
+        _wait_state(bootstrap, txn_id, {state})
+    expected = [f"{who}-commit-{i}".encode() for who in ("aio", "kp") for i in range(10)]
+    assert sorted(_values(bootstrap, topic, 2, "read_committed")) == sorted(expected)

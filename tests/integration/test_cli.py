@@ -85,6 +85,14 @@ def test_group_and_config_tools(broker) -> None:
     fm("topic", "alter-config", "gt", "--delete", "retention.ms", *bs)
     assert "retention.ms" not in json.loads(fm("topic", "describe", "gt", "--json", *bs))[
         "configs"]
+    # kafka-configs.sh's flags: comma-separated, a list value in brackets
+    fm("topic", "alter-config", "gt", "--add-config",
+       "retention.ms=70000,cleanup.policy=[compact,delete]", *bs)
+    configs = json.loads(fm("topic", "describe", "gt", "--json", *bs))["configs"]
+    assert configs["retention.ms"] == "70000" and configs["cleanup.policy"] == "compact,delete"
+    fm("topic", "alter-config", "gt", "--delete-config", "retention.ms,cleanup.policy", *bs)
+    configs = json.loads(fm("topic", "describe", "gt", "--json", *bs))["configs"]
+    assert "retention.ms" not in configs and "cleanup.policy" not in configs
 
 
 def test_consume_shows_partition_offset_headers_and_starts_at_an_offset(broker, tmp_path) -> None:

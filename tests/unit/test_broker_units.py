@@ -134,23 +134,23 @@ def test_config_layers(tmp_path: Path) -> None:
 
 def test_local_controller_persists_and_never_reuses_producer_ids(tmp_path: Path) -> None:
     c = LocalController(tmp_path, node_id=1)
-    t = c.create_topic("orders", 3, 1, {"retention.ms": "1000"})
-    pid = c.allocate_producer_id()
+    t = asyncio.run(c.create_topic("orders", 3, 1, {"retention.ms": "1000"}))
+    pid = asyncio.run(c.allocate_producer_id())
     with pytest.raises(KafkaError) as exc:
-        c.create_topic("orders", 1, 1, {})
+        asyncio.run(c.create_topic("orders", 1, 1, {}))
     assert exc.value.code == ErrorCode.TOPIC_ALREADY_EXISTS
     with pytest.raises(KafkaError) as exc:
-        c.create_topic("bad/name", 1, 1, {})
+        asyncio.run(c.create_topic("bad/name", 1, 1, {}))
     assert exc.value.code == ErrorCode.INVALID_TOPIC_EXCEPTION
     with pytest.raises(KafkaError) as exc:
-        c.create_topic("rf3", 1, 3, {})
+        asyncio.run(c.create_topic("rf3", 1, 3, {}))
     assert exc.value.code == ErrorCode.INVALID_REPLICATION_FACTOR
     again = LocalController(tmp_path, node_id=1)
     assert again.topics()["orders"].topic_id == t.topic_id
     assert again.topics()["orders"].configs == {"retention.ms": "1000"}
     assert again.cluster_id == c.cluster_id
-    assert again.allocate_producer_id() > pid
-    again.create_partitions("orders", 5)
+    assert asyncio.run(again.allocate_producer_id()) > pid
+    asyncio.run(again.create_partitions("orders", 5))
     assert len(LocalController(tmp_path, 1).topics()["orders"].partitions) == 5
 
 
@@ -160,7 +160,7 @@ def test_local_controller_is_the_controller_logic_and_restarts_move_leader_epoch
 
     c = LocalController(tmp_path, node_id=1)
     assert type(c.logic) is ControllerLogic  # one controller: the single broker runs the logic
-    c.create_topic("orders", 2, 1, {})
+    asyncio.run(c.create_topic("orders", 2, 1, {}))
     assert [p.leader_epoch for p in c.topics()["orders"].partitions] == [0, 0]
     c.close()
     again = LocalController(tmp_path, node_id=1)  # a restart: a new incarnation of node 1
@@ -185,7 +185,7 @@ def test_local_controller_imports_the_json_document_of_earlier_versions(tmp_path
     assert str(meta.topic_id) == doc["topics"][0]["topic_id"]  # type: ignore[index]
     assert meta.configs == {"retention.ms": "5"}
     assert meta.partitions[0].leader == 1 and meta.partitions[0].leader_epoch == 4
-    assert c.allocate_producer_id() >= 3000  # never an id handed out before
+    assert asyncio.run(c.allocate_producer_id()) >= 3000  # never an id handed out before
     assert not (tmp_path / "floodmark-metadata.json").exists()
     assert (tmp_path / "floodmark-metadata.json.imported").exists()
     c.close()
@@ -341,3 +341,19 @@ def test_group_protocol_fencing_commits_in_a_join_phase_and_timeouts() -> None:
         gc.shutdown()
 
     asyncio.run(scenario())
+
+
+def test_an_earlier_versions_bad_topic_config_is_dropped_on_import(tmp_path: Path) -> None:
+    # The metadata log holds only records every reader can apply: a value the registry refuses
+    # (written before it existed) is dropped, the topic and its good configs are imported.
+    import json
+
+    doc = {"version": 1, "cluster_id": "abcdefghijklmnopqrstuv", "producer_id_limit": 1000,
+           "topics": [{"name": "t", "topic_id": None, "internal": False,
+                       "configs": {"retention.ms": "5", "min.insync.replicas": "abc"},
+                       "partitions": [{"partition": 0, "leader": 1, "leader_epoch": 0,
+                                       "replicas": [1], "isr": [1]}]}]}
+    (tmp_path / "floodmark-metadata.json").write_text(json.dumps(doc))
+    c = LocalController(tmp_path, node_id=1)
+    assert c.topics()["t"].configs == {"retention.ms": "5"}
+    c.close()

@@ -266,3 +266,30 @@ def test_a_reassignment_in_progress_survives_a_snapshot() -> None:
     sid = SnapshotId(image.next_offset, 1)
     found, records = decode_snapshot(encode_snapshot(sid, image_records(image)))
     assert _picture(image_from_records(found.end_offset, records)) == _picture(image)
+
+
+def test_a_change_the_metadata_log_refuses_leaves_the_image_as_the_log_is(
+        tmp_path: Path) -> None:
+    # A decision whose records the log does not take (here one record over the 8 MiB batch
+    # limit: a topic config value nobody bounds) changed the image before the append failed:
+    # the topic existed for the controller and no broker, and every later decision failed
+    # ('metadata log at N, records start at M'). Now it is refused and undone.
+    server = _controller(tmp_path, 0)
+    _fill(server, 1)
+    before = _picture(server.image)
+    huge = server.call("create_topic", {"name": "huge", "num_partitions": 1,
+                                        "replication_factor": 1,
+                                        "configs": {"compression.type": "x" * (9 << 20)}})
+    assert huge.get("error") is not None, huge
+    assert _picture(server.image) == before
+    assert "refused" in huge["message"], huge
+    assert server.logic is not None and server.logic.image is server.image
+    later = server.call("create_topic", {"name": "later", "num_partitions": 2,
+                                         "replication_factor": 1})
+    assert "result" in later, later
+    after = _picture(server.image)
+    assert "later" in after["topics"] and "huge" not in after["topics"]
+    server.mlog.close()
+    again = _controller(tmp_path, 0)
+    assert _picture(again.image) == after
+    again.mlog.close()

@@ -5,6 +5,7 @@ DescribeQuorum, replica id -2 reads and FindCoordinator through the same code.""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ def broker(tmp_path: Path) -> Any:
                                overrides=["offsets.topic.num.partitions=1"])
     b = Broker(config)
     b.open()
-    b.create_topic("t", 1, 1, {})
+    asyncio.run(b.create_topic("t", 1, 1, {}))
     yield b
     b.close()
 

@@ -233,6 +233,59 @@ def test_a_follower_with_a_live_leader_refuses_pre_votes() -> None:
     assert isinstance(follower.core.role, Follower) and follower.core.epoch == 1
 
 
+def _fetched(nodes: dict[int, Node], now: int) -> None:
+    """Every follower fetches once, successfully."""
+    for node in nodes.values():
+        if isinstance(node.core.role, Follower):
+            node.driver.tick(now)  # type: ignore[union-attr]
+    flush(nodes, now)
+
+
+def test_a_dead_leaders_closed_connection_elects_a_successor_before_the_fetch_timeout(
+        ) -> None:
+    nodes = cluster()
+    now = elect(nodes, 1, 0)
+    _fetched(nodes, now)
+    assert all(isinstance(nodes[i].core.role, Follower) for i in (2, 3))
+    # Leader 1's process dies: both followers' connections to it close (the shell reports it).
+    for i in (2, 3):
+        nodes[i].driver.leader_disconnected(1, now)  # type: ignore[union-attr]
+        role = nodes[i].core.role
+        assert isinstance(role, Follower) and role.leader_disconnected
+        assert role.fetch_deadline_ms <= now + TIMEOUTS["election_timeout_ms"] // 5
+    def deadline(i: int) -> int:
+        role = nodes[i].core.role
+        assert isinstance(role, Follower)
+        return role.fetch_deadline_ms
+
+    first = min((2, 3), key=deadline)
+    at = deadline(first)
+    assert at < now + TIMEOUTS["fetch_timeout_ms"]
+    nodes[first].driver.tick(at)  # type: ignore[union-attr]
+    flush(nodes, at, drop={1})
+    assert nodes[first].core.is_leader and nodes[first].core.epoch == 2
+    other = nodes[5 - first].core
+    assert isinstance(other.role, Follower) and other.leader_id == first
+
+
+def test_a_closed_connection_does_not_depose_a_leader_a_majority_still_fetches_from() -> None:
+    nodes = cluster()
+    now = elect(nodes, 1, 0)
+    _fetched(nodes, now)
+    # Only voter 2 saw a connection to the leader close (the leader is alive, 3 fetches).
+    nodes[2].driver.leader_disconnected(1, now)  # type: ignore[union-attr]
+    role = nodes[2].core.role
+    assert isinstance(role, Follower)
+    at = role.fetch_deadline_ms
+    nodes[2].driver.tick(at)  # type: ignore[union-attr]
+    assert isinstance(nodes[2].core.role, Prospective)
+    flush(nodes, at)  # 3 refuses the pre-vote naming leader 1; so does the leader
+    assert nodes[1].core.is_leader and nodes[1].core.epoch == 1
+    assert all(nodes[i].core.epoch == 1 and nodes[i].core.leader_id == 1 for i in (2, 3))
+    role = nodes[2].core.role
+    assert isinstance(role, Follower) and not role.leader_disconnected
+
+
 def test_diverging_follower_truncates_through_the_epoch_cache() -> None:
     nodes = cluster()
     now = elect(nodes, 1, 0)

@@ -291,3 +291,28 @@ def test_log_record_round_trip_and_tombstone() -> None:
     bad = build_batch([Record(0, 2, txn_log.encode_key("x"), b"\x00\x07junk")])
     replayed = txn_log.replay([tomb, bad])
     assert replayed.unreadable == 1 and replayed.transactions == {"tx-é": m}
+
+
+def test_an_idle_transactional_id_expires_as_a_tombstone() -> None:
+    pids = itertools.count(7000)
+    core = TxnCoordinator(max_timeout_ms=900_000, allocate_producer_id=lambda: next(pids),
+                          expiration_ms=10_000)
+    core.load(P, 1, {}, 0)
+    h = Harness()
+    h.core = core
+    r = h.init()
+    h.now_ms += 9_999
+    assert h.settle(core.tick(h.now_ms)) == []
+    h.now_ms += 1
+    h.settle(core.tick(h.now_ms))
+    assert h.log[-1].state is TxnState.DEAD
+    assert core.describe(P, "tx")[0] is ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+    assert txn_log.replay([txn_log.build_record_batch(m, 1) for m in h.log]).transactions == {}
+    # Used again: a new producer id.
+    again = h.init()
+    assert again.producer_id != r.producer_id and again.producer_epoch == 0
+    # An ongoing transaction does not expire (its timeout aborts it first).
+    h.add(again.producer_id, 0, T0)
+    h.now_ms += 10_000
+    h.settle(core.tick(h.now_ms))
+    assert h.state().state is not TxnState.DEAD

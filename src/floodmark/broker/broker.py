@@ -31,7 +31,7 @@ from floodmark.broker.fetch_sessions import FetchSessionCache
 from floodmark.broker.groups import GroupCoordinator
 from floodmark.broker.handlers import HANDLERS, RAW_HANDLERS, admin, data
 from floodmark.broker.membership import LocalMembership
-from floodmark.broker.metadata import Controller
+from floodmark.broker.metadata import Controller, LocalController
 from floodmark.broker.offsets import OffsetStore
 from floodmark.broker.partition_state import PartitionState
 from floodmark.broker.purgatory import FetchPurgatory
@@ -92,7 +92,8 @@ class Broker:
             self, functools.partial(data.append_partition, self),
             max_timeout_ms=config.get_int("transaction.max.timeout.ms"),
             cleanup_interval_ms=config.get_int(
-                "transaction.abort.timed.out.transaction.cleanup.interval.ms"))
+                "transaction.abort.timed.out.transaction.cleanup.interval.ms"),
+            expiration_ms=config.get_int("transactional.id.expiration.ms"))
         self.connections: set[Connection] = set()
         self.max_request_bytes = config.get_int("socket.request.max.bytes")
         self.storage = storage_glue.Storage(self.data_dir, config)
@@ -315,8 +316,8 @@ class Broker:
         return host, self.config.advertised_port or self.bound_port
 
     # -- topic configs -----------------------------------------------------------------------------
-    def alter_topic_configs(self, name: str, configs: Configs, *,
-                            validate_only: bool = False) -> None:
+    async def alter_topic_configs(self, name: str, configs: Configs, *,
+                                  validate_only: bool = False) -> None:
         """AlterConfigs / IncrementalAlterConfigs for a topic: ``configs`` is the whole new set,
         validated by the setting registry, decided by the controller, applied to the replicas."""
         if name not in self.controller.topics():
@@ -324,7 +325,7 @@ class Broker:
         configs = self.storage.validate_topic_configs(configs)
         if validate_only:
             return
-        self.controller.alter_topic_configs(name, configs)
+        await self.controller.alter_topic_configs(name, configs)
         meta = self.controller.topics()[name]
         for p in meta.partitions:
             ps = self.partitions.get((name, p.partition))
@@ -379,9 +380,9 @@ class Broker:
             fut.set_result((error, base_offset))
 
     # -- metadata changes ----------------------------------------------------------------------
-    def create_topic(self, name: str, num_partitions: int, replication_factor: int,
-                     configs: Configs, *, validate_only: bool = False,
-                     assignments: list[tuple[int, ...]] | None = None) -> TopicMeta:
+    async def create_topic(self, name: str, num_partitions: int, replication_factor: int,
+                           configs: Configs, *, validate_only: bool = False,
+                           assignments: list[tuple[int, ...]] | None = None) -> TopicMeta:
         if assignments is not None and (num_partitions != -1 or replication_factor != -1):
             raise KafkaError(ErrorCode.INVALID_REQUEST, "a manual replica assignment comes "
                              "with num_partitions and replication_factor -1")
@@ -392,20 +393,24 @@ class Broker:
         configs = self.storage.validate_topic_configs(configs)
         if name in INTERNAL_TOPICS:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"{name} is internal")
-        meta = self.controller.create_topic(name, num_partitions, replication_factor, configs,
-                                            validate_only=validate_only,
-                                            assignments=assignments)
+        meta = await self.controller.create_topic(name, num_partitions, replication_factor,
+                                                  configs, validate_only=validate_only,
+                                                  assignments=assignments)
         if not validate_only:
             self.membership.metadata_changed()
         return meta
 
-    def delete_topic(self, name: str) -> TopicMeta:
-        # The logs go first: on a full disk, deleting a topic is how space comes back, and the
-        # metadata file needs a little of it to record the deletion.
-        meta = self.controller.delete_topic(name, validate_only=True)
-        for p in meta.partitions:
-            self.remove_partition((name, p.partition), delete=True)
-        meta = self.controller.delete_topic(name)
+    async def delete_topic(self, name: str) -> TopicMeta:
+        meta = await self.controller.delete_topic(name, validate_only=True)
+        if isinstance(self.controller, LocalController):
+            # The logs go first: on a full disk, deleting a topic is how space comes back, and
+            # the metadata log (on the same disk) needs a little of it to record the deletion.
+            for p in meta.partitions:
+                self.remove_partition((name, p.partition), delete=True)
+        # A cluster member's replicas go when the controller's remove_topic record is applied
+        # (with the answer): never before the controller decided, which it may not (stopped,
+        # NOT_CONTROLLER, REQUEST_TIMED_OUT), and the topic would stay without them.
+        meta = await self.controller.delete_topic(name)
         self.offsets.remove_topic(name)
         try:
             self.checkpoint()
@@ -413,10 +418,10 @@ class Broker:
             log.warning("checkpoint after deleting topic %s failed: %s", name, exc)
         return meta
 
-    def create_partitions(self, name: str, count: int, *, validate_only: bool = False,
-                          assignments: list[tuple[int, ...]] | None = None) -> None:
-        self.controller.create_partitions(name, count, validate_only=validate_only,
-                                          assignments=assignments)
+    async def create_partitions(self, name: str, count: int, *, validate_only: bool = False,
+                                assignments: list[tuple[int, ...]] | None = None) -> None:
+        await self.controller.create_partitions(name, count, validate_only=validate_only,
+                                                assignments=assignments)
         if not validate_only:
             self.membership.metadata_changed()
 

@@ -77,6 +77,7 @@ class ClusterMembership(MembershipBase):
         controller_client.on_records = self._on_metadata
         controller_client.on_unapplied = self._on_unapplied
         self._bad_partitions: dict[PartitionKey, str] = {}
+        self._creating: dict[str, asyncio.Task[None]] = {}  # internal topics being created
         self._tasks: list[asyncio.Task[None]] = []
         self._poll_task: asyncio.Task[None] | None = None
         self._started = False
@@ -129,11 +130,17 @@ class ClusterMembership(MembershipBase):
         self._started = True
         self._on_metadata([])
         # Directories of partitions this broker no longer holds (deleted topics, replicas moved
-        # away while it was down) go.
-        host.storage.remove_orphans({
-            name: dataclasses.replace(meta, partitions=tuple(
-                p for p in meta.partitions if host.node_id in p.replicas))
-            for name, meta in self.controller_client.topics().items()})
+        # away while it was down) go; not while its metadata skipped a record (an incomplete
+        # picture must never delete data).
+        if self.controller_client.unapplied_total:
+            log.error("broker %d keeps every partition directory: %d metadata record(s) could "
+                      "not be applied (see floodmark cluster status)", host.node_id,
+                      self.controller_client.unapplied_total)
+        else:
+            host.storage.remove_orphans({
+                name: dataclasses.replace(meta, partitions=tuple(
+                    p for p in meta.partitions if host.node_id in p.replicas))
+                for name, meta in self.controller_client.topics().items()})
         self._tasks.append(asyncio.create_task(self._heartbeats()))
         self._poll_task = asyncio.create_task(self._metadata_poll())
         self._tasks.append(asyncio.create_task(self._isr_checks()))
@@ -387,40 +394,45 @@ class ClusterMembership(MembershipBase):
         return reg.host, reg.port
 
     def _internal_partitions(self, key_type: CoordinatorType) -> int:
-        """Partition count of a replicated internal topic, creating it on first use with
-        RF = min(3, live brokers) (``__transaction_state``: min(its replication factor, live
-        brokers), and ``transaction.state.log.min.isr`` as its min.insync.replicas)."""
+        """Partition count of a replicated internal topic. On first use it is created in the
+        background, as Kafka does (RF = min(3, live brokers); ``__transaction_state``: min(its
+        replication factor, live brokers), and ``transaction.state.log.min.isr`` as its
+        min.insync.replicas): meanwhile 0 (the asker answers COORDINATOR_NOT_AVAILABLE and the
+        client asks again)."""
         image = self.controller_client.image
         name = key_type.topic
         topic = image.topics.get(name)
         if topic is None:
-            live = len(image.acceptable_brokers())
-            configs: Configs = {"cleanup.policy": "compact"}
-            if key_type is CoordinatorType.GROUP:
-                n = self.host.config.get_int("offsets.topic.num.partitions")
-                rf = max(1, min(3, live))
-            else:
-                n = self.host.config.get_int("transaction.state.log.num.partitions")
-                rf = max(1, min(self.host.config.get_int(
-                    "transaction.state.log.replication.factor"), live))
-                configs["min.insync.replicas"] = min(
-                    rf, self.host.config.get_int("transaction.state.log.min.isr"))
-            try:
-                self.controller_client.create_topic(name, n, rf, configs)
-            except KafkaError as exc:
-                if exc.code is not ErrorCode.TOPIC_ALREADY_EXISTS:
-                    raise
-            topic = image.topics.get(name)
-        return len(topic.partitions) if topic is not None else 0
+            creating = self._creating.get(name)
+            if creating is None or creating.done():
+                self._creating[name] = asyncio.create_task(self._create_internal(key_type))
+            return 0
+        return len(topic.partitions)
+
+    async def _create_internal(self, key_type: CoordinatorType) -> None:
+        name = key_type.topic
+        live = len(self.controller_client.image.acceptable_brokers())
+        configs: Configs = {"cleanup.policy": "compact"}
+        if key_type is CoordinatorType.GROUP:
+            n = self.host.config.get_int("offsets.topic.num.partitions")
+            rf = max(1, min(3, live))
+        else:
+            n = self.host.config.get_int("transaction.state.log.num.partitions")
+            rf = max(1, min(self.host.config.get_int(
+                "transaction.state.log.replication.factor"), live))
+            configs["min.insync.replicas"] = min(
+                rf, self.host.config.get_int("transaction.state.log.min.isr"))
+        try:
+            await self.controller_client.create_topic(name, n, rf, configs)
+        except KafkaError as exc:
+            if exc.code is not ErrorCode.TOPIC_ALREADY_EXISTS:
+                log.warning("broker %d could not create %s: %s", self.host.node_id, name, exc)
 
     def coordinator_for(self, key: str, key_type: CoordinatorType = CoordinatorType.GROUP
                         ) -> int:
         """The leader of the key's ``__consumer_offsets`` or ``__transaction_state``
         partition."""
-        try:
-            n = self._internal_partitions(key_type)
-        except KafkaError:
-            return -1
+        n = self._internal_partitions(key_type)
         if n == 0:
             return -1
         reg = self.controller_client.image.partition(key_type.topic,

@@ -25,8 +25,8 @@ def _refusal(resource: str, reason: str) -> KafkaError:
                       f"name='{resource}'): {reason}")
 
 
-def alter(broker: BrokerCore, resource: str, configs: Configs, *,
-          validate_only: bool) -> None:
+async def alter(broker: BrokerCore, resource: str, configs: Configs, *,
+                validate_only: bool) -> None:
     """Replace the dynamic set of ``resource`` with ``configs`` (text or typed values)."""
     if resource and not (resource.isdigit() and int(resource) >= 0):
         raise KafkaError(ErrorCode.INVALID_REQUEST,
@@ -40,7 +40,7 @@ def alter(broker: BrokerCore, resource: str, configs: Configs, *,
         raise _refusal(resource, str(exc)) from exc
     if validate_only:
         return
-    broker.controller.alter_broker_configs(resource, typed)
+    await broker.controller.alter_broker_configs(resource, typed)
     apply(broker)
 
 

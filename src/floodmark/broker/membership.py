@@ -39,8 +39,7 @@ class LocalMembership(MembershipBase):
         self.metadata_changed()
         if OFFSETS_TOPIC not in controller.topics():
             n = host.config.get_int("offsets.topic.num.partitions")
-            controller.create_topic(OFFSETS_TOPIC, n, 1, {"cleanup.policy": "compact"},
-                                    internal=True)
+            controller.create_topic_now(OFFSETS_TOPIC, n, 1, {"cleanup.policy": "compact"})
             self.metadata_changed()
         dynamic_configs.apply(host)  # KIP-226 dynamic broker configs from the metadata
         internal = controller.topics()[OFFSETS_TOPIC]
@@ -106,8 +105,7 @@ class LocalMembership(MembershipBase):
         if key_type is CoordinatorType.TRANSACTION and key_type.topic not in \
                 self._local.topics():
             n = self.host.config.get_int("transaction.state.log.num.partitions")
-            self._local.create_topic(key_type.topic, n, 1, {"cleanup.policy": "compact"},
-                                     internal=True)
+            self._local.create_topic_now(key_type.topic, n, 1, {"cleanup.policy": "compact"})
             self.metadata_changed()
         return self.host.node_id
 

@@ -31,6 +31,7 @@ from floodmark.controller.metadata_log import MetadataLog
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import INTERNAL_TOPICS, PartitionMeta, TopicMeta, deletable_topic
 from floodmark.replication.election import PartitionRegistration
+from floodmark.settings import split_topic_configs
 
 log = logging.getLogger(__name__)
 
@@ -39,22 +40,27 @@ CONTROLLER_DIR = "controller"
 
 
 class Controller(Protocol):
+    """What the broker asks of its controller. Reads are answered from the broker's metadata
+    at once; changes are awaited (a remote controller may be slow or gone: the request that
+    needs it waits, never the broker's event loop)."""
+
     def topics(self) -> dict[str, TopicMeta]: ...
-    def create_topic(
+    async def create_topic(
         self, name: str, num_partitions: int, replication_factor: int, configs: Configs,
         *, internal: bool = False, validate_only: bool = False,
         assignments: list[tuple[int, ...]] | None = None,
     ) -> TopicMeta: ...
-    def delete_topic(self, name: str, *, validate_only: bool = False) -> TopicMeta: ...
-    def create_partitions(self, name: str, count: int, *, validate_only: bool = False,
-                          assignments: list[tuple[int, ...]] | None = None) -> TopicMeta: ...
-    def allocate_producer_id(self) -> int: ...
-    def elect_leaders(self, partitions: list[tuple[str, int]], *, unclean: bool
-                      ) -> list[tuple[str, int, ErrorCode, str]]: ...
-    def alter_topic_configs(self, name: str, configs: Configs) -> None: ...
-    def alter_broker_configs(self, resource: str, configs: Configs) -> None: ...
+    async def delete_topic(self, name: str, *, validate_only: bool = False) -> TopicMeta: ...
+    async def create_partitions(self, name: str, count: int, *, validate_only: bool = False,
+                                assignments: list[tuple[int, ...]] | None = None
+                                ) -> TopicMeta: ...
+    async def allocate_producer_id(self) -> int: ...
+    async def elect_leaders(self, partitions: list[tuple[str, int]], *, unclean: bool
+                            ) -> list[tuple[str, int, ErrorCode, str]]: ...
+    async def alter_topic_configs(self, name: str, configs: Configs) -> None: ...
+    async def alter_broker_configs(self, resource: str, configs: Configs) -> None: ...
     def broker_configs(self) -> dict[str, Configs]: ...
-    def alter_partition_reassignments(
+    async def alter_partition_reassignments(
         self, changes: list[tuple[str, int, tuple[int, ...] | None]]
     ) -> list[tuple[str, int, ErrorCode, str]]: ...
     def reassignments(self) -> dict[tuple[str, int], Reassignment]: ...
@@ -64,6 +70,17 @@ class Controller(Protocol):
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def _importable_configs(topic: str, configs: Configs) -> Configs:
+    """An earlier version's topic configs, each kept only if the setting registry takes it
+    (the metadata log holds only records every reader can apply); the rest are dropped with a
+    line each."""
+    kept, refused = split_topic_configs(configs)
+    for name, reason in refused.items():
+        log.error("importing topic %s: config %s=%r dropped (%s)", topic, name, configs[name],
+                  reason)
+    return kept
 
 
 class LocalController:
@@ -124,7 +141,7 @@ class LocalController:
             # log keeps it from here on, so it is the same at every later start.
             emit({"type": "topic", "name": t["name"],
                   "topic_id": t.get("topic_id") or str(uuid.uuid4()),
-                  "configs": dict(t["configs"])})
+                  "configs": _importable_configs(t["name"], dict(t["configs"]))})
             for p in t["partitions"]:
                 reg = PartitionRegistration(
                     replicas=tuple(p["replicas"]), isr=tuple(p["isr"]), leader=int(p["leader"]),
@@ -142,12 +159,20 @@ class LocalController:
             self._topics = topic_metas(self.logic.image)
         return self._topics
 
-    # -- changes ---------------------------------------------------------------------------------
-    def create_topic(
+    # -- changes (in process: decided, appended and fsynced before the await returns) ----------
+    async def create_topic(
         self, name: str, num_partitions: int, replication_factor: int, configs: Configs,
         *, internal: bool = False, validate_only: bool = False,
         assignments: list[tuple[int, ...]] | None = None,
     ) -> TopicMeta:
+        return self.create_topic_now(name, num_partitions, replication_factor, configs,
+                                     validate_only=validate_only, assignments=assignments)
+
+    def create_topic_now(
+        self, name: str, num_partitions: int, replication_factor: int, configs: Configs,
+        *, validate_only: bool = False, assignments: list[tuple[int, ...]] | None = None,
+    ) -> TopicMeta:
+        """``create_topic`` without a loop (the broker's start creates the offsets topic)."""
         self.logic.create_topic(name, num_partitions, replication_factor, configs,
                                 validate_only=validate_only, assignments=assignments)
         if validate_only:
@@ -158,7 +183,7 @@ class LocalController:
         log.info("created topic %s partitions=%d", name, num_partitions)
         return self.topics()[name]
 
-    def delete_topic(self, name: str, *, validate_only: bool = False) -> TopicMeta:
+    async def delete_topic(self, name: str, *, validate_only: bool = False) -> TopicMeta:
         meta = deletable_topic(self.topics(), name)
         if not validate_only:
             self.logic.delete_topic(name)
@@ -166,25 +191,25 @@ class LocalController:
             log.info("deleted topic %s", name)
         return meta
 
-    def create_partitions(self, name: str, count: int, *, validate_only: bool = False,
+    async def create_partitions(self, name: str, count: int, *, validate_only: bool = False,
                           assignments: list[tuple[int, ...]] | None = None) -> TopicMeta:
         self.logic.create_partitions(name, count, validate_only=validate_only,
                                      assignments=assignments)
         self._persist()
         return self.topics()[name]
 
-    def alter_topic_configs(self, name: str, configs: Configs) -> None:
+    async def alter_topic_configs(self, name: str, configs: Configs) -> None:
         self.logic.alter_topic_configs(name, configs)
         self._persist()
 
-    def alter_broker_configs(self, resource: str, configs: Configs) -> None:
+    async def alter_broker_configs(self, resource: str, configs: Configs) -> None:
         self.logic.alter_broker_configs(resource, configs)
         self._persist()
 
     def broker_configs(self) -> dict[str, Configs]:
         return self.logic.image.broker_configs
 
-    def alter_partition_reassignments(
+    async def alter_partition_reassignments(
         self, changes: list[tuple[str, int, tuple[int, ...] | None]]
     ) -> list[tuple[str, int, ErrorCode, str]]:
         out = []
@@ -197,7 +222,7 @@ class LocalController:
     def reassignments(self) -> dict[tuple[str, int], Reassignment]:
         return self.logic.image.reassignments
 
-    def elect_leaders(self, partitions: list[tuple[str, int]], *, unclean: bool
+    async def elect_leaders(self, partitions: list[tuple[str, int]], *, unclean: bool
                       ) -> list[tuple[str, int, ErrorCode, str]]:
         out = []
         for topic, partition in partitions:
@@ -206,7 +231,7 @@ class LocalController:
         self._persist()
         return out
 
-    def allocate_producer_id(self) -> int:
+    async def allocate_producer_id(self) -> int:
         if self._pid_next >= self._pid_limit:
             first, count = self.logic.allocate_producer_ids()
             self._persist()

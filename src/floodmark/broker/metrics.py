@@ -4,7 +4,9 @@ Kafka names (JMX exporter style): ReplicaManager's UnderReplicatedPartitions, Pa
 LeaderCount, IsrShrinksPerSec, IsrExpandsPerSec; per partition ``kafka_log_log_logendoffset`` and
 ``..._logstartoffset``, ``kafka_cluster_partition_underreplicated`` (on the leader); kafka_exporter's
 ``kafka_consumergroup_lag`` for the groups this broker coordinates, on the partitions it leads.
-``floodmark_partition_high_watermark`` is floodmark's own (Kafka has no HW bean).
+``floodmark_partition_high_watermark`` is floodmark's own (Kafka has no HW bean), as are the
+transaction coordinator's ``floodmark_transactions`` (ids coordinated here, by state) and
+``floodmark_transaction_markers_written`` (partitions that answered a marker).
 """
 
 from __future__ import annotations
@@ -83,3 +85,16 @@ class BrokerCollector(Collector):
                 if top is not None and committed.offset >= 0:
                     lag.add_metric([group, topic, str(index)], max(0, top - committed.offset))
         yield lag
+        by_state: dict[str, int] = {}
+        for m in b.transactions.core.transactions():
+            by_state[m.state.kafka_name] = by_state.get(m.state.kafka_name, 0) + 1
+        txns = GaugeMetricFamily("floodmark_transactions",
+                                 "Transactional ids this broker coordinates, by state",
+                                 labels=["state"])
+        for state, n in sorted(by_state.items()):
+            txns.add_metric([state], n)
+        yield txns
+        yield CounterMetricFamily("floodmark_transaction_markers_written",
+                                  "Transaction markers partition leaders confirmed to this "
+                                  "coordinator (one per partition and transaction)",
+                                  value=b.transactions.markers_sent)

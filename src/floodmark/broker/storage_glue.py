@@ -13,9 +13,8 @@ import threading
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
 
-from floodmark.broker.config import BrokerConfig, ConfigValue
+from floodmark.broker.config import BrokerConfig, Configs, ConfigValue
 from floodmark.broker.partition_state import PartitionState
 from floodmark.errors import KafkaError
 from floodmark.metadata import TopicMeta
@@ -86,7 +85,7 @@ class Storage:
             log.warning("ignoring corrupt checkpoint: %s", exc)
             return {}
 
-    def validate_topic_configs(self, configs: Mapping[str, Any]) -> dict[str, Any]:
+    def validate_topic_configs(self, configs: Mapping[str, ConfigValue]) -> Configs:
         """The registry's check (``floodmark.settings``), the one the controller applies too."""
         return validate_topic_configs(configs)
 

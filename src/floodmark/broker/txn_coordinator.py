@@ -24,8 +24,8 @@ import asyncio
 import functools
 import itertools
 import logging
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, Coroutine, Iterable
+from typing import TYPE_CHECKING, Protocol
 
 from floodmark.client.connection import AsyncKafkaConnection, RequestFailed
 from floodmark.client.transactions import (
@@ -37,6 +37,7 @@ from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import TRANSACTION_STATE_TOPIC, coordinator_partition
 from floodmark.replication.transactions import log as txn_log
 from floodmark.replication.transactions.coordinator import (
+    RETRIABLE_MARKER_ERRORS,
     Effect,
     Reply,
     SendMarkers,
@@ -53,17 +54,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-MARKER_REQUEST_TIMEOUT_S = 10.0
+# A leader answers WriteTxnMarkers once its marker is below the HW, or after 30 s
+# (``handlers.txn_markers.MARKER_TIMEOUT_MS``): waiting less would send the marker again while
+# the first one is still on its way to the followers.
+MARKER_REQUEST_TIMEOUT_S = 35.0
 MARKER_BACKOFF_MS = (20, 1000)  # first retry, most between retries
 LOG_WRITE_TIMEOUT_MS = 10_000
-# A partition leader's answer that means "not now, ask again" (Kafka's marker handler retries
-# these); any other error is logged and the partition is left alone.
-RETRIABLE_MARKER_ERRORS = frozenset({
-    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-    ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-    ErrorCode.REQUEST_TIMED_OUT, ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.LEADER_NOT_AVAILABLE,
-    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.FENCED_LEADER_EPOCH,
-})
+API_ADD_PARTITIONS_TO_TXN = 24
+VERIFY_VERSION = 4
+VERIFY_TIMEOUT_S = 5.0
 
 
 class AppendResult(Protocol):
@@ -96,18 +95,20 @@ class CoordinatorHost(Protocol):
 
 class TransactionCoordinatorDriver:
     def __init__(self, host: CoordinatorHost, append: Append, *, max_timeout_ms: int,
-                 cleanup_interval_ms: int) -> None:
+                 cleanup_interval_ms: int, expiration_ms: int = 604_800_000) -> None:
         self.host = host
         self._append = append
         self.core = TxnCoordinator(max_timeout_ms=max_timeout_ms,
-                                   allocate_producer_id=self._allocate_producer_id)
+                                   allocate_producer_id=self._allocate_producer_id,
+                                   expiration_ms=expiration_ms)
         self._cleanup_interval_ms = cleanup_interval_ms
         self._ids = itertools.count(1)
         self._waiting: dict[int, asyncio.Future[Reply]] = {}
         self._senders: dict[str, asyncio.Task[None]] = {}  # transactional id -> marker sender
         self._conns: dict[int, tuple[AsyncKafkaConnection, asyncio.Lock]] = {}
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
         self._deferred: list[Effect] = []  # effects decided before the event loop ran
+        self._spare_pid: int | None = None  # a producer id taken ahead for the core's port
         self._running = False
         self.markers_sent = 0  # partitions that answered a marker (for tests and metrics)
 
@@ -129,14 +130,33 @@ class TransactionCoordinatorDriver:
             if not fut.done():
                 fut.cancel()
 
-    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
+    def _spawn(self, coro: Coroutine[object, object, None]) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
 
     def _allocate_producer_id(self) -> int:
-        return int(self.host.controller.allocate_producer_id())
+        """The core's port (synchronous): the producer id taken from the controller ahead of
+        the decision (``run``); none in hand is the retriable COORDINATOR_NOT_AVAILABLE."""
+        pid, self._spare_pid = self._spare_pid, None
+        if pid is None:
+            raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                             "no producer id from the controller yet")
+        return pid
+
+    async def _have_producer_id(self) -> None:
+        """One producer id in hand before a decision that may need it. Awaited (the
+        controller may be slow: only this request waits, never the event loop)."""
+        if self._spare_pid is not None:
+            return
+        try:
+            pid = await self.host.controller.allocate_producer_id()
+        except KafkaError as exc:
+            log.warning("transaction coordinator: no producer id from the controller: %s", exc)
+            return
+        if self._spare_pid is None:
+            self._spare_pid = pid
 
     # -- which partitions this coordinator serves ----------------------------------------------------
     def txn_partition(self, transactional_id: str) -> int:
@@ -190,6 +210,7 @@ class TransactionCoordinatorDriver:
     # -- requests ---------------------------------------------------------------------------------
     async def run(self, decide: Callable[[int], list[Effect]]) -> Reply:
         """Hand the core one request (``decide(request_id)``); wait for its answer."""
+        await self._have_producer_id()
         request_id = next(self._ids)
         fut: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
         self._waiting[request_id] = fut
@@ -254,6 +275,48 @@ class TransactionCoordinatorDriver:
                              effect.metadata.producer_id, effect.metadata.producer_epoch)
             self._apply(effects)
 
+    # -- KIP-890 part 1: verification for partition leaders ---------------------------------------
+    async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                     partitions: list[Partition]) -> dict[Partition, ErrorCode]:
+        """Is each partition in the producer's ongoing transaction? Asked of the transactional
+        id's coordinator (this broker's core, or AddPartitionsToTxn v4 ``verify_only`` over
+        the wire). A coordinator that cannot be asked: NOT_ENOUGH_REPLICAS (the producer
+        retries, as Kafka answers)."""
+        unknown = dict.fromkeys(partitions, ErrorCode.NOT_ENOUGH_REPLICAS)
+        p = self.txn_partition(transactional_id)
+        if p in self.core.loaded():
+            return self.core.verify_partitions(p, transactional_id, producer_id,
+                                               producer_epoch, partitions)
+        meta = self.host.controller.topics().get(TRANSACTION_STATE_TOPIC)
+        if meta is None or p < 0:
+            return unknown
+        node = int(meta.partitions[p].leader)
+        held = self._connection(node) if node >= 0 else None
+        if held is None or node == self.host.node_id:
+            return unknown  # this broker leads it but has not loaded it yet
+        conn, lock = held
+        topics: dict[str, list[int]] = {}
+        for topic, index in partitions:
+            topics.setdefault(topic, []).append(index)
+        body = {"transactions": [{
+            "transactional_id": transactional_id, "producer_id": producer_id,
+            "producer_epoch": producer_epoch, "verify_only": True,
+            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}]}
+        try:
+            async with lock:
+                resp = await conn.request(API_ADD_PARTITIONS_TO_TXN, VERIFY_VERSION, body,
+                                          VERIFY_TIMEOUT_S)
+        except RequestFailed as exc:
+            log.debug("transaction verification at broker %d failed: %s", node, exc)
+            return unknown
+        out = dict(unknown)
+        for result in resp.results_by_transaction:
+            for t in result.topic_results:
+                for r in t.results_by_partition:
+                    out[(str(t.name), int(r.partition_index))] = ErrorCode(
+                        int(r.partition_error_code))
+        return out
+
     # -- markers ----------------------------------------------------------------------------------
     def _leader_of(self, tp: Partition) -> int | None:
         """The partition's leader (-1: none now), None if the partition no longer exists."""
@@ -293,8 +356,13 @@ class TransactionCoordinatorDriver:
                     remaining.discard(tp)
                 elif leader >= 0:
                     by_leader.setdefault(leader, []).append(tp)
-            answers = await asyncio.gather(*(self._send_to(leader, parts, effect)
-                                             for leader, parts in by_leader.items()))
+            try:
+                answers = await asyncio.gather(*(self._send_to(leader, parts, effect)
+                                                 for leader, parts in by_leader.items()))
+            except Exception:  # never leave a decided transaction without its markers
+                log.exception("transaction coordinator: %s markers of %r: sending failed; "
+                              "retrying", what, effect.transactional_id)
+                answers = []
             for done in answers:
                 remaining -= done
                 self.markers_sent += len(done)

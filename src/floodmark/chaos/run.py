@@ -252,7 +252,9 @@ def _workload_and_faults(config: ChaosConfig, schedule: list[Any], lab: Lab, clu
     if not _wait("first acknowledgements", lambda: workers.acknowledged() > 0, 90):
         raise RuntimeError(f"no write was acknowledged; see {work / 'logs'}")
     say(f"workload running; {len(schedule)} faults over {config.time_limit_s:.0f}s")
-    nemesis = Nemesis(lab, cluster, observer, config.keys, say)
+    nemesis = Nemesis(lab, cluster, observer, config.keys, say,
+                      power_loss="power-loss" in expand(config.faults),
+                      sync_keys=[*config.keys, "__consumer_offsets-0"])
     started = time.monotonic()
     faults: list[dict[str, Any]] = []
     try:

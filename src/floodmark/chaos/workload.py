@@ -110,6 +110,8 @@ def producer_confluent(args: argparse.Namespace, history: HistoryWriter) -> int:
               "enable.idempotence": args.acks == "all", "linger.ms": 5,
               "request.timeout.ms": 3000, "message.timeout.ms": 30000,
               "retry.backoff.ms": 100, "topic.metadata.refresh.interval.ms": 1000}
+    if os.environ.get("FLOODMARK_CHAOS_RDKAFKA_DEBUG"):  # e.g. "eos,msg": why an epoch bump
+        config["debug"] = os.environ["FLOODMARK_CHAOS_RDKAFKA_DEBUG"]
 
     def delivery(topic: str, partition: int, value: str) -> Callable[[Any, Any], None]:
         def delivered(err: Any, msg: Any) -> None:

@@ -38,6 +38,7 @@ from floodmark.cluster.local import (
     load_cluster,
     pid_state,
 )
+from floodmark.progress import ProgressWatch
 
 MAX_BASE_PORT = 65535 - 200
 DEFAULT_CONTROLLERS = 3
@@ -270,13 +271,21 @@ def cmd_up(args: argparse.Namespace) -> int:
     return 0
 
 
+DOWN_STALL_MS = 30_000  # `down` stops waiting for the supervisor once no node stopped this long
+
+
 def cmd_down(args: argparse.Namespace) -> int:
     cluster = load_cluster(args.data_dir)
     sup = cluster.state.get("supervisor_pid")
     if sup and pid_state(int(sup)) != "dead":
         os.kill(int(sup), signal.SIGTERM)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and pid_state(int(sup)) != "dead":
+        # The supervisor stops its nodes one by one: wait while that moves, not a fixed time.
+        watch = ProgressWatch(DOWN_STALL_MS, int(time.monotonic() * 1000))
+        while pid_state(int(sup)) != "dead":
+            running = [n for n in cluster.node_ids
+                       if (pid := cluster.pid(n)) and pid_state(pid) != "dead"]
+            if watch.observe(int(time.monotonic() * 1000), {"nodes running": running}):
+                break  # stopped below, node by node
             time.sleep(0.1)
     cluster.reload()
     cluster.stop()  # nodes of --detach or `cluster start`, or a supervisor that is gone

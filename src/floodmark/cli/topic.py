@@ -44,6 +44,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("name")
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
     p.add_argument("--delete", action="append", default=[], metavar="NAME")
+    p.add_argument("--add-config", action="append", default=[], metavar="K=V[,K=V...]",
+                   help="kafka-configs.sh's form of --set: comma-separated, a list value in "
+                   "brackets (cleanup.policy=[compact,delete])")
+    p.add_argument("--delete-config", action="append", default=[], metavar="K[,K...]",
+                   help="kafka-configs.sh's form of --delete")
     add_bootstrap(p)
     p.set_defaults(func=topic_alter_config)
     topic.set_defaults(func=lambda a: (topic.print_help(), 2)[1])
@@ -207,10 +212,29 @@ def topic_delete(args: argparse.Namespace) -> int:
     return rc
 
 
+def _kafka_config_list(items: list[str]) -> list[str]:
+    """kafka-configs.sh's ``a=1,b=[x,y]``: split at commas outside brackets, brackets dropped."""
+    out: list[str] = []
+    for item in items:
+        depth, start = 0, 0
+        for i, ch in enumerate(item + ","):
+            depth += (ch == "[") - (ch == "]")
+            if ch == "," and depth <= 0:
+                if part := item[start:i].strip():
+                    out.append(part.replace("[", "").replace("]", ""))
+                start = i + 1
+    return out
+
+
 def topic_alter_config(args: argparse.Namespace) -> int:
-    ops = [{"name": k, "config_operation": 0, "value": v}
-           for k, v in pairs(args.set, "--set").items()]
-    ops += [{"name": k, "config_operation": 1, "value": None} for k in args.delete]
+    to_set = {**pairs(args.set, "--set"),
+              **pairs(_kafka_config_list(args.add_config), "--add-config")}
+    to_delete = [*args.delete, *_kafka_config_list(args.delete_config)]
+    if not to_set and not to_delete:
+        raise CliError("nothing to alter: give --set NAME=VALUE (--add-config) or --delete NAME "
+                       "(--delete-config)")
+    ops = [{"name": k, "config_operation": 0, "value": v} for k, v in to_set.items()]
+    ops += [{"name": k, "config_operation": 1, "value": None} for k in to_delete]
     with connect(args) as cluster:
         resp = cluster.request_any(44, 1, {"resources": [
             {"resource_type": 2, "resource_name": args.name, "configs": ops}],

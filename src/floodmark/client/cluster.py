@@ -45,12 +45,34 @@ class Retriable(Exception):
         self.code = code
 
 
+# What a person can do about the errors a user's own command meets (not the ones clients retry).
+HINTS: dict[ErrorCode, str] = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "no such topic or partition (`floodmark topic list`)",
+    ErrorCode.LEADER_NOT_AVAILABLE: "the partition has no leader now: are its replicas' brokers "
+                                    "up? (`floodmark topic describe`)",
+    ErrorCode.NOT_ENOUGH_REPLICAS: "fewer in-sync replicas than min.insync.replicas: start the "
+                                   "brokers that are down, or use acks=1",
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: "the ISR shrank below min.insync.replicas while "
+                                                "the write waited: retry once brokers are back",
+    ErrorCode.MESSAGE_TOO_LARGE: "the record is larger than the topic's max.message.bytes",
+    ErrorCode.OFFSET_OUT_OF_RANGE: "that offset is outside the log (try --offset earliest or "
+                                   "latest)",
+    ErrorCode.INVALID_REPLICATION_FACTOR: "at most as many replicas as live brokers",
+    ErrorCode.INVALID_PARTITIONS: "a topic needs at least one partition",
+    ErrorCode.NON_EMPTY_GROUP: "the group has active members: stop its consumers first",
+    ErrorCode.GROUP_ID_NOT_FOUND: "no such group (`floodmark group list`)",
+}
+
+
 def error_text(code: int) -> str:
-    """Kafka's name for an error code, e.g. ``NOT_LEADER_OR_FOLLOWER (6)``."""
+    """Kafka's name for an error code, e.g. ``NOT_LEADER_OR_FOLLOWER (6)``, and what to do about
+    it where a person can (``HINTS``)."""
     try:
-        return f"{ErrorCode(code).name} ({int(code)})"
+        name = ErrorCode(code)
     except ValueError:
         return f"error code {int(code)}"
+    hint = HINTS.get(name)
+    return f"{name.name} ({int(code)})" + (f" [{hint}]" if hint else "")
 
 
 class ClusterClient:

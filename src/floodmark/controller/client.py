@@ -7,10 +7,11 @@ traffic, each on its own connection so a long poll never delays a heartbeat:
   controller answers as soon as anything new is committed, so a leader change reaches every
   broker within one round trip of the controller deciding it;
 * control calls from the event loop: register, heartbeat, alter_partition;
-* admin calls from synchronous request handlers (create/delete topic, create partitions,
-  producer id blocks): a short blocking call on a fresh loopback connection; the answer carries
-  the records since the image's offset, which are applied before the handler continues (so the
-  handler sees the topic it just created).
+* admin calls (create/delete topic, create partitions, configs, elections, reassignments,
+  producer id blocks): awaited by the request handler on a connection of their own, so a slow or
+  stopped controller delays only the request that needs it, never the broker's event loop; the
+  answer carries the records since the image's offset, which are applied before the handler
+  continues (so the handler sees the topic it just created).
 
 ``on_records`` (set by the broker) is called after every batch of applied records.
 """
@@ -21,7 +22,6 @@ import asyncio
 import collections
 import itertools
 import logging
-import time
 import uuid
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -41,6 +41,11 @@ from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import PartitionMeta, TopicMeta, deletable_topic
 
 log = logging.getLogger(__name__)
+
+ADMIN_TIMEOUT_S = 30.0  # Kafka's request.timeout.ms for a request forwarded to the controller
+ADMIN_ATTEMPT_TIMEOUT_S = 12.0
+"""One attempt on one controller: past the quorum's commit wait (10 s), a controller that has
+not answered is silent (stopped, cut off) and the call moves on to the next voter."""
 
 
 class AsyncRpc:
@@ -121,6 +126,7 @@ class ControllerClient:
         self._pid_next = 0
         self._pid_limit = 0
         self.local: LocalCall | None = None  # combined mode: the in-process controller
+        self.admin_timeout_s = ADMIN_TIMEOUT_S
 
     def set_address(self, address: str) -> None:
         """Point at another controller address (combined mode learns its port at bind time)."""
@@ -188,43 +194,73 @@ class ControllerClient:
             self._topics_cache = out
         return self._topics_cache
 
-    def _admin(self, method: str, args: dict[str, Any]) -> dict[str, Any]:
+    async def _admin(self, method: str, args: dict[str, Any]) -> dict[str, Any]:
+        """An admin call on the active controller, awaited (the broker's event loop keeps
+        serving everything else meanwhile); the answer's records are applied before it returns,
+        so the caller sees what it changed. Bounded by ``admin_timeout_s``: REQUEST_TIMED_OUT
+        when no controller answered, NOT_CONTROLLER when none was active."""
         full = {**args, "from_offset": self.image.next_offset}
         if self.local is not None:  # combined mode: the controller runs in this process
             answer = self.local.call(method, full)
         else:
-            answer = self._blocking_active_call(method, full)
+            answer = await self._admin_on_active(method, full)
         if "result" in answer and "records" in answer["result"]:
             self.apply_records(answer["result"]["records"], answer["result"].get("snapshot"))
         return _result(answer)
 
-    def _blocking_active_call(self, method: str, args: dict[str, Any]) -> dict[str, Any]:
-        """An admin call on the active controller, trying each voter at most twice."""
-        last: Exception | None = None
-        answer: dict[str, Any] = {}
+    async def _admin_on_active(self, method: str, args: dict[str, Any]) -> dict[str, Any]:
+        """Each attempt on its own connection (admin calls run side by side, never behind a
+        heartbeat); a silent or inactive controller moves the call on to the leader it names,
+        else to the next voter, until the deadline."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.admin_timeout_s
         address = self.address
-        attempts = 1 if len(self.addresses) == 1 else 2 * len(self.addresses)
-        for _ in range(attempts):
+        last = "no controller answered"
+        answer: dict[str, Any] = {}
+        while (remaining := deadline - loop.time()) > 0:
+            conn = AsyncRpc(address)
+            followed = self.address
+            attempt = asyncio.ensure_future(
+                conn.call(method, args, min(remaining, ADMIN_ATTEMPT_TIMEOUT_S)))
             try:
-                answer = rpc.blocking_call(address, method, args)
+                while not attempt.done():
+                    await asyncio.wait({attempt}, timeout=0.2)
+                    if not attempt.done() and self.address != followed:
+                        # The heartbeats found this controller silent and moved on: so does
+                        # the call (a stopped controller never answers; deposed, it commits
+                        # nothing of what it was asked).
+                        attempt.cancel()
+                        raise rpc.RpcError(f"controller {address} is silent; the broker "
+                                           f"follows {self.address}")
+                answer = attempt.result()
             except rpc.RpcError as exc:
-                last = exc
-                at = self.addresses.index(address) if address in self.addresses else -1
-                address = self.addresses[(at + 1) % len(self.addresses)]
+                last = str(exc)
+                answer = {}
+                address = (self.address if self.address != followed
+                           else self._next_voter(address))
+                await asyncio.sleep(min(0.1, max(0.0, deadline - loop.time())))
                 continue
-            if answer.get("error") == int(ErrorCode.NOT_CONTROLLER) and len(self.addresses) > 1:
-                hint = answer.get("leader")
-                if hint and hint != address:
-                    address = str(hint)
-                else:
-                    time.sleep(0.2)  # an election is under way
-                continue
-            return answer
+            finally:
+                attempt.cancel()  # (done already, unless this request itself was cancelled)
+                conn.close()
+            if answer.get("error") != int(ErrorCode.NOT_CONTROLLER) or len(self.addresses) < 2:
+                return answer
+            hint = answer.get("leader")
+            if hint and hint != address:
+                address = str(hint)
+            else:
+                await asyncio.sleep(0.1)  # an election is under way
         if answer:
-            return answer
-        raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, str(last))
+            return answer  # NOT_CONTROLLER: no active controller within the time
+        raise KafkaError(ErrorCode.REQUEST_TIMED_OUT,
+                         f"{method}: no controller answered within {self.admin_timeout_s:g} s "
+                         f"({last})")
 
-    def create_topic(self, name: str, num_partitions: int, replication_factor: int,
+    def _next_voter(self, address: str) -> str:
+        at = self.addresses.index(address) if address in self.addresses else -1
+        return self.addresses[(at + 1) % len(self.addresses)]
+
+    async def create_topic(self, name: str, num_partitions: int, replication_factor: int,
                      configs: dict[str, Any], *, internal: bool = False,
                      validate_only: bool = False,
                      assignments: list[tuple[int, ...]] | None = None) -> TopicMeta:
@@ -237,7 +273,7 @@ class ControllerClient:
                 self.local_topics[name] = meta
                 self._topics_cache = None
             return meta
-        self._admin("create_topic", {"name": name, "num_partitions": num_partitions,
+        await self._admin("create_topic", {"name": name, "num_partitions": num_partitions,
                                      "replication_factor": replication_factor,
                                      "configs": configs, "validate_only": validate_only,
                                      "assignments": None if assignments is None
@@ -251,49 +287,49 @@ class ControllerClient:
             return TopicMeta(name, uuid.uuid4(), parts, dict(configs), False)
         return self.topics()[name]
 
-    def delete_topic(self, name: str, *, validate_only: bool = False) -> TopicMeta:
+    async def delete_topic(self, name: str, *, validate_only: bool = False) -> TopicMeta:
         meta = deletable_topic(self.topics(), name)
         if validate_only:
             return meta
-        self._admin("delete_topic", {"name": name})
+        await self._admin("delete_topic", {"name": name})
         return meta
 
-    def create_partitions(self, name: str, count: int, *, validate_only: bool = False,
-                          assignments: list[tuple[int, ...]] | None = None) -> TopicMeta:
-        self._admin("create_partitions", {"name": name, "count": count,
+    async def create_partitions(self, name: str, count: int, *, validate_only: bool = False,
+                                assignments: list[tuple[int, ...]] | None = None) -> TopicMeta:
+        await self._admin("create_partitions", {"name": name, "count": count,
                                           "validate_only": validate_only,
                                           "assignments": None if assignments is None
                                           else [list(r) for r in assignments]})
         return self.topics()[name]
 
-    def alter_topic_configs(self, name: str, configs: dict[str, Any]) -> None:
-        self._admin("alter_topic_configs", {"name": name, "configs": configs})
+    async def alter_topic_configs(self, name: str, configs: dict[str, Any]) -> None:
+        await self._admin("alter_topic_configs", {"name": name, "configs": configs})
 
-    def alter_broker_configs(self, resource: str, configs: dict[str, Any]) -> None:
-        self._admin("alter_broker_configs", {"resource": resource, "configs": configs})
+    async def alter_broker_configs(self, resource: str, configs: dict[str, Any]) -> None:
+        await self._admin("alter_broker_configs", {"resource": resource, "configs": configs})
 
     def broker_configs(self) -> dict[str, dict[str, Any]]:
         return self.image.broker_configs
 
-    def alter_partition_reassignments(
+    async def alter_partition_reassignments(
         self, changes: list[tuple[str, int, tuple[int, ...] | None]]
     ) -> list[tuple[str, int, ErrorCode, str]]:
-        answer = self._admin("alter_partition_reassignments", {"changes": [
+        answer = await self._admin("alter_partition_reassignments", {"changes": [
             [t, p, None if r is None else list(r)] for t, p, r in changes]})
         return [(str(t), int(p), ErrorCode(int(e)), str(m)) for t, p, e, m in answer["results"]]
 
     def reassignments(self) -> dict[tuple[str, int], Reassignment]:
         return self.image.reassignments
 
-    def elect_leaders(self, partitions: list[tuple[str, int]], *, unclean: bool
-                      ) -> list[tuple[str, int, ErrorCode, str]]:
-        answer = self._admin("elect_leaders", {"partitions": [list(p) for p in partitions],
+    async def elect_leaders(self, partitions: list[tuple[str, int]], *, unclean: bool
+                            ) -> list[tuple[str, int, ErrorCode, str]]:
+        answer = await self._admin("elect_leaders", {"partitions": [list(p) for p in partitions],
                                                "unclean": unclean})
         return [(str(t), int(p), ErrorCode(int(e)), str(m)) for t, p, e, m in answer["results"]]
 
-    def allocate_producer_id(self) -> int:
+    async def allocate_producer_id(self) -> int:
         if self._pid_next >= self._pid_limit:
-            block = self._admin("allocate_producer_ids", {})
+            block = await self._admin("allocate_producer_ids", {})
             self._pid_next = int(block["first"])
             self._pid_limit = self._pid_next + int(block["count"])
         pid = self._pid_next

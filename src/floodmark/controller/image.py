@@ -44,6 +44,7 @@ from floodmark.controller.record_check import MetadataRecord, check_record
 from floodmark.errors import KafkaError
 from floodmark.metadata import INTERNAL_TOPICS, PartitionMeta, TopicMeta
 from floodmark.replication.election import LeaderRecoveryState, PartitionRegistration
+from floodmark.settings import split_topic_configs
 
 __all__ = ["UNAPPLIED_KEPT", "BrokerRegistration", "MetadataImage", "MetadataRecord", "Reassignment", "TopicImage",
            "UnappliedRecord", "record_to_registration", "registration_to_record", "topic_metas"]
@@ -171,7 +172,10 @@ class MetadataImage:
 
         With ``on_unapplied`` every record is checked first (``record_check``): one that does
         not pass (or fails to apply) is skipped, reported there, and the rest are applied, so
-        one bad record never wedges a reader. Without it the error is raised."""
+        one bad record never wedges a reader. A topic's record that fails only for config
+        values is applied without them (and reported): a reader never loses a topic, whose
+        partitions a broker would otherwise delete as orphans. Without it the error is
+        raised."""
         applied = []
         for offset, rec in records:
             if offset < self.next_offset:
@@ -187,8 +191,17 @@ class MetadataImage:
                 except (KafkaError, KeyError, TypeError, ValueError) as exc:
                     self.next_offset = offset + 1
                     reason = exc.message if isinstance(exc, KafkaError) else repr(exc)
-                    on_unapplied(UnappliedRecord(offset, reason))
-                    continue
+                    kept = _without_bad_configs(rec)
+                    if kept is None:
+                        on_unapplied(UnappliedRecord(offset, reason))
+                        continue
+                    # A topic is never lost over a config value (a broker would delete the
+                    # partitions of a topic it does not know): applied without the values the
+                    # check refuses, reported all the same.
+                    self.apply(kept)
+                    rec = kept
+                    on_unapplied(UnappliedRecord(offset, f"applied without the topic config "
+                                                         f"values refused: {reason}"))
             self.next_offset = offset + 1
             applied.append(rec)
         return applied
@@ -249,6 +262,21 @@ class MetadataImage:
             pass  # the controller quorum's record opening an epoch (controller/quorum)
         else:
             raise ValueError(f"unknown metadata record type {kind!r}")
+
+
+def _without_bad_configs(rec: MetadataRecord) -> MetadataRecord | None:
+    """A ``topic``/``topic_configs`` record that fails the check only for config values: the
+    same record with the values the setting registry takes; None for anything else."""
+    if rec.get("type") not in ("topic", "topic_configs") or not isinstance(
+            rec.get("configs"), dict):
+        return None
+    kept, refused = split_topic_configs(rec["configs"])
+    fixed = {**rec, "configs": kept}
+    try:
+        check_record(fixed)
+    except KafkaError:
+        return None
+    return fixed if refused else None
 
 
 def topic_metas(image: MetadataImage) -> dict[str, TopicMeta]:

@@ -72,6 +72,10 @@ class QuorumNode:
         self._parked: dict[int, tuple[QuorumFetchRequest, int]] = {}
         self._hw_sent: dict[int, int] = {}
         self._release_parked = False
+        # A follower holds one idle connection to its leader: its close says the leader's
+        # process is gone (reported once per epoch and leader; the core decides).
+        self._watched: tuple[int, int] | None = None  # (epoch, leader id)
+        self._watch: asyncio.Task[None] | None = None
 
     @property
     def core(self) -> QuorumCore:
@@ -97,6 +101,8 @@ class QuorumNode:
             await asyncio.sleep(0.05)  # let EndQuorumEpoch leave
         if self._ticker is not None:
             self._ticker.cancel()
+        if self._watch is not None:
+            self._watch.cancel()
         for task in list(self._tasks):
             task.cancel()
         for peer in self._peers.values():
@@ -173,7 +179,41 @@ class QuorumNode:
         self._wake_parked()
         log.info("controller %d quorum: %s in epoch %d (leader %d)", self.config.node_id,
                  change.role, change.epoch, change.leader_id)
+        self._watch_leader(change)
         self.on_role(change)
+
+    # -- the leader's connection ---------------------------------------------------------------
+    def _watch_leader(self, change: RoleChanged) -> None:
+        if change.role != "follower" or change.leader_id not in self._peers:
+            return
+        key = (change.epoch, change.leader_id)
+        if key == self._watched:
+            return  # watched (and reported, if it closed) already in this epoch
+        if self._watch is not None:
+            self._watch.cancel()
+        self._watched = key
+        with contextlib.suppress(RuntimeError):  # no running loop (a unit test's driver)
+            self._watch = asyncio.get_running_loop().create_task(self._watch_connection(key))
+
+    async def _watch_connection(self, key: tuple[int, int]) -> None:
+        """Hold an idle connection to the leader until it closes. Refused or closed: the
+        leader's process is gone (a stopped leader's kernel keeps the connection open)."""
+        host, port = self.voters[key[1]]
+        writer: asyncio.StreamWriter | None = None
+        try:
+            reader, writer = await asyncio.open_connection(host, port)
+            closed = await reader.read(1) == b""
+        except OSError:
+            closed = True
+        finally:
+            if writer is not None:
+                writer.close()
+        if closed and self._watched == key and (self.core.epoch, self.core.leader_id) == key:
+            log.info("controller %d: connection to quorum leader %d closed (epoch %d)",
+                     self.config.node_id, key[1], key[0])
+            self.driver.leader_disconnected(key[1], now_ms())
+            if self._wake is not None:
+                self._wake.set()
 
     # -- incoming ----------------------------------------------------------------------------------
     def deliver(self, args: dict[str, Any]) -> None:

@@ -172,24 +172,53 @@ class ControllerServer:
 
     # -- persistence ---------------------------------------------------------------------------
     def _persist(self) -> None:
+        """Append what the logic decided. The logic applied each record to the image as it
+        decided (the next decision must see it); if the log does not take the records (too
+        large, a full disk) the decision is rolled back: the image is rebuilt from the records
+        the log did take, and KafkaError says why."""
         if self.logic is None:
             return
         pending = self.logic.take_pending()
         if not pending:
             return
+        try:
+            if self.quorum is not None:
+                values = [json.dumps(rec, sort_keys=True).encode() for _, rec in pending]
+                first, _ = self.quorum.append(values)
+                if first != pending[0][0]:
+                    raise RuntimeError(f"metadata log at {first}, records start at "
+                                       f"{pending[0][0]}")
+            else:
+                self.mlog.append(pending)
+        except (KafkaError, OSError, RuntimeError, ValueError) as exc:
+            self._roll_back()
+            code = exc.code if isinstance(exc, KafkaError) else ErrorCode.KAFKA_STORAGE_ERROR
+            message = exc.message if isinstance(exc, KafkaError) else str(exc)
+            log.error("controller %d: the metadata log refused %d record(s) at offset %d (%s): "
+                      "the decision is undone", self.node_id, len(pending), pending[0][0],
+                      message)
+            raise KafkaError(code, f"the metadata log refused the change ({len(pending)} "
+                                   f"record(s)): {message}") from exc
         if self.quorum is not None:
-            values = [json.dumps(rec, sort_keys=True).encode() for _, rec in pending]
-            first, _ = self.quorum.append(values)
-            if first != pending[0][0]:
-                raise RuntimeError(f"metadata log at {first}, records start at {pending[0][0]}")
             self.records.extend(rec for _, rec in pending)
             self._bytes_since_snapshot += sum(len(v) for v in values)
             return  # visible once committed (_on_high_watermark)
-        self.mlog.append(pending)
         self.records.extend(rec for _, rec in pending)
         self._bytes_since_snapshot += sum(len(json.dumps(rec)) for _, rec in pending)
         self._wake_fetchers()
         self._maybe_snapshot()
+
+    def _roll_back(self) -> None:
+        """The image again exactly what the log holds: the newest snapshot and the records
+        this controller appended after it."""
+        image = (image_from_records(self.snapshot[0].end_offset, self.snapshot[1])
+                 if self.snapshot is not None else MetadataImage())
+        image.next_offset = self.records_base
+        image.apply_all(((self.records_base + i, rec) for i, rec in enumerate(self.records)),
+                        self._unapplied)
+        self.image = image
+        if self.logic is not None:
+            self.logic.image = image
 
     def _wake_fetchers(self) -> None:
         if self._changed is not None:
@@ -286,7 +315,8 @@ class ControllerServer:
         self.logic.start(now_ms())
         log.info("controller %d is the active controller (epoch %d, %d records)", self.node_id,
                  quorum.core.epoch, self.records_end)
-        self._persist()
+        with contextlib.suppress(KafkaError):  # refused and rolled back (logged)
+            self._persist()
 
     async def _committed(self, offset: int) -> bool:
         """Wait until the quorum commits everything below ``offset``; False if this controller
@@ -360,7 +390,8 @@ class ControllerServer:
                 # Records emitted before the failure are applied and consistent: persist them
                 # and keep ticking (a dead ticker would never fence anyone again).
                 log.exception("controller %d tick failed", self.node_id)
-            self._persist()
+            with contextlib.suppress(KafkaError):  # refused and rolled back (logged)
+                self._persist()
 
     async def _on_connection(self, reader: asyncio.StreamReader,
                              writer: asyncio.StreamWriter) -> None:
@@ -432,7 +463,8 @@ class ControllerServer:
                  self.node_id, broker_id, broker_epoch)
         self.logic.fence_broker(broker_id, f"broker {broker_id} process gone (connections "
                                            "closed)")
-        self._persist()
+        with contextlib.suppress(KafkaError):  # refused and rolled back (logged)
+            self._persist()
 
     async def _handle(self, req: dict[str, Any]) -> dict[str, Any]:
         rid = req.get("id")

@@ -18,7 +18,10 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+
+from floodmark.progress import ProgressWatch
 
 TOPIC = "page-views"
 EVENTS = 6000
@@ -29,13 +32,20 @@ def _say(text: str = "") -> None:
     sys.stdout.flush()
 
 
-def _wait(pred: object, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if pred():  # type: ignore[operator]
-            return True
+STALL_S = 60.0  # a wait gives up only when what it watches has not moved for this long
+
+
+def wait_on_progress(pred: Callable[[], bool], motion: Callable[[], dict[str, object]]) -> bool:
+    """Wait until ``pred()``, for as long as ``motion()`` keeps changing; False (after saying
+    what stopped) once nothing in it has moved for STALL_S."""
+    watch = ProgressWatch(int(STALL_S * 1000), int(time.monotonic() * 1000))
+    while not pred():
+        stalled = watch.observe(int(time.monotonic() * 1000), motion())
+        if stalled is not None:
+            _say(f"stopped waiting: {stalled}")
+            return False
         time.sleep(0.1)
-    return False
+    return True
 
 
 def live_cluster_tour() -> bool:
@@ -60,7 +70,8 @@ def live_cluster_tour() -> bool:
             admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
             admin.create_topics([NewTopic(TOPIC, 1, 3, config={"min.insync.replicas": "2"})]
                                 )[TOPIC].result(30)
-            _wait(lambda: cluster.leader_of(TOPIC) > 0, 20)
+            wait_on_progress(lambda: cluster.leader_of(TOPIC) > 0,
+                  lambda: {"leader": cluster.leader_of(TOPIC)})
             reg = cluster.partition_registration(TOPIC) or {}
             _say(f"topic {TOPIC}: leader {reg.get('leader')} leader_epoch "
                  f"{reg.get('leader_epoch')} isr {reg.get('isr')}")
@@ -86,33 +97,48 @@ def live_cluster_tour() -> bool:
                               on_delivery=on_delivery)
                     if i % 20 == 0:
                         p.poll(0.004)
-                p.flush(90)
+                wait_on_progress(lambda: p.flush(0.5) == 0,
+                                 lambda: {"acknowledged": len(acked), "failed": len(failed)})
 
             t = threading.Thread(target=produce, daemon=True)
             t.start()
-            _wait(lambda: len(acked) > EVENTS // 4, 30)
+            wait_on_progress(lambda: len(acked) > EVENTS // 4,
+                  lambda: {"acknowledged": len(acked), "failed": len(failed)})
             victim = cluster.leader_of(TOPIC)
             killed_at = time.monotonic()
             cluster.kill(victim, signal.SIGKILL)
             _say(f"SIGKILL broker {victim} (the leader) after {len(acked)} acknowledged events")
-            _wait(lambda: cluster.leader_of(TOPIC) not in (victim, -1), 30)
+            wait_on_progress(lambda: cluster.leader_of(TOPIC) not in (victim, -1),
+                  lambda: {"leader": cluster.leader_of(TOPIC),
+                           "isr": (cluster.partition_registration(TOPIC) or {}).get("isr")})
             reg = cluster.partition_registration(TOPIC) or {}
             _say(f"controller: broker {victim} fenced after broker.session.timeout.ms; new "
                  f"leader {reg.get('leader')} leader_epoch {reg.get('leader_epoch')} isr "
                  f"{reg.get('isr')} ({time.monotonic() - killed_at:.1f} s after the kill)")
             cluster.start_node(victim)
             _say(f"$ floodmark cluster start {victim}   (it comes back as a follower)")
-            t.join(120)
-            healed = _wait(lambda: sorted((cluster.partition_registration(TOPIC) or {})
-                                          .get("isr", [])) == [1, 2, 3], 60)
+            wait_on_progress(lambda: not t.is_alive(),
+                  lambda: {"acknowledged": len(acked), "failed": len(failed)})
+
+            def isr() -> list[int]:
+                return sorted((cluster.partition_registration(TOPIC) or {}).get("isr", []))
+
+            healed = wait_on_progress(lambda: isr() == [1, 2, 3], lambda: {
+                "isr": isr(), "log_end_offsets": [r.get("log_end_offset") for row in
+                                                  describe(cluster, TOPIC)
+                                                  for r in row["replicas"]]})
             _say(f"ISR full again: {healed}")
             c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "demo-verify",
                           "enable.auto.commit": False, "log_level": 0})
             _lo, hw = c.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=10)
             c.assign([TopicPartition(TOPIC, 0, OFFSET_BEGINNING)])
             stored: dict[int, bytes] = {}
-            deadline = time.monotonic() + 60
-            while len(stored) < hw and time.monotonic() < deadline:
+            watch = ProgressWatch(int(STALL_S * 1000), int(time.monotonic() * 1000))
+            while len(stored) < hw:
+                if (stalled := watch.observe(int(time.monotonic() * 1000),
+                                             {"records read": len(stored)})) is not None:
+                    _say(f"stopped reading below the HW ({hw}): {stalled}")
+                    break
                 for m in c.consume(500, 0.5):
                     offset, value = m.offset(), m.value()
                     if m.error() is None and offset is not None and value is not None:

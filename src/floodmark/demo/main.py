@@ -139,10 +139,13 @@ def cmd_tour(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     if args.tour or args.quick:
         return cmd_tour(args)
-    from floodmark.demo.pipeline import run
+    from floodmark.demo.pipeline import Stalled, run
 
     try:
         return 0 if run(args.events, args.rate, args.keep, args.down_s, args.progress) else 1
+    except Stalled as exc:
+        _say(f"demo FAILED: {exc}")
+        return 1
     except KeyboardInterrupt:
         _say("interrupted; every process the demo started has been stopped")
         return 130

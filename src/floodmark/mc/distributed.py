@@ -125,19 +125,9 @@ def check_on_spark(
 
 def _run(master: str, config: ModelConfig, prefixes: list[tuple[Action, ...]],
          max_states: int, time_limit_s: float) -> list[PartResult]:
-    from pyspark.sql import SparkSession
-
     import floodmark.spark
 
-    floodmark.spark.prepare_environment()
-    session = (
-        SparkSession.builder.master(master)
-        .appName("floodmark-sim-check")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
+    session = floodmark.spark.batch_session(master, "floodmark-sim-check")
 
     def run_parts(items: Iterable[tuple[Action, ...]]) -> Iterable[PartResult]:
         for prefix in items:

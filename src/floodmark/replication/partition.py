@@ -2,7 +2,8 @@
 
 The core never owns log bytes. The caller passes a read-only ``LogView`` (anything with
 ``log_start_offset``, ``log_end_offset`` and ``epoch_cache`` — ``floodmark.storage.Log`` fits),
-performs the I/O, and tells the core what happened. Every decision comes back as a value:
+performs the I/O, and tells the core what happened. Every decision comes back as a value (the
+values are defined in ``replication.effects``):
 
 * ``Effect`` values, to be applied in order by the caller: ``AssignEpoch`` (write (epoch, LEO) to
   the epoch cache durably before accepting writes), ``TruncateTo``, ``HighWatermarkChanged``,
@@ -45,6 +46,19 @@ from typing import Protocol
 from floodmark.errors import ErrorCode
 from floodmark.replication import fencing
 from floodmark.replication import isr as isr_rules
+from floodmark.replication.effects import (
+    AssignEpoch,
+    Effect,
+    EpochQuery,
+    FetchDecision,
+    FetchResponse,
+    FollowerAction,
+    FollowerActionKind,
+    FollowerFetch,
+    HighWatermarkChanged,
+    ProposeIsr,
+    TruncateTo,
+)
 from floodmark.replication.election import (
     NO_LEADER,
     AlterPartitionRequest,
@@ -69,6 +83,30 @@ from floodmark.replication.truncation import (
     truncation_point,
     validate_fetch,
 )
+
+# The exchanged values live in replication.effects; importers of the core may name them here.
+__all__ = [
+    "ACKS_ALL",
+    "ACKS_LEADER",
+    "ACKS_NONE",
+    "AssignEpoch",
+    "Effect",
+    "EpochQuery",
+    "FetchDecision",
+    "FetchPhase",
+    "FetchResponse",
+    "FollowerAction",
+    "FollowerActionKind",
+    "FollowerFetch",
+    "FollowerState",
+    "HighWatermarkChanged",
+    "LeaderState",
+    "LogView",
+    "Partition",
+    "PartitionConfig",
+    "ProposeIsr",
+    "TruncateTo",
+]
 
 logger = logging.getLogger("floodmark.replication")
 
@@ -100,41 +138,6 @@ class PartitionConfig:
     truncation: Truncation = DEFAULT_TRUNCATION
 
 
-# -- effects -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class AssignEpoch:
-    """Record (epoch, start_offset) in the epoch cache, durably, before accepting writes."""
-
-    epoch: int
-    start_offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class TruncateTo:
-    """Remove every offset >= ``offset``; then call ``Partition.after_truncate``."""
-
-    offset: int
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class HighWatermarkChanged:
-    old: int
-    new: int
-
-
-@dataclass(frozen=True, slots=True)
-class ProposeIsr:
-    """Send AlterPartition with this request; answer with ``handle_alter_partition_response``."""
-
-    request: AlterPartitionRequest
-
-
-Effect = AssignEpoch | TruncateTo | HighWatermarkChanged | CompleteProduce | ProposeIsr
-
-
 # -- role states -------------------------------------------------------------------------------
 
 
@@ -161,88 +164,6 @@ class FollowerState:
     partition_epoch: int
     replicas: tuple[int, ...]
     phase: FetchPhase
-
-
-# -- requests and answers ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class FollowerFetch:
-    replica_id: int
-    fetch_offset: int
-    last_fetched_epoch: int
-    current_leader_epoch: int
-    log_start_offset: int
-    broker_epoch: int = -1
-
-
-@dataclass(frozen=True, slots=True)
-class EpochQuery:
-    """OffsetsForLeaderEpoch from a follower (epoch-offset mode, and legacy fallbacks)."""
-
-    replica_id: int
-    current_leader_epoch: int
-    leader_epoch: int
-
-
-@dataclass(frozen=True, slots=True)
-class FetchDecision:
-    """The leader's answer to a follower fetch, minus the bytes (the caller reads them).
-
-    Read ``[read_from, read_upto)`` (whole batches) when ``error`` is NONE and ``diverging`` is None.
-    ``high_watermark`` is the snapshot taken before the follower's fetch was recorded.
-    """
-
-    error: ErrorCode
-    leader_epoch: int
-    high_watermark: int = -1
-    log_start_offset: int = -1
-    log_end_offset: int = -1
-    diverging: EpochEndOffset | None = None
-    read_from: int = -1
-    read_upto: int = -1
-    effects: tuple[Effect, ...] = ()
-
-    @property
-    def has_data(self) -> bool:
-        return (
-            self.error is ErrorCode.NONE
-            and self.diverging is None
-            and self.read_upto > self.read_from
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class FetchResponse:
-    """What a follower needs from a fetch response (the records travel separately)."""
-
-    error: ErrorCode
-    request_leader_epoch: int  # the epoch the follower sent (stale responses are dropped)
-    high_watermark: int = -1
-    log_start_offset: int = -1
-    log_end_offset: int = -1
-    diverging: EpochEndOffset | None = None
-    has_records: bool = False
-    fetch_offset: int = -1
-    """The request's fetch offset (-1: not checked). An answer to a request built from a log
-    that has moved since (a truncation by new metadata) describes a log that is gone."""
-
-
-class FollowerActionKind(enum.Enum):
-    APPEND = "append"  # append the records as follower, then after_follower_append
-    TRUNCATE = "truncate"  # truncate to ``offset``, then after_truncate, then fetch again
-    TRUNCATE_FULLY = "truncate-fully"  # truncate_fully_and_start_at(``offset``)
-    RETRY = "retry"  # fetch again (after a backoff if ``backoff``)
-    STOP = "stop"  # fenced: wait for metadata
-    IGNORE = "ignore"  # stale response for an older epoch
-
-
-@dataclass(frozen=True, slots=True)
-class FollowerAction:
-    kind: FollowerActionKind
-    offset: int = -1
-    backoff: bool = False
-    reason: str = ""
 
 
 @dataclass(slots=True)

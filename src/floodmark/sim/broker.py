@@ -463,7 +463,7 @@ class SimBroker:
         self.next_produce_id += 1
         produce_id = self.next_produce_id
         result = write_marker_as_leader(
-            p, self.log, msg.producer_id, msg.producer_epoch, msg.committed, 0,
+            p, self.log, msg.producer_id, msg.producer_epoch, msg.committed, msg.coordinator_epoch,
             produce_id=produce_id, now_ms=self.world.now_ms, timeout_ms=msg.timeout_ms)
         label = marker_label(msg.producer_id, msg.committed)
         if result.appended:

@@ -18,6 +18,9 @@ lso-le-hw              the last stable offset is at most the HW on every live re
 read-committed         a read_committed consumer is served nothing at or above the leader's LSO,
                        no record of an aborted transaction and no record of a transaction
                        still open (no COMMIT decided by the coordinator when it was served)
+txn-all-or-nothing     at the end, every record of a committed transaction on the final leader is
+                       below its LSO (its COMMIT marker is written: none left behind an open
+                       transaction), and every acknowledged one is held (acked-write-lost)
 idempotent-duplicate   with the idempotent producer, no value is written twice (its retries
                        of one sequence are deduplicated by the broker)
 no-divergence          at the end, no two replicas hold different records at one offset
@@ -246,9 +249,26 @@ class Checker:
         leader = self.cluster.leader()
         if leader is not None:
             self.check_complete(leader, f"final leader {leader.name}")
+            self.check_committed_whole(leader)
             if self.cluster.producer.idempotent:
                 self.check_no_duplicates(leader)
         self.check_converged()
+
+    def check_committed_whole(self, broker: SimBroker) -> None:
+        """A committed transaction is all-or-nothing: each of its records ``broker`` holds is
+        readable by read_committed (below the LSO), none is left behind a missing marker."""
+        p = broker.partition
+        if p is None:
+            return
+        lso = p.last_stable_offset
+        for offset, (_epoch, value) in enumerate(broker.entries):
+            txn = self.txn_of_value.get(value)
+            if txn is not None and self.decided.get(txn) and offset >= lso:
+                self.flag("txn-all-or-nothing",
+                          f"{broker.name} holds {value} of a committed transaction of producer "
+                          f"{txn[0]} at offset {offset}, not readable (LSO {lso}): its COMMIT "
+                          "marker is missing")
+                return
 
     def check_no_duplicates(self, broker: SimBroker) -> None:
         first: dict[str, int] = {}

@@ -287,17 +287,6 @@ class Producer:
         )
         return produce_id
 
-    def send_marker(self, label: str, producer_id: int, committed: bool, to: int) -> int:
-        """As the transaction coordinator: WriteTxnMarkers for this partition (answered like an
-        acks=all produce; ``label`` names it in the outcomes)."""
-        produce_id = self._track(label, ACKS_ALL)
-        self.cluster.world.record(f"{self.name} WriteTxnMarkers {label} to "
-                                  f"{self.cluster.name_of(to)}")
-        self.cluster.net.send(self.name, self.cluster.name_of(to),
-                              m.WriteTxnMarker(produce_id, producer_id, 0, committed,
-                                               self.timeout_ms))
-        return produce_id
-
     def _track(self, value: str, acks: int) -> int:
         self.next_id += 1
         produce_id = self.next_id
@@ -425,37 +414,49 @@ class Consumer:
             self.position = message.next_offset
 
 
-
-
-
 class TxnHost(ClientHost, Protocol):
-    """What the transactional writer also tells (``cluster.Cluster``'s checker)."""
+    """What the transactional writer also needs (``cluster.Cluster``)."""
 
     def on_transactional_send(self, value: str, producer_id: int) -> None: ...
-    def on_transaction_decided(self, producer_id: int, committed: bool) -> None: ...
+    def start_txn_coordinator(self) -> str: ...
 
 
-FIRST_TXN_PRODUCER_ID = 5000
+# The coordinator's answers after which the writer asks again for the same step (Kafka's
+# TransactionManager retries these); any other error means this producer is fenced or its
+# transaction is gone: it starts over with InitProducerId (which aborts what was open).
+RETRIABLE_TXN_ERRORS = frozenset({
+    ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+})
 
 
 @dataclass(slots=True)
 class TxnWriter:
-    """A transactional producer and its coordinator in one, for the explorer: each transaction
-    (a fresh producer id, one record) is written acks=all and retried with the same sequence
-    until acknowledged; then the coordinator decides COMMIT or ABORT (at random) and writes the
-    marker, retried to whoever leads until it is answered NONE (a retried marker completes
-    nothing, as in Kafka). The checker learns each record's transaction and each decision, so a
-    read_committed consumer can be checked against them."""
+    """A transactional producer for the explorer, one transactional id, asking the transaction
+    coordinator (the broker's core, ``txn_coordinator.SimTxnCoordinator``) for every step:
+    InitProducerId, then per transaction AddPartitionsToTxn, one record written acks=all and
+    retried with the same sequence until acknowledged, and EndTxn, COMMIT or ABORT at random.
+    The coordinator decides, writes its log and the markers; the checker learns each decision
+    when its Prepare record is in the coordinator's log, so a read_committed consumer can be
+    checked against them. A fenced producer (a transaction past ``txn_timeout_ms`` is aborted
+    by the coordinator, which bumps the epoch) starts over with InitProducerId."""
 
     cluster: TxnHost
     name: str = "txn-writer"
+    transactional_id: str = "txn-writer"
     interval_ms: int = 25
     timeout_ms: int = 1000
+    coordinator_timeout_ms: int = 250  # the coordinator answers at once unless it is down
+    txn_timeout_ms: int = 2000
     running: bool = False
     leader: int = NO_LEADER
-    producer_id: int = FIRST_TXN_PRODUCER_ID
-    phase: str = "idle"  # idle | writing | ending
+    coordinator: str = ""
+    producer_id: int = -1
+    producer_epoch: int = -1
+    sequence: int = 0
+    phase: str = "idle"  # idle | init | add | write | end
     value: str = ""
+    values: int = 0
     committed: bool = False
     attempt: int = 0
     transactions: int = 0
@@ -465,6 +466,7 @@ class TxnWriter:
 
     def start(self) -> None:
         self.running = True
+        self.coordinator = self.cluster.start_txn_coordinator()
         self.cluster.net.send(self.name, "controller", m.MetadataRequest())
         self.cluster.world.schedule(self.interval_ms, self._tick)
 
@@ -475,66 +477,105 @@ class TxnWriter:
         if not self.running:
             return
         if self.phase == "idle" and self.leader != NO_LEADER:
-            self.producer_id += 1
-            self.value = f"x{self.producer_id}"
-            self.cluster.on_transactional_send(self.value, self.producer_id)
-            self.phase = "writing"
+            self.phase = "init" if self.producer_id < 0 else "add"
             self._send()
         self.cluster.world.schedule(self.interval_ms, self._tick)
 
     def _send(self) -> None:
         world = self.cluster.world
-        if self.leader == NO_LEADER:
-            world.schedule(self.interval_ms, self._retry, self.attempt)
-            return
         self.attempt += 1
-        target = self.cluster.name_of(self.leader)
-        if self.phase == "writing":
-            message: Any = m.Produce(self.attempt, self.value, ACKS_ALL, self.timeout_ms,
-                                     producer_id=self.producer_id, producer_epoch=0,
-                                     sequence=0, transactional=True)
+        message: Any
+        if self.phase == "init":
+            target = self.coordinator
+            message = m.InitProducerId(self.attempt, self.transactional_id, self.txn_timeout_ms)
+        elif self.phase == "add":
+            target = self.coordinator
+            message = m.AddPartitionsToTxn(self.attempt, self.transactional_id,
+                                           self.producer_id, self.producer_epoch)
+        elif self.phase == "end":
+            target = self.coordinator
+            message = m.EndTxn(self.attempt, self.transactional_id, self.producer_id,
+                               self.producer_epoch, self.committed)
         else:
-            message = m.WriteTxnMarker(self.attempt, self.producer_id, 0, self.committed,
-                                       self.timeout_ms)
-        world.record(f"{self.name} {self.phase} p{self.producer_id} to {target}")
+            if self.leader == NO_LEADER:
+                world.schedule(self.interval_ms, self._retry, self.attempt)
+                return
+            target = self.cluster.name_of(self.leader)
+            message = m.Produce(self.attempt, self.value, ACKS_ALL, self.timeout_ms,
+                                producer_id=self.producer_id,
+                                producer_epoch=self.producer_epoch, sequence=self.sequence,
+                                transactional=True)
+        world.record(f"{self.name} {self.phase} p{self.producer_id} e{self.producer_epoch} "
+                     f"to {target}")
         self.cluster.net.send(self.name, target, message)
-        world.schedule(self.timeout_ms, self._retry, self.attempt)
+        timeout_ms = self.timeout_ms if self.phase == "write" else self.coordinator_timeout_ms
+        world.schedule(timeout_ms, self._retry, self.attempt)
 
     def _retry(self, attempt: int) -> None:
         if attempt == self.attempt and self.phase != "idle":
-            self.cluster.net.send(self.name, "controller", m.MetadataRequest())
+            if self.phase == "write":
+                self.cluster.net.send(self.name, "controller", m.MetadataRequest())
             self.cluster.world.schedule(self.interval_ms, self._send)
+
+    def _again(self) -> None:
+        """Ask again for the same step (a new attempt: the failed one's timeout is void)."""
+        self.attempt += 1
+        self.cluster.world.schedule(self.interval_ms, self._send)
 
     def on_message(self, src: str, message: Any) -> None:
         if isinstance(message, m.Metadata):
             self.leader = message.registration.leader
             return
+        if isinstance(message, m.TxnReply):
+            if message.request_id == self.attempt and self.phase in ("init", "add", "end"):
+                self._on_coordinator_reply(message)
+            return
         if not isinstance(message, m.ProduceReply):
             raise TypeError(f"{self.name}: unexpected {message!r}")
-        if message.produce_id != self.attempt or self.phase == "idle":
+        if message.produce_id != self.attempt or self.phase != "write":
             return
         world = self.cluster.world
-        if message.error is not ErrorCode.NONE:
-            world.record(f"{self.name} {self.phase} p{self.producer_id}: {message.error.name}")
-            if self.phase == "writing" and message.error in FATAL_PRODUCE_ERRORS:
-                self._decide(False)  # what the coordinator does with a failed transaction
-            self.attempt += 1  # the timeout of the failed attempt must not resend again
-            self.cluster.net.send(self.name, "controller", m.MetadataRequest())
-            world.schedule(self.interval_ms, self._send)
-            return
-        if self.phase == "writing":
-            self._decide(world.rng.random() < 0.5)
+        if message.error is ErrorCode.NONE:
+            self.sequence += 1
+            self.committed = world.rng.random() < 0.5
+            self.phase = "end"
             self._send()
             return
-        world.record(f"{self.name} {'COMMIT' if self.committed else 'ABORT'} "
-                     f"p{self.producer_id} written at {message.base_offset}")
-        self.transactions += 1
-        self.phase = "idle"
+        world.record(f"{self.name} write p{self.producer_id}: {message.error.name}")
+        if message.error in FATAL_PRODUCE_ERRORS:
+            self.committed = False  # the record may not be written: abort what is open
+            self.phase = "end"
+        else:
+            self.cluster.net.send(self.name, "controller", m.MetadataRequest())
+        self._again()
 
-    def _decide(self, committed: bool) -> None:
-        self.committed = committed
-        self.phase = "ending"
-        self.cluster.on_transaction_decided(self.producer_id, committed)
+    def _on_coordinator_reply(self, reply: m.TxnReply) -> None:
+        world = self.cluster.world
+        if reply.error in RETRIABLE_TXN_ERRORS:
+            self._again()
+            return
+        if reply.error is not ErrorCode.NONE:
+            world.record(f"{self.name} {self.phase} p{self.producer_id}: {reply.error.name}; "
+                         "InitProducerId again")
+            self.phase = "init"
+            self._again()
+            return
+        if self.phase == "init":
+            self.producer_id, self.producer_epoch = reply.producer_id, reply.producer_epoch
+            self.sequence = 0
+            self.phase = "add"
+            self._send()
+        elif self.phase == "add":
+            self.values += 1
+            self.value = f"x{self.values}"
+            self.cluster.on_transactional_send(self.value, self.producer_id)
+            self.phase = "write"
+            self._send()
+        else:
+            world.record(f"{self.name} {'COMMIT' if self.committed else 'ABORT'} "
+                         f"p{self.producer_id} e{self.producer_epoch} done")
+            self.transactions += 1
+            self.phase = "idle"
 
 
 __all__ = ["ACKS_ALL", "ACKS_LEADER", "ACKS_NONE", "Consumer", "ProduceOutcome", "Producer",

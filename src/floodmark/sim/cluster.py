@@ -18,6 +18,7 @@ from floodmark.sim.clients import Consumer, ProduceOutcome, Producer
 from floodmark.sim.config import SimConfig
 from floodmark.sim.controller import SimController
 from floodmark.sim.network import Network
+from floodmark.sim.txn_coordinator import SimTxnCoordinator
 from floodmark.sim.world import World
 
 
@@ -45,6 +46,22 @@ class Cluster:
         )
         self.consumer = Consumer(self)
         self.check_every_event = True
+        self._txn_coordinator: SimTxnCoordinator | None = None
+
+    @property
+    def has_txn_coordinator(self) -> bool:
+        return self._txn_coordinator is not None
+
+    def txn_coordinator(self, first_producer_id: int = 5001) -> SimTxnCoordinator:
+        """The transaction coordinator (the broker's core), made on first use so runs without
+        transactions schedule nothing more."""
+        if self._txn_coordinator is None:
+            self._txn_coordinator = SimTxnCoordinator(
+                self, first_producer_id=first_producer_id,
+                request_timeout_ms=self.config.produce_timeout_ms,
+                retry_backoff_ms=self.config.retry_backoff_ms,
+                cleanup_interval_ms=200 if self.config.autonomous else 0)
+        return self._txn_coordinator
 
     # -- naming ---------------------------------------------------------------------------------
     def name_of(self, broker_id: int) -> str:
@@ -96,6 +113,9 @@ class Cluster:
 
     def on_transactional_send(self, value: str, producer_id: int) -> None:
         self.checker.on_transactional_send(value, producer_id)
+
+    def start_txn_coordinator(self) -> str:
+        return self.txn_coordinator().name
 
     def on_transaction_decided(self, producer_id: int, committed: bool) -> None:
         self.checker.on_transaction_decided(producer_id, committed)

@@ -76,21 +76,11 @@ def merge(options: ExploreOptions, start_seed: int, seeds: int, parts: Iterable[
 def explore_on_spark(seeds: int, options: ExploreOptions, master: str, *, start_seed: int = 1,
                      parts: int = DEFAULT_PARTS) -> ExploreReport:
     """``explore`` with contiguous ranges of seeds as Spark tasks on ``master``."""
-    from pyspark.sql import SparkSession
-
     import floodmark.spark
 
     started = time.perf_counter()
     ranges = seed_ranges(start_seed, seeds, parts)
-    floodmark.spark.prepare_environment()
-    session = (
-        SparkSession.builder.master(master)
-        .appName("floodmark-sim-explore")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
+    session = floodmark.spark.batch_session(master, "floodmark-sim-explore")
 
     def run_parts(items: Iterable[tuple[int, int]]) -> Iterator[PartSummary]:
         for first, count in items:

@@ -18,9 +18,13 @@ One seed expands, deterministically, into a schedule of faults injected while a 
 * ``long-pause`` — a follower stops for 800–3000 ms (longer than a request timeout).
 
 With ``--transactions`` a transactional writer (``clients.TxnWriter``: one-record transactions,
-each committed or aborted by its coordinator, marker retried until written) runs beside the
-producer, and the consumer reads read_committed: no record of an aborted or undecided
-transaction may reach it, and LSO <= HW on every replica after every event.
+half aborted) runs beside the producer and asks the transaction coordinator for every step; the
+coordinator is the broker's own core (``txn_coordinator.SimTxnCoordinator`` drives
+``replication.transactions``: its log, its markers, its timeouts). The consumer reads
+read_committed: no record of an aborted or undecided transaction may reach it, and LSO <= HW on
+every replica after every event. During the fault phase the coordinator now and then crashes
+right after writing a PrepareCommit, PrepareAbort or Ongoing record (before it answers or sends
+a marker); a new one takes over from its log 5-300 ms later (``txn-all-or-nothing`` at the end).
 
 SPEC section 4's premise is respected by construction: at most one broker is faulty at a time
 (RF − min.insync.replicas = 1 for RF 3), a broker counts as faulty until it is alive, connected,
@@ -38,6 +42,7 @@ from typing import Any
 
 from floodmark.replication.modes import Truncation
 from floodmark.replication.partition import ACKS_ALL, ACKS_LEADER, ACKS_NONE
+from floodmark.replication.transactions.state import TxnState
 from floodmark.sim.broker import SimBroker
 from floodmark.sim.checker import Violation
 from floodmark.sim.clients import TxnWriter
@@ -277,6 +282,31 @@ def build_cluster(seed: int, options: ExploreOptions) -> Cluster:
     return Cluster(config, seed=seed)
 
 
+CRASH_AFTER = (TxnState.PREPARE_COMMIT, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT,
+               TxnState.ONGOING)
+
+
+def _coordinator_crashes(cluster: Cluster, options: ExploreOptions) -> None:
+    """With transactions, during the fault phase: now and then the transaction coordinator
+    crashes right after its next record of some state is in its log (before it answers or sends
+    a marker), and a new coordinator takes over from the log 5-300 ms later."""
+    world = cluster.world
+    coordinator = cluster.txn_coordinator()
+    coordinator.restart_after_ms = (5, 300)
+
+    def arm() -> None:
+        if world.now_ms >= options.fault_phase_ms:
+            coordinator.crash_after = None
+            return
+        if coordinator.alive and coordinator.crash_after is None:
+            coordinator.crash_after = world.rng.choice(CRASH_AFTER)
+            world.record(f"NEMESIS txn-coordinator crashes after its next "
+                         f"{coordinator.crash_after.kafka_name}")
+        world.schedule(world.rng.randint(300, 1200), arm)
+
+    world.schedule(world.rng.randint(100, 600), arm)
+
+
 def run_seed(seed: int, options: ExploreOptions, *, keep_trace: bool = False) -> SeedResult:
     cluster = build_cluster(seed, options)
     world = cluster.world
@@ -292,6 +322,7 @@ def run_seed(seed: int, options: ExploreOptions, *, keep_trace: bool = False) ->
         writer = TxnWriter(cluster)
         cluster.consumer.isolation_level = 1
         writer.start()
+        _coordinator_crashes(cluster, options)
     cluster.consumer.start()
     nemesis.start()
     world.run_until(options.fault_phase_ms)

@@ -108,6 +108,41 @@ class WriteTxnMarker:
     producer_epoch: int
     committed: bool
     timeout_ms: int
+    coordinator_epoch: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class InitProducerId:
+    """A transactional client to the transaction coordinator (answered with ``TxnReply``)."""
+
+    request_id: int
+    transactional_id: str
+    txn_timeout_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class AddPartitionsToTxn:
+    request_id: int
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class EndTxn:
+    request_id: int
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    committed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TxnReply:
+    request_id: int
+    error: ErrorCode
+    producer_id: int = -1
+    producer_epoch: int = -1
 
 
 @dataclass(frozen=True, slots=True)

@@ -167,6 +167,7 @@ class SimVoter:
         self._snapshot_entries = None
         self.world.record(f"{self.name} crash lose_unsynced={lose_unsynced}")
         self.world.forget_leader(self.node_id)
+        self.world.connections_closed(self.node_id)
 
     def wipe(self) -> None:
         """The data dir is gone (a new disk): metadata log, snapshots and ``quorum-state``.
@@ -204,6 +205,17 @@ class SimVoter:
             if self._tick_on_resume:
                 self._tick_on_resume = False
                 self._tick()
+
+    def peer_closed(self, peer_id: int, incarnation: int) -> None:
+        """This voter's connection to ``peer_id`` closed: the shell reports it (the core
+        acts only if that peer is its leader). A stopped process reads it when it runs again;
+        the simulator drops it then (the fetch timeout still covers that case)."""
+        if incarnation != self.incarnation or not self.alive or self.paused:
+            return
+        if self.driver is None:
+            return
+        self.driver.leader_disconnected(peer_id, self.world.now_ms)
+        self._after()
 
     # -- ports (QuorumPorts) --------------------------------------------------------------------
     def send(self, destination: int, message: QuorumMessage, records: bytes) -> None:
@@ -377,6 +389,21 @@ class QuorumWorld:
             if other != node_id:
                 self.net.cut(name, node_name(other), mode)
         self.record(f"{name} partitioned ({mode.value})")
+        if mode is PartitionMode.RESET:  # both sides see their connections reset
+            self.connections_closed(node_id)
+            voter = self.voters[node_id]
+            for other in self.voters:
+                if other != node_id:
+                    self.world.schedule(self.config.network.min_delay_ms, voter.peer_closed,
+                                        other, voter.incarnation)
+
+    def connections_closed(self, node_id: int) -> None:
+        """Every connection to ``node_id`` closed (its process is gone, or a reset cut them):
+        each other voter's shell notices one network delay later."""
+        for other in self.voters.values():
+            if other.node_id != node_id:
+                self.world.schedule(self.config.network.min_delay_ms, other.peer_closed,
+                                    node_id, other.incarnation)
 
     def heal(self) -> None:
         self.net.heal()

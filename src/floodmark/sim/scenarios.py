@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from floodmark.replication.modes import Truncation
+from floodmark.replication.transactions import log as txn_log
+from floodmark.replication.transactions.state import TxnState
 from floodmark.sim.script import Script
 
 HW = Truncation.HIGH_WATERMARK
@@ -456,14 +458,14 @@ def transaction_visibility(mode: Truncation) -> ScenarioResult:
     s.boot()
     s.produce("p0")
     s.replicate("B")
-    s.produce_txn("t1", 7, 0, note=" (opens p7's transaction at offset 1)")
+    s.produce_txn("t1", "tx-a", 0, note=" (opens p7's transaction at offset 1)")
     s.replicate("B")
     s.produce("p1", note=" (after the open transaction: not yet visible to read_committed)")
     s.replicate("B")
     reads = [s.consume(note=" (LSO 1: p7's transaction is open)")]
-    s.produce_txn("t2", 8, 0, note=" (opens p8's transaction at offset 3)")
+    s.produce_txn("t2", "tx-b", 0, note=" (opens p8's transaction at offset 3)")
     s.replicate("B")
-    s.end_txn(7, committed=False, note=" (parked until B has the marker)")
+    s.end_txn("tx-a", committed=False, note=" (parked until B has the marker)")
     reads.append(s.consume(note=" (the marker at 4 is not below the HW yet: LSO still 1)"))
     s.replicate("B")
     reads.append(s.consume(note=" (LSO 3: p8 is open; t1 is aborted and dropped)"))
@@ -473,7 +475,7 @@ def transaction_visibility(mode: Truncation) -> ScenarioResult:
     assert b.partition is not None
     lso_after_failover = b.partition.last_stable_offset
     reads.append(s.consume(note=" (the new leader B has the same LSO 3)"))
-    s.end_txn(8, committed=True)
+    s.end_txn("tx-b", committed=True)
     reads.append(s.consume())
     s.restart("A")
     s.fetch_until_idle("A")
@@ -494,6 +496,50 @@ def transaction_visibility(mode: Truncation) -> ScenarioResult:
          ("lso_after_failover", 3), ("final_lsos", {"A": 6, "B": 6}), ("violations", [])),
     )
     return _result("transaction-visibility", s, exp, facts)
+
+
+# -- coordinator-failover (issue 15: a committed transaction is all-or-nothing) -----------------
+def coordinator_failover(mode: Truncation) -> ScenarioResult:
+    """A transaction of two records is committed; the transaction coordinator (the broker's
+    core) crashes right after PrepareCommit is in ``__transaction_state``, before any marker and
+    before it answers. The decision is in the log: a new coordinator replays it, writes the
+    COMMIT marker and CompleteCommit, and the client's retried EndTxn is answered NONE. A
+    read_committed consumer sees neither record before the marker and both after it."""
+    s = Script(("A", "B"), mode)
+    s.boot()
+    s.produce("p0")
+    s.replicate("B")
+    s.produce_txn("t1", "tx-a", 0, note=" (opens p7's transaction at offset 1)")
+    s.produce_txn("t2", "tx-a", 1)
+    s.replicate("B")
+    s.crash_coordinator_after(TxnState.PREPARE_COMMIT)
+    s.end_txn("tx-a", committed=True,
+              note=" (the coordinator crashed after writing PrepareCommit: no marker)")
+    reads = [s.consume(note=" (decided, not marked: LSO 1, neither t1 nor t2)")]
+    s.restart_coordinator(note=" (PrepareCommit: it sends the COMMIT marker again)")
+    s.replicate("B")
+    reads.append(s.consume(note=" (the marker is below the HW: t1 and t2 together)"))
+    retried = s.end_txn("tx-a", committed=True, note=" (the client's retry: done already)")
+    coordinator = s.cluster.txn_coordinator()
+    states = [txn_log.replay([batch]).transactions["tx-a"].state.kafka_name
+              for batch in coordinator.log]
+    leader = s.cluster.leader()
+    assert leader is not None
+    s.cluster.checker.check_committed_whole(leader)
+    facts = {"reads": reads, "log_states": states,
+             "retried_end_txn": None if retried is None else retried.name,
+             "coordinator_epoch": coordinator.coordinator_epoch,
+             "violations": [v.invariant for v in s.cluster.checker.violations]}
+    exp = Expectation(
+        (),
+        False,
+        "the coordinator crashed after PrepareCommit: nothing of the transaction is readable; "
+        "the new coordinator (epoch 1) finished the commit from the log: t1 and t2 together",
+        (("reads", [["p0"], ["p0", "t1", "t2"]]),
+         ("log_states", ["Empty", "Ongoing", "PrepareCommit", "CompleteCommit"]),
+         ("retried_end_txn", "NONE"), ("coordinator_epoch", 1), ("violations", [])),
+    )
+    return _result("coordinator-failover", s, exp, facts)
 
 
 SCENARIOS: dict[str, tuple[Callable[[Truncation], ScenarioResult], str]] = {
@@ -528,6 +574,11 @@ SCENARIOS: dict[str, tuple[Callable[[Truncation], ScenarioResult], str]] = {
     "last-replica-standing": (
         last_replica_standing,
         "KIP-966: the last ISR member lost its unflushed tail, without and with ELR (T14)",
+    ),
+    "coordinator-failover": (
+        coordinator_failover,
+        "the transaction coordinator crashes after PrepareCommit; a new one completes the "
+        "commit from its log: all of the transaction or none",
     ),
     "transaction-visibility": (
         transaction_visibility,

@@ -16,12 +16,18 @@ from floodmark.errors import ErrorCode
 from floodmark.replication.election import NO_LEADER
 from floodmark.replication.modes import Truncation
 from floodmark.replication.partition import ACKS_ALL, EpochQuery, FollowerFetch
+from floodmark.replication.transactions.state import TxnState
+from floodmark.sim import messages as m
 from floodmark.sim.broker import marker_label
 from floodmark.sim.cluster import Cluster
 from floodmark.sim.config import SimConfig
 from floodmark.sim.network import NetworkConfig, PartitionMode
+from floodmark.sim.txn_coordinator import SimTxnCoordinator
 
 CONTROLLER = "controller"
+CLIENT = "txn-client"  # the scenario's transactional producer, as the coordinator sees it
+FIRST_SCRIPT_PRODUCER_ID = 7  # the scenarios' first transactional producer is p7
+TXN_TIMEOUT_MS = 60_000
 
 
 @dataclass(slots=True)
@@ -73,6 +79,7 @@ class Script:
         self.names = names
         self.steps: list[Step] = []
         self.produced: dict[str, int] = {}  # value -> produce id
+        self.txn_producers: dict[str, tuple[int, int]] = {}  # transactional id -> (pid, epoch)
         self._trace_mark = 0
 
     # -- plumbing -------------------------------------------------------------------------------
@@ -119,8 +126,43 @@ class Script:
         self.record(f"produce {value} acks={'all' if acks == ACKS_ALL else acks} -> {status}{note}")
         return outcome.error
 
-    def produce_txn(self, value: str, producer_id: int, sequence: int, *, note: str = "") -> None:
-        """An acks=all record of ``producer_id``'s transaction (opening it if none is open)."""
+    # -- transactions: the client asks the coordinator (the broker's core) ---------------------
+    def _coordinator(self) -> SimTxnCoordinator:
+        return self.cluster.txn_coordinator(FIRST_SCRIPT_PRODUCER_ID)
+
+    def _ask(self, request: Any) -> m.TxnReply | None:
+        """One request to the transaction coordinator, delivered; its answer (None: none came,
+        the coordinator is down)."""
+        answers: list[m.TxnReply] = []
+        if CLIENT not in self.cluster.net.nodes:
+            self.cluster.net.add_node(CLIENT, lambda _src, msg: answers.append(msg))
+        self.cluster.net.nodes[CLIENT].handler = lambda _src, msg: answers.append(msg)
+        self.cluster.net.send(CLIENT, self._coordinator().name, request)
+        self._settle()
+        return answers[-1] if answers else None
+
+    def _must(self, request: Any) -> m.TxnReply:
+        reply = self._ask(request)
+        if reply is None or reply.error is not ErrorCode.NONE:
+            raise RuntimeError(f"{type(request).__name__}({request.transactional_id!r}): "
+                               f"{'no answer' if reply is None else reply.error.name}")
+        return reply
+
+    def producer_of(self, transactional_id: str) -> tuple[int, int]:
+        """(producer id, epoch) of ``transactional_id``: InitProducerId on first use."""
+        held = self.txn_producers.get(transactional_id)
+        if held is None:
+            reply = self._must(m.InitProducerId(0, transactional_id, TXN_TIMEOUT_MS))
+            held = self.txn_producers[transactional_id] = (reply.producer_id,
+                                                           reply.producer_epoch)
+        return held
+
+    def produce_txn(self, value: str, transactional_id: str, sequence: int, *,
+                    note: str = "") -> int:
+        """An acks=all record of ``transactional_id``'s transaction: AddPartitionsToTxn (which
+        opens it if none is open), then the record. Returns the producer id."""
+        producer_id, epoch = self.producer_of(transactional_id)
+        self._must(m.AddPartitionsToTxn(0, transactional_id, producer_id, epoch))
         reg = self.cluster.controller.registration
         self.cluster.checker.on_transactional_send(value, producer_id)
         produce_id = self.cluster.producer.send(value, ACKS_ALL, to=reg.leader,
@@ -131,19 +173,33 @@ class Script:
         outcome = self.cluster.producer.outcomes[produce_id]
         status = "pending" if outcome.error is None else outcome.error.name
         self.record(f"produce {value} (transaction of p{producer_id}) -> {status}{note}")
+        return producer_id
 
-    def end_txn(self, producer_id: int, committed: bool, *, note: str = "") -> None:
-        """The coordinator decides, then writes the marker (WriteTxnMarkers) to the leader;
-        it is answered once replicated."""
-        reg = self.cluster.controller.registration
-        self.cluster.checker.on_transaction_decided(producer_id, committed)
+    def end_txn(self, transactional_id: str, committed: bool, *,
+                note: str = "") -> ErrorCode | None:
+        """EndTxn to the coordinator: it writes PrepareCommit/PrepareAbort, answers, and writes
+        the marker (WriteTxnMarkers) to the leader, which answers once it is replicated.
+        Returns the coordinator's answer (None: it did not answer)."""
+        producer_id, epoch = self.producer_of(transactional_id)
+        reply = self._ask(m.EndTxn(0, transactional_id, producer_id, epoch, committed))
         label = marker_label(producer_id, committed)
-        produce_id = self.cluster.producer.send_marker(label, producer_id, committed, reg.leader)
-        self.produced[label] = produce_id
+        if reply is None:
+            self.record(f"EndTxn of p{producer_id} ({label}): no answer{note}")
+            return None
+        status = self._coordinator().marker_status.get(producer_id)
+        marker = "pending" if status is None else status.name
+        self.record(f"coordinator writes {label} -> {marker}{note}")
+        return reply.error
+
+    def crash_coordinator_after(self, state: TxnState) -> None:
+        """Fault: the coordinator crashes right after its next ``state`` record is in its log."""
+        self._coordinator().crash_after = state
+
+    def restart_coordinator(self, *, note: str = "") -> None:
+        """A new coordinator replays ``__transaction_state`` and finishes what was prepared."""
+        self._coordinator().restart()
         self._settle()
-        outcome = self.cluster.producer.outcomes[produce_id]
-        status = "pending" if outcome.error is None else outcome.error.name
-        self.record(f"coordinator writes {label} -> {status}{note}")
+        self.record(f"a new transaction coordinator loads the log{note}")
 
     def consume(self, *, read_committed: bool = True, note: str = "") -> list[str]:
         """A consumer reads the whole partition from offset 0 (one Fetch per answer until it
@@ -278,7 +334,12 @@ class Script:
 
     # -- results --------------------------------------------------------------------------------
     def acknowledged(self) -> list[str]:
-        return [o.value for o in self.cluster.producer.acknowledged(ACKS_ALL)]
+        """acks=all values acknowledged, in the order they were sent (the transaction
+        coordinator's markers included)."""
+        outcomes = self.cluster.producer.acknowledged(ACKS_ALL)
+        if self.cluster.has_txn_coordinator:
+            outcomes += self._coordinator().acknowledged
+        return [o.value for o in sorted(outcomes, key=lambda o: o.sent_ms)]
 
     def acknowledged_acks1(self) -> list[str]:
         return [o.value for o in self.cluster.producer.acknowledged(1)]

@@ -46,4 +46,22 @@ def prepare_environment() -> None:
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 
-__all__ = ["FORMAT", "prepare_environment", "register"]
+def batch_session(master: str, app_name: str) -> Any:
+    """A quiet SparkSession on ``master`` for batch work (no UI, no console progress, ERROR
+    logs), its workers running this interpreter: the simulator's and the model checker's runs
+    spread over Spark tasks."""
+    from pyspark.sql import SparkSession
+
+    prepare_environment()
+    session = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+__all__ = ["FORMAT", "batch_session", "prepare_environment", "register"]

@@ -9,7 +9,8 @@ Record batches are stored exactly as bytes. A leader append validates every batc
 ``baseOffset`` and ``partitionLeaderEpoch`` in place (outside the CRC) and writes the whole set with
 one write; a follower append stores batches as received after checking CRC and contiguity.
 
-Beside this module: ``recovery`` (opening a directory after a clean or unclean stop), ``appends``
+Beside this module: ``recovery`` (opening a directory after a clean or unclean stop), ``policies``
+(which segments retention deletes, when a flush is due), ``appends``
 (record-set validation, ``AppendInfo``), ``reads`` (batch ranges, search by timestamp), ``swap``
 (the cleaner's crash-safe segment replacement), ``segment`` (one segment's files and indexes).
 """
@@ -44,6 +45,7 @@ from floodmark.storage.checkpoints import (
 )
 from floodmark.storage.config import FlushPolicy, LogConfig
 from floodmark.storage.fs import FileHandle, FileSystem, FlushTicket, RealFileSystem
+from floodmark.storage.policies import deletable_segments, flush_due
 from floodmark.storage.reads import ReadInfo, offset_for_timestamp, read_batches, read_batches_lazy
 from floodmark.storage.recovery import recover_log
 from floodmark.storage.segment import (
@@ -100,9 +102,7 @@ class Log:
     def _ctx(self) -> str:
         return f"[partition {self.topic_partition} epoch {self.epoch_cache.latest_epoch}]"
 
-    # ========================================================================================
-    # Opening and recovery
-    # ========================================================================================
+    # -- Opening and recovery ----------------------------------------------------------------------
     @classmethod
     def open(
         cls,
@@ -170,9 +170,7 @@ class Log:
         with contextlib.suppress(KafkaError):
             self._write_epoch_checkpoint()
 
-    # ========================================================================================
-    # Segments
-    # ========================================================================================
+    # -- Segments ----------------------------------------------------------------------------------
     @property
     def active_segment(self) -> Segment:
         return self.segments[-1]
@@ -246,9 +244,7 @@ class Log:
         """Index into self.segments of the segment that would hold ``offset``."""
         return max(0, bisect.bisect_right(self._base_offsets, offset) - 1)
 
-    # ========================================================================================
-    # Appends
-    # ========================================================================================
+    # -- Appends -----------------------------------------------------------------------------------
     def append_as_leader(
         self, batches: bytes | bytearray | memoryview, leader_epoch: int, now_ms: int
     ) -> AppendInfo:
@@ -439,9 +435,7 @@ class Log:
             )
         self._write_epoch_checkpoint()
 
-    # ========================================================================================
-    # Reads
-    # ========================================================================================
+    # -- Reads -------------------------------------------------------------------------------------
     @property
     def truncation_generation(self) -> int:
         """Bumped by every truncation (bytes at a file position may differ afterwards)."""
@@ -525,9 +519,7 @@ class Log:
                 if header.last_offset >= start:
                     yield header
 
-    # ========================================================================================
-    # Aborted transactions (the segments' .txnindex files)
-    # ========================================================================================
+    # -- Aborted transactions (the segments' .txnindex files) --------------------------------------
     def append_aborted_transactions(self, entries: Sequence[AbortedTxn]) -> None:
         """Index aborts just appended (leader or follower): each in the segment holding its
         marker. Made durable with the segment's next flush."""
@@ -573,9 +565,7 @@ class Log:
                 break
         return found
 
-    # ========================================================================================
-    # Truncation and retention
-    # ========================================================================================
+    # -- Truncation and retention ------------------------------------------------------------------
     def truncate_to(self, offset: int) -> None:
         """Remove every batch containing an offset >= ``offset`` (batch granularity: a batch
         that straddles ``offset`` goes entirely, so the LEO may end up below ``offset``).
@@ -660,36 +650,12 @@ class Log:
         """Delete whole segments entirely below the HW that are beyond the log start offset,
         older than retention.ms, or in excess of retention.bytes. Returns how many went."""
         self._check_open()
-        deletable: list[Segment] = []
-        total = sum(s.size for s in self.segments)
-        for i, segment in enumerate(self.segments[:-1]):  # never the active segment
-            upper = self.segments[i + 1].base_offset  # exclusive upper bound of this segment
-            if upper > high_watermark:
-                break
-            if upper <= self.log_start_offset:
-                deletable.append(segment)
-                total -= segment.size
-                continue
-            if not self.config.delete:
-                break  # cleanup.policy=compact: only the log start offset deletes segments
-            expired = (
-                self.config.retention_ms >= 0
-                and segment.max_timestamp != NO_TIMESTAMP
-                and now_ms - segment.max_timestamp > self.config.retention_ms
-            )
-            too_big = (
-                self.config.retention_bytes >= 0
-                and total - segment.size >= self.config.retention_bytes
-            )
-            if not (expired or too_big):
-                break
-            deletable.append(segment)
-            total -= segment.size
-        if not deletable:
+        count = deletable_segments(self.segments, self.log_start_offset, high_watermark,
+                                   self.config, now_ms)
+        if not count:
             return 0
-        for segment in deletable:
+        for segment in self.segments[:count]:
             self._delete_segment_files(segment)
-        count = len(deletable)
         del self.segments[:count]
         del self._base_offsets[:count]
         new_start = self.segments[0].base_offset
@@ -705,9 +671,7 @@ class Log:
         )
         return count
 
-    # ========================================================================================
-    # Log compaction: replacing closed segments by their cleaned versions
-    # ========================================================================================
+    # -- Log compaction: replacing closed segments by their cleaned versions -----------------------
     def replace_segment(self, segment: Segment, cleaned: bytes | bytearray | None) -> None:
         """Replace a closed segment by its cleaned version (same base offset), or delete it when
         ``cleaned`` is None: ``write_cleaned_file`` then ``install_cleaned_segments``."""
@@ -767,9 +731,7 @@ class Log:
             replacement.txn_index.sync()
             self.fs.fsync_dir(self.path)
 
-    # ========================================================================================
-    # Flush and close
-    # ========================================================================================
+    # -- Flush and close ---------------------------------------------------------------------------
     @property
     def unflushed_messages(self) -> int:
         return self._unflushed_messages
@@ -782,21 +744,10 @@ class Log:
         self._flush_requested = True
 
     def maybe_flush(self, now_ms: int) -> bool:
-        """Apply the flush policy; returns True if it flushed."""
-        policy = self.config.flush_policy
-        due = False
-        if policy is FlushPolicy.GROUP_COMMIT or self._flush_requested:
-            due = self._flush_requested
-        if policy is FlushPolicy.INTERVAL:
-            if self._unflushed_messages >= self.config.flush_interval_messages:
-                due = True
-            interval = self.config.flush_interval_ms
-            if (
-                interval is not None
-                and self._unflushed_messages > 0
-                and now_ms - self._last_flush_ms >= interval
-            ):
-                due = True
+        """Apply the flush policy (``policies.flush_due``); returns True if it flushed."""
+        due = flush_due(self.config, requested=self._flush_requested,
+                        unflushed_messages=self._unflushed_messages,
+                        last_flush_ms=self._last_flush_ms, now_ms=now_ms)
         if due:
             self.flush(now_ms)
         return due

@@ -38,8 +38,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.ADD_PARTITIONS_TO_TXN: txn_apis.add_partitions_to_txn,
     ApiKey.ADD_OFFSETS_TO_TXN: txn_apis.add_offsets_to_txn,
     ApiKey.END_TXN: txn_apis.end_txn,
-    ApiKey.TXN_OFFSET_COMMIT: coordination.coordinated(
-        replication.wakes_followers(txn_apis.txn_offset_commit)),
+    ApiKey.TXN_OFFSET_COMMIT: coordination.coordinated(txn_apis.txn_offset_commit),
     ApiKey.DESCRIBE_TRANSACTIONS: txn_apis.describe_transactions,
     ApiKey.LIST_TRANSACTIONS: txn_apis.list_transactions,
     ApiKey.FIND_COORDINATOR: coordination.find_coordinator,
@@ -47,8 +46,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.SYNC_GROUP: coordination.coordinated(group_apis.sync_group),
     ApiKey.HEARTBEAT: coordination.coordinated(group_apis.heartbeat),
     ApiKey.LEAVE_GROUP: coordination.coordinated(group_apis.leave_group),
-    ApiKey.OFFSET_COMMIT: coordination.coordinated(
-        replication.wakes_followers(group_apis.offset_commit)),
+    ApiKey.OFFSET_COMMIT: coordination.coordinated(group_apis.offset_commit),
     ApiKey.OFFSET_FETCH: coordination.coordinated(group_apis.offset_fetch),
     ApiKey.LIST_GROUPS: group_apis.list_groups,
     ApiKey.DESCRIBE_GROUPS: group_apis.describe_groups,

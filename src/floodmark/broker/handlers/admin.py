@@ -6,16 +6,19 @@ from __future__ import annotations
 import os
 import random
 import uuid
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from floodmark.broker import dynamic_configs
+from floodmark.broker.boundary import ClientConnection, WireRequest, WireResponse
 from floodmark.broker.config import (
     LONG_MAX,
     SETTINGS,
     TOPIC_CONFIG_DEFAULTS,
+    Configs,
     ConfigSource,
     ConfigType,
+    ConfigValue,
     render,
 )
 from floodmark.errors import ErrorCode, KafkaError
@@ -52,7 +55,7 @@ def api_keys_table() -> list[dict[str, int]]:
 _API_VERSIONS_CACHE: dict[tuple[int, int], bytes] = {}
 
 
-def api_versions(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any = None) -> list[bytes | memoryview]:
+def api_versions(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection | None = None) -> list[bytes | memoryview]:
     # The body never changes, so the encoded bytes are cached per version; only the correlation
     # id differs (bytes 4..7 of the frame).
     key = (header.api_version, 0)
@@ -67,7 +70,7 @@ def api_versions(broker: HandlerContext, header: RequestHeader, req: Any, conn: 
     return [cached[:4], header.correlation_id.to_bytes(4, "big", signed=True), cached[8:]]
 
 
-def _partition_entries(broker: HandlerContext, topic: str) -> list[dict[str, Any]]:
+def _partition_entries(broker: HandlerContext, topic: str) -> list[WireResponse]:
     meta = broker.controller.topics()[topic]
     return [
         {
@@ -84,11 +87,43 @@ def _partition_entries(broker: HandlerContext, topic: str) -> list[dict[str, Any
     ]
 
 
-def metadata(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any = None) -> dict[str, Any]:
+def metadata(broker: HandlerContext, header: RequestHeader, req: WireRequest,
+             conn: ClientConnection | None = None) -> WireResponse | Awaitable[WireResponse]:
+    """Answered at once, unless topics are to be created first (auto.create.topics.enable):
+    then awaited, so only this request waits for the controller."""
+    topics_meta = broker.controller.topics()
+    requested = req.topics
+    auto_create = bool(getattr(req, "allow_auto_topic_creation", True)) and bool(
+        broker.config.get("auto.create.topics.enable"))
+    missing = [t.name for t in requested or () if t.name is not None
+               and t.name not in topics_meta] if auto_create else []
+    if missing and not (requested is None or (header.api_version == 0 and not requested)):
+        return _metadata_after_creating(broker, header, req, missing)
+    return _metadata_answer(broker, header, req, {})
+
+
+async def _metadata_after_creating(broker: HandlerContext, header: RequestHeader, req: WireRequest,
+                                   missing: list[str]) -> WireResponse:
+    errors: dict[str, ErrorCode] = {}
+    for name in missing:
+        try:
+            await broker.create_topic(name, -1, -1, {})
+            # On a cluster the new topic reaches this broker's metadata a moment later: answer
+            # as Kafka does for a topic just created, and let the client retry.
+            errors[name] = (ErrorCode.NONE if name in broker.controller.topics()
+                            else ErrorCode.LEADER_NOT_AVAILABLE)
+        except KafkaError as exc:
+            errors[name] = exc.code
+    return _metadata_answer(broker, header, req, errors)
+
+
+def _metadata_answer(broker: HandlerContext, header: RequestHeader, req: WireRequest,
+                     created: dict[str, ErrorCode]) -> WireResponse:
+    """``created``: what auto-creation answered for the topics it tried to create."""
     version = header.api_version
     topics_meta = broker.controller.topics()
     requested = req.topics
-    by_id: list[Any] = []  # KIP-516: topics asked for by id (name null), answered by id
+    by_id: list[WireRequest] = []  # KIP-516: topics asked for by id (name null), answered by id
     if requested is None or (version == 0 and len(requested) == 0):
         names = list(topics_meta)
     else:
@@ -100,25 +135,14 @@ def metadata(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any 
     if by_id:
         known = {m.topic_id: m.name for m in topics_meta.values()}
         names += [known[i] for i in by_id if i in known]
-    auto_create = bool(getattr(req, "allow_auto_topic_creation", True)) and bool(
-        broker.config.get("auto.create.topics.enable")
-    )
     topic_ops = (TOPIC_OPERATIONS if getattr(req, "include_topic_authorized_operations", False)
                  else INT32_MIN)
     out = []
     for name in names:
         if name not in topics_meta:
-            error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            if auto_create:
-                try:
-                    broker.create_topic(name, -1, -1, {})
-                    topics_meta = broker.controller.topics()
-                    # On a cluster the new topic reaches this broker's metadata a moment later:
-                    # answer as Kafka does for a topic just created, and let the client retry.
-                    error = (ErrorCode.NONE if name in topics_meta
-                             else ErrorCode.LEADER_NOT_AVAILABLE)
-                except KafkaError as exc:
-                    error = exc.code
+            error = created.get(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            if error is ErrorCode.NONE:
+                error = ErrorCode.LEADER_NOT_AVAILABLE  # created, not in this image yet
             if error != ErrorCode.NONE:
                 out.append({"error_code": int(error), "name": name, "topic_id": None,
                             "is_internal": False, "partitions": [],
@@ -151,12 +175,13 @@ def metadata(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any 
     }
 
 
-def create_topics(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any = None) -> dict[str, Any]:
+async def create_topics(broker: HandlerContext, header: RequestHeader, req: WireRequest,
+                        conn: ClientConnection | None = None) -> WireResponse:
     validate_only = bool(getattr(req, "validate_only", False))
     results = []
     seen: set[str] = set()
     for t in req.topics:
-        entry: dict[str, Any] = {"name": t.name, "topic_id": None, "error_code": 0,
+        entry: WireResponse = {"name": t.name, "topic_id": None, "error_code": 0,
                                  "error_message": None, "num_partitions": -1,
                                  "replication_factor": -1, "configs": []}
         try:
@@ -171,7 +196,7 @@ def create_topics(broker: HandlerContext, header: RequestHeader, req: Any, conn:
                                      "assigned partitions must be numbered 0..n-1")
                 assignments = [tuple(int(b) for b in a.broker_ids) for a in ordered]
             configs = {c.name: c.value for c in t.configs}
-            meta = broker.create_topic(
+            meta = await broker.create_topic(
                 t.name, int(t.num_partitions), int(t.replication_factor), configs,
                 validate_only=validate_only, assignments=assignments,
             )
@@ -183,7 +208,8 @@ def create_topics(broker: HandlerContext, header: RequestHeader, req: Any, conn:
     return {"throttle_time": 0, "topics": results}
 
 
-def delete_topics(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any = None) -> dict[str, Any]:
+async def delete_topics(broker: HandlerContext, header: RequestHeader, req: WireRequest,
+                        conn: ClientConnection | None = None) -> WireResponse:
     if header.api_version >= 6:
         names = [(t.name, t.topic_id) for t in req.topics]
     else:
@@ -193,12 +219,12 @@ def delete_topics(broker: HandlerContext, header: RequestHeader, req: Any, conn:
     for name, topic_id in names:
         if name is None and topic_id is not None:
             name = by_id.get(topic_id)
-        entry: dict[str, Any] = {"name": name, "topic_id": topic_id, "error_code": 0,
+        entry: WireResponse = {"name": name, "topic_id": topic_id, "error_code": 0,
                                  "error_message": None}
         try:
             if name is None:
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "unknown topic id")
-            meta = broker.delete_topic(name)
+            meta = await broker.delete_topic(name)
             entry["topic_id"] = meta.topic_id
         except KafkaError as exc:
             entry.update(error_code=int(exc.code), error_message=exc.message or None)
@@ -206,15 +232,17 @@ def delete_topics(broker: HandlerContext, header: RequestHeader, req: Any, conn:
     return {"throttle_time": 0, "responses": results}
 
 
-def create_partitions(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any = None) -> dict[str, Any]:
+async def create_partitions(broker: HandlerContext, header: RequestHeader, req: WireRequest,
+                            conn: ClientConnection | None = None) -> WireResponse:
     results = []
     for t in req.topics:
-        entry: dict[str, Any] = {"name": t.name, "error_code": 0, "error_message": None}
+        entry: WireResponse = {"name": t.name, "error_code": 0, "error_message": None}
         try:
             assignments = (None if not t.assignments else
                            [tuple(int(b) for b in a.broker_ids) for a in t.assignments])
-            broker.create_partitions(t.name, int(t.count), validate_only=bool(req.validate_only),
-                                     assignments=assignments)
+            await broker.create_partitions(t.name, int(t.count),
+                                           validate_only=bool(req.validate_only),
+                                           assignments=assignments)
         except KafkaError as exc:
             entry.update(error_code=int(exc.code), error_message=exc.message or None)
         results.append(entry)
@@ -225,7 +253,7 @@ _TOPIC_RESOURCE = 2
 _BROKER_RESOURCE = 4
 
 
-def describe_configs(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any = None) -> dict[str, Any]:
+def describe_configs(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection | None = None) -> WireResponse:
     """Topics: every topic config, its own value or the broker's (with that one's source).
     Brokers: this broker's every setting with its source and read-only flag; the cluster-wide
     default resource ("") lists the dynamic defaults set. Synonyms (v1+, when asked) give
@@ -234,10 +262,10 @@ def describe_configs(broker: HandlerContext, header: RequestHeader, req: Any, co
     results = []
     for res in req.resources:
         keys = set(res.configuration_keys) if res.configuration_keys is not None else None
-        entry: dict[str, Any] = {"error_code": 0, "error_message": None,
+        entry: WireResponse = {"error_code": 0, "error_message": None,
                                  "resource_type": int(res.resource_type),
                                  "resource_name": res.resource_name, "configs": []}
-        configs: list[dict[str, Any]] = []
+        configs: list[WireResponse] = []
         if res.resource_type == _TOPIC_RESOURCE:
             meta = broker.controller.topics().get(res.resource_name)
             if meta is None:
@@ -270,12 +298,12 @@ def describe_configs(broker: HandlerContext, header: RequestHeader, req: Any, co
     return {"throttle_time": 0, "results": results}
 
 
-def _topic_entries(broker: HandlerContext, own: dict[str, Any], synonyms: bool) -> list[dict[str, Any]]:
+def _topic_entries(broker: HandlerContext, own: Configs, synonyms: bool) -> list[WireResponse]:
     defaults = broker.config.topic_defaults()
     out = []
     for name in sorted(set(defaults) | set(own)):
         broker_name = TOPIC_CONFIG_DEFAULTS.get(name)
-        chain: list[tuple[ConfigSource, Any]] = []
+        chain: list[tuple[ConfigSource, ConfigValue]] = []
         if name in own:
             chain.append((ConfigSource.DYNAMIC_TOPIC_CONFIG, own[name]))
         if broker_name is not None:
@@ -288,8 +316,8 @@ def _topic_entries(broker: HandlerContext, own: dict[str, Any], synonyms: bool) 
     return out
 
 
-def _entry(name: str, chain: list[tuple[ConfigSource, Any]], synonym_name: str,
-           synonyms: bool, *, topic: bool = False) -> dict[str, Any]:
+def _entry(name: str, chain: list[tuple[ConfigSource, ConfigValue]], synonym_name: str,
+           synonyms: bool, *, topic: bool = False) -> WireResponse:
     """One DescribeConfigs entry: the first layer of ``chain`` is in force."""
     source, value = chain[0] if chain else (ConfigSource.DEFAULT_CONFIG, None)
     setting = SETTINGS.get(synonym_name)
@@ -309,7 +337,7 @@ def _entry(name: str, chain: list[tuple[ConfigSource, Any]], synonym_name: str,
     }
 
 
-def _config_type(value: Any) -> ConfigType:
+def _config_type(value: ConfigValue) -> ConfigType:
     if isinstance(value, bool):
         return ConfigType.BOOLEAN
     if isinstance(value, int):
@@ -323,8 +351,8 @@ def validate_name(name: str) -> None:
     validate_topic_name(name)
 
 
-def describe_cluster(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any = None
-                     ) -> dict[str, Any]:
+def describe_cluster(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection | None = None
+                     ) -> WireResponse:
     """KIP-700: the live brokers and the cluster id. Admin clients send controller-bound
     requests to ``controller_id``: a random live broker, which forwards them (KIP-590)."""
     if int(getattr(req, "endpoint_type", 1)) != 1:  # 1 = brokers; 2 = controllers (KIP-919)
@@ -344,14 +372,14 @@ def describe_cluster(broker: HandlerContext, header: RequestHeader, req: Any, co
     }
 
 
-def describe_log_dirs(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any = None
-                      ) -> dict[str, Any]:
+def describe_log_dirs(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection | None = None
+                      ) -> WireResponse:
     """This broker's one log directory: every replica it holds with its size on disk and its
     offset lag (HW - LEO when a follower is behind the HW it was told, else 0), and the
     directory's total and usable bytes (v4)."""
     wanted = (None if req.topics is None
               else {(t.topic, int(p)) for t in req.topics for p in t.partitions})
-    by_topic: dict[str, list[dict[str, Any]]] = {}
+    by_topic: dict[str, list[WireResponse]] = {}
     for (topic, index), ps in sorted(broker.partitions.items()):
         if wanted is not None and (topic, index) not in wanted:
             continue
@@ -370,8 +398,8 @@ def describe_log_dirs(broker: HandlerContext, header: RequestHeader, req: Any, c
         "total_bytes": total, "usable_bytes": usable}]}
 
 
-def elect_leaders(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any = None
-                  ) -> dict[str, Any]:
+async def elect_leaders(broker: HandlerContext, header: RequestHeader, req: WireRequest,
+                        conn: ClientConnection | None = None) -> WireResponse:
     """ElectLeaders (KIP-460): PREFERRED (0) or UNCLEAN (1), decided by the controller; every
     partition when ``topic_partitions`` is null."""
     unclean = int(getattr(req, "election_type", 0)) == 1
@@ -380,9 +408,13 @@ def elect_leaders(broker: HandlerContext, header: RequestHeader, req: Any, conn:
                   for p in meta.partitions]
     else:
         wanted = [(t.topic, int(p)) for t in req.topic_partitions for p in t.partitions]
-    by_topic: dict[str, list[dict[str, Any]]] = {}
-    for topic, partition, err, message in broker.controller.elect_leaders(wanted,
-                                                                          unclean=unclean):
+    by_topic: dict[str, list[WireResponse]] = {}
+    try:
+        decided = await broker.controller.elect_leaders(wanted, unclean=unclean)
+    except KafkaError as exc:  # no controller answered (REQUEST_TIMED_OUT, NOT_CONTROLLER)
+        return {"throttle_time": 0, "error_code": int(exc.code),
+                "replica_election_results": []}
+    for topic, partition, err, message in decided:
         by_topic.setdefault(topic, []).append({
             "partition_id": partition, "error_code": int(err),
             "error_message": message or None})
@@ -395,19 +427,20 @@ _OP_SET, _OP_DELETE, _OP_APPEND, _OP_SUBTRACT = 0, 1, 2, 3
 _LIST_CONFIGS = frozenset({"cleanup.policy", "log.cleanup.policy"})
 
 
-def _alter_resource(broker: HandlerContext, res: Any, validate_only: bool,
-                    new_configs: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
-                    ) -> dict[str, Any]:
+async def _alter_resource(broker: HandlerContext, res: WireRequest, validate_only: bool,
+                          new_configs: Callable[[Configs, Configs], Configs]
+                          ) -> WireResponse:
     """``new_configs(current, defaults)``: the resource's whole new set."""
-    out: dict[str, Any] = {"error_code": 0, "error_message": None,
+    out: WireResponse = {"error_code": 0, "error_message": None,
                            "resource_type": int(res.resource_type),
                            "resource_name": res.resource_name}
     try:
         if res.resource_type == _BROKER_RESOURCE:  # KIP-226 dynamic broker configs
             current = dict(broker.controller.broker_configs().get(res.resource_name, {}))
             in_force = {name: broker.config.get(name) for name in SETTINGS}
-            dynamic_configs.alter(broker, res.resource_name, new_configs(current, in_force),
-                                  validate_only=validate_only)
+            await dynamic_configs.alter(broker, res.resource_name,
+                                        new_configs(current, in_force),
+                                        validate_only=validate_only)
             return out
         if res.resource_type != _TOPIC_RESOURCE:
             raise KafkaError(ErrorCode.INVALID_REQUEST,
@@ -416,21 +449,21 @@ def _alter_resource(broker: HandlerContext, res: Any, validate_only: bool,
         if meta is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                              f"unknown topic {res.resource_name!r}")
-        broker.alter_topic_configs(res.resource_name,
-                                   new_configs(dict(meta.configs), broker.config.topic_defaults()),
-                                   validate_only=validate_only)
+        await broker.alter_topic_configs(
+            res.resource_name, new_configs(dict(meta.configs), broker.config.topic_defaults()),
+            validate_only=validate_only)
     except KafkaError as exc:
         out.update(error_code=int(exc.code), error_message=exc.message or exc.code.name)
     return out
 
 
-def incremental_alter_configs(broker: HandlerContext, header: RequestHeader, req: Any,
-                              conn: Any = None) -> dict[str, Any]:
+async def incremental_alter_configs(broker: HandlerContext, header: RequestHeader, req: WireRequest,
+                                    conn: ClientConnection | None = None) -> WireResponse:
     """IncrementalAlterConfigs: SET, DELETE, APPEND and SUBTRACT (list configs) per key."""
     responses = []
     for res in req.resources:
-        def apply(current: dict[str, Any], defaults: dict[str, Any],
-                  res: Any = res) -> dict[str, Any]:
+        def apply(current: Configs, defaults: Configs,
+                  res: WireRequest = res) -> Configs:
             for c in res.configs:
                 op, name, value = int(c.config_operation), str(c.name), c.value
                 if op == _OP_SET:
@@ -453,27 +486,28 @@ def incremental_alter_configs(broker: HandlerContext, header: RequestHeader, req
                     raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown operation {op}")
             return current
 
-        responses.append(_alter_resource(broker, res, bool(req.validate_only), apply))
+        responses.append(await _alter_resource(broker, res, bool(req.validate_only), apply))
     return {"throttle_time": 0, "responses": responses}
 
 
-def alter_configs(broker: HandlerContext, header: RequestHeader, req: Any, conn: Any = None
-                  ) -> dict[str, Any]:
+async def alter_configs(broker: HandlerContext, header: RequestHeader, req: WireRequest,
+                        conn: ClientConnection | None = None) -> WireResponse:
     """AlterConfigs (the older call): the request's entries replace the topic's whole set."""
     responses = []
     for res in req.resources:
         entries = {str(c.name): c.value for c in res.configs if c.value is not None}
 
-        def replace_all(_current: dict[str, Any], _defaults: dict[str, Any],
-                        e: dict[str, Any] = entries) -> dict[str, Any]:
+        def replace_all(_current: Configs, _defaults: Configs,
+                        e: Configs = entries) -> Configs:
             return dict(e)
 
-        responses.append(_alter_resource(broker, res, bool(req.validate_only), replace_all))
+        responses.append(await _alter_resource(broker, res, bool(req.validate_only),
+                                               replace_all))
     return {"throttle_time": 0, "responses": responses}
 
 
-def alter_partition_reassignments(broker: HandlerContext, header: RequestHeader, req: Any,
-                                  conn: Any = None) -> dict[str, Any]:
+async def alter_partition_reassignments(broker: HandlerContext, header: RequestHeader, req: WireRequest,
+                                        conn: ClientConnection | None = None) -> WireResponse:
     """AlterPartitionReassignments (KIP-455): per partition a target replica list (start, or
     replace the one in progress) or null (cancel); decided by the controller, carried out by
     ordinary replication (docs/cluster.md, "Moving replicas"). v1 (KIP-860): a change of the
@@ -500,8 +534,14 @@ def alter_partition_reassignments(broker: HandlerContext, header: RequestHeader,
                                 f"{len(target)}")
                 continue
             changes.append((key[0], key[1], target))
-    decided = {(topic, partition): (err, message) for topic, partition, err, message
-               in (broker.controller.alter_partition_reassignments(changes) if changes else [])}
+    try:
+        answers = await broker.controller.alter_partition_reassignments(changes) if changes else []
+    except KafkaError as exc:  # no controller answered (REQUEST_TIMED_OUT, NOT_CONTROLLER)
+        return {"throttle_time": 0, "allow_replication_factor_change": allow_rf_change,
+                "error_code": int(exc.code), "error_message": exc.message or None,
+                "responses": []}
+    decided = {(topic, partition): (err, message)
+               for topic, partition, err, message in answers}
     responses = []
     for t in req.topics:
         parts = []
@@ -515,15 +555,15 @@ def alter_partition_reassignments(broker: HandlerContext, header: RequestHeader,
             "error_code": 0, "error_message": None, "responses": responses}
 
 
-def list_partition_reassignments(broker: HandlerContext, header: RequestHeader, req: Any,
-                                 conn: Any = None) -> dict[str, Any]:
+def list_partition_reassignments(broker: HandlerContext, header: RequestHeader, req: WireRequest,
+                                 conn: ClientConnection | None = None) -> WireResponse:
     """ListPartitionReassignments: the moves in progress (all, or the partitions asked for),
     each with the partition's current replicas and the ones being added and removed."""
     ongoing = broker.controller.reassignments()
     wanted = (None if req.topics is None
               else {(t.name, int(p)) for t in req.topics for p in t.partition_indexes})
     topics = broker.controller.topics()
-    by_topic: dict[str, list[dict[str, Any]]] = {}
+    by_topic: dict[str, list[WireResponse]] = {}
     for (topic, index), move in sorted(ongoing.items()):
         meta = topics.get(topic)
         if meta is None or (wanted is not None and (topic, index) not in wanted):

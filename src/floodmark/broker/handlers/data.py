@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from floodmark.broker.boundary import (
     ClientConnection,
@@ -24,6 +24,7 @@ from floodmark.broker.fetch_sessions import (
 from floodmark.broker.sendfile import LAZY_MIN_BYTES, SendfileParts
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.replication.produce import produce_as_leader
+from floodmark.replication.producer_state import batch_metas
 from floodmark.storage.file_slice import FileSlice
 from floodmark.wire.codec import RequestHeader, ms
 from floodmark.wire.errors import ProtocolError
@@ -33,6 +34,7 @@ from floodmark.wire.hot import (
     HotDecodeError,
     NodeEndpoint,
     ProducePartitionResult,
+    ProduceRequest,
     encode_fetch_response,
     encode_produce_response,
     parse_produce_request,
@@ -108,6 +110,77 @@ def produce_raw(broker: HandlerContext, frame: memoryview,
         req = parse_produce_request(frame)
     except HotDecodeError as exc:
         raise ProtocolError(f"bad Produce v{version} request: {exc}") from exc
+    unverified = _unverified(broker, req)
+    if unverified:
+        return _verify_then_produce(broker, req, version, unverified)
+    return _produce(broker, req, version, {})
+
+
+# KIP-890 part 1: what a leader answers for a batch whose transaction the coordinator does not
+# know of (not added, or already ended: a late retry would open a transaction nobody ends and
+# hold the LSO back for good), and when the coordinator cannot be asked.
+_VERIFY_REFUSALS = {
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.CONCURRENT_TRANSACTIONS: ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.NOT_COORDINATOR: ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE: ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.PRODUCER_FENCED: ErrorCode.INVALID_PRODUCER_EPOCH,
+}
+
+
+def _unverified(broker: HandlerContext, req: ProduceRequest) -> dict[tuple[str, int], tuple[int, int]]:
+    """Partitions of a transactional Produce whose producer has no open transaction there yet:
+    (producer id, epoch) of each, to verify with the coordinator first (KIP-890 part 1)."""
+    if req.transactional_id is None or req.acks == 0 or not broker.config.get_bool(
+            "transaction.partition.verification.enable"):
+        return {}
+    out: dict[tuple[str, int], tuple[int, int]] = {}
+    for name, parts in req.topics:
+        for p in parts:
+            ps = broker.partitions.get((name, p.index))
+            if ps is None or p.records is None or not ps.core.is_leader:
+                continue
+            metas = batch_metas(p.records)
+            if not metas or not metas[0].is_transactional or metas[0].producer_id < 0:
+                continue
+            entry = ps.core.producers.entry(metas[0].producer_id)
+            if (entry is not None and entry.current_txn_first_offset >= 0
+                    and entry.producer_epoch == metas[0].producer_epoch):
+                continue  # its transaction is open here: verified when it began
+            out[(name, p.index)] = (metas[0].producer_id, metas[0].producer_epoch)
+    return out
+
+
+async def _verify_then_produce(broker: HandlerContext, req: ProduceRequest, version: int,
+                               unverified: dict[tuple[str, int], tuple[int, int]]
+                               ) -> list[bytes | memoryview]:
+    txn_id = req.transactional_id
+    assert txn_id is not None  # ``_unverified`` names partitions only then
+    by_producer: dict[tuple[int, int], list[tuple[str, int]]] = {}
+    for tp, producer in unverified.items():
+        by_producer.setdefault(producer, []).append(tp)
+    refused: dict[tuple[str, int], ErrorCode] = {}
+    for (pid, epoch), partitions in by_producer.items():
+        answers = await broker.transactions.verify(txn_id, pid, epoch, partitions)
+        for tp, error in answers.items():
+            if error is not ErrorCode.NONE:
+                refused[tp] = _VERIFY_REFUSALS.get(error, ErrorCode.INVALID_TXN_STATE)
+    answer = _produce(broker, req, version, refused)
+    if broker.replicas is not None:
+        # Appended only now, after the handler returned (``wakes_followers`` woke them then):
+        # the follower fetches parked here must see it, or acks=all waits out their max wait.
+        broker.replicas.leader_appended()
+    if answer is None:
+        return []
+    if isinstance(answer, list):
+        return answer
+    return await answer
+
+
+def _produce(broker: HandlerContext, req: ProduceRequest, version: int,
+             refused: dict[tuple[str, int], ErrorCode]
+             ) -> list[bytes | memoryview] | Awaitable[list[bytes | memoryview]] | None:
     acks = req.acks
     now_ms = broker.now_ms()
     timeout_ms = max(0, min(req.timeout_ms, 300_000))
@@ -115,6 +188,8 @@ def produce_raw(broker: HandlerContext, frame: memoryview,
     pending: list[ProducePartitionResult] = []
     for name, parts in req.topics:
         outs = [append_partition(broker, name, p.index, p.records, acks, now_ms, timeout_ms)
+                if (name, p.index) not in refused
+                else ProducePartitionResult(p.index, refused[(name, p.index)], -1, -1, -1)
                 for p in parts]
         pending.extend(o for o in outs if o.pending is not None)
         results.append((name, outs))
@@ -279,7 +354,7 @@ def _close_slices(topics: FetchTopics) -> None:
 
 async def _fetch_delayed(broker: HandlerContext, header: RequestHeader, plan: FetchPlan, budget: int,
                          replica_id: int, wait_ms: int, min_bytes: int, lazy: bool,
-                         ctx: FetchContext | None, isolation: int) -> list[Any]:
+                         ctx: FetchContext | None, isolation: int) -> Encoded:
     keys = [(name, int(p.partition)) for _, name, parts in plan if name is not None
             for p in parts]
     deadline = broker.now_ms() + wait_ms
@@ -354,7 +429,7 @@ def fetch(broker: HandlerContext, header: RequestHeader, req: WireRequest,
 # -- ListOffsets -----------------------------------------------------------------------------------
 def _list_partition(broker: HandlerContext, ps: PartitionState | None, p: WireRequest,
                     isolation: int, replica_id: int = -1) -> WireResponse:
-    out: dict[str, Any] = {"partition_index": int(p.partition_index), "error_code": 0,
+    out: WireResponse = {"partition_index": int(p.partition_index), "error_code": 0,
                            "old_style_offsets": [], "timestamp": -1, "offset": -1,
                            "leader_epoch": -1}
     if ps is None:
@@ -411,7 +486,7 @@ def offset_for_leader_epoch(broker: HandlerContext, header: RequestHeader, req: 
     for t in req.topics:
         parts = []
         for p in t.partitions:
-            out: dict[str, Any] = {"error_code": 0, "partition": int(p.partition),
+            out: WireResponse = {"error_code": 0, "partition": int(p.partition),
                                    "leader_epoch": -1, "end_offset": -1}
             ps = broker.partitions.get((t.topic, int(p.partition)))
             if ps is None:
@@ -430,7 +505,7 @@ def offset_for_leader_epoch(broker: HandlerContext, header: RequestHeader, req: 
 
 # -- InitProducerId --------------------------------------------------------------------------------
 def init_producer_id(broker: HandlerContext, header: RequestHeader, req: WireRequest,
-                     conn: ClientConnection) -> WireResponse:
+                     conn: ClientConnection) -> WireResponse | Awaitable[WireResponse]:
     """An idempotent producer's (no ``transactional.id``: those go to the transaction
     coordinator, ``txn_apis``)."""
     existing = int(getattr(req, "producer_id", -1))
@@ -439,7 +514,17 @@ def init_producer_id(broker: HandlerContext, header: RequestHeader, req: WireReq
         # KIP-360: an idempotent producer may bump its own epoch to reset sequences.
         return {"throttle_time": 0, "error_code": 0, "producer_id": existing,
                 "producer_epoch": existing_epoch + 1}
-    pid = broker.controller.allocate_producer_id()
+    return _new_producer_id(broker)
+
+
+async def _new_producer_id(broker: HandlerContext) -> WireResponse:
+    """A new id, from the block the controller handed this broker (awaited when a new block is
+    needed: only this request waits for the controller)."""
+    try:
+        pid = await broker.controller.allocate_producer_id()
+    except KafkaError as exc:  # no controller answered: the producer retries
+        return {"throttle_time": 0, "error_code": int(exc.code), "producer_id": -1,
+                "producer_epoch": -1}
     return {"throttle_time": 0, "error_code": 0, "producer_id": pid, "producer_epoch": 0}
 
 
@@ -483,12 +568,12 @@ def delete_records(broker: HandlerContext, header: RequestHeader, req: WireReque
     delete-records), or after the request's timeout with REQUEST_TIMED_OUT. Compacted-only
     topics refuse (POLICY_VIOLATION)."""
     topics = []
-    pending: list[tuple[str, dict[str, Any], int]] = []
+    pending: list[tuple[str, WireResponse, int]] = []
     for t in req.topics:
         parts = []
         for p in t.partitions:
             index = int(p.partition_index)
-            out: dict[str, Any] = {"partition_index": index, "low_watermark": -1,
+            out: WireResponse = {"partition_index": index, "low_watermark": -1,
                                    "error_code": 0}
             ps = broker.partitions.get((t.name, index))
             if ps is None:

@@ -15,6 +15,7 @@ from floodmark.wire.codec import RequestHeader, ms
 
 if TYPE_CHECKING:
     from floodmark.broker.context import HandlerContext
+    from floodmark.broker.partition_state import PartitionState
 
 log = logging.getLogger(__name__)
 
@@ -81,46 +82,90 @@ def leave_group(broker: HandlerContext, header: RequestHeader, req: WireRequest,
     return {"throttle_time": 0, "error_code": int(err)}
 
 
-def append_offsets(broker: HandlerContext, group: str,
-                   entries: list[tuple[str, int, CommittedOffset | None]],
-                   producer: tuple[int, int] | None = None) -> ErrorCode:
-    """Store offsets in the group's ``__consumer_offsets`` partition; in memory once appended.
-    ``producer`` (id, epoch): a TxnOffsetCommit, appended as that producer's transactional batch
-    and pending until its transaction's marker (``OffsetStore.on_transaction_marker``)."""
+# A commit that could not be replicated: the client finds the coordinator again and retries
+# (Kafka's mapping of an offsets append error).
+_REPLICATION_ERRORS = {
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+}
+OFFSETS_ACKS_ALL_TIMEOUT_MS = 5000
+
+
+def _append(broker: HandlerContext, group: str,
+            entries: list[tuple[str, int, CommittedOffset | None]],
+            producer: tuple[int, int] | None) -> tuple[ErrorCode, PartitionState | None, int]:
+    """Append the offsets batch to the group's ``__consumer_offsets`` partition and keep the
+    offsets in memory (committed, or pending for a ``producer``); (error, partition, last
+    offset appended)."""
     meta = broker.controller.topics()[OFFSETS_TOPIC]
     p = partition_for(group, len(meta.partitions))
     ps = broker.partitions.get((OFFSETS_TOPIC, p))
     if ps is None or not ps.core.is_leader:
-        return ErrorCode.NOT_COORDINATOR
+        return ErrorCode.NOT_COORDINATOR, None, -1
+    refused = ps.core.check_produce(-1)  # acks=all: NOT_ENOUGH_REPLICAS below min ISR
+    if refused is not ErrorCode.NONE:
+        return _REPLICATION_ERRORS.get(refused, refused), None, -1
     now = broker.now_ms()
     batch = broker.offsets.build_commit_batch(group, entries, now, producer)
     try:
-        ps.log.append_as_leader(batch, ps.leader_epoch, now)
+        info = ps.log.append_as_leader(batch, ps.leader_epoch, now)
     except KafkaError as exc:
         log.error("partition %s leader_epoch=%d: cannot store offsets of group %s: %s",
                   ps.name, ps.leader_epoch, group, exc)
-        return ErrorCode.UNKNOWN_SERVER_ERROR
-    ps.maybe_increment_high_watermark(now)
+        return ErrorCode.UNKNOWN_SERVER_ERROR, None, -1
     for topic, partition, c in entries:
         if producer is None:
             broker.offsets.apply(group, topic, partition, c)
         else:
             broker.offsets.add_pending(producer[0], group, topic, partition, c)
-    return ErrorCode.NONE
+    return ErrorCode.NONE, ps, info.last_offset
 
 
-def offset_commit(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> HandlerResult:
+async def append_offsets_replicated(broker: HandlerContext, group: str,
+                                    entries: list[tuple[str, int, CommittedOffset | None]],
+                                    producer: tuple[int, int] | None = None) -> ErrorCode:
+    """Store offsets in the group's ``__consumer_offsets`` partition (in memory once appended),
+    answered once the HW passes the batch (Kafka's
+    ``offsets.commit.required.acks=-1``: a coordinator failover cannot lose what was answered;
+    ``tests/cluster/test_offset_commit_durability.py`` lost an acknowledged commit before).
+    ``producer`` (id, epoch): a TxnOffsetCommit, appended as that producer's transactional batch
+    and pending until its transaction's marker (``OffsetStore.on_transaction_marker``)."""
+    err, ps, last = _append(broker, group, entries, producer)
+    if ps is None:
+        return err
+    produce_id = broker.next_produce_id()
+    replicated = broker.park_produce(produce_id)
+    now = broker.now_ms()
+    ps.apply(ps.core.on_leader_append(ps.log, produce_id, -1, last, last, now,
+                                      OFFSETS_ACKS_ALL_TIMEOUT_MS))
+    if broker.replicas is not None:
+        broker.replicas.leader_appended()
+    error, _offset = await replicated
+    return _REPLICATION_ERRORS.get(error, error)
+
+
+def offset_commit(broker: HandlerContext, header: RequestHeader, req: WireRequest,
+                  conn: ClientConnection) -> HandlerResult:
     group = req.group_id
     generation = int(getattr(req, "generation_id_or_member_epoch", getattr(req, "generation_id", -1)))
     err = broker.groups.validate_commit(group, req.member_id, generation,
                                         getattr(req, "group_instance_id", None))
+    return store_offsets(broker, group, req.topics, err)
+
+
+async def store_offsets(broker: HandlerContext, group: str, topics: WireRequest,
+                        err: ErrorCode, producer: tuple[int, int] | None = None) -> WireResponse:
+    """OffsetCommit's and TxnOffsetCommit's answer: each requested partition checked (a member
+    error ``err`` refuses all), the valid ones stored and replicated before the answer."""
     now = broker.now_ms()
     entries: list[tuple[str, int, CommittedOffset | None]] = []
     results = []
-    topics = broker.controller.topics()  # cluster metadata: the coordinator need not host them
-    for t in req.topics:
+    metas = broker.controller.topics()  # cluster metadata: the coordinator need not host them
+    for t in topics:
         parts = []
-        meta = topics.get(t.name)
+        meta = metas.get(t.name)
         for p in t.partitions:
             perr = err
             if perr == ErrorCode.NONE:
@@ -136,7 +181,7 @@ def offset_commit(broker: HandlerContext, header: RequestHeader, req: WireReques
             parts.append({"partition_index": int(p.partition_index), "error_code": int(perr)})
         results.append({"name": t.name, "partitions": parts})
     if entries:
-        store_err = append_offsets(broker, group, entries)
+        store_err = await append_offsets_replicated(broker, group, entries, producer)
         if store_err != ErrorCode.NONE:
             for t in results:
                 for p in t["partitions"]:
@@ -213,11 +258,16 @@ def describe_groups(broker: HandlerContext, header: RequestHeader, req: WireRequ
     return {"throttle_time": 0, "groups": out}
 
 
-def delete_groups(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> HandlerResult:
+def delete_groups(broker: HandlerContext, header: RequestHeader, req: WireRequest,
+                  conn: ClientConnection) -> HandlerResult:
     """DeleteGroups: an empty group's committed offsets become tombstones in its offsets
-    partition (compaction removes them) and its state goes."""
+    partition (compaction removes them; answered once replicated) and its state goes."""
+    return _delete_groups(broker, list(req.groups_names))
+
+
+async def _delete_groups(broker: HandlerContext, names: list[str]) -> WireResponse:
     results = []
-    for group in req.groups_names:
+    for group in names:
         if not broker.is_coordinator(group):
             err = ErrorCode.NOT_COORDINATOR
         elif group not in broker.groups.groups and not broker.offsets.group_offsets(group):
@@ -226,24 +276,27 @@ def delete_groups(broker: HandlerContext, header: RequestHeader, req: WireReques
             err = broker.groups.delete(group)
             offsets = list(broker.offsets.group_offsets(group))
             if err is ErrorCode.NONE and offsets:
-                err = append_offsets(broker, group, [(t, p, None) for t, p in offsets])
+                err = await append_offsets_replicated(broker, group,
+                                                      [(t, p, None) for t, p in offsets])
         if err is ErrorCode.NONE:
             log.info("group %s deleted", group)
         results.append({"group_id": group, "error_code": int(err)})
     return {"throttle_time": 0, "results": results}
 
 
-def offset_delete(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> HandlerResult:
-    """OffsetDelete (KIP-496): committed offsets of partitions the group no longer consumes."""
+def _refuse_offset_delete(err: ErrorCode) -> WireResponse:
+    return {"error_code": int(err), "throttle_time": 0, "topics": []}
+
+
+def offset_delete(broker: HandlerContext, header: RequestHeader, req: WireRequest,
+                  conn: ClientConnection) -> HandlerResult:
+    """OffsetDelete (KIP-496): committed offsets of partitions the group no longer consumes
+    (tombstones, answered once replicated)."""
     group = req.group_id
-
-    def refuse(err: ErrorCode) -> WireResponse:
-        return {"error_code": int(err), "throttle_time": 0, "topics": []}
-
     if not broker.is_coordinator(group):
-        return refuse(ErrorCode.NOT_COORDINATOR)
+        return _refuse_offset_delete(ErrorCode.NOT_COORDINATOR)
     if group not in broker.groups.groups and not broker.offsets.group_offsets(group):
-        return refuse(ErrorCode.GROUP_ID_NOT_FOUND)
+        return _refuse_offset_delete(ErrorCode.GROUP_ID_NOT_FOUND)
     subscribed = broker.groups.subscribed_topics(group) or set()
     tombstones: list[tuple[str, int, CommittedOffset | None]] = []
     topics = []
@@ -257,8 +310,14 @@ def offset_delete(broker: HandlerContext, header: RequestHeader, req: WireReques
                 tombstones.append((t.name, int(p.partition_index), None))
             parts.append({"partition_index": int(p.partition_index), "error_code": int(err)})
         topics.append({"name": t.name, "partitions": parts})
-    if tombstones:
-        err = append_offsets(broker, group, tombstones)
-        if err is not ErrorCode.NONE:
-            return refuse(err)
-    return {"error_code": 0, "throttle_time": 0, "topics": topics}
+    answer = {"error_code": 0, "throttle_time": 0, "topics": topics}
+    if not tombstones:
+        return answer
+    return _store_tombstones(broker, group, tombstones, answer)
+
+
+async def _store_tombstones(broker: HandlerContext, group: str,
+                            tombstones: list[tuple[str, int, CommittedOffset | None]],
+                            answer: WireResponse) -> WireResponse:
+    err = await append_offsets_replicated(broker, group, tombstones)
+    return answer if err is ErrorCode.NONE else _refuse_offset_delete(err)

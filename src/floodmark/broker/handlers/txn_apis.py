@@ -14,10 +14,11 @@ from __future__ import annotations
 import datetime
 import logging
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from floodmark.broker.boundary import ClientConnection, WireRequest, WireResponse
 from floodmark.broker.handlers import data, group_apis
-from floodmark.broker.offsets import CommittedOffset, partition_for
+from floodmark.broker.offsets import partition_for
 from floodmark.errors import ErrorCode
 from floodmark.metadata import OFFSETS_TOPIC, CoordinatorType
 from floodmark.replication.transactions.coordinator import ListFilter
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-Answer = dict[str, Any]
+Answer = WireResponse
 
 
 def _fenced_for(version: int, first_version: int, error: ErrorCode) -> ErrorCode:
@@ -50,12 +51,11 @@ def _txn_partition(ctx: HandlerContext, transactional_id: str) -> int:
 
 
 # -- InitProducerId ---------------------------------------------------------------------------------
-def init_producer_id(ctx: HandlerContext, header: RequestHeader, req: Any,
-                     conn: Any) -> Answer | Awaitable[Answer]:
+def init_producer_id(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
+                     conn: ClientConnection) -> Answer | Awaitable[Answer]:
     txn_id = req.transactional_id
     if txn_id is None:
-        idempotent: Answer = data.init_producer_id(ctx, header, req, conn)
-        return idempotent
+        return data.init_producer_id(ctx, header, req, conn)
     version = header.api_version
     p = _txn_partition(ctx, txn_id)
     timeout_ms = ms(req.transaction_timeout)
@@ -77,10 +77,11 @@ def init_producer_id(ctx: HandlerContext, header: RequestHeader, req: Any,
 
 
 # -- AddPartitionsToTxn / AddOffsetsToTxn ------------------------------------------------------------
-def _partition_errors(ctx: HandlerContext, topics: list[tuple[str, list[int]]]
-                      ) -> dict[Partition, ErrorCode]:
+def _partition_errors(ctx: HandlerContext, topics: list[tuple[str, list[int]]],
+                      internal_ok: bool) -> dict[Partition, ErrorCode]:
     """Partitions that do not exist (UNKNOWN_TOPIC_OR_PARTITION); internal topics cannot be
-    written by a producer (Kafka: TOPIC_AUTHORIZATION_FAILED, here INVALID_REQUEST)."""
+    added by a producer (INVALID_REQUEST; AddOffsetsToTxn adds ``__consumer_offsets``), but
+    may be verified (``internal_ok``)."""
     metas = ctx.controller.topics()
     out: dict[Partition, ErrorCode] = {}
     for name, partitions in topics:
@@ -88,7 +89,7 @@ def _partition_errors(ctx: HandlerContext, topics: list[tuple[str, list[int]]]
         for p in partitions:
             if meta is None or not 0 <= p < len(meta.partitions):
                 out[(name, p)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif meta.internal:
+            elif meta.internal and not internal_ok:
                 out[(name, p)] = ErrorCode.INVALID_REQUEST
     return out
 
@@ -97,7 +98,7 @@ async def _add_partitions(ctx: HandlerContext, version: int, txn_id: str, produc
                           producer_epoch: int, topics: list[tuple[str, list[int]]],
                           verify_only: bool) -> dict[Partition, ErrorCode]:
     wanted = [(t, p) for t, ps in topics for p in ps]
-    bad = _partition_errors(ctx, topics)
+    bad = _partition_errors(ctx, topics, internal_ok=verify_only)
     if bad:  # Kafka: nothing is added, the others are OPERATION_NOT_ATTEMPTED
         return {tp: bad.get(tp, ErrorCode.OPERATION_NOT_ATTEMPTED) for tp in wanted}
     p = _txn_partition(ctx, txn_id)
@@ -117,8 +118,8 @@ def _topic_results(topics: list[tuple[str, list[int]]], errors: dict[Partition, 
         for p in partitions]} for name, partitions in topics]
 
 
-def add_partitions_to_txn(ctx: HandlerContext, header: RequestHeader, req: Any,
-                          conn: Any) -> Awaitable[Answer]:
+def add_partitions_to_txn(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
+                          conn: ClientConnection) -> Awaitable[Answer]:
     version = header.api_version
 
     async def answer() -> Answer:
@@ -144,8 +145,8 @@ def add_partitions_to_txn(ctx: HandlerContext, header: RequestHeader, req: Any,
     return answer()
 
 
-def add_offsets_to_txn(ctx: HandlerContext, header: RequestHeader, req: Any,
-                       conn: Any) -> Awaitable[Answer]:
+def add_offsets_to_txn(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
+                       conn: ClientConnection) -> Awaitable[Answer]:
     """The group's ``__consumer_offsets`` partition joins the transaction (its marker makes
     the TxnOffsetCommit offsets committed or drops them)."""
     version = header.api_version
@@ -170,7 +171,7 @@ def add_offsets_to_txn(ctx: HandlerContext, header: RequestHeader, req: Any,
 
 
 # -- EndTxn -----------------------------------------------------------------------------------------
-def end_txn(ctx: HandlerContext, header: RequestHeader, req: Any, conn: Any) -> Awaitable[Answer]:
+def end_txn(ctx: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> Awaitable[Answer]:
     version = header.api_version
     p = _txn_partition(ctx, req.transactional_id)
     core = ctx.transactions.core
@@ -186,7 +187,7 @@ def end_txn(ctx: HandlerContext, header: RequestHeader, req: Any, conn: Any) -> 
 
 
 # -- TxnOffsetCommit (the group coordinator's) --------------------------------------------------------
-def _txn_commit_member_error(ctx: HandlerContext, req: Any) -> ErrorCode:
+def _txn_commit_member_error(ctx: HandlerContext, req: WireRequest) -> ErrorCode:
     """Kafka's checks of a transactional commit's group fields (v3+, KIP-447): a fenced static
     member, an unknown member id, a stale generation; -1 and no member id skip them."""
     group = str(req.group_id)
@@ -202,40 +203,14 @@ def _txn_commit_member_error(ctx: HandlerContext, req: Any) -> ErrorCode:
     return ErrorCode.NONE
 
 
-def txn_offset_commit(ctx: HandlerContext, header: RequestHeader, req: Any, conn: Any) -> Answer:
+def txn_offset_commit(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
+                      conn: ClientConnection) -> Awaitable[Answer]:
     """Offsets written in a transactional batch of the producer to the group's offsets
-    partition; pending (OffsetFetch does not return them) until the transaction's marker."""
-    group = str(req.group_id)
-    err = _txn_commit_member_error(ctx, req)
-    topics_meta = ctx.controller.topics()
-    now = ctx.now_ms()
-    entries: list[tuple[str, int, CommittedOffset | None]] = []
-    results = []
-    for t in req.topics:
-        meta = topics_meta.get(t.name)
-        parts = []
-        for p in t.partitions:
-            perr = err
-            if perr is ErrorCode.NONE:
-                if meta is None or not 0 <= int(p.partition_index) < len(meta.partitions):
-                    perr = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                elif p.committed_metadata is not None and len(p.committed_metadata) > 4096:
-                    perr = ErrorCode.OFFSET_METADATA_TOO_LARGE
-                else:
-                    entries.append((str(t.name), int(p.partition_index), CommittedOffset(
-                        int(p.committed_offset), int(getattr(p, "committed_leader_epoch", -1)),
-                        p.committed_metadata, now)))
-            parts.append({"partition_index": int(p.partition_index), "error_code": int(perr)})
-        results.append({"name": t.name, "partitions": parts})
-    if entries:
-        store_err = group_apis.append_offsets(ctx, group, entries,
-                                              (int(req.producer_id), int(req.producer_epoch)))
-        if store_err is not ErrorCode.NONE:
-            for t in results:
-                for part in t["partitions"]:
-                    if part["error_code"] == 0:
-                        part["error_code"] = int(store_err)
-    return {"throttle_time": 0, "topics": results}
+    partition, answered once replicated (acks=all); pending (OffsetFetch does not return them)
+    until the transaction's marker."""
+    return group_apis.store_offsets(ctx, str(req.group_id), req.topics,
+                                    _txn_commit_member_error(ctx, req),
+                                    (int(req.producer_id), int(req.producer_epoch)))
 
 
 # -- DescribeTransactions / ListTransactions ----------------------------------------------------------
@@ -246,8 +221,8 @@ def _timestamp(value_ms: int) -> datetime.datetime:
     return datetime.datetime.fromtimestamp(max(value_ms, 0) / 1000, tz=datetime.UTC)
 
 
-def describe_transactions(ctx: HandlerContext, header: RequestHeader, req: Any,
-                          conn: Any) -> Answer:
+def describe_transactions(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
+                          conn: ClientConnection) -> Answer:
     out = []
     for txn_id in req.transactional_ids:
         p = ctx.transactions.txn_partition(txn_id)
@@ -270,7 +245,7 @@ def describe_transactions(ctx: HandlerContext, header: RequestHeader, req: Any,
     return {"throttle_time": 0, "transaction_states": out}
 
 
-def list_transactions(ctx: HandlerContext, header: RequestHeader, req: Any, conn: Any) -> Answer:
+def list_transactions(ctx: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> Answer:
     names = [str(s) for s in req.state_filters]
     states = {s: TxnState.from_kafka_name(s) for s in names}
     flt = ListFilter(frozenset(s for s in states.values() if s is not None),

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
 
+from floodmark.broker.boundary import ClientConnection, HandlerResult, WireRequest, WireResponse
 from floodmark.broker.context import HandlerContext
 from floodmark.errors import ErrorCode
 from floodmark.metadata import OFFSETS_TOPIC
@@ -35,7 +35,7 @@ class _Waiting:
 
     __slots__ = ("answer", "committed", "future", "producer_epoch", "producer_id", "topic_partition")
 
-    def __init__(self, answer: dict[str, Any], future: asyncio.Future[tuple[ErrorCode, int]],
+    def __init__(self, answer: WireResponse, future: asyncio.Future[tuple[ErrorCode, int]],
                  topic_partition: tuple[str, int], producer_id: int, producer_epoch: int,
                  committed: bool) -> None:
         self.answer = answer
@@ -46,9 +46,10 @@ class _Waiting:
         self.committed = committed
 
 
-def write_txn_markers(ctx: HandlerContext, header: RequestHeader, req: Any, conn: Any) -> Any:
+def write_txn_markers(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
+                      conn: ClientConnection) -> HandlerResult:
     now_ms = ctx.now_ms()
-    markers: list[dict[str, Any]] = []
+    markers: list[WireResponse] = []
     waiting: list[_Waiting] = []
     for marker in req.markers:
         producer_id = int(marker.producer_id)
@@ -59,7 +60,7 @@ def write_txn_markers(ctx: HandlerContext, header: RequestHeader, req: Any, conn
         for t in marker.topics:
             parts = []
             for index in t.partition_indexes:
-                answer: dict[str, Any] = {"partition_index": int(index), "error_code": 0}
+                answer: WireResponse = {"partition_index": int(index), "error_code": 0}
                 parts.append(answer)
                 key = (str(t.name), int(index))
                 ps = ctx.partitions.get(key)
@@ -92,8 +93,8 @@ def write_txn_markers(ctx: HandlerContext, header: RequestHeader, req: Any, conn
     return _await_markers(ctx, response, waiting)
 
 
-async def _await_markers(ctx: HandlerContext, response: dict[str, Any],
-                         waiting: list[_Waiting]) -> dict[str, Any]:
+async def _await_markers(ctx: HandlerContext, response: WireResponse,
+                         waiting: list[_Waiting]) -> WireResponse:
     for w in waiting:
         error, _offset = await w.future
         w.answer["error_code"] = int(error)

@@ -12,6 +12,7 @@ and applies the returned effects in order (``QuorumDriver`` does that for a real
     effects = core.after_follower_append(log, response)    # follower: after AppendFetched
     effects = core.after_truncate(log)                     # after TruncateTo
     effects = core.resign(log, now_ms)                     # leader: graceful shutdown
+    effects = core.leader_disconnected(leader_id, now_ms)  # the leader's connection closed
     core.snapshot_written(end_offset, epoch, size)         # a snapshot exists (KIP-630)
     effects = core.after_snapshot_chunk(log, response, received, complete, now_ms)
 
@@ -445,7 +446,8 @@ class QuorumCore:
             # A question only: nobody's epoch, vote or timer changes (KIP-996). Refused by a
             # leader and by a follower that has heard from its leader in this term.
             role = self.role
-            busy = isinstance(role, Leader) or (isinstance(role, Follower) and role.has_fetched)
+            busy = isinstance(role, Leader) or (isinstance(role, Follower) and role.has_fetched
+                                                and not role.leader_disconnected)
             grant = req.candidate_epoch >= self.epoch and log_ok and not busy
             effects.append(Send(src, VoteResponse(self.node_id, self.epoch,
                                                   NO_LEADER if grant else self.leader_id,
@@ -583,6 +585,22 @@ class QuorumCore:
             self._to_resigned(log, now_ms, effects)
         return effects
 
+    def leader_disconnected(self, leader_id: int, now_ms: int) -> list[QuorumEffect]:
+        """The shell saw its connection to ``leader_id`` close (or be refused): that process
+        is likely gone, so a follower of it need not wait for the fetch timeout. It stops
+        vouching for the leader (it grants other voters' pre-votes) and asks for one itself
+        after a short random delay (so that, as a rule, one follower asks while the others
+        answer, instead of a split vote). Nothing else changes: the pre-vote (KIP-996) keeps
+        a leader that a majority still fetches from in office, and a fetch answered from it
+        makes this voter vouch for it again. A stopped or cut-off leader keeps its connections
+        open and is left to the fetch timeout."""
+        role = self.role
+        if isinstance(role, Follower) and role.leader_id == leader_id:
+            delay = self.rng.randint(0, max(1, self.config.election_timeout_ms // 5))
+            self.role = replace(role, leader_disconnected=True,
+                                fetch_deadline_ms=min(role.fetch_deadline_ms, now_ms + delay))
+        return []
+
     # -- fetch: follower side ------------------------------------------------------------------
     def _on_fetch_response(self, src: int, resp: QuorumFetchResponse, log: QuorumLogView,
                            now_ms: int, effects: list[QuorumEffect]) -> None:
@@ -601,7 +619,7 @@ class QuorumCore:
                 effects.append(TruncateTo(max(resp.log_end_offset, 0), "leader log shorter"))
             self.role = replace(role, next_fetch_ms=now_ms + self.config.retry_backoff_ms)
             return
-        role = replace(role, has_fetched=True,
+        role = replace(role, has_fetched=True, leader_disconnected=False,
                        fetch_deadline_ms=now_ms + self.config.fetch_timeout_ms)
         if resp.diverging is not None:
             point = truncation_point(MODE, log.epoch_cache, log.log_end_offset,

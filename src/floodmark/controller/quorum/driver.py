@@ -101,6 +101,10 @@ class QuorumDriver:
     def resign(self, now_ms: int) -> None:
         self.apply(self.core.resign(self.log, now_ms), now_ms)
 
+    def leader_disconnected(self, leader_id: int, now_ms: int) -> None:
+        """The shell's connection to ``leader_id`` closed: the core decides what it means."""
+        self.apply(self.core.leader_disconnected(leader_id, now_ms), now_ms)
+
     def append_as_leader(self, values: list[bytes], now_ms: int) -> tuple[int, int]:
         """The active controller writes: one batch stamped with the leader's epoch, flushed.
         Returns (first offset, last offset); committed once the HW passes the last."""

@@ -111,6 +111,10 @@ class Follower:
     snapshot: tuple[int, int, int] | None = None
     """A FetchSnapshot transfer under way: (end offset, epoch, bytes held); a lost answer
     resumes it at the bytes held rather than starting over (KIP-630)."""
+    leader_disconnected: bool = False
+    """The shell saw this voter's connection to the leader close (its process is likely
+    gone): it no longer vouches for the leader in pre-votes, and asks for one itself after a
+    short random delay rather than the fetch timeout. A fetch answered clears it."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -96,6 +96,16 @@ _WRITE_ERRORS = {
 }
 
 
+# A partition leader's answer to WriteTxnMarkers that means "not now, ask again" (Kafka's marker
+# handler retries these); any other error is reported and the partition is left alone. Every
+# driver (the broker's, the simulator's) retries by this one list.
+RETRIABLE_MARKER_ERRORS = frozenset({
+    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    ErrorCode.REQUEST_TIMED_OUT, ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.LEADER_NOT_AVAILABLE,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.FENCED_LEADER_EPOCH,
+})
+
 def write_error(error: ErrorCode) -> ErrorCode:
     """What a client is told when its state could not be written."""
     return _WRITE_ERRORS.get(error, ErrorCode.UNKNOWN_SERVER_ERROR)
@@ -105,11 +115,15 @@ class TxnCoordinator:
     """The transactional ids of the ``__transaction_state`` partitions this broker leads.
 
     ``allocate_producer_id`` is the one port: a new producer id (the controller hands them out).
-    ``max_timeout_ms`` is ``transaction.max.timeout.ms``.
+    ``max_timeout_ms`` is ``transaction.max.timeout.ms``; ``expiration_ms``
+    ``transactional.id.expiration.ms``: an id without a transaction that long is removed (Dead,
+    written as a tombstone).
     """
 
-    def __init__(self, *, max_timeout_ms: int, allocate_producer_id: Callable[[], int]) -> None:
+    def __init__(self, *, max_timeout_ms: int, allocate_producer_id: Callable[[], int],
+                 expiration_ms: int = 604_800_000) -> None:
         self.max_timeout_ms = max_timeout_ms
+        self.expiration_ms = expiration_ms
         self._allocate = allocate_producer_id
         self._entries: dict[str, _Entry] = {}
         self._loaded: dict[int, int] = {}  # txn partition -> coordinator epoch (its leader epoch)
@@ -299,6 +313,9 @@ class TxnCoordinator:
             if waiter is not None:
                 out.append(Reply(waiter, write_error(error)))
             return out
+        if target.state is _S.DEAD:
+            del self._entries[transactional_id]  # the tombstone is written: the id is gone
+            return out
         entry.metadata = target
         entry.complete_failed = False
         if waiter is not None:
@@ -321,7 +338,8 @@ class TxnCoordinator:
 
     def tick(self, now_ms: int) -> list[Effect]:
         """Periodic work: abort transactions whose ``transaction.timeout.ms`` has passed (the
-        producer is fenced: its epoch is bumped), and retry Complete records that failed."""
+        producer is fenced: its epoch is bumped), retry Complete records that failed, remove
+        ids idle past ``transactional.id.expiration.ms``."""
         out: list[Effect] = []
         for txn_id, e in self._entries.items():
             if e.pending is not None:
@@ -331,6 +349,10 @@ class TxnCoordinator:
                 out.extend(self._fence_and_abort(e, now_ms))
             elif e.complete_failed and m.state.is_prepare:
                 out.extend(self.on_markers_written(txn_id, m.producer_epoch, now_ms))
+            elif (m.state in (_S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT)
+                  and m.producer_epoch != NO_PRODUCER_EPOCH
+                  and m.txn_last_update_timestamp_ms + self.expiration_ms <= now_ms):
+                out.extend(self._write(e, m.transit(_S.DEAD, now_ms), None))
         return out
 
     # -- DescribeTransactions / ListTransactions --------------------------------------------------

@@ -91,9 +91,10 @@ def decode_value(transactional_id: str, value: bytes) -> TxnMetadata:
 
 
 def build_record_batch(metadata: TxnMetadata, now_ms: int) -> bytes:
-    """The one-record batch that stores ``metadata`` (the leader assigns its offset)."""
-    return build_batch([Record(0, now_ms, encode_key(metadata.transactional_id),
-                               encode_value(metadata))])
+    """The one-record batch that stores ``metadata`` (the leader assigns its offset); Dead, an
+    expired id, is a tombstone (compaction removes the key)."""
+    value = None if metadata.state is TxnState.DEAD else encode_value(metadata)
+    return build_batch([Record(0, now_ms, encode_key(metadata.transactional_id), value)])
 
 
 @dataclass(frozen=True, slots=True)

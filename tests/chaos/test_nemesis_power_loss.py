@@ -1,0 +1,75 @@
+"""With the brokers' power-loss page cache every broker kill is a power cut. SPEC §4's premise
+allows one only while no other replica has failed (a replica out of the ISR lacks what the ISR
+acknowledged), so the nemesis waits, bounded, until every partition's ISR is whole, and skips the
+kill otherwise.
+
+Found by an all-faults run (seed 4): a bridge fault left chaos-a-0's ISR at [3]; the next fault,
+0 ms later, power-cut broker 3; it came back with an empty log, was elected again as the only ISR
+member, and brokers 1 and 2 truncated to it: every acknowledged write was lost (12,791).
+Pure logic of the gate, with stand-ins for the cluster and the controller's view."""
+
+from __future__ import annotations
+
+import signal
+from typing import Any
+
+from floodmark.chaos.nemesis import Nemesis
+from floodmark.chaos.schedule import Fault
+
+
+class Cluster:
+    broker_ids = (1, 2, 3)
+    controller_ids = (0,)
+
+    def __init__(self) -> None:
+        self.killed: list[int] = []
+        self.started: list[int] = []
+
+    def kill(self, node_id: int, sig: signal.Signals) -> None:
+        self.killed.append(node_id)
+
+    def node_state(self, node_id: int) -> str:
+        return "dead" if node_id in self.killed and node_id not in self.started else "running"
+
+    def start_node(self, node_id: int) -> None:
+        self.started.append(node_id)
+
+
+class Observer:
+    """The controller's view: the ISR is whole only from the ``whole_after``-th look on."""
+
+    def __init__(self, whole_after: int | None) -> None:
+        self.whole_after = whole_after
+        self.looks = 0
+        self.active: str | None = None
+
+    def all_in_sync(self, keys: Any) -> bool:
+        self.looks += 1
+        return self.whole_after is not None and self.looks > self.whole_after
+
+    def view(self, key: str) -> dict[str, Any]:
+        return {"leader": 3, "isr": [3], "replicas": [1, 2, 3]}
+
+
+def _nemesis(observer: Observer, cluster: Cluster, power_loss: bool) -> Nemesis:
+    return Nemesis(None, cluster, observer, ["t-0"], power_loss=power_loss,  # type: ignore[arg-type]
+                   in_sync_wait_s=0.5)
+
+
+def test_a_power_cut_while_a_replica_is_out_of_the_isr_is_skipped() -> None:
+    cluster = Cluster()
+    record = _nemesis(Observer(None), cluster, True).run(Fault("kill-leader", 0, 0.01, {"pick": 1}))
+    assert cluster.killed == [] and "skipped" in record
+
+
+def test_a_power_cut_waits_until_the_isr_is_whole() -> None:
+    cluster, observer = Cluster(), Observer(whole_after=2)
+    record = _nemesis(observer, cluster, True).run(Fault("power-loss", 0, 0.01, {"pick": 1}))
+    assert "skipped" not in record and len(cluster.killed) == 1 and observer.looks == 3
+    assert cluster.started == cluster.killed  # and it comes back
+
+
+def test_without_power_loss_a_kill_does_not_wait() -> None:
+    cluster, observer = Cluster(), Observer(None)
+    record = _nemesis(observer, cluster, False).run(Fault("kill-leader", 0, 0.01, {"pick": 1}))
+    assert cluster.killed == [3] and "skipped" not in record and observer.looks == 0
