@@ -131,9 +131,12 @@ def _check_api(ui_url: str, cluster: LocalCluster, tmp_path: Path) -> None:
     assert len(rows) == 1
     row = rows[0]
     assert set(row) == {"topic", "partition", "leader", "leader_epoch", "isr",
-                        "log_start_offset", "replicas", "remote_log_end_offsets"}
+                        "log_start_offset", "replicas", "remote_log_end_offsets",
+                        "last_stable_offset"}
+    assert row["last_stable_offset"] == 30  # no transaction: the LSO is the HW
     for r in row["replicas"]:
-        assert set(r) == {"broker", "log_end_offset", "high_watermark", "epochs"}
+        assert set(r) == {"broker", "log_end_offset", "high_watermark", "epochs",
+                          "last_stable_offset"}
         assert r["epochs"] == [[0, 0]]
     assert row["remote_log_end_offsets"] == {str(b): 30 for b in cluster.broker_ids
                                              if b != row["leader"]}

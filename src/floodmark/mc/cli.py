@@ -136,6 +136,17 @@ def register(subparsers: Any) -> None:
         default=64,
         help="at least this many parts (default 64); --max-states/--time-limit-s bound each",
     )
+    parser.add_argument(
+        "--transactions",
+        type=int,
+        default=0,
+        help="transactions (0..4, default 0): transactional writes, the coordinator's commit or "
+        "abort, the markers; checks read_committed visibility and all-or-nothing commits",
+    )
+    parser.add_argument(
+        "--txn-records", type=_positive_int, default=1,
+        help="records per transaction at most (default 1)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(func=run)
 
@@ -152,6 +163,8 @@ def run(args: argparse.Namespace) -> int:
             unclean_restarts=args.unclean_restarts,
             fencing=args.fencing,
             async_isr=args.async_isr,
+            transactions=args.transactions,
+            txn_records=args.txn_records,
         )
     except ValueError as exc:
         print(f"floodmark sim check: {exc}", file=sys.stderr)

@@ -9,7 +9,24 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import cast
 
-from floodmark.mc.model import STUCK_FETCH, Action, Model, ModelState, StateView
+from floodmark.mc.model import (
+    STUCK_FETCH,
+    TXN_COMMIT,
+    TXN_STATUS,
+    Action,
+    Model,
+    ModelState,
+    StateView,
+)
+from floodmark.mc.pieces import (
+    Entry,
+    ReplicaValue,
+    has_transactions,
+    live_replica,
+    record_kind,
+    record_name,
+)
+from floodmark.records import AbortedTracker, iter_batches
 from floodmark.replication import isr as isr_rules
 from floodmark.replication.partition import LeaderState
 
@@ -153,6 +170,79 @@ def truncation_progress(
     return None
 
 
+def read_committed_view(model: Model, r: int, rep: ReplicaValue) -> tuple[int, list[int]]:
+    """What a read_committed consumer fetching from replica ``r`` gets: its LSO and the offsets
+    of the records it is shown. The replica's real ``Partition`` (producer state rebuilt from
+    its log) gives the LSO and the aborted transactions, ``records.AbortedTracker`` filters,
+    exactly as Fetch with isolation_level=1 and a consumer do."""
+    key = ("read_committed", r, rep)
+    found = model.state_verdicts.get(key)
+    if found is None:
+        live = live_replica(rep, model.partition_configs[r], model.batches)
+        lso = live.partition.last_stable_offset
+        aborted = live.partition.producers.rebuild(live.log.iter_batch_headers(), rep.hw)
+        tracker = AbortedTracker.from_response(
+            [(a.producer_id, a.first_offset) for a in aborted if a.first_offset < lso])
+        data = live.log.read(0, lso)
+        shown = [h.base_offset for _p, h in iter_batches(data, validate=False)
+                 if not tracker.skip(h)]
+        found = model.state_verdicts[key] = (lso, shown)
+    return found  # type: ignore[return-value]
+
+
+def _marker_at(log: tuple[Entry, ...], txn: int) -> tuple[int, bool] | None:
+    for offset, (_epoch, record) in enumerate(log):
+        kind = record_kind(record)
+        if kind.txn == txn and kind.marker is not None:
+            return offset, kind.marker
+    return None
+
+
+def read_committed_sees_only_committed(model: Model, state: StateView) -> str | None:
+    """A read_committed consumer (of any replica that presumes leadership) never sees a record
+    of an aborted transaction, nor one of a transaction still open: every transactional record
+    it is shown has its transaction's COMMIT marker later in the log, below the LSO."""
+    for r, rep in enumerate(state.replicas):
+        if not rep.is_leader or not has_transactions(rep.log):
+            continue
+        lso, shown = read_committed_view(model, r, rep)
+        for offset in shown:
+            kind = record_kind(rep.log[offset][1])
+            if kind.txn is None:
+                continue
+            marker = _marker_at(rep.log, kind.txn)
+            if marker is None or marker[0] >= lso or not marker[1]:
+                what = "open" if marker is None or marker[0] >= lso else "aborted"
+                return (f"read_committed at {model.config.name(r)} (LSO {lso}) sees "
+                        f"{record_name(rep.log[offset][1])} at offset {offset} of an {what} "
+                        f"transaction")
+    return None
+
+
+def committed_transaction_all_or_nothing(model: Model, state: StateView) -> str | None:
+    """A committed transaction is all-or-nothing: once its COMMIT marker is visible to a
+    read_committed consumer of a leader, every record the producer wrote in it (all
+    acknowledged before the commit) is visible there too, once each."""
+    for t, packed in enumerate(state.txns):
+        status, written = divmod(packed, TXN_STATUS)
+        if status != TXN_COMMIT:
+            continue
+        for r, rep in enumerate(state.replicas):
+            if not rep.is_leader:
+                continue
+            marker = _marker_at(rep.log, t)
+            lso, shown = read_committed_view(model, r, rep)
+            if marker is None or not marker[1] or marker[0] >= lso:
+                continue
+            seqs = sorted(record_kind(rep.log[o][1]).seq for o in shown
+                          if record_kind(rep.log[o][1]).txn == t)
+            if seqs != list(range(written)):
+                got = ", ".join(f"t{t}.{s}" for s in seqs) or "none"
+                return (f"transaction t{t} committed {written} record(s) but read_committed at "
+                        f"{model.config.name(r)} shows {got}")
+    return None
+
+
 STATE_INVARIANTS: dict[str, StateCheck] = {
     "HwBelowLeo": hw_below_leo,
     "OneLeaderPerEpoch": one_leader_per_epoch,
@@ -161,6 +251,8 @@ STATE_INVARIANTS: dict[str, StateCheck] = {
     "ReplicationQuorumSuperset": replication_quorum_superset,
     "OneRecordPerCommittedOffset": single_record_per_committed_offset,
     "NoCommittedRecordLost": no_committed_record_lost,
+    "ReadCommittedSeesOnlyCommitted": read_committed_sees_only_committed,
+    "CommittedTransactionAllOrNothing": committed_transaction_all_or_nothing,
 }
 
 TRANSITION_INVARIANTS: dict[str, TransitionCheck] = {
@@ -173,7 +265,7 @@ TRANSITION_INVARIANTS: dict[str, TransitionCheck] = {
 def check_state(model: Model, state: ModelState) -> Violation | None:
     """The first state invariant ``state`` violates. Invariants read only the replicas, the
     controller and the history, so the verdict is memoised on those ids per model run."""
-    key = (state.replicas, state.controller, state.committed)
+    key = (state.replicas, state.controller, state.committed, state.txns)
     memo = model.state_verdicts
     if key in memo:
         return cast(Violation | None, memo[key])

@@ -27,6 +27,15 @@ test that patches the core gets a fresh model and sees its patch).
   late. ``fencing=False`` sends requests without the leader epoch (pre-KIP-320 followers).
 * **Writes** are acks=1 produces of distinct records (``produce_as_leader``): any replica that
   presumes leadership may write, a zombie included — Produce carries no leader epoch.
+* **Transactions** (``transactions`` > 0, issue 15): transaction ``t`` is producer
+  ``TXN_PRODUCER_ID + t``'s; its records (``txn_records`` at most) are transactional acks=all
+  produces to whichever replica presumes leadership (``TxnWrite``), checked by the real producer
+  state (sequences, epochs). The coordinator (the environment) decides: ``TxnAbort`` any time
+  after a first record, ``TxnCommit`` only once every record written is below some leader's HW
+  (the producer flushed with acks=all before EndTxn). Then a leader writes the marker
+  (``WriteMarker``: ``write_marker_as_leader``), again after a leader change lost it, until a
+  marker of the transaction is committed. The replicas' producer state (open transactions, the
+  LSO, the aborted list) is rebuilt from the log and the HW, as the broker does at open.
 
 No symmetry reduction: the controller elects in assignment order (``election.elect_leader``), so
 replica ids are not interchangeable — the assignment order is part of every state, and exploring
@@ -41,9 +50,11 @@ from typing import Any, NamedTuple
 
 from floodmark.errors import ErrorCode
 from floodmark.mc.pieces import (
+    COORDINATOR_EPOCH,
     NOW_MS,
     PARTITION,
     TOPIC,
+    TXN_PRODUCER_ID,
     Batches,
     CachePairs,
     ControllerValue,
@@ -55,12 +66,15 @@ from floodmark.mc.pieces import (
     initial_controller,
     live_controller,
     live_replica,
+    marker_record,
     partition_config,
     replica_value,
+    txn_record,
 )
 from floodmark.replication.epochs import UNDEFINED_EPOCH, EpochCache
 from floodmark.replication.modes import Truncation
 from floodmark.replication.partition import (
+    ACKS_ALL,
     ACKS_LEADER,
     EpochQuery,
     FetchResponse,
@@ -69,7 +83,7 @@ from floodmark.replication.partition import (
     LeaderState,
     PartitionConfig,
 )
-from floodmark.replication.produce import produce_as_leader
+from floodmark.replication.produce import produce_as_leader, write_marker_as_leader
 
 NO_LEADER = -1
 STUCK_FETCH = "StuckFetch"
@@ -92,6 +106,13 @@ class ModelState(NamedTuple):
     next_record_id: int
     committed: Committed
     """History: every (offset, epoch, record_id) that was ever below some leader's HW, sorted."""
+    txns: tuple[int, ...] = ()
+    """Per transaction: ``TXN_OPEN/TXN_COMMIT/TXN_ABORT * TXN_STATUS + records written``."""
+
+
+TXN_STATUS = 16
+"""``ModelState.txns`` packs a transaction's status above its record count."""
+TXN_OPEN, TXN_COMMIT, TXN_ABORT = 0, 1, 2
 
 
 class Action(NamedTuple):
@@ -112,6 +133,7 @@ class StateView(NamedTuple):
     changes_left: int
     published: tuple[ControllerValue, ...] = ()
     applied: tuple[int, ...] = ()
+    txns: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +156,10 @@ class ModelConfig:
     """AlterPartition as its own step: the leader's proposal stays pending (in the maximal ISR)
     until the controller's answer arrives. False: delivered in the step that proposes it."""
     names: tuple[str, ...] = field(default=("A", "B", "C", "D", "E"))
+    transactions: int = 0
+    """Transactions the model's transactional producers run (each its own producer id)."""
+    txn_records: int = 1
+    """Records per transaction at most."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.replicas <= len(self.names):
@@ -144,6 +170,8 @@ class ModelConfig:
             raise ValueError("max_records must be >= 0")
         if self.min_insync_replicas < 1 or self.unclean_restarts < 0:
             raise ValueError("min_insync_replicas must be >= 1 and unclean_restarts >= 0")
+        if not 0 <= self.transactions <= 4 or not 1 <= self.txn_records < TXN_STATUS:
+            raise ValueError("transactions must be 0..4 and txn_records 1..15")
 
     @property
     def record_limit(self) -> int:
@@ -247,6 +275,7 @@ class Model:
             state.committed,
             state.next_record_id,
             state.changes_left,
+            txns=state.txns,
         )
 
     def full_view(self, state: ModelState) -> StateView:
@@ -262,19 +291,21 @@ class Model:
             committed = self._committed_ids[state.committed] = len(self._committed_values)
             self._committed_values.append(state.committed)
         return (state.controller, state.changes_left, state.restarts_left, state.next_record_id,
-                committed, *state.replicas, *state.applied, *state.published)
+                committed, *state.txns, *state.replicas, *state.applied, *state.published)
 
     def from_key(self, key: tuple[int, ...]) -> ModelState:
         n = self.n
+        t = 5 + self.config.transactions
         return ModelState(
-            replicas=key[5 : 5 + n],
-            applied=key[5 + n : 5 + 2 * n],
+            replicas=key[t : t + n],
+            applied=key[t + n : t + 2 * n],
             controller=key[0],
-            published=key[5 + 2 * n :],
+            published=key[t + 2 * n :],
             changes_left=key[1],
             restarts_left=key[2],
             next_record_id=key[3],
             committed=self._committed_values[key[4]],
+            txns=key[5:t],
         )
 
     def live(self, state: ModelState, r: int) -> LiveReplica:
@@ -304,6 +335,7 @@ class Model:
             restarts_left=self.config.unclean_restarts,
             next_record_id=0,
             committed=(),
+            txns=(0,) * self.config.transactions,
         )
 
     # -- successors ----------------------------------------------------------------------------
@@ -329,6 +361,7 @@ class Model:
                 yield from self._follower_steps(state, r, rid, role.leader_id)
             if state.restarts_left > 0 and state.changes_left > 0:
                 yield from self._unclean_restarts(state, r, rid, value)
+        yield from self._coordinator_decisions(state)
 
     def _leader_steps(
         self, state: ModelState, r: int, rid: int, value: ReplicaValue
@@ -339,6 +372,7 @@ class Model:
             if new != rid:
                 nxt = state._replace(next_record_id=record + 1)
                 yield Action("LeaderWrite", r, record), self._next(nxt, {r: new})
+        yield from self._txn_steps(state, r, rid, value)
         if value.proposal is not None:
             cid, new = self._alter_partition(r, rid, state.controller)
             if (cid, new) != (state.controller, rid):
@@ -347,6 +381,47 @@ class Model:
             new = self._shrink(r, rid)
             if new != rid:
                 yield Action("LeaderShrinkIsr", r), self._next(state, {r: new})
+
+    def _txn_steps(
+        self, state: ModelState, r: int, rid: int, value: ReplicaValue
+    ) -> Iterator[tuple[Action, ModelState]]:
+        """Leader ``r``: the next record of each open transaction (acks=all, transactional), and
+        the marker of each decided one that is neither in its log nor committed."""
+        for t, packed in enumerate(state.txns):
+            status, written = divmod(packed, TXN_STATUS)
+            if status == TXN_OPEN:
+                if written < self.config.txn_records and value.leo < self.config.log_size:
+                    new = self._write(r, rid, txn_record(t, written), acks=ACKS_ALL)
+                    if new != rid:
+                        txns = list(state.txns)
+                        txns[t] = packed + 1
+                        yield (Action("TxnWrite", r, t),
+                               self._next(state._replace(txns=tuple(txns)), {r: new}))
+                continue
+            markers = (marker_record(t, True), marker_record(t, False))
+            if any(rec in markers for _e, rec in value.log):
+                continue
+            if any(rec in markers for _o, _e, rec in state.committed):
+                continue
+            new = self._write_marker(r, rid, t, status == TXN_COMMIT)
+            if new != rid:
+                yield Action("WriteMarker", r, t), self._next(state, {r: new})
+
+    def _coordinator_decisions(self, state: ModelState) -> Iterator[tuple[Action, ModelState]]:
+        """The coordinator ends an open transaction that wrote something: abort at any time,
+        commit once every record it wrote is committed (acks=all answered before EndTxn)."""
+        committed = {rec for _o, _e, rec in state.committed}
+        for t, packed in enumerate(state.txns):
+            status, written = divmod(packed, TXN_STATUS)
+            if status != TXN_OPEN or written == 0:
+                continue
+            for decision, kind in ((TXN_COMMIT, "TxnCommit"), (TXN_ABORT, "TxnAbort")):
+                if decision == TXN_COMMIT and any(
+                        txn_record(t, seq) not in committed for seq in range(written)):
+                    continue
+                txns = list(state.txns)
+                txns[t] = decision * TXN_STATUS + written
+                yield Action(kind, -1, t), state._replace(txns=tuple(txns))
 
     def _follower_steps(
         self, state: ModelState, f: int, fid: int, target: int
@@ -442,7 +517,7 @@ class Model:
             cid = self._renumber_controller(cid, mapping, ranks)
             published = tuple(self._renumber_controller(c, mapping, ranks) for c in published)
         return ModelState(replicas_now, applied_now, cid, published, state.changes_left,
-                          state.restarts_left, state.next_record_id, committed)
+                          state.restarts_left, state.next_record_id, committed, state.txns)
 
     def _deliver_proposals(
         self, state: ModelState, changed: dict[int, int], controller: int | None
@@ -552,14 +627,30 @@ class Model:
         assert isinstance(found, int)
         return found
 
-    def _write(self, r: int, rid: int, record: int) -> int:
+    def _write(self, r: int, rid: int, record: int, *, acks: int = ACKS_LEADER) -> int:
         key = ("write", r, rid, record)
         found = self._memo.get(key)
         if found is None:
             live = self._live(r, rid)
             result = produce_as_leader(
                 live.partition, live.log, self.batches.produced(record),
-                acks=ACKS_LEADER, produce_id=record, now_ms=NOW_MS, timeout_ms=30_000,
+                acks=acks, produce_id=record, now_ms=NOW_MS, timeout_ms=30_000,
+            )
+            live.driver.apply(result.effects)
+            found = self._memo[key] = self._rid(live) if result.appended else rid
+        assert isinstance(found, int)
+        return found
+
+    def _write_marker(self, r: int, rid: int, txn: int, committed: bool) -> int:
+        """WriteTxnMarkers at leader ``r`` (``write_marker_as_leader``: acks=all, fencing)."""
+        key = ("marker", r, rid, txn, committed)
+        found = self._memo.get(key)
+        if found is None:
+            live = self._live(r, rid)
+            self.batches.produced(marker_record(txn, committed))  # the bytes it will append
+            result = write_marker_as_leader(
+                live.partition, live.log, TXN_PRODUCER_ID + txn, 0, committed,
+                COORDINATOR_EPOCH, produce_id=-1, now_ms=NOW_MS, timeout_ms=30_000,
             )
             live.driver.apply(result.effects)
             found = self._memo[key] = self._rid(live) if result.appended else rid

@@ -34,6 +34,9 @@ from floodmark.controller.image import BrokerRegistration, MetadataImage, regist
 from floodmark.controller.logic import ControllerConfig, ControllerLogic
 from floodmark.records import (
     BatchHeader,
+    ControlType,
+    EndTxnMarker,
+    build_marker_batch,
     iter_batches,
     set_base_offset,
     set_partition_leader_epoch,
@@ -62,6 +65,55 @@ PARTITION = 0
 
 Entry = tuple[int, int]
 """A log entry: (leader epoch stamped into the batch, record id)."""
+
+# -- record ids ---------------------------------------------------------------------------------
+# A record id names one batch: a plain record (0, 1, 2...: an idempotence-free acks=1 write), a
+# transactional record (record ``seq`` of transaction ``t``, written by producer
+# ``TXN_PRODUCER_ID + t`` at epoch 0 with base sequence ``seq``) or a transaction marker (the
+# COMMIT or ABORT control batch the coordinator has a leader write for transaction ``t``).
+TXN_RECORD_BASE = 1000
+TXN_PRODUCER_ID = 100
+COORDINATOR_EPOCH = 0
+
+
+def txn_record(txn: int, seq: int) -> int:
+    return TXN_RECORD_BASE * (txn + 1) + seq
+
+
+def marker_record(txn: int, committed: bool) -> int:
+    return -(2 * txn + 2) - (0 if committed else 1)
+
+
+class RecordKind(NamedTuple):
+    txn: int | None
+    """The transaction the record belongs to (None: a plain record)."""
+    seq: int
+    """A transactional record's sequence in its transaction (-1 for plain records, markers)."""
+    marker: bool | None
+    """A marker: True for COMMIT, False for ABORT; None for data."""
+
+
+def record_kind(record: int) -> RecordKind:
+    if record < 0:
+        code = -record - 2
+        return RecordKind(code // 2, -1, code % 2 == 0)
+    if record >= TXN_RECORD_BASE:
+        return RecordKind(record // TXN_RECORD_BASE - 1, record % TXN_RECORD_BASE, None)
+    return RecordKind(None, -1, None)
+
+
+def record_name(record: int) -> str:
+    """``r3``, ``t0.1`` (transaction 0's second record), ``C0``/``A0`` (its COMMIT/ABORT)."""
+    kind = record_kind(record)
+    if kind.txn is None:
+        return f"r{record}"
+    if kind.marker is None:
+        return f"t{kind.txn}.{kind.seq}"
+    return f"{'C' if kind.marker else 'A'}{kind.txn}"
+
+
+def has_transactions(log: Sequence[Entry]) -> bool:
+    return any(r < 0 or r >= TXN_RECORD_BASE for _e, r in log)
 
 CachePairs = tuple[tuple[int, int], ...]
 """An epoch cache as (epoch, start_offset) pairs, oldest first."""
@@ -141,7 +193,20 @@ class Batches:
     def produced(self, record: int) -> bytes:
         data = self._produced.get(record)
         if data is None:
-            data = self._produced[record] = simple_batch([b"r%d" % record])
+            kind = record_kind(record)
+            if kind.txn is None:
+                data = simple_batch([b"r%d" % record])
+            elif kind.marker is None:
+                data = simple_batch([b"t%d.%d" % (kind.txn, kind.seq)],
+                                    producer_id=TXN_PRODUCER_ID + kind.txn, producer_epoch=0,
+                                    base_sequence=kind.seq, is_transactional=True)
+            else:
+                # Byte for byte what ``write_marker_as_leader`` appends at NOW_MS.
+                marker = EndTxnMarker(ControlType.COMMIT if kind.marker else ControlType.ABORT,
+                                      COORDINATOR_EPOCH)
+                data = build_marker_batch(TXN_PRODUCER_ID + kind.txn, 0, marker,
+                                          timestamp_ms=NOW_MS)
+            self._produced[record] = data
             self._records[data] = record
         return data
 
@@ -238,11 +303,10 @@ class ModelLog:
         return (header for _position, header in iter_batches(data, validate=False))
 
     def append_aborted_transactions(self, entries: Sequence[AbortedTxn]) -> None:
-        if entries:  # pragma: no cover - the model's producers are not transactional
-            raise AssertionError("the model writes no transactions")
+        pass  # the aborted transactions are a function of the entries (``live_replica``)
 
     def restore_aborted_transactions(self, entries: Sequence[AbortedTxn]) -> None:
-        self.append_aborted_transactions(entries)
+        pass
 
 
 # -- the driver's ports ----------------------------------------------------------------------
@@ -303,6 +367,10 @@ def live_replica(value: ReplicaValue, config: PartitionConfig, batches: Batches)
         local_broker_epoch=value.local_broker_epoch,
     )
     log = ModelLog(list(value.log), EpochCache(value.cache), batches)
+    if has_transactions(value.log):
+        # The producer state is a function of the log and the HW (what the broker rebuilds at
+        # open), so a state need not carry it: the real table, rebuilt by its own rule.
+        partition.producers.rebuild(log.iter_batch_headers(), value.hw)
     ports = ModelPorts()
     driver = ReplicaDriver(partition, log, ports)
     return LiveReplica(partition, log, driver, ports, value.proposal)

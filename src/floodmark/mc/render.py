@@ -6,7 +6,7 @@ from typing import Any
 
 from floodmark.mc.checker import CheckResult, TraceStep
 from floodmark.mc.model import NO_LEADER, STUCK_FETCH, Action, ModelConfig, StateView
-from floodmark.mc.pieces import ControllerValue, ReplicaValue
+from floodmark.mc.pieces import ControllerValue, ReplicaValue, record_name
 from floodmark.replication import isr as isr_rules
 from floodmark.replication.partition import FollowerState, LeaderState
 
@@ -82,7 +82,7 @@ def replica_dict(config: ModelConfig, r: int, rep: ReplicaValue) -> dict[str, An
         if role.isr_state.is_inflight:
             proposed = _names(config, isr_rules.proposed_isr(role.isr_state))
     return {
-        "log": [[o, e, f"r{v}"] for o, (e, v) in enumerate(rep.log)],
+        "log": [[o, e, record_name(v)] for o, (e, v) in enumerate(rep.log)],
         "leo": rep.leo,
         "hw": rep.hw,
         "epochs": [[e, s] for e, s in rep.cache],
@@ -107,7 +107,7 @@ def step_dict(step: TraceStep, config: ModelConfig) -> dict[str, Any]:
             "partition_epoch": reg.partition_epoch,
             "fenced": [config.name(b.broker_id) for b in state.controller.brokers if b.fenced],
         },
-        "committed": [[o, e, f"r{v}"] for o, e, v in state.committed],
+        "committed": [[o, e, record_name(v)] for o, e, v in state.committed],
         "replicas": {
             config.name(r): replica_dict(config, r, rep) for r, rep in enumerate(state.replicas)
         },
@@ -129,6 +129,8 @@ def result_dict(result: CheckResult) -> dict[str, Any]:
         "log_size": config.log_size,
         "max_epoch": config.max_epoch,
         "max_records": config.record_limit,
+        "transactions": config.transactions,
+        "txn_records": config.txn_records,
         "min_insync_replicas": config.min_insync_replicas,
         "unclean_restarts": config.unclean_restarts,
         "fencing": config.fenced,
@@ -148,7 +150,7 @@ def result_dict(result: CheckResult) -> dict[str, Any]:
 
 
 def _replica_line(config: ModelConfig, r: int, rep: ReplicaValue) -> str:
-    log = " ".join(f"{o}:e{e}:r{v}" for o, (e, v) in enumerate(rep.log)) or "-"
+    log = " ".join(f"{o}:e{e}:{record_name(v)}" for o, (e, v) in enumerate(rep.log)) or "-"
     cache = ", ".join(f"{e}:{s}" for e, s in rep.cache)
     role = _role(config, r, rep)
     return f"    {config.name(r)}: [{log}] LEO={rep.leo} HW={rep.hw} epochs={{{cache}}}  {role}"

@@ -22,6 +22,13 @@ def scenario_list() -> dict[str, Any]:
             "default_truncation": DEFAULT_TRUNCATION.value}
 
 
+def _lso(replica: dict[str, Any]) -> int | None:
+    """A replica's last stable offset as the simulator recorded it (None: down, or a step
+    table from before transactions)."""
+    lso = replica.get("lso")
+    return int(lso) if lso is not None and replica.get("leo", -1) >= 0 else None
+
+
 def _step(name: str, index: int, step: dict[str, Any]) -> dict[str, Any]:
     replicas = step["replicas"]
     leader = step.get("leader")
@@ -33,9 +40,11 @@ def _step(name: str, index: int, step: dict[str, Any]) -> dict[str, Any]:
         "isr": list(lead.get("isr", [])),
         "log_start_offset": 0,
         "replicas": [{"broker": b, "log_end_offset": replicas[b]["leo"],
-                      "high_watermark": replicas[b]["hw"], "epochs": replicas[b]["epochs"]}
+                      "high_watermark": replicas[b]["hw"], "epochs": replicas[b]["epochs"],
+                      "last_stable_offset": _lso(replicas[b])}
                      for b in order],
         "remote_log_end_offsets": dict(lead.get("remote_leos", {})),
+        "last_stable_offset": _lso(lead) if lead else None,
     }
     return {"index": index, "event": step["event"], "notes": step.get("notes", []),
             "partition": partition,

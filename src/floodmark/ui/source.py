@@ -223,7 +223,9 @@ def collect(source: Source, pool: ThreadPoolExecutor) -> dict[str, Any]:
 def partition_row(key: PartitionKey, reg: Registration,
                   states: dict[int, dict[PartitionKey, dict[str, Any]]],
                   leader_view: dict[str, Any] | None) -> dict[str, Any]:
-    """One entry of ``GET /api/partitions`` (the issue's contract, nothing more)."""
+    """One entry of ``GET /api/partitions``: the issue's contract, plus the last stable offset
+    (issue 15): the partition's (its leader's) and each replica's own. It is below the HW while
+    a transaction is open; None where a replica does not answer."""
     replicas = []
     for r in reg.replicas:
         state = states.get(r, {}).get(key)
@@ -231,7 +233,9 @@ def partition_row(key: PartitionKey, reg: Registration,
         replicas.append({"broker": r,
                          "log_end_offset": state["log_end_offset"] if ok and state else None,
                          "high_watermark": state["high_watermark"] if ok and state else None,
-                         "epochs": state["epoch_cache"] if ok and state else []})
+                         "epochs": state["epoch_cache"] if ok and state else [],
+                         "last_stable_offset":
+                             state.get("last_stable_offset") if ok and state else None})
     leader_state = states.get(reg.leader, {}).get(key)
     log_start: int | None = None
     if leader_state is not None and "error" not in leader_state:
@@ -247,7 +251,9 @@ def partition_row(key: PartitionKey, reg: Registration,
     return {"topic": key[0], "partition": key[1], "leader": reg.leader,
             "leader_epoch": reg.leader_epoch, "isr": list(reg.isr),
             "log_start_offset": log_start, "replicas": replicas,
-            "remote_log_end_offsets": remote}
+            "remote_log_end_offsets": remote,
+            "last_stable_offset": next((r["last_stable_offset"] for r in replicas
+                                        if r["broker"] == reg.leader), None)}
 
 
 def topic_rows(view: ClusterView, alive: dict[int, str]) -> list[dict[str, Any]]:

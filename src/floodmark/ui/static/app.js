@@ -186,13 +186,21 @@ function renderPartition(p, brokers, ctx = LIVE, values = null) {
   if (setData(view, "isr", p.isr.join(","))) bump(summary);
   setData(view, "logStartOffset", p.log_start_offset);
   setData(view, "highWatermark", leaderHw);
+  // The last stable offset (issue 15): a read_committed consumer reads only below it; an open
+  // transaction holds it below the HW.
+  const lso = p.last_stable_offset ?? null;
+  setData(view, "lastStableOffset", lso);
+  const held = lso !== null && leaderHw !== null && lso < leaderHw;
+  view.dataset.lsoHeld = String(held);
   summary.replaceChildren(
     el("b", {}, key), " · leader ",
     el("b", { id: `${P}leader` }, p.leader === -1 || p.leader === null ? "none" : `broker ${p.leader}`),
     " · leader epoch ", el("b", { id: `${P}leader-epoch` }, p.leader_epoch),
     " · ISR ", el("b", { id: `${P}isr` }, `{${p.isr.join(", ")}}`),
     " · log start offset ", el("b", { id: `${P}log-start-offset` }, p.log_start_offset ?? "?"),
-    " · HW ", el("b", { id: `${P}high-watermark` }, leaderHw ?? "?"));
+    " · HW ", el("b", { id: `${P}high-watermark` }, leaderHw ?? "?"),
+    ...(lso === null ? [] : [" · LSO ", el("b", { id: `${P}last-stable-offset`,
+      class: held ? "lso-held" : "" }, lso), held ? " (a transaction is open)" : ""]));
 
   // What each replica shows: its answer now or, greyed, the last one it gave (a paused or
   // dead broker's log is still on its disk).
@@ -233,6 +241,8 @@ function renderPartition(p, brokers, ctx = LIVE, values = null) {
     row.dataset.inIsr = String(p.isr.includes(r.broker));
     const leoMoved = setData(row, "leo", r.log_end_offset);
     const hwMoved = setData(row, "hw", r.high_watermark);
+    const rowLso = r.last_stable_offset ?? null;
+    const lsoMoved = setData(row, "lso", rowLso);
     row.dataset.epochs = JSON.stringify(r.epochs);
 
     const label = row.querySelector(".label");
@@ -242,7 +252,8 @@ function renderPartition(p, brokers, ctx = LIVE, values = null) {
                                          : el("span", { class: "badge bad" }, "not in ISR"));
     if (!reachable) badges.push(el("span", { class: "badge bad" }, "unreachable"));
     const numbers = el("div", { class: "numbers" },
-      reachable ? `LEO ${r.log_end_offset} · HW ${r.high_watermark}`
+      reachable ? `LEO ${r.log_end_offset} · HW ${r.high_watermark}` +
+                  (rowLso !== null && rowLso < r.high_watermark ? ` · LSO ${rowLso}` : "")
         : shown ? `last seen ${Math.round((Date.now() - shown.seen_ms) / 1000)} s ago: ` +
                   `LEO ${shown.log_end_offset} · HW ${shown.high_watermark}` : "no answer");
     const epochs = shown ? shown.epochs : [];
@@ -264,9 +275,15 @@ function renderPartition(p, brokers, ctx = LIVE, values = null) {
     }
     const hwMarker = svg.querySelector(".hw-marker");
     const leoMarker = svg.querySelector(".leo-marker");
+    const lsoMarker = svg.querySelector(".lso-marker");
+    // The LSO is drawn only where a transaction holds it below the HW; the boxes between are
+    // committed (replicated) but not yet stable (read_committed stops before them).
+    const shownLso = shown ? shown.last_stable_offset ?? null : null;
+    const lsoHeld = shown && shownLso !== null && shownLso < shown.high_watermark;
     if (shown) {
       for (let o = lo; o < shown.log_end_offset; o++) {
-        const kind = o < shown.high_watermark ? "committed" : "uncommitted";
+        let kind = o < shown.high_watermark ? "committed" : "uncommitted";
+        if (lsoHeld && o >= shownLso && o < shown.high_watermark) kind += " unstable";
         const epoch = epochOf(shown.epochs, o);
         boxes.append(el("svg:rect", { class: `offset-box ${kind}`, "data-offset": o,
           "data-epoch": epoch, x: x(o), y: BOX_Y, width: BOX_W, height: BOX_H }));
@@ -291,8 +308,18 @@ function renderPartition(p, brokers, ctx = LIVE, values = null) {
       }
       if (hwMoved) bump(hwMarker.querySelector(".hw-line"));
       if (leoMoved) bump(leoBox);
+      if (lsoHeld) {
+        lsoMarker.style.display = "";
+        lsoMarker.style.transform = `translate(${x(Math.max(shownLso, lo)) - GAP / 2}px, 0px)`;
+        if (reachable) lsoMarker.dataset.lso = rowLso; else delete lsoMarker.dataset.lso;
+        if (lsoMoved) bump(lsoMarker.querySelector(".lso-line"));
+      } else {
+        lsoMarker.style.display = "none";
+        delete lsoMarker.dataset.lso;
+      }
     } else {
-      hwMarker.style.display = leoMarker.style.display = "none";
+      hwMarker.style.display = leoMarker.style.display = lsoMarker.style.display = "none";
+      delete lsoMarker.dataset.lso;
       delete hwMarker.dataset.hw;
       delete leoMarker.dataset.leo;
     }
@@ -328,7 +355,12 @@ function makeRow(broker, prefix = "") {
   const leo = el("svg:g", { class: "leo-marker moving" });
   leo.append(el("svg:rect", { class: "leo-box", x: 0, y: BOX_Y, width: BOX_W, height: BOX_H }));
   leo.append(el("svg:text", { class: "leo-label", x: 2, y: BOX_Y + BOX_H + 13 }, "LEO"));
-  svg.append(hw, leo, remote);
+  const lso = el("svg:g", { class: "lso-marker moving" });
+  lso.append(el("svg:line", { class: "lso-line", x1: 0, y1: BOX_Y - 8, x2: 0, y2: BOX_Y + BOX_H + 4 }));
+  lso.append(el("svg:text", { class: "lso-label", x: 0, y: BOX_Y - 10,
+    "text-anchor": "middle" }, "LSO"));
+  lso.style.display = "none";
+  svg.append(hw, lso, leo, remote);
   row.append(svg);
   return row;
 }
