@@ -14,7 +14,19 @@ with min.insync.replicas=2, and measures, ``--runs`` times each:
    ``client``   confluent-kafka (acks=all, idempotent) acknowledges its first write sent after
                 the kill (what an application sees).
    ``client - raw`` is the client's own share (metadata refresh, backoffs);
-3. partition-leader failover on SIGSTOP: the same four clocks; the session timeout is the floor.
+   ``fenced`` and ``applied`` are not polled: ``fenced`` is when the controller committed the
+   fence (its ``metadata_commits``: the first commit after the kill), ``applied`` when the new
+   leader's image reached that offset (its ``metadata_applied``, sent in its heartbeats);
+3. partition-leader failover on SIGSTOP: the same four clocks; the session timeout is the floor;
+4. metadata propagation latency, from those same two timestamps: per broker and the slowest
+   (every broker has it), from the controller's commit and from the client's request (or the
+   fault), for a CreateTopics, an IncrementalAlterConfigs, and the leader change after a fence
+   (the SIGKILL and SIGSTOP runs of 2 and 3; the surviving brokers);
+5. controller restart time with ``--restart-records`` metadata records (100,000) without and
+   with snapshots (``controller_snapshot_restart.py``'s build and restart, ``--runs`` restarts
+   of each, alternating; ``--restart-records 0`` skips it).
+
+Every figure: median, min and max over ``--runs`` runs, then each run's value.
 
     .venv/bin/python benchmarks/controller_failover.py [--runs 5] [--session-timeout-ms 2000]
 
@@ -34,16 +46,86 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from controller_snapshot_restart import build as build_metadata_log
+from controller_snapshot_restart import restart as restart_controller
+
 from floodmark.client.connection import KafkaConnection
 from floodmark.cluster import LocalCluster
+from floodmark.controller.client import APPLIED_KEPT
 from floodmark.records import Record, build_batch
 
 TOPIC = "fo"
 POLL_S = 0.005
+PROPAGATION_TIMEOUT_S = 30.0
+Sample = dict[str, float]  # clock name -> seconds after the request (or the fault)
+
+
+# -- when the controller committed, when each broker applied (their own timestamps) ------------
+def _first_commit_after(status: dict[str, Any], offset: int) -> tuple[int, int] | None:
+    """The controller's first commit past ``offset``: (end offset, wall-clock ms)."""
+    return next(((int(end), int(ms)) for end, ms in status.get("metadata_commits", [])
+                 if int(end) > offset), None)
+
+
+def _applied_ms(node: dict[str, Any], end: int) -> int | None:
+    """When a broker's image first reached ``end`` (its heartbeat's ``metadata_applied``); None
+    if its history no longer reaches back that far."""
+    history = node.get("metadata_applied") or []
+    for i, (offset, ms) in enumerate(history):
+        if int(offset) >= end:
+            return int(ms) if i > 0 or len(history) < APPLIED_KEPT else None
+    return None
+
+
+def propagation(cluster: LocalCluster, before: int, t0_s: float, brokers: list[int]
+                ) -> Sample:
+    """Wait (bounded) until the controller committed past metadata offset ``before`` and each
+    of ``brokers`` reports an image that far; the clocks, in seconds after ``t0_s`` (wall
+    clock): ``commit``, ``applied <id>`` per broker, and the slowest, ``applied``."""
+    deadline = time.monotonic() + PROPAGATION_TIMEOUT_S
+    while time.monotonic() < deadline:
+        status = cluster.status()
+        commit = _first_commit_after(status, before)
+        nodes = {n["id"]: n for n in status["nodes"]}
+        if commit is not None and all(
+                int(nodes[b].get("metadata_offset", -1)) >= commit[0] for b in brokers):
+            out = {"commit": commit[1] / 1000 - t0_s}
+            for b in brokers:
+                ms = _applied_ms(nodes[b], commit[0])
+                if ms is not None:
+                    out[f"applied {b}"] = ms / 1000 - t0_s
+            if len(out) == len(brokers) + 1:
+                out["applied"] = max(out[f"applied {b}"] for b in brokers)
+            return out
+        time.sleep(0.05)
+    raise RuntimeError(f"metadata past offset {before} did not reach brokers {brokers} "
+                       f"within {PROPAGATION_TIMEOUT_S:.0f} s")
+
+
+def _metadata_offset(cluster: LocalCluster) -> int:
+    return int(_wait(lambda: cluster.status().get("metadata_offset"), 30, "controller status"))
+
+
+def _quiet(cluster: LocalCluster) -> int:
+    """The controller's metadata offset once every broker has applied all of it."""
+    def settled() -> int | None:
+        status = cluster.status()
+        end = status.get("metadata_offset")
+        brokers = [n for n in status["nodes"] if n["role"] == "broker"]
+        if end is not None and all(n.get("metadata_offset") == end for n in brokers):
+            return int(end)
+        return None
+    return int(_wait(settled, 60, "every broker at the controller's metadata offset"))
 
 
 def _wait(pred: Any, timeout_s: float, what: str) -> Any:
@@ -130,7 +212,10 @@ def _raw_produce(address: str) -> bool:
     return all(int(p.error_code) == 0 for t in resp.responses for p in t.partition_responses)
 
 
-def leader_failover_once(cluster: LocalCluster, sig: signal.Signals) -> dict[str, float]:
+def leader_failover_once(cluster: LocalCluster, sig: signal.Signals
+                         ) -> tuple[Sample, Sample]:
+    """The failover clocks, and the propagation of the fence (leader change) to the surviving
+    brokers; both in seconds after the fault."""
     p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
                   "enable.idempotence": True, "linger.ms": 0, "request.timeout.ms": 4000,
                   "socket.timeout.ms": 4000, "message.timeout.ms": 60000,
@@ -149,27 +234,27 @@ def leader_failover_once(cluster: LocalCluster, sig: signal.Signals) -> dict[str
     reg = cluster.partition_registration(TOPIC)
     assert reg is not None
     leader, epoch = int(reg["leader"]), int(reg["leader_epoch"])
+    before = _quiet(cluster)
     clocks: dict[str, float] = {}
+    new_leader: list[int] = []
+    t_kill_wall = time.time()
     t_kill = time.perf_counter()
     cluster.kill(leader, sig)
     stop = threading.Event()
 
     def watch() -> None:
-        new = -1
+        # Only to know whom to send the raw produce to (the fence's own time is the
+        # controller's commit timestamp, below).
         deadline = time.monotonic() + 60
         while not stop.is_set() and time.monotonic() < deadline:
-            now = time.perf_counter()
-            if "fenced" not in clocks:
+            if not new_leader:
                 r = cluster.partition_registration(TOPIC)
                 if r and int(r["leader"]) not in (leader, -1):
-                    clocks["fenced"] = now
-                    new = int(r["leader"])
-            elif "applied" not in clocks:
-                md = _metadata_leader(cluster.address(new))
-                if md and md[0] == new and md[1] > epoch:
-                    clocks["applied"] = time.perf_counter()
+                    new_leader.append(int(r["leader"]))
             elif "raw" not in clocks:
-                if _raw_produce(cluster.address(new)):
+                md = _metadata_leader(cluster.address(new_leader[0]))
+                if (md and md[0] == new_leader[0] and md[1] > epoch
+                        and _raw_produce(cluster.address(new_leader[0]))):
                     clocks["raw"] = time.perf_counter()
             else:
                 return
@@ -192,34 +277,101 @@ def leader_failover_once(cluster: LocalCluster, sig: signal.Signals) -> dict[str
         clocks["client"] = acked[0]
     watcher.join(60)
     stop.set()
+    out = {k: v - t_kill for k, v in clocks.items()}
+    survivors = [b for b in cluster.broker_ids if b != leader]
+    spread = propagation(cluster, before, t_kill_wall, survivors)
+    out["fenced"] = spread["commit"]
+    if new_leader and f"applied {new_leader[0]}" in spread:
+        out["applied"] = spread[f"applied {new_leader[0]}"]
     if sig == signal.SIGSTOP:
         cluster.kill(leader, signal.SIGCONT)
     else:
         cluster.start_node(leader)
     p.flush(30)
     _wait(lambda: _healed(cluster), 60, "healed ISR")
-    return {k: v - t_kill for k, v in clocks.items()}
+    return out, spread
 
 
-def _ms(values: list[float]) -> str:
-    return (f"median {statistics.median(values) * 1000:.0f} ms "
-            f"[{', '.join(f'{v * 1000:.0f}' for v in values)}]")
+def propagation_once(cluster: LocalCluster, run: int, kind: str) -> Sample:
+    """One metadata change a client asks for; the clocks in seconds after its request."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap, "log_level": 0})
+    before = _quiet(cluster)
+    t0 = time.time()
+    if kind == "CreateTopics":
+        name = f"mp-{run}"
+        admin.create_topics([NewTopic(name, 1, 3)], request_timeout=30)[name].result(60)
+    else:
+        resource = ConfigResource(ConfigResource.Type.TOPIC, TOPIC, incremental_configs=[
+            ConfigEntry("retention.ms", str(3_600_000 + run),
+                        incremental_operation=AlterConfigOpType.SET)])
+        for future in admin.incremental_alter_configs([resource], request_timeout=30).values():
+            future.result(60)
+    answered = time.time() - t0
+    out = propagation(cluster, before, t0, cluster.broker_ids)
+    out["answer"] = answered
+    return out
 
 
-def _report(name: str, runs: list[dict[str, float]]) -> None:
+def _stats(values: list[float]) -> str:
+    ms = [v * 1000 for v in values]
+    return (f"median {statistics.median(ms):.0f} ms, min {min(ms):.0f}, max {max(ms):.0f} "
+            f"[{', '.join(f'{v:.0f}' for v in ms)}]")
+
+
+def _report(name: str, runs: list[Sample]) -> None:
     print(name)
     for key in ("fenced", "applied", "raw", "client"):
         values = [r[key] for r in runs if key in r]
         if values:
-            print(f"  {key:<8} {_ms(values)}")
-    shares = [("controller elects (kill -> fenced)", None, "fenced"),
+            print(f"  {key:<8} {_stats(values)}")
+    shares = [("controller commits the fence (fault -> fenced)", None, "fenced"),
               ("record reaches new leader (fenced -> applied)", "fenced", "applied"),
               ("first acks=all write possible (applied -> raw)", "applied", "raw"),
               ("client's own share (raw -> client)", "raw", "client")]
     for label, a, b in shares:
         values = [r[b] - (r[a] if a else 0.0) for r in runs if b in r and (a is None or a in r)]
         if values:
-            print(f"    {label}: median {statistics.median(values) * 1000:.0f} ms")
+            print(f"    {label}: {_stats(values)}")
+
+
+def _report_propagation(name: str, start: str, runs: list[Sample]) -> None:
+    """Per broker and the slowest, from the commit and from the request (or fault)."""
+    print(f"metadata propagation: {name}")
+    brokers = sorted({k.split()[1] for r in runs for k in r if k.startswith("applied ")},
+                     key=int)
+    rows: list[tuple[str, list[float]]] = [
+        (f"{start} -> controller commit", [r["commit"] for r in runs])]
+    if any("answer" in r for r in runs):
+        rows.append((f"{start} -> client answered", [r["answer"] for r in runs if "answer" in r]))
+    for b in brokers:
+        rows.append((f"commit -> broker {b} applied",
+                     [r[f"applied {b}"] - r["commit"] for r in runs if f"applied {b}" in r]))
+    rows.append(("commit -> every broker applied (max)",
+                 [r["applied"] - r["commit"] for r in runs if "applied" in r]))
+    rows.append((f"{start} -> every broker applied (max)",
+                 [r["applied"] for r in runs if "applied" in r]))
+    for label, values in rows:
+        print(f"  {label}: {_stats(values) if values else 'n/a (history too short)'}")
+
+
+def restart_figures(records: int, restarts: int) -> None:
+    """Controller restart time with ``records`` metadata records, without and with snapshots
+    (``controller_snapshot_restart.py``: the same build and restart)."""
+    snapshot_bytes = 1 << 20
+    with tempfile.TemporaryDirectory(prefix="ctl11-restart-") as tmp:
+        without, with_ = Path(tmp) / "without", Path(tmp) / "with"
+        end, topics = build_metadata_log(without, records, 0)
+        build_metadata_log(with_, records, snapshot_bytes)
+        times: dict[str, list[float]] = {"without": [], "with": []}
+        for _ in range(restarts):
+            times["without"].append(restart_controller(without, 0, topics))
+            times["with"].append(restart_controller(with_, snapshot_bytes, topics))
+    print(f"controller restart, {end} metadata records ({topics} topics), process start to "
+          f"listening")
+    for key in ("without", "with"):
+        print(f"  {key} snapshots: {_stats(times[key])}")
+    print(f"  without/with (medians): "
+          f"{statistics.median(times['without']) / statistics.median(times['with']):.2f}x")
 
 
 def main() -> int:
@@ -228,6 +380,8 @@ def main() -> int:
     ap.add_argument("--session-timeout-ms", type=int, default=2000)
     ap.add_argument("--skip-controller", action="store_true")
     ap.add_argument("--skip-stop", action="store_true")
+    ap.add_argument("--restart-records", type=int, default=100_000,
+                    help="metadata records for the restart figures (0: skip them)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="ctl11-failover-") as tmp:
         cluster = LocalCluster(
@@ -247,16 +401,29 @@ def main() -> int:
             if not args.skip_controller:
                 samples = [controller_failover_once(cluster, r) for r in range(args.runs)]
                 print("controller failover (SIGKILL active controller)")
-                print(f"  new active controller: {_ms([s[0] for s in samples])}")
-                print(f"  first successful CreateTopics: {_ms([s[1] for s in samples])}")
-            _report("partition-leader failover on SIGKILL",
-                    [leader_failover_once(cluster, signal.SIGKILL) for _ in range(args.runs)])
+                print(f"  new active controller: {_stats([s[0] for s in samples])}")
+                print(f"  first successful CreateTopics: {_stats([s[1] for s in samples])}")
+            killed = [leader_failover_once(cluster, signal.SIGKILL) for _ in range(args.runs)]
+            _report("partition-leader failover on SIGKILL", [k[0] for k in killed])
+            stopped = []
             if not args.skip_stop:
-                _report("partition-leader failover on SIGSTOP",
-                        [leader_failover_once(cluster, signal.SIGSTOP)
-                         for _ in range(args.runs)])
+                stopped = [leader_failover_once(cluster, signal.SIGSTOP)
+                           for _ in range(args.runs)]
+                _report(f"partition-leader failover on SIGSTOP (session timeout "
+                        f"{args.session_timeout_ms} ms)", [s[0] for s in stopped])
+            for kind in ("CreateTopics", "IncrementalAlterConfigs"):
+                _report_propagation(kind, "request",
+                                    [propagation_once(cluster, r, kind)
+                                     for r in range(args.runs)])
+            _report_propagation("leader change after a fence (SIGKILL of the leader)",
+                                "kill", [k[1] for k in killed])
+            if stopped:
+                _report_propagation("leader change after a fence (SIGSTOP of the leader)",
+                                    "stop", [s[1] for s in stopped])
         finally:
             cluster.stop()
+    if args.restart_records > 0:
+        restart_figures(args.restart_records, args.runs)
     return 0
 
 

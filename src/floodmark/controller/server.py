@@ -9,6 +9,7 @@ commit (pull, as KRaft brokers fetch the metadata log; no push channel to keep c
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import json
 import logging
@@ -50,6 +51,7 @@ log = logging.getLogger(__name__)
 TICK_S = 0.1
 MAX_FETCH_WAIT_MS = 5000
 MAX_RECORDS_PER_FETCH = 10_000
+COMMITS_KEPT = 64  # (committed end offset, wall-clock ms) pairs status reports
 
 
 def now_ms() -> int:
@@ -61,6 +63,17 @@ CONNECTION_GRACE_S = 0.1  # a broker's connections all closed: wait this long fo
 STALL_MS = 1000  # the ticker ran this late: the controller itself was not running
 # Answered by every controller of a quorum; the rest only by the active one.
 ANY_CONTROLLER = frozenset({"status", "describe_quorum", "quorum"})
+
+
+def _metadata_progress(args: dict[str, Any]) -> dict[str, Any] | None:
+    """A heartbeat's ``metadata_offset`` and ``metadata_applied`` ([[next offset, wall-clock
+    ms], ...]), checked; None when absent or malformed (an older broker: nothing to report)."""
+    offset, applied = args.get("metadata_offset"), args.get("metadata_applied", [])
+    if not isinstance(offset, int) or not isinstance(applied, list):
+        return None
+    pairs = [[o, t] for o, t in (p for p in applied if isinstance(p, list) and len(p) == 2)
+             if isinstance(o, int) and isinstance(t, int)]
+    return {"metadata_offset": offset, "metadata_applied": pairs}
 
 
 class ControllerServer:
@@ -92,6 +105,12 @@ class ControllerServer:
         # the records this controller skipped replaying its own log (cluster status shows both).
         self.broker_metadata_errors: dict[int, dict[str, Any]] = {}
         self.unapplied: list[UnappliedRecord] = []
+        # Each broker's image as its last heartbeat told it: next offset and when it got there.
+        self.broker_metadata_progress: dict[int, dict[str, Any]] = {}
+        # When records became visible (committed: the quorum's HW; alone: appended and
+        # fsynced): (end offset, wall-clock ms), oldest first.
+        self.commits: collections.deque[tuple[int, int]] = collections.deque(
+            maxlen=COMMITS_KEPT)
         self._resumed_at_ms = 0
         if quorum is not None:
             # Records become visible (image, brokers) only once committed by the quorum; this
@@ -221,6 +240,9 @@ class ControllerServer:
             self.logic.image = image
 
     def _wake_fetchers(self) -> None:
+        end = self.visible_end
+        if not self.commits or end > self.commits[-1][0]:
+            self.commits.append((end, now_ms()))
         if self._changed is not None:
             self._changed.set()
             self._changed = asyncio.Event()
@@ -530,6 +552,9 @@ class ControllerServer:
         errors = a.get("metadata_errors")
         if isinstance(errors, dict):
             self.broker_metadata_errors[int(a["broker_id"])] = errors
+        progress = _metadata_progress(a)
+        if progress is not None:
+            self.broker_metadata_progress[int(a["broker_id"])] = progress
         return {"error": int(ans.error), "fenced": ans.fenced,
                 "shutdown_ready": ans.shutdown_ready, "end": self.image.next_offset,
                 "session_timeout_ms": self.config.broker_session_timeout_ms}
@@ -632,7 +657,8 @@ class ControllerServer:
             {"id": b.broker_id, "broker_epoch": b.broker_epoch, "host": b.host, "port": b.port,
              "fenced": b.fenced, "in_controlled_shutdown": b.in_controlled_shutdown,
              "last_heartbeat_ms_ago": now - last_heartbeat.get(b.broker_id, now),
-             **self._unapplied_by(b.broker_id)}
+             **self._unapplied_by(b.broker_id),
+             **self.broker_metadata_progress.get(b.broker_id, {})}
             for b in sorted(self.image.brokers.values(), key=lambda b: b.broker_id)
         ]
         topics = {
@@ -642,6 +668,7 @@ class ControllerServer:
         }
         return {"controller_id": self.node_id, "pid": os.getpid(),
                 "cluster_id": self.image.cluster_id, "metadata_offset": self.image.next_offset,
+                "metadata_commits": [[end, at_ms] for end, at_ms in self.commits],
                 "brokers": brokers, "topics": topics,
                 "unclean_elections": self.logic.unclean_elections if self.logic else 0,
                 "active": self.logic is not None,
