@@ -380,12 +380,14 @@ def main() -> int:
     ap.add_argument("--session-timeout-ms", type=int, default=2000)
     ap.add_argument("--skip-controller", action="store_true")
     ap.add_argument("--skip-stop", action="store_true")
+    ap.add_argument("--keep-dir", default=None,
+                    help="run the cluster here and keep it (its logs) afterwards")
     ap.add_argument("--restart-records", type=int, default=100_000,
                     help="metadata records for the restart figures (0: skip them)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="ctl11-failover-") as tmp:
         cluster = LocalCluster(
-            Path(tmp) / "c", 3, {"replica.lag.time.max.ms": "2000"},
+            Path(args.keep_dir or tmp) / "c", 3, {"replica.lag.time.max.ms": "2000"},
             {"broker.session.timeout.ms": str(args.session_timeout_ms),
              "leader.imbalance.check.interval.ms": "3600000"},
             metrics=False, controllers=3).start()

@@ -59,7 +59,11 @@ def now_ms() -> int:
 
 
 QUORUM_COMMIT_TIMEOUT_S = 10.0
-CONNECTION_GRACE_S = 0.1  # a broker's connections all closed: wait this long for one to return
+LISTENER_PROBE_TIMEOUT_S = 1.0  # a broker's connections all closed: how long to try its port
+# ... and when (seconds after they closed): a dying process closes its sockets one by one and
+# may be preempted between them (a loaded machine), so its port can still accept just after
+# its connections closed. A live broker's port never refuses, however often it is tried.
+LISTENER_PROBES_S = (0.0, 0.01, 0.03, 0.1, 0.3, 0.6)
 STALL_MS = 1000  # the ticker ran this late: the controller itself was not running
 # Answered by every controller of a quorum; the rest only by the active one.
 ANY_CONTROLLER = frozenset({"status", "describe_quorum", "quorum"})
@@ -74,6 +78,19 @@ def _metadata_progress(args: dict[str, Any]) -> dict[str, Any] | None:
     pairs = [[o, t] for o, t in (p for p in applied if isinstance(p, list) and len(p) == 2)
              if isinstance(o, int) and isinstance(t, int)]
     return {"metadata_offset": offset, "metadata_applied": pairs}
+
+
+async def _listener_refuses(host: str, port: int, timeout_s: float) -> bool:
+    """True when ``host:port`` actively refuses a TCP connection (nothing listens there);
+    False when it accepts or does not answer within ``timeout_s``."""
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
+    except ConnectionRefusedError:
+        return True
+    except (OSError, TimeoutError):
+        return False
+    writer.close()
+    return False
 
 
 class ControllerServer:
@@ -112,6 +129,7 @@ class ControllerServer:
         self.commits: collections.deque[tuple[int, int]] = collections.deque(
             maxlen=COMMITS_KEPT)
         self._resumed_at_ms = 0
+        self._probes: set[asyncio.Future[None]] = set()  # brokers whose connections all closed
         if quorum is not None:
             # Records become visible (image, brokers) only once committed by the quorum; this
             # voter writes only while it is the active controller (the quorum leader).
@@ -440,8 +458,9 @@ class ControllerServer:
             writer.close()
             gone = self.broker_connections.closed(writer)
             if gone is not None and (self._stopping is None or not self._stopping.is_set()):
-                asyncio.get_running_loop().call_later(CONNECTION_GRACE_S,
-                                                      self._fence_if_gone, gone)
+                probe = asyncio.ensure_future(self._probe_then_fence(gone))
+                self._probes.add(probe)  # (held until done: the loop keeps weak references)
+                probe.add_done_callback(self._probes.discard)
 
     async def _answer_unless_gone(self, reader: asyncio.StreamReader,
                                   req: dict[str, Any]) -> dict[str, Any] | None:
@@ -469,11 +488,31 @@ class ControllerServer:
             raise ValueError("request bytes sent during a long poll")
         return None
 
+    async def _probe_then_fence(self, who: tuple[int, int]) -> None:
+        """Every connection of a broker incarnation closed: is its process gone? Its own
+        listener answers. A dead process's port refuses a connection at once (the kernel closed
+        it with the process); a live one accepts, even while stopped (the kernel completes the
+        handshake), and an unreachable host does not answer. Only a refusal fences, at once;
+        otherwise the session timeout stays the rule (a live broker that dropped its connections
+        and is slow to come back is never fenced for it)."""
+        started = time.monotonic()
+        for at_s in LISTENER_PROBES_S:
+            await asyncio.sleep(max(0.0, started + at_s - time.monotonic()))
+            reg = self.image.brokers.get(who[0])
+            if (reg is None or reg.broker_epoch != who[1] or reg.fenced
+                    or self.broker_connections.has_connection(who)):
+                return  # it came back, or is fenced or replaced already
+            if await _listener_refuses(reg.host, reg.port, LISTENER_PROBE_TIMEOUT_S):
+                self._fence_if_gone(who)
+                return
+        log.info("controller %d: broker %d (epoch %d) closed every connection but its port "
+                 "still answers: left to the session timeout", self.node_id, who[0], who[1])
+
     def _fence_if_gone(self, who: tuple[int, int]) -> None:
-        """Every connection of a registered, unfenced broker incarnation closed and none came
-        back: its process is gone. Fence it now rather than after the session timeout (a
-        stopped or partitioned broker keeps its connections open and is left to the timeout;
-        one in controlled shutdown has already handed over)."""
+        """Every connection of a registered, unfenced broker incarnation closed and its port
+        refuses connections: its process is gone. Fence it now rather than after the session
+        timeout (a stopped or partitioned broker keeps its connections open and is left to the
+        timeout; one in controlled shutdown has already handed over)."""
         broker_id, broker_epoch = who
         reg = self.image.brokers.get(broker_id)
         if now_ms() - self._resumed_at_ms < STALL_MS * 2:
@@ -481,7 +520,8 @@ class ControllerServer:
         if (self.logic is None or self.broker_connections.has_connection(who) or reg is None
                 or reg.broker_epoch != broker_epoch or reg.fenced or reg.in_controlled_shutdown):
             return
-        log.info("controller %d: broker %d (epoch %d) closed every connection: fencing it",
+        log.info("controller %d: broker %d (epoch %d) closed every connection and its port "
+                 "refuses connections: fencing it",
                  self.node_id, broker_id, broker_epoch)
         self.logic.fence_broker(broker_id, f"broker {broker_id} process gone (connections "
                                            "closed)")
