@@ -5,18 +5,20 @@ with min.insync.replicas=2, and measures, ``--runs`` times each:
 
 1. controller failover: SIGKILL the active controller -> a new one is active (DescribeQuorum)
    -> the first successful CreateTopics (confluent-kafka AdminClient through a broker);
-2. partition-leader failover on SIGKILL, with where the time goes. After the kill, four clocks:
-   ``fenced``   the controller's registration names a new leader (controller ``status``);
-   ``applied``  the new leader's own Metadata answer names itself (it applied the record);
-   ``raw``      a raw acks=all Produce sent straight to the new leader is acknowledged
-                (floodmark's KafkaConnection, no client metadata logic: the server side is ready,
-                i.e. the other ISR member fetched from the new leader and moved its HW);
+2. partition-leader failover on SIGKILL, with where the time goes. After the kill, five clocks:
+   ``fenced``   the controller committed the fence, a new leader (its ``metadata_commits``:
+                its first commit after the kill; not polled);
+   ``applied``  the new leader's image reached that offset (its ``metadata_applied``, which its
+                heartbeats carry: its own timestamp, not polled);
+   ``seen``     the controller's ``status`` (polled every 5 ms) names a new leader: the one
+                clock an older floodmark without those timestamps also gives (``--compare-src``);
+   ``raw``      a raw acks=all Produce sent straight to the new leader (once its Metadata names
+                itself) is acknowledged (floodmark's KafkaConnection, no client metadata logic:
+                the server side is ready, i.e. the other ISR member fetched from the new leader
+                and moved its HW);
    ``client``   confluent-kafka (acks=all, idempotent) acknowledges its first write sent after
                 the kill (what an application sees).
    ``client - raw`` is the client's own share (metadata refresh, backoffs);
-   ``fenced`` and ``applied`` are not polled: ``fenced`` is when the controller committed the
-   fence (its ``metadata_commits``: the first commit after the kill), ``applied`` when the new
-   leader's image reached that offset (its ``metadata_applied``, sent in its heartbeats);
 3. partition-leader failover on SIGSTOP: the same four clocks; the session timeout is the floor;
 4. metadata propagation latency, from those same two timestamps: per broker and the slowest
    (every broker has it), from the controller's commit and from the client's request (or the
@@ -27,6 +29,8 @@ with min.insync.replicas=2, and measures, ``--runs`` times each:
    of each, alternating; ``--restart-records 0`` skips it).
 
 Every figure: median, min and max over ``--runs`` runs, then each run's value.
+``--compare-src OLD/src`` runs a second cluster on an older checkout, its runs alternating with
+this tree's, and prints the failover figures of both (propagation needs the new timestamps).
 
     .venv/bin/python benchmarks/controller_failover.py [--runs 5] [--session-timeout-ms 2000]
 
@@ -36,15 +40,19 @@ Prints figures; never passes or fails.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import signal
 import statistics
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import confluent_kafka
 from confluent_kafka import Producer
 from confluent_kafka.admin import (
     AdminClient,
@@ -64,6 +72,7 @@ from floodmark.cluster import LocalCluster
 from floodmark.controller.client import APPLIED_KEPT
 from floodmark.records import Record, build_batch
 
+SRC = Path(__file__).resolve().parents[1] / "src"
 TOPIC = "fo"
 POLL_S = 0.005
 PROPAGATION_TIMEOUT_S = 30.0
@@ -112,8 +121,10 @@ def propagation(cluster: LocalCluster, before: int, t0_s: float, brokers: list[i
                        f"within {PROPAGATION_TIMEOUT_S:.0f} s")
 
 
-def _metadata_offset(cluster: LocalCluster) -> int:
-    return int(_wait(lambda: cluster.status().get("metadata_offset"), 30, "controller status"))
+def _reports_progress(status: dict[str, Any]) -> bool:
+    """Does this cluster's code report commit and apply times (an older one, compared, may
+    not)?"""
+    return "metadata_commits" in status
 
 
 def _quiet(cluster: LocalCluster) -> int:
@@ -122,7 +133,8 @@ def _quiet(cluster: LocalCluster) -> int:
         status = cluster.status()
         end = status.get("metadata_offset")
         brokers = [n for n in status["nodes"] if n["role"] == "broker"]
-        if end is not None and all(n.get("metadata_offset") == end for n in brokers):
+        if end is not None and (not _reports_progress(status) or all(
+                n.get("metadata_offset") == end for n in brokers)):
             return int(end)
         return None
     return int(_wait(settled, 60, "every broker at the controller's metadata offset"))
@@ -251,6 +263,7 @@ def leader_failover_once(cluster: LocalCluster, sig: signal.Signals
                 r = cluster.partition_registration(TOPIC)
                 if r and int(r["leader"]) not in (leader, -1):
                     new_leader.append(int(r["leader"]))
+                    clocks["seen"] = time.perf_counter()
             elif "raw" not in clocks:
                 md = _metadata_leader(cluster.address(new_leader[0]))
                 if (md and md[0] == new_leader[0] and md[1] > epoch
@@ -279,10 +292,12 @@ def leader_failover_once(cluster: LocalCluster, sig: signal.Signals
     stop.set()
     out = {k: v - t_kill for k, v in clocks.items()}
     survivors = [b for b in cluster.broker_ids if b != leader]
-    spread = propagation(cluster, before, t_kill_wall, survivors)
-    out["fenced"] = spread["commit"]
-    if new_leader and f"applied {new_leader[0]}" in spread:
-        out["applied"] = spread[f"applied {new_leader[0]}"]
+    spread: Sample = {}
+    if _reports_progress(cluster.status()):
+        spread = propagation(cluster, before, t_kill_wall, survivors)
+        out["fenced"] = spread["commit"]
+        if new_leader and f"applied {new_leader[0]}" in spread:
+            out["applied"] = spread[f"applied {new_leader[0]}"]
     if sig == signal.SIGSTOP:
         cluster.kill(leader, signal.SIGCONT)
     else:
@@ -320,7 +335,7 @@ def _stats(values: list[float]) -> str:
 
 def _report(name: str, runs: list[Sample]) -> None:
     print(name)
-    for key in ("fenced", "applied", "raw", "client"):
+    for key in ("fenced", "applied", "seen", "raw", "client"):
         values = [r[key] for r in runs if key in r]
         if values:
             print(f"  {key:<8} {_stats(values)}")
@@ -374,6 +389,46 @@ def restart_figures(records: int, restarts: int) -> None:
           f"{statistics.median(times['without']) / statistics.median(times['with']):.2f}x")
 
 
+@contextlib.contextmanager
+def _node_src(src: str | None) -> Iterator[None]:
+    """Nodes launched meanwhile run the code in ``src`` (None: this tree's)."""
+    before = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = src or str(SRC)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = before
+
+
+def _start(path: Path, session_timeout_ms: int) -> LocalCluster:
+    cluster = LocalCluster(
+        path, 3, {"replica.lag.time.max.ms": "2000"},
+        {"broker.session.timeout.ms": str(session_timeout_ms),
+         "leader.imbalance.check.interval.ms": "3600000"},
+        metrics=False, controllers=3).start()
+    _wait(lambda: all(n.get("fenced") is False for n in cluster.status()["nodes"]
+                      if n["role"] == "broker"), 60, "brokers registered")
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap, "log_level": 0})
+    admin.create_topics([NewTopic(TOPIC, 1, 3, config={"min.insync.replicas": "2"})]
+                        )[TOPIC].result(60)
+    _wait(lambda: _healed(cluster), 60, "topic ready")
+    return cluster
+
+
+def _interleaved(clusters: list[tuple[str, str | None, LocalCluster]], runs: int,
+                 sample: Any) -> dict[str, list[Any]]:
+    """``runs`` samples of each cluster, alternating (load drifts alike for all)."""
+    out: dict[str, list[Any]] = {label: [] for label, _, _ in clusters}
+    for r in range(runs):
+        for label, src, cluster in clusters:
+            with _node_src(src):
+                out[label].append(sample(cluster, r))
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
@@ -384,49 +439,69 @@ def main() -> int:
                     help="run the cluster here and keep it (its logs) afterwards")
     ap.add_argument("--restart-records", type=int, default=100_000,
                     help="metadata records for the restart figures (0: skip them)")
+    ap.add_argument("--compare-src", default=None, metavar="DIR",
+                    help="also run a second cluster whose nodes run the floodmark in DIR (an "
+                         "older checkout's src/), its runs alternating with this tree's: the "
+                         "failover figures of both side by side")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="ctl11-failover-") as tmp:
-        cluster = LocalCluster(
-            Path(args.keep_dir or tmp) / "c", 3, {"replica.lag.time.max.ms": "2000"},
-            {"broker.session.timeout.ms": str(args.session_timeout_ms),
-             "leader.imbalance.check.interval.ms": "3600000"},
-            metrics=False, controllers=3).start()
+        root = Path(args.keep_dir or tmp)
+        clusters: list[tuple[str, str | None, LocalCluster]] = []
         try:
-            _wait(lambda: all(n.get("fenced") is False for n in cluster.status()["nodes"]
-                              if n["role"] == "broker"), 60, "brokers registered")
-            admin = AdminClient({"bootstrap.servers": cluster.bootstrap, "log_level": 0})
-            admin.create_topics([NewTopic(TOPIC, 1, 3, config={"min.insync.replicas": "2"})]
-                                )[TOPIC].result(60)
-            _wait(lambda: _healed(cluster), 60, "topic ready")
+            if args.compare_src:
+                src = str(Path(args.compare_src).resolve())
+                with _node_src(src):
+                    clusters.append(("old", src, _start(root / "old", args.session_timeout_ms)))
+            with _node_src(None):
+                clusters.append(("new" if args.compare_src else "", None,
+                                 _start(root / "c", args.session_timeout_ms)))
             print(f"3 controllers (quorum), 3 brokers, RF=3, min.insync.replicas=2, "
-                  f"broker.session.timeout.ms={args.session_timeout_ms}, runs={args.runs}")
+                  f"broker.session.timeout.ms={args.session_timeout_ms}, runs={args.runs}; "
+                  f"client: confluent-kafka {confluent_kafka.version()} (librdkafka "
+                  f"{confluent_kafka.libversion()[0]}), acks=all, idempotent, "
+                  f"request.timeout.ms=4000, topic.metadata.refresh.interval.ms=500")
+            if args.compare_src:
+                print(f"old: nodes run {args.compare_src}; new: nodes run {SRC}; "
+                      f"runs alternate old, new")
             if not args.skip_controller:
-                samples = [controller_failover_once(cluster, r) for r in range(args.runs)]
-                print("controller failover (SIGKILL active controller)")
-                print(f"  new active controller: {_stats([s[0] for s in samples])}")
-                print(f"  first successful CreateTopics: {_stats([s[1] for s in samples])}")
-            killed = [leader_failover_once(cluster, signal.SIGKILL) for _ in range(args.runs)]
-            _report("partition-leader failover on SIGKILL", [k[0] for k in killed])
-            stopped = []
+                by = _interleaved(clusters, args.runs, controller_failover_once)
+                for label, samples in by.items():
+                    print(f"controller failover (SIGKILL active controller){_tag(label)}")
+                    print(f"  new active controller: {_stats([s[0] for s in samples])}")
+                    print(f"  first successful CreateTopics: {_stats([s[1] for s in samples])}")
+            killed = _interleaved(clusters, args.runs,
+                                  lambda c, _r: leader_failover_once(c, signal.SIGKILL))
+            for label, pairs in killed.items():
+                _report(f"partition-leader failover on SIGKILL{_tag(label)}",
+                        [k[0] for k in pairs])
+            stopped: dict[str, list[tuple[Sample, Sample]]] = {}
             if not args.skip_stop:
-                stopped = [leader_failover_once(cluster, signal.SIGSTOP)
-                           for _ in range(args.runs)]
-                _report(f"partition-leader failover on SIGSTOP (session timeout "
-                        f"{args.session_timeout_ms} ms)", [s[0] for s in stopped])
+                stopped = _interleaved(clusters, args.runs,
+                                       lambda c, _r: leader_failover_once(c, signal.SIGSTOP))
+                for label, pairs in stopped.items():
+                    _report(f"partition-leader failover on SIGSTOP (session timeout "
+                            f"{args.session_timeout_ms} ms){_tag(label)}", [s[0] for s in pairs])
+            label, _, cluster = clusters[-1]  # propagation: this tree's (the timestamps)
             for kind in ("CreateTopics", "IncrementalAlterConfigs"):
                 _report_propagation(kind, "request",
                                     [propagation_once(cluster, r, kind)
                                      for r in range(args.runs)])
             _report_propagation("leader change after a fence (SIGKILL of the leader)",
-                                "kill", [k[1] for k in killed])
+                                "kill", [k[1] for k in killed[label]])
             if stopped:
                 _report_propagation("leader change after a fence (SIGSTOP of the leader)",
-                                    "stop", [s[1] for s in stopped])
+                                    "stop", [s[1] for s in stopped[label]])
         finally:
-            cluster.stop()
+            for _, src, cluster in clusters:
+                with _node_src(src):
+                    cluster.stop()
     if args.restart_records > 0:
         restart_figures(args.restart_records, args.runs)
     return 0
+
+
+def _tag(label: str) -> str:
+    return f" [{label}]" if label else ""
 
 
 if __name__ == "__main__":

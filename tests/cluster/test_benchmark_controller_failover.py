@@ -21,7 +21,7 @@ FIGURE = r"median \d+ ms, min \d+, max \d+ \[\d+\]"
 EXPECTED = [
     "new active controller", "first successful CreateTopics",
     # both failover sections, each with its four clocks and their shares
-    *["fenced", "applied", "raw", "client"] * 2,
+    *["fenced", "applied", "seen", "raw", "client"] * 2,
     *["fault -> fenced", "fenced -> applied", "applied -> raw", "raw -> client"] * 2,
     # CreateTopics and IncrementalAlterConfigs
     *["request -> controller commit", "request -> client answered",

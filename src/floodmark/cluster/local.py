@@ -630,7 +630,8 @@ class LocalCluster:
             out["controllers"] = self.controller_bootstrap
         if ctl is not None:
             out["metadata_offset"] = ctl["metadata_offset"]
-            out["metadata_commits"] = ctl.get("metadata_commits", [])
+            if "metadata_commits" in ctl:  # (an older controller does not report them)
+                out["metadata_commits"] = ctl["metadata_commits"]
             out["partitions"] = ctl["topics"]
         return out
 
