@@ -86,6 +86,10 @@ def test_a_record_no_broker_can_apply_is_skipped_reported_and_the_rest_applied(
              str(tmp_path)], capture_output=True, text=True, timeout=60, check=True).stdout)
         assert all(n["unapplied_records"][0]["offset"] == bad_offset
                    for n in as_json["nodes"] if n["role"] == "broker")
+        # The same heartbeats carry each broker's image offset: past the skipped record.
+        assert all(n["metadata_offset"] > bad_offset and n["metadata_applied"]
+                   for n in as_json["nodes"] if n["role"] == "broker")
+        assert "metadata_offset=" in text
 
         # Every later record still applies: a new topic is created and served.
         admin.create_topics([NewTopic("after", 1, 2)])["after"].result(30)
