@@ -310,6 +310,7 @@ def leader_failover_once(cluster: LocalCluster, sig: signal.Signals
 def propagation_once(cluster: LocalCluster, run: int, kind: str) -> Sample:
     """One metadata change a client asks for; the clocks in seconds after its request."""
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap, "log_level": 0})
+    admin.list_topics(timeout=30)  # connected, versions known: the request alone is timed
     before = _quiet(cluster)
     t0 = time.time()
     if kind == "CreateTopics":

@@ -499,9 +499,9 @@ class ControllerServer:
         for at_s in LISTENER_PROBES_S:
             await asyncio.sleep(max(0.0, started + at_s - time.monotonic()))
             reg = self.image.brokers.get(who[0])
-            if (reg is None or reg.broker_epoch != who[1] or reg.fenced
+            if (self.logic is None or reg is None or reg.broker_epoch != who[1] or reg.fenced
                     or self.broker_connections.has_connection(who)):
-                return  # it came back, or is fenced or replaced already
+                return  # not the active controller; it came back, or is fenced or replaced
             if await _listener_refuses(reg.host, reg.port, LISTENER_PROBE_TIMEOUT_S):
                 self._fence_if_gone(who)
                 return
