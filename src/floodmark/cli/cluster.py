@@ -34,6 +34,7 @@ from floodmark.cluster.local import (
     DEFAULT_DATA_DIR,
     MAX_CONTROLLERS,
     QUORUM_METRICS_PORT_OFFSET,
+    QUORUM_PORT_OFFSET,
     STATE_FILE,
     ClusterError,
     LocalCluster,
@@ -155,6 +156,11 @@ def _cluster_for_up(args: argparse.Namespace) -> LocalCluster:
     if args.combined and (args.controllers is not None or args.controller is not None):
         raise CliError("--combined runs the controllers in the brokers; --controllers N and "
                        "--controller HOST:PORT are for controllers of their own: give one")
+    if args.combined and args.base_port is not None:
+        top = args.base_port + QUORUM_PORT_OFFSET + (3 if args.brokers is None else args.brokers)
+        if top > 65535:
+            raise CliError(f"--base-port {args.base_port}: with --combined the controller ports "
+                           f"reach {top} (above 65535)")
     if args.controllers is not None:
         if not 1 <= args.controllers <= MAX_CONTROLLERS:
             raise CliError(f"--controllers {args.controllers}: between 1 and {MAX_CONTROLLERS}")
