@@ -175,7 +175,7 @@ def main() -> int:
                 {**QUORUM, "broker.session.timeout.ms": str(args.session_timeout_ms)},
                 metrics=False, controllers=3, combined=mode == "combined").start()
             try:
-                _wait(lambda c=cluster: all(n.get("fenced") is False   # type: ignore[misc]
+                _wait(lambda c=cluster: all(n.get("fenced") is False
                                             for n in c.status()["nodes"]
                                             if n["role"] != "controller"), "brokers registered")
                 results[mode] = [failover_once(cluster, r) for r in range(args.runs)]
