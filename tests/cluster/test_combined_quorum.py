@@ -205,5 +205,16 @@ def test_cluster_up_combined(tmp_path: Path) -> None:
                    and n["fenced"] is False and n["state"] == "running", STEP_S,
                    f"node {active} registered again")
         assert _active(dd) == new
+
+        # The directory keeps its shape; up again starts the same three voters and their data.
+        _ok("cluster", "down", *dd)
+        out = _cli("cluster", "up", "--detach", "--controllers", "3", *dd)
+        lines = out.stderr.strip().splitlines()
+        assert out.returncode != 0 and len(lines) == 1 and "combined" in lines[0], out.stderr
+        again = _ok("cluster", "up", "--detach", "--combined", *dd)
+        assert again.count("controller (combined with broker) ") == 3
+        _active(dd)
+        listed = _ok("topic", "list", "--bootstrap-server", bootstrap).split()
+        assert "after-cli-kill" in listed
     finally:
         _cli("cluster", "down", *dd)

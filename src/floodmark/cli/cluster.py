@@ -143,7 +143,8 @@ def _shape_conflicts(cluster: LocalCluster, args: argparse.Namespace) -> list[st
              "--listen-host": (args.listen_host, cluster.listen_host),
              "--advertised-host": (args.advertised_host, cluster.advertised_host),
              "--controller": (args.controller, st.get("controller")),
-             "--combined": (args.combined, cluster.combined or None)}
+             "--combined": ("on" if args.combined else None,
+                            "on" if cluster.combined else "off")}
     return [f"{flag} {want} (it has {have})" for flag, (want, have) in asked.items()
             if want is not None and want != have]
 
@@ -199,6 +200,10 @@ def _cluster_for_up(args: argparse.Namespace) -> LocalCluster:
         if conflicts:  # the same command again is fine; a different shape is not
             raise CliError(f"{args.data_dir} already holds a cluster; {'; '.join(conflicts)} "
                            "would change it: use a new --data-dir")
+        if args.controllers is not None and cluster.combined:
+            raise CliError(f"{args.data_dir} already holds a combined cluster (its brokers are "
+                           f"the controllers); --controllers {args.controllers} would change it: "
+                           "use a new --data-dir")
         if (args.controllers is not None and cluster.state.get("controller") is None
                 and args.controllers != len(cluster.controller_ids)):
             raise CliError(f"{args.data_dir} already holds a cluster with "
