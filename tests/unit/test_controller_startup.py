@@ -82,3 +82,15 @@ def test_a_broker_finds_the_controllers_from_the_voters_alone(
     assert cluster_member.main(["--node-id", "4", "--data-dir", str(tmp_path / "b"),
                                 "--controller-quorum-voters", "1@h:x"]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_cluster_up_gives_combined_nodes_the_controller_settings(tmp_path: Path) -> None:
+    from floodmark.cluster.local import LocalCluster
+
+    cluster = LocalCluster(tmp_path / "c", 3, {"min.insync.replicas": "2"},
+                           {"broker.session.timeout.ms": "1234"}, combined=True)
+    for node in (1, 2, 3):
+        cmd = cluster._command(node)
+        assert cmd[cmd.index("--controller-data-dir") + 1].endswith(f"controller-{node}")
+        assert cmd[cmd.index("--broker-session-timeout-ms") + 1] == "1234"
+        assert cmd[cmd.index("--controller-quorum-voters") + 1].count("@") == 3
