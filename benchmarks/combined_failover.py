@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import signal
-import statistics
 import sys
 import tempfile
 import threading
@@ -30,10 +29,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # controller_failover's pieces
+
+from controller_failover import _ms, _quorum_caught_up, failover_producer, first_ack
 
 from floodmark.cluster import LocalCluster
 
@@ -59,12 +60,6 @@ def _healed(cluster: LocalCluster, topic: str) -> bool:
     return bool(reg and sorted(reg["isr"]) == cluster.broker_ids and reg["leader"] > 0)
 
 
-def _quorum_caught_up(cluster: LocalCluster) -> bool:
-    q = cluster.quorum()
-    return q["leader_id"] is not None and all(
-        v["lag"] == 0 for v in q["voters"] if v.get("state") == "running")
-
-
 def failover_once(cluster: LocalCluster, run: int) -> dict[str, float]:
     active = cluster.wait_active_controller(LIMIT_S)
     brokers = cluster.broker_ids
@@ -75,21 +70,8 @@ def failover_once(cluster: LocalCluster, run: int) -> dict[str, float]:
         [first, *(b for b in brokers if b != first)]], config={"min.insync.replicas": "2"})]
                         )[topic].result(LIMIT_S)
     _wait(lambda: _healed(cluster, topic) and cluster.leader_of(topic) == first, "topic ready")
-    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
-                  "enable.idempotence": True, "linger.ms": 0, "request.timeout.ms": 4000,
-                  "socket.timeout.ms": 4000, "message.timeout.ms": 60000,
-                  "reconnect.backoff.ms": 20, "reconnect.backoff.max.ms": 100,
-                  "retry.backoff.ms": 20, "topic.metadata.refresh.interval.ms": 500,
-                  "log_level": 0})
     acked: list[float] = []
-
-    def cb(err: object, _msg: object) -> None:
-        if err is None:
-            acked.append(time.perf_counter())
-
-    for i in range(20):
-        p.produce(topic, value=b"w%d" % i, partition=0, on_delivery=cb)
-        p.flush(30)
+    p, cb = failover_producer(cluster.bootstrap, topic, acked)
     victims = sorted({active, first})
     clocks: dict[str, float] = {}
     t_kill = time.perf_counter()
@@ -133,19 +115,9 @@ def failover_once(cluster: LocalCluster, run: int) -> dict[str, float]:
     threads = [threading.Thread(target=f, daemon=True) for f in (watch, create)]
     for t in threads:
         t.start()
-    acked.clear()
-    i = 0
-    deadline = time.monotonic() + LIMIT_S
-    while not acked and time.monotonic() < deadline:
-        sent = time.perf_counter()
-        p.produce(topic, value=b"f%d" % i, partition=0, on_delivery=cb)
-        i += 1
-        while p.flush(0.01) and not acked and time.monotonic() < deadline:
-            pass
-        if acked and acked[0] < sent:
-            acked.clear()
-    if acked:
-        clocks["client"] = acked[0]
+    client = first_ack(p, cb, topic, acked, LIMIT_S)
+    if client is not None:
+        clocks["client"] = client
     for t in threads:
         t.join(LIMIT_S)
     for v in victims:
@@ -155,11 +127,6 @@ def failover_once(cluster: LocalCluster, run: int) -> dict[str, float]:
     if "create" not in clocks:
         print(f"run {run}: no CreateTopics succeeded: {errors[-1:]}", file=sys.stderr)
     return {k: v if k == "create_errors" else v - t_kill for k, v in clocks.items()}
-
-
-def _ms(values: list[float]) -> str:
-    return (f"median {statistics.median(values) * 1000:6.0f} ms "
-            f"[{', '.join(f'{v * 1000:.0f}' for v in values)}]")
 
 
 def main() -> int:

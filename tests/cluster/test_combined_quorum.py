@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -27,11 +25,15 @@ from floodmark.cluster import LocalCluster
 from tests.cluster.helpers import (
     AckLog,
     consumer_thread,
+    one_line_error,
     producer_thread,
     verify_after_healing,
+    voter_caught_up,
     wait_progress,
     wait_until,
 )
+from tests.cluster.helpers import cli_ok as _ok
+from tests.cluster.helpers import run_cli as _cli
 
 pytestmark = pytest.mark.integration
 
@@ -44,7 +46,6 @@ SETTINGS = {"controller.quorum.election.timeout.ms": "300",
             # The restarted node must come back as a follower: no preferred-leader moves.
             "auto.leader.rebalance.enable": "false"}
 STEP_S = 60.0  # any one step stalling this long fails the test
-REPO = Path(__file__).resolve().parents[2]
 
 
 def _acked_more(acks: AckLog, than: int, by: int = 100) -> None:
@@ -72,13 +73,10 @@ def _leader(cluster: LocalCluster) -> int | None:
 
 
 def _voter_back(cluster: LocalCluster, voter: int) -> bool:
-    """The voter follows another leader and holds everything the leader committed."""
-    q = cluster.quorum()
-    v = next((v for v in q["voters"] if v["voter_id"] == voter), None)
-    mine = q["controllers"].get(str(voter))
-    return (q["leader_id"] not in (None, voter) and v is not None and v["lag"] == 0
-            and v["log_end_offset"] >= q["high_watermark"] and mine is not None
-            and mine["role"] == "follower")
+    """The voter follows another leader, holds everything it committed, and says follower."""
+    mine = cluster.quorum()["controllers"].get(str(voter))
+    return (mine is not None and mine["role"] == "follower"
+            and voter_caught_up(cluster, voter))
 
 
 def test_combined_voters_survive_losing_the_active_controller_and_leader(
@@ -148,17 +146,6 @@ def test_combined_voters_survive_losing_the_active_controller_and_leader(
         cluster.stop()
 
 
-def _cli(*args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "floodmark.cli", *args], capture_output=True,
-                          text=True, timeout=timeout_s, cwd=str(REPO))
-
-
-def _ok(*args: str) -> str:
-    out = _cli(*args)
-    assert out.returncode == 0, (args, out.stdout, out.stderr)
-    return out.stdout
-
-
 def _nodes(dd: list[str]) -> dict[int, dict[str, Any]]:
     return {n["id"]: n for n in json.loads(_ok("cluster", "status", "--json", *dd))["nodes"]}
 
@@ -177,9 +164,8 @@ def test_cluster_up_combined(tmp_path: Path) -> None:
                               "controller.quorum.fetch.timeout.ms", "broker.session.timeout.ms")
              for arg in ("--controller-set", f"{name}={SETTINGS[name]}")]
     for bad in (["--controllers", "3"], ["--controller", "127.0.0.1:9"]):
-        out = _cli("cluster", "up", "--combined", *bad, "--data-dir", str(tmp_path / "no"))
-        lines = out.stderr.strip().splitlines()
-        assert out.returncode != 0 and len(lines) == 1 and "--combined" in lines[0], out.stderr
+        one_line_error(_cli("cluster", "up", "--combined", *bad, "--data-dir",
+                            str(tmp_path / "no")), "--combined")
     up = _ok("cluster", "up", "--detach", "--combined", *quick, *dd)
     try:
         assert "bootstrap: " in up
@@ -208,9 +194,7 @@ def test_cluster_up_combined(tmp_path: Path) -> None:
 
         # The directory keeps its shape; up again starts the same three voters and their data.
         _ok("cluster", "down", *dd)
-        out = _cli("cluster", "up", "--detach", "--controllers", "3", *dd)
-        lines = out.stderr.strip().splitlines()
-        assert out.returncode != 0 and len(lines) == 1 and "combined" in lines[0], out.stderr
+        one_line_error(_cli("cluster", "up", "--detach", "--controllers", "3", *dd), "combined")
         again = _ok("cluster", "up", "--detach", "--combined", *dd)
         assert again.count("controller (combined with broker) ") == 3
         _active(dd)
