@@ -76,6 +76,9 @@ def test_a_record_no_broker_can_apply_is_skipped_reported_and_the_rest_applied(
             assert "from_the_future" in str(unknown["reason"])
             assert _metric(str(n["metrics"]),
                            "kafka_server_broker_metadata_metrics_metadata_apply_error_count") == 2
+            assert _metric(str(n["metrics"]),
+                           "kafka_server_broker_metadata_metrics_last_applied_record_offset"
+                           ) > bad_offset
             assert "SKIPPED metadata record at offset" in cluster.log_path(n["id"]).read_text()
         text = subprocess.run(
             [sys.executable, "-m", "floodmark.cli", "cluster", "status", "--data-dir",
