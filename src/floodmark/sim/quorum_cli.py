@@ -3,6 +3,8 @@
 * ``floodmark sim quorum --seeds N [--start-seed S] [--voters 3] [--fault-phase-ms MS] [--json]``
   — random fault schedules; exit 1 with ``--fail-on-violation`` if any seed broke an invariant.
 * ``floodmark sim quorum --scenario election [--json]`` — an election step by step.
+* ``floodmark sim quorum --scenario wiped-records|wiped-vote [--json]`` — a voter that lost its
+  data dir comes back (``sim/quorum_wipe.py``).
 * ``floodmark sim quorum --replay SEED`` — one seed's trace.
 """
 
@@ -16,6 +18,7 @@ from typing import Any
 
 from floodmark.sim.quorum_explore import QuorumExploreOptions, run_quorum_seed
 from floodmark.sim.quorum_scenario import render_quorum_steps, run_election_scenario
+from floodmark.sim.quorum_wipe import WIPE_SCENARIOS, run_wipe_scenario
 
 
 def _print(text: str = "") -> None:
@@ -30,7 +33,7 @@ def register(sim_subparsers: Any) -> None:
     p.add_argument("--voters", type=int, default=3, choices=(1, 2, 3, 4, 5))
     p.add_argument("--fault-phase-ms", type=int, default=4000)
     p.add_argument("--loss", type=float, default=0.02, help="request loss probability")
-    p.add_argument("--scenario", choices=("election",), default=None,
+    p.add_argument("--scenario", choices=("election", *WIPE_SCENARIOS), default=None,
                    help="print a named scenario step by step instead of exploring")
     p.add_argument("--replay", type=int, default=None, metavar="SEED",
                    help="rerun one seed and print its trace")
@@ -103,7 +106,29 @@ def _replay(args: argparse.Namespace, result: Any) -> int:
     return 0
 
 
+def _wipe_scenario(args: argparse.Namespace) -> int:
+    result = run_wipe_scenario(args.scenario)
+    if args.json:
+        _print(json.dumps(result.as_json()))
+        return 0 if result.safe else 1
+    _print(f"quorum scenario {args.scenario} — a voter loses its whole data dir, 3 voters")
+    _print("voter: role, epoch, vote, log [offset:epoch:value] (LC = leader-change record), "
+           "LEO, HW, epoch cache {epoch:start}; * = leader")
+    _print()
+    for line in render_quorum_steps(result.steps):
+        _print(line)
+    _print()
+    _print(f"committed: {', '.join(result.committed) or '-'}")
+    _print(f"leaders by epoch: {result.leaders_by_epoch}")
+    for violation in result.violations:
+        _print(f"VIOLATION {violation}")
+    _print("safe: no invariant violated" if result.safe else "UNSAFE")
+    return 0 if result.safe else 1
+
+
 def _scenario(args: argparse.Namespace) -> int:
+    if args.scenario in WIPE_SCENARIOS:
+        return _wipe_scenario(args)
     result = run_election_scenario()
     if args.json:
         _print(json.dumps(result.as_json()))
