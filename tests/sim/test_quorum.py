@@ -94,10 +94,14 @@ def test_election_scenario_step_by_step() -> None:
     assert any("pre_vote=True" in e for e in events)
     assert any("pre_vote=False" in e for e in events)
     assert any("becomes leader (epoch 2)" in e for e in events)
-    assert any("diverging=EpochEndOffset(epoch=1, end_offset=3)" in e for e in events)
+    # LC(c?) and three voters records, then m1, m2 (m3, at 6, is cut)
+    assert any("diverging=EpochEndOffset(epoch=1, end_offset=6)" in e for e in events)
     final = result.steps[-1].voters
-    assert {v["leo"] for v in final.values()} == {4} and {v["hw"] for v in final.values()} == {4}
-    assert [c[2] for c in final["c1"]["log"]] == ["LC(c1)", "m1", "m2", "LC(c2)"]
+    assert {v["leo"] for v in final.values()} == {7} and {v["hw"] for v in final.values()} == {7}
+    values = [c[2] for c in final["c1"]["log"]]
+    assert values[0].startswith("LC(") and values[4:6] == ["m1", "m2"]
+    assert values[6].startswith("LC(") and values[6] != values[0]
+    assert sorted(v[:4] for v in values[1:4]) == ["V(c1", "V(c2", "V(c3"]  # each bound once
     lines = render_quorum_steps(result.steps)
     assert any("voter LEOs:" in line for line in lines)
 

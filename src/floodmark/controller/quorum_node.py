@@ -23,6 +23,7 @@ from floodmark.controller import rpc
 from floodmark.controller.client import AsyncRpc
 from floodmark.controller.quorum.codec import decode_message, encode_message
 from floodmark.controller.quorum.core import QuorumConfig, QuorumCore
+from floodmark.controller.quorum.directory_id import load_or_format
 from floodmark.controller.quorum.driver import QuorumDriver, SnapshotFiles
 from floodmark.controller.quorum.effects import RoleChanged
 from floodmark.controller.quorum.messages import (
@@ -57,8 +58,10 @@ class QuorumNode:
         self.voters = voters
         self.on_high_watermark = on_high_watermark
         self.on_role = on_role
-        state_file = QuorumStateFile(RealFileSystem(), data_dir)
-        core = QuorumCore(config, state_file.read(), random.Random())
+        fs = RealFileSystem()
+        state_file = QuorumStateFile(fs, data_dir)
+        core = QuorumCore(config, state_file.read(), random.Random(),
+                          load_or_format(fs, data_dir))
         self.driver = QuorumDriver(core, metadata, state_file, self, snapshots=snapshots)
         self._peers = {v: AsyncRpc(f"{h}:{p}", timeout_s=max(1.0, config.request_timeout_ms
                                                               / 1000))

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from floodmark.controller.quorum.core import QuorumConfig, QuorumCore
+from floodmark.controller.quorum.directory_id import load_or_format
 from floodmark.controller.quorum.driver import QuorumDriver
 from floodmark.controller.quorum.effects import RoleChanged
 from floodmark.controller.quorum.messages import QuorumMessage
@@ -117,6 +118,7 @@ class SimVoter:
         self.snapshots: SnapshotStore | None = None
         self._snapshot_entries: tuple[SnapshotId, dict[int, Entry]] | None = None
         self.snapshots_loaded = 0  # snapshots installed from the leader (FetchSnapshot)
+        self.disks = 1  # data dirs so far (a wipe gives it a new one, with a new directory id)
         self._wake_at: int | None = None
         self._tick_on_resume = False
         world.net.add_node(self.name, self.on_message)
@@ -132,8 +134,10 @@ class SimVoter:
         now = self.world.now_ms
         self.log = Log.open(LOG_DIR, self.world.config.log_config(), fs=self.fs, now_ms=now)
         state_file = QuorumStateFile(self.fs, QUORUM_DIR)
+        directory_id = load_or_format(self.fs, QUORUM_DIR,
+                                      lambda: f"{self.name}-dir{self.disks}")
         core = QuorumCore(self.world.config.quorum_config(self.node_id), state_file.read(),
-                          random.Random(self.world.rng.getrandbits(32)))
+                          random.Random(self.world.rng.getrandbits(32)), directory_id)
         if self.world.config.snapshot_interval > 0:
             self.snapshots = SnapshotStore(self.fs, LOG_DIR, on_installed=self._installed)
             found = open_with_snapshot(self.snapshots, self.log, may_start_empty=True)
@@ -170,10 +174,11 @@ class SimVoter:
         self.world.connections_closed(self.node_id)
 
     def wipe(self) -> None:
-        """The data dir is gone (a new disk): metadata log, snapshots and ``quorum-state``.
-        Only safe while the others hold every committed record and no election needs this
-        voter's forgotten vote (Raft's assumption; KIP-853 would give it a new directory id)."""
+        """The data dir is gone (a new disk): metadata log, snapshots, ``quorum-state`` and
+        the directory id. It comes back on a new directory id, an observer until the leader
+        re-admits it (KIP-853, ``controller/quorum/voter_set.py``)."""
         self.crash(lose_unsynced=True)
+        self.disks += 1
         self.fs = MemoryFileSystem()
         self.fs.mkdirs(QUORUM_DIR)
         self.fs.fsync_dir("/")

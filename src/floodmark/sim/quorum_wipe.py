@@ -61,7 +61,8 @@ class _Script:
                                                     for v in self.qw.voters.values()}))
 
     def _observe(self, event: str, _voter: SimVoter | None) -> None:
-        if "becomes" in event or "VIOLATION" in event or "Vote" in event:
+        words = event.split()
+        if "becomes" in words or (len(words) > 3 and words[3].startswith("Vote")):
             self.step(event)
 
     def run_until(self, done: Callable[[], bool], limit_ms: int = 5000) -> bool:
@@ -88,12 +89,17 @@ class _Script:
 
 
 def _caught_up(qw: QuorumWorld, voters: list[SimVoter]) -> bool:
+    """One leader; every voter holds its whole log, knows it committed, and knows every voter
+    bound to its data dir (the ``voters`` records committed), itself a voter."""
     leaders = qw.leaders()
-    if len(leaders) != 1 or leaders[0].log is None:
+    if len(leaders) != 1 or leaders[0].log is None or leaders[0].core is None:
         return False
     end = leaders[0].log.log_end_offset
-    return all(v.core is not None and v.log is not None and v.log.log_end_offset == end
-               and v.core.high_watermark == end for v in voters)
+    bound = len(leaders[0].core.directories) == len(qw.voters)
+    return bound and all(
+        v.core is not None and v.log is not None and v.log.log_end_offset == end
+        and v.core.high_watermark == end and v.core.is_voter
+        and v.core.directories == leaders[0].core.directories for v in voters)
 
 
 def run_wiped_records_scenario(seed: int = WIPE_SEED) -> WipeScenarioResult:
@@ -122,7 +128,8 @@ def run_wiped_records_scenario(seed: int = WIPE_SEED) -> WipeScenarioResult:
     s.run_until(lambda: False, 600)
     leader.start()
     s.step(f"{leader.name} restarts")
-    s.run_until(lambda: False, 1500)
+    s.run_until(lambda: _caught_up(qw, list(qw.voters.values())), 3000)
+    s.step("settled")
     return s.finish()
 
 
@@ -155,6 +162,11 @@ def run_wiped_vote_scenario(seed: int = WIPE_SEED) -> WipeScenarioResult:
     s.run_until(lambda: y.core is not None and (y.core.is_leader
                                                or type(y.core.role).__name__ != "Candidate"),
                 1000)
+    s.step(f"{y.name} no longer a candidate in that epoch (or leads it)")
+    qw.heal()
+    s.step("every link heals")
+    s.run_until(lambda: _caught_up(qw, list(qw.voters.values())), 3000)
+    s.step("settled")
     return s.finish()
 
 

@@ -25,6 +25,7 @@ from floodmark.controller.quorum.effects import (
     AppendFetched,
     AppendLeaderChange,
     AppendSnapshotChunk,
+    AppendVoters,
     HighWatermarkChanged,
     PersistElectionState,
     QuorumEffect,
@@ -42,6 +43,7 @@ from floodmark.records import Record, build_batch
 from floodmark.storage.log import Log
 
 LEADER_CHANGE = "leader_change"
+VOTERS = "voters"
 MAX_FETCH_BYTES = 1 << 20
 
 
@@ -76,6 +78,11 @@ class SnapshotFiles(Protocol):
 def leader_change_record(effect: AppendLeaderChange) -> bytes:
     return json.dumps({"type": LEADER_CHANGE, "epoch": effect.epoch, "leader": effect.leader_id,
                        "voters": list(effect.voters)}, sort_keys=True).encode()
+
+
+def voters_record(effect: AppendVoters) -> bytes:
+    return json.dumps({"type": VOTERS, "epoch": effect.epoch, "voter": effect.voter_id,
+                       "directory_id": effect.directory_id}, sort_keys=True).encode()
 
 
 @dataclass(eq=False, slots=True)
@@ -122,8 +129,10 @@ class QuorumDriver:
                 self.state_file.write(effect.state)
             elif isinstance(effect, Send):
                 self.ports.send(effect.destination, effect.message, self._records_for(effect))
-            elif isinstance(effect, AppendLeaderChange):
-                batch = build_batch([Record(0, now_ms, None, leader_change_record(effect))])
+            elif isinstance(effect, AppendLeaderChange | AppendVoters):
+                value = (leader_change_record(effect) if isinstance(effect, AppendLeaderChange)
+                         else voters_record(effect))
+                batch = build_batch([Record(0, now_ms, None, value)])
                 self.log.append_as_leader(bytearray(batch), effect.epoch, now_ms)
                 self.log.flush(now_ms)
                 self.apply(self.core.after_leader_append(self.log, now_ms), now_ms)
