@@ -591,9 +591,11 @@ class LocalCluster:
     def quorum(self) -> dict[str, Any]:
         """The quorum as its leader sees it: ``leader_id``, ``leader_epoch``,
         ``high_watermark``, ``voters`` (each ``voter_id``, ``log_end_offset``, ``lag``,
-        ``last_fetch_ms_ago``, plus the supervisor's ``address`` and process ``state``), and
-        ``controllers``: each one's own answer (role, epoch, leader, LEO, HW, active) or
-        ``None``."""
+        ``last_fetch_ms_ago``, ``directory_id``, plus the supervisor's ``address`` and process
+        ``state``), ``observers`` (voter ids on a new data dir, not counted until re-admitted:
+        ``voter_id``, ``directory_id``, ``log_end_offset``), ``voter_directories`` (the
+        committed bindings), and ``controllers``: each one's own answer (role, epoch, leader,
+        LEO, HW, active, ``directory_id``, ``is_voter``) or ``None``."""
         answers = {c: self.describe_quorum(c) for c in self.controller_ids}
         leaders = [d for d in answers.values() if d is not None and d.get("role") == "leader"]
         view = max(leaders, key=lambda d: int(d["leader_epoch"]), default=None)
@@ -612,10 +614,15 @@ class LocalCluster:
             "leader_epoch": view.get("leader_epoch") if view else None,
             "high_watermark": view.get("high_watermark") if view and leaders else None,
             "voters": voters,
+            # KIP-853: voter ids the leader sees on a new data dir (not counted until it
+            # re-admits them), and the committed voter -> directory id bindings.
+            "observers": list((view or {}).get("observers", [])) if leaders else [],
+            "voter_directories": list((view or {}).get("voter_directories", [])),
             "controllers": {
                 str(c): None if d is None else {
                     k: d.get(k) for k in ("role", "leader_id", "leader_epoch",
-                                          "high_watermark", "log_end_offset", "active")}
+                                          "high_watermark", "log_end_offset", "active",
+                                          "directory_id", "is_voter")}
                 for c, d in answers.items()},
         }
 

@@ -135,7 +135,8 @@ class ControllerServer:
             # voter writes only while it is the active controller (the quorum leader).
             settings, voters = quorum
             self.quorum = QuorumNode(settings, voters, self.mlog.log, data_dir,
-                                     self._on_high_watermark, self._on_role, self.snapshots)
+                                     self._on_high_watermark, self._on_role, self.snapshots,
+                                     self._on_voters_record)
             if self.snapshot is not None:
                 sid = self.snapshot[0]
                 self.quorum.snapshot_written(sid.end_offset, sid.epoch, self.snapshots.size(sid))
@@ -320,6 +321,20 @@ class ControllerServer:
             else:
                 self._commit_waiters.append((offset, future))
         self._wake_fetchers()
+
+    def _on_voters_record(self, offset: int, value: bytes) -> None:
+        """The quorum leader appended a ``voters`` record (a voter bound to its data dir): the
+        active controller's image and records take its offset, so its next record follows it.
+        Not yet active: it is replayed from the log with the committed records."""
+        if self.logic is None:
+            return
+        if offset != self.records_end:
+            log.error("controller %d: voters record at %d, records end at %d", self.node_id,
+                      offset, self.records_end)
+            return
+        rec = json.loads(value)
+        self.image.apply_all([(offset, rec)], self._unapplied)
+        self.records.append(rec)
 
     def _on_role(self, change: RoleChanged) -> None:
         if change.role != "leader" and self.logic is not None:

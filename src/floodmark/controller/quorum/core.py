@@ -208,8 +208,8 @@ class QuorumCore:
         if isinstance(role, Leader):
             voters.append(VoterDescription(self.node_id, log.recovery_point, -1,
                                            self.directory_id))
-            for p in role.progress:
-                if accepts(self.directories, p.voter_id, p.directory_id):
+            for p in role.progress:  # (not fetched yet in this epoch: a voter, directory unknown)
+                if not p.directory_id or accepts(self.directories, p.voter_id, p.directory_id):
                     voters.append(VoterDescription(p.voter_id, p.log_end_offset,
                                                    p.last_fetch_ms, p.directory_id))
                 else:
@@ -368,6 +368,10 @@ class QuorumCore:
 
     def _leader_tick(self, role: Leader, log: QuorumLogView, now_ms: int,
                      effects: list[QuorumEffect]) -> None:
+        self._maybe_bind(log, effects)
+        bound = self.role
+        assert isinstance(bound, Leader)
+        role = bound
         if now_ms >= role.check_quorum_deadline_ms:
             if self._heard_from_majority(role, now_ms):
                 self.role = replace(role, check_quorum_deadline_ms=now_ms
@@ -634,7 +638,8 @@ class QuorumCore:
         """The leader binds one voter at a time to its data dir with a ``voters`` record
         (``voter_set.admission_candidate``): a voter not bound yet, or one back on a new data
         dir that has caught up. Only once a record of this epoch is committed (Raft's rule
-        for a membership change), and one binding in flight at a time."""
+        for a membership change), and one binding in flight at a time. Called on a fetch and
+        on the leader's tick, never inside an append of the shell's own records."""
         role = self.role
         if (not isinstance(role, Leader) or role.binding is not None
                 or self.high_watermark <= role.epoch_start_offset):
@@ -666,7 +671,6 @@ class QuorumCore:
             self._set_directories(merge(self.directories,
                                         [VoterDirectory(voter_id, directory_id, offset)]),
                                   effects)
-        self._maybe_bind(log, effects)
 
     def after_leader_append(self, log: QuorumLogView, now_ms: int) -> list[QuorumEffect]:
         """The leader appended and flushed: its own end offset counts now."""

@@ -16,7 +16,7 @@ bytes on a crash). Every durability rule of the quorum is applied here, once:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -94,6 +94,9 @@ class QuorumDriver:
     fetch_max_bytes: int = MAX_FETCH_BYTES  # per answer; at least one whole batch (KIP-74)
     snapshots: SnapshotFiles | None = None  # None: no snapshots (the log is never cut)
     snapshot_chunk_bytes: int = MAX_FETCH_BYTES  # per FetchSnapshot answer
+    on_voters_record: Callable[[int, bytes], None] | None = None
+    """The leader appended a ``voters`` record of its own (offset, value): a shell that keeps
+    its own view of the log's offsets (the active controller) accounts for it."""
 
     def start(self, now_ms: int) -> None:
         self.apply(self.core.start(self.log, now_ms), now_ms)
@@ -133,8 +136,10 @@ class QuorumDriver:
                 value = (leader_change_record(effect) if isinstance(effect, AppendLeaderChange)
                          else voters_record(effect))
                 batch = build_batch([Record(0, now_ms, None, value)])
-                self.log.append_as_leader(bytearray(batch), effect.epoch, now_ms)
+                info = self.log.append_as_leader(bytearray(batch), effect.epoch, now_ms)
                 self.log.flush(now_ms)
+                if isinstance(effect, AppendVoters) and self.on_voters_record is not None:
+                    self.on_voters_record(info.first_offset, value)
                 self.apply(self.core.after_leader_append(self.log, now_ms), now_ms)
             elif isinstance(effect, AppendFetched):
                 if records:
