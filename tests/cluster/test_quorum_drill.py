@@ -151,6 +151,7 @@ def run_drill(tmp_path: Path) -> None:
         voter = next(c for c in cluster.controller_ids if c != leader_ctl)
         wait_until(lambda: _log_start_moved(cluster, leader_ctl), STEP_S,
                    f"controller {leader_ctl} snapshotted and moved its log start")
+        old_dir = cluster.quorum()["controllers"][str(voter)]["directory_id"]
         cluster.kill(voter, signal.SIGKILL)
         shutil.rmtree(cluster.controller_dir(voter))
         _create(cluster, ["during-restart"])  # the quorum of two still commits
@@ -158,6 +159,16 @@ def run_drill(tmp_path: Path) -> None:
         cluster.start_node(voter)
         wait_until(lambda: _voter_caught_up(cluster, voter), STEP_S,
                    f"controller {voter} caught up after its restart with no data")
+        # KIP-853: it came back on a new directory id, an observer (neither voting nor counted)
+        # until the leader re-bound its id to the new directory, once caught up.
+        wait_until(lambda: (cluster.quorum()["controllers"][str(voter)] or {}).get("is_voter"),
+                   STEP_S, f"controller {voter} re-admitted as a voter")
+        q = cluster.quorum()
+        new_dir = q["controllers"][str(voter)]["directory_id"]
+        assert old_dir and new_dir and new_dir != old_dir
+        assert {"voter_id": voter, "directory_id": new_dir} in [
+            {k: b[k] for k in ("voter_id", "directory_id")} for b in q["voter_directories"]]
+        assert q["observers"] == []
         with cluster.log_path(voter).open("rb") as fh:
             fh.seek(log_from)
             assert b"from the leader" in fh.read(), "the empty voter loaded no snapshot"
