@@ -44,6 +44,12 @@ from pathlib import Path
 from typing import Any
 
 from floodmark.controller import rpc
+from floodmark.controller.quorum.directory_id import (
+    bootstrap_bindings,
+    format_directory,
+    new_directory_id,
+)
+from floodmark.storage.fs import RealFileSystem
 
 STATE_FILE = "cluster.json"
 CONTROLLER_ID = 0
@@ -474,10 +480,25 @@ class LocalCluster:
             proc, path, start = self._launch(node_id)
             self._await_listening(node_id, proc, path, start, timeout_s)
 
+    def _format_controllers(self) -> None:
+        """A new quorum's first formation: every controller data dir gets its directory id
+        and the bootstrap bindings of every voter (``directory_id.format_directory``, Kafka's
+        ``kafka-storage format --initial-controllers``). Only when no controller dir exists
+        yet: a restart never formats (a deleted data dir comes back on a new directory id, an
+        observer until the quorum re-admits it)."""
+        dirs = {c: self.controller_dir(c) for c in self.controller_ids}
+        if not self.is_quorum or any(d.exists() for d in dirs.values()):
+            return
+        ids = {c: new_directory_id() for c in dirs}
+        bootstrap = bootstrap_bindings(ids)
+        for c, d in dirs.items():
+            format_directory(RealFileSystem(), str(d), ids[c], bootstrap)
+
     def start(self, timeout_s: float = 60.0) -> LocalCluster:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.state["supervisor_pid"] = os.getpid()
         self._save()
+        self._format_controllers()
         if self.is_quorum:
             for c in self.controller_ids:  # the voter set names every port: fix them now
                 node = self._node(c)

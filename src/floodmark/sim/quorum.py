@@ -31,12 +31,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from floodmark.controller.quorum.core import QuorumConfig, QuorumCore
-from floodmark.controller.quorum.directory_id import load_or_format
+from floodmark.controller.quorum.directory_id import (
+    bootstrap_bindings,
+    format_directory,
+    load_or_format,
+)
 from floodmark.controller.quorum.driver import QuorumDriver
 from floodmark.controller.quorum.effects import RoleChanged
 from floodmark.controller.quorum.messages import QuorumMessage
 from floodmark.controller.quorum.rules import majority
 from floodmark.controller.quorum.state_file import QuorumStateFile
+from floodmark.controller.quorum.voter_set import directory_of
 from floodmark.controller.snapshot import (
     SnapshotId,
     SnapshotStore,
@@ -79,6 +84,10 @@ class QuorumSimConfig:
     snapshot_interval: int = 0
     """Committed records between a voter's snapshots (0: no snapshots, the log is never cut)."""
     segment_bytes: int = 1 << 30
+    format_voters: bool = True
+    """Format every voter's data dir with every voter's directory id before the first start
+    (``directory_id.format_directory``, as ``cluster up`` does); False: each makes its own at its
+    first start and the leader binds them as it hears from them."""
     snapshot_chunk_bytes: int = 256
     """Bytes per FetchSnapshot answer: a transfer takes several round trips."""
     """Small with snapshots, so cutting the log deletes whole segments for real."""
@@ -119,6 +128,9 @@ class SimVoter:
         self._snapshot_entries: tuple[SnapshotId, dict[int, Entry]] | None = None
         self.snapshots_loaded = 0  # snapshots installed from the leader (FetchSnapshot)
         self.disks = 1  # data dirs so far (a wipe gives it a new one, with a new directory id)
+        self.readmitted = True
+        """False from a wipe until it learns its id is bound to its new directory: until then
+        the quorum does not count it (absent), and what its lost disk held is gone."""
         self._wake_at: int | None = None
         self._tick_on_resume = False
         world.net.add_node(self.name, self.on_message)
@@ -128,14 +140,17 @@ class SimVoter:
     def core(self) -> QuorumCore | None:
         return self.driver.core if self.driver is not None else None
 
+    def directory_name(self) -> str:
+        """The directory id of this voter's current data dir (deterministic: no random draw)."""
+        return f"{self.name}-dir{self.disks}"
+
     # -- lifecycle ------------------------------------------------------------------------------
     def start(self) -> None:
         assert not self.alive
         now = self.world.now_ms
         self.log = Log.open(LOG_DIR, self.world.config.log_config(), fs=self.fs, now_ms=now)
         state_file = QuorumStateFile(self.fs, QUORUM_DIR)
-        directory_id = load_or_format(self.fs, QUORUM_DIR,
-                                      lambda: f"{self.name}-dir{self.disks}")
+        directory_id = load_or_format(self.fs, QUORUM_DIR, self.directory_name)
         core = QuorumCore(self.world.config.quorum_config(self.node_id), state_file.read(),
                           random.Random(self.world.rng.getrandbits(32)), directory_id)
         if self.world.config.snapshot_interval > 0:
@@ -179,6 +194,7 @@ class SimVoter:
         re-admits it (KIP-853, ``controller/quorum/voter_set.py``)."""
         self.crash(lose_unsynced=True)
         self.disks += 1
+        self.readmitted = False
         self.fs = MemoryFileSystem()
         self.fs.mkdirs(QUORUM_DIR)
         self.fs.fsync_dir("/")
@@ -249,6 +265,11 @@ class SimVoter:
         self._after()
 
     def _after(self) -> None:
+        core = self.core
+        if not self.readmitted and core is not None and directory_of(
+                core.directories, self.node_id) == core.directory_id:
+            self.readmitted = True
+            self.world.record(f"{self.name} re-admitted on directory {core.directory_id}")
         self.world.check_voter(self)
         self._maybe_snapshot()
         self._reschedule()
@@ -346,6 +367,11 @@ class QuorumWorld:
         self.rng = self.world.rng
         self.net = Network(self.world, self.config.network)
         self.voters = {i: SimVoter(self, i) for i in range(1, self.config.voters + 1)}
+        if self.config.format_voters:  # the quorum's first formation (cluster up's)
+            bootstrap = bootstrap_bindings({v.node_id: v.directory_name()
+                                            for v in self.voters.values()})
+            for voter in self.voters.values():
+                format_directory(voter.fs, QUORUM_DIR, voter.directory_name(), bootstrap)
         self.leaders_by_epoch: dict[int, int] = {}
         self.committed: dict[int, Entry] = {}  # offset -> the record committed there
         self.violations: list[Violation] = []
@@ -505,16 +531,22 @@ class QuorumWorld:
                         return
 
     def check_committed_on_majority(self) -> None:
-        """Every committed record is on a majority of the voters' disks (what lets any future
-        leader have it)."""
-        needed = majority(len(self.voters))
+        """Every committed record is on enough voters' disks that any future leader has it:
+        every majority of the voters the quorum counts meets a holder. A voter that lost its
+        disk and is not re-admitted yet is absent (it can neither vote nor count), so with
+        ``a`` of them the holders must number more than ``n - majority - a`` (a majority when
+        none is absent, n odd)."""
+        n = len(self.voters)
+        needed = majority(n)
+        absent = sum(1 for v in self.voters.values() if not v.readmitted)
         logs = [v.entries() if v.log is not None else _durable_entries(v)
-                for v in self.voters.values()]
+                for v in self.voters.values() if v.readmitted]
         for offset, entry in sorted(self.committed.items()):
             holders = sum(1 for entries in logs if entries.get(offset) == entry)
-            if holders < needed:
+            if holders + absent <= n - needed:
                 self.violation("committed-record-lost",
-                               f"committed {entry} at offset {offset} is on {holders} voters")
+                               f"committed {entry} at offset {offset} is on {holders} voters "
+                               f"({absent} absent)")
                 return
 
 

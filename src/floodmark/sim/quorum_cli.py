@@ -40,6 +40,9 @@ def register(sim_subparsers: Any) -> None:
     p.add_argument("--snapshot-interval", type=int, default=0, metavar="RECORDS",
                    help="voters snapshot every RECORDS committed records and cut their logs "
                         "(KIP-630; 0: off)")
+    p.add_argument("--wipes", action="store_true",
+                   help="also crash voters with the loss of their whole data dir (one at a "
+                        "time; the voter restarts on a new directory id)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--fail-on-violation", action="store_true")
     p.set_defaults(func=cmd_quorum)
@@ -56,7 +59,8 @@ def cmd_quorum(args: argparse.Namespace) -> int:
         return 2
     options = QuorumExploreOptions(voters=args.voters, fault_phase_ms=args.fault_phase_ms,
                                    loss_probability=args.loss,
-                                   snapshot_interval=args.snapshot_interval)
+                                   snapshot_interval=args.snapshot_interval,
+                                   wipes=args.wipes)
     if args.replay is not None:
         result = run_quorum_seed(args.replay, options, trace=True)
         return _replay(args, result)
@@ -86,7 +90,10 @@ def cmd_quorum(args: argparse.Namespace) -> int:
         for r in failing:
             v = r.violations[0]
             _print(f"seed {r.seed}: {v.invariant}: {v.detail}")
-            _print(f"    reproduce: floodmark sim quorum --replay {r.seed} --voters {args.voters}")
+            _print(f"    reproduce: floodmark sim quorum --replay {r.seed} --voters {args.voters}"
+                   + (" --wipes" if args.wipes else "")
+                   + (f" --snapshot-interval {args.snapshot_interval}"
+                      if args.snapshot_interval else ""))
     return 1 if args.fail_on_violation and failing else 0
 
 

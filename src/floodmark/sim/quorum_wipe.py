@@ -49,9 +49,9 @@ class WipeScenarioResult:
 
 
 class _Script:
-    def __init__(self, name: str, seed: int) -> None:
+    def __init__(self, name: str, seed: int, formatted: bool) -> None:
         config = QuorumSimConfig(network=NetworkConfig(min_delay_ms=1, max_delay_ms=3),
-                                 fetch_max_bytes=1 << 20)
+                                 fetch_max_bytes=1 << 20, format_voters=formatted)
         self.qw = QuorumWorld(seed, config)
         self.result = WipeScenarioResult(name)
         self.qw.observer = self._observe
@@ -102,8 +102,9 @@ def _caught_up(qw: QuorumWorld, voters: list[SimVoter]) -> bool:
         and v.core.directories == leaders[0].core.directories for v in voters)
 
 
-def run_wiped_records_scenario(seed: int = WIPE_SEED) -> WipeScenarioResult:
-    s = _Script("wiped-records", seed)
+def run_wiped_records_scenario(seed: int = WIPE_SEED, formatted: bool = True
+                               ) -> WipeScenarioResult:
+    s = _Script("wiped-records", seed, formatted)
     qw = s.qw
     s.step("three voters start")
     qw.start_all()
@@ -133,8 +134,9 @@ def run_wiped_records_scenario(seed: int = WIPE_SEED) -> WipeScenarioResult:
     return s.finish()
 
 
-def run_wiped_vote_scenario(seed: int = WIPE_SEED) -> WipeScenarioResult:
-    s = _Script("wiped-vote", seed)
+def run_wiped_vote_scenario(seed: int = WIPE_SEED, formatted: bool = True
+                            ) -> WipeScenarioResult:
+    s = _Script("wiped-vote", seed, formatted)
     qw = s.qw
     s.step("three voters start")
     qw.start_all()
@@ -170,9 +172,12 @@ def run_wiped_vote_scenario(seed: int = WIPE_SEED) -> WipeScenarioResult:
     return s.finish()
 
 
-def run_wipe_scenario(name: str, seed: int = WIPE_SEED) -> WipeScenarioResult:
+def run_wipe_scenario(name: str, seed: int = WIPE_SEED, formatted: bool = True
+                      ) -> WipeScenarioResult:
+    """``formatted``: the quorum formed with every voter's directory id (``cluster up``);
+    False: on unformatted dirs, bound by the leader as it hears from each voter."""
     if name == "wiped-records":
-        return run_wiped_records_scenario(seed)
+        return run_wiped_records_scenario(seed, formatted)
     if name == "wiped-vote":
-        return run_wiped_vote_scenario(seed)
+        return run_wiped_vote_scenario(seed, formatted)
     raise ValueError(f"unknown scenario {name!r}; expected one of {', '.join(WIPE_SCENARIOS)}")

@@ -40,6 +40,7 @@ class VoterDirectory:
 
 
 Bindings = tuple[VoterDirectory, ...]  # sorted by voter id, at most one per id
+BOOTSTRAP = -1  # ``bound_at`` of a binding written when the quorum was formed (before any record)
 
 
 def directory_of(bindings: Bindings, voter_id: int) -> str | None:
