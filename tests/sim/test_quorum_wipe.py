@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from floodmark.controller.quorum import core
+from floodmark.sim.quorum_explore import QuorumExploreOptions, run_quorum_seed
 from floodmark.sim.quorum_wipe import WIPE_SCENARIOS, run_wipe_scenario
 
 
@@ -46,3 +47,19 @@ def test_unformatted_voters_are_bound_by_the_leader_as_it_hears_from_them(name: 
     assert result.safe, result.violations
     voters_records = [v for v in result.committed if '"type": "voters"' in v]
     assert len(voters_records) == 4, voters_records
+
+
+def test_explorer_with_lost_data_dirs_finds_no_violation_and_readmits() -> None:
+    options = QuorumExploreOptions(wipes=True)
+    results = [run_quorum_seed(seed, options) for seed in range(1, 13)]
+    assert all(r.ok for r in results), [(r.seed, r.violations[:2]) for r in results if not r.ok]
+    assert sum(r.wipes for r in results) >= 5
+    assert sum(r.readmissions for r in results) >= 5
+
+
+def test_explorer_with_lost_data_dirs_and_the_rule_off_breaks_raft(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Seed 5 (of the first 100, 15 fail this way with the rule off).
+    monkeypatch.setattr(core, "accepts", lambda bindings, voter_id, directory_id: True)
+    result = run_quorum_seed(5, QuorumExploreOptions(wipes=True))
+    assert not result.ok

@@ -269,6 +269,7 @@ class SimVoter:
         if not self.readmitted and core is not None and directory_of(
                 core.directories, self.node_id) == core.directory_id:
             self.readmitted = True
+            self.world.readmissions += 1
             self.world.record(f"{self.name} re-admitted on directory {core.directory_id}")
         self.world.check_voter(self)
         self._maybe_snapshot()
@@ -378,6 +379,7 @@ class QuorumWorld:
         self.elections = 0
         self.writes = 0
         self.truncations = 0
+        self.readmissions = 0  # wiped voters bound again to their new directory
         self.observer: Callable[[str, SimVoter | None], None] | None = None
         self._leader_hw: dict[tuple[int, int], int] = {}  # (node, epoch) -> HW as leader
         self._writing = False

@@ -76,6 +76,8 @@ def cmd_quorum(args: argparse.Namespace) -> int:
                "writes": sum(r.writes for r in results),
                "events": sum(r.events for r in results), "elapsed_s": round(elapsed, 2),
                "snapshots_loaded": sum(r.snapshots_loaded for r in results),
+               "wipes": sum(r.wipes for r in results),
+               "readmissions": sum(r.readmissions for r in results),
                "violations": [dict(v, seed=r.seed) for r in failing
                               for v in r.as_json()["violations"]]}  # type: ignore[attr-defined]
     if args.json:
@@ -86,7 +88,9 @@ def cmd_quorum(args: argparse.Namespace) -> int:
                f"{summary['committed_records']} committed records checked, "
                f"{summary['events']} events, {elapsed:.1f} s"
                + (f", {summary['snapshots_loaded']} snapshots loaded by FetchSnapshot"
-                  if args.snapshot_interval else ""))
+                  if args.snapshot_interval else "")
+               + (f", {summary['wipes']} data dirs lost, {summary['readmissions']} voters "
+                  "re-admitted on a new directory" if args.wipes else ""))
         for r in failing:
             v = r.violations[0]
             _print(f"seed {r.seed}: {v.invariant}: {v.detail}")

@@ -55,6 +55,8 @@ class QuorumSeedResult:
     events: int = 0
     trace_hash: str = ""
     snapshots_loaded: int = 0
+    wipes: int = 0
+    readmissions: int = 0
 
     @property
     def ok(self) -> bool:
@@ -65,6 +67,7 @@ class QuorumSeedResult:
                 "writes": self.writes, "committed": self.committed, "events": self.events,
                 "faults": len(self.faults), "trace_hash": self.trace_hash,
                 "snapshots_loaded": self.snapshots_loaded,
+                "wipes": self.wipes, "readmissions": self.readmissions,
                 "violations": [{"time_ms": v.time_ms, "invariant": v.invariant,
                                 "detail": v.detail} for v in self.violations]}
 
@@ -154,7 +157,8 @@ def run_quorum_seed(seed: int, options: QuorumExploreOptions | None = None,
     return QuorumSeedResult(seed, list(qw.violations), qw.elections, qw.writes,
                             len(qw.committed), faults, qw.world.events_run,
                             qw.world.trace_hash,
-                            sum(v.snapshots_loaded for v in qw.voters.values()))
+                            sum(v.snapshots_loaded for v in qw.voters.values()),
+                            sum(1 for f in faults if f" {WIPE} " in f), qw.readmissions)
 
 
 def _check_converged(qw: QuorumWorld) -> None:
