@@ -423,8 +423,7 @@ class QuorumCore:
         assert isinstance(role, Prospective | Candidate)
         request = VoteRequest(role.epoch, self.node_id, last_log_epoch(log), log.log_end_offset,
                               pre_vote=isinstance(role, Prospective),
-                              candidate_directory_id=self.directory_id,
-                              voter_directories=self.directories)
+                              candidate_directory_id=self.directory_id)
         for voter in self.config.others:
             if voter not in role.granted and voter not in role.rejected:
                 effects.append(Send(voter, request))
@@ -487,9 +486,6 @@ class QuorumCore:
 
     def _on_vote_request(self, src: int, req: VoteRequest, log: QuorumLogView, now_ms: int,
                          effects: list[QuorumEffect]) -> None:
-        # Committed bindings are facts whoever tells them: a voter that missed a re-admission
-        # learns it here (persisted before the answer leaves).
-        self._set_directories(merge(self.directories, req.voter_directories), effects)
         # KIP-853: only a voter on its known data dir votes, only for a candidate on its own.
         log_ok = (log_is_up_to_date(req.last_epoch, req.last_epoch_end_offset,
                                     last_log_epoch(log), log.log_end_offset)
@@ -505,8 +501,7 @@ class QuorumCore:
             effects.append(Send(src, VoteResponse(self.node_id, self.epoch,
                                                   NO_LEADER if grant else self.leader_id,
                                                   grant, pre_vote=True,
-                                                  voter_directory_id=self.directory_id,
-                                                  voter_directories=self.directories)))
+                                                  voter_directory_id=self.directory_id)))
             return
         if req.candidate_epoch > self.epoch:
             self._to_unattached(req.candidate_epoch, now_ms, effects)
@@ -519,12 +514,10 @@ class QuorumCore:
             self._become(Unattached(self.epoch, req.candidate_id, self._election_deadline(now_ms)),
                          effects)
         effects.append(Send(src, VoteResponse(self.node_id, self.epoch, self.leader_id, grant,
-                                              voter_directory_id=self.directory_id,
-                                              voter_directories=self.directories)))
+                                              voter_directory_id=self.directory_id)))
 
     def _on_vote_response(self, src: int, resp: VoteResponse, log: QuorumLogView, now_ms: int,
                           effects: list[QuorumEffect]) -> None:
-        self._set_directories(merge(self.directories, resp.voter_directories), effects)
         self._observe(resp.epoch, resp.leader_id, now_ms, effects)
         role = self.role
         counts = (
@@ -718,6 +711,10 @@ class QuorumCore:
                 or role.leader_id != src or role.fetch_sent_ms < 0):
             return  # for an earlier epoch or leader, or not asked for
         role = replace(role, fetch_sent_ms=-1)
+        # Bindings only from the leader's fetch answer: a voter back on a new directory learns
+        # it is re-admitted from a leader whose epoch it then knows has a leader, so it never
+        # votes in that epoch (a vote it may have cast there before losing its disk). Hearing
+        # them in vote messages would break that (docs/quorum.md).
         self._set_directories(merge(self.directories, resp.voter_directories), effects)
         if resp.fetch_offset != log.log_end_offset:  # the log moved since: a stale answer
             self.role = replace(role, next_fetch_ms=now_ms)

@@ -31,7 +31,6 @@ class VoteRequest:
     last_epoch_end_offset: int
     pre_vote: bool = False
     candidate_directory_id: str = ""  # KIP-853: the candidate's data dir
-    voter_directories: Bindings = ()  # the committed voter bindings the candidate knows
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +41,6 @@ class VoteResponse:
     vote_granted: bool
     pre_vote: bool = False
     voter_directory_id: str = ""  # KIP-853: the data dir that voted
-    voter_directories: Bindings = ()  # the committed voter bindings the voter knows
 
 
 @dataclass(frozen=True, slots=True)
