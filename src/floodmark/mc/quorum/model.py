@@ -1,0 +1,294 @@
+"""The transition system of the controller quorum the checker explores.
+
+N voters (``c1``…) run the controller's ``QuorumCore`` through its ``QuorumDriver``
+(``floodmark.mc.quorum.voter``); the model only chooses which event happens next:
+
+* ``Deliver`` a message in flight to a running voter, or ``Drop`` it (the network may lose,
+  delay and reorder anything; a crash resets the crashed voter's connections, so what was in
+  flight to it is gone);
+* ``Timer``: one of a running voter's timers fires (a retry, or an election, fetch or
+  check-quorum timeout; see "Time" in ``voter``);
+* ``Write``: a voter that believes it leads appends the next client record (``m0``, ``m1``…;
+  at most ``max_records`` in all) — a stale leader may write too;
+* ``LeaderGone``: a follower's connection to its leader closes (a reset, a dead process);
+* ``Crash`` a running voter between steps (at most ``max_crashes`` crashes in all), or in the
+  middle of any of the steps above: before its k-th durable operation, keeping of its log what
+  its disk holds then (``voter.crashed_outcomes``); ``Start`` a crashed voter again.
+
+Bounds: epochs above ``max_epoch`` are not entered (a step that would is not taken), at most
+``max_in_flight`` messages are in flight (a send beyond that is lost, which the network may do
+anyway). The state also keeps two histories: every (epoch, leader) there ever was, and every
+record ever below a leader's HW, for the invariants (``floodmark.mc.quorum.invariants``).
+
+Values are interned: a state is a tuple of small ints, and every voter step is computed once
+per (voter, value, event) and memoised.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from floodmark.controller.quorum.messages import QuorumMessage
+from floodmark.controller.quorum.roles import Follower, Leader
+from floodmark.mc.quorum.log import Batches, Entry
+from floodmark.mc.quorum.voter import (
+    EMPTY,
+    TIMER_TIMES,
+    Deliver,
+    Event,
+    LeaderGone,
+    Outcome,
+    Start,
+    Tick,
+    VoterValue,
+    Write,
+    crash_between_steps,
+    run,
+)
+
+Message = tuple[int, int, QuorumMessage, bytes]
+"""In flight: (source, destination, message, the records beside it)."""
+Committed = tuple[tuple[int, int, str], ...]
+"""(offset, epoch, name) of every record ever below a leader's HW, sorted."""
+Leaders = tuple[tuple[int, int], ...]
+"""(epoch, voter) of every leader there ever was, sorted."""
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumModelConfig:
+    voters: int = 2
+    max_epoch: int = 2
+    max_records: int = 1
+    max_crashes: int = 0
+    max_in_flight: int = 2
+    fetch_max_bytes: int = 1
+    """Bytes per fetch answer (at least one batch): 1 moves one record per fetch, which reaches
+    a voter holding an old epoch's record without the new leader's first one."""
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.voters <= 5:
+            raise ValueError(f"--voters must be 1..5, got {self.voters}")
+        if self.max_epoch < 1:
+            raise ValueError(f"--max-epoch must be >= 1, got {self.max_epoch}")
+        if self.max_records < 0 or self.max_crashes < 0:
+            raise ValueError("--max-records and --max-crashes must be >= 0")
+        if self.max_in_flight < 1:
+            raise ValueError(f"--max-in-flight must be >= 1, got {self.max_in_flight}")
+
+
+class QuorumState(NamedTuple):
+    voters: tuple[int, ...]
+    """Interned ``VoterValue`` id per voter (voter ``i + 1`` at index ``i``)."""
+    network: tuple[int, ...]
+    """Interned ``Message`` ids in flight, sorted (a multiset)."""
+    writes: int
+    crashes_left: int
+    leaders: Leaders
+    committed: Committed
+
+
+class Action(NamedTuple):
+    """A transition label: ``kind`` at ``voter`` (1-based), ``arg`` kind-specific (a timer's
+    ``now_ms``, a record number, a leader id), ``message`` the one delivered or lost;
+    ``crash_at`` >= 0: the voter crashed before that durable operation of the step, keeping
+    ``keep`` log entries. Values only, so a fresh model can replay a trace."""
+
+    kind: str
+    voter: int
+    arg: int = -1
+    crash_at: int = -1
+    keep: int = -1
+    message: Message | None = None
+
+
+class StateView(NamedTuple):
+    """A state with its ids resolved (traces, invariants, rendering)."""
+
+    voters: tuple[VoterValue, ...]
+    network: tuple[Message, ...]
+    writes: int
+    crashes_left: int
+    leaders: Leaders
+    committed: Committed
+
+
+class _Interned:
+    __slots__ = ("ids", "values")
+
+    def __init__(self) -> None:
+        self.ids: dict[Any, int] = {}
+        self.values: list[Any] = []
+
+    def id(self, value: object) -> int:
+        found = self.ids.get(value)
+        if found is None:
+            found = self.ids[value] = len(self.values)
+            self.values.append(value)
+        return found
+
+
+class QuorumModel:
+    """Initial state, successors and views for one ``QuorumModelConfig``."""
+
+    def __init__(self, config: QuorumModelConfig) -> None:
+        self.config = config
+        self.n = config.voters
+        self.batches = Batches()
+        self._voters = _Interned()
+        self._messages = _Interned()
+        self._histories = _Interned()
+        self._steps: dict[tuple[int, int, Any, int], tuple[list[Outcome], int]] = {}
+
+    # -- values ----------------------------------------------------------------------------
+    def voter(self, vid: int) -> VoterValue:
+        value: VoterValue = self._voters.values[vid]
+        return value
+
+    def message(self, mid: int) -> Message:
+        value: Message = self._messages.values[mid]
+        return value
+
+    def view(self, state: QuorumState) -> StateView:
+        return StateView(tuple(self.voter(v) for v in state.voters),
+                         tuple(self.message(m) for m in state.network), state.writes,
+                         state.crashes_left, state.leaders, state.committed)
+
+    def key(self, state: QuorumState) -> tuple[int, ...]:
+        history = self._histories.id((state.leaders, state.committed))
+        return (state.writes, state.crashes_left, history, *state.voters, *state.network)
+
+    def from_key(self, key: tuple[int, ...]) -> QuorumState:
+        leaders, committed = self._histories.values[key[2]]
+        return QuorumState(key[3:3 + self.n], key[3 + self.n:], key[0], key[1], leaders,
+                           committed)
+
+    # -- the voters' code, memoised ----------------------------------------------------------
+    def _run(self, i: int, vid: int, event: Event, crash_at: int = -1) -> tuple[list[Outcome],
+                                                                                  int]:
+        memo_key = (i, vid, event, crash_at)
+        found = self._steps.get(memo_key)
+        if found is None:
+            found = self._steps[memo_key] = run(
+                i + 1, self.n, self.voter(vid), event, self.batches, self.config.fetch_max_bytes,
+                None if crash_at < 0 else crash_at)
+        return found
+
+    # -- initial state ---------------------------------------------------------------------
+    def initial_state(self) -> QuorumState:
+        """Every voter starts on an empty disk (``Start``), nothing in flight."""
+        voters: list[int] = []
+        network: list[int] = []
+        empty = self._voters.id(EMPTY)
+        for i in range(self.n):
+            (outcome,), _ = self._run(i, empty, Start())
+            voters.append(self._voters.id(outcome.value))
+            network.extend(self._message_ids(i, outcome, voters))
+        state = QuorumState(tuple(voters), tuple(sorted(network)), 0, self.config.max_crashes,
+                            (), ())
+        return self._with_history(state)
+
+    # -- successors --------------------------------------------------------------------------
+    def successors(self, state: QuorumState) -> Iterator[tuple[Action, QuorumState]]:
+        seen: set[int] = set()
+        for mid in state.network:
+            if mid in seen:
+                continue
+            seen.add(mid)
+            src, dst, message, records = self.message(mid)
+            rest = list(state.network)
+            rest.remove(mid)
+            dropped = state._replace(network=tuple(rest))
+            yield Action("Drop", dst, message=(src, dst, message, records)), dropped
+            i = dst - 1
+            if self.voter(state.voters[i]).alive:
+                yield from self._steps_of(dropped, i, Deliver(src, message, records),
+                                          Action("Deliver", dst,
+                                                 message=(src, dst, message, records)))
+        for i, vid in enumerate(state.voters):
+            value = self.voter(vid)
+            if not value.alive:
+                yield from self._steps_of(state, i, Start(), Action("Start", i + 1))
+                continue
+            for now_ms in TIMER_TIMES:
+                yield from self._steps_of(state, i, Tick(now_ms), Action("Timer", i + 1, now_ms))
+            if value.is_leader and state.writes < self.config.max_records:
+                nxt = state._replace(writes=state.writes + 1)
+                yield from self._steps_of(nxt, i, Write(f"m{state.writes}"),
+                                          Action("Write", i + 1, state.writes))
+            role = value.role
+            if isinstance(role, Follower) and not role.leader_disconnected:
+                yield from self._steps_of(state, i, LeaderGone(role.leader_id),
+                                          Action("LeaderGone", i + 1, role.leader_id))
+            if state.crashes_left > 0:
+                crashed = self._after(state, i, Outcome(crash_between_steps(value), (), True))
+                if crashed is not None:
+                    yield Action("Crash", i + 1), crashed
+
+    def _steps_of(self, state: QuorumState, i: int, event: Event,
+                  action: Action) -> Iterator[tuple[Action, QuorumState]]:
+        """The successors of voter ``i`` undergoing ``event``: the whole step, and with crashes
+        left, a crash before each of its durable operations but the first (a crash before the
+        first is the plain ``Crash``)."""
+        vid = state.voters[i]
+        (outcome,), operations = self._run(i, vid, event)
+        if outcome.value != self.voter(vid) or outcome.sent:
+            nxt = self._after(state, i, outcome)
+            if nxt is not None:
+                yield action, nxt
+        if state.crashes_left <= 0:
+            return
+        for crash_at in range(1, operations):
+            outcomes, _ = self._run(i, vid, event, crash_at)
+            for crashed in outcomes:
+                nxt = self._after(state, i, crashed)
+                if nxt is not None:
+                    yield action._replace(crash_at=crash_at, keep=len(crashed.value.log)), nxt
+
+    def _message_ids(self, i: int, outcome: Outcome, voters: list[int] | tuple[int, ...]
+                     ) -> list[int]:
+        return [self._messages.id((i + 1, dst, message, records))
+                for dst, message, records in outcome.sent]
+
+    def _after(self, state: QuorumState, i: int, outcome: Outcome) -> QuorumState | None:
+        """The state after voter ``i``'s ``outcome``: its sends added (to running voters, up to
+        ``max_in_flight``), a crash's resets applied, the histories updated; None beyond the
+        epoch bound."""
+        value = outcome.value
+        if value.epoch > self.config.max_epoch or value.stored.epoch > self.config.max_epoch:
+            return None
+        voters = list(state.voters)
+        voters[i] = self._voters.id(value)
+        network = list(state.network)
+        if outcome.crashed:
+            network = [m for m in network if self.message(m)[1] != i + 1]
+        for mid in self._message_ids(i, outcome, voters):
+            if len(network) >= self.config.max_in_flight:
+                break
+            if self.voter(voters[self.message(mid)[1] - 1]).alive:
+                network.append(mid)
+        nxt = state._replace(voters=tuple(voters), network=tuple(sorted(network)),
+                             crashes_left=state.crashes_left - (1 if outcome.crashed else 0))
+        return self._with_history(nxt)
+
+    def _with_history(self, state: QuorumState) -> QuorumState:
+        leaders = set(state.leaders)
+        committed = set(state.committed)
+        for i, vid in enumerate(state.voters):
+            value = self.voter(vid)
+            if isinstance(value.role, Leader):
+                leaders.add((value.role.epoch, i + 1))
+                committed.update((o, *value.log[o]) for o in range(value.high_watermark))
+        if len(leaders) == len(state.leaders) and len(committed) == len(state.committed):
+            return state
+        return state._replace(leaders=tuple(sorted(leaders)), committed=tuple(sorted(committed)))
+
+
+def committed_entries(committed: Committed) -> dict[int, Entry]:
+    """The committed history as ``{offset: (epoch, name)}`` (the first one per offset)."""
+    out: dict[int, Entry] = {}
+    for offset, epoch, name in committed:
+        out.setdefault(offset, (epoch, name))
+    return out
+
