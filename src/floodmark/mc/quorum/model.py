@@ -139,7 +139,11 @@ class QuorumModel:
         self._voters = _Interned()
         self._messages = _Interned()
         self._histories = _Interned()
-        self._steps: dict[tuple[int, int, Any, int], tuple[list[Outcome], int]] = {}
+        self._steps: dict[tuple[object, ...], tuple[tuple[Step, ...], int]] = {}
+        self._alive: list[bool] = []  # per voter value id
+        self._contributions: list[tuple[int, Committed]] = []
+        """Per voter value id: (its epoch if it leads, else -1; the records below its HW)."""
+        self._history_memo: dict[tuple[object, ...], tuple[Leaders, Committed]] = {}
 
     # -- values ----------------------------------------------------------------------------
     def voter(self, vid: int) -> VoterValue:
@@ -165,29 +169,51 @@ class QuorumModel:
                            committed)
 
     # -- the voters' code, memoised ----------------------------------------------------------
-    def _run(self, i: int, vid: int, event: Event, crash_at: int = -1) -> tuple[list[Outcome],
-                                                                                  int]:
-        memo_key = (i, vid, event, crash_at)
+    def _run(self, i: int, vid: int, event_key: tuple[object, ...], event: Event,
+             crash_at: int = -1) -> tuple[tuple[Step, ...], int]:
+        """Voter ``i`` of value ``vid`` undergoes ``event``: its outcomes as ids (None beyond
+        the epoch bound) and how many durable operations the whole step performs."""
+        memo_key = (i, vid, event_key, crash_at)
         found = self._steps.get(memo_key)
         if found is None:
-            found = self._steps[memo_key] = run(
-                i + 1, self.n, self.voter(vid), event, self.batches, self.config.fetch_max_bytes,
-                None if crash_at < 0 else crash_at)
+            outcomes, operations = run(i + 1, self.n, self.voter(vid), event, self.batches,
+                                       self.config.fetch_max_bytes,
+                                       None if crash_at < 0 else crash_at)
+            found = self._steps[memo_key] = (
+                tuple(self._step(i, o) for o in outcomes), operations)
         return found
+
+    def _step(self, i: int, outcome: Outcome) -> Step:
+        value = outcome.value
+        if value.epoch > self.config.max_epoch or value.stored.epoch > self.config.max_epoch:
+            return None
+        sent = tuple(self._messages.id((i + 1, dst, message, records))
+                     for dst, message, records in outcome.sent)
+        return self._voter_id(value), sent, outcome.crashed
+
+    def _voter_id(self, value: VoterValue) -> int:
+        vid = self._voters.id(value)
+        if vid == len(self._alive):
+            self._alive.append(value.alive)
+            contribution: tuple[int, Committed] = (-1, ())
+            if isinstance(value.role, Leader):
+                contribution = (value.role.epoch, tuple(
+                    (o, *value.log[o]) for o in range(value.high_watermark)))
+            self._contributions.append(contribution)
+        return vid
 
     # -- initial state ---------------------------------------------------------------------
     def initial_state(self) -> QuorumState:
         """Every voter starts on an empty disk (``Start``), nothing in flight."""
-        voters: list[int] = []
-        network: list[int] = []
-        empty = self._voters.id(EMPTY)
+        empty = self._voter_id(EMPTY)
+        state = QuorumState((empty,) * self.n, (), 0, self.config.max_crashes, (), ())
         for i in range(self.n):
-            (outcome,), _ = self._run(i, empty, Start())
-            voters.append(self._voters.id(outcome.value))
-            network.extend(self._message_ids(i, outcome, voters))
-        state = QuorumState(tuple(voters), tuple(sorted(network)), 0, self.config.max_crashes,
-                            (), ())
-        return self._with_history(state)
+            (step,), _ = self._run(i, empty, ("start",), Start())
+            assert step is not None
+            nxt = self._after(state, i, step)
+            assert nxt is not None
+            state = nxt
+        return state
 
     # -- successors --------------------------------------------------------------------------
     def successors(self, state: QuorumState) -> Iterator[tuple[Action, QuorumState]]:
@@ -196,93 +222,103 @@ class QuorumModel:
             if mid in seen:
                 continue
             seen.add(mid)
-            src, dst, message, records = self.message(mid)
+            message = self.message(mid)
+            src, dst, body, records = message
             rest = list(state.network)
             rest.remove(mid)
             dropped = state._replace(network=tuple(rest))
-            yield Action("Drop", dst, message=(src, dst, message, records)), dropped
+            yield Action("Drop", dst, message=message), dropped
             i = dst - 1
-            if self.voter(state.voters[i]).alive:
-                yield from self._steps_of(dropped, i, Deliver(src, message, records),
-                                          Action("Deliver", dst,
-                                                 message=(src, dst, message, records)))
+            if self._alive[state.voters[i]]:
+                yield from self._steps_of(dropped, i, ("deliver", mid),
+                                          Deliver(src, body, records),
+                                          Action("Deliver", dst, message=message))
         for i, vid in enumerate(state.voters):
-            value = self.voter(vid)
-            if not value.alive:
-                yield from self._steps_of(state, i, Start(), Action("Start", i + 1))
+            if not self._alive[vid]:
+                yield from self._steps_of(state, i, ("start",), Start(), Action("Start", i + 1))
                 continue
             for now_ms in TIMER_TIMES:
-                yield from self._steps_of(state, i, Tick(now_ms), Action("Timer", i + 1, now_ms))
+                yield from self._steps_of(state, i, ("tick", now_ms), Tick(now_ms),
+                                          Action("Timer", i + 1, now_ms))
+            value = self.voter(vid)
             if value.is_leader and state.writes < self.config.max_records:
                 nxt = state._replace(writes=state.writes + 1)
-                yield from self._steps_of(nxt, i, Write(f"m{state.writes}"),
+                yield from self._steps_of(nxt, i, ("write", state.writes),
+                                          Write(f"m{state.writes}"),
                                           Action("Write", i + 1, state.writes))
             role = value.role
             if isinstance(role, Follower) and not role.leader_disconnected:
-                yield from self._steps_of(state, i, LeaderGone(role.leader_id),
+                yield from self._steps_of(state, i, ("gone", role.leader_id),
+                                          LeaderGone(role.leader_id),
                                           Action("LeaderGone", i + 1, role.leader_id))
             if state.crashes_left > 0:
-                crashed = self._after(state, i, Outcome(crash_between_steps(value), (), True))
+                step = (self._voter_id(crash_between_steps(value)), (), True)
+                crashed = self._after(state, i, step)
                 if crashed is not None:
                     yield Action("Crash", i + 1), crashed
 
-    def _steps_of(self, state: QuorumState, i: int, event: Event,
-                  action: Action) -> Iterator[tuple[Action, QuorumState]]:
+    def _steps_of(self, state: QuorumState, i: int, event_key: tuple[object, ...],
+                  event: Event, action: Action) -> Iterator[tuple[Action, QuorumState]]:
         """The successors of voter ``i`` undergoing ``event``: the whole step, and with crashes
         left, a crash before each of its durable operations but the first (a crash before the
         first is the plain ``Crash``)."""
         vid = state.voters[i]
-        (outcome,), operations = self._run(i, vid, event)
-        if outcome.value != self.voter(vid) or outcome.sent:
-            nxt = self._after(state, i, outcome)
+        (step,), operations = self._run(i, vid, event_key, event)
+        if step is not None and (step[0] != vid or step[1]):
+            nxt = self._after(state, i, step)
             if nxt is not None:
                 yield action, nxt
         if state.crashes_left <= 0:
             return
         for crash_at in range(1, operations):
-            outcomes, _ = self._run(i, vid, event, crash_at)
-            for crashed in outcomes:
+            steps, _ = self._run(i, vid, event_key, event, crash_at)
+            for crashed in steps:
+                if crashed is None:
+                    continue
                 nxt = self._after(state, i, crashed)
                 if nxt is not None:
-                    yield action._replace(crash_at=crash_at, keep=len(crashed.value.log)), nxt
+                    keep = len(self.voter(crashed[0]).log)
+                    yield action._replace(crash_at=crash_at, keep=keep), nxt
 
-    def _message_ids(self, i: int, outcome: Outcome, voters: list[int] | tuple[int, ...]
-                     ) -> list[int]:
-        return [self._messages.id((i + 1, dst, message, records))
-                for dst, message, records in outcome.sent]
+    def _after(self, state: QuorumState, i: int, step: tuple[int, tuple[int, ...], bool]
+               ) -> QuorumState | None:
+        """The state after voter ``i``'s step: its sends added (to running voters, up to
+        ``max_in_flight``), a crash's resets applied, the histories updated."""
+        vid, sent, crashed = step
+        voters = (*state.voters[:i], vid, *state.voters[i + 1:])
+        network = state.network
+        messages = self._messages.values
+        if crashed:
+            network = tuple(m for m in network if messages[m][1] != i + 1)
+        if sent:
+            room = self.config.max_in_flight - len(network)
+            added = [m for m in sent if self._alive[voters[messages[m][1] - 1]]][:max(room, 0)]
+            if added:
+                network = tuple(sorted((*network, *added)))
+        leaders, committed = self._history(state.leaders, state.committed, i, vid)
+        return QuorumState(voters, network, state.writes,
+                           state.crashes_left - (1 if crashed else 0), leaders, committed)
 
-    def _after(self, state: QuorumState, i: int, outcome: Outcome) -> QuorumState | None:
-        """The state after voter ``i``'s ``outcome``: its sends added (to running voters, up to
-        ``max_in_flight``), a crash's resets applied, the histories updated; None beyond the
-        epoch bound."""
-        value = outcome.value
-        if value.epoch > self.config.max_epoch or value.stored.epoch > self.config.max_epoch:
-            return None
-        voters = list(state.voters)
-        voters[i] = self._voters.id(value)
-        network = list(state.network)
-        if outcome.crashed:
-            network = [m for m in network if self.message(m)[1] != i + 1]
-        for mid in self._message_ids(i, outcome, voters):
-            if len(network) >= self.config.max_in_flight:
-                break
-            if self.voter(voters[self.message(mid)[1] - 1]).alive:
-                network.append(mid)
-        nxt = state._replace(voters=tuple(voters), network=tuple(sorted(network)),
-                             crashes_left=state.crashes_left - (1 if outcome.crashed else 0))
-        return self._with_history(nxt)
+    def _history(self, leaders: Leaders, committed: Committed, i: int, vid: int
+                 ) -> tuple[Leaders, Committed]:
+        epoch, exposed = self._contributions[vid]
+        if epoch < 0:
+            return leaders, committed
+        key = (leaders, committed, i, vid)
+        found = self._history_memo.get(key)
+        if found is None:
+            new_leaders = leaders
+            if (epoch, i + 1) not in leaders:
+                new_leaders = tuple(sorted((*leaders, (epoch, i + 1))))
+            new_committed = committed
+            if not set(exposed) <= set(committed):
+                new_committed = tuple(sorted(set(committed) | set(exposed)))
+            found = self._history_memo[key] = (new_leaders, new_committed)
+        return found
 
-    def _with_history(self, state: QuorumState) -> QuorumState:
-        leaders = set(state.leaders)
-        committed = set(state.committed)
-        for i, vid in enumerate(state.voters):
-            value = self.voter(vid)
-            if isinstance(value.role, Leader):
-                leaders.add((value.role.epoch, i + 1))
-                committed.update((o, *value.log[o]) for o in range(value.high_watermark))
-        if len(leaders) == len(state.leaders) and len(committed) == len(state.committed):
-            return state
-        return state._replace(leaders=tuple(sorted(leaders)), committed=tuple(sorted(committed)))
+
+Step = tuple[int, tuple[int, ...], bool] | None
+"""A voter's step as ids: (new voter value, messages sent, crashed); None: beyond the bounds."""
 
 
 def committed_entries(committed: Committed) -> dict[int, Entry]:
