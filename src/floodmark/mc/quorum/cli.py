@@ -43,8 +43,9 @@ def register(subparsers: Any) -> None:
                         help="records the active controller appends in all (default 1)")
     parser.add_argument("--max-crashes", type=int, default=0,
                         help="voter crashes in all (default 0)")
-    parser.add_argument("--max-in-flight", type=int, default=2,
-                        help="messages in flight at once; a send beyond is lost (default 2)")
+    parser.add_argument("--max-in-flight", type=int, default=1,
+                        help="messages in flight at once; each choice of the sends that fit "
+                             "is explored, the others are lost (default 1)")
     parser.add_argument("--max-states", type=int, default=DEFAULT_MAX_STATES,
                         help=f"stop after this many distinct states (default "
                              f"{DEFAULT_MAX_STATES})")

@@ -16,8 +16,8 @@ N voters (``c1``…) run the controller's ``QuorumCore`` through its ``QuorumDri
   its disk holds then (``voter.crashed_outcomes``); ``Start`` a crashed voter again.
 
 Bounds: epochs above ``max_epoch`` are not entered (a step that would is not taken), at most
-``max_in_flight`` messages are in flight (a send beyond that is lost, which the network may do
-anyway). The state also keeps two histories: every (epoch, leader) there ever was, and every
+``max_in_flight`` messages are in flight (when a step sends more than fit, each choice of the
+sends that fit is a successor: the network lost the others, which it may do anyway). The state also keeps two histories: every (epoch, leader) there ever was, and every
 record ever below a leader's HW, for the invariants (``floodmark.mc.quorum.invariants``).
 
 Values are interned: a state is a tuple of small ints, and every voter step is computed once
@@ -26,6 +26,7 @@ per (voter, value, event) and memoised.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -62,7 +63,7 @@ class QuorumModelConfig:
     max_epoch: int = 2
     max_records: int = 1
     max_crashes: int = 0
-    max_in_flight: int = 2
+    max_in_flight: int = 1
     fetch_max_bytes: int = 1
     """Bytes per fetch answer (at least one batch): 1 moves one record per fetch, which reaches
     a voter holding an old epoch's record without the new leader's first one."""
@@ -93,7 +94,8 @@ class Action(NamedTuple):
     """A transition label: ``kind`` at ``voter`` (1-based), ``arg`` kind-specific (a timer's
     ``now_ms``, a record number, a leader id), ``message`` the one delivered or lost;
     ``crash_at`` >= 0: the voter crashed before that durable operation of the step, keeping
-    ``keep`` log entries. Values only, so a fresh model can replay a trace."""
+    ``keep`` log entries; ``kept``: the sends that fit in the network when not all did.
+    Values only, so a fresh model can replay a trace."""
 
     kind: str
     voter: int
@@ -101,6 +103,7 @@ class Action(NamedTuple):
     crash_at: int = -1
     keep: int = -1
     message: Message | None = None
+    kept: tuple[Message, ...] | None = None
 
 
 class StateView(NamedTuple):
@@ -210,9 +213,7 @@ class QuorumModel:
         for i in range(self.n):
             (step,), _ = self._run(i, empty, ("start",), Start())
             assert step is not None
-            nxt = self._after(state, i, step)
-            assert nxt is not None
-            state = nxt
+            state = self._after(state, i, step)[0][1]
         return state
 
     # -- successors --------------------------------------------------------------------------
@@ -253,8 +254,7 @@ class QuorumModel:
                                           Action("LeaderGone", i + 1, role.leader_id))
             if state.crashes_left > 0:
                 step = (self._voter_id(crash_between_steps(value)), (), True)
-                crashed = self._after(state, i, step)
-                if crashed is not None:
+                for _kept, crashed in self._after(state, i, step):
                     yield Action("Crash", i + 1), crashed
 
     def _steps_of(self, state: QuorumState, i: int, event_key: tuple[object, ...],
@@ -265,9 +265,8 @@ class QuorumModel:
         vid = state.voters[i]
         (step,), operations = self._run(i, vid, event_key, event)
         if step is not None and (step[0] != vid or step[1]):
-            nxt = self._after(state, i, step)
-            if nxt is not None:
-                yield action, nxt
+            for kept, nxt in self._after(state, i, step):
+                yield action._replace(kept=kept), nxt
         if state.crashes_left <= 0:
             return
         for crash_at in range(1, operations):
@@ -275,29 +274,32 @@ class QuorumModel:
             for crashed in steps:
                 if crashed is None:
                     continue
-                nxt = self._after(state, i, crashed)
-                if nxt is not None:
-                    keep = len(self.voter(crashed[0]).log)
-                    yield action._replace(crash_at=crash_at, keep=keep), nxt
+                keep = len(self.voter(crashed[0]).log)
+                for kept, nxt in self._after(state, i, crashed):
+                    yield action._replace(crash_at=crash_at, keep=keep, kept=kept), nxt
 
     def _after(self, state: QuorumState, i: int, step: tuple[int, tuple[int, ...], bool]
-               ) -> QuorumState | None:
-        """The state after voter ``i``'s step: its sends added (to running voters, up to
-        ``max_in_flight``), a crash's resets applied, the histories updated."""
+               ) -> list[tuple[tuple[Message, ...] | None, QuorumState]]:
+        """The states after voter ``i``'s step: its sends to running voters added — when more
+        than ``max_in_flight`` allows, one state per choice of the sends that fit (the network
+        lost the others; the choice is returned with it) —, a crash's resets applied, the
+        histories updated."""
         vid, sent, crashed = step
         voters = (*state.voters[:i], vid, *state.voters[i + 1:])
         network = state.network
         messages = self._messages.values
         if crashed:
             network = tuple(m for m in network if messages[m][1] != i + 1)
-        if sent:
-            room = self.config.max_in_flight - len(network)
-            added = [m for m in sent if self._alive[voters[messages[m][1] - 1]]][:max(room, 0)]
-            if added:
-                network = tuple(sorted((*network, *added)))
+        added = [m for m in sent if self._alive[voters[messages[m][1] - 1]]]
+        room = max(self.config.max_in_flight - len(network), 0)
+        choices = [tuple(added)] if len(added) <= room else sorted(
+            set(itertools.combinations(added, room)))
         leaders, committed = self._history(state.leaders, state.committed, i, vid)
-        return QuorumState(voters, network, state.writes,
-                           state.crashes_left - (1 if crashed else 0), leaders, committed)
+        crashes_left = state.crashes_left - (1 if crashed else 0)
+        return [(None if len(choices) == 1 else tuple(messages[m] for m in chosen),
+                 QuorumState(voters, tuple(sorted((*network, *chosen))) if chosen else network,
+                             state.writes, crashes_left, leaders, committed))
+                for chosen in choices]
 
     def _history(self, leaders: Leaders, committed: Committed, i: int, vid: int
                  ) -> tuple[Leaders, Committed]:
