@@ -30,6 +30,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -130,22 +131,49 @@ def _raw_produce(address: str) -> bool:
     return all(int(p.error_code) == 0 for t in resp.responses for p in t.partition_responses)
 
 
-def leader_failover_once(cluster: LocalCluster, sig: signal.Signals) -> dict[str, float]:
-    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
+def failover_producer(bootstrap: str, topic: str, acked: list[float]
+                      ) -> tuple[Producer, Callable[[object, object], None]]:
+    """An idempotent acks=all producer tuned to find a new leader quickly, warmed up with 20
+    acknowledged writes to partition 0; its delivery callback appends the time of each
+    acknowledgement to ``acked``."""
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all",
                   "enable.idempotence": True, "linger.ms": 0, "request.timeout.ms": 4000,
                   "socket.timeout.ms": 4000, "message.timeout.ms": 60000,
                   "reconnect.backoff.ms": 20, "reconnect.backoff.max.ms": 100,
                   "retry.backoff.ms": 20, "topic.metadata.refresh.interval.ms": 500,
                   "log_level": 0})
-    acked: list[float] = []
 
     def cb(err: object, _msg: object) -> None:
         if err is None:
             acked.append(time.perf_counter())
 
     for i in range(20):
-        p.produce(TOPIC, value=b"w%d" % i, partition=0, on_delivery=cb)
+        p.produce(topic, value=b"w%d" % i, partition=0, on_delivery=cb)
         p.flush(30)
+    return p, cb
+
+
+def first_ack(p: Producer, cb: Callable[[object, object], None], topic: str,
+              acked: list[float], limit_s: float = 60.0) -> float | None:
+    """Write one value at a time until one sent now is acknowledged: its time (None if none
+    within ``limit_s``)."""
+    acked.clear()
+    i = 0
+    deadline = time.monotonic() + limit_s
+    while not acked and time.monotonic() < deadline:
+        sent = time.perf_counter()
+        p.produce(topic, value=b"f%d" % i, partition=0, on_delivery=cb)
+        i += 1
+        while p.flush(0.01) and not acked and time.monotonic() < deadline:
+            pass
+        if acked and acked[0] < sent:
+            acked.clear()
+    return acked[0] if acked else None
+
+
+def leader_failover_once(cluster: LocalCluster, sig: signal.Signals) -> dict[str, float]:
+    acked: list[float] = []
+    p, cb = failover_producer(cluster.bootstrap, TOPIC, acked)
     reg = cluster.partition_registration(TOPIC)
     assert reg is not None
     leader, epoch = int(reg["leader"]), int(reg["leader_epoch"])
@@ -177,19 +205,9 @@ def leader_failover_once(cluster: LocalCluster, sig: signal.Signals) -> dict[str
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
-    acked.clear()
-    i = 0
-    deadline = time.monotonic() + 60
-    while not acked and time.monotonic() < deadline:
-        sent = time.perf_counter()
-        p.produce(TOPIC, value=b"f%d" % i, partition=0, on_delivery=cb)
-        i += 1
-        while p.flush(0.01) and not acked and time.monotonic() < deadline:
-            pass
-        if acked and acked[0] < sent:
-            acked.clear()
-    if acked:
-        clocks["client"] = acked[0]
+    client = first_ack(p, cb, TOPIC, acked)
+    if client is not None:
+        clocks["client"] = client
     watcher.join(60)
     stop.set()
     if sig == signal.SIGSTOP:
