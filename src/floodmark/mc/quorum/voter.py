@@ -71,6 +71,9 @@ class NoJitter(random.Random):
         return a
 
 
+NO_JITTER = NoJitter(0)  # stateless: one for every core
+
+
 class VoterValue(NamedTuple):
     log: tuple[Entry, ...]
     cache: CachePairs
@@ -185,10 +188,10 @@ def _live(node_id: int, voters: int, value: VoterValue, batches: Batches, io: Io
     config = quorum_config(node_id, voters)
     role = value.role
     if role is None:  # a process starting: the core reads the quorum-state file
-        core = QuorumCore(config, value.stored, NoJitter())
+        core = QuorumCore(config, value.stored, NO_JITTER)
     else:  # a running core: its in-memory election state is its role's
         core = QuorumCore(config, ElectionState(role.epoch, leader_of(role, node_id),
-                                                voted_for(role, node_id)), NoJitter())
+                                                voted_for(role, node_id)), NO_JITTER)
         core.role = role
         core.high_watermark = value.high_watermark
     log = MetadataModelLog(list(value.log), EpochCache(value.cache), batches, io,
