@@ -275,3 +275,19 @@ def test_a_persisted_vote_keeps_one_leader_per_epoch_across_a_restart() -> None:
                            time_limit_s=600)
     assert result.holds, result.violation
     assert result.states > 100_000
+
+
+def test_cli_prints_a_counterexample_step_by_step(monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(quorum_core, "majority", lambda voters: voters // 2)
+    args = ["sim", "check-quorum", "--voters", "2", "--max-epoch", "1", "--max-records", "0"]
+    assert main(args) == 1
+    out = capsys.readouterr().out
+    assert "verdict: VIOLATED election-safety: epoch 1 has leaders c1 and c2" in out
+    assert " 0. 2 voters start on empty disks" in out
+    assert " 2. c2: an election, fetch or check-quorum timeout fires -> leader epoch 1" in out
+    assert main([*args, "--json"]) == 1
+    violation = json.loads(capsys.readouterr().out)["violation"]
+    assert violation["invariant"] == "election-safety"
+    assert [step["kind"] for step in violation["trace"]] == ["Init", "Timer", "Timer"]
+    assert violation["trace"][-1]["voters"]["c2"]["role"] == "Leader"
