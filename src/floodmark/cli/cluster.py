@@ -333,6 +333,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             extra += f" metrics={n['metrics']}"
         if n.get("active"):
             extra += " ACTIVE"
+        if "metadata_offset" in n:
+            extra += f" metadata_offset={n['metadata_offset']}"
         print(f"  {n['id']:>4} {n['role']:<10} pid={n['pid']} {n['address']:<22} "
               f"{n['state']}{extra}")
         if n.get("unapplied_records_total"):

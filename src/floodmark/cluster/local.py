@@ -7,7 +7,10 @@ port back, so the bootstrap address stays valid. ``stop()`` SIGTERMs every node 
 controlled shutdown). ``status()`` gives
 ``{"bootstrap": ..., "nodes": [{"id", "role", "pid", "address", "alive", "state"}, ...]}``
 (``state`` is running / stopped (SIGSTOP) / dead) plus, when the controller answers, each
-broker's fenced flag and broker epoch, and each node's Prometheus address
+broker's fenced flag and broker epoch, its image's ``metadata_offset`` and
+``metadata_applied`` (``[[offset, wall-clock ms], ...]``: when it reached each of its latest
+offsets, as its last heartbeat said), the controller's ``metadata_commits`` (``[[end offset,
+wall-clock ms], ...]``: when records were committed), and each node's Prometheus address
 (``"metrics": "http://host:port/metrics"``).
 
 With ``controllers=N`` (N > 1) the controllers form a quorum (``--controller-quorum-voters``):
@@ -666,6 +669,11 @@ class LocalCluster:
                 entry["unapplied_records"] = registered[node_id].get("unapplied_records", [])
                 entry["unapplied_records_total"] = registered[node_id].get(
                     "unapplied_records_total", 0)
+                # The broker's image (its last heartbeat): next offset, and when it reached
+                # each of its latest offsets ([[offset, wall-clock ms], ...]).
+                if "metadata_offset" in registered[node_id]:
+                    entry["metadata_offset"] = registered[node_id]["metadata_offset"]
+                    entry["metadata_applied"] = registered[node_id].get("metadata_applied", [])
             nodes.append(entry)
         out: dict[str, Any] = {"bootstrap": self.bootstrap, "data_dir": str(self.data_dir),
                                "controller": self.controller_address, "nodes": nodes}
@@ -673,6 +681,8 @@ class LocalCluster:
             out["controllers"] = self.controller_bootstrap
         if ctl is not None:
             out["metadata_offset"] = ctl["metadata_offset"]
+            if "metadata_commits" in ctl:  # (an older controller does not report them)
+                out["metadata_commits"] = ctl["metadata_commits"]
             out["partitions"] = ctl["topics"]
         return out
 
