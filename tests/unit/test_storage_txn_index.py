@@ -192,3 +192,19 @@ def test_append_says_when_it_created_the_file() -> None:
     assert again.append([AbortedTxn(1, 4, 5, 6)]) is False
     assert decode_entries(fs.read_file(index.path)) == [
         AbortedTxn(1, 0, 1, 2), AbortedTxn(1, 2, 3, 4), AbortedTxn(1, 4, 5, 6)]
+
+
+def test_the_index_file_an_abort_creates_survives_a_power_loss_after_the_flush() -> None:
+    # Its directory entry is fsynced with the flush that follows the abort that created it (the
+    # creation is known from the index itself, not asked of the file system per abort).
+    fs = MemoryFileSystem()
+    leader = Leader(fs, LogConfig())
+    leader.plain()
+    leader.log.flush()
+    leader.txn(1, 0)
+    leader.end(1, committed=False)
+    leader.txn(1, 1)
+    leader.end(1, committed=False)
+    leader.log.flush()
+    fs.crash(lose_unsynced=True)
+    assert _files(fs) == {f"{0:020d}.txnindex": [AbortedTxn(1, 1, 2, 3), AbortedTxn(1, 3, 4, 5)]}
