@@ -16,6 +16,7 @@ from typing import Any
 from floodmark.chaos.netns import Lab
 from floodmark.cluster import CONTROLLER_ID, LocalCluster
 from floodmark.cluster.diff import read_partition_values
+from floodmark.cluster.waiting import LIMIT_S
 from floodmark.controller import rpc
 
 __all__ = [
@@ -90,8 +91,9 @@ class LabCluster(LocalCluster):
             return self.data_dir / "logs" / f"controller-{node_id}.log"
         return super()._log_path(node_id)
 
-    def start(self, timeout_s: float = 60.0) -> LabCluster:
-        """Every controller at once (a quorum needs a majority to elect), then the brokers."""
+    def start(self, timeout_s: float = LIMIT_S) -> LabCluster:
+        """Every controller at once (a quorum needs a majority to elect), then the brokers;
+        ``timeout_s`` bounds each node's start (it fails sooner when a node stops moving)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._save()
         for group in (self.controller_ids, self.broker_ids):
