@@ -36,6 +36,7 @@ import sys
 import time
 from collections.abc import Callable
 
+from floodmark import lifeline
 from floodmark.address import format_host_port, parse_host_port
 from floodmark.broker import dynamic_configs
 from floodmark.broker.broker import Broker, now_ms
@@ -459,6 +460,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="serve Prometheus /metrics here (port 0: any free port)")
     p.add_argument("--log-level", default=os.environ.get("FLOODMARK_LOG_LEVEL", "INFO"))
     args = p.parse_args(argv)
+    lifeline.hold()  # started by a test run or a benchmark: end with it
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     roles = "broker,controller" if args.controller_data_dir else "broker"

@@ -200,7 +200,8 @@ def _cluster_for_up(args: argparse.Namespace) -> LocalCluster:
                         advertised_host=args.advertised_host, controller=args.controller,
                         first_broker_id=args.first_broker_id or 1,
                         controllers=0 if args.controller is not None
-                        else args.controllers or DEFAULT_CONTROLLERS)
+                        else args.controllers or DEFAULT_CONTROLLERS,
+                        die_with_supervisor=False)  # --detach: they outlive this command
 
 
 def _check_ports(cluster: LocalCluster) -> None:

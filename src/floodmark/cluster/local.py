@@ -34,6 +34,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from floodmark import lifeline
 from floodmark.cluster.waiting import LIMIT_S, STALL_MS, Stalled, process_progress, wait_progress
 from floodmark.controller import rpc
 
@@ -129,11 +130,12 @@ def _free_port(host: str) -> int:
 
 
 def load_cluster(data_dir: str | Path) -> LocalCluster:
-    """The cluster a ``floodmark cluster up`` left in ``data_dir``; ClusterError if none."""
+    """The cluster a ``floodmark cluster up`` left in ``data_dir``; ClusterError if none. Nodes
+    it (re)starts outlive this process, as the others of that cluster do."""
     if not (Path(data_dir) / STATE_FILE).is_file():
         raise ClusterError(f"no cluster in {data_dir} (start one with `floodmark cluster up "
                            f"--data-dir {data_dir}`)")
-    return LocalCluster(data_dir)
+    return LocalCluster(data_dir, die_with_supervisor=False)
 
 
 class LocalCluster:
@@ -143,7 +145,7 @@ class LocalCluster:
                  metrics: bool = True, *, base_port: int | None = None,
                  listen_host: str = "127.0.0.1", advertised_host: str | None = None,
                  controller: str | None = None, first_broker_id: int = 1,
-                 controllers: int = 1) -> None:
+                 controllers: int = 1, die_with_supervisor: bool = True) -> None:
         """A new cluster's shape (ignored when ``data_dir`` already holds one):
 
         - ``metrics``: every node serves Prometheus ``/metrics`` on a port of its own;
@@ -156,7 +158,13 @@ class LocalCluster:
         - ``controller``: ``HOST:PORT`` of a controller elsewhere (another machine's cluster):
           this directory then runs brokers only, ``first_broker_id`` and up;
         - ``controllers``: how many controller processes (more than one: a quorum).
+
+        ``die_with_supervisor`` (not part of the cluster's state): the nodes this object starts
+        end when this process does, however it ends (``floodmark.lifeline``), so a killed test
+        run or benchmark leaves no cluster behind; False for nodes that outlive it (``floodmark
+        cluster up``, ``cluster start``, the dashboard's drills on a user's cluster).
         """
+        self.die_with_supervisor = die_with_supervisor
         self.data_dir = Path(data_dir).resolve()
         self.state_path = self.data_dir / STATE_FILE
         self.state: dict[str, Any] = {}
@@ -375,8 +383,8 @@ class LocalCluster:
         log_path = self._log_path(node_id)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         start = log_path.stat().st_size if log_path.exists() else 0
-        env = dict(os.environ)
-        env["PYTHONUNBUFFERED"] = "1"
+        env = (lifeline.supervised_env if self.die_with_supervisor
+               else lifeline.unsupervised_env)({**os.environ, "PYTHONUNBUFFERED": "1"})
         with open(log_path, "ab") as out:
             proc = subprocess.Popen(self._command(node_id), stdout=out, stderr=out,
                                     stdin=subprocess.DEVNULL, env=env, start_new_session=True)

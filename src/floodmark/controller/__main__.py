@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 
+from floodmark import lifeline
 from floodmark.address import BadAddress, format_host_port, parse_host_port
 from floodmark.controller.logic import ControllerConfig
 from floodmark.controller.metadata_log import MetadataLogConfig
@@ -51,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
                         "(KIP-630; 0: never)")
     p.add_argument("--log-level", default=os.environ.get("FLOODMARK_LOG_LEVEL", "INFO"))
     args = p.parse_args(argv)
+    lifeline.hold()  # started by a test run or a benchmark: end with it
     quorum: tuple[QuorumConfig, dict[int, tuple[str, int]]] | None = None
     if args.controller_quorum_voters:
         try:
