@@ -589,7 +589,7 @@ def delete_records(broker: HandlerContext, header: RequestHeader, req: WireReque
                     out["error_code"] = int(ErrorCode.OFFSET_OUT_OF_RANGE)
                 else:
                     try:
-                        if ps.log.maybe_increment_log_start_offset(offset, hw):
+                        if ps.driver.maybe_increment_log_start_offset(offset):
                             log.info("partition %s leader_epoch=%d DeleteRecords: log start "
                                      "offset now %d", ps.name, ps.leader_epoch, offset)
                     except KafkaError as exc:
