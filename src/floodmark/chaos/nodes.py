@@ -70,6 +70,11 @@ class LabCluster(LocalCluster):
     def address(self, node_id: int) -> str:
         return f"{self.lab.address[host_of(node_id)]}:{self.state['nodes'][str(node_id)]['port']}"
 
+    def controller_endpoint(self, node_id: int) -> str:
+        """A controller's address in its namespace (what ``controller_bootstrap`` gives the
+        brokers; the lab has no combined nodes)."""
+        return self.address(node_id)
+
     @property
     def controller_address(self) -> str:
         """Every controller (brokers try each until the active one answers)."""
