@@ -317,9 +317,12 @@ class LocalCluster:
         return f"{self.advertised_host}:{self._node(node_id)['port']}"
 
     def controller_endpoint(self, node_id: int) -> str:
-        """Where the node's controller listens (a combined node's own port for it)."""
+        """Where the node's controller listens: a combined node's own port for it, else the
+        node's ``address`` (so a subclass that places nodes elsewhere moves both)."""
         node = self._node(node_id)
-        return f"{self.advertised_host}:{node.get('controller_port', node['port'])}"
+        if "controller_port" not in node:
+            return self.address(node_id)
+        return f"{self.advertised_host}:{node['controller_port']}"
 
     @property
     def controller_address(self) -> str:
