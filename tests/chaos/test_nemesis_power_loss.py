@@ -1,7 +1,8 @@
-"""With the brokers' power-loss page cache every broker kill is a power cut. SPEC §4's premise
-allows one only while no other replica has failed (a replica out of the ISR lacks what the ISR
-acknowledged), so the nemesis waits, bounded, until every partition's ISR is whole, and skips the
-kill otherwise.
+"""With the brokers' power-loss page cache every broker kill is a power cut. Without eligible
+leader replicas SPEC §4's premise allows one only while no other replica has failed (a replica
+out of the ISR lacks what the ISR acknowledged), so the nemesis waits, bounded, until every
+partition's ISR is whole, and skips the kill otherwise. With them (KIP-966, the default) the cut
+goes ahead: tests/cluster/test_power_loss_last_isr_member.py shows the writes survive it.
 
 Found by an all-faults run (seed 4): a bridge fault left chaos-a-0's ISR at [3]; the next fault,
 0 ms later, power-cut broker 3; it came back with an empty log, was elected again as the only ISR
@@ -51,15 +52,24 @@ class Observer:
         return {"leader": 3, "isr": [3], "replicas": [1, 2, 3]}
 
 
-def _nemesis(observer: Observer, cluster: Cluster, power_loss: bool) -> Nemesis:
+def _nemesis(observer: Observer, cluster: Cluster, power_loss: bool, elr: bool = False
+             ) -> Nemesis:
     return Nemesis(None, cluster, observer, ["t-0"], power_loss=power_loss,  # type: ignore[arg-type]
-                   in_sync_wait_s=0.5)
+                   in_sync_wait_s=0.5, eligible_leader_replicas=elr)
 
 
 def test_a_power_cut_while_a_replica_is_out_of_the_isr_is_skipped() -> None:
     cluster = Cluster()
     record = _nemesis(Observer(None), cluster, True).run(Fault("kill-leader", 0, 0.01, {"pick": 1}))
-    assert cluster.killed == [] and "skipped" in record
+    assert cluster.killed == [] and "eligible leader replicas" in record["skipped"]
+
+
+def test_with_eligible_leader_replicas_a_power_cut_does_not_wait() -> None:
+    cluster, observer = Cluster(), Observer(None)
+    record = _nemesis(observer, cluster, True, elr=True).run(
+        Fault("kill-leader", 0, 0.01, {"pick": 1}))
+    assert cluster.killed == [3] and "skipped" not in record and observer.looks == 1
+    assert record["isr_whole"] is False and cluster.started == [3]
 
 
 def test_a_power_cut_waits_until_the_isr_is_whole() -> None:

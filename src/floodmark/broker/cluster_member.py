@@ -51,6 +51,7 @@ from floodmark.controller.rpc import RpcError
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import OFFSETS_TOPIC, CoordinatorType, coordinator_partition
 from floodmark.replication.election import AlterPartitionRequest
+from floodmark.settings import eligible_leader_replicas_enabled
 
 log = logging.getLogger("floodmark.broker.cluster_member")
 
@@ -471,6 +472,8 @@ def main(argv: list[str] | None = None) -> int:
                                    advertised=advertised, config_file=None,
                                    overrides=[f"process.roles={roles}", *args.overrides],
                                    node_id=args.node_id)
+        elr_enabled = eligible_leader_replicas_enabled(
+            config.get("eligible.leader.replicas.version"))
     except ValueError as exc:  # a bad address or setting: one line
         print(f"floodmark broker {args.node_id}: {exc}", file=sys.stderr)
         return 2
@@ -496,11 +499,12 @@ def main(argv: list[str] | None = None) -> int:
     broker.open()
     controller = None
     if args.controller_data_dir:
-        from floodmark.controller.logic import ControllerConfig
+        from floodmark.controller.logic import ControllerConfig, elr_config
         from floodmark.controller.server import ControllerServer
 
         controller = ControllerServer(args.controller_data_dir, ControllerConfig(
-            broker_session_timeout_ms=args.broker_session_timeout_ms))
+            broker_session_timeout_ms=args.broker_session_timeout_ms,
+            **elr_config(elr_enabled, config.get_int("min.insync.replicas"))))
     if args.metrics_listen:
         from prometheus_client.registry import Collector
 

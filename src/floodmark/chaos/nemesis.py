@@ -103,22 +103,32 @@ class Nemesis:
     def __init__(self, lab: Lab, cluster: LabCluster, observer: Observer, keys: Sequence[str],
                  say: Callable[[str], None] = lambda _m: None, *, power_loss: bool = False,
                  sync_keys: Sequence[str] | None = None,
-                 in_sync_wait_s: float = IN_SYNC_WAIT_S) -> None:
-        """``power_loss``: the brokers lose unsynced writes when killed. SPEC §4's premise then
-        allows a kill only while no other replica has failed, and a replica out of the ISR has
-        (it lacks what the ISR acknowledged), as the simulator's explorer counts it: such a kill
-        waits until every partition's whole replica set is in the ISR (at most
-        ``in_sync_wait_s``; ``sync_keys``: the partitions to watch, default ``keys``), else it
-        is skipped and recorded as skipped. Without the wait a
-        power cut of the last ISR member right after a partition fault shrank the ISR to it
-        loses every acknowledged write: it is elected again from its empty log and the others
-        truncate to it (all-faults run, seed 4; KIP-966's last replica standing)."""
+                 in_sync_wait_s: float = IN_SYNC_WAIT_S,
+                 eligible_leader_replicas: bool = False) -> None:
+        """``power_loss``: the brokers lose unsynced writes when killed.
+
+        With ``eligible_leader_replicas`` (the controllers run KIP-966, the default) a power cut
+        goes ahead whatever the ISRs are, and its record says whether every ISR was whole
+        (``isr_whole``): a last ISR member that comes back from an unclean shutdown leaves the
+        ISR and the ELR, and a replica that left the ISR while it was below min ISR (the ELR)
+        leads instead, holding every committed record.
+
+        Without it (``eligible.leader.replicas.version=0``) SPEC §4's premise allows a kill only
+        while no other replica has failed, and a replica out of the ISR has (it lacks what the
+        ISR acknowledged), as the simulator's explorer counts it: such a kill waits until every
+        partition's whole replica set is in the ISR (at most ``in_sync_wait_s``;
+        ``sync_keys``: the partitions to watch, default ``keys``), else it is skipped and
+        recorded as skipped. Without the wait a power cut of the last ISR member right after a
+        partition fault shrank the ISR to it loses every acknowledged write: it is elected
+        again from its empty log and the others truncate to it (all-faults run, seed 4;
+        KIP-966's last replica standing)."""
         self.lab = lab
         self.cluster = cluster
         self.observer = observer
         self.keys = list(keys)
         self.say = say
         self.power_loss = power_loss
+        self.eligible_leader_replicas = eligible_leader_replicas
         self.sync_keys = list(sync_keys) if sync_keys is not None else list(keys)
         self.in_sync_wait_s = in_sync_wait_s
         self.brokers = list(cluster.broker_ids)
@@ -162,9 +172,14 @@ class Nemesis:
                                   "planned_s": round(fault.duration_s, 3)}
         action = getattr(self, "_" + fault.name.replace("-", "_"))
         try:
-            if self.power_loss and fault.name in BROKER_KILLS and not self._wait_in_sync():
-                record["skipped"] = ("a replica is out of the ISR: a power cut now is outside "
-                                     "SPEC §4's premise")
+            power_cut = self.power_loss and fault.name in BROKER_KILLS
+            if power_cut and self.eligible_leader_replicas:
+                record["isr_whole"] = self.observer.all_in_sync(self.sync_keys)
+                action(fault.duration_s, rng, record)
+            elif power_cut and not self._wait_in_sync():
+                record["skipped"] = ("a replica is out of the ISR and eligible leader replicas "
+                                     "(KIP-966) are off: a power cut now is outside SPEC §4's "
+                                     "premise")
             else:
                 action(fault.duration_s, rng, record)
         finally:

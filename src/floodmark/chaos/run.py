@@ -54,6 +54,7 @@ class ChaosConfig:
     acks: str = "all"
     truncation: str = DEFAULT_TRUNCATION.value
     unclean: bool = False
+    eligible_leader_replicas: bool = True  # KIP-966 (eligible.leader.replicas.version=1)
     seed: int = 1
     topics: str = "chaos-a:2,chaos-b:2"
     rate: float = 40.0              # sends per second per producer
@@ -100,7 +101,8 @@ def _controller_settings(config: ChaosConfig) -> dict[str, str]:
     return {"broker.session.timeout.ms": "2000",
             "unclean.leader.election.enable": "true" if config.unclean else "false",
             # leaders stay where faults leave them (a rebalance is a fault of its own)
-            "auto.leader.rebalance.enable": "false"}
+            "auto.leader.rebalance.enable": "false",
+            "eligible.leader.replicas.version": "1" if config.eligible_leader_replicas else "0"}
 
 
 @contextmanager
@@ -254,7 +256,8 @@ def _workload_and_faults(config: ChaosConfig, schedule: list[Any], lab: Lab, clu
     say(f"workload running; {len(schedule)} faults over {config.time_limit_s:.0f}s")
     nemesis = Nemesis(lab, cluster, observer, config.keys, say,
                       power_loss="power-loss" in expand(config.faults),
-                      sync_keys=[*config.keys, "__consumer_offsets-0"])
+                      sync_keys=[*config.keys, "__consumer_offsets-0"],
+                      eligible_leader_replicas=config.eligible_leader_replicas)
     started = time.monotonic()
     faults: list[dict[str, Any]] = []
     try:
@@ -298,6 +301,7 @@ def _workload_and_faults(config: ChaosConfig, schedule: list[Any], lab: Lab, clu
                    "time_limit_s": config.time_limit_s,
                    "faults": config.faults, "acks": config.acks,
                    "truncation": config.truncation, "unclean": config.unclean,
+                   "eligible_leader_replicas": config.eligible_leader_replicas,
                    "topics": config.topics, "rate": config.rate},
         "history": str(work / "history.jsonl"),
         "leaders": timeline, "controller_up": controller_up,

@@ -10,11 +10,12 @@ import signal
 import sys
 
 from floodmark.address import BadAddress, format_host_port, parse_host_port
-from floodmark.controller.logic import ControllerConfig
+from floodmark.controller.logic import ControllerConfig, elr_config
 from floodmark.controller.metadata_log import MetadataLogConfig
 from floodmark.controller.quorum.codec import parse_voters
 from floodmark.controller.quorum.core import QuorumConfig
 from floodmark.controller.server import ControllerServer
+from floodmark.settings import DEFAULTS, SETTINGS, eligible_leader_replicas_enabled
 from floodmark.storage.data_dir import DataDirLockedError, lock_data_dir
 
 LISTEN_DEFAULT = "127.0.0.1:0"
@@ -23,6 +24,25 @@ FETCH_IDLE_BACKOFF_MS = 0  # the leader long-polls caught-up voters (quorum_node
 
 def _bool(text: str) -> bool:
     return text.strip().lower() in ("1", "true", "yes", "on")
+
+
+def _elr_version(text: str) -> int:
+    try:
+        eligible_leader_replicas_enabled(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return int(SETTINGS["eligible.leader.replicas.version"].parse(text))
+
+
+def _min_isr(text: str) -> int:
+    try:
+        value = int(SETTINGS["min.insync.replicas"].parse(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"Invalid value {text} for configuration "
+                                         f"min.insync.replicas: Value must be at least 1")
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,6 +54,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--unclean-leader-election-enable", type=_bool, default=False)
     p.add_argument("--auto-leader-rebalance-enable", type=_bool, default=True)
     p.add_argument("--leader-imbalance-check-interval-ms", type=int, default=10_000)
+    p.add_argument("--eligible-leader-replicas-version", type=_elr_version,
+                   default=DEFAULTS["eligible.leader.replicas.version"], metavar="0|1",
+                   help="KIP-966 eligible leader replicas and the unclean-shutdown rule: 1 on "
+                        "(the default, as Kafka 4.1+ for new clusters), 0 off")
+    p.add_argument("--min-insync-replicas", type=_min_isr,
+                   default=DEFAULTS["min.insync.replicas"],
+                   help="the cluster's min.insync.replicas (the brokers' setting; topics may "
+                        "override it): the ISR size below which leavers join the ELR")
     p.add_argument("--metrics-listen", default=None, metavar="HOST:PORT",
                    help="serve Prometheus /metrics here (port 0: any free port)")
     p.add_argument("--controller-quorum-voters", default=None, metavar="ID@HOST:PORT,...",
@@ -87,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         unclean_leader_election_enable=args.unclean_leader_election_enable,
         auto_leader_rebalance_enable=args.auto_leader_rebalance_enable,
         leader_imbalance_check_interval_ms=args.leader_imbalance_check_interval_ms,
+        **elr_config(bool(args.eligible_leader_replicas_version), args.min_insync_replicas),
     )
     if args.metadata_log_segment_bytes < 1024 or args.metadata_log_max_record_bytes_between_snapshots < 0:
         print("floodmark controller: --metadata-log-segment-bytes must be at least 1024 and "

@@ -78,6 +78,15 @@ class ControllerConfig:
     """Historical (ZooKeeper-era) behaviour for the simulator's scenarios only; see above."""
 
 
+def elr_config(enabled: bool, min_insync_replicas: int) -> dict[str, Any]:
+    """The ``ControllerConfig`` fields of ``eligible.leader.replicas.version`` (KIP-966): ELR in
+    every election together with its unclean-shutdown rule, as Kafka turns both on with the
+    feature; and the cluster's min.insync.replicas they count against."""
+    return {"eligible_leader_replicas_enable": enabled,
+            "unclean_shutdown_leaves_isr": enabled,
+            "min_insync_replicas": min_insync_replicas}
+
+
 @dataclass(frozen=True, slots=True)
 class HeartbeatAnswer:
     error: ErrorCode
@@ -401,7 +410,8 @@ class ControllerLogic:
                      topic, partition, request.broker_id, request.leader_epoch,
                      list(request.new_isr), error.name)
             return error, current if error is ErrorCode.INELIGIBLE_REPLICA else None
-        new = apply_alter_partition(current, request)
+        new = apply_alter_partition(current, request,
+                                    min_insync_replicas=self._min_isr_for_elr(topic))
         self._commit_change(topic, partition, new, f"AlterPartition from {request.broker_id}")
         self._maybe_complete_reassignment(topic, partition)
         return ErrorCode.NONE, new
