@@ -67,7 +67,8 @@ class Observer(threading.Thread):
                 for index, reg in parts.items():
                     key = f"{topic}-{index}"
                     view = {"leader": int(reg["leader"]), "leader_epoch": reg["leader_epoch"],
-                            "isr": sorted(reg["isr"]), "replicas": list(reg["replicas"])}
+                            "isr": sorted(reg["isr"]), "elr": sorted(reg.get("elr", [])),
+                            "replicas": list(reg["replicas"])}
                     if self.partitions.get(key) != view:
                         self.partitions[key] = view
                         self.timeline.append({"time": now, "key": key, **view})
