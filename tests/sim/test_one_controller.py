@@ -8,9 +8,11 @@ import ast
 import inspect
 from typing import Any
 
+import pytest
+
 from floodmark.controller.image import MetadataImage
 from floodmark.controller.logic import ControllerConfig, ControllerLogic, elr_config
-from floodmark.errors import ErrorCode
+from floodmark.errors import ErrorCode, KafkaError
 from floodmark.replication.election import AlterPartitionRequest, PartitionRegistration
 from floodmark.replication.modes import Truncation
 from floodmark.sim import controller as sim_controller
@@ -154,3 +156,24 @@ def logic_unclean_elections_after(cfg: dict[str, Any]) -> int:
     logic = _logic(**cfg)
     _power_cut_of_the_last_isr_member(logic)
     return logic.unclean_elections
+
+
+def test_a_lower_min_isr_clears_the_eligible_leader_replicas() -> None:
+    """At min ISR the leader's HW moves without the ELR members, so they are no longer
+    eligible: a topic's (or the cluster's) new min.insync.replicas recomputes the ELR at once.
+    A broker-level value, which one leader alone would count by, is refused under ELR."""
+    logic = _logic(**elr_config(True, 2))
+    _power_cut_of_the_last_isr_member(logic)
+    reg = logic.image.partition("t", 0)
+    assert reg is not None and reg.elr  # the new leader alone, the other follower eligible
+    logic.alter_topic_configs("t", {"min.insync.replicas": "1"})
+    after = logic.image.partition("t", 0)
+    assert after is not None and after.elr == () and after.isr == reg.isr
+    with pytest.raises(KafkaError) as refused:
+        logic.alter_broker_configs("1", {"min.insync.replicas": 1})
+    assert refused.value.code is ErrorCode.INVALID_CONFIG
+    cluster_wide = _logic(**elr_config(True, 2))
+    _power_cut_of_the_last_isr_member(cluster_wide)
+    cluster_wide.alter_broker_configs("", {"min.insync.replicas": 1})
+    cleared = cluster_wide.image.partition("t", 0)
+    assert cleared is not None and cleared.elr == ()
