@@ -59,6 +59,20 @@ def test_three_replica_sync_table_shows_remote_leos() -> None:
     assert all(r["hw"] == r["leo"] == 2 for r in result.final.values())
 
 
+def test_retry_below_min_isr_is_written_once() -> None:
+    """Issue 13, finding 6: the retry at a new leader whose ISR is below min ISR is parked, not
+    refused NOT_ENOUGH_REPLICAS, so the scripted client never resends it under a new epoch."""
+    result = run_scenario("retry-below-min-isr", LE)
+    retry = next(s for s in result.steps if "the client's retry" in s["event"])
+    assert retry["event"].split(" -> ")[1].startswith("pending"), retry["event"]
+    assert retry["replicas"]["F1"]["isr"] == ["F1"]
+    assert result.facts == {"retry_answer": "NONE", "retry_offset": 1, "copies_of_v1": 1}
+    alive = {name: [v for _o, _e, v in r["log"]] for name, r in result.final.items()
+             if name != "L"}
+    assert alive == {"F1": ["v0", "v1"], "F2": ["v0", "v1"]}
+    assert not any("epoch 1" in s["event"] for s in result.steps)
+
+
 def test_cli_scenario_json_contract(capsys: pytest.CaptureFixture[str]) -> None:
     code = main(
         ["sim", "scenario", "hw-truncation-data-loss", "--truncation", "high-watermark", "--json"]

@@ -61,9 +61,11 @@ class Leader:
         pass
 
     def produce(self, sequence: int, value: bytes = b"v", acks: int = -1,
-                now_ms: int = 10, pid: int = PID, in_doubt: bool = False) -> LeaderProduce:
+                now_ms: int = 10, pid: int = PID, in_doubt: bool = False,
+                transactional: bool = False) -> LeaderProduce:
         self.next_id += 1
-        batch = simple_batch([value], producer_id=pid, producer_epoch=0, base_sequence=sequence)
+        batch = simple_batch([value], producer_id=pid, producer_epoch=0, base_sequence=sequence,
+                             is_transactional=transactional)
         out = produce_as_leader(self.core, self.log, batch, acks=acks,
                                 produce_id=self.next_id, now_ms=now_ms, timeout_ms=1000,
                                 settings=self.settings, leadership_in_doubt=in_doubt)
@@ -78,6 +80,11 @@ class Leader:
 
     def answers(self, produce_id: int) -> list[ErrorCode]:
         return [c.error for c in self.completed if c.produce_id == produce_id]
+
+    def set_isr(self, isr: tuple[int, ...], partition_epoch: int, now_ms: int = 30) -> None:
+        """The controller committed a new ISR; broker 1 stays leader in the same epoch."""
+        self.apply(self.core.apply_metadata(
+            self.log, PartitionRegistration((1, 2, 3), isr, 1, 5, partition_epoch), now_ms))
 
 
 def test_retry_of_an_uncommitted_batch_waits_for_the_high_watermark() -> None:
@@ -153,12 +160,108 @@ def test_refusals_before_append() -> None:
     assert leader.log.log_end_offset == 0
 
 
-def test_not_enough_replicas_is_checked_before_the_duplicate() -> None:
+# -- issue 13, finding 6: a retry of a batch in the log is never told NOT_ENOUGH_REPLICAS -------
+# NOT_ENOUGH_REPLICAS means "nothing appended": librdkafka marks the batch not persisted and may
+# resend it under a bumped producer epoch, which no broker can recognise as a duplicate.
+
+
+def test_uncommitted_retry_below_min_isr_waits_for_the_high_watermark() -> None:
+    leader = Leader()
+    first = leader.produce(0)
+    assert first.parked
+    leader.set_isr((1,), 1)  # below min.insync.replicas=2
+    retry = leader.produce(0)
+    assert retry.answer is not ErrorCode.NOT_ENOUGH_REPLICAS
+    assert retry.duplicate and retry.parked and retry.base_offset == 0
+    assert leader.produce(1, b"new").answer is ErrorCode.NOT_ENOUGH_REPLICAS  # not in the log
+    assert leader.log.log_end_offset == 1 and leader.core.high_watermark == 0
+    leader.set_isr((1, 2), 2, now_ms=40)  # the ISR grows back
+    leader.follower_fetch(2, 1, now_ms=50)
+    assert leader.core.high_watermark == 1
+    assert leader.answers(first.produce_id) == [ErrorCode.NONE]
+    assert leader.answers(retry.produce_id) == [ErrorCode.NONE]
+    assert leader.completed[-1].base_offset == 0  # the original offset, written once
+    assert leader.log.log_end_offset == 1
+
+
+def test_uncommitted_retry_below_min_isr_times_out_possibly_persisted() -> None:
+    """If the ISR does not grow back in time the retry is answered REQUEST_TIMED_OUT (possibly
+    persisted to every client), or NOT_LEADER_OR_FOLLOWER if leadership moves: never NER."""
     leader = Leader()
     leader.produce(0)
+    leader.set_isr((1,), 1)
+    retry = leader.produce(0, now_ms=100)
+    leader.apply(leader.core.expire_produces(100 + 1000))
+    assert leader.answers(retry.produce_id) == [ErrorCode.REQUEST_TIMED_OUT]
+    again = leader.produce(0, now_ms=1200)
+    assert again.parked
     leader.apply(leader.core.apply_metadata(
-        leader.log, PartitionRegistration((1, 2, 3), (1,), 1, 5, 1), 30))
-    assert leader.produce(0).answer is ErrorCode.NOT_ENOUGH_REPLICAS
+        leader.log, PartitionRegistration((1, 2, 3), (2,), 2, 6, 2), 1300))
+    assert leader.answers(again.produce_id) == [ErrorCode.NOT_LEADER_OR_FOLLOWER]
+
+
+def test_committed_retry_below_min_isr_is_answered_at_once() -> None:
+    leader = Leader()
+    first = leader.produce(0)
+    leader.follower_fetch(2, 1)
+    leader.follower_fetch(3, 1)
+    assert leader.answers(first.produce_id) == [ErrorCode.NONE]
+    leader.set_isr((1,), 1)
+    retry = leader.produce(0)
+    assert retry.duplicate and retry.answer is ErrorCode.NONE and retry.base_offset == 0
+    assert leader.produce(1).answer is ErrorCode.NOT_ENOUGH_REPLICAS
+
+
+def test_transactional_retry_below_min_isr_is_not_refused() -> None:
+    leader = Leader()
+    leader.produce(0, transactional=True)
+    leader.set_isr((1,), 1)
+    retry = leader.produce(0, transactional=True)
+    assert retry.duplicate and retry.parked
+    assert leader.produce(1, transactional=True).answer is ErrorCode.NOT_ENOUGH_REPLICAS
+    assert leader.log.log_end_offset == 1
+
+
+def test_retry_at_a_leader_in_doubt_below_min_isr() -> None:
+    """A leader in doubt answers a duplicate as any leader (it waits for the HW); a gap with the
+    ISR below min ISR is NOT_ENOUGH_REPLICAS (nothing appended), checked before the sequence."""
+    leader = Leader()
+    leader.produce(0)
+    leader.set_isr((1,), 1)
+    retry = leader.produce(0, in_doubt=True)
+    assert retry.duplicate and retry.parked
+    assert leader.produce(4, in_doubt=True).answer is ErrorCode.NOT_ENOUGH_REPLICAS
+
+
+def test_unsafe_switch_still_acknowledges_below_min_isr() -> None:
+    leader = Leader(ProduceSettings(unsafe_ack_duplicates_before_commit=True))
+    leader.produce(0)
+    leader.set_isr((1,), 1)
+    retry = leader.produce(0)
+    assert retry.duplicate and retry.answer is ErrorCode.NONE and leader.core.high_watermark == 0
+
+
+def test_acks_one_retry_below_min_isr_answers_at_once() -> None:
+    leader = Leader()
+    assert leader.produce(0, acks=1).answer is ErrorCode.NONE
+    leader.set_isr((1,), 1)
+    retry = leader.produce(0, acks=1)
+    assert retry.duplicate and retry.answer is ErrorCode.NONE and retry.base_offset == 0
+
+
+def test_malformed_request_below_min_isr_gets_its_own_error() -> None:
+    """The request's own errors come before NOT_ENOUGH_REPLICAS (a retry has to be parsed to be
+    recognised); nothing is appended either way."""
+    leader = Leader()
+    leader.set_isr((1,), 1)
+    out = produce_as_leader(leader.core, leader.log, b"junk", acks=-1,
+                            produce_id=100, now_ms=0, timeout_ms=1000)
+    assert out.answer is ErrorCode.CORRUPT_MESSAGE
+    plain = simple_batch([b"p"])
+    out = produce_as_leader(leader.core, leader.log, plain, acks=-1,
+                            produce_id=101, now_ms=0, timeout_ms=1000)
+    assert out.answer is ErrorCode.NOT_ENOUGH_REPLICAS
+    assert leader.log.log_end_offset == 0
 
 
 def test_acks_all_during_a_pending_shrink_waits_for_the_larger_isr() -> None:

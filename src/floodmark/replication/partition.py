@@ -388,7 +388,9 @@ class Partition:
 
     # -- leader: produce ---------------------------------------------------------------------
     def check_produce(self, acks: int) -> ErrorCode:
-        """Before appending: not leader, or acks=all with the ISR below min ISR (nothing appended)."""
+        """Before appending: not leader, or acks=all with the ISR below min ISR (nothing appended).
+        The produce path answers NOT_ENOUGH_REPLICAS only to a batch that is not already in the
+        log (``produce.produce_as_leader``: a retry of one is answered as its original)."""
         if not isinstance(self.role, LeaderState):
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         if acks == ACKS_ALL and len(self.role.isr_state.isr) < self._effective_min_isr(

@@ -16,14 +16,33 @@ the controller while clients still reach it: issue 8 measured thousands of ackno
 lost that way). ``unsafe_ack_duplicates_before_commit`` brings that old behaviour back, for the
 simulator and the fault tests to prove they catch it; nothing else may turn it on.
 
-Errors answered before anything is appended, in Kafka's order: INVALID_REQUIRED_ACKS,
-NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS (acks=all with the committed ISR below
-min.insync.replicas), CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, INVALID_RECORD (an idempotent request
-must hold exactly one batch per partition, as Kafka requires of Produce v3+),
-INVALID_RECORD again for a control batch (only the leader writes markers) or a transactional
-batch without a producer id, then the sequence checks (OUT_OF_ORDER_SEQUENCE_NUMBER,
-INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE for a plain batch inside an open transaction) and
-whatever the log refuses.
+Errors answered before anything is appended: INVALID_REQUIRED_ACKS, NOT_LEADER_OR_FOLLOWER,
+CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, INVALID_RECORD (an idempotent request must hold exactly one
+batch per partition, as Kafka requires of Produce v3+), INVALID_RECORD again for a control batch
+(only the leader writes markers) or a transactional batch without a producer id; then a retry of
+a batch already in the log is recognised (above); then NOT_ENOUGH_REPLICAS (acks=all with the
+committed ISR below min.insync.replicas); then the sequence checks
+(OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE for a plain batch inside
+an open transaction) and whatever the log refuses.
+
+**A retry of a batch already in the log is never answered NOT_ENOUGH_REPLICAS** (issue 13,
+finding 6). Kafka checks min.insync.replicas first, before the producer state, so a retry that
+reaches a new leader whose ISR is below min ISR hears NOT_ENOUGH_REPLICAS: "nothing appended",
+which clients take as *not persisted* (librdkafka's ``MsgNotPersisted``), although the first
+attempt is in the log. librdkafka then feels free to resend the record under a bumped producer
+epoch (its epoch bump renumbers every unacknowledged record, on every partition), and the broker
+cannot recognise that resend: the chaos run found the record in every replica twice. floodmark
+answers a recognised duplicate as it would have answered the original still waiting:
+
+* below the high watermark (committed): NONE with the original offsets, at once;
+* acks=all, not committed, whatever the ISR size: parked like the original, so NONE once the HW
+  passes it (the ISR grew back), else REQUEST_TIMED_OUT or NOT_LEADER_OR_FOLLOWER, and
+  NOT_ENOUGH_REPLICAS_AFTER_APPEND in the race the purgatory names. Every one of those is
+  "possibly persisted" to librdkafka, the Java producer and kafka-python alike, and retriable.
+  Parking rather than answering NOT_ENOUGH_REPLICAS_AFTER_APPEND at once also keeps the retry in
+  flight: librdkafka drains every in-flight request before it bumps its epoch, so a retry that
+  is answered NONE when the ISR grows back is never renumbered;
+* acks=1: NONE at once (the leader has it), as before.
 
 Transactional batches are accepted as Kafka accepts them without KIP-890 verification: the
 partition does not ask the transaction coordinator whether the transaction is ongoing (a late
@@ -146,9 +165,11 @@ def produce_as_leader(
     OUT_OF_ORDER_SEQUENCE_NUMBER (fatal to an idempotent producer)."""
     if acks not in (ACKS_ALL, ACKS_NONE, ACKS_LEADER):
         return _refuse(produce_id, ErrorCode.INVALID_REQUIRED_ACKS)
-    error = core.check_produce(acks)
-    if error is not ErrorCode.NONE:
-        return _refuse(produce_id, error)
+    # NOT_ENOUGH_REPLICAS waits until the retry of a batch in the log has been recognised: it
+    # says "not persisted", which is a lie about such a batch (see the module docstring).
+    replication = core.check_produce(acks)
+    if replication not in (ErrorCode.NONE, ErrorCode.NOT_ENOUGH_REPLICAS):
+        return _refuse(produce_id, replication)
     if not records:
         return _refuse(produce_id, ErrorCode.CORRUPT_MESSAGE, "no records")
     if len(records) > settings.max_message_bytes + LOG_OVERHEAD_BYTES:
@@ -178,11 +199,14 @@ def produce_as_leader(
     if idempotent and len(metas) != 1:
         return _refuse(produce_id, ErrorCode.INVALID_RECORD,
                        "an idempotent produce carries exactly one batch per partition")
-    for meta in idempotent:
-        check = producers.check(meta)
+    checks = [producers.check(meta) for meta in idempotent]
+    for check in checks:
         if check.error is ErrorCode.DUPLICATE_SEQUENCE_NUMBER and check.duplicate_of is not None:
             return _duplicate(core, log, produce_id, check.duplicate_of.first_offset,
                               check.duplicate_of.last_offset, acks, now_ms, timeout_ms, settings)
+    if replication is not ErrorCode.NONE:
+        return _refuse(produce_id, replication)  # NOT_ENOUGH_REPLICAS: nothing of it is in the log
+    for check in checks:
         if check.error is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and leadership_in_doubt:
             return _refuse(produce_id, ErrorCode.NOT_LEADER_OR_FOLLOWER,
                            "sequence gap while this broker's controller session is in doubt: "
@@ -264,9 +288,11 @@ def _keyless_records(records: bytes | memoryview) -> list[int] | None:
 def _duplicate(core: Partition, log: LeaderLog, produce_id: int, first_offset: int,
                last_offset: int, acks: int, now_ms: int, timeout_ms: int,
                settings: ProduceSettings) -> LeaderProduce:
-    """A retry of a batch still in the log: the original offsets, after the same wait."""
+    """A retry of a batch still in the log: the original offsets, after the same wait as the
+    original's, whatever the ISR size (never NOT_ENOUGH_REPLICAS: see the module docstring).
+    Committed already (below the HW): answered at once."""
     out = LeaderProduce(produce_id, first_offset, duplicate=True)
-    if settings.unsafe_ack_duplicates_before_commit:
+    if settings.unsafe_ack_duplicates_before_commit or last_offset < core.high_watermark:
         out.answer = ErrorCode.NONE
         return out
     effects = core.on_leader_append(log, produce_id, acks, first_offset, last_offset, now_ms,

@@ -268,13 +268,14 @@ class Producer:
         self.retry_scheduled = False
 
     def send(self, value: str, acks: int, to: int | None = None, *, producer_id: int = -1,
-             sequence: int = -1, transactional: bool = False) -> int:
+             sequence: int = -1, transactional: bool = False, producer_epoch: int = 0) -> int:
         """Send one produce; returns its id. ``to`` overrides the believed leader. With
-        ``producer_id``: that producer's batch (epoch 0) at ``sequence``, in its transaction if
-        ``transactional``."""
+        ``producer_id``: that producer's batch (``producer_epoch``) at ``sequence``, in its
+        transaction if ``transactional``."""
         produce_id = self._track(value, acks)
         target = self.leader if to is None else to
         what = f" pid={producer_id} seq={sequence}" if producer_id >= 0 else ""
+        what += f" epoch={producer_epoch}" if producer_id >= 0 and producer_epoch else ""
         what += " transactional" if transactional else ""
         self.cluster.world.record(
             f"{self.name} send {value} acks={acks}{what} to {self.cluster.name_of(target)}")
@@ -282,7 +283,8 @@ class Producer:
             self.name,
             self.cluster.name_of(target),
             m.Produce(produce_id, value, acks, self.timeout_ms, producer_id=producer_id,
-                      producer_epoch=0 if producer_id >= 0 else -1, sequence=sequence,
+                      producer_epoch=producer_epoch if producer_id >= 0 else -1,
+                      sequence=sequence,
                       transactional=transactional),
         )
         return produce_id

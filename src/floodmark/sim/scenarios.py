@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from floodmark.errors import ErrorCode
 from floodmark.replication.modes import Truncation
 from floodmark.replication.transactions import log as txn_log
 from floodmark.replication.transactions.state import TxnState
@@ -543,6 +544,62 @@ def coordinator_failover(mode: Truncation) -> ScenarioResult:
     return _result("coordinator-failover", s, exp, facts)
 
 
+# -- retry-below-min-isr (issue 13, finding 6: the chaos run's only duplicate) ---------------------
+RETRY_PRODUCER_ID = 1000
+
+
+def retry_below_min_isr(mode: Truncation) -> ScenarioResult:
+    """An idempotent batch is in the new leader's log but not committed, and the new leader's ISR
+    is below min.insync.replicas when the client's retry arrives. Kafka answers
+    NOT_ENOUGH_REPLICAS ("not persisted"); librdkafka, told so, later resends the record under a
+    bumped producer epoch, which no broker can recognise: the value is written twice. floodmark
+    answers the retry as the original would be answered: it waits for the HW, then NONE with the
+    original offset. The client's side is scripted as librdkafka behaves: when it bumps its epoch
+    (on an OUT_OF_ORDER_SEQUENCE_NUMBER of a later request, "skipped sequence numbers"), every
+    record it holds no acknowledgement for goes again from sequence 0."""
+    s = Script(("L", "F1", "F2"), mode, min_insync_replicas=2, restart_keeps_isr=False)
+    pid = RETRY_PRODUCER_ID
+    s.boot()
+    s.produce("v0", producer_id=pid, sequence=0)
+    for f in ("F1", "F2"):
+        s.fetch_until_idle(f)
+    for f in ("F1", "F2"):
+        s.release(f)
+    s.produce("v1", producer_id=pid, sequence=1)
+    s.fetch("F1", note=": F1 copies v1; L does not know yet, so v1 is not committed")
+    s.crash("F2", lose_unsynced=False)
+    s.fence("F2", "controller fences the dead F2")
+    s.isolate("L")  # F1, the only ISR member left, leads with ISR {F1}
+    s.produce("v1", producer_id=pid, sequence=1,
+              note=" (the client's retry at F1: ISR {F1}, min.insync.replicas=2)")
+    retry = s.cluster.producer.outcomes[s.produced["v1"]]
+    s.restart("F2")
+    s.fetch_until_idle("F2")
+    s.release("F2")
+    if retry.error is not ErrorCode.NONE:
+        s.produce("v1", producer_id=pid, producer_epoch=1, sequence=0,
+                  note=" (the client bumped its epoch: every unacknowledged record again)")
+        s.fetch_until_idle("F2")
+        s.release("F2")
+    leader = s.cluster.leader()
+    copies = sum(1 for _e, v in leader.entries if v == "v1") if leader else 0
+    facts = {
+        "retry_answer": retry.error.name if retry.error is not None else "pending",
+        "retry_offset": retry.offset,
+        "copies_of_v1": copies,
+    }
+    exp = Expectation(
+        (),
+        False,
+        "the retry of v1 reaches F1 (ISR {F1}, below min.insync.replicas=2) and waits for the HW "
+        "like the original instead of hearing NOT_ENOUGH_REPLICAS; when F2 is back in the ISR it "
+        "is answered NONE at v1's original offset 1, and the client has nothing to resend under "
+        "a new epoch: v1 is in the log once",
+        (("retry_answer", "NONE"), ("retry_offset", 1), ("copies_of_v1", 1)),
+    )
+    return _result("retry-below-min-isr", s, exp, facts)
+
+
 SCENARIOS: dict[str, tuple[Callable[[Truncation], ScenarioResult], str]] = {
     "hw-truncation-data-loss": (
         hw_truncation_data_loss,
@@ -580,6 +637,11 @@ SCENARIOS: dict[str, tuple[Callable[[Truncation], ScenarioResult], str]] = {
         coordinator_failover,
         "the transaction coordinator crashes after PrepareCommit; a new one completes the "
         "commit from its log: all of the transaction or none",
+    ),
+    "retry-below-min-isr": (
+        retry_below_min_isr,
+        "issue 13: a retry reaches a new leader whose ISR is below min ISR; it waits for the HW "
+        "like the original (never NOT_ENOUGH_REPLICAS), so no epoch-bump duplicate",
     ),
     "transaction-visibility": (
         transaction_visibility,

@@ -112,18 +112,27 @@ class Script:
             self._settle()
         self.record(f"start {', '.join(self.names)}; leader {self.names[0]}")
 
-    def produce(self, value: str, acks: int = ACKS_ALL, *, note: str = "") -> ErrorCode | None:
-        """Send one record to the controller's leader (or note that there is none)."""
+    def produce(self, value: str, acks: int = ACKS_ALL, *, note: str = "",
+                producer_id: int = -1, producer_epoch: int = 0,
+                sequence: int = -1) -> ErrorCode | None:
+        """Send one record to the controller's leader (or note that there is none). With
+        ``producer_id``: as that idempotent producer's batch (``producer_epoch``, ``sequence``);
+        sending the same three again is a client's retry."""
         reg = self.cluster.controller.registration
         if reg.leader == NO_LEADER:
             self.record(f"produce {value}: no leader, partition unavailable{note}")
             return ErrorCode.LEADER_NOT_AVAILABLE
-        produce_id = self.cluster.producer.send(value, acks, to=reg.leader)
+        produce_id = self.cluster.producer.send(value, acks, to=reg.leader,
+                                                producer_id=producer_id,
+                                                producer_epoch=producer_epoch, sequence=sequence)
         self.produced[value] = produce_id
         self._settle()
         outcome = self.cluster.producer.outcomes[produce_id]
         status = "pending" if outcome.error is None else outcome.error.name
-        self.record(f"produce {value} acks={'all' if acks == ACKS_ALL else acks} -> {status}{note}")
+        who = (f" (p{producer_id} epoch {producer_epoch} seq {sequence})"
+               if producer_id >= 0 else "")
+        self.record(f"produce {value}{who} acks={'all' if acks == ACKS_ALL else acks} -> "
+                    f"{status}{note}")
         return outcome.error
 
     # -- transactions: the client asks the coordinator (the broker's core) ---------------------
