@@ -314,6 +314,39 @@ class Nemesis:
         SIGKILL drops every write not yet fsynced, as a power cut would."""
         self._kill([self.brokers[rng.randrange(len(self.brokers))]], duration_s, rng, record)
 
+    def _pause_then_power_cut(self, duration_s: float, rng: random.Random,
+                              record: dict[str, Any]) -> None:
+        """Issue 13's finding 5: a partition's followers paused until its ISR is the leader
+        alone (bounded; the controller fences them after its session), the leader's power cut
+        and restarted, then the followers continued. With eligible leader replicas a follower
+        leads once it is back, holding every committed record; without them the power-cut
+        broker is elected again from what it fsynced and the followers truncate to it."""
+        key, leader = self._leader(rng)
+        reg = self.observer.view(key) or {"replicas": self.brokers}
+        followers = [b for b in reg["replicas"] if b != leader and b in self.brokers]
+        record["partition"] = key
+        record["targets"] = [leader]
+        record["paused"] = followers
+        for node_id in followers:
+            self.cluster.signal(node_id, signal.SIGSTOP)
+        try:
+            deadline = time.monotonic() + duration_s + 10.0
+            while time.monotonic() < deadline:
+                now = self.observer.view(key)
+                if now is not None and now["isr"] == [leader]:
+                    break
+                time.sleep(0.1)
+            now = self.observer.view(key) or {}
+            record["isr_at_cut"] = now.get("isr")
+            record["elr_at_cut"] = now.get("elr")
+            self.cluster.kill(leader, signal.SIGKILL)
+            time.sleep(rng.uniform(0.5, 1.5))
+            self._restart([leader], rng, (0.0, 0.0))
+            time.sleep(rng.uniform(1.0, 3.0))
+        finally:
+            for node_id in followers:
+                self.cluster.signal(node_id, signal.SIGCONT)
+
     def _kill_controller(self, duration_s: float, rng: random.Random, record: dict[str, Any]
                          ) -> None:
         self._kill([self._active_controller()], duration_s, rng, record)

@@ -39,7 +39,7 @@ from floodmark.chaos.nodes import (
     host_of,
     read_partition_values,
 )
-from floodmark.chaos.schedule import DEFAULT_FAULTS, expand, plan
+from floodmark.chaos.schedule import DEFAULT_FAULTS, POWER_CUTS, expand, plan
 from floodmark.replication.modes import DEFAULT_TRUNCATION, Truncation
 
 CLIENTS_HOST = "clients"
@@ -89,7 +89,7 @@ class ChaosConfig:
 def _broker_settings(config: ChaosConfig) -> dict[str, str]:
     settings = {"replica.lag.time.max.ms": "3000", "min.insync.replicas": "2",
                 "auto.create.topics.enable": "false", "group.initial.rebalance.delay.ms": "100"}
-    if "power-loss" in expand(config.faults):
+    if POWER_CUTS & set(expand(config.faults)):
         settings["floodmark.unsafe.power.loss.page.cache"] = "true"
     if Truncation.parse(config.truncation) is not DEFAULT_TRUNCATION:
         settings["floodmark.truncation"] = Truncation.parse(config.truncation).value
@@ -192,7 +192,8 @@ def run(config: ChaosConfig, say: Callable[[str], None] = lambda _m: None) -> di
     """One chaos run; returns the result object (``valid``, ``anomalies``, ``faults``, ...).
     Raises ``LabError`` when namespaces cannot be made here, ``ValueError`` on a bad config."""
     config.validate()
-    schedule = plan(config.seed, config.faults, config.time_limit_s)
+    schedule = plan(config.seed, config.faults, config.time_limit_s,
+                    eligible_leader_replicas=config.eligible_leader_replicas)
     keep = config.work_dir is not None
     work = Path(config.work_dir or tempfile.mkdtemp(prefix=f"{config.name}-run-")).resolve()
     work.mkdir(parents=True, exist_ok=True)
@@ -255,7 +256,7 @@ def _workload_and_faults(config: ChaosConfig, schedule: list[Any], lab: Lab, clu
         raise RuntimeError(f"no write was acknowledged; see {work / 'logs'}")
     say(f"workload running; {len(schedule)} faults over {config.time_limit_s:.0f}s")
     nemesis = Nemesis(lab, cluster, observer, config.keys, say,
-                      power_loss="power-loss" in expand(config.faults),
+                      power_loss=bool(POWER_CUTS & set(expand(config.faults))),
                       sync_keys=[*config.keys, "__consumer_offsets-0"],
                       eligible_leader_replicas=config.eligible_leader_replicas)
     started = time.monotonic()
