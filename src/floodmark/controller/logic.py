@@ -512,7 +512,7 @@ class ControllerLogic:
         self._commit_change(topic, partition, replace(
             reg, replicas=replicas, isr=isr, leader=leader, leader_epoch=leader_epoch,
             partition_epoch=reg.partition_epoch + 1,
-            elr=tuple(r for r in reg.elr if r in replicas)), why)
+            elr=tuple(r for r in reg.elr if r in replicas), last_known_elr=()), why)
         self.emit({"type": "reassignment", "topic": topic, "partition": partition,
                    "target": None, "adding": [], "removing": []})
 
