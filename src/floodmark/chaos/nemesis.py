@@ -12,7 +12,7 @@ import random
 import signal
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from floodmark.chaos.netns import Lab, enter_namespace
@@ -95,8 +95,34 @@ class Observer(threading.Thread):
             return True
 
 
+    def sole_holders(self, keys: Sequence[str], cut: Collection[int]) -> list[str]:
+        """The partitions whose committed records are on fewer than two brokers that may lead
+        with them: ISR and ELR members (KIP-966: each holds every committed record), without
+        the brokers in ``cut`` (power-cut and not yet back in their ISRs). All of them when the
+        controller's view is not recent."""
+        with self._lock:
+            if not self.controller_up or not self.controller_up[-1][1]:
+                return list(keys)
+            out = []
+            for key in keys:
+                reg = self.partitions.get(key)
+                holders = set(reg["isr"]) | set(reg.get("elr", [])) if reg else set()
+                if len(holders - set(cut)) < 2:
+                    out.append(key)
+            return out
+
+    def caught_up(self, broker_id: int, keys: Sequence[str]) -> bool:
+        """``broker_id`` is in the ISR of every partition (of ``keys``) it is a replica of."""
+        with self._lock:
+            for key in keys:
+                reg = self.partitions.get(key)
+                if reg is None or (broker_id in reg["replicas"] and broker_id not in reg["isr"]):
+                    return False
+            return True
+
+
 # Faults that SIGKILL one broker: with the brokers' power-loss page cache each is a power cut.
-BROKER_KILLS = frozenset({"kill-one", "kill-leader", "power-loss"})
+BROKER_KILLS = frozenset({"kill-one", "kill-leader", "power-loss", "pause-then-power-cut"})
 IN_SYNC_WAIT_S = 30.0
 
 
@@ -109,10 +135,14 @@ class Nemesis:
         """``power_loss``: the brokers lose unsynced writes when killed.
 
         With ``eligible_leader_replicas`` (the controllers run KIP-966, the default) a power cut
-        goes ahead whatever the ISRs are, and its record says whether every ISR was whole
-        (``isr_whole``): a last ISR member that comes back from an unclean shutdown leaves the
-        ISR and the ELR, and a replica that left the ISR while it was below min ISR (the ELR)
-        leads instead, holding every committed record.
+        no longer waits for whole ISRs (its record says whether they were: ``isr_whole``): a
+        last ISR member that comes back from an unclean shutdown leaves the ISR and the ELR, and
+        a replica that left the ISR while it was below min ISR (the ELR) leads instead, holding
+        every committed record. It waits (bounded, else skipped) only while some partition's
+        committed records are on fewer than two such holders, not counting brokers power-cut
+        earlier that have not caught up since: a cut then is a second failure of the replicas
+        holding them, which no replication survives (all-faults seed 4: leader 1 cut with ISR
+        [1], ELR [3]; 3 elected; 0.3 s later 3 cut too, its records only in its page cache).
 
         Without it (``eligible.leader.replicas.version=0``) SPEC §4's premise allows a kill only
         while no other replica has failed, and a replica out of the ISR has (it lacks what the
@@ -130,6 +160,7 @@ class Nemesis:
         self.say = say
         self.power_loss = power_loss
         self.eligible_leader_replicas = eligible_leader_replicas
+        self.power_cut: set[int] = set()  # power-cut brokers not yet back in all their ISRs
         self.sync_keys = list(sync_keys) if sync_keys is not None else list(keys)
         self.in_sync_wait_s = in_sync_wait_s
         self.brokers = list(cluster.broker_ids)
@@ -175,8 +206,17 @@ class Nemesis:
         try:
             power_cut = self.power_loss and fault.name in BROKER_KILLS
             if power_cut and self.eligible_leader_replicas:
-                record["isr_whole"] = self.observer.all_in_sync(self.sync_keys)
-                action(fault.duration_s, rng, record)
+                sole = self._wait_for_holders()
+                if sole:
+                    record["skipped"] = (f"the committed records of {', '.join(sole)} are on one "
+                                         "broker only (ISR and ELR, without brokers power-cut "
+                                         "and not caught up since): a power cut now is a second "
+                                         "failure of their holders, outside SPEC §4's premise")
+                else:
+                    record["isr_whole"] = self.observer.all_in_sync(self.sync_keys)
+                    action(fault.duration_s, rng, record)
+                    self.power_cut.update(t for t in record.get("targets", [])
+                                          if t in self.brokers)
             elif power_cut and not self._wait_in_sync():
                 record["skipped"] = ("a replica is out of the ISR and eligible leader replicas "
                                      "(KIP-966) are off: a power cut now is outside SPEC §4's "
@@ -188,6 +228,19 @@ class Nemesis:
         self.say(f"fault {fault.name} {record.get('targets', '')} "
                  f"{record['end'] - record['start']:.1f}s")
         return record
+
+    def _wait_for_holders(self) -> list[str]:
+        """With ELR: wait (at most ``in_sync_wait_s``) until every partition's committed
+        records are on two holders that were not power-cut since they last caught up; the
+        partitions still short of that, [] when none."""
+        deadline = time.monotonic() + self.in_sync_wait_s
+        while True:
+            self.power_cut = {b for b in self.power_cut
+                              if not self.observer.caught_up(b, self.sync_keys)}
+            sole = self.observer.sole_holders(self.sync_keys, self.power_cut)
+            if not sole or time.monotonic() >= deadline:
+                return sole
+            time.sleep(0.2)
 
     def _wait_in_sync(self) -> bool:
         deadline = time.monotonic() + self.in_sync_wait_s
