@@ -7,6 +7,7 @@ import hashlib
 import logging
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -64,6 +65,38 @@ def metadata_brokers(address: str) -> tuple[set[int], int] | None:
     except (OSError, RequestFailed):
         return None
     return {int(b.node_id) for b in meta.brokers}, int(meta.controller_id)
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run_cli(*args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
+    """``floodmark ARGS...`` as a user runs it (a new process, from the repository)."""
+    return subprocess.run([sys.executable, "-m", "floodmark.cli", *args], capture_output=True,
+                          text=True, timeout=timeout_s, cwd=str(REPO))
+
+
+def cli_ok(*args: str) -> str:
+    """``run_cli`` that must succeed; its stdout."""
+    out = run_cli(*args)
+    assert out.returncode == 0, (args, out.stdout, out.stderr)
+    return out.stdout
+
+
+def one_line_error(out: subprocess.CompletedProcess[str], needle: str) -> None:
+    """The command failed with one line on stderr naming ``needle``, and no traceback."""
+    assert out.returncode != 0, (out.stdout, out.stderr)
+    assert "Traceback" not in out.stderr, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], out.stderr
+
+
+def voter_caught_up(cluster: LocalCluster, voter: int) -> bool:
+    """The voter follows another leader and its LEO reached the leader's HW (lag 0)."""
+    q = cluster.quorum()
+    v = next((v for v in q["voters"] if v["voter_id"] == voter), None)
+    return (q["leader_id"] not in (None, voter) and v is not None and v["lag"] == 0
+            and v["log_end_offset"] >= q["high_watermark"])
 
 
 def dir_bytes(path: Path) -> int:

@@ -7,43 +7,25 @@ the controller elected after the active one is killed."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.cluster.helpers import cli_ok as _ok
+from tests.cluster.helpers import one_line_error as _one_line_error
+from tests.cluster.helpers import run_cli as _cli
 from tests.cluster.helpers import wait_until
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[2]
 QUICK_QUORUM = ["--controller-set", "controller.quorum.election.timeout.ms=300",
                 "--controller-set", "controller.quorum.fetch.timeout.ms=600",
                 "--controller-set", "broker.session.timeout.ms=3000"]
 
 
-def _cli(*args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "floodmark.cli", *args], capture_output=True,
-                          text=True, timeout=timeout_s, cwd=str(REPO))
-
-
-def _ok(*args: str) -> str:
-    out = _cli(*args)
-    assert out.returncode == 0, (args, out.stdout, out.stderr)
-    return out.stdout
-
-
 def _json(*args: str) -> Any:
     return json.loads(_ok(*args, "--json"))
-
-
-def _one_line_error(out: subprocess.CompletedProcess[str], needle: str) -> None:
-    assert out.returncode != 0, (out.stdout, out.stderr)
-    assert "Traceback" not in out.stderr, out.stderr
-    lines = out.stderr.strip().splitlines()
-    assert len(lines) == 1 and needle in lines[0], out.stderr
 
 
 def _controllers(dd: list[str]) -> dict[int, dict[str, Any]]:

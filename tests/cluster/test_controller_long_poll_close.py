@@ -73,3 +73,54 @@ def test_dead_broker_fenced_before_its_long_poll_would_answer(tmp_path: Path) ->
     fenced_after_s, poll_left_s = asyncio.run(_scenario(tmp_path / "ctl-ctl11"))
     # Before the fix the fence waited for the poll's answer: never sooner than poll_left_s.
     assert fenced_after_s < poll_left_s / 2, (fenced_after_s, poll_left_s)
+
+
+async def _probe_scenario(data_dir: Path) -> tuple[bool, float]:
+    """A broker whose connections all close while its port still accepts (alive: a client
+    library reconnecting, a slow restart of its calls) is not fenced for it; once its port
+    refuses (the process is gone) the next close fences it at once."""
+    server = ControllerServer(str(data_dir), ControllerConfig(broker_session_timeout_ms=60_000))
+    ports: list[int] = []
+    serving = asyncio.create_task(server.serve("127.0.0.1", 0, ports.append))
+    broker_port = await asyncio.start_server(lambda _r, w: w.close(), "127.0.0.1", 0)
+    try:
+        while not ports:
+            await asyncio.sleep(0.01)
+        port = broker_port.sockets[0].getsockname()[1]
+        control = await asyncio.open_connection("127.0.0.1", ports[0])
+        reg = await _call(*control, 1, "register", {"broker_id": 1, "host": "127.0.0.1",
+                                                    "port": port, "incarnation": "probe11",
+                                                    "clean_shutdown": True})
+        epoch = int(reg["result"]["broker_epoch"])
+        assert "result" in await _call(*control, 2, "heartbeat",
+                                       {"broker_id": 1, "broker_epoch": epoch})
+        control[1].close()
+        # Every probe of the schedule finds the port accepting (wait for the probe to end).
+        deadline = time.monotonic() + 30
+        while not server._probes and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
+        while server._probes and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        alive_fenced = server.image.brokers[1].fenced
+
+        again = await asyncio.open_connection("127.0.0.1", ports[0])
+        assert "result" in await _call(*again, 3, "heartbeat",
+                                       {"broker_id": 1, "broker_epoch": epoch})
+        broker_port.close()
+        await broker_port.wait_closed()
+        closed_at = time.monotonic()
+        again[1].close()
+        while not server.image.brokers[1].fenced and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
+        assert server.image.brokers[1].fenced, "never fenced"
+        return alive_fenced, time.monotonic() - closed_at
+    finally:
+        broker_port.close()
+        server.stop()
+        await asyncio.wait_for(serving, 10)
+
+
+def test_a_closed_connection_fences_only_a_broker_whose_port_refuses(tmp_path: Path) -> None:
+    alive_fenced, fenced_after_s = asyncio.run(_probe_scenario(tmp_path / "probe-ctl11"))
+    assert alive_fenced is False  # before: fenced 0.1 s after its connections closed
+    assert fenced_after_s < 5, fenced_after_s  # not the 60 s session timeout

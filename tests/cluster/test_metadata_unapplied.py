@@ -76,6 +76,9 @@ def test_a_record_no_broker_can_apply_is_skipped_reported_and_the_rest_applied(
             assert "from_the_future" in str(unknown["reason"])
             assert _metric(str(n["metrics"]),
                            "kafka_server_broker_metadata_metrics_metadata_apply_error_count") == 2
+            assert _metric(str(n["metrics"]),
+                           "kafka_server_broker_metadata_metrics_last_applied_record_offset"
+                           ) > bad_offset
             assert "SKIPPED metadata record at offset" in cluster.log_path(n["id"]).read_text()
         text = subprocess.run(
             [sys.executable, "-m", "floodmark.cli", "cluster", "status", "--data-dir",
@@ -86,6 +89,10 @@ def test_a_record_no_broker_can_apply_is_skipped_reported_and_the_rest_applied(
              str(tmp_path)], capture_output=True, text=True, timeout=60, check=True).stdout)
         assert all(n["unapplied_records"][0]["offset"] == bad_offset
                    for n in as_json["nodes"] if n["role"] == "broker")
+        # The same heartbeats carry each broker's image offset: past the skipped record.
+        assert all(n["metadata_offset"] > bad_offset and n["metadata_applied"]
+                   for n in as_json["nodes"] if n["role"] == "broker")
+        assert "metadata_offset=" in text
 
         # Every later record still applies: a new topic is created and served.
         admin.create_topics([NewTopic("after", 1, 2)])["after"].result(30)

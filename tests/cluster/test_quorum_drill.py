@@ -33,6 +33,7 @@ from tests.cluster.helpers import (
     verify_after_healing,
     wait_until,
 )
+from tests.cluster.helpers import voter_caught_up as _voter_caught_up
 
 pytestmark = pytest.mark.integration
 
@@ -72,13 +73,6 @@ def _topics(cluster: LocalCluster) -> set[str]:
 def _leader(cluster: LocalCluster) -> int | None:
     leader = cluster.leader_of(TOPIC)
     return leader if leader > 0 else None
-
-
-def _voter_caught_up(cluster: LocalCluster, voter: int) -> bool:
-    q = cluster.quorum()
-    v = next((v for v in q["voters"] if v["voter_id"] == voter), None)
-    return (q["leader_id"] not in (None, voter) and v is not None and v["lag"] == 0
-            and v["log_end_offset"] >= q["high_watermark"])
 
 
 def _log_start_moved(cluster: LocalCluster, controller: int) -> bool:

@@ -4,10 +4,14 @@ transactions, the LSO rule (``Partition.last_stable_offset``), markers on the le
 
 from __future__ import annotations
 
+import struct
+
 from floodmark.errors import ErrorCode
 from floodmark.records import (
     ControlType,
     EndTxnMarker,
+    Record,
+    build_batch,
     build_marker_batch,
     iter_batches,
     read_end_txn_marker,
@@ -62,6 +66,49 @@ def test_first_unstable_offset_is_the_oldest_open_transaction() -> None:
     assert aborted == AbortedTxn(2, 12, 15, 16)  # nothing else open: LSO after it is 16
     t.on_high_watermark(16)
     assert t.first_unstable_offset(16) is None
+
+
+def test_marker_batch_is_the_generic_encoding_of_its_one_record() -> None:
+    # The marker's record is encoded once per (type, coordinator epoch) and reused: the bytes
+    # must stay exactly those of the generic encoder, whatever the ids, times and epochs.
+    for kind in (ControlType.ABORT, ControlType.COMMIT):
+        for coordinator_epoch in (0, 9, 2**31 - 1):
+            key = struct.pack(">hh", 0, int(kind))
+            value = struct.pack(">hi", 0, coordinator_epoch)
+            for pid, epoch, ts, leader_epoch in ((7, 3, 5, -1), (2**40, 0, 1_700_000_000_000, 4)):
+                assert build_marker_batch(
+                    pid, epoch, EndTxnMarker(kind, coordinator_epoch), timestamp_ms=ts,
+                    partition_leader_epoch=leader_epoch,
+                ) == build_batch([Record(0, ts, key, value)], partition_leader_epoch=leader_epoch,
+                                 producer_id=pid, producer_epoch=epoch, is_transactional=True,
+                                 is_control=True)
+
+
+def test_the_oldest_open_transaction_whatever_order_they_close_in() -> None:
+    t = ProducerStateTable()
+    for pid in range(1, 6):
+        t.record(_data(pid, 0), pid * 10)
+    t.record(_marker(3, committed=False), 60)
+    t.record(_marker(1, committed=True), 61)
+    assert t.first_unstable_offset(100) == 20
+    t.record(_data(1, 1), 62)  # producer 1's next transaction is now the youngest
+    assert t.record(_marker(2, committed=False), 63) == AbortedTxn(2, 20, 63, 40)
+    t.record(_marker(4, committed=True), 64)
+    t.record(_marker(5, committed=True), 65)
+    assert t.first_unstable_offset(100) == 62
+    assert t.open_transactions() == {1: 62}
+
+
+def test_the_oldest_open_transaction_even_if_recorded_out_of_log_order() -> None:
+    t = ProducerStateTable()
+    t.record(_data(1, 0), 30)
+    t.record(_data(2, 0), 10)
+    t.record(_data(3, 0), 20)
+    assert t.first_unstable_offset(100) == 10
+    assert t.record(_marker(2, committed=False), 40) == AbortedTxn(2, 10, 40, 20)
+    assert t.first_unstable_offset(40) == 10  # its marker is not below the HW yet
+    t.on_high_watermark(41)
+    assert t.first_unstable_offset(41) == 20
 
 
 def test_an_abort_records_the_oldest_other_open_transaction_as_its_lso() -> None:

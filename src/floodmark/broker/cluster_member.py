@@ -18,9 +18,14 @@ of its partition (FindCoordinator says so, other brokers answer NOT_COORDINATOR:
 ``handlers/coordination``) and replays that partition's log when it becomes leader. Transactions
 likewise: the leader of a transactional id's ``__transaction_state`` partition is its
 coordinator and loads that partition when it becomes leader (``txn_coordinator.refresh``). Combined
-mode: ``--controller-data-dir`` runs the controller in this process.
+mode (``process.roles=broker,controller``): ``--controller-data-dir`` runs the controller in this
+process, with the controller process's own options and startup (``controller/startup.py``);
+with ``--controller-quorum-voters`` it is one voter of the quorum, and the broker side follows
+whichever voter is active, as any broker does.
 Run: ``python -m floodmark.broker.cluster_member --node-id 1 --controller HOST:PORT
---data-dir DIR [--listen HOST:PORT] [--set name=value ...]``.
+--data-dir DIR [--listen HOST:PORT] [--set name=value ...]``; combined, one voter of three:
+``... --node-id 1 --controller-data-dir CDIR --controller-quorum-voters
+1@h:9201,2@h:9202,3@h:9203 --data-dir DIR``.
 """
 
 from __future__ import annotations
@@ -47,7 +52,15 @@ from floodmark.broker.partition_state import PartitionState
 from floodmark.broker.replica_fetcher import ReplicaManager
 from floodmark.controller.client import ControllerClient
 from floodmark.controller.image import MetadataRecord, UnappliedRecord, record_to_registration
+from floodmark.controller.quorum.codec import parse_voters
 from floodmark.controller.rpc import RpcError
+from floodmark.controller.startup import (
+    add_controller_arguments,
+    controller_setup,
+    open_controller,
+    start_controller,
+    voter_addresses,
+)
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import OFFSETS_TOPIC, CoordinatorType, coordinator_partition
 from floodmark.replication.election import AlterPartitionRequest
@@ -443,8 +456,12 @@ class ClusterMembership(MembershipBase):
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="floodmark-cluster-broker")
-    p.add_argument("--node-id", type=int, required=True)
-    p.add_argument("--controller", required=True, help="HOST:PORT of the controller")
+    p.add_argument("--node-id", type=int, required=True,
+                   help="Kafka's node.id: the broker id and, in combined mode, the voter id")
+    p.add_argument("--controller", default=None, metavar="HOST:PORT[,HOST:PORT...]",
+                   help="the controller, or every voter of a quorum (the broker follows the "
+                        "active one); default: --controller-quorum-voters' addresses. Combined "
+                        "mode without a quorum: where the controller listens")
     p.add_argument("--data-dir", required=True)
     p.add_argument("--listen", default="127.0.0.1:0")
     p.add_argument("--advertised-host", default=None,
@@ -452,38 +469,56 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE")
     p.add_argument("--controller-data-dir", default=None,
                    help="combined mode (process.roles=broker,controller): also run the "
-                        "controller in this process, listening on --controller, with its "
-                        "metadata log in this directory")
-    p.add_argument("--broker-session-timeout-ms", type=int, default=9000,
-                   help="combined mode: the embedded controller's session timeout")
+                        "controller in this process, with its metadata log in this directory; "
+                        "with --controller-quorum-voters it is the voter --node-id, listening "
+                        "on its voter address")
     p.add_argument("--metrics-listen", default=None, metavar="HOST:PORT",
                    help="serve Prometheus /metrics here (port 0: any free port)")
+    add_controller_arguments(p)  # the controller process's own options (combined mode)
     p.add_argument("--log-level", default=os.environ.get("FLOODMARK_LOG_LEVEL", "INFO"))
     args = p.parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    roles = "broker,controller" if args.controller_data_dir else "broker"
+    combined = args.controller_data_dir is not None
+    roles = "broker,controller" if combined else "broker"
     advertised = f"{args.advertised_host}:0" if args.advertised_host else None  # bound port
     try:
-        controller_host, controller_port = parse_host_port(args.controller, what="--controller")
-        if args.metrics_listen:
-            parse_host_port(args.metrics_listen, what="--metrics-listen")
         config = BrokerConfig.load(data_dir=args.data_dir, listen=args.listen,
                                    advertised=advertised, config_file=None,
                                    overrides=[f"process.roles={roles}", *args.overrides],
                                    node_id=args.node_id)
-        elr_enabled = eligible_leader_replicas_enabled(
-            config.get("eligible.leader.replicas.version"))
+        # A bad eligible.leader.replicas.version is one line, broker or combined.
+        eligible_leader_replicas_enabled(config.get("eligible.leader.replicas.version"))
+        # Combined: the controller takes this node's own min.insync.replicas and
+        # eligible.leader.replicas.version unless its flags say otherwise.
+        setup = controller_setup(args, args.node_id, config.get) if combined else None
+        voters = (setup.voter_addresses if setup is not None
+                  else voter_addresses(parse_voters(args.controller_quorum_voters))
+                  if args.controller_quorum_voters else [])
+        controllers = args.controller or ",".join(voters)
+        if not controllers:
+            raise ValueError("--controller HOST:PORT or --controller-quorum-voters is needed")
+        own = setup.own_address if setup is not None else None
+        controller_listen = format_host_port(*own) if own is not None else controllers
+        for address in controllers.split(","):
+            parse_host_port(address, what="--controller")
+        if setup is not None and setup.quorum is None:
+            parse_host_port(controller_listen, what="--controller (combined mode: one address)")
+        if args.metrics_listen:
+            parse_host_port(args.metrics_listen, what="--metrics-listen")
     except ValueError as exc:  # a bad address or setting: one line
         print(f"floodmark broker {args.node_id}: {exc}", file=sys.stderr)
         return 2
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from floodmark.controller.server import ControllerServer
     from floodmark.storage.data_dir import DataDirLock, DataDirLockedError, lock_data_dir
 
     locks: list[DataDirLock] = []
+    controller: ControllerServer | None = None
     try:  # held until the process ends
         locks.append(lock_data_dir(args.data_dir))
-        if args.controller_data_dir:
-            locks.append(lock_data_dir(args.controller_data_dir))
+        if setup is not None:
+            controller, lock = open_controller(setup, args.controller_data_dir)
+            locks.append(lock)
     except (DataDirLockedError, OSError) as exc:
         print(f"floodmark broker {args.node_id}: {exc}", file=sys.stderr)
         return 2
@@ -493,18 +528,10 @@ def main(argv: list[str] | None = None) -> int:
         asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     except ImportError:  # pragma: no cover
         pass
-    controller_client = ControllerClient(args.controller, config.node_id)
+    controller_client = ControllerClient(controllers, config.node_id)
     replicas = ReplicaManager(config.node_id, lambda: controller_client.image, now_ms)
     broker = Broker(config, ClusterMembership(controller_client), replicas)
     broker.open()
-    controller = None
-    if args.controller_data_dir:
-        from floodmark.controller.logic import ControllerConfig, elr_config
-        from floodmark.controller.server import ControllerServer
-
-        controller = ControllerServer(args.controller_data_dir, ControllerConfig(
-            broker_session_timeout_ms=args.broker_session_timeout_ms,
-            **elr_config(elr_enabled, config.get_int("min.insync.replicas"))))
     if args.metrics_listen:
         from prometheus_client.registry import Collector
 
@@ -526,13 +553,13 @@ def main(argv: list[str] | None = None) -> int:
             loop.add_signal_handler(sig, broker.stop)
         controller_task = None
         if controller is not None:
-            bound: asyncio.Future[int] = loop.create_future()
-            controller_task = asyncio.create_task(
-                controller.serve(controller_host, controller_port, bound.set_result))
-            actual = format_host_port(controller_host, await bound)
-            controller_client.set_address(actual)
-            controller_client.local = controller
-            print(f"floodmark controller listening on {actual}", flush=True)
+            controller_task, actual = await start_controller(controller, controller_listen)
+            if own is None:
+                # The lone controller: learn its bound port, and call it directly (no socket
+                # to itself). A voter is reached like any other, over its socket: the broker
+                # follows whichever voter is active, and a write is answered once committed.
+                controller_client.set_address(actual)
+                controller_client.local = controller
 
         def ready(port: int) -> None:
             print(f"floodmark broker {args.node_id} listening on {config.listen_host}:{port}",

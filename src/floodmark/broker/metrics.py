@@ -74,6 +74,13 @@ class BrokerCollector(Collector):
             "Metadata records this broker could not apply and skipped (Kafka's "
             "metadata-apply-error-count); floodmark cluster status lists them",
             value=b.metadata_apply_errors)
+        image = getattr(b.controller, "image", None)  # a cluster member's metadata image
+        if image is not None:
+            yield GaugeMetricFamily(
+                "kafka_server_broker_metadata_metrics_last_applied_record_offset",
+                "Offset of the last metadata record this broker applied (Kafka's "
+                "last-applied-record-offset); cluster status shows when (metadata_applied)",
+                value=image.next_offset - 1)
         lag = GaugeMetricFamily("kafka_consumergroup_lag",
                                 "High watermark minus the group's committed offset (groups "
                                 "coordinated here, partitions led here)",

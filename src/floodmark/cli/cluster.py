@@ -9,7 +9,9 @@ serve other machines, ``--controller HOST:PORT`` runs brokers that join a contro
 On an existing directory ``up`` starts what it has; ``--brokers`` more than it has adds brokers,
 fewer is refused. ``--controllers N`` (a new cluster: 3 by default) runs N controller processes as
 one quorum (node 0, then 1001, 1002, ...); ``quorum`` shows its leader, epoch, HW and each voter's
-LEO and lag. Every user mistake is one line (``error: ...``), never a traceback.
+LEO and lag. ``--combined`` runs no controller processes: each broker is also a voter
+(``process.roles=broker,controller``, role ``broker,controller`` in ``status``). Every user
+mistake is one line (``error: ...``), never a traceback.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from floodmark.cluster.local import (
     DEFAULT_DATA_DIR,
     MAX_CONTROLLERS,
     QUORUM_METRICS_PORT_OFFSET,
+    QUORUM_PORT_OFFSET,
     STATE_FILE,
     ClusterError,
     LocalCluster,
@@ -62,6 +65,10 @@ def register(subparsers: Any) -> None:
                    help=f"a new cluster: how many controller processes form its quorum "
                         f"(default {DEFAULT_CONTROLLERS}; 1: a lone controller); an existing one "
                         "keeps its count")
+    p.add_argument("--combined", action="store_true", default=None,
+                   help="a new cluster: no controller processes; every broker is also a voter "
+                        "of the controller quorum (process.roles=broker,controller; Kafka "
+                        "supports this for development only)")
     p.add_argument("--detach", action="store_true",
                    help="return once every node listens; the nodes run on until `cluster down`")
     p.add_argument("--base-port", type=int, default=None, metavar="PORT",
@@ -137,7 +144,9 @@ def _shape_conflicts(cluster: LocalCluster, args: argparse.Namespace) -> list[st
     asked = {"--base-port": (args.base_port, st.get("base_port")),
              "--listen-host": (args.listen_host, cluster.listen_host),
              "--advertised-host": (args.advertised_host, cluster.advertised_host),
-             "--controller": (args.controller, st.get("controller"))}
+             "--controller": (args.controller, st.get("controller")),
+             "--combined": ("on" if args.combined else None,
+                            "on" if cluster.combined else "off")}
     return [f"{flag} {want} (it has {have})" for flag, (want, have) in asked.items()
             if want is not None and want != have]
 
@@ -147,6 +156,14 @@ def _cluster_for_up(args: argparse.Namespace) -> LocalCluster:
         raise CliError(f"--brokers {args.brokers}: a cluster needs at least one broker")
     if args.base_port is not None and not 1024 <= args.base_port <= MAX_BASE_PORT:
         raise CliError(f"--base-port {args.base_port}: between 1024 and {MAX_BASE_PORT}")
+    if args.combined and (args.controllers is not None or args.controller is not None):
+        raise CliError("--combined runs the controllers in the brokers; --controllers N and "
+                       "--controller HOST:PORT are for controllers of their own: give one")
+    if args.combined and args.base_port is not None:
+        top = args.base_port + QUORUM_PORT_OFFSET + (3 if args.brokers is None else args.brokers)
+        if top > 65535:
+            raise CliError(f"--base-port {args.base_port}: with --combined the controller ports "
+                           f"reach {top} (above 65535)")
     if args.controllers is not None:
         if not 1 <= args.controllers <= MAX_CONTROLLERS:
             raise CliError(f"--controllers {args.controllers}: between 1 and {MAX_CONTROLLERS}")
@@ -185,6 +202,10 @@ def _cluster_for_up(args: argparse.Namespace) -> LocalCluster:
         if conflicts:  # the same command again is fine; a different shape is not
             raise CliError(f"{args.data_dir} already holds a cluster; {'; '.join(conflicts)} "
                            "would change it: use a new --data-dir")
+        if args.controllers is not None and cluster.combined:
+            raise CliError(f"{args.data_dir} already holds a combined cluster (its brokers are "
+                           f"the controllers); --controllers {args.controllers} would change it: "
+                           "use a new --data-dir")
         if (args.controllers is not None and cluster.state.get("controller") is None
                 and args.controllers != len(cluster.controller_ids)):
             raise CliError(f"{args.data_dir} already holds a cluster with "
@@ -202,7 +223,8 @@ def _cluster_for_up(args: argparse.Namespace) -> LocalCluster:
                         advertised_host=args.advertised_host, controller=args.controller,
                         first_broker_id=args.first_broker_id or 1,
                         controllers=0 if args.controller is not None
-                        else args.controllers or DEFAULT_CONTROLLERS)
+                        else args.controllers or DEFAULT_CONTROLLERS,
+                        combined=bool(args.combined))
 
 
 def _check_ports(cluster: LocalCluster) -> None:
@@ -212,6 +234,9 @@ def _check_ports(cluster: LocalCluster) -> None:
     for node_id in cluster.node_ids:
         node = cluster.node(node_id)
         check_bindable(cluster.listen_host, int(node["port"]), f"node {node_id}")
+        if node.get("controller_port"):
+            check_bindable(cluster.listen_host, int(node["controller_port"]),
+                           f"node {node_id} controller")
         if cluster.state.get("metrics", True) and node.get("metrics_port"):
             check_bindable(cluster.listen_host, int(node["metrics_port"]),
                            f"node {node_id} /metrics")
@@ -222,7 +247,8 @@ def _print_started(cluster: LocalCluster, data_dir: str, detached: bool) -> None
         active = cluster.active_controller() if cluster.is_quorum else None
         for c in cluster.controller_ids:
             mark = " (active)" if c == active else ""
-            print(f"controller {c} at {cluster.address(c)} (pid {cluster.pid(c)}){mark}",
+            what = "controller (combined with broker)" if c in cluster.broker_ids else "controller"
+            print(f"{what} {c} at {cluster.controller_endpoint(c)} (pid {cluster.pid(c)}){mark}",
                   flush=True)
     else:
         print(f"controller (elsewhere) at {cluster.controller_address}", flush=True)
@@ -309,6 +335,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             extra += f" metrics={n['metrics']}"
         if n.get("active"):
             extra += " ACTIVE"
+        if "metadata_offset" in n:
+            extra += f" metadata_offset={n['metadata_offset']}"
         print(f"  {n['id']:>4} {n['role']:<10} pid={n['pid']} {n['address']:<22} "
               f"{n['state']}{extra}")
         if n.get("unapplied_records_total"):
@@ -395,7 +423,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     when any record of the old broker is missing or different on the new one."""
     cluster = load_cluster(args.data_dir)
     for node_id in (args.old, args.new):
-        if cluster.node(node_id)["role"] != "broker":
+        if node_id not in cluster.broker_ids:
             raise CliError(f"node {node_id} is the controller, not a broker")
     on_disk = {b: partitions_on_disk(cluster.data_dir / f"broker-{b}", args.topic)
                for b in (args.old, args.new)}

@@ -7,7 +7,10 @@ port back, so the bootstrap address stays valid. ``stop()`` SIGTERMs every node 
 controlled shutdown). ``status()`` gives
 ``{"bootstrap": ..., "nodes": [{"id", "role", "pid", "address", "alive", "state"}, ...]}``
 (``state`` is running / stopped (SIGSTOP) / dead) plus, when the controller answers, each
-broker's fenced flag and broker epoch, and each node's Prometheus address
+broker's fenced flag and broker epoch, its image's ``metadata_offset`` and
+``metadata_applied`` (``[[offset, wall-clock ms], ...]``: when it reached each of its latest
+offsets, as its last heartbeat said), the controller's ``metadata_commits`` (``[[end offset,
+wall-clock ms], ...]``: when records were committed), and each node's Prometheus address
 (``"metrics": "http://host:port/metrics"``).
 
 With ``controllers=N`` (N > 1) the controllers form a quorum (``--controller-quorum-voters``):
@@ -16,6 +19,11 @@ node 0 and nodes 1001..1000+N-1, each its own process and data dir (``controller
 them); brokers get every controller's address and follow the active one. ``status()`` then marks
 each controller ``"active": true|false`` and ``quorum()`` gives DescribeQuorum's view (leader,
 epoch, HW, each voter's LEO and lag).
+
+With ``combined=True`` every node runs ``process.roles=broker,controller`` (role
+``"broker,controller"``): nodes 1..N are brokers and, together, the quorum's voters (each a
+``cluster_member --controller-data-dir controller-N --controller-quorum-voters ...``, its
+controller port fixed before the first start as ``controller_port``); there is no node 0.
 
 ``floodmark cluster`` (``floodmark.cli.cluster``) is the command-line front end; tests,
 benchmarks, the demos and the dashboard use the class directly.
@@ -39,6 +47,7 @@ from floodmark.controller import rpc
 
 STATE_FILE = "cluster.json"
 CONTROLLER_ID = 0
+COMBINED_ROLE = "broker,controller"  # Kafka's process.roles of a combined node
 DEFAULT_DATA_DIR = "floodmark-cluster"
 _LISTENING = re.compile(r"listening on (\S+):(\d+)")
 _METRICS = re.compile(r"metrics on http://(\S+):(\d+)/metrics")
@@ -109,6 +118,11 @@ def _read_state(path: Path) -> dict[str, Any]:
     return state
 
 
+def has_role(node: dict[str, Any], role: str) -> bool:
+    """Does the node run ``role`` (``broker`` or ``controller``; a combined node runs both)?"""
+    return role in str(node["role"]).split(",")
+
+
 def controller_node_id(index: int) -> int:
     """The node id of a local cluster's controller number ``index`` (0, 1001, 1002, ...)."""
     return CONTROLLER_ID if index == 0 else QUORUM_NODE_BASE + index
@@ -138,7 +152,7 @@ class LocalCluster:
                  metrics: bool = True, *, base_port: int | None = None,
                  listen_host: str = "127.0.0.1", advertised_host: str | None = None,
                  controller: str | None = None, first_broker_id: int = 1,
-                 controllers: int = 1) -> None:
+                 controllers: int = 1, combined: bool = False) -> None:
         """A new cluster's shape (ignored when ``data_dir`` already holds one):
 
         - ``metrics``: every node serves Prometheus ``/metrics`` on a port of its own;
@@ -150,7 +164,9 @@ class LocalCluster:
           host, or this machine's host name (gethostname) for a wildcard);
         - ``controller``: ``HOST:PORT`` of a controller elsewhere (another machine's cluster):
           this directory then runs brokers only, ``first_broker_id`` and up;
-        - ``controllers``: how many controller processes (more than one: a quorum).
+        - ``controllers``: how many controller processes (more than one: a quorum);
+        - ``combined``: no controller processes: every broker is also a voter of the quorum
+          (``process.roles=broker,controller``; ``controllers`` and ``controller`` unused).
         """
         self.data_dir = Path(data_dir).resolve()
         self.state_path = self.data_dir / STATE_FILE
@@ -161,8 +177,10 @@ class LocalCluster:
             bset = {**BROKER_DEFAULTS,
                     "default.replication.factor": str(min(3, brokers)),
                     **(broker_settings or {})}
+            if combined:
+                controller, controllers = None, 0
             cset = {**CONTROLLER_DEFAULTS,
-                    **(CONTROLLER_QUORUM_DEFAULTS if controllers > 1 else {}),
+                    **(CONTROLLER_QUORUM_DEFAULTS if controllers > 1 or combined else {}),
                     **(controller_settings or {})}
             if advertised_host is None:
                 advertised_host = (socket.gethostname() if listen_host in WILDCARD_HOSTS
@@ -176,14 +194,16 @@ class LocalCluster:
                 "advertised_host": advertised_host,
                 "base_port": base_port,
                 "controller": controller,
+                "combined": combined,
                 "nodes": {},
             }
             if controller is None:
                 for k in range(controllers):
                     node_id = controller_node_id(k)
                     self.state["nodes"][str(node_id)] = self._new_node("controller", node_id)
+            role = COMBINED_ROLE if combined else "broker"
             for i in range(first_broker_id, first_broker_id + brokers):
-                self.state["nodes"][str(i)] = self._new_node("broker", i)
+                self.state["nodes"][str(i)] = self._new_node(role, i)
         self._procs: dict[int, subprocess.Popen[bytes]] = {}
 
     def _new_node(self, role: str, node_id: int) -> dict[str, Any]:
@@ -196,6 +216,8 @@ class LocalCluster:
                                 "pid": None}
         if base is not None:
             node["metrics_port"] = base + metrics_offset
+        if role == COMBINED_ROLE:  # its controller's port: the voter set names it
+            node["controller_port"] = 0 if base is None else base + QUORUM_PORT_OFFSET + node_id
         return node
 
     def add_brokers(self, count: int) -> list[int]:
@@ -231,16 +253,21 @@ class LocalCluster:
     @property
     def controller_ids(self) -> list[int]:
         """This directory's controllers (node 0, then 1001, 1002, ... of a quorum)."""
-        return sorted(int(i) for i, n in self.state["nodes"].items() if n["role"] == "controller")
+        return sorted(int(i) for i, n in self.state["nodes"].items() if has_role(n, "controller"))
+
+    @property
+    def combined(self) -> bool:
+        """Are the controllers combined nodes (``process.roles=broker,controller``)?"""
+        return bool(self.state.get("combined"))
 
     @property
     def is_quorum(self) -> bool:
-        return len(self.controller_ids) > 1
+        return len(self.controller_ids) > 1 or self.combined
 
     @property
     def quorum_voters(self) -> str:
         """``controller.quorum.voters``: ``id@host:port,...``."""
-        return ",".join(f"{c}@{self.address(c)}" for c in self.controller_ids)
+        return ",".join(f"{c}@{self.controller_endpoint(c)}" for c in self.controller_ids)
 
     @property
     def node_ids(self) -> list[int]:
@@ -259,7 +286,7 @@ class LocalCluster:
 
     @property
     def broker_ids(self) -> list[int]:
-        return sorted(int(i) for i, n in self.state["nodes"].items() if n["role"] == "broker")
+        return sorted(int(i) for i, n in self.state["nodes"].items() if has_role(n, "broker"))
 
     def _node(self, node_id: int) -> dict[str, Any]:
         node = self.state["nodes"].get(str(node_id))
@@ -272,7 +299,13 @@ class LocalCluster:
         return dict(self._node(node_id))
 
     def address(self, node_id: int) -> str:
+        """The node's address: a broker's (combined nodes too) or a controller's."""
         return f"{self.advertised_host}:{self._node(node_id)['port']}"
+
+    def controller_endpoint(self, node_id: int) -> str:
+        """Where the node's controller listens (a combined node's own port for it)."""
+        node = self._node(node_id)
+        return f"{self.advertised_host}:{node.get('controller_port', node['port'])}"
 
     @property
     def controller_address(self) -> str:
@@ -283,8 +316,8 @@ class LocalCluster:
             return str(remote)
         if self.is_quorum:
             active = self.active_controller()
-            return self.address(self.controller_ids[0] if active is None else active)
-        return self.address(CONTROLLER_ID)
+            return self.controller_endpoint(self.controller_ids[0] if active is None else active)
+        return self.controller_endpoint(CONTROLLER_ID)
 
     @property
     def controller_bootstrap(self) -> str:
@@ -292,7 +325,7 @@ class LocalCluster:
         remote = self.state.get("controller")
         if remote:
             return str(remote)
-        return ",".join(self.address(c) for c in self.controller_ids)
+        return ",".join(self.controller_endpoint(c) for c in self.controller_ids)
 
     @property
     def bootstrap(self) -> str:
@@ -314,37 +347,47 @@ class LocalCluster:
         n = self._node(node_id)
         listen = f"{self.listen_host}:{n['port']}"
         if n["role"] == "controller":
-            c = self.state["controller_settings"]
-            quorum: list[str] = []
-            if self.is_quorum:
-                quorum = ["--node-id", str(node_id),
-                          "--controller-quorum-voters", self.quorum_voters]
-                for name in CONTROLLER_QUORUM_DEFAULTS:  # a new quorum's state has them all
-                    if name in c:
-                        quorum += ["--" + name.replace(".", "-"), str(c[name])]
-            for name in (*METADATA_LOG_SETTINGS, "eligible.leader.replicas.version"):
-                if name in c:  # Kafka's names, passed when set (older state files lack some)
-                    quorum += ["--" + name.replace(".", "-"), str(c[name])]
-            min_isr = self.state["broker_settings"].get("min.insync.replicas")
-            if min_isr is not None:  # the brokers' cluster default, for the ELR
-                quorum += ["--min-insync-replicas", str(min_isr)]
+            quorum = (["--node-id", str(node_id)] if self.is_quorum else [])
             return [sys.executable, "-m", "floodmark.controller",
                     "--data-dir", str(self.data_dir / self._controller_dir(node_id)),
-                    "--listen", listen, *quorum,
-                    "--broker-session-timeout-ms", str(c["broker.session.timeout.ms"]),
-                    "--unclean-leader-election-enable", str(c["unclean.leader.election.enable"]),
-                    "--auto-leader-rebalance-enable", str(c["auto.leader.rebalance.enable"]),
-                    "--leader-imbalance-check-interval-ms",
-                    str(c["leader.imbalance.check.interval.ms"]), *self._metrics_args(n)]
+                    "--listen", listen, *quorum, *self._controller_args(),
+                    *self._metrics_args(n)]
         cmd = [sys.executable, "-m", "floodmark.broker.cluster_member",
                "--node-id", str(node_id), "--controller", self.controller_bootstrap,
                "--data-dir", str(self.data_dir / f"broker-{node_id}"),
                "--listen", listen, *self._metrics_args(n)]
+        if has_role(n, "controller"):  # combined: this process is also a voter
+            cmd += ["--controller-data-dir", str(self.controller_dir(node_id)),
+                    *self._controller_args()]
         if self.advertised_host != self.listen_host:
             cmd += ["--advertised-host", self.advertised_host]
         for k, v in self.state["broker_settings"].items():
             cmd += ["--set", f"{k}={v}"]
         return cmd
+
+    def _controller_args(self) -> list[str]:
+        """A controller's settings as flags (Kafka's names with dashes): the same for a
+        controller process and a combined node (both parse them with
+        ``floodmark.controller.startup``)."""
+        c = self.state["controller_settings"]
+        args: list[str] = []
+        if self.is_quorum:
+            args = ["--controller-quorum-voters", self.quorum_voters]
+            for name in CONTROLLER_QUORUM_DEFAULTS:  # a new quorum's state has them all
+                if name in c:
+                    args += ["--" + name.replace(".", "-"), str(c[name])]
+        for name in (*METADATA_LOG_SETTINGS, "eligible.leader.replicas.version"):
+            if name in c:  # Kafka's names, passed when set (older state files lack some)
+                args += ["--" + name.replace(".", "-"), str(c[name])]
+        min_isr = self.state["broker_settings"].get("min.insync.replicas")
+        if min_isr is not None:  # the brokers' cluster default, for the ELR
+            args += ["--min-insync-replicas", str(min_isr)]
+        return [*args,
+                "--broker-session-timeout-ms", str(c["broker.session.timeout.ms"]),
+                "--unclean-leader-election-enable", str(c["unclean.leader.election.enable"]),
+                "--auto-leader-rebalance-enable", str(c["auto.leader.rebalance.enable"]),
+                "--leader-imbalance-check-interval-ms",
+                str(c["leader.imbalance.check.interval.ms"])]
 
     def _metrics_args(self, node: dict[str, Any]) -> list[str]:
         if not self.state.get("metrics", True):
@@ -361,8 +404,8 @@ class LocalCluster:
 
     def _log_path(self, node_id: int) -> Path:
         n = self._node(node_id)
-        name = (self._controller_dir(node_id) if n["role"] == "controller"
-                else f"broker-{node_id}")
+        name = (f"broker-{node_id}" if has_role(n, "broker")
+                else self._controller_dir(node_id))
         return self.data_dir / "logs" / f"{name}.log"
 
     def log_path(self, node_id: int) -> Path:
@@ -385,6 +428,8 @@ class LocalCluster:
                          start: int, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
         text = ""
+        # A combined node prints its controller's line first; it is up once its broker is.
+        want = "broker" if has_role(self._node(node_id), "broker") else "controller"
         while time.monotonic() < deadline:
             with open(log_path, "rb") as fh:
                 fh.seek(start)
@@ -393,7 +438,8 @@ class LocalCluster:
                 metrics = _METRICS.search(line) if "INFO" not in line else None
                 if metrics and line.startswith("floodmark"):
                     self.state["nodes"][str(node_id)]["metrics_port"] = int(metrics.group(2))
-                if "floodmark" in line and "listening on" in line and "INFO" not in line:
+                if ("floodmark" in line and "listening on" in line and "INFO" not in line
+                        and want in line):
                     m = _LISTENING.search(line)
                     if m:
                         n = self.state["nodes"][str(node_id)]
@@ -426,7 +472,7 @@ class LocalCluster:
         except ClusterError as exc:
             node = self._node(node_id)
             if ("address already in use" not in str(exc).lower() or not node["port"]
-                    or self.fixed_ports or (self.is_quorum and node["role"] == "controller")):
+                    or self.fixed_ports or (self.is_quorum and has_role(node, "controller"))):
                 raise
             # Its old port was taken meanwhile: any free port (the controller keeps brokers'
             # registered addresses current; a moved controller needs its brokers restarted).
@@ -441,13 +487,17 @@ class LocalCluster:
         if self.is_quorum:
             for c in self.controller_ids:  # the voter set names every port: fix them now
                 node = self._node(c)
-                if not node["port"]:
-                    node["port"] = _free_port(self.listen_host)
+                key = "controller_port" if "controller_port" in node else "port"
+                if not node[key]:
+                    node[key] = _free_port(self.listen_host)
             self._save()
-        controllers = [(c, *self._launch(c)) for c in self.controller_ids]
+        # Controller processes first; combined nodes start with the brokers (together: each
+        # one's broker registers once a majority of them has elected an active controller).
+        own = [c for c in self.controller_ids if c not in self.broker_ids]
+        controllers = [(c, *self._launch(c)) for c in own]
         for c, proc, path, start in controllers:
             self._await_or_rebind(c, proc, path, start, timeout_s)
-        if self.is_quorum:
+        if own and self.is_quorum:
             self.wait_active_controller(timeout_s)
         launched = [(b, *self._launch(b)) for b in self.broker_ids]
         for b, proc, path, start in launched:
@@ -486,8 +536,9 @@ class LocalCluster:
                 os.kill(pid, signal.SIGTERM)
             except ProcessLookupError:
                 continue
-        for node_id in [*self.broker_ids, *self.controller_ids]:
-            if node_id in self.controller_ids:
+        own = [c for c in self.controller_ids if c not in self.broker_ids]
+        for node_id in [*self.broker_ids, *own]:
+            if node_id in own:
                 # Brokers first (their controlled shutdown needs the controller), then it.
                 pid = self.pid(node_id)
                 if pid is not None and self.node_state(node_id) != "dead":
@@ -514,7 +565,8 @@ class LocalCluster:
         if self.node_state(node_id) != "running":
             return None
         try:
-            answer = rpc.blocking_call(self.address(node_id), "describe_quorum", {}, timeout_s)
+            answer = rpc.blocking_call(self.controller_endpoint(node_id), "describe_quorum", {},
+                                       timeout_s)
         except rpc.RpcError:
             return None
         result = answer.get("result")
@@ -558,7 +610,7 @@ class LocalCluster:
             vid = int(v["voter_id"])
             entry = dict(v)
             if str(vid) in self.state["nodes"]:
-                entry["address"] = self.address(vid)
+                entry["address"] = self.controller_endpoint(vid)
                 entry["state"] = self.node_state(vid)
             voters.append(entry)
         return {
@@ -581,7 +633,7 @@ class LocalCluster:
             order = [*([] if active is None else [active]),
                      *(c for c in self.controller_ids
                        if c != active and self.node_state(c) == "running")]
-            addresses = [self.address(c) for c in order]
+            addresses = [self.controller_endpoint(c) for c in order]
         else:
             addresses = [self.controller_address]
         for address in addresses:
@@ -612,8 +664,10 @@ class LocalCluster:
                                      "alive": state != "dead", "state": state}
             if n.get("metrics_port"):
                 entry["metrics"] = f"http://{self.advertised_host}:{n['metrics_port']}/metrics"
-            if n["role"] == "controller":
+            if has_role(n, "controller"):
                 entry["active"] = active.get(node_id, False)
+                if has_role(n, "broker"):  # combined: where its controller listens
+                    entry["controller_address"] = self.controller_endpoint(node_id)
             if node_id in registered:
                 entry["fenced"] = registered[node_id]["fenced"]
                 entry["broker_epoch"] = registered[node_id]["broker_epoch"]
@@ -621,6 +675,11 @@ class LocalCluster:
                 entry["unapplied_records"] = registered[node_id].get("unapplied_records", [])
                 entry["unapplied_records_total"] = registered[node_id].get(
                     "unapplied_records_total", 0)
+                # The broker's image (its last heartbeat): next offset, and when it reached
+                # each of its latest offsets ([[offset, wall-clock ms], ...]).
+                if "metadata_offset" in registered[node_id]:
+                    entry["metadata_offset"] = registered[node_id]["metadata_offset"]
+                    entry["metadata_applied"] = registered[node_id].get("metadata_applied", [])
             nodes.append(entry)
         out: dict[str, Any] = {"bootstrap": self.bootstrap, "data_dir": str(self.data_dir),
                                "controller": self.controller_address, "nodes": nodes}
@@ -628,6 +687,8 @@ class LocalCluster:
             out["controllers"] = self.controller_bootstrap
         if ctl is not None:
             out["metadata_offset"] = ctl["metadata_offset"]
+            if "metadata_commits" in ctl:  # (an older controller does not report them)
+                out["metadata_commits"] = ctl["metadata_commits"]
             out["partitions"] = ctl["topics"]
         return out
 

@@ -22,6 +22,7 @@ import asyncio
 import collections
 import itertools
 import logging
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -43,6 +44,9 @@ from floodmark.metadata import PartitionMeta, TopicMeta, deletable_topic
 log = logging.getLogger(__name__)
 
 ADMIN_TIMEOUT_S = 30.0  # Kafka's request.timeout.ms for a request forwarded to the controller
+APPLIED_KEPT = 16
+"""How many of the image's latest advances (next offset, wall-clock ms) a broker keeps and
+reports in its heartbeat (``cluster status``: when each broker applied each metadata offset)."""
 ADMIN_ATTEMPT_TIMEOUT_S = 12.0
 """One attempt on one controller: past the quorum's commit wait (10 s), a controller that has
 not answered is silent (stopped, cut off) and the call moves on to the next voter."""
@@ -121,6 +125,10 @@ class ControllerClient:
             maxlen=UNAPPLIED_KEPT)
         self.unapplied_total = 0
         self.on_unapplied: Callable[[UnappliedRecord], None] | None = None
+        # When the image advanced: (its next offset, wall-clock ms), oldest first. A record at
+        # offset X was applied at the time of the first entry whose offset is above X.
+        self.applied: collections.deque[tuple[int, int]] = collections.deque(
+            maxlen=APPLIED_KEPT)
         self.control = AsyncRpc(address)
         self.poll = AsyncRpc(address, timeout_s=30.0)
         self._topics_cache: dict[str, TopicMeta] | None = None
@@ -343,6 +351,7 @@ class ControllerClient:
         """Apply fetched records; ``snapshot`` (the controller's answer to a fetch below its
         newest snapshot, KIP-630) first replaces the image."""
         applied: list[MetadataRecord] = []
+        before = self.image.next_offset
         if snapshot is not None and int(snapshot["end_offset"]) > self.image.next_offset:
             snap_records = list(snapshot["records"])
             self.image = image_from_records(int(snapshot["end_offset"]), snap_records,
@@ -350,10 +359,14 @@ class ControllerClient:
             applied.extend(snap_records)
         applied += self.image.apply_all(((int(off), rec) for off, rec in records),
                                         self._unapplied)
-        if applied:
-            self._topics_cache = None
-            if self.on_records is not None:
-                self.on_records(applied)
+        try:
+            if applied:
+                self._topics_cache = None
+                if self.on_records is not None:
+                    self.on_records(applied)
+        finally:
+            if self.image.next_offset > before:  # the broker has acted on them (on_records)
+                self.applied.append((self.image.next_offset, time.time_ns() // 1_000_000))
         return applied
 
     def _unapplied(self, bad: UnappliedRecord) -> None:
@@ -366,6 +379,12 @@ class ControllerClient:
                   bad.offset, bad.reason, self.unapplied_total)
         if self.on_unapplied is not None:
             self.on_unapplied(bad)
+
+    def metadata_progress(self) -> dict[str, Any]:
+        """What the heartbeat tells the controller about this broker's image: its next offset
+        (every record below it is applied) and when it reached it and the offsets before."""
+        return {"metadata_offset": self.image.next_offset,
+                "metadata_applied": [[offset, at_ms] for offset, at_ms in self.applied]}
 
     def metadata_errors(self) -> dict[str, Any]:
         """What the heartbeat tells the controller about records this broker skipped."""
@@ -390,7 +409,8 @@ class ControllerClient:
         fences the broker before it is found)."""
         answer = await self._active_call("heartbeat", {
             "broker_id": self.node_id, "broker_epoch": self.broker_epoch,
-            "want_shutdown": want_shutdown, "metadata_errors": self.metadata_errors()},
+            "want_shutdown": want_shutdown, "metadata_errors": self.metadata_errors(),
+            **self.metadata_progress()},
             timeout_s=timeout_s)
         return _result(answer)
 

@@ -9,6 +9,7 @@ commit (pull, as KRaft brokers fetch the metadata log; no push channel to keep c
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import json
 import logging
@@ -50,6 +51,7 @@ log = logging.getLogger(__name__)
 TICK_S = 0.1
 MAX_FETCH_WAIT_MS = 5000
 MAX_RECORDS_PER_FETCH = 10_000
+COMMITS_KEPT = 64  # (committed end offset, wall-clock ms) pairs status reports
 
 
 def now_ms() -> int:
@@ -57,10 +59,38 @@ def now_ms() -> int:
 
 
 QUORUM_COMMIT_TIMEOUT_S = 10.0
-CONNECTION_GRACE_S = 0.1  # a broker's connections all closed: wait this long for one to return
+LISTENER_PROBE_TIMEOUT_S = 1.0  # a broker's connections all closed: how long to try its port
+# ... and when (seconds after they closed): a dying process closes its sockets one by one and
+# may be preempted between them (a loaded machine), so its port can still accept just after
+# its connections closed. A live broker's port never refuses, however often it is tried.
+LISTENER_PROBES_S = (0.0, 0.01, 0.03, 0.1, 0.3, 0.6)
 STALL_MS = 1000  # the ticker ran this late: the controller itself was not running
 # Answered by every controller of a quorum; the rest only by the active one.
 ANY_CONTROLLER = frozenset({"status", "describe_quorum", "quorum"})
+
+
+def _metadata_progress(args: dict[str, Any]) -> dict[str, Any] | None:
+    """A heartbeat's ``metadata_offset`` and ``metadata_applied`` ([[next offset, wall-clock
+    ms], ...]), checked; None when absent or malformed (an older broker: nothing to report)."""
+    offset, applied = args.get("metadata_offset"), args.get("metadata_applied", [])
+    if not isinstance(offset, int) or not isinstance(applied, list):
+        return None
+    pairs = [[o, t] for o, t in (p for p in applied if isinstance(p, list) and len(p) == 2)
+             if isinstance(o, int) and isinstance(t, int)]
+    return {"metadata_offset": offset, "metadata_applied": pairs}
+
+
+async def _listener_refuses(host: str, port: int, timeout_s: float) -> bool:
+    """True when ``host:port`` actively refuses a TCP connection (nothing listens there);
+    False when it accepts or does not answer within ``timeout_s``."""
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
+    except ConnectionRefusedError:
+        return True
+    except (OSError, TimeoutError):
+        return False
+    writer.close()
+    return False
 
 
 class ControllerServer:
@@ -92,7 +122,14 @@ class ControllerServer:
         # the records this controller skipped replaying its own log (cluster status shows both).
         self.broker_metadata_errors: dict[int, dict[str, Any]] = {}
         self.unapplied: list[UnappliedRecord] = []
+        # Each broker's image as its last heartbeat told it: next offset and when it got there.
+        self.broker_metadata_progress: dict[int, dict[str, Any]] = {}
+        # When records became visible (committed: the quorum's HW; alone: appended and
+        # fsynced): (end offset, wall-clock ms), oldest first.
+        self.commits: collections.deque[tuple[int, int]] = collections.deque(
+            maxlen=COMMITS_KEPT)
         self._resumed_at_ms = 0
+        self._probes: set[asyncio.Future[None]] = set()  # brokers whose connections all closed
         if quorum is not None:
             # Records become visible (image, brokers) only once committed by the quorum; this
             # voter writes only while it is the active controller (the quorum leader).
@@ -221,6 +258,9 @@ class ControllerServer:
             self.logic.image = image
 
     def _wake_fetchers(self) -> None:
+        end = self.visible_end
+        if not self.commits or end > self.commits[-1][0]:
+            self.commits.append((end, now_ms()))
         if self._changed is not None:
             self._changed.set()
             self._changed = asyncio.Event()
@@ -418,8 +458,9 @@ class ControllerServer:
             writer.close()
             gone = self.broker_connections.closed(writer)
             if gone is not None and (self._stopping is None or not self._stopping.is_set()):
-                asyncio.get_running_loop().call_later(CONNECTION_GRACE_S,
-                                                      self._fence_if_gone, gone)
+                probe = asyncio.ensure_future(self._probe_then_fence(gone))
+                self._probes.add(probe)  # (held until done: the loop keeps weak references)
+                probe.add_done_callback(self._probes.discard)
 
     async def _answer_unless_gone(self, reader: asyncio.StreamReader,
                                   req: dict[str, Any]) -> dict[str, Any] | None:
@@ -447,11 +488,31 @@ class ControllerServer:
             raise ValueError("request bytes sent during a long poll")
         return None
 
+    async def _probe_then_fence(self, who: tuple[int, int]) -> None:
+        """Every connection of a broker incarnation closed: is its process gone? Its own
+        listener answers. A dead process's port refuses a connection at once (the kernel closed
+        it with the process); a live one accepts, even while stopped (the kernel completes the
+        handshake), and an unreachable host does not answer. Only a refusal fences, at once;
+        otherwise the session timeout stays the rule (a live broker that dropped its connections
+        and is slow to come back is never fenced for it)."""
+        started = time.monotonic()
+        for at_s in LISTENER_PROBES_S:
+            await asyncio.sleep(max(0.0, started + at_s - time.monotonic()))
+            reg = self.image.brokers.get(who[0])
+            if (self.logic is None or reg is None or reg.broker_epoch != who[1] or reg.fenced
+                    or self.broker_connections.has_connection(who)):
+                return  # not the active controller; it came back, or is fenced or replaced
+            if await _listener_refuses(reg.host, reg.port, LISTENER_PROBE_TIMEOUT_S):
+                self._fence_if_gone(who)
+                return
+        log.info("controller %d: broker %d (epoch %d) closed every connection but its port "
+                 "still answers: left to the session timeout", self.node_id, who[0], who[1])
+
     def _fence_if_gone(self, who: tuple[int, int]) -> None:
-        """Every connection of a registered, unfenced broker incarnation closed and none came
-        back: its process is gone. Fence it now rather than after the session timeout (a
-        stopped or partitioned broker keeps its connections open and is left to the timeout;
-        one in controlled shutdown has already handed over)."""
+        """Every connection of a registered, unfenced broker incarnation closed and its port
+        refuses connections: its process is gone. Fence it now rather than after the session
+        timeout (a stopped or partitioned broker keeps its connections open and is left to the
+        timeout; one in controlled shutdown has already handed over)."""
         broker_id, broker_epoch = who
         reg = self.image.brokers.get(broker_id)
         if now_ms() - self._resumed_at_ms < STALL_MS * 2:
@@ -459,7 +520,8 @@ class ControllerServer:
         if (self.logic is None or self.broker_connections.has_connection(who) or reg is None
                 or reg.broker_epoch != broker_epoch or reg.fenced or reg.in_controlled_shutdown):
             return
-        log.info("controller %d: broker %d (epoch %d) closed every connection: fencing it",
+        log.info("controller %d: broker %d (epoch %d) closed every connection and its port "
+                 "refuses connections: fencing it",
                  self.node_id, broker_id, broker_epoch)
         self.logic.fence_broker(broker_id, f"broker {broker_id} process gone (connections "
                                            "closed)")
@@ -530,6 +592,9 @@ class ControllerServer:
         errors = a.get("metadata_errors")
         if isinstance(errors, dict):
             self.broker_metadata_errors[int(a["broker_id"])] = errors
+        progress = _metadata_progress(a)
+        if progress is not None:
+            self.broker_metadata_progress[int(a["broker_id"])] = progress
         return {"error": int(ans.error), "fenced": ans.fenced,
                 "shutdown_ready": ans.shutdown_ready, "end": self.image.next_offset,
                 "session_timeout_ms": self.config.broker_session_timeout_ms}
@@ -632,7 +697,8 @@ class ControllerServer:
             {"id": b.broker_id, "broker_epoch": b.broker_epoch, "host": b.host, "port": b.port,
              "fenced": b.fenced, "in_controlled_shutdown": b.in_controlled_shutdown,
              "last_heartbeat_ms_ago": now - last_heartbeat.get(b.broker_id, now),
-             **self._unapplied_by(b.broker_id)}
+             **self._unapplied_by(b.broker_id),
+             **self.broker_metadata_progress.get(b.broker_id, {})}
             for b in sorted(self.image.brokers.values(), key=lambda b: b.broker_id)
         ]
         topics = {
@@ -642,6 +708,7 @@ class ControllerServer:
         }
         return {"controller_id": self.node_id, "pid": os.getpid(),
                 "cluster_id": self.image.cluster_id, "metadata_offset": self.image.next_offset,
+                "metadata_commits": [[end, at_ms] for end, at_ms in self.commits],
                 "brokers": brokers, "topics": topics,
                 "unclean_elections": self.logic.unclean_elections if self.logic else 0,
                 "active": self.logic is not None,

@@ -158,7 +158,10 @@ _OK = SequenceCheck(ErrorCode.NONE)
 class ProducerStateTable:
     def __init__(self) -> None:
         self._producers: dict[int, ProducerEntry] = {}
-        self._open: dict[int, int] = {}  # producer id -> first offset of its open transaction
+        self._open: dict[int, int] = {}
+        """producer id -> first offset of its open transaction, in first-offset order (batches
+        are recorded in log order, so insertion order is that order): the oldest is the first
+        item, found in O(1) for the LSO and every abort, whatever the number of producers."""
         self._unreplicated: list[CompletedTxn] = []  # markers at or above the HW
         self._high_watermark = 0  # the last HW this table was told (see on_high_watermark)
 
@@ -241,8 +244,17 @@ class ProducerStateTable:
         )
         if meta.is_transactional and entry.current_txn_first_offset < 0:
             entry.current_txn_first_offset = first_offset
-            self._open[meta.producer_id] = first_offset
+            self._open_transaction(meta.producer_id, first_offset)
         return None
+
+    def _open_transaction(self, producer_id: int, first_offset: int) -> None:
+        youngest = next(reversed(self._open.values()), -1)
+        self._open[producer_id] = first_offset
+        if first_offset < youngest:  # recorded out of log order: keep the dict sorted anyway
+            self._open = dict(sorted(self._open.items(), key=lambda item: item[1]))
+
+    def _oldest_open(self) -> int | None:
+        return next(iter(self._open.values()), None)
 
     def _complete(self, meta: BatchMeta, entry: ProducerEntry,
                   marker_offset: int) -> AbortedTxn | None:
@@ -260,7 +272,8 @@ class ProducerStateTable:
                 CompletedTxn(meta.producer_id, first, marker_offset, not marker.committed))
         if marker.committed:
             return None
-        stable = min(self._open.values()) if self._open else marker_offset + 1
+        oldest = self._oldest_open()
+        stable = marker_offset + 1 if oldest is None else oldest
         return AbortedTxn(meta.producer_id, first, marker_offset, stable)
 
     def record_batches(self, headers: Iterable[Any]) -> list[AbortedTxn]:
@@ -299,7 +312,7 @@ class ProducerStateTable:
     def first_unstable_offset(self, high_watermark: int) -> int | None:
         """The first offset of the oldest transaction that is open, or completed by a marker
         at or above ``high_watermark``; None when there is none."""
-        first = min(self._open.values()) if self._open else None
+        first = self._oldest_open()
         for done in self._unreplicated:
             if done.last_offset >= high_watermark and (first is None
                                                        or done.first_offset < first):

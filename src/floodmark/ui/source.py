@@ -129,16 +129,16 @@ class LocalClusterSource:
         brokers: list[dict[str, Any]] = []
         controller: dict[str, Any] | None = None
         for n in status["nodes"]:
-            if n["role"] == "controller":
+            roles = str(n["role"]).split(",")
+            if "controller" in roles and (n.get("active") or (
+                    n["id"] == CONTROLLER_ID and controller is None)):
                 # A quorum's controllers: show the active one (node 0 while none is active).
-                if n["id"] != CONTROLLER_ID and not n.get("active"):
-                    continue
-                if controller is not None and not n.get("active"):
-                    continue
-                controller = {"id": n["id"], "address": n["address"], "alive": n["alive"],
-                              "state": n["state"], "pid": n["pid"],
+                controller = {"id": n["id"], "address": n.get("controller_address",
+                                                               n["address"]),
+                              "alive": n["alive"], "state": n["state"], "pid": n["pid"],
                               "metadata_offset": status.get("metadata_offset"),
                               "answers": "partitions" in status}
+            if "broker" not in roles:  # a combined node is a broker too
                 continue
             # Alive means: the process runs and the controller does not fence it.
             alive = n["state"] == "running" and not n.get("fenced", False)

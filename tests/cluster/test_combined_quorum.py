@@ -1,0 +1,204 @@
+"""Combined mode as a controller-quorum voter (issue 11, "combined mode keeps working"), real
+processes: three ``process.roles=broker,controller`` nodes form the quorum and are the brokers;
+RF=3, min.insync.replicas=2, an idempotent acks=all confluent-kafka producer writes throughout.
+
+SIGKILL the node that is both the active controller and the partition's leader: the two
+survivors elect a new active controller, the partition gets a new leader, a CreateTopics
+succeeds; the killed node restarts and rejoins as a voter (caught up with the leader's HW) and
+as a follower in the ISR. Every acknowledged write is read back once at its offset. Each step
+waits on progress (an active controller, a new leader, more acknowledgements), never a sleep.
+
+The CLI test drives the same through ``floodmark cluster up --combined``."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from floodmark.cluster import LocalCluster
+from tests.cluster.helpers import (
+    AckLog,
+    consumer_thread,
+    one_line_error,
+    producer_thread,
+    verify_after_healing,
+    voter_caught_up,
+    wait_progress,
+    wait_until,
+)
+from tests.cluster.helpers import cli_ok as _ok
+from tests.cluster.helpers import run_cli as _cli
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "combined"
+SETTINGS = {"controller.quorum.election.timeout.ms": "300",
+            "controller.quorum.fetch.timeout.ms": "600",
+            "controller.quorum.election.backoff.max.ms": "300",
+            "controller.quorum.request.timeout.ms": "500",
+            "broker.session.timeout.ms": "3000",
+            # The restarted node must come back as a follower: no preferred-leader moves.
+            "auto.leader.rebalance.enable": "false"}
+STEP_S = 60.0  # any one step stalling this long fails the test
+
+
+def _acked_more(acks: AckLog, than: int, by: int = 100) -> None:
+    """Fails only when no acknowledgement arrives for ``STEP_S`` (a failover pauses them)."""
+    wait_progress(lambda: acks.count() >= than + by, acks.count, STEP_S,
+                  f"{by} more acknowledgements (failed {acks.failed[:2]})", step_s=0.05)
+
+
+def _create(bootstrap: str, name: str, assignment: list[int] | None = None,
+            replication_factor: int = 3) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    configs = {"min.insync.replicas": "2"}
+    topic = (NewTopic(name, 1, replica_assignment=[assignment], config=configs) if assignment
+             else NewTopic(name, 1, replication_factor, config=configs))
+    admin.create_topics([topic], request_timeout=30)[name].result(60)
+
+
+def _topics(bootstrap: str) -> set[str]:
+    return set(AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=20).topics)
+
+
+def _leader(cluster: LocalCluster) -> int | None:
+    leader = cluster.leader_of(TOPIC)
+    return leader if leader > 0 else None
+
+
+def _voter_back(cluster: LocalCluster, voter: int) -> bool:
+    """The voter follows another leader, holds everything it committed, and says follower."""
+    mine = cluster.quorum()["controllers"].get(str(voter))
+    return (mine is not None and mine["role"] == "follower"
+            and voter_caught_up(cluster, voter))
+
+
+def test_combined_voters_survive_losing_the_active_controller_and_leader(
+        tmp_path: Path) -> None:
+    cluster = LocalCluster(tmp_path / "combined-q", 3, {"replica.lag.time.max.ms": "2000"},
+                           SETTINGS, metrics=False, combined=True)
+    cluster.start()
+    stop = threading.Event()
+    acks = AckLog()
+    seen: dict[int, bytes] = {}
+    producer = consumer = None
+    try:
+        assert cluster.controller_ids == cluster.broker_ids == [1, 2, 3]
+        nodes = cluster.status()["nodes"]
+        assert {n["role"] for n in nodes} == {"broker,controller"}
+        assert len({n["pid"] for n in nodes}) == 3  # three processes, each both roles
+        # The partition's preferred leader is the active controller: one SIGKILL takes both.
+        active = cluster.wait_active_controller(STEP_S)
+        _create(cluster.bootstrap, TOPIC, [active, *(b for b in cluster.broker_ids
+                                                     if b != active)])
+        wait_until(lambda: _leader(cluster) == active, STEP_S, f"node {active} leading")
+        wait_until(lambda: all(n.get("fenced") is False for n in cluster.status()["nodes"]),
+                   STEP_S, "every broker registered and unfenced")
+        producer = producer_thread(cluster.bootstrap, TOPIC, acks, stop)
+        consumer = consumer_thread(cluster.bootstrap, TOPIC, seen, stop)
+        _acked_more(acks, 0, 300)
+
+        victim = cluster.wait_active_controller(STEP_S)
+        assert victim == _leader(cluster) == active, "the active controller leads the partition"
+        epoch = cluster.quorum()["leader_epoch"]
+        before = acks.count()
+        cluster.kill(victim, signal.SIGKILL)
+
+        new_active = cluster.wait_active_controller(STEP_S, besides=victim)
+        assert cluster.quorum()["leader_epoch"] > epoch
+        wait_until(lambda: _leader(cluster) not in (None, victim), STEP_S,
+                   "a new partition leader")
+        _acked_more(acks, before)
+        # CreateTopics through the new active controller (two live brokers: RF=2).
+        _create(cluster.bootstrap, "after-kill", replication_factor=2)
+        wait_until(lambda: "after-kill" in _topics(cluster.bootstrap), STEP_S,
+                   "the new topic listed")
+        status = {n["id"]: n for n in cluster.status()["nodes"]}
+        assert status[victim]["state"] == "dead" and status[new_active]["active"] is True
+
+        before = acks.count()
+        cluster.start_node(victim)
+        wait_until(lambda: _voter_back(cluster, victim), STEP_S,
+                   f"node {victim} back as a caught-up follower voter")
+        wait_until(lambda: sorted((cluster.partition_registration(TOPIC) or {}).get("isr", []))
+                   == [1, 2, 3], STEP_S, f"node {victim} back in the ISR")
+        reg = cluster.partition_registration(TOPIC) or {}
+        assert reg["leader"] != victim, "the restarted node is a follower"
+        _acked_more(acks, before)
+
+        stop.set()
+        producer.join(150)
+        consumer.join(30)
+        assert not producer.is_alive()
+        verify_after_healing(cluster, TOPIC, acks, seen)
+        assert {TOPIC, "after-kill"} <= _topics(cluster.bootstrap)
+        for log in (cluster.data_dir / "logs").glob("broker-*.log"):
+            text = log.read_text(errors="replace")
+            assert "metadata gap" not in text and "applying metadata failed" not in text, log
+    finally:
+        stop.set()
+        cluster.stop()
+
+
+def _nodes(dd: list[str]) -> dict[int, dict[str, Any]]:
+    return {n["id"]: n for n in json.loads(_ok("cluster", "status", "--json", *dd))["nodes"]}
+
+
+def _active(dd: list[str], besides: int | None = None) -> int:
+    def one() -> tuple[int] | None:
+        active = [i for i, n in _nodes(dd).items() if n.get("active")]
+        assert len(active) <= 1, active
+        return (active[0],) if active and active[0] != besides else None
+    return int(wait_until(one, STEP_S, "an active controller")[0])
+
+
+def test_cluster_up_combined(tmp_path: Path) -> None:
+    dd = ["--data-dir", str(tmp_path / "combined-cli")]
+    quick = [arg for name in ("controller.quorum.election.timeout.ms",
+                              "controller.quorum.fetch.timeout.ms", "broker.session.timeout.ms")
+             for arg in ("--controller-set", f"{name}={SETTINGS[name]}")]
+    for bad in (["--controllers", "3"], ["--controller", "127.0.0.1:9"]):
+        one_line_error(_cli("cluster", "up", "--combined", *bad, "--data-dir",
+                            str(tmp_path / "no")), "--combined")
+    up = _ok("cluster", "up", "--detach", "--combined", *quick, *dd)
+    try:
+        assert "bootstrap: " in up
+        nodes = _nodes(dd)
+        assert sorted(nodes) == [1, 2, 3]  # no controller process: no node 0
+        for n in nodes.values():  # every key status had, plus active and the voter address
+            assert {"id", "role", "pid", "address", "alive", "state", "active",
+                    "controller_address", "fenced", "broker_epoch"} <= set(n), n
+            assert n["role"] == "broker,controller" and n["alive"]
+        active = _active(dd)
+        q = json.loads(_ok("cluster", "quorum", "--json", *dd))
+        assert q["leader_id"] == active
+        assert sorted(v["voter_id"] for v in q["voters"]) == [1, 2, 3]
+        bootstrap = json.loads(_ok("cluster", "status", "--json", *dd))["bootstrap"]
+
+        epoch = nodes[active]["broker_epoch"]
+        _ok("cluster", "kill", str(active), *dd)
+        new = _active(dd, besides=active)
+        _ok("topic", "create", "after-cli-kill", "--replication-factor", "2",
+            "--bootstrap-server", bootstrap)
+        _ok("cluster", "start", str(active), *dd)
+        wait_until(lambda: (n := _nodes(dd)[active])["broker_epoch"] > epoch
+                   and n["fenced"] is False and n["state"] == "running", STEP_S,
+                   f"node {active} registered again")
+        assert _active(dd) == new
+
+        # The directory keeps its shape; up again starts the same three voters and their data.
+        _ok("cluster", "down", *dd)
+        one_line_error(_cli("cluster", "up", "--detach", "--controllers", "3", *dd), "combined")
+        again = _ok("cluster", "up", "--detach", "--combined", *dd)
+        assert again.count("controller (combined with broker) ") == 3
+        _active(dd)
+        listed = _ok("topic", "list", "--bootstrap-server", bootstrap).split()
+        assert "after-cli-kill" in listed
+    finally:
+        _cli("cluster", "down", *dd)
