@@ -4,6 +4,7 @@ config: its default, its check, the controller's command line, and what ``cluste
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from floodmark.chaos.run import ChaosConfig, _controller_settings
 from floodmark.cluster.local import LocalCluster
 from floodmark.controller.__main__ import main as controller_main
 from floodmark.controller.logic import ControllerConfig, elr_config
+from floodmark.controller.startup import add_controller_arguments, controller_setup
 from floodmark.settings import DEFAULTS, eligible_leader_replicas_enabled
 
 
@@ -58,3 +60,15 @@ def test_chaos_runs_it_unless_told_not_to() -> None:
     assert _controller_settings(ChaosConfig())["eligible.leader.replicas.version"] == "1"
     off = ChaosConfig(eligible_leader_replicas=False)
     assert _controller_settings(off)["eligible.leader.replicas.version"] == "0"
+
+
+def test_combined_mode_takes_the_nodes_own_settings_unless_flags_say_otherwise() -> None:
+    p = argparse.ArgumentParser()
+    add_controller_arguments(p)
+    own = {"eligible.leader.replicas.version": 0, "min.insync.replicas": 2}.get
+    combined = controller_setup(p.parse_args([]), 1, own).config
+    assert not combined.eligible_leader_replicas_enable and combined.min_insync_replicas == 2
+    flagged = controller_setup(p.parse_args(["--eligible-leader-replicas-version", "1"]), 1, own)
+    assert flagged.config.eligible_leader_replicas_enable
+    alone = controller_setup(p.parse_args([]), 0).config  # a controller process: the registry's
+    assert alone.eligible_leader_replicas_enable and alone.min_insync_replicas == 1
