@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 
 from floodmark.controller.quorum import core as quorum_core
-from floodmark.controller.quorum import driver as quorum_driver
+from floodmark.controller.quorum import state_file as quorum_state_file
 from floodmark.controller.quorum.core import QuorumCore
 from floodmark.controller.quorum.driver import QuorumDriver
 from floodmark.sim.quorum import QuorumSimConfig, QuorumWorld
@@ -81,7 +81,7 @@ def test_the_invariants_catch_a_voter_that_ignores_the_log_check(
 
 def test_the_invariants_catch_a_vote_that_is_not_persisted(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(quorum_driver.QuorumStateFile, "write", lambda *_args: None)
+    monkeypatch.setattr(quorum_state_file.QuorumStateFile, "write", lambda *_args: None)
     assert "election-safety" in _first_violation(40)
 
 

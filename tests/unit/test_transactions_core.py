@@ -29,6 +29,7 @@ from floodmark.replication.partition import (
 from floodmark.replication.produce import produce_as_leader, write_marker_as_leader
 from floodmark.replication.producer_state import AbortedTxn, BatchMeta, ProducerStateTable
 from floodmark.replication.purgatory import CompleteProduce
+from floodmark.storage.config import LogConfig
 from floodmark.storage.fs import MemoryFileSystem
 from floodmark.storage.log import Log
 
@@ -166,10 +167,10 @@ def test_rebuild_finds_the_same_state_and_every_abort() -> None:
 
 # -- the core on a real (in-memory) log, leader and follower -------------------------------------
 class Replica:
-    def __init__(self, broker_id: int) -> None:
-        fs = MemoryFileSystem()
+    def __init__(self, broker_id: int, config: LogConfig | None = None) -> None:
+        fs = self.fs = MemoryFileSystem()
         fs.mkdirs("/d/t-0")
-        self.log = Log.open("/d/t-0", fs=fs, now_ms=0)
+        self.log = Log.open("/d/t-0", config, fs=fs, now_ms=0)
         self.core = Partition(PartitionConfig("t", 0, broker_id, min_insync_replicas=1))
         self.completed: list[CompleteProduce] = []
         self.driver = ReplicaDriver(self.core, self.log, self)
@@ -289,3 +290,77 @@ def test_marker_on_a_follower_is_not_leader() -> None:
     _leader, follower = _pair()
     assert follower.marker(9, committed=True) is ErrorCode.NOT_LEADER_OR_FOLLOWER
     assert follower.log.log_end_offset == 0
+
+
+# -- the LSO and the log start offset (Kafka: logStartOffset <= LSO <= HW) -----------------------
+def _settle(leader: Replica, follower: Replica) -> None:
+    """Fetch round trips until both HWs are at the leader's LEO (a read may stop at a segment)."""
+    for _ in range(20):
+        if leader.core.high_watermark == follower.core.high_watermark == leader.log.log_end_offset:
+            return
+        _replicate(leader, follower)
+    raise AssertionError("replication did not settle in 20 round trips")
+
+
+def _open_txn_then_plain(leader: Replica, follower: Replica) -> None:
+    """Offsets: 0 plain, 1-2 pid 9's open transaction, 3 plain; replicated, HW 4, LSO 1."""
+    leader.produce([b"p0"])
+    leader.produce([b"t1", b"t2"], pid=9, seq=0, txn=True)
+    leader.produce([b"p3"])
+    _settle(leader, follower)
+    assert leader.core.high_watermark == follower.core.high_watermark == 4
+    assert leader.core.last_stable_offset == follower.core.last_stable_offset == 1
+
+
+def test_delete_records_past_an_open_transactions_start_raises_the_lso_to_the_log_start() -> None:
+    """UnifiedLog.maybeIncrementLogStartOffset -> maybeIncrementFirstUnstableOffset: the first
+    unstable offset becomes max(it, log start offset); the transaction stays open."""
+    leader, follower = _pair()
+    _open_txn_then_plain(leader, follower)
+    assert leader.driver.maybe_increment_log_start_offset(3)  # DeleteRecords(3)
+    assert leader.log.log_start_offset == 3
+    assert leader.core.last_stable_offset == 3  # was 1: below the log start
+    assert leader.core.producers.open_transactions() == {9: 1}  # its marker is still to come
+    _replicate(leader, follower)  # the follower follows the leader's log start (to its HW)
+    assert follower.log.log_start_offset == 3
+    assert follower.core.last_stable_offset == 3
+    # The marker closes it: stable up to the HW once replicated.
+    leader.marker(9, committed=True)
+    _settle(leader, follower)
+    assert leader.core.high_watermark == follower.core.high_watermark == 5
+    assert leader.core.last_stable_offset == follower.core.last_stable_offset == 5
+
+
+def test_the_lso_stays_at_the_log_start_across_a_restart_and_a_full_truncation() -> None:
+    leader, follower = _pair()
+    _open_txn_then_plain(leader, follower)
+    leader.driver.maybe_increment_log_start_offset(2)
+    leader.log.close()
+    # A restart: the log start offset comes back from its checkpoint, the table from the log.
+    log = Log.open("/d/t-0", fs=leader.fs, now_ms=0, log_start_offset=2)
+    core = Partition(PartitionConfig("t", 0, 1), high_watermark=4)
+    ReplicaDriver(core, log, leader).load_producer_state()
+    assert core.producers.open_transactions() == {9: 1}
+    assert core.last_stable_offset == 2
+    # A follower emptied to restart at the leader's log start: nothing below it counts.
+    follower.driver.truncate_fully_and_start_at(4, "test")
+    follower.core.producers.on_high_watermark(4)
+    assert follower.core.producers.first_unstable_offset(4) is None
+
+
+def test_retention_past_an_open_transactions_start_raises_the_lso() -> None:
+    # One batch per segment (the smallest segments there are); retention.bytes keeps only the
+    # active one.
+    config = LogConfig(segment_bytes=61, retention_bytes=1, retention_ms=-1)
+    leader, follower = Replica(1, config), Replica(2)
+    reg = PartitionRegistration((1, 2), (1, 2), 1, 1, 0)
+    leader.apply(leader.core.apply_metadata(leader.log, reg, 0))
+    follower.apply(follower.core.apply_metadata(follower.log, reg, 0))
+    _open_txn_then_plain(leader, follower)
+    leader.produce([b"p4"])
+    _settle(leader, follower)
+    assert leader.core.high_watermark == 5 and leader.core.last_stable_offset == 1
+    assert leader.driver.apply_retention(0) > 0
+    start = leader.log.log_start_offset
+    assert 1 < start <= 4, start  # the transaction's first batch went
+    assert leader.core.last_stable_offset == start

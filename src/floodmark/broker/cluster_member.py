@@ -41,6 +41,7 @@ import sys
 import time
 from collections.abc import Callable
 
+from floodmark import lifeline
 from floodmark.address import format_host_port, parse_host_port
 from floodmark.broker import dynamic_configs
 from floodmark.broker.broker import Broker, now_ms
@@ -477,6 +478,7 @@ def main(argv: list[str] | None = None) -> int:
     add_controller_arguments(p)  # the controller process's own options (combined mode)
     p.add_argument("--log-level", default=os.environ.get("FLOODMARK_LOG_LEVEL", "INFO"))
     args = p.parse_args(argv)
+    lifeline.hold()  # started by a test run or a benchmark: end with it
     combined = args.controller_data_dir is not None
     roles = "broker,controller" if combined else "broker"
     advertised = f"{args.advertised_host}:0" if args.advertised_host else None  # bound port

@@ -224,7 +224,8 @@ def _cluster_for_up(args: argparse.Namespace) -> LocalCluster:
                         first_broker_id=args.first_broker_id or 1,
                         controllers=0 if args.controller is not None
                         else args.controllers or DEFAULT_CONTROLLERS,
-                        combined=bool(args.combined))
+                        combined=bool(args.combined),
+                        die_with_supervisor=False)  # --detach: they outlive this command
 
 
 def _check_ports(cluster: LocalCluster) -> None:

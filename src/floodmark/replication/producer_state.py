@@ -164,6 +164,7 @@ class ProducerStateTable:
         item, found in O(1) for the LSO and every abort, whatever the number of producers."""
         self._unreplicated: list[CompletedTxn] = []  # markers at or above the HW
         self._high_watermark = 0  # the last HW this table was told (see on_high_watermark)
+        self._log_start_offset = 0  # the last one it was told (see on_log_start_offset)
 
     def __len__(self) -> int:
         return len(self._producers)
@@ -296,6 +297,8 @@ class ProducerStateTable:
         return self.record_batches(headers)
 
     def clear(self) -> None:
+        """Forget the producers and transactions (not the log start offset: the log keeps
+        its own across a truncation)."""
         self._producers.clear()
         self._open.clear()
         self._unreplicated.clear()
@@ -309,15 +312,29 @@ class ProducerStateTable:
             self._unreplicated = [c for c in self._unreplicated
                                   if c.last_offset >= high_watermark]
 
+    def on_log_start_offset(self, log_start_offset: int) -> None:
+        """The log now starts at ``log_start_offset`` (DeleteRecords, retention, a follower
+        following its leader's, a log emptied to start there). Completed transactions whose
+        marker is below it are gone for good; an open transaction whose first batches were
+        deleted stays open (its marker is still to come), but is unstable from the log start
+        on: the LSO is never below the log start offset (Kafka: ProducerStateManager
+        .onLogStartOffsetIncremented, and UnifiedLog.maybeIncrementFirstUnstableOffset's
+        max(first unstable offset, log start offset))."""
+        self._log_start_offset = log_start_offset
+        if self._unreplicated:
+            self._unreplicated = [c for c in self._unreplicated
+                                  if c.last_offset >= log_start_offset]
+
     def first_unstable_offset(self, high_watermark: int) -> int | None:
         """The first offset of the oldest transaction that is open, or completed by a marker
-        at or above ``high_watermark``; None when there is none."""
+        at or above ``high_watermark``, raised to the log start offset; None when there is
+        none."""
         first = self._oldest_open()
         for done in self._unreplicated:
             if done.last_offset >= high_watermark and (first is None
                                                        or done.first_offset < first):
                 first = done.first_offset
-        return first
+        return first if first is None else max(first, self._log_start_offset)
 
     def open_transactions(self) -> dict[int, int]:
         """producer id -> first offset of its open transaction."""

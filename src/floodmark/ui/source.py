@@ -119,7 +119,8 @@ class LocalClusterSource:
         return f"sent {DRILLS[action].name} to broker {node_id} (pid {self.cluster.pid(node_id)})"
 
     def __init__(self, data_dir: str) -> None:
-        self.cluster = LocalCluster(data_dir)
+        # A user's cluster: a node a drill restarts outlives the dashboard, as the others do.
+        self.cluster = LocalCluster(data_dir, die_with_supervisor=False)
         if not self.cluster.state_path.exists():
             raise FileNotFoundError(f"no cluster in {data_dir} (no {self.cluster.state_path})")
 
