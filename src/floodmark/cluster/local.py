@@ -65,6 +65,9 @@ CONTROLLER_DEFAULTS = {
     "unclean.leader.election.enable": "false",
     "auto.leader.rebalance.enable": "true",
     "leader.imbalance.check.interval.ms": "10000",
+    # KIP-966 eligible leader replicas and the unclean-shutdown rule (0 turns them off): an
+    # acknowledged write survives a power cut of the last ISR member.
+    "eligible.leader.replicas.version": "1",
 }
 
 
@@ -393,9 +396,12 @@ class LocalCluster:
             for name in CONTROLLER_QUORUM_DEFAULTS:  # a new quorum's state has them all
                 if name in c:
                     args += ["--" + name.replace(".", "-"), str(c[name])]
-        for name in METADATA_LOG_SETTINGS:  # Kafka's names, passed when set
-            if name in c:
+        for name in (*METADATA_LOG_SETTINGS, "eligible.leader.replicas.version"):
+            if name in c:  # Kafka's names, passed when set (older state files lack some)
                 args += ["--" + name.replace(".", "-"), str(c[name])]
+        min_isr = self.state["broker_settings"].get("min.insync.replicas")
+        if min_isr is not None:  # the brokers' cluster default, for the ELR
+            args += ["--min-insync-replicas", str(min_isr)]
         return [*args,
                 "--broker-session-timeout-ms", str(c["broker.session.timeout.ms"]),
                 "--unclean-leader-election-enable", str(c["unclean.leader.election.enable"]),
