@@ -5,9 +5,12 @@ the same batches from a plain idempotent producer, in the same run.
 Both go through ``replication.produce`` (sequence checks, producer state, the append to a real
 log in a temp directory, acks=1, one replica); the transactional run also pays for the markers
 (``write_marker_as_leader``) and the ``.txnindex`` entries of the aborts. Prints batches/s of
-each (best of ``--rounds``, the two interleaved) and the ratio; then the cost of a read_committed
-read of the whole log (Log.read below the LSO + the aborted list + the client's filter) against
-a read_uncommitted one. Usage:
+each (best of ``--rounds``, the two interleaved) and the ratio, by the wall clock and by the
+process's CPU time (``time.process_time``: on a shared, loaded machine the wall clock also counts
+the time the process waited for a core, which swung the wall ratio from 0.55 to 1.68 between runs
+of the same code; the CPU ratio holds within a few percent), and the CPU cost of one data batch
+and of one marker; then the cost of a read_committed read of the whole log (Log.read below the
+LSO + the aborted list + the client's filter) against a read_uncommitted one. Usage:
 ``.venv/bin/python benchmarks/txn_produce_path.py [--batches 20000] [--batches-per-txn 10]``.
 """
 
@@ -17,6 +20,7 @@ import argparse
 import shutil
 import tempfile
 import time
+from dataclasses import dataclass
 
 from floodmark.client.fetch import (
     READ_COMMITTED,
@@ -51,8 +55,15 @@ def _leader(directory: str) -> tuple[Partition, Log, ReplicaDriver]:
     return core, log, driver
 
 
-def run(directory: str, batches: int, per_txn: int, transactional: bool) -> tuple[float, Log,
-                                                                                    Partition]:
+@dataclass
+class Timing:
+    wall_s: float = 0.0
+    cpu_s: float = 0.0
+    marker_cpu_s: float = 0.0  # the part of cpu_s spent in the markers
+
+
+def run(directory: str, batches: int, per_txn: int, transactional: bool) -> tuple[Timing, Log,
+                                                                                   Partition]:
     core, log, driver = _leader(directory)
 
     def apply(effects: list[Effect]) -> None:
@@ -62,17 +73,22 @@ def run(directory: str, batches: int, per_txn: int, transactional: bool) -> tupl
     prebuilt = [build_batch(records, producer_id=1, producer_epoch=0,
                             base_sequence=(i * RECORDS_PER_BATCH) % 2**31,
                             is_transactional=transactional) for i in range(batches)]
-    start = time.perf_counter()
+    timing = Timing()
+    start, cpu_start = time.perf_counter(), time.process_time()
     for i, batch in enumerate(prebuilt):
         out = produce_as_leader(core, log, bytearray(batch), acks=1, produce_id=i, now_ms=i,
                                 timeout_ms=30_000)
         apply(out.effects)
         if transactional and (i + 1) % per_txn == 0:
             committed = (i // per_txn) % 2 == 0
+            marker_start = time.process_time()
             marker = write_marker_as_leader(core, log, 1, 0, committed, 0, produce_id=-i,
                                             now_ms=i, timeout_ms=30_000)
             apply(marker.effects)
-    return time.perf_counter() - start, log, core
+            timing.marker_cpu_s += time.process_time() - marker_start
+    timing.wall_s = time.perf_counter() - start
+    timing.cpu_s = time.process_time() - cpu_start
+    return timing, log, core
 
 
 def read_all(log: Log, core: Partition, isolation: int) -> tuple[float, int]:
@@ -99,14 +115,19 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     best = {False: float("inf"), True: float("inf")}
+    best_cpu = {False: float("inf"), True: float("inf")}
+    marker_cpu = float("inf")
     for round_ in range(args.rounds):
         # Alternate which case runs first, so that neither always pays for the other's garbage.
         for transactional in ((False, True) if round_ % 2 == 0 else (True, False)):
             directory = tempfile.mkdtemp(prefix="txnlog-bench-")
             try:
-                elapsed, log, _core = run(f"{directory}/bench-0", args.batches,
-                                          args.batches_per_txn, transactional)
-                best[transactional] = min(best[transactional], elapsed)
+                timing, log, _core = run(f"{directory}/bench-0", args.batches,
+                                         args.batches_per_txn, transactional)
+                best[transactional] = min(best[transactional], timing.wall_s)
+                best_cpu[transactional] = min(best_cpu[transactional], timing.cpu_s)
+                if transactional:
+                    marker_cpu = min(marker_cpu, timing.marker_cpu_s)
                 log.close()
             finally:
                 shutil.rmtree(directory, ignore_errors=True)
@@ -131,6 +152,13 @@ def main() -> None:
     print(f"  idempotent     {idem:10.0f} batches/s")
     print(f"  transactional  {txn:10.0f} batches/s  (a marker every {args.batches_per_txn} "
           f"batches, half aborted)  ratio {txn / idem:.3f}")
+    markers = args.batches // args.batches_per_txn
+    data_us = best_cpu[False] / args.batches * 1e6
+    marker_us = marker_cpu / max(1, markers) * 1e6
+    print(f"  CPU time       idempotent {best_cpu[False]:.3f} s, transactional "
+          f"{best_cpu[True]:.3f} s  ratio {best_cpu[False] / best_cpu[True]:.3f}  "
+          f"(a data batch {data_us:.1f} us, a marker {marker_us:.1f} us = "
+          f"{marker_us / data_us:.2f} data batches)")
     print(f"read of the transactional log: read_uncommitted {reads[READ_UNCOMMITTED]:.3f} s "
           f"({shown[READ_UNCOMMITTED]} records), read_committed {reads[READ_COMMITTED]:.3f} s "
           f"({shown[READ_COMMITTED]} records)  ratio "

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from floodmark import lifeline
+
 REPO = Path(__file__).resolve().parents[1]
 _LISTENING = re.compile(r"listening on (\S+):(\d+)")
 
@@ -41,7 +43,7 @@ class BrokerProcess:
 
     def start(self, port: int = 0, timeout_s: float = 30.0) -> BrokerProcess:
         """Start the broker; on restart pass the previous port to keep clients' address valid."""
-        env = dict(os.environ)
+        env = lifeline.supervised_env(dict(os.environ))  # dies with this test run
         env.setdefault("PYTHONUNBUFFERED", "1")
         cmd = [sys.executable, "-m", "floodmark.cli", "broker", "--data-dir", str(self.data_dir),
                "--listen", f"127.0.0.1:{port}", *self.extra_args]

@@ -16,6 +16,7 @@ decoded where a feature needs them (CLI, simulator checks, Spark, offset-for-tim
 from __future__ import annotations
 
 import enum
+import functools
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -481,6 +482,17 @@ def build_batch(
         attributes |= TRANSACTIONAL_MASK
     if is_control:
         attributes |= CONTROL_MASK
+    return _seal_batch(payload, base_offset, partition_leader_epoch, attributes, last_offset_delta,
+                       base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence,
+                       len(records))
+
+
+def _seal_batch(payload: bytes | bytearray, base_offset: int, partition_leader_epoch: int,
+                attributes: int, last_offset_delta: int, base_timestamp: int, max_timestamp: int,
+                producer_id: int, producer_epoch: int, base_sequence: int,
+                records_count: int) -> bytes:
+    """The v2 header in front of ``payload`` (the encoded, maybe compressed, records), with its
+    CRC-32C: the one place a batch header is written."""
     batch = bytearray(HEADER_SIZE + len(payload))
     _HEADER.pack_into(
         batch,
@@ -497,7 +509,7 @@ def build_batch(
         producer_id,
         producer_epoch,
         base_sequence,
-        len(records),
+        records_count,
     )
     batch[HEADER_SIZE:] = payload
     _U32.pack_into(batch, CRC_POS, crc32c_of(memoryview(batch)[ATTRIBUTES_POS:]))
@@ -538,27 +550,10 @@ def rebuild_batch(
     if records and header.compression is not Compression.NONE:
         payload = compress(header.compression, body)
         attributes |= int(header.compression) & COMPRESSION_MASK
-    batch = bytearray(HEADER_SIZE + len(payload))
-    _HEADER.pack_into(
-        batch,
-        0,
-        header.base_offset,
-        HEADER_SIZE - LOG_OVERHEAD + len(payload),
-        header.partition_leader_epoch,
-        MAGIC_V2,
-        0,
-        attributes,
-        header.last_offset_delta,
-        base_timestamp,
-        header.max_timestamp,
-        header.producer_id,
-        header.producer_epoch,
-        header.base_sequence,
-        len(records),
-    )
-    batch[HEADER_SIZE:] = payload
-    _U32.pack_into(batch, CRC_POS, crc32c_of(memoryview(batch)[ATTRIBUTES_POS:]))
-    return bytes(batch)
+    return _seal_batch(payload, header.base_offset, header.partition_leader_epoch, attributes,
+                       header.last_offset_delta, base_timestamp, header.max_timestamp,
+                       header.producer_id, header.producer_epoch, header.base_sequence,
+                       len(records))
 
 
 def simple_batch(
@@ -687,12 +682,19 @@ def build_marker_batch(producer_id: int, producer_epoch: int, marker: EndTxnMark
                        ) -> bytes:
     """The control batch a partition leader appends for WriteTxnMarkers (transactional and
     control attributes, no sequence, uncompressed, one record)."""
-    key = _CONTROL_KEY.pack(CONTROL_KEY_VERSION, int(marker.control_type))
-    value = _MARKER_VALUE.pack(MARKER_VALUE_VERSION, marker.coordinator_epoch)
-    return build_batch([Record(0, timestamp_ms, key, value)],
-                       partition_leader_epoch=partition_leader_epoch, producer_id=producer_id,
-                       producer_epoch=producer_epoch, base_sequence=NO_SEQUENCE,
-                       is_transactional=True, is_control=True)
+    return _seal_batch(_marker_record(int(marker.control_type), marker.coordinator_epoch), 0,
+                       partition_leader_epoch, TRANSACTIONAL_MASK | CONTROL_MASK, 0,
+                       timestamp_ms, timestamp_ms, producer_id, producer_epoch, NO_SEQUENCE, 1)
+
+
+@functools.lru_cache(maxsize=256)
+def _marker_record(control_type: int, coordinator_epoch: int) -> bytes:
+    """A marker's one record (offset and timestamp deltas 0): the same bytes for every marker
+    of a type and coordinator epoch, so encoded once, not once per marker."""
+    body = bytearray()
+    _encode_record(body, 0, 0, Record(0, 0, _CONTROL_KEY.pack(CONTROL_KEY_VERSION, control_type),
+                                      _MARKER_VALUE.pack(MARKER_VALUE_VERSION, coordinator_epoch)))
+    return bytes(body)
 
 
 def read_end_txn_marker(header: BatchHeader) -> EndTxnMarker:

@@ -1,6 +1,7 @@
 """The one typed registry of floodmark's settings, and the one check of every config value.
 
-``DEFAULTS`` names every broker setting and its default (Kafka's names); ``SETTINGS`` is the
+``DEFAULTS`` names every broker setting and its default (Kafka's names), and the controller's
+``eligible.leader.replicas.version`` (KIP-966); ``SETTINGS`` is the
 typed registry built from it: each setting's type and whether it may change at runtime
 (``DYNAMIC``, Kafka's cluster-wide dynamic configs that floodmark applies live) or is read-only
 (set at start). ``TOPIC_CONFIG_DEFAULTS`` maps each topic-level name to the broker setting it
@@ -93,6 +94,11 @@ DEFAULTS: dict[str, Any] = {
     # its own over the real files), so that killing the process loses it as a power cut would
     # (storage/page_cache.py). For floodmark chaos run --faults power-loss only.
     "floodmark.unsafe.power.loss.page.cache": False,
+    # A controller setting. KIP-966 eligible leader replicas with KIP-966's unclean-shutdown
+    # rule: 1 on, 0 off. Kafka 4.x names it as a feature (eligible.leader.replicas.version),
+    # on by default for clusters made by 4.1 and later; Kafka 3.7-3.9 had it as the controller
+    # config eligible.leader.replicas.enable. The controller also reads min.insync.replicas.
+    "eligible.leader.replicas.version": 1,
 }
 
 LONG_MAX = 9_223_372_036_854_775_807
@@ -158,7 +164,8 @@ _INT_SETTINGS = frozenset({"node.id", "num.partitions", "default.replication.fac
                            "transaction.state.log.num.partitions",
                            "transaction.state.log.replication.factor",
                            "transaction.state.log.min.isr",
-                           "transaction.abort.timed.out.transaction.cleanup.interval.ms"})
+                           "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+                           "eligible.leader.replicas.version"})
 _LIST_SETTINGS = frozenset({"log.cleanup.policy", "process.roles"})
 _LONG_NULLABLE = frozenset({"log.flush.interval.ms"})
 
@@ -224,6 +231,20 @@ def _setting(name: str, default: Any) -> Setting:
     else:
         kind = ConfigType.STRING
     return Setting(name, default, kind, name in DYNAMIC)
+
+
+ELIGIBLE_LEADER_REPLICAS_VERSIONS = (0, 1)
+
+
+def eligible_leader_replicas_enabled(value: Any) -> bool:
+    """``eligible.leader.replicas.version`` (text or typed) as on/off; ValueError with Kafka's
+    wording for anything but a known version."""
+    name = "eligible.leader.replicas.version"
+    level = SETTINGS[name].parse(value)
+    if level not in ELIGIBLE_LEADER_REPLICAS_VERSIONS:
+        raise ValueError(f"Invalid value {value} for configuration {name}: Value must be one of "
+                         f"{', '.join(map(str, ELIGIBLE_LEADER_REPLICAS_VERSIONS))}")
+    return bool(level)
 
 
 def validate_dynamic(configs: Mapping[str, Any], resource: str) -> dict[str, Any]:

@@ -7,7 +7,10 @@ unsafe setting must be caught by the fault that tells its story (seeds 000-002, 
 * ``--acks 1`` + ``isolate-leader``: the cut-off leader acknowledges alone, then truncates;
 * ``--truncation high-watermark`` + ``failover-twice``: a follower cuts its log to its stale HW
   when the leader changes and is elected before it refetched;
-* ``--unclean`` + ``isolate-then-kill``: a replica out of the ISR is elected.
+* ``--unclean`` + ``isolate-then-kill``: a replica out of the ISR is elected;
+* ``--eligible-leader-replicas-version 0`` + ``pause-then-power-cut``: the last ISR member loses
+  its power and is elected again from what it fsynced (issue 13's finding 5); the default
+  (KIP-966) comes out valid under the same fault.
 
 Each is run through the real CLI (``--json``) and judged from its output; the runs wait on the
 processes they start (bounded), never on fixed sleeps of the test's own.
@@ -92,6 +95,22 @@ def test_high_watermark_truncation_is_caught(tmp_path: Path) -> None:
     assert code == 1 and not result["valid"]
     counts = result["anomaly_counts"]
     assert counts["lost"] + counts["inconsistent_offsets"] > 0, counts
+
+
+@pytest.mark.parametrize("elr", ["1", "0"], ids=["elr", "no-elr-unsafe"])
+def test_power_cut_of_the_last_isr_member(tmp_path: Path, elr: str) -> None:
+    code, result = chaos_run(tmp_path, "--time-limit-s", "30", "--faults", "pause-then-power-cut",
+                             "--eligible-leader-replicas-version", elr, "--seed", "1")
+    _assert_contract(result, 1)
+    cuts = [f for f in result["faults"] if f["name"] == "pause-then-power-cut"]
+    assert cuts and all(f["isr_at_cut"] == f["targets"] for f in cuts), cuts  # the last member
+    counts = {k: v for k, v in result["anomaly_counts"].items() if v}
+    if elr == "1":
+        assert all(f["elr_at_cut"] for f in cuts), cuts
+        assert result["valid"] and code == 0, (counts, result.get("work_dir"))
+    else:
+        assert code == 1 and not result["valid"]
+        assert counts.get("lost", 0) > 0, counts
 
 
 @pytest.mark.slow

@@ -44,3 +44,15 @@ def test_power_loss_leaves_out_faults_that_take_down_several_brokers() -> None:
     assert "power-loss" in names and "kill-one" in names
     assert not {"kill-majority", "kill-all", "isolate-then-kill", "failover-twice"} & set(names)
     assert "kill-all" in expand(["kill-all", "power-loss"])  # asked for by name: kept
+
+
+def test_the_last_isr_member_power_cut_needs_eligible_leader_replicas() -> None:
+    """Issue 13's finding 5 as a fault: scheduled with pause and power-loss when KIP-966 is on;
+    without it only when named (to show the loss)."""
+    assert "pause-then-power-cut" in expand(["pause", "power-loss"])
+    assert "pause-then-power-cut" not in expand(["pause"])
+    off = expand(["pause", "power-loss"], eligible_leader_replicas=False)
+    assert "pause-then-power-cut" not in off and "power-loss" in off
+    assert expand(["pause-then-power-cut"], eligible_leader_replicas=False) == [
+        "pause-then-power-cut"]
+    assert "kill-all" not in expand(["pause-then-power-cut", "kill"])  # power cuts: one at a time

@@ -17,18 +17,15 @@ client refreshes its metadata).
 
 from __future__ import annotations
 
-import asyncio
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from floodmark.chaos.netns import Lab, LabError, check_available, namespace_executor, run_in
-from floodmark.chaos.nodes import LabCluster, host_of
+from floodmark.chaos.netns import run_in
 from floodmark.client.connection import KafkaConnection
-from floodmark.controller.client import ControllerClient
 from floodmark.errors import ErrorCode
+from tests.chaos.stale_leader_lab import stale_leader_lab
 
 pytestmark = pytest.mark.integration
 
@@ -36,56 +33,20 @@ OFFSET_FOR_LEADER_EPOCH = 23
 
 
 def test_stale_leader_answers_unknown_leader_epoch_for_a_newer_epoch(tmp_path: Path) -> None:
-    try:
-        check_available()
-    except LabError as exc:
-        pytest.skip(str(exc))
-    with Lab(["ctl", "b1", "b2", "b3", "clients"], prefix="stale") as lab:
-        cluster = LabCluster(lab, tmp_path / "cluster", 3, {"replica.lag.time.max.ms": "3000"},
-                             {"broker.session.timeout.ms": "2000",
-                              "auto.leader.rebalance.enable": "false"})
-        clients = namespace_executor(lab.ns("clients"))
-        try:
-            cluster.start()
-            admin = ControllerClient(cluster.controller_address, -1)
+    with stale_leader_lab(tmp_path, "stale", "s") as lab:
+        first, moved = lab.cut_off_leader()
+        old = int(first["leader"])
+        newer = int(moved["leader_epoch"])
+        assert newer > int(first["leader_epoch"])
 
-            def registration() -> dict[str, Any] | None:
-                status = cluster.controller_status()
-                part = (status or {}).get("topics", {}).get("s", {}).get("0")
-                return part if isinstance(part, dict) else None
+        def ask(current: int) -> Any:
+            with KafkaConnection(lab.cluster.address(old)) as conn:
+                resp = conn.request(OFFSET_FOR_LEADER_EPOCH, 4, {
+                    "replica_id": -1, "topics": [{"topic": "s", "partitions": [{
+                        "partition": 0, "current_leader_epoch": current,
+                        "leader_epoch": newer}]}]})
+            return resp.topics[0].partitions[0]
 
-            run_in(clients, lambda: asyncio.run(admin.create_topic("s", 1, 3, {})), 30)
-            deadline = time.monotonic() + 60
-            first: dict[str, Any] | None = None
-            while time.monotonic() < deadline and not (first and first["leader"] > 0):
-                first = run_in(clients, registration, 10)
-                time.sleep(0.2)
-            assert first and first["leader"] > 0, first
-            old = int(first["leader"])
-            lab.isolate(host_of(old), ["ctl", *(f"b{i}" for i in (1, 2, 3) if i != old)])
-            moved: dict[str, Any] | None = None
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:
-                moved = run_in(clients, registration, 10)
-                if moved and moved["leader"] not in (old, -1):
-                    break
-                time.sleep(0.2)
-            assert moved and moved["leader"] not in (old, -1), moved
-            newer = int(moved["leader_epoch"])
-            assert newer > int(first["leader_epoch"])
-
-            def ask(current: int) -> Any:
-                with KafkaConnection(cluster.address(old)) as conn:
-                    resp = conn.request(OFFSET_FOR_LEADER_EPOCH, 4, {
-                        "replica_id": -1, "topics": [{"topic": "s", "partitions": [{
-                            "partition": 0, "current_leader_epoch": current,
-                            "leader_epoch": newer}]}]})
-                return resp.topics[0].partitions[0]
-
-            for current in (-1, int(first["leader_epoch"])):
-                answer = run_in(clients, lambda c=current: ask(c), 10)
-                assert answer.error_code == ErrorCode.UNKNOWN_LEADER_EPOCH, (current, answer)
-        finally:
-            clients.shutdown(wait=False)
-            lab.heal()
-            cluster.kill_all()
+        for current in (-1, int(first["leader_epoch"])):
+            answer = run_in(lab.clients, lambda c=current: ask(c), 10)
+            assert answer.error_code == ErrorCode.UNKNOWN_LEADER_EPOCH, (current, answer)

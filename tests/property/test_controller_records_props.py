@@ -15,11 +15,12 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from floodmark.controller.image import MetadataImage, UnappliedRecord
-from floodmark.controller.logic import ControllerConfig, ControllerLogic
+from floodmark.controller.logic import ControllerConfig, ControllerLogic, elr_config
 from floodmark.controller.snapshot import image_records
 from floodmark.errors import KafkaError
 from floodmark.replication.election import AlterPartitionRequest
@@ -160,11 +161,14 @@ def _broker_takes_into_use(rec: dict[str, Any]) -> None:
                                            if v is not None}})
 
 
+@pytest.mark.parametrize("elr", [False, True], ids=["no-elr", "elr"])
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(ops, min_size=1, max_size=40))
 def test_every_record_the_controller_emits_is_applied_by_a_broker(
-        schedule: list[tuple[Any, ...]]) -> None:
-    logic = ControllerLogic(MetadataImage(), ControllerConfig(broker_session_timeout_ms=1000))
+        elr: bool, schedule: list[tuple[Any, ...]]) -> None:
+    """With and without KIP-966 (``eligible.leader.replicas.version``), as real controllers run."""
+    logic = ControllerLogic(MetadataImage(), ControllerConfig(broker_session_timeout_ms=1000,
+                                                              **elr_config(elr, 2)))
     logic.bootstrap()
     broker_image = MetadataImage()
     skipped: list[UnappliedRecord] = []

@@ -26,12 +26,14 @@ from floodmark.storage.log import Log
 
 PIDS = (1, 2, 3)
 
-# (kind, pid, flag): ("plain",), ("txn", pid), ("end", pid, committed), ("hw", fraction)
+# (kind, pid, flag): ("plain",), ("txn", pid), ("end", pid, committed), ("hw", fraction),
+# ("start", fraction): the log start offset moves up to that fraction of the HW (DeleteRecords)
 op = st.one_of(
     st.just(("plain", 0, False)),
     st.tuples(st.just("txn"), st.sampled_from(PIDS), st.just(False)),
     st.tuples(st.just("end"), st.sampled_from(PIDS), st.booleans()),
     st.tuples(st.just("hw"), st.integers(0, 100), st.just(False)),
+    st.tuples(st.just("start"), st.integers(0, 100), st.just(False)),
 )
 
 
@@ -41,9 +43,10 @@ class Model:
     open: dict[int, int] = field(default_factory=dict)  # pid -> first offset
     done: list[tuple[int, int, int, bool]] = field(default_factory=list)  # pid, first, marker, commit
 
-    def lso(self, hw: int) -> int:
+    def lso(self, hw: int, log_start: int = 0) -> int:
+        """Kafka: min(HW, max(first unstable offset, log start offset))."""
         firsts = list(self.open.values()) + [f for _p, f, m, _c in self.done if m >= hw]
-        return min([hw, *firsts])
+        return min(hw, max(min(firsts), log_start)) if firsts else hw
 
 
 @settings(max_examples=300, deadline=None)
@@ -51,7 +54,7 @@ class Model:
 def test_first_unstable_offset_matches_the_model(ops: list[tuple[str, int, object]]) -> None:
     table = ProducerStateTable()
     model = Model()
-    hw = 0
+    hw = log_start = 0
     seq = dict.fromkeys(PIDS, 0)
     for kind, pid, flag in ops:
         offset = len(model.entries)
@@ -74,12 +77,15 @@ def test_first_unstable_offset_matches_the_model(ops: list[tuple[str, int, objec
                 assert (aborted.producer_id, aborted.first_offset, aborted.last_offset) == (
                     pid, first, offset)
                 assert aborted.last_stable_offset == min([*model.open.values(), offset + 1])
-        else:  # the HW moves forward, up to the log end
+        elif kind == "hw":  # the HW moves forward, up to the log end
             hw = max(hw, len(model.entries) * int(pid) // 100)
             table.on_high_watermark(hw)
+        elif kind == "start":  # never past the HW (storage refuses)
+            log_start = max(log_start, hw * int(pid) // 100)
+            table.on_log_start_offset(log_start)
         first = table.first_unstable_offset(hw)
         lso = hw if first is None else min(hw, first)
-        assert lso == model.lso(hw) <= hw
+        assert log_start <= lso == model.lso(hw, log_start) <= hw
         assert table.open_transactions() == model.open
 
 

@@ -6,9 +6,14 @@ from __future__ import annotations
 
 import ast
 import inspect
+from typing import Any
+
+import pytest
 
 from floodmark.controller.image import MetadataImage
-from floodmark.controller.logic import ControllerConfig, ControllerLogic
+from floodmark.controller.logic import ControllerConfig, ControllerLogic, elr_config
+from floodmark.errors import ErrorCode, KafkaError
+from floodmark.replication.election import AlterPartitionRequest, PartitionRegistration
 from floodmark.replication.modes import Truncation
 from floodmark.sim import controller as sim_controller
 from floodmark.sim.cluster import Cluster
@@ -63,7 +68,7 @@ def test_a_restarted_follower_leaves_the_isr_and_rejoins_by_catching_up_in_the_s
     assert cluster.checker.violations == []
 
 
-def _logic(**cfg: bool) -> ControllerLogic:
+def _logic(**cfg: Any) -> ControllerLogic:
     logic = ControllerLogic(MetadataImage(), ControllerConfig(auto_leader_rebalance_enable=False,
                                                               **cfg))
     logic.bootstrap()
@@ -110,3 +115,65 @@ def test_unclean_shutdown_leaves_isr_and_elr_when_asked() -> None:
     logic.register_broker(other, "127.0.0.1", 1, "again", now_ms=20, clean_shutdown=True)
     kept = logic.image.partition("t", 0)
     assert kept is not None and other in kept.isr
+
+
+def _power_cut_of_the_last_isr_member(logic: ControllerLogic) -> tuple[int, PartitionRegistration]:
+    """The leader drops both followers from the ISR (below min ISR 2), they are fenced
+    (paused), the leader loses its power and registers again after an unclean shutdown, then
+    the followers heartbeat again. Returns the power-cut broker and the registration."""
+    reg = logic.image.partition("t", 0)
+    assert reg is not None
+    leader, epochs = reg.leader, logic.image.broker_epochs()
+    error, _ = logic.alter_partition("t", 0, AlterPartitionRequest(
+        leader, epochs[leader], reg.leader_epoch, reg.partition_epoch, (leader,),
+        (epochs[leader],)))
+    assert error is ErrorCode.NONE
+    others = [b for b in reg.replicas if b != leader]
+    for b in others:
+        logic.fence_broker(b, "paused")
+    logic.register_broker(leader, "127.0.0.1", 1, "after-power-cut", now_ms=10,
+                          clean_shutdown=False)
+    for b in others:
+        logic.heartbeat(b, epochs[b], now_ms=20)
+    after = logic.image.partition("t", 0)
+    assert after is not None
+    return leader, after
+
+
+def test_a_power_cut_of_the_last_isr_member_elects_an_eligible_leader_replica() -> None:
+    """Issue 13's finding 5 on the logic the controller process runs (``elr_config`` is what
+    ``eligible.leader.replicas.version=1`` turns on). With KIP-966 the power-cut broker leaves
+    the ISR and the ELR and a follower the leader dropped below min ISR leads: it holds every
+    committed record. Without, the power-cut broker is elected again from what it kept."""
+    cut, after = _power_cut_of_the_last_isr_member(_logic(**elr_config(True, 2)))
+    assert after.leader != cut and after.isr == (after.leader,) and cut not in after.elr
+    assert logic_unclean_elections_after(elr_config(True, 2)) == 0
+    cut, after = _power_cut_of_the_last_isr_member(_logic())
+    assert after.leader == cut and after.isr == (cut,)
+
+
+def logic_unclean_elections_after(cfg: dict[str, Any]) -> int:
+    logic = _logic(**cfg)
+    _power_cut_of_the_last_isr_member(logic)
+    return logic.unclean_elections
+
+
+def test_a_lower_min_isr_clears_the_eligible_leader_replicas() -> None:
+    """At min ISR the leader's HW moves without the ELR members, so they are no longer
+    eligible: a topic's (or the cluster's) new min.insync.replicas recomputes the ELR at once.
+    A broker-level value, which one leader alone would count by, is refused under ELR."""
+    logic = _logic(**elr_config(True, 2))
+    _power_cut_of_the_last_isr_member(logic)
+    reg = logic.image.partition("t", 0)
+    assert reg is not None and reg.elr  # the new leader alone, the other follower eligible
+    logic.alter_topic_configs("t", {"min.insync.replicas": "1"})
+    after = logic.image.partition("t", 0)
+    assert after is not None and after.elr == () and after.isr == reg.isr
+    with pytest.raises(KafkaError) as refused:
+        logic.alter_broker_configs("1", {"min.insync.replicas": 1})
+    assert refused.value.code is ErrorCode.INVALID_CONFIG
+    cluster_wide = _logic(**elr_config(True, 2))
+    _power_cut_of_the_last_isr_member(cluster_wide)
+    cluster_wide.alter_broker_configs("", {"min.insync.replicas": 1})
+    cleared = cluster_wide.image.partition("t", 0)
+    assert cleared is not None and cleared.elr == ()

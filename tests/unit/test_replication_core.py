@@ -6,7 +6,7 @@ isolate the core's rules; the simulator tests run the same core over the real st
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from floodmark.errors import ErrorCode
 from floodmark.replication.election import (
@@ -475,6 +475,41 @@ def test_eligible_leader_replicas_keep_the_last_replica_standing_safe() -> None:
     r2 = reg([1, 0, 2], [2], -1, 3, 3)
     again = build_change(r2, acceptable={0, 1, 2})
     assert again is not None and again.registration.leader == 2
+
+
+def test_alter_partition_keeps_the_eligible_leader_replicas() -> None:
+    """KIP-966: a leader's ISR shrink below min ISR puts the leavers in the ELR (the HW stops
+    with them), and an expansion back to min ISR clears it, as through Kafka's one builder."""
+    r = reg([1, 2, 3], [1, 2, 3], 3, 2, 5)
+    shrink = AlterPartitionRequest(3, 10, 2, 5, (3,), (12,))
+    shrunk = apply_alter_partition(r, shrink, min_insync_replicas=2)
+    assert (shrunk.isr, shrunk.elr) == ((3,), (1, 2))
+    assert apply_alter_partition(r, shrink).elr == ()  # without ELR nothing is tracked
+    grow = AlterPartitionRequest(3, 10, 2, 6, (1, 3), (10, 12))
+    grown = apply_alter_partition(shrunk, grow, min_insync_replicas=2)
+    assert (grown.isr, grown.elr) == ((1, 3), ())
+    one_more = apply_alter_partition(shrunk, grow, min_insync_replicas=3)
+    assert (one_more.isr, one_more.elr) == ((1, 3), (2,))
+
+
+def test_the_last_known_leader_is_elected_only_when_no_replica_is_eligible() -> None:
+    """Balanced recovery: ISR and ELR empty (every eligible replica had an unclean shutdown) --
+    the last leader is elected uncleanly once it is back; with an ELR member left, never."""
+    r = reg([1, 2, 3], [3], 3, 4, 9)
+    fenced = build_change(r, target_isr=(), acceptable=set(), min_insync_replicas=2)
+    assert fenced is not None
+    assert (fenced.registration.isr, fenced.registration.elr) == ((), (3,))
+    assert fenced.registration.last_known_elr == (3,)
+    back = build_change(fenced.registration, acceptable={3}, min_insync_replicas=2,
+                        unclean_shutdown=(3,))
+    assert back is not None and back.election is ElectionKind.UNCLEAN
+    assert (back.registration.leader, back.registration.isr) == (3, (3,))
+    assert back.registration.last_known_elr == ()
+    assert back.registration.leader_recovery_state is LeaderRecoveryState.RECOVERING
+    with_elr = replace(fenced.registration, elr=(2, 3))
+    waits = build_change(with_elr, acceptable={3}, min_insync_replicas=2, unclean_shutdown=(3,))
+    assert waits is not None and waits.registration.leader == -1
+    assert (waits.registration.elr, waits.registration.last_known_elr) == ((2,), (3,))
 
 
 def test_uncleanly_elected_leader_reports_recovered_with_its_first_expansion() -> None:

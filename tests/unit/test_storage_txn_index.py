@@ -16,7 +16,7 @@ from floodmark.replication.producer_state import AbortedTxn
 from floodmark.replication.purgatory import CompleteProduce
 from floodmark.storage import LogConfig, MemoryFileSystem
 from floodmark.storage.log import Log
-from floodmark.storage.txn_index import ENTRY_BYTES, decode_entries, encode_entries
+from floodmark.storage.txn_index import ENTRY_BYTES, TxnIndex, decode_entries, encode_entries
 
 PATH = "/d/t-0"
 
@@ -177,3 +177,34 @@ def test_collect_stops_at_an_entry_whose_lso_reaches_the_bound() -> None:
     everything = leader.log.collect_aborted_transactions(0, 8)
     assert [a.producer_id for a in everything] == [1, 2, 3, 4]
     assert [a.producer_id for a in leader.log.collect_aborted_transactions(3, 5)] == [2, 3]
+
+
+def test_append_says_when_it_created_the_file() -> None:
+    # The log fsyncs the directory after an append that created the file; asked of the file
+    # system once, not once per abort.
+    fs = MemoryFileSystem()
+    fs.mkdirs(PATH)
+    index = TxnIndex(fs, f"{PATH}/00000000000000000000.txnindex")
+    assert index.append([AbortedTxn(1, 0, 1, 2)]) is True
+    assert index.append([AbortedTxn(1, 2, 3, 4)]) is False
+    index.release()
+    again = TxnIndex(fs, index.path)
+    assert again.append([AbortedTxn(1, 4, 5, 6)]) is False
+    assert decode_entries(fs.read_file(index.path)) == [
+        AbortedTxn(1, 0, 1, 2), AbortedTxn(1, 2, 3, 4), AbortedTxn(1, 4, 5, 6)]
+
+
+def test_the_index_file_an_abort_creates_survives_a_power_loss_after_the_flush() -> None:
+    # Its directory entry is fsynced with the flush that follows the abort that created it (the
+    # creation is known from the index itself, not asked of the file system per abort).
+    fs = MemoryFileSystem()
+    leader = Leader(fs, LogConfig())
+    leader.plain()
+    leader.log.flush()
+    leader.txn(1, 0)
+    leader.end(1, committed=False)
+    leader.txn(1, 1)
+    leader.end(1, committed=False)
+    leader.log.flush()
+    fs.crash(lose_unsynced=True)
+    assert _files(fs) == {f"{0:020d}.txnindex": [AbortedTxn(1, 1, 2, 3), AbortedTxn(1, 3, 4, 5)]}

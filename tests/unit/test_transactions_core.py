@@ -4,10 +4,14 @@ transactions, the LSO rule (``Partition.last_stable_offset``), markers on the le
 
 from __future__ import annotations
 
+import struct
+
 from floodmark.errors import ErrorCode
 from floodmark.records import (
     ControlType,
     EndTxnMarker,
+    Record,
+    build_batch,
     build_marker_batch,
     iter_batches,
     read_end_txn_marker,
@@ -25,6 +29,7 @@ from floodmark.replication.partition import (
 from floodmark.replication.produce import produce_as_leader, write_marker_as_leader
 from floodmark.replication.producer_state import AbortedTxn, BatchMeta, ProducerStateTable
 from floodmark.replication.purgatory import CompleteProduce
+from floodmark.storage.config import LogConfig
 from floodmark.storage.fs import MemoryFileSystem
 from floodmark.storage.log import Log
 
@@ -62,6 +67,49 @@ def test_first_unstable_offset_is_the_oldest_open_transaction() -> None:
     assert aborted == AbortedTxn(2, 12, 15, 16)  # nothing else open: LSO after it is 16
     t.on_high_watermark(16)
     assert t.first_unstable_offset(16) is None
+
+
+def test_marker_batch_is_the_generic_encoding_of_its_one_record() -> None:
+    # The marker's record is encoded once per (type, coordinator epoch) and reused: the bytes
+    # must stay exactly those of the generic encoder, whatever the ids, times and epochs.
+    for kind in (ControlType.ABORT, ControlType.COMMIT):
+        for coordinator_epoch in (0, 9, 2**31 - 1):
+            key = struct.pack(">hh", 0, int(kind))
+            value = struct.pack(">hi", 0, coordinator_epoch)
+            for pid, epoch, ts, leader_epoch in ((7, 3, 5, -1), (2**40, 0, 1_700_000_000_000, 4)):
+                assert build_marker_batch(
+                    pid, epoch, EndTxnMarker(kind, coordinator_epoch), timestamp_ms=ts,
+                    partition_leader_epoch=leader_epoch,
+                ) == build_batch([Record(0, ts, key, value)], partition_leader_epoch=leader_epoch,
+                                 producer_id=pid, producer_epoch=epoch, is_transactional=True,
+                                 is_control=True)
+
+
+def test_the_oldest_open_transaction_whatever_order_they_close_in() -> None:
+    t = ProducerStateTable()
+    for pid in range(1, 6):
+        t.record(_data(pid, 0), pid * 10)
+    t.record(_marker(3, committed=False), 60)
+    t.record(_marker(1, committed=True), 61)
+    assert t.first_unstable_offset(100) == 20
+    t.record(_data(1, 1), 62)  # producer 1's next transaction is now the youngest
+    assert t.record(_marker(2, committed=False), 63) == AbortedTxn(2, 20, 63, 40)
+    t.record(_marker(4, committed=True), 64)
+    t.record(_marker(5, committed=True), 65)
+    assert t.first_unstable_offset(100) == 62
+    assert t.open_transactions() == {1: 62}
+
+
+def test_the_oldest_open_transaction_even_if_recorded_out_of_log_order() -> None:
+    t = ProducerStateTable()
+    t.record(_data(1, 0), 30)
+    t.record(_data(2, 0), 10)
+    t.record(_data(3, 0), 20)
+    assert t.first_unstable_offset(100) == 10
+    assert t.record(_marker(2, committed=False), 40) == AbortedTxn(2, 10, 40, 20)
+    assert t.first_unstable_offset(40) == 10  # its marker is not below the HW yet
+    t.on_high_watermark(41)
+    assert t.first_unstable_offset(41) == 20
 
 
 def test_an_abort_records_the_oldest_other_open_transaction_as_its_lso() -> None:
@@ -119,10 +167,10 @@ def test_rebuild_finds_the_same_state_and_every_abort() -> None:
 
 # -- the core on a real (in-memory) log, leader and follower -------------------------------------
 class Replica:
-    def __init__(self, broker_id: int) -> None:
-        fs = MemoryFileSystem()
+    def __init__(self, broker_id: int, config: LogConfig | None = None) -> None:
+        fs = self.fs = MemoryFileSystem()
         fs.mkdirs("/d/t-0")
-        self.log = Log.open("/d/t-0", fs=fs, now_ms=0)
+        self.log = Log.open("/d/t-0", config, fs=fs, now_ms=0)
         self.core = Partition(PartitionConfig("t", 0, broker_id, min_insync_replicas=1))
         self.completed: list[CompleteProduce] = []
         self.driver = ReplicaDriver(self.core, self.log, self)
@@ -242,3 +290,77 @@ def test_marker_on_a_follower_is_not_leader() -> None:
     _leader, follower = _pair()
     assert follower.marker(9, committed=True) is ErrorCode.NOT_LEADER_OR_FOLLOWER
     assert follower.log.log_end_offset == 0
+
+
+# -- the LSO and the log start offset (Kafka: logStartOffset <= LSO <= HW) -----------------------
+def _settle(leader: Replica, follower: Replica) -> None:
+    """Fetch round trips until both HWs are at the leader's LEO (a read may stop at a segment)."""
+    for _ in range(20):
+        if leader.core.high_watermark == follower.core.high_watermark == leader.log.log_end_offset:
+            return
+        _replicate(leader, follower)
+    raise AssertionError("replication did not settle in 20 round trips")
+
+
+def _open_txn_then_plain(leader: Replica, follower: Replica) -> None:
+    """Offsets: 0 plain, 1-2 pid 9's open transaction, 3 plain; replicated, HW 4, LSO 1."""
+    leader.produce([b"p0"])
+    leader.produce([b"t1", b"t2"], pid=9, seq=0, txn=True)
+    leader.produce([b"p3"])
+    _settle(leader, follower)
+    assert leader.core.high_watermark == follower.core.high_watermark == 4
+    assert leader.core.last_stable_offset == follower.core.last_stable_offset == 1
+
+
+def test_delete_records_past_an_open_transactions_start_raises_the_lso_to_the_log_start() -> None:
+    """UnifiedLog.maybeIncrementLogStartOffset -> maybeIncrementFirstUnstableOffset: the first
+    unstable offset becomes max(it, log start offset); the transaction stays open."""
+    leader, follower = _pair()
+    _open_txn_then_plain(leader, follower)
+    assert leader.driver.maybe_increment_log_start_offset(3)  # DeleteRecords(3)
+    assert leader.log.log_start_offset == 3
+    assert leader.core.last_stable_offset == 3  # was 1: below the log start
+    assert leader.core.producers.open_transactions() == {9: 1}  # its marker is still to come
+    _replicate(leader, follower)  # the follower follows the leader's log start (to its HW)
+    assert follower.log.log_start_offset == 3
+    assert follower.core.last_stable_offset == 3
+    # The marker closes it: stable up to the HW once replicated.
+    leader.marker(9, committed=True)
+    _settle(leader, follower)
+    assert leader.core.high_watermark == follower.core.high_watermark == 5
+    assert leader.core.last_stable_offset == follower.core.last_stable_offset == 5
+
+
+def test_the_lso_stays_at_the_log_start_across_a_restart_and_a_full_truncation() -> None:
+    leader, follower = _pair()
+    _open_txn_then_plain(leader, follower)
+    leader.driver.maybe_increment_log_start_offset(2)
+    leader.log.close()
+    # A restart: the log start offset comes back from its checkpoint, the table from the log.
+    log = Log.open("/d/t-0", fs=leader.fs, now_ms=0, log_start_offset=2)
+    core = Partition(PartitionConfig("t", 0, 1), high_watermark=4)
+    ReplicaDriver(core, log, leader).load_producer_state()
+    assert core.producers.open_transactions() == {9: 1}
+    assert core.last_stable_offset == 2
+    # A follower emptied to restart at the leader's log start: nothing below it counts.
+    follower.driver.truncate_fully_and_start_at(4, "test")
+    follower.core.producers.on_high_watermark(4)
+    assert follower.core.producers.first_unstable_offset(4) is None
+
+
+def test_retention_past_an_open_transactions_start_raises_the_lso() -> None:
+    # One batch per segment (the smallest segments there are); retention.bytes keeps only the
+    # active one.
+    config = LogConfig(segment_bytes=61, retention_bytes=1, retention_ms=-1)
+    leader, follower = Replica(1, config), Replica(2)
+    reg = PartitionRegistration((1, 2), (1, 2), 1, 1, 0)
+    leader.apply(leader.core.apply_metadata(leader.log, reg, 0))
+    follower.apply(follower.core.apply_metadata(follower.log, reg, 0))
+    _open_txn_then_plain(leader, follower)
+    leader.produce([b"p4"])
+    _settle(leader, follower)
+    assert leader.core.high_watermark == 5 and leader.core.last_stable_offset == 1
+    assert leader.driver.apply_retention(0) > 0
+    start = leader.log.log_start_offset
+    assert 1 < start <= 4, start  # the transaction's first batch went
+    assert leader.core.last_stable_offset == start

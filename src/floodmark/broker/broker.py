@@ -228,7 +228,7 @@ class Broker:
     def apply_retention(self, now_ms: int) -> None:
         """retention.ms / retention.bytes: whole segments below the HW only (storage's rule)."""
         for ps in self.partitions.values():
-            deleted = ps.log.apply_retention(now_ms, ps.high_watermark)
+            deleted = ps.driver.apply_retention(now_ms)  # the LSO follows the log start
             if deleted:
                 log.info("partition %s leader_epoch=%d retention deleted %d segment(s), "
                          "log_start_offset=%d", ps.name, ps.leader_epoch, deleted,

@@ -41,6 +41,7 @@ import sys
 import time
 from collections.abc import Callable
 
+from floodmark import lifeline
 from floodmark.address import format_host_port, parse_host_port
 from floodmark.broker import dynamic_configs
 from floodmark.broker.broker import Broker, now_ms
@@ -64,6 +65,7 @@ from floodmark.controller.startup import (
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import OFFSETS_TOPIC, CoordinatorType, coordinator_partition
 from floodmark.replication.election import AlterPartitionRequest
+from floodmark.settings import eligible_leader_replicas_enabled
 
 log = logging.getLogger("floodmark.broker.cluster_member")
 
@@ -476,11 +478,20 @@ def main(argv: list[str] | None = None) -> int:
     add_controller_arguments(p)  # the controller process's own options (combined mode)
     p.add_argument("--log-level", default=os.environ.get("FLOODMARK_LOG_LEVEL", "INFO"))
     args = p.parse_args(argv)
+    lifeline.hold()  # started by a test run or a benchmark: end with it
     combined = args.controller_data_dir is not None
     roles = "broker,controller" if combined else "broker"
     advertised = f"{args.advertised_host}:0" if args.advertised_host else None  # bound port
     try:
-        setup = controller_setup(args, args.node_id) if combined else None
+        config = BrokerConfig.load(data_dir=args.data_dir, listen=args.listen,
+                                   advertised=advertised, config_file=None,
+                                   overrides=[f"process.roles={roles}", *args.overrides],
+                                   node_id=args.node_id)
+        # A bad eligible.leader.replicas.version is one line, broker or combined.
+        eligible_leader_replicas_enabled(config.get("eligible.leader.replicas.version"))
+        # Combined: the controller takes this node's own min.insync.replicas and
+        # eligible.leader.replicas.version unless its flags say otherwise.
+        setup = controller_setup(args, args.node_id, config.get) if combined else None
         voters = (setup.voter_addresses if setup is not None
                   else voter_addresses(parse_voters(args.controller_quorum_voters))
                   if args.controller_quorum_voters else [])
@@ -495,10 +506,6 @@ def main(argv: list[str] | None = None) -> int:
             parse_host_port(controller_listen, what="--controller (combined mode: one address)")
         if args.metrics_listen:
             parse_host_port(args.metrics_listen, what="--metrics-listen")
-        config = BrokerConfig.load(data_dir=args.data_dir, listen=args.listen,
-                                   advertised=advertised, config_file=None,
-                                   overrides=[f"process.roles={roles}", *args.overrides],
-                                   node_id=args.node_id)
     except ValueError as exc:  # a bad address or setting: one line
         print(f"floodmark broker {args.node_id}: {exc}", file=sys.stderr)
         return 2

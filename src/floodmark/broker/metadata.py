@@ -26,12 +26,12 @@ from floodmark.controller.image import (
     registration_to_record,
     topic_metas,
 )
-from floodmark.controller.logic import ControllerConfig, ControllerLogic
+from floodmark.controller.logic import ControllerConfig, ControllerLogic, elr_config
 from floodmark.controller.metadata_log import MetadataLog
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import INTERNAL_TOPICS, PartitionMeta, TopicMeta, deletable_topic
 from floodmark.replication.election import PartitionRegistration
-from floodmark.settings import split_topic_configs
+from floodmark.settings import DEFAULTS, eligible_leader_replicas_enabled, split_topic_configs
 
 log = logging.getLogger(__name__)
 
@@ -89,8 +89,12 @@ class LocalController:
     def __init__(self, data_dir: Path, node_id: int) -> None:
         self._node_id = node_id
         self._mlog = MetadataLog(str(data_dir / CONTROLLER_DIR))
+        # KIP-966 as every controller runs it (one broker: its restart is always clean here,
+        # so the ELR only carries it across its own fencing at start).
         self.logic = ControllerLogic(MetadataImage(), ControllerConfig(
-            auto_leader_rebalance_enable=False))
+            auto_leader_rebalance_enable=False,
+            **elr_config(eligible_leader_replicas_enabled(
+                DEFAULTS["eligible.leader.replicas.version"]), DEFAULTS["min.insync.replicas"])))
         self._replay()
         self._topics: dict[str, TopicMeta] | None = None
         self._pid_next = self._pid_limit = 0

@@ -59,6 +59,10 @@ def register(subparsers: Any) -> None:
                         "(anything but the default is unsafe)")
     r.add_argument("--unclean", action="store_true",
                    help="unclean.leader.election.enable=true (unsafe)")
+    r.add_argument("--eligible-leader-replicas-version", type=int, choices=[0, 1], default=1,
+                   help="KIP-966 eligible leader replicas and the unclean-shutdown rule in the "
+                        "controllers: 1 on (default), 0 off (a power cut of the last ISR member "
+                        "then loses acknowledged writes, so power cuts wait for whole ISRs)")
     r.add_argument("--seed", type=int, default=1)
     r.add_argument("--rate", type=float, default=40.0, help="sends per second per producer")
     r.add_argument("--topics", default="chaos-a:2,chaos-b:2", metavar="NAME:PARTITIONS,...")
@@ -105,7 +109,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     config = ChaosConfig(
         brokers=args.brokers, controllers=args.controllers, time_limit_s=args.time_limit_s,
         faults=[f for f in args.faults.split(",") if f.strip()], acks=args.acks,
-        truncation=args.truncation, unclean=args.unclean, seed=args.seed, rate=args.rate,
+        truncation=args.truncation, unclean=args.unclean,
+        eligible_leader_replicas=bool(args.eligible_leader_replicas_version), seed=args.seed,
+        rate=args.rate,
         topics=args.topics, name=args.name,
         work_dir=Path(args.work_dir) if args.work_dir else None,
         report_dir=Path(args.report) if args.report else None)

@@ -12,7 +12,7 @@ import random
 import signal
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from floodmark.chaos.netns import Lab, enter_namespace
@@ -67,7 +67,8 @@ class Observer(threading.Thread):
                 for index, reg in parts.items():
                     key = f"{topic}-{index}"
                     view = {"leader": int(reg["leader"]), "leader_epoch": reg["leader_epoch"],
-                            "isr": sorted(reg["isr"]), "replicas": list(reg["replicas"])}
+                            "isr": sorted(reg["isr"]), "elr": sorted(reg.get("elr", [])),
+                            "replicas": list(reg["replicas"])}
                     if self.partitions.get(key) != view:
                         self.partitions[key] = view
                         self.timeline.append({"time": now, "key": key, **view})
@@ -94,8 +95,34 @@ class Observer(threading.Thread):
             return True
 
 
+    def sole_holders(self, keys: Sequence[str], cut: Collection[int]) -> list[str]:
+        """The partitions whose committed records are on fewer than two brokers that may lead
+        with them: ISR and ELR members (KIP-966: each holds every committed record), without
+        the brokers in ``cut`` (power-cut and not yet back in their ISRs). All of them when the
+        controller's view is not recent."""
+        with self._lock:
+            if not self.controller_up or not self.controller_up[-1][1]:
+                return list(keys)
+            out = []
+            for key in keys:
+                reg = self.partitions.get(key)
+                holders = set(reg["isr"]) | set(reg.get("elr", [])) if reg else set()
+                if len(holders - set(cut)) < 2:
+                    out.append(key)
+            return out
+
+    def caught_up(self, broker_id: int, keys: Sequence[str]) -> bool:
+        """``broker_id`` is in the ISR of every partition (of ``keys``) it is a replica of."""
+        with self._lock:
+            for key in keys:
+                reg = self.partitions.get(key)
+                if reg is None or (broker_id in reg["replicas"] and broker_id not in reg["isr"]):
+                    return False
+            return True
+
+
 # Faults that SIGKILL one broker: with the brokers' power-loss page cache each is a power cut.
-BROKER_KILLS = frozenset({"kill-one", "kill-leader", "power-loss"})
+BROKER_KILLS = frozenset({"kill-one", "kill-leader", "power-loss", "pause-then-power-cut"})
 IN_SYNC_WAIT_S = 30.0
 
 
@@ -103,22 +130,37 @@ class Nemesis:
     def __init__(self, lab: Lab, cluster: LabCluster, observer: Observer, keys: Sequence[str],
                  say: Callable[[str], None] = lambda _m: None, *, power_loss: bool = False,
                  sync_keys: Sequence[str] | None = None,
-                 in_sync_wait_s: float = IN_SYNC_WAIT_S) -> None:
-        """``power_loss``: the brokers lose unsynced writes when killed. SPEC §4's premise then
-        allows a kill only while no other replica has failed, and a replica out of the ISR has
-        (it lacks what the ISR acknowledged), as the simulator's explorer counts it: such a kill
-        waits until every partition's whole replica set is in the ISR (at most
-        ``in_sync_wait_s``; ``sync_keys``: the partitions to watch, default ``keys``), else it
-        is skipped and recorded as skipped. Without the wait a
-        power cut of the last ISR member right after a partition fault shrank the ISR to it
-        loses every acknowledged write: it is elected again from its empty log and the others
-        truncate to it (all-faults run, seed 4; KIP-966's last replica standing)."""
+                 in_sync_wait_s: float = IN_SYNC_WAIT_S,
+                 eligible_leader_replicas: bool = False) -> None:
+        """``power_loss``: the brokers lose unsynced writes when killed.
+
+        With ``eligible_leader_replicas`` (the controllers run KIP-966, the default) a power cut
+        no longer waits for whole ISRs (its record says whether they were: ``isr_whole``): a
+        last ISR member that comes back from an unclean shutdown leaves the ISR and the ELR, and
+        a replica that left the ISR while it was below min ISR (the ELR) leads instead, holding
+        every committed record. It waits (bounded, else skipped) only while some partition's
+        committed records are on fewer than two such holders, not counting brokers power-cut
+        earlier that have not caught up since: a cut then is a second failure of the replicas
+        holding them, which no replication survives (all-faults seed 4: leader 1 cut with ISR
+        [1], ELR [3]; 3 elected; 0.3 s later 3 cut too, its records only in its page cache).
+
+        Without it (``eligible.leader.replicas.version=0``) SPEC §4's premise allows a kill only
+        while no other replica has failed, and a replica out of the ISR has (it lacks what the
+        ISR acknowledged), as the simulator's explorer counts it: such a kill waits until every
+        partition's whole replica set is in the ISR (at most ``in_sync_wait_s``;
+        ``sync_keys``: the partitions to watch, default ``keys``), else it is skipped and
+        recorded as skipped. Without the wait a power cut of the last ISR member right after a
+        partition fault shrank the ISR to it loses every acknowledged write: it is elected
+        again from its empty log and the others truncate to it (all-faults run, seed 4;
+        KIP-966's last replica standing)."""
         self.lab = lab
         self.cluster = cluster
         self.observer = observer
         self.keys = list(keys)
         self.say = say
         self.power_loss = power_loss
+        self.eligible_leader_replicas = eligible_leader_replicas
+        self.power_cut: set[int] = set()  # power-cut brokers not yet back in all their ISRs
         self.sync_keys = list(sync_keys) if sync_keys is not None else list(keys)
         self.in_sync_wait_s = in_sync_wait_s
         self.brokers = list(cluster.broker_ids)
@@ -162,9 +204,23 @@ class Nemesis:
                                   "planned_s": round(fault.duration_s, 3)}
         action = getattr(self, "_" + fault.name.replace("-", "_"))
         try:
-            if self.power_loss and fault.name in BROKER_KILLS and not self._wait_in_sync():
-                record["skipped"] = ("a replica is out of the ISR: a power cut now is outside "
-                                     "SPEC §4's premise")
+            power_cut = self.power_loss and fault.name in BROKER_KILLS
+            if power_cut and self.eligible_leader_replicas:
+                sole = self._wait_for_holders()
+                if sole:
+                    record["skipped"] = (f"the committed records of {', '.join(sole)} are on one "
+                                         "broker only (ISR and ELR, without brokers power-cut "
+                                         "and not caught up since): a power cut now is a second "
+                                         "failure of their holders, outside SPEC §4's premise")
+                else:
+                    record["isr_whole"] = self.observer.all_in_sync(self.sync_keys)
+                    action(fault.duration_s, rng, record)
+                    self.power_cut.update(t for t in record.get("targets", [])
+                                          if t in self.brokers)
+            elif power_cut and not self._wait_in_sync():
+                record["skipped"] = ("a replica is out of the ISR and eligible leader replicas "
+                                     "(KIP-966) are off: a power cut now is outside SPEC §4's "
+                                     "premise")
             else:
                 action(fault.duration_s, rng, record)
         finally:
@@ -172,6 +228,19 @@ class Nemesis:
         self.say(f"fault {fault.name} {record.get('targets', '')} "
                  f"{record['end'] - record['start']:.1f}s")
         return record
+
+    def _wait_for_holders(self) -> list[str]:
+        """With ELR: wait (at most ``in_sync_wait_s``) until every partition's committed
+        records are on two holders that were not power-cut since they last caught up; the
+        partitions still short of that, [] when none."""
+        deadline = time.monotonic() + self.in_sync_wait_s
+        while True:
+            self.power_cut = {b for b in self.power_cut
+                              if not self.observer.caught_up(b, self.sync_keys)}
+            sole = self.observer.sole_holders(self.sync_keys, self.power_cut)
+            if not sole or time.monotonic() >= deadline:
+                return sole
+            time.sleep(0.2)
 
     def _wait_in_sync(self) -> bool:
         deadline = time.monotonic() + self.in_sync_wait_s
@@ -297,6 +366,39 @@ class Nemesis:
         """The brokers run with their own page cache (floodmark.unsafe.power.loss.page.cache):
         SIGKILL drops every write not yet fsynced, as a power cut would."""
         self._kill([self.brokers[rng.randrange(len(self.brokers))]], duration_s, rng, record)
+
+    def _pause_then_power_cut(self, duration_s: float, rng: random.Random,
+                              record: dict[str, Any]) -> None:
+        """Issue 13's finding 5: a partition's followers paused until its ISR is the leader
+        alone (bounded; the controller fences them after its session), the leader's power cut
+        and restarted, then the followers continued. With eligible leader replicas a follower
+        leads once it is back, holding every committed record; without them the power-cut
+        broker is elected again from what it fsynced and the followers truncate to it."""
+        key, leader = self._leader(rng)
+        reg = self.observer.view(key) or {"replicas": self.brokers}
+        followers = [b for b in reg["replicas"] if b != leader and b in self.brokers]
+        record["partition"] = key
+        record["targets"] = [leader]
+        record["paused"] = followers
+        for node_id in followers:
+            self.cluster.signal(node_id, signal.SIGSTOP)
+        try:
+            deadline = time.monotonic() + duration_s + 10.0
+            while time.monotonic() < deadline:
+                now = self.observer.view(key)
+                if now is not None and now["isr"] == [leader]:
+                    break
+                time.sleep(0.1)
+            now = self.observer.view(key) or {}
+            record["isr_at_cut"] = now.get("isr")
+            record["elr_at_cut"] = now.get("elr")
+            self.cluster.kill(leader, signal.SIGKILL)
+            time.sleep(rng.uniform(0.5, 1.5))
+            self._restart([leader], rng, (0.0, 0.0))
+            time.sleep(rng.uniform(1.0, 3.0))
+        finally:
+            for node_id in followers:
+                self.cluster.signal(node_id, signal.SIGCONT)
 
     def _kill_controller(self, duration_s: float, rng: random.Random, record: dict[str, Any]
                          ) -> None:

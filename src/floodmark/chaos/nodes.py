@@ -16,6 +16,7 @@ from typing import Any
 from floodmark.chaos.netns import Lab
 from floodmark.cluster import CONTROLLER_ID, LocalCluster
 from floodmark.cluster.diff import read_partition_values
+from floodmark.cluster.waiting import LIMIT_S
 from floodmark.controller import rpc
 
 __all__ = [
@@ -69,6 +70,11 @@ class LabCluster(LocalCluster):
     def address(self, node_id: int) -> str:
         return f"{self.lab.address[host_of(node_id)]}:{self.state['nodes'][str(node_id)]['port']}"
 
+    def controller_endpoint(self, node_id: int) -> str:
+        """A controller's address in its namespace (what ``controller_bootstrap`` gives the
+        brokers; the lab has no combined nodes)."""
+        return self.address(node_id)
+
     @property
     def controller_address(self) -> str:
         """Every controller (brokers try each until the active one answers)."""
@@ -90,8 +96,9 @@ class LabCluster(LocalCluster):
             return self.data_dir / "logs" / f"controller-{node_id}.log"
         return super()._log_path(node_id)
 
-    def start(self, timeout_s: float = 60.0) -> LabCluster:
-        """Every controller at once (a quorum needs a majority to elect), then the brokers."""
+    def start(self, timeout_s: float = LIMIT_S) -> LabCluster:
+        """Every controller at once (a quorum needs a majority to elect), then the brokers;
+        ``timeout_s`` bounds each node's start (it fails sooner when a node stops moving)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._save()
         for group in (self.controller_ids, self.broker_ids):

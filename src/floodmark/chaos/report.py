@@ -76,8 +76,9 @@ def timeline_svg(result: dict[str, Any], t0: float, end: float) -> str:
             ax.broken_barh([(start, max(stop - start, 0.01))], (row - 0.35, 0.7),
                            facecolors=colour)
             if stop - start > (end - t0) / 40:
+                elr = f" elr{change['elr']}" if change.get("elr") else ""
                 ax.text(start + 0.2, row, f"{leader} e{change['leader_epoch']} "
-                        f"isr{change['isr']}", va="center", fontsize=6)
+                        f"isr{change['isr']}{elr}", va="center", fontsize=6)
     down = result.get("controller_up", [])
     for i, (when, up) in enumerate(down):
         if not up:

@@ -39,7 +39,7 @@ from floodmark.chaos.nodes import (
     host_of,
     read_partition_values,
 )
-from floodmark.chaos.schedule import DEFAULT_FAULTS, expand, plan
+from floodmark.chaos.schedule import DEFAULT_FAULTS, POWER_CUTS, expand, plan
 from floodmark.replication.modes import DEFAULT_TRUNCATION, Truncation
 
 CLIENTS_HOST = "clients"
@@ -54,6 +54,7 @@ class ChaosConfig:
     acks: str = "all"
     truncation: str = DEFAULT_TRUNCATION.value
     unclean: bool = False
+    eligible_leader_replicas: bool = True  # KIP-966 (eligible.leader.replicas.version=1)
     seed: int = 1
     topics: str = "chaos-a:2,chaos-b:2"
     rate: float = 40.0              # sends per second per producer
@@ -88,7 +89,7 @@ class ChaosConfig:
 def _broker_settings(config: ChaosConfig) -> dict[str, str]:
     settings = {"replica.lag.time.max.ms": "3000", "min.insync.replicas": "2",
                 "auto.create.topics.enable": "false", "group.initial.rebalance.delay.ms": "100"}
-    if "power-loss" in expand(config.faults):
+    if POWER_CUTS & set(expand(config.faults)):
         settings["floodmark.unsafe.power.loss.page.cache"] = "true"
     if Truncation.parse(config.truncation) is not DEFAULT_TRUNCATION:
         settings["floodmark.truncation"] = Truncation.parse(config.truncation).value
@@ -100,7 +101,8 @@ def _controller_settings(config: ChaosConfig) -> dict[str, str]:
     return {"broker.session.timeout.ms": "2000",
             "unclean.leader.election.enable": "true" if config.unclean else "false",
             # leaders stay where faults leave them (a rebalance is a fault of its own)
-            "auto.leader.rebalance.enable": "false"}
+            "auto.leader.rebalance.enable": "false",
+            "eligible.leader.replicas.version": "1" if config.eligible_leader_replicas else "0"}
 
 
 @contextmanager
@@ -190,7 +192,8 @@ def run(config: ChaosConfig, say: Callable[[str], None] = lambda _m: None) -> di
     """One chaos run; returns the result object (``valid``, ``anomalies``, ``faults``, ...).
     Raises ``LabError`` when namespaces cannot be made here, ``ValueError`` on a bad config."""
     config.validate()
-    schedule = plan(config.seed, config.faults, config.time_limit_s)
+    schedule = plan(config.seed, config.faults, config.time_limit_s,
+                    eligible_leader_replicas=config.eligible_leader_replicas)
     keep = config.work_dir is not None
     work = Path(config.work_dir or tempfile.mkdtemp(prefix=f"{config.name}-run-")).resolve()
     work.mkdir(parents=True, exist_ok=True)
@@ -253,8 +256,9 @@ def _workload_and_faults(config: ChaosConfig, schedule: list[Any], lab: Lab, clu
         raise RuntimeError(f"no write was acknowledged; see {work / 'logs'}")
     say(f"workload running; {len(schedule)} faults over {config.time_limit_s:.0f}s")
     nemesis = Nemesis(lab, cluster, observer, config.keys, say,
-                      power_loss="power-loss" in expand(config.faults),
-                      sync_keys=[*config.keys, "__consumer_offsets-0"])
+                      power_loss=bool(POWER_CUTS & set(expand(config.faults))),
+                      sync_keys=[*config.keys, "__consumer_offsets-0"],
+                      eligible_leader_replicas=config.eligible_leader_replicas)
     started = time.monotonic()
     faults: list[dict[str, Any]] = []
     try:
@@ -298,6 +302,7 @@ def _workload_and_faults(config: ChaosConfig, schedule: list[Any], lab: Lab, clu
                    "time_limit_s": config.time_limit_s,
                    "faults": config.faults, "acks": config.acks,
                    "truncation": config.truncation, "unclean": config.unclean,
+                   "eligible_leader_replicas": config.eligible_leader_replicas,
                    "topics": config.topics, "rate": config.rate},
         "history": str(work / "history.jsonl"),
         "leaders": timeline, "controller_up": controller_up,

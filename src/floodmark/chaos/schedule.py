@@ -34,7 +34,12 @@ power-loss
   SIGKILL is a power cut; the fault cuts one broker's power and restarts it [seed 002's power
   outage, one replica at a time]. With power-loss, faults that take down several brokers at once
   are left out: more than min.insync.replicas − 1 replicas losing unsynced data is outside
-  SPEC §4's premise (KIP-966's last replica standing).
+  SPEC §4's premise.
+  ``pause-then-power-cut`` (with pause) — issue 13's finding 5, KIP-966's last replica standing:
+  a partition's followers are paused until its ISR is the leader alone, the leader's power is cut
+  and it restarts, then the followers continue. With eligible leader replicas (the default) a
+  follower leads and nothing is lost; it is in the schedule only then (or when named, to show
+  the loss without them).
 """
 
 from __future__ import annotations
@@ -54,7 +59,12 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "power-loss": ("power-loss",),
 }
 COMPOUND: dict[str, tuple[str, ...]] = {"isolate-then-kill": ("partition", "kill"),
-                                        "failover-twice": ("partition", "kill")}
+                                        "failover-twice": ("partition", "kill"),
+                                        "pause-then-power-cut": ("pause", "power-loss")}
+# Faults whose SIGKILL is a power cut: the brokers run with the power-loss page cache.
+POWER_CUTS = frozenset({"power-loss", "pause-then-power-cut"})
+# Left out unless eligible leader replicas are on (or the fault is named).
+NEEDS_ELR = frozenset({"pause-then-power-cut"})
 DEFAULT_FAULTS = ("partition", "kill", "pause", "flap", "controller")
 NOT_BUILT: frozenset[str] = frozenset()
 # Faults that take down more than one broker: left out when brokers can lose unsynced data.
@@ -82,7 +92,7 @@ def all_names() -> list[str]:
     return sorted({n for names in FAMILIES.values() for n in names} | set(COMPOUND))
 
 
-def expand(faults: Iterable[str]) -> list[str]:
+def expand(faults: Iterable[str], *, eligible_leader_replicas: bool = True) -> list[str]:
     """Family and fault names -> fault names, in a stable order. ValueError on unknown names
     or on faults that are not built yet."""
     wanted = [f.strip() for f in faults if f.strip()]
@@ -99,8 +109,10 @@ def expand(faults: Iterable[str]) -> list[str]:
     for compound, needs in COMPOUND.items():
         if all(f in wanted for f in needs) and compound not in names:
             names.append(compound)
-    if "power-loss" in names:
+    if POWER_CUTS & set(names):
         names = [n for n in names if n not in MULTI_BROKER or n in wanted]
+    if not eligible_leader_replicas:
+        names = [n for n in names if n not in NEEDS_ELR or n in wanted]
     refused = sorted(NOT_BUILT & set(names))
     if refused:
         raise ValueError(f"fault {', '.join(refused)} is not available yet")
@@ -111,10 +123,11 @@ def expand(faults: Iterable[str]) -> list[str]:
 
 def plan(seed: int, faults: Iterable[str], time_limit_s: float,
          duration_s: tuple[float, float] = DURATION_S,
-         gap_s: tuple[float, float] = GAP_S) -> list[Fault]:
+         gap_s: tuple[float, float] = GAP_S, *, eligible_leader_replicas: bool = True
+         ) -> list[Fault]:
     """One fault at a time from ``WARMUP_S`` until ``time_limit_s``; each heals before the next
     (gaps between them let the cluster recover, as in Jepsen's nemesis intervals)."""
-    names = expand(faults)
+    names = expand(faults, eligible_leader_replicas=eligible_leader_replicas)
     rng = random.Random(seed)
     out: list[Fault] = []
     t = WARMUP_S

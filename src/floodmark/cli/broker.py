@@ -30,8 +30,11 @@ def register(subparsers: Any) -> None:
 
 
 def run_broker(args: argparse.Namespace) -> int:
+    from floodmark import lifeline
     from floodmark.broker.broker import Broker
     from floodmark.broker.config import BrokerConfig
+
+    lifeline.hold()  # started by a test run: end with it
 
     if not isinstance(logging.getLevelName(args.log_level.upper()), int):
         print(f"floodmark broker: --log-level {args.log_level!r} is not DEBUG, INFO, WARNING or "

@@ -89,7 +89,9 @@ def register(subparsers: Any) -> None:
                    metavar="NAME=VALUE",
                    help="controller setting: broker.session.timeout.ms, "
                         "unclean.leader.election.enable, auto.leader.rebalance.enable, "
-                        "leader.imbalance.check.interval.ms")
+                        "leader.imbalance.check.interval.ms, "
+                        "eligible.leader.replicas.version (KIP-966, 1 by default; 0 turns it "
+                        "off)")
     data_dir(p)
     p.set_defaults(func=cmd_up)
     p = sub.add_parser("down", help="stop a cluster started with `cluster up`")
@@ -222,7 +224,8 @@ def _cluster_for_up(args: argparse.Namespace) -> LocalCluster:
                         first_broker_id=args.first_broker_id or 1,
                         controllers=0 if args.controller is not None
                         else args.controllers or DEFAULT_CONTROLLERS,
-                        combined=bool(args.combined))
+                        combined=bool(args.combined),
+                        die_with_supervisor=False)  # --detach: they outlive this command
 
 
 def _check_ports(cluster: LocalCluster) -> None:
@@ -344,8 +347,9 @@ def cmd_status(args: argparse.Namespace) -> int:
                 print(f"         offset {bad['offset']}: {bad['reason']}")
     for topic, parts in sorted(status.get("partitions", {}).items()):
         for p, reg in sorted(parts.items(), key=lambda kv: int(kv[0])):
+            elr = f" elr={reg['elr']}" if reg.get("elr") else ""  # KIP-966, when any
             print(f"  {topic}-{p}: leader={reg['leader']} leader_epoch={reg['leader_epoch']} "
-                  f"isr={reg['isr']} replicas={reg['replicas']} "
+                  f"isr={reg['isr']}{elr} replicas={reg['replicas']} "
                   f"partition_epoch={reg['partition_epoch']}")
     return 0
 
@@ -405,7 +409,8 @@ def cmd_describe(args: argparse.Namespace) -> int:
         return 0
     for row in rows:
         print(f"{args.topic}-{row['partition']}: leader {row['leader']} leader_epoch "
-              f"{row['leader_epoch']} partition_epoch {row['partition_epoch']} isr {row['isr']}")
+              f"{row['leader_epoch']} partition_epoch {row['partition_epoch']} isr {row['isr']}"
+              + (f" elr {row['elr']}" if row["elr"] else ""))
         for r in row["replicas"]:
             if "error" in r:
                 print(f"  replica {r['id']}: unreachable ({r['error']})")

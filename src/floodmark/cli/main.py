@@ -5,6 +5,7 @@ Registration modules (each exposes ``register(subparsers)``; a subcommand's hand
 
 - ``floodmark.sim.cli``      -> ``floodmark sim scenario|explore|replay``
 - ``floodmark.mc.cli``       -> ``floodmark sim check`` (model checker; registered under ``sim``)
+- ``floodmark.mc.quorum.cli`` -> ``floodmark sim check-quorum`` (the controller quorum's checker)
 - ``floodmark.cli.broker``   -> ``floodmark broker`` (a single broker)
 - ``floodmark.cli.topic``    -> ``floodmark topic create|list|describe|delete|alter-config``
 - ``floodmark.cli.group``    -> ``floodmark group list|describe|delete|reset-offsets``
@@ -28,6 +29,7 @@ from collections.abc import Sequence
 _REGISTRARS: tuple[tuple[str, str | None], ...] = (
     ("floodmark.sim.cli", "sim"),
     ("floodmark.mc.cli", "sim"),
+    ("floodmark.mc.quorum.cli", "sim"),
     ("floodmark.cli.broker", None),
     ("floodmark.cli.topic", None),
     ("floodmark.cli.group", None),

@@ -30,5 +30,6 @@ def describe(cluster: LocalCluster, topic: str) -> list[dict[str, Any]]:
         out.append({"partition": int(index), "leader": reg["leader"],
                     "leader_epoch": reg["leader_epoch"],
                     "partition_epoch": reg["partition_epoch"], "isr": reg["isr"],
+                    "elr": reg.get("elr", []),
                     "replicas": replicas})
     return out

@@ -39,10 +39,11 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
+from floodmark import lifeline
+from floodmark.cluster.waiting import LIMIT_S, STALL_MS, Stalled, process_progress, wait_progress
 from floodmark.controller import rpc
 from floodmark.controller.quorum.directory_id import (
     bootstrap_bindings,
@@ -70,6 +71,9 @@ CONTROLLER_DEFAULTS = {
     "unclean.leader.election.enable": "false",
     "auto.leader.rebalance.enable": "true",
     "leader.imbalance.check.interval.ms": "10000",
+    # KIP-966 eligible leader replicas and the unclean-shutdown rule (0 turns them off): an
+    # acknowledged write survives a power cut of the last ISR member.
+    "eligible.leader.replicas.version": "1",
 }
 
 
@@ -90,6 +94,14 @@ CONTROLLER_QUORUM_DEFAULTS = {
     "controller.quorum.request.timeout.ms": "1000",
 }
 WILDCARD_HOSTS = ("0.0.0.0", "::", "")
+
+
+# A stopping node that shows no progress (CPU time, output) this long is SIGKILLed.
+STOP_STALL_MS = 10_000
+
+
+class _Exited(Exception):
+    """The node's process ended before it was listening."""
 
 
 class ClusterError(RuntimeError):
@@ -141,11 +153,12 @@ def _free_port(host: str) -> int:
 
 
 def load_cluster(data_dir: str | Path) -> LocalCluster:
-    """The cluster a ``floodmark cluster up`` left in ``data_dir``; ClusterError if none."""
+    """The cluster a ``floodmark cluster up`` left in ``data_dir``; ClusterError if none. Nodes
+    it (re)starts outlive this process, as the others of that cluster do."""
     if not (Path(data_dir) / STATE_FILE).is_file():
         raise ClusterError(f"no cluster in {data_dir} (start one with `floodmark cluster up "
                            f"--data-dir {data_dir}`)")
-    return LocalCluster(data_dir)
+    return LocalCluster(data_dir, die_with_supervisor=False)
 
 
 class LocalCluster:
@@ -155,7 +168,8 @@ class LocalCluster:
                  metrics: bool = True, *, base_port: int | None = None,
                  listen_host: str = "127.0.0.1", advertised_host: str | None = None,
                  controller: str | None = None, first_broker_id: int = 1,
-                 controllers: int = 1, combined: bool = False) -> None:
+                 controllers: int = 1, combined: bool = False,
+                 die_with_supervisor: bool = True) -> None:
         """A new cluster's shape (ignored when ``data_dir`` already holds one):
 
         - ``metrics``: every node serves Prometheus ``/metrics`` on a port of its own;
@@ -170,7 +184,13 @@ class LocalCluster:
         - ``controllers``: how many controller processes (more than one: a quorum);
         - ``combined``: no controller processes: every broker is also a voter of the quorum
           (``process.roles=broker,controller``; ``controllers`` and ``controller`` unused).
+
+        ``die_with_supervisor`` (not part of the cluster's state): the nodes this object starts
+        end when this process does, however it ends (``floodmark.lifeline``), so a killed test
+        run or benchmark leaves no cluster behind; False for nodes that outlive it (``floodmark
+        cluster up``, ``cluster start``, the dashboard's drills on a user's cluster).
         """
+        self.die_with_supervisor = die_with_supervisor
         self.data_dir = Path(data_dir).resolve()
         self.state_path = self.data_dir / STATE_FILE
         self.state: dict[str, Any] = {}
@@ -306,9 +326,12 @@ class LocalCluster:
         return f"{self.advertised_host}:{self._node(node_id)['port']}"
 
     def controller_endpoint(self, node_id: int) -> str:
-        """Where the node's controller listens (a combined node's own port for it)."""
+        """Where the node's controller listens: a combined node's own port for it, else the
+        node's ``address`` (so a subclass that places nodes elsewhere moves both)."""
         node = self._node(node_id)
-        return f"{self.advertised_host}:{node.get('controller_port', node['port'])}"
+        if "controller_port" not in node:
+            return self.address(node_id)
+        return f"{self.advertised_host}:{node['controller_port']}"
 
     @property
     def controller_address(self) -> str:
@@ -379,9 +402,12 @@ class LocalCluster:
             for name in CONTROLLER_QUORUM_DEFAULTS:  # a new quorum's state has them all
                 if name in c:
                     args += ["--" + name.replace(".", "-"), str(c[name])]
-        for name in METADATA_LOG_SETTINGS:  # Kafka's names, passed when set
-            if name in c:
+        for name in (*METADATA_LOG_SETTINGS, "eligible.leader.replicas.version"):
+            if name in c:  # Kafka's names, passed when set (older state files lack some)
                 args += ["--" + name.replace(".", "-"), str(c[name])]
+        min_isr = self.state["broker_settings"].get("min.insync.replicas")
+        if min_isr is not None:  # the brokers' cluster default, for the ELR
+            args += ["--min-insync-replicas", str(min_isr)]
         return [*args,
                 "--broker-session-timeout-ms", str(c["broker.session.timeout.ms"]),
                 "--unclean-leader-election-enable", str(c["unclean.leader.election.enable"]),
@@ -416,8 +442,8 @@ class LocalCluster:
         log_path = self._log_path(node_id)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         start = log_path.stat().st_size if log_path.exists() else 0
-        env = dict(os.environ)
-        env["PYTHONUNBUFFERED"] = "1"
+        env = (lifeline.supervised_env if self.die_with_supervisor
+               else lifeline.unsupervised_env)({**os.environ, "PYTHONUNBUFFERED": "1"})
         with open(log_path, "ab") as out:
             proc = subprocess.Popen(self._command(node_id), stdout=out, stderr=out,
                                     stdin=subprocess.DEVNULL, env=env, start_new_session=True)
@@ -425,12 +451,16 @@ class LocalCluster:
         return proc, log_path, start
 
     def _await_listening(self, node_id: int, proc: subprocess.Popen[bytes], log_path: Path,
-                         start: int, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
+                         start: int, limit_s: float) -> None:
+        """Until the node prints where it listens; ClusterError (the node killed) when it
+        exits first, stops making progress (no output, no CPU time) for ``STALL_MS``, or is
+        still starting after ``limit_s``."""
         text = ""
         # A combined node prints its controller's line first; it is up once its broker is.
         want = "broker" if has_role(self._node(node_id), "broker") else "controller"
-        while time.monotonic() < deadline:
+
+        def listening() -> bool:
+            nonlocal text
             with open(log_path, "rb") as fh:
                 fh.seek(start)
                 text = fh.read().decode(errors="replace")
@@ -446,20 +476,30 @@ class LocalCluster:
                         n["port"] = int(m.group(2))
                         n["pid"] = proc.pid
                         self._save()
-                        return
+                        return True
             if proc.poll() is not None:
-                break
-            time.sleep(0.05)
+                raise _Exited
+            return False
+
+        try:
+            wait_progress(listening, lambda: process_progress(proc.pid, log_path),
+                          what=f"node {node_id} starting", limit_s=limit_s)
+            return
+        except _Exited:
+            reason = next((line.split(": ", 1)[-1] for line in reversed(text.splitlines())
+                           if "Error" in line or "error" in line), "no answer")
+        except Stalled as exc:
+            reason = str(exc)
         proc.kill()
         proc.wait(5)
-        reason = next((line.split(": ", 1)[-1] for line in reversed(text.splitlines())
-                       if "Error" in line or "error" in line), "no answer")
         error = ClusterError(f"node {node_id} did not start: {reason.strip()[:300]} "
                              f"(log: {log_path})")
         error.add_note(text[-3000:])
         raise error
 
-    def start_node(self, node_id: int, timeout_s: float = 60.0) -> None:
+    def start_node(self, node_id: int, timeout_s: float = LIMIT_S) -> None:
+        """Start a stopped node on its old port; ``timeout_s`` bounds the whole start (it
+        fails sooner when the node stops making progress)."""
         if self.node_state(node_id) != "dead":
             raise ClusterError(f"node {node_id} is already running (pid {self.pid(node_id)})")
         proc, path, start = self._launch(node_id)
@@ -494,7 +534,9 @@ class LocalCluster:
         for c, d in dirs.items():
             format_directory(RealFileSystem(), str(d), ids[c], bootstrap)
 
-    def start(self, timeout_s: float = 60.0) -> LocalCluster:
+    def start(self, timeout_s: float = LIMIT_S) -> LocalCluster:
+        """Start every node; ``timeout_s`` bounds each node's start (it fails sooner when a
+        node stops making progress)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.state["supervisor_pid"] = os.getpid()
         self._save()
@@ -525,23 +567,34 @@ class LocalCluster:
             raise ClusterError(f"node {node_id} is not running")
         os.kill(pid, sig)
         if sig in (signal.SIGKILL, signal.SIGTERM):
-            self.wait_dead(node_id, 30.0)
+            self.wait_dead(node_id)
 
-    def wait_dead(self, node_id: int, timeout_s: float) -> bool:
+    def wait_dead(self, node_id: int, timeout_s: float = LIMIT_S, *,
+                  stall_ms: int = STALL_MS) -> bool:
+        """Until the node's process has ended: False when it stops making progress (under a CPU
+        second, no output) for ``stall_ms``, or is still alive after ``timeout_s``."""
         pid = self.pid(node_id)
         proc = self._procs.get(node_id)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if proc is not None:
-                if proc.poll() is not None:
-                    return True
-            elif pid is None or pid_state(pid) == "dead":
-                return True
-            time.sleep(0.02)
-        return False
 
-    def stop(self, timeout_s: float = 20.0) -> None:
-        """SIGCONT anything stopped, SIGTERM everyone (brokers first), SIGKILL stragglers."""
+        def dead() -> bool:
+            if proc is not None:
+                return proc.poll() is not None
+            return pid is None or pid_state(pid) == "dead"
+
+        def progress() -> dict[str, object]:
+            return {} if pid is None else process_progress(pid, self._log_path(node_id))
+
+        try:
+            wait_progress(dead, progress, what=f"node {node_id} ending", stall_ms=stall_ms,
+                          limit_s=timeout_s, step_s=0.02)
+        except Stalled:
+            return False
+        return True
+
+    def stop(self, timeout_s: float = 60.0) -> None:
+        """SIGCONT anything stopped, SIGTERM everyone (brokers first), SIGKILL stragglers: a
+        node that stops making progress on its way out for ``STOP_STALL_MS`` (or is alive
+        after ``timeout_s``)."""
         for node_id in self.broker_ids:
             pid = self.pid(node_id)
             if pid is None or self.node_state(node_id) == "dead":
@@ -562,12 +615,12 @@ class LocalCluster:
                         os.kill(pid, signal.SIGTERM)
                     except ProcessLookupError:
                         pass
-            if not self.wait_dead(node_id, timeout_s):
+            if not self.wait_dead(node_id, timeout_s, stall_ms=STOP_STALL_MS):
                 pid = self.pid(node_id)
                 if pid is not None:
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGKILL)
-                self.wait_dead(node_id, 5.0)
+                self.wait_dead(node_id, 5.0, stall_ms=5_000)
         for proc in self._procs.values():
             if proc.poll() is None:
                 proc.wait(5)
@@ -595,19 +648,32 @@ class LocalCluster:
                 return c
         return None
 
-    def wait_active_controller(self, timeout_s: float = 30.0, *,
+    def wait_active_controller(self, timeout_s: float = LIMIT_S, *,
                                besides: int | None = None) -> int:
-        """Wait until a controller (other than ``besides``) is active; ClusterError if none
-        is within ``timeout_s``."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            active = self.active_controller()
-            if active is not None and active != besides:
-                return active
-            if time.monotonic() > deadline:
-                raise ClusterError(f"no active controller within {timeout_s:.0f} s (logs: "
-                                   f"{self.data_dir / 'logs'})")
-            time.sleep(0.02)
+        """Wait until a controller (other than ``besides``) is active; ClusterError when the
+        controllers stop making progress (no new epoch, offset or output for ``STALL_MS``) or
+        none is active within ``timeout_s`` in all."""
+        def active() -> tuple[int] | None:  # (node 0 is falsy: wrapped)
+            found = self.active_controller()
+            return (found,) if found is not None and found != besides else None
+
+        def progress() -> dict[str, object]:
+            values: dict[str, object] = {}
+            for c in self.controller_ids:
+                d = self.describe_quorum(c) or {}
+                values[f"controller {c} (role, epoch, LEO)"] = (
+                    d.get("role"), d.get("leader_epoch"), d.get("log_end_offset"))
+                if (pid := self.pid(c)) is not None:
+                    values.update(process_progress(pid, self._log_path(c)))
+            return values
+
+        try:
+            (found,) = wait_progress(active, progress, what="waiting for an active controller",
+                                     limit_s=timeout_s, step_s=0.02)
+        except Stalled as exc:
+            raise ClusterError(f"no active controller: {exc} (logs: "
+                               f"{self.data_dir / 'logs'})") from None
+        return found
 
     def quorum(self) -> dict[str, Any]:
         """The quorum as its leader sees it: ``leader_id``, ``leader_epoch``,

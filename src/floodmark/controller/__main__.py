@@ -12,6 +12,7 @@ import os
 import signal
 import sys
 
+from floodmark import lifeline
 from floodmark.address import BadAddress, format_host_port, parse_host_port
 from floodmark.controller.startup import (
     add_controller_arguments,
@@ -34,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     add_controller_arguments(p)
     p.add_argument("--log-level", default=os.environ.get("FLOODMARK_LOG_LEVEL", "INFO"))
     args = p.parse_args(argv)
+    lifeline.hold()  # started by a test run or a benchmark: end with it
     try:
         setup = controller_setup(args, args.node_id)
         if args.listen == LISTEN_DEFAULT and setup.own_address is not None:

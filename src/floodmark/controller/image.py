@@ -18,8 +18,8 @@ floodmark's own log format. Kafka's record names, reduced to what floodmark need
 ``broker_shutdown``    in controlled shutdown: leadership moves away, not acceptable
 ``topic``              name, topic id, configs
 ``partition``          the full ``PartitionRegistration`` (replicas, ISR, leader, leader epoch,
-                       partition epoch, recovery state, KIP-966 ELR): Kafka's PartitionRecord and
-                       PartitionChangeRecord in one shape
+                       partition epoch, recovery state, KIP-966 ELR and last known ELR):
+                       Kafka's PartitionRecord and PartitionChangeRecord in one shape
 ``topic_configs``      a topic's whole config set after AlterConfigs / IncrementalAlterConfigs
 ``remove_topic``       topic deleted
 ``reassignment``       a partition reassignment in progress (KIP-455): ``target`` replicas,
@@ -118,6 +118,7 @@ def registration_to_record(topic: str, partition: int, reg: PartitionRegistratio
         "partition_epoch": reg.partition_epoch,
         "leader_recovery_state": reg.leader_recovery_state.value,
         "elr": list(reg.elr),
+        "last_known_elr": list(reg.last_known_elr),
     }
 
 
@@ -130,6 +131,7 @@ def record_to_registration(rec: MetadataRecord) -> PartitionRegistration:
         partition_epoch=int(rec["partition_epoch"]),
         leader_recovery_state=LeaderRecoveryState(int(rec.get("leader_recovery_state", 0))),
         elr=tuple(int(r) for r in rec.get("elr", ())),
+        last_known_elr=tuple(int(r) for r in rec.get("last_known_elr", ())),
     )
 
 

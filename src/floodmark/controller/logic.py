@@ -78,6 +78,15 @@ class ControllerConfig:
     """Historical (ZooKeeper-era) behaviour for the simulator's scenarios only; see above."""
 
 
+def elr_config(enabled: bool, min_insync_replicas: int) -> dict[str, Any]:
+    """The ``ControllerConfig`` fields of ``eligible.leader.replicas.version`` (KIP-966): ELR in
+    every election together with its unclean-shutdown rule, as Kafka turns both on with the
+    feature; and the cluster's min.insync.replicas they count against."""
+    return {"eligible_leader_replicas_enable": enabled,
+            "unclean_shutdown_leaves_isr": enabled,
+            "min_insync_replicas": min_insync_replicas}
+
+
 @dataclass(frozen=True, slots=True)
 class HeartbeatAnswer:
     error: ErrorCode
@@ -163,12 +172,31 @@ class ControllerLogic:
             self.on_change(PartitionChangeNote(topic, partition, reg, why))
 
     def _min_isr_for_elr(self, topic: str) -> int | None:
+        """The topic's effective min.insync.replicas (its own, else the cluster's dynamic
+        default, else the controller's), at most its replication factor as the leader counts
+        it for the HW (Kafka's ``getTopicEffectiveMinIsr``); None without ELR."""
         if not self.config.eligible_leader_replicas_enable:
             return None
         default = self.image.cluster_default("min.insync.replicas",
                                              self.config.min_insync_replicas)
-        value = self.image.topics[topic].configs.get("min.insync.replicas", default)
-        return int(value)
+        timage = self.image.topics[topic]
+        value = int(timage.configs.get("min.insync.replicas", default))
+        replication_factor = max((len(p.replicas) for p in timage.partitions.values()),
+                                 default=value)
+        return max(1, min(value, replication_factor))
+
+    def _min_isr_changed(self, topics: list[str], why: str) -> None:
+        """A new min.insync.replicas: the ELR is recomputed (an ISR now at min ISR clears it:
+        the HW may move without its members from now on)."""
+        if not self.config.eligible_leader_replicas_enable:
+            return
+        for topic in topics:
+            timage = self.image.topics.get(topic)
+            if timage is None:
+                continue
+            for partition, reg in sorted(timage.partitions.items()):
+                if reg.elr or reg.last_known_elr:
+                    self._reelect(topic, partition, why)
 
     def _reelect(self, topic: str, partition: int, why: str,
                  target_isr: tuple[int, ...] | None = None,
@@ -401,7 +429,8 @@ class ControllerLogic:
                      topic, partition, request.broker_id, request.leader_epoch,
                      list(request.new_isr), error.name)
             return error, current if error is ErrorCode.INELIGIBLE_REPLICA else None
-        new = apply_alter_partition(current, request)
+        new = apply_alter_partition(current, request,
+                                    min_insync_replicas=self._min_isr_for_elr(topic))
         self._commit_change(topic, partition, new, f"AlterPartition from {request.broker_id}")
         self._maybe_complete_reassignment(topic, partition)
         return ErrorCode.NONE, new
@@ -483,7 +512,7 @@ class ControllerLogic:
         self._commit_change(topic, partition, replace(
             reg, replicas=replicas, isr=isr, leader=leader, leader_epoch=leader_epoch,
             partition_epoch=reg.partition_epoch + 1,
-            elr=tuple(r for r in reg.elr if r in replicas)), why)
+            elr=tuple(r for r in reg.elr if r in replicas), last_known_elr=()), why)
         self.emit({"type": "reassignment", "topic": topic, "partition": partition,
                    "target": None, "adding": [], "removing": []})
 
@@ -565,7 +594,10 @@ class ControllerLogic:
         brokers apply the new set to the replicas they hold when they see the record)."""
         if name not in self.image.topics:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
+        before = self.image.topics[name].configs.get("min.insync.replicas")
         self.emit({"type": "topic_configs", "name": name, "configs": dict(configs)})
+        if configs.get("min.insync.replicas") != before:
+            self._min_isr_changed([name], f"topic {name} min.insync.replicas changed")
 
     def _unclean_default(self) -> bool:
         """The cluster's unclean.leader.election.enable: the dynamic cluster-wide default
@@ -584,7 +616,18 @@ class ControllerLogic:
             raise KafkaError(ErrorCode.INVALID_REQUEST,
                              f"broker resource name must be a broker id or empty, not "
                              f"{resource!r}")
+        if (resource and "min.insync.replicas" in configs
+                and self.config.eligible_leader_replicas_enable):
+            # The ELR counts on every leader freezing its HW below the same min ISR.
+            raise KafkaError(ErrorCode.INVALID_CONFIG,
+                             "broker-level min.insync.replicas cannot be set while eligible "
+                             "leader replicas are enabled (KIP-966): set it for the cluster "
+                             "or the topic")
+        before = self.image.cluster_default("min.insync.replicas", None)
         self.emit({"type": "broker_configs", "resource": resource, "configs": dict(configs)})
+        if resource == "" and self.image.cluster_default("min.insync.replicas", None) != before:
+            self._min_isr_changed(sorted(self.image.topics),
+                                  "the cluster's min.insync.replicas changed")
         if resource == "" and self._unclean_default():
             self._elect_leaderless("unclean.leader.election.enable set for the cluster")
 

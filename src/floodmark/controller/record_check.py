@@ -110,7 +110,7 @@ def _partition(rec: MetadataRecord) -> None:
     replicas = _ids(rec, "replicas")
     if not replicas:
         raise _bad(rec, "a partition has at least one replica")
-    for name in ("isr", "elr"):
+    for name in ("isr", "elr", "last_known_elr"):
         outside = [b for b in _ids(rec, name, required=name == "isr") if b not in replicas]
         if outside:
             raise _bad(rec, f"{name} members {outside} are not replicas {list(replicas)}")

@@ -13,14 +13,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from floodmark.address import format_host_port, parse_host_port
-from floodmark.controller.logic import ControllerConfig
+from floodmark.controller.logic import ControllerConfig, elr_config
 from floodmark.controller.metadata_log import MetadataLogConfig
 from floodmark.controller.quorum.codec import parse_voters
 from floodmark.controller.quorum.core import QuorumConfig
 from floodmark.controller.server import ControllerServer
+from floodmark.settings import DEFAULTS, SETTINGS, eligible_leader_replicas_enabled
 from floodmark.storage.data_dir import DataDirLock, lock_data_dir
 
 FETCH_IDLE_BACKOFF_MS = 0  # the leader long-polls caught-up voters (quorum_node)
@@ -30,6 +33,25 @@ Voters = dict[int, tuple[str, int]]
 
 def parse_bool(text: str) -> bool:
     return text.strip().lower() in ("1", "true", "yes", "on")
+
+
+def _elr_version(text: str) -> int:
+    try:
+        eligible_leader_replicas_enabled(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return int(SETTINGS["eligible.leader.replicas.version"].parse(text))
+
+
+def _min_isr(text: str) -> int:
+    try:
+        value = int(SETTINGS["min.insync.replicas"].parse(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"Invalid value {text} for configuration "
+                                         f"min.insync.replicas: Value must be at least 1")
+    return value
 
 
 def add_controller_arguments(p: argparse.ArgumentParser) -> None:
@@ -44,6 +66,13 @@ def add_controller_arguments(p: argparse.ArgumentParser) -> None:
                    default=defaults.auto_leader_rebalance_enable)
     p.add_argument("--leader-imbalance-check-interval-ms", type=int,
                    default=defaults.leader_imbalance_check_interval_ms)
+    p.add_argument("--eligible-leader-replicas-version", type=_elr_version, default=None,
+                   metavar="0|1",
+                   help="KIP-966 eligible leader replicas and the unclean-shutdown rule: 1 on "
+                        "(the default, as Kafka 4.1+ for new clusters), 0 off")
+    p.add_argument("--min-insync-replicas", type=_min_isr, default=None,
+                   help="the cluster's min.insync.replicas (the brokers' setting; topics may "
+                        "override it): the ISR size below which leavers join the ELR")
     p.add_argument("--controller-quorum-voters", default=None, metavar="ID@HOST:PORT,...",
                    help="Kafka's controller.quorum.voters: run as one voter of this quorum "
                         "(--node-id must be one of them; one voter is valid)")
@@ -91,8 +120,22 @@ def voter_addresses(voters: Voters) -> list[str]:
     return [format_host_port(*voters[v]) for v in sorted(voters)]
 
 
-def controller_setup(args: argparse.Namespace, node_id: int) -> ControllerSetup:
-    """The controller's settings from the parsed options; ValueError (one line) on a bad one."""
+def controller_setup(args: argparse.Namespace, node_id: int,
+                     settings: Callable[[str], Any] | None = None) -> ControllerSetup:
+    """The controller's settings from the parsed options; ValueError (one line) on a bad one.
+    ``settings``: where ``eligible.leader.replicas.version`` and ``min.insync.replicas`` come
+    from when no flag gives them (combined mode: the node's own broker settings), else the
+    registry's defaults."""
+    def lookup(name: str) -> Any:
+        value = settings(name) if settings is not None else None
+        return DEFAULTS[name] if value is None else value
+
+    elr_version = args.eligible_leader_replicas_version
+    if elr_version is None:
+        elr_version = lookup("eligible.leader.replicas.version")
+    min_isr = args.min_insync_replicas
+    if min_isr is None:
+        min_isr = int(lookup("min.insync.replicas"))
     if args.broker_session_timeout_ms <= 0:
         raise ValueError(f"--broker-session-timeout-ms {args.broker_session_timeout_ms}: must be "
                          "positive")
@@ -104,6 +147,7 @@ def controller_setup(args: argparse.Namespace, node_id: int) -> ControllerSetup:
         unclean_leader_election_enable=args.unclean_leader_election_enable,
         auto_leader_rebalance_enable=args.auto_leader_rebalance_enable,
         leader_imbalance_check_interval_ms=args.leader_imbalance_check_interval_ms,
+        **elr_config(eligible_leader_replicas_enabled(elr_version), min_isr),
     )
     mlog = MetadataLogConfig(args.metadata_log_segment_bytes,
                              args.metadata_log_max_record_bytes_between_snapshots)

@@ -1,4 +1,5 @@
-"""Breadth-first explicit-state search with parent pointers (shortest counterexamples).
+"""The partition model checker's search: ``floodmark.mc.search.breadth_first`` (parent
+pointers, shortest counterexamples) over ``Model`` with ``mc.invariants``.
 
 Bounded in states and wall time (``max_states``, ``time_limit_s``): a search that hits a bound
 reports ``complete=False`` and never claims the invariants hold.
@@ -7,12 +8,12 @@ reports ``complete=False`` and never claims the invariants hold.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from floodmark.mc.invariants import Violation, check_state, check_transition
-from floodmark.mc.model import Action, Model, ModelConfig, ModelState, StateView
+from floodmark.mc.model import Action, Model, ModelConfig, StateView
+from floodmark.mc.search import breadth_first
 
 log = logging.getLogger(__name__)
 
@@ -55,31 +56,6 @@ class CheckResult:
         return self.states / self.seconds if self.seconds > 0 else float("inf")
 
 
-StateKey = tuple[int, ...]
-
-
-def _trace(
-    model: Model, parents: dict[StateKey, StateKey | None], last: StateKey
-) -> list[TraceStep]:
-    """The path to ``last``: parent keys back to the initial state, then forward again, finding
-    each step's action among the parent's successors (actions are not stored: a parent pointer
-    per state is all the search keeps)."""
-    keys: list[StateKey] = []
-    current: StateKey | None = last
-    while current is not None:
-        keys.append(current)
-        current = parents[current]
-    keys.reverse()
-    state = model.from_key(keys[0])
-    steps = [TraceStep(None, model.full_view(state))]
-    for key in keys[1:]:
-        action, state = next(
-            (a, succ) for a, succ in model.successors(state) if model.key(succ) == key
-        )
-        steps.append(TraceStep(action, model.full_view(state)))
-    return steps
-
-
 def replay(config: ModelConfig, actions: list[Action]) -> list[StateView] | None:
     """Take ``actions`` from the initial state in a fresh model: the states passed, or None if
     some action is not offered where the trace takes it (a trace the model cannot produce)."""
@@ -107,8 +83,6 @@ def check(
     With ``prefix``: every state reachable from the state those actions lead to (one part of a
     search split by ``floodmark.mc.distributed``); a trace then starts at the initial state."""
     model = Model(config)
-    started = time.perf_counter()
-    deadline = started + time_limit_s
     init = model.initial_state()
     lead = [TraceStep(None, model.full_view(init))]
     for action in prefix:
@@ -117,69 +91,33 @@ def check(
             raise ValueError(f"prefix action {action} is not offered")
         init = nxt
         lead.append(TraceStep(action, model.full_view(init)))
-    # Seen states as flat tuples of small ints, each with its parent's (the BFS tree): about a
-    # third of the memory of the states themselves.
-    init_key = model.key(init)
-    parents: dict[StateKey, StateKey | None] = {init_key: None}
-    transitions = 0
-    depth = 0
-
-    def result(complete: bool, violation: Violation | None, trace: list[TraceStep]) -> CheckResult:
-        if trace and prefix:
-            trace = lead + trace[1:]
-        seconds = time.perf_counter() - started
-        outcome = CheckResult(
-            config=config,
-            states=len(parents),
-            transitions=transitions,
-            depth=depth,
-            seconds=seconds,
-            complete=complete,
-            violation=violation,
-            trace=tuple(trace),
-        )
-        log.info(
-            "model check truncation=%s replicas=%d states=%d depth=%d seconds=%.2f holds=%s",
-            config.truncation.value,
-            config.replicas,
-            outcome.states,
-            depth,
-            seconds,
-            outcome.holds,
-        )
-        return outcome
-
-    violation = check_state(model, init)
-    if violation is not None:
-        return result(False, violation, _trace(model, parents, init_key))
-    frontier = [init]
-    key_of = model.key
-    while frontier:
-        next_frontier: list[ModelState] = []
-        for index, state in enumerate(frontier):
-            if index % 1024 == 0 and time.perf_counter() > deadline:
-                return result(False, None, [])
-            state_key = key_of(state)
-            for action, succ in model.successors(state):
-                transitions += 1
-                violation = check_transition(model, state, action, succ)
-                if violation is not None:
-                    depth += 1
-                    trace = _trace(model, parents, state_key)
-                    trace.append(TraceStep(action, model.full_view(succ)))
-                    return result(False, violation, trace)
-                succ_key = key_of(succ)
-                if succ_key in parents:
-                    continue
-                parents[succ_key] = state_key
-                violation = check_state(model, succ)
-                if violation is not None:
-                    depth += 1
-                    return result(False, violation, _trace(model, parents, succ_key))
-                if len(parents) >= max_states:
-                    return result(False, None, [])
-                next_frontier.append(succ)
-        if next_frontier:
-            depth += 1
-        frontier = next_frontier
-    return result(True, None, [])
+    # The seen set holds each state as one flat tuple of small ints (``Model.key``), with its
+    # parent's: about a third of the memory of the states themselves.
+    found = breadth_first(
+        init, model.successors, model.key,
+        lambda state: check_state(model, state),
+        lambda before, action, after: check_transition(model, before, action, after),
+        max_states=max_states, time_limit_s=time_limit_s)
+    trace = [TraceStep(action, model.full_view(state)) for action, state in found.path]
+    if trace and prefix:
+        trace = lead + trace[1:]
+    outcome = CheckResult(
+        config=config,
+        states=found.states,
+        transitions=found.transitions,
+        depth=found.depth,
+        seconds=found.seconds,
+        complete=found.complete,
+        violation=found.violation,
+        trace=tuple(trace),
+    )
+    log.info(
+        "model check truncation=%s replicas=%d states=%d depth=%d seconds=%.2f holds=%s",
+        config.truncation.value,
+        config.replicas,
+        outcome.states,
+        outcome.depth,
+        outcome.seconds,
+        outcome.holds,
+    )
+    return outcome

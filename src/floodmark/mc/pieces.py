@@ -273,6 +273,9 @@ class ModelLog:
     def maybe_increment_log_start_offset(self, offset: int, high_watermark: int) -> bool:
         return False  # no retention, no DeleteRecords: the log start stays 0
 
+    def apply_retention(self, now_ms: int, high_watermark: int) -> int:
+        return 0
+
     def append_as_leader(
         self, records: bytes | memoryview, leader_epoch: int, now_ms: int
     ) -> _Appended:

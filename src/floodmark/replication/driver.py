@@ -47,6 +47,7 @@ class ReplicaLog(LogView, Protocol):
     def truncate_to(self, offset: int) -> None: ...
     def truncate_fully_and_start_at(self, offset: int) -> None: ...
     def maybe_increment_log_start_offset(self, offset: int, high_watermark: int) -> bool: ...
+    def apply_retention(self, now_ms: int, high_watermark: int) -> int: ...
     def append_as_follower(self, records: bytes | bytearray | memoryview, now_ms: int) -> object: ...
     def iter_batch_headers(self) -> Iterable[Any]: ...
     def append_aborted_transactions(self, entries: Sequence[AbortedTxn]) -> None: ...
@@ -102,6 +103,7 @@ class ReplicaDriver:
         the disk before a crash). Idempotence and open transactions survive restarts."""
         aborted = self.partition.producers.rebuild(self.log.iter_batch_headers(),
                                                    self.partition.high_watermark)
+        self.partition.producers.on_log_start_offset(self.log.log_start_offset)
         self.log.restore_aborted_transactions(aborted)
 
     def truncate_to(self, offset: int, reason: str) -> None:
@@ -116,8 +118,26 @@ class ReplicaDriver:
         before = self.log.log_end_offset
         self.log.truncate_fully_and_start_at(offset)
         self.partition.producers.clear()
+        self.partition.producers.on_log_start_offset(self.log.log_start_offset)
         self.ports.log_truncated(before, self.log.log_end_offset, reason, fully=True)
         self.apply(self.partition.after_truncate(self.log))
+
+    # -- the log start offset: every move of it goes through here, so the LSO follows ----------
+    def maybe_increment_log_start_offset(self, offset: int) -> bool:
+        """DeleteRecords on the leader, or a follower following its leader's log start: never
+        past the HW (storage refuses: OFFSET_OUT_OF_RANGE). True if it moved."""
+        moved = self.log.maybe_increment_log_start_offset(offset, self.partition.high_watermark)
+        if moved:
+            self.partition.producers.on_log_start_offset(self.log.log_start_offset)
+        return moved
+
+    def apply_retention(self, now_ms: int) -> int:
+        """retention.ms / retention.bytes / the log start offset: whole segments below the HW
+        go (storage's rule); returns how many."""
+        deleted = self.log.apply_retention(now_ms, self.partition.high_watermark)
+        if deleted:
+            self.partition.producers.on_log_start_offset(self.log.log_start_offset)
+        return deleted
 
     # -- follower ------------------------------------------------------------------------------
     def on_fetch_response(self, response: FetchResponse,
@@ -139,9 +159,9 @@ class ReplicaDriver:
             self.apply(self.partition.after_follower_append(self.log, response))
             # The leader's log start offset (DeleteRecords, retention) is followed up to this
             # replica's own HW, as Kafka's fetcher does.
-            hw = self.partition.high_watermark
             if response.log_start_offset > self.log.log_start_offset:
-                self.log.maybe_increment_log_start_offset(min(response.log_start_offset, hw), hw)
+                self.maybe_increment_log_start_offset(
+                    min(response.log_start_offset, self.partition.high_watermark))
         elif kind is FollowerActionKind.TRUNCATE:
             self.truncate_to(action.offset, action.reason)
         elif kind is FollowerActionKind.TRUNCATE_FULLY:

@@ -15,9 +15,14 @@ Election (``elect_leader``), for the ONLINE election used on leader failure:
    partition waits for exactly that broker — even if it lost data ("last replica standing").
 
 Eligible leader replicas (KIP-966 part 1) are optional: pass ``min_insync_replicas`` to
-``build_change``. Then the ISR may become empty; members that leave while the ISR is below min
-ISR join the ELR (minus replicas with an unclean shutdown); with an empty ISR the first
-acceptable ELR member in assignment order is elected (clean) and becomes the ISR.
+``build_change`` and ``apply_alter_partition``. Then the ISR may become empty; members that leave
+while the ISR is below min ISR join the ELR (minus replicas with an unclean shutdown), and the ELR
+is cleared once the ISR is back at min ISR. The leader's high watermark does not advance while the
+ISR is below min ISR (strict min ISR, ``isr.leader_high_watermark``), so an ELR member holds every
+committed record. With an empty ISR the first acceptable ELR member in assignment order is elected
+(clean) and becomes the ISR. With both empty, the last leader (``last_known_elr``, Kafka's
+LastKnownElr under balanced recovery) is elected when it is acceptable again: uncleanly (it may
+have lost records in an unclean shutdown), but only when no replica is known to hold them all.
 
 ``acceptable`` means registered, unfenced and not shutting down; the caller passes that set.
 ``validate_alter_partition`` is the controller's compare-and-set check of an ISR proposal.
@@ -51,6 +56,9 @@ class PartitionRegistration:
     """Eligible leader replicas (KIP-966): former ISR members that may still lead because they
     left the ISR while it was below min ISR (so they hold every committed record). Only used when
     the builder is given ``min_insync_replicas``."""
+    last_known_elr: tuple[int, ...] = ()
+    """KIP-966's LastKnownElr as balanced recovery uses it: the leader when the ISR became empty,
+    kept while ISR and ELR stay empty, elected (uncleanly) only if nothing else can be."""
 
     @classmethod
     def initial(
@@ -104,6 +112,34 @@ class PartitionChange:
     election: ElectionKind
 
 
+def _target_elr(
+    current: PartitionRegistration,
+    isr: tuple[int, ...],
+    min_insync_replicas: int,
+    unclean_shutdown: Collection[int],
+) -> tuple[int, ...]:
+    """KIP-966's ELR after the ISR becomes ``isr``: empty once the ISR is at min ISR (the HW may
+    advance again without the others); else the old ELR plus the old ISR members that are not
+    in the new ISR, minus replicas with an unclean shutdown, in assignment order."""
+    if len(isr) >= min_insync_replicas:
+        return ()
+    pool = set(current.elr) | set(current.isr)
+    return tuple(
+        r for r in current.replicas if r in pool and r not in isr and r not in unclean_shutdown
+    )
+
+
+def _target_last_known_elr(
+    current: PartitionRegistration, isr: tuple[int, ...]
+) -> tuple[int, ...]:
+    """The leader when the ISR empties; kept while it stays empty; cleared once it is not."""
+    if isr:
+        return ()
+    if current.leader != NO_LEADER:
+        return (current.leader,)
+    return current.last_known_elr
+
+
 def build_change(
     current: PartitionRegistration,
     *,
@@ -119,7 +155,7 @@ def build_change(
     Without ELR (``min_insync_replicas`` None) the ISR never becomes empty: if every member
     would be removed, the last member stays and the partition goes leaderless until that broker
     is acceptable again. With ELR the ISR may empty and ``unclean_shutdown`` replicas (they lost
-    unflushed data) are dropped from the ELR.
+    unflushed data) are dropped from the ISR and the ELR.
     """
     replicas = current.replicas
     elr_enabled = min_insync_replicas is not None
@@ -128,13 +164,11 @@ def build_change(
     if not isr and not elr_enabled:
         isr = current.isr[-1:] if current.isr else ()
     elr: tuple[int, ...] = ()
+    last_known_elr: tuple[int, ...] = ()
     if elr_enabled:
         assert min_insync_replicas is not None
-        if len(isr) < min_insync_replicas:
-            pool = set(current.elr) | set(current.isr)
-            elr = tuple(
-                r for r in replicas if r in pool and r not in isr and r not in unclean_shutdown
-            )
+        elr = _target_elr(current, isr, min_insync_replicas, unclean_shutdown)
+        last_known_elr = _target_last_known_elr(current, isr)
     result = elect_leader(
         replicas,
         isr,
@@ -149,6 +183,17 @@ def build_change(
                 isr = (replica,)
                 elr = tuple(r for r in elr if r != replica)
                 break
+    if (
+        result.kind is ElectionKind.NONE
+        and elr_enabled
+        and not isr
+        and not elr
+        and len(current.last_known_elr) == 1
+        and current.last_known_elr[0] in acceptable
+    ):
+        # Balanced recovery: no replica is known to hold every committed record; the last
+        # leader is the best guess (what Kafka without ELR would elect). Unclean: it may not.
+        result = ElectionResult(current.last_known_elr[0], ElectionKind.UNCLEAN)
     if result.kind is ElectionKind.NONE and unclean_leader_election_enable:
         result = elect_leader(
             replicas, (), NO_LEADER, acceptable, unclean_leader_election_enable=True
@@ -160,6 +205,8 @@ def build_change(
         recovery = LeaderRecoveryState.RECOVERING
     elif leader_recovered:
         recovery = LeaderRecoveryState.RECOVERED
+    if isr:
+        last_known_elr = ()
     leader_epoch = current.leader_epoch
     if result.leader != current.leader:
         leader_epoch += 1
@@ -170,6 +217,7 @@ def build_change(
         leader_epoch=leader_epoch,
         leader_recovery_state=recovery,
         elr=elr,
+        last_known_elr=last_known_elr,
     )
     if candidate == current:
         return None
@@ -242,15 +290,27 @@ def validate_alter_partition(
 
 
 def apply_alter_partition(
-    current: PartitionRegistration, request: AlterPartitionRequest
+    current: PartitionRegistration,
+    request: AlterPartitionRequest,
+    *,
+    min_insync_replicas: int | None = None,
 ) -> PartitionRegistration:
-    """The accepted proposal as the next registration (leader epoch unchanged)."""
+    """The accepted proposal as the next registration (leader epoch unchanged). With ELR
+    (``min_insync_replicas`` given) members the leader drops below min ISR join the ELR, and
+    the ELR empties once the ISR is back at min ISR (Kafka runs AlterPartition through the same
+    ``PartitionChangeBuilder``)."""
     recovery = current.leader_recovery_state
     if request.leader_recovered:
         recovery = LeaderRecoveryState.RECOVERED
+    isr = tuple(r for r in current.replicas if r in request.new_isr)
+    elr: tuple[int, ...] = ()
+    if min_insync_replicas is not None:
+        elr = _target_elr(current, isr, min_insync_replicas, ())
     return replace(
         current,
-        isr=tuple(r for r in current.replicas if r in request.new_isr),
+        isr=isr,
         partition_epoch=current.partition_epoch + 1,
         leader_recovery_state=recovery,
+        elr=elr,
+        last_known_elr=(),
     )

@@ -3,7 +3,8 @@ the controller process runs, over a real ``Log`` and ``quorum-state`` file on a
 ``MemoryFileSystem`` (a crash may lose every unsynced byte), the simulator's network (delay,
 loss, partitions, paused nodes) and virtual time. Only sockets, clocks and disks are swapped.
 
-``QuorumWorld`` also keeps the books the invariants need (``QuorumChecker``):
+``QuorumWorld`` also keeps the books the invariants need (defined once in
+``sim.quorum_invariants``, which the model checker shares):
 
 * election safety: at most one leader per epoch, ever;
 * leader completeness: a new leader's log holds every record committed before;
@@ -39,7 +40,6 @@ from floodmark.controller.quorum.directory_id import (
 from floodmark.controller.quorum.driver import QuorumDriver
 from floodmark.controller.quorum.effects import RoleChanged
 from floodmark.controller.quorum.messages import QuorumMessage
-from floodmark.controller.quorum.rules import majority
 from floodmark.controller.quorum.state_file import QuorumStateFile
 from floodmark.controller.quorum.voter_set import directory_of
 from floodmark.controller.snapshot import (
@@ -51,8 +51,17 @@ from floodmark.controller.snapshot import (
     open_with_snapshot,
     snapshot_epoch,
 )
+from floodmark.sim import quorum_invariants as inv
 from floodmark.sim.broker import decode_entries
 from floodmark.sim.network import Network, NetworkConfig, PartitionMode
+from floodmark.sim.quorum_invariants import (
+    Entry,
+    commit_conflict,
+    log_matching,
+    missing_committed,
+    other_leader,
+    under_replicated,
+)
 from floodmark.sim.world import World
 from floodmark.storage.config import LogConfig
 from floodmark.storage.fs import MemoryFileSystem
@@ -60,8 +69,6 @@ from floodmark.storage.log import Log
 
 QUORUM_DIR = "/controller"
 LOG_DIR = f"{QUORUM_DIR}/__cluster_metadata-0"
-
-Entry = tuple[int, str]  # (epoch stamped in the batch, value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -456,51 +463,53 @@ class QuorumWorld:
 
     def on_deliver(self, voter: SimVoter, src: int, message: QuorumMessage) -> None:
         if self.observer is not None:
-            self.observer(f"{voter.name} <- {node_name(src)} {_describe(message)}", voter)
+            self.observer(f"{voter.name} <- {node_name(src)} {describe_message(message)}", voter)
 
     def on_role_changed(self, voter: SimVoter, change: RoleChanged) -> None:
         self.record(f"{voter.name} -> {change.role} epoch={change.epoch} leader={change.leader_id}")
         if change.role == "leader":
             self.elections += 1
-            holder = self.leaders_by_epoch.setdefault(change.epoch, voter.node_id)
-            if holder != voter.node_id:
-                self.violation("election-safety",
+            holder = other_leader(self.leaders_by_epoch, change.epoch, voter.node_id)
+            self.leaders_by_epoch.setdefault(change.epoch, voter.node_id)
+            if holder is not None:
+                self.violation(inv.ELECTION_SAFETY,
                                f"epoch {change.epoch} has leaders c{holder} and {voter.name}")
             entries = voter.entries()
-            for offset, entry in self.committed.items():
-                if entries.get(offset) != entry:
-                    self.violation("leader-completeness",
-                                   f"{voter.name} leads epoch {change.epoch} without committed "
-                                   f"{entry} at offset {offset} (has {entries.get(offset)})")
-                    break
+            missing = missing_committed(entries, self.committed)
+            if missing is not None:
+                offset, entry = missing
+                self.violation(inv.LEADER_COMPLETENESS,
+                               f"{voter.name} leads epoch {change.epoch} without committed "
+                               f"{entry} at offset {offset} (has {entries.get(offset)})")
         if self.observer is not None:
             self.observer(f"{voter.name} becomes {change.role} (epoch {change.epoch})", voter)
 
     def on_high_watermark(self, voter: SimVoter, old: int, new: int) -> None:
         core, log = voter.core, voter.log
         assert core is not None and log is not None
-        if new < old:
+        if inv.hw_cut(old, new):
             # Only a truncation moves an HW back, and it must never cut a committed record.
             self.truncations += 1
-            self.violation("committed-record-lost",
+            self.violation(inv.COMMITTED_LOST,
                            f"{voter.name} cut its log to {new}, below its HW {old}")
             return
         if core.is_leader:
             key = (voter.node_id, core.epoch)
-            if new < self._leader_hw.get(key, 0):
-                self.violation("leader-hw-monotonic", f"{voter.name} HW {new} < "
+            if inv.hw_cut(self._leader_hw.get(key, 0), new):
+                self.violation(inv.LEADER_HW_MONOTONIC, f"{voter.name} HW {new} < "
                                                       f"{self._leader_hw[key]}")
             self._leader_hw[key] = new
             entries = voter.entries()
             for offset in range(old, new):
                 entry = entries.get(offset)
                 if entry is None:
-                    self.violation("committed-record-lost",
+                    self.violation(inv.COMMITTED_LOST,
                                    f"{voter.name} committed offset {offset} it does not hold")
                     continue
-                known = self.committed.setdefault(offset, entry)
-                if known != entry:
-                    self.violation("committed-record-changed",
+                known = commit_conflict(self.committed, offset, entry)
+                self.committed.setdefault(offset, entry)
+                if known is not None:
+                    self.violation(inv.COMMITTED_CHANGED,
                                    f"offset {offset} committed as {known}, now {entry} by "
                                    f"{voter.name}")
         if self.observer is not None:
@@ -510,46 +519,34 @@ class QuorumWorld:
         core, log = voter.core, voter.log
         if core is None or log is None:
             return
-        if core.high_watermark > log.log_end_offset:
-            self.violation("hw-le-leo", f"{voter.name} HW {core.high_watermark} > LEO "
+        if inv.hw_above_leo(core.high_watermark, log.log_end_offset):
+            self.violation(inv.HW_LE_LEO, f"{voter.name} HW {core.high_watermark} > LEO "
                                         f"{log.log_end_offset}")
 
     def check_log_matching(self) -> None:
         """Same epoch at an offset on two voters -> the same records up to that offset."""
         logs = {v.node_id: v.entries() for v in self.voters.values() if v.log is not None}
-        ids = sorted(logs)
-        for i, a in enumerate(ids):
-            for b in ids[i + 1:]:
-                la, lb = logs[a], logs[b]
-                common = sorted(set(la) & set(lb), reverse=True)
-                top = next((o for o in common if la[o][0] == lb[o][0]), None)
-                if top is None:
-                    continue
-                for offset in range(0, top + 1):
-                    if la.get(offset) != lb.get(offset):
-                        self.violation("log-matching",
-                                       f"c{a} and c{b} agree on epoch at {top} but differ at "
-                                       f"{offset}: {la.get(offset)} vs {lb.get(offset)}")
-                        return
+        found = log_matching(logs)
+        if found is not None:
+            a, b, top, offset = found
+            la, lb = logs[a], logs[b]
+            self.violation(inv.LOG_MATCHING,
+                           f"c{a} and c{b} agree on epoch at {top} but differ at "
+                           f"{offset}: {la.get(offset)} vs {lb.get(offset)}")
 
     def check_committed_on_majority(self) -> None:
-        """Every committed record is on enough voters' disks that any future leader has it:
-        every majority of the voters the quorum counts meets a holder. A voter that lost its
-        disk and is not re-admitted yet is absent (it can neither vote nor count), so with
-        ``a`` of them the holders must number more than ``n - majority - a`` (a majority when
-        none is absent, n odd)."""
-        n = len(self.voters)
-        needed = majority(n)
+        """Every committed record is on enough voters' disks that any future leader has it.
+        A voter that lost its disk and is not re-admitted yet is absent: it can neither vote
+        nor count, so what its lost disk held is not needed (``under_replicated``)."""
         absent = sum(1 for v in self.voters.values() if not v.readmitted)
         logs = [v.entries() if v.log is not None else _durable_entries(v)
                 for v in self.voters.values() if v.readmitted]
-        for offset, entry in sorted(self.committed.items()):
-            holders = sum(1 for entries in logs if entries.get(offset) == entry)
-            if holders + absent <= n - needed:
-                self.violation("committed-record-lost",
-                               f"committed {entry} at offset {offset} is on {holders} voters "
-                               f"({absent} absent)")
-                return
+        found = under_replicated(self.committed, logs, len(self.voters), absent)
+        if found is not None:
+            offset, entry, holders = found
+            self.violation(inv.COMMITTED_LOST,
+                           f"committed {entry} at offset {offset} is on {holders} voters"
+                           + (f" ({absent} absent)" if absent else ""))
 
 
 def _decode_entries(store: SnapshotStore, snapshot_id: SnapshotId) -> dict[int, Entry]:
@@ -586,7 +583,8 @@ def _durable_entries(voter: SimVoter) -> dict[int, Entry]:
         log.close()
 
 
-def _describe(message: QuorumMessage) -> str:
+def describe_message(message: QuorumMessage) -> str:
+    """``VoteRequest(candidate_epoch=1, ...)``: the fields that are set."""
     name = type(message).__name__
     fields = ", ".join(f"{k}={getattr(message, k)}" for k in message.__dataclass_fields__
                        if getattr(message, k) not in (None, -1))

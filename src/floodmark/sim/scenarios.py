@@ -430,7 +430,8 @@ def last_replica_standing(mode: Truncation) -> ScenarioResult:
     exp = Expectation(
         ("v3", "v4"),
         False,
-        "without eligible leader replicas (floodmark's default) the ISR cannot become empty, so b2 — "
+        "without eligible leader replicas (Kafka before 4.1; floodmark's controllers run them "
+        "unless eligible.leader.replicas.version=0) the ISR cannot become empty, so b2 — "
         "the last member, which lost the unflushed v3, v4 — is re-elected and b1 truncates them: "
         "acknowledged writes lost globally (two brokers fenced plus a power loss is outside SPEC "
         "§4's premise: reported, not a violation). With KIP-966 ELR enabled b1 is elected from the "
@@ -438,7 +439,7 @@ def last_replica_standing(mode: Truncation) -> ScenarioResult:
         (("elr_lost", []), ("elr_diverged", False), ("elr_final_leader", "b1")),
     )
     result = _result("last-replica-standing", without, exp, facts)
-    result.title = "floodmark's default rules (no eligible leader replicas):"
+    result.title = "eligible.leader.replicas.version=0 (no eligible leader replicas):"
     result.variants = {
         "eligible_leader_replicas": {
             k: v

@@ -526,9 +526,8 @@ class Log:
         self._check_open()
         for entry in entries:
             segment = self.segments[self._segment_for(entry.last_offset)]
-            if not self.fs.exists(segment.txn_index.path):
+            if segment.txn_index.append([entry]):
                 self._dir_dirty = True
-            segment.txn_index.append([entry])
             segment.dirty = True
 
     def restore_aborted_transactions(self, entries: Sequence[AbortedTxn]) -> None:

@@ -72,14 +72,18 @@ class TxnIndex:
             self._handle = self._fs.open(self.path)
         return self._handle
 
-    def append(self, entries: Sequence[AbortedTxn]) -> None:
+    def append(self, entries: Sequence[AbortedTxn]) -> bool:
+        """Write ``entries`` after the last; True if that created the file (its directory
+        then needs an fsync too). The file's existence is asked once, not once per abort."""
         current = self.entries
         if current and entries and entries[0].last_offset <= current[-1].last_offset:
             raise ValueError(f"{self.path}: abort at {entries[0].last_offset} is not after "
                              f"the last one indexed ({current[-1].last_offset})")
+        created = self._handle is None and not self._fs.exists(self.path)
         self._file().write(encode_entries(entries))
         current.extend(entries)
         self.dirty = True
+        return created
 
     def truncate_to(self, offset: int) -> None:
         """Forget the aborts whose marker is at or after ``offset`` (the log was cut there)."""

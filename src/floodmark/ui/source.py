@@ -35,12 +35,14 @@ BROKER_TIMEOUT_S = 2.0
 
 @dataclass(frozen=True)
 class Registration:
-    """A partition's leader, leader epoch, replicas and ISR, as the cluster's metadata says."""
+    """A partition's leader, leader epoch, replicas and ISR, as the cluster's metadata says, and
+    its KIP-966 eligible leader replicas (from the controller; Metadata answers lack them)."""
 
     leader: int
     leader_epoch: int
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
+    elr: tuple[int, ...] = ()
 
 
 @dataclass
@@ -117,7 +119,8 @@ class LocalClusterSource:
         return f"sent {DRILLS[action].name} to broker {node_id} (pid {self.cluster.pid(node_id)})"
 
     def __init__(self, data_dir: str) -> None:
-        self.cluster = LocalCluster(data_dir)
+        # A user's cluster: a node a drill restarts outlives the dashboard, as the others do.
+        self.cluster = LocalCluster(data_dir, die_with_supervisor=False)
         if not self.cluster.state_path.exists():
             raise FileNotFoundError(f"no cluster in {data_dir} (no {self.cluster.state_path})")
 
@@ -148,7 +151,8 @@ class LocalClusterSource:
             for index, reg in parts.items():
                 registrations[(topic, int(index))] = Registration(
                     int(reg["leader"]), int(reg["leader_epoch"]),
-                    tuple(int(r) for r in reg["replicas"]), tuple(int(r) for r in reg["isr"]))
+                    tuple(int(r) for r in reg["replicas"]), tuple(int(r) for r in reg["isr"]),
+                    tuple(int(r) for r in reg.get("elr", ())))
         internal = {t for t, _ in registrations if t.startswith("__")}
         if controller is not None and self.cluster.is_quorum:
             # The seed's remote-LEO figure for the metadata log: the leader's epoch and HW and
@@ -249,7 +253,7 @@ def partition_row(key: PartitionKey, reg: Registration,
         remote = {str(b): leo for b, leo in sorted(leader_view["log_end_offsets"].items())
                   if b != reg.leader}
     return {"topic": key[0], "partition": key[1], "leader": reg.leader,
-            "leader_epoch": reg.leader_epoch, "isr": list(reg.isr),
+            "leader_epoch": reg.leader_epoch, "isr": list(reg.isr), "elr": list(reg.elr),
             "log_start_offset": log_start, "replicas": replicas,
             "remote_log_end_offsets": remote,
             "last_stable_offset": next((r["last_stable_offset"] for r in replicas
@@ -262,7 +266,7 @@ def topic_rows(view: ClusterView, alive: dict[int, str]) -> list[dict[str, Any]]
     for (topic, index), reg in sorted(view.registrations.items()):
         topics.setdefault(topic, []).append({
             "partition": index, "leader": reg.leader, "leader_epoch": reg.leader_epoch,
-            "replicas": list(reg.replicas), "isr": list(reg.isr),
+            "replicas": list(reg.replicas), "isr": list(reg.isr), "elr": list(reg.elr),
             "under_replicated": len(reg.isr) < len(reg.replicas),
             "offline": reg.leader < 0 or reg.leader not in alive})
     return [{"topic": t, "internal": t in view.internal_topics, "partitions": parts,

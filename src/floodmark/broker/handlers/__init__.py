@@ -61,11 +61,11 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: admin.alter_partition_reassignments,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: admin.list_partition_reassignments,
     ApiKey.DESCRIBE_QUORUM: debug.describe_quorum,
-    ApiKey.WRITE_TXN_MARKERS: replication.wakes_followers(txn_markers.write_txn_markers),
+    ApiKey.WRITE_TXN_MARKERS: txn_markers.write_txn_markers,
 }
 # Hot path: handlers that take the raw frame (no kio decode, records stay views into the frame).
 RAW_HANDLERS: dict[int, RawHandler] = {
-    ApiKey.PRODUCE: replication.wakes_followers(data.produce_raw),
+    ApiKey.PRODUCE: data.produce_raw,
 }
 assert set(HANDLERS) | set(RAW_HANDLERS) == set(SUPPORTED) | set(UNADVERTISED), (
     "API table and handlers must agree")

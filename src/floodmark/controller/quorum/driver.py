@@ -38,9 +38,9 @@ from floodmark.controller.quorum.messages import (
     QuorumFetchResponse,
     QuorumMessage,
 )
-from floodmark.controller.quorum.state_file import QuorumStateFile
+from floodmark.controller.quorum.roles import ElectionState
+from floodmark.controller.quorum.rules import QuorumLogView
 from floodmark.records import Record, build_batch
-from floodmark.storage.log import Log
 
 LEADER_CHANGE = "leader_change"
 VOTERS = "voters"
@@ -58,6 +58,48 @@ class QuorumPorts(Protocol):
 
     def role_changed(self, change: RoleChanged) -> None:
         """Became leader (start writing), or stopped being it."""
+
+
+class AppendedRange(Protocol):
+    @property
+    def first_offset(self) -> int: ...
+
+    @property
+    def last_offset(self) -> int: ...
+
+
+class ReadRecords(Protocol):
+    @property
+    def records(self) -> bytes | bytearray | memoryview: ...
+
+
+class QuorumLog(QuorumLogView, Protocol):
+    """What the driver does to the metadata log: ``floodmark.storage.Log`` (the controller, the
+    simulator) or the model checker's log of values. ``flush`` makes everything appended
+    durable; ``truncate_to`` and ``truncate_fully_and_start_at`` are durable when they return."""
+
+    def append_as_leader(self, batches: bytes | bytearray | memoryview, leader_epoch: int,
+                         now_ms: int) -> AppendedRange: ...
+
+    def append_as_follower(self, batches: bytes | bytearray | memoryview,
+                           now_ms: int) -> object: ...
+
+    def flush(self, now_ms: int | None = None) -> None: ...
+
+    def truncate_to(self, offset: int) -> None: ...
+
+    def truncate_fully_and_start_at(self, offset: int) -> None: ...
+
+    def assign_epoch(self, epoch: int, start_offset: int) -> None: ...
+
+    def read(self, start_offset: int, max_bytes: int,
+             max_offset_exclusive: int | None = None) -> ReadRecords: ...
+
+
+class ElectionStateStore(Protocol):
+    """The ``quorum-state`` file (``QuorumStateFile``): ``write`` returns once it is durable."""
+
+    def write(self, state: ElectionState) -> None: ...
 
 
 class SnapshotFiles(Protocol):
@@ -88,8 +130,8 @@ def voters_record(effect: AppendVoters) -> bytes:
 @dataclass(eq=False, slots=True)
 class QuorumDriver:
     core: QuorumCore
-    log: Log
-    state_file: QuorumStateFile
+    log: QuorumLog
+    state_file: ElectionStateStore
     ports: QuorumPorts
     fetch_max_bytes: int = MAX_FETCH_BYTES  # per answer; at least one whole batch (KIP-74)
     snapshots: SnapshotFiles | None = None  # None: no snapshots (the log is never cut)

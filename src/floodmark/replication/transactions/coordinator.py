@@ -217,7 +217,12 @@ class TxnCoordinator:
 
     # -- AddPartitionsToTxn / AddOffsetsToTxn -------------------------------------------------------
     def _check_producer(self, txn_partition: int, transactional_id: str, producer_id: int,
-                        producer_epoch: int) -> tuple[ErrorCode, _Entry | None]:
+                        producer_epoch: int, *, to_change: bool = False
+                        ) -> tuple[ErrorCode, _Entry | None]:
+        """The producer's own transactional id, at its current epoch, on a loaded partition:
+        its entry, or why not. ``to_change``: a request that writes the transaction
+        (AddPartitionsToTxn, EndTxn) also needs no write of it in flight
+        (CONCURRENT_TRANSACTIONS: the client retries)."""
         if not transactional_id:
             return ErrorCode.INVALID_REQUEST, None
         if (err := self._check_loaded(txn_partition)) is not ErrorCode.NONE:
@@ -227,17 +232,17 @@ class TxnCoordinator:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING, None
         if entry.metadata.producer_epoch != producer_epoch:
             return ErrorCode.PRODUCER_FENCED, None
+        if to_change and entry.pending is not None:
+            return ErrorCode.CONCURRENT_TRANSACTIONS, None
         return ErrorCode.NONE, entry
 
     def add_partitions(self, request_id: int, txn_partition: int, transactional_id: str,
                        producer_id: int, producer_epoch: int, partitions: Iterable[Partition],
                        now_ms: int) -> list[Effect]:
         err, entry = self._check_producer(txn_partition, transactional_id, producer_id,
-                                          producer_epoch)
+                                          producer_epoch, to_change=True)
         if entry is None:
             return [Reply(request_id, err)]
-        if entry.pending is not None:
-            return [Reply(request_id, ErrorCode.CONCURRENT_TRANSACTIONS)]
         m = entry.metadata
         wanted = frozenset(partitions)
         if m.state.is_prepare:
@@ -268,11 +273,9 @@ class TxnCoordinator:
                 producer_id: int, producer_epoch: int, committed: bool,
                 now_ms: int) -> list[Effect]:
         err, entry = self._check_producer(txn_partition, transactional_id, producer_id,
-                                          producer_epoch)
+                                          producer_epoch, to_change=True)
         if entry is None:
             return [Reply(request_id, err)]
-        if entry.pending is not None:
-            return [Reply(request_id, ErrorCode.CONCURRENT_TRANSACTIONS)]
         state = entry.metadata.state
         same = _S.COMPLETE_COMMIT if committed else _S.COMPLETE_ABORT
         preparing = _S.PREPARE_COMMIT if committed else _S.PREPARE_ABORT

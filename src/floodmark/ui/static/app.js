@@ -184,6 +184,9 @@ function renderPartition(p, brokers, ctx = LIVE, values = null) {
   setData(view, "partition", p.partition);
   setData(view, "leader", p.leader);
   if (setData(view, "isr", p.isr.join(","))) bump(summary);
+  // KIP-966: replicas out of the ISR that may still lead (they left it below min ISR).
+  const elr = p.elr || [];
+  setData(view, "elr", elr.join(","));
   setData(view, "logStartOffset", p.log_start_offset);
   setData(view, "highWatermark", leaderHw);
   // The last stable offset (issue 15): a read_committed consumer reads only below it; an open
@@ -197,6 +200,7 @@ function renderPartition(p, brokers, ctx = LIVE, values = null) {
     el("b", { id: `${P}leader` }, p.leader === -1 || p.leader === null ? "none" : `broker ${p.leader}`),
     " · leader epoch ", el("b", { id: `${P}leader-epoch` }, p.leader_epoch),
     " · ISR ", el("b", { id: `${P}isr` }, `{${p.isr.join(", ")}}`),
+    ...(elr.length ? [" · ELR ", el("b", { id: `${P}elr` }, `{${elr.join(", ")}}`)] : []),
     " · log start offset ", el("b", { id: `${P}log-start-offset` }, p.log_start_offset ?? "?"),
     " · HW ", el("b", { id: `${P}high-watermark` }, leaderHw ?? "?"),
     ...(lso === null ? [] : [" · LSO ", el("b", { id: `${P}last-stable-offset`,
@@ -249,6 +253,7 @@ function renderPartition(p, brokers, ctx = LIVE, values = null) {
     const badges = [el("span", {}, `broker ${r.broker}`)];
     if (role === "leader") badges.push(el("span", { class: "badge leader" }, "leader"));
     badges.push(p.isr.includes(r.broker) ? el("span", { class: "badge good" }, "ISR")
+                : elr.includes(r.broker) ? el("span", { class: "badge" }, "ELR (may lead)")
                                          : el("span", { class: "badge bad" }, "not in ISR"));
     if (!reachable) badges.push(el("span", { class: "badge bad" }, "unreachable"));
     const numbers = el("div", { class: "numbers" },

@@ -1,0 +1,1 @@
+"""Exhaustive model checking of the controller quorum (``floodmark sim check-quorum``)."""
