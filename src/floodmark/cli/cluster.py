@@ -328,6 +328,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(json.dumps(status, indent=1))
         return 0
     print(f"bootstrap: {status['bootstrap']}")
+    role_width = max([10, *(len(n["role"]) for n in status["nodes"])])  # broker,controller
     for n in status["nodes"]:
         extra = ""
         if "fenced" in n:
@@ -338,7 +339,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             extra += " ACTIVE"
         if "metadata_offset" in n:
             extra += f" metadata_offset={n['metadata_offset']}"
-        print(f"  {n['id']:>4} {n['role']:<10} pid={n['pid']} {n['address']:<22} "
+        print(f"  {n['id']:>4} {n['role']:<{role_width}} pid={n['pid']} {n['address']:<22} "
               f"{n['state']}{extra}")
         if n.get("unapplied_records_total"):
             print(f"       METADATA RECORDS NOT APPLIED by broker {n['id']}: "
