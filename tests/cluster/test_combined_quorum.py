@@ -26,13 +26,14 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from floodmark.cluster import LocalCluster
 from tests.cluster.helpers import (
+    FAST_QUORUM_SETTINGS,
     AckLog,
+    acked_more,
     consumer_thread,
     one_line_error,
     producer_thread,
     verify_after_healing,
     voter_caught_up,
-    wait_progress,
     wait_until,
 )
 from tests.cluster.helpers import cli_ok as _ok
@@ -41,20 +42,10 @@ from tests.cluster.helpers import run_cli as _cli
 pytestmark = pytest.mark.integration
 
 TOPIC = "combined"
-SETTINGS = {"controller.quorum.election.timeout.ms": "300",
-            "controller.quorum.fetch.timeout.ms": "600",
-            "controller.quorum.election.backoff.max.ms": "300",
-            "controller.quorum.request.timeout.ms": "500",
-            "broker.session.timeout.ms": "3000",
+SETTINGS = {**FAST_QUORUM_SETTINGS,
             # The restarted node must come back as a follower: no preferred-leader moves.
             "auto.leader.rebalance.enable": "false"}
 STEP_S = 60.0  # any one step stalling this long fails the test
-
-
-def _acked_more(acks: AckLog, than: int, by: int = 100) -> None:
-    """Fails only when no acknowledgement arrives for ``STEP_S`` (a failover pauses them)."""
-    wait_progress(lambda: acks.count() >= than + by, acks.count, STEP_S,
-                  f"{by} more acknowledgements (failed {acks.failed[:2]})", step_s=0.05)
 
 
 def _create(bootstrap: str, name: str, assignment: list[int] | None = None,
@@ -105,7 +96,7 @@ def test_combined_voters_survive_losing_the_active_controller_and_leader(
                    STEP_S, "every broker registered and unfenced")
         producer = producer_thread(cluster.bootstrap, TOPIC, acks, stop)
         consumer = consumer_thread(cluster.bootstrap, TOPIC, seen, stop)
-        _acked_more(acks, 0, 300)
+        acked_more(acks, 0, 300)
 
         victim = cluster.wait_active_controller(STEP_S)
         assert victim == _leader(cluster) == active, "the active controller leads the partition"
@@ -117,7 +108,7 @@ def test_combined_voters_survive_losing_the_active_controller_and_leader(
         assert cluster.quorum()["leader_epoch"] > epoch
         wait_until(lambda: _leader(cluster) not in (None, victim), STEP_S,
                    "a new partition leader")
-        _acked_more(acks, before)
+        acked_more(acks, before)
         # CreateTopics through the new active controller (two live brokers: RF=2).
         _create(cluster.bootstrap, "after-kill", replication_factor=2)
         wait_until(lambda: "after-kill" in _topics(cluster.bootstrap), STEP_S,
@@ -133,7 +124,7 @@ def test_combined_voters_survive_losing_the_active_controller_and_leader(
                    == [1, 2, 3], STEP_S, f"node {victim} back in the ISR")
         reg = cluster.partition_registration(TOPIC) or {}
         assert reg["leader"] != victim, "the restarted node is a follower"
-        _acked_more(acks, before)
+        acked_more(acks, before)
 
         stop.set()
         producer.join(150)

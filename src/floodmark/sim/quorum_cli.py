@@ -14,10 +14,15 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from floodmark.sim.quorum_explore import QuorumExploreOptions, run_quorum_seed
-from floodmark.sim.quorum_scenario import render_quorum_steps, run_election_scenario
+from floodmark.sim.quorum_scenario import (
+    QuorumStep,
+    render_quorum_steps,
+    run_election_scenario,
+)
 from floodmark.sim.quorum_wipe import WIPE_SCENARIOS, run_wipe_scenario
 
 
@@ -117,19 +122,24 @@ def _replay(args: argparse.Namespace, result: Any) -> int:
     return 0
 
 
+def _print_steps(steps: list[QuorumStep], committed: Sequence[str]) -> None:
+    """A quorum scenario's steps, one line per voter per step, then what was committed."""
+    _print("voter: role, epoch, vote, log [offset:epoch:value] (LC = leader-change record), "
+           "LEO, HW, epoch cache {epoch:start}; * = leader")
+    _print()
+    for line in render_quorum_steps(steps):
+        _print(line)
+    _print()
+    _print(f"committed: {', '.join(committed) or '-'}")
+
+
 def _wipe_scenario(args: argparse.Namespace) -> int:
     result = run_wipe_scenario(args.scenario)
     if args.json:
         _print(json.dumps(result.as_json()))
         return 0 if result.safe else 1
     _print(f"quorum scenario {args.scenario} — a voter loses its whole data dir, 3 voters")
-    _print("voter: role, epoch, vote, log [offset:epoch:value] (LC = leader-change record), "
-           "LEO, HW, epoch cache {epoch:start}; * = leader")
-    _print()
-    for line in render_quorum_steps(result.steps):
-        _print(line)
-    _print()
-    _print(f"committed: {', '.join(result.committed) or '-'}")
+    _print_steps(result.steps, result.committed)
     _print(f"leaders by epoch: {result.leaders_by_epoch}")
     for violation in result.violations:
         _print(f"VIOLATION {violation}")
@@ -145,13 +155,7 @@ def _scenario(args: argparse.Namespace) -> int:
         _print(json.dumps(result.as_json()))
         return 0 if result.as_expected else 1
     _print("quorum scenario election — KIP-595 with KIP-996 pre-vote, 3 voters")
-    _print("voter: role, epoch, vote, log [offset:epoch:value] (LC = leader-change record), "
-           "LEO, HW, epoch cache {epoch:start}; * = leader")
-    _print()
-    for line in render_quorum_steps(result.steps):
-        _print(line)
-    _print()
-    _print(f"committed: {', '.join(result.committed) or '-'}")
+    _print_steps(result.steps, result.committed)
     _print(f"uncommitted and cut: {', '.join(result.lost_uncommitted) or 'nothing'}")
     for violation in result.violations:
         _print(f"VIOLATION {violation}")
