@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ class Quorum:
         self.ports = dict(zip(range(1, n + 1), _free_ports(n), strict=True))
         self.voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in self.ports.items())
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
+        self.closers: list[Callable[[], None]] = []
 
     def address(self, node: int) -> str:
         return f"127.0.0.1:{self.ports[node]}"
@@ -80,6 +82,8 @@ class Quorum:
         return None
 
     def stop_all(self) -> None:
+        for close in self.closers:
+            close()
         for proc in self.procs.values():
             stop_process(proc)
             if proc.stdout is not None:
@@ -108,9 +112,14 @@ def test_three_controllers_elect_one_and_survive_a_sigkill(tmp_path: Path) -> No
                                                     "replication_factor": 1})
         assert refused["error"] == 41  # NOT_CONTROLLER
         assert refused["leader"] == q.address(first)
-        # A broker registers and heartbeats (the calls a cluster broker makes).
-        epoch_b = q.call(first, "register", {"broker_id": 1, "host": "127.0.0.1", "port": 1,
-                                             "incarnation": "quorum11"})["result"]["broker_epoch"]
+        # A broker registers and heartbeats (the calls a cluster broker makes). Its port must
+        # accept connections: a controller probes the port of a broker that holds no
+        # connection to it, and fences one whose port refuses (a dead process).
+        broker_port = socket.create_server(("127.0.0.1", 0))
+        q.closers.append(broker_port.close)
+        epoch_b = q.call(first, "register", {
+            "broker_id": 1, "host": "127.0.0.1", "port": broker_port.getsockname()[1],
+            "incarnation": "quorum11"})["result"]["broker_epoch"]
         wait_until(lambda: not q.call(first, "heartbeat", {"broker_id": 1, "broker_epoch": epoch_b}
                                       )["result"]["fenced"], 10, "the broker unfenced")
         created = q.call(first, "create_topic", {"name": "before", "num_partitions": 2,

@@ -35,6 +35,10 @@ def test_holds_a_cluster():
 """
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _node_pids(data_dir: Path) -> list[int]:
     state = json.loads((data_dir / "cluster.json").read_text())
     return [int(n["pid"]) for n in state["nodes"].values() if n.get("pid")]
@@ -52,8 +56,11 @@ def test_the_nodes_of_a_killed_pytest_run_end_with_it(tmp_path: Path, sig: int) 
     test_file.write_text(textwrap.dedent(HANGING_RUN.format(data=str(data), ready=str(ready))))
     log = tmp_path / "pytest.log"
     with open(log, "wb") as out:
+        # SIGINT as a terminal would send it: a shell running this suite in the background
+        # (`cmd &`) starts it with SIGINT ignored, and a child inherits that.
         run = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                                str(test_file)], cwd=tmp_path, stdout=out, stderr=out)
+                                str(test_file)], cwd=tmp_path, stdout=out, stderr=out,
+                               preexec_fn=_default_sigint)
     pids: list[int] = []
     try:
         wait_progress(ready.exists, lambda: (process_progress(run.pid, log),

@@ -130,9 +130,10 @@ def _check_api(ui_url: str, cluster: LocalCluster, tmp_path: Path) -> None:
     rows = [r for r in _get_json(f"{ui_url}api/partitions") if r["topic"] == TOPIC]
     assert len(rows) == 1
     row = rows[0]
+    # The keys, the LSO (transactions) and the KIP-966 ELR; more may be added.
     assert set(row) == {"topic", "partition", "leader", "leader_epoch", "isr",
                         "log_start_offset", "replicas", "remote_log_end_offsets",
-                        "last_stable_offset"}
+                        "last_stable_offset", "elr"}
     assert row["last_stable_offset"] == 30  # no transaction: the LSO is the HW
     for r in row["replicas"]:
         assert set(r) == {"broker", "log_end_offset", "high_watermark", "epochs",
