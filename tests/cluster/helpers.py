@@ -190,6 +190,24 @@ class AckLog:
             return len(self.acked)
 
 
+FAST_QUORUM_SETTINGS = {
+    "controller.quorum.election.timeout.ms": "300",
+    "controller.quorum.fetch.timeout.ms": "600",
+    "controller.quorum.election.backoff.max.ms": "300",
+    "controller.quorum.request.timeout.ms": "500",
+    "broker.session.timeout.ms": "3000",
+}
+"""Quorum timeouts short enough for a drill to elect within a second (the drills' common base)."""
+
+
+def acked_more(acks: AckLog, than: int, by: int = 100, stall_s: float = 60.0) -> None:
+    """Wait for ``by`` more acknowledgements than ``than``; fails only when none arrives for
+    ``stall_s`` (a failover pauses them)."""
+    wait_progress(lambda: acks.count() >= than + by, acks.count, stall_s,
+                  f"{by} more acknowledgements (have {acks.count()}, failed {acks.failed[:2]})",
+                  step_s=0.05)
+
+
 def producer_thread(bootstrap: str, topic: str, acks: AckLog, stop: threading.Event
                     ) -> threading.Thread:
     def on_delivery(err: object, msg: object) -> None:

@@ -12,9 +12,12 @@ The CLI test drives the same through ``floodmark cluster up --combined``."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import signal
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +26,14 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from floodmark.cluster import LocalCluster
 from tests.cluster.helpers import (
+    FAST_QUORUM_SETTINGS,
     AckLog,
+    acked_more,
     consumer_thread,
     one_line_error,
     producer_thread,
     verify_after_healing,
     voter_caught_up,
-    wait_progress,
     wait_until,
 )
 from tests.cluster.helpers import cli_ok as _ok
@@ -38,20 +42,10 @@ from tests.cluster.helpers import run_cli as _cli
 pytestmark = pytest.mark.integration
 
 TOPIC = "combined"
-SETTINGS = {"controller.quorum.election.timeout.ms": "300",
-            "controller.quorum.fetch.timeout.ms": "600",
-            "controller.quorum.election.backoff.max.ms": "300",
-            "controller.quorum.request.timeout.ms": "500",
-            "broker.session.timeout.ms": "3000",
+SETTINGS = {**FAST_QUORUM_SETTINGS,
             # The restarted node must come back as a follower: no preferred-leader moves.
             "auto.leader.rebalance.enable": "false"}
 STEP_S = 60.0  # any one step stalling this long fails the test
-
-
-def _acked_more(acks: AckLog, than: int, by: int = 100) -> None:
-    """Fails only when no acknowledgement arrives for ``STEP_S`` (a failover pauses them)."""
-    wait_progress(lambda: acks.count() >= than + by, acks.count, STEP_S,
-                  f"{by} more acknowledgements (failed {acks.failed[:2]})", step_s=0.05)
 
 
 def _create(bootstrap: str, name: str, assignment: list[int] | None = None,
@@ -102,7 +96,7 @@ def test_combined_voters_survive_losing_the_active_controller_and_leader(
                    STEP_S, "every broker registered and unfenced")
         producer = producer_thread(cluster.bootstrap, TOPIC, acks, stop)
         consumer = consumer_thread(cluster.bootstrap, TOPIC, seen, stop)
-        _acked_more(acks, 0, 300)
+        acked_more(acks, 0, 300)
 
         victim = cluster.wait_active_controller(STEP_S)
         assert victim == _leader(cluster) == active, "the active controller leads the partition"
@@ -114,7 +108,7 @@ def test_combined_voters_survive_losing_the_active_controller_and_leader(
         assert cluster.quorum()["leader_epoch"] > epoch
         wait_until(lambda: _leader(cluster) not in (None, victim), STEP_S,
                    "a new partition leader")
-        _acked_more(acks, before)
+        acked_more(acks, before)
         # CreateTopics through the new active controller (two live brokers: RF=2).
         _create(cluster.bootstrap, "after-kill", replication_factor=2)
         wait_until(lambda: "after-kill" in _topics(cluster.bootstrap), STEP_S,
@@ -130,7 +124,7 @@ def test_combined_voters_survive_losing_the_active_controller_and_leader(
                    == [1, 2, 3], STEP_S, f"node {victim} back in the ISR")
         reg = cluster.partition_registration(TOPIC) or {}
         assert reg["leader"] != victim, "the restarted node is a follower"
-        _acked_more(acks, before)
+        acked_more(acks, before)
 
         stop.set()
         producer.join(150)
@@ -202,3 +196,75 @@ def test_cluster_up_combined(tmp_path: Path) -> None:
         assert "after-cli-kill" in listed
     finally:
         _cli("cluster", "down", *dd)
+
+
+# A session long enough that a fence before it can only come from the port probe.
+LONG_SESSION = {**SETTINGS, "broker.session.timeout.ms": "20000"}
+EARLY_S = 10.0  # "well before the session timeout"
+
+
+def _fenced(cluster: LocalCluster, node: int) -> bool:
+    return any(n["id"] == node and n.get("fenced") is True for n in cluster.status()["nodes"])
+
+
+def test_new_active_controller_fences_the_killed_combined_node_early(tmp_path: Path) -> None:
+    """The killed node was the active controller: its broker's connections went to itself, so
+    the new active controller saw none close. Just after activation it asks the port of every
+    unfenced broker holding no connection to it; the dead node's refuses, so it is fenced (and
+    the partition gets a new leader) long before its 20 s session ends."""
+    cluster = LocalCluster(tmp_path / "combined-probeactive", 3,
+                           {"replica.lag.time.max.ms": "2000"}, LONG_SESSION, metrics=False,
+                           combined=True)
+    cluster.start()
+    try:
+        active = cluster.wait_active_controller(STEP_S)
+        _create(cluster.bootstrap, TOPIC, [active, *(b for b in cluster.broker_ids
+                                                     if b != active)])
+        wait_until(lambda: _leader(cluster) == active, STEP_S, f"node {active} leading")
+        wait_until(lambda: all(n.get("fenced") is False for n in cluster.status()["nodes"]),
+                   STEP_S, "every broker registered and unfenced")
+        killed_at = time.monotonic()
+        cluster.kill(active, signal.SIGKILL)
+        cluster.wait_active_controller(STEP_S, besides=active)
+        wait_until(lambda: _fenced(cluster, active), STEP_S, f"node {active} fenced")
+        fenced_s = time.monotonic() - killed_at
+        wait_until(lambda: _leader(cluster) not in (None, active), STEP_S,
+                   "a new partition leader")
+        assert fenced_s < EARLY_S, f"fenced {fenced_s:.1f} s after the kill (session 20 s)"
+        assert not any(_fenced(cluster, b) for b in cluster.broker_ids if b != active)
+    finally:
+        cluster.stop()
+
+
+def test_new_active_controller_leaves_a_stopped_broker_to_its_session(tmp_path: Path) -> None:
+    """Controllers of their own: a broker is SIGSTOPped, then the active controller is
+    SIGKILLed. The new one finds the stopped broker holding no connection to it, but its port
+    still accepts (the kernel completes the handshake): it is fenced only when its 20 s session
+    ends, never early."""
+    cluster = LocalCluster(tmp_path / "separate-probeactive", 3, None, LONG_SESSION,
+                           metrics=False, controllers=3)
+    cluster.start()
+    stopped = cluster.broker_ids[1]
+    try:
+        wait_until(lambda: all(n.get("fenced") is False for n in cluster.status()["nodes"]
+                               if n["id"] in cluster.broker_ids),
+                   STEP_S, "every broker registered and unfenced")
+        active = cluster.wait_active_controller(STEP_S)
+        cluster.kill(stopped, signal.SIGSTOP)
+        stopped_at = time.monotonic()
+        cluster.kill(active, signal.SIGKILL)
+        cluster.wait_active_controller(STEP_S, besides=active)
+        activated_at = time.monotonic()
+        wait_until(lambda: _fenced(cluster, stopped), 20.0 + STEP_S,
+                   f"stopped broker {stopped} fenced at its session timeout")
+        fenced_at = time.monotonic()
+        assert fenced_at - activated_at >= 19.0, (
+            f"fenced {fenced_at - activated_at:.1f} s after a new controller became active "
+            f"({fenced_at - stopped_at:.1f} s after SIGSTOP); its session is 20 s")
+        assert not any(_fenced(cluster, b) for b in cluster.broker_ids if b != stopped)
+    finally:
+        pid = cluster.pid(stopped)
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        cluster.stop()

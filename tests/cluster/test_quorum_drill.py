@@ -27,7 +27,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from floodmark.cluster import LocalCluster
 from floodmark.controller import rpc
 from tests.cluster.helpers import (
+    FAST_QUORUM_SETTINGS,
     AckLog,
+    acked_more,
     consumer_thread,
     producer_thread,
     verify_after_healing,
@@ -39,22 +41,13 @@ pytestmark = pytest.mark.integration
 
 TOPIC = "drill"
 BEFORE = [f"pre-{i}" for i in range(4)]
-QUORUM = {"controller.quorum.election.timeout.ms": "300",
-          "controller.quorum.fetch.timeout.ms": "600",
-          "controller.quorum.election.backoff.max.ms": "300",
-          "controller.quorum.request.timeout.ms": "500",
-          "broker.session.timeout.ms": "3000",
+QUORUM = {**FAST_QUORUM_SETTINGS,
           # Snapshots every few records, small segments: the log start moves past 0, so a
           # voter with an empty data dir can only catch up from a snapshot (FetchSnapshot).
           "metadata.log.max.record.bytes.between.snapshots": "2048",
           "metadata.log.segment.bytes": "4096",
           "leader.imbalance.check.interval.ms": "3000"}
 STEP_S = 60.0  # any one step stalling this long fails the drill
-
-
-def _acked_more(acks: AckLog, than: int, by: int = 100) -> None:
-    wait_until(lambda: acks.count() >= than + by, STEP_S, f"{by} more acknowledgements "
-               f"(have {acks.count()}, failed {acks.failed[:2]})", step_s=0.05)
 
 
 def _create(cluster: LocalCluster, names: list[str]) -> None:
@@ -97,7 +90,7 @@ def run_drill(tmp_path: Path) -> None:
         wait_until(lambda: _leader(cluster), STEP_S, "a leader for the drill topic")
         producer = producer_thread(cluster.bootstrap, TOPIC, acks, stop)
         consumer = consumer_thread(cluster.bootstrap, TOPIC, seen, stop)
-        _acked_more(acks, 0, 300)
+        acked_more(acks, 0, 300)
 
         # 1. The active controller and, during the election, the partition's leader.
         active = cluster.wait_active_controller(STEP_S)
@@ -109,7 +102,7 @@ def run_drill(tmp_path: Path) -> None:
         new_active = cluster.wait_active_controller(STEP_S, besides=active)
         wait_until(lambda: _leader(cluster) not in (None, leader), STEP_S,
                    "a new partition leader")
-        _acked_more(acks, before)
+        acked_more(acks, before)
         cluster.start_node(active)
         cluster.start_node(leader)
         wait_until(lambda: _voter_caught_up(cluster, active), STEP_S,
@@ -134,7 +127,7 @@ def run_drill(tmp_path: Path) -> None:
             assert "error" not in answer, answer
             wait_until(lambda: "during-stop" in _topics(cluster), STEP_S,
                        "brokers applied the topic created during the stop")
-            _acked_more(acks, before)
+            acked_more(acks, before)
             # Brokers left the silent controller for the new one within their heartbeat
             # timeout (5 heartbeat intervals), before its session timeout could fence them.
             with cluster.log_path(taker).open("rb") as fh:
@@ -151,6 +144,7 @@ def run_drill(tmp_path: Path) -> None:
         voter = next(c for c in cluster.controller_ids if c != leader_ctl)
         wait_until(lambda: _log_start_moved(cluster, leader_ctl), STEP_S,
                    f"controller {leader_ctl} snapshotted and moved its log start")
+        old_dir = cluster.quorum()["controllers"][str(voter)]["directory_id"]
         cluster.kill(voter, signal.SIGKILL)
         shutil.rmtree(cluster.controller_dir(voter))
         _create(cluster, ["during-restart"])  # the quorum of two still commits
@@ -158,12 +152,22 @@ def run_drill(tmp_path: Path) -> None:
         cluster.start_node(voter)
         wait_until(lambda: _voter_caught_up(cluster, voter), STEP_S,
                    f"controller {voter} caught up after its restart with no data")
+        # KIP-853: it came back on a new directory id, an observer (neither voting nor counted)
+        # until the leader re-bound its id to the new directory, once caught up.
+        wait_until(lambda: (cluster.quorum()["controllers"][str(voter)] or {}).get("is_voter"),
+                   STEP_S, f"controller {voter} re-admitted as a voter")
+        q = cluster.quorum()
+        new_dir = q["controllers"][str(voter)]["directory_id"]
+        assert old_dir and new_dir and new_dir != old_dir
+        assert {"voter_id": voter, "directory_id": new_dir} in [
+            {k: b[k] for k in ("voter_id", "directory_id")} for b in q["voter_directories"]]
+        assert q["observers"] == []
         with cluster.log_path(voter).open("rb") as fh:
             fh.seek(log_from)
             assert b"from the leader" in fh.read(), "the empty voter loaded no snapshot"
 
         before = acks.count()
-        _acked_more(acks, before)
+        acked_more(acks, before)
         stop.set()
         producer.join(150)
         consumer.join(30)

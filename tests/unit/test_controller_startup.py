@@ -93,4 +93,6 @@ def test_cluster_up_gives_combined_nodes_the_controller_settings(tmp_path: Path)
         cmd = cluster._command(node)
         assert cmd[cmd.index("--controller-data-dir") + 1].endswith(f"controller-{node}")
         assert cmd[cmd.index("--broker-session-timeout-ms") + 1] == "1234"
+        assert cmd[cmd.index("--eligible-leader-replicas-version") + 1] == "1"  # KIP-966
+        assert cmd[cmd.index("--min-insync-replicas") + 1] == "2"
         assert cmd[cmd.index("--controller-quorum-voters") + 1].count("@") == 3

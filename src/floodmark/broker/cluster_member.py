@@ -521,7 +521,8 @@ def main(argv: list[str] | None = None) -> int:
         if setup is not None:
             controller, lock = open_controller(setup, args.controller_data_dir)
             locks.append(lock)
-    except (DataDirLockedError, OSError) as exc:
+    except (DataDirLockedError, OSError, ValueError) as exc:  # ValueError: an unreadable
+        # quorum-state or meta.properties (refused rather than started without it)
         print(f"floodmark broker {args.node_id}: {exc}", file=sys.stderr)
         return 2
     try:

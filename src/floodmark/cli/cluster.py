@@ -328,6 +328,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(json.dumps(status, indent=1))
         return 0
     print(f"bootstrap: {status['bootstrap']}")
+    role_width = max([10, *(len(n["role"]) for n in status["nodes"])])  # broker,controller
     for n in status["nodes"]:
         extra = ""
         if "fenced" in n:
@@ -338,7 +339,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             extra += " ACTIVE"
         if "metadata_offset" in n:
             extra += f" metadata_offset={n['metadata_offset']}"
-        print(f"  {n['id']:>4} {n['role']:<10} pid={n['pid']} {n['address']:<22} "
+        print(f"  {n['id']:>4} {n['role']:<{role_width}} pid={n['pid']} {n['address']:<22} "
               f"{n['state']}{extra}")
         if n.get("unapplied_records_total"):
             print(f"       METADATA RECORDS NOT APPLIED by broker {n['id']}: "
@@ -381,6 +382,9 @@ def cmd_quorum(args: argparse.Namespace) -> int:
         print(f"  voter {v['voter_id']:>4} {v.get('address', '?'):<22} {v.get('state', '?'):<8} "
               f"log_end_offset {v['log_end_offset']} lag {v['lag']}"
               + ("" if ago is None else f" last_fetch {ago} ms ago"))
+    for o in q.get("observers", []):
+        print(f"  observer {o['voter_id']:>1} on new directory {o['directory_id']} "
+              f"log_end_offset {o['log_end_offset']} (re-admitted once caught up)")
     for c, d in q["controllers"].items():
         if d is None:
             print(f"  controller {c}: no answer")

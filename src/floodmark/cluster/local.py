@@ -45,6 +45,12 @@ from typing import Any
 from floodmark import lifeline
 from floodmark.cluster.waiting import LIMIT_S, STALL_MS, Stalled, process_progress, wait_progress
 from floodmark.controller import rpc
+from floodmark.controller.quorum.directory_id import (
+    bootstrap_bindings,
+    format_directory,
+    new_directory_id,
+)
+from floodmark.storage.fs import RealFileSystem
 
 STATE_FILE = "cluster.json"
 CONTROLLER_ID = 0
@@ -320,9 +326,12 @@ class LocalCluster:
         return f"{self.advertised_host}:{self._node(node_id)['port']}"
 
     def controller_endpoint(self, node_id: int) -> str:
-        """Where the node's controller listens (a combined node's own port for it)."""
+        """Where the node's controller listens: a combined node's own port for it, else the
+        node's ``address`` (so a subclass that places nodes elsewhere moves both)."""
         node = self._node(node_id)
-        return f"{self.advertised_host}:{node.get('controller_port', node['port'])}"
+        if "controller_port" not in node:
+            return self.address(node_id)
+        return f"{self.advertised_host}:{node['controller_port']}"
 
     @property
     def controller_address(self) -> str:
@@ -511,12 +520,27 @@ class LocalCluster:
             proc, path, start = self._launch(node_id)
             self._await_listening(node_id, proc, path, start, timeout_s)
 
+    def _format_controllers(self) -> None:
+        """A new quorum's first formation: every controller data dir gets its directory id
+        and the bootstrap bindings of every voter (``directory_id.format_directory``, Kafka's
+        ``kafka-storage format --initial-controllers``). Only when no controller dir exists
+        yet: a restart never formats (a deleted data dir comes back on a new directory id, an
+        observer until the quorum re-admits it)."""
+        dirs = {c: self.controller_dir(c) for c in self.controller_ids}
+        if not self.is_quorum or any(d.exists() for d in dirs.values()):
+            return
+        ids = {c: new_directory_id() for c in dirs}
+        bootstrap = bootstrap_bindings(ids)
+        for c, d in dirs.items():
+            format_directory(RealFileSystem(), str(d), ids[c], bootstrap)
+
     def start(self, timeout_s: float = LIMIT_S) -> LocalCluster:
         """Start every node; ``timeout_s`` bounds each node's start (it fails sooner when a
         node stops making progress)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.state["supervisor_pid"] = os.getpid()
         self._save()
+        self._format_controllers()
         if self.is_quorum:
             for c in self.controller_ids:  # the voter set names every port: fix them now
                 node = self._node(c)
@@ -654,9 +678,11 @@ class LocalCluster:
     def quorum(self) -> dict[str, Any]:
         """The quorum as its leader sees it: ``leader_id``, ``leader_epoch``,
         ``high_watermark``, ``voters`` (each ``voter_id``, ``log_end_offset``, ``lag``,
-        ``last_fetch_ms_ago``, plus the supervisor's ``address`` and process ``state``), and
-        ``controllers``: each one's own answer (role, epoch, leader, LEO, HW, active) or
-        ``None``."""
+        ``last_fetch_ms_ago``, ``directory_id``, plus the supervisor's ``address`` and process
+        ``state``), ``observers`` (voter ids on a new data dir, not counted until re-admitted:
+        ``voter_id``, ``directory_id``, ``log_end_offset``), ``voter_directories`` (the
+        committed bindings), and ``controllers``: each one's own answer (role, epoch, leader,
+        LEO, HW, active, ``directory_id``, ``is_voter``) or ``None``."""
         answers = {c: self.describe_quorum(c) for c in self.controller_ids}
         leaders = [d for d in answers.values() if d is not None and d.get("role") == "leader"]
         view = max(leaders, key=lambda d: int(d["leader_epoch"]), default=None)
@@ -675,10 +701,15 @@ class LocalCluster:
             "leader_epoch": view.get("leader_epoch") if view else None,
             "high_watermark": view.get("high_watermark") if view and leaders else None,
             "voters": voters,
+            # KIP-853: voter ids the leader sees on a new data dir (not counted until it
+            # re-admits them), and the committed voter -> directory id bindings.
+            "observers": list((view or {}).get("observers", [])) if leaders else [],
+            "voter_directories": list((view or {}).get("voter_directories", [])),
             "controllers": {
                 str(c): None if d is None else {
                     k: d.get(k) for k in ("role", "leader_id", "leader_epoch",
-                                          "high_watermark", "log_end_offset", "active")}
+                                          "high_watermark", "log_end_offset", "active",
+                                          "directory_id", "is_voter")}
                 for c, d in answers.items()},
         }
 

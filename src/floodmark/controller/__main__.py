@@ -50,7 +50,8 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         server, lock = open_controller(setup, args.data_dir)
-    except (DataDirLockedError, OSError) as exc:
+    except (DataDirLockedError, OSError, ValueError) as exc:  # ValueError: an unreadable
+        # quorum-state or meta.properties (refused rather than started without it)
         print(f"floodmark controller: {exc}", file=sys.stderr)
         return 2
 

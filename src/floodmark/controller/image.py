@@ -260,8 +260,9 @@ class MetadataImage:
                 self.broker_configs.pop(str(rec["resource"]), None)
         elif kind == "producer_ids":
             self.next_producer_id = int(rec["next"])
-        elif kind == "leader_change":
-            pass  # the controller quorum's record opening an epoch (controller/quorum)
+        elif kind in ("leader_change", "voters"):
+            pass  # the controller quorum's own records (controller/quorum): an epoch's opening,
+            # a voter's data dir binding
         else:
             raise ValueError(f"unknown metadata record type {kind!r}")
 

@@ -6,14 +6,24 @@ or stopped (SIGSTOP), or cut off by the network, keeps them open (no FIN is sent
 session timeout stays the rule. ``BrokerConnections`` counts, per (broker id, broker epoch), the
 open connections that have spoken for that incarnation; ``closed`` reports when the last one
 went. The controller then fences that incarnation at once instead of after the session timeout.
+
+A controller that just became active saw no connection close: those of a broker that died with
+the previous active controller (combined mode, or one host) went to that controller.
+``ActivationSweep`` says, once, some grace after activation, which registered, unfenced
+incarnations still hold no connection to this controller; the server asks each one's port the
+same question as when its connections close (a refusal fences; anything else leaves it to the
+session timeout, so a live broker that has not reconnected yet is never fenced for it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from typing import Any
 
+from floodmark.controller.image import BrokerRegistration
+
 Incarnation = tuple[int, int]  # (broker id, broker epoch)
+ACTIVATION_GRACE_MS = 100  # after activation: how long live brokers get to reconnect unprobed
 
 
 def speaker(method: str, args: dict[str, Any], answer: dict[str, Any]) -> Incarnation | None:
@@ -65,3 +75,31 @@ class BrokerConnections:
             return False
         del self._open[who]
         return True
+
+
+def unconnected(brokers: Mapping[int, BrokerRegistration],
+                connections: BrokerConnections) -> list[Incarnation]:
+    """Registered incarnations that are unfenced, not shutting down, and hold no connection."""
+    return [(broker_id, reg.broker_epoch) for broker_id, reg in sorted(brokers.items())
+            if reg.acceptable and not connections.has_connection((broker_id, reg.broker_epoch))]
+
+
+class ActivationSweep:
+    """Once per activation, ``grace_ms`` after it: the incarnations with no connection."""
+
+    def __init__(self, grace_ms: int = ACTIVATION_GRACE_MS) -> None:
+        self.grace_ms = grace_ms
+        self._due_ms: int | None = None
+
+    def activated(self, now_ms: int) -> None:
+        self._due_ms = now_ms + self.grace_ms
+
+    def deactivated(self) -> None:
+        self._due_ms = None
+
+    def due(self, now_ms: int, brokers: Mapping[int, BrokerRegistration],
+            connections: BrokerConnections) -> list[Incarnation]:
+        if self._due_ms is None or now_ms < self._due_ms:
+            return []
+        self._due_ms = None
+        return unconnected(brokers, connections)

@@ -23,6 +23,7 @@ from floodmark.controller import rpc
 from floodmark.controller.client import AsyncRpc
 from floodmark.controller.quorum.codec import decode_message, encode_message
 from floodmark.controller.quorum.core import QuorumConfig, QuorumCore
+from floodmark.controller.quorum.directory_id import load_or_format
 from floodmark.controller.quorum.driver import QuorumDriver, SnapshotFiles
 from floodmark.controller.quorum.effects import RoleChanged
 from floodmark.controller.quorum.messages import (
@@ -52,14 +53,18 @@ class QuorumNode:
     def __init__(self, config: QuorumConfig, voters: dict[int, tuple[str, int]], metadata: Log,
                  data_dir: str, on_high_watermark: Callable[[int, int], None],
                  on_role: Callable[[RoleChanged], None],
-                 snapshots: SnapshotFiles | None = None) -> None:
+                 snapshots: SnapshotFiles | None = None,
+                 on_voters_record: Callable[[int, bytes], None] | None = None) -> None:
         self.config = config
         self.voters = voters
         self.on_high_watermark = on_high_watermark
         self.on_role = on_role
-        state_file = QuorumStateFile(RealFileSystem(), data_dir)
-        core = QuorumCore(config, state_file.read(), random.Random())
-        self.driver = QuorumDriver(core, metadata, state_file, self, snapshots=snapshots)
+        fs = RealFileSystem()
+        state_file = QuorumStateFile(fs, data_dir)
+        core = QuorumCore(config, state_file.read(), random.Random(),
+                          load_or_format(fs, data_dir))
+        self.driver = QuorumDriver(core, metadata, state_file, self, snapshots=snapshots,
+                                   on_voters_record=on_voters_record)
         self._peers = {v: AsyncRpc(f"{h}:{p}", timeout_s=max(1.0, config.request_timeout_ms
                                                               / 1000))
                        for v, (h, p) in voters.items() if v != config.node_id}
@@ -250,6 +255,15 @@ class QuorumNode:
                             "lag": max(0, self.driver.log.log_end_offset - v.log_end_offset)
                             if v.log_end_offset >= 0 else None,
                             "last_fetch_ms_ago": now - v.last_fetch_ms
-                            if v.last_fetch_ms >= 0 else None}
+                            if v.last_fetch_ms >= 0 else None,
+                            "directory_id": v.directory_id or None}
                            for v in desc.voters],
-                "voter_ids": sorted(self.voters)}
+                "voter_ids": sorted(self.voters),
+                # KIP-853: this voter's data dir, whether the quorum counts it, the committed
+                # bindings, and (on the leader) voter ids fetching from a new data dir.
+                "directory_id": desc.directory_id,
+                "is_voter": desc.is_voter,
+                "voter_directories": [{"voter_id": b.voter_id, "directory_id": b.directory_id,
+                                       "bound_at": b.bound_at} for b in desc.directories],
+                "observers": [{"voter_id": o.voter_id, "directory_id": o.directory_id,
+                               "log_end_offset": o.log_end_offset} for o in desc.observers]}

@@ -162,6 +162,12 @@ def _leader_change(rec: MetadataRecord) -> None:
     _int(rec, "leader")
 
 
+def _voters(rec: MetadataRecord) -> None:
+    _int(rec, "epoch")
+    _int(rec, "voter")
+    _str(rec, "directory_id")
+
+
 _CHECKS: dict[str, Callable[[MetadataRecord], None]] = {
     "cluster_id": _cluster_id,
     "register_broker": _register_broker,
@@ -176,6 +182,7 @@ _CHECKS: dict[str, Callable[[MetadataRecord], None]] = {
     "broker_configs": _broker_configs,
     "producer_ids": _producer_ids,
     "leader_change": _leader_change,
+    "voters": _voters,
 }
 
 RECORD_TYPES = frozenset(_CHECKS)

@@ -26,7 +26,7 @@ from floodmark.controller.image import (
     UnappliedRecord,
     registration_to_record,
 )
-from floodmark.controller.liveness import BrokerConnections, speaker
+from floodmark.controller.liveness import ActivationSweep, BrokerConnections, Incarnation, speaker
 from floodmark.controller.logic import ControllerConfig, ControllerLogic
 from floodmark.controller.metadata_log import MetadataLog, MetadataLogConfig
 from floodmark.controller.quorum.core import QuorumConfig
@@ -130,12 +130,14 @@ class ControllerServer:
             maxlen=COMMITS_KEPT)
         self._resumed_at_ms = 0
         self._probes: set[asyncio.Future[None]] = set()  # brokers whose connections all closed
+        self._sweep = ActivationSweep()  # brokers with no connection just after activation
         if quorum is not None:
             # Records become visible (image, brokers) only once committed by the quorum; this
             # voter writes only while it is the active controller (the quorum leader).
             settings, voters = quorum
             self.quorum = QuorumNode(settings, voters, self.mlog.log, data_dir,
-                                     self._on_high_watermark, self._on_role, self.snapshots)
+                                     self._on_high_watermark, self._on_role, self.snapshots,
+                                     self._on_voters_record)
             if self.snapshot is not None:
                 sid = self.snapshot[0]
                 self.quorum.snapshot_written(sid.end_offset, sid.epoch, self.snapshots.size(sid))
@@ -144,6 +146,7 @@ class ControllerServer:
             self.logic = ControllerLogic(self.image, config)
             self.logic.bootstrap()
             self.logic.start(now_ms())
+            self._sweep.activated(now_ms())
             self._persist()
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
@@ -321,12 +324,27 @@ class ControllerServer:
                 self._commit_waiters.append((offset, future))
         self._wake_fetchers()
 
+    def _on_voters_record(self, offset: int, value: bytes) -> None:
+        """The quorum leader appended a ``voters`` record (a voter bound to its data dir): the
+        active controller's image and records take its offset, so its next record follows it.
+        Not yet active: it is replayed from the log with the committed records."""
+        if self.logic is None:
+            return
+        if offset != self.records_end:
+            log.error("controller %d: voters record at %d, records end at %d", self.node_id,
+                      offset, self.records_end)
+            return
+        rec = json.loads(value)
+        self.image.apply_all([(offset, rec)], self._unapplied)
+        self.records.append(rec)
+
     def _on_role(self, change: RoleChanged) -> None:
         if change.role != "leader" and self.logic is not None:
             # No longer the active controller: forget what it wrote but nobody committed.
             log.info("controller %d is no longer the active controller (epoch %d)",
                      self.node_id, change.epoch)
             self.logic = None
+            self._sweep.deactivated()
             assert self.quorum is not None
             if self.snapshot is not None:
                 self.install_snapshot(*self.snapshot)
@@ -353,6 +371,7 @@ class ControllerServer:
         self.logic = ControllerLogic(self.image, self.config)
         self.logic.bootstrap()
         self.logic.start(now_ms())
+        self._sweep.activated(now_ms())
         log.info("controller %d is the active controller (epoch %d, %d records)", self.node_id,
                  quorum.core.epoch, self.records_end)
         with contextlib.suppress(KafkaError):  # refused and rolled back (logged)
@@ -424,6 +443,8 @@ class ControllerServer:
             last = now
             if self.logic is None:
                 continue
+            for who in self._sweep.due(now, self.image.brokers, self.broker_connections):
+                self._probe(who)  # it may have died with the previous active controller
             try:
                 self.logic.tick(now_ms())
             except Exception:
@@ -458,9 +479,7 @@ class ControllerServer:
             writer.close()
             gone = self.broker_connections.closed(writer)
             if gone is not None and (self._stopping is None or not self._stopping.is_set()):
-                probe = asyncio.ensure_future(self._probe_then_fence(gone))
-                self._probes.add(probe)  # (held until done: the loop keeps weak references)
-                probe.add_done_callback(self._probes.discard)
+                self._probe(gone)
 
     async def _answer_unless_gone(self, reader: asyncio.StreamReader,
                                   req: dict[str, Any]) -> dict[str, Any] | None:
@@ -488,8 +507,14 @@ class ControllerServer:
             raise ValueError("request bytes sent during a long poll")
         return None
 
-    async def _probe_then_fence(self, who: tuple[int, int]) -> None:
-        """Every connection of a broker incarnation closed: is its process gone? Its own
+    def _probe(self, who: Incarnation) -> None:
+        probe = asyncio.ensure_future(self._probe_then_fence(who))
+        self._probes.add(probe)  # (held until done: the loop keeps weak references)
+        probe.add_done_callback(self._probes.discard)
+
+    async def _probe_then_fence(self, who: Incarnation) -> None:
+        """A broker incarnation holds no connection to this controller (every one closed, or
+        none came back since it became active): is its process gone? Its own
         listener answers. A dead process's port refuses a connection at once (the kernel closed
         it with the process); a live one accepts, even while stopped (the kernel completes the
         handshake), and an unreachable host does not answer. Only a refusal fences, at once;
@@ -505,12 +530,13 @@ class ControllerServer:
             if await _listener_refuses(reg.host, reg.port, LISTENER_PROBE_TIMEOUT_S):
                 self._fence_if_gone(who)
                 return
-        log.info("controller %d: broker %d (epoch %d) closed every connection but its port "
+        log.info("controller %d: broker %d (epoch %d) holds no connection but its port "
                  "still answers: left to the session timeout", self.node_id, who[0], who[1])
 
     def _fence_if_gone(self, who: tuple[int, int]) -> None:
-        """Every connection of a registered, unfenced broker incarnation closed and its port
-        refuses connections: its process is gone. Fence it now rather than after the session
+        """A registered, unfenced broker incarnation holds no connection to this controller
+        (they all closed, or none came since it became active) and its port refuses
+        connections: its process is gone. Fence it now rather than after the session
         timeout (a stopped or partitioned broker keeps its connections open and is left to the
         timeout; one in controlled shutdown has already handed over)."""
         broker_id, broker_epoch = who
@@ -520,7 +546,7 @@ class ControllerServer:
         if (self.logic is None or self.broker_connections.has_connection(who) or reg is None
                 or reg.broker_epoch != broker_epoch or reg.fenced or reg.in_controlled_shutdown):
             return
-        log.info("controller %d: broker %d (epoch %d) closed every connection and its port "
+        log.info("controller %d: broker %d (epoch %d) holds no connection and its port "
                  "refuses connections: fencing it",
                  self.node_id, broker_id, broker_epoch)
         self.logic.fence_broker(broker_id, f"broker {broker_id} process gone (connections "

@@ -32,10 +32,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from floodmark.controller.quorum.core import QuorumConfig, QuorumCore
+from floodmark.controller.quorum.directory_id import (
+    bootstrap_bindings,
+    format_directory,
+    load_or_format,
+)
 from floodmark.controller.quorum.driver import QuorumDriver
 from floodmark.controller.quorum.effects import RoleChanged
 from floodmark.controller.quorum.messages import QuorumMessage
 from floodmark.controller.quorum.state_file import QuorumStateFile
+from floodmark.controller.quorum.voter_set import directory_of
 from floodmark.controller.snapshot import (
     SnapshotId,
     SnapshotStore,
@@ -85,6 +91,10 @@ class QuorumSimConfig:
     snapshot_interval: int = 0
     """Committed records between a voter's snapshots (0: no snapshots, the log is never cut)."""
     segment_bytes: int = 1 << 30
+    format_voters: bool = True
+    """Format every voter's data dir with every voter's directory id before the first start
+    (``directory_id.format_directory``, as ``cluster up`` does); False: each makes its own at its
+    first start and the leader binds them as it hears from them."""
     snapshot_chunk_bytes: int = 256
     """Bytes per FetchSnapshot answer: a transfer takes several round trips."""
     """Small with snapshots, so cutting the log deletes whole segments for real."""
@@ -124,6 +134,10 @@ class SimVoter:
         self.snapshots: SnapshotStore | None = None
         self._snapshot_entries: tuple[SnapshotId, dict[int, Entry]] | None = None
         self.snapshots_loaded = 0  # snapshots installed from the leader (FetchSnapshot)
+        self.disks = 1  # data dirs so far (a wipe gives it a new one, with a new directory id)
+        self.readmitted = True
+        """False from a wipe until it learns its id is bound to its new directory: until then
+        the quorum does not count it (absent), and what its lost disk held is gone."""
         self._wake_at: int | None = None
         self._tick_on_resume = False
         world.net.add_node(self.name, self.on_message)
@@ -133,14 +147,19 @@ class SimVoter:
     def core(self) -> QuorumCore | None:
         return self.driver.core if self.driver is not None else None
 
+    def directory_name(self) -> str:
+        """The directory id of this voter's current data dir (deterministic: no random draw)."""
+        return f"{self.name}-dir{self.disks}"
+
     # -- lifecycle ------------------------------------------------------------------------------
     def start(self) -> None:
         assert not self.alive
         now = self.world.now_ms
         self.log = Log.open(LOG_DIR, self.world.config.log_config(), fs=self.fs, now_ms=now)
         state_file = QuorumStateFile(self.fs, QUORUM_DIR)
+        directory_id = load_or_format(self.fs, QUORUM_DIR, self.directory_name)
         core = QuorumCore(self.world.config.quorum_config(self.node_id), state_file.read(),
-                          random.Random(self.world.rng.getrandbits(32)))
+                          random.Random(self.world.rng.getrandbits(32)), directory_id)
         if self.world.config.snapshot_interval > 0:
             self.snapshots = SnapshotStore(self.fs, LOG_DIR, on_installed=self._installed)
             found = open_with_snapshot(self.snapshots, self.log, may_start_empty=True)
@@ -177,10 +196,12 @@ class SimVoter:
         self.world.connections_closed(self.node_id)
 
     def wipe(self) -> None:
-        """The data dir is gone (a new disk): metadata log, snapshots and ``quorum-state``.
-        Only safe while the others hold every committed record and no election needs this
-        voter's forgotten vote (Raft's assumption; KIP-853 would give it a new directory id)."""
+        """The data dir is gone (a new disk): metadata log, snapshots, ``quorum-state`` and
+        the directory id. It comes back on a new directory id, an observer until the leader
+        re-admits it (KIP-853, ``controller/quorum/voter_set.py``)."""
         self.crash(lose_unsynced=True)
+        self.disks += 1
+        self.readmitted = False
         self.fs = MemoryFileSystem()
         self.fs.mkdirs(QUORUM_DIR)
         self.fs.fsync_dir("/")
@@ -251,6 +272,12 @@ class SimVoter:
         self._after()
 
     def _after(self) -> None:
+        core = self.core
+        if not self.readmitted and core is not None and directory_of(
+                core.directories, self.node_id) == core.directory_id:
+            self.readmitted = True
+            self.world.readmissions += 1
+            self.world.record(f"{self.name} re-admitted on directory {core.directory_id}")
         self.world.check_voter(self)
         self._maybe_snapshot()
         self._reschedule()
@@ -348,12 +375,18 @@ class QuorumWorld:
         self.rng = self.world.rng
         self.net = Network(self.world, self.config.network)
         self.voters = {i: SimVoter(self, i) for i in range(1, self.config.voters + 1)}
+        if self.config.format_voters:  # the quorum's first formation (cluster up's)
+            bootstrap = bootstrap_bindings({v.node_id: v.directory_name()
+                                            for v in self.voters.values()})
+            for voter in self.voters.values():
+                format_directory(voter.fs, QUORUM_DIR, voter.directory_name(), bootstrap)
         self.leaders_by_epoch: dict[int, int] = {}
         self.committed: dict[int, Entry] = {}  # offset -> the record committed there
         self.violations: list[Violation] = []
         self.elections = 0
         self.writes = 0
         self.truncations = 0
+        self.readmissions = 0  # wiped voters bound again to their new directory
         self.observer: Callable[[str, SimVoter | None], None] | None = None
         self._leader_hw: dict[tuple[int, int], int] = {}  # (node, epoch) -> HW as leader
         self._writing = False
@@ -502,15 +535,18 @@ class QuorumWorld:
                            f"{offset}: {la.get(offset)} vs {lb.get(offset)}")
 
     def check_committed_on_majority(self) -> None:
-        """Every committed record is on a majority of the voters' disks (what lets any future
-        leader have it)."""
+        """Every committed record is on enough voters' disks that any future leader has it.
+        A voter that lost its disk and is not re-admitted yet is absent: it can neither vote
+        nor count, so what its lost disk held is not needed (``under_replicated``)."""
+        absent = sum(1 for v in self.voters.values() if not v.readmitted)
         logs = [v.entries() if v.log is not None else _durable_entries(v)
-                for v in self.voters.values()]
-        found = under_replicated(self.committed, logs, len(self.voters))
+                for v in self.voters.values() if v.readmitted]
+        found = under_replicated(self.committed, logs, len(self.voters), absent)
         if found is not None:
             offset, entry, holders = found
             self.violation(inv.COMMITTED_LOST,
-                           f"committed {entry} at offset {offset} is on {holders} voters")
+                           f"committed {entry} at offset {offset} is on {holders} voters"
+                           + (f" ({absent} absent)" if absent else ""))
 
 
 def _decode_entries(store: SnapshotStore, snapshot_id: SnapshotId) -> dict[int, Entry]:

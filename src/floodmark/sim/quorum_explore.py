@@ -12,11 +12,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from floodmark.controller.quorum.voter_set import directory_of
 from floodmark.sim.network import NetworkConfig, PartitionMode
-from floodmark.sim.quorum import QuorumSimConfig, QuorumWorld, Violation
+from floodmark.sim.quorum import QuorumSimConfig, QuorumWorld, SimVoter, Violation
 
 FAULTS = ("crash", "crash-lose-unsynced", "stop", "restart", "pause", "resume",
           "partition-hold", "partition-reset", "heal")
+WIPE = "wipe"
+"""A crash that loses the whole data dir (log, snapshots, ``quorum-state``, directory id); the
+voter restarts later on a new directory. Drawn only while every other voter is a voter on its
+known directory: Raft survives the loss of a minority's disks, not of a majority's."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +34,8 @@ class QuorumExploreOptions:
     max_fault_gap_ms: int = 400
     snapshot_interval: int = 0
     """Committed records between snapshots (KIP-630; 0: off)."""
+    wipes: bool = False
+    """Also draw ``wipe`` faults (``--wipes``)."""
 
     def sim_config(self) -> QuorumSimConfig:
         return QuorumSimConfig(voters=self.voters, network=NetworkConfig(
@@ -48,6 +55,8 @@ class QuorumSeedResult:
     events: int = 0
     trace_hash: str = ""
     snapshots_loaded: int = 0
+    wipes: int = 0
+    readmissions: int = 0
 
     @property
     def ok(self) -> bool:
@@ -58,13 +67,23 @@ class QuorumSeedResult:
                 "writes": self.writes, "committed": self.committed, "events": self.events,
                 "faults": len(self.faults), "trace_hash": self.trace_hash,
                 "snapshots_loaded": self.snapshots_loaded,
+                "wipes": self.wipes, "readmissions": self.readmissions,
                 "violations": [{"time_ms": v.time_ms, "invariant": v.invariant,
                                 "detail": v.detail} for v in self.violations]}
 
 
-def _inject(qw: QuorumWorld, faults: list[str]) -> None:
+def _rebound(voter: SimVoter) -> bool:
+    """A wiped voter re-admitted: its id is bound to its new data dir (as it knows)."""
+    core = voter.core
+    return core is not None and directory_of(core.directories, voter.node_id) == (
+        core.directory_id)
+
+
+def _inject(qw: QuorumWorld, faults: list[str], wiped: set[int] | None = None) -> None:
+    """One random fault. ``wiped``: voters that lost their data dir and are not re-admitted
+    yet (None: no wipes drawn)."""
     rng = qw.rng
-    kind = rng.choice(FAULTS)
+    kind = rng.choice(FAULTS + ((WIPE,) if wiped is not None else ()))
     voters = list(qw.voters.values())
     live = [v for v in voters if v.alive]
     dead = [v for v in voters if not v.alive]
@@ -91,6 +110,13 @@ def _inject(qw: QuorumWorld, faults: list[str]) -> None:
         victim = rng.choice(voters)
         qw.partition(victim.node_id, PartitionMode.HOLD if kind.endswith("hold")
                      else PartitionMode.RESET)
+    elif kind == WIPE and wiped is not None:
+        wiped -= {v.node_id for v in voters if _rebound(v)}
+        if wiped:
+            return  # one lost disk at a time (Raft survives a minority's, not a majority's)
+        victim = rng.choice(voters)
+        victim.wipe()
+        wiped.add(victim.node_id)
     elif kind == "heal":
         qw.heal()
         victim = None
@@ -105,6 +131,7 @@ def run_quorum_seed(seed: int, options: QuorumExploreOptions | None = None,
     qw = QuorumWorld(seed, opts.sim_config())
     qw.world.trace_enabled = trace
     faults: list[str] = []
+    wiped: set[int] | None = set() if opts.wipes else None
     qw.start_all()
     qw.start_writes()
     end = qw.now_ms + opts.fault_phase_ms
@@ -114,7 +141,7 @@ def run_quorum_seed(seed: int, options: QuorumExploreOptions | None = None,
         qw.check_log_matching()
         qw.check_committed_on_majority()
         if qw.now_ms < end:
-            _inject(qw, faults)
+            _inject(qw, faults, wiped)
     # Recovery: heal everything, let the quorum converge, then stop writing and settle.
     qw.heal()
     for voter in qw.voters.values():
@@ -130,7 +157,8 @@ def run_quorum_seed(seed: int, options: QuorumExploreOptions | None = None,
     return QuorumSeedResult(seed, list(qw.violations), qw.elections, qw.writes,
                             len(qw.committed), faults, qw.world.events_run,
                             qw.world.trace_hash,
-                            sum(v.snapshots_loaded for v in qw.voters.values()))
+                            sum(v.snapshots_loaded for v in qw.voters.values()),
+                            sum(1 for f in faults if f" {WIPE} " in f), qw.readmissions)
 
 
 def _check_converged(qw: QuorumWorld) -> None:

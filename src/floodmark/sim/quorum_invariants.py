@@ -71,10 +71,15 @@ def log_matching(logs: Mapping[int, Entries]) -> tuple[int, int, int, int] | Non
 
 
 def under_replicated(committed: Entries, logs: Iterable[Entries],
-                     voters: int) -> tuple[int, Entry, int] | None:
+                     voters: int, absent: int = 0) -> tuple[int, Entry, int] | None:
     """The first committed (offset, record) held by fewer than a majority of the voters'
-    logs (a crashed voter counts with what its disk will give back), with its holder count."""
-    needed = majority(voters)
+    logs (a crashed voter counts with what its disk will give back), with its holder count.
+
+    ``absent``: voters that lost their disk and are not re-admitted (``logs`` leaves them
+    out). They neither vote nor count, so every majority the quorum can still form lies among
+    the others and meets the holders when holders + absent > voters - majority (a majority
+    when none is absent, voters odd)."""
+    needed = majority(voters) if absent == 0 else voters - majority(voters) - absent + 1
     held = list(logs)
     for offset, entry in sorted(committed.items()):
         holders = sum(1 for entries in held if entries.get(offset) == entry)

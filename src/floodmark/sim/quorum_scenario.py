@@ -69,6 +69,8 @@ def _short(value: str) -> str:
             return value
         if record.get("type") == "leader_change":
             return f"LC(c{record['leader']})"
+        if record.get("type") == "voters":  # a voter bound to its data dir (KIP-853)
+            return f"V(c{record['voter']}={str(record['directory_id'])[-4:]})"
     return value
 
 
@@ -94,11 +96,16 @@ def run_election_scenario(seed: int = SCENARIO_SEED) -> QuorumScenarioResult:
     qw.start_all()
     _run_until(qw, lambda: bool(qw.leaders()))
     (leader,) = qw.leaders()
-    _run_until(qw, lambda: leader.core is not None and leader.core.high_watermark >= 1)
+    # The leader-change record, then one voters record per voter (each bound to its data dir).
+    _run_until(qw, lambda: leader.core is not None and leader.log is not None
+               and len(leader.core.directories) == len(qw.voters)
+               and leader.core.high_watermark == leader.log.log_end_offset)
+    assert leader.log is not None
+    base = leader.log.log_end_offset
     for value in ("m1", "m2"):
         leader.write(value)
         step(f"{leader.name} (active controller) appends {value}")
-    _run_until(qw, lambda: all(v.core is not None and v.core.high_watermark >= 3
+    _run_until(qw, lambda: all(v.core is not None and v.core.high_watermark >= base + 2
                                for v in qw.voters.values()))
     leader.write("m3")
     step(f"{leader.name} appends m3")

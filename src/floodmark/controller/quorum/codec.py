@@ -25,6 +25,7 @@ from floodmark.controller.quorum.messages import (
     VoteRequest,
     VoteResponse,
 )
+from floodmark.controller.quorum.voter_set import VoterDirectory
 from floodmark.errors import ErrorCode
 from floodmark.replication.epochs import EpochEndOffset
 
@@ -43,7 +44,8 @@ def encode_message(message: QuorumMessage) -> dict[str, Any]:
         elif isinstance(value, ErrorCode):
             value = int(value)
         elif isinstance(value, tuple):
-            value = list(value)
+            value = [[v.voter_id, v.directory_id, v.bound_at]
+                     if isinstance(v, VoterDirectory) else v for v in value]
         out[f.name] = value
     return out
 
@@ -67,6 +69,14 @@ def decode_message(data: Any) -> QuorumMessage:
             value = tuple(int(v) for v in value)
         elif f.name == "pre_vote" or f.name == "vote_granted":
             value = bool(value)
+        elif f.name.endswith("directory_id"):
+            if not isinstance(value, str):
+                raise ValueError(f"{f.name} is not a string")
+        elif f.name == "voter_directories":
+            try:
+                value = tuple(VoterDirectory(int(v), str(d), int(at)) for v, d, at in value)
+            except (TypeError, ValueError):
+                raise ValueError("voter_directories is not a list of [id, dir, at]") from None
         else:
             value = int(value)
         kwargs[f.name] = value

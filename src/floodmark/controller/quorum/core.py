@@ -33,6 +33,7 @@ from floodmark.controller.quorum.effects import (
     AppendFetched,
     AppendLeaderChange,
     AppendSnapshotChunk,
+    AppendVoters,
     HighWatermarkChanged,
     PersistElectionState,
     QuorumEffect,
@@ -74,6 +75,13 @@ from floodmark.controller.quorum.rules import (
     leader_high_watermark,
     log_is_up_to_date,
     majority,
+)
+from floodmark.controller.quorum.voter_set import (
+    Bindings,
+    VoterDirectory,
+    accepts,
+    admission_candidate,
+    merge,
 )
 from floodmark.errors import ErrorCode
 from floodmark.replication import fencing
@@ -123,6 +131,7 @@ class VoterDescription:
     voter_id: int
     log_end_offset: int
     last_fetch_ms: int
+    directory_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,15 +144,21 @@ class QuorumDescription:
     leader_epoch: int
     high_watermark: int
     voters: tuple[VoterDescription, ...]
+    directory_id: str = ""  # this voter's data dir
+    is_voter: bool = True  # False: on a data dir the quorum does not know (an observer)
+    directories: Bindings = ()  # the committed voter bindings it knows
+    observers: tuple[VoterDescription, ...] = ()
+    """On the leader: voter ids fetching from a new data dir, not counted until re-admitted."""
 
 
 class QuorumCore:
     """One voter. Mutable; every method returns the effects to apply, in order."""
 
     def __init__(self, config: QuorumConfig, stored: ElectionState,
-                 rng: random.Random) -> None:
+                 rng: random.Random, directory_id: str = "") -> None:
         self.config = config
         self.rng = rng
+        self.directory_id = directory_id  # this voter's data dir ("": none, KIP-595 only)
         self._stored = stored
         self.high_watermark = 0
         self.role: Role = Unattached(stored.epoch, stored.voted_for, 0)
@@ -171,16 +186,40 @@ class QuorumCore:
     def election_state(self) -> ElectionState:
         return self._stored
 
+    @property
+    def directories(self) -> Bindings:
+        """The committed voter bindings this voter knows (``voter_set``)."""
+        return self._stored.directories
+
+    @property
+    def is_voter(self) -> bool:
+        """This data dir is the voter ``node_id`` (else an observer until re-admitted)."""
+        return accepts(self.directories, self.node_id, self.directory_id)
+
+    def _set_directories(self, directories: Bindings, effects: list[QuorumEffect]) -> None:
+        if directories != self._stored.directories:
+            self._stored = replace(self._stored, directories=directories)
+            effects.append(PersistElectionState(self._stored))
+
     def describe(self, log: QuorumLogView) -> QuorumDescription:
         voters: list[VoterDescription] = []
+        observers: list[VoterDescription] = []
         role = self.role
         if isinstance(role, Leader):
-            voters.append(VoterDescription(self.node_id, log.recovery_point, -1))
-            voters.extend(VoterDescription(p.voter_id, p.log_end_offset, p.last_fetch_ms)
-                          for p in role.progress)
+            voters.append(VoterDescription(self.node_id, log.recovery_point, -1,
+                                           self.directory_id))
+            for p in role.progress:  # (not fetched yet in this epoch: a voter, directory unknown)
+                if not p.directory_id or accepts(self.directories, p.voter_id, p.directory_id):
+                    voters.append(VoterDescription(p.voter_id, p.log_end_offset,
+                                                   p.last_fetch_ms, p.directory_id))
+                else:
+                    observers.append(VoterDescription(p.voter_id, p.observed_offset, -1,
+                                                      p.directory_id))
         return QuorumDescription(self.node_id, role_name(role), self.leader_id, self.epoch,
                                  self.high_watermark, tuple(sorted(voters,
-                                                                   key=lambda v: v.voter_id)))
+                                                                   key=lambda v: v.voter_id)),
+                                 self.directory_id, self.is_voter, self.directories,
+                                 tuple(observers))
 
     def next_deadline_ms(self) -> int:
         """When ``tick`` next has something to do."""
@@ -207,7 +246,7 @@ class QuorumCore:
         old = self.role
         self.role = role
         state = ElectionState(role.epoch, leader_of(role, self.node_id),
-                              voted_for(role, self.node_id))
+                              voted_for(role, self.node_id), self._stored.directories)
         if state != self._stored:
             self._stored = state
             effects.append(PersistElectionState(state))
@@ -329,6 +368,10 @@ class QuorumCore:
 
     def _leader_tick(self, role: Leader, log: QuorumLogView, now_ms: int,
                      effects: list[QuorumEffect]) -> None:
+        self._maybe_bind(log, effects)
+        bound = self.role
+        assert isinstance(bound, Leader)
+        role = bound
         if now_ms >= role.check_quorum_deadline_ms:
             if self._heard_from_majority(role, now_ms):
                 self.role = replace(role, check_quorum_deadline_ms=now_ms
@@ -354,7 +397,7 @@ class QuorumCore:
     def _follower_tick(self, role: Follower, log: QuorumLogView, now_ms: int,
                        effects: list[QuorumEffect]) -> None:
         if now_ms >= role.fetch_deadline_ms:
-            if role.leader_resigned:  # the leader said it is gone: no need to ask first
+            if role.leader_resigned and self.is_voter:  # the leader said it is gone
                 self._to_candidate(log, now_ms, effects)
             else:
                 self._to_prospective(log, now_ms, effects)
@@ -371,7 +414,7 @@ class QuorumCore:
                 in_flight and now_ms >= role.fetch_sent_ms + self.config.request_timeout_ms):
             effects.append(Send(role.leader_id, QuorumFetchRequest(
                 self.node_id, role.epoch, log.log_end_offset, last_log_epoch(log),
-                log.log_start_offset)))
+                log.log_start_offset, replica_directory_id=self.directory_id)))
             self.role = replace(role, fetch_sent_ms=now_ms)
 
     def _send_vote_requests(self, log: QuorumLogView, now_ms: int,
@@ -379,7 +422,8 @@ class QuorumCore:
         role = self.role
         assert isinstance(role, Prospective | Candidate)
         request = VoteRequest(role.epoch, self.node_id, last_log_epoch(log), log.log_end_offset,
-                              pre_vote=isinstance(role, Prospective))
+                              pre_vote=isinstance(role, Prospective),
+                              candidate_directory_id=self.directory_id)
         for voter in self.config.others:
             if voter not in role.granted and voter not in role.rejected:
                 effects.append(Send(voter, request))
@@ -398,6 +442,8 @@ class QuorumCore:
         if not isinstance(role, Prospective | Candidate):
             return
         if len(role.granted) < majority(len(self.config.voters)):
+            return
+        if not self.is_voter:  # on a data dir the quorum does not know: never stands
             return
         if isinstance(role, Prospective):
             self._to_candidate(log, now_ms, effects)
@@ -440,8 +486,11 @@ class QuorumCore:
 
     def _on_vote_request(self, src: int, req: VoteRequest, log: QuorumLogView, now_ms: int,
                          effects: list[QuorumEffect]) -> None:
-        log_ok = log_is_up_to_date(req.last_epoch, req.last_epoch_end_offset,
-                                   last_log_epoch(log), log.log_end_offset)
+        # KIP-853: only a voter on its known data dir votes, only for a candidate on its own.
+        log_ok = (log_is_up_to_date(req.last_epoch, req.last_epoch_end_offset,
+                                    last_log_epoch(log), log.log_end_offset)
+                  and self.is_voter
+                  and accepts(self.directories, req.candidate_id, req.candidate_directory_id))
         if req.pre_vote:
             # A question only: nobody's epoch, vote or timer changes (KIP-996). Refused by a
             # leader and by a follower that has heard from its leader in this term.
@@ -451,7 +500,8 @@ class QuorumCore:
             grant = req.candidate_epoch >= self.epoch and log_ok and not busy
             effects.append(Send(src, VoteResponse(self.node_id, self.epoch,
                                                   NO_LEADER if grant else self.leader_id,
-                                                  grant, pre_vote=True)))
+                                                  grant, pre_vote=True,
+                                                  voter_directory_id=self.directory_id)))
             return
         if req.candidate_epoch > self.epoch:
             self._to_unattached(req.candidate_epoch, now_ms, effects)
@@ -463,7 +513,8 @@ class QuorumCore:
         if grant:  # persisted (by the effect order) before the answer leaves
             self._become(Unattached(self.epoch, req.candidate_id, self._election_deadline(now_ms)),
                          effects)
-        effects.append(Send(src, VoteResponse(self.node_id, self.epoch, self.leader_id, grant)))
+        effects.append(Send(src, VoteResponse(self.node_id, self.epoch, self.leader_id, grant,
+                                              voter_directory_id=self.directory_id)))
 
     def _on_vote_response(self, src: int, resp: VoteResponse, log: QuorumLogView, now_ms: int,
                           effects: list[QuorumEffect]) -> None:
@@ -474,7 +525,7 @@ class QuorumCore:
             or (isinstance(role, Candidate) and not resp.pre_vote and resp.epoch == role.epoch))
         if not counts or not isinstance(role, Prospective | Candidate):
             return  # an answer to an earlier round or role
-        if resp.vote_granted:
+        if resp.vote_granted and accepts(self.directories, src, resp.voter_directory_id):
             self.role = replace(role, granted=role.granted | {src})
             self._maybe_won(log, now_ms, effects)
         else:
@@ -511,6 +562,17 @@ class QuorumCore:
         leo = log.log_end_offset
         start = log.log_start_offset
         snapshot = self.latest_snapshot
+        bindings = self.directories
+        # KIP-853: a voter id fetching from a data dir the quorum does not know is an observer:
+        # served, never counted (its progress of the lost directory is void) until re-admitted.
+        counted = (role.voter(src) is not None
+                   and accepts(bindings, src, req.replica_directory_id))
+        if role.voter(src) is not None:
+            self._update_progress(role, src, directory_id=req.replica_directory_id,
+                                  observed_offset=req.fetch_offset, acknowledged=counted,
+                                  forget=not counted)
+            role = self.role
+            assert isinstance(role, Leader)
         if snapshot is not None and start > 0 and (
                 req.fetch_offset < start
                 or req.last_fetched_epoch < self._log_start_epoch(log)):
@@ -518,11 +580,12 @@ class QuorumCore:
             # last epoch is older than anything the (start-truncated) epoch cache can place —
             # its end offset there would be a guess, and a divergence below the log start
             # cannot be cut. Answer with the SnapshotId (load it, then fetch after it).
-            if role.voter(src) is not None:
+            if counted:
                 self._update_progress(role, src, fetch_ms=now_ms)
             effects.append(Send(src, QuorumFetchResponse(
                 ErrorCode.NONE, role.epoch, self.node_id, req.fetch_offset, self.high_watermark,
-                start, leo, snapshot_end_offset=snapshot[0], snapshot_epoch=snapshot[1])))
+                start, leo, snapshot_end_offset=snapshot[0], snapshot_epoch=snapshot[1],
+                voter_directories=bindings)))
             return
         check = validate_fetch(MODE, log.epoch_cache, start, leo, req.fetch_offset,
                                req.last_fetched_epoch)
@@ -530,19 +593,21 @@ class QuorumCore:
             # The follower's log is not a prefix of ours: tell it where its epoch ends here.
             effects.append(Send(src, QuorumFetchResponse(
                 ErrorCode.NONE, role.epoch, self.node_id, req.fetch_offset, self.high_watermark,
-                start, leo, diverging=check.diverging)))
+                start, leo, diverging=check.diverging, voter_directories=bindings)))
             return
         if check.result is FetchValidation.OFFSET_OUT_OF_RANGE:
             effects.append(Send(src, QuorumFetchResponse(
                 ErrorCode.OFFSET_OUT_OF_RANGE, role.epoch, self.node_id, req.fetch_offset,
                 self.high_watermark, start, leo)))
             return
-        if role.voter(src) is not None:  # observers (brokers) are served, never counted
+        if counted:  # observers (brokers, a voter on a new data dir) are served, never counted
             self._update_progress(role, src, log_end_offset=req.fetch_offset, fetch_ms=now_ms)
             self._maybe_advance_high_watermark(log, effects)
+        self._maybe_bind(log, effects)
         effects.append(Send(src, QuorumFetchResponse(
             ErrorCode.NONE, role.epoch, self.node_id, req.fetch_offset, self.high_watermark,
-            start, leo, read_from=req.fetch_offset, read_upto=leo)))
+            start, leo, read_from=req.fetch_offset, read_upto=leo,
+            voter_directories=self.directories)))
 
     @staticmethod
     def _log_start_epoch(log: QuorumLogView) -> int:
@@ -550,15 +615,43 @@ class QuorumCore:
         return first.epoch if first is not None else -1
 
     def _update_progress(self, role: Leader, voter_id: int, *, log_end_offset: int | None = None,
-                         fetch_ms: int | None = None, acknowledged: bool = True) -> None:
+                         fetch_ms: int | None = None, acknowledged: bool = True,
+                         directory_id: str | None = None, observed_offset: int | None = None,
+                         forget: bool = False) -> None:
+        """``forget``: the voter fetched from a data dir the quorum does not know, so what its
+        lost directory had acknowledged no longer counts."""
         progress = tuple(
             replace(p,
-                    log_end_offset=p.log_end_offset if log_end_offset is None else log_end_offset,
-                    last_fetch_ms=p.last_fetch_ms if fetch_ms is None else fetch_ms,
-                    acknowledged=p.acknowledged or acknowledged)
+                    log_end_offset=(-1 if forget else p.log_end_offset if log_end_offset is None
+                                    else log_end_offset),
+                    last_fetch_ms=-1 if forget else p.last_fetch_ms if fetch_ms is None
+                    else fetch_ms,
+                    acknowledged=p.acknowledged or acknowledged,
+                    directory_id=p.directory_id if directory_id is None else directory_id,
+                    observed_offset=(p.observed_offset if observed_offset is None
+                                     else observed_offset))
             if p.voter_id == voter_id else p
             for p in role.progress)
         self.role = replace(role, progress=progress)
+
+    def _maybe_bind(self, log: QuorumLogView, effects: list[QuorumEffect]) -> None:
+        """The leader binds one voter at a time to its data dir with a ``voters`` record
+        (``voter_set.admission_candidate``): a voter not bound yet, or one back on a new data
+        dir that has caught up. Only once a record of this epoch is committed (Raft's rule
+        for a membership change), and one binding in flight at a time. Called on a fetch and
+        on the leader's tick, never inside an append of the shell's own records."""
+        role = self.role
+        if (not isinstance(role, Leader) or role.binding is not None
+                or self.high_watermark <= role.epoch_start_offset):
+            return
+        seen = [(self.node_id, self.directory_id, log.log_end_offset)]
+        seen.extend((p.voter_id, p.directory_id, p.observed_offset) for p in role.progress)
+        chosen = admission_candidate(self.directories, seen, self.high_watermark)
+        if chosen is None:
+            return
+        voter_id, directory_id = chosen
+        self.role = replace(role, binding=(voter_id, directory_id, log.log_end_offset))
+        effects.append(AppendVoters(role.epoch, voter_id, directory_id))
 
     def _maybe_advance_high_watermark(self, log: QuorumLogView,
                                       effects: list[QuorumEffect]) -> None:
@@ -567,9 +660,17 @@ class QuorumCore:
             return
         new = leader_high_watermark(self.high_watermark, role.epoch_start_offset,
                                     log.recovery_point, (p.log_end_offset for p in role.progress))
-        if new != self.high_watermark:
-            effects.append(HighWatermarkChanged(self.high_watermark, new))
-            self.high_watermark = new
+        if new == self.high_watermark:
+            return
+        effects.append(HighWatermarkChanged(self.high_watermark, new))
+        self.high_watermark = new
+        if role.binding is not None and new > role.binding[2]:
+            # The voters record is committed (by voters the quorum knew): the binding holds.
+            voter_id, directory_id, offset = role.binding
+            self.role = replace(role, binding=None)
+            self._set_directories(merge(self.directories,
+                                        [VoterDirectory(voter_id, directory_id, offset)]),
+                                  effects)
 
     def after_leader_append(self, log: QuorumLogView, now_ms: int) -> list[QuorumEffect]:
         """The leader appended and flushed: its own end offset counts now."""
@@ -610,6 +711,11 @@ class QuorumCore:
                 or role.leader_id != src or role.fetch_sent_ms < 0):
             return  # for an earlier epoch or leader, or not asked for
         role = replace(role, fetch_sent_ms=-1)
+        # Bindings only from the leader's fetch answer: a voter back on a new directory learns
+        # it is re-admitted from a leader whose epoch it then knows has a leader, so it never
+        # votes in that epoch (a vote it may have cast there before losing its disk). Hearing
+        # them in vote messages would break that (docs/quorum.md).
+        self._set_directories(merge(self.directories, resp.voter_directories), effects)
         if resp.fetch_offset != log.log_end_offset:  # the log moved since: a stale answer
             self.role = replace(role, next_fetch_ms=now_ms)
             return
@@ -671,7 +777,9 @@ class QuorumCore:
             effects.append(Send(src, FetchSnapshotResponse(
                 error, self.epoch, self.leader_id, req.snapshot_end_offset, req.snapshot_epoch)))
             return
-        if isinstance(role, Leader) and role.voter(src) is not None:
+        known = role.voter(src) if isinstance(role, Leader) else None
+        if (isinstance(role, Leader) and known is not None
+                and accepts(self.directories, src, known.directory_id)):
             self._update_progress(role, src, fetch_ms=now_ms)  # alive, for check quorum
         effects.append(Send(src, FetchSnapshotResponse(
             ErrorCode.NONE, self.epoch, self.node_id, req.snapshot_end_offset,

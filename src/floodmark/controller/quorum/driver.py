@@ -16,7 +16,7 @@ bytes on a crash). Every durability rule of the quorum is applied here, once:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -25,6 +25,7 @@ from floodmark.controller.quorum.effects import (
     AppendFetched,
     AppendLeaderChange,
     AppendSnapshotChunk,
+    AppendVoters,
     HighWatermarkChanged,
     PersistElectionState,
     QuorumEffect,
@@ -42,6 +43,7 @@ from floodmark.controller.quorum.rules import QuorumLogView
 from floodmark.records import Record, build_batch
 
 LEADER_CHANGE = "leader_change"
+VOTERS = "voters"
 MAX_FETCH_BYTES = 1 << 20
 
 
@@ -120,6 +122,11 @@ def leader_change_record(effect: AppendLeaderChange) -> bytes:
                        "voters": list(effect.voters)}, sort_keys=True).encode()
 
 
+def voters_record(effect: AppendVoters) -> bytes:
+    return json.dumps({"type": VOTERS, "epoch": effect.epoch, "voter": effect.voter_id,
+                       "directory_id": effect.directory_id}, sort_keys=True).encode()
+
+
 @dataclass(eq=False, slots=True)
 class QuorumDriver:
     core: QuorumCore
@@ -129,6 +136,9 @@ class QuorumDriver:
     fetch_max_bytes: int = MAX_FETCH_BYTES  # per answer; at least one whole batch (KIP-74)
     snapshots: SnapshotFiles | None = None  # None: no snapshots (the log is never cut)
     snapshot_chunk_bytes: int = MAX_FETCH_BYTES  # per FetchSnapshot answer
+    on_voters_record: Callable[[int, bytes], None] | None = None
+    """The leader appended a ``voters`` record of its own (offset, value): a shell that keeps
+    its own view of the log's offsets (the active controller) accounts for it."""
 
     def start(self, now_ms: int) -> None:
         self.apply(self.core.start(self.log, now_ms), now_ms)
@@ -164,10 +174,14 @@ class QuorumDriver:
                 self.state_file.write(effect.state)
             elif isinstance(effect, Send):
                 self.ports.send(effect.destination, effect.message, self._records_for(effect))
-            elif isinstance(effect, AppendLeaderChange):
-                batch = build_batch([Record(0, now_ms, None, leader_change_record(effect))])
-                self.log.append_as_leader(bytearray(batch), effect.epoch, now_ms)
+            elif isinstance(effect, AppendLeaderChange | AppendVoters):
+                value = (leader_change_record(effect) if isinstance(effect, AppendLeaderChange)
+                         else voters_record(effect))
+                batch = build_batch([Record(0, now_ms, None, value)])
+                info = self.log.append_as_leader(bytearray(batch), effect.epoch, now_ms)
                 self.log.flush(now_ms)
+                if isinstance(effect, AppendVoters) and self.on_voters_record is not None:
+                    self.on_voters_record(info.first_offset, value)
                 self.apply(self.core.after_leader_append(self.log, now_ms), now_ms)
             elif isinstance(effect, AppendFetched):
                 if records:

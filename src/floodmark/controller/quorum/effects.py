@@ -42,6 +42,17 @@ class AppendLeaderChange:
 
 
 @dataclass(frozen=True, slots=True)
+class AppendVoters:
+    """Append (as leader of ``epoch``) a ``voters`` record binding ``voter_id`` to the data dir
+    ``directory_id`` (KIP-853's VotersRecord, one voter at a time), flush, then
+    ``QuorumCore.after_leader_append``. The binding holds once the record is committed."""
+
+    epoch: int
+    voter_id: int
+    directory_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class AppendFetched:
     """Append the records that came with ``response`` as follower, flush them (a voter reports
     only what is on its disk), then ``QuorumCore.after_follower_append``."""
@@ -68,7 +79,8 @@ class RoleChanged:
 
 
 QuorumEffect = (PersistElectionState | Send | AppendLeaderChange | AppendFetched | TruncateTo
-                | HighWatermarkChanged | RoleChanged | AppendSnapshotChunk)
+                | HighWatermarkChanged | RoleChanged | AppendSnapshotChunk | AppendVoters)
 
-__all__ = ["AppendFetched", "AppendLeaderChange", "AppendSnapshotChunk", "HighWatermarkChanged", "PersistElectionState",
+__all__ = ["AppendFetched", "AppendLeaderChange", "AppendSnapshotChunk", "AppendVoters",
+           "HighWatermarkChanged", "PersistElectionState",
            "QuorumEffect", "RoleChanged", "Send", "TruncateTo"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from floodmark.controller.quorum.voter_set import Bindings
 from floodmark.errors import ErrorCode
 from floodmark.replication.epochs import EpochEndOffset
 
@@ -29,6 +30,7 @@ class VoteRequest:
     last_epoch: int
     last_epoch_end_offset: int
     pre_vote: bool = False
+    candidate_directory_id: str = ""  # KIP-853: the candidate's data dir
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +40,7 @@ class VoteResponse:
     leader_id: int
     vote_granted: bool
     pre_vote: bool = False
+    voter_directory_id: str = ""  # KIP-853: the data dir that voted
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +83,7 @@ class QuorumFetchRequest:
     fetch_offset: int
     last_fetched_epoch: int
     log_start_offset: int = 0
+    replica_directory_id: str = ""  # KIP-853: the fetcher's data dir
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +106,8 @@ class QuorumFetchResponse:
     """KIP-630's SnapshotId: the fetch offset is below the leader's log start; load this
     snapshot (FetchSnapshot), then fetch from its end offset. -1: none."""
     snapshot_epoch: int = -1
+    voter_directories: Bindings = ()
+    """The leader's committed voter bindings (``voter_set``), for the fetcher to keep."""
 
     @property
     def has_records(self) -> bool:

@@ -34,15 +34,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from floodmark.controller.quorum.messages import NO_LEADER
+from floodmark.controller.quorum.voter_set import Bindings
 
 
 @dataclass(frozen=True, slots=True)
 class ElectionState:
-    """Persisted: the epoch, the leader known for it, and this voter's vote in it."""
+    """Persisted: the epoch, the leader known for it, this voter's vote in it, and the
+    committed voter bindings (``voter_set``: which data dir each voter is)."""
 
     epoch: int = 0
     leader_id: int = NO_LEADER
     voted_for: int = NO_LEADER
+    directories: Bindings = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +84,10 @@ class VoterProgress:
     log_end_offset: int = -1
     last_fetch_ms: int = -1
     acknowledged: bool = False  # answered BeginQuorumEpoch or fetched in this epoch
+    directory_id: str = ""  # the data dir its last fetch named ("": unknown)
+    observed_offset: int = -1
+    """Its last fetch offset, counted or not: an observer on a new directory (not counted
+    towards the HW) is re-admitted once this reaches the HW."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +97,8 @@ class Leader:
     progress: tuple[VoterProgress, ...]  # the other voters, by id
     check_quorum_deadline_ms: int
     next_begin_epoch_ms: int
+    binding: tuple[int, str, int] | None = None
+    """A ``voters`` record appended and not yet committed: (voter id, directory, offset)."""
 
     def voter(self, voter_id: int) -> VoterProgress | None:
         for p in self.progress:

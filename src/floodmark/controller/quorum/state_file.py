@@ -1,5 +1,6 @@
 """The ``quorum-state`` file: the election state a voter must never forget (KRaft's file of the
-same name, JSON: ``leaderEpoch``, ``leaderId``, ``votedId``, ``data_version``).
+same name, JSON: ``leaderEpoch``, ``leaderId``, ``votedId``, ``data_version``; floodmark adds
+``voterDirectories``, the committed ``[voter id, directory id, bound at]`` bindings).
 
 Written durably (temp file, fsync, rename, fsync the directory) before the vote or the
 candidacy it records is sent. Unreadable content is refused loudly: starting with a forgotten
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 
 from floodmark.controller.quorum.roles import ElectionState
+from floodmark.controller.quorum.voter_set import VoterDirectory
 from floodmark.storage.checkpoints import write_text_atomically
 from floodmark.storage.fs import FileSystem
 
@@ -34,7 +36,9 @@ class QuorumStateFile:
         try:
             data = json.loads(self.fs.read_file(self.path).decode("utf-8"))
             state = ElectionState(int(data["leaderEpoch"]), int(data["leaderId"]),
-                                  int(data["votedId"]))
+                                  int(data["votedId"]), tuple(
+                                      VoterDirectory(int(v), str(d), int(at))
+                                      for v, d, at in data.get("voterDirectories", [])))
         except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
             raise CorruptQuorumStateError(f"{self.path} is unreadable ({exc}); refusing to "
                                           "start without the vote it holds") from None
@@ -44,6 +48,8 @@ class QuorumStateFile:
 
     def write(self, state: ElectionState) -> None:
         text = json.dumps({"leaderEpoch": state.epoch, "leaderId": state.leader_id,
-                           "votedId": state.voted_for, "data_version": DATA_VERSION},
+                           "votedId": state.voted_for, "data_version": DATA_VERSION,
+                           "voterDirectories": [[b.voter_id, b.directory_id, b.bound_at]
+                                                for b in state.directories]},
                           sort_keys=True)
         write_text_atomically(self.fs, self.path, text + "\n")
