@@ -246,3 +246,34 @@ def test_markers_are_not_replica_divergence() -> None:
     other = {"t-0": {1: {0: "a", 2: "z"}}}
     result = check_txn(h, other, {"t-0": [1]})
     assert [(x["broker"], x["offset"]) for x in result.anomalies["replicas_diverged"]] == [(1, 2)]
+
+
+def live_reads(ru: list[tuple[int, int, str]], rc: list[tuple[int, int, str]],
+               hw: dict[int, int], reached_rc: dict[int, int] | None = None
+               ) -> list[dict[str, Any]]:
+    """The whole-log reads before the final restart (processes ``live`` and ``live-rc``)."""
+    out = final(ru, rc, hw, reached_rc)
+    for event in out:
+        event["process"] = {"final": "live", "final-rc": "live-rc"}[event["process"]]
+    return out
+
+
+def test_a_commit_visible_before_the_restarts_and_lost_after() -> None:
+    """Issue 28 as the run shows it: read_committed has the value before every broker is
+    restarted, not after (the rebuilt index); the read before is an ordinary read."""
+    h = [*COMMITTED, *ABORTED, *live_reads(RU, RC, HW), *final(RU, [(1, 0, "b")], HW)]
+    result = check_txn(h)
+    assert [x["value"] for x in result.anomalies["lost_commit"]] == ["a"]
+    h = [*COMMITTED, *ABORTED, *live_reads(RU, RC, HW), *final(RU, [*RC, (0, 2, "c")], HW)]
+    result = check_txn(h)
+    assert [(x["value"], x["processes"]) for x in result.anomalies["aborted_read"]] == [
+        ("c", ["final-rc"])]
+
+
+def test_a_stuck_lso_before_the_restarts_counts_too() -> None:
+    h = [*COMMITTED, *ABORTED, *live_reads(RU, [(1, 0, "b")], HW, reached_rc={0: 0, 1: 2}),
+         *final(RU, RC, HW)]
+    result = check_txn(h)
+    assert [(x["process"], x["key"], x["reached"]) for x in result.anomalies["stuck_lso"]] == [
+        ("live-rc", "t-0", 0)]
+    assert bad(result) == {"stuck_lso": 1}
