@@ -23,7 +23,8 @@ happen and ``info`` that it may have) and ``f`` (what happened):
 The transactional workload (``producer-txn``) adds, per transaction ``txn`` (unique per run):
 
 * ``init`` (``init_transactions``), ``begin`` (``begin_transaction``);
-* ``send`` as above, with ``txn``;
+* ``send`` as above, with ``txn``; ``flush`` ``info`` (``remaining``) when the wait for a
+  transaction's acknowledgements before its end call timed out;
 * ``commit`` / ``abort``: the invoke carries ``values`` (every value sent in the transaction); the
   completion is ``ok``, or ``info`` with ``error`` and the error's flags (``retriable``,
   ``abortable``, ``fatal``): an error of ``commit_transaction`` leaves the outcome unknown until

@@ -13,7 +13,9 @@ way out (an exception, SIGINT, SIGTERM).
 ``workload="txn"`` runs Jepsen's queue with transactions instead: transactional producers
 (``producer-txn``) and a read_committed consumer by assignment; the final read is done twice,
 read_uncommitted then read_committed (``--sparse``: markers take offsets), and
-``checker.check_txn`` judges the history.
+``checker.check_txn`` judges the history. Before it (``final_restart``, on by default for this
+workload) the same two reads are done, then every broker is restarted in turn, so the final
+reads see what the brokers rebuilt from their files.
 """
 
 from __future__ import annotations
