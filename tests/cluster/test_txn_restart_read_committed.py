@@ -35,13 +35,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
 from floodmark.client.fetch import READ_COMMITTED, FetchClient, OffsetBounds
 from floodmark.cluster import LocalCluster, waiting
 from floodmark.records import HEADER_SIZE, BatchHeader
 from tests.cluster.helpers import cluster_progress, start_cluster, wait_progress
-from tests.compat.txn_helpers import create_topic
+from tests.compat.txn_helpers import create_topic, end_transaction
 
 pytestmark = pytest.mark.integration
 
@@ -200,21 +200,6 @@ def _holding(locks: list[threading.Lock]) -> Iterator[None]:
         yield
 
 
-def _end_txn(p: Producer, commit: bool) -> None:
-    for _ in range(20):  # retriable errors (a coordinator still loading): ask again
-        try:
-            if commit:
-                p.commit_transaction(60)
-            else:
-                p.abort_transaction(60)
-            return
-        except KafkaException as exc:
-            if not exc.args[0].retriable():
-                raise
-            time.sleep(0.2)
-    raise AssertionError("the transaction never ended")
-
-
 def _produce_acked(p: Producer, txn: Txn, sends: list[tuple[TP, bytes]]) -> None:
     """Send, flush, and record each record at its acknowledged offset."""
     errors: list[str] = []
@@ -275,7 +260,7 @@ def _producer_loop(w: Workload, index: int, seed: int) -> None:
                         end = w.layouts[tp].end()
                         assert end == ends[tp], (
                             f"{txn.txn_id}: the filler of {tp} ended at {end}, not {ends[tp]}")
-                _end_txn(p, txn.committed)
+                end_transaction(p, txn.committed)
                 _await_markers(w, ends)
                 for tp in held:  # the marker, and nothing else, right where it was expected
                     end = w.layouts[tp].end()
