@@ -627,8 +627,16 @@ def _decode_records(header: BatchHeader, payload: Buffer) -> list[Record]:
 def decode_batch(
     buffer: Buffer, position: int = 0, *, validate: bool = True
 ) -> tuple[BatchHeader, list[Record]]:
-    """Decode the batch at ``position`` into its header and records (decompressing as needed)."""
+    """Decode the batch at ``position`` into its header and records (decompressing as needed).
+    The buffer must hold the whole batch: a header-only view, or a batch cut by a read, is a
+    CorruptRecordError, never fewer records."""
     header = validate_batch_at(buffer, position) if validate else BatchHeader(buffer, position)
+    if position + header.size > len(buffer):
+        raise CorruptRecordError(
+            f"batch {header.base_offset} at position {position} is not whole in this buffer: "
+            f"{len(buffer) - position} of {header.size} bytes (a header-only view or a cut read)",
+            position,
+        )
     start = position + HEADER_SIZE
     payload: Buffer = memoryview(buffer)[start : position + header.size]
     if header.compression is not Compression.NONE:
@@ -697,9 +705,9 @@ def _marker_record(control_type: int, coordinator_epoch: int) -> bytes:
     return bytes(body)
 
 
-def read_end_txn_marker(header: BatchHeader) -> EndTxnMarker:
-    """The marker of a control batch (whose bytes ``header`` views). Raises CorruptRecordError
-    if it is not one: an unknown control type, a short key or value."""
+def _control_record(header: BatchHeader) -> tuple[int, Record]:
+    """The control type and record of a control batch (whose whole bytes ``header`` views).
+    Raises CorruptRecordError if the batch is not a well-formed control batch."""
     if not header.is_control:
         raise CorruptRecordError(f"batch {header.base_offset} is not a control batch",
                                  header.position)
@@ -708,7 +716,22 @@ def read_end_txn_marker(header: BatchHeader) -> EndTxnMarker:
         raise CorruptRecordError(f"control batch {header.base_offset} has no control key",
                                  header.position)
     _version, kind = _CONTROL_KEY.unpack_from(records[0].key)
-    value = records[0].value
+    return kind, records[0]
+
+
+def control_type_of(header: BatchHeader) -> int:
+    """The ``type`` of a control batch's record: ``ControlType`` values for transaction markers,
+    others (KRaft's leader change, snapshot headers...) for records a consumer skips. Raises
+    CorruptRecordError if the batch is not a whole, well-formed control batch."""
+    return _control_record(header)[0]
+
+
+def read_end_txn_marker(header: BatchHeader) -> EndTxnMarker:
+    """The marker of a control batch (whose whole bytes ``header`` views). Raises
+    CorruptRecordError if it is not one: an unknown control type, a short key or value, a
+    buffer that does not hold the whole batch."""
+    kind, record = _control_record(header)
+    value = record.value
     if kind not in (ControlType.ABORT, ControlType.COMMIT):
         raise CorruptRecordError(f"control batch {header.base_offset} has control type {kind}, "
                                  "not a transaction marker", header.position)
@@ -747,7 +770,6 @@ class AbortedTracker:
 
 
 def _is_abort_marker(hdr: BatchHeader) -> bool:
-    try:
-        return read_end_txn_marker(hdr).control_type is ControlType.ABORT
-    except CorruptRecordError:
-        return False  # an unknown control record ends nothing (as in Kafka's consumer)
+    """An unknown control type ends nothing (as in Kafka's consumer); a control batch that
+    cannot be decoded is corruption and raises."""
+    return control_type_of(hdr) == ControlType.ABORT

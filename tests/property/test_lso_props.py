@@ -162,6 +162,6 @@ def test_read_committed_shows_exactly_the_committed_records(
     assert shown == expected
     # A restart rebuilds the same open transactions and the same aborts.
     again = ProducerStateTable()
-    rebuilt = again.rebuild(log.iter_batch_headers(), core.high_watermark)
+    rebuilt = again.rebuild(log.iter_whole_batches(), core.high_watermark)
     assert again.open_transactions() == core.producers.open_transactions()
     assert rebuilt == log.collect_aborted_transactions(0, log.log_end_offset + 1)

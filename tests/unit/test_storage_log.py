@@ -453,20 +453,20 @@ def test_missing_index_files_are_rebuilt(fs_and_dir: tuple[FileSystem, str]) -> 
     assert reopened.offset_for_timestamp(7) == (14, 7, 0)
 
 
-def test_iter_batch_headers_range(fs_and_dir: tuple[FileSystem, str]) -> None:
+def test_iter_whole_batches_range(fs_and_dir: tuple[FileSystem, str]) -> None:
     fs, path = fs_and_dir
     log = Log.open(path, LogConfig(segment_bytes=len(batch(3)) * 2), fs=fs, now_ms=0)
     for epoch in range(6):
         log.append_as_leader(batch(3), leader_epoch=epoch, now_ms=0)
-    all_bases = [h.base_offset for h in log.iter_batch_headers()]
+    all_bases = [h.base_offset for h in log.iter_whole_batches()]
     assert all_bases == [0, 3, 6, 9, 12, 15]
-    assert [h.base_offset for h in log.iter_batch_headers(start_offset=4, end_offset=12)] == [
+    assert [h.base_offset for h in log.iter_whole_batches(start_offset=4, end_offset=12)] == [
         3,
         6,
         9,
     ]
-    assert [h.partition_leader_epoch for h in log.iter_batch_headers(start_offset=15)] == [5]
-    assert list(log.iter_batch_headers(start_offset=18)) == []
+    assert [h.partition_leader_epoch for h in log.iter_whole_batches(start_offset=15)] == [5]
+    assert list(log.iter_whole_batches(start_offset=18)) == []
 
 
 def test_data_dir_recovers_everything_when_recovery_checkpoint_is_corrupt() -> None:

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import struct
 
+import pytest
+
 from floodmark.errors import ErrorCode
-from floodmark.records import simple_batch
+from floodmark.records import ATTRIBUTES_POS, CRC_POS, CorruptRecordError, crc32c_of, simple_batch
 from floodmark.replication.driver import ReplicaDriver
 from floodmark.replication.election import PartitionRegistration
 from floodmark.replication.partition import Effect, Partition, PartitionConfig
@@ -208,3 +210,80 @@ def test_the_index_file_an_abort_creates_survives_a_power_loss_after_the_flush()
     leader.log.flush()
     fs.crash(lose_unsynced=True)
     assert _files(fs) == {f"{0:020d}.txnindex": [AbortedTxn(1, 1, 2, 3), AbortedTxn(1, 3, 4, 5)]}
+
+
+def _reopen_log(fs: MemoryFileSystem) -> Log:
+    return Log.open(PATH, LogConfig(), fs=fs, now_ms=0, recovery_point=2**62)
+
+
+def test_a_rebuild_the_log_refutes_never_replaces_a_right_index() -> None:
+    """Issue 28: a rebuild that misread a marker offered (a) an abort reaching back over an
+    earlier committed transaction of the same producer and (b) no entry for a real abort. The
+    log refutes (a) and bears out the file's entries: the index keeps them, and the file as it
+    was is kept as evidence."""
+    fs = MemoryFileSystem()
+    leader = Leader(fs, LogConfig())
+    leader.txn(1, 0)                 # 0
+    leader.end(1, committed=True)    # 1: committed
+    leader.txn(1, 1)                 # 2
+    leader.end(1, committed=False)   # 3: aborted [2, 3]
+    leader.txn(2, 0)                 # 4
+    leader.end(2, committed=False)   # 5: aborted [4, 5]
+    right = [AbortedTxn(1, 2, 3, 4), AbortedTxn(2, 4, 5, 6)]
+    assert leader.log.collect_aborted_transactions(0, 6) == right
+    leader.log.flush()
+    leader.log.close()
+    log = _reopen_log(fs)
+    wrong = [AbortedTxn(1, 0, 3, 4)]  # reaches back over offset 1's commit; lacks pid 2's
+    log.restore_aborted_transactions(wrong)
+    assert log.segments[0].txn_index.entries == right
+    name = f"{PATH}/{0:020d}.txnindex"
+    assert decode_entries(fs.read_file(name)) == right
+    assert decode_entries(fs.read_file(name + ".before-rebuild")) == right
+
+
+def test_a_rebuild_drops_entries_the_log_refutes_and_adds_those_it_bears_out() -> None:
+    fs = MemoryFileSystem()
+    leader = Leader(fs, LogConfig())
+    leader.txn(1, 0)                 # 0
+    leader.end(1, committed=False)   # 1: aborted [0, 1]
+    leader.txn(2, 0)                 # 2
+    leader.end(2, committed=True)    # 3: committed
+    leader.log.flush()
+    leader.log.close()
+    name = f"{PATH}/{0:020d}.txnindex"
+    bogus = [AbortedTxn(2, 2, 3, 4)]  # a commit written down as an abort
+    handle = fs.open(name)
+    handle.truncate(0)
+    handle.write(encode_entries(bogus))
+    handle.close()
+    log = _reopen_log(fs)
+    log.restore_aborted_transactions([AbortedTxn(1, 0, 1, 2)])
+    assert log.segments[0].txn_index.entries == [AbortedTxn(1, 0, 1, 2)]
+    assert decode_entries(fs.read_file(name + ".before-rebuild")) == bogus
+    # The evidence goes with its segment.
+    log.segments[0].delete(fs)
+    assert not fs.exists(name + ".before-rebuild")
+
+
+def test_an_unreadable_marker_is_corruption_named_by_its_offset() -> None:
+    """A marker whose record cannot be decoded (its CRC is made right again, as a bug writing
+    a bad marker would) stops the rebuild with its offset, instead of being taken for "not a
+    marker" and leaving its transaction open."""
+    fs = MemoryFileSystem()
+    leader = Leader(fs, LogConfig())
+    leader.txn(1, 0)                 # 0
+    leader.end(1, committed=False)   # 1
+    leader.log.flush()
+    leader.log.close()
+    segment = f"{PATH}/{0:020d}.log"
+    data = bytearray(fs.read_file(segment))
+    marker_at = len(data) - 78
+    data[-4:] = b"\xff\xff\xff\xff"  # the marker's value: garbage lengths
+    struct.pack_into(">I", data, marker_at + CRC_POS, crc32c_of(data[marker_at + ATTRIBUTES_POS:]))
+    handle = fs.open(segment)
+    handle.truncate(0)
+    handle.write(bytes(data))
+    handle.close()
+    with pytest.raises(CorruptRecordError, match="marker at offset 1"):
+        Leader(fs, LogConfig(), recovery_point=2)

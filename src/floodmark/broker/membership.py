@@ -18,6 +18,7 @@ from floodmark.broker.context import BrokerInfo, MembershipBase, PartitionKey
 from floodmark.broker.metadata import Controller, LocalController
 from floodmark.errors import KafkaError
 from floodmark.metadata import OFFSETS_TOPIC, CoordinatorType, TopicMeta
+from floodmark.records import CorruptRecordError
 from floodmark.replication.election import AlterPartitionRequest, PartitionRegistration
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,12 @@ class LocalMembership(MembershipBase):
                     # offline, the others are served.
                     log.error("partition %s-%d not opened: %s", meta.name, p.partition,
                               exc.message)
+                    continue
+                except CorruptRecordError as exc:
+                    # Corrupt data the open found (e.g. an unreadable transaction marker):
+                    # that partition stays offline, named with where; the others are served.
+                    log.error("partition %s-%d not opened: corrupt log: %s", meta.name,
+                              p.partition, exc)
                     continue
                 replicas = p.replicas or (host.node_id,)
                 ps.apply_metadata(PartitionRegistration(

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 
 from floodmark.metadata import coordinator_partition
 from floodmark.records import (
-    CorruptRecordError,
     Record,
     build_batch,
     decode_batch,
@@ -172,10 +171,9 @@ class OffsetStore:
         for chunk in read_batches():
             for position, header in iter_batches(chunk):
                 if header.is_control:
-                    try:
-                        marker = read_end_txn_marker(header)
-                    except CorruptRecordError:
-                        continue
+                    if header.producer_id < 0:
+                        continue  # not a transaction's (no producer): nothing to end
+                    marker = read_end_txn_marker(header)  # corrupt: raises, never skipped
                     n += self.on_transaction_marker(("", -1), header.producer_id,
                                                     header.producer_epoch, marker.committed)
                     continue

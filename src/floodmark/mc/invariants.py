@@ -180,7 +180,7 @@ def read_committed_view(model: Model, r: int, rep: ReplicaValue) -> tuple[int, l
     if found is None:
         live = live_replica(rep, model.partition_configs[r], model.batches)
         lso = live.partition.last_stable_offset
-        aborted = live.partition.producers.rebuild(live.log.iter_batch_headers(), rep.hw)
+        aborted = live.partition.producers.rebuild(live.log.iter_whole_batches(), rep.hw)
         tracker = AbortedTracker.from_response(
             [(a.producer_id, a.first_offset) for a in aborted if a.first_offset < lso])
         data = live.log.read(0, lso)

@@ -301,7 +301,7 @@ class ModelLog:
             self.batches.encode(o, *self.entries[o]) for o in range(start, min(upto, len(self.entries)))
         )
 
-    def iter_batch_headers(self) -> Iterator[BatchHeader]:
+    def iter_whole_batches(self) -> Iterator[BatchHeader]:
         data = self.read(0, len(self.entries))
         return (header for _position, header in iter_batches(data, validate=False))
 
@@ -373,7 +373,7 @@ def live_replica(value: ReplicaValue, config: PartitionConfig, batches: Batches)
     if has_transactions(value.log):
         # The producer state is a function of the log and the HW (what the broker rebuilds at
         # open), so a state need not carry it: the real table, rebuilt by its own rule.
-        partition.producers.rebuild(log.iter_batch_headers(), value.hw)
+        partition.producers.rebuild(log.iter_whole_batches(), value.hw)
     ports = ModelPorts()
     driver = ReplicaDriver(partition, log, ports)
     return LiveReplica(partition, log, driver, ports, value.proposal)

@@ -49,7 +49,9 @@ class ReplicaLog(LogView, Protocol):
     def maybe_increment_log_start_offset(self, offset: int, high_watermark: int) -> bool: ...
     def apply_retention(self, now_ms: int, high_watermark: int) -> int: ...
     def append_as_follower(self, records: bytes | bytearray | memoryview, now_ms: int) -> object: ...
-    def iter_batch_headers(self) -> Iterable[Any]: ...
+    def iter_whole_batches(self) -> Iterable[Any]:
+        """Every batch of the log, each a ``BatchHeader`` over a buffer holding the whole batch
+        (the producer state decodes the transaction markers)."""
     def append_aborted_transactions(self, entries: Sequence[AbortedTxn]) -> None: ...
     def restore_aborted_transactions(self, entries: Sequence[AbortedTxn]) -> None: ...
 
@@ -101,7 +103,7 @@ class ReplicaDriver:
         log's batches, and make the segments' aborted-transaction indexes hold exactly the
         aborts found (recovery may have cut a torn tail, or an index write may not have reached
         the disk before a crash). Idempotence and open transactions survive restarts."""
-        aborted = self.partition.producers.rebuild(self.log.iter_batch_headers(),
+        aborted = self.partition.producers.rebuild(self.log.iter_whole_batches(),
                                                    self.partition.high_watermark)
         self.partition.producers.on_log_start_offset(self.log.log_start_offset)
         self.log.restore_aborted_transactions(aborted)
@@ -109,7 +111,7 @@ class ReplicaDriver:
     def truncate_to(self, offset: int, reason: str) -> None:
         before = self.log.log_end_offset
         self.log.truncate_to(offset)  # the segments' aborted-transaction entries with it
-        self.partition.producers.rebuild(self.log.iter_batch_headers(),
+        self.partition.producers.rebuild(self.log.iter_whole_batches(),
                                          self.partition.high_watermark)
         self.ports.log_truncated(before, self.log.log_end_offset, reason, fully=False)
         self.apply(self.partition.after_truncate(self.log))

@@ -34,7 +34,6 @@ from typing import Any
 
 from floodmark.errors import ErrorCode
 from floodmark.records import (
-    BatchHeader,
     CorruptRecordError,
     EndTxnMarker,
     read_end_txn_marker,
@@ -59,16 +58,28 @@ class BatchMeta:
     is_transactional: bool
     is_control: bool = False
     marker: EndTxnMarker | None = None
-    """A control batch's commit/abort marker (None: not a control batch, or not decodable)."""
+    """A control batch's commit/abort marker (None: not a control batch, or one a client sent,
+    which the produce path refuses without reading it)."""
 
     @classmethod
     def from_header(cls, h: Any) -> BatchMeta:
-        """From a ``floodmark.records.BatchHeader`` (a control batch's marker is decoded from
-        the bytes the header views)."""
+        """From a ``floodmark.records.BatchHeader`` of a batch in the log: a control batch's
+        marker is decoded from the bytes the header views, which must be the whole batch. A
+        marker that cannot be read is corruption (the batch was validated when appended) and
+        raises CorruptRecordError naming its offset: never "not a marker", which would leave
+        its transaction open and misplace the next abort."""
         is_control = bool(h.attributes & 0x20)
+        marker = None
+        if is_control:
+            try:
+                marker = read_end_txn_marker(h)
+            except CorruptRecordError as exc:
+                raise CorruptRecordError(
+                    f"the transaction marker at offset {h.base_offset} (producer id "
+                    f"{h.producer_id}, epoch {h.producer_epoch}) cannot be read: {exc}",
+                    h.position) from exc
         return cls(h.producer_id, h.producer_epoch, h.base_sequence, h.records_count,
-                   h.last_offset_delta, bool(h.attributes & 0x10), is_control,
-                   _marker_of(h) if is_control else None)
+                   h.last_offset_delta, bool(h.attributes & 0x10), is_control, marker)
 
     @property
     def last_sequence(self) -> int:
@@ -76,8 +87,9 @@ class BatchMeta:
 
 
 def batch_metas(records: bytes | memoryview) -> list[BatchMeta] | None:
-    """Headers of the batches in a record set, or None if it is not a well-framed sequence of
-    magic-2 batches (the CRC and the rest are validated by storage on append)."""
+    """Headers of the batches in a record set a client sent, or None if it is not a
+    well-framed sequence of magic-2 batches (the CRC and the rest are validated by storage on
+    append). A client's control batch is flagged, not read: the produce path refuses it."""
     out = []
     pos = 0
     end = len(records)
@@ -88,19 +100,10 @@ def batch_metas(records: bytes | memoryview) -> list[BatchMeta] | None:
          pid, pepoch, base_seq, count) = _HEADER.unpack_from(records, pos)
         if magic != 2 or length < _HEADER.size - 12 or pos + 12 + length > end:
             return None
-        is_control = bool(attrs & 0x20)
         out.append(BatchMeta(pid, pepoch, base_seq, count, last_delta, bool(attrs & 0x10),
-                             is_control, _marker_of(BatchHeader(records, pos)) if is_control
-                             else None))
+                             bool(attrs & 0x20)))
         pos += 12 + length
     return out or None
-
-
-def _marker_of(header: BatchHeader) -> EndTxnMarker | None:
-    try:
-        return read_end_txn_marker(header)
-    except CorruptRecordError:
-        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,7 +264,8 @@ class ProducerStateTable:
                   marker_offset: int) -> AbortedTxn | None:
         marker = meta.marker
         if marker is None:
-            return None  # a control batch that is not a transaction marker
+            raise ValueError(f"producer {meta.producer_id}: a control batch at offset "
+                             f"{marker_offset} recorded without its marker")
         entry.coordinator_epoch = marker.coordinator_epoch
         first = entry.current_txn_first_offset
         if first < 0:

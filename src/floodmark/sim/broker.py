@@ -17,7 +17,6 @@ from floodmark.client.fetch import READ_COMMITTED
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.records import (
     AbortedTracker,
-    CorruptRecordError,
     decode_batch,
     iter_batches,
     read_end_txn_marker,
@@ -88,10 +87,7 @@ def decode_entries(buffer: bytes | bytearray | memoryview) -> list[tuple[int, in
         _, records = decode_batch(buffer, position, validate=False)
         epoch = header.partition_leader_epoch
         if header.is_control:
-            try:
-                committed = read_end_txn_marker(header).committed
-            except CorruptRecordError:
-                committed = False
+            committed = read_end_txn_marker(header).committed
             label = marker_label(header.producer_id, committed)
             out.extend((r.offset, epoch, label) for r in records)
             continue

@@ -62,7 +62,7 @@ from floodmark.replication.producer_state import AbortedTxn
 from floodmark.storage.checkpoints import CorruptCheckpointError, OffsetCheckpointFile
 from floodmark.storage.fs import FileHandle, FileSystem
 from floodmark.storage.log import Log
-from floodmark.storage.segment import MAX_RELATIVE_OFFSET, Segment, scan_batches
+from floodmark.storage.segment import MAX_RELATIVE_OFFSET, Segment, scan_headers
 
 logger = logging.getLogger(__name__)
 
@@ -228,7 +228,7 @@ def last_batch_of_producers(sources: list[Source]) -> dict[int, int]:
     """producer id -> base offset of its last batch in ``sources`` (those batches are kept)."""
     last: dict[int, int] = {}
     for handle, size in sources:
-        for _position, header in scan_batches(handle, 0, size, validate=False):
+        for _position, header in scan_headers(handle, 0, size):
             if header.producer_id >= 0:
                 last[header.producer_id] = header.base_offset
     return last

@@ -47,6 +47,10 @@ class LogConfig:
     min_compaction_lag_ms: int = 0
     max_compaction_lag_ms: int = LONG_MAX
     delete_retention_ms: int = DAY_MS
+    # Not a Kafka setting: how much of a segment file one read takes when the log scans its
+    # batches (recovery, the producer-state rebuild, index rebuilds). Tests and the simulator
+    # make it small so that batches straddle read boundaries everywhere.
+    scan_chunk_bytes: int = 64 * 1024
 
     @property
     def compact(self) -> bool:
@@ -69,6 +73,9 @@ class LogConfig:
             raise ValueError("flush_interval_messages must be positive")
         if self.flush_interval_ms is not None and self.flush_interval_ms < 0:
             raise ValueError("flush_interval_ms must be >= 0")
+        if self.scan_chunk_bytes < 61:
+            raise ValueError(f"scan_chunk_bytes must be >= 61 (a batch header), got "
+                             f"{self.scan_chunk_bytes}")
         if self.max_message_bytes <= 0:
             raise ValueError("max_message_bytes must be positive")
         policies = self.cleanup_policy.split(",")

@@ -53,6 +53,7 @@ from floodmark.storage.segment import (
     Segment,
     scan_batches,
 )
+from floodmark.storage.txn_index import EVIDENCE_SUFFIX, entry_mismatch
 
 logger = logging.getLogger(__name__)
 
@@ -501,10 +502,13 @@ class Log:
         return offset_for_timestamp(self.segments, self.log_start_offset, self.log_end_offset,
                                     self.epoch_cache, timestamp_ms)
 
-    def iter_batch_headers(
+    def iter_whole_batches(
         self, start_offset: int | None = None, end_offset: int | None = None
     ) -> Iterator[BatchHeader]:
-        """Headers of the batches overlapping [start_offset, end_offset) (defaults: whole log)."""
+        """The batches overlapping [start_offset, end_offset) (defaults: the whole log), each as a
+        header viewing its *whole* batch, so that what needs a batch's records (the producer
+        state rebuild reads every transaction marker) can decode them: ``scan_batches`` reads a
+        batch that straddles a read chunk in one piece."""
         start = self.log_start_offset if start_offset is None else start_offset
         end = self.log_end_offset if end_offset is None else end_offset
         if start >= end or not self.segments:
@@ -513,7 +517,8 @@ class Log:
             if segment.base_offset >= end:
                 return
             _, position = segment.index.lookup(start)
-            for _, header in scan_batches(segment.log, position, validate=False):
+            for _, header in scan_batches(segment.log, position, validate=False,
+                                          chunk_bytes=self.config.scan_chunk_bytes):
                 if header.base_offset >= end:
                     return
                 if header.last_offset >= start:
@@ -531,22 +536,75 @@ class Log:
             segment.dirty = True
 
     def restore_aborted_transactions(self, entries: Sequence[AbortedTxn]) -> None:
-        """At open: make every segment's index hold exactly the aborts the producer state found
-        in the log (rewriting only the files that differ)."""
+        """At open: make every segment's index hold the aborts the producer state found in the
+        log (rewriting only the files that differ). Where a file and the rebuild differ, every
+        differing entry is checked against the log itself (``txn_index.entry_mismatch``): the
+        index keeps the entries the log bears out, from either side, so a rebuild can never
+        make a right index worse; the old file is kept as ``.txnindex.before-rebuild`` and the
+        differences are logged, an entry of the rebuild the log refutes as an error."""
         self._check_open()
         by_segment: defaultdict[int, list[AbortedTxn]] = defaultdict(list)
         for entry in entries:
             by_segment[self._segment_for(entry.last_offset)].append(entry)
         changed = 0
         for i, segment in enumerate(self.segments):
-            if segment.txn_index.restore(by_segment.get(i, [])):
+            rebuilt = by_segment.get(i, [])
+            current = segment.txn_index.entries
+            if rebuilt == current:
+                continue
+            kept = self._checked_aborts(segment, current, rebuilt)
+            if segment.txn_index.keep_evidence():
+                self._dir_dirty = True
+            if segment.txn_index.restore(kept):
                 segment.dirty = True
                 self._dir_dirty = True
                 changed += 1
         if changed:
             logger.warning("%s rebuilt the aborted-transaction index of %d segment(s) from the "
-                           "log", self._ctx(), changed)
+                           "log (the previous files are kept as *%s)", self._ctx(), changed,
+                           EVIDENCE_SUFFIX)
             self.flush()
+
+    def _checked_aborts(self, segment: Segment, current: list[AbortedTxn],
+                        rebuilt: list[AbortedTxn]) -> list[AbortedTxn]:
+        """The entries of ``rebuilt`` and ``current`` (a segment's index file) that the log
+        bears out, in marker order; each difference logged."""
+        def key(entry: AbortedTxn) -> tuple[int, int, int]:
+            return entry.producer_id, entry.first_offset, entry.last_offset
+
+        def mismatch(entry: AbortedTxn) -> str | None:
+            return entry_mismatch(entry, self.iter_whole_batches(
+                max(entry.first_offset, self.log_start_offset), entry.last_offset + 1))
+
+        rebuilt_keys = {key(e) for e in rebuilt}
+        current_keys = {key(e) for e in current}
+        kept: dict[int, AbortedTxn] = {}
+        for entry in rebuilt:
+            if key(entry) in current_keys:
+                kept[entry.last_offset] = entry
+                continue
+            why = mismatch(entry)
+            if why is None:
+                logger.warning("%s segment %d: the rebuild adds the abort %s, which the index "
+                               "file lacked", self._ctx(), segment.base_offset, entry)
+                kept[entry.last_offset] = entry
+            else:
+                logger.error("%s segment %d: the rebuilt aborted-transaction index holds %s, "
+                             "which the log refutes (%s); left out", self._ctx(),
+                             segment.base_offset, entry, why)
+        for entry in current:
+            if key(entry) in rebuilt_keys:
+                continue
+            why = mismatch(entry)
+            if why is None:
+                logger.error("%s segment %d: the rebuilt aborted-transaction index lacks %s, "
+                             "which the log bears out; kept", self._ctx(), segment.base_offset,
+                             entry)
+                kept.setdefault(entry.last_offset, entry)
+            else:
+                logger.warning("%s segment %d: the index file's entry %s is not in the log "
+                               "(%s); dropped", self._ctx(), segment.base_offset, entry, why)
+        return [kept[last] for last in sorted(kept)]
 
     def collect_aborted_transactions(self, fetch_offset: int,
                                      upper_bound_offset: int) -> list[AbortedTxn]:
@@ -594,11 +652,11 @@ class Log:
             active.index.truncate_to_position(position)
             active.time_index.truncate_to_offset(new_end)
             active.txn_index.truncate_to(new_end)
-            active.recompute_max_timestamp()
+            active.recompute_max_timestamp(self.config.scan_chunk_bytes)
             active.dirty = True
         else:
             # Only whole segments at or above ``offset`` had to go.
-            new_end = active.next_offset()
+            new_end = active.next_offset(self.config.scan_chunk_bytes)
         old_end = self.log_end_offset
         self.log_end_offset = new_end
         self._flush_generation += 1

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from floodmark.records import HEADER_SIZE, NO_TIMESTAMP, BatchHeader, decode_batch
 from floodmark.replication.epochs import EpochCache
 from floodmark.storage.file_slice import FileSlice
-from floodmark.storage.segment import Segment, scan_batches
+from floodmark.storage.segment import Segment, scan_headers
 
 # ListOffsets special timestamps.
 LATEST_TIMESTAMP = -1
@@ -151,7 +151,7 @@ def offset_for_timestamp(segments: Sequence[Segment], log_start_offset: int,
             continue
         start = max(segment.time_index.lookup_below(timestamp_ms), log_start_offset)
         _, position = segment.index.lookup(start)
-        for pos, header in scan_batches(segment.log, position, validate=False):
+        for pos, header in scan_headers(segment.log, position):
             if (
                 header.max_timestamp < timestamp_ms
                 or header.next_offset <= log_start_offset

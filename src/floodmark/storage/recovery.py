@@ -29,9 +29,10 @@ from floodmark.storage.segment import (
     MAX_RELATIVE_OFFSET,
     Segment,
     scan_batches,
+    scan_headers,
 )
 from floodmark.storage.swap import CLEANED_SUFFIX, SWAP_SUFFIX, complete_swaps
-from floodmark.storage.txn_index import TXN_INDEX_SUFFIX
+from floodmark.storage.txn_index import TXN_INDEX_EVIDENCE_SUFFIX, TXN_INDEX_SUFFIX
 
 logger = logging.getLogger(__name__)
 
@@ -105,7 +106,7 @@ class _Recovery:
 
         recovered = self._recover_segments(bases, recovery_point)
         if self.segments:
-            log_end_offset = self.segments[-1].next_offset()
+            log_end_offset = self.segments[-1].next_offset(self.config.scan_chunk_bytes)
             if not clean_shutdown or log_end_offset != recovery_point:
                 # Data past the recovery point may exist only in the page cache (the previous
                 # process died before flushing): it becomes durable before the recovery point
@@ -184,7 +185,7 @@ class _Recovery:
             stem, dot, suffix = name.partition(".")
             if (
                 dot
-                and "." + suffix in (*INDEX_SUFFIXES, TXN_INDEX_SUFFIX)
+                and "." + suffix in (*INDEX_SUFFIXES, TXN_INDEX_SUFFIX, TXN_INDEX_EVIDENCE_SUFFIX)
                 and stem.isdigit()
                 and int(stem) not in bases
             ):
@@ -215,7 +216,8 @@ class _Recovery:
                         self._ctx(),
                         base,
                     )
-                    segment.rebuild_indexes(self.config.index_interval_bytes)
+                    segment.rebuild_indexes(self.config.index_interval_bytes,
+                                            chunk_bytes=self.config.scan_chunk_bytes)
                     segment.on_become_inactive()
                     segment.dirty = True
                 segment.release_index_files()
@@ -225,7 +227,7 @@ class _Recovery:
             truncated_at = self._recover_segment(segment, recovery_point)
             cut = segment.dirty  # the segment file was truncated
             if truncated_at is None and next_base is not None:
-                segment_end = segment.next_offset()
+                segment_end = segment.next_offset(self.config.scan_chunk_bytes)
                 # A compacted log may end a segment early (the cleaner removed its last
                 # records); the next segment must still not start inside this one.
                 bad_end = (segment_end > next_base if self.gaps_allowed
@@ -251,7 +253,8 @@ class _Recovery:
                 recovered_from = truncated_at
                 # Everything after a corrupt point is discarded: later segments too.
                 for later in bases[i + 1 :]:
-                    for suffix in (LOG_SUFFIX, *INDEX_SUFFIXES, TXN_INDEX_SUFFIX):
+                    for suffix in (LOG_SUFFIX, *INDEX_SUFFIXES, TXN_INDEX_SUFFIX,
+                                   TXN_INDEX_EVIDENCE_SUFFIX):
                         full = f"{self.path}/{later:020d}{suffix}"
                         if fs.exists(full):
                             fs.remove(full)
@@ -302,7 +305,8 @@ class _Recovery:
         reason = ""
         try:
             gaps_allowed = self.gaps_allowed  # the cleaner leaves gaps between batches
-            for position, header in scan_batches(segment.log, start_position, validate=True):
+            for position, header in scan_batches(segment.log, start_position, validate=True,
+                                                 chunk_bytes=self.config.scan_chunk_bytes):
                 if header.base_offset != expected and not (
                     gaps_allowed and header.base_offset > expected
                 ):
@@ -345,7 +349,8 @@ class _Recovery:
         for segment in self.segments:
             if segment.base_offset >= log_end_offset:
                 break
-            for _, header in scan_batches(segment.log, 0, validate=False):
+            for _, header in scan_headers(segment.log, 0,
+                                          chunk_bytes=self.config.scan_chunk_bytes):
                 if header.base_offset >= log_end_offset:
                     break
                 if header.last_offset >= log_start_offset and header.partition_leader_epoch >= 0:

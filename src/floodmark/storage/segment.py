@@ -290,16 +290,21 @@ def scan_batches(
     validate: bool,
     chunk_bytes: int = SCAN_CHUNK_BYTES,
 ) -> Iterator[tuple[int, BatchHeader]]:
-    """Yield (file position, header) of consecutive batches in a segment file.
+    """Yield (file position, header) of consecutive *whole* batches in a segment file: each
+    header views a buffer that holds its entire batch, wherever the batch falls relative to the
+    read chunks, so its records (a transaction marker, say) can be decoded. A batch longer than
+    ``chunk_bytes`` is read in one piece.
 
-    With ``validate`` each batch is fully checked (CRC etc.) and a CorruptRecordError carrying the
-    *file* position is raised at the first bad or truncated batch. Without it only headers are
-    read (for lookups over data already validated on append or recovery).
+    With ``validate`` each batch is fully checked (CRC etc.); without it only the framing is (for
+    data validated on append or recovery). Either way a CorruptRecordError carrying the *file*
+    position is raised at the first bad batch or at one that runs past ``end_position``.
+    Callers that need only the header fields use :func:`scan_headers`, which reads less.
     """
     end = handle.size() if end_position is None else end_position
     position = start_position
     chunk = b""
     chunk_start = position
+    chunk_bytes = max(chunk_bytes, HEADER_SIZE)
     while position < end:
         rel = position - chunk_start
         if rel < 0 or rel + HEADER_SIZE > len(chunk):
@@ -308,32 +313,78 @@ def scan_batches(
             rel = 0
         if len(chunk) - rel < LOG_OVERHEAD or (len(chunk) - rel < HEADER_SIZE and not validate):
             raise CorruptRecordError(
-                f"truncated record batch at position {position}: {len(chunk) - rel} bytes left",
+                f"truncated record batch at position {position}: {len(chunk) - rel} bytes left "
+                f"(segment {handle.path})",
                 position,
             )
+        size = LOG_OVERHEAD + int.from_bytes(chunk[rel + 8 : rel + 12], "big", signed=True)
         try:
+            if size >= HEADER_SIZE and rel + size > len(chunk) and position + size <= end:
+                # The batch runs past this chunk: read it whole, with what follows it.
+                chunk_start = position
+                chunk = handle.read_at(position, min(max(size, chunk_bytes), end - position))
+                rel = 0
             if validate:
-                size = LOG_OVERHEAD + int.from_bytes(chunk[rel + 8 : rel + 12], "big", signed=True)
-                if size >= HEADER_SIZE and rel + size > len(chunk) and position + size <= end:
-                    # The batch runs past this chunk: read it whole.
-                    chunk_start = position
-                    chunk = handle.read_at(position, max(size, min(chunk_bytes, end - position)))
-                    rel = 0
                 header = validate_batch_at(
                     memoryview(chunk)[: min(len(chunk), end - chunk_start)], rel
                 )
+            elif size < HEADER_SIZE:
+                raise CorruptRecordError(
+                    f"record batch at position {position} has batchLength {size - LOG_OVERHEAD}",
+                    position,
+                )
+            elif position + size > end:
+                raise CorruptRecordError(
+                    f"truncated record batch at position {position}: {size} bytes long, "
+                    f"{end - position} left",
+                    position,
+                )
             else:
                 header = BatchHeader(chunk, rel)
-                if header.batch_length < HEADER_SIZE - LOG_OVERHEAD:
-                    raise CorruptRecordError(
-                        f"record batch at position {position} has batchLength "
-                        f"{header.batch_length}",
-                        position,
-                    )
         except CorruptRecordError as exc:
             raise CorruptRecordError(
                 f"{exc} (segment {handle.path}, file position {position})", position
             ) from exc
+        yield position, header
+        position += size
+
+
+def scan_headers(
+    handle: FileHandle,
+    start_position: int = 0,
+    end_position: int | None = None,
+    *,
+    chunk_bytes: int = SCAN_CHUNK_BYTES,
+) -> Iterator[tuple[int, BatchHeader]]:
+    """Yield (file position, header) of consecutive batches, reading only what the headers need
+    (offsets, timestamps, sizes, producer fields) for lookups over data validated on append or
+    recovery. Each header views a copy of its 61 header bytes and nothing more, so decoding
+    its records fails every time rather than whenever the batch happens to fit in a chunk:
+    whatever needs a batch's contents uses :func:`scan_batches`."""
+    end = handle.size() if end_position is None else end_position
+    position = start_position
+    chunk = b""
+    chunk_start = position
+    chunk_bytes = max(chunk_bytes, HEADER_SIZE)
+    while position < end:
+        rel = position - chunk_start
+        if rel < 0 or rel + HEADER_SIZE > len(chunk):
+            chunk_start = position
+            chunk = handle.read_at(position, min(chunk_bytes, end - position))
+            rel = 0
+        if len(chunk) - rel < HEADER_SIZE:
+            raise CorruptRecordError(
+                f"truncated record batch header at position {position}: {len(chunk) - rel} "
+                f"bytes left (segment {handle.path})",
+                position,
+            )
+        header = BatchHeader(chunk[rel : rel + HEADER_SIZE])
+        if header.batch_length < HEADER_SIZE - LOG_OVERHEAD:
+            raise CorruptRecordError(
+                f"record batch at position {position} has batchLength {header.batch_length} "
+                f"(segment {handle.path})",
+                position,
+            )
         yield position, header
         position += header.size
 
@@ -399,7 +450,7 @@ class Segment:
 
     def file_paths(self) -> list[str]:
         return [self.log.path, self.index.file.path, self.time_index.file.path,
-                self.txn_index.path]
+                self.txn_index.path, self.txn_index.evidence_path]
 
     def delete(self, fs: FileSystem) -> None:
         """Close the segment and remove its files."""
@@ -509,11 +560,11 @@ class Segment:
         return ok
 
     # -- lookups ------------------------------------------------------------------------------
-    def next_offset(self) -> int:
+    def next_offset(self, chunk_bytes: int = SCAN_CHUNK_BYTES) -> int:
         """Next offset after the segment's last batch (its base offset when empty)."""
         _, start = self.index.lookup(2**63 - 1)
         next_offset = self.base_offset
-        for _, header in scan_batches(self.log, start, validate=False):
+        for _, header in scan_headers(self.log, start, chunk_bytes=chunk_bytes):
             next_offset = header.next_offset
         return next_offset
 
@@ -533,8 +584,8 @@ class Segment:
             limit = len(chunk) - HEADER_SIZE
             while rel <= limit:
                 base, length, delta = _SCAN_PREFIX.unpack_from(chunk, rel)
-                if base + delta >= offset:
-                    return position + rel, BatchHeader(chunk, rel)
+                if base + delta >= offset:  # a header-only view (see scan_headers)
+                    return position + rel, BatchHeader(chunk[rel : rel + HEADER_SIZE])
                 if length < HEADER_SIZE - LOG_OVERHEAD:
                     raise CorruptRecordError(
                         f"record batch at position {position + rel} has batchLength {length} "
@@ -550,7 +601,7 @@ class Segment:
             position += rel
         return None
 
-    def recompute_max_timestamp(self) -> None:
+    def recompute_max_timestamp(self, chunk_bytes: int = SCAN_CHUNK_BYTES) -> None:
         """After a truncation: the time index's last entry holds the maximum timestamp up to
         the last offset-index entry (both were truncated consistently); scan from there."""
         time_index = self.time_index
@@ -560,7 +611,7 @@ class Segment:
         )
         self.bytes_since_last_index_entry = 0
         start = self.index.positions[-1] if self.index.positions else 0
-        for _, header in scan_batches(self.log, start, validate=False):
+        for _, header in scan_headers(self.log, start, chunk_bytes=chunk_bytes):
             if header.max_timestamp > self.max_timestamp:
                 self.max_timestamp = header.max_timestamp
                 self.offset_of_max_timestamp = header.last_offset
@@ -568,7 +619,8 @@ class Segment:
         if self.size == 0:
             self.roll_base_ms = None
 
-    def rebuild_indexes(self, index_interval_bytes: int, *, from_position: int = 0) -> None:
+    def rebuild_indexes(self, index_interval_bytes: int, *, from_position: int = 0,
+                        chunk_bytes: int = SCAN_CHUNK_BYTES) -> None:
         """Recreate index entries from ``from_position`` by scanning (headers only)."""
         if from_position == 0:
             self.index.reset()
@@ -576,7 +628,7 @@ class Segment:
             self.max_timestamp = NO_TIMESTAMP
             self.offset_of_max_timestamp = self.base_offset
         self.bytes_since_last_index_entry = 0
-        for position, header in scan_batches(self.log, from_position, validate=False):
+        for position, header in scan_headers(self.log, from_position, chunk_bytes=chunk_bytes):
             self.note_header(header, position, index_interval_bytes)
 
     def __repr__(self) -> str:
@@ -591,5 +643,6 @@ __all__ = [
     "Segment",
     "TimeIndex",
     "scan_batches",
+    "scan_headers",
     "segment_file_name",
 ]

@@ -19,7 +19,7 @@ from floodmark.storage.segment import (
     INDEX_SUFFIXES,
     LOG_SUFFIX,
     Segment,
-    scan_batches,
+    scan_headers,
     segment_file_name,
 )
 from floodmark.storage.txn_index import TXN_INDEX_SUFFIX
@@ -122,7 +122,7 @@ def complete_swaps(fs: FileSystem, dir_path: str, context: str) -> bool:
         end = base + 1
         handle = fs.open(swap_path, create=False)
         try:
-            for _position, header in scan_batches(handle, 0, validate=False):
+            for _position, header in scan_headers(handle, 0):
                 end = header.next_offset
         except CorruptRecordError:
             pass  # it was fsynced whole; at worst fewer old segments are replaced

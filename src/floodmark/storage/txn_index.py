@@ -12,7 +12,11 @@ began below that LSO was complete, and indexed, before it.
 
 The file exists only for segments with aborts (as in Kafka). Entries are kept in memory once
 read. What the producer state finds in the log is the truth: at open, ``Log`` makes the files
-agree with it (``restore``), which covers a torn tail and an entry lost in a crash.
+agree with it (``restore``), which covers a torn tail and an entry lost in a crash. A rebuild
+must never replace a right index with a wrong one, so where the file and the rebuild differ,
+each differing entry is checked against the log (:func:`entry_mismatch`), only entries the log
+bears out are kept, and the file as it was is kept beside it as evidence
+(``<base>.txnindex.before-rebuild``).
 """
 
 from __future__ import annotations
@@ -20,10 +24,14 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable, Sequence
 
+from floodmark.records import BatchHeader, ControlType, CorruptRecordError, control_type_of
 from floodmark.replication.producer_state import AbortedTxn
 from floodmark.storage.fs import FileHandle, FileSystem
 
 TXN_INDEX_SUFFIX = ".txnindex"
+EVIDENCE_SUFFIX = ".before-rebuild"
+"""Appended to a ``.txnindex`` path: the file as it was before a rebuild that changed it."""
+TXN_INDEX_EVIDENCE_SUFFIX = TXN_INDEX_SUFFIX + EVIDENCE_SUFFIX
 TXN_INDEX_VERSION = 0
 _ENTRY = struct.Struct(">hqqqq")
 ENTRY_BYTES = _ENTRY.size
@@ -44,6 +52,43 @@ def decode_entries(data: bytes) -> list[AbortedTxn]:
             break
         out.append(AbortedTxn(pid, first, last, stable))
     return out
+
+
+def entry_mismatch(entry: AbortedTxn, batches: Iterable[BatchHeader]) -> str | None:
+    """Why ``entry`` is not an aborted transaction of the log, or None if the log bears it out.
+    ``batches``: the log's whole batches overlapping [first_offset, last_offset], in order.
+
+    The rule, checked without the producer state (an independent witness of the rebuild): the
+    batch at ``last_offset`` is an ABORT marker of the producer; the batch at ``first_offset``
+    is that producer's transactional batch (or the marker itself: an abort with nothing
+    written); no other marker of the producer lies between them (an entry reaching back over
+    an earlier, completed transaction would hide it from read_committed consumers)."""
+    pid = entry.producer_id
+    first_seen = False
+    for header in batches:
+        if header.last_offset < entry.first_offset:
+            continue
+        if not first_seen:
+            first_seen = True
+            if header.base_offset != entry.first_offset or header.producer_id != pid or not (
+                    header.is_transactional):
+                return (f"no transactional batch of producer {pid} starts at offset "
+                        f"{entry.first_offset}")
+        if header.producer_id != pid or not header.is_control:
+            if header.base_offset > entry.last_offset:
+                break
+            continue
+        try:
+            kind = control_type_of(header)
+        except CorruptRecordError as exc:
+            return f"the marker at offset {header.base_offset} cannot be read: {exc}"
+        if header.base_offset < entry.last_offset:
+            return (f"producer {pid} completed a transaction at offset {header.base_offset}, "
+                    f"inside [{entry.first_offset}, {entry.last_offset}]")
+        if header.base_offset == entry.last_offset and kind == ControlType.ABORT:
+            return None
+        break
+    return f"no ABORT marker of producer {pid} at offset {entry.last_offset}"
 
 
 class TxnIndex:
@@ -96,6 +141,25 @@ class TxnIndex:
         if list(entries) == self.entries:
             return False
         self._rewrite(list(entries))
+        return True
+
+    @property
+    def evidence_path(self) -> str:
+        return self.path + EVIDENCE_SUFFIX
+
+    def keep_evidence(self) -> bool:
+        """Copy the file as it is now to :attr:`evidence_path` (replacing an older copy), before
+        a rebuild changes it; False if there is no file."""
+        if not self._fs.exists(self.path):
+            return False
+        data = self._fs.read_file(self.path)
+        handle = self._fs.open(self.evidence_path)
+        try:
+            handle.truncate(0)
+            handle.write(data)
+            handle.fsync()
+        finally:
+            handle.close()
         return True
 
     def _rewrite(self, entries: list[AbortedTxn]) -> None:
