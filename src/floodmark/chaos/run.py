@@ -65,6 +65,7 @@ WORKLOADS = ("plain", "txn")
 # after which the coordinator aborts whatever a producer left open. Still below it: stuck.
 TXN_TIMEOUT_MS = 10_000
 LSO_WAIT_S = 45.0
+FIND_COORDINATOR_ATTEMPTS = 10
 
 
 @dataclass
@@ -320,12 +321,19 @@ def _workload_and_faults(config: ChaosConfig, schedule: list[Any], lab: Lab, clu
         ids = [f"chaos-{p}" for p in txn_processes] or ["chaos-tp1"]
 
         def ask() -> list[int]:
+            # a coordinator being elected answers COORDINATOR_NOT_AVAILABLE: ask again, bounded
             with ClusterClient(cluster.bootstrap, timeout_s=3.0,
                                client_id="chaos-nemesis") as client:
-                resp = client.request_any(10, 4, {"key_type": 1, "coordinator_keys": ids})
-                return [int(c.node_id) for c in resp.coordinators if not int(c.error_code)]
+                for _attempt in range(FIND_COORDINATOR_ATTEMPTS):
+                    resp = client.request_any(10, 4, {"key_type": 1, "coordinator_keys": ids})
+                    named = [int(c.node_id) for c in resp.coordinators
+                             if not int(c.error_code)]
+                    if named:
+                        return named
+                    time.sleep(0.3)
+            return []
 
-        return list(run_in(executor, ask, 20.0))
+        return list(run_in(executor, ask, 30.0))
 
     nemesis = Nemesis(lab, cluster, observer, config.keys, say,
                       power_loss=bool(POWER_CUTS & set(expand(config.faults))),
