@@ -27,6 +27,11 @@ prove it):
   come from a newer fetch, e.g. a new leader's, than the one that delivered a record.)
 * ``replicas_diverged`` — at the end, a replica holds a record below the high watermark that is
   not the final read's record at that offset, or lacks one while it is in the ISR.
+
+``check_txn`` judges the transactional workload's history (Jepsen's queue with transactions):
+these checks with the read_uncommitted final read as the final log, then ``lost_commit``,
+``aborted_read`` (G1a), ``torn_transaction`` and ``stuck_lso`` against the read_committed
+reads (its docstring has the details).
 """
 
 from __future__ import annotations
