@@ -177,7 +177,17 @@ def producer_txn(args: argparse.Namespace, history: HistoryWriter) -> int:
     error and was not followed by a successful abort is unknown (the checker wants it all or
     nothing). A fatal error, or an end call that keeps failing, closes the producer and builds
     a new one with the same ``transactional.id``: its ``init_transactions`` fences the old one
-    and completes or aborts whatever the old one left."""
+    and completes or aborts whatever the old one left.
+
+    A transaction with a send whose outcome is unknown (no acknowledgement within the flush
+    timeout, or a failed delivery: the record may be in the log) is not aborted by its own
+    producer but ended by a new one, as applications are advised to do after indefinite errors:
+    librdkafka 2.16, aborting with unacknowledged records purged from its queue, can give a
+    later record the sequence number of one that is in the log, under the same producer epoch,
+    and the broker (Kafka's too) then answers it as a duplicate of the aborted record: a
+    committed value lost. The new producer's epoch bump rules that out.
+    ``FLOODMARK_CHAOS_TXN_ABORT_UNACKNOWLEDGED=1`` aborts them with the same producer anyway
+    (to show that)."""
     from confluent_kafka import KafkaException, Producer
 
     keys = _topics(args.topics)
@@ -192,6 +202,8 @@ def producer_txn(args: argparse.Namespace, history: HistoryWriter) -> int:
     if os.environ.get("FLOODMARK_CHAOS_RDKAFKA_DEBUG"):  # e.g. "eos,msg"
         config["debug"] = os.environ["FLOODMARK_CHAOS_RDKAFKA_DEBUG"]
     end_timeout_s = args.end_timeout_s
+    abort_unacknowledged = os.environ.get("FLOODMARK_CHAOS_TXN_ABORT_UNACKNOWLEDGED") == "1"
+    failed_deliveries: dict[str, int] = {}   # txn -> deliveries that failed (callbacks)
     deadline = time.monotonic() + args.duration_s
 
     def flags(exc: Exception) -> dict[str, Any]:
@@ -210,6 +222,7 @@ def producer_txn(args: argparse.Namespace, history: HistoryWriter) -> int:
                 history.event("ok", "send", topic=topic, partition=partition, value=value,
                               offset=msg.offset(), txn=txn)
             else:  # indefinite: an earlier attempt may have been written
+                failed_deliveries[txn] = failed_deliveries.get(txn, 0) + 1
                 history.event("info", "send", topic=topic, partition=partition, value=value,
                               error=err.name(), txn=txn)
         return delivered
@@ -264,6 +277,8 @@ def producer_txn(args: argparse.Namespace, history: HistoryWriter) -> int:
                 if why["fatal"]:
                     return False
                 if commit and why["abortable"]:
+                    if failed_deliveries.get(txn) and not abort_unacknowledged:
+                        return False  # a record may be in the log: a new producer ends it
                     return end(producer, txn, values, commit=False)
                 if not why["retriable"]:
                     return False
@@ -306,19 +321,26 @@ def producer_txn(args: argparse.Namespace, history: HistoryWriter) -> int:
                 history.event("fail", "send", topic=topic, partition=partition, value=value,
                               txn=txn, **broken)
                 break
+        remaining = 0
         if broken is None:
             # wait for the acknowledgements first (bounded), so an aborted transaction's records
             # are in the log too and its ABORT markers are written
             remaining = producer.flush(end_timeout_s)
             if remaining:
                 history.event("info", "flush", txn=txn, remaining=remaining)
+        commit = broken is None and rng.random() < args.commit_p
+        unknown_sends = bool(remaining or failed_deliveries.get(txn))
+        why = f"transaction {txn} left the producer unusable"
         if broken is not None and broken["fatal"]:
             ok = False
+        elif not commit and unknown_sends and not abort_unacknowledged:
+            # ended by the next producer's epoch bump (see the docstring)
+            ok, why = False, f"transaction {txn} has unacknowledged sends: a new producer ends it"
         else:
-            commit = broken is None and rng.random() < args.commit_p
             ok = end(producer, txn, values, commit)
+        failed_deliveries.pop(txn, None)
         if not ok:
-            close(producer, f"transaction {txn} left the producer unusable")
+            close(producer, why)
             producer = start()
     if producer is not None:
         with contextlib.suppress(Exception):
