@@ -12,9 +12,10 @@ offset reaching the high watermark, and unknown outcomes resolved all or nothing
 The short run is in the default suite: clean restarts (``restart-leader``, a rolling
 ``restart-all``), a pause and a SIGKILL of the transaction coordinator. Issue 28 (the
 aborted-transaction index rebuilt at start misreads markers that straddle a 64 KiB scan chunk)
-shows in it as lost commits, aborted reads or a stuck LSO when one of the ~3,000 markers it
-writes straddles a chunk (about one run in two before the fix; docs/chaos.md has the figures).
-The long runs are behind ``slow``: five minutes of every default fault, several seeds.
+shows in it as lost commits, aborted reads or a stuck LSO only when one of the 3,000-5,000
+markers it writes straddles a chunk and the misread changes what read_committed sees: 1 run of
+8 on the code before the fix. The five-minute runs behind ``slow`` write up to ~30,000 markers;
+docs/chaos.md has the figures.
 """
 
 from __future__ import annotations
