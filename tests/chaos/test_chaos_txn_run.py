@@ -13,8 +13,8 @@ The short run is in the default suite: clean restarts (``restart-leader``, a rol
 ``restart-all``), a pause and a SIGKILL of the transaction coordinator. Issue 28 (the
 aborted-transaction index rebuilt at start misreads markers that straddle a 64 KiB scan chunk)
 shows in it as lost commits, aborted reads or a stuck LSO only when one of the 3,000-5,000
-markers it writes straddles a chunk and the misread changes what read_committed sees: 1 run of
-8 on the code before the fix. The five-minute runs behind ``slow`` write up to ~30,000 markers;
+markers it writes straddles a chunk and the misread changes what read_committed sees: 4 runs
+of 13 on the code before the fix. The five-minute runs behind ``slow`` write up to ~30,000 markers;
 docs/chaos.md has the figures.
 """
 
