@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import functools
 import logging
 import os
 import signal
@@ -301,13 +300,15 @@ class ClusterMembership(MembershipBase):
                     if was_leader and ps.core.is_leader:  # e.g. the controller fenced a follower
                         host.isr_shrinks += int(len(ps.core.isr) < isr_before)
                         host.isr_expands += int(len(ps.core.isr) > isr_before)
-                    if name == OFFSETS_TOPIC and ps.core.is_leader and not was_leader:
-                        # Group coordinator for this partition now: load the committed offsets the
-                        # replicated log holds (written by the previous coordinator).
-                        n = host.offsets.replay(functools.partial(
-                            host.storage.read_all, ps.log, ps.log_end_offset))
-                        log.info("partition %s leader_epoch=%d coordinator: replayed %d committed "
-                                 "offsets", ps.name, ps.leader_epoch, n)
+                    if name == OFFSETS_TOPIC:
+                        if ps.core.is_leader and host.offsets_loaded.get(index) != \
+                                ps.leader_epoch:
+                            # Group coordinator for this partition now: load the committed
+                            # offsets and group metadata its replicated log holds (written by
+                            # the previous coordinator); until then COORDINATOR_LOAD_IN_PROGRESS.
+                            host.load_offsets_partition(ps)
+                        elif not ps.core.is_leader:
+                            host.unload_offsets_partition(index)
                     if was_leader != ps.core.is_leader:
                         log.info("partition %s leader_epoch=%d now %s (leader %d, isr %s)", ps.name,
                                  ps.leader_epoch, "LEADER" if ps.core.is_leader else "follower",

@@ -10,14 +10,14 @@ its ISR never changes (there is no one to propose a change to). A cluster member
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 from floodmark.broker import dynamic_configs
 from floodmark.broker.context import BrokerInfo, MembershipBase, PartitionKey
 from floodmark.broker.metadata import Controller, LocalController
 from floodmark.errors import KafkaError
-from floodmark.metadata import OFFSETS_TOPIC, CoordinatorType, TopicMeta
+from floodmark.metadata import OFFSETS_TOPIC, CoordinatorType
 from floodmark.replication.election import AlterPartitionRequest, PartitionRegistration
 
 log = logging.getLogger(__name__)
@@ -42,16 +42,9 @@ class LocalMembership(MembershipBase):
             controller.create_topic_now(OFFSETS_TOPIC, n, 1, {"cleanup.policy": "compact"})
             self.metadata_changed()
         dynamic_configs.apply(host)  # KIP-226 dynamic broker configs from the metadata
-        internal = controller.topics()[OFFSETS_TOPIC]
-        replayed = host.offsets.replay(lambda: self._read_all(internal))
+        for p in controller.topics()[OFFSETS_TOPIC].partitions:
+            host.load_offsets_partition(host.partitions[(OFFSETS_TOPIC, p.partition)])
         host.storage.remove_orphans(controller.topics())
-        log.info("broker %d: %d committed offsets replayed", host.node_id, replayed)
-
-    def _read_all(self, meta: TopicMeta) -> Iterator[bytes | memoryview]:
-        host = self.host
-        for p in meta.partitions:
-            ps = host.partitions[(meta.name, p.partition)]
-            yield from host.storage.read_all(ps.log, ps.high_watermark)
 
     def metadata_changed(self) -> None:
         """Open the partitions not open yet; this node leads each of them."""
