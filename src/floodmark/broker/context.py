@@ -80,6 +80,10 @@ class Membership(Protocol):
     def live_brokers(self) -> list[BrokerInfo]:
         """The brokers clients may talk to (Metadata, DescribeCluster)."""
 
+    def listed_brokers(self) -> list[BrokerInfo]:
+        """The brokers a Metadata answer lists: the live ones, and one fenced a moment ago
+        (``cluster_member.FENCED_BROKER_LISTED_MS``)."""
+
     def coordinator_for(self, key: str, key_type: CoordinatorType = CoordinatorType.GROUP
                         ) -> int:
         """The node id coordinating ``key``, a group or a transactional id (-1: none

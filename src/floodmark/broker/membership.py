@@ -92,6 +92,9 @@ class LocalMembership(MembershipBase):
         host, port = self.host.advertised
         return [{"node_id": self.host.node_id, "host": host, "port": port, "rack": None}]
 
+    def listed_brokers(self) -> list[BrokerInfo]:
+        return self.live_brokers()
+
     def coordinator_for(self, key: str, key_type: CoordinatorType = CoordinatorType.GROUP
                         ) -> int:
         """A single broker coordinates every group and transactional id."""
