@@ -49,7 +49,7 @@ def test_quix_exactly_once_through_a_sigkill_of_the_group_coordinator(tmp_path: 
         # Each broker leads one input partition: whichever coordinates the group leads one too.
         rotations = [[1 + (p + i) % 3 for i in range(3)] for p in range(PARTITIONS)]
         futures = admin.create_topics([
-            NewTopic(SOURCE, replica_assignment=rotations, config={"min.insync.replicas": "2"}),
+            NewTopic(SOURCE, PARTITIONS, replica_assignment=rotations, config={"min.insync.replicas": "2"}),
             NewTopic(SINK, PARTITIONS, 3, config={"min.insync.replicas": "2"})])
         for f in futures.values():
             f.result(30)
