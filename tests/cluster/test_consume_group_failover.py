@@ -17,8 +17,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, ConsumerGroupState, NewTopic
+from confluent_kafka import (
+    ConsumerGroupState,
+    ConsumerGroupTopicPartitions,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.cluster.helpers import REPO, start_cluster, wait_progress, wait_until
 

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.cluster.helpers import start_cluster, wait_progress, wait_until
@@ -28,6 +27,8 @@ from tests.quix.test_quix_exactly_once import (
     Output,
     QuixApp,
     _produce,
+    assert_counted_once,
+    input_producer,
     quix_python,
 )
 
@@ -55,10 +56,7 @@ def test_quix_exactly_once_through_a_sigkill_of_the_group_coordinator(tmp_path: 
             f.result(30)
         wait_until(lambda: all(cluster.leader_of(t, p) > 0 for t in (SOURCE, SINK)
                                for p in range(PARTITIONS)), 30, "leaders")
-        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
-                             "enable.idempotence": True, "linger.ms": 5,
-                             "message.timeout.ms": 120000, "reconnect.backoff.max.ms": 500,
-                             "topic.metadata.refresh.interval.ms": 1000})
+        producer = input_producer(cluster.bootstrap)
         sent: dict[str, list[str]] = defaultdict(list)
         _produce(producer, 0, INPUTS // 2, sent)
 
@@ -94,14 +92,7 @@ def test_quix_exactly_once_through_a_sigkill_of_the_group_coordinator(tmp_path: 
         app.stop()
         wait_until(lambda: output.count() >= INPUTS, 30, "the output settled")  # type: ignore[union-attr]
 
-        counted = output.by_key()
-        assert not output.errors, output.errors[:3]
-        for key, ids in sent.items():
-            seen = counted.get(key, [])
-            assert [n for n, _ in seen] == list(range(1, len(ids) + 1)), (
-                f"{key}: counts {[n for n, _ in seen][:20]}... of {len(ids)} inputs")
-            assert [i for _, i in seen] == ids, f"{key}: the input ids differ"
-        assert output.count() == INPUTS
+        assert_counted_once(output, sent, f"app starts {app.starts}")
         # The coordinator that took over loaded the group: nobody joined it again.
         logs = "".join(cluster.log_path(b).read_text(errors="replace")
                        for b in cluster.broker_ids)

@@ -32,11 +32,13 @@ from dataclasses import dataclass
 
 from floodmark.metadata import coordinator_partition
 from floodmark.records import (
+    CorruptRecordError,
     Record,
     build_batch,
     decode_batch,
     iter_batches,
     read_end_txn_marker,
+    read_uvarint,
 )
 
 _KEY_VERSION = 1
@@ -88,16 +90,10 @@ def _read_bytes(buf: bytes, pos: int) -> tuple[bytes, int]:
 
 
 def _read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if pos >= len(buf) or shift > 28:
-            raise BadGroupRecord(f"varint at {pos}")
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
+    try:
+        return read_uvarint(buf, pos, max_bytes=5)
+    except CorruptRecordError as exc:
+        raise BadGroupRecord(f"bad varint: {exc}") from None
 
 
 def _read_compact(buf: bytes, pos: int) -> tuple[bytes | None, int]:
