@@ -181,21 +181,24 @@ def test_group_members_keep_member_id_and_generation_through_a_coordinator_sigki
         wait_progress(lambda: seen() >= RECORDS, seen, 60, f"all {RECORDS} records consumed")
         events_after = [list(m.events) for m in members]  # before close() revokes and leaves
         new_rounds = rounds(cluster) - rounds_before
-        for m in members:
-            m.stop.set()
-        for m in members:
-            m.thread.join(30)  # each commits what it consumed, then leaves
-        wait_until(lambda: prober.answers and sum(prober.answers[-1][1]) == RECORDS, 30,
-                   "every record committed", progress=lambda: len(prober.answers))
-        prober.stop.set()
-        prober.thread.join(10)
-
         assert events_after == events_before, \
             f"a rebalance callback fired: {events_before} -> {events_after}"
         assert [m.member_id for m in members] == ids_before
         refused = [e for m in members for e in m.commit_errors if any(r in e for r in REFUSALS)]
         assert not refused, refused[:3]
         assert not new_rounds, f"the group rebalanced after the failover: {sorted(new_rounds)}"
+        for m in members:
+            m.stop.set()
+        for m in members:
+            m.thread.join(30)  # each commits what it consumed, then leaves
+        wait_until(lambda: prober.answers and sum(prober.answers[-1][1]) == RECORDS, 30,
+                   "every record committed",
+                   progress=lambda: prober.answers[-1][1] if prober.answers else None)
+        prober.stop.set()
+        prober.thread.join(10)
+
+        refused = [e for m in members for e in m.commit_errors if any(r in e for r in REFUSALS)]
+        assert not refused, refused[:3]  # the commits at close too
         assert prober.answers, "no coordinator ever answered OffsetFetch"
         assert prober.backwards() == [], prober.backwards()[:5]
         final = prober.answers[-1][1]
