@@ -5,7 +5,8 @@ Three confluent-kafka consumers share a group and commit as they go. The coordin
 ``__consumer_offsets-0``) is SIGKILLed. The broker that takes over loads the group's metadata
 record from ``__consumer_offsets`` (Kafka's ``GroupMetadataValue``): every member goes on with its
 member id and generation: no rebalance callback fires, no commit is refused with
-UNKNOWN_MEMBER_ID or ILLEGAL_GENERATION, no broker logs a new generation. A prober asks every
+UNKNOWN_MEMBER_ID or ILLEGAL_GENERATION, no broker logs a new generation; static members
+(``group.instance.id``) keep their places as well. A prober asks every
 broker OffsetFetch all along: the committed offsets a coordinator answers never go backwards."""
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ REFUSALS = ("UNKNOWN_MEMBER_ID", "ILLEGAL_GENERATION", "REBALANCE_IN_PROGRESS",
 class Member:
     """One consumer of the group on its own thread, committing every 50 records."""
 
-    def __init__(self, bootstrap: str, name: str) -> None:
+    def __init__(self, bootstrap: str, name: str, static: bool) -> None:
         self.name = name
         self.events: list[str] = []  # rebalance callbacks, in order
         self.commit_errors: list[str] = []
@@ -46,7 +47,8 @@ class Member:
             "bootstrap.servers": bootstrap, "group.id": GROUP, "enable.auto.commit": False,
             "auto.offset.reset": "earliest", "session.timeout.ms": 10000,
             "heartbeat.interval.ms": 500, "reconnect.backoff.max.ms": 500,
-            "topic.metadata.refresh.interval.ms": 1000, "client.id": name})
+            "topic.metadata.refresh.interval.ms": 1000, "client.id": name,
+            **({"group.instance.id": name} if static else {})})
         self.consumer.subscribe(
             [TOPIC], on_assign=lambda _c, ps: self._event(f"assign {len(ps)}"),
             on_revoke=lambda _c, ps: self._event(f"revoke {len(ps)}"),
@@ -137,8 +139,10 @@ def rounds(cluster: LocalCluster) -> set[str]:
     return out
 
 
+@pytest.mark.parametrize("static", [False, True], ids=["dynamic", "static"])
 def test_group_members_keep_member_id_and_generation_through_a_coordinator_sigkill(
-        tmp_path: Path) -> None:
+        tmp_path: Path, static: bool) -> None:
+    """``static``: KIP-345 members (``group.instance.id``) keep their places too."""
     cluster = start_cluster(tmp_path / "group-failover-cluster")
     members: list[Member] = []
     prober: Prober | None = None
@@ -152,7 +156,7 @@ def test_group_members_keep_member_id_and_generation_through_a_coordinator_sigki
         for i in range(RECORDS):
             producer.produce(TOPIC, value=str(i).encode(), partition=i % PARTITIONS)
         assert producer.flush(60) == 0
-        members = [Member(cluster.bootstrap, f"member-{i}") for i in range(3)]
+        members = [Member(cluster.bootstrap, f"member-{i}", static) for i in range(3)]
 
         def seen() -> int:
             return sum(m.seen for m in members)
