@@ -169,19 +169,21 @@ def truncation_progress(
     return None
 
 
-def read_committed_view(model: Model, rep: ReplicaValue,
-                        scan_chunk_bytes: int) -> tuple[int, list[int]]:
+def read_committed_view(model: Model, rep: ReplicaValue, scan_chunk_bytes: int, *,
+                        with_index: bool = True) -> tuple[int, list[int]]:
     """What a read_committed consumer fetching from offset 0 gets from replica ``rep`` once it
-    restarted (its log read in chunks of ``scan_chunk_bytes``): the LSO and the offsets of the
-    records it is shown. The broker's start-up path over a real storage ``Log`` rebuilds the
-    producer state and the ``.txnindex`` (``mc.restart``); the LSO comes from that producer
-    state, the batches from ``Log.read``, the aborted transactions from the ``.txnindex``, and
+    restarted (its log read in chunks of ``scan_chunk_bytes``; ``with_index``: the ``.txnindex``
+    the live path wrote survived): the LSO and the offsets of the records it is shown. The
+    broker's start-up path over a real storage ``Log`` rebuilds the producer state and the
+    ``.txnindex`` (``mc.restart``); the LSO comes from that producer state, the batches from
+    ``Log.read``, the aborted transactions from the ``.txnindex``, and
     ``records.AbortedTracker`` filters, exactly as Fetch with isolation_level=1 and a consumer
     do."""
-    key = ("read_committed", rep.log, rep.hw, scan_chunk_bytes)
+    key = ("read_committed", rep.log, rep.hw, scan_chunk_bytes, with_index)
     found = model.state_verdicts.get(key)
     if found is None:
-        restarted = model.restarts.restart(rep.log, rep.hw, scan_chunk_bytes)
+        restarted = model.restarts.restart(rep.log, rep.hw, scan_chunk_bytes,
+                                           with_index=with_index)
         tracker = AbortedTracker.from_response(
             [(a.producer_id, a.first_offset) for a in restarted.aborted])
         shown = [h.base_offset for _p, h in iter_batches(restarted.records, validate=False)
@@ -191,10 +193,13 @@ def read_committed_view(model: Model, rep: ReplicaValue,
 
 
 def _restart_views(model: Model, rep: ReplicaValue) -> Iterator[tuple[str, int, list[int]]]:
-    """(how it was read, LSO, offsets shown) of ``rep`` restarted with each chunk size."""
-    for chunk in model.config.scan_chunk_bytes:
-        lso, shown = read_committed_view(model, rep, chunk)
-        yield f"after a restart reading its log in {chunk}-byte chunks", lso, shown
+    """(how it was read, LSO, offsets shown) of ``rep`` restarted with each chunk size, with
+    the ``.txnindex`` the live path wrote and without it."""
+    for with_index in (True, False):
+        for chunk in model.config.scan_chunk_bytes:
+            lso, shown = read_committed_view(model, rep, chunk, with_index=with_index)
+            lost = "" if with_index else " that lost its .txnindex"
+            yield f"after a restart{lost} reading its log in {chunk}-byte chunks", lso, shown
 
 
 def _marker_at(log: tuple[Entry, ...], txn: int) -> tuple[int, bool] | None:
@@ -212,18 +217,35 @@ def read_committed_sees_only_committed(model: Model, state: StateView) -> str | 
     for r, rep in enumerate(state.replicas):
         if not rep.is_leader or not has_transactions(rep.log):
             continue
-        for how, lso, shown in _restart_views(model, rep):
-            for offset in shown:
-                kind = record_kind(rep.log[offset][1])
-                if kind.txn is None:
-                    continue
-                marker = _marker_at(rep.log, kind.txn)
-                if marker is None or marker[0] >= lso or not marker[1]:
-                    what = "open" if marker is None or marker[0] >= lso else "aborted"
-                    return (f"read_committed at {model.config.name(r)} (LSO {lso}, {how}) sees "
-                            f"{record_name(rep.log[offset][1])} at offset {offset} of an "
-                            f"{what} transaction")
+        seen = _uncommitted_seen(model, rep)
+        if seen is not None:
+            return f"read_committed at {model.config.name(r)} {seen}"
     return None
+
+
+def _uncommitted_seen(model: Model, rep: ReplicaValue) -> str | None:
+    """What a read_committed consumer of ``rep`` sees that it must not, after any of the
+    restarts (a function of the log and the HW: memoised on them)."""
+    key = ("uncommitted_seen", rep.log, rep.hw)
+    memo = model.state_verdicts
+    if key in memo:
+        return cast(str | None, memo[key])
+    found = None
+    for how, lso, shown in _restart_views(model, rep):
+        for offset in shown:
+            kind = record_kind(rep.log[offset][1])
+            if kind.txn is None:
+                continue
+            marker = _marker_at(rep.log, kind.txn)
+            if marker is None or marker[0] >= lso or not marker[1]:
+                what = "open" if marker is None or marker[0] >= lso else "aborted"
+                found = (f"(LSO {lso}, {how}) sees {record_name(rep.log[offset][1])} at "
+                         f"offset {offset} of an {what} transaction")
+                break
+        if found is not None:
+            break
+    memo[key] = found
+    return found
 
 
 def committed_transaction_all_or_nothing(model: Model, state: StateView) -> str | None:
