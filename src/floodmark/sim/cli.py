@@ -213,8 +213,8 @@ def cmd_explore(args: argparse.Namespace) -> int:
             f"(RF {options.replicas}, min.insync.replicas {options.min_insync_replicas}): "
             f"{len(data['failing_seeds'])} seeds with violations, "
             f"{data['acknowledged_writes']} acknowledged writes checked, "
-            + (f"{data['restarts']} broker restarts, " if "restarts" in data else "")
-            + f"{data['elapsed_s']:.1f} s ({data['seeds_per_second']:.1f} seeds/s)"
+            f"{data['restarts']} broker restarts, "
+            f"{data['elapsed_s']:.1f} s ({data['seeds_per_second']:.1f} seeds/s)"
         )
         shown: set[tuple[int, str]] = set()
         for v in data["violations"]:

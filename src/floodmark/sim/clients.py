@@ -353,7 +353,6 @@ class Consumer:
     """Read the partition again from offset 0 whenever a new leader (epoch) is learned: a
     leader that restarted since it last led serves the whole log from what its restart rebuilt
     (the producer state, the LSO, the ``.txnindex``), and every read is checked."""
-    rewinds: int = 0
 
     def __post_init__(self) -> None:
         self.cluster.net.add_node(self.name, self.on_message)
@@ -393,7 +392,6 @@ class Consumer:
         """Read the partition again from offset 0 (an answer in flight no longer counts)."""
         self.position = 0
         self.inflight = 0
-        self.rewinds += 1
         self.cluster.world.record(f"{self.name} reads again from offset 0 ({why})")
 
     def on_message(self, src: str, message: Any) -> None:

@@ -427,9 +427,10 @@ class ExploreReport:
     seeds: Sequence[int]
     results: list[SeedResult]
     elapsed_s: float
-    totals: tuple[int, int] | None = None
-    """(acknowledged writes, events) over every seed, when ``results`` holds only the seeds that
-    found something (``sim/distributed.py``); None: ``results`` holds every seed."""
+    totals: tuple[int, int, int] | None = None
+    """(acknowledged writes, events, broker restarts) over every seed, when ``results`` holds
+    only the seeds that found something (``sim/distributed.py``); None: ``results`` holds every
+    seed."""
 
     @property
     def acknowledged_writes(self) -> int:
@@ -442,6 +443,12 @@ class ExploreReport:
         if self.totals is not None:
             return self.totals[1]
         return sum(r.events for r in self.results)
+
+    @property
+    def restarts(self) -> int:
+        if self.totals is not None:
+            return self.totals[2]
+        return sum(r.restarts for r in self.results)
 
     @property
     def violations(self) -> list[dict[str, Any]]:
@@ -479,8 +486,7 @@ class ExploreReport:
             ],
             "acknowledged_writes": self.acknowledged_writes,
             "events": self.events,
-            **({"restarts": sum(r.restarts for r in self.results)}
-               if self.totals is None else {}),
+            "restarts": self.restarts,
             "elapsed_s": round(self.elapsed_s, 3),
             "seeds_per_second": round(self.seeds_per_second, 2),
         }
