@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from floodmark.client.cluster import ClusterClient
 from floodmark.metadata import TRANSACTION_STATE_TOPIC
 from tests.cluster.helpers import start_cluster, wait_until
+from tests.compat.txn_helpers import end_transaction
 
 pytestmark = pytest.mark.integration
 
@@ -52,18 +53,7 @@ def _txn(p: Producer, values: list[bytes], commit: bool) -> None:
     for i, v in enumerate(values):
         p.produce(TOPIC, value=v, partition=i % 3)
     assert p.flush(60) == 0
-    for _ in range(20):  # retriable errors while the coordinator moves: ask again
-        try:
-            if commit:
-                p.commit_transaction(60)
-            else:
-                p.abort_transaction(60)
-            return
-        except KafkaException as exc:
-            if not exc.args[0].retriable():
-                raise
-            time.sleep(0.5)
-    raise AssertionError("the transaction never ended")
+    end_transaction(p, commit, backoff_s=0.5)  # retriable errors while the coordinator moves
 
 
 def _read(bootstrap: str, isolation: str, ends: dict[tuple[str, int], int]) -> list[bytes]:

@@ -57,6 +57,26 @@ def create_topic(bootstrap: str, topic: str, partitions: int = 1, replication: i
                         )[topic].result(30)
 
 
+def end_transaction(p: Any, commit: bool, *, attempts: int = 20, backoff_s: float = 0.2
+                    ) -> None:
+    """``commit_transaction`` / ``abort_transaction`` of a confluent-kafka producer, asked again
+    on retriable errors (a coordinator that moved or is still loading)."""
+    from confluent_kafka import KafkaException
+
+    for _ in range(attempts):
+        try:
+            if commit:
+                p.commit_transaction(60)
+            else:
+                p.abort_transaction(60)
+            return
+        except KafkaException as exc:
+            if not exc.args[0].retriable():
+                raise
+            time.sleep(backoff_s)
+    raise AssertionError(f"the transaction never ended ({attempts} attempts)")
+
+
 def read_committed_confluent(bootstrap: str, topic: str, partition: int, until: bytes,
                              timeout_s: float = 60.0) -> list[bytes]:
     """Values a librdkafka read_committed consumer sees from offset 0 up to and including the

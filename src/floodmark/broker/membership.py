@@ -18,6 +18,7 @@ from floodmark.broker.context import BrokerInfo, MembershipBase, PartitionKey
 from floodmark.broker.metadata import Controller, LocalController
 from floodmark.errors import KafkaError
 from floodmark.metadata import OFFSETS_TOPIC, CoordinatorType
+from floodmark.records import CorruptRecordError
 from floodmark.replication.election import AlterPartitionRequest, PartitionRegistration
 
 log = logging.getLogger(__name__)
@@ -43,7 +44,9 @@ class LocalMembership(MembershipBase):
             self.metadata_changed()
         dynamic_configs.apply(host)  # KIP-226 dynamic broker configs from the metadata
         for p in controller.topics()[OFFSETS_TOPIC].partitions:
-            host.load_offsets_partition(host.partitions[(OFFSETS_TOPIC, p.partition)])
+            ps = host.partitions.get((OFFSETS_TOPIC, p.partition))
+            if ps is not None:  # one that could not be opened stays offline (logged above)
+                host.load_offsets_partition(ps)
         host.storage.remove_orphans(controller.topics())
 
     def metadata_changed(self) -> None:
@@ -61,6 +64,12 @@ class LocalMembership(MembershipBase):
                     # offline, the others are served.
                     log.error("partition %s-%d not opened: %s", meta.name, p.partition,
                               exc.message)
+                    continue
+                except CorruptRecordError as exc:
+                    # Corrupt data the open found (e.g. an unreadable transaction marker):
+                    # that partition stays offline, named with where; the others are served.
+                    log.error("partition %s-%d not opened: corrupt log: %s", meta.name,
+                              p.partition, exc)
                     continue
                 replicas = p.replicas or (host.node_id,)
                 ps.apply_metadata(PartitionRegistration(
