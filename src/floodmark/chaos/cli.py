@@ -4,7 +4,9 @@
 controller] [--acks all|1] [--truncation MODE] [--unclean] [--seed S] [--json] [--report DIR]``
 runs a cluster in network namespaces under a workload and a seeded fault schedule, then checks
 the history (``floodmark.chaos.run``); exit status 0 only when the history is valid, 2 when it
-cannot run here (not root) or the arguments are wrong.
+cannot run here (not root) or the arguments are wrong. ``--workload txn`` runs Jepsen's queue
+with transactions (transactional producers, read_committed and read_uncommitted final reads,
+``checker.check_txn``) instead of the plain producers and consumers.
 
 ``floodmark chaos fuzz --bootstrap HOST:PORT [--frames N] [--time-limit-s S] [--seed S]
 [--broker-pid PID] [--json]`` sends malformed requests for every API the broker advertises while
@@ -23,7 +25,7 @@ from typing import Any
 from floodmark.chaos.fuzz import FuzzConfig, FuzzReport, run_fuzz
 from floodmark.chaos.netns import LabError
 from floodmark.chaos.run import ChaosConfig, run
-from floodmark.chaos.schedule import DEFAULT_FAULTS, FAMILIES, all_names
+from floodmark.chaos.schedule import DEFAULT_FAULTS, FAMILIES, TXN_DEFAULT_FAULTS, all_names
 from floodmark.replication.modes import DEFAULT_TRUNCATION, Truncation
 
 
@@ -51,8 +53,21 @@ def register(subparsers: Any) -> None:
                         "active one, kill-controllers all of them)")
     r.add_argument("--time-limit-s", type=float, default=60.0,
                    help="how long the workload runs under faults (then heal, quiet, final read)")
-    r.add_argument("--faults", default=",".join(DEFAULT_FAULTS),
-                   help=f"families ({', '.join(FAMILIES)}) or faults ({', '.join(all_names())})")
+    r.add_argument("--faults", default=None,
+                   help=f"families ({', '.join(FAMILIES)}) or faults ({', '.join(all_names())}); "
+                        f"default {','.join(DEFAULT_FAULTS)}, with --workload txn "
+                        f"{','.join(TXN_DEFAULT_FAULTS)}")
+    r.add_argument("--workload", default="plain", choices=["plain", "txn"],
+                   help="plain: idempotent producers and consumers (default); txn: Jepsen's "
+                        "queue with transactions (transactional producers committing or "
+                        "aborting, read_committed and read_uncommitted reads)")
+    r.add_argument("--txn-producers", type=int, default=3,
+                   help="--workload txn: transactional producers (transactional.id "
+                        "chaos-tp1, ...); --rate is then transactions per second for each")
+    r.add_argument("--final-restart", action=argparse.BooleanOptionalAction, default=None,
+                   help="after the workload: read everything, restart every broker in turn "
+                        "(SIGTERM), then the final read, so it judges what the brokers rebuilt "
+                        "from their files (default: on with --workload txn, off otherwise)")
     r.add_argument("--acks", default="all", choices=["all", "1"])
     r.add_argument("--truncation", default=DEFAULT_TRUNCATION.value,
                    help=f"broker truncation mode: {', '.join(m.value for m in Truncation)} "
@@ -106,13 +121,16 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    faults = (args.faults if args.faults is not None
+              else ",".join(ChaosConfig.default_faults(args.workload)))
     config = ChaosConfig(
         brokers=args.brokers, controllers=args.controllers, time_limit_s=args.time_limit_s,
-        faults=[f for f in args.faults.split(",") if f.strip()], acks=args.acks,
+        faults=[f for f in faults.split(",") if f.strip()], acks=args.acks,
         truncation=args.truncation, unclean=args.unclean,
         eligible_leader_replicas=bool(args.eligible_leader_replicas_version), seed=args.seed,
         rate=args.rate,
-        topics=args.topics, name=args.name,
+        topics=args.topics, name=args.name, workload=args.workload,
+        txn_producers=args.txn_producers, final_restart=args.final_restart,
         work_dir=Path(args.work_dir) if args.work_dir else None,
         report_dir=Path(args.report) if args.report else None)
     try:
@@ -141,6 +159,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"seed {result['seed']}: {result['acknowledged']} acknowledged of "
               f"{result['attempted']} sent, {len(result['faults'])} faults, final read "
               f"{'complete' if result['final']['complete'] else 'INCOMPLETE'}")
+        txns = result.get("transactions")
+        if txns:
+            unknown = txns["unknown_resolved"]
+            committed_read = result["final"].get("read_committed", {}).get("complete")
+            print(f"transactions: {txns['committed']} committed, {txns['aborted']} aborted, "
+                  f"{txns['unknown']} unknown (resolved: {unknown['visible']} visible, "
+                  f"{unknown['invisible']} invisible, {unknown['torn']} torn); "
+                  f"read_committed final read "
+                  f"{'complete' if committed_read else 'INCOMPLETE'}")
         print("anomalies: " + (", ".join(f"{k} {v}" for k, v in counts.items()) or "none"))
         if result.get("report"):
             print(f"report: {result['report']}")

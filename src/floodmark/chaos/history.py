@@ -11,8 +11,29 @@ happen and ``info`` that it may have) and ``f`` (what happened):
 * ``commit``: ``offsets`` = ``[[topic, partition, offset], ...]`` (``group``).
 * ``assign`` (``partitions``), ``subscribe`` (``topics``, ``group``), ``rebalance``
   (``assigned``), ``crash`` (the client was closed and a new one built: polls restart).
-* ``final``: the final reader's ``high_watermarks`` = ``[[topic, partition, hw], ...]`` and
-  ``complete`` (every partition was read up to its high watermark).
+* ``final``: the final reader's ``high_watermarks`` = ``[[topic, partition, hw, low], ...]`` and
+  ``complete`` (every partition was read up to its high watermark). A reader of a log with
+  transaction markers (``--sparse``: offsets are taken by COMMIT/ABORT control batches no
+  consumer sees) also gives ``reached`` = ``[[topic, partition, offset], ...]``, where each
+  partition's end-of-partition event put it (the high watermark for read_uncommitted, the last
+  stable offset for read_committed), its ``isolation``, and, for read_committed partitions that
+  did not reach the high watermark, ``lso`` = ``[[topic, partition, lso], ...]`` as the leader
+  last answered.
+
+The transactional workload (``producer-txn``) adds, per transaction ``txn`` (unique per run):
+
+* ``init`` (``init_transactions``), ``begin`` (``begin_transaction``);
+* ``send`` as above, with ``txn``; ``flush`` ``info`` (``remaining``) when the wait for a
+  transaction's acknowledgements before its end call timed out;
+* ``commit`` / ``abort``: the invoke carries ``values`` (every value sent in the transaction); the
+  completion is ``ok``, or ``info`` with ``error`` and the error's flags (``retriable``,
+  ``abortable``, ``fatal``): an error of ``commit_transaction`` leaves the outcome unknown until
+  an ``abort`` comes back ``ok``;
+* ``crash``: the producer was closed and a new one built with the same ``transactional.id``
+  (its ``init`` fences the old one).
+
+Record values may be padded (``PAD_SEPARATOR`` then filler) so logs grow faster than the
+history; readers name a record by ``value_id`` (the part before the separator).
 """
 
 from __future__ import annotations
@@ -23,6 +44,19 @@ import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
+
+PAD_SEPARATOR = b" "
+
+
+def value_id(raw: bytes | None) -> str:
+    """A record's value as the history names it: the unique value before any padding."""
+    return (raw or b"").split(PAD_SEPARATOR, 1)[0].decode(errors="replace")
+
+
+def padded(value: str, pad_bytes: int) -> bytes:
+    """The bytes a producer writes for ``value``: the value, then ``pad_bytes`` of filler."""
+    data = value.encode()
+    return data + PAD_SEPARATOR + b"." * max(0, pad_bytes - 1) if pad_bytes > 0 else data
 
 
 class HistoryWriter:

@@ -122,7 +122,10 @@ class Observer(threading.Thread):
 
 
 # Faults that SIGKILL one broker: with the brokers' power-loss page cache each is a power cut.
-BROKER_KILLS = frozenset({"kill-one", "kill-leader", "power-loss", "pause-then-power-cut"})
+BROKER_KILLS = frozenset({"kill-one", "kill-leader", "power-loss", "pause-then-power-cut",
+                          "kill-txn-coordinator"})
+TXN_STATE_KEY = "__transaction_state-0"
+CATCH_UP_S = 30.0   # a restarted broker back in its ISRs: at most this long
 IN_SYNC_WAIT_S = 30.0
 
 
@@ -131,7 +134,8 @@ class Nemesis:
                  say: Callable[[str], None] = lambda _m: None, *, power_loss: bool = False,
                  sync_keys: Sequence[str] | None = None,
                  in_sync_wait_s: float = IN_SYNC_WAIT_S,
-                 eligible_leader_replicas: bool = False) -> None:
+                 eligible_leader_replicas: bool = False,
+                 txn_coordinators: Callable[[], Sequence[int]] | None = None) -> None:
         """``power_loss``: the brokers lose unsynced writes when killed.
 
         With ``eligible_leader_replicas`` (the controllers run KIP-966, the default) a power cut
@@ -152,7 +156,11 @@ class Nemesis:
         recorded as skipped. Without the wait a power cut of the last ISR member right after a
         partition fault shrank the ISR to it loses every acknowledged write: it is elected
         again from its empty log and the others truncate to it (all-faults run, seed 4;
-        KIP-966's last replica standing)."""
+        KIP-966's last replica standing).
+
+        ``txn_coordinators``: asks the cluster which brokers coordinate the workload's
+        transactional ids (FindCoordinator, key_type 1), for the ``*-txn-coordinator``
+        faults."""
         self.lab = lab
         self.cluster = cluster
         self.observer = observer
@@ -165,6 +173,7 @@ class Nemesis:
         self.in_sync_wait_s = in_sync_wait_s
         self.brokers = list(cluster.broker_ids)
         self.controllers = list(cluster.controller_ids)
+        self.txn_coordinators = txn_coordinators
 
     # -- helpers ------------------------------------------------------------------------------
     def _leader(self, rng: random.Random) -> tuple[str, int]:
@@ -479,3 +488,97 @@ class Nemesis:
         self.lab.heal(host_of(a))
         time.sleep(duration_s / 2)
         self._restart(victims, rng, (1.0, 3.0))
+
+    # -- clean restarts -----------------------------------------------------------------------
+    def _terminate(self, node_id: int, record: dict[str, Any]) -> None:
+        """SIGTERM (a controlled shutdown) and wait, on its progress, until it is gone; one
+        that stops making progress on its way out is SIGKILLed (and recorded)."""
+        self.cluster.kill(node_id, signal.SIGTERM)
+        if self.cluster.node_state(node_id) != "dead":
+            record.setdefault("sigkilled_after_sigterm", []).append(node_id)
+            self.cluster.kill(node_id, signal.SIGKILL)
+
+    def _await_caught_up(self, node_id: int, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.observer.caught_up(node_id, self.sync_keys):
+                return True
+            time.sleep(0.2)
+        return False
+
+    def _restart_clean(self, node_ids: Sequence[int], duration_s: float, rng: random.Random,
+                       record: dict[str, Any]) -> None:
+        """Each broker in turn: SIGTERM, down a moment, started again, then (bounded) back in
+        the ISR of every partition it holds before the next one goes."""
+        record["targets"] = list(node_ids)
+        record["signal"] = "SIGTERM"
+        down_s = (0.5, 2.0) if len(node_ids) > 1 else (duration_s / 3, duration_s / 2)
+        caught_up = []
+        for node_id in node_ids:
+            self._terminate(node_id, record)
+            time.sleep(rng.uniform(*down_s))
+            self._restart([node_id], rng, (0.0, 0.0))
+            caught_up.append(self._await_caught_up(node_id, CATCH_UP_S))
+        record["caught_up"] = caught_up
+
+    def _restart_one(self, duration_s: float, rng: random.Random, record: dict[str, Any]
+                     ) -> None:
+        self._restart_clean([self.brokers[rng.randrange(len(self.brokers))]], duration_s, rng,
+                            record)
+
+    def _restart_leader(self, duration_s: float, rng: random.Random, record: dict[str, Any]
+                        ) -> None:
+        key, leader = self._leader(rng)
+        record["partition"] = key
+        self._restart_clean([leader], duration_s, rng, record)
+
+    def rolling_restart(self, rng: random.Random) -> dict[str, Any]:
+        """Every broker in turn (SIGTERM, a moment down, started, back in its ISRs): the
+        ``restart-all`` fault, outside the schedule (before the final read)."""
+        return self.run(Fault("restart-all", 0.0, 1.0, {"pick": rng.randrange(1 << 30)}))
+
+    def _restart_all(self, duration_s: float, rng: random.Random, record: dict[str, Any]
+                     ) -> None:
+        """A rolling restart: afterwards every replica, leaders included, runs on what it
+        rebuilt from its files at start."""
+        order = list(self.brokers)
+        rng.shuffle(order)
+        self._restart_clean(order, duration_s, rng, record)
+
+    # -- the transaction coordinator ------------------------------------------------------------
+    def _txn_coordinator(self, rng: random.Random, record: dict[str, Any]) -> int:
+        """The broker coordinating the workload's transactional ids, as FindCoordinator
+        (key_type 1) names it; else the leader of __transaction_state-0 as the controller
+        last said; else any broker (``coordinator_from`` says which)."""
+        if self.txn_coordinators is not None:
+            try:
+                named = [b for b in self.txn_coordinators() if b in self.brokers]
+            except Exception as exc:  # no broker answered: the fallbacks below
+                record["find_coordinator_error"] = str(exc)[:200]
+                named = []
+            if named:
+                record["coordinator_from"] = "find-coordinator"
+                record["coordinators"] = sorted(set(named))
+                return named[rng.randrange(len(named))]
+        reg = self.observer.view(TXN_STATE_KEY)
+        if reg is not None and reg["leader"] in self.brokers:
+            record["coordinator_from"] = "metadata"
+            return int(reg["leader"])
+        record["coordinator_from"] = "random"
+        return self.brokers[rng.randrange(len(self.brokers))]
+
+    def _kill_txn_coordinator(self, duration_s: float, rng: random.Random,
+                              record: dict[str, Any]) -> None:
+        self._kill([self._txn_coordinator(rng, record)], duration_s, rng, record)
+
+    def _restart_txn_coordinator(self, duration_s: float, rng: random.Random,
+                                 record: dict[str, Any]) -> None:
+        self._restart_clean([self._txn_coordinator(rng, record)], duration_s, rng, record)
+
+    def _pause_txn_coordinator(self, duration_s: float, rng: random.Random,
+                               record: dict[str, Any]) -> None:
+        self._pause(self._txn_coordinator(rng, record), duration_s, record)
+
+    def _isolate_txn_coordinator(self, duration_s: float, rng: random.Random,
+                                 record: dict[str, Any]) -> None:
+        self._isolate(self._txn_coordinator(rng, record), duration_s, record)

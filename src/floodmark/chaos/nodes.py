@@ -25,6 +25,7 @@ __all__ = [
     "CONTROLLER_PORT",
     "LabCluster",
     "host_of",
+    "read_partition_data",
     "read_partition_values",
 ]
 
@@ -150,3 +151,21 @@ class LabCluster(LocalCluster):
     def signal(self, node_id: int, sig: signal.Signals) -> None:
         """SIGSTOP / SIGCONT / SIGKILL one node (a kill waits until it is gone)."""
         self.kill(node_id, sig)
+
+
+def read_partition_data(partition_dir: str | Path) -> dict[int, bytes | None]:
+    """offset -> value of every data record in a partition directory's segment files
+    (read-only): ``read_partition_values`` without control batches (transaction markers), which
+    no consumer is given."""
+    from floodmark.records import decode_batch, iter_batches
+
+    values: dict[int, bytes | None] = {}
+    for seg in sorted(Path(partition_dir).glob("*.log")):
+        data = seg.read_bytes()
+        for pos, header in iter_batches(data, validate=False):
+            if header.is_control:
+                continue
+            _header, records = decode_batch(memoryview(data)[pos:], validate=False)
+            for r in records:
+                values[r.offset] = r.value
+    return values

@@ -101,6 +101,7 @@ def throughput_svg(result: dict[str, Any], events: Sequence[dict[str, Any]], t0:
 
     acks: Counter[int] = Counter()
     reads: Counter[int] = Counter()
+    ends: dict[str, Counter[int]] = {"commit": Counter(), "abort": Counter()}
     invoked: dict[str, float] = {}
     latency: list[tuple[float, float]] = []
     for e in events:
@@ -113,13 +114,19 @@ def throughput_svg(result: dict[str, Any], events: Sequence[dict[str, Any]], t0:
                 sent = invoked.get(str(e["value"]))
                 if sent is not None:
                     latency.append((t, (float(e["time"]) - sent) * 1000.0))
-        elif e.get("f") == "poll" and e.get("process") != "final":
+        elif e.get("f") == "poll" and e.get("process") not in ("final", "final-rc", "live", "live-rc"):
             reads[int(t)] += len(e.get("records", []))
+        elif e.get("f") in ends and e.get("type") == "ok":
+            ends[str(e["f"])][int(t)] += 1
     seconds = list(range(int(end - t0) + 1))
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(12, 6), sharex=True)
     _fault_spans(top, result, t0, label=False)
     top.plot(seconds, [acks.get(s, 0) for s in seconds], label="acknowledged sends/s")
     top.plot(seconds, [reads.get(s, 0) for s in seconds], label="records read/s", alpha=0.7)
+    for f, counts in ends.items():
+        if counts:  # the transactional workload
+            top.plot(seconds, [counts.get(s, 0) for s in seconds], label=f"{f}s ok/s",
+                     alpha=0.8)
     top.set_ylabel("per second")
     top.legend(loc="upper right", fontsize=8)
     _fault_spans(bottom, result, t0, label=False)
@@ -165,6 +172,20 @@ def write_report(directory: str | Path, result: dict[str, Any],
     (out / "result.json").write_text(json.dumps(result, indent=1))
     verdict = "VALID" if result.get("valid") else "INVALID"
     counts = {k: v for k, v in result.get("anomaly_counts", {}).items() if v}
+    txns = result.get("transactions")
+    txn_html = ""
+    if txns:
+        resolved = txns.get("unknown_resolved", {})
+        committed_read = result.get("final", {}).get("read_committed", {})
+        txn_html = (
+            f"<p>transactions: {txns.get('committed')} committed, {txns.get('aborted')} "
+            f"aborted, {txns.get('unknown')} unknown (resolved {resolved.get('visible')} "
+            f"visible, {resolved.get('invisible')} invisible, {resolved.get('torn')} torn, "
+            f"{resolved.get('not_covered')} not covered by the final read) &middot; "
+            f"{txns.get('committed_values')} committed values, {txns.get('read_committed')} "
+            f"read with read_committed &middot; read_committed final read "
+            f"{'complete' if committed_read.get('complete') else 'INCOMPLETE'}: reached "
+            f"<code>{html.escape(json.dumps(committed_read.get('reached', {})))}</code></p>")
     faults_rows = "".join(
         f"<tr><td>{f['start'] - t0:.1f}</td><td>{f['end'] - f['start']:.1f}</td>"
         f"<td>{html.escape(f['name'])}</td><td>{html.escape(json.dumps({k: v for k, v in f.items() if k not in ('name', 'start', 'end')}))}</td></tr>"
@@ -180,6 +201,7 @@ details{{margin:2px 0}}</style></head><body>
 {result.get('attempted')} sent &middot; {result.get('read')} distinct values read &middot;
 final read {'complete' if result.get('final', {}).get('complete') else 'INCOMPLETE'} &middot;
 anomalies: {html.escape(', '.join(f'{k} {v}' for k, v in counts.items()) or 'none')}</p>
+{txn_html}
 <p>configuration: <code>{html.escape(json.dumps(result.get('config', {})))}</code></p>
 <h2>Timeline</h2>{timeline_svg(result, t0, end)}
 <h2>Throughput and latency</h2>{throughput_svg(result, events, t0, end)}

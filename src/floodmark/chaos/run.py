@@ -9,12 +9,20 @@ partition has its whole replica set in the ISR again → a quiet period → stop
 final read of every partition → stop the cluster and read every replica's files → merge the
 histories and check them (``checker.check``). Every process and namespace is removed on every
 way out (an exception, SIGINT, SIGTERM).
+
+``workload="txn"`` runs Jepsen's queue with transactions instead: transactional producers
+(``producer-txn``) and a read_committed consumer by assignment; the final read is done twice,
+read_uncommitted then read_committed (``--sparse``: markers take offsets), and
+``checker.check_txn`` judges the history. Before it (``final_restart``, on by default for this
+workload) the same two reads are done, then every broker is restarted in turn, so the final
+reads see what the brokers rebuilt from their files.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import signal
 import subprocess
@@ -28,21 +36,36 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from floodmark.chaos.checker import check
-from floodmark.chaos.history import merge, read_events
-from floodmark.chaos.nemesis import Nemesis, Observer
-from floodmark.chaos.netns import Lab
+from floodmark.chaos.checker import (
+    FINAL_COMMITTED_PROCESS,
+    FINAL_PROCESS,
+    LIVE_COMMITTED_PROCESS,
+    LIVE_PROCESS,
+    check,
+    check_txn,
+)
+from floodmark.chaos.history import merge, read_events, value_id
+from floodmark.chaos.nemesis import TXN_STATE_KEY, Nemesis, Observer
+from floodmark.chaos.netns import Lab, namespace_executor, run_in
 from floodmark.chaos.nodes import (
     CONTROLLER_ID,
     LabCluster,
     controller_ids,
     host_of,
-    read_partition_values,
+    read_partition_data,
 )
-from floodmark.chaos.schedule import DEFAULT_FAULTS, POWER_CUTS, expand, plan
+from floodmark.chaos.schedule import DEFAULT_FAULTS, POWER_CUTS, TXN_DEFAULT_FAULTS, expand, plan
+from floodmark.client.cluster import ClusterClient
 from floodmark.replication.modes import DEFAULT_TRUNCATION, Truncation
 
 CLIENTS_HOST = "clients"
+WORKLOADS = ("plain", "txn")
+# The transactional workload's final read_committed read waits at most this long for the last
+# stable offset to reach the high watermark: well past the producers' transaction.timeout.ms,
+# after which the coordinator aborts whatever a producer left open. Still below it: stuck.
+TXN_TIMEOUT_MS = 10_000
+LSO_WAIT_S = 45.0
+FIND_COORDINATOR_ATTEMPTS = 10
 
 
 @dataclass
@@ -64,6 +87,20 @@ class ChaosConfig:
     work_dir: Path | None = None    # kept; default: a temporary directory, removed when valid
     crash_s: float = 20.0           # consumers are rebuilt about this often
     report_dir: Path | None = None  # an HTML report is written here
+    workload: str = "plain"         # "txn": Jepsen's queue with transactions
+    txn_producers: int = 3          # transactional producers (workload "txn"); --rate is
+                                    # transactions per second for each
+    # read, restart every broker in turn (SIGTERM), then the final read; None: the
+    # transactional workload does, the plain one does not
+    final_restart: bool | None = None
+
+    @property
+    def restarts_before_final_read(self) -> bool:
+        return self.workload == "txn" if self.final_restart is None else self.final_restart
+
+    @classmethod
+    def default_faults(cls, workload: str) -> list[str]:
+        return list(TXN_DEFAULT_FAULTS if workload == "txn" else DEFAULT_FAULTS)
 
     def validate(self) -> None:
         if self.brokers < 3:
@@ -74,6 +111,13 @@ class ChaosConfig:
             raise ValueError("--time-limit-s must be positive")
         if self.acks not in ("all", "1"):
             raise ValueError("--acks must be all or 1")
+        if self.workload not in WORKLOADS:
+            raise ValueError(f"--workload must be one of {', '.join(WORKLOADS)}")
+        if self.workload == "txn" and self.acks != "all":
+            raise ValueError("--workload txn needs --acks all (transactional producers are "
+                             "idempotent)")
+        if not 1 <= self.txn_producers <= 20:
+            raise ValueError("--txn-producers must be between 1 and 20")
         Truncation.parse(self.truncation)
         expand(self.faults)
 
@@ -145,7 +189,10 @@ class _Workers:
         return proc
 
     def acknowledged(self) -> int:
-        """Acknowledged sends so far (reads only what was appended since the last call)."""
+        """Acknowledged sends so far (reads only what was appended since the last call); in
+        the transactional workload, committed transactions."""
+        needle = (b'"type":"ok","f":"commit"' if self.config.workload == "txn"
+                  else b'"type":"ok","f":"send"')
         total = 0
         for process in self.procs:
             path = self.history_path(process)
@@ -155,7 +202,7 @@ class _Workers:
                     fh.seek(done)
                     chunk = fh.read()
                 whole = chunk[:chunk.rfind(b"\n") + 1]
-                count += whole.count(b'"type":"ok","f":"send"')
+                count += whole.count(needle)
                 self._counted[process] = (done + len(whole), count)
             total += count
         return total
@@ -246,19 +293,53 @@ def _workload_and_faults(config: ChaosConfig, schedule: list[Any], lab: Lab, clu
     duration = str(config.time_limit_s + config.recovery_timeout_s + 120)
     rate = str(config.rate)
     crash = str(config.crash_s)
-    workers.start("cp1", "producer-confluent", "--rate", rate, "--duration-s", duration)
-    workers.start("kp1", "producer-kafka-python", "--rate", rate, "--duration-s", duration)
-    workers.start("ca1", "consumer-assign", "--crash-s", crash, "--duration-s", duration)
-    workers.start("cg1", "consumer-group-confluent", "--crash-s", crash, "--duration-s", duration)
-    workers.start("kg1", "consumer-group-kafka-python", "--crash-s", crash,
-                  "--duration-s", duration)
+    txn = config.workload == "txn"
+    internal = [TXN_STATE_KEY] if txn else ["__consumer_offsets-0"]
+    txn_processes = [f"tp{i}" for i in range(1, config.txn_producers + 1)] if txn else []
+    if txn:
+        for process in txn_processes:
+            workers.start(process, "producer-txn", "--rate", rate, "--duration-s", duration,
+                          "--txn-timeout-ms", str(TXN_TIMEOUT_MS))
+        workers.start("ca1", "consumer-assign", "--crash-s", crash, "--duration-s", duration,
+                      "--isolation", "read_committed")
+    else:
+        workers.start("cp1", "producer-confluent", "--rate", rate, "--duration-s", duration)
+        workers.start("kp1", "producer-kafka-python", "--rate", rate, "--duration-s", duration)
+        workers.start("ca1", "consumer-assign", "--crash-s", crash, "--duration-s", duration)
+        workers.start("cg1", "consumer-group-confluent", "--crash-s", crash,
+                      "--duration-s", duration)
+        workers.start("kg1", "consumer-group-kafka-python", "--crash-s", crash,
+                      "--duration-s", duration)
     if not _wait("first acknowledgements", lambda: workers.acknowledged() > 0, 90):
         raise RuntimeError(f"no write was acknowledged; see {work / 'logs'}")
     say(f"workload running; {len(schedule)} faults over {config.time_limit_s:.0f}s")
+    executor = namespace_executor(lab.ns(CLIENTS_HOST))
+
+    def txn_coordinators() -> list[int]:
+        """FindCoordinator (key_type 1) for every transactional id, asked from the clients'
+        namespace: the brokers it names."""
+        ids = [f"chaos-{p}" for p in txn_processes] or ["chaos-tp1"]
+
+        def ask() -> list[int]:
+            # a coordinator being elected answers COORDINATOR_NOT_AVAILABLE: ask again, bounded
+            with ClusterClient(cluster.bootstrap, timeout_s=3.0,
+                               client_id="chaos-nemesis") as client:
+                for _attempt in range(FIND_COORDINATOR_ATTEMPTS):
+                    resp = client.request_any(10, 4, {"key_type": 1, "coordinator_keys": ids})
+                    named = [int(c.node_id) for c in resp.coordinators
+                             if not int(c.error_code)]
+                    if named:
+                        return named
+                    time.sleep(0.3)
+            return []
+
+        return list(run_in(executor, ask, 30.0))
+
     nemesis = Nemesis(lab, cluster, observer, config.keys, say,
                       power_loss=bool(POWER_CUTS & set(expand(config.faults))),
-                      sync_keys=[*config.keys, "__consumer_offsets-0"],
-                      eligible_leader_replicas=config.eligible_leader_replicas)
+                      sync_keys=[*config.keys, *internal],
+                      eligible_leader_replicas=config.eligible_leader_replicas,
+                      txn_coordinators=txn_coordinators)
     started = time.monotonic()
     faults: list[dict[str, Any]] = []
     try:
@@ -272,15 +353,26 @@ def _workload_and_faults(config: ChaosConfig, schedule: list[Any], lab: Lab, clu
             time.sleep(rest)
     finally:
         nemesis.heal_all()
+        executor.shutdown(wait=False, cancel_futures=True)
     healed_at = workers.acknowledged()
-    keys = [*config.keys, "__consumer_offsets-0"]
+    keys = [*config.keys, *internal]
     recovered = _wait("recovery", lambda: observer.all_in_sync(keys)
                       and workers.acknowledged() > healed_at + 20, config.recovery_timeout_s)
     say("cluster recovered" if recovered else "cluster did not recover in time")
     time.sleep(config.quiet_s)
     workers.stop()
-    final = workers.start("final", "final-read", "--duration-s", "120")
-    final.wait(150)
+    if config.restarts_before_final_read:
+        # What the live state serves, then the same after every broker rebuilt its state from
+        # its files (issue 28: the rebuilt aborted-transaction index): the reads before are
+        # ordinary reads of processes ``live``/``live-rc``, the ones after are the final reads.
+        _final_reads(workers, txn, LIVE_PROCESS, LIVE_COMMITTED_PROCESS)
+        record = nemesis.rolling_restart(random.Random(config.seed))
+        record["before_final_read"] = True
+        faults.append(record)
+        recovered = _wait("recovery after the restarts", lambda: observer.all_in_sync(keys),
+                          config.recovery_timeout_s) and recovered
+    _final_reads(workers, txn, FINAL_PROCESS, FINAL_COMMITTED_PROCESS)
+    say("final reads done")
     in_sync = {k: list((observer.view(k) or {}).get("isr", [])) for k in config.keys}
     timeline = list(observer.timeline)
     controller_up = list(observer.controller_up)
@@ -290,11 +382,11 @@ def _workload_and_faults(config: ChaosConfig, schedule: list[Any], lab: Lab, clu
     for key in config.keys:
         topic, _, index = key.rpartition("-")
         for broker in cluster.broker_ids:
-            values = read_partition_values(cluster.partition_dir(broker, topic, int(index)))
+            values = read_partition_data(cluster.partition_dir(broker, topic, int(index)))
             replicas.setdefault(key, {})[broker] = {
-                o: None if v is None else v.decode(errors="replace") for o, v in values.items()}
+                o: None if v is None else value_id(v) for o, v in values.items()}
     events = merge(sorted((work / "history").glob("*.jsonl")), work / "history.jsonl")
-    verdict = check(events, replicas, in_sync)
+    verdict = (check_txn if txn else check)(events, replicas, in_sync)
     result: dict[str, Any] = {
         **verdict.as_json(), "faults": faults, "seed": config.seed,
         "recovered": recovered,
@@ -303,12 +395,28 @@ def _workload_and_faults(config: ChaosConfig, schedule: list[Any], lab: Lab, clu
                    "faults": config.faults, "acks": config.acks,
                    "truncation": config.truncation, "unclean": config.unclean,
                    "eligible_leader_replicas": config.eligible_leader_replicas,
-                   "topics": config.topics, "rate": config.rate},
+                   "topics": config.topics, "rate": config.rate,
+                   "workload": config.workload,
+                   "final_restart": config.restarts_before_final_read,
+                   **({"txn_producers": config.txn_producers} if txn else {})},
         "history": str(work / "history.jsonl"),
         "leaders": timeline, "controller_up": controller_up,
     }
     (work / "result.json").write_text(json.dumps(result, indent=1))
     return result
+
+
+def _final_reads(workers: _Workers, txn: bool, process: str, committed_process: str) -> None:
+    """The plain workload: one read (read_committed, every offset). The transactional one:
+    read_uncommitted to the high watermark (every record, aborted ones too), then
+    read_committed until the last stable offset reaches it (bounded: stuck otherwise)."""
+    if not txn:
+        workers.start(process, "final-read", "--duration-s", "120").wait(150)
+        return
+    workers.start(process, "final-read", "--duration-s", "120", "--isolation",
+                  "read_uncommitted", "--sparse").wait(150)
+    workers.start(committed_process, "final-read", "--duration-s", str(LSO_WAIT_S),
+                  "--isolation", "read_committed", "--sparse").wait(LSO_WAIT_S + 60)
 
 
 def events_of(result: dict[str, Any]) -> list[dict[str, Any]]:

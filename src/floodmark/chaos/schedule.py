@@ -28,6 +28,17 @@ flap
 controller
   ``kill-controller``, ``pause-controller``, ``isolate-controller`` (the active controller: of a
   quorum, its leader); ``kill-controllers`` (every controller at once, restarted one by one).
+restart
+  ``restart-one``, ``restart-leader`` — SIGTERM (a controlled shutdown: the broker closes its
+  logs cleanly), down for a moment, restarted; the fault waits (bounded) until it is back in the
+  ISR of its partitions. ``restart-all`` — the same for every broker in turn, a rolling restart:
+  afterwards every replica, leaders included, runs on state rebuilt from its files at start
+  [issue 28: the rebuilt aborted-transaction index].
+txn-coordinator
+  ``kill-txn-coordinator``, ``restart-txn-coordinator``, ``pause-txn-coordinator``,
+  ``isolate-txn-coordinator`` — the broker FindCoordinator(key_type=1) names for the
+  transactional producers' ``transactional.id``s (SIGKILL, SIGTERM then restart, SIGSTOP,
+  cut off from the other brokers and the controller).
 power-loss
   ``power-loss`` — every broker runs in the unsafe page-cache mode
   (``floodmark.unsafe.power.loss.page.cache``: writes not yet fsynced live in the process), so
@@ -57,6 +68,9 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "controller": ("kill-controller", "pause-controller", "isolate-controller",
                    "kill-controllers"),
     "power-loss": ("power-loss",),
+    "restart": ("restart-one", "restart-leader", "restart-all"),
+    "txn-coordinator": ("kill-txn-coordinator", "restart-txn-coordinator",
+                        "pause-txn-coordinator", "isolate-txn-coordinator"),
 }
 COMPOUND: dict[str, tuple[str, ...]] = {"isolate-then-kill": ("partition", "kill"),
                                         "failover-twice": ("partition", "kill"),
@@ -66,6 +80,10 @@ POWER_CUTS = frozenset({"power-loss", "pause-then-power-cut"})
 # Left out unless eligible leader replicas are on (or the fault is named).
 NEEDS_ELR = frozenset({"pause-then-power-cut"})
 DEFAULT_FAULTS = ("partition", "kill", "pause", "flap", "controller")
+# The transactional workload's default: the plain one's, plus clean restarts and faults of the
+# transaction coordinator.
+TXN_DEFAULT_FAULTS = ("restart", "kill", "pause", "txn-coordinator", "partition", "flap",
+                      "controller")
 NOT_BUILT: frozenset[str] = frozenset()
 # Faults that take down more than one broker: left out when brokers can lose unsynced data.
 MULTI_BROKER = frozenset({"kill-majority", "kill-all", "isolate-then-kill", "failover-twice"})
@@ -134,7 +152,8 @@ def plan(seed: int, faults: Iterable[str], time_limit_s: float,
     while True:
         name = names[rng.randrange(len(names))]
         duration = rng.uniform(*duration_s)
-        if name in COMPOUND or name in ("kill-majority", "kill-all", "failover-twice"):
+        if name in COMPOUND or name in ("kill-majority", "kill-all", "failover-twice",
+                                        "restart-all"):
             duration = max(duration, 6.0)
         if t + duration > time_limit_s and out:
             break

@@ -12,7 +12,14 @@ Roles:
   no commits; every ``--crash-s`` seconds a fresh client resumes where the last one was;
 * ``consumer-group-confluent`` / ``consumer-group-kafka-python`` — one consumer group, committing
   synchronously after each poll, through rebalances (members crash and rejoin on a timer);
-* ``final-read`` — a fresh client reads every partition from its low to its high watermark.
+* ``producer-txn`` — confluent-kafka transactional producers (``transactional.id``
+  ``chaos-<process>``): each transaction writes 1–4 unique values (padded to hundreds of bytes)
+  to random partitions, then commits (``--commit-p``, 80 %) or aborts; every call and its
+  outcome is a history line; a fatal error, or an outcome it cannot learn, builds a new producer
+  with the same ``transactional.id`` (its ``init_transactions`` fences the old one);
+* ``final-read`` — a fresh client reads every partition from its low to its high watermark
+  (``--isolation``: read_committed by default; ``--sparse``: offsets may be taken by
+  transaction markers, so a partition is done at its end-of-partition event).
 
 Workers stop on SIGTERM (or after ``--duration-s``, a hard bound) and close their clients.
 """
@@ -29,10 +36,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from floodmark.chaos.history import HistoryWriter
+from floodmark.chaos.history import HistoryWriter, padded, value_id
 
 STOP = {"now": False}
 CRASH_AFTER_ERRORS = 200  # kafka-python: a producer failing this many sends in a row is rebuilt
+END_ATTEMPTS = 2          # commit_transaction / abort_transaction calls per transaction
+INIT_ATTEMPTS = 20        # init_transactions calls per producer before it is rebuilt
 
 
 def _topics(spec: str) -> list[tuple[str, int]]:
@@ -158,6 +167,187 @@ def producer_confluent(args: argparse.Namespace, history: HistoryWriter) -> int:
     return 0
 
 
+def producer_txn(args: argparse.Namespace, history: HistoryWriter) -> int:
+    """Transactions of 1–4 values over random partitions, their acknowledgements awaited,
+    then committed (``--commit-p``) or aborted, one at a time, at most ``--rate`` per second
+    and ``--max-ops`` in all.
+
+    Outcomes, as the history tells them: ``commit`` ``ok`` is committed; ``abort`` ``ok``, or a
+    transaction whose commit was never asked for, is aborted; a commit that came back with an
+    error and was not followed by a successful abort is unknown (the checker wants it all or
+    nothing). A fatal error, or an end call that keeps failing, closes the producer and builds
+    a new one with the same ``transactional.id``: its ``init_transactions`` fences the old one
+    and completes or aborts whatever the old one left.
+
+    A transaction with a send whose outcome is unknown (no acknowledgement within the flush
+    timeout, or a failed delivery: the record may be in the log) is not aborted by its own
+    producer but ended by a new one, as applications are advised to do after indefinite errors:
+    librdkafka 2.16, aborting with unacknowledged records purged from its queue, can give a
+    later record the sequence number of one that is in the log, under the same producer epoch,
+    and the broker (Kafka's too) then answers it as a duplicate of the aborted record: a
+    committed value lost. The new producer's epoch bump rules that out.
+    ``FLOODMARK_CHAOS_TXN_ABORT_UNACKNOWLEDGED=1`` aborts them with the same producer anyway
+    (to show that)."""
+    from confluent_kafka import KafkaException, Producer
+
+    keys = _topics(args.topics)
+    rng = random.Random(f"{args.seed}:{args.process}")
+    config: dict[str, Any] = {
+        "bootstrap.servers": args.bootstrap, "transactional.id": f"chaos-{args.process}",
+        "enable.idempotence": True, "acks": "all", "linger.ms": 2,
+        "transaction.timeout.ms": args.txn_timeout_ms,
+        "message.timeout.ms": args.txn_timeout_ms, "request.timeout.ms": 3000,
+        "socket.timeout.ms": 5000, "retry.backoff.ms": 100,
+        "topic.metadata.refresh.interval.ms": 1000}
+    if os.environ.get("FLOODMARK_CHAOS_RDKAFKA_DEBUG"):  # e.g. "eos,msg"
+        config["debug"] = os.environ["FLOODMARK_CHAOS_RDKAFKA_DEBUG"]
+    end_timeout_s = args.end_timeout_s
+    abort_unacknowledged = os.environ.get("FLOODMARK_CHAOS_TXN_ABORT_UNACKNOWLEDGED") == "1"
+    failed_deliveries: dict[str, int] = {}   # txn -> deliveries that failed (callbacks)
+    deadline = time.monotonic() + args.duration_s
+
+    def flags(exc: Exception) -> dict[str, Any]:
+        err = exc.args[0] if exc.args else None
+        if err is None or not hasattr(err, "name"):
+            return {"error": f"{type(exc).__name__}: {exc}", "retriable": False,
+                    "abortable": False, "fatal": True}
+        return {"error": err.name(), "message": str(err.str())[:300],
+                "retriable": bool(err.retriable()), "abortable": bool(err.txn_requires_abort()),
+                "fatal": bool(err.fatal())}
+
+    def delivery(txn: str, topic: str, partition: int, value: str
+                 ) -> Callable[[Any, Any], None]:
+        def delivered(err: Any, msg: Any) -> None:
+            if err is None:
+                history.event("ok", "send", topic=topic, partition=partition, value=value,
+                              offset=msg.offset(), txn=txn)
+            else:  # indefinite: an earlier attempt may have been written
+                failed_deliveries[txn] = failed_deliveries.get(txn, 0) + 1
+                history.event("info", "send", topic=topic, partition=partition, value=value,
+                              error=err.name(), txn=txn)
+        return delivered
+
+    def close(producer: Any, why: str) -> None:
+        history.event("info", "crash", error=why)
+        with contextlib.suppress(Exception):
+            producer.purge()
+        with contextlib.suppress(Exception):
+            producer.flush(1)
+        with contextlib.suppress(Exception):
+            producer.close(5)
+
+    def start() -> Any | None:
+        """A new producer, its transactions initialised (bounded); None when time is up."""
+        for _attempt in range(INIT_ATTEMPTS):
+            if _stopping(deadline):
+                return None
+            producer = Producer(config)
+            for _try in range(INIT_ATTEMPTS):
+                if _stopping(deadline):
+                    close(producer, "stopping")
+                    return None
+                history.event("invoke", "init")
+                try:
+                    producer.init_transactions(end_timeout_s)
+                    history.event("ok", "init")
+                    return producer
+                except KafkaException as exc:
+                    why = flags(exc)
+                    history.event("info", "init", **why)
+                    if not why["retriable"]:
+                        break
+            close(producer, "init_transactions failed")
+        return None
+
+    def end(producer: Any, txn: str, values: list[str], commit: bool) -> bool:
+        """Commit or abort; False when the producer must be rebuilt."""
+        f = "commit" if commit else "abort"
+        for attempt in range(END_ATTEMPTS):
+            history.event("invoke", f, txn=txn, values=values, attempt=attempt)
+            try:
+                if commit:
+                    producer.commit_transaction(end_timeout_s)
+                else:
+                    producer.abort_transaction(end_timeout_s)
+                history.event("ok", f, txn=txn)
+                return True
+            except KafkaException as exc:
+                why = flags(exc)
+                history.event("info", f, txn=txn, **why)
+                if why["fatal"]:
+                    return False
+                if commit and why["abortable"]:
+                    if failed_deliveries.get(txn) and not abort_unacknowledged:
+                        return False  # a record may be in the log: a new producer ends it
+                    return end(producer, txn, values, commit=False)
+                if not why["retriable"]:
+                    return False
+        return False
+
+    producer = start()
+    n = 0
+    txns = 0
+    tick = _paced(args.rate, deadline)
+    while producer is not None and txns < args.max_ops and tick():
+        txn = f"{args.process}-t{txns}"
+        txns += 1
+        try:
+            producer.begin_transaction()
+        except KafkaException as exc:
+            history.event("info", "begin", txn=txn, **flags(exc))
+            close(producer, "begin_transaction failed")
+            producer = start()
+            continue
+        history.event("ok", "begin", txn=txn)
+        values: list[str] = []
+        broken: dict[str, Any] | None = None
+        for _i in range(rng.randint(1, 4)):
+            topic, partition = keys[rng.randrange(len(keys))]
+            value = f"{args.process}-{n}"
+            n += 1
+            history.event("invoke", "send", topic=topic, partition=partition, value=value,
+                          txn=txn)
+            try:
+                producer.produce(topic, value=padded(value, rng.randint(*args.pad_bytes)),
+                                 partition=partition,
+                                 on_delivery=delivery(txn, topic, partition, value))
+                values.append(value)
+                producer.poll(0)
+            except BufferError as exc:
+                history.event("fail", "send", topic=topic, partition=partition, value=value,
+                              error=f"BufferError: {exc}", txn=txn)
+            except KafkaException as exc:  # e.g. the transaction must abort, or fatal
+                broken = flags(exc)
+                history.event("fail", "send", topic=topic, partition=partition, value=value,
+                              txn=txn, **broken)
+                break
+        remaining = 0
+        if broken is None:
+            # wait for the acknowledgements first (bounded), so an aborted transaction's records
+            # are in the log too and its ABORT markers are written
+            remaining = producer.flush(end_timeout_s)
+            if remaining:
+                history.event("info", "flush", txn=txn, remaining=remaining)
+        commit = broken is None and rng.random() < args.commit_p
+        unknown_sends = bool(remaining or failed_deliveries.get(txn))
+        why = f"transaction {txn} left the producer unusable"
+        if broken is not None and broken["fatal"]:
+            ok = False
+        elif not commit and unknown_sends and not abort_unacknowledged:
+            # ended by the next producer's epoch bump (see the docstring)
+            ok, why = False, f"transaction {txn} has unacknowledged sends: a new producer ends it"
+        else:
+            ok = end(producer, txn, values, commit)
+        failed_deliveries.pop(txn, None)
+        if not ok:
+            close(producer, why)
+            producer = start()
+    if producer is not None:
+        with contextlib.suppress(Exception):
+            producer.close(5)
+    return 0
+
+
 def producer_kafka_python(args: argparse.Namespace, history: HistoryWriter) -> int:
     from kafka import KafkaProducer
 
@@ -221,8 +411,14 @@ def producer_kafka_python(args: argparse.Namespace, history: HistoryWriter) -> i
 
 # -- consumers ---------------------------------------------------------------------------------
 def _records_confluent(msgs: list[Any]) -> list[list[Any]]:
-    return [[m.topic(), m.partition(), m.offset(), (m.value() or b"").decode()]
+    return [[m.topic(), m.partition(), m.offset(), value_id(m.value())]
             for m in msgs if m.error() is None]
+
+
+def _isolation(args: argparse.Namespace) -> dict[str, Any]:
+    """Poll fields that name the isolation level, when the run asked for one (the
+    transactional workload: the checker tells read_committed polls from the others)."""
+    return {"isolation": args.isolation} if args.isolation else {}
 
 
 def _hw_confluent(consumer: Any, records: list[list[Any]]) -> list[list[Any]]:
@@ -244,6 +440,8 @@ def _confluent_config(args: argparse.Namespace, group: str) -> dict[str, Any]:
         "isolation.level": "read_committed", "topic.metadata.refresh.interval.ms": 1000,
         "fetch.wait.max.ms": 200, "session.timeout.ms": 6000,
         "heartbeat.interval.ms": 500, "socket.timeout.ms": 5000}
+    if args.isolation:
+        config["isolation.level"] = args.isolation
     if os.environ.get("FLOODMARK_CHAOS_RDKAFKA_DEBUG"):  # e.g. "topic,metadata,fetch"
         config["debug"] = os.environ["FLOODMARK_CHAOS_RDKAFKA_DEBUG"]
     return config
@@ -265,7 +463,7 @@ def consumer_assign(args: argparse.Namespace, history: HistoryWriter) -> int:
             records = _records_confluent(consumer.consume(200, 0.5))
             if records:
                 history.event("ok", "poll", records=records,
-                              hw=_hw_confluent(consumer, records))
+                              hw=_hw_confluent(consumer, records), **_isolation(args))
                 for topic, partition, offset, _v in records:
                     position[(topic, partition)] = offset + 1
         consumer.close()
@@ -336,7 +534,7 @@ def consumer_group_kafka_python(args: argparse.Namespace, history: HistoryWriter
             except Exception as exc:  # e.g. a commit-failed rebalance surfacing in poll
                 history.event("info", "poll", error=type(exc).__name__)
                 continue
-            records = [[tp.topic, tp.partition, r.offset, (r.value or b"").decode()]
+            records = [[tp.topic, tp.partition, r.offset, value_id(r.value)]
                        for tp, rs in batch.items() for r in rs]
             if not records:
                 continue
@@ -356,39 +554,84 @@ def consumer_group_kafka_python(args: argparse.Namespace, history: HistoryWriter
 
 def final_read(args: argparse.Namespace, history: HistoryWriter) -> int:
     """Every partition from its low to its high watermark (asked of the leader), as polls of
-    process ``final``, then one ``final`` line."""
-    from confluent_kafka import Consumer, TopicPartition
+    process ``final``, then one ``final`` line.
+
+    ``--sparse`` (a log with transaction markers, whose offsets no consumer sees): a partition
+    is done once its end-of-partition event comes at or past its high watermark. The high
+    watermarks are asked with read_uncommitted, whatever ``--isolation`` is: a read_committed
+    reader ends at the last stable offset, so one that cannot reach the high watermark within
+    ``--duration-s`` shows an LSO stuck below it (recorded as ``reached`` and ``lso``)."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     keys = _topics(args.topics)
     deadline = time.monotonic() + args.duration_s
-    consumer = Consumer(_confluent_config(args, "chaos-final"))
+    config = _confluent_config(args, "chaos-final")
+    if args.sparse:
+        config["enable.partition.eof"] = True
+    consumer = Consumer(config)
+    asker = consumer
+    if args.sparse and config["isolation.level"] != "read_uncommitted":
+        asker = Consumer({**config, "isolation.level": "read_uncommitted",
+                          "group.id": "chaos-final-marks"})
     marks: dict[tuple[str, int], tuple[int, int]] = {}
     while len(marks) < len(keys) and not _stopping(deadline):
         for t, p in keys:
             if (t, p) in marks:
                 continue
             try:
-                low, high = consumer.get_watermark_offsets(TopicPartition(t, p), timeout=5)
+                low, high = asker.get_watermark_offsets(TopicPartition(t, p), timeout=5)
                 marks[(t, p)] = (low, high)
             except Exception:  # leader not reachable yet
                 time.sleep(0.2)
+    if asker is not consumer:
+        asker.close()
     consumer.assign([TopicPartition(t, p, low) for (t, p), (low, _h) in marks.items()])
     seen: dict[tuple[str, int], set[int]] = {k: set() for k in marks}
+    reached: dict[tuple[str, int], int] = {}
+
+    def finished(k: tuple[str, int]) -> bool:
+        lo, hi = marks[k]
+        if reached.get(k, -1) >= hi:
+            return True
+        return all(o in seen[k] for o in range(lo, hi))
 
     def done() -> bool:
-        return all(all(o in seen[k] for o in range(lo, hi)) for k, (lo, hi) in marks.items())
+        return all(finished(k) for k in marks)
 
     while not done() and not _stopping(deadline):
-        records = _records_confluent(consumer.consume(500, 0.5))
+        msgs = consumer.consume(500, 0.5)
+        for m in msgs:
+            error = m.error()
+            topic, partition, offset = m.topic(), m.partition(), m.offset()
+            if (error is not None and error.code() == KafkaError._PARTITION_EOF
+                    and topic is not None and partition is not None and offset is not None):
+                k = (str(topic), int(partition))
+                reached[k] = max(reached.get(k, -1), int(offset))
+        records = _records_confluent(msgs)
         records = [r for r in records if r[2] < marks[(r[0], r[1])][1]]
         if records:
             history.event("ok", "poll", records=records, hw=[
-                [t, p, marks[(t, p)][1]] for t, p in sorted({(r[0], r[1]) for r in records})])
+                [t, p, marks[(t, p)][1]] for t, p in sorted({(r[0], r[1]) for r in records})],
+                **_isolation(args))
             for topic, partition, offset, _v in records:
                 seen[(topic, partition)].add(offset)
     complete = len(marks) == len(keys) and done()
+    extra: dict[str, Any] = {}
+    if args.sparse:
+        extra["reached"] = [[t, p, o] for (t, p), o in sorted(reached.items())]
+        extra["isolation"] = config["isolation.level"]
+        lso = []
+        for k in sorted(marks):
+            if not finished(k):
+                with contextlib.suppress(Exception):
+                    _lo, last_stable = consumer.get_watermark_offsets(TopicPartition(*k),
+                                                                      timeout=5)
+                    lso.append([k[0], k[1], last_stable])
+        if lso:
+            extra["lso"] = lso
     history.event("ok", "final", complete=complete,
-                  high_watermarks=[[t, p, hi, lo] for (t, p), (lo, hi) in sorted(marks.items())])
+                  high_watermarks=[[t, p, hi, lo] for (t, p), (lo, hi) in sorted(marks.items())],
+                  **extra)
     consumer.close()
     return 0 if complete else 1
 
@@ -401,7 +644,16 @@ ROLES: dict[str, Callable[[argparse.Namespace, HistoryWriter], int]] = {
     "consumer-group-confluent": consumer_group_confluent,
     "consumer-group-kafka-python": consumer_group_kafka_python,
     "final-read": final_read,
+    "producer-txn": producer_txn,
 }
+
+
+def _span(text: str) -> tuple[int, int]:
+    low, _, high = text.partition(":")
+    span = (int(low), int(high or low))
+    if not 0 <= span[0] <= span[1]:
+        raise argparse.ArgumentTypeError(f"bad span {text!r}: want MIN:MAX, 0 <= MIN <= MAX")
+    return span
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -419,6 +671,24 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--replication-factor", type=int, default=3)
     p.add_argument("--min-insync-replicas", type=int, default=2)
+    p.add_argument("--isolation", default=None, choices=["read_committed", "read_uncommitted"],
+                   help="consumers: the isolation level (default read_committed), named in "
+                        "every poll line when given")
+    p.add_argument("--sparse", action="store_true",
+                   help="final-read: offsets may be taken by transaction markers; a partition "
+                        "is read once its end-of-partition event reaches the high watermark")
+    p.add_argument("--max-ops", type=int, default=1_000_000,
+                   help="producer-txn: at most this many transactions")
+    p.add_argument("--commit-p", type=float, default=0.8,
+                   help="producer-txn: the share of transactions that commit (others abort)")
+    p.add_argument("--txn-timeout-ms", type=int, default=10_000,
+                   help="producer-txn: transaction.timeout.ms")
+    p.add_argument("--end-timeout-s", type=float, default=2.5,
+                   help="producer-txn: the timeout of each init, flush, commit and abort call "
+                        "(a commit still timing out after its retries has an unknown "
+                        "outcome: shorter than most faults, so some do)")
+    p.add_argument("--pad-bytes", type=_span, default=(100, 900), metavar="MIN:MAX",
+                   help="producer-txn: filler bytes after each value (random in the span)")
     args = p.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: STOP.update(now=True))
     signal.signal(signal.SIGINT, lambda *_: STOP.update(now=True))
