@@ -40,6 +40,7 @@ from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartit
 from floodmark.client.fetch import READ_COMMITTED, FetchClient, OffsetBounds
 from floodmark.cluster import LocalCluster, waiting
 from floodmark.records import HEADER_SIZE, BatchHeader
+from floodmark.storage.segment import SCAN_CHUNK_BYTES
 from tests.cluster.helpers import cluster_progress, start_cluster, wait_progress
 from tests.compat.txn_helpers import create_topic, end_transaction
 
@@ -52,9 +53,9 @@ PRODUCERS = 3
 COMMIT_RATE = 0.8
 VALUE_BYTES = (256, 6144)
 
-# The scan that misread markers (storage.segment.scan_batches at b957c72): chunks of 64 KiB; a
-# new chunk is read at a batch whose header does not fit the current one.
-SCAN_CHUNK_BYTES = 64 * 1024
+# The scan that misread markers (storage.segment.scan_batches at b957c72): chunks of 64 KiB (the
+# default of LogConfig.scan_chunk_bytes); a new chunk is read at a batch whose header does not fit
+# the current one.
 MARKER_BYTES = 78  # a control batch holding one COMMIT/ABORT record
 MIN_BATCH_BYTES = 68  # a batch of one record with an empty value
 FILLER_MAX_BYTES = 8192

@@ -158,6 +158,26 @@ def _produce(p: Producer, first: int, count: int, sent: dict[str, list[str]],
     assert p.flush(120) == 0 and not failed, failed[:3]
 
 
+def input_producer(bootstrap: str) -> Producer:
+    """The input's idempotent producer, riding over leader changes."""
+    return Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                     "linger.ms": 5, "message.timeout.ms": 120000,
+                     "reconnect.backoff.max.ms": 500, "topic.metadata.refresh.interval.ms": 1000})
+
+
+def assert_counted_once(output: Output, sent: dict[str, list[str]], about: str) -> None:
+    """Per key, the output's counts are 1, 2, ..., n in offset order, carrying the key's input
+    ids in the order they were produced: nothing lost, nothing doubled."""
+    counted = output.by_key()
+    assert not output.errors, output.errors[:3]
+    for key, ids in sent.items():
+        seen = counted.get(key, [])
+        assert [n for n, _ in seen] == list(range(1, len(ids) + 1)), (
+            f"{key}: counts {[n for n, _ in seen][:20]}... of {len(ids)} inputs ({about})")
+        assert [i for _, i in seen] == ids, f"{key}: the input ids differ"
+    assert output.count() == sum(len(v) for v in sent.values())
+
+
 def _uncommitted_count(bootstrap: str, ends: dict[int, int]) -> int:
     """Records in the output's logs as read_uncommitted sees them, aborted ones included."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "quix-uncommitted",
@@ -196,10 +216,7 @@ def test_quix_exactly_once_counts_every_input_once_across_a_broker_sigkill(
             f.result(30)
         wait_until(lambda: all(_leader(cluster, t, p) > 0 for t in (SOURCE, SINK)
                                for p in range(PARTITIONS)), 30, "leaders")
-        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
-                             "enable.idempotence": True, "linger.ms": 5,
-                             "message.timeout.ms": 120000, "reconnect.backoff.max.ms": 500,
-                             "topic.metadata.refresh.interval.ms": 1000})
+        producer = input_producer(cluster.bootstrap)
         sent: dict[str, list[str]] = defaultdict(list)
         _produce(producer, 0, 1500, sent)
 
@@ -241,15 +258,7 @@ def test_quix_exactly_once_counts_every_input_once_across_a_broker_sigkill(
         # Whatever the app had in flight is committed or aborted by now; read a moment more.
         wait_until(lambda: output.count() >= total, 30, "the output settled")  # type: ignore[union-attr]
 
-        counted = output.by_key()
-        assert not output.errors, output.errors[:3]
-        for key, ids in sent.items():
-            seen = counted.get(key, [])
-            assert [n for n, _ in seen] == list(range(1, len(ids) + 1)), (
-                f"{key}: counts {[n for n, _ in seen][:20]}... of {len(ids)} inputs "
-                f"(app starts {app.starts}, exits {app.exits})")
-            assert [i for _, i in seen] == ids, f"{key}: the input ids differ"
-        assert output.count() == total
+        assert_counted_once(output, sent, f"app starts {app.starts}, exits {app.exits}")
         # The aborted attempts are in the log (read_uncommitted sees them): read_committed hid
         # them, and the counts above prove nothing was doubled.
         ends = {p: max(o for o, _ in output.records[p]) + 1 for p in output.records}

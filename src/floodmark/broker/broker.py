@@ -29,17 +29,17 @@ from floodmark.broker.config import BrokerConfig, Configs
 from floodmark.broker.context import BrokerInfo, Membership, PartitionKey
 from floodmark.broker.fetch_sessions import FetchSessionCache
 from floodmark.broker.groups import GroupCoordinator
-from floodmark.broker.handlers import HANDLERS, RAW_HANDLERS, admin, data
+from floodmark.broker.handlers import HANDLERS, RAW_HANDLERS, admin, data, group_apis
 from floodmark.broker.membership import LocalMembership
 from floodmark.broker.metadata import Controller, LocalController
-from floodmark.broker.offsets import OffsetStore
+from floodmark.broker.offsets import OffsetStore, partition_for
 from floodmark.broker.partition_state import PartitionState
 from floodmark.broker.purgatory import FetchPurgatory
 from floodmark.broker.replica_fetcher import ReplicaManager
 from floodmark.broker.server import Connection, start_listener
 from floodmark.broker.txn_coordinator import TransactionCoordinatorDriver
 from floodmark.errors import ErrorCode, KafkaError
-from floodmark.metadata import INTERNAL_TOPICS, TopicMeta
+from floodmark.metadata import INTERNAL_TOPICS, OFFSETS_TOPIC, TopicMeta
 from floodmark.replication.election import AlterPartitionRequest
 from floodmark.replication.produce import ProduceSettings
 from floodmark.settings import topic_log_config
@@ -83,10 +83,14 @@ class Broker:
             config.get_int("max.incremental.fetch.session.cache.slots"),
             config.get_int("min.incremental.fetch.session.eviction.ms"))
         self.offsets = OffsetStore()
+        # __consumer_offsets partition -> the leader epoch at which this broker loaded it: it
+        # coordinates that partition's groups only while it leads at that epoch.
+        self.offsets_loaded: dict[int, int] = {}
         self.groups = GroupCoordinator(
             initial_rebalance_delay_ms=config.get_int("group.initial.rebalance.delay.ms"),
             min_session_timeout_ms=config.get_int("group.min.session.timeout.ms"),
             max_session_timeout_ms=config.get_int("group.max.session.timeout.ms"),
+            persist=functools.partial(group_apis.store_group, self),
         )
         self.transactions = TransactionCoordinatorDriver(
             self, functools.partial(data.append_partition, self),
@@ -148,6 +152,8 @@ class Broker:
         ps = self.partitions.pop(key, None)
         if ps is None:
             return None
+        if key[0] == OFFSETS_TOPIC:
+            self.unload_offsets_partition(key[1])
         if self.replicas is not None:
             self.replicas.remove(key)
         ps.apply(ps.core.resign())
@@ -305,8 +311,58 @@ class Broker:
         return self.membership.live_brokers()
 
     def is_coordinator(self, group: str) -> bool:
-        """Does this broker coordinate ``group``?"""
-        return self.membership.coordinator_for(group) == self.node_id
+        """Does this broker coordinate ``group`` (and has it loaded the group's partition)?"""
+        return self.coordinator_error(group) is ErrorCode.NONE
+
+    def coordinator_error(self, group: str) -> ErrorCode:
+        """NONE when this broker coordinates ``group``; COORDINATOR_LOAD_IN_PROGRESS while it
+        leads the group's offsets partition but has not loaded it at its current leader epoch
+        (Kafka's answer: the client asks again, rather than reading offsets or membership this
+        broker does not know yet); NOT_COORDINATOR otherwise."""
+        topic = self.controller.topics().get(OFFSETS_TOPIC)
+        if topic is None or self.membership.coordinator_for(group) != self.node_id:
+            return ErrorCode.NOT_COORDINATOR
+        n = len(topic.partitions)
+        index = partition_for(group, n)
+        ps = self.partitions.get((OFFSETS_TOPIC, index))
+        if ps is None or not ps.core.is_leader or self.offsets_loaded.get(index) != \
+                ps.leader_epoch:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return ErrorCode.NONE
+
+    def load_offsets_partition(self, ps: PartitionState) -> None:
+        """This broker leads ``ps`` (a ``__consumer_offsets`` partition) now: load its groups'
+        committed offsets and metadata from its log, from nothing, and coordinate them."""
+        n = len(self.controller.topics()[OFFSETS_TOPIC].partitions)
+        self.groups.unload(self.offsets.unload_partition(ps.partition, n)
+                           + [g for g in self.groups.groups
+                              if partition_for(g, n) == ps.partition])
+        loaded = self.offsets.load_partition(
+            ps.partition, n, functools.partial(self.storage.read_all, ps.log,
+                                               ps.log_end_offset))
+        for group_id, rec in loaded.groups.items():
+            self.groups.load(group_id, rec)
+        self.offsets_loaded[ps.partition] = ps.leader_epoch
+        stable = sum(1 for r in loaded.groups.values() if r.members)
+        log.info("partition %s leader_epoch=%d coordinator: loaded %d committed offsets, %d "
+                 "groups (%d with members)%s", ps.name, ps.leader_epoch, loaded.offsets,
+                 len(loaded.groups), stable,
+                 f", {loaded.unreadable} unreadable group records skipped"
+                 if loaded.unreadable else "")
+
+    def unload_offsets_partition(self, index: int) -> None:
+        """Another broker leads ``__consumer_offsets-index`` now (or nobody): forget its groups
+        here, so nothing stale is answered if this broker leads it again before loading."""
+        if self.offsets_loaded.pop(index, None) is None:
+            return
+        topic = self.controller.topics().get(OFFSETS_TOPIC)
+        if topic is None:
+            return
+        n = len(topic.partitions)
+        gone = self.offsets.unload_partition(index, n)
+        self.groups.unload(gone + [g for g in self.groups.groups if partition_for(g, n) == index])
+        log.info("partition %s-%d coordinator no more: %d groups unloaded", OFFSETS_TOPIC, index,
+                 len(set(gone)))
 
     @property
     def advertised(self) -> tuple[str, int]:

@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import functools
 import logging
 import os
 import signal
@@ -73,6 +72,14 @@ HEARTBEAT_TIMEOUT_MAX_S = 5.0  # a heartbeat unanswered this long moves on to th
 RETRIABLE_ALTER_PARTITION = frozenset({int(ErrorCode.REQUEST_TIMED_OUT),
                                        int(ErrorCode.NOT_CONTROLLER),
                                        int(ErrorCode.STALE_BROKER_EPOCH)})
+FENCED_BROKER_LISTED_MS = 30_000
+"""How long Metadata answers still list a broker after the controller fenced it. Kafka fences a
+SIGKILLed broker only when its session runs out (9 s by default), so clients keep a broker that
+restarts at once in their metadata; floodmark fences at once (a closed connection, a refused
+port), and librdkafka (2.10 and later) tears down its handle to a broker missing from Metadata:
+a transactional producer whose cached group coordinator is that handle then waits in
+send_offsets_to_transaction until some other broker changes state (librdkafka issue 5511).
+Leaders, ISRs and coordinators never name a fenced broker; only the broker list keeps it."""
 CLUSTER_DEFAULTS = {
     "broker.heartbeat.interval.ms": 250,
     "controlled.shutdown.timeout.ms": 5000,
@@ -97,6 +104,7 @@ class ClusterMembership(MembershipBase):
         self._poll_task: asyncio.Task[None] | None = None
         self._started = False
         self.session = ControllerSession()  # is this broker's leadership in doubt?
+        self._fenced_since: dict[int, int] = {}  # broker id -> when this broker saw it fenced
 
     @property
     def controller(self) -> Controller:
@@ -301,13 +309,15 @@ class ClusterMembership(MembershipBase):
                     if was_leader and ps.core.is_leader:  # e.g. the controller fenced a follower
                         host.isr_shrinks += int(len(ps.core.isr) < isr_before)
                         host.isr_expands += int(len(ps.core.isr) > isr_before)
-                    if name == OFFSETS_TOPIC and ps.core.is_leader and not was_leader:
-                        # Group coordinator for this partition now: load the committed offsets the
-                        # replicated log holds (written by the previous coordinator).
-                        n = host.offsets.replay(functools.partial(
-                            host.storage.read_all, ps.log, ps.log_end_offset))
-                        log.info("partition %s leader_epoch=%d coordinator: replayed %d committed "
-                                 "offsets", ps.name, ps.leader_epoch, n)
+                    if name == OFFSETS_TOPIC:
+                        if ps.core.is_leader and host.offsets_loaded.get(index) != \
+                                ps.leader_epoch:
+                            # Group coordinator for this partition now: load the committed
+                            # offsets and group metadata its replicated log holds (written by
+                            # the previous coordinator); until then COORDINATOR_LOAD_IN_PROGRESS.
+                            host.load_offsets_partition(ps)
+                        elif not ps.core.is_leader:
+                            host.unload_offsets_partition(index)
                     if was_leader != ps.core.is_leader:
                         log.info("partition %s leader_epoch=%d now %s (leader %d, isr %s)", ps.name,
                                  ps.leader_epoch, "LEADER" if ps.core.is_leader else "follower",
@@ -401,6 +411,22 @@ class ClusterMembership(MembershipBase):
             address, port = self.host.advertised
             out.append({"node_id": node_id, "host": address, "port": port, "rack": None})
         return out
+
+    def listed_brokers(self) -> list[BrokerInfo]:
+        """The live brokers, and those fenced less than ``FENCED_BROKER_LISTED_MS`` ago (as
+        this broker saw the fence)."""
+        out = self.live_brokers()
+        now = _monotonic_ms()
+        image = self.controller_client.image
+        for b in image.brokers.values():
+            if not b.fenced:
+                self._fenced_since.pop(b.broker_id, None)
+                continue
+            since = self._fenced_since.setdefault(b.broker_id, now)
+            if now - since < FENCED_BROKER_LISTED_MS and b.broker_id != self.host.node_id:
+                out.append({"node_id": b.broker_id, "host": b.host, "port": b.port,
+                            "rack": None})
+        return sorted(out, key=lambda b: b["node_id"])
 
     def broker_address(self, node_id: int) -> tuple[str, int] | None:
         reg = self.controller_client.image.brokers.get(node_id)

@@ -8,6 +8,13 @@ at the rebalance timeout (members that did not rejoin are removed; a late rejoin
 member id is UNKNOWN_MEMBER_ID, and the client joins afresh). Only the leader gets the member
 list; followers' SyncGroup waits for the leader's assignment.
 
+The group's state survives its coordinator (Kafka's ``GroupMetadataValue`` records in
+``__consumer_offsets``): ``persist`` stores the group when a generation's assignment is complete
+(the SyncGroup answers wait for it; a failed store answers the error and the group rebalances),
+when it becomes empty and when a static member takes a new member id; a new coordinator
+``load``s what its partitions hold, so members keep their member id, generation and assignment
+and heartbeat on without a rebalance, each with a fresh session timeout.
+
 Kafka's checks, in Kafka's order: a stale generation is ILLEGAL_GENERATION (Heartbeat, SyncGroup,
 OffsetCommit) before any REBALANCE_IN_PROGRESS; OffsetCommit from a member of the current
 generation is accepted while the group is stable or preparing a rebalance (clients commit in
@@ -23,10 +30,11 @@ import logging
 import struct
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypedDict
 
+from floodmark.broker.offsets import GroupRecord, MemberRecord
 from floodmark.client.group import decode_subscription
 from floodmark.errors import ErrorCode
 
@@ -92,6 +100,7 @@ class Group:
     static_members: dict[str, str] = field(default_factory=dict)  # group.instance.id -> member id
     rebalance_timer: asyncio.TimerHandle | None = None
     initial_delay_timer: asyncio.TimerHandle | None = None
+    storing: bool = False  # the leader's assignment is being stored (SyncGroup waits)
 
 
 class MemberDescription(TypedDict):
@@ -123,12 +132,83 @@ class GroupCoordinator:
         min_session_timeout_ms: int,
         max_session_timeout_ms: int,
         on_group_emptied: Callable[[str], None] | None = None,
+        persist: Callable[[str, GroupRecord | None], Awaitable[ErrorCode]] | None = None,
     ) -> None:
         self.groups: dict[str, Group] = {}
         self._initial_delay_ms = initial_rebalance_delay_ms
         self._min_session_ms = min_session_timeout_ms
         self._max_session_ms = max_session_timeout_ms
         self._on_group_emptied = on_group_emptied
+        self.persist = persist
+        self._stores: set[asyncio.Task[None]] = set()
+
+    # -- the group's record (GroupMetadataValue) -----------------------------------------------
+    @staticmethod
+    def record_of(g: Group) -> GroupRecord:
+        protocol = g.protocol_name or ""
+        return GroupRecord(
+            g.protocol_type or "", g.generation_id, g.protocol_name, g.leader_id,
+            int(time.time() * 1000),
+            tuple(MemberRecord(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                               m.rebalance_timeout_ms, m.session_timeout_ms,
+                               m.metadata_for(protocol), m.assignment)
+                  for m in g.members.values()))
+
+    def load(self, group_id: str, rec: GroupRecord) -> Group:
+        """A new coordinator takes the group as its last record left it: stable with its
+        members (each alive from now, for a session timeout) or empty."""
+        self.unload([group_id])
+        g = Group(group_id, generation_id=rec.generation,
+                  protocol_type=rec.protocol_type or None)
+        now = _now_ms()
+        for r in rec.members:
+            protocols = [(rec.protocol or "", r.subscription)]
+            m = Member(r.member_id, r.group_instance_id, r.client_id, r.client_host,
+                       r.session_timeout_ms, r.rebalance_timeout_ms, rec.protocol_type,
+                       protocols, assignment=r.assignment, last_heartbeat_ms=now)
+            g.members[m.member_id] = m
+            if m.group_instance_id:
+                g.static_members[m.group_instance_id] = m.member_id
+        if g.members:
+            g.state = GroupState.STABLE
+            g.protocol_name = rec.protocol
+            g.leader_id = rec.leader if rec.leader in g.members else None
+        self.groups[group_id] = g
+        return g
+
+    def unload(self, group_ids: list[str]) -> None:
+        """Another broker coordinates these groups now: forget them here; members parked in
+        JoinGroup or SyncGroup are told NOT_COORDINATOR (they find the new coordinator)."""
+        for group_id in group_ids:
+            g = self.groups.pop(group_id, None)
+            if g is None:
+                continue
+            for timer in (g.rebalance_timer, g.initial_delay_timer):
+                if timer is not None:
+                    timer.cancel()
+            for m in g.members.values():
+                if m.join_future is not None and not m.join_future.done():
+                    m.join_future.set_result(JoinResult(ErrorCode.NOT_COORDINATOR,
+                                                        member_id=m.member_id))
+                if m.sync_future is not None and not m.sync_future.done():
+                    m.sync_future.set_result((ErrorCode.NOT_COORDINATOR, b""))
+
+    def _store_later(self, g: Group, why: str) -> None:
+        """Store the group's record without waiting (an emptied group, a replaced static
+        member: Kafka writes these too, and a failover then loads them)."""
+        if self.persist is None:
+            return
+        store = self.persist(g.group_id, self.record_of(g))
+
+        async def run() -> None:
+            err = await store
+            if err is not ErrorCode.NONE:
+                log.warning("group %s: storing its metadata (%s) failed: %s", g.group_id, why,
+                            err.name)
+
+        task = asyncio.get_running_loop().create_task(run())
+        self._stores.add(task)
+        task.add_done_callback(self._stores.discard)
 
     def group(self, group_id: str) -> Group:
         g = self.groups.get(group_id)
@@ -236,6 +316,7 @@ class GroupCoordinator:
         if g.state is GroupState.STABLE and old.protocols == protocols:
             # The leader too (as Kafka before KIP-814's skip_assignment): it may compute an
             # assignment again, but SyncGroup in a stable group hands out the current one.
+            self._store_later(g, f"static member {instance_id} replaced")
             return self._join_result(g, member)
         # Otherwise the group rebalances with the new member in the old one's place.
         loop = asyncio.get_running_loop()
@@ -338,6 +419,7 @@ class GroupCoordinator:
         g.protocol_name = None
         g.protocol_type = None
         g.generation_id += 1
+        self._store_later(g, "empty")
         if self._on_group_emptied is not None:
             self._on_group_emptied(g.group_id)
 
@@ -360,10 +442,14 @@ class GroupCoordinator:
         if g.state is GroupState.STABLE:
             return ErrorCode.NONE, m.assignment, g.state
         # COMPLETING_REBALANCE
-        if member_id == g.leader_id:
+        if member_id == g.leader_id and not g.storing:
             given = dict(assignments)
             for x in g.members.values():
                 x.assignment = given.get(x.member_id, b"")
+            if self.persist is not None:
+                stored = await self._store_assignment(g)
+                if stored is not ErrorCode.NONE:
+                    return stored, b"", None
             g.state = GroupState.STABLE
             for x in g.members.values():
                 if x.sync_future is not None and not x.sync_future.done():
@@ -374,6 +460,30 @@ class GroupCoordinator:
         m.sync_future = asyncio.get_running_loop().create_future()
         err, assignment = await m.sync_future
         return err, assignment, g.state
+
+    async def _store_assignment(self, g: Group) -> ErrorCode:
+        """Store the generation's assignment before anyone gets it (Kafka's storeGroup): once a
+        member has its assignment, a new coordinator must know it. Failed: the members rejoin
+        (REBALANCE_IN_PROGRESS) and the leader is told why."""
+        assert self.persist is not None
+        generation = g.generation_id
+        g.storing = True
+        try:
+            err = await self.persist(g.group_id, self.record_of(g))
+        finally:
+            g.storing = False
+        if self.groups.get(g.group_id) is not g:
+            return ErrorCode.NOT_COORDINATOR  # unloaded meanwhile
+        if g.generation_id != generation or g.state is not GroupState.COMPLETING_REBALANCE:
+            return ErrorCode.REBALANCE_IN_PROGRESS  # a member joined or left meanwhile
+        if err is not ErrorCode.NONE:
+            log.warning("group %s generation=%d: storing the assignment failed: %s",
+                        g.group_id, generation, err.name)
+            for x in g.members.values():
+                x.assignment = b""
+            self._prepare_rebalance(g, f"storing generation {generation} failed")
+            return err
+        return ErrorCode.NONE
 
     # -- Heartbeat / LeaveGroup ---------------------------------------------------------------
     def fenced(self, group_id: str, member_id: str, group_instance_id: str | None) -> bool:
@@ -526,6 +636,8 @@ class GroupCoordinator:
         }
 
     def shutdown(self) -> None:
+        for task in list(self._stores):
+            task.cancel()
         for g in self.groups.values():
             for timer in (g.rebalance_timer, g.initial_delay_timer):
                 if timer is not None:

@@ -10,14 +10,14 @@ its ISR never changes (there is no one to propose a change to). A cluster member
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 from floodmark.broker import dynamic_configs
 from floodmark.broker.context import BrokerInfo, MembershipBase, PartitionKey
 from floodmark.broker.metadata import Controller, LocalController
 from floodmark.errors import KafkaError
-from floodmark.metadata import OFFSETS_TOPIC, CoordinatorType, TopicMeta
+from floodmark.metadata import OFFSETS_TOPIC, CoordinatorType
 from floodmark.records import CorruptRecordError
 from floodmark.replication.election import AlterPartitionRequest, PartitionRegistration
 
@@ -43,16 +43,11 @@ class LocalMembership(MembershipBase):
             controller.create_topic_now(OFFSETS_TOPIC, n, 1, {"cleanup.policy": "compact"})
             self.metadata_changed()
         dynamic_configs.apply(host)  # KIP-226 dynamic broker configs from the metadata
-        internal = controller.topics()[OFFSETS_TOPIC]
-        replayed = host.offsets.replay(lambda: self._read_all(internal))
+        for p in controller.topics()[OFFSETS_TOPIC].partitions:
+            ps = host.partitions.get((OFFSETS_TOPIC, p.partition))
+            if ps is not None:  # one that could not be opened stays offline (logged above)
+                host.load_offsets_partition(ps)
         host.storage.remove_orphans(controller.topics())
-        log.info("broker %d: %d committed offsets replayed", host.node_id, replayed)
-
-    def _read_all(self, meta: TopicMeta) -> Iterator[bytes | memoryview]:
-        host = self.host
-        for p in meta.partitions:
-            ps = host.partitions[(meta.name, p.partition)]
-            yield from host.storage.read_all(ps.log, ps.high_watermark)
 
     def metadata_changed(self) -> None:
         """Open the partitions not open yet; this node leads each of them."""
@@ -105,6 +100,9 @@ class LocalMembership(MembershipBase):
         """This one, alone."""
         host, port = self.host.advertised
         return [{"node_id": self.host.node_id, "host": host, "port": port, "rack": None}]
+
+    def listed_brokers(self) -> list[BrokerInfo]:
+        return self.live_brokers()
 
     def coordinator_for(self, key: str, key_type: CoordinatorType = CoordinatorType.GROUP
                         ) -> int:

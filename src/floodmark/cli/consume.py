@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import time
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ from typing import Any
 from floodmark.cli.common import RETRIABLE_CODES, CliError, add_bootstrap, connect, offsets_at
 from floodmark.client.cluster import ClusterClient, Retriable, error_text
 from floodmark.client.connection import RequestFailed
+from floodmark.client.group import GroupError, GroupMember
 from floodmark.records import (
     LOG_APPEND_TIME,
     AbortedTracker,
@@ -178,9 +180,59 @@ def _start_offsets(cluster: ClusterClient, topic: str, partitions: list[int],
     return {p: min(max(high[p] + n if n < 0 else n, low[p]), high[p]) for p in partitions}
 
 
-def consume_cmd(args: argparse.Namespace) -> int:
-    from floodmark.client.group import GroupMember
+class _Stop:
+    """SIGINT and SIGTERM while a group member consumes: noted, not raised, so the loop ends
+    between requests and the member commits and leaves the group (LeaveGroup: the group
+    rebalances at once, not after the session timeout)."""
 
+    def __init__(self) -> None:
+        self.signal: int | None = None
+        self._saved: dict[int, Any] = {}
+
+    def __enter__(self) -> _Stop:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._saved[sig] = signal.signal(sig, self._note)
+        return self
+
+    def _note(self, sig: int, _frame: Any) -> None:
+        self.signal = sig
+
+    def __exit__(self, *_exc: object) -> None:
+        for sig, handler in self._saved.items():
+            signal.signal(sig, handler)
+
+
+HEARTBEAT_S = 1.0  # heartbeat (and commit what was printed) this often
+
+
+def _assigned(member: GroupMember, cluster: ClusterClient, topic: str, start: str,
+              isolation: int) -> tuple[list[int], dict[int, int]]:
+    """Join (again): the partitions assigned and where to start in each (the group's committed
+    offset, else ``start``)."""
+    partitions = member.join().get(topic, [])
+    committed = member.committed() if partitions else {}
+    positions = {p: committed[(topic, p)] for p in partitions
+                 if committed.get((topic, p), -1) >= 0}
+    missing = [p for p in partitions if p not in positions]
+    if missing:
+        positions.update(_start_offsets(cluster, topic, missing, start, isolation))
+    return partitions, positions
+
+
+def _leave(member: GroupMember, topic: str, partitions: list[int],
+           positions: dict[int, int]) -> None:
+    """Commit what was printed and leave the group, each bounded; a failure is one line."""
+    try:
+        member.commit({(topic, p): positions[p] for p in partitions if p in positions},
+                      timeout_s=5.0)
+    except (GroupError, RequestFailed, Retriable) as exc:
+        print(f"warning: the last commit failed: {exc}", file=sys.stderr)
+    if not member.leave():
+        print(f"warning: group {member.group_id}: LeaveGroup not delivered (the group notices "
+              f"when the session times out)", file=sys.stderr)
+
+
+def consume_cmd(args: argparse.Namespace) -> int:
     if args.format is not None:
         args.format = _unescape(args.format)
         render_format(args.format, Fetched("t", 0, Record(0, 0, None, None), "CreateTime"))
@@ -190,6 +242,16 @@ def consume_cmd(args: argparse.Namespace) -> int:
         raise CliError("--group starts at the group's committed offsets: --offset and "
                        "--partition are for consuming without a group (move a group with "
                        "`floodmark group reset-offsets`)")
+    if not args.group:
+        return _consume(args, None)
+    with _Stop() as stop:
+        code = _consume(args, stop)
+    if stop.signal is not None:
+        return 128 + int(stop.signal)  # 130 for Ctrl-C, 143 for SIGTERM, as a shell says
+    return code
+
+
+def _consume(args: argparse.Namespace, stop: _Stop | None) -> int:
     start = args.offset if args.offset is not None else (
         "earliest" if args.from_beginning else "latest")
     out = sys.stdout.buffer
@@ -205,22 +267,17 @@ def consume_cmd(args: argparse.Namespace) -> int:
         partitions = [args.partition] if args.partition is not None else list(range(n_parts))
         positions: dict[int, int] = {}
         if args.group:
-            coordinator = cluster.brokers[cluster.coordinator(args.group)]
-            member = GroupMember(cluster.connection(coordinator), args.group, [topic],
-                                 {topic: n_parts})
-            partitions = member.join().get(topic, [])
-            committed = member.committed()
-            for p in partitions:
-                if committed.get((topic, p), -1) >= 0:
-                    positions[p] = committed[(topic, p)]
-        missing = [p for p in partitions if p not in positions]
-        if missing:
-            positions.update(_start_offsets(cluster, topic, missing, start, isolation))
+            member = GroupMember(cluster, args.group, [topic], {topic: n_parts})
+            partitions, positions = _assigned(member, cluster, topic, start, isolation)
+        else:
+            positions = _start_offsets(cluster, topic, partitions, start, isolation)
         idle_since = time.monotonic()
         last_heartbeat = time.monotonic()
         try:
-            while partitions:
+            while partitions or member is not None:
                 if args.max_messages is not None and printed >= args.max_messages:
+                    break
+                if stop is not None and stop.signal is not None:
                     break
                 got = 0
                 by_leader: dict[int, list[int]] = {}
@@ -285,12 +342,20 @@ def consume_cmd(args: argparse.Namespace) -> int:
                     idle_since = now
                 elif args.timeout_ms is not None and (now - idle_since) * 1000 >= args.timeout_ms:
                     break
-                if member is not None and now - last_heartbeat > 2:
+                if member is not None and now - last_heartbeat > HEARTBEAT_S:
                     last_heartbeat = now
-                    if member.heartbeat() != 0:
-                        partitions = member.join().get(topic, [])
+                    # Commit what was printed (a rebalance still in preparation takes it), then
+                    # heartbeat; either may say the group moved on: join again.
+                    rejoin = member.commit({(topic, p): positions[p] for p in partitions
+                                            if p in positions})
+                    if not rejoin:
+                        rejoin = member.heartbeat()
+                    if rejoin:
+                        partitions, positions = _assigned(member, cluster, topic, start,
+                                                          isolation)
+                if not by_leader:
+                    time.sleep(0.2)  # nothing assigned (or no leader): wait, heartbeating
         finally:
             if member is not None:
-                member.commit({(topic, p): positions[p] for p in partitions if p in positions})
-                member.leave()
+                _leave(member, topic, partitions, positions)
     return 0

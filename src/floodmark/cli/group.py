@@ -59,10 +59,19 @@ def group_list(args: argparse.Namespace) -> int:
     states: dict[str, str] = {}
     with connect(args) as cluster:
         cluster.metadata([])
+        unreachable: list[str] = []
         for node in sorted(cluster.brokers):  # every coordinator knows its own groups
-            resp = cluster.request_node(node, 16, 4, {"states_filter": []})
+            try:
+                resp = cluster.request_node(node, 16, 4, {"states_filter": []})
+            except RequestFailed as exc:
+                # Metadata still lists a broker a moment after it died (docs/cluster.md): it
+                # coordinates nothing now, its groups moved with its partitions.
+                unreachable.append(str(exc))
+                continue
             for g in resp.groups:
                 states[str(g.group_id)] = str(g.group_state)
+        if unreachable and len(unreachable) == len(cluster.brokers):
+            raise RequestFailed("no broker answered ListGroups: " + "; ".join(unreachable))
     if args.json:
         print(json.dumps([{"group": g, "state": s} for g, s in sorted(states.items())]))
     else:

@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from floodmark.mc.checker import DEFAULT_MAX_STATES, DEFAULT_TIME_LIMIT_S, check
-from floodmark.mc.model import ModelConfig
+from floodmark.mc.model import DEFAULT_SCAN_CHUNK_BYTES, MIN_SCAN_CHUNK_BYTES, ModelConfig
 from floodmark.mc.render import result_dict, result_text
 from floodmark.mc.walk import DEFAULT_WALK_DEPTH, random_walks
 from floodmark.replication.modes import DEFAULT_TRUNCATION, Truncation
@@ -147,8 +147,31 @@ def register(subparsers: Any) -> None:
         "--txn-records", type=_positive_int, default=1,
         help="records per transaction at most (default 1)",
     )
+    parser.add_argument(
+        "--txn-producers", type=int, default=0,
+        help="transactional producers (default 0: one per transaction); with fewer, a "
+        "producer's transactions follow one another, each at a new producer epoch",
+    )
+    parser.add_argument(
+        "--scan-chunk-bytes", type=_chunk_sizes, default=DEFAULT_SCAN_CHUNK_BYTES,
+        metavar="N[,N...]",
+        help="with --transactions: the chunk sizes (>= 61) a replica restarted through the "
+        "storage reads its log in; every read_committed view is checked at each (default "
+        f"{','.join(str(c) for c in DEFAULT_SCAN_CHUNK_BYTES)})",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(func=run)
+
+
+def _chunk_sizes(text: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of integers: {text}"
+                                         ) from None
+    if not sizes or min(sizes) < MIN_SCAN_CHUNK_BYTES:
+        raise argparse.ArgumentTypeError(f"every size must be >= {MIN_SCAN_CHUNK_BYTES}")
+    return sizes
 
 
 def run(args: argparse.Namespace) -> int:
@@ -165,6 +188,8 @@ def run(args: argparse.Namespace) -> int:
             async_isr=args.async_isr,
             transactions=args.transactions,
             txn_records=args.txn_records,
+            txn_producers=args.txn_producers,
+            scan_chunk_bytes=args.scan_chunk_bytes,
         )
     except ValueError as exc:
         print(f"floodmark sim check: {exc}", file=sys.stderr)

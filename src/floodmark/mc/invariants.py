@@ -5,7 +5,7 @@ Each check returns ``None`` when it holds or a one-line description of the viola
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import cast
 
@@ -22,7 +22,6 @@ from floodmark.mc.pieces import (
     Entry,
     ReplicaValue,
     has_transactions,
-    live_replica,
     record_kind,
     record_name,
 )
@@ -170,24 +169,37 @@ def truncation_progress(
     return None
 
 
-def read_committed_view(model: Model, r: int, rep: ReplicaValue) -> tuple[int, list[int]]:
-    """What a read_committed consumer fetching from replica ``r`` gets: its LSO and the offsets
-    of the records it is shown. The replica's real ``Partition`` (producer state rebuilt from
-    its log) gives the LSO and the aborted transactions, ``records.AbortedTracker`` filters,
-    exactly as Fetch with isolation_level=1 and a consumer do."""
-    key = ("read_committed", r, rep)
+def read_committed_view(model: Model, rep: ReplicaValue, scan_chunk_bytes: int, *,
+                        with_index: bool = True) -> tuple[int, list[int]]:
+    """What a read_committed consumer fetching from offset 0 gets from replica ``rep`` once it
+    restarted (its log read in chunks of ``scan_chunk_bytes``; ``with_index``: the ``.txnindex``
+    the live path wrote survived): the LSO and the offsets of the records it is shown. The
+    broker's start-up path over a real storage ``Log`` rebuilds the producer state and the
+    ``.txnindex`` (``mc.restart``); the LSO comes from that producer state, the batches from
+    ``Log.read``, the aborted transactions from the ``.txnindex``, and
+    ``records.AbortedTracker`` filters, exactly as Fetch with isolation_level=1 and a consumer
+    do."""
+    key = ("read_committed", rep.log, rep.hw, scan_chunk_bytes, with_index)
     found = model.state_verdicts.get(key)
     if found is None:
-        live = live_replica(rep, model.partition_configs[r], model.batches)
-        lso = live.partition.last_stable_offset
-        aborted = live.partition.producers.rebuild(live.log.iter_whole_batches(), rep.hw)
+        restarted = model.restarts.restart(rep.log, rep.hw, scan_chunk_bytes,
+                                           with_index=with_index)
         tracker = AbortedTracker.from_response(
-            [(a.producer_id, a.first_offset) for a in aborted if a.first_offset < lso])
-        data = live.log.read(0, lso)
-        shown = [h.base_offset for _p, h in iter_batches(data, validate=False)
+            [(a.producer_id, a.first_offset) for a in restarted.aborted])
+        shown = [h.base_offset for _p, h in iter_batches(restarted.records, validate=False)
                  if not tracker.skip(h)]
-        found = model.state_verdicts[key] = (lso, shown)
+        found = model.state_verdicts[key] = (restarted.last_stable_offset, shown)
     return found  # type: ignore[return-value]
+
+
+def _restart_views(model: Model, rep: ReplicaValue) -> Iterator[tuple[str, int, list[int]]]:
+    """(how it was read, LSO, offsets shown) of ``rep`` restarted with each chunk size, with
+    the ``.txnindex`` the live path wrote and without it."""
+    for with_index in (True, False):
+        for chunk in model.config.scan_chunk_bytes:
+            lso, shown = read_committed_view(model, rep, chunk, with_index=with_index)
+            lost = "" if with_index else " that lost its .txnindex"
+            yield f"after a restart{lost} reading its log in {chunk}-byte chunks", lso, shown
 
 
 def _marker_at(log: tuple[Entry, ...], txn: int) -> tuple[int, bool] | None:
@@ -205,7 +217,21 @@ def read_committed_sees_only_committed(model: Model, state: StateView) -> str | 
     for r, rep in enumerate(state.replicas):
         if not rep.is_leader or not has_transactions(rep.log):
             continue
-        lso, shown = read_committed_view(model, r, rep)
+        seen = _uncommitted_seen(model, rep)
+        if seen is not None:
+            return f"read_committed at {model.config.name(r)} {seen}"
+    return None
+
+
+def _uncommitted_seen(model: Model, rep: ReplicaValue) -> str | None:
+    """What a read_committed consumer of ``rep`` sees that it must not, after any of the
+    restarts (a function of the log and the HW: memoised on them)."""
+    key = ("uncommitted_seen", rep.log, rep.hw)
+    memo = model.state_verdicts
+    if key in memo:
+        return cast(str | None, memo[key])
+    found = None
+    for how, lso, shown in _restart_views(model, rep):
         for offset in shown:
             kind = record_kind(rep.log[offset][1])
             if kind.txn is None:
@@ -213,10 +239,13 @@ def read_committed_sees_only_committed(model: Model, state: StateView) -> str | 
             marker = _marker_at(rep.log, kind.txn)
             if marker is None or marker[0] >= lso or not marker[1]:
                 what = "open" if marker is None or marker[0] >= lso else "aborted"
-                return (f"read_committed at {model.config.name(r)} (LSO {lso}) sees "
-                        f"{record_name(rep.log[offset][1])} at offset {offset} of an {what} "
-                        f"transaction")
-    return None
+                found = (f"(LSO {lso}, {how}) sees {record_name(rep.log[offset][1])} at "
+                         f"offset {offset} of an {what} transaction")
+                break
+        if found is not None:
+            break
+    memo[key] = found
+    return found
 
 
 def committed_transaction_all_or_nothing(model: Model, state: StateView) -> str | None:
@@ -231,15 +260,17 @@ def committed_transaction_all_or_nothing(model: Model, state: StateView) -> str 
             if not rep.is_leader:
                 continue
             marker = _marker_at(rep.log, t)
-            lso, shown = read_committed_view(model, r, rep)
-            if marker is None or not marker[1] or marker[0] >= lso:
+            if marker is None or not marker[1]:
                 continue
-            seqs = sorted(record_kind(rep.log[o][1]).seq for o in shown
-                          if record_kind(rep.log[o][1]).txn == t)
-            if seqs != list(range(written)):
-                got = ", ".join(f"t{t}.{s}" for s in seqs) or "none"
-                return (f"transaction t{t} committed {written} record(s) but read_committed at "
-                        f"{model.config.name(r)} shows {got}")
+            for how, lso, shown in _restart_views(model, rep):
+                if marker[0] >= lso:
+                    continue
+                seqs = sorted(record_kind(rep.log[o][1]).seq for o in shown
+                              if record_kind(rep.log[o][1]).txn == t)
+                if seqs != list(range(written)):
+                    got = ", ".join(f"t{t}.{s}" for s in seqs) or "none"
+                    return (f"transaction t{t} committed {written} record(s) but read_committed "
+                            f"at {model.config.name(r)} ({how}) shows {got}")
     return None
 
 

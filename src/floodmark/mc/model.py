@@ -35,7 +35,11 @@ test that patches the core gets a fresh model and sees its patch).
   (the producer flushed with acks=all before EndTxn). Then a leader writes the marker
   (``WriteMarker``: ``write_marker_as_leader``), again after a leader change lost it, until a
   marker of the transaction is committed. The replicas' producer state (open transactions, the
-  LSO, the aborted list) is rebuilt from the log and the HW, as the broker does at open.
+  LSO, the aborted list) is rebuilt from the log and the HW, as the broker does at open — by
+  the broker's own start-up path over a real storage ``Log`` (``mc.restart``) that reads the log
+  in chunks of ``scan_chunk_bytes``: every state is also a restart of every replica. With
+  ``txn_producers`` a producer's transactions follow one another (``Batches.txn_producer``):
+  the next one writes only once the previous one's marker is committed.
 
 No symmetry reduction: the controller elects in assignment order (``election.elect_leader``), so
 replica ids are not interchangeable — the assignment order is part of every state, and exploring
@@ -54,10 +58,10 @@ from floodmark.mc.pieces import (
     NOW_MS,
     PARTITION,
     TOPIC,
-    TXN_PRODUCER_ID,
     Batches,
     CachePairs,
     ControllerValue,
+    Entry,
     LiveReplica,
     ReplicaValue,
     controller_config,
@@ -71,6 +75,7 @@ from floodmark.mc.pieces import (
     replica_value,
     txn_record,
 )
+from floodmark.mc.restart import Restarts
 from floodmark.replication.epochs import UNDEFINED_EPOCH, EpochCache
 from floodmark.replication.modes import Truncation
 from floodmark.replication.partition import (
@@ -84,6 +89,7 @@ from floodmark.replication.partition import (
     PartitionConfig,
 )
 from floodmark.replication.produce import produce_as_leader, write_marker_as_leader
+from floodmark.replication.producer_state import ProducerStateTable
 
 NO_LEADER = -1
 STUCK_FETCH = "StuckFetch"
@@ -109,6 +115,12 @@ class ModelState(NamedTuple):
     txns: tuple[int, ...] = ()
     """Per transaction: ``TXN_OPEN/TXN_COMMIT/TXN_ABORT * TXN_STATUS + records written``."""
 
+
+MIN_SCAN_CHUNK_BYTES = 61
+DEFAULT_SCAN_CHUNK_BYTES = (61, 100, 139, 211, 290)
+"""Restart chunk sizes (see ``ModelConfig.scan_chunk_bytes``): 61, the storage's minimum,
+cuts every batch (70-78 bytes in the model); the others end chunks inside batches at other
+places of the model's logs."""
 
 TXN_STATUS = 16
 """``ModelState.txns`` packs a transaction's status above its record count."""
@@ -160,6 +172,14 @@ class ModelConfig:
     """Transactions the model's transactional producers run (each its own producer id)."""
     txn_records: int = 1
     """Records per transaction at most."""
+    txn_producers: int = 0
+    """0: each transaction its own producer. N: transaction ``t`` is producer ``t % N``'s,
+    at producer epoch ``t // N``, and begins once that producer's previous transaction has a
+    committed marker (a producer's transactions one after another)."""
+    scan_chunk_bytes: tuple[int, ...] = DEFAULT_SCAN_CHUNK_BYTES
+    """``LogConfig.scan_chunk_bytes`` of the restarts (``mc.restart``): each read_committed
+    view is checked after a restart with each size; the first also gives the live replicas'
+    producer state."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.replicas <= len(self.names):
@@ -172,6 +192,11 @@ class ModelConfig:
             raise ValueError("min_insync_replicas must be >= 1 and unclean_restarts >= 0")
         if not 0 <= self.transactions <= 4 or not 1 <= self.txn_records < TXN_STATUS:
             raise ValueError("transactions must be 0..4 and txn_records 1..15")
+        if not 0 <= self.txn_producers <= max(self.transactions, 0):
+            raise ValueError("txn_producers must be 0..transactions")
+        if not self.scan_chunk_bytes or min(self.scan_chunk_bytes) < MIN_SCAN_CHUNK_BYTES:
+            raise ValueError(f"scan_chunk_bytes must be one or more sizes >= "
+                             f"{MIN_SCAN_CHUNK_BYTES} (a batch header)")
 
     @property
     def record_limit(self) -> int:
@@ -237,7 +262,8 @@ class Model:
         self.config = config
         self.n = config.replicas
         self.mode = config.truncation
-        self.batches = Batches()
+        self.batches = Batches(config.txn_producers)
+        self.restarts = Restarts(self.batches)
         self.partition_configs: tuple[PartitionConfig, ...] = tuple(
             partition_config(r, config.truncation, config.min_insync_replicas)
             for r in range(self.n)
@@ -310,9 +336,12 @@ class Model:
 
     def live(self, state: ModelState, r: int) -> LiveReplica:
         """Replica ``r`` of ``state`` as running objects (``Partition``, ``ReplicaDriver``...)."""
-        return live_replica(
-            self.replica(state.replicas[r]), self.partition_configs[r], self.batches
-        )
+        return self._live(r, state.replicas[r])
+
+    def rebuilt_producers(self, log: tuple[Entry, ...], hw: int) -> ProducerStateTable:
+        """The producer state a broker opening ``log`` (HW ``hw``) rebuilds, through the
+        storage (``mc.restart``, at the first of the model's chunk sizes)."""
+        return self.restarts.producer_state(log, hw, self.config.scan_chunk_bytes[0])
 
     def live_controller(self, state: ModelState) -> object:
         """The controller of ``state`` as a running ``ControllerLogic``."""
@@ -390,6 +419,8 @@ class Model:
         for t, packed in enumerate(state.txns):
             status, written = divmod(packed, TXN_STATUS)
             if status == TXN_OPEN:
+                if written == 0 and not self._may_begin(state, t):
+                    continue
                 if written < self.config.txn_records and value.leo < self.config.log_size:
                     new = self._write(r, rid, txn_record(t, written), acks=ACKS_ALL)
                     if new != rid:
@@ -406,6 +437,17 @@ class Model:
             new = self._write_marker(r, rid, t, status == TXN_COMMIT)
             if new != rid:
                 yield Action("WriteMarker", r, t), self._next(state, {r: new})
+
+    def _may_begin(self, state: ModelState, t: int) -> bool:
+        """Transaction ``t`` may write its first record: it has a producer of its own, or that
+        producer's previous transaction has a committed marker (EndTxn answered, its markers
+        written: Kafka's producer gets CONCURRENT_TRANSACTIONS until then)."""
+        producers = self.config.txn_producers
+        if producers <= 0 or t < producers:
+            return True
+        previous = t - producers
+        markers = (marker_record(previous, True), marker_record(previous, False))
+        return any(rec in markers for _o, _e, rec in state.committed)
 
     def _coordinator_decisions(self, state: ModelState) -> Iterator[tuple[Action, ModelState]]:
         """The coordinator ends an open transaction that wrote something: abort at any time,
@@ -648,8 +690,9 @@ class Model:
         if found is None:
             live = self._live(r, rid)
             self.batches.produced(marker_record(txn, committed))  # the bytes it will append
+            producer_id, producer_epoch = self.batches.txn_producer(txn)
             result = write_marker_as_leader(
-                live.partition, live.log, TXN_PRODUCER_ID + txn, 0, committed,
+                live.partition, live.log, producer_id, producer_epoch, committed,
                 COORDINATOR_EPOCH, produce_id=-1, now_ms=NOW_MS, timeout_ms=30_000,
             )
             live.driver.apply(result.effects)
@@ -733,4 +776,5 @@ class Model:
         return result
 
     def _live(self, r: int, rid: int) -> LiveReplica:
-        return live_replica(self.replica(rid), self.partition_configs[r], self.batches)
+        return live_replica(self.replica(rid), self.partition_configs[r], self.batches,
+                            self.rebuilt_producers)

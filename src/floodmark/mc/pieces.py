@@ -13,7 +13,9 @@ back (``replica_value``, ``controller_value``).
 The one piece that is not the storage engine is ``ModelLog``: a minimal log behind the driver's
 ``ReplicaLog`` port (entries in memory, the real ``EpochCache``, real v2 batches on the wire), so
 a state stays a small hashable tuple. The storage ``Log`` has its own tests; what the checker
-checks is the replication protocol above it.
+checks is the replication protocol above it — except where a replica's producer state comes
+from: a state carries none, and with transactions a live replica's is the one the storage
+rebuilds when a broker opens that log (``mc.restart``: a real ``Log``, ``load_producer_state``).
 
 Time is abstracted: every call gets ``NOW_MS`` and the replicas run with
 ``replica.lag.time.max.ms`` = -1, so "caught up within the lag time" never holds and a follower
@@ -26,7 +28,7 @@ state (``_follower_state``), which makes equal situations equal states.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
@@ -53,7 +55,7 @@ from floodmark.replication.partition import (
     Partition,
     PartitionConfig,
 )
-from floodmark.replication.producer_state import AbortedTxn
+from floodmark.replication.producer_state import AbortedTxn, ProducerStateTable
 from floodmark.replication.purgatory import CompleteProduce
 
 NOW_MS = 0
@@ -180,15 +182,27 @@ class ControllerValue(NamedTuple):
 class Batches:
     """Real v2 batches for log entries, built once per (offset, epoch, record) per model: what a
     producer sends for record ``r`` (``produced``) and what a leader's log holds and serves at an
-    offset, stamped with its epoch (``encode``)."""
+    offset, stamped with its epoch (``encode``).
 
-    __slots__ = ("_bytes", "_entries", "_produced", "_records")
+    ``txn_producers`` (0: one producer per transaction): transaction ``t`` is written by
+    producer ``TXN_PRODUCER_ID + t % txn_producers`` at producer epoch ``t // txn_producers``
+    (``txn_producer``): a producer's transactions follow one another, each at a new epoch with
+    sequences from 0 (KIP-890's epoch bump at every transaction's end)."""
 
-    def __init__(self) -> None:
+    __slots__ = ("_bytes", "_entries", "_produced", "_records", "txn_producers")
+
+    def __init__(self, txn_producers: int = 0) -> None:
         self._bytes: dict[tuple[int, int, int], bytes] = {}
         self._entries: dict[bytes, tuple[int, int, int]] = {}
         self._produced: dict[int, bytes] = {}
         self._records: dict[bytes, int] = {}
+        self.txn_producers = txn_producers
+
+    def txn_producer(self, txn: int) -> tuple[int, int]:
+        """(producer id, producer epoch) of transaction ``txn``."""
+        if self.txn_producers <= 0:
+            return TXN_PRODUCER_ID + txn, 0
+        return TXN_PRODUCER_ID + txn % self.txn_producers, txn // self.txn_producers
 
     def produced(self, record: int) -> bytes:
         data = self._produced.get(record)
@@ -197,14 +211,16 @@ class Batches:
             if kind.txn is None:
                 data = simple_batch([b"r%d" % record])
             elif kind.marker is None:
+                producer_id, producer_epoch = self.txn_producer(kind.txn)
                 data = simple_batch([b"t%d.%d" % (kind.txn, kind.seq)],
-                                    producer_id=TXN_PRODUCER_ID + kind.txn, producer_epoch=0,
+                                    producer_id=producer_id, producer_epoch=producer_epoch,
                                     base_sequence=kind.seq, is_transactional=True)
             else:
                 # Byte for byte what ``write_marker_as_leader`` appends at NOW_MS.
                 marker = EndTxnMarker(ControlType.COMMIT if kind.marker else ControlType.ABORT,
                                       COORDINATOR_EPOCH)
-                data = build_marker_batch(TXN_PRODUCER_ID + kind.txn, 0, marker,
+                producer_id, producer_epoch = self.txn_producer(kind.txn)
+                data = build_marker_batch(producer_id, producer_epoch, marker,
                                           timestamp_ms=NOW_MS)
             self._produced[record] = data
             self._records[data] = record
@@ -302,6 +318,8 @@ class ModelLog:
         )
 
     def iter_whole_batches(self) -> Iterator[BatchHeader]:
+        """The entries' batches in memory (a truncation's rebuild, ``ReplicaDriver.truncate_to``);
+        a restart's rebuild reads a real ``Log`` instead (``mc.restart``)."""
         data = self.read(0, len(self.entries))
         return (header for _position, header in iter_batches(data, validate=False))
 
@@ -309,7 +327,7 @@ class ModelLog:
         pass  # the aborted transactions are a function of the entries (``live_replica``)
 
     def restore_aborted_transactions(self, entries: Sequence[AbortedTxn]) -> None:
-        pass
+        pass  # never called: ``load_producer_state`` runs on a real ``Log`` (``mc.restart``)
 
 
 # -- the driver's ports ----------------------------------------------------------------------
@@ -359,7 +377,15 @@ def partition_config(broker_id: int, truncation: Truncation, min_isr: int) -> Pa
     )
 
 
-def live_replica(value: ReplicaValue, config: PartitionConfig, batches: Batches) -> LiveReplica:
+RebuiltProducers = Callable[[tuple[Entry, ...], int], ProducerStateTable]
+"""(log, HW) -> the producer state a broker opening that log rebuilds (a fresh table)."""
+
+
+def live_replica(value: ReplicaValue, config: PartitionConfig, batches: Batches,
+                 rebuilt: RebuiltProducers | None = None) -> LiveReplica:
+    """The running objects of ``value``. With transactions in the log the producer state is
+    ``rebuilt(log, HW)`` (``mc.restart``: the storage's rebuild at open), else, without
+    ``rebuilt``, ``ProducerStateTable.rebuild`` over the entries' batches in memory."""
     partition = Partition(
         config,
         high_watermark=value.hw,
@@ -372,8 +398,12 @@ def live_replica(value: ReplicaValue, config: PartitionConfig, batches: Batches)
     log = ModelLog(list(value.log), EpochCache(value.cache), batches)
     if has_transactions(value.log):
         # The producer state is a function of the log and the HW (what the broker rebuilds at
-        # open), so a state need not carry it: the real table, rebuilt by its own rule.
-        partition.producers.rebuild(log.iter_whole_batches(), value.hw)
+        # open), so a state need not carry it: the real table, rebuilt by its own rule, through
+        # the storage's restart path where the model gives one.
+        if rebuilt is not None:
+            partition.producers = rebuilt(value.log, value.hw)
+        else:
+            partition.producers.rebuild(log.iter_whole_batches(), value.hw)
     ports = ModelPorts()
     driver = ReplicaDriver(partition, log, ports)
     return LiveReplica(partition, log, driver, ports, value.proposal)

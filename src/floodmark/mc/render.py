@@ -131,6 +131,8 @@ def result_dict(result: CheckResult) -> dict[str, Any]:
         "max_records": config.record_limit,
         "transactions": config.transactions,
         "txn_records": config.txn_records,
+        "txn_producers": config.txn_producers,
+        "scan_chunk_bytes": list(config.scan_chunk_bytes),
         "min_insync_replicas": config.min_insync_replicas,
         "unclean_restarts": config.unclean_restarts,
         "fencing": config.fenced,
@@ -178,6 +180,13 @@ def result_text(result: CheckResult) -> str:
         f"unclean-restarts={config.unclean_restarts} fencing={fencing} "
         f"isr-changes={'async' if config.async_isr else 'atomic'}"
     )
+    if config.transactions:
+        header += (
+            f"\ntransactions={config.transactions} txn-records={config.txn_records} "
+            f"txn-producers={config.txn_producers or config.transactions} "
+            f"restarts read the log in chunks of "
+            f"{'/'.join(str(c) for c in config.scan_chunk_bytes)} bytes"
+        )
     walking = result.search == "random-walk"
     if walking:
         header += f"\nsearch: {result.walks} random walks, seed {result.seed}"

@@ -64,7 +64,8 @@ class BrokerHost(Protocol):
     def on_truncate(self, broker: SimBroker, new_leo: int, old_leo: int) -> None: ...
     def on_become_leader(self, broker: SimBroker, epoch: int) -> None: ...
     def on_consumer_read(self, broker: SimBroker, records: tuple[tuple[int, int, str], ...],
-                         hw: int, last_stable_offset: int, isolation_level: int) -> None: ...
+                         hw: int, last_stable_offset: int, isolation_level: int,
+                         read: tuple[int, int]) -> None: ...
 
 logger = logging.getLogger("floodmark.sim")
 
@@ -157,8 +158,11 @@ class SimBroker:
         self.net.node_up(self.name)
         now = self.world.now_ms
         recovery = OffsetCheckpointFile(self.fs, RECOVERY_CHECKPOINT).read().get(self.tp, 0)
+        # The storage's own recovery and producer-state rebuild, reading the log in chunks of
+        # ``scan_chunk_bytes`` (tiny in the simulator, so batches straddle chunk boundaries).
         self.log = Log.open(
-            self.partition_dir, LogConfig(), fs=self.fs, now_ms=now, recovery_point=recovery
+            self.partition_dir, LogConfig(scan_chunk_bytes=self.config.scan_chunk_bytes),
+            fs=self.fs, now_ms=now, recovery_point=recovery,
         )
         checkpointed = OffsetCheckpointFile(self.fs, HW_CHECKPOINT).read().get(self.tp, 0)
         cfg = self.config
@@ -199,6 +203,19 @@ class SimBroker:
             self._timer(cfg.hw_checkpoint_interval_ms, self._checkpoint_tick)
             self._timer(self.world.rng.randint(1, cfg.os_flush_interval_ms), self._flush_tick)
             self._timer(50, self._expire_tick)
+
+    def shutdown(self) -> None:
+        """A clean shutdown: the log flushed and closed, the recovery point and the HW
+        checkpointed, then the process exits. Nothing is left unsynced; the next ``start``
+        still recovers the log and rebuilds the producer state and ``.txnindex`` from it."""
+        if not self.alive:
+            return
+        self.flush()
+        self.checkpoint_hw()
+        if self.log is not None:
+            self.log.close()
+        self.world.record(f"{self.name} clean shutdown")
+        self.crash(lose_unsynced=False)
 
     def crash(self, lose_unsynced: bool) -> None:
         """Kill the process; with ``lose_unsynced`` also lose the page cache (power loss)."""
@@ -610,7 +627,8 @@ class SimBroker:
                 batch = bytes(header.batch_bytes())
                 kept.extend(e for e in decode_entries(batch) if msg.offset <= e[0] < bound)
             records = tuple(kept)
-            self.cluster.on_consumer_read(self, records, hw, lso, msg.isolation_level)
+            self.cluster.on_consumer_read(self, records, hw, lso, msg.isolation_level,
+                                          (msg.offset, min(data.next_offset, bound)))
         self.net.send(self.name, src, m.ConsumerFetchReply(msg.fetch_id, error, records, hw, leo,
                                                            lso, next_offset))
 

@@ -17,7 +17,10 @@ consumer-below-hw      a consumer is never served an offset >= the leader's HW
 lso-le-hw              the last stable offset is at most the HW on every live replica
 read-committed         a read_committed consumer is served nothing at or above the leader's LSO,
                        no record of an aborted transaction and no record of a transaction
-                       still open (no COMMIT decided by the coordinator when it was served)
+                       still open (no COMMIT decided by the coordinator when it was served);
+                       and it is served every record of a committed transaction that the
+                       leader holds in the offsets the read covered (no lost commit: an
+                       aborted-transaction index entry reaching over a commit hides it)
 txn-all-or-nothing     at the end, every record of a committed transaction on the final leader is
                        below its LSO (its COMMIT marker is written: none left behind an open
                        transaction), and every acknowledged one is held (acked-write-lost)
@@ -131,7 +134,11 @@ class Checker:
     def on_served(
         self, broker: SimBroker, records: tuple[tuple[int, int, str], ...], hw: int,
         last_stable_offset: int = -1, isolation_level: int = 0,
+        read: tuple[int, int] | None = None,
     ) -> None:
+        """``read``: the offsets [start, end) the read covered (what it skipped included)."""
+        if isolation_level == 1 and read is not None:
+            self._check_no_lost_commit(broker, records, read)
         for offset, _epoch, value in records:
             if offset >= hw:
                 self.flag("consumer-below-hw", f"{broker.name} served offset {offset} >= HW {hw}")
@@ -144,6 +151,19 @@ class Checker:
                     f"consumers were served {previous} and {value} at offset {offset}",
                 )
             self.served.setdefault(offset, value)
+
+    def _check_no_lost_commit(self, broker: SimBroker, records: tuple[tuple[int, int, str], ...],
+                              read: tuple[int, int]) -> None:
+        shown = {offset for offset, _epoch, _value in records}
+        start, end = read
+        for offset in range(max(start, 0), min(end, len(broker.entries))):
+            value = broker.entries[offset][1]
+            txn = self.txn_of_value.get(value)
+            if txn is not None and self.decided.get(txn) and offset not in shown:
+                self.flag("read-committed", f"{broker.name} hid {value} at offset {offset}, of "
+                          f"a committed transaction of producer {txn[0]}, from a read_committed "
+                          f"consumer reading [{start}, {end}) (a lost commit)")
+                return
 
     def _check_read_committed(self, broker: SimBroker, offset: int, value: str,
                               last_stable_offset: int) -> None:

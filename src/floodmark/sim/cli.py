@@ -37,6 +37,19 @@ TRANSACTIONS_HELP = (
 )
 
 
+SCAN_CHUNK_HELP = (
+    "the brokers' LogConfig.scan_chunk_bytes (>= 61): how much one read takes when a restart "
+    "scans the log; default: drawn per seed between 61 and 400"
+)
+
+
+def _scan_chunk_bytes(text: str) -> int:
+    value = int(text)
+    if value < 61:
+        raise argparse.ArgumentTypeError(f"must be >= 61 (a batch header), got {value}")
+    return value
+
+
 def _mode(text: str) -> Truncation:
     try:
         return Truncation.parse(text)
@@ -79,6 +92,8 @@ def register(sim_subparsers: Any) -> None:
         "--unsafe-ack-duplicates-before-commit", action="store_true", help=UNSAFE_DUPLICATES_HELP
     )
     explore_p.add_argument("--transactions", action="store_true", help=TRANSACTIONS_HELP)
+    explore_p.add_argument("--scan-chunk-bytes", type=_scan_chunk_bytes, default=None,
+                          metavar="N", help=SCAN_CHUNK_HELP)
     explore_p.add_argument("--json", action="store_true")
     explore_p.add_argument(
         "--fail-on-violation", action="store_true", help="exit 1 if any violation was found"
@@ -104,6 +119,8 @@ def register(sim_subparsers: Any) -> None:
         "--unsafe-ack-duplicates-before-commit", action="store_true", help=UNSAFE_DUPLICATES_HELP
     )
     replay.add_argument("--transactions", action="store_true", help=TRANSACTIONS_HELP)
+    replay.add_argument("--scan-chunk-bytes", type=_scan_chunk_bytes, default=None,
+                          metavar="N", help=SCAN_CHUNK_HELP)
     replay.add_argument("--json", action="store_true")
     replay.set_defaults(func=cmd_replay)
 
@@ -168,6 +185,7 @@ def _options(args: argparse.Namespace) -> ExploreOptions:
         fault_phase_ms=args.fault_phase_ms,
         unsafe_ack_duplicates_before_commit=args.unsafe_ack_duplicates_before_commit,
         transactions=args.transactions,
+        scan_chunk_bytes=args.scan_chunk_bytes,
     )
 
 
@@ -195,6 +213,7 @@ def cmd_explore(args: argparse.Namespace) -> int:
             f"(RF {options.replicas}, min.insync.replicas {options.min_insync_replicas}): "
             f"{len(data['failing_seeds'])} seeds with violations, "
             f"{data['acknowledged_writes']} acknowledged writes checked, "
+            f"{data['restarts']} broker restarts, "
             f"{data['elapsed_s']:.1f} s ({data['seeds_per_second']:.1f} seeds/s)"
         )
         shown: set[tuple[int, str]] = set()

@@ -349,6 +349,10 @@ class Consumer:
     inflight: int = 0
     seen: dict[int, tuple[int, str]] = field(default_factory=dict)  # offset -> (epoch, value)
     isolation_level: int = 0  # 1: read_committed
+    rewind_on_new_leader: bool = False
+    """Read the partition again from offset 0 whenever a new leader (epoch) is learned: a
+    leader that restarted since it last led serves the whole log from what its restart rebuilt
+    (the producer state, the LSO, the ``.txnindex``), and every read is checked."""
 
     def __post_init__(self) -> None:
         self.cluster.net.add_node(self.name, self.on_message)
@@ -384,10 +388,21 @@ class Consumer:
             self.inflight = 0
             self.cluster.net.send(self.name, "controller", m.MetadataRequest())
 
+    def rewind(self, why: str) -> None:
+        """Read the partition again from offset 0 (an answer in flight no longer counts)."""
+        self.position = 0
+        self.inflight = 0
+        self.cluster.world.record(f"{self.name} reads again from offset 0 ({why})")
+
     def on_message(self, src: str, message: Any) -> None:
         if isinstance(message, m.Metadata):
-            self.leader = message.registration.leader
-            self.leader_epoch = message.registration.leader_epoch
+            registration = message.registration
+            if (self.rewind_on_new_leader and registration.leader != NO_LEADER
+                    and registration.leader_epoch > self.leader_epoch):
+                self.rewind(f"new leader {self.cluster.name_of(registration.leader)} "
+                            f"e{registration.leader_epoch}")
+            self.leader = registration.leader
+            self.leader_epoch = registration.leader_epoch
             return
         if not isinstance(message, m.ConsumerFetchReply):
             raise TypeError(f"consumer: unexpected {message!r}")
@@ -517,12 +532,19 @@ class TxnWriter:
         if attempt == self.attempt and self.phase != "idle":
             if self.phase == "write":
                 self.cluster.net.send(self.name, "controller", m.MetadataRequest())
-            self.cluster.world.schedule(self.interval_ms, self._send)
+            self.cluster.world.schedule(self.interval_ms, self._resend, attempt)
 
     def _again(self) -> None:
         """Ask again for the same step (a new attempt: the failed one's timeout is void)."""
         self.attempt += 1
-        self.cluster.world.schedule(self.interval_ms, self._send)
+        self.cluster.world.schedule(self.interval_ms, self._resend, self.attempt)
+
+    def _resend(self, attempt: int) -> None:
+        """A resend scheduled at ``attempt``: void if anything was sent since, or the writer is
+        idle (the late answer to the timed-out attempt arrived meanwhile and the transaction
+        went on: resending then would write its record again, outside any transaction)."""
+        if attempt == self.attempt and self.phase != "idle":
+            self._send()
 
     def on_message(self, src: str, message: Any) -> None:
         if isinstance(message, m.Metadata):

@@ -122,9 +122,9 @@ class Cluster:
 
     def on_consumer_read(
         self, broker: SimBroker, records: tuple[tuple[int, int, str], ...], hw: int,
-        last_stable_offset: int, isolation_level: int,
+        last_stable_offset: int, isolation_level: int, read: tuple[int, int],
     ) -> None:
-        self.checker.on_served(broker, records, hw, last_stable_offset, isolation_level)
+        self.checker.on_served(broker, records, hw, last_stable_offset, isolation_level, read)
 
     # -- running ----------------------------------------------------------------------------------
     def boot(self) -> None:

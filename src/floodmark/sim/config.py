@@ -8,6 +8,10 @@ from dataclasses import dataclass, field
 from floodmark.replication.modes import DEFAULT_TRUNCATION, Truncation
 from floodmark.sim.network import NetworkConfig
 
+SIM_SCAN_CHUNK_BYTES = 64
+"""Above the storage's minimum (61, a batch header), below any batch the simulator writes (a
+one-record batch is 70 bytes and up, a transaction marker 78)."""
+
 
 @dataclass(frozen=True, slots=True)
 class SimConfig:
@@ -48,5 +52,11 @@ class SimConfig:
     eligible_leader_replicas: bool = False
     """KIP-966 eligible leader replicas in the controller's elections (off by default, as the
     rest of floodmark; the last-replica-standing scenario shows both)."""
+    scan_chunk_bytes: int = SIM_SCAN_CHUNK_BYTES
+    """``LogConfig.scan_chunk_bytes`` of every broker's log: how much one read takes when a
+    restart scans the log (recovery, the producer-state and ``.txnindex`` rebuild). Kafka's is
+    64 KiB, which the simulator's logs never reach; this default is below the smallest batch the
+    simulator writes, so every batch straddles a read chunk at every restart. The explorer
+    draws one per seed (``explore.scan_chunk_bytes_for``)."""
     topic: str = "t"
     partition: int = 0

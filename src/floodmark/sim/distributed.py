@@ -7,7 +7,7 @@ function of its number (the simulator is deterministic), so a seed's result does
 which executor ran it: the distributed report equals the local one for the same seeds.
 
 For seeds in the millions an executor sends back per part only the totals (seeds, acknowledged
-writes, events) and the seeds that found something (a violation, or a loss reported outside
+writes, events, broker restarts) and the seeds that found something (a violation, or a loss reported outside
 SPEC §4's premise), each with its fault schedule and the command that replays it.
 """
 
@@ -31,6 +31,7 @@ class PartSummary:
     acknowledged: int
     events: int
     notable: tuple[SeedResult, ...]
+    restarts: int = 0
 
 
 def seed_ranges(start_seed: int, seeds: int, parts: int) -> list[tuple[int, int]]:
@@ -50,15 +51,16 @@ def seed_ranges(start_seed: int, seeds: int, parts: int) -> list[tuple[int, int]
 
 
 def explore_part(first_seed: int, count: int, options: ExploreOptions) -> PartSummary:
-    acknowledged = events = 0
+    acknowledged = events = restarts = 0
     notable: list[SeedResult] = []
     for seed in range(first_seed, first_seed + count):
         result = run_seed(seed, options)
         acknowledged += result.acknowledged
         events += result.events
+        restarts += result.restarts
         if result.violations or result.reported_losses:
             notable.append(result)
-    return PartSummary(first_seed, count, acknowledged, events, tuple(notable))
+    return PartSummary(first_seed, count, acknowledged, events, tuple(notable), restarts)
 
 
 def merge(options: ExploreOptions, start_seed: int, seeds: int, parts: Iterable[PartSummary],
@@ -70,7 +72,8 @@ def merge(options: ExploreOptions, start_seed: int, seeds: int, parts: Iterable[
     return ExploreReport(
         options, range(start_seed, start_seed + seeds),
         [r for p in ordered for r in p.notable], elapsed_s,
-        totals=(sum(p.acknowledged for p in ordered), sum(p.events for p in ordered)))
+        totals=(sum(p.acknowledged for p in ordered), sum(p.events for p in ordered),
+                sum(p.restarts for p in ordered)))
 
 
 def explore_on_spark(seeds: int, options: ExploreOptions, master: str, *, start_seed: int = 1,

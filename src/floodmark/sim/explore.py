@@ -21,10 +21,21 @@ With ``--transactions`` a transactional writer (``clients.TxnWriter``: one-recor
 half aborted) runs beside the producer and asks the transaction coordinator for every step; the
 coordinator is the broker's own core (``txn_coordinator.SimTxnCoordinator`` drives
 ``replication.transactions``: its log, its markers, its timeouts). The consumer reads
-read_committed: no record of an aborted or undecided transaction may reach it, and LSO <= HW on
-every replica after every event. During the fault phase the coordinator now and then crashes
-right after writing a PrepareCommit, PrepareAbort or Ongoing record (before it answers or sends
-a marker); a new one takes over from its log 5-300 ms later (``txn-all-or-nothing`` at the end).
+read_committed: no record of an aborted or undecided transaction may reach it, none of a
+committed one may be hidden from it, and LSO <= HW on every replica after every event. A second
+read_committed consumer (``rereader``) reads the partition again from offset 0 whenever it
+learns of a new leader, so that whatever a restarted broker rebuilt (issue 28: its producer
+state and ``.txnindex``, rebuilt from the log at start) is read back in full once it leads.
+The schedule also has ``restart`` — a clean shutdown (log flushed and closed, checkpoints
+written) and a start 5–250 ms later —, beside ``kill`` and ``power-loss``. During the fault
+phase the coordinator now and then crashes right after writing a PrepareCommit, PrepareAbort
+or Ongoing record (before it answers or sends a marker); a new one takes over from its log
+5-300 ms later (``txn-all-or-nothing`` at the end).
+
+Every broker reads its log in chunks of ``scan_chunk_bytes`` when it starts (recovery, the
+producer-state and ``.txnindex`` rebuild: the storage's own code), drawn per seed between 61 and
+400 bytes (``scan_chunk_bytes_for``; its own RNG, so the fault schedules are those of the same
+seeds before): batches of 70-80 bytes straddle chunk boundaries at every alignment across seeds.
 
 SPEC section 4's premise is respected by construction: at most one broker is faulty at a time
 (RF − min.insync.replicas = 1 for RF 3), a broker counts as faulty until it is alive, connected,
@@ -35,6 +46,7 @@ converge and the final checks run (divergence, acknowledged writes on the final 
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -45,7 +57,7 @@ from floodmark.replication.partition import ACKS_ALL, ACKS_LEADER, ACKS_NONE
 from floodmark.replication.transactions.state import TxnState
 from floodmark.sim.broker import SimBroker
 from floodmark.sim.checker import Violation
-from floodmark.sim.clients import TxnWriter
+from floodmark.sim.clients import Consumer, TxnWriter
 from floodmark.sim.cluster import Cluster
 from floodmark.sim.config import SimConfig
 from floodmark.sim.network import NetworkConfig, PartitionMode
@@ -66,10 +78,27 @@ class ExploreOptions:
     transactions: bool = False
     """Also run a transactional writer (one-record transactions, half aborted) and make the
     consumer read_committed: the ``read-committed`` invariant is then checked on every read."""
+    scan_chunk_bytes: int | None = None
+    """The brokers' ``LogConfig.scan_chunk_bytes``; None: drawn per seed
+    (``scan_chunk_bytes_for``)."""
 
     @property
     def min_insync_replicas(self) -> int:
         return 2 if self.replicas >= 3 else 1
+
+
+SCAN_CHUNK_RANGE = (61, 400)
+"""``scan_chunk_bytes`` drawn per seed: from the storage's minimum (a batch header) to a few
+batches' worth."""
+
+
+def scan_chunk_bytes_for(seed: int, options: ExploreOptions) -> int:
+    """The brokers' scan chunk for ``seed``: ``options.scan_chunk_bytes``, else a draw from an
+    RNG of the seed's own, apart from the world's (every seed keeps the schedule it had before
+    the chunk size was a parameter; the chunk size changes only how a restart reads the log)."""
+    if options.scan_chunk_bytes is not None:
+        return options.scan_chunk_bytes
+    return random.Random(f"scan-chunk-bytes/{seed}").randint(*SCAN_CHUNK_RANGE)
 
 
 @dataclass(slots=True)
@@ -83,6 +112,10 @@ class SeedResult:
     events: int
     acknowledged: int
     trace: list[str] = field(default_factory=list)
+    restarts: int = 0
+    """Broker starts after the first boot (each recovers its log and rebuilds its producer
+    state and ``.txnindex`` through the storage)."""
+    scan_chunk_bytes: int = 0
 
 
 def reproduce_command(seed: int, options: ExploreOptions) -> str:
@@ -96,6 +129,8 @@ def reproduce_command(seed: int, options: ExploreOptions) -> str:
         command += " --unsafe-ack-duplicates-before-commit"
     if options.transactions:
         command += " --transactions"
+    if options.scan_chunk_bytes is not None:
+        command += f" --scan-chunk-bytes {options.scan_chunk_bytes}"
     return command
 
 
@@ -171,6 +206,10 @@ class Nemesis:
     def inject(self) -> None:
         kinds = ["kill", "kill", "pause", "partition", "partition", "leader-move", "isolate",
                  "long-pause"]
+        if self.options.transactions:
+            # Restarts are where the producer state and the .txnindex are rebuilt (issue 28).
+            # Only here, so that the schedules of plain seeds stay what they were.
+            kinds.append("restart")
         if self.lossy_budget > 0:
             kinds.append("power-loss")
         kind = self.rng.choice(kinds)
@@ -188,9 +227,14 @@ class Nemesis:
                     # Fast failover (KAFKA-6361): move again before anyone has caught up.
                     self.world.schedule(self.rng.randint(2, 30), self._move_again)
             return
-        duration = self.rng.randint(5, 250) if kind == "kill" else self.rng.randint(20, 700)
+        quick = kind in ("kill", "restart")
+        duration = self.rng.randint(5, 250) if quick else self.rng.randint(20, 700)
         self.active = f"{kind} {target.name}"
-        if kind in ("kill", "power-loss"):
+        if kind == "restart":
+            self.log(f"restart {target.name} (clean shutdown) for {duration}ms")
+            target.shutdown()
+            self.world.schedule(duration, self._restart, target)
+        elif kind in ("kill", "power-loss"):
             lose = kind == "power-loss"
             if lose:
                 self.lossy_budget -= 1
@@ -267,6 +311,7 @@ class Nemesis:
 
 def build_cluster(seed: int, options: ExploreOptions) -> Cluster:
     config = SimConfig(
+        scan_chunk_bytes=scan_chunk_bytes_for(seed, options),
         replicas=options.replicas,
         min_insync_replicas=options.min_insync_replicas,
         truncation=options.truncation,
@@ -312,35 +357,14 @@ def run_seed(seed: int, options: ExploreOptions, *, keep_trace: bool = False) ->
     world = cluster.world
     world.trace_enabled = keep_trace
     cluster.boot()
+    boots = sum(b.incarnation for b in cluster.brokers)
     nemesis = Nemesis(cluster, options)
-    # Mostly acks=all (what the loss invariant is about); some seeds use acks=1 or acks=0, where
-    # only what consumers were served must survive.
-    cluster.producer.acks = world.rng.choice([ACKS_ALL] * 6 + [ACKS_LEADER, ACKS_NONE])
-    cluster.producer.start()
-    writer: TxnWriter | None = None
-    if options.transactions:
-        writer = TxnWriter(cluster)
-        cluster.consumer.isolation_level = 1
-        writer.start()
-        _coordinator_crashes(cluster, options)
-    cluster.consumer.start()
-    nemesis.start()
-    world.run_until(options.fault_phase_ms)
-    nemesis.stopped = True
-    world.record("NEMESIS stop: healing everything")
-    cluster.net.heal()
-    for broker in cluster.brokers:
-        if not broker.alive:
-            broker.start()
-        elif broker.paused:
-            broker.resume()
-    world.run_until(world.now_ms + options.converge_ms // 3)
-    cluster.producer.stop()
-    if writer is not None:
-        writer.stop()
-    world.run_until(world.now_ms + options.converge_ms)
-    cluster.consumer.stop()
-    cluster.checker.final_check()
+    try:
+        _run(cluster, nemesis, options)
+    except Exception as exc:  # whatever the code under test raises is a finding
+        # E.g. the storage refusing a log it cannot read at a restart: the seed must still be
+        # reported (with its replay command), not end the exploration with a traceback.
+        cluster.checker.flag("exception", f"{type(exc).__name__}: {exc}")
     return SeedResult(
         seed=seed,
         truncation=options.truncation,
@@ -351,7 +375,50 @@ def run_seed(seed: int, options: ExploreOptions, *, keep_trace: bool = False) ->
         events=world.events_run,
         acknowledged=len(cluster.checker.acked),
         trace=list(world.trace),
+        restarts=sum(b.incarnation for b in cluster.brokers) - boots,
+        scan_chunk_bytes=cluster.config.scan_chunk_bytes,
     )
+
+
+def _run(cluster: Cluster, nemesis: Nemesis, options: ExploreOptions) -> None:
+    world = cluster.world
+    # Mostly acks=all (what the loss invariant is about); some seeds use acks=1 or acks=0, where
+    # only what consumers were served must survive.
+    cluster.producer.acks = world.rng.choice([ACKS_ALL] * 6 + [ACKS_LEADER, ACKS_NONE])
+    cluster.producer.start()
+    writer: TxnWriter | None = None
+    rereader: Consumer | None = None
+    if options.transactions:
+        writer = TxnWriter(cluster)
+        cluster.consumer.isolation_level = 1
+        writer.start()
+        _coordinator_crashes(cluster, options)
+        rereader = Consumer(cluster, name="rereader", isolation_level=1,
+                            rewind_on_new_leader=True)
+    cluster.consumer.start()
+    if rereader is not None:
+        rereader.start()
+    nemesis.start()
+    world.run_until(options.fault_phase_ms)
+    nemesis.stopped = True
+    world.record("NEMESIS stop: healing everything")
+    cluster.net.heal()
+    for broker in cluster.brokers:
+        if not broker.alive:
+            broker.start()
+        elif broker.paused:
+            broker.resume()
+    if rereader is not None:
+        rereader.rewind("everything healed")
+    world.run_until(world.now_ms + options.converge_ms // 3)
+    cluster.producer.stop()
+    if writer is not None:
+        writer.stop()
+    world.run_until(world.now_ms + options.converge_ms)
+    cluster.consumer.stop()
+    if rereader is not None:
+        rereader.stop()
+    cluster.checker.final_check()
 
 
 @dataclass(slots=True)
@@ -360,9 +427,10 @@ class ExploreReport:
     seeds: Sequence[int]
     results: list[SeedResult]
     elapsed_s: float
-    totals: tuple[int, int] | None = None
-    """(acknowledged writes, events) over every seed, when ``results`` holds only the seeds that
-    found something (``sim/distributed.py``); None: ``results`` holds every seed."""
+    totals: tuple[int, int, int] | None = None
+    """(acknowledged writes, events, broker restarts) over every seed, when ``results`` holds
+    only the seeds that found something (``sim/distributed.py``); None: ``results`` holds every
+    seed."""
 
     @property
     def acknowledged_writes(self) -> int:
@@ -375,6 +443,12 @@ class ExploreReport:
         if self.totals is not None:
             return self.totals[1]
         return sum(r.events for r in self.results)
+
+    @property
+    def restarts(self) -> int:
+        if self.totals is not None:
+            return self.totals[2]
+        return sum(r.restarts for r in self.results)
 
     @property
     def violations(self) -> list[dict[str, Any]]:
@@ -412,6 +486,7 @@ class ExploreReport:
             ],
             "acknowledged_writes": self.acknowledged_writes,
             "events": self.events,
+            "restarts": self.restarts,
             "elapsed_s": round(self.elapsed_s, 3),
             "seeds_per_second": round(self.seeds_per_second, 2),
         }

@@ -165,7 +165,7 @@ def _metadata_answer(broker: HandlerContext, header: RequestHeader, req: WireReq
     return {
         "throttle_time": 0,
         "error_code": 0,
-        "brokers": broker.live_brokers(),
+        "brokers": broker.membership.listed_brokers(),
         "cluster_id": broker.controller.cluster_id,
         "controller_id": forwarding_controller_id(broker),
         "topics": out,

@@ -64,16 +64,18 @@ def coordinated(handler: Handler) -> Handler:
 
 def _not_coordinator(ctx: HandlerContext, header: RequestHeader,
                      req: WireRequest) -> WireResponse | None:
-    """NOT_COORDINATOR (in the request's own response shape) unless this broker coordinates
-    every group the request names."""
+    """NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS (in the request's own response shape)
+    unless this broker coordinates every group the request names and has loaded them."""
     api, version = header.api_key, header.api_version
     if api == ApiKey.OFFSET_FETCH and version >= 8:
         groups = [g.group_id for g in req.groups]
     else:
         groups = [req.group_id]
-    if all(ctx.is_coordinator(g) for g in groups):
+    errors = [ctx.coordinator_error(g) for g in groups]
+    refused = next((e for e in errors if e is not ErrorCode.NONE), None)
+    if refused is None:
         return None
-    err = int(ErrorCode.NOT_COORDINATOR)
+    err = int(refused)  # NOT_COORDINATOR, or COORDINATOR_LOAD_IN_PROGRESS while loading
     if api in (ApiKey.OFFSET_COMMIT, ApiKey.TXN_OFFSET_COMMIT):
         return {"throttle_time": 0, "topics": [
             {"name": t.name, "partitions": [{"partition_index": int(p.partition_index),

@@ -5,10 +5,11 @@ the refusals of other brokers are ``coordination``'s)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from floodmark.broker.boundary import ClientConnection, HandlerResult, WireRequest, WireResponse
-from floodmark.broker.offsets import CommittedOffset, partition_for
+from floodmark.broker.offsets import CommittedOffset, GroupRecord, partition_for
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import OFFSETS_TOPIC
 from floodmark.wire.codec import RequestHeader, ms
@@ -94,11 +95,9 @@ OFFSETS_ACKS_ALL_TIMEOUT_MS = 5000
 
 
 def _append(broker: HandlerContext, group: str,
-            entries: list[tuple[str, int, CommittedOffset | None]],
-            producer: tuple[int, int] | None) -> tuple[ErrorCode, PartitionState | None, int]:
-    """Append the offsets batch to the group's ``__consumer_offsets`` partition and keep the
-    offsets in memory (committed, or pending for a ``producer``); (error, partition, last
-    offset appended)."""
+            batch: Callable[[int], bytes]) -> tuple[ErrorCode, PartitionState | None, int]:
+    """Append ``batch(now_ms)`` to the group's ``__consumer_offsets`` partition; (error,
+    partition, last offset appended)."""
     meta = broker.controller.topics()[OFFSETS_TOPIC]
     p = partition_for(group, len(meta.partitions))
     ps = broker.partitions.get((OFFSETS_TOPIC, p))
@@ -108,33 +107,24 @@ def _append(broker: HandlerContext, group: str,
     if refused is not ErrorCode.NONE:
         return _REPLICATION_ERRORS.get(refused, refused), None, -1
     now = broker.now_ms()
-    batch = broker.offsets.build_commit_batch(group, entries, now, producer)
     try:
-        info = ps.log.append_as_leader(batch, ps.leader_epoch, now)
+        info = ps.log.append_as_leader(batch(now), ps.leader_epoch, now)
     except KafkaError as exc:
         log.error("partition %s leader_epoch=%d: cannot store offsets of group %s: %s",
                   ps.name, ps.leader_epoch, group, exc)
         return ErrorCode.UNKNOWN_SERVER_ERROR, None, -1
-    for topic, partition, c in entries:
-        if producer is None:
-            broker.offsets.apply(group, topic, partition, c)
-        else:
-            broker.offsets.add_pending(producer[0], group, topic, partition, c)
     return ErrorCode.NONE, ps, info.last_offset
 
 
-async def append_offsets_replicated(broker: HandlerContext, group: str,
-                                    entries: list[tuple[str, int, CommittedOffset | None]],
-                                    producer: tuple[int, int] | None = None) -> ErrorCode:
-    """Store offsets in the group's ``__consumer_offsets`` partition (in memory once appended),
-    answered once the HW passes the batch (Kafka's
+async def _append_replicated(broker: HandlerContext, group: str,
+                             batch: Callable[[int], bytes]) -> tuple[ErrorCode, int]:
+    """Append to the group's offsets partition, answered once the HW passes the batch (Kafka's
     ``offsets.commit.required.acks=-1``: a coordinator failover cannot lose what was answered;
-    ``tests/cluster/test_offset_commit_durability.py`` lost an acknowledged commit before).
-    ``producer`` (id, epoch): a TxnOffsetCommit, appended as that producer's transactional batch
-    and pending until its transaction's marker (``OffsetStore.on_transaction_marker``)."""
-    err, ps, last = _append(broker, group, entries, producer)
+    ``tests/cluster/test_offset_commit_durability.py`` lost an acknowledged commit before);
+    (error, last offset of the batch)."""
+    err, ps, last = _append(broker, group, batch)
     if ps is None:
-        return err
+        return err, -1
     produce_id = broker.next_produce_id()
     replicated = broker.park_produce(produce_id)
     now = broker.now_ms()
@@ -143,7 +133,35 @@ async def append_offsets_replicated(broker: HandlerContext, group: str,
     if broker.replicas is not None:
         broker.replicas.leader_appended()
     error, _offset = await replicated
-    return _REPLICATION_ERRORS.get(error, error)
+    return _REPLICATION_ERRORS.get(error, error), last
+
+
+async def append_offsets_replicated(broker: HandlerContext, group: str,
+                                    entries: list[tuple[str, int, CommittedOffset | None]],
+                                    producer: tuple[int, int] | None = None) -> ErrorCode:
+    """Store offsets in the group's ``__consumer_offsets`` partition; once replicated they are
+    what OffsetFetch answers (never before: an offset that a failover could still lose is not
+    handed to anyone). ``producer`` (id, epoch): a TxnOffsetCommit, appended as that producer's
+    transactional batch and pending until its transaction's marker
+    (``OffsetStore.on_transaction_marker``)."""
+    err, last = await _append_replicated(
+        broker, group, lambda now: broker.offsets.build_commit_batch(group, entries, now,
+                                                                     producer))
+    if err is ErrorCode.NONE:
+        broker.offsets.apply_replicated(group, entries, last,
+                                        producer[0] if producer is not None else None)
+    return err
+
+
+async def store_group(broker: HandlerContext, group: str,
+                      record: GroupRecord | None) -> ErrorCode:
+    """Store a group's metadata (None: a tombstone) in its offsets partition, answered once
+    replicated: what a new coordinator loads after a failover."""
+    err, _last = await _append_replicated(
+        broker, group, lambda now: broker.offsets.build_group_batch(group, record, now))
+    if err is ErrorCode.NONE:
+        broker.offsets.store_group(group, record)
+    return err
 
 
 def offset_commit(broker: HandlerContext, header: RequestHeader, req: WireRequest,
@@ -278,6 +296,8 @@ async def _delete_groups(broker: HandlerContext, names: list[str]) -> WireRespon
             if err is ErrorCode.NONE and offsets:
                 err = await append_offsets_replicated(broker, group,
                                                       [(t, p, None) for t, p in offsets])
+            if err is ErrorCode.NONE and group in broker.offsets.group_records:
+                err = await store_group(broker, group, None)  # the group's record goes too
         if err is ErrorCode.NONE:
             log.info("group %s deleted", group)
         results.append({"group_id": group, "error_code": int(err)})
