@@ -17,6 +17,7 @@ from collections.abc import Awaitable
 from typing import Any, Protocol, TypeAlias
 
 from floodmark.broker.sendfile import SendfileParts
+from floodmark.security.principal import KafkaPrincipal
 
 WireRequest: TypeAlias = Any
 """A decoded kio request, or a part of one (kio's generated classes are untyped)."""
@@ -37,3 +38,9 @@ class ClientConnection(Protocol):
     """``host:port`` of the client."""
     sendfile_fd: int | None
     """The socket's descriptor when Fetch may send records with sendfile, else None."""
+    client_host: str
+    """The client's address without the port (what ACLs match as ``host``)."""
+    principal: KafkaPrincipal
+    """Who authenticated on this connection (``User:ANONYMOUS`` if nobody did)."""
+    listener_name: str
+    """The listener the client connected to (``PLAINTEXT``, ``SASL_SSL``, ... or a custom name)."""

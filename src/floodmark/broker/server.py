@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 
 from floodmark.broker.boundary import Encoded
 from floodmark.broker.sendfile import SendfileParts, SendfileWriter, sendfile_fd
+from floodmark.security.principal import ANONYMOUS, KafkaPrincipal
 from floodmark.wire.errors import ProtocolError
 
 log = logging.getLogger(__name__)
@@ -37,8 +38,12 @@ class Connection(asyncio.Protocol):
         "_reading_paused",
         "_sender",
         "_write_paused",
+        "client_host",
         "closed",
+        "listener_name",
         "peer",
+        "principal",
+        "security_protocol",
         "sendfile_fd",
         "transport",
     )
@@ -58,6 +63,11 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.peer: str = "?"
+        self.client_host: str = "?"  # the peer's address without the port (ACL host matching)
+        # Who is on this connection: ANONYMOUS until TLS/SASL authentication says otherwise.
+        self.principal: KafkaPrincipal = ANONYMOUS
+        self.listener_name = "PLAINTEXT"
+        self.security_protocol = "PLAINTEXT"
         self.sendfile_fd: int | None = None  # set when Fetch may send records with sendfile
         self._sender: SendfileWriter | None = None  # writes responses holding file slices
 
@@ -66,6 +76,7 @@ class Connection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.client_host = str(peer[0]) if peer else "?"
         self.sendfile_fd = sendfile_fd(transport)
 
     def connection_lost(self, exc: Exception | None) -> None:
