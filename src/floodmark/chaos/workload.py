@@ -180,14 +180,14 @@ def producer_txn(args: argparse.Namespace, history: HistoryWriter) -> int:
     and completes or aborts whatever the old one left.
 
     A transaction with a send whose outcome is unknown (no acknowledgement within the flush
-    timeout, or a failed delivery: the record may be in the log) is not aborted by its own
-    producer but ended by a new one, as applications are advised to do after indefinite errors:
-    librdkafka 2.16, aborting with unacknowledged records purged from its queue, can give a
-    later record the sequence number of one that is in the log, under the same producer epoch,
-    and the broker (Kafka's too) then answers it as a duplicate of the aborted record: a
-    committed value lost. The new producer's epoch bump rules that out.
-    ``FLOODMARK_CHAOS_TXN_ABORT_UNACKNOWLEDGED=1`` aborts them with the same producer anyway
-    (to show that)."""
+    timeout, or a failed delivery: the record may be in the log) is aborted by its own
+    producer. librdkafka then purges the unacknowledged records and gives a later record the
+    sequence number of one that may be in the log, under the same producer epoch; Kafka's broker
+    answers that record as a duplicate of the aborted one (a committed value lost), floodmark's
+    refuses it OUT_OF_ORDER_SEQUENCE_NUMBER (docs/wire.md), which librdkafka makes fatal: a new
+    producer follows. ``FLOODMARK_CHAOS_TXN_ABORT_UNACKNOWLEDGED=0`` ends such a transaction with
+    a new producer instead (its epoch bump rules the reuse out), as the harness did before the
+    broker refused the reuse."""
     from confluent_kafka import KafkaException, Producer
 
     keys = _topics(args.topics)
@@ -202,7 +202,7 @@ def producer_txn(args: argparse.Namespace, history: HistoryWriter) -> int:
     if os.environ.get("FLOODMARK_CHAOS_RDKAFKA_DEBUG"):  # e.g. "eos,msg"
         config["debug"] = os.environ["FLOODMARK_CHAOS_RDKAFKA_DEBUG"]
     end_timeout_s = args.end_timeout_s
-    abort_unacknowledged = os.environ.get("FLOODMARK_CHAOS_TXN_ABORT_UNACKNOWLEDGED") == "1"
+    abort_unacknowledged = os.environ.get("FLOODMARK_CHAOS_TXN_ABORT_UNACKNOWLEDGED", "1") != "0"
     failed_deliveries: dict[str, int] = {}   # txn -> deliveries that failed (callbacks)
     deadline = time.monotonic() + args.duration_s
 

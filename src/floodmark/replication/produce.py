@@ -114,6 +114,10 @@ class ProduceSettings:
     without waiting for the high watermark. Exists only so the proof can show it catches it."""
     compacted: bool = False
     """cleanup.policy has ``compact``: every record needs a key (else INVALID_RECORD)."""
+    kafka_aborted_batch_duplicates: bool = False
+    """Kafka's rule (loses a committed record with librdkafka, docs/wire.md): a batch of an
+    aborted transaction still answers a new batch with its epoch and sequences as a duplicate.
+    Exists only so the proof can show it catches it."""
 
 
 @dataclass(slots=True)
@@ -199,7 +203,8 @@ def produce_as_leader(
     if idempotent and len(metas) != 1:
         return _refuse(produce_id, ErrorCode.INVALID_RECORD,
                        "an idempotent produce carries exactly one batch per partition")
-    checks = [producers.check(meta) for meta in idempotent]
+    checks = [producers.check(meta, settings.kafka_aborted_batch_duplicates)
+              for meta in idempotent]
     for check in checks:
         if check.error is ErrorCode.DUPLICATE_SEQUENCE_NUMBER and check.duplicate_of is not None:
             return _duplicate(core, log, produce_id, check.duplicate_of.first_offset,

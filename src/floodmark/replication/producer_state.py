@@ -190,10 +190,15 @@ class ProducerStateTable:
         return self._producers.get(producer_id)
 
     # -- checks before an append --------------------------------------------------------------
-    def check(self, meta: BatchMeta) -> SequenceCheck:
+    def check(self, meta: BatchMeta, aborted_batches_are_duplicates: bool = False
+              ) -> SequenceCheck:
         """A client's data batch: epoch fencing, duplicates, sequence order, and the
         transaction rule (a producer with an open transaction writes only transactional
-        batches until its marker: INVALID_TXN_STATE)."""
+        batches until its marker: INVALID_TXN_STATE).
+
+        ``aborted_batches_are_duplicates``: Kafka's rule, under which a batch written before
+        the producer's last ABORT marker still answers a retry (it loses a committed record
+        with librdkafka; see the module's docstring). Only so the simulator can show it."""
         if meta.producer_id == NO_PRODUCER_ID:
             return _OK
         entry = self._producers.get(meta.producer_id)
@@ -212,7 +217,8 @@ class ProducerStateTable:
         for cached in entry.batches:
             if (cached.first_sequence == meta.base_sequence
                     and cached.last_sequence == meta.last_sequence
-                    and cached.first_offset > entry.last_abort_offset):
+                    and (aborted_batches_are_duplicates
+                         or cached.first_offset > entry.last_abort_offset)):
                 return SequenceCheck(ErrorCode.DUPLICATE_SEQUENCE_NUMBER, cached)
         expected = (entry.last_sequence + 1) % _SEQ_MOD
         if meta.base_sequence != expected:

@@ -128,6 +128,7 @@ class SimBroker:
         self.produce_settings = ProduceSettings(
             max_message_bytes=LogConfig().max_message_bytes,
             unsafe_ack_duplicates_before_commit=self.config.unsafe_ack_duplicates_before_commit,
+            kafka_aborted_batch_duplicates=self.config.kafka_aborted_batch_duplicates,
         )
         self.entries: list[Entry] = []  # mirror of the log: index = offset
         self.parked: list[ParkedFetch] = []

@@ -18,7 +18,14 @@ import sys
 from typing import Any
 
 from floodmark.replication.modes import DEFAULT_TRUNCATION, Truncation
-from floodmark.sim.explore import ExploreOptions, SeedResult, explore, reproduce_command, run_seed
+from floodmark.sim.explore import (
+    DEFAULT_TXN_GIVE_UP_AFTER_MS,
+    ExploreOptions,
+    SeedResult,
+    explore,
+    reproduce_command,
+    run_seed,
+)
 from floodmark.sim.report import render_steps, transactions_open
 from floodmark.sim.scenarios import SCENARIOS, run_scenario
 
@@ -34,6 +41,15 @@ UNSAFE_DUPLICATES_HELP = (
 TRANSACTIONS_HELP = (
     "also run transactions (half aborted) and a read_committed consumer; checks that it is "
     "never served an aborted or undecided transaction's record"
+)
+TXN_GIVE_UP_HELP = (
+    "with --transactions: the writer purges a record unacknowledged this long and aborts, "
+    "reusing its sequence next, as librdkafka does (0: never; default "
+    f"{DEFAULT_TXN_GIVE_UP_AFTER_MS})"
+)
+KAFKA_ABORTED_DUPLICATES_HELP = (
+    "UNSAFE, to show it is caught: Kafka's rule, a batch of an aborted transaction answers a "
+    "new batch with its epoch and sequence as a duplicate (loses committed records)"
 )
 
 
@@ -92,6 +108,10 @@ def register(sim_subparsers: Any) -> None:
         "--unsafe-ack-duplicates-before-commit", action="store_true", help=UNSAFE_DUPLICATES_HELP
     )
     explore_p.add_argument("--transactions", action="store_true", help=TRANSACTIONS_HELP)
+    explore_p.add_argument("--txn-give-up-after-ms", type=int, default=DEFAULT_TXN_GIVE_UP_AFTER_MS,
+                        metavar="MS", help=TXN_GIVE_UP_HELP)
+    explore_p.add_argument("--kafka-aborted-batch-duplicates", action="store_true",
+                        help=KAFKA_ABORTED_DUPLICATES_HELP)
     explore_p.add_argument("--scan-chunk-bytes", type=_scan_chunk_bytes, default=None,
                           metavar="N", help=SCAN_CHUNK_HELP)
     explore_p.add_argument("--json", action="store_true")
@@ -119,6 +139,10 @@ def register(sim_subparsers: Any) -> None:
         "--unsafe-ack-duplicates-before-commit", action="store_true", help=UNSAFE_DUPLICATES_HELP
     )
     replay.add_argument("--transactions", action="store_true", help=TRANSACTIONS_HELP)
+    replay.add_argument("--txn-give-up-after-ms", type=int, default=DEFAULT_TXN_GIVE_UP_AFTER_MS,
+                        metavar="MS", help=TXN_GIVE_UP_HELP)
+    replay.add_argument("--kafka-aborted-batch-duplicates", action="store_true",
+                        help=KAFKA_ABORTED_DUPLICATES_HELP)
     replay.add_argument("--scan-chunk-bytes", type=_scan_chunk_bytes, default=None,
                           metavar="N", help=SCAN_CHUNK_HELP)
     replay.add_argument("--json", action="store_true")
@@ -185,6 +209,8 @@ def _options(args: argparse.Namespace) -> ExploreOptions:
         fault_phase_ms=args.fault_phase_ms,
         unsafe_ack_duplicates_before_commit=args.unsafe_ack_duplicates_before_commit,
         transactions=args.transactions,
+        txn_give_up_after_ms=args.txn_give_up_after_ms,
+        kafka_aborted_batch_duplicates=args.kafka_aborted_batch_duplicates,
         scan_chunk_bytes=args.scan_chunk_bytes,
     )
 

@@ -456,7 +456,15 @@ class TxnWriter:
     The coordinator decides, writes its log and the markers; the checker learns each decision
     when its Prepare record is in the coordinator's log, so a read_committed consumer can be
     checked against them. A fenced producer (a transaction past ``txn_timeout_ms`` is aborted
-    by the coordinator, which bumps the epoch) starts over with InitProducerId."""
+    by the coordinator, which bumps the epoch) starts over with InitProducerId.
+
+    ``give_up_after_ms`` (0: never) makes it behave as librdkafka does when an application's
+    flush times out and it aborts: a record unacknowledged that long (it may be in the log) is
+    purged and the transaction aborted, and the next transaction's record takes the purged
+    one's sequence under the same epoch (``rd_kafka_toppar_purge_queues``). An
+    OUT_OF_ORDER_SEQUENCE_NUMBER answer is then abortable: it aborts and bumps its epoch with
+    InitProducerId, as librdkafka does (KIP-360). Its acknowledged records are reported to the
+    checker, so an acknowledgement pointing at somebody else's record is a lost write."""
 
     cluster: TxnHost
     name: str = "txn-writer"
@@ -477,6 +485,9 @@ class TxnWriter:
     committed: bool = False
     attempt: int = 0
     transactions: int = 0
+    give_up_after_ms: int = 0
+    write_started_ms: int = 0
+    reinit_after_end: bool = False
 
     def __post_init__(self) -> None:
         self.cluster.net.add_node(self.name, self.on_message)
@@ -530,6 +541,15 @@ class TxnWriter:
 
     def _retry(self, attempt: int) -> None:
         if attempt == self.attempt and self.phase != "idle":
+            world = self.cluster.world
+            if (self.phase == "write" and self.give_up_after_ms
+                    and world.now_ms - self.write_started_ms >= self.give_up_after_ms):
+                world.record(f"{self.name} gives up {self.value} (sequence {self.sequence}, "
+                             f"p{self.producer_id} e{self.producer_epoch}): purged, aborting")
+                self.committed = False
+                self.phase = "end"
+                self._again()
+                return
             if self.phase == "write":
                 self.cluster.net.send(self.name, "controller", m.MetadataRequest())
             self.cluster.world.schedule(self.interval_ms, self._resend, attempt)
@@ -560,6 +580,9 @@ class TxnWriter:
             return
         world = self.cluster.world
         if message.error is ErrorCode.NONE:
+            self.cluster.on_acknowledged(ProduceOutcome(
+                self.value, ACKS_ALL, self.write_started_ms, ErrorCode.NONE,
+                message.base_offset))
             self.sequence += 1
             self.committed = world.rng.random() < 0.5
             self.phase = "end"
@@ -568,6 +591,10 @@ class TxnWriter:
         world.record(f"{self.name} write p{self.producer_id}: {message.error.name}")
         if message.error in FATAL_PRODUCE_ERRORS:
             self.committed = False  # the record may not be written: abort what is open
+            self.phase = "end"
+        elif message.error is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
+            self.committed = False  # librdkafka: abortable, and the epoch must be bumped
+            self.reinit_after_end = True
             self.phase = "end"
         else:
             self.cluster.net.send(self.name, "controller", m.MetadataRequest())
@@ -593,6 +620,7 @@ class TxnWriter:
             self.values += 1
             self.value = f"x{self.values}"
             self.cluster.on_transactional_send(self.value, self.producer_id)
+            self.write_started_ms = world.now_ms
             self.phase = "write"
             self._send()
         else:
@@ -600,6 +628,9 @@ class TxnWriter:
                          f"p{self.producer_id} e{self.producer_epoch} done")
             self.transactions += 1
             self.phase = "idle"
+            if self.reinit_after_end:  # InitProducerId next: a new epoch, sequences from 0
+                self.reinit_after_end = False
+                self.producer_id = -1
 
 
 __all__ = ["ACKS_ALL", "ACKS_LEADER", "ACKS_NONE", "Consumer", "ProduceOutcome", "Producer",

@@ -36,6 +36,10 @@ class SimConfig:
     unsafe_ack_duplicates_before_commit: bool = False
     """UNSAFE: the brokers answer a retried duplicate batch at once, before the high watermark
     covers it (the bug of issue 8). Only to show the explorer catches it."""
+    kafka_aborted_batch_duplicates: bool = False
+    """Kafka's duplicate rule across an ABORT marker (``ProduceSettings``): with a transactional
+    writer that purges on abort (librdkafka), it loses committed records. Only to show the
+    explorer catches it."""
     network: NetworkConfig = field(default_factory=NetworkConfig)
     autonomous: bool = True
     """True: brokers fetch, heartbeat, shrink ISRs and checkpoint on timers (explorer).

@@ -64,6 +64,7 @@ from floodmark.sim.network import NetworkConfig, PartitionMode
 
 CONTROLLER = "controller"
 DEFAULT_FAULT_PHASE_MS = 4000
+DEFAULT_TXN_GIVE_UP_AFTER_MS = 1500
 CLIENTS = ("producer", "consumer")
 
 
@@ -81,6 +82,12 @@ class ExploreOptions:
     scan_chunk_bytes: int | None = None
     """The brokers' ``LogConfig.scan_chunk_bytes``; None: drawn per seed
     (``scan_chunk_bytes_for``)."""
+    txn_give_up_after_ms: int = DEFAULT_TXN_GIVE_UP_AFTER_MS
+    """The transactional writer purges a record unacknowledged this long and aborts, reusing
+    its sequence in the next transaction, as librdkafka does (``TxnWriter``); 0: never."""
+    kafka_aborted_batch_duplicates: bool = False
+    """Kafka's duplicate rule across an ABORT marker (UNSAFE with such a writer: it loses
+    committed records). Only to show the explorer catches it."""
 
     @property
     def min_insync_replicas(self) -> int:
@@ -131,6 +138,10 @@ def reproduce_command(seed: int, options: ExploreOptions) -> str:
         command += " --transactions"
     if options.scan_chunk_bytes is not None:
         command += f" --scan-chunk-bytes {options.scan_chunk_bytes}"
+    if options.txn_give_up_after_ms != DEFAULT_TXN_GIVE_UP_AFTER_MS:
+        command += f" --txn-give-up-after-ms {options.txn_give_up_after_ms}"
+    if options.kafka_aborted_batch_duplicates:
+        command += " --kafka-aborted-batch-duplicates"
     return command
 
 
@@ -319,6 +330,7 @@ def build_cluster(seed: int, options: ExploreOptions) -> Cluster:
             min_delay_ms=1, max_delay_ms=4, loss_probability=options.loss_probability
         ),
         unsafe_ack_duplicates_before_commit=options.unsafe_ack_duplicates_before_commit,
+        kafka_aborted_batch_duplicates=options.kafka_aborted_batch_duplicates,
         # The historical truncation modes run with the controller rule of their time (ZooKeeper:
         # a broker restarted within its session kept its ISR membership); leader-epoch mode runs
         # floodmark's (KRaft's) rule: a new incarnation leaves every ISR.
@@ -389,7 +401,7 @@ def _run(cluster: Cluster, nemesis: Nemesis, options: ExploreOptions) -> None:
     writer: TxnWriter | None = None
     rereader: Consumer | None = None
     if options.transactions:
-        writer = TxnWriter(cluster)
+        writer = TxnWriter(cluster, give_up_after_ms=options.txn_give_up_after_ms)
         cluster.consumer.isolation_level = 1
         writer.start()
         _coordinator_crashes(cluster, options)
