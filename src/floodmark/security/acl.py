@@ -180,6 +180,11 @@ class AclBindingFilter:
     operation: AclOperation = AclOperation.ANY
     permission: AclPermissionType = AclPermissionType.ANY
 
+    def fields(self) -> tuple[int, str | None, int, str | None, str | None, int, int]:
+        """``new_filter``'s arguments (what an RPC carries)."""
+        return (int(self.resource_type), self.name, int(self.pattern_type), self.principal,
+                self.host, int(self.operation), int(self.permission))
+
     def matches(self, b: AclBinding) -> bool:
         p, e = b.pattern, b.entry
         if self.resource_type is not ResourceType.ANY and p.resource_type is not \

@@ -74,6 +74,24 @@ class AuthorizerSettings:
     allow_everyone_if_no_acl_found: bool = False
 
 
+def authorizer_settings(class_name: str, super_users: str, allow_everyone_if_no_acl_found: bool
+                        ) -> AuthorizerSettings | None:
+    """The broker settings (``authorizer.class.name``, ``super.users``,
+    ``allow.everyone.if.no.acl.found``) checked; None when no authorizer is configured.
+    ValueError, one line, for a class floodmark does not have or a bad principal."""
+    class_name = class_name.strip()
+    if not class_name:
+        return None
+    if class_name not in AUTHORIZER_CLASS_NAMES:
+        raise ValueError(f"authorizer.class.name={class_name}: floodmark has only "
+                         f"{STANDARD_AUTHORIZER}")
+    try:
+        supers = parse_super_users(super_users)
+    except ValueError as exc:
+        raise ValueError(f"super.users: {exc}") from None
+    return AuthorizerSettings(supers, allow_everyone_if_no_acl_found)
+
+
 class Authorizer:
     def __init__(self, acls: AclStore, settings: AuthorizerSettings) -> None:
         self.acls = acls
