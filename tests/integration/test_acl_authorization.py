@@ -358,3 +358,38 @@ def test_kafka_python_admin_acls(cluster: Cluster) -> None:
     finally:
         admin.close()
         cluster.revoke(_creation(RT.CLUSTER, "kafka-cluster", Op.ALTER, USER_HOST))
+
+
+def test_cli_acl_add_list_remove(cluster: Cluster, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+    config = tmp_path / "client.properties"
+    config.write_text("# until TLS/SASL: nothing to set\nsecurity.protocol=PLAINTEXT\n")
+    base = ["--bootstrap-server", cluster.broker.bootstrap, "--command-config", str(config)]
+
+    def acl(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "floodmark.cli", "acl", *args, *base],
+                              capture_output=True, text=True, timeout=60)
+
+    refused = acl("add", "--allow-principal", "User:carol", "--operation", "Read",
+                  "--topic", "reports")
+    assert refused.returncode == 1 and "CLUSTER_AUTHORIZATION_FAILED" in refused.stdout
+    grant = _creation(RT.CLUSTER, "kafka-cluster", Op.ALTER, USER_HOST)
+    cluster.grant(grant)
+    try:
+        added = acl("add", "--allow-principal", "User:carol", "--operation", "Read",
+                    "--operation", "Describe", "--topic", "reports",
+                    "--resource-pattern-type", "prefixed")
+        assert added.returncode == 0, added.stdout + added.stderr
+        listed = acl("list", "--topic", "reports", "--resource-pattern-type", "prefixed")
+        assert "User:carol has ALLOW permission for operation READ from host *" in listed.stdout
+        removed = acl("remove", "--allow-principal", "User:carol", "--operation", "Read",
+                      "--operation", "Describe", "--topic", "reports",
+                      "--resource-pattern-type", "prefixed")
+        assert removed.returncode == 0 and removed.stdout.count("removed") == 2, removed.stdout
+        assert "carol" not in acl("list", "--topic", "reports").stdout
+        bad = acl("add", "--allow-principal", "User:carol", "--operation", "Write",
+                  "--group", "g")
+        assert bad.returncode == 1 and "does not support" in bad.stderr + bad.stdout
+    finally:
+        cluster.revoke(grant)
