@@ -99,6 +99,13 @@ DEFAULTS: dict[str, Any] = {
     # on by default for clusters made by 4.1 and later; Kafka 3.7-3.9 had it as the controller
     # config eligible.leader.replicas.enable. The controller also reads min.insync.replicas.
     "eligible.leader.replicas.version": 1,
+    # Authorization (Kafka's names and defaults): off until authorizer.class.name names
+    # org.apache.kafka.metadata.authorizer.StandardAuthorizer; then a resource without ACLs is
+    # denied to all but super.users (principals separated by ";") unless
+    # allow.everyone.if.no.acl.found is true.
+    "authorizer.class.name": "",
+    "super.users": "",
+    "allow.everyone.if.no.acl.found": False,
 }
 
 LONG_MAX = 9_223_372_036_854_775_807

@@ -27,6 +27,7 @@ from floodmark.controller.snapshot import (
     image_records,
     parse_file_name,
 )
+from floodmark.security.acl import AclBindingFilter, new_binding
 from floodmark.storage.fs import MemoryFileSystem
 
 
@@ -36,7 +37,8 @@ def _picture(image: MetadataImage) -> dict[str, Any]:
             "brokers": dict(image.brokers), "topics": topic_metas(image),
             "partitions": {n: dict(t.partitions) for n, t in image.topics.items()},
             "next_producer_id": image.next_producer_id,
-            "broker_configs": image.broker_configs, "reassignments": image.reassignments}
+            "broker_configs": image.broker_configs, "reassignments": image.reassignments,
+            "acls": dict(image.acls.items())}
 
 
 def test_every_image_field_is_snapshotted() -> None:
@@ -46,7 +48,7 @@ def test_every_image_field_is_snapshotted() -> None:
 
 OPS = st.lists(st.tuples(st.sampled_from(["register", "heartbeat", "create", "delete", "fence",
                                           "shutdown", "pids", "config", "broker_config",
-                                          "reassign"]),
+                                          "reassign", "acl", "remove_acl"]),
                          st.integers(0, 4), st.integers(1, 3)), max_size=40)
 
 
@@ -77,6 +79,11 @@ def _run_ops(ops: list[tuple[str, int, int]]) -> MetadataImage:
                 logic.alter_topic_configs(f"t{a}", {"cleanup.policy": "compact"})
             elif kind == "reassign":
                 logic.alter_partition_reassignment(f"t{a}", 0, tuple(sorted({a, b})))
+            elif kind == "acl":
+                logic.create_acls([new_binding(2 + a % 3, f"t{b}", 3 + a % 2, f"User:u{a}", "*",
+                                               3 + b, 3 - a % 2)])
+            elif kind == "remove_acl":
+                logic.delete_acls([AclBindingFilter(principal=f"User:u{a}")])
             elif kind == "broker_config":
                 logic.alter_broker_configs(str(a) if b > 1 else "",
                                            {"log.retention.ms": 1000 * b})

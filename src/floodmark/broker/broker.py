@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from floodmark.broker import sendfile, storage_glue
+from floodmark.broker.authorization import Authorization, Finish
 from floodmark.broker.boundary import Answer, Encoded
 from floodmark.broker.config import BrokerConfig, Configs
 from floodmark.broker.context import BrokerInfo, Membership, PartitionKey
@@ -120,6 +121,8 @@ class Broker:
         self.metadata_apply_errors = 0  # metadata records skipped (Kafka's metadata-apply-error-count)
         self._closing = False
         self.membership.attach(self)
+        # authorizer.class.name set: one check at dispatch before any handler (authorization)
+        self.authorization = Authorization.configured(self)
 
     # -- lifecycle -------------------------------------------------------------------------------
     def open(self) -> None:
@@ -498,22 +501,36 @@ class Broker:
                 f"unsupported version {version} of api_key {key} (supported {rng.min_version}-"
                 f"{rng.max_version})"
             )
+        authz = self.authorization
         raw = RAW_HANDLERS.get(key)
         if raw is not None:
             parts: Encoded | Awaitable[Encoded | None] | None = raw(
-                self, frame if isinstance(frame, memoryview) else memoryview(frame), version)
+                self, frame if isinstance(frame, memoryview) else memoryview(frame), version,
+                None if authz is None else authz.produce_gate(conn))
             return parts
         header, body = decode_request(frame)
-        result = HANDLERS[key](self, header, body, conn)
+        verdict = None if authz is None else authz.check(header, body, conn)
+        if verdict is None:
+            result = HANDLERS[key](self, header, body, conn)
+        elif verdict.refused is not None:
+            return self._encode(header, verdict.refused)
+        else:
+            result = (verdict.handler or HANDLERS[key])(
+                self, header, body if verdict.request is None else verdict.request, conn)
+        finish = None if verdict is None else verdict.finish
         if inspect.isawaitable(result):
-            return self._finish(header, result)
-        return self._encode(header, result)
+            return self._finish(header, result, finish)
+        return self._encode(header, result, finish)
 
-    async def _finish(self, header: RequestHeader, pending: Awaitable[Answer]) -> Encoded | None:
-        return self._encode(header, await pending)
+    async def _finish(self, header: RequestHeader, pending: Awaitable[Answer],
+                      finish: Finish | None = None) -> Encoded | None:
+        return self._encode(header, await pending, finish)
 
     @staticmethod
-    def _encode(header: RequestHeader, result: Answer) -> Encoded | None:
+    def _encode(header: RequestHeader, result: Answer, finish: Finish | None = None
+                ) -> Encoded | None:
         if result is None or isinstance(result, list):
             return result
+        if finish is not None:
+            result = finish(result)
         return encode_response(header.api_key, header.api_version, header.correlation_id, result)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from floodmark.address import parse_host_port
 from floodmark.replication.modes import DEFAULT_TRUNCATION, Truncation
+from floodmark.security.authorizer import authorizer_settings
 from floodmark.settings import (
     DEFAULTS,
     DYNAMIC,
@@ -138,6 +139,9 @@ class BrokerConfig:
             if value is not None and not setting.holds(value):
                 raise ValueError(f"{name}={value!r}: expected "
                                  f"{'true or false' if setting.type is ConfigType.BOOLEAN else 'a number'}")
+        authorizer_settings(str(self.get("authorizer.class.name") or ""),
+                            str(self.get("super.users") or ""),
+                            self.get_bool("allow.everyone.if.no.acl.found"))
         mode = self.truncation
         if mode is not DEFAULT_TRUNCATION and not self.get_bool("floodmark.truncation.allow.unsafe"):
             raise ValueError(

@@ -31,6 +31,7 @@ from floodmark.controller.metadata_log import MetadataLog
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import INTERNAL_TOPICS, PartitionMeta, TopicMeta, deletable_topic
 from floodmark.replication.election import PartitionRegistration
+from floodmark.security.acl import AclBinding, AclBindingFilter, AclStore
 from floodmark.settings import DEFAULTS, eligible_leader_replicas_enabled, split_topic_configs
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,9 @@ class Controller(Protocol):
         self, changes: list[tuple[str, int, tuple[int, ...] | None]]
     ) -> list[tuple[str, int, ErrorCode, str]]: ...
     def reassignments(self) -> dict[tuple[str, int], Reassignment]: ...
+    async def create_acls(self, bindings: list[AclBinding]) -> None: ...
+    async def delete_acls(self, filters: list[AclBindingFilter]) -> list[list[AclBinding]]: ...
+    def acls(self) -> AclStore: ...
     @property
     def cluster_id(self) -> str: ...
 
@@ -225,6 +229,18 @@ class LocalController:
 
     def reassignments(self) -> dict[tuple[str, int], Reassignment]:
         return self.logic.image.reassignments
+
+    async def create_acls(self, bindings: list[AclBinding]) -> None:
+        self.logic.create_acls(bindings)
+        self._persist()
+
+    async def delete_acls(self, filters: list[AclBindingFilter]) -> list[list[AclBinding]]:
+        matched = self.logic.delete_acls(filters)
+        self._persist()
+        return matched
+
+    def acls(self) -> AclStore:
+        return self.logic.image.acls
 
     async def elect_leaders(self, partitions: list[tuple[str, int]], *, unclean: bool
                       ) -> list[tuple[str, int, ErrorCode, str]]:

@@ -33,6 +33,7 @@ _REGISTRARS: tuple[tuple[str, str | None], ...] = (
     ("floodmark.cli.broker", None),
     ("floodmark.cli.topic", None),
     ("floodmark.cli.group", None),
+    ("floodmark.cli.acl", None),
     ("floodmark.cli.produce", None),
     ("floodmark.cli.consume", None),
     ("floodmark.cli.cluster", None),

@@ -78,9 +78,13 @@ def encode_request(api_key: int, version: int, correlation_id: int, body: Mappin
 
 
 class KafkaConnection:
-    def __init__(self, bootstrap: str, timeout_s: float = 30.0, client_id: str = "floodmark-cli") -> None:
+    def __init__(self, bootstrap: str, timeout_s: float = 30.0, client_id: str = "floodmark-cli",
+                 source_host: str | None = None) -> None:
+        """``source_host``: the local address to connect from (what ACLs match as host)."""
         host, port = parse_bootstrap(bootstrap)[0]
-        self.sock = socket.create_connection((host, port), timeout=timeout_s)
+        self.sock = socket.create_connection(
+            (host, port), timeout=timeout_s,
+            source_address=None if source_host is None else (source_host, 0))
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.client_id = client_id
         self._correlation_id = 0

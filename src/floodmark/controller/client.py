@@ -35,11 +35,14 @@ from floodmark.controller.image import (
     MetadataRecord,
     Reassignment,
     UnappliedRecord,
+    acl_to_record,
+    record_to_acl,
     topic_metas,
 )
 from floodmark.controller.snapshot import image_from_records
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import PartitionMeta, TopicMeta, deletable_topic
+from floodmark.security.acl import AclBinding, AclBindingFilter, AclStore
 
 log = logging.getLogger(__name__)
 
@@ -329,6 +332,16 @@ class ControllerClient:
 
     def reassignments(self) -> dict[tuple[str, int], Reassignment]:
         return self.image.reassignments
+
+    async def create_acls(self, bindings: list[AclBinding]) -> None:
+        await self._admin("create_acls", {"acls": [acl_to_record("", b) for b in bindings]})
+
+    async def delete_acls(self, filters: list[AclBindingFilter]) -> list[list[AclBinding]]:
+        answer = await self._admin("delete_acls", {"filters": [list(f.fields()) for f in filters]})
+        return [[record_to_acl(r) for r in matched] for matched in answer["matched"]]
+
+    def acls(self) -> AclStore:
+        return self.image.acls
 
     async def elect_leaders(self, partitions: list[tuple[str, int]], *, unclean: bool
                             ) -> list[tuple[str, int, ErrorCode, str]]:

@@ -30,6 +30,10 @@ floodmark's own log format. Kafka's record names, reduced to what floodmark need
                        cluster-wide default (KIP-226); the whole set, typed
 ``producer_ids``       next unallocated producer id (blocks handed to brokers)
 ``cluster_id``         written once, first record of a new cluster
+``acl``                an ACL binding under its id (Kafka's AccessControlEntryRecord): resource
+                       type, name and pattern type, principal, host, operation, permission type,
+                       Kafka's numbers for each
+``remove_acl``         the ACL of that id deleted (RemoveAccessControlEntryRecord)
 =====================  ==========================================================================
 """
 
@@ -44,10 +48,23 @@ from floodmark.controller.record_check import MetadataRecord, check_record
 from floodmark.errors import KafkaError
 from floodmark.metadata import INTERNAL_TOPICS, PartitionMeta, TopicMeta
 from floodmark.replication.election import LeaderRecoveryState, PartitionRegistration
+from floodmark.security.acl import AclBinding, AclStore, new_binding
 from floodmark.settings import split_topic_configs
 
-__all__ = ["UNAPPLIED_KEPT", "BrokerRegistration", "MetadataImage", "MetadataRecord", "Reassignment", "TopicImage",
-           "UnappliedRecord", "record_to_registration", "registration_to_record", "topic_metas"]
+__all__ = [
+    "UNAPPLIED_KEPT",
+    "BrokerRegistration",
+    "MetadataImage",
+    "MetadataRecord",
+    "Reassignment",
+    "TopicImage",
+    "UnappliedRecord",
+    "acl_to_record",
+    "record_to_acl",
+    "record_to_registration",
+    "registration_to_record",
+    "topic_metas",
+]
 
 
 UNAPPLIED_KEPT = 20
@@ -135,6 +152,19 @@ def record_to_registration(rec: MetadataRecord) -> PartitionRegistration:
     )
 
 
+def acl_to_record(acl_id: str, b: AclBinding) -> MetadataRecord:
+    return {"type": "acl", "id": acl_id, "resource_type": int(b.pattern.resource_type),
+            "resource_name": b.pattern.name, "pattern_type": int(b.pattern.pattern_type),
+            "principal": b.entry.principal, "host": b.entry.host,
+            "operation": int(b.entry.operation), "permission_type": int(b.entry.permission)}
+
+
+def record_to_acl(rec: MetadataRecord) -> AclBinding:
+    return new_binding(int(rec["resource_type"]), str(rec["resource_name"]),
+                       int(rec["pattern_type"]), str(rec["principal"]), str(rec["host"]),
+                       int(rec["operation"]), int(rec["permission_type"]))
+
+
 class MetadataImage:
     """Everything the records say, as of ``next_offset`` (the offset after the last applied)."""
 
@@ -146,6 +176,7 @@ class MetadataImage:
         self.next_producer_id = 1000
         self.broker_configs: dict[str, dict[str, Any]] = {}  # resource ("" = default) -> set
         self.reassignments: dict[tuple[str, int], Reassignment] = {}
+        self.acls = AclStore()  # the authorizer of every broker reads this one
 
     # -- views ---------------------------------------------------------------------------------
     def acceptable_brokers(self) -> set[int]:
@@ -260,6 +291,10 @@ class MetadataImage:
                 self.broker_configs.pop(str(rec["resource"]), None)
         elif kind == "producer_ids":
             self.next_producer_id = int(rec["next"])
+        elif kind == "acl":
+            self.acls.add(str(rec["id"]), record_to_acl(rec))
+        elif kind == "remove_acl":
+            self.acls.remove(str(rec["id"]))
         elif kind in ("leader_change", "voters"):
             pass  # the controller quorum's own records (controller/quorum): an epoch's opening,
             # a voter's data dir binding

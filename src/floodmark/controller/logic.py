@@ -43,6 +43,7 @@ from floodmark.controller.image import (
     MetadataImage,
     MetadataRecord,
     Reassignment,
+    acl_to_record,
     registration_to_record,
 )
 from floodmark.controller.record_check import check_record
@@ -58,6 +59,7 @@ from floodmark.replication.election import (
     bump_leader_epoch,
     validate_alter_partition,
 )
+from floodmark.security.acl import AclBinding, AclBindingFilter
 
 log = logging.getLogger(__name__)
 
@@ -666,6 +668,25 @@ class ControllerLogic:
 
     def _partition_total(self) -> int:
         return sum(len(t.partitions) for t in self.image.topics.values())
+
+    # -- ACLs (Kafka's AclControlManager) --------------------------------------------------------
+    def create_acls(self, bindings: list[AclBinding]) -> None:
+        """One ``acl`` record per binding not already in force, under a new id (creating an ACL
+        that exists is a success that writes nothing, as in Kafka)."""
+        for b in bindings:
+            if self.image.acls.id_of(b) is None:
+                self.emit(acl_to_record(str(uuid.uuid4()), b))
+
+    def delete_acls(self, filters: list[AclBindingFilter]) -> list[list[AclBinding]]:
+        """Per filter, the bindings it matched, each removed by one ``remove_acl`` record (a
+        binding matched by two filters is removed once and reported by both)."""
+        matched = [self.image.acls.matching(flt) for flt in filters]
+        removed: set[str] = set()
+        for acl_id, _b in (m for per_filter in matched for m in per_filter):
+            if acl_id not in removed:
+                removed.add(acl_id)
+                self.emit({"type": "remove_acl", "id": acl_id})
+        return [[b for _, b in per_filter] for per_filter in matched]
 
     def allocate_producer_ids(self) -> tuple[int, int]:
         """A block [first, first + size) of producer ids for one broker."""

@@ -22,6 +22,7 @@ from typing import Any
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import validate_topic_name
 from floodmark.replication.election import NO_LEADER, LeaderRecoveryState
+from floodmark.security.acl import AclError, new_binding
 from floodmark.settings import validate_dynamic, validate_topic_configs
 
 MetadataRecord = dict[str, Any]
@@ -168,6 +169,25 @@ def _voters(rec: MetadataRecord) -> None:
     _str(rec, "directory_id")
 
 
+def _acl_id(rec: MetadataRecord) -> None:
+    try:
+        uuid.UUID(_str(rec, "id"))
+    except ValueError:
+        raise _bad(rec, f"id {rec['id']!r} is not a UUID") from None
+
+
+def _acl(rec: MetadataRecord) -> None:
+    _acl_id(rec)
+    for name in ("resource_type", "pattern_type", "operation", "permission_type"):
+        _int(rec, name)
+    try:
+        new_binding(rec["resource_type"], _str(rec, "resource_name"), rec["pattern_type"],
+                    _str(rec, "principal"), _str(rec, "host"), rec["operation"],
+                    rec["permission_type"])
+    except AclError as exc:
+        raise _bad(rec, str(exc)) from None
+
+
 _CHECKS: dict[str, Callable[[MetadataRecord], None]] = {
     "cluster_id": _cluster_id,
     "register_broker": _register_broker,
@@ -183,6 +203,8 @@ _CHECKS: dict[str, Callable[[MetadataRecord], None]] = {
     "producer_ids": _producer_ids,
     "leader_change": _leader_change,
     "voters": _voters,
+    "acl": _acl,
+    "remove_acl": _acl_id,
 }
 
 RECORD_TYPES = frozenset(_CHECKS)

@@ -24,6 +24,8 @@ from floodmark.controller.image import (
     MetadataImage,
     MetadataRecord,
     UnappliedRecord,
+    acl_to_record,
+    record_to_acl,
     registration_to_record,
 )
 from floodmark.controller.liveness import ActivationSweep, BrokerConnections, Incarnation, speaker
@@ -44,6 +46,7 @@ from floodmark.controller.snapshot import (
 )
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.replication.election import AlterPartitionRequest
+from floodmark.security.acl import new_filter
 from floodmark.storage.fs import RealFileSystem
 
 log = logging.getLogger(__name__)
@@ -683,6 +686,14 @@ class ControllerServer:
                                                    bool(a.get("unclean", False)))
             results.append([str(topic), int(partition), int(err), message])
         return {"results": results}
+
+    def _rpc_create_acls(self, a: dict[str, Any]) -> dict[str, Any]:
+        self._active().create_acls([record_to_acl(r) for r in a["acls"]])
+        return {}
+
+    def _rpc_delete_acls(self, a: dict[str, Any]) -> dict[str, Any]:
+        matched = self._active().delete_acls([new_filter(*f) for f in a["filters"]])
+        return {"matched": [[acl_to_record("", b) for b in m] for m in matched]}
 
     def _rpc_allocate_producer_ids(self, a: dict[str, Any]) -> dict[str, Any]:
         first, count = self._active().allocate_producer_ids()

@@ -29,6 +29,7 @@ from floodmark.controller.image import (
     MetadataImage,
     MetadataRecord,
     UnappliedRecord,
+    acl_to_record,
     registration_to_record,
 )
 from floodmark.storage.fs import FileHandle, FileSystem
@@ -69,7 +70,7 @@ def parse_file_name(name: str) -> SnapshotId | None:
 
 # -- image <-> records ---------------------------------------------------------------------------
 IMAGE_FIELDS = frozenset({"next_offset", "cluster_id", "brokers", "topics", "next_producer_id",
-                          "broker_configs", "reassignments"})
+                          "broker_configs", "reassignments", "acls"})
 """Every attribute of ``MetadataImage`` that ``image_records`` writes (a test compares this
 with the class, so a new image field cannot be forgotten by snapshots)."""
 
@@ -97,6 +98,7 @@ def image_records(image: MetadataImage) -> list[MetadataRecord]:
                     "removing": list(r.removing), "original": list(r.original)})
     for resource, configs in sorted(image.broker_configs.items()):
         out.append({"type": "broker_configs", "resource": resource, "configs": dict(configs)})
+    out.extend(acl_to_record(acl_id, b) for acl_id, b in sorted(image.acls.items()))
     out.append({"type": "producer_ids", "next": image.next_producer_id})
     return out
 

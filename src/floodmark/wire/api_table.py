@@ -35,6 +35,9 @@ class ApiKey(enum.IntEnum):
     END_TXN = 26
     WRITE_TXN_MARKERS = 27
     TXN_OFFSET_COMMIT = 28
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
@@ -86,6 +89,11 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
     ApiKey.END_TXN: VersionRange(0, 4),
     ApiKey.TXN_OFFSET_COMMIT: VersionRange(0, 4),
     ApiKey.WRITE_TXN_MARKERS: VersionRange(1, 2),
+    # ACLs (KIP-140; v1 adds PREFIXED patterns, KIP-290; v2 flexible). v0 is gone from
+    # Kafka 4 and from kio; every client floodmark is tested with asks v1 or later.
+    ApiKey.DESCRIBE_ACLS: VersionRange(1, 3),
+    ApiKey.CREATE_ACLS: VersionRange(1, 3),
+    ApiKey.DELETE_ACLS: VersionRange(1, 3),
     ApiKey.DESCRIBE_CONFIGS: VersionRange(1, 4),
     ApiKey.CREATE_PARTITIONS: VersionRange(0, 3),
     ApiKey.DELETE_RECORDS: VersionRange(0, 2),

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from floodmark.broker.boundary import Encoded
 from floodmark.broker.context import Handler, HandlerContext
 from floodmark.broker.handlers import (
+    acls,
     admin,
     coordination,
     data,
@@ -22,7 +23,8 @@ from floodmark.broker.handlers import (
 )
 from floodmark.wire.api_table import SUPPORTED, UNADVERTISED, ApiKey
 
-RawHandler = Callable[[HandlerContext, memoryview, int], Encoded | Awaitable[Encoded | None] | None]
+RawHandler = Callable[[HandlerContext, memoryview, int, data.ProduceGate | None],
+                     Encoded | Awaitable[Encoded | None] | None]
 
 HANDLERS: dict[int, Handler] = {
     ApiKey.API_VERSIONS: admin.api_versions,
@@ -62,6 +64,9 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: admin.list_partition_reassignments,
     ApiKey.DESCRIBE_QUORUM: debug.describe_quorum,
     ApiKey.WRITE_TXN_MARKERS: txn_markers.write_txn_markers,
+    ApiKey.DESCRIBE_ACLS: acls.describe_acls,
+    ApiKey.CREATE_ACLS: acls.create_acls,
+    ApiKey.DELETE_ACLS: acls.delete_acls,
 }
 # Hot path: handlers that take the raw frame (no kio decode, records stay views into the frame).
 RAW_HANDLERS: dict[int, RawHandler] = {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from floodmark.broker.boundary import (
@@ -102,18 +102,31 @@ def append_partition(broker: HandlerContext, topic: str, partition: int, records
     return out
 
 
-def produce_raw(broker: HandlerContext, frame: memoryview,
-                version: int) -> list[bytes | memoryview] | Awaitable[list[bytes | memoryview]] | None:
+ProduceGate = Callable[[ProduceRequest], dict[tuple[str, int], ErrorCode]]
+"""Authorization's answer for a Produce (``broker.authorization.produce_gate``): the partitions
+refused, each with its error; nothing is appended to them."""
+TopicGate = Callable[[str], ErrorCode | None]
+"""Authorization's answer for a Fetch: a topic name -> the error to answer instead of reading
+it, or None to read it."""
+
+
+def produce_raw(broker: HandlerContext, frame: memoryview, version: int,
+                gate: ProduceGate | None = None
+                ) -> list[bytes | memoryview] | Awaitable[list[bytes | memoryview]] | None:
     """Produce straight from the frame: records are views into it (patched in place if the
-    frame is writable), the response is packed by hand (wire/hot.py)."""
+    frame is writable), the response is packed by hand (wire/hot.py). ``gate``: the
+    partitions authorization refuses (dispatch's check, when an authorizer is on)."""
     try:
         req = parse_produce_request(frame)
     except HotDecodeError as exc:
         raise ProtocolError(f"bad Produce v{version} request: {exc}") from exc
+    refused = gate(req) if gate is not None else {}
     unverified = _unverified(broker, req)
+    for tp in refused:
+        unverified.pop(tp, None)
     if unverified:
-        return _verify_then_produce(broker, req, version, unverified)
-    return _produce(broker, req, version, {})
+        return _verify_then_produce(broker, req, version, unverified, refused)
+    return _produce(broker, req, version, refused)
 
 
 # KIP-890 part 1: what a leader answers for a batch whose transaction the coordinator does not
@@ -153,14 +166,15 @@ def _unverified(broker: HandlerContext, req: ProduceRequest) -> dict[tuple[str, 
 
 
 async def _verify_then_produce(broker: HandlerContext, req: ProduceRequest, version: int,
-                               unverified: dict[tuple[str, int], tuple[int, int]]
+                               unverified: dict[tuple[str, int], tuple[int, int]],
+                               denied: dict[tuple[str, int], ErrorCode]
                                ) -> list[bytes | memoryview]:
     txn_id = req.transactional_id
     assert txn_id is not None  # ``_unverified`` names partitions only then
     by_producer: dict[tuple[int, int], list[tuple[str, int]]] = {}
     for tp, producer in unverified.items():
         by_producer.setdefault(producer, []).append(tp)
-    refused: dict[tuple[str, int], ErrorCode] = {}
+    refused: dict[tuple[str, int], ErrorCode] = dict(denied)
     for (pid, epoch), partitions in by_producer.items():
         answers = await broker.transactions.verify(txn_id, pid, epoch, partitions)
         for tp, error in answers.items():
@@ -283,16 +297,19 @@ def _resolve(broker: HandlerContext, read: ReadPlan, by_id: bool) -> FetchPlan:
 
 
 def _fetch_once(broker: HandlerContext, plan: FetchPlan, budget: int, replica_id: int,
-                lazy: bool = False, isolation: int = 0) -> tuple[FetchTopics, int, bool]:
+                lazy: bool = False, isolation: int = 0, denied: TopicGate | None = None
+                ) -> tuple[FetchTopics, int, bool]:
     total = 0
     errors = False
     topics: FetchTopics = []
     for key, name, partitions in plan:
         parts = []
+        refusal = denied(name) if denied is not None and name is not None else None
         for p in partitions:
-            if name is None:  # KIP-516: a topic id this broker does not know
-                parts.append(FetchPartitionResult(int(p.partition), ErrorCode.UNKNOWN_TOPIC_ID,
-                                                  -1, -1, -1, None))
+            if name is None or refusal is not None:
+                # KIP-516: a topic id this broker does not know; or one not authorized
+                parts.append(FetchPartitionResult(
+                    int(p.partition), refusal or ErrorCode.UNKNOWN_TOPIC_ID, -1, -1, -1, None))
                 errors = True
                 continue
             ps = broker.partitions.get((name, int(p.partition)))
@@ -356,7 +373,8 @@ def _close_slices(topics: FetchTopics) -> None:
 
 async def _fetch_delayed(broker: HandlerContext, header: RequestHeader, plan: FetchPlan, budget: int,
                          replica_id: int, wait_ms: int, min_bytes: int, lazy: bool,
-                         ctx: FetchContext | None, isolation: int) -> Encoded:
+                         ctx: FetchContext | None, isolation: int,
+                         denied: TopicGate | None) -> Encoded:
     keys = [(name, int(p.partition)) for _, name, parts in plan if name is not None
             for p in parts]
     deadline = broker.now_ms() + wait_ms
@@ -365,11 +383,12 @@ async def _fetch_delayed(broker: HandlerContext, header: RequestHeader, plan: Fe
         if remaining <= 0:
             break
         await broker.purgatory.wait(keys, remaining)
-        topics, total, errors = _fetch_once(broker, plan, budget, replica_id, lazy, isolation)
+        topics, total, errors = _fetch_once(broker, plan, budget, replica_id, lazy, isolation,
+                                            denied)
         if total >= min_bytes or errors:
             return _encode_fetch(broker, header, plan, topics, errors, ctx)
         _close_slices(topics)
-    topics, _, errors = _fetch_once(broker, plan, budget, replica_id, lazy, isolation)
+    topics, _, errors = _fetch_once(broker, plan, budget, replica_id, lazy, isolation, denied)
     return _encode_fetch(broker, header, plan, topics, errors, ctx)
 
 
@@ -400,7 +419,9 @@ def _session_context(broker: HandlerContext, req: WireRequest, by_id: bool, repl
 
 
 def fetch(broker: HandlerContext, header: RequestHeader, req: WireRequest,
-          conn: ClientConnection) -> HandlerResult:
+          conn: ClientConnection, denied: TopicGate | None = None) -> HandlerResult:
+    """``denied``: the topics authorization refuses (dispatch's check, when an authorizer is
+    on), answered with its error instead of being read."""
     version = header.api_version
     replica_id = int(getattr(req, "replica_id", -1))  # v15+: only replicas set replica_state
     # Records go out by sendfile only when the segment files hold them (not in the unsafe
@@ -418,14 +439,15 @@ def fetch(broker: HandlerContext, header: RequestHeader, req: WireRequest,
     plan = _resolve(broker, read, by_id)
     budget = int(getattr(req, "max_bytes", 0x7FFFFFFF))
     isolation = int(getattr(req, "isolation_level", 0))
-    topics, total, errors = _fetch_once(broker, plan, budget, replica_id, lazy, isolation)
+    topics, total, errors = _fetch_once(broker, plan, budget, replica_id, lazy, isolation,
+                                        denied)
     wait_ms = min(max(ms(req.max_wait), 0), 60_000)
     min_bytes = int(req.min_bytes)
     if wait_ms <= 0 or total >= min_bytes or errors or not topics:
         return _encode_fetch(broker, header, plan, topics, errors, ctx)
     _close_slices(topics)
     return _fetch_delayed(broker, header, plan, budget, replica_id, wait_ms, min_bytes, lazy,
-                          ctx, isolation)
+                          ctx, isolation, denied)
 
 
 # -- ListOffsets -----------------------------------------------------------------------------------

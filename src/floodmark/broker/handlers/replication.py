@@ -18,9 +18,12 @@ from floodmark.broker.replica_fetcher import replica_of
 from floodmark.wire.codec import RequestHeader
 
 
-def fetch(ctx: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> HandlerResult:
+def fetch(ctx: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection,
+          denied: data.TopicGate | None = None) -> HandlerResult:
+    """``denied``: a consumer's topics authorization refuses (a replica's Fetch is authorized
+    as a whole, ClusterAction, before it comes here)."""
     version = header.api_version
     replicas = ctx.replicas
     if replicas is not None and replica_of(req, version)[0] >= 0:
         return replicas.answer_fetch(ctx, header, req)
-    return data.fetch(ctx, header, req, conn)
+    return data.fetch(ctx, header, req, conn, denied)

@@ -1,0 +1,674 @@
+"""Authorization: one check at dispatch, before any handler runs (DESIGN §security).
+
+``CHECKS`` holds, per API, exactly the operations Kafka's ``KafkaApis`` checks for it (Kafka's
+"Operations and Resources on Protocols" table). A check looks at the decoded request and the
+caller (principal, client host) and gives a ``Verdict``:
+
+* None: everything asked for is allowed; the handler runs on the request as it came;
+* ``refused``: the whole request is refused; this is the answer and the handler never runs
+  (e.g. JoinGroup without Read on the group: GROUP_AUTHORIZATION_FAILED);
+* ``request`` + ``finish``: part of it is refused (a topic of a CreateTopics, a partition of an
+  OffsetCommit): the handler runs on the allowed part only, so nothing is written for the rest,
+  and ``finish`` adds the refused parts to its answer with their authorization error (and hides
+  what the caller may not Describe, or fills KIP-430's authorized operations);
+* ``handler``: for the hot paths whose answers are encoded by hand (Fetch), the handler to run
+  instead, told which topics to refuse. Produce, which never decodes through kio, is given a
+  ``ProduceGate`` by dispatch (``produce_gate``).
+
+With no authorizer configured (``authorizer.class.name`` unset) dispatch never comes here.
+Who the caller is belongs to the connection (``Connection.principal``, ``client_host``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from floodmark.broker.boundary import ClientConnection, WireRequest, WireResponse
+from floodmark.broker.context import Handler, HandlerContext
+from floodmark.broker.handlers import data, replication
+from floodmark.broker.replica_fetcher import replica_of
+from floodmark.errors import ErrorCode
+from floodmark.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from floodmark.security.authorizer import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    Authorizer,
+    AuthorizerSettings,
+    authorizer_settings,
+)
+from floodmark.security.principal import KafkaPrincipal
+from floodmark.wire.api_table import SUPPORTED, UNADVERTISED, ApiKey
+from floodmark.wire.codec import RequestHeader
+from floodmark.wire.hot import ProduceRequest
+
+Op = AclOperation
+RT = ResourceType
+TOPIC_DENIED = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+GROUP_DENIED = int(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+CLUSTER_DENIED = int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+TXN_DENIED = int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who asks, and the rules that answer."""
+
+    authorizer: Authorizer
+    principal: KafkaPrincipal
+    host: str
+
+    def may(self, op: AclOperation, rt: ResourceType, name: str) -> bool:
+        return self.authorizer.authorize(self.principal, self.host, op, rt, name)
+
+    def may_cluster(self, op: AclOperation) -> bool:
+        return self.may(op, RT.CLUSTER, CLUSTER_NAME)
+
+    def may_any(self, op: AclOperation, rt: ResourceType) -> bool:
+        return self.authorizer.authorize_any(self.principal, self.host, op, rt)
+
+    def operations(self, rt: ResourceType, name: str) -> int:
+        return self.authorizer.authorized_operations(self.principal, self.host, rt, name)
+
+
+Finish = Callable[[WireResponse], WireResponse]
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    refused: WireResponse | None = None
+    request: WireRequest | None = None
+    finish: Finish | None = None
+    handler: Handler | None = None
+
+
+Check = Callable[[Caller, RequestHeader, WireRequest, HandlerContext], Verdict | None]
+
+
+class Authorization:
+    """The broker's authorization: the settings, and the ACLs its metadata holds (read at
+    every request, so a record applied is in force for the next request)."""
+
+    def __init__(self, settings: AuthorizerSettings, ctx: HandlerContext) -> None:
+        self.settings = settings
+        self.ctx = ctx
+
+    @classmethod
+    def configured(cls, ctx: HandlerContext) -> Authorization | None:
+        """None when ``authorizer.class.name`` is unset: nothing is checked, as today."""
+        settings = authorizer_settings(
+            str(ctx.config.get("authorizer.class.name") or ""),
+            str(ctx.config.get("super.users") or ""),
+            ctx.config.get_bool("allow.everyone.if.no.acl.found"))
+        return None if settings is None else cls(settings, ctx)
+
+    def caller(self, conn: ClientConnection) -> Caller:
+        return Caller(Authorizer(self.ctx.controller.acls(), self.settings), conn.principal,
+                      conn.client_host)
+
+    def check(self, header: RequestHeader, req: WireRequest,
+              conn: ClientConnection) -> Verdict | None:
+        return CHECKS[ApiKey(header.api_key)](self.caller(conn), header, req, self.ctx)
+
+    def produce_gate(self, conn: ClientConnection) -> data.ProduceGate:
+        return produce_gate(self.caller(conn))
+
+
+# -- building blocks ---------------------------------------------------------------------------
+def _refuse(**fields: Any) -> Verdict:
+    return Verdict(refused=fields)
+
+
+def _add(field: str, extra: list[WireResponse]) -> Finish:
+    def finish(resp: WireResponse) -> WireResponse:
+        return {**resp, field: [*resp.get(field, ()), *extra]}
+    return finish
+
+
+def _then(*finishes: Finish | None) -> Finish | None:
+    chain = [f for f in finishes if f is not None]
+    if not chain:
+        return None
+
+    def finish(resp: WireResponse) -> WireResponse:
+        for f in chain:
+            resp = f(resp)
+        return resp
+    return finish
+
+
+def _split(items: Iterable[Any], allowed: Callable[[Any], bool]) -> tuple[list[Any], list[Any]]:
+    kept: list[Any] = []
+    refused: list[Any] = []
+    for item in items:
+        (kept if allowed(item) else refused).append(item)
+    return kept, refused
+
+
+def _narrow(req: WireRequest, field: str, kept: list[Any], finish: Finish | None) -> Verdict:
+    return Verdict(request=dataclasses.replace(req, **{field: tuple(kept)}), finish=finish)
+
+
+def _partitions(t: WireRequest, index_field: str = "partition_index") -> list[int]:
+    return [int(p if isinstance(p, int) else getattr(p, index_field)) for p in t.partitions]
+
+
+def _per_partition(name_field: str, topics: list[Any], error: int, index_field: str,
+                   error_field: str = "error_code", request_index: str = "partition_index",
+                   **extra: Any) -> list[WireResponse]:
+    return [{name_field: getattr(t, name_field if hasattr(t, name_field) else "name"),
+             "partitions": [{index_field: i, error_field: error, **extra}
+                            for i in _partitions(t, request_index)]} for t in topics]
+
+
+def _cluster(op: AclOperation, **refused: Any) -> Check:
+    """A request about the cluster as a whole: allowed, or answered with ``refused``."""
+    def check(caller: Caller, header: RequestHeader, req: WireRequest,
+              ctx: HandlerContext) -> Verdict | None:
+        return None if caller.may_cluster(op) else _refuse(**refused)
+    return check
+
+
+def _group(op: AclOperation) -> Check:
+    """A request about one group (``group_id``), answered GROUP_AUTHORIZATION_FAILED."""
+    def check(caller: Caller, header: RequestHeader, req: WireRequest,
+              ctx: HandlerContext) -> Verdict | None:
+        return None if caller.may(op, RT.GROUP, req.group_id) else _refuse(
+            error_code=GROUP_DENIED)
+    return check
+
+
+def _topics(op: AclOperation, topics_field: str, response_field: str, name_field: str,
+            refused_entry: Callable[[Any], WireResponse]) -> Check:
+    """Per topic of ``topics_field``: the allowed ones go to the handler, each refused one is
+    answered ``refused_entry(topic)`` in ``response_field``."""
+    def check(caller: Caller, header: RequestHeader, req: WireRequest,
+              ctx: HandlerContext) -> Verdict | None:
+        kept, refused = _split(getattr(req, topics_field),
+                               lambda t: caller.may(op, RT.TOPIC, getattr(t, name_field)))
+        if not refused:
+            return None
+        return _narrow(req, topics_field, kept,
+                       _add(response_field, [refused_entry(t) for t in refused]))
+    return check
+
+
+def _partition_topics(op: AclOperation, *, name_field: str = "name",
+                      index_field: str = "partition_index", request_index: str = "partition_index",
+                      **extra: Any) -> Check:
+    """``topics[name, partitions]`` in the request and the answer (ListOffsets, DeleteRecords,
+    OffsetCommit, ...): each partition of a refused topic answers TOPIC_AUTHORIZATION_FAILED."""
+    return _topics(op, "topics", "topics", name_field, lambda t: {
+        name_field: getattr(t, name_field),
+        "partitions": [{index_field: i, "error_code": TOPIC_DENIED, **extra}
+                       for i in _partitions(t, request_index)]})
+
+
+# -- data ----------------------------------------------------------------------------------
+def produce_gate(caller: Caller) -> data.ProduceGate:
+    """Produce: Write on the TransactionalId of a transactional produce (else every partition
+    answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED), Write on each topic. Since KIP-679 (Kafka
+    3.0) an idempotent produce needs no IdempotentWrite on the cluster."""
+    def gate(req: ProduceRequest) -> dict[tuple[str, int], ErrorCode]:
+        if req.transactional_id is not None and not caller.may(
+                Op.WRITE, RT.TRANSACTIONAL_ID, req.transactional_id):
+            return {(name, p.index): ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                    for name, parts in req.topics for p in parts}
+        out: dict[tuple[str, int], ErrorCode] = {}
+        for name, parts in req.topics:
+            if not caller.may(Op.WRITE, RT.TOPIC, name):
+                out.update({(name, p.index): ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                            for p in parts})
+        return out
+    return gate
+
+
+def _fetch(caller: Caller, header: RequestHeader, req: WireRequest,
+           ctx: HandlerContext) -> Verdict | None:
+    """A replica's Fetch needs ClusterAction on the cluster (without it every partition answers
+    TOPIC_AUTHORIZATION_FAILED, as Kafka answers); a consumer's, Read on each topic. Topics of
+    an incremental fetch session are checked at every fetch, not only when added."""
+    if replica_of(req, header.api_version)[0] >= 0:
+        if caller.may_cluster(Op.CLUSTER_ACTION):
+            return None
+        return Verdict(handler=functools.partial(
+            data.fetch, denied=lambda _name: ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+
+    def denied(name: str) -> ErrorCode | None:
+        return None if caller.may(Op.READ, RT.TOPIC, name) else \
+            ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    return Verdict(handler=functools.partial(replication.fetch, denied=denied))
+
+
+def _offset_for_leader_epoch(caller: Caller, header: RequestHeader, req: WireRequest,
+                             ctx: HandlerContext) -> Verdict | None:
+    if int(getattr(req, "replica_id", -1)) >= 0:
+        if caller.may_cluster(Op.CLUSTER_ACTION):
+            return None
+        return _refuse(topics=_per_partition("topic", list(req.topics), CLUSTER_DENIED,
+                                             "partition", request_index="partition"))
+    return _partition_topics(Op.DESCRIBE, name_field="topic", index_field="partition",
+                             request_index="partition", leader_epoch=-1, end_offset=-1)(
+        caller, header, req, ctx)
+
+
+# -- metadata -----------------------------------------------------------------------------------
+def _metadata(caller: Caller, header: RequestHeader, req: WireRequest,
+              ctx: HandlerContext) -> Verdict | None:
+    """Describe on each topic named (else TOPIC_AUTHORIZATION_FAILED, whether it exists or
+    not); Create (on the cluster or the topic) for one auto-creation would make; an
+    all-topics request lists only the topics the caller may Describe. KIP-430 operations."""
+    existing = ctx.controller.topics()
+    may_create_all = caller.may_cluster(Op.CREATE)
+    refused_names: list[str] = []
+    finish: Finish | None = None
+    if req.topics is not None and not (header.api_version == 0 and not req.topics):
+        def allowed(t: WireRequest) -> bool:
+            if t.name is None:
+                return True  # by id: answered below, by the name it resolves to
+            if not caller.may(Op.DESCRIBE, RT.TOPIC, t.name):
+                return False
+            return t.name in existing or may_create_all or caller.may(
+                Op.CREATE, RT.TOPIC, t.name) or not getattr(
+                req, "allow_auto_topic_creation", True)
+        kept, refused = _split(req.topics, allowed)
+        refused_names = [t.name for t in refused]
+        if refused:
+            req = dataclasses.replace(req, topics=tuple(kept))
+    topic_ops = bool(getattr(req, "include_topic_authorized_operations", False))
+    cluster_ops = bool(getattr(req, "include_cluster_authorized_operations", False))
+
+    def finish_(resp: WireResponse) -> WireResponse:
+        topics = []
+        for t in resp.get("topics", ()):
+            name = t.get("name")
+            if name is not None and t.get("error_code", 0) == 0 and not caller.may(
+                    Op.DESCRIBE, RT.TOPIC, name):
+                if req.topics is None:
+                    continue  # all topics: hidden
+                t = {**t, "error_code": TOPIC_DENIED, "partitions": []}
+            if topic_ops and name is not None and t.get("error_code", 0) == 0:
+                t = {**t, "topic_authorized_operations": caller.operations(RT.TOPIC, name)}
+            topics.append(t)
+        topics += [{"error_code": TOPIC_DENIED, "name": n, "topic_id": None,
+                    "is_internal": False, "partitions": [],
+                    "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+                   for n in refused_names]
+        out = {**resp, "topics": topics}
+        if cluster_ops:
+            out["cluster_authorized_operations"] = caller.operations(RT.CLUSTER, CLUSTER_NAME)
+        return out
+    finish = finish_
+    return Verdict(request=req, finish=finish)
+
+
+def _describe_cluster(caller: Caller, header: RequestHeader, req: WireRequest,
+                      ctx: HandlerContext) -> Verdict | None:
+    if not caller.may_cluster(Op.DESCRIBE):
+        return _refuse(error_code=CLUSTER_DENIED, error_message=None)
+    if not getattr(req, "include_cluster_authorized_operations", False):
+        return None
+    bits = caller.operations(RT.CLUSTER, CLUSTER_NAME)
+    return Verdict(request=req, finish=lambda r: {**r, "cluster_authorized_operations": bits})
+
+
+# -- topics and configs -------------------------------------------------------------------------
+def _create_topics(caller: Caller, header: RequestHeader, req: WireRequest,
+                   ctx: HandlerContext) -> Verdict | None:
+    if caller.may_cluster(Op.CREATE):
+        return None
+    return _topics(Op.CREATE, "topics", "topics", "name", lambda t: {
+        "name": t.name, "error_code": TOPIC_DENIED,
+        "error_message": "Authorization failed.", "topic_config_error_code": TOPIC_DENIED,
+        "num_partitions": -1, "replication_factor": -1, "configs": None})(
+        caller, header, req, ctx)
+
+
+def _delete_topics(caller: Caller, header: RequestHeader, req: WireRequest,
+                   ctx: HandlerContext) -> Verdict | None:
+    if header.api_version < 6:
+        kept, refused = _split(req.topic_names,
+                               lambda n: caller.may(Op.DELETE, RT.TOPIC, n))
+        if not refused:
+            return None
+        return _narrow(req, "topic_names", kept, _add("responses", [
+            {"name": n, "error_code": TOPIC_DENIED} for n in refused]))
+    by_id = {m.topic_id: n for n, m in ctx.controller.topics().items()}
+
+    def allowed(t: WireRequest) -> bool:
+        name = t.name if t.name is not None else by_id.get(t.topic_id)
+        return name is None or caller.may(Op.DELETE, RT.TOPIC, name)
+    kept, refused = _split(req.topics, allowed)
+    if not refused:
+        return None
+    return _narrow(req, "topics", kept, _add("responses", [
+        {"name": t.name, "topic_id": t.topic_id, "error_code": TOPIC_DENIED,
+         "error_message": "Authorization failed."} for t in refused]))
+
+
+_CONFIG_RESOURCE_TOPIC = 2
+_CONFIG_RESOURCE_BROKER = 4
+_CONFIG_RESOURCE_BROKER_LOGGER = 8
+
+
+def _configs(op: AclOperation, response_field: str) -> Check:
+    """DescribeConfigs / AlterConfigs / IncrementalAlterConfigs: ``op`` on each topic, on the
+    cluster for a broker (or broker logger) resource."""
+    def check(caller: Caller, header: RequestHeader, req: WireRequest,
+              ctx: HandlerContext) -> Verdict | None:
+        def allowed(r: WireRequest) -> bool:
+            if int(r.resource_type) == _CONFIG_RESOURCE_TOPIC:
+                return caller.may(op, RT.TOPIC, r.resource_name)
+            return caller.may_cluster(op)
+        kept, refused = _split(req.resources, allowed)
+        if not refused:
+            return None
+        return _narrow(req, "resources", kept, _add(response_field, [
+            {"error_code": TOPIC_DENIED if int(r.resource_type) == _CONFIG_RESOURCE_TOPIC
+             else CLUSTER_DENIED, "error_message": "Authorization failed.",
+             "resource_type": int(r.resource_type), "resource_name": r.resource_name,
+             "configs": []} for r in refused]))
+    return check
+
+
+# -- groups -------------------------------------------------------------------------------------
+def _offset_commit(caller: Caller, header: RequestHeader, req: WireRequest,
+                   ctx: HandlerContext) -> Verdict | None:
+    if not caller.may(Op.READ, RT.GROUP, req.group_id):
+        return _refuse(topics=_per_partition("name", list(req.topics), GROUP_DENIED,
+                                             "partition_index"))
+    return _partition_topics(Op.READ)(caller, header, req, ctx)
+
+
+def _txn_offset_commit(caller: Caller, header: RequestHeader, req: WireRequest,
+                       ctx: HandlerContext) -> Verdict | None:
+    for allowed, error in ((caller.may(Op.WRITE, RT.TRANSACTIONAL_ID, req.transactional_id),
+                            TXN_DENIED),
+                           (caller.may(Op.READ, RT.GROUP, req.group_id), GROUP_DENIED)):
+        if not allowed:
+            return _refuse(topics=_per_partition("name", list(req.topics), error,
+                                                 "partition_index"))
+    return _partition_topics(Op.READ)(caller, header, req, ctx)
+
+
+def _offset_delete(caller: Caller, header: RequestHeader, req: WireRequest,
+                   ctx: HandlerContext) -> Verdict | None:
+    if not caller.may(Op.DELETE, RT.GROUP, req.group_id):
+        return _refuse(error_code=GROUP_DENIED, topics=[])
+    return _partition_topics(Op.READ)(caller, header, req, ctx)
+
+
+def _offset_fetch_topics(caller: Caller, topics: Any) -> tuple[Any, list[WireResponse]]:
+    """Requested topics the caller may Describe, and the answer for the others."""
+    if topics is None:
+        return None, []
+    kept, refused = _split(topics, lambda t: caller.may(Op.DESCRIBE, RT.TOPIC, t.name))
+    return tuple(kept), [{"name": t.name, "partitions": [
+        {"partition_index": i, "committed_offset": -1, "committed_leader_epoch": -1,
+         "metadata": None, "error_code": TOPIC_DENIED} for i in t.partition_indexes]}
+        for t in refused]
+
+
+def _hide_topics(caller: Caller, topics: Iterable[WireResponse]) -> list[WireResponse]:
+    return [t for t in topics if caller.may(Op.DESCRIBE, RT.TOPIC, t["name"])]
+
+
+def _offset_fetch(caller: Caller, header: RequestHeader, req: WireRequest,
+                  ctx: HandlerContext) -> Verdict | None:
+    """Describe on the group (GROUP_AUTHORIZATION_FAILED), Describe on each topic asked for
+    (TOPIC_AUTHORIZATION_FAILED); all of a group's topics: only those it may Describe."""
+    if header.api_version < 8:
+        if not caller.may(Op.DESCRIBE, RT.GROUP, req.group_id):
+            return _refuse(error_code=GROUP_DENIED, topics=[
+                {"name": t.name, "partitions": [
+                    {"partition_index": i, "committed_offset": -1, "metadata": None,
+                     "error_code": GROUP_DENIED} for i in t.partition_indexes]}
+                for t in req.topics or ()])
+        kept, extra = _offset_fetch_topics(caller, req.topics)
+
+        def finish(resp: WireResponse) -> WireResponse:
+            return {**resp, "topics": [*_hide_topics(caller, resp.get("topics", ())), *extra]}
+        return Verdict(request=dataclasses.replace(req, topics=kept), finish=finish)
+    groups = []
+    refused_groups: dict[str, list[WireResponse]] = {}
+    denied_groups: list[WireResponse] = []
+    for g in req.groups:
+        if not caller.may(Op.DESCRIBE, RT.GROUP, g.group_id):
+            denied_groups.append({"group_id": g.group_id, "topics": [],
+                                  "error_code": GROUP_DENIED})
+            continue
+        kept, extra = _offset_fetch_topics(caller, g.topics)
+        refused_groups[g.group_id] = extra
+        groups.append(dataclasses.replace(g, topics=kept))
+
+    def finish_groups(resp: WireResponse) -> WireResponse:
+        out = [{**g, "topics": [*_hide_topics(caller, g.get("topics", ())),
+                                *refused_groups.get(g["group_id"], [])]}
+               for g in resp.get("groups", ())]
+        return {**resp, "groups": [*out, *denied_groups]}
+    return Verdict(request=dataclasses.replace(req, groups=tuple(groups)), finish=finish_groups)
+
+
+def _find_coordinator(caller: Caller, header: RequestHeader, req: WireRequest,
+                      ctx: HandlerContext) -> Verdict | None:
+    """Describe on the group (key type 0) or on the transactional id (key type 1)."""
+    txn = int(getattr(req, "key_type", 0)) == 1
+    rt, error = (RT.TRANSACTIONAL_ID, TXN_DENIED) if txn else (RT.GROUP, GROUP_DENIED)
+    if header.api_version < 4:
+        if caller.may(Op.DESCRIBE, rt, req.key):
+            return None
+        return _refuse(error_code=error, error_message=None, node_id=-1, host="", port=-1)
+    kept, refused = _split(req.coordinator_keys, lambda k: caller.may(Op.DESCRIBE, rt, k))
+    if not refused:
+        return None
+    return _narrow(req, "coordinator_keys", kept, _add("coordinators", [
+        {"key": k, "node_id": -1, "host": "", "port": -1, "error_code": error,
+         "error_message": None} for k in refused]))
+
+
+def _describe_groups(caller: Caller, header: RequestHeader, req: WireRequest,
+                     ctx: HandlerContext) -> Verdict | None:
+    kept, refused = _split(req.groups, lambda g: caller.may(Op.DESCRIBE, RT.GROUP, g))
+    with_ops = bool(getattr(req, "include_authorized_operations", False))
+
+    def finish(resp: WireResponse) -> WireResponse:
+        groups = [{**g, "authorized_operations": caller.operations(RT.GROUP, g["group_id"])}
+                  if with_ops else g for g in resp.get("groups", ())]
+        return {**resp, "groups": [*groups, *({
+            "group_id": g, "error_code": GROUP_DENIED, "group_state": "", "protocol_type": "",
+            "protocol_data": "", "members": [],
+            "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED} for g in refused)]}
+    if not refused and not with_ops:
+        return None
+    return Verdict(request=dataclasses.replace(req, groups=tuple(kept)), finish=finish)
+
+
+def _list_groups(caller: Caller, header: RequestHeader, req: WireRequest,
+                 ctx: HandlerContext) -> Verdict | None:
+    """Describe on the cluster lists every group; else only the groups it may Describe."""
+    if caller.may_cluster(Op.DESCRIBE):
+        return None
+    return Verdict(request=req, finish=lambda r: {**r, "groups": [
+        g for g in r.get("groups", ()) if caller.may(Op.DESCRIBE, RT.GROUP, g["group_id"])]})
+
+
+def _delete_groups(caller: Caller, header: RequestHeader, req: WireRequest,
+                   ctx: HandlerContext) -> Verdict | None:
+    kept, refused = _split(req.groups_names, lambda g: caller.may(Op.DELETE, RT.GROUP, g))
+    if not refused:
+        return None
+    return _narrow(req, "groups_names", kept, _add("results", [
+        {"group_id": g, "error_code": GROUP_DENIED} for g in refused]))
+
+
+# -- transactions -------------------------------------------------------------------------------
+def _init_producer_id(caller: Caller, header: RequestHeader, req: WireRequest,
+                      ctx: HandlerContext) -> Verdict | None:
+    """Write on the TransactionalId; an idempotent producer (no transactional id):
+    IdempotentWrite on the cluster or Write on at least one topic (KIP-679)."""
+    if req.transactional_id is not None:
+        if caller.may(Op.WRITE, RT.TRANSACTIONAL_ID, req.transactional_id):
+            return None
+        return _refuse(error_code=TXN_DENIED, producer_id=-1, producer_epoch=-1)
+    if caller.may_cluster(Op.IDEMPOTENT_WRITE) or caller.may_any(Op.WRITE, RT.TOPIC):
+        return None
+    return _refuse(error_code=CLUSTER_DENIED, producer_id=-1, producer_epoch=-1)
+
+
+def _txn_write(caller: Caller, header: RequestHeader, req: WireRequest,
+               ctx: HandlerContext) -> Verdict | None:
+    if caller.may(Op.WRITE, RT.TRANSACTIONAL_ID, req.transactional_id):
+        return None
+    return _refuse(error_code=TXN_DENIED)
+
+
+def _add_offsets_to_txn(caller: Caller, header: RequestHeader, req: WireRequest,
+                        ctx: HandlerContext) -> Verdict | None:
+    if not caller.may(Op.WRITE, RT.TRANSACTIONAL_ID, req.transactional_id):
+        return _refuse(error_code=TXN_DENIED)
+    if not caller.may(Op.READ, RT.GROUP, req.group_id):
+        return _refuse(error_code=GROUP_DENIED)
+    return None
+
+
+def _add_partitions_to_txn(caller: Caller, header: RequestHeader, req: WireRequest,
+                           ctx: HandlerContext) -> Verdict | None:
+    """v0-3 (clients): Write on the TransactionalId, Write on each topic; when any topic is
+    refused nothing is added (the others answer OPERATION_NOT_ATTEMPTED). v4+ is sent by
+    brokers (KIP-890): ClusterAction."""
+    if header.api_version >= 4:
+        return None if caller.may_cluster(Op.CLUSTER_ACTION) else _refuse(
+            error_code=CLUSTER_DENIED, results_by_transaction=[])
+    topics = list(req.v3_and_below_topics)
+
+    def answer(error_of: Callable[[str], int]) -> Verdict:
+        return _refuse(results_by_topic_v3_and_below=[
+            {"name": t.name, "results_by_partition": [
+                {"partition_index": int(i), "partition_error_code": error_of(t.name)}
+                for i in t.partitions]} for t in topics])
+    if not caller.may(Op.WRITE, RT.TRANSACTIONAL_ID, req.v3_and_below_transactional_id):
+        return answer(lambda _n: TXN_DENIED)
+    denied = {t.name for t in topics if not caller.may(Op.WRITE, RT.TOPIC, t.name)}
+    if denied:
+        return answer(lambda n: TOPIC_DENIED if n in denied
+                      else int(ErrorCode.OPERATION_NOT_ATTEMPTED))
+    return None
+
+
+def _describe_transactions(caller: Caller, header: RequestHeader, req: WireRequest,
+                           ctx: HandlerContext) -> Verdict | None:
+    kept, refused = _split(req.transactional_ids,
+                           lambda t: caller.may(Op.DESCRIBE, RT.TRANSACTIONAL_ID, t))
+    if not refused:
+        return None
+    return _narrow(req, "transactional_ids", kept, _add("transaction_states", [
+        {"transactional_id": t, "error_code": TXN_DENIED, "transaction_state": "",
+         "transaction_timeout": 0, "transaction_start_time": -1, "producer_id": -1,
+         "producer_epoch": -1, "topics": []} for t in refused]))
+
+
+def _list_transactions(caller: Caller, header: RequestHeader, req: WireRequest,
+                       ctx: HandlerContext) -> Verdict | None:
+    return Verdict(request=req, finish=lambda r: {**r, "transaction_states": [
+        s for s in r.get("transaction_states", ())
+        if caller.may(Op.DESCRIBE, RT.TRANSACTIONAL_ID, s["transactional_id"])]})
+
+
+def _write_txn_markers(caller: Caller, header: RequestHeader, req: WireRequest,
+                       ctx: HandlerContext) -> Verdict | None:
+    if caller.may_cluster(Op.CLUSTER_ACTION):
+        return None
+    return _refuse(markers=[{"producer_id": m.producer_id, "topics": [
+        {"name": t.name, "partitions": [{"partition_index": int(i), "error_code": CLUSTER_DENIED}
+                                        for i in t.partition_indexes]} for t in m.topics]}
+        for m in req.markers])
+
+
+# -- cluster operations with per-partition answers -------------------------------------------
+def _elect_leaders(caller: Caller, header: RequestHeader, req: WireRequest,
+                   ctx: HandlerContext) -> Verdict | None:
+    if caller.may_cluster(Op.ALTER):
+        return None
+    return _refuse(error_code=CLUSTER_DENIED, replica_election_results=[
+        {"topic": t.topic, "partition_result": [
+            {"partition_id": int(p), "error_code": CLUSTER_DENIED, "error_message": None}
+            for p in t.partitions]} for t in req.topic_partitions or ()])
+
+
+def _alter_reassignments(caller: Caller, header: RequestHeader, req: WireRequest,
+                         ctx: HandlerContext) -> Verdict | None:
+    if caller.may_cluster(Op.ALTER):
+        return None
+    return _refuse(error_code=CLUSTER_DENIED, error_message=None, responses=[])
+
+
+def _acl_apis(op: AclOperation, results_field: str, entry: WireResponse,
+              items_field: str) -> Check:
+    """CreateAcls / DeleteAcls: Alter on the cluster; DescribeAcls: Describe."""
+    def check(caller: Caller, header: RequestHeader, req: WireRequest,
+              ctx: HandlerContext) -> Verdict | None:
+        if caller.may_cluster(op):
+            return None
+        return _refuse(**{results_field: [dict(entry) for _ in getattr(req, items_field)]})
+    return check
+
+
+def _none(caller: Caller, header: RequestHeader, req: WireRequest,
+          ctx: HandlerContext) -> Verdict | None:
+    return None
+
+
+CHECKS: dict[ApiKey, Check] = {
+    ApiKey.API_VERSIONS: _none,
+    ApiKey.METADATA: _metadata,
+    # Produce goes by ``produce_gate`` (its raw path never decodes through kio).
+    ApiKey.FETCH: _fetch,
+    ApiKey.LIST_OFFSETS: _partition_topics(Op.DESCRIBE, timestamp=-1, offset=-1,
+                                           leader_epoch=-1),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: _offset_for_leader_epoch,
+    ApiKey.DELETE_RECORDS: _partition_topics(Op.DELETE, low_watermark=-1),
+    ApiKey.CREATE_TOPICS: _create_topics,
+    ApiKey.DELETE_TOPICS: _delete_topics,
+    ApiKey.CREATE_PARTITIONS: _topics(Op.ALTER, "topics", "results", "name", lambda t: {
+        "name": t.name, "error_code": TOPIC_DENIED, "error_message": "Authorization failed."}),
+    ApiKey.DESCRIBE_CONFIGS: _configs(Op.DESCRIBE_CONFIGS, "results"),
+    ApiKey.ALTER_CONFIGS: _configs(Op.ALTER_CONFIGS, "responses"),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: _configs(Op.ALTER_CONFIGS, "responses"),
+    ApiKey.DESCRIBE_LOG_DIRS: _cluster(Op.DESCRIBE, error_code=CLUSTER_DENIED, results=[]),
+    ApiKey.ELECT_LEADERS: _elect_leaders,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: _alter_reassignments,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: _cluster(Op.DESCRIBE, error_code=CLUSTER_DENIED,
+                                                  error_message=None, topics=[]),
+    ApiKey.DESCRIBE_CLUSTER: _describe_cluster,
+    ApiKey.DESCRIBE_QUORUM: _cluster(Op.DESCRIBE, error_code=CLUSTER_DENIED, topics=[]),
+    ApiKey.FIND_COORDINATOR: _find_coordinator,
+    ApiKey.JOIN_GROUP: _group(Op.READ),
+    ApiKey.SYNC_GROUP: _group(Op.READ),
+    ApiKey.HEARTBEAT: _group(Op.READ),
+    ApiKey.LEAVE_GROUP: _group(Op.READ),
+    ApiKey.OFFSET_COMMIT: _offset_commit,
+    ApiKey.OFFSET_FETCH: _offset_fetch,
+    ApiKey.OFFSET_DELETE: _offset_delete,
+    ApiKey.LIST_GROUPS: _list_groups,
+    ApiKey.DESCRIBE_GROUPS: _describe_groups,
+    ApiKey.DELETE_GROUPS: _delete_groups,
+    ApiKey.INIT_PRODUCER_ID: _init_producer_id,
+    ApiKey.ADD_PARTITIONS_TO_TXN: _add_partitions_to_txn,
+    ApiKey.ADD_OFFSETS_TO_TXN: _add_offsets_to_txn,
+    ApiKey.END_TXN: _txn_write,
+    ApiKey.TXN_OFFSET_COMMIT: _txn_offset_commit,
+    ApiKey.WRITE_TXN_MARKERS: _write_txn_markers,
+    ApiKey.DESCRIBE_TRANSACTIONS: _describe_transactions,
+    ApiKey.LIST_TRANSACTIONS: _list_transactions,
+    ApiKey.DESCRIBE_ACLS: _cluster(Op.DESCRIBE, error_code=CLUSTER_DENIED,
+                                   error_message="Authorization failed.", resources=[]),
+    ApiKey.CREATE_ACLS: _acl_apis(Op.ALTER, "results", {
+        "error_code": CLUSTER_DENIED, "error_message": "Authorization failed."}, "creations"),
+    ApiKey.DELETE_ACLS: _acl_apis(Op.ALTER, "filter_results", {
+        "error_code": CLUSTER_DENIED, "error_message": "Authorization failed.",
+        "matching_acls": []}, "filters"),
+}
+assert set(CHECKS) | {ApiKey.PRODUCE} == set(SUPPORTED) | set(UNADVERTISED), (
+    "every API served has its authorization check")
