@@ -15,9 +15,13 @@ request by request, so that the same bytes go to real Kafka and to floodmark:
     -> AddPartitionsToTxn(t-0) -> Produce "committed" (P, E, seq 0)   <- the answer in question
     -> EndTxn(COMMIT) -> wait for the COMMIT marker -> read_committed Fetch from 0
 
-Request versions are the ones librdkafka-era clients send (Produce v9, EndTxn v3: the
-transaction protocol before KIP-890 part 2, so the epoch is not bumped when a transaction
-ends). ``python -m tests.reference.aborted_duplicate BOOTSTRAP [BOOTSTRAP...]`` prints the
+Two protocols (``Protocol``). ``V1``: the requests librdkafka-era clients send (Produce v9,
+AddPartitionsToTxn v3, EndTxn v3: the transaction protocol before KIP-890 part 2, where the
+epoch stays the same from one transaction to the next). ``V2`` (Kafka only: floodmark does not
+serve EndTxn v5): KIP-890 part 2, ``transaction.version=2``: no AddPartitionsToTxn (a Produce
+v12 adds its partition), and EndTxn v5 bumps the epoch and answers the new one; the second
+record is still sent with the old (P, E, S), as the faulty client would.
+``python -m tests.reference.aborted_duplicate [--v2] BOOTSTRAP [BOOTSTRAP...]`` prints the
 answers of each broker side by side.
 """
 
@@ -27,6 +31,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
@@ -37,8 +42,19 @@ from floodmark.records import Record, build_batch
 
 PRODUCE, FIND_COORDINATOR, INIT_PRODUCER_ID, ADD_PARTITIONS, END_TXN, CREATE_TOPICS = (
     0, 10, 22, 24, 26, 19)
-PRODUCE_VERSION = 9
-END_TXN_VERSION = 3
+
+
+@dataclass(frozen=True)
+class Protocol:
+    name: str
+    init_producer_id_version: int
+    produce_version: int
+    end_txn_version: int
+    add_partitions: bool  # the client sends AddPartitionsToTxn (before KIP-890 part 2)
+
+
+V1 = Protocol("transaction.version 1 (EndTxn v3)", 4, 9, 3, add_partitions=True)
+V2 = Protocol("transaction.version 2 (EndTxn v5, KIP-890 part 2)", 5, 12, 5, add_partitions=False)
 
 # What a transactional client waits out and asks again (the coordinator is busy or moving).
 BUSY = frozenset(int(c) for c in (
@@ -59,6 +75,7 @@ class Outcome:
     aborted_produce_error: int
     aborted_produce_offset: int
     abort_error: int
+    epoch_after_abort: int  # what EndTxn v5 answers (-1: the version has no such field)
     end_after_abort: int  # the log end once the ABORT marker is in (LSO = HW)
     second_produce_error: int
     second_produce_offset: int
@@ -99,11 +116,11 @@ def _code(resp: Any) -> int:
     return int(resp.error_code)
 
 
-def _produce(conn: KafkaConnection, txn_id: str, topic: str, pid: int, epoch: int, seq: int,
-             value: bytes) -> tuple[int, int]:
+def _produce(conn: KafkaConnection, version: int, txn_id: str, topic: str, pid: int, epoch: int,
+             seq: int, value: bytes) -> tuple[int, int]:
     batch = build_batch([Record(0, int(time.time() * 1000), None, value)], producer_id=pid,
                         producer_epoch=epoch, base_sequence=seq, is_transactional=True)
-    resp = conn.request(PRODUCE, PRODUCE_VERSION, {
+    resp = conn.request(PRODUCE, version, {
         "transactional_id": txn_id, "acks": -1, "timeout": 10_000,
         "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}]})
     p = resp.responses[0].partition_responses[0]
@@ -121,10 +138,13 @@ def _add_partition(conn: KafkaConnection, txn_id: str, topic: str, pid: int, epo
     return _until(ask, lambda c: c not in BUSY, f"AddPartitionsToTxn {topic}-0 answered")
 
 
-def _end_txn(conn: KafkaConnection, txn_id: str, pid: int, epoch: int, commit: bool) -> int:
-    return _until(lambda: _code(conn.request(END_TXN, END_TXN_VERSION, {
+def _end_txn(conn: KafkaConnection, version: int, txn_id: str, pid: int, epoch: int,
+             commit: bool) -> tuple[int, int]:
+    """(error code, the producer epoch the answer gives: v5+, else -1)."""
+    resp = _until(lambda: conn.request(END_TXN, version, {
         "transactional_id": txn_id, "producer_id": pid, "producer_epoch": epoch,
-        "committed": commit})), lambda c: c not in BUSY, "EndTxn answered")
+        "committed": commit}), lambda r: _code(r) not in BUSY, "EndTxn answered")
+    return _code(resp), int(getattr(resp, "producer_epoch", -1))
 
 
 def _stable_end(reader: FetchClient, topic: str, at_least: int) -> int:
@@ -137,12 +157,16 @@ def _stable_end(reader: FetchClient, topic: str, at_least: int) -> int:
     return bounds.high_watermark
 
 
-def run(bootstrap: str, *, topic: str | None = None, txn_id: str | None = None) -> Outcome:
-    """The scenario against the single-node broker at ``bootstrap`` (its transaction coordinator
-    and the partition's leader)."""
+def run(bootstrap: str, *, protocol: Protocol = V1, topic: str | None = None,
+        txn_id: str | None = None) -> Outcome:
+    """The scenario against the cluster at ``bootstrap``: transaction requests to the
+    coordinator FindCoordinator names, Produce to the partition's leader (a new topic, one
+    partition, one replica)."""
+    p = protocol
     topic = topic or f"dup-abort-{uuid.uuid4().hex[:8]}"
     txn_id = txn_id or f"dup-abort-{uuid.uuid4().hex[:8]}"
-    with KafkaConnection(bootstrap, client_id="aborted-duplicate") as conn:
+    with ExitStack() as stack:
+        conn = stack.enter_context(KafkaConnection(bootstrap, client_id="aborted-duplicate"))
         created = conn.request(CREATE_TOPICS, 5, {
             "topics": [{"name": topic, "num_partitions": 1, "replication_factor": 1,
                         "assignments": [], "configs": []}],
@@ -150,37 +174,47 @@ def run(bootstrap: str, *, topic: str | None = None, txn_id: str | None = None) 
         assert int(created.topics[0].error_code) in (0, ErrorCode.TOPIC_ALREADY_EXISTS), created
         reader = FetchClient(bootstrap, client_id="aborted-duplicate-reader",
                              isolation_level=READ_COMMITTED)
-        try:
-            _stable_end(reader, topic, 0)  # the partition has a leader that serves
-            # Kafka creates __transaction_state on the first FindCoordinator for a txn id.
-            _until(lambda: conn.request(FIND_COORDINATOR, 4, {
-                "key_type": 1, "coordinator_keys": [txn_id]}).coordinators[0],
-                lambda c: int(c.error_code) == 0, "a transaction coordinator")
-            init = _until(lambda: conn.request(INIT_PRODUCER_ID, 4, {
-                "transactional_id": txn_id, "transaction_timeout": 60_000,
-                "producer_id": -1, "producer_epoch": -1}),
-                lambda r: _code(r) not in BUSY, "InitProducerId answered")
-            assert _code(init) == 0, init
-            pid, epoch = int(init.producer_id), int(init.producer_epoch)
+        stack.callback(reader.close)
+        _stable_end(reader, topic, 0)  # the partition has a leader that serves
+        host, port = reader.cluster.brokers[reader.cluster.leader(topic, 0)]
+        leader = stack.enter_context(KafkaConnection(f"{host}:{port}",
+                                                     client_id="aborted-duplicate"))
+        # Kafka creates __transaction_state on the first FindCoordinator for a txn id.
+        found = _until(lambda: conn.request(FIND_COORDINATOR, 4, {
+            "key_type": 1, "coordinator_keys": [txn_id]}).coordinators[0],
+            lambda c: int(c.error_code) == 0, "a transaction coordinator")
+        coord = stack.enter_context(KafkaConnection(f"{found.host}:{found.port}",
+                                                    client_id="aborted-duplicate"))
+        init = _until(lambda: coord.request(INIT_PRODUCER_ID, p.init_producer_id_version, {
+            "transactional_id": txn_id, "transaction_timeout": 60_000,
+            "producer_id": -1, "producer_epoch": -1}),
+            lambda r: _code(r) not in BUSY, "InitProducerId answered")
+        assert _code(init) == 0, init
+        pid, epoch = int(init.producer_id), int(init.producer_epoch)
 
-            assert _add_partition(conn, txn_id, topic, pid, epoch) == 0
-            first = _until(lambda: _produce(conn, txn_id, topic, pid, epoch, 0, b"aborted"),
-                           lambda a: a[0] not in BUSY, "the first Produce answered")
-            abort = _end_txn(conn, txn_id, pid, epoch, commit=False)
-            end_after_abort = _stable_end(reader, topic, first[1] + 2)  # batch + marker
+        if p.add_partitions:
+            assert _add_partition(coord, txn_id, topic, pid, epoch) == 0
+        first = _until(lambda: _produce(leader, p.produce_version, txn_id, topic, pid, epoch,
+                                        0, b"aborted"),
+                       lambda a: a[0] not in BUSY, "the first Produce answered")
+        abort, epoch_after_abort = _end_txn(coord, p.end_txn_version, txn_id, pid, epoch,
+                                            commit=False)
+        end_after_abort = _stable_end(reader, topic, first[1] + 2)  # batch + marker
 
-            assert _add_partition(conn, txn_id, topic, pid, epoch) == 0
-            second = _produce(conn, txn_id, topic, pid, epoch, 0, b"committed")
-            commit = _end_txn(conn, txn_id, pid, epoch, commit=True)
-            end_after_commit = _stable_end(reader, topic, end_after_abort + 1)
+        if p.add_partitions:
+            assert _add_partition(coord, txn_id, topic, pid, epoch) == 0
+        # The faulty client's record: a new value at the aborted batch's (P, E, S).
+        second = _produce(leader, p.produce_version, txn_id, topic, pid, epoch, 0, b"committed")
+        # The commit with the epoch the coordinator now holds (V2: the bumped one).
+        commit_epoch = epoch_after_abort if epoch_after_abort >= 0 else epoch
+        commit, _ = _end_txn(coord, p.end_txn_version, txn_id, pid, commit_epoch, commit=True)
+        # A commit that succeeds writes a COMMIT marker on the partition (asynchronously).
+        end_after_commit = _stable_end(reader, topic, end_after_abort + (commit == 0))
 
-            fetched = reader.fetch(topic, 0, 0, max_bytes=1 << 20)
-            values = tuple(bytes(r.value or b"")
-                           for r in visible_records(fetched, 0, READ_COMMITTED))
-        finally:
-            reader.close()
-    return Outcome(pid, epoch, first[0], first[1], abort, end_after_abort, second[0],
-                   second[1], commit, end_after_commit, values)
+        fetched = reader.fetch(topic, 0, 0, max_bytes=1 << 20)
+        values = tuple(bytes(r.value or b"") for r in visible_records(fetched, 0, READ_COMMITTED))
+    return Outcome(pid, epoch, first[0], first[1], abort, epoch_after_abort, end_after_abort,
+                   second[0], second[1], commit, end_after_commit, values)
 
 
 def _name(code: int) -> str:
@@ -207,11 +241,13 @@ def side_by_side(outcomes: dict[str, Outcome]) -> str:
 
 
 def main(argv: Sequence[str]) -> int:
+    protocol = V2 if argv[:1] == ["--v2"] else V1
+    argv = argv[1:] if protocol is V2 else argv
     if not argv:
-        print("usage: python -m tests.reference.aborted_duplicate BOOTSTRAP [BOOTSTRAP...]",
+        print("usage: python -m tests.reference.aborted_duplicate [--v2] BOOTSTRAP...",
               file=sys.stderr)
         return 2
-    print(side_by_side({b: run(b) for b in argv}))
+    print(f"{protocol.name}\n" + side_by_side({b: run(b, protocol=protocol) for b in argv}))
     return 0
 
 

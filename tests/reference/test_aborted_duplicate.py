@@ -7,6 +7,9 @@ duplicate of the new one (``ProducerStateEntry.findDuplicateBatch``: the ABORT m
 producer's batch metadata in place), answers success with the aborted batch's offset, writes
 nothing, and the commit that follows commits a record that is in no log. floodmark must lose
 nothing: refuse the record, or have it readable after the commit.
+
+With transaction.version 2 (KIP-890 part 2: EndTxn v5 bumps the epoch when a transaction ends),
+Kafka fences the old (P, E) instead: the same bytes are refused with INVALID_PRODUCER_EPOCH.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any
 import pytest
 
 from floodmark.errors import ErrorCode
-from tests.reference.aborted_duplicate import Outcome, run, side_by_side
+from tests.reference.aborted_duplicate import V2, Outcome, run, side_by_side
 from tests.reference.kafka_node import KafkaCluster, kafka_version
 
 pytestmark = pytest.mark.integration
@@ -34,6 +37,16 @@ def test_kafka_answers_the_aborted_batch_as_the_duplicate(kafka_broker: KafkaClu
     assert o.end_after_commit == 3  # only the COMMIT marker was added
     assert o.committed_values == ()
     assert o.lost_acknowledged_record
+
+
+def test_kafka_with_transaction_version_2_fences_the_old_epoch(kafka_broker: KafkaCluster) -> None:
+    o = run(kafka_broker.bootstrap, protocol=V2)
+    assert (o.aborted_produce_error, o.abort_error) == (0, 0)
+    assert o.epoch_after_abort == o.producer_epoch + 1
+    assert o.second_produce_error == ErrorCode.INVALID_PRODUCER_EPOCH
+    assert o.commit_error == ErrorCode.INVALID_TXN_STATE  # nothing was added after the abort
+    assert o.end_after_commit == o.end_after_abort == 2
+    assert not o.lost_acknowledged_record
 
 
 @pytest.mark.xfail(reason="floodmark answers as Kafka does until main's fix (OUT_OF_ORDER_SEQUENCE_"
