@@ -10,13 +10,18 @@ import pytest
 
 from tests.reference.kafka_node import KafkaCluster, missing_reason
 
+INTERNAL_PARTITIONS = {"transaction.state.log.num.partitions": "4",
+                       "offsets.topic.num.partitions": "4"}
+
 
 @pytest.fixture(scope="session")
 def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
     reason = missing_reason()
     if reason:
         pytest.skip(reason)
-    cluster = KafkaCluster(tmp_path_factory.mktemp("kafka")).start()
+    # Fewer partitions of Kafka's internal topics than its 50: created on first use, each one
+    # costs the test time and changes no answer the tests compare.
+    cluster = KafkaCluster(tmp_path_factory.mktemp("kafka"), 1, INTERNAL_PARTITIONS).start()
     try:
         yield cluster
     finally:
