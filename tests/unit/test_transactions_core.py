@@ -128,6 +128,30 @@ def test_plain_batch_inside_a_transaction_is_invalid_txn_state() -> None:
     assert t.check(_data(1, 1, txn=False)).error is ErrorCode.NONE
 
 
+def test_a_batch_of_an_aborted_transaction_is_never_a_duplicate_in_the_next_one() -> None:
+    """The chaos run's lost commit (docs/chaos.md): a client purged an unacknowledged batch on
+    abort and sent a new record with the same epoch and sequence in its next transaction.
+    Kafka answers it as a duplicate of the aborted batch (success at the aborted offset), and
+    the committed transaction lacks the record; floodmark refuses it as out of order, so the
+    client aborts and bumps its epoch instead of being told a lie."""
+    t = ProducerStateTable()
+    t.record(_data(1, 0, count=3), 10)  # sequences 0-2, offsets 10-12
+    t.record(_data(1, 3), 13)  # the batch whose acknowledgement never came
+    retry = t.check(_data(1, 3))
+    assert retry.error is ErrorCode.DUPLICATE_SEQUENCE_NUMBER  # a retry inside the transaction
+    assert retry.duplicate_of is not None and retry.duplicate_of.first_offset == 13
+    t.record(_marker(1, committed=False), 14)
+    assert t.check(_data(1, 3)).error is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert t.check(_data(1, 0, count=3)).error is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert t.check(_data(1, 4)).error is ErrorCode.NONE  # the next sequence is still the next
+    # Batches written after the abort are duplicates again when retried.
+    t.record(_data(1, 4), 15)
+    assert t.check(_data(1, 4)).error is ErrorCode.DUPLICATE_SEQUENCE_NUMBER
+    # A commit keeps Kafka's answer: a late retry of a committed batch is a duplicate.
+    t.record(_marker(1, committed=True), 16)
+    assert t.check(_data(1, 4)).error is ErrorCode.DUPLICATE_SEQUENCE_NUMBER
+
+
 def test_marker_fencing() -> None:
     t = ProducerStateTable()
     t.record(_data(1, 0, epoch=2), 0)

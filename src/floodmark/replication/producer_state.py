@@ -6,6 +6,16 @@ answer success with the ORIGINAL base offset and append nothing. Otherwise the f
 follow the last one written (mod 2^31), a new epoch must start at sequence 0, an older epoch is
 fenced. The state is rebuilt from the log's batch headers on recovery.
 
+One deliberate difference from Kafka (``docs/wire.md``): a batch written before the producer's
+last ABORT marker is never a duplicate. Kafka keeps the aborted batches in the duplicate window
+when the epoch does not change, so a client that purges an unacknowledged batch on abort and
+sends a *new* record with the same epoch and sequence in the next transaction (librdkafka does:
+``rd_kafka_toppar_purge_queues`` advances ``epoch_base_msgid`` without an epoch bump) is told
+its record is written at the aborted batch's offset, and the transaction commits without it.
+floodmark answers such a batch OUT_OF_ORDER_SEQUENCE_NUMBER (its sequence is not the next one),
+on which clients abort and bump the epoch (KIP-360); a well-behaved client never re-sends a
+batch of an ended transaction, so it sees no difference.
+
 Transactions (KIP-98), the partition's side: a producer's first transactional batch opens its
 transaction at that batch's offset; a control batch (a commit or abort marker, written by the
 leader for the transaction coordinator's WriteTxnMarkers) closes it. A completed transaction
@@ -143,6 +153,10 @@ class ProducerEntry:
     """The first offset of this producer's open transaction (-1: none open)."""
     coordinator_epoch: int = -1
     """The coordinator epoch of the last marker written for this producer."""
+    last_abort_offset: int = -1
+    """The offset of the last ABORT marker of this producer under this epoch (-1: none). A
+    batch written before it belongs to an aborted transaction and is never answered as a
+    duplicate again (see :meth:`ProducerStateTable.check`)."""
 
     @property
     def last_sequence(self) -> int:
@@ -197,7 +211,8 @@ class ProducerStateTable:
             return self._check_txn_state(entry, meta)
         for cached in entry.batches:
             if (cached.first_sequence == meta.base_sequence
-                    and cached.last_sequence == meta.last_sequence):
+                    and cached.last_sequence == meta.last_sequence
+                    and cached.first_offset > entry.last_abort_offset):
                 return SequenceCheck(ErrorCode.DUPLICATE_SEQUENCE_NUMBER, cached)
         expected = (entry.last_sequence + 1) % _SEQ_MOD
         if meta.base_sequence != expected:
@@ -271,6 +286,8 @@ class ProducerStateTable:
         if first < 0:
             first = marker_offset  # a marker with nothing open (a retried or empty one)
         entry.current_txn_first_offset = -1
+        if not marker.committed:
+            entry.last_abort_offset = marker_offset
         self._open.pop(meta.producer_id, None)
         if marker_offset >= self._high_watermark:
             self._unreplicated.append(
