@@ -6,7 +6,8 @@ v3, no epoch bump when a transaction ends), Kafka 4.1's leader finds the aborted
 duplicate of the new one (``ProducerStateEntry.findDuplicateBatch``: the ABORT marker leaves the
 producer's batch metadata in place), answers success with the aborted batch's offset, writes
 nothing, and the commit that follows commits a record that is in no log. floodmark must lose
-nothing: refuse the record, or have it readable after the commit.
+nothing: refuse the record, or have it readable after the commit (since 3542a36 it answers
+OUT_OF_ORDER_SEQUENCE_NUMBER).
 
 With transaction.version 2 (KIP-890 part 2: EndTxn v5 bumps the epoch when a transaction ends),
 Kafka fences the old (P, E) instead: the same bytes are refused with INVALID_PRODUCER_EPOCH.
@@ -49,9 +50,6 @@ def test_kafka_with_transaction_version_2_fences_the_old_epoch(kafka_broker: Kaf
     assert not o.lost_acknowledged_record
 
 
-@pytest.mark.xfail(reason="floodmark answers as Kafka does until main's fix (OUT_OF_ORDER_SEQUENCE_"
-                          "NUMBER for an old sequence after an ABORT marker) is merged",
-                   strict=False)
 def test_floodmark_loses_nothing(broker: Any) -> None:
     o = _seen["floodmark"] = run(broker.bootstrap)
     print("\n" + side_by_side(_seen))
