@@ -159,9 +159,9 @@ def test_unknown_api_key_closes(broker, bystander) -> None:
     body = struct.pack(">hhih", 999, 0, 1, -1)
     s.sendall(struct.pack(">i", len(body)) + body)
     assert _closed_by_broker(s)
-    # A real Kafka API floodmark does not serve (DescribeAcls: no authorizer) is also refused.
+    # A real Kafka API floodmark does not serve (CreateDelegationToken) is also refused.
     s = _raw(broker)
-    s.sendall(encode_request(29, 1, 1, {}))
+    s.sendall(encode_request(38, 2, 1, {}))
     assert _closed_by_broker(s)
     _still_served(broker, bystander)
 

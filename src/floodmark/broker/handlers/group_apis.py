@@ -257,6 +257,8 @@ def list_groups(broker: HandlerContext, header: RequestHeader, req: WireRequest,
     names = set(broker.groups.groups) | set(broker.offsets.groups())
     out = []
     for name in sorted(names):
+        if broker.coordinator_error(name) is not ErrorCode.NONE:
+            continue  # as Kafka: a broker lists the groups it coordinates, no stale ones
         desc = broker.groups.describe(name)
         state = desc["group_state"] if name in broker.groups.groups else "Empty"
         if wanted and state not in wanted:
@@ -269,6 +271,12 @@ def list_groups(broker: HandlerContext, header: RequestHeader, req: WireRequest,
 def describe_groups(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> HandlerResult:
     out = []
     for gid in req.groups:
+        err = broker.coordinator_error(gid)
+        if err is not ErrorCode.NONE:  # NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS
+            out.append({"group_id": gid, "error_code": int(err), "group_state": "",
+                        "protocol_type": "", "protocol_data": "", "members": [],
+                        "authorized_operations": -(2**31)})
+            continue
         desc = broker.groups.describe(gid)
         if desc["group_state"] == "Dead" and gid in broker.offsets.groups():
             desc["group_state"] = "Empty"
