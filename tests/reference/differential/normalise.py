@@ -24,7 +24,7 @@ ERASED = frozenset({
     "throttle_time", "throttle_time_ms", "node_id", "leader_id", "controller_id", "cluster_id",
     "topic_id", "host", "port", "session_id", "coordinator_id", "broker_id",
     "preferred_read_replica", "rack", "cluster_authorized_operations",
-    "transaction_start_time_ms", "log_append_time_ms", "replica_nodes", "isr_nodes",
+    "transaction_start_time", "log_append_time_ms", "replica_nodes", "isr_nodes",
     "offline_replicas", "leader_recovery_state", "client_host",
 })
 RENAMED = {"member_id": "member", "leader": "member", "producer_id": "pid",

@@ -55,11 +55,14 @@ def run_all(kafka: str, floodmark: str, only: list[str] | None = None) -> list[O
     for sc in SCENARIOS:
         if only and sc.name not in only:
             continue
-        k, f = run_side(sc, kafka, run_id), run_side(sc, floodmark, run_id)
-        o = Outcome(sc, k, f, differences(sc.name, k.steps, f.steps))
-        for side, label in ((k, "kafka"), (f, "floodmark")):
-            if side.failure:
-                o.differences.append(Difference(sc.name, f"<scenario failed on {label}>",
-                                                k.failure is not None, f.failure is not None))
-        outcomes.append(o)
+        outcomes.append(compare_sides(sc, run_side(sc, kafka, run_id),
+                                      run_side(sc, floodmark, run_id)))
     return outcomes
+
+
+def compare_sides(sc: Scenario, k: Side, f: Side) -> Outcome:
+    o = Outcome(sc, k, f, differences(sc.name, k.steps, f.steps))
+    if k.failure or f.failure:
+        o.differences.append(Difference(sc.name, "<scenario failed>", k.failure is not None,
+                                        f.failure is not None))
+    return o

@@ -173,7 +173,9 @@ def list_offsets(s: Session) -> None:
     """ListOffsets: earliest (-2), latest (-1), max-timestamp (-3, KIP-734), by timestamp
     (before, inside, after the records), an unknown partition, a future leader epoch."""
     topic = s.create_topic("offsets")
-    _list_offsets(s, "empty_earliest_latest_max", topic, [(0, -2), (0, -1), (0, -3)])
+    for name, spec in (("empty_earliest", -2), ("empty_latest", -1), ("empty_max", -3)):
+        _list_offsets(s, name, topic, [(0, spec)])
+    _list_offsets(s, "duplicate_partition", topic, [(0, -2), (0, -1)])
     # one batch whose largest timestamp is its first record's; then a second batch
     _produce(s, "produce_1", topic, _batch([b"a", b"b", b"c"],
                                            [BASE_TS + 50, BASE_TS + 10, BASE_TS + 20]))
@@ -206,3 +208,259 @@ def offset_for_leader_epoch(s: Session) -> None:
     ask("current_check_ok", 0, current=0)
     ask("current_future", 0, current=4)
     ask("unknown_partition", 0, partition=3)
+
+
+# -- configs -----------------------------------------------------------------------------------
+TOPIC, BROKER = 2, 4  # ConfigResource types
+
+
+def _describe(s: Session, step: str, rtype: int, name: str, keys: list[str] | None,
+              synonyms: bool = True) -> Any:
+    return s.step(step, K.DESCRIBE_CONFIGS, 4, {
+        "resources": [{"resource_type": rtype, "resource_name": name,
+                       "configuration_keys": keys}],
+        "include_synonyms": synonyms, "include_documentation": False})
+
+
+def _alter(s: Session, step: str, rtype: int, name: str, ops: list[tuple[str, int, str | None]],
+           validate_only: bool = False) -> Any:
+    """``ops``: (name, operation: 0 SET 1 DELETE 2 APPEND 3 SUBTRACT, value)."""
+    return s.step(step, K.INCREMENTAL_ALTER_CONFIGS, 1, {
+        "resources": [{"resource_type": rtype, "resource_name": name, "configs": [
+            {"name": n, "config_operation": op, "value": v} for n, op, v in ops]}],
+        "validate_only": validate_only})
+
+
+# A broker's settings whose answers the scenario compares: the ones clients and tools read.
+BROKER_KEYS = ["advertised.listeners", "min.insync.replicas", "num.partitions",
+               "default.replication.factor", "log.retention.hours", "log.retention.ms",
+               "message.max.bytes", "auto.create.topics.enable", "log.cleanup.policy",
+               "log.segment.bytes", "unclean.leader.election.enable",
+               "offsets.topic.replication.factor", "transactional.id.expiration.ms",
+               "group.initial.rebalance.delay.ms", "broker.id", "node.id", "no.such.config"]
+
+
+@scenario
+def describe_configs(s: Session) -> None:
+    """DescribeConfigs: every config of a new topic (with synonyms), of a topic with a set
+    config, chosen broker configs, an unknown topic, an unknown key."""
+    plain_topic = s.create_topic("cfg-plain")
+    set_topic = s.create_topic("cfg-set", 1, {"retention.ms": "3600000",
+                                              "cleanup.policy": "compact"})
+    _describe(s, "topic_all", TOPIC, plain_topic, None)
+    _describe(s, "topic_set_values", TOPIC, set_topic,
+              ["retention.ms", "cleanup.policy", "segment.bytes", "min.insync.replicas"])
+    _describe(s, "topic_no_synonyms", TOPIC, set_topic, ["retention.ms"], synonyms=False)
+    _describe(s, "topic_unknown_key", TOPIC, set_topic, ["no.such.config"])
+    _describe(s, "unknown_topic", TOPIC, s.name("no-cfg"), None)
+    _describe(s, "broker_keys", BROKER, "1", BROKER_KEYS)
+    _describe(s, "unknown_broker", BROKER, "99", ["num.partitions"])
+
+
+@scenario
+def incremental_alter_configs(s: Session) -> None:
+    """IncrementalAlterConfigs: set then describe, a bad value, an unknown config, DELETE back
+    to the default, APPEND to a list, validate_only, an unknown topic, a broker's read-only
+    config, a dynamic broker config."""
+    topic = s.create_topic("alter")
+    _alter(s, "set_retention", TOPIC, topic, [("retention.ms", 0, "7200000")])
+    _describe(s, "after_set", TOPIC, topic, ["retention.ms"])
+    _alter(s, "bad_value", TOPIC, topic, [("retention.ms", 0, "soon")])
+    _alter(s, "unknown_config", TOPIC, topic, [("no.such.config", 0, "1")])
+    _alter(s, "delete_retention", TOPIC, topic, [("retention.ms", 1, None)])
+    _describe(s, "after_delete", TOPIC, topic, ["retention.ms"])
+    _alter(s, "append_policy", TOPIC, topic, [("cleanup.policy", 2, "compact")])
+    _describe(s, "after_append", TOPIC, topic, ["cleanup.policy"])
+    _alter(s, "validate_only", TOPIC, topic, [("segment.ms", 0, "60000")], validate_only=True)
+    _describe(s, "after_validate_only", TOPIC, topic, ["segment.ms"])
+    _alter(s, "unknown_topic", TOPIC, s.name("no-alter"), [("retention.ms", 0, "1")])
+    _alter(s, "broker_read_only", BROKER, "1", [("log.dirs", 0, "/tmp/x")],
+           validate_only=True)
+    _alter(s, "broker_dynamic", BROKER, "1", [("log.cleaner.threads", 0, "2")],
+           validate_only=True)
+    _alter(s, "broker_bad_value", BROKER, "1", [("log.cleaner.threads", 0, "many")],
+           validate_only=True)
+
+
+# -- partitions and records --------------------------------------------------------------------
+@scenario
+def create_partitions(s: Session) -> None:
+    """CreatePartitions: grow 2 -> 4, the same count, a decrease, an unknown topic,
+    validate_only; Metadata after."""
+    topic = s.create_topic("grow", 2)
+
+    def grow(step: str, name: str, count: int, validate_only: bool = False) -> None:
+        s.step(step, K.CREATE_PARTITIONS, 3, {
+            "topics": [{"name": name, "count": count, "assignments": None}],
+            "timeout": 10_000, "validate_only": validate_only})
+    grow("grow_validate_only", topic, 6, validate_only=True)
+    grow("grow_to_4", topic, 4)
+    grow("same_count", topic, 4)
+    grow("decrease", topic, 3)
+    grow("unknown_topic", s.name("no-grow"), 3)
+    s.wait_leaders(topic, 4)
+    s.step("metadata_after", K.METADATA, 9, {"topics": [{"name": topic}],
+                                             "allow_auto_topic_creation": False})
+
+
+@scenario
+def delete_records(s: Session) -> None:
+    """DeleteRecords: up to offset 2 of 5, beyond the high watermark, -1 (the HW), an unknown
+    partition; ListOffsets earliest and a Fetch below the new log start after."""
+    topic = s.create_topic("trim")
+    _produce(s, "produce", topic, _batch([b"a", b"b", b"c", b"d", b"e"]))
+
+    def delete(step: str, offset: int, partition: int = 0) -> None:
+        s.step(step, K.DELETE_RECORDS, 2, {"topics": [{"name": topic, "partitions": [
+            {"partition_index": partition, "offset": offset}]}], "timeout": 10_000})
+    delete("to_2", 2)
+    delete("beyond_hw", 9)
+    delete("backwards", 1)
+    delete("unknown_partition", 1, partition=4)
+    _list_offsets(s, "earliest_after", topic, [(0, -2)])
+    _fetch(s, "fetch_below_start", topic, 0)
+    delete("to_hw", -1)
+    _list_offsets(s, "earliest_after_hw", topic, [(0, -2)])
+
+
+# -- groups ------------------------------------------------------------------------------------
+GROUP, TXN = 0, 1  # FindCoordinator key types
+PROTOCOLS = [{"name": "range", "metadata": b"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"}]
+
+
+@scenario
+def groups(s: Session) -> None:
+    """Classic group APIs: JoinGroup without a member id (MEMBER_ID_REQUIRED), with it (the
+    leader), SyncGroup, Heartbeat, OffsetCommit, OffsetFetch; then wrong generations and
+    unknown members on each; DescribeGroups and ListGroups through the states; LeaveGroup."""
+    group = s.name("group")
+    topic = s.create_topic("group-topic")
+    s.coordinator(group, GROUP)
+
+    def join(step: str, member: str) -> Any:
+        return s.record(step, s.settled(K.JOIN_GROUP, 7, {
+            "group_id": group, "session_timeout": 30_000, "rebalance_timeout": 10_000,
+            "member_id": member, "group_instance_id": None, "protocol_type": "consumer",
+            "protocols": PROTOCOLS}, lambda r: int(r.error_code)))
+    first = join("join_without_member_id", "")
+    member = str(first.member_id) if first is not CLOSED else ""
+    joined = join("join", member)
+    generation = int(joined.generation_id) if joined is not CLOSED else -1
+    s.step("describe_completing_rebalance", K.DESCRIBE_GROUPS, 5, {"groups": [group]})
+
+    def sync(step: str, gen: int, mem: str) -> None:
+        s.step(step, K.SYNC_GROUP, 5, {
+            "group_id": group, "generation_id": gen, "member_id": mem,
+            "group_instance_id": None, "protocol_type": "consumer", "protocol_name": "range",
+            "assignments": [{"member_id": mem, "assignment": b"\x00\x01"}]})
+    sync("sync_wrong_generation", generation + 5, member)
+    sync("sync_unknown_member", generation, "nobody")
+    sync("sync", generation, member)
+
+    def heartbeat(step: str, gen: int, mem: str) -> None:
+        s.step(step, K.HEARTBEAT, 4, {"group_id": group, "generation_id": gen,
+                                      "member_id": mem, "group_instance_id": None})
+    heartbeat("heartbeat", generation, member)
+    heartbeat("heartbeat_wrong_generation", generation + 5, member)
+    heartbeat("heartbeat_unknown_member", generation, "nobody")
+    heartbeat("heartbeat_unknown_group", generation, member)  # below: a group never joined
+
+    def commit(step: str, gen: int, mem: str, offset: int, grp: str = group) -> None:
+        s.step(step, K.OFFSET_COMMIT, 8, {
+            "group_id": grp, "generation_id_or_member_epoch": gen, "member_id": mem,
+            "group_instance_id": None, "topics": [{"name": topic, "partitions": [
+                {"partition_index": 0, "committed_offset": offset,
+                 "committed_leader_epoch": -1, "committed_metadata": "m"}]}]})
+    commit("commit", generation, member, 3)
+    commit("commit_wrong_generation", generation + 5, member, 4)
+    commit("commit_unknown_member", generation, "nobody", 4)
+    commit("commit_simple_unknown_group", -1, "", 2, grp=s.name("simple"))
+
+    def offsets(step: str, grp: str) -> None:
+        s.step(step, K.OFFSET_FETCH, 8, {"groups": [
+            {"group_id": grp, "topics": [{"name": topic, "partition_indexes": [0, 1]}]}],
+            "require_stable": False})
+    offsets("offset_fetch", group)
+    offsets("offset_fetch_simple", s.name("simple"))
+    offsets("offset_fetch_unknown_group", s.name("nogroup"))
+    s.step("describe_stable", K.DESCRIBE_GROUPS, 5, {"groups": [group, s.name("nogroup")]})
+    listed = s.ask(K.LIST_GROUPS, 4, {"states_filter": []})
+    if listed is not CLOSED:  # only this run's groups: the Kafka node serves other tests too
+        s.record("list_groups", {"error_code": listed.error_code, "groups": [
+            g for g in listed.groups if s.run_id in str(g.group_id)]})
+    s.step("leave", K.LEAVE_GROUP, 5, {"group_id": group, "members": [
+        {"member_id": member, "group_instance_id": None}]})
+    s.step("leave_unknown_member", K.LEAVE_GROUP, 5, {"group_id": group, "members": [
+        {"member_id": "nobody", "group_instance_id": None}]})
+    s.step("describe_after_leave", K.DESCRIBE_GROUPS, 5, {"groups": [group]})
+
+
+# -- transactions ------------------------------------------------------------------------------
+@scenario
+def transactions(s: Session) -> None:
+    """Transaction APIs: InitProducerId (idempotent, then transactional), EndTxn with no
+    transaction, AddPartitionsToTxn with a wrong epoch and an unknown producer id, then the
+    right one; DescribeTransactions and ListTransactions in Ongoing, after the commit;
+    InitProducerId again (the epoch bump)."""
+    topic = s.create_topic("txn-topic")
+    txn = s.name("txn")
+    s.record("init_idempotent", s.settled(K.INIT_PRODUCER_ID, 4, {
+        "transactional_id": None, "transaction_timeout": 60_000, "producer_id": -1,
+        "producer_epoch": -1}, lambda r: int(r.error_code)))
+    s.coordinator(txn, TXN)
+    init_body = {"transactional_id": txn, "transaction_timeout": 60_000, "producer_id": -1,
+                 "producer_epoch": -1}
+    init = s.record("init", s.settled(K.INIT_PRODUCER_ID, 4, init_body,
+                                      lambda r: int(r.error_code)))
+    pid, epoch = (int(init.producer_id), int(init.producer_epoch)) if init is not CLOSED \
+        else (-1, -1)
+
+    def end(step: str, commit: bool, e: int = epoch) -> None:
+        s.record(step, s.settled(K.END_TXN, 3, {
+            "transactional_id": txn, "producer_id": pid, "producer_epoch": e,
+            "committed": commit}, lambda r: int(r.error_code)))
+    end("end_without_transaction", True)
+    end("abort_without_transaction", False)
+
+    def add(step: str, p: int, e: int, name: str = txn) -> Any:
+        return s.step(step, K.ADD_PARTITIONS_TO_TXN, 3, {
+            "v3_and_below_transactional_id": name, "v3_and_below_producer_id": p,
+            "v3_and_below_producer_epoch": e,
+            "v3_and_below_topics": [{"name": topic, "partitions": [0]}]})
+    add("add_wrong_epoch", pid, epoch + 3)
+    add("add_wrong_producer_id", pid + 1000, epoch)
+    add("add_unknown_txn_id", pid, epoch, name=s.name("no-txn"))
+    add("add", pid, epoch)
+    s.step("describe_ongoing", K.DESCRIBE_TRANSACTIONS, 0,
+           {"transactional_ids": [txn, s.name("no-txn")]})
+
+    def listed(step: str, states: list[str]) -> None:
+        answer = s.ask(K.LIST_TRANSACTIONS, 1, {"state_filters": states,
+                                                "producer_id_filters": [],
+                                                "duration_filter": -1})
+        if answer is not CLOSED:
+            s.record(step, {"error_code": answer.error_code,
+                            "unknown_state_filters": answer.unknown_state_filters,
+                            "transaction_states": [t for t in answer.transaction_states
+                                                   if s.run_id in str(t.transactional_id)]})
+    listed("list_ongoing", ["Ongoing"])
+    listed("list_unknown_state", ["Sleeping"])
+    _produce_txn = build_batch([Record(0, BASE_TS, None, b"t")], producer_id=pid,
+                               producer_epoch=epoch, base_sequence=0, is_transactional=True)
+    s.step("produce", K.PRODUCE, 9, {
+        "transactional_id": txn, "acks": -1, "timeout": 10_000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": 0,
+                                                           "records": _produce_txn}]}]})
+    end("commit_wrong_epoch", True, epoch + 3)
+    end("commit", True)
+    s.until(lambda: s.ask(K.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [txn]}),
+            lambda r: r is CLOSED or str(r.transaction_states[0].transaction_state)
+            == "CompleteCommit", "the commit complete")
+    s.step("describe_committed", K.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [txn]})
+    _list_offsets(s, "last_stable", topic, [(0, -1)], isolation=1)
+    again = s.record("init_again", s.settled(K.INIT_PRODUCER_ID, 4, init_body,
+                                             lambda r: int(r.error_code)))
+    if again is not CLOSED:
+        s.record("init_again_epoch_bumped", int(again.producer_epoch) == epoch + 1)
+        s.record("init_again_same_producer", int(again.producer_id) == pid)
+    add("add_old_epoch_after_bump", pid, epoch)
