@@ -101,7 +101,8 @@ def test_fetch_response_matches_kio(version, topics, session_id, error_code, end
         "responses": [
             {"topic": n, "topic_id": tid, "partitions": [
                 {"partition_index": i, "error_code": e, "high_watermark": hw,
-                 "last_stable_offset": lso, "log_start_offset": ls, "aborted_transactions": [],
+                 "last_stable_offset": lso, "log_start_offset": ls,
+                 "aborted_transactions": None,  # null unless read_committed, as Kafka
                  "preferred_read_replica": -1,
                  **({"current_leader": {"leader_id": cl[0], "leader_epoch": cl[1]}}
                     if cl is not None and leaders else {}),

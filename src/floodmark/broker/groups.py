@@ -621,16 +621,19 @@ class GroupCoordinator:
         if g is None:
             return {"group_id": group_id, "group_state": "Dead", "protocol_type": "",
                     "protocol_data": "", "members": []}
+        # As Kafka: the protocol, the members' metadata and assignments only once the group is
+        # Stable (during a rebalance they are not settled).
+        stable = g.state.value == "Stable"
         return {
             "group_id": group_id,
             "group_state": g.state.value,
             "protocol_type": g.protocol_type or "",
-            "protocol_data": g.protocol_name or "",
+            "protocol_data": (g.protocol_name or "") if stable else "",
             "members": [
                 {"member_id": m.member_id, "group_instance_id": m.group_instance_id,
                  "client_id": m.client_id, "client_host": m.client_host,
-                 "member_metadata": m.metadata_for(g.protocol_name or ""),
-                 "member_assignment": m.assignment}
+                 "member_metadata": m.metadata_for(g.protocol_name or "") if stable else b"",
+                 "member_assignment": m.assignment if stable else b""}
                 for m in g.members.values()
             ],
         }

@@ -236,8 +236,9 @@ class FetchPartitionResult:
     # FENCED_LEADER_EPOCH so the client can move without a Metadata round trip.
     current_leader: tuple[int, int] | None = None
     # read_committed: (producer id, first offset) of the aborted transactions overlapping the
-    # returned records (KIP-98); empty otherwise.
-    aborted_transactions: tuple[tuple[int, int], ...] = ()
+    # returned records (KIP-98). None (null on the wire, as Kafka sends) for read_uncommitted,
+    # replicas and errors.
+    aborted_transactions: tuple[tuple[int, int], ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,8 +289,8 @@ def encode_fetch_response(version: int, correlation_id: int,
             if version >= 5:
                 out += _I64.pack(p.log_start_offset)
             aborted = p.aborted_transactions
-            _put_length(out, len(aborted), flexible)
-            for producer_id, first_offset in aborted:
+            _put_length(out, -1 if aborted is None else len(aborted), flexible)
+            for producer_id, first_offset in aborted or ():
                 out += _ABORTED.pack(producer_id, first_offset)
                 if flexible:
                     out.append(0)  # tagged fields of the aborted transaction

@@ -117,6 +117,16 @@ async def _metadata_after_creating(broker: HandlerContext, header: RequestHeader
     return _metadata_answer(broker, header, req, errors)
 
 
+def _unknown_topic_error(name: str) -> ErrorCode:
+    """What Metadata answers for a topic that does not exist: Kafka tells a name no topic can
+    have (INVALID_TOPIC_EXCEPTION) from a valid one that is missing."""
+    try:
+        validate_topic_name(name)
+    except KafkaError as exc:
+        return exc.code
+    return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
 def _metadata_answer(broker: HandlerContext, header: RequestHeader, req: WireRequest,
                      created: dict[str, ErrorCode]) -> WireResponse:
     """``created``: what auto-creation answered for the topics it tried to create."""
@@ -140,7 +150,7 @@ def _metadata_answer(broker: HandlerContext, header: RequestHeader, req: WireReq
     out = []
     for name in names:
         if name not in topics_meta:
-            error = created.get(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            error = created.get(name, _unknown_topic_error(name))
             if error is ErrorCode.NONE:
                 error = ErrorCode.LEADER_NOT_AVAILABLE  # created, not in this image yet
             if error != ErrorCode.NONE:

@@ -234,7 +234,9 @@ def _read_partition(ps: PartitionState | None, p: WireRequest, replica_id: int,
                     budget: int, lazy: bool = False, isolation: int = 0) -> FetchPartitionResult:
     index = int(p.partition)
     if ps is None:
-        return FetchPartitionResult(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1, None)
+        # Kafka answers an unknown partition with an empty (not null) aborted list
+        return FetchPartitionResult(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1, None,
+                                    aborted_transactions=())
     err = ps.check_leader_epoch(int(getattr(p, "current_leader_epoch", -1)))
     if err != ErrorCode.NONE:
         return FetchPartitionResult(index, err, -1, -1, -1, None)
@@ -249,6 +251,8 @@ def _read_partition(ps: PartitionState | None, p: WireRequest, replica_id: int,
     out = FetchPartitionResult(index, 0, hw, lso, log_start, b"")
     # Replicas read to the log end, consumers below the HW, read_committed ones below the LSO.
     committed = replica_id < 0 and isolation == READ_COMMITTED
+    if committed:
+        out.aborted_transactions = ()
     bound = leo if replica_id >= 0 else lso if committed else hw
     if offset >= bound or budget <= 0:
         return out

@@ -38,7 +38,9 @@ async def _join(broker: HandlerContext, header: RequestHeader, req: WireRequest,
     )
     return {
         "throttle_time": 0, "error_code": int(res.error), "generation_id": res.generation_id,
-        "protocol_type": res.protocol_type, "protocol_name": res.protocol_name or "",
+        "protocol_type": res.protocol_type,
+        # null in an error answer (v7+ nullable), as Kafka sends it
+        "protocol_name": res.protocol_name or (None if version >= 7 else ""),
         "leader": res.leader, "skip_assignment": False, "member_id": res.member_id,
         "members": [{"member_id": m, "group_instance_id": gi, "metadata": md}
                     for m, gi, md in res.members],
@@ -55,7 +57,8 @@ async def _sync(broker: HandlerContext, header: RequestHeader, req: WireRequest)
         assignments=[(a.member_id, bytes(a.assignment)) for a in req.assignments],
         group_instance_id=getattr(req, "group_instance_id", None),
     )
-    g = broker.groups.groups.get(req.group_id)
+    # Kafka names the protocol only in a successful answer
+    g = broker.groups.groups.get(req.group_id) if err == ErrorCode.NONE else None
     return {"throttle_time": 0, "error_code": int(err),
             "protocol_type": g.protocol_type if g else None,
             "protocol_name": g.protocol_name if g else None, "assignment": assignment}
@@ -263,7 +266,7 @@ def list_groups(broker: HandlerContext, header: RequestHeader, req: WireRequest,
         state = desc["group_state"] if name in broker.groups.groups else "Empty"
         if wanted and state not in wanted:
             continue
-        out.append({"group_id": name, "protocol_type": desc["protocol_type"] or "consumer",
+        out.append({"group_id": name, "protocol_type": desc["protocol_type"],
                     "group_state": state})
     return {"throttle_time": 0, "error_code": 0, "groups": out}
 

@@ -1,0 +1,466 @@
+"""The scenarios, in the order of issue 23: each sends the same requests to one broker and
+records the answers worth comparing under step names (``Session.record``). A scenario is written
+once and run against both brokers; nothing in it depends on which broker it talks to.
+
+Request versions are ones both brokers serve (Kafka 4.1 dropped the oldest; floodmark's table
+is ``wire/api_table.py``). Record timestamps are fixed, so ListOffsets by time compares."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from floodmark.records import Record, build_batch
+from floodmark.wire.api_table import ApiKey as K
+from tests.reference.differential.session import CLOSED, Session
+
+BASE_TS = 1_700_000_000_000  # record timestamps: fixed, so answers by time compare
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    run: Callable[[Session], None]
+    doc: str
+
+
+SCENARIOS: list[Scenario] = []
+
+
+def scenario(fn: Callable[[Session], None]) -> Callable[[Session], None]:
+    SCENARIOS.append(Scenario(fn.__name__, fn, (fn.__doc__ or "").strip()))
+    return fn
+
+
+def _topic_spec(name: str, partitions: int = 1, replication: int = 1,
+                configs: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"name": name, "num_partitions": partitions, "replication_factor": replication,
+            "assignments": [], "configs": [{"name": k, "value": v}
+                                           for k, v in (configs or {}).items()]}
+
+
+def _create(s: Session, step: str, spec: dict[str, Any], validate_only: bool = False) -> Any:
+    return s.step(step, K.CREATE_TOPICS, 5, {"topics": [spec], "timeout": 10_000,
+                                             "validate_only": validate_only})
+
+
+def _batch(values: list[bytes], ts: list[int] | None = None, **kw: Any) -> bytes:
+    ts = ts or [BASE_TS + i for i in range(len(values))]
+    return build_batch([Record(i, t, None, v) for i, (t, v) in enumerate(zip(ts, values,
+                                                                            strict=True))], **kw)
+
+
+def _produce(s: Session, step: str, topic: str, batch: bytes, partition: int = 0,
+             acks: int = -1, version: int = 9) -> Any:
+    return s.step(step, K.PRODUCE, version, {
+        "transactional_id": None, "acks": acks, "timeout": 10_000,
+        "topic_data": [{"name": topic, "partition_data": [
+            {"index": partition, "records": batch}]}]})
+
+
+# -- topics ------------------------------------------------------------------------------------
+@scenario
+def create_topics(s: Session) -> None:
+    """CreateTopics: a good topic; the same again; bad partition counts and replication
+    factors; an unknown config, a bad config value; validate_only (nothing created)."""
+    good = s.name("created")
+    _create(s, "create", _topic_spec(good, 2))
+    _create(s, "create_existing", _topic_spec(good, 2))
+    _create(s, "zero_partitions", _topic_spec(s.name("zero"), 0))
+    _create(s, "negative_partitions", _topic_spec(s.name("neg"), -5))
+    _create(s, "replication_above_brokers", _topic_spec(s.name("rf3"), 1, 3))
+    _create(s, "zero_replication", _topic_spec(s.name("rf0"), 1, 0))
+    _create(s, "unknown_config", _topic_spec(s.name("unknown-cfg"), 1, 1,
+                                             {"no.such.config": "1"}))
+    _create(s, "bad_config_value", _topic_spec(s.name("bad-cfg"), 1, 1,
+                                               {"retention.ms": "soon"}))
+    _create(s, "bad_cleanup_policy", _topic_spec(s.name("bad-policy"), 1, 1,
+                                                 {"cleanup.policy": "shred"}))
+    _create(s, "bad_topic_name", _topic_spec("bad/name", 1))
+    _create(s, "validate_only", _topic_spec(s.name("dry"), 3), validate_only=True)
+    s.step("validate_only_created_nothing", K.METADATA, 9, {
+        "topics": [{"name": s.name("dry")}], "allow_auto_topic_creation": False})
+    s.wait_leaders(good, 2)
+    s.step("metadata_of_created", K.METADATA, 9, {
+        "topics": [{"name": good}], "allow_auto_topic_creation": False})
+
+
+@scenario
+def delete_topics(s: Session) -> None:
+    """DeleteTopics: an unknown topic; a topic that exists, then Metadata for it."""
+    s.step("delete_unknown", K.DELETE_TOPICS, 5, {"topic_names": [s.name("never")],
+                                                  "timeout": 10_000})
+    topic = s.create_topic("doomed")
+    s.step("delete", K.DELETE_TOPICS, 5, {"topic_names": [topic], "timeout": 10_000})
+    s.until(lambda: s.ask(K.METADATA, 9, {"topics": [{"name": topic}],
+                                         "allow_auto_topic_creation": False}),
+            lambda r: r is not CLOSED and int(r.topics[0].error_code) != 0, "topic gone")
+    s.step("metadata_after_delete", K.METADATA, 9, {"topics": [{"name": topic}],
+                                                   "allow_auto_topic_creation": False})
+
+
+@scenario
+def metadata(s: Session) -> None:
+    """Metadata: an unknown topic with auto-creation off; a bad topic name."""
+    s.step("unknown_topic", K.METADATA, 9, {"topics": [{"name": s.name("nothing")}],
+                                            "allow_auto_topic_creation": False})
+    s.step("invalid_name", K.METADATA, 9, {"topics": [{"name": "bad/name"}],
+                                           "allow_auto_topic_creation": False})
+    topic = s.create_topic("meta", 3)
+    s.step("three_partitions", K.METADATA, 12, {"topics": [{"name": topic, "topic_id": None}],
+                                                "allow_auto_topic_creation": False})
+
+
+# -- produce and fetch -------------------------------------------------------------------------
+@scenario
+def produce(s: Session) -> None:
+    """Produce: acks 1 and -1, an invalid acks value, unknown topic and partition, a batch
+    above max.message.bytes, a batch with a bad CRC, a batch at offset 2 after two records."""
+    topic = s.create_topic("produce", 1, {"max.message.bytes": "2000"})
+    _produce(s, "acks_all", topic, _batch([b"a", b"b"]))
+    _produce(s, "acks_one", topic, _batch([b"c"]), acks=1)
+    _produce(s, "acks_two", topic, _batch([b"d"]), acks=2)
+    _produce(s, "unknown_topic", s.name("no-such-topic"), _batch([b"e"]))
+    _produce(s, "unknown_partition", topic, _batch([b"f"]), partition=7)
+    _produce(s, "oversized", topic, _batch([b"x" * 5000]))
+    bad = bytearray(_batch([b"g"]))
+    bad[-1] ^= 0xFF  # the last byte of the record: inside what the CRC covers
+    _produce(s, "bad_crc", topic, bytes(bad))
+    _produce(s, "after_refusals", topic, _batch([b"h"]))
+
+
+def _fetch(s: Session, step: str, topic: str, offset: int, partition: int = 0,
+           epoch: int = -1, version: int = 12, log_start: int = -1) -> Any:
+    return s.step(step, K.FETCH, version, {
+        "replica_id": -1, "max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+        "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+        "topics": [{"topic": topic, "partitions": [{
+            "partition": partition, "current_leader_epoch": epoch, "fetch_offset": offset,
+            "last_fetched_epoch": -1, "log_start_offset": log_start,
+            "partition_max_bytes": 1 << 20}]}],
+        "forgotten_topics_data": [], "rack_id": ""})
+
+
+@scenario
+def fetch(s: Session) -> None:
+    """Fetch: from 0, at the end, beyond the end (out of range), an unknown partition and
+    topic, a future leader epoch (unknown), the current one, a negative offset."""
+    topic = s.create_topic("fetch")
+    _produce(s, "produce", topic, _batch([b"a", b"b", b"c"]))
+    _fetch(s, "from_start", topic, 0)
+    _fetch(s, "at_end", topic, 3)
+    _fetch(s, "beyond_end", topic, 10)
+    _fetch(s, "negative_offset", topic, -2)
+    _fetch(s, "unknown_partition", topic, 0, partition=5)
+    _fetch(s, "unknown_topic", s.name("no-fetch"), 0)
+    _fetch(s, "current_epoch", topic, 0, epoch=0)
+    _fetch(s, "future_epoch", topic, 0, epoch=7)
+    _fetch(s, "v11_from_start", topic, 0, version=11)
+
+
+def _list_offsets(s: Session, step: str, topic: str, specs: list[tuple[int, int]],
+                  epoch: int = -1, version: int = 7, isolation: int = 0) -> Any:
+    """``specs``: (partition, timestamp)."""
+    return s.step(step, K.LIST_OFFSETS, version, {
+        "replica_id": -1, "isolation_level": isolation, "topics": [{"name": topic, "partitions": [
+            {"partition_index": p, "current_leader_epoch": epoch, "timestamp": t}
+            for p, t in specs]}]})
+
+
+@scenario
+def list_offsets(s: Session) -> None:
+    """ListOffsets: earliest (-2), latest (-1), max-timestamp (-3, KIP-734), by timestamp
+    (before, inside, after the records), an unknown partition, a future leader epoch."""
+    topic = s.create_topic("offsets")
+    for name, spec in (("empty_earliest", -2), ("empty_latest", -1), ("empty_max", -3)):
+        _list_offsets(s, name, topic, [(0, spec)])
+    _list_offsets(s, "duplicate_partition", topic, [(0, -2), (0, -1)])
+    # one batch whose largest timestamp is its first record's; then a second batch
+    _produce(s, "produce_1", topic, _batch([b"a", b"b", b"c"],
+                                           [BASE_TS + 50, BASE_TS + 10, BASE_TS + 20]))
+    _produce(s, "produce_2", topic, _batch([b"d", b"e"], [BASE_TS + 30, BASE_TS + 40]))
+    for name, spec in (("earliest", -2), ("latest", -1), ("max_timestamp", -3),
+                       ("before_all", BASE_TS - 1), ("exact_second", BASE_TS + 10),
+                       ("between", BASE_TS + 35), ("after_all", BASE_TS + 1000)):
+        _list_offsets(s, name, topic, [(0, spec)])
+    _list_offsets(s, "unknown_partition", topic, [(9, -1)])
+    _list_offsets(s, "future_epoch", topic, [(0, -1)], epoch=5)
+    _list_offsets(s, "current_epoch", topic, [(0, -1)], epoch=0)
+    _list_offsets(s, "v1_latest", topic, [(0, -1)], version=1)
+
+
+@scenario
+def offset_for_leader_epoch(s: Session) -> None:
+    """OffsetForLeaderEpoch: the current epoch, an older one, a future one, unknown
+    partition; with and without the current-leader-epoch check."""
+    topic = s.create_topic("epochs")
+    _produce(s, "produce", topic, _batch([b"a", b"b"]))
+
+    def ask(step: str, leader_epoch: int, current: int = -1, partition: int = 0) -> None:
+        s.step(step, K.OFFSET_FOR_LEADER_EPOCH, 4, {"replica_id": -1, "topics": [{
+            "topic": topic, "partitions": [{"partition": partition,
+                                            "current_leader_epoch": current,
+                                            "leader_epoch": leader_epoch}]}]})
+    ask("epoch_0", 0)
+    ask("epoch_3", 3)
+    ask("epoch_minus_1", -1)
+    ask("current_check_ok", 0, current=0)
+    ask("current_future", 0, current=4)
+    ask("unknown_partition", 0, partition=3)
+
+
+# -- configs -----------------------------------------------------------------------------------
+TOPIC, BROKER = 2, 4  # ConfigResource types
+
+
+def _describe(s: Session, step: str, rtype: int, name: str, keys: list[str] | None,
+              synonyms: bool = True) -> Any:
+    return s.step(step, K.DESCRIBE_CONFIGS, 4, {
+        "resources": [{"resource_type": rtype, "resource_name": name,
+                       "configuration_keys": keys}],
+        "include_synonyms": synonyms, "include_documentation": False})
+
+
+def _alter(s: Session, step: str, rtype: int, name: str, ops: list[tuple[str, int, str | None]],
+           validate_only: bool = False) -> Any:
+    """``ops``: (name, operation: 0 SET 1 DELETE 2 APPEND 3 SUBTRACT, value)."""
+    return s.step(step, K.INCREMENTAL_ALTER_CONFIGS, 1, {
+        "resources": [{"resource_type": rtype, "resource_name": name, "configs": [
+            {"name": n, "config_operation": op, "value": v} for n, op, v in ops]}],
+        "validate_only": validate_only})
+
+
+# A broker's settings whose answers the scenario compares: the ones clients and tools read.
+BROKER_KEYS = ["advertised.listeners", "min.insync.replicas", "num.partitions",
+               "default.replication.factor", "log.retention.hours", "log.retention.ms",
+               "message.max.bytes", "auto.create.topics.enable", "log.cleanup.policy",
+               "log.segment.bytes", "unclean.leader.election.enable",
+               "offsets.topic.replication.factor", "transactional.id.expiration.ms",
+               "group.initial.rebalance.delay.ms", "broker.id", "node.id", "no.such.config"]
+
+
+@scenario
+def describe_configs(s: Session) -> None:
+    """DescribeConfigs: every config of a new topic (with synonyms), of a topic with a set
+    config, chosen broker configs, an unknown topic, an unknown key."""
+    plain_topic = s.create_topic("cfg-plain")
+    set_topic = s.create_topic("cfg-set", 1, {"retention.ms": "3600000",
+                                              "cleanup.policy": "compact"})
+    _describe(s, "topic_all", TOPIC, plain_topic, None)
+    _describe(s, "topic_set_values", TOPIC, set_topic,
+              ["retention.ms", "cleanup.policy", "segment.bytes", "min.insync.replicas"])
+    _describe(s, "topic_no_synonyms", TOPIC, set_topic, ["retention.ms"], synonyms=False)
+    _describe(s, "topic_unknown_key", TOPIC, set_topic, ["no.such.config"])
+    _describe(s, "unknown_topic", TOPIC, s.name("no-cfg"), None)
+    _describe(s, "broker_keys", BROKER, "1", BROKER_KEYS)
+    _describe(s, "unknown_broker", BROKER, "99", ["num.partitions"])
+
+
+@scenario
+def incremental_alter_configs(s: Session) -> None:
+    """IncrementalAlterConfigs: set then describe, a bad value, an unknown config, DELETE back
+    to the default, APPEND to a list, validate_only, an unknown topic, a broker's read-only
+    config, a dynamic broker config."""
+    topic = s.create_topic("alter")
+    _alter(s, "set_retention", TOPIC, topic, [("retention.ms", 0, "7200000")])
+    _describe(s, "after_set", TOPIC, topic, ["retention.ms"])
+    _alter(s, "bad_value", TOPIC, topic, [("retention.ms", 0, "soon")])
+    _alter(s, "unknown_config", TOPIC, topic, [("no.such.config", 0, "1")])
+    _alter(s, "delete_retention", TOPIC, topic, [("retention.ms", 1, None)])
+    _describe(s, "after_delete", TOPIC, topic, ["retention.ms"])
+    _alter(s, "append_policy", TOPIC, topic, [("cleanup.policy", 2, "compact")])
+    _describe(s, "after_append", TOPIC, topic, ["cleanup.policy"])
+    _alter(s, "validate_only", TOPIC, topic, [("segment.ms", 0, "60000")], validate_only=True)
+    _describe(s, "after_validate_only", TOPIC, topic, ["segment.ms"])
+    _alter(s, "unknown_topic", TOPIC, s.name("no-alter"), [("retention.ms", 0, "1")])
+    _alter(s, "broker_read_only", BROKER, "1", [("log.dirs", 0, "/tmp/x")],
+           validate_only=True)
+    _alter(s, "broker_dynamic", BROKER, "1", [("log.cleaner.threads", 0, "2")],
+           validate_only=True)
+    _alter(s, "broker_bad_value", BROKER, "1", [("log.cleaner.threads", 0, "many")],
+           validate_only=True)
+
+
+# -- partitions and records --------------------------------------------------------------------
+@scenario
+def create_partitions(s: Session) -> None:
+    """CreatePartitions: grow 2 -> 4, the same count, a decrease, an unknown topic,
+    validate_only; Metadata after."""
+    topic = s.create_topic("grow", 2)
+
+    def grow(step: str, name: str, count: int, validate_only: bool = False) -> None:
+        s.step(step, K.CREATE_PARTITIONS, 3, {
+            "topics": [{"name": name, "count": count, "assignments": None}],
+            "timeout": 10_000, "validate_only": validate_only})
+    grow("grow_validate_only", topic, 6, validate_only=True)
+    grow("grow_to_4", topic, 4)
+    grow("same_count", topic, 4)
+    grow("decrease", topic, 3)
+    grow("unknown_topic", s.name("no-grow"), 3)
+    s.wait_leaders(topic, 4)
+    s.step("metadata_after", K.METADATA, 9, {"topics": [{"name": topic}],
+                                             "allow_auto_topic_creation": False})
+
+
+@scenario
+def delete_records(s: Session) -> None:
+    """DeleteRecords: up to offset 2 of 5, beyond the high watermark, -1 (the HW), an unknown
+    partition; ListOffsets earliest and a Fetch below the new log start after."""
+    topic = s.create_topic("trim")
+    _produce(s, "produce", topic, _batch([b"a", b"b", b"c", b"d", b"e"]))
+
+    def delete(step: str, offset: int, partition: int = 0) -> None:
+        s.step(step, K.DELETE_RECORDS, 2, {"topics": [{"name": topic, "partitions": [
+            {"partition_index": partition, "offset": offset}]}], "timeout": 10_000})
+    delete("to_2", 2)
+    delete("beyond_hw", 9)
+    delete("backwards", 1)
+    delete("unknown_partition", 1, partition=4)
+    _list_offsets(s, "earliest_after", topic, [(0, -2)])
+    _fetch(s, "fetch_below_start", topic, 0)
+    delete("to_hw", -1)
+    _list_offsets(s, "earliest_after_hw", topic, [(0, -2)])
+
+
+# -- groups ------------------------------------------------------------------------------------
+GROUP, TXN = 0, 1  # FindCoordinator key types
+PROTOCOLS = [{"name": "range", "metadata": b"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"}]
+
+
+@scenario
+def groups(s: Session) -> None:
+    """Classic group APIs: JoinGroup without a member id (MEMBER_ID_REQUIRED), with it (the
+    leader), SyncGroup, Heartbeat, OffsetCommit, OffsetFetch; then wrong generations and
+    unknown members on each; DescribeGroups and ListGroups through the states; LeaveGroup."""
+    group = s.name("group")
+    topic = s.create_topic("group-topic")
+    s.coordinator(group, GROUP)
+
+    def join(step: str, member: str) -> Any:
+        return s.record(step, s.settled(K.JOIN_GROUP, 7, {
+            "group_id": group, "session_timeout": 30_000, "rebalance_timeout": 10_000,
+            "member_id": member, "group_instance_id": None, "protocol_type": "consumer",
+            "protocols": PROTOCOLS}, lambda r: int(r.error_code)))
+    first = join("join_without_member_id", "")
+    member = str(first.member_id) if first is not CLOSED else ""
+    joined = join("join", member)
+    generation = int(joined.generation_id) if joined is not CLOSED else -1
+    s.step("describe_completing_rebalance", K.DESCRIBE_GROUPS, 5, {"groups": [group]})
+
+    def sync(step: str, gen: int, mem: str) -> None:
+        s.step(step, K.SYNC_GROUP, 5, {
+            "group_id": group, "generation_id": gen, "member_id": mem,
+            "group_instance_id": None, "protocol_type": "consumer", "protocol_name": "range",
+            "assignments": [{"member_id": mem, "assignment": b"\x00\x01"}]})
+    sync("sync_wrong_generation", generation + 5, member)
+    sync("sync_unknown_member", generation, "nobody")
+    sync("sync", generation, member)
+
+    def heartbeat(step: str, gen: int, mem: str) -> None:
+        s.step(step, K.HEARTBEAT, 4, {"group_id": group, "generation_id": gen,
+                                      "member_id": mem, "group_instance_id": None})
+    heartbeat("heartbeat", generation, member)
+    heartbeat("heartbeat_wrong_generation", generation + 5, member)
+    heartbeat("heartbeat_unknown_member", generation, "nobody")
+    heartbeat("heartbeat_unknown_group", generation, member)  # below: a group never joined
+
+    def commit(step: str, gen: int, mem: str, offset: int, grp: str = group) -> None:
+        s.step(step, K.OFFSET_COMMIT, 8, {
+            "group_id": grp, "generation_id_or_member_epoch": gen, "member_id": mem,
+            "group_instance_id": None, "topics": [{"name": topic, "partitions": [
+                {"partition_index": 0, "committed_offset": offset,
+                 "committed_leader_epoch": -1, "committed_metadata": "m"}]}]})
+    commit("commit", generation, member, 3)
+    commit("commit_wrong_generation", generation + 5, member, 4)
+    commit("commit_unknown_member", generation, "nobody", 4)
+    commit("commit_simple_unknown_group", -1, "", 2, grp=s.name("simple"))
+
+    def offsets(step: str, grp: str) -> None:
+        s.step(step, K.OFFSET_FETCH, 8, {"groups": [
+            {"group_id": grp, "topics": [{"name": topic, "partition_indexes": [0, 1]}]}],
+            "require_stable": False})
+    offsets("offset_fetch", group)
+    offsets("offset_fetch_simple", s.name("simple"))
+    offsets("offset_fetch_unknown_group", s.name("nogroup"))
+    s.step("describe_stable", K.DESCRIBE_GROUPS, 5, {"groups": [group, s.name("nogroup")]})
+    listed = s.ask(K.LIST_GROUPS, 4, {"states_filter": []})
+    if listed is not CLOSED:  # only this run's groups: the Kafka node serves other tests too
+        s.record("list_groups", {"error_code": listed.error_code, "groups": [
+            g for g in listed.groups if s.run_id in str(g.group_id)]})
+    s.step("leave", K.LEAVE_GROUP, 5, {"group_id": group, "members": [
+        {"member_id": member, "group_instance_id": None}]})
+    s.step("leave_unknown_member", K.LEAVE_GROUP, 5, {"group_id": group, "members": [
+        {"member_id": "nobody", "group_instance_id": None}]})
+    s.step("describe_after_leave", K.DESCRIBE_GROUPS, 5, {"groups": [group]})
+
+
+# -- transactions ------------------------------------------------------------------------------
+@scenario
+def transactions(s: Session) -> None:
+    """Transaction APIs: InitProducerId (idempotent, then transactional), EndTxn with no
+    transaction, AddPartitionsToTxn with a wrong epoch and an unknown producer id, then the
+    right one; DescribeTransactions and ListTransactions in Ongoing, after the commit;
+    InitProducerId again (the epoch bump)."""
+    topic = s.create_topic("txn-topic")
+    txn = s.name("txn")
+    s.record("init_idempotent", s.settled(K.INIT_PRODUCER_ID, 4, {
+        "transactional_id": None, "transaction_timeout": 60_000, "producer_id": -1,
+        "producer_epoch": -1}, lambda r: int(r.error_code)))
+    s.coordinator(txn, TXN)
+    init_body = {"transactional_id": txn, "transaction_timeout": 60_000, "producer_id": -1,
+                 "producer_epoch": -1}
+    init = s.record("init", s.settled(K.INIT_PRODUCER_ID, 4, init_body,
+                                      lambda r: int(r.error_code)))
+    pid, epoch = (int(init.producer_id), int(init.producer_epoch)) if init is not CLOSED \
+        else (-1, -1)
+
+    def end(step: str, commit: bool, e: int = epoch) -> None:
+        s.record(step, s.settled(K.END_TXN, 3, {
+            "transactional_id": txn, "producer_id": pid, "producer_epoch": e,
+            "committed": commit}, lambda r: int(r.error_code)))
+    end("end_without_transaction", True)
+    end("abort_without_transaction", False)
+
+    def add(step: str, p: int, e: int, name: str = txn) -> Any:
+        return s.step(step, K.ADD_PARTITIONS_TO_TXN, 3, {
+            "v3_and_below_transactional_id": name, "v3_and_below_producer_id": p,
+            "v3_and_below_producer_epoch": e,
+            "v3_and_below_topics": [{"name": topic, "partitions": [0]}]})
+    add("add_wrong_epoch", pid, epoch + 3)
+    add("add_wrong_producer_id", pid + 1000, epoch)
+    add("add_unknown_txn_id", pid, epoch, name=s.name("no-txn"))
+    add("add", pid, epoch)
+    s.step("describe_ongoing", K.DESCRIBE_TRANSACTIONS, 0,
+           {"transactional_ids": [txn, s.name("no-txn")]})
+
+    def listed(step: str, states: list[str]) -> None:
+        answer = s.ask(K.LIST_TRANSACTIONS, 1, {"state_filters": states,
+                                                "producer_id_filters": [],
+                                                "duration_filter": -1})
+        if answer is not CLOSED:
+            s.record(step, {"error_code": answer.error_code,
+                            "unknown_state_filters": answer.unknown_state_filters,
+                            "transaction_states": [t for t in answer.transaction_states
+                                                   if s.run_id in str(t.transactional_id)]})
+    listed("list_ongoing", ["Ongoing"])
+    listed("list_unknown_state", ["Sleeping"])
+    _produce_txn = build_batch([Record(0, BASE_TS, None, b"t")], producer_id=pid,
+                               producer_epoch=epoch, base_sequence=0, is_transactional=True)
+    s.step("produce", K.PRODUCE, 9, {
+        "transactional_id": txn, "acks": -1, "timeout": 10_000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": 0,
+                                                           "records": _produce_txn}]}]})
+    end("commit_wrong_epoch", True, epoch + 3)
+    end("commit", True)
+    s.until(lambda: s.ask(K.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [txn]}),
+            lambda r: r is CLOSED or str(r.transaction_states[0].transaction_state)
+            == "CompleteCommit", "the commit complete")
+    s.step("describe_committed", K.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [txn]})
+    _list_offsets(s, "last_stable", topic, [(0, -1)], isolation=1)
+    again = s.record("init_again", s.settled(K.INIT_PRODUCER_ID, 4, init_body,
+                                             lambda r: int(r.error_code)))
+    if again is not CLOSED:
+        s.record("init_again_epoch_bumped", int(again.producer_epoch) == epoch + 1)
+        s.record("init_again_same_producer", int(again.producer_id) == pid)
+    add("add_old_epoch_after_bump", pid, epoch)
