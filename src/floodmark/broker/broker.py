@@ -36,7 +36,7 @@ from floodmark.broker.offsets import OffsetStore, partition_for
 from floodmark.broker.partition_state import PartitionState
 from floodmark.broker.purgatory import FetchPurgatory
 from floodmark.broker.replica_fetcher import ReplicaManager
-from floodmark.broker.server import Connection, start_listener
+from floodmark.broker.server import Connection, TlsServer, start_listener
 from floodmark.broker.txn_coordinator import TransactionCoordinatorDriver
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import INTERNAL_TOPICS, OFFSETS_TOPIC, TopicMeta
@@ -102,7 +102,7 @@ class Broker:
         self.connections: set[Connection] = set()
         self.max_request_bytes = config.get_int("socket.request.max.bytes")
         self.storage = storage_glue.Storage(self.data_dir, config)
-        self._servers: list[asyncio.Server] = []
+        self._servers: list[asyncio.Server | TlsServer] = []
         self._stopping: asyncio.Event | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.bound_port: int = config.listen_port  # the first listener's

@@ -6,17 +6,19 @@ JoinGroup waiting for the rebalance). A frame that cannot be decoded, an unknown
 unsupported version closes this connection only (what Kafka does); every other client keeps going.
 
 One server per listener (``security.listeners``): each accepted ``Connection`` knows its listener
-name and security protocol. On a TLS listener (SSL, SASL_SSL) the connection is accepted as TCP
-and upgraded with the listener's *current* ``ssl.SSLContext`` (``Tls.context()``, which reloads
-changed key and trust stores), so a rotated certificate is served to new connections without a
-restart; a failed handshake (plaintext bytes, an untrusted, expired or missing client
-certificate) is one log line and closes that connection only. TLS connections never use sendfile.
+name and security protocol. A TLS listener (SSL, SASL_SSL) accepts sockets itself
+(``serve_tls``) and hands each one to the loop with the listener's *current* ``ssl.SSLContext``
+(``ServerTls.context``, which reloads changed key and trust stores), so a rotated certificate is
+served to new connections without a restart, and not a byte is read outside TLS; a failed
+handshake (plaintext bytes, an untrusted, expired or missing client certificate, a silent peer)
+is one log line and closes that connection only. TLS connections never use sendfile.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from collections import deque
 from collections.abc import Awaitable, Callable
 
@@ -40,7 +42,6 @@ class Connection(asyncio.Protocol):
         "_dispatch",
         "_filled",
         "_frame",
-        "_handshake",
         "_header",
         "_max_request_bytes",
         "_on_close",
@@ -82,7 +83,6 @@ class Connection(asyncio.Protocol):
         self.security_protocol = (listener.security_protocol.value if listener is not None
                                   else SecurityProtocol.PLAINTEXT.value)
         self._tls = tls  # a TLS listener's: the handshake comes before any request
-        self._handshake: asyncio.Future[None] | None = None
         self.sendfile_fd: int | None = None  # set when Fetch may send records with sendfile
         self._sender: SendfileWriter | None = None  # writes responses holding file slices
 
@@ -92,33 +92,15 @@ class Connection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.client_host = str(peer[0]) if peer else "?"
-        if self._tls is not None:
-            raw: asyncio.Transport = transport  # type: ignore[assignment]
-            raw.pause_reading()  # not a byte is read as a request before the handshake
-            self.transport = None
-            self._handshake = asyncio.ensure_future(self._start_tls(raw, self._tls))
+        if self._tls is not None:  # accepted by serve_tls: the handshake is done
+            self.sendfile_fd = None  # the kernel cannot encrypt: records go through TLS
+            try:
+                self.principal = self._tls.principal_of(transport.get_extra_info("ssl_object"))
+            except TlsRefused as exc:
+                log.warning("closing %s on listener %s: %s", self.peer, self.listener_name, exc)
+                self.abort()
             return
         self.sendfile_fd = sendfile_fd(transport)
-
-    async def _start_tls(self, raw: asyncio.Transport, tls: ServerTls) -> None:
-        loop = asyncio.get_running_loop()
-        try:
-            context = tls.context()
-            upgraded = await loop.start_tls(raw, self, context, server_side=True,
-                                            ssl_handshake_timeout=tls.handshake_timeout_s)
-            if upgraded is None:
-                raise TlsRefused("the connection closed during the TLS handshake")
-            self.principal = tls.principal_of(upgraded.get_extra_info("ssl_object"))
-        except (OSError, TimeoutError, ValueError, TlsRefused) as exc:
-            log.warning("closing %s on listener %s: TLS handshake failed: %s", self.peer,
-                        self.listener_name, TlsRefused.describe(exc))
-            self.closed = True
-            raw.abort()
-            self._on_close(self)
-            return
-        self.transport = upgraded
-        self.sendfile_fd = None  # the kernel cannot encrypt: records go through the TLS layer
-        self._update_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -139,8 +121,6 @@ class Connection(asyncio.Protocol):
         a *writable* view, so storage can patch offsets in place without copying again.
         """
         if self.closed:
-            return
-        if self.transport is None:  # bytes before the TLS handshake ended: none are expected
             return
         view = memoryview(data)
         pos = 0
@@ -311,7 +291,7 @@ async def start_listener(
     host: str, port: int, dispatch: Dispatch, max_request_bytes: int,
     on_open: Callable[[Connection], None], on_close: Callable[[Connection], None],
     listener: Endpoint | None = None, tls: ServerTls | None = None,
-) -> asyncio.Server:
+) -> asyncio.Server | TlsServer:
     loop = asyncio.get_running_loop()
 
     def factory() -> Connection:
@@ -319,4 +299,82 @@ async def start_listener(
         on_open(conn)
         return conn
 
+    if tls is not None:
+        return await TlsServer.start(host, port, factory, tls, listener)
     return await loop.create_server(factory, host, port, reuse_address=True, backlog=1024)
+
+
+class TlsServer:
+    """A TLS listener: an accept loop that hands each socket to the event loop with the
+    listener's current context and logs a failed handshake in one line. ``sockets`` and
+    ``close`` as ``asyncio.Server`` has them."""
+
+    MAX_HANDSHAKES = 256
+    """Handshakes in progress at once; more connections wait in the accept backlog."""
+
+    def __init__(self, sock: socket.socket, factory: Callable[[], Connection], tls: ServerTls,
+                 name: str) -> None:
+        self.sockets = [sock]
+        self._factory, self._tls, self._name = factory, tls, name
+        self._handshakes: set[asyncio.Task[None]] = set()
+        self._slots = asyncio.Semaphore(self.MAX_HANDSHAKES)
+        self._accepting = asyncio.create_task(self._accept_loop())
+
+    @classmethod
+    async def start(cls, host: str, port: int, factory: Callable[[], Connection],
+                    tls: ServerTls, listener: Endpoint | None) -> TlsServer:
+        infos = await asyncio.get_running_loop().getaddrinfo(host, port,
+                                                              type=socket.SOCK_STREAM)
+        family, _, _, _, address = infos[0]
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(address)
+            sock.listen(1024)
+            sock.setblocking(False)
+        except OSError:
+            sock.close()
+            raise
+        return cls(sock, factory, tls, listener.name if listener is not None else "SSL")
+
+    async def _accept_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        listening = self.sockets[0]
+        while True:
+            await self._slots.acquire()
+            try:
+                sock, peer = await loop.sock_accept(listening)
+            except OSError as exc:  # EMFILE and the like: say so, back off, go on
+                self._slots.release()
+                log.warning("listener %s: accept failed: %s", self._name, exc)
+                await asyncio.sleep(0.1)
+                continue
+            except BaseException:
+                self._slots.release()
+                raise
+            task = asyncio.create_task(self._handshake(sock, peer))
+            self._handshakes.add(task)
+            task.add_done_callback(self._handshakes.discard)
+
+    async def _handshake(self, sock: socket.socket, peer: object) -> None:
+        loop = asyncio.get_running_loop()
+        where = (f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2
+                 else str(peer))
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            await loop.connect_accepted_socket(
+                self._factory, sock, ssl=self._tls.context(),
+                ssl_handshake_timeout=self._tls.handshake_timeout_s)
+        except (OSError, TimeoutError, ValueError, EOFError) as exc:
+            log.warning("closing %s on listener %s: TLS handshake failed: %s", where,
+                        self._name, TlsRefused.describe(exc))
+            sock.close()
+        finally:
+            self._slots.release()
+
+    def close(self) -> None:
+        self._accepting.cancel()
+        for task in list(self._handshakes):
+            task.cancel()
+        for sock in self.sockets:
+            sock.close()
