@@ -114,7 +114,7 @@ def _refused(running: RunningBroker, security: ClientSecurity) -> None:
 def test_a_bad_client_certificate_is_one_line_and_others_are_served(
         running: RunningBroker, pki: Pki, who: str, caplog: pytest.LogCaptureFixture) -> None:
     files = None if who == "none" else getattr(pki, who)
-    with caplog.at_level(logging.WARNING, logger="floodmark.broker.server"):
+    with caplog.at_level(logging.WARNING):
         with KafkaConnection(f"127.0.0.1:{running.port('SSL')}",
                              security=client(pki, pki.alice)) as good:
             _refused(running, client(pki, files))
@@ -128,7 +128,7 @@ def test_a_bad_client_certificate_is_one_line_and_others_are_served(
 
 def test_plaintext_on_the_tls_port_and_tls_on_the_plaintext_port(
         running: RunningBroker, pki: Pki, caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="floodmark.broker.server"):
+    with caplog.at_level(logging.WARNING):
         with socket.create_connection(("127.0.0.1", running.port("SSL")), timeout=10) as sock:
             sock.sendall(encode_request(API_VERSIONS, 0, 1, {}))
             assert _read_until_closed(sock) == b""  # closed, nothing answered

@@ -36,13 +36,14 @@ from floodmark.broker.offsets import OffsetStore, partition_for
 from floodmark.broker.partition_state import PartitionState
 from floodmark.broker.purgatory import FetchPurgatory
 from floodmark.broker.replica_fetcher import ReplicaManager
-from floodmark.broker.server import Connection, TlsServer, start_listener
+from floodmark.broker.server import Connection, start_listener
 from floodmark.broker.txn_coordinator import TransactionCoordinatorDriver
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import INTERNAL_TOPICS, OFFSETS_TOPIC, TopicMeta
 from floodmark.replication.election import AlterPartitionRequest
 from floodmark.replication.produce import ProduceSettings
 from floodmark.security.listeners import Endpoint
+from floodmark.security.tls_server import TlsServer
 from floodmark.settings import topic_log_config
 from floodmark.wire.api_table import SUPPORTED, ApiKey, accepted_range
 from floodmark.wire.codec import (
