@@ -66,6 +66,12 @@ def test_clients_produce_and_consume_over_ssl_with_replication(cluster: LocalClu
         got.append(msg.key())
     c.close()
     assert got == [str(i).encode() for i in range(20)]
+    # `cluster describe` reads every replica's own broker over the client listener (TLS).
+    from floodmark.cluster.describe import describe
+
+    (row,) = describe(cluster, topic)
+    assert [r.get("error") for r in row["replicas"]] == [None, None]
+    assert sorted(r["log_end_offset"] for r in row["replicas"]) == [20, 20]
 
 
 CALLS = [

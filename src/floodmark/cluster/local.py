@@ -290,6 +290,13 @@ class LocalCluster:
         return sec.admin_channel() if sec is not None else PLAINTEXT
 
     @property
+    def client_security(self) -> ClientSecurity:
+        """How a client of the brokers' bootstrap listener connects (``client.properties``)."""
+        sec = self.security
+        return (ClientSecurity.from_properties(sec.client_properties()) if sec is not None
+                else PLAINTEXT)
+
+    @property
     def has_controller(self) -> bool:
         """Does this directory run the controller (rather than join one elsewhere)?"""
         return bool(self.controller_ids)
