@@ -4,6 +4,14 @@ Framing (4-byte size + request), one dispatch per frame, and responses written s
 order (wire-compat.md P3) even when a later request finishes first (a long-polling Fetch or a
 JoinGroup waiting for the rebalance). A frame that cannot be decoded, an unknown API key or an
 unsupported version closes this connection only (what Kafka does); every other client keeps going.
+
+One server per listener (``security.listeners``): each accepted ``Connection`` knows its listener
+name and security protocol. A TLS listener (SSL, SASL_SSL) accepts sockets itself
+(``serve_tls``) and hands each one to the loop with the listener's *current* ``ssl.SSLContext``
+(``ServerTls.context``, which reloads changed key and trust stores), so a rotated certificate is
+served to new connections without a restart, and not a byte is read outside TLS; a failed
+handshake (plaintext bytes, an untrusted, expired or missing client certificate, a silent peer)
+is one log line and closes that connection only. TLS connections never use sendfile.
 """
 
 from __future__ import annotations
@@ -15,7 +23,10 @@ from collections.abc import Awaitable, Callable
 
 from floodmark.broker.boundary import Encoded
 from floodmark.broker.sendfile import SendfileParts, SendfileWriter, sendfile_fd
+from floodmark.security.listeners import Endpoint, SecurityProtocol
 from floodmark.security.principal import ANONYMOUS, KafkaPrincipal
+from floodmark.security.tls import ServerTls, TlsRefused
+from floodmark.security.tls_server import TlsServer
 from floodmark.wire.errors import ProtocolError
 
 log = logging.getLogger(__name__)
@@ -37,6 +48,7 @@ class Connection(asyncio.Protocol):
         "_pending",
         "_reading_paused",
         "_sender",
+        "_tls",
         "_write_paused",
         "client_host",
         "closed",
@@ -49,7 +61,8 @@ class Connection(asyncio.Protocol):
     )
 
     def __init__(
-        self, dispatch: Dispatch, max_request_bytes: int, on_close: Callable[[Connection], None]
+        self, dispatch: Dispatch, max_request_bytes: int, on_close: Callable[[Connection], None],
+        listener: Endpoint | None = None, tls: ServerTls | None = None,
     ) -> None:
         self._dispatch = dispatch
         self._max_request_bytes = max_request_bytes
@@ -66,8 +79,10 @@ class Connection(asyncio.Protocol):
         self.client_host: str = "?"  # the peer's address without the port (ACL host matching)
         # Who is on this connection: ANONYMOUS until TLS/SASL authentication says otherwise.
         self.principal: KafkaPrincipal = ANONYMOUS
-        self.listener_name = "PLAINTEXT"
-        self.security_protocol = "PLAINTEXT"
+        self.listener_name = listener.name if listener is not None else "PLAINTEXT"
+        self.security_protocol = (listener.security_protocol.value if listener is not None
+                                  else SecurityProtocol.PLAINTEXT.value)
+        self._tls = tls  # a TLS listener's: the handshake comes before any request
         self.sendfile_fd: int | None = None  # set when Fetch may send records with sendfile
         self._sender: SendfileWriter | None = None  # writes responses holding file slices
 
@@ -77,6 +92,14 @@ class Connection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.client_host = str(peer[0]) if peer else "?"
+        if self._tls is not None:  # accepted by serve_tls: the handshake is done
+            self.sendfile_fd = None  # the kernel cannot encrypt: records go through TLS
+            try:
+                self.principal = self._tls.principal_of(transport.get_extra_info("ssl_object"))
+            except TlsRefused as exc:
+                log.warning("closing %s on listener %s: %s", self.peer, self.listener_name, exc)
+                self.abort()
+            return
         self.sendfile_fd = sendfile_fd(transport)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -139,6 +162,12 @@ class Connection(asyncio.Protocol):
                 return
 
     def _start_frame(self, size: int) -> bool:
+        if self._tls is None and size >> 16 in _TLS_RECORD_PREFIXES:
+            log.warning("closing %s: a TLS handshake on %s listener %s (the client is "
+                        "configured for SSL)", self.peer, self.security_protocol,
+                        self.listener_name)
+            self.abort()
+            return False
         if size < 8 or size > self._max_request_bytes:
             log.warning("closing %s: request size %d outside [8, socket.request.max.bytes=%d]",
                         self.peer, size, self._max_request_bytes)
@@ -253,15 +282,24 @@ class Connection(asyncio.Protocol):
             self.transport.abort()
 
 
+# A TLS ClientHello starts with a handshake record: content type 22, version 3.x. Read as a
+# request's size prefix those bytes are 0x1603xxxx, far above any request size.
+_TLS_RECORD_PREFIXES = frozenset({0x1603})
+
+
 async def start_listener(
     host: str, port: int, dispatch: Dispatch, max_request_bytes: int,
     on_open: Callable[[Connection], None], on_close: Callable[[Connection], None],
-) -> asyncio.Server:
+    listener: Endpoint | None = None, tls: ServerTls | None = None,
+) -> asyncio.Server | TlsServer:
     loop = asyncio.get_running_loop()
 
     def factory() -> Connection:
-        conn = Connection(dispatch, max_request_bytes, on_close)
+        conn = Connection(dispatch, max_request_bytes, on_close, listener, tls)
         on_open(conn)
         return conn
 
+    if tls is not None:
+        return await TlsServer.start(host, port, factory, tls,
+                                     listener.name if listener is not None else "SSL")
     return await loop.create_server(factory, host, port, reuse_address=True, backlog=1024)

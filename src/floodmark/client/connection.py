@@ -1,6 +1,7 @@
 """The one Kafka-protocol client connection: requests built from dicts with kio, one framing
 reader with a size cap, over a blocking socket (``KafkaConnection``: the CLI, tests, Spark's
-driver) or asyncio streams (``AsyncKafkaConnection``: the replica fetcher)."""
+driver) or asyncio streams (``AsyncKafkaConnection``: the replica fetcher). Either runs over TLS
+when its ``security.ClientSecurity`` says so (``security.protocol=ssl``)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
 from floodmark.address import parse_bootstrap
+from floodmark.security.client_security import PLAINTEXT, ClientSecurity
 from floodmark.wire.codec import build
 from floodmark.wire.hot import FETCH_READ_VERSIONS, HotDecodeError, parse_fetch_response
 
@@ -79,13 +81,21 @@ def encode_request(api_key: int, version: int, correlation_id: int, body: Mappin
 
 class KafkaConnection:
     def __init__(self, bootstrap: str, timeout_s: float = 30.0, client_id: str = "floodmark-cli",
-                 source_host: str | None = None) -> None:
+                 security: ClientSecurity = PLAINTEXT, source_host: str | None = None) -> None:
         """``source_host``: the local address to connect from (what ACLs match as host)."""
         host, port = parse_bootstrap(bootstrap)[0]
-        self.sock = socket.create_connection(
+        context = security.ssl_context()
+        sock = socket.create_connection(
             (host, port), timeout=timeout_s,
             source_address=None if source_host is None else (source_host, 0))
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if context is not None:
+            try:
+                sock = context.wrap_socket(sock, server_hostname=security.server_hostname(host))
+            except BaseException:
+                sock.close()
+                raise
+        self.sock = sock
         self.client_id = client_id
         self._correlation_id = 0
 
@@ -131,8 +141,10 @@ class AsyncKafkaConnection:
     Every failure (refused, reset, timed out, a broken frame) is ``RequestFailed`` and closes
     the connection; the next request reconnects."""
 
-    def __init__(self, host: str, port: int, client_id: str) -> None:
+    def __init__(self, host: str, port: int, client_id: str,
+                 security: ClientSecurity = PLAINTEXT) -> None:
         self.host, self.port, self.client_id = host, port, client_id
+        self.security = security
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._ids = itertools.count(1)
@@ -151,7 +163,10 @@ class AsyncKafkaConnection:
         # while this request waits; the closed stream then ends the request with an error.
         reader, writer = self._reader, self._writer
         if reader is None or writer is None:
-            reader, writer = await asyncio.open_connection(self.host, self.port)
+            context = self.security.ssl_context()
+            reader, writer = await asyncio.open_connection(
+                self.host, self.port, ssl=context,
+                server_hostname=self.security.server_hostname(self.host))
             self._reader, self._writer = reader, writer
         corr = next(self._ids) & 0x7FFFFFFF
         writer.write(encode_request(api_key, version, corr, body, self.client_id))
