@@ -17,8 +17,6 @@ from typing import Any
 from floodmark.cli.common import (
     CliError,
     add_bootstrap,
-    add_command_config,
-    command_config_of,
     connect,
 )
 from floodmark.errors import ErrorCode
@@ -77,7 +75,6 @@ def register(subparsers: Any) -> None:
             p.add_argument("--principal", action="append", default=[], metavar="TYPE:NAME",
                            help="only the ACLs of these principals")
         add_bootstrap(p)
-        add_command_config(p)
         p.set_defaults(func=func)
     acl.set_defaults(func=lambda a: (acl.print_help(), 2)[1])
 
@@ -146,7 +143,6 @@ def acl_add(args: argparse.Namespace) -> int:
                 except AclError as exc:
                     raise CliError(str(exc)) from None
                 creations.append(_binding_fields(rt, name, pattern, principal, host, op, perm))
-    command_config_of(args)
     with connect(args) as cluster:
         resp = cluster.request_any(API_CREATE_ACLS, VERSION, {"creations": creations})
     failed = 0
@@ -183,7 +179,6 @@ def acl_remove(args: argparse.Namespace) -> int:
         for perm, principal, host in entries:
             for op in ops:
                 filters.append(AclBindingFilter(rt, name, pattern, principal, host, op, perm))
-    command_config_of(args)
     with connect(args) as cluster:
         resp = cluster.request_any(API_DELETE_ACLS, VERSION,
                                    {"filters": [_filter_fields(f) for f in filters]})
@@ -202,7 +197,6 @@ def acl_list(args: argparse.Namespace) -> int:
     resources: list[tuple[ResourceType, str | None]] = list(_resources(args)) or [
         (ResourceType.ANY, None)]
     principals: list[str | None] = list(args.principal) or [None]
-    command_config_of(args)
     rc = 0
     with connect(args) as cluster:
         for rt, name in resources:

@@ -43,35 +43,6 @@ def add_bootstrap(p: argparse.ArgumentParser) -> None:
                         "ssl.key.location, ssl.key.password, sasl.*)")
 
 
-def add_command_config(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--command-config", default=None, metavar="FILE",
-                   help="client settings, one key=value a line (Kafka's --command-config: "
-                        "security.protocol, sasl.*, ssl.*)")
-
-
-def command_config_of(args: argparse.Namespace) -> dict[str, str]:
-    """``--command-config``'s settings (Java properties: ``key=value`` or ``key: value``, ``#``
-    and ``!`` comments); {} without one. CliError, one line, for a file that cannot be read or
-    a line that is not a setting (the line number, never its value: it may hold a password)."""
-    path = getattr(args, "command_config", None)
-    if not path:
-        return {}
-    try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise CliError(f"--command-config {path}: {exc.strerror or exc}") from None
-    out: dict[str, str] = {}
-    for number, line in enumerate(text.splitlines(), 1):
-        line = line.strip()
-        if not line or line[0] in "#!":
-            continue
-        cut = min((i for i in (line.find("="), line.find(":")) if i > 0), default=-1)
-        if cut < 0:
-            raise CliError(f"--command-config {path}: line {number} is not key=value")
-        out[line[:cut].strip()] = line[cut + 1:].strip()
-    return out
-
-
 def bootstrap_of(args: argparse.Namespace) -> str:
     """``--bootstrap-server``, else the cluster of ``--data-dir``, else ``$FLOODMARK_BOOTSTRAP``,
     else the cluster of ``./floodmark-cluster`` if there is one, else 127.0.0.1:9092."""
