@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Protocol
 
 from floodmark.broker.config import Configs
+from floodmark.controller import scram
 from floodmark.controller.image import (
     MetadataImage,
     Reassignment,
@@ -60,6 +61,10 @@ class Controller(Protocol):
     async def alter_topic_configs(self, name: str, configs: Configs) -> None: ...
     async def alter_broker_configs(self, resource: str, configs: Configs) -> None: ...
     def broker_configs(self) -> dict[str, Configs]: ...
+    async def alter_scram_credentials(self, deletions: list[scram.Deletion],
+                                      upsertions: list[scram.Upsertion]
+                                      ) -> list[scram.AlterResult]: ...
+    def scram_credentials(self) -> scram.Credentials: ...
     async def alter_partition_reassignments(
         self, changes: list[tuple[str, int, tuple[int, ...] | None]]
     ) -> list[tuple[str, int, ErrorCode, str]]: ...
@@ -212,6 +217,16 @@ class LocalController:
 
     def broker_configs(self) -> dict[str, Configs]:
         return self.logic.image.broker_configs
+
+    async def alter_scram_credentials(self, deletions: list[scram.Deletion],
+                                      upsertions: list[scram.Upsertion]
+                                      ) -> list[scram.AlterResult]:
+        results = self.logic.alter_scram_credentials(deletions, upsertions)
+        self._persist()
+        return results
+
+    def scram_credentials(self) -> scram.Credentials:
+        return self.logic.image.scram_credentials
 
     async def alter_partition_reassignments(
         self, changes: list[tuple[str, int, tuple[int, ...] | None]]

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from floodmark.broker.boundary import Encoded
 from floodmark.broker.sendfile import SendfileParts, SendfileWriter, sendfile_fd
 from floodmark.security.principal import ANONYMOUS, KafkaPrincipal
+from floodmark.security.sasl.session import SaslSession
 from floodmark.wire.errors import ProtocolError
 
 log = logging.getLogger(__name__)
@@ -43,6 +44,7 @@ class Connection(asyncio.Protocol):
         "listener_name",
         "peer",
         "principal",
+        "sasl",
         "security_protocol",
         "sendfile_fd",
         "transport",
@@ -68,6 +70,9 @@ class Connection(asyncio.Protocol):
         self.principal: KafkaPrincipal = ANONYMOUS
         self.listener_name = "PLAINTEXT"
         self.security_protocol = "PLAINTEXT"
+        # A SASL listener's authenticator (set by the broker when the connection opens): until
+        # it succeeds, requests are few and small (``SaslSession.admits``).
+        self.sasl: SaslSession | None = None
         self.sendfile_fd: int | None = None  # set when Fetch may send records with sendfile
         self._sender: SendfileWriter | None = None  # writes responses holding file slices
 
@@ -139,9 +144,13 @@ class Connection(asyncio.Protocol):
                 return
 
     def _start_frame(self, size: int) -> bool:
-        if size < 8 or size > self._max_request_bytes:
-            log.warning("closing %s: request size %d outside [8, socket.request.max.bytes=%d]",
-                        self.peer, size, self._max_request_bytes)
+        limit = self._max_request_bytes
+        if self.sasl is not None:  # before SASL authentication: sasl.server.max.receive.size
+            limit = self.sasl.max_frame_bytes(limit)
+        if size < 8 or size > limit:
+            log.warning("closing %s: request size %d outside [8, %s=%d]", self.peer, size,
+                        "socket.request.max.bytes" if limit == self._max_request_bytes
+                        else "sasl.server.max.receive.size", limit)
             self.abort()
             return False
         self._frame = bytearray(size)

@@ -31,6 +31,7 @@ from floodmark.controller.image import (
     UnappliedRecord,
     registration_to_record,
 )
+from floodmark.controller.scram import credential_record
 from floodmark.storage.fs import FileHandle, FileSystem
 from floodmark.storage.log import Log
 
@@ -69,7 +70,7 @@ def parse_file_name(name: str) -> SnapshotId | None:
 
 # -- image <-> records ---------------------------------------------------------------------------
 IMAGE_FIELDS = frozenset({"next_offset", "cluster_id", "brokers", "topics", "next_producer_id",
-                          "broker_configs", "reassignments"})
+                          "broker_configs", "reassignments", "scram_credentials"})
 """Every attribute of ``MetadataImage`` that ``image_records`` writes (a test compares this
 with the class, so a new image field cannot be forgotten by snapshots)."""
 
@@ -97,6 +98,8 @@ def image_records(image: MetadataImage) -> list[MetadataRecord]:
                     "removing": list(r.removing), "original": list(r.original)})
     for resource, configs in sorted(image.broker_configs.items()):
         out.append({"type": "broker_configs", "resource": resource, "configs": dict(configs)})
+    for user, creds in sorted(image.scram_credentials.items()):
+        out.extend(credential_record(user, cred) for _, cred in sorted(creds.items()))
     out.append({"type": "producer_ids", "next": image.next_producer_id})
     return out
 

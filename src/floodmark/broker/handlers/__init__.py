@@ -17,6 +17,8 @@ from floodmark.broker.handlers import (
     debug,
     group_apis,
     replication,
+    sasl_apis,
+    scram_apis,
     txn_apis,
     txn_markers,
 )
@@ -62,6 +64,10 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: admin.list_partition_reassignments,
     ApiKey.DESCRIBE_QUORUM: debug.describe_quorum,
     ApiKey.WRITE_TXN_MARKERS: txn_markers.write_txn_markers,
+    ApiKey.SASL_HANDSHAKE: sasl_apis.sasl_handshake,
+    ApiKey.SASL_AUTHENTICATE: sasl_apis.sasl_authenticate,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: scram_apis.describe_user_scram_credentials,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: scram_apis.alter_user_scram_credentials,
 }
 # Hot path: handlers that take the raw frame (no kio decode, records stay views into the frame).
 RAW_HANDLERS: dict[int, RawHandler] = {
