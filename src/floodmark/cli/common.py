@@ -13,6 +13,7 @@ from typing import Any
 
 from floodmark.client.cluster import RETRIABLE, ClusterClient, Retriable, error_text
 from floodmark.client.connection import RequestFailed
+from floodmark.client.security import PLAINTEXT, ClientSecurity
 from floodmark.cluster.local import DEFAULT_DATA_DIR, load_cluster
 from floodmark.errors import ErrorCode
 
@@ -33,6 +34,10 @@ def add_bootstrap(p: argparse.ArgumentParser) -> None:
                         f"{DEFAULT_BOOTSTRAP})")
     p.add_argument("--data-dir", default=None,
                    help="the directory of a `floodmark cluster up`: use its brokers")
+    p.add_argument("--command-config", default=None, metavar="FILE",
+                   help="client settings in librdkafka's names, one name=value a line "
+                        "(security.protocol, sasl.mechanisms, sasl.username, sasl.password, "
+                        "ssl.ca.location)")
 
 
 def bootstrap_of(args: argparse.Namespace) -> str:
@@ -51,8 +56,19 @@ def bootstrap_of(args: argparse.Namespace) -> str:
     return DEFAULT_BOOTSTRAP
 
 
+def security_of(args: argparse.Namespace) -> ClientSecurity:
+    """``--command-config``'s settings (plaintext without one); a bad file is a CliError."""
+    path = getattr(args, "command_config", None)
+    if not path:
+        return PLAINTEXT
+    try:
+        return ClientSecurity.load(path)
+    except (OSError, ValueError) as exc:
+        raise CliError(f"--command-config {path}: {exc}") from None
+
+
 def connect(args: argparse.Namespace) -> ClusterClient:
-    return ClusterClient(bootstrap_of(args))
+    return ClusterClient(bootstrap_of(args), security=security_of(args))
 
 
 def report(errors: list[tuple[str, int, str | None]]) -> int:

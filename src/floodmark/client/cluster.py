@@ -18,6 +18,7 @@ from floodmark.address import Address as Address
 from floodmark.address import BadAddress as BadAddress
 from floodmark.address import parse_bootstrap as parse_bootstrap
 from floodmark.client.connection import KafkaConnection, RequestFailed
+from floodmark.client.security import PLAINTEXT, ClientSecurity
 from floodmark.errors import ErrorCode
 
 T = TypeVar("T")
@@ -77,8 +78,9 @@ def error_text(code: int) -> str:
 
 class ClusterClient:
     def __init__(self, bootstrap: str, *, timeout_s: float = 30.0,
-                 client_id: str = "floodmark-cli") -> None:
+                 client_id: str = "floodmark-cli", security: ClientSecurity = PLAINTEXT) -> None:
         self.bootstrap = parse_bootstrap(bootstrap)
+        self.security = security
         self.timeout_s = timeout_s
         self.client_id = client_id
         self.brokers: dict[int, Address] = {}
@@ -103,7 +105,7 @@ class ClusterClient:
         conn = self._conns.get(address)
         if conn is None:
             conn = KafkaConnection(f"{address[0]}:{address[1]}", timeout_s=self.timeout_s,
-                                   client_id=self.client_id)
+                                   client_id=self.client_id, security=self.security)
             self._conns[address] = conn
         return conn
 

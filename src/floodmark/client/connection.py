@@ -1,6 +1,10 @@
 """The one Kafka-protocol client connection: requests built from dicts with kio, one framing
 reader with a size cap, over a blocking socket (``KafkaConnection``: the CLI, tests, Spark's
-driver) or asyncio streams (``AsyncKafkaConnection``: the replica fetcher)."""
+driver) or asyncio streams (``AsyncKafkaConnection``: the replica fetcher).
+
+Given a ``ClientSecurity`` (``client/security.py``), a connection wraps its socket in TLS on an
+SSL / SASL_SSL listener and authenticates with SASL (``client/sasl.py``) before its first
+request; an ``AuthenticationError`` is a ``RequestFailed`` that says why."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ import functools
 import io
 import itertools
 import socket
+import ssl
 import struct
 from collections.abc import Mapping
 from typing import Any
@@ -17,6 +22,8 @@ from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
 from floodmark.address import parse_bootstrap
+from floodmark.client.sasl import AuthenticationError, authenticate, sasl_steps
+from floodmark.client.security import PLAINTEXT, ClientSecurity
 from floodmark.wire.codec import build
 from floodmark.wire.hot import FETCH_READ_VERSIONS, HotDecodeError, parse_fetch_response
 
@@ -27,6 +34,10 @@ MAX_RESPONSE_BYTES = 256 * 1024 * 1024
 
 class RequestFailed(Exception):
     """The connection broke, or the broker closed it, before a response arrived."""
+
+
+class AuthenticationFailed(RequestFailed):
+    """The broker did not authenticate this client (SASL), or TLS failed."""
 
 
 def response_size(prefix: bytes) -> int:
@@ -78,12 +89,26 @@ def encode_request(api_key: int, version: int, correlation_id: int, body: Mappin
 
 
 class KafkaConnection:
-    def __init__(self, bootstrap: str, timeout_s: float = 30.0, client_id: str = "floodmark-cli") -> None:
+    def __init__(self, bootstrap: str, timeout_s: float = 30.0, client_id: str = "floodmark-cli",
+                 security: ClientSecurity = PLAINTEXT) -> None:
         host, port = parse_bootstrap(bootstrap)[0]
-        self.sock = socket.create_connection((host, port), timeout=timeout_s)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock = socket.create_connection((host, port), timeout=timeout_s)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock = sock
         self.client_id = client_id
         self._correlation_id = 0
+        try:
+            context = security.ssl_context()
+            if context is not None:
+                self.sock = context.wrap_socket(sock, server_hostname=host)
+            if security.uses_sasl:
+                authenticate(security, self.request)
+        except (AuthenticationError, ssl.SSLError, ssl.CertificateError) as exc:
+            sock.close()
+            raise AuthenticationFailed(f"{host}:{port}: {exc}") from None
+        except BaseException:
+            sock.close()
+            raise
 
     def close(self) -> None:
         self.sock.close()
@@ -127,8 +152,10 @@ class AsyncKafkaConnection:
     Every failure (refused, reset, timed out, a broken frame) is ``RequestFailed`` and closes
     the connection; the next request reconnects."""
 
-    def __init__(self, host: str, port: int, client_id: str) -> None:
+    def __init__(self, host: str, port: int, client_id: str,
+                 security: ClientSecurity = PLAINTEXT) -> None:
         self.host, self.port, self.client_id = host, port, client_id
+        self.security = security
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._ids = itertools.count(1)
@@ -147,13 +174,35 @@ class AsyncKafkaConnection:
         # while this request waits; the closed stream then ends the request with an error.
         reader, writer = self._reader, self._writer
         if reader is None or writer is None:
-            reader, writer = await asyncio.open_connection(self.host, self.port)
+            reader, writer = await asyncio.open_connection(
+                self.host, self.port, ssl=self.security.ssl_context(),
+                server_hostname=self.host if self.security.uses_tls else None)
             self._reader, self._writer = reader, writer
+            if self.security.uses_sasl:
+                await self._authenticate(reader, writer)
+        return await self._exchange(reader, writer, api_key, version, body)
+
+    async def _exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                        api_key: int, version: int, body: Mapping[str, Any] | Any) -> Any:
         corr = next(self._ids) & 0x7FFFFFFF
         writer.write(encode_request(api_key, version, corr, body, self.client_id))
         await writer.drain()
         frame = await reader.readexactly(response_size(await reader.readexactly(4)))
         return decode_response(frame, api_key, version, corr)
+
+    async def _authenticate(self, reader: asyncio.StreamReader,
+                            writer: asyncio.StreamWriter) -> None:
+        steps = sasl_steps(self.security)
+        try:
+            step = next(steps)
+            while True:
+                answer = await self._exchange(reader, writer, *step)
+                try:
+                    step = steps.send(answer)
+                except StopIteration:
+                    return
+        except AuthenticationError as exc:
+            raise AuthenticationFailed(str(exc)) from None
 
     def close(self) -> None:
         if self._writer is not None:
