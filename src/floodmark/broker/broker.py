@@ -493,7 +493,7 @@ class Broker:
     def dispatch(self, frame: memoryview | bytes,
                  conn: Connection) -> Encoded | Awaitable[Encoded | None] | None:
         key, version, corr = peek_header(frame)
-        sasl = conn.sasl
+        sasl = conn.sasl if conn is not None else None
         if sasl is not None:  # a SASL listener: before authentication, only the exchange
             admission = sasl.admits(key, len(frame), self.now_ms())
             if admission.verdict is not Verdict.SERVE:
