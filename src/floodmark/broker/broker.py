@@ -43,6 +43,7 @@ from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import INTERNAL_TOPICS, OFFSETS_TOPIC, TopicMeta
 from floodmark.replication.election import AlterPartitionRequest
 from floodmark.replication.produce import ProduceSettings
+from floodmark.security.listeners import Endpoint
 from floodmark.security.sasl.session import Verdict
 from floodmark.settings import topic_log_config
 from floodmark.wire.api_table import SUPPORTED, ApiKey, accepted_range
@@ -104,10 +105,11 @@ class Broker:
         self.authentication = Authentication(config, lambda: self.controller.scram_credentials())
         self.max_request_bytes = config.get_int("socket.request.max.bytes")
         self.storage = storage_glue.Storage(self.data_dir, config)
-        self._server: asyncio.Server | None = None
+        self._servers: list[asyncio.Server] = []
         self._stopping: asyncio.Event | None = None
         self._tasks: list[asyncio.Task[None]] = []
-        self.bound_port: int = config.listen_port
+        self.bound_port: int = config.listen_port  # the first listener's
+        self.bound_ports: dict[str, int] = {}  # listener name -> bound port
         # acks=all produces parked in the core's purgatory, answered on CompleteProduce.
         self._next_produce_id = 0
         self._produce_settings: dict[tuple[int, bool], ProduceSettings] = {}
@@ -175,15 +177,23 @@ class Broker:
         self._stopping = asyncio.Event()
         dispatch = (self.dispatch if self.request_metrics is None
                     else self.request_metrics.wrap(self.dispatch))
-        self.authentication.check_listener("PLAINTEXT", "PLAINTEXT")
-        self._server = await start_listener(
-            self.config.listen_host, self.config.listen_port, dispatch,
-            self.max_request_bytes, self._connection_opened, self.connections.discard,
-        )
-        sock = self._server.sockets[0]
-        self.bound_port = sock.getsockname()[1]
-        log.info("broker %d listening on %s:%d advertised %s:%d", self.node_id,
-                 self.config.listen_host, self.bound_port, *self.advertised)
+        listeners = self.config.listeners
+        tls = self.config.listener_tls
+        for ep in listeners.listeners:
+            self.authentication.check_listener(ep.name, ep.security_protocol.value)
+        for ep in listeners.listeners:
+            server = await start_listener(
+                ep.host or self.config.listen_host, ep.port, dispatch, self.max_request_bytes,
+                self._connection_opened, self.connections.discard, ep, tls.get(ep.name))
+            self._servers.append(server)
+            self.bound_ports[ep.name] = server.sockets[0].getsockname()[1]
+        self.bound_port = self.bound_ports[listeners.listeners[0].name]
+        for ep in listeners.listeners:
+            adv = self.advertised_endpoint(ep.name)
+            log.info("broker %d listening on %s:%d (%s, %s) advertised %s", self.node_id,
+                     ep.host or self.config.listen_host, self.bound_ports[ep.name], ep.name,
+                     ep.security_protocol.value,
+                     f"{adv.host}:{adv.port}" if adv is not None else "nowhere")
         self._tasks.append(asyncio.create_task(self._periodic()))
         self.transactions.start()
         if self.config.get("log.cleaner.enable"):
@@ -289,8 +299,8 @@ class Broker:
             self.replicas.stop()
         for task in self._tasks:
             task.cancel()
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         for conn in list(self.connections):
             conn.abort()
         self.groups.shutdown()
@@ -314,9 +324,10 @@ class Broker:
         if sendfile.SENDFILE_ENABLED:
             log.info("broker %d %s", self.node_id, sendfile.SendfileStats.describe())
 
-    def live_brokers(self) -> list[BrokerInfo]:
-        """The brokers clients may talk to (Metadata, DescribeCluster)."""
-        return self.membership.live_brokers()
+    def live_brokers(self, listener_name: str | None = None) -> list[BrokerInfo]:
+        """The brokers clients may talk to (Metadata, DescribeCluster), at their endpoints of
+        ``listener_name`` (None: the inter-broker listener)."""
+        return self.membership.live_brokers(listener_name)
 
     def is_coordinator(self, group: str) -> bool:
         """Does this broker coordinate ``group`` (and has it loaded the group's partition)?"""
@@ -374,10 +385,33 @@ class Broker:
 
     @property
     def advertised(self) -> tuple[str, int]:
-        host = self.config.advertised_host or self.config.listen_host
+        """Where other brokers reach this one: the inter-broker listener's advertised
+        endpoint (``inter.broker.listener.name``; the one listener of a node without
+        listener settings)."""
+        ep = self.advertised_endpoint(self.config.listeners.inter_broker_listener_name)
+        assert ep is not None, "listener_config names an advertised inter-broker listener"
+        return ep.host, ep.port
+
+    def advertised_endpoint(self, name: str) -> Endpoint | None:
+        """Listener ``name`` as clients are told (a wildcard host: the listen host, else
+        loopback; port 0: the bound one); None when the listener is not advertised."""
+        ep = self.config.listeners.advertised_for(name)
+        if ep is None:
+            return None
+        host = ep.host or self.config.advertised_host or self.config.listen_host
         if host in ("0.0.0.0", "::", ""):
             host = "127.0.0.1"
-        return host, self.config.advertised_port or self.bound_port
+        return Endpoint(ep.name, host, ep.port or self.bound_ports.get(ep.name, 0),
+                        ep.security_protocol)
+
+    def advertised_endpoints(self) -> list[Endpoint]:
+        """Every advertised listener (what the broker registers with the controller)."""
+        out = []
+        for ep in self.config.listeners.advertised:
+            adv = self.advertised_endpoint(ep.name)
+            if adv is not None:
+                out.append(adv)
+        return out
 
     # -- topic configs -----------------------------------------------------------------------------
     async def alter_topic_configs(self, name: str, configs: Configs, *,

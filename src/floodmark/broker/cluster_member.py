@@ -137,7 +137,8 @@ class ClusterMembership(MembershipBase):
             sent_ms = _monotonic_ms()
             try:
                 epoch = await self.controller_client.register(
-                    address, adv_port, clean_shutdown=host.storage.clean_shutdown)
+                    address, adv_port, clean_shutdown=host.storage.clean_shutdown,
+                    listeners=self._listener_records())
                 break
             except (RpcError, KafkaError) as exc:
                 if time.monotonic() > deadline:
@@ -169,6 +170,13 @@ class ClusterMembership(MembershipBase):
         self._tasks.append(asyncio.create_task(self._isr_checks()))
         if ready is not None:
             ready(port)
+
+    def _listener_records(self) -> list[dict[str, object]] | None:
+        """Every advertised listener, for the registration; None for a broker without listener
+        settings (its one listener is the registration's host:port, as before)."""
+        if not self.host.config.listeners.explicit:
+            return None
+        return [ep.to_record() for ep in self.host.advertised_endpoints()]
 
     async def _heartbeats(self) -> None:
         host = self.host
@@ -205,7 +213,8 @@ class ClusterMembership(MembershipBase):
                     address, port = host.advertised
                     sent_ms = _monotonic_ms()
                     epoch = await self.controller_client.register(
-                        address, port, clean_shutdown=host.storage.clean_shutdown)
+                        address, port, clean_shutdown=host.storage.clean_shutdown,
+                        listeners=self._listener_records())
                     self._set_broker_epoch(epoch)
                     self.session.registered(sent_ms, self.controller_client.session_timeout_ms)
                 except (RpcError, KafkaError) as exc:
@@ -400,22 +409,33 @@ class ClusterMembership(MembershipBase):
                                                          host.now_ms()))
 
     # -- the cluster as this broker sees it -------------------------------------------------------
-    def live_brokers(self) -> list[BrokerInfo]:
-        """Every unfenced broker of the controller's metadata (and this one)."""
+    def live_brokers(self, listener_name: str | None = None) -> list[BrokerInfo]:
+        """Every unfenced broker of the controller's metadata (and this one), at its endpoint
+        of ``listener_name`` (None: the inter-broker listener; a broker without the listener
+        is left out)."""
         image = self.controller_client.image
-        out: list[BrokerInfo] = [
-            {"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": None}
-            for b in sorted(image.brokers.values(), key=lambda b: b.broker_id) if not b.fenced]
+        out: list[BrokerInfo] = []
+        for b in sorted(image.brokers.values(), key=lambda b: b.broker_id):
+            address = (b.host, b.port) if listener_name is None else b.endpoint(listener_name)
+            if not b.fenced and address is not None:
+                out.append({"node_id": b.broker_id, "host": address[0], "port": address[1],
+                            "rack": None})
         node_id = self.host.node_id
         if not any(b["node_id"] == node_id for b in out):
-            address, port = self.host.advertised
-            out.append({"node_id": node_id, "host": address, "port": port, "rack": None})
+            own = (self.host.advertised if listener_name is None
+                   else self._own_endpoint(listener_name))
+            if own is not None:
+                out.append({"node_id": node_id, "host": own[0], "port": own[1], "rack": None})
         return out
 
-    def listed_brokers(self) -> list[BrokerInfo]:
+    def _own_endpoint(self, listener_name: str) -> tuple[str, int] | None:
+        ep = self.host.advertised_endpoint(listener_name)
+        return (ep.host, ep.port) if ep is not None else None
+
+    def listed_brokers(self, listener_name: str | None = None) -> list[BrokerInfo]:
         """The live brokers, and those fenced less than ``FENCED_BROKER_LISTED_MS`` ago (as
         this broker saw the fence)."""
-        out = self.live_brokers()
+        out = self.live_brokers(listener_name)
         now = _monotonic_ms()
         image = self.controller_client.image
         for b in image.brokers.values():
@@ -423,16 +443,19 @@ class ClusterMembership(MembershipBase):
                 self._fenced_since.pop(b.broker_id, None)
                 continue
             since = self._fenced_since.setdefault(b.broker_id, now)
-            if now - since < FENCED_BROKER_LISTED_MS and b.broker_id != self.host.node_id:
-                out.append({"node_id": b.broker_id, "host": b.host, "port": b.port,
+            address = (b.host, b.port) if listener_name is None else b.endpoint(listener_name)
+            if (now - since < FENCED_BROKER_LISTED_MS and b.broker_id != self.host.node_id
+                    and address is not None):
+                out.append({"node_id": b.broker_id, "host": address[0], "port": address[1],
                             "rack": None})
         return sorted(out, key=lambda b: b["node_id"])
 
-    def broker_address(self, node_id: int) -> tuple[str, int] | None:
+    def broker_address(self, node_id: int,
+                       listener_name: str | None = None) -> tuple[str, int] | None:
         reg = self.controller_client.image.brokers.get(node_id)
         if reg is None or reg.fenced:
             return None
-        return reg.host, reg.port
+        return (reg.host, reg.port) if listener_name is None else reg.endpoint(listener_name)
 
     def _internal_partitions(self, key_type: CoordinatorType) -> int:
         """Partition count of a replicated internal topic. On first use it is created in the
@@ -558,7 +581,8 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:  # pragma: no cover
         pass
     controller_client = ControllerClient(controllers, config.node_id)
-    replicas = ReplicaManager(config.node_id, lambda: controller_client.image, now_ms)
+    replicas = ReplicaManager(config.node_id, lambda: controller_client.image, now_ms,
+                              config.inter_broker_security)
     broker = Broker(config, ClusterMembership(controller_client), replicas)
     broker.open()
     if args.metrics_listen:

@@ -9,6 +9,7 @@ it is re-exported here. The ``--set`` parser and the start-time check
 
 from __future__ import annotations
 
+import functools
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -16,6 +17,9 @@ from pathlib import Path
 
 from floodmark.address import parse_host_port
 from floodmark.replication.modes import DEFAULT_TRUNCATION, Truncation
+from floodmark.security.client_security import ClientSecurity
+from floodmark.security.listeners import ListenerConfig, listener_config
+from floodmark.security.tls import ServerTls, ssl_settings
 from floodmark.settings import (
     DEFAULTS,
     DYNAMIC,
@@ -125,6 +129,33 @@ class BrokerConfig:
                     out[name] = value
         return out
 
+    @functools.cached_property
+    def listeners(self) -> ListenerConfig:
+        """This node's listeners (``security.listeners``): the one PLAINTEXT listener of
+        ``--listen``/``--advertised`` unless ``listeners`` & co. are set."""
+        roles = str(self.get("process.roles") or "broker")
+        return listener_config(self.get, listen_host=self.listen_host,
+                               listen_port=self.listen_port,
+                               advertised_host=self.advertised_host,
+                               advertised_port=self.advertised_port,
+                               is_broker="broker" in roles)
+
+    @functools.cached_property
+    def listener_tls(self) -> dict[str, ServerTls]:
+        """The TLS of each SSL / SASL_SSL listener, by name (its ``ssl.*`` settings, loaded)."""
+        return {ep.name: ServerTls(ssl_settings(self.get, ep.name), ep.name)
+                for ep in self.listeners.listeners if ep.security_protocol.uses_tls}
+
+    @functools.cached_property
+    def inter_broker_security(self) -> ClientSecurity:
+        """How this broker dials other brokers (replica fetching, transaction markers): the
+        protocol of ``inter.broker.listener.name``, with this node's key and trust stores."""
+        name = self.listeners.inter_broker_listener_name
+        ep = self.listeners.advertised_for(name)
+        if ep is None:
+            return ClientSecurity()
+        return ClientSecurity.for_node(self.get, ep.security_protocol, name)
+
     @property
     def truncation(self) -> Truncation:
         return Truncation.parse(str(self.get("floodmark.truncation")))
@@ -138,6 +169,8 @@ class BrokerConfig:
             if value is not None and not setting.holds(value):
                 raise ValueError(f"{name}={value!r}: expected "
                                  f"{'true or false' if setting.type is ConfigType.BOOLEAN else 'a number'}")
+        self.listener_tls  # noqa: B018  # a bad listener or TLS setting: one line at start
+        self.inter_broker_security.ssl_context()
         mode = self.truncation
         if mode is not DEFAULT_TRUNCATION and not self.get_bool("floodmark.truncation.allow.unsafe"):
             raise ValueError(

@@ -31,6 +31,7 @@ from floodmark.errors import ErrorCode
 from floodmark.metadata import CoordinatorType, TopicMeta
 from floodmark.replication.election import AlterPartitionRequest
 from floodmark.replication.produce import ProduceSettings
+from floodmark.security.listeners import Endpoint
 from floodmark.wire.codec import RequestHeader
 
 PartitionKey = tuple[str, int]
@@ -78,10 +79,12 @@ class Membership(Protocol):
     def propose_isr(self, key: PartitionKey, request: AlterPartitionRequest) -> None:
         """Send a leader's ISR proposal to the controller (AlterPartition)."""
 
-    def live_brokers(self) -> list[BrokerInfo]:
-        """The brokers clients may talk to (Metadata, DescribeCluster)."""
+    def live_brokers(self, listener_name: str | None = None) -> list[BrokerInfo]:
+        """The brokers clients may talk to (Metadata, DescribeCluster), at their endpoints of
+        listener ``listener_name`` (the one the request came in on; a broker without that
+        listener is left out, as Kafka does); None: the inter-broker listener."""
 
-    def listed_brokers(self) -> list[BrokerInfo]:
+    def listed_brokers(self, listener_name: str | None = None) -> list[BrokerInfo]:
         """The brokers a Metadata answer lists: the live ones, and one fenced a moment ago
         (``cluster_member.FENCED_BROKER_LISTED_MS``)."""
 
@@ -90,8 +93,10 @@ class Membership(Protocol):
         """The node id coordinating ``key``, a group or a transactional id (-1: none
         available); creates the internal topic on first use."""
 
-    def broker_address(self, node_id: int) -> tuple[str, int] | None:
-        """Where clients reach broker ``node_id`` (None: not a live broker)."""
+    def broker_address(self, node_id: int,
+                       listener_name: str | None = None) -> tuple[str, int] | None:
+        """Where clients of ``listener_name`` reach broker ``node_id`` (None: the
+        inter-broker listener) (None: not a live broker, or not on that listener)."""
 
     def leadership_in_doubt(self) -> bool:
         """The controller may have moved this broker's partitions without its knowing
@@ -126,6 +131,8 @@ class MemberHost(BrokerCore, Protocol):
 
     @property
     def closing(self) -> bool: ...
+    def advertised_endpoint(self, name: str) -> Endpoint | None: ...
+    def advertised_endpoints(self) -> list[Endpoint]: ...
     def load_offsets_partition(self, ps: PartitionState) -> None: ...
     def unload_offsets_partition(self, index: int) -> None: ...
     @property
@@ -167,7 +174,7 @@ class HandlerContext(BrokerCore, Protocol):
 
     @property
     def advertised(self) -> tuple[str, int]: ...
-    def live_brokers(self) -> list[BrokerInfo]: ...
+    def live_brokers(self, listener_name: str | None = None) -> list[BrokerInfo]: ...
     def is_coordinator(self, group: str) -> bool: ...
     def coordinator_error(self, group: str) -> ErrorCode: ...
     async def create_topic(self, name: str, num_partitions: int, replication_factor: int,

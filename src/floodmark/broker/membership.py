@@ -96,13 +96,16 @@ class LocalMembership(MembershipBase):
         log.info("partition %s-%d: no controller to propose ISR %s to", key[0], key[1],
                  list(request.new_isr))
 
-    def live_brokers(self) -> list[BrokerInfo]:
-        """This one, alone."""
-        host, port = self.host.advertised
+    def live_brokers(self, listener_name: str | None = None) -> list[BrokerInfo]:
+        """This one, alone (at listener ``listener_name``'s advertised endpoint)."""
+        address = self.broker_address(self.host.node_id, listener_name)
+        if address is None:
+            return []
+        host, port = address
         return [{"node_id": self.host.node_id, "host": host, "port": port, "rack": None}]
 
-    def listed_brokers(self) -> list[BrokerInfo]:
-        return self.live_brokers()
+    def listed_brokers(self, listener_name: str | None = None) -> list[BrokerInfo]:
+        return self.live_brokers(listener_name)
 
     def coordinator_for(self, key: str, key_type: CoordinatorType = CoordinatorType.GROUP
                         ) -> int:
@@ -118,5 +121,11 @@ class LocalMembership(MembershipBase):
         """Never: this node is its own controller."""
         return False
 
-    def broker_address(self, node_id: int) -> tuple[str, int] | None:
-        return self.host.advertised if node_id == self.host.node_id else None
+    def broker_address(self, node_id: int,
+                       listener_name: str | None = None) -> tuple[str, int] | None:
+        if node_id != self.host.node_id:
+            return None
+        if listener_name is None:
+            return self.host.advertised
+        ep = self.host.advertised_endpoint(listener_name)
+        return (ep.host, ep.port) if ep is not None else None

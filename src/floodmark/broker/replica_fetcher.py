@@ -47,6 +47,7 @@ from floodmark.replication.partition import (
     FollowerFetch,
     FollowerState,
 )
+from floodmark.security.client_security import PLAINTEXT, ClientSecurity
 from floodmark.wire.codec import RequestHeader, ms
 
 log = logging.getLogger(__name__)
@@ -88,8 +89,10 @@ class ReplicaManager:
     addresses, topic ids)."""
 
     def __init__(self, node_id: int, image: Callable[[], MetadataImage],
-                 now_ms: Callable[[], int]) -> None:
+                 now_ms: Callable[[], int], security: ClientSecurity = PLAINTEXT) -> None:
+        """``security``: how to dial leaders (the inter-broker listener's protocol)."""
         self.node_id = node_id
+        self.security = security
         self.image = image
         self.now_ms = now_ms
         self.fetchers: dict[tuple[str, int], ReplicaFetcher] = {}
@@ -277,7 +280,8 @@ class ReplicaFetcher:
             if self._conn is not None:
                 self._conn.close()
             self._conn = AsyncKafkaConnection(reg.host, reg.port,
-                                              f"floodmark-replica-{self.manager.node_id}")
+                                              f"floodmark-replica-{self.manager.node_id}",
+                                              self.manager.security)
             self._conn_target = target
         return self._conn
 

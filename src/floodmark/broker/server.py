@@ -4,6 +4,13 @@ Framing (4-byte size + request), one dispatch per frame, and responses written s
 order (wire-compat.md P3) even when a later request finishes first (a long-polling Fetch or a
 JoinGroup waiting for the rebalance). A frame that cannot be decoded, an unknown API key or an
 unsupported version closes this connection only (what Kafka does); every other client keeps going.
+
+One server per listener (``security.listeners``): each accepted ``Connection`` knows its listener
+name and security protocol. On a TLS listener (SSL, SASL_SSL) the connection is accepted as TCP
+and upgraded with the listener's *current* ``ssl.SSLContext`` (``Tls.context()``, which reloads
+changed key and trust stores), so a rotated certificate is served to new connections without a
+restart; a failed handshake (plaintext bytes, an untrusted, expired or missing client
+certificate) is one log line and closes that connection only. TLS connections never use sendfile.
 """
 
 from __future__ import annotations
@@ -15,8 +22,10 @@ from collections.abc import Awaitable, Callable
 
 from floodmark.broker.boundary import Encoded
 from floodmark.broker.sendfile import SendfileParts, SendfileWriter, sendfile_fd
+from floodmark.security.listeners import Endpoint, SecurityProtocol
 from floodmark.security.principal import ANONYMOUS, KafkaPrincipal
 from floodmark.security.sasl.session import SaslSession
+from floodmark.security.tls import ServerTls, TlsRefused
 from floodmark.wire.errors import ProtocolError
 
 log = logging.getLogger(__name__)
@@ -32,12 +41,14 @@ class Connection(asyncio.Protocol):
         "_dispatch",
         "_filled",
         "_frame",
+        "_handshake",
         "_header",
         "_max_request_bytes",
         "_on_close",
         "_pending",
         "_reading_paused",
         "_sender",
+        "_tls",
         "_write_paused",
         "client_host",
         "closed",
@@ -51,7 +62,8 @@ class Connection(asyncio.Protocol):
     )
 
     def __init__(
-        self, dispatch: Dispatch, max_request_bytes: int, on_close: Callable[[Connection], None]
+        self, dispatch: Dispatch, max_request_bytes: int, on_close: Callable[[Connection], None],
+        listener: Endpoint | None = None, tls: ServerTls | None = None,
     ) -> None:
         self._dispatch = dispatch
         self._max_request_bytes = max_request_bytes
@@ -68,8 +80,11 @@ class Connection(asyncio.Protocol):
         self.client_host: str = "?"  # the peer's address without the port (ACL host matching)
         # Who is on this connection: ANONYMOUS until TLS/SASL authentication says otherwise.
         self.principal: KafkaPrincipal = ANONYMOUS
-        self.listener_name = "PLAINTEXT"
-        self.security_protocol = "PLAINTEXT"
+        self.listener_name = listener.name if listener is not None else "PLAINTEXT"
+        self.security_protocol = (listener.security_protocol.value if listener is not None
+                                  else SecurityProtocol.PLAINTEXT.value)
+        self._tls = tls  # a TLS listener's: the handshake comes before any request
+        self._handshake: asyncio.Future[None] | None = None
         # A SASL listener's authenticator (set by the broker when the connection opens): until
         # it succeeds, requests are few and small (``SaslSession.admits``).
         self.sasl: SaslSession | None = None
@@ -82,7 +97,33 @@ class Connection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.client_host = str(peer[0]) if peer else "?"
+        if self._tls is not None:
+            raw: asyncio.Transport = transport  # type: ignore[assignment]
+            raw.pause_reading()  # not a byte is read as a request before the handshake
+            self.transport = None
+            self._handshake = asyncio.ensure_future(self._start_tls(raw, self._tls))
+            return
         self.sendfile_fd = sendfile_fd(transport)
+
+    async def _start_tls(self, raw: asyncio.Transport, tls: ServerTls) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            context = tls.context()
+            upgraded = await loop.start_tls(raw, self, context, server_side=True,
+                                            ssl_handshake_timeout=tls.handshake_timeout_s)
+            if upgraded is None:
+                raise TlsRefused("the connection closed during the TLS handshake")
+            self.principal = tls.principal_of(upgraded.get_extra_info("ssl_object"))
+        except (OSError, TimeoutError, ValueError, TlsRefused) as exc:
+            log.warning("closing %s on listener %s: TLS handshake failed: %s", self.peer,
+                        self.listener_name, TlsRefused.describe(exc))
+            self.closed = True
+            raw.abort()
+            self._on_close(self)
+            return
+        self.transport = upgraded
+        self.sendfile_fd = None  # the kernel cannot encrypt: records go through the TLS layer
+        self._update_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -103,6 +144,8 @@ class Connection(asyncio.Protocol):
         a *writable* view, so storage can patch offsets in place without copying again.
         """
         if self.closed:
+            return
+        if self.transport is None:  # bytes before the TLS handshake ended: none are expected
             return
         view = memoryview(data)
         pos = 0
@@ -144,6 +187,12 @@ class Connection(asyncio.Protocol):
                 return
 
     def _start_frame(self, size: int) -> bool:
+        if self._tls is None and size >> 16 in _TLS_RECORD_PREFIXES:
+            log.warning("closing %s: a TLS handshake on %s listener %s (the client is "
+                        "configured for SSL)", self.peer, self.security_protocol,
+                        self.listener_name)
+            self.abort()
+            return False
         limit = self._max_request_bytes
         if self.sasl is not None:  # before SASL authentication: sasl.server.max.receive.size
             limit = self.sasl.max_frame_bytes(limit)
@@ -262,14 +311,20 @@ class Connection(asyncio.Protocol):
             self.transport.abort()
 
 
+# A TLS ClientHello starts with a handshake record: content type 22, version 3.x. Read as a
+# request's size prefix those bytes are 0x1603xxxx, far above any request size.
+_TLS_RECORD_PREFIXES = frozenset({0x1603})
+
+
 async def start_listener(
     host: str, port: int, dispatch: Dispatch, max_request_bytes: int,
     on_open: Callable[[Connection], None], on_close: Callable[[Connection], None],
+    listener: Endpoint | None = None, tls: ServerTls | None = None,
 ) -> asyncio.Server:
     loop = asyncio.get_running_loop()
 
     def factory() -> Connection:
-        conn = Connection(dispatch, max_request_bytes, on_close)
+        conn = Connection(dispatch, max_request_bytes, on_close, listener, tls)
         on_open(conn)
         return conn
 

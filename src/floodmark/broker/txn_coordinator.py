@@ -47,6 +47,7 @@ from floodmark.replication.transactions.coordinator import (
 from floodmark.replication.transactions.state import Partition, TxnState
 
 if TYPE_CHECKING:
+    from floodmark.broker.config import BrokerConfig
     from floodmark.broker.metadata import Controller
     from floodmark.broker.partition_state import PartitionState
     from floodmark.broker.replica_fetcher import ReplicaManager
@@ -83,6 +84,7 @@ class CoordinatorHost(Protocol):
     """What the driver sees of its broker."""
 
     node_id: int
+    config: BrokerConfig
     controller: Controller
     storage: Storage
     partitions: dict[tuple[str, int], PartitionState]
@@ -334,7 +336,8 @@ class TransactionCoordinatorDriver:
             if held is not None:
                 held[0].close()
             held = (AsyncKafkaConnection(address[0], address[1],
-                                         f"floodmark-txn-coordinator-{self.host.node_id}"),
+                                         f"floodmark-txn-coordinator-{self.host.node_id}",
+                                         self.host.config.inter_broker_security),
                     asyncio.Lock())
             self._conns[node_id] = held
         return held

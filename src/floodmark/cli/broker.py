@@ -54,7 +54,10 @@ def run_broker(args: argparse.Namespace) -> int:
         return 2
     try:
         check_data_dir(config.data_dir)
-        check_bindable(config.listen_host, config.listen_port)
+        listeners = config.listeners
+        for ep in listeners.listeners:
+            check_bindable(ep.host or config.listen_host, ep.port,
+                           f"listener {ep.name}" if listeners.explicit else "--listen")
     except CliError as exc:
         print(f"floodmark broker: {exc}", file=sys.stderr)
         return 2
@@ -85,8 +88,16 @@ def run_broker(args: argparse.Namespace) -> int:
             loop.add_signal_handler(sig, broker.stop)
 
         def ready(port: int) -> None:
-            # One machine-readable line on stdout so scripts and tests learn the bound port.
-            print(f"floodmark broker listening on {config.listen_host}:{port}", flush=True)
+            # One machine-readable line on stdout so scripts and tests learn the bound port
+            # (the first listener's); then one line per listener when there are several.
+            first = listeners.listeners[0]
+            print(f"floodmark broker listening on {first.host or config.listen_host}:{port}",
+                  flush=True)
+            if listeners.explicit:
+                for ep in listeners.listeners:
+                    print(f"floodmark broker listener {ep.name} ({ep.security_protocol.value}) "
+                          f"at {ep.host or config.listen_host}:{broker.bound_ports[ep.name]}",
+                          flush=True)
 
         await broker.serve(ready)
 

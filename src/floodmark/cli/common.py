@@ -13,9 +13,9 @@ from typing import Any
 
 from floodmark.client.cluster import RETRIABLE, ClusterClient, Retriable, error_text
 from floodmark.client.connection import RequestFailed
-from floodmark.client.security import PLAINTEXT, ClientSecurity
 from floodmark.cluster.local import DEFAULT_DATA_DIR, load_cluster
 from floodmark.errors import ErrorCode
+from floodmark.security.client_security import PLAINTEXT, ClientSecurity
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 BOOTSTRAP_ENV = "FLOODMARK_BOOTSTRAP"

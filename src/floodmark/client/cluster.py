@@ -18,8 +18,8 @@ from floodmark.address import Address as Address
 from floodmark.address import BadAddress as BadAddress
 from floodmark.address import parse_bootstrap as parse_bootstrap
 from floodmark.client.connection import KafkaConnection, RequestFailed
-from floodmark.client.security import PLAINTEXT, ClientSecurity
 from floodmark.errors import ErrorCode
+from floodmark.security.client_security import PLAINTEXT, ClientSecurity
 
 T = TypeVar("T")
 

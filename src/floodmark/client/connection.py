@@ -1,10 +1,9 @@
 """The one Kafka-protocol client connection: requests built from dicts with kio, one framing
 reader with a size cap, over a blocking socket (``KafkaConnection``: the CLI, tests, Spark's
-driver) or asyncio streams (``AsyncKafkaConnection``: the replica fetcher).
-
-Given a ``ClientSecurity`` (``client/security.py``), a connection wraps its socket in TLS on an
-SSL / SASL_SSL listener and authenticates with SASL (``client/sasl.py``) before its first
-request; an ``AuthenticationError`` is a ``RequestFailed`` that says why."""
+driver) or asyncio streams (``AsyncKafkaConnection``: the replica fetcher). Either runs over TLS
+when its ``security.ClientSecurity`` says so (``security.protocol=ssl``), and authenticates with
+SASL (``client/sasl.py``) before its first request on a SASL_PLAINTEXT / SASL_SSL listener; a
+refusal is an ``AuthenticationFailed`` (a ``RequestFailed``) that says why."""
 
 from __future__ import annotations
 
@@ -13,7 +12,6 @@ import functools
 import io
 import itertools
 import socket
-import ssl
 import struct
 from collections.abc import Mapping
 from typing import Any
@@ -23,7 +21,7 @@ from kio.serial import entity_reader, entity_writer
 
 from floodmark.address import parse_bootstrap
 from floodmark.client.sasl import AuthenticationError, authenticate, sasl_steps
-from floodmark.client.security import PLAINTEXT, ClientSecurity
+from floodmark.security.client_security import PLAINTEXT, ClientSecurity
 from floodmark.wire.codec import build
 from floodmark.wire.hot import FETCH_READ_VERSIONS, HotDecodeError, parse_fetch_response
 
@@ -92,23 +90,27 @@ class KafkaConnection:
     def __init__(self, bootstrap: str, timeout_s: float = 30.0, client_id: str = "floodmark-cli",
                  security: ClientSecurity = PLAINTEXT) -> None:
         host, port = parse_bootstrap(bootstrap)[0]
+        context = security.ssl_context()
         sock = socket.create_connection((host, port), timeout=timeout_s)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if context is not None:
+            try:
+                sock = context.wrap_socket(sock, server_hostname=security.server_hostname(host))
+            except BaseException:
+                sock.close()
+                raise
         self.sock = sock
         self.client_id = client_id
         self._correlation_id = 0
-        try:
-            context = security.ssl_context()
-            if context is not None:
-                self.sock = context.wrap_socket(sock, server_hostname=host)
-            if security.uses_sasl:
+        if security.uses_sasl:
+            try:
                 authenticate(security, self.request)
-        except (AuthenticationError, ssl.SSLError, ssl.CertificateError) as exc:
-            sock.close()
-            raise AuthenticationFailed(f"{host}:{port}: {exc}") from None
-        except BaseException:
-            sock.close()
-            raise
+            except AuthenticationError as exc:
+                sock.close()
+                raise AuthenticationFailed(f"{host}:{port}: {exc}") from None
+            except BaseException:
+                sock.close()
+                raise
 
     def close(self) -> None:
         self.sock.close()
@@ -174,9 +176,10 @@ class AsyncKafkaConnection:
         # while this request waits; the closed stream then ends the request with an error.
         reader, writer = self._reader, self._writer
         if reader is None or writer is None:
+            context = self.security.ssl_context()
             reader, writer = await asyncio.open_connection(
-                self.host, self.port, ssl=self.security.ssl_context(),
-                server_hostname=self.host if self.security.uses_tls else None)
+                self.host, self.port, ssl=context,
+                server_hostname=self.security.server_hostname(self.host))
             self._reader, self._writer = reader, writer
             if self.security.uses_sasl:
                 await self._authenticate(reader, writer)

@@ -15,7 +15,7 @@ from typing import Any
 
 import scramp
 
-from floodmark.client.security import ClientSecurity
+from floodmark.security.client_security import ClientSecurity
 
 SASL_HANDSHAKE = 17
 SASL_AUTHENTICATE = 36

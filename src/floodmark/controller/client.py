@@ -402,10 +402,16 @@ class ControllerClient:
                 "recent": [[bad.offset, bad.reason] for bad in self.unapplied]}
 
     # -- control plane (async) ---------------------------------------------------------------
-    async def register(self, host: str, port: int, *, clean_shutdown: bool = True) -> int:
-        answer = await self._active_call("register", {
+    async def register(self, host: str, port: int, *, clean_shutdown: bool = True,
+                       listeners: list[dict[str, object]] | None = None) -> int:
+        """``host:port``: the inter-broker listener; ``listeners``: every advertised listener
+        (``Endpoint.to_record``), given when the broker sets listeners of its own."""
+        args: dict[str, Any] = {
             "broker_id": self.node_id, "host": host, "port": port,
-            "incarnation": self.incarnation, "clean_shutdown": clean_shutdown})
+            "incarnation": self.incarnation, "clean_shutdown": clean_shutdown}
+        if listeners:
+            args["listeners"] = listeners
+        answer = await self._active_call("register", args)
         result = _result(answer)
         self.broker_epoch = int(result["broker_epoch"])
         timeout = result.get("session_timeout_ms")

@@ -48,6 +48,7 @@ from floodmark.controller.record_check import MetadataRecord, check_record
 from floodmark.errors import KafkaError
 from floodmark.metadata import INTERNAL_TOPICS, PartitionMeta, TopicMeta
 from floodmark.replication.election import LeaderRecoveryState, PartitionRegistration
+from floodmark.security.listeners import Endpoint
 from floodmark.security.sasl.scram import ScramCredential, ScramMechanism
 from floodmark.settings import split_topic_configs
 
@@ -77,6 +78,20 @@ class BrokerRegistration:
     incarnation: str
     fenced: bool = False
     in_controlled_shutdown: bool = False
+    listeners: tuple[Endpoint, ...] = ()
+    """Every listener the broker advertises (none: a broker without listener settings, whose
+    one listener is ``host:port``)."""
+
+    def endpoint(self, listener_name: str) -> tuple[str, int] | None:
+        """Where a client of listener ``listener_name`` reaches this broker (Kafka answers
+        each client with the endpoints of the listener it came in on); None: the broker has
+        no such listener."""
+        if not self.listeners:
+            return self.host, self.port
+        for ep in self.listeners:
+            if ep.name == listener_name:
+                return ep.host, ep.port
+        return None
 
     @property
     def acceptable(self) -> bool:
@@ -224,6 +239,7 @@ class MetadataImage:
             self.brokers[bid] = BrokerRegistration(
                 bid, int(rec["broker_epoch"]), str(rec["host"]), int(rec["port"]),
                 str(rec["incarnation"]),
+                listeners=tuple(Endpoint.from_record(x) for x in rec.get("listeners") or ()),
             )
         elif kind in ("fence_broker", "unfence_broker", "broker_shutdown"):
             bid = int(rec["broker_id"])

@@ -269,7 +269,8 @@ class ControllerLogic:
 
     # -- brokers ---------------------------------------------------------------------------------
     def register_broker(self, broker_id: int, host: str, port: int, incarnation: str,
-                        now_ms: int, *, clean_shutdown: bool = True) -> int:
+                        now_ms: int, *, clean_shutdown: bool = True,
+                        listeners: list[dict[str, object]] | None = None) -> int:
         """Returns the broker epoch. A retried registration of a known incarnation gets the same
         epoch; a new incarnation fences the previous one first (it leaves every ISR), unless
         ``new_incarnation_keeps_isr``; ``clean_shutdown=False`` reports a restart that may have
@@ -282,8 +283,12 @@ class ControllerLogic:
         if old is not None and not old.fenced and not keeps_isr:
             self.fence_broker(broker_id, f"broker {broker_id} restarted (new incarnation)")
         epoch = self.image.next_offset
-        self.emit({"type": "register_broker", "broker_id": broker_id, "broker_epoch": epoch,
-                   "host": host, "port": port, "incarnation": incarnation})
+        record: MetadataRecord = {"type": "register_broker", "broker_id": broker_id,
+                                  "broker_epoch": epoch, "host": host, "port": port,
+                                  "incarnation": incarnation}
+        if listeners:  # a broker with listener settings: every listener it advertises
+            record["listeners"] = listeners
+        self.emit(record)
         self.last_heartbeat_ms[broker_id] = now_ms
         self.log.info("registered broker %d broker_epoch=%d at %s:%d", broker_id, epoch, host, port)
         if not clean_shutdown and self.config.unclean_shutdown_leaves_isr:

@@ -23,6 +23,7 @@ from floodmark.controller import scram
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import validate_topic_name
 from floodmark.replication.election import NO_LEADER, LeaderRecoveryState
+from floodmark.security.listeners import Endpoint
 from floodmark.settings import validate_dynamic, validate_topic_configs
 
 MetadataRecord = dict[str, Any]
@@ -85,6 +86,15 @@ def _register_broker(rec: MetadataRecord) -> None:
     if port > 65535:
         raise _bad(rec, f"port {port} is not a TCP port")
     _str(rec, "incarnation")
+    listeners = rec.get("listeners")
+    if listeners is not None:
+        if not isinstance(listeners, list):
+            raise _bad(rec, f"listeners must be a list, not {listeners!r}")
+        for entry in listeners:
+            try:
+                Endpoint.from_record(entry)
+            except ValueError as exc:
+                raise _bad(rec, str(exc)) from None
 
 
 def _topic_record(rec: MetadataRecord) -> None:

@@ -44,6 +44,7 @@ from floodmark.controller.snapshot import (
 )
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.replication.election import AlterPartitionRequest
+from floodmark.security.listeners import Endpoint
 from floodmark.storage.fs import RealFileSystem
 
 log = logging.getLogger(__name__)
@@ -606,9 +607,16 @@ class ControllerServer:
 
     # -- methods -------------------------------------------------------------------------------
     def _rpc_register(self, a: dict[str, Any]) -> dict[str, Any]:
+        listeners = a.get("listeners")
+        if listeners is not None:  # checked here: a bad one is refused, not written
+            try:
+                listeners = [Endpoint.from_record(x).to_record() for x in listeners]
+            except (TypeError, ValueError) as exc:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, str(exc)) from None
         epoch = self._active().register_broker(int(a["broker_id"]), str(a["host"]), int(a["port"]),
                                            str(a["incarnation"]), now_ms(),
-                                           clean_shutdown=bool(a.get("clean_shutdown", True)))
+                                           clean_shutdown=bool(a.get("clean_shutdown", True)),
+                                           listeners=listeners)
         return {"broker_epoch": epoch,
                 "session_timeout_ms": self.config.broker_session_timeout_ms}
 
@@ -726,6 +734,7 @@ class ControllerServer:
         last_heartbeat = self.logic.last_heartbeat_ms if self.logic is not None else {}
         brokers = [
             {"id": b.broker_id, "broker_epoch": b.broker_epoch, "host": b.host, "port": b.port,
+             **({"listeners": [ep.to_record() for ep in b.listeners]} if b.listeners else {}),
              "fenced": b.fenced, "in_controlled_shutdown": b.in_controlled_shutdown,
              "last_heartbeat_ms_ago": now - last_heartbeat.get(b.broker_id, now),
              **self._unapplied_by(b.broker_id),

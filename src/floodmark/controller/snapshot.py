@@ -81,8 +81,12 @@ def image_records(image: MetadataImage) -> list[MetadataRecord]:
     if image.cluster_id:
         out.append({"type": "cluster_id", "cluster_id": image.cluster_id})
     for bid, b in sorted(image.brokers.items()):
-        out.append({"type": "register_broker", "broker_id": bid, "broker_epoch": b.broker_epoch,
-                    "host": b.host, "port": b.port, "incarnation": b.incarnation})
+        reg: MetadataRecord = {"type": "register_broker", "broker_id": bid,
+                               "broker_epoch": b.broker_epoch, "host": b.host, "port": b.port,
+                               "incarnation": b.incarnation}
+        if b.listeners:
+            reg["listeners"] = [ep.to_record() for ep in b.listeners]
+        out.append(reg)
         if b.fenced:
             out.append({"type": "fence_broker", "broker_id": bid, "broker_epoch": b.broker_epoch})
         if b.in_controlled_shutdown:

@@ -98,12 +98,13 @@ def metadata(broker: HandlerContext, header: RequestHeader, req: WireRequest,
     missing = [t.name for t in requested or () if t.name is not None
                and t.name not in topics_meta] if auto_create else []
     if missing and not (requested is None or (header.api_version == 0 and not requested)):
-        return _metadata_after_creating(broker, header, req, missing)
-    return _metadata_answer(broker, header, req, {})
+        return _metadata_after_creating(broker, header, req, missing, conn)
+    return _metadata_answer(broker, header, req, {}, conn)
 
 
 async def _metadata_after_creating(broker: HandlerContext, header: RequestHeader, req: WireRequest,
-                                   missing: list[str]) -> WireResponse:
+                                   missing: list[str], conn: ClientConnection | None
+                                   ) -> WireResponse:
     errors: dict[str, ErrorCode] = {}
     for name in missing:
         try:
@@ -114,12 +115,14 @@ async def _metadata_after_creating(broker: HandlerContext, header: RequestHeader
                             else ErrorCode.LEADER_NOT_AVAILABLE)
         except KafkaError as exc:
             errors[name] = exc.code
-    return _metadata_answer(broker, header, req, errors)
+    return _metadata_answer(broker, header, req, errors, conn)
 
 
 def _metadata_answer(broker: HandlerContext, header: RequestHeader, req: WireRequest,
-                     created: dict[str, ErrorCode]) -> WireResponse:
-    """``created``: what auto-creation answered for the topics it tried to create."""
+                     created: dict[str, ErrorCode], conn: ClientConnection | None
+                     ) -> WireResponse:
+    """``created``: what auto-creation answered for the topics it tried to create. The brokers
+    are listed at their endpoints of the listener ``conn`` came in on."""
     version = header.api_version
     topics_meta = broker.controller.topics()
     requested = req.topics
@@ -165,7 +168,7 @@ def _metadata_answer(broker: HandlerContext, header: RequestHeader, req: WireReq
     return {
         "throttle_time": 0,
         "error_code": 0,
-        "brokers": broker.membership.listed_brokers(),
+        "brokers": broker.membership.listed_brokers(conn.listener_name if conn else None),
         "cluster_id": broker.controller.cluster_id,
         "controller_id": forwarding_controller_id(broker),
         "topics": out,
@@ -365,7 +368,8 @@ def describe_cluster(broker: HandlerContext, header: RequestHeader, req: WireReq
         "cluster_id": broker.controller.cluster_id,
         "controller_id": forwarding_controller_id(broker),
         "brokers": [{"broker_id": b["node_id"], "host": b["host"], "port": b["port"],
-                     "rack": b["rack"]} for b in broker.live_brokers()],
+                     "rack": b["rack"]}
+                    for b in broker.live_brokers(conn.listener_name if conn else None)],
         "cluster_authorized_operations": (
             CLUSTER_OPERATIONS if getattr(req, "include_cluster_authorized_operations", False)
             else INT32_MIN),

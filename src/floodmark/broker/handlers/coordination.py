@@ -23,6 +23,9 @@ from floodmark.wire.codec import RequestHeader
 def find_coordinator(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
                      conn: ClientConnection) -> WireResponse:
     membership = ctx.membership
+    # The coordinator's endpoint of the listener the request came in on (None: in-process
+    # calls without a connection get the inter-broker one).
+    listener: str | None = getattr(conn, "listener_name", None)
     try:
         key_type = CoordinatorType(int(getattr(req, "key_type", 0)))
     except ValueError:
@@ -34,7 +37,7 @@ def find_coordinator(ctx: HandlerContext, header: RequestHeader, req: WireReques
                     "error_code": int(ErrorCode.INVALID_REQUEST),
                     "error_message": f"unknown key_type {int(req.key_type)}"}
         node_id = membership.coordinator_for(key, key_type)
-        address = membership.broker_address(node_id) if node_id >= 0 else None
+        address = (membership.broker_address(node_id, listener) if node_id >= 0 else None)
         if address is None:
             return {"key": key, "node_id": -1, "host": "", "port": -1,
                     "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE),

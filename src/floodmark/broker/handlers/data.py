@@ -310,7 +310,8 @@ def _fetch_once(broker: HandlerContext, plan: FetchPlan, budget: int, replica_id
 _LEADER_HINT_ERRORS = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH})
 
 
-def _leader_hints(broker: HandlerContext, plan: FetchPlan, topics: FetchTopics) -> list[NodeEndpoint]:
+def _leader_hints(broker: HandlerContext, plan: FetchPlan, topics: FetchTopics,
+                  listener: str | None) -> list[NodeEndpoint]:
     """KIP-951 (v16+): a partition answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH
     names its current leader and epoch, and the answer lists where those leaders listen, so
     the client moves there without waiting for a Metadata round trip. Only errored partitions
@@ -328,14 +329,14 @@ def _leader_hints(broker: HandlerContext, plan: FetchPlan, topics: FetchTopics) 
                     p.current_leader = (pmeta.leader, pmeta.leader_epoch)
                     leaders.add(pmeta.leader)
     return [NodeEndpoint(b["node_id"], b["host"], b["port"], b["rack"])
-            for b in broker.live_brokers() if b["node_id"] in leaders]
+            for b in broker.live_brokers(listener) if b["node_id"] in leaders]
 
 
 def _encode_fetch(broker: HandlerContext, header: RequestHeader, plan: FetchPlan, topics: FetchTopics,
-                  errors: bool, ctx: FetchContext | None) -> Encoded:
+                  errors: bool, ctx: FetchContext | None, listener: str | None) -> Encoded:
     # Hints first: they walk the plan beside the unfiltered answer (errored partitions are in
     # every answer, incremental ones included).
-    endpoints = (_leader_hints(broker, plan, topics)
+    endpoints = (_leader_hints(broker, plan, topics, listener)
                  if errors and header.api_version >= 16 else None)
     session_id = 0
     if ctx is not None:
@@ -356,7 +357,8 @@ def _close_slices(topics: FetchTopics) -> None:
 
 async def _fetch_delayed(broker: HandlerContext, header: RequestHeader, plan: FetchPlan, budget: int,
                          replica_id: int, wait_ms: int, min_bytes: int, lazy: bool,
-                         ctx: FetchContext | None, isolation: int) -> Encoded:
+                         ctx: FetchContext | None, isolation: int, listener: str | None
+                         ) -> Encoded:
     keys = [(name, int(p.partition)) for _, name, parts in plan if name is not None
             for p in parts]
     deadline = broker.now_ms() + wait_ms
@@ -367,10 +369,10 @@ async def _fetch_delayed(broker: HandlerContext, header: RequestHeader, plan: Fe
         await broker.purgatory.wait(keys, remaining)
         topics, total, errors = _fetch_once(broker, plan, budget, replica_id, lazy, isolation)
         if total >= min_bytes or errors:
-            return _encode_fetch(broker, header, plan, topics, errors, ctx)
+            return _encode_fetch(broker, header, plan, topics, errors, ctx, listener)
         _close_slices(topics)
     topics, _, errors = _fetch_once(broker, plan, budget, replica_id, lazy, isolation)
-    return _encode_fetch(broker, header, plan, topics, errors, ctx)
+    return _encode_fetch(broker, header, plan, topics, errors, ctx, listener)
 
 
 _ZERO_UUID = uuid.UUID(int=0)
@@ -407,6 +409,7 @@ def fetch(broker: HandlerContext, header: RequestHeader, req: WireRequest,
     # page-cache mode, whose unsynced tail lives in memory).
     lazy = conn.sendfile_fd is not None and broker.storage.sendfile_capable
     by_id = version >= 13
+    listener = conn.listener_name  # leader hints name the brokers' endpoints of this listener
     ctx = _session_context(broker, req, by_id, replica_id) if version >= 7 else None
     if ctx is None:
         read: ReadPlan = [(_topic_key(t, by_id), t.partitions) for t in req.topics]
@@ -422,10 +425,10 @@ def fetch(broker: HandlerContext, header: RequestHeader, req: WireRequest,
     wait_ms = min(max(ms(req.max_wait), 0), 60_000)
     min_bytes = int(req.min_bytes)
     if wait_ms <= 0 or total >= min_bytes or errors or not topics:
-        return _encode_fetch(broker, header, plan, topics, errors, ctx)
+        return _encode_fetch(broker, header, plan, topics, errors, ctx, listener)
     _close_slices(topics)
     return _fetch_delayed(broker, header, plan, budget, replica_id, wait_ms, min_bytes, lazy,
-                          ctx, isolation)
+                          ctx, isolation, listener)
 
 
 # -- ListOffsets -----------------------------------------------------------------------------------
