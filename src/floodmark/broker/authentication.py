@@ -22,93 +22,44 @@ from floodmark.broker.boundary import ClientConnection
 from floodmark.broker.config import BrokerConfig
 from floodmark.controller.scram import Credentials
 from floodmark.security.sasl.exchange import MechanismServer
-from floodmark.security.sasl.plain import (
-    PLAIN,
-    UNSAFE_SETTING,
-    PlainServer,
-    PlainUsers,
-    listener_refusal,
-    load_plain_users,
-)
-from floodmark.security.sasl.scram import (
-    SCRAM_MECHANISMS,
-    ScramCredential,
-    ScramMechanism,
-    ScramServer,
-)
+from floodmark.security.sasl.plain import PLAIN, PlainServer, PlainUsers
+from floodmark.security.sasl.scram import ScramCredential, ScramMechanism, ScramServer
 from floodmark.security.sasl.session import SaslSession, SaslSettings
+from floodmark.security.sasl.settings import listener_sasl_settings, plain_users
 
 log = logging.getLogger(__name__)
 
-SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
-MECHANISMS = frozenset({PLAIN, *SCRAM_MECHANISMS})
-USERS_FILE_SETTING = "floodmark.sasl.plain.users.file"
-
 
 class Authentication:
-    """The broker's SASL settings and mechanisms (one per broker)."""
+    """The broker's SASL listeners and mechanisms (one per broker)."""
 
     def __init__(self, config: BrokerConfig, credentials: Callable[[], Credentials]) -> None:
         self._config = config
         self._credentials = credentials
         self._plain: PlainUsers | None = None
-        self._settings: dict[str, SaslSettings] = {}  # listener name -> its settings
-
-    # -- start-up --------------------------------------------------------------------------
-    def enabled_mechanisms(self, listener: str) -> tuple[str, ...]:
-        own = self._config.get(f"listener.name.{listener.lower()}.sasl.enabled.mechanisms")
-        text = own if own is not None else self._config.get("sasl.enabled.mechanisms")
-        return tuple(m.strip() for m in str(text or "").split(",") if m.strip())
+        self._settings: dict[str, SaslSettings] = {}  # SASL listener name -> its settings
+        for ep in config.listeners.listeners:
+            self.check_listener(ep.name, ep.security_protocol.value)
 
     def check_listener(self, listener: str, security_protocol: str) -> None:
-        """Load and check a SASL listener's settings; ValueError (one line) when the broker
-        must not start with them. Other listeners are left alone."""
-        if security_protocol not in SASL_PROTOCOLS:
+        """Read a listener's SASL settings (and PLAIN's users); ValueError (one line) when the
+        broker must not start with them (``BrokerConfig.validate`` asks first)."""
+        settings = listener_sasl_settings(self._config.get, listener, security_protocol)
+        if settings is None:
             return
-        mechanisms = self.enabled_mechanisms(listener)
-        if not mechanisms:
-            raise ValueError(f"listener {listener} ({security_protocol}) enables no SASL "
-                             f"mechanism (sasl.enabled.mechanisms)")
-        unknown = [m for m in mechanisms if m not in MECHANISMS]
-        if unknown:
-            raise ValueError(f"listener {listener}: SASL mechanism(s) {', '.join(unknown)} not "
-                             f"supported (supported: {', '.join(sorted(MECHANISMS))})")
-        if PLAIN in mechanisms:
-            refusal = listener_refusal(listener, security_protocol,
-                                       self._config.get_bool(UNSAFE_SETTING))
-            if refusal is not None:
-                raise ValueError(refusal)
-            self._load_plain_users(listener)
-        self._settings[listener] = SaslSettings(
-            mechanisms,
-            max_reauth_ms=self._config.get_int("connections.max.reauth.ms"),
-            max_receive_bytes=self._config.get_int("sasl.server.max.receive.size"))
-
-    def _load_plain_users(self, listener: str) -> None:
-        if self._plain is not None:
-            return
-        path = str(self._config.get(USERS_FILE_SETTING) or "")
-        if not path:
-            raise ValueError(f"listener {listener} enables SASL mechanism PLAIN but "
-                             f"{USERS_FILE_SETTING} names no users file")
-        try:
-            self._plain, warning = load_plain_users(path)
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ValueError(f"{USERS_FILE_SETTING}={path}: {exc.__class__.__name__}: "
-                             f"{getattr(exc, 'strerror', None) or 'unreadable'}") from None
-        if warning is not None:
-            log.warning("%s", warning)
-        log.info("SASL/PLAIN: %d user(s) from %s", len(self._plain), path)
+        if PLAIN in settings.enabled_mechanisms and self._plain is None:
+            self._plain, warning = plain_users(self._config.get)
+            if warning is not None:
+                log.warning("%s", warning)
+            log.info("SASL/PLAIN: %d user(s)", len(self._plain))
+        self._settings[listener] = settings
 
     # -- connections -----------------------------------------------------------------------
     def session_for(self, listener: str, security_protocol: str) -> SaslSession | None:
         """The authenticator of a new connection on ``listener`` (None: not a SASL one)."""
-        if security_protocol not in SASL_PROTOCOLS:
-            return None
         settings = self._settings.get(listener)
-        if settings is None:  # a listener nobody checked: check it now (raises when bad)
-            self.check_listener(listener, security_protocol)
-            settings = self._settings[listener]
+        if settings is None:
+            return None
         return SaslSession(settings, self._mechanism_server)
 
     def _mechanism_server(self, mechanism: str) -> MechanismServer:

@@ -180,8 +180,6 @@ class Broker:
         listeners = self.config.listeners
         tls = self.config.listener_tls
         for ep in listeners.listeners:
-            self.authentication.check_listener(ep.name, ep.security_protocol.value)
-        for ep in listeners.listeners:
             server = await start_listener(
                 ep.host or self.config.listen_host, ep.port, dispatch, self.max_request_bytes,
                 self._connection_opened, self.connections.discard, ep, tls.get(ep.name))
