@@ -24,7 +24,12 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from floodmark.client.connection import AuthenticationFailed, KafkaConnection, encode_request
+from floodmark.client.connection import (
+    AuthenticationFailed,
+    KafkaConnection,
+    RequestFailed,
+    encode_request,
+)
 from floodmark.security.client_security import ClientSecurity
 from tests.conftest import BrokerProcess
 
@@ -239,15 +244,54 @@ def test_oversized_token_before_authentication_closes(sasl_broker: SaslBroker) -
     assert "sasl.server.max.receive.size=524288" in sasl_broker.b.log_text()
 
 
+def _scram(user: str, password: str) -> ClientSecurity:
+    return ClientSecurity.from_properties({
+        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "SCRAM-SHA-512",
+        "sasl.username": user, "sasl.password": password})
+
+
 def test_scram_credentials_survive_a_restart(
         broker_factory: Callable[..., BrokerProcess], tmp_path: Path) -> None:
-    sb = SaslBroker(broker_factory(*_args(tmp_path)))
+    sb = SaslBroker(broker_factory(
+        *_args(tmp_path, "--add-scram", "SCRAM-SHA-512=[name=dave,password=dave-secret]")))
     _add_scram_user(sb.plaintext, "carol", "carol-secret")
     sb.restart()
-    security = ClientSecurity.from_properties({
-        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "SCRAM-SHA-512",
-        "sasl.username": "carol", "sasl.password": "carol-secret"})
-    with KafkaConnection(sb.sasl, security=security) as conn:
-        answer = conn.request(50, 0, {"users": [{"name": "carol"}]})
-        assert [(r.user, int(r.error_code)) for r in answer.results] == [("carol", 0)]
-        assert [int(c.iterations) for c in answer.results[0].credential_infos] == [4096]
+    for user in ("carol", "dave"):
+        with KafkaConnection(sb.sasl, security=_scram(user, f"{user}-secret")) as conn:
+            answer = conn.request(50, 0, {"users": [{"name": user}]})
+            assert [(r.user, int(r.error_code)) for r in answer.results] == [(user, 0)]
+    assert "dave-secret" not in sb.b.log_text()
+
+
+def test_kip368_expired_sessions_close_and_librdkafka_reauthenticates(
+        broker_factory: Callable[..., BrokerProcess], tmp_path: Path) -> None:
+    lifetime_ms = 1500
+    sb = SaslBroker(broker_factory(*_args(tmp_path, "--set",
+                                          f"connections.max.reauth.ms={lifetime_ms}")))
+    _add_scram_user(sb.plaintext, "erin", "erin-secret")
+    # The project's client does not re-authenticate: its next request after the session's
+    # end closes the connection.
+    start = time.monotonic()  # before authentication: the session ends >= 1.5 s after it
+    conn = KafkaConnection(sb.sasl, security=_scram("erin", "erin-secret"))
+    body = {"topics": None, "allow_auto_topic_creation": False,
+            "include_topic_authorized_operations": False}
+    with pytest.raises(RequestFailed):
+        while time.monotonic() - start < 10:
+            conn.request(3, 12, body)
+            time.sleep(0.05)  # pacing: the loop ends on the broker's close
+    conn.close()
+    assert time.monotonic() - start >= lifetime_ms / 1000
+    assert "expired (connections.max.reauth.ms=1500)" in sb.b.log_text()
+    # librdkafka re-authenticates before its session ends (KIP-368): delivery goes on
+    errors: list[KafkaError] = []
+    producer = Producer({**_confluent(sb.sasl, "SCRAM-SHA-512", "erin", "erin-secret"),
+                         "error_cb": errors.append})
+    delivered: list[int] = []
+    start = time.monotonic()
+    while time.monotonic() - start < 3 * lifetime_ms / 1000:
+        producer.produce("reauth", value=b"x",
+                         on_delivery=lambda err, msg: delivered.append(0 if err else 1))
+        producer.flush(10)
+    assert delivered and all(delivered) and not errors
+    # ... on the connections it had: none of them outlived its session
+    assert sb.b.log_text().count("expired (connections.max.reauth.ms") == 1

@@ -32,6 +32,7 @@ from floodmark.controller.metadata_log import MetadataLog
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import INTERNAL_TOPICS, PartitionMeta, TopicMeta, deletable_topic
 from floodmark.replication.election import PartitionRegistration
+from floodmark.security.sasl.scram import ScramUser
 from floodmark.settings import DEFAULTS, eligible_leader_replicas_enabled, split_topic_configs
 
 log = logging.getLogger(__name__)
@@ -91,13 +92,15 @@ def _importable_configs(topic: str, configs: Configs) -> Configs:
 class LocalController:
     """``ControllerLogic`` in process, with this node the only registered broker."""
 
-    def __init__(self, data_dir: Path, node_id: int) -> None:
+    def __init__(self, data_dir: Path, node_id: int,
+                 bootstrap_scram: tuple[ScramUser, ...] = ()) -> None:
+        """``bootstrap_scram``: SCRAM users a new metadata log starts with (``--add-scram``)."""
         self._node_id = node_id
         self._mlog = MetadataLog(str(data_dir / CONTROLLER_DIR))
         # KIP-966 as every controller runs it (one broker: its restart is always clean here,
         # so the ELR only carries it across its own fencing at start).
         self.logic = ControllerLogic(MetadataImage(), ControllerConfig(
-            auto_leader_rebalance_enable=False,
+            auto_leader_rebalance_enable=False, bootstrap_scram=bootstrap_scram,
             **elr_config(eligible_leader_replicas_enabled(
                 DEFAULTS["eligible.leader.replicas.version"]), DEFAULTS["min.insync.replicas"])))
         self._replay()
