@@ -295,3 +295,36 @@ def test_kip368_expired_sessions_close_and_librdkafka_reauthenticates(
     assert delivered and all(delivered) and not errors
     # ... on the connections it had: none of them outlived its session
     assert sb.b.log_text().count("expired (connections.max.reauth.ms") == 1
+
+
+def test_user_scram_cli_over_sasl_with_command_config(
+        sasl_broker: SaslBroker, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from floodmark.cli.main import main
+
+    config = tmp_path / "client.properties"
+    config.write_text("# librdkafka's names\nsecurity.protocol=SASL_PLAINTEXT\n"
+                      f"sasl.mechanisms=SCRAM-SHA-512\nsasl.username={SCRAM_USER}\n"
+                      f"sasl.password={SCRAM_PASSWORD}\n")
+    where = ["--bootstrap-server", sasl_broker.sasl, "--command-config", str(config)]
+    assert main(["user", "scram", "set", "frank", "--password", "frank-secret",
+                 "--mechanism", "SCRAM-SHA-256", "--iterations", "4096", *where]) == 0
+    assert main(["user", "scram", "list", "frank", "--json", *where]) == 0
+    out = capsys.readouterr().out
+    assert '[{"user": "frank", "credentials": [{"mechanism": "SCRAM-SHA-256", ' \
+           '"iterations": 4096}]}]' in out
+    frank = ClientSecurity.from_properties({
+        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "SCRAM-SHA-256",
+        "sasl.username": "frank", "sasl.password": "frank-secret"})
+    KafkaConnection(sasl_broker.sasl, security=frank).close()  # frank can log in now
+    assert main(["user", "scram", "delete", "frank", "--mechanism", "SCRAM-SHA-256",
+                 *where]) == 0
+    assert main(["user", "scram", "delete", "frank", "--mechanism", "SCRAM-SHA-256",
+                 *where]) == 1
+    assert "RESOURCE_NOT_FOUND" in capsys.readouterr().err
+    with pytest.raises(AuthenticationFailed):
+        KafkaConnection(sasl_broker.sasl, security=frank)
+    config.write_text(config.read_text().replace(SCRAM_PASSWORD, "not-it"))
+    assert main(["user", "scram", "list", *where]) == 1
+    err = capsys.readouterr().err
+    assert "SASL_AUTHENTICATION_FAILED" in err and "not-it" not in err
+    assert "frank-secret" not in sasl_broker.b.log_text()
