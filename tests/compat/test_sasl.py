@@ -328,3 +328,47 @@ def test_user_scram_cli_over_sasl_with_command_config(
     err = capsys.readouterr().err
     assert "SASL_AUTHENTICATION_FAILED" in err and "not-it" not in err
     assert "frank-secret" not in sasl_broker.b.log_text()
+
+
+def test_fuzzed_sasl_exchange_leaves_the_broker_serving(sasl_broker: SaslBroker) -> None:
+    """Random and mutated SaslHandshake/SaslAuthenticate frames (and random SCRAM/PLAIN
+    tokens) on fresh connections to the SASL listener: each is answered or closed, the broker
+    stays up, and a real client still authenticates and produces."""
+    import random
+
+    from kio.index import load_request_schema
+
+    from floodmark.chaos.fuzz import mutate, random_entity
+
+    rng = random.Random(21)
+    tokens = [b"", b"\0", b"n,,n=scram-bob,r=" + b"A" * 5000, b"\xff" * 64,
+              b"n,,n=scram-bob,r=abc,tokenauth=true", b"c=biws,r=x,p=AAAA",
+              b"\0plain-alice\0" + b"x" * 2000, b"p=,r=,c=", b"n,,n==,r=a"]
+    mechanisms = ["PLAIN", "SCRAM-SHA-512", "SCRAM-SHA-256", "GSSAPI", "", "x" * 300]
+    for _ in range(150):
+        frames = []
+        handshake_version = rng.choice([0, 1])
+        frames.append(encode_request(17, handshake_version, 1,
+                                     {"mechanism": rng.choice(mechanisms)}))
+        for corr in range(2, rng.randint(3, 5)):
+            version = rng.choice([0, 1, 2])
+            body = ({"auth_bytes": rng.choice(tokens)} if rng.random() < 0.5
+                    else random_entity(load_request_schema(36, version), rng))
+            frames.append(encode_request(36, version, corr, body))
+        mutation = rng.choice(["valid", "truncate", "flip", "overwrite", "huge", "random-body"])
+        frames = [mutate(f, mutation, rng) if rng.random() < 0.5 else f for f in frames]
+        with socket.create_connection(("127.0.0.1", sasl_broker.ports["SASL"]),
+                                      timeout=10) as sock:
+            try:
+                sock.sendall(b"".join(frames))
+                sock.shutdown(socket.SHUT_WR)
+                _closed_after(sock)
+            except (ConnectionError, TimeoutError):
+                pass  # closed on us: allowed
+    assert sasl_broker.b.alive()
+    conf = _confluent(sasl_broker.sasl, "SCRAM-SHA-512", SCRAM_USER, SCRAM_PASSWORD)
+    producer = Producer({**conf, "acks": "all"})
+    producer.produce("after-fuzz", value=b"ok")
+    assert producer.flush(30) == 0
+    log = sasl_broker.b.log_text()
+    assert "Traceback" not in log and SCRAM_PASSWORD not in log and PLAIN_PASSWORD not in log
