@@ -296,6 +296,16 @@ def render(value: Any) -> str | None:
     return str(value)
 
 
+SENSITIVE_SUFFIXES = (".password", "ssl.keystore.key", "sasl.jaas.config",
+                      "sasl.oauthbearer.client.secret")
+
+
+def is_sensitive(name: str) -> bool:
+    """A setting whose value is a secret (Kafka's PASSWORD type): DescribeConfigs answers it as
+    null with ``is_sensitive`` set, and no log line carries it."""
+    return name.endswith(SENSITIVE_SUFFIXES)
+
+
 def parse_value(text: str) -> Any:
     """A ``--set`` value: int, bool, float, or left as a string."""
     low = text.strip().lower()

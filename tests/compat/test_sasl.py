@@ -71,15 +71,16 @@ class SaslBroker:
         self.ports = _listener_ports(self.b)
 
 
-def _args(tmp: Path, *extra: str) -> list[str]:
+def _args(tmp: Path, *extra: str, protocol: str = "SASL_PLAINTEXT") -> list[str]:
     users = tmp / "plain-users"
     users.write_text(f"# PLAIN users\n{PLAIN_USER}:{PLAIN_PASSWORD}\n")
     users.chmod(0o600)
+    unsafe = (["--set", "floodmark.unsafe.sasl.plain.without.tls=true"]
+              if protocol == "SASL_PLAINTEXT" else [])
     return ["--set", "listeners=PLAINTEXT://127.0.0.1:0,SASL://127.0.0.1:0",
-            "--set", "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL:SASL_PLAINTEXT",
+            "--set", f"listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL:{protocol}",
             "--set", "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
-            "--set", f"floodmark.sasl.plain.users.file={users}",
-            "--set", "floodmark.unsafe.sasl.plain.without.tls=true",
+            "--set", f"floodmark.sasl.plain.users.file={users}", *unsafe,
             "--set", "connection.failed.authentication.delay.ms=300", *extra]
 
 
@@ -372,3 +373,33 @@ def test_fuzzed_sasl_exchange_leaves_the_broker_serving(sasl_broker: SaslBroker)
     assert producer.flush(30) == 0
     log = sasl_broker.b.log_text()
     assert "Traceback" not in log and SCRAM_PASSWORD not in log and PLAIN_PASSWORD not in log
+
+
+def test_sasl_ssl_plain_and_scram_without_the_unsafe_setting(
+        broker_factory: Callable[..., BrokerProcess], tmp_path: Path) -> None:
+    from floodmark.security.certs import issue_files, load_or_make_ca
+
+    _ca, ca_path = load_or_make_ca(tmp_path / "tls")
+    node = issue_files(tmp_path / "tls", "broker-1", _ca, ("127.0.0.1", "localhost"))
+    args = _args(tmp_path, "--add-scram", f"SCRAM-SHA-512=[name={SCRAM_USER},"
+                                          f"password={SCRAM_PASSWORD}]")
+    args = [a.replace("SASL:SASL_PLAINTEXT", "SASL:SASL_SSL") for a in args
+            if a != "floodmark.unsafe.sasl.plain.without.tls=true"]
+    args = [a for i, a in enumerate(args)
+            if not (a == "--set" and args[i + 1].startswith("connection.failed"))]
+    args += ["--set", "ssl.keystore.type=PEM", "--set", f"ssl.keystore.location={node.keystore}"]
+    args = [a for i, a in enumerate(args) if a != "--set" or (i + 1 < len(args)
+            and args[i + 1] != "--set")]
+    sb = SaslBroker(broker_factory(*args))
+    for mechanism in ("PLAIN", "SCRAM-SHA-512"):
+        user, password = CREDENTIALS[mechanism]
+        conf = {**_confluent(sb.sasl, mechanism, user, password),
+                "security.protocol": "SASL_SSL", "ssl.ca.location": str(ca_path)}
+        producer = Producer({**conf, "acks": "all"})
+        producer.produce(f"tls-{mechanism.lower()}", value=b"sealed")
+        assert producer.flush(30) == 0
+        security = ClientSecurity.from_properties({
+            "security.protocol": "SASL_SSL", "sasl.mechanisms": mechanism,
+            "sasl.username": user, "sasl.password": password, "ssl.ca.location": str(ca_path)})
+        with KafkaConnection(sb.sasl, security=security) as conn:
+            assert int(conn.request(50, 0, {"users": None}).error_code) == 0

@@ -45,6 +45,7 @@ from floodmark.replication.election import AlterPartitionRequest
 from floodmark.replication.produce import ProduceSettings
 from floodmark.security.listeners import Endpoint
 from floodmark.security.sasl.session import Verdict
+from floodmark.security.tls_server import TlsServer
 from floodmark.settings import topic_log_config
 from floodmark.wire.api_table import SUPPORTED, ApiKey, accepted_range
 from floodmark.wire.codec import (
@@ -105,7 +106,7 @@ class Broker:
         self.authentication = Authentication(config, lambda: self.controller.scram_credentials())
         self.max_request_bytes = config.get_int("socket.request.max.bytes")
         self.storage = storage_glue.Storage(self.data_dir, config)
-        self._servers: list[asyncio.Server] = []
+        self._servers: list[asyncio.Server | TlsServer] = []
         self._stopping: asyncio.Event | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.bound_port: int = config.listen_port  # the first listener's

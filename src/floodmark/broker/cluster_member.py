@@ -64,6 +64,7 @@ from floodmark.controller.startup import (
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import OFFSETS_TOPIC, CoordinatorType, coordinator_partition
 from floodmark.replication.election import AlterPartitionRequest
+from floodmark.security.channel import ChannelSecurity
 from floodmark.settings import eligible_leader_replicas_enabled
 
 log = logging.getLogger("floodmark.broker.cluster_member")
@@ -548,6 +549,10 @@ def main(argv: list[str] | None = None) -> int:
         if not controllers:
             raise ValueError("--controller HOST:PORT or --controller-quorum-voters is needed")
         own = setup.own_address if setup is not None else None
+        # How this broker dials the controller (combined: the same channel its controller
+        # serves).
+        channel = (setup.security if setup is not None
+                   else ChannelSecurity.from_settings(config.get))
         controller_listen = format_host_port(*own) if own is not None else controllers
         for address in controllers.split(","):
             parse_host_port(address, what="--controller")
@@ -580,7 +585,7 @@ def main(argv: list[str] | None = None) -> int:
         asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     except ImportError:  # pragma: no cover
         pass
-    controller_client = ControllerClient(controllers, config.node_id)
+    controller_client = ControllerClient(controllers, config.node_id, channel.client)
     replicas = ReplicaManager(config.node_id, lambda: controller_client.image, now_ms,
                               config.inter_broker_security)
     broker = Broker(config, ClusterMembership(controller_client), replicas)

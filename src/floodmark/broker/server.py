@@ -6,11 +6,12 @@ JoinGroup waiting for the rebalance). A frame that cannot be decoded, an unknown
 unsupported version closes this connection only (what Kafka does); every other client keeps going.
 
 One server per listener (``security.listeners``): each accepted ``Connection`` knows its listener
-name and security protocol. On a TLS listener (SSL, SASL_SSL) the connection is accepted as TCP
-and upgraded with the listener's *current* ``ssl.SSLContext`` (``Tls.context()``, which reloads
-changed key and trust stores), so a rotated certificate is served to new connections without a
-restart; a failed handshake (plaintext bytes, an untrusted, expired or missing client
-certificate) is one log line and closes that connection only. TLS connections never use sendfile.
+name and security protocol. A TLS listener (SSL, SASL_SSL) accepts sockets itself
+(``serve_tls``) and hands each one to the loop with the listener's *current* ``ssl.SSLContext``
+(``ServerTls.context``, which reloads changed key and trust stores), so a rotated certificate is
+served to new connections without a restart, and not a byte is read outside TLS; a failed
+handshake (plaintext bytes, an untrusted, expired or missing client certificate, a silent peer)
+is one log line and closes that connection only. TLS connections never use sendfile.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from floodmark.security.listeners import Endpoint, SecurityProtocol
 from floodmark.security.principal import ANONYMOUS, KafkaPrincipal
 from floodmark.security.sasl.session import SaslSession
 from floodmark.security.tls import ServerTls, TlsRefused
+from floodmark.security.tls_server import TlsServer
 from floodmark.wire.errors import ProtocolError
 
 log = logging.getLogger(__name__)
@@ -41,7 +43,6 @@ class Connection(asyncio.Protocol):
         "_dispatch",
         "_filled",
         "_frame",
-        "_handshake",
         "_header",
         "_max_request_bytes",
         "_on_close",
@@ -84,7 +85,6 @@ class Connection(asyncio.Protocol):
         self.security_protocol = (listener.security_protocol.value if listener is not None
                                   else SecurityProtocol.PLAINTEXT.value)
         self._tls = tls  # a TLS listener's: the handshake comes before any request
-        self._handshake: asyncio.Future[None] | None = None
         # A SASL listener's authenticator (set by the broker when the connection opens): until
         # it succeeds, requests are few and small (``SaslSession.admits``).
         self.sasl: SaslSession | None = None
@@ -97,33 +97,15 @@ class Connection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.client_host = str(peer[0]) if peer else "?"
-        if self._tls is not None:
-            raw: asyncio.Transport = transport  # type: ignore[assignment]
-            raw.pause_reading()  # not a byte is read as a request before the handshake
-            self.transport = None
-            self._handshake = asyncio.ensure_future(self._start_tls(raw, self._tls))
+        if self._tls is not None:  # accepted by serve_tls: the handshake is done
+            self.sendfile_fd = None  # the kernel cannot encrypt: records go through TLS
+            try:
+                self.principal = self._tls.principal_of(transport.get_extra_info("ssl_object"))
+            except TlsRefused as exc:
+                log.warning("closing %s on listener %s: %s", self.peer, self.listener_name, exc)
+                self.abort()
             return
         self.sendfile_fd = sendfile_fd(transport)
-
-    async def _start_tls(self, raw: asyncio.Transport, tls: ServerTls) -> None:
-        loop = asyncio.get_running_loop()
-        try:
-            context = tls.context()
-            upgraded = await loop.start_tls(raw, self, context, server_side=True,
-                                            ssl_handshake_timeout=tls.handshake_timeout_s)
-            if upgraded is None:
-                raise TlsRefused("the connection closed during the TLS handshake")
-            self.principal = tls.principal_of(upgraded.get_extra_info("ssl_object"))
-        except (OSError, TimeoutError, ValueError, TlsRefused) as exc:
-            log.warning("closing %s on listener %s: TLS handshake failed: %s", self.peer,
-                        self.listener_name, TlsRefused.describe(exc))
-            self.closed = True
-            raw.abort()
-            self._on_close(self)
-            return
-        self.transport = upgraded
-        self.sendfile_fd = None  # the kernel cannot encrypt: records go through the TLS layer
-        self._update_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -144,8 +126,6 @@ class Connection(asyncio.Protocol):
         a *writable* view, so storage can patch offsets in place without copying again.
         """
         if self.closed:
-            return
-        if self.transport is None:  # bytes before the TLS handshake ended: none are expected
             return
         view = memoryview(data)
         pos = 0
@@ -320,7 +300,7 @@ async def start_listener(
     host: str, port: int, dispatch: Dispatch, max_request_bytes: int,
     on_open: Callable[[Connection], None], on_close: Callable[[Connection], None],
     listener: Endpoint | None = None, tls: ServerTls | None = None,
-) -> asyncio.Server:
+) -> asyncio.Server | TlsServer:
     loop = asyncio.get_running_loop()
 
     def factory() -> Connection:
@@ -328,4 +308,7 @@ async def start_listener(
         on_open(conn)
         return conn
 
+    if tls is not None:
+        return await TlsServer.start(host, port, factory, tls,
+                                     listener.name if listener is not None else "SSL")
     return await loop.create_server(factory, host, port, reuse_address=True, backlog=1024)

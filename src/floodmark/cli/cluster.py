@@ -41,6 +41,7 @@ from floodmark.cluster.local import (
     load_cluster,
     pid_state,
 )
+from floodmark.cluster.secure import CLIENT_PROPERTIES, MODES
 from floodmark.progress import ProgressWatch
 
 MAX_BASE_PORT = 65535 - 200
@@ -83,6 +84,10 @@ def register(subparsers: Any) -> None:
                    help="join the controller of a cluster on another machine: run brokers only")
     p.add_argument("--first-broker-id", type=int, default=None,
                    help="with --controller: the first broker id here (ids must be unique)")
+    p.add_argument("--security", default=None, choices=sorted(MODES),
+                   help="a new cluster: ssl = TLS client listeners and mTLS between every node "
+                        "(a throwaway CA under DATA_DIR/tls); writes DATA_DIR/client.properties "
+                        "for clients (--command-config)")
     p.add_argument("--set", dest="overrides", action="append", default=[],
                    metavar="NAME=VALUE", help="broker setting (Kafka names), repeatable")
     p.add_argument("--controller-set", dest="controller_overrides", action="append", default=[],
@@ -146,7 +151,8 @@ def _shape_conflicts(cluster: LocalCluster, args: argparse.Namespace) -> list[st
              "--advertised-host": (args.advertised_host, cluster.advertised_host),
              "--controller": (args.controller, st.get("controller")),
              "--combined": ("on" if args.combined else None,
-                            "on" if cluster.combined else "off")}
+                            "on" if cluster.combined else "off"),
+             "--security": (args.security, st.get("security") or "none")}
     return [f"{flag} {want} (it has {have})" for flag, (want, have) in asked.items()
             if want is not None and want != have]
 
@@ -225,7 +231,8 @@ def _cluster_for_up(args: argparse.Namespace) -> LocalCluster:
                         controllers=0 if args.controller is not None
                         else args.controllers or DEFAULT_CONTROLLERS,
                         combined=bool(args.combined),
-                        die_with_supervisor=False)  # --detach: they outlive this command
+                        die_with_supervisor=False,  # --detach: they outlive this command
+                        security=args.security)
 
 
 def _check_ports(cluster: LocalCluster) -> None:
@@ -256,6 +263,9 @@ def _print_started(cluster: LocalCluster, data_dir: str, detached: bool) -> None
     for b in cluster.broker_ids:
         print(f"broker {b} at {cluster.address(b)} (pid {cluster.pid(b)})", flush=True)
     print(f"bootstrap: {cluster.bootstrap}", flush=True)
+    if cluster.security is not None:
+        print(f"client settings: {cluster.data_dir / CLIENT_PROPERTIES} (e.g. floodmark topic "
+              f"list --command-config {cluster.data_dir / CLIENT_PROPERTIES})", flush=True)
     how = "" if detached else " or Ctrl-C"
     print(f"logs: {cluster.data_dir / 'logs'}; stop with `floodmark cluster down "
           f"--data-dir {data_dir}`{how}", flush=True)

@@ -1,6 +1,8 @@
 """What the client commands (``topic``, ``group``, ``produce``, ``consume``) share: where the
-cluster is (``--bootstrap-server``, ``--data-dir``, ``FLOODMARK_BOOTSTRAP``), one-line errors,
-``NAME=VALUE`` lists, and offsets by timestamp asked of each partition's leader."""
+cluster is (``--bootstrap-server``, ``--data-dir``, ``FLOODMARK_BOOTSTRAP``), how to connect
+(``--command-config FILE``, Kafka's name: a properties file of librdkafka's client settings;
+else the ``client.properties`` a secured ``cluster up`` wrote in ``--data-dir``), one-line
+errors, ``NAME=VALUE`` lists, and offsets by timestamp asked of each partition's leader."""
 
 from __future__ import annotations
 
@@ -33,11 +35,12 @@ def add_bootstrap(p: argparse.ArgumentParser) -> None:
                         f"cluster, ${BOOTSTRAP_ENV}, ./{DEFAULT_DATA_DIR}'s cluster, "
                         f"{DEFAULT_BOOTSTRAP})")
     p.add_argument("--data-dir", default=None,
-                   help="the directory of a `floodmark cluster up`: use its brokers")
+                   help="the directory of a `floodmark cluster up`: use its brokers (and its "
+                        "client.properties, if it wrote one)")
     p.add_argument("--command-config", default=None, metavar="FILE",
-                   help="client settings in librdkafka's names, one name=value a line "
-                        "(security.protocol, sasl.mechanisms, sasl.username, sasl.password, "
-                        "ssl.ca.location)")
+                   help="client settings, key=value a line, librdkafka's names "
+                        "(security.protocol, ssl.ca.location, ssl.certificate.location, "
+                        "ssl.key.location, ssl.key.password, sasl.*)")
 
 
 def bootstrap_of(args: argparse.Namespace) -> str:
@@ -56,14 +59,23 @@ def bootstrap_of(args: argparse.Namespace) -> str:
     return DEFAULT_BOOTSTRAP
 
 
+CLIENT_PROPERTIES = "client.properties"
+
+
 def security_of(args: argparse.Namespace) -> ClientSecurity:
-    """``--command-config``'s settings (plaintext without one); a bad file is a CliError."""
+    """``--command-config``, else ``--data-dir``'s ``client.properties``, else PLAINTEXT. A file
+    that does not parse is a one-line CliError (never a value from it)."""
     path = getattr(args, "command_config", None)
-    if not path:
+    if path is None and getattr(args, "data_dir", None):
+        candidate = Path(args.data_dir) / CLIENT_PROPERTIES
+        path = str(candidate) if candidate.is_file() else None
+    if path is None:
         return PLAINTEXT
     try:
-        return ClientSecurity.load(path)
-    except (OSError, ValueError) as exc:
+        security = ClientSecurity.load(path)
+        security.ssl_context()  # a file that does not load: said here, in one line
+        return security
+    except ValueError as exc:
         raise CliError(f"--command-config {path}: {exc}") from None
 
 

@@ -12,6 +12,7 @@ from floodmark.cli.common import CliError, add_bootstrap, connect, pairs, report
 from floodmark.client.cluster import error_text
 from floodmark.client.connection import KafkaConnection
 from floodmark.client.replica_state import epoch_cache, replica_state
+from floodmark.security.client_security import ClientSecurity
 
 
 def register(subparsers: Any) -> None:
@@ -109,7 +110,8 @@ def _topic_configs(conn: KafkaConnection, topic: str) -> dict[str, str | None]:
     return {str(c.name): c.value for c in res.configs if int(c.config_source) == 1}
 
 
-def _replica_states(meta: Any, topic: str, p: Any) -> list[dict[str, Any]]:
+def _replica_states(meta: Any, topic: str, p: Any,
+                    security: ClientSecurity) -> list[dict[str, Any]]:
     """Per replica LEO, HW, LSO and epoch cache, read from that replica's broker (cluster
     mode)."""
     addresses = {int(b.node_id): f"{b.host}:{int(b.port)}" for b in meta.brokers}
@@ -121,7 +123,7 @@ def _replica_states(meta: Any, topic: str, p: Any) -> list[dict[str, Any]]:
             if address is None:
                 raise RuntimeError("not a live broker")
             entry.update(replica_state(address, topic, int(p.partition_index),
-                                       int(p.leader_epoch)))
+                                       int(p.leader_epoch), security))
         except (OSError, RuntimeError) as exc:
             entry["error"] = str(exc)
         out.append(entry)
@@ -159,7 +161,7 @@ def topic_describe(args: argparse.Namespace) -> int:
                         conn, t.name, i, int(p.leader_epoch), start[i][0])],
                 })
                 if len(p.replica_nodes) > 1:  # a cluster: ask every replica's own broker
-                    states = _replica_states(meta, t.name, p)
+                    states = _replica_states(meta, t.name, p, cluster.security)
                     rows[-1]["replica_states"] = states
                     lead = next((x for x in states if x["id"] == int(p.leader_id)
                                  and "error" not in x), None)

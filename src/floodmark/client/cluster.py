@@ -79,6 +79,7 @@ def error_text(code: int) -> str:
 class ClusterClient:
     def __init__(self, bootstrap: str, *, timeout_s: float = 30.0,
                  client_id: str = "floodmark-cli", security: ClientSecurity = PLAINTEXT) -> None:
+        """``security``: TLS (and SASL) settings for every connection (``--command-config``)."""
         self.bootstrap = parse_bootstrap(bootstrap)
         self.security = security
         self.timeout_s = timeout_s

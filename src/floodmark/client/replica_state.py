@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from floodmark.client.connection import KafkaConnection
+from floodmark.security.client_security import PLAINTEXT, ClientSecurity
 
 DEBUG_REPLICA_ID = -2
 PartitionKey = tuple[str, int]
@@ -44,17 +45,20 @@ def epoch_cache(conn: KafkaConnection, topic: str, partition: int, max_epoch: in
     return _cache_from_ends(ends, log_start_offset)
 
 
-def replica_state(address: str, topic: str, partition: int, max_epoch: int) -> dict[str, Any]:
+def replica_state(address: str, topic: str, partition: int, max_epoch: int,
+                  security: ClientSecurity = PLAINTEXT) -> dict[str, Any]:
     """``{"log_end_offset", "high_watermark", "log_start_offset", "epoch_cache": [[e, o]...]}``
     of the replica on the broker at ``address``."""
-    answer = replica_states(address, [(topic, partition, max_epoch)])[(topic, partition)]
+    answer = replica_states(address, [(topic, partition, max_epoch)],
+                            security=security)[(topic, partition)]
     if "error" in answer:
         raise RuntimeError(answer["error"])
     return answer
 
 
 def replica_states(address: str, partitions: list[tuple[str, int, int]],
-                   timeout_s: float = 5.0) -> dict[PartitionKey, dict[str, Any]]:
+                   timeout_s: float = 5.0, security: ClientSecurity = PLAINTEXT
+                   ) -> dict[PartitionKey, dict[str, Any]]:
     """``replica_state`` for many partitions of one broker in four ListOffsets and one
     OffsetsForLeaderEpoch request (one connection). Each answer is the replica's
     ``{"log_end_offset", "high_watermark", "log_start_offset", "epoch_cache",
@@ -74,7 +78,7 @@ def replica_states(address: str, partitions: list[tuple[str, int, int]],
                  else int(p.offset))
                 for t in resp.topics for p in t.partitions}
 
-    with KafkaConnection(address, timeout_s=timeout_s) as conn:
+    with KafkaConnection(address, timeout_s=timeout_s, security=security) as conn:
         leo = offsets(conn, -1, 0)
         hw = offsets(conn, -1, 1)
         lso = offsets(conn, -1, 2)  # floodmark's debug read of the last stable offset
@@ -108,7 +112,8 @@ def replica_states(address: str, partitions: list[tuple[str, int, int]],
 
 
 def leader_views(address: str, partitions: list[PartitionKey],
-                 timeout_s: float = 5.0) -> dict[PartitionKey, dict[str, Any]]:
+                 timeout_s: float = 5.0, security: ClientSecurity = PLAINTEXT
+                 ) -> dict[PartitionKey, dict[str, Any]]:
     """What the leader on ``address`` knows of each replica of these partitions, read with
     DescribeQuorum (a debug read floodmark answers for any partition it leads):
     ``{"leader", "leader_epoch", "high_watermark", "log_end_offsets": {replica: LEO}}`` where a
@@ -117,7 +122,7 @@ def leader_views(address: str, partitions: list[PartitionKey],
     by_topic: dict[str, list[int]] = {}
     for topic, partition in partitions:
         by_topic.setdefault(topic, []).append(partition)
-    with KafkaConnection(address, timeout_s=timeout_s) as conn:
+    with KafkaConnection(address, timeout_s=timeout_s, security=security) as conn:
         resp = conn.request(55, 1, {"topics": [
             {"topic_name": topic, "partitions": [{"partition_index": p} for p in parts]}
             for topic, parts in by_topic.items()]})

@@ -23,7 +23,7 @@ def describe(cluster: LocalCluster, topic: str) -> list[dict[str, Any]]:
             entry: dict[str, Any] = {"id": r}
             try:
                 entry.update(replica_state(cluster.address(r), topic, int(index),
-                                           int(reg["leader_epoch"])))
+                                           int(reg["leader_epoch"]), cluster.client_security))
             except (OSError, RuntimeError) as exc:
                 entry["error"] = str(exc)
             replicas.append(entry)

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from floodmark import lifeline
+from floodmark.cluster.secure import CLIENT_PROPERTIES, ClusterSecurity
 from floodmark.cluster.waiting import LIMIT_S, STALL_MS, Stalled, process_progress, wait_progress
 from floodmark.controller import rpc
 from floodmark.controller.quorum.directory_id import (
@@ -50,6 +51,7 @@ from floodmark.controller.quorum.directory_id import (
     format_directory,
     new_directory_id,
 )
+from floodmark.security.client_security import PLAINTEXT, ClientSecurity
 from floodmark.storage.fs import RealFileSystem
 
 STATE_FILE = "cluster.json"
@@ -169,7 +171,7 @@ class LocalCluster:
                  listen_host: str = "127.0.0.1", advertised_host: str | None = None,
                  controller: str | None = None, first_broker_id: int = 1,
                  controllers: int = 1, combined: bool = False,
-                 die_with_supervisor: bool = True) -> None:
+                 die_with_supervisor: bool = True, security: str | None = None) -> None:
         """A new cluster's shape (ignored when ``data_dir`` already holds one):
 
         - ``metrics``: every node serves Prometheus ``/metrics`` on a port of its own;
@@ -183,7 +185,9 @@ class LocalCluster:
           this directory then runs brokers only, ``first_broker_id`` and up;
         - ``controllers``: how many controller processes (more than one: a quorum);
         - ``combined``: no controller processes: every broker is also a voter of the quorum
-          (``process.roles=broker,controller``; ``controllers`` and ``controller`` unused).
+          (``process.roles=broker,controller``; ``controllers`` and ``controller`` unused);
+        - ``security``: a secured cluster (``cluster.secure.MODES``: ``ssl``): TLS client
+          listeners, mTLS between nodes, certificates of a throwaway CA under ``tls/``.
 
         ``die_with_supervisor`` (not part of the cluster's state): the nodes this object starts
         end when this process does, however it ends (``floodmark.lifeline``), so a killed test
@@ -220,6 +224,8 @@ class LocalCluster:
                 "combined": combined,
                 "nodes": {},
             }
+            if security is not None:
+                self.state["security"] = security
             if controller is None:
                 for k in range(controllers):
                     node_id = controller_node_id(k)
@@ -267,6 +273,28 @@ class LocalCluster:
     @property
     def advertised_host(self) -> str:
         return str(self.state.get("advertised_host") or self.listen_host)
+
+    @property
+    def security(self) -> ClusterSecurity | None:
+        """The cluster's security (``cluster up --security``), None for a plaintext one."""
+        mode = self.state.get("security")
+        if not mode:
+            return None
+        return ClusterSecurity.of(str(mode), self.data_dir, self.listen_host,
+                                  self.advertised_host)
+
+    @property
+    def channel_security(self) -> ClientSecurity:
+        """How this directory's tools call its controllers (the admin's certificate)."""
+        sec = self.security
+        return sec.admin_channel() if sec is not None else PLAINTEXT
+
+    @property
+    def client_security(self) -> ClientSecurity:
+        """How a client of the brokers' bootstrap listener connects (``client.properties``)."""
+        sec = self.security
+        return (ClientSecurity.from_properties(sec.client_properties()) if sec is not None
+                else PLAINTEXT)
 
     @property
     def has_controller(self) -> bool:
@@ -374,10 +402,13 @@ class LocalCluster:
         listen = f"{self.listen_host}:{n['port']}"
         if n["role"] == "controller":
             quorum = (["--node-id", str(node_id)] if self.is_quorum else [])
+            secure = self.security
+            sets = [] if secure is None else [
+                f"--set={k}={v}" for k, v in secure.controller_settings(node_id).items()]
             return [sys.executable, "-m", "floodmark.controller",
                     "--data-dir", str(self.data_dir / self._controller_dir(node_id)),
                     "--listen", listen, *quorum, *self._controller_args(),
-                    *self._metrics_args(n)]
+                    *self._metrics_args(n), *sets]
         cmd = [sys.executable, "-m", "floodmark.broker.cluster_member",
                "--node-id", str(node_id), "--controller", self.controller_bootstrap,
                "--data-dir", str(self.data_dir / f"broker-{node_id}"),
@@ -389,6 +420,10 @@ class LocalCluster:
             cmd += ["--advertised-host", self.advertised_host]
         for k, v in self.state["broker_settings"].items():
             cmd += ["--set", f"{k}={v}"]
+        secure = self.security
+        if secure is not None:
+            for k, v in secure.broker_settings(node_id, self.listen_host, n["port"]).items():
+                cmd += ["--set", f"{k}={v}"]
         return cmd
 
     def _controller_args(self) -> list[str]:
@@ -540,6 +575,9 @@ class LocalCluster:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.state["supervisor_pid"] = os.getpid()
         self._save()
+        secure = self.security
+        if secure is not None:
+            secure.prepare(self.node_ids)  # the CA and certificates a new node lacks
         self._format_controllers()
         if self.is_quorum:
             for c in self.controller_ids:  # the voter set names every port: fix them now
@@ -634,7 +672,7 @@ class LocalCluster:
             return None
         try:
             answer = rpc.blocking_call(self.controller_endpoint(node_id), "describe_quorum", {},
-                                       timeout_s)
+                                       timeout_s, self.channel_security)
         except rpc.RpcError:
             return None
         result = answer.get("result")
@@ -726,7 +764,8 @@ class LocalCluster:
             addresses = [self.controller_address]
         for address in addresses:
             try:
-                answer = rpc.blocking_call(address, "status", {}, timeout_s)
+                answer = rpc.blocking_call(address, "status", {}, timeout_s,
+                                           self.channel_security)
             except rpc.RpcError:
                 continue
             result = answer.get("result")
@@ -771,6 +810,10 @@ class LocalCluster:
             nodes.append(entry)
         out: dict[str, Any] = {"bootstrap": self.bootstrap, "data_dir": str(self.data_dir),
                                "controller": self.controller_address, "nodes": nodes}
+        secure = self.security
+        if secure is not None:  # bootstrap names the client listener; how to speak to it:
+            out["security"] = secure.mode.name
+            out["client_properties"] = str(self.data_dir / CLIENT_PROPERTIES)
         if self.is_quorum:
             out["controllers"] = self.controller_bootstrap
         if ctl is not None:

@@ -32,12 +32,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--node-id", type=int, default=0)
     p.add_argument("--metrics-listen", default=None, metavar="HOST:PORT",
                    help="serve Prometheus /metrics here (port 0: any free port)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE",
+                   help="a Kafka-named setting: controller.listener.names, "
+                        "listener.security.protocol.map, ssl.* (the controller channel's TLS)")
     add_controller_arguments(p)
     p.add_argument("--log-level", default=os.environ.get("FLOODMARK_LOG_LEVEL", "INFO"))
     args = p.parse_args(argv)
     lifeline.hold()  # started by a test run or a benchmark: end with it
     try:
-        setup = controller_setup(args, args.node_id)
+        settings: dict[str, str] = {}
+        for item in args.overrides:
+            name, sep, value = item.partition("=")
+            if not sep or not name.strip():
+                raise ValueError(f"--set expects name=value, got {item.split('=')[0]!r}")
+            settings[name.strip()] = value.strip()
+        setup = controller_setup(args, args.node_id, settings.get)
         if args.listen == LISTEN_DEFAULT and setup.own_address is not None:
             args.listen = format_host_port(*setup.own_address)  # where the other voters call
         parse_host_port(args.listen, what="--listen")

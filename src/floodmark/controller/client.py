@@ -40,6 +40,7 @@ from floodmark.controller.image import (
 from floodmark.controller.snapshot import image_from_records
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import PartitionMeta, TopicMeta, deletable_topic
+from floodmark.security.client_security import PLAINTEXT, ClientSecurity
 
 log = logging.getLogger(__name__)
 
@@ -55,9 +56,11 @@ not answered is silent (stopped, cut off) and the call moves on to the next vote
 class AsyncRpc:
     """One connection, one request at a time; reconnects on the next call after a failure."""
 
-    def __init__(self, address: str, timeout_s: float = 10.0) -> None:
+    def __init__(self, address: str, timeout_s: float = 10.0,
+                 security: ClientSecurity = PLAINTEXT) -> None:
         self.address = address
         self.timeout_s = timeout_s
+        self.security = security  # the controller channel's (``security.channel``)
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._lock = asyncio.Lock()
@@ -76,7 +79,9 @@ class AsyncRpc:
     async def _call(self, method: str, args: dict[str, Any]) -> dict[str, Any]:
         if self._writer is None:
             host, port = parse_host_port(self.address, what="controller address")
-            self._reader, self._writer = await asyncio.open_connection(host, port)
+            self._reader, self._writer = await asyncio.open_connection(
+                host, port, ssl=self.security.ssl_context(),
+                server_hostname=self.security.server_hostname(host))
         assert self._reader is not None
         rid = next(self._ids)
         self._writer.write(rpc.encode({"id": rid, "method": method, "args": args}))
@@ -105,7 +110,7 @@ def _result(answer: dict[str, Any]) -> dict[str, Any]:
 
 
 class ControllerClient:
-    def __init__(self, address: str, node_id: int) -> None:
+    def __init__(self, address: str, node_id: int, security: ClientSecurity = PLAINTEXT) -> None:
         """``address``: one controller, or a quorum's voters as ``host:port,host:port,...``
         (the client follows the active controller: a dead one or a NOT_CONTROLLER answer moves
         it to the controller named as leader, or to the next one)."""
@@ -129,8 +134,9 @@ class ControllerClient:
         # offset X was applied at the time of the first entry whose offset is above X.
         self.applied: collections.deque[tuple[int, int]] = collections.deque(
             maxlen=APPLIED_KEPT)
-        self.control = AsyncRpc(address)
-        self.poll = AsyncRpc(address, timeout_s=30.0)
+        self.security = security
+        self.control = AsyncRpc(address, security=security)
+        self.poll = AsyncRpc(address, timeout_s=30.0, security=security)
         self._topics_cache: dict[str, TopicMeta] | None = None
         self._pid_next = 0
         self._pid_limit = 0
@@ -143,13 +149,13 @@ class ControllerClient:
         if address not in self.addresses:
             self.addresses = [address]
         self.address = address
-        self.control = AsyncRpc(address)
-        self.poll = AsyncRpc(address, timeout_s=30.0)
+        self.control = AsyncRpc(address, security=self.security)
+        self.poll = AsyncRpc(address, timeout_s=30.0, security=self.security)
 
     def restart_poll(self) -> None:
         """Drop the long poll's connection (a call on it fails): the next poll connects anew."""
         self.poll.close()
-        self.poll = AsyncRpc(self.address, timeout_s=30.0)
+        self.poll = AsyncRpc(self.address, timeout_s=30.0, security=self.security)
 
     def _follow(self, leader: str | None, failed: str | None = None) -> None:
         """The current controller is gone or not active: go to the named leader, else the next
@@ -170,8 +176,8 @@ class ControllerClient:
     def _switch(self, address: str) -> None:
         self.close()
         self.address = address
-        self.control = AsyncRpc(address)
-        self.poll = AsyncRpc(address, timeout_s=30.0)
+        self.control = AsyncRpc(address, security=self.security)
+        self.poll = AsyncRpc(address, timeout_s=30.0, security=self.security)
 
     async def _active_call(self, method: str, args: dict[str, Any],
                            timeout_s: float | None = None) -> dict[str, Any]:
@@ -227,7 +233,7 @@ class ControllerClient:
         last = "no controller answered"
         answer: dict[str, Any] = {}
         while (remaining := deadline - loop.time()) > 0:
-            conn = AsyncRpc(address)
+            conn = AsyncRpc(address, security=self.security)
             followed = self.address
             attempt = asyncio.ensure_future(
                 conn.call(method, args, min(remaining, ADMIN_ATTEMPT_TIMEOUT_S)))

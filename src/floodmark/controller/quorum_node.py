@@ -33,6 +33,7 @@ from floodmark.controller.quorum.messages import (
     QuorumMessage,
 )
 from floodmark.controller.quorum.state_file import QuorumStateFile
+from floodmark.security.client_security import PLAINTEXT, ClientSecurity
 from floodmark.storage.fs import RealFileSystem
 from floodmark.storage.log import Log
 
@@ -54,8 +55,11 @@ class QuorumNode:
                  data_dir: str, on_high_watermark: Callable[[int, int], None],
                  on_role: Callable[[RoleChanged], None],
                  snapshots: SnapshotFiles | None = None,
-                 on_voters_record: Callable[[int, bytes], None] | None = None) -> None:
+                 on_voters_record: Callable[[int, bytes], None] | None = None,
+                 security: ClientSecurity = PLAINTEXT) -> None:
+        """``security``: how this voter dials the others (the controller channel's)."""
         self.config = config
+        self.security = security
         self.voters = voters
         self.on_high_watermark = on_high_watermark
         self.on_role = on_role
@@ -66,7 +70,7 @@ class QuorumNode:
         self.driver = QuorumDriver(core, metadata, state_file, self, snapshots=snapshots,
                                    on_voters_record=on_voters_record)
         self._peers = {v: AsyncRpc(f"{h}:{p}", timeout_s=max(1.0, config.request_timeout_ms
-                                                              / 1000))
+                                                              / 1000), security=security)
                        for v, (h, p) in voters.items() if v != config.node_id}
         self._queued = dict.fromkeys(self._peers, 0)
         self._tasks: set[asyncio.Task[None]] = set()
@@ -206,7 +210,9 @@ class QuorumNode:
         host, port = self.voters[key[1]]
         writer: asyncio.StreamWriter | None = None
         try:
-            reader, writer = await asyncio.open_connection(host, port)
+            reader, writer = await asyncio.open_connection(
+                host, port, ssl=self.security.ssl_context(),
+                server_hostname=self.security.server_hostname(host))
             closed = await reader.read(1) == b""
         except OSError:
             closed = True

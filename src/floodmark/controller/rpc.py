@@ -18,6 +18,7 @@ import struct
 from typing import Any
 
 from floodmark.address import parse_host_port
+from floodmark.security.client_security import PLAINTEXT, ClientSecurity
 
 MAX_FRAME_BYTES = 64 * 1024 * 1024
 _LEN = struct.Struct(">I")
@@ -51,11 +52,18 @@ async def read_frame(reader: asyncio.StreamReader) -> dict[str, Any] | None:
 
 
 def blocking_call(address: str, method: str, args: dict[str, Any],
-                  timeout_s: float = 10.0) -> dict[str, Any]:
-    """One request on a fresh blocking connection (CLI, admin calls). Raises RpcError."""
+                  timeout_s: float = 10.0, security: ClientSecurity = PLAINTEXT) -> dict[str, Any]:
+    """One request on a fresh blocking connection (CLI, admin calls), over TLS when
+    ``security`` says so (the controller channel's). Raises RpcError."""
     host, port = parse_host_port(address, what="controller address")
     try:
-        with socket.create_connection((host, port), timeout=timeout_s) as sock:
+        context = security.ssl_context()
+    except ValueError as exc:
+        raise RpcError(f"controller {address}: {exc}") from None
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s) as raw, \
+                (context.wrap_socket(raw, server_hostname=security.server_hostname(host))
+                 if context is not None else raw) as sock:
             sock.sendall(encode({"id": 1, "method": method, "args": args}))
             head = _recv_exact(sock, 4)
             (size,) = _LEN.unpack(head)

@@ -44,7 +44,9 @@ from floodmark.controller.snapshot import (
 )
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.replication.election import AlterPartitionRequest
+from floodmark.security.channel import PLAINTEXT_CHANNEL, ChannelSecurity
 from floodmark.security.listeners import Endpoint
+from floodmark.security.tls_server import TlsServer
 from floodmark.storage.fs import RealFileSystem
 
 log = logging.getLogger(__name__)
@@ -97,7 +99,9 @@ async def _listener_refuses(host: str, port: int, timeout_s: float) -> bool:
 class ControllerServer:
     def __init__(self, data_dir: str, config: ControllerConfig, node_id: int = 0,
                  quorum: tuple[QuorumConfig, dict[int, tuple[str, int]]] | None = None,
-                 metadata_log: MetadataLogConfig | None = None) -> None:
+                 metadata_log: MetadataLogConfig | None = None,
+                 security: ChannelSecurity = PLAINTEXT_CHANNEL) -> None:
+        self.security = security  # TLS of this server and of its calls to other voters
         """``quorum``: (settings, ``controller.quorum.voters``) to run as one voter of a
         controller quorum; without it the controller is alone (and always active)."""
         self.node_id = node_id
@@ -138,7 +142,7 @@ class ControllerServer:
             settings, voters = quorum
             self.quorum = QuorumNode(settings, voters, self.mlog.log, data_dir,
                                      self._on_high_watermark, self._on_role, self.snapshots,
-                                     self._on_voters_record)
+                                     self._on_voters_record, security=security.client)
             if self.snapshot is not None:
                 sid = self.snapshot[0]
                 self.quorum.snapshot_written(sid.end_offset, sid.epoch, self.snapshots.size(sid))
@@ -149,7 +153,7 @@ class ControllerServer:
             self.logic.start(now_ms())
             self._sweep.activated(now_ms())
             self._persist()
-        self._server: asyncio.Server | None = None
+        self._server: asyncio.Server | TlsServer | None = None
         self._writers: set[asyncio.StreamWriter] = set()
         self._stopping: asyncio.Event | None = None
         self.bound_port = 0
@@ -410,9 +414,18 @@ class ControllerServer:
     async def serve(self, host: str, port: int, ready: Callable[[int], None] | None = None) -> None:
         self._changed = asyncio.Event()
         self._stopping = asyncio.Event()
-        self._server = await asyncio.start_server(self._on_connection, host, port)
-        self.bound_port = self._server.sockets[0].getsockname()[1]
-        log.info("controller %d listening on %s:%d", self.node_id, host, self.bound_port)
+        if self.security.server is not None:  # SSL: mTLS when ssl.client.auth=required
+            def streams() -> asyncio.BaseProtocol:
+                return asyncio.StreamReaderProtocol(asyncio.StreamReader(), self._on_connection)
+
+            server: asyncio.Server | TlsServer = await TlsServer.start(
+                host, port, streams, self.security.server, f"controller {self.node_id}")
+        else:
+            server = await asyncio.start_server(self._on_connection, host, port)
+        self._server = server
+        self.bound_port = server.sockets[0].getsockname()[1]
+        log.info("controller %d listening on %s:%d (%s)", self.node_id, host, self.bound_port,
+                 self.security.protocol.value)
         ticker = asyncio.create_task(self._ticker())
         if self.quorum is not None:
             self.quorum.start()
@@ -422,7 +435,7 @@ class ControllerServer:
         ticker.cancel()
         if self.quorum is not None:
             await self.quorum.stop()
-        self._server.close()
+        server.close()
         for writer in list(self._writers):
             writer.close()  # their handlers see EOF and end, even one that missed a cancel
         self.mlog.close()

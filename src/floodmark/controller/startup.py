@@ -23,6 +23,7 @@ from floodmark.controller.metadata_log import MetadataLogConfig
 from floodmark.controller.quorum.codec import parse_voters
 from floodmark.controller.quorum.core import QuorumConfig
 from floodmark.controller.server import ControllerServer
+from floodmark.security.channel import PLAINTEXT_CHANNEL, ChannelSecurity
 from floodmark.security.sasl.scram import ScramUser, parse_add_scram
 from floodmark.settings import DEFAULTS, SETTINGS, eligible_leader_replicas_enabled
 from floodmark.storage.data_dir import DataDirLock, lock_data_dir
@@ -114,6 +115,8 @@ class ControllerSetup:
     config: ControllerConfig
     metadata_log: MetadataLogConfig
     quorum: tuple[QuorumConfig, Voters] | None = None  # settings, controller.quorum.voters
+    security: ChannelSecurity = PLAINTEXT_CHANNEL
+    """The controller channel's TLS (``controller.listener.names`` & ``ssl.*``)."""
 
     @property
     def voter_addresses(self) -> list[str]:
@@ -175,7 +178,9 @@ def controller_setup(args: argparse.Namespace, node_id: int,
             election_backoff_max_ms=args.controller_quorum_election_backoff_max_ms,
             request_timeout_ms=args.controller_quorum_request_timeout_ms,
             fetch_idle_backoff_ms=FETCH_IDLE_BACKOFF_MS), voters)
-    return ControllerSetup(node_id, config, mlog, quorum)
+    security = ChannelSecurity.from_settings(settings if settings is not None
+                                             else lambda _name: None)
+    return ControllerSetup(node_id, config, mlog, quorum, security)
 
 
 def open_controller(setup: ControllerSetup, data_dir: str
@@ -185,7 +190,7 @@ def open_controller(setup: ControllerSetup, data_dir: str
     lock = lock_data_dir(data_dir)
     try:
         server = ControllerServer(data_dir, setup.config, setup.node_id, setup.quorum,
-                                  setup.metadata_log)
+                                  setup.metadata_log, setup.security)
     except BaseException:
         lock.release()
         raise

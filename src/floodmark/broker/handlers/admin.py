@@ -23,6 +23,7 @@ from floodmark.broker.config import (
 )
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import validate_topic_name
+from floodmark.settings import is_sensitive
 from floodmark.wire.api_table import SUPPORTED, ApiKey
 from floodmark.wire.codec import RequestHeader, encode_response
 
@@ -325,15 +326,17 @@ def _entry(name: str, chain: list[tuple[ConfigSource, ConfigValue]], synonym_nam
     source, value = chain[0] if chain else (ConfigSource.DEFAULT_CONFIG, None)
     setting = SETTINGS.get(synonym_name)
     read_only = not topic and (setting is None or not setting.dynamic)
+    secret = is_sensitive(name)  # a password: never sent back (Kafka answers null)
     return {
         "name": name,
-        "value": render(value),
+        "value": None if secret else render(value),
         "read_only": read_only,
         "is_default": source is ConfigSource.DEFAULT_CONFIG,
         "config_source": int(source),
-        "is_sensitive": False,
+        "is_sensitive": secret,
         "synonyms": [{"name": name if src is ConfigSource.DYNAMIC_TOPIC_CONFIG else synonym_name,
-                      "value": render(v), "source": int(src)} for src, v in chain]
+                      "value": None if secret else render(v), "source": int(src)}
+                     for src, v in chain]
         if synonyms else [],
         "config_type": int(setting.type if setting is not None else _config_type(value)),
         "documentation": None,
