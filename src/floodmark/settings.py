@@ -106,6 +106,18 @@ DEFAULTS: dict[str, Any] = {
     "authorizer.class.name": "",
     "super.users": "",
     "allow.everyone.if.no.acl.found": False,
+    # SASL on SASL_PLAINTEXT / SASL_SSL listeners (Kafka's names; docs/security.md). Kafka's
+    # default mechanism is GSSAPI, which floodmark does not serve: SCRAM is the default here.
+    # ``listener.name.<listener>.sasl.enabled.mechanisms`` overrides the list per listener.
+    "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
+    "connections.max.reauth.ms": 0,
+    "connection.failed.authentication.delay.ms": 100,
+    "sasl.server.max.receive.size": 524_288,
+    # PLAIN's users, one ``name:password`` a line (floodmark's; Kafka puts them in its JAAS
+    # config). PLAIN on a listener without TLS is refused at start unless the unsafe setting
+    # below says otherwise.
+    "floodmark.sasl.plain.users.file": "",
+    "floodmark.unsafe.sasl.plain.without.tls": False,
 }
 
 LONG_MAX = 9_223_372_036_854_775_807
@@ -172,8 +184,10 @@ _INT_SETTINGS = frozenset({"node.id", "num.partitions", "default.replication.fac
                            "transaction.state.log.replication.factor",
                            "transaction.state.log.min.isr",
                            "transaction.abort.timed.out.transaction.cleanup.interval.ms",
-                           "eligible.leader.replicas.version"})
-_LIST_SETTINGS = frozenset({"log.cleanup.policy", "process.roles"})
+                           "eligible.leader.replicas.version",
+                           "connection.failed.authentication.delay.ms",
+                           "sasl.server.max.receive.size"})
+_LIST_SETTINGS = frozenset({"log.cleanup.policy", "process.roles", "sasl.enabled.mechanisms"})
 _LONG_NULLABLE = frozenset({"log.flush.interval.ms"})
 
 

@@ -620,6 +620,17 @@ def _none(caller: Caller, header: RequestHeader, req: WireRequest,
     return None
 
 
+def _alter_scram(caller: Caller, header: RequestHeader, req: WireRequest,
+                 ctx: HandlerContext) -> Verdict | None:
+    """AlterUserScramCredentials: Alter on the cluster, else every user named refused."""
+    if caller.may_cluster(Op.ALTER):
+        return None
+    users = dict.fromkeys([str(d.name) for d in req.deletions or ()]
+                          + [str(u.name) for u in req.upsertions or ()])
+    return _refuse(results=[{"user": u, "error_code": CLUSTER_DENIED,
+                             "error_message": "Authorization failed."} for u in users])
+
+
 CHECKS: dict[ApiKey, Check] = {
     ApiKey.API_VERSIONS: _none,
     ApiKey.METADATA: _metadata,
@@ -662,6 +673,13 @@ CHECKS: dict[ApiKey, Check] = {
     ApiKey.WRITE_TXN_MARKERS: _write_txn_markers,
     ApiKey.DESCRIBE_TRANSACTIONS: _describe_transactions,
     ApiKey.LIST_TRANSACTIONS: _list_transactions,
+    # SASL's exchange comes before any principal (the connection's authenticator admits it).
+    ApiKey.SASL_HANDSHAKE: _none,
+    ApiKey.SASL_AUTHENTICATE: _none,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _cluster(
+        Op.DESCRIBE, error_code=CLUSTER_DENIED, error_message="Authorization failed.",
+        results=[]),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: _alter_scram,
     ApiKey.DESCRIBE_ACLS: _cluster(Op.DESCRIBE, error_code=CLUSTER_DENIED,
                                    error_message="Authorization failed.", resources=[]),
     ApiKey.CREATE_ACLS: _acl_apis(Op.ALTER, "results", {

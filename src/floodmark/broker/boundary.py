@@ -18,6 +18,7 @@ from typing import Any, Protocol, TypeAlias
 
 from floodmark.broker.sendfile import SendfileParts
 from floodmark.security.principal import KafkaPrincipal
+from floodmark.security.sasl.session import SaslSession
 
 WireRequest: TypeAlias = Any
 """A decoded kio request, or a part of one (kio's generated classes are untyped)."""
@@ -44,3 +45,10 @@ class ClientConnection(Protocol):
     """Who authenticated on this connection (``User:ANONYMOUS`` if nobody did)."""
     listener_name: str
     """The listener the client connected to (``PLAINTEXT``, ``SASL_SSL``, ... or a custom name)."""
+    security_protocol: str
+    """The listener's security protocol (``PLAINTEXT``, ``SSL``, ``SASL_PLAINTEXT``, ``SASL_SSL``)."""
+    sasl: SaslSession | None
+    """The connection's SASL authenticator on a SASL listener, else None."""
+
+    def abort(self) -> None:
+        """Close the connection now (what is queued is dropped)."""

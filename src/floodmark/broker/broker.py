@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from floodmark.broker import sendfile, storage_glue
+from floodmark.broker.authentication import Authentication
 from floodmark.broker.authorization import Authorization, Finish
 from floodmark.broker.boundary import Answer, Encoded
 from floodmark.broker.config import BrokerConfig, Configs
@@ -44,6 +45,7 @@ from floodmark.metadata import INTERNAL_TOPICS, OFFSETS_TOPIC, TopicMeta
 from floodmark.replication.election import AlterPartitionRequest
 from floodmark.replication.produce import ProduceSettings
 from floodmark.security.listeners import Endpoint
+from floodmark.security.sasl.session import Verdict
 from floodmark.security.tls_server import TlsServer
 from floodmark.settings import topic_log_config
 from floodmark.wire.api_table import SUPPORTED, ApiKey, accepted_range
@@ -102,6 +104,7 @@ class Broker:
                 "transaction.abort.timed.out.transaction.cleanup.interval.ms"),
             expiration_ms=config.get_int("transactional.id.expiration.ms"))
         self.connections: set[Connection] = set()
+        self.authentication = Authentication(config, lambda: self.controller.scram_credentials())
         self.max_request_bytes = config.get_int("socket.request.max.bytes")
         self.storage = storage_glue.Storage(self.data_dir, config)
         self._servers: list[asyncio.Server | TlsServer] = []
@@ -183,7 +186,7 @@ class Broker:
         for ep in listeners.listeners:
             server = await start_listener(
                 ep.host or self.config.listen_host, ep.port, dispatch, self.max_request_bytes,
-                self.connections.add, self.connections.discard, ep, tls.get(ep.name))
+                self._connection_opened, self.connections.discard, ep, tls.get(ep.name))
             self._servers.append(server)
             self.bound_ports[ep.name] = server.sockets[0].getsockname()[1]
         self.bound_port = self.bound_ports[listeners.listeners[0].name]
@@ -200,6 +203,10 @@ class Broker:
         self.membership.start(self.bound_port, ready)
         await self._stopping.wait()
         await self._shutdown()
+
+    def _connection_opened(self, conn: Connection) -> None:
+        self.connections.add(conn)
+        conn.sasl = self.authentication.session_for(conn.listener_name, conn.security_protocol)
 
     def stop(self) -> None:
         if self._stopping is not None:
@@ -522,6 +529,13 @@ class Broker:
     def dispatch(self, frame: memoryview | bytes,
                  conn: Connection) -> Encoded | Awaitable[Encoded | None] | None:
         key, version, corr = peek_header(frame)
+        sasl = conn.sasl if conn is not None else None
+        if sasl is not None:  # a SASL listener: before authentication, only the exchange
+            admission = sasl.admits(key, len(frame), self.now_ms())
+            if admission.verdict is not Verdict.SERVE:
+                if admission.verdict is Verdict.IGNORE:
+                    return None  # failed: closing after the delay, nothing more is answered
+                raise ProtocolError(admission.reason)
         counts = self.request_counts
         counts[key] = counts.get(key, 0) + 1
         if key == ApiKey.API_VERSIONS and version > SUPPORTED[ApiKey.API_VERSIONS].max_version:

@@ -20,6 +20,7 @@ from floodmark.replication.modes import DEFAULT_TRUNCATION, Truncation
 from floodmark.security.authorizer import authorizer_settings
 from floodmark.security.client_security import ClientSecurity
 from floodmark.security.listeners import ListenerConfig, listener_config
+from floodmark.security.sasl.settings import listener_sasl_settings, plain_users
 from floodmark.security.tls import ServerTls, ssl_settings
 from floodmark.settings import (
     DEFAULTS,
@@ -174,6 +175,10 @@ class BrokerConfig:
                             str(self.get("super.users") or ""),
                             self.get_bool("allow.everyone.if.no.acl.found"))
         self.listener_tls  # noqa: B018  # a bad listener or TLS setting: one line at start
+        for ep in self.listeners.listeners:  # a bad SASL setting: one line at start
+            sasl = listener_sasl_settings(self.get, ep.name, ep.security_protocol.value)
+            if sasl is not None and "PLAIN" in sasl.enabled_mechanisms:
+                plain_users(self.get)  # the users file must be readable
         self.inter_broker_security.ssl_context()
         mode = self.truncation
         if mode is not DEFAULT_TRUNCATION and not self.get_bool("floodmark.truncation.allow.unsafe"):

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol, TypedDict
 
+from floodmark.broker.authentication import Authentication
 from floodmark.broker.boundary import ClientConnection, HandlerResult, WireRequest
 from floodmark.broker.config import BrokerConfig, Configs
 from floodmark.broker.fetch_sessions import FetchSessionCache
@@ -169,6 +170,7 @@ class HandlerContext(BrokerCore, Protocol):
     offsets: OffsetStore
     groups: GroupCoordinator
     transactions: TransactionCoordinatorDriver
+    authentication: Authentication
 
     @property
     def advertised(self) -> tuple[str, int]: ...

@@ -20,13 +20,15 @@ from floodmark.errors import KafkaError
 from floodmark.metadata import OFFSETS_TOPIC, CoordinatorType
 from floodmark.records import CorruptRecordError
 from floodmark.replication.election import AlterPartitionRequest, PartitionRegistration
+from floodmark.security.sasl.scram import ScramUser
 
 log = logging.getLogger(__name__)
 
 
 class LocalMembership(MembershipBase):
-    def __init__(self, data_dir: Path, node_id: int) -> None:
-        self._local = LocalController(data_dir, node_id)
+    def __init__(self, data_dir: Path, node_id: int,
+                 bootstrap_scram: tuple[ScramUser, ...] = ()) -> None:
+        self._local = LocalController(data_dir, node_id, bootstrap_scram)
 
     @property
     def controller(self) -> Controller:

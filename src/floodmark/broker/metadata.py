@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Protocol
 
 from floodmark.broker.config import Configs
+from floodmark.controller import scram
 from floodmark.controller.image import (
     MetadataImage,
     Reassignment,
@@ -32,6 +33,7 @@ from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import INTERNAL_TOPICS, PartitionMeta, TopicMeta, deletable_topic
 from floodmark.replication.election import PartitionRegistration
 from floodmark.security.acl import AclBinding, AclBindingFilter, AclStore
+from floodmark.security.sasl.scram import ScramUser
 from floodmark.settings import DEFAULTS, eligible_leader_replicas_enabled, split_topic_configs
 
 log = logging.getLogger(__name__)
@@ -61,6 +63,10 @@ class Controller(Protocol):
     async def alter_topic_configs(self, name: str, configs: Configs) -> None: ...
     async def alter_broker_configs(self, resource: str, configs: Configs) -> None: ...
     def broker_configs(self) -> dict[str, Configs]: ...
+    async def alter_scram_credentials(self, deletions: list[scram.Deletion],
+                                      upsertions: list[scram.Upsertion]
+                                      ) -> list[scram.AlterResult]: ...
+    def scram_credentials(self) -> scram.Credentials: ...
     async def alter_partition_reassignments(
         self, changes: list[tuple[str, int, tuple[int, ...] | None]]
     ) -> list[tuple[str, int, ErrorCode, str]]: ...
@@ -90,13 +96,15 @@ def _importable_configs(topic: str, configs: Configs) -> Configs:
 class LocalController:
     """``ControllerLogic`` in process, with this node the only registered broker."""
 
-    def __init__(self, data_dir: Path, node_id: int) -> None:
+    def __init__(self, data_dir: Path, node_id: int,
+                 bootstrap_scram: tuple[ScramUser, ...] = ()) -> None:
+        """``bootstrap_scram``: SCRAM users a new metadata log starts with (``--add-scram``)."""
         self._node_id = node_id
         self._mlog = MetadataLog(str(data_dir / CONTROLLER_DIR))
         # KIP-966 as every controller runs it (one broker: its restart is always clean here,
         # so the ELR only carries it across its own fencing at start).
         self.logic = ControllerLogic(MetadataImage(), ControllerConfig(
-            auto_leader_rebalance_enable=False,
+            auto_leader_rebalance_enable=False, bootstrap_scram=bootstrap_scram,
             **elr_config(eligible_leader_replicas_enabled(
                 DEFAULTS["eligible.leader.replicas.version"]), DEFAULTS["min.insync.replicas"])))
         self._replay()
@@ -216,6 +224,16 @@ class LocalController:
 
     def broker_configs(self) -> dict[str, Configs]:
         return self.logic.image.broker_configs
+
+    async def alter_scram_credentials(self, deletions: list[scram.Deletion],
+                                      upsertions: list[scram.Upsertion]
+                                      ) -> list[scram.AlterResult]:
+        results = self.logic.alter_scram_credentials(deletions, upsertions)
+        self._persist()
+        return results
+
+    def scram_credentials(self) -> scram.Credentials:
+        return self.logic.image.scram_credentials
 
     async def alter_partition_reassignments(
         self, changes: list[tuple[str, int, tuple[int, ...] | None]]

@@ -25,6 +25,7 @@ from floodmark.broker.boundary import Encoded
 from floodmark.broker.sendfile import SendfileParts, SendfileWriter, sendfile_fd
 from floodmark.security.listeners import Endpoint, SecurityProtocol
 from floodmark.security.principal import ANONYMOUS, KafkaPrincipal
+from floodmark.security.sasl.session import SaslSession
 from floodmark.security.tls import ServerTls, TlsRefused
 from floodmark.security.tls_server import TlsServer
 from floodmark.wire.errors import ProtocolError
@@ -55,6 +56,7 @@ class Connection(asyncio.Protocol):
         "listener_name",
         "peer",
         "principal",
+        "sasl",
         "security_protocol",
         "sendfile_fd",
         "transport",
@@ -83,6 +85,9 @@ class Connection(asyncio.Protocol):
         self.security_protocol = (listener.security_protocol.value if listener is not None
                                   else SecurityProtocol.PLAINTEXT.value)
         self._tls = tls  # a TLS listener's: the handshake comes before any request
+        # A SASL listener's authenticator (set by the broker when the connection opens): until
+        # it succeeds, requests are few and small (``SaslSession.admits``).
+        self.sasl: SaslSession | None = None
         self.sendfile_fd: int | None = None  # set when Fetch may send records with sendfile
         self._sender: SendfileWriter | None = None  # writes responses holding file slices
 
@@ -168,9 +173,13 @@ class Connection(asyncio.Protocol):
                         self.listener_name)
             self.abort()
             return False
-        if size < 8 or size > self._max_request_bytes:
-            log.warning("closing %s: request size %d outside [8, socket.request.max.bytes=%d]",
-                        self.peer, size, self._max_request_bytes)
+        limit = self._max_request_bytes
+        if self.sasl is not None:  # before SASL authentication: sasl.server.max.receive.size
+            limit = self.sasl.max_frame_bytes(limit)
+        if size < 8 or size > limit:
+            log.warning("closing %s: request size %d outside [8, %s=%d]", self.peer, size,
+                        "socket.request.max.bytes" if limit == self._max_request_bytes
+                        else "sasl.server.max.receive.size", limit)
             self.abort()
             return False
         self._frame = bytearray(size)

@@ -15,6 +15,15 @@ from floodmark.cli.checks import check_bindable, check_data_dir
 from floodmark.cli.common import CliError
 
 
+def _add_scram(text: str) -> Any:
+    from floodmark.security.sasl.scram import parse_add_scram
+
+    try:
+        return parse_add_scram(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("broker", help="run a Kafka-compatible broker (broker+controller)")
     p.add_argument("--data-dir", required=True, help="data directory (created if missing)")
@@ -25,6 +34,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--set", dest="overrides", action="append", default=[],
                    metavar="NAME=VALUE", help="any Kafka-named setting (repeatable)")
     p.add_argument("--node-id", type=int, default=None)
+    p.add_argument("--add-scram", action="append", default=[], type=_add_scram,
+                   metavar="MECHANISM=[name=N,password=P]",
+                   help="a SCRAM user a new data directory starts with, in kafka-storage "
+                        "format's syntax (SCRAM-SHA-512=[name=admin,password=admin-secret]); "
+                        "repeatable; ignored once the node's metadata exists")
     p.add_argument("--log-level", default=os.environ.get("FLOODMARK_LOG_LEVEL", "INFO"))
     p.set_defaults(func=run_broker)
 
@@ -33,6 +47,7 @@ def run_broker(args: argparse.Namespace) -> int:
     from floodmark import lifeline
     from floodmark.broker.broker import Broker
     from floodmark.broker.config import BrokerConfig
+    from floodmark.broker.membership import LocalMembership
 
     lifeline.hold()  # started by a test run: end with it
 
@@ -75,7 +90,8 @@ def run_broker(args: argparse.Namespace) -> int:
     except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
         pass
     try:
-        broker = Broker(config)
+        broker = Broker(config, LocalMembership(config.data_dir, config.node_id,
+                                                tuple(args.add_scram)))
         broker.open()
     except OSError as exc:
         print(f"floodmark broker: cannot open --data-dir {args.data_dir}: {exc.strerror or exc}",

@@ -12,6 +12,7 @@ Registration modules (each exposes ``register(subparsers)``; a subcommand's hand
 - ``floodmark.cli.produce``  -> ``floodmark produce``
 - ``floodmark.cli.consume``  -> ``floodmark consume``
 - ``floodmark.cli.cluster``  -> ``floodmark cluster up|down|status|describe|diff|kill|start``
+- ``floodmark.cli.user``     -> ``floodmark user scram set|list|delete`` (SCRAM credentials)
 - ``floodmark.demo.main``    -> ``floodmark demo`` (the README's main job)
 - ``floodmark.storage.dump`` -> ``floodmark dump-log`` (read-only look inside a partition directory)
 - ``floodmark.chaos.cli``    -> ``floodmark chaos fuzz`` (fault injection against real processes)
@@ -37,6 +38,7 @@ _REGISTRARS: tuple[tuple[str, str | None], ...] = (
     ("floodmark.cli.produce", None),
     ("floodmark.cli.consume", None),
     ("floodmark.cli.cluster", None),
+    ("floodmark.cli.user", None),
     ("floodmark.demo.main", None),
     ("floodmark.storage.dump", None),
     ("floodmark.chaos.cli", None),

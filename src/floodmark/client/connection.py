@@ -1,7 +1,9 @@
 """The one Kafka-protocol client connection: requests built from dicts with kio, one framing
 reader with a size cap, over a blocking socket (``KafkaConnection``: the CLI, tests, Spark's
 driver) or asyncio streams (``AsyncKafkaConnection``: the replica fetcher). Either runs over TLS
-when its ``security.ClientSecurity`` says so (``security.protocol=ssl``)."""
+when its ``security.ClientSecurity`` says so (``security.protocol=ssl``), and authenticates with
+SASL (``client/sasl.py``) before its first request on a SASL_PLAINTEXT / SASL_SSL listener; a
+refusal is an ``AuthenticationFailed`` (a ``RequestFailed``) that says why."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
 from floodmark.address import parse_bootstrap
+from floodmark.client.sasl import AuthenticationError, authenticate, sasl_steps
 from floodmark.security.client_security import PLAINTEXT, ClientSecurity
 from floodmark.wire.codec import build
 from floodmark.wire.hot import FETCH_READ_VERSIONS, HotDecodeError, parse_fetch_response
@@ -29,6 +32,10 @@ MAX_RESPONSE_BYTES = 256 * 1024 * 1024
 
 class RequestFailed(Exception):
     """The connection broke, or the broker closed it, before a response arrived."""
+
+
+class AuthenticationFailed(RequestFailed):
+    """The broker did not authenticate this client (SASL), or TLS failed."""
 
 
 def response_size(prefix: bytes) -> int:
@@ -98,6 +105,15 @@ class KafkaConnection:
         self.sock = sock
         self.client_id = client_id
         self._correlation_id = 0
+        if security.uses_sasl:
+            try:
+                authenticate(security, self.request)
+            except AuthenticationError as exc:
+                sock.close()
+                raise AuthenticationFailed(f"{host}:{port}: {exc}") from None
+            except BaseException:
+                sock.close()
+                raise
 
     def close(self) -> None:
         self.sock.close()
@@ -168,11 +184,31 @@ class AsyncKafkaConnection:
                 self.host, self.port, ssl=context,
                 server_hostname=self.security.server_hostname(self.host))
             self._reader, self._writer = reader, writer
+            if self.security.uses_sasl:
+                await self._authenticate(reader, writer)
+        return await self._exchange(reader, writer, api_key, version, body)
+
+    async def _exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                        api_key: int, version: int, body: Mapping[str, Any] | Any) -> Any:
         corr = next(self._ids) & 0x7FFFFFFF
         writer.write(encode_request(api_key, version, corr, body, self.client_id))
         await writer.drain()
         frame = await reader.readexactly(response_size(await reader.readexactly(4)))
         return decode_response(frame, api_key, version, corr)
+
+    async def _authenticate(self, reader: asyncio.StreamReader,
+                            writer: asyncio.StreamWriter) -> None:
+        steps = sasl_steps(self.security)
+        try:
+            step = next(steps)
+            while True:
+                answer = await self._exchange(reader, writer, *step)
+                try:
+                    step = steps.send(answer)
+                except StopIteration:
+                    return
+        except AuthenticationError as exc:
+            raise AuthenticationFailed(str(exc)) from None
 
     def close(self) -> None:
         if self._writer is not None:

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from floodmark.address import parse_host_port
-from floodmark.controller import rpc
+from floodmark.controller import rpc, scram
 from floodmark.controller.image import (
     UNAPPLIED_KEPT,
     MetadataImage,
@@ -328,6 +328,16 @@ class ControllerClient:
 
     def broker_configs(self) -> dict[str, dict[str, Any]]:
         return self.image.broker_configs
+
+    async def alter_scram_credentials(self, deletions: list[scram.Deletion],
+                                      upsertions: list[scram.Upsertion]
+                                      ) -> list[scram.AlterResult]:
+        answer = await self._admin("alter_scram_credentials",
+                                   scram.alterations_to_json(deletions, upsertions))
+        return scram.results_from_json(answer["results"])
+
+    def scram_credentials(self) -> scram.Credentials:
+        return self.image.scram_credentials
 
     async def alter_partition_reassignments(
         self, changes: list[tuple[str, int, tuple[int, ...] | None]]

@@ -29,6 +29,9 @@ floodmark's own log format. Kafka's record names, reduced to what floodmark need
                        IncrementalAlterConfigs: ``resource`` is a broker id, or "" for the
                        cluster-wide default (KIP-226); the whole set, typed
 ``producer_ids``       next unallocated producer id (blocks handed to brokers)
+``user_scram_credential``, ``remove_user_scram_credential``
+                       a user's SCRAM credential for one mechanism (salt, stored and server
+                       keys, iterations; never a password), or its removal (``scram.py``)
 ``cluster_id``         written once, first record of a new cluster
 ``acl``                an ACL binding under its id (Kafka's AccessControlEntryRecord): resource
                        type, name and pattern type, principal, host, operation, permission type,
@@ -44,12 +47,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from floodmark.controller import scram
 from floodmark.controller.record_check import MetadataRecord, check_record
 from floodmark.errors import KafkaError
 from floodmark.metadata import INTERNAL_TOPICS, PartitionMeta, TopicMeta
 from floodmark.replication.election import LeaderRecoveryState, PartitionRegistration
 from floodmark.security.acl import AclBinding, AclStore, new_binding
 from floodmark.security.listeners import Endpoint
+from floodmark.security.sasl.scram import ScramCredential, ScramMechanism
 from floodmark.settings import split_topic_configs
 
 __all__ = [
@@ -192,6 +197,8 @@ class MetadataImage:
         self.broker_configs: dict[str, dict[str, Any]] = {}  # resource ("" = default) -> set
         self.reassignments: dict[tuple[str, int], Reassignment] = {}
         self.acls = AclStore()  # the authorizer of every broker reads this one
+        # user -> mechanism -> credential (SASL/SCRAM, KIP-554)
+        self.scram_credentials: dict[str, dict[ScramMechanism, ScramCredential]] = {}
 
     # -- views ---------------------------------------------------------------------------------
     def acceptable_brokers(self) -> set[int]:
@@ -305,6 +312,15 @@ class MetadataImage:
                 self.broker_configs[str(rec["resource"])] = dict(rec["configs"])
             else:
                 self.broker_configs.pop(str(rec["resource"]), None)
+        elif kind == scram.CREDENTIAL:
+            user, cred = scram.record_credential(rec)
+            self.scram_credentials.setdefault(user, {})[cred.mechanism] = cred
+        elif kind == scram.REMOVE:
+            user, mech = scram.record_removal(rec)
+            creds = self.scram_credentials.get(user, {})
+            creds.pop(mech, None)
+            if not creds:
+                self.scram_credentials.pop(user, None)
         elif kind == "producer_ids":
             self.next_producer_id = int(rec["next"])
         elif kind == "acl":

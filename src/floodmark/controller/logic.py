@@ -35,10 +35,11 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from floodmark.controller import scram
 from floodmark.controller.image import (
     MetadataImage,
     MetadataRecord,
@@ -60,6 +61,7 @@ from floodmark.replication.election import (
     validate_alter_partition,
 )
 from floodmark.security.acl import AclBinding, AclBindingFilter
+from floodmark.security.sasl.scram import ScramUser
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +80,9 @@ class ControllerConfig:
     unclean_shutdown_leaves_isr: bool = False
     new_incarnation_keeps_isr: bool = False
     """Historical (ZooKeeper-era) behaviour for the simulator's scenarios only; see above."""
+    bootstrap_scram: tuple[ScramUser, ...] = ()
+    """SCRAM users a brand-new metadata log starts with (Kafka's ``kafka-storage format
+    --add-scram``): written with the cluster id, ignored once the cluster exists."""
 
 
 def elr_config(enabled: bool, min_insync_replicas: int) -> dict[str, Any]:
@@ -137,9 +142,14 @@ class ControllerLogic:
         return out
 
     def bootstrap(self) -> None:
-        """A brand-new metadata log starts with the cluster id."""
+        """A brand-new metadata log starts with the cluster id (and the bootstrap SCRAM
+        users, salted here: their passwords are never written)."""
         if not self.image.cluster_id:
             self.emit({"type": "cluster_id", "cluster_id": uuid.uuid4().hex[:22]})
+            for user in self.config.bootstrap_scram:
+                self.emit(scram.credential_record(user.name, user.credential()))
+                self.log.info("bootstrap SCRAM credential for user %s (%s)", user.name,
+                              user.mechanism.mechanism_name)
 
     def bootstrap_topic(self, name: str, replicas: list[tuple[int, ...]],
                         configs: dict[str, Any]) -> None:
@@ -637,6 +647,19 @@ class ControllerLogic:
                                   "the cluster's min.insync.replicas changed")
         if resource == "" and self._unclean_default():
             self._elect_leaderless("unclean.leader.election.enable set for the cluster")
+
+    def alter_scram_credentials(self, deletions: Sequence[scram.Deletion],
+                                upsertions: Sequence[scram.Upsertion]
+                                ) -> list[scram.AlterResult]:
+        """AlterUserScramCredentials (KIP-554): each user's changes together or not at all."""
+        records, results = scram.plan_alterations(self.image.scram_credentials, deletions,
+                                                  upsertions)
+        for rec in records:
+            self.emit(rec)
+        for r in results:
+            if r.error is ErrorCode.NONE:
+                self.log.info("SCRAM credentials of user %s altered", r.user)
+        return results
 
     def delete_topic(self, name: str) -> None:
         if name not in self.image.topics:

@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from floodmark.controller import scram
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import validate_topic_name
 from floodmark.replication.election import NO_LEADER, LeaderRecoveryState
@@ -168,6 +169,15 @@ def _producer_ids(rec: MetadataRecord) -> None:
     _int(rec, "next")
 
 
+def _scram(read: Callable[[MetadataRecord], object]) -> Callable[[MetadataRecord], None]:
+    def check(rec: MetadataRecord) -> None:
+        try:
+            read(rec)
+        except ValueError as exc:
+            raise _bad(rec, str(exc)) from None
+    return check
+
+
 def _leader_change(rec: MetadataRecord) -> None:
     _int(rec, "epoch")
     _int(rec, "leader")
@@ -211,6 +221,8 @@ _CHECKS: dict[str, Callable[[MetadataRecord], None]] = {
     "reassignment": _reassignment,
     "broker_configs": _broker_configs,
     "producer_ids": _producer_ids,
+    scram.CREDENTIAL: _scram(scram.record_credential),
+    scram.REMOVE: _scram(scram.record_removal),
     "leader_change": _leader_change,
     "voters": _voters,
     "acl": _acl,

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from floodmark.controller import rpc
+from floodmark.controller import rpc, scram
 from floodmark.controller.image import (
     UNAPPLIED_KEPT,
     MetadataImage,
@@ -690,6 +690,11 @@ class ControllerServer:
     def _rpc_alter_broker_configs(self, a: dict[str, Any]) -> dict[str, Any]:
         self._active().alter_broker_configs(str(a["resource"]), dict(a["configs"]))
         return {}
+
+    def _rpc_alter_scram_credentials(self, a: dict[str, Any]) -> dict[str, Any]:
+        deletions, upsertions = scram.alterations_from_json(a)
+        return {"results": scram.results_to_json(
+            self._active().alter_scram_credentials(deletions, upsertions))}
 
     def _rpc_alter_partition_reassignments(self, a: dict[str, Any]) -> dict[str, Any]:
         results = []

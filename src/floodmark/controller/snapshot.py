@@ -32,6 +32,7 @@ from floodmark.controller.image import (
     acl_to_record,
     registration_to_record,
 )
+from floodmark.controller.scram import credential_record
 from floodmark.storage.fs import FileHandle, FileSystem
 from floodmark.storage.log import Log
 
@@ -70,7 +71,7 @@ def parse_file_name(name: str) -> SnapshotId | None:
 
 # -- image <-> records ---------------------------------------------------------------------------
 IMAGE_FIELDS = frozenset({"next_offset", "cluster_id", "brokers", "topics", "next_producer_id",
-                          "broker_configs", "reassignments", "acls"})
+                          "broker_configs", "reassignments", "acls", "scram_credentials"})
 """Every attribute of ``MetadataImage`` that ``image_records`` writes (a test compares this
 with the class, so a new image field cannot be forgotten by snapshots)."""
 
@@ -103,6 +104,8 @@ def image_records(image: MetadataImage) -> list[MetadataRecord]:
     for resource, configs in sorted(image.broker_configs.items()):
         out.append({"type": "broker_configs", "resource": resource, "configs": dict(configs)})
     out.extend(acl_to_record(acl_id, b) for acl_id, b in sorted(image.acls.items()))
+    for user, creds in sorted(image.scram_credentials.items()):
+        out.extend(credential_record(user, cred) for _, cred in sorted(creds.items()))
     out.append({"type": "producer_ids", "next": image.next_producer_id})
     return out
 

@@ -24,6 +24,7 @@ from floodmark.controller.quorum.codec import parse_voters
 from floodmark.controller.quorum.core import QuorumConfig
 from floodmark.controller.server import ControllerServer
 from floodmark.security.channel import PLAINTEXT_CHANNEL, ChannelSecurity
+from floodmark.security.sasl.scram import ScramUser, parse_add_scram
 from floodmark.settings import DEFAULTS, SETTINGS, eligible_leader_replicas_enabled
 from floodmark.storage.data_dir import DataDirLock, lock_data_dir
 
@@ -53,6 +54,13 @@ def _min_isr(text: str) -> int:
         raise argparse.ArgumentTypeError(f"Invalid value {text} for configuration "
                                          f"min.insync.replicas: Value must be at least 1")
     return value
+
+
+def _add_scram(text: str) -> ScramUser:
+    try:
+        return parse_add_scram(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def add_controller_arguments(p: argparse.ArgumentParser) -> None:
@@ -86,6 +94,11 @@ def add_controller_arguments(p: argparse.ArgumentParser) -> None:
                    default=quorum.election_backoff_max_ms)
     p.add_argument("--controller-quorum-request-timeout-ms", type=int,
                    default=quorum.request_timeout_ms)
+    p.add_argument("--add-scram", action="append", default=[], type=_add_scram,
+                   metavar="MECHANISM=[name=N,password=P]",
+                   help="a SCRAM user the cluster starts with, in kafka-storage format's syntax "
+                        "(e.g. SCRAM-SHA-512=[name=admin,password=admin-secret]); only a new "
+                        "metadata log takes it (repeatable)")
     mlog = MetadataLogConfig()
     p.add_argument("--metadata-log-segment-bytes", type=int, default=mlog.segment_bytes)
     p.add_argument("--metadata-log-max-record-bytes-between-snapshots", type=int,
@@ -151,6 +164,7 @@ def controller_setup(args: argparse.Namespace, node_id: int,
         auto_leader_rebalance_enable=args.auto_leader_rebalance_enable,
         leader_imbalance_check_interval_ms=args.leader_imbalance_check_interval_ms,
         **elr_config(eligible_leader_replicas_enabled(elr_version), min_isr),
+        bootstrap_scram=tuple(args.add_scram),
     )
     mlog = MetadataLogConfig(args.metadata_log_segment_bytes,
                              args.metadata_log_max_record_bytes_between_snapshots)

@@ -12,6 +12,9 @@ librdkafka's names (what ``client.properties`` files hold):
 ``ssl.key.password``                       the key's password
 ``ssl.endpoint.identification.algorithm``  https (the default: the broker's certificate must
                                            name the host dialled) | none
+``sasl.mechanisms`` (``sasl.mechanism``)   PLAIN | SCRAM-SHA-256 | SCRAM-SHA-512, for
+                                           sasl_plaintext and sasl_ssl
+``sasl.username``, ``sasl.password``       the SASL user (``client/sasl.py`` authenticates)
 
 The Java client's PEM names are read too (``ssl.truststore.location`` as the CA file,
 ``ssl.keystore.location`` as certificate and key in one file), so a Kafka command-config file
@@ -30,7 +33,9 @@ from pathlib import Path
 from floodmark.security.listeners import SecurityProtocol
 from floodmark.security.tls import SslSettings, client_context, ssl_settings
 
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 KNOWN = frozenset({
+    "sasl.mechanisms", "sasl.mechanism", "sasl.username", "sasl.password",
     "security.protocol", "ssl.ca.location", "ssl.certificate.location", "ssl.key.location",
     "ssl.key.password", "ssl.endpoint.identification.algorithm", "ssl.truststore.location",
     "ssl.truststore.type", "ssl.keystore.location", "ssl.keystore.type",
@@ -57,10 +62,17 @@ class ClientSecurity:
     """Properties this class does not read (``sasl.*`` ...), as given."""
     node_ssl: SslSettings | None = field(default=None, repr=False)
     """A node's own ``ssl.*`` settings, when built by ``for_node``."""
+    sasl_mechanism: str = ""
+    sasl_username: str = ""
+    sasl_password: str = field(default="", repr=False)
 
     @property
     def uses_tls(self) -> bool:
         return self.security_protocol.uses_tls
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.security_protocol.uses_sasl
 
     @classmethod
     def from_properties(cls, props: Mapping[str, object]) -> ClientSecurity:
@@ -86,9 +98,18 @@ class ClientSecurity:
         if algorithm not in ("https", "none", ""):
             raise ValueError(f"ssl.endpoint.identification.algorithm={algorithm}: expected "
                              "https or none")
+        mechanism = (text.get("sasl.mechanisms") or text.get("sasl.mechanism") or "").upper()
+        username, password = text.get("sasl.username", ""), text.get("sasl.password", "")
+        if protocol.uses_sasl:
+            if mechanism not in SASL_MECHANISMS:
+                raise ValueError(f"sasl.mechanisms={mechanism or '(unset)'}: expected one of "
+                                 f"{', '.join(SASL_MECHANISMS)} with {protocol.value}")
+            if not username or not password:
+                raise ValueError(f"{protocol.value} needs sasl.username and sasl.password")
         return cls(protocol, ca, cert, key, text.get("ssl.key.password") or None,
                    algorithm == "https",
-                   {k: v for k, v in text.items() if k not in KNOWN})
+                   {k: v for k, v in text.items() if k not in KNOWN},
+                   sasl_mechanism=mechanism, sasl_username=username, sasl_password=password)
 
     @classmethod
     def load(cls, path: str | Path) -> ClientSecurity:

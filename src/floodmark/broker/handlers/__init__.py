@@ -18,6 +18,8 @@ from floodmark.broker.handlers import (
     debug,
     group_apis,
     replication,
+    sasl_apis,
+    scram_apis,
     txn_apis,
     txn_markers,
 )
@@ -67,6 +69,10 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DESCRIBE_ACLS: acls.describe_acls,
     ApiKey.CREATE_ACLS: acls.create_acls,
     ApiKey.DELETE_ACLS: acls.delete_acls,
+    ApiKey.SASL_HANDSHAKE: sasl_apis.sasl_handshake,
+    ApiKey.SASL_AUTHENTICATE: sasl_apis.sasl_authenticate,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: scram_apis.describe_user_scram_credentials,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: scram_apis.alter_user_scram_credentials,
 }
 # Hot path: handlers that take the raw frame (no kio decode, records stay views into the frame).
 RAW_HANDLERS: dict[int, RawHandler] = {

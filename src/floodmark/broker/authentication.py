@@ -1,0 +1,80 @@
+"""SASL on the broker's SASL_PLAINTEXT / SASL_SSL listeners: the settings, the mechanisms'
+server sides, and what happens to a connection that fails.
+
+The rules live in ``floodmark.security.sasl`` (pure); this module gives each connection on a
+SASL listener its ``SaslSession`` (``session_for``), with the listener's enabled mechanisms
+(``listener.name.<l>.sasl.enabled.mechanisms``, else ``sasl.enabled.mechanisms``), PLAIN's users
+from ``floodmark.sasl.plain.users.file`` and SCRAM's credentials from the metadata image
+(controller records, so a credential altered anywhere is in force on every broker once its
+record is applied). ``check_listener`` refuses at start what must not run: an unknown
+mechanism, PLAIN without TLS unless ``floodmark.unsafe.sasl.plain.without.tls=true``, PLAIN
+without a users file. A failure is one log line (never a secret) and the connection closes
+after ``connection.failed.authentication.delay.ms``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from floodmark.broker.boundary import ClientConnection
+from floodmark.broker.config import BrokerConfig
+from floodmark.controller.scram import Credentials
+from floodmark.security.sasl.exchange import MechanismServer
+from floodmark.security.sasl.plain import PLAIN, PlainServer, PlainUsers
+from floodmark.security.sasl.scram import ScramCredential, ScramMechanism, ScramServer
+from floodmark.security.sasl.session import SaslSession, SaslSettings
+from floodmark.security.sasl.settings import listener_sasl_settings, plain_users
+
+log = logging.getLogger(__name__)
+
+
+class Authentication:
+    """The broker's SASL listeners and mechanisms (one per broker)."""
+
+    def __init__(self, config: BrokerConfig, credentials: Callable[[], Credentials]) -> None:
+        self._config = config
+        self._credentials = credentials
+        self._plain: PlainUsers | None = None
+        self._settings: dict[str, SaslSettings] = {}  # SASL listener name -> its settings
+        for ep in config.listeners.listeners:
+            self.check_listener(ep.name, ep.security_protocol.value)
+
+    def check_listener(self, listener: str, security_protocol: str) -> None:
+        """Read a listener's SASL settings (and PLAIN's users); ValueError (one line) when the
+        broker must not start with them (``BrokerConfig.validate`` asks first)."""
+        settings = listener_sasl_settings(self._config.get, listener, security_protocol)
+        if settings is None:
+            return
+        if PLAIN in settings.enabled_mechanisms and self._plain is None:
+            self._plain, warning = plain_users(self._config.get)
+            if warning is not None:
+                log.warning("%s", warning)
+            log.info("SASL/PLAIN: %d user(s)", len(self._plain))
+        self._settings[listener] = settings
+
+    # -- connections -----------------------------------------------------------------------
+    def session_for(self, listener: str, security_protocol: str) -> SaslSession | None:
+        """The authenticator of a new connection on ``listener`` (None: not a SASL one)."""
+        settings = self._settings.get(listener)
+        if settings is None:
+            return None
+        return SaslSession(settings, self._mechanism_server)
+
+    def _mechanism_server(self, mechanism: str) -> MechanismServer:
+        if mechanism == PLAIN:
+            assert self._plain is not None, "check_listener loaded the users of PLAIN"
+            return PlainServer(self._plain)
+        return ScramServer(ScramMechanism.parse(mechanism), self._scram_credential)
+
+    def _scram_credential(self, user: str, mechanism: ScramMechanism) -> ScramCredential | None:
+        return self._credentials().get(user, {}).get(mechanism)
+
+    def failed(self, conn: ClientConnection, why: str) -> None:
+        """One line for the log, then the connection closes after
+        ``connection.failed.authentication.delay.ms`` (requests meanwhile are dropped)."""
+        delay_ms = self._config.get_int("connection.failed.authentication.delay.ms")
+        log.warning("SASL authentication of %s on listener %s failed: %s; closing in %d ms",
+                    conn.peer, conn.listener_name, why, delay_ms)
+        asyncio.get_running_loop().call_later(delay_ms / 1000, conn.abort)
