@@ -128,6 +128,28 @@ def validate_quota(key: str, value: float) -> float:
     return float(value)
 
 
+QuotaChanges = dict[str, float | None]
+"""Key -> the value to set, or None to remove it (one AlterClientQuotas entry's ops)."""
+
+
+def new_alteration(pairs: Iterable[tuple[str, str | None]],
+                   ops: Iterable[tuple[str, float, bool]]) -> tuple[QuotaEntity, QuotaChanges]:
+    """One AlterClientQuotas entry (entity pairs; (key, value, remove) ops), validated as a
+    whole: any bad part refuses the entry. Raises QuotaError."""
+    e = new_entity(pairs)
+    changes: QuotaChanges = {}
+    for key, value, remove in ops:
+        if key in changes:
+            raise QuotaError(f"Duplicate quota key {key} for entity {e}")
+        if remove:
+            if key not in QUOTA_KEYS:
+                raise QuotaError(f"Invalid configuration key {key}")
+            changes[key] = None
+        else:
+            changes[key] = validate_quota(key, value)
+    return e, changes
+
+
 # -- describe filters (DescribeClientQuotas) ----------------------------------------------------
 class MatchType(enum.IntEnum):
     EXACT = 0
