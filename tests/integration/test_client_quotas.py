@@ -216,3 +216,50 @@ def test_a_producer_over_its_quota_for_a_minute_kafka_windows(
         broker_factory: Callable[..., BrokerProcess]) -> None:
     broker = broker_factory()
     _race(broker, bound=400_000, seconds=77, measure_from_s=11)
+
+
+def test_a_consumer_over_its_quota_is_held_to_it(
+        broker_factory: Callable[..., BrokerProcess]) -> None:
+    from confluent_kafka import Consumer
+    broker = broker_factory("--set", "quota.window.num=2")
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for f in admin.create_topics([NewTopic("read-t", 1, 1)]).values():
+        f.result(30)
+    # Small batches: a Fetch answer holds whole batches, so they set how fine the steps are.
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5, "batch.size": 16384})
+    for _ in range(8000):
+        p.produce("read-t", b"y" * 1000)
+        p.poll(0)
+    assert p.flush(30) == 0
+    bound = 500_000
+    with KafkaConnection(broker.bootstrap, timeout_s=10) as conn:
+        assert _alter(conn, [([(USER, "ANONYMOUS"), (CLIENT, "reader")],
+                              [("consumer_byte_rate", float(bound), False)])]) == [(0, None)]
+    throttle_max_ms = [0]
+
+    def stats(text: str) -> None:
+        for b in json.loads(text).get("brokers", {}).values():
+            throttle_max_ms[0] = max(throttle_max_ms[0], int(b.get("throttle", {}).get("max", 0)))
+
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "client.id": "reader",
+                  "group.id": "g", "auto.offset.reset": "earliest",
+                  "max.partition.fetch.bytes": 65536, "statistics.interval.ms": 500,
+                  "stats_cb": stats})
+    c.subscribe(["read-t"])
+    seen: list[tuple[float, int]] = []
+    deadline = time.monotonic() + 60
+    while not seen and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and m.error() is None:
+            seen.append((time.monotonic(), len(m.value())))
+    start = seen[0][0]
+    while time.monotonic() - start < 12:
+        m = c.poll(0.2)
+        if m is not None and m.error() is None:
+            seen.append((time.monotonic(), len(m.value())))
+    c.close()
+    rate = sum(n for t, n in seen if start + 3 <= t < start + 12) / 9
+    print(f"consumer {rate:.0f} B/s of values (bound {bound}), throttled up to "
+          f"{throttle_max_ms[0]} ms")
+    assert 0.85 * bound <= rate <= 1.1 * bound, (rate, bound)
+    assert throttle_max_ms[0] > 0
