@@ -118,6 +118,11 @@ DEFAULTS: dict[str, Any] = {
     # below says otherwise.
     "floodmark.sasl.plain.users.file": "",
     "floodmark.unsafe.sasl.plain.without.tls": False,
+    # Client quotas (Kafka's names and defaults): a rate is measured over quota.window.num
+    # samples of quota.window.size.seconds each; the quotas themselves are metadata records
+    # (AlterClientQuotas, ``floodmark quota set``).
+    "quota.window.num": 11,
+    "quota.window.size.seconds": 1,
 }
 
 LONG_MAX = 9_223_372_036_854_775_807

@@ -28,6 +28,7 @@ from floodmark.controller.snapshot import (
     parse_file_name,
 )
 from floodmark.security.acl import AclBindingFilter, new_binding
+from floodmark.security.quotas import entity
 from floodmark.storage.fs import MemoryFileSystem
 
 
@@ -38,7 +39,7 @@ def _picture(image: MetadataImage) -> dict[str, Any]:
             "partitions": {n: dict(t.partitions) for n, t in image.topics.items()},
             "next_producer_id": image.next_producer_id,
             "broker_configs": image.broker_configs, "reassignments": image.reassignments,
-            "acls": dict(image.acls.items())}
+            "acls": dict(image.acls.items()), "client_quotas": dict(image.client_quotas.items())}
 
 
 def test_every_image_field_is_snapshotted() -> None:
@@ -48,7 +49,7 @@ def test_every_image_field_is_snapshotted() -> None:
 
 OPS = st.lists(st.tuples(st.sampled_from(["register", "heartbeat", "create", "delete", "fence",
                                           "shutdown", "pids", "config", "broker_config",
-                                          "reassign", "acl", "remove_acl"]),
+                                          "reassign", "acl", "remove_acl", "quota"]),
                          st.integers(0, 4), st.integers(1, 3)), max_size=40)
 
 
@@ -84,6 +85,9 @@ def _run_ops(ops: list[tuple[str, int, int]]) -> MetadataImage:
                                                3 + b, 3 - a % 2)])
             elif kind == "remove_acl":
                 logic.delete_acls([AclBindingFilter(principal=f"User:u{a}")])
+            elif kind == "quota":
+                logic.alter_client_quotas([(entity(f"u{a}" if a else None, f"c{b}"), {
+                    "producer_byte_rate": None if b == 3 else float(1000 * a + b)})])
             elif kind == "broker_config":
                 logic.alter_broker_configs(str(a) if b > 1 else "",
                                            {"log.retention.ms": 1000 * b})

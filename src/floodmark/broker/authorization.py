@@ -687,6 +687,15 @@ CHECKS: dict[ApiKey, Check] = {
     ApiKey.DELETE_ACLS: _acl_apis(Op.ALTER, "filter_results", {
         "error_code": CLUSTER_DENIED, "error_message": "Authorization failed.",
         "matching_acls": []}, "filters"),
+    # Client quotas: DescribeConfigs / AlterConfigs on the cluster, as in Kafka.
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: _cluster(Op.DESCRIBE_CONFIGS, error_code=CLUSTER_DENIED,
+                                            error_message="Authorization failed.",
+                                            entries=None),
+    ApiKey.ALTER_CLIENT_QUOTAS: lambda caller, header, req, ctx: None
+    if caller.may_cluster(Op.ALTER_CONFIGS) else _refuse(entries=[
+        {"error_code": CLUSTER_DENIED, "error_message": "Authorization failed.",
+         "entity": [{"entity_type": d.entity_type, "entity_name": d.entity_name}
+                    for d in e.entity]} for e in req.entries]),
 }
 assert set(CHECKS) | {ApiKey.PRODUCE} == set(SUPPORTED) | set(UNADVERTISED), (
     "every API served has its authorization check")

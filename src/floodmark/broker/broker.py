@@ -37,7 +37,8 @@ from floodmark.broker.metadata import Controller, LocalController
 from floodmark.broker.offsets import OffsetStore, partition_for
 from floodmark.broker.partition_state import PartitionState
 from floodmark.broker.purgatory import FetchPurgatory
-from floodmark.broker.replica_fetcher import ReplicaManager
+from floodmark.broker.quotas import ClientQuotas
+from floodmark.broker.replica_fetcher import ReplicaManager, replica_of
 from floodmark.broker.server import Connection, start_listener
 from floodmark.broker.txn_coordinator import TransactionCoordinatorDriver
 from floodmark.errors import ErrorCode, KafkaError
@@ -129,6 +130,10 @@ class Broker:
         self.membership.attach(self)
         # authorizer.class.name set: one check at dispatch before any handler (authorization)
         self.authorization = Authorization.configured(self)
+        # client quotas (metadata records): applied where the response is sent (broker/quotas)
+        self.quotas = ClientQuotas(self.controller.client_quotas, self.now_ms,
+                                   config.get_int("quota.window.num"),
+                                   config.get_int("quota.window.size.seconds") * 1000)
 
     # -- lifecycle -------------------------------------------------------------------------------
     def open(self) -> None:
@@ -555,6 +560,8 @@ class Broker:
             parts: Encoded | Awaitable[Encoded | None] | None = raw(
                 self, frame if isinstance(frame, memoryview) else memoryview(frame), version,
                 None if authz is None else authz.produce_gate(conn))
+            if key == ApiKey.PRODUCE and self.quotas.active:
+                return self.quotas.produce_answered(frame, version, conn, parts)
             return parts
         header, body = decode_request(frame)
         verdict = None if authz is None else authz.check(header, body, conn)
@@ -566,9 +573,11 @@ class Broker:
             result = (verdict.handler or HANDLERS[key])(
                 self, header, body if verdict.request is None else verdict.request, conn)
         finish = None if verdict is None else verdict.finish
-        if inspect.isawaitable(result):
-            return self._finish(header, result, finish)
-        return self._encode(header, result, finish)
+        answer = (self._finish(header, result, finish) if inspect.isawaitable(result)
+                  else self._encode(header, result, finish))
+        if key == ApiKey.FETCH and self.quotas.active and replica_of(body, version)[0] < 0:
+            return self.quotas.fetch_answered(version, header.client_id or "", conn, answer)
+        return answer
 
     async def _finish(self, header: RequestHeader, pending: Awaitable[Answer],
                       finish: Finish | None = None) -> Encoded | None:

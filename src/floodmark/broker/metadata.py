@@ -33,6 +33,7 @@ from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import INTERNAL_TOPICS, PartitionMeta, TopicMeta, deletable_topic
 from floodmark.replication.election import PartitionRegistration
 from floodmark.security.acl import AclBinding, AclBindingFilter, AclStore
+from floodmark.security.quotas import QuotaChanges, QuotaEntity, QuotaStore
 from floodmark.security.sasl.scram import ScramUser
 from floodmark.settings import DEFAULTS, eligible_leader_replicas_enabled, split_topic_configs
 
@@ -74,6 +75,9 @@ class Controller(Protocol):
     async def create_acls(self, bindings: list[AclBinding]) -> None: ...
     async def delete_acls(self, filters: list[AclBindingFilter]) -> list[list[AclBinding]]: ...
     def acls(self) -> AclStore: ...
+    async def alter_client_quotas(self, entries: list[tuple[QuotaEntity, QuotaChanges]]
+                                  ) -> None: ...
+    def client_quotas(self) -> QuotaStore: ...
     @property
     def cluster_id(self) -> str: ...
 
@@ -259,6 +263,14 @@ class LocalController:
 
     def acls(self) -> AclStore:
         return self.logic.image.acls
+
+    async def alter_client_quotas(self, entries: list[tuple[QuotaEntity, QuotaChanges]]
+                                  ) -> None:
+        self.logic.alter_client_quotas(entries)
+        self._persist()
+
+    def client_quotas(self) -> QuotaStore:
+        return self.logic.image.client_quotas
 
     async def elect_leaders(self, partitions: list[tuple[str, int]], *, unclean: bool
                       ) -> list[tuple[str, int, ErrorCode, str]]:

@@ -45,11 +45,13 @@ class Connection(asyncio.Protocol):
         "_frame",
         "_header",
         "_max_request_bytes",
+        "_muted",
         "_on_close",
         "_pending",
         "_reading_paused",
         "_sender",
         "_tls",
+        "_unmute",
         "_write_paused",
         "client_host",
         "closed",
@@ -74,6 +76,8 @@ class Connection(asyncio.Protocol):
         self._filled = 0
         self._write_paused = False  # the transport's send buffer is above its high-water mark
         self._reading_paused = False
+        self._muted = False  # throttled by a quota (KIP-219): nothing is read until _unmute
+        self._unmute: asyncio.TimerHandle | None = None
         self._pending: deque[Encoded | asyncio.Future[Encoded | None] | None] = deque()
         self.transport: asyncio.Transport | None = None
         self.closed = False
@@ -111,6 +115,8 @@ class Connection(asyncio.Protocol):
         self.closed = True
         if self._sender is not None:
             self._sender.close()
+        if self._unmute is not None:
+            self._unmute.cancel()
         for item in self._pending:
             if isinstance(item, asyncio.Future) and not item.done():
                 item.cancel()
@@ -227,7 +233,8 @@ class Connection(asyncio.Protocol):
     def _update_reading(self) -> None:
         if self.transport is None or self.closed:
             return
-        should_pause = (self._write_paused or len(self._pending) >= self.MAX_PENDING_RESPONSES
+        should_pause = (self._write_paused or self._muted
+                        or len(self._pending) >= self.MAX_PENDING_RESPONSES
                         or (self._sender is not None and self._sender.busy))
         if should_pause and not self._reading_paused:
             self._reading_paused = True
@@ -235,6 +242,27 @@ class Connection(asyncio.Protocol):
         elif not should_pause and self._reading_paused:
             self._reading_paused = False
             self.transport.resume_reading()
+
+    def mute_for(self, delay_ms: int) -> None:
+        """A quota throttled this client (KIP-219): its answer carries the throttle time and
+        goes out as usual; nothing more is read from it for ``delay_ms`` (Kafka mutes the
+        channel). Requests already read still run; other connections are not touched."""
+        if delay_ms <= 0 or self.closed or self.transport is None:
+            return
+        loop = asyncio.get_running_loop()
+        until = loop.time() + delay_ms / 1000
+        if self._unmute is not None:
+            if self._unmute.when() >= until:
+                return
+            self._unmute.cancel()
+        self._muted = True
+        self._unmute = loop.call_at(until, self._end_mute)
+        self._update_reading()
+
+    def _end_mute(self) -> None:
+        self._unmute = None
+        self._muted = False
+        self._update_reading()
 
     def _on_done(self, _fut: asyncio.Future[Encoded | None]) -> None:
         pending = self._pending

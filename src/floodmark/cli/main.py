@@ -35,6 +35,7 @@ _REGISTRARS: tuple[tuple[str, str | None], ...] = (
     ("floodmark.cli.topic", None),
     ("floodmark.cli.group", None),
     ("floodmark.cli.acl", None),
+    ("floodmark.cli.quota", None),
     ("floodmark.cli.produce", None),
     ("floodmark.cli.consume", None),
     ("floodmark.cli.cluster", None),

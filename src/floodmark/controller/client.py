@@ -36,6 +36,7 @@ from floodmark.controller.image import (
     Reassignment,
     UnappliedRecord,
     acl_to_record,
+    quota_to_record,
     record_to_acl,
     topic_metas,
 )
@@ -44,6 +45,7 @@ from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import PartitionMeta, TopicMeta, deletable_topic
 from floodmark.security.acl import AclBinding, AclBindingFilter, AclStore
 from floodmark.security.client_security import PLAINTEXT, ClientSecurity
+from floodmark.security.quotas import QuotaChanges, QuotaEntity, QuotaStore
 
 log = logging.getLogger(__name__)
 
@@ -358,6 +360,15 @@ class ControllerClient:
 
     def acls(self) -> AclStore:
         return self.image.acls
+
+    async def alter_client_quotas(self, entries: list[tuple[QuotaEntity, QuotaChanges]]
+                                  ) -> None:
+        await self._admin("alter_client_quotas", {"entries": [
+            quota_to_record(e, key, value) for e, changes in entries
+            for key, value in changes.items()]})
+
+    def client_quotas(self) -> QuotaStore:
+        return self.image.client_quotas
 
     async def elect_leaders(self, partitions: list[tuple[str, int]], *, unclean: bool
                             ) -> list[tuple[str, int, ErrorCode, str]]:

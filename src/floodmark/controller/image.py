@@ -37,6 +37,8 @@ floodmark's own log format. Kafka's record names, reduced to what floodmark need
                        type, name and pattern type, principal, host, operation, permission type,
                        Kafka's numbers for each
 ``remove_acl``         the ACL of that id deleted (RemoveAccessControlEntryRecord)
+``client_quota``       a client quota (Kafka's ClientQuotaRecord): ``entity`` as [type, name or
+                       null for the default] pairs, ``key``, and ``value`` or ``remove``: true
 =====================  ==========================================================================
 """
 
@@ -54,6 +56,7 @@ from floodmark.metadata import INTERNAL_TOPICS, PartitionMeta, TopicMeta
 from floodmark.replication.election import LeaderRecoveryState, PartitionRegistration
 from floodmark.security.acl import AclBinding, AclStore, new_binding
 from floodmark.security.listeners import Endpoint
+from floodmark.security.quotas import QuotaEntity, QuotaStore
 from floodmark.security.sasl.scram import ScramCredential, ScramMechanism
 from floodmark.settings import split_topic_configs
 
@@ -66,7 +69,9 @@ __all__ = [
     "TopicImage",
     "UnappliedRecord",
     "acl_to_record",
+    "quota_to_record",
     "record_to_acl",
+    "record_to_quota",
     "record_to_registration",
     "registration_to_record",
     "topic_metas",
@@ -185,6 +190,25 @@ def record_to_acl(rec: MetadataRecord) -> AclBinding:
                        int(rec["operation"]), int(rec["permission_type"]))
 
 
+def quota_to_record(e: QuotaEntity, key: str, value: float | None) -> MetadataRecord:
+    """A client quota set (``value``) or removed (None) as a ``client_quota`` record."""
+    rec: MetadataRecord = {"type": "client_quota", "entity": [list(p) for p in e.parts],
+                           "key": key}
+    if value is None:
+        rec["remove"] = True
+    else:
+        rec["value"] = value
+    return rec
+
+
+def record_to_quota(rec: MetadataRecord) -> tuple[QuotaEntity, str, float | None]:
+    """(entity, key, value or None when removed) of a ``client_quota`` record."""
+    e = QuotaEntity(tuple(sorted(((str(t), None if n is None else str(n))
+                                  for t, n in rec["entity"]), key=lambda p: p[0])))
+    value = None if rec.get("remove") else float(rec["value"])
+    return e, str(rec["key"]), value
+
+
 class MetadataImage:
     """Everything the records say, as of ``next_offset`` (the offset after the last applied)."""
 
@@ -199,6 +223,7 @@ class MetadataImage:
         self.acls = AclStore()  # the authorizer of every broker reads this one
         # user -> mechanism -> credential (SASL/SCRAM, KIP-554)
         self.scram_credentials: dict[str, dict[ScramMechanism, ScramCredential]] = {}
+        self.client_quotas = QuotaStore()  # every broker's quota manager reads this one
 
     # -- views ---------------------------------------------------------------------------------
     def acceptable_brokers(self) -> set[int]:
@@ -327,6 +352,12 @@ class MetadataImage:
             self.acls.add(str(rec["id"]), record_to_acl(rec))
         elif kind == "remove_acl":
             self.acls.remove(str(rec["id"]))
+        elif kind == "client_quota":
+            q_entity, q_key, q_value = record_to_quota(rec)
+            if q_value is None:
+                self.client_quotas.remove(q_entity, q_key)
+            else:
+                self.client_quotas.set(q_entity, q_key, q_value)
         elif kind in ("leader_change", "voters"):
             pass  # the controller quorum's own records (controller/quorum): an epoch's opening,
             # a voter's data dir binding

@@ -45,6 +45,7 @@ from floodmark.controller.image import (
     MetadataRecord,
     Reassignment,
     acl_to_record,
+    quota_to_record,
     registration_to_record,
 )
 from floodmark.controller.record_check import check_record
@@ -61,6 +62,7 @@ from floodmark.replication.election import (
     validate_alter_partition,
 )
 from floodmark.security.acl import AclBinding, AclBindingFilter
+from floodmark.security.quotas import QuotaChanges, QuotaEntity
 from floodmark.security.sasl.scram import ScramUser
 
 log = logging.getLogger(__name__)
@@ -715,6 +717,20 @@ class ControllerLogic:
                 removed.add(acl_id)
                 self.emit({"type": "remove_acl", "id": acl_id})
         return [[b for _, b in per_filter] for per_filter in matched]
+
+    # -- client quotas (Kafka's ClientQuotaControlManager) ---------------------------------------
+    def alter_client_quotas(self, entries: list[tuple[QuotaEntity, QuotaChanges]]) -> None:
+        """One ``client_quota`` record per value that changes (validated entries, from
+        ``security.quotas.new_alteration``): setting the value in force or removing a key the
+        entity does not hold writes nothing, as in Kafka."""
+        for e, changes in entries:
+            current = self.image.client_quotas.get(e)
+            for key, value in changes.items():
+                if value is None and key not in current:
+                    continue
+                if value is not None and current.get(key) == value:
+                    continue
+                self.emit(quota_to_record(e, key, value))
 
     def allocate_producer_ids(self) -> tuple[int, int]:
         """A block [first, first + size) of producer ids for one broker."""

@@ -25,6 +25,7 @@ from floodmark.metadata import validate_topic_name
 from floodmark.replication.election import NO_LEADER, LeaderRecoveryState
 from floodmark.security.acl import AclError, new_binding
 from floodmark.security.listeners import Endpoint
+from floodmark.security.quotas import QUOTA_KEYS, QuotaError, new_entity, validate_quota
 from floodmark.settings import validate_dynamic, validate_topic_configs
 
 MetadataRecord = dict[str, Any]
@@ -208,6 +209,27 @@ def _acl(rec: MetadataRecord) -> None:
         raise _bad(rec, str(exc)) from None
 
 
+def _client_quota(rec: MetadataRecord) -> None:
+    pairs = rec.get("entity")
+    if not isinstance(pairs, list) or not all(
+            isinstance(p, list) and len(p) == 2 and isinstance(p[0], str)
+            and (p[1] is None or isinstance(p[1], str)) for p in pairs):
+        raise _bad(rec, "entity is not a list of [type, name or null] pairs")
+    key = _str(rec, "key")
+    try:
+        new_entity((t, n) for t, n in pairs)
+        if rec.get("remove") is True:
+            if key not in QUOTA_KEYS:
+                raise QuotaError(f"Invalid configuration key {key}")
+        else:
+            value = rec.get("value")
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise QuotaError(f"value {value!r} of {key} is not a number")
+            validate_quota(key, float(value))
+    except QuotaError as exc:
+        raise _bad(rec, str(exc)) from None
+
+
 _CHECKS: dict[str, Callable[[MetadataRecord], None]] = {
     "cluster_id": _cluster_id,
     "register_broker": _register_broker,
@@ -227,6 +249,7 @@ _CHECKS: dict[str, Callable[[MetadataRecord], None]] = {
     "voters": _voters,
     "acl": _acl,
     "remove_acl": _acl_id,
+    "client_quota": _client_quota,
 }
 
 RECORD_TYPES = frozenset(_CHECKS)

@@ -26,6 +26,7 @@ from floodmark.controller.image import (
     UnappliedRecord,
     acl_to_record,
     record_to_acl,
+    record_to_quota,
     registration_to_record,
 )
 from floodmark.controller.liveness import ActivationSweep, BrokerConnections, Incarnation, speaker
@@ -720,6 +721,16 @@ class ControllerServer:
     def _rpc_delete_acls(self, a: dict[str, Any]) -> dict[str, Any]:
         matched = self._active().delete_acls([new_filter(*f) for f in a["filters"]])
         return {"matched": [[acl_to_record("", b) for b in m] for m in matched]}
+
+    def _rpc_alter_client_quotas(self, a: dict[str, Any]) -> dict[str, Any]:
+        """``entries``: ``client_quota`` records of one alteration (a removal carries
+        ``remove``); checked like every record when the logic emits them."""
+        by_entity: dict[Any, dict[str, float | None]] = {}
+        for rec in a["entries"]:
+            e, key, value = record_to_quota(rec)
+            by_entity.setdefault(e, {})[key] = value
+        self._active().alter_client_quotas(list(by_entity.items()))
+        return {}
 
     def _rpc_allocate_producer_ids(self, a: dict[str, Any]) -> dict[str, Any]:
         first, count = self._active().allocate_producer_ids()

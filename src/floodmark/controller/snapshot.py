@@ -30,6 +30,7 @@ from floodmark.controller.image import (
     MetadataRecord,
     UnappliedRecord,
     acl_to_record,
+    quota_to_record,
     registration_to_record,
 )
 from floodmark.controller.scram import credential_record
@@ -71,7 +72,8 @@ def parse_file_name(name: str) -> SnapshotId | None:
 
 # -- image <-> records ---------------------------------------------------------------------------
 IMAGE_FIELDS = frozenset({"next_offset", "cluster_id", "brokers", "topics", "next_producer_id",
-                          "broker_configs", "reassignments", "acls", "scram_credentials"})
+                          "broker_configs", "reassignments", "acls", "scram_credentials",
+                          "client_quotas"})
 """Every attribute of ``MetadataImage`` that ``image_records`` writes (a test compares this
 with the class, so a new image field cannot be forgotten by snapshots)."""
 
@@ -106,6 +108,9 @@ def image_records(image: MetadataImage) -> list[MetadataRecord]:
     out.extend(acl_to_record(acl_id, b) for acl_id, b in sorted(image.acls.items()))
     for user, creds in sorted(image.scram_credentials.items()):
         out.extend(credential_record(user, cred) for _, cred in sorted(creds.items()))
+    out.extend(quota_to_record(e, key, value)
+               for e, values in sorted(image.client_quotas.items(), key=lambda i: str(i[0]))
+               for key, value in sorted(values.items()))
     out.append({"type": "producer_ids", "next": image.next_producer_id})
     return out
 

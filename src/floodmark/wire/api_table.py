@@ -52,6 +52,8 @@ class ApiKey(enum.IntEnum):
     OFFSET_DELETE = 47
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
+    DESCRIBE_CLIENT_QUOTAS = 48
+    ALTER_CLIENT_QUOTAS = 49
     DESCRIBE_QUORUM = 55
     DESCRIBE_CLUSTER = 60
     DESCRIBE_TRANSACTIONS = 65
@@ -98,6 +100,9 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
     ApiKey.DESCRIBE_ACLS: VersionRange(1, 3),
     ApiKey.CREATE_ACLS: VersionRange(1, 3),
     ApiKey.DELETE_ACLS: VersionRange(1, 3),
+    # Client quotas (KIP-546; v1 flexible).
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: VersionRange(0, 1),
+    ApiKey.ALTER_CLIENT_QUOTAS: VersionRange(0, 1),
     ApiKey.DESCRIBE_CONFIGS: VersionRange(1, 4),
     ApiKey.CREATE_PARTITIONS: VersionRange(0, 3),
     ApiKey.DELETE_RECORDS: VersionRange(0, 2),

@@ -75,6 +75,18 @@ def peek_header(frame: bytes | memoryview) -> tuple[int, int, int]:
     return int(key), int(version), int(corr)
 
 
+def peek_client_id(frame: bytes | memoryview) -> str:
+    """The header's client_id (a nullable int16-length string after the correlation id, in every
+    request header version), without decoding the body; "" when null or malformed (the body's
+    decoder reports a bad frame)."""
+    if len(frame) < 10:
+        return ""
+    (length,) = struct.unpack_from(">h", frame, 8)
+    if length < 0 or 10 + length > len(frame):
+        return ""
+    return bytes(frame[10:10 + length]).decode("utf-8", "replace")
+
+
 def decode_request(frame: bytes | memoryview) -> tuple[RequestHeader, Any]:
     """Decode header and body of one request (the frame without its 4-byte size prefix)."""
     key, version, _ = peek_header(frame)

@@ -432,3 +432,26 @@ def parse_fetch_response(frame: memoryview, version: int) -> tuple[int, FetchAns
     except struct.error as exc:
         raise HotDecodeError(f"truncated Fetch response: {exc}") from None
     return corr, FetchAnswer(datetime.timedelta(milliseconds=throttle), error_code, session_id, topics)
+
+
+def response_size(parts: list[Any]) -> int:
+    """Bytes of an encoded response, its size prefix included (read from the prefix: file
+    slices are not opened)."""
+    return int(_I32.unpack_from(parts[0], 0)[0]) + 4
+
+
+def with_throttle_time(api_key: int, version: int, parts: list[Any], throttle_ms: int) -> None:
+    """Set ``throttle_time_ms`` in a Produce (api key 0) or Fetch (1) response packed by
+    ``encode_produce_response`` / ``encode_fetch_response`` (which write 0 there), in place.
+    Produce has the field after its topics (then the tagged fields, v9+); Fetch right after the
+    response header (one byte of tagged fields from v12)."""
+    if api_key == 0:
+        assert len(parts) == 1, "a Produce response is one buffer"
+        out = bytearray(parts[0])
+        _I32.pack_into(out, len(out) - (5 if version >= 9 else 4), throttle_ms)
+    elif api_key == 1:
+        out = bytearray(parts[0])
+        _I32.pack_into(out, 9 if version >= 12 else 8, throttle_ms)
+    else:
+        raise ValueError(f"no hand-packed response for api key {api_key}")
+    parts[0] = bytes(out)

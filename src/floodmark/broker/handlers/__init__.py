@@ -17,6 +17,7 @@ from floodmark.broker.handlers import (
     data,
     debug,
     group_apis,
+    quotas,
     replication,
     sasl_apis,
     scram_apis,
@@ -73,6 +74,8 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.SASL_AUTHENTICATE: sasl_apis.sasl_authenticate,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: scram_apis.describe_user_scram_credentials,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: scram_apis.alter_user_scram_credentials,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: quotas.describe_client_quotas,
+    ApiKey.ALTER_CLIENT_QUOTAS: quotas.alter_client_quotas,
 }
 # Hot path: handlers that take the raw frame (no kio decode, records stay views into the frame).
 RAW_HANDLERS: dict[int, RawHandler] = {

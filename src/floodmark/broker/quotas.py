@@ -1,0 +1,127 @@
+"""Client quotas applied where the response is sent (DESIGN §security; Kafka's ClientQuotaManager
+with KIP-219's channel muting).
+
+Produce records the request's bytes, a consumer's Fetch the response's bytes, into the rate of
+the entity whose quota applies (``security.quotas.QuotaStore.resolve``: Kafka's precedence; the
+user is the connection's principal name, ``ANONYMOUS`` until TLS/SASL say otherwise). When the
+rate is over its bound the response goes out at once with ``throttle_time_ms`` set, and the
+broker reads nothing more from that connection for that long (``Connection.mute_for``); clients
+that know KIP-219 (librdkafka, the Java client) also hold back on their own. Nobody else waits:
+a connection's rate is shared only with the connections the same quota entity covers.
+
+Replica fetches are not counted (Kafka has separate replication quotas, not built). Produce with
+acks=0 has no response: the connection is muted all the same. ``request_percentage`` quotas are
+stored and described but not yet enforced; ``controller_mutation_rate`` neither.
+
+Cost when no quota is configured: one truth test of the store per Produce and Fetch.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+from floodmark.broker.boundary import Encoded
+from floodmark.security.principal import KafkaPrincipal
+from floodmark.security.quotas import QuotaStore, QuotaType, SampledRate, record_and_throttle
+from floodmark.wire.api_table import ApiKey
+from floodmark.wire.codec import peek_client_id
+from floodmark.wire.hot import response_size, with_throttle_time
+
+log = logging.getLogger(__name__)
+
+Answered = Encoded | Awaitable[Encoded | None] | None
+SWEEP_INTERVAL_MS = 30_000
+
+
+class Throttled(Protocol):
+    """What quotas need of a connection (``server.Connection``)."""
+
+    principal: KafkaPrincipal
+    peer: str
+
+    def mute_for(self, delay_ms: int) -> None: ...
+
+
+class ClientQuotas:
+    """Per-broker rates of the quota entities in force, and the throttle they call for."""
+
+    def __init__(self, store: Callable[[], QuotaStore], now_ms: Callable[[], int],
+                 samples: int, window_ms: int) -> None:
+        self._store = store
+        self._now_ms = now_ms
+        self.samples = samples
+        self.window_ms = window_ms
+        self._sensors: dict[tuple[QuotaType, str, str], SampledRate] = {}
+        self._next_sweep_ms = 0
+        self.throttled_responses = 0  # responses answered with a throttle time (for tests, metrics)
+
+    @property
+    def active(self) -> bool:
+        return bool(self._store())
+
+    def record(self, quota: QuotaType, user: str, client_id: str, value: float,
+               now_ms: int) -> int:
+        """Record ``value`` for a connection of ``user`` / ``client_id``; the throttle time in
+        ms (0: within its quota, or no quota applies)."""
+        match = self._store().resolve(quota, user, client_id)
+        if match is None:
+            return 0
+        key = (quota, *match.tags)
+        sensor = self._sensors.get(key)
+        if sensor is None:
+            sensor = self._sensors[key] = SampledRate(self.samples, self.window_ms)
+        if now_ms >= self._next_sweep_ms:
+            self._sweep(now_ms)
+        return record_and_throttle(sensor, value, match.bound, now_ms)
+
+    def _sweep(self, now_ms: int) -> None:
+        """Forget rates that recorded nothing for the whole window (client ids come from the
+        wire: the map stays as small as the clients active lately)."""
+        self._next_sweep_ms = now_ms + SWEEP_INTERVAL_MS
+        for key in [k for k, s in self._sensors.items() if s.idle(now_ms)]:
+            del self._sensors[key]
+
+    # -- the dispatch hooks ------------------------------------------------------------------------
+    def produce_answered(self, frame: memoryview | bytes, version: int, conn: Throttled,
+                         answer: Answered) -> Answered:
+        """A Produce was handled: once its answer is ready, record the request's bytes."""
+        client_id = peek_client_id(frame)
+        size = len(frame)
+        if answer is None or isinstance(answer, list):
+            return self._apply(ApiKey.PRODUCE, QuotaType.PRODUCE, version, conn, client_id,
+                               size, answer)
+        return self._later(ApiKey.PRODUCE, QuotaType.PRODUCE, version, conn, client_id, size,
+                           answer)
+
+    def fetch_answered(self, version: int, client_id: str, conn: Throttled,
+                       answer: Answered) -> Answered:
+        """A consumer's Fetch was handled: once its answer is ready, record the response's
+        bytes."""
+        if answer is None or isinstance(answer, list):
+            return self._apply(ApiKey.FETCH, QuotaType.FETCH, version, conn, client_id, None,
+                               answer)
+        return self._later(ApiKey.FETCH, QuotaType.FETCH, version, conn, client_id, None, answer)
+
+    async def _later(self, api_key: ApiKey, quota: QuotaType, version: int, conn: Throttled,
+                     client_id: str, size: int | None, pending: Awaitable[Encoded | None]
+                     ) -> Encoded | None:
+        answer = self._apply(api_key, quota, version, conn, client_id, size, await pending)
+        assert answer is None or isinstance(answer, list)
+        return answer
+
+    def _apply(self, api_key: ApiKey, quota: QuotaType, version: int, conn: Throttled,
+               client_id: str, size: int | None, answer: Encoded | None) -> Encoded | None:
+        if size is None:
+            if answer is None:
+                return None
+            size = response_size(answer)
+        throttle_ms = self.record(quota, conn.principal.name, client_id, size, self._now_ms())
+        if throttle_ms <= 0:
+            return answer
+        self.throttled_responses += 1
+        if answer is not None:
+            with_throttle_time(api_key, version, answer, throttle_ms)
+        conn.mute_for(throttle_ms)
+        return answer
