@@ -39,18 +39,20 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 from floodmark import lifeline
 from floodmark.cluster.secure import CLIENT_PROPERTIES, ClusterSecurity
 from floodmark.cluster.waiting import LIMIT_S, STALL_MS, Stalled, process_progress, wait_progress
-from floodmark.controller import rpc
+from floodmark.controller import rpc, scram
 from floodmark.controller.quorum.directory_id import (
     bootstrap_bindings,
     format_directory,
     new_directory_id,
 )
+from floodmark.errors import ErrorCode
 from floodmark.security.client_security import PLAINTEXT, ClientSecurity
 from floodmark.storage.fs import RealFileSystem
 
@@ -597,7 +599,45 @@ class LocalCluster:
         launched = [(b, *self._launch(b)) for b in self.broker_ids]
         for b, proc, path, start in launched:
             self._await_or_rebind(b, proc, path, start, timeout_s)
+        if secure is not None:
+            self._make_scram_admin(secure, timeout_s)
         return self
+
+    def _make_scram_admin(self, secure: ClusterSecurity, timeout_s: float) -> None:
+        """``--security sasl_ssl``: the admin's SCRAM credential, made through the active
+        controller over the controller channel (mTLS, the admin certificate): the password
+        never leaves ``D/tls``, and no command line carries it. Again at every start (a new
+        salt, the same password): a cluster whose metadata lost it gets it back."""
+        admin = secure.scram_admin()
+        if admin is None:
+            return
+        args = scram.alterations_to_json([], [scram.Upsertion(
+            admin.name, int(admin.mechanism), admin.iterations, admin.salt,
+            admin.salted_password)])
+        deadline = time.monotonic() + timeout_s
+        last = "no controller answered"
+        while True:
+            active = self.active_controller() if self.is_quorum else None
+            address = (self.controller_endpoint(active) if active is not None
+                       else self.controller_address)
+            try:
+                answer = rpc.blocking_call(address, "alter_scram_credentials", args, 10.0,
+                                           self.channel_security)
+            except rpc.RpcError as exc:
+                answer, last = {}, str(exc)
+            result = answer.get("result")
+            if isinstance(result, dict):
+                refused = [r for r in scram.results_from_json(result["results"])
+                           if r.error is not ErrorCode.NONE]
+                if not refused:
+                    return
+                last = f"{refused[0].error.name}: {refused[0].message or ''}"
+            elif "error" in answer:
+                last = f"{ErrorCode(int(answer['error'])).name}: {answer.get('message') or ''}"
+            if time.monotonic() >= deadline:
+                raise RuntimeError(f"cluster up --security {secure.mode.name}: the admin's "
+                                   f"SCRAM user could not be made ({last})")
+            time.sleep(0.2)
 
     def kill(self, node_id: int, sig: int = signal.SIGKILL) -> None:
         pid = self.pid(node_id)

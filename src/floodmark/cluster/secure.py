@@ -9,12 +9,19 @@ fetching and transaction markers, ``inter.broker.listener.name``); the controlle
 holds a certificate of the cluster's throwaway CA (``D/tls``), so nodes authenticate each other
 (mTLS); ``cluster`` commands use the ``admin`` certificate for the controller channel.
 
-Extending: a mode is a ``Mode`` entry; ``sasl_ssl`` adds its SASL settings to the client
-listener's protocol and to ``client_properties``.
+``sasl_ssl``: the same, but the ``CLIENT`` listener is SASL_SSL with SCRAM-SHA-512: clients
+authenticate as a SCRAM user. ``cluster up`` makes the ``admin`` user (its password, random,
+in ``D/tls/admin.password``, mode 0600, never on a command line) through the controller channel
+with the admin certificate, once the controllers run, and ``D/client.properties`` carries its
+SASL settings. The internal channels stay mTLS.
+
+Extending: a mode is a ``Mode`` entry.
 """
 
 from __future__ import annotations
 
+import os
+import secrets
 import socket
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +29,7 @@ from pathlib import Path
 from floodmark.security import certs
 from floodmark.security.client_security import ClientSecurity
 from floodmark.security.listeners import SecurityProtocol
+from floodmark.security.sasl.scram import DEFAULT_ITERATIONS, ScramMechanism, salted_password
 
 TLS_DIR = "tls"
 CLIENT_PROPERTIES = "client.properties"
@@ -34,9 +42,29 @@ class Mode:
 
     name: str
     client_protocol: SecurityProtocol
+    sasl_mechanism: ScramMechanism | None = None
+    """The client listener's SASL mechanism (its users are SCRAM users), None without SASL."""
 
 
-MODES: dict[str, Mode] = {"ssl": Mode("ssl", SecurityProtocol.SSL)}
+MODES: dict[str, Mode] = {
+    "ssl": Mode("ssl", SecurityProtocol.SSL),
+    "sasl_ssl": Mode("sasl_ssl", SecurityProtocol.SASL_SSL, ScramMechanism.SCRAM_SHA_512),
+}
+
+
+@dataclass(frozen=True)
+class ScramAdmin:
+    """The SCRAM credential ``cluster up`` makes for the admin user: KIP-554's upsertion
+    values (the password is salted here; the controller derives the keys)."""
+
+    name: str
+    mechanism: ScramMechanism
+    iterations: int
+    salt: bytes
+    salted_password: bytes
+
+    def __repr__(self) -> str:  # nothing secret in logs
+        return f"ScramAdmin({self.name!r}, {self.mechanism.mechanism_name})"
 
 
 @dataclass(frozen=True)
@@ -70,22 +98,47 @@ class ClusterSecurity:
         return certs.NodeFiles(d / f"{name}.keystore.pem", d / f"{name}.cert.pem",
                                d / f"{name}.key.pem")
 
+    @property
+    def admin_password_path(self) -> Path:
+        return self.directory / f"{ADMIN}.password"
+
     def prepare(self, node_ids: list[int]) -> None:
         """The CA, every node's certificate and the admin's (those missing: a restart or a
-        grown cluster keeps what exists), and ``client.properties``."""
+        grown cluster keeps what exists), the admin's SCRAM password when the mode has SASL,
+        and ``client.properties``."""
         ca, _ = certs.load_or_make_ca(self.directory)
         for name in [f"node-{n}" for n in node_ids] + [ADMIN]:
             if not self.node_files(name).keystore.exists():
                 certs.issue_files(self.directory, name, ca, self.hosts)
+        if self.mode.sasl_mechanism is not None and not self.admin_password_path.exists():
+            fd = os.open(self.admin_password_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as out:
+                out.write(secrets.token_urlsafe(24) + "\n")
         props = self.client_properties()
         path = self.data_dir / CLIENT_PROPERTIES
+        path.touch(0o600)
+        path.chmod(0o600)  # before the password goes in
         path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-        path.chmod(0o600)
 
     def client_properties(self) -> dict[str, str]:
         """What a client of the ``CLIENT`` listener needs (librdkafka's names)."""
-        return {"security.protocol": self.mode.client_protocol.value,
-                "ssl.ca.location": str(self.ca_path)}
+        props = {"security.protocol": self.mode.client_protocol.value,
+                 "ssl.ca.location": str(self.ca_path)}
+        mechanism = self.mode.sasl_mechanism
+        if mechanism is not None:
+            props |= {"sasl.mechanisms": mechanism.mechanism_name, "sasl.username": ADMIN,
+                      "sasl.password": self.admin_password_path.read_text().strip()}
+        return props
+
+    def scram_admin(self) -> ScramAdmin | None:
+        """The admin's SCRAM credential to make (None: no SASL in this mode)."""
+        mechanism = self.mode.sasl_mechanism
+        if mechanism is None:
+            return None
+        salt = secrets.token_bytes(32)
+        password = self.admin_password_path.read_text().strip()
+        return ScramAdmin(ADMIN, mechanism, DEFAULT_ITERATIONS, salt,
+                          salted_password(mechanism, password, salt, DEFAULT_ITERATIONS))
 
     def _node_ssl(self, node_id: int) -> dict[str, str]:
         return {"ssl.keystore.type": "PEM",
@@ -106,6 +159,9 @@ class ClusterSecurity:
             "listener.name.internal.ssl.client.auth": "required",
             "listener.name.controller.ssl.client.auth": "required",
             **self._node_ssl(node_id),
+            **({} if self.mode.sasl_mechanism is None else {
+                "listener.name.client.sasl.enabled.mechanisms":
+                    self.mode.sasl_mechanism.mechanism_name}),
         }
 
     def controller_settings(self, node_id: int) -> dict[str, str]:
