@@ -326,3 +326,28 @@ class LogLines(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         self.lines.append(record.getMessage())
+
+
+def replicated_round_trip(conf: dict[str, str], topic: str, value: bytes,
+                          producer: dict[str, Any] | None = None, count: int = 20) -> None:
+    """Create ``topic`` (1 partition, RF 2, min.insync.replicas 2), produce ``count`` keyed
+    records acks=all (so the follower must have fetched them) and read them back in order,
+    every client with ``conf`` (a secured cluster's client settings)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient(conf)
+    admin.create_topics([NewTopic(topic, 1, 2, config={"min.insync.replicas": "2"})])[
+        topic].result(30)
+    p = Producer({**conf, "acks": "all", **(producer or {})})
+    for i in range(count):
+        p.produce(topic, key=str(i).encode(), value=value)
+    assert p.flush(30) == 0
+    c = Consumer({**conf, "group.id": "g", "auto.offset.reset": "earliest"})
+    c.subscribe([topic])
+    got: list[bytes | None] = []
+    while len(got) < count:
+        msg = c.poll(30)
+        assert msg is not None and msg.error() is None
+        got.append(msg.key())
+    c.close()
+    assert got == [str(i).encode() for i in range(count)]

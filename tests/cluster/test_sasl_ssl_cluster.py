@@ -14,10 +14,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import KafkaError, Producer
 
 from floodmark.cluster import LocalCluster
+from tests.cluster.helpers import replicated_round_trip
 
 
 @pytest.fixture(scope="module")
@@ -50,22 +50,8 @@ def test_admin_produces_and_consumes_over_sasl_ssl(cluster: LocalCluster) -> Non
     assert status["bootstrap"] == cluster.bootstrap and status["security"] == "sasl_ssl"
     conf = {"bootstrap.servers": status["bootstrap"], **props}
     topic = f"sasl-{uuid.uuid4().hex[:6]}"
-    admin = AdminClient(conf)
-    admin.create_topics([NewTopic(topic, 1, 2, config={
-        "min.insync.replicas": "2"})])[topic].result(30)
-    p = Producer({**conf, "acks": "all", "enable.idempotence": True})
-    for i in range(20):
-        p.produce(topic, key=str(i).encode(), value=b"v" * 512)
-    assert p.flush(30) == 0  # acks=all, min.insync.replicas=2: the follower fetched over mTLS
-    c = Consumer({**conf, "group.id": "g", "auto.offset.reset": "earliest"})
-    c.subscribe([topic])
-    got: list[bytes | None] = []
-    while len(got) < 20:
-        msg = c.poll(30)
-        assert msg is not None and msg.error() is None
-        got.append(msg.key())
-    c.close()
-    assert got == [str(i).encode() for i in range(20)]
+    # acks=all, min.insync.replicas=2: the follower fetched over mTLS
+    replicated_round_trip(conf, topic, b"v" * 512, {"enable.idempotence": True})
     # The CLI finds the client settings in the data dir.
     listed = subprocess.run([sys.executable, "-m", "floodmark.cli", "topic", "list",
                              "--data-dir", str(cluster.data_dir)], capture_output=True,

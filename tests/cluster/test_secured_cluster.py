@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer
 
 from floodmark.client.connection import KafkaConnection, RequestFailed
 from floodmark.cluster import LocalCluster
@@ -19,7 +18,7 @@ from floodmark.controller import rpc
 from floodmark.security import certs
 from floodmark.security.client_security import PLAINTEXT, ClientSecurity
 from floodmark.security.listeners import SecurityProtocol
-from tests.cluster.helpers import wait_until
+from tests.cluster.helpers import replicated_round_trip, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -48,24 +47,8 @@ def test_clients_produce_and_consume_over_ssl_with_replication(cluster: LocalClu
     assert status["bootstrap"] == cluster.bootstrap and status["security"] == "ssl"
     conf = {"bootstrap.servers": status["bootstrap"], **props}
     topic = f"secure-{uuid.uuid4().hex[:6]}"
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient(conf)
-    admin.create_topics([NewTopic(topic, 1, 2, config={"min.insync.replicas": "2"})])[
-        topic].result(30)
-    p = Producer({**conf, "acks": "all"})
-    for i in range(20):
-        p.produce(topic, key=str(i).encode(), value=b"v" * 1024)
-    assert p.flush(30) == 0  # acks=all with min.insync.replicas=2: the follower fetched, mTLS
-    c = Consumer({**conf, "group.id": "g", "auto.offset.reset": "earliest"})
-    c.subscribe([topic])
-    got: list[bytes | None] = []
-    while len(got) < 20:
-        msg = c.poll(30)
-        assert msg is not None and msg.error() is None
-        got.append(msg.key())
-    c.close()
-    assert got == [str(i).encode() for i in range(20)]
+    # acks=all with min.insync.replicas=2: the follower fetched, mTLS
+    replicated_round_trip(conf, topic, b"v" * 1024)
     # `cluster describe` reads every replica's own broker over the client listener (TLS).
     from floodmark.cluster.describe import describe
 
