@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 
 from floodmark.cluster import LocalCluster, waiting
 from floodmark.cluster.waiting import LIMIT_S
@@ -260,13 +260,29 @@ def consumer_thread(bootstrap: str, topic: str, seen: dict[int, bytes],
     return t
 
 
+def high_watermark(c: Consumer, topic: str, partition: int = 0, timeout_s: float = 45) -> int:
+    """The partition's HW as `c` sees it, retried while the answer is a retriable error: the
+    local cluster's preferred-leader election (auto.leader.rebalance.enable, every 10 s) may move
+    the leadership between the metadata a client has and its ListOffsets."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            _lo, hw = c.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+            return int(hw)
+        except KafkaException as e:
+            err = e.args[0]
+            if not err.retriable() or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 def verify_after_healing(cluster: LocalCluster, topic: str, acks: AckLog,
                          seen: dict[int, bytes]) -> int:
     """The checks of the fault tests; returns the HW."""
     # A fresh consumer reads everything below the HW.
     c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "verify",
                   "enable.auto.commit": False})
-    _lo, hw = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+    hw = high_watermark(c, topic)
     c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
     fresh: dict[int, bytes] = {}
 

@@ -29,7 +29,13 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from floodmark.cluster import LocalCluster
-from tests.cluster.helpers import SESSION_TIMEOUT_MS, healed, wait_progress, wait_until
+from tests.cluster.helpers import (
+    SESSION_TIMEOUT_MS,
+    healed,
+    high_watermark,
+    wait_progress,
+    wait_until,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -78,7 +84,7 @@ def _read_back(bootstrap: str) -> dict[int, bytes]:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "read-back",
                   "enable.auto.commit": False})
     try:
-        _lo, hw = c.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=10)
+        hw = high_watermark(c, TOPIC)
         c.assign([TopicPartition(TOPIC, 0, OFFSET_BEGINNING)])
         seen: dict[int, bytes] = {}
 

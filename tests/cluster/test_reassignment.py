@@ -26,6 +26,7 @@ from kafka.admin import KafkaAdminClient
 from tests.cluster.helpers import (
     AckLog,
     dir_bytes,
+    high_watermark,
     log_digest,
     metadata_brokers,
     prefix_below,
@@ -114,7 +115,7 @@ def test_move_a_replica_under_acks_all_load(tmp_path: Path) -> None:
         assert not acks.failed, acks.failed[:5]
         c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "admin9-verify",
                       "enable.auto.commit": False})
-        _lo, hw = c.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=10)
+        hw = high_watermark(c, TOPIC)
         c.assign([TopicPartition(TOPIC, 0, OFFSET_BEGINNING)])
         fresh: dict[int, bytes] = {}
         idle = 0
