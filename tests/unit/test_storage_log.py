@@ -267,6 +267,24 @@ def test_offset_for_timestamp(fs_and_dir: tuple[FileSystem, str]) -> None:
     assert reopened.offset_for_timestamp(120) == (3, 150, 0)
 
 
+def test_max_timestamp_answers_the_record_not_its_batch(
+        fs_and_dir: tuple[FileSystem, str]) -> None:
+    """KIP-734 (-3): the offset of the record holding the largest timestamp (KAFKA-16310), even
+    when it is not the last of its batch; the first of equal ones; the log start bounds it."""
+    fs, path = fs_and_dir
+    log = open_log(fs, path)
+    log.append_as_leader(build_batch([Record(0, 10, None, b"a"), Record(1, 20, None, b"b")]),
+                         leader_epoch=0, now_ms=0)
+    log.append_as_leader(build_batch([Record(0, 90, None, b"c"), Record(1, 30, None, b"d"),
+                                      Record(2, 90, None, b"e")]), leader_epoch=1, now_ms=0)
+    log.append_as_leader(build_batch([Record(0, 40, None, b"f")]), leader_epoch=1, now_ms=0)
+    assert log.offset_for_timestamp(-3) == (2, 90, 1)
+    reopened = Log.open(path, log.config, fs=fs, now_ms=0, recovery_point=0)
+    assert reopened.offset_for_timestamp(-3) == (2, 90, 1)
+    assert reopened.maybe_increment_log_start_offset(3, high_watermark=6)
+    assert reopened.offset_for_timestamp(-3) == (4, 90, 1)
+
+
 def test_reopen_round_trip_and_index_rebuild(fs_and_dir: tuple[FileSystem, str]) -> None:
     fs, path = fs_and_dir
     log = open_log(fs, path, segment_bytes=500, index_interval_bytes=60)

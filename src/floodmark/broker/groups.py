@@ -261,11 +261,12 @@ class GroupCoordinator:
         if member is None:
             member = Member(member_id, group_instance_id, client_id, client_host,
                             session_timeout_ms, rebalance_timeout_ms, protocol_type, protocols)
+            if not g.members:
+                # The first member sets the type; an Empty group keeps its last one (as Kafka).
+                g.protocol_type = protocol_type
             g.members[member_id] = member
             if group_instance_id:
                 g.static_members[group_instance_id] = member_id
-            if g.protocol_type is None:
-                g.protocol_type = protocol_type
         else:
             if member.protocols == protocols and (
                     g.state is GroupState.COMPLETING_REBALANCE
@@ -417,7 +418,6 @@ class GroupCoordinator:
         g.state = GroupState.EMPTY
         g.leader_id = None
         g.protocol_name = None
-        g.protocol_type = None
         g.generation_id += 1
         self._store_later(g, "empty")
         if self._on_group_emptied is not None:

@@ -123,6 +123,24 @@ def read_batches_lazy(segment: Segment, position: int, first: BatchHeader, max_b
                     handle.fileno(), file_slice)
 
 
+def _first_record_at(segment: Segment, batch_last_offset: int, timestamp_ms: int,
+                     log_start_offset: int) -> int:
+    """The offset of the first record stamped ``timestamp_ms``, scanning from the batch the
+    segment's max-timestamp bookkeeping names (that keeps the batch's last offset, as the time
+    index does). KIP-734 answers the record itself, as Kafka does since KAFKA-16310."""
+    _, position = segment.index.lookup(batch_last_offset)
+    for pos, header in scan_headers(segment.log, position):
+        if header.next_offset <= log_start_offset or header.max_timestamp < timestamp_ms:
+            continue
+        _, records = decode_batch(segment.read_at(pos, header.size), 0, validate=False)
+        for record in records:
+            if record.offset >= log_start_offset and record.timestamp_ms == timestamp_ms:
+                return record.offset
+        if header.last_offset >= batch_last_offset:
+            break
+    return max(batch_last_offset, log_start_offset)
+
+
 def offset_for_timestamp(segments: Sequence[Segment], log_start_offset: int,
                          log_end_offset: int, epoch_cache: EpochCache,
                          timestamp_ms: int) -> tuple[int, int, int] | None:
@@ -144,7 +162,8 @@ def offset_for_timestamp(segments: Sequence[Segment], log_start_offset: int,
                 best = segment
         if best is None or best.max_timestamp == NO_TIMESTAMP:
             return None
-        offset = max(best.offset_of_max_timestamp, log_start_offset)
+        offset = _first_record_at(best, best.offset_of_max_timestamp, best.max_timestamp,
+                                  log_start_offset)
         return offset, best.max_timestamp, epoch_cache.epoch_for_offset(offset)
     for segment in segments:
         if segment.size == 0 or segment.max_timestamp < timestamp_ms:

@@ -57,6 +57,13 @@ KNOWN: list[Known] = [
           ".producer_*",
           "TRANSACTIONAL_ID_NOT_FOUND: Kafka fills producer id and epoch with 0 (unset "
           "fields), floodmark with -1 (no producer); clients show the error code."),
+    Known("offset_for_leader_epoch:epoch_3.*.error_code",
+          "An epoch above the leader's latest: Kafka answers NONE with (-1, -1), floodmark "
+          "UNKNOWN_LEADER_EPOCH (replication/fencing.py, the table's last row). Kept: a requester "
+          "that holds a record of a newer epoch has proof of a newer leader, and librdkafka takes "
+          "Kafka's (-1, -1) for log truncation and resets the consumer's position backwards "
+          "(found by floodmark chaos run); UNKNOWN_LEADER_EPOCH is retriable and refreshes "
+          "metadata instead."),
     # -- the test harness, not floodmark ----------------------------------------------------------
     Known("describe_configs:broker_keys.*[name=group.initial.rebalance.delay.ms]*",
           "Harness: the Kafka node sets group.initial.rebalance.delay.ms=0 in its "
@@ -71,16 +78,6 @@ KNOWN: list[Known] = [
           "CreateTopics v5+ answers the new topic's configs (KIP-525); floodmark answers none. "
           "Fix: broker/handlers/admin.py create_topics, from the entries describe_configs "
           "builds (_topic_entries)."),
-    Known("list_offsets:max_timestamp.*.offset",
-          "ListOffsets -3 (KIP-734) answers the last offset of the batch holding the largest "
-          "timestamp, Kafka the offset of that record (issue 23; storage/log.py offset_of_max)."),
-    Known("list_offsets:duplicate_partition.*",
-          "A partition named twice in one ListOffsets: Kafka answers it once, INVALID_REQUEST; "
-          "floodmark answers both. Fix: broker/handlers/data.py list_offsets."),
-    Known("offset_for_leader_epoch:epoch_3.*.error_code",
-          "An epoch above the leader's latest: Kafka answers NONE with undefined epoch and "
-          "offset (-1, -1), floodmark UNKNOWN_LEADER_EPOCH. Fix: the OffsetForLeaderEpoch "
-          "handler (broker/handlers/replication.py), not the epoch cache rule."),
     *(Known(f"*configs[name={name}]", "A topic config floodmark does not have "
             "(compression levels, tiered storage, replication throttles, time-based segment "
             "rolling, index tuning). Fix: the topic config registry, broker/config.py.")
@@ -119,9 +116,6 @@ KNOWN: list[Known] = [
           "floodmark's __consumer_offsets replication is not a broker setting."),
     Known("incremental_alter_configs:broker_dynamic.*",
           "log.cleaner.threads is not a floodmark setting (unknown: INVALID_REQUEST)."),
-    Known("groups:describe_after_leave.*.protocol_type",
-          "When the last member leaves, floodmark's group forgets its protocol type; Kafka's "
-          "Empty group keeps 'consumer'. Fix: broker/groups.py, the leave path."),
 ]
 
 

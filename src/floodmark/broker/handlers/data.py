@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
@@ -501,10 +502,23 @@ def _list_partition(broker: HandlerContext, ps: PartitionState | None, p: WireRe
 def list_offsets(broker: HandlerContext, header: RequestHeader, req: WireRequest,
                  conn: ClientConnection) -> HandlerResult:
     isolation = int(getattr(req, "isolation_level", 0))
+    named = Counter((t.name, int(p.partition_index)) for t in req.topics for p in t.partitions)
+    answered: set[tuple[str, int]] = set()
     topics = []
     for t in req.topics:
-        parts = [_list_partition(broker, broker.partitions.get((t.name, int(p.partition_index))),
-                                 p, isolation, int(req.replica_id)) for p in t.partitions]
+        parts = []
+        for p in t.partitions:
+            tp = (t.name, int(p.partition_index))
+            if named[tp] > 1:
+                # A partition named twice: answered once, INVALID_REQUEST (as Kafka).
+                if tp not in answered:
+                    answered.add(tp)
+                    parts.append({"partition_index": tp[1], "timestamp": -1, "offset": -1,
+                                  "leader_epoch": -1, "old_style_offsets": [],
+                                  "error_code": int(ErrorCode.INVALID_REQUEST)})
+                continue
+            parts.append(_list_partition(broker, broker.partitions.get(tp), p, isolation,
+                                         int(req.replica_id)))
         topics.append({"name": t.name, "partitions": parts})
     return {"throttle_time": 0, "topics": topics}
 
