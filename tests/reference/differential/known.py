@@ -105,9 +105,6 @@ KNOWN: list[Known] = [
     Known("describe_configs:broker_keys.*[name=log.retention.ms]*",
           "Kafka answers log.retention.ms with a null value (unset: log.retention.hours "
           "applies); floodmark with the effective 604800000."),
-    Known("describe_configs:broker_keys.*[name=advertised.listeners]",
-          "A broker's DescribeConfigs lacks advertised.listeners (issue 23). Fix: the broker "
-          "settings registry (settings.py / broker/config.py)."),
     Known("describe_configs:broker_keys.*[name=broker.id]",
           "floodmark has node.id only; Kafka still answers broker.id (its synonym)."),
     Known("describe_configs:broker_keys.*[name=log.retention.hours]",
