@@ -74,10 +74,6 @@ KNOWN: list[Known] = [
           "Harness: node.id is in the Kafka node's server.properties (STATIC); floodmark takes "
           "it from a default (DEFAULT_CONFIG)."),
     # -- floodmark gaps (where the fix goes) ------------------------------------------------------
-    Known("create_topics:*.configs.length",
-          "CreateTopics v5+ answers the new topic's configs (KIP-525); floodmark answers none. "
-          "Fix: broker/handlers/admin.py create_topics, from the entries describe_configs "
-          "builds (_topic_entries)."),
     *(Known(f"*configs[name={name}]", "A topic config floodmark does not have "
             "(compression levels, tiered storage, replication throttles, time-based segment "
             "rolling, index tuning). Fix: the topic config registry, broker/config.py.")

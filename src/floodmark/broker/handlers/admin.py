@@ -216,6 +216,11 @@ async def create_topics(broker: HandlerContext, header: RequestHeader, req: Wire
             )
             entry.update(topic_id=meta.topic_id, num_partitions=len(meta.partitions),
                          replication_factor=len(meta.partitions[0].replicas))
+            if header.api_version >= 5:  # KIP-525: the new topic's configs, as described
+                entry["configs"] = [
+                    {k: c[k] for k in ("name", "value", "read_only", "config_source",
+                                       "is_sensitive")}
+                    for c in _topic_entries(broker, meta.configs, False)]
         except KafkaError as exc:
             entry.update(error_code=int(exc.code), error_message=exc.message or None)
         results.append(entry)
