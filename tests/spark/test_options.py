@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 pytest.importorskip("pyarrow")
@@ -62,7 +64,7 @@ def test_rejected_like_spark_and_insecure_settings() -> None:
     # Spark >= 3.0 accepts a group id (and groupIdPrefix); so does this source
     parse_source_options({**BS, "subscribe": "t", "kafka.group.id": "g",
                           "groupIdPrefix": "p"}, streaming=True)
-    with pytest.raises(OptionError, match="needs sasl.username and sasl.password"):
+    with pytest.raises(OptionError, match=r"needs sasl\.username and sasl\.password"):
         parse_source_options({**BS, "subscribe": "t", "kafka.security.protocol": "SASL_SSL",
                               "kafka.sasl.mechanism": "SCRAM-SHA-512"}, streaming=True)
     with pytest.raises(OptionError, match="required"):

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
+from tests.conftest import BrokerProcess
 
 from floodmark.security.certs import issue_files, load_or_make_ca
-from tests.conftest import BrokerProcess
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 
@@ -76,7 +76,7 @@ def test_spark_writes_and_reads_over_sasl_ssl(spark, secured: SecuredBroker) -> 
 
 def test_a_wrong_password_fails_with_one_line_without_it(spark, secured: SecuredBroker) -> None:  # type: ignore[no-untyped-def]
     wrong = "not-the-password-42"
-    with pytest.raises(Exception) as err:  # noqa: B017 - PySpark wraps it in its own type
+    with pytest.raises(Exception) as err:
         (spark.read.format("floodmark").options(**secured.options(wrong))
          .option("subscribe", "anything").load().count())
     text = str(err.value)
