@@ -22,7 +22,8 @@ from floodmark.client.cluster import ClusterClient
 
 def register(subparsers: Any) -> None:
     group = subparsers.add_parser("group", help="consumer groups: list, describe, delete, "
-                                                "reset offsets (kafka-consumer-groups.sh)")
+                                                "reset or delete offsets "
+                                                "(kafka-consumer-groups.sh)")
     gsub = group.add_subparsers(dest="group_command", metavar="ACTION")
     p = gsub.add_parser("list", help="every group with its state")
     p.add_argument("--json", action="store_true")

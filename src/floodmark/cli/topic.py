@@ -19,8 +19,8 @@ from floodmark.security.client_security import ClientSecurity
 
 
 def register(subparsers: Any) -> None:
-    topic = subparsers.add_parser("topic", help="create, list, describe, delete topics or alter "
-                                                "their configs")
+    topic = subparsers.add_parser("topic", help="create, list, describe, delete topics, add "
+                                                "partitions or alter their configs")
     tsub = topic.add_subparsers(dest="topic_command", metavar="ACTION")
     p = tsub.add_parser("create", help="create a topic")
     p.add_argument("name")
