@@ -229,7 +229,7 @@ def _plan_group(args: argparse.Namespace, cluster: ClusterClient, group: str,
         return _file_plan(cluster, group, file_rows)
     committed = committed_offsets(cluster, group)
     scope = _scope(args, cluster, group, committed)
-    if not scope:
+    if not scope and not args.all_groups:  # among all groups, one without offsets is no news
         raise CliError(f"group {group} has no committed offsets: name the topics with --topic")
     plan = []
     for topic, parts in scope.items():
@@ -297,13 +297,13 @@ def group_reset_offsets(args: argparse.Namespace) -> int:
             plan += group_plan
             if args.execute and group_plan:
                 rc |= _commit(cluster, group, group_plan)
-    _show(args, plan, several_groups=len(groups) > 1)
+    _show(args, plan)
     return rc
 
 
-def _show(args: argparse.Namespace, plan: list[PlannedOffset], *, several_groups: bool) -> None:
-    if args.export:
-        sys.stdout.write(export_csv(plan, with_group=several_groups))
+def _show(args: argparse.Namespace, plan: list[PlannedOffset]) -> None:
+    if args.export:  # the group column unless one group was named (Kafka's tool's rule)
+        sys.stdout.write(export_csv(plan, with_group=bool(args.all_groups)))
     elif args.json:
         print(json.dumps([{"group": r.group, "topic": r.topic, "partition": r.partition,
                            "new_offset": r.offset} for r in plan]))

@@ -2,7 +2,7 @@
 reads it: ``--topic T`` / ``T:0,1`` scopes, ``--to-datetime`` (``YYYY-MM-DDTHH:mm:SS.sss``, an
 optional zone; none means local time, as Kafka's tool), ``--by-duration`` (ISO-8601 / Java
 ``Duration``: ``PnDTnHnMnS``), ``--from-file`` / ``--export`` CSV (``topic,partition,offset``, or
-``group,topic,partition,offset`` when several groups are named), and the clamp Kafka applies to
+``group,topic,partition,offset`` with ``--all-groups``), and the clamp Kafka applies to
 ``--to-offset`` and ``--shift-by``. Pure functions: every mistake is a one-line ``CliError``."""
 
 from __future__ import annotations
