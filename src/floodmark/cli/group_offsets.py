@@ -71,7 +71,7 @@ def register(gsub: Any) -> None:
                      help="the first offset at or after now minus that ISO-8601 duration")
     how.add_argument("--from-file", metavar="CSV",
                      help="topic,partition,offset a line (group,topic,partition,offset for "
-                          "several groups): what --export prints")
+                          "--all-groups): what --export prints")
     run = p.add_mutually_exclusive_group()
     run.add_argument("--execute", action="store_true", help="commit the plan")
     run.add_argument("--dry-run", action="store_true",

@@ -91,7 +91,7 @@ class PlannedOffset:
 
 def parse_offsets_csv(text: str, source: str) -> list[PlannedOffset]:
     """``--from-file``: ``topic,partition,offset`` a line, or ``group,topic,partition,offset``
-    (what ``--export`` prints for several groups). Blank lines are skipped."""
+    (what ``--export`` prints with ``--all-groups``). Blank lines are skipped."""
     rows: list[PlannedOffset] = []
     for n, line in enumerate(text.splitlines(), 1):
         line = line.strip()
@@ -122,7 +122,7 @@ def read_offsets_csv(path: str) -> list[PlannedOffset]:
 
 
 def export_csv(rows: list[PlannedOffset], *, with_group: bool) -> str:
-    """The plan as ``--from-file`` reads it back (the group column when several groups)."""
+    """The plan as ``--from-file`` reads it back (the group column with ``--all-groups``)."""
     return "".join((f"{r.group}," if with_group else "")
                    + f"{r.topic},{r.partition},{r.offset}\n" for r in rows)
 
