@@ -119,6 +119,9 @@ def test_export_from_file_and_all_groups(fm: Run, topic_ro: str, tmp_path: Path)
     csv = ok(fm, "group", "reset-offsets", "e1", "--all-topics", "--to-current", "--export")
     assert csv == "ro,0,2\nro,1,2\n"  # only the CSV on stdout: a file --from-file reads
     plan = tmp_path / "plan.csv"
+    plan.write_text("ro,0,6\nro,1,99\n")  # beyond the log end: kept within it, as Kafka
+    out = ok(fm, "group", "reset-offsets", "e1", "--from-file", str(plan), "--json")
+    assert plan_of(out) == {("e1", "ro", 0): 6, ("e1", "ro", 1): 10}
     plan.write_text("ro,0,6\nro,1,8\n")
     ok(fm, "group", "reset-offsets", "e1", "--from-file", str(plan), "--execute")
     assert committed(fm, "e1") == {0: 6, 1: 8}
@@ -150,6 +153,9 @@ def test_mistakes_are_one_line(fm: Run, topic_ro: str, tmp_path: Path) -> None:
     refused(fm, "group", "reset-offsets", "--to-earliest", "--topic", "ro")  # which group?
     err = refused(fm, "group", "reset-offsets", "m", "--from-file", str(tmp_path / "none.csv"))
     assert "--from-file" in err
+    (tmp_path / "other.csv").write_text("someone,ro,0,1\n")
+    err = refused(fm, "group", "reset-offsets", "m", "--from-file", str(tmp_path / "other.csv"))
+    assert "no offsets for group m" in err
     (tmp_path / "bad.csv").write_text("ro,zero,1\n")
     err = refused(fm, "group", "reset-offsets", "m", "--from-file", str(tmp_path / "bad.csv"))
     assert "line 1" in err

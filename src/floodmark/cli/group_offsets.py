@@ -5,8 +5,8 @@ reset-offsets: for each group (``GROUP`` or ``--all-groups``) the partitions in 
 (``--topic T``, ``--topic T:0,1``, ``--all-topics`` = every partition the group has an offset
 for, or the rows of ``--from-file``) get a new offset by one mode: ``--to-earliest``,
 ``--to-latest``, ``--to-current``, ``--to-offset N``, ``--shift-by N``, ``--to-datetime``,
-``--by-duration``, ``--from-file``. ``--to-offset`` and ``--shift-by`` are kept within
-[log start, log end] as Kafka keeps them. The plan is printed (``--dry-run``, the default) and
+``--by-duration``, ``--from-file``. ``--to-offset``, ``--shift-by`` and the file's offsets are
+kept within [log start, log end] as Kafka keeps them. The plan is printed (``--dry-run``, the default) and
 committed only with ``--execute``; ``--export`` prints it as the CSV ``--from-file`` reads. A group
 with active members is refused (Kafka refuses it too): its consumers would overwrite the reset.
 """
@@ -216,7 +216,11 @@ def _file_plan(cluster: ClusterClient, group: str,
         if r.partition >= counts[r.topic]:
             raise CliError(f"--from-file: topic {r.topic} has {counts[r.topic]} partition(s), "
                            f"no {r.partition}")
-    return [PlannedOffset(group, r.topic, r.partition, r.offset) for r in mine]
+    plan: list[PlannedOffset] = []
+    for topic in dict.fromkeys(r.topic for r in mine):  # kept within the log, as Kafka does
+        kept = _clamped(cluster, topic, {r.partition: r.offset for r in mine if r.topic == topic})
+        plan += [PlannedOffset(group, topic, p, off) for p, off in sorted(kept.items())]
+    return plan
 
 
 def _plan_group(args: argparse.Namespace, cluster: ClusterClient, group: str,
@@ -226,7 +230,10 @@ def _plan_group(args: argparse.Namespace, cluster: ClusterClient, group: str,
         raise CliError(f"group {group} is {state}: offsets can be reset only while it has no "
                        "active members (stop its consumers first)")
     if file_rows is not None:
-        return _file_plan(cluster, group, file_rows)
+        plan = _file_plan(cluster, group, file_rows)
+        if not plan and not args.all_groups:
+            raise CliError(f"--from-file {args.from_file} has no offsets for group {group}")
+        return plan
     committed = committed_offsets(cluster, group)
     scope = _scope(args, cluster, group, committed)
     if not scope and not args.all_groups:  # among all groups, one without offsets is no news
