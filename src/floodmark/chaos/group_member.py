@@ -1,7 +1,7 @@
 """The consumer-group workload's clients (``--workload group``): members of one classic group.
 
-``group-member`` — a confluent-kafka consumer of group ``--group`` (the classic protocol,
-librdkafka's default eager assignors) subscribed to every topic. Each poll's records are
+``group-member`` — a confluent-kafka consumer of group ``--group`` (the classic protocol, the
+eager ``roundrobin`` assignor) subscribed to every topic. Each poll's records are
 "processed" (written to the history, then a pause of up to ``--process-ms``), then their next
 offsets are committed explicitly: synchronously or asynchronously, chosen at random per poll
 (``--async-commit-p``). The member lives until SIGTERM (it closes: revoke, LeaveGroup) or
@@ -25,15 +25,11 @@ import argparse
 import random
 import struct
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from floodmark.chaos.history import HistoryWriter
-from floodmark.chaos.workload import (
-    _confluent_config,
-    _records_confluent,
-    _stopping,
-    _topics,
-)
+from floodmark.chaos.workload import _confluent_config, _records_confluent, _topics
 
 GROUP_METADATA_MAGIC = b"CGMDv2:"
 # The coordinator answered: the commit definitely did not happen.
@@ -59,7 +55,10 @@ def _error_name(exc: Exception) -> str:
     return str(err.name()) if err is not None and hasattr(err, "name") else type(exc).__name__
 
 
-def group_member(args: argparse.Namespace, history: HistoryWriter) -> int:
+def group_member(args: argparse.Namespace, history: HistoryWriter, stop: Mapping[str, bool]
+                 ) -> int:
+    """``stop``: the worker's flag its SIGTERM handler sets (``workload.STOP`` of the module
+    run as ``__main__``, not a second import's)."""
     from confluent_kafka import Consumer, KafkaException, TopicPartition
 
     topics = sorted({t for t, _p in _topics(args.topics)})
@@ -89,7 +88,10 @@ def group_member(args: argparse.Namespace, history: HistoryWriter) -> int:
         history.event("fail" if name in REFUSALS else "info", "commit", group=group, id=cid,
                       mode="async", offsets=offsets, error=name)
 
-    consumer = Consumer({**_confluent_config(args, group), "on_commit": on_commit})
+    # (roundrobin: every member has partitions to own; range would leave the third of three
+    # members idle on topics of two partitions)
+    consumer = Consumer({**_confluent_config(args, group), "on_commit": on_commit,
+                         "partition.assignment.strategy": "roundrobin"})
 
     def on_assign(c: Any, partitions: list[Any]) -> None:
         history.event("ok", "rebalance", member=c.memberid(),
@@ -107,7 +109,7 @@ def group_member(args: argparse.Namespace, history: HistoryWriter) -> int:
     history.event("ok", "subscribe", group=group, topics=topics)
     n = 0
     try:
-        while not _stopping(deadline):
+        while not stop["now"] and time.monotonic() < deadline:
             records = _records_confluent(consumer.consume(100, 0.5))
             if not records:
                 continue
@@ -158,7 +160,8 @@ def group_member(args: argparse.Namespace, history: HistoryWriter) -> int:
     return 0
 
 
-def group_offsets(args: argparse.Namespace, history: HistoryWriter) -> int:
+def group_offsets(args: argparse.Namespace, history: HistoryWriter, stop: Mapping[str, bool]
+                  ) -> int:
     """The group's committed offsets of every partition, asked again (bounded) while the
     coordinator is not ready."""
     from confluent_kafka import Consumer, KafkaException, TopicPartition
@@ -169,7 +172,7 @@ def group_offsets(args: argparse.Namespace, history: HistoryWriter) -> int:
         deadline = time.monotonic() + args.duration_s
         last_error = ""
         for _attempt in range(COMMITTED_ATTEMPTS):
-            if _stopping(deadline):
+            if stop["now"] or time.monotonic() >= deadline:
                 break
             try:
                 done = consumer.committed([TopicPartition(t, p) for t, p in keys], timeout=10)

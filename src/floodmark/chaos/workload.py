@@ -642,13 +642,13 @@ def final_read(args: argparse.Namespace, history: HistoryWriter) -> int:
 def group_member(args: argparse.Namespace, history: HistoryWriter) -> int:
     from floodmark.chaos.group_member import group_member as run_member
 
-    return run_member(args, history)
+    return run_member(args, history, STOP)
 
 
 def group_offsets(args: argparse.Namespace, history: HistoryWriter) -> int:
     from floodmark.chaos.group_member import group_offsets as read_offsets
 
-    return read_offsets(args, history)
+    return read_offsets(args, history, STOP)
 
 
 ROLES: dict[str, Callable[[argparse.Namespace, HistoryWriter], int]] = {
