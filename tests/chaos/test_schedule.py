@@ -70,6 +70,8 @@ def test_member_faults_only_with_the_group_workload() -> None:
     config.validate()
     names = expand(GROUP_DEFAULT_FAULTS)
     assert {"member-leave", "member-kill", "member-join", "kill-group-coordinator",
-            "kill-leader", "isolate-leader"} <= set(names)
+            "failover-rebalance", "kill-leader", "isolate-leader"} <= set(names)
+    with pytest.raises(ValueError, match="needs --workload group"):
+        ChaosConfig(faults=["failover-rebalance"]).validate()
     # a group coordinator's faults work with any workload (FindCoordinator for the group)
     ChaosConfig(faults=["group-coordinator"]).validate()

@@ -123,7 +123,8 @@ class Observer(threading.Thread):
 
 # Faults that SIGKILL one broker: with the brokers' power-loss page cache each is a power cut.
 BROKER_KILLS = frozenset({"kill-one", "kill-leader", "power-loss", "pause-then-power-cut",
-                          "kill-txn-coordinator"})
+                          "kill-txn-coordinator", "kill-group-coordinator",
+                          "failover-rebalance"})
 TXN_STATE_KEY = "__transaction_state-0"
 OFFSETS_KEY = "__consumer_offsets-0"
 
@@ -634,6 +635,26 @@ class Nemesis:
     def _isolate_group_coordinator(self, duration_s: float, rng: random.Random,
                                    record: dict[str, Any]) -> None:
         self._isolate(self._group_coordinator(rng, record), duration_s, record)
+
+    def _failover_rebalance(self, duration_s: float, rng: random.Random,
+                            record: dict[str, Any]) -> None:
+        """Issue 22: a rebalance across a coordinator failover. The group coordinator is
+        SIGKILLed; a third of the way into the fault a member leaves and a new one joins, so
+        the coordinator elected next loads the group and runs the rebalance; the old one
+        returns at the end."""
+        if self.members is None:
+            raise RuntimeError("the group faults need the consumer-group workload's members")
+        coordinator = self._group_coordinator(rng, record)
+        record["targets"] = [coordinator]
+        self.cluster.kill(coordinator, signal.SIGKILL)
+        time.sleep(duration_s / 3)
+        leaving = self._member(rng, record)
+        if leaving is not None:
+            record["left"] = [leaving]
+            self.members.leave(leaving)
+        record["joined"] = [self.members.join()]
+        time.sleep(duration_s * 2 / 3)
+        self._restart([coordinator], rng, (0.0, 0.0))
 
     def _member(self, rng: random.Random, record: dict[str, Any]) -> str | None:
         if self.members is None:
