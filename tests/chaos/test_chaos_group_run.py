@@ -42,3 +42,17 @@ def test_group_workload_five_minutes_of_every_default_fault(tmp_path: Path) -> N
     code, result = chaos_run(tmp_path, "--workload", "group", "--time-limit-s", "300",
                              "--seed", "1", timeout_s=1500)
     _assert_valid_group_run(code, result)
+
+
+@pytest.mark.slow
+def test_consumer_moved_back_past_its_commits_is_caught(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The drill (``FLOODMARK_CHAOS_GROUP_REWIND=1``): members start every assignment at the
+    beginning of its partitions, as issue 22's new coordinator made a Quix application do; a
+    member leaving makes the others start again, past what the group committed."""
+    monkeypatch.setenv("FLOODMARK_CHAOS_GROUP_REWIND", "1")
+    code, result = chaos_run(tmp_path, "--workload", "group", "--time-limit-s", "20",
+                             "--faults", "member-leave", "--seed", "1")
+    assert code == 1 and not result["valid"]
+    counts = result["anomaly_counts"]
+    assert counts["rewound"] > 0 and counts["redelivered"] > 0, counts

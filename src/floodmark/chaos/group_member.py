@@ -8,6 +8,9 @@ offsets are committed explicitly: synchronously or asynchronously, chosen at ran
 SIGKILL; the nemesis's member faults end members and start new ones, so each process is one
 member's life.
 
+``FLOODMARK_CHAOS_GROUP_REWIND=1`` is a drill for the checker: members start every assignment
+at the beginning of its partitions, past what the group committed.
+
 ``group-offsets`` — after the run: the group's committed offsets of every partition
 (OffsetFetch through a consumer of the group that never joins), one ``committed`` line.
 
@@ -22,6 +25,7 @@ generation or member, a rebalance in progress), ``info`` otherwise; ``leave`` wh
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import struct
 import time
@@ -36,6 +40,10 @@ GROUP_METADATA_MAGIC = b"CGMDv2:"
 REFUSALS = frozenset({"ILLEGAL_GENERATION", "UNKNOWN_MEMBER_ID", "REBALANCE_IN_PROGRESS",
                       "FENCED_INSTANCE_ID", "STALE_MEMBER_EPOCH"})
 COMMITTED_ATTEMPTS = 20
+# A drill for the checker, never on by default: every assignment starts at the beginning of its
+# partitions instead of the committed offsets (what issue 22's new coordinator did to a Quix
+# application), so ``rewound`` and ``redelivered`` must be reported.
+REWIND_ENV = "FLOODMARK_CHAOS_GROUP_REWIND"
 
 
 def generation_of(metadata: Any) -> int | None:
@@ -59,9 +67,10 @@ def group_member(args: argparse.Namespace, history: HistoryWriter, stop: Mapping
                  ) -> int:
     """``stop``: the worker's flag its SIGTERM handler sets (``workload.STOP`` of the module
     run as ``__main__``, not a second import's)."""
-    from confluent_kafka import Consumer, KafkaException, TopicPartition
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
     topics = sorted({t for t, _p in _topics(args.topics)})
+    rewind = os.environ.get(REWIND_ENV) == "1"
     rng = random.Random(f"{args.seed}:{args.process}")
     deadline = time.monotonic() + args.duration_s
     pending: dict[tuple[tuple[str, int, int], ...], list[int]] = {}  # async offsets -> ids
@@ -96,6 +105,9 @@ def group_member(args: argparse.Namespace, history: HistoryWriter, stop: Mapping
     def on_assign(c: Any, partitions: list[Any]) -> None:
         history.event("ok", "rebalance", member=c.memberid(),
                       assigned=[[tp.topic, tp.partition] for tp in partitions], **where(c))
+        if rewind:  # the checker's own drill: a consumer moved back past what was committed
+            c.assign([TopicPartition(tp.topic, tp.partition, OFFSET_BEGINNING)
+                      for tp in partitions])
 
     def on_revoke(c: Any, partitions: list[Any]) -> None:
         history.event("ok", "revoke", partitions=[[tp.topic, tp.partition] for tp in partitions],
