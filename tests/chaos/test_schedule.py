@@ -56,3 +56,22 @@ def test_the_last_isr_member_power_cut_needs_eligible_leader_replicas() -> None:
     assert expand(["pause-then-power-cut"], eligible_leader_replicas=False) == [
         "pause-then-power-cut"]
     assert "kill-all" not in expand(["pause-then-power-cut", "kill"])  # power cuts: one at a time
+
+
+def test_member_faults_only_with_the_group_workload() -> None:
+    from floodmark.chaos.run import ChaosConfig
+    from floodmark.chaos.schedule import GROUP_DEFAULT_FAULTS
+
+    with pytest.raises(ValueError, match="needs --workload group"):
+        ChaosConfig(faults=["member-kill"]).validate()
+    with pytest.raises(ValueError, match="needs --workload group"):
+        ChaosConfig(faults=["group"], workload="txn").validate()
+    config = ChaosConfig(workload="group", faults=ChaosConfig.default_faults("group"))
+    config.validate()
+    names = expand(GROUP_DEFAULT_FAULTS)
+    assert {"member-leave", "member-kill", "member-join", "kill-group-coordinator",
+            "failover-rebalance", "kill-leader", "isolate-leader"} <= set(names)
+    with pytest.raises(ValueError, match="needs --workload group"):
+        ChaosConfig(faults=["failover-rebalance"]).validate()
+    # a group coordinator's faults work with any workload (FindCoordinator for the group)
+    ChaosConfig(faults=["group-coordinator"]).validate()

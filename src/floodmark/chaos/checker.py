@@ -74,6 +74,7 @@ class CheckResult:
     counts: dict[str, int]
     final: dict[str, Any] = field(default_factory=dict)
     transactions: dict[str, Any] = field(default_factory=dict)  # check_txn's figures
+    group: dict[str, Any] = field(default_factory=dict)  # group_checker.check_group's figures
 
     def as_json(self) -> dict[str, Any]:
         out = {"valid": self.valid, "acknowledged": self.acknowledged,
@@ -82,6 +83,8 @@ class CheckResult:
                "final": self.final}
         if self.transactions:
             out["transactions"] = self.transactions
+        if self.group:
+            out["group"] = self.group
         return out
 
 

@@ -6,7 +6,9 @@ runs a cluster in network namespaces under a workload and a seeded fault schedul
 the history (``floodmark.chaos.run``); exit status 0 only when the history is valid, 2 when it
 cannot run here (not root) or the arguments are wrong. ``--workload txn`` runs Jepsen's queue
 with transactions (transactional producers, read_committed and read_uncommitted final reads,
-``checker.check_txn``) instead of the plain producers and consumers.
+``checker.check_txn``) instead of the plain producers and consumers; ``--workload group
+[--group-members 3]`` runs one consumer group's members through rebalances and coordinator
+failovers (``group_checker.check_group``).
 
 ``floodmark chaos fuzz --bootstrap HOST:PORT [--frames N] [--time-limit-s S] [--seed S]
 [--broker-pid PID] [--json]`` sends malformed requests for every API the broker advertises while
@@ -25,7 +27,13 @@ from typing import Any
 from floodmark.chaos.fuzz import FuzzConfig, FuzzReport, run_fuzz
 from floodmark.chaos.netns import LabError
 from floodmark.chaos.run import ChaosConfig, run
-from floodmark.chaos.schedule import DEFAULT_FAULTS, FAMILIES, TXN_DEFAULT_FAULTS, all_names
+from floodmark.chaos.schedule import (
+    DEFAULT_FAULTS,
+    FAMILIES,
+    GROUP_DEFAULT_FAULTS,
+    TXN_DEFAULT_FAULTS,
+    all_names,
+)
 from floodmark.replication.modes import DEFAULT_TRUNCATION, Truncation
 
 
@@ -56,11 +64,17 @@ def register(subparsers: Any) -> None:
     r.add_argument("--faults", default=None,
                    help=f"families ({', '.join(FAMILIES)}) or faults ({', '.join(all_names())}); "
                         f"default {','.join(DEFAULT_FAULTS)}, with --workload txn "
-                        f"{','.join(TXN_DEFAULT_FAULTS)}")
-    r.add_argument("--workload", default="plain", choices=["plain", "txn"],
+                        f"{','.join(TXN_DEFAULT_FAULTS)}, with --workload group "
+                        f"{','.join(GROUP_DEFAULT_FAULTS)}")
+    r.add_argument("--workload", default="plain", choices=["plain", "txn", "group"],
                    help="plain: idempotent producers and consumers (default); txn: Jepsen's "
                         "queue with transactions (transactional producers committing or "
-                        "aborting, read_committed and read_uncommitted reads)")
+                        "aborting, read_committed and read_uncommitted reads); group: one "
+                        "consumer group's members polling and committing through rebalances "
+                        "and coordinator failovers")
+    r.add_argument("--group-members", type=int, default=3,
+                   help="--workload group: members of the group at any time (confluent-kafka, "
+                        "the classic protocol)")
     r.add_argument("--txn-producers", type=int, default=3,
                    help="--workload txn: transactional producers (transactional.id "
                         "chaos-tp1, ...); --rate is then transactions per second for each")
@@ -131,6 +145,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         rate=args.rate,
         topics=args.topics, name=args.name, workload=args.workload,
         txn_producers=args.txn_producers, final_restart=args.final_restart,
+        group_members=args.group_members,
         work_dir=Path(args.work_dir) if args.work_dir else None,
         report_dir=Path(args.report) if args.report else None)
     try:
@@ -168,6 +183,13 @@ def cmd_run(args: argparse.Namespace) -> int:
                   f"{unknown['invisible']} invisible, {unknown['torn']} torn); "
                   f"read_committed final read "
                   f"{'complete' if committed_read else 'INCOMPLETE'}")
+        group = result.get("group")
+        if group:
+            commits = group["commits"]
+            print(f"group: {group['deliveries']} deliveries over {group['spans']} assignments "
+                  f"in {group['generations']} generations, {group['redelivered_allowed']} "
+                  f"re-deliveries from the last committed offset; commits {commits['ok']} ok, "
+                  f"{commits['fail']} refused, {commits['info']} unknown")
         print("anomalies: " + (", ".join(f"{k} {v}" for k, v in counts.items()) or "none"))
         if result.get("report"):
             print(f"report: {result['report']}")

@@ -13,7 +13,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Collection, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from floodmark.chaos.netns import Lab, enter_namespace
 from floodmark.chaos.nodes import LabCluster, host_of
@@ -123,8 +123,30 @@ class Observer(threading.Thread):
 
 # Faults that SIGKILL one broker: with the brokers' power-loss page cache each is a power cut.
 BROKER_KILLS = frozenset({"kill-one", "kill-leader", "power-loss", "pause-then-power-cut",
-                          "kill-txn-coordinator"})
+                          "kill-txn-coordinator", "kill-group-coordinator",
+                          "failover-rebalance"})
 TXN_STATE_KEY = "__transaction_state-0"
+OFFSETS_KEY = "__consumer_offsets-0"
+
+
+class Members(Protocol):
+    """The consumer-group workload's member processes, for the ``group`` faults."""
+
+    def running(self) -> list[str]:
+        """The members alive now, by process name."""
+        ...
+
+    def leave(self, process: str) -> None:
+        """SIGTERM: the member closes (revoke, LeaveGroup); returns once it has exited."""
+        ...
+
+    def kill(self, process: str) -> None:
+        """SIGKILL: the member vanishes without a word."""
+        ...
+
+    def join(self) -> str:
+        """A new member process; its name."""
+        ...
 CATCH_UP_S = 30.0   # a restarted broker back in its ISRs: at most this long
 IN_SYNC_WAIT_S = 30.0
 
@@ -135,7 +157,9 @@ class Nemesis:
                  sync_keys: Sequence[str] | None = None,
                  in_sync_wait_s: float = IN_SYNC_WAIT_S,
                  eligible_leader_replicas: bool = False,
-                 txn_coordinators: Callable[[], Sequence[int]] | None = None) -> None:
+                 txn_coordinators: Callable[[], Sequence[int]] | None = None,
+                 group_coordinators: Callable[[], Sequence[int]] | None = None,
+                 members: Members | None = None) -> None:
         """``power_loss``: the brokers lose unsynced writes when killed.
 
         With ``eligible_leader_replicas`` (the controllers run KIP-966, the default) a power cut
@@ -160,7 +184,9 @@ class Nemesis:
 
         ``txn_coordinators``: asks the cluster which brokers coordinate the workload's
         transactional ids (FindCoordinator, key_type 1), for the ``*-txn-coordinator``
-        faults."""
+        faults; ``group_coordinators`` the same for the workload's consumer group (key_type
+        0), for the ``*-group-coordinator`` faults; ``members``: the group's member processes,
+        for the ``group`` faults."""
         self.lab = lab
         self.cluster = cluster
         self.observer = observer
@@ -174,6 +200,8 @@ class Nemesis:
         self.brokers = list(cluster.broker_ids)
         self.controllers = list(cluster.controller_ids)
         self.txn_coordinators = txn_coordinators
+        self.group_coordinators = group_coordinators
+        self.members = members
 
     # -- helpers ------------------------------------------------------------------------------
     def _leader(self, rng: random.Random) -> tuple[str, int]:
@@ -547,12 +575,17 @@ class Nemesis:
 
     # -- the transaction coordinator ------------------------------------------------------------
     def _txn_coordinator(self, rng: random.Random, record: dict[str, Any]) -> int:
-        """The broker coordinating the workload's transactional ids, as FindCoordinator
-        (key_type 1) names it; else the leader of __transaction_state-0 as the controller
-        last said; else any broker (``coordinator_from`` says which)."""
-        if self.txn_coordinators is not None:
+        return self._coordinator(self.txn_coordinators, TXN_STATE_KEY, rng, record)
+
+    def _coordinator(self, ask: Callable[[], Sequence[int]] | None, state_key: str,
+                     rng: random.Random, record: dict[str, Any]) -> int:
+        """The broker coordinating the workload's transactional ids or group, as
+        FindCoordinator names it (``ask``); else the leader of ``state_key`` (the coordinator
+        state partition) as the controller last said; else any broker (``coordinator_from``
+        says which)."""
+        if ask is not None:
             try:
-                named = [b for b in self.txn_coordinators() if b in self.brokers]
+                named = [b for b in ask() if b in self.brokers]
             except Exception as exc:  # no broker answered: the fallbacks below
                 record["find_coordinator_error"] = str(exc)[:200]
                 named = []
@@ -560,7 +593,7 @@ class Nemesis:
                 record["coordinator_from"] = "find-coordinator"
                 record["coordinators"] = sorted(set(named))
                 return named[rng.randrange(len(named))]
-        reg = self.observer.view(TXN_STATE_KEY)
+        reg = self.observer.view(state_key)
         if reg is not None and reg["leader"] in self.brokers:
             record["coordinator_from"] = "metadata"
             return int(reg["leader"])
@@ -582,3 +615,87 @@ class Nemesis:
     def _isolate_txn_coordinator(self, duration_s: float, rng: random.Random,
                                  record: dict[str, Any]) -> None:
         self._isolate(self._txn_coordinator(rng, record), duration_s, record)
+
+    # -- the consumer group ---------------------------------------------------------------------
+    def _group_coordinator(self, rng: random.Random, record: dict[str, Any]) -> int:
+        return self._coordinator(self.group_coordinators, OFFSETS_KEY, rng, record)
+
+    def _kill_group_coordinator(self, duration_s: float, rng: random.Random,
+                                record: dict[str, Any]) -> None:
+        self._kill([self._group_coordinator(rng, record)], duration_s, rng, record)
+
+    def _restart_group_coordinator(self, duration_s: float, rng: random.Random,
+                                   record: dict[str, Any]) -> None:
+        self._restart_clean([self._group_coordinator(rng, record)], duration_s, rng, record)
+
+    def _pause_group_coordinator(self, duration_s: float, rng: random.Random,
+                                 record: dict[str, Any]) -> None:
+        self._pause(self._group_coordinator(rng, record), duration_s, record)
+
+    def _isolate_group_coordinator(self, duration_s: float, rng: random.Random,
+                                   record: dict[str, Any]) -> None:
+        self._isolate(self._group_coordinator(rng, record), duration_s, record)
+
+    def _failover_rebalance(self, duration_s: float, rng: random.Random,
+                            record: dict[str, Any]) -> None:
+        """Issue 22: a rebalance across a coordinator failover. The group coordinator is
+        SIGKILLed; a third of the way into the fault a member leaves and a new one joins, so
+        the coordinator elected next loads the group and runs the rebalance; the old one
+        returns at the end."""
+        if self.members is None:
+            raise RuntimeError("the group faults need the consumer-group workload's members")
+        coordinator = self._group_coordinator(rng, record)
+        record["targets"] = [coordinator]
+        self.cluster.kill(coordinator, signal.SIGKILL)
+        time.sleep(duration_s / 3)
+        leaving = self._member(rng, record)
+        if leaving is not None:
+            record["left"] = [leaving]
+            self.members.leave(leaving)
+        record["joined"] = [self.members.join()]
+        time.sleep(duration_s * 2 / 3)
+        self._restart([coordinator], rng, (0.0, 0.0))
+
+    def _member(self, rng: random.Random, record: dict[str, Any]) -> str | None:
+        if self.members is None:
+            raise RuntimeError("the group faults need the consumer-group workload's members")
+        alive = sorted(self.members.running())
+        if not alive:
+            record["skipped"] = "no member is running"
+            return None
+        return alive[rng.randrange(len(alive))]
+
+    def _member_leave(self, duration_s: float, rng: random.Random, record: dict[str, Any]
+                      ) -> None:
+        """A member closes (revoke, LeaveGroup: the group rebalances at once); a new member
+        joins after the fault's duration (a second rebalance)."""
+        target = self._member(rng, record)
+        if target is None or self.members is None:
+            return
+        record["targets"] = [target]
+        self.members.leave(target)
+        time.sleep(duration_s)
+        record["joined"] = [self.members.join()]
+
+    def _member_kill(self, duration_s: float, rng: random.Random, record: dict[str, Any]
+                     ) -> None:
+        """A member SIGKILLed: its partitions are idle until its session times out; a new
+        member joins after the fault's duration."""
+        target = self._member(rng, record)
+        if target is None or self.members is None:
+            return
+        record["targets"] = [target]
+        self.members.kill(target)
+        time.sleep(duration_s)
+        record["joined"] = [self.members.join()]
+
+    def _member_join(self, duration_s: float, rng: random.Random, record: dict[str, Any]
+                     ) -> None:
+        """An extra member for the fault's duration, then it leaves."""
+        if self.members is None:
+            raise RuntimeError("the group faults need the consumer-group workload's members")
+        extra = self.members.join()
+        record["joined"] = [extra]
+        time.sleep(duration_s)
+        record["targets"] = [extra]
+        self.members.leave(extra)

@@ -16,6 +16,13 @@ read_uncommitted then read_committed (``--sparse``: markers take offsets), and
 ``checker.check_txn`` judges the history. Before it (``final_restart``, on by default for this
 workload) the same two reads are done, then every broker is restarted in turn, so the final
 reads see what the brokers rebuilt from their files.
+
+``workload="group"`` runs Jepsen's queue through one consumer group: the plain producers and
+``group_members`` confluent-kafka members of group ``chaos-group`` (``group_member``), polling
+and committing after processing; the ``group`` faults end members and start new ones
+(``_GroupMembers``), the ``group-coordinator`` faults hit the broker FindCoordinator names for
+the group. After the final read, the group's committed offsets are read (``group-offsets``) and
+``group_checker.check_group`` judges the history.
 """
 
 from __future__ import annotations
@@ -44,8 +51,9 @@ from floodmark.chaos.checker import (
     check,
     check_txn,
 )
+from floodmark.chaos.group_checker import GROUP_FINAL_PROCESS, check_group
 from floodmark.chaos.history import merge, read_events, value_id
-from floodmark.chaos.nemesis import TXN_STATE_KEY, Nemesis, Observer
+from floodmark.chaos.nemesis import OFFSETS_KEY, TXN_STATE_KEY, Nemesis, Observer
 from floodmark.chaos.netns import Lab, namespace_executor, run_in
 from floodmark.chaos.nodes import (
     CONTROLLER_ID,
@@ -54,12 +62,21 @@ from floodmark.chaos.nodes import (
     host_of,
     read_partition_data,
 )
-from floodmark.chaos.schedule import DEFAULT_FAULTS, POWER_CUTS, TXN_DEFAULT_FAULTS, expand, plan
+from floodmark.chaos.schedule import (
+    DEFAULT_FAULTS,
+    GROUP_DEFAULT_FAULTS,
+    GROUP_ONLY,
+    POWER_CUTS,
+    TXN_DEFAULT_FAULTS,
+    expand,
+    plan,
+)
 from floodmark.client.cluster import ClusterClient
 from floodmark.replication.modes import DEFAULT_TRUNCATION, Truncation
 
 CLIENTS_HOST = "clients"
-WORKLOADS = ("plain", "txn")
+WORKLOADS = ("plain", "txn", "group")
+GROUP = "chaos-group"   # the consumer-group workload's group
 # The transactional workload's final read_committed read waits at most this long for the last
 # stable offset to reach the high watermark: well past the producers' transaction.timeout.ms,
 # after which the coordinator aborts whatever a producer left open. Still below it: stuck.
@@ -90,6 +107,7 @@ class ChaosConfig:
     workload: str = "plain"         # "txn": Jepsen's queue with transactions
     txn_producers: int = 3          # transactional producers (workload "txn"); --rate is
                                     # transactions per second for each
+    group_members: int = 3          # the consumer-group workload's members at any time
     # read, restart every broker in turn (SIGTERM), then the final read; None: the
     # transactional workload does, the plain one does not
     final_restart: bool | None = None
@@ -100,6 +118,8 @@ class ChaosConfig:
 
     @classmethod
     def default_faults(cls, workload: str) -> list[str]:
+        if workload == "group":
+            return list(GROUP_DEFAULT_FAULTS)
         return list(TXN_DEFAULT_FAULTS if workload == "txn" else DEFAULT_FAULTS)
 
     def validate(self) -> None:
@@ -118,8 +138,12 @@ class ChaosConfig:
                              "idempotent)")
         if not 1 <= self.txn_producers <= 20:
             raise ValueError("--txn-producers must be between 1 and 20")
+        if not 1 <= self.group_members <= 20:
+            raise ValueError("--group-members must be between 1 and 20")
         Truncation.parse(self.truncation)
-        expand(self.faults)
+        member_faults = sorted(GROUP_ONLY & set(expand(self.faults)))
+        if member_faults and self.workload != "group":
+            raise ValueError(f"fault {', '.join(member_faults)} needs --workload group")
 
     @property
     def keys(self) -> list[str]:
@@ -226,6 +250,40 @@ class _Workers:
                 proc.wait(5)
 
 
+class _GroupMembers:
+    """The consumer-group workload's members (``nemesis.Members``): processes ``gm1``,
+    ``gm2``, ...; a member that ends is never restarted under its name, a new one joins."""
+
+    def __init__(self, workers: _Workers, duration_s: str) -> None:
+        self.workers, self.duration_s = workers, duration_s
+        self.count = 0
+
+    def join(self) -> str:
+        self.count += 1
+        process = f"gm{self.count}"
+        self.workers.start(process, "group-member", "--group", GROUP,
+                           "--duration-s", self.duration_s)
+        return process
+
+    def running(self) -> list[str]:
+        return [name for name, proc in self.workers.procs.items()
+                if name.startswith("gm") and proc.poll() is None]
+
+    def leave(self, process: str) -> None:
+        proc = self.workers.procs[process]
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+    def kill(self, process: str) -> None:
+        proc = self.workers.procs[process]
+        proc.kill()
+        proc.wait(5)
+
+
 def _wait(what: str, ready: Callable[[], bool], timeout_s: float) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -294,7 +352,9 @@ def _workload_and_faults(config: ChaosConfig, schedule: list[Any], lab: Lab, clu
     rate = str(config.rate)
     crash = str(config.crash_s)
     txn = config.workload == "txn"
-    internal = [TXN_STATE_KEY] if txn else ["__consumer_offsets-0"]
+    group = config.workload == "group"
+    internal = [TXN_STATE_KEY] if txn else [OFFSETS_KEY]
+    members: _GroupMembers | None = None
     txn_processes = [f"tp{i}" for i in range(1, config.txn_producers + 1)] if txn else []
     if txn:
         for process in txn_processes:
@@ -302,6 +362,12 @@ def _workload_and_faults(config: ChaosConfig, schedule: list[Any], lab: Lab, clu
                           "--txn-timeout-ms", str(TXN_TIMEOUT_MS))
         workers.start("ca1", "consumer-assign", "--crash-s", crash, "--duration-s", duration,
                       "--isolation", "read_committed")
+    elif group:
+        workers.start("cp1", "producer-confluent", "--rate", rate, "--duration-s", duration)
+        workers.start("kp1", "producer-kafka-python", "--rate", rate, "--duration-s", duration)
+        members = _GroupMembers(workers, duration)
+        for _n in range(config.group_members):
+            members.join()
     else:
         workers.start("cp1", "producer-confluent", "--rate", rate, "--duration-s", duration)
         workers.start("kp1", "producer-kafka-python", "--rate", rate, "--duration-s", duration)
@@ -315,17 +381,17 @@ def _workload_and_faults(config: ChaosConfig, schedule: list[Any], lab: Lab, clu
     say(f"workload running; {len(schedule)} faults over {config.time_limit_s:.0f}s")
     executor = namespace_executor(lab.ns(CLIENTS_HOST))
 
-    def txn_coordinators() -> list[int]:
-        """FindCoordinator (key_type 1) for every transactional id, asked from the clients'
+    def coordinators(key_type: int, ids: list[str]) -> Callable[[], list[int]]:
+        """FindCoordinator (key_type 1: transactional ids, 0: groups) asked from the clients'
         namespace: the brokers it names."""
-        ids = [f"chaos-{p}" for p in txn_processes] or ["chaos-tp1"]
 
         def ask() -> list[int]:
             # a coordinator being elected answers COORDINATOR_NOT_AVAILABLE: ask again, bounded
             with ClusterClient(cluster.bootstrap, timeout_s=3.0,
                                client_id="chaos-nemesis") as client:
                 for _attempt in range(FIND_COORDINATOR_ATTEMPTS):
-                    resp = client.request_any(10, 4, {"key_type": 1, "coordinator_keys": ids})
+                    resp = client.request_any(10, 4, {"key_type": key_type,
+                                                      "coordinator_keys": ids})
                     named = [int(c.node_id) for c in resp.coordinators
                              if not int(c.error_code)]
                     if named:
@@ -333,13 +399,15 @@ def _workload_and_faults(config: ChaosConfig, schedule: list[Any], lab: Lab, clu
                     time.sleep(0.3)
             return []
 
-        return list(run_in(executor, ask, 30.0))
+        return lambda: list(run_in(executor, ask, 30.0))
 
+    txn_coordinators = coordinators(1, [f"chaos-{p}" for p in txn_processes] or ["chaos-tp1"])
     nemesis = Nemesis(lab, cluster, observer, config.keys, say,
                       power_loss=bool(POWER_CUTS & set(expand(config.faults))),
                       sync_keys=[*config.keys, *internal],
                       eligible_leader_replicas=config.eligible_leader_replicas,
-                      txn_coordinators=txn_coordinators)
+                      txn_coordinators=txn_coordinators,
+                      group_coordinators=coordinators(0, [GROUP]), members=members)
     started = time.monotonic()
     faults: list[dict[str, Any]] = []
     try:
@@ -372,6 +440,9 @@ def _workload_and_faults(config: ChaosConfig, schedule: list[Any], lab: Lab, clu
         recovered = _wait("recovery after the restarts", lambda: observer.all_in_sync(keys),
                           config.recovery_timeout_s) and recovered
     _final_reads(workers, txn, FINAL_PROCESS, FINAL_COMMITTED_PROCESS)
+    if group:
+        workers.start(GROUP_FINAL_PROCESS, "group-offsets", "--group", GROUP,
+                      "--duration-s", "60").wait(90)
     say("final reads done")
     in_sync = {k: list((observer.view(k) or {}).get("isr", [])) for k in config.keys}
     timeline = list(observer.timeline)
@@ -386,7 +457,10 @@ def _workload_and_faults(config: ChaosConfig, schedule: list[Any], lab: Lab, clu
             replicas.setdefault(key, {})[broker] = {
                 o: None if v is None else value_id(v) for o, v in values.items()}
     events = merge(sorted((work / "history").glob("*.jsonl")), work / "history.jsonl")
-    verdict = (check_txn if txn else check)(events, replicas, in_sync)
+    if group:
+        verdict = check_group(events, replicas, in_sync, group=GROUP)
+    else:
+        verdict = (check_txn if txn else check)(events, replicas, in_sync)
     result: dict[str, Any] = {
         **verdict.as_json(), "faults": faults, "seed": config.seed,
         "recovered": recovered,
@@ -398,7 +472,8 @@ def _workload_and_faults(config: ChaosConfig, schedule: list[Any], lab: Lab, clu
                    "topics": config.topics, "rate": config.rate,
                    "workload": config.workload,
                    "final_restart": config.restarts_before_final_read,
-                   **({"txn_producers": config.txn_producers} if txn else {})},
+                   **({"txn_producers": config.txn_producers} if txn else {}),
+                   **({"group_members": config.group_members} if group else {})},
         "history": str(work / "history.jsonl"),
         "leaders": timeline, "controller_up": controller_up,
     }

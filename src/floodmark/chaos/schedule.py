@@ -39,6 +39,19 @@ txn-coordinator
   ``isolate-txn-coordinator`` — the broker FindCoordinator(key_type=1) names for the
   transactional producers' ``transactional.id``s (SIGKILL, SIGTERM then restart, SIGSTOP,
   cut off from the other brokers and the controller).
+group (``--workload group`` only)
+  ``member-leave`` — a group member closes (revoke, LeaveGroup) and a new one joins after the
+  fault's duration; ``member-kill`` — a member is SIGKILLed (the group notices after its
+  session timeout) and a new one joins later; ``member-join`` — an extra member joins for the
+  fault's duration, then leaves.
+group-coordinator
+  ``kill-group-coordinator``, ``restart-group-coordinator``, ``pause-group-coordinator``,
+  ``isolate-group-coordinator`` — the broker FindCoordinator(key_type=0) names for the
+  workload's group (the leader of its ``__consumer_offsets`` partition).
+  ``failover-rebalance`` (group with group-coordinator) — a rebalance across a coordinator
+  failover [issue 22]: the group coordinator is SIGKILLed, a member leaves and a new one joins
+  while it is down, so the newly elected coordinator loads the group and runs the rebalance;
+  the old one returns after the fault.
 power-loss
   ``power-loss`` — every broker runs in the unsafe page-cache mode
   (``floodmark.unsafe.power.loss.page.cache``: writes not yet fsynced live in the process), so
@@ -71,10 +84,14 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "restart": ("restart-one", "restart-leader", "restart-all"),
     "txn-coordinator": ("kill-txn-coordinator", "restart-txn-coordinator",
                         "pause-txn-coordinator", "isolate-txn-coordinator"),
+    "group": ("member-leave", "member-kill", "member-join"),
+    "group-coordinator": ("kill-group-coordinator", "restart-group-coordinator",
+                          "pause-group-coordinator", "isolate-group-coordinator"),
 }
 COMPOUND: dict[str, tuple[str, ...]] = {"isolate-then-kill": ("partition", "kill"),
                                         "failover-twice": ("partition", "kill"),
-                                        "pause-then-power-cut": ("pause", "power-loss")}
+                                        "pause-then-power-cut": ("pause", "power-loss"),
+                                        "failover-rebalance": ("group", "group-coordinator")}
 # Faults whose SIGKILL is a power cut: the brokers run with the power-loss page cache.
 POWER_CUTS = frozenset({"power-loss", "pause-then-power-cut"})
 # Left out unless eligible leader replicas are on (or the fault is named).
@@ -84,6 +101,11 @@ DEFAULT_FAULTS = ("partition", "kill", "pause", "flap", "controller")
 # transaction coordinator.
 TXN_DEFAULT_FAULTS = ("restart", "kill", "pause", "txn-coordinator", "partition", "flap",
                       "controller")
+# The consumer-group workload's: members leaving and joining, faults of the group coordinator,
+# and of the input partitions' leaders and the network.
+GROUP_DEFAULT_FAULTS = ("group", "group-coordinator", "kill", "pause", "partition", "flap")
+# Faults that only the consumer-group workload can carry out (its members).
+GROUP_ONLY = frozenset({*FAMILIES["group"], "failover-rebalance"})
 NOT_BUILT: frozenset[str] = frozenset()
 # Faults that take down more than one broker: left out when brokers can lose unsynced data.
 MULTI_BROKER = frozenset({"kill-majority", "kill-all", "isolate-then-kill", "failover-twice"})

@@ -17,6 +17,9 @@ Roles:
   to random partitions, then commits (``--commit-p``, 80 %) or aborts; every call and its
   outcome is a history line; a fatal error, or an outcome it cannot learn, builds a new producer
   with the same ``transactional.id`` (its ``init_transactions`` fences the old one);
+* ``group-member`` / ``group-offsets`` — the consumer-group workload's members of one classic
+  group, committing after processing, sync or async, and the group's committed offsets at the
+  end (``floodmark.chaos.group_member``);
 * ``final-read`` — a fresh client reads every partition from its low to its high watermark
   (``--isolation``: read_committed by default; ``--sparse``: offsets may be taken by
   transaction markers, so a partition is done at its end-of-partition event).
@@ -636,6 +639,18 @@ def final_read(args: argparse.Namespace, history: HistoryWriter) -> int:
     return 0 if complete else 1
 
 
+def group_member(args: argparse.Namespace, history: HistoryWriter) -> int:
+    from floodmark.chaos.group_member import group_member as run_member
+
+    return run_member(args, history, STOP)
+
+
+def group_offsets(args: argparse.Namespace, history: HistoryWriter) -> int:
+    from floodmark.chaos.group_member import group_offsets as read_offsets
+
+    return read_offsets(args, history, STOP)
+
+
 ROLES: dict[str, Callable[[argparse.Namespace, HistoryWriter], int]] = {
     "setup": setup,
     "producer-confluent": producer_confluent,
@@ -645,6 +660,8 @@ ROLES: dict[str, Callable[[argparse.Namespace, HistoryWriter], int]] = {
     "consumer-group-kafka-python": consumer_group_kafka_python,
     "final-read": final_read,
     "producer-txn": producer_txn,
+    "group-member": group_member,
+    "group-offsets": group_offsets,
 }
 
 
@@ -689,6 +706,10 @@ def main(argv: list[str] | None = None) -> int:
                         "outcome: shorter than most faults, so some do)")
     p.add_argument("--pad-bytes", type=_span, default=(100, 900), metavar="MIN:MAX",
                    help="producer-txn: filler bytes after each value (random in the span)")
+    p.add_argument("--process-ms", type=float, default=20.0,
+                   help="group-member: each poll's processing takes up to this long")
+    p.add_argument("--async-commit-p", type=float, default=0.5,
+                   help="group-member: the share of commits made asynchronously")
     args = p.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: STOP.update(now=True))
     signal.signal(signal.SIGINT, lambda *_: STOP.update(now=True))

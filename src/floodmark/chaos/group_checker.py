@@ -1,0 +1,334 @@
+"""The consumer-group workload's checks (``--workload group``): Jepsen's queue, one group.
+
+Pure: the merged history in, a verdict out. ``check_group`` runs ``checker.check`` (the
+producers, the final read, the replicas) and then judges the group members' history lines
+(``floodmark.chaos.group_member``):
+
+* ``rebalance`` ``ok`` (``group``, ``generation``, ``member``, ``assigned``) opens one member's
+  *assignment span*; ``revoke``, ``lost``, ``leave``, ``crash``, ``subscribe`` or the next
+  ``rebalance`` of the same process closes it;
+* ``poll`` ``ok`` with ``group``: the records delivered to the member;
+* ``commit`` ``invoke`` (``id``, ``mode`` sync/async, ``offsets`` = ``[[topic, partition,
+  offset], ...]``, the next offset to consume) and its completion (``ok``, ``fail`` when the
+  coordinator refused it, ``info`` when the outcome is unknown);
+* ``committed`` ``ok`` (process ``group-final``): the group's committed offsets at the end.
+
+A commit *happened before* an event when its ``ok`` line comes before that event's line (the
+history is merged by wall-clock time on one machine). Anomalies, each with the lines proving it:
+
+* ``lost_committed`` — a record of the final log below an offset the group committed (``ok``)
+  that no member was ever given: the group moved past it unread;
+* ``rewound`` — a member's first record of a partition in an assignment span is below what the
+  group had committed (``ok``) before the span began: the consumer was moved backwards past
+  what its group committed;
+* ``redelivered`` — a record delivered again, in a later span, although a commit past its
+  offset had come back ``ok`` before that span began (at-least-once allows a record to come
+  again only from the last committed offset; those re-deliveries are counted, not reported);
+* ``nonmonotonic`` (kind ``group-nonmonotonic-poll``) and ``poll_skip`` (kind
+  ``group-poll-skip``) — from one poll to the next inside one assignment span, a partition's
+  offsets went backwards, or jumped over an offset the version order has;
+* ``commit_backwards`` — an ``ok`` commit of a partition below one that came back ``ok`` before
+  it was asked for (kind ``commit``), or the group's committed offset at the end below the
+  highest ``ok`` commit (kind ``final``; ``committed`` None: the group forgot it);
+* ``split_ownership`` — two members assigned one partition in one generation.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from floodmark.chaos.checker import (
+    FINAL_PROCESS,
+    MAX_EXAMPLES,
+    CheckResult,
+    Event,
+    Replicas,
+    check,
+    key_of,
+)
+
+GROUP_ANOMALIES = ("lost_committed", "rewound", "redelivered", "commit_backwards",
+                   "split_ownership")
+GROUP_FINAL_PROCESS = "group-final"
+# history events that end a member's assignment span
+SPAN_ENDS = frozenset({"revoke", "lost", "leave", "crash", "subscribe", "rebalance"})
+
+
+@dataclass
+class Span:
+    """One member's assignment: from a ``rebalance`` to whatever ends it."""
+
+    process: str
+    member: str
+    generation: int | None
+    line: int
+    assigned: frozenset[str]
+    first: dict[str, tuple[int, int]] = field(default_factory=dict)  # key -> offset, line
+    last: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Commit:
+    process: str
+    key: str
+    offset: int
+    invoke_line: int
+    ok_line: int
+    mode: str
+    generation: int | None
+
+
+class _Committed:
+    """Every ``ok`` commit of one partition, in the order their ``ok`` lines came: the highest
+    offset committed before a line."""
+
+    def __init__(self, commits: list[Commit]) -> None:
+        self.commits = sorted(commits, key=lambda c: c.ok_line)
+        self.lines = [c.ok_line for c in self.commits]
+        best: list[Commit] = []
+        for c in self.commits:
+            best.append(c if not best or c.offset > best[-1].offset else best[-1])
+        self.best = best
+
+    def before(self, line: int) -> Commit | None:
+        """The highest ``ok`` commit whose ``ok`` line precedes ``line``."""
+        i = bisect.bisect_left(self.lines, line)
+        return self.best[i - 1] if i else None
+
+    def highest(self) -> Commit | None:
+        return self.best[-1] if self.best else None
+
+
+def _line(event: Event, index: int) -> int:
+    return int(event.get("line", index + 1))
+
+
+def _add(anomalies: dict[str, list[dict[str, Any]]], counts: dict[str, int], name: str,
+         example: dict[str, Any]) -> None:
+    counts[name] = counts.get(name, 0) + 1
+    examples = anomalies.setdefault(name, [])
+    if len(examples) < MAX_EXAMPLES:
+        examples.append(example)
+
+
+def _commit_example(c: Commit) -> dict[str, Any]:
+    return {"process": c.process, "offset": c.offset, "mode": c.mode,
+            "generation": c.generation, "lines": [c.invoke_line, c.ok_line]}
+
+
+def check_group(events: Sequence[Event], replicas: Replicas | None = None,
+                in_sync: Mapping[str, Sequence[int]] | None = None, *,
+                group: str | None = None) -> CheckResult:
+    """``check`` plus the group checks above, for the members of ``group`` (default: every
+    member line's group)."""
+    base = check(events, replicas, in_sync)
+    anomalies = {name: list(examples) for name, examples in base.anomalies.items()}
+    counts = dict(base.counts)
+    for name in GROUP_ANOMALIES:
+        anomalies.setdefault(name, [])
+        counts.setdefault(name, 0)
+
+    def ours(event: Event) -> bool:
+        return event.get("group") is not None and (group is None or event["group"] == group)
+
+    # -- one pass: spans, deliveries, commits --------------------------------------------------
+    spans: list[Span] = []
+    open_span: dict[str, Span | None] = {}
+    # (key, offset) -> [(line, span or None, value)]
+    deliveries: dict[tuple[str, int], list[tuple[int, Span | None, str]]] = defaultdict(list)
+    delivered_values: set[str] = set()
+    invokes: dict[tuple[str, Any], tuple[int, str, list[list[Any]], int | None]] = {}
+    commits: dict[str, list[Commit]] = defaultdict(list)
+    outcomes = {"ok": 0, "fail": 0, "info": 0}
+    final_committed: dict[str, int | None] | None = None
+    final_committed_line = 0
+    final_log: dict[str, dict[int, str]] = defaultdict(dict)
+    owners: dict[tuple[int, str], dict[str, int]] = defaultdict(dict)  # (gen, key) -> member
+    known: dict[str, set[int]] = defaultdict(set)
+    issues: list[tuple[str, dict[str, Any]]] = []
+
+    for index, event in enumerate(events):
+        line = _line(event, index)
+        f, type_, process = event.get("f"), event.get("type"), str(event.get("process"))
+        if f == "poll":
+            for topic, partition, offset, value in event.get("records", []):
+                known[key_of(topic, int(partition))].add(int(offset))
+                if process == FINAL_PROCESS:
+                    final_log[key_of(topic, int(partition))][int(offset)] = str(value)
+        elif (f == "send" and type_ == "ok" and event.get("offset") is not None
+              and int(event["offset"]) >= 0):
+            known[key_of(event["topic"], int(event["partition"]))].add(int(event["offset"]))
+        if f == "committed" and type_ == "ok" and process == GROUP_FINAL_PROCESS and ours(event):
+            final_committed = {key_of(t, int(p)): (None if o is None or int(o) < 0 else int(o))
+                               for t, p, o in event.get("offsets", [])}
+            final_committed_line = line
+            continue
+        if not ours(event):
+            continue
+        if f in SPAN_ENDS:
+            open_span[process] = None
+        if f == "rebalance" and type_ == "ok":
+            generation = event.get("generation")
+            opened = Span(process, str(event.get("member")),
+                          None if generation is None else int(generation), line,
+                          frozenset(key_of(t, int(p)) for t, p in event.get("assigned", [])))
+            spans.append(opened)
+            open_span[process] = opened
+            if opened.generation is not None:
+                for key in opened.assigned:
+                    owners[(opened.generation, key)].setdefault(opened.member, line)
+        elif f == "poll" and type_ == "ok":
+            span = open_span.get(process)
+            seen_here: set[str] = set()
+            for topic, partition, offset, value in event.get("records", []):
+                key, offset = key_of(topic, int(partition)), int(offset)
+                deliveries[(key, offset)].append((line, span, str(value)))
+                delivered_values.add(str(value))
+                if span is None:
+                    continue
+                if key not in seen_here and key in span.last:
+                    prev, prev_line = span.last[key]
+                    lines = [prev_line, line]
+                    if offset <= prev:
+                        issues.append(("nonmonotonic", {
+                            "kind": "group-nonmonotonic-poll", "process": process,
+                            "generation": span.generation, "key": key,
+                            "offsets": [prev, offset], "lines": lines}))
+                    elif offset > prev + 1:  # judged once every offset is known
+                        issues.append(("poll_skip", {
+                            "kind": "group-poll-skip", "process": process,
+                            "generation": span.generation, "key": key,
+                            "offsets": [prev, offset], "lines": lines}))
+                seen_here.add(key)
+                span.first.setdefault(key, (offset, line))
+                span.last[key] = (offset, line)
+        elif f == "commit":
+            cid = (process, event.get("id"))
+            if type_ == "invoke":
+                generation = event.get("generation")
+                invokes[cid] = (line, str(event.get("mode", "sync")),
+                                list(event.get("offsets", [])),
+                                None if generation is None else int(generation))
+                continue
+            if type_ in outcomes:
+                outcomes[str(type_)] += 1
+            if type_ != "ok":
+                continue
+            invoke_line, mode, offsets, generation = invokes.get(
+                cid, (line, str(event.get("mode", "async")), [], None))
+            for topic, partition, offset in event.get("offsets") or offsets:
+                if offset is None or int(offset) < 0:
+                    continue
+                commits[key_of(topic, int(partition))].append(Commit(
+                    process, key_of(topic, int(partition)), int(offset), invoke_line, line,
+                    mode, generation))
+
+    # (a skip needs every known offset: a later acknowledgement or read can name the offset a
+    # poll jumped over)
+    positions_of = {key: sorted(offsets) for key, offsets in known.items()}
+    for name, example in issues:
+        if name == "poll_skip":
+            positions = positions_of.get(example["key"], [])
+            prev, offset = example["offsets"]
+            i = bisect.bisect_right(positions, prev)
+            if not (i < len(positions) and positions[i] < offset):
+                continue
+            example["skipped"] = positions[i]
+        _add(anomalies, counts, name, example)
+
+    committed = {key: _Committed(cs) for key, cs in commits.items()}
+
+    # -- split ownership ----------------------------------------------------------------------
+    for (generation, key), members in sorted(owners.items()):
+        if len(members) > 1:
+            _add(anomalies, counts, "split_ownership", {
+                "generation": generation, "key": key, "members": sorted(members),
+                "lines": sorted(members.values())})
+
+    # -- rewound: a span's first record below what was committed before it began ---------------
+    for span in spans:
+        for key, (offset, line) in sorted(span.first.items()):
+            before = committed[key].before(span.line) if key in committed else None
+            if before is not None and offset < before.offset:
+                _add(anomalies, counts, "rewound", {
+                    "process": span.process, "member": span.member,
+                    "generation": span.generation, "key": key, "first_offset": offset,
+                    "committed": _commit_example(before),
+                    "lines": sorted({*_commit_lines(before), span.line, line})})
+
+    # -- redeliveries beyond at-least-once ----------------------------------------------------
+    allowed = 0
+    for (key, offset), seen in sorted(deliveries.items()):
+        if len(seen) < 2:
+            continue
+        seen = sorted(seen, key=lambda s: s[0])
+        spans_seen: list[Span | None] = [seen[0][1]]
+        for line, again, value in seen[1:]:
+            if again is not None and any(again is s for s in spans_seen):
+                continue  # the same span again: a nonmonotonic poll, reported above
+            spans_seen.append(again)
+            start = again.line if again is not None else line
+            before = committed[key].before(start) if key in committed else None
+            if before is not None and before.offset > offset:
+                _add(anomalies, counts, "redelivered", {
+                    "key": key, "offset": offset, "value": value,
+                    "process": again.process if again else None,
+                    "generation": again.generation if again else None,
+                    "committed": _commit_example(before),
+                    "lines": sorted({seen[0][0], *_commit_lines(before), start, line})})
+            else:
+                allowed += 1
+
+    # -- lost: committed past, never delivered ------------------------------------------------
+    for key, log in sorted(final_log.items()):
+        top = committed[key].highest() if key in committed else None
+        if top is None:
+            continue
+        for offset, value in sorted(log.items()):
+            if offset >= top.offset:
+                break
+            if value not in delivered_values:
+                _add(anomalies, counts, "lost_committed", {
+                    "key": key, "offset": offset, "value": value,
+                    "committed": _commit_example(top), "lines": _commit_lines(top)})
+
+    # -- committed offsets going backwards ----------------------------------------------------
+    for key, history in sorted(committed.items()):
+        for c in history.commits:
+            before = history.before(c.invoke_line)
+            if before is not None and c.offset < before.offset:
+                _add(anomalies, counts, "commit_backwards", {
+                    "kind": "commit", "key": key, "offset": c.offset,
+                    "process": c.process, "generation": c.generation, "mode": c.mode,
+                    "earlier": _commit_example(before),
+                    "lines": sorted({*_commit_lines(before), c.invoke_line, c.ok_line})})
+        top = history.highest()
+        if final_committed is not None and top is not None:
+            at_end = final_committed.get(key)
+            if at_end is None or at_end < top.offset:
+                _add(anomalies, counts, "commit_backwards", {
+                    "kind": "final", "key": key, "committed": at_end,
+                    "highest": _commit_example(top),
+                    "lines": sorted({*_commit_lines(top), final_committed_line})})
+
+    stats = {
+        "spans": len(spans),
+        "generations": len({s.generation for s in spans if s.generation is not None}),
+        "deliveries": sum(len(v) for v in deliveries.values()),
+        "redelivered_allowed": allowed,
+        "commits": outcomes,
+        "committed_at_end": (None if final_committed is None
+                             else dict(sorted(final_committed.items()))),
+    }
+    return CheckResult(
+        valid=not any(counts.values()), acknowledged=base.acknowledged,
+        attempted=base.attempted, read=base.read, anomalies=anomalies, counts=counts,
+        final=base.final, group=stats)
+
+
+def _commit_lines(c: Commit) -> list[int]:
+    return [c.invoke_line, c.ok_line]

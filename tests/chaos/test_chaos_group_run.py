@@ -1,0 +1,58 @@
+"""``floodmark chaos run --workload group`` end to end: three confluent-kafka members of one
+classic group polling and committing (sync and async) while members leave, die and join and the
+group coordinator is killed, restarted, paused and cut off, beside the input leaders' faults.
+
+A run costs two to three minutes of a real cluster in namespaces (set-up, recovery, final read),
+so both are slow tests; the checks themselves are unit-tested in test_checker_group.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.chaos.test_chaos_run import chaos_run
+
+pytestmark = pytest.mark.integration
+
+
+def _assert_valid_group_run(code: int, result: dict[str, Any]) -> dict[str, Any]:
+    counts = {k: v for k, v in result["anomaly_counts"].items() if v}
+    assert result["valid"] and code == 0, (counts, result.get("work_dir"))
+    group: dict[str, Any] = result["group"]
+    assert group["commits"]["ok"] > 0 and group["deliveries"] > 0, group
+    assert group["committed_at_end"], group
+    return group
+
+
+@pytest.mark.slow
+def test_group_workload_through_member_and_coordinator_faults(tmp_path: Path) -> None:
+    code, result = chaos_run(tmp_path, "--workload", "group", "--time-limit-s", "60",
+                             "--faults", "group,group-coordinator", "--seed", "3")
+    group = _assert_valid_group_run(code, result)
+    assert group["generations"] >= 2, group  # members left and joined: rebalances happened
+    names = {f["name"] for f in result["faults"]}
+    assert names & {"kill-group-coordinator", "restart-group-coordinator",
+                    "pause-group-coordinator", "isolate-group-coordinator"}, names
+
+
+@pytest.mark.slow
+def test_group_workload_five_minutes_of_every_default_fault(tmp_path: Path) -> None:
+    code, result = chaos_run(tmp_path, "--workload", "group", "--time-limit-s", "300",
+                             "--seed", "1", timeout_s=1500)
+    _assert_valid_group_run(code, result)
+
+
+@pytest.mark.slow
+def test_consumer_moved_back_past_its_commits_is_caught(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The drill (``FLOODMARK_CHAOS_GROUP_REWIND=1``): members start every assignment at the
+    beginning of its partitions, as issue 22's new coordinator made a Quix application do; a
+    member leaving makes the others start again, past what the group committed."""
+    monkeypatch.setenv("FLOODMARK_CHAOS_GROUP_REWIND", "1")
+    code, result = chaos_run(tmp_path, "--workload", "group", "--time-limit-s", "20",
+                             "--faults", "member-leave", "--seed", "1")
+    assert code == 1 and not result["valid"]
+    counts = result["anomaly_counts"]
+    assert counts["rewound"] > 0 and counts["redelivered"] > 0, counts
