@@ -33,7 +33,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from floodmark.chaos.history import HistoryWriter
-from floodmark.chaos.workload import _confluent_config, _records_confluent, _topics
+from floodmark.chaos.worker_config import confluent_config as _confluent_config
+from floodmark.chaos.worker_config import records_confluent as _records_confluent
+from floodmark.chaos.worker_config import topics_of as _topics
 
 GROUP_METADATA_MAGIC = b"CGMDv2:"
 # The coordinator answered: the commit definitely did not happen.

@@ -40,20 +40,14 @@ from collections.abc import Callable
 from typing import Any
 
 from floodmark.chaos.history import HistoryWriter, padded, value_id
+from floodmark.chaos.worker_config import confluent_config as _confluent_config
+from floodmark.chaos.worker_config import records_confluent as _records_confluent
+from floodmark.chaos.worker_config import topics_of as _topics
 
 STOP = {"now": False}
 CRASH_AFTER_ERRORS = 200  # kafka-python: a producer failing this many sends in a row is rebuilt
 END_ATTEMPTS = 2          # commit_transaction / abort_transaction calls per transaction
 INIT_ATTEMPTS = 20        # init_transactions calls per producer before it is rebuilt
-
-
-def _topics(spec: str) -> list[tuple[str, int]]:
-    """``t1:2,t2:2`` -> [(t1, 0), (t1, 1), (t2, 0), (t2, 1)]."""
-    out = []
-    for item in spec.split(","):
-        name, _, count = item.partition(":")
-        out += [(name, p) for p in range(int(count or 1))]
-    return out
 
 
 def _stopping(deadline: float) -> bool:
@@ -413,11 +407,6 @@ def producer_kafka_python(args: argparse.Namespace, history: HistoryWriter) -> i
 
 
 # -- consumers ---------------------------------------------------------------------------------
-def _records_confluent(msgs: list[Any]) -> list[list[Any]]:
-    return [[m.topic(), m.partition(), m.offset(), value_id(m.value())]
-            for m in msgs if m.error() is None]
-
-
 def _isolation(args: argparse.Namespace) -> dict[str, Any]:
     """Poll fields that name the isolation level, when the run asked for one (the
     transactional workload: the checker tells read_committed polls from the others)."""
@@ -434,20 +423,6 @@ def _hw_confluent(consumer: Any, records: list[list[Any]]) -> list[list[Any]]:
         if high is not None and high >= 0:
             out.append([topic, partition, high])
     return out
-
-
-def _confluent_config(args: argparse.Namespace, group: str) -> dict[str, Any]:
-    config: dict[str, Any] = {
-        "bootstrap.servers": args.bootstrap, "group.id": group,
-        "enable.auto.commit": False, "auto.offset.reset": "earliest",
-        "isolation.level": "read_committed", "topic.metadata.refresh.interval.ms": 1000,
-        "fetch.wait.max.ms": 200, "session.timeout.ms": 6000,
-        "heartbeat.interval.ms": 500, "socket.timeout.ms": 5000}
-    if args.isolation:
-        config["isolation.level"] = args.isolation
-    if os.environ.get("FLOODMARK_CHAOS_RDKAFKA_DEBUG"):  # e.g. "topic,metadata,fetch"
-        config["debug"] = os.environ["FLOODMARK_CHAOS_RDKAFKA_DEBUG"]
-    return config
 
 
 def consumer_assign(args: argparse.Namespace, history: HistoryWriter) -> int:
