@@ -137,7 +137,7 @@ def test_invalid_requests_answer_kafkas_messages() -> None:
                                       "SubscribedTopicNames must be set in first request.")
     hb = join(c, "a", server_assignor="sticky")
     assert hb.error is ErrorCode.UNSUPPORTED_ASSIGNOR
-    assert beat(c, "a", 3, None).error is ErrorCode.UNKNOWN_MEMBER_ID
+    assert beat(c, "a", 3, None).error is ErrorCode.GROUP_ID_NOT_FOUND
 
 
 def test_commit_checks_the_member_epoch() -> None:

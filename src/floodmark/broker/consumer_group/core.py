@@ -106,6 +106,7 @@ class HeartbeatAnswer:
     records: tuple[ConsumerGroupRecord, ...] = ()
 
 
+_NO_SUBSCRIPTION = Subscription(None, None, "", "", (), None, -1, None)
 _EMPTY_ASSIGNMENT = CurrentAssignment(0, 0, int(MemberState.STABLE), _NONE, _NONE)
 
 
@@ -194,6 +195,17 @@ def reconcile(current: CurrentAssignment, target: Partitions, target_epoch: int,
     return next_assignment(target_epoch)  # UNKNOWN: from scratch
 
 
+def consumer_group_assignors(setting: object) -> tuple[str, ...]:
+    """``group.consumer.assignors`` (a list, or comma-separated text) as names, each checked."""
+    items = setting if isinstance(setting, list | tuple) else str(setting).split(",")
+    names = tuple(str(n).strip() for n in items if str(n).strip())
+    unknown = [n for n in names if n not in ASSIGNORS]
+    if not names or unknown:
+        raise ValueError(f"group.consumer.assignors: {list(names)}; floodmark's assignors "
+                         f"are {sorted(ASSIGNORS)}")
+    return names
+
+
 class ConsumerGroupCoordinator:
     """Every consumer group of one coordinator (the groups of the ``__consumer_offsets``
     partitions it leads)."""
@@ -204,7 +216,6 @@ class ConsumerGroupCoordinator:
                              f"known: {sorted(ASSIGNORS)}")
         self.config = config
         self.groups: dict[str, ConsumerGroup] = {}
-        self.unreadable = 0  # replayed records that named a member nobody subscribed
 
     # -- the one applier ------------------------------------------------------------------------
     def apply(self, rec: ConsumerGroupRecord) -> None:
@@ -242,8 +253,9 @@ class ConsumerGroupCoordinator:
             if rec.value is None:
                 return
             if m is None:
-                self.unreadable += 1  # an assignment of a member that never subscribed
-                return
+                # Compaction keeps a member's latest subscription record, which may come
+                # later in the log than its assignment: the member exists from here.
+                m = g.members[rec.member_id] = Member(rec.member_id, _NO_SUBSCRIPTION)
             m.current = rec.value
 
     def loaded(self, group_ids: Iterable[str], now_ms: int) -> None:
@@ -285,7 +297,8 @@ class ConsumerGroupCoordinator:
             return HeartbeatAnswer(ErrorCode.NONE, hb.member_id, hb.member_epoch, interval_ms,
                                    records=tuple(records))
         if g is None and hb.member_epoch != 0:
-            return refuse(ErrorCode.UNKNOWN_MEMBER_ID, f"group {hb.group_id} has no members")
+            return refuse(ErrorCode.GROUP_ID_NOT_FOUND,
+                          f"Consumer group {hb.group_id} not found.")
         if g is None:
             g = ConsumerGroup(hb.group_id)
             self.groups[hb.group_id] = g
