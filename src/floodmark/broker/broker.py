@@ -401,8 +401,9 @@ class Broker:
         self.offsets_loaded[ps.partition] = ps.leader_epoch
         stable = sum(1 for r in loaded.groups.values() if r.members)
         log.info("partition %s leader_epoch=%d coordinator: loaded %d committed offsets, %d "
-                 "groups (%d with members)%s", ps.name, ps.leader_epoch, loaded.offsets,
-                 len(loaded.groups), stable,
+                 "groups (%d with members), %d consumer groups (KIP-848)%s", ps.name,
+                 ps.leader_epoch, loaded.offsets, len(loaded.groups), stable,
+                 len(loaded.consumer_groups),
                  f", {loaded.unreadable} unreadable group records skipped"
                  if loaded.unreadable else "")
 

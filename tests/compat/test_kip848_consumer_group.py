@@ -1,0 +1,132 @@
+"""KIP-848 consumer groups with a real client: librdkafka's ``group.protocol=consumer``
+(confluent-kafka). Three members share a topic's partitions, one leaves and the others take its
+partitions; every record is delivered once (each is committed before the next poll, so a
+partition's next owner starts where the last one stopped); the commits are there afterwards;
+the AdminClient describes the group (ConsumerGroupDescribe); a classic member cannot join it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+pytestmark = pytest.mark.compat
+
+TOPIC, GROUP, PARTITIONS = "kip848", "kip848-g", 6
+
+
+def consumer(bootstrap: str, name: str) -> Consumer:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP,
+                  "group.protocol": "consumer", "client.id": name,
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.subscribe([TOPIC])
+    return c
+
+
+def produce(bootstrap: str, start: int, count: int) -> None:
+    p = Producer({"bootstrap.servers": bootstrap})
+    for i in range(start, start + count):
+        p.produce(TOPIC, value=b"%d" % i, partition=i % PARTITIONS)
+    assert p.flush(30) == 0
+
+
+def poll_until(members: dict[str, Consumer], done: Callable[[], bool],
+               got: dict[int, str], timeout_s: float = 45.0) -> None:
+    """Poll every member in turn until ``done()``; each record is committed before the next
+    poll. Fails when no progress (records or assignment change) is made for ``timeout_s``."""
+    last_progress = time.monotonic()
+    seen_state: object = None
+    for _ in range(100_000):
+        if done():
+            return
+        for name, c in members.items():
+            m = c.poll(0.05)
+            if m is None:
+                continue
+            if m.error():
+                assert m.error().code() == KafkaError._PARTITION_EOF, m.error()
+                continue
+            value = int(m.value())
+            assert value not in got, f"record {value} delivered to {got[value]} and {name}"
+            got[value] = name
+            c.commit(message=m, asynchronous=False)
+            last_progress = time.monotonic()
+        state = tuple(sorted((n, tuple(sorted(tp.partition for tp in c.assignment())))
+                             for n, c in members.items()))
+        if state != seen_state:
+            seen_state, last_progress = state, time.monotonic()
+        assert time.monotonic() - last_progress < timeout_s, f"no progress; {seen_state}"
+    raise AssertionError("poll loop bound reached")
+
+
+def assigned(members: dict[str, Consumer]) -> dict[str, set[int]]:
+    return {n: {tp.partition for tp in c.assignment()} for n, c in members.items()}
+
+
+def test_members_share_partitions_one_leaves_nothing_lost_or_doubled(broker_factory) -> None:  # type: ignore[no-untyped-def]
+    bootstrap = broker_factory("--set", "group.consumer.heartbeat.interval.ms=300").bootstrap
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(30)
+    members = {n: consumer(bootstrap, n) for n in ("c1", "c2", "c3")}
+    got: dict[int, str] = {}
+    try:
+        def shared() -> bool:
+            a = assigned(members)
+            return all(len(ps) == 2 for ps in a.values()) and \
+                set().union(*a.values()) == set(range(PARTITIONS))
+
+        poll_until(members, shared, got)
+        produce(bootstrap, 0, 120)
+        poll_until(members, lambda: len(got) == 120, got)
+        assert set(got.values()) == {"c1", "c2", "c3"}  # each consumed its share
+
+        members.pop("c3").close()  # leaves the group (member epoch -1)
+        produce(bootstrap, 120, 120)
+
+        def taken_over() -> bool:
+            a = assigned(members)
+            return len(got) == 240 and set().union(*a.values()) == set(range(PARTITIONS)) \
+                and not a["c1"] & a["c2"]
+
+        poll_until(members, taken_over, got)
+        assert sorted(got) == list(range(240))
+        assert {got[i] for i in range(120, 240)} <= {"c1", "c2"}
+
+        desc = admin.describe_consumer_groups([GROUP])[GROUP].result(30)
+        assert str(desc.type).endswith("CONSUMER"), desc.type
+        assert str(desc.state).endswith("STABLE"), desc.state
+        assert desc.partition_assignor == "uniform"
+        by_client = {m.client_id: {tp.partition for tp in m.assignment.topic_partitions}
+                     for m in desc.members}
+        assert by_client == assigned(members)
+
+        # the commits: every partition at its end (40 records each)
+        c1 = members["c1"]
+        committed = c1.committed([TopicPartition(TOPIC, p) for p in range(PARTITIONS)],
+                                 timeout=30)
+        assert {tp.partition: tp.offset for tp in committed} == {
+            p: 240 // PARTITIONS for p in range(PARTITIONS)}
+
+        # a classic member may not join a consumer group with members
+        classic = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP,
+                            "session.timeout.ms": 6000})
+        try:
+            classic.subscribe([TOPIC])
+            error = None
+            for _ in range(100):
+                m = classic.poll(0.2)
+                if m is not None and m.error():
+                    error = m.error()
+                    break
+            assert error is not None and \
+                error.code() == KafkaError.INCONSISTENT_GROUP_PROTOCOL, error
+        except KafkaException as exc:
+            assert exc.args[0].code() == KafkaError.INCONSISTENT_GROUP_PROTOCOL
+        finally:
+            classic.close()
+    finally:
+        for c in members.values():
+            c.close()
