@@ -19,6 +19,7 @@ T1, T2 = uuid.UUID(int=1), uuid.UUID(int=2)
 TOPICS = {"a": rec.TopicMetadata(T1, "a", 5), "b": rec.TopicMetadata(T2, "b", 3)}
 SESSION_MS = 1_000
 MEMBERS = ["m0", "m1", "m2", "m3"]
+STATIC = {"m2": "i2", "m3": "i3"}  # group.instance.id of the static members
 Parts = frozenset[tuple[uuid.UUID, int]]
 
 
@@ -26,6 +27,7 @@ Parts = frozenset[tuple[uuid.UUID, int]]
 class Client:
     """A cooperative client: revokes what it was not given, then takes what it was given."""
 
+    member_id: str = ""
     epoch: int = 0
     owned: Parts = frozenset()
     joined: bool = False
@@ -50,16 +52,18 @@ def check_exclusive(c: ConsumerGroupCoordinator) -> None:
 
 def heartbeat(c: ConsumerGroupCoordinator, name: str, cl: Client, now_ms: int,
               assignor: str | None, lose: bool = False) -> None:
+    instance = STATIC.get(name)
     if not cl.joined:
-        hb = Heartbeat("g", name, 0, rebalance_timeout_ms=SESSION_MS * 3,
+        hb = Heartbeat("g", cl.member_id, 0, rebalance_timeout_ms=SESSION_MS * 3,
                        subscribed_topic_names=cl.topics, server_assignor=assignor,
-                       owned=frozenset())
+                       owned=frozenset(), instance_id=instance)
     else:
-        hb = Heartbeat("g", name, cl.epoch, owned=cl.owned)
+        hb = Heartbeat("g", cl.member_id, cl.epoch, owned=cl.owned, instance_id=instance)
     ans = c.heartbeat(hb, TOPICS, now_ms)
     if lose:
         return
-    if ans.error in (ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.UNKNOWN_MEMBER_ID):
+    if ans.error in (ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.UNKNOWN_MEMBER_ID,
+                     ErrorCode.FENCED_INSTANCE_ID, ErrorCode.UNRELEASED_INSTANCE_ID):
         cl.joined, cl.epoch, cl.owned = False, 0, frozenset()
         return
     assert ans.error is ErrorCode.NONE, ans
@@ -73,7 +77,14 @@ def heartbeat(c: ConsumerGroupCoordinator, name: str, cl: Client, now_ms: int,
 def test_no_partition_held_twice_and_everything_eventually_assigned(steps: list) -> None:
     c = ConsumerGroupCoordinator(CoreConfig(session_timeout_ms=SESSION_MS,
                                             heartbeat_interval_ms=100))
-    clients = {m: Client() for m in MEMBERS}
+    restarts = 0
+
+    def fresh(name: str) -> Client:
+        nonlocal restarts
+        restarts += 1
+        return Client(member_id=f"{name}-{restarts}")
+
+    clients = {m: fresh(m) for m in MEMBERS}
     log: list[rec.ConsumerGroupRecord] = []
     now = 0
     original_heartbeat = c.heartbeat
@@ -99,9 +110,11 @@ def test_no_partition_held_twice_and_everything_eventually_assigned(steps: list)
             if cl.joined:
                 heartbeat(c, name, cl, now, None, lose=action == "lose")
         elif action == "leave" and cl.joined:
-            ans = c.heartbeat(Heartbeat("g", name, -1), TOPICS, now)
+            # a static member leaves with -2 and comes back as a new instance (member id)
+            ans = c.heartbeat(Heartbeat("g", cl.member_id, -2 if name in STATIC else -1,
+                                        instance_id=STATIC.get(name)), TOPICS, now)
             log.extend(ans.records)
-            clients[name] = Client()
+            clients[name] = fresh(name)
         check_exclusive(c)
     # a replay of the records rebuilds the same state
     replayed = ConsumerGroupCoordinator(c.config)
@@ -127,10 +140,31 @@ def test_no_partition_held_twice_and_everything_eventually_assigned(steps: list)
         return
     subscribed = {t for m in g.members.values() for t in m.subscription.subscribed_topic_names}
     wanted = {(TOPICS[t].topic_id, p) for t in subscribed for p in range(TOPICS[t].num_partitions)}
-    held = {tp for m in g.members.values() for tp in m.current.assigned}
-    assert held == wanted
-    assert all(m.member_epoch == g.assignment_epoch == g.group_epoch
-               for m in g.members.values())
+    active = {i: m for i, m in g.members.items() if m.member_epoch != -2}
+    held = {tp for m in active.values() for tp in m.current.assigned}
+    # A static member that left (-2) keeps its place for its session timeout: what it holds
+    # and its target wait for its next instance (Kafka's static membership).
+    reserved = {tp for i, m in g.members.items() if i not in active
+                for tp in m.current.assigned | g.target.get(i, frozenset())}
+    assert held | reserved == wanted
+    assert all(m.member_epoch == g.assignment_epoch == g.group_epoch for m in active.values())
     # the clients own exactly what the coordinator says they do
-    for name, m in g.members.items():
-        assert clients[name].owned == m.current.assigned
+    by_member_id = {cl.member_id: cl for cl in clients.values()}
+    for member_id, m in active.items():
+        assert by_member_id[member_id].owned == m.current.assigned
+    # past the session timeout the departed static members are gone: all is assigned
+    for _ in range(3 * SESSION_MS // 100):
+        now += 100
+        for _, _, records in c.tick(TOPICS, now):
+            log.extend(records)
+        for name, cl in clients.items():
+            if cl.joined:
+                heartbeat(c, name, cl, now, None)
+        check_exclusive(c)
+    if g.members:
+        subscribed = {t for m in g.members.values()
+                      for t in m.subscription.subscribed_topic_names}
+        wanted = {(TOPICS[t].topic_id, p) for t in subscribed
+                  for p in range(TOPICS[t].num_partitions)}
+        assert {tp for m in g.members.values() for tp in m.current.assigned} == wanted
+        assert all(m.member_epoch == g.group_epoch for m in g.members.values())

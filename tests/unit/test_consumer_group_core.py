@@ -195,3 +195,39 @@ def test_assignors() -> None:
     uni3 = uniform_assignor(spec3)
     assert uni3["a"] <= parts(0, 1, 2) and uni3["b"] <= parts(3, 4, 5)
     assert [len(uni3[m]) for m in "abc"] == [2, 2, 2]
+
+
+def test_a_static_member_that_leaves_keeps_its_place_for_its_next_instance() -> None:
+    c = coordinator()
+    join(c, "a", instance_id="i-a")
+    join(c, "b")
+    a = beat(c, "a", 1, parts(0, 1, 2, 3))
+    beat(c, "a", 1, a.assignment)
+    b = beat(c, "b", 2, NOTHING)
+    epoch = c.groups["g"].group_epoch
+    kept = a.assignment
+    # the instance is still there: a second one is refused
+    again = join(c, "a2", instance_id="i-a")
+    assert again.error is ErrorCode.UNRELEASED_INSTANCE_ID
+    left = c.heartbeat(Heartbeat("g", "a", -2, instance_id="i-a"), TOPICS, 1_000)
+    assert left.error is ErrorCode.NONE and left.member_epoch == -2
+    assert c.groups["g"].members["a"].current.assigned == kept  # not given away
+    assert beat(c, "b", 2, b.assignment).assignment is None
+    back = join(c, "a2", now_ms=2_000, instance_id="i-a")
+    assert back.error is ErrorCode.NONE and back.assignment == kept
+    assert back.member_epoch == epoch == c.groups["g"].group_epoch  # no new group epoch
+    assert set(c.groups["g"].members) == {"a2", "b"}
+    # the old member id is fenced by the new instance
+    old = c.heartbeat(Heartbeat("g", "a", 2, instance_id="i-a"), TOPICS, 2_000)
+    assert old.error is ErrorCode.FENCED_INSTANCE_ID
+
+
+def test_a_static_member_that_does_not_come_back_times_out() -> None:
+    c = coordinator()
+    join(c, "a", instance_id="i-a")
+    join(c, "b")
+    c.heartbeat(Heartbeat("g", "a", -2, instance_id="i-a"), TOPICS, 1_000)
+    beat(c, "b", 2, NOTHING, now_ms=44_000)
+    removed = c.tick(TOPICS, 46_000)
+    assert [why for _, why, _ in removed] == ["member a session timed out"]
+    assert beat(c, "b", 2, NOTHING, now_ms=46_000).assignment == parts(0, 1, 2, 3)

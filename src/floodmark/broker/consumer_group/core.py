@@ -20,12 +20,14 @@ The protocol, as Kafka's ``GroupMetadataManager`` runs it:
 * a member sends its epoch; a higher one, or a lower one that is not its previous epoch (a lost
   answer), is FENCED_MEMBER_EPOCH; an unknown member id is UNKNOWN_MEMBER_ID; both rejoin with
   epoch 0 and nothing owned;
-* a member leaves with epoch -1 (-2 for a static member: treated as a leave in this slice),
-  or is removed when its session times out (``group.consumer.session.timeout.ms``) or when it
-  does not revoke within its rebalance timeout.
+* a member leaves with epoch -1, or with -2 as a static member: it keeps its partitions
+  for its session timeout, and the instance that rejoins with the same instance id (a new
+  member id) takes its place and its partitions without a new group epoch; a member is
+  removed when its session times out (``group.consumer.session.timeout.ms``) or when it does
+  not revoke within its rebalance timeout.
 
-Not served yet: regular-expression subscriptions, static members keeping their place across
-a restart, rack-aware assignment, and the online migration of classic groups.
+Not served yet: regular-expression subscriptions, rack-aware assignment, and the online
+migration of classic groups.
 """
 
 from __future__ import annotations
@@ -293,7 +295,17 @@ class ConsumerGroupCoordinator:
             if g is None or hb.member_id not in g.members:
                 return refuse(ErrorCode.UNKNOWN_MEMBER_ID,
                               f"member {hb.member_id} is not in group {hb.group_id}")
-            self._remove(g, hb.member_id, topics, records)
+            leaving = g.members[hb.member_id]
+            if hb.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH and \
+                    leaving.subscription.instance_id is not None:
+                # KIP-848 static leave: the member keeps its partitions for its session
+                # timeout, for the instance that comes back with the same instance id.
+                self._emit(records, MemberAssignment(g.group_id, hb.member_id, replace(
+                    leaving.current, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+                    previous_member_epoch=leaving.member_epoch)))
+                g.session_deadline_ms[hb.member_id] = now_ms + self.config.session_timeout_ms
+            else:
+                self._remove(g, hb.member_id, topics, records)
             return HeartbeatAnswer(ErrorCode.NONE, hb.member_id, hb.member_epoch, interval_ms,
                                    records=tuple(records))
         if g is None and hb.member_epoch != 0:
@@ -302,9 +314,15 @@ class ConsumerGroupCoordinator:
         if g is None:
             g = ConsumerGroup(hb.group_id)
             self.groups[hb.group_id] = g
+        replaced = False
+        if hb.instance_id is not None:
+            static = self._static_member(g, hb, records)
+            if isinstance(static, tuple):
+                return refuse(*static)
+            replaced = static
         member = g.members.get(hb.member_id)
         if hb.member_epoch == 0:
-            if member is not None:
+            if member is not None and not replaced:
                 # A rejoin (it gave up everything it owned): start it afresh.
                 self._emit(records, MemberAssignment(g.group_id, hb.member_id,
                                                      _EMPTY_ASSIGNMENT))
@@ -369,6 +387,42 @@ class ConsumerGroupCoordinator:
                     f"ServerAssignor {hb.server_assignor} is not supported. Supported "
                     f"assignors: {', '.join(self.config.assignors)}.")
         return None
+
+    def _static_member(self, g: ConsumerGroup, hb: Heartbeat,
+                       records: list[ConsumerGroupRecord]) -> tuple[ErrorCode, str] | bool:
+        """KIP-848 static membership (True: a member was replaced; a tuple: the refusal): the
+        member holding ``hb.instance_id``. A rejoin (epoch 0)
+        under a new member id takes the place of an instance that left with epoch -2 (its
+        partitions and target, epoch 0: it reconciles from there); anything else naming the
+        instance must be the member that holds it."""
+        holder = next((m for m in g.members.values()
+                       if m.subscription.instance_id == hb.instance_id), None)
+        if hb.member_epoch != 0:
+            if holder is None:
+                return (ErrorCode.UNKNOWN_MEMBER_ID,
+                        f"Instance id {hb.instance_id} is unknown.")
+            if holder.member_id != hb.member_id:
+                return (ErrorCode.FENCED_INSTANCE_ID,
+                        f"Static member {hb.member_id} with instance id {hb.instance_id} is "
+                        f"fenced by member {holder.member_id}.")
+            return False
+        if holder is None or holder.member_id == hb.member_id:
+            return False
+        if holder.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            return (ErrorCode.UNRELEASED_INSTANCE_ID,
+                    f"Static member {holder.member_id} with instance id {hb.instance_id} "
+                    f"is not released.")
+        target = g.target.get(holder.member_id, _NONE)
+        for rec in (MemberAssignment(g.group_id, holder.member_id, None),
+                    TargetMember(g.group_id, holder.member_id, None),
+                    MemberSubscription(g.group_id, holder.member_id, None),
+                    MemberSubscription(g.group_id, hb.member_id, holder.subscription),
+                    TargetMember(g.group_id, hb.member_id, target),
+                    MemberAssignment(g.group_id, hb.member_id, replace(
+                        holder.current, member_epoch=0, previous_member_epoch=0,
+                        state=int(MemberState.STABLE), pending_revocation=_NONE))):
+            self._emit(records, rec)
+        return True
 
     @staticmethod
     def _fenced(member: Member, hb: Heartbeat) -> str | None:
