@@ -2,7 +2,8 @@
 (confluent-kafka). Three members share a topic's partitions, one leaves and the others take its
 partitions; every record is delivered once (each is committed before the next poll, so a
 partition's next owner starts where the last one stopped); the commits are there afterwards;
-the AdminClient describes the group (ConsumerGroupDescribe); a classic member cannot join it."""
+the AdminClient describes the group (ConsumerGroupDescribe); a classic member cannot join it.
+A regular-expression subscription follows new topics, and a static member keeps its place."""
 
 from __future__ import annotations
 
@@ -10,7 +11,14 @@ import time
 from collections.abc import Callable
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewTopic
 
 pytestmark = pytest.mark.compat
@@ -33,6 +41,20 @@ def produce(bootstrap: str, start: int, count: int) -> None:
     assert p.flush(30) == 0
 
 
+def commit(c: Consumer, m: Message) -> None:
+    """Commit the record before polling again. A commit that races a heartbeat answer which
+    bumped the member epoch is STALE_MEMBER_EPOCH (Kafka answers the same); librdkafka has the
+    new epoch a moment later, and the commit is retried then (bounded)."""
+    for attempt in range(50):
+        try:
+            c.commit(message=m, asynchronous=False)
+            return
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.STALE_MEMBER_EPOCH or attempt == 49:
+                raise
+            time.sleep(0.1)
+
+
 def poll_until(members: dict[str, Consumer], done: Callable[[], bool],
                got: dict[int, str], timeout_s: float = 45.0) -> None:
     """Poll every member in turn until ``done()``; each record is committed before the next
@@ -52,7 +74,7 @@ def poll_until(members: dict[str, Consumer], done: Callable[[], bool],
             value = int(m.value())
             assert value not in got, f"record {value} delivered to {got[value]} and {name}"
             got[value] = name
-            c.commit(message=m, asynchronous=False)
+            commit(c, m)
             last_progress = time.monotonic()
         state = tuple(sorted((n, tuple(sorted(tp.partition for tp in c.assignment())))
                              for n, c in members.items()))
@@ -130,3 +152,53 @@ def test_members_share_partitions_one_leaves_nothing_lost_or_doubled(broker_fact
     finally:
         for c in members.values():
             c.close()
+
+
+def test_regex_subscription_and_a_static_member_coming_back(broker_factory) -> None:  # type: ignore[no-untyped-def]
+    """librdkafka sends a ``^``-pattern subscription as the regular expression, the
+    coordinator matches it against the topics (a new topic joins the assignment); a static
+    member (``group.instance.id``) that closes keeps its place (-2) and its next instance gets
+    the same partitions."""
+    bootstrap = broker_factory("--set", "group.consumer.heartbeat.interval.ms=300").bootstrap
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic("re-a", 2, 1), NewTopic("re-b", 1, 1)]).values():
+        f.result(30)
+
+    def static_member() -> Consumer:
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": "kip848-re",
+                      "group.protocol": "consumer", "group.instance.id": "static-1",
+                      "auto.offset.reset": "earliest"})
+        c.subscribe(["^re-.*"])
+        return c
+
+    def owned(c: Consumer) -> set[tuple[str, int]]:
+        return {(tp.topic, tp.partition) for tp in c.assignment()}
+
+    def poll_for(c: Consumer, want: set[tuple[str, int]]) -> None:
+        last, since = owned(c), time.monotonic()
+        for _ in range(10_000):
+            if owned(c) == want:
+                return
+            c.poll(0.1)
+            if owned(c) != last:
+                last, since = owned(c), time.monotonic()
+            assert time.monotonic() - since < 30, f"stuck at {last}, want {want}"
+
+    c = static_member()
+    try:
+        poll_for(c, {("re-a", 0), ("re-a", 1), ("re-b", 0)})
+        admin.create_topics([NewTopic("re-c", 1, 1)])["re-c"].result(30)
+        poll_for(c, {("re-a", 0), ("re-a", 1), ("re-b", 0), ("re-c", 0)})
+    finally:
+        c.close()  # a static member leaves with member epoch -2
+    desc = admin.describe_consumer_groups(["kip848-re"])["kip848-re"].result(30)
+    assert [m.group_instance_id for m in desc.members] == ["static-1"]
+    kept = {(tp.topic, tp.partition) for tp in desc.members[0].assignment.topic_partitions}
+    assert kept == {("re-a", 0), ("re-a", 1), ("re-b", 0), ("re-c", 0)}
+    c = static_member()
+    try:
+        poll_for(c, kept)
+        desc = admin.describe_consumer_groups(["kip848-re"])["kip848-re"].result(30)
+        assert [m.member_id for m in desc.members] == [c.memberid()]
+    finally:
+        c.close()

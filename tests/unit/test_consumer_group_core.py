@@ -134,7 +134,8 @@ def test_invalid_requests_answer_kafkas_messages() -> None:
     c = coordinator()
     hb = c.heartbeat(Heartbeat("g", "a", 0, rebalance_timeout_ms=1, owned=NOTHING), TOPICS, 0)
     assert (hb.error, hb.message) == (ErrorCode.INVALID_REQUEST,
-                                      "SubscribedTopicNames must be set in first request.")
+                                      "SubscribedTopicNames or SubscribedTopicRegex must be set in "
+                                      "first request.")
     hb = join(c, "a", server_assignor="sticky")
     assert hb.error is ErrorCode.UNSUPPORTED_ASSIGNOR
     assert beat(c, "a", 3, None).error is ErrorCode.GROUP_ID_NOT_FOUND
@@ -231,3 +232,20 @@ def test_a_static_member_that_does_not_come_back_times_out() -> None:
     removed = c.tick(TOPICS, 46_000)
     assert [why for _, why, _ in removed] == ["member a session timed out"]
     assert beat(c, "b", 2, NOTHING, now_ms=46_000).assignment == parts(0, 1, 2, 3)
+
+
+def test_a_regular_expression_subscription_follows_new_topics() -> None:
+    c = coordinator()
+    t2 = uuid.UUID(int=8)
+    topics = {**TOPICS, "other": rec.TopicMetadata(uuid.UUID(int=9), "other", 2),
+              "__consumer_offsets": rec.TopicMetadata(uuid.UUID(int=10), "__consumer_offsets", 1)}
+    hb = c.heartbeat(Heartbeat("g", "a", 0, rebalance_timeout_ms=1_000,
+                               subscribed_topic_names=(), subscribed_topic_regex="t.*",
+                               owned=NOTHING), topics, 0)
+    assert hb.error is ErrorCode.NONE and hb.assignment == parts(0, 1, 2, 3)
+    topics["t2"] = rec.TopicMetadata(t2, "t2", 1)
+    hb = c.heartbeat(Heartbeat("g", "a", 1, owned=parts(0, 1, 2, 3)), topics, 100)
+    assert hb.member_epoch == 2 and hb.assignment == parts(0, 1, 2, 3) | {(t2, 0)}
+    bad = c.heartbeat(Heartbeat("g", "b", 0, rebalance_timeout_ms=1_000,
+                                subscribed_topic_regex="t(", owned=NOTHING), topics, 0)
+    assert bad.error is ErrorCode.INVALID_REGULAR_EXPRESSION

@@ -26,13 +26,17 @@ The protocol, as Kafka's ``GroupMetadataManager`` runs it:
   removed when its session times out (``group.consumer.session.timeout.ms``) or when it does
   not revoke within its rebalance timeout.
 
-Not served yet: regular-expression subscriptions, rack-aware assignment, and the online
+Subscriptions name topics, or a regular expression matched against the cluster's topics at
+each heartbeat (a new matching topic bumps the group epoch). Not served yet: rack-aware
+assignment, and the online
 migration of classic groups.
 """
 
 from __future__ import annotations
 
 import enum
+import functools
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
@@ -195,6 +199,26 @@ def reconcile(current: CurrentAssignment, target: Partitions, target_epoch: int,
     if state == MemberState.UNRELEASED_PARTITIONS:
         return next_assignment(current.member_epoch)
     return next_assignment(target_epoch)  # UNKNOWN: from scratch
+
+
+def subscribed(s: Subscription, topics: Mapping[str, TopicMetadata]) -> set[str]:
+    """The existing topics a subscription names: its topic names, and the topics its regular
+    expression matches in full (Python's ``re``; Kafka uses RE2/J: the common syntax is the
+    same; internal topics never match)."""
+    out = {n for n in s.subscribed_topic_names if n in topics}
+    if s.subscribed_topic_regex:
+        pattern = _compiled(s.subscribed_topic_regex)
+        if pattern is not None:
+            out.update(n for n in topics if not n.startswith("__") and pattern.fullmatch(n))
+    return out
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(regex: str) -> re.Pattern[str] | None:
+    try:
+        return re.compile(regex)
+    except re.error:
+        return None  # checked when the member sent it; a stored one is not trusted blindly
 
 
 def consumer_group_assignors(setting: object) -> tuple[str, ...]:
@@ -361,8 +385,13 @@ class ConsumerGroupCoordinator:
             return bad, "InstanceId can't be empty."
         if hb.rack_id == "":
             return bad, "RackId can't be empty."
-        if hb.subscribed_topic_regex is not None:
-            return bad, "SubscribedTopicRegex is not supported yet."
+        if hb.subscribed_topic_regex:
+            try:
+                re.compile(hb.subscribed_topic_regex)
+            except re.error as exc:
+                return (ErrorCode.INVALID_REGULAR_EXPRESSION,
+                        f"SubscribedTopicRegex {hb.subscribed_topic_regex!r} is not a valid "
+                        f"regular expression: {exc}")
         if hb.member_epoch > 0 or hb.member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
             if not hb.member_id:
                 return bad, "MemberId can't be empty."
@@ -373,8 +402,9 @@ class ConsumerGroupCoordinator:
                 return bad, "RebalanceTimeoutMs must be provided in first request."
             if hb.owned is None or hb.owned:
                 return bad, "TopicPartitions must be empty when (re-)joining."
-            if not hb.subscribed_topic_names:
-                return bad, "SubscribedTopicNames must be set in first request."
+            if not hb.subscribed_topic_names and not hb.subscribed_topic_regex:
+                return bad, ("SubscribedTopicNames or SubscribedTopicRegex must be set in "
+                             "first request.")
         elif hb.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             if not hb.member_id:
                 return bad, "MemberId can't be empty."
@@ -450,7 +480,9 @@ class ConsumerGroupCoordinator:
             hb.client_id, hb.client_host,
             tuple(sorted(hb.subscribed_topic_names)) if hb.subscribed_topic_names is not None
             else (old.subscribed_topic_names if old else ()),
-            None,
+            # None: unchanged; "" (librdkafka's, beside topic names): no regular expression
+            (hb.subscribed_topic_regex or None) if hb.subscribed_topic_regex is not None
+            else (old.subscribed_topic_regex if old else None),
             hb.rebalance_timeout_ms if hb.rebalance_timeout_ms != -1
             else (old.rebalance_timeout_ms if old else -1),
             hb.server_assignor if hb.server_assignor is not None
@@ -458,13 +490,14 @@ class ConsumerGroupCoordinator:
         if new == old:
             return False
         self._emit(records, MemberSubscription(g.group_id, hb.member_id, new))
-        return old is None or (old.subscribed_topic_names, old.server_assignor) != (
-            new.subscribed_topic_names, new.server_assignor)
+        return old is None or (old.subscribed_topic_names, old.subscribed_topic_regex,
+                               old.server_assignor) != (
+            new.subscribed_topic_names, new.subscribed_topic_regex, new.server_assignor)
 
     def _update_topics(self, g: ConsumerGroup, topics: Mapping[str, TopicMetadata],
                        records: list[ConsumerGroupRecord]) -> bool:
-        names = {n for m in g.members.values() for n in m.subscription.subscribed_topic_names}
-        wanted = tuple(topics[n] for n in sorted(names) if n in topics)
+        names = {n for m in g.members.values() for n in subscribed(m.subscription, topics)}
+        wanted = tuple(topics[n] for n in sorted(names))
         if wanted == g.topics:
             return False
         self._emit(records, PartitionMetadata(g.group_id, wanted))
@@ -473,10 +506,9 @@ class ConsumerGroupCoordinator:
     def _assign(self, g: ConsumerGroup, records: list[ConsumerGroupRecord]) -> None:
         ids = {t.name: t.topic_id for t in g.topics}
         spec = AssignmentSpec(
-            subscriptions={m.member_id: frozenset(ids[n] for n in
-                                                  m.subscription.subscribed_topic_names
-                                                  if n in ids)
-                           for m in g.members.values()},
+            subscriptions={m.member_id: frozenset(ids[n] for n in subscribed(
+                m.subscription, {t.name: t for t in g.topics}) if n in ids)
+                for m in g.members.values()},
             partition_counts={t.topic_id: t.num_partitions for t in g.topics},
             current_target=dict(g.target))
         assignor = ASSIGNORS[g.preferred_assignor(self.config.assignors[0])]
@@ -583,8 +615,7 @@ class ConsumerGroupCoordinator:
 
     def subscribed_topics(self, group_id: str) -> set[str]:
         g = self.groups.get(group_id)
-        return set() if g is None else {
-            n for m in g.members.values() for n in m.subscription.subscribed_topic_names}
+        return set() if g is None else {t.name for t in g.topics}
 
 
 def with_member_epoch(a: CurrentAssignment, epoch: int) -> CurrentAssignment:

@@ -100,8 +100,7 @@ async def _heartbeat(ctx: HandlerContext, header: RequestHeader, req: WireReques
         instance_id=req.instance_id, rack_id=req.rack_id,
         rebalance_timeout_ms=rebalance_timeout_ms if rebalance_timeout_ms >= 0 else -1,
         subscribed_topic_names=None if names is None else tuple(str(n) for n in names),
-        # librdkafka sends "" (no regular expression) beside its topic names
-        subscribed_topic_regex=getattr(req, "subscribed_topic_regex", None) or None,
+        subscribed_topic_regex=getattr(req, "subscribed_topic_regex", None),
         server_assignor=req.server_assignor, owned=_partitions(req.topic_partitions))
     ans = ctx.consumer_groups.heartbeat(hb, topics_view(ctx), ctx.now_ms())
     if ans.error is not ErrorCode.NONE:
