@@ -249,3 +249,18 @@ def test_a_regular_expression_subscription_follows_new_topics() -> None:
     bad = c.heartbeat(Heartbeat("g", "b", 0, rebalance_timeout_ms=1_000,
                                 subscribed_topic_regex="t(", owned=NOTHING), topics, 0)
     assert bad.error is ErrorCode.INVALID_REGULAR_EXPRESSION
+
+
+def test_restore_undoes_a_change_that_could_not_be_stored() -> None:
+    c = coordinator()
+    join(c, "a")
+    before = c.snapshot("g")
+    b = join(c, "b")
+    assert b.records and set(c.groups["g"].members) == {"a", "b"}
+    c.restore("g", before)
+    assert set(c.groups["g"].members) == {"a"} and c.groups["g"].group_epoch == 1
+    fresh = coordinator()
+    none = fresh.snapshot("g")
+    join(fresh, "a")
+    fresh.restore("g", none)
+    assert fresh.groups == {}

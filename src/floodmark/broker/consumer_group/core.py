@@ -34,6 +34,7 @@ migration of classic groups.
 
 from __future__ import annotations
 
+import copy
 import enum
 import functools
 import re
@@ -548,26 +549,61 @@ class ConsumerGroupCoordinator:
                      for d in (*g.session_deadline_ms.values(), *g.revocation_deadline_ms.values())]
         return min(deadlines, default=None)
 
-    def tick(self, topics: Mapping[str, TopicMetadata],
-             now_ms: int) -> list[tuple[str, str, list[ConsumerGroupRecord]]]:
-        """Remove members whose session timed out or who did not revoke in their rebalance
-        timeout; (group, why, records) per removal."""
-        out = []
-        for g in list(self.groups.values()):
+    def expired(self, now_ms: int) -> list[tuple[str, str, str]]:
+        """(group, member, why) of every member whose session timed out or who did not revoke
+        in its rebalance timeout (nothing changes: ``expire`` removes one)."""
+        out: list[tuple[str, str, str]] = []
+        for g in self.groups.values():
             expired = {m: "session timed out" for m, d in g.session_deadline_ms.items()
                        if d <= now_ms}
             expired.update({m: "did not revoke its partitions in its rebalance timeout"
                             for m, d in g.revocation_deadline_ms.items()
                             if d <= now_ms and m not in expired})
-            for member_id, why in sorted(expired.items()):
-                if member_id in g.members:
-                    records: list[ConsumerGroupRecord] = []
-                    self._remove(g, member_id, topics, records)
-                    out.append((g.group_id, f"member {member_id} {why}", records))
-                else:
-                    g.session_deadline_ms.pop(member_id, None)
-                    g.revocation_deadline_ms.pop(member_id, None)
+            out.extend((g.group_id, m, why) for m, why in sorted(expired.items()))
         return out
+
+    def expire(self, group_id: str, member_id: str, topics: Mapping[str, TopicMetadata],
+               now_ms: int) -> list[ConsumerGroupRecord]:
+        """Remove a member ``expired`` named, if it is still due (a heartbeat may have come
+        in between)."""
+        g = self.groups.get(group_id)
+        if g is None:
+            return []
+        due = [d for d in (g.session_deadline_ms.get(member_id),
+                           g.revocation_deadline_ms.get(member_id)) if d is not None]
+        if member_id not in g.members:
+            g.session_deadline_ms.pop(member_id, None)
+            g.revocation_deadline_ms.pop(member_id, None)
+            return []
+        if not due or min(due) > now_ms:
+            return []
+        records: list[ConsumerGroupRecord] = []
+        self._remove(g, member_id, topics, records)
+        return records
+
+    def tick(self, topics: Mapping[str, TopicMetadata],
+             now_ms: int) -> list[tuple[str, str, list[ConsumerGroupRecord]]]:
+        """Remove every member ``expired`` names; (group, why, records) per removal."""
+        out = []
+        for group_id, member_id, why in self.expired(now_ms):
+            records = self.expire(group_id, member_id, topics, now_ms)
+            if records:
+                out.append((group_id, f"member {member_id} {why}", records))
+        return out
+
+    # -- undoing a change whose records could not be stored -------------------------------------
+    def snapshot(self, group_id: str) -> ConsumerGroup | None:
+        """A copy of the group as it is (None: no such group), for ``restore``."""
+        g = self.groups.get(group_id)
+        return copy.deepcopy(g) if g is not None else None
+
+    def restore(self, group_id: str, snapshot: ConsumerGroup | None) -> None:
+        """The group goes back to ``snapshot`` (Kafka reverts to its last committed state when
+        a write fails): what the members were told stays what a failover would load."""
+        if snapshot is None:
+            self.groups.pop(group_id, None)
+        else:
+            self.groups[group_id] = snapshot
 
     # -- offsets and admin ----------------------------------------------------------------------
     def validate_commit(self, group_id: str, member_id: str, member_epoch: int,

@@ -20,7 +20,7 @@ from floodmark.broker.boundary import ClientConnection, HandlerResult, WireReque
 from floodmark.broker.consumer_group import records as cg_records
 from floodmark.broker.consumer_group.assignors import Partitions
 from floodmark.broker.consumer_group.core import ConsumerGroup, Heartbeat, HeartbeatAnswer
-from floodmark.broker.handlers.group_apis import store_consumer_group_records, store_group
+from floodmark.broker.handlers.group_apis import change_consumer_group, store_group
 from floodmark.errors import ErrorCode
 from floodmark.metadata import OFFSETS_TOPIC
 from floodmark.wire.codec import RequestHeader, ms
@@ -102,27 +102,43 @@ async def _heartbeat(ctx: HandlerContext, header: RequestHeader, req: WireReques
         subscribed_topic_names=None if names is None else tuple(str(n) for n in names),
         subscribed_topic_regex=getattr(req, "subscribed_topic_regex", None),
         server_assignor=req.server_assignor, owned=_partitions(req.topic_partitions))
-    ans = ctx.consumer_groups.heartbeat(hb, topics_view(ctx), ctx.now_ms())
+    answers: list[HeartbeatAnswer] = []
+
+    def beat() -> tuple[cg_records.ConsumerGroupRecord, ...]:
+        answers.append(ctx.consumer_groups.heartbeat(hb, topics_view(ctx), ctx.now_ms()))
+        return answers[0].records
+
+    err = await change_consumer_group(ctx, group_id, beat)
+    ans = answers[0]
     if ans.error is not ErrorCode.NONE:
         log.info("group %s member %s epoch %d: ConsumerGroupHeartbeat refused: %s (%s)",
                  group_id, member_id, epoch, ans.error.name, ans.message)
         return _answer(ans)
-    if ans.records:
-        err = await store_consumer_group_records(ctx, group_id, ans.records)
-        if err is not ErrorCode.NONE:
-            log.warning("group %s member %s: storing the group's records failed: %s",
-                        group_id, member_id, err.name)
-            return _answer(ans, err)
+    if err is not ErrorCode.NONE:
+        log.warning("group %s member %s: storing the group's records failed (%s): the "
+                    "heartbeat is undone", group_id, member_id, err.name)
+        return _answer(ans, err)
     return _answer(ans)
 
 
 async def expire_members(ctx: HandlerContext) -> None:
     """Remove the members whose session or revocation timed out, and store that."""
-    for group_id, why, recs in ctx.consumer_groups.tick(topics_view(ctx), ctx.now_ms()):
-        log.info("group %s: %s, removed", group_id, why)
-        err = await store_consumer_group_records(ctx, group_id, recs)
+    core = ctx.consumer_groups
+    for group_id, member_id, why in core.expired(ctx.now_ms()):
+        removed: list[bool] = []
+
+        def expire(group_id: str = group_id, member_id: str = member_id,
+                   removed: list[bool] = removed) -> list[cg_records.ConsumerGroupRecord]:
+            records = core.expire(group_id, member_id, topics_view(ctx), ctx.now_ms())
+            removed.append(bool(records))
+            return records
+
+        err = await change_consumer_group(ctx, group_id, expire)
         if err is not ErrorCode.NONE:
-            log.warning("group %s: storing a member's removal failed: %s", group_id, err.name)
+            log.warning("group %s: storing the removal of member %s failed: %s (retried)",
+                        group_id, member_id, err.name)
+        elif removed and removed[0]:
+            log.info("group %s: member %s %s, removed", group_id, member_id, why)
 
 
 def _describe_member(g: ConsumerGroup, member_id: str,

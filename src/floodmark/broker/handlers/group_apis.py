@@ -4,12 +4,15 @@ the refusals of other brokers are ``coordination``'s)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable, Iterable
+import weakref
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from floodmark.broker.boundary import ClientConnection, HandlerResult, WireRequest, WireResponse
 from floodmark.broker.consumer_group import records as cg_records
+from floodmark.broker.consumer_group.core import ConsumerGroupCoordinator
 from floodmark.broker.offsets import CommittedOffset, GroupRecord, partition_for
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import OFFSETS_TOPIC
@@ -67,8 +70,8 @@ async def _join_after_empty_consumer_group(broker: HandlerContext, header: Reque
                                            req: WireRequest,
                                            conn: ClientConnection) -> WireResponse:
     """An empty consumer group gives way to a classic one: its records become tombstones."""
-    _err, recs = broker.consumer_groups.delete(req.group_id)
-    err = await store_consumer_group_records(broker, req.group_id, recs)
+    err = await change_consumer_group(
+        broker, req.group_id, lambda: broker.consumer_groups.delete(req.group_id)[1])
     if err is not ErrorCode.NONE:
         return {"throttle_time": 0, "error_code": int(err), "generation_id": -1,
                 "protocol_type": None, "protocol_name": None if header.api_version >= 7
@@ -190,6 +193,32 @@ async def store_group(broker: HandlerContext, group: str,
     if err is ErrorCode.NONE:
         broker.offsets.store_group(group, record)
     return err
+
+
+_CONSUMER_GROUP_LOCKS: weakref.WeakKeyDictionary[ConsumerGroupCoordinator,
+                                                dict[str, asyncio.Lock]] = \
+    weakref.WeakKeyDictionary()
+
+
+async def change_consumer_group(
+        broker: HandlerContext, group: str,
+        change: Callable[[], Sequence[cg_records.ConsumerGroupRecord]]) -> ErrorCode:
+    """Run ``change`` (a call of the consumer-group core that returns the records it emitted)
+    one at a time per group, and store its records; when they cannot be stored the group
+    goes back to what it was before (so the core never runs ahead of its log), and the error
+    is returned."""
+    core = broker.consumer_groups
+    lock = _CONSUMER_GROUP_LOCKS.setdefault(core, {}).setdefault(group, asyncio.Lock())
+    async with lock:
+        before = core.snapshot(group)
+        records = change()
+        if not records:
+            return ErrorCode.NONE
+        changed = core.groups.get(group)
+        err = await store_consumer_group_records(broker, group, records)
+        if err is not ErrorCode.NONE and core.groups.get(group) is changed:
+            core.restore(group, before)  # not if unloaded (or reloaded) meanwhile
+        return err
 
 
 async def store_consumer_group_records(
@@ -355,9 +384,17 @@ async def _delete_groups(broker: HandlerContext, names: list[str]) -> WireRespon
         if not broker.is_coordinator(group):
             err = ErrorCode.NOT_COORDINATOR
         elif group in broker.consumer_groups.groups:  # KIP-848: empty ones go
-            err, recs = broker.consumer_groups.delete(group)
-            if err is ErrorCode.NONE:
-                err = await store_consumer_group_records(broker, group, recs)
+            refused: list[ErrorCode] = []
+
+            def delete(group: str = group, refused: list[ErrorCode] = refused
+                       ) -> list[cg_records.ConsumerGroupRecord]:
+                found, recs = broker.consumer_groups.delete(group)
+                refused.append(found)
+                return recs
+
+            err = await change_consumer_group(broker, group, delete)
+            if refused and refused[0] is not ErrorCode.NONE:
+                err = refused[0]
             offsets = list(broker.offsets.group_offsets(group))
             if err is ErrorCode.NONE and offsets:
                 err = await append_offsets_replicated(broker, group,
