@@ -7,6 +7,9 @@ A regular-expression subscription follows new topics, and a static member keeps 
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 
@@ -131,6 +134,16 @@ def test_members_share_partitions_one_leaves_nothing_lost_or_doubled(broker_fact
                                  timeout=30)
         assert {tp.partition: tp.offset for tp in committed} == {
             p: 240 // PARTITIONS for p in range(PARTITIONS)}
+
+        # floodmark's own CLI describes it through ConsumerGroupDescribe
+        out = subprocess.run([sys.executable, "-m", "floodmark.cli", "group", "describe", GROUP,
+                              "--json", "--bootstrap-server", bootstrap], capture_output=True,
+                             text=True, timeout=60, check=True).stdout
+        cli = json.loads(out)
+        assert cli["state"] == "Stable"
+        assert {r["partition"]: r["current_offset"] for r in cli["partitions"]} == {
+            p: 240 // PARTITIONS for p in range(PARTITIONS)}
+        assert {r["client_id"] for r in cli["partitions"]} == {"c1", "c2"}
 
         # a classic member may not join a consumer group with members
         classic = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP,
