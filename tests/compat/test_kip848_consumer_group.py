@@ -215,3 +215,36 @@ def test_regex_subscription_and_a_static_member_coming_back(broker_factory) -> N
         assert [m.member_id for m in desc.members] == [c.memberid()]
     finally:
         c.close()
+
+
+def test_a_consumer_protocol_member_cannot_join_a_classic_group(broker_factory) -> None:  # type: ignore[no-untyped-def]
+    """One group id, one kind: while a classic member is in the group, ConsumerGroupHeartbeat
+    is GROUP_ID_NOT_FOUND (Kafka's answer without online migration)."""
+    from floodmark.client.connection import KafkaConnection
+
+    bootstrap = broker_factory().bootstrap
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("mixed", 1, 1)])["mixed"].result(30)
+    classic = Consumer({"bootstrap.servers": bootstrap, "group.id": "mixed-g",
+                        "session.timeout.ms": 6000})
+    classic.subscribe(["mixed"])
+    try:
+        since = time.monotonic()
+        while not classic.assignment():
+            classic.poll(0.1)
+            assert time.monotonic() - since < 30, "the classic member got no assignment"
+        conn = KafkaConnection(bootstrap)
+        try:
+            ans = conn.request(68, 1, {"group_id": "mixed-g", "member_id": "m-1",
+                                       "member_epoch": 0, "rebalance_timeout": 30000,
+                                       "subscribed_topic_names": ["mixed"],
+                                       "topic_partitions": []})
+            assert int(ans.error_code) == int(KafkaError.GROUP_ID_NOT_FOUND)
+            assert ans.error_message == "Group mixed-g is not a consumer group"
+            desc = conn.request(69, 1, {"group_ids": ["mixed-g"],
+                                        "include_authorized_operations": False})
+            assert int(desc.groups[0].error_code) == int(KafkaError.GROUP_ID_NOT_FOUND)
+        finally:
+            conn.close()
+    finally:
+        classic.close()
