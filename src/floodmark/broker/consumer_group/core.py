@@ -324,11 +324,14 @@ class ConsumerGroupCoordinator:
             if hb.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH and \
                     leaving.subscription.instance_id is not None:
                 # KIP-848 static leave: the member keeps its partitions for its session
-                # timeout, for the instance that comes back with the same instance id.
+                # timeout, for the instance that comes back with the same instance id; what
+                # it was revoking is released (the instance gave everything up when it left).
                 self._emit(records, MemberAssignment(g.group_id, hb.member_id, replace(
                     leaving.current, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
-                    previous_member_epoch=leaving.member_epoch)))
+                    previous_member_epoch=leaving.member_epoch,
+                    state=int(MemberState.STABLE), pending_revocation=_NONE)))
                 g.session_deadline_ms[hb.member_id] = now_ms + self.config.session_timeout_ms
+                g.revocation_deadline_ms.pop(hb.member_id, None)
             else:
                 self._remove(g, hb.member_id, topics, records)
             return HeartbeatAnswer(ErrorCode.NONE, hb.member_id, hb.member_epoch, interval_ms,
