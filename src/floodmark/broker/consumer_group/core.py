@@ -655,8 +655,3 @@ class ConsumerGroupCoordinator:
     def subscribed_topics(self, group_id: str) -> set[str]:
         g = self.groups.get(group_id)
         return set() if g is None else {t.name for t in g.topics}
-
-
-def with_member_epoch(a: CurrentAssignment, epoch: int) -> CurrentAssignment:
-    """A copy with another member epoch (tests)."""
-    return replace(a, member_epoch=epoch)
