@@ -50,6 +50,11 @@ DEFAULTS: dict[str, Any] = {
     "group.initial.rebalance.delay.ms": 300,
     "group.min.session.timeout.ms": 6000,
     "group.max.session.timeout.ms": 1_800_000,
+    # KIP-848's consumer groups (group.protocol=consumer), Kafka's defaults; the first assignor
+    # is the one a group uses when no member names one.
+    "group.consumer.session.timeout.ms": 45_000,
+    "group.consumer.heartbeat.interval.ms": 5_000,
+    "group.consumer.assignors": "uniform,range",
     # Kafka's default is 50 partitions; one keeps a small broker small.
     "offsets.topic.num.partitions": 1,
     "offsets.retention.minutes": 10080,
@@ -182,6 +187,8 @@ _INT_SETTINGS = frozenset({"node.id", "num.partitions", "default.replication.fac
                            "min.insync.replicas", "socket.request.max.bytes", "message.max.bytes",
                            "log.segment.bytes", "group.initial.rebalance.delay.ms",
                            "group.min.session.timeout.ms", "group.max.session.timeout.ms",
+                           "group.consumer.session.timeout.ms",
+                           "group.consumer.heartbeat.interval.ms",
                            "offsets.topic.num.partitions", "offsets.retention.minutes",
                            "log.checkpoint.interval.ms", "replica.lag.time.max.ms",
                            "transactional.id.expiration.ms", "transaction.max.timeout.ms",
@@ -192,7 +199,8 @@ _INT_SETTINGS = frozenset({"node.id", "num.partitions", "default.replication.fac
                            "eligible.leader.replicas.version",
                            "connection.failed.authentication.delay.ms",
                            "sasl.server.max.receive.size"})
-_LIST_SETTINGS = frozenset({"log.cleanup.policy", "process.roles", "sasl.enabled.mechanisms"})
+_LIST_SETTINGS = frozenset({"log.cleanup.policy", "process.roles", "sasl.enabled.mechanisms",
+                            "group.consumer.assignors"})
 _LONG_NULLABLE = frozenset({"log.flush.interval.ms"})
 
 

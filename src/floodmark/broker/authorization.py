@@ -520,6 +520,31 @@ def _describe_groups(caller: Caller, header: RequestHeader, req: WireRequest,
     return Verdict(request=dataclasses.replace(req, groups=tuple(kept)), finish=finish)
 
 
+def _consumer_group_heartbeat(caller: Caller, header: RequestHeader, req: WireRequest,
+                              ctx: HandlerContext) -> Verdict | None:
+    """Read on the group, and Describe on every topic it subscribes to (Kafka's check)."""
+    if not caller.may(Op.READ, RT.GROUP, req.group_id):
+        return _refuse(error_code=GROUP_DENIED, member_epoch=int(req.member_epoch))
+    for topic in req.subscribed_topic_names or ():
+        if not caller.may(Op.DESCRIBE, RT.TOPIC, topic):
+            return _refuse(error_code=TOPIC_DENIED, member_epoch=int(req.member_epoch))
+    return None
+
+
+def _consumer_group_describe(caller: Caller, header: RequestHeader, req: WireRequest,
+                             ctx: HandlerContext) -> Verdict | None:
+    kept, refused = _split(req.group_ids, lambda g: caller.may(Op.DESCRIBE, RT.GROUP, g))
+    if not refused:
+        return None
+
+    def finish(resp: WireResponse) -> WireResponse:
+        return {**resp, "groups": [*resp.get("groups", ()), *({
+            "group_id": g, "error_code": GROUP_DENIED, "group_state": "", "group_epoch": -1,
+            "assignment_epoch": -1, "assignor_name": "", "members": [],
+            "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED} for g in refused)]}
+    return Verdict(request=dataclasses.replace(req, group_ids=tuple(kept)), finish=finish)
+
+
 def _list_groups(caller: Caller, header: RequestHeader, req: WireRequest,
                  ctx: HandlerContext) -> Verdict | None:
     """Describe on the cluster lists every group; else only the groups it may Describe."""
@@ -706,6 +731,8 @@ CHECKS: dict[ApiKey, Check] = {
     ApiKey.OFFSET_FETCH: _offset_fetch,
     ApiKey.OFFSET_DELETE: _offset_delete,
     ApiKey.LIST_GROUPS: _list_groups,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: _consumer_group_heartbeat,
+    ApiKey.CONSUMER_GROUP_DESCRIBE: _consumer_group_describe,
     ApiKey.DESCRIBE_GROUPS: _describe_groups,
     ApiKey.DELETE_GROUPS: _delete_groups,
     ApiKey.INIT_PRODUCER_ID: _init_producer_id,

@@ -28,10 +28,22 @@ from floodmark.broker.authentication import Authentication
 from floodmark.broker.authorization import Authorization, Finish
 from floodmark.broker.boundary import Answer, Encoded
 from floodmark.broker.config import BrokerConfig, Configs
+from floodmark.broker.consumer_group.core import (
+    ConsumerGroupCoordinator,
+    CoreConfig,
+    consumer_group_assignors,
+)
 from floodmark.broker.context import BrokerInfo, Membership, PartitionKey
 from floodmark.broker.fetch_sessions import FetchSessionCache
 from floodmark.broker.groups import GroupCoordinator
-from floodmark.broker.handlers import HANDLERS, RAW_HANDLERS, admin, data, group_apis
+from floodmark.broker.handlers import (
+    HANDLERS,
+    RAW_HANDLERS,
+    admin,
+    consumer_group_apis,
+    data,
+    group_apis,
+)
 from floodmark.broker.membership import LocalMembership
 from floodmark.broker.metadata import Controller, LocalController
 from floodmark.broker.offsets import OffsetStore, partition_for
@@ -98,6 +110,11 @@ class Broker:
             max_session_timeout_ms=config.get_int("group.max.session.timeout.ms"),
             persist=functools.partial(group_apis.store_group, self),
         )
+        self.consumer_groups = ConsumerGroupCoordinator(CoreConfig(
+            session_timeout_ms=config.get_int("group.consumer.session.timeout.ms"),
+            heartbeat_interval_ms=config.get_int("group.consumer.heartbeat.interval.ms"),
+            assignors=consumer_group_assignors(config.get("group.consumer.assignors"))))
+        self._expiring_members: asyncio.Task[None] | None = None
         self.transactions = TransactionCoordinatorDriver(
             self, functools.partial(data.append_partition, self),
             max_timeout_ms=config.get_int("transaction.max.timeout.ms"),
@@ -224,6 +241,11 @@ class Broker:
         while True:
             await asyncio.sleep(0.5)
             self.groups.expire_sessions()
+            deadline_ms = self.consumer_groups.next_deadline_ms()
+            if deadline_ms is not None and deadline_ms <= self.now_ms() and (
+                    self._expiring_members is None or self._expiring_members.done()):
+                self._expiring_members = asyncio.get_running_loop().create_task(
+                    consumer_group_apis.expire_members(self))
             now = self.now_ms()
             for ps in self.partitions.values():
                 ps.expire_produces(now)
@@ -367,12 +389,21 @@ class Broker:
             ps.partition, n, functools.partial(self.storage.read_all, ps.log,
                                                ps.log_end_offset))
         for group_id, rec in loaded.groups.items():
+            if group_id in loaded.consumer_groups and not rec.members:
+                continue  # an empty classic group that a consumer group replaced
             self.groups.load(group_id, rec)
+        self.consumer_groups.unload([g for g in self.consumer_groups.groups
+                                     if partition_for(g, n) == ps.partition])
+        for records in loaded.consumer_groups.values():
+            for rec_ in records:
+                self.consumer_groups.apply(rec_)
+        self.consumer_groups.loaded(loaded.consumer_groups, self.now_ms())
         self.offsets_loaded[ps.partition] = ps.leader_epoch
         stable = sum(1 for r in loaded.groups.values() if r.members)
         log.info("partition %s leader_epoch=%d coordinator: loaded %d committed offsets, %d "
-                 "groups (%d with members)%s", ps.name, ps.leader_epoch, loaded.offsets,
-                 len(loaded.groups), stable,
+                 "groups (%d with members), %d consumer groups (KIP-848)%s", ps.name,
+                 ps.leader_epoch, loaded.offsets, len(loaded.groups), stable,
+                 len(loaded.consumer_groups),
                  f", {loaded.unreadable} unreadable group records skipped"
                  if loaded.unreadable else "")
 
@@ -387,6 +418,8 @@ class Broker:
         n = len(topic.partitions)
         gone = self.offsets.unload_partition(index, n)
         self.groups.unload(gone + [g for g in self.groups.groups if partition_for(g, n) == index])
+        self.consumer_groups.unload([g for g in self.consumer_groups.groups
+                                     if partition_for(g, n) == index])
         log.info("partition %s-%d coordinator no more: %d groups unloaded", OFFSETS_TOPIC, index,
                  len(set(gone)))
 

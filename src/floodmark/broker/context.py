@@ -18,6 +18,7 @@ from typing import Protocol, TypedDict
 from floodmark.broker.authentication import Authentication
 from floodmark.broker.boundary import ClientConnection, HandlerResult, WireRequest
 from floodmark.broker.config import BrokerConfig, Configs
+from floodmark.broker.consumer_group.core import ConsumerGroupCoordinator
 from floodmark.broker.fetch_sessions import FetchSessionCache
 from floodmark.broker.groups import GroupCoordinator
 from floodmark.broker.metadata import Controller
@@ -169,6 +170,7 @@ class HandlerContext(BrokerCore, Protocol):
     fetch_sessions: FetchSessionCache
     offsets: OffsetStore
     groups: GroupCoordinator
+    consumer_groups: ConsumerGroupCoordinator
     transactions: TransactionCoordinatorDriver
     authentication: Authentication
 

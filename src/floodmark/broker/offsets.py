@@ -26,10 +26,12 @@ stays pending, for the marker the transaction coordinator will write.
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from floodmark.broker.consumer_group import records as cg_records
 from floodmark.metadata import coordinator_partition
 from floodmark.records import (
     CorruptRecordError,
@@ -266,6 +268,9 @@ class Loaded:
     offsets: int  # offset records applied
     groups: dict[str, GroupRecord]  # each group's last metadata record (tombstoned: absent)
     unreadable: int  # group metadata records that could not be read (skipped)
+    # KIP-848 consumer groups: each group's records in log order, for the core to replay
+    consumer_groups: dict[str, list[cg_records.ConsumerGroupRecord]] = \
+        dataclasses.field(default_factory=dict)
 
 
 class OffsetStore:
@@ -278,6 +283,8 @@ class OffsetStore:
         # replicated out of order are applied in log order (``apply_replicated``).
         self._positions: dict[Key, int] = {}
         self.group_records: dict[str, GroupRecord] = {}  # as last loaded or stored
+        # KIP-848 consumer-group records met by a replay, until ``load_partition`` hands them on
+        self._consumer_records: dict[str, list[cg_records.ConsumerGroupRecord]] = {}
 
     def apply_replicated(self, group: str, entries: Iterable[tuple[str, int,
                                                                     CommittedOffset | None]],
@@ -319,10 +326,14 @@ class OffsetStore:
         """Rebuild this partition's groups (offsets, pending transactional offsets, group
         metadata) from its log, from nothing."""
         self.unload_partition(partition, num_partitions)
+        self._consumer_records.clear()
         n, unreadable = self._replay(read_batches)
         groups = {g: r for g, r in self.group_records.items()
                   if partition_for(g, num_partitions) == partition}
-        return Loaded(n, groups, unreadable)
+        consumer_groups = {g: recs for g, recs in self._consumer_records.items()
+                           if partition_for(g, num_partitions) == partition}
+        self._consumer_records.clear()
+        return Loaded(n, groups, unreadable, consumer_groups)
 
     def store_group(self, group: str, record: GroupRecord | None) -> None:
         """A group metadata record (None: a tombstone) is replicated."""
@@ -442,11 +453,16 @@ class OffsetStore:
         """A group metadata record in the log (1: it could not be read, and is skipped)."""
         try:
             (version,) = struct.unpack_from(">h", key, 0)
+            if version in cg_records.KEY_VERSIONS:
+                rec = cg_records.decode(key, value)
+                self._consumer_records.setdefault(rec.group_id, []).append(rec)
+                return 0
             if version != GROUP_KEY_VERSION:
                 raise BadGroupRecord(f"offsets key version {version}")
             group, _ = _read_string(key, 2)
             self.store_group(group or "", decode_group_value(value) if value is not None
                              else None)
-        except (BadGroupRecord, struct.error, UnicodeDecodeError):
+        except (BadGroupRecord, cg_records.BadConsumerGroupRecord, struct.error,
+                UnicodeDecodeError):
             return 1
         return 0

@@ -53,21 +53,45 @@ def group_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _group_rows(cluster: ClusterClient, group: str) -> tuple[str, list[dict[str, Any]]]:
-    desc = coordinator_request(cluster, group, 15, 5, {"groups": [group],
-                                                         "include_authorized_operations": False})
+def _consumer_group(cluster: ClusterClient, group: str
+                    ) -> tuple[str, dict[tuple[str, int], tuple[str, str, str]]] | None:
+    """A KIP-848 consumer group's state and its members' partitions (ConsumerGroupDescribe);
+    None when the group is not one (GROUP_ID_NOT_FOUND) or the broker does not serve the API."""
+    try:
+        desc = coordinator_request(cluster, group, 69, 1, {
+            "group_ids": [group], "include_authorized_operations": False})
+    except RequestFailed:
+        return None
     g = desc.groups[0]
-    members: dict[tuple[str, int], tuple[str, str, str]] = {}
-    from floodmark.client.group import decode_assignment
+    if int(g.error_code) != 0:
+        return None
+    members = {(str(tp.topic_name), int(p)): (str(m.member_id), str(m.client_host),
+                                              str(m.client_id))
+               for m in g.members for tp in m.assignment.topic_partitions for p in tp.partitions}
+    return str(g.group_state), members
 
-    for m in g.members:
-        try:
-            assigned = decode_assignment(bytes(m.member_assignment))
-        except Exception:
-            assigned = {}
-        for topic, parts in assigned.items():
-            for p in parts:
-                members[(topic, p)] = (str(m.member_id), str(m.client_host), str(m.client_id))
+
+def _group_rows(cluster: ClusterClient, group: str) -> tuple[str, list[dict[str, Any]]]:
+    members: dict[tuple[str, int], tuple[str, str, str]] = {}
+    consumer_group = _consumer_group(cluster, group)
+    if consumer_group is not None:
+        state, members = consumer_group
+    else:
+        desc = coordinator_request(cluster, group, 15, 5, {
+            "groups": [group], "include_authorized_operations": False})
+        g = desc.groups[0]
+        state = str(g.group_state)
+        from floodmark.client.group import decode_assignment
+
+        for m in g.members:
+            try:
+                assigned = decode_assignment(bytes(m.member_assignment))
+            except Exception:
+                assigned = {}
+            for topic, parts in assigned.items():
+                for p in parts:
+                    members[(topic, p)] = (str(m.member_id), str(m.client_host),
+                                           str(m.client_id))
     fetched = coordinator_request(cluster, group, 9, 7, {"group_id": group, "topics": None,
                                                            "require_stable": False})
     rows = []
@@ -83,7 +107,7 @@ def _group_rows(cluster: ClusterClient, group: str) -> tuple[str, list[dict[str,
                          "current_offset": current, "log_end_offset": ends[p],
                          "lag": ends[p] - current if current >= 0 else None,
                          "consumer_id": member[0], "host": member[1], "client_id": member[2]})
-    return str(g.group_state), rows
+    return state, rows
 
 
 def group_describe(args: argparse.Namespace) -> int:

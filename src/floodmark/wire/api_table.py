@@ -58,6 +58,8 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_CLUSTER = 60
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
+    CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,10 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
     ApiKey.SASL_AUTHENTICATE: VersionRange(0, 2),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: VersionRange(0, 0),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: VersionRange(0, 0),
+    # KIP-848's consumer groups (broker/consumer_group); v1 (KIP-1082): the client makes its
+    # member id. Regular-expression subscriptions are refused (INVALID_REQUEST) for now.
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: VersionRange(0, 1),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: VersionRange(0, 1),
 }
 
 

@@ -13,6 +13,7 @@ from floodmark.broker.context import Handler, HandlerContext
 from floodmark.broker.handlers import (
     acls,
     admin,
+    consumer_group_apis,
     coordination,
     data,
     debug,
@@ -75,6 +76,9 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: scram_apis.describe_user_scram_credentials,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: scram_apis.alter_user_scram_credentials,
     ApiKey.DESCRIBE_CLIENT_QUOTAS: quotas.describe_client_quotas,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: coordination.coordinated(
+        consumer_group_apis.consumer_group_heartbeat),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: consumer_group_apis.consumer_group_describe,
     ApiKey.ALTER_CLIENT_QUOTAS: quotas.alter_client_quotas,
 }
 # Hot path: handlers that take the raw frame (no kio decode, records stay views into the frame).

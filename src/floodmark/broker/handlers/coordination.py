@@ -91,6 +91,9 @@ def _not_coordinator(ctx: HandlerContext, header: RequestHeader,
         return {"throttle_time": 0, "error_code": err, "topics": []}
     if api == ApiKey.LEAVE_GROUP:
         return {"throttle_time": 0, "error_code": err, "members": []}
+    if api == ApiKey.CONSUMER_GROUP_HEARTBEAT:
+        return {"throttle_time": 0, "error_code": err, "member_id": None,
+                "member_epoch": int(req.member_epoch), "heartbeat_interval": 0}
     if api == ApiKey.JOIN_GROUP:
         return {"throttle_time": 0, "error_code": err, "generation_id": -1,
                 "leader": "", "member_id": "", "members": []}

@@ -4,14 +4,19 @@ the refusals of other brokers are ``coordination``'s)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from floodmark.broker.boundary import ClientConnection, HandlerResult, WireRequest, WireResponse
+from floodmark.broker.consumer_group import records as cg_records
+from floodmark.broker.consumer_group.core import ConsumerGroupCoordinator
 from floodmark.broker.offsets import CommittedOffset, GroupRecord, partition_for
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import OFFSETS_TOPIC
+from floodmark.records import Record, build_batch
 from floodmark.wire.codec import RequestHeader, ms
 
 if TYPE_CHECKING:
@@ -48,7 +53,30 @@ async def _join(broker: HandlerContext, header: RequestHeader, req: WireRequest,
 
 
 def join_group(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> HandlerResult:
+    consumer = broker.consumer_groups.groups.get(req.group_id)
+    if consumer is not None and consumer.members:
+        # A KIP-848 consumer group with members: no classic member joins it (Kafka's answer
+        # without online migration).
+        return {"throttle_time": 0, "error_code": int(ErrorCode.INCONSISTENT_GROUP_PROTOCOL),
+                "generation_id": -1, "protocol_type": None,
+                "protocol_name": None if header.api_version >= 7 else "", "leader": "",
+                "member_id": "", "members": []}
+    if consumer is not None:
+        return _join_after_empty_consumer_group(broker, header, req, conn)
     return _join(broker, header, req, conn)
+
+
+async def _join_after_empty_consumer_group(broker: HandlerContext, header: RequestHeader,
+                                           req: WireRequest,
+                                           conn: ClientConnection) -> WireResponse:
+    """An empty consumer group gives way to a classic one: its records become tombstones."""
+    err = await change_consumer_group(
+        broker, req.group_id, lambda: broker.consumer_groups.delete(req.group_id)[1])
+    if err is not ErrorCode.NONE:
+        return {"throttle_time": 0, "error_code": int(err), "generation_id": -1,
+                "protocol_type": None, "protocol_name": None if header.api_version >= 7
+                else "", "leader": "", "member_id": "", "members": []}
+    return await _join(broker, header, req, conn)
 
 
 async def _sync(broker: HandlerContext, header: RequestHeader, req: WireRequest) -> WireResponse:
@@ -167,12 +195,55 @@ async def store_group(broker: HandlerContext, group: str,
     return err
 
 
+_CONSUMER_GROUP_LOCKS: weakref.WeakKeyDictionary[ConsumerGroupCoordinator,
+                                                dict[str, asyncio.Lock]] = \
+    weakref.WeakKeyDictionary()
+
+
+async def change_consumer_group(
+        broker: HandlerContext, group: str,
+        change: Callable[[], Sequence[cg_records.ConsumerGroupRecord]]) -> ErrorCode:
+    """Run ``change`` (a call of the consumer-group core that returns the records it emitted)
+    one at a time per group, and store its records; when they cannot be stored the group
+    goes back to what it was before (so the core never runs ahead of its log), and the error
+    is returned."""
+    core = broker.consumer_groups
+    lock = _CONSUMER_GROUP_LOCKS.setdefault(core, {}).setdefault(group, asyncio.Lock())
+    async with lock:
+        before = core.snapshot(group)
+        records = change()
+        if not records:
+            return ErrorCode.NONE
+        changed = core.groups.get(group)
+        err = await store_consumer_group_records(broker, group, records)
+        if err is not ErrorCode.NONE and core.groups.get(group) is changed:
+            core.restore(group, before)  # not if unloaded (or reloaded) meanwhile
+        return err
+
+
+async def store_consumer_group_records(
+        broker: HandlerContext, group: str,
+        recs: Iterable[cg_records.ConsumerGroupRecord]) -> ErrorCode:
+    """Store a KIP-848 consumer group's records (``consumer_group.records``) as one batch in
+    its offsets partition, answered once replicated: what a new coordinator replays."""
+    pairs = [cg_records.encode(r) for r in recs]
+    if not pairs:
+        return ErrorCode.NONE
+    err, _last = await _append_replicated(broker, group, lambda now: build_batch(
+        [Record(i, now, key, value) for i, (key, value) in enumerate(pairs)]))
+    return err
+
+
 def offset_commit(broker: HandlerContext, header: RequestHeader, req: WireRequest,
                   conn: ClientConnection) -> HandlerResult:
     group = req.group_id
     generation = int(getattr(req, "generation_id_or_member_epoch", getattr(req, "generation_id", -1)))
-    err = broker.groups.validate_commit(group, req.member_id, generation,
-                                        getattr(req, "group_instance_id", None))
+    if group in broker.consumer_groups.groups:  # KIP-848: the generation is the member epoch
+        err = broker.consumer_groups.validate_commit(group, req.member_id, generation,
+                                                     header.api_version)
+    else:
+        err = broker.groups.validate_commit(group, req.member_id, generation,
+                                            getattr(req, "group_instance_id", None))
     return store_offsets(broker, group, req.topics, err)
 
 
@@ -247,9 +318,15 @@ def _fetch_group(broker: HandlerContext, group: str, topics: WireRequest,
 def offset_fetch(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> HandlerResult:
     stable = bool(getattr(req, "require_stable", False))
     if header.api_version >= 8:
-        groups = [{"group_id": g.group_id,
-                   "topics": _fetch_group(broker, g.group_id, g.topics, stable),
-                   "error_code": 0} for g in req.groups]
+        groups = []
+        for g in req.groups:
+            err = ErrorCode.NONE
+            if g.group_id in broker.consumer_groups.groups and header.api_version >= 9:
+                err = broker.consumer_groups.validate_fetch(
+                    g.group_id, g.member_id, int(g.member_epoch))
+            groups.append({"group_id": g.group_id, "error_code": int(err),
+                           "topics": _fetch_group(broker, g.group_id, g.topics, stable)
+                           if err is ErrorCode.NONE else []})
         return {"throttle_time": 0, "groups": groups}
     return {"throttle_time": 0, "error_code": 0,
             "topics": _fetch_group(broker, req.group_id, req.topics, stable)}
@@ -257,11 +334,18 @@ def offset_fetch(broker: HandlerContext, header: RequestHeader, req: WireRequest
 
 def list_groups(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> HandlerResult:
     wanted = set(getattr(req, "states_filter", ()) or ())
-    names = set(broker.groups.groups) | set(broker.offsets.groups())
+    consumer_groups = broker.consumer_groups.groups
+    names = set(broker.groups.groups) | set(broker.offsets.groups()) | set(consumer_groups)
     out = []
     for name in sorted(names):
         if broker.coordinator_error(name) is not ErrorCode.NONE:
             continue  # as Kafka: a broker lists the groups it coordinates, no stale ones
+        if name in consumer_groups:  # KIP-848
+            state = consumer_groups[name].state.value
+            if not wanted or state in wanted:
+                out.append({"group_id": name, "protocol_type": "consumer",
+                            "group_state": state})
+            continue
         desc = broker.groups.describe(name)
         state = desc["group_state"] if name in broker.groups.groups else "Empty"
         if wanted and state not in wanted:
@@ -299,6 +383,22 @@ async def _delete_groups(broker: HandlerContext, names: list[str]) -> WireRespon
     for group in names:
         if not broker.is_coordinator(group):
             err = ErrorCode.NOT_COORDINATOR
+        elif group in broker.consumer_groups.groups:  # KIP-848: empty ones go
+            refused: list[ErrorCode] = []
+
+            def delete(group: str = group, refused: list[ErrorCode] = refused
+                       ) -> list[cg_records.ConsumerGroupRecord]:
+                found, recs = broker.consumer_groups.delete(group)
+                refused.append(found)
+                return recs
+
+            err = await change_consumer_group(broker, group, delete)
+            if refused and refused[0] is not ErrorCode.NONE:
+                err = refused[0]
+            offsets = list(broker.offsets.group_offsets(group))
+            if err is ErrorCode.NONE and offsets:
+                err = await append_offsets_replicated(broker, group,
+                                                      [(t, p, None) for t, p in offsets])
         elif group not in broker.groups.groups and not broker.offsets.group_offsets(group):
             err = ErrorCode.GROUP_ID_NOT_FOUND
         else:
@@ -328,7 +428,8 @@ def offset_delete(broker: HandlerContext, header: RequestHeader, req: WireReques
         return _refuse_offset_delete(ErrorCode.NOT_COORDINATOR)
     if group not in broker.groups.groups and not broker.offsets.group_offsets(group):
         return _refuse_offset_delete(ErrorCode.GROUP_ID_NOT_FOUND)
-    subscribed = broker.groups.subscribed_topics(group) or set()
+    subscribed = (broker.groups.subscribed_topics(group) or set()) | \
+        broker.consumer_groups.subscribed_topics(group)
     tombstones: list[tuple[str, int, CommittedOffset | None]] = []
     topics = []
     for t in req.topics:

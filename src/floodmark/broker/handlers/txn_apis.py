@@ -193,6 +193,10 @@ def _txn_commit_member_error(ctx: HandlerContext, req: WireRequest) -> ErrorCode
     group = str(req.group_id)
     member_id = str(getattr(req, "member_id", "") or "")
     generation = int(getattr(req, "generation_id", -1))
+    if group in ctx.consumer_groups.groups and (member_id or generation >= 0):
+        # KIP-848: the generation is the member epoch (Kafka's transactional commit check)
+        return ctx.consumer_groups.validate_commit(group, member_id, generation,
+                                                   api_version=0, transactional=True)
     if ctx.groups.fenced(group, member_id, getattr(req, "group_instance_id", None)):
         return ErrorCode.FENCED_INSTANCE_ID
     g = ctx.groups.groups.get(group)
