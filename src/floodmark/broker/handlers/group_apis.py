@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+CLASSIC = "classic"  # the group type (ListGroups v5) of every group floodmark serves
+
 
 async def _join(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> WireResponse:
     version = header.api_version
@@ -27,6 +29,9 @@ async def _join(broker: HandlerContext, header: RequestHeader, req: WireRequest,
     rebalance_ms = ms(getattr(req, "rebalance_timeout", None)) if version >= 1 else session_ms
     if rebalance_ms < 0:
         rebalance_ms = session_ms
+    reason = getattr(req, "reason", None)  # v8+ (KIP-800): why the member (re)joins
+    if reason:
+        log.info("group %s: member %r joins: %r", req.group_id, req.member_id, reason[:200])
     res = await broker.groups.join(
         group_id=req.group_id, member_id=req.member_id,
         group_instance_id=getattr(req, "group_instance_id", None),
@@ -257,6 +262,10 @@ def offset_fetch(broker: HandlerContext, header: RequestHeader, req: WireRequest
 
 def list_groups(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> HandlerResult:
     wanted = set(getattr(req, "states_filter", ()) or ())
+    # v5 (KIP-848): every group here is a classic one; Kafka matches type names in any case
+    types = {str(t).lower() for t in getattr(req, "types_filter", ()) or ()}
+    if types and CLASSIC not in types:
+        return {"throttle_time": 0, "error_code": 0, "groups": []}
     names = set(broker.groups.groups) | set(broker.offsets.groups())
     out = []
     for name in sorted(names):
@@ -267,7 +276,7 @@ def list_groups(broker: HandlerContext, header: RequestHeader, req: WireRequest,
         if wanted and state not in wanted:
             continue
         out.append({"group_id": name, "protocol_type": desc["protocol_type"],
-                    "group_state": state})
+                    "group_state": state, "group_type": CLASSIC})
     return {"throttle_time": 0, "error_code": 0, "groups": out}
 
 
