@@ -292,6 +292,12 @@ def describe_groups(broker: HandlerContext, header: RequestHeader, req: WireRequ
         desc = broker.groups.describe(gid)
         if desc["group_state"] == "Dead" and gid in broker.offsets.groups():
             desc["group_state"] = "Empty"
+        if desc["group_state"] == "Dead" and header.api_version >= 6:
+            # v6 (KIP-1043): an unknown group is an error, no longer a Dead group
+            out.append({**desc, "error_code": int(ErrorCode.GROUP_ID_NOT_FOUND),
+                        "error_message": f"Group {gid} not found.",
+                        "authorized_operations": -(2**31)})
+            continue
         out.append({**desc, "error_code": 0, "authorized_operations": -(2**31)})
     return {"throttle_time": 0, "groups": out}
 
