@@ -301,6 +301,13 @@ def validate_batch_at(
             f"({hdr.last_offset_delta}) or recordsCount ({hdr.records_count})",
             position,
         )
+    codec = hdr.attributes & COMPRESSION_MASK
+    if codec > max(Compression):
+        raise CorruptRecordError(
+            f"record batch at position {position} (base offset {hdr.base_offset}) names "
+            f"compression codec id {codec}, which does not exist",
+            position,
+        )
     actual = _crc32c(memoryview(buffer)[position + ATTRIBUTES_POS : end])
     if actual != hdr.crc:
         raise CorruptRecordError(

@@ -78,3 +78,39 @@ def test_a_wrong_password_is_refused_and_the_password_is_on_no_command_line(
             assert password not in cmdline
     for log in (cluster.data_dir / "logs").glob("*.log"):
         assert password not in log.read_text(errors="replace")
+
+
+def _cli(cluster: LocalCluster, *args: str, stdin: str | None = None
+         ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "floodmark.cli", *args, "--data-dir",
+                           str(cluster.data_dir)], capture_output=True, text=True, timeout=120,
+                          input=stdin)
+
+
+def test_the_secured_cluster_authorizes_a_user_by_acls(cluster: LocalCluster) -> None:
+    """The authorizer is on: a new SCRAM user may do nothing until an ACL says so; the admin
+    (a super user) grants it with ``floodmark acl add``; the nodes (super users through their
+    certificates) keep replicating (acks=all above)."""
+    made = _cli(cluster, "user", "scram", "set", "carol", "--password", "-",
+                "--mechanism", "SCRAM-SHA-512", stdin="carol-secret\n")
+    assert made.returncode == 0, made.stdout + made.stderr
+    topic = f"acl-{uuid.uuid4().hex[:6]}"
+    created = _cli(cluster, "topic", "create", topic, "--replication-factor", "2")
+    assert created.returncode == 0, created.stdout + created.stderr
+    conf = {"bootstrap.servers": cluster.bootstrap, **_props(cluster.data_dir),
+            "sasl.username": "carol", "sasl.password": "carol-secret",
+            "message.timeout.ms": 10000}
+
+    def produce() -> KafkaError | None:
+        outcome: list[KafkaError | None] = []
+        p = Producer(conf)
+        p.produce(topic, b"v", on_delivery=lambda e, _m: outcome.append(e))
+        p.flush(20)
+        assert outcome, "no delivery report"
+        return outcome[0]
+    refused = produce()
+    assert refused is not None and refused.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    granted = _cli(cluster, "acl", "add", "--allow-principal", "User:carol",
+                   "--operation", "Write", "--operation", "Describe", "--topic", topic)
+    assert granted.returncode == 0, granted.stdout + granted.stderr
+    assert produce() is None

@@ -219,11 +219,6 @@ def _init_pid_error(c: KafkaConnection, txn: str | None) -> int:
     return int(r.error_code)
 
 
-def _describe_cluster_error(c: KafkaConnection) -> int:
-    return int(c.request(60, 1, {"include_cluster_authorized_operations": True,
-                                 "endpoint_type": 1}).error_code)
-
-
 def test_matrix_produce_needs_write_and_writes_nothing_without(cluster: Cluster) -> None:
     with cluster.admin() as admin:
         before = _end_offset(admin, "t1")
@@ -255,8 +250,6 @@ def test_matrix_produce_needs_write_and_writes_nothing_without(cluster: Cluster)
      lambda c: _init_pid_error(c, "tx1"), ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
     ("InitProducerId(idempotent)", Op.IDEMPOTENT_WRITE, RT.CLUSTER, "kafka-cluster",
      lambda c: _init_pid_error(c, None), ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
-    ("DescribeCluster", Op.DESCRIBE, RT.CLUSTER, "kafka-cluster", _describe_cluster_error,
-     ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
 ])
 def test_matrix_read_apis(cluster: Cluster, api: str, op: Op, rt: ResourceType, name: str,
                           call: Any, denied: ErrorCode) -> None:

@@ -13,7 +13,7 @@ import pytest
 
 from floodmark.client import KafkaConnection
 from floodmark.client.connection import encode_request
-from floodmark.records import simple_batch
+from floodmark.records import ATTRIBUTES_POS, CRC_POS, crc32c_of, simple_batch
 
 pytestmark = pytest.mark.integration
 
@@ -242,8 +242,22 @@ def test_no_handler_crashed(broker) -> None:
     assert "Traceback" not in text and "handler failed" not in text
 
 
+def _with_attributes(attributes: int) -> bytes:
+    """A well-framed batch with a good CRC but the given attributes (e.g. an unknown codec)."""
+    batch = bytearray(simple_batch([b"ok", b"ok"]))
+    struct.pack_into(">h", batch, ATTRIBUTES_POS, attributes)
+    struct.pack_into(">I", batch, CRC_POS, crc32c_of(memoryview(batch)[ATTRIBUTES_POS:]))
+    return bytes(batch)
+
+
 @pytest.mark.parametrize("records", [b"\x00" * 10, bytes(range(200)), b"\xff" * 61,
-                                     simple_batch([b"ok"])[:-3]])
+                                     simple_batch([b"ok"])[:-3],
+                                     # codec ids 5-7 do not exist; with and without the
+                                     # control bit (a fuzzer found the handler raising)
+                                     _with_attributes(0x05), _with_attributes(0x07),
+                                     _with_attributes(0x20 | 0x06), _with_attributes(0x30 | 0x07)],
+                         ids=["zeros", "range", "ff", "truncated", "codec5", "codec7",
+                              "control-codec6", "txn-control-codec7"])
 def test_garbage_records_are_corrupt_message(broker, bystander, records: bytes) -> None:
     before = _latest(bystander)
     with KafkaConnection(broker.bootstrap) as conn:

@@ -136,14 +136,17 @@ def _java(main: str, args: Sequence[str], *, log4j: str, heap: str | None = None
 
 
 def run_tool(name: str, args: Sequence[str], *, timeout_s: float = 120.0,
-             check: bool = False) -> subprocess.CompletedProcess[str]:
-    """Kafka's command-line tool ``name`` (``kafka-topics``...) with ``args``, output captured."""
+             check: bool = False, input_text: str | None = None
+             ) -> subprocess.CompletedProcess[str]:
+    """Kafka's command-line tool ``name`` (``kafka-topics``...) with ``args``, output captured
+    (``input_text`` its standard input, e.g. for kafka-console-producer)."""
     if name not in TOOLS:
         raise KafkaUnavailable(f"unknown Kafka tool {name!r}; known: {', '.join(sorted(TOOLS))}")
     fetch_jars()
     return subprocess.run(_java(TOOLS[name], args, log4j="log4j2-tools.properties",
                                 heap="-Xmx512m"),
-                          capture_output=True, text=True, timeout=timeout_s, check=check)
+                          capture_output=True, text=True, timeout=timeout_s, check=check,
+                          input=input_text)
 
 
 def free_port() -> int:

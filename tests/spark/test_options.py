@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 pytest.importorskip("pyarrow")
@@ -62,9 +64,9 @@ def test_rejected_like_spark_and_insecure_settings() -> None:
     # Spark >= 3.0 accepts a group id (and groupIdPrefix); so does this source
     parse_source_options({**BS, "subscribe": "t", "kafka.group.id": "g",
                           "groupIdPrefix": "p"}, streaming=True)
-    with pytest.raises(OptionError, match="PLAINTEXT"):
-        parse_source_options({**BS, "subscribe": "t", "kafka.security.protocol": "SASL_SSL"},
-                             streaming=True)
+    with pytest.raises(OptionError, match=r"needs sasl\.username and sasl\.password"):
+        parse_source_options({**BS, "subscribe": "t", "kafka.security.protocol": "SASL_SSL",
+                              "kafka.sasl.mechanism": "SCRAM-SHA-512"}, streaming=True)
     with pytest.raises(OptionError, match="required"):
         parse_source_options({"subscribe": "t"}, streaming=True)
 
@@ -82,3 +84,40 @@ def test_sink_is_the_idempotent_producer_with_acks_all() -> None:
         parse_sink_options({**BS, "kafka.compression.type": "brotli"})
     with pytest.raises(OptionError, match=r"transactional\.id"):
         parse_sink_options({**BS, "kafka.transactional.id": "x"})
+
+
+def test_security_options_pass_through_to_the_client(tmp_path: Path) -> None:
+    """kafka.security.protocol / kafka.ssl.* / kafka.sasl.* reach ClientSecurity, in
+    librdkafka's names or the Java client's (sasl.jaas.config), for the source and the sink;
+    a mistake is one line without the password, and no repr shows it."""
+    from floodmark.spark.fetcher import security_of
+    ca = tmp_path / "ca.pem"
+    ca.write_text("not read until a connection is made")
+    rdkafka = {"kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanisms": "SCRAM-SHA-512",
+               "kafka.sasl.username": "alice", "kafka.sasl.password": "pw-123",
+               "kafka.ssl.ca.location": str(ca)}
+    java = {"kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "SCRAM-SHA-512",
+            "kafka.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule "
+                                      'required username="alice" password="pw-123";',
+            "kafka.ssl.truststore.type": "PEM", "kafka.ssl.truststore.location": str(ca)}
+    for given in (rdkafka, java):
+        source = parse_source_options({**BS, "subscribe": "t", **given}, streaming=True)
+        sink = parse_sink_options({**BS, "topic": "t", **given})
+        for props in (source.client.security_properties, sink.security_properties):
+            sec = security_of(props)
+            assert (sec.security_protocol.value, sec.sasl_mechanism, sec.sasl_username,
+                    sec.sasl_password, sec.ca_location) == (
+                "SASL_SSL", "SCRAM-SHA-512", "alice", "pw-123", str(ca))
+        assert "pw-123" not in repr(source) + repr(sink)
+    for bad, needle in ((dict(rdkafka, **{"kafka.ssl.ca.location": str(tmp_path / "nope")}),
+                         "no such file"),
+                        (dict(rdkafka, **{"kafka.sasl.mechanisms": "GSSAPI"}),
+                         "sasl.mechanisms=GSSAPI"),
+                        (dict(java, **{"kafka.sasl.jaas.config": 'x.Y required password="pw-123";'}),
+                         "login module")):
+        for parse in (lambda o: parse_source_options({**BS, "subscribe": "t", **o},
+                                                     streaming=True),
+                      lambda o: parse_sink_options({**BS, "topic": "t", **o})):
+            with pytest.raises(OptionError, match=needle) as err:
+                parse(bad)
+            assert "pw-123" not in str(err.value) and "\n" not in str(err.value)

@@ -22,6 +22,7 @@ Who the caller is belongs to the connection (``Connection.principal``, ``client_
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -46,6 +47,8 @@ from floodmark.wire.hot import ProduceRequest
 
 Op = AclOperation
 RT = ResourceType
+_NO_START_TIME = datetime.datetime.fromtimestamp(0, tz=datetime.UTC)
+"""A refused DescribeTransactions entry's start time (Kafka writes -1, which kio cannot)."""
 TOPIC_DENIED = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 GROUP_DENIED = int(ErrorCode.GROUP_AUTHORIZATION_FAILED)
 CLUSTER_DENIED = int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
@@ -244,11 +247,11 @@ def _fetch(caller: Caller, header: RequestHeader, req: WireRequest,
 
 def _offset_for_leader_epoch(caller: Caller, header: RequestHeader, req: WireRequest,
                              ctx: HandlerContext) -> Verdict | None:
-    if int(getattr(req, "replica_id", -1)) >= 0:
-        if caller.may_cluster(Op.CLUSTER_ACTION):
-            return None
-        return _refuse(topics=_per_partition("topic", list(req.topics), CLUSTER_DENIED,
-                                             "partition", request_index="partition"))
+    """ClusterAction on the cluster allows every topic; without it, Describe on each topic
+    (KIP-320: consumers ask too), whoever asks (``replica_id`` is not looked at, as Kafka);
+    a refused topic's partitions answer TOPIC_AUTHORIZATION_FAILED."""
+    if caller.may_cluster(Op.CLUSTER_ACTION):
+        return None
     return _partition_topics(Op.DESCRIBE, name_field="topic", index_field="partition",
                              request_index="partition", leader_epoch=-1, end_offset=-1)(
         caller, header, req, ctx)
@@ -262,6 +265,8 @@ def _metadata(caller: Caller, header: RequestHeader, req: WireRequest,
     all-topics request lists only the topics the caller may Describe. KIP-430 operations."""
     existing = ctx.controller.topics()
     may_create_all = caller.may_cluster(Op.CREATE)
+    auto_create = bool(getattr(req, "allow_auto_topic_creation", True)) and \
+        ctx.config.get_bool("auto.create.topics.enable")
     refused_names: list[str] = []
     finish: Finish | None = None
     if req.topics is not None and not (header.api_version == 0 and not req.topics):
@@ -270,9 +275,8 @@ def _metadata(caller: Caller, header: RequestHeader, req: WireRequest,
                 return True  # by id: answered below, by the name it resolves to
             if not caller.may(Op.DESCRIBE, RT.TOPIC, t.name):
                 return False
-            return t.name in existing or may_create_all or caller.may(
-                Op.CREATE, RT.TOPIC, t.name) or not getattr(
-                req, "allow_auto_topic_creation", True)
+            return t.name in existing or not auto_create or may_create_all or caller.may(
+                Op.CREATE, RT.TOPIC, t.name)
         kept, refused = _split(req.topics, allowed)
         refused_names = [t.name for t in refused]
         if refused:
@@ -298,32 +302,54 @@ def _metadata(caller: Caller, header: RequestHeader, req: WireRequest,
                    for n in refused_names]
         out = {**resp, "topics": topics}
         if cluster_ops:
-            out["cluster_authorized_operations"] = caller.operations(RT.CLUSTER, CLUSTER_NAME)
+            out["cluster_authorized_operations"] = _cluster_operations(caller)
         return out
     finish = finish_
     return Verdict(request=req, finish=finish)
 
 
+def _cluster_operations(caller: Caller) -> int:
+    """KIP-430's cluster operations, as Kafka computes them: 0 without Describe."""
+    if not caller.may_cluster(Op.DESCRIBE):
+        return 0
+    return caller.operations(RT.CLUSTER, CLUSTER_NAME)
+
+
 def _describe_cluster(caller: Caller, header: RequestHeader, req: WireRequest,
                       ctx: HandlerContext) -> Verdict | None:
-    if not caller.may_cluster(Op.DESCRIBE):
-        return _refuse(error_code=CLUSTER_DENIED, error_message=None)
+    """Answered to anyone (Kafka's table lists Describe on the cluster, but ``KafkaApis``
+    checks it only for KIP-430's operations, which are 0 without it)."""
     if not getattr(req, "include_cluster_authorized_operations", False):
         return None
-    bits = caller.operations(RT.CLUSTER, CLUSTER_NAME)
+    bits = _cluster_operations(caller)
     return Verdict(request=req, finish=lambda r: {**r, "cluster_authorized_operations": bits})
 
 
 # -- topics and configs -------------------------------------------------------------------------
 def _create_topics(caller: Caller, header: RequestHeader, req: WireRequest,
                    ctx: HandlerContext) -> Verdict | None:
-    if caller.may_cluster(Op.CREATE):
-        return None
-    return _topics(Op.CREATE, "topics", "topics", "name", lambda t: {
-        "name": t.name, "error_code": TOPIC_DENIED,
-        "error_message": "Authorization failed.", "topic_config_error_code": TOPIC_DENIED,
-        "num_partitions": -1, "replication_factor": -1, "configs": None})(
-        caller, header, req, ctx)
+    """Create on the cluster, else Create on each topic; a created topic's configs, partition
+    count and replication factor are answered only with DescribeConfigs on it (else
+    ``topic_config_error_code`` TOPIC_AUTHORIZATION_FAILED, as Kafka)."""
+    verdict: Verdict | None = None
+    if not caller.may_cluster(Op.CREATE):
+        verdict = _topics(Op.CREATE, "topics", "topics", "name", lambda t: {
+            "name": t.name, "error_code": TOPIC_DENIED,
+            "error_message": "Authorization failed.", "topic_config_error_code": TOPIC_DENIED,
+            "num_partitions": -1, "replication_factor": -1, "configs": None})(
+            caller, header, req, ctx)
+    hidden = {t.name for t in req.topics if not caller.may(Op.DESCRIBE_CONFIGS, RT.TOPIC, t.name)}
+    if not hidden:
+        return verdict
+
+    def hide_configs(resp: WireResponse) -> WireResponse:
+        return {**resp, "topics": [
+            {**t, "topic_config_error_code": TOPIC_DENIED, "num_partitions": -1,
+             "replication_factor": -1, "configs": None} if t.get("name") in hidden else t
+            for t in resp.get("topics", ())]}
+    if verdict is None:
+        return Verdict(request=req, finish=hide_configs)
+    return dataclasses.replace(verdict, finish=_then(verdict.finish, hide_configs))
 
 
 def _delete_topics(caller: Caller, header: RequestHeader, req: WireRequest,
@@ -338,8 +364,12 @@ def _delete_topics(caller: Caller, header: RequestHeader, req: WireRequest,
     by_id = {m.topic_id: n for n, m in ctx.controller.topics().items()}
 
     def allowed(t: WireRequest) -> bool:
-        name = t.name if t.name is not None else by_id.get(t.topic_id)
-        return name is None or caller.may(Op.DELETE, RT.TOPIC, name)
+        """By id: Describe too (else the name stays hidden), as Kafka."""
+        if t.name is not None:
+            return caller.may(Op.DELETE, RT.TOPIC, t.name)
+        name = by_id.get(t.topic_id)
+        return name is None or (caller.may(Op.DESCRIBE, RT.TOPIC, name)
+                                and caller.may(Op.DELETE, RT.TOPIC, name))
     kept, refused = _split(req.topics, allowed)
     if not refused:
         return None
@@ -349,25 +379,30 @@ def _delete_topics(caller: Caller, header: RequestHeader, req: WireRequest,
 
 
 _CONFIG_RESOURCE_TOPIC = 2
-_CONFIG_RESOURCE_BROKER = 4
-_CONFIG_RESOURCE_BROKER_LOGGER = 8
+_CONFIG_RESOURCE_GROUP = 32
+_CONFIG_RESOURCE_KINDS = {_CONFIG_RESOURCE_TOPIC: (RT.TOPIC, TOPIC_DENIED),
+                          _CONFIG_RESOURCE_GROUP: (RT.GROUP, GROUP_DENIED)}
+"""Config resources checked on themselves; the others (BROKER 4, BROKER_LOGGER 8,
+CLIENT_METRICS 16) on the cluster (CLUSTER_AUTHORIZATION_FAILED)."""
 
 
 def _configs(op: AclOperation, response_field: str) -> Check:
-    """DescribeConfigs / AlterConfigs / IncrementalAlterConfigs: ``op`` on each topic, on the
-    cluster for a broker (or broker logger) resource."""
+    """DescribeConfigs / AlterConfigs / IncrementalAlterConfigs: ``op`` on each topic (or
+    group), on the cluster for a broker, broker logger or client metrics resource."""
     def check(caller: Caller, header: RequestHeader, req: WireRequest,
               ctx: HandlerContext) -> Verdict | None:
         def allowed(r: WireRequest) -> bool:
-            if int(r.resource_type) == _CONFIG_RESOURCE_TOPIC:
-                return caller.may(op, RT.TOPIC, r.resource_name)
+            kind = _CONFIG_RESOURCE_KINDS.get(int(r.resource_type))
+            if kind is not None:
+                return caller.may(op, kind[0], r.resource_name)
             return caller.may_cluster(op)
         kept, refused = _split(req.resources, allowed)
         if not refused:
             return None
         return _narrow(req, "resources", kept, _add(response_field, [
-            {"error_code": TOPIC_DENIED if int(r.resource_type) == _CONFIG_RESOURCE_TOPIC
-             else CLUSTER_DENIED, "error_message": "Authorization failed.",
+            {"error_code": _CONFIG_RESOURCE_KINDS.get(int(r.resource_type),
+                                                      (RT.CLUSTER, CLUSTER_DENIED))[1],
+             "error_message": "Authorization failed.",
              "resource_type": int(r.resource_type), "resource_name": r.resource_name,
              "configs": []} for r in refused]))
     return check
@@ -559,14 +594,21 @@ def _add_partitions_to_txn(caller: Caller, header: RequestHeader, req: WireReque
 
 def _describe_transactions(caller: Caller, header: RequestHeader, req: WireRequest,
                            ctx: HandlerContext) -> Verdict | None:
+    """Describe on each TransactionalId; a described transaction lists only the topics the
+    caller may Describe (as Kafka)."""
     kept, refused = _split(req.transactional_ids,
                            lambda t: caller.may(Op.DESCRIBE, RT.TRANSACTIONAL_ID, t))
-    if not refused:
-        return None
-    return _narrow(req, "transactional_ids", kept, _add("transaction_states", [
-        {"transactional_id": t, "error_code": TXN_DENIED, "transaction_state": "",
-         "transaction_timeout": 0, "transaction_start_time": -1, "producer_id": -1,
-         "producer_epoch": -1, "topics": []} for t in refused]))
+
+    def hide_topics(resp: WireResponse) -> WireResponse:
+        return {**resp, "transaction_states": [
+            {**s, "topics": [t for t in s.get("topics", ())
+                             if caller.may(Op.DESCRIBE, RT.TOPIC, t["topic"])]}
+            for s in resp.get("transaction_states", ())]}
+    return _narrow(req, "transactional_ids", kept, _then(hide_topics, _add(
+        "transaction_states", [
+            {"transactional_id": t, "error_code": TXN_DENIED, "transaction_state": "",
+             "transaction_timeout": 0, "transaction_start_time": _NO_START_TIME,
+             "producer_id": -1, "producer_epoch": -1, "topics": []} for t in refused])))
 
 
 def _list_transactions(caller: Caller, header: RequestHeader, req: WireRequest,
@@ -578,7 +620,8 @@ def _list_transactions(caller: Caller, header: RequestHeader, req: WireRequest,
 
 def _write_txn_markers(caller: Caller, header: RequestHeader, req: WireRequest,
                        ctx: HandlerContext) -> Verdict | None:
-    if caller.may_cluster(Op.CLUSTER_ACTION):
+    """Alter or ClusterAction on the cluster (``KafkaApis`` tries Alter first)."""
+    if caller.may_cluster(Op.ALTER) or caller.may_cluster(Op.CLUSTER_ACTION):
         return None
     return _refuse(markers=[{"producer_id": m.producer_id, "topics": [
         {"name": t.name, "partitions": [{"partition_index": int(i), "error_code": CLUSTER_DENIED}

@@ -1,4 +1,4 @@
-"""``floodmark cluster up|down|status|describe|diff|kill|start|quorum``: the front end of the local-cluster
+"""``floodmark cluster up|down|status|describe|diff|kill|start|quorum|health``: the front end of the local-cluster
 supervisor (``floodmark.cluster``).
 
 ``up`` starts the controller (node 0) and N brokers (nodes 1..N) as separate processes, writes
@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from floodmark.address import BadAddress, parse_bootstrap
+from floodmark.cli import health
 from floodmark.cli.checks import check_bindable, check_data_dir
 from floodmark.cli.common import CliError, pairs
 from floodmark.cluster.describe import describe
@@ -51,7 +52,7 @@ DEFAULT_CONTROLLERS = 3
 def register(subparsers: Any) -> None:
     cluster = subparsers.add_parser("cluster", help="a local replicated cluster: up, down, "
                                                     "status, describe, diff, kill, start, "
-                                                    "quorum")
+                                                    "quorum, health")
     sub = cluster.add_subparsers(dest="cluster_command", metavar="ACTION")
 
     def data_dir(p: argparse.ArgumentParser) -> None:
@@ -140,6 +141,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("id", type=int)
     data_dir(p)
     p.set_defaults(func=cmd_start)
+    health.add_parser(sub)
     cluster.set_defaults(func=lambda a: (cluster.print_help(), 2)[1])
 
 

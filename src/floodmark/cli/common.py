@@ -146,7 +146,14 @@ def offsets_at(cluster: ClusterClient, topic: str, partitions: list[int], timest
 
 
 def coordinator_request(cluster: ClusterClient, group: str, api: int, version: int,
-                        body: Any) -> Any:
+                        body: Any, error_of: Callable[[Any], int] | None = None) -> Any:
+    """The request to the group's coordinator, found again and retried while it moves.
+    ``error_of(response)``: the code that says the answer came from the wrong (or a loading)
+    coordinator (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS...): retried too."""
     def attempt() -> Any:
-        return cluster.request_node(cluster.coordinator(group), api, version, body)
+        resp = cluster.request_node(cluster.coordinator(group), api, version, body)
+        code = error_of(resp) if error_of is not None else 0
+        if code in RETRIABLE_CODES:
+            raise Retriable(ErrorCode(code), f"group {group}")
+        return resp
     return cluster.retry(attempt)

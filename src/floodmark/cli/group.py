@@ -1,13 +1,13 @@
-"""``floodmark group list|describe|delete|reset-offsets``: kafka-consumer-groups.sh's jobs with
-its columns, ``--json`` for every listing, reset as a plan until ``--execute``."""
+"""``floodmark group list|describe|delete|reset-offsets|delete-offsets``: kafka-consumer-groups.sh's
+jobs with its columns, ``--json`` for every listing; moving offsets lives in ``group_offsets``."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
+from floodmark.cli import group_offsets
 from floodmark.cli.common import (
     CliError,
     add_bootstrap,
@@ -16,14 +16,14 @@ from floodmark.cli.common import (
     offsets_at,
     report,
 )
+from floodmark.cli.group_offsets import all_groups
 from floodmark.client.cluster import ClusterClient
-from floodmark.client.connection import RequestFailed
-from floodmark.progress import Bar, add_progress_flag
 
 
 def register(subparsers: Any) -> None:
     group = subparsers.add_parser("group", help="consumer groups: list, describe, delete, "
-                                                "reset offsets (kafka-consumer-groups.sh)")
+                                                "reset or delete offsets "
+                                                "(kafka-consumer-groups.sh)")
     gsub = group.add_subparsers(dest="group_command", metavar="ACTION")
     p = gsub.add_parser("list", help="every group with its state")
     p.add_argument("--json", action="store_true")
@@ -38,40 +38,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("group")
     add_bootstrap(p)
     p.set_defaults(func=group_delete)
-    p = gsub.add_parser("reset-offsets", help="move an inactive group's committed offsets")
-    p.add_argument("group")
-    p.add_argument("--topic", required=True)
-    how = p.add_mutually_exclusive_group(required=True)
-    how.add_argument("--to-earliest", action="store_true")
-    how.add_argument("--to-latest", action="store_true")
-    how.add_argument("--to-offset", type=int)
-    how.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:MM:SS[+00:00]")
-    p.add_argument("--execute", action="store_true", help="without it, only show the plan")
-    p.add_argument("--json", action="store_true",
-                   help='the plan as [{"group", "topic", "partition", "new_offset"}, ...]')
-    add_progress_flag(p)
-    add_bootstrap(p)
-    p.set_defaults(func=group_reset_offsets)
+    group_offsets.register(gsub)
     group.set_defaults(func=lambda a: (group.print_help(), 2)[1])
 
 
 def group_list(args: argparse.Namespace) -> int:
-    states: dict[str, str] = {}
     with connect(args) as cluster:
-        cluster.metadata([])
-        unreachable: list[str] = []
-        for node in sorted(cluster.brokers):  # every coordinator knows its own groups
-            try:
-                resp = cluster.request_node(node, 16, 4, {"states_filter": []})
-            except RequestFailed as exc:
-                # Metadata still lists a broker a moment after it died (docs/cluster.md): it
-                # coordinates nothing now, its groups moved with its partitions.
-                unreachable.append(str(exc))
-                continue
-            for g in resp.groups:
-                states[str(g.group_id)] = str(g.group_state)
-        if unreachable and len(unreachable) == len(cluster.brokers):
-            raise RequestFailed("no broker answered ListGroups: " + "; ".join(unreachable))
+        states = all_groups(cluster)
     if args.json:
         print(json.dumps([{"group": g, "state": s} for g, s in sorted(states.items())]))
     else:
@@ -139,63 +112,3 @@ def group_delete(args: argparse.Namespace) -> int:
     if rc == 0:
         print(f"deleted group {args.group}")
     return rc
-
-
-def _timestamp_ms(text: str) -> int:
-    """``--to-datetime``: ISO 8601 as kafka-consumer-groups.sh takes it (no zone: UTC)."""
-    from datetime import UTC, datetime
-
-    try:
-        when = datetime.fromisoformat(text)
-    except ValueError:
-        raise CliError(f"--to-datetime {text!r} is not YYYY-MM-DDTHH:MM:SS[.sss][+HH:MM]") from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return int(when.timestamp() * 1000)
-
-
-def group_reset_offsets(args: argparse.Namespace) -> int:
-    if args.to_offset is not None and args.to_offset < 0:
-        raise CliError(f"--to-offset {args.to_offset}: offsets are 0 or more")
-    ts = _timestamp_ms(args.to_datetime) if args.to_datetime else None
-    with connect(args) as cluster:
-        n = cluster.partitions(args.topic)
-        parts = list(range(n))
-        # Each leader's answer advances the bar: ListOffsets (twice for --to-offset, which is
-        # kept within [log start, log end] as Kafka's tool does), then the commit.
-        steps = n * (2 if args.to_offset is not None else 1) + (n if args.execute else 0)
-        with Bar(steps, f"reset {args.group} on {args.topic}", args.progress) as bar:
-            if args.to_offset is not None:
-                low = offsets_at(cluster, args.topic, parts, -2, bar.advance)
-                high = offsets_at(cluster, args.topic, parts, -1, bar.advance)
-                target = {p: min(max(args.to_offset, low[p]), high[p]) for p in parts}
-            else:
-                if ts is None:
-                    ts = -2 if args.to_earliest else -1
-                target = offsets_at(cluster, args.topic, parts, ts, bar.advance)
-            state, _rows = _group_rows(cluster, args.group)
-            if state not in ("Empty", "Dead"):
-                raise RequestFailed(f"group {args.group} is {state}: reset offsets of an "
-                                    "inactive group only (stop its consumers first)")
-            resp = None
-            if args.execute:
-                resp = coordinator_request(cluster, args.group, 8, 8, {
-                    "group_id": args.group, "generation_id_or_member_epoch": -1,
-                    "member_id": "", "group_instance_id": None, "topics": [{
-                        "name": args.topic, "partitions": [
-                            {"partition_index": p, "committed_offset": target[p],
-                             "committed_leader_epoch": -1, "committed_metadata": ""}
-                            for p in parts]}]})
-                bar.advance(n)
-    if args.json:
-        print(json.dumps([{"group": args.group, "topic": args.topic, "partition": p,
-                           "new_offset": target[p]} for p in parts]))
-    else:
-        print("GROUP TOPIC PARTITION NEW-OFFSET")
-        for p in parts:
-            print(f"{args.group} {args.topic} {p} {target[p]}")
-    if resp is None:
-        print("(a plan: add --execute to commit it)", file=sys.stderr if args.json else sys.stdout)
-        return 0
-    return report([(f"{args.topic}-{p.partition_index}", int(p.error_code), None)
-                   for t in resp.topics for p in t.partitions])

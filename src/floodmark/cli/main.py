@@ -7,11 +7,14 @@ Registration modules (each exposes ``register(subparsers)``; a subcommand's hand
 - ``floodmark.mc.cli``       -> ``floodmark sim check`` (model checker; registered under ``sim``)
 - ``floodmark.mc.quorum.cli`` -> ``floodmark sim check-quorum`` (the controller quorum's checker)
 - ``floodmark.cli.broker``   -> ``floodmark broker`` (a single broker)
-- ``floodmark.cli.topic``    -> ``floodmark topic create|list|describe|delete|alter-config``
-- ``floodmark.cli.group``    -> ``floodmark group list|describe|delete|reset-offsets``
+- ``floodmark.cli.topic``    -> ``floodmark topic create|list|describe|delete|add-partitions|alter|
+  alter-config``
+- ``floodmark.cli.group``    -> ``floodmark group list|describe|delete|reset-offsets|delete-offsets``
+  (moving offsets: ``floodmark.cli.group_offsets``)
 - ``floodmark.cli.produce``  -> ``floodmark produce``
 - ``floodmark.cli.consume``  -> ``floodmark consume``
-- ``floodmark.cli.cluster``  -> ``floodmark cluster up|down|status|describe|diff|kill|start``
+- ``floodmark.cli.cluster``  -> ``floodmark cluster up|down|status|describe|diff|kill|start|quorum|
+  health`` (health: ``floodmark.cli.health``)
 - ``floodmark.cli.user``     -> ``floodmark user scram set|list|delete`` (SCRAM credentials)
 - ``floodmark.demo.main``    -> ``floodmark demo`` (the README's main job)
 - ``floodmark.storage.dump`` -> ``floodmark dump-log`` (read-only look inside a partition directory)

@@ -1,5 +1,7 @@
-"""``floodmark topic create|list|describe|delete|alter-config`` (kafka-topics.sh and
-kafka-configs.sh's jobs), over the cluster client: any broker answers, leaders are followed."""
+"""``floodmark topic create|list|describe|delete|add-partitions|alter|alter-config``
+(kafka-topics.sh and kafka-configs.sh's jobs), over the cluster client: any broker answers,
+leaders are followed. ``list`` filters the partitions in trouble as kafka-topics.sh does
+(``partition_health``)."""
 
 from __future__ import annotations
 
@@ -9,15 +11,16 @@ import sys
 from typing import Any
 
 from floodmark.cli.common import CliError, add_bootstrap, connect, pairs, report
-from floodmark.client.cluster import error_text
-from floodmark.client.connection import KafkaConnection
+from floodmark.cli.partition_health import describe_line, live_brokers, partition_views
+from floodmark.client.cluster import ClusterClient, error_text
+from floodmark.client.connection import KafkaConnection, RequestFailed
 from floodmark.client.replica_state import epoch_cache, replica_state
 from floodmark.security.client_security import ClientSecurity
 
 
 def register(subparsers: Any) -> None:
-    topic = subparsers.add_parser("topic", help="create, list, describe, delete topics or alter "
-                                                "their configs")
+    topic = subparsers.add_parser("topic", help="create, list, describe, delete topics, add "
+                                                "partitions or alter their configs")
     tsub = topic.add_subparsers(dest="topic_command", metavar="ACTION")
     p = tsub.add_parser("create", help="create a topic")
     p.add_argument("name")
@@ -27,11 +30,31 @@ def register(subparsers: Any) -> None:
     p.add_argument("--config", action="append", default=[], metavar="NAME=VALUE")
     add_bootstrap(p)
     p.set_defaults(func=topic_create)
-    p = tsub.add_parser("list", help="list topics")
+    p = tsub.add_parser("list", help="list topics, or the partitions in trouble")
     p.add_argument("--json", action="store_true",
-                   help='[{"topic", "partitions", "internal"}, ...]')
+                   help='[{"topic", "partitions", "internal"}, ...]; with a filter '
+                        '[{"topic", "partition", "leader", "replicas", "isr"}, ...]')
+    trouble = p.add_mutually_exclusive_group()
+    trouble.add_argument("--under-replicated-partitions", action="store_true",
+                         help="only partitions with fewer in-sync replicas than replicas")
+    trouble.add_argument("--under-min-isr-partitions", action="store_true",
+                         help="only partitions with fewer in-sync replicas than the topic's "
+                              "min.insync.replicas")
+    trouble.add_argument("--at-min-isr-partitions", action="store_true",
+                         help="only partitions with exactly min.insync.replicas in sync")
+    trouble.add_argument("--unavailable-partitions", action="store_true",
+                         help="only partitions without a live leader")
     add_bootstrap(p)
     p.set_defaults(func=topic_list)
+    for name, aliases, what in (("add-partitions", ["create-partitions"],
+                                 "add partitions to a topic (CreatePartitions)"),
+                                ("alter", [], "kafka-topics.sh --alter: the partition count")):
+        p = tsub.add_parser(name, aliases=aliases, help=what)
+        p.add_argument("name")
+        p.add_argument("--partitions", type=int, required=True, metavar="N",
+                       help="the new partition count (more than the topic has)")
+        add_bootstrap(p)
+        p.set_defaults(func=topic_add_partitions)
     p = tsub.add_parser("describe", help="partitions, leader, epoch, ISR, LEO, HW, log start, epochs")
     p.add_argument("name", nargs="?")
     p.add_argument("--json", action="store_true")
@@ -76,8 +99,25 @@ def topic_create(args: argparse.Namespace) -> int:
 
 
 def topic_list(args: argparse.Namespace) -> int:
+    filtered = (args.under_replicated_partitions or args.under_min_isr_partitions
+                or args.at_min_isr_partitions or args.unavailable_partitions)
     with connect(args) as cluster:
         meta = cluster.metadata(None)
+        min_isr = (_min_insync_replicas(cluster, [str(t.name) for t in meta.topics])
+                   if args.under_min_isr_partitions or args.at_min_isr_partitions else {})
+    if filtered:
+        live = live_brokers(meta)
+        rows = [p for p in partition_views(meta)
+                if (args.under_replicated_partitions and p.under_replicated)
+                or (args.unavailable_partitions and p.unavailable(live))
+                or (args.under_min_isr_partitions and p.under_min_isr(min_isr.get(p.topic, 1)))
+                or (args.at_min_isr_partitions and p.at_min_isr(min_isr.get(p.topic, 1)))]
+        if args.json:
+            print(json.dumps([p.as_json() for p in rows]))
+        else:
+            for p in rows:
+                print(describe_line(p))
+        return 0
     topics = sorted(meta.topics, key=lambda t: t.name or "")
     if args.json:
         print(json.dumps([{"topic": str(t.name), "partitions": len(t.partitions),
@@ -86,6 +126,38 @@ def topic_list(args: argparse.Namespace) -> int:
     for t in topics:
         print(t.name)
     return 0
+
+
+def _min_insync_replicas(cluster: ClusterClient, topics: list[str]) -> dict[str, int]:
+    """Each topic's ``min.insync.replicas`` in force (its own, else the broker's)."""
+    if not topics:
+        return {}
+    resp = cluster.request_any(32, 4, {"resources": [
+        {"resource_type": 2, "resource_name": t, "configuration_keys": ["min.insync.replicas"]}
+        for t in topics], "include_synonyms": False, "include_documentation": False})
+    out: dict[str, int] = {}
+    for res in resp.results:
+        if int(res.error_code):
+            raise RequestFailed(f"configs of topic {res.resource_name}: "
+                                f"{error_text(int(res.error_code))}"
+                                + (f": {res.error_message}" if res.error_message else ""))
+        for c in res.configs:
+            if c.name == "min.insync.replicas" and c.value is not None:
+                out[str(res.resource_name)] = int(c.value)
+    return out
+
+
+def topic_add_partitions(args: argparse.Namespace) -> int:
+    if args.partitions < 1:
+        raise CliError(f"--partitions {args.partitions}: a topic needs at least one partition")
+    with connect(args) as cluster:
+        resp = cluster.request_any(37, 3, {"topics": [
+            {"name": args.name, "count": args.partitions, "assignments": None}],
+            "timeout": 30000, "validate_only": False})
+    rc = report([(f"topic {r.name}", int(r.error_code), r.error_message) for r in resp.results])
+    if rc == 0:
+        print(f"topic {args.name} now has {args.partitions} partition(s)")
+    return rc
 
 
 def _list_offsets(conn: KafkaConnection, topic: str, partitions: list[int], timestamp: int,

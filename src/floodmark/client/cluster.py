@@ -59,7 +59,7 @@ HINTS: dict[ErrorCode, str] = {
     ErrorCode.OFFSET_OUT_OF_RANGE: "that offset is outside the log (try --offset earliest or "
                                    "latest)",
     ErrorCode.INVALID_REPLICATION_FACTOR: "at most as many replicas as live brokers",
-    ErrorCode.INVALID_PARTITIONS: "a topic needs at least one partition",
+    ErrorCode.INVALID_PARTITIONS: "at least one partition; adding: more than the topic has",
     ErrorCode.NON_EMPTY_GROUP: "the group has active members: stop its consumers first",
     ErrorCode.GROUP_ID_NOT_FOUND: "no such group (`floodmark group list`)",
 }

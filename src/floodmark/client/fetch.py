@@ -37,6 +37,7 @@ from floodmark.records import (
     decode_batch,
     iter_batches,
 )
+from floodmark.security.client_security import PLAINTEXT, ClientSecurity
 
 API_FETCH = 1
 API_LIST_OFFSETS = 2
@@ -123,10 +124,10 @@ class FetchClient:
     Thread-safe (one request at a time): a prefetching thread and its caller may share it."""
 
     def __init__(self, bootstrap_servers: str, *, client_id: str = "floodmark-spark",
-                 request_timeout_ms: int = 30_000, isolation_level: int = READ_UNCOMMITTED
-                 ) -> None:
+                 request_timeout_ms: int = 30_000, isolation_level: int = READ_UNCOMMITTED,
+                 security: ClientSecurity = PLAINTEXT) -> None:
         self.cluster = ClusterClient(bootstrap_servers, timeout_s=request_timeout_ms / 1000,
-                                     client_id=client_id)
+                                     client_id=client_id, security=security)
         self.request_timeout_ms = request_timeout_ms
         self.isolation_level = isolation_level
         self._lock = threading.RLock()

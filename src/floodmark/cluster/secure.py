@@ -13,7 +13,11 @@ holds a certificate of the cluster's throwaway CA (``D/tls``), so nodes authenti
 authenticate as a SCRAM user. ``cluster up`` makes the ``admin`` user (its password, random,
 in ``D/tls/admin.password``, mode 0600, never on a command line) through the controller channel
 with the admin certificate, once the controllers run, and ``D/client.properties`` carries its
-SASL settings. The internal channels stay mTLS.
+SASL settings. The internal channels stay mTLS. It also sets the ACL authorizer (Kafka's
+``StandardAuthorizer``): ``super.users`` are the admin (``User:admin``, the SCRAM user) and the
+nodes (each node certificate's subject is mapped to ``User:floodmark-node`` on the ``INTERNAL``
+listener, so a node added later is a super user to the nodes already running); every other user
+may do only what ACLs grant (``floodmark acl add``).
 
 Extending: a mode is a ``Mode`` entry.
 """
@@ -34,6 +38,9 @@ from floodmark.security.sasl.scram import DEFAULT_ITERATIONS, ScramMechanism, sa
 TLS_DIR = "tls"
 CLIENT_PROPERTIES = "client.properties"
 ADMIN = "admin"
+NODE_PRINCIPAL = "floodmark-node"
+"""The principal every node's certificate maps to on the ``INTERNAL`` listener (a super user)."""
+AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
 
 @dataclass(frozen=True)
@@ -44,11 +51,14 @@ class Mode:
     client_protocol: SecurityProtocol
     sasl_mechanism: ScramMechanism | None = None
     """The client listener's SASL mechanism (its users are SCRAM users), None without SASL."""
+    authorizer: bool = False
+    """ACLs decide what each user may do (the admin and the nodes are super users)."""
 
 
 MODES: dict[str, Mode] = {
     "ssl": Mode("ssl", SecurityProtocol.SSL),
-    "sasl_ssl": Mode("sasl_ssl", SecurityProtocol.SASL_SSL, ScramMechanism.SCRAM_SHA_512),
+    "sasl_ssl": Mode("sasl_ssl", SecurityProtocol.SASL_SSL, ScramMechanism.SCRAM_SHA_512,
+                     authorizer=True),
 }
 
 
@@ -162,6 +172,19 @@ class ClusterSecurity:
             **({} if self.mode.sasl_mechanism is None else {
                 "listener.name.client.sasl.enabled.mechanisms":
                     self.mode.sasl_mechanism.mechanism_name}),
+            **(self.authorizer_settings() if self.mode.authorizer else {}),
+        }
+
+    @staticmethod
+    def authorizer_settings() -> dict[str, str]:
+        """The ACL authorizer, with the admin and the nodes as super users. A node's
+        certificate (``CN=node-N,O=floodmark``) maps to ``User:floodmark-node`` on the
+        ``INTERNAL`` listener only; any other certificate keeps its subject (not a super user)."""
+        return {
+            "authorizer.class.name": AUTHORIZER,
+            "super.users": f"User:{ADMIN};User:{NODE_PRINCIPAL}",
+            "listener.name.internal.ssl.principal.mapping.rules":
+                f"RULE:^CN=node-[0-9]+,O=floodmark$/{NODE_PRINCIPAL}/,DEFAULT",
         }
 
     def controller_settings(self, node_id: int) -> dict[str, str]:

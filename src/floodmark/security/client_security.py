@@ -15,6 +15,10 @@ librdkafka's names (what ``client.properties`` files hold):
 ``sasl.mechanisms`` (``sasl.mechanism``)   PLAIN | SCRAM-SHA-256 | SCRAM-SHA-512, for
                                            sasl_plaintext and sasl_ssl
 ``sasl.username``, ``sasl.password``       the SASL user (``client/sasl.py`` authenticates)
+``sasl.jaas.config``                       the Java client's way to give them: a PlainLoginModule
+                                           or ScramLoginModule entry's ``username="..."
+                                           password="..."`` (what Spark users set as
+                                           ``kafka.sasl.jaas.config``)
 
 The Java client's PEM names are read too (``ssl.truststore.location`` as the CA file,
 ``ssl.keystore.location`` as certificate and key in one file), so a Kafka command-config file
@@ -25,6 +29,7 @@ the SASL layer from there).
 from __future__ import annotations
 
 import functools
+import re
 import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -38,8 +43,11 @@ KNOWN = frozenset({
     "sasl.mechanisms", "sasl.mechanism", "sasl.username", "sasl.password",
     "security.protocol", "ssl.ca.location", "ssl.certificate.location", "ssl.key.location",
     "ssl.key.password", "ssl.endpoint.identification.algorithm", "ssl.truststore.location",
-    "ssl.truststore.type", "ssl.keystore.location", "ssl.keystore.type",
+    "ssl.truststore.type", "ssl.keystore.location", "ssl.keystore.type", "sasl.jaas.config",
 })
+_JAAS_MODULES = ("org.apache.kafka.common.security.plain.PlainLoginModule",
+                 "org.apache.kafka.common.security.scram.ScramLoginModule")
+_JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 SECRET_MARKERS = ("password", "secret", "jaas", "token")
 
 
@@ -100,6 +108,8 @@ class ClientSecurity:
                              "https or none")
         mechanism = (text.get("sasl.mechanisms") or text.get("sasl.mechanism") or "").upper()
         username, password = text.get("sasl.username", ""), text.get("sasl.password", "")
+        if "sasl.jaas.config" in text and not (username or password):
+            username, password = _jaas_credentials(text["sasl.jaas.config"])
         if protocol.uses_sasl:
             if mechanism not in SASL_MECHANISMS:
                 raise ValueError(f"sasl.mechanisms={mechanism or '(unset)'}: expected one of "
@@ -169,6 +179,20 @@ class ClientSecurity:
 
 
 PLAINTEXT = ClientSecurity()
+
+
+def _jaas_credentials(entry: str) -> tuple[str, str]:
+    """``username`` and ``password`` of a Java client's ``sasl.jaas.config``
+    (``<LoginModule> required username="alice" password="...";``). ValueError, one line that
+    never shows the entry (it holds the password)."""
+    module = entry.strip().split(None, 1)[0] if entry.strip() else ""
+    if module not in _JAAS_MODULES:
+        raise ValueError(f"sasl.jaas.config: login module {module or '(none)'!r} is not read "
+                         f"(expected one of {', '.join(_JAAS_MODULES)})")
+    options = {k: re.sub(r"\\(.)", r"\1", v) for k, v in _JAAS_OPTION.findall(entry)}
+    if not options.get("username") or not options.get("password"):
+        raise ValueError("sasl.jaas.config: needs username=\"...\" and password=\"...\"")
+    return options["username"], options["password"]
 
 
 def read_properties(path: str | Path) -> dict[str, str]:

@@ -112,7 +112,8 @@ class ExactlyOnceCommitter:
         self.opts = opts
         self.sink = sink_id(options)
         self.marker_topic = f"__floodmark_sink_{self.sink}"
-        self.client_cfg = ClientConfig(opts.bootstrap_servers)
+        self.client_cfg = ClientConfig(opts.bootstrap_servers,
+                                       security_properties=opts.security_properties)
 
     # ---- marker topic
     def _ensure_marker_topic(self) -> None:

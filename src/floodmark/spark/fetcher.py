@@ -11,24 +11,37 @@ options, like Spark's Kafka consumer pool.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 
 from floodmark.client.fetch import READ_COMMITTED, FetchClient, FetchedPartition, FetchError
 from floodmark.errors import ErrorCode
 from floodmark.records import AbortedTracker
+from floodmark.security.client_security import ClientSecurity
 from floodmark.spark.decode import decode_batch, iter_batches
 
 log = logging.getLogger(__name__)
 
 _CLIENTS: dict[tuple[object, ...], FetchClient] = {}
 _LOCK = threading.Lock()
+
+SecurityProperties = tuple[tuple[str, str], ...]
+"""``kafka.security.protocol``, ``kafka.ssl.*``, ``kafka.sasl.*`` (prefix stripped), sorted:
+what ``ClientSecurity.from_properties`` reads, in a picklable, hashable form."""
+
+
+@functools.cache
+def security_of(properties: SecurityProperties) -> ClientSecurity:
+    """The client security of ``properties``, built once per process (its TLS context too).
+    ValueError: one line, never a secret."""
+    return ClientSecurity.from_properties(dict(properties))
 
 
 @dataclass(frozen=True)
@@ -43,16 +56,20 @@ class ClientConfig:
     max_wait_ms: int = 500
     poll_timeout_ms: int = 120_000
     truncation_grace_ms: int = 10_000
+    security_properties: SecurityProperties = field(default=(), repr=False)
+    """TLS / SASL settings (passwords among them: never in a repr)."""
 
 
 def client_for(cfg: ClientConfig) -> FetchClient:
-    key = (cfg.bootstrap_servers, cfg.client_id, cfg.request_timeout_ms, cfg.isolation_level)
+    key = (cfg.bootstrap_servers, cfg.client_id, cfg.request_timeout_ms, cfg.isolation_level,
+           cfg.security_properties)
     with _LOCK:
         c = _CLIENTS.get(key)
         if c is None:
             c = FetchClient(cfg.bootstrap_servers, client_id=cfg.client_id,
                             request_timeout_ms=cfg.request_timeout_ms,
-                            isolation_level=cfg.isolation_level)
+                            isolation_level=cfg.isolation_level,
+                            security=security_of(cfg.security_properties))
             _CLIENTS[key] = c
         return c
 

@@ -12,13 +12,13 @@ import logging
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ParamSpec, TypeVar
 
 from floodmark.client.cluster import BadAddress, parse_bootstrap
 from floodmark.client.fetch import READ_COMMITTED, READ_UNCOMMITTED
 from floodmark.compression import Compression
-from floodmark.spark.fetcher import ClientConfig
+from floodmark.spark.fetcher import ClientConfig, SecurityProperties, security_of
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +90,25 @@ def _int(options: Mapping[str, str], name: str, *, minimum: int | None = None) -
 def kafka_params(options: Mapping[str, str]) -> dict[str, str]:
     """All ``kafka.*`` options with the prefix stripped (Kafka client settings)."""
     return {k[len("kafka."):].lower(): v for k, v in options.items() if k.lower().startswith("kafka.")}
+
+
+def _is_security(name: str) -> bool:
+    return name == "security.protocol" or name.startswith(("ssl.", "sasl."))
+
+
+def security_properties(params: Mapping[str, str]) -> SecurityProperties:
+    """``kafka.security.protocol``, ``kafka.ssl.*`` and ``kafka.sasl.*`` passed through to the
+    client, as Spark's Kafka source passes them to its consumers and producers: librdkafka's
+    names (``sasl.mechanisms``, ``sasl.username``, ``sasl.password``, ``ssl.ca.location``) or
+    the Java client's (``sasl.mechanism``, ``sasl.jaas.config``, PEM
+    ``ssl.truststore.location``). Checked here (files exist, a mechanism and a user for SASL):
+    a mistake is one line that never shows a password."""
+    props = tuple(sorted((k, v) for k, v in params.items() if _is_security(k)))
+    try:
+        security_of(props)
+    except ValueError as exc:
+        raise OptionError(f"kafka.* security options: {exc}") from None
+    return props
 
 
 @dataclass(frozen=True)
@@ -263,12 +282,8 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool | None) 
         # this source joins no group and commits no offsets, so they change nothing.
         log.info("kafka.group.id / groupIdPrefix accepted; the floodmark source uses no "
                  "consumer group (offsets live in Spark's checkpoint)")
-    proto = params.get("security.protocol", "plaintext").lower()
-    secure = [k for k in params if k.startswith(("sasl.", "ssl."))]
-    if proto != "plaintext" or secure:
-        raise OptionError("the floodmark reader speaks the Kafka protocol over PLAINTEXT only; "
-                          f"security.protocol={proto!r} / {secure} are not supported")
-    unused = sorted(set(params) - _READER_PARAMS)
+    security = security_properties(params)
+    unused = sorted(k for k in set(params) - _READER_PARAMS if not _is_security(k))
     if unused:
         log.info("kafka.* settings not used by the reader: %s", unused)
     client = ClientConfig(
@@ -281,6 +296,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool | None) 
                                500),
         poll_timeout_ms=_int(options, "kafkaConsumer.pollTimeoutMs", minimum=1) or 120_000,
         truncation_grace_ms=_first_int(options, ("floodmark.truncationGraceMs",), 10_000),
+        security_properties=security,
     )
     subscription = parse_subscription(options)
     starting = parse_offset_spec(options, "starting", "latest" if streaming else "earliest")
@@ -335,6 +351,8 @@ class SinkOptions:
     request_timeout_ms: int
     flush_timeout_ms: int
     compression: Compression
+    security_properties: SecurityProperties = field(default=(), repr=False)
+    """TLS / SASL settings (``security_properties``; passwords: never in a repr)."""
 
 
 # The sink is Kafka's idempotent producer with acks=all (floodmark.client.producer); settings
@@ -361,16 +379,14 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     for bad in _SINK_REFUSED:
         if bad in params:
             raise OptionError(f"option 'kafka.{bad}' is not supported")
-    if params.get("security.protocol", "plaintext").lower() != "plaintext" or any(
-            k.startswith(("sasl.", "ssl.")) for k in params):
-        raise OptionError("the floodmark sink speaks the Kafka protocol over PLAINTEXT only")
+    security = security_properties(params)
     codec = params.get("compression.type", "none").strip().lower()
     try:
         compression = Compression[codec.upper()]
     except KeyError:
         raise OptionError(f"kafka.compression.type must be none, gzip, snappy, lz4 or zstd, "
                           f"not {codec!r}") from None
-    unused = sorted(set(params) - _SINK_PARAMS)
+    unused = sorted(k for k in set(params) - _SINK_PARAMS if not _is_security(k))
     if unused:
         log.info("kafka.* settings not used by the sink: %s", unused)
     return SinkOptions(
@@ -381,4 +397,5 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         flush_timeout_ms=(_int(options, "floodmark.flushTimeoutMs", minimum=1)
                           or _int(options, "kafka.delivery.timeout.ms", minimum=1) or 120_000),
         compression=compression,
+        security_properties=security,
     )

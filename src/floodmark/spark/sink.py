@@ -17,11 +17,12 @@ from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 
 from floodmark.client.cluster import ClusterClient
 from floodmark.client.producer import IdempotentProducer
+from floodmark.spark.fetcher import security_of
 from floodmark.spark.options import OptionError, SinkOptions
 
 log = logging.getLogger(__name__)
 
-_CLUSTERS: dict[tuple[str, str, int], ClusterClient] = {}
+_CLUSTERS: dict[tuple[object, ...], ClusterClient] = {}
 _LOCK = threading.Lock()
 
 Row = tuple[str, int | None, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]
@@ -45,12 +46,14 @@ class ProducedCounts(WriterCommitMessage):
 
 def cluster_for(opts: SinkOptions) -> ClusterClient:
     """One client (connections, metadata) per worker process and bootstrap, like the reader's."""
-    key = (opts.bootstrap_servers, opts.client_id, opts.request_timeout_ms)
+    key = (opts.bootstrap_servers, opts.client_id, opts.request_timeout_ms,
+           opts.security_properties)
     with _LOCK:
         c = _CLUSTERS.get(key)
         if c is None:
             c = ClusterClient(opts.bootstrap_servers, timeout_s=opts.request_timeout_ms / 1000,
-                              client_id=opts.client_id)
+                              client_id=opts.client_id,
+                              security=security_of(opts.security_properties))
             _CLUSTERS[key] = c
         return c
 

@@ -74,10 +74,6 @@ KNOWN: list[Known] = [
           "Harness: node.id is in the Kafka node's server.properties (STATIC); floodmark takes "
           "it from a default (DEFAULT_CONFIG)."),
     # -- floodmark gaps (where the fix goes) ------------------------------------------------------
-    Known("create_topics:*.configs.length",
-          "CreateTopics v5+ answers the new topic's configs (KIP-525); floodmark answers none. "
-          "Fix: broker/handlers/admin.py create_topics, from the entries describe_configs "
-          "builds (_topic_entries)."),
     *(Known(f"*configs[name={name}]", "A topic config floodmark does not have "
             "(compression levels, tiered storage, replication throttles, time-based segment "
             "rolling, index tuning). Fix: the topic config registry, broker/config.py.")
@@ -105,9 +101,6 @@ KNOWN: list[Known] = [
     Known("describe_configs:broker_keys.*[name=log.retention.ms]*",
           "Kafka answers log.retention.ms with a null value (unset: log.retention.hours "
           "applies); floodmark with the effective 604800000."),
-    Known("describe_configs:broker_keys.*[name=advertised.listeners]",
-          "A broker's DescribeConfigs lacks advertised.listeners (issue 23). Fix: the broker "
-          "settings registry (settings.py / broker/config.py)."),
     Known("describe_configs:broker_keys.*[name=broker.id]",
           "floodmark has node.id only; Kafka still answers broker.id (its synonym)."),
     Known("describe_configs:broker_keys.*[name=log.retention.hours]",

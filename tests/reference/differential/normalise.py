@@ -1,9 +1,10 @@
 """The one place where answers are made comparable: kio objects become plain values, and what
 legitimately differs between two clusters is erased or renamed consistently.
 
-Erased (replaced by a marker): throttle times, node/leader/controller ids, hosts and ports,
-cluster ids, topic ids (UUIDs), session ids, the text of error messages (only *whether* a message
-is given is compared; the texts are kept aside for the report). Renamed consistently, in order
+Erased (replaced by a marker): throttle times, node/leader/controller ids, hosts and ports (also
+inside listener addresses in config values), cluster ids, topic ids (UUIDs), session ids, the
+text of error messages (only *whether* a message is given is compared; the texts are kept aside
+for the report). Renamed consistently, in order
 of first appearance: member ids (``<member-1>``...) and producer ids (``<pid-1>``...), so that
 "the same member as before" still compares. The run's unique suffix in topic, group and
 transaction names becomes ``<run>``. Lists of named things are sorted by name (or partition
@@ -15,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import enum
+import re
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -29,6 +31,9 @@ ERASED = frozenset({
 })
 RENAMED = {"member_id": "member", "leader": "member", "producer_id": "pid",
            "group_instance_id": "instance"}
+# A listener's address in a config value (``PLAINTEXT://localhost:9092``): the host and port
+# differ between the two clusters, the listener name does not.
+_ENDPOINT = re.compile(r"([A-Za-z0-9_]+)://[^,\s]*")
 MESSAGE_FIELDS = frozenset({"error_message"})
 SORT_KEYS = ("name", "topic", "group_id", "transactional_id", "partition_index", "index",
              "partition", "resource_name", "config_name")
@@ -85,7 +90,7 @@ class Normaliser:
             return sorted(items, key=_sort_key) if items and all(
                 isinstance(i, dict) for i in items) else items
         if isinstance(value, str):
-            return value.replace(self.run_id, "<run>")
+            return _ENDPOINT.sub(r"\1://<endpoint>", value.replace(self.run_id, "<run>"))
         return value
 
     def _rename(self, kind: str, value: Any) -> str:

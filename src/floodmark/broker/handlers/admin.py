@@ -216,6 +216,11 @@ async def create_topics(broker: HandlerContext, header: RequestHeader, req: Wire
             )
             entry.update(topic_id=meta.topic_id, num_partitions=len(meta.partitions),
                          replication_factor=len(meta.partitions[0].replicas))
+            if header.api_version >= 5:  # KIP-525: the new topic's configs, as described
+                entry["configs"] = [
+                    {k: c[k] for k in ("name", "value", "read_only", "config_source",
+                                       "is_sensitive")}
+                    for c in _topic_entries(broker, meta.configs, False)]
         except KafkaError as exc:
             entry.update(error_code=int(exc.code), error_message=exc.message or None)
         results.append(entry)
@@ -299,8 +304,11 @@ def describe_configs(broker: HandlerContext, header: RequestHeader, req: WireReq
                                            f"or empty string, but received "
                                            f"{res.resource_name}")
             else:
-                names = sorted(set(SETTINGS) | set(broker.config.settings))
-                configs = [_entry(name, broker.config.sources(name), name, synonyms)
+                listeners = _listener_settings(broker)
+                names = sorted(set(SETTINGS) | set(broker.config.settings) | set(listeners))
+                configs = [_entry(name, broker.config.sources(name)
+                                  or [(ConfigSource.STATIC_BROKER_CONFIG, listeners[name])],
+                                  name, synonyms)
                            for name in names]
         else:
             entry.update(error_code=int(ErrorCode.INVALID_REQUEST),
@@ -310,6 +318,18 @@ def describe_configs(broker: HandlerContext, header: RequestHeader, req: WireReq
         entry["configs"] = configs
         results.append(entry)
     return {"throttle_time": 0, "results": results}
+
+
+def _listener_settings(broker: HandlerContext) -> dict[str, str]:
+    """``listeners`` and ``advertised.listeners`` in Kafka's notation, as this broker runs them
+    (bound ports filled in), for a broker that did not set them itself (``--listen``,
+    ``--advertised``): Kafka always reports both."""
+    listeners = ",".join(
+        f"{ep.name}://{ep.host}:{ep.port or broker.bound_ports.get(ep.name, 0)}"
+        for ep in broker.config.listeners.listeners)
+    advertised = ",".join(f"{ep.name}://{ep.host}:{ep.port}"
+                          for ep in broker.advertised_endpoints())
+    return {"listeners": listeners, "advertised.listeners": advertised}
 
 
 def _topic_entries(broker: HandlerContext, own: Configs, synonyms: bool) -> list[WireResponse]:
