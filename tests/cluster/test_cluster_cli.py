@@ -88,6 +88,17 @@ def test_cluster_up_status_kill_start_down(tmp_path: Path) -> None:
                    10, "broker 2 dead")
         wait_until(lambda: next(n for n in _status(data)["nodes"] if n["id"] == 2)
                    .get("fenced"), 10, "broker 2 fenced")
+        # DescribeCluster v2 (KIP-1073) lists the fenced broker only when asked, marked fenced.
+        broker_1 = next(n["address"] for n in _status(data)["nodes"] if n["id"] == 1)
+        with KafkaConnection(broker_1) as conn:
+            def described(include_fenced: bool) -> dict[int, bool]:
+                answer = conn.request(60, 2, {"include_cluster_authorized_operations": False,
+                                              "endpoint_type": 1,
+                                              "include_fenced_brokers": include_fenced})
+                return {int(b.broker_id): bool(b.is_fenced) for b in answer.brokers}
+            wait_until(lambda: described(False) == {1: False, 3: False}, 10,
+                       "broker 1 sees broker 2 fenced")
+            assert described(True) == {1: False, 2: True, 3: False}
 
         # The controller itself: SIGKILL and restart; metadata comes back from its log.
         before = _status(data)["partitions"]["cli-t"]["0"]

@@ -142,3 +142,31 @@ def test_kafka_python_log_append_time_topic(broker) -> None:
     (rec,) = _records(consumer, 1)
     consumer.close()
     assert rec.value == b"x" and rec.timestamp_type == 1 and rec.timestamp == meta.timestamp
+
+
+@pytest.mark.parametrize("pinned", [(3, 7), (3, 9)], ids=["kafka-3.7", "kafka-3.9"])
+def test_kafka_python_pinned_to_a_release(broker, pinned: tuple[int, int]) -> None:
+    """``api_version`` pinned: kafka-python sends that release's versions without asking
+    ApiVersions (3.7: ListOffsets v8, JoinGroup v9; 3.9: ListOffsets v9, Produce v11, ListGroups
+    v5, InitProducerId v5). Issue 23: ListOffsets v8 once closed the connection and the client
+    retried it forever."""
+    topic = f"kp-pinned-{pinned[0]}-{pinned[1]}"
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, api_version=pinned)
+    admin.create_topics([NewTopic(topic, 1, 1)])
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, api_version=pinned, acks="all")
+    offsets = [producer.send(topic, value=b"v%d" % i).get(timeout=30).offset for i in range(3)]
+    producer.close()
+    assert offsets == [0, 1, 2]
+    tp = TopicPartition(topic, 0)
+    group = KafkaConsumer(topic, bootstrap_servers=broker.bootstrap, api_version=pinned,
+                          group_id=f"{topic}-g", auto_offset_reset="earliest",
+                          enable_auto_commit=False, request_timeout_ms=20_000)
+    got = _records(group, 3)
+    assert [r.value for r in got] == [b"v0", b"v1", b"v2"]
+    assert group.end_offsets([tp]) == {tp: 3} and group.beginning_offsets([tp]) == {tp: 0}
+    group.commit()
+    assert group.committed(tp) == 3
+    assert f"{topic}-g" in str(admin.list_groups())
+    assert "Stable" in str(admin.describe_groups([f"{topic}-g"]))
+    group.close()
+    admin.close()

@@ -4,6 +4,7 @@ effects out, the outcome of each effect reported back as the broker's driver doe
 from __future__ import annotations
 
 import itertools
+import re
 
 import pytest
 
@@ -11,6 +12,7 @@ from floodmark.errors import ErrorCode
 from floodmark.replication.transactions import log as txn_log
 from floodmark.replication.transactions.coordinator import (
     Effect,
+    ListFilter,
     Reply,
     SendMarkers,
     TxnCoordinator,
@@ -316,3 +318,16 @@ def test_an_idle_transactional_id_expires_as_a_tombstone() -> None:
     h.now_ms += 10_000
     h.settle(core.tick(h.now_ms))
     assert h.state().state is not TxnState.DEAD
+
+
+def test_list_filter_pattern_matches_the_whole_transactional_id() -> None:
+    """ListTransactions v2 (KIP-1152): as Java's ``Matcher.matches``, never a prefix or a
+    substring (the differential test saw Kafka 4.1.1 answer so)."""
+    def meta(tid: str) -> TxnMetadata:
+        return TxnMetadata(tid, 7, 0, 60_000, TxnState.EMPTY)
+    flt = ListFilter(transactional_id_pattern=re.compile("orders-.*"))
+    assert flt.matches(meta("orders-1"), 0)
+    assert not flt.matches(meta("old-orders-1"), 0)
+    assert not ListFilter(transactional_id_pattern=re.compile("orders")).matches(
+        meta("orders-1"), 0)
+    assert ListFilter().matches(meta("anything"), 0)

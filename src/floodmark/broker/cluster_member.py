@@ -451,6 +451,16 @@ class ClusterMembership(MembershipBase):
                             "rack": None})
         return sorted(out, key=lambda b: b["node_id"])
 
+    def fenced_brokers(self, listener_name: str | None = None) -> list[BrokerInfo]:
+        out: list[BrokerInfo] = []
+        for b in sorted(self.controller_client.image.brokers.values(),
+                        key=lambda b: b.broker_id):
+            address = (b.host, b.port) if listener_name is None else b.endpoint(listener_name)
+            if b.fenced and address is not None and b.broker_id != self.host.node_id:
+                out.append({"node_id": b.broker_id, "host": address[0], "port": address[1],
+                            "rack": None})
+        return out
+
     def broker_address(self, node_id: int,
                        listener_name: str | None = None) -> tuple[str, int] | None:
         reg = self.controller_client.image.brokers.get(node_id)

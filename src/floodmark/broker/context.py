@@ -89,6 +89,10 @@ class Membership(Protocol):
         """The brokers a Metadata answer lists: the live ones, and one fenced a moment ago
         (``cluster_member.FENCED_BROKER_LISTED_MS``)."""
 
+    def fenced_brokers(self, listener_name: str | None = None) -> list[BrokerInfo]:
+        """Registered brokers the controller has fenced, at their endpoints of
+        ``listener_name`` (DescribeCluster v2's ``include_fenced_brokers``, KIP-1073)."""
+
     def coordinator_for(self, key: str, key_type: CoordinatorType = CoordinatorType.GROUP
                         ) -> int:
         """The node id coordinating ``key``, a group or a transactional id (-1: none

@@ -109,6 +109,10 @@ class LocalMembership(MembershipBase):
     def listed_brokers(self, listener_name: str | None = None) -> list[BrokerInfo]:
         return self.live_brokers(listener_name)
 
+    def fenced_brokers(self, listener_name: str | None = None) -> list[BrokerInfo]:
+        """A single broker is never fenced."""
+        return []
+
     def coordinator_for(self, key: str, key_type: CoordinatorType = CoordinatorType.GROUP
                         ) -> int:
         """A single broker coordinates every group and transactional id."""

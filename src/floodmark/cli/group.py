@@ -18,6 +18,7 @@ from floodmark.cli.common import (
 )
 from floodmark.cli.group_offsets import all_groups
 from floodmark.client.cluster import ClusterClient
+from floodmark.client.connection import RequestFailed
 
 
 def register(subparsers: Any) -> None:

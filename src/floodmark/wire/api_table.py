@@ -71,32 +71,46 @@ class VersionRange:
         return isinstance(version, int) and self.min_version <= version <= self.max_version
 
 
+# Every advertised API is served up to the versions Apache Kafka 4.1.1 advertises (docs/wire.md),
+# except these, above floodmark's max: KIP-890 part 2 (transaction version 2). A client that
+# sees them expects the coordinator to bump the producer epoch at every EndTxn (v5 answers the
+# new id and epoch), Produce v12 to add its partition to the transaction implicitly and
+# TxnOffsetCommit v5 to add the group's; floodmark's coordinator does neither. Produce v13
+# (topic ids) needs v12 below it. ``tests/reference/test_api_versions.py`` checks this list.
+KAFKA_REFERENCE = "4.1.1"
+KIP890_PART2: dict[ApiKey, int] = {  # key -> Kafka 4.1.1's max version
+    ApiKey.PRODUCE: 13,
+    ApiKey.END_TXN: 5,
+    ApiKey.TXN_OFFSET_COMMIT: 5,
+}
+
 SUPPORTED: dict[ApiKey, VersionRange] = {
-    ApiKey.PRODUCE: VersionRange(3, 10),
+    ApiKey.PRODUCE: VersionRange(3, 11),
     ApiKey.FETCH: VersionRange(4, 18),
-    ApiKey.LIST_OFFSETS: VersionRange(1, 7),
+    ApiKey.LIST_OFFSETS: VersionRange(1, 10),
     ApiKey.METADATA: VersionRange(0, 13),
     ApiKey.OFFSET_COMMIT: VersionRange(2, 9),
     ApiKey.OFFSET_FETCH: VersionRange(1, 9),
     ApiKey.FIND_COORDINATOR: VersionRange(0, 6),
-    ApiKey.JOIN_GROUP: VersionRange(0, 7),
+    ApiKey.JOIN_GROUP: VersionRange(0, 9),
     ApiKey.HEARTBEAT: VersionRange(0, 4),
     ApiKey.LEAVE_GROUP: VersionRange(0, 5),
     ApiKey.SYNC_GROUP: VersionRange(0, 5),
-    ApiKey.DESCRIBE_GROUPS: VersionRange(0, 5),
-    ApiKey.LIST_GROUPS: VersionRange(0, 4),
+    ApiKey.DESCRIBE_GROUPS: VersionRange(0, 6),
+    ApiKey.LIST_GROUPS: VersionRange(0, 5),
     ApiKey.API_VERSIONS: VersionRange(0, 4),
     ApiKey.CREATE_TOPICS: VersionRange(2, 7),
     ApiKey.DELETE_TOPICS: VersionRange(1, 6),
-    ApiKey.INIT_PRODUCER_ID: VersionRange(0, 4),
+    ApiKey.INIT_PRODUCER_ID: VersionRange(0, 5),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: VersionRange(2, 4),
-    # The transaction coordinator (KIP-98). EndTxn v5, TxnOffsetCommit v5 and InitProducerId v5+
-    # belong to KIP-890 part 2 (an epoch bump per transaction) and KIP-939: not served.
+    # The transaction coordinator (KIP-98). EndTxn v5, TxnOffsetCommit v5 (and Produce v12+)
+    # belong to KIP-890 part 2 (an epoch bump per transaction): not served (KIP890_PART2 below).
+    # InitProducerId v5 only lets the answer carry TRANSACTION_ABORTABLE: served.
     ApiKey.ADD_PARTITIONS_TO_TXN: VersionRange(0, 5),
     ApiKey.ADD_OFFSETS_TO_TXN: VersionRange(0, 4),
     ApiKey.END_TXN: VersionRange(0, 4),
     ApiKey.TXN_OFFSET_COMMIT: VersionRange(0, 4),
-    ApiKey.WRITE_TXN_MARKERS: VersionRange(1, 2),
+    ApiKey.WRITE_TXN_MARKERS: VersionRange(1, 1),  # v2 names the marker's TV2 version
     # ACLs (KIP-140; v1 adds PREFIXED patterns, KIP-290; v2 flexible). v0 is gone from
     # Kafka 4 and from kio; every client floodmark is tested with asks v1 or later.
     ApiKey.DESCRIBE_ACLS: VersionRange(1, 3),
@@ -116,9 +130,9 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: VersionRange(0, 1),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: VersionRange(0, 0),
     ApiKey.OFFSET_DELETE: VersionRange(0, 0),
-    ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 1),
+    ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 2),
     ApiKey.DESCRIBE_TRANSACTIONS: VersionRange(0, 0),
-    ApiKey.LIST_TRANSACTIONS: VersionRange(0, 1),
+    ApiKey.LIST_TRANSACTIONS: VersionRange(0, 2),
     # SASL (KIP-43, KIP-152, KIP-368) and SCRAM credentials (KIP-554). SaslHandshake v0's
     # raw-token mode is not served (security/sasl/session.py).
     ApiKey.SASL_HANDSHAKE: VersionRange(0, 1),

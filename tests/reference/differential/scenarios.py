@@ -102,7 +102,8 @@ def delete_topics(s: Session) -> None:
 
 @scenario
 def metadata(s: Session) -> None:
-    """Metadata: an unknown topic with auto-creation off; a bad topic name."""
+    """Metadata: an unknown topic with auto-creation off; a bad topic name. DescribeCluster
+    v1 and v2 (fenced brokers asked for), and asked for controllers (KIP-919)."""
     s.step("unknown_topic", K.METADATA, 9, {"topics": [{"name": s.name("nothing")}],
                                             "allow_auto_topic_creation": False})
     s.step("invalid_name", K.METADATA, 9, {"topics": [{"name": "bad/name"}],
@@ -110,6 +111,13 @@ def metadata(s: Session) -> None:
     topic = s.create_topic("meta", 3)
     s.step("three_partitions", K.METADATA, 12, {"topics": [{"name": topic, "topic_id": None}],
                                                 "allow_auto_topic_creation": False})
+    for step, version, endpoint_type, fenced in (
+            ("describe_cluster_v1", 1, 1, False), ("describe_cluster_v2", 2, 1, False),
+            ("describe_cluster_v2_fenced", 2, 1, True),
+            ("describe_cluster_controllers", 2, 2, False)):
+        s.step(step, K.DESCRIBE_CLUSTER, version, {
+            "include_cluster_authorized_operations": False, "endpoint_type": endpoint_type,
+            "include_fenced_brokers": fenced})
 
 
 # -- produce and fetch -------------------------------------------------------------------------
@@ -128,6 +136,8 @@ def produce(s: Session) -> None:
     bad[-1] ^= 0xFF  # the last byte of the record: inside what the CRC covers
     _produce(s, "bad_crc", topic, bytes(bad))
     _produce(s, "after_refusals", topic, _batch([b"h"]))
+    _produce(s, "v11", topic, _batch([b"i"]), version=11)
+    _produce(s, "v11_unknown_partition", topic, _batch([b"j"]), partition=7, version=11)
 
 
 def _fetch(s: Session, step: str, topic: str, offset: int, partition: int = 0,
@@ -163,7 +173,7 @@ def _list_offsets(s: Session, step: str, topic: str, specs: list[tuple[int, int]
                   epoch: int = -1, version: int = 7, isolation: int = 0) -> Any:
     """``specs``: (partition, timestamp)."""
     return s.step(step, K.LIST_OFFSETS, version, {
-        "replica_id": -1, "isolation_level": isolation, "topics": [{"name": topic, "partitions": [
+        "replica_id": -1, "isolation_level": isolation, "timeout": 10_000, "topics": [{"name": topic, "partitions": [
             {"partition_index": p, "current_leader_epoch": epoch, "timestamp": t}
             for p, t in specs]}]})
 
@@ -188,6 +198,14 @@ def list_offsets(s: Session) -> None:
     _list_offsets(s, "future_epoch", topic, [(0, -1)], epoch=5)
     _list_offsets(s, "current_epoch", topic, [(0, -1)], epoch=0)
     _list_offsets(s, "v1_latest", topic, [(0, -1)], version=1)
+    # Specs by version: -3 from v7, -4 earliest local from v8 (KIP-405), -5 latest tiered from
+    # v9 (KIP-1005); older versions and specs no served version defines: UNSUPPORTED_VERSION.
+    for name, spec, version in (("v6_max_timestamp", -3, 6), ("v7_earliest_local", -4, 7),
+                                ("v8_earliest_local", -4, 8), ("v8_latest_tiered", -5, 8),
+                                ("v9_latest_tiered", -5, 9), ("v10_earliest", -2, 10),
+                                ("v10_max_timestamp", -3, 10), ("v10_pending_upload", -6, 10),
+                                ("v10_minus_seven", -7, 10)):
+        _list_offsets(s, name, topic, [(0, spec)], version=version)
 
 
 @scenario
@@ -384,15 +402,31 @@ def groups(s: Session) -> None:
     offsets("offset_fetch_simple", s.name("simple"))
     offsets("offset_fetch_unknown_group", s.name("nogroup"))
     s.step("describe_stable", K.DESCRIBE_GROUPS, 5, {"groups": [group, s.name("nogroup")]})
-    listed = s.ask(K.LIST_GROUPS, 4, {"states_filter": []})
-    if listed is not CLOSED:  # only this run's groups: the Kafka node serves other tests too
-        s.record("list_groups", {"error_code": listed.error_code, "groups": [
-            g for g in listed.groups if s.run_id in str(g.group_id)]})
+    s.step("describe_stable_v6", K.DESCRIBE_GROUPS, 6, {"groups": [group, s.name("nogroup")]})
+
+    def list_groups(step: str, version: int, types: list[str] | None = None) -> None:
+        listed = s.ask(K.LIST_GROUPS, version, {"states_filter": [], "types_filter": types or []})
+        if listed is not CLOSED:  # only this run's groups: the Kafka node serves other tests too
+            s.record(step, {"error_code": listed.error_code, "groups": [
+                g for g in listed.groups if s.run_id in str(g.group_id)]})
+    list_groups("list_groups", 4)
+    list_groups("list_groups_v5", 5)
+    for types in (["classic"], ["Classic"], ["consumer"], ["share", "classic"], ["bogus"]):
+        list_groups("list_groups_v5_types_" + "_".join(types), 5, types)
     s.step("leave", K.LEAVE_GROUP, 5, {"group_id": group, "members": [
         {"member_id": member, "group_instance_id": None}]})
     s.step("leave_unknown_member", K.LEAVE_GROUP, 5, {"group_id": group, "members": [
         {"member_id": "nobody", "group_instance_id": None}]})
     s.step("describe_after_leave", K.DESCRIBE_GROUPS, 5, {"groups": [group]})
+    s.step("describe_after_leave_v6", K.DESCRIBE_GROUPS, 6, {"groups": [group]})
+    # JoinGroup v8 (a reason, KIP-800) and v9 (skip_assignment) on a second group
+    other = s.name("group-v9")
+    s.coordinator(other, GROUP)
+    for step, version in (("join_v8_without_member_id", 8), ("join_v9_without_member_id", 9)):
+        s.record(step, s.settled(K.JOIN_GROUP, version, {
+            "group_id": other, "session_timeout": 30_000, "rebalance_timeout": 10_000,
+            "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
+            "protocols": PROTOCOLS, "reason": "differential test"}, lambda r: int(r.error_code)))
 
 
 # -- transactions ------------------------------------------------------------------------------
@@ -445,6 +479,21 @@ def transactions(s: Session) -> None:
                                                    if s.run_id in str(t.transactional_id)]})
     listed("list_ongoing", ["Ongoing"])
     listed("list_unknown_state", ["Sleeping"])
+
+    def listed_v2(step: str, pattern: str | None) -> None:
+        answer = s.ask(K.LIST_TRANSACTIONS, 2, {"state_filters": [], "producer_id_filters": [],
+                                                "duration_filter": -1,
+                                                "transactional_id_pattern": pattern})
+        if answer is not CLOSED:
+            s.record(step, {"error_code": answer.error_code,
+                            "unknown_state_filters": answer.unknown_state_filters,
+                            "transaction_states": [t for t in answer.transaction_states
+                                                   if s.run_id in str(t.transactional_id)]})
+    listed_v2("list_v2_no_pattern", None)
+    listed_v2("list_v2_whole_id", f"diff-txn-{s.run_id}")
+    listed_v2("list_v2_prefix_only", "diff-txn")  # matches() or find()?
+    listed_v2("list_v2_regex", "diff-t.n-.*")
+    listed_v2("list_v2_bad_regex", "[unclosed")
     _produce_txn = build_batch([Record(0, BASE_TS, None, b"t")], producer_id=pid,
                                producer_epoch=epoch, base_sequence=0, is_transactional=True)
     s.step("produce", K.PRODUCE, 9, {
@@ -458,7 +507,7 @@ def transactions(s: Session) -> None:
             == "CompleteCommit", "the commit complete")
     s.step("describe_committed", K.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [txn]})
     _list_offsets(s, "last_stable", topic, [(0, -1)], isolation=1)
-    again = s.record("init_again", s.settled(K.INIT_PRODUCER_ID, 4, init_body,
+    again = s.record("init_again", s.settled(K.INIT_PRODUCER_ID, 5, init_body,
                                              lambda r: int(r.error_code)))
     if again is not CLOSED:
         s.record("init_again_epoch_bumped", int(again.producer_epoch) == epoch + 1)

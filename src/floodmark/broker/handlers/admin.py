@@ -387,22 +387,31 @@ def validate_name(name: str) -> None:
     validate_topic_name(name)
 
 
+_ENDPOINT_TYPES = {1: "BROKER", 2: "CONTROLLER"}
+
+
 def describe_cluster(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection | None = None
                      ) -> WireResponse:
     """KIP-700: the live brokers and the cluster id. Admin clients send controller-bound
     requests to ``controller_id``: a random live broker, which forwards them (KIP-590)."""
-    if int(getattr(req, "endpoint_type", 1)) != 1:  # 1 = brokers; 2 = controllers (KIP-919)
-        return {"throttle_time": 0, "error_code": int(ErrorCode.INVALID_REQUEST),
-                "error_message": "only broker endpoints are described",
-                "endpoint_type": int(req.endpoint_type), "cluster_id": "", "controller_id": -1,
+    wanted = int(getattr(req, "endpoint_type", 1))
+    if wanted != 1:  # 1 = brokers; 2 = controllers (KIP-919): every listener is a broker's
+        return {"throttle_time": 0, "error_code": int(ErrorCode.MISMATCHED_ENDPOINT_TYPE),
+                "error_message": "The request was sent to an endpoint of type BROKER, but we "
+                                 f"wanted an endpoint of type {_ENDPOINT_TYPES.get(wanted, 'UNKNOWN')}",
+                "endpoint_type": 1, "cluster_id": "", "controller_id": -1,
                 "brokers": [], "cluster_authorized_operations": INT32_MIN}
+    listener = conn.listener_name if conn else None
+    brokers = [(b, False) for b in broker.live_brokers(listener)]
+    if getattr(req, "include_fenced_brokers", False):  # v2, KIP-1073
+        brokers += [(b, True) for b in broker.membership.fenced_brokers(listener)]
     return {
         "throttle_time": 0, "error_code": 0, "error_message": None, "endpoint_type": 1,
         "cluster_id": broker.controller.cluster_id,
         "controller_id": forwarding_controller_id(broker),
         "brokers": [{"broker_id": b["node_id"], "host": b["host"], "port": b["port"],
-                     "rack": b["rack"]}
-                    for b in broker.live_brokers(conn.listener_name if conn else None)],
+                     "rack": b["rack"], "is_fenced": fenced}
+                    for b, fenced in sorted(brokers, key=lambda bf: bf[0]["node_id"])],
         "cluster_authorized_operations": (
             CLUSTER_OPERATIONS if getattr(req, "include_cluster_authorized_operations", False)
             else INT32_MIN),

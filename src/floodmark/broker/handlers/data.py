@@ -50,6 +50,13 @@ log = logging.getLogger(__name__)
 LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4  # KIP-405: no tiered storage here, so the log start offset
+LATEST_TIERED = -5  # KIP-1005: nothing is tiered, so no offset (-1)
+# The first ListOffsets version that may ask for each special timestamp; an older version, or a
+# spec no served version defines (-6, KIP-1023's earliest pending upload, and below), is
+# answered UNSUPPORTED_VERSION, as Kafka does.
+_SPEC_MIN_VERSION = {LATEST: 0, EARLIEST: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8,
+                     LATEST_TIERED: 9}
 READ_COMMITTED = 1
 
 
@@ -459,7 +466,7 @@ def fetch(broker: HandlerContext, header: RequestHeader, req: WireRequest,
 
 # -- ListOffsets -----------------------------------------------------------------------------------
 def _list_partition(broker: HandlerContext, ps: PartitionState | None, p: WireRequest,
-                    isolation: int, replica_id: int = -1) -> WireResponse:
+                    isolation: int, replica_id: int = -1, version: int = 1) -> WireResponse:
     out: WireResponse = {"partition_index": int(p.partition_index), "error_code": 0,
                            "old_style_offsets": [], "timestamp": -1, "offset": -1,
                            "leader_epoch": -1}
@@ -472,7 +479,11 @@ def _list_partition(broker: HandlerContext, ps: PartitionState | None, p: WireRe
         return out
     ts = int(p.timestamp)
     cache = ps.log.epoch_cache
-    if ts == LATEST and replica_id != -1:
+    if ts < 0 and version < _SPEC_MIN_VERSION.get(ts, version + 1):
+        out["error_code"] = int(ErrorCode.UNSUPPORTED_VERSION)
+    elif ts == LATEST_TIERED:
+        pass  # offset -1, leader epoch -1: no tiered segment exists
+    elif ts == LATEST and replica_id != -1:
         # Replicas and debug tools (replica_id != -1) see the log end, consumers the HW (§2.7).
         out["offset"] = ps.log_end_offset
         out["leader_epoch"] = ps.leader_epoch
@@ -482,10 +493,10 @@ def _list_partition(broker: HandlerContext, ps: PartitionState | None, p: WireRe
         # read_committed: the LSO (no record of an open transaction counts as written yet)
         out["offset"] = ps.last_stable_offset if isolation == READ_COMMITTED else ps.high_watermark
         out["leader_epoch"] = ps.leader_epoch
-    elif ts == EARLIEST:
+    elif ts in (EARLIEST, EARLIEST_LOCAL):
         out["offset"] = ps.log_start_offset
         out["leader_epoch"] = cache.epoch_for_offset(ps.log_start_offset)
-    elif ts == MAX_TIMESTAMP or ts >= 0:
+    else:  # MAX_TIMESTAMP or a time (every other negative spec is refused above)
         found = ps.log.offset_for_timestamp(ts)
         # Kafka's lastFetchableOffset: the HW, the LSO for read_committed.
         fetchable = ps.last_stable_offset if isolation == READ_COMMITTED else ps.high_watermark
@@ -494,8 +505,6 @@ def _list_partition(broker: HandlerContext, ps: PartitionState | None, p: WireRe
         elif not ps.core.offsets_available:
             # "No record at or after ts below the HW" could be wrong while the HW lags (KIP-207).
             out["error_code"] = int(ErrorCode.OFFSET_NOT_AVAILABLE)
-    else:
-        out["error_code"] = int(ErrorCode.INVALID_REQUEST)
     return out
 
 
@@ -518,7 +527,7 @@ def list_offsets(broker: HandlerContext, header: RequestHeader, req: WireRequest
                                   "error_code": int(ErrorCode.INVALID_REQUEST)})
                 continue
             parts.append(_list_partition(broker, broker.partitions.get(tp), p, isolation,
-                                         int(req.replica_id)))
+                                         int(req.replica_id), header.api_version))
         topics.append({"name": t.name, "partitions": parts})
     return {"throttle_time": 0, "topics": topics}
 

@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+CLASSIC = "classic"  # the group types of ListGroups v5: JoinGroup's groups
+CONSUMER = "consumer"  # and KIP-848's (ConsumerGroupHeartbeat)
+
 
 async def _join(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> WireResponse:
     version = header.api_version
@@ -32,6 +35,9 @@ async def _join(broker: HandlerContext, header: RequestHeader, req: WireRequest,
     rebalance_ms = ms(getattr(req, "rebalance_timeout", None)) if version >= 1 else session_ms
     if rebalance_ms < 0:
         rebalance_ms = session_ms
+    reason = getattr(req, "reason", None)  # v8+ (KIP-800): why the member (re)joins
+    if reason:
+        log.info("group %s: member %r joins: %r", req.group_id, req.member_id, reason[:200])
     res = await broker.groups.join(
         group_id=req.group_id, member_id=req.member_id,
         group_instance_id=getattr(req, "group_instance_id", None),
@@ -334,6 +340,8 @@ def offset_fetch(broker: HandlerContext, header: RequestHeader, req: WireRequest
 
 def list_groups(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> HandlerResult:
     wanted = set(getattr(req, "states_filter", ()) or ())
+    # v5 (KIP-848): the types filter, matched in any case (classic or consumer)
+    types = {str(t).lower() for t in getattr(req, "types_filter", ()) or ()}
     consumer_groups = broker.consumer_groups.groups
     names = set(broker.groups.groups) | set(broker.offsets.groups()) | set(consumer_groups)
     out = []
@@ -342,16 +350,18 @@ def list_groups(broker: HandlerContext, header: RequestHeader, req: WireRequest,
             continue  # as Kafka: a broker lists the groups it coordinates, no stale ones
         if name in consumer_groups:  # KIP-848
             state = consumer_groups[name].state.value
-            if not wanted or state in wanted:
+            if (not wanted or state in wanted) and (not types or CONSUMER in types):
                 out.append({"group_id": name, "protocol_type": "consumer",
-                            "group_state": state})
+                            "group_state": state, "group_type": CONSUMER})
+            continue
+        if types and CLASSIC not in types:
             continue
         desc = broker.groups.describe(name)
         state = desc["group_state"] if name in broker.groups.groups else "Empty"
         if wanted and state not in wanted:
             continue
         out.append({"group_id": name, "protocol_type": desc["protocol_type"],
-                    "group_state": state})
+                    "group_state": state, "group_type": CLASSIC})
     return {"throttle_time": 0, "error_code": 0, "groups": out}
 
 
@@ -367,6 +377,12 @@ def describe_groups(broker: HandlerContext, header: RequestHeader, req: WireRequ
         desc = broker.groups.describe(gid)
         if desc["group_state"] == "Dead" and gid in broker.offsets.groups():
             desc["group_state"] = "Empty"
+        if desc["group_state"] == "Dead" and header.api_version >= 6:
+            # v6 (KIP-1043): an unknown group is an error, no longer a Dead group
+            out.append({**desc, "error_code": int(ErrorCode.GROUP_ID_NOT_FOUND),
+                        "error_message": f"Group {gid} not found.",
+                        "authorized_operations": -(2**31)})
+            continue
         out.append({**desc, "error_code": 0, "authorized_operations": -(2**31)})
     return {"throttle_time": 0, "groups": out}
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime
 import logging
+import re
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
@@ -252,9 +253,16 @@ def describe_transactions(ctx: HandlerContext, header: RequestHeader, req: WireR
 def list_transactions(ctx: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> Answer:
     names = [str(s) for s in req.state_filters]
     states = {s: TxnState.from_kafka_name(s) for s in names}
+    source = getattr(req, "transactional_id_pattern", None)
+    try:
+        pattern = re.compile(source) if source else None  # v2, KIP-1152; empty: everything
+    except re.error as exc:
+        log.info("ListTransactions: transactional id pattern %r refused: %s", str(source)[:200], exc)
+        return {"throttle_time": 0, "error_code": int(ErrorCode.INVALID_REGULAR_EXPRESSION),
+                "unknown_state_filters": [], "transaction_states": []}
     flt = ListFilter(frozenset(s for s in states.values() if s is not None),
                      frozenset(int(p) for p in req.producer_id_filters),
-                     int(getattr(req, "duration_filter", -1)))
+                     int(getattr(req, "duration_filter", -1)), pattern)
     unknown = [s for s, state in states.items() if state is None]
     now = ctx.now_ms()
     found = []

@@ -33,6 +33,7 @@ zombie's later writes, and the coordinator answers its requests PRODUCER_FENCED.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -381,9 +382,14 @@ class ListFilter:
     states: frozenset[TxnState] = field(default_factory=frozenset)
     producer_ids: frozenset[int] = field(default_factory=frozenset)
     min_duration_ms: int = -1
+    # v2 (KIP-1152): the whole transactional id must match (Java's ``Matcher.matches``)
+    transactional_id_pattern: re.Pattern[str] | None = None
 
     def matches(self, m: TxnMetadata, now_ms: int) -> bool:
         if self.states and m.state not in self.states:
+            return False
+        if (self.transactional_id_pattern is not None
+                and self.transactional_id_pattern.fullmatch(m.transactional_id) is None):
             return False
         if self.producer_ids and m.producer_id not in self.producer_ids:
             return False
