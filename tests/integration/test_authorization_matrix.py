@@ -270,6 +270,19 @@ def _list_groups(c: KafkaConnection) -> Any:
     return sorted(g.group_id for g in c.request(16, 4, {"states_filter": []}).groups)
 
 
+def _cg_heartbeat(c: KafkaConnection) -> Any:
+    """KIP-848: a new member of consumer group g-848 subscribing to t1."""
+    r = c.request(68, 1, {"group_id": "g-848", "member_id": "m-matrix", "member_epoch": 0,
+                          "rebalance_timeout": 30000, "subscribed_topic_names": ["t1"],
+                          "topic_partitions": []})
+    return _errors(r.error_code)
+
+
+def _cg_describe(c: KafkaConnection) -> Any:
+    r = c.request(69, 1, {"group_ids": ["g-848"], "include_authorized_operations": False})
+    return _errors(r.groups[0].error_code)
+
+
 def _api_versions(c: KafkaConnection) -> Any:
     return _errors(c.request(18, 3, {"client_software_name": "matrix",
                                      "client_software_version": "1"}).error_code)
@@ -578,6 +591,12 @@ CASES: dict[ApiKey, list[Case]] = {
                              (RT.GROUP, "g-join", Op.READ))],
     ApiKey.DESCRIBE_GROUPS: [case("DescribeGroups", _describe_groups, (GROUP_DENIED,),
                                   (RT.GROUP, "g-listed", Op.DESCRIBE), allowed=(0,))],
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: [
+        case("ConsumerGroupHeartbeat", _cg_heartbeat, (GROUP_DENIED,),
+             (RT.GROUP, "g-848", Op.READ), (RT.TOPIC, "t1", Op.DESCRIBE), allowed=(0,)),
+    ],
+    ApiKey.CONSUMER_GROUP_DESCRIBE: [case("ConsumerGroupDescribe", _cg_describe,
+                                          (GROUP_DENIED,), (RT.GROUP, "g-848", Op.DESCRIBE))],
     ApiKey.LIST_GROUPS: [
         case("ListGroups(filtered)", _list_groups, [], (RT.GROUP, "g-listed", Op.DESCRIBE),
              allowed=["g-listed"]),
