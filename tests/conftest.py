@@ -102,6 +102,26 @@ class BrokerProcess:
         return self.log_path.read_text(errors="replace")
 
 
+# -- parallel runs (pytest-xdist, ``./dev test``) -------------------------------------------------
+# Every test picks its own ports (bind to port 0) and data directories (tmp_path), so tests run
+# on several workers at once. Tests that share one costly process per session are sent to one
+# worker (``--dist loadgroup``), so a run starts it once, not once per worker: the fixture a test
+# uses names its group.
+SHARED_SESSION_GROUPS = {
+    "spark": "spark",                    # one local SparkSession (a JVM, 2 GiB of driver memory)
+    "kafka_broker": "kafka_reference",   # the real Apache Kafka (a JVM; tests/reference)
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (its own modifyitems)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        names = getattr(item, "fixturenames", ())
+        for fixture, group in SHARED_SESSION_GROUPS.items():
+            if fixture in names:
+                item.add_marker(pytest.mark.xdist_group(group))
+
+
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     b = BrokerProcess(tmp_path_factory.mktemp("broker") / "data").start()

@@ -27,7 +27,13 @@ MORE = 100
 
 def test_create_topics_waits_for_a_stopped_controller_while_produce_and_fetch_go_on(
         tmp_path: Path) -> None:
-    cluster = LocalCluster(tmp_path, brokers=1, controllers=3).start()
+    # The window this test measures in ends when the other controllers elect a new active one
+    # (controller.quorum.fetch.timeout.ms after the stop): long, so that it is the 100 round trips
+    # that end it, however slowly a loaded machine runs them, and not a clock. The broker's session
+    # outlasts the stop too (no fencing when the stopped controller resumes).
+    cluster = LocalCluster(tmp_path, brokers=1, controllers=3, controller_settings={
+        "controller.quorum.fetch.timeout.ms": "120000",
+        "broker.session.timeout.ms": "120000"}).start()
     stopped: int | None = None
     try:
         bootstrap = cluster.address(cluster.broker_ids[0])
@@ -65,7 +71,7 @@ def test_create_topics_waits_for_a_stopped_controller_while_produce_and_fetch_go
         stopped = cluster.active_controller()
         assert stopped is not None
         cluster.kill(stopped, signal.SIGSTOP)
-        created = admin.create_topics([NewTopic("during", 1, 1)], request_timeout=60)["during"]
+        created = admin.create_topics([NewTopic("during", 1, 1)], request_timeout=120)["during"]
         time.sleep(0.2)  # the request reaches the broker (it is then waiting on the controller)
         acked_at_start, read_at_start = len(acked), len(read)
         while not created.done() and not (len(acked) >= acked_at_start + MORE

@@ -147,8 +147,11 @@ def _free_base_port(nodes: int = 5) -> int:
     import random
     import socket
 
+    # Below Linux's ephemeral range (32768 and up): the ports other tests bind to port 0, and
+    # every outgoing connection, come from there, so with tests running in parallel a range up
+    # there could be taken between this probe and the cluster's start.
     for _ in range(50):
-        base = random.randrange(20000, 40000)
+        base = random.randrange(20000, 32768 - 110 - nodes)
         try:
             for port in [*range(base, base + nodes + 1), *range(base + 100, base + 101 + nodes)]:
                 with socket.socket() as s:

@@ -1,0 +1,32 @@
+"""A floodmark process hides Hypothesis (kio would register its strategies at every start);
+a program that imports floodmark, pytest included, keeps it."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+import floodmark
+
+
+@pytest.mark.parametrize(("argv", "hidden"), [
+    (["python", "-m", "floodmark.cli", "broker"], True),
+    (["python", "-u", "-m", "floodmark.broker.cluster_member", "--node-id", "1"], True),
+    (["python", "/srv/venv/bin/floodmark", "cluster", "up"], True),
+    (["python", "-m", "pytest", "-m", "not slow"], False),
+    (["python", "-c", "import floodmark"], False),
+    (["python", "/srv/venv/bin/floodmark-other"], False),
+    (["python"], False),
+    (["python", "-m"], False),
+])
+def test_only_a_floodmark_command_hides_hypothesis(monkeypatch: pytest.MonkeyPatch,
+                                                   argv: list[str], hidden: bool) -> None:
+    monkeypatch.setattr(sys, "orig_argv", argv)
+    assert floodmark._started_as_floodmark() is hidden
+
+
+def test_this_test_run_keeps_hypothesis() -> None:
+    import kio.static._phantom as phantom
+
+    assert phantom.hypothesis is not None
