@@ -9,28 +9,23 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer
 
 from floodmark.cli.main import main
+from tests.integration.conftest import Run
 
 pytestmark = pytest.mark.integration
 
-Run = Callable[..., tuple[int, str, str]]
 
 
 @pytest.fixture
-def fm(broker, capsys: pytest.CaptureFixture[str]) -> Run:
-    """``fm(*argv) -> (exit status, stdout, stderr)`` with ``--bootstrap-server`` added."""
-    def run(*argv: str) -> tuple[int, str, str]:
-        capsys.readouterr()
-        rc = main([*argv, "--bootstrap-server", broker.bootstrap])
-        out, err = capsys.readouterr()
-        return rc, out, err
-    return run
+def fm(fm_in_process: Run) -> Run:
+    """``fm(*argv) -> (exit status, stdout, stderr)`` (tests/integration/conftest.py)."""
+    return fm_in_process
 
 
 def ok(run: Run, *argv: str) -> str:

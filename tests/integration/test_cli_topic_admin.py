@@ -6,26 +6,20 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 
 import pytest
 from confluent_kafka import Producer
 
-from floodmark.cli.main import main
+from tests.integration.conftest import Run
 
 pytestmark = pytest.mark.integration
 
-Run = Callable[..., tuple[int, str, str]]
 
 
 @pytest.fixture
-def fm(broker, capsys: pytest.CaptureFixture[str]) -> Run:
-    def run(*argv: str) -> tuple[int, str, str]:
-        capsys.readouterr()
-        rc = main([*argv, "--bootstrap-server", broker.bootstrap])
-        out, err = capsys.readouterr()
-        return rc, out, err
-    return run
+def fm(fm_in_process: Run) -> Run:
+    """``fm(*argv) -> (exit status, stdout, stderr)`` (tests/integration/conftest.py)."""
+    return fm_in_process
 
 
 def partition_count(fm: Run, topic: str) -> int:
