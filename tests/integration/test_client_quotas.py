@@ -287,3 +287,37 @@ def test_a_consumer_over_its_quota_is_held_to_it(
           f"{throttle_max_ms[0]} ms")
     assert 0.85 * bound <= rate <= 1.1 * bound, (rate, bound)
     assert throttle_max_ms[0] > 0
+
+
+def test_request_percentage_throttles_a_busy_client_and_no_other(
+        broker_factory: Callable[..., BrokerProcess]) -> None:
+    """KIP-124: a client id over its share of the broker's thread (``request_percentage``)
+    gets answers carrying a throttle time and is held back (its connection muted); another
+    client on the same broker is not throttled."""
+    broker = broker_factory("--set", "quota.window.num=2")
+    with KafkaConnection(broker.bootstrap, timeout_s=10) as conn:
+        assert _alter(conn, [([(CLIENT, "busy")], [("request_percentage", 1.0, False)])]) \
+            == [(0, None)]
+    body = {"topics": None, "allow_auto_topic_creation": False,
+            "include_cluster_authorized_operations": False,
+            "include_topic_authorized_operations": False}
+    answered: list[tuple[float, int]] = []  # (when, throttle_time_ms)
+    with KafkaConnection(broker.bootstrap, timeout_s=30, client_id="busy") as busy, \
+            KafkaConnection(broker.bootstrap, timeout_s=30, client_id="calm") as calm:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(answered) < 20_000:
+            r = busy.request(3, 12, body)
+            answered.append((time.monotonic(), int(r.throttle_time.total_seconds() * 1000)))
+            if sum(1 for _, t in answered if t > 0) >= 5:
+                break
+        throttled = [t for _, t in answered if t > 0]
+        assert len(throttled) >= 5, f"no throttle in {len(answered)} answers"
+        calm_throttles = [int(calm.request(3, 12, body).throttle_time.total_seconds() * 1000)
+                          for _ in range(20)]
+    assert calm_throttles == [0] * 20, "another client id is not throttled"
+    first = next(i for i, (_, t) in enumerate(answered) if t > 0)
+    held_s = answered[-1][0] - answered[first][0]
+    # Five throttled answers, each followed by a muted connection for its throttle time.
+    assert held_s * 1000 >= 0.5 * sum(throttled[:-1]), (held_s, throttled)
+    print(f"busy: {first} answers before the first throttle, then throttles {throttled} ms "
+          f"over {held_s:.2f} s")

@@ -9,9 +9,17 @@ broker reads nothing more from that connection for that long (``Connection.mute_
 that know KIP-219 (librdkafka, the Java client) also hold back on their own. Nobody else waits:
 a connection's rate is shared only with the connections the same quota entity covers.
 
+``request_percentage`` (KIP-124): the time the broker's one thread spends on a client's request
+(from reading its frame to its answer, or to the point it waits: a parked Fetch or acks=all
+Produce counts the work, not the wait) is recorded as a percentage of one thread per second;
+over the bound, the answer carries the throttle time (the longer one when a byte-rate quota
+throttled it too, as Kafka takes the max) and the connection is muted. Exempt, as in Kafka:
+ApiVersions and the SASL exchange, and the brokers' own requests (replica Fetch,
+WriteTxnMarkers).
+
 Replica fetches are not counted (Kafka has separate replication quotas, not built). Produce with
-acks=0 has no response: the connection is muted all the same. ``request_percentage`` quotas are
-stored and described but not yet enforced; ``controller_mutation_rate`` neither.
+acks=0 has no response: the connection is muted all the same. ``controller_mutation_rate`` is
+stored and described but not yet enforced.
 
 Cost when no quota is configured: one truth test of the store per Produce and Fetch.
 """
@@ -19,17 +27,26 @@ Cost when no quota is configured: one truth test of the store per Produce and Fe
 from __future__ import annotations
 
 import logging
+import struct
 from collections.abc import Awaitable, Callable
+from dataclasses import fields
 from typing import Protocol
 
 from floodmark.broker.boundary import Encoded
 from floodmark.security.principal import KafkaPrincipal
 from floodmark.security.quotas import QuotaStore, QuotaType, SampledRate, record_and_throttle
 from floodmark.wire.api_table import ApiKey
-from floodmark.wire.codec import peek_client_id
+from floodmark.wire.codec import peek_client_id, response_class
 from floodmark.wire.hot import response_size, with_throttle_time
 
 log = logging.getLogger(__name__)
+
+REQUEST_QUOTA_EXEMPT = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE,
+                                  ApiKey.SASL_AUTHENTICATE, ApiKey.WRITE_TXN_MARKERS})
+"""Requests no ``request_percentage`` counts (replica Fetch is exempt by its replica id)."""
+NANOS_TO_PERCENT = 100 / 1e9
+"""One thread busy for a whole second is 100 %."""
+_I32 = struct.Struct(">i")
 
 Answered = Encoded | Awaitable[Encoded | None] | None
 SWEEP_INTERVAL_MS = 30_000
@@ -125,3 +142,69 @@ class ClientQuotas:
             with_throttle_time(api_key, version, answer, throttle_ms)
         conn.mute_for(throttle_ms)
         return answer
+
+    # -- request_percentage ------------------------------------------------------------------
+    def request_answered(self, api_key: int, version: int, client_id: str, conn: Throttled,
+                         answer: Answered, elapsed_ns: int) -> Answered:
+        """A client's request took ``elapsed_ns`` of the broker's thread: record it; over the
+        bound, the answer (now, or when it is ready) carries the throttle time."""
+        if api_key in REQUEST_QUOTA_EXEMPT:
+            return answer
+        throttle_ms = self.record(QuotaType.REQUEST, conn.principal.name, client_id,
+                                  elapsed_ns * NANOS_TO_PERCENT, self._now_ms())
+        if throttle_ms <= 0:
+            return answer
+        self.throttled_responses += 1
+        conn.mute_for(throttle_ms)
+        if answer is None or isinstance(answer, list):
+            if answer is not None:
+                raise_throttle_time(api_key, version, answer, throttle_ms)
+            return answer
+        return self._throttle_later(api_key, version, answer, throttle_ms)
+
+    @staticmethod
+    async def _throttle_later(api_key: int, version: int, pending: Awaitable[Encoded | None],
+                              throttle_ms: int) -> Encoded | None:
+        answer = await pending
+        if answer is not None:
+            raise_throttle_time(api_key, version, answer, throttle_ms)
+        return answer
+
+
+def throttle_time_offset(api_key: int, version: int) -> int | None:
+    """Where ``throttle_time_ms`` sits in an encoded response (size prefix included), or None
+    where the response has none at a fixed place (ApiVersions keeps it after its list)."""
+    if api_key == ApiKey.FETCH:
+        return 9 if version >= 12 else 8
+    if api_key == ApiKey.PRODUCE:
+        return None  # after the topics: counted from the end
+    cls = response_class(api_key, version)
+    if fields(cls)[0].name != "throttle_time":
+        return None
+    flexible = getattr(cls.__header_schema__, "__version__", 0) >= 1
+    return 8 + (1 if flexible else 0)  # size, correlation id, the header's tagged fields
+
+
+def raise_throttle_time(api_key: int, version: int, parts: Encoded, throttle_ms: int) -> None:
+    """Make an encoded response's ``throttle_time_ms`` at least ``throttle_ms``, in place (a
+    response a byte-rate quota throttled already keeps the longer of the two). A Fetch answer's
+    first buffer holds its header and the field (its records may be file slices); other
+    answers are joined into one buffer first."""
+    if api_key == ApiKey.FETCH:
+        index, offset = 0, 9 if version >= 12 else 8
+    else:
+        parts[:] = [b"".join(parts)]  # type: ignore[arg-type]  # no file slices outside Fetch
+        index = 0
+        found = (len(parts[0]) - (5 if version >= 9 else 4) if api_key == ApiKey.PRODUCE
+                 else throttle_time_offset(api_key, version))
+        if found is None:
+            return
+        offset = found
+    buffer = parts[index]
+    if not isinstance(buffer, (bytes, bytearray, memoryview)) or len(buffer) < offset + 4:
+        return
+    if _I32.unpack_from(buffer, offset)[0] >= throttle_ms:
+        return
+    out = bytearray(buffer)
+    _I32.pack_into(out, offset, throttle_ms)
+    parts[index] = bytes(out)

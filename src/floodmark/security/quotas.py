@@ -6,7 +6,8 @@ and rules; the broker applies them where the response is sent (``broker/quotas.p
   pairs sorted by type, so one entity has one spelling.
 - **Keys** (``QuotaType``): ``producer_byte_rate`` and ``consumer_byte_rate`` (bytes per second,
   Kafka's LONG: whole numbers), ``request_percentage`` (percent of one request thread per second),
-  ``controller_mutation_rate`` (partition mutations per second; stored and described, not enforced).
+  ``controller_mutation_rate`` (partition mutations per second; stored and described, not enforced;
+  ``request_percentage`` is enforced by ``broker/quotas.py``).
   Every value must be > 0 (Kafka's "Quota <key> must be greater than 0").
 - **Precedence** (``QuotaStore.resolve``): for a connection of user ``u`` and client id ``c``, the
   first of these entities that sets the key wins, one key at a time:
