@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from floodmark.address import parse_host_port
+from floodmark.controller.placement import broker_rack
 from floodmark.replication.modes import DEFAULT_TRUNCATION, Truncation
 from floodmark.security.authorizer import authorizer_settings
 from floodmark.security.client_security import ClientSecurity
@@ -159,6 +160,11 @@ class BrokerConfig:
         return ClientSecurity.for_node(self.get, ep.security_protocol, name)
 
     @property
+    def rack(self) -> str | None:
+        """``broker.rack`` (KIP-36); None when unset or blank."""
+        return broker_rack(self.get("broker.rack"))
+
+    @property
     def truncation(self) -> Truncation:
         return Truncation.parse(str(self.get("floodmark.truncation")))
 
@@ -174,6 +180,7 @@ class BrokerConfig:
         authorizer_settings(str(self.get("authorizer.class.name") or ""),
                             str(self.get("super.users") or ""),
                             self.get_bool("allow.everyone.if.no.acl.found"))
+        self.rack  # noqa: B018  # broker.rack must be text
         self.listener_tls  # noqa: B018  # a bad listener or TLS setting: one line at start
         for ep in self.listeners.listeners:  # a bad SASL setting: one line at start
             sasl = listener_sasl_settings(self.get, ep.name, ep.security_protocol.value)
