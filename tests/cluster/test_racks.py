@@ -100,6 +100,6 @@ def _created(admin: AdminClient, topic: str) -> bool:
     earlier attempt whose answer was lost)."""
     try:
         admin.create_topics([NewTopic(topic, 4, 2)], request_timeout=10)[topic].result(15)
-    except KafkaException as exc:  # not answered yet: try again
+    except (KafkaException, TimeoutError) as exc:  # not answered yet: try again
         return "TOPIC_ALREADY_EXISTS" in str(exc)
     return True

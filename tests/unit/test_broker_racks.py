@@ -6,12 +6,15 @@ brokers their racks round-robin."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from floodmark.broker.broker import Broker
 from floodmark.broker.config import BrokerConfig
 from floodmark.cli.common import CliError
 from floodmark.cli.main import build_parser
+from floodmark.client.connection import decode_response, encode_request
 from floodmark.cluster.local import LocalCluster
 from floodmark.controller.image import MetadataImage
 from floodmark.controller.logic import ControllerConfig, ControllerLogic
@@ -29,6 +32,29 @@ def test_the_setting_is_kafkas_broker_rack_null_by_default(tmp_path: Path) -> No
     assert BrokerConfig.load(data_dir=tmp_path).rack is None
     assert BrokerConfig.load(data_dir=tmp_path, overrides=["broker.rack=eu-1a"]).rack == "eu-1a"
     assert BrokerConfig.load(data_dir=tmp_path, overrides=["broker.rack= "]).rack is None
+
+
+def test_a_lone_broker_answers_its_rack_in_metadata_and_describe_cluster(tmp_path: Path) -> None:
+    config = BrokerConfig.load(data_dir=tmp_path / "data", listen="127.0.0.1:9999",
+                               overrides=["broker.rack=r1", "offsets.topic.num.partitions=1"])
+    broker = Broker(config)
+    broker.open()
+    try:
+        def call(api_key: int, version: int, body: dict[str, object]) -> Any:
+            out = broker.dispatch(memoryview(encode_request(api_key, version, 7, body)[4:]),
+                                  None)  # type: ignore[arg-type]
+            assert isinstance(out, list), "answered at once"
+            return decode_response(b"".join(bytes(p) for p in out)[4:], api_key, version, 7)
+
+        meta = call(3, 12, {"topics": [], "allow_auto_topic_creation": False,
+                            "include_topic_authorized_operations": False})
+        assert [(b.node_id, b.rack) for b in meta.brokers] == [(1, "r1")]
+        cluster = call(60, 0, {"include_cluster_authorized_operations": False})
+        assert [(b.broker_id, b.rack) for b in cluster.brokers] == [(1, "r1")]
+        image = broker.membership.controller.logic.image  # type: ignore[attr-defined]
+        assert image.brokers[1].rack == "r1"  # registered in its own metadata log
+    finally:
+        broker.close()
 
 
 def test_the_registration_record_carries_the_rack_and_only_when_there_is_one() -> None:
@@ -121,3 +147,8 @@ def test_cluster_up_refuses_bad_racks_in_one_line(tmp_path: Path) -> None:
         _up(["--racks", "a,,b", "--data-dir", str(tmp_path / "x")])
     with pytest.raises(CliError, match="give one of them"):
         _up(["--racks", "a,b", "--set", "broker.rack=c", "--data-dir", str(tmp_path / "y")])
+    # An existing cluster keeps the racks it was made with.
+    LocalCluster(tmp_path / "z", brokers=2, racks=["a", "b"], die_with_supervisor=False)._save()
+    with pytest.raises(CliError, match=r"--racks a,c \(it has a,b\)"):
+        _up(["--racks", "a,c", "--data-dir", str(tmp_path / "z")])
+    _up(["--racks", "a, b", "--data-dir", str(tmp_path / "z")])  # the same again is fine
