@@ -32,6 +32,11 @@ def test_the_setting_is_kafkas_broker_rack_null_by_default(tmp_path: Path) -> No
     assert BrokerConfig.load(data_dir=tmp_path).rack is None
     assert BrokerConfig.load(data_dir=tmp_path, overrides=["broker.rack=eu-1a"]).rack == "eu-1a"
     assert BrokerConfig.load(data_dir=tmp_path, overrides=["broker.rack= "]).rack is None
+    # A rack that looks like a number stays the text it was given.
+    assert BrokerConfig.load(data_dir=tmp_path, overrides=["broker.rack=1.10"]).rack == "1.10"
+    toml = tmp_path / "broker.toml"
+    toml.write_text('"broker.rack" = 3\n')
+    assert BrokerConfig.load(data_dir=tmp_path, config_file=toml).rack == "3"
 
 
 def test_a_lone_broker_answers_its_rack_in_metadata_and_describe_cluster(tmp_path: Path) -> None:

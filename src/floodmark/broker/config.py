@@ -161,8 +161,8 @@ class BrokerConfig:
 
     @property
     def rack(self) -> str | None:
-        """``broker.rack`` (KIP-36); None when unset or blank."""
-        return broker_rack(self.get("broker.rack"))
+        """``broker.rack`` (KIP-36); None when unset or blank (a TOML number is its text)."""
+        return broker_rack(render(self.get("broker.rack")))
 
     @property
     def truncation(self) -> Truncation:
@@ -180,7 +180,6 @@ class BrokerConfig:
         authorizer_settings(str(self.get("authorizer.class.name") or ""),
                             str(self.get("super.users") or ""),
                             self.get_bool("allow.everyone.if.no.acl.found"))
-        self.rack  # noqa: B018  # broker.rack must be text
         self.listener_tls  # noqa: B018  # a bad listener or TLS setting: one line at start
         for ep in self.listeners.listeners:  # a bad SASL setting: one line at start
             sasl = listener_sasl_settings(self.get, ep.name, ep.security_protocol.value)
@@ -229,8 +228,12 @@ class BrokerConfig:
             name, sep, value = item.partition("=")
             if not sep:
                 raise ValueError(f"--set expects name=value, got {item!r}")
-            settings[name.strip()] = parse_value(value)
-            given.add(name.strip())
+            name = name.strip()
+            # A STRING setting keeps its text (broker.rack=1.10 is the rack "1.10", not 1.1).
+            setting = SETTINGS.get(name)
+            string = setting is not None and setting.type is ConfigType.STRING
+            settings[name] = value if string else parse_value(value)
+            given.add(name)
         if node_id is not None:
             settings["node.id"] = node_id
             given.add("node.id")
