@@ -135,6 +135,8 @@ def test_local_cluster_gives_racks_round_robin_and_passes_them_as_broker_rack(
         1: "a", 2: "b", 3: "c", 4: "a"}
     assert all("rack" not in cluster.node(c) for c in cluster.controller_ids)
     assert "broker.rack=b" in cluster._command(2)
+    assert {n["id"]: n.get("rack") for n in cluster.status()["nodes"]} == {
+        0: None, 1: "a", 2: "b", 3: "c", 4: "a"}
     assert cluster.add_brokers(6) == [5, 6]
     assert [cluster.node(b)["rack"] for b in (5, 6)] == ["b", "c"]
     plain = LocalCluster(tmp_path / "p", brokers=2, die_with_supervisor=False)

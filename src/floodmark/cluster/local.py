@@ -843,6 +843,8 @@ class LocalCluster:
                                      "alive": state != "dead", "state": state}
             if n.get("metrics_port"):
                 entry["metrics"] = f"http://{self.advertised_host}:{n['metrics_port']}/metrics"
+            if n.get("rack"):
+                entry["rack"] = n["rack"]  # its broker.rack (cluster up --racks)
             if has_role(n, "controller"):
                 entry["active"] = active.get(node_id, False)
                 if has_role(n, "broker"):  # combined: where its controller listens
