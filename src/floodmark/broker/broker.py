@@ -93,7 +93,8 @@ class Broker:
         self.node_id = config.node_id
         self.data_dir = Path(config.data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.membership: Membership = membership or LocalMembership(self.data_dir, self.node_id)
+        self.membership: Membership = membership or LocalMembership(
+            self.data_dir, self.node_id, rack=config.rack)
         self.controller: Controller = self.membership.controller
         self.replicas = replicas
         self.partitions: dict[PartitionKey, PartitionState] = {}
