@@ -10,7 +10,14 @@ import json
 import sys
 from typing import Any
 
-from floodmark.cli.common import CliError, add_bootstrap, connect, pairs, report
+from floodmark.cli.common import (
+    CliError,
+    add_bootstrap,
+    connect,
+    kafka_config_list,
+    pairs,
+    report,
+)
 from floodmark.cli.partition_health import describe_line, live_brokers, partition_views
 from floodmark.client.cluster import ClusterClient, error_text
 from floodmark.client.connection import KafkaConnection, RequestFailed
@@ -286,24 +293,10 @@ def topic_delete(args: argparse.Namespace) -> int:
     return rc
 
 
-def _kafka_config_list(items: list[str]) -> list[str]:
-    """kafka-configs.sh's ``a=1,b=[x,y]``: split at commas outside brackets, brackets dropped."""
-    out: list[str] = []
-    for item in items:
-        depth, start = 0, 0
-        for i, ch in enumerate(item + ","):
-            depth += (ch == "[") - (ch == "]")
-            if ch == "," and depth <= 0:
-                if part := item[start:i].strip():
-                    out.append(part.replace("[", "").replace("]", ""))
-                start = i + 1
-    return out
-
-
 def topic_alter_config(args: argparse.Namespace) -> int:
     to_set = {**pairs(args.set, "--set"),
-              **pairs(_kafka_config_list(args.add_config), "--add-config")}
-    to_delete = [*args.delete, *_kafka_config_list(args.delete_config)]
+              **pairs(kafka_config_list(args.add_config), "--add-config")}
+    to_delete = [*args.delete, *kafka_config_list(args.delete_config)]
     if not to_set and not to_delete:
         raise CliError("nothing to alter: give --set NAME=VALUE (--add-config) or --delete NAME "
                        "(--delete-config)")
