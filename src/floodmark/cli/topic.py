@@ -1,5 +1,6 @@
-"""``floodmark topic create|list|describe|delete|add-partitions|alter|alter-config``
-(kafka-topics.sh and kafka-configs.sh's jobs), over the cluster client: any broker answers,
+"""``floodmark topic create|list|describe|delete|add-partitions|alter|alter-config|
+delete-records`` (kafka-topics.sh, kafka-configs.sh and kafka-delete-records.sh's jobs; the
+last in ``delete_records``), over the cluster client: any broker answers,
 leaders are followed. ``list`` filters the partitions in trouble as kafka-topics.sh does
 (``partition_health``)."""
 
@@ -10,6 +11,7 @@ import json
 import sys
 from typing import Any
 
+from floodmark.cli import delete_records
 from floodmark.cli.common import (
     CliError,
     add_bootstrap,
@@ -18,6 +20,7 @@ from floodmark.cli.common import (
     pairs,
     report,
 )
+from floodmark.cli.config import RESOURCE_TOPIC, describe_configs
 from floodmark.cli.partition_health import describe_line, live_brokers, partition_views
 from floodmark.client.cluster import ClusterClient, error_text
 from floodmark.client.connection import KafkaConnection, RequestFailed
@@ -65,6 +68,10 @@ def register(subparsers: Any) -> None:
     p = tsub.add_parser("describe", help="partitions, leader, epoch, ISR, LEO, HW, log start, epochs")
     p.add_argument("name", nargs="?")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--all-configs", action="store_true",
+                   help="every config with its source (DYNAMIC_TOPIC_CONFIG, "
+                        "DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG...), "
+                        "not only the topic's own (JSON: \"all_configs\")")
     add_bootstrap(p)
     p.set_defaults(func=topic_describe)
     p = tsub.add_parser("delete", help="delete a topic")
@@ -82,6 +89,7 @@ def register(subparsers: Any) -> None:
                    help="kafka-configs.sh's form of --delete")
     add_bootstrap(p)
     p.set_defaults(func=topic_alter_config)
+    delete_records.add_parser(tsub)
     topic.set_defaults(func=lambda a: (topic.print_help(), 2)[1])
 
 
@@ -256,6 +264,9 @@ def topic_describe(args: argparse.Namespace) -> int:
             any_conn = cluster.connection(next(iter(cluster.brokers.values())))
             out.append({"topic": t.name, "topic_id": str(t.topic_id), "internal": t.is_internal,
                         "configs": _topic_configs(any_conn, str(t.name)), "partitions": rows})
+            if args.all_configs:
+                out[-1]["all_configs"] = [
+                    e.as_json() for e in describe_configs(cluster, RESOURCE_TOPIC, str(t.name))]
     if args.json:
         print(json.dumps(out if not args.name else out[0], indent=2))
         return 0
@@ -263,6 +274,8 @@ def topic_describe(args: argparse.Namespace) -> int:
         configs = ",".join(f"{k}={v}" for k, v in sorted(t["configs"].items()))
         print(f"Topic: {t['topic']}  TopicId: {t['topic_id']}  Partitions: {len(t['partitions'])}"
               f"  Configs: {configs}")
+        for c in t.get("all_configs", ()):
+            print(f"  config {c['name']}={c['value']} source {c['source']}")
         for r in t["partitions"]:
             cache = ", ".join(f"{e['epoch']}@{e['start_offset']}" for e in r["epoch_cache"])
             # The LSO only where a transaction holds it below the HW.
