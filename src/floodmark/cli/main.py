@@ -39,6 +39,7 @@ _REGISTRARS: tuple[tuple[str, str | None], ...] = (
     ("floodmark.cli.group", None),
     ("floodmark.cli.acl", None),
     ("floodmark.cli.quota", None),
+    ("floodmark.cli.config", None),
     ("floodmark.cli.produce", None),
     ("floodmark.cli.consume", None),
     ("floodmark.cli.cluster", None),
