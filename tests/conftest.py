@@ -1,8 +1,9 @@
 """Shared fixtures: a real floodmark broker in a subprocess, on a free port.
 
-- ``BrokerProcess``: start/stop/kill/restart a ``floodmark broker`` process over one data dir.
-  It binds ``127.0.0.1:0`` and reads the bound port from the broker's first stdout line, so
-  concurrently running test sessions never collide on ports.
+- ``BrokerProcess``: start/stop/kill/restart a ``floodmark broker`` process over one data dir
+  (``floodmark.cluster.single``, also behind ``floodmark.testing.EmbeddedBroker``). It binds
+  ``127.0.0.1:0`` and reads the bound port from the broker's first stdout line, so concurrently
+  running test sessions never collide on ports.
 - ``broker`` (module scope): one broker per test module, ``broker.bootstrap`` is "127.0.0.1:PORT".
 - ``broker_factory`` (function scope): start any number of brokers with extra flags; all are
   stopped at the end of the test.
@@ -10,96 +11,23 @@
 
 from __future__ import annotations
 
-import os
-import re
-import signal
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from floodmark import lifeline
+from floodmark.cluster import single
 
 REPO = Path(__file__).resolve().parents[1]
-_LISTENING = re.compile(r"listening on (\S+):(\d+)")
 
 
-class BrokerProcess:
+class BrokerProcess(single.BrokerProcess):
+    """``floodmark.cluster.single.BrokerProcess`` (the one single-broker launcher), run from the
+    repository (a relative ``PYTHONPATH=src`` resolves there)."""
+
     def __init__(self, data_dir: Path, extra_args: list[str] | None = None,
                  log_path: Path | None = None) -> None:
-        self.data_dir = Path(data_dir)
-        self.extra_args = list(extra_args or [])
-        self.log_path = log_path or self.data_dir.with_name(self.data_dir.name + ".log")
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.port: int | None = None
-
-    @property
-    def bootstrap(self) -> str:
-        assert self.port is not None, "broker not started"
-        return f"127.0.0.1:{self.port}"
-
-    def start(self, port: int = 0, timeout_s: float = 30.0) -> BrokerProcess:
-        """Start the broker; on restart pass the previous port to keep clients' address valid."""
-        env = lifeline.supervised_env(dict(os.environ))  # dies with this test run
-        env.setdefault("PYTHONUNBUFFERED", "1")
-        cmd = [sys.executable, "-m", "floodmark.cli", "broker", "--data-dir", str(self.data_dir),
-               "--listen", f"127.0.0.1:{port}", *self.extra_args]
-        self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._log, env=env,
-                                     cwd=str(REPO))
-        assert self.proc.stdout is not None
-        deadline = time.monotonic() + timeout_s
-        line = b""
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if not line:
-                break
-            m = _LISTENING.search(line.decode(errors="replace"))
-            if m:
-                self.port = int(m.group(2))
-                return self
-        self.kill()
-        raise RuntimeError(f"broker did not start (last line {line!r}); log: {self.log_path}\n"
-                           + self.log_path.read_text(errors="replace")[-3000:])
-
-    def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 20.0) -> int | None:
-        """Clean shutdown (SIGTERM by default); returns the exit code."""
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        code = self.proc.returncode
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-        self._log.close()
-        self.proc = None
-        return code
-
-    def kill(self) -> None:
-        """Crash: SIGKILL, no checkpoints (recovery must cope)."""
-        self.stop(signal.SIGKILL)
-
-    def restart(self, *, crash: bool = False) -> BrokerProcess:
-        port = self.port or 0
-        if crash:
-            self.kill()
-        else:
-            self.stop()
-        return self.start(port=port)
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def log_text(self) -> str:
-        return self.log_path.read_text(errors="replace")
+        super().__init__(data_dir, extra_args, log_path, cwd=REPO)
 
 
 # -- parallel runs (pytest-xdist, ``./dev test``) -------------------------------------------------

@@ -44,7 +44,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from floodmark import lifeline
+from floodmark.cluster.node_env import node_env
 from floodmark.cluster.secure import CLIENT_PROPERTIES, ClusterSecurity
 from floodmark.cluster.waiting import LIMIT_S, STALL_MS, Stalled, process_progress, wait_progress
 from floodmark.controller import rpc, scram
@@ -491,8 +491,7 @@ class LocalCluster:
         log_path = self._log_path(node_id)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         start = log_path.stat().st_size if log_path.exists() else 0
-        env = (lifeline.supervised_env if self.die_with_supervisor
-               else lifeline.unsupervised_env)({**os.environ, "PYTHONUNBUFFERED": "1"})
+        env = node_env(supervised=self.die_with_supervisor)
         with open(log_path, "ab") as out:
             proc = subprocess.Popen(self._command(node_id), stdout=out, stderr=out,
                                     stdin=subprocess.DEVNULL, env=env, start_new_session=True)

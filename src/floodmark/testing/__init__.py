@@ -1,0 +1,21 @@
+"""floodmark for the test suites of Kafka applications: real brokers started in well under a
+second or two, no JVM, no docker.
+
+- ``EmbeddedBroker``: one ``floodmark broker`` process (broker and controller in one process).
+- ``EmbeddedCluster``: a controller and N brokers, each its own process (``LocalCluster``).
+
+Both are context managers with ``bootstrap_servers`` (what ``bootstrap.servers`` takes), fault
+helpers (``kill`` with SIGKILL, ``restart``) and ``wait_serving`` (until clients are served
+again: a wait on progress, never a sleep). Their processes die with the process that started
+them, however it ends (``floodmark.lifeline``).
+
+With pytest installed, the ``floodmark.testing.plugin`` module is a pytest plugin (registered
+through the ``pytest11`` entry point) with fixtures of both in function, module and session
+scope; see docs/testing.md. Importing this package does not import pytest.
+"""
+
+from floodmark.testing.embedded_broker import EmbeddedBroker
+from floodmark.testing.embedded_cluster import EmbeddedCluster
+from floodmark.testing.serving import NotServing
+
+__all__ = ["EmbeddedBroker", "EmbeddedCluster", "NotServing"]
