@@ -11,11 +11,32 @@ them, however it ends (``floodmark.lifeline``).
 
 With pytest installed, the ``floodmark.testing.plugin`` module is a pytest plugin (registered
 through the ``pytest11`` entry point) with fixtures of both in function, module and session
-scope; see docs/testing.md. Importing this package does not import pytest.
+scope; see docs/testing.md. Importing this package does not import pytest, and imports the
+rest of floodmark only when a name is first used (the plugin loads into every pytest run of an
+environment with floodmark installed).
 """
 
-from floodmark.testing.embedded_broker import EmbeddedBroker
-from floodmark.testing.embedded_cluster import EmbeddedCluster
-from floodmark.testing.serving import NotServing
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from floodmark.testing.embedded_broker import EmbeddedBroker
+    from floodmark.testing.embedded_cluster import EmbeddedCluster
+    from floodmark.testing.serving import NotServing
 
 __all__ = ["EmbeddedBroker", "EmbeddedCluster", "NotServing"]
+
+_WHERE = {
+    "EmbeddedBroker": "floodmark.testing.embedded_broker",
+    "EmbeddedCluster": "floodmark.testing.embedded_cluster",
+    "NotServing": "floodmark.testing.serving",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'floodmark.testing' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -25,21 +25,31 @@ broker_settings={...}) as cluster:``.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
-from floodmark.testing.embedded_broker import EmbeddedBroker
-from floodmark.testing.embedded_cluster import EmbeddedCluster
+if TYPE_CHECKING:
+    from floodmark.testing.embedded_broker import EmbeddedBroker
+    from floodmark.testing.embedded_cluster import EmbeddedCluster
 
 CLUSTER_BROKERS = 3
 
+# Every pytest run of an environment with floodmark installed loads this module: it imports
+# nothing of floodmark until a test asks for a fixture (no start-up cost for other runs, and
+# kio's Hypothesis strategies are not registered before Hypothesis's own plugin loads).
+
 
 def _broker(factory: pytest.TempPathFactory, name: str) -> Iterator[EmbeddedBroker]:
+    from floodmark.testing.embedded_broker import EmbeddedBroker
+
     with EmbeddedBroker(data_dir=factory.mktemp(name)) as broker:
         yield broker
 
 
 def _cluster(factory: pytest.TempPathFactory, name: str) -> Iterator[EmbeddedCluster]:
+    from floodmark.testing.embedded_cluster import EmbeddedCluster
+
     with EmbeddedCluster(CLUSTER_BROKERS, data_dir=factory.mktemp(name)) as cluster:
         yield cluster
 
