@@ -1,0 +1,87 @@
+"""``floodmark``'s static command table (``floodmark.cli.main.COMMANDS``) says what the
+registrars register: the same top-level commands, in the same order, with the same help line,
+and each entry's registrars add exactly that command (or, for ``sim``, its subcommands). A call
+builds only the command it names; the others are stand-ins that list the same help."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import subprocess
+import sys
+
+import pytest
+
+from floodmark.cli.main import COMMANDS, Command, build_parser, requested_command
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> argparse._SubParsersAction[
+        argparse.ArgumentParser]:
+    found = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    assert len(found) == 1
+    return found[0]
+
+
+def _listing(parser: argparse.ArgumentParser) -> list[tuple[str, str | None]]:
+    """(name, help) of each command, in the order ``--help`` lists them."""
+    return [(a.dest, a.help) for a in _subparsers(parser)._choices_actions]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c.name)
+def test_each_entry_registers_exactly_its_command(command: Command) -> None:
+    holder = argparse.ArgumentParser(prog="floodmark")
+    top = holder.add_subparsers(dest="command")
+    if command.nested:
+        # main owns the group's parser; its registrars add subcommands, never a top-level one
+        group = top.add_parser(command.name, help=command.help)
+        target = group.add_subparsers(dest="sub")
+    else:
+        target = top
+    for module_name in command.registrars:
+        importlib.import_module(module_name).register(target)
+    assert _listing(holder) == [(command.name, command.help)]
+    if command.nested:
+        assert _subparsers(group)._choices_actions, "a command group with no subcommands"
+
+
+def test_the_listing_is_the_same_whether_loaded_or_not() -> None:
+    full = build_parser()
+    nothing = build_parser(load=())
+    assert _listing(full) == _listing(nothing) == [(c.name, c.help) for c in COMMANDS]
+    assert full.format_help() == nothing.format_help()
+
+
+def test_a_command_builds_only_its_own_parser() -> None:
+    parser = build_parser(load=("topic",))
+    choices = _subparsers(parser).choices
+    assert _subparsers(choices["topic"]).choices  # the real one: create, list, ...
+    assert not [a for a in choices["broker"]._actions if a.option_strings != ["-h", "--help"]]
+
+
+@pytest.mark.parametrize(("argv", "command"), [
+    ([], None),
+    (["--help"], None),
+    (["topic", "list", "--bootstrap-server", "x:1"], "topic"),
+    (["-h", "sim", "check"], "sim"),
+    (["--", "dump-log", "d"], "dump-log"),
+    (["nope"], "nope"),
+])
+def test_requested_command(argv: list[str], command: str | None) -> None:
+    assert requested_command(argv) == command
+
+
+def test_topic_list_imports_no_other_area() -> None:
+    """The point of the table: a client command's process never loads the simulator, the model
+    checker, the chaos tools or the dashboard's web server."""
+    code = ("import sys\n"
+            "from floodmark.cli.main import build_parser\n"
+            "build_parser(load=('topic',)).parse_args(['topic', 'list', '--bootstrap-server', "
+            "'127.0.0.1:1'])\n"
+            "print(' '.join(sorted(sys.modules)))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=True)
+    loaded = set(proc.stdout.split())
+    assert "floodmark.cli.topic" in loaded
+    for area in ("floodmark.sim", "floodmark.mc", "floodmark.chaos", "floodmark.ui",
+                 "floodmark.demo", "aiohttp"):
+        assert area not in loaded, area
