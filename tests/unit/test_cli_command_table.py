@@ -12,7 +12,14 @@ import sys
 
 import pytest
 
-from floodmark.cli.main import COMMANDS, Command, build_parser, requested_command
+from floodmark.cli.main import (
+    _ONE_LINE_ERRORS,
+    COMMANDS,
+    Command,
+    build_parser,
+    main,
+    requested_command,
+)
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> argparse._SubParsersAction[
@@ -85,3 +92,17 @@ def test_topic_list_imports_no_other_area() -> None:
     for area in ("floodmark.sim", "floodmark.mc", "floodmark.chaos", "floodmark.ui",
                  "floodmark.demo", "aiohttp"):
         assert area not in loaded, area
+
+
+@pytest.mark.parametrize(("module", "name"), _ONE_LINE_ERRORS)
+def test_one_line_errors_name_real_exceptions(module: str, name: str) -> None:
+    cls = getattr(importlib.import_module(module), name)
+    assert isinstance(cls, type) and issubclass(cls, Exception)
+
+
+def test_a_user_mistake_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """The client's errors are reported as one line even though main never imports them."""
+    code = main(["topic", "list", "--bootstrap-server", "no-port-here"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.startswith("error: ") and err.count("\n") == 1, err

@@ -122,6 +122,25 @@ def build_parser(load: Collection[str] | None = None) -> argparse.ArgumentParser
     return parser
 
 
+# The exceptions a command reports as one line, exit code 1, instead of a traceback: the cluster
+# said no or nobody answered (RequestFailed, Retriable, BadAddress), or a user mistake (CliError,
+# ClusterError). Named rather than imported: only a module a command has loaded can have raised
+# one of its exceptions, and loading them all would cost every command (the broker too) the
+# client's and the cluster supervisor's start-up.
+_ONE_LINE_ERRORS: tuple[tuple[str, str], ...] = (
+    ("floodmark.client.connection", "RequestFailed"),
+    ("floodmark.client.cluster", "Retriable"),
+    ("floodmark.address", "BadAddress"),
+    ("floodmark.cli.common", "CliError"),
+    ("floodmark.cluster.local", "ClusterError"),
+)
+
+
+def _one_line_errors() -> tuple[type[Exception], ...]:
+    loaded = (getattr(sys.modules.get(module), name, None) for module, name in _ONE_LINE_ERRORS)
+    return tuple(cls for cls in loaded if isinstance(cls, type) and issubclass(cls, Exception))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     if argv is None:
         argv = sys.argv[1:]
@@ -132,24 +151,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if func is None:
         parser.print_help()
         return 2
-    from floodmark.address import BadAddress
-    from floodmark.cli.common import CliError
-    from floodmark.client.cluster import Retriable
-    from floodmark.client.connection import RequestFailed
-    from floodmark.cluster.local import ClusterError
-
     try:
         return int(func(args) or 0)
-    except (RequestFailed, Retriable, BadAddress) as exc:
-        print(f"error: {exc}", file=sys.stderr)  # the cluster said no, or nobody answered
-        return 1
-    except (CliError, ClusterError) as exc:
-        print(f"error: {exc}", file=sys.stderr)  # a user mistake, said in one line
-        return 1
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
         return 0
+    except Exception as exc:
+        if isinstance(exc, _one_line_errors()):
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        raise
 
 
 if __name__ == "__main__":
