@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from floodmark.cli.errors import CliError as CliError  # re-exported for the client commands
 from floodmark.client.cluster import RETRIABLE, ClusterClient, Retriable, error_text
 from floodmark.client.connection import RequestFailed
 from floodmark.cluster.layout import CLIENT_PROPERTIES, DEFAULT_DATA_DIR, STATE_FILE
@@ -23,10 +24,6 @@ DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 BOOTSTRAP_ENV = "FLOODMARK_BOOTSTRAP"
 
 RETRIABLE_CODES = frozenset(int(c) for c in RETRIABLE)  # the one list: client.cluster
-
-
-class CliError(Exception):
-    """A user mistake the command refuses: printed as ``error: <message>``, exit code 1."""
 
 
 def add_bootstrap(p: argparse.ArgumentParser) -> None:

@@ -131,7 +131,7 @@ _ONE_LINE_ERRORS: tuple[tuple[str, str], ...] = (
     ("floodmark.client.connection", "RequestFailed"),
     ("floodmark.client.cluster", "Retriable"),
     ("floodmark.address", "BadAddress"),
-    ("floodmark.cli.common", "CliError"),
+    ("floodmark.cli.errors", "CliError"),
     ("floodmark.cluster.local", "ClusterError"),
 )
 
