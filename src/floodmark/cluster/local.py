@@ -54,6 +54,7 @@ from floodmark.controller.quorum.directory_id import (
     new_directory_id,
 )
 from floodmark.errors import ErrorCode
+from floodmark.ports import free_port
 from floodmark.security.client_security import PLAINTEXT, ClientSecurity
 from floodmark.storage.fs import RealFileSystem
 
@@ -148,9 +149,7 @@ def controller_node_id(index: int) -> int:
 
 def _free_port(host: str) -> int:
     try:
-        with socket.socket() as sock:
-            sock.bind((host, 0))
-            return int(sock.getsockname()[1])
+        return free_port(host)
     except OSError as exc:
         raise ClusterError(f"cannot bind a port on {host}: {exc.strerror or exc}") from None
 
