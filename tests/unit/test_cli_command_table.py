@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+import floodmark
 from floodmark.cli.main import (
     _ONE_LINE_ERRORS,
     COMMANDS,
@@ -106,3 +109,25 @@ def test_a_user_mistake_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     err = capsys.readouterr().err
     assert code == 1
     assert err.startswith("error: ") and err.count("\n") == 1, err
+
+
+# Registrars that another registrar calls (not listed in the table themselves), and modules whose
+# ``register`` is not a command's (Spark's data source).
+CALLED_BY_ANOTHER = {"floodmark.cli.group_offsets": "floodmark.cli.group",
+                     "floodmark.sim.quorum_cli": "floodmark.sim.cli"}
+NOT_COMMANDS = {"floodmark.spark"}
+
+
+def test_every_registrar_in_the_tree_is_reached_from_the_table() -> None:
+    """A new area's ``register`` that nobody lists would be a command nobody can run."""
+    src = Path(floodmark.__file__).parent
+    found = set()
+    for path in src.rglob("*.py"):
+        if re.search(r"^def register\(", path.read_text(), re.MULTILINE):
+            parts = path.relative_to(src.parent).with_suffix("").parts
+            found.add(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    listed = {m for c in COMMANDS for m in c.registrars}
+    assert found - NOT_COMMANDS == listed | set(CALLED_BY_ANOTHER)
+    for module, caller in CALLED_BY_ANOTHER.items():
+        text = (src.parent / (caller.replace(".", "/") + ".py")).read_text()
+        assert f"{module.rsplit('.', 1)[1]}.register(" in text, f"{caller} no longer calls it"
