@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -104,9 +105,9 @@ def start_tansu(workdir: Path) -> BrokerRun:
     raise SystemExit("tansu did not start")
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+def create_topic(bootstrap: str, topic: str, partitions: int, replication_factor: int = 1) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+    admin.create_topics([NewTopic(topic, partitions, replication_factor)])[topic].result(30)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         md = admin.list_topics(topic, timeout=5)
@@ -126,18 +127,20 @@ class Result:
 
 
 def run_workload(broker: BrokerRun, topic: str, size: int, partitions: int, records: int,
-                 latency_samples: int) -> Result:
-    create_topic(broker.bootstrap, topic, partitions)
+                 latency_samples: int, *, acks: str = "all", replication_factor: int = 1,
+                 cpu: Callable[[], float] | None = None) -> Result:
+    """``cpu``: the broker side's CPU seconds so far (default: the one broker process's)."""
+    create_topic(broker.bootstrap, topic, partitions, replication_factor)
     res = Result()
     value = os.urandom(size)
-    p = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 5,
+    p = Producer({"bootstrap.servers": broker.bootstrap, "acks": acks, "linger.ms": 5,
                   "batch.size": 1048576, "enable.idempotence": False, "compression.type": "none",
                   "delivery.report.only.error": True, "queue.buffering.max.messages": 2000000,
                   "queue.buffering.max.kbytes": 4194304})
     p.produce(topic, value=value, partition=0)  # warm-up, untimed
     p.flush(30)
-    pid = broker.proc.pid
-    cpu0 = cpu_seconds(pid)
+    broker_cpu = cpu or (lambda: cpu_seconds(broker.proc.pid))
+    cpu0 = broker_cpu()
     t0 = time.perf_counter()
     for i in range(records):
         while True:
@@ -148,10 +151,10 @@ def run_workload(broker: BrokerRun, topic: str, size: int, partitions: int, reco
                 p.poll(0.001)
     p.flush(120)
     res.produce_s = time.perf_counter() - t0
-    res.produce_cpu = cpu_seconds(pid) - cpu0
+    res.produce_cpu = broker_cpu() - cpu0
 
-    # Produce latency: acks=all, one message in flight at a time.
-    lat = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 0,
+    # Produce latency: one message in flight at a time.
+    lat = Producer({"bootstrap.servers": broker.bootstrap, "acks": acks, "linger.ms": 0,
                     "enable.idempotence": False})
     lat.produce(topic, value=value, partition=0)
     lat.flush(30)
@@ -176,11 +179,11 @@ def run_workload(broker: BrokerRun, topic: str, size: int, partitions: int, reco
         msgs = c.consume(num_messages=min(10000, total - got), timeout=1.0)
         if msgs and first is None:
             first = time.perf_counter()
-            cpu1 = cpu_seconds(pid)
+            cpu1 = broker_cpu()
         got += sum(1 for m in msgs if m.error() is None)
     end = time.perf_counter()
     res.consume_s = end - (first or end)
-    res.consume_cpu = cpu_seconds(pid) - cpu1
+    res.consume_cpu = broker_cpu() - cpu1
     c.close()
     if got < total:
         print(f"  warning: {broker.name} consumed {got} of {total}", file=sys.stderr)

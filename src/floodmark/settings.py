@@ -45,6 +45,10 @@ DEFAULTS: dict[str, Any] = {
     "log.flush.interval.ms": None,
     "log.message.timestamp.type": "CreateTime",
     "unclean.leader.election.enable": False,
+    # KIP-36: the rack (or availability zone) of this broker, null by default (Kafka's name and
+    # default). Registered with the controller; Metadata and DescribeCluster answer it and
+    # replica placement spreads each partition over racks (controller/placement.py).
+    "broker.rack": None,
     # Kafka waits 3000 ms before finishing the first rebalance of an empty group. Clients work
     # either way; a short wait keeps tests and demos quick while still batching joiners.
     "group.initial.rebalance.delay.ms": 300,

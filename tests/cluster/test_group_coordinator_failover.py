@@ -16,11 +16,12 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from floodmark.client.connection import KafkaConnection, RequestFailed
 from floodmark.cluster import LocalCluster
+from tests.cluster.group_member import Member, close_all, finish_all
 from tests.cluster.helpers import start_cluster, wait_progress, wait_until
 
 pytestmark = pytest.mark.integration
@@ -30,59 +31,6 @@ RECORDS = 6000
 DOWN_S = 8.0
 REFUSALS = ("UNKNOWN_MEMBER_ID", "ILLEGAL_GENERATION", "REBALANCE_IN_PROGRESS",
             "FENCED_INSTANCE_ID")
-
-
-class Member:
-    """One consumer of the group on its own thread, committing every 50 records."""
-
-    def __init__(self, bootstrap: str, name: str, static: bool) -> None:
-        self.name = name
-        self.events: list[str] = []  # rebalance callbacks, in order
-        self.commit_errors: list[str] = []
-        self.seen = 0
-        self.member_id = ""
-        self.stop = threading.Event()
-        self.lock = threading.Lock()
-        self.consumer = Consumer({
-            "bootstrap.servers": bootstrap, "group.id": GROUP, "enable.auto.commit": False,
-            "auto.offset.reset": "earliest", "session.timeout.ms": 10000,
-            "heartbeat.interval.ms": 500, "reconnect.backoff.max.ms": 500,
-            "topic.metadata.refresh.interval.ms": 1000, "client.id": name,
-            **({"group.instance.id": name} if static else {})})
-        self.consumer.subscribe(
-            [TOPIC], on_assign=lambda _c, ps: self._event(f"assign {len(ps)}"),
-            on_revoke=lambda _c, ps: self._event(f"revoke {len(ps)}"),
-            on_lost=lambda _c, ps: self._event(f"lost {len(ps)}"))
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _event(self, what: str) -> None:
-        with self.lock:
-            self.events.append(what)
-
-    def _run(self) -> None:
-        n = 0
-        while not self.stop.is_set():
-            m = self.consumer.poll(0.2)
-            if not self.member_id:
-                self.member_id = self.consumer.memberid() or ""
-            if m is None or m.error() is not None:
-                continue
-            n += 1
-            with self.lock:
-                self.seen += 1
-            time.sleep(0.005)  # a consumer that works: the failovers land mid-stream
-            if n % 50 == 0:
-                try:
-                    self.consumer.commit(asynchronous=False)
-                except KafkaException as exc:
-                    with self.lock:
-                        self.commit_errors.append(str(exc))
-        try:
-            self.consumer.commit(asynchronous=False)
-        except KafkaException as exc:
-            self.commit_errors.append(str(exc))
-        self.consumer.close()
 
 
 class Prober:
@@ -156,7 +104,8 @@ def test_group_members_keep_member_id_and_generation_through_a_coordinator_sigki
         for i in range(RECORDS):
             producer.produce(TOPIC, value=str(i).encode(), partition=i % PARTITIONS)
         assert producer.flush(60) == 0
-        members = [Member(cluster.bootstrap, f"member-{i}", static) for i in range(3)]
+        members = [Member(cluster.bootstrap, GROUP, TOPIC, f"member-{i}", static=static)
+                   for i in range(3)]
 
         def seen() -> int:
             return sum(m.seen for m in members)
@@ -191,15 +140,17 @@ def test_group_members_keep_member_id_and_generation_through_a_coordinator_sigki
         refused = [e for m in members for e in m.commit_errors if any(r in e for r in REFUSALS)]
         assert not refused, refused[:3]
         assert not new_rounds, f"the group rebalanced after the failover: {sorted(new_rounds)}"
-        for m in members:
-            m.stop.set()
-        for m in members:
-            m.thread.join(30)  # each commits what it consumed, then leaves
+        errors_before = [len(m.commit_errors) for m in members]
+        finish_all(members)  # each commits what it consumed; none has left yet
+        final_errors = [e for m, n in zip(members, errors_before, strict=True)
+                        for e in m.commit_errors[n:]]
+        assert not final_errors, final_errors[:3]
         wait_until(lambda: prober.answers and sum(prober.answers[-1][1]) == RECORDS, 30,
                    "every record committed",
                    progress=lambda: prober.answers[-1][1] if prober.answers else None)
         prober.stop.set()
         prober.thread.join(10)
+        close_all(members)
 
         refused = [e for m in members for e in m.commit_errors if any(r in e for r in REFUSALS)]
         assert not refused, refused[:3]  # the commits at close too
@@ -211,7 +162,7 @@ def test_group_members_keep_member_id_and_generation_through_a_coordinator_sigki
               f"backwards; final committed {final}")
     finally:
         for m in members:
-            m.stop.set()
+            m.close()
         if prober is not None:
             prober.stop.set()
         cluster.stop()

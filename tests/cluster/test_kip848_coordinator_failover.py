@@ -6,70 +6,20 @@ UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH), and every record is consumed."""
 
 from __future__ import annotations
 
-import threading
-import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from floodmark.cluster import LocalCluster
+from tests.cluster.group_member import Member, close_all
 from tests.cluster.helpers import SESSION_TIMEOUT_MS, wait_progress, wait_until
 
 pytestmark = pytest.mark.integration
 
 TOPIC, PARTITIONS, GROUP, RECORDS = "kip848-events", 6, "kip848-failover", 3000
 REFUSALS = ("STALE_MEMBER_EPOCH", "UNKNOWN_MEMBER_ID", "FENCED_MEMBER_EPOCH")
-
-
-class Member:
-    """One consumer of the group on its own thread, committing every 50 records."""
-
-    def __init__(self, bootstrap: str, name: str) -> None:
-        self.events: list[str] = []
-        self.commit_errors: list[str] = []
-        self.values: set[int] = set()
-        self.member_id = ""
-        self.stop = threading.Event()
-        self.lock = threading.Lock()
-        self.consumer = Consumer({
-            "bootstrap.servers": bootstrap, "group.id": GROUP, "group.protocol": "consumer",
-            "enable.auto.commit": False, "auto.offset.reset": "earliest", "client.id": name,
-            "reconnect.backoff.max.ms": 500, "topic.metadata.refresh.interval.ms": 1000})
-        self.consumer.subscribe(
-            [TOPIC], on_assign=lambda _c, ps: self._event(f"assign {len(ps)}"),
-            on_revoke=lambda _c, ps: self._event(f"revoke {len(ps)}"),
-            on_lost=lambda _c, ps: self._event(f"lost {len(ps)}"))
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _event(self, what: str) -> None:
-        with self.lock:
-            self.events.append(what)
-
-    def owned(self) -> int:
-        return len(self.consumer.assignment())
-
-    def _run(self) -> None:
-        n = 0
-        while not self.stop.is_set():
-            m = self.consumer.poll(0.2)
-            if not self.member_id:
-                self.member_id = self.consumer.memberid() or ""
-            if m is None or m.error() is not None:
-                continue
-            n += 1
-            with self.lock:
-                self.values.add(int(m.value()))
-            time.sleep(0.002)  # a consumer that works: the failover lands mid-stream
-            if n % 50 == 0:
-                try:
-                    self.consumer.commit(asynchronous=False)
-                except KafkaException as exc:
-                    with self.lock:
-                        self.commit_errors.append(str(exc))
-        self.consumer.close()
 
 
 def test_consumer_group_members_keep_their_epochs_through_a_coordinator_sigkill(
@@ -89,7 +39,8 @@ def test_consumer_group_members_keep_their_epochs_through_a_coordinator_sigkill(
         for i in range(RECORDS):
             producer.produce(TOPIC, value=str(i).encode(), partition=i % PARTITIONS)
         assert producer.flush(60) == 0
-        members = [Member(cluster.bootstrap, f"member-{i}") for i in range(3)]
+        members = [Member(cluster.bootstrap, GROUP, TOPIC, f"member-{i}", protocol="consumer",
+                          work_s=0.002) for i in range(3)]
 
         def seen() -> int:
             return len(set().union(*(m.values for m in members)))
@@ -120,8 +71,5 @@ def test_consumer_group_members_keep_their_epochs_through_a_coordinator_sigkill(
         print(f"coordinator {coordinator} SIGKILLed: 3 members kept their ids and epochs, "
               f"{RECORDS} records consumed")
     finally:
-        for m in members:
-            m.stop.set()
-        for m in members:
-            m.thread.join(30)
+        close_all(members)
         cluster.stop()

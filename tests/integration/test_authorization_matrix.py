@@ -60,11 +60,20 @@ class Grant:
     name: str
     op: Op
 
-    def creation(self) -> dict[str, Any]:
-        return {"resource_type": int(self.rt), "resource_name": self.name,
-                "resource_pattern_type": int(PatternType.LITERAL), "principal": ALICE,
-                "host": "*", "operation": int(self.op),
-                "permission_type": int(AclPermissionType.ALLOW)}
+    def creation(self, permission: AclPermissionType = AclPermissionType.ALLOW,
+                 pattern: PatternType = PatternType.LITERAL) -> dict[str, Any]:
+        """The ACL entry granting this (or, with DENY, refusing it) to alice; a PREFIXED
+        pattern covers the name by its first character, a LITERAL ``*`` by the wildcard (the
+        cluster resource has one name, ``kafka-cluster``, always literal, as Kafka requires)."""
+        if self.rt is RT.CLUSTER:
+            pattern = PatternType.LITERAL
+        name = {PatternType.LITERAL: self.name, PatternType.PREFIXED: self.name[:1],
+                PatternType.MATCH: "*"}[pattern]
+        return {"resource_type": int(self.rt), "resource_name": name,
+                "resource_pattern_type": int(PatternType.LITERAL if pattern is PatternType.MATCH
+                                             else pattern),
+                "principal": ALICE, "host": "*", "operation": int(self.op),
+                "permission_type": int(permission)}
 
 
 class Broker:
@@ -88,6 +97,12 @@ class Broker:
     def grant(self, grants: tuple[Grant, ...]) -> None:
         if grants:
             r = self.admin(30, 3, {"creations": [g.creation() for g in grants]})
+            assert [int(x.error_code) for x in r.results] == [0] * len(grants)
+
+    def deny(self, grants: tuple[Grant, ...], pattern: PatternType) -> None:
+        if grants:
+            r = self.admin(30, 3, {"creations": [g.creation(AclPermissionType.DENY, pattern)
+                                                 for g in grants]})
             assert [int(x.error_code) for x in r.results] == [0] * len(grants)
 
     def revoke_all(self) -> None:
@@ -808,5 +823,29 @@ def test_refused_without_acl_and_allowed_with_it(broker: Broker, case: Case) -> 
         with broker.connect("alice") as c:
             allowed = case.call(c)
         assert _matches(case.allowed, allowed), f"{case.name} granted {case.grants}: {allowed}"
+    finally:
+        broker.revoke_all()
+
+
+DENY_PATTERNS = (PatternType.LITERAL, PatternType.PREFIXED, PatternType.MATCH)
+GRANTED_CASES = [c for c in ALL_CASES if c.grants]
+
+
+@pytest.mark.parametrize("case", GRANTED_CASES, ids=[c.name for c in GRANTED_CASES])
+def test_a_deny_wins_over_the_allow(broker: Broker, case: Case) -> None:
+    """Granted what the call needs, and denied the same operations (a literal, a prefixed or a
+    wildcard DENY, in turn by case): the call gets the answer it gets with no ACL at all and
+    changes nothing (Kafka's rule: DENY wins over any ALLOW)."""
+    pattern = DENY_PATTERNS[GRANTED_CASES.index(case) % len(DENY_PATTERNS)]
+    broker.revoke_all()
+    try:
+        broker.grant(case.grants)
+        broker.deny(case.grants, pattern)
+        before = case.probe(broker) if case.probe else None
+        with broker.connect("alice") as c:
+            answer = case.call(c)
+        assert answer == case.denied, f"{case.name} allowed and denied ({pattern.name}): {answer}"
+        if case.probe is not None:
+            assert case.probe(broker) == before, f"{case.name}: a denied call changed state"
     finally:
         broker.revoke_all()

@@ -111,7 +111,7 @@ def _run(logic: ControllerLogic, op: tuple[Any, ...], now: int) -> None:
     kind, *a = op
     if kind == "register":
         logic.register_broker(a[0], "127.0.0.1", 9000 + a[0], f"{a[0]}-{a[1]}", now,
-                              clean_shutdown=a[2])
+                              clean_shutdown=a[2], rack=f"rack-{a[0] % 2}" if a[1] == "b" else None)
     elif kind == "heartbeat":
         reg = logic.image.brokers.get(a[0])
         logic.heartbeat(a[0], reg.broker_epoch if reg else 0, now, want_shutdown=a[1])

@@ -63,7 +63,8 @@ def _run_ops(ops: list[tuple[str, int, int]]) -> MetadataImage:
         now += 10
         try:
             if kind == "register":
-                logic.register_broker(a, "127.0.0.1", 9000 + a, uuid.uuid4().hex, now)
+                logic.register_broker(a, "127.0.0.1", 9000 + a, uuid.uuid4().hex, now,
+                                      rack=f"r{b}" if b < 3 else None)
             elif kind == "heartbeat" and a in image.brokers:
                 logic.heartbeat(a, image.brokers[a].broker_epoch, now)
             elif kind == "create":

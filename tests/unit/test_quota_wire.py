@@ -3,6 +3,7 @@ what kio reads back, in every version served, and nothing else changes."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import uuid
 
@@ -63,3 +64,40 @@ def test_peek_client_id() -> None:
                                       "client_software_version": "1"}, client_id="app-1")[4:]
     assert peek_client_id(frame) == "app-1"
     assert peek_client_id(frame[:11]) == ""
+
+
+# -- request_percentage: the throttle time raised in any served answer ---------------------------
+def _served() -> list[tuple[int, int]]:
+    from floodmark.wire.api_table import SUPPORTED
+    return [(int(k), v) for k, r in SUPPORTED.items() if int(k) not in (0, 1)
+            for v in range(r.min_version, r.max_version + 1)]
+
+
+@pytest.mark.parametrize(("api_key", "version"), _served())
+def test_request_quota_throttle_time_in_every_served_answer(api_key: int, version: int) -> None:
+    """Every answer whose throttle_time_ms sits first in its body reads back the raised value
+    (and nothing else changes); an answer without one there is left as it was."""
+    from floodmark.broker.quotas import raise_throttle_time, throttle_time_offset
+    from floodmark.wire.codec import encode_response
+
+    parts: list = encode_response(api_key, version, 11, {})
+    before = _read(api_key, version, parts)
+    raise_throttle_time(api_key, version, parts, 1234)
+    after = _read(api_key, version, parts)
+    names = [f.name for f in dataclasses.fields(before) if f.name != "throttle_time"]
+    if throttle_time_offset(api_key, version) is None:
+        assert after == before
+        return
+    assert after.throttle_time == datetime.timedelta(milliseconds=1234)
+    assert all(getattr(after, n) == getattr(before, n) for n in names)
+    raise_throttle_time(api_key, version, parts, 10)  # a shorter one never lowers it
+    assert _read(api_key, version, parts).throttle_time == datetime.timedelta(milliseconds=1234)
+
+
+@pytest.mark.parametrize("version", [4, 12, 16])
+def test_request_quota_raises_a_fetch_answers_throttle_time(version: int) -> None:
+    from floodmark.broker.quotas import raise_throttle_time
+
+    parts: list = encode_fetch_response(version, 5, [])
+    raise_throttle_time(1, version, parts, 700)
+    assert _read(1, version, parts).throttle_time == datetime.timedelta(milliseconds=700)

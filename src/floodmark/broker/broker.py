@@ -67,6 +67,7 @@ from floodmark.wire.codec import (
     api_versions_error_response,
     decode_request,
     encode_response,
+    peek_client_id,
     peek_header,
 )
 from floodmark.wire.errors import ProtocolError
@@ -92,7 +93,8 @@ class Broker:
         self.node_id = config.node_id
         self.data_dir = Path(config.data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.membership: Membership = membership or LocalMembership(self.data_dir, self.node_id)
+        self.membership: Membership = membership or LocalMembership(
+            self.data_dir, self.node_id, rack=config.rack)
         self.controller: Controller = self.membership.controller
         self.replicas = replicas
         self.partitions: dict[PartitionKey, PartitionState] = {}
@@ -588,29 +590,40 @@ class Broker:
                 f"{rng.max_version})"
             )
         authz = self.authorization
+        quotas = self.quotas
+        started_ns = time.perf_counter_ns() if quotas.active else 0
         raw = RAW_HANDLERS.get(key)
         if raw is not None:
             parts: Encoded | Awaitable[Encoded | None] | None = raw(
                 self, frame if isinstance(frame, memoryview) else memoryview(frame), version,
                 None if authz is None else authz.produce_gate(conn))
-            if key == ApiKey.PRODUCE and self.quotas.active:
-                return self.quotas.produce_answered(frame, version, conn, parts)
+            if key == ApiKey.PRODUCE and quotas.active:
+                parts = quotas.produce_answered(frame, version, conn, parts)
+                return quotas.request_answered(key, version, peek_client_id(frame), conn, parts,
+                                               time.perf_counter_ns() - started_ns)
             return parts
         header, body = decode_request(frame)
         verdict = None if authz is None else authz.check(header, body, conn)
         if verdict is None:
             result = HANDLERS[key](self, header, body, conn)
         elif verdict.refused is not None:
-            return self._encode(header, verdict.refused)
+            result = verdict.refused
         else:
             result = (verdict.handler or HANDLERS[key])(
                 self, header, body if verdict.request is None else verdict.request, conn)
-        finish = None if verdict is None else verdict.finish
-        answer = (self._finish(header, result, finish) if inspect.isawaitable(result)
-                  else self._encode(header, result, finish))
-        if key == ApiKey.FETCH and self.quotas.active and replica_of(body, version)[0] < 0:
-            return self.quotas.fetch_answered(version, header.client_id or "", conn, answer)
-        return answer
+        finish = None if verdict is None or verdict.refused is not None else verdict.finish
+        answer: Encoded | Awaitable[Encoded | None] | None = (
+            self._finish(header, result, finish) if inspect.isawaitable(result)
+            else self._encode(header, result, finish))
+        if not quotas.active or conn is None:
+            return answer
+        client_id = header.client_id or ""
+        if key == ApiKey.FETCH:
+            if replica_of(body, version)[0] >= 0:
+                return answer  # a broker's replica fetch: no client quota counts it
+            answer = quotas.fetch_answered(version, client_id, conn, answer)
+        return quotas.request_answered(key, version, client_id, conn, answer,
+                                       time.perf_counter_ns() - started_ns)
 
     async def _finish(self, header: RequestHeader, pending: Awaitable[Answer],
                       finish: Finish | None = None) -> Encoded | None:

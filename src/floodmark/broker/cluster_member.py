@@ -143,7 +143,7 @@ class ClusterMembership(MembershipBase):
             try:
                 epoch = await self.controller_client.register(
                     address, adv_port, clean_shutdown=host.storage.clean_shutdown,
-                    listeners=self._listener_records())
+                    listeners=self._listener_records(), rack=host.config.rack)
                 break
             except (RpcError, KafkaError) as exc:
                 if time.monotonic() > deadline:
@@ -219,7 +219,7 @@ class ClusterMembership(MembershipBase):
                     sent_ms = _monotonic_ms()
                     epoch = await self.controller_client.register(
                         address, port, clean_shutdown=host.storage.clean_shutdown,
-                        listeners=self._listener_records())
+                        listeners=self._listener_records(), rack=host.config.rack)
                     self._set_broker_epoch(epoch)
                     self.session.registered(sent_ms, self.controller_client.session_timeout_ms)
                 except (RpcError, KafkaError) as exc:
@@ -424,13 +424,14 @@ class ClusterMembership(MembershipBase):
             address = (b.host, b.port) if listener_name is None else b.endpoint(listener_name)
             if not b.fenced and address is not None:
                 out.append({"node_id": b.broker_id, "host": address[0], "port": address[1],
-                            "rack": None})
+                            "rack": b.rack})
         node_id = self.host.node_id
         if not any(b["node_id"] == node_id for b in out):
             own = (self.host.advertised if listener_name is None
                    else self._own_endpoint(listener_name))
             if own is not None:
-                out.append({"node_id": node_id, "host": own[0], "port": own[1], "rack": None})
+                out.append({"node_id": node_id, "host": own[0], "port": own[1],
+                            "rack": self.host.config.rack})
         return out
 
     def _own_endpoint(self, listener_name: str) -> tuple[str, int] | None:
@@ -452,7 +453,7 @@ class ClusterMembership(MembershipBase):
             if (now - since < FENCED_BROKER_LISTED_MS and b.broker_id != self.host.node_id
                     and address is not None):
                 out.append({"node_id": b.broker_id, "host": address[0], "port": address[1],
-                            "rack": None})
+                            "rack": b.rack})
         return sorted(out, key=lambda b: b["node_id"])
 
     def fenced_brokers(self, listener_name: str | None = None) -> list[BrokerInfo]:
@@ -462,7 +463,7 @@ class ClusterMembership(MembershipBase):
             address = (b.host, b.port) if listener_name is None else b.endpoint(listener_name)
             if b.fenced and address is not None and b.broker_id != self.host.node_id:
                 out.append({"node_id": b.broker_id, "host": address[0], "port": address[1],
-                            "rack": None})
+                            "rack": b.rack})
         return out
 
     def broker_address(self, node_id: int,

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from floodmark.address import parse_host_port
+from floodmark.controller.placement import broker_rack
 from floodmark.replication.modes import DEFAULT_TRUNCATION, Truncation
 from floodmark.security.authorizer import authorizer_settings
 from floodmark.security.client_security import ClientSecurity
@@ -159,6 +160,11 @@ class BrokerConfig:
         return ClientSecurity.for_node(self.get, ep.security_protocol, name)
 
     @property
+    def rack(self) -> str | None:
+        """``broker.rack`` (KIP-36); None when unset or blank (a TOML number is its text)."""
+        return broker_rack(render(self.get("broker.rack")))
+
+    @property
     def truncation(self) -> Truncation:
         return Truncation.parse(str(self.get("floodmark.truncation")))
 
@@ -222,8 +228,12 @@ class BrokerConfig:
             name, sep, value = item.partition("=")
             if not sep:
                 raise ValueError(f"--set expects name=value, got {item!r}")
-            settings[name.strip()] = parse_value(value)
-            given.add(name.strip())
+            name = name.strip()
+            # A STRING setting keeps its text (broker.rack=1.10 is the rack "1.10", not 1.1).
+            setting = SETTINGS.get(name)
+            string = setting is not None and setting.type is ConfigType.STRING
+            settings[name] = value if string else parse_value(value)
+            given.add(name)
         if node_id is not None:
             settings["node.id"] = node_id
             given.add("node.id")

@@ -25,6 +25,7 @@ from floodmark.broker.metadata import Controller
 from floodmark.broker.offsets import OffsetStore
 from floodmark.broker.partition_state import PartitionState
 from floodmark.broker.purgatory import FetchPurgatory
+from floodmark.broker.quotas import ClientQuotas
 from floodmark.broker.replica_fetcher import ReplicaManager
 from floodmark.broker.storage_glue import Storage
 from floodmark.broker.txn_coordinator import TransactionCoordinatorDriver
@@ -177,6 +178,7 @@ class HandlerContext(BrokerCore, Protocol):
     consumer_groups: ConsumerGroupCoordinator
     transactions: TransactionCoordinatorDriver
     authentication: Authentication
+    quotas: ClientQuotas
 
     bound_ports: dict[str, int]
 

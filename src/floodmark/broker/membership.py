@@ -27,8 +27,10 @@ log = logging.getLogger(__name__)
 
 class LocalMembership(MembershipBase):
     def __init__(self, data_dir: Path, node_id: int,
-                 bootstrap_scram: tuple[ScramUser, ...] = ()) -> None:
-        self._local = LocalController(data_dir, node_id, bootstrap_scram)
+                 bootstrap_scram: tuple[ScramUser, ...] = (), *, rack: str | None = None) -> None:
+        """``rack``: this node's ``broker.rack`` (registered, and answered in Metadata)."""
+        self._local = LocalController(data_dir, node_id, bootstrap_scram, rack=rack)
+        self._rack = rack
 
     @property
     def controller(self) -> Controller:
@@ -104,7 +106,7 @@ class LocalMembership(MembershipBase):
         if address is None:
             return []
         host, port = address
-        return [{"node_id": self.host.node_id, "host": host, "port": port, "rack": None}]
+        return [{"node_id": self.host.node_id, "host": host, "port": port, "rack": self._rack}]
 
     def listed_brokers(self, listener_name: str | None = None) -> list[BrokerInfo]:
         return self.live_brokers(listener_name)

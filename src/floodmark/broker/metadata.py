@@ -101,8 +101,9 @@ class LocalController:
     """``ControllerLogic`` in process, with this node the only registered broker."""
 
     def __init__(self, data_dir: Path, node_id: int,
-                 bootstrap_scram: tuple[ScramUser, ...] = ()) -> None:
-        """``bootstrap_scram``: SCRAM users a new metadata log starts with (``--add-scram``)."""
+                 bootstrap_scram: tuple[ScramUser, ...] = (), *, rack: str | None = None) -> None:
+        """``bootstrap_scram``: SCRAM users a new metadata log starts with (``--add-scram``);
+        ``rack``: this node's ``broker.rack``."""
         self._node_id = node_id
         self._mlog = MetadataLog(str(data_dir / CONTROLLER_DIR))
         # KIP-966 as every controller runs it (one broker: its restart is always clean here,
@@ -122,7 +123,8 @@ class LocalController:
                 self.logic.bootstrap()
         # A new incarnation: the previous one is fenced (its leaderships end) and this one leads
         # again at a new leader epoch, exactly as a restarted broker of a cluster.
-        self.logic.register_broker(node_id, "localhost", 0, uuid.uuid4().hex, _now_ms())
+        self.logic.register_broker(node_id, "localhost", 0, uuid.uuid4().hex, _now_ms(),
+                                   rack=rack)
         self._persist()
         if legacy.exists():
             legacy.rename(legacy.with_name(METADATA_FILE + ".imported"))

@@ -91,7 +91,7 @@ def run_broker(args: argparse.Namespace) -> int:
         pass
     try:
         broker = Broker(config, LocalMembership(config.data_dir, config.node_id,
-                                                tuple(args.add_scram)))
+                                                tuple(args.add_scram), rack=config.rack))
         broker.open()
     except OSError as exc:
         print(f"floodmark broker: cannot open --data-dir {args.data_dir}: {exc.strerror or exc}",

@@ -1,5 +1,7 @@
-"""``floodmark cluster up|down|status|describe|diff|kill|start|quorum|health``: the front end of the local-cluster
-supervisor (``floodmark.cluster``).
+"""``floodmark cluster up|down|status|describe|diff|kill|start|quorum|health|elect-leaders|
+log-dirs``: the front end of the local-cluster supervisor (``floodmark.cluster``); ``health``,
+``elect-leaders`` and ``log-dirs`` ask any cluster over the wire (``floodmark.cli.health``,
+``floodmark.cli.elect_leaders``, ``floodmark.cli.log_dirs``).
 
 ``up`` starts the controller (node 0) and N brokers (nodes 1..N) as separate processes, writes
 ``<data-dir>/cluster.json``, prints the bootstrap address and stays in the foreground until
@@ -9,7 +11,7 @@ serve other machines, ``--controller HOST:PORT`` runs brokers that join a contro
 On an existing directory ``up`` starts what it has; ``--brokers`` more than it has adds brokers,
 fewer is refused. ``--controllers N`` (a new cluster: 3 by default) runs N controller processes as
 one quorum (node 0, then 1001, 1002, ...); ``quorum`` shows its leader, epoch, HW and each voter's
-LEO and lag. ``--combined`` runs no controller processes: each broker is also a voter
+LEO and lag. ``--racks a,b,c`` gives the brokers their ``broker.rack`` round-robin. ``--combined`` runs no controller processes: each broker is also a voter
 (``process.roles=broker,controller``, role ``broker,controller`` in ``status``). Every user
 mistake is one line (``error: ...``), never a traceback.
 """
@@ -26,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from floodmark.address import BadAddress, parse_bootstrap
-from floodmark.cli import health
+from floodmark.cli import elect_leaders, health, log_dirs
 from floodmark.cli.checks import check_bindable, check_data_dir
 from floodmark.cli.common import CliError, pairs
 from floodmark.cluster.describe import describe
@@ -51,7 +53,7 @@ DEFAULT_CONTROLLERS = 3
 def register(subparsers: Any) -> None:
     cluster = subparsers.add_parser("cluster", help="a local replicated cluster: up, down, "
                                                     "status, describe, diff, kill, start, "
-                                                    "quorum, health")
+                                                    "quorum, health, elect-leaders, log-dirs")
     sub = cluster.add_subparsers(dest="cluster_command", metavar="ACTION")
 
     def data_dir(p: argparse.ArgumentParser) -> None:
@@ -88,6 +90,9 @@ def register(subparsers: Any) -> None:
                    help="a new cluster: ssl = TLS client listeners and mTLS between every node "
                         "(a throwaway CA under DATA_DIR/tls); writes DATA_DIR/client.properties "
                         "for clients (--command-config)")
+    p.add_argument("--racks", default=None, metavar="A,B,C",
+                   help="a new cluster: broker.rack of each broker, assigned round-robin in "
+                        "broker id order (KIP-36: replicas spread over racks)")
     p.add_argument("--set", dest="overrides", action="append", default=[],
                    metavar="NAME=VALUE", help="broker setting (Kafka names), repeatable")
     p.add_argument("--controller-set", dest="controller_overrides", action="append", default=[],
@@ -141,6 +146,8 @@ def register(subparsers: Any) -> None:
     data_dir(p)
     p.set_defaults(func=cmd_start)
     health.add_parser(sub)
+    elect_leaders.add_parser(sub)
+    log_dirs.add_parser(sub)
     cluster.set_defaults(func=lambda a: (cluster.print_help(), 2)[1])
 
 
@@ -153,9 +160,19 @@ def _shape_conflicts(cluster: LocalCluster, args: argparse.Namespace) -> list[st
              "--controller": (args.controller, st.get("controller")),
              "--combined": ("on" if args.combined else None,
                             "on" if cluster.combined else "off"),
-             "--security": (args.security, st.get("security") or "none")}
+             "--security": (args.security, st.get("security") or "none"),
+             "--racks": (args.racks and ",".join(_racks(args.racks)),
+                         ",".join(st.get("racks") or ()) or "none")}
     return [f"{flag} {want} (it has {have})" for flag, (want, have) in asked.items()
             if want is not None and want != have]
+
+
+def _racks(value: str) -> list[str]:
+    """``--racks a,b,c``: rack names, none blank."""
+    racks = [r.strip() for r in value.split(",")]
+    if not all(racks):
+        raise CliError(f"--racks {value!r}: rack names separated by commas, none empty")
+    return racks
 
 
 def _cluster_for_up(args: argparse.Namespace) -> LocalCluster:
@@ -191,6 +208,9 @@ def _cluster_for_up(args: argparse.Namespace) -> LocalCluster:
         raise CliError("--first-broker-id N (N >= 1) goes with --controller (broker ids 1..N "
                        "are this directory's own otherwise)")
     broker_settings = pairs(args.overrides, "--set")
+    if args.racks is not None and "broker.rack" in broker_settings:
+        raise CliError("--racks gives each broker its broker.rack; --set broker.rack=... gives "
+                       "all of them one: give one of them")
     controller_settings = pairs(args.controller_overrides, "--controller-set")
     check_data_dir(args.data_dir)
     if (Path(args.data_dir) / STATE_FILE).is_file():
@@ -233,7 +253,8 @@ def _cluster_for_up(args: argparse.Namespace) -> LocalCluster:
                         else args.controllers or DEFAULT_CONTROLLERS,
                         combined=bool(args.combined),
                         die_with_supervisor=False,  # --detach: they outlive this command
-                        security=args.security)
+                        security=args.security,
+                        racks=_racks(args.racks) if args.racks is not None else ())
 
 
 def _check_ports(cluster: LocalCluster) -> None:

@@ -103,6 +103,20 @@ def pairs(items: list[str], what: str) -> dict[str, str]:
     return out
 
 
+def kafka_config_list(items: list[str]) -> list[str]:
+    """kafka-configs.sh's ``a=1,b=[x,y]``: split at commas outside brackets, brackets dropped."""
+    out: list[str] = []
+    for item in items:
+        depth, start = 0, 0
+        for i, ch in enumerate(item + ","):
+            depth += (ch == "[") - (ch == "]")
+            if ch == "," and depth <= 0:
+                if part := item[start:i].strip():
+                    out.append(part.replace("[", "").replace("]", ""))
+                start = i + 1
+    return out
+
+
 def offsets_at(cluster: ClusterClient, topic: str, partitions: list[int], timestamp: int,
                on_answer: Callable[[int], None] | None = None, *,
                isolation_level: int = 0) -> dict[int, int]:

@@ -49,10 +49,12 @@ COMMANDS: tuple[Command, ...] = (
     Command("acl", "add, list, remove ACLs (kafka-acls.sh)", ("floodmark.cli.acl",)),
     Command("quota", "set, list, remove client quotas (kafka-configs.sh --entity-type "
                      "users/clients)", ("floodmark.cli.quota",)),
+    Command("config", "describe or alter configs of topics, brokers, users and clients "
+                      "(kafka-configs.sh)", ("floodmark.cli.config",)),
     Command("produce", "produce lines (stdin or --file) to a topic", ("floodmark.cli.produce",)),
     Command("consume", "print a topic's records, one per line", ("floodmark.cli.consume",)),
     Command("cluster", "a local replicated cluster: up, down, status, describe, diff, kill, "
-                       "start, quorum, health", ("floodmark.cli.cluster",)),
+                       "start, quorum, health, elect-leaders, log-dirs", ("floodmark.cli.cluster",)),
     Command("user", "users' SCRAM credentials", ("floodmark.cli.user",)),
     Command("demo", "the main job: a Spark pipeline on a local cluster with a leader SIGKILL "
                     "(--tour: the guided tour of the replication scenarios)",

@@ -14,6 +14,7 @@ is part of), every quota without one.
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from floodmark.cli.common import (
@@ -21,6 +22,7 @@ from floodmark.cli.common import (
     add_bootstrap,
     connect,
 )
+from floodmark.client.cluster import error_text
 from floodmark.errors import ErrorCode
 from floodmark.security.quotas import (
     CLIENT_ID,
@@ -90,8 +92,10 @@ def _entity_text(pairs: list[tuple[str, str | None]]) -> str:
     return ", ".join(f"{t}={'<default>' if n is None else n}" for t, n in pairs)
 
 
-def _alter(args: argparse.Namespace, pairs: list[tuple[str, str | None]],
-           ops: list[dict[str, Any]], validate_only: bool = False) -> int:
+def alter_quotas(args: argparse.Namespace, pairs: list[tuple[str, str | None]],
+                 ops: list[dict[str, Any]], validate_only: bool = False) -> int:
+    """AlterClientQuotas for one entity (``ops``: ``{"key", "value", "remove"}``), checked
+    here first (``new_alteration``); the broker's refusal is one line, exit status 1."""
     try:
         new_alteration(pairs, ((o["key"], o["value"], o["remove"]) for o in ops))
     except QuotaError as exc:
@@ -103,8 +107,8 @@ def _alter(args: argparse.Namespace, pairs: list[tuple[str, str | None]],
             "validate_only": validate_only})
     (entry,) = resp.entries
     if int(entry.error_code):
-        print(f"error: {_entity_text(pairs)}: {ErrorCode(int(entry.error_code)).name}"
-              f"{': ' + entry.error_message if entry.error_message else ''}")
+        print(f"error: {_entity_text(pairs)}: {error_text(int(entry.error_code))}"
+              f"{': ' + entry.error_message if entry.error_message else ''}", file=sys.stderr)
         return 1
     return 0
 
@@ -129,7 +133,7 @@ def quota_set(args: argparse.Namespace) -> int:
         raise CliError("quota set needs a rate: " + ", ".join(_RATE_FLAGS.values()) +
                        " or --add-config")
     ops = [{"key": k, "value": v, "remove": False} for k, v in sorted(values.items())]
-    rc = _alter(args, pairs, ops, args.validate_only)
+    rc = alter_quotas(args, pairs, ops, args.validate_only)
     if rc == 0:
         verb = "valid" if args.validate_only else "set"
         print(f"{verb}: {_entity_text(pairs)}: " +
@@ -143,7 +147,7 @@ def quota_remove(args: argparse.Namespace) -> int:
         raise CliError("quota remove needs --user/--user-default and/or --client-id/"
                        "--client-default")
     keys = list(dict.fromkeys(args.delete_config)) or [q.value for q in QuotaType]
-    rc = _alter(args, pairs, [{"key": k, "value": 0.0, "remove": True} for k in keys])
+    rc = alter_quotas(args, pairs, [{"key": k, "value": 0.0, "remove": True} for k in keys])
     if rc == 0:
         print(f"removed: {_entity_text(pairs)}: {', '.join(keys)}")
     return rc
@@ -153,20 +157,31 @@ def _number(value: float) -> str:
     return str(int(value)) if value == int(value) else str(value)
 
 
-def quota_list(args: argparse.Namespace) -> int:
-    components = []
-    for t, n in _entity(args):
+def describe_quotas(args: argparse.Namespace, pairs: list[tuple[str, str | None]],
+                    strict: bool, any_of: tuple[str, ...] = ()
+                    ) -> list[tuple[list[tuple[str, str | None]], dict[str, float]]]:
+    """DescribeClientQuotas: the quotas of the entity ``pairs`` names (``strict``: that entity
+    only), plus any name of each type in ``any_of``; each as (entity, {key: value}). A refusal
+    is a CliError with the broker's code and message."""
+    components: list[dict[str, Any]] = []
+    for t, n in pairs:
         components.append({"entity_type": t,
                            "match_type": int(MatchType.DEFAULT if n is None else MatchType.EXACT),
                            "match": n})
+    components += [{"entity_type": t, "match_type": int(MatchType.ANY), "match": None}
+                   for t in any_of]
     with connect(args) as cluster:
         resp = cluster.request_any(API_DESCRIBE_CLIENT_QUOTAS, VERSION,
-                                   {"components": components, "strict": bool(args.strict)})
+                                   {"components": components, "strict": strict})
     if int(resp.error_code):
-        print(f"error: {ErrorCode(int(resp.error_code)).name}: {resp.error_message or ''}")
-        return 1
-    for entry in resp.entries or ():
-        pairs = [(e.entity_type, e.entity_name) for e in entry.entity]
-        values = ", ".join(f"{v.key}={_number(float(v.value))}" for v in entry.values)
-        print(f"{_entity_text(pairs)}: {values}")
+        raise CliError(f"{ErrorCode(int(resp.error_code)).name}: {resp.error_message or ''}")
+    return [([(str(e.entity_type), e.entity_name) for e in entry.entity],
+             {str(v.key): float(v.value) for v in entry.values})
+            for entry in resp.entries or ()]
+
+
+def quota_list(args: argparse.Namespace) -> int:
+    for pairs, values in describe_quotas(args, _entity(args), bool(args.strict)):
+        text = ", ".join(f"{k}={_number(v)}" for k, v in values.items())
+        print(f"{_entity_text(pairs)}: {text}")
     return 0

@@ -1,5 +1,6 @@
-"""``floodmark topic create|list|describe|delete|add-partitions|alter|alter-config``
-(kafka-topics.sh and kafka-configs.sh's jobs), over the cluster client: any broker answers,
+"""``floodmark topic create|list|describe|delete|add-partitions|alter|alter-config|
+delete-records`` (kafka-topics.sh, kafka-configs.sh and kafka-delete-records.sh's jobs; the
+last in ``delete_records``), over the cluster client: any broker answers,
 leaders are followed. ``list`` filters the partitions in trouble as kafka-topics.sh does
 (``partition_health``)."""
 
@@ -10,7 +11,16 @@ import json
 import sys
 from typing import Any
 
-from floodmark.cli.common import CliError, add_bootstrap, connect, pairs, report
+from floodmark.cli import delete_records
+from floodmark.cli.common import (
+    CliError,
+    add_bootstrap,
+    connect,
+    kafka_config_list,
+    pairs,
+    report,
+)
+from floodmark.cli.config import RESOURCE_TOPIC, describe_configs
 from floodmark.cli.partition_health import describe_line, live_brokers, partition_views
 from floodmark.client.cluster import ClusterClient, error_text
 from floodmark.client.connection import KafkaConnection, RequestFailed
@@ -58,6 +68,10 @@ def register(subparsers: Any) -> None:
     p = tsub.add_parser("describe", help="partitions, leader, epoch, ISR, LEO, HW, log start, epochs")
     p.add_argument("name", nargs="?")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--all-configs", action="store_true",
+                   help="every config with its source (DYNAMIC_TOPIC_CONFIG, "
+                        "DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG...), "
+                        "not only the topic's own (JSON: \"all_configs\")")
     add_bootstrap(p)
     p.set_defaults(func=topic_describe)
     p = tsub.add_parser("delete", help="delete a topic")
@@ -75,6 +89,7 @@ def register(subparsers: Any) -> None:
                    help="kafka-configs.sh's form of --delete")
     add_bootstrap(p)
     p.set_defaults(func=topic_alter_config)
+    delete_records.add_parser(tsub)
     topic.set_defaults(func=lambda a: (topic.print_help(), 2)[1])
 
 
@@ -249,6 +264,9 @@ def topic_describe(args: argparse.Namespace) -> int:
             any_conn = cluster.connection(next(iter(cluster.brokers.values())))
             out.append({"topic": t.name, "topic_id": str(t.topic_id), "internal": t.is_internal,
                         "configs": _topic_configs(any_conn, str(t.name)), "partitions": rows})
+            if args.all_configs:
+                out[-1]["all_configs"] = [
+                    e.as_json() for e in describe_configs(cluster, RESOURCE_TOPIC, str(t.name))]
     if args.json:
         print(json.dumps(out if not args.name else out[0], indent=2))
         return 0
@@ -256,6 +274,8 @@ def topic_describe(args: argparse.Namespace) -> int:
         configs = ",".join(f"{k}={v}" for k, v in sorted(t["configs"].items()))
         print(f"Topic: {t['topic']}  TopicId: {t['topic_id']}  Partitions: {len(t['partitions'])}"
               f"  Configs: {configs}")
+        for c in t.get("all_configs", ()):
+            print(f"  config {c['name']}={c['value']} source {c['source']}")
         for r in t["partitions"]:
             cache = ", ".join(f"{e['epoch']}@{e['start_offset']}" for e in r["epoch_cache"])
             # The LSO only where a transaction holds it below the HW.
@@ -286,24 +306,10 @@ def topic_delete(args: argparse.Namespace) -> int:
     return rc
 
 
-def _kafka_config_list(items: list[str]) -> list[str]:
-    """kafka-configs.sh's ``a=1,b=[x,y]``: split at commas outside brackets, brackets dropped."""
-    out: list[str] = []
-    for item in items:
-        depth, start = 0, 0
-        for i, ch in enumerate(item + ","):
-            depth += (ch == "[") - (ch == "]")
-            if ch == "," and depth <= 0:
-                if part := item[start:i].strip():
-                    out.append(part.replace("[", "").replace("]", ""))
-                start = i + 1
-    return out
-
-
 def topic_alter_config(args: argparse.Namespace) -> int:
     to_set = {**pairs(args.set, "--set"),
-              **pairs(_kafka_config_list(args.add_config), "--add-config")}
-    to_delete = [*args.delete, *_kafka_config_list(args.delete_config)]
+              **pairs(kafka_config_list(args.add_config), "--add-config")}
+    to_delete = [*args.delete, *kafka_config_list(args.delete_config)]
     if not to_set and not to_delete:
         raise CliError("nothing to alter: give --set NAME=VALUE (--add-config) or --delete NAME "
                        "(--delete-config)")

@@ -40,6 +40,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -171,7 +172,8 @@ class LocalCluster:
                  listen_host: str = "127.0.0.1", advertised_host: str | None = None,
                  controller: str | None = None, first_broker_id: int = 1,
                  controllers: int = 1, combined: bool = False,
-                 die_with_supervisor: bool = True, security: str | None = None) -> None:
+                 die_with_supervisor: bool = True, security: str | None = None,
+                 racks: Sequence[str] = ()) -> None:
         """A new cluster's shape (ignored when ``data_dir`` already holds one):
 
         - ``metrics``: every node serves Prometheus ``/metrics`` on a port of its own;
@@ -187,7 +189,9 @@ class LocalCluster:
         - ``combined``: no controller processes: every broker is also a voter of the quorum
           (``process.roles=broker,controller``; ``controllers`` and ``controller`` unused);
         - ``security``: a secured cluster (``cluster.secure.MODES``: ``ssl``): TLS client
-          listeners, mTLS between nodes, certificates of a throwaway CA under ``tls/``.
+          listeners, mTLS between nodes, certificates of a throwaway CA under ``tls/``;
+        - ``racks``: ``broker.rack`` of each broker, round-robin in id order (brokers added
+          later continue the round-robin).
 
         ``die_with_supervisor`` (not part of the cluster's state): the nodes this object starts
         end when this process does, however it ends (``floodmark.lifeline``), so a killed test
@@ -226,6 +230,8 @@ class LocalCluster:
             }
             if security is not None:
                 self.state["security"] = security
+            if racks:
+                self.state["racks"] = list(racks)
             if controller is None:
                 for k in range(controllers):
                     node_id = controller_node_id(k)
@@ -247,6 +253,10 @@ class LocalCluster:
             node["metrics_port"] = base + metrics_offset
         if role == COMBINED_ROLE:  # its controller's port: the voter set names it
             node["controller_port"] = 0 if base is None else base + QUORUM_PORT_OFFSET + node_id
+        racks = self.state.get("racks")
+        if racks and has_role(node, "broker"):  # round-robin over the brokers made so far
+            made = sum(1 for n in self.state["nodes"].values() if has_role(n, "broker"))
+            node["rack"] = racks[made % len(racks)]
         return node
 
     def add_brokers(self, count: int) -> list[int]:
@@ -420,6 +430,8 @@ class LocalCluster:
             cmd += ["--advertised-host", self.advertised_host]
         for k, v in self.state["broker_settings"].items():
             cmd += ["--set", f"{k}={v}"]
+        if n.get("rack"):
+            cmd += ["--set", f"broker.rack={n['rack']}"]
         secure = self.security
         if secure is not None:
             for k, v in secure.broker_settings(node_id, self.listen_host, n["port"]).items():
@@ -829,6 +841,8 @@ class LocalCluster:
                                      "alive": state != "dead", "state": state}
             if n.get("metrics_port"):
                 entry["metrics"] = f"http://{self.advertised_host}:{n['metrics_port']}/metrics"
+            if n.get("rack"):
+                entry["rack"] = n["rack"]  # its broker.rack (cluster up --racks)
             if has_role(n, "controller"):
                 entry["active"] = active.get(node_id, False)
                 if has_role(n, "broker"):  # combined: where its controller listens

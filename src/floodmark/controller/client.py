@@ -433,14 +433,18 @@ class ControllerClient:
 
     # -- control plane (async) ---------------------------------------------------------------
     async def register(self, host: str, port: int, *, clean_shutdown: bool = True,
-                       listeners: list[dict[str, object]] | None = None) -> int:
+                       listeners: list[dict[str, object]] | None = None,
+                       rack: str | None = None) -> int:
         """``host:port``: the inter-broker listener; ``listeners``: every advertised listener
-        (``Endpoint.to_record``), given when the broker sets listeners of its own."""
+        (``Endpoint.to_record``), given when the broker sets listeners of its own; ``rack``:
+        its ``broker.rack``."""
         args: dict[str, Any] = {
             "broker_id": self.node_id, "host": host, "port": port,
             "incarnation": self.incarnation, "clean_shutdown": clean_shutdown}
         if listeners:
             args["listeners"] = listeners
+        if rack:
+            args["rack"] = rack
         answer = await self._active_call("register", args)
         result = _result(answer)
         self.broker_epoch = int(result["broker_epoch"])

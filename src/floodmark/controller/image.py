@@ -11,7 +11,8 @@ floodmark's own log format. Kafka's record names, reduced to what floodmark need
 
 =====================  ==========================================================================
 ``register_broker``    a broker incarnation: id, broker epoch (= the record's metadata offset,
-                       hence monotonic across controller restarts), address, incarnation id
+                       hence monotonic across controller restarts), address, incarnation id,
+                       and ``rack`` (its ``broker.rack``, KIP-36) when it has one
 ``fence_broker``       missed heartbeats past ``broker.session.timeout.ms`` (or a new incarnation
                        replaced it); not acceptable as leader or ISR member
 ``unfence_broker``     heartbeating again with its current broker epoch
@@ -103,6 +104,9 @@ class BrokerRegistration:
     listeners: tuple[Endpoint, ...] = ()
     """Every listener the broker advertises (none: a broker without listener settings, whose
     one listener is ``host:port``)."""
+    rack: str | None = None
+    """Its ``broker.rack`` (KIP-36): Metadata and DescribeCluster answer it, replica placement
+    spreads over it (``controller.placement``)."""
 
     def endpoint(self, listener_name: str) -> tuple[str, int] | None:
         """Where a client of listener ``listener_name`` reaches this broker (Kafka answers
@@ -229,6 +233,10 @@ class MetadataImage:
     def acceptable_brokers(self) -> set[int]:
         return {b.broker_id for b in self.brokers.values() if b.acceptable}
 
+    def acceptable_racks(self) -> dict[int, str | None]:
+        """Each acceptable broker's rack (None: it has no ``broker.rack``)."""
+        return {b.broker_id: b.rack for b in self.brokers.values() if b.acceptable}
+
     def broker_epochs(self) -> dict[int, int]:
         return {b.broker_id: b.broker_epoch for b in self.brokers.values()}
 
@@ -296,6 +304,7 @@ class MetadataImage:
                 bid, int(rec["broker_epoch"]), str(rec["host"]), int(rec["port"]),
                 str(rec["incarnation"]),
                 listeners=tuple(Endpoint.from_record(x) for x in rec.get("listeners") or ()),
+                rack=None if rec.get("rack") is None else str(rec["rack"]),
             )
         elif kind in ("fence_broker", "unfence_broker", "broker_shutdown"):
             bid = int(rec["broker_id"])

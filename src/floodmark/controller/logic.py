@@ -39,7 +39,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from floodmark.controller import scram
+from floodmark.controller import placement, scram
 from floodmark.controller.image import (
     MetadataImage,
     MetadataRecord,
@@ -274,11 +274,12 @@ class ControllerLogic:
     # -- brokers ---------------------------------------------------------------------------------
     def register_broker(self, broker_id: int, host: str, port: int, incarnation: str,
                         now_ms: int, *, clean_shutdown: bool = True,
-                        listeners: list[dict[str, object]] | None = None) -> int:
+                        listeners: list[dict[str, object]] | None = None,
+                        rack: str | None = None) -> int:
         """Returns the broker epoch. A retried registration of a known incarnation gets the same
         epoch; a new incarnation fences the previous one first (it leaves every ISR), unless
         ``new_incarnation_keeps_isr``; ``clean_shutdown=False`` reports a restart that may have
-        lost unflushed records."""
+        lost unflushed records. ``rack``: its ``broker.rack`` (None or "": none)."""
         old = self.image.brokers.get(broker_id)
         if old is not None and old.incarnation == incarnation:
             self.last_heartbeat_ms[broker_id] = now_ms
@@ -292,9 +293,12 @@ class ControllerLogic:
                                   "incarnation": incarnation}
         if listeners:  # a broker with listener settings: every listener it advertises
             record["listeners"] = listeners
+        if rack:
+            record["rack"] = rack
         self.emit(record)
         self.last_heartbeat_ms[broker_id] = now_ms
-        self.log.info("registered broker %d broker_epoch=%d at %s:%d", broker_id, epoch, host, port)
+        self.log.info("registered broker %d broker_epoch=%d at %s:%d rack=%s", broker_id, epoch,
+                      host, port, rack or "none")
         if not clean_shutdown and self.config.unclean_shutdown_leaves_isr:
             self._remove_from_isrs(broker_id, f"broker {broker_id} restarted after an unclean "
                                    f"shutdown", unclean_shutdown=True)
@@ -542,20 +546,19 @@ class ControllerLogic:
     def create_topic(self, name: str, num_partitions: int, replication_factor: int,
                      configs: dict[str, Any], *, validate_only: bool = False,
                      assignments: list[tuple[int, ...]] | None = None) -> None:
-        """A new topic: replicas placed round-robin over the acceptable brokers, or as the
-        operator assigned them (``assignments[i]``: partition i's replicas, preferred first)."""
+        """A new topic: replicas placed over the acceptable brokers' racks and brokers
+        (``controller.placement``), or as the operator assigned them (``assignments[i]``:
+        partition i's replicas, preferred first)."""
         validate_topic_name(name)
         if name in self.image.topics:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
-        live = sorted(self.image.acceptable_brokers())
+        placed: list[tuple[int, ...]] = []
         if assignments is not None:
             self._check_assignments(assignments, None)
             num_partitions = len(assignments)
         check_partition_count(self._partition_total(), num_partitions)
-        if assignments is None and (replication_factor < 1 or replication_factor > len(live)):
-            raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                             f"replication factor {replication_factor} but {len(live)} live "
-                             f"broker(s)")
+        if assignments is None:
+            placed = self._place(name, 0, num_partitions, replication_factor)
         topic = {"type": "topic", "name": name, "topic_id": str(uuid.uuid4()),
                  "configs": dict(configs)}
         check_record(topic)  # validate_only answers what the real request would
@@ -565,7 +568,7 @@ class ControllerLogic:
         if assignments is not None:
             self._add_assigned(name, 0, assignments)
         else:
-            self._add_partitions(name, 0, num_partitions, replication_factor, live)
+            self._add_placed(name, 0, placed)
 
     def _check_assignments(self, assignments: list[tuple[int, ...]],
                            replication_factor: int | None) -> None:
@@ -599,11 +602,25 @@ class ControllerLogic:
                                         leader_epoch=0, partition_epoch=0)
             self._commit_change(name, i, reg, "created (assigned)")
 
-    def _add_partitions(self, name: str, first: int, count: int, replication_factor: int,
-                        live: list[int]) -> None:
-        start = sum(ord(c) for c in name)  # spread leaders of different topics
-        for i in range(first, first + count):
-            replicas = tuple(live[(start + i + k) % len(live)] for k in range(replication_factor))
+    def _place(self, name: str, first: int, count: int, replication_factor: int
+               ) -> list[tuple[int, ...]]:
+        """Replicas of partitions ``first``.. of topic ``name`` over the acceptable brokers,
+        rack-aware (``controller.placement``); INVALID_REPLICATION_FACTOR when it cannot be."""
+        racks = self.image.acceptable_racks()
+        if not racks:
+            raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                             "no broker is available (every registered broker is fenced or "
+                             "shutting down)")
+        placed = placement.place_replicas(racks, first, count, replication_factor,
+                                          placement.topic_start(name))
+        unnamed = placement.mixed_racks(racks)
+        if unnamed:
+            self.log.warning("topic %s: broker(s) %s have no broker.rack while others have "
+                             "one; they count as one rack of their own", name, unnamed)
+        return placed
+
+    def _add_placed(self, name: str, first: int, placed: list[tuple[int, ...]]) -> None:
+        for i, replicas in enumerate(placed, start=first):
             reg = PartitionRegistration(replicas=replicas, isr=replicas, leader=replicas[0],
                                         leader_epoch=0, partition_epoch=0)
             self._commit_change(name, i, reg, "created")
@@ -689,12 +706,9 @@ class ControllerLogic:
             if not validate_only:
                 self._add_assigned(name, current, assignments)
             return
-        live = sorted(self.image.acceptable_brokers())
-        if rf > len(live):
-            raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                             f"replication factor {rf} but {len(live)} live broker(s)")
+        placed = self._place(name, current, count - current, rf)
         if not validate_only:
-            self._add_partitions(name, current, count - current, rf, live)
+            self._add_placed(name, current, placed)
 
     def _partition_total(self) -> int:
         return sum(len(t.partitions) for t in self.image.topics.values())

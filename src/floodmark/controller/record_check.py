@@ -88,6 +88,9 @@ def _register_broker(rec: MetadataRecord) -> None:
     if port > 65535:
         raise _bad(rec, f"port {port} is not a TCP port")
     _str(rec, "incarnation")
+    rack = rec.get("rack")
+    if rack is not None and (not isinstance(rack, str) or not rack):
+        raise _bad(rec, f"rack must be a non-empty string or null, not {rack!r}")
     listeners = rec.get("listeners")
     if listeners is not None:
         if not isinstance(listeners, list):

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from floodmark.controller import rpc, scram
+from floodmark.controller import placement, rpc, scram
 from floodmark.controller.image import (
     UNAPPLIED_KEPT,
     MetadataImage,
@@ -633,7 +633,7 @@ class ControllerServer:
         epoch = self._active().register_broker(int(a["broker_id"]), str(a["host"]), int(a["port"]),
                                            str(a["incarnation"]), now_ms(),
                                            clean_shutdown=bool(a.get("clean_shutdown", True)),
-                                           listeners=listeners)
+                                           listeners=listeners, rack=placement.broker_rack(a.get("rack")))
         return {"broker_epoch": epoch,
                 "session_timeout_ms": self.config.broker_session_timeout_ms}
 

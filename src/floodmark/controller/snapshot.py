@@ -89,6 +89,8 @@ def image_records(image: MetadataImage) -> list[MetadataRecord]:
                                "incarnation": b.incarnation}
         if b.listeners:
             reg["listeners"] = [ep.to_record() for ep in b.listeners]
+        if b.rack is not None:
+            reg["rack"] = b.rack
         out.append(reg)
         if b.fenced:
             out.append({"type": "fence_broker", "broker_id": bid, "broker_epoch": b.broker_epoch})

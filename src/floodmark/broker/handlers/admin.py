@@ -23,6 +23,7 @@ from floodmark.broker.config import (
 )
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import validate_topic_name
+from floodmark.security.quotas import TokenBucket
 from floodmark.settings import is_sensitive
 from floodmark.wire.api_table import SUPPORTED, ApiKey
 from floodmark.wire.codec import RequestHeader, encode_response
@@ -189,9 +190,34 @@ def _metadata_answer(broker: HandlerContext, header: RequestHeader, req: WireReq
     }
 
 
+THROTTLED = "The throttling quota has been exceeded."
+
+
+def _mutation_bucket(broker: HandlerContext, header: RequestHeader,
+                     conn: ClientConnection | None, validate_only: bool) -> TokenBucket | None:
+    """The connection's ``controller_mutation_rate`` bucket (KIP-599), None when no such quota
+    applies or nothing will be mutated (validate_only)."""
+    if validate_only or conn is None or not broker.quotas.active:
+        return None
+    return broker.quotas.mutation_bucket(conn.principal.name, header.client_id or "")
+
+
+def _admit_mutation(broker: HandlerContext, bucket: TokenBucket | None, strict: bool) -> None:
+    """Strict versions refuse a topic while the bucket is empty; older ones are admitted (and
+    only throttled)."""
+    if bucket is not None and strict and not bucket.admits(broker.now_ms()):
+        raise KafkaError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED)
+
+
+def _took(broker: HandlerContext, bucket: TokenBucket | None, partitions: int) -> None:
+    if bucket is not None:
+        bucket.take(partitions, broker.now_ms())
+
+
 async def create_topics(broker: HandlerContext, header: RequestHeader, req: WireRequest,
                         conn: ClientConnection | None = None) -> WireResponse:
     validate_only = bool(getattr(req, "validate_only", False))
+    bucket = _mutation_bucket(broker, header, conn, validate_only)
     results = []
     seen: set[str] = set()
     for t in req.topics:
@@ -210,10 +236,12 @@ async def create_topics(broker: HandlerContext, header: RequestHeader, req: Wire
                                      "assigned partitions must be numbered 0..n-1")
                 assignments = [tuple(int(b) for b in a.broker_ids) for a in ordered]
             configs = {c.name: c.value for c in t.configs}
+            _admit_mutation(broker, bucket, header.api_version >= 6)
             meta = await broker.create_topic(
                 t.name, int(t.num_partitions), int(t.replication_factor), configs,
                 validate_only=validate_only, assignments=assignments,
             )
+            _took(broker, bucket, len(meta.partitions))
             entry.update(topic_id=meta.topic_id, num_partitions=len(meta.partitions),
                          replication_factor=len(meta.partitions[0].replicas))
             if header.api_version >= 5:  # KIP-525: the new topic's configs, as described
@@ -224,7 +252,7 @@ async def create_topics(broker: HandlerContext, header: RequestHeader, req: Wire
         except KafkaError as exc:
             entry.update(error_code=int(exc.code), error_message=exc.message or None)
         results.append(entry)
-    return {"throttle_time": 0, "topics": results}
+    return {"throttle_time": broker.quotas.mutation_throttled(bucket, conn), "topics": results}
 
 
 async def delete_topics(broker: HandlerContext, header: RequestHeader, req: WireRequest,
@@ -234,6 +262,7 @@ async def delete_topics(broker: HandlerContext, header: RequestHeader, req: Wire
     else:
         names = [(n, None) for n in req.topic_names]
     results = []
+    bucket = _mutation_bucket(broker, header, conn, False)
     by_id = {m.topic_id: m.name for m in broker.controller.topics().values()}
     for name, topic_id in names:
         if name is None and topic_id is not None:
@@ -243,29 +272,36 @@ async def delete_topics(broker: HandlerContext, header: RequestHeader, req: Wire
         try:
             if name is None:
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "unknown topic id")
+            _admit_mutation(broker, bucket, header.api_version >= 5)
             meta = await broker.delete_topic(name)
+            _took(broker, bucket, len(meta.partitions))
             entry["topic_id"] = meta.topic_id
         except KafkaError as exc:
             entry.update(error_code=int(exc.code), error_message=exc.message or None)
         results.append(entry)
-    return {"throttle_time": 0, "responses": results}
+    return {"throttle_time": broker.quotas.mutation_throttled(bucket, conn),
+            "responses": results}
 
 
 async def create_partitions(broker: HandlerContext, header: RequestHeader, req: WireRequest,
                             conn: ClientConnection | None = None) -> WireResponse:
     results = []
+    bucket = _mutation_bucket(broker, header, conn, bool(req.validate_only))
     for t in req.topics:
         entry: WireResponse = {"name": t.name, "error_code": 0, "error_message": None}
         try:
             assignments = (None if not t.assignments else
                            [tuple(int(b) for b in a.broker_ids) for a in t.assignments])
+            before = broker.controller.topics().get(t.name)
+            _admit_mutation(broker, bucket, header.api_version >= 3)
             await broker.create_partitions(t.name, int(t.count),
                                            validate_only=bool(req.validate_only),
                                            assignments=assignments)
+            _took(broker, bucket, int(t.count) - (len(before.partitions) if before else 0))
         except KafkaError as exc:
             entry.update(error_code=int(exc.code), error_message=exc.message or None)
         results.append(entry)
-    return {"throttle_time": 0, "results": results}
+    return {"throttle_time": broker.quotas.mutation_throttled(bucket, conn), "results": results}
 
 
 _TOPIC_RESOURCE = 2
