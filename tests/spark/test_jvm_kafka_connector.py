@@ -161,10 +161,13 @@ def test_spark_jvm_connector_stream_survives_a_leader_sigkill(  # type: ignore[n
     the sink holds every acknowledged record once; a batch read afterwards returns them all."""
     from tests.cluster.helpers import start_cluster, wait_until
 
+    from floodmark.cluster.waiting import process_cpu_s
+
     spark = spark_jvm_kafka
     cluster = start_cluster(tmp_path / "cluster")  # 1.5 s broker session timeout
     topic = "jvm-failover"
     stop = threading.Event()
+    target = [1000]  # how many records the producer is to have sent; the test raises it
     acked: list[bytes] = []
     errors: list[str] = []
     q = None
@@ -186,6 +189,9 @@ def test_spark_jvm_connector_stream_survives_a_leader_sigkill(  # type: ignore[n
 
             i = 0
             while not stop.is_set() and i < 100_000:
+                if i >= target[0]:
+                    p.poll(0.05)
+                    continue
                 try:
                     p.produce(topic, value=b"v%d" % i, partition=0, on_delivery=cb)
                     i += 1
@@ -193,6 +199,7 @@ def test_spark_jvm_connector_stream_survives_a_leader_sigkill(  # type: ignore[n
                     p.poll(0.01)
                 if i % 20 == 0:
                     p.poll(0.01)
+                    time.sleep(0.01)  # at most ~2,000 records/s: still writing when the leader dies
             p.flush(60)
 
         producer = threading.Thread(target=produce_until_stopped, daemon=True)
@@ -203,13 +210,19 @@ def test_spark_jvm_connector_stream_survives_a_leader_sigkill(  # type: ignore[n
              .writeStream.format("parquet").option("path", str(out))
              .option("checkpointLocation", str(tmp_path / "ckpt"))
              .trigger(processingTime="500 milliseconds").start())
+        # The connector's first micro-batch (class loading, JIT) may take a while on a busy
+        # machine: wait while the producer or Spark's JVM moves.
+        jvm_pid = spark.sparkContext._gateway.proc.pid
         wait_until(lambda: len(acked) > 500 and any(p["numInputRows"] for p in q.recentProgress),
-                   60, "records flowing")
+                   60, "records flowing", progress=lambda: (len(acked), process_cpu_s(jvm_pid)))
+        target[0] = len(acked) + 3000  # the producer writes on while the leader dies
         old = cluster.leader_of(topic)
         cluster.kill(old, signal.SIGKILL)
         wait_until(lambda: cluster.leader_of(topic) not in (old, -1), 30, "a new leader")
         n = len(acked)
         wait_until(lambda: len(acked) > n + 500, 60, "acks from the new leader",
+                   progress=lambda: len(acked))
+        wait_until(lambda: len(acked) >= target[0], 60, "every record acknowledged",
                    progress=lambda: len(acked))
         stop.set()
         producer.join(90)
