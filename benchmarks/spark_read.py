@@ -276,23 +276,27 @@ def main() -> int:
         floodmark.spark.register(spark)
         print(f"spark session: {time.perf_counter() - t0:.1f} s")
 
-        batch_rates: dict[str, float] = {}
-        for source in sources:
-            def df(fmt: str = SOURCE_FORMATS[source]):  # type: ignore[no-untyped-def]
-                return (spark.read.format(fmt).option("kafka.bootstrap.servers", bootstrap)
-                        .option("subscribe", topic).load())
+        # With two sources, their repetitions alternate, so a change in the machine's load
+        # falls on both alike.
+        def df(source: str):  # type: ignore[no-untyped-def]
+            return (spark.read.format(SOURCE_FORMATS[source])
+                    .option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+                    .load())
 
-            assert df().count() == total  # warm-up (workers, connections, JIT)
-            times = []
-            for _ in range(args.repeat):
+        for source in sources:
+            assert df(source).count() == total  # warm-up (workers, connections, JIT)
+        times: dict[str, list[float]] = {source: [] for source in sources}
+        for _ in range(args.repeat):
+            for source in sources:
                 t0 = time.perf_counter()
-                got = df().count()
-                times.append(time.perf_counter() - t0)
+                got = df(source).count()
+                times[source].append(time.perf_counter() - t0)
                 assert got == total, (got, total)
-            batch_rates[source] = total / min(times)
+        batch_rates = {source: total / min(times[source]) for source in sources}
+        for source in sources:
             results[f"Spark batch read -> count(), {SOURCE_LABELS[source]}"] = batch_rates[source]
             print(f"spark batch count() times, {SOURCE_LABELS[source]}:",
-                  ", ".join(f"{t:.2f}s" for t in times))
+                  ", ".join(f"{t:.2f}s" for t in times[source]))
 
         spark.dataSource.register(spark_ceiling_source())
         ceiling = (spark.read.format("arrow_ceiling").option("rows", str(total))
@@ -307,35 +311,40 @@ def main() -> int:
         results["Spark ceiling: same batches from memory -> count() (no broker)"] = \
             total / min(ctimes)
 
-        steady_rates: dict[str, float] = {}
+        def stream(source: str) -> tuple[float, float, int]:
+            """(seconds incl. query start, steady-state rows/s, micro-batches) of one
+            availableNow query from the earliest offsets into the noop sink."""
+            ckpt = workdir / f"ckpt-{uuid.uuid4().hex[:6]}"
+            sdf = (spark.readStream.format(SOURCE_FORMATS[source])
+                   .option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+                   .option("startingOffsets", "earliest")
+                   .option("maxOffsetsPerTrigger", str(args.max_offsets_per_trigger)).load())
+            t0 = time.perf_counter()
+            q = (sdf.writeStream.format("noop").option("checkpointLocation", str(ckpt))
+                 .trigger(availableNow=True).start())
+            q.awaitTermination()
+            secs = time.perf_counter() - t0
+            rows = sum(p["numInputRows"] for p in q.recentProgress)
+            prog = [p for p in q.recentProgress if p["numInputRows"]]
+            assert rows == total, (rows, total)
+            later = prog[1:] or prog
+            steady = (sum(p["numInputRows"] for p in later)
+                      / (sum(p["durationMs"]["triggerExecution"] for p in later) / 1000))
+            return secs, steady, len(prog)
+
+        runs: dict[str, list[tuple[float, float, int]]] = {source: [] for source in sources}
+        for _ in range(args.repeat):
+            for source in sources:
+                runs[source].append(stream(source))
+        steady_rates = {source: max(r[1] for r in runs[source]) for source in sources}
         for source in sources:
-            stimes = []
-            steady: list[float] = []
-            for _ in range(args.repeat):
-                ckpt = workdir / f"ckpt-{uuid.uuid4().hex[:6]}"
-                sdf = (spark.readStream.format(SOURCE_FORMATS[source])
-                       .option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
-                       .option("startingOffsets", "earliest")
-                       .option("maxOffsetsPerTrigger", str(args.max_offsets_per_trigger)).load())
-                t0 = time.perf_counter()
-                q = (sdf.writeStream.format("noop").option("checkpointLocation", str(ckpt))
-                     .trigger(availableNow=True).start())
-                q.awaitTermination()
-                stimes.append(time.perf_counter() - t0)
-                rows = sum(p["numInputRows"] for p in q.recentProgress)
-                prog = [p for p in q.recentProgress if p["numInputRows"]]
-                batches = len(prog)
-                assert rows == total, (rows, total)
-                later = prog[1:] or prog
-                steady.append(sum(p["numInputRows"] for p in later)
-                              / (sum(p["durationMs"]["triggerExecution"] for p in later) / 1000))
-            label = SOURCE_LABELS[source]
+            label, batches = SOURCE_LABELS[source], runs[source][-1][2]
             results[f"Spark streaming availableNow ({batches} micro-batches, incl. query "
-                    f"start), {label}"] = total / min(stimes)
-            steady_rates[source] = max(steady)
+                    f"start), {label}"] = total / min(r[0] for r in runs[source])
             results[f"Spark streaming, steady state (micro-batches after the first), {label}"] = \
                 steady_rates[source]
-            print(f"spark streaming times, {label}:", ", ".join(f"{t:.2f}s" for t in stimes))
+            print(f"spark streaming times, {label}:",
+                  ", ".join(f"{r[0]:.2f}s" for r in runs[source]))
         spark.stop()
 
         raw = results["raw Fetch (1 connection, no decode)"]
