@@ -54,52 +54,43 @@ def request_name(api_key: int) -> str:
 _ANSWERED = (list, bytes)  # what a dispatch returns when it answers at once
 _BUFFERS = (bytes, bytearray, memoryview)
 _bucket = bisect.bisect_left
-_NO_BUCKETS = (0,) * (len(LATENCY_BUCKETS_MS) + 1)
 
 
 class _Stats:
-    """One API's counts. Requests answered at once add to ``buckets`` only (their local time
-    is their total time, their remote time 0); requests answered by a coroutine (acks=all
-    produce, long-poll fetch, a coordinator's wait) also keep their total, local and remote
-    times apart (``awaited_*``): the at-once path pays nothing for Kafka's time breakdown."""
+    """One API's counts, apart for requests answered at once (``buckets``: their total time
+    is their local time, their remote time 0) and requests answered by a coroutine (acks=all
+    produce, long-poll fetch, a coordinator's wait: ``awaited_*``, total, local and remote
+    each), so the at-once path pays nothing for Kafka's time breakdown; the histograms are
+    added up at scrape time."""
 
-    __slots__ = ("awaited_local", "awaited_local_ms", "awaited_remote", "awaited_remote_ms",
+    __slots__ = ("awaited", "awaited_local", "awaited_local_ms", "awaited_ms", "awaited_remote",
                  "awaited_total", "buckets", "bytes_in", "bytes_out", "count", "sum_ms")
 
     def __init__(self) -> None:
-        self.count = 0
+        n = len(LATENCY_BUCKETS_MS) + 1
+        self.count = 0  # at once
         self.sum_ms = 0.0
+        self.buckets = [0] * n
+        self.awaited = 0  # by a coroutine
+        self.awaited_ms = 0.0
+        self.awaited_local_ms = 0.0
+        self.awaited_total = [0] * n
+        self.awaited_local = [0] * n
+        self.awaited_remote = [0] * n
         self.bytes_in = 0
         self.bytes_out = 0
-        self.buckets = [0] * (len(LATENCY_BUCKETS_MS) + 1)
-        self.awaited_total: list[int] | None = None  # created by the first awaited request
-        self.awaited_local: list[int] = []
-        self.awaited_remote: list[int] = []
-        self.awaited_local_ms = 0.0
-        self.awaited_remote_ms = 0.0
 
-    def awaited(self, local_ms: float, total_ms: float) -> None:
-        if self.awaited_total is None:
-            n = len(LATENCY_BUCKETS_MS) + 1
-            self.awaited_total, self.awaited_local, self.awaited_remote = [0] * n, [0] * n, \
-                [0] * n
-        remote_ms = total_ms - local_ms
-        self.awaited_total[_bucket(LATENCY_BUCKETS_MS, total_ms)] += 1
-        self.awaited_local[_bucket(LATENCY_BUCKETS_MS, local_ms)] += 1
-        self.awaited_remote[_bucket(LATENCY_BUCKETS_MS, remote_ms)] += 1
-        self.awaited_local_ms += local_ms
-        self.awaited_remote_ms += remote_ms
-
-    def local_and_remote(self) -> tuple[list[int], float, list[int], float]:
-        """(local buckets, local sum, remote buckets, remote sum), as Kafka's LocalTimeMs and
-        RemoteTimeMs: at-once requests count whole in local and as 0 in remote."""
-        awaited = self.awaited_total or _NO_BUCKETS
-        local = [t - a + a_local for t, a, a_local in
-                 zip(self.buckets, awaited, self.awaited_local or _NO_BUCKETS, strict=True)]
-        remote = list(self.awaited_remote or _NO_BUCKETS)
-        remote[0] += self.count - sum(awaited)
-        at_once_ms = self.sum_ms - self.awaited_local_ms - self.awaited_remote_ms
-        return local, at_once_ms + self.awaited_local_ms, remote, self.awaited_remote_ms
+    def histograms(self) -> tuple[tuple[list[int], float], tuple[list[int], float],
+                                  tuple[list[int], float]]:
+        """Kafka's TotalTimeMs, LocalTimeMs and RemoteTimeMs: (buckets, sum in ms) each."""
+        at_once = self.buckets
+        total = [a + b for a, b in zip(at_once, self.awaited_total, strict=True)]
+        local = [a + b for a, b in zip(at_once, self.awaited_local, strict=True)]
+        remote = list(self.awaited_remote)
+        remote[0] += self.count
+        return ((total, self.sum_ms + self.awaited_ms),
+                (local, self.sum_ms + self.awaited_local_ms),
+                (remote, self.awaited_ms - self.awaited_local_ms))
 
 
 def _histogram(stats: list[int]) -> list[tuple[str, float]]:
@@ -153,19 +144,35 @@ class RequestMetrics(Collector):
         self.stats: dict[int, _Stats] = {}
         self.errors: dict[int, dict[int, int]] = {}  # api key -> error code -> answers
 
-    def observe(self, api_key: int, bytes_in: int, parts: Any, elapsed_ms: float) -> _Stats:
+    def observe(self, api_key: int, bytes_in: int, parts: Any, elapsed_ms: float) -> None:
+        """A request answered at once, in ``elapsed_ms``."""
         stats = self.stats.get(api_key)
         if stats is None:
             stats = self.stats[api_key] = _Stats()
-        stats.count += 1
-        stats.sum_ms += elapsed_ms
-        stats.buckets[_bucket(LATENCY_BUCKETS_MS, elapsed_ms)] += 1
         stats.bytes_in += bytes_in
         if parts is not None:
             # sum(map(len, ...)) runs in C; a generator expression here cost more than the rest
             # of the wrapper together (callgrind, benchmarks/metrics_instructions.py).
             stats.bytes_out += len(parts) if isinstance(parts, _BUFFERS) else sum(map(len, parts))
-        return stats
+        stats.count += 1
+        stats.sum_ms += elapsed_ms
+        stats.buckets[_bucket(LATENCY_BUCKETS_MS, elapsed_ms)] += 1
+
+    def observe_awaited(self, api_key: int, bytes_in: int, parts: Any, local_ms: float,
+                        total_ms: float) -> None:
+        """A request answered by a coroutine: ``local_ms`` until the handler returned it."""
+        stats = self.stats.get(api_key)
+        if stats is None:
+            stats = self.stats[api_key] = _Stats()
+        stats.bytes_in += bytes_in
+        if parts is not None:
+            stats.bytes_out += len(parts) if isinstance(parts, _BUFFERS) else sum(map(len, parts))
+        stats.awaited += 1
+        stats.awaited_ms += total_ms
+        stats.awaited_local_ms += local_ms
+        stats.awaited_total[_bucket(LATENCY_BUCKETS_MS, total_ms)] += 1
+        stats.awaited_local[_bucket(LATENCY_BUCKETS_MS, local_ms)] += 1
+        stats.awaited_remote[_bucket(LATENCY_BUCKETS_MS, total_ms - local_ms)] += 1
 
     def count_errors(self, api_key: int, answer: object) -> None:
         """Every error code of one response (Kafka's ErrorsPerSec)."""
@@ -183,14 +190,13 @@ class RequestMetrics(Collector):
     def wrap(self, dispatch: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
         """``dispatch(frame, conn)`` that also records each request's API, time and bytes."""
         observe = self.observe
+        observe_awaited = self.observe_awaited
         clock = time.perf_counter
 
         async def finish(key: int, size: int, t0: float, t1: float,
                          result: Awaitable[Any]) -> Any:
             parts = await result
-            t2 = clock()
-            observe(key, size, parts, (t2 - t0) * 1000).awaited((t1 - t0) * 1000,
-                                                                 (t2 - t0) * 1000)
+            observe_awaited(key, size, parts, (t1 - t0) * 1000, (clock() - t0) * 1000)
             return parts
 
         def timed(frame: Any, conn: Any) -> Any:
@@ -225,9 +231,10 @@ class RequestMetrics(Collector):
                                        "Response bytes sent, by API", labels=labels)
         for key, s in sorted(list(self.stats.items())):
             name = [request_name(key)]
-            requests.add_metric(name, s.count)
-            latency.add_metric(name, _histogram(s.buckets), s.sum_ms)
-            local_buckets, local_ms, remote_buckets, remote_ms = s.local_and_remote()
+            requests.add_metric(name, s.count + s.awaited)
+            (total_buckets, total_ms), (local_buckets, local_ms), (remote_buckets, remote_ms) = \
+                s.histograms()
+            latency.add_metric(name, _histogram(total_buckets), total_ms)
             local.add_metric(name, _histogram(local_buckets), local_ms)
             remote.add_metric(name, _histogram(remote_buckets), remote_ms)
             size_in.add_metric(name, s.bytes_in)
