@@ -1,7 +1,8 @@
 """A real Prometheus server (Debian's ``prometheus``) scrapes a real 3-broker cluster: the
 addresses come from ``floodmark cluster status --json`` (``"metrics"`` of each node), and
 under-replicated partitions are queried through a broker kill (0, then 1 on the leader, the
-controller's fenced broker count 1, the leader's ISR shrink counted). Every query of the shipped
+controller's fenced broker count 1, the leader's ISR shrink counted), and the records produced
+are the topic's ``messagesin``. Every query of the shipped
 Grafana dashboard (docs/grafana/floodmark-dashboard.json) is run against the same server."""
 
 from __future__ import annotations
@@ -118,6 +119,9 @@ def test_prometheus_sees_under_replicated_partitions_through_a_broker_kill(
     wait_until(lambda: _query(prometheus, f'max(kafka_log_log_logendoffset{{topic="{TOPIC}"}})')
                == 100, 30, "the log end offset of every replica scraped")
     assert _query(prometheus, "sum(kafka_controller_kafkacontroller_activecontrollercount)") == 1
+    # BrokerTopicMetrics with a topic label, as the JMX exporter names them.
+    messages_in = f'sum(kafka_server_brokertopicmetrics_messagesin_total{{topic="{TOPIC}"}})'
+    wait_until(lambda: _query(prometheus, messages_in) == 100, 30, "the topic's messagesin")
     assert _query(prometheus,
                   'sum(kafka_network_requestmetrics_requests_total{request="Produce"})') >= 1
 

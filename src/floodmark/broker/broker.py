@@ -73,6 +73,7 @@ from floodmark.wire.codec import (
 from floodmark.wire.errors import ProtocolError
 
 if TYPE_CHECKING:
+    from floodmark.broker.topic_metrics import BrokerTopicMetrics
     from floodmark.metrics import RequestMetrics
 
 log = logging.getLogger(__name__)
@@ -140,6 +141,7 @@ class Broker:
         self.request_counts: dict[int, int] = {}  # api key -> requests received
         # Set (before serve) to count requests, latency and bytes per API for /metrics.
         self.request_metrics: RequestMetrics | None = None
+        self.topic_metrics: BrokerTopicMetrics | None = None  # per topic, set with the above
         self.now_ms = now_ms
         # ISR changes the controller accepted (Kafka's IsrShrinksPerSec / IsrExpandsPerSec).
         self.isr_shrinks = 0
@@ -629,11 +631,12 @@ class Broker:
                       finish: Finish | None = None) -> Encoded | None:
         return self._encode(header, await pending, finish)
 
-    @staticmethod
-    def _encode(header: RequestHeader, result: Answer, finish: Finish | None = None
+    def _encode(self, header: RequestHeader, result: Answer, finish: Finish | None = None
                 ) -> Encoded | None:
         if result is None or isinstance(result, list):
             return result
         if finish is not None:
             result = finish(result)
+        if self.request_metrics is not None:  # Kafka's ErrorsPerSec (Fetch counts its own)
+            self.request_metrics.count_errors(header.api_key, result)
         return encode_response(header.api_key, header.api_version, header.correlation_id, result)

@@ -608,11 +608,14 @@ def main(argv: list[str] | None = None) -> int:
         from prometheus_client.registry import Collector
 
         from floodmark.broker.metrics import BrokerCollector
+        from floodmark.broker.topic_metrics import BrokerTopicMetrics
         from floodmark.controller.metrics import ControllerCollector
         from floodmark.metrics import RequestMetrics, serve_metrics
 
         broker.request_metrics = RequestMetrics()
-        collectors: list[Collector] = [broker.request_metrics, BrokerCollector(broker)]
+        broker.topic_metrics = BrokerTopicMetrics()
+        collectors: list[Collector] = [broker.request_metrics, broker.topic_metrics,
+                                       BrokerCollector(broker)]
         if controller is not None:
             collectors.append(ControllerCollector(controller))
         mhost, mport = serve_metrics(collectors, args.metrics_listen)

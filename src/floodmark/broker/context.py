@@ -13,7 +13,7 @@ import asyncio
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol, TypedDict
+from typing import TYPE_CHECKING, Protocol, TypedDict
 
 from floodmark.broker.authentication import Authentication
 from floodmark.broker.boundary import ClientConnection, HandlerResult, WireRequest
@@ -35,6 +35,10 @@ from floodmark.replication.election import AlterPartitionRequest
 from floodmark.replication.produce import ProduceSettings
 from floodmark.security.listeners import Endpoint
 from floodmark.wire.codec import RequestHeader
+
+if TYPE_CHECKING:
+    from floodmark.broker.topic_metrics import BrokerTopicMetrics
+    from floodmark.metrics import RequestMetrics
 
 PartitionKey = tuple[str, int]
 
@@ -179,6 +183,9 @@ class HandlerContext(BrokerCore, Protocol):
     transactions: TransactionCoordinatorDriver
     authentication: Authentication
     quotas: ClientQuotas
+    # /metrics on: counted where answers are built (None: off)
+    request_metrics: RequestMetrics | None
+    topic_metrics: BrokerTopicMetrics | None
 
     bound_ports: dict[str, int]
 

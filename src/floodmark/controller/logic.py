@@ -113,9 +113,23 @@ class PartitionChangeNote:
     why: str
 
 
+@dataclass
+class ElectionCounts:
+    """Kafka's ControllerStats LeaderElectionRateAndTimeMs and UncleanLeaderElectionsPerSec, as
+    counters that only go up: one per leader election this process decided (a partition change
+    giving an existing partition a leader at a new leader epoch; a partition's first leader at
+    creation is not an election). The controller server keeps one for its whole life and hands
+    it to each ``ControllerLogic`` it activates, so a lost and regained leadership (a new logic)
+    does not reset it; a decision rolled back afterwards (never committed) stays counted."""
+
+    leader_elections: int = 0
+    unclean_leader_elections: int = 0
+
+
 class ControllerLogic:
     def __init__(self, image: MetadataImage, config: ControllerConfig,
-                 logger: logging.Logger | None = None) -> None:
+                 logger: logging.Logger | None = None,
+                 elections: ElectionCounts | None = None) -> None:
         self.image = image
         self.config = config
         self.log = logger or log
@@ -124,7 +138,11 @@ class ControllerLogic:
         self.last_heartbeat_ms: dict[int, int] = {}
         self._last_rebalance_ms = 0
         self._last_tick_ms = 0
-        self.unclean_elections = 0
+        self.elections = elections if elections is not None else ElectionCounts()
+
+    @property
+    def unclean_elections(self) -> int:
+        return self.elections.unclean_leader_elections
 
     # -- records -------------------------------------------------------------------------------
     def emit(self, rec: MetadataRecord) -> int:
@@ -178,6 +196,8 @@ class ControllerLogic:
                        why: str) -> None:
         old = self.image.partition(topic, partition)
         self.emit(registration_to_record(topic, partition, reg))
+        if old is not None and reg.leader != NO_LEADER and reg.leader_epoch > old.leader_epoch:
+            self.elections.leader_elections += 1
         self.log.info("partition %s-%d leader=%d leader_epoch=%d partition_epoch=%d isr=%s (%s; was "
                  "leader=%s isr=%s)", topic, partition, reg.leader, reg.leader_epoch,
                  reg.partition_epoch, list(reg.isr), why,
@@ -229,7 +249,7 @@ class ControllerLogic:
         if change is None:
             return
         if change.election is ElectionKind.UNCLEAN:
-            self.unclean_elections += 1
+            self.elections.unclean_leader_elections += 1
             why += " (UNCLEAN election: records the old ISR committed may be lost)"
             self.log.warning("partition %s-%d unclean election of %d leader_epoch=%d", topic,
                         partition, change.registration.leader, change.registration.leader_epoch)
@@ -409,7 +429,7 @@ class ControllerLogic:
             return ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, "no acceptable replica"
         lost_isr = [r for r in reg.isr if r != change.registration.leader]
         if change.election is ElectionKind.UNCLEAN:
-            self.unclean_elections += 1
+            self.elections.unclean_leader_elections += 1
         self._commit_change(topic, partition, change.registration,
                             "UNCLEAN election requested by an operator")
         message = (f"broker {change.registration.leader} leads at leader epoch "
