@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from floodmark.broker import sendfile, storage_glue
+from floodmark.broker import replica_mover, sendfile, storage_glue
 from floodmark.broker.authentication import Authentication
 from floodmark.broker.authorization import Authorization, Finish
 from floodmark.broker.boundary import Answer, Encoded
@@ -196,6 +196,13 @@ class Broker:
         self.purgatory.wake(key)
         return ps
 
+    def move_replica(self, key: PartitionKey, destination: storage_glue.LogDir) -> None:
+        """AlterReplicaLogDirs: move the replica to another of this broker's log directories
+        while it serves (``replica_mover``); the task ends with the broker."""
+        task = replica_mover.start_move(self, key, destination)
+        self._tasks.append(task)
+        task.add_done_callback(lambda t: self._tasks.remove(t) if t in self._tasks else None)
+
     @property
     def closing(self) -> bool:
         """Shutting down: loops (heartbeats, fetchers, ISR checks) end, metadata is ignored."""
@@ -302,6 +309,8 @@ class Broker:
 
     async def clean_log(self, ps: PartitionState) -> None:
         key = (ps.topic, ps.partition)
+        if key in self.storage.moving:
+            return  # cleaned after the move (the copy rounds assume sealed segments stay)
         cleaner = self.storage.cleaner
         try:
             # Below the LSO only: a record of an open transaction may still be aborted.

@@ -1,0 +1,154 @@
+"""Several log directories (JBOD): placement, the start-up scan, directory ids, locks, and the
+copy rounds of a replica move (pure storage rules over real temporary directories)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from floodmark.broker.config import BrokerConfig
+from floodmark.storage.checkpoints import TopicPartition
+from floodmark.storage.data_dir import DataDirLockedError, lock_data_dirs
+from floodmark.storage.fs import RealFileSystem
+from floodmark.storage.log_dirs import (
+    BadMetaPropertiesError,
+    DirUsage,
+    DuplicatePartitionError,
+    choose_log_dir,
+    load_or_create_directory_id,
+    move_name,
+    parse_log_dirs,
+    parse_move_name,
+    scan_log_dirs,
+)
+from floodmark.storage.replica_move import CopyState, sync_copy
+
+
+def test_parse_log_dirs_keeps_order_and_drops_blanks_and_repeats() -> None:
+    assert parse_log_dirs(" /a, /b/ ,,/a") == ["/a", "/b"]
+    assert parse_log_dirs(None) == []
+    assert parse_log_dirs("") == []
+
+
+def test_broker_config_log_dirs_default_to_data_dir(tmp_path: Path) -> None:
+    plain = BrokerConfig.load(data_dir=tmp_path, listen="127.0.0.1:0")
+    assert plain.log_dirs == [tmp_path]
+    jbod = BrokerConfig.load(data_dir=tmp_path, listen="127.0.0.1:0",
+                             overrides=[f"log.dirs={tmp_path}/d1,{tmp_path}/d2"])
+    assert jbod.log_dirs == [tmp_path / "d1", tmp_path / "d2"]
+
+
+def test_placement_most_free_space_then_fewest_partitions_then_order() -> None:
+    assert choose_log_dir([DirUsage(10, 0), DirUsage(20, 5)]) == 1
+    assert choose_log_dir([DirUsage(20, 3), DirUsage(20, 2), DirUsage(20, 2)]) == 1
+    assert choose_log_dir([DirUsage(5, 0)]) == 0
+    with pytest.raises(ValueError):
+        choose_log_dir([])
+
+
+def _partition_dir(root: Path, name: str) -> Path:
+    path = root / name
+    path.mkdir(parents=True)
+    (path / "00000000000000000000.log").write_bytes(b"x")
+    return path
+
+
+def test_scan_finds_each_partition_where_it_is(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    _partition_dir(a, "t-0")
+    _partition_dir(b, "t-1")
+    _partition_dir(b, "other-topic-12")
+    (a / "not-a-partition").mkdir()
+    (a / "replication-offset-checkpoint").write_text("0\n0\n")
+    found = scan_log_dirs(RealFileSystem(), [str(a), str(b)])
+    assert found == {TopicPartition("t", 0): str(a), TopicPartition("t", 1): str(b),
+                     TopicPartition("other-topic", 12): str(b)}
+
+
+def test_scan_refuses_a_partition_in_two_directories_naming_both(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    _partition_dir(a, "t-0")
+    _partition_dir(b, "t-0")
+    with pytest.raises(DuplicatePartitionError) as err:
+        scan_log_dirs(RealFileSystem(), [str(a), str(b)])
+    message = str(err.value)
+    assert f"{a}/t-0" in message and f"{b}/t-0" in message and "\n" not in message
+
+
+def test_move_names_round_trip() -> None:
+    name = move_name(("my-topic", 3), "abc123", "-future")
+    assert name == "my-topic-3.abc123-future"
+    assert parse_move_name(name) == (TopicPartition("my-topic", 3), "-future")
+    assert parse_move_name("my-topic-3") is None
+
+
+def test_scan_settles_leftovers_of_an_interrupted_move(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    # Crash before the swap: the source is live, the future copy is dropped.
+    _partition_dir(a, "t-0")
+    _partition_dir(b, move_name(("t", 0), "m1", "-future"))
+    # Crash between the renames: only the -delete source is left: it becomes live again.
+    _partition_dir(a, move_name(("t", 1), "m2", "-delete"))
+    _partition_dir(b, move_name(("t", 1), "m2", "-future"))
+    # Crash after the swap: the destination is live, the -delete source is dropped.
+    _partition_dir(a, move_name(("t", 2), "m3", "-delete"))
+    _partition_dir(b, "t-2")
+    found = scan_log_dirs(RealFileSystem(), [str(a), str(b)])
+    assert found == {TopicPartition("t", 0): str(a), TopicPartition("t", 1): str(a),
+                     TopicPartition("t", 2): str(b)}
+    assert sorted(os.listdir(a)) == ["t-0", "t-1"]
+    assert sorted(os.listdir(b)) == ["t-2"]
+
+
+def test_directory_id_made_once_and_kept(tmp_path: Path) -> None:
+    fs = RealFileSystem()
+    first = load_or_create_directory_id(fs, str(tmp_path))
+    assert load_or_create_directory_id(fs, str(tmp_path)) == first
+    assert f"directory.id={first}" in (tmp_path / "meta.properties").read_text()
+    other = tmp_path / "other"
+    other.mkdir()
+    assert load_or_create_directory_id(fs, str(other)) != first
+    (other / "meta.properties").write_text("version=1\n")
+    with pytest.raises(BadMetaPropertiesError):
+        load_or_create_directory_id(fs, str(other))
+
+
+def test_every_log_dir_is_locked_once_and_a_second_holder_is_refused(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    locks = lock_data_dirs([str(a), str(b), str(a)])
+    try:
+        assert len(locks) == 2
+        with pytest.raises(DataDirLockedError) as err:
+            lock_data_dirs([str(tmp_path / "c"), str(b)])
+        assert str(b) in str(err.value) and "\n" not in str(err.value)
+        # All or none: the lock on c taken before the refusal was released.
+        lock_data_dirs([str(tmp_path / "c")])[0].release()
+    finally:
+        for lock in locks:
+            lock.release()
+
+
+def test_copy_rounds_follow_appends_truncation_and_deletion(tmp_path: Path) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    src.mkdir()
+    seg = src / "00000000000000000000.log"
+    seg.write_bytes(b"a" * 100)
+    (src / "leader-epoch-checkpoint").write_text("0\n0\n")
+    state = CopyState()
+    assert sync_copy(str(src), str(dst), state, truncation_generation=0) > 100
+    assert sync_copy(str(src), str(dst), state, truncation_generation=0) == 0
+    with seg.open("ab") as fh:  # an append: only the tail is copied
+        fh.write(b"b" * 10)
+    assert sync_copy(str(src), str(dst), state, truncation_generation=0) == 10
+    assert (dst / seg.name).read_bytes() == seg.read_bytes()
+    seg.write_bytes(b"c" * 50)  # a truncation then new data: the whole file again
+    assert sync_copy(str(src), str(dst), state, truncation_generation=1) == 50
+    assert (dst / seg.name).read_bytes() == b"c" * 50
+    (src / "leader-epoch-checkpoint").unlink()
+    sync_copy(str(src), str(dst), state, truncation_generation=1,
+              always=frozenset({seg.name}))
+    assert sorted(os.listdir(dst)) == [seg.name]
+    # a .log file of the same truncation generation only ever gets its tail, even "always"
+    assert state.copied_bytes == 100 + 4 + 10 + 50
