@@ -4,11 +4,13 @@ copy rounds of a replica move (pure storage rules over real temporary directorie
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
 
 from floodmark.broker.config import BrokerConfig
+from floodmark.broker.storage_glue import Storage
 from floodmark.storage.checkpoints import TopicPartition
 from floodmark.storage.data_dir import DataDirLockedError, lock_data_dirs
 from floodmark.storage.fs import RealFileSystem
@@ -75,6 +77,26 @@ def test_scan_refuses_a_partition_in_two_directories_naming_both(tmp_path: Path)
         scan_log_dirs(RealFileSystem(), [str(a), str(b)])
     message = str(err.value)
     assert f"{a}/t-0" in message and f"{b}/t-0" in message and "\n" not in message
+
+
+def test_broker_storage_places_scans_and_refuses_duplicates(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    config = BrokerConfig.load(data_dir=tmp_path / "data", listen="127.0.0.1:0",
+                               overrides=[f"log.dirs={a},{b}"])
+    storage = Storage(tmp_path / "data", config)
+    logs = [storage.open_log("t", i, {}, now_ms=0)[0] for i in range(4)]
+    homes = [storage.dir_of("t", i) for i in range(4)]
+    # One file system: a tie on space, so the fewest partitions, then log.dirs' order.
+    assert [h.path if h else None for h in homes] == [a, b, a, b]
+    for plog in logs:
+        plog.close()
+    again = Storage(tmp_path / "data", config)
+    found = [again.dir_of("t", i) for i in range(4)]
+    assert [d.path if d else None for d in found] == [a, b, a, b]
+    assert {d.directory_id for d in again.dirs} == {d.directory_id for d in storage.dirs}
+    shutil.copytree(a / "t-0", b / "t-0")
+    with pytest.raises(DuplicatePartitionError, match="t-0 is in two log directories"):
+        Storage(tmp_path / "data", config)
 
 
 def test_move_names_round_trip() -> None:

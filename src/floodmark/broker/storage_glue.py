@@ -102,6 +102,13 @@ class LogDir:
             return -1
         return st.f_bavail * st.f_frsize
 
+    def device(self) -> int:
+        """The file system the directory is on (-1 when it cannot be read)."""
+        try:
+            return os.stat(self.path).st_dev
+        except OSError:
+            return -1
+
     def total_bytes(self) -> int:
         try:
             st = os.statvfs(self.path)
@@ -169,8 +176,16 @@ class Storage:
         for d in self._where.values():
             if id(d) in counts:
                 counts[id(d)] += 1
-        return candidates[choose_log_dir(
-            [DirUsage(d.usable_bytes(), counts[id(d)]) for d in candidates])]
+        # Directories on one file system share its free space: one reading per device, so
+        # they tie on space (and go by partition count) however the disk changes meanwhile.
+        usable_by_device: dict[int, int] = {}
+        usage = []
+        for d in candidates:
+            device = d.device()
+            if device not in usable_by_device:
+                usable_by_device[device] = d.usable_bytes()
+            usage.append(DirUsage(usable_by_device[device], counts[id(d)]))
+        return candidates[choose_log_dir(usage)]
 
     def log_dir(self, topic: str, partition: int) -> Path:
         """The partition's directory: where it is, else where a new replica goes."""
