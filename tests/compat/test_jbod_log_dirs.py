@@ -6,9 +6,8 @@ partition while an idempotent producer writes to it, and nothing acknowledged is
 
 from __future__ import annotations
 
+import json
 import os
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -19,8 +18,9 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.admin import KafkaAdminClient
 
-from floodmark import lifeline
-from tests.conftest import REPO, BrokerProcess
+from floodmark.cli.main import main
+from floodmark.storage.data_dir import DataDirLockedError, lock_data_dirs
+from tests.conftest import BrokerProcess
 
 pytestmark = pytest.mark.compat
 
@@ -65,16 +65,8 @@ def _read_all(bootstrap: str, topic: str, partitions: int, expected: int) -> lis
     return got
 
 
-def _broker_cli(data: Path, dirs: list[Path]) -> subprocess.CompletedProcess[str]:
-    """`floodmark broker` that is expected to refuse to start."""
-    env = lifeline.supervised_env(dict(os.environ))
-    return subprocess.run(
-        [sys.executable, "-m", "floodmark.cli", "broker", "--data-dir", str(data),
-         "--listen", "127.0.0.1:0", "--set", f"log.dirs={','.join(map(str, dirs))}"],
-        capture_output=True, text=True, timeout=60, env=env, cwd=str(REPO), check=False)
-
-
-def test_partitions_spread_over_log_dirs_and_come_back_after_restart(tmp_path: Path) -> None:
+def test_partitions_spread_over_log_dirs_and_come_back_after_restart(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     d1, d2 = tmp_path / "disk1", tmp_path / "disk2"
     broker = _start(tmp_path / "data", [d1, d2])
     try:
@@ -108,11 +100,22 @@ def test_partitions_spread_over_log_dirs_and_come_back_after_restart(tmp_path: P
                for d in (d1, d2)}
         assert len(ids) == 2, "each log dir has its own directory.id"
 
-        # A second process on either directory is refused with one line.
-        other = _broker_cli(tmp_path / "other", [d2])
-        assert other.returncode == 2
-        assert "in use by another process" in other.stderr
-        assert len(other.stderr.strip().splitlines()) == 1, other.stderr
+        # `floodmark cluster log-dirs` shows both directories and where each partition is.
+        capsys.readouterr()
+        assert main(["cluster", "log-dirs", "--topic", "spread", "--json",
+                     "--bootstrap-server", broker.bootstrap]) == 0
+        [shown] = json.loads(capsys.readouterr().out)["brokers"]
+        assert {d["logDir"]: sorted(p["partition"] for p in d["partitions"])
+                for d in shown["logDirs"]} == {
+            d: sorted(n for n in parts if n.startswith("spread")) for d, parts in dirs.items()}
+
+        # The broker holds every log dir's lock: another process taking one is refused with
+        # one line naming the broker's pid (this test process tries, as a second broker would).
+        for d in (d1, d2):
+            with pytest.raises(DataDirLockedError) as locked:
+                lock_data_dirs([str(tmp_path / "other"), str(d)])
+            assert f"pid {broker.proc.pid if broker.proc else '?'}" in str(locked.value)
+            assert "\n" not in str(locked.value)
 
         broker.restart()
         got = _read_all(broker.bootstrap, "spread", 6, len(sent))
