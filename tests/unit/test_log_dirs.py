@@ -11,6 +11,8 @@ import pytest
 
 from floodmark.broker.config import BrokerConfig
 from floodmark.broker.storage_glue import Storage
+from floodmark.controller.image import MetadataImage
+from floodmark.controller.logic import ControllerConfig, ControllerLogic
 from floodmark.storage.checkpoints import TopicPartition
 from floodmark.storage.data_dir import DataDirLockedError, lock_data_dirs
 from floodmark.storage.fs import RealFileSystem
@@ -174,3 +176,25 @@ def test_copy_rounds_follow_appends_truncation_and_deletion(tmp_path: Path) -> N
     assert sorted(os.listdir(dst)) == [seg.name]
     # a .log file of the same truncation generation only ever gets its tail, even "always"
     assert state.copied_bytes == 100 + 4 + 10 + 50
+
+
+def test_controller_moves_replicas_of_a_failed_log_dir_and_nothing_else() -> None:
+    """A heartbeat naming offline replicas (the broker's failed log dir, KIP-858): those
+    partitions lose the broker from their ISR and, where it led, their leadership; its other
+    partitions are untouched; repeating the heartbeat changes nothing more."""
+    logic = ControllerLogic(MetadataImage(), ControllerConfig())
+    logic.bootstrap()
+    epochs = {b: logic.register_broker(b, "127.0.0.1", 9000 + b, f"i{b}", 0) for b in (1, 2, 3)}
+    for b, epoch in epochs.items():
+        logic.heartbeat(b, epoch, 0)
+    logic.create_topic("t", 2, 3, {}, assignments=[(1, 2, 3), (1, 3, 2)])
+    before = dict(logic.image.topics["t"].partitions)
+    assert before[0].leader == 1 and before[1].leader == 1
+    logic.heartbeat(1, epochs[1], 10, offline_replicas=[("t", 0), ("gone", 5)])
+    after = logic.image.topics["t"].partitions
+    assert after[0].leader in (2, 3) and 1 not in after[0].isr
+    assert after[0].leader_epoch > before[0].leader_epoch
+    assert after[1] == before[1]
+    offset = logic.image.next_offset
+    logic.heartbeat(1, epochs[1], 20, offline_replicas=[("t", 0)])
+    assert logic.image.next_offset == offset  # repeated: no new record

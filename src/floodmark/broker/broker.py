@@ -265,6 +265,7 @@ class Broker:
                     self.storage.maybe_flush(ps.log, self.now_ms())
                 except (OSError, KafkaError) as exc:
                     self._disk_trouble(f"flush of {ps.name}", exc)
+            self.check_log_dirs()
             if time.monotonic() - last_retention >= retention_s:
                 last_retention = time.monotonic()
                 try:
@@ -280,6 +281,41 @@ class Broker:
                     await asyncio.to_thread(self.storage.write_checkpoint_snapshot, snapshot)
                 except (OSError, KafkaError) as exc:
                     self._disk_trouble("checkpoint", exc)
+
+    def check_log_dirs(self) -> None:
+        """A log directory that is gone or replaced, or where a log met an I/O error, fails
+        as a whole (``fail_log_dir``); the others keep serving."""
+        for where in self.storage.dirs:
+            if where.offline is not None:
+                continue
+            reason = where.failure()
+            if reason is None:
+                for key, ps in self.partitions.items():
+                    if self.storage.dir_of(*key) is where and (
+                            ps.log.offline or ps.log.last_io_error):
+                        reason = f"partition {ps.name}: {ps.log.last_io_error or 'offline'}"
+                        break
+            if reason is not None:
+                self.fail_log_dir(where, reason)
+
+    def fail_log_dir(self, where: storage_glue.LogDir, reason: str) -> None:
+        """Take the directory's replicas offline (produce and fetch answer
+        KAFKA_STORAGE_ERROR, followers stop fetching); the controller hears of them with the
+        next heartbeat and moves their leadership and ISR membership elsewhere."""
+        keys = self.storage.take_offline(where, reason)
+        log.error("broker %d log dir %s failed (%s): %d replica(s) offline: %s", self.node_id,
+                  where.path, reason, len(keys), ", ".join(f"{t}-{p}" for t, p in keys) or "none")
+        for key, future in list(self.storage.moving.items()):
+            if future.destination is where:
+                self.storage.abort_move(key)
+        for key in keys:
+            ps = self.partitions.get(key)
+            if ps is None:
+                continue
+            ps.log.take_offline(f"log dir {where.path} failed: {reason}")
+            if self.replicas is not None:
+                self.replicas.remove(key)
+            self.purgatory.wake(key)
 
     def _disk_trouble(self, what: str, exc: BaseException) -> None:
         now = time.monotonic()

@@ -190,7 +190,10 @@ class ClusterMembership(MembershipBase):
             await asyncio.sleep(interval_s)
             sent_ms = _monotonic_ms()
             try:
-                answer = await self.controller_client.heartbeat(timeout_s=timeout_s)
+                answer = await self.controller_client.heartbeat(
+                    timeout_s=timeout_s,
+                    offline_replicas=host.storage.offline_partitions(),
+                    offline_log_dirs=host.storage.offline_directory_ids())
             except (RpcError, KafkaError) as exc:
                 log.warning("broker %d heartbeat failed: %s", host.node_id, exc)
                 continue
@@ -308,6 +311,8 @@ class ClusterMembership(MembershipBase):
                 wanted.add(key)
                 try:
                     ps = host.partitions.get(key)
+                    if ps is not None and host.storage.is_offline(key):
+                        continue  # its log dir failed: the controller moves it elsewhere
                     if ps is None:
                         ps = host.open_partition(name, index, timage.configs,
                                                  timage.topic_id)

@@ -72,6 +72,8 @@ async def _move(broker: BrokerCore, key: tuple[str, int], future: FutureReplica)
                                              truncation_generation=generation)
             if broker.partitions.get(key) is not ps:
                 raise _Stopped("the partition left this broker")
+            if storage.moving.get(key) is not future:
+                raise _Stopped("the destination failed")
             if ps.log.truncation_generation == generation:
                 future.copied_log_end_offset = log_end_offset
             if copied <= CATCH_UP_BYTES:
@@ -95,11 +97,13 @@ async def _move(broker: BrokerCore, key: tuple[str, int], future: FutureReplica)
                  "%d bytes) log_end_offset=%d", *key, future.destination.path,
                  time.monotonic() - t0, future.copy.copied_bytes, last, moved.log_end_offset)
     except _Stopped as exc:
-        storage.abort_move(key)
+        if storage.moving.get(key) is future:
+            storage.abort_move(key)
         log.warning("partition %s-%d: move to log dir %s stopped: %s", *key,
                     future.destination.path, exc)
     except OSError as exc:
-        storage.abort_move(key)
+        if storage.moving.get(key) is future:
+            storage.abort_move(key)
         log.error("partition %s-%d: move to log dir %s failed: %s", *key,
                   future.destination.path, exc)
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from floodmark.broker.config import BrokerConfig, Configs, ConfigValue
 from floodmark.broker.partition_state import PartitionState
-from floodmark.errors import KafkaError
+from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import TopicMeta
 from floodmark.settings import validate_topic_configs
 from floodmark.storage.checkpoints import (
@@ -75,6 +75,21 @@ class LogDir:
         # at their recovery point open without any fsync. The marker is removed now, so a crash
         # from here on counts as unclean.
         self.clean_shutdown = consume_clean_shutdown_marker(fs, str(path))
+        st = os.stat(path)
+        self._identity = (st.st_dev, st.st_ino)
+        # Why the directory failed (an I/O error, the directory gone); None while it serves.
+        self.offline: str | None = None
+
+    def failure(self) -> str | None:
+        """Why the directory can no longer be used: gone, or replaced by another (unmounted,
+        moved); None when it is still the directory the broker opened."""
+        try:
+            st = os.stat(self.path)
+        except OSError as exc:
+            return f"{self.path}: {exc.strerror or exc}"
+        if (st.st_dev, st.st_ino) != self._identity:
+            return f"{self.path} is no longer the directory the broker opened"
+        return None
 
     def checkpoint_file(self, name: str) -> OffsetCheckpointFile:
         return OffsetCheckpointFile(self.fs, str(self.path / name))
@@ -171,7 +186,9 @@ class Storage:
 
     def place(self, exclude: LogDir | None = None) -> LogDir:
         """Where a new replica goes (``log_dirs.choose_log_dir``)."""
-        candidates = [d for d in self.dirs if d is not exclude]
+        candidates = [d for d in self.dirs if d is not exclude and d.offline is None]
+        if not candidates:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "no online log directory")
         counts = {id(d): 0 for d in candidates}
         for d in self._where.values():
             if id(d) in counts:
@@ -200,6 +217,9 @@ class Storage:
         key = (topic, partition)
         cfg = LogConfig.from_kafka(dict(topic_configs), self.base_config)
         where = self._where.get(key)
+        if where is not None and where.offline is not None:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
+                             f"{topic}-{partition}: log dir {where.path} is offline")
         if where is None:
             where = self.place()
             log.info("partition %s-%d: new replica placed in log dir %s", topic, partition,
@@ -229,6 +249,23 @@ class Storage:
         if check_or_set_topic_id(self.fs, path, topic_id):
             log.info("partition %s-%d: partition.metadata written (topic id %s)", topic,
                      partition, topic_id)
+
+    def take_offline(self, where: LogDir, reason: str) -> list[tuple[str, int]]:
+        """The directory failed: no new replica goes there, no checkpoint or clean-shutdown
+        marker is written there; returns the partitions it holds (the broker takes them
+        offline)."""
+        where.offline = reason
+        return sorted(k for k, d in self._where.items() if d is where)
+
+    def offline_partitions(self) -> list[tuple[str, int]]:
+        return sorted(k for k, d in self._where.items() if d.offline is not None)
+
+    def offline_directory_ids(self) -> list[str]:
+        return [d.directory_id for d in self.dirs if d.offline is not None]
+
+    def is_offline(self, key: tuple[str, int]) -> bool:
+        where = self._where.get(key)
+        return where is not None and where.offline is not None
 
     def dir_named(self, path: str) -> LogDir | None:
         """The log directory ``path`` names (as given in log.dirs or resolved), else None."""
@@ -330,6 +367,8 @@ class Storage:
                 return  # a newer snapshot (e.g. the shutdown one) is already on disk
             self._written_seq = seq
             for d in self.dirs:
+                if d.offline is not None:
+                    continue
                 hw, rec, start = per_dir.get(d.path, ({}, {}, {}))
                 try:
                     d.checkpoint_file(REPLICATION_OFFSET_CHECKPOINT).write(hw)
@@ -350,7 +389,8 @@ class Storage:
             log.warning("not marking a clean shutdown: a log is offline after an fsync error")
             return
         for d in self.dirs:
-            write_clean_shutdown_marker(self.fs, str(d.path))
+            if d.offline is None:
+                write_clean_shutdown_marker(self.fs, str(d.path))
 
     def delete_log(self, topic: str, partition: int) -> None:
         where = self._where.pop((topic, partition), None)

@@ -459,7 +459,8 @@ def describe_log_dirs(broker: HandlerContext, header: RequestHeader, req: WireRe
     """One result per log directory (``log.dirs``), each with its total and usable bytes (v4)
     and every replica it holds: its size on disk and its offset lag (HW - LEO when a follower
     is behind the HW it was told, else 0). A replica being moved (AlterReplicaLogDirs) is also
-    listed in its destination with ``is_future_key`` set."""
+    listed in its destination with ``is_future_key`` set. A failed directory answers
+    KAFKA_STORAGE_ERROR and lists nothing."""
     wanted = (None if req.topics is None
               else {(t.topic, int(p)) for t in req.topics for p in t.partitions})
     storage = broker.storage
@@ -480,10 +481,14 @@ def describe_log_dirs(broker: HandlerContext, header: RequestHeader, req: WireRe
                 "partition_index": index, "partition_size": future.copied_bytes,
                 "offset_lag": max(0, ps.log_end_offset - future.copied_log_end_offset),
                 "is_future_key": True})
-    return {"throttle_time": 0, "error_code": 0, "results": [{
-        "error_code": 0, "log_dir": str(d.path.resolve()),
-        "topics": [{"name": n, "partitions": ps} for n, ps in per_dir[d.path].items()],
-        "total_bytes": d.total_bytes(), "usable_bytes": d.usable_bytes()} for d in storage.dirs]}
+    return {"throttle_time": 0, "error_code": 0, "results": [
+        {"error_code": 0, "log_dir": str(d.path.resolve()),
+         "topics": [{"name": n, "partitions": ps} for n, ps in per_dir[d.path].items()],
+         "total_bytes": d.total_bytes(), "usable_bytes": d.usable_bytes()}
+        if d.offline is None else  # a failed directory: Kafka's answer, nothing listed
+        {"error_code": int(ErrorCode.KAFKA_STORAGE_ERROR), "log_dir": str(d.path),
+         "topics": [], "total_bytes": -1, "usable_bytes": -1}
+        for d in storage.dirs]}
 
 
 def alter_replica_log_dirs(broker: HandlerContext, header: RequestHeader, req: WireRequest,
@@ -493,7 +498,8 @@ def alter_replica_log_dirs(broker: HandlerContext, header: RequestHeader, req: W
     broker's ``log.dirs``; REPLICA_NOT_AVAILABLE when the broker does not host the replica (Kafka
     may remember the wish for a replica created later; floodmark does not) or a move of it to
     another directory is under way; NONE when it is already there, or the move has started
-    (DescribeLogDirs shows the copy with ``is_future_key`` until it is swapped in)."""
+    (DescribeLogDirs shows the copy with ``is_future_key`` until it is swapped in);
+    KAFKA_STORAGE_ERROR when the replica's directory or the destination has failed."""
     storage = broker.storage
     by_topic: dict[str, list[WireResponse]] = {}
     for entry in req.dirs:
@@ -505,6 +511,8 @@ def alter_replica_log_dirs(broker: HandlerContext, header: RequestHeader, req: W
                     code = ErrorCode.LOG_DIR_NOT_FOUND
                 elif key not in broker.partitions or storage.dir_of(*key) is None:
                     code = ErrorCode.REPLICA_NOT_AVAILABLE
+                elif destination.offline is not None or storage.is_offline(key):
+                    code = ErrorCode.KAFKA_STORAGE_ERROR
                 elif (moving := storage.moving.get(key)) is not None:
                     code = (ErrorCode.NONE if moving.destination is destination
                             else ErrorCode.REPLICA_NOT_AVAILABLE)
