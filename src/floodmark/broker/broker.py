@@ -387,7 +387,8 @@ class Broker:
 
     def close(self) -> None:
         for ps in self.partitions.values():
-            self.storage.flush(ps.log)
+            if not ps.log.offline:  # an offline log refuses even a flush (fsync error, failed dir)
+                self.storage.flush(ps.log)
         self.checkpoint()
         for ps in self.partitions.values():
             ps.log.close()

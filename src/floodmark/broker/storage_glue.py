@@ -384,13 +384,17 @@ class Storage:
 
     def mark_clean_shutdown(self, logs: Iterable[Log]) -> None:
         """After every log was flushed and closed and the checkpoints were written: the next
-        start may trust the recovery points (not if a log went offline after an fsync error)."""
-        if any(plog.offline for plog in logs):
-            log.warning("not marking a clean shutdown: a log is offline after an fsync error")
-            return
+        start may trust the recovery points of each directory, except a failed one and one
+        holding a log that went offline after an fsync error."""
+        unclean = {Path(plog.path).parent for plog in logs if plog.offline}
         for d in self.dirs:
-            if d.offline is None:
-                write_clean_shutdown_marker(self.fs, str(d.path))
+            if d.offline is not None:
+                continue
+            if d.path in unclean:
+                log.warning("log dir %s: not marking a clean shutdown: a log is offline after "
+                            "an fsync error", d.path)
+                continue
+            write_clean_shutdown_marker(self.fs, str(d.path))
 
     def delete_log(self, topic: str, partition: int) -> None:
         where = self._where.pop((topic, partition), None)
