@@ -315,6 +315,9 @@ class Broker:
             ps.log.take_offline(f"log dir {where.path} failed: {reason}")
             if self.replicas is not None:
                 self.replicas.remove(key)
+            # No longer a leader or follower here: produces waiting for acks=all are answered
+            # NOT_LEADER_OR_FOLLOWER (the client finds the new leader), nothing waits forever.
+            ps.apply(ps.core.resign())
             self.purgatory.wake(key)
 
     def _disk_trouble(self, what: str, exc: BaseException) -> None:
