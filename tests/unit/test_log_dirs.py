@@ -3,17 +3,23 @@ copy rounds of a replica move (pure storage rules over real temporary directorie
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from floodmark.broker.broker import Broker
 from floodmark.broker.config import BrokerConfig
 from floodmark.broker.storage_glue import Storage
+from floodmark.client.connection import decode_response, encode_request
 from floodmark.controller.image import MetadataImage
 from floodmark.controller.logic import ControllerConfig, ControllerLogic
+from floodmark.errors import ErrorCode
 from floodmark.storage.checkpoints import TopicPartition
+from floodmark.storage.clean_shutdown import CLEAN_SHUTDOWN_FILE
 from floodmark.storage.data_dir import DataDirLockedError, lock_data_dirs
 from floodmark.storage.fs import RealFileSystem
 from floodmark.storage.log_dirs import (
@@ -198,3 +204,46 @@ def test_controller_moves_replicas_of_a_failed_log_dir_and_nothing_else() -> Non
     offset = logic.image.next_offset
     logic.heartbeat(1, epochs[1], 20, offline_replicas=[("t", 0)])
     assert logic.image.next_offset == offset  # repeated: no new record
+
+
+def test_an_io_error_takes_only_its_log_dir_offline(tmp_path: Path) -> None:
+    """One broker in this process, two log dirs: an I/O error met by a log in one of them
+    takes that directory offline (its replicas refuse, DescribeLogDirs reports it, nothing is
+    placed there, AlterReplicaLogDirs into it is refused); the other directory serves on."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    config = BrokerConfig.load(data_dir=tmp_path / "data", listen="127.0.0.1:9999",
+                               overrides=[f"log.dirs={a},{b}", "offsets.topic.num.partitions=1"])
+    broker = Broker(config)
+    broker.open()
+
+    def call(api_key: int, version: int, body: dict[str, object]) -> Any:
+        out = broker.dispatch(memoryview(encode_request(api_key, version, 7, body)[4:]),
+                              None)  # type: ignore[arg-type]
+        assert isinstance(out, list), "answered at once"
+        return decode_response(b"".join(bytes(p) for p in out)[4:], api_key, version, 7)
+
+    try:
+        asyncio.run(broker.create_topic("t", 4, 1, {}))
+        homes = {k[1]: broker.storage.dir_of(*k) for k in broker.partitions if k[0] == "t"}
+        in_a = [p for p, d in homes.items() if d is not None and d.path == a]
+        in_b = [p for p, d in homes.items() if d is not None and d.path == b]
+        assert in_a and in_b
+        broker.partitions[("t", in_a[0])].log.last_io_error = "appending: Input/output error"
+        broker.check_log_dirs()
+        assert all(broker.partitions[("t", p)].log.offline for p in in_a)
+        assert not any(broker.partitions[("t", p)].log.offline for p in in_b)
+        assert broker.storage.offline_partitions() == sorted(
+            k for k in broker.partitions if broker.storage.dir_of(*k) is homes[in_a[0]])
+        assert broker.storage.place().path == b
+        described = {str(r.log_dir): r for r in call(35, 4, {"topics": None}).results}
+        assert int(described[str(a)].error_code) == int(ErrorCode.KAFKA_STORAGE_ERROR)
+        assert int(described[str(b.resolve())].error_code) == 0
+        moved = call(34, 2, {"dirs": [{"path": str(a), "topics": [
+            {"name": "t", "partitions": [in_b[0]]}]}]})
+        assert int(moved.results[0].partitions[0].error_code) == int(
+            ErrorCode.KAFKA_STORAGE_ERROR)
+    finally:
+        broker.close()
+    # The healthy directory is marked clean at the stop; the failed one is not.
+    assert (b / CLEAN_SHUTDOWN_FILE).exists()
+    assert not (a / CLEAN_SHUTDOWN_FILE).exists()
