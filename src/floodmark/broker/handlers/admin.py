@@ -486,7 +486,7 @@ def describe_log_dirs(broker: HandlerContext, header: RequestHeader, req: WireRe
          "topics": [{"name": n, "partitions": ps} for n, ps in per_dir[d.path].items()],
          "total_bytes": d.total_bytes(), "usable_bytes": d.usable_bytes()}
         if d.offline is None else  # a failed directory: Kafka's answer, nothing listed
-        {"error_code": int(ErrorCode.KAFKA_STORAGE_ERROR), "log_dir": str(d.path),
+        {"error_code": int(ErrorCode.KAFKA_STORAGE_ERROR), "log_dir": str(d.path.resolve()),
          "topics": [], "total_bytes": -1, "usable_bytes": -1}
         for d in storage.dirs]}
 
