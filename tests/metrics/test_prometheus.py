@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import urllib.parse
@@ -21,6 +20,7 @@ from typing import Any
 import pytest
 
 from floodmark.cluster import LocalCluster
+from floodmark.ports import free_port
 from tests.cluster.helpers import start_cluster, stop_process, wait_until
 
 PROMETHEUS = shutil.which("prometheus")  # ./dev setup installs Debian's prometheus
@@ -30,12 +30,6 @@ pytestmark = [
 ]
 REPO = Path(__file__).resolve().parents[2]
 TOPIC = "scraped"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _status(cluster: LocalCluster) -> dict[str, Any]:
@@ -70,7 +64,7 @@ def prometheus(cluster: LocalCluster, tmp_path: Path) -> Iterator[str]:
     config = tmp_path / "prometheus.yml"
     config.write_text("global:\n  scrape_interval: 500ms\n  evaluation_interval: 500ms\n"
                       f"scrape_configs:\n{jobs}")
-    port = _free_port()
+    port = free_port()
     log = open(tmp_path / "prometheus.log", "w")  # noqa: SIM115 - closed below
     assert PROMETHEUS, "Debian's prometheus is missing: ./dev setup installs it"
     proc = subprocess.Popen([PROMETHEUS, f"--config.file={config}",

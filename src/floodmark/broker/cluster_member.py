@@ -39,6 +39,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from floodmark import lifeline
 from floodmark.address import format_host_port, parse_host_port
@@ -66,6 +67,9 @@ from floodmark.metadata import OFFSETS_TOPIC, CoordinatorType, coordinator_parti
 from floodmark.replication.election import AlterPartitionRequest
 from floodmark.security.channel import ChannelSecurity
 from floodmark.settings import eligible_leader_replicas_enabled
+
+if TYPE_CHECKING:  # a combined node's controller; open_controller loads it only for one
+    from floodmark.controller.server import ControllerServer
 
 log = logging.getLogger("floodmark.broker.cluster_member")
 
@@ -581,7 +585,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from floodmark.controller.server import ControllerServer
     from floodmark.storage.data_dir import DataDirLock, DataDirLockedError, lock_data_dirs
 
     locks: list[DataDirLock] = []

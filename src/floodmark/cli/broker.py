@@ -12,7 +12,7 @@ import sys
 from typing import Any
 
 from floodmark.cli.checks import check_bindable, check_data_dir
-from floodmark.cli.common import CliError
+from floodmark.cli.errors import CliError
 
 
 def _add_scram(text: str) -> Any:

@@ -45,7 +45,8 @@ from pathlib import Path
 from typing import Any
 
 from floodmark import lifeline
-from floodmark.cluster.secure import CLIENT_PROPERTIES, ClusterSecurity
+from floodmark.cluster.layout import CLIENT_PROPERTIES, STATE_FILE
+from floodmark.cluster.secure import ClusterSecurity
 from floodmark.cluster.waiting import LIMIT_S, STALL_MS, Stalled, process_progress, wait_progress
 from floodmark.controller import rpc, scram
 from floodmark.controller.quorum.directory_id import (
@@ -54,13 +55,12 @@ from floodmark.controller.quorum.directory_id import (
     new_directory_id,
 )
 from floodmark.errors import ErrorCode
+from floodmark.ports import free_port
 from floodmark.security.client_security import PLAINTEXT, ClientSecurity
 from floodmark.storage.fs import RealFileSystem
 
-STATE_FILE = "cluster.json"
 CONTROLLER_ID = 0
 COMBINED_ROLE = "broker,controller"  # Kafka's process.roles of a combined node
-DEFAULT_DATA_DIR = "floodmark-cluster"
 _LISTENING = re.compile(r"listening on (\S+):(\d+)")
 _METRICS = re.compile(r"metrics on http://(\S+):(\d+)/metrics")
 
@@ -150,9 +150,7 @@ def controller_node_id(index: int) -> int:
 
 def _free_port(host: str) -> int:
     try:
-        with socket.socket() as sock:
-            sock.bind((host, 0))
-            return int(sock.getsockname()[1])
+        return free_port(host)
     except OSError as exc:
         raise ClusterError(f"cannot bind a port on {host}: {exc.strerror or exc}") from None
 
