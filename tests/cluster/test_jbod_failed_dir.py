@@ -1,11 +1,13 @@
-"""A failed log directory takes only its replicas offline (JBOD, KIP-112 / KIP-858), on a real
-3-broker cluster (RF=3) with confluent-kafka: the leader's directory holding one partition
-disappears (renamed away, as an unmounted disk); that broker stays up, tells the controller in
-its heartbeat, the partition's leadership moves to another broker, the partitions in its other
-directory keep being served by it, and every acknowledged record is read back."""
+"""JBOD (KIP-112 / KIP-113 / KIP-858) on a real 3-broker cluster (RF=3) with confluent-kafka
+and kafka-python. A failed log directory takes only its replicas offline: the leader's
+directory holding one partition disappears (renamed away, as an unmounted disk); that broker
+stays up, tells the controller in its heartbeat, the partition's leadership moves to another
+broker, the partitions in its other directory keep being served by it, and every acknowledged
+record is read back. AlterReplicaLogDirs moves a follower's replica under load."""
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,13 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.admin import KafkaAdminClient
 
 from floodmark.cluster import LocalCluster
-from tests.cluster.helpers import SESSION_TIMEOUT_MS, wait_until
+from tests.cluster.helpers import (
+    SESSION_TIMEOUT_MS,
+    AckLog,
+    acked_more,
+    producer_thread,
+    wait_until,
+)
 
 
 def _produce(bootstrap: str, topic: str, values: list[bytes], partitions: int) -> None:
@@ -103,3 +111,73 @@ def test_a_failed_log_dir_moves_only_its_leaderships(tmp_path: Path) -> None:
     # ... and it stops cleanly too (its other directory marked clean, nothing raised).
     text = cluster.log_path(leader).read_text(errors="replace")
     assert "Traceback" not in text and "closed cleanly" in text
+
+
+def _log_bytes(partition_dir: Path) -> bytes:
+    """The replica's whole log: its segment files in offset order, concatenated."""
+    return b"".join(seg.read_bytes() for seg in sorted(partition_dir.glob("*.log")))
+
+
+def test_a_follower_moves_between_its_log_dirs_under_load(tmp_path: Path) -> None:
+    """AlterReplicaLogDirs on a follower while an idempotent acks=all producer writes: the
+    replica keeps fetching across the swap, stays (or comes back) in the ISR, and its log is
+    byte for byte the leader's; every acknowledged record is read back."""
+    disks = tmp_path / "disks"
+    cluster = LocalCluster(
+        tmp_path / "c", 3,
+        {"replica.lag.time.max.ms": "2000",
+         "log.dirs": f"{disks}/b{{node_id}}-a,{disks}/b{{node_id}}-b"},
+        {"broker.session.timeout.ms": str(SESSION_TIMEOUT_MS)}).start()
+    acks = AckLog()
+    stop = threading.Event()
+    writer = None
+    try:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_topics([NewTopic("fmove", 1, 3, config={"segment.bytes": "65536"})]
+                            )["fmove"].result(30)
+        writer = producer_thread(cluster.bootstrap, "fmove", acks, stop)
+        acked_more(acks, 0, by=2000)
+        leader = cluster.leader_of("fmove", 0)
+        follower = next(b for b in cluster.broker_ids if b != leader)
+        dirs = _log_dirs(cluster.bootstrap, follower)
+        [source] = [d for d, info in dirs.items() if "fmove-0" in info["partitions"]]
+        [target] = [d for d in dirs if d != source]
+        kp = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=30000)
+        try:
+            answer = kp.alter_replica_log_dirs({("fmove", 0, follower): target})
+        finally:
+            kp.close()
+        assert [e.__name__ for e in answer.values()] == ["NoError"], answer
+
+        def moved() -> bool:
+            now = _log_dirs(cluster.bootstrap, follower)
+            return ("fmove-0" in now[target]["partitions"]
+                    and "fmove-0" not in now[source]["partitions"]
+                    and not (Path(source) / "fmove-0").exists())
+        wait_until(moved, 30, f"fmove-0 moved to {target} on broker {follower}",
+                   progress=acks.count)
+        acked_more(acks, acks.count(), by=1000)  # writes go on after the swap
+        stop.set()
+        writer.join(120)
+        assert not acks.failed, acks.failed[:3]
+
+        def in_sync() -> bool:
+            reg = cluster.partition_registration("fmove", 0)
+            return reg is not None and sorted(reg["isr"]) == sorted(cluster.broker_ids)
+        wait_until(in_sync, 30, "every replica in the ISR")
+        got = _read_all(cluster.bootstrap, "fmove", 1, acks.count())
+        assert {v for _, v in acks.acked} <= got, "every acknowledged record is there"
+        leader_dirs = _log_dirs(cluster.bootstrap, leader)
+        [leader_dir] = [d for d, info in leader_dirs.items() if "fmove-0" in info["partitions"]]
+
+        def same_log() -> bool:
+            return (_log_bytes(Path(target) / "fmove-0")
+                    == _log_bytes(Path(leader_dir) / "fmove-0"))
+        wait_until(same_log, 30, "the moved follower's log equal to the leader's")
+    finally:
+        stop.set()
+        if writer is not None:
+            writer.join(60)
+        cluster.stop()
+    text = cluster.log_path(follower).read_text(errors="replace")
+    assert "replica moved to log dir" in text and "Traceback" not in text
