@@ -204,10 +204,6 @@ class Storage:
             usage.append(DirUsage(usable_by_device[device], counts[id(d)]))
         return candidates[choose_log_dir(usage)]
 
-    def log_dir(self, topic: str, partition: int) -> Path:
-        """The partition's directory: where it is, else where a new replica goes."""
-        where = self._where.get((topic, partition)) or self.place()
-        return where.path / f"{topic}-{partition}"
 
     def open_log(self, topic: str, partition: int, topic_configs: Mapping[str, ConfigValue],
                  now_ms: int, topic_id: uuid.UUID | None = None) -> tuple[Log, int]:
