@@ -49,6 +49,10 @@ DEFAULTS: dict[str, Any] = {
     # default). Registered with the controller; Metadata and DescribeCluster answer it and
     # replica placement spreads each partition over racks (controller/placement.py).
     "broker.rack": None,
+    # JBOD (KIP-112 / KIP-858): the log directories partitions live in, comma-separated
+    # (Kafka's name). Null: --data-dir alone, as before. Broker-wide files (the metadata cache,
+    # the cleaner's checkpoint) stay in --data-dir (Kafka's metadata.log.dir).
+    "log.dirs": None,
     # Kafka waits 3000 ms before finishing the first rebalance of an empty group. Clients work
     # either way; a short wait keeps tests and demos quick while still batching joiners.
     "group.initial.rebalance.delay.ms": 300,

@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from floodmark.broker import sendfile, storage_glue
+from floodmark.broker import replica_mover, sendfile, storage_glue
 from floodmark.broker.authentication import Authentication
 from floodmark.broker.authorization import Authorization, Finish
 from floodmark.broker.boundary import Answer, Encoded
@@ -198,6 +198,13 @@ class Broker:
         self.purgatory.wake(key)
         return ps
 
+    def move_replica(self, key: PartitionKey, destination: storage_glue.LogDir) -> None:
+        """AlterReplicaLogDirs: move the replica to another of this broker's log directories
+        while it serves (``replica_mover``); the task ends with the broker."""
+        task = replica_mover.start_move(self, key, destination)
+        self._tasks.append(task)
+        task.add_done_callback(lambda t: self._tasks.remove(t) if t in self._tasks else None)
+
     @property
     def closing(self) -> bool:
         """Shutting down: loops (heartbeats, fetchers, ISR checks) end, metadata is ignored."""
@@ -260,6 +267,7 @@ class Broker:
                     self.storage.maybe_flush(ps.log, self.now_ms())
                 except (OSError, KafkaError) as exc:
                     self._disk_trouble(f"flush of {ps.name}", exc)
+            self.check_log_dirs()
             if time.monotonic() - last_retention >= retention_s:
                 last_retention = time.monotonic()
                 try:
@@ -275,6 +283,44 @@ class Broker:
                     await asyncio.to_thread(self.storage.write_checkpoint_snapshot, snapshot)
                 except (OSError, KafkaError) as exc:
                     self._disk_trouble("checkpoint", exc)
+
+    def check_log_dirs(self) -> None:
+        """A log directory that is gone or replaced, or where a log met an I/O error, fails
+        as a whole (``fail_log_dir``); the others keep serving."""
+        for where in self.storage.dirs:
+            if where.offline is not None:
+                continue
+            reason = where.failure()
+            if reason is None:
+                for key, ps in self.partitions.items():
+                    if self.storage.dir_of(*key) is where and (
+                            ps.log.offline or ps.log.last_io_error):
+                        reason = f"partition {ps.name}: {ps.log.last_io_error or 'offline'}"
+                        break
+            if reason is not None:
+                self.fail_log_dir(where, reason)
+
+    def fail_log_dir(self, where: storage_glue.LogDir, reason: str) -> None:
+        """Take the directory's replicas offline (produce and fetch answer
+        KAFKA_STORAGE_ERROR, followers stop fetching); the controller hears of them with the
+        next heartbeat and moves their leadership and ISR membership elsewhere."""
+        keys = self.storage.take_offline(where, reason)
+        log.error("broker %d log dir %s failed (%s): %d replica(s) offline: %s", self.node_id,
+                  where.path, reason, len(keys), ", ".join(f"{t}-{p}" for t, p in keys) or "none")
+        for key, future in list(self.storage.moving.items()):
+            if future.destination is where:
+                self.storage.abort_move(key)
+        for key in keys:
+            ps = self.partitions.get(key)
+            if ps is None:
+                continue
+            ps.log.take_offline(f"log dir {where.path} failed: {reason}")
+            if self.replicas is not None:
+                self.replicas.remove(key)
+            # No longer a leader or follower here: produces waiting for acks=all are answered
+            # NOT_LEADER_OR_FOLLOWER (the client finds the new leader), nothing waits forever.
+            ps.apply(ps.core.resign())
+            self.purgatory.wake(key)
 
     def _disk_trouble(self, what: str, exc: BaseException) -> None:
         now = time.monotonic()
@@ -304,6 +350,8 @@ class Broker:
 
     async def clean_log(self, ps: PartitionState) -> None:
         key = (ps.topic, ps.partition)
+        if key in self.storage.moving:
+            return  # cleaned after the move (the copy rounds assume sealed segments stay)
         cleaner = self.storage.cleaner
         try:
             # Below the LSO only: a record of an open transaction may still be aborted.
@@ -344,7 +392,8 @@ class Broker:
 
     def close(self) -> None:
         for ps in self.partitions.values():
-            self.storage.flush(ps.log)
+            if not ps.log.offline:  # an offline log refuses even a flush (fsync error, failed dir)
+                self.storage.flush(ps.log)
         self.checkpoint()
         for ps in self.partitions.values():
             ps.log.close()

@@ -194,7 +194,10 @@ class ClusterMembership(MembershipBase):
             await asyncio.sleep(interval_s)
             sent_ms = _monotonic_ms()
             try:
-                answer = await self.controller_client.heartbeat(timeout_s=timeout_s)
+                answer = await self.controller_client.heartbeat(
+                    timeout_s=timeout_s,
+                    offline_replicas=host.storage.offline_partitions(),
+                    offline_log_dirs=host.storage.offline_directory_ids())
             except (RpcError, KafkaError) as exc:
                 log.warning("broker %d heartbeat failed: %s", host.node_id, exc)
                 continue
@@ -312,6 +315,8 @@ class ClusterMembership(MembershipBase):
                 wanted.add(key)
                 try:
                     ps = host.partitions.get(key)
+                    if ps is not None and host.storage.is_offline(key):
+                        continue  # its log dir failed: the controller moves it elsewhere
                     if ps is None:
                         ps = host.open_partition(name, index, timage.configs,
                                                  timage.topic_id)
@@ -580,12 +585,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from floodmark.storage.data_dir import DataDirLock, DataDirLockedError, lock_data_dir
+    from floodmark.storage.data_dir import DataDirLock, DataDirLockedError, lock_data_dirs
 
     locks: list[DataDirLock] = []
     controller: ControllerServer | None = None
     try:  # held until the process ends
-        locks.append(lock_data_dir(args.data_dir))
+        locks.extend(lock_data_dirs([args.data_dir, *map(str, config.log_dirs)]))
         if setup is not None:
             controller, lock = open_controller(setup, args.controller_data_dir)
             locks.append(lock)
@@ -602,7 +607,11 @@ def main(argv: list[str] | None = None) -> int:
     controller_client = ControllerClient(controllers, config.node_id, channel.client)
     replicas = ReplicaManager(config.node_id, lambda: controller_client.image, now_ms,
                               config.inter_broker_security)
-    broker = Broker(config, ClusterMembership(controller_client), replicas)
+    try:  # a partition in two log dirs, an unreadable meta.properties: one line
+        broker = Broker(config, ClusterMembership(controller_client), replicas)
+    except ValueError as exc:
+        print(f"floodmark broker {args.node_id}: {exc}", file=sys.stderr)
+        return 2
     broker.open()
     if args.metrics_listen:
         from prometheus_client.registry import Collector

@@ -36,6 +36,7 @@ from floodmark.settings import (
     render,
     validate_dynamic,
 )
+from floodmark.storage.log_dirs import parse_log_dirs
 
 __all__ = ["DEFAULTS", "DYNAMIC", "LONG_MAX", "SETTINGS", "TOPIC_CONFIG_DEFAULTS", "BrokerConfig",
            "ConfigSource", "ConfigType", "ConfigValue", "Configs", "DynamicLayer", "Setting",
@@ -163,6 +164,12 @@ class BrokerConfig:
     def rack(self) -> str | None:
         """``broker.rack`` (KIP-36); None when unset or blank (a TOML number is its text)."""
         return broker_rack(render(self.get("broker.rack")))
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        """``log.dirs`` (several directories, JBOD), else ``--data-dir`` alone."""
+        dirs = parse_log_dirs(render(self.get("log.dirs")) if self.get("log.dirs") else None)
+        return [Path(d) for d in dirs] or [self.data_dir]
 
     @property
     def truncation(self) -> Truncation:

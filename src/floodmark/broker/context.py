@@ -27,7 +27,7 @@ from floodmark.broker.partition_state import PartitionState
 from floodmark.broker.purgatory import FetchPurgatory
 from floodmark.broker.quotas import ClientQuotas
 from floodmark.broker.replica_fetcher import ReplicaManager
-from floodmark.broker.storage_glue import Storage
+from floodmark.broker.storage_glue import LogDir, Storage
 from floodmark.broker.txn_coordinator import TransactionCoordinatorDriver
 from floodmark.errors import ErrorCode
 from floodmark.metadata import CoordinatorType, TopicMeta
@@ -205,6 +205,7 @@ class HandlerContext(BrokerCore, Protocol):
                                   validate_only: bool = False) -> None: ...
     def produce_settings(self, ps: PartitionState) -> ProduceSettings: ...
     def next_produce_id(self) -> int: ...
+    def move_replica(self, key: PartitionKey, destination: LogDir) -> None: ...
     def park_produce(self, produce_id: int) -> asyncio.Future[tuple[ErrorCode, int]]: ...
 
 

@@ -76,10 +76,10 @@ def run_broker(args: argparse.Namespace) -> int:
     except CliError as exc:
         print(f"floodmark broker: {exc}", file=sys.stderr)
         return 2
-    from floodmark.storage.data_dir import DataDirLockedError, lock_data_dir
+    from floodmark.storage.data_dir import DataDirLockedError, lock_data_dirs
 
-    try:
-        lock = lock_data_dir(str(config.data_dir))  # held until the process ends
+    try:  # held until the process ends
+        locks = lock_data_dirs([str(config.data_dir), *map(str, config.log_dirs)])
     except (DataDirLockedError, OSError) as exc:
         print(f"floodmark broker: {exc}", file=sys.stderr)
         return 2
@@ -96,6 +96,9 @@ def run_broker(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"floodmark broker: cannot open --data-dir {args.data_dir}: {exc.strerror or exc}",
               file=sys.stderr)
+        return 2
+    except ValueError as exc:  # a partition in two log dirs, an unreadable meta.properties
+        print(f"floodmark broker: {exc}", file=sys.stderr)
         return 2
 
     async def main() -> None:
@@ -124,5 +127,6 @@ def run_broker(args: argparse.Namespace) -> int:
               f"{exc.strerror or exc}", file=sys.stderr)
         return 2
     finally:
-        lock.release()
+        for lock in locks:
+            lock.release()
     return 0

@@ -191,7 +191,9 @@ class LocalCluster:
         - ``security``: a secured cluster (``cluster.secure.MODES``: ``ssl``): TLS client
           listeners, mTLS between nodes, certificates of a throwaway CA under ``tls/``;
         - ``racks``: ``broker.rack`` of each broker, round-robin in id order (brokers added
-          later continue the round-robin).
+          later continue the round-robin);
+        - ``broker_settings``: every broker's settings; ``{node_id}`` in a value is the
+          broker's id (``log.dirs=/disks/b{node_id}-a,/disks/b{node_id}-b``).
 
         ``die_with_supervisor`` (not part of the cluster's state): the nodes this object starts
         end when this process does, however it ends (``floodmark.lifeline``), so a killed test
@@ -429,7 +431,7 @@ class LocalCluster:
         if self.advertised_host != self.listen_host:
             cmd += ["--advertised-host", self.advertised_host]
         for k, v in self.state["broker_settings"].items():
-            cmd += ["--set", f"{k}={v}"]
+            cmd += ["--set", f"{k}={str(v).replace('{node_id}', str(node_id))}"]
         if n.get("rack"):
             cmd += ["--set", f"broker.rack={n['rack']}"]
         secure = self.security

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -267,6 +267,21 @@ class ControllerLogic:
                     self._reelect(topic, partition, why, isr,
                                   (broker_id,) if unclean_shutdown else ())
 
+    def _take_replicas_offline(self, broker_id: int,
+                               keys: Collection[tuple[str, int]]) -> None:
+        """The broker's replicas in a failed log directory (its heartbeat's offline log dirs,
+        KIP-858): each leaves its ISR and, if it led, its leadership, as for a fenced broker
+        but only for those partitions. Every heartbeat repeats the list; a partition that no
+        longer names the broker in its ISR or as leader changes nothing."""
+        for topic, partition in sorted(keys):
+            timage = self.image.topics.get(topic)
+            reg = timage.partitions.get(partition) if timage is not None else None
+            if reg is None or (broker_id not in reg.isr and reg.leader != broker_id):
+                continue
+            isr = tuple(r for r in reg.isr if r != broker_id)
+            self._reelect(topic, partition, f"broker {broker_id}'s log dir holding the replica "
+                          f"failed", isr)
+
     def fence_broker(self, broker_id: int, why: str) -> None:
         """Not acceptable as leader or ISR member until it heartbeats again."""
         reg = self.image.brokers.get(broker_id)
@@ -333,11 +348,14 @@ class ControllerLogic:
         return epoch
 
     def heartbeat(self, broker_id: int, broker_epoch: int, now_ms: int,
-                  want_shutdown: bool = False) -> HeartbeatAnswer:
+                  want_shutdown: bool = False,
+                  offline_replicas: Collection[tuple[str, int]] = ()) -> HeartbeatAnswer:
         reg = self.image.brokers.get(broker_id)
         if reg is None or reg.broker_epoch != broker_epoch:
             return HeartbeatAnswer(ErrorCode.STALE_BROKER_EPOCH, fenced=True)
         self.last_heartbeat_ms[broker_id] = now_ms
+        if offline_replicas:
+            self._take_replicas_offline(broker_id, offline_replicas)
         if want_shutdown:
             if not reg.in_controlled_shutdown:
                 self.emit({"type": "broker_shutdown", "broker_id": broker_id,

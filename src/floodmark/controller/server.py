@@ -640,8 +640,12 @@ class ControllerServer:
                 "session_timeout_ms": self.config.broker_session_timeout_ms}
 
     def _rpc_heartbeat(self, a: dict[str, Any]) -> dict[str, Any]:
-        ans = self._active().heartbeat(int(a["broker_id"]), int(a["broker_epoch"]), now_ms(),
-                                   bool(a.get("want_shutdown", False)))
+        offline = a.get("offline_replicas")
+        ans = self._active().heartbeat(
+            int(a["broker_id"]), int(a["broker_epoch"]), now_ms(),
+            bool(a.get("want_shutdown", False)),
+            offline_replicas=[(str(t), int(p)) for t, p in offline]
+            if isinstance(offline, list) else ())
         errors = a.get("metadata_errors")
         if isinstance(errors, dict):
             self.broker_metadata_errors[int(a["broker_id"])] = errors

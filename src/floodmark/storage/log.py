@@ -89,6 +89,7 @@ class Log:
         self._epoch_checkpoint_pending = False
         self._flush_generation = 0  # bumped by truncation: older flush tickets are stale
         self._storage_error: str | None = None
+        self.last_io_error: str | None = None  # see ``_failed_write``
         self._was_compacted = False  # see ``gaps_allowed``
         # Bytes read per step when scanning from an index entry to a batch: one index interval
         # plus room for the next header.
@@ -424,6 +425,9 @@ class Log:
          segment.offset_of_max_timestamp, segment.roll_base_ms) = saved
 
     def _failed_write(self, doing: str, exc: OSError) -> KafkaError:
+        # Remembered for the broker's log-directory check: an I/O error takes the whole
+        # directory offline (JBOD), as in Kafka.
+        self.last_io_error = f"{doing}: {exc.strerror or exc}"
         return KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
                           f"{self.topic_partition}: {doing} failed: {exc.strerror or exc}")
 
@@ -862,6 +866,13 @@ class Log:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    def take_offline(self, reason: str) -> None:
+        """Its log directory failed (JBOD): every operation refuses with KAFKA_STORAGE_ERROR
+        from now on, as after a failed fsync; the next start recovers it (if its disk is
+        back)."""
+        if self._storage_error is None:
+            self._storage_error = reason
 
     @property
     def offline(self) -> bool:

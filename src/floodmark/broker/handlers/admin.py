@@ -3,10 +3,10 @@ AlterConfigs/IncrementalAlterConfigs (topics and brokers), and the other admin A
 
 from __future__ import annotations
 
-import os
 import random
 import uuid
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from floodmark.broker import dynamic_configs
@@ -456,28 +456,75 @@ def describe_cluster(broker: HandlerContext, header: RequestHeader, req: WireReq
 
 def describe_log_dirs(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection | None = None
                       ) -> WireResponse:
-    """This broker's one log directory: every replica it holds with its size on disk and its
-    offset lag (HW - LEO when a follower is behind the HW it was told, else 0), and the
-    directory's total and usable bytes (v4)."""
+    """One result per log directory (``log.dirs``), each with its total and usable bytes (v4)
+    and every replica it holds: its size on disk and its offset lag (HW - LEO when a follower
+    is behind the HW it was told, else 0). A replica being moved (AlterReplicaLogDirs) is also
+    listed in its destination with ``is_future_key`` set. A failed directory answers
+    KAFKA_STORAGE_ERROR and lists nothing."""
     wanted = (None if req.topics is None
               else {(t.topic, int(p)) for t in req.topics for p in t.partitions})
-    by_topic: dict[str, list[WireResponse]] = {}
+    storage = broker.storage
+    per_dir: dict[Path, dict[str, list[WireResponse]]] = {d.path: {} for d in storage.dirs}
     for (topic, index), ps in sorted(broker.partitions.items()):
         if wanted is not None and (topic, index) not in wanted:
             continue
-        by_topic.setdefault(topic, []).append({
+        where = storage.dir_of(topic, index)
+        if where is None:
+            continue
+        per_dir[where.path].setdefault(topic, []).append({
             "partition_index": index, "partition_size": ps.log.size_bytes,
             "offset_lag": max(0, ps.high_watermark - ps.log_end_offset),
             "is_future_key": False})
-    try:
-        st = os.statvfs(broker.data_dir)
-        total, usable = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
-    except OSError:
-        total = usable = -1
-    return {"throttle_time": 0, "error_code": 0, "results": [{
-        "error_code": 0, "log_dir": str(broker.data_dir.resolve()),
-        "topics": [{"name": n, "partitions": ps} for n, ps in by_topic.items()],
-        "total_bytes": total, "usable_bytes": usable}]}
+        future = storage.moving.get((topic, index))
+        if future is not None:
+            per_dir[future.destination.path].setdefault(topic, []).append({
+                "partition_index": index, "partition_size": future.copied_bytes,
+                "offset_lag": max(0, ps.log_end_offset - future.copied_log_end_offset),
+                "is_future_key": True})
+    return {"throttle_time": 0, "error_code": 0, "results": [
+        {"error_code": 0, "log_dir": str(d.path.resolve()),
+         "topics": [{"name": n, "partitions": ps} for n, ps in per_dir[d.path].items()],
+         "total_bytes": d.total_bytes(), "usable_bytes": d.usable_bytes()}
+        if d.offline is None else  # a failed directory: Kafka's answer, nothing listed
+        {"error_code": int(ErrorCode.KAFKA_STORAGE_ERROR), "log_dir": str(d.path.resolve()),
+         "topics": [], "total_bytes": -1, "usable_bytes": -1}
+        for d in storage.dirs]}
+
+
+def alter_replica_log_dirs(broker: HandlerContext, header: RequestHeader, req: WireRequest,
+                           conn: ClientConnection | None = None) -> WireResponse:
+    """Move replicas between this broker's log directories while they serve (KIP-113; see
+    ``replica_mover``). Per partition: LOG_DIR_NOT_FOUND when the path is not one of this
+    broker's ``log.dirs``; REPLICA_NOT_AVAILABLE when the broker does not host the replica (Kafka
+    may remember the wish for a replica created later; floodmark does not) or a move of it to
+    another directory is under way; NONE when it is already there, or the move has started
+    (DescribeLogDirs shows the copy with ``is_future_key`` until it is swapped in);
+    KAFKA_STORAGE_ERROR when the replica's directory or the destination has failed."""
+    storage = broker.storage
+    by_topic: dict[str, list[WireResponse]] = {}
+    for entry in req.dirs:
+        destination = storage.dir_named(str(entry.path))
+        for topic in entry.topics:
+            for index in topic.partitions:
+                key = (str(topic.name), int(index))
+                if destination is None:
+                    code = ErrorCode.LOG_DIR_NOT_FOUND
+                elif key not in broker.partitions or storage.dir_of(*key) is None:
+                    code = ErrorCode.REPLICA_NOT_AVAILABLE
+                elif destination.offline is not None or storage.is_offline(key):
+                    code = ErrorCode.KAFKA_STORAGE_ERROR
+                elif (moving := storage.moving.get(key)) is not None:
+                    code = (ErrorCode.NONE if moving.destination is destination
+                            else ErrorCode.REPLICA_NOT_AVAILABLE)
+                elif storage.dir_of(*key) is destination:
+                    code = ErrorCode.NONE
+                else:
+                    broker.move_replica(key, destination)
+                    code = ErrorCode.NONE
+                by_topic.setdefault(key[0], []).append(
+                    {"partition_index": key[1], "error_code": int(code)})
+    return {"throttle_time": 0, "results": [
+        {"topic_name": name, "partitions": parts} for name, parts in by_topic.items()]}
 
 
 async def elect_leaders(broker: HandlerContext, header: RequestHeader, req: WireRequest,
