@@ -55,7 +55,13 @@ from floodmark.broker.server import Connection, start_listener
 from floodmark.broker.txn_coordinator import TransactionCoordinatorDriver
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import INTERNAL_TOPICS, OFFSETS_TOPIC, TopicMeta
+from floodmark.records import TimestampType
 from floodmark.replication.election import AlterPartitionRequest
+from floodmark.replication.log_validator import (
+    TargetCompression,
+    TimestampBounds,
+    target_compression,
+)
 from floodmark.replication.produce import ProduceSettings
 from floodmark.security.listeners import Endpoint
 from floodmark.security.sasl.session import Verdict
@@ -134,7 +140,8 @@ class Broker:
         self.bound_ports: dict[str, int] = {}  # listener name -> bound port
         # acks=all produces parked in the core's purgatory, answered on CompleteProduce.
         self._next_produce_id = 0
-        self._produce_settings: dict[tuple[int, bool], ProduceSettings] = {}
+        self._produce_settings: dict[tuple[int, bool, TimestampBounds | None,
+                                         TargetCompression | None], ProduceSettings] = {}
         self._last_disk_warning_s = 0.0
         self._waiting_produces: dict[int, asyncio.Future[tuple[ErrorCode, int]]] = {}
         self.request_counts: dict[int, int] = {}  # api key -> requests received
@@ -485,17 +492,22 @@ class Broker:
             log.info("partition %s: topic configs now %s", ps.name, configs)
 
     def produce_settings(self, ps: PartitionState) -> ProduceSettings:
-        """The produce path's settings for a partition (cached: one per max.message.bytes and
-        whether the topic is compacted)."""
-        max_bytes = int(ps.log.config.max_message_bytes)
-        compacted = ps.log.config.compact
-        settings = self._produce_settings.get((max_bytes, compacted))
+        """The produce path's settings for a partition (cached: one per distinct max.message.bytes,
+        compaction, timestamp bounds and compression.type)."""
+        cfg = ps.log.config
+        timestamps = (None if cfg.message_timestamp_type == TimestampType.LOG_APPEND_TIME else
+                      TimestampBounds(cfg.message_timestamp_before_max_ms,
+                                      cfg.message_timestamp_after_max_ms))
+        compression = target_compression(cfg.compression_type, cfg.compression_gzip_level,
+                                          cfg.compression_lz4_level, cfg.compression_zstd_level)
+        key = (int(cfg.max_message_bytes), cfg.compact, timestamps, compression)
+        settings = self._produce_settings.get(key)
         if settings is None:
             settings = ProduceSettings(
-                max_message_bytes=max_bytes,
+                max_message_bytes=int(cfg.max_message_bytes),
                 unsafe_ack_duplicates_before_commit=self.config.unsafe_ack_duplicates_before_commit,
-                compacted=compacted)
-            self._produce_settings[(max_bytes, compacted)] = settings
+                compacted=cfg.compact, timestamps=timestamps, compression=compression)
+            self._produce_settings[key] = settings
         return settings
 
     def next_produce_id(self) -> int:
