@@ -64,7 +64,11 @@ DEFAULTS: dict[str, Any] = {
     "socket.request.max.bytes": 104_857_600,
     "message.max.bytes": 1_048_588,
     "log.segment.bytes": 1_073_741_824,
-    "log.retention.ms": 604_800_000,
+    # Kafka's retention default is log.retention.hours=168; the ms and minutes forms are unset
+    # (null) and win when set (ms first), as in Kafka.
+    "log.retention.ms": None,
+    "log.retention.minutes": None,
+    "log.retention.hours": 168,
     "log.retention.bytes": -1,
     "log.flush.interval.messages": 9_223_372_036_854_775_807,
     "log.flush.interval.ms": None,
@@ -220,9 +224,10 @@ TOPIC_CONFIG_DEFAULTS: dict[str, str] = {
 # A topic config whose broker setting is null by default takes its value from another form
 # (Kafka's ``log.roll.hours`` for ``segment.ms``...): the broker setting it is derived from, and
 # the factor to milliseconds. Kafka lists no synonym for the null setting (DescribeConfigs).
-DERIVED_TOPIC_DEFAULTS: dict[str, tuple[str, int]] = {
-    "segment.ms": ("log.roll.hours", 3_600_000),
-    "segment.jitter.ms": ("log.roll.jitter.hours", 3_600_000),
+DERIVED_TOPIC_DEFAULTS: dict[str, tuple[tuple[str, int], ...]] = {
+    "retention.ms": (("log.retention.minutes", 60_000), ("log.retention.hours", 3_600_000)),
+    "segment.ms": (("log.roll.hours", 3_600_000),),
+    "segment.jitter.ms": (("log.roll.jitter.hours", 3_600_000),),
 }
 
 # Topic configs with no broker setting behind them (Kafka's DEFAULT_CONFIG, no synonym): their
@@ -248,6 +253,12 @@ DYNAMIC: frozenset[str] = frozenset({
     "log.cleaner.min.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms",
     "log.cleaner.delete.retention.ms", "log.cleaner.backoff.ms",
     "log.cleaner.dedupe.buffer.size", "min.insync.replicas", "unclean.leader.election.enable",
+    # issue 23's topic-config defaults (the hours/minutes forms are read-only, as in Kafka)
+    "compression.type", "compression.gzip.level", "compression.lz4.level",
+    "compression.zstd.level", "log.message.timestamp.before.max.ms",
+    "log.message.timestamp.after.max.ms", "log.roll.ms", "log.roll.jitter.ms",
+    "log.index.size.max.bytes", "log.index.interval.bytes", "log.preallocate",
+    "log.segment.delete.delay.ms", "log.local.retention.ms", "log.local.retention.bytes",
 })
 _INT_SETTINGS = frozenset({"node.id", "num.partitions", "default.replication.factor",
                            "min.insync.replicas", "socket.request.max.bytes", "message.max.bytes",
@@ -268,10 +279,12 @@ _INT_SETTINGS = frozenset({"node.id", "num.partitions", "default.replication.fac
                            # issue 23's topic-config defaults
                            "compression.gzip.level", "compression.lz4.level",
                            "compression.zstd.level", "log.roll.hours", "log.roll.jitter.hours",
-                           "log.index.size.max.bytes", "log.index.interval.bytes"})
+                           "log.index.size.max.bytes", "log.index.interval.bytes",
+                           "log.retention.minutes", "log.retention.hours"})
 _LIST_SETTINGS = frozenset({"log.cleanup.policy", "process.roles", "sasl.enabled.mechanisms",
                             "group.consumer.assignors"})
-_LONG_NULLABLE = frozenset({"log.flush.interval.ms", "log.roll.ms", "log.roll.jitter.ms"})
+_LONG_NULLABLE = frozenset({"log.flush.interval.ms", "log.roll.ms", "log.roll.jitter.ms",
+                            "log.retention.ms"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -372,6 +385,10 @@ def validate_dynamic(configs: Mapping[str, Any], resource: str) -> dict[str, Any
     if typed.get("log.cleaner.dedupe.buffer.size", 1) < 1:
         raise ValueError("Invalid value for configuration log.cleaner.dedupe.buffer.size: "
                          "Value must be at least 1")
+    for name, value in typed.items():  # a topic config's default: the topic config's bounds
+        topic_name = _TOPIC_NAME_OF.get(name)
+        if topic_name is not None and value is not None:
+            _check_topic_value(topic_name, configs[name], value, shown_as=name)
     # The log settings must make a log config (every broker builds its topics' on them).
     LogConfig.from_kafka({k: v for k, v in typed.items() if v is not None})
     return typed
@@ -439,34 +456,40 @@ COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"
 _THROTTLED_REPLICA = re.compile(r"([0-9]+:[0-9]+)?")
 
 
-def _check_topic_value(name: str, value: Any, typed: Any) -> None:
-    """Kafka's validators of issue 23's topic configs; ValueError with Kafka's message."""
-    if name in _TOPIC_RANGES:
-        low, high = _TOPIC_RANGES[name]
+def _check_topic_value(name: str, value: Any, typed: Any, *, shown_as: str | None = None) -> None:
+    """Kafka's validators of issue 23's topic configs (also of the broker settings they default
+    from, ``shown_as`` naming that one); ValueError with Kafka's message."""
+    rule, name = name, shown_as or name
+    if rule in _TOPIC_RANGES:
+        low, high = _TOPIC_RANGES[rule]
         if low is not None and typed < low:
             raise ValueError(f"Invalid value {value} for configuration {name}: Value must be at "
                              f"least {low}")
         if high is not None and typed > high:
             raise ValueError(f"Invalid value {value} for configuration {name}: Value must be no "
                              f"more than {high}")
-    elif name == "compression.gzip.level" and not (1 <= typed <= 9 or typed == -1):
+    elif rule == "compression.gzip.level" and not (1 <= typed <= 9 or typed == -1):
         raise ValueError(f"Invalid value {value} for configuration {name}: Value must be between "
                          f"1 and 9 or equal to -1")
-    elif name == "compression.type" and typed not in COMPRESSION_TYPES:
+    elif rule == "compression.type" and typed not in COMPRESSION_TYPES:
         raise ValueError(f"Invalid value {value} for configuration {name}: String must be one "
                          f"of: {', '.join(COMPRESSION_TYPES)}")
-    elif name.endswith(".replication.throttled.replicas"):
+    elif rule.endswith(".replication.throttled.replicas"):
         items = [item.strip() for item in str(typed).split(",")]
         if not (all(_THROTTLED_REPLICA.fullmatch(i) for i in items) or "".join(items) == "*"):
             raise ValueError(f"Invalid value [{', '.join(items)}] for configuration {name}: "
                              f"{name} must be the literal '*' or a list of replicas in the "
                              f"following format: [partitionId]:[brokerId],[partitionId]:"
                              f"[brokerId],...")
-    elif name == "remote.storage.enable" and typed:
+    elif rule == "remote.storage.enable" and typed:
         # What Kafka answers when remote.log.storage.system.enable is false: floodmark has no
         # tiered storage at all.
         raise ValueError("Tiered Storage functionality is disabled in the broker. Topic cannot "
                          "be configured with remote log storage.")
+
+
+_TOPIC_NAME_OF = {broker: topic for topic, broker in TOPIC_CONFIG_DEFAULTS.items()
+                  if topic in _TOPIC_RANGES or topic.startswith("compression.")}
 
 
 def topic_config_setting(name: str) -> Setting | None:

@@ -13,7 +13,7 @@ import pytest
 from tests.unit.test_produce_path import PID, Leader
 
 from floodmark.broker.config import BrokerConfig
-from floodmark.broker.handlers.admin import _topic_entries
+from floodmark.broker.handlers.admin import _entry, _topic_entries
 from floodmark.compression import Compression
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.records import (
@@ -32,10 +32,11 @@ from floodmark.replication.log_validator import (
     target_compression,
 )
 from floodmark.replication.produce import ProduceSettings, produce_as_leader
-from floodmark.settings import ConfigSource, ConfigType, validate_topic_configs
+from floodmark.settings import ConfigSource, ConfigType, validate_dynamic, validate_topic_configs
 from floodmark.storage import Log, LogConfig, MemoryFileSystem
 
 LONG_MAX = 2**63 - 1
+
 
 # -- validation: Kafka 4.1.1's answers to CreateTopics(validate_only) --------------------------
 REFUSED = [
@@ -288,3 +289,52 @@ def test_a_full_index_rolls_the_segment() -> None:
     assert len(log.segment_base_offsets()) >= 3
     assert all(len(s.time_index) <= 3 and len(s.index) <= 5 for s in log.segments)
     assert [r.value for r in decode_records(log.read_all())] == [b"x"] * 12
+
+
+# -- retention.ms from log.retention.hours/minutes; the broker settings, dynamic -----------------
+def test_retention_ms_derives_from_minutes_then_hours_with_no_synonym() -> None:
+    entry = _entries({})["retention.ms"]
+    assert (entry["value"], entry["synonyms"]) == ("604800000", [])
+    config = BrokerConfig.load(data_dir="/nonexistent", overrides=["log.retention.hours=2"])
+    assert _entries({}, config)["retention.ms"]["value"] == str(2 * 3_600_000)
+    assert LogConfig.from_kafka(config.log_settings()).retention_ms == 2 * 3_600_000
+    config = BrokerConfig.load(data_dir="/nonexistent", overrides=[
+        "log.retention.hours=2", "log.retention.minutes=3"])
+    assert _entries({}, config)["retention.ms"]["value"] == str(3 * 60_000)
+    assert LogConfig.from_kafka(config.log_settings()).retention_ms == 3 * 60_000
+    config = BrokerConfig.load(data_dir="/nonexistent", overrides=[
+        "log.retention.minutes=3", "log.retention.ms=5000"])
+    entry = _entries({}, config)["retention.ms"]
+    assert (entry["value"], [s["name"] for s in entry["synonyms"]]) == ("5000",
+                                                                       ["log.retention.ms"])
+
+
+def test_a_broker_setting_without_a_value_has_no_synonym() -> None:
+
+    config = BrokerConfig(Path("/nonexistent"))
+    entry = _entry("log.retention.ms", config.sources("log.retention.ms"), "log.retention.ms",
+                   True)
+    assert (entry["value"], entry["synonyms"], entry["read_only"]) == (None, [], False)
+    hours = _entry("log.retention.hours", config.sources("log.retention.hours"),
+                   "log.retention.hours", True)
+    assert (hours["value"], hours["read_only"]) == ("168", True)  # read-only, as in Kafka
+
+
+@pytest.mark.parametrize(("name", "value", "message"), [
+    ("compression.type", "brotli", "Invalid value brotli for configuration compression.type: "
+     "String must be one of: uncompressed, zstd, lz4, snappy, gzip, producer"),
+    ("log.roll.ms", "0", "Invalid value 0 for configuration log.roll.ms: Value must be at "
+     "least 1"),
+    ("log.message.timestamp.after.max.ms", "-1", "Invalid value -1 for configuration "
+     "log.message.timestamp.after.max.ms: Value must be at least 0"),
+    ("compression.lz4.level", "0", "Invalid value 0 for configuration compression.lz4.level: "
+     "Value must be at least 1"),
+])
+def test_the_broker_defaults_are_dynamic_and_bounded(name: str, value: str,
+                                                     message: str) -> None:
+
+    with pytest.raises(ValueError) as err:
+        validate_dynamic({name: value}, "")
+    assert str(err.value) == message
+    assert validate_dynamic({"compression.type": "zstd", "log.roll.ms": "1000"}, "") == {
+        "compression.type": "zstd", "log.roll.ms": 1000}

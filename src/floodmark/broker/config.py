@@ -207,9 +207,9 @@ class BrokerConfig:
         out: Configs = {}
         for name, broker_name in TOPIC_CONFIG_DEFAULTS.items():
             out[name] = self.get(broker_name)
-            if out[name] is None and name in DERIVED_TOPIC_DEFAULTS:
-                source, factor = DERIVED_TOPIC_DEFAULTS[name]
-                out[name] = self.get_int(source) * factor
+            for source, factor in DERIVED_TOPIC_DEFAULTS.get(name, ()):
+                if out[name] is None and self.get(source) is not None:
+                    out[name] = self.get_int(source) * factor
         if out.get("flush.ms") is None:
             out["flush.ms"] = LONG_MAX  # Kafka's topic default: never flush on time alone
         for name, (_kind, default) in TOPIC_ONLY_CONFIGS.items():

@@ -77,18 +77,8 @@ KNOWN: list[Known] = [
           "Harness: Kafka lists the STATIC value and the default; floodmark only the default."),
     Known("*[name=group.initial.rebalance.delay.ms]*",
           "Harness: the Kafka node sets group.initial.rebalance.delay.ms=0."),
-    Known("*[name=retention.ms].synonyms*",
-          "retention.ms's broker synonym: Kafka lists no log.retention.ms synonym while that "
-          "setting has no value of its own (the value derives from log.retention.hours); "
-          "floodmark lists log.retention.ms with the derived value. Fix: broker/handlers/"
-          "admin.py _topic_entries (skip synonyms whose value is derived)."),
-    Known("describe_configs:broker_keys.*[name=log.retention.ms]*",
-          "Kafka answers log.retention.ms with a null value (unset: log.retention.hours "
-          "applies); floodmark with the effective 604800000."),
     Known("describe_configs:broker_keys.*[name=broker.id]",
           "floodmark has node.id only; Kafka still answers broker.id (its synonym)."),
-    Known("describe_configs:broker_keys.*[name=log.retention.hours]",
-          "floodmark has log.retention.ms only, not the hours/minutes forms."),
     Known("describe_configs:broker_keys.*[name=offsets.topic.replication.factor]",
           "floodmark's __consumer_offsets replication is not a broker setting."),
     Known("incremental_alter_configs:broker_dynamic.*",

@@ -379,7 +379,7 @@ def _topic_entries(broker: HandlerContext, own: Configs, synonyms: bool) -> list
             # A broker setting without a value of its own (null: log.flush.interval.ms,
             # log.roll.ms) is no synonym; Kafka lists none and answers the topic default.
             chain += [(src, v) for src, v in broker.config.sources(broker_name)
-                      if v is not None]
+                      if v is not None]  # a null setting is no layer (it has no value)
         setting = topic_config_setting(name)
         entry = _entry(name, chain or [(ConfigSource.DEFAULT_CONFIG, defaults.get(name))],
                        broker_name or name, synonyms, topic=True,
@@ -405,9 +405,10 @@ def _entry(name: str, chain: list[tuple[ConfigSource, ConfigValue]], synonym_nam
         "is_default": source is ConfigSource.DEFAULT_CONFIG,
         "config_source": int(source),
         "is_sensitive": secret,
+        # Kafka lists no synonym without a value (log.retention.ms while the hours form applies)
         "synonyms": [{"name": name if src is ConfigSource.DYNAMIC_TOPIC_CONFIG else synonym_name,
                       "value": None if secret else render(v), "source": int(src)}
-                     for src, v in chain]
+                     for src, v in chain if v is not None]
         if synonyms else [],
         "config_type": int(config_type if config_type is not None
                            else setting.type if setting is not None else _config_type(value)),
