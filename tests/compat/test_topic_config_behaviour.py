@@ -121,3 +121,37 @@ def test_segment_ms_rolls_the_active_segment(broker: Any) -> None:
 
     wait_until(rolled, 20, "a second segment", step_s=0.05)
     assert _confluent_values(broker.bootstrap, topic, sent) == [b"r%d" % i for i in range(sent)]
+
+
+def test_transactional_batches_keep_their_markers_when_recompressed(broker: Any) -> None:
+    topic = "tc-txn-gzip"
+    _create(broker.bootstrap, topic, {"compression.type": "gzip"})
+    p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "tc-txn",
+                  "compression.type": "snappy"})
+    p.init_transactions(30)
+    for committed in (True, False, True):
+        p.begin_transaction()
+        for i in range(3):
+            p.produce(topic, value=b"%s-%d" % (b"keep" if committed else b"drop", i))
+        if committed:
+            p.commit_transaction(30)
+        else:
+            assert p.flush(30) == 0  # sent, so the abort has records to mark
+            p.abort_transaction(30)
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "tc-txn-cg",
+                  "isolation.level": "read_committed", "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, 0, 0)])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while len(got) < 6 and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and m.error() is None:
+            got.append(m.value())
+    c.close()
+    assert got == [b"keep-%d" % i for i in range(3)] * 2
+    # read_committed got the last transaction's records: every marker is in the log
+    data = b"".join(seg.read_bytes() for seg in _segments(broker.data_dir, topic))
+    headers = [h for _, h in iter_batches(data)]
+    assert {h.compression for h in headers if not h.is_control} == {Compression.GZIP}
+    assert all(h.is_transactional for h in headers)
+    assert sum(h.is_control for h in headers) == 3  # commit, abort, commit markers
