@@ -55,12 +55,15 @@ from floodmark.broker.server import Connection, start_listener
 from floodmark.broker.txn_coordinator import TransactionCoordinatorDriver
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import INTERNAL_TOPICS, OFFSETS_TOPIC, TopicMeta
+from floodmark.records import TimestampType
 from floodmark.replication.election import AlterPartitionRequest
+from floodmark.replication.log_validator import TimestampBounds, target_compression
 from floodmark.replication.produce import ProduceSettings
 from floodmark.security.listeners import Endpoint
 from floodmark.security.sasl.session import Verdict
 from floodmark.security.tls_server import TlsServer
 from floodmark.settings import topic_log_config
+from floodmark.storage.config import LogConfig
 from floodmark.wire.api_table import SUPPORTED, ApiKey, accepted_range
 from floodmark.wire.codec import (
     RequestHeader,
@@ -135,7 +138,7 @@ class Broker:
         self.bound_ports: dict[str, int] = {}  # listener name -> bound port
         # acks=all produces parked in the core's purgatory, answered on CompleteProduce.
         self._next_produce_id = 0
-        self._produce_settings: dict[tuple[int, bool], ProduceSettings] = {}
+        self._produce_settings: dict[int, tuple[LogConfig, ProduceSettings]] = {}
         self._last_disk_warning_s = 0.0
         self._waiting_produces: dict[int, asyncio.Future[tuple[ErrorCode, int]]] = {}
         self.request_counts: dict[int, int] = {}  # api key -> requests received
@@ -536,17 +539,25 @@ class Broker:
             log.info("partition %s: topic configs now %s", ps.name, configs)
 
     def produce_settings(self, ps: PartitionState) -> ProduceSettings:
-        """The produce path's settings for a partition (cached: one per max.message.bytes and
-        whether the topic is compacted)."""
-        max_bytes = int(ps.log.config.max_message_bytes)
-        compacted = ps.log.config.compact
-        settings = self._produce_settings.get((max_bytes, compacted))
-        if settings is None:
-            settings = ProduceSettings(
-                max_message_bytes=max_bytes,
-                unsafe_ack_duplicates_before_commit=self.config.unsafe_ack_duplicates_before_commit,
-                compacted=compacted)
-            self._produce_settings[(max_bytes, compacted)] = settings
+        """The produce path's settings for a partition, made once per log config (a partition's
+        config object changes only when its configs do; the cache holds the object, so its id
+        is not reused while cached, and is emptied past 4096 entries)."""
+        cfg = ps.log.config
+        cached = self._produce_settings.get(id(cfg))
+        if cached is not None and cached[0] is cfg:
+            return cached[1]
+        timestamps = (None if cfg.message_timestamp_type == TimestampType.LOG_APPEND_TIME else
+                      TimestampBounds(cfg.message_timestamp_before_max_ms,
+                                      cfg.message_timestamp_after_max_ms))
+        settings = ProduceSettings(
+            max_message_bytes=int(cfg.max_message_bytes),
+            unsafe_ack_duplicates_before_commit=self.config.unsafe_ack_duplicates_before_commit,
+            compacted=cfg.compact, timestamps=timestamps,
+            compression=target_compression(cfg.compression_type, cfg.compression_gzip_level,
+                                           cfg.compression_lz4_level, cfg.compression_zstd_level))
+        if len(self._produce_settings) >= 4096:
+            self._produce_settings.clear()
+        self._produce_settings[id(cfg)] = (cfg, settings)
         return settings
 
     def next_produce_id(self) -> int:

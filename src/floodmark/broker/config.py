@@ -25,10 +25,12 @@ from floodmark.security.sasl.settings import listener_sasl_settings, plain_users
 from floodmark.security.tls import ServerTls, ssl_settings
 from floodmark.settings import (
     DEFAULTS,
+    DERIVED_TOPIC_DEFAULTS,
     DYNAMIC,
     LONG_MAX,
     SETTINGS,
     TOPIC_CONFIG_DEFAULTS,
+    TOPIC_ONLY_CONFIGS,
     ConfigSource,
     ConfigType,
     Setting,
@@ -206,11 +208,19 @@ class BrokerConfig:
         return self.get_bool("floodmark.unsafe.ack.duplicates.before.commit")
 
     def topic_defaults(self) -> Configs:
+        """Every topic config's value for a topic without its own: the broker setting it
+        defaults from, else (that setting null) the form it derives from (``segment.ms`` from
+        ``log.roll.hours``), else Kafka's topic default; topic-only configs their default."""
         out: Configs = {}
         for name, broker_name in TOPIC_CONFIG_DEFAULTS.items():
             out[name] = self.get(broker_name)
+            for source, factor in DERIVED_TOPIC_DEFAULTS.get(name, ()):
+                if out[name] is None and self.get(source) is not None:
+                    out[name] = self.get_int(source) * factor
         if out.get("flush.ms") is None:
             out["flush.ms"] = LONG_MAX  # Kafka's topic default: never flush on time alone
+        for name, (_kind, default) in TOPIC_ONLY_CONFIGS.items():
+            out[name] = default
         return out
 
     @classmethod

@@ -21,6 +21,7 @@ import bisect
 import contextlib
 import logging
 import posixpath
+import zlib
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 
@@ -50,6 +51,8 @@ from floodmark.storage.reads import ReadInfo, offset_for_timestamp, read_batches
 from floodmark.storage.recovery import recover_log
 from floodmark.storage.segment import (
     MAX_RELATIVE_OFFSET,
+    OFFSET_INDEX_ENTRY_BYTES,
+    TIME_INDEX_ENTRY_BYTES,
     Segment,
     scan_batches,
 )
@@ -204,9 +207,15 @@ class Log:
             reason = f"size {size} + {incoming_bytes} > segment.bytes {self.config.segment_bytes}"
         elif (
             active.roll_base_ms is not None
-            and now_ms - active.roll_base_ms >= self._max_segment_ms
+            and now_ms - active.roll_base_ms >= self._max_segment_ms - self._roll_jitter_ms(active)
         ):
-            reason = f"age {now_ms - active.roll_base_ms} ms >= segment.ms {self._max_segment_ms}"
+            reason = (f"age {now_ms - active.roll_base_ms} ms >= segment.ms "
+                      f"{self._max_segment_ms} - jitter {self._roll_jitter_ms(active)} ms")
+        elif (len(active.index) >= self.config.segment_index_bytes // OFFSET_INDEX_ENTRY_BYTES
+              # as Kafka's TimeIndex.isFull: the last entry is kept for the roll's own
+              or len(active.time_index) >= self.config.segment_index_bytes
+              // TIME_INDEX_ENTRY_BYTES - 1):
+            reason = f"index full (segment.index.bytes {self.config.segment_index_bytes})"
         elif last_offset - active.base_offset > MAX_RELATIVE_OFFSET:
             reason = "relative offsets would overflow"
         if not reason:
@@ -227,6 +236,15 @@ class Log:
         if self.config.compact:
             return min(self.config.segment_ms, self.config.max_compaction_lag_ms)
         return self.config.segment_ms
+
+    def _roll_jitter_ms(self, segment: Segment) -> int:
+        """segment.jitter.ms: this segment's share, in [0, min(jitter, segment.ms)). Kafka draws
+        it at random per segment; here it is a hash of the partition and the base offset, so
+        the simulator stays reproducible and partitions still roll at different times."""
+        jitter = min(self.config.segment_jitter_ms, self._max_segment_ms)
+        if jitter <= 0:
+            return 0
+        return zlib.crc32(f"{self.topic_partition}:{segment.base_offset}".encode()) % jitter
 
     def roll(self, now_ms: int, reason: str = "requested") -> Segment:
         """Start a new active segment at the log end offset (no-op if the active one is empty)."""

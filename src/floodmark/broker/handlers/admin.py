@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 from floodmark.broker import dynamic_configs
 from floodmark.broker.boundary import ClientConnection, WireRequest, WireResponse
 from floodmark.broker.config import (
-    LONG_MAX,
     SETTINGS,
     TOPIC_CONFIG_DEFAULTS,
     Configs,
@@ -24,7 +23,7 @@ from floodmark.broker.config import (
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import validate_topic_name
 from floodmark.security.quotas import TokenBucket
-from floodmark.settings import is_sensitive
+from floodmark.settings import is_sensitive, topic_config_setting
 from floodmark.wire.api_table import SUPPORTED, ApiKey
 from floodmark.wire.codec import RequestHeader, encode_response
 
@@ -377,17 +376,23 @@ def _topic_entries(broker: HandlerContext, own: Configs, synonyms: bool) -> list
         if name in own:
             chain.append((ConfigSource.DYNAMIC_TOPIC_CONFIG, own[name]))
         if broker_name is not None:
-            chain += broker.config.sources(broker_name)
-            if name == "flush.ms":  # Kafka's topic default: never flush on time alone
-                chain = [(src, LONG_MAX if v is None else v) for src, v in chain]
-        if not chain:
-            chain.append((ConfigSource.DEFAULT_CONFIG, defaults.get(name)))
-        out.append(_entry(name, chain, broker_name or name, synonyms, topic=True))
+            # A broker setting without a value of its own (null: log.flush.interval.ms,
+            # log.roll.ms) is no synonym; Kafka lists none and answers the topic default.
+            chain += [(src, v) for src, v in broker.config.sources(broker_name)
+                      if v is not None]  # a null setting is no layer (it has no value)
+        setting = topic_config_setting(name)
+        entry = _entry(name, chain or [(ConfigSource.DEFAULT_CONFIG, defaults.get(name))],
+                       broker_name or name, synonyms, topic=True,
+                       config_type=setting.type if setting is not None else None)
+        if not chain:  # Kafka's topic default, no setting behind it: no synonym to list
+            entry["synonyms"] = []
+        out.append(entry)
     return out
 
 
 def _entry(name: str, chain: list[tuple[ConfigSource, ConfigValue]], synonym_name: str,
-           synonyms: bool, *, topic: bool = False) -> WireResponse:
+           synonyms: bool, *, topic: bool = False,
+           config_type: ConfigType | None = None) -> WireResponse:
     """One DescribeConfigs entry: the first layer of ``chain`` is in force."""
     source, value = chain[0] if chain else (ConfigSource.DEFAULT_CONFIG, None)
     setting = SETTINGS.get(synonym_name)
@@ -400,11 +405,13 @@ def _entry(name: str, chain: list[tuple[ConfigSource, ConfigValue]], synonym_nam
         "is_default": source is ConfigSource.DEFAULT_CONFIG,
         "config_source": int(source),
         "is_sensitive": secret,
+        # Kafka lists no synonym without a value (log.retention.ms while the hours form applies)
         "synonyms": [{"name": name if src is ConfigSource.DYNAMIC_TOPIC_CONFIG else synonym_name,
                       "value": None if secret else render(v), "source": int(src)}
-                     for src, v in chain]
+                     for src, v in chain if v is not None]
         if synonyms else [],
-        "config_type": int(setting.type if setting is not None else _config_type(value)),
+        "config_type": int(config_type if config_type is not None
+                           else setting.type if setting is not None else _config_type(value)),
         "documentation": None,
     }
 
