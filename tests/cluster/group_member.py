@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import collections
 import logging
+import re
 import threading
 import time
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException
 
+_PARTITION = re.compile(r"\[(\d+)\]")
 _REASONS = ("rejoin", "rebalanc", "joingroup", "leavegroup", "heartbeat failed",
             "heartbeat error", "metadata change", "subscription")
 
@@ -25,15 +27,21 @@ _REASONS = ("rejoin", "rebalanc", "joingroup", "leavegroup", "heartbeat failed",
 class _Collect(logging.Handler):
     """Keeps librdkafka's lines about (re)joining the group."""
 
-    def __init__(self, into: collections.deque[str]) -> None:
+    def __init__(self, into: collections.deque[str],
+                 partitions: dict[int, collections.deque[str]]) -> None:
         super().__init__(logging.DEBUG)
         self.into = into
+        self.partitions = partitions
 
     def emit(self, record: logging.LogRecord) -> None:
         text = record.getMessage()
         low = text.lower()
         if any(k in low for k in _REASONS):
             self.into.append(text[:300])
+        found = _PARTITION.search(text)
+        if found is not None:
+            self.partitions.setdefault(int(found.group(1)), collections.deque(maxlen=60)
+                                       ).append(f"{record.created:.3f} {text[:400]}")
 
 
 class Member:
@@ -70,8 +78,9 @@ class Member:
         log = logging.getLogger(f"group-member.{name}")
         log.propagate = False
         log.setLevel(logging.DEBUG)
-        log.addHandler(_Collect(self.join_reasons))
-        config.update({"debug": "cgrp", "logger": log})
+        self.fetch_lines: dict[int, collections.deque[str]] = {}  # partition -> last lines
+        log.addHandler(_Collect(self.join_reasons, self.fetch_lines))
+        config.update({"debug": "cgrp,fetch", "logger": log})
         self.consumer = Consumer(config)
         self.consumer.subscribe(
             [topic], on_assign=lambda _c, ps: self._event(f"assign {len(ps)}"),

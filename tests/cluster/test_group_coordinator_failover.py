@@ -149,6 +149,10 @@ def test_group_members_keep_member_id_and_generation_through_a_coordinator_sigki
         acknowledged = {p: o for m in members for p, o in m.acknowledged.items()}
         consumed = {p: o for m in members for p, o in m.positions.items()}
         duplicates = [m.duplicates for m in members]
+        short = [p for p, o in consumed.items() if o < RECORDS // PARTITIONS]
+        if short:  # librdkafka's last fetch lines for a partition whose reading stopped
+            lines = [ln for m in members for p in short for ln in m.fetch_lines.get(p, [])]
+            print("\n".join(sorted(lines)[-80:]))
         wait_until(lambda: prober.answers and sum(prober.answers[-1][1]) == RECORDS, 30,
                    f"every record committed (acknowledged to the members: {acknowledged}; "
                    f"consumed up to {consumed}; duplicates {duplicates})",
