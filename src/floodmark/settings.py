@@ -21,12 +21,37 @@ re-exports the registry for the broker's settings loader.
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.storage.config import LogConfig
+
+LONG_MAX = 9_223_372_036_854_775_807
+
+
+class ConfigType(enum.IntEnum):
+    """Kafka's ConfigType (DescribeConfigs v3+)."""
+
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+
+
+class ConfigSource(enum.IntEnum):
+    """Kafka's ConfigSource (DescribeConfigs v1+), most specific first."""
+
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+
 
 # Broker-level defaults, Kafka's names. Where floodmark differs from Kafka it says why.
 DEFAULTS: dict[str, Any] = {
@@ -39,7 +64,11 @@ DEFAULTS: dict[str, Any] = {
     "socket.request.max.bytes": 104_857_600,
     "message.max.bytes": 1_048_588,
     "log.segment.bytes": 1_073_741_824,
-    "log.retention.ms": 604_800_000,
+    # Kafka's retention default is log.retention.hours=168; the ms and minutes forms are unset
+    # (null) and win when set (ms first), as in Kafka.
+    "log.retention.ms": None,
+    "log.retention.minutes": None,
+    "log.retention.hours": 168,
     "log.retention.bytes": -1,
     "log.flush.interval.messages": 9_223_372_036_854_775_807,
     "log.flush.interval.ms": None,
@@ -49,6 +78,10 @@ DEFAULTS: dict[str, Any] = {
     # default). Registered with the controller; Metadata and DescribeCluster answer it and
     # replica placement spreads each partition over racks (controller/placement.py).
     "broker.rack": None,
+    # JBOD (KIP-112 / KIP-858): the log directories partitions live in, comma-separated
+    # (Kafka's name). Null: --data-dir alone, as before. Broker-wide files (the metadata cache,
+    # the cleaner's checkpoint) stay in --data-dir (Kafka's metadata.log.dir).
+    "log.dirs": None,
     # Kafka waits 3000 ms before finishing the first rebalance of an empty group. Clients work
     # either way; a short wait keeps tests and demos quick while still batching joiners.
     "group.initial.rebalance.delay.ms": 300,
@@ -132,9 +165,32 @@ DEFAULTS: dict[str, Any] = {
     # (AlterClientQuotas, ``floodmark quota set``).
     "quota.window.num": 11,
     "quota.window.size.seconds": 1,
+    # -- The broker defaults of topic configs (issue 23), Kafka's names and Kafka 4.1's defaults.
+    # compression.type: the codec the leader stores batches in ("producer" keeps the client's;
+    # replication/log_validator.py re-compresses others); the levels are KIP-390's.
+    "compression.type": "producer",
+    "compression.gzip.level": -1,
+    "compression.lz4.level": 9,
+    "compression.zstd.level": 3,
+    # KIP-937: how far a CreateTime record may lie in the past/future of the leader's clock.
+    "log.message.timestamp.before.max.ms": LONG_MAX,
+    "log.message.timestamp.after.max.ms": 3_600_000,
+    # Time-based segment roll: the ms forms are unset (null) in Kafka and the hours forms apply.
+    "log.roll.ms": None,
+    "log.roll.hours": 168,
+    "log.roll.jitter.ms": None,
+    "log.roll.jitter.hours": 0,
+    # A segment rolls when its offset (8 B an entry) or time index (12 B) reaches this size.
+    "log.index.size.max.bytes": 10_485_760,
+    "log.index.interval.bytes": 4096,
+    # Accepted and described; floodmark neither preallocates segment files nor delays their
+    # deletion (docs/storage.md, "Topic configs floodmark takes without acting on them").
+    "log.preallocate": False,
+    "log.segment.delete.delay.ms": 60_000,
+    # Tiered storage (KIP-405): floodmark has none; -2 means "retention.ms / retention.bytes".
+    "log.local.retention.ms": -2,
+    "log.local.retention.bytes": -2,
 }
-
-LONG_MAX = 9_223_372_036_854_775_807
 
 # Topic-level config names and the broker setting each one defaults from.
 TOPIC_CONFIG_DEFAULTS: dict[str, str] = {
@@ -152,28 +208,43 @@ TOPIC_CONFIG_DEFAULTS: dict[str, str] = {
     "unclean.leader.election.enable": "unclean.leader.election.enable",
     "flush.messages": "log.flush.interval.messages",
     "flush.ms": "log.flush.interval.ms",
+    # issue 23's topic configs
+    "compression.type": "compression.type",
+    "compression.gzip.level": "compression.gzip.level",
+    "compression.lz4.level": "compression.lz4.level",
+    "compression.zstd.level": "compression.zstd.level",
+    "message.timestamp.before.max.ms": "log.message.timestamp.before.max.ms",
+    "message.timestamp.after.max.ms": "log.message.timestamp.after.max.ms",
+    "segment.ms": "log.roll.ms",
+    "segment.jitter.ms": "log.roll.jitter.ms",
+    "segment.index.bytes": "log.index.size.max.bytes",
+    "index.interval.bytes": "log.index.interval.bytes",
+    "preallocate": "log.preallocate",
+    "file.delete.delay.ms": "log.segment.delete.delay.ms",
+    "local.retention.ms": "log.local.retention.ms",
+    "local.retention.bytes": "log.local.retention.bytes",
 }
 
+# A topic config whose broker setting is null by default takes its value from another form
+# (Kafka's ``log.roll.hours`` for ``segment.ms``...): the broker setting it is derived from, and
+# the factor to milliseconds. Kafka lists no synonym for the null setting (DescribeConfigs).
+DERIVED_TOPIC_DEFAULTS: dict[str, tuple[tuple[str, int], ...]] = {
+    "retention.ms": (("log.retention.minutes", 60_000), ("log.retention.hours", 3_600_000)),
+    "segment.ms": (("log.roll.hours", 3_600_000),),
+    "segment.jitter.ms": (("log.roll.jitter.hours", 3_600_000),),
+}
 
-class ConfigType(enum.IntEnum):
-    """Kafka's ConfigType (DescribeConfigs v3+)."""
-
-    BOOLEAN = 1
-    STRING = 2
-    INT = 3
-    LONG = 5
-    DOUBLE = 6
-    LIST = 7
-
-
-class ConfigSource(enum.IntEnum):
-    """Kafka's ConfigSource (DescribeConfigs v1+), most specific first."""
-
-    DYNAMIC_TOPIC_CONFIG = 1
-    DYNAMIC_BROKER_CONFIG = 2
-    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
-    STATIC_BROKER_CONFIG = 4
-    DEFAULT_CONFIG = 5
+# Topic configs with no broker setting behind them (Kafka's DEFAULT_CONFIG, no synonym): their
+# type and default. floodmark has no replication throttles and no tiered storage: the throttle
+# lists are accepted and kept, ``remote.storage.enable=true`` is refused as Kafka refuses it on
+# a broker without tiered storage.
+TOPIC_ONLY_CONFIGS: dict[str, tuple[ConfigType, Any]] = {
+    "leader.replication.throttled.replicas": (ConfigType.LIST, ""),
+    "follower.replication.throttled.replicas": (ConfigType.LIST, ""),
+    "remote.storage.enable": (ConfigType.BOOLEAN, False),
+    "remote.log.copy.disable": (ConfigType.BOOLEAN, False),
+    "remote.log.delete.on.disable": (ConfigType.BOOLEAN, False),
+}
 
 
 # Kafka's cluster-wide dynamic broker configs (DynamicBrokerConfig) that floodmark has and
@@ -186,6 +257,12 @@ DYNAMIC: frozenset[str] = frozenset({
     "log.cleaner.min.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms",
     "log.cleaner.delete.retention.ms", "log.cleaner.backoff.ms",
     "log.cleaner.dedupe.buffer.size", "min.insync.replicas", "unclean.leader.election.enable",
+    # issue 23's topic-config defaults (the hours/minutes forms are read-only, as in Kafka)
+    "compression.type", "compression.gzip.level", "compression.lz4.level",
+    "compression.zstd.level", "log.message.timestamp.before.max.ms",
+    "log.message.timestamp.after.max.ms", "log.roll.ms", "log.roll.jitter.ms",
+    "log.index.size.max.bytes", "log.index.interval.bytes", "log.preallocate",
+    "log.segment.delete.delay.ms", "log.local.retention.ms", "log.local.retention.bytes",
 })
 _INT_SETTINGS = frozenset({"node.id", "num.partitions", "default.replication.factor",
                            "min.insync.replicas", "socket.request.max.bytes", "message.max.bytes",
@@ -202,10 +279,16 @@ _INT_SETTINGS = frozenset({"node.id", "num.partitions", "default.replication.fac
                            "transaction.abort.timed.out.transaction.cleanup.interval.ms",
                            "eligible.leader.replicas.version",
                            "connection.failed.authentication.delay.ms",
-                           "sasl.server.max.receive.size"})
+                           "sasl.server.max.receive.size",
+                           # issue 23's topic-config defaults
+                           "compression.gzip.level", "compression.lz4.level",
+                           "compression.zstd.level", "log.roll.hours", "log.roll.jitter.hours",
+                           "log.index.size.max.bytes", "log.index.interval.bytes",
+                           "log.retention.minutes", "log.retention.hours"})
 _LIST_SETTINGS = frozenset({"log.cleanup.policy", "process.roles", "sasl.enabled.mechanisms",
                             "group.consumer.assignors"})
-_LONG_NULLABLE = frozenset({"log.flush.interval.ms"})
+_LONG_NULLABLE = frozenset({"log.flush.interval.ms", "log.roll.ms", "log.roll.jitter.ms",
+                            "log.retention.ms"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -306,6 +389,10 @@ def validate_dynamic(configs: Mapping[str, Any], resource: str) -> dict[str, Any
     if typed.get("log.cleaner.dedupe.buffer.size", 1) < 1:
         raise ValueError("Invalid value for configuration log.cleaner.dedupe.buffer.size: "
                          "Value must be at least 1")
+    for name, value in typed.items():  # a topic config's default: the topic config's bounds
+        topic_name = _TOPIC_NAME_OF.get(name)
+        if topic_name is not None and value is not None:
+            _check_topic_value(topic_name, configs[name], value, shown_as=name)
     # The log settings must make a log config (every broker builds its topics' on them).
     LogConfig.from_kafka({k: v for k, v in typed.items() if v is not None})
     return typed
@@ -351,11 +438,74 @@ assert set(SETTINGS) >= DYNAMIC, "every dynamic setting is a setting"
 # Topic-level names accepted in CreateTopics besides those defaulting from a broker setting
 # (stored, shown by DescribeConfigs).
 EXTRA_TOPIC_CONFIGS = frozenset({
-    "compression.type", "segment.ms", "index.interval.bytes", "flush.policy",
-    "message.timestamp.difference.max.ms", "retention.hours",
-    # Accepted as Kafka does; floodmark deletes segment files at once (no delay to honour).
-    "file.delete.delay.ms",
+    "flush.policy", "message.timestamp.difference.max.ms", "retention.hours",
 })
+
+# Kafka's bounds of topic configs (ConfigDef's atLeast / between), checked with Kafka's wording.
+_TOPIC_RANGES: dict[str, tuple[int | None, int | None]] = {
+    "segment.ms": (1, None),
+    "segment.jitter.ms": (0, None),
+    "segment.index.bytes": (4, None),
+    "index.interval.bytes": (0, None),
+    "file.delete.delay.ms": (0, None),
+    "message.timestamp.before.max.ms": (0, None),
+    "message.timestamp.after.max.ms": (0, None),
+    "local.retention.ms": (-2, None),
+    "local.retention.bytes": (-2, None),
+    "compression.lz4.level": (1, 17),
+    "compression.zstd.level": (-131072, 22),
+}
+# compression.type: Kafka's BrokerCompressionType names, in Kafka's order.
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+_THROTTLED_REPLICA = re.compile(r"([0-9]+:[0-9]+)?")
+
+
+def _check_topic_value(name: str, value: Any, typed: Any, *, shown_as: str | None = None) -> None:
+    """Kafka's validators of issue 23's topic configs (also of the broker settings they default
+    from, ``shown_as`` naming that one); ValueError with Kafka's message."""
+    rule, name = name, shown_as or name
+    if rule in _TOPIC_RANGES:
+        low, high = _TOPIC_RANGES[rule]
+        if low is not None and typed < low:
+            raise ValueError(f"Invalid value {value} for configuration {name}: Value must be at "
+                             f"least {low}")
+        if high is not None and typed > high:
+            raise ValueError(f"Invalid value {value} for configuration {name}: Value must be no "
+                             f"more than {high}")
+    elif rule == "compression.gzip.level" and not (1 <= typed <= 9 or typed == -1):
+        raise ValueError(f"Invalid value {value} for configuration {name}: Value must be between "
+                         f"1 and 9 or equal to -1")
+    elif rule == "compression.type" and typed not in COMPRESSION_TYPES:
+        raise ValueError(f"Invalid value {value} for configuration {name}: String must be one "
+                         f"of: {', '.join(COMPRESSION_TYPES)}")
+    elif rule.endswith(".replication.throttled.replicas"):
+        items = [item.strip() for item in str(typed).split(",")]
+        if not (all(_THROTTLED_REPLICA.fullmatch(i) for i in items) or "".join(items) == "*"):
+            raise ValueError(f"Invalid value [{', '.join(items)}] for configuration {name}: "
+                             f"{name} must be the literal '*' or a list of replicas in the "
+                             f"following format: [partitionId]:[brokerId],[partitionId]:"
+                             f"[brokerId],...")
+    elif rule == "remote.storage.enable" and typed:
+        # What Kafka answers when remote.log.storage.system.enable is false: floodmark has no
+        # tiered storage at all.
+        raise ValueError("Tiered Storage functionality is disabled in the broker. Topic cannot "
+                         "be configured with remote log storage.")
+
+
+_TOPIC_NAME_OF = {broker: topic for topic, broker in TOPIC_CONFIG_DEFAULTS.items()
+                  if topic in _TOPIC_RANGES or topic.startswith("compression.")}
+
+
+def topic_config_setting(name: str) -> Setting | None:
+    """The typed registry entry a topic config is checked with: its broker setting's (under the
+    topic name), or its own for a topic-only config; None for floodmark's untyped extras."""
+    broker_name = TOPIC_CONFIG_DEFAULTS.get(name)
+    if broker_name is not None:
+        return replace(SETTINGS[broker_name], name=name)
+    if name in TOPIC_ONLY_CONFIGS:
+        kind, default = TOPIC_ONLY_CONFIGS[name]
+        return Setting(name, default, kind, False)
+    return None
 
 
 def topic_log_config(configs: Mapping[str, Any], base: LogConfig | None = None,
@@ -372,15 +522,15 @@ def validate_topic_configs(configs: Mapping[str, Any]) -> dict[str, Any]:
     KafkaError INVALID_CONFIG naming the setting and the bad value otherwise."""
     out: dict[str, Any] = {}
     for name, value in configs.items():
-        if name not in TOPIC_CONFIG_DEFAULTS and name not in EXTRA_TOPIC_CONFIGS:
+        setting = topic_config_setting(name)
+        if setting is None and name not in EXTRA_TOPIC_CONFIGS:
             raise KafkaError(ErrorCode.INVALID_CONFIG, f"unknown topic config {name!r}")
         if value is None:
             continue
         out[name] = value
-        broker_name = TOPIC_CONFIG_DEFAULTS.get(name)
-        if broker_name is not None:  # the type of the broker setting it defaults from
+        if setting is not None:  # its type (the broker setting's it defaults from), its bounds
             try:
-                replace(SETTINGS[broker_name], name=name).parse(value)
+                _check_topic_value(name, value, setting.parse(value))
             except ValueError as exc:
                 raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from exc
     try:

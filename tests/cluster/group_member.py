@@ -10,11 +10,38 @@ their final commit: their last offsets would be lost to the test, not to the bro
 
 from __future__ import annotations
 
+import collections
+import logging
+import re
 import threading
 import time
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException
+
+_PARTITION = re.compile(r"\[(\d+)\]")
+_REASONS = ("rejoin", "rebalanc", "joingroup", "leavegroup", "heartbeat failed",
+            "heartbeat error", "metadata change", "subscription")
+
+
+class _Collect(logging.Handler):
+    """Keeps librdkafka's lines about (re)joining the group."""
+
+    def __init__(self, into: collections.deque[str],
+                 partitions: dict[int, collections.deque[str]]) -> None:
+        super().__init__(logging.DEBUG)
+        self.into = into
+        self.partitions = partitions
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        low = text.lower()
+        if any(k in low for k in _REASONS):
+            self.into.append(text[:300])
+        found = _PARTITION.search(text)
+        if found is not None:
+            self.partitions.setdefault(int(found.group(1)), collections.deque(maxlen=60)
+                                       ).append(f"{record.created:.3f} {text[:400]}")
 
 
 class Member:
@@ -24,6 +51,9 @@ class Member:
         self.name = name
         self.events: list[str] = []  # rebalance callbacks, in order
         self.commit_errors: list[str] = []
+        self.positions: dict[int, int] = {}  # partition -> next offset after the last consumed
+        self.duplicates = 0  # records consumed a second time
+        self.acknowledged: dict[int, int] = {}  # partition -> offset of its last acknowledged commit
         self.values: set[int] = set()
         self.seen = 0
         self.member_id = ""
@@ -43,6 +73,14 @@ class Member:
         if static:
             config["group.instance.id"] = name
         config.update(extra or {})
+        # librdkafka's group debug lines that say why it (re)joins, kept for failure messages
+        self.join_reasons: collections.deque[str] = collections.deque(maxlen=20)
+        log = logging.getLogger(f"group-member.{name}")
+        log.propagate = False
+        log.setLevel(logging.DEBUG)
+        self.fetch_lines: dict[int, collections.deque[str]] = {}  # partition -> last lines
+        log.addHandler(_Collect(self.join_reasons, self.fetch_lines))
+        config.update({"debug": "cgrp,fetch", "logger": log})
         self.consumer = Consumer(config)
         self.consumer.subscribe(
             [topic], on_assign=lambda _c, ps: self._event(f"assign {len(ps)}"),
@@ -60,7 +98,11 @@ class Member:
 
     def _commit(self) -> None:
         try:
-            self.consumer.commit(asynchronous=False)
+            done = self.consumer.commit(asynchronous=False)
+            with self.lock:
+                for tp in done or []:
+                    if tp.error is None:
+                        self.acknowledged[tp.partition] = tp.offset
         except KafkaException as exc:
             if exc.args[0].code() != KafkaError._NO_OFFSET:  # nothing new since the last one
                 with self.lock:
@@ -77,7 +119,12 @@ class Member:
             n += 1
             with self.lock:
                 self.seen += 1
-                self.values.add(int(m.value()))
+                value = int(m.value())
+                if value in self.values:
+                    self.duplicates += 1
+                self.values.add(value)
+                self.positions[m.partition()] = max(self.positions.get(m.partition(), 0),
+                                                    m.offset() + 1)
             time.sleep(self.work_s)  # a consumer that works: the failovers land mid-stream
             if n % 50 == 0:
                 self._commit()

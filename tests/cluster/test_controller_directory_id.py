@@ -4,20 +4,19 @@ at the first start, and a ``meta.properties`` without one is refused in one line
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
 import sys
 import uuid
 from pathlib import Path
+
+from floodmark.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _controller(data_dir: Path, timeout_s: float = 30) -> tuple[int, str]:
     """Start a lone voter; once it listens (or exits), stop it. (exit code, stderr)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "floodmark.controller", "--node-id", "1", "--data-dir",
          str(data_dir), "--controller-quorum-voters", f"1@127.0.0.1:{port}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -17,28 +17,18 @@ from typing import Any
 import pytest
 
 from floodmark.controller import rpc
+from floodmark.ports import free_port
 from tests.cluster.helpers import stop_process, wait_until
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.integration
 
 
-def _free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
 class Quorum:
     def __init__(self, root: Path, n: int = 3, extra_args: tuple[str, ...] = ()) -> None:
         self.root = root
         self.extra_args = extra_args
-        self.ports = dict(zip(range(1, n + 1), _free_ports(n), strict=True))
+        self.ports = dict(zip(range(1, n + 1), [free_port() for _ in range(n)], strict=True))
         self.voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in self.ports.items())
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
         self.closers: list[Callable[[], None]] = []

@@ -135,7 +135,8 @@ def test_group_members_keep_member_id_and_generation_through_a_coordinator_sigki
         events_after = [list(m.events) for m in members]  # before close() revokes and leaves
         new_rounds = rounds(cluster) - rounds_before
         assert events_after == events_before, \
-            f"a rebalance callback fired: {events_before} -> {events_after}"
+            f"a rebalance callback fired: {events_before} -> {events_after}; librdkafka: " \
+            f"{[list(m.join_reasons)[-8:] for m in members]}"
         assert [m.member_id for m in members] == ids_before
         refused = [e for m in members for e in m.commit_errors if any(r in e for r in REFUSALS)]
         assert not refused, refused[:3]
@@ -145,9 +146,17 @@ def test_group_members_keep_member_id_and_generation_through_a_coordinator_sigki
         final_errors = [e for m, n in zip(members, errors_before, strict=True)
                         for e in m.commit_errors[n:]]
         assert not final_errors, final_errors[:3]
+        acknowledged = {p: o for m in members for p, o in m.acknowledged.items()}
+        consumed = {p: o for m in members for p, o in m.positions.items()}
+        duplicates = [m.duplicates for m in members]
+        short = [p for p, o in consumed.items() if o < RECORDS // PARTITIONS]
+        if short:  # librdkafka's last fetch lines for a partition whose reading stopped
+            lines = [ln for m in members for p in short for ln in m.fetch_lines.get(p, [])]
+            print("\n".join(sorted(lines)[-80:]))
         wait_until(lambda: prober.answers and sum(prober.answers[-1][1]) == RECORDS, 30,
-                   "every record committed",
-                   progress=lambda: prober.answers[-1][1] if prober.answers else None)
+                   f"every record committed (acknowledged to the members: {acknowledged}; "
+                   f"consumed up to {consumed}; duplicates {duplicates})",
+                   progress=lambda: prober.answers[-1] if prober.answers else None)
         prober.stop.set()
         prober.thread.join(10)
         close_all(members)

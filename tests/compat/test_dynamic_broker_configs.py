@@ -119,7 +119,7 @@ def test_broker_configs_dynamic_default_and_per_broker(broker_factory) -> None: 
     assert ret.value == "3600000" and not ret.is_read_only
     assert ret.source == ConfigSource.STATIC_BROKER_CONFIG.value
     assert _chain(b.bootstrap, 4, node, "log.retention.ms") == [
-        ("STATIC_BROKER_CONFIG", "3600000"), ("DEFAULT_CONFIG", "604800000")]
+        ("STATIC_BROKER_CONFIG", "3600000")]  # no DEFAULT: log.retention.ms is null (Kafka)
     assert got["num.partitions"].is_read_only
     assert got["num.partitions"].source == ConfigSource.DEFAULT_CONFIG.value
 
@@ -136,7 +136,7 @@ def test_broker_configs_dynamic_default_and_per_broker(broker_factory) -> None: 
     assert got["log.retention.ms"].source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
     assert _chain(b.bootstrap, 4, node, "log.retention.ms") == [
         ("DYNAMIC_BROKER_CONFIG", "5400000"), ("DYNAMIC_DEFAULT_BROKER_CONFIG", "7200000"),
-        ("STATIC_BROKER_CONFIG", "3600000"), ("DEFAULT_CONFIG", "604800000")]
+        ("STATIC_BROKER_CONFIG", "3600000")]  # no DEFAULT: log.retention.ms is null (Kafka)
     assert got["log.segment.bytes"].source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
     assert _describe_default(b.bootstrap) == {"log.retention.ms": "7200000",
                                               "log.segment.bytes": "2048"}

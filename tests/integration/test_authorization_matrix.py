@@ -442,6 +442,13 @@ def _describe_log_dirs(c: KafkaConnection) -> Any:
     return _errors(r.error_code), len(r.results) > 0
 
 
+def _alter_replica_log_dirs(c: KafkaConnection) -> Any:
+    # Not one of the broker's log dirs: LOG_DIR_NOT_FOUND once authorized, nothing moved.
+    r = c.request(34, 2, {"dirs": [{"path": "/nowhere/jbod", "topics": [
+        {"name": "t1", "partitions": [0]}]}]})
+    return _errors(r.results[0].partitions[0].error_code)
+
+
 def _create_partitions(c: KafkaConnection) -> Any:
     r = c.request(37, 3, {"topics": [{"name": "grow", "count": 2, "assignments": None}],
                           "timeout": 10000, "validate_only": False})
@@ -709,6 +716,9 @@ CASES: dict[ApiKey, list[Case]] = {
     ApiKey.DESCRIBE_LOG_DIRS: [case("DescribeLogDirs", _describe_log_dirs,
                                     ((CLUSTER_DENIED,), False),
                                     (RT.CLUSTER, CLUSTER, Op.DESCRIBE), allowed=((0,), True))],
+    ApiKey.ALTER_REPLICA_LOG_DIRS: [case("AlterReplicaLogDirs", _alter_replica_log_dirs,
+                                         (CLUSTER_DENIED,), (RT.CLUSTER, CLUSTER, Op.ALTER),
+                                         allowed=(57,))],
     ApiKey.CREATE_PARTITIONS: [case("CreatePartitions", _create_partitions, (TOPIC_DENIED,),
                                     (RT.TOPIC, "grow", Op.ALTER), allowed=(0,), probe=_topics)],
     ApiKey.DELETE_GROUPS: [case("DeleteGroups", _delete_groups, (GROUP_DENIED,),

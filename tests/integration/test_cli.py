@@ -11,6 +11,8 @@ import time
 
 import pytest
 
+from floodmark.ports import free_port
+
 pytestmark = pytest.mark.integration
 
 
@@ -225,16 +227,10 @@ def test_listings_as_json_and_bootstrap_from_the_environment(broker) -> None:
                     for p in range(3)]
 
 
-def _unused_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_listen_port_alone_is_loopback_and_a_bad_port_is_one_line(tmp_path) -> None:
     """``floodmark ui --listen PORT`` serves on 127.0.0.1:PORT (floodmark.address's rule, the
     same as the broker's); a bad port, for the ui and the controller process, is one line."""
-    port = _unused_port()
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "floodmark.cli", "ui", "--bootstrap", "127.0.0.1:1",
          "--listen", str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

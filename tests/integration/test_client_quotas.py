@@ -321,3 +321,55 @@ def test_request_percentage_throttles_a_busy_client_and_no_other(
     assert held_s * 1000 >= 0.5 * sum(throttled[:-1]), (held_s, throttled)
     print(f"busy: {first} answers before the first throttle, then throttles {throttled} ms "
           f"over {held_s:.2f} s")
+
+
+def _create(conn: KafkaConnection, version: int, topics: list[tuple[str, int]]
+            ) -> tuple[list[tuple[str, int, str | None]], int]:
+    resp = conn.request(19, version, {"topics": [
+        {"name": n, "num_partitions": p, "replication_factor": 1, "assignments": [],
+         "configs": []} for n, p in topics], "timeout_ms": 10000, "validate_only": False})
+    return ([(t.name, int(t.error_code), t.error_message) for t in resp.topics],
+            int(resp.throttle_time.total_seconds() * 1000))
+
+
+def test_controller_mutation_rate_refuses_topics_past_the_burst(
+        broker_factory: Callable[..., BrokerProcess]) -> None:
+    """KIP-599: ``controller_mutation_rate=2`` with 2 one-second samples is a bucket of 4
+    partition mutations refilling at 2 per second. A CreateTopics (v6+) is admitted topic by
+    topic while tokens remain (the last admitted may overdraw); the rest get
+    THROTTLING_QUOTA_EXCEEDED and the answer carries the time until the bucket is back at
+    zero. Older versions are admitted and only throttled; another client is not touched; once
+    the throttle time has passed the client creates again."""
+    broker = broker_factory("--set", "quota.window.num=2")
+    with KafkaConnection(broker.bootstrap, timeout_s=10) as conn:
+        assert _alter(conn, [([(CLIENT, "creator")], [("controller_mutation_rate", 2.0, False)])]
+                      ) == [(0, None)]
+    throttled = int(ErrorCode.THROTTLING_QUOTA_EXCEEDED)
+    message = "The throttling quota has been exceeded."
+    with KafkaConnection(broker.bootstrap, timeout_s=30, client_id="creator") as creator, \
+            KafkaConnection(broker.bootstrap, timeout_s=30, client_id="other") as other:
+        results, throttle_ms = _create(creator, 7, [("a", 3), ("b", 3), ("c", 1), ("d", 1)])
+        assert results == [("a", 0, None), ("b", 0, None), ("c", throttled, message),
+                           ("d", throttled, message)]
+        assert 500 <= throttle_ms <= 1000, throttle_ms  # -2 tokens at 2/s: up to a second
+        assert _create(other, 7, [("e", 3)]) == ([("e", 0, None)], 0)
+        # (each throttled answer mutes the connection until the bucket is back at zero: the
+        # next request finds it just above zero, so one topic is admitted and overdraws it)
+        results, old_throttle_ms = _create(creator, 5, [("f", 3), ("h", 1)])
+        assert results == [("f", 0, None), ("h", 0, None)], "v5 is permissive"
+        assert old_throttle_ms > 0
+        resp = creator.request(20, 6, {"topics": [{"name": "a", "topic_id": None},
+                                                  {"name": "b", "topic_id": None}],
+                                       "timeout_ms": 10000})
+        assert [(r.name, int(r.error_code), r.error_message) for r in resp.responses] == [
+            ("a", 0, None), ("b", throttled, message)]
+        delete_throttle_ms = int(resp.throttle_time.total_seconds() * 1000)
+        assert delete_throttle_ms > 0
+        time.sleep(delete_throttle_ms / 1000 + 0.05)  # the bucket is back at zero, then above
+        results, _ = _create(creator, 7, [("g", 1)])
+        assert results == [("g", 0, None)]
+    with KafkaConnection(broker.bootstrap, timeout_s=10) as conn:
+        md = conn.request(3, 12, {"topics": None, "allow_auto_topic_creation": False,
+                                  "include_topic_authorized_operations": False})
+        assert sorted(t.name for t in md.topics if not t.name.startswith("__")) == [
+            "b", "e", "f", "g", "h"]

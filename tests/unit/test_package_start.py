@@ -12,7 +12,6 @@ import floodmark
 
 @pytest.mark.parametrize(("argv", "hidden"), [
     (["python", "-m", "floodmark.cli", "broker"], True),
-    (["python", "-m", "floodmark.cli.broker", "--data-dir", "d"], True),
     (["python", "-u", "-m", "floodmark.broker.cluster_member", "--node-id", "1"], True),
     (["python", "/srv/venv/bin/floodmark", "cluster", "up"], True),
     (["python", "-m", "pytest", "-m", "not slow"], False),

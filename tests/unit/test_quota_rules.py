@@ -3,7 +3,11 @@ validation messages, the sampled rate and the throttle-time formula."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from floodmark.security.quotas import (
     CLIENT_ID,
@@ -145,3 +149,40 @@ def test_throttle_formula():
     assert record_and_throttle(r, 1000, 100.0, 0) == 0  # 1000 B over 10 s: at the bound
     assert record_and_throttle(r, 1000, 100.0, 0) == 10_000
     assert record_and_throttle(r, 1000, 100.0, 0, max_throttle_ms=1000) == 1000
+
+
+def test_token_bucket_admits_while_tokens_remain_and_throttles_until_zero() -> None:
+    """KIP-599's bucket: full at the start, refills at the rate up to the burst, admits while
+    above zero (the admitted mutation may overdraw it), throttles until it is back at zero."""
+    from floodmark.security.quotas import TokenBucket
+
+    b = TokenBucket(rate=2.0, burst=4.0, now_ms=0)
+    assert b.admits(0) and b.throttle_ms(0) == 0
+    b.take(3, 0)
+    assert b.admits(0)  # one token left
+    b.take(3, 0)  # overdrawn to -2
+    assert not b.admits(0)
+    assert b.throttle_ms(0) == 1000  # 2 tokens at 2 per second
+    assert b.throttle_ms(500) == 500
+    assert not b.admits(1000) and b.throttle_ms(1000) == 0
+    assert b.admits(1001)
+    assert b.tokens(60_000) == 4.0  # never above the burst
+    assert b.idle(60_000)
+
+
+@given(st.lists(st.tuples(st.integers(0, 5000), st.integers(1, 20)), max_size=30))
+def test_token_bucket_never_admits_below_zero_and_never_exceeds_its_burst(
+        steps: list[tuple[int, int]]) -> None:
+    from floodmark.security.quotas import TokenBucket
+
+    b = TokenBucket(rate=5.0, burst=10.0, now_ms=0)
+    now = 0
+    for gap_ms, permits in steps:
+        now += gap_ms
+        before = b.tokens(now)
+        assert before <= 10.0
+        if b.admits(now):
+            assert before > 0
+            b.take(permits, now)
+        assert b.throttle_ms(now) == (0 if b.tokens(now) >= 0
+                                      else math.ceil(-b.tokens(now) / 5.0 * 1000))

@@ -699,6 +699,22 @@ def _alter_scram(caller: Caller, header: RequestHeader, req: WireRequest,
                              "error_message": "Authorization failed."} for u in users])
 
 
+def _alter_replica_log_dirs(caller: Caller, header: RequestHeader, req: WireRequest,
+                            ctx: HandlerContext) -> Verdict | None:
+    """Alter on the cluster, else every partition asked about answers
+    CLUSTER_AUTHORIZATION_FAILED (Kafka's ``handleAlterReplicaLogDirsRequest``)."""
+    if caller.may_cluster(Op.ALTER):
+        return None
+    by_topic: dict[str, list[dict[str, int]]] = {}
+    for entry in req.dirs:
+        for topic in entry.topics:
+            by_topic.setdefault(str(topic.name), []).extend(
+                {"partition_index": int(p), "error_code": CLUSTER_DENIED}
+                for p in topic.partitions)
+    return _refuse(results=[{"topic_name": name, "partitions": parts}
+                            for name, parts in by_topic.items()])
+
+
 CHECKS: dict[ApiKey, Check] = {
     ApiKey.API_VERSIONS: _none,
     ApiKey.METADATA: _metadata,
@@ -716,6 +732,7 @@ CHECKS: dict[ApiKey, Check] = {
     ApiKey.ALTER_CONFIGS: _configs(Op.ALTER_CONFIGS, "responses"),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: _configs(Op.ALTER_CONFIGS, "responses"),
     ApiKey.DESCRIBE_LOG_DIRS: _cluster(Op.DESCRIBE, error_code=CLUSTER_DENIED, results=[]),
+    ApiKey.ALTER_REPLICA_LOG_DIRS: _alter_replica_log_dirs,
     ApiKey.ELECT_LEADERS: _elect_leaders,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: _alter_reassignments,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: _cluster(Op.DESCRIBE, error_code=CLUSTER_DENIED,

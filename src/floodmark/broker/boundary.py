@@ -52,3 +52,6 @@ class ClientConnection(Protocol):
 
     def abort(self) -> None:
         """Close the connection now (what is queued is dropped)."""
+
+    def mute_for(self, delay_ms: int) -> None:
+        """A quota throttled this client: read nothing more from it for ``delay_ms``."""

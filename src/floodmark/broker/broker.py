@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from floodmark.broker import sendfile, storage_glue
+from floodmark.broker import replica_mover, sendfile, storage_glue
 from floodmark.broker.authentication import Authentication
 from floodmark.broker.authorization import Authorization, Finish
 from floodmark.broker.boundary import Answer, Encoded
@@ -55,12 +55,15 @@ from floodmark.broker.server import Connection, start_listener
 from floodmark.broker.txn_coordinator import TransactionCoordinatorDriver
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import INTERNAL_TOPICS, OFFSETS_TOPIC, TopicMeta
+from floodmark.records import TimestampType
 from floodmark.replication.election import AlterPartitionRequest
+from floodmark.replication.log_validator import TimestampBounds, target_compression
 from floodmark.replication.produce import ProduceSettings
 from floodmark.security.listeners import Endpoint
 from floodmark.security.sasl.session import Verdict
 from floodmark.security.tls_server import TlsServer
 from floodmark.settings import topic_log_config
+from floodmark.storage.config import LogConfig
 from floodmark.wire.api_table import SUPPORTED, ApiKey, accepted_range
 from floodmark.wire.codec import (
     RequestHeader,
@@ -73,6 +76,7 @@ from floodmark.wire.codec import (
 from floodmark.wire.errors import ProtocolError
 
 if TYPE_CHECKING:
+    from floodmark.broker.topic_metrics import BrokerTopicMetrics
     from floodmark.metrics import RequestMetrics
 
 log = logging.getLogger(__name__)
@@ -134,12 +138,13 @@ class Broker:
         self.bound_ports: dict[str, int] = {}  # listener name -> bound port
         # acks=all produces parked in the core's purgatory, answered on CompleteProduce.
         self._next_produce_id = 0
-        self._produce_settings: dict[tuple[int, bool], ProduceSettings] = {}
+        self._produce_settings: dict[int, tuple[LogConfig, ProduceSettings]] = {}
         self._last_disk_warning_s = 0.0
         self._waiting_produces: dict[int, asyncio.Future[tuple[ErrorCode, int]]] = {}
         self.request_counts: dict[int, int] = {}  # api key -> requests received
         # Set (before serve) to count requests, latency and bytes per API for /metrics.
         self.request_metrics: RequestMetrics | None = None
+        self.topic_metrics: BrokerTopicMetrics | None = None  # per topic, set with the above
         self.now_ms = now_ms
         # ISR changes the controller accepted (Kafka's IsrShrinksPerSec / IsrExpandsPerSec).
         self.isr_shrinks = 0
@@ -195,6 +200,13 @@ class Broker:
             self.storage.delete_log(*key)
         self.purgatory.wake(key)
         return ps
+
+    def move_replica(self, key: PartitionKey, destination: storage_glue.LogDir) -> None:
+        """AlterReplicaLogDirs: move the replica to another of this broker's log directories
+        while it serves (``replica_mover``); the task ends with the broker."""
+        task = replica_mover.start_move(self, key, destination)
+        self._tasks.append(task)
+        task.add_done_callback(lambda t: self._tasks.remove(t) if t in self._tasks else None)
 
     @property
     def closing(self) -> bool:
@@ -258,6 +270,7 @@ class Broker:
                     self.storage.maybe_flush(ps.log, self.now_ms())
                 except (OSError, KafkaError) as exc:
                     self._disk_trouble(f"flush of {ps.name}", exc)
+            self.check_log_dirs()
             if time.monotonic() - last_retention >= retention_s:
                 last_retention = time.monotonic()
                 try:
@@ -273,6 +286,44 @@ class Broker:
                     await asyncio.to_thread(self.storage.write_checkpoint_snapshot, snapshot)
                 except (OSError, KafkaError) as exc:
                     self._disk_trouble("checkpoint", exc)
+
+    def check_log_dirs(self) -> None:
+        """A log directory that is gone or replaced, or where a log met an I/O error, fails
+        as a whole (``fail_log_dir``); the others keep serving."""
+        for where in self.storage.dirs:
+            if where.offline is not None:
+                continue
+            reason = where.failure()
+            if reason is None:
+                for key, ps in self.partitions.items():
+                    if self.storage.dir_of(*key) is where and (
+                            ps.log.offline or ps.log.last_io_error):
+                        reason = f"partition {ps.name}: {ps.log.last_io_error or 'offline'}"
+                        break
+            if reason is not None:
+                self.fail_log_dir(where, reason)
+
+    def fail_log_dir(self, where: storage_glue.LogDir, reason: str) -> None:
+        """Take the directory's replicas offline (produce and fetch answer
+        KAFKA_STORAGE_ERROR, followers stop fetching); the controller hears of them with the
+        next heartbeat and moves their leadership and ISR membership elsewhere."""
+        keys = self.storage.take_offline(where, reason)
+        log.error("broker %d log dir %s failed (%s): %d replica(s) offline: %s", self.node_id,
+                  where.path, reason, len(keys), ", ".join(f"{t}-{p}" for t, p in keys) or "none")
+        for key, future in list(self.storage.moving.items()):
+            if future.destination is where:
+                self.storage.abort_move(key)
+        for key in keys:
+            ps = self.partitions.get(key)
+            if ps is None:
+                continue
+            ps.log.take_offline(f"log dir {where.path} failed: {reason}")
+            if self.replicas is not None:
+                self.replicas.remove(key)
+            # No longer a leader or follower here: produces waiting for acks=all are answered
+            # NOT_LEADER_OR_FOLLOWER (the client finds the new leader), nothing waits forever.
+            ps.apply(ps.core.resign())
+            self.purgatory.wake(key)
 
     def _disk_trouble(self, what: str, exc: BaseException) -> None:
         now = time.monotonic()
@@ -302,6 +353,8 @@ class Broker:
 
     async def clean_log(self, ps: PartitionState) -> None:
         key = (ps.topic, ps.partition)
+        if key in self.storage.moving:
+            return  # cleaned after the move (the copy rounds assume sealed segments stay)
         cleaner = self.storage.cleaner
         try:
             # Below the LSO only: a record of an open transaction may still be aborted.
@@ -342,7 +395,8 @@ class Broker:
 
     def close(self) -> None:
         for ps in self.partitions.values():
-            self.storage.flush(ps.log)
+            if not ps.log.offline:  # an offline log refuses even a flush (fsync error, failed dir)
+                self.storage.flush(ps.log)
         self.checkpoint()
         for ps in self.partitions.values():
             ps.log.close()
@@ -485,17 +539,25 @@ class Broker:
             log.info("partition %s: topic configs now %s", ps.name, configs)
 
     def produce_settings(self, ps: PartitionState) -> ProduceSettings:
-        """The produce path's settings for a partition (cached: one per max.message.bytes and
-        whether the topic is compacted)."""
-        max_bytes = int(ps.log.config.max_message_bytes)
-        compacted = ps.log.config.compact
-        settings = self._produce_settings.get((max_bytes, compacted))
-        if settings is None:
-            settings = ProduceSettings(
-                max_message_bytes=max_bytes,
-                unsafe_ack_duplicates_before_commit=self.config.unsafe_ack_duplicates_before_commit,
-                compacted=compacted)
-            self._produce_settings[(max_bytes, compacted)] = settings
+        """The produce path's settings for a partition, made once per log config (a partition's
+        config object changes only when its configs do; the cache holds the object, so its id
+        is not reused while cached, and is emptied past 4096 entries)."""
+        cfg = ps.log.config
+        cached = self._produce_settings.get(id(cfg))
+        if cached is not None and cached[0] is cfg:
+            return cached[1]
+        timestamps = (None if cfg.message_timestamp_type == TimestampType.LOG_APPEND_TIME else
+                      TimestampBounds(cfg.message_timestamp_before_max_ms,
+                                      cfg.message_timestamp_after_max_ms))
+        settings = ProduceSettings(
+            max_message_bytes=int(cfg.max_message_bytes),
+            unsafe_ack_duplicates_before_commit=self.config.unsafe_ack_duplicates_before_commit,
+            compacted=cfg.compact, timestamps=timestamps,
+            compression=target_compression(cfg.compression_type, cfg.compression_gzip_level,
+                                           cfg.compression_lz4_level, cfg.compression_zstd_level))
+        if len(self._produce_settings) >= 4096:
+            self._produce_settings.clear()
+        self._produce_settings[id(cfg)] = (cfg, settings)
         return settings
 
     def next_produce_id(self) -> int:
@@ -629,11 +691,12 @@ class Broker:
                       finish: Finish | None = None) -> Encoded | None:
         return self._encode(header, await pending, finish)
 
-    @staticmethod
-    def _encode(header: RequestHeader, result: Answer, finish: Finish | None = None
+    def _encode(self, header: RequestHeader, result: Answer, finish: Finish | None = None
                 ) -> Encoded | None:
         if result is None or isinstance(result, list):
             return result
         if finish is not None:
             result = finish(result)
+        if self.request_metrics is not None:  # Kafka's ErrorsPerSec (Fetch counts its own)
+            self.request_metrics.count_errors(header.api_key, result)
         return encode_response(header.api_key, header.api_version, header.correlation_id, result)

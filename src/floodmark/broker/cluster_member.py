@@ -39,6 +39,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from floodmark import lifeline
 from floodmark.address import format_host_port, parse_host_port
@@ -66,6 +67,9 @@ from floodmark.metadata import OFFSETS_TOPIC, CoordinatorType, coordinator_parti
 from floodmark.replication.election import AlterPartitionRequest
 from floodmark.security.channel import ChannelSecurity
 from floodmark.settings import eligible_leader_replicas_enabled
+
+if TYPE_CHECKING:  # a combined node's controller; open_controller loads it only for one
+    from floodmark.controller.server import ControllerServer
 
 log = logging.getLogger("floodmark.broker.cluster_member")
 
@@ -190,7 +194,10 @@ class ClusterMembership(MembershipBase):
             await asyncio.sleep(interval_s)
             sent_ms = _monotonic_ms()
             try:
-                answer = await self.controller_client.heartbeat(timeout_s=timeout_s)
+                answer = await self.controller_client.heartbeat(
+                    timeout_s=timeout_s,
+                    offline_replicas=host.storage.offline_partitions(),
+                    offline_log_dirs=host.storage.offline_directory_ids())
             except (RpcError, KafkaError) as exc:
                 log.warning("broker %d heartbeat failed: %s", host.node_id, exc)
                 continue
@@ -308,6 +315,8 @@ class ClusterMembership(MembershipBase):
                 wanted.add(key)
                 try:
                     ps = host.partitions.get(key)
+                    if ps is not None and host.storage.is_offline(key):
+                        continue  # its log dir failed: the controller moves it elsewhere
                     if ps is None:
                         ps = host.open_partition(name, index, timage.configs,
                                                  timage.topic_id)
@@ -576,13 +585,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from floodmark.controller.server import ControllerServer
-    from floodmark.storage.data_dir import DataDirLock, DataDirLockedError, lock_data_dir
+    from floodmark.storage.data_dir import DataDirLock, DataDirLockedError, lock_data_dirs
 
     locks: list[DataDirLock] = []
     controller: ControllerServer | None = None
     try:  # held until the process ends
-        locks.append(lock_data_dir(args.data_dir))
+        locks.extend(lock_data_dirs([args.data_dir, *map(str, config.log_dirs)]))
         if setup is not None:
             controller, lock = open_controller(setup, args.controller_data_dir)
             locks.append(lock)
@@ -599,17 +607,24 @@ def main(argv: list[str] | None = None) -> int:
     controller_client = ControllerClient(controllers, config.node_id, channel.client)
     replicas = ReplicaManager(config.node_id, lambda: controller_client.image, now_ms,
                               config.inter_broker_security)
-    broker = Broker(config, ClusterMembership(controller_client), replicas)
+    try:  # a partition in two log dirs, an unreadable meta.properties: one line
+        broker = Broker(config, ClusterMembership(controller_client), replicas)
+    except ValueError as exc:
+        print(f"floodmark broker {args.node_id}: {exc}", file=sys.stderr)
+        return 2
     broker.open()
     if args.metrics_listen:
         from prometheus_client.registry import Collector
 
         from floodmark.broker.metrics import BrokerCollector
+        from floodmark.broker.topic_metrics import BrokerTopicMetrics
         from floodmark.controller.metrics import ControllerCollector
         from floodmark.metrics import RequestMetrics, serve_metrics
 
         broker.request_metrics = RequestMetrics()
-        collectors: list[Collector] = [broker.request_metrics, BrokerCollector(broker)]
+        broker.topic_metrics = BrokerTopicMetrics()
+        collectors: list[Collector] = [broker.request_metrics, broker.topic_metrics,
+                                       BrokerCollector(broker)]
         if controller is not None:
             collectors.append(ControllerCollector(controller))
         mhost, mport = serve_metrics(collectors, args.metrics_listen)

@@ -25,10 +25,12 @@ from floodmark.security.sasl.settings import listener_sasl_settings, plain_users
 from floodmark.security.tls import ServerTls, ssl_settings
 from floodmark.settings import (
     DEFAULTS,
+    DERIVED_TOPIC_DEFAULTS,
     DYNAMIC,
     LONG_MAX,
     SETTINGS,
     TOPIC_CONFIG_DEFAULTS,
+    TOPIC_ONLY_CONFIGS,
     ConfigSource,
     ConfigType,
     Setting,
@@ -36,6 +38,7 @@ from floodmark.settings import (
     render,
     validate_dynamic,
 )
+from floodmark.storage.log_dirs import parse_log_dirs
 
 __all__ = ["DEFAULTS", "DYNAMIC", "LONG_MAX", "SETTINGS", "TOPIC_CONFIG_DEFAULTS", "BrokerConfig",
            "ConfigSource", "ConfigType", "ConfigValue", "Configs", "DynamicLayer", "Setting",
@@ -165,6 +168,12 @@ class BrokerConfig:
         return broker_rack(render(self.get("broker.rack")))
 
     @property
+    def log_dirs(self) -> list[Path]:
+        """``log.dirs`` (several directories, JBOD), else ``--data-dir`` alone."""
+        dirs = parse_log_dirs(render(self.get("log.dirs")) if self.get("log.dirs") else None)
+        return [Path(d) for d in dirs] or [self.data_dir]
+
+    @property
     def truncation(self) -> Truncation:
         return Truncation.parse(str(self.get("floodmark.truncation")))
 
@@ -199,11 +208,19 @@ class BrokerConfig:
         return self.get_bool("floodmark.unsafe.ack.duplicates.before.commit")
 
     def topic_defaults(self) -> Configs:
+        """Every topic config's value for a topic without its own: the broker setting it
+        defaults from, else (that setting null) the form it derives from (``segment.ms`` from
+        ``log.roll.hours``), else Kafka's topic default; topic-only configs their default."""
         out: Configs = {}
         for name, broker_name in TOPIC_CONFIG_DEFAULTS.items():
             out[name] = self.get(broker_name)
+            for source, factor in DERIVED_TOPIC_DEFAULTS.get(name, ()):
+                if out[name] is None and self.get(source) is not None:
+                    out[name] = self.get_int(source) * factor
         if out.get("flush.ms") is None:
             out["flush.ms"] = LONG_MAX  # Kafka's topic default: never flush on time alone
+        for name, (_kind, default) in TOPIC_ONLY_CONFIGS.items():
+            out[name] = default
         return out
 
     @classmethod

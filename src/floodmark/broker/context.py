@@ -13,7 +13,7 @@ import asyncio
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol, TypedDict
+from typing import TYPE_CHECKING, Protocol, TypedDict
 
 from floodmark.broker.authentication import Authentication
 from floodmark.broker.boundary import ClientConnection, HandlerResult, WireRequest
@@ -25,8 +25,9 @@ from floodmark.broker.metadata import Controller
 from floodmark.broker.offsets import OffsetStore
 from floodmark.broker.partition_state import PartitionState
 from floodmark.broker.purgatory import FetchPurgatory
+from floodmark.broker.quotas import ClientQuotas
 from floodmark.broker.replica_fetcher import ReplicaManager
-from floodmark.broker.storage_glue import Storage
+from floodmark.broker.storage_glue import LogDir, Storage
 from floodmark.broker.txn_coordinator import TransactionCoordinatorDriver
 from floodmark.errors import ErrorCode
 from floodmark.metadata import CoordinatorType, TopicMeta
@@ -34,6 +35,10 @@ from floodmark.replication.election import AlterPartitionRequest
 from floodmark.replication.produce import ProduceSettings
 from floodmark.security.listeners import Endpoint
 from floodmark.wire.codec import RequestHeader
+
+if TYPE_CHECKING:
+    from floodmark.broker.topic_metrics import BrokerTopicMetrics
+    from floodmark.metrics import RequestMetrics
 
 PartitionKey = tuple[str, int]
 
@@ -177,6 +182,10 @@ class HandlerContext(BrokerCore, Protocol):
     consumer_groups: ConsumerGroupCoordinator
     transactions: TransactionCoordinatorDriver
     authentication: Authentication
+    quotas: ClientQuotas
+    # /metrics on: counted where answers are built (None: off)
+    request_metrics: RequestMetrics | None
+    topic_metrics: BrokerTopicMetrics | None
 
     bound_ports: dict[str, int]
 
@@ -196,6 +205,7 @@ class HandlerContext(BrokerCore, Protocol):
                                   validate_only: bool = False) -> None: ...
     def produce_settings(self, ps: PartitionState) -> ProduceSettings: ...
     def next_produce_id(self) -> int: ...
+    def move_replica(self, key: PartitionKey, destination: LogDir) -> None: ...
     def park_produce(self, produce_id: int) -> asyncio.Future[tuple[ErrorCode, int]]: ...
 
 

@@ -1,8 +1,12 @@
 """A broker's gauges, read from its partitions when Prometheus scrapes (``floodmark.metrics``).
 
-Kafka names (JMX exporter style): ReplicaManager's UnderReplicatedPartitions, PartitionCount,
-LeaderCount, IsrShrinksPerSec, IsrExpandsPerSec; per partition ``kafka_log_log_logendoffset`` and
-``..._logstartoffset``, ``kafka_cluster_partition_underreplicated`` (on the leader); kafka_exporter's
+Kafka names (JMX exporter style): ReplicaManager's UnderReplicatedPartitions,
+UnderMinIsrPartitionCount, AtMinIsrPartitionCount, PartitionCount, LeaderCount,
+IsrShrinksPerSec, IsrExpandsPerSec; per partition ``kafka_log_log_logendoffset``,
+``..._logstartoffset`` and ``..._size`` (bytes of its segment files), and on the leader
+``kafka_cluster_partition_underreplicated`` and ``..._underminisr`` (its ISR is smaller than
+min.insync.replicas, at most the replication factor: acks=all produces are refused with
+NOT_ENOUGH_REPLICAS); kafka_exporter's
 ``kafka_consumergroup_lag`` for the groups this broker coordinates, on the partitions it leads.
 ``floodmark_partition_high_watermark`` is floodmark's own (Kafka has no HW bean), as are the
 transaction coordinator's ``floodmark_transactions`` (ids coordinated here, by state) and
@@ -35,7 +39,12 @@ class BrokerCollector(Collector):
         urp = GaugeMetricFamily("kafka_cluster_partition_underreplicated",
                                 "1 if this broker leads the partition and its ISR is smaller "
                                 "than its replica set", labels=labels)
-        under = leaders = count = 0
+        under_min = GaugeMetricFamily("kafka_cluster_partition_underminisr",
+                                      "1 if this broker leads the partition and its ISR is "
+                                      "smaller than min.insync.replicas", labels=labels)
+        size = GaugeMetricFamily("kafka_log_log_size",
+                                 "Bytes of this replica's segment files", labels=labels)
+        under = leaders = count = under_min_count = at_min_count = 0
         high_watermarks: dict[tuple[str, int], int] = {}
         for (topic, index), ps in list(b.partitions.items()):
             name = [topic, str(index)]
@@ -43,22 +52,37 @@ class BrokerCollector(Collector):
             leo.add_metric(name, ps.log_end_offset)
             start.add_metric(name, ps.log_start_offset)
             hw.add_metric(name, ps.high_watermark)
+            size.add_metric(name, ps.log.size_bytes)
             core = ps.core
             if core.is_leader:
                 leaders += 1
                 high_watermarks[(topic, index)] = ps.high_watermark
                 role = core.role
                 replicas = len(role.replicas) if role is not None else 0
-                lagging = int(len(core.isr) < replicas)
+                isr = len(core.isr)
+                lagging = int(isr < replicas)
                 under += lagging
                 urp.add_metric(name, lagging)
+                min_isr = core.effective_min_isr()
+                below = int(isr < min_isr)
+                under_min_count += below
+                at_min_count += int(isr == min_isr)
+                under_min.add_metric(name, below)
         yield leo
         yield start
         yield hw
+        yield size
         yield urp
+        yield under_min
         yield GaugeMetricFamily("kafka_server_replicamanager_underreplicatedpartitions",
                                 "Partitions led here whose ISR is smaller than the replica set",
                                 value=under)
+        yield GaugeMetricFamily("kafka_server_replicamanager_underminisrpartitioncount",
+                                "Partitions led here whose ISR is smaller than "
+                                "min.insync.replicas", value=under_min_count)
+        yield GaugeMetricFamily("kafka_server_replicamanager_atminisrpartitioncount",
+                                "Partitions led here whose ISR is exactly min.insync.replicas "
+                                "(one more loss refuses acks=all)", value=at_min_count)
         yield GaugeMetricFamily("kafka_server_replicamanager_partitioncount",
                                 "Partitions hosted by this broker", value=count)
         yield GaugeMetricFamily("kafka_server_replicamanager_leadercount",

@@ -113,6 +113,15 @@ class PartitionState:
         self.min_insync_replicas = min_insync_replicas
         self.core.config = replace(self.core.config, min_insync_replicas=min_insync_replicas)
 
+    def replace_log(self, moved: Log) -> None:
+        """The same log, reopened from another log directory (AlterReplicaLogDirs): every
+        offset, epoch and aborted transaction is in its files, so the core's state (HW, ISR,
+        producers) stays as it is."""
+        assert moved.log_end_offset == self.log.log_end_offset, (moved, self.log)
+        assert moved.log_start_offset == self.log.log_start_offset, (moved, self.log)
+        self.log = moved
+        self.driver.log = moved
+
     def apply_metadata(self, registration: PartitionRegistration, now_ms: int, *,
                        broker_epochs: dict[int, int] | None = None,
                        ineligible: frozenset[int] = frozenset()) -> None:

@@ -18,8 +18,11 @@ ApiVersions and the SASL exchange, and the brokers' own requests (replica Fetch,
 WriteTxnMarkers).
 
 Replica fetches are not counted (Kafka has separate replication quotas, not built). Produce with
-acks=0 has no response: the connection is muted all the same. ``controller_mutation_rate`` is
-stored and described but not yet enforced.
+acks=0 has no response: the connection is muted all the same.
+
+``controller_mutation_rate`` (KIP-599): partitions created or deleted per second, a token bucket
+per quota entity (``mutation_bucket``), applied by the CreateTopics, CreatePartitions and
+DeleteTopics handlers topic by topic.
 
 Cost when no quota is configured: one truth test of the store per Produce and Fetch.
 """
@@ -34,7 +37,13 @@ from typing import Protocol
 
 from floodmark.broker.boundary import Encoded
 from floodmark.security.principal import KafkaPrincipal
-from floodmark.security.quotas import QuotaStore, QuotaType, SampledRate, record_and_throttle
+from floodmark.security.quotas import (
+    QuotaStore,
+    QuotaType,
+    SampledRate,
+    TokenBucket,
+    record_and_throttle,
+)
 from floodmark.wire.api_table import ApiKey
 from floodmark.wire.codec import peek_client_id, response_class
 from floodmark.wire.hot import response_size, with_throttle_time
@@ -71,6 +80,7 @@ class ClientQuotas:
         self.samples = samples
         self.window_ms = window_ms
         self._sensors: dict[tuple[QuotaType, str, str], SampledRate] = {}
+        self._buckets: dict[tuple[str, str], TokenBucket] = {}
         self._next_sweep_ms = 0
         self.throttled_responses = 0  # responses answered with a throttle time (for tests, metrics)
 
@@ -79,9 +89,9 @@ class ClientQuotas:
         return bool(self._store())
 
     def record(self, quota: QuotaType, user: str, client_id: str, value: float,
-               now_ms: int) -> int:
+               now_ms: int, max_throttle_ms: int | None = None) -> int:
         """Record ``value`` for a connection of ``user`` / ``client_id``; the throttle time in
-        ms (0: within its quota, or no quota applies)."""
+        ms (0: within its quota, or no quota applies), at most ``max_throttle_ms``."""
         match = self._store().resolve(quota, user, client_id)
         if match is None:
             return 0
@@ -91,14 +101,50 @@ class ClientQuotas:
             sensor = self._sensors[key] = SampledRate(self.samples, self.window_ms)
         if now_ms >= self._next_sweep_ms:
             self._sweep(now_ms)
-        return record_and_throttle(sensor, value, match.bound, now_ms)
+        return record_and_throttle(sensor, value, match.bound, now_ms, max_throttle_ms)
 
     def _sweep(self, now_ms: int) -> None:
-        """Forget rates that recorded nothing for the whole window (client ids come from the
-        wire: the map stays as small as the clients active lately)."""
+        """Forget rates that recorded nothing for the whole window, and buckets that are full
+        again (client ids come from the wire: the maps stay as small as the clients active
+        lately)."""
         self._next_sweep_ms = now_ms + SWEEP_INTERVAL_MS
         for key in [k for k, s in self._sensors.items() if s.idle(now_ms)]:
             del self._sensors[key]
+        for bkey in [k for k, b in self._buckets.items() if b.idle(now_ms)]:
+            del self._buckets[bkey]
+
+    # -- controller_mutation_rate (KIP-599) ------------------------------------------------------
+    def mutation_bucket(self, user: str, client_id: str) -> TokenBucket | None:
+        """The partition-mutation bucket of a connection of ``user`` / ``client_id``, or None
+        when no ``controller_mutation_rate`` applies to it. CreateTopics (v6+), CreatePartitions
+        (v3+) and DeleteTopics (v5+) refuse a topic with THROTTLING_QUOTA_EXCEEDED while the
+        bucket is empty; older versions are admitted and only throttled (Kafka's strict and
+        permissive quotas)."""
+        match = self._store().resolve(QuotaType.CONTROLLER_MUTATION, user, client_id)
+        if match is None:
+            return None
+        now_ms = self._now_ms()
+        if now_ms >= self._next_sweep_ms:
+            self._sweep(now_ms)
+        burst = match.bound * self.samples * self.window_ms / 1000.0
+        bucket = self._buckets.get(match.tags)
+        if bucket is None:
+            bucket = self._buckets[match.tags] = TokenBucket(match.bound, burst, now_ms)
+        else:  # the quota may have been altered since
+            bucket.rate, bucket.burst = match.bound, burst
+        return bucket
+
+    def mutation_throttled(self, bucket: TokenBucket | None, conn: Throttled | None) -> int:
+        """After a mutation request: the throttle time its answer carries (0 when the bucket
+        is not below zero); the connection is muted that long (KIP-219)."""
+        if bucket is None:
+            return 0
+        throttle_ms = bucket.throttle_ms(self._now_ms())
+        if throttle_ms > 0:
+            self.throttled_responses += 1
+            if conn is not None:
+                conn.mute_for(throttle_ms)
+        return throttle_ms
 
     # -- the dispatch hooks ------------------------------------------------------------------------
     def produce_answered(self, frame: memoryview | bytes, version: int, conn: Throttled,
@@ -151,7 +197,8 @@ class ClientQuotas:
         if api_key in REQUEST_QUOTA_EXEMPT:
             return answer
         throttle_ms = self.record(QuotaType.REQUEST, conn.principal.name, client_id,
-                                  elapsed_ns * NANOS_TO_PERCENT, self._now_ms())
+                                  elapsed_ns * NANOS_TO_PERCENT, self._now_ms(),
+                                  max_throttle_ms=self.window_ms)  # Kafka: one window at most
         if throttle_ms <= 0:
             return answer
         self.throttled_responses += 1

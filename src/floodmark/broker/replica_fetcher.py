@@ -31,7 +31,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from floodmark.broker.boundary import WireRequest, WireResponse
 from floodmark.broker.partition_state import PartitionState
@@ -49,6 +49,9 @@ from floodmark.replication.partition import (
 )
 from floodmark.security.client_security import PLAINTEXT, ClientSecurity
 from floodmark.wire.codec import RequestHeader, ms
+
+if TYPE_CHECKING:
+    from floodmark.broker.topic_metrics import BrokerTopicMetrics
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +83,7 @@ class LeaderHost(Protocol):
 
     partitions: dict[tuple[str, int], PartitionState]
     purgatory: FetchPurgatory
+    topic_metrics: BrokerTopicMetrics | None  # /metrics on: ReplicationBytesOut counted here
 
 
 class ReplicaManager:
@@ -155,6 +159,9 @@ class ReplicaManager:
                                                         broker_epoch)
             remaining = deadline - self.now_ms()
             if total > 0 or errors or remaining <= 0:
+                if host.topic_metrics is not None:
+                    host.topic_metrics.replication_bytes_out += sum(
+                        len(p["records"]) for t in responses for p in t["partitions"])
                 return {"throttle_time": 0, "error_code": 0, "session_id": 0,
                         "responses": responses}
             await self.waiters.wait(keys, remaining)

@@ -1,22 +1,26 @@
 """Everything the broker asks of ``floodmark.storage``, in one place.
 
-Opening (and so recovering) partition logs with their Kafka-named configuration, the three
-per-directory checkpoint files (HW, recovery point, log start), flushing, deleting a partition's
-directory, and reading a whole partition (for the committed-offset replay).
+Opening (and so recovering) partition logs with their Kafka-named configuration, the log
+directories (``log.dirs``: placement of new replicas, the start-up scan, each directory's id and
+three checkpoint files: HW, recovery point, log start), flushing, deleting a partition's
+directory, swapping in a replica moved to another directory, and reading a whole partition (for
+the committed-offset replay).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import threading
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from floodmark.broker.config import BrokerConfig, Configs, ConfigValue
 from floodmark.broker.partition_state import PartitionState
-from floodmark.errors import KafkaError
+from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import TopicMeta
 from floodmark.settings import validate_topic_configs
 from floodmark.storage.checkpoints import (
@@ -33,19 +37,122 @@ from floodmark.storage.clean_shutdown import (
 )
 from floodmark.storage.cleaner import LogCleaner
 from floodmark.storage.config import LogConfig
-from floodmark.storage.fs import RealFileSystem
+from floodmark.storage.fs import FileSystem, RealFileSystem
 from floodmark.storage.log import Log
+from floodmark.storage.log_dirs import (
+    DELETE_SUFFIX,
+    FUTURE_SUFFIX,
+    DirUsage,
+    choose_log_dir,
+    load_or_create_directory_id,
+    move_name,
+    scan_log_dirs,
+)
 from floodmark.storage.page_cache import PageCacheFileSystem
 from floodmark.storage.partition_metadata import check_or_set_topic_id
+from floodmark.storage.replica_move import CopyState, directory_bytes, fsync_directory
 
 log = logging.getLogger(__name__)
 
-# (sequence, high watermarks, recovery points, log start offsets) per (topic, partition)
-CheckpointSnapshot = tuple[int, dict[tuple[str, int], int], dict[tuple[str, int], int],
-                           dict[tuple[str, int], int]]
+# (sequence, per log directory: (high watermarks, recovery points, log start offsets))
+Offsets = dict[tuple[str, int], int]
+CheckpointSnapshot = tuple[int, dict[Path, tuple[Offsets, Offsets, Offsets]]]
+
+
+class LogDir:
+    """One entry of ``log.dirs`` as this broker holds it: its ``directory.id`` (KIP-858), the
+    three checkpoints read at start, and whether its last stop was clean."""
+
+    def __init__(self, fs: FileSystem, path: Path) -> None:
+        self.path = path
+        self.fs = fs
+        fs.mkdirs(str(path))
+        self.directory_id = load_or_create_directory_id(fs, str(path))
+        self.hw = self._read_checkpoint(REPLICATION_OFFSET_CHECKPOINT)
+        self.recovery = self._read_checkpoint(RECOVERY_POINT_CHECKPOINT)
+        self.log_start = self._read_checkpoint(LOG_START_OFFSET_CHECKPOINT)
+        # Was the last stop clean (every log flushed, checkpoints written)? Then logs that end
+        # at their recovery point open without any fsync. The marker is removed now, so a crash
+        # from here on counts as unclean.
+        self.clean_shutdown = consume_clean_shutdown_marker(fs, str(path))
+        st = os.stat(path)
+        self._identity = (st.st_dev, st.st_ino)
+        # Why the directory failed (an I/O error, the directory gone); None while it serves.
+        self.offline: str | None = None
+
+    def failure(self) -> str | None:
+        """Why the directory can no longer be used: gone, or replaced by another (unmounted,
+        moved); None when it is still the directory the broker opened."""
+        try:
+            st = os.stat(self.path)
+        except OSError as exc:
+            return f"{self.path}: {exc.strerror or exc}"
+        if (st.st_dev, st.st_ino) != self._identity:
+            return f"{self.path} is no longer the directory the broker opened"
+        return None
+
+    def checkpoint_file(self, name: str) -> OffsetCheckpointFile:
+        return OffsetCheckpointFile(self.fs, str(self.path / name))
+
+    def _read_checkpoint(self, name: str) -> Offsets:
+        if not (self.path / name).exists():
+            return {}
+        try:
+            return {(tp.topic, tp.partition): off
+                    for tp, off in self.checkpoint_file(name).read().items()}
+        except CorruptCheckpointError as exc:
+            # Never trusted blindly: HW falls back to 0 (it is re-derived from the log at once for
+            # RF=1), recovery point to 0 (full validation), log start to the first segment.
+            log.warning("ignoring corrupt checkpoint: %s", exc)
+            return {}
+
+    def forget(self, key: tuple[str, int]) -> None:
+        for table in (self.hw, self.recovery, self.log_start):
+            table.pop(key, None)
+
+    def usable_bytes(self) -> int:
+        try:
+            st = os.statvfs(self.path)
+        except OSError:
+            return -1
+        return st.f_bavail * st.f_frsize
+
+    def device(self) -> int:
+        """The file system the directory is on (-1 when it cannot be read)."""
+        try:
+            return os.stat(self.path).st_dev
+        except OSError:
+            return -1
+
+    def total_bytes(self) -> int:
+        try:
+            st = os.statvfs(self.path)
+        except OSError:
+            return -1
+        return st.f_blocks * st.f_frsize
+
+
+@dataclass
+class FutureReplica:
+    """A replica being moved to another log directory (AlterReplicaLogDirs): its ``-future``
+    copy and what the copy rounds have done so far."""
+
+    destination: LogDir
+    path: Path
+    copy: CopyState = field(default_factory=CopyState)
+    # The copy holds every offset below this (the source's LEO when the last round began).
+    copied_log_end_offset: int = 0
+
+    @property
+    def copied_bytes(self) -> int:
+        return directory_bytes(str(self.path))
+
 
 class Storage:
     def __init__(self, data_dir: Path, config: BrokerConfig) -> None:
+        """``data_dir`` keeps the broker-wide files (the cleaner's checkpoint); partitions live
+        in ``config.log_dirs`` (``log.dirs``, else ``data_dir`` alone). Every log directory is
+        scanned now: a partition in two of them raises ``DuplicatePartitionError``."""
         self.data_dir = data_dir
         # UNSAFE test mode: unsynced writes live in this process, so a SIGKILL is a power cut
         # (floodmark chaos run --faults power-loss).
@@ -58,39 +165,45 @@ class Storage:
         self._written_seq = 0
         broker_values = {k: v for k, v in config.settings.items() if v is not None}
         self.base_config = LogConfig.from_kafka(broker_values)
-        self._hw = self._read_checkpoint(REPLICATION_OFFSET_CHECKPOINT)
-        self._recovery = self._read_checkpoint(RECOVERY_POINT_CHECKPOINT)
-        self._log_start = self._read_checkpoint(LOG_START_OFFSET_CHECKPOINT)
-        # Was the last stop clean (every log flushed, checkpoints written)? Then logs that end
-        # at their recovery point open without any fsync. The marker is removed now, so a crash
-        # from here on counts as unclean.
-        self.clean_shutdown = consume_clean_shutdown_marker(self.fs, str(data_dir))
+        self.dirs = [LogDir(self.fs, path) for path in config.log_dirs]
+        by_path = {str(d.path): d for d in self.dirs}
+        self._where: dict[tuple[str, int], LogDir] = {
+            (tp.topic, tp.partition): by_path[path]
+            for tp, path in scan_log_dirs(self.fs, list(by_path)).items()}
+        self.clean_shutdown = all(d.clean_shutdown for d in self.dirs)
+        self.moving: dict[tuple[str, int], FutureReplica] = {}
         # Log compaction: first dirty offsets (cleaner-offset-checkpoint) per partition.
         self.cleaner = LogCleaner(self.fs, str(data_dir),
                                   config.get_int("log.cleaner.dedupe.buffer.size"))
-
-    def _checkpoint_file(self, name: str) -> OffsetCheckpointFile:
-        return OffsetCheckpointFile(self.fs, str(self.data_dir / name))
-
-    def _read_checkpoint(self, name: str) -> dict[tuple[str, int], int]:
-        path = self.data_dir / name
-        if not path.exists():
-            return {}
-        try:
-            return {(tp.topic, tp.partition): off
-                    for tp, off in self._checkpoint_file(name).read().items()}
-        except CorruptCheckpointError as exc:
-            # Never trusted blindly: HW falls back to 0 (it is re-derived from the log at once for
-            # RF=1), recovery point to 0 (full validation), log start to the first segment.
-            log.warning("ignoring corrupt checkpoint: %s", exc)
-            return {}
 
     def validate_topic_configs(self, configs: Mapping[str, ConfigValue]) -> Configs:
         """The registry's check (``floodmark.settings``), the one the controller applies too."""
         return validate_topic_configs(configs)
 
-    def log_dir(self, topic: str, partition: int) -> Path:
-        return self.data_dir / f"{topic}-{partition}"
+    def dir_of(self, topic: str, partition: int) -> LogDir | None:
+        """The log directory holding the partition (None: not on this broker)."""
+        return self._where.get((topic, partition))
+
+    def place(self, exclude: LogDir | None = None) -> LogDir:
+        """Where a new replica goes (``log_dirs.choose_log_dir``)."""
+        candidates = [d for d in self.dirs if d is not exclude and d.offline is None]
+        if not candidates:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "no online log directory")
+        counts = {id(d): 0 for d in candidates}
+        for d in self._where.values():
+            if id(d) in counts:
+                counts[id(d)] += 1
+        # Directories on one file system share its free space: one reading per device, so
+        # they tie on space (and go by partition count) however the disk changes meanwhile.
+        usable_by_device: dict[int, int] = {}
+        usage = []
+        for d in candidates:
+            device = d.device()
+            if device not in usable_by_device:
+                usable_by_device[device] = d.usable_bytes()
+            usage.append(DirUsage(usable_by_device[device], counts[id(d)]))
+        return candidates[choose_log_dir(usage)]
+
 
     def open_log(self, topic: str, partition: int, topic_configs: Mapping[str, ConfigValue],
                  now_ms: int, topic_id: uuid.UUID | None = None) -> tuple[Log, int]:
@@ -99,15 +212,23 @@ class Storage:
         topic of the same name raises INCONSISTENT_TOPIC_ID and is left as it is."""
         key = (topic, partition)
         cfg = LogConfig.from_kafka(dict(topic_configs), self.base_config)
-        path = str(self.log_dir(topic, partition))
+        where = self._where.get(key)
+        if where is not None and where.offline is not None:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
+                             f"{topic}-{partition}: log dir {where.path} is offline")
+        if where is None:
+            where = self.place()
+            log.info("partition %s-%d: new replica placed in log dir %s", topic, partition,
+                     where.path)
+        path = str(where.path / f"{topic}-{partition}")
         existed = self.fs.is_dir(path)
         if topic_id is not None and existed:
             self._check_topic_id(topic, partition, path, topic_id)
         plog = Log.open(
             path, cfg, fs=self.fs, now_ms=now_ms,
-            recovery_point=self._recovery.get(key, 0),
-            log_start_offset=self._log_start.get(key, 0),
-            clean_shutdown=self.clean_shutdown,
+            recovery_point=where.recovery.get(key, 0),
+            log_start_offset=where.log_start.get(key, 0),
+            clean_shutdown=where.clean_shutdown,
             was_compacted=key in self.cleaner.first_dirty,
         )
         if topic_id is not None and not existed:
@@ -116,13 +237,88 @@ class Storage:
             except (OSError, KafkaError):
                 plog.close()
                 raise
-        hw = clamp_high_watermark(self._hw.get(key), plog.log_start_offset, plog.log_end_offset)
+        self._where[key] = where
+        hw = clamp_high_watermark(where.hw.get(key), plog.log_start_offset, plog.log_end_offset)
         return plog, hw
 
     def _check_topic_id(self, topic: str, partition: int, path: str, topic_id: uuid.UUID) -> None:
         if check_or_set_topic_id(self.fs, path, topic_id):
             log.info("partition %s-%d: partition.metadata written (topic id %s)", topic,
                      partition, topic_id)
+
+    def take_offline(self, where: LogDir, reason: str) -> list[tuple[str, int]]:
+        """The directory failed: no new replica goes there, no checkpoint or clean-shutdown
+        marker is written there; returns the partitions it holds (the broker takes them
+        offline)."""
+        where.offline = reason
+        return sorted(k for k, d in self._where.items() if d is where)
+
+    def offline_partitions(self) -> list[tuple[str, int]]:
+        return sorted(k for k, d in self._where.items() if d.offline is not None)
+
+    def offline_directory_ids(self) -> list[str]:
+        return [d.directory_id for d in self.dirs if d.offline is not None]
+
+    def is_offline(self, key: tuple[str, int]) -> bool:
+        where = self._where.get(key)
+        return where is not None and where.offline is not None
+
+    def dir_named(self, path: str) -> LogDir | None:
+        """The log directory ``path`` names (as given in log.dirs or resolved), else None."""
+        for d in self.dirs:
+            if path in (str(d.path), str(d.path.resolve())):
+                return d
+        return None
+
+    # -- moving a replica between log directories (AlterReplicaLogDirs) ------------------------
+    def begin_move(self, key: tuple[str, int], destination: LogDir) -> FutureReplica:
+        name = move_name(key, uuid.uuid4().hex, FUTURE_SUFFIX)
+        future = FutureReplica(destination, destination.path / name)
+        self.moving[key] = future
+        return future
+
+    def abort_move(self, key: tuple[str, int]) -> None:
+        future = self.moving.pop(key, None)
+        if future is not None:
+            shutil.rmtree(future.path, ignore_errors=True)
+
+    def finish_move(self, key: tuple[str, int], old: Log, now_ms: int) -> Log:
+        """Swap in the future copy. ``old`` is flushed and closed and the copy holds every byte
+        of it, fsynced. The source is renamed ``-delete`` first, then the copy to its final
+        name, then the source removed: a crash between the renames leaves the ``-delete`` copy,
+        which the next start makes live again (``log_dirs.scan_log_dirs``)."""
+        future = self.moving.pop(key)
+        source = self._where[key]
+        name = f"{key[0]}-{key[1]}"
+        live = source.path / name
+        moved_id = future.path.name[len(name) + 1:-len(FUTURE_SUFFIX)]
+        deleted = source.path / move_name(key, moved_id, DELETE_SUFFIX)
+        os.rename(live, deleted)
+        fsync_directory(str(source.path))
+        target = future.destination.path / name
+        try:
+            os.rename(future.path, target)
+            fsync_directory(str(future.destination.path))
+        except OSError:
+            os.rename(deleted, live)
+            shutil.rmtree(future.path, ignore_errors=True)
+            raise
+        self._where[key] = future.destination
+        source.forget(key)
+        moved = Log.open(str(target), old.config, fs=self.fs, now_ms=now_ms,
+                         recovery_point=old.recovery_point,
+                         log_start_offset=old.log_start_offset, clean_shutdown=True,
+                         was_compacted=key in self.cleaner.first_dirty)
+        shutil.rmtree(deleted, ignore_errors=True)
+        return moved
+
+    def reopen(self, old: Log, now_ms: int) -> Log:
+        """A log closed after a flush, opened again where it is (a move that failed)."""
+        key = (old.topic_partition.topic, old.topic_partition.partition)
+        return Log.open(old.path, old.config, fs=self.fs, now_ms=now_ms,
+                        recovery_point=old.recovery_point,
+                        log_start_offset=old.log_start_offset, clean_shutdown=True,
+                        was_compacted=key in self.cleaner.first_dirty)
 
     def read_all(self, plog: Log, upto: int) -> Iterator[bytes | memoryview]:
         offset = plog.log_start_offset
@@ -145,39 +341,62 @@ class Storage:
     def checkpoint_snapshot(self, partitions: Mapping[tuple[str, int], PartitionState]
                             ) -> CheckpointSnapshot:
         self._snapshot_seq += 1
-        return (
-            self._snapshot_seq,
-            {k: ps.high_watermark for k, ps in partitions.items()},
-            {k: ps.log.recovery_point for k, ps in partitions.items()},
-            {k: ps.log.log_start_offset for k, ps in partitions.items()},
-        )
+        per_dir: dict[Path, tuple[Offsets, Offsets, Offsets]] = {
+            d.path: ({}, {}, {}) for d in self.dirs}
+        for key, ps in partitions.items():
+            where = self._where.get(key)
+            if where is None:
+                continue
+            hw, rec, start = per_dir[where.path]
+            hw[key] = ps.high_watermark
+            rec[key] = ps.log.recovery_point
+            start[key] = ps.log.log_start_offset
+        return self._snapshot_seq, per_dir
 
     def write_checkpoint_snapshot(self, snapshot: CheckpointSnapshot) -> None:
-        """May run on a worker thread; the lock keeps a shutdown write from interleaving."""
-        seq, hw, rec, start = snapshot
+        """May run on a worker thread; the lock keeps a shutdown write from interleaving. Every
+        directory is tried; the first failure is raised after the others were written."""
+        seq, per_dir = snapshot
+        failure: OSError | None = None
         with self._checkpoint_lock:
             if seq <= self._written_seq:
                 return  # a newer snapshot (e.g. the shutdown one) is already on disk
             self._written_seq = seq
-            self._checkpoint_file(REPLICATION_OFFSET_CHECKPOINT).write(hw)
-            self._checkpoint_file(RECOVERY_POINT_CHECKPOINT).write(rec)
-            self._checkpoint_file(LOG_START_OFFSET_CHECKPOINT).write(start)
+            for d in self.dirs:
+                if d.offline is not None:
+                    continue
+                hw, rec, start = per_dir.get(d.path, ({}, {}, {}))
+                try:
+                    d.checkpoint_file(REPLICATION_OFFSET_CHECKPOINT).write(hw)
+                    d.checkpoint_file(RECOVERY_POINT_CHECKPOINT).write(rec)
+                    d.checkpoint_file(LOG_START_OFFSET_CHECKPOINT).write(start)
+                except OSError as exc:
+                    failure = failure or exc
+        if failure is not None:
+            raise failure
 
     def write_checkpoints(self, partitions: Mapping[tuple[str, int], PartitionState]) -> None:
         self.write_checkpoint_snapshot(self.checkpoint_snapshot(partitions))
 
     def mark_clean_shutdown(self, logs: Iterable[Log]) -> None:
         """After every log was flushed and closed and the checkpoints were written: the next
-        start may trust the recovery points (not if a log went offline after an fsync error)."""
-        if any(plog.offline for plog in logs):
-            log.warning("not marking a clean shutdown: a log is offline after an fsync error")
-            return
-        write_clean_shutdown_marker(self.fs, str(self.data_dir))
+        start may trust the recovery points of each directory, except a failed one and one
+        holding a log that went offline after an fsync error."""
+        unclean = {Path(plog.path).parent for plog in logs if plog.offline}
+        for d in self.dirs:
+            if d.offline is not None:
+                continue
+            if d.path in unclean:
+                log.warning("log dir %s: not marking a clean shutdown: a log is offline after "
+                            "an fsync error", d.path)
+                continue
+            write_clean_shutdown_marker(self.fs, str(d.path))
 
     def delete_log(self, topic: str, partition: int) -> None:
-        shutil.rmtree(self.log_dir(topic, partition), ignore_errors=True)
-        for table in (self._hw, self._recovery, self._log_start):
-            table.pop((topic, partition), None)
+        where = self._where.pop((topic, partition), None)
+        if where is not None:
+            shutil.rmtree(where.path / f"{topic}-{partition}", ignore_errors=True)
+            where.forget((topic, partition))
         try:
             self.cleaner.forget((topic, partition))
         except OSError as exc:
@@ -187,9 +406,11 @@ class Storage:
     def remove_orphans(self, topics: Mapping[str, TopicMeta]) -> None:
         """Partition directories of topics deleted while the broker was down are removed."""
         known = {f"{t}-{p.partition}" for t, m in topics.items() for p in m.partitions}
-        for child in self.data_dir.iterdir():
-            if child.is_dir() and child.name not in known and "-" in child.name:
-                suffix = child.name.rsplit("-", 1)[1]
-                if suffix.isdigit():
-                    log.warning("removing partition directory %s of a deleted topic", child)
-                    shutil.rmtree(child, ignore_errors=True)
+        for key, where in list(self._where.items()):
+            name = f"{key[0]}-{key[1]}"
+            if name not in known:
+                log.warning("removing partition directory %s of a deleted topic",
+                            where.path / name)
+                shutil.rmtree(where.path / name, ignore_errors=True)
+                del self._where[key]
+                where.forget(key)

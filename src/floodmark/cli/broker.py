@@ -1,9 +1,5 @@
 """``floodmark broker``: run a single Kafka-compatible broker (broker and controller in one
-process). Bad input (an address, a data directory, a port in use, a setting) is one line.
-
-``python -m floodmark.cli.broker ARGS`` is ``floodmark broker ARGS`` without importing every
-other command (the simulator, the dashboard, ...): about a quarter less start-up CPU, for the
-processes that test suites start (``floodmark.cluster.single``)."""
+process). Bad input (an address, a data directory, a port in use, a setting) is one line."""
 
 from __future__ import annotations
 
@@ -13,11 +9,10 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Sequence
 from typing import Any
 
 from floodmark.cli.checks import check_bindable, check_data_dir
-from floodmark.cli.common import CliError
+from floodmark.cli.errors import CliError
 
 
 def _add_scram(text: str) -> Any:
@@ -81,10 +76,10 @@ def run_broker(args: argparse.Namespace) -> int:
     except CliError as exc:
         print(f"floodmark broker: {exc}", file=sys.stderr)
         return 2
-    from floodmark.storage.data_dir import DataDirLockedError, lock_data_dir
+    from floodmark.storage.data_dir import DataDirLockedError, lock_data_dirs
 
-    try:
-        lock = lock_data_dir(str(config.data_dir))  # held until the process ends
+    try:  # held until the process ends
+        locks = lock_data_dirs([str(config.data_dir), *map(str, config.log_dirs)])
     except (DataDirLockedError, OSError) as exc:
         print(f"floodmark broker: {exc}", file=sys.stderr)
         return 2
@@ -101,6 +96,9 @@ def run_broker(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"floodmark broker: cannot open --data-dir {args.data_dir}: {exc.strerror or exc}",
               file=sys.stderr)
+        return 2
+    except ValueError as exc:  # a partition in two log dirs, an unreadable meta.properties
+        print(f"floodmark broker: {exc}", file=sys.stderr)
         return 2
 
     async def main() -> None:
@@ -129,20 +127,6 @@ def run_broker(args: argparse.Namespace) -> int:
               f"{exc.strerror or exc}", file=sys.stderr)
         return 2
     finally:
-        lock.release()
+        for lock in locks:
+            lock.release()
     return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``floodmark broker`` alone (its parser is the one ``register`` builds)."""
-    parser = argparse.ArgumentParser(prog="floodmark")
-    register(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["broker", *(sys.argv[1:] if argv is None else argv)])
-    try:
-        return int(args.func(args) or 0)
-    except KeyboardInterrupt:
-        return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

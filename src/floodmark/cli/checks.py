@@ -8,7 +8,7 @@ import socket
 import tempfile
 from pathlib import Path
 
-from floodmark.cli.common import CliError
+from floodmark.cli.errors import CliError
 
 
 def check_data_dir(path: str | Path, flag: str = "--data-dir") -> Path:

@@ -33,18 +33,17 @@ from floodmark.cli.checks import check_bindable, check_data_dir
 from floodmark.cli.common import CliError, pairs
 from floodmark.cluster.describe import describe
 from floodmark.cluster.diff import lost_offsets, offset_runs, partitions_on_disk
+from floodmark.cluster.layout import CLIENT_PROPERTIES, DEFAULT_DATA_DIR, STATE_FILE
 from floodmark.cluster.local import (
-    DEFAULT_DATA_DIR,
     MAX_CONTROLLERS,
     QUORUM_METRICS_PORT_OFFSET,
     QUORUM_PORT_OFFSET,
-    STATE_FILE,
     ClusterError,
     LocalCluster,
     load_cluster,
     pid_state,
 )
-from floodmark.cluster.secure import CLIENT_PROPERTIES, MODES
+from floodmark.cluster.secure import MODES
 from floodmark.progress import ProgressWatch
 
 MAX_BASE_PORT = 65535 - 200

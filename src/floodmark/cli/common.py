@@ -13,9 +13,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from floodmark.cli.errors import CliError as CliError  # re-exported for the client commands
 from floodmark.client.cluster import RETRIABLE, ClusterClient, Retriable, error_text
 from floodmark.client.connection import RequestFailed
-from floodmark.cluster.local import DEFAULT_DATA_DIR, load_cluster
+from floodmark.cluster.layout import CLIENT_PROPERTIES, DEFAULT_DATA_DIR, STATE_FILE
 from floodmark.errors import ErrorCode
 from floodmark.security.client_security import PLAINTEXT, ClientSecurity
 
@@ -23,10 +24,6 @@ DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 BOOTSTRAP_ENV = "FLOODMARK_BOOTSTRAP"
 
 RETRIABLE_CODES = frozenset(int(c) for c in RETRIABLE)  # the one list: client.cluster
-
-
-class CliError(Exception):
-    """A user mistake the command refuses: printed as ``error: <message>``, exit code 1."""
 
 
 def add_bootstrap(p: argparse.ArgumentParser) -> None:
@@ -49,17 +46,21 @@ def bootstrap_of(args: argparse.Namespace) -> str:
     if args.bootstrap_server:
         return str(args.bootstrap_server)
     if args.data_dir:
-        return load_cluster(args.data_dir).bootstrap
+        return _local_cluster_bootstrap(args.data_dir)
     env = os.environ.get(BOOTSTRAP_ENV, "").strip()
     if env:
         return env
     local = Path(DEFAULT_DATA_DIR)
-    if (local / "cluster.json").is_file():
-        return load_cluster(local).bootstrap
+    if (local / STATE_FILE).is_file():
+        return _local_cluster_bootstrap(local)
     return DEFAULT_BOOTSTRAP
 
 
-CLIENT_PROPERTIES = "client.properties"
+def _local_cluster_bootstrap(data_dir: str | Path) -> str:
+    from floodmark.cluster.local import load_cluster  # the supervisor, only when it is asked of
+
+    return load_cluster(data_dir).bootstrap
+
 
 
 def security_of(args: argparse.Namespace) -> ClientSecurity:

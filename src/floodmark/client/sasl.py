@@ -13,8 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable, Generator, Mapping
 from typing import Any
 
-import scramp
-
 from floodmark.security.client_security import ClientSecurity
 
 SASL_HANDSHAKE = 17
@@ -51,6 +49,8 @@ def sasl_steps(security: ClientSecurity) -> Generator[Request, Any, None]:
         answer = yield (SASL_AUTHENTICATE, AUTHENTICATE_VERSION, {"auth_bytes": token})
         _check(answer, "SASL/PLAIN authentication")
         return
+    import scramp  # SCRAM only: the library loads package metadata, a cost every client paid
+
     try:
         client = scramp.ScramClient([mechanism], security.sasl_username,
                                     security.sasl_password)

@@ -44,8 +44,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from floodmark.cluster.layout import CLIENT_PROPERTIES, STATE_FILE
 from floodmark.cluster.node_env import node_env
-from floodmark.cluster.secure import CLIENT_PROPERTIES, ClusterSecurity
+from floodmark.cluster.secure import ClusterSecurity
 from floodmark.cluster.waiting import LIMIT_S, STALL_MS, Stalled, process_progress, wait_progress
 from floodmark.controller import rpc, scram
 from floodmark.controller.quorum.directory_id import (
@@ -54,13 +55,12 @@ from floodmark.controller.quorum.directory_id import (
     new_directory_id,
 )
 from floodmark.errors import ErrorCode
+from floodmark.ports import free_port
 from floodmark.security.client_security import PLAINTEXT, ClientSecurity
 from floodmark.storage.fs import RealFileSystem
 
-STATE_FILE = "cluster.json"
 CONTROLLER_ID = 0
 COMBINED_ROLE = "broker,controller"  # Kafka's process.roles of a combined node
-DEFAULT_DATA_DIR = "floodmark-cluster"
 _LISTENING = re.compile(r"listening on (\S+):(\d+)")
 _METRICS = re.compile(r"metrics on http://(\S+):(\d+)/metrics")
 
@@ -150,9 +150,7 @@ def controller_node_id(index: int) -> int:
 
 def _free_port(host: str) -> int:
     try:
-        with socket.socket() as sock:
-            sock.bind((host, 0))
-            return int(sock.getsockname()[1])
+        return free_port(host)
     except OSError as exc:
         raise ClusterError(f"cannot bind a port on {host}: {exc.strerror or exc}") from None
 
@@ -193,7 +191,9 @@ class LocalCluster:
         - ``security``: a secured cluster (``cluster.secure.MODES``: ``ssl``): TLS client
           listeners, mTLS between nodes, certificates of a throwaway CA under ``tls/``;
         - ``racks``: ``broker.rack`` of each broker, round-robin in id order (brokers added
-          later continue the round-robin).
+          later continue the round-robin);
+        - ``broker_settings``: every broker's settings; ``{node_id}`` in a value is the
+          broker's id (``log.dirs=/disks/b{node_id}-a,/disks/b{node_id}-b``).
 
         ``die_with_supervisor`` (not part of the cluster's state): the nodes this object starts
         end when this process does, however it ends (``floodmark.lifeline``), so a killed test
@@ -431,7 +431,7 @@ class LocalCluster:
         if self.advertised_host != self.listen_host:
             cmd += ["--advertised-host", self.advertised_host]
         for k, v in self.state["broker_settings"].items():
-            cmd += ["--set", f"{k}={v}"]
+            cmd += ["--set", f"{k}={str(v).replace('{node_id}', str(node_id))}"]
         if n.get("rack"):
             cmd += ["--set", f"broker.rack={n['rack']}"]
         secure = self.security

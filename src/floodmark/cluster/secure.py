@@ -30,13 +30,13 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
+from floodmark.cluster.layout import CLIENT_PROPERTIES
 from floodmark.security import certs
 from floodmark.security.client_security import ClientSecurity
 from floodmark.security.listeners import SecurityProtocol
 from floodmark.security.sasl.scram import DEFAULT_ITERATIONS, ScramMechanism, salted_password
 
 TLS_DIR = "tls"
-CLIENT_PROPERTIES = "client.properties"
 ADMIN = "admin"
 NODE_PRINCIPAL = "floodmark-node"
 """The principal every node's certificate maps to on the ``INTERNAL`` listener (a super user)."""

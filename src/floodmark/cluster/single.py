@@ -61,8 +61,7 @@ class BrokerProcess:
         progress (no output, no CPU time) for ``stall_ms``, or is still starting after
         ``timeout_s``."""
         env = node_env()  # dies with this process; imports this process's floodmark
-        # `floodmark broker`, without importing the other commands (half the start-up CPU)
-        cmd = [sys.executable, "-m", "floodmark.cli.broker", "--data-dir", str(self.data_dir),
+        cmd = [sys.executable, "-m", "floodmark.cli", "broker", "--data-dir", str(self.data_dir),
                "--listen", f"127.0.0.1:{port}", *self.extra_args]
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()

@@ -24,7 +24,7 @@ import itertools
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from floodmark.address import parse_host_port
@@ -453,13 +453,19 @@ class ControllerClient:
         return self.broker_epoch
 
     async def heartbeat(self, want_shutdown: bool = False,
-                        timeout_s: float = 5.0) -> dict[str, Any]:
+                        timeout_s: float = 5.0,
+                        offline_replicas: Sequence[tuple[str, int]] = (),
+                        offline_log_dirs: Sequence[str] = ()) -> dict[str, Any]:
         """``timeout_s``: how long a silent controller may hold it before the broker tries the
         next voter (it must be well under the session timeout, or a new active controller
-        fences the broker before it is found)."""
+        fences the broker before it is found). ``offline_replicas``: this broker's replicas in
+        a failed log directory (``offline_log_dirs``, their directory ids; KIP-858's
+        heartbeat field), repeated in every heartbeat."""
         answer = await self._active_call("heartbeat", {
             "broker_id": self.node_id, "broker_epoch": self.broker_epoch,
             "want_shutdown": want_shutdown, "metadata_errors": self.metadata_errors(),
+            "offline_replicas": [[t, p] for t, p in offline_replicas],
+            "offline_log_dirs": list(offline_log_dirs),
             **self.metadata_progress()},
             timeout_s=timeout_s)
         return _result(answer)

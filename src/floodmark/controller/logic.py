@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -113,9 +113,23 @@ class PartitionChangeNote:
     why: str
 
 
+@dataclass
+class ElectionCounts:
+    """Kafka's ControllerStats LeaderElectionRateAndTimeMs and UncleanLeaderElectionsPerSec, as
+    counters that only go up: one per leader election this process decided (a partition change
+    giving an existing partition a leader at a new leader epoch; a partition's first leader at
+    creation is not an election). The controller server keeps one for its whole life and hands
+    it to each ``ControllerLogic`` it activates, so a lost and regained leadership (a new logic)
+    does not reset it; a decision rolled back afterwards (never committed) stays counted."""
+
+    leader_elections: int = 0
+    unclean_leader_elections: int = 0
+
+
 class ControllerLogic:
     def __init__(self, image: MetadataImage, config: ControllerConfig,
-                 logger: logging.Logger | None = None) -> None:
+                 logger: logging.Logger | None = None,
+                 elections: ElectionCounts | None = None) -> None:
         self.image = image
         self.config = config
         self.log = logger or log
@@ -124,7 +138,11 @@ class ControllerLogic:
         self.last_heartbeat_ms: dict[int, int] = {}
         self._last_rebalance_ms = 0
         self._last_tick_ms = 0
-        self.unclean_elections = 0
+        self.elections = elections if elections is not None else ElectionCounts()
+
+    @property
+    def unclean_elections(self) -> int:
+        return self.elections.unclean_leader_elections
 
     # -- records -------------------------------------------------------------------------------
     def emit(self, rec: MetadataRecord) -> int:
@@ -178,6 +196,8 @@ class ControllerLogic:
                        why: str) -> None:
         old = self.image.partition(topic, partition)
         self.emit(registration_to_record(topic, partition, reg))
+        if old is not None and reg.leader != NO_LEADER and reg.leader_epoch > old.leader_epoch:
+            self.elections.leader_elections += 1
         self.log.info("partition %s-%d leader=%d leader_epoch=%d partition_epoch=%d isr=%s (%s; was "
                  "leader=%s isr=%s)", topic, partition, reg.leader, reg.leader_epoch,
                  reg.partition_epoch, list(reg.isr), why,
@@ -229,7 +249,7 @@ class ControllerLogic:
         if change is None:
             return
         if change.election is ElectionKind.UNCLEAN:
-            self.unclean_elections += 1
+            self.elections.unclean_leader_elections += 1
             why += " (UNCLEAN election: records the old ISR committed may be lost)"
             self.log.warning("partition %s-%d unclean election of %d leader_epoch=%d", topic,
                         partition, change.registration.leader, change.registration.leader_epoch)
@@ -246,6 +266,21 @@ class ControllerLogic:
                     isr = tuple(r for r in reg.isr if r != broker_id)
                     self._reelect(topic, partition, why, isr,
                                   (broker_id,) if unclean_shutdown else ())
+
+    def _take_replicas_offline(self, broker_id: int,
+                               keys: Collection[tuple[str, int]]) -> None:
+        """The broker's replicas in a failed log directory (its heartbeat's offline log dirs,
+        KIP-858): each leaves its ISR and, if it led, its leadership, as for a fenced broker
+        but only for those partitions. Every heartbeat repeats the list; a partition that no
+        longer names the broker in its ISR or as leader changes nothing."""
+        for topic, partition in sorted(keys):
+            timage = self.image.topics.get(topic)
+            reg = timage.partitions.get(partition) if timage is not None else None
+            if reg is None or (broker_id not in reg.isr and reg.leader != broker_id):
+                continue
+            isr = tuple(r for r in reg.isr if r != broker_id)
+            self._reelect(topic, partition, f"broker {broker_id}'s log dir holding the replica "
+                          f"failed", isr)
 
     def fence_broker(self, broker_id: int, why: str) -> None:
         """Not acceptable as leader or ISR member until it heartbeats again."""
@@ -313,11 +348,14 @@ class ControllerLogic:
         return epoch
 
     def heartbeat(self, broker_id: int, broker_epoch: int, now_ms: int,
-                  want_shutdown: bool = False) -> HeartbeatAnswer:
+                  want_shutdown: bool = False,
+                  offline_replicas: Collection[tuple[str, int]] = ()) -> HeartbeatAnswer:
         reg = self.image.brokers.get(broker_id)
         if reg is None or reg.broker_epoch != broker_epoch:
             return HeartbeatAnswer(ErrorCode.STALE_BROKER_EPOCH, fenced=True)
         self.last_heartbeat_ms[broker_id] = now_ms
+        if offline_replicas:
+            self._take_replicas_offline(broker_id, offline_replicas)
         if want_shutdown:
             if not reg.in_controlled_shutdown:
                 self.emit({"type": "broker_shutdown", "broker_id": broker_id,
@@ -409,7 +447,7 @@ class ControllerLogic:
             return ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, "no acceptable replica"
         lost_isr = [r for r in reg.isr if r != change.registration.leader]
         if change.election is ElectionKind.UNCLEAN:
-            self.unclean_elections += 1
+            self.elections.unclean_leader_elections += 1
         self._commit_change(topic, partition, change.registration,
                             "UNCLEAN election requested by an operator")
         message = (f"broker {change.registration.leader} leads at leader epoch "

@@ -3,10 +3,17 @@
 Kafka names (JMX exporter style) of ``kafka.controller:type=KafkaController`` and
 ``ControllerStats``: ActiveControllerCount, OfflinePartitionsCount, GlobalPartitionCount,
 GlobalTopicCount, FencedBrokerCount, ActiveBrokerCount, PreferredReplicaImbalanceCount,
-LeaderElectionRateAndTimeMs (as a counter: every election bumps a leader epoch, so the sum of the
-leader epochs is the number of elections of the live topics) and UncleanLeaderElectionsPerSec.
+LeaderElectionRateAndTimeMs and UncleanLeaderElectionsPerSec (their counts, ``_total``).
 ``floodmark_controller_underreplicatedpartitions`` is the cluster-wide count (the brokers' own
 gauge counts only the partitions each leads, as in Kafka).
+
+ActiveControllerCount is 1 only while this process is the active controller (the quorum leader
+that has taken over: ``server.logic`` is set), 0 on the other voters, so the sum over a quorum
+is 1 (the usual "sum != 1" alert). The election counters are ``ElectionCounts``, kept by the
+server for its whole life and bumped where the logic decides an election: they never go down
+(a deleted topic, a lost leadership or a new logic leaves them as they are); a restarted process
+starts again from 0, which Prometheus's ``rate`` reads as a counter reset. Only the controller
+that decided an election counts it: sum over the quorum for the cluster's elections.
 """
 
 from __future__ import annotations
@@ -36,7 +43,9 @@ class ControllerCollector(Collector):
             return GaugeMetricFamily(name, doc, value=value)
 
         prefix = "kafka_controller_kafkacontroller_"
-        yield gauge(prefix + "activecontrollercount", "1 on the active controller", 1)
+        yield gauge(prefix + "activecontrollercount",
+                    "1 on the active controller, 0 on the other voters",
+                    int(self.server.logic is not None))
         yield gauge(prefix + "offlinepartitionscount", "Partitions without a leader", offline)
         yield gauge(prefix + "globalpartitioncount", "Partitions in the cluster", len(partitions))
         yield gauge(prefix + "globaltopiccount", "Topics in the cluster", len(image.topics))
@@ -47,9 +56,10 @@ class ControllerCollector(Collector):
                     "Partitions not led by their preferred (first) replica", imbalance)
         yield gauge("floodmark_controller_underreplicatedpartitions",
                     "Partitions whose ISR is smaller than their replica set", under)
+        elections = self.server.elections
         yield CounterMetricFamily("kafka_controller_controllerstats_leaderelections",
-                                  "Leader elections (sum of the partitions' leader epochs)",
-                                  value=sum(max(reg.leader_epoch, 0) for reg in partitions))
+                                  "Leader elections this controller decided since it started",
+                                  value=elections.leader_elections)
         yield CounterMetricFamily("kafka_controller_controllerstats_uncleanleaderelections",
-                                  "Unclean leader elections since this controller started",
-                                  value=self.server.logic.unclean_elections if self.server.logic else 0)
+                                  "Unclean leader elections this controller decided since it "
+                                  "started", value=elections.unclean_leader_elections)

@@ -30,7 +30,7 @@ from floodmark.controller.image import (
     registration_to_record,
 )
 from floodmark.controller.liveness import ActivationSweep, BrokerConnections, Incarnation, speaker
-from floodmark.controller.logic import ControllerConfig, ControllerLogic
+from floodmark.controller.logic import ControllerConfig, ControllerLogic, ElectionCounts
 from floodmark.controller.metadata_log import MetadataLog, MetadataLogConfig
 from floodmark.controller.quorum.core import QuorumConfig
 from floodmark.controller.quorum.effects import RoleChanged
@@ -124,7 +124,9 @@ class ControllerServer:
         self._load_newest_snapshot()
         self._changed: asyncio.Event | None = None  # created in serve() (needs the loop)
         self.quorum: QuorumNode | None = None
-        self.logic: ControllerLogic | None = None
+        self.logic: ControllerLogic | None = None  # set while this is the active controller
+        # Elections this process decided, across every time it was active (/metrics).
+        self.elections = ElectionCounts()
         self._commit_waiters: list[tuple[int, asyncio.Future[bool]]] = []
         self.broker_connections = BrokerConnections()
         # What each broker's heartbeat says about metadata records it could not apply, and
@@ -152,7 +154,7 @@ class ControllerServer:
                 self.quorum.snapshot_written(sid.end_offset, sid.epoch, self.snapshots.size(sid))
         else:
             self._apply_committed(self.mlog.log_end_offset)
-            self.logic = ControllerLogic(self.image, config)
+            self.logic = ControllerLogic(self.image, config, elections=self.elections)
             self.logic.bootstrap()
             self.logic.start(now_ms())
             self._sweep.activated(now_ms())
@@ -377,7 +379,7 @@ class ControllerServer:
         if quorum.core.high_watermark <= getattr(role, "epoch_start_offset", 1 << 62):
             return
         self._apply_committed(quorum.core.high_watermark)
-        self.logic = ControllerLogic(self.image, self.config)
+        self.logic = ControllerLogic(self.image, self.config, elections=self.elections)
         self.logic.bootstrap()
         self.logic.start(now_ms())
         self._sweep.activated(now_ms())
@@ -638,8 +640,12 @@ class ControllerServer:
                 "session_timeout_ms": self.config.broker_session_timeout_ms}
 
     def _rpc_heartbeat(self, a: dict[str, Any]) -> dict[str, Any]:
-        ans = self._active().heartbeat(int(a["broker_id"]), int(a["broker_epoch"]), now_ms(),
-                                   bool(a.get("want_shutdown", False)))
+        offline = a.get("offline_replicas")
+        ans = self._active().heartbeat(
+            int(a["broker_id"]), int(a["broker_epoch"]), now_ms(),
+            bool(a.get("want_shutdown", False)),
+            offline_replicas=[(str(t), int(p)) for t, p in offline]
+            if isinstance(offline, list) else ())
         errors = a.get("metadata_errors")
         if isinstance(errors, dict):
             self.broker_metadata_errors[int(a["broker_id"])] = errors
@@ -785,7 +791,7 @@ class ControllerServer:
                 "cluster_id": self.image.cluster_id, "metadata_offset": self.image.next_offset,
                 "metadata_commits": [[end, at_ms] for end, at_ms in self.commits],
                 "brokers": brokers, "topics": topics,
-                "unclean_elections": self.logic.unclean_elections if self.logic else 0,
+                "unclean_elections": self.elections.unclean_leader_elections,
                 "active": self.logic is not None,
                 "unapplied_records": [{"offset": bad.offset, "reason": bad.reason}
                                       for bad in self.unapplied],

@@ -15,18 +15,20 @@ import argparse
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from floodmark.address import format_host_port, parse_host_port
 from floodmark.controller.logic import ControllerConfig, elr_config
 from floodmark.controller.metadata_log import MetadataLogConfig
 from floodmark.controller.quorum.codec import parse_voters
 from floodmark.controller.quorum.core import QuorumConfig
-from floodmark.controller.server import ControllerServer
 from floodmark.security.channel import PLAINTEXT_CHANNEL, ChannelSecurity
 from floodmark.security.sasl.scram import ScramUser, parse_add_scram
 from floodmark.settings import DEFAULTS, SETTINGS, eligible_leader_replicas_enabled
 from floodmark.storage.data_dir import DataDirLock, lock_data_dir
+
+if TYPE_CHECKING:  # loaded by open_controller: a broker-only node takes the options, not the server
+    from floodmark.controller.server import ControllerServer
 
 FETCH_IDLE_BACKOFF_MS = 0  # the leader long-polls caught-up voters (quorum_node)
 
@@ -187,6 +189,8 @@ def open_controller(setup: ControllerSetup, data_dir: str
                     ) -> tuple[ControllerServer, DataDirLock]:
     """Lock the data dir (held until the process ends or ``release``), then load the controller
     from it. ``DataDirLockedError`` / ``OSError`` when the directory is taken or unusable."""
+    from floodmark.controller.server import ControllerServer
+
     lock = lock_data_dir(data_dir)
     try:
         server = ControllerServer(data_dir, setup.config, setup.node_id, setup.quorum,

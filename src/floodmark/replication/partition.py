@@ -254,6 +254,10 @@ class Partition:
     def _effective_min_isr(self, replicas: tuple[int, ...]) -> int:
         return max(1, min(self.config.min_insync_replicas, len(replicas)))
 
+    def effective_min_isr(self) -> int:
+        """min.insync.replicas as this replica applies it: at most its replication factor."""
+        return self._effective_min_isr(self.role.replicas if self.role is not None else ())
+
     def _eligible(self, replica_id: int) -> bool:
         return replica_id not in self.ineligible
 

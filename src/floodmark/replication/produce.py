@@ -19,7 +19,10 @@ simulator and the fault tests to prove they catch it; nothing else may turn it o
 Errors answered before anything is appended: INVALID_REQUIRED_ACKS, NOT_LEADER_OR_FOLLOWER,
 CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, INVALID_RECORD (an idempotent request must hold exactly one
 batch per partition, as Kafka requires of Produce v3+), INVALID_RECORD again for a control batch
-(only the leader writes markers) or a transactional batch without a producer id; then a retry of
+(only the leader writes markers) or a transactional batch without a producer id, INVALID_RECORD
+for a keyless record in a compacted topic, INVALID_TIMESTAMP for a CreateTime record outside
+KIP-937's bounds (``replication/log_validator.py``, which also re-compresses batches into the
+topic's compression.type just before the append); then a retry of
 a batch already in the log is recognised (above); then NOT_ENOUGH_REPLICAS (acks=all with the
 committed ISR below min.insync.replicas); then the sequence checks
 (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE for a plain batch inside
@@ -68,6 +71,13 @@ from floodmark.records import (
     build_marker_batch,
     decode_batch,
     iter_batches,
+)
+from floodmark.replication.log_validator import (
+    TIMESTAMP_ERROR_MESSAGE,
+    TargetCompression,
+    TimestampBounds,
+    out_of_range_timestamps,
+    recompress,
 )
 from floodmark.replication.partition import (
     ACKS_ALL,
@@ -118,6 +128,12 @@ class ProduceSettings:
     """Kafka's rule (loses a committed record with librdkafka, docs/wire.md): a batch of an
     aborted transaction still answers a new batch with its epoch and sequences as a duplicate.
     Exists only so the proof can show it catches it."""
+    timestamps: TimestampBounds | None = None
+    """KIP-937's bounds on CreateTime records (None: not checked, as for a LogAppendTime
+    topic, whose records get the leader's clock)."""
+    compression: TargetCompression | None = None
+    """The topic's compression.type when it is not ``producer``: batches in another codec are
+    re-compressed before the append (replication/log_validator.py)."""
 
 
 @dataclass(slots=True)
@@ -198,6 +214,14 @@ def produce_as_leader(
             out = _refuse(produce_id, ErrorCode.INVALID_RECORD, message)
             out.record_errors = [(index, message) for index in refused]
             return out
+    if settings.timestamps is not None:
+        bad_timestamps = out_of_range_timestamps(records, settings.timestamps, now_ms)
+        if bad_timestamps is None:
+            return _refuse(produce_id, ErrorCode.CORRUPT_MESSAGE, "undecodable record batch")
+        if bad_timestamps:
+            out = _refuse(produce_id, ErrorCode.INVALID_TIMESTAMP, TIMESTAMP_ERROR_MESSAGE)
+            out.record_errors = [(index, message) for index, message in bad_timestamps]
+            return out
     producers = core.producers
     idempotent = [m for m in metas if m.producer_id >= 0]
     if idempotent and len(metas) != 1:
@@ -218,6 +242,11 @@ def produce_as_leader(
                            "another broker may lead this partition now")
         if check.error is not ErrorCode.NONE:
             return _refuse(produce_id, check.error)
+    if settings.compression is not None:
+        try:
+            records = recompress(records, settings.compression)
+        except CorruptRecordError as exc:
+            return _refuse(produce_id, ErrorCode.CORRUPT_MESSAGE, str(exc))
     try:
         info = log.append_as_leader(records, core.leader_epoch, now_ms)
     except KafkaError as exc:

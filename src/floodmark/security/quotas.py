@@ -6,8 +6,8 @@ and rules; the broker applies them where the response is sent (``broker/quotas.p
   pairs sorted by type, so one entity has one spelling.
 - **Keys** (``QuotaType``): ``producer_byte_rate`` and ``consumer_byte_rate`` (bytes per second,
   Kafka's LONG: whole numbers), ``request_percentage`` (percent of one request thread per second),
-  ``controller_mutation_rate`` (partition mutations per second; stored and described, not enforced;
-  ``request_percentage`` is enforced by ``broker/quotas.py``).
+  ``controller_mutation_rate`` (partition mutations per second, a ``TokenBucket``); the broker
+  applies all four (``broker/quotas.py``, the topic-mutation handlers).
   Every value must be > 0 (Kafka's "Quota <key> must be greater than 0").
 - **Precedence** (``QuotaStore.resolve``): for a connection of user ``u`` and client id ``c``, the
   first of these entities that sets the key wins, one key at a time:
@@ -373,3 +373,41 @@ def record_and_throttle(sensor: SampledRate, value: float, bound: float, now_ms:
     if max_throttle_ms is not None:
         throttle_ms = min(throttle_ms, max_throttle_ms)
     return throttle_ms
+
+
+class TokenBucket:
+    """KIP-599's bucket for ``controller_mutation_rate``: tokens (partition mutations) refill at
+    ``rate`` per second up to ``burst`` (Kafka: ``rate x quota.window.num x window seconds``).
+    A mutation is admitted while tokens remain (> 0) and may take the bucket below zero; the
+    throttle time is how long until the bucket is back at zero."""
+
+    __slots__ = ("_last_ms", "_tokens", "burst", "rate")
+
+    def __init__(self, rate: float, burst: float, now_ms: int) -> None:
+        self.rate = rate
+        self.burst = burst
+        self._tokens = burst
+        self._last_ms = now_ms
+
+    def tokens(self, now_ms: int) -> float:
+        if now_ms > self._last_ms:
+            self._tokens = min(self.burst,
+                               self._tokens + (now_ms - self._last_ms) / 1000.0 * self.rate)
+            self._last_ms = now_ms
+        return self._tokens
+
+    def admits(self, now_ms: int) -> bool:
+        return self.tokens(now_ms) > 0
+
+    def take(self, permits: float, now_ms: int) -> None:
+        self._tokens = self.tokens(now_ms) - permits
+
+    def throttle_ms(self, now_ms: int) -> int:
+        tokens = self.tokens(now_ms)
+        if tokens >= 0 or self.rate <= 0:
+            return 0
+        return math.ceil(-tokens / self.rate * 1000)
+
+    def idle(self, now_ms: int) -> bool:
+        """Full again: forgetting it changes nothing."""
+        return self.tokens(now_ms) >= self.burst

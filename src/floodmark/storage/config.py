@@ -32,6 +32,12 @@ class FlushPolicy(enum.Enum):
 class LogConfig:
     segment_bytes: int = GIB
     segment_ms: int = 7 * DAY_MS
+    segment_jitter_ms: int = 0
+    """segment.jitter.ms: each segment rolls up to this much before segment.ms (a fixed share
+    per segment, so partitions created together do not all roll at once)."""
+    segment_index_bytes: int = 10 * 1024 * 1024
+    """segment.index.bytes: the segment rolls when its offset index (8 bytes an entry) or time
+    index (12 bytes) reaches this size, as Kafka's fixed-size index files fill."""
     index_interval_bytes: int = 4096
     retention_bytes: int = -1
     retention_ms: int = 7 * DAY_MS
@@ -47,6 +53,15 @@ class LogConfig:
     min_compaction_lag_ms: int = 0
     max_compaction_lag_ms: int = LONG_MAX
     delete_retention_ms: int = DAY_MS
+    # What the leader does with a produced batch (Kafka's LogValidator): compression.type
+    # ("producer" keeps the client's codec, else one of uncompressed/gzip/snappy/lz4/zstd) with
+    # KIP-390's levels, and KIP-937's bounds on CreateTime timestamps around its clock.
+    compression_type: str = "producer"
+    compression_gzip_level: int = -1
+    compression_lz4_level: int = 9
+    compression_zstd_level: int = 3
+    message_timestamp_before_max_ms: int = LONG_MAX
+    message_timestamp_after_max_ms: int = 3_600_000
     # Not a Kafka setting: how much of a segment file one read takes when the log scans its
     # batches (recovery, the producer-state rebuild, index rebuilds). Tests and the simulator
     # make it small so that batches straddle read boundaries everywhere.
@@ -67,6 +82,12 @@ class LogConfig:
             raise ValueError(f"segment_bytes must be in [61, 2^31-1], got {self.segment_bytes}")
         if self.segment_ms <= 0:
             raise ValueError(f"segment_ms must be positive, got {self.segment_ms}")
+        if self.segment_jitter_ms < 0:
+            raise ValueError(f"segment_jitter_ms must be >= 0, got {self.segment_jitter_ms}")
+        if self.segment_index_bytes < 4:
+            raise ValueError(f"segment_index_bytes must be >= 4, got {self.segment_index_bytes}")
+        if self.message_timestamp_before_max_ms < 0 or self.message_timestamp_after_max_ms < 0:
+            raise ValueError("message.timestamp.before.max.ms / after.max.ms must be >= 0")
         if self.index_interval_bytes < 0:
             raise ValueError("index_interval_bytes must be >= 0")
         if self.flush_interval_messages <= 0:
@@ -103,6 +124,18 @@ class LogConfig:
         "log.segment.bytes": "segment_bytes",
         "segment.ms": "segment_ms",
         "log.roll.ms": "segment_ms",
+        "segment.jitter.ms": "segment_jitter_ms",
+        "log.roll.jitter.ms": "segment_jitter_ms",
+        "segment.index.bytes": "segment_index_bytes",
+        "log.index.size.max.bytes": "segment_index_bytes",
+        "compression.type": "compression_type",
+        "compression.gzip.level": "compression_gzip_level",
+        "compression.lz4.level": "compression_lz4_level",
+        "compression.zstd.level": "compression_zstd_level",
+        "message.timestamp.before.max.ms": "message_timestamp_before_max_ms",
+        "log.message.timestamp.before.max.ms": "message_timestamp_before_max_ms",
+        "message.timestamp.after.max.ms": "message_timestamp_after_max_ms",
+        "log.message.timestamp.after.max.ms": "message_timestamp_after_max_ms",
         "index.interval.bytes": "index_interval_bytes",
         "log.index.interval.bytes": "index_interval_bytes",
         "retention.bytes": "retention_bytes",
@@ -140,7 +173,8 @@ class LogConfig:
         a policy is given explicitly (``flush.policy`` = os | interval | group-commit).
         """
         changes: dict[str, object] = {}
-        hours = {"log.roll.hours": "segment_ms", "log.retention.hours": "retention_ms"}
+        hours = {"log.roll.hours": "segment_ms", "log.roll.jitter.hours": "segment_jitter_ms",
+                 "log.retention.hours": "retention_ms"}
         for name, hours_attr in hours.items():
             if name in values:
                 changes[hours_attr] = int(str(values[name])) * 3600 * 1000
@@ -159,6 +193,8 @@ class LogConfig:
                 changes[attr] = None if number >= LONG_MAX else number
             elif attr == "cleanup_policy":
                 changes[attr] = parse_cleanup_policy(value)
+            elif attr == "compression_type":
+                changes[attr] = str(value).strip()
             elif attr == "min_cleanable_dirty_ratio":
                 changes[attr] = float(str(value))
             else:
@@ -187,7 +223,7 @@ class LogConfig:
                 out[name] = value.value
             elif attr == "flush_interval_ms":
                 out[name] = str(LONG_MAX if value is None else value)
-            elif attr == "cleanup_policy":
+            elif attr in ("cleanup_policy", "compression_type"):
                 out[name] = value
             else:
                 out[name] = str(value)

@@ -86,6 +86,26 @@ def lock_data_dir(path: str) -> DataDirLock:
     return DataDirLock(path, fd)
 
 
+def lock_data_dirs(paths: list[str]) -> list[DataDirLock]:
+    """``lock_data_dir`` on each directory once (``--data-dir`` and every ``log.dirs`` entry,
+    the same directory named twice locked once); all or none: on a refusal the locks already
+    taken are released and the ``DataDirLockedError`` raised."""
+    locks: list[DataDirLock] = []
+    seen: set[str] = set()
+    try:
+        for path in paths:
+            os.makedirs(path, exist_ok=True)
+            real = os.path.realpath(path)
+            if real not in seen:
+                seen.add(real)
+                locks.append(lock_data_dir(path))
+    except BaseException:
+        for lock in locks:
+            lock.release()
+        raise
+    return locks
+
+
 def _lock_holder(lock_path: str) -> str:
     try:
         with open(lock_path, encoding="ascii", errors="replace") as handle:

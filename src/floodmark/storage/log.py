@@ -21,6 +21,7 @@ import bisect
 import contextlib
 import logging
 import posixpath
+import zlib
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 
@@ -50,6 +51,8 @@ from floodmark.storage.reads import ReadInfo, offset_for_timestamp, read_batches
 from floodmark.storage.recovery import recover_log
 from floodmark.storage.segment import (
     MAX_RELATIVE_OFFSET,
+    OFFSET_INDEX_ENTRY_BYTES,
+    TIME_INDEX_ENTRY_BYTES,
     Segment,
     scan_batches,
 )
@@ -89,6 +92,7 @@ class Log:
         self._epoch_checkpoint_pending = False
         self._flush_generation = 0  # bumped by truncation: older flush tickets are stale
         self._storage_error: str | None = None
+        self.last_io_error: str | None = None  # see ``_failed_write``
         self._was_compacted = False  # see ``gaps_allowed``
         # Bytes read per step when scanning from an index entry to a batch: one index interval
         # plus room for the next header.
@@ -203,9 +207,15 @@ class Log:
             reason = f"size {size} + {incoming_bytes} > segment.bytes {self.config.segment_bytes}"
         elif (
             active.roll_base_ms is not None
-            and now_ms - active.roll_base_ms >= self._max_segment_ms
+            and now_ms - active.roll_base_ms >= self._max_segment_ms - self._roll_jitter_ms(active)
         ):
-            reason = f"age {now_ms - active.roll_base_ms} ms >= segment.ms {self._max_segment_ms}"
+            reason = (f"age {now_ms - active.roll_base_ms} ms >= segment.ms "
+                      f"{self._max_segment_ms} - jitter {self._roll_jitter_ms(active)} ms")
+        elif (len(active.index) >= self.config.segment_index_bytes // OFFSET_INDEX_ENTRY_BYTES
+              # as Kafka's TimeIndex.isFull: the last entry is kept for the roll's own
+              or len(active.time_index) >= self.config.segment_index_bytes
+              // TIME_INDEX_ENTRY_BYTES - 1):
+            reason = f"index full (segment.index.bytes {self.config.segment_index_bytes})"
         elif last_offset - active.base_offset > MAX_RELATIVE_OFFSET:
             reason = "relative offsets would overflow"
         if not reason:
@@ -226,6 +236,15 @@ class Log:
         if self.config.compact:
             return min(self.config.segment_ms, self.config.max_compaction_lag_ms)
         return self.config.segment_ms
+
+    def _roll_jitter_ms(self, segment: Segment) -> int:
+        """segment.jitter.ms: this segment's share, in [0, min(jitter, segment.ms)). Kafka draws
+        it at random per segment; here it is a hash of the partition and the base offset, so
+        the simulator stays reproducible and partitions still roll at different times."""
+        jitter = min(self.config.segment_jitter_ms, self._max_segment_ms)
+        if jitter <= 0:
+            return 0
+        return zlib.crc32(f"{self.topic_partition}:{segment.base_offset}".encode()) % jitter
 
     def roll(self, now_ms: int, reason: str = "requested") -> Segment:
         """Start a new active segment at the log end offset (no-op if the active one is empty)."""
@@ -424,6 +443,9 @@ class Log:
          segment.offset_of_max_timestamp, segment.roll_base_ms) = saved
 
     def _failed_write(self, doing: str, exc: OSError) -> KafkaError:
+        # Remembered for the broker's log-directory check: an I/O error takes the whole
+        # directory offline (JBOD), as in Kafka.
+        self.last_io_error = f"{doing}: {exc.strerror or exc}"
         return KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
                           f"{self.topic_partition}: {doing} failed: {exc.strerror or exc}")
 
@@ -862,6 +884,13 @@ class Log:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    def take_offline(self, reason: str) -> None:
+        """Its log directory failed (JBOD): every operation refuses with KAFKA_STORAGE_ERROR
+        from now on, as after a failed fsync; the next start recovers it (if its disk is
+        back)."""
+        if self._storage_error is None:
+            self._storage_error = reason
 
     @property
     def offline(self) -> bool:

@@ -30,6 +30,8 @@ from floodmark.storage.txn_index import TXN_INDEX_SUFFIX, TxnIndex
 
 _OFFSET_ENTRY = struct.Struct(">II")
 _TIME_ENTRY = struct.Struct(">qI")
+OFFSET_INDEX_ENTRY_BYTES = _OFFSET_ENTRY.size  # segment.index.bytes counts these (8 B)
+TIME_INDEX_ENTRY_BYTES = _TIME_ENTRY.size  # and these (12 B)
 # baseOffset, batchLength, then (skipping epoch, magic, crc, attributes) lastOffsetDelta.
 _SCAN_PREFIX = struct.Struct(">qi11xi")
 SCAN_CHUNK_BYTES = 64 * 1024

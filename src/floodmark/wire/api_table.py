@@ -41,6 +41,7 @@ class ApiKey(enum.IntEnum):
     DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
+    ALTER_REPLICA_LOG_DIRS = 34
     DESCRIBE_LOG_DIRS = 35
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
@@ -123,6 +124,8 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
     ApiKey.CREATE_PARTITIONS: VersionRange(0, 3),
     ApiKey.DELETE_RECORDS: VersionRange(0, 2),
     ApiKey.DESCRIBE_LOG_DIRS: VersionRange(1, 4),
+    # JBOD (KIP-113): v0 is gone from Kafka 4 and from kio.
+    ApiKey.ALTER_REPLICA_LOG_DIRS: VersionRange(1, 2),
     ApiKey.DELETE_GROUPS: VersionRange(0, 2),
     ApiKey.ELECT_LEADERS: VersionRange(0, 2),
     ApiKey.ALTER_CONFIGS: VersionRange(0, 2),

@@ -25,14 +25,6 @@ class Known:
         return self._regex.match(d.key) is not None
 
 
-_MISSING_TOPIC_CONFIGS = (
-    "compression.gzip.level", "compression.lz4.level", "compression.type",
-    "compression.zstd.level", "file.delete.delay.ms", "follower.replication.throttled.replicas",
-    "index.interval.bytes", "leader.replication.throttled.replicas", "local.retention.bytes",
-    "local.retention.ms", "message.timestamp.after.max.ms", "message.timestamp.before.max.ms",
-    "preallocate", "remote.log.copy.disable", "remote.log.delete.on.disable",
-    "remote.storage.enable", "segment.index.bytes", "segment.jitter.ms", "segment.ms")
-
 KNOWN: list[Known] = [
     # -- kept on purpose ------------------------------------------------------------------------
     *(Known(f"{where}.responses[0].partitions[0].{name}",
@@ -74,12 +66,6 @@ KNOWN: list[Known] = [
           "Harness: node.id is in the Kafka node's server.properties (STATIC); floodmark takes "
           "it from a default (DEFAULT_CONFIG)."),
     # -- floodmark gaps (where the fix goes) ------------------------------------------------------
-    *(Known(f"*configs[name={name}]", "A topic config floodmark does not have "
-            "(compression levels, tiered storage, replication throttles, time-based segment "
-            "rolling, index tuning). Fix: the topic config registry, broker/config.py.")
-      for name in _MISSING_TOPIC_CONFIGS),
-    Known("incremental_alter_configs:after_validate_only.results[0].configs.length",
-          "segment.ms is one of the topic configs floodmark does not have (above)."),
     Known("*[name=min.insync.replicas]*.*source",
           "Kafka 4.1 formats min.insync.replicas as a cluster-wide dynamic default "
           "(DYNAMIC_DEFAULT_BROKER_CONFIG); floodmark reports DEFAULT_CONFIG (issue 23). Fix: "
@@ -91,20 +77,8 @@ KNOWN: list[Known] = [
           "Harness: Kafka lists the STATIC value and the default; floodmark only the default."),
     Known("*[name=group.initial.rebalance.delay.ms]*",
           "Harness: the Kafka node sets group.initial.rebalance.delay.ms=0."),
-    Known("*[name=retention.ms].synonyms*",
-          "retention.ms's broker synonym: Kafka lists no log.retention.ms synonym while that "
-          "setting has no value of its own (the value derives from log.retention.hours); "
-          "floodmark lists log.retention.ms with the derived value. Fix: broker/handlers/"
-          "admin.py _topic_entries (skip synonyms whose value is derived)."),
-    Known("*[name=flush.ms].synonyms.length",
-          "As retention.ms: log.flush.interval.ms has no value of its own in Kafka."),
-    Known("describe_configs:broker_keys.*[name=log.retention.ms]*",
-          "Kafka answers log.retention.ms with a null value (unset: log.retention.hours "
-          "applies); floodmark with the effective 604800000."),
     Known("describe_configs:broker_keys.*[name=broker.id]",
           "floodmark has node.id only; Kafka still answers broker.id (its synonym)."),
-    Known("describe_configs:broker_keys.*[name=log.retention.hours]",
-          "floodmark has log.retention.ms only, not the hours/minutes forms."),
     Known("describe_configs:broker_keys.*[name=offsets.topic.replication.factor]",
           "floodmark's __consumer_offsets replication is not a broker setting."),
     Known("incremental_alter_configs:broker_dynamic.*",

@@ -61,6 +61,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DESCRIBE_CLUSTER: admin.describe_cluster,
     ApiKey.DELETE_RECORDS: data.delete_records,
     ApiKey.DESCRIBE_LOG_DIRS: admin.describe_log_dirs,
+    ApiKey.ALTER_REPLICA_LOG_DIRS: admin.alter_replica_log_dirs,
     ApiKey.ELECT_LEADERS: admin.elect_leaders,
     ApiKey.ALTER_CONFIGS: admin.alter_configs,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: admin.incremental_alter_configs,

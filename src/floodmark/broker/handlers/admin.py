@@ -3,16 +3,15 @@ AlterConfigs/IncrementalAlterConfigs (topics and brokers), and the other admin A
 
 from __future__ import annotations
 
-import os
 import random
 import uuid
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from floodmark.broker import dynamic_configs
 from floodmark.broker.boundary import ClientConnection, WireRequest, WireResponse
 from floodmark.broker.config import (
-    LONG_MAX,
     SETTINGS,
     TOPIC_CONFIG_DEFAULTS,
     Configs,
@@ -23,7 +22,8 @@ from floodmark.broker.config import (
 )
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import validate_topic_name
-from floodmark.settings import is_sensitive
+from floodmark.security.quotas import TokenBucket
+from floodmark.settings import is_sensitive, topic_config_setting
 from floodmark.wire.api_table import SUPPORTED, ApiKey
 from floodmark.wire.codec import RequestHeader, encode_response
 
@@ -189,9 +189,34 @@ def _metadata_answer(broker: HandlerContext, header: RequestHeader, req: WireReq
     }
 
 
+THROTTLED = "The throttling quota has been exceeded."
+
+
+def _mutation_bucket(broker: HandlerContext, header: RequestHeader,
+                     conn: ClientConnection | None, validate_only: bool) -> TokenBucket | None:
+    """The connection's ``controller_mutation_rate`` bucket (KIP-599), None when no such quota
+    applies or nothing will be mutated (validate_only)."""
+    if validate_only or conn is None or not broker.quotas.active:
+        return None
+    return broker.quotas.mutation_bucket(conn.principal.name, header.client_id or "")
+
+
+def _admit_mutation(broker: HandlerContext, bucket: TokenBucket | None, strict: bool) -> None:
+    """Strict versions refuse a topic while the bucket is empty; older ones are admitted (and
+    only throttled)."""
+    if bucket is not None and strict and not bucket.admits(broker.now_ms()):
+        raise KafkaError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED)
+
+
+def _took(broker: HandlerContext, bucket: TokenBucket | None, partitions: int) -> None:
+    if bucket is not None:
+        bucket.take(partitions, broker.now_ms())
+
+
 async def create_topics(broker: HandlerContext, header: RequestHeader, req: WireRequest,
                         conn: ClientConnection | None = None) -> WireResponse:
     validate_only = bool(getattr(req, "validate_only", False))
+    bucket = _mutation_bucket(broker, header, conn, validate_only)
     results = []
     seen: set[str] = set()
     for t in req.topics:
@@ -210,10 +235,12 @@ async def create_topics(broker: HandlerContext, header: RequestHeader, req: Wire
                                      "assigned partitions must be numbered 0..n-1")
                 assignments = [tuple(int(b) for b in a.broker_ids) for a in ordered]
             configs = {c.name: c.value for c in t.configs}
+            _admit_mutation(broker, bucket, header.api_version >= 6)
             meta = await broker.create_topic(
                 t.name, int(t.num_partitions), int(t.replication_factor), configs,
                 validate_only=validate_only, assignments=assignments,
             )
+            _took(broker, bucket, len(meta.partitions))
             entry.update(topic_id=meta.topic_id, num_partitions=len(meta.partitions),
                          replication_factor=len(meta.partitions[0].replicas))
             if header.api_version >= 5:  # KIP-525: the new topic's configs, as described
@@ -224,7 +251,7 @@ async def create_topics(broker: HandlerContext, header: RequestHeader, req: Wire
         except KafkaError as exc:
             entry.update(error_code=int(exc.code), error_message=exc.message or None)
         results.append(entry)
-    return {"throttle_time": 0, "topics": results}
+    return {"throttle_time": broker.quotas.mutation_throttled(bucket, conn), "topics": results}
 
 
 async def delete_topics(broker: HandlerContext, header: RequestHeader, req: WireRequest,
@@ -234,6 +261,7 @@ async def delete_topics(broker: HandlerContext, header: RequestHeader, req: Wire
     else:
         names = [(n, None) for n in req.topic_names]
     results = []
+    bucket = _mutation_bucket(broker, header, conn, False)
     by_id = {m.topic_id: m.name for m in broker.controller.topics().values()}
     for name, topic_id in names:
         if name is None and topic_id is not None:
@@ -243,29 +271,36 @@ async def delete_topics(broker: HandlerContext, header: RequestHeader, req: Wire
         try:
             if name is None:
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "unknown topic id")
+            _admit_mutation(broker, bucket, header.api_version >= 5)
             meta = await broker.delete_topic(name)
+            _took(broker, bucket, len(meta.partitions))
             entry["topic_id"] = meta.topic_id
         except KafkaError as exc:
             entry.update(error_code=int(exc.code), error_message=exc.message or None)
         results.append(entry)
-    return {"throttle_time": 0, "responses": results}
+    return {"throttle_time": broker.quotas.mutation_throttled(bucket, conn),
+            "responses": results}
 
 
 async def create_partitions(broker: HandlerContext, header: RequestHeader, req: WireRequest,
                             conn: ClientConnection | None = None) -> WireResponse:
     results = []
+    bucket = _mutation_bucket(broker, header, conn, bool(req.validate_only))
     for t in req.topics:
         entry: WireResponse = {"name": t.name, "error_code": 0, "error_message": None}
         try:
             assignments = (None if not t.assignments else
                            [tuple(int(b) for b in a.broker_ids) for a in t.assignments])
+            before = broker.controller.topics().get(t.name)
+            _admit_mutation(broker, bucket, header.api_version >= 3)
             await broker.create_partitions(t.name, int(t.count),
                                            validate_only=bool(req.validate_only),
                                            assignments=assignments)
+            _took(broker, bucket, int(t.count) - (len(before.partitions) if before else 0))
         except KafkaError as exc:
             entry.update(error_code=int(exc.code), error_message=exc.message or None)
         results.append(entry)
-    return {"throttle_time": 0, "results": results}
+    return {"throttle_time": broker.quotas.mutation_throttled(bucket, conn), "results": results}
 
 
 _TOPIC_RESOURCE = 2
@@ -341,17 +376,23 @@ def _topic_entries(broker: HandlerContext, own: Configs, synonyms: bool) -> list
         if name in own:
             chain.append((ConfigSource.DYNAMIC_TOPIC_CONFIG, own[name]))
         if broker_name is not None:
-            chain += broker.config.sources(broker_name)
-            if name == "flush.ms":  # Kafka's topic default: never flush on time alone
-                chain = [(src, LONG_MAX if v is None else v) for src, v in chain]
-        if not chain:
-            chain.append((ConfigSource.DEFAULT_CONFIG, defaults.get(name)))
-        out.append(_entry(name, chain, broker_name or name, synonyms, topic=True))
+            # A broker setting without a value of its own (null: log.flush.interval.ms,
+            # log.roll.ms) is no synonym; Kafka lists none and answers the topic default.
+            chain += [(src, v) for src, v in broker.config.sources(broker_name)
+                      if v is not None]  # a null setting is no layer (it has no value)
+        setting = topic_config_setting(name)
+        entry = _entry(name, chain or [(ConfigSource.DEFAULT_CONFIG, defaults.get(name))],
+                       broker_name or name, synonyms, topic=True,
+                       config_type=setting.type if setting is not None else None)
+        if not chain:  # Kafka's topic default, no setting behind it: no synonym to list
+            entry["synonyms"] = []
+        out.append(entry)
     return out
 
 
 def _entry(name: str, chain: list[tuple[ConfigSource, ConfigValue]], synonym_name: str,
-           synonyms: bool, *, topic: bool = False) -> WireResponse:
+           synonyms: bool, *, topic: bool = False,
+           config_type: ConfigType | None = None) -> WireResponse:
     """One DescribeConfigs entry: the first layer of ``chain`` is in force."""
     source, value = chain[0] if chain else (ConfigSource.DEFAULT_CONFIG, None)
     setting = SETTINGS.get(synonym_name)
@@ -364,11 +405,13 @@ def _entry(name: str, chain: list[tuple[ConfigSource, ConfigValue]], synonym_nam
         "is_default": source is ConfigSource.DEFAULT_CONFIG,
         "config_source": int(source),
         "is_sensitive": secret,
+        # Kafka lists no synonym without a value (log.retention.ms while the hours form applies)
         "synonyms": [{"name": name if src is ConfigSource.DYNAMIC_TOPIC_CONFIG else synonym_name,
                       "value": None if secret else render(v), "source": int(src)}
-                     for src, v in chain]
+                     for src, v in chain if v is not None]
         if synonyms else [],
-        "config_type": int(setting.type if setting is not None else _config_type(value)),
+        "config_type": int(config_type if config_type is not None
+                           else setting.type if setting is not None else _config_type(value)),
         "documentation": None,
     }
 
@@ -420,28 +463,75 @@ def describe_cluster(broker: HandlerContext, header: RequestHeader, req: WireReq
 
 def describe_log_dirs(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection | None = None
                       ) -> WireResponse:
-    """This broker's one log directory: every replica it holds with its size on disk and its
-    offset lag (HW - LEO when a follower is behind the HW it was told, else 0), and the
-    directory's total and usable bytes (v4)."""
+    """One result per log directory (``log.dirs``), each with its total and usable bytes (v4)
+    and every replica it holds: its size on disk and its offset lag (HW - LEO when a follower
+    is behind the HW it was told, else 0). A replica being moved (AlterReplicaLogDirs) is also
+    listed in its destination with ``is_future_key`` set. A failed directory answers
+    KAFKA_STORAGE_ERROR and lists nothing."""
     wanted = (None if req.topics is None
               else {(t.topic, int(p)) for t in req.topics for p in t.partitions})
-    by_topic: dict[str, list[WireResponse]] = {}
+    storage = broker.storage
+    per_dir: dict[Path, dict[str, list[WireResponse]]] = {d.path: {} for d in storage.dirs}
     for (topic, index), ps in sorted(broker.partitions.items()):
         if wanted is not None and (topic, index) not in wanted:
             continue
-        by_topic.setdefault(topic, []).append({
+        where = storage.dir_of(topic, index)
+        if where is None:
+            continue
+        per_dir[where.path].setdefault(topic, []).append({
             "partition_index": index, "partition_size": ps.log.size_bytes,
             "offset_lag": max(0, ps.high_watermark - ps.log_end_offset),
             "is_future_key": False})
-    try:
-        st = os.statvfs(broker.data_dir)
-        total, usable = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
-    except OSError:
-        total = usable = -1
-    return {"throttle_time": 0, "error_code": 0, "results": [{
-        "error_code": 0, "log_dir": str(broker.data_dir.resolve()),
-        "topics": [{"name": n, "partitions": ps} for n, ps in by_topic.items()],
-        "total_bytes": total, "usable_bytes": usable}]}
+        future = storage.moving.get((topic, index))
+        if future is not None:
+            per_dir[future.destination.path].setdefault(topic, []).append({
+                "partition_index": index, "partition_size": future.copied_bytes,
+                "offset_lag": max(0, ps.log_end_offset - future.copied_log_end_offset),
+                "is_future_key": True})
+    return {"throttle_time": 0, "error_code": 0, "results": [
+        {"error_code": 0, "log_dir": str(d.path.resolve()),
+         "topics": [{"name": n, "partitions": ps} for n, ps in per_dir[d.path].items()],
+         "total_bytes": d.total_bytes(), "usable_bytes": d.usable_bytes()}
+        if d.offline is None else  # a failed directory: Kafka's answer, nothing listed
+        {"error_code": int(ErrorCode.KAFKA_STORAGE_ERROR), "log_dir": str(d.path.resolve()),
+         "topics": [], "total_bytes": -1, "usable_bytes": -1}
+        for d in storage.dirs]}
+
+
+def alter_replica_log_dirs(broker: HandlerContext, header: RequestHeader, req: WireRequest,
+                           conn: ClientConnection | None = None) -> WireResponse:
+    """Move replicas between this broker's log directories while they serve (KIP-113; see
+    ``replica_mover``). Per partition: LOG_DIR_NOT_FOUND when the path is not one of this
+    broker's ``log.dirs``; REPLICA_NOT_AVAILABLE when the broker does not host the replica (Kafka
+    may remember the wish for a replica created later; floodmark does not) or a move of it to
+    another directory is under way; NONE when it is already there, or the move has started
+    (DescribeLogDirs shows the copy with ``is_future_key`` until it is swapped in);
+    KAFKA_STORAGE_ERROR when the replica's directory or the destination has failed."""
+    storage = broker.storage
+    by_topic: dict[str, list[WireResponse]] = {}
+    for entry in req.dirs:
+        destination = storage.dir_named(str(entry.path))
+        for topic in entry.topics:
+            for index in topic.partitions:
+                key = (str(topic.name), int(index))
+                if destination is None:
+                    code = ErrorCode.LOG_DIR_NOT_FOUND
+                elif key not in broker.partitions or storage.dir_of(*key) is None:
+                    code = ErrorCode.REPLICA_NOT_AVAILABLE
+                elif destination.offline is not None or storage.is_offline(key):
+                    code = ErrorCode.KAFKA_STORAGE_ERROR
+                elif (moving := storage.moving.get(key)) is not None:
+                    code = (ErrorCode.NONE if moving.destination is destination
+                            else ErrorCode.REPLICA_NOT_AVAILABLE)
+                elif storage.dir_of(*key) is destination:
+                    code = ErrorCode.NONE
+                else:
+                    broker.move_replica(key, destination)
+                    code = ErrorCode.NONE
+                by_topic.setdefault(key[0], []).append(
+                    {"partition_index": key[1], "error_code": int(code)})
+    return {"throttle_time": 0, "results": [
+        {"topic_name": name, "partitions": parts} for name, parts in by_topic.items()]}
 
 
 async def elect_leaders(broker: HandlerContext, header: RequestHeader, req: WireRequest,

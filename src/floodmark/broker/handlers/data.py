@@ -27,6 +27,7 @@ from floodmark.errors import ErrorCode, KafkaError
 from floodmark.replication.produce import produce_as_leader
 from floodmark.replication.producer_state import batch_metas
 from floodmark.storage.file_slice import FileSlice
+from floodmark.wire.api_table import ApiKey
 from floodmark.wire.codec import RequestHeader, ms
 from floodmark.wire.errors import ProtocolError
 from floodmark.wire.hot import (
@@ -90,10 +91,20 @@ def append_partition(broker: HandlerContext, topic: str, partition: int, records
         return out
     out.log_start_offset = ps.log_start_offset
     produce_id = broker.next_produce_id() if acks == -1 else -1
+    topic_metrics = broker.topic_metrics
+    end_before = ps.log_end_offset
     result = produce_as_leader(
         ps.core, ps.log, records, acks=acks, produce_id=produce_id,
         now_ms=now_ms, timeout_ms=timeout_ms, settings=broker.produce_settings(ps),
         leadership_in_doubt=broker.membership.leadership_in_doubt())
+    if topic_metrics is not None:
+        counts = topic_metrics.counts(topic)
+        counts.total_produce += 1
+        if result.appended and records is not None:
+            counts.bytes_in += len(records)
+            counts.messages_in += ps.log_end_offset - end_before
+        elif result.answer not in (None, ErrorCode.NONE):
+            counts.failed_produce += 1
     if result.answer is not None and result.answer not in _ROUTINE_REFUSALS:
         _warn_refusal(ps, result.answer, result.error_message, now_ms)
     out.error_code = result.answer if result.answer is not None else ErrorCode.NONE
@@ -220,11 +231,12 @@ def _produce(broker: HandlerContext, req: ProduceRequest, version: int,
     if acks == 0:
         return None  # acks=0: no response at all (P4)
     if pending:
-        return _await_produce(version, req.correlation_id, results, pending)
+        return _await_produce(broker, version, req.correlation_id, results, pending)
+    _count_produce_errors(broker, results)
     return [encode_produce_response(version, req.correlation_id, results)]
 
 
-async def _await_produce(version: int, correlation_id: int,
+async def _await_produce(broker: HandlerContext, version: int, correlation_id: int,
                          results: list[tuple[str, list[ProducePartitionResult]]],
                          pending: list[ProducePartitionResult]) -> list[bytes | memoryview]:
     for out in pending:
@@ -234,7 +246,18 @@ async def _await_produce(version: int, correlation_id: int,
         if error is not ErrorCode.NONE:
             out.base_offset = -1
         out.pending = None
+    _count_produce_errors(broker, results)
     return [encode_produce_response(version, correlation_id, results)]
+
+
+def _count_produce_errors(broker: HandlerContext,
+                          results: list[tuple[str, list[ProducePartitionResult]]]) -> None:
+    """The answer's error codes, one per partition (Kafka's ErrorsPerSec for Produce)."""
+    metrics = broker.request_metrics
+    if metrics is not None:
+        for _name, outs in results:
+            for out in outs:
+                metrics.count_error(ApiKey.PRODUCE, int(out.error_code))
 
 
 # -- Fetch -----------------------------------------------------------------------------------------
@@ -361,8 +384,39 @@ def _leader_hints(broker: HandlerContext, plan: FetchPlan, topics: FetchTopics,
             for b in broker.live_brokers(listener) if b["node_id"] in leaders]
 
 
+def _count_fetch(broker: HandlerContext, plan: FetchPlan, topics: FetchTopics,
+                 replica_id: int) -> None:
+    """A Fetch answer in the metrics: its error codes (Kafka's ErrorsPerSec: the top-level one
+    and each partition's), and per hosted topic the partitions read, failed and the record bytes
+    sent (consumers: BytesOut; followers: ReplicationBytesOut, all topics)."""
+    request_metrics = broker.request_metrics
+    topic_metrics = broker.topic_metrics
+    if request_metrics is not None:
+        request_metrics.count_error(ApiKey.FETCH, 0)
+    hosted = broker.partitions
+    for (_, name, _), (_, parts) in zip(plan, topics, strict=True):
+        for p in parts:
+            code = int(p.error_code)
+            if request_metrics is not None:
+                request_metrics.count_error(ApiKey.FETCH, code)
+            if topic_metrics is None or name is None or (name, p.partition_index) not in hosted:
+                continue
+            counts = topic_metrics.counts(name)
+            counts.total_fetch += 1
+            if code:
+                counts.failed_fetch += 1
+            elif p.records:
+                if replica_id >= 0:
+                    topic_metrics.replication_bytes_out += len(p.records)
+                else:
+                    counts.bytes_out += len(p.records)
+
+
 def _encode_fetch(broker: HandlerContext, header: RequestHeader, plan: FetchPlan, topics: FetchTopics,
-                  errors: bool, ctx: FetchContext | None, listener: str | None) -> Encoded:
+                  errors: bool, ctx: FetchContext | None, listener: str | None,
+                  replica_id: int) -> Encoded:
+    if broker.request_metrics is not None or broker.topic_metrics is not None:
+        _count_fetch(broker, plan, topics, replica_id)
     # Hints first: they walk the plan beside the unfiltered answer (errored partitions are in
     # every answer, incremental ones included).
     endpoints = (_leader_hints(broker, plan, topics, listener)
@@ -399,10 +453,10 @@ async def _fetch_delayed(broker: HandlerContext, header: RequestHeader, plan: Fe
         topics, total, errors = _fetch_once(broker, plan, budget, replica_id, lazy, isolation,
                                             denied)
         if total >= min_bytes or errors:
-            return _encode_fetch(broker, header, plan, topics, errors, ctx, listener)
+            return _encode_fetch(broker, header, plan, topics, errors, ctx, listener, replica_id)
         _close_slices(topics)
     topics, _, errors = _fetch_once(broker, plan, budget, replica_id, lazy, isolation, denied)
-    return _encode_fetch(broker, header, plan, topics, errors, ctx, listener)
+    return _encode_fetch(broker, header, plan, topics, errors, ctx, listener, replica_id)
 
 
 _ZERO_UUID = uuid.UUID(int=0)
@@ -446,6 +500,8 @@ def fetch(broker: HandlerContext, header: RequestHeader, req: WireRequest,
     if ctx is None:
         read: ReadPlan = [(_topic_key(t, by_id), t.partitions) for t in req.topics]
     elif ctx.kind is ContextKind.ERROR:
+        if broker.request_metrics is not None:
+            broker.request_metrics.count_error(ApiKey.FETCH, int(ctx.error))
         return encode_fetch_response(version, header.correlation_id, [],
                                      error_code=int(ctx.error))
     else:
@@ -458,7 +514,7 @@ def fetch(broker: HandlerContext, header: RequestHeader, req: WireRequest,
     wait_ms = min(max(ms(req.max_wait), 0), 60_000)
     min_bytes = int(req.min_bytes)
     if wait_ms <= 0 or total >= min_bytes or errors or not topics:
-        return _encode_fetch(broker, header, plan, topics, errors, ctx, listener)
+        return _encode_fetch(broker, header, plan, topics, errors, ctx, listener, replica_id)
     _close_slices(topics)
     return _fetch_delayed(broker, header, plan, budget, replica_id, wait_ms, min_bytes, lazy,
                           ctx, isolation, denied, listener)

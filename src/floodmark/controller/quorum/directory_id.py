@@ -8,7 +8,6 @@ is a new directory to the quorum (``voter_set.accepts``).
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 
 from floodmark.controller.quorum.roles import ElectionState
@@ -16,17 +15,18 @@ from floodmark.controller.quorum.state_file import QuorumStateFile
 from floodmark.controller.quorum.voter_set import BOOTSTRAP, Bindings, VoterDirectory
 from floodmark.storage.checkpoints import write_text_atomically
 from floodmark.storage.fs import FileSystem
+from floodmark.storage.log_dirs import (
+    DIRECTORY_ID_KEY as KEY,
+)
+from floodmark.storage.log_dirs import (
+    META_PROPERTIES,
+    BadMetaPropertiesError,
+    load_or_create_directory_id,
+    new_directory_id,
+)
 
-META_PROPERTIES = "meta.properties"
-KEY = "directory.id"
-
-
-class BadMetaPropertiesError(ValueError):
-    pass
-
-
-def new_directory_id() -> str:
-    return str(uuid.uuid4())
+__all__ = ["KEY", "META_PROPERTIES", "BadMetaPropertiesError", "bootstrap_bindings",
+           "format_directory", "load_or_format", "new_directory_id"]
 
 
 def bootstrap_bindings(directory_ids: dict[int, str]) -> Bindings:
@@ -48,19 +48,6 @@ def format_directory(fs: FileSystem, path: str, directory_id: str, bootstrap: Bi
 
 def load_or_format(fs: FileSystem, directory: str,
                    new_id: Callable[[], str] = new_directory_id) -> str:
-    """The directory's id, written (durably) first if the directory has none."""
-    path = f"{directory.rstrip('/')}/{META_PROPERTIES}"
-    if fs.exists(path):
-        try:
-            text = fs.read_file(path).decode("utf-8")
-        except UnicodeDecodeError:
-            text = ""
-        for line in text.splitlines():
-            key, _, value = line.partition("=")
-            if key.strip() == KEY and value.strip():
-                return value.strip()
-        raise BadMetaPropertiesError(f"{path} has no {KEY}; refusing to start as a new "
-                                     "directory over an existing one")
-    directory_id = new_id()
-    write_text_atomically(fs, path, f"{KEY}={directory_id}\nversion=1\n")
-    return directory_id
+    """The directory's id, written (durably) first if the directory has none (the rule every
+    directory with a ``meta.properties`` follows: ``storage.log_dirs``)."""
+    return load_or_create_directory_id(fs, directory, new_id)

@@ -6,6 +6,10 @@ codes, credentials kept as (salt, stored key, server key, iterations) and never 
 the iteration bounds AlterUserScramCredentials enforces, Kafka's error messages, and a refusal
 that looks the same for an unknown user as for a wrong password (an unknown user gets a
 throwaway credential and fails at the proof, where a wrong password fails).
+
+``scramp`` is imported where a SCRAM name, password or exchange is handled, not with the module:
+every broker and client loads this module, few of them use SCRAM, and the library's start-up
+(package metadata, ASN.1 tables) is a measurable part of a process start.
 """
 
 from __future__ import annotations
@@ -18,9 +22,6 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-
-import scramp
-from scramp.utils import saslprep
 
 from floodmark.security.principal import KafkaPrincipal
 from floodmark.security.sasl.exchange import (
@@ -97,6 +98,9 @@ def check_user_name(name: str) -> None:
     """ValueError unless ``name`` can be a SCRAM user (not empty, SASLprep-clean)."""
     if not name or len(name) > MAX_USER_NAME_CHARS:
         raise ValueError(f"user name must have 1 to {MAX_USER_NAME_CHARS} characters")
+    import scramp
+    from scramp.utils import saslprep
+
     try:
         prepared = saslprep(name)
     except scramp.ScramException:
@@ -110,6 +114,9 @@ def salted_password(mechanism: ScramMechanism, password: str, salt: bytes,
     """RFC 5802's ``Hi(Normalize(password), salt, i)``: what AlterUserScramCredentials carries
     (KIP-554: the client salts, the password never reaches the broker)."""
     check_iterations(iterations)
+    import scramp
+    from scramp.utils import saslprep
+
     try:
         prepared = saslprep(password)
     except scramp.ScramException:
@@ -153,6 +160,8 @@ class ScramServer:
 
     def __init__(self, mechanism: ScramMechanism, lookup: CredentialLookup,
                  server_nonce: str | None = None) -> None:
+        import scramp
+
         self._mech = mechanism
         self._lookup = lookup
         self._user: str | None = None
@@ -180,6 +189,8 @@ class ScramServer:
                                     f"{self.mechanism} exchange of {who} failed: {why}")
 
     def respond(self, token: bytes) -> Challenge | Success:
+        import scramp
+
         step, self._step = self._step, self._step + 1
         try:
             text = token.decode("utf-8")
