@@ -247,3 +247,24 @@ def test_an_io_error_takes_only_its_log_dir_offline(tmp_path: Path) -> None:
     # The healthy directory is marked clean at the stop; the failed one is not.
     assert (b / CLEAN_SHUTDOWN_FILE).exists()
     assert not (a / CLEAN_SHUTDOWN_FILE).exists()
+
+
+def test_a_full_disk_is_retriable_and_never_fails_its_directory(tmp_path: Path) -> None:
+    """ENOSPC/EDQUOT answer KAFKA_STORAGE_ERROR and leave the directory online (writes resume
+    when space returns: tests/integration/test_disk_full.py); any other I/O error is
+    remembered for the directory check, which takes the directory offline."""
+    import errno
+
+    from floodmark.storage.log import Log
+
+    log = Log.open(str(tmp_path / "t-0"), now_ms=0)
+    try:
+        for code in (errno.ENOSPC, errno.EDQUOT):
+            err = log._failed_write("appending", OSError(code, os.strerror(code)))
+            assert err.code is ErrorCode.KAFKA_STORAGE_ERROR
+            assert log.last_io_error is None
+        err = log._failed_write("appending", OSError(errno.EIO, os.strerror(errno.EIO)))
+        assert err.code is ErrorCode.KAFKA_STORAGE_ERROR
+        assert log.last_io_error == "appending: Input/output error"
+    finally:
+        log.close()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import errno
 import logging
 import posixpath
 import zlib
@@ -59,6 +60,9 @@ from floodmark.storage.segment import (
 from floodmark.storage.txn_index import EVIDENCE_SUFFIX, entry_mismatch
 
 logger = logging.getLogger(__name__)
+
+_DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
+"""Errors of a full disk: retriable, never a failed directory."""
 
 
 def parse_partition_dir(name: str) -> TopicPartition | None:
@@ -444,8 +448,12 @@ class Log:
 
     def _failed_write(self, doing: str, exc: OSError) -> KafkaError:
         # Remembered for the broker's log-directory check: an I/O error takes the whole
-        # directory offline (JBOD), as in Kafka.
-        self.last_io_error = f"{doing}: {exc.strerror or exc}"
+        # directory offline (JBOD), as in Kafka. A full disk does not (ENOSPC, EDQUOT): the
+        # write was undone, the answer is the retriable KAFKA_STORAGE_ERROR and writes resume
+        # once space returns, without a restart (docs/storage.md; Kafka takes the directory
+        # offline here).
+        if exc.errno not in _DISK_FULL:
+            self.last_io_error = f"{doing}: {exc.strerror or exc}"
         return KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
                           f"{self.topic_partition}: {doing} failed: {exc.strerror or exc}")
 
