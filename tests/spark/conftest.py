@@ -136,7 +136,27 @@ JVM_KAFKA_FIXTURE = "spark_jvm_kafka"
 _jvm_kafka_missing: list[str] = []  # why the session has no JVM connector (one line), if so
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The JVM connector's jars go on the driver's classpath when the process's Spark JVM
+    starts, whichever test starts it: the simulator's and the model checker's Spark runs
+    (tests/sim) start it before tests/spark, and a JVM started without the jars never finds
+    format("kafka") (a later SparkContext's ``spark.jars`` does not reach the driver)."""
+    jars = _jvm_kafka_jars(session)
+    if jars and "PYSPARK_SUBMIT_ARGS" not in os.environ:
+        os.environ["PYSPARK_SUBMIT_ARGS"] = f"--jars {','.join(jars)} pyspark-shell"
+
+
+_JARS: list[list[str]] = []  # computed once per session
+
+
 def _jvm_kafka_jars(session: pytest.Session) -> list[str]:
+    if _JARS:
+        return _JARS[0]
+    _JARS.append(_find_jvm_kafka_jars(session))
+    return _JARS[0]
+
+
+def _find_jvm_kafka_jars(session: pytest.Session) -> list[str]:
     if not any(JVM_KAFKA_FIXTURE in getattr(item, "fixturenames", ())
                for item in session.items):
         _jvm_kafka_missing.append("no collected test asked for Spark's JVM Kafka connector")
