@@ -7,6 +7,7 @@ errors, ``NAME=VALUE`` lists, and offsets by timestamp asked of each partition's
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from collections.abc import Callable
@@ -172,3 +173,17 @@ def coordinator_request(cluster: ClusterClient, group: str, api: int, version: i
             raise Retriable(ErrorCode(code), f"group {group}")
         return resp
     return cluster.retry(attempt)
+
+
+def read_partitions_json(path: Path, option: str) -> list[Any] | None:
+    """The ``partitions`` list of a kafka-tools JSON file (``{"partitions": [...]}``) named by
+    ``option``; None when the document has no such list (the caller says what it expected).
+    An unreadable file or bad JSON is a one-line CliError."""
+    try:
+        doc = json.loads(path.read_text())
+    except OSError as exc:
+        raise CliError(f"{option} {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise CliError(f"{option} {path}: not JSON ({exc})") from None
+    entries = doc.get("partitions") if isinstance(doc, dict) else None
+    return entries if isinstance(entries, list) else None

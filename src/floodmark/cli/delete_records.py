@@ -15,7 +15,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from floodmark.cli.common import RETRIABLE_CODES, CliError, add_bootstrap, connect
+from floodmark.cli.common import (
+    RETRIABLE_CODES,
+    CliError,
+    add_bootstrap,
+    connect,
+    read_partitions_json,
+)
 from floodmark.client.cluster import ClusterClient, Retriable, error_text
 from floodmark.errors import ErrorCode
 
@@ -62,14 +68,8 @@ def _check(topic: str, partition: int, offset: int) -> None:
 
 
 def _from_file(path: Path) -> dict[tuple[str, int], int]:
-    try:
-        doc = json.loads(path.read_text())
-    except OSError as exc:
-        raise CliError(f"--offset-json-file {path}: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise CliError(f"--offset-json-file {path}: not JSON ({exc})") from None
-    entries = doc.get("partitions") if isinstance(doc, dict) else None
-    if not isinstance(entries, list) or not entries:
+    entries = read_partitions_json(path, "--offset-json-file")
+    if not entries:
         raise CliError(f"--offset-json-file {path}: expected "
                        '{"partitions": [{"topic", "partition", "offset"}, ...]}')
     if len(entries) > MAX_PARTITIONS:

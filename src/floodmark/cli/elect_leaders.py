@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from floodmark.cli.common import CliError, add_bootstrap, connect
+from floodmark.cli.common import CliError, add_bootstrap, connect, read_partitions_json
 from floodmark.client.cluster import error_text
 from floodmark.errors import ErrorCode
 
@@ -68,14 +68,8 @@ def _partitions(args: argparse.Namespace) -> list[tuple[str, int]] | None:
     if args.partition is not None:
         raise CliError("--partition goes with --topic")
     path = Path(args.path_to_json_file)
-    try:
-        doc = json.loads(path.read_text())
-    except OSError as exc:
-        raise CliError(f"--path-to-json-file {path}: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise CliError(f"--path-to-json-file {path}: not JSON ({exc})") from None
-    entries = doc.get("partitions") if isinstance(doc, dict) else None
-    if not isinstance(entries, list) or not entries or len(entries) > MAX_PARTITIONS:
+    entries = read_partitions_json(path, "--path-to-json-file")
+    if not entries or len(entries) > MAX_PARTITIONS:
         raise CliError(f"--path-to-json-file {path}: expected "
                        '{"partitions": [{"topic", "partition"}, ...]} (1 to '
                        f"{MAX_PARTITIONS} entries)")
