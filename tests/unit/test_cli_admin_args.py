@@ -87,3 +87,24 @@ def test_elect_leaders_partitions(tmp_path: Path) -> None:
                          (["--all-topic-partitions", "--partition", "1"], "goes with --topic")):
         with pytest.raises(CliError, match=needle):
             partitions(*argv)
+
+
+def test_replica_assignment_and_reassignment_files(tmp_path: Path) -> None:
+    from floodmark.cli.reassign import read_reassignment, reassignment_json
+    from floodmark.cli.topic import replica_assignment
+    assert replica_assignment("1:2,2:3, 3:1") == [[1, 2], [2, 3], [3, 1]]
+    assert replica_assignment(None) == []
+    for bad in ("1:x", "1:1", "1:2,3", "-1:2"):
+        with pytest.raises(CliError):
+            replica_assignment(bad)
+    f = tmp_path / "r.json"
+    f.write_text(reassignment_json({("t", 1): [3, 1], ("t", 0): [1, 2]}))
+    doc = json.loads(f.read_text())
+    assert doc["version"] == 1 and [p["partition"] for p in doc["partitions"]] == [0, 1]
+    assert read_reassignment(f) == {("t", 0): [1, 2], ("t", 1): [3, 1]}
+    f.write_text('{"version": 1, "partitions": [{"topic": "t", "partition": 0, '
+                 '"replicas": [1]}, {"topic": "t", "partition": 0, "replicas": [2]}]}')
+    with pytest.raises(CliError, match="t-0 appears twice"):
+        read_reassignment(f)
+    with pytest.raises(SystemExit):  # one action, argparse's own one-line error
+        parse("cluster", "reassign-partitions", "--list", "--verify")

@@ -1,7 +1,8 @@
 """``floodmark cluster up|down|status|describe|diff|kill|start|quorum|health|elect-leaders|
-log-dirs``: the front end of the local-cluster supervisor (``floodmark.cluster``); ``health``,
-``elect-leaders`` and ``log-dirs`` ask any cluster over the wire (``floodmark.cli.health``,
-``floodmark.cli.elect_leaders``, ``floodmark.cli.log_dirs``).
+log-dirs|reassign-partitions``: the front end of the local-cluster supervisor
+(``floodmark.cluster``); ``health``, ``elect-leaders``, ``log-dirs`` and ``reassign-partitions``
+ask any cluster over the wire (``floodmark.cli.health``, ``floodmark.cli.elect_leaders``,
+``floodmark.cli.log_dirs``, ``floodmark.cli.reassign``).
 
 ``up`` starts the controller (node 0) and N brokers (nodes 1..N) as separate processes, writes
 ``<data-dir>/cluster.json``, prints the bootstrap address and stays in the foreground until
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from floodmark.address import BadAddress, parse_bootstrap
-from floodmark.cli import elect_leaders, health, log_dirs
+from floodmark.cli import elect_leaders, health, log_dirs, reassign
 from floodmark.cli.checks import check_bindable, check_data_dir
 from floodmark.cli.common import CliError, pairs
 from floodmark.cluster.describe import describe
@@ -53,7 +54,8 @@ DEFAULT_CONTROLLERS = 3
 def register(subparsers: Any) -> None:
     cluster = subparsers.add_parser("cluster", help="a local replicated cluster: up, down, "
                                                     "status, describe, diff, kill, start, "
-                                                    "quorum, health, elect-leaders, log-dirs")
+                                                    "quorum, health, elect-leaders, log-dirs, "
+                                                    "reassign-partitions")
     sub = cluster.add_subparsers(dest="cluster_command", metavar="ACTION")
 
     def data_dir(p: argparse.ArgumentParser) -> None:
@@ -148,6 +150,7 @@ def register(subparsers: Any) -> None:
     health.add_parser(sub)
     elect_leaders.add_parser(sub)
     log_dirs.add_parser(sub)
+    reassign.add_parser(sub)
     cluster.set_defaults(func=lambda a: (cluster.print_help(), 2)[1])
 
 

@@ -179,11 +179,18 @@ def read_partitions_json(path: Path, option: str) -> list[Any] | None:
     """The ``partitions`` list of a kafka-tools JSON file (``{"partitions": [...]}``) named by
     ``option``; None when the document has no such list (the caller says what it expected).
     An unreadable file or bad JSON is a one-line CliError."""
+    return read_tools_json_list(path, option, "partitions")
+
+
+def read_tools_json_list(path: Path, option: str, key: str) -> list[Any] | None:
+    """The list under ``key`` of a kafka-tools JSON file (``{"partitions": [...]}``,
+    ``{"topics": [...]}``) named by ``option``; None when the document has no such list.
+    An unreadable file or bad JSON is a one-line CliError."""
     try:
         doc = json.loads(path.read_text())
     except OSError as exc:
         raise CliError(f"{option} {path}: {exc.strerror or exc}") from None
     except ValueError as exc:
         raise CliError(f"{option} {path}: not JSON ({exc})") from None
-    entries = doc.get("partitions") if isinstance(doc, dict) else None
+    entries = doc.get(key) if isinstance(doc, dict) else None
     return entries if isinstance(entries, list) else None

@@ -54,7 +54,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("produce", "produce lines (stdin or --file) to a topic", ("floodmark.cli.produce",)),
     Command("consume", "print a topic's records, one per line", ("floodmark.cli.consume",)),
     Command("cluster", "a local replicated cluster: up, down, status, describe, diff, kill, "
-                       "start, quorum, health, elect-leaders, log-dirs", ("floodmark.cli.cluster",)),
+                       "start, quorum, health, elect-leaders, log-dirs, "
+                       "reassign-partitions", ("floodmark.cli.cluster",)),
     Command("user", "users' SCRAM credentials", ("floodmark.cli.user",)),
     Command("demo", "the main job: a Spark pipeline on a local cluster with a leader SIGKILL "
                     "(--tour: the guided tour of the replication scenarios)",

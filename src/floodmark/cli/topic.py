@@ -34,9 +34,13 @@ def register(subparsers: Any) -> None:
     tsub = topic.add_subparsers(dest="topic_command", metavar="ACTION")
     p = tsub.add_parser("create", help="create a topic")
     p.add_argument("name")
-    p.add_argument("--partitions", type=int, default=1)
+    p.add_argument("--partitions", type=int, default=None, help="default: 1")
     p.add_argument("--replication-factor", type=int, default=None,
                    help="default: the cluster's default.replication.factor")
+    p.add_argument("--replica-assignment", default=None, metavar="B:B,B:B,...",
+                   help="each partition's replicas, preferred leader first, partitions "
+                        "separated by commas (kafka-topics.sh's; not with --partitions or "
+                        "--replication-factor)")
     p.add_argument("--config", action="append", default=[], metavar="NAME=VALUE")
     add_bootstrap(p)
     p.set_defaults(func=topic_create)
@@ -95,22 +99,53 @@ def register(subparsers: Any) -> None:
 
 def topic_create(args: argparse.Namespace) -> int:
     configs = [{"name": k, "value": v} for k, v in pairs(args.config, "--config").items()]
-    if args.partitions < 1:
+    assignment = replica_assignment(args.replica_assignment)
+    if assignment and (args.partitions is not None or args.replication_factor is not None):
+        raise CliError("--replica-assignment gives the partitions and their replicas: leave "
+                       "out --partitions and --replication-factor")
+    partitions = len(assignment) if assignment else (args.partitions or 1)
+    if args.partitions is not None and args.partitions < 1:
         raise CliError(f"--partitions {args.partitions}: a topic needs at least one partition")
     if args.replication_factor is not None and args.replication_factor < 1:
         raise CliError(f"--replication-factor {args.replication_factor}: at least 1")
     rf = -1 if args.replication_factor is None else args.replication_factor  # cluster default
     with connect(args) as cluster:
         resp = cluster.request_any(19, 7, {"topics": [{
-            "name": args.name, "num_partitions": args.partitions,
-            "replication_factor": rf, "assignments": [],
+            "name": args.name, "num_partitions": -1 if assignment else partitions,
+            "replication_factor": -1 if assignment else rf,
+            "assignments": [{"partition_index": i, "broker_ids": replicas}
+                            for i, replicas in enumerate(assignment)],
             "configs": configs}], "timeout": 30000, "validate_only": False})
     rc = report([(t.name, int(t.error_code), t.error_message) for t in resp.topics])
     if rc == 0:
         t = resp.topics[0]
-        print(f"created topic {args.name} with {args.partitions} partition(s), replication "
-              f"factor {int(t.replication_factor) if int(t.replication_factor) > 0 else rf}")
+        factor = (len(assignment[0]) if assignment
+                  else int(t.replication_factor) if int(t.replication_factor) > 0 else rf)
+        print(f"created topic {args.name} with {partitions} partition(s), replication "
+              f"factor {factor}")
     return rc
+
+
+def replica_assignment(value: str | None) -> list[list[int]]:
+    """kafka-topics.sh's ``--replica-assignment 1:2,2:3``: per partition its replicas; every
+    mistake one line."""
+    if value is None:
+        return []
+    out: list[list[int]] = []
+    for i, part in enumerate(value.split(",")):
+        try:
+            replicas = [int(b) for b in part.split(":")]
+        except ValueError:
+            raise CliError(f"--replica-assignment {value!r}: partition {i} is not broker ids "
+                           "joined by ':' (e.g. 1:2,2:1)") from None
+        if len(set(replicas)) != len(replicas) or min(replicas) < 0:
+            raise CliError(f"--replica-assignment {value!r}: partition {i} names a broker "
+                           "twice or a negative id")
+        if out and len(replicas) != len(out[0]):
+            raise CliError(f"--replica-assignment {value!r}: every partition needs as many "
+                           "replicas as the first")
+        out.append(replicas)
+    return out
 
 
 def topic_list(args: argparse.Namespace) -> int:
