@@ -160,6 +160,17 @@ DEFAULTS: dict[str, Any] = {
     # below says otherwise.
     "floodmark.sasl.plain.users.file": "",
     "floodmark.unsafe.sasl.plain.without.tls": False,
+    # OAUTHBEARER (KIP-255, KIP-768): JWTs signed by a key of this JSON Web Key Set (a file,
+    # file:// URL or http(s) URL, re-read every refresh.ms), with Kafka's claim checks.
+    # Unsecured tokens (alg none) only with the unsafe setting.
+    "sasl.oauthbearer.jwks.endpoint.url": "",
+    "sasl.oauthbearer.jwks.endpoint.refresh.ms": 3_600_000,
+    "sasl.oauthbearer.expected.audience": "",
+    "sasl.oauthbearer.expected.issuer": "",
+    "sasl.oauthbearer.sub.claim.name": "sub",
+    "sasl.oauthbearer.scope.claim.name": "scope",
+    "sasl.oauthbearer.clock.skew.seconds": 30,
+    "floodmark.unsafe.sasl.oauthbearer.unsecured.jwt": False,
     # Client quotas (Kafka's names and defaults): a rate is measured over quota.window.num
     # samples of quota.window.size.seconds each; the quotas themselves are metadata records
     # (AlterClientQuotas, ``floodmark quota set``).
@@ -280,13 +291,15 @@ _INT_SETTINGS = frozenset({"node.id", "num.partitions", "default.replication.fac
                            "eligible.leader.replicas.version",
                            "connection.failed.authentication.delay.ms",
                            "sasl.server.max.receive.size",
+                           "sasl.oauthbearer.jwks.endpoint.refresh.ms",
+                           "sasl.oauthbearer.clock.skew.seconds",
                            # issue 23's topic-config defaults
                            "compression.gzip.level", "compression.lz4.level",
                            "compression.zstd.level", "log.roll.hours", "log.roll.jitter.hours",
                            "log.index.size.max.bytes", "log.index.interval.bytes",
                            "log.retention.minutes", "log.retention.hours"})
 _LIST_SETTINGS = frozenset({"log.cleanup.policy", "process.roles", "sasl.enabled.mechanisms",
-                            "group.consumer.assignors"})
+                            "group.consumer.assignors", "sasl.oauthbearer.expected.audience"})
 _LONG_NULLABLE = frozenset({"log.flush.interval.ms", "log.roll.ms", "log.roll.jitter.ms",
                             "log.retention.ms"})
 

@@ -34,7 +34,8 @@ def test_scram_by_default_needs_nothing_else(tmp_path: Path) -> None:
      "names no users file"),
     (["sasl.enabled.mechanisms=GSSAPI"], "GSSAPI not served"),
     (["sasl.enabled.mechanisms= "], "enables no SASL mechanism"),
-    (["listener.name.sasl.sasl.enabled.mechanisms=OAUTHBEARER"], "OAUTHBEARER not served"),
+    (["listener.name.sasl.sasl.enabled.mechanisms=OAUTHBEARER"], "OAUTHBEARER but "
+     "sasl.oauthbearer.jwks.endpoint.url names no key set"),
     (["sasl.enabled.mechanisms=PLAIN", "floodmark.unsafe.sasl.plain.without.tls=true",
       "floodmark.sasl.plain.users.file=/nonexistent/users"], "No such file"),
     (["connections.max.reauth.ms=-1"], "must not be negative"),

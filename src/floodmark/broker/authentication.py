@@ -4,7 +4,8 @@ server sides, and what happens to a connection that fails.
 The rules live in ``floodmark.security.sasl`` (pure); this module gives each connection on a
 SASL listener its ``SaslSession`` (``session_for``), with the listener's enabled mechanisms
 (``listener.name.<l>.sasl.enabled.mechanisms``, else ``sasl.enabled.mechanisms``), PLAIN's users
-from ``floodmark.sasl.plain.users.file`` and SCRAM's credentials from the metadata image
+from ``floodmark.sasl.plain.users.file``, OAUTHBEARER's trusted keys from
+``sasl.oauthbearer.jwks.endpoint.url`` and SCRAM's credentials from the metadata image
 (controller records, so a credential altered anywhere is in force on every broker once its
 record is applied). ``check_listener`` refuses at start what must not run: an unknown
 mechanism, PLAIN without TLS unless ``floodmark.unsafe.sasl.plain.without.tls=true``, PLAIN
@@ -16,16 +17,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 
 from floodmark.broker.boundary import ClientConnection
 from floodmark.broker.config import BrokerConfig
 from floodmark.controller.scram import Credentials
 from floodmark.security.sasl.exchange import MechanismServer
+from floodmark.security.sasl.jwks_source import KeySet
+from floodmark.security.sasl.oauthbearer import OAUTHBEARER, OAuthBearerServer, OAuthSettings
 from floodmark.security.sasl.plain import PLAIN, PlainServer, PlainUsers
 from floodmark.security.sasl.scram import ScramCredential, ScramMechanism, ScramServer
 from floodmark.security.sasl.session import SaslSession, SaslSettings
-from floodmark.security.sasl.settings import listener_sasl_settings, plain_users
+from floodmark.security.sasl.settings import (
+    JWKS_URL_SETTING,
+    listener_sasl_settings,
+    oauth_settings,
+    plain_users,
+)
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +46,8 @@ class Authentication:
         self._config = config
         self._credentials = credentials
         self._plain: PlainUsers | None = None
+        self._oauth: OAuthSettings | None = None
+        self._key_set: KeySet | None = None
         self._settings: dict[str, SaslSettings] = {}  # SASL listener name -> its settings
         for ep in config.listeners.listeners:
             self.check_listener(ep.name, ep.security_protocol.value)
@@ -52,6 +63,16 @@ class Authentication:
             if warning is not None:
                 log.warning("%s", warning)
             log.info("SASL/PLAIN: %d user(s)", len(self._plain))
+        if OAUTHBEARER in settings.enabled_mechanisms and self._oauth is None:
+            self._oauth = oauth_settings(self._config.get)
+            url = str(self._config.get(JWKS_URL_SETTING) or "")
+            if url:
+                self._key_set = KeySet(url, self._config.get_int(
+                    "sasl.oauthbearer.jwks.endpoint.refresh.ms"))
+                log.info("SASL/OAUTHBEARER: %d key(s) from %s", len(self._key_set.keys()), url)
+            if self._oauth.allow_unsecured:
+                log.warning("SASL/OAUTHBEARER accepts unsecured tokens (alg none): anyone can "
+                            "claim any user name")
         self._settings[listener] = settings
 
     # -- connections -----------------------------------------------------------------------
@@ -66,6 +87,10 @@ class Authentication:
         if mechanism == PLAIN:
             assert self._plain is not None, "check_listener loaded the users of PLAIN"
             return PlainServer(self._plain)
+        if mechanism == OAUTHBEARER:
+            assert self._oauth is not None, "check_listener read OAUTHBEARER's settings"
+            keys = self._key_set.keys() if self._key_set is not None else ()
+            return OAuthBearerServer(keys, self._oauth, int(time.time() * 1000))
         return ScramServer(ScramMechanism.parse(mechanism), self._scram_credential)
 
     def _scram_credential(self, user: str, mechanism: ScramMechanism) -> ScramCredential | None:

@@ -22,6 +22,8 @@ class Success:
 
     principal: KafkaPrincipal
     token: bytes
+    credential_expires_at_ms: int | None = None
+    """When the credential itself expires (an OAUTHBEARER token's ``exp``); None: never."""
 
 
 class AuthenticationFailed(Exception):  # Kafka's SaslAuthenticationException

@@ -210,6 +210,9 @@ class SaslSession:
         self.principal = step.principal
         self._exchange = None
         lifetime_ms = self.settings.max_reauth_ms
+        if lifetime_ms > 0 and step.credential_expires_at_ms is not None:
+            # KIP-368: the session ends when the credential does (a token's expiry), if sooner.
+            lifetime_ms = max(1, min(lifetime_ms, step.credential_expires_at_ms - now_ms))
         self.expires_at_ms = now_ms + lifetime_ms if lifetime_ms > 0 else None
         return AuthenticateAnswer(ErrorCode.NONE, None, step.token, lifetime_ms,
                                   principal=step.principal)
