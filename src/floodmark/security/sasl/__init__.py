@@ -14,6 +14,5 @@
   session expiry.
 
 Nothing here touches sockets, files (but ``plain.load_plain_users`` and ``jwks_source``) or
-clocks: ``now_ms`` is
-passed in.
+clocks: ``now_ms`` is passed in.
 """
