@@ -62,13 +62,14 @@ class Leader:
 
     def produce(self, sequence: int, value: bytes = b"v", acks: int = -1,
                 now_ms: int = 10, pid: int = PID, in_doubt: bool = False,
-                transactional: bool = False) -> LeaderProduce:
+                transactional: bool = False, stepped_down: bool = False) -> LeaderProduce:
         self.next_id += 1
         batch = simple_batch([value], producer_id=pid, producer_epoch=0, base_sequence=sequence,
                              is_transactional=transactional)
         out = produce_as_leader(self.core, self.log, batch, acks=acks,
                                 produce_id=self.next_id, now_ms=now_ms, timeout_ms=1000,
-                                settings=self.settings, leadership_in_doubt=in_doubt)
+                                settings=self.settings, leadership_in_doubt=in_doubt,
+                                stepped_down=stepped_down)
         self.apply(out.effects)
         return out
 

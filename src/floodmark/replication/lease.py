@@ -1,0 +1,54 @@
+"""When a leader whose controller session has lapsed stops presenting itself as leader to clients
+(issue 26 §4), sans-I/O.
+
+A broker cut off from the controller keeps its last metadata image, in which it leads. The
+controller meanwhile fences it (no heartbeat for ``broker.session.timeout.ms``) and elects new
+leaders, but a client that reaches only the cut-off broker keeps asking it for Metadata (its most
+recently used connection) and keeps being told "I lead": Kafka's producers stall until the
+network heals. So a leader whose leadership is in doubt (``broker/controller_session.py``: the
+session lapsed, or its metadata has not caught up since) *steps down for clients*: Produce and
+client Fetch are answered NOT_LEADER_OR_FOLLOWER, produce waiting in the purgatory too, and
+Metadata names no leader for the partition (LEADER_NOT_AVAILABLE) and leaves this broker out of
+its broker list, so the client drops the connection and asks another broker.
+
+Safety: stepping down only ever refuses more. Nothing is appended, acknowledged or truncated by
+the rule; the partition state (role, epoch, ISR, HW) is untouched, replica fetches are still
+served (followers are fenced by leader epochs as before), and the metadata that comes once the
+session is back decides what this broker is.
+
+Availability: the rule does not step down where stepping down helps no one.
+
+* Some other in-sync replica fetched from this leader, at its leader epoch, within the session
+  timeout: the followers still follow it, so the controller has not moved the partition where
+  they can see it. This is the cluster whose controllers are all down: every broker's session
+  lapses, and it keeps serving on the metadata it has, as Kafka's does. A leader cut off from
+  its followers and the controller stops hearing them at the moment it stops hearing the
+  controller, so it steps down as the controller fences it.
+* No other replica is in the ISR (the maximal one, a pending change included): the controller
+  cannot elect another leader cleanly, so the partition's only server stays.
+"""
+
+from __future__ import annotations
+
+from floodmark.replication.partition import LeaderState, Partition
+
+
+def steps_down(core: Partition, now_ms: int, *, in_doubt: bool, session_timeout_ms: int) -> bool:
+    """True when ``core`` leads in its metadata but must answer clients as a non-leader.
+
+    ``in_doubt``: the broker's leadership is in doubt (``ControllerSession.leadership_in_doubt``);
+    ``session_timeout_ms``: ``broker.session.timeout.ms`` as the controller told it."""
+    if not in_doubt:
+        return False
+    role = core.role
+    if not isinstance(role, LeaderState):
+        return False
+    others = [r for r in role.isr_state.maximal_isr if r != core.config.broker_id]
+    if not others:
+        return False
+    for replica_id in others:
+        state = core.replica_states.get(replica_id)
+        if state is not None and state.last_fetch_time_ms > 0 \
+                and now_ms - state.last_fetch_time_ms <= session_timeout_ms:
+            return False
+    return True
