@@ -28,10 +28,10 @@ def test_a_follower_fetching_within_the_session_keeps_it_leading() -> None:
     partition keeps serving as Kafka's does."""
     leader = Leader()
     leader.follower_fetch(2, 0, now_ms=1000)
-    assert not steps_down(leader.core, 1000 + SESSION_MS, in_doubt=True,
+    assert not steps_down(leader.core, 1000 + SESSION_MS // 2, in_doubt=True,
                           session_timeout_ms=SESSION_MS)
-    # ... and steps down once no follower has fetched for longer than the session timeout
-    assert steps_down(leader.core, 1001 + SESSION_MS, in_doubt=True,
+    # ... and steps down once no follower has fetched for longer than half the session timeout
+    assert steps_down(leader.core, 1001 + SESSION_MS // 2, in_doubt=True,
                       session_timeout_ms=SESSION_MS)
 
 

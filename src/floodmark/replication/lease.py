@@ -18,12 +18,14 @@ session is back decides what this broker is.
 
 Availability: the rule does not step down where stepping down helps no one.
 
-* Some other in-sync replica fetched from this leader, at its leader epoch, within the session
-  timeout: the followers still follow it, so the controller has not moved the partition where
-  they can see it. This is the cluster whose controllers are all down: every broker's session
-  lapses, and it keeps serving on the metadata it has, as Kafka's does. A leader cut off from
-  its followers and the controller stops hearing them at the moment it stops hearing the
-  controller, so it steps down as the controller fences it.
+* Some other in-sync replica fetched from this leader, at its leader epoch, within half the
+  session timeout: the followers still follow it, so the controller has not moved the partition
+  where they can see it. This is the cluster whose controllers are all down: every broker's
+  session lapses, and it keeps serving on the metadata it has, as Kafka's does. A follower
+  that follows fetches far more often than that (at least every ``replica.fetch.wait.max.ms``,
+  500 ms by default). A leader cut off from its followers and the controller stopped hearing
+  them when it stopped hearing the controller, a whole session timeout before the lapse, so it
+  steps down the moment its session lapses, no later than the controller fences it.
 * No other replica is in the ISR (the maximal one, a pending change included): the controller
   cannot elect another leader cleanly, so the partition's only server stays.
 """
@@ -46,9 +48,10 @@ def steps_down(core: Partition, now_ms: int, *, in_doubt: bool, session_timeout_
     others = [r for r in role.isr_state.maximal_isr if r != core.config.broker_id]
     if not others:
         return False
+    followed_within_ms = session_timeout_ms // 2
     for replica_id in others:
         state = core.replica_states.get(replica_id)
         if state is not None and state.last_fetch_time_ms > 0 \
-                and now_ms - state.last_fetch_time_ms <= session_timeout_ms:
+                and now_ms - state.last_fetch_time_ms <= followed_within_ms:
             return False
     return True
