@@ -289,7 +289,7 @@ def test_acks_all_during_a_pending_shrink_waits_for_the_larger_isr() -> None:
 
 
 def test_a_sequence_gap_at_a_leader_in_doubt_is_not_leader_not_out_of_order() -> None:
-    """A leader whose controller session lapsed (broker/controller_session.py) cannot tell a
+    """A leader whose controller session lapsed (replication/controller_session.py) cannot tell a
     skipped sequence from sequences a newer leader took: it answers the retriable
     NOT_LEADER_OR_FOLLOWER, not the OUT_OF_ORDER_SEQUENCE_NUMBER librdkafka treats as fatal.
     Everything else it answers as before: in-sequence writes are appended (and wait for the HW),

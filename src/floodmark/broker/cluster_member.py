@@ -47,7 +47,6 @@ from floodmark.broker import dynamic_configs
 from floodmark.broker.broker import Broker, now_ms
 from floodmark.broker.config import BrokerConfig, Configs
 from floodmark.broker.context import BrokerInfo, MembershipBase, PartitionKey
-from floodmark.broker.controller_session import ControllerSession
 from floodmark.broker.metadata import Controller
 from floodmark.broker.partition_state import PartitionState
 from floodmark.broker.replica_fetcher import ReplicaManager
@@ -65,6 +64,7 @@ from floodmark.controller.startup import (
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import OFFSETS_TOPIC, CoordinatorType, coordinator_partition
 from floodmark.replication import lease
+from floodmark.replication.controller_session import ControllerSession
 from floodmark.replication.election import AlterPartitionRequest
 from floodmark.replication.partition import Partition
 from floodmark.security.channel import ChannelSecurity

@@ -111,7 +111,7 @@ class Membership(Protocol):
 
     def leadership_in_doubt(self) -> bool:
         """The controller may have moved this broker's partitions without its knowing
-        (``controller_session.ControllerSession``)."""
+        (``replication.controller_session.ControllerSession``)."""
 
     def steps_down(self, core: Partition, now_ms: int) -> bool:
         """``core`` leads in this broker's metadata but must answer clients as a non-leader:

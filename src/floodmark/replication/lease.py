@@ -5,7 +5,7 @@ A broker cut off from the controller keeps its last metadata image, in which it 
 controller meanwhile fences it (no heartbeat for ``broker.session.timeout.ms``) and elects new
 leaders, but a client that reaches only the cut-off broker keeps asking it for Metadata (its most
 recently used connection) and keeps being told "I lead": Kafka's producers stall until the
-network heals. So a leader whose leadership is in doubt (``broker/controller_session.py``: the
+network heals. So a leader whose leadership is in doubt (``replication/controller_session.py``: the
 session lapsed, or its metadata has not caught up since) *steps down for clients*: Produce and
 client Fetch are answered NOT_LEADER_OR_FOLLOWER, produce waiting in the purgatory too, and
 Metadata names no leader for the partition (LEADER_NOT_AVAILABLE) and leaves this broker out of

@@ -181,7 +181,7 @@ def produce_as_leader(
     """Check, deduplicate, append and park one partition's records as its leader.
 
     ``leadership_in_doubt``: this broker's controller session lapsed and its metadata has not
-    caught up since (``broker/controller_session.py``); another leader may hold the sequences
+    caught up since (``replication/controller_session.py``); another leader may hold the sequences
     this one lacks, so a sequence gap is answered NOT_LEADER_OR_FOLLOWER, not
     OUT_OF_ORDER_SEQUENCE_NUMBER (fatal to an idempotent producer).
 
