@@ -38,11 +38,12 @@ TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))  # READ..AL
 CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))  # CREATE..IDEMPOTENT_WRITE
 
 
-def forwarding_controller_id(broker: HandlerContext) -> int:
+def forwarding_controller_id(broker: HandlerContext, *, besides: int | None = None) -> int:
     """``controller_id`` in Metadata and DescribeCluster: as a KRaft broker answers (KIP-590),
     a random live broker, since every broker forwards controller-bound requests; -1 if none.
-    Never a broker the controller has fenced, so an admin client does not pick a dead one."""
-    live = [int(b["node_id"]) for b in broker.live_brokers()]
+    Never a broker the controller has fenced, so an admin client does not pick a dead one, nor
+    ``besides`` (a broker that left itself out of the answer's list)."""
+    live = [int(b["node_id"]) for b in broker.live_brokers() if b["node_id"] != besides]
     return random.choice(live) if live else -1
 
 
@@ -203,7 +204,8 @@ def _metadata_answer(broker: HandlerContext, header: RequestHeader, req: WireReq
         "error_code": 0,
         "brokers": brokers,
         "cluster_id": broker.controller.cluster_id,
-        "controller_id": forwarding_controller_id(broker),
+        "controller_id": forwarding_controller_id(
+            broker, besides=broker.node_id if stepped_down else None),
         "topics": out,
         "cluster_authorized_operations": (
             CLUSTER_OPERATIONS if getattr(req, "include_cluster_authorized_operations", False)
