@@ -3,7 +3,8 @@
 Creates the topic (RF=3, min.insync.replicas=2), reports the partition leader, then writes with
 confluent-kafka (acks=all, idempotent) at a bounded rate, printing progress as JSON lines. On
 "stop" from stdin it flushes, reads the whole partition back with a fresh consumer and prints the
-result: every acknowledged (offset, value) and the ones missing from the log."""
+result: every acknowledged (offset, value) and the ones missing from the log, and the longest
+time between two acknowledgements (with its start and end on the machine's monotonic clock)."""
 
 from __future__ import annotations
 
@@ -48,6 +49,7 @@ def main() -> None:
     say(event="leader", id=leader)
 
     acked: dict[str, int] = {}
+    gap = {"last": 0.0, "longest_s": 0.0, "start": 0.0, "end": 0.0}  # between acknowledgements
     failed: list[str] = []
     lock = threading.Lock()
     stop = threading.Event()
@@ -57,6 +59,10 @@ def main() -> None:
         with lock:
             if err is None:
                 acked[msg.value().decode()] = msg.offset()
+                now = time.monotonic()  # CLOCK_MONOTONIC: the same in every namespace
+                if gap["last"] and now - gap["last"] > gap["longest_s"]:
+                    gap.update(longest_s=now - gap["last"], start=gap["last"], end=now)
+                gap["last"] = now
             else:
                 failed.append(str(err))
 
@@ -93,7 +99,8 @@ def main() -> None:
     duplicates = len(values) - len(set(values.values()))
     say(event="result", sent=i, acked=len(acked), failed=len(failed), failures=failed[:5],
         unflushed=left, fatal=fatal, read=len(values), lost=len(lost), lost_sample=lost[:10],
-        duplicates=duplicates)
+        duplicates=duplicates, longest_ack_gap_s=round(gap["longest_s"], 3),
+        longest_ack_gap=[gap["start"], gap["end"]])
 
 
 if __name__ == "__main__":

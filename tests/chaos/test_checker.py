@@ -168,3 +168,29 @@ def test_acknowledged_without_an_offset_counts_and_is_checked_for_loss() -> None
     assert result.acknowledged == 2
     lost = [*send("p", "a"), *send("p", "b", offset=1), *final((0, "x"), (1, "b"))]
     assert [x["value"] for x in check(lost).anomalies["lost"]] == ["a"]
+
+
+def test_longest_gap_between_acknowledgements() -> None:
+    from floodmark.chaos.availability import longest_ack_gap
+
+    events = [*send("p1", "a"), *send("p2", "b"), *send("p1", "c"), *send("p1", "d", type_="info")]
+    for line, (event, at) in enumerate(zip(events, [0, 1.0, 0, 1.5, 0, 9.0, 0, 30.0],
+                                           strict=True), start=1):
+        event.update(time=at, line=line)
+    assert longest_ack_gap(events) == {"longest_ack_gap_s": 7.5,
+                                       "longest_ack_gap": {"start": 1.5, "end": 9.0,
+                                                           "lines": [4, 6]}}
+    assert longest_ack_gap(events[:2])["longest_ack_gap_s"] is None
+
+
+def test_the_report_shows_the_longest_gap(tmp_path: Any) -> None:
+    from floodmark.chaos.availability import longest_ack_gap
+    from floodmark.chaos.report import write_report
+
+    events = [*send("p1", "a"), *send("p1", "b")]
+    for line, (event, at) in enumerate(zip(events, [10.0, 10.5, 11.0, 17.25], strict=True),
+                                       start=1):
+        event.update(time=at, line=line)
+    result = {"valid": True, "seed": 1, "faults": [], **longest_ack_gap(events)}
+    page = write_report(tmp_path, result, events).read_text()
+    assert "longest gap between acknowledgements 6.75 s (from 0.5 s to 7.2 s)" in page

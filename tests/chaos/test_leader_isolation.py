@@ -20,10 +20,8 @@ acknowledged is lost.
 from __future__ import annotations
 
 import json
-import queue
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -31,6 +29,7 @@ from typing import Any
 import pytest
 
 from floodmark.chaos.netns import Lab, LabError, check_available
+from tests.chaos.isolation_driver import Client
 
 pytestmark = pytest.mark.integration
 
@@ -45,58 +44,6 @@ def _lab_or_skip() -> None:
         check_available()
     except LabError as exc:
         pytest.skip(str(exc))
-
-
-class Client:
-    def __init__(self, lab: Lab, bootstrap: str, log: Path) -> None:
-        self.proc = lab.popen("c", [sys.executable, str(Path(__file__).with_name(
-            "isolation_client.py")), bootstrap, str(REQUEST_TIMEOUT_MS)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(log, "wb"))  # noqa: SIM115
-        self.last: dict[str, Any] = {}
-        self.lines: queue.Queue[bytes] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.put(line)
-        self.lines.put(b"")
-
-    def next_event(self, kind: str, timeout_s: float) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            try:
-                line = self.lines.get(timeout=max(0.01, deadline - time.monotonic()))
-            except queue.Empty:
-                break
-            if not line:
-                raise AssertionError(f"client ended before {kind!r}")
-            event = json.loads(line)
-            if event["event"] == "progress":
-                self.last = event
-            if event["event"] == kind:
-                return event
-        raise AssertionError(f"no {kind!r} event within {timeout_s}s")
-
-    def wait_acked(self, at_least: int, stall_s: float) -> None:
-        """Wait for acknowledgements, failing only when they stop advancing for ``stall_s``."""
-        best, since = self.last.get("acked", 0), time.monotonic()
-        while self.last.get("acked", 0) < at_least:
-            self.next_event("progress", stall_s)
-            if self.last.get("fatal"):
-                return  # the producer gave up (the unsafe run): nothing more will be acked
-            if self.last["acked"] > best:
-                best, since = self.last["acked"], time.monotonic()
-            elif time.monotonic() - since > stall_s:
-                raise AssertionError(f"acknowledgements stalled at {best}")
-
-    def stop(self) -> dict[str, Any]:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(b"stop\n")
-        self.proc.stdin.flush()
-        result = self.next_event("result", 300)
-        self.proc.wait(30)
-        return result
 
 
 def _run(tmp_path: Path, unsafe: bool = False) -> dict[str, Any]:
@@ -121,7 +68,7 @@ def _run(tmp_path: Path, unsafe: bool = False) -> dict[str, Any]:
                     "--listen", f"{lab.address[name]}:9092", *settings],
                     stdout=subprocess.DEVNULL, stderr=open(tmp_path / f"{name}.log", "wb")))  # noqa: SIM115
             bootstrap = ",".join(f"{lab.address[b]}:9092" for b in BROKERS)
-            client = Client(lab, bootstrap, tmp_path / "client.log")
+            client = Client(lab, bootstrap, tmp_path / "client.log", REQUEST_TIMEOUT_MS)
             procs.append(client.proc)
             leader = client.next_event("leader", 180)["id"]
             assert leader in (1, 2, 3), leader

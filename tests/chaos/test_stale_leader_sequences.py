@@ -8,7 +8,7 @@ Kafka's stale leader answers the sequence error too (its broker ignores ``isFenc
 RUNNING and judges sequences by its own producer state until it applies the metadata that moves
 the partition), but the error claims what that broker cannot know: that it leads and the
 producer skipped sequences. floodmark's broker knows its controller session lapsed
-(``broker/controller_session.py``), so it answers NOT_LEADER_OR_FOLLOWER: retriable, the client
+(``replication/controller_session.py``), so it answers NOT_LEADER_OR_FOLLOWER: retriable, the client
 refreshes its metadata and retries the same sequences at the real leader. After the heal it
 answers the same until its metadata has caught up, and then as a follower.
 

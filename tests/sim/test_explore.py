@@ -36,11 +36,15 @@ def test_leader_epoch_mode_has_no_violations() -> None:
 def test_explorer_finds_duplicates_acknowledged_before_commit() -> None:
     """Issue 8: with the broker acknowledging an idempotent retry before the HW covers it (the
     unsafe switch), the explorer's leader isolation plus the producer's timeouts and retries of
-    the same sequence lose acknowledged writes; the same seeds with the fix lose nothing."""
-    unsafe = explore(100, ExploreOptions(unsafe_ack_duplicates_before_commit=True))
+    the same sequence lose acknowledged writes; the same seeds with the fix lose nothing.
+    The isolated leader must answer as Kafka's does (issue 26's stepping down off): a leader
+    that steps down once its session lapses refuses most of those retries, which hides it."""
+    unsafe = explore(100, ExploreOptions(unsafe_ack_duplicates_before_commit=True,
+                                         step_down_on_lapse=False))
     lost = [v for v in unsafe.violations if v["invariant"] == "acked-write-lost"]
     assert lost, "the explorer must find the loss the unsafe switch brings back"
-    assert all("--unsafe-ack-duplicates-before-commit" in v["reproduce"] for v in lost)
+    assert all("--unsafe-ack-duplicates-before-commit --no-step-down-on-lapse" in v["reproduce"]
+               for v in lost)
     safe = explore(100, ExploreOptions())
     assert safe.violations == []
     faults = " ".join(f for r in safe.results for f in r.faults)
@@ -49,12 +53,26 @@ def test_explorer_finds_duplicates_acknowledged_before_commit() -> None:
 
 def test_idempotent_producer_retries_the_same_sequence() -> None:
     """In the trace of an isolated leader: request timeouts, resends with the same sequence,
-    each one a duplicate the broker parks instead of acknowledging."""
-    result = run_seed(40, ExploreOptions(), keep_trace=True)
+    each one a duplicate the broker parks instead of acknowledging (the leader answering as
+    Kafka's does; stepping down, it answers NOT_LEADER_OR_FOLLOWER instead: below)."""
+    result = run_seed(40, ExploreOptions(step_down_on_lapse=False), keep_trace=True)
     assert result.violations == []
     trace = "\n".join(result.trace)
     assert "isolate" in trace and "request timeout" in trace
     assert "(parked)" in trace and "(answered)" not in trace
+    assert "steps down" not in trace
+
+
+def test_isolated_leader_steps_down_for_clients_and_writes_move_on() -> None:
+    """Issue 26 §4, same seed: the isolated leader steps down once its session lapses (its
+    waiting produce answered NOT_LEADER_OR_FOLLOWER), the producer writes at the new leader
+    while the cut lasts, and no invariant breaks (one writer per epoch, nothing acknowledged
+    lost)."""
+    result = run_seed(40, ExploreOptions(), keep_trace=True)
+    assert result.violations == []
+    trace = "\n".join(result.trace)
+    assert "isolate" in trace and "steps down for clients" in trace
+    assert "NOT_LEADER_OR_FOLLOWER" in trace
 
 
 def test_leader_epoch_two_replicas_has_no_violations() -> None:

@@ -1,9 +1,9 @@
-"""``broker/controller_session.py``: when a broker's leadership is in doubt (its controller
+"""``replication/controller_session.py``: when a broker's leadership is in doubt (its controller
 session lapsed, or its metadata has not caught up with what the controller did meanwhile)."""
 
 from __future__ import annotations
 
-from floodmark.broker.controller_session import ControllerSession
+from floodmark.replication.controller_session import ControllerSession
 
 
 def test_the_session_is_counted_from_when_the_heartbeat_was_sent() -> None:

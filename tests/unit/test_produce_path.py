@@ -62,13 +62,14 @@ class Leader:
 
     def produce(self, sequence: int, value: bytes = b"v", acks: int = -1,
                 now_ms: int = 10, pid: int = PID, in_doubt: bool = False,
-                transactional: bool = False) -> LeaderProduce:
+                transactional: bool = False, stepped_down: bool = False) -> LeaderProduce:
         self.next_id += 1
         batch = simple_batch([value], producer_id=pid, producer_epoch=0, base_sequence=sequence,
                              is_transactional=transactional)
         out = produce_as_leader(self.core, self.log, batch, acks=acks,
                                 produce_id=self.next_id, now_ms=now_ms, timeout_ms=1000,
-                                settings=self.settings, leadership_in_doubt=in_doubt)
+                                settings=self.settings, leadership_in_doubt=in_doubt,
+                                stepped_down=stepped_down)
         self.apply(out.effects)
         return out
 
@@ -288,7 +289,7 @@ def test_acks_all_during_a_pending_shrink_waits_for_the_larger_isr() -> None:
 
 
 def test_a_sequence_gap_at_a_leader_in_doubt_is_not_leader_not_out_of_order() -> None:
-    """A leader whose controller session lapsed (broker/controller_session.py) cannot tell a
+    """A leader whose controller session lapsed (replication/controller_session.py) cannot tell a
     skipped sequence from sequences a newer leader took: it answers the retriable
     NOT_LEADER_OR_FOLLOWER, not the OUT_OF_ORDER_SEQUENCE_NUMBER librdkafka treats as fatal.
     Everything else it answers as before: in-sequence writes are appended (and wait for the HW),

@@ -47,7 +47,6 @@ from floodmark.broker import dynamic_configs
 from floodmark.broker.broker import Broker, now_ms
 from floodmark.broker.config import BrokerConfig, Configs
 from floodmark.broker.context import BrokerInfo, MembershipBase, PartitionKey
-from floodmark.broker.controller_session import ControllerSession
 from floodmark.broker.metadata import Controller
 from floodmark.broker.partition_state import PartitionState
 from floodmark.broker.replica_fetcher import ReplicaManager
@@ -64,7 +63,10 @@ from floodmark.controller.startup import (
 )
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import OFFSETS_TOPIC, CoordinatorType, coordinator_partition
+from floodmark.replication import lease
+from floodmark.replication.controller_session import ControllerSession
 from floodmark.replication.election import AlterPartitionRequest
+from floodmark.replication.partition import Partition
 from floodmark.security.channel import ChannelSecurity
 from floodmark.settings import eligible_leader_replicas_enabled
 
@@ -173,6 +175,7 @@ class ClusterMembership(MembershipBase):
         self._tasks.append(asyncio.create_task(self._heartbeats()))
         self._poll_task = asyncio.create_task(self._metadata_poll())
         self._tasks.append(asyncio.create_task(self._isr_checks()))
+        self._tasks.append(asyncio.create_task(self._lease_checks()))
         if ready is not None:
             ready(port)
 
@@ -238,6 +241,12 @@ class ClusterMembership(MembershipBase):
         return self.session.leadership_in_doubt(_monotonic_ms(),
                                                 self.controller_client.image.next_offset)
 
+    def steps_down(self, core: Partition, now_ms: int) -> bool:
+        """``now_ms``: the broker's clock (``Broker.now_ms``), which the core's fetch times
+        use; the session's own clock is monotonic."""
+        return lease.steps_down(core, now_ms, in_doubt=self.leadership_in_doubt(),
+                                session_timeout_ms=self.session.session_timeout_ms)
+
     async def _metadata_poll(self) -> None:
         host = self.host
         while not host.closing:
@@ -250,6 +259,32 @@ class ClusterMembership(MembershipBase):
                 # Never stop learning metadata: log, back off, fetch again.
                 log.exception("broker %d applying metadata failed", host.node_id)
                 await asyncio.sleep(1.0)
+
+    async def _lease_checks(self) -> None:
+        """Produce waiting in the purgatory of a partition this broker stepped down from
+        (``replication.lease``) is answered NOT_LEADER_OR_FOLLOWER at once, not when its
+        timeout runs out: the client retries at the leader the controller elected."""
+        host = self.host
+        # Not in doubt costs one clock read: look often, so waiting produce is answered within
+        # 100 ms of the lapse.
+        interval_s = min(0.1, self._setting("broker.heartbeat.interval.ms") / 1000)
+        stepped_down = False
+        while not host.closing:
+            await asyncio.sleep(interval_s)
+            if not self.leadership_in_doubt():
+                stepped_down = False
+                continue
+            now = host.now_ms()
+            down = [ps for ps in list(host.partitions.values())
+                    if self.steps_down(ps.core, now)]
+            if down and not stepped_down:
+                log.warning("broker %d stepped down for clients from %d partition(s) it leads: "
+                            "its controller session lapsed (Produce and Fetch answer "
+                            "NOT_LEADER_OR_FOLLOWER until the metadata says again)",
+                            host.node_id, len(down))
+            stepped_down = bool(down)
+            for ps in down:
+                ps.apply(ps.core.fail_waiting_produces())
 
     async def _isr_checks(self) -> None:
         host = self.host

@@ -32,6 +32,7 @@ from floodmark.broker.txn_coordinator import TransactionCoordinatorDriver
 from floodmark.errors import ErrorCode
 from floodmark.metadata import CoordinatorType, TopicMeta
 from floodmark.replication.election import AlterPartitionRequest
+from floodmark.replication.partition import Partition
 from floodmark.replication.produce import ProduceSettings
 from floodmark.security.listeners import Endpoint
 from floodmark.wire.codec import RequestHeader
@@ -110,7 +111,11 @@ class Membership(Protocol):
 
     def leadership_in_doubt(self) -> bool:
         """The controller may have moved this broker's partitions without its knowing
-        (``controller_session.ControllerSession``)."""
+        (``replication.controller_session.ControllerSession``)."""
+
+    def steps_down(self, core: Partition, now_ms: int) -> bool:
+        """``core`` leads in this broker's metadata but must answer clients as a non-leader:
+        its leadership is in doubt and nothing says it still leads (``replication.lease``)."""
 
 
 class BrokerCore(Protocol):

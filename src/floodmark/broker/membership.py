@@ -20,6 +20,7 @@ from floodmark.errors import KafkaError
 from floodmark.metadata import OFFSETS_TOPIC, CoordinatorType
 from floodmark.records import CorruptRecordError
 from floodmark.replication.election import AlterPartitionRequest, PartitionRegistration
+from floodmark.replication.partition import Partition
 from floodmark.security.sasl.scram import ScramUser
 
 log = logging.getLogger(__name__)
@@ -126,6 +127,10 @@ class LocalMembership(MembershipBase):
         return self.host.node_id
 
     def leadership_in_doubt(self) -> bool:
+        """Never: this node is its own controller."""
+        return False
+
+    def steps_down(self, core: Partition, now_ms: int) -> bool:
         """Never: this node is its own controller."""
         return False
 

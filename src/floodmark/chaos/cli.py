@@ -191,6 +191,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                   f"re-deliveries from the last committed offset; commits {commits['ok']} ok, "
                   f"{commits['fail']} refused, {commits['info']} unknown")
         print("anomalies: " + (", ".join(f"{k} {v}" for k, v in counts.items()) or "none"))
+        if result.get("longest_ack_gap_s") is not None:
+            print(f"longest gap between acknowledgements: {result['longest_ack_gap_s']:.2f} s")
         if result.get("report"):
             print(f"report: {result['report']}")
         if result.get("work_dir"):

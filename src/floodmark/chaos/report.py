@@ -158,6 +158,15 @@ def _anomaly_html(result: dict[str, Any], by_line: dict[int, dict[str, Any]]) ->
     return "\n".join(parts) or "<p>None: every check passed.</p>"
 
 
+def _gap_html(result: dict[str, Any], t0: float) -> str:
+    gap_s = result.get("longest_ack_gap_s")
+    gap = result.get("longest_ack_gap")
+    if gap_s is None or not gap:
+        return ""
+    return (f"&middot; longest gap between acknowledgements {float(gap_s):.2f} s "
+            f"(from {gap['start'] - t0:.1f} s to {gap['end'] - t0:.1f} s)")
+
+
 def write_report(directory: str | Path, result: dict[str, Any],
                  events: Sequence[dict[str, Any]]) -> Path:
     out = Path(directory)
@@ -200,7 +209,8 @@ details{{margin:2px 0}}</style></head><body>
 <p>seed {result.get('seed')} &middot; {result.get('acknowledged')} acknowledged of
 {result.get('attempted')} sent &middot; {result.get('read')} distinct values read &middot;
 final read {'complete' if result.get('final', {}).get('complete') else 'INCOMPLETE'} &middot;
-anomalies: {html.escape(', '.join(f'{k} {v}' for k, v in counts.items()) or 'none')}</p>
+anomalies: {html.escape(', '.join(f'{k} {v}' for k, v in counts.items()) or 'none')}
+{_gap_html(result, t0)}</p>
 {txn_html}
 <p>configuration: <code>{html.escape(json.dumps(result.get('config', {})))}</code></p>
 <h2>Timeline</h2>{timeline_svg(result, t0, end)}

@@ -43,6 +43,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from floodmark.chaos.availability import longest_ack_gap
 from floodmark.chaos.checker import (
     FINAL_COMMITTED_PROCESS,
     FINAL_PROCESS,
@@ -476,6 +477,7 @@ def _workload_and_faults(config: ChaosConfig, schedule: list[Any], lab: Lab, clu
                    **({"group_members": config.group_members} if group else {})},
         "history": str(work / "history.jsonl"),
         "leaders": timeline, "controller_up": controller_up,
+        **longest_ack_gap(events),
     }
     (work / "result.json").write_text(json.dumps(result, indent=1))
     return result

@@ -428,6 +428,13 @@ class Partition:
     def expire_produces(self, now_ms: int) -> list[Effect]:
         return list(self.purgatory.expire(now_ms))
 
+    def fail_waiting_produces(self) -> list[Effect]:
+        """Answer every produce waiting for the HW NOT_LEADER_OR_FOLLOWER, the role unchanged
+        (``replication.lease``: a leader that stepped down for clients). Nothing was
+        acknowledged; an idempotent client retries the same sequences where it finds the
+        leader, which answers a batch it already holds as a duplicate."""
+        return list(self.purgatory.fail_all(ErrorCode.NOT_LEADER_OR_FOLLOWER))
+
     def _try_complete_produces(self) -> list[Effect]:
         if not isinstance(self.role, LeaderState) or not len(self.purgatory):
             return []

@@ -176,13 +176,22 @@ def produce_as_leader(
     timeout_ms: int,
     settings: ProduceSettings = ProduceSettings(),
     leadership_in_doubt: bool = False,
+    stepped_down: bool = False,
 ) -> LeaderProduce:
     """Check, deduplicate, append and park one partition's records as its leader.
 
     ``leadership_in_doubt``: this broker's controller session lapsed and its metadata has not
-    caught up since (``broker/controller_session.py``); another leader may hold the sequences
+    caught up since (``replication/controller_session.py``); another leader may hold the sequences
     this one lacks, so a sequence gap is answered NOT_LEADER_OR_FOLLOWER, not
-    OUT_OF_ORDER_SEQUENCE_NUMBER (fatal to an idempotent producer)."""
+    OUT_OF_ORDER_SEQUENCE_NUMBER (fatal to an idempotent producer).
+
+    ``stepped_down``: beyond doubt, nothing says this broker still leads
+    (``replication.lease.steps_down``): every produce is NOT_LEADER_OR_FOLLOWER, before anything
+    is read or appended, so the client finds the leader the controller elected."""
+    if stepped_down:
+        return _refuse(produce_id, ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                       "this broker's controller session lapsed: another broker may lead "
+                       "this partition now")
     if acks not in (ACKS_ALL, ACKS_NONE, ACKS_LEADER):
         return _refuse(produce_id, ErrorCode.INVALID_REQUIRED_ACKS)
     # NOT_ENOUGH_REPLICAS waits until the retry of a batch in the log has been recognised: it

@@ -22,6 +22,8 @@ from floodmark.records import (
     read_end_txn_marker,
     simple_batch,
 )
+from floodmark.replication import lease
+from floodmark.replication.controller_session import ControllerSession
 from floodmark.replication.driver import ReplicaDriver
 from floodmark.replication.election import AlterPartitionRequest
 from floodmark.replication.partition import (
@@ -63,6 +65,7 @@ class BrokerHost(Protocol):
     def on_high_watermark(self, broker: SimBroker, old: int, new: int) -> None: ...
     def on_truncate(self, broker: SimBroker, new_leo: int, old_leo: int) -> None: ...
     def on_become_leader(self, broker: SimBroker, epoch: int) -> None: ...
+    def on_leader_append(self, broker: SimBroker, epoch: int) -> None: ...
     def on_consumer_read(self, broker: SimBroker, records: tuple[tuple[int, int, str], ...],
                          hw: int, last_stable_offset: int, isolation_level: int,
                          read: tuple[int, int]) -> None: ...
@@ -142,6 +145,10 @@ class SimBroker:
         self.last_metadata: m.Metadata | None = None
         self.lost_data_on_crash = False
         self.diverging_answers = 0
+        # The broker's side of its controller session (autonomous worlds only: a scripted one
+        # sends no heartbeats); ``replication.lease`` steps a leader down for clients on it.
+        self.session = ControllerSession(session_timeout_ms=self.config.session_timeout_ms)
+        self.stepped_down = False
         self.net.add_node(name, self.on_message)
         self.net.node_down(name)
 
@@ -189,6 +196,8 @@ class SimBroker:
         self.produce_routes = {}
         self.last_metadata = None
         self.broker_epoch = -1  # until the controller answers this incarnation's registration
+        self.session = ControllerSession(session_timeout_ms=cfg.session_timeout_ms)
+        self.stepped_down = False
         self.world.record(
             f"{self.name} start LEO={self.log.log_end_offset} HW={self.partition.high_watermark} "
             f"epochs={self.log.epoch_cache.as_pairs()}"
@@ -196,7 +205,8 @@ class SimBroker:
         self.net.send(
             self.name,
             "controller",
-            m.Register(self.broker_id, self.incarnation, self.lost_data_on_crash),
+            m.Register(self.broker_id, self.incarnation, self.lost_data_on_crash,
+                       self.world.now_ms),
         )
         if cfg.autonomous:
             self._timer(cfg.heartbeat_interval_ms, self._heartbeat_tick)
@@ -264,15 +274,40 @@ class SimBroker:
 
     # -- periodic work ------------------------------------------------------------------------
     def _heartbeat_tick(self) -> None:
+        self._lease_check()
         if self.broker_epoch >= 0:
-            self.net.send(self.name, "controller", m.Heartbeat(self.broker_id, self.broker_epoch))
+            self.net.send(self.name, "controller",
+                          m.Heartbeat(self.broker_id, self.broker_epoch, self.world.now_ms))
         else:  # the registration (or its answer) was lost: register again
             self.net.send(
                 self.name,
                 "controller",
-                m.Register(self.broker_id, self.incarnation, self.lost_data_on_crash),
+                m.Register(self.broker_id, self.incarnation, self.lost_data_on_crash,
+                           self.world.now_ms),
             )
         self._timer(self.config.heartbeat_interval_ms, self._heartbeat_tick)
+
+    def steps_down(self) -> bool:
+        """``replication.lease``: this broker leads in its metadata but its controller session
+        lapsed and no follower follows it: clients are answered NOT_LEADER_OR_FOLLOWER."""
+        if self.partition is None or not self.config.step_down_on_lapse:
+            return False
+        now = self.world.now_ms
+        return lease.steps_down(
+            self.partition, now, in_doubt=self.session.leadership_in_doubt(now, 0),
+            session_timeout_ms=self.session.session_timeout_ms)
+
+    def _lease_check(self) -> None:
+        """Produce waiting for the HW at a leader that stepped down is answered at once (the
+        real broker's ``_lease_checks``)."""
+        down = self.steps_down()
+        if down != self.stepped_down:
+            self.stepped_down = down
+            self.world.record(f"{self.name} steps down for clients (controller session lapsed)"
+                              if down else f"{self.name} no longer steps down for clients")
+        if down:
+            assert self.partition is not None
+            self.apply(self.partition.fail_waiting_produces())
 
     def _shrink_tick(self) -> None:
         assert self.partition is not None and self.log is not None
@@ -371,10 +406,16 @@ class SimBroker:
         self.broker_epoch = msg.broker_epoch
         assert self.partition is not None
         self.partition.local_broker_epoch = msg.broker_epoch
+        if self.config.autonomous:
+            self.session.registered(msg.sent_ms)
         self.lost_data_on_crash = False
         self.apply_metadata(msg.metadata)
 
     def _on_heartbeat_reply(self, src: str, msg: m.HeartbeatReply) -> None:
+        if self.config.autonomous and self.broker_epoch >= 0:
+            # The sim's metadata rides on the answer: nothing to catch up on (end 0).
+            self.session.heartbeat_answered(msg.sent_ms, self.world.now_ms, stale_epoch=False,
+                                            metadata_end=0)
         self.apply_metadata(msg.metadata)
 
     def _on_metadata(self, src: str, msg: m.Metadata) -> None:
@@ -447,8 +488,11 @@ class SimBroker:
             now_ms=now,
             timeout_ms=msg.timeout_ms,
             settings=self.produce_settings,
+            leadership_in_doubt=self.session.leadership_in_doubt(now, 0),
+            stepped_down=self.steps_down(),
         )
         if result.appended:
+            self.cluster.on_leader_append(self, p.leader_epoch)
             self.entries.append((p.leader_epoch, msg.value))
             self.world.record(
                 f"{self.name} append {result.base_offset}:e{p.leader_epoch}:{msg.value} "
@@ -605,6 +649,8 @@ class SimBroker:
         the aborted list from the segments' index, ``records.AbortedTracker``)."""
         assert self.partition is not None and self.log is not None
         error, hw = self.partition.consumer_fetch_bound(msg.current_leader_epoch)
+        if error is ErrorCode.NONE and self.steps_down():
+            error = ErrorCode.NOT_LEADER_OR_FOLLOWER
         lso = self.partition.last_stable_offset
         committed = msg.isolation_level == READ_COMMITTED
         bound = lso if committed else hw

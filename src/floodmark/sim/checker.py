@@ -8,6 +8,9 @@ leader-hw-monotonic    a leader's HW never decreases during one leadership (brok
                        incarnation, epoch); across leader changes the partition HW may go back
                        (a new leader learns the HW one fetch late), as in Kafka
 one-leader-per-epoch   no two brokers are leader in the same leader epoch
+one-writer-per-epoch   no two brokers append a client's records as leader in the same leader
+                       epoch (issue 26 §4: a leader that stepped down for clients must not
+                       write, and nothing lets a deposed one write in the new epoch)
 epoch-monotonic        the leader epoch a broker knows never decreases (across restarts too)
 log-matching           below min(HW_a, HW_b) two live replicas hold identical records
 acked-write-lost       every acknowledged acks=all write, and every record a consumer was
@@ -68,6 +71,7 @@ class Checker:
         self.violations: list[Violation] = []
         self.reported_losses: list[Violation] = []  # outside SPEC's premise: reported only
         self.leader_of_epoch: dict[int, str] = {}
+        self.writer_of_epoch: dict[int, str] = {}
         self.max_epoch: dict[str, int] = {}
         self.tenure_hw: dict[tuple[str, int, int], int] = {}
         self.acked: dict[int, str] = {}  # offset -> value (acks=all, acknowledged)
@@ -180,6 +184,12 @@ class Checker:
         elif not decision:
             self.flag("read-committed", f"{broker.name} served {value} of an aborted "
                       f"transaction of producer {txn[0]} to a read_committed consumer")
+
+    def on_leader_append(self, broker: SimBroker, epoch: int) -> None:
+        writer = self.writer_of_epoch.setdefault(epoch, broker.name)
+        if writer != broker.name:
+            self.flag("one-writer-per-epoch",
+                      f"{writer} and {broker.name} both appended records in epoch {epoch}")
 
     def on_become_leader(self, broker: SimBroker, epoch: int) -> None:
         holder = self.leader_of_epoch.get(epoch)

@@ -52,6 +52,11 @@ KAFKA_ABORTED_DUPLICATES_HELP = (
     "new batch with its epoch and sequence as a duplicate (loses committed records)"
 )
 
+NO_STEP_DOWN_HELP = (
+    "Kafka's stale leader: a broker whose controller session lapsed answers clients as leader "
+    "until the metadata moves its partitions (floodmark steps down for clients, issue 26)"
+)
+
 
 SCAN_CHUNK_HELP = (
     "the brokers' LogConfig.scan_chunk_bytes (>= 61): how much one read takes when a restart "
@@ -112,6 +117,8 @@ def register(sim_subparsers: Any) -> None:
                         metavar="MS", help=TXN_GIVE_UP_HELP)
     explore_p.add_argument("--kafka-aborted-batch-duplicates", action="store_true",
                         help=KAFKA_ABORTED_DUPLICATES_HELP)
+    explore_p.add_argument("--no-step-down-on-lapse", action="store_true",
+                           help=NO_STEP_DOWN_HELP)
     explore_p.add_argument("--scan-chunk-bytes", type=_scan_chunk_bytes, default=None,
                           metavar="N", help=SCAN_CHUNK_HELP)
     explore_p.add_argument("--json", action="store_true")
@@ -143,6 +150,7 @@ def register(sim_subparsers: Any) -> None:
                         metavar="MS", help=TXN_GIVE_UP_HELP)
     replay.add_argument("--kafka-aborted-batch-duplicates", action="store_true",
                         help=KAFKA_ABORTED_DUPLICATES_HELP)
+    replay.add_argument("--no-step-down-on-lapse", action="store_true", help=NO_STEP_DOWN_HELP)
     replay.add_argument("--scan-chunk-bytes", type=_scan_chunk_bytes, default=None,
                           metavar="N", help=SCAN_CHUNK_HELP)
     replay.add_argument("--json", action="store_true")
@@ -212,6 +220,7 @@ def _options(args: argparse.Namespace) -> ExploreOptions:
         txn_give_up_after_ms=args.txn_give_up_after_ms,
         kafka_aborted_batch_duplicates=args.kafka_aborted_batch_duplicates,
         scan_chunk_bytes=args.scan_chunk_bytes,
+        step_down_on_lapse=not args.no_step_down_on_lapse,
     )
 
 

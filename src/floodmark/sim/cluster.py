@@ -107,6 +107,9 @@ class Cluster:
     def on_become_leader(self, broker: SimBroker, epoch: int) -> None:
         self.checker.on_become_leader(broker, epoch)
 
+    def on_leader_append(self, broker: SimBroker, epoch: int) -> None:
+        self.checker.on_leader_append(broker, epoch)
+
     def on_acknowledged(self, outcome: ProduceOutcome) -> None:
         if outcome.acks == ACKS_ALL:
             self.checker.on_acknowledged(outcome.offset, outcome.value)

@@ -40,6 +40,11 @@ class SimConfig:
     """Kafka's duplicate rule across an ABORT marker (``ProduceSettings``): with a transactional
     writer that purges on abort (librdkafka), it loses committed records. Only to show the
     explorer catches it."""
+    step_down_on_lapse: bool = True
+    """A leader whose controller session lapsed steps down for clients (``replication.lease``,
+    issue 26 §4). False: Kafka's behaviour (and floodmark's before), answering as leader until
+    the metadata moves the partition; with the unsafe switch above, the explorer shows issue 8's
+    loss, which the stepping down otherwise hides."""
     network: NetworkConfig = field(default_factory=NetworkConfig)
     autonomous: bool = True
     """True: brokers fetch, heartbeat, shrink ISRs and checkpoint on timers (explorer).

@@ -188,7 +188,7 @@ class SimController:
             )
         self._publish()
         self.net.send(NAME, src, m.RegisterReply(msg.broker_id, msg.incarnation, epoch,
-                                                 self.metadata()))
+                                                 self.metadata(), msg.sent_ms))
 
     def _on_heartbeat(self, src: str, msg: m.Heartbeat) -> None:
         if self.broker_epochs.get(msg.broker_id) != msg.broker_epoch:
@@ -197,7 +197,7 @@ class SimController:
             self.world.record(f"controller unfenced {self.cluster.name_of(msg.broker_id)}")
         self.logic.heartbeat(msg.broker_id, msg.broker_epoch, self.world.now_ms)
         self._publish()
-        self.net.send(NAME, src, m.HeartbeatReply(self.metadata()))
+        self.net.send(NAME, src, m.HeartbeatReply(self.metadata(), msg.sent_ms))
 
     def _session_tick(self) -> None:
         self.logic.tick(self.world.now_ms)

@@ -88,6 +88,8 @@ class ExploreOptions:
     kafka_aborted_batch_duplicates: bool = False
     """Kafka's duplicate rule across an ABORT marker (UNSAFE with such a writer: it loses
     committed records). Only to show the explorer catches it."""
+    step_down_on_lapse: bool = True
+    """``SimConfig.step_down_on_lapse``: False runs Kafka's stale leader (issue 26 §4)."""
 
     @property
     def min_insync_replicas(self) -> int:
@@ -142,6 +144,8 @@ def reproduce_command(seed: int, options: ExploreOptions) -> str:
         command += f" --txn-give-up-after-ms {options.txn_give_up_after_ms}"
     if options.kafka_aborted_batch_duplicates:
         command += " --kafka-aborted-batch-duplicates"
+    if not options.step_down_on_lapse:
+        command += " --no-step-down-on-lapse"
     return command
 
 
@@ -331,6 +335,7 @@ def build_cluster(seed: int, options: ExploreOptions) -> Cluster:
         ),
         unsafe_ack_duplicates_before_commit=options.unsafe_ack_duplicates_before_commit,
         kafka_aborted_batch_duplicates=options.kafka_aborted_batch_duplicates,
+        step_down_on_lapse=options.step_down_on_lapse,
         # The historical truncation modes run with the controller rule of their time (ZooKeeper:
         # a broker restarted within its session kept its ISR membership); leader-epoch mode runs
         # floodmark's (KRaft's) rule: a new incarnation leaves every ISR.

@@ -24,6 +24,7 @@ class Register:
     broker_id: int
     incarnation: int
     lost_data: bool  # an unclean shutdown that lost unflushed data (KIP-966 style report)
+    sent_ms: int = 0  # echoed in the answer: the broker's session counts from it
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,17 +33,20 @@ class RegisterReply:
     incarnation: int
     broker_epoch: int
     metadata: Metadata
+    sent_ms: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class Heartbeat:
     broker_id: int
     broker_epoch: int
+    sent_ms: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class HeartbeatReply:
     metadata: Metadata
+    sent_ms: int = 0  # the heartbeat's (ControllerSession counts the session from it)
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,11 +38,12 @@ TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))  # READ..AL
 CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))  # CREATE..IDEMPOTENT_WRITE
 
 
-def forwarding_controller_id(broker: HandlerContext) -> int:
+def forwarding_controller_id(broker: HandlerContext, *, besides: int | None = None) -> int:
     """``controller_id`` in Metadata and DescribeCluster: as a KRaft broker answers (KIP-590),
     a random live broker, since every broker forwards controller-bound requests; -1 if none.
-    Never a broker the controller has fenced, so an admin client does not pick a dead one."""
-    live = [int(b["node_id"]) for b in broker.live_brokers()]
+    Never a broker the controller has fenced, so an admin client does not pick a dead one, nor
+    ``besides`` (a broker that left itself out of the answer's list)."""
+    live = [int(b["node_id"]) for b in broker.live_brokers() if b["node_id"] != besides]
     return random.choice(live) if live else -1
 
 
@@ -71,14 +72,28 @@ def api_versions(broker: HandlerContext, header: RequestHeader, req: WireRequest
     return [cached[:4], header.correlation_id.to_bytes(4, "big", signed=True), cached[8:]]
 
 
-def _partition_entries(broker: HandlerContext, topic: str) -> list[WireResponse]:
+def stepped_down_partitions(broker: HandlerContext) -> set[tuple[str, int]]:
+    """The partitions this broker leads in its metadata but has stepped down from for clients
+    (``replication.lease``: its controller session lapsed). Empty, at the cost of one clock
+    read, unless its leadership is in doubt."""
+    if not broker.membership.leadership_in_doubt():
+        return set()
+    now = broker.now_ms()
+    return {key for key, ps in broker.partitions.items()
+            if broker.membership.steps_down(ps.core, now)}
+
+
+def _partition_entries(broker: HandlerContext, topic: str,
+                       stepped_down: set[tuple[str, int]]) -> list[WireResponse]:
     meta = broker.controller.topics()[topic]
     return [
         {
-            # No leader (yet, or none eligible): the client asks again.
-            "error_code": int(ErrorCode.LEADER_NOT_AVAILABLE) if p.leader < 0 else 0,
+            # No leader (yet, or none eligible): the client asks again. A partition this broker
+            # stepped down from has none it can name: the controller may have elected another.
+            "error_code": int(ErrorCode.LEADER_NOT_AVAILABLE)
+            if p.leader < 0 or (topic, p.partition) in stepped_down else 0,
             "partition_index": p.partition,
-            "leader_id": p.leader,
+            "leader_id": -1 if (topic, p.partition) in stepped_down else p.leader,
             "leader_epoch": p.leader_epoch,
             "replica_nodes": list(p.replicas),
             "isr_nodes": list(p.isr),
@@ -151,6 +166,7 @@ def _metadata_answer(broker: HandlerContext, header: RequestHeader, req: WireReq
         names += [known[i] for i in by_id if i in known]
     topic_ops = (TOPIC_OPERATIONS if getattr(req, "include_topic_authorized_operations", False)
                  else INT32_MIN)
+    stepped_down = stepped_down_partitions(broker)
     out = []
     for name in names:
         if name not in topics_meta:
@@ -168,7 +184,7 @@ def _metadata_answer(broker: HandlerContext, header: RequestHeader, req: WireReq
             "name": name,
             "topic_id": meta.topic_id,
             "is_internal": meta.internal,
-            "partitions": _partition_entries(broker, name),
+            "partitions": _partition_entries(broker, name, stepped_down),
             "topic_authorized_operations": topic_ops,
         })
     for topic_id in by_id:
@@ -176,12 +192,20 @@ def _metadata_answer(broker: HandlerContext, header: RequestHeader, req: WireReq
             out.append({"error_code": int(ErrorCode.UNKNOWN_TOPIC_ID), "name": None,
                         "topic_id": topic_id, "is_internal": False, "partitions": [],
                         "topic_authorized_operations": topic_ops})
+    brokers = broker.membership.listed_brokers(conn.listener_name if conn else None)
+    if stepped_down:
+        # As the controller sees it, this broker is fenced: leaving itself out of the list
+        # makes librdkafka drop its connection here (brokers missing from Metadata are
+        # decommissioned) and ask another broker, instead of asking this one again and again
+        # (its most recently used connection).
+        brokers = [b for b in brokers if b["node_id"] != broker.node_id]
     return {
         "throttle_time": 0,
         "error_code": 0,
-        "brokers": broker.membership.listed_brokers(conn.listener_name if conn else None),
+        "brokers": brokers,
         "cluster_id": broker.controller.cluster_id,
-        "controller_id": forwarding_controller_id(broker),
+        "controller_id": forwarding_controller_id(
+            broker, besides=broker.node_id if stepped_down else None),
         "topics": out,
         "cluster_authorized_operations": (
             CLUSTER_OPERATIONS if getattr(req, "include_cluster_authorized_operations", False)

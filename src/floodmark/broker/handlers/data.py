@@ -96,7 +96,8 @@ def append_partition(broker: HandlerContext, topic: str, partition: int, records
     result = produce_as_leader(
         ps.core, ps.log, records, acks=acks, produce_id=produce_id,
         now_ms=now_ms, timeout_ms=timeout_ms, settings=broker.produce_settings(ps),
-        leadership_in_doubt=broker.membership.leadership_in_doubt())
+        leadership_in_doubt=broker.membership.leadership_in_doubt(),
+        stepped_down=broker.membership.steps_down(ps.core, now_ms))
     if topic_metrics is not None:
         counts = topic_metrics.counts(topic)
         counts.total_produce += 1
@@ -337,6 +338,7 @@ def _fetch_once(broker: HandlerContext, plan: FetchPlan, budget: int, replica_id
     total = 0
     errors = False
     topics: FetchTopics = []
+    now = broker.now_ms()
     for key, name, partitions in plan:
         parts = []
         refusal = denied(name) if denied is not None and name is not None else None
@@ -348,6 +350,13 @@ def _fetch_once(broker: HandlerContext, plan: FetchPlan, budget: int, replica_id
                 errors = True
                 continue
             ps = broker.partitions.get((name, int(p.partition)))
+            if ps is not None and replica_id < 0 and broker.membership.steps_down(ps.core, now):
+                # A consumer's fetch at a leader that stepped down (replication.lease); its
+                # followers' fetches are served as before (leader epochs fence them).
+                parts.append(FetchPartitionResult(
+                    int(p.partition), ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1, -1, None))
+                errors = True
+                continue
             # KIP-74: the first partition with data may exceed max_bytes by one whole batch.
             out = _read_partition(ps, p, replica_id, budget - total if total else max(budget, 1),
                                   lazy, isolation)
@@ -377,7 +386,8 @@ def _leader_hints(broker: HandlerContext, plan: FetchPlan, topics: FetchTopics,
         for p in parts:
             if p.error_code in _LEADER_HINT_ERRORS and p.partition_index < len(meta.partitions):
                 pmeta = meta.partitions[p.partition_index]
-                if pmeta.leader >= 0:
+                # Never this broker: it answers so when it stepped down (replication.lease).
+                if pmeta.leader >= 0 and pmeta.leader != broker.node_id:
                     p.current_leader = (pmeta.leader, pmeta.leader_epoch)
                     leaders.add(pmeta.leader)
     return [NodeEndpoint(b["node_id"], b["host"], b["port"], b["rack"])
