@@ -26,15 +26,19 @@ RSA = SigningKey.rsa("rsa-1")
 EC = SigningKey.ec("ec-1")
 OTHER = SigningKey.rsa("rsa-1")  # same kid, another key: a forger
 KEYS = parse_jwks(jwks(RSA, EC), "test")
-NOW_MS = int(time.time() * 1000)
+
+
+def now_ms() -> int:
+    """Now, read when a test runs (tokens are made with the clock of that moment)."""
+    return int(time.time() * 1000)
 
 
 def test_signed_tokens_are_accepted_and_name_their_subject() -> None:
     for key in (RSA, EC):
         valid = validate_token(key.token(claims("alice", scope="a b")), KEYS, OAuthSettings(),
-                               NOW_MS)
+                               now_ms())
         assert valid.principal_name == "alice" and valid.scope == ("a", "b")
-        assert valid.expires_at_ms > NOW_MS
+        assert valid.expires_at_ms > now_ms()
 
 
 @pytest.mark.parametrize("token, why", [
@@ -53,26 +57,26 @@ def test_signed_tokens_are_accepted_and_name_their_subject() -> None:
 ])
 def test_bad_tokens_are_refused_with_a_reason(token: str, why: str) -> None:
     with pytest.raises(InvalidToken, match=why):
-        validate_token(token, KEYS, OAuthSettings(), NOW_MS)
+        validate_token(token, KEYS, OAuthSettings(), now_ms())
 
 
 def test_audience_issuer_skew_and_unsecured_setting() -> None:
     s = OAuthSettings(expected_audience=("kafka",), expected_issuer="https://idp")
     ok = claims("alice", aud=["other", "kafka"], iss="https://idp")
-    assert validate_token(RSA.token(ok), KEYS, s, NOW_MS).principal_name == "alice"
+    assert validate_token(RSA.token(ok), KEYS, s, now_ms()).principal_name == "alice"
     with pytest.raises(InvalidToken, match="audience"):
-        validate_token(RSA.token({**ok, "aud": "other"}), KEYS, s, NOW_MS)
+        validate_token(RSA.token({**ok, "aud": "other"}), KEYS, s, now_ms())
     with pytest.raises(InvalidToken, match="issuer"):
-        validate_token(RSA.token({**ok, "iss": "https://evil"}), KEYS, s, NOW_MS)
+        validate_token(RSA.token({**ok, "iss": "https://evil"}), KEYS, s, now_ms())
     just_expired = RSA.token(claims("alice", lifetime_s=-10))
-    assert validate_token(just_expired, KEYS, OAuthSettings(clock_skew_ms=30_000), NOW_MS)
+    assert validate_token(just_expired, KEYS, OAuthSettings(clock_skew_ms=30_000), now_ms())
     with pytest.raises(InvalidToken):
-        validate_token(just_expired, KEYS, OAuthSettings(clock_skew_ms=0), NOW_MS)
+        validate_token(just_expired, KEYS, OAuthSettings(clock_skew_ms=0), now_ms())
     assert validate_token(unsecured(claims("bob")), (),
-                          OAuthSettings(allow_unsecured=True), NOW_MS).principal_name == "bob"
+                          OAuthSettings(allow_unsecured=True), now_ms()).principal_name == "bob"
     sub = OAuthSettings(sub_claim_name="client_id")
     assert validate_token(RSA.token(claims("x", client_id="svc")), KEYS, sub,
-                          NOW_MS).principal_name == "svc"
+                          now_ms()).principal_name == "svc"
 
 
 def test_client_first_message() -> None:
@@ -86,16 +90,16 @@ def test_client_first_message() -> None:
 
 
 def test_the_exchange_challenges_then_fails_with_the_reason() -> None:
-    server = OAuthBearerServer(KEYS, OAuthSettings(), NOW_MS)
+    server = OAuthBearerServer(KEYS, OAuthSettings(), now_ms())
     step = server.respond(client_first(OTHER.token(claims("mallory"))))
     assert isinstance(step, Challenge) and json.loads(step.token) == {"status": "invalid_token"}
     with pytest.raises(AuthenticationFailed, match="signature does not verify") as failed:
         server.respond(b"\x01")
     assert "ey" not in failed.value.reason  # never the token in the log
-    server = OAuthBearerServer(KEYS, OAuthSettings(), NOW_MS)
+    server = OAuthBearerServer(KEYS, OAuthSettings(), now_ms())
     done = server.respond(client_first(RSA.token(claims("alice")), authzid="alice"))
     assert isinstance(done, Success) and str(done.principal) == "User:alice"
-    server = OAuthBearerServer(KEYS, OAuthSettings(), NOW_MS)
+    server = OAuthBearerServer(KEYS, OAuthSettings(), now_ms())
     assert isinstance(server.respond(client_first(RSA.token(claims("alice")), "root")),
                       Challenge)
 
