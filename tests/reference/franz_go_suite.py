@@ -61,8 +61,12 @@ def run(args: argparse.Namespace) -> int:
     repo = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": str(repo / "src")}
     floodmark = [sys.executable, "-m", "floodmark.cli"]
-    with tempfile.TemporaryDirectory(prefix="franz-go-") as data:
+    with tempfile.TemporaryDirectory(prefix="franz-go-") as tmp:
+        data = args.data_dir or tmp
+        # Kafka's session timeout (the local cluster's 2 s default fences brokers of a
+        # machine this suite loads, which is not what it measures).
         subprocess.run([*floodmark, "cluster", "up", "--detach", "--brokers", str(args.brokers),
+                        "--controller-set", "broker.session.timeout.ms=9000",
                         "--data-dir", data], check=True, env=env, capture_output=True)
         try:
             status = subprocess.run([*floodmark, "cluster", "status", "--json", "--data-dir",
@@ -112,6 +116,9 @@ def main() -> int:
                    help="KGO_TEST_RECORDS: records per ETL test (franz-go's default 500,000)")
     p.add_argument("--run", default=None, help="only tests matching this regex (go test -run)")
     p.add_argument("--timeout-m", type=int, default=30)
+    p.add_argument("--data-dir", default=None,
+                   help="the cluster's directory (kept afterwards, with its logs); default: a "
+                        "temporary one")
     p.add_argument("--json", action="store_true")
     return run(p.parse_args())
 
