@@ -104,6 +104,23 @@ def pairs(items: list[str], what: str) -> dict[str, str]:
     return out
 
 
+def check_configs(configs: dict[str, str], *, topic: bool) -> None:
+    """Refuse before sending what the broker would refuse: each value of a setting floodmark
+    knows, against its type and Kafka's rule for it (``floodmark.settings.check_value``, the
+    broker's and the controller's check too), as Kafka words it. A name floodmark does not know
+    is left to the broker (it may be another Kafka's)."""
+    from floodmark.settings import SETTINGS, check_value, topic_config_setting  # when asked of
+
+    for name, value in configs.items():
+        setting = topic_config_setting(name) if topic else SETTINGS.get(name)
+        if setting is None:
+            continue
+        try:
+            check_value(name, value, setting)
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
+
+
 def kafka_config_list(items: list[str]) -> list[str]:
     """kafka-configs.sh's ``a=1,b=[x,y]``: split at commas outside brackets, brackets dropped."""
     out: list[str] = []

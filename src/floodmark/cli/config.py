@@ -23,7 +23,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from floodmark.cli import quota
-from floodmark.cli.common import CliError, add_bootstrap, connect, kafka_config_list, pairs
+from floodmark.cli.common import (
+    CliError,
+    add_bootstrap,
+    check_configs,
+    connect,
+    kafka_config_list,
+    pairs,
+)
 from floodmark.client.cluster import ClusterClient, error_text
 from floodmark.security.quotas import CLIENT_ID, USER
 from floodmark.settings import ConfigSource
@@ -251,6 +258,7 @@ def config_alter(args: argparse.Namespace) -> int:
         return _alter_quotas(args, entities, to_set, to_delete)
     ((entity_type, name),) = entities
     resource_type = RESOURCE_TOPIC if entity_type == "topics" else RESOURCE_BROKER
+    check_configs(to_set, topic=resource_type == RESOURCE_TOPIC)
     resource = "" if name is None else str(name)
     ops = [{"name": k, "config_operation": OP_SET, "value": v} for k, v in to_set.items()]
     ops += [{"name": k, "config_operation": OP_DELETE, "value": None} for k in to_delete]

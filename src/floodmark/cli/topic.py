@@ -15,6 +15,7 @@ from floodmark.cli import delete_records
 from floodmark.cli.common import (
     CliError,
     add_bootstrap,
+    check_configs,
     connect,
     kafka_config_list,
     pairs,
@@ -94,7 +95,9 @@ def register(subparsers: Any) -> None:
 
 
 def topic_create(args: argparse.Namespace) -> int:
-    configs = [{"name": k, "value": v} for k, v in pairs(args.config, "--config").items()]
+    given = pairs(args.config, "--config")
+    check_configs(given, topic=True)
+    configs = [{"name": k, "value": v} for k, v in given.items()]
     if args.partitions < 1:
         raise CliError(f"--partitions {args.partitions}: a topic needs at least one partition")
     if args.replication_factor is not None and args.replication_factor < 1:
@@ -313,6 +316,7 @@ def topic_alter_config(args: argparse.Namespace) -> int:
     if not to_set and not to_delete:
         raise CliError("nothing to alter: give --set NAME=VALUE (--add-config) or --delete NAME "
                        "(--delete-config)")
+    check_configs(to_set, topic=True)
     ops = [{"name": k, "config_operation": 0, "value": v} for k, v in to_set.items()]
     ops += [{"name": k, "config_operation": 1, "value": None} for k in to_delete]
     with connect(args) as cluster:
