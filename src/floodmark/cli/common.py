@@ -89,7 +89,7 @@ def report(errors: list[tuple[str, int, str | None]]) -> int:
     """Print each failed item as one line with Kafka's error name; 1 if any failed."""
     bad = [(n, c, m) for n, c, m in errors if c]
     for name, code, msg in bad:
-        print(f"error: {name}: {error_text(code)}{': ' + msg if msg else ''}", file=sys.stderr)
+        print(f"error: {name}: {error_text(code, msg)}", file=sys.stderr)
     return 1 if bad else 0
 
 

@@ -93,8 +93,7 @@ def describe_configs(cluster: ClusterClient, resource_type: int, name: str,
     (res,) = resp.results
     if int(res.error_code):
         raise CliError(f"{_resource_text(resource_type, name)}: "
-                       f"{error_text(int(res.error_code))}"
-                       + (f": {res.error_message}" if res.error_message else ""))
+                       f"{error_text(int(res.error_code), res.error_message)}")
     return [ConfigEntry(name=str(c.name), value=c.value, source=source_name(int(c.config_source)),
                         sensitive=bool(c.is_sensitive), read_only=bool(c.read_only),
                         synonyms=tuple((source_name(int(s.source)), str(s.name), s.value)
@@ -270,8 +269,7 @@ def config_alter(args: argparse.Namespace) -> int:
     (r,) = resp.responses
     if int(r.error_code):
         print(f"error: {_resource_text(resource_type, resource)}: "
-              f"{error_text(int(r.error_code))}"
-              + (f": {r.error_message}" if r.error_message else ""), file=sys.stderr)
+              f"{error_text(int(r.error_code), r.error_message)}", file=sys.stderr)
         return 1
     if name is None:
         print("Completed updating default config for brokers in the cluster.")

@@ -157,8 +157,7 @@ def _min_insync_replicas(cluster: ClusterClient, topics: list[str]) -> dict[str,
     for res in resp.results:
         if int(res.error_code):
             raise RequestFailed(f"configs of topic {res.resource_name}: "
-                                f"{error_text(int(res.error_code))}"
-                                + (f": {res.error_message}" if res.error_message else ""))
+                                f"{error_text(int(res.error_code), res.error_message)}")
         for c in res.configs:
             if c.name == "min.insync.replicas" and c.value is not None:
                 out[str(res.resource_name)] = int(c.value)
