@@ -513,6 +513,23 @@ def split_topic_configs(configs: Mapping[str, Any]) -> tuple[dict[str, Any], dic
     return kept, refused
 
 
+def split_dynamic_configs(configs: Mapping[str, Any], resource: str
+                          ) -> tuple[dict[str, Any], dict[str, str]]:
+    """A dynamic broker set read back from somewhere older than this check (a ``broker_configs``
+    record written before a rule existed): the values the registry takes, and why each other one
+    is refused (``split_topic_configs``' rule for broker resources)."""
+    kept: dict[str, Any] = {}
+    refused: dict[str, str] = {}
+    for name, value in configs.items():
+        try:
+            validate_dynamic({name: value}, resource)
+        except (ValueError, TypeError) as exc:
+            refused[name] = str(exc)
+        else:
+            kept[name] = value
+    return kept, refused
+
+
 def dynamic_layer(configs: Mapping[str, Any]) -> dict[str, Any]:
     """A ``broker_configs`` record's set as a broker takes it into use (typed; names it does not
     know are left out). ValueError when a value is not of its setting's type."""

@@ -5,6 +5,8 @@ broker's start, and the CLI before it sends."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -12,6 +14,7 @@ from hypothesis import strategies as st
 from floodmark.broker.config import BrokerConfig
 from floodmark.cli.common import CliError, check_configs
 from floodmark.config_rules import RULES, Between
+from floodmark.controller.image import MetadataImage, UnappliedRecord
 from floodmark.controller.record_check import check_record
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.settings import (
@@ -147,3 +150,22 @@ def test_a_floor_is_kept_exactly_by_the_topic_and_its_broker_default(
     with pytest.raises(ValueError, match=f"configuration {broker_name}: Value must be at least"):
         check_value(broker_name, str(value))
 
+
+
+def test_a_record_from_before_a_rule_keeps_its_good_values() -> None:
+    """A metadata record written before a rule existed (retention.ms=-5 was once accepted) is
+    applied without the values the table refuses, and reported; nothing else is lost."""
+    image = MetadataImage()
+    unapplied: list[UnappliedRecord] = []
+    image.apply_all([
+        (0, {"type": "broker_configs", "resource": "",
+             "configs": {"log.retention.ms": "-5", "log.segment.bytes": "2048"}}),
+        (1, {"type": "topic", "name": "old", "topic_id": str(uuid.uuid4()),
+             "configs": {"retention.ms": "-5", "cleanup.policy": "compact"}}),
+    ], unapplied.append)
+    assert image.broker_configs[""] == {"log.segment.bytes": "2048"}
+    assert image.topics["old"].configs == {"cleanup.policy": "compact"}
+    assert [u.offset for u in unapplied] == [0, 1]
+    assert unapplied[0].reason.startswith("applied without the broker config values refused")
+    assert "Invalid value -5 for configuration log.retention.ms" in unapplied[0].reason
+    assert unapplied[1].reason.startswith("applied without the topic config values refused")
