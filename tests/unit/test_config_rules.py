@@ -6,6 +6,7 @@ broker's start, and the CLI before it sends."""
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 
 from floodmark.broker.config import BrokerConfig
 from floodmark.cli.common import CliError, check_configs
+from floodmark.cli.main import main
 from floodmark.config_rules import RULES, Between
 from floodmark.controller.image import MetadataImage, UnappliedRecord
 from floodmark.controller.record_check import check_record
@@ -106,7 +108,7 @@ def test_a_dynamic_broker_default_gets_its_topic_configs_rule(name: str, value: 
      "String must be one of: broker, controller"),
 ])
 def test_a_broker_does_not_start_with_a_setting_kafka_refuses(
-        tmp_path: object, setting: str, message: str) -> None:
+        tmp_path: Path, setting: str, message: str) -> None:
     with pytest.raises(ValueError) as err:
         BrokerConfig.load(data_dir=str(tmp_path), overrides=[setting])
     assert str(err.value) == message
@@ -169,3 +171,13 @@ def test_a_record_from_before_a_rule_keeps_its_good_values() -> None:
     assert unapplied[0].reason.startswith("applied without the broker config values refused")
     assert "Invalid value -5 for configuration log.retention.ms" in unapplied[0].reason
     assert unapplied[1].reason.startswith("applied without the topic config values refused")
+
+
+def test_cluster_up_refuses_a_bad_setting_before_any_process_starts(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data_dir = tmp_path / "c"
+    assert main(["cluster", "up", "--brokers", "1", "--data-dir", str(data_dir),
+                 "--set", "min.insync.replicas=0"]) == 1
+    assert capsys.readouterr().err == ("error: Invalid value 0 for configuration "
+                                       "min.insync.replicas: Value must be at least 1\n")
+    assert not data_dir.exists()  # nothing started, nothing written
