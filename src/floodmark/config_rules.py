@@ -70,13 +70,16 @@ class OneOf:
 @dataclass(frozen=True, slots=True)
 class ListOf:
     """ConfigDef.ValidList.in: a comma-separated list whose every item is one of these; the
-    first item that is not is the one named. An empty list has no item to keep: refused too
-    (floodmark has no "neither compact nor delete" policy)."""
+    first item that is not is the one named. An empty list is refused too: Kafka 4.1 takes an
+    empty ``cleanup.policy`` (neither delete nor compact), floodmark's storage has no such
+    policy (docs/kafka-differences.md)."""
 
     choices: tuple[str, ...]
 
     def reject(self, value: Any) -> tuple[str, str] | None:
         items = [item.strip() for item in str(value).split(",")]
+        if items == [""]:
+            return "[]", f"List must name at least one of: {', '.join(self.choices)}"
         for item in items:
             if item not in self.choices:
                 return item, f"String must be one of: {', '.join(self.choices)}"
@@ -132,8 +135,10 @@ CLEANUP_POLICIES = ("compact", "delete")
 
 RULES: dict[str, Rule] = {
     # -- topic configs (Kafka's LogConfig); their broker defaults get the same rule.
-    # Kafka's floor is 14 bytes (a v0 record's overhead); a floodmark segment holds at least
-    # one v2 batch header (61 bytes), which storage requires.
+    # Kafka 4.1's floor is 1048576 (1 MiB; its own tests lower it through an internal
+    # setting); floodmark keeps storage's own floor, one v2 batch header (61 bytes), so that
+    # tests, the simulator and demos can roll segments of a few records
+    # (docs/kafka-differences.md).
     "segment.bytes": at_least(61),
     "segment.ms": at_least(1),
     "segment.jitter.ms": at_least(0),
