@@ -197,6 +197,12 @@ RULES: dict[str, Rule] = {
 }
 
 
+# Topic configs whose rule their broker default does not share: Kafka defines
+# ``log.retention.ms`` without a validator (a negative broker default is "no time limit", as
+# Kafka 4.1.1 takes ``log.retention.ms=-5``), where ``retention.ms`` is at least -1.
+NOT_FOR_BROKER_DEFAULT = frozenset({"retention.ms"})
+
+
 def refusal(rule: Rule, name: str, value: Any) -> str | None:
     """Why ``value`` (typed) is not a value of ``name`` under ``rule``, in Kafka's words; None
     when it is one."""

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from floodmark.config_rules import RULES, Rule, refusal
+from floodmark.config_rules import NOT_FOR_BROKER_DEFAULT, RULES, Rule, refusal
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.storage.config import LogConfig
 
@@ -452,7 +452,7 @@ def check_value(name: str, value: Any, setting: Setting | None = None) -> Any:
 
 
 _TOPIC_NAME_OF = {broker: topic for topic, broker in TOPIC_CONFIG_DEFAULTS.items()
-                  if topic in RULES}
+                  if topic in RULES and topic not in NOT_FOR_BROKER_DEFAULT}
 
 
 def topic_config_setting(name: str) -> Setting | None:

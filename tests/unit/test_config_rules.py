@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from floodmark.broker.config import BrokerConfig
 from floodmark.cli.common import CliError, check_configs
 from floodmark.cli.main import main
-from floodmark.config_rules import RULES, Between
+from floodmark.config_rules import NOT_FOR_BROKER_DEFAULT, RULES, Between
 from floodmark.controller.image import MetadataImage, UnappliedRecord
 from floodmark.controller.record_check import check_record
 from floodmark.errors import ErrorCode, KafkaError
@@ -80,9 +80,15 @@ def test_an_unknown_topic_config_is_named_as_kafka_names_it() -> None:
     assert err.value.message == "Unknown topic config name: retention.fortnights"
 
 
+def test_a_negative_log_retention_ms_is_no_limit_as_in_kafka() -> None:
+    """Kafka defines log.retention.ms without a validator (4.1.1 takes -5 for the cluster
+    default); the topic's retention.ms is at least -1."""
+    assert validate_dynamic({"log.retention.ms": "-5"}, "") == {"log.retention.ms": -5}
+    with pytest.raises(KafkaError):
+        validate_topic_configs({"retention.ms": "-5"})
+
+
 @pytest.mark.parametrize(("name", "value", "message"), [
-    ("log.retention.ms", "-5", "Invalid value -5 for configuration log.retention.ms: Value "
-     "must be at least -1"),
     ("log.cleanup.policy", "keep", "Invalid value keep for configuration log.cleanup.policy: "
      "String must be one of: compact, delete"),
     ("min.insync.replicas", "0", "Invalid value 0 for configuration min.insync.replicas: Value "
@@ -132,7 +138,7 @@ def test_the_cli_leaves_names_it_does_not_know_to_the_broker() -> None:
 
 _BOUNDED = sorted((name, rule) for name, rule in RULES.items()
                   if isinstance(rule, Between) and rule.high is None
-                  and name in TOPIC_CONFIG_DEFAULTS)
+                  and name in TOPIC_CONFIG_DEFAULTS and name not in NOT_FOR_BROKER_DEFAULT)
 
 
 @given(st.sampled_from(_BOUNDED), st.integers(-(2**31), 2**31 - 1))
@@ -155,13 +161,14 @@ def test_a_floor_is_kept_exactly_by_the_topic_and_its_broker_default(
 
 
 def test_a_record_from_before_a_rule_keeps_its_good_values() -> None:
-    """A metadata record written before a rule existed (retention.ms=-5 was once accepted) is
-    applied without the values the table refuses, and reported; nothing else is lost."""
+    """A metadata record with a value the table refuses (written before the rule existed, as
+    a topic's retention.ms=-5 was, or by hand) is applied without that value, and reported;
+    nothing else in it is lost."""
     image = MetadataImage()
     unapplied: list[UnappliedRecord] = []
     image.apply_all([
         (0, {"type": "broker_configs", "resource": "",
-             "configs": {"log.retention.ms": "-5", "log.segment.bytes": "2048"}}),
+             "configs": {"log.cleanup.policy": "keep", "log.segment.bytes": "2048"}}),
         (1, {"type": "topic", "name": "old", "topic_id": str(uuid.uuid4()),
              "configs": {"retention.ms": "-5", "cleanup.policy": "compact"}}),
     ], unapplied.append)
@@ -169,7 +176,7 @@ def test_a_record_from_before_a_rule_keeps_its_good_values() -> None:
     assert image.topics["old"].configs == {"cleanup.policy": "compact"}
     assert [u.offset for u in unapplied] == [0, 1]
     assert unapplied[0].reason.startswith("applied without the broker config values refused")
-    assert "Invalid value -5 for configuration log.retention.ms" in unapplied[0].reason
+    assert "Invalid value keep for configuration log.cleanup.policy" in unapplied[0].reason
     assert unapplied[1].reason.startswith("applied without the topic config values refused")
 
 
