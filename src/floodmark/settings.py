@@ -5,7 +5,10 @@
 typed registry built from it: each setting's type and whether it may change at runtime
 (``DYNAMIC``, Kafka's cluster-wide dynamic configs that floodmark applies live) or is read-only
 (set at start). ``TOPIC_CONFIG_DEFAULTS`` maps each topic-level name to the broker setting it
-defaults from. The checks every writer and reader of configs goes through live here too:
+defaults from. The checks every writer and reader of configs goes through live here too, each value checked
+against its type here and against Kafka's validator of it in ``floodmark.config_rules.RULES``
+(``check_value``: the one place a value is judged, used by the broker, the controller and the
+CLI):
 
 * ``validate_topic_configs``: a topic's config set (CreateTopics, AlterConfigs, and the
   controller before it writes a ``topic``/``topic_configs`` record);
@@ -21,11 +24,11 @@ re-exports the registry for the broker's settings loader.
 from __future__ import annotations
 
 import enum
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from floodmark.config_rules import NOT_FOR_BROKER_DEFAULT, RULES, Rule, refusal
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.storage.config import LogConfig
 
@@ -367,18 +370,12 @@ def _setting(name: str, default: Any) -> Setting:
     return Setting(name, default, kind, name in DYNAMIC)
 
 
-ELIGIBLE_LEADER_REPLICAS_VERSIONS = (0, 1)
 
 
 def eligible_leader_replicas_enabled(value: Any) -> bool:
     """``eligible.leader.replicas.version`` (text or typed) as on/off; ValueError with Kafka's
     wording for anything but a known version."""
-    name = "eligible.leader.replicas.version"
-    level = SETTINGS[name].parse(value)
-    if level not in ELIGIBLE_LEADER_REPLICAS_VERSIONS:
-        raise ValueError(f"Invalid value {value} for configuration {name}: Value must be one of "
-                         f"{', '.join(map(str, ELIGIBLE_LEADER_REPLICAS_VERSIONS))}")
-    return bool(level)
+    return bool(check_value("eligible.leader.replicas.version", value))
 
 
 def validate_dynamic(configs: Mapping[str, Any], resource: str) -> dict[str, Any]:
@@ -392,20 +389,7 @@ def validate_dynamic(configs: Mapping[str, Any], resource: str) -> dict[str, Any
     unknown = sorted(n for n in configs if n not in SETTINGS)
     if unknown:
         raise ValueError(f"Unknown broker config(s): {', '.join(unknown)}")
-    typed = {name: SETTINGS[name].parse(value) for name, value in configs.items()}
-    if "min.insync.replicas" in typed and typed["min.insync.replicas"] < 1:
-        raise ValueError(f"Invalid value {typed['min.insync.replicas']} for configuration "
-                         f"min.insync.replicas: Value must be at least 1")
-    if typed.get("log.cleaner.backoff.ms", 0) < 0:
-        raise ValueError("Invalid value for configuration log.cleaner.backoff.ms: Value must "
-                         "be at least 0")
-    if typed.get("log.cleaner.dedupe.buffer.size", 1) < 1:
-        raise ValueError("Invalid value for configuration log.cleaner.dedupe.buffer.size: "
-                         "Value must be at least 1")
-    for name, value in typed.items():  # a topic config's default: the topic config's bounds
-        topic_name = _TOPIC_NAME_OF.get(name)
-        if topic_name is not None and value is not None:
-            _check_topic_value(topic_name, configs[name], value, shown_as=name)
+    typed = {name: check_value(name, value) for name, value in configs.items()}
     # The log settings must make a log config (every broker builds its topics' on them).
     LogConfig.from_kafka({k: v for k, v in typed.items() if v is not None})
     return typed
@@ -454,59 +438,34 @@ EXTRA_TOPIC_CONFIGS = frozenset({
     "flush.policy", "message.timestamp.difference.max.ms", "retention.hours",
 })
 
-# Kafka's bounds of topic configs (ConfigDef's atLeast / between), checked with Kafka's wording.
-_TOPIC_RANGES: dict[str, tuple[int | None, int | None]] = {
-    "segment.ms": (1, None),
-    "segment.jitter.ms": (0, None),
-    "segment.index.bytes": (4, None),
-    "index.interval.bytes": (0, None),
-    "file.delete.delay.ms": (0, None),
-    "message.timestamp.before.max.ms": (0, None),
-    "message.timestamp.after.max.ms": (0, None),
-    "local.retention.ms": (-2, None),
-    "local.retention.bytes": (-2, None),
-    "compression.lz4.level": (1, 17),
-    "compression.zstd.level": (-131072, 22),
-}
-# compression.type: Kafka's BrokerCompressionType names, in Kafka's order.
-COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
-_THROTTLED_REPLICA = re.compile(r"([0-9]+:[0-9]+)?")
+def rule_of(name: str) -> Rule | None:
+    """The Kafka validator ``name`` is checked with (``config_rules.RULES``): its own, else (a
+    broker setting a topic config defaults from) the topic config's."""
+    rule = RULES.get(name)
+    if rule is None and name in _TOPIC_NAME_OF:
+        rule = RULES.get(_TOPIC_NAME_OF[name])
+    return rule
 
 
-def _check_topic_value(name: str, value: Any, typed: Any, *, shown_as: str | None = None) -> None:
-    """Kafka's validators of issue 23's topic configs (also of the broker settings they default
-    from, ``shown_as`` naming that one); ValueError with Kafka's message."""
-    rule, name = name, shown_as or name
-    if rule in _TOPIC_RANGES:
-        low, high = _TOPIC_RANGES[rule]
-        if low is not None and typed < low:
-            raise ValueError(f"Invalid value {value} for configuration {name}: Value must be at "
-                             f"least {low}")
-        if high is not None and typed > high:
-            raise ValueError(f"Invalid value {value} for configuration {name}: Value must be no "
-                             f"more than {high}")
-    elif rule == "compression.gzip.level" and not (1 <= typed <= 9 or typed == -1):
-        raise ValueError(f"Invalid value {value} for configuration {name}: Value must be between "
-                         f"1 and 9 or equal to -1")
-    elif rule == "compression.type" and typed not in COMPRESSION_TYPES:
-        raise ValueError(f"Invalid value {value} for configuration {name}: String must be one "
-                         f"of: {', '.join(COMPRESSION_TYPES)}")
-    elif rule.endswith(".replication.throttled.replicas"):
-        items = [item.strip() for item in str(typed).split(",")]
-        if not (all(_THROTTLED_REPLICA.fullmatch(i) for i in items) or "".join(items) == "*"):
-            raise ValueError(f"Invalid value [{', '.join(items)}] for configuration {name}: "
-                             f"{name} must be the literal '*' or a list of replicas in the "
-                             f"following format: [partitionId]:[brokerId],[partitionId]:"
-                             f"[brokerId],...")
-    elif rule == "remote.storage.enable" and typed:
-        # What Kafka answers when remote.log.storage.system.enable is false: floodmark has no
-        # tiered storage at all.
-        raise ValueError("Tiered Storage functionality is disabled in the broker. Topic cannot "
-                         "be configured with remote log storage.")
+def check_value(name: str, value: Any, setting: Setting | None = None) -> Any:
+    """``value`` (text or typed) of setting ``name`` -> typed, checked against its type and its
+    rule; ValueError with Kafka's message otherwise. ``setting``: the registry entry to type it
+    with (default: the broker setting of that name, else the topic config's); a name neither
+    knows passes as given (its broker, or a newer Kafka, decides)."""
+    if setting is None:
+        setting = SETTINGS.get(name) or topic_config_setting(name)
+    if setting is None or value is None:
+        return value
+    typed = setting.parse(value)
+    rule = rule_of(name)
+    why = refusal(rule, name, typed) if rule is not None and typed is not None else None
+    if why is not None:
+        raise ValueError(why)
+    return typed
 
 
 _TOPIC_NAME_OF = {broker: topic for topic, broker in TOPIC_CONFIG_DEFAULTS.items()
-                  if topic in _TOPIC_RANGES or topic.startswith("compression.")}
+                  if topic in RULES and topic not in NOT_FOR_BROKER_DEFAULT}
 
 
 def topic_config_setting(name: str) -> Setting | None:
@@ -537,33 +496,19 @@ def validate_topic_configs(configs: Mapping[str, Any]) -> dict[str, Any]:
     for name, value in configs.items():
         setting = topic_config_setting(name)
         if setting is None and name not in EXTRA_TOPIC_CONFIGS:
-            raise KafkaError(ErrorCode.INVALID_CONFIG, f"unknown topic config {name!r}")
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}")
         if value is None:
             continue
         out[name] = value
-        if setting is not None:  # its type (the broker setting's it defaults from), its bounds
+        if setting is not None:  # its type (the broker setting's it defaults from), its rule
             try:
-                _check_topic_value(name, value, setting.parse(value))
+                check_value(name, value, setting)
             except ValueError as exc:
                 raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from exc
     try:
         topic_log_config(out)
     except (ValueError, TypeError) as exc:
         raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from exc
-    if "min.insync.replicas" in out:
-        try:
-            valid = int(str(out["min.insync.replicas"])) >= 1
-        except ValueError:
-            valid = False
-        if not valid:
-            raise KafkaError(ErrorCode.INVALID_CONFIG,
-                             f"min.insync.replicas must be an integer >= 1, not "
-                             f"{out['min.insync.replicas']!r}")
-    if "unclean.leader.election.enable" in out and str(
-            out["unclean.leader.election.enable"]).strip().lower() not in ("true", "false"):
-        raise KafkaError(ErrorCode.INVALID_CONFIG,
-                         f"unclean.leader.election.enable must be true or false, not "
-                         f"{out['unclean.leader.election.enable']!r}")
     return out
 
 
@@ -578,6 +523,23 @@ def split_topic_configs(configs: Mapping[str, Any]) -> tuple[dict[str, Any], dic
             kept.update(validate_topic_configs({name: value}))
         except KafkaError as exc:
             refused[name] = exc.message
+    return kept, refused
+
+
+def split_dynamic_configs(configs: Mapping[str, Any], resource: str
+                          ) -> tuple[dict[str, Any], dict[str, str]]:
+    """A dynamic broker set read back from somewhere older than this check (a ``broker_configs``
+    record written before a rule existed): the values the registry takes, and why each other one
+    is refused (``split_topic_configs``' rule for broker resources)."""
+    kept: dict[str, Any] = {}
+    refused: dict[str, str] = {}
+    for name, value in configs.items():
+        try:
+            validate_dynamic({name: value}, resource)
+        except (ValueError, TypeError) as exc:
+            refused[name] = str(exc)
+        else:
+            kept[name] = value
     return kept, refused
 
 

@@ -238,7 +238,8 @@ def test_every_user_mistake_is_one_line(tmp_path: Path) -> None:
             (["topic", "describe", "nope", *bs],
              "UNKNOWN_TOPIC_OR_PARTITION (3) [no such topic or partition (`floodmark topic list`)]"),
             (["topic", "create", "t9", "--replication-factor", "5", *bs],
-             "INVALID_REPLICATION_FACTOR (38) [at most as many replicas as live brokers]"),
+             "INVALID_REPLICATION_FACTOR (38): The target replication factor of 5 cannot be "
+             "reached"),  # the broker's words beside the code
             (["produce", "t1", "--partition", "9", *bs], "t1 has 1 partition(s)"),
             (["consume", "t1", "--offset", "abc", *bs], "--offset 'abc'"),
             (["consume", "t1", "--format", "%z", *bs], "unknown token %z"),

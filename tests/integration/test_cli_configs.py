@@ -97,10 +97,18 @@ def test_config_topics_and_brokers(broker, fm: Run) -> None:
     rc, _out, err = fm("config", "alter", *entity, "--add-config", "no.such.config=1")
     assert rc == 1
     one_error_line(err, "topic cfg", "INVALID_CONFIG (40)", "no.such.config")
+    # a value floodmark's table refuses: refused before it is sent, in Kafka's words
     rc, _out, err = fm("config", "alter", "--entity-type", "brokers", "--entity-name", "1",
                        "--add-config", "log.segment.bytes=abc")
     assert rc == 1
-    one_error_line(err, "broker 1", "INVALID_REQUEST (42)", "Invalid value abc")
+    one_error_line(err, "Invalid value abc for configuration log.segment.bytes: Not a number "
+                        "of type INT")
+    # what only the broker decides (a read-only setting): its code and its message
+    rc, _out, err = fm("config", "alter", "--entity-type", "brokers", "--entity-name", "1",
+                       "--add-config", "log.retention.hours=1")
+    assert rc == 1
+    one_error_line(err, "broker 1", "INVALID_REQUEST (42)",
+                   "Cannot update these configs dynamically: Set(log.retention.hours)")
     rc, _out, err = fm("config", "describe", "--entity-type", "topics", "--entity-name", "nope")
     assert rc == 1
     one_error_line(err, "UNKNOWN_TOPIC_OR_PARTITION (3)", "unknown topic 'nope'")
@@ -252,8 +260,8 @@ def test_elect_leaders_one_broker(fm: Run, tmp_path: Path) -> None:
                       "--topic", "el", "--partition", "7")
     assert rc == 1
     assert out.splitlines() == ["Error completing leader election (PREFERRED) for partition: "
-                                "el-7: UNKNOWN_TOPIC_OR_PARTITION (3) [no such topic or "
-                                "partition (`floodmark topic list`)]: unknown partition el-7"]
+                                "el-7: UNKNOWN_TOPIC_OR_PARTITION (3): unknown partition el-7 "
+                                "[no such topic or partition (`floodmark topic list`)]"]
     rc, out, err = fm("cluster", "elect-leaders", "--election-type", "preferred",
                       "--all-topic-partitions")
     assert rc == 0 and "el-0, el-1" in out, err

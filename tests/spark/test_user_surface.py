@@ -91,6 +91,22 @@ def test_stream_only_and_batch_only_rules_are_one_line(spark) -> None:  # type: 
     assert "UnboundLocalError" not in str(info.value) and "Traceback" not in str(info.value)
 
 
+def test_an_unreachable_bootstrap_is_one_line_with_a_hint(spark) -> None:  # type: ignore[no-untyped-def]
+    """Issue 24: nobody at kafka.bootstrap.servers (port 9 refuses) fails the action, and the
+    stream's start, with one line saying what to check, not a Python traceback."""
+    opts = {"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "t"}
+    with pytest.raises(Exception) as info:
+        spark.read.format("floodmark").options(**opts).load().count()
+    _one_line_error(info.value, "no broker answered")
+    assert "is the cluster up, and is kafka.bootstrap.servers its address?" in str(info.value)
+
+    q = spark.readStream.format("floodmark").options(**opts).load().writeStream.format(
+        "noop").start()
+    with pytest.raises(Exception) as info:
+        q.awaitTermination(120)
+    assert "no broker answered" in str(info.value) and "Traceback" not in str(info.value)
+
+
 def test_kafka_group_id_is_accepted_like_spark(spark, broker, topic_name) -> None:  # type: ignore[no-untyped-def]
     create_topic(broker.bootstrap, topic_name, 1)
     produce(broker.bootstrap, topic_name, 5, partitions=1)

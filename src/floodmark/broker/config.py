@@ -34,6 +34,7 @@ from floodmark.settings import (
     ConfigSource,
     ConfigType,
     Setting,
+    check_value,
     parse_value,
     render,
     validate_dynamic,
@@ -180,12 +181,15 @@ class BrokerConfig:
     def validate(self) -> None:
         """Refuse configurations the broker must not run with: a value of the wrong type for a
         known setting (e.g. ``min.insync.replicas=abc``, which would otherwise reach every
-        topic's metadata), an unsafe protocol mode."""
+        topic's metadata), a value outside Kafka's bounds or choices for it
+        (``log.roll.hours=0``, ``log.cleanup.policy=keep``), an unsafe protocol mode."""
         for name, setting in SETTINGS.items():
             value = self.settings.get(name, setting.default)
             if value is not None and not setting.holds(value):
                 raise ValueError(f"{name}={value!r}: expected "
                                  f"{'true or false' if setting.type is ConfigType.BOOLEAN else 'a number'}")
+        for name in sorted(self.static_names & SETTINGS.keys()):  # Kafka's bounds and choices
+            check_value(name, self.settings.get(name))
         authorizer_settings(str(self.get("authorizer.class.name") or ""),
                             str(self.get("super.users") or ""),
                             self.get_bool("allow.everyone.if.no.acl.found"))

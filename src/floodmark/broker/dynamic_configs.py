@@ -18,11 +18,11 @@ from floodmark.storage.config import LogConfig
 log = logging.getLogger(__name__)
 
 
-def _refusal(resource: str, reason: str) -> KafkaError:
-    # Kafka wraps a broker config's ConfigException the same way (INVALID_REQUEST).
-    return KafkaError(ErrorCode.INVALID_REQUEST,
-                      f"Invalid config value for resource ConfigResource(type=BROKER, "
-                      f"name='{resource}'): {reason}")
+def _refusal(reason: str) -> KafkaError:
+    # Kafka 4.1.1 answers a broker config's ConfigException as INVALID_REQUEST with its words
+    # alone (``Invalid value keep for configuration log.cleanup.policy: ...``), measured for the
+    # cluster default and for a broker id alike.
+    return KafkaError(ErrorCode.INVALID_REQUEST, reason)
 
 
 async def alter(broker: BrokerCore, resource: str, configs: Configs, *,
@@ -37,7 +37,7 @@ async def alter(broker: BrokerCore, resource: str, configs: Configs, *,
         LogConfig.from_kafka({**broker.config.log_settings(),
                               **{k: v for k, v in typed.items() if v is not None}})
     except (ValueError, TypeError) as exc:
-        raise _refusal(resource, str(exc)) from exc
+        raise _refusal(str(exc)) from exc
     if validate_only:
         return
     await broker.controller.alter_broker_configs(resource, typed)

@@ -19,7 +19,7 @@ from floodmark.cli.common import (
     add_bootstrap,
     connect,
 )
-from floodmark.errors import ErrorCode
+from floodmark.client.cluster import error_text
 from floodmark.security.acl import (
     CLUSTER_NAME,
     SUPPORTED_OPERATIONS,
@@ -149,8 +149,7 @@ def acl_add(args: argparse.Namespace) -> int:
     for c, r in zip(creations, resp.results, strict=True):
         if int(r.error_code):
             failed += 1
-            print(f"error: {_describe(c)}: {ErrorCode(int(r.error_code)).name}"
-                  f"{': ' + r.error_message if r.error_message else ''}")
+            print(f"error: {_describe(c)}: {error_text(int(r.error_code), r.error_message)}")
         else:
             print(f"added {_describe(c)}")
     return 1 if failed else 0
@@ -186,7 +185,7 @@ def acl_remove(args: argparse.Namespace) -> int:
     for r in resp.filter_results:
         if int(r.error_code):
             rc = 1
-            print(f"error: {ErrorCode(int(r.error_code)).name}: {r.error_message or ''}")
+            print(f"error: {error_text(int(r.error_code), r.error_message)}")
         for m in r.matching_acls:
             print(f"removed {_describe({**_binding_fields(ResourceType(m.resource_type), m.resource_name, PatternType(m.pattern_type), m.principal, m.host, AclOperation(m.operation), AclPermissionType(m.permission_type))})}")
     return rc
@@ -204,8 +203,7 @@ def acl_list(args: argparse.Namespace) -> int:
                 f = AclBindingFilter(rt, name, pattern, principal)
                 resp = cluster.request_any(API_DESCRIBE_ACLS, VERSION, _filter_fields(f))
                 if int(resp.error_code):
-                    print(f"error: {ErrorCode(int(resp.error_code)).name}: "
-                          f"{resp.error_message or ''}")
+                    print(f"error: {error_text(int(resp.error_code), resp.error_message)}")
                     rc = 1
                     continue
                 for r in resp.resources:

@@ -31,7 +31,7 @@ from typing import Any
 from floodmark.address import BadAddress, parse_bootstrap
 from floodmark.cli import elect_leaders, health, log_dirs, reassign
 from floodmark.cli.checks import check_bindable, check_data_dir
-from floodmark.cli.common import CliError, pairs
+from floodmark.cli.common import CliError, check_configs, pairs
 from floodmark.cluster.describe import describe
 from floodmark.cluster.diff import lost_offsets, offset_runs, partitions_on_disk
 from floodmark.cluster.layout import CLIENT_PROPERTIES, DEFAULT_DATA_DIR, STATE_FILE
@@ -215,6 +215,8 @@ def _cluster_for_up(args: argparse.Namespace) -> LocalCluster:
         raise CliError("--racks gives each broker its broker.rack; --set broker.rack=... gives "
                        "all of them one: give one of them")
     controller_settings = pairs(args.controller_overrides, "--controller-set")
+    check_configs(broker_settings, topic=False)  # before a process starts, in Kafka's words
+    check_configs(controller_settings, topic=False)
     check_data_dir(args.data_dir)
     if (Path(args.data_dir) / STATE_FILE).is_file():
         cluster = load_cluster(args.data_dir)

@@ -89,7 +89,7 @@ def report(errors: list[tuple[str, int, str | None]]) -> int:
     """Print each failed item as one line with Kafka's error name; 1 if any failed."""
     bad = [(n, c, m) for n, c, m in errors if c]
     for name, code, msg in bad:
-        print(f"error: {name}: {error_text(code)}{': ' + msg if msg else ''}", file=sys.stderr)
+        print(f"error: {name}: {error_text(code, msg)}", file=sys.stderr)
     return 1 if bad else 0
 
 
@@ -102,6 +102,23 @@ def pairs(items: list[str], what: str) -> dict[str, str]:
             raise CliError(f"{what} {item!r} is not NAME=VALUE")
         out[name.strip()] = value
     return out
+
+
+def check_configs(configs: dict[str, str], *, topic: bool) -> None:
+    """Refuse before sending what the broker would refuse: each value of a setting floodmark
+    knows, against its type and Kafka's rule for it (``floodmark.settings.check_value``, the
+    broker's and the controller's check too), as Kafka words it. A name floodmark does not know
+    is left to the broker (it may be another Kafka's)."""
+    from floodmark.settings import SETTINGS, check_value, topic_config_setting  # when asked of
+
+    for name, value in configs.items():
+        setting = topic_config_setting(name) if topic else SETTINGS.get(name)
+        if setting is None:
+            continue
+        try:
+            check_value(name, value, setting)
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
 
 
 def kafka_config_list(items: list[str]) -> list[str]:

@@ -23,7 +23,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from floodmark.cli import quota
-from floodmark.cli.common import CliError, add_bootstrap, connect, kafka_config_list, pairs
+from floodmark.cli.common import (
+    CliError,
+    add_bootstrap,
+    check_configs,
+    connect,
+    kafka_config_list,
+    pairs,
+)
 from floodmark.client.cluster import ClusterClient, error_text
 from floodmark.security.quotas import CLIENT_ID, USER
 from floodmark.settings import ConfigSource
@@ -86,8 +93,7 @@ def describe_configs(cluster: ClusterClient, resource_type: int, name: str,
     (res,) = resp.results
     if int(res.error_code):
         raise CliError(f"{_resource_text(resource_type, name)}: "
-                       f"{error_text(int(res.error_code))}"
-                       + (f": {res.error_message}" if res.error_message else ""))
+                       f"{error_text(int(res.error_code), res.error_message)}")
     return [ConfigEntry(name=str(c.name), value=c.value, source=source_name(int(c.config_source)),
                         sensitive=bool(c.is_sensitive), read_only=bool(c.read_only),
                         synonyms=tuple((source_name(int(s.source)), str(s.name), s.value)
@@ -251,6 +257,7 @@ def config_alter(args: argparse.Namespace) -> int:
         return _alter_quotas(args, entities, to_set, to_delete)
     ((entity_type, name),) = entities
     resource_type = RESOURCE_TOPIC if entity_type == "topics" else RESOURCE_BROKER
+    check_configs(to_set, topic=resource_type == RESOURCE_TOPIC)
     resource = "" if name is None else str(name)
     ops = [{"name": k, "config_operation": OP_SET, "value": v} for k, v in to_set.items()]
     ops += [{"name": k, "config_operation": OP_DELETE, "value": None} for k in to_delete]
@@ -262,8 +269,7 @@ def config_alter(args: argparse.Namespace) -> int:
     (r,) = resp.responses
     if int(r.error_code):
         print(f"error: {_resource_text(resource_type, resource)}: "
-              f"{error_text(int(r.error_code))}"
-              + (f": {r.error_message}" if r.error_message else ""), file=sys.stderr)
+              f"{error_text(int(r.error_code), r.error_message)}", file=sys.stderr)
         return 1
     if name is None:
         print("Completed updating default config for brokers in the cluster.")

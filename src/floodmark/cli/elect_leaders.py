@@ -122,7 +122,7 @@ def cluster_elect_leaders(args: argparse.Namespace) -> int:
               if code not in (0, ErrorCode.ELECTION_NOT_NEEDED)]
     for t, p, code, message in failed if not args.json else ():
         print(f"Error completing leader election ({election}) for partition: {t}-{p}: "
-              f"{error_text(code)}" + (f": {message}" if message else ""))  # Kafka's, stdout
+              f"{error_text(code, message)}")  # Kafka's, stdout
     if failed:
         print(f"error: {len(failed)} replica(s) could not be elected", file=sys.stderr)
     return 1 if failed else 0

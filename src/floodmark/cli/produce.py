@@ -1,6 +1,7 @@
 """``floodmark produce``: lines of stdin or of files as records, sent by the one producer
 (``client.producer``: each partition's batch to its leader, retried through a failover,
-idempotent with ``--acks all``), keys partitioned with Kafka's murmur2, headers with
+idempotent with ``--acks all``), to a topic the cluster creates if it is missing (said on
+stderr; ``--no-create`` refuses instead), keys partitioned with Kafka's murmur2, headers with
 ``--header`` (as kcat's ``-H``), a progress bar for files."""
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from collections.abc import Iterator
 from typing import Any, BinaryIO
 
 from floodmark.cli.common import CliError, add_bootstrap, connect, pairs
+from floodmark.client.cluster import ClusterClient
 from floodmark.client.producer import Header, IdempotentProducer
+from floodmark.errors import ErrorCode
 from floodmark.progress import Bar, add_progress_flag
 
 
@@ -27,6 +30,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--acks", default="all", choices=["0", "1", "all", "-1"])
     p.add_argument("--partition", type=int, default=None)
     p.add_argument("--batch-size", type=int, default=500, help="lines per record batch")
+    p.add_argument("--no-create", action="store_true",
+                   help="refuse a topic that does not exist instead of having the cluster "
+                        "create it (auto.create.topics.enable)")
     add_progress_flag(p)
     add_bootstrap(p)
     p.set_defaults(func=produce_cmd)
@@ -52,6 +58,26 @@ def _open_files(paths: list[str]) -> tuple[list[BinaryIO], int]:
     return files, total
 
 
+def _partitions(cluster: ClusterClient, topic: str, *, create: bool) -> int:
+    """The topic's partition count. A topic that does not exist is created by the cluster
+    (Metadata's allow_auto_topic_creation, as Kafka's producers ask) and said so on stderr,
+    or refused with ``--no-create`` or when the cluster does not create topics."""
+    meta = cluster.metadata([topic])
+    if int(meta.topics[0].error_code) != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+        return cluster.partitions(topic)  # it exists (or another error, worded there)
+    create_it = f"create it first: floodmark topic create {topic}"
+    if not create:
+        raise CliError(f"topic {topic} does not exist (--no-create): {create_it}")
+    meta = cluster.metadata([topic], auto_create=True)
+    if int(meta.topics[0].error_code) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+        raise CliError(f"topic {topic} does not exist and the cluster does not create topics "
+                       f"(auto.create.topics.enable=false): {create_it}")
+    n_parts = cluster.partitions(topic, create=True)
+    print(f"topic {topic} did not exist: the cluster auto-created it with {n_parts} "
+          f"partition(s) (num.partitions; --no-create refuses instead)", file=sys.stderr)
+    return n_parts
+
+
 def produce_cmd(args: argparse.Namespace) -> int:
     acks = -1 if args.acks in ("all", "-1") else int(args.acks)
     headers: list[Header] = [(k, v.encode()) for k, v in pairs(args.headers, "--header").items()]
@@ -66,7 +92,7 @@ def produce_cmd(args: argparse.Namespace) -> int:
     sent = 0
     try:
         with connect(args) as cluster:
-            n_parts = cluster.partitions(topic, create=True)
+            n_parts = _partitions(cluster, topic, create=not args.no_create)
             if args.partition is not None and not 0 <= args.partition < n_parts:
                 raise CliError(f"--partition {args.partition}: {topic} has {n_parts} "
                                f"partition(s), 0 to {n_parts - 1}")

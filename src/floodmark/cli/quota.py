@@ -23,7 +23,6 @@ from floodmark.cli.common import (
     connect,
 )
 from floodmark.client.cluster import error_text
-from floodmark.errors import ErrorCode
 from floodmark.security.quotas import (
     CLIENT_ID,
     USER,
@@ -107,8 +106,8 @@ def alter_quotas(args: argparse.Namespace, pairs: list[tuple[str, str | None]],
             "validate_only": validate_only})
     (entry,) = resp.entries
     if int(entry.error_code):
-        print(f"error: {_entity_text(pairs)}: {error_text(int(entry.error_code))}"
-              f"{': ' + entry.error_message if entry.error_message else ''}", file=sys.stderr)
+        print(f"error: {_entity_text(pairs)}: "
+              f"{error_text(int(entry.error_code), entry.error_message)}", file=sys.stderr)
         return 1
     return 0
 
@@ -174,7 +173,7 @@ def describe_quotas(args: argparse.Namespace, pairs: list[tuple[str, str | None]
         resp = cluster.request_any(API_DESCRIBE_CLIENT_QUOTAS, VERSION,
                                    {"components": components, "strict": strict})
     if int(resp.error_code):
-        raise CliError(f"{ErrorCode(int(resp.error_code)).name}: {resp.error_message or ''}")
+        raise CliError(error_text(int(resp.error_code), resp.error_message))
     return [([(str(e.entity_type), e.entity_name) for e in entry.entity],
              {str(v.key): float(v.value) for v in entry.values})
             for entry in resp.entries or ()]

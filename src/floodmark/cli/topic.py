@@ -15,6 +15,7 @@ from floodmark.cli import delete_records
 from floodmark.cli.common import (
     CliError,
     add_bootstrap,
+    check_configs,
     connect,
     kafka_config_list,
     pairs,
@@ -98,7 +99,9 @@ def register(subparsers: Any) -> None:
 
 
 def topic_create(args: argparse.Namespace) -> int:
-    configs = [{"name": k, "value": v} for k, v in pairs(args.config, "--config").items()]
+    given = pairs(args.config, "--config")
+    check_configs(given, topic=True)
+    configs = [{"name": k, "value": v} for k, v in given.items()]
     assignment = replica_assignment(args.replica_assignment)
     if assignment and (args.partitions is not None or args.replication_factor is not None):
         raise CliError("--replica-assignment gives the partitions and their replicas: leave "
@@ -189,8 +192,7 @@ def _min_insync_replicas(cluster: ClusterClient, topics: list[str]) -> dict[str,
     for res in resp.results:
         if int(res.error_code):
             raise RequestFailed(f"configs of topic {res.resource_name}: "
-                                f"{error_text(int(res.error_code))}"
-                                + (f": {res.error_message}" if res.error_message else ""))
+                                f"{error_text(int(res.error_code), res.error_message)}")
         for c in res.configs:
             if c.name == "min.insync.replicas" and c.value is not None:
                 out[str(res.resource_name)] = int(c.value)
@@ -348,6 +350,7 @@ def topic_alter_config(args: argparse.Namespace) -> int:
     if not to_set and not to_delete:
         raise CliError("nothing to alter: give --set NAME=VALUE (--add-config) or --delete NAME "
                        "(--delete-config)")
+    check_configs(to_set, topic=True)
     ops = [{"name": k, "config_operation": 0, "value": v} for k, v in to_set.items()]
     ops += [{"name": k, "config_operation": 1, "value": None} for k in to_delete]
     with connect(args) as cluster:

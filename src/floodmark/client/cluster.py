@@ -41,8 +41,8 @@ class NoBrokerAvailable(RequestFailed):
 class Retriable(Exception):
     """A Kafka error the cluster may get over (a leader moves): refresh and try again."""
 
-    def __init__(self, code: ErrorCode, what: str) -> None:
-        super().__init__(f"{what}: {error_text(code)}")
+    def __init__(self, code: ErrorCode, what: str, message: str | None = None) -> None:
+        super().__init__(f"{what}: {error_text(code, message)}")
         self.code = code
 
 
@@ -65,15 +65,19 @@ HINTS: dict[ErrorCode, str] = {
 }
 
 
-def error_text(code: int) -> str:
-    """Kafka's name for an error code, e.g. ``NOT_LEADER_OR_FOLLOWER (6)``, and what to do about
-    it where a person can (``HINTS``)."""
+def error_text(code: int, message: str | None = None) -> str:
+    """Kafka's name for an error code, e.g. ``NOT_LEADER_OR_FOLLOWER (6)``, the broker's own
+    words beside it when its answer carried them (``error_message``, e.g.
+    ``INVALID_RECORD (87): Compacted topic cannot accept message without key ...``), and what to
+    do about it where a person can (``HINTS``). The one place an error code is worded for a
+    person: every command prints an error through it."""
     try:
         name = ErrorCode(code)
     except ValueError:
-        return f"error code {int(code)}"
+        return f"error code {int(code)}" + (f": {message}" if message else "")
     hint = HINTS.get(name)
-    return f"{name.name} ({int(code)})" + (f" [{hint}]" if hint else "")
+    return (f"{name.name} ({int(code)})" + (f": {message}" if message else "")
+            + (f" [{hint}]" if hint else ""))
 
 
 class ClusterClient:
@@ -198,7 +202,8 @@ class ClusterClient:
                 code = ErrorCode(int(c.error_code))
                 if code in RETRIABLE:
                     raise Retriable(code, f"coordinator of group {group}")
-                raise RequestFailed(f"coordinator of group {group}: {error_text(code)}")
+                raise RequestFailed(f"coordinator of group {group}: "
+                                    f"{error_text(code, c.error_message)}")
             self.brokers[int(c.node_id)] = (str(c.host), int(c.port))
             return int(c.node_id)
         return self.retry(ask)

@@ -33,7 +33,9 @@ from floodmark.errors import ErrorCode
 from floodmark.records import Record, build_batch
 
 API_PRODUCE = 0
-PRODUCE_VERSION = 7  # non-flexible: every broker since Kafka 2.1 (and Tansu) serves it
+# v8 (Kafka 2.4+, KIP-467): the last non-flexible version, and the first whose answer says why a
+# batch was refused (error_message, record_errors), which the CLI prints beside the code.
+PRODUCE_VERSION = 8
 API_INIT_PRODUCER_ID = 22
 INIT_PRODUCER_ID_VERSION = 3  # v0-v2 fail on Tansu 0.6; v3 is Kafka 2.5+ (and floodmark)
 ACKS_ALL = -1
@@ -187,15 +189,16 @@ class IdempotentProducer:
                 except (Retriable, RequestFailed) as exc:  # no answer: maybe written, maybe not
                     last_error = f"broker {leader}: {exc}"
                     continue
-                for tp, code in codes.items():
+                for tp, (code, message) in codes.items():
                     if code in (0, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
                         batch = self._queues[tp].ready.pop(0)
                         acked[tp] = acked.get(tp, 0) + batch.count
                         progressed = True
                     elif code in RETRIABLE_PRODUCE:
-                        last_error = f"{tp[0]}-{tp[1]}: {error_text(code)}"
+                        last_error = f"{tp[0]}-{tp[1]}: {error_text(code, message)}"
                     else:
-                        raise ProduceFailed(f"produce to {tp[0]}-{tp[1]}: {error_text(code)}")
+                        raise ProduceFailed(f"produce to {tp[0]}-{tp[1]}: "
+                                            f"{error_text(code, message)}")
             if progressed:
                 backoff_s = 0.05
                 continue
@@ -207,7 +210,10 @@ class IdempotentProducer:
             time.sleep(backoff_s)
             backoff_s = min(1.0, backoff_s * 2)
 
-    def _produce(self, leader: int, batches: dict[PartitionKey, _Batch]) -> dict[PartitionKey, int]:
+    def _produce(self, leader: int, batches: dict[PartitionKey, _Batch]
+                 ) -> dict[PartitionKey, tuple[int, str | None]]:
+        """Each partition's error code and the broker's words about it (None where it said
+        nothing)."""
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for (topic, partition), batch in batches.items():
             by_topic.setdefault(topic, []).append({"index": partition, "records": batch.data})
@@ -215,7 +221,18 @@ class IdempotentProducer:
                 "topic_data": [{"name": t, "partition_data": ps} for t, ps in by_topic.items()]}
         if self.acks == 0:  # the broker sends no answer: sent is all we can know
             self.cluster.send_node(leader, API_PRODUCE, PRODUCE_VERSION, body)
-            return dict.fromkeys(batches, 0)
+            return dict.fromkeys(batches, (0, None))
         resp = self.cluster.request_node(leader, API_PRODUCE, PRODUCE_VERSION, body)
-        return {(str(t.name), int(p.index)): int(p.error_code)
+        return {(str(t.name), int(p.index)): (int(p.error_code), _refusal_message(p))
                 for t in resp.responses for p in t.partition_responses}
+
+
+def _refusal_message(p: Any) -> str | None:
+    """A partition answer's error_message, else its first record error's (KIP-467)."""
+    message = getattr(p, "error_message", None)
+    if message:
+        return str(message)
+    for record_error in getattr(p, "record_errors", None) or ():
+        if record_error.batch_index_error_message:
+            return str(record_error.batch_index_error_message)
+    return None

@@ -59,7 +59,7 @@ from floodmark.security.acl import AclBinding, AclStore, new_binding
 from floodmark.security.listeners import Endpoint
 from floodmark.security.quotas import QuotaEntity, QuotaStore
 from floodmark.security.sasl.scram import ScramCredential, ScramMechanism
-from floodmark.settings import split_topic_configs
+from floodmark.settings import split_dynamic_configs, split_topic_configs
 
 __all__ = [
     "UNAPPLIED_KEPT",
@@ -288,7 +288,8 @@ class MetadataImage:
                     # check refuses, reported all the same.
                     self.apply(kept)
                     rec = kept
-                    on_unapplied(UnappliedRecord(offset, f"applied without the topic config "
+                    which = "broker" if rec["type"] == "broker_configs" else "topic"
+                    on_unapplied(UnappliedRecord(offset, f"applied without the {which} config "
                                                          f"values refused: {reason}"))
             self.next_offset = offset + 1
             applied.append(rec)
@@ -375,12 +376,17 @@ class MetadataImage:
 
 
 def _without_bad_configs(rec: MetadataRecord) -> MetadataRecord | None:
-    """A ``topic``/``topic_configs`` record that fails the check only for config values: the
-    same record with the values the setting registry takes; None for anything else."""
-    if rec.get("type") not in ("topic", "topic_configs") or not isinstance(
+    """A ``topic``/``topic_configs``/``broker_configs`` record that fails the check only for
+    config values (one written before a rule of ``config_rules`` existed): the same record with
+    the values the setting registry takes; None for anything else."""
+    kind = rec.get("type")
+    if kind not in ("topic", "topic_configs", "broker_configs") or not isinstance(
             rec.get("configs"), dict):
         return None
-    kept, refused = split_topic_configs(rec["configs"])
+    if kind == "broker_configs":
+        kept, refused = split_dynamic_configs(rec["configs"], str(rec.get("resource", "")))
+    else:
+        kept, refused = split_topic_configs(rec["configs"])
     fixed = {**rec, "configs": kept}
     try:
         check_record(fixed)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import ParamSpec, TypeVar
 
-from floodmark.client.cluster import BadAddress, parse_bootstrap
+from floodmark.client.cluster import BadAddress, NoBrokerAvailable, parse_bootstrap
 from floodmark.client.fetch import READ_COMMITTED, READ_UNCOMMITTED
 from floodmark.compression import Compression
 from floodmark.spark.fetcher import ClientConfig, SecurityProperties, security_of
@@ -32,6 +32,10 @@ class OptionError(ValueError):
     """A source or sink option is missing or malformed."""
 
 
+class BrokerUnreachable(ConnectionError):
+    """No address of ``kafka.bootstrap.servers`` answered when the query was planned."""
+
+
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -44,6 +48,8 @@ def one_line_errors(fn: Callable[P, R]) -> Callable[P, R]:
     ``handle_worker_exception``; with ``SPARK_HIDE_TRACEBACK`` set (what Spark's
     ``spark.sql.execution.pyspark.udf.hideTraceback.enabled`` sets) it sends only
     ``OptionError: <message>``. A user's mistake is not a program error: no stack of frames.
+    A bootstrap that nobody answers at (a wrong address, a cluster that is down) is one line
+    too, ``BrokerUnreachable``, with what to check.
     """
 
     @functools.wraps(fn)
@@ -53,6 +59,10 @@ def one_line_errors(fn: Callable[P, R]) -> Callable[P, R]:
         except OptionError as exc:
             os.environ["SPARK_HIDE_TRACEBACK"] = "1"
             raise OptionError(str(exc)) from None
+        except NoBrokerAvailable as exc:
+            os.environ["SPARK_HIDE_TRACEBACK"] = "1"
+            raise BrokerUnreachable(f"{exc} (is the cluster up, and is kafka.bootstrap.servers "
+                                    f"its address?)") from None
 
     return wrapper
 

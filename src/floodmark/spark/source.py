@@ -129,6 +129,7 @@ class FloodmarkBatchReader(_ReadsRanges, DataSourceReader):
     def __init__(self, options: dict[str, str]) -> None:
         self.opts = parse_source_options(options, streaming=False)
 
+    @one_line_errors
     def partitions(self) -> Sequence[InputPartition]:
         o = self.opts
         client = client_for(o.client)
@@ -188,6 +189,7 @@ class FloodmarkStreamReader(_ReadsRanges, DataSourceStreamReader, SupportsTrigge
     def _client(self) -> FetchClient:
         return client_for(self.opts.client)
 
+    @one_line_errors
     def initialOffset(self) -> dict[str, dict[str, int]]:
         # Spark calls this more than once at the start of a run: resolve once and keep it.
         self._check()
@@ -219,6 +221,7 @@ class FloodmarkStreamReader(_ReadsRanges, DataSourceStreamReader, SupportsTrigge
         self._available_now = {tp: b.end_for(o.client.isolation_level) for tp, b in bounds.items()}
         log.info("availableNow target %s", ofs.to_json(self._available_now))
 
+    @one_line_errors
     def latestOffset(self, start: dict[str, dict[str, int]] | None = None,
                      limit: ReadLimit | None = None) -> dict[str, dict[str, int]]:
         self._check()

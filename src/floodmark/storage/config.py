@@ -97,8 +97,8 @@ class LogConfig:
         if self.scan_chunk_bytes < 61:
             raise ValueError(f"scan_chunk_bytes must be >= 61 (a batch header), got "
                              f"{self.scan_chunk_bytes}")
-        if self.max_message_bytes <= 0:
-            raise ValueError("max_message_bytes must be positive")
+        if self.max_message_bytes < 0:  # 0 (Kafka's floor too): every batch is too large
+            raise ValueError("max_message_bytes must be >= 0")
         policies = self.cleanup_policy.split(",")
         if not policies or not set(policies) <= {"compact", "delete"} or len(set(policies)) != len(
             policies
