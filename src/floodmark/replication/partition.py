@@ -546,13 +546,6 @@ class Partition:
         )
         return ErrorCode.NONE, answer
 
-    def consumer_fetch_bound(self, current_leader_epoch: int) -> tuple[ErrorCode, int]:
-        """A consumer (READ_UNCOMMITTED) may read below the HW of the leader only."""
-        error = fencing.check_leader_request(
-            self.leader_epoch, current_leader_epoch, is_leader=self.is_leader
-        )
-        return error, self.high_watermark
-
     # -- leader: ISR changes -----------------------------------------------------------------
     def _proposal(self, role: LeaderState, new_isr: tuple[int, ...]) -> ProposeIsr:
         epochs = tuple(

@@ -41,6 +41,7 @@ from floodmark.replication.produce import (
     write_marker_as_leader,
 )
 from floodmark.replication.purgatory import CompleteProduce
+from floodmark.replication.reads import FetchIsolation, read_for_fetch
 from floodmark.sim import messages as m
 from floodmark.sim.config import SimConfig
 from floodmark.sim.network import Network
@@ -600,38 +601,34 @@ class SimBroker:
         )
 
     def _on_consumer_fetch(self, src: str, msg: m.ConsumerFetch) -> None:
-        """A consumer reads below the HW; read_committed below the LSO, without the records of
-        aborted transactions and without markers (the Fetch handler's and the client's rule:
-        the aborted list from the segments' index, ``records.AbortedTracker``)."""
+        """A consumer reads by the broker's rule (``replication.reads``); like a client, it
+        drops the records of aborted transactions and the markers (``records.AbortedTracker``)."""
         assert self.partition is not None and self.log is not None
-        error, hw = self.partition.consumer_fetch_bound(msg.current_leader_epoch)
-        lso = self.partition.last_stable_offset
         committed = msg.isolation_level == READ_COMMITTED
-        bound = lso if committed else hw
-        leo = self.log.log_end_offset
-        if error is ErrorCode.NONE and not (self.log.log_start_offset <= msg.offset <= leo):
-            error = ErrorCode.OFFSET_OUT_OF_RANGE
+        read = read_for_fetch(self.partition, self.log, msg.offset, msg.current_leader_epoch,
+                              FetchIsolation.of(-1, committed), self.config.fetch_max_bytes)
+        bound = read.bound
         records: tuple[tuple[int, int, str], ...] = ()
         next_offset = msg.offset
-        if error is ErrorCode.NONE and msg.offset < bound:
-            data = self.log.read(msg.offset, self.config.fetch_max_bytes, bound)
+        if read.records is not None:
+            data = read.records
             next_offset = data.next_offset
-            tracker = None
-            if committed:
-                tracker = AbortedTracker.from_response([
-                    (a.producer_id, a.first_offset)
-                    for a in self.log.collect_aborted_transactions(msg.offset, data.next_offset)])
+            tracker = (None if read.aborted is None else AbortedTracker.from_response(
+                [(a.producer_id, a.first_offset) for a in read.aborted]))
             kept: list[tuple[int, int, str]] = []
             for _position, header in iter_batches(data.records, validate=False):
                 if (tracker is not None and tracker.skip(header)) or header.is_control:
                     continue
                 batch = bytes(header.batch_bytes())
-                kept.extend(e for e in decode_entries(batch) if msg.offset <= e[0] < bound)
+                kept.extend(e for e in decode_entries(batch)
+                            if msg.offset <= e[0] < bound.read_upto)
             records = tuple(kept)
-            self.cluster.on_consumer_read(self, records, hw, lso, msg.isolation_level,
-                                          (msg.offset, min(data.next_offset, bound)))
-        self.net.send(self.name, src, m.ConsumerFetchReply(msg.fetch_id, error, records, hw, leo,
-                                                           lso, next_offset))
+            self.cluster.on_consumer_read(self, records, bound.high_watermark,
+                                          bound.last_stable_offset, msg.isolation_level,
+                                          (msg.offset, min(next_offset, bound.read_upto)))
+        self.net.send(self.name, src, m.ConsumerFetchReply(
+            msg.fetch_id, read.error, records, bound.high_watermark, bound.log_end_offset,
+            bound.last_stable_offset, next_offset))
 
     # -- follower side ------------------------------------------------------------------------
     def send_fetch(self) -> bool:
