@@ -503,38 +503,19 @@ class SimBroker:
 
     def _on_fetch_request(self, src: str, msg: m.FetchRequestMsg) -> None:
         assert self.partition is not None and self.log is not None
-        d = self.partition.handle_follower_fetch(self.log, msg.fetch, self.world.now_ms)
-        self.apply(d.effects)
-        if d.error is not ErrorCode.NONE or d.diverging is not None:
-            response = FetchResponse(
-                d.error,
-                msg.fetch.current_leader_epoch,
-                d.high_watermark,
-                d.log_start_offset,
-                d.log_end_offset,
-                d.diverging,
-                fetch_offset=msg.fetch.fetch_offset,
-            )
-            self.net.send(self.name, src, m.FetchReplyMsg(msg.session, response, b""))
-            return
-        if d.has_data:
-            data = self.log.read(d.read_from, self.config.fetch_max_bytes, d.read_upto)
-            response = FetchResponse(
-                ErrorCode.NONE,
-                msg.fetch.current_leader_epoch,
-                d.high_watermark,
-                d.log_start_offset,
-                d.log_end_offset,
-                None,
-                has_records=not data.is_empty,
-                fetch_offset=msg.fetch.fetch_offset,
-            )
-            self.net.send(
-                self.name, src, m.FetchReplyMsg(msg.session, response, bytes(data.records))
-            )
+        assert self.driver is not None
+        answer = self.driver.answer_follower_fetch(msg.fetch, self.world.now_ms,
+                                                   self._read_batches)
+        if answer.complete:
+            self.net.send(self.name, src,
+                          m.FetchReplyMsg(msg.session, answer.response, bytes(answer.records)))
             return
         wait = self.config.fetch_wait_max_ms if self.config.autonomous else 10**12
         self.parked.append(ParkedFetch(src, msg, self.world.now_ms + wait))
+
+    def _read_batches(self, start: int, upto: int) -> bytes:
+        assert self.log is not None
+        return bytes(self.log.read(start, self.config.fetch_max_bytes, upto).records)
 
     def _complete_parked(self, which: Callable[[ParkedFetch], bool]) -> None:
         """Answer parked follower fetches, re-reading data and the *current* HW."""
