@@ -6,13 +6,15 @@ only moves bytes.
 the fetchers of the partitions it follows, started, retargeted and stopped as metadata changes,
 and its answers to the replicas that follow it.
 
-Leader (``ReplicaManager.answer_fetch``): a Fetch from a replica goes to ``Partition.handle_follower_fetch``, which fences the request on its
+Leader (``ReplicaManager.answer_fetch``): a Fetch from a replica goes to
+``ReplicaDriver.answer_follower_fetch`` (``Partition.handle_follower_fetch``, then the read; the
+simulator and the model checker answer through it too), which fences the request on its
 ``current_leader_epoch``, checks ``last_fetched_epoch`` against the epoch cache (answering
 ``diverging_epoch`` and recording nothing when the follower's log diverged), records the
 follower's LEO (its ``fetch_offset``), maybe proposes an ISR expansion and advances the HW. The
 response carries the HW snapshot taken *before* the follower's fetch was counted and the records
 from ``fetch_offset`` up to the LEO. A fetch with nothing to return waits (long poll) until the
-leader appends or its wait expires.
+leader appends (the core's ``WakeFollowerFetches``) or its wait expires; it is then asked again.
 
 Follower (``ReplicaFetcher``): one task per followed partition, one connection to the leader.
 ``Partition.next_fetch`` says what to send (fetch offset = LEO, ``last_fetched_epoch`` = latest
@@ -137,11 +139,9 @@ class ReplicaManager:
             fetcher.stop()
 
     # -- leader side -------------------------------------------------------------------------------
-    def leader_appended(self) -> None:
-        """New data on the leader: wake the follower fetches parked here."""
-        self.waiters.wake_all()
-
     def wake(self, key: tuple[str, int]) -> None:
+        """The partition's core said ``WakeFollowerFetches``: the fetches parked on ``key``
+        ask it again."""
         self.waiters.wake(key)
 
     async def answer_fetch(self, host: LeaderHost, header: RequestHeader,

@@ -37,6 +37,7 @@ from floodmark.replication.partition import (
     Partition,
     ProposeIsr,
     TruncateTo,
+    WakeFollowerFetches,
 )
 from floodmark.replication.producer_state import AbortedTxn
 from floodmark.replication.purgatory import CompleteProduce
@@ -100,6 +101,11 @@ class ReplicaPorts(Protocol):
     def propose_isr(self, request: AlterPartitionRequest) -> None:
         """Send AlterPartition to the controller (and resend it while ``is_proposal_pending``)."""
 
+    def wake_follower_fetches(self) -> None:
+        """Ask the core again for the follower fetches parked on this partition
+        (``ReplicaDriver.answer_follower_fetch``), after the current step: they have records
+        now, or an error."""
+
     def log_truncated(self, before: int, after: int, reason: str, *, fully: bool) -> None:
         """The log was cut from ``before`` to ``after`` (``fully``: emptied, starting there)."""
 
@@ -127,6 +133,8 @@ class ReplicaDriver:
                 self.truncate_to(effect.offset, effect.reason)
             elif isinstance(effect, ProposeIsr):
                 self.ports.propose_isr(effect.request)
+            elif isinstance(effect, WakeFollowerFetches):
+                self.ports.wake_follower_fetches()
             else:  # pragma: no cover - the Effect union is closed
                 raise TypeError(f"unknown effect {effect!r}")
 

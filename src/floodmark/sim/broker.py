@@ -28,7 +28,6 @@ from floodmark.replication.partition import (
     ACKS_NONE,
     Effect,
     EpochQuery,
-    FetchResponse,
     FollowerActionKind,
     FollowerState,
     LeaderState,
@@ -133,6 +132,7 @@ class SimBroker:
         )
         self.entries: list[Entry] = []  # mirror of the log: index = offset
         self.parked: list[ParkedFetch] = []
+        self.woken = False  # WakeFollowerFetches in this step: ask the parked fetches again
         self.deferred: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
         self.fetch_session = 0
         self.fetch_inflight = False
@@ -184,6 +184,7 @@ class SimBroker:
         assert len(self.entries) == self.log.log_end_offset, "mirror out of step with the log"
         self.driver.load_producer_state()
         self.parked = []
+        self.woken = False
         self.deferred = []
         self.fetch_inflight = False
         self.fetch_target = (-1, -1)
@@ -234,6 +235,7 @@ class SimBroker:
         self.partition = None
         self.driver = None
         self.parked = []
+        self.woken = False
         self.world.record(f"{self.name} crash lose_unsynced={lose_unsynced}")
 
     def pause(self) -> None:
@@ -249,6 +251,7 @@ class SimBroker:
             deferred, self.deferred = self.deferred, []
             for fn, args in deferred:
                 fn(*args)
+            self._answer_woken_fetches()
             self.net.resume(self.name)
 
     def _timer(self, delay_ms: int, fn: Callable[..., None], *args: Any) -> None:
@@ -261,6 +264,7 @@ class SimBroker:
             self.deferred.append((fn, args))
             return
         fn(*args)
+        self._answer_woken_fetches()
         self.cluster.after_broker_event(self)
 
     # -- periodic work ------------------------------------------------------------------------
@@ -330,6 +334,9 @@ class SimBroker:
         self.world.record(f"{self.name} propose ISR {list(request.new_isr)}")
         self._send_alter_partition(request)
 
+    def wake_follower_fetches(self) -> None:
+        self.woken = True
+
     def log_truncated(self, before: int, after: int, reason: str, *, fully: bool) -> None:
         if fully:
             self.entries = [(-1, "")] * after  # below the log start: unknown
@@ -364,6 +371,7 @@ class SimBroker:
         if handler is None:
             raise TypeError(f"{self.name}: unexpected message {message!r}")
         handler(self, src, message)
+        self._answer_woken_fetches()
         self.cluster.after_broker_event(self)
 
     def _on_register_reply(self, src: str, msg: m.RegisterReply) -> None:
@@ -387,7 +395,6 @@ class SimBroker:
             return
         self.last_metadata = md
         p = self.partition
-        was_leader = p.is_leader
         before = (p.leader_id, p.leader_epoch)
         effects = p.apply_metadata(
             self.log,
@@ -401,8 +408,6 @@ class SimBroker:
             role = "leader" if p.is_leader else f"follower of {self.cluster.name_of(p.leader_id)}"
             self.world.record(f"{self.name} becomes {role} epoch={p.leader_epoch}")
         self.apply(effects)
-        if was_leader and not p.is_leader:
-            self._complete_parked(lambda _p: True)
         if p.is_leader and after != before:
             self.cluster.on_become_leader(self, p.leader_epoch)
         if isinstance(p.role, FollowerState) and after != self.fetch_target:
@@ -467,8 +472,6 @@ class SimBroker:
             assert result.answer is not None
             offset = result.base_offset if result.answer is ErrorCode.NONE else -1
             self.net.send(self.name, src, m.ProduceReply(msg.produce_id, result.answer, offset))
-        if result.appended:
-            self._complete_parked(lambda _p: True)
 
     def _on_write_txn_marker(self, src: str, msg: m.WriteTxnMarker) -> None:
         """The broker's WriteTxnMarkers path (``replication.produce.write_marker_as_leader``):
@@ -491,8 +494,6 @@ class SimBroker:
             assert result.answer is not None
             offset = result.base_offset if result.answer is ErrorCode.NONE else -1
             self.net.send(self.name, src, m.ProduceReply(msg.produce_id, result.answer, offset))
-        if result.appended:
-            self._complete_parked(lambda _p: True)
 
     def _on_metadata_request(self, src: str, msg: m.MetadataRequest) -> None:
         """Clients learn the leader from any broker, which answers from the metadata it has
@@ -518,50 +519,38 @@ class SimBroker:
         return bytes(self.log.read(start, self.config.fetch_max_bytes, upto).records)
 
     def _complete_parked(self, which: Callable[[ParkedFetch], bool]) -> None:
-        """Answer parked follower fetches, re-reading data and the *current* HW."""
+        """Answer the parked follower fetches ``which`` selects now (their wait is over, or a
+        scenario releases them), each by asking the core again, as the broker does."""
+        self._ask_parked_again(which, force=True)
+
+    def _ask_parked_again(self, which: Callable[[ParkedFetch], bool], *, force: bool) -> None:
+        """Ask the core again for the parked follower fetches ``which`` selects
+        (``answer_follower_fetch``): one that now has an answer (records, an error, a diverging
+        epoch) is answered, and with ``force`` every one asked; the others stay parked."""
         if not self.parked:
             return
-        assert self.partition is not None and self.log is not None
+        assert self.driver is not None
         keep: list[ParkedFetch] = []
         for parked in self.parked:
             if not which(parked):
                 keep.append(parked)
                 continue
-            self._answer_parked(parked)
+            fetch = parked.request.fetch
+            answer = self.driver.answer_follower_fetch(fetch, self.world.now_ms,
+                                                       self._read_batches)
+            if answer.complete or force:
+                self.net.send(self.name, parked.src, m.FetchReplyMsg(
+                    parked.request.session, answer.response, bytes(answer.records)))
+            else:
+                keep.append(parked)
         self.parked = keep
 
-    def _answer_parked(self, parked: ParkedFetch) -> None:
-        assert self.partition is not None and self.log is not None
-        p = self.partition
-        fetch = parked.request.fetch
-        epoch = fetch.current_leader_epoch
-        if not p.is_leader or p.leader_epoch != epoch:
-            response = FetchResponse(
-                ErrorCode.NOT_LEADER_OR_FOLLOWER, epoch, fetch_offset=fetch.fetch_offset
-            )
-            self.net.send(
-                self.name, parked.src, m.FetchReplyMsg(parked.request.session, response, b"")
-            )
-            return
-        leo = self.log.log_end_offset
-        records = b""
-        if fetch.fetch_offset < leo:
-            records = bytes(
-                self.log.read(fetch.fetch_offset, self.config.fetch_max_bytes, leo).records
-            )
-        response = FetchResponse(
-            ErrorCode.NONE,
-            epoch,
-            p.high_watermark,
-            self.log.log_start_offset,
-            leo,
-            None,
-            has_records=bool(records),
-            fetch_offset=fetch.fetch_offset,
-        )
-        self.net.send(
-            self.name, parked.src, m.FetchReplyMsg(parked.request.session, response, records)
-        )
+    def _answer_woken_fetches(self) -> None:
+        """The core said ``WakeFollowerFetches`` during this step: after the step (a produce's
+        own answer goes first, as on the broker, whose wake runs the fetches later)."""
+        if self.woken and self.alive and self.driver is not None:
+            self.woken = False
+            self._ask_parked_again(lambda _p: True, force=False)
 
     def release_parked(self, follower_name: str) -> bool:
         """Scenario helper: answer the parked fetch of one follower now."""

@@ -223,12 +223,6 @@ def _produce(broker: HandlerContext, req: ProduceRequest, version: int,
                 for p in parts]
         pending.extend(o for o in outs if o.pending is not None)
         results.append((name, outs))
-    if broker.replicas is not None:
-        # Right after the appends, whichever path led here (at once, or after the KIP-890
-        # check's await): a wake sent before them is missed by the follower fetches parked on
-        # this leader, and acks=all then waits out their max wait (500 ms; measured by
-        # benchmarks/replication_wake.py).
-        broker.replicas.leader_appended()
     if acks == 0:
         return None  # acks=0: no response at all (P4)
     if pending:
