@@ -1,7 +1,8 @@
 """Does an acks=all produce wake the follower fetches parked on the leader *after* its append?
 
 A follower's fetch that finds nothing new parks on the leader for up to 500 ms
-(``REPLICA_MAX_WAIT_MS``); the leader's append wakes it (``ReplicaManager.leader_appended``).
+(``REPLICA_MAX_WAIT_MS``); the leader's append wakes it (the core's ``WakeFollowerFetches``
+effect, applied right after the append by the partition's driver).
 A wake sent before the append is in the log is missed: the follower sees nothing, parks again,
 and the acks=all answer waits out the rest of the 500 ms. Produce appends in two ways:
 
@@ -11,7 +12,7 @@ and the acks=all answer waits out the rest of the 500 ms. Produce appends in two
   coordinator is another broker, the leader's event loop runs other tasks meanwhile: woken
   fetches too).
 
-Both end in ``data._produce``, which wakes the followers right after its appends. (Before, a
+Both end in ``produce_as_leader``, whose effects wake the followers right after the append. (Before, a
 wrapper around the Produce handler woke them when the handler returned: before the append on
 the second path, which therefore needed a second, remembered wake.)
 

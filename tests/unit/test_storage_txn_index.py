@@ -49,6 +49,9 @@ class Leader:
     def propose_isr(self, request: object) -> None:
         pass
 
+    def wake_follower_fetches(self) -> None:
+        pass
+
     def log_truncated(self, before: int, after: int, reason: str, *, fully: bool) -> None:
         pass
 

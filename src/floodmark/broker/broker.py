@@ -573,6 +573,12 @@ class Broker:
     def wake_fetches(self, key: tuple[str, int]) -> None:
         self.purgatory.wake(key)
 
+    def wake_replica_fetches(self, key: tuple[str, int]) -> None:
+        """The core's ``WakeFollowerFetches`` (the leader appended, or stopped leading): the
+        follower fetches parked on ``key`` ask it again (``ReplicaManager.answer_fetch``)."""
+        if self.replicas is not None:
+            self.replicas.wake(key)
+
     def propose_isr(self, key: tuple[str, int], request: AlterPartitionRequest) -> None:
         self.membership.propose_isr(key, request)
 

@@ -5,10 +5,11 @@ Every replication rule is the core's (``floodmark.replication.partition``): beco
 (recording (epoch, LEO) in the epoch cache first, KAFKA-7415), leader-epoch fencing (KIP-320),
 acks/min.insync.replicas checks (with Kafka 4's effective min ISR = min(min.insync.replicas,
 replication factor)), the HW rule, and the produce purgatory. Applying its effects is the
-driver's; what only the broker can do (wake waiting fetches, answer a produce, send
-AlterPartition) is the ``BrokerHooks`` the broker passes in. The role always comes from metadata:
-the broker calls :meth:`apply_metadata` with the partition's registration (a single broker's own
-metadata names it leader of everything; a cluster member's comes from the controller).
+driver's; what only the broker can do (wake waiting fetches, consumers' and followers', answer
+a produce, send AlterPartition) is the ``BrokerHooks`` the broker passes in. The role always
+comes from metadata: the broker calls :meth:`apply_metadata` with the partition's registration
+(a single broker's own metadata names it leader of everything; a cluster member's comes from the
+controller).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class BrokerHooks(Protocol):
     """The broker's side of a partition's ports."""
 
     def wake_fetches(self, key: tuple[str, int]) -> None: ...
+    def wake_replica_fetches(self, key: tuple[str, int]) -> None: ...
     def complete_produce(self, produce_id: int, error: ErrorCode, base_offset: int) -> None: ...
     def propose_isr(self, key: tuple[str, int], request: AlterPartitionRequest) -> None: ...
 
@@ -66,6 +68,10 @@ class _Ports:
     def propose_isr(self, request: AlterPartitionRequest) -> None:
         if self.hooks is not None:
             self.hooks.propose_isr(self.key, request)
+
+    def wake_follower_fetches(self) -> None:
+        if self.hooks is not None:
+            self.hooks.wake_replica_fetches(self.key)
 
     def log_truncated(self, before: int, after: int, reason: str, *, fully: bool) -> None:
         log.warning("partition %s truncated%s from log_end_offset %d to %d: %s", self.name,

@@ -6,13 +6,15 @@ only moves bytes.
 the fetchers of the partitions it follows, started, retargeted and stopped as metadata changes,
 and its answers to the replicas that follow it.
 
-Leader (``ReplicaManager.answer_fetch``): a Fetch from a replica goes to ``Partition.handle_follower_fetch``, which fences the request on its
+Leader (``ReplicaManager.answer_fetch``): a Fetch from a replica goes to
+``ReplicaDriver.answer_follower_fetch`` (``Partition.handle_follower_fetch``, then the read; the
+simulator and the model checker answer through it too), which fences the request on its
 ``current_leader_epoch``, checks ``last_fetched_epoch`` against the epoch cache (answering
 ``diverging_epoch`` and recording nothing when the follower's log diverged), records the
 follower's LEO (its ``fetch_offset``), maybe proposes an ISR expansion and advances the HW. The
 response carries the HW snapshot taken *before* the follower's fetch was counted and the records
 from ``fetch_offset`` up to the LEO. A fetch with nothing to return waits (long poll) until the
-leader appends or its wait expires.
+leader appends (the core's ``WakeFollowerFetches``) or its wait expires; it is then asked again.
 
 Follower (``ReplicaFetcher``): one task per followed partition, one connection to the leader.
 ``Partition.next_fetch`` says what to send (fetch offset = LEO, ``last_fetched_epoch`` = latest
@@ -137,11 +139,9 @@ class ReplicaManager:
             fetcher.stop()
 
     # -- leader side -------------------------------------------------------------------------------
-    def leader_appended(self) -> None:
-        """New data on the leader: wake the follower fetches parked here."""
-        self.waiters.wake_all()
-
     def wake(self, key: tuple[str, int]) -> None:
+        """The partition's core said ``WakeFollowerFetches``: the fetches parked on ``key``
+        ask it again."""
         self.waiters.wake(key)
 
     async def answer_fetch(self, host: LeaderHost, header: RequestHeader,
@@ -211,42 +211,30 @@ class ReplicaManager:
             broker_epoch=broker_epoch,
         )
         before = ps.core.replica_states.get(replica_id)
-        decision = ps.core.handle_follower_fetch(ps.log, fetch, self.now_ms())
-        ps.apply(decision.effects)
+        max_bytes = min(int(p.partition_max_bytes), REPLICA_PARTITION_MAX_BYTES)
+        answer = ps.driver.answer_follower_fetch(
+            fetch, self.now_ms(),
+            lambda start, upto: bytes(ps.log.read(start, max_bytes, upto).records))
         after = ps.core.replica_states.get(replica_id)
         if after is not None and (before is None
                                   or after.log_start_offset != before.log_start_offset):
             # The follower's log start moved (it followed a DeleteRecords): a DeleteRecords
             # waiting for the low watermark of every replica re-checks (data.delete_records).
             host.purgatory.wake((ps.topic, ps.partition))
-        out: WireResponse = {"partition_index": index, "error_code": int(decision.error),
-                               "high_watermark": decision.high_watermark,
-                               "last_stable_offset": decision.high_watermark,
-                               "log_start_offset": decision.log_start_offset,
-                               "aborted_transactions": None, "records": b""}
-        if decision.error is not ErrorCode.NONE:
-            out["high_watermark"] = -1
-            return out, 0
-        if decision.diverging is not None:
-            out["diverging_epoch"] = {"epoch": decision.diverging.epoch,
-                                      "end_offset": decision.diverging.end_offset}
+        response = answer.response
+        out: WireResponse = {"partition_index": index, "error_code": int(response.error),
+                               "high_watermark": response.high_watermark,
+                               "last_stable_offset": response.high_watermark,
+                               "log_start_offset": response.log_start_offset,
+                               "aborted_transactions": None, "records": answer.records}
+        if response.diverging is not None:
+            out["diverging_epoch"] = {"epoch": response.diverging.epoch,
+                                      "end_offset": response.diverging.end_offset}
             log.info("partition %s leader_epoch=%d follower %d diverges at epoch %d end %d",
-                     ps.name, ps.leader_epoch, replica_id, decision.diverging.epoch,
-                     decision.diverging.end_offset)
+                     ps.name, ps.leader_epoch, replica_id, response.diverging.epoch,
+                     response.diverging.end_offset)
             return out, 1  # counts as "something to answer"
-        if not decision.has_data:
-            out["records"] = b""
-            return out, 0
-        try:
-            info = ps.log.read(decision.read_from, min(int(p.partition_max_bytes),
-                                                       REPLICA_PARTITION_MAX_BYTES),
-                               decision.read_upto)
-        except KafkaError as exc:
-            out["error_code"] = int(exc.code)
-            return out, 0
-        data = bytes(info.records)
-        out["records"] = data
-        return out, len(data)
+        return out, len(answer.records)
 
 
 # -- follower side ------------------------------------------------------------------------------

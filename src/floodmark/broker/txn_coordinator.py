@@ -248,8 +248,6 @@ class TransactionCoordinatorDriver:
         now = self.host.now_ms()
         result = self._append(TRANSACTION_STATE_TOPIC, effect.txn_partition,
                               txn_log.build_record_batch(m, now), -1, now, LOG_WRITE_TIMEOUT_MS)
-        if self.host.replicas is not None:
-            self.host.replicas.leader_appended()
         if result.pending is None:
             return self.core.on_log_written(m.transactional_id, ErrorCode(result.error_code),
                                             self.host.now_ms())

@@ -82,7 +82,6 @@ from floodmark.replication.partition import (
     ACKS_ALL,
     ACKS_LEADER,
     EpochQuery,
-    FetchResponse,
     FollowerActionKind,
     FollowerState,
     LeaderState,
@@ -755,15 +754,12 @@ class Model:
         elif request is not None:
             sent = request if self.config.fenced else replace(
                 request, current_leader_epoch=UNDEFINED_EPOCH)
-            d = leader.partition.handle_follower_fetch(leader.log, sent, NOW_MS)
-            leader.driver.apply(d.effects)
+            fetched = leader.driver.answer_follower_fetch(sent, NOW_MS, leader.log.read)
             new_t = self._rid(leader)
-            records = leader.log.read(d.read_from, d.read_upto) if d.has_data else b""
-            response = FetchResponse(
-                d.error, request.current_leader_epoch, d.high_watermark, d.log_start_offset,
-                d.log_end_offset, d.diverging, has_records=bool(records),
-                fetch_offset=request.fetch_offset,
-            )
+            # The follower matches the answer to the request it built (its own leader epoch).
+            response = replace(fetched.response,
+                               request_leader_epoch=request.current_leader_epoch)
+            records = fetched.records
             action = follower.driver.on_fetch_response(response, records, NOW_MS)
             new_f = self._rid(follower)
             if (new_f, new_t) != (fid, tid):

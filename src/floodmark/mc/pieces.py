@@ -348,6 +348,9 @@ class ModelPorts:
     def propose_isr(self, request: AlterPartitionRequest) -> None:
         self.proposals.append(request)
 
+    def wake_follower_fetches(self) -> None:
+        pass
+
     def log_truncated(self, before: int, after: int, reason: str, *, fully: bool) -> None:
         self.truncations += 1
 

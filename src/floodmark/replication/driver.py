@@ -16,28 +16,61 @@ then lets the core keep HW ≤ LEO (``after_truncate``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from floodmark.errors import ErrorCode
+from floodmark.errors import ErrorCode, KafkaError
 from floodmark.records import iter_batches
 from floodmark.replication.election import AlterPartitionRequest
 from floodmark.replication.epochs import EpochEndOffset
 from floodmark.replication.partition import (
     AssignEpoch,
     Effect,
+    FetchDecision,
     FetchResponse,
     FollowerAction,
     FollowerActionKind,
+    FollowerFetch,
     HighWatermarkChanged,
     LogView,
     Partition,
     ProposeIsr,
     TruncateTo,
+    WakeFollowerFetches,
 )
 from floodmark.replication.producer_state import AbortedTxn
 from floodmark.replication.purgatory import CompleteProduce
+
+Records = bytes | bytearray | memoryview
+ReadBatches = Callable[[int, int], Records]
+"""Whole batches of ``[from, upto)`` from the leader's log, as many as the runner's fetch size
+allows (it may raise ``KafkaError``)."""
+
+
+def follower_fetch_response(decision: FetchDecision, fetch: FollowerFetch,
+                            records: Records) -> FetchResponse:
+    """The answer to a follower fetch, from the leader's decision and the records read. An
+    error answers no high watermark (-1, as Kafka), the log's bounds still (out of range)."""
+    ok = decision.error is ErrorCode.NONE
+    return FetchResponse(decision.error, fetch.current_leader_epoch,
+                         decision.high_watermark if ok else -1,
+                         decision.log_start_offset, decision.log_end_offset, decision.diverging,
+                         has_records=bool(records), fetch_offset=fetch.fetch_offset)
+
+
+@dataclass(frozen=True, slots=True)
+class FollowerFetchAnswer:
+    decision: FetchDecision
+    response: FetchResponse
+    records: Records
+
+    @property
+    def complete(self) -> bool:
+        """Answer now (an error, a diverging epoch, records); else the fetch may wait for the
+        leader's next append (long poll), and is then asked again (``answer_follower_fetch``)."""
+        return (self.response.error is not ErrorCode.NONE
+                or self.response.diverging is not None or bool(self.records))
 
 
 class ReplicaLog(LogView, Protocol):
@@ -68,6 +101,11 @@ class ReplicaPorts(Protocol):
     def propose_isr(self, request: AlterPartitionRequest) -> None:
         """Send AlterPartition to the controller (and resend it while ``is_proposal_pending``)."""
 
+    def wake_follower_fetches(self) -> None:
+        """Ask the core again for the follower fetches parked on this partition
+        (``ReplicaDriver.answer_follower_fetch``), after the current step: they have records
+        now, or an error."""
+
     def log_truncated(self, before: int, after: int, reason: str, *, fully: bool) -> None:
         """The log was cut from ``before`` to ``after`` (``fully``: emptied, starting there)."""
 
@@ -95,6 +133,8 @@ class ReplicaDriver:
                 self.truncate_to(effect.offset, effect.reason)
             elif isinstance(effect, ProposeIsr):
                 self.ports.propose_isr(effect.request)
+            elif isinstance(effect, WakeFollowerFetches):
+                self.ports.wake_follower_fetches()
             else:  # pragma: no cover - the Effect union is closed
                 raise TypeError(f"unknown effect {effect!r}")
 
@@ -140,6 +180,24 @@ class ReplicaDriver:
         if deleted:
             self.partition.producers.on_log_start_offset(self.log.log_start_offset)
         return deleted
+
+    # -- leader: a follower's fetch -------------------------------------------------------------
+    def answer_follower_fetch(self, fetch: FollowerFetch, now_ms: int,
+                              read: ReadBatches) -> FollowerFetchAnswer:
+        """Ask the core (fencing, divergence, the follower's progress, ISR, HW), apply what it
+        decided, and read what it allows. A parked fetch is asked again the same way."""
+        decision = self.partition.handle_follower_fetch(self.log, fetch, now_ms)
+        self.apply(decision.effects)
+        records: Records = b""
+        if decision.has_data:
+            try:
+                records = read(decision.read_from, decision.read_upto)
+            except KafkaError as exc:
+                decision = FetchDecision(exc.code, decision.leader_epoch,
+                                         decision.high_watermark, decision.log_start_offset,
+                                         decision.log_end_offset)
+        return FollowerFetchAnswer(decision, follower_fetch_response(decision, fetch, records),
+                                   records)
 
     # -- follower ------------------------------------------------------------------------------
     def on_fetch_response(self, response: FetchResponse,

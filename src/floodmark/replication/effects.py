@@ -45,7 +45,15 @@ class ProposeIsr:
     request: AlterPartitionRequest
 
 
-Effect = AssignEpoch | TruncateTo | HighWatermarkChanged | CompleteProduce | ProposeIsr
+@dataclass(frozen=True, slots=True)
+class WakeFollowerFetches:
+    """Ask the core again for the follower fetches parked on this partition: the leader
+    appended (they have records now) or stopped leading (they are answered its error). Kafka's
+    ``tryCompleteDelayedRequests``; the runner re-runs ``handle_follower_fetch`` for each."""
+
+
+Effect = (AssignEpoch | TruncateTo | HighWatermarkChanged | CompleteProduce | ProposeIsr
+          | WakeFollowerFetches)
 
 
 # -- requests and answers ----------------------------------------------------------------------

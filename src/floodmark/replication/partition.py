@@ -18,7 +18,8 @@ Driving it, leader side::
     info = log.append_as_leader(batches, p.leader_epoch, now_ms)
     effects = p.on_leader_append(log, produce_id, acks, info.first_offset, info.last_offset,
                                  now_ms, timeout_ms)
-    decision = p.handle_follower_fetch(log, fetch, now_ms)   # then read and answer
+    decision = p.handle_follower_fetch(log, fetch, now_ms)   # then read and answer:
+    #   ReplicaDriver.answer_follower_fetch does both, for a new fetch and a parked one alike
     effects = p.maybe_shrink_isr(log, now_ms)       # every replica.lag.time.max.ms / 2
     effects = p.expire_produces(now_ms)
     effects = p.handle_alter_partition_response(log, proposal, error, registration, now_ms)
@@ -29,6 +30,10 @@ Follower side::
     request = p.next_fetch(log)           # FollowerFetch, or EpochQuery in epoch-offset mode
     action = p.on_fetch_response(log, response)      # truncate / append / backoff / stop
     p.after_truncate(log); effects = p.after_follower_append(log, response)
+
+A consumer's read is decided by ``replication.reads`` (fencing, range, the bound by isolation).
+An append, or the loss of leadership, returns ``WakeFollowerFetches``: the runner asks the core
+again for the follower fetches parked on the partition.
 
 The role is an explicit type: ``LeaderState`` or ``FollowerState`` (``None`` before any metadata).
 Min-ISR semantics are strict (Kafka 3.7+): the leader HW is frozen while the committed ISR is
@@ -58,6 +63,7 @@ from floodmark.replication.effects import (
     HighWatermarkChanged,
     ProposeIsr,
     TruncateTo,
+    WakeFollowerFetches,
 )
 from floodmark.replication.election import (
     NO_LEADER,
@@ -106,6 +112,7 @@ __all__ = [
     "PartitionConfig",
     "ProposeIsr",
     "TruncateTo",
+    "WakeFollowerFetches",
 ]
 
 logger = logging.getLogger("floodmark.replication")
@@ -370,6 +377,8 @@ class Partition:
 
     def _make_follower(self, log: LogView, registration: PartitionRegistration) -> list[Effect]:
         effects: list[Effect] = list(self.purgatory.fail_all(ErrorCode.NOT_LEADER_OR_FOLLOWER))
+        if self.is_leader:
+            effects.append(WakeFollowerFetches())
         self.replica_states = {}
         mode = self.config.truncation
         cut = truncation_on_become_follower(mode, log.log_end_offset, self.high_watermark)
@@ -414,7 +423,8 @@ class Partition:
         timeout_ms: int,
     ) -> list[Effect]:
         """The caller appended [base_offset, last_offset] as leader. acks=1 completes now, acks=0
-        never, acks=all parks until the HW passes ``last_offset``."""
+        never, acks=all parks until the HW passes ``last_offset``. The follower fetches parked
+        here are asked again (``WakeFollowerFetches``, last)."""
         effects = self._maybe_increment_hw(log, now_ms)
         if acks == ACKS_LEADER:
             effects.append(CompleteProduce(produce_id, ErrorCode.NONE, base_offset))
@@ -423,6 +433,7 @@ class Partition:
                 DelayedProduce(produce_id, base_offset, last_offset + 1, now_ms + timeout_ms)
             )
             effects.extend(self._try_complete_produces())
+        effects.append(WakeFollowerFetches())
         return effects
 
     def expire_produces(self, now_ms: int) -> list[Effect]:
@@ -552,13 +563,6 @@ class Partition:
             self.config.truncation, log.epoch_cache, query.leader_epoch, log.log_end_offset
         )
         return ErrorCode.NONE, answer
-
-    def consumer_fetch_bound(self, current_leader_epoch: int) -> tuple[ErrorCode, int]:
-        """A consumer (READ_UNCOMMITTED) may read below the HW of the leader only."""
-        error = fencing.check_leader_request(
-            self.leader_epoch, current_leader_epoch, is_leader=self.is_leader
-        )
-        return error, self.high_watermark
 
     # -- leader: ISR changes -----------------------------------------------------------------
     def _proposal(self, role: LeaderState, new_isr: tuple[int, ...]) -> ProposeIsr:
@@ -797,6 +801,8 @@ class Partition:
     def resign(self) -> list[Effect]:
         """Stop replicating (broker shutting down or partition removed)."""
         effects: list[Effect] = list(self.purgatory.fail_all(ErrorCode.NOT_LEADER_OR_FOLLOWER))
+        if self.is_leader:
+            effects.append(WakeFollowerFetches())
         self.role = None
         self.replica_states = {}
         return effects

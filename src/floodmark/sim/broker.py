@@ -30,7 +30,6 @@ from floodmark.replication.partition import (
     ACKS_NONE,
     Effect,
     EpochQuery,
-    FetchResponse,
     FollowerActionKind,
     FollowerState,
     LeaderState,
@@ -43,6 +42,7 @@ from floodmark.replication.produce import (
     write_marker_as_leader,
 )
 from floodmark.replication.purgatory import CompleteProduce
+from floodmark.replication.reads import FetchIsolation, FetchRead, read_for_fetch
 from floodmark.sim import messages as m
 from floodmark.sim.config import SimConfig
 from floodmark.sim.network import Network
@@ -135,6 +135,7 @@ class SimBroker:
         )
         self.entries: list[Entry] = []  # mirror of the log: index = offset
         self.parked: list[ParkedFetch] = []
+        self.woken = False  # WakeFollowerFetches in this step: ask the parked fetches again
         self.deferred: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
         self.fetch_session = 0
         self.fetch_inflight = False
@@ -190,6 +191,7 @@ class SimBroker:
         assert len(self.entries) == self.log.log_end_offset, "mirror out of step with the log"
         self.driver.load_producer_state()
         self.parked = []
+        self.woken = False
         self.deferred = []
         self.fetch_inflight = False
         self.fetch_target = (-1, -1)
@@ -243,6 +245,7 @@ class SimBroker:
         self.partition = None
         self.driver = None
         self.parked = []
+        self.woken = False
         self.world.record(f"{self.name} crash lose_unsynced={lose_unsynced}")
 
     def pause(self) -> None:
@@ -258,6 +261,7 @@ class SimBroker:
             deferred, self.deferred = self.deferred, []
             for fn, args in deferred:
                 fn(*args)
+            self._answer_woken_fetches()
             self.net.resume(self.name)
 
     def _timer(self, delay_ms: int, fn: Callable[..., None], *args: Any) -> None:
@@ -270,6 +274,7 @@ class SimBroker:
             self.deferred.append((fn, args))
             return
         fn(*args)
+        self._answer_woken_fetches()
         self.cluster.after_broker_event(self)
 
     # -- periodic work ------------------------------------------------------------------------
@@ -364,6 +369,9 @@ class SimBroker:
         self.world.record(f"{self.name} propose ISR {list(request.new_isr)}")
         self._send_alter_partition(request)
 
+    def wake_follower_fetches(self) -> None:
+        self.woken = True
+
     def log_truncated(self, before: int, after: int, reason: str, *, fully: bool) -> None:
         if fully:
             self.entries = [(-1, "")] * after  # below the log start: unknown
@@ -398,6 +406,7 @@ class SimBroker:
         if handler is None:
             raise TypeError(f"{self.name}: unexpected message {message!r}")
         handler(self, src, message)
+        self._answer_woken_fetches()
         self.cluster.after_broker_event(self)
 
     def _on_register_reply(self, src: str, msg: m.RegisterReply) -> None:
@@ -427,7 +436,6 @@ class SimBroker:
             return
         self.last_metadata = md
         p = self.partition
-        was_leader = p.is_leader
         before = (p.leader_id, p.leader_epoch)
         effects = p.apply_metadata(
             self.log,
@@ -441,8 +449,6 @@ class SimBroker:
             role = "leader" if p.is_leader else f"follower of {self.cluster.name_of(p.leader_id)}"
             self.world.record(f"{self.name} becomes {role} epoch={p.leader_epoch}")
         self.apply(effects)
-        if was_leader and not p.is_leader:
-            self._complete_parked(lambda _p: True)
         if p.is_leader and after != before:
             self.cluster.on_become_leader(self, p.leader_epoch)
         if isinstance(p.role, FollowerState) and after != self.fetch_target:
@@ -510,8 +516,6 @@ class SimBroker:
             assert result.answer is not None
             offset = result.base_offset if result.answer is ErrorCode.NONE else -1
             self.net.send(self.name, src, m.ProduceReply(msg.produce_id, result.answer, offset))
-        if result.appended:
-            self._complete_parked(lambda _p: True)
 
     def _on_write_txn_marker(self, src: str, msg: m.WriteTxnMarker) -> None:
         """The broker's WriteTxnMarkers path (``replication.produce.write_marker_as_leader``):
@@ -534,8 +538,6 @@ class SimBroker:
             assert result.answer is not None
             offset = result.base_offset if result.answer is ErrorCode.NONE else -1
             self.net.send(self.name, src, m.ProduceReply(msg.produce_id, result.answer, offset))
-        if result.appended:
-            self._complete_parked(lambda _p: True)
 
     def _on_metadata_request(self, src: str, msg: m.MetadataRequest) -> None:
         """Clients learn the leader from any broker, which answers from the metadata it has
@@ -546,84 +548,53 @@ class SimBroker:
 
     def _on_fetch_request(self, src: str, msg: m.FetchRequestMsg) -> None:
         assert self.partition is not None and self.log is not None
-        d = self.partition.handle_follower_fetch(self.log, msg.fetch, self.world.now_ms)
-        self.apply(d.effects)
-        if d.error is not ErrorCode.NONE or d.diverging is not None:
-            response = FetchResponse(
-                d.error,
-                msg.fetch.current_leader_epoch,
-                d.high_watermark,
-                d.log_start_offset,
-                d.log_end_offset,
-                d.diverging,
-                fetch_offset=msg.fetch.fetch_offset,
-            )
-            self.net.send(self.name, src, m.FetchReplyMsg(msg.session, response, b""))
-            return
-        if d.has_data:
-            data = self.log.read(d.read_from, self.config.fetch_max_bytes, d.read_upto)
-            response = FetchResponse(
-                ErrorCode.NONE,
-                msg.fetch.current_leader_epoch,
-                d.high_watermark,
-                d.log_start_offset,
-                d.log_end_offset,
-                None,
-                has_records=not data.is_empty,
-                fetch_offset=msg.fetch.fetch_offset,
-            )
-            self.net.send(
-                self.name, src, m.FetchReplyMsg(msg.session, response, bytes(data.records))
-            )
+        assert self.driver is not None
+        answer = self.driver.answer_follower_fetch(msg.fetch, self.world.now_ms,
+                                                   self._read_batches)
+        if answer.complete:
+            self.net.send(self.name, src,
+                          m.FetchReplyMsg(msg.session, answer.response, bytes(answer.records)))
             return
         wait = self.config.fetch_wait_max_ms if self.config.autonomous else 10**12
         self.parked.append(ParkedFetch(src, msg, self.world.now_ms + wait))
 
+    def _read_batches(self, start: int, upto: int) -> bytes:
+        assert self.log is not None
+        return bytes(self.log.read(start, self.config.fetch_max_bytes, upto).records)
+
     def _complete_parked(self, which: Callable[[ParkedFetch], bool]) -> None:
-        """Answer parked follower fetches, re-reading data and the *current* HW."""
+        """Answer the parked follower fetches ``which`` selects now (their wait is over, or a
+        scenario releases them), each by asking the core again, as the broker does."""
+        self._ask_parked_again(which, force=True)
+
+    def _ask_parked_again(self, which: Callable[[ParkedFetch], bool], *, force: bool) -> None:
+        """Ask the core again for the parked follower fetches ``which`` selects
+        (``answer_follower_fetch``): one that now has an answer (records, an error, a diverging
+        epoch) is answered, and with ``force`` every one asked; the others stay parked."""
         if not self.parked:
             return
-        assert self.partition is not None and self.log is not None
+        assert self.driver is not None
         keep: list[ParkedFetch] = []
         for parked in self.parked:
             if not which(parked):
                 keep.append(parked)
                 continue
-            self._answer_parked(parked)
+            fetch = parked.request.fetch
+            answer = self.driver.answer_follower_fetch(fetch, self.world.now_ms,
+                                                       self._read_batches)
+            if answer.complete or force:
+                self.net.send(self.name, parked.src, m.FetchReplyMsg(
+                    parked.request.session, answer.response, bytes(answer.records)))
+            else:
+                keep.append(parked)
         self.parked = keep
 
-    def _answer_parked(self, parked: ParkedFetch) -> None:
-        assert self.partition is not None and self.log is not None
-        p = self.partition
-        fetch = parked.request.fetch
-        epoch = fetch.current_leader_epoch
-        if not p.is_leader or p.leader_epoch != epoch:
-            response = FetchResponse(
-                ErrorCode.NOT_LEADER_OR_FOLLOWER, epoch, fetch_offset=fetch.fetch_offset
-            )
-            self.net.send(
-                self.name, parked.src, m.FetchReplyMsg(parked.request.session, response, b"")
-            )
-            return
-        leo = self.log.log_end_offset
-        records = b""
-        if fetch.fetch_offset < leo:
-            records = bytes(
-                self.log.read(fetch.fetch_offset, self.config.fetch_max_bytes, leo).records
-            )
-        response = FetchResponse(
-            ErrorCode.NONE,
-            epoch,
-            p.high_watermark,
-            self.log.log_start_offset,
-            leo,
-            None,
-            has_records=bool(records),
-            fetch_offset=fetch.fetch_offset,
-        )
-        self.net.send(
-            self.name, parked.src, m.FetchReplyMsg(parked.request.session, response, records)
-        )
+    def _answer_woken_fetches(self) -> None:
+        """The core said ``WakeFollowerFetches`` during this step: after the step (a produce's
+        own answer goes first, as on the broker, whose wake runs the fetches later)."""
+        if self.woken and self.alive and self.driver is not None:
+            self.woken = False
+            self._ask_parked_again(lambda _p: True, force=False)
 
     def release_parked(self, follower_name: str) -> bool:
         """Scenario helper: answer the parked fetch of one follower now."""
@@ -644,40 +615,37 @@ class SimBroker:
         )
 
     def _on_consumer_fetch(self, src: str, msg: m.ConsumerFetch) -> None:
-        """A consumer reads below the HW; read_committed below the LSO, without the records of
-        aborted transactions and without markers (the Fetch handler's and the client's rule:
-        the aborted list from the segments' index, ``records.AbortedTracker``)."""
+        """A consumer reads by the broker's rule (``replication.reads``); like a client, it
+        drops the records of aborted transactions and the markers (``records.AbortedTracker``)."""
         assert self.partition is not None and self.log is not None
-        error, hw = self.partition.consumer_fetch_bound(msg.current_leader_epoch)
-        if error is ErrorCode.NONE and self.steps_down():
-            error = ErrorCode.NOT_LEADER_OR_FOLLOWER
-        lso = self.partition.last_stable_offset
         committed = msg.isolation_level == READ_COMMITTED
-        bound = lso if committed else hw
-        leo = self.log.log_end_offset
-        if error is ErrorCode.NONE and not (self.log.log_start_offset <= msg.offset <= leo):
-            error = ErrorCode.OFFSET_OUT_OF_RANGE
+        read = read_for_fetch(self.partition, self.log, msg.offset, msg.current_leader_epoch,
+                              FetchIsolation.of(-1, committed), self.config.fetch_max_bytes)
+        if read.error is ErrorCode.NONE and self.steps_down():
+            # a leader that stepped down for clients (replication.lease) answers nothing
+            read = FetchRead(read.bound, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        bound = read.bound
         records: tuple[tuple[int, int, str], ...] = ()
         next_offset = msg.offset
-        if error is ErrorCode.NONE and msg.offset < bound:
-            data = self.log.read(msg.offset, self.config.fetch_max_bytes, bound)
+        if read.records is not None:
+            data = read.records
             next_offset = data.next_offset
-            tracker = None
-            if committed:
-                tracker = AbortedTracker.from_response([
-                    (a.producer_id, a.first_offset)
-                    for a in self.log.collect_aborted_transactions(msg.offset, data.next_offset)])
+            tracker = (None if read.aborted is None else AbortedTracker.from_response(
+                [(a.producer_id, a.first_offset) for a in read.aborted]))
             kept: list[tuple[int, int, str]] = []
             for _position, header in iter_batches(data.records, validate=False):
                 if (tracker is not None and tracker.skip(header)) or header.is_control:
                     continue
                 batch = bytes(header.batch_bytes())
-                kept.extend(e for e in decode_entries(batch) if msg.offset <= e[0] < bound)
+                kept.extend(e for e in decode_entries(batch)
+                            if msg.offset <= e[0] < bound.read_upto)
             records = tuple(kept)
-            self.cluster.on_consumer_read(self, records, hw, lso, msg.isolation_level,
-                                          (msg.offset, min(data.next_offset, bound)))
-        self.net.send(self.name, src, m.ConsumerFetchReply(msg.fetch_id, error, records, hw, leo,
-                                                           lso, next_offset))
+            self.cluster.on_consumer_read(self, records, bound.high_watermark,
+                                          bound.last_stable_offset, msg.isolation_level,
+                                          (msg.offset, min(next_offset, bound.read_upto)))
+        self.net.send(self.name, src, m.ConsumerFetchReply(
+            msg.fetch_id, read.error, records, bound.high_watermark, bound.log_end_offset,
+            bound.last_stable_offset, next_offset))
 
     # -- follower side ------------------------------------------------------------------------
     def send_fetch(self) -> bool:

@@ -26,6 +26,7 @@ from floodmark.broker.sendfile import LAZY_MIN_BYTES, SendfileParts
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.replication.produce import produce_as_leader
 from floodmark.replication.producer_state import batch_metas
+from floodmark.replication.reads import FetchIsolation, read_for_fetch
 from floodmark.storage.file_slice import FileSlice
 from floodmark.wire.api_table import ApiKey
 from floodmark.wire.codec import RequestHeader, ms
@@ -223,12 +224,6 @@ def _produce(broker: HandlerContext, req: ProduceRequest, version: int,
                 for p in parts]
         pending.extend(o for o in outs if o.pending is not None)
         results.append((name, outs))
-    if broker.replicas is not None:
-        # Right after the appends, whichever path led here (at once, or after the KIP-890
-        # check's await): a wake sent before them is missed by the follower fetches parked on
-        # this leader, and acks=all then waits out their max wait (500 ms; measured by
-        # benchmarks/replication_wake.py).
-        broker.replicas.leader_appended()
     if acks == 0:
         return None  # acks=0: no response at all (P4)
     if pending:
@@ -264,45 +259,35 @@ def _count_produce_errors(broker: HandlerContext,
 # -- Fetch -----------------------------------------------------------------------------------------
 def _read_partition(ps: PartitionState | None, p: WireRequest, replica_id: int,
                     budget: int, lazy: bool = False, isolation: int = 0) -> FetchPartitionResult:
+    """One partition of a Fetch that is not a follower's: the read rule is the replication
+    layer's (``replication.reads``); this translates its answer to the wire."""
     index = int(p.partition)
     if ps is None:
         # Kafka answers an unknown partition with an empty (not null) aborted list
         return FetchPartitionResult(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1, None,
                                     aborted_transactions=())
-    err = ps.check_leader_epoch(int(getattr(p, "current_leader_epoch", -1)))
-    if err != ErrorCode.NONE:
-        return FetchPartitionResult(index, err, -1, -1, -1, None)
-    hw = ps.high_watermark
-    lso = ps.last_stable_offset
-    log_start = ps.log_start_offset
-    offset = int(p.fetch_offset)
-    leo = ps.log_end_offset
-    if offset < log_start or offset > leo:
-        return FetchPartitionResult(index, ErrorCode.OFFSET_OUT_OF_RANGE, hw, lso, log_start,
-                                    None)
-    out = FetchPartitionResult(index, 0, hw, lso, log_start, b"")
-    # Replicas read to the log end, consumers below the HW, read_committed ones below the LSO.
-    committed = replica_id < 0 and isolation == READ_COMMITTED
-    if committed:
-        out.aborted_transactions = ()
-    bound = leo if replica_id >= 0 else lso if committed else hw
-    if offset >= bound or budget <= 0:
-        return out
-    try:
-        info = ps.log.read(offset, min(int(p.partition_max_bytes), budget), bound,
-                           lazy_min_bytes=LAZY_MIN_BYTES if lazy else None)
-    except KafkaError as exc:
-        return FetchPartitionResult(index, exc.code, hw, lso, log_start, None)
-    # A lazy read of a large range: the file slice stands in for the bytes (sent by sendfile;
-    # the wire encoder passes records through as one response part, which wire/ cannot name).
-    if info.file_slice is not None:
-        out.records = info.file_slice  # type: ignore[assignment]
-    else:
-        out.records = info.records
-    if committed and info.next_offset > offset:
-        out.aborted_transactions = tuple(
-            (a.producer_id, a.first_offset)
-            for a in ps.log.collect_aborted_transactions(offset, info.next_offset))
+    read = read_for_fetch(
+        ps.core, ps.log, int(p.fetch_offset), int(getattr(p, "current_leader_epoch", -1)),
+        FetchIsolation.of(replica_id, isolation == READ_COMMITTED),
+        min(int(p.partition_max_bytes), budget) if budget > 0 else None,
+        lazy_min_bytes=LAZY_MIN_BYTES if lazy else None)
+    bound = read.bound
+    if read.error is not ErrorCode.NONE:
+        return FetchPartitionResult(index, read.error, bound.high_watermark,
+                                    bound.last_stable_offset, bound.log_start_offset, None)
+    out = FetchPartitionResult(index, 0, bound.high_watermark, bound.last_stable_offset,
+                               bound.log_start_offset, b"")
+    if read.aborted is not None:
+        out.aborted_transactions = tuple((a.producer_id, a.first_offset) for a in read.aborted)
+    info = read.records
+    if info is not None:
+        # A lazy read of a large range: the file slice stands in for the bytes (sent by
+        # sendfile; the wire encoder passes records through as one response part, which wire/
+        # cannot name).
+        if info.file_slice is not None:
+            out.records = info.file_slice  # type: ignore[assignment]
+        else:
+            out.records = info.records
     return out
 
 

@@ -167,8 +167,6 @@ async def _append_replicated(broker: HandlerContext, group: str,
     now = broker.now_ms()
     ps.apply(ps.core.on_leader_append(ps.log, produce_id, -1, last, last, now,
                                       OFFSETS_ACKS_ALL_TIMEOUT_MS))
-    if broker.replicas is not None:
-        broker.replicas.leader_appended()
     error, _offset = await replicated
     return _REPLICATION_ERRORS.get(error, error), last
 

@@ -2,12 +2,13 @@
 ``ReplicaManager`` (a cluster member's; a lone broker has none and serves every Fetch as a
 consumer's).
 
-An append on a leader wakes the follower fetches parked there (``ReplicaManager
-.leader_appended``) right after the append, where it happens: ``data._produce``,
-``txn_markers.write_txn_markers``, the group coordinator's and the transaction coordinator's
-writes. Not from a wrapper around the handler: a handler that appends after an await (a
-produce whose transaction is verified first, KIP-890) would wake them before its append, and
-each follower would miss it and wait out its fetch's max wait."""
+An append on a leader wakes the follower fetches parked there right after the append, whoever
+appends (a Produce, WriteTxnMarkers, the group and transaction coordinators): the core's
+``Partition.on_leader_append`` returns ``WakeFollowerFetches`` and the partition's driver applies
+it (``Broker.wake_replica_fetches`` -> ``ReplicaManager.wake``). Not from a wrapper around the
+handler: a handler that appends after an await (a produce whose transaction is verified first,
+KIP-890) would wake them before its append, and each follower would miss it and wait out its
+fetch's max wait."""
 
 from __future__ import annotations
 

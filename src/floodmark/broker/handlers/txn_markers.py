@@ -87,8 +87,6 @@ def write_txn_markers(ctx: HandlerContext, header: RequestHeader, req: WireReque
                              result.answer.name, result.error_message or "")
             topics.append({"name": t.name, "partitions": parts})
         markers.append({"producer_id": producer_id, "topics": topics})
-    if ctx.replicas is not None:
-        ctx.replicas.leader_appended()  # right after the appends (see data._produce)
     response = {"markers": markers}
     if not waiting:
         return response

@@ -1,0 +1,131 @@
+"""The read rule for a Fetch that is not a follower's, written once for the broker and the
+simulator: who may read (fenced by ``current_leader_epoch``, KIP-320; the leader only), from
+where (``OFFSET_OUT_OF_RANGE`` outside [log start, log end]), up to where (Kafka's
+``FetchIsolation``: the log end for replicas and tools, the high watermark for READ_UNCOMMITTED
+consumers, the last stable offset for READ_COMMITTED ones), and, for READ_COMMITTED, the aborted
+transactions overlapping what was read (the client skips their records).
+
+``read_bound`` is the pure decision; ``read_for_fetch`` carries it out against a log that can
+read whole batches and search its aborted-transaction index (``floodmark.storage.Log`` fits).
+A follower's fetch on the leader is another rule (``Partition.handle_follower_fetch``: it records
+the follower's progress and may answer a diverging epoch).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from floodmark.errors import ErrorCode, KafkaError
+from floodmark.replication import fencing
+from floodmark.replication.partition import LogView, Partition
+from floodmark.replication.producer_state import AbortedTxn
+
+
+class FetchIsolation(enum.Enum):
+    """How far a read may go (Kafka's ``FetchIsolation``)."""
+
+    LOG_END = "log-end"  # a replica or a debug tool (replica_id >= 0)
+    HIGH_WATERMARK = "high-watermark"  # a READ_UNCOMMITTED consumer
+    TXN_COMMITTED = "txn-committed"  # a READ_COMMITTED consumer
+
+    @classmethod
+    def of(cls, replica_id: int, read_committed: bool) -> FetchIsolation:
+        if replica_id >= 0:
+            return cls.LOG_END
+        return cls.TXN_COMMITTED if read_committed else cls.HIGH_WATERMARK
+
+
+@dataclass(frozen=True, slots=True)
+class ReadBound:
+    """The decision: ``error``, the partition's offsets to answer with (-1 when fenced), and the
+    range ``[read_from, read_upto)`` that may be read (whole batches) when ``error`` is NONE."""
+
+    error: ErrorCode
+    isolation: FetchIsolation
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    log_end_offset: int = -1
+    read_from: int = -1
+    read_upto: int = -1
+
+    @property
+    def has_data(self) -> bool:
+        return self.error is ErrorCode.NONE and self.read_upto > self.read_from
+
+
+def read_bound(partition: Partition, log: LogView, fetch_offset: int, current_leader_epoch: int,
+               isolation: FetchIsolation) -> ReadBound:
+    """Fence, range-check and bound a read at ``fetch_offset``."""
+    error = fencing.check_leader_request(partition.leader_epoch, current_leader_epoch,
+                                         is_leader=partition.is_leader)
+    if error is not ErrorCode.NONE:
+        return ReadBound(error, isolation)
+    hw = partition.high_watermark
+    lso = partition.last_stable_offset
+    log_start = log.log_start_offset
+    leo = log.log_end_offset
+    if not log_start <= fetch_offset <= leo:
+        return ReadBound(ErrorCode.OFFSET_OUT_OF_RANGE, isolation, hw, lso, log_start, leo)
+    upto = (leo if isolation is FetchIsolation.LOG_END
+            else lso if isolation is FetchIsolation.TXN_COMMITTED else hw)
+    return ReadBound(ErrorCode.NONE, isolation, hw, lso, log_start, leo, fetch_offset, upto)
+
+
+class ReadRecords(Protocol):
+    """What one read returns (``floodmark.storage.reads.ReadInfo`` fits)."""
+
+    @property
+    def records(self) -> bytes | memoryview: ...
+
+    @property
+    def next_offset(self) -> int: ...
+
+    @property
+    def file_slice(self) -> object: ...
+
+
+class ReadableLog(LogView, Protocol):
+    def read(self, start_offset: int, max_bytes: int, max_offset_exclusive: int | None = None,
+             *, lazy_min_bytes: int | None = None) -> ReadRecords: ...
+
+    def collect_aborted_transactions(self, fetch_offset: int,
+                                     upper_bound_offset: int) -> Sequence[AbortedTxn]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRead:
+    """A read carried out: ``records`` None when nothing was read; ``aborted`` (READ_COMMITTED
+    only, else None) the aborted transactions overlapping what was read; ``error`` the bound's
+    error, or the storage's when the read itself failed."""
+
+    bound: ReadBound
+    error: ErrorCode
+    records: ReadRecords | None = None
+    aborted: tuple[AbortedTxn, ...] | None = None
+
+
+def read_for_fetch(partition: Partition, log: ReadableLog, fetch_offset: int,
+                   current_leader_epoch: int, isolation: FetchIsolation, max_bytes: int | None,
+                   *, lazy_min_bytes: int | None = None) -> FetchRead:
+    """Decide and read. ``max_bytes`` None: the response has no room left, nothing is read
+    (the first partition with data may still exceed a small ``max_bytes`` by one whole batch,
+    KIP-74: the storage's rule)."""
+    bound = read_bound(partition, log, fetch_offset, current_leader_epoch, isolation)
+    if bound.error is not ErrorCode.NONE:
+        return FetchRead(bound, bound.error)
+    committed = isolation is FetchIsolation.TXN_COMMITTED
+    if not bound.has_data or max_bytes is None:
+        return FetchRead(bound, ErrorCode.NONE, aborted=() if committed else None)
+    try:
+        info = log.read(fetch_offset, max_bytes, bound.read_upto, lazy_min_bytes=lazy_min_bytes)
+    except KafkaError as exc:
+        return FetchRead(bound, exc.code)
+    aborted: tuple[AbortedTxn, ...] | None = None
+    if committed:
+        aborted = (tuple(log.collect_aborted_transactions(fetch_offset, info.next_offset))
+                   if info.next_offset > fetch_offset else ())
+    return FetchRead(bound, ErrorCode.NONE, info, aborted)
