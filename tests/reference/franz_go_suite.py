@@ -5,7 +5,7 @@ author runs them against Kafka and Redpanda; here they run against floodmark.
                                              [--version v1.22.3] [--json]
 
 Fetches the pinned franz-go release from the Go module proxy (``go mod download``), builds its
-``pkg/kgo`` test binary once (cached under ``~/.cache/floodmark/franz-go``), starts a local
+``pkg/kgo`` test binary once (cached under ``~/.cache/floodmark/franz-go``, beside the sources some tests read), starts a local
 floodmark cluster (``floodmark cluster up --detach``), runs the binary with ``KGO_SEEDS`` set to
 the cluster (``KGO_TEST_RF`` = the broker count, ``KGO_TEST_RECORDS`` bounding the ETL tests),
 stops the cluster, and prints passed/failed/skipped with each failure's first line. Tests that
@@ -32,8 +32,10 @@ RESULT = re.compile(r"^--- (PASS|FAIL|SKIP): (\S+) ")
 
 
 def test_binary(version: str) -> Path:
-    """The ``pkg/kgo`` test binary of franz-go ``version`` (built once)."""
-    binary = CACHE / f"kgo-{version}.test"
+    """The ``pkg/kgo`` test binary of franz-go ``version``, built once beside its sources
+    (some tests read them: run it from its directory)."""
+    source = CACHE / f"franz-go-{version}"
+    binary = source / "pkg" / "kgo" / "kgo.test"
     if binary.exists():
         return binary
     if shutil.which("go") is None:
@@ -46,13 +48,12 @@ def test_binary(version: str) -> Path:
                               f"github.com/twmb/franz-go@{version}"], cwd=work, check=True,
                              capture_output=True, text=True)
         module = Path(json.loads(out.stdout)["Dir"])
-        source = Path(work) / "franz-go"
-        shutil.copytree(module, source)
-        for p in source.rglob("*"):
-            p.chmod(p.stat().st_mode | 0o200)
-        print(f"building franz-go {version}'s pkg/kgo tests (minutes)...", file=sys.stderr)
-        subprocess.run(["go", "test", "-c", "-o", str(binary), "."], cwd=source / "pkg" / "kgo",
-                       check=True)
+    shutil.rmtree(source, ignore_errors=True)
+    shutil.copytree(module, source)
+    for p in source.rglob("*"):
+        p.chmod(p.stat().st_mode | 0o200)
+    print(f"building franz-go {version}'s pkg/kgo tests (minutes)...", file=sys.stderr)
+    subprocess.run(["go", "test", "-c", "-o", str(binary), "."], cwd=binary.parent, check=True)
     return binary
 
 
