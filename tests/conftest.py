@@ -50,6 +50,33 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 item.add_marker(pytest.mark.xdist_group(group))
 
 
+class _GroupNames:
+    """``--dist loadgroup`` sends the tests whose node id ends in ``@<group>`` to one worker. A
+    worker adds the suffix by assigning ``item._nodeid``, which pytest 9.2 no longer reads (the
+    id is ``item._id``, a structured ``NodeId``): with pytest-xdist 3.8 every group was silently
+    spread over all workers, each starting its own SparkSession. This adds the suffix where it
+    is missing, in the form xdist's scheduler parses (after xdist's own hook)."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config,
+                                      items: list[pytest.Item]) -> None:
+        if not getattr(config.option, "loadgroup", False):
+            return
+        for item in items:
+            groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                             for m in item.iter_markers("xdist_group")})
+            tag = "@" + "_".join(groups)
+            if not groups or item.nodeid.endswith(tag):
+                continue  # no group, or a pytest whose node id xdist could set
+            from _pytest.nodeid import NodeId
+
+            item._id = NodeId.parse(item.nodeid + tag)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(_GroupNames(), "floodmark-xdist-group-names")
+
+
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     b = BrokerProcess(tmp_path_factory.mktemp("broker") / "data").start()

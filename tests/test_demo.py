@@ -132,7 +132,11 @@ def test_pipeline_demo_interrupted_mid_stream_stops_everything_it_started(sig: i
     assert proc.returncode == 130, text[-2000:] + rest[-2000:]
     assert "every process the demo started has been stopped" in rest
     assert not _processes_under(workdir.group(1))
-    time.sleep(2)  # Spark's JVM and its Python workers exit when their parent has gone
+    # Spark's JVM and its Python workers exit when their parent has gone: soon, not at once
+    # (a loaded machine takes longer); bounded, and failing with the pids that stayed
+    deadline = time.monotonic() + 60
+    while [p for p in started if _alive(p)] and time.monotonic() < deadline:
+        time.sleep(0.2)
     assert not [p for p in started if _alive(p)], started
     pids = {int(p) for p in re.findall(r"pid (\d+)", text)}
     assert pids and not [p for p in pids if _alive(p)]

@@ -87,6 +87,7 @@ def test_unclean_election_is_caught(tmp_path: Path) -> None:
     assert result["anomaly_counts"]["lost"] > 0, result["anomaly_counts"]
 
 
+@pytest.mark.serial  # the loss needs a race; at load 16 (3 workers) the run came out valid
 def test_high_watermark_truncation_is_caught(tmp_path: Path) -> None:
     # three stories: each loses the ~one batch the cut-off follower had not yet seen committed
     code, result = chaos_run(tmp_path, "--time-limit-s", "40", "--faults", "failover-twice",

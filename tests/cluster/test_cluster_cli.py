@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from floodmark.client.connection import KafkaConnection
+from floodmark.ports import LOWEST_PORT
 from tests.cluster.helpers import wait_until
 
 pytestmark = pytest.mark.integration
@@ -147,11 +148,12 @@ def _free_base_port(nodes: int = 5) -> int:
     import random
     import socket
 
-    # Below Linux's ephemeral range (32768 and up): the ports other tests bind to port 0, and
-    # every outgoing connection, come from there, so with tests running in parallel a range up
-    # there could be taken between this probe and the cluster's start.
+    # Below Linux's ephemeral range (32768 and up), where other tests' port-0 binds and every
+    # outgoing connection come from, and below floodmark.ports' pool (LOWEST_PORT up to that
+    # range), whose ports other workers hand to servers that bind them later: with tests
+    # running in parallel, a range in either could be taken between this probe and the start.
     for _ in range(50):
-        base = random.randrange(20000, 32768 - 110 - nodes)
+        base = random.randrange(1100, LOWEST_PORT - 110 - nodes)
         try:
             for port in [*range(base, base + nodes + 1), *range(base + 100, base + 101 + nodes)]:
                 with socket.socket() as s:

@@ -38,8 +38,12 @@ class Heartbeats:
     def __init__(self) -> None:
         self.sock: socket.socket | None = None
         self.address = ""
+        self.last_error: dict[str, Any] = {}
 
     def beat(self, address: str, args: dict[str, Any]) -> dict[str, Any]:
+        """The heartbeat's answer; an error (e.g. a controller that is no longer, or not yet,
+        the active one: on a loaded machine leadership can move again) reads as still fenced,
+        so the waiting caller asks again until its bound."""
         if address != self.address:
             self.close()
             host, port = parse_host_port(address, min_port=1)
@@ -50,7 +54,10 @@ class Heartbeats:
         head = self.sock.recv(4, socket.MSG_WAITALL)
         (size,) = struct.unpack(">I", head)
         answer: dict[str, Any] = json.loads(self.sock.recv(size, socket.MSG_WAITALL))
-        return answer["result"]
+        if "result" not in answer:
+            self.last_error = answer
+            return {"fenced": True}
+        return dict(answer["result"])
 
     def close(self) -> None:
         if self.sock is not None:
@@ -74,9 +81,13 @@ def test_a_voter_that_lost_its_data_dir_catches_up_from_a_snapshot(tmp_path: Pat
         def create(node: int, names: list[str]) -> None:
             for i, name in enumerate(names):
                 if i % 10 == 0:  # keep the (fake) broker unfenced: RF=1 needs one
-                    wait_until(lambda: not beats.beat(q.address(node), {
-                        "broker_id": 1, "broker_epoch": epoch_b})["fenced"], 10,
-                        "the broker unfenced")
+                    try:
+                        wait_until(lambda: not beats.beat(q.address(node), {
+                            "broker_id": 1, "broker_epoch": epoch_b})["fenced"], 10,
+                            "the broker unfenced")
+                    except AssertionError as exc:
+                        raise AssertionError(f"{exc}; last error answer: {beats.last_error}"
+                                             ) from None
                 answer = q.call(node, "create_topic", {"name": name, "num_partitions": 2,
                                                        "replication_factor": 1})
                 assert "result" in answer, answer

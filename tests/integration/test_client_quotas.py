@@ -229,6 +229,7 @@ def _race(broker: BrokerProcess, bound: int, seconds: float, measure_from_s: flo
     return slow, fast
 
 
+@pytest.mark.serial  # a measured byte rate: another test's load on the CPUs bends it
 def test_a_producer_over_its_quota_is_held_to_it_and_no_other(
         broker_factory: Callable[..., BrokerProcess]) -> None:
     broker = broker_factory("--set", "quota.window.num=2")
@@ -242,6 +243,7 @@ def test_a_producer_over_its_quota_for_a_minute_kafka_windows(
     _race(broker, bound=400_000, seconds=77, measure_from_s=11, tolerance=0.15)
 
 
+@pytest.mark.serial  # a measured byte rate
 def test_a_consumer_over_its_quota_is_held_to_it(
         broker_factory: Callable[..., BrokerProcess]) -> None:
     from confluent_kafka import Consumer
@@ -289,6 +291,7 @@ def test_a_consumer_over_its_quota_is_held_to_it(
     assert throttle_max_ms[0] > 0
 
 
+@pytest.mark.serial  # a measured share of request time
 def test_request_percentage_throttles_a_busy_client_and_no_other(
         broker_factory: Callable[..., BrokerProcess]) -> None:
     """KIP-124: a client id over its share of the broker's thread (``request_percentage``)
@@ -332,6 +335,7 @@ def _create(conn: KafkaConnection, version: int, topics: list[tuple[str, int]]
             int(resp.throttle_time.total_seconds() * 1000))
 
 
+@pytest.mark.serial  # throttle times of a token bucket read against the clock
 def test_controller_mutation_rate_refuses_topics_past_the_burst(
         broker_factory: Callable[..., BrokerProcess]) -> None:
     """KIP-599: ``controller_mutation_rate=2`` with 2 one-second samples is a bucket of 4

@@ -107,9 +107,22 @@ def _jars_current(pom: Path = POM, lib: Path = LIB) -> bool:
 def fetch_maven_jars(pom: Path, lib: Path, *, quiet: bool = True) -> float:
     """The jars ``pom`` names, and their runtime dependencies, into ``lib`` (Maven, from
     Maven Central); seconds it took (0 when they are already there for this pom: a stamp in
-    ``lib`` holds the pom's hash). Any pom of the kind ``tools/kafka/pom.xml`` is can use it."""
+    ``lib`` holds the pom's hash). Any pom of the kind ``tools/kafka/pom.xml`` is can use it.
+    Processes that ask at once (pytest-xdist workers each collect the suite, and with it
+    tests/spark's connector) fetch one at a time, under an exclusive lock on the pom: the first
+    fetches, the others find the jars current."""
     if _jars_current(pom, lib):
         return 0.0
+    import fcntl
+
+    with open(pom, "rb") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # released when ``held`` closes
+        if _jars_current(pom, lib):
+            return 0.0
+        return _fetch_maven_jars_locked(pom, lib, quiet=quiet)
+
+
+def _fetch_maven_jars_locked(pom: Path, lib: Path, *, quiet: bool) -> float:
     if shutil.which("mvn") is None:
         raise KafkaUnavailable(f"fetching the jars of {pom.parent.name} needs `mvn` on PATH")
     started = time.monotonic()

@@ -13,7 +13,9 @@ from floodmark.cli import main
 from floodmark.sim.distributed import explore_on_spark, seed_ranges
 from floodmark.sim.explore import ExploreOptions, explore
 
-pytestmark = pytest.mark.spark
+# The Spark runs start the process's SparkSession (its JVM): on the worker that holds the
+# session of tests/spark (tests/conftest.py, SHARED_SESSION_GROUPS), so a run starts one JVM.
+pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
 
 
 def _comparable(report: dict[str, Any]) -> dict[str, Any]:

@@ -12,7 +12,9 @@ from floodmark.mc.distributed import check_on_spark, split
 from floodmark.mc.model import ModelConfig
 from floodmark.replication.modes import Truncation
 
-pytestmark = pytest.mark.spark
+# The Spark runs start the process's SparkSession (its JVM): on the worker that holds the
+# session of tests/spark (tests/conftest.py, SHARED_SESSION_GROUPS), so a run starts one JVM.
+pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
 
 
 def test_split_covers_the_first_levels() -> None:
