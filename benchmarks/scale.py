@@ -10,6 +10,7 @@ of ``--topic-partitions`` partitions each, so every broker hosts N replicas):
                       the same broker with none) / N, the median of the 3 brokers; and the
                       same from the broker restarted cleanly (no creation garbage);
 * ``fds``             file descriptors a broker holds with N idle partitions;
+* ``idle CPU``        a broker's CPU use with N idle partitions (percent of one core);
 * ``metadata all``    one Metadata request for every topic (time per request, on one open
                       connection; the median of a bounded count of requests);
 * ``metadata one``    one Metadata request for one topic (the same; should stay flat);
@@ -29,7 +30,8 @@ of ``--topic-partitions`` partitions each, so every broker hosts N replicas):
                       connection, and a Metadata request on one more connection still answered
                       (its time).
 
-Every figure is printed as it is measured, then a table of all N. Load average before and
+A measurement that fails is printed as one line (and ``failed`` in the table) and the
+next one runs. Every figure is printed as it is measured, then a table of all N. Load average before and
 after each N is printed with it (the machine is shared). Prints figures; never passes or fails.
 
     .venv/bin/python benchmarks/scale.py [--partitions 1000,5000,10000] [--quick]
@@ -53,6 +55,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 HERE = Path(__file__).resolve().parent
@@ -70,7 +73,7 @@ from floodmark.cluster import LocalCluster  # noqa: E402
 
 PROFILE_ENV = "FLOODMARK_PROFILE_DIR"
 STATUS_TIMEOUT_S = 60.0
-WAIT_LIMIT_S = 600.0
+WAIT_LIMIT_S = 300.0
 METADATA_BUDGET_S = 5.0  # each Metadata figure: at most this long of requests ...
 METADATA_MAX_REQUESTS = 200  # ... and at most this many
 Row = dict[str, str]
@@ -135,15 +138,27 @@ def _broker_settled(cluster: LocalCluster) -> bool:
 
 # -- the measurements --------------------------------------------------------------------------
 def create(cluster: LocalCluster, n: int, per_topic: int) -> float:
+    """CreateTopics of every partition (50 topics a request; a refused topic, e.g. while a
+    loaded broker is briefly fenced, is asked again), until all have their full ISR."""
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap, "log_level": 0})
     t0 = time.perf_counter()
-    names = [f"scale-{i}" for i in range((n + per_topic - 1) // per_topic)]
-    batch = 50  # topics per CreateTopics request
-    for i in range(0, len(names), batch):
-        new = [NewTopic(name, min(per_topic, n - j * per_topic), 3)
-               for j, name in enumerate(names[i:i + batch], start=i)]
-        for fut in admin.create_topics(new, request_timeout=300).values():
-            fut.result(600)
+    sizes = {f"scale-{i}": min(per_topic, n - i * per_topic)
+             for i in range((n + per_topic - 1) // per_topic)}
+    missing = list(sizes)
+    deadline = time.monotonic() + WAIT_LIMIT_S
+    while missing:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{len(missing)} topics still not created")
+        batch, missing = missing[:50], missing[50:]
+        futures = admin.create_topics([NewTopic(t, sizes[t], 3) for t in batch],
+                                      request_timeout=300)
+        for name, fut in futures.items():
+            try:
+                fut.result(600)
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                    missing.append(name)
+                    time.sleep(0.2)
     wait_until(lambda: all_healthy(cluster, n), f"{n} partitions with full ISR", step_s=0.5)
     return time.perf_counter() - t0
 
@@ -280,26 +295,44 @@ def run(root: Path, n: int, args: argparse.Namespace) -> Row:
     cluster = LocalCluster(root / f"n{n}", 3, {}, controller_settings, metrics=False,
                            controllers=3)
     cluster.start(timeout_s=WAIT_LIMIT_S)
-    try:
+    base: dict[int, int] = {}
+
+    def phase(name: str, fn: Callable[[], None]) -> bool:
+        """One measurement; a failure is one line in the output and in the table."""
+        try:
+            fn()
+            return True
+        except Exception as exc:  # a benchmark reports what broke and goes on
+            row[name] = "failed"
+            print(f"  {name} FAILED: {type(exc).__name__}: {str(exc)[:200]}", flush=True)
+            return False
+
+    def idle_before() -> None:
         wait_until(lambda: _broker_settled(cluster), "brokers registered")
         time.sleep(2)
-        base = {b: rss_kb(_pid(cluster, b)) for b in cluster.broker_ids}
+        base.update({b: rss_kb(_pid(cluster, b)) for b in cluster.broker_ids})
         print(f"  idle RSS before topics: {base} kB", flush=True)
 
+    def create_all() -> None:
         took = create(cluster, n, args.topic_partitions)
         row["create s"] = f"{took:.1f}"
         print(f"  created and in sync: {took:.1f} s", flush=True)
+
+    def idle_after() -> None:
         wait_until(lambda: _broker_settled(cluster), "brokers at the metadata end")
         time.sleep(5)  # idle
         rss = {b: rss_kb(_pid(cluster, b)) for b in cluster.broker_ids}
         per = statistics.median((rss[b] - base[b]) * 1024 / n for b in cluster.broker_ids)
         fds = statistics.median(fd_count(_pid(cluster, b)) for b in cluster.broker_ids)
+        cpu = _idle_cpu(cluster)
         row["RSS MB"] = f"{statistics.median(rss.values()) / 1024:.0f}"
         row["kB/partition"] = f"{per / 1000:.1f}"
         row["fds"] = f"{fds:.0f}"
-        print(f"  idle RSS: {rss} kB; {per / 1000:.1f} kB per partition; fds {fds:.0f}",
-              flush=True)
+        row["idle CPU %"] = f"{cpu:.0f}"
+        print(f"  idle RSS: {rss} kB; {per / 1000:.1f} kB per partition; fds {fds:.0f}; "
+              f"idle CPU {cpu:.0f} % of a core per broker (median)", flush=True)
 
+    def metadata() -> None:
         address = cluster.address(1)
         t_all, p_all = metadata_cost(address, None)
         t_one, p_one = metadata_cost(address, ["scale-0"])
@@ -308,52 +341,86 @@ def run(root: Path, n: int, args: argparse.Namespace) -> Row:
         print(f"  Metadata all topics ({p_all} partitions): {t_all * 1000:.1f} ms; one topic "
               f"({p_one} partitions): {t_one * 1000:.2f} ms", flush=True)
 
+    def propagation() -> None:
         prop = propagation_once(cluster, 0, "CreateTopics")
         row["propagation ms"] = f"{prop['applied'] * 1000:.0f}" if "applied" in prop else "?"
         print("  CreateTopics propagation: " + ", ".join(
             f"{k} {v * 1000:.0f} ms" for k, v in sorted(prop.items())), flush=True)
 
+    def controller() -> None:
         elected, created = controller_failover_once(cluster, 0)
         row["ctl failover s"] = f"{elected:.2f}/{created:.2f}"
         print(f"  controller failover: active {elected:.2f} s, first CreateTopics "
               f"{created:.2f} s", flush=True)
         wait_until(lambda: _broker_settled(cluster), "brokers at the metadata end")
 
+    def leaders() -> None:
         fo = leader_failover(cluster, 1)
         row["leader failover s"] = (f"{fo.get('commit', float('nan')):.2f}/"
                                     f"{fo.get('applied', float('nan')):.2f}")
         print(f"  leader failover of {fo['partitions']:.0f} partitions: " + ", ".join(
             f"{k} {v:.2f} s" for k, v in fo.items() if k != "partitions"), flush=True)
 
-        after_kill = restart(cluster, 1, n)
-        row["start kill s"] = f"{after_kill['listening']:.1f}/{after_kill['isr']:.1f}"
-        print(f"  start after SIGKILL: listening {after_kill['listening']:.1f} s (opened "
-              f"{after_kill['opened']}), full ISR {after_kill['isr']:.1f} s", flush=True)
+    def start_after(kind: str) -> None:
+        if kind == "clean":
+            cluster.kill(1, signal.SIGTERM)
+        elif cluster.node_state(1) != "dead":
+            cluster.kill(1, signal.SIGKILL)
+        took = restart(cluster, 1, n)
+        row[f"start {kind} s"] = f"{took['listening']:.1f}/{took['isr']:.1f}"
+        print(f"  start after {'SIGTERM' if kind == 'clean' else 'SIGKILL'}: listening "
+              f"{took['listening']:.1f} s (opened {took['opened']}), full ISR "
+              f"{took['isr']:.1f} s", flush=True)
 
-        cluster.kill(1, signal.SIGTERM)
-        after_stop = restart(cluster, 1, n)
-        row["start clean s"] = f"{after_stop['listening']:.1f}/{after_stop['isr']:.1f}"
-        print(f"  start after SIGTERM: listening {after_stop['listening']:.1f} s (opened "
-              f"{after_stop['opened']}), full ISR {after_stop['isr']:.1f} s", flush=True)
+    def fresh_memory() -> None:
         time.sleep(5)
         fresh = rss_kb(_pid(cluster, 1))
         row["kB/partition fresh"] = f"{(fresh - base[1]) * 1024 / n / 1000:.1f}"
         print(f"  restarted broker's idle RSS: {fresh} kB "
               f"({row['kB/partition fresh']} kB per partition)", flush=True)
 
-        if args.connections:
-            conns = connections(cluster, args.connections)
-            growth = statistics.median(g for g, _ in conns.values())
-            row["kB/connection"] = f"{growth * 1024 / args.connections / 1000:.1f}"
-            row["metadata busy ms"] = f"{max(t for _, t in conns.values()) * 1000:.0f}"
-            print(f"  {args.connections} idle connections per broker: " + ", ".join(
-                f"broker {b} +{g} kB, Metadata {t * 1000:.0f} ms" for b, (g, t) in
-                conns.items()), flush=True)
+    def idle_connections() -> None:
+        conns = connections(cluster, args.connections)
+        growth = statistics.median(g for g, _ in conns.values())
+        row["kB/connection"] = f"{growth * 1024 / args.connections / 1000:.1f}"
+        row["metadata busy ms"] = f"{max(t for _, t in conns.values()) * 1000:.0f}"
+        print(f"  {args.connections} idle connections per broker: " + ", ".join(
+            f"broker {b} +{g} kB, Metadata {t * 1000:.0f} ms" for b, (g, t) in
+            conns.items()), flush=True)
+
+    try:
+        if phase("idle", idle_before) and phase("create s", create_all):
+            phase("kB/partition", idle_after)
+            phase("metadata all ms", metadata)
+            phase("propagation ms", propagation)
+            phase("ctl failover s", controller)
+            phase("leader failover s", leaders)
+            phase("start kill s", lambda: start_after("kill"))
+            if phase("start clean s", lambda: start_after("clean")):
+                phase("kB/partition fresh", fresh_memory)
+            if args.connections:
+                phase("kB/connection", idle_connections)
         row["load"] = _load()
         print(f"  load {row['load']}", flush=True)
     finally:
         cluster.stop()
     return row
+
+
+def _idle_cpu(cluster: LocalCluster, window_s: float = 5.0) -> float:
+    """Median CPU use of the brokers over ``window_s``, in percent of one core."""
+    ticks = os.sysconf("SC_CLK_TCK")
+
+    def cpu(pid: int) -> float:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / ticks
+
+    pids = [_pid(cluster, b) for b in cluster.broker_ids]
+    before = [cpu(p) for p in pids]
+    time.sleep(window_s)
+    return statistics.median((cpu(p) - b) / window_s * 100 for p, b in zip(pids, before,
+                                                                            strict=True))
 
 
 def table(rows: list[Row]) -> str:
