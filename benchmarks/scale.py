@@ -365,13 +365,14 @@ def run(root: Path, n: int, args: argparse.Namespace) -> Row:
                 counts[int(p["leader"])] += 1
         victim = max(counts, key=lambda b: counts[b])
         fo = leader_failover(cluster, victim)
+        row["leader failover s"] = (f"{fo.get('commit', float('nan')):.2f}/"
+                                    f"{fo.get('applied', float('nan')):.2f}")
+        print(f"  leader failover of {fo['partitions']:.0f} partitions of broker {victim}: "
+              + ", ".join(f"{k} {v:.2f} s" for k, v in fo.items() if k != "partitions"),
+              flush=True)
         if victim != 1:  # the restarts below are of broker 1: bring this one back first
             cluster.start_node(victim, timeout_s=WAIT_LIMIT_S)
             wait_until(lambda: all_healthy(cluster, n), "full ISR after the failover")
-        row["leader failover s"] = (f"{fo.get('commit', float('nan')):.2f}/"
-                                    f"{fo.get('applied', float('nan')):.2f}")
-        print(f"  leader failover of {fo['partitions']:.0f} partitions: " + ", ".join(
-            f"{k} {v:.2f} s" for k, v in fo.items() if k != "partitions"), flush=True)
 
     def start_after(kind: str) -> None:
         if kind == "clean":
@@ -401,9 +402,12 @@ def run(root: Path, n: int, args: argparse.Namespace) -> Row:
             conns.items()), flush=True)
 
     try:
-        if phase("idle", idle_before) and phase("create s", create_all):
+        settled = phase("idle", idle_before)
+        created = settled and phase("create s", create_all)
+        if settled:  # (created but not all at full ISR in time: what needs no ISR still runs)
             phase("kB/partition", idle_after)
             phase("metadata all ms", metadata)
+        if created:
             phase("propagation ms", propagation)
             phase("ctl failover s", controller)
             phase("leader failover s", leaders)
