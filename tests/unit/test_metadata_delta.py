@@ -37,18 +37,3 @@ def test_records_about_no_partition_touch_nothing() -> None:
         "producer_ids", "acl", "remove_acl", "client_quota", "leader_change", "voters",
         scram.CREDENTIAL, scram.REMOVE)])
     assert not got
-
-
-def test_the_image_names_topics_by_id_through_recreation_and_removal() -> None:
-    import uuid
-
-    from floodmark.controller.image import MetadataImage
-
-    image = MetadataImage()
-    first, second = uuid.uuid4(), uuid.uuid4()
-    image.apply({"type": "topic", "name": "a", "topic_id": str(first), "configs": {}})
-    assert image.topic_names == {first: "a"}
-    image.apply({"type": "topic", "name": "a", "topic_id": str(second), "configs": {}})
-    assert image.topic_names == {second: "a"}
-    image.apply({"type": "remove_topic", "name": "a"})
-    assert image.topic_names == {}

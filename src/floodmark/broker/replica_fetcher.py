@@ -14,11 +14,7 @@ response carries the HW snapshot taken *before* the follower's fetch was counted
 from ``fetch_offset`` up to the LEO. A fetch with nothing to return waits (long poll) until the
 leader appends or its wait expires.
 
-Follower (``ReplicaFetcher``): one task per followed partition; their fetches to one leader
-travel together (``LeaderLink``: one connection and one Fetch request in flight per leader,
-carrying every partition whose fetcher is waiting for its next answer, as Kafka's replica
-fetcher thread does). A fetcher per partition with its own connection and long poll was
-thousands of sockets and, idle, thousands of requests a second at a few thousand partitions.
+Follower (``ReplicaFetcher``): one task per followed partition, one connection to the leader.
 ``Partition.next_fetch`` says what to send (fetch offset = LEO, ``last_fetched_epoch`` = latest
 cached epoch, the leader epoch from metadata); ``on_fetch_response`` says what the answer means:
 append the records as follower (the leader's epochs stamped in the batches go into the epoch
@@ -34,9 +30,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from floodmark.broker.boundary import WireRequest, WireResponse
 from floodmark.broker.partition_state import PartitionState
@@ -71,10 +66,6 @@ REPLICA_MAX_WAIT_MS = 500
 REPLICA_PARTITION_MAX_BYTES = 1 << 20
 REPLICA_FETCH_BACKOFF_S = 0.2
 MAX_REPLICA_WAIT_MS = 5000
-# One Fetch to a leader carries at most this much data (Kafka's replica.fetch.response.max.bytes
-# default); partitions left out get theirs in the next round (their order rotates).
-REPLICA_RESPONSE_MAX_BYTES = 10 << 20
-REPLICA_REQUEST_TIMEOUT_S = REPLICA_MAX_WAIT_MS / 1000 + 3  # (its long poll, plus slack)
 
 
 def replica_of(req: WireRequest, version: int) -> tuple[int, int]:
@@ -109,7 +100,6 @@ class ReplicaManager:
         self.image = image
         self.now_ms = now_ms
         self.fetchers: dict[tuple[str, int], ReplicaFetcher] = {}
-        self.links: dict[tuple[int, str, int], LeaderLink] = {}  # (leader id, host, port)
         self.waiters = FetchPurgatory()
         self.closing = False  # fetchers check it too (see ReplicaFetcher.stop on wait_for)
 
@@ -145,23 +135,6 @@ class ReplicaManager:
         self.closing = True
         for fetcher in self.fetchers.values():
             fetcher.stop()
-        for link in self.links.values():
-            link.close()
-        self.links.clear()
-
-    def link(self, leader_id: int) -> LeaderLink | None:
-        """The shared fetch channel to ``leader_id`` at its registered address (None: not
-        registered); a link to its old address closes."""
-        reg = self.image().brokers.get(leader_id)
-        if reg is None:
-            return None
-        key = (leader_id, reg.host, reg.port)
-        link = self.links.get(key)
-        if link is None:
-            for old in [k for k in self.links if k[0] == leader_id]:
-                self.links.pop(old).close()
-            link = self.links[key] = LeaderLink(self, reg.host, reg.port)
-        return link
 
     # -- leader side -------------------------------------------------------------------------------
     def leader_appended(self) -> None:
@@ -196,14 +169,14 @@ class ReplicaManager:
     def _topic_name(self, t: WireRequest, version: int) -> str:
         if version < 13:
             return str(t.topic)
-        return self.image().topic_names.get(t.topic_id, "")
+        for name, timage in self.image().topics.items():
+            if timage.topic_id == t.topic_id:
+                return name
+        return ""
 
     def _fetch_once(self, host: LeaderHost, req: WireRequest, version: int, replica_id: int,
                     broker_epoch: int) -> tuple[list[WireResponse], int, bool]:
-        """Every partition's answer; records until the request's ``max_bytes`` is used (the
-        first partition with data gets its batches whatever the budget, KIP-74)."""
         total = 0
-        budget = int(req.max_bytes) if int(req.max_bytes) > 0 else 0x7FFFFFFF
         errors = False
         responses = []
         for t in req.topics:
@@ -218,8 +191,7 @@ class ReplicaManager:
                                   "records": b""})
                     errors = True
                     continue
-                out, n = self._follower_read(host, ps, replica_id, broker_epoch, p,
-                                             budget - total if total else None)
+                out, n = self._follower_read(host, ps, replica_id, broker_epoch, p)
                 errors = errors or out["error_code"] != 0
                 total += n
                 parts.append(out)
@@ -228,10 +200,7 @@ class ReplicaManager:
         return responses, total, errors
 
     def _follower_read(self, host: LeaderHost, ps: PartitionState, replica_id: int,
-                       broker_epoch: int, p: WireRequest,
-                       budget: int | None = None) -> tuple[WireResponse, int]:
-        """One partition of a follower's Fetch; ``budget``: bytes left in the response (None:
-        the first data of the response, at least one batch)."""
+                       broker_epoch: int, p: WireRequest) -> tuple[WireResponse, int]:
         index = int(p.partition)
         fetch = FollowerFetch(
             replica_id=replica_id,
@@ -265,16 +234,13 @@ class ReplicaManager:
                      ps.name, ps.leader_epoch, replica_id, decision.diverging.epoch,
                      decision.diverging.end_offset)
             return out, 1  # counts as "something to answer"
-        if not decision.has_data or (budget is not None and budget <= 0):
+        if not decision.has_data:
             out["records"] = b""
             return out, 0
-        limit = min(int(p.partition_max_bytes), REPLICA_PARTITION_MAX_BYTES)
-        if budget is not None:
-            # Past the first partition with data, what is left of the budget (a read returns
-            # at least one batch: the response may pass it by that one read, then stops).
-            limit = min(limit, budget)
         try:
-            info = ps.log.read(decision.read_from, limit, decision.read_upto)
+            info = ps.log.read(decision.read_from, min(int(p.partition_max_bytes),
+                                                       REPLICA_PARTITION_MAX_BYTES),
+                               decision.read_upto)
         except KafkaError as exc:
             out["error_code"] = int(exc.code)
             return out, 0
@@ -284,117 +250,6 @@ class ReplicaManager:
 
 
 # -- follower side ------------------------------------------------------------------------------
-class FetchEntry:
-    """One partition's place in a leader link's next Fetch, and where its answer goes."""
-
-    __slots__ = ("answer", "partition", "topic_id")
-
-    def __init__(self, topic_id: uuid.UUID, partition: WireResponse) -> None:
-        self.topic_id = topic_id
-        self.partition = partition  # the request's partition entry (partition, fetch_offset...)
-        self.answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-
-
-class LeaderLink:
-    """The fetches of every partition this broker follows on one leader: one connection, one
-    Fetch in flight at a time carrying each partition whose fetcher waits for its next answer
-    (the leader answers when any has data, or its wait expires); each fetcher gets its own
-    partition's answer. Partitions asking while a Fetch is in flight go in the next one."""
-
-    def __init__(self, manager: ReplicaManager, host: str, port: int) -> None:
-        self.manager = manager
-        self.address = f"{host}:{port}"
-        self.conn = AsyncKafkaConnection(host, port, f"floodmark-replica-{manager.node_id}",
-                                         manager.security)
-        self.pending: dict[tuple[uuid.UUID, int], FetchEntry] = {}
-        self._wanted = asyncio.Event()
-        self._rotation = 0
-        self._broker_epoch = -1  # this broker's, as the fetchers last gave it
-        self._task: asyncio.Task[None] | None = None
-        self._closed = False
-
-    async def fetch(self, topic_id: uuid.UUID, partition: WireResponse,
-                    broker_epoch: int) -> Any:
-        """This partition's answer in the link's next Fetch (RequestFailed when that Fetch
-        fails). ``broker_epoch``: this broker's, sent in ``replica_state`` (KIP-903)."""
-        if self._closed:
-            raise RequestFailed("leader link closed")
-        self._broker_epoch = broker_epoch
-        entry = FetchEntry(topic_id, partition)
-        key = (topic_id, int(partition["partition"]))
-        old = self.pending.get(key)
-        if old is not None and not old.answer.done():  # a stopped fetcher's: superseded
-            old.answer.cancel()
-        self.pending[key] = entry
-        self._wanted.set()
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name=f"leader-link-{self.address}")
-        try:
-            return await entry.answer
-        finally:
-            if self.pending.get(key) is entry:
-                del self.pending[key]
-
-    def close(self) -> None:
-        self._closed = True
-        if self._task is not None:
-            self._task.cancel()
-        self.conn.close()
-        for entry in self.pending.values():
-            if not entry.answer.done():
-                entry.answer.set_exception(RequestFailed("leader link closed"))
-        self.pending.clear()
-
-    async def _run(self) -> None:
-        while not self._closed:
-            await self._wanted.wait()
-            self._wanted.clear()
-            # The fetchers answered by the last Fetch ask again within a few turns of the
-            # loop: let them, so they travel together.
-            for _ in range(3):
-                await asyncio.sleep(0)
-            entries = [e for e in self.pending.values() if not e.answer.done()]
-            self.pending.clear()
-            if entries:
-                await self._send(entries)
-
-    async def _send(self, entries: list[FetchEntry]) -> None:
-        # Rotate the order: under the response budget the first partitions get data first.
-        self._rotation = (self._rotation + 1) % len(entries)
-        entries = entries[self._rotation:] + entries[:self._rotation]
-        topics: dict[uuid.UUID, list[WireResponse]] = {}
-        for e in entries:
-            topics.setdefault(e.topic_id, []).append(e.partition)
-        body = {
-            "replica_state": {"replica_id": self.manager.node_id,
-                              "replica_epoch": self._broker_epoch},
-            "max_wait": REPLICA_MAX_WAIT_MS, "min_bytes": 1,
-            "max_bytes": REPLICA_RESPONSE_MAX_BYTES, "isolation_level": 0, "session_id": 0,
-            "session_epoch": -1, "rack_id": "",
-            "topics": [{"topic_id": tid, "partitions": parts} for tid, parts in topics.items()],
-            "forgotten_topics_data": [],
-        }
-        try:
-            resp = await self.conn.request(1, FETCH_VERSION, body, REPLICA_REQUEST_TIMEOUT_S)
-            if int(resp.error_code) != 0:
-                raise RequestFailed(f"fetch error {int(resp.error_code)}")
-        except RequestFailed as exc:
-            for e in entries:
-                if not e.answer.done():
-                    e.answer.set_exception(RequestFailed(str(exc)))
-            return
-        answers = {(t.topic_id, int(p.partition_index)): p
-                   for t in resp.responses for p in t.partitions}
-        for e in entries:
-            if e.answer.done():
-                continue
-            part = answers.get((e.topic_id, int(e.partition["partition"])))
-            if part is None:
-                e.answer.set_exception(RequestFailed("the fetch answer left the partition out"))
-            else:
-                e.answer.set_result(part)
-
-
 class ReplicaFetcher:
     """Follows one partition's leader until stopped."""
 
@@ -450,18 +305,14 @@ class ReplicaFetcher:
                 if request is None:
                     await self._wait_for_change(1.0)
                     continue
-                if isinstance(request, EpochQuery):  # (epoch-offset mode; its own connection)
-                    conn = self._connection(ps.core.leader_id)
-                    if conn is None:
-                        await self._wait_for_change(REPLICA_FETCH_BACKOFF_S)
-                        continue
+                conn = self._connection(ps.core.leader_id)
+                if conn is None:
+                    await self._wait_for_change(REPLICA_FETCH_BACKOFF_S)
+                    continue
+                if isinstance(request, EpochQuery):
                     await self._epoch_query(conn, request)
                 else:
-                    link = self.manager.link(ps.core.leader_id)
-                    if link is None:
-                        await self._wait_for_change(REPLICA_FETCH_BACKOFF_S)
-                        continue
-                    await self._fetch(link, request)
+                    await self._fetch(conn, request)
             except asyncio.CancelledError:
                 raise
             except RequestFailed as exc:
@@ -478,16 +329,30 @@ class ReplicaFetcher:
                               ps.leader_epoch)
                 await self._wait_for_change(1.0)
 
-    async def _fetch(self, link: LeaderLink, f: FollowerFetch) -> None:
+    async def _fetch(self, conn: AsyncKafkaConnection, f: FollowerFetch) -> None:
         ps = self.ps
         timage = self.manager.image().topics.get(ps.topic)
         if timage is None:
             raise RequestFailed(f"topic {ps.topic} not in metadata")
-        part = await link.fetch(timage.topic_id, {
-            "partition": ps.partition, "current_leader_epoch": f.current_leader_epoch,
-            "fetch_offset": f.fetch_offset, "last_fetched_epoch": f.last_fetched_epoch,
-            "log_start_offset": f.log_start_offset,
-            "partition_max_bytes": REPLICA_PARTITION_MAX_BYTES}, f.broker_epoch)
+        body = {
+            "replica_state": {"replica_id": self.manager.node_id,
+                              "replica_epoch": f.broker_epoch},
+            "max_wait": REPLICA_MAX_WAIT_MS, "min_bytes": 1,
+            "max_bytes": 0x7FFFFFFF, "isolation_level": 0, "session_id": 0,
+            "session_epoch": -1, "rack_id": "",
+            "topics": [{"topic_id": timage.topic_id, "partitions": [{
+                "partition": ps.partition, "current_leader_epoch": f.current_leader_epoch,
+                "fetch_offset": f.fetch_offset, "last_fetched_epoch": f.last_fetched_epoch,
+                "log_start_offset": f.log_start_offset,
+                "partition_max_bytes": REPLICA_PARTITION_MAX_BYTES}]}],
+            "forgotten_topics_data": [],
+        }
+        resp = await conn.request(1, FETCH_VERSION, body, REPLICA_MAX_WAIT_MS / 1000 + 3)
+        if int(resp.error_code) != 0:
+            raise RequestFailed(f"fetch error {int(resp.error_code)}")
+        if len(resp.responses) != 1 or len(resp.responses[0].partitions) != 1:
+            raise RequestFailed(f"fetch answer names {len(resp.responses)} topics")
+        part = resp.responses[0].partitions[0]
         error = ErrorCode(int(part.error_code))
         div = part.diverging_epoch
         diverging = (EpochEndOffset(int(div.epoch), int(div.end_offset))
@@ -495,9 +360,6 @@ class ReplicaFetcher:
         records = part.records
         leo = -1
         if error is ErrorCode.OFFSET_OUT_OF_RANGE:
-            conn = self._connection(ps.core.leader_id)
-            if conn is None:
-                raise RequestFailed(f"leader {ps.core.leader_id} not in metadata")
             leo = await self._leader_log_end_offset(conn, f.current_leader_epoch)
         response = FetchResponse(
             error=error, request_leader_epoch=f.current_leader_epoch,

@@ -221,7 +221,6 @@ class MetadataImage:
         self.cluster_id = ""
         self.brokers: dict[int, BrokerRegistration] = {}
         self.topics: dict[str, TopicImage] = {}
-        self.topic_names: dict[uuid.UUID, str] = {}  # topic id -> name (Fetch v13+ names ids)
         self.next_producer_id = 1000
         self.broker_configs: dict[str, dict[str, Any]] = {}  # resource ("" = default) -> set
         self.reassignments: dict[tuple[str, int], Reassignment] = {}
@@ -319,12 +318,8 @@ class MetadataImage:
             else:
                 self.brokers[bid] = replace(old, in_controlled_shutdown=True)
         elif kind == "topic":
-            name = str(rec["name"])
-            if (old_topic := self.topics.get(name)) is not None:
-                self.topic_names.pop(old_topic.topic_id, None)
-            self.topics[name] = TopicImage(name, uuid.UUID(str(rec["topic_id"])),
-                                           dict(rec["configs"]))
-            self.topic_names[self.topics[name].topic_id] = name
+            self.topics[str(rec["name"])] = TopicImage(
+                str(rec["name"]), uuid.UUID(str(rec["topic_id"])), dict(rec["configs"]))
         elif kind == "partition":
             topic = self.topics.get(str(rec["topic"]))
             if topic is not None:
@@ -334,9 +329,7 @@ class MetadataImage:
             if timage is not None:
                 timage.configs = dict(rec["configs"])
         elif kind == "remove_topic":
-            removed = self.topics.pop(str(rec["name"]), None)
-            if removed is not None:
-                self.topic_names.pop(removed.topic_id, None)
+            self.topics.pop(str(rec["name"]), None)
             for key in [k for k in self.reassignments if k[0] == str(rec["name"])]:
                 del self.reassignments[key]
         elif kind == "reassignment":

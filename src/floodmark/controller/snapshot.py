@@ -73,10 +73,9 @@ def parse_file_name(name: str) -> SnapshotId | None:
 # -- image <-> records ---------------------------------------------------------------------------
 IMAGE_FIELDS = frozenset({"next_offset", "cluster_id", "brokers", "topics", "next_producer_id",
                           "broker_configs", "reassignments", "acls", "scram_credentials",
-                          "client_quotas", "topic_names"})
+                          "client_quotas"})
 """Every attribute of ``MetadataImage`` that ``image_records`` writes (a test compares this
-with the class, so a new image field cannot be forgotten by snapshots); ``topic_names`` is an
-index of ``topics``, rebuilt by their records."""
+with the class, so a new image field cannot be forgotten by snapshots)."""
 
 
 def image_records(image: MetadataImage) -> list[MetadataRecord]:
