@@ -161,3 +161,24 @@ def test_open_with_a_stale_epoch_checkpoint_rewrites_it_durably() -> None:
     assert fs.read_file(checkpoint) == good
     fs.crash(lose_unsynced=True)
     assert fs.read_file(checkpoint) == good
+
+
+def test_an_opened_log_holds_only_its_active_log_file_open_until_written() -> None:
+    # Issue 26: three fds per idle partition ran a broker with thousands of partitions into
+    # its open-files limit; the index files reopen at the first index entry.
+    fs = MemoryFileSystem()
+    log = Log.open(PATH, CONFIG, fs=fs, now_ms=0)
+    active = log.active_segment
+    assert not active.index.file.is_open and not active.time_index.file.is_open
+    for i in range(10):
+        log.append_as_leader(batch(i), leader_epoch=0, now_ms=1_000 + i)
+    log.flush()
+    assert active.index.file.is_open  # written: kept open while the segment is active
+    entries = list(active.index.relative_offsets)
+    assert entries
+    log.close()
+    reopened = Log.open(PATH, CONFIG, fs=fs, now_ms=5_000, recovery_point=log.recovery_point,
+                        clean_shutdown=True)
+    assert list(reopened.active_segment.index.relative_offsets) == entries
+    assert not reopened.active_segment.index.file.is_open
+    assert reopened.read(0, 1 << 20).records  # reads need no index file

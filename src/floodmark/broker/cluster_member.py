@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING
 
 from floodmark import lifeline
 from floodmark.address import format_host_port, parse_host_port
-from floodmark.broker import dynamic_configs
+from floodmark.broker import dynamic_configs, metadata_delta
 from floodmark.broker.broker import Broker, now_ms
 from floodmark.broker.config import BrokerConfig, Configs
 from floodmark.broker.context import BrokerInfo, MembershipBase, PartitionKey
@@ -51,7 +51,12 @@ from floodmark.broker.metadata import Controller
 from floodmark.broker.partition_state import PartitionState
 from floodmark.broker.replica_fetcher import ReplicaManager
 from floodmark.controller.client import ControllerClient
-from floodmark.controller.image import MetadataRecord, UnappliedRecord, record_to_registration
+from floodmark.controller.image import (
+    MetadataRecord,
+    TopicImage,
+    UnappliedRecord,
+    record_to_registration,
+)
 from floodmark.controller.quorum.codec import parse_voters
 from floodmark.controller.rpc import RpcError
 from floodmark.controller.startup import (
@@ -337,14 +342,23 @@ class ClusterMembership(MembershipBase):
             return
         image = self.controller_client.image
         dynamic_configs.apply(host)  # KIP-226 dynamic broker configs, before the partitions
+        # Only the partitions these records can change (metadata_delta): re-applying every
+        # hosted partition after each ISR change of one was linear in partitions.
+        change = metadata_delta.touched(records)
+        if self._bad_partitions and not change.everything:  # tried again at every batch
+            change = dataclasses.replace(
+                change, partitions=change.partitions | frozenset(self._bad_partitions))
         now = host.now_ms()
         wanted: set[PartitionKey] = set()
         broker_epochs = image.broker_epochs()
         ineligible = image.ineligible()
         replicas = host.replicas
-        for name, timage in image.topics.items():
-            for index, reg in timage.partitions.items():
-                if host.node_id not in reg.replicas:
+        for name, timage in self._touched_topics(change):
+            indexes = (timage.partitions if change.everything or name in change.topics
+                       else [i for t, i in change.partitions if t == name])
+            for index in indexes:
+                reg = timage.partitions.get(index)
+                if reg is None or host.node_id not in reg.replicas:
                     continue
                 key = (name, index)
                 wanted.add(key)
@@ -381,17 +395,37 @@ class ClusterMembership(MembershipBase):
                     host.purgatory.wake(key)
                     if replicas is not None:
                         replicas.wake(key)
+                    self._bad_partitions.pop(key, None)
                 except (KafkaError, OSError, ValueError, TypeError) as exc:
                     # One partition that cannot be applied (a bad config value that slipped
                     # into the metadata, a disk error) must not stop every later change.
                     self._bad_partition(key, exc)
-        for key in [k for k in host.partitions if k not in wanted]:
+        for key in [k for k in self._candidates(change) if k not in wanted]:
             # The topic was deleted, or this broker left the partition's replicas (a finished
             # or cancelled reassignment): Kafka's StopReplica with delete, through metadata.
             if host.remove_partition(key, delete=True) is not None:
                 log.info("partition %s-%d removed from broker %d (deleted=True)", key[0], key[1],
                          host.node_id)
         host.transactions.refresh()  # load / unload the __transaction_state partitions
+
+    def _touched_topics(self, change: metadata_delta.Touched
+                        ) -> list[tuple[str, TopicImage]]:
+        """The image's topics ``change`` names (all of them for ``EVERYTHING``)."""
+        topics = self.controller_client.image.topics
+        if change.everything:
+            return list(topics.items())
+        names = change.topics | {t for t, _ in change.partitions}
+        return [(name, topics[name]) for name in sorted(names) if name in topics]
+
+    def _candidates(self, change: metadata_delta.Touched) -> list[PartitionKey]:
+        """Hosted partitions ``change`` may have taken away from this broker."""
+        hosted = self.host.partitions
+        if change.everything:
+            return list(hosted)
+        named = [k for k in change.partitions if k in hosted]
+        if not change.topics:
+            return named
+        return [*named, *(k for k in hosted if k[0] in change.topics)]
 
     def _on_unapplied(self, _bad: UnappliedRecord) -> None:
         """A metadata record skipped (the client logged it): counted in /metrics."""

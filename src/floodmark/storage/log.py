@@ -154,6 +154,10 @@ class Log:
         # Recovered data is made durable (a no-op when nothing changed), so the recovery point
         # moves to the end.
         log.flush()
+        # The active segment's index files reopen at its first index entry: until it is written
+        # to, a partition holds one fd (its .log), not three (thousands of idle partitions ran
+        # a broker into its open-files limit).
+        log.active_segment.release_index_files()
         logger.info(
             "%s opened: log_start_offset=%d log_end_offset=%d segments=%d epoch cache %s",
             log._ctx(),

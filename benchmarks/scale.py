@@ -1,0 +1,489 @@
+"""Measured limits with many partitions (issue 26 §3).
+
+For each N of ``--partitions`` (default 1000,5000; ``--quick``: 200), on a fresh local cluster
+of 3 controllers (a quorum) and 3 brokers, with N partitions of replication factor 3 (topics
+of ``--topic-partitions`` partitions each, so every broker hosts N replicas):
+
+* ``create``          CreateTopics of all N partitions, until every partition has a leader
+                      and its full ISR (the controller's view);
+* ``rss/partition``   broker memory per idle partition: (RSS with N idle partitions - RSS of
+                      the same broker with none) / N, the median of the 3 brokers; and the
+                      same from the broker restarted cleanly (no creation garbage);
+* ``fds``             file descriptors a broker holds with N idle partitions;
+* ``idle CPU``        a broker's CPU use with N idle partitions (percent of one core);
+* ``metadata all``    one Metadata request for every topic (time per request, on one open
+                      connection; the median of a bounded count of requests);
+* ``metadata one``    one Metadata request for one topic (the same; should stay flat);
+* ``propagation``     one CreateTopics (1 partition, RF 3): from the request to every broker
+                      having applied it (their own timestamps, ``controller_failover.py``);
+* ``ctl failover``    SIGKILL the active controller: until a new one is active, and until the
+                      first CreateTopics through a broker succeeds;
+* ``leader failover`` SIGKILL the broker leading the most partitions (about N/3): until the
+                      controller committed a new leader for every one of them (``commit``),
+                      until the two survivors applied it (``applied``), and as the poller saw
+                      it (``seen``);
+* ``start (kill)``    SIGKILL broker 1 and start it again: to its "listening" line, and until
+                      every partition has its full ISR again (a cluster member opens and
+                      recovers its logs when the metadata names them, after it listens: the
+                      second figure is the start-up);
+* ``start (clean)``   the same after a SIGTERM (controlled shutdown);
+* ``connections``     ``--connections`` (1000) idle client connections to each broker, each
+                      having made one ApiVersions request: the broker's RSS growth per
+                      connection, and a Metadata request on one more connection still answered
+                      (its time).
+
+A measurement that fails is printed as one line (and ``failed`` in the table) and the
+next one runs. Every figure is printed as it is measured, then a table of all N. Load average before and
+after each N is printed with it (the machine is shared). Prints figures; never passes or fails.
+
+    .venv/bin/python benchmarks/scale.py [--partitions 1000,5000,10000] [--quick]
+        [--connections 1000] [--session-timeout-ms MS] [--src OTHER/src] [--keep-dir DIR]
+
+``FLOODMARK_PROFILE_DIR=DIR`` runs every node under cProfile (``benchmarks/profiling``'s
+``sitecustomize``): each node writes ``DIR/<pid>.prof`` when it exits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
+
+HERE = Path(__file__).resolve().parent
+# ``--src DIR``: the nodes (and this script) run the floodmark in DIR (an older checkout's
+# src/, for before/after figures); read before the imports below.
+SRC = next((sys.argv[i + 1] for i, a in enumerate(sys.argv[:-1]) if a == "--src"),
+           str(HERE.parent / "src"))
+sys.path.insert(0, str(Path(SRC).resolve()))
+sys.path.insert(0, str(HERE))
+
+from controller_failover import controller_failover_once, propagation_once  # noqa: E402
+
+from floodmark.client.connection import KafkaConnection, encode_request  # noqa: E402
+from floodmark.cluster import LocalCluster  # noqa: E402
+
+PROFILE_ENV = "FLOODMARK_PROFILE_DIR"
+STATUS_TIMEOUT_S = 60.0
+WAIT_LIMIT_S = 300.0
+METADATA_BUDGET_S = 5.0  # each Metadata figure: at most this long of requests ...
+METADATA_MAX_REQUESTS = 200  # ... and at most this many
+Row = dict[str, str]
+
+
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def rss_kb(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return -1
+
+
+def fd_count(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def _pid(cluster: LocalCluster, node_id: int) -> int:
+    pid = cluster.pid(node_id)
+    assert pid is not None
+    return pid
+
+
+def wait_until(pred: Callable[[], Any], what: str, limit_s: float = WAIT_LIMIT_S,
+               step_s: float = 0.05) -> Any:
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        value = pred()
+        if value:
+            return value
+        time.sleep(step_s)
+    raise RuntimeError(f"timed out after {limit_s:.0f} s waiting for {what}")
+
+
+def _topics(cluster: LocalCluster) -> dict[str, Any]:
+    ctl = cluster.controller_status(timeout_s=STATUS_TIMEOUT_S)
+    return {} if ctl is None else dict(ctl["topics"])
+
+
+def _scale_parts(topics: dict[str, Any]) -> list[dict[str, Any]]:
+    return [p for name, parts in topics.items() if name.startswith("scale-")
+            for p in parts.values() if isinstance(p, dict)]
+
+
+def all_healthy(cluster: LocalCluster, n: int) -> bool:
+    parts = _scale_parts(_topics(cluster))
+    return len(parts) == n and all(
+        int(p["leader"]) > 0 and len(p["isr"]) == len(p["replicas"]) for p in parts)
+
+
+def _broker_settled(cluster: LocalCluster) -> bool:
+    status = cluster.status()
+    end = status.get("metadata_offset")
+    return end is not None and all(
+        n.get("metadata_offset") == end and n.get("fenced") is False
+        for n in status["nodes"] if n["role"] == "broker" and n["alive"])
+
+
+# -- the measurements --------------------------------------------------------------------------
+def create(cluster: LocalCluster, n: int, per_topic: int) -> float:
+    """CreateTopics of every partition (50 topics a request; a refused topic, e.g. while a
+    loaded broker is briefly fenced, is asked again), until all have their full ISR."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap, "log_level": 0})
+    t0 = time.perf_counter()
+    sizes = {f"scale-{i}": min(per_topic, n - i * per_topic)
+             for i in range((n + per_topic - 1) // per_topic)}
+    missing = list(sizes)
+    deadline = time.monotonic() + WAIT_LIMIT_S
+    while missing:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{len(missing)} topics still not created")
+        batch, missing = missing[:50], missing[50:]
+        futures = admin.create_topics([NewTopic(t, sizes[t], 3) for t in batch],
+                                      request_timeout=300)
+        for name, fut in futures.items():
+            try:
+                fut.result(600)
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                    missing.append(name)
+                    time.sleep(0.2)
+    wait_until(lambda: all_healthy(cluster, n), f"{n} partitions with full ISR", step_s=0.5)
+    return time.perf_counter() - t0
+
+
+def metadata_cost(address: str, topics: list[str] | None) -> tuple[float, int]:
+    """The median time of one Metadata v9 request (for ``topics``; None: all), and the answer's
+    partition count."""
+    body = {"topics": None if topics is None else [{"name": t} for t in topics],
+            "allow_auto_topic_creation": False}
+    times: list[float] = []
+    partitions = 0
+    with KafkaConnection(address, timeout_s=60) as conn:
+        conn.request(3, 9, body)  # warm: the connection's first request
+        t_end = time.perf_counter() + METADATA_BUDGET_S
+        while len(times) < METADATA_MAX_REQUESTS and (len(times) < 3
+                                                       or time.perf_counter() < t_end):
+            t0 = time.perf_counter()
+            md = conn.request(3, 9, body)
+            times.append(time.perf_counter() - t0)
+        partitions = sum(len(t.partitions) for t in md.topics)
+    return statistics.median(times), partitions
+
+
+def leader_failover(cluster: LocalCluster, victim: int) -> dict[str, float]:
+    before = _topics(cluster)
+    led = [(name, idx) for name, parts in before.items() if name.startswith("scale-")
+           for idx, p in parts.items() if isinstance(p, dict) and int(p["leader"]) == victim]
+    survivors = [b for b in cluster.broker_ids if b != victim]
+    t_kill_wall = time.time()
+    t_kill = time.perf_counter()
+    cluster.kill(victim, signal.SIGKILL)
+
+    def moved() -> dict[str, Any] | None:
+        ctl = cluster.controller_status(timeout_s=STATUS_TIMEOUT_S)
+        if ctl is None:
+            return None
+        topics = ctl["topics"]
+        if all(int(topics[t][i]["leader"]) not in (victim, -1) for t, i in led):
+            return dict(ctl)
+        return None
+
+    ctl = wait_until(moved, f"new leaders for {len(led)} partitions of broker {victim}",
+                     step_s=0.02)
+    out = {"seen": time.perf_counter() - t_kill, "partitions": float(len(led))}
+    end = int(ctl["metadata_offset"])
+    commits = [(int(e), int(ms)) for e, ms in ctl.get("metadata_commits", [])]
+    done = next((ms for e, ms in commits if e >= end), None)
+    if done is not None:
+        out["commit"] = done / 1000 - t_kill_wall
+
+    def applied() -> list[dict[str, Any]] | None:
+        nodes = [n for n in cluster.status()["nodes"] if n["id"] in survivors]
+        return nodes if all(int(n.get("metadata_offset", -1)) >= end for n in nodes) else None
+
+    nodes = wait_until(applied, "survivors applied the new leaders")
+    times = []
+    for node in nodes:
+        hist = node.get("metadata_applied") or []
+        ms = next((int(t) for o, t in hist if int(o) >= end), None)
+        if ms is not None:
+            times.append(ms / 1000 - t_kill_wall)
+    if len(times) == len(survivors):
+        out["applied"] = max(times)
+    return out
+
+
+def opened_figure(cluster: LocalCluster, node_id: int, log_from: int) -> str:
+    with open(cluster.log_path(node_id), "rb") as fh:
+        fh.seek(log_from)
+        text = fh.read().decode(errors="replace")
+    lines = [line for line in text.splitlines() if f"broker {node_id} opened" in line]
+    return lines[-1].split("opened", 1)[1].strip() if lines else "?"
+
+
+def restart(cluster: LocalCluster, node_id: int, n: int) -> dict[str, Any]:
+    log_from = cluster.log_path(node_id).stat().st_size
+    t0 = time.perf_counter()
+    cluster.start_node(node_id, timeout_s=WAIT_LIMIT_S)
+    listening = time.perf_counter() - t0
+    wait_until(lambda: all_healthy(cluster, n), "full ISR after the restart", step_s=0.2)
+    return {"listening": listening, "isr": time.perf_counter() - t0,
+            "opened": opened_figure(cluster, node_id, log_from)}
+
+
+def connections(cluster: LocalCluster, count: int) -> dict[int, tuple[int, float]]:
+    """Per broker: RSS growth (kB) with ``count`` idle connections, and a Metadata request's
+    time on one more connection while they are open."""
+    api_versions = encode_request(18, 0, 1, {}, "scale-idle")
+    out: dict[int, tuple[int, float]] = {}
+    for b in cluster.broker_ids:
+        pid = _pid(cluster, b)
+        host, port = cluster.address(b).rsplit(":", 1)
+        base = rss_kb(pid)
+        socks: list[socket.socket] = []
+        try:
+            for _ in range(count):
+                s = socket.create_connection((host, int(port)), timeout=30)
+                s.sendall(api_versions)
+                socks.append(s)
+            for s in socks:  # each answered: the broker has set the connection up
+                size = int.from_bytes(_recv(s, 4), "big")
+                _recv(s, size)
+            grown = rss_kb(pid) - base
+            t0 = time.perf_counter()
+            with KafkaConnection(cluster.address(b), timeout_s=60) as conn:
+                md = conn.request(3, 9, {"topics": [{"name": "scale-0"}],
+                                         "allow_auto_topic_creation": False})
+                assert md.topics[0].error_code == 0
+            out[b] = (grown, time.perf_counter() - t0)
+        finally:
+            for s in socks:
+                s.close()
+    return out
+
+
+def _recv(s: socket.socket, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            raise RuntimeError("connection closed by the broker")
+        buf += chunk
+    return buf
+
+
+# -- one N ---------------------------------------------------------------------------------------
+def run(root: Path, n: int, args: argparse.Namespace) -> Row:
+    row: Row = {"partitions": str(n)}
+    print(f"== {n} partitions (RF 3, {args.topic_partitions} per topic), load {_load()}",
+          flush=True)
+    controller_settings = {"leader.imbalance.check.interval.ms": "3600000"}
+    if args.session_timeout_ms:
+        controller_settings["broker.session.timeout.ms"] = str(args.session_timeout_ms)
+    cluster = LocalCluster(root / f"n{n}", 3, {}, controller_settings, metrics=False,
+                           controllers=3)
+    cluster.start(timeout_s=WAIT_LIMIT_S)
+    base: dict[int, int] = {}
+
+    def phase(name: str, fn: Callable[[], None]) -> bool:
+        """One measurement; a failure is one line in the output and in the table."""
+        try:
+            fn()
+            return True
+        except Exception as exc:  # a benchmark reports what broke and goes on
+            row[name] = "failed"
+            print(f"  {name} FAILED: {type(exc).__name__}: {str(exc)[:200]}", flush=True)
+            return False
+
+    def idle_before() -> None:
+        wait_until(lambda: _broker_settled(cluster), "brokers registered")
+        time.sleep(2)
+        base.update({b: rss_kb(_pid(cluster, b)) for b in cluster.broker_ids})
+        print(f"  idle RSS before topics: {base} kB", flush=True)
+
+    def create_all() -> None:
+        took = create(cluster, n, args.topic_partitions)
+        row["create s"] = f"{took:.1f}"
+        print(f"  created and in sync: {took:.1f} s", flush=True)
+
+    def idle_after() -> None:
+        try:
+            wait_until(lambda: _broker_settled(cluster), "brokers at the metadata end",
+                       limit_s=WAIT_LIMIT_S if "create s" not in row else 30)
+        except RuntimeError as exc:  # churning still (created, ISR incomplete): measure anyway
+            print(f"  (measuring memory while not settled: {exc})", flush=True)
+        time.sleep(5)  # idle
+        rss = {b: rss_kb(_pid(cluster, b)) for b in cluster.broker_ids}
+        per = statistics.median((rss[b] - base[b]) * 1024 / n for b in cluster.broker_ids)
+        fds = statistics.median(fd_count(_pid(cluster, b)) for b in cluster.broker_ids)
+        cpu = _idle_cpu(cluster)
+        row["RSS MB"] = f"{statistics.median(rss.values()) / 1024:.0f}"
+        row["kB/partition"] = f"{per / 1000:.1f}"
+        row["fds"] = f"{fds:.0f}"
+        row["idle CPU %"] = f"{cpu:.0f}"
+        print(f"  idle RSS: {rss} kB; {per / 1000:.1f} kB per partition; fds {fds:.0f}; "
+              f"idle CPU {cpu:.0f} % of a core per broker (median)", flush=True)
+
+    def metadata() -> None:
+        address = cluster.address(1)
+        t_all, p_all = metadata_cost(address, None)
+        t_one, p_one = metadata_cost(address, ["scale-0"])
+        row["metadata all ms"] = f"{t_all * 1000:.1f}"
+        row["metadata one ms"] = f"{t_one * 1000:.2f}"
+        print(f"  Metadata all topics ({p_all} partitions): {t_all * 1000:.1f} ms; one topic "
+              f"({p_one} partitions): {t_one * 1000:.2f} ms", flush=True)
+
+    def propagation() -> None:
+        prop = propagation_once(cluster, 0, "CreateTopics")
+        row["propagation ms"] = f"{prop['applied'] * 1000:.0f}" if "applied" in prop else "?"
+        print("  CreateTopics propagation: " + ", ".join(
+            f"{k} {v * 1000:.0f} ms" for k, v in sorted(prop.items())), flush=True)
+
+    def controller() -> None:
+        elected, created = controller_failover_once(cluster, 0)
+        row["ctl failover s"] = f"{elected:.2f}/{created:.2f}"
+        print(f"  controller failover: active {elected:.2f} s, first CreateTopics "
+              f"{created:.2f} s", flush=True)
+        wait_until(lambda: _broker_settled(cluster), "brokers at the metadata end")
+
+    def leaders() -> None:
+        # The broker that leads the most partitions (after a fenced moment under load the
+        # leaders may have moved; preferred leaders are not restored here).
+        counts = {b: 0 for b in cluster.broker_ids}
+        for p in _scale_parts(_topics(cluster)):
+            if int(p["leader"]) in counts:
+                counts[int(p["leader"])] += 1
+        victim = max(counts, key=lambda b: counts[b])
+        fo = leader_failover(cluster, victim)
+        row["leader failover s"] = (f"{fo.get('commit', float('nan')):.2f}/"
+                                    f"{fo.get('applied', float('nan')):.2f}")
+        print(f"  leader failover of {fo['partitions']:.0f} partitions of broker {victim}: "
+              + ", ".join(f"{k} {v:.2f} s" for k, v in fo.items() if k != "partitions"),
+              flush=True)
+        if victim != 1:  # the restarts below are of broker 1: bring this one back first
+            cluster.start_node(victim, timeout_s=WAIT_LIMIT_S)
+            wait_until(lambda: all_healthy(cluster, n), "full ISR after the failover")
+
+    def start_after(kind: str) -> None:
+        if kind == "clean":
+            cluster.kill(1, signal.SIGTERM)
+        elif cluster.node_state(1) != "dead":
+            cluster.kill(1, signal.SIGKILL)
+        took = restart(cluster, 1, n)
+        row[f"start {kind} s"] = f"{took['listening']:.1f}/{took['isr']:.1f}"
+        print(f"  start after {'SIGTERM' if kind == 'clean' else 'SIGKILL'}: listening "
+              f"{took['listening']:.1f} s (opened {took['opened']}), full ISR "
+              f"{took['isr']:.1f} s", flush=True)
+
+    def fresh_memory() -> None:
+        time.sleep(5)
+        fresh = rss_kb(_pid(cluster, 1))
+        row["kB/partition fresh"] = f"{(fresh - base[1]) * 1024 / n / 1000:.1f}"
+        print(f"  restarted broker's idle RSS: {fresh} kB "
+              f"({row['kB/partition fresh']} kB per partition)", flush=True)
+
+    def idle_connections() -> None:
+        conns = connections(cluster, args.connections)
+        growth = statistics.median(g for g, _ in conns.values())
+        row["kB/connection"] = f"{growth * 1024 / args.connections / 1000:.1f}"
+        row["metadata busy ms"] = f"{max(t for _, t in conns.values()) * 1000:.0f}"
+        print(f"  {args.connections} idle connections per broker: " + ", ".join(
+            f"broker {b} +{g} kB, Metadata {t * 1000:.0f} ms" for b, (g, t) in
+            conns.items()), flush=True)
+
+    try:
+        settled = phase("idle", idle_before)
+        created = settled and phase("create s", create_all)
+        if settled:  # (created but not all at full ISR in time: what needs no ISR still runs)
+            phase("kB/partition", idle_after)
+            phase("metadata all ms", metadata)
+        if created:
+            phase("propagation ms", propagation)
+            phase("ctl failover s", controller)
+            phase("leader failover s", leaders)
+            phase("start kill s", lambda: start_after("kill"))
+            if phase("start clean s", lambda: start_after("clean")):
+                phase("kB/partition fresh", fresh_memory)
+            if args.connections:
+                phase("kB/connection", idle_connections)
+        row["load"] = _load()
+        print(f"  load {row['load']}", flush=True)
+    finally:
+        cluster.stop()
+    return row
+
+
+def _idle_cpu(cluster: LocalCluster, window_s: float = 5.0) -> float:
+    """Median CPU use of the brokers over ``window_s``, in percent of one core."""
+    ticks = os.sysconf("SC_CLK_TCK")
+
+    def cpu(pid: int) -> float:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / ticks
+
+    pids = [_pid(cluster, b) for b in cluster.broker_ids]
+    before = [cpu(p) for p in pids]
+    time.sleep(window_s)
+    return statistics.median((cpu(p) - b) / window_s * 100 for p, b in zip(pids, before,
+                                                                            strict=True))
+
+
+def table(rows: list[Row]) -> str:
+    cols = list(dict.fromkeys(k for r in rows for k in r))
+    widths = {c: max(len(c), *(len(r.get(c, "")) for r in rows)) for c in cols}
+    lines = [" | ".join(c.ljust(widths[c]) for c in cols),
+             "-|-".join("-" * widths[c] for c in cols)]
+    lines += [" | ".join(r.get(c, "").ljust(widths[c]) for c in cols) for r in rows]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--partitions", default="1000,5000",
+                    help="comma-separated partition counts (default 1000,5000)")
+    ap.add_argument("--quick", action="store_true", help="one small run: 200 partitions")
+    ap.add_argument("--topic-partitions", type=int, default=100,
+                    help="partitions per topic (default 100)")
+    ap.add_argument("--connections", type=int, default=1000,
+                    help="idle client connections per broker (0: skip)")
+    ap.add_argument("--session-timeout-ms", type=int, default=0,
+                    help="broker.session.timeout.ms (default: LocalCluster's, 2000)")
+    ap.add_argument("--src", default=None, metavar="DIR",
+                    help="run the floodmark in DIR (another checkout's src/)")
+    ap.add_argument("--keep-dir", default=None, help="run the clusters here and keep them")
+    args = ap.parse_args()
+    counts = [200] if args.quick else [int(x) for x in args.partitions.split(",")]
+    if os.environ.get(PROFILE_ENV):
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            [str(HERE / "profiling"), *filter(None, [os.environ.get("PYTHONPATH")])])
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="scale-") as tmp:
+        root = Path(args.keep_dir or tmp)
+        for n in counts:
+            rows.append(run(root, n, args))
+    print()
+    print(f"3 controllers, 3 brokers, RF 3; {os.cpu_count()} CPUs; {time.strftime('%Y-%m-%d')}; "
+          f"floodmark from {SRC}")
+    print("create: all partitions with full ISR; ctl failover: active/first CreateTopics; "
+          "leader failover: committed/applied; start: listening/full ISR")
+    print(table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
