@@ -4,7 +4,7 @@
 ``timestamp_ms=TS`` (from the first record at least that new: ListOffsets by timestamp) or
 neither (the newest ``limit`` records); ``limit`` records at most; ``key=TEXT`` keeps only the
 records whose key contains TEXT (UTF-8). A key search reads at most ``scan_max_records``
-records from the start offset and says where it stopped (``next_offset``, ``scan_complete``):
+records (``SCAN_MAX_RECORDS``, or fewer if the query asks) from the start offset and says where it stopped (``next_offset``, ``scan_complete``):
 it is a bounded scan, not an index.
 
 Reads go through the project's client (``client.fetch.FetchClient``: Metadata, ListOffsets and
@@ -71,8 +71,10 @@ def parse_query(params: dict[str, str]) -> Query:
         raise BadQuery("give offset or timestamp_ms, not both")
     limit = _int(params, "limit", 1, MAX_LIMIT)
     key = params.get("key") or None
+    scan = _int(params, "scan_max_records", 1, SCAN_MAX_RECORDS)  # a smaller bound only
     return Query(topic, partition or 0, offset, timestamp_ms,
-                 DEFAULT_LIMIT if limit is None else limit, key)
+                 DEFAULT_LIMIT if limit is None else limit, key,
+                 SCAN_MAX_RECORDS if scan is None else scan)
 
 
 def _b64(data: bytes | None) -> str | None:
