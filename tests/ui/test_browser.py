@@ -77,6 +77,8 @@ READ_ROWS = """() => ({
   view: { ...document.getElementById('partition-view').dataset },
   focus: window.floodmarkState.snapshot ? window.floodmarkState.snapshot.focus : undefined,
   changed_ms: Number(document.getElementById('updated').dataset.changedMs || 0),
+  topic_hws: Object.fromEntries([...document.querySelectorAll('#topics-table tr.topic-partition')]
+    .map((r) => [`${r.dataset.topic}-${r.dataset.partition}`, r.dataset.highWatermark])),
 })"""
 
 
@@ -163,6 +165,10 @@ def test_message_browser_and_urls(cluster: LocalCluster, tmp_path: Path) -> None
             state = _wait_rows(page, lambda s: s["view"].get("highWatermark") == str(COUNT + 1),
                                "the new record's HW on the page")
             assert state["changed_ms"] >= before_ms - 1000, (state["changed_ms"], before_ms)
+            # The topics table's HW column: the leaders' high watermarks.
+            state = _wait_rows(page, lambda s: s["topic_hws"].get(f"{TOPIC}-1") == str(COUNT + 1),
+                               "orders-1's HW in the topics table")
+            assert state["topic_hws"][f"{TOPIC}-0"] == "0"
 
             # A URL per view: each link opens the same view in a fresh page.
             other = browser.new_page()

@@ -454,12 +454,15 @@ function renderTopics(topics) {
       const tr = el("tr", { class: "topic-partition", "data-topic": t.topic, "data-partition": p.partition,
         "data-leader": p.leader, "data-leader-epoch": p.leader_epoch, "data-isr": p.isr.join(","),
         "data-replicas": p.replicas.join(","), "data-under-replicated": p.under_replicated,
-        "data-offline": p.offline });
+        "data-offline": p.offline, "data-high-watermark": p.high_watermark });
       const sel = state.selected;
       if (sel && sel.topic === t.topic && sel.partition === p.partition) tr.classList.add("selected");
       tr.append(el("td", {}, t.topic), el("td", {}, p.partition), el("td", {}, p.leader),
         el("td", {}, p.leader_epoch), el("td", {}, p.replicas.join(", ")),
-        el("td", {}, p.isr.join(", ")), el("td", { class: "state" }, health));
+        el("td", {}, p.isr.join(", ")),
+        el("td", { class: "hw", title: "the leader's high watermark, as last read" },
+          p.high_watermark ?? "?"),
+        el("td", { class: "state" }, health));
       tr.onclick = () => select(t.topic, p.partition);
       body.append(tr);
     }
