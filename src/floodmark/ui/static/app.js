@@ -59,6 +59,11 @@ function writeUrl() {
   if (b.key) q.set("key", b.key);
   if (b.format !== "text") q.set("format", b.format);
   if (b.limit !== "50" && b.limit !== "") q.set("limit", b.limit);
+  if (sim.inUrl && sim.data) {  // the scenario replay, once the user picked or stepped it
+    q.set("scenario", sim.data.scenario);
+    q.set("truncation", sim.data.truncation);
+    q.set("step", String(sim.index + 1));
+  }
   const search = q.toString();
   history.replaceState(null, "", search ? `?${search}` : location.pathname);
 }
@@ -507,6 +512,7 @@ function renderSim() {
   const data = sim.data;
   if (!data || !data.steps.length) return;
   sim.index = Math.max(0, Math.min(sim.index, data.steps.length - 1));
+  if (sim.inUrl) writeUrl();
   const step = data.steps[sim.index];
   const stepBox = document.getElementById("sim-step");
   stepBox.textContent = `step ${sim.index + 1} / ${data.steps.length}`;
@@ -530,7 +536,8 @@ async function loadScenario() {
   // a later choice may have been answered first: keep only the answer to what is selected now
   if (name !== document.getElementById("sim-scenario").value
       || mode !== document.getElementById("sim-truncation").value) return;
-  const keep = sim.data && sim.data.scenario === name ? sim.index : 0;  // same step, other mode
+  let keep = sim.data && sim.data.scenario === name ? sim.index : 0;  // same step, other mode
+  if (sim.startStep !== undefined) { keep = sim.startStep; delete sim.startStep; }
   sim.data = data;
   sim.index = keep;
   state.simKey = null;
@@ -549,8 +556,18 @@ async function initScenarios() {
   const modes = document.getElementById("sim-truncation");
   modes.replaceChildren(...list.truncation_modes.map((m) => el("option", { value: m }, m)));
   modes.value = list.default_truncation;
-  pick.onchange = modes.onchange = loadScenario;
-  const go = (f) => () => { if (sim.data) { sim.index = f(sim.index, sim.data.steps.length); renderSim(); } };
+  // ?scenario=NAME&truncation=MODE&step=N (1-based) opens that step of that replay
+  const q = new URLSearchParams(location.search);
+  if (list.scenarios.some((x) => x.name === q.get("scenario"))) {
+    pick.value = q.get("scenario");
+    if (list.truncation_modes.includes(q.get("truncation"))) modes.value = q.get("truncation");
+    sim.startStep = Math.max(0, Number(q.get("step") || 1) - 1) || 0;
+    sim.inUrl = true;
+  }
+  pick.onchange = modes.onchange = () => { sim.inUrl = true; loadScenario(); };
+  const go = (f) => () => {
+    if (sim.data) { sim.inUrl = true; sim.index = f(sim.index, sim.data.steps.length); renderSim(); }
+  };
   document.getElementById("sim-first").onclick = go(() => 0);
   document.getElementById("sim-prev").onclick = go((i) => i - 1);
   document.getElementById("sim-next").onclick = go((i) => i + 1);
