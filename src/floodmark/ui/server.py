@@ -58,6 +58,14 @@ STATIC_TYPES = {".js": "text/javascript", ".css": "text/css", ".html": "text/htm
                 ".svg": "image/svg+xml"}
 
 
+def next_pause_s(pause_s: float, interval_s: float, changed: bool) -> float:
+    """The pause before the next refresh: halved (down to the interval) after a change,
+    doubled (up to ``MAX_BACKOFF`` intervals) after a refresh that changed nothing."""
+    if changed:
+        return max(interval_s, pause_s / 2)
+    return min(pause_s * 2, interval_s * MAX_BACKOFF)
+
+
 class Dashboard:
     """The latest snapshot of the cluster and the browsers waiting for the next one."""
 
@@ -143,8 +151,7 @@ class Dashboard:
                 self._woken.clear()
                 await self._woken.wait()
             changed = await self.refresh()
-            self.pause_s = (max(self.interval_s, self.pause_s / 2) if changed
-                            else min(self.pause_s * 2, self.interval_s * MAX_BACKOFF))
+            self.pause_s = next_pause_s(self.pause_s, self.interval_s, changed)
             self._woken.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._woken.wait(), self.pause_s)
