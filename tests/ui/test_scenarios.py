@@ -92,6 +92,17 @@ def test_scenario_replay_steps_forward_and_back(ui_url: str, tmp_path: Path) -> 
             for i in range(len(steps) - 2, len(steps) - 5, -1):
                 page.click("#sim-prev")
                 check(i)
+            # a URL per view: the replay, its mode and its step are in the address, and the
+            # address opens that very step in a fresh page
+            search = page.evaluate("location.search")
+            assert f"scenario={name}" in search and f"step={len(steps) - 3}" in search, search
+            again = browser.new_page(viewport={"width": 1400, "height": 1400})
+            again.on("pageerror", lambda exc: errors.append(str(exc)))
+            again.goto(ui_url + search)
+            again.wait_for_function(
+                "(([n, m, i]) => { const s = document.getElementById('sim-step').dataset;"
+                " return s.scenario === n && s.truncation === m && s.index === i; })",
+                arg=[name, mode.value, str(len(steps) - 4)])
             assert not errors, errors
         finally:
             browser.close()

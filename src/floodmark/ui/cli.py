@@ -23,7 +23,9 @@ def register(subparsers: Any) -> None:
                                           "--data-dir`): adds controller and process states")
     p.add_argument("--listen", default="127.0.0.1:8080",
                    help="HOST:PORT to serve on (port 0: any free port; default %(default)s)")
-    p.add_argument("--interval-ms", type=int, default=500, help="refresh period")
+    p.add_argument("--interval-ms", type=int, default=500,
+                   help="refresh period while the view changes; doubles while nothing "
+                        "changes, up to 8 times (default %(default)s)")
     p.set_defaults(func=cmd_ui)
 
 

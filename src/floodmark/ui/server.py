@@ -1,11 +1,23 @@
 """The dashboard's web server (aiohttp): a poller, the JSON API, server-sent events, the page.
 
-One task polls the cluster every ``interval_ms`` while anyone watches (``source.collect`` in a worker thread, so a
+One task polls the cluster while anyone watches (``source.collect`` in a worker thread, so a
 slow broker never blocks the event loop) and keeps the latest snapshot. Every browser holds one
-``GET /api/events`` stream and receives the whole snapshot each time it changes.
+``GET /api/events?topic=T&partition=P`` stream and receives the whole snapshot each time it
+changes.
+
+What the polling costs the brokers: only the partitions on somebody's screen (the union of the
+open streams' ``topic``/``partition``; a stream without them, or the JSON API, reads every
+partition) have their replicas asked; consumer groups and the leaders' high watermarks are
+read every ``SLOW_EVERY`` refreshes; and the pause between refreshes starts at ``interval_ms``
+and doubles while nothing changes, up to ``MAX_BACKOFF`` times it; each change halves it
+(down to ``interval_ms``), a new stream or another partition picked sets it back to
+``interval_ms`` at once. ``benchmarks/ui_polling.py``
+measures it.
 
 Routes: ``/`` (the page), ``/static/*``, ``GET /api/partitions``, ``/api/topics``,
 ``/api/cluster``, ``/api/groups``, ``/api/snapshot`` (all of them), ``/api/events`` (text/event-stream)
+``GET /api/messages?topic=T&partition=P[&offset=N|&timestamp_ms=TS][&limit=N][&key=TEXT]``
+(the message browser, ``ui.messages``),
 ``/api/scenarios`` and ``/api/scenarios/NAME?truncation=MODE`` (the simulator's reference
 scenarios, step by step, in the same partition shape) and, for a local cluster, ``POST /api/drill {"broker": ID, "action": "kill|pause|resume|start"}``.
 """
@@ -25,8 +37,12 @@ from typing import Any
 from aiohttp import web
 
 from floodmark.address import parse_host_port
+from floodmark.client.connection import RequestFailed
+from floodmark.client.fetch import FetchClient, FetchError
+from floodmark.errors import ErrorCode
+from floodmark.ui.messages import BadQuery, browse, parse_query
 from floodmark.ui.scenarios import scenario_list, scenario_steps
-from floodmark.ui.source import LocalClusterSource, Source, collect
+from floodmark.ui.source import LocalClusterSource, PartitionKey, Source, collect
 
 log = logging.getLogger("floodmark.ui")
 
@@ -34,9 +50,20 @@ DEFAULT_PORT = 8080  # --listen HOST alone
 KEEPALIVE_S = 15.0
 # Nobody watching (no event stream open, no API call for this long): stop polling the cluster.
 IDLE_AFTER_S = 30.0
+SLOW_EVERY = 4  # consumer groups and every leader's HW: once every this many refreshes
+MAX_BACKOFF = 8  # nothing changes: the pause doubles up to this many times interval_ms
+BROWSE_TIMEOUT_MS = 5000
 DRILL_HEADER = "X-Floodmark-Drill"
 STATIC_TYPES = {".js": "text/javascript", ".css": "text/css", ".html": "text/html",
                 ".svg": "image/svg+xml"}
+
+
+def next_pause_s(pause_s: float, interval_s: float, changed: bool) -> float:
+    """The pause before the next refresh: halved (down to the interval) after a change,
+    doubled (up to ``MAX_BACKOFF`` intervals) after a refresh that changed nothing."""
+    if changed:
+        return max(interval_s, pause_s / 2)
+    return min(pause_s * 2, interval_s * MAX_BACKOFF)
 
 
 class Dashboard:
@@ -45,35 +72,61 @@ class Dashboard:
     def __init__(self, source: Source, interval_ms: int = 500) -> None:
         self.source = source
         self.interval_s = interval_ms / 1000
+        self.pause_s = self.interval_s  # grows while nothing changes
         self.snapshot: dict[str, Any] | None = None
         self.version = 0
+        self.refreshes = 0
         self.changed = asyncio.Condition()
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="floodmark-ui")
         self._task: asyncio.Task[None] | None = None
         self.watchers = 0  # open event streams
+        self.focuses: list[frozenset[PartitionKey] | None] = []  # one per open stream
         self._last_request = 0.0
         self._woken = asyncio.Event()
+        self._reader: FetchClient | None = None
 
-    async def refresh(self) -> None:
+    def focus(self) -> frozenset[PartitionKey] | None:
+        """The partitions the open streams show (None: every partition)."""
+        if not self.focuses or any(f is None for f in self.focuses):
+            return None
+        return frozenset().union(*(f for f in self.focuses if f is not None))
+
+    def covers(self, focus: frozenset[PartitionKey] | None) -> bool:
+        """Does the latest snapshot hold the replicas of ``focus``?"""
+        if self.snapshot is None:
+            return False
+        held = self.snapshot.get("focus")
+        if held is None:
+            return True
+        return focus is not None and focus <= {(str(t), int(p)) for t, p in held}
+
+    async def refresh(self, full: bool = False) -> bool:
+        """Read the cluster; True when the snapshot changed (and was sent to the streams)."""
+        focus = None if full else self.focus()
+        slow = full or self.snapshot is None or self.refreshes % SLOW_EVERY == 0 or bool(
+            self.snapshot.get("error"))
+        self.refreshes += 1
         try:
             snap = await asyncio.get_running_loop().run_in_executor(
-                self._pool, collect, self.source, self._pool)
+                self._pool, collect, self.source, self._pool, focus,
+                None if slow else self.snapshot)
             snap["error"] = None
         except Exception as exc:  # the cluster is down or unreachable: say so on the page
             log.warning("refresh failed: %s", exc)
             snap = dict(self.snapshot or {"cluster": None, "topics": [], "partitions": [],
-                                          "groups": []})
+                                          "groups": [], "focus": None})
             snap["error"] = f"{type(exc).__name__}: {exc}"
         old = dict(self.snapshot or {})
         new = dict(snap)
         old.pop("time_ms", None)
         new.pop("time_ms", None)
         if old == new and self.snapshot is not None:
-            return
+            return False
         async with self.changed:
             self.snapshot = snap
             self.version += 1
             self.changed.notify_all()
+        return True
 
     def _idle(self) -> bool:
         loop = asyncio.get_running_loop()
@@ -81,6 +134,14 @@ class Dashboard:
 
     def touch(self) -> None:
         """Someone is looking: keep (or start again) polling the cluster."""
+        was_idle = self._idle()
+        self._last_request = asyncio.get_running_loop().time()
+        if was_idle:
+            self._woken.set()
+
+    def nudge(self) -> None:
+        """A new stream or another partition picked: refresh now, at the base interval."""
+        self.pause_s = self.interval_s
         self._last_request = asyncio.get_running_loop().time()
         self._woken.set()
 
@@ -89,8 +150,37 @@ class Dashboard:
             if self._idle():
                 self._woken.clear()
                 await self._woken.wait()
-            await self.refresh()
-            await asyncio.sleep(self.interval_s)
+            changed = await self.refresh()
+            self.pause_s = next_pause_s(self.pause_s, self.interval_s, changed)
+            self._woken.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._woken.wait(), self.pause_s)
+
+    def reader(self) -> FetchClient:
+        """The message browser's consumer client (one, shared; it serializes its requests)."""
+        if self._reader is None:
+            self._reader = FetchClient(self.source.bootstrap(), client_id="floodmark-ui",
+                                       request_timeout_ms=BROWSE_TIMEOUT_MS)
+        return self._reader
+
+    async def messages(self, params: dict[str, str]) -> tuple[int, dict[str, Any]]:
+        """``GET /api/messages``: (HTTP status, answer). A bad query or an unreadable partition
+        is one line in the answer and in the log, never a traceback."""
+        try:
+            query = parse_query(params)
+        except BadQuery as exc:
+            return 400, {"error": str(exc)}
+        try:
+            answer = await asyncio.get_running_loop().run_in_executor(
+                self._pool, lambda: browse(self.reader(), query))
+        except FetchError as exc:
+            log.warning("message browser: %s", exc)
+            status = 404 if exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else 502
+            return status, {"error": str(exc)}
+        except (RequestFailed, OSError, ValueError) as exc:
+            log.warning("message browser: %s-%s: %s", query.topic, query.partition, exc)
+            return 502, {"error": f"{type(exc).__name__}: {exc}"}
+        return 200, answer
 
     async def start(self, app: web.Application) -> None:
         self._task = asyncio.create_task(self._poll())
@@ -101,12 +191,16 @@ class Dashboard:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         self._pool.shutdown(wait=False, cancel_futures=True)
+        if self._reader is not None:
+            self._reader.close()
 
-    async def current(self) -> dict[str, Any]:
+    async def current(self, full: bool = False) -> dict[str, Any]:
+        """The latest snapshot, read now if it is stale (nobody watched) or, for ``full``,
+        if it holds only the partitions on screen."""
         stale = self._idle()
         self.touch()
-        if self.snapshot is None or stale:
-            await self.refresh()
+        if self.snapshot is None or stale or (full and not self.covers(None)):
+            await self.refresh(full=full)
         assert self.snapshot is not None
         return self.snapshot
 
@@ -145,19 +239,36 @@ def build_app(dashboard: Dashboard) -> web.Application:
                             headers={"Cache-Control": "no-cache"})
 
     def part(key: str) -> Any:
+        full = key in ("partitions", "")  # every partition's replicas, not only those on screen
+
         async def handler(request: web.Request) -> web.Response:
-            snap = await dashboard.current()
+            snap = await dashboard.current(full)
             return web.json_response(snap[key] if key else snap)
         return handler
+
+    async def messages(request: web.Request) -> web.Response:
+        status, answer = await dashboard.messages(dict(request.query))
+        return web.json_response(answer, status=status)
 
     async def events(request: web.Request) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream",
                                            "Cache-Control": "no-cache"})
-        await resp.prepare(request)
         version = -1
+        focus: frozenset[PartitionKey] | None = None
+        if "topic" in request.query:
+            try:
+                focus = frozenset({(request.query["topic"],
+                                    int(request.query.get("partition", "0")))})
+            except ValueError:
+                raise web.HTTPBadRequest(text="partition must be an integer") from None
+        await resp.prepare(request)
         dashboard.watchers += 1
+        dashboard.focuses.append(focus)
+        dashboard.nudge()
         try:
             await dashboard.current()
+            if not dashboard.covers(focus):
+                await dashboard.refresh()
             while True:
                 if dashboard.version > version and dashboard.snapshot is not None:
                     version = dashboard.version
@@ -169,6 +280,7 @@ def build_app(dashboard: Dashboard) -> web.Application:
             pass
         finally:
             dashboard.watchers -= 1
+            dashboard.focuses.remove(focus)
         return resp
 
     async def drill(request: web.Request) -> web.Response:
@@ -211,6 +323,7 @@ def build_app(dashboard: Dashboard) -> web.Application:
     app.router.add_get("/api/groups", part("groups"))
     app.router.add_get("/api/snapshot", part(""))
     app.router.add_get("/api/events", events)
+    app.router.add_get("/api/messages", messages)
     app.router.add_post("/api/drill", drill)
     return app
 

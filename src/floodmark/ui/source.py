@@ -59,12 +59,19 @@ class ClusterView:
 class Source(Protocol):
     def describe(self) -> ClusterView: ...
 
+    def bootstrap(self) -> str:
+        """The brokers' addresses, for the message browser's consumer reads."""
+        ...
+
 
 class BootstrapSource:
     """Any floodmark cluster, found through its bootstrap servers."""
 
     def __init__(self, bootstrap: str) -> None:
         self.addresses = [format_host_port(h, p) for h, p in parse_bootstrap(bootstrap)]
+
+    def bootstrap(self) -> str:
+        return ",".join(self.addresses)
 
     def _metadata(self) -> Any:
         last: Exception | None = None
@@ -123,6 +130,10 @@ class LocalClusterSource:
         self.cluster = LocalCluster(data_dir, die_with_supervisor=False)
         if not self.cluster.state_path.exists():
             raise FileNotFoundError(f"no cluster in {data_dir} (no {self.cluster.state_path})")
+
+    def bootstrap(self) -> str:
+        self.cluster.reload()
+        return self.cluster.bootstrap
 
     def describe(self) -> ClusterView:
         self.cluster.reload()
@@ -184,8 +195,34 @@ def _ask_broker(address: str, hosted: list[tuple[str, int, int]], led: list[Part
     return states, views
 
 
-def collect(source: Source, pool: ThreadPoolExecutor) -> dict[str, Any]:
-    """One refresh: ``{"time_ms", "cluster", "topics", "partitions", "groups"}``."""
+def _leader_high_watermarks(address: str, led: list[PartitionKey]) -> dict[PartitionKey, int]:
+    """Each partition's high watermark from its leader, in one ListOffsets (latest, as any
+    consumer asks it): the cheap read behind group lag and the topics table."""
+    by_topic: dict[str, list[int]] = {}
+    for topic, index in led:
+        by_topic.setdefault(topic, []).append(index)
+    try:
+        with KafkaConnection(address, timeout_s=BROKER_TIMEOUT_S) as conn:
+            resp = conn.request(2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+                {"name": t, "partitions": [{"partition_index": i, "current_leader_epoch": -1,
+                                            "timestamp": -1} for i in parts]}
+                for t, parts in by_topic.items()]})
+    except (OSError, RequestFailed):
+        return {}
+    return {(str(t.name), int(p.partition_index)): int(p.offset)
+            for t in resp.topics for p in t.partitions if int(p.error_code) == 0}
+
+
+def collect(source: Source, pool: ThreadPoolExecutor,
+            focus: frozenset[PartitionKey] | None = None,
+            previous: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One refresh: ``{"time_ms", "cluster", "topics", "partitions", "groups", "focus"}``.
+
+    ``focus``: the partitions somebody looks at; only their replicas are asked (``partitions``
+    then holds only them). None: every partition (the JSON API, a page's first load).
+    ``previous``: a snapshot whose groups and high watermarks (of the partitions not in focus)
+    are reused instead of asking the group coordinators and the leaders again (the poller
+    asks for those every few refreshes only)."""
     view = source.describe()
     alive = {b["id"]: b["address"] for b in view.brokers if b["alive"] and b["address"]}
     # A running broker the controller still fences (e.g. restarted, catching up) still answers
@@ -194,34 +231,55 @@ def collect(source: Source, pool: ThreadPoolExecutor) -> dict[str, Any]:
                  if b["address"] and (b["alive"] or b["state"] == "running")}
     hosted: dict[int, list[tuple[str, int, int]]] = {b: [] for b in reachable}
     led: dict[int, list[PartitionKey]] = {b: [] for b in reachable}
-    for (topic, index), reg in sorted(view.registrations.items()):
+    shown = {key: reg for key, reg in sorted(view.registrations.items())
+             if focus is None or key in focus}
+    for (topic, index), reg in shown.items():
         for r in reg.replicas:
             if r in hosted:
                 hosted[r].append((topic, index, max(reg.leader_epoch, 0)))
         if reg.leader in led:
             led[reg.leader].append((topic, index))
-    futures = {b: pool.submit(_ask_broker, reachable[b], hosted[b], led[b]) for b in reachable}
+    futures = {b: pool.submit(_ask_broker, reachable[b], hosted[b], led[b]) for b in reachable
+               if hosted[b] or led[b]}
     states: dict[int, dict[PartitionKey, dict[str, Any]]] = {}
     views: dict[int, dict[PartitionKey, dict[str, Any]]] = {}
     for b, fut in futures.items():
         states[b], views[b] = fut.result()
     partitions = [partition_row(key, reg, states, views.get(reg.leader, {}).get(key))
-                  for key, reg in sorted(view.registrations.items())]
+                  for key, reg in shown.items()]
     leads: dict[int, list[str]] = {}
     for (topic, index), reg in sorted(view.registrations.items()):
         leads.setdefault(reg.leader, []).append(f"{topic}-{index}")
     for b in view.brokers:
         b["leads"] = leads.get(b["id"], [])
-    high_watermarks = {(p["topic"], p["partition"]): next(
-        (r["high_watermark"] for r in p["replicas"] if r["broker"] == p["leader"]), None)
+    high_watermarks: dict[PartitionKey, int | None] = {
+        (p["topic"], p["partition"]): next(
+            (r["high_watermark"] for r in p["replicas"] if r["broker"] == p["leader"]), None)
         for p in partitions}
     leaders = {key: reg.leader for key, reg in view.registrations.items()}
+    if previous is None:
+        if focus is not None:  # the leaders' HWs of every partition, for the lag
+            all_led: dict[int, list[PartitionKey]] = {}
+            for key, reg in view.registrations.items():
+                if reg.leader in reachable and key not in shown:
+                    all_led.setdefault(reg.leader, []).append(key)
+            for answer in pool.map(lambda b: _leader_high_watermarks(reachable[b], all_led[b]),
+                                   list(all_led)):
+                high_watermarks.update(answer)
+        groups = read_groups(reachable, leaders, high_watermarks, pool)
+    else:
+        groups = list(previous.get("groups") or [])
+        for t in previous.get("topics") or []:
+            for row in t["partitions"]:
+                high_watermarks.setdefault((t["topic"], row["partition"]),
+                                           row.get("high_watermark"))
     return {"time_ms": int(time.time() * 1000),
             "cluster": {"mode": view.mode, "controller": view.controller,
                         "brokers": view.brokers},
-            "topics": topic_rows(view, alive),
+            "topics": topic_rows(view, alive, high_watermarks),
             "partitions": partitions,
-            "groups": read_groups(reachable, leaders, high_watermarks, pool)}
+            "groups": groups,
+            "focus": None if focus is None else [list(k) for k in sorted(focus)]}
 
 
 def partition_row(key: PartitionKey, reg: Registration,
@@ -260,15 +318,20 @@ def partition_row(key: PartitionKey, reg: Registration,
                                         if r["broker"] == reg.leader), None)}
 
 
-def topic_rows(view: ClusterView, alive: dict[int, str]) -> list[dict[str, Any]]:
-    """``GET /api/topics``: per topic, its partitions' leader, ISR, under-replicated, offline."""
+def topic_rows(view: ClusterView, alive: dict[int, str],
+               high_watermarks: dict[PartitionKey, int | None] | None = None
+               ) -> list[dict[str, Any]]:
+    """``GET /api/topics``: per topic, its partitions' leader, ISR, under-replicated, offline,
+    and the leader's high watermark where this refresh read it (None where it did not)."""
+    hws = high_watermarks or {}
     topics: dict[str, list[dict[str, Any]]] = {}
     for (topic, index), reg in sorted(view.registrations.items()):
         topics.setdefault(topic, []).append({
             "partition": index, "leader": reg.leader, "leader_epoch": reg.leader_epoch,
             "replicas": list(reg.replicas), "isr": list(reg.isr), "elr": list(reg.elr),
             "under_replicated": len(reg.isr) < len(reg.replicas),
-            "offline": reg.leader < 0 or reg.leader not in alive})
+            "offline": reg.leader < 0 or reg.leader not in alive,
+            "high_watermark": hws.get((topic, index))})
     return [{"topic": t, "internal": t in view.internal_topics, "partitions": parts,
              "under_replicated": sum(p["under_replicated"] for p in parts),
              "offline": sum(p["offline"] for p in parts)}

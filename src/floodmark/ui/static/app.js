@@ -37,19 +37,50 @@ function setData(node, key, value) {
 
 function keyOf(p) { return `${p.topic}-${p.partition}`; }
 
+// A URL per view: ?topic=T&partition=P (the partition drawn and browsed) and the message
+// browser's from=latest|offset|timestamp, offset=N, ts=MS, key=TEXT, format=text|json|hex,
+// limit=N. A link opens the same view.
 function readSelection() {
   const q = new URLSearchParams(location.search);
   if (q.has("topic")) return { topic: q.get("topic"), partition: Number(q.get("partition") || 0) };
   return null;
 }
 
-function select(topic, partition) {
+function writeUrl() {
+  const q = new URLSearchParams();
+  if (state.selected) {
+    q.set("topic", state.selected.topic);
+    q.set("partition", String(state.selected.partition));
+  }
+  const b = browserForm();
+  if (b.from !== "latest") q.set("from", b.from);
+  if (b.from === "offset" && b.offset !== "") q.set("offset", b.offset);
+  if (b.from === "timestamp" && b.ts !== null) q.set("ts", String(b.ts));
+  if (b.key) q.set("key", b.key);
+  if (b.format !== "text") q.set("format", b.format);
+  if (b.limit !== "50" && b.limit !== "") q.set("limit", b.limit);
+  if (sim.inUrl && sim.data) {  // the scenario replay, once the user picked or stepped it
+    q.set("scenario", sim.data.scenario);
+    q.set("truncation", sim.data.truncation);
+    q.set("step", String(sim.index + 1));
+  }
+  const search = q.toString();
+  history.replaceState(null, "", search ? `?${search}` : location.pathname);
+}
+
+function select(topic, partition, byUser = true) {
+  const same = state.selected && state.selected.topic === topic && state.selected.partition === partition;
   state.selected = { topic, partition };
-  const q = new URLSearchParams(location.search);
-  q.set("topic", topic);
-  q.set("partition", String(partition));
-  history.replaceState(null, "", `?${q}`);
-  if (state.snapshot) render(state.snapshot);
+  if (byUser && !same) {  // another partition: browse its newest records
+    document.getElementById("msg-from").value = "latest";
+    document.getElementById("msg-offset").value = "";
+  }
+  writeUrl();
+  if (!same) {
+    connect();  // the stream asks the brokers for the partition on screen only
+    loadMessages();
+  }
+  if (byUser && state.snapshot) render(state.snapshot);
 }
 
 // -- cluster ------------------------------------------------------------------------------------
@@ -134,7 +165,11 @@ async function drill(broker, action) {
 }
 
 // -- partition selector ---------------------------------------------------------------------------
-function renderSelect(partitions) {
+function renderSelect(topics) {
+  const partitions = [];
+  for (const t of [...topics.filter((x) => !x.internal), ...topics.filter((x) => x.internal)]) {
+    for (const p of t.partitions) partitions.push({ topic: t.topic, partition: p.partition });
+  }
   const sel = document.getElementById("partition-select");
   const keys = partitions.map(keyOf).join("|");
   if (sel.dataset.keys !== keys) {
@@ -150,6 +185,23 @@ function ordered(partitions) {
   const user = partitions.filter((p) => !p.topic.startsWith("__"));
   const internal = partitions.filter((p) => p.topic.startsWith("__"));
   return [...user, ...internal];
+}
+
+// The partition a page opens on when its URL names none: the first troubled one (offline or
+// under-replicated), else the first holding records, else the first; user topics before
+// internal ones.
+function defaultPartition(snap) {
+  const rows = [];
+  const topics = snap.topics || [];
+  for (const t of [...topics.filter((x) => !x.internal), ...topics.filter((x) => x.internal)]) {
+    for (const p of t.partitions) rows.push({ topic: t.topic, partition: p.partition, row: p });
+  }
+  const leo = new Map((snap.partitions || []).map((p) => [keyOf(p),
+    Math.max(-1, ...p.replicas.map((r) => r.log_end_offset ?? -1))]));
+  const size = (c) => Math.max(c.row.high_watermark ?? -1, leo.get(keyOf(c)) ?? -1);
+  const pick = rows.find((c) => c.row.offline || c.row.under_replicated)
+    || rows.find((c) => size(c) > 0) || rows[0];
+  return pick ? { topic: pick.topic, partition: pick.partition } : null;
 }
 
 // -- one partition, drawn like the reference documents ---------------------------------------------
@@ -407,12 +459,15 @@ function renderTopics(topics) {
       const tr = el("tr", { class: "topic-partition", "data-topic": t.topic, "data-partition": p.partition,
         "data-leader": p.leader, "data-leader-epoch": p.leader_epoch, "data-isr": p.isr.join(","),
         "data-replicas": p.replicas.join(","), "data-under-replicated": p.under_replicated,
-        "data-offline": p.offline });
+        "data-offline": p.offline, "data-high-watermark": p.high_watermark });
       const sel = state.selected;
       if (sel && sel.topic === t.topic && sel.partition === p.partition) tr.classList.add("selected");
       tr.append(el("td", {}, t.topic), el("td", {}, p.partition), el("td", {}, p.leader),
         el("td", {}, p.leader_epoch), el("td", {}, p.replicas.join(", ")),
-        el("td", {}, p.isr.join(", ")), el("td", { class: "state" }, health));
+        el("td", {}, p.isr.join(", ")),
+        el("td", { class: "hw", title: "the leader's high watermark, as last read" },
+          p.high_watermark ?? "?"),
+        el("td", { class: "state" }, health));
       tr.onclick = () => select(t.topic, p.partition);
       body.append(tr);
     }
@@ -457,6 +512,7 @@ function renderSim() {
   const data = sim.data;
   if (!data || !data.steps.length) return;
   sim.index = Math.max(0, Math.min(sim.index, data.steps.length - 1));
+  if (sim.inUrl) writeUrl();
   const step = data.steps[sim.index];
   const stepBox = document.getElementById("sim-step");
   stepBox.textContent = `step ${sim.index + 1} / ${data.steps.length}`;
@@ -480,7 +536,8 @@ async function loadScenario() {
   // a later choice may have been answered first: keep only the answer to what is selected now
   if (name !== document.getElementById("sim-scenario").value
       || mode !== document.getElementById("sim-truncation").value) return;
-  const keep = sim.data && sim.data.scenario === name ? sim.index : 0;  // same step, other mode
+  let keep = sim.data && sim.data.scenario === name ? sim.index : 0;  // same step, other mode
+  if (sim.startStep !== undefined) { keep = sim.startStep; delete sim.startStep; }
   sim.data = data;
   sim.index = keep;
   state.simKey = null;
@@ -499,13 +556,162 @@ async function initScenarios() {
   const modes = document.getElementById("sim-truncation");
   modes.replaceChildren(...list.truncation_modes.map((m) => el("option", { value: m }, m)));
   modes.value = list.default_truncation;
-  pick.onchange = modes.onchange = loadScenario;
-  const go = (f) => () => { if (sim.data) { sim.index = f(sim.index, sim.data.steps.length); renderSim(); } };
+  // ?scenario=NAME&truncation=MODE&step=N (1-based) opens that step of that replay
+  const q = new URLSearchParams(location.search);
+  if (list.scenarios.some((x) => x.name === q.get("scenario"))) {
+    pick.value = q.get("scenario");
+    if (list.truncation_modes.includes(q.get("truncation"))) modes.value = q.get("truncation");
+    sim.startStep = Math.max(0, Number(q.get("step") || 1) - 1) || 0;
+    sim.inUrl = true;
+  }
+  pick.onchange = modes.onchange = () => { sim.inUrl = true; loadScenario(); };
+  const go = (f) => () => {
+    if (sim.data) { sim.inUrl = true; sim.index = f(sim.index, sim.data.steps.length); renderSim(); }
+  };
   document.getElementById("sim-first").onclick = go(() => 0);
   document.getElementById("sim-prev").onclick = go((i) => i - 1);
   document.getElementById("sim-next").onclick = go((i) => i + 1);
   document.getElementById("sim-last").onclick = go((_i, n) => n - 1);
   await loadScenario();
+}
+
+// -- the message browser ------------------------------------------------------------------------
+const browser = { answer: null, seq: 0 };
+
+function browserForm() {
+  const time = document.getElementById("msg-time").value;
+  return {
+    from: document.getElementById("msg-from").value,
+    offset: document.getElementById("msg-offset").value.trim(),
+    ts: time ? new Date(time).getTime() : null,
+    key: document.getElementById("msg-key").value,
+    format: document.getElementById("msg-format").value,
+    limit: document.getElementById("msg-limit").value.trim(),
+  };
+}
+
+function localInput(ms) {  // a datetime-local value, in the browser's time zone
+  const d = new Date(ms - new Date(ms).getTimezoneOffset() * 60000);
+  return d.toISOString().slice(0, 19);
+}
+
+function initBrowser() {
+  const q = new URLSearchParams(location.search);
+  const from = q.get("from");
+  if (from === "offset" || from === "timestamp") document.getElementById("msg-from").value = from;
+  if (q.has("offset")) document.getElementById("msg-offset").value = q.get("offset");
+  if (q.has("ts") && !Number.isNaN(Number(q.get("ts")))) {
+    document.getElementById("msg-time").value = localInput(Number(q.get("ts")));
+  }
+  if (q.has("key")) document.getElementById("msg-key").value = q.get("key");
+  if (["text", "json", "hex"].includes(q.get("format"))) {
+    document.getElementById("msg-format").value = q.get("format");
+  }
+  if (q.has("limit")) document.getElementById("msg-limit").value = q.get("limit");
+  document.getElementById("msg-form").onsubmit = (event) => {
+    event.preventDefault();
+    writeUrl();
+    loadMessages();
+  };
+  document.getElementById("msg-format").onchange = () => { writeUrl(); renderMessages(); };
+  document.getElementById("msg-more").onclick = () => {
+    if (!browser.answer) return;
+    document.getElementById("msg-from").value = "offset";
+    document.getElementById("msg-offset").value = String(browser.answer.next_offset);
+    writeUrl();
+    loadMessages();
+  };
+}
+
+async function loadMessages() {
+  const sel = state.selected;
+  const status = document.getElementById("msg-status");
+  if (!sel) return;
+  const b = browserForm();
+  const q = new URLSearchParams({ topic: sel.topic, partition: String(sel.partition) });
+  if (b.from === "offset" && b.offset !== "") q.set("offset", b.offset);
+  if (b.from === "timestamp" && b.ts !== null && !Number.isNaN(b.ts)) q.set("timestamp_ms", String(b.ts));
+  if (b.limit) q.set("limit", b.limit);
+  if (b.key) q.set("key", b.key);
+  const seq = ++browser.seq;
+  status.textContent = `reading ${keyOf(sel)}…`;
+  delete status.dataset.error;
+  let answer;
+  try {
+    const resp = await fetch(`/api/messages?${q}`);
+    answer = await resp.json();
+  } catch (exc) {
+    answer = { error: String(exc) };
+  }
+  if (seq !== browser.seq) return;  // a later request was made: show its answer only
+  browser.answer = answer.error ? null : answer;
+  if (answer.error) {
+    status.dataset.error = "true";
+    status.textContent = `cannot read ${keyOf(sel)}: ${answer.error}`;
+    document.querySelector("#msg-table tbody").replaceChildren();
+    document.getElementById("msg-more").disabled = true;
+    return;
+  }
+  renderMessages();
+}
+
+function bytesOf(b64) {
+  if (b64 === null || b64 === undefined) return null;
+  const raw = atob(b64);
+  const out = new Uint8Array(raw.length);
+  for (let i = 0; i < raw.length; i++) out[i] = raw.charCodeAt(i);
+  return out;
+}
+
+function rendered(b64, format) {
+  const bytes = bytesOf(b64);
+  if (bytes === null) return null;
+  if (format === "hex") return Array.from(bytes, (x) => x.toString(16).padStart(2, "0")).join(" ");
+  const text = new TextDecoder("utf-8").decode(bytes);
+  if (format === "json") {
+    try { return JSON.stringify(JSON.parse(text), null, 2); } catch { return `(not JSON) ${text}`; }
+  }
+  return text;
+}
+
+function bytesCell(b64, format, cls) {
+  const text = rendered(b64, format);
+  return text === null ? el("td", { class: `bytes ${cls} null` }, "null")
+                       : el("td", { class: `bytes ${cls}` }, text);
+}
+
+function renderMessages() {
+  const a = browser.answer;
+  const body = document.querySelector("#msg-table tbody");
+  const status = document.getElementById("msg-status");
+  const format = document.getElementById("msg-format").value;
+  document.getElementById("msg-more").disabled = !a || a.next_offset >= a.high_watermark;
+  if (!a) return;
+  document.getElementById("msg-partition").textContent = `${a.topic}-${a.partition}`;
+  body.replaceChildren(...a.records.map((r) => {
+    const tr = el("tr", { class: "message", "data-offset": r.offset, "data-timestamp-ms": r.timestamp_ms,
+      "data-key": rendered(r.key, "text") ?? "", "data-value": rendered(r.value, "text") ?? "" });
+    const headers = r.headers.map(([k, v]) => `${k}: ${rendered(v, format) ?? "null"}`).join("\n");
+    tr.append(el("td", {}, r.offset), el("td", {}, new Date(r.timestamp_ms).toISOString()),
+      bytesCell(r.key, format, "key"), bytesCell(r.value, format, "value"),
+      el("td", { class: "bytes headers" }, headers));
+    return tr;
+  }));
+  Object.assign(status.dataset, { start: a.start_offset, next: a.next_offset,
+    hw: a.high_watermark, count: a.records.length, scanned: a.scanned,
+    complete: String(a.scan_complete), format });
+  const range = a.records.length
+    ? `offsets ${a.records[0].offset}–${a.records[a.records.length - 1].offset}` : "no records";
+  let text = `${range} shown; the log holds ${a.log_start_offset}–${a.high_watermark - 1}` +
+    ` (high watermark ${a.high_watermark})`;
+  if (a.key) {
+    text = `key contains "${a.key}": ${a.records.length} found in ${a.scanned} records read ` +
+      `from offset ${a.start_offset}. A bounded scan, not an index: at most ` +
+      `${a.scan_max_records} records per search` + (a.scan_complete
+        ? ", up to the high watermark."
+        : `; stopped before offset ${a.next_offset} ("next page" goes on).`);
+  }
+  status.textContent = text;
 }
 
 // -- the whole page ------------------------------------------------------------------------------------
@@ -514,21 +720,29 @@ function render(snap) {
   const err = document.getElementById("error");
   err.hidden = !snap.error;
   err.textContent = snap.error ? `cannot read the cluster: ${snap.error}` : "";
-  if (snap.time_ms) {
-    document.getElementById("updated").textContent =
-      `updated ${new Date(snap.time_ms).toLocaleTimeString()}`;
-  }
   renderCluster(snap.cluster);
   const partitions = ordered(snap.partitions || []);
-  if (!state.selected && partitions.length) {
-    state.selected = { topic: partitions[0].topic, partition: partitions[0].partition };
+  if (!state.selected) {
+    const first = defaultPartition(snap);
+    if (first) select(first.topic, first.partition, false);
   }
-  renderSelect(partitions);
+  renderSelect(snap.topics || []);
   const p = state.selected && partitions.find((q) =>
     q.topic === state.selected.topic && q.partition === state.selected.partition);
   const view = document.getElementById("partition-view");
   view.dataset.found = String(Boolean(p));
   if (p) renderPartition(p, (snap.cluster && snap.cluster.brokers) || []);
+  // "updated": when what is drawn last changed (the partition shown, else the cluster), not
+  // when the server last asked (it sends nothing while nothing changes).
+  const shownNow = JSON.stringify(p || null);
+  if (shownNow !== state.shownJson || !state.changedMs) {
+    state.shownJson = shownNow;
+    state.changedMs = snap.time_ms || Date.now();
+  }
+  const updated = document.getElementById("updated");
+  updated.dataset.changedMs = String(state.changedMs);
+  updated.textContent = `${p ? keyOf(p) : "cluster"} last changed ` +
+    new Date(state.changedMs).toLocaleTimeString();
   renderTopics(snap.topics || []);
   renderGroups(snap.groups || []);
   state.renders += 1;
@@ -538,7 +752,11 @@ function render(snap) {
 
 function connect() {
   const status = document.getElementById("conn-status");
-  const source = new EventSource("/api/events");
+  if (state.events) state.events.close();
+  const sel = state.selected;
+  const source = new EventSource(sel ? `/api/events?topic=${encodeURIComponent(sel.topic)}` +
+                                       `&partition=${sel.partition}` : "/api/events");
+  state.events = source;
   source.addEventListener("snapshot", (event) => render(JSON.parse(event.data)));
   source.onopen = () => { status.dataset.state = "live"; status.textContent = "live"; };
   source.onerror = () => { status.dataset.state = "stale"; status.textContent = "reconnecting…"; };
@@ -546,5 +764,7 @@ function connect() {
 
 window.floodmarkState = state;
 state.selected = readSelection();
+initBrowser();
 connect();
+if (state.selected) loadMessages();
 initScenarios();
