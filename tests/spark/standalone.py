@@ -132,6 +132,19 @@ class SparkStandalone:
         app_dir = Path(self.env["SPARK_WORKER_DIR"]) / app_id
         return len(list(app_dir.iterdir())) if app_dir.exists() else 0
 
+    def log_bytes(self) -> int:
+        """The size of every log the master, workers and executors wrote so far: a cluster at
+        work (starting executors, running tasks) keeps adding to it."""
+        total = 0
+        for d in (self.env["SPARK_LOG_DIR"], self.env["SPARK_WORKER_DIR"]):
+            for root, _dirs, files in os.walk(d):
+                for f in files:
+                    try:
+                        total += os.path.getsize(os.path.join(root, f))
+                    except OSError:
+                        continue
+        return total
+
     def stop(self) -> None:
         for cls, n in reversed(self.daemons):
             self._daemon("stop", cls, n)
