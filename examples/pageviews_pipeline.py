@@ -74,13 +74,15 @@ def produce(bootstrap: str, events: Iterable[dict[str, Any]], rate_per_s: float,
         raise TimeoutError("events still unacknowledged after 120 s")
 
 
-def spark_session() -> Any:
+def spark_session(master: str = "local[2]") -> Any:
+    """A SparkSession on `master`: `local[2]`, or a cluster such as `spark://host:7077` (its
+    executors must run an interpreter with floodmark installed: PYSPARK_PYTHON, docs/spark.md)."""
     import floodmark.spark
 
     floodmark.spark.prepare_environment()  # Spark's Python workers use this interpreter
     from pyspark.sql import SparkSession
 
-    spark = (SparkSession.builder.master("local[2]").appName("floodmark-pageviews")
+    spark = (SparkSession.builder.master(master).appName("floodmark-pageviews")
              .config("spark.sql.shuffle.partitions", "2")
              .config("spark.sql.session.timeZone", "UTC")
              .config("spark.sql.streaming.numRecentProgressUpdates", "1000")
@@ -127,9 +129,11 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=3000)
     ap.add_argument("--rate", type=float, default=200.0, help="page views per second")
     ap.add_argument("--out", default="pageviews-out")
+    ap.add_argument("--master", default="local[2]",
+                    help="Spark master: local[2] or a cluster's URL, e.g. spark://host:7077")
     args = ap.parse_args()
     create_topics(args.bootstrap)
-    spark = spark_session()
+    spark = spark_session(args.master)
     queries = start_pipeline(spark, args.bootstrap, args.out)
     failed: list[str] = []
     produce(args.bootstrap, page_views(args.events), args.rate,

@@ -9,89 +9,22 @@ the executors' interpreter, as Spark's docs say, and PySpark finds the format it
 from __future__ import annotations
 
 import json
-import os
-import socket
 import subprocess
 import sys
 import textwrap
-import time
-import urllib.request
-import uuid
 from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from spark_helpers import produce
+from standalone import SparkStandalone
 
 from floodmark.client.fetch import FetchClient
-from floodmark.ports import free_port
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow,
               pytest.mark.timeout(600)]
 
 SRC = Path(__file__).resolve().parents[2] / "src"
-
-
-def _wait(pred, timeout_s: float, what: str):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            v = pred()
-        except OSError:
-            v = None
-        if v:
-            return v
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-class SparkStandalone:
-    """A master and one worker as daemons of Spark's own ``spark-daemon.sh``; pid and log files
-    in this test's directory, under an ident string of its own (stopped by those pid files)."""
-
-    def __init__(self, workdir: Path) -> None:
-        import pyspark
-
-        self.home = Path(pyspark.__file__).parent
-        self.port, self.ui_port, self.worker_ui_port = free_port(), free_port(), free_port()
-        self.url = f"spark://127.0.0.1:{self.port}"
-        self.env = {**os.environ, "SPARK_HOME": str(self.home),
-                    "SPARK_LOG_DIR": str(workdir / "logs"), "SPARK_PID_DIR": str(workdir / "pids"),
-                    "SPARK_IDENT_STRING": f"floodmark-test-{uuid.uuid4().hex[:6]}",
-                    "SPARK_DAEMON_MEMORY": "256m", "SPARK_LOCAL_IP": "127.0.0.1",
-                    "SPARK_WORKER_DIR": str(workdir / "work")}
-        self.env.pop("PYSPARK_PYTHON", None)
-        self.env.pop("PYSPARK_DRIVER_PYTHON", None)
-        self.daemons: list[str] = []
-
-    def _daemon(self, action: str, cls: str, *args: str) -> None:
-        subprocess.run([str(self.home / "sbin" / "spark-daemon.sh"), action, cls, "1", *args],
-                       env=self.env, check=True, capture_output=True, timeout=60)
-
-    def start(self) -> SparkStandalone:
-        master = "org.apache.spark.deploy.master.Master"
-        self._daemon("start", master, "--host", "127.0.0.1", "--port", str(self.port),
-                     "--webui-port", str(self.ui_port))
-        self.daemons.append(master)
-        _wait(lambda: socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-              or True, 90, "the Spark master")
-        worker = "org.apache.spark.deploy.worker.Worker"
-        self._daemon("start", worker, "--host", "127.0.0.1", "--webui-port",
-                     str(self.worker_ui_port), "--cores", "2", "--memory", "1g", self.url)
-        self.daemons.append(worker)
-        _wait(lambda: self.master_state().get("aliveworkers", 0) >= 1, 90,
-              "the worker to register with the master")
-        return self
-
-    def master_state(self) -> dict[str, object]:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=5) as r:
-            return dict(json.load(r))
-
-    def stop(self) -> None:
-        for cls in reversed(self.daemons):
-            subprocess.run([str(self.home / "sbin" / "spark-daemon.sh"), "stop", cls, "1"],
-                           env=self.env, capture_output=True, timeout=60)
-        self.daemons.clear()
 
 
 JOB = """

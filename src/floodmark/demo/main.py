@@ -142,7 +142,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from floodmark.demo.pipeline import Stalled, run
 
     try:
-        return 0 if run(args.events, args.rate, args.keep, args.down_s, args.progress) else 1
+        return 0 if run(args.events, args.rate, args.keep, args.down_s, args.progress,
+                        args.spark_master) else 1
     except Stalled as exc:
         _say(f"demo FAILED: {exc}")
         return 1
@@ -159,6 +160,9 @@ def register(subparsers: Any) -> None:
     demo.add_argument("--rate", type=float, default=200.0, help="page views per second")
     demo.add_argument("--down-s", type=float, default=8.0,
                       help="seconds the killed leader stays down before it is restarted")
+    demo.add_argument("--spark-master", default="local[2]",
+                      help="where the Spark job runs: local[2], or a Spark cluster's master URL "
+                      "(spark://host:7077; its executors need floodmark: docs/spark.md)")
     demo.add_argument("--keep", action="store_true",
                       help="keep the cluster's data and logs, the Parquet output, "
                       "the checkpoints and each query's progress (JSON)")

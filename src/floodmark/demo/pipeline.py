@@ -178,7 +178,7 @@ def _led_by(cluster: LocalCluster, broker: int) -> str:
 
 
 def run(events: int, rate: float, keep: bool, down_s: float,
-        show_progress: bool | None = None) -> bool:
+        show_progress: bool | None = None, spark_master: str = "local[2]") -> bool:
     example = load_example()
     work = Path(tempfile.mkdtemp(prefix="floodmark-pipeline-"))
     cluster = LocalCluster(work / "cluster", brokers=3)
@@ -217,12 +217,13 @@ def run(events: int, rate: float, keep: bool, down_s: float,
             time.sleep(0.1)
         _say(f"[cluster] topics {example.EVENTS} (3 partitions) and {example.COUNTS} (1), RF=3, "
              f"min.insync.replicas=2; leaders {_leaders(cluster, example.EVENTS, 3)}")
-        _say("[spark] starting a local[2] SparkSession and the streaming job ...")
+        _say(f"[spark] starting a SparkSession on {spark_master} and the streaming job ...")
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only, like the cluster
-        spark = example.spark_session()
+        spark = example.spark_session(spark_master)
         queries = example.start_pipeline(spark, bootstrap, str(work / "out"))
         _say(f"[spark] queries started: {', '.join(q.name for q in queries.values())}; "
-             f"{spark.version}, {time.monotonic() - started:.0f} s since start")
+             f"{spark.version}, application {spark.sparkContext.applicationId}, "
+             f"{time.monotonic() - started:.0f} s since start")
         progress = _Progress(queries)
         producer = _Producer(example, bootstrap, events, rate, hold_at=int(events * 0.4))
         with Bars(show_progress) as bars:
