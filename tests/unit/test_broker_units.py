@@ -72,10 +72,14 @@ def test_partition_state_drives_the_core(tmp_path: Path) -> None:
     class Hooks:
         def __init__(self) -> None:
             self.woken: list[tuple[str, int]] = []
+            self.replica_woken: list[tuple[str, int]] = []
             self.done: list[tuple[int, ErrorCode, int]] = []
 
         def wake_fetches(self, key: tuple[str, int]) -> None:
             self.woken.append(key)
+
+        def wake_replica_fetches(self, key: tuple[str, int]) -> None:
+            self.replica_woken.append(key)
 
         def complete_produce(self, produce_id: int, error: ErrorCode, base_offset: int) -> None:
             self.done.append((produce_id, error, base_offset))
@@ -97,6 +101,7 @@ def test_partition_state_drives_the_core(tmp_path: Path) -> None:
     ps.apply(ps.core.on_leader_append(ps.log, 7, -1, info.first_offset, info.last_offset, 1,
                                       1000))
     assert hooks.woken == [("t", 0)] and ps.high_watermark == 2
+    assert hooks.replica_woken == [("t", 0)]  # the followers' parked fetches ask again
     assert hooks.done == [(7, ErrorCode.NONE, 0)]
     err, answer = ps.end_offset_for_epoch(3, 3)
     assert err == ErrorCode.NONE and (answer.epoch, answer.end_offset) == (3, 2)
