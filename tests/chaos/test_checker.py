@@ -107,6 +107,7 @@ def test_duplicates_are_classified_by_what_the_producer_was_told() -> None:
     assert result.counts["duplicated"] == 2
     by_value = {x["value"]: x for x in result.anomalies["duplicated"]}
     assert by_value["a"]["class"] == "acknowledged" and by_value["a"]["acknowledged"]
+    assert by_value["a"]["acknowledged_offset"] == 0
     assert by_value["b"]["class"] == "unacknowledged" and not by_value["b"]["acknowledged"]
     assert result.as_json()["duplicated_by_ack"] == {
         "acknowledged": 1, "unacknowledged": 1, "failed": 0}

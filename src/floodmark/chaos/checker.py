@@ -193,11 +193,15 @@ def check(events: Sequence[Event], replicas: Replicas | None = None,
     for key in sorted(read_at):
         for value, offsets in sorted(read_at[key].items()):
             if len(offsets) > 1:
-                kind = _duplicate_class(acked.get(value), value in failed)
+                ack = acked.get(value)
+                kind = _duplicate_class(ack, value in failed)
                 duplicates[kind] += 1
+                # the copy the one delivery report named (a client that re-sent the value under
+                # a bumped epoch is told the re-sent copy's offset, never the first's)
+                ack_offset = ack[1] if ack is not None else None
                 found.add("duplicated", {"key": key, "value": value, "offsets": sorted(offsets),
                                          "acknowledged": kind == "acknowledged",
-                                         "class": kind,
+                                         "acknowledged_offset": ack_offset, "class": kind,
                                          "lines": sorted({n for v in offsets.values() for n in v})})
     for value, (key, offset, line) in sorted(acked.items(), key=lambda kv: kv[1][2]):
         read_offsets = read_at.get(key, {}).get(value, {})
