@@ -84,6 +84,9 @@ class CheckResult:
     group: dict[str, Any] = field(default_factory=dict)  # group_checker.check_group's figures
     duplicates: dict[str, int] = field(default_factory=dict)
     """The ``duplicated`` values by what their producer was told (``DUPLICATE_CLASSES``)."""
+    duplicates_by_origin: dict[str, int] = field(default_factory=dict)
+    """The values held twice in the log by how their copies were written
+    (``floodmark.chaos.duplicates.ORIGINS``; filled by the run, which reads the replicas)."""
 
     def as_json(self) -> dict[str, Any]:
         out = {"valid": self.valid, "acknowledged": self.acknowledged,
@@ -96,6 +99,8 @@ class CheckResult:
             out["group"] = self.group
         if self.duplicates:
             out["duplicated_by_ack"] = self.duplicates
+        if self.duplicates_by_origin:
+            out["duplicated_by_origin"] = self.duplicates_by_origin
         return out
 
 
