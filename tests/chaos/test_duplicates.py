@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from floodmark.chaos.duplicates import Copy, explain, origin, record_copies
+from floodmark.chaos.duplicates import Copy, explain, explain_replicas, origin, record_copies
 from floodmark.records import Record, build_batch
 
 PID = 1000
@@ -69,3 +69,18 @@ def test_an_example_whose_offset_holds_another_value_is_unknown(tmp_path: Path) 
     examples: list[dict[str, Any]] = [{"key": "k", "value": "a", "offsets": [0, 1]}]
     explain(examples, {"k": record_copies(part)})
     assert examples[0]["origin"] == "unknown"
+
+
+def test_the_run_reads_the_fullest_replica(tmp_path: Path) -> None:
+    # broker 2 lost the second copy (it is behind); broker 1 holds both
+    for broker, batches in ((1, [batch(0, ["a"], epoch=0), batch(1, ["a"], epoch=1)]),
+                            (2, [batch(0, ["a"], epoch=0)])):
+        part = tmp_path / f"broker-{broker}" / "chaos-b-1"
+        part.mkdir(parents=True)
+        (part / "00000000000000000000.log").write_bytes(b"".join(batches))
+    replicas = {"chaos-b-1": {1: {0: "a", 1: "a"}, 2: {0: "a"}}}
+    examples: list[dict[str, Any]] = [{"key": "chaos-b-1", "value": "a", "offsets": [0, 1]}]
+    counts = explain_replicas(examples, replicas,
+                              lambda b, topic, p: tmp_path / f"broker-{b}" / f"{topic}-{p}")
+    assert counts["resent_new_epoch"] == 1
+    assert examples[0]["origin"] == "resent_new_epoch"

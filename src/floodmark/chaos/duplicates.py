@@ -22,7 +22,7 @@ are:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -106,3 +106,18 @@ def explain(duplicated: list[dict[str, Any]],
         example["origin"] = origin(stamps)
         example["copies"] = [None if s is None else s.as_json() for s in stamps]
     return counts
+
+
+def explain_replicas(duplicated: list[dict[str, Any]],
+                     replicas: Mapping[str, Mapping[int, Mapping[int, Any]]],
+                     partition_dir: Callable[[int, str, int], str | Path]) -> dict[str, int]:
+    """:func:`explain` over each key's fullest replica (``replicas``: key -> broker -> offset ->
+    value, as the run read them; ``partition_dir(broker, topic, partition)``: its directory)."""
+    logs: dict[str, dict[int, tuple[str, Copy]]] = {}
+    for key, brokers in replicas.items():
+        if not brokers:
+            continue
+        fullest = max(brokers, key=lambda b: len(brokers[b]))
+        topic, _, index = key.rpartition("-")
+        logs[key] = record_copies(partition_dir(fullest, topic, int(index)))
+    return explain(duplicated, logs)

@@ -52,7 +52,7 @@ from floodmark.chaos.checker import (
     check,
     check_txn,
 )
-from floodmark.chaos.duplicates import Copy, explain, record_copies
+from floodmark.chaos.duplicates import explain_replicas
 from floodmark.chaos.group_checker import GROUP_FINAL_PROCESS, check_group
 from floodmark.chaos.history import merge, read_events, value_id
 from floodmark.chaos.nemesis import OFFSETS_KEY, TXN_STATE_KEY, Nemesis, Observer
@@ -465,13 +465,8 @@ def _workload_and_faults(config: ChaosConfig, schedule: list[Any], lab: Lab, clu
         verdict = (check_txn if txn else check)(events, replicas, in_sync)
     if verdict.counts.get("duplicated"):
         # how each copy was written (producer id, epoch, sequence), from the fullest replica
-        fullest = {key: max(brokers, key=lambda b: len(brokers[b]))
-                   for key, brokers in replicas.items() if brokers}
-        logs: dict[str, dict[int, tuple[str, Copy]]] = {}
-        for key, broker in fullest.items():
-            topic, _, index = key.rpartition("-")
-            logs[key] = record_copies(cluster.partition_dir(broker, topic, int(index)))
-        verdict.duplicates_by_origin = explain(verdict.anomalies["duplicated"], logs)
+        verdict.duplicates_by_origin = explain_replicas(
+            verdict.anomalies["duplicated"], replicas, cluster.partition_dir)
     result: dict[str, Any] = {
         **verdict.as_json(), "faults": faults, "seed": config.seed,
         "recovered": recovered,
