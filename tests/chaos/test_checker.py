@@ -99,6 +99,27 @@ def test_duplicate_in_the_log() -> None:
     assert [x["value"] for x in result.anomalies["duplicated"]] == ["a"]
 
 
+def test_duplicates_are_classified_by_what_the_producer_was_told() -> None:
+    # "a" acknowledged at 0 and written again at 2; "b" timed out (indefinite) and written twice
+    h = [*send("p", "a", offset=0), *send("p", "b", type_="info"),
+         *final((0, "a"), (1, "b"), (2, "a"), (3, "b"))]
+    result = check(h)
+    assert result.counts["duplicated"] == 2
+    by_value = {x["value"]: x for x in result.anomalies["duplicated"]}
+    assert by_value["a"]["class"] == "acknowledged" and by_value["a"]["acknowledged"]
+    assert by_value["a"]["acknowledged_offset"] == 0
+    assert by_value["b"]["class"] == "unacknowledged" and not by_value["b"]["acknowledged"]
+    assert result.as_json()["duplicated_by_ack"] == {
+        "acknowledged": 1, "unacknowledged": 1, "failed": 0}
+    assert not result.valid  # a duplicate stays an anomaly, whoever wrote it twice
+
+
+def test_no_duplicates_reports_zero_in_every_class() -> None:
+    result = check([*send("p", "a", offset=0), *final((0, "a"))])
+    assert result.as_json()["duplicated_by_ack"] == {
+        "acknowledged": 0, "unacknowledged": 0, "failed": 0}
+
+
 def test_aborted_read() -> None:
     h = [*send("p", "a", type_="fail"), *final((0, "a"))]
     assert check(h).counts["aborted_read"] == 1

@@ -46,6 +46,13 @@ ANOMALIES = ("lost", "duplicated", "inconsistent_offsets", "nonmonotonic", "abor
              "poll_skip", "unseen", "read_beyond_hw", "replicas_diverged")
 # The transactional workload's own (``check_txn``), beside the ones above.
 TXN_ANOMALIES = ("lost_commit", "torn_transaction", "stuck_lso")
+# What the producer of a ``duplicated`` value was told: ``acknowledged`` (its one delivery
+# report named one of the offsets), ``unacknowledged`` (no delivery report, or an indefinite
+# error such as _MSG_TIMED_OUT: an attempt the client gave up on may still have been written,
+# and a client that bumps its producer epoch and re-sends retried records under it writes them
+# again, an at-least-once effect of the client), ``failed`` (refused before it was sent: a
+# second copy of that is never a client's doing).
+DUPLICATE_CLASSES = ("acknowledged", "unacknowledged", "failed")
 MAX_EXAMPLES = 200
 FINAL_PROCESS = "final"
 FINAL_COMMITTED_PROCESS = "final-rc"
@@ -75,6 +82,11 @@ class CheckResult:
     final: dict[str, Any] = field(default_factory=dict)
     transactions: dict[str, Any] = field(default_factory=dict)  # check_txn's figures
     group: dict[str, Any] = field(default_factory=dict)  # group_checker.check_group's figures
+    duplicates: dict[str, int] = field(default_factory=dict)
+    """The ``duplicated`` values by what their producer was told (``DUPLICATE_CLASSES``)."""
+    duplicates_by_origin: dict[str, int] = field(default_factory=dict)
+    """The values held twice in the log by how their copies were written
+    (``floodmark.chaos.duplicates.ORIGINS``; filled by the run, which reads the replicas)."""
 
     def as_json(self) -> dict[str, Any]:
         out = {"valid": self.valid, "acknowledged": self.acknowledged,
@@ -85,6 +97,10 @@ class CheckResult:
             out["transactions"] = self.transactions
         if self.group:
             out["group"] = self.group
+        if self.duplicates:
+            out["duplicated_by_ack"] = self.duplicates
+        if self.duplicates_by_origin:
+            out["duplicated_by_origin"] = self.duplicates_by_origin
         return out
 
 
@@ -178,10 +194,19 @@ def check(events: Sequence[Event], replicas: Replicas | None = None,
                     "kind": "values-at-offset", "key": key, "offset": offset,
                     "values": sorted(values),
                     "lines": sorted({n for lines in values.values() for n in lines})})
+    duplicates = dict.fromkeys(DUPLICATE_CLASSES, 0)
     for key in sorted(read_at):
         for value, offsets in sorted(read_at[key].items()):
             if len(offsets) > 1:
+                ack = acked.get(value)
+                kind = _duplicate_class(ack, value in failed)
+                duplicates[kind] += 1
+                # the copy the one delivery report named (a client that re-sent the value under
+                # a bumped epoch is told the re-sent copy's offset, never the first's)
+                ack_offset = ack[1] if ack is not None else None
                 found.add("duplicated", {"key": key, "value": value, "offsets": sorted(offsets),
+                                         "acknowledged": kind == "acknowledged",
+                                         "acknowledged_offset": ack_offset, "class": kind,
                                          "lines": sorted({n for v in offsets.values() for n in v})})
     for value, (key, offset, line) in sorted(acked.items(), key=lambda kv: kv[1][2]):
         read_offsets = read_at.get(key, {}).get(value, {})
@@ -315,7 +340,15 @@ def check(events: Sequence[Event], replicas: Replicas | None = None,
     return CheckResult(
         valid=valid, acknowledged=len(acked), attempted=len(invoke_line),
         read=sum(len(v) for v in read_at.values()), anomalies=found.lists, counts=found.counts,
-        final={"complete": final_complete, "high_watermarks": dict(sorted(final_hw.items()))})
+        final={"complete": final_complete, "high_watermarks": dict(sorted(final_hw.items()))},
+        duplicates=duplicates)
+
+
+def _duplicate_class(ack: tuple[str, int | None, int] | None, definitely_failed: bool) -> str:
+    """Which of ``DUPLICATE_CLASSES`` a value read at two offsets belongs to."""
+    if ack is not None:
+        return "acknowledged"
+    return "failed" if definitely_failed else "unacknowledged"
 
 
 
@@ -559,4 +592,4 @@ def check_txn(events: Sequence[Event], replicas: Replicas | None = None,
     return CheckResult(
         valid=not any(found.counts.values()), acknowledged=base.acknowledged,
         attempted=base.attempted, read=base.read, anomalies=found.lists, counts=found.counts,
-        final=final, transactions=stats)
+        final=final, transactions=stats, duplicates=base.duplicates)

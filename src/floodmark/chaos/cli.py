@@ -191,6 +191,14 @@ def cmd_run(args: argparse.Namespace) -> int:
                   f"re-deliveries from the last committed offset; commits {commits['ok']} ok, "
                   f"{commits['fail']} refused, {commits['info']} unknown")
         print("anomalies: " + (", ".join(f"{k} {v}" for k, v in counts.items()) or "none"))
+        by_ack = result.get("duplicated_by_ack")
+        if counts.get("duplicated") and by_ack:
+            print("duplicated values, by what their producer was told: "
+                  + ", ".join(f"{k} {v}" for k, v in by_ack.items()))
+        by_origin = result.get("duplicated_by_origin")
+        if counts.get("duplicated") and by_origin:
+            print("duplicated values, by how the copies were written: "
+                  + ", ".join(f"{k} {v}" for k, v in by_origin.items() if v))
         if result.get("longest_ack_gap_s") is not None:
             print(f"longest gap between acknowledgements: {result['longest_ack_gap_s']:.2f} s")
         if result.get("report"):

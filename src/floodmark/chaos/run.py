@@ -52,6 +52,7 @@ from floodmark.chaos.checker import (
     check,
     check_txn,
 )
+from floodmark.chaos.duplicates import explain_replicas
 from floodmark.chaos.group_checker import GROUP_FINAL_PROCESS, check_group
 from floodmark.chaos.history import merge, read_events, value_id
 from floodmark.chaos.nemesis import OFFSETS_KEY, TXN_STATE_KEY, Nemesis, Observer
@@ -462,6 +463,10 @@ def _workload_and_faults(config: ChaosConfig, schedule: list[Any], lab: Lab, clu
         verdict = check_group(events, replicas, in_sync, group=GROUP)
     else:
         verdict = (check_txn if txn else check)(events, replicas, in_sync)
+    if verdict.counts.get("duplicated"):
+        # how each copy was written (producer id, epoch, sequence), from the fullest replica
+        verdict.duplicates_by_origin = explain_replicas(
+            verdict.anomalies["duplicated"], replicas, cluster.partition_dir)
     result: dict[str, Any] = {
         **verdict.as_json(), "faults": faults, "seed": config.seed,
         "recovered": recovered,
