@@ -11,7 +11,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from floodmark.chaos.duplicates import Copy, explain, explain_replicas, origin, record_copies
+from floodmark.chaos.checker import CheckResult
+from floodmark.chaos.duplicates import (
+    Copy,
+    client_resent_only,
+    explain,
+    explain_replicas,
+    origin,
+    record_copies,
+)
 from floodmark.records import Record, build_batch
 
 PID = 1000
@@ -84,3 +92,27 @@ def test_the_run_reads_the_fullest_replica(tmp_path: Path) -> None:
                               lambda b, topic, p: tmp_path / f"broker-{b}" / f"{topic}-{p}")
     assert counts["resent_new_epoch"] == 1
     assert examples[0]["origin"] == "resent_new_epoch"
+
+
+def _verdict(origins: dict[str, int], example_origins: list[str],
+             other: dict[str, int] | None = None) -> CheckResult:
+    counts = {"duplicated": sum(origins.values()), "lost": 0, **(other or {})}
+    return CheckResult(valid=False, acknowledged=10, attempted=10, read=10,
+                       anomalies={"duplicated": [{"origin": o} for o in example_origins]},
+                       counts=counts, duplicates_by_origin=dict(origins))
+
+
+def test_only_client_resends_keep_the_run_valid_and_say_so() -> None:
+    v = _verdict({"resent_new_epoch": 3}, ["resent_new_epoch"] * 3)
+    client_resent_only(v)
+    assert v.valid and v.duplicates_client_resent
+    assert v.as_json()["duplicates_client_resent"] is True
+    # a retry appended twice in one epoch is the broker's: invalid
+    v = _verdict({"resent_new_epoch": 2, "same_sequence_twice": 1},
+                 ["resent_new_epoch", "same_sequence_twice"])
+    client_resent_only(v)
+    assert not v.valid and not v.duplicates_client_resent
+    # another anomaly keeps it invalid
+    v = _verdict({"resent_new_epoch": 1}, ["resent_new_epoch"], {"lost": 1})
+    client_resent_only(v)
+    assert not v.valid and v.duplicates_client_resent

@@ -87,6 +87,10 @@ class CheckResult:
     duplicates_by_origin: dict[str, int] = field(default_factory=dict)
     """The values held twice in the log by how their copies were written
     (``floodmark.chaos.duplicates.ORIGINS``; filled by the run, which reads the replicas)."""
+    duplicates_client_resent: bool = False
+    """Every duplicate was its client's resend under a new producer epoch
+    (``floodmark.chaos.duplicates.client_resent_only``): reported, not counted against
+    ``valid``."""
 
     def as_json(self) -> dict[str, Any]:
         out = {"valid": self.valid, "acknowledged": self.acknowledged,
@@ -101,6 +105,7 @@ class CheckResult:
             out["duplicated_by_ack"] = self.duplicates
         if self.duplicates_by_origin:
             out["duplicated_by_origin"] = self.duplicates_by_origin
+            out["duplicates_client_resent"] = self.duplicates_client_resent
         return out
 
 

@@ -27,6 +27,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from floodmark.chaos.checker import CheckResult
+
 ORIGINS = ("resent_new_epoch", "resent_new_producer", "same_sequence_twice",
            "two_sequences_one_epoch", "not_idempotent", "unknown")
 
@@ -121,3 +123,21 @@ def explain_replicas(duplicated: list[dict[str, Any]],
         topic, _, index = key.rpartition("-")
         logs[key] = record_copies(partition_dir(fullest, topic, int(index)))
     return explain(duplicated, logs)
+
+
+def client_resent_only(verdict: CheckResult) -> None:
+    """When every value held twice was written again by its client under a new producer epoch
+    (``resent_new_epoch``: librdkafka timed out a batch the broker had appended, bumped its
+    epoch and renumbered the batch's other records from sequence 0, KIP-360; Kafka's broker
+    cannot tell such a resend from new records either), the duplicates are the client's
+    at-least-once and not a broker fault: the run stays valid if nothing else is wrong, and
+    says so with ``duplicates_client_resent``. Any other origin (a retry appended twice in one
+    epoch, above all) keeps the run invalid."""
+    origins = verdict.duplicates_by_origin
+    client = origins.get("resent_new_epoch", 0)
+    if client == 0 or any(n for o, n in origins.items() if o != "resent_new_epoch"):
+        return
+    if any(e.get("origin") != "resent_new_epoch" for e in verdict.anomalies["duplicated"]):
+        return
+    verdict.duplicates_client_resent = True
+    verdict.valid = not any(n for name, n in verdict.counts.items() if name != "duplicated")

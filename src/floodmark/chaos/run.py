@@ -52,7 +52,7 @@ from floodmark.chaos.checker import (
     check,
     check_txn,
 )
-from floodmark.chaos.duplicates import explain_replicas
+from floodmark.chaos.duplicates import client_resent_only, explain_replicas
 from floodmark.chaos.group_checker import GROUP_FINAL_PROCESS, check_group
 from floodmark.chaos.history import merge, read_events, value_id
 from floodmark.chaos.nemesis import OFFSETS_KEY, TXN_STATE_KEY, Nemesis, Observer
@@ -467,6 +467,7 @@ def _workload_and_faults(config: ChaosConfig, schedule: list[Any], lab: Lab, clu
         # how each copy was written (producer id, epoch, sequence), from the fullest replica
         verdict.duplicates_by_origin = explain_replicas(
             verdict.anomalies["duplicated"], replicas, cluster.partition_dir)
+        client_resent_only(verdict)
     result: dict[str, Any] = {
         **verdict.as_json(), "faults": faults, "seed": config.seed,
         "recovered": recovered,
