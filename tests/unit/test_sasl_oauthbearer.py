@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 
 import pytest
 from tests.jwt_keys import SigningKey, claims, client_first, jwks, unsecured
@@ -41,23 +42,27 @@ def test_signed_tokens_are_accepted_and_name_their_subject() -> None:
         assert valid.expires_at_ms > now_ms()
 
 
-@pytest.mark.parametrize("token, why", [
-    (OTHER.token(claims("alice")), "signature does not verify"),
-    (RSA.token(claims("alice"), kid="nope"), "no key 'nope'"),
-    (RSA.token(claims("alice"), kid=None), "names no key"),
-    (RSA.token(claims("alice", lifetime_s=-120)), "expired"),
-    (RSA.token({"sub": "alice"}), "'exp' is missing"),
-    (RSA.token(claims("alice", nbf=time.time() + 600)), "'nbf' is in the future"),
-    (RSA.token(claims("")), "no subject claim"),
-    (RSA.token(claims("alice"), alg="HS256"), "not accepted"),
-    (RSA.token(claims("alice"), alg="ES256"), "not an EC key"),
-    (unsecured(claims("alice")), "unsecured tokens"),
-    ("a.b", "not a JWT"),
-    ("!!.e30.", "not base64url"),
-])
-def test_bad_tokens_are_refused_with_a_reason(token: str, why: str) -> None:
+# Tokens are made when each test runs (collection can precede a run by many minutes).
+BAD_TOKENS: list[tuple[Callable[[], str], str]] = [
+    (lambda: OTHER.token(claims("alice")), "signature does not verify"),
+    (lambda: RSA.token(claims("alice"), kid="nope"), "no key 'nope'"),
+    (lambda: RSA.token(claims("alice"), kid=None), "names no key"),
+    (lambda: RSA.token(claims("alice", lifetime_s=-120)), "expired"),
+    (lambda: RSA.token({"sub": "alice"}), "'exp' is missing"),
+    (lambda: RSA.token(claims("alice", nbf=time.time() + 600)), "'nbf' is in the future"),
+    (lambda: RSA.token(claims("")), "no subject claim"),
+    (lambda: RSA.token(claims("alice"), alg="HS256"), "not accepted"),
+    (lambda: RSA.token(claims("alice"), alg="ES256"), "not an EC key"),
+    (lambda: unsecured(claims("alice")), "unsecured tokens"),
+    (lambda: "a.b", "not a JWT"),
+    (lambda: "!!.e30.", "not base64url"),
+]
+
+
+@pytest.mark.parametrize("make, why", BAD_TOKENS, ids=[w for _m, w in BAD_TOKENS])
+def test_bad_tokens_are_refused_with_a_reason(make: Callable[[], str], why: str) -> None:
     with pytest.raises(InvalidToken, match=why):
-        validate_token(token, KEYS, OAuthSettings(), now_ms())
+        validate_token(make(), KEYS, OAuthSettings(), now_ms())
 
 
 def test_audience_issuer_skew_and_unsecured_setting() -> None:

@@ -371,8 +371,12 @@ def _leader_hints(broker: HandlerContext, plan: FetchPlan, topics: FetchTopics,
         for p in parts:
             if p.error_code in _LEADER_HINT_ERRORS and p.partition_index < len(meta.partitions):
                 pmeta = meta.partitions[p.partition_index]
-                # Never this broker: it answers so when it stepped down (replication.lease).
-                if pmeta.leader >= 0 and pmeta.leader != broker.node_id:
+                # A NOT_LEADER_OR_FOLLOWER from the broker the metadata names as leader: it
+                # stepped down (replication.lease), so it does not name itself. A fenced
+                # epoch at the leader names it with its current epoch (KIP-951).
+                stepped_down = (p.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+                                and pmeta.leader == broker.node_id)
+                if pmeta.leader >= 0 and not stepped_down:
                     p.current_leader = (pmeta.leader, pmeta.leader_epoch)
                     leaders.add(pmeta.leader)
     return [NodeEndpoint(b["node_id"], b["host"], b["port"], b["rack"])
