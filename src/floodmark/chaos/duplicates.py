@@ -51,21 +51,14 @@ def record_copies(partition_dir: str | Path) -> dict[int, tuple[str, Copy]]:
     """offset -> (value id, stamp) for every data record in a partition directory's segments
     (read-only; transaction markers skipped)."""
     from floodmark.chaos.history import value_id
-    from floodmark.records import decode_batch, iter_batches
+    from floodmark.chaos.nodes import iter_data_records
 
     out: dict[int, tuple[str, Copy]] = {}
-    for seg in sorted(Path(partition_dir).glob("*.log")):
-        data = seg.read_bytes()
-        for pos, h in iter_batches(data, validate=False):
-            if h.is_control:
-                continue
-            _header, records = decode_batch(memoryview(data)[pos:], validate=False)
-            for r in records:
-                delta = r.offset - h.base_offset
-                sequence = h.base_sequence + delta if h.base_sequence >= 0 else -1
-                out[r.offset] = (value_id(r.value), Copy(
-                    r.offset, h.producer_id, h.producer_epoch, sequence,
-                    h.partition_leader_epoch))
+    for h, r in iter_data_records(partition_dir):
+        delta = r.offset - h.base_offset
+        sequence = h.base_sequence + delta if h.base_sequence >= 0 else -1
+        out[r.offset] = (value_id(r.value), Copy(
+            r.offset, h.producer_id, h.producer_epoch, sequence, h.partition_leader_epoch))
     return out
 
 

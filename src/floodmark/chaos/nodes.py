@@ -10,14 +10,18 @@ from __future__ import annotations
 
 import signal
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from floodmark.chaos.netns import Lab
 from floodmark.cluster import CONTROLLER_ID, LocalCluster
 from floodmark.cluster.diff import read_partition_values
 from floodmark.cluster.waiting import LIMIT_S
 from floodmark.controller import rpc
+
+if TYPE_CHECKING:
+    from floodmark.records import BatchHeader, Record
 
 __all__ = [
     "BROKER_PORT",
@@ -153,13 +157,11 @@ class LabCluster(LocalCluster):
         self.kill(node_id, sig)
 
 
-def read_partition_data(partition_dir: str | Path) -> dict[int, bytes | None]:
-    """offset -> value of every data record in a partition directory's segment files
-    (read-only): ``read_partition_values`` without control batches (transaction markers), which
-    no consumer is given."""
+def iter_data_records(partition_dir: str | Path) -> Iterator[tuple[BatchHeader, Record]]:
+    """(batch header, record) of every data record in a partition directory's segment files,
+    in file order (read-only; control batches, the transaction markers, skipped)."""
     from floodmark.records import decode_batch, iter_batches
 
-    values: dict[int, bytes | None] = {}
     for seg in sorted(Path(partition_dir).glob("*.log")):
         data = seg.read_bytes()
         for pos, header in iter_batches(data, validate=False):
@@ -167,5 +169,11 @@ def read_partition_data(partition_dir: str | Path) -> dict[int, bytes | None]:
                 continue
             _header, records = decode_batch(memoryview(data)[pos:], validate=False)
             for r in records:
-                values[r.offset] = r.value
-    return values
+                yield header, r
+
+
+def read_partition_data(partition_dir: str | Path) -> dict[int, bytes | None]:
+    """offset -> value of every data record in a partition directory's segment files
+    (read-only): ``read_partition_values`` without control batches (transaction markers), which
+    no consumer is given."""
+    return {r.offset: r.value for _header, r in iter_data_records(partition_dir)}
