@@ -15,7 +15,9 @@ from floodmark.client import KafkaConnection
 from floodmark.client.connection import encode_request
 from floodmark.records import ATTRIBUTES_POS, CRC_POS, crc32c_of, simple_batch
 
-pytestmark = pytest.mark.integration
+# serial: a fixture checks that a background client kept being served (a count of its
+# requests while the test ran), which other workers starving the CPU would bend
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 TOPIC = "bad-input"
 
