@@ -11,13 +11,15 @@ the ui's ``--listen``, ``--metrics-listen``, ``--controller``, bootstrap lists).
 
 from __future__ import annotations
 
+from floodmark.errors import FloodmarkError
+
 LOOPBACK = "127.0.0.1"
 MAX_PORT = 65535
 
 Address = tuple[str, int]
 
 
-class BadAddress(ValueError):
+class BadAddress(FloodmarkError, ValueError):
     """An address that is not HOST:PORT (its message is one line and names the value)."""
 
 

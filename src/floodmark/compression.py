@@ -18,6 +18,8 @@ import struct
 
 import cramjam
 
+from floodmark.errors import FloodmarkError
+
 
 class Compression(enum.IntEnum):
     """Kafka's compression codec ids (record batch attributes, bits 0-2)."""
@@ -41,7 +43,7 @@ class Compression(enum.IntEnum):
             raise ValueError(f"unknown compression type {name!r}") from None
 
 
-class CompressionError(ValueError):
+class CompressionError(FloodmarkError, ValueError):
     """Compressed data could not be decoded."""
 
 

@@ -1,4 +1,5 @@
-"""Kafka protocol error codes (the numbers clients see on the wire).
+"""Kafka protocol error codes (the numbers clients see on the wire), and the base classes of
+floodmark's exceptions.
 
 Only codes floodmark produces or reacts to are listed; the values are Kafka's.
 """
@@ -114,7 +115,17 @@ class ErrorCode(enum.IntEnum):
     INVALID_REGULAR_EXPRESSION = 128
 
 
-class KafkaError(Exception):
+class FloodmarkError(Exception):
+    """The base of every error floodmark raises on purpose: ``except FloodmarkError`` separates
+    floodmark's own refusals (bad input, a corrupt file, a broker that said no) from bugs."""
+
+
+class CorruptDataError(FloodmarkError):
+    """Bytes on disk or on the wire that fail their own checks (a CRC, a length, a format
+    version): a record batch, a checkpoint, a snapshot, the quorum state file."""
+
+
+class KafkaError(FloodmarkError):
     """An error that maps to one Kafka error code (raised by storage and broker code)."""
 
     def __init__(self, code: ErrorCode, message: str = "") -> None:

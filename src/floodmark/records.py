@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import crc32c
 
 from floodmark.compression import Compression, CompressionError, compress, decompress
+from floodmark.errors import CorruptDataError
 
 HEADER_SIZE = 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength: the bytes not counted in batchLength
@@ -86,7 +87,7 @@ CREATE_TIME = TimestampType.CREATE_TIME
 LOG_APPEND_TIME = TimestampType.LOG_APPEND_TIME
 
 
-class CorruptRecordError(ValueError):
+class CorruptRecordError(CorruptDataError, ValueError):
     """A record batch is short, truncated, of the wrong magic, or fails its CRC."""
 
     def __init__(self, message: str, position: int = -1) -> None:

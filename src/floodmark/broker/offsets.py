@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from floodmark.broker.consumer_group import records as cg_records
+from floodmark.errors import FloodmarkError
 from floodmark.metadata import coordinator_partition
 from floodmark.records import (
     CorruptRecordError,
@@ -50,7 +51,7 @@ GROUP_VALUE_VERSION = 3
 GROUP_VALUE_VERSIONS = range(0, 5)
 
 
-class BadGroupRecord(ValueError):
+class BadGroupRecord(FloodmarkError, ValueError):
     """A ``__consumer_offsets`` record floodmark cannot read."""
 
 

@@ -28,11 +28,13 @@ from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any
 
+from floodmark.errors import FloodmarkError
+
 _COUNTER = itertools.count(1)
 _CLONE_NEWNET = 0x40000000
 
 
-class LabError(RuntimeError):
+class LabError(FloodmarkError, RuntimeError):
     """The lab cannot be built here (not root, no iproute2/iptables)."""
 
 

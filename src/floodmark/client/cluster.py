@@ -18,7 +18,7 @@ from floodmark.address import Address as Address
 from floodmark.address import BadAddress as BadAddress
 from floodmark.address import parse_bootstrap as parse_bootstrap
 from floodmark.client.connection import KafkaConnection, RequestFailed
-from floodmark.errors import ErrorCode
+from floodmark.errors import ErrorCode, FloodmarkError
 from floodmark.security.client_security import PLAINTEXT, ClientSecurity
 
 T = TypeVar("T")
@@ -38,7 +38,7 @@ class NoBrokerAvailable(RequestFailed):
     """None of the addresses answered."""
 
 
-class Retriable(Exception):
+class Retriable(FloodmarkError):
     """A Kafka error the cluster may get over (a leader moves): refresh and try again."""
 
     def __init__(self, code: ErrorCode, what: str, message: str | None = None) -> None:

@@ -21,6 +21,7 @@ from kio.serial import entity_reader, entity_writer
 
 from floodmark.address import parse_bootstrap
 from floodmark.client.sasl import AuthenticationError, authenticate, sasl_steps
+from floodmark.errors import FloodmarkError
 from floodmark.security.client_security import PLAINTEXT, ClientSecurity
 from floodmark.wire.codec import build
 from floodmark.wire.hot import FETCH_READ_VERSIONS, HotDecodeError, parse_fetch_response
@@ -30,7 +31,7 @@ MAX_RESPONSE_BYTES = 256 * 1024 * 1024
 """A response frame larger than this is a broken stream, not an answer."""
 
 
-class RequestFailed(Exception):
+class RequestFailed(FloodmarkError):
     """The connection broke, or the broker closed it, before a response arrived."""
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Generator, Mapping
 from typing import Any
 
+from floodmark.errors import FloodmarkError
 from floodmark.security.client_security import ClientSecurity
 
 SASL_HANDSHAKE = 17
@@ -23,7 +24,7 @@ AUTHENTICATE_VERSION = 2
 Request = tuple[int, int, Mapping[str, Any]]
 
 
-class AuthenticationError(Exception):
+class AuthenticationError(FloodmarkError):
     """The broker did not authenticate this client (a ``RequestFailed`` of its own kind)."""
 
 

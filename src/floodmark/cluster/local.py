@@ -54,7 +54,7 @@ from floodmark.controller.quorum.directory_id import (
     format_directory,
     new_directory_id,
 )
-from floodmark.errors import ErrorCode
+from floodmark.errors import ErrorCode, FloodmarkError
 from floodmark.ports import free_port
 from floodmark.security.client_security import PLAINTEXT, ClientSecurity
 from floodmark.storage.fs import RealFileSystem
@@ -109,7 +109,7 @@ class _Exited(Exception):
     """The node's process ended before it was listening."""
 
 
-class ClusterError(RuntimeError):
+class ClusterError(FloodmarkError, RuntimeError):
     """What a user asked of the cluster cannot be done; the message is one line (a node's log
     tail, when there is one, is attached as a note)."""
 

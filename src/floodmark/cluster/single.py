@@ -23,11 +23,12 @@ from typing import IO
 
 from floodmark.cluster.node_env import node_env
 from floodmark.cluster.waiting import LIMIT_S, STALL_MS, Stalled, process_progress, wait_progress
+from floodmark.errors import FloodmarkError
 
 _LISTENING = re.compile(r"listening on (\S+):(\d+)")
 
 
-class BrokerStartError(RuntimeError):
+class BrokerStartError(FloodmarkError, RuntimeError):
     """The broker process ended, or stopped making progress, before it was listening; the
     message names the log (its tail is attached as a note)."""
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+from floodmark.errors import FloodmarkError
 from floodmark.progress import ProgressWatch
 
 T = TypeVar("T")
@@ -29,7 +30,7 @@ LIMIT_S = 300.0
 _CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 
 
-class Stalled(Exception):
+class Stalled(FloodmarkError):
     """The awaited work stopped moving (or went on past the overall bound); the message is one
     line saying what stayed where."""
 

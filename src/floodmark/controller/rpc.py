@@ -18,13 +18,14 @@ import struct
 from typing import Any
 
 from floodmark.address import parse_host_port
+from floodmark.errors import FloodmarkError
 from floodmark.security.client_security import PLAINTEXT, ClientSecurity
 
 MAX_FRAME_BYTES = 64 * 1024 * 1024
 _LEN = struct.Struct(">I")
 
 
-class RpcError(Exception):
+class RpcError(FloodmarkError):
     """Transport failure (connection refused/closed, timeout, bad frame)."""
 
 

@@ -34,6 +34,7 @@ from floodmark.controller.image import (
     registration_to_record,
 )
 from floodmark.controller.scram import credential_record
+from floodmark.errors import CorruptDataError
 from floodmark.storage.fs import FileHandle, FileSystem
 from floodmark.storage.log import Log
 
@@ -48,7 +49,7 @@ RETAINED = 2
 newest snapshot found corrupt at restart falls back to the previous one plus the log)."""
 
 
-class CorruptSnapshotError(ValueError):
+class CorruptSnapshotError(CorruptDataError, ValueError):
     pass
 
 

@@ -42,6 +42,7 @@ from typing import Any
 
 import floodmark
 from floodmark.cluster import LocalCluster
+from floodmark.errors import FloodmarkError
 from floodmark.progress import Bars, ProgressWatch
 
 EXAMPLE = Path(floodmark.__file__).resolve().parents[2] / "examples" / "pageviews_pipeline.py"
@@ -68,7 +69,7 @@ def load_example() -> ModuleType:
 STALL_S = 120.0
 
 
-class Stalled(RuntimeError):
+class Stalled(FloodmarkError, RuntimeError):
     """The demo stopped waiting because what it waited on stopped moving (one line, no traceback)."""
 
 

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
+from floodmark.errors import FloodmarkError
 from floodmark.security.principal import parse_principal
 
 CLUSTER_NAME = "kafka-cluster"
@@ -88,7 +89,7 @@ SUPPORTED_OPERATIONS: Mapping[ResourceType, frozenset[AclOperation]] = {
 }
 
 
-class AclError(ValueError):
+class AclError(FloodmarkError, ValueError):
     """A binding or filter Kafka refuses (INVALID_REQUEST on the wire); one line, no secret."""
 
 

@@ -17,13 +17,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from floodmark.errors import FloodmarkError
+
 SETTING = "ssl.principal.mapping.rules"
 
 # RULE:<pattern>/<replacement>/<flags>  with \/ allowed inside the two parts.
 _RULE = re.compile(r"RULE:((?:\\.|[^\\/])*)/((?:\\.|[^\\/])*)/([LU]?)")
 
 
-class NoMatchingRule(ValueError):
+class NoMatchingRule(FloodmarkError, ValueError):
     """No rule of ``ssl.principal.mapping.rules`` matched a certificate's subject."""
 
 

@@ -36,6 +36,8 @@ import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
+from floodmark.errors import FloodmarkError
+
 USER = "user"
 CLIENT_ID = "client-id"
 IP = "ip"
@@ -47,7 +49,7 @@ QUOTA_WINDOW_SIZE_SECONDS_DEFAULT = 1
 LONG_MAX = 9_223_372_036_854_775_807
 
 
-class QuotaError(ValueError):
+class QuotaError(FloodmarkError, ValueError):
     """An entity, filter, key or value Kafka refuses (INVALID_REQUEST), with Kafka's message."""
 
 

@@ -34,6 +34,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from floodmark.errors import FloodmarkError
 from floodmark.security.principal import ANONYMOUS, KafkaPrincipal
 from floodmark.security.principal_mapping import MappingRule, NoMatchingRule, map_name, parse_rules
 
@@ -53,7 +54,7 @@ class ClientAuth(enum.Enum):
     REQUIRED = "required"
 
 
-class TlsRefused(Exception):
+class TlsRefused(FloodmarkError):
     """A TLS connection refused after (or during) its handshake, e.g. no mapping rule."""
 
     @staticmethod

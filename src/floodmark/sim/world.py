@@ -13,10 +13,12 @@ import random
 from collections.abc import Callable
 from typing import Any
 
+from floodmark.errors import FloodmarkError
+
 MAX_EVENTS_DEFAULT = 2_000_000
 
 
-class SimulationLimitError(RuntimeError):
+class SimulationLimitError(FloodmarkError, RuntimeError):
     """A run exceeded its event budget (every loop in the simulator is bounded)."""
 
 

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 import numpy as np
 import pyarrow as pa
 
+from floodmark.errors import CorruptDataError
 from floodmark.records import BatchHeader, read_varint
 
 BATCH_HEADER_BYTES = 61
@@ -36,7 +37,7 @@ HEADERS_TYPE = pa.list_(
 BASE_NAMES = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
 
 
-class CorruptBatchError(Exception):
+class CorruptBatchError(CorruptDataError):
     """A record batch that cannot be decoded."""
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from floodmark.client.fetch import READ_COMMITTED, FetchClient, FetchedPartition, FetchError
-from floodmark.errors import ErrorCode
+from floodmark.errors import ErrorCode, FloodmarkError
 from floodmark.records import AbortedTracker
 from floodmark.security.client_security import ClientSecurity
 from floodmark.spark.decode import decode_batch, iter_batches
@@ -74,7 +74,7 @@ def client_for(cfg: ClientConfig) -> FetchClient:
         return c
 
 
-class DataLossError(Exception):
+class DataLossError(FloodmarkError):
     """Data the query expected is gone (retention moved the log start, or a truncation)."""
 
 

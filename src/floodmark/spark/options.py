@@ -18,6 +18,7 @@ from typing import ParamSpec, TypeVar
 from floodmark.client.cluster import BadAddress, NoBrokerAvailable, parse_bootstrap
 from floodmark.client.fetch import READ_COMMITTED, READ_UNCOMMITTED
 from floodmark.compression import Compression
+from floodmark.errors import FloodmarkError
 from floodmark.spark.fetcher import ClientConfig, SecurityProperties, security_of
 
 log = logging.getLogger(__name__)
@@ -28,11 +29,11 @@ LATEST = -1
 Offsets = dict[str, dict[str, int]]  # topic -> partition (as a string) -> offset
 
 
-class OptionError(ValueError):
+class OptionError(FloodmarkError, ValueError):
     """A source or sink option is missing or malformed."""
 
 
-class BrokerUnreachable(ConnectionError):
+class BrokerUnreachable(FloodmarkError, ConnectionError):
     """No address of ``kafka.bootstrap.servers`` answered when the query was planned."""
 
 

@@ -17,6 +17,7 @@ from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 
 from floodmark.client.cluster import ClusterClient
 from floodmark.client.producer import IdempotentProducer
+from floodmark.errors import FloodmarkError
 from floodmark.spark.fetcher import security_of
 from floodmark.spark.options import OptionError, SinkOptions
 
@@ -29,7 +30,7 @@ Row = tuple[str, int | None, bytes | None, bytes | None, tuple[tuple[str, bytes 
 """(topic, partition or None, key, value, headers): one record to produce."""
 
 
-class SinkWriteError(Exception):
+class SinkWriteError(FloodmarkError):
     """Some records of a task were not acknowledged by the broker."""
 
 

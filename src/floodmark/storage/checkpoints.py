@@ -16,6 +16,7 @@ import posixpath
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
+from floodmark.errors import CorruptDataError
 from floodmark.replication.epochs import EpochEntry
 from floodmark.storage.fs import FileSystem
 
@@ -34,7 +35,7 @@ class TopicPartition(NamedTuple):
         return f"{self.topic}-{self.partition}"
 
 
-class CorruptCheckpointError(ValueError):
+class CorruptCheckpointError(CorruptDataError, ValueError):
     def __init__(self, path: str, line: int, reason: str) -> None:
         super().__init__(f"corrupt checkpoint file {path}, line {line}: {reason}")
         self.path = path

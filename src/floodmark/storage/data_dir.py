@@ -19,6 +19,7 @@ import logging
 import os
 from collections.abc import Mapping
 
+from floodmark.errors import FloodmarkError
 from floodmark.storage.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
@@ -41,7 +42,7 @@ logger = logging.getLogger(__name__)
 LOCK_FILE = ".lock"
 
 
-class DataDirLockedError(Exception):
+class DataDirLockedError(FloodmarkError):
     """Another process holds the data directory's lock. ``str()`` is the one-line message."""
 
 

@@ -23,10 +23,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from floodmark.errors import FloodmarkError
 from floodmark.storage.fs import FileHandle
 
 
-class StaleSliceError(Exception):
+class StaleSliceError(FloodmarkError):
     """The slice's bytes may have changed (truncation) or are gone (file shrank)."""
 
 

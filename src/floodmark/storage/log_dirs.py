@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from floodmark.errors import FloodmarkError
 from floodmark.storage.checkpoints import TopicPartition, write_text_atomically
 from floodmark.storage.fs import FileSystem
 from floodmark.storage.log import parse_partition_dir
@@ -30,11 +31,11 @@ FUTURE_SUFFIX = "-future"
 DELETE_SUFFIX = "-delete"
 
 
-class DuplicatePartitionError(ValueError):
+class DuplicatePartitionError(FloodmarkError, ValueError):
     """A partition directory in two log directories. ``str()`` is the one-line message."""
 
 
-class BadMetaPropertiesError(ValueError):
+class BadMetaPropertiesError(FloodmarkError, ValueError):
     pass
 
 

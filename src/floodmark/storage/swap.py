@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 
+from floodmark.errors import FloodmarkError
 from floodmark.records import CorruptRecordError
 from floodmark.storage.fs import FileSystem
 from floodmark.storage.segment import (
@@ -30,7 +31,7 @@ CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 
 
-class SwapError(Exception):
+class SwapError(FloodmarkError):
     """``install`` failed. ``started``: the swap file was already in place, so the log is half
     swapped (it must go offline; the next open completes the swap); otherwise nothing changed."""
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from floodmark.client.fetch import READ_UNCOMMITTED, FetchClient, FetchError, visible_records
-from floodmark.errors import ErrorCode
+from floodmark.errors import ErrorCode, FloodmarkError
 from floodmark.records import CorruptRecordError, Record, iter_batches
 
 DEFAULT_LIMIT = 50
@@ -31,7 +31,7 @@ FETCH_MAX_BYTES = 1 << 20
 MAX_FETCHES = 64  # per request, whatever the batches hold (bounds a scan of huge records)
 
 
-class BadQuery(ValueError):
+class BadQuery(FloodmarkError, ValueError):
     """A browser query the page (or a user's URL) got wrong: said in one line."""
 
 

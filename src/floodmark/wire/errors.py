@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from floodmark.errors import FloodmarkError
 
-class ProtocolError(Exception):
+
+class ProtocolError(FloodmarkError):
     """A frame that cannot be decoded; the connection that sent it is closed."""

@@ -18,6 +18,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from floodmark.errors import FloodmarkError
 from floodmark.records import CorruptRecordError, read_uvarint
 
 _I16 = struct.Struct(">h")
@@ -30,7 +31,7 @@ _FETCH_PART = struct.Struct(">ihqq")  # partition_index, error_code, high_waterm
 _LEADER = struct.Struct(">ii")  # leader_id, leader_epoch
 
 
-class HotDecodeError(ValueError):
+class HotDecodeError(FloodmarkError, ValueError):
     pass
 
 

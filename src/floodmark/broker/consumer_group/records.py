@@ -21,6 +21,7 @@ import uuid
 from dataclasses import dataclass
 
 from floodmark.broker.consumer_group.assignors import Partitions, TopicPartition
+from floodmark.errors import FloodmarkError
 from floodmark.records import CorruptRecordError, read_uvarint
 
 GROUP_METADATA = 3
@@ -33,7 +34,7 @@ KEY_VERSIONS = frozenset(range(GROUP_METADATA, CURRENT_MEMBER_ASSIGNMENT + 1))
 _VALUE_VERSION = 0
 
 
-class BadConsumerGroupRecord(ValueError):
+class BadConsumerGroupRecord(FloodmarkError, ValueError):
     """A consumer-group record floodmark cannot read."""
 
 

@@ -13,6 +13,7 @@ import json
 
 from floodmark.controller.quorum.roles import ElectionState
 from floodmark.controller.quorum.voter_set import VoterDirectory
+from floodmark.errors import CorruptDataError
 from floodmark.storage.checkpoints import write_text_atomically
 from floodmark.storage.fs import FileSystem
 
@@ -20,7 +21,7 @@ QUORUM_STATE_FILE = "quorum-state"
 DATA_VERSION = 0
 
 
-class CorruptQuorumStateError(ValueError):
+class CorruptQuorumStateError(CorruptDataError, ValueError):
     pass
 
 

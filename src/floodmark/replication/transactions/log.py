@@ -14,6 +14,7 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from floodmark.errors import FloodmarkError
 from floodmark.records import Record, build_batch, decode_records
 from floodmark.replication.transactions.state import TxnMetadata, TxnState
 
@@ -21,7 +22,7 @@ KEY_VERSION = 0
 VALUE_VERSION = 0
 
 
-class BadTxnRecord(ValueError):
+class BadTxnRecord(FloodmarkError, ValueError):
     """A ``__transaction_state`` record floodmark cannot read."""
 
 

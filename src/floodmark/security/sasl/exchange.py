@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from floodmark.errors import FloodmarkError
 from floodmark.security.principal import KafkaPrincipal
 
 
@@ -26,7 +27,7 @@ class Success:
     """When the credential itself expires (an OAUTHBEARER token's ``exp``); None: never."""
 
 
-class AuthenticationFailed(Exception):  # Kafka's SaslAuthenticationException
+class AuthenticationFailed(FloodmarkError):  # Kafka's SaslAuthenticationException
     """The client failed to authenticate.
 
     ``message`` goes to the client in SaslAuthenticate's ``error_message`` (KIP-152): it says

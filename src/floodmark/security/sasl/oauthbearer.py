@@ -36,6 +36,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from floodmark.errors import FloodmarkError
 from floodmark.security.principal import KafkaPrincipal
 from floodmark.security.sasl.exchange import AuthenticationFailed, Challenge, Success
 
@@ -128,7 +129,7 @@ def parse_jwks(text: str, source: str) -> tuple[JsonWebKey, ...]:
 # -- tokens ------------------------------------------------------------------------------------
 
 
-class InvalidToken(Exception):
+class InvalidToken(FloodmarkError):
     """Why a token is refused (for the client's message and the log; never the token)."""
 
 
