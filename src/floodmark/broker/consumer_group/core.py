@@ -27,9 +27,9 @@ The protocol, as Kafka's ``GroupMetadataManager`` runs it:
   not revoke within its rebalance timeout.
 
 Subscriptions name topics, or a regular expression matched against the cluster's topics at
-each heartbeat (a new matching topic bumps the group epoch). Not served yet: rack-aware
-assignment, and the online
-migration of classic groups.
+each heartbeat (a new matching topic bumps the group epoch). The ``uniform`` assignor is
+rack-aware (members' ``client.rack`` against the racks of the partitions' replicas; see
+``assignors``). Not served yet: the online migration of classic groups.
 """
 
 from __future__ import annotations
@@ -369,7 +369,7 @@ class ConsumerGroupCoordinator:
         if bump:
             self._emit(records, GroupEpoch(g.group_id, g.group_epoch + 1))
         if g.group_epoch > g.assignment_epoch:
-            self._assign(g, records)
+            self._assign(g, records, topics)
         self._reconcile(g, member, hb.owned, records, now_ms)
         g.session_deadline_ms[member.member_id] = now_ms + self.config.session_timeout_ms
         full = hb.member_epoch == 0 or (hb.rebalance_timeout_ms != -1
@@ -507,14 +507,19 @@ class ConsumerGroupCoordinator:
         self._emit(records, PartitionMetadata(g.group_id, wanted))
         return True
 
-    def _assign(self, g: ConsumerGroup, records: list[ConsumerGroupRecord]) -> None:
+    def _assign(self, g: ConsumerGroup, records: list[ConsumerGroupRecord],
+                topics: Mapping[str, TopicMetadata]) -> None:
         ids = {t.name: t.topic_id for t in g.topics}
+        live = [topics.get(t.name, t) for t in g.topics]  # racks as the cluster has them now
         spec = AssignmentSpec(
             subscriptions={m.member_id: frozenset(ids[n] for n in subscribed(
                 m.subscription, {t.name: t for t in g.topics}) if n in ids)
                 for m in g.members.values()},
             partition_counts={t.topic_id: t.num_partitions for t in g.topics},
-            current_target=dict(g.target))
+            current_target=dict(g.target),
+            member_racks={m.member_id: m.subscription.rack_id for m in g.members.values()},
+            partition_racks={(t.topic_id, p): racks for t in live
+                             for p, racks in enumerate(t.partition_racks) if racks})
         assignor = ASSIGNORS[g.preferred_assignor(self.config.assignors[0])]
         new = assignor(spec)
         for member_id in sorted(new):

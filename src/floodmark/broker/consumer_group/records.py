@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import struct
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from floodmark.broker.consumer_group.assignors import Partitions, TopicPartition
 from floodmark.errors import FloodmarkError
@@ -43,6 +43,10 @@ class TopicMetadata:
     topic_id: uuid.UUID
     name: str
     num_partitions: int
+    # The racks of each partition's replicas, by partition (for the rack-aware assignor). Not
+    # stored (Kafka 4 writes PartitionMetadata without racks) and not compared: a group's
+    # topics are the same topics whatever the racks; the assignor reads them live.
+    partition_racks: tuple[frozenset[str], ...] = field(default=(), compare=False)
 
 
 @dataclass(frozen=True, slots=True)

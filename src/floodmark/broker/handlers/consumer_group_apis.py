@@ -32,8 +32,13 @@ log = logging.getLogger(__name__)
 
 
 def topics_view(ctx: HandlerContext) -> dict[str, cg_records.TopicMetadata]:
-    """The cluster's topics as the core sees them (name -> id and partition count)."""
-    return {name: cg_records.TopicMetadata(meta.topic_id, name, len(meta.partitions))
+    """The cluster's topics as the core sees them (name -> id, partition count, and the racks
+    of each partition's replicas on live brokers, for the rack-aware assignor)."""
+    racks = {b["node_id"]: rack for b in ctx.live_brokers() if (rack := b.get("rack"))}
+    return {name: cg_records.TopicMetadata(
+                meta.topic_id, name, len(meta.partitions),
+                tuple(frozenset(racks[r] for r in p.replicas if r in racks)
+                      for p in sorted(meta.partitions, key=lambda p: p.partition)))
             for name, meta in ctx.controller.topics().items() if name != OFFSETS_TOPIC}
 
 
