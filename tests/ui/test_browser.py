@@ -58,6 +58,16 @@ def _fill(bootstrap: str) -> int:
     return base_ms
 
 
+def _post(url: str, body: dict[str, Any], headers: dict[str, str]) -> tuple[int, Any]:
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json", **headers})
+    try:
+        with urllib.request.urlopen(req, timeout=20) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
 def _get(url: str) -> tuple[int, Any]:
     try:
         with urllib.request.urlopen(url, timeout=20) as resp:
@@ -185,6 +195,24 @@ def test_message_browser_and_urls(cluster: LocalCluster, tmp_path: Path) -> None
                                "the records from offset 27, in hex")
             assert state["key_cells"][-1] == "6b 39"
             assert other.eval_on_selector("#msg-format", "e => e.value") == "hex"
+
+            # Started without --allow-changes: no button that changes the cluster, and every
+            # change answers 403 in one line (test_changes.py has them with the flag).
+            assert page.evaluate("""() => ({
+              create: document.getElementById('create-topic').hidden,
+              reset: document.getElementById('reset-offsets').hidden,
+              buttons: document.querySelectorAll('button.drill, button.delete-topic').length,
+              allowed: document.body.dataset.allowChanges })""") == {
+                "create": True, "reset": True, "buttons": 0, "allowed": "false"}
+            for path, body, headers in (
+                    ("topics/create", {"topic": "other"}, {}),
+                    ("topics/delete", {"topic": TOPIC}, {}),
+                    ("groups/reset-offsets", {"group": "g", "mode": "earliest"}, {}),
+                    ("drill", {"broker": 1, "action": "kill"}, {"X-Floodmark-Drill": "1"})):
+                code, answer = _post(f"{url}api/{path}", body, headers)
+                assert code == 403 and "--allow-changes" in answer["error"], (path, answer)
+                assert "\n" not in answer["error"]
+            assert cluster.node_state(1) == "running"
             assert not errors, errors
         finally:
             browser.close()
