@@ -98,3 +98,17 @@ def test_sizes_one_copy_and_every_replica() -> None:
                                          {"topic": "a", "partition": 1,
                                           "committed_offset": -1}]}]
     assert committed_of(groups) == {("g", "a", 0): 3}
+
+
+def test_a_refusal_is_400_an_unreachable_cluster_502() -> None:
+    from floodmark.client.cluster import NoBrokerAvailable
+    from floodmark.client.connection import RequestFailed
+    from floodmark.ui.admin import _failed
+
+    assert _failed(RequestFailed("topic x: UNKNOWN_TOPIC_OR_PARTITION (3)")).status == 400
+    assert _failed(NoBrokerAvailable("no broker answered")).status == 502
+    assert _failed(OSError("refused")).status == 502
+    try:
+        raise RequestFailed("127.0.0.1:1: reset") from OSError("reset")
+    except RequestFailed as exc:
+        assert _failed(exc).status == 502

@@ -28,7 +28,7 @@ from floodmark.cli import group_offsets
 from floodmark.cli.common import check_configs
 from floodmark.cli.config import RESOURCE_BROKER, RESOURCE_TOPIC, describe_configs
 from floodmark.cli.errors import CliError
-from floodmark.client.cluster import ClusterClient, Retriable, error_text
+from floodmark.client.cluster import ClusterClient, NoBrokerAvailable, Retriable, error_text
 from floodmark.client.connection import RequestFailed
 from floodmark.errors import ErrorCode
 from floodmark.settings import is_sensitive
@@ -45,6 +45,14 @@ class AdminError(Exception):
     def __init__(self, message: str, status: int = 400) -> None:
         super().__init__(message)
         self.status = status
+
+
+def _failed(exc: Exception) -> AdminError:
+    """A request that failed: 502 when no broker answered, 400 when one answered no (a
+    ``RequestFailed`` without a cause carries the broker's refusal)."""
+    unreachable = (isinstance(exc, (OSError, NoBrokerAvailable, Retriable))
+                   or exc.__cause__ is not None)
+    return AdminError(str(exc), 502 if unreachable else 400)
 
 
 def _client(bootstrap: str) -> ClusterClient:
@@ -84,7 +92,7 @@ def configs(bootstrap: str, kind: str, name: str) -> dict[str, Any]:
             status = 404 if "UNKNOWN_TOPIC_OR_PARTITION" in str(exc) else 400
             raise AdminError(str(exc), status) from None
         except (RequestFailed, Retriable, OSError) as exc:
-            raise AdminError(str(exc), 502) from None
+            raise _failed(exc) from None
     rows = sorted((_masked(e.as_json()) for e in entries), key=lambda e: str(e["name"]))
     return {"type": kind, "name": name, "configs": rows}
 
@@ -128,7 +136,7 @@ def create_topic(bootstrap: str, body: dict[str, Any]) -> str:
                 "configs": [{"name": k, "value": v} for k, v in given.items()]}],
                 "timeout": CREATE_TIMEOUT_MS, "validate_only": False})
         except (RequestFailed, OSError) as exc:
-            raise AdminError(str(exc), 502) from None
+            raise _failed(exc) from None
     (t,) = resp.topics
     if int(t.error_code):
         raise AdminError(f"topic {topic}: {error_text(int(t.error_code), t.error_message)}",
@@ -145,7 +153,7 @@ def delete_topic(bootstrap: str, body: dict[str, Any]) -> str:
             resp = cluster.request_any(20, 6, {"topics": [{"name": topic, "topic_id": None}],
                                                "timeout": CREATE_TIMEOUT_MS})
         except (RequestFailed, OSError) as exc:
-            raise AdminError(str(exc), 502) from None
+            raise _failed(exc) from None
     (r,) = resp.responses
     if int(r.error_code):
         status = 404 if int(r.error_code) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else 400
@@ -199,7 +207,7 @@ def reset_offsets(bootstrap: str, body: dict[str, Any]) -> dict[str, Any]:
         except CliError as exc:
             raise AdminError(str(exc), 409 if "active members" in str(exc) else 400) from None
         except (RequestFailed, Retriable, OSError) as exc:
-            raise AdminError(str(exc), 502) from None
+            raise _failed(exc) from None
     return {"group": group, "executed": execute and bool(plan), "committed": committed,
             "plan": [{"topic": r.topic, "partition": r.partition, "new_offset": r.offset}
                      for r in plan]}
