@@ -49,7 +49,7 @@ from floodmark.ui.guard import ChangeGuard, own_hosts
 from floodmark.ui.messages import BadQuery, browse, parse_query
 from floodmark.ui.scenarios import scenario_list, scenario_steps
 from floodmark.ui.source import LocalClusterSource, PartitionKey, Source, collect
-from floodmark.ui.topic_stats import TopicStats
+from floodmark.ui.topic_stats import STAT_KEYS, TopicStats
 
 log = logging.getLogger("floodmark.ui")
 
@@ -71,6 +71,13 @@ def next_pause_s(pause_s: float, interval_s: float, changed: bool) -> float:
     if changed:
         return max(interval_s, pause_s / 2)
     return min(pause_s * 2, interval_s * MAX_BACKOFF)
+
+
+def _without_stats(snap: dict[str, Any]) -> dict[str, Any]:
+    out = dict(snap)
+    out["topics"] = [{k: v for k, v in t.items() if k not in STAT_KEYS}
+                     for t in snap.get("topics") or []]
+    return out
 
 
 class Dashboard:
@@ -111,7 +118,8 @@ class Dashboard:
         return focus is not None and focus <= {(str(t), int(p)) for t, p in held}
 
     async def refresh(self, full: bool = False) -> bool:
-        """Read the cluster; True when the snapshot changed (and was sent to the streams)."""
+        """Read the cluster and send a changed snapshot to the streams; True when it changed
+        beyond the topics' sizes and rates (what the poller's pause follows)."""
         focus = None if full else self.focus()
         slow = full or self.snapshot is None or self.refreshes % SLOW_EVERY == 0 or bool(
             self.snapshot.get("error"))
@@ -138,7 +146,9 @@ class Dashboard:
             self.snapshot = snap
             self.version += 1
             self.changed.notify_all()
-        return True
+        # Sizes and rates alone (they settle one slow refresh after the records stop) are sent
+        # but do not count as a change for the pause: they would keep a quiet cluster polled.
+        return _without_stats(old) != _without_stats(new)
 
     def _idle(self) -> bool:
         loop = asyncio.get_running_loop()
