@@ -145,6 +145,27 @@ def test_message_browser_and_urls(cluster: LocalCluster, tmp_path: Path) -> None
             assert state["values"][0] == '{"n": 0}'
             assert state["headers"][0] == "source: test"
             assert state["status"]["hw"] == str(COUNT)
+            # The rule itself (issue 24's fix), on made-up snapshots: a troubled partition
+            # first (under-replicated or offline, even empty), else the first holding records
+            # (by the leader's HW, or a replica's LEO where no HW was read), user topics first.
+            picks = page.evaluate("""() => [
+              defaultPartition({ partitions: [], topics: [
+                { topic: "__consumer_offsets", internal: true, partitions: [
+                  { partition: 0, offline: true, under_replicated: true, high_watermark: 0 }] },
+                { topic: "a", internal: false, partitions: [
+                  { partition: 0, high_watermark: 0 }, { partition: 1, high_watermark: 5 },
+                  { partition: 2, under_replicated: true, high_watermark: 0 }] }] }),
+              defaultPartition({ partitions: [], topics: [
+                { topic: "__consumer_offsets", internal: true, partitions: [
+                  { partition: 0, high_watermark: 9 }] },
+                { topic: "a", internal: false, partitions: [
+                  { partition: 0, high_watermark: 0 }, { partition: 1, high_watermark: 5 }] }] }),
+              defaultPartition({ topics: [{ topic: "a", internal: false, partitions: [
+                  { partition: 0, high_watermark: null }, { partition: 1, high_watermark: null }] }],
+                partitions: [{ topic: "a", partition: 1, replicas: [{ log_end_offset: 3 }] }] }),
+            ]""")
+            assert picks == [{"topic": "a", "partition": 2}, {"topic": "a", "partition": 1},
+                             {"topic": "a", "partition": 1}]
 
             # JSON and hex renderings of the same records.
             page.select_option("#msg-format", "json")

@@ -63,6 +63,9 @@ class ClusterView:
     controller: dict[str, Any] | None
     registrations: dict[PartitionKey, Registration]
     internal_topics: set[str] = field(default_factory=set)
+    # Prometheus endpoints known apart from the brokers' entries (``--metrics`` with
+    # ``--bootstrap``: which broker each belongs to is not known).
+    metrics: tuple[str, ...] = ()
 
 
 class Source(Protocol):
@@ -76,8 +79,10 @@ class Source(Protocol):
 class BootstrapSource:
     """Any floodmark cluster, found through its bootstrap servers."""
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, metrics: tuple[str, ...] = ()) -> None:
+        """``metrics``: the brokers' Prometheus endpoints (``--metrics``), for bytes/s."""
         self.addresses = [format_host_port(h, p) for h, p in parse_bootstrap(bootstrap)]
+        self.metrics = metrics
 
     def bootstrap(self) -> str:
         return ",".join(self.addresses)
@@ -112,7 +117,7 @@ class BootstrapSource:
         brokers = [{"id": b, "address": live.get(b), "alive": b in live, "state": None,
                     "fenced": None, "broker_epoch": None, "metrics": None}
                    for b in sorted(known)]
-        return ClusterView("bootstrap", brokers, None, registrations, internal)
+        return ClusterView("bootstrap", brokers, None, registrations, internal, self.metrics)
 
 
 DRILLS = {"kill": signal.SIGKILL, "pause": signal.SIGSTOP, "resume": signal.SIGCONT}
@@ -307,10 +312,10 @@ def _topic_stats(view: ClusterView, reachable: dict[int, str], leaders: dict[Par
                  high_watermarks: dict[PartitionKey, int | None], groups: list[dict[str, Any]],
                  stats: TopicStats, pool: ThreadPoolExecutor) -> dict[str, dict[str, Any]]:
     """Sizes (one DescribeLogDirs per reachable broker) and rates (``topic_stats``) per topic."""
-    metrics = {b["id"]: str(b["metrics"]) for b in view.brokers
-               if b.get("metrics") and b["id"] in reachable}
+    metrics = [str(b["metrics"]) for b in view.brokers
+               if b.get("metrics") and b["id"] in reachable] + list(view.metrics)
     size_futures = {b: pool.submit(log_dir_sizes, reachable[b]) for b in reachable}
-    scrape_futures = {url: pool.submit(topic_byte_counters, url) for url in metrics.values()}
+    scrape_futures = {url: pool.submit(topic_byte_counters, url) for url in metrics}
     sizes = {b: fut.result() for b, fut in size_futures.items()}
     counters = {url: answer for url, fut in scrape_futures.items() if (answer := fut.result()) is not None}
     rates = stats.observe(Sample(
