@@ -81,6 +81,12 @@ def test_rates_from_two_samples_and_counter_resets() -> None:
                    {url: {"a": {"bytesin": 400.0, "bytesout": 500.0}}})
     rates = stats.observe(third)
     assert rates["a"]["bytes_in_per_s"] == 200 and rates["a"]["records_out_per_s"] == 1.0
+    # A topic's series appears with its first record: counted from zero. A partition not
+    # read before (its leader did not answer) is left out, not counted as a burst.
+    fourth = Sample(106.0, {("a", 0): 20, ("a", 1): 10, ("b", 0): 5, ("c", 0): 50}, {},
+                    {url: {"a": {"bytesin": 400.0, "bytesout": 500.0}, "c": {"bytesin": 600.0}}})
+    rates = stats.observe(fourth)
+    assert rates["c"]["bytes_in_per_s"] == 300 and rates["c"]["records_in_per_s"] == 0.0
     # No metrics endpoint known: bytes are None, records still counted.
     plain = TopicStats()
     plain.observe(Sample(0.0, {("a", 0): 0}, {}, {}))

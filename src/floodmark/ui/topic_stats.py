@@ -89,12 +89,15 @@ class Sample:
 
 
 def _advance(before: dict[Any, float] | dict[Any, int], after: dict[Any, float] | dict[Any, int],
-             topic_of: Any) -> dict[str, float]:
-    """Per topic, the sum of each key's advance (a key that went back counts from zero)."""
+             topic_of: Any, new_from_zero: bool = False) -> dict[str, float]:
+    """Per topic, the sum of each key's advance (a key that went back counts from zero). A key
+    missing before is left out, or with ``new_from_zero`` counted from zero (a broker creates
+    a topic's metric series at the topic's first record)."""
     out: dict[str, float] = {}
     for key, value in after.items():
-        if key in before:
-            step = value - before[key] if value >= before[key] else value
+        if key in before or new_from_zero:
+            old = before.get(key, 0)
+            step = value - old if value >= old else value
             out[topic_of(key)] = out.get(topic_of(key), 0.0) + step
     return out
 
@@ -127,7 +130,8 @@ class TopicStats:
                 for url in scraped:
                     before = {t: c[name] for t, c in prev.counters[url].items() if name in c}
                     after = {t: c[name] for t, c in sample.counters[url].items() if name in c}
-                    for topic, step in _advance(before, after, lambda k: k).items():
+                    for topic, step in _advance(before, after, lambda k: k,
+                                                new_from_zero=True).items():
                         by_bytes.setdefault(topic, {}).setdefault(name, 0.0)
                         by_bytes[topic][name] += step
             topics = {t for t, _p in sample.high_watermarks} | set(by_bytes) | {
