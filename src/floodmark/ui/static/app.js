@@ -861,7 +861,7 @@ async function deleteTopic(topic) {
 }
 
 function fillSelect(sel, options) {  // [value, label] pairs; keeps the choice if still offered
-  const keys = options.map(([v]) => v).join("|");
+  const keys = JSON.stringify(options);  // labels too: a group's state changes
   if (sel.dataset.keys === keys) return;
   const keep = sel.value;
   sel.dataset.keys = keys;
