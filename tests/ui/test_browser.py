@@ -58,6 +58,16 @@ def _fill(bootstrap: str) -> int:
     return base_ms
 
 
+def _post(url: str, body: dict[str, Any], headers: dict[str, str]) -> tuple[int, Any]:
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json", **headers})
+    try:
+        with urllib.request.urlopen(req, timeout=20) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
 def _get(url: str) -> tuple[int, Any]:
     try:
         with urllib.request.urlopen(url, timeout=20) as resp:
@@ -135,6 +145,27 @@ def test_message_browser_and_urls(cluster: LocalCluster, tmp_path: Path) -> None
             assert state["values"][0] == '{"n": 0}'
             assert state["headers"][0] == "source: test"
             assert state["status"]["hw"] == str(COUNT)
+            # The rule itself (issue 24's fix), on made-up snapshots: a troubled partition
+            # first (under-replicated or offline, even empty), else the first holding records
+            # (by the leader's HW, or a replica's LEO where no HW was read), user topics first.
+            picks = page.evaluate("""() => [
+              defaultPartition({ partitions: [], topics: [
+                { topic: "__consumer_offsets", internal: true, partitions: [
+                  { partition: 0, offline: true, under_replicated: true, high_watermark: 0 }] },
+                { topic: "a", internal: false, partitions: [
+                  { partition: 0, high_watermark: 0 }, { partition: 1, high_watermark: 5 },
+                  { partition: 2, under_replicated: true, high_watermark: 0 }] }] }),
+              defaultPartition({ partitions: [], topics: [
+                { topic: "__consumer_offsets", internal: true, partitions: [
+                  { partition: 0, high_watermark: 9 }] },
+                { topic: "a", internal: false, partitions: [
+                  { partition: 0, high_watermark: 0 }, { partition: 1, high_watermark: 5 }] }] }),
+              defaultPartition({ topics: [{ topic: "a", internal: false, partitions: [
+                  { partition: 0, high_watermark: null }, { partition: 1, high_watermark: null }] }],
+                partitions: [{ topic: "a", partition: 1, replicas: [{ log_end_offset: 3 }] }] }),
+            ]""")
+            assert picks == [{"topic": "a", "partition": 2}, {"topic": "a", "partition": 1},
+                             {"topic": "a", "partition": 1}]
 
             # JSON and hex renderings of the same records.
             page.select_option("#msg-format", "json")
@@ -185,6 +216,24 @@ def test_message_browser_and_urls(cluster: LocalCluster, tmp_path: Path) -> None
                                "the records from offset 27, in hex")
             assert state["key_cells"][-1] == "6b 39"
             assert other.eval_on_selector("#msg-format", "e => e.value") == "hex"
+
+            # Started without --allow-changes: no button that changes the cluster, and every
+            # change answers 403 in one line (test_changes.py has them with the flag).
+            assert page.evaluate("""() => ({
+              create: document.getElementById('create-topic').hidden,
+              reset: document.getElementById('reset-offsets').hidden,
+              buttons: document.querySelectorAll('button.drill, button.delete-topic').length,
+              allowed: document.body.dataset.allowChanges })""") == {
+                "create": True, "reset": True, "buttons": 0, "allowed": "false"}
+            for path, body, headers in (
+                    ("topics/create", {"topic": "other"}, {}),
+                    ("topics/delete", {"topic": TOPIC}, {}),
+                    ("groups/reset-offsets", {"group": "g", "mode": "earliest"}, {}),
+                    ("drill", {"broker": 1, "action": "kill"}, {"X-Floodmark-Drill": "1"})):
+                code, answer = _post(f"{url}api/{path}", body, headers)
+                assert code == 403 and "--allow-changes" in answer["error"], (path, answer)
+                assert "\n" not in answer["error"]
+            assert cluster.node_state(1) == "running"
             assert not errors, errors
         finally:
             browser.close()

@@ -3,8 +3,9 @@
 Debian's ``chromium``, driven by playwright (pointed at /usr/bin/chromium: no browser download),
 opens the dashboard while records are produced, both followers are paused (SIGSTOP: the leader's
 LEO runs ahead of its HW, the offsets in between are uncommitted) and then the leader is killed
-(SIGKILL, with the page's fault-drill button: a new leader, a new leader epoch, the ISR
-shrinks). At every stable point the values
+(SIGKILL, with the page's fault-drill button and its confirmation; the dashboard runs with
+``--allow-changes``: a new leader, a new leader epoch, the ISR shrinks). At every stable point
+the values
 are read FROM THE PAGE (the data attributes of the drawn HW marker, dashed LEO box and offset
 boxes) and compared with what each broker reports itself (``client.replica_state.replica_state``, the
 debug reads of ``floodmark cluster describe``). Screenshots: ``<tmp_path>/artifacts``; the
@@ -114,7 +115,7 @@ def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
 @pytest.fixture
 def ui_url(cluster: LocalCluster, tmp_path: Path) -> Iterator[str]:
     with run_ui(tmp_path / "ui.log", "--data-dir", str(cluster.data_dir), "--interval-ms",
-                "250") as url:
+                "250", "--allow-changes") as url:  # the fault-drill buttons
         yield url
 
 
@@ -304,6 +305,7 @@ def test_dashboard_draws_hw_leo_and_isr_live(cluster: LocalCluster, ui_url: str,
             #    leader's row goes dark, the topics table says under-replicated.
             #    The kill is the page's own fault-drill button (POST /api/drill).
             page.click(f"#broker-{leader} button[data-drill='kill']")
+            page.click("#confirm-yes")  # "kill broker N?"
             page.wait_for_selector("#drill-status[data-ok='true']", timeout=30_000)
             assert cluster.wait_dead(leader, 10), "the drill did not kill the leader"
             state = _wait_page(page, lambda s: s["leader"] in followers and s["leader_epoch"] >= 1

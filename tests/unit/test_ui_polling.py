@@ -56,3 +56,26 @@ def test_an_unchanged_refresh_sends_nothing() -> None:
         assert source.described == 2
 
     asyncio.run(run())
+
+
+def test_sizes_and_rates_alone_are_sent_but_do_not_shorten_the_pause() -> None:
+    from floodmark.ui.source import Registration
+
+    class OneTopic(NoBrokers):
+        def describe(self) -> ClusterView:
+            self.described += 1
+            return ClusterView("bootstrap", [], None, {("a", 0): Registration(1, 0, (1,), (1,))})
+
+    async def run() -> None:
+        d = Dashboard(OneTopic(), 500)
+        assert await d.refresh() is True
+        assert d.snapshot is not None and d.snapshot["topics"][0]["records_in_per_s"] is None
+        version = d.version
+        # The next slow refresh finds only a new rate (records stopped a moment ago).
+        d.stats.observe = lambda sample: {"a": {"records_in_per_s": 3.0}}  # type: ignore[method-assign]
+        d.refreshes = 0
+        assert await d.refresh() is False  # no change for the pause...
+        assert d.version == version + 1  # ...but the pages get the new rate
+        assert d.snapshot["topics"][0]["records_in_per_s"] == 3.0
+
+    asyncio.run(run())

@@ -1,4 +1,5 @@
-"""``floodmark ui --bootstrap HOST:PORT[,..] | --data-dir DIR [--listen 127.0.0.1:8080]``."""
+"""``floodmark ui --bootstrap HOST:PORT[,..] | --data-dir DIR [--listen 127.0.0.1:8080]
+[--allow-changes]``."""
 
 from __future__ import annotations
 
@@ -26,6 +27,14 @@ def register(subparsers: Any) -> None:
     p.add_argument("--interval-ms", type=int, default=500,
                    help="refresh period while the view changes; doubles while nothing "
                         "changes, up to 8 times (default %(default)s)")
+    p.add_argument("--metrics", default="", metavar="URL[,URL...]",
+                   help="with --bootstrap: the brokers' Prometheus endpoints "
+                        "(http://HOST:PORT/metrics), for each topic's bytes/s in and out "
+                        "(--data-dir finds them itself)")
+    p.add_argument("--allow-changes", action="store_true",
+                   help="serve the buttons that change the cluster: create and delete topics, "
+                        "reset consumer group offsets, fault drills (each asks to confirm; "
+                        "without this flag they are hidden and their API answers 403)")
     p.set_defaults(func=cmd_ui)
 
 
@@ -34,7 +43,13 @@ def cmd_ui(args: argparse.Namespace) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     source: Source
     try:
-        source = (BootstrapSource(args.bootstrap) if args.bootstrap
+        metrics = tuple(u.strip() for u in args.metrics.split(",") if u.strip())
+        if metrics and not args.bootstrap:
+            raise ValueError("--metrics goes with --bootstrap (--data-dir finds the "
+                             "brokers' endpoints itself)")
+        if bad := [u for u in metrics if not u.startswith(("http://", "https://"))]:
+            raise ValueError(f"--metrics {bad[0]!r} is not an http:// URL")
+        source = (BootstrapSource(args.bootstrap, metrics) if args.bootstrap
                   else LocalClusterSource(args.data_dir))
     except (ValueError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -54,7 +69,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        dashboard = Dashboard(source, args.interval_ms)
+        dashboard = Dashboard(source, args.interval_ms, args.allow_changes)
         await serve(dashboard, sock, stop, lambda: print(
             f"floodmark ui listening on http://{host}:{port}/", flush=True))
 

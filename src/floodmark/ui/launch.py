@@ -15,15 +15,18 @@ DEFAULT_LISTEN = "127.0.0.1:8080"
 
 
 def start_ui(data_dir: str | Path, log_path: str | Path, listen: str = DEFAULT_LISTEN,
-             interval_ms: int = 1000) -> tuple[subprocess.Popen[str], str] | None:
+             interval_ms: int = 1000, allow_changes: bool = False
+             ) -> tuple[subprocess.Popen[str], str] | None:
     """``floodmark ui --data-dir DATA_DIR`` on ``listen`` or, if that port is taken, any free
-    port. Returns (process, URL), or None if it does not start (the caller goes on without)."""
+    port (``allow_changes``: with ``--allow-changes``, the fault-drill buttons among them).
+    Returns (process, URL), or None if it does not start (the caller goes on without)."""
     host, _port = parse_host_port(listen, DEFAULT_PORT, what="--listen")
     for where in (listen, format_host_port(host, 0)):
         with open(log_path, "a") as log:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "floodmark.cli", "ui", "--data-dir", str(data_dir),
-                 "--listen", where, "--interval-ms", str(interval_ms)],
+                 "--listen", where, "--interval-ms", str(interval_ms),
+                 *(["--allow-changes"] if allow_changes else [])],
                 stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, text=True,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True)
         assert proc.stdout is not None

@@ -19,7 +19,11 @@ Routes: ``/`` (the page), ``/static/*``, ``GET /api/partitions``, ``/api/topics`
 ``GET /api/messages?topic=T&partition=P[&offset=N|&timestamp_ms=TS][&limit=N][&key=TEXT]``
 (the message browser, ``ui.messages``),
 ``/api/scenarios`` and ``/api/scenarios/NAME?truncation=MODE`` (the simulator's reference
-scenarios, step by step, in the same partition shape) and, for a local cluster, ``POST /api/drill {"broker": ID, "action": "kill|pause|resume|start"}``.
+scenarios, step by step, in the same partition shape), ``GET /api/configs?type=topic|broker&name=N``
+(every config with its source, ``ui.admin``) and the changes, served only with
+``--allow-changes`` and only as same-origin POSTs (``ui.guard``): ``POST /api/topics/create``,
+``/api/topics/delete``, ``/api/groups/reset-offsets`` and, for a local cluster,
+``/api/drill {"broker": ID, "action": "kill|pause|resume|start"}``.
 """
 
 from __future__ import annotations
@@ -40,9 +44,12 @@ from floodmark.address import parse_host_port
 from floodmark.client.connection import RequestFailed
 from floodmark.client.fetch import FetchClient, FetchError
 from floodmark.errors import ErrorCode
+from floodmark.ui import admin
+from floodmark.ui.guard import ChangeGuard, own_hosts
 from floodmark.ui.messages import BadQuery, browse, parse_query
 from floodmark.ui.scenarios import scenario_list, scenario_steps
 from floodmark.ui.source import LocalClusterSource, PartitionKey, Source, collect
+from floodmark.ui.topic_stats import STAT_KEYS, TopicStats
 
 log = logging.getLogger("floodmark.ui")
 
@@ -66,11 +73,21 @@ def next_pause_s(pause_s: float, interval_s: float, changed: bool) -> float:
     return min(pause_s * 2, interval_s * MAX_BACKOFF)
 
 
+def _without_stats(snap: dict[str, Any]) -> dict[str, Any]:
+    out = dict(snap)
+    out["topics"] = [{k: v for k, v in t.items() if k not in STAT_KEYS}
+                     for t in snap.get("topics") or []]
+    return out
+
+
 class Dashboard:
     """The latest snapshot of the cluster and the browsers waiting for the next one."""
 
-    def __init__(self, source: Source, interval_ms: int = 500) -> None:
+    def __init__(self, source: Source, interval_ms: int = 500,
+                 allow_changes: bool = False) -> None:
         self.source = source
+        self.allow_changes = allow_changes  # --allow-changes: the guarded routes answer
+        self.stats = TopicStats()
         self.interval_s = interval_ms / 1000
         self.pause_s = self.interval_s  # grows while nothing changes
         self.snapshot: dict[str, Any] | None = None
@@ -101,7 +118,8 @@ class Dashboard:
         return focus is not None and focus <= {(str(t), int(p)) for t, p in held}
 
     async def refresh(self, full: bool = False) -> bool:
-        """Read the cluster; True when the snapshot changed (and was sent to the streams)."""
+        """Read the cluster and send a changed snapshot to the streams; True when it changed
+        beyond the topics' sizes and rates (what the poller's pause follows)."""
         focus = None if full else self.focus()
         slow = full or self.snapshot is None or self.refreshes % SLOW_EVERY == 0 or bool(
             self.snapshot.get("error"))
@@ -109,13 +127,15 @@ class Dashboard:
         try:
             snap = await asyncio.get_running_loop().run_in_executor(
                 self._pool, collect, self.source, self._pool, focus,
-                None if slow else self.snapshot)
+                None if slow else self.snapshot, self.stats)
             snap["error"] = None
+            snap["allow_changes"] = self.allow_changes
         except Exception as exc:  # the cluster is down or unreachable: say so on the page
             log.warning("refresh failed: %s", exc)
             snap = dict(self.snapshot or {"cluster": None, "topics": [], "partitions": [],
                                           "groups": [], "focus": None})
             snap["error"] = f"{type(exc).__name__}: {exc}"
+            snap["allow_changes"] = self.allow_changes
         old = dict(self.snapshot or {})
         new = dict(snap)
         old.pop("time_ms", None)
@@ -126,7 +146,9 @@ class Dashboard:
             self.snapshot = snap
             self.version += 1
             self.changed.notify_all()
-        return True
+        # Sizes and rates alone (they settle one slow refresh after the records stop) are sent
+        # but do not count as a change for the pause: they would keep a quiet cluster polled.
+        return _without_stats(old) != _without_stats(new)
 
     def _idle(self) -> bool:
         loop = asyncio.get_running_loop()
@@ -218,8 +240,11 @@ def _static(name: str) -> bytes:
     return resources.files("floodmark.ui").joinpath("static", name).read_bytes()
 
 
-def build_app(dashboard: Dashboard) -> web.Application:
+def build_app(dashboard: Dashboard, guard: ChangeGuard | None = None) -> web.Application:
+    """``guard``: who may change the cluster (None: nobody; ``serve`` makes it from the
+    dashboard's ``allow_changes`` and its own address)."""
     app = web.Application()
+    guard = guard or ChangeGuard(False, frozenset())
     app.on_startup.append(dashboard.start)
     app.on_cleanup.append(dashboard.stop)
 
@@ -283,14 +308,34 @@ def build_app(dashboard: Dashboard) -> web.Application:
             dashboard.focuses.remove(focus)
         return resp
 
+    async def guarded_body(request: web.Request) -> dict[str, Any] | web.Response:
+        """The JSON body of a change, or the 403/400 answer (one line) refusing it."""
+        refusal = guard.refusal(request.method, request.headers)
+        if refusal is not None:
+            log.warning("refused %s %s: %s", request.method, request.path, refusal)
+            return web.json_response({"ok": False, "error": refusal}, status=403)
+        try:
+            body = await request.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            return web.json_response({"ok": False, "error": "the body must be a JSON object"},
+                                     status=400)
+        return body
+
     async def drill(request: web.Request) -> web.Response:
-        """Fault drills for a local cluster (``--data-dir`` only). The custom header keeps
-        other sites' pages from posting here (it needs a CORS preflight nobody answers)."""
+        """Fault drills for a local cluster (``--data-dir`` only), guarded as every change;
+        the custom header stays (a cross-site page cannot send it without a CORS preflight)."""
+        body = await guarded_body(request)
+        if isinstance(body, web.Response):
+            return body
         if not isinstance(dashboard.source, LocalClusterSource):
-            raise web.HTTPForbidden(text="fault drills need --data-dir (a local cluster)")
+            return web.json_response(
+                {"ok": False, "error": "fault drills need --data-dir (a local cluster)"},
+                status=403)
         if request.headers.get(DRILL_HEADER) != "1":
-            raise web.HTTPForbidden(text=f"missing header {DRILL_HEADER}: 1")
-        body = await request.json()
+            return web.json_response({"ok": False, "error": f"missing header {DRILL_HEADER}: 1"},
+                                     status=403)
         try:
             message = await asyncio.get_running_loop().run_in_executor(
                 None, dashboard.source.drill, int(body["broker"]), str(body["action"]))
@@ -299,6 +344,51 @@ def build_app(dashboard: Dashboard) -> web.Application:
         log.warning("fault drill: %s", message)
         await dashboard.refresh()
         return web.json_response({"ok": True, "message": message})
+
+    def change(call: Callable[[str, dict[str, Any]], Any]) -> Any:
+        """A guarded change through ``ui.admin``: 200 ``{"ok": true, ...}`` or one line."""
+        async def handler(request: web.Request) -> web.Response:
+            body = await guarded_body(request)
+            if isinstance(body, web.Response):
+                return body
+            try:
+                answer = await asyncio.get_running_loop().run_in_executor(
+                    dashboard._pool, call, dashboard.source.bootstrap(), body)
+            except admin.AdminError as exc:
+                log.warning("%s: %s", request.path, exc)
+                return web.json_response({"ok": False, "error": str(exc)}, status=exc.status)
+            except (OSError, RuntimeError) as exc:
+                log.warning("%s: %s", request.path, exc)
+                return web.json_response({"ok": False, "error": f"{type(exc).__name__}: {exc}"},
+                                         status=502)
+            log.warning("change: %s %s", request.path,
+                        answer if isinstance(answer, str) else
+                        f"group {answer['group']}, {len(answer['plan'])} partition(s), "
+                        f"executed={answer['executed']}")
+            out = {"ok": True, "message": answer} if isinstance(answer, str) else {
+                "ok": True, **answer}
+            dashboard.nudge()
+            return web.json_response(out)
+        return handler
+
+    async def refuse_get(request: web.Request) -> web.Response:
+        refusal = guard.refusal(request.method, request.headers) or "use POST"
+        return web.json_response({"ok": False, "error": refusal}, status=403 if not
+                                 guard.allow_changes else 405)
+
+    async def configs(request: web.Request) -> web.Response:
+        dashboard.touch()
+        try:
+            answer = await asyncio.get_running_loop().run_in_executor(
+                dashboard._pool, admin.configs, dashboard.source.bootstrap(),
+                request.query.get("type", ""), request.query.get("name", ""))
+        except admin.AdminError as exc:
+            log.warning("configs: %s", exc)
+            return web.json_response({"error": str(exc)}, status=exc.status)
+        except (OSError, RuntimeError) as exc:
+            log.warning("configs: %s", exc)
+            return web.json_response({"error": f"{type(exc).__name__}: {exc}"}, status=502)
+        return web.json_response(answer)
 
     async def scenarios(request: web.Request) -> web.Response:
         return web.json_response(scenario_list())
@@ -324,7 +414,14 @@ def build_app(dashboard: Dashboard) -> web.Application:
     app.router.add_get("/api/snapshot", part(""))
     app.router.add_get("/api/events", events)
     app.router.add_get("/api/messages", messages)
-    app.router.add_post("/api/drill", drill)
+    app.router.add_get("/api/configs", configs)
+    changes = {"/api/drill": drill,
+               "/api/topics/create": change(admin.create_topic),
+               "/api/topics/delete": change(admin.delete_topic),
+               "/api/groups/reset-offsets": change(admin.reset_offsets)}
+    for path, handler in changes.items():
+        app.router.add_post(path, handler)
+        app.router.add_get(path, refuse_get)
     return app
 
 
@@ -344,7 +441,9 @@ def bind(listen: str) -> socket.socket:
 async def serve(dashboard: Dashboard, sock: socket.socket, stop: asyncio.Event,
                 ready: Callable[[], None] | None = None) -> None:
     """Serve on ``sock`` until ``stop`` is set; ``ready()`` once connections are accepted."""
-    runner = web.AppRunner(build_app(dashboard), handle_signals=False)
+    host, port = sock.getsockname()[:2]
+    guard = ChangeGuard(dashboard.allow_changes, own_hosts(host, port))
+    runner = web.AppRunner(build_app(dashboard, guard), handle_signals=False)
     await runner.setup()
     site = web.SockSite(runner, sock, shutdown_timeout=1.0)
     await site.start()

@@ -28,6 +28,15 @@ from floodmark.client.connection import KafkaConnection, RequestFailed
 from floodmark.client.replica_state import leader_views, replica_states
 from floodmark.cluster import CONTROLLER_ID, LocalCluster
 from floodmark.ui.groups import read_groups
+from floodmark.ui.topic_stats import (
+    STAT_KEYS,
+    Sample,
+    TopicStats,
+    committed_of,
+    log_dir_sizes,
+    topic_byte_counters,
+    topic_sizes,
+)
 
 PartitionKey = tuple[str, int]
 BROKER_TIMEOUT_S = 2.0
@@ -54,6 +63,9 @@ class ClusterView:
     controller: dict[str, Any] | None
     registrations: dict[PartitionKey, Registration]
     internal_topics: set[str] = field(default_factory=set)
+    # Prometheus endpoints known apart from the brokers' entries (``--metrics`` with
+    # ``--bootstrap``: which broker each belongs to is not known).
+    metrics: tuple[str, ...] = ()
 
 
 class Source(Protocol):
@@ -67,8 +79,10 @@ class Source(Protocol):
 class BootstrapSource:
     """Any floodmark cluster, found through its bootstrap servers."""
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, metrics: tuple[str, ...] = ()) -> None:
+        """``metrics``: the brokers' Prometheus endpoints (``--metrics``), for bytes/s."""
         self.addresses = [format_host_port(h, p) for h, p in parse_bootstrap(bootstrap)]
+        self.metrics = metrics
 
     def bootstrap(self) -> str:
         return ",".join(self.addresses)
@@ -101,8 +115,9 @@ class BootstrapSource:
                     tuple(int(r) for r in p.replica_nodes), tuple(int(r) for r in p.isr_nodes))
         known = set(live) | {r for reg in registrations.values() for r in reg.replicas}
         brokers = [{"id": b, "address": live.get(b), "alive": b in live, "state": None,
-                    "fenced": None, "broker_epoch": None} for b in sorted(known)]
-        return ClusterView("bootstrap", brokers, None, registrations, internal)
+                    "fenced": None, "broker_epoch": None, "metrics": None}
+                   for b in sorted(known)]
+        return ClusterView("bootstrap", brokers, None, registrations, internal, self.metrics)
 
 
 DRILLS = {"kill": signal.SIGKILL, "pause": signal.SIGSTOP, "resume": signal.SIGCONT}
@@ -156,7 +171,8 @@ class LocalClusterSource:
             alive = n["state"] == "running" and not n.get("fenced", False)
             brokers.append({"id": n["id"], "address": n["address"], "alive": alive,
                             "state": n["state"], "fenced": n.get("fenced"),
-                            "broker_epoch": n.get("broker_epoch")})
+                            "broker_epoch": n.get("broker_epoch"),
+                            "metrics": n.get("metrics")})
         registrations: dict[PartitionKey, Registration] = {}
         for topic, parts in status.get("partitions", {}).items():
             for index, reg in parts.items():
@@ -215,14 +231,16 @@ def _leader_high_watermarks(address: str, led: list[PartitionKey]) -> dict[Parti
 
 def collect(source: Source, pool: ThreadPoolExecutor,
             focus: frozenset[PartitionKey] | None = None,
-            previous: dict[str, Any] | None = None) -> dict[str, Any]:
+            previous: dict[str, Any] | None = None,
+            stats: TopicStats | None = None) -> dict[str, Any]:
     """One refresh: ``{"time_ms", "cluster", "topics", "partitions", "groups", "focus"}``.
 
     ``focus``: the partitions somebody looks at; only their replicas are asked (``partitions``
     then holds only them). None: every partition (the JSON API, a page's first load).
     ``previous``: a snapshot whose groups and high watermarks (of the partitions not in focus)
     are reused instead of asking the group coordinators and the leaders again (the poller
-    asks for those every few refreshes only)."""
+    asks for those every few refreshes only), and so are its topics' sizes and rates.
+    ``stats``: the rates' memory (``topic_stats``); None: no sizes or rates (each None)."""
     view = source.describe()
     alive = {b["id"]: b["address"] for b in view.brokers if b["alive"] and b["address"]}
     # A running broker the controller still fences (e.g. restarted, catching up) still answers
@@ -267,19 +285,48 @@ def collect(source: Source, pool: ThreadPoolExecutor,
                                    list(all_led)):
                 high_watermarks.update(answer)
         groups = read_groups(reachable, leaders, high_watermarks, pool)
+        per_topic = (_topic_stats(view, reachable, leaders, high_watermarks, groups, stats,
+                                  pool) if stats is not None else {})
     else:
         groups = list(previous.get("groups") or [])
+        per_topic = {}
         for t in previous.get("topics") or []:
+            per_topic[t["topic"]] = {k: t.get(k) for k in STAT_KEYS}
             for row in t["partitions"]:
                 high_watermarks.setdefault((t["topic"], row["partition"]),
                                            row.get("high_watermark"))
+    rows = topic_rows(view, alive, high_watermarks)
+    for row in rows:
+        known = per_topic.get(row["topic"], {})
+        row.update({k: known.get(k) for k in STAT_KEYS})
     return {"time_ms": int(time.time() * 1000),
             "cluster": {"mode": view.mode, "controller": view.controller,
                         "brokers": view.brokers},
-            "topics": topic_rows(view, alive, high_watermarks),
+            "topics": rows,
             "partitions": partitions,
             "groups": groups,
             "focus": None if focus is None else [list(k) for k in sorted(focus)]}
+
+
+def _topic_stats(view: ClusterView, reachable: dict[int, str], leaders: dict[PartitionKey, int],
+                 high_watermarks: dict[PartitionKey, int | None], groups: list[dict[str, Any]],
+                 stats: TopicStats, pool: ThreadPoolExecutor) -> dict[str, dict[str, Any]]:
+    """Sizes (one DescribeLogDirs per reachable broker) and rates (``topic_stats``) per topic."""
+    metrics = [str(b["metrics"]) for b in view.brokers
+               if b.get("metrics") and b["id"] in reachable] + list(view.metrics)
+    size_futures = {b: pool.submit(log_dir_sizes, reachable[b]) for b in reachable}
+    scrape_futures = {url: pool.submit(topic_byte_counters, url) for url in metrics}
+    sizes = {b: fut.result() for b, fut in size_futures.items()}
+    counters = {url: answer for url, fut in scrape_futures.items() if (answer := fut.result()) is not None}
+    rates = stats.observe(Sample(
+        time.monotonic(), {k: v for k, v in high_watermarks.items() if v is not None},
+        committed_of(groups), counters))
+    out: dict[str, dict[str, Any]] = {}
+    for topic, size_row in topic_sizes(sizes, leaders).items():
+        out.setdefault(topic, {}).update(size_row)
+    for topic, rate_row in rates.items():
+        out.setdefault(topic, {}).update(rate_row)
+    return out
 
 
 def partition_row(key: PartitionKey, reg: Registration,

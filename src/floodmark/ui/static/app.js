@@ -59,6 +59,7 @@ function writeUrl() {
   if (b.key) q.set("key", b.key);
   if (b.format !== "text") q.set("format", b.format);
   if (b.limit !== "50" && b.limit !== "") q.set("limit", b.limit);
+  if (configsView.kind) q.set("configs", `${configsView.kind}:${configsView.name}`);
   if (sim.inUrl && sim.data) {  // the scenario replay, once the user picked or stepped it
     q.set("scenario", sim.data.scenario);
     q.set("truncation", sim.data.truncation);
@@ -132,7 +133,13 @@ function renderCluster(cluster) {
       (b.broker_epoch !== null && b.broker_epoch !== undefined ? ` · broker epoch ${b.broker_epoch}` : "")));
     card.append(el("div", { class: "leads" },
       `leads ${b.leads.length}: ${b.leads.filter((n) => !n.startsWith("__")).join(", ") || "—"}`));
-    if (cluster.mode === "local") {
+    const links = el("div", { class: "broker-links" });
+    const cfg = el("button", { class: "configs-link", type: "button", "data-configs-broker": b.id },
+      "configs");
+    cfg.onclick = () => openConfigs("broker", String(b.id));
+    links.append(cfg);
+    card.append(links);
+    if (cluster.mode === "local" && changesAllowed()) {
       const drills = el("div", { class: "drills", title: "fault drill: acts on the real process" });
       drills.append(el("span", { class: "drill-label" }, "fault drill:"));
       for (const action of ["kill", "pause", "resume", "start"]) {
@@ -150,6 +157,12 @@ function renderCluster(cluster) {
 
 async function drill(broker, action) {
   const status = document.getElementById("drill-status");
+  const what = { kill: "SIGKILL", pause: "SIGSTOP", resume: "SIGCONT", start: "start" }[action];
+  if (!await askConfirm(`${action} broker ${broker}?`,
+    el("div", {}, action === "start" ? `starts broker ${broker}'s process again`
+                                     : `sends ${what} to broker ${broker}'s process`))) {
+    return;
+  }
   status.textContent = `${action} broker ${broker}…`;
   try {
     const resp = await fetch("/api/drill", { method: "POST",
@@ -714,6 +727,274 @@ function renderMessages() {
   status.textContent = text;
 }
 
+// -- changes: only with --allow-changes, each behind a confirmation ---------------------------------
+function changesAllowed() { return Boolean(state.snapshot && state.snapshot.allow_changes); }
+
+const confirmBox = { resolve: null };
+
+// Shows the confirmation panel; resolves true on "confirm", false on "cancel" (or another ask).
+// typed: the text the user must type before "confirm" is enabled (a topic to delete).
+function askConfirm(text, detail, typed = null) {
+  if (confirmBox.resolve) confirmBox.resolve(false);
+  const box = document.getElementById("confirm");
+  document.getElementById("confirm-text").textContent = text;
+  document.getElementById("confirm-detail").replaceChildren(...(detail ? [detail] : []));
+  const typeLabel = document.getElementById("confirm-type");
+  const input = document.getElementById("confirm-input");
+  const yes = document.getElementById("confirm-yes");
+  typeLabel.hidden = typed === null;
+  input.value = "";
+  document.getElementById("confirm-expect").textContent = typed ?? "";
+  yes.disabled = typed !== null;
+  input.oninput = () => { yes.disabled = typed !== null && input.value !== typed; };
+  box.hidden = false;
+  box.dataset.text = text;
+  return new Promise((resolve) => {
+    confirmBox.resolve = resolve;
+    const done = (answer) => {
+      box.hidden = true;
+      confirmBox.resolve = null;
+      resolve(answer);
+    };
+    yes.onclick = () => done(true);
+    document.getElementById("confirm-no").onclick = () => done(false);
+  });
+}
+
+async function postChange(path, body) {
+  const status = document.getElementById("change-status");
+  status.textContent = "…";
+  delete status.dataset.ok;
+  let answer;
+  try {
+    const resp = await fetch(path, { method: "POST", headers: { "Content-Type": "application/json" },
+                                     body: JSON.stringify(body) });
+    answer = await resp.json();
+  } catch (exc) {
+    answer = { ok: false, error: String(exc) };
+  }
+  status.dataset.ok = String(Boolean(answer.ok));
+  status.textContent = answer.ok ? (answer.message || "done") : `refused: ${answer.error}`;
+  return answer;
+}
+
+function parseConfigs(text) {
+  const out = {};
+  for (const item of text.split(",").map((x) => x.trim()).filter(Boolean)) {
+    const at = item.indexOf("=");
+    if (at <= 0) throw new Error(`${item}: not name=value`);
+    out[item.slice(0, at).trim()] = item.slice(at + 1).trim();
+  }
+  return out;
+}
+
+function initChanges() {
+  document.getElementById("create-topic").onsubmit = async (event) => {
+    event.preventDefault();
+    const name = document.getElementById("create-name").value.trim();
+    const partitions = Number(document.getElementById("create-partitions").value);
+    const rf = Number(document.getElementById("create-rf").value);
+    let configs;
+    try {
+      configs = parseConfigs(document.getElementById("create-configs").value);
+    } catch (exc) {
+      const status = document.getElementById("change-status");
+      status.dataset.ok = "false";
+      status.textContent = `configs: ${exc.message}`;
+      return;
+    }
+    const summary = `${partitions} partition(s), replication factor ` +
+      (rf === -1 ? "the cluster's default" : rf) +
+      (Object.keys(configs).length ? `, ${Object.entries(configs).map(([k, v]) => `${k}=${v}`).join(", ")}` : "");
+    if (!await askConfirm(`create topic ${name}?`, el("div", {}, summary))) return;
+    const answer = await postChange("/api/topics/create",
+      { topic: name, partitions, replication_factor: rf, configs });
+    if (answer.ok) document.getElementById("create-name").value = "";
+  };
+  document.getElementById("reset-mode").onchange = resetModeInputs;
+  resetModeInputs();
+  document.getElementById("reset-offsets").onsubmit = async (event) => {
+    event.preventDefault();
+    const body = resetBody();
+    const plan = await postChange("/api/groups/reset-offsets", { ...body, execute: false });
+    if (!plan.ok) return;
+    const table = el("table", { id: "reset-plan" });
+    table.append(el("tr", {}), ...plan.plan.map((r) => {
+      const tr = el("tr", { class: "planned", "data-topic": r.topic, "data-partition": r.partition,
+        "data-new-offset": r.new_offset });
+      tr.append(el("td", {}, r.topic), el("td", {}, r.partition), el("td", {}, r.new_offset));
+      return tr;
+    }));
+    table.firstChild.append(el("th", {}, "topic"), el("th", {}, "partition"), el("th", {}, "new offset"));
+    document.getElementById("change-status").textContent =
+      `the plan for group ${body.group}: ${plan.plan.length} partition(s)`;
+    if (!plan.plan.length) return;
+    if (!await askConfirm(`reset group ${body.group}'s committed offsets?`, table)) return;
+    const done = await postChange("/api/groups/reset-offsets", { ...body, execute: true });
+    if (done.ok) {
+      document.getElementById("change-status").textContent =
+        `group ${body.group}: ${done.plan.length} committed offset(s) reset`;
+    }
+  };
+}
+
+function resetModeInputs() {
+  const mode = document.getElementById("reset-mode").value;
+  document.getElementById("reset-offset").hidden = mode !== "offset";
+  document.getElementById("reset-time").hidden = mode !== "datetime";
+}
+
+function resetBody() {
+  const mode = document.getElementById("reset-mode").value;
+  const topic = document.getElementById("reset-topic").value;
+  const body = { group: document.getElementById("reset-group").value, mode,
+                 topic: topic === "" ? null : topic };
+  if (mode === "offset") body.offset = Number(document.getElementById("reset-offset").value);
+  if (mode === "datetime") body.timestamp_ms = new Date(document.getElementById("reset-time").value).getTime();
+  return body;
+}
+
+async function deleteTopic(topic) {
+  if (!await askConfirm(`delete topic ${topic} and every record in it?`,
+    el("div", {}, "This cannot be undone."), topic)) return;
+  await postChange("/api/topics/delete", { topic });
+}
+
+function fillSelect(sel, options) {  // [value, label] pairs; keeps the choice if still offered
+  const keys = JSON.stringify(options);  // labels too: a group's state changes
+  if (sel.dataset.keys === keys) return;
+  const keep = sel.value;
+  sel.dataset.keys = keys;
+  sel.replaceChildren(...options.map(([v, label]) => el("option", { value: v }, label)));
+  if (options.some(([v]) => v === keep)) sel.value = keep;
+}
+
+function renderChangeForms(snap) {
+  const allowed = changesAllowed();
+  document.body.dataset.allowChanges = String(allowed);
+  document.getElementById("create-topic").hidden = !allowed;
+  const reset = document.getElementById("reset-offsets");
+  reset.hidden = !allowed || !(snap.groups || []).length;
+  if (!allowed) return;
+  fillSelect(document.getElementById("reset-group"),
+    (snap.groups || []).map((g) => [g.group, `group ${g.group} (${g.state})`]));
+  fillSelect(document.getElementById("reset-topic"), [["", "every topic it has offsets for"],
+    ...(snap.topics || []).filter((t) => !t.internal).map((t) => [t.topic, `topic ${t.topic}`])]);
+}
+
+// -- throughput and size per topic ---------------------------------------------------------------
+function human(bytes) {
+  if (bytes === null || bytes === undefined) return "—";
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let v = bytes, i = 0;
+  while (v >= 1024 && i < units.length - 1) { v /= 1024; i++; }
+  return i === 0 ? `${bytes} B` : `${v.toFixed(1)} ${units[i]}`;
+}
+
+function rate(value, bytes = false) {
+  if (value === null || value === undefined) return "—";
+  return bytes ? `${human(value)}/s` : `${value}/s`;
+}
+
+function renderTopicStats(topics) {
+  const body = document.querySelector("#topic-stats-table tbody");
+  const allowed = changesAllowed();
+  body.replaceChildren(...[...topics.filter((t) => !t.internal), ...topics.filter((t) => t.internal)]
+    .map((t) => {
+      const tr = el("tr", { class: "topic-stats", "data-topic": t.topic,
+        "data-partitions": t.partitions.length, "data-size-bytes": t.size_bytes,
+        "data-size-on-disk-bytes": t.size_on_disk_bytes, "data-records-in-per-s": t.records_in_per_s,
+        "data-records-out-per-s": t.records_out_per_s, "data-bytes-in-per-s": t.bytes_in_per_s,
+        "data-bytes-out-per-s": t.bytes_out_per_s });
+      const actions = el("td", { class: "actions" });
+      const cfg = el("button", { class: "configs-link", type: "button", "data-configs-topic": t.topic },
+        "configs");
+      cfg.onclick = () => openConfigs("topic", t.topic);
+      actions.append(cfg);
+      if (allowed && !t.internal) {
+        const del = el("button", { class: "change delete-topic", type: "button", "data-topic": t.topic },
+          "delete…");
+        del.onclick = () => deleteTopic(t.topic);
+        actions.append(" ", del);
+      }
+      tr.append(el("td", {}, t.topic), el("td", {}, t.partitions.length),
+        el("td", {}, human(t.size_bytes)), el("td", {}, human(t.size_on_disk_bytes)),
+        el("td", {}, rate(t.records_in_per_s)), el("td", {}, rate(t.records_out_per_s)),
+        el("td", {}, rate(t.bytes_in_per_s, true)), el("td", {}, rate(t.bytes_out_per_s, true)),
+        actions);
+      return tr;
+    }));
+}
+
+// -- configs of a topic or a broker, with their sources (?configs=topic:T | broker:N) -------------
+const configsView = { kind: null, name: null, seq: 0 };
+
+function openConfigs(kind, name) {
+  configsView.kind = kind;
+  configsView.name = name;
+  writeUrl();
+  loadConfigs();
+  document.getElementById("configs-section").scrollIntoView({ block: "nearest" });
+}
+
+async function loadConfigs() {
+  const section = document.getElementById("configs-section");
+  const status = document.getElementById("configs-status");
+  const body = document.querySelector("#configs-table tbody");
+  if (!configsView.kind) { section.hidden = true; return; }
+  section.hidden = false;
+  const { kind, name } = configsView;
+  document.getElementById("configs-title").textContent = `${kind} ${name}`;
+  Object.assign(section.dataset, { kind, name, loaded: "false" });
+  status.textContent = "reading…";
+  delete status.dataset.error;
+  const seq = ++configsView.seq;
+  let answer;
+  try {
+    const resp = await fetch(`/api/configs?${new URLSearchParams({ type: kind, name })}`);
+    answer = await resp.json();
+  } catch (exc) {
+    answer = { error: String(exc) };
+  }
+  if (seq !== configsView.seq) return;
+  section.dataset.loaded = "true";
+  if (answer.error) {
+    status.dataset.error = "true";
+    status.textContent = `cannot read the configs of ${kind} ${name}: ${answer.error}`;
+    body.replaceChildren();
+    return;
+  }
+  const overridden = answer.configs.filter((c) => c.source.startsWith("DYNAMIC")).length;
+  status.textContent = `${answer.configs.length} configs, ${overridden} set dynamically` +
+    " (the source says which layer each value comes from; sensitive values are never shown)";
+  body.replaceChildren(...answer.configs.map((c) => {
+    const tr = el("tr", { class: "config", "data-name": c.name, "data-value": c.value ?? "",
+      "data-source": c.source, "data-sensitive": String(c.sensitive), "data-read-only": String(c.read_only) });
+    tr.append(el("td", {}, c.name),
+      el("td", { class: "value" }, c.sensitive ? "(sensitive: hidden)" : c.value ?? "null"),
+      el("td", { class: "source" }, c.source),
+      el("td", { class: "synonyms" }, c.synonyms.map((s) =>
+        `${s.source}: ${s.name}=${c.sensitive ? "(hidden)" : s.value ?? "null"}`).join(" · ")));
+    return tr;
+  }));
+}
+
+function initConfigs() {
+  const q = new URLSearchParams(location.search);
+  const spec = q.get("configs");
+  if (spec && /^(topic|broker):./.test(spec)) {
+    const at = spec.indexOf(":");
+    configsView.kind = spec.slice(0, at);
+    configsView.name = spec.slice(at + 1);
+    loadConfigs();
+  }
+  document.getElementById("configs-close").onclick = () => {
+    configsView.kind = configsView.name = null;
+    writeUrl();
+    loadConfigs();
+  };
+}
+
 // -- the whole page ------------------------------------------------------------------------------------
 function render(snap) {
   state.snapshot = snap;
@@ -743,8 +1024,10 @@ function render(snap) {
   updated.dataset.changedMs = String(state.changedMs);
   updated.textContent = `${p ? keyOf(p) : "cluster"} last changed ` +
     new Date(state.changedMs).toLocaleTimeString();
+  renderTopicStats(snap.topics || []);
   renderTopics(snap.topics || []);
   renderGroups(snap.groups || []);
+  renderChangeForms(snap);
   state.renders += 1;
   document.body.dataset.renders = String(state.renders);
   document.body.dataset.snapshotTime = String(snap.time_ms || "");
@@ -765,6 +1048,8 @@ function connect() {
 window.floodmarkState = state;
 state.selected = readSelection();
 initBrowser();
+initConfigs();
+initChanges();
 connect();
 if (state.selected) loadMessages();
 initScenarios();
