@@ -118,3 +118,53 @@ def test_unclean_election_trade_off(tmp_path: Path, unclean: bool) -> None:
         if producer is not None:
             producer.close(timeout=2)
         cluster.stop()
+
+
+def test_an_operator_elects_a_stale_replica_for_a_leaderless_partition(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``unclean.leader.election.enable=false`` left the partition without a leader (its last
+    ISR member is dead, a stale replica is alive): ``floodmark cluster elect-leaders
+    --election-type unclean`` (kafka-leader-election.sh's UNCLEAN) makes the stale replica the
+    leader, as the operator asked, and writes are taken again from its log end."""
+    from floodmark.cli.main import main
+
+    cluster = start_cluster(tmp_path / "c", **{"auto.leader.rebalance.enable": "false"})
+    producer = None
+    try:
+        admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+        admin.create_topics([NewTopic(TOPIC, 1, 3, topic_configs={
+            "min.insync.replicas": "1", "unclean.leader.election.enable": "false"})])
+        admin.close()
+        wait_until(lambda: cluster.leader_of(TOPIC) > 0, 10, "a leader")
+        producer = _producer(cluster.bootstrap)
+        first = _send(producer, [b"a%d" % i for i in range(20)], 20)
+        leader = cluster.leader_of(TOPIC)
+        stale, other = [b for b in cluster.broker_ids if b != leader]
+        cluster.kill(stale, signal.SIGKILL)
+        cluster.kill(other, signal.SIGKILL)
+        wait_until(lambda: (cluster.partition_registration(TOPIC) or {}).get("isr") == [leader],
+                   15, "ISR = {leader}")
+        _send(producer, [b"b%d" % i for i in range(10)], 20)
+        cluster.kill(leader, signal.SIGKILL)
+        cluster.start_node(stale)
+        wait_until(lambda: cluster.leader_of(TOPIC) == -1, 15, "the leader fenced")
+        assert cluster.leader_of(TOPIC) == -1  # the stale replica is not elected on its own
+
+        capsys.readouterr()
+        rc = main(["cluster", "elect-leaders", "--election-type", "unclean", "--topic", TOPIC,
+                   "--partition", "0", "--bootstrap-server", cluster.bootstrap])
+        out, err = capsys.readouterr()
+        assert rc == 0 and "Traceback" not in err, err
+        assert out.splitlines() == [
+            f"Successfully completed leader election (UNCLEAN) for partitions {TOPIC}-0"], out
+        wait_until(lambda: cluster.leader_of(TOPIC) == stale, 15, "the stale replica leads")
+        producer.close(timeout=2)  # it knew only the dead leader (see above)
+        producer = _producer(cluster.bootstrap)
+        after = _send(producer, [b"c%d" % i for i in range(5)], 30)
+        assert after[0] == max(first) + 1, "the new leader continues from its own log"
+        st = cluster.controller_status()
+        assert st is not None and st["unclean_elections"] >= 1
+    finally:
+        if producer is not None:
+            producer.close(timeout=2)
+        cluster.stop()
