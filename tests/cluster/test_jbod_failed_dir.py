@@ -7,11 +7,14 @@ record is read back. AlterReplicaLogDirs moves a follower's replica under load."
 
 from __future__ import annotations
 
+import os
+import subprocess
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.admin import KafkaAdminClient
@@ -62,8 +65,57 @@ def _log_dirs(bootstrap: str, broker: int) -> dict[str, dict[str, Any]]:
             for d in answer["log_dirs"]}
 
 
-def test_a_failed_log_dir_moves_only_its_leaderships(tmp_path: Path) -> None:
+def _mount_disks(disks: Path) -> dict[str, Path]:
+    """Every broker's every log dir on a disk of its own: an ext4 filesystem on a loop device
+    whose backing file is a sparse image on a small tmpfs (thin provisioning). Filling that
+    tmpfs breaks the disk under the filesystem: its writes and fsyncs fail although ext4 still
+    reports free space. Returns log dir -> its backing tmpfs."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting filesystems needs root")
+    backing: dict[str, Path] = {}
+    for node in (1, 2, 3):
+        for name in ("a", "b"):
+            path, back = disks / f"b{node}-{name}", disks / f"back-{node}-{name}"
+            path.mkdir(parents=True)
+            back.mkdir()
+            steps = [["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(back)],
+                     ["truncate", "-s", "64M", str(back / "disk.img")],
+                     ["mkfs.ext4", "-q", "-F", str(back / "disk.img")],
+                     ["mount", "-o", "loop,errors=remount-ro", str(back / "disk.img"), str(path)]]
+            for i, step in enumerate(steps):
+                done = subprocess.run(step, capture_output=True, text=True, check=False)
+                if done.returncode != 0:
+                    if i > 0:
+                        backing[str(path)] = back
+                    _unmount(backing)
+                    pytest.skip(f"cannot mount a loop filesystem here: {done.stderr.strip()}")
+            backing[str(path)] = back
+    return backing
+
+
+def _unmount(backing: dict[str, Path]) -> None:
+    for path, back in backing.items():
+        subprocess.run(["umount", "-l", path], check=False, capture_output=True)
+        subprocess.run(["umount", "-l", str(back)], check=False, capture_output=True)
+
+
+def _break(back: Path) -> None:
+    """Fill the disk's backing store: the filesystem above it can no longer write."""
+    try:
+        with open(back / "filler", "wb") as f:
+            for _ in range(64):
+                f.write(b"\0" * (1 << 20))
+    except OSError:
+        pass  # full: the disk is broken
+
+
+@pytest.mark.parametrize("how", ["unmounted", "broken"])
+def test_a_failed_log_dir_moves_only_its_leaderships(tmp_path: Path, how: str) -> None:
+    """``unmounted``: the directory disappears (renamed away). ``broken``: every log dir is a
+    filesystem of its own that the test mounts, and the failing one's disk breaks under it
+    (``_break``): the broker finds out at its next write (an append or a checkpoint)."""
     disks = tmp_path / "disks"
+    mounted = _mount_disks(disks) if how == "broken" else {}
     cluster = LocalCluster(
         tmp_path / "c", 3,
         {"replica.lag.time.max.ms": "2000",
@@ -83,7 +135,10 @@ def test_a_failed_log_dir_moves_only_its_leaderships(tmp_path: Path) -> None:
         kept_led = [p for p in range(4) if f"fail-{p}" in dirs[other]["partitions"]
                     and cluster.leader_of("fail", p) == leader]
 
-        Path(failing).rename(Path(failing + ".unmounted"))  # the disk is gone
+        if how == "unmounted":
+            Path(failing).rename(Path(failing + ".unmounted"))  # the disk is gone
+        else:
+            _break(mounted[failing])
 
         def moved() -> bool:
             return all(cluster.leader_of("fail", int(p.rsplit("-", 1)[1])) not in (leader, -1)
@@ -108,6 +163,7 @@ def test_a_failed_log_dir_moves_only_its_leaderships(tmp_path: Path) -> None:
         assert node["state"] == "running" and not node["fenced"], node  # still up, unfenced
     finally:
         cluster.stop()
+        _unmount(mounted)
     # ... and it stops cleanly too (its other directory marked clean, nothing raised).
     text = cluster.log_path(leader).read_text(errors="replace")
     assert "Traceback" not in text and "closed cleanly" in text

@@ -396,8 +396,15 @@ class Broker:
     def close(self) -> None:
         for ps in self.partitions.values():
             if not ps.log.offline:  # an offline log refuses even a flush (fsync error, failed dir)
-                self.storage.flush(ps.log)
-        self.checkpoint()
+                try:
+                    self.storage.flush(ps.log)
+                except (OSError, KafkaError) as exc:  # the log is offline now: not marked clean
+                    log.error("broker %d: flush of %s at shutdown failed: %s", self.node_id,
+                              ps.name, exc)
+        try:
+            self.checkpoint()
+        except OSError as exc:  # every other directory was written (write_checkpoint_snapshot)
+            log.error("broker %d: checkpoints at shutdown failed: %s", self.node_id, exc)
         for ps in self.partitions.values():
             ps.log.close()
         self.storage.mark_clean_shutdown(ps.log for ps in self.partitions.values())

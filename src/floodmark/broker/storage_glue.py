@@ -9,6 +9,7 @@ the committed-offset replay).
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import shutil
@@ -59,6 +60,12 @@ Offsets = dict[tuple[str, int], int]
 CheckpointSnapshot = tuple[int, dict[Path, tuple[Offsets, Offsets, Offsets]]]
 
 
+BROKEN_DISK_ERRNOS = frozenset({errno.EIO, errno.EROFS, errno.ENODEV, errno.ENXIO})
+"""Write errors that fail a log directory as a whole (Kafka fails it on any I/O error). A full
+disk (ENOSPC) does not: its writes are refused with KAFKA_STORAGE_ERROR until space is freed
+(deleting a topic, retention), and the directory keeps serving reads."""
+
+
 class LogDir:
     """One entry of ``log.dirs`` as this broker holds it: its ``directory.id`` (KIP-858), the
     three checkpoints read at start, and whether its last stop was clean."""
@@ -79,10 +86,15 @@ class LogDir:
         self._identity = (st.st_dev, st.st_ino)
         # Why the directory failed (an I/O error, the directory gone); None while it serves.
         self.offline: str | None = None
+        # A write the directory's disk refused for good (EIO, EROFS), seen outside a log.
+        self.io_failure: str | None = None
 
     def failure(self) -> str | None:
         """Why the directory can no longer be used: gone, or replaced by another (unmounted,
-        moved); None when it is still the directory the broker opened."""
+        moved), or its disk refused a write for good; None when it is still the directory the
+        broker opened and writable."""
+        if self.io_failure is not None:
+            return self.io_failure
         try:
             st = os.stat(self.path)
         except OSError as exc:
@@ -372,6 +384,8 @@ class Storage:
                     d.checkpoint_file(LOG_START_OFFSET_CHECKPOINT).write(start)
                 except OSError as exc:
                     failure = failure or exc
+                    if exc.errno in BROKEN_DISK_ERRNOS:
+                        d.io_failure = f"writing its checkpoints: {exc.strerror or exc}"
         if failure is not None:
             raise failure
 
