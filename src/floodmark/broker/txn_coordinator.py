@@ -27,7 +27,8 @@ import logging
 from collections.abc import Callable, Coroutine, Iterable
 from typing import TYPE_CHECKING, Protocol
 
-from floodmark.client.connection import AsyncKafkaConnection, RequestFailed
+from floodmark.broker.peer_logins import PeerLogins
+from floodmark.client.connection import AsyncKafkaConnection, AuthenticationFailed, RequestFailed
 from floodmark.client.transactions import (
     API_WRITE_TXN_MARKERS,
     WRITE_TXN_MARKERS_VERSION,
@@ -108,6 +109,7 @@ class TransactionCoordinatorDriver:
         self._waiting: dict[int, asyncio.Future[Reply]] = {}
         self._senders: dict[str, asyncio.Task[None]] = {}  # transactional id -> marker sender
         self._conns: dict[int, tuple[AsyncKafkaConnection, asyncio.Lock]] = {}
+        self._logins = PeerLogins(host.node_id, "transaction markers")
         self._tasks: set[asyncio.Task[None]] = set()
         self._deferred: list[Effect] = []  # effects decided before the event loop ran
         self._spare_pid: int | None = None  # a producer id taken ahead for the core's port
@@ -384,7 +386,7 @@ class TransactionCoordinatorDriver:
                        effect: SendMarkers) -> set[Partition]:
         """One WriteTxnMarkers to ``leader``; the partitions that have their marker."""
         held = self._connection(leader)
-        if held is None:
+        if held is None or self._logins.wait_s(leader) > 0:
             return set()
         conn, lock = held
         body = write_txn_markers_body(effect.producer_id, effect.producer_epoch,
@@ -393,10 +395,15 @@ class TransactionCoordinatorDriver:
             async with lock:
                 resp = await conn.request(API_WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION, body,
                                           MARKER_REQUEST_TIMEOUT_S)
+        except AuthenticationFailed as exc:  # the leader refused this broker's login
+            self._logins.refused(leader, str(exc), "logging in "
+                                 f"{self.host.config.inter_broker_security.describe()}")
+            return set()
         except RequestFailed as exc:
             log.debug("transaction coordinator: WriteTxnMarkers to broker %d failed: %s",
                       leader, exc)
             return set()
+        self._logins.accepted(leader)
         done: set[Partition] = set()
         for marker in resp.markers:
             for t in marker.topics:
