@@ -331,8 +331,8 @@ class ReplicaFetcher:
             except _NotAuthorized as exc:
                 self.manager.logins.refused(
                     ps.core.leader_id, str(exc),
-                    "the inter-broker principal needs ClusterAction on the cluster: name it in "
-                    "super.users or grant it")
+                    f"logged in {self.manager.security.describe()}: the inter-broker "
+                    "principal needs ClusterAction on the cluster, in super.users or granted")
             except RequestFailed as exc:
                 log.info("partition %s leader_epoch=%d fetch from leader %d failed: %s",
                          ps.name, ps.leader_epoch, ps.core.leader_id, exc)
