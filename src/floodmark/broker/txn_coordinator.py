@@ -109,7 +109,6 @@ class TransactionCoordinatorDriver:
         self._waiting: dict[int, asyncio.Future[Reply]] = {}
         self._senders: dict[str, asyncio.Task[None]] = {}  # transactional id -> marker sender
         self._conns: dict[int, tuple[AsyncKafkaConnection, asyncio.Lock]] = {}
-        self._logins = PeerLogins(host.node_id, "transaction markers")
         self._tasks: set[asyncio.Task[None]] = set()
         self._deferred: list[Effect] = []  # effects decided before the event loop ran
         self._spare_pid: int | None = None  # a producer id taken ahead for the core's port
@@ -326,6 +325,12 @@ class TransactionCoordinatorDriver:
         if meta is None or not 0 <= tp[1] < len(meta.partitions):
             return None
         return int(meta.partitions[tp[1]].leader)
+
+    @functools.cached_property
+    def _logins(self) -> PeerLogins:
+        """Brokers that refused this one's login: one line each (the simulator has no host
+        and sends no markers over the wire, hence made on first use)."""
+        return PeerLogins(self.host.node_id, "transaction markers")
 
     def _connection(self, node_id: int) -> tuple[AsyncKafkaConnection, asyncio.Lock] | None:
         address = self.host.membership.broker_address(node_id)
