@@ -117,6 +117,21 @@ def test_a_mistake_is_one_line_at_start(change: dict[str, object], needle: str) 
     assert "s3cr" not in str(err.value)
 
 
+def test_a_broker_without_any_inter_broker_login_starts_and_says_so_when_it_dials(
+        tmp_path: Path) -> None:
+    """A lone broker whose one listener is SASL (the inter-broker listener by default) starts
+    as before; dialling a broker with it fails at once with what to set."""
+    from floodmark.client.sasl import AuthenticationError, sasl_steps
+
+    config = BrokerConfig.load(data_dir=tmp_path, overrides=[
+        "listeners=SASL://127.0.0.1:0", "listener.security.protocol.map=SASL:SASL_PLAINTEXT"])
+    sec = config.inter_broker_security
+    assert sec.uses_sasl and sec.sasl_mechanism == ""
+    assert sec.describe() == "SASL_PLAINTEXT without a SASL login"
+    with pytest.raises(AuthenticationError, match=r"sasl\.mechanism\.inter\.broker\.protocol"):
+        next(sasl_steps(sec))
+
+
 def test_a_broker_with_a_bad_jaas_entry_does_not_start(tmp_path: Path) -> None:
     bad = {jaas_setting("INTERNAL", "SCRAM-SHA-512"): f"{SCRAM} required password=x;"}
     with pytest.raises(ValueError, match="needs username") as err:

@@ -177,8 +177,8 @@ class ClientSecurity:
 
     def describe(self) -> str:
         """One line for logs: the protocol and which files, never a password."""
-        login = (f" SASL/{self.sasl_mechanism} as User:{self.sasl_username}"
-                 if self.uses_sasl else "")
+        login = ("" if not self.uses_sasl else " without a SASL login" if not self.sasl_mechanism
+                 else f" SASL/{self.sasl_mechanism} as User:{self.sasl_username}")
         if not self.uses_tls:
             return self.security_protocol.value + login
         files = ", ".join(f"{k}={v}" for k, v in (("ca", self.ca_location),

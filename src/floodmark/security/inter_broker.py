@@ -14,7 +14,9 @@ transaction-marker senders log in with, from Kafka's settings.
 The principal the other brokers see is ``User:<username>``, subject to the authorizer like any
 other: it needs ClusterAction on the cluster (replica Fetch, WriteTxnMarkers), so name it in
 ``super.users`` or grant it. Every mistake is one ``ValueError`` line at start that names the
-setting and never shows the password. The controller channel does not take SASL
+setting and never shows the password. A broker that sets neither (the mechanism left at Kafka's
+default, no JAAS entry) starts, and dials with no login: the other broker refuses it, and the
+refusal (one line) names what to set. The controller channel does not take SASL
 (``security.channel``): it is PLAINTEXT or mTLS.
 """
 
@@ -27,6 +29,8 @@ from floodmark.security.jaas import jaas_credentials
 from floodmark.security.sasl.settings import enabled_mechanisms
 
 INTER_BROKER_MECHANISM = "sasl.mechanism.inter.broker.protocol"
+DEFAULT_MECHANISM = "GSSAPI"
+"""Kafka's default for it, which floodmark does not serve: left at it, nothing is configured."""
 CLIENT_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 """What a broker can log in with (floodmark's client speaks these)."""
 
@@ -47,10 +51,15 @@ def jaas_setting(listener: str, mechanism: str) -> str:
     return f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
 
 
-def inter_broker_sasl(get: Callable[[str], object], listener: str) -> InterBrokerSasl:
-    """The SASL login of this broker on the inter-broker listener ``listener`` (a SASL one).
-    ValueError: one line, never a secret."""
-    mechanism = str(get(INTER_BROKER_MECHANISM) or "GSSAPI").strip().upper()
+def inter_broker_sasl(get: Callable[[str], object], listener: str) -> InterBrokerSasl | None:
+    """The SASL login of this broker on the inter-broker listener ``listener`` (a SASL one);
+    None when none is configured at all (the mechanism left at Kafka's default and no JAAS
+    entry for the listener: a lone broker whose one listener is SASL starts as before, and a
+    peer's refusal then says what to set). ValueError: one line, never a secret."""
+    mechanism = str(get(INTER_BROKER_MECHANISM) or DEFAULT_MECHANISM).strip().upper()
+    if mechanism == DEFAULT_MECHANISM and not any(
+            str(get(jaas_setting(listener, m)) or "").strip() for m in CLIENT_MECHANISMS):
+        return None
     if mechanism not in CLIENT_MECHANISMS:
         raise ValueError(f"{INTER_BROKER_MECHANISM}={mechanism}: the inter-broker listener "
                          f"{listener} is SASL and brokers log in to each other with "
