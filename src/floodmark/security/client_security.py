@@ -37,7 +37,7 @@ from pathlib import Path
 from floodmark.security.inter_broker import inter_broker_sasl
 from floodmark.security.jaas import jaas_credentials
 from floodmark.security.listeners import SecurityProtocol
-from floodmark.security.tls import SslSettings, client_context, ssl_settings
+from floodmark.security.tls import ReloadingContext, SslSettings, client_context, ssl_settings
 
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 KNOWN = frozenset({
@@ -144,16 +144,24 @@ class ClientSecurity:
                    sasl_password="" if sasl is None else sasl.password)
 
     def ssl_context(self) -> ssl.SSLContext | None:
-        """The client's TLS context (None without TLS), built once. ValueError when a file
-        does not load."""
+        """The client's TLS context (None without TLS). A node's (``for_node``) is rebuilt
+        when its key or trust store file changes (``tls.ReloadingContext``: a rotated
+        certificate reaches new connections to other nodes); one from client properties is
+        built once. ValueError when a file does not load at first."""
+        if self._node_context is not None:
+            return self._node_context.context()
         return self._context
+
+    @functools.cached_property
+    def _node_context(self) -> ReloadingContext | None:
+        if not self.uses_tls or self.node_ssl is None:
+            return None
+        return ReloadingContext(self.node_ssl, client_context, "outgoing TLS")
 
     @functools.cached_property
     def _context(self) -> ssl.SSLContext | None:
         if not self.uses_tls:
             return None
-        if self.node_ssl is not None:
-            return client_context(self.node_ssl)
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         ctx.minimum_version = ssl.TLSVersion.TLSv1_2
         try:
