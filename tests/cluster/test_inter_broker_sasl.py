@@ -126,13 +126,13 @@ def _replication_survives_a_killed_leader(cluster: LocalCluster, conf: dict[str,
                                   config={"min.insync.replicas": "2"})])[topic].result(60)
     wait_until(lambda: _isr(cluster, topic) == sorted(replicas), 30, "full ISR",
                progress=lambda: cluster_progress(cluster))
-    _produce(conf, topic, range(200))  # every follower fetched them (acks=all, full ISR)
+    _produce(conf, topic, range(100))  # every follower fetched them (acks=all, full ISR)
     leader = cluster.leader_of(topic)
     cluster.kill(leader)
     wait_until(lambda: cluster.leader_of(topic) not in (-1, leader), 30, "a new leader",
                progress=lambda: cluster_progress(cluster))
-    _produce(conf, topic, range(200, 400))
-    assert _read_all(conf, topic, 400) == list(range(400))
+    _produce(conf, topic, range(100, 200))
+    assert _read_all(conf, topic, 200) == list(range(200))
     return topic
 
 
@@ -184,7 +184,7 @@ def test_plain_between_brokers_a_wrong_password_and_no_cluster_action(tmp_path: 
         _produce(conf, topic, range(100))
         assert _isr(cluster, topic) == sorted(live)
         assert _read_all(conf, topic, 100) == list(range(100))
-        assert _read_all(conf, first, 400) == list(range(400))
+        assert _read_all(conf, first, 200) == list(range(200))
         logs = _logs(cluster)
         for bad, reason in ((4, "SASL_AUTHENTICATION_FAILED"),
                             (5, "Fetch as replica: TOPIC_AUTHORIZATION_FAILED")):
