@@ -193,6 +193,9 @@ def test_plain_between_brokers_a_wrong_password_and_no_cluster_action(tmp_path: 
             leaders = [REFUSED.search(line).group(1) for line in refused]  # type: ignore[union-attr]
             assert len(leaders) == len(set(leaders)), refused  # one line a leader, not a try
             assert all(reason in line and f"broker-{bad}" in line for line in refused), refused
+        # the leader's side: the refused tries of broker 4 (one a second) are one line a minute
+        refusals = {n: t.count("user 'broker-4': wrong password") for n, t in logs.items()}
+        assert sum(refusals.values()) >= 1 and max(refusals.values()) <= 2, refusals
         for node, text in logs.items():
             assert "pw-4-ok" not in text and "pw-4-right" not in text, node
             assert admin_pw not in text and "Traceback" not in text, (node, text[-2000:])

@@ -169,3 +169,25 @@ def test_a_refusing_peer_is_one_line_until_its_reason_changes(
         "retrying every 1 s",
         "broker 3: replica fetching from broker 1 accepted again"]
     assert logins.wait_s(1) == 0.0 and not logins.is_refused(1)
+
+
+def test_the_refusing_broker_logs_a_repeated_failure_once_a_minute() -> None:
+    """The leader's side: the same failure from the same host within a minute is counted into
+    the next line, not logged (``broker.authentication.RepeatedFailures``)."""
+    from floodmark.broker.authentication import MAX_REPEAT_KEYS, RepeatedFailures
+
+    now = [0.0]
+    repeats = RepeatedFailures(clock=lambda: now[0])
+    why = "user 'broker-4': wrong password"
+    assert repeats.seen("127.0.0.1", "INTERNAL", why) == 0  # logged
+    for _ in range(59):  # a retry a second
+        now[0] += 1.0
+        assert repeats.seen("127.0.0.1", "INTERNAL", why) is None
+    assert repeats.seen("127.0.0.2", "INTERNAL", why) == 0  # another host: its own line
+    assert repeats.seen("127.0.0.1", "INTERNAL", "unknown user") == 0  # another reason too
+    now[0] += 1.0
+    assert repeats.seen("127.0.0.1", "INTERNAL", why) == 59  # a minute on: one line for 59
+    assert repeats.seen("127.0.0.1", "INTERNAL", why) is None
+    for i in range(MAX_REPEAT_KEYS + 10):  # many user names: bounded memory
+        repeats.seen("10.0.0.1", "CLIENT", f"user 'u{i}': unknown user")
+    assert len(repeats._last) == MAX_REPEAT_KEYS
