@@ -112,7 +112,7 @@ def test_rotated_certificates_reach_listeners_and_outgoing_connections(tmp_path:
         for b in live:
             assert _served_issuer(cluster.address(b), secure.ca_path) == "rotated CA"
         logs = {b: cluster.log_path(b).read_text(errors="replace") for b in live}
-        assert all("outgoing TLS: TLS key/trust store changed, reloaded" in logs[b]
+        assert all("outgoing TLS (SSL): TLS key/trust store changed, reloaded" in logs[b]
                    for b in live), {b: t[-2000:] for b, t in logs.items()}
     finally:
         cluster.stop()

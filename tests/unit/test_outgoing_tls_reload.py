@@ -43,7 +43,7 @@ def test_a_rotated_trust_and_key_store_reach_new_outgoing_connections(
         after = sec.ssl_context()
     assert after is not None and after is not before
     assert _trusted_cns(after) == {"second CA"}
-    assert any("outgoing TLS: TLS key/trust store changed, reloaded" in r.getMessage()
+    assert any("outgoing TLS (SSL): TLS key/trust store changed, reloaded" in r.getMessage()
                for r in caplog.records)
 
     # a half-written store: one line, the previous context stays

@@ -156,7 +156,8 @@ class ClientSecurity:
     def _node_context(self) -> ReloadingContext | None:
         if not self.uses_tls or self.node_ssl is None:
             return None
-        return ReloadingContext(self.node_ssl, client_context, "outgoing TLS")
+        return ReloadingContext(self.node_ssl, client_context,
+                                f"outgoing TLS ({self.security_protocol.value})")
 
     @functools.cached_property
     def _context(self) -> ssl.SSLContext | None:
