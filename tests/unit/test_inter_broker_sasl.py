@@ -191,3 +191,18 @@ def test_the_refusing_broker_logs_a_repeated_failure_once_a_minute() -> None:
     for i in range(MAX_REPEAT_KEYS + 10):  # many user names: bounded memory
         repeats.seen("10.0.0.1", "CLIENT", f"user 'u{i}': unknown user")
     assert len(repeats._last) == MAX_REPEAT_KEYS
+
+
+def test_the_jaas_entry_can_live_in_the_toml_file(tmp_path: Path) -> None:
+    """Off the command line: the TOML file's quoted Kafka name, its value as written."""
+    toml = tmp_path / "broker.toml"
+    lines = [f'"{k}" = {_toml_string(str(v))}' for k, v in _settings().items()]
+    toml.write_text("\n".join(lines) + "\n")
+    config = BrokerConfig.load(data_dir=tmp_path / "data", config_file=toml)
+    sec = config.inter_broker_security
+    assert (sec.sasl_mechanism, sec.sasl_username, sec.sasl_password) == (
+        "SCRAM-SHA-512", "broker", SECRET)
+
+
+def _toml_string(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
