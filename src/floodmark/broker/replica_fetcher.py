@@ -89,7 +89,7 @@ _REFUSALS = frozenset({ErrorCode.TOPIC_AUTHORIZATION_FAILED,
 """A leader's answers that say this broker may not fetch as a replica (no ClusterAction)."""
 
 
-class _NotAuthorized(Exception):
+class _NotAuthorized(RequestFailed):
     """The leader's authorizer refused this broker's replica fetch."""
 
 
