@@ -155,6 +155,10 @@ DEFAULTS: dict[str, Any] = {
     # default mechanism is GSSAPI, which floodmark does not serve: SCRAM is the default here.
     # ``listener.name.<listener>.sasl.enabled.mechanisms`` overrides the list per listener.
     "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
+    # The mechanism brokers log in to each other with when the inter-broker listener is SASL
+    # (Kafka's name and default; GSSAPI is not served, so such a broker must set PLAIN or
+    # SCRAM-SHA-*); the credentials are listener.name.<l>.<mechanism>.sasl.jaas.config.
+    "sasl.mechanism.inter.broker.protocol": "GSSAPI",
     "connections.max.reauth.ms": 0,
     "connection.failed.authentication.delay.ms": 100,
     "sasl.server.max.receive.size": 524_288,

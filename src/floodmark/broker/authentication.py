@@ -10,7 +10,8 @@ from ``floodmark.sasl.plain.users.file``, OAUTHBEARER's trusted keys from
 record is applied). ``check_listener`` refuses at start what must not run: an unknown
 mechanism, PLAIN without TLS unless ``floodmark.unsafe.sasl.plain.without.tls=true``, PLAIN
 without a users file. A failure is one log line (never a secret) and the connection closes
-after ``connection.failed.authentication.delay.ms``.
+after ``connection.failed.authentication.delay.ms``; the same failure from the same host again
+within a minute is counted into the next line rather than logged (``RepeatedFailures``).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ class Authentication:
         self._oauth: OAuthSettings | None = None
         self._key_set: KeySet | None = None
         self._settings: dict[str, SaslSettings] = {}  # SASL listener name -> its settings
+        self._repeats = RepeatedFailures()
         for ep in config.listeners.listeners:
             self.check_listener(ep.name, ep.security_protocol.value)
 
@@ -100,6 +102,40 @@ class Authentication:
         """One line for the log, then the connection closes after
         ``connection.failed.authentication.delay.ms`` (requests meanwhile are dropped)."""
         delay_ms = self._config.get_int("connection.failed.authentication.delay.ms")
-        log.warning("SASL authentication of %s on listener %s failed: %s; closing in %d ms",
-                    conn.peer, conn.listener_name, why, delay_ms)
+        repeats = self._repeats.seen(conn.peer.rsplit(":", 1)[0], conn.listener_name, why)
+        if repeats is not None:
+            log.warning("SASL authentication of %s on listener %s failed: %s; closing in %d ms%s",
+                        conn.peer, conn.listener_name, why, delay_ms,
+                        f" ({repeats} more like it in the last {REPEAT_WINDOW_S:.0f} s, "
+                        "not logged)" if repeats else "")
         asyncio.get_running_loop().call_later(delay_ms / 1000, conn.abort)
+
+
+REPEAT_WINDOW_S = 60.0
+MAX_REPEAT_KEYS = 1024
+
+
+class RepeatedFailures:
+    """The same failure (host, listener, reason) again within ``REPEAT_WINDOW_S`` of its last
+    logged line is counted, not logged: a broker retrying a wrong inter-broker password every
+    second, or a client library's reconnect loop, is one line a minute that says how many it
+    stands for, not one a try. At most ``MAX_REPEAT_KEYS`` failures are remembered (the
+    oldest forgotten first), so many different user names cannot grow it without bound."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._last: dict[tuple[str, str, str], tuple[float, int]] = {}
+
+    def seen(self, host: str, listener: str, why: str) -> int | None:
+        """None: do not log this one; else log it, with how many were not logged before it."""
+        now = self._clock()
+        key = (host, listener, why)
+        last = self._last.get(key)
+        if last is not None and now - last[0] < REPEAT_WINDOW_S:
+            self._last[key] = (last[0], last[1] + 1)
+            return None
+        self._last.pop(key, None)
+        if len(self._last) >= MAX_REPEAT_KEYS:
+            del self._last[next(iter(self._last))]
+        self._last[key] = (now, 0)
+        return 0 if last is None else last[1]

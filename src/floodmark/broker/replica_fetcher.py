@@ -37,8 +37,13 @@ from typing import TYPE_CHECKING, Protocol
 
 from floodmark.broker.boundary import WireRequest, WireResponse
 from floodmark.broker.partition_state import PartitionState
+from floodmark.broker.peer_logins import PeerLogins
 from floodmark.broker.purgatory import FetchPurgatory
-from floodmark.client.connection import AsyncKafkaConnection, RequestFailed
+from floodmark.client.connection import (
+    AsyncKafkaConnection,
+    AuthenticationFailed,
+    RequestFailed,
+)
 from floodmark.controller.image import MetadataImage
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.replication.epochs import EpochEndOffset
@@ -79,6 +84,15 @@ def replica_of(req: WireRequest, version: int) -> tuple[int, int]:
     return int(req.replica_id), -1
 
 
+_REFUSALS = frozenset({ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                       ErrorCode.CLUSTER_AUTHORIZATION_FAILED})
+"""A leader's answers that say this broker may not fetch as a replica (no ClusterAction)."""
+
+
+class _NotAuthorized(RequestFailed):
+    """The leader's authorizer refused this broker's replica fetch."""
+
+
 class LeaderHost(Protocol):
     """What the leader side needs of its broker: the partitions it hosts, and the purgatory
     of the requests that wait on them."""
@@ -99,6 +113,9 @@ class ReplicaManager:
         """``security``: how to dial leaders (the inter-broker listener's protocol)."""
         self.node_id = node_id
         self.security = security
+        self.logins = PeerLogins(node_id, "replica fetching")
+        """Leaders that refused this broker's login or its ClusterAction: one line each, and
+        their fetchers wait rather than dial at the usual pace."""
         self.image = image
         self.now_ms = now_ms
         self.fetchers: dict[tuple[str, int], ReplicaFetcher] = {}
@@ -293,7 +310,12 @@ class ReplicaFetcher:
                 if request is None:
                     await self._wait_for_change(1.0)
                     continue
-                conn = self._connection(ps.core.leader_id)
+                leader = ps.core.leader_id
+                refused_s = self.manager.logins.wait_s(leader)
+                if refused_s > 0:
+                    await self._wait_for_change(refused_s)
+                    continue
+                conn = self._connection(leader)
                 if conn is None:
                     await self._wait_for_change(REPLICA_FETCH_BACKOFF_S)
                     continue
@@ -303,6 +325,14 @@ class ReplicaFetcher:
                     await self._fetch(conn, request)
             except asyncio.CancelledError:
                 raise
+            except AuthenticationFailed as exc:  # the leader refused this broker's login
+                self.manager.logins.refused(ps.core.leader_id, str(exc),
+                                            f"logging in {self.manager.security.describe()}")
+            except _NotAuthorized as exc:
+                self.manager.logins.refused(
+                    ps.core.leader_id, str(exc),
+                    f"logged in {self.manager.security.describe()}: the inter-broker "
+                    "principal needs ClusterAction on the cluster, in super.users or granted")
             except RequestFailed as exc:
                 log.info("partition %s leader_epoch=%d fetch from leader %d failed: %s",
                          ps.name, ps.leader_epoch, ps.core.leader_id, exc)
@@ -342,6 +372,9 @@ class ReplicaFetcher:
             raise RequestFailed(f"fetch answer names {len(resp.responses)} topics")
         part = resp.responses[0].partitions[0]
         error = ErrorCode(int(part.error_code))
+        if error in _REFUSALS:
+            raise _NotAuthorized(f"Fetch as replica: {error.name}")
+        self.manager.logins.accepted(ps.core.leader_id)
         div = part.diverging_epoch
         diverging = (EpochEndOffset(int(div.epoch), int(div.end_offset))
                      if div is not None and int(div.end_offset) >= 0 else None)

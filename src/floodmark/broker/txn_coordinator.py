@@ -27,7 +27,8 @@ import logging
 from collections.abc import Callable, Coroutine, Iterable
 from typing import TYPE_CHECKING, Protocol
 
-from floodmark.client.connection import AsyncKafkaConnection, RequestFailed
+from floodmark.broker.peer_logins import PeerLogins
+from floodmark.client.connection import AsyncKafkaConnection, AuthenticationFailed, RequestFailed
 from floodmark.client.transactions import (
     API_WRITE_TXN_MARKERS,
     WRITE_TXN_MARKERS_VERSION,
@@ -325,6 +326,12 @@ class TransactionCoordinatorDriver:
             return None
         return int(meta.partitions[tp[1]].leader)
 
+    @functools.cached_property
+    def _logins(self) -> PeerLogins:
+        """Brokers that refused this one's login: one line each (the simulator has no host
+        and sends no markers over the wire, hence made on first use)."""
+        return PeerLogins(self.host.node_id, "transaction markers")
+
     def _connection(self, node_id: int) -> tuple[AsyncKafkaConnection, asyncio.Lock] | None:
         address = self.host.membership.broker_address(node_id)
         if address is None:
@@ -384,7 +391,7 @@ class TransactionCoordinatorDriver:
                        effect: SendMarkers) -> set[Partition]:
         """One WriteTxnMarkers to ``leader``; the partitions that have their marker."""
         held = self._connection(leader)
-        if held is None:
+        if held is None or self._logins.wait_s(leader) > 0:
             return set()
         conn, lock = held
         body = write_txn_markers_body(effect.producer_id, effect.producer_epoch,
@@ -393,10 +400,15 @@ class TransactionCoordinatorDriver:
             async with lock:
                 resp = await conn.request(API_WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION, body,
                                           MARKER_REQUEST_TIMEOUT_S)
+        except AuthenticationFailed as exc:  # the leader refused this broker's login
+            self._logins.refused(leader, str(exc), "logging in "
+                                 f"{self.host.config.inter_broker_security.describe()}")
+            return set()
         except RequestFailed as exc:
             log.debug("transaction coordinator: WriteTxnMarkers to broker %d failed: %s",
                       leader, exc)
             return set()
+        self._logins.accepted(leader)
         done: set[Partition] = set()
         for marker in resp.markers:
             for t in marker.topics:

@@ -12,6 +12,7 @@ import functools
 import io
 import itertools
 import socket
+import ssl
 import struct
 from collections.abc import Mapping
 from typing import Any
@@ -23,6 +24,7 @@ from floodmark.address import parse_bootstrap
 from floodmark.client.sasl import AuthenticationError, authenticate, sasl_steps
 from floodmark.errors import FloodmarkError
 from floodmark.security.client_security import PLAINTEXT, ClientSecurity
+from floodmark.security.tls import TlsRefused
 from floodmark.wire.codec import build
 from floodmark.wire.hot import FETCH_READ_VERSIONS, HotDecodeError, parse_fetch_response
 
@@ -170,6 +172,9 @@ class AsyncKafkaConnection:
                       timeout_s: float) -> Any:
         try:
             return await asyncio.wait_for(self._request(api_key, version, body), timeout_s)
+        except AuthenticationFailed as exc:  # the broker refused this client: said as such
+            self.close()
+            raise AuthenticationFailed(f"{self.host}:{self.port}: {exc}") from exc
         except (OSError, TimeoutError, asyncio.IncompleteReadError, ValueError,
                 RequestFailed) as exc:
             self.close()
@@ -181,9 +186,13 @@ class AsyncKafkaConnection:
         reader, writer = self._reader, self._writer
         if reader is None or writer is None:
             context = self.security.ssl_context()
-            reader, writer = await asyncio.open_connection(
-                self.host, self.port, ssl=context,
-                server_hostname=self.security.server_hostname(self.host))
+            try:
+                reader, writer = await asyncio.open_connection(
+                    self.host, self.port, ssl=context,
+                    server_hostname=self.security.server_hostname(self.host))
+            except ssl.SSLError as exc:  # a refused handshake, not a network error
+                raise AuthenticationFailed(f"TLS handshake failed: {TlsRefused.describe(exc)}"
+                                           ) from None
             self._reader, self._writer = reader, writer
             if self.security.uses_sasl:
                 await self._authenticate(reader, writer)

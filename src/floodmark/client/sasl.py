@@ -43,6 +43,10 @@ def _check(answer: Any, what: str) -> None:
 
 def sasl_steps(security: ClientSecurity) -> Generator[Request, Any, None]:
     mechanism = security.sasl_mechanism
+    if not mechanism:  # a broker on a SASL inter-broker listener without a login of its own
+        raise AuthenticationError(
+            "no SASL login configured (a broker's: sasl.mechanism.inter.broker.protocol and "
+            "listener.name.<listener>.<mechanism>.sasl.jaas.config)")
     answer = yield (SASL_HANDSHAKE, HANDSHAKE_VERSION, {"mechanism": mechanism})
     _check(answer, f"SaslHandshake {mechanism}")
     if mechanism == "PLAIN":

@@ -29,14 +29,15 @@ the SASL layer from there).
 from __future__ import annotations
 
 import functools
-import re
 import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from floodmark.security.inter_broker import inter_broker_sasl
+from floodmark.security.jaas import jaas_credentials
 from floodmark.security.listeners import SecurityProtocol
-from floodmark.security.tls import SslSettings, client_context, ssl_settings
+from floodmark.security.tls import ReloadingContext, SslSettings, client_context, ssl_settings
 
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 KNOWN = frozenset({
@@ -45,9 +46,6 @@ KNOWN = frozenset({
     "ssl.key.password", "ssl.endpoint.identification.algorithm", "ssl.truststore.location",
     "ssl.truststore.type", "ssl.keystore.location", "ssl.keystore.type", "sasl.jaas.config",
 })
-_JAAS_MODULES = ("org.apache.kafka.common.security.plain.PlainLoginModule",
-                 "org.apache.kafka.common.security.scram.ScramLoginModule")
-_JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 SECRET_MARKERS = ("password", "secret", "jaas", "token")
 
 
@@ -109,7 +107,8 @@ class ClientSecurity:
         mechanism = (text.get("sasl.mechanisms") or text.get("sasl.mechanism") or "").upper()
         username, password = text.get("sasl.username", ""), text.get("sasl.password", "")
         if "sasl.jaas.config" in text and not (username or password):
-            username, password = _jaas_credentials(text["sasl.jaas.config"])
+            username, password = jaas_credentials(
+                text["sasl.jaas.config"], mechanism if mechanism in SASL_MECHANISMS else None)
         if protocol.uses_sasl:
             if mechanism not in SASL_MECHANISMS:
                 raise ValueError(f"sasl.mechanisms={mechanism or '(unset)'}: expected one of "
@@ -131,23 +130,39 @@ class ClientSecurity:
                  listener: str | None = None) -> ClientSecurity:
         """How a node dials another node's listener (``listener``, of ``protocol``): with its
         own key store as client certificate and its trust store (Kafka's ``ssl.*`` names, the
-        listener's ``listener.name.<name>.ssl.*`` first)."""
-        if not protocol.uses_tls:
-            return cls(protocol)
-        settings = ssl_settings(get, listener)
-        return cls(protocol, check_hostname=settings.check_hostname, node_ssl=settings)
+        listener's ``listener.name.<name>.ssl.*`` first); on a SASL listener, logged in with
+        ``sasl.mechanism.inter.broker.protocol`` and the listener's JAAS credentials
+        (``security.inter_broker``). ValueError: one line, never a secret."""
+        sasl = (inter_broker_sasl(get, listener or protocol.value) if protocol.uses_sasl
+                else None)
+        settings = ssl_settings(get, listener) if protocol.uses_tls else None
+        return cls(protocol,
+                   check_hostname=True if settings is None else settings.check_hostname,
+                   node_ssl=settings,
+                   sasl_mechanism="" if sasl is None else sasl.mechanism,
+                   sasl_username="" if sasl is None else sasl.username,
+                   sasl_password="" if sasl is None else sasl.password)
 
     def ssl_context(self) -> ssl.SSLContext | None:
-        """The client's TLS context (None without TLS), built once. ValueError when a file
-        does not load."""
+        """The client's TLS context (None without TLS). A node's (``for_node``) is rebuilt
+        when its key or trust store file changes (``tls.ReloadingContext``: a rotated
+        certificate reaches new connections to other nodes); one from client properties is
+        built once. ValueError when a file does not load at first."""
+        if self._node_context is not None:
+            return self._node_context.context()
         return self._context
+
+    @functools.cached_property
+    def _node_context(self) -> ReloadingContext | None:
+        if not self.uses_tls or self.node_ssl is None:
+            return None
+        return ReloadingContext(self.node_ssl, client_context,
+                                f"outgoing TLS ({self.security_protocol.value})")
 
     @functools.cached_property
     def _context(self) -> ssl.SSLContext | None:
         if not self.uses_tls:
             return None
-        if self.node_ssl is not None:
-            return client_context(self.node_ssl)
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         ctx.minimum_version = ssl.TLSVersion.TLSv1_2
         try:
@@ -171,28 +186,16 @@ class ClientSecurity:
 
     def describe(self) -> str:
         """One line for logs: the protocol and which files, never a password."""
+        login = ("" if not self.uses_sasl else " without a SASL login" if not self.sasl_mechanism
+                 else f" SASL/{self.sasl_mechanism} as User:{self.sasl_username}")
         if not self.uses_tls:
-            return self.security_protocol.value
+            return self.security_protocol.value + login
         files = ", ".join(f"{k}={v}" for k, v in (("ca", self.ca_location),
                                                   ("cert", self.certificate_location)) if v)
-        return f"{self.security_protocol.value} ({files or 'node ssl.* settings'})"
+        return f"{self.security_protocol.value} ({files or 'node ssl.* settings'}){login}"
 
 
 PLAINTEXT = ClientSecurity()
-
-
-def _jaas_credentials(entry: str) -> tuple[str, str]:
-    """``username`` and ``password`` of a Java client's ``sasl.jaas.config``
-    (``<LoginModule> required username="alice" password="...";``). ValueError, one line that
-    never shows the entry (it holds the password)."""
-    module = entry.strip().split(None, 1)[0] if entry.strip() else ""
-    if module not in _JAAS_MODULES:
-        raise ValueError(f"sasl.jaas.config: login module {module or '(none)'!r} is not read "
-                         f"(expected one of {', '.join(_JAAS_MODULES)})")
-    options = {k: re.sub(r"\\(.)", r"\1", v) for k, v in _JAAS_OPTION.findall(entry)}
-    if not options.get("username") or not options.get("password"):
-        raise ValueError("sasl.jaas.config: needs username=\"...\" and password=\"...\"")
-    return options["username"], options["password"]
 
 
 def read_properties(path: str | Path) -> dict[str, str]:

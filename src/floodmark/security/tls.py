@@ -17,10 +17,11 @@ Settings (Kafka's names; a listener's own ``listener.name.<name>.ssl.*`` wins ov
                                      certificate names the host it dialled) or empty (no check).
 ``ssl.principal.mapping.rules``      the client certificate's subject to ``User:<name>``.
 
-Rotation: ``ServerTls.context`` looks at the key store's and trust store's modification times
-at most once a second and builds a new context when one changed; new connections get it,
-established ones keep theirs (KIP-226's effect without an AlterConfigs call). A store that does
-not load (a half-written file) is one log line and the old context stays in use.
+Rotation: ``ReloadingContext.context`` looks at the key store's and trust store's modification
+times at most once a second and builds a new context when one changed; new connections get it,
+established ones keep theirs (KIP-226's effect without an AlterConfigs call). A listener's
+context (``ServerTls``) and a node's context for dialling other nodes both reload. A store that
+does not load (a half-written file) is one log line and the old context stays in use.
 """
 
 from __future__ import annotations
@@ -245,16 +246,22 @@ def peer_subject(ssl_object: ssl.SSLObject | ssl.SSLSocket | None) -> str | None
     return x509.load_der_x509_certificate(der).subject.rfc4514_string()
 
 
-class ServerTls:
-    """A TLS listener: its current context (reloaded when a store file changes) and how a
-    handshake's client certificate becomes the connection's principal."""
+class ReloadingContext:
+    """A TLS context built from a node's store files (``build(settings)``), rebuilt when one of
+    them changes: ``context()`` looks at their modification times at most once a second. A
+    store that does not load (a half-written file) is one log line and the previous context
+    stays in use. Listeners (``ServerTls``) and a node's outgoing connections (replica
+    fetching, transaction markers, the controller channel: ``ClientSecurity.for_node``) use
+    it, so a rotated certificate reaches both sides' new connections."""
 
-    def __init__(self, settings: SslSettings, listener: str = "SSL") -> None:
+    def __init__(self, settings: SslSettings, build: Callable[[SslSettings], ssl.SSLContext],
+                 what: str) -> None:
+        """``what``: whose context, for the log (``listener SSL``, ``outgoing TLS``)."""
         self.settings = settings
-        self.listener = listener
-        self.handshake_timeout_s = HANDSHAKE_TIMEOUT_S
+        self.what = what
+        self._build = build
         self._stamp = self._stamps()
-        self._context = server_context(settings)
+        self._context = build(settings)
         self._checked_s = time.monotonic()
         self.reloads = 0
 
@@ -277,14 +284,33 @@ class ServerTls:
             if stamp != self._stamp:
                 self._stamp = stamp
                 try:
-                    self._context = server_context(self.settings)
+                    self._context = self._build(self.settings)
                     self.reloads += 1
-                    log.info("listener %s: TLS key/trust store changed, reloaded (new "
-                             "connections use it)", self.listener)
+                    log.info("%s: TLS key/trust store changed, reloaded (new connections use "
+                             "it)", self.what)
                 except ValueError as exc:
-                    log.warning("listener %s: TLS store changed but %s; keeping the previous "
-                                "one", self.listener, exc)
+                    log.warning("%s: TLS store changed but %s; keeping the previous one",
+                                self.what, exc)
         return self._context
+
+
+class ServerTls:
+    """A TLS listener: its current context (reloaded when a store file changes) and how a
+    handshake's client certificate becomes the connection's principal."""
+
+    def __init__(self, settings: SslSettings, listener: str = "SSL") -> None:
+        self.settings = settings
+        self.listener = listener
+        self.handshake_timeout_s = HANDSHAKE_TIMEOUT_S
+        self._reloading = ReloadingContext(settings, server_context, f"listener {listener}")
+
+    @property
+    def reloads(self) -> int:
+        return self._reloading.reloads
+
+    def context(self) -> ssl.SSLContext:
+        """The context for a new connection: rebuilt when a store file changed."""
+        return self._reloading.context()
 
     def principal_of(self, ssl_object: ssl.SSLObject | None) -> KafkaPrincipal:
         """``User:<mapped subject>`` of a client certificate; ANONYMOUS without one. Raises
