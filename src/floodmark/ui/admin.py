@@ -30,7 +30,7 @@ from floodmark.cli.config import RESOURCE_BROKER, RESOURCE_TOPIC, describe_confi
 from floodmark.cli.errors import CliError
 from floodmark.client.cluster import ClusterClient, NoBrokerAvailable, Retriable, error_text
 from floodmark.client.connection import RequestFailed
-from floodmark.errors import ErrorCode
+from floodmark.errors import ErrorCode, FloodmarkError
 from floodmark.settings import is_sensitive
 
 ADMIN_TIMEOUT_S = 10.0
@@ -39,7 +39,7 @@ RESET_MODES = ("earliest", "latest", "offset", "datetime")
 MAX_PARTITIONS = 10_000  # a create asking for more is a typo, not a plan
 
 
-class AdminError(Exception):
+class AdminError(FloodmarkError):
     """A change or a read the dashboard refuses or the cluster refused: one line, a status."""
 
     def __init__(self, message: str, status: int = 400) -> None:
