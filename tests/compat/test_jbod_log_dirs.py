@@ -1,7 +1,7 @@
 """Several log directories per broker (JBOD, KIP-112 / KIP-113 / KIP-858) on a real broker
 process with real clients: replicas spread over ``log.dirs``, DescribeLogDirs per directory
 (kafka-python), everything read back after a restart, each directory locked and identified
-(a partition found in two directories: tests/unit/test_log_dirs.py); AlterReplicaLogDirs (kafka-python) moves a
+(a partition found in two directories: tests/unit/storage/test_log_dirs.py); AlterReplicaLogDirs (kafka-python) moves a
 partition while an idempotent producer writes to it, and nothing acknowledged is lost."""
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ kio builds a dataclass per nested struct and copies record bytes; here the Produ
 walked with ``struct`` and each partition's records come back as a *view* into the frame (so the
 storage layer can patch offsets in place without another copy), and responses are packed directly
 into a few buffers with record bytes passed by reference to ``writelines``. Output is
-byte-identical to kio's (golden tests in tests/unit/test_wire_hot.py).
+byte-identical to kio's (golden tests in tests/unit/wire/test_wire_hot.py).
 
 Versions: Produce 3..10 (flexible from 9), Fetch 4..18 (flexible from 12, topic ids from 13,
 KIP-951 leader hints from 16).

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from tests.unit.test_produce_path import PID, Leader
+from tests.unit.replication.test_produce_path import PID, Leader
 
 from floodmark.broker.config import BrokerConfig
 from floodmark.broker.handlers.admin import _entry, _topic_entries

@@ -4,7 +4,7 @@ path and the purgatory refuse accordingly, without touching the log or the parti
 
 from __future__ import annotations
 
-from tests.unit.test_produce_path import Leader
+from tests.unit.replication.test_produce_path import Leader
 
 from floodmark.errors import ErrorCode
 from floodmark.replication.election import PartitionRegistration
