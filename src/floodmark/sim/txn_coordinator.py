@@ -97,6 +97,12 @@ class SimTxnCoordinator:
     def core(self) -> TxnCoordinator:
         return self.driver.core
 
+    @property
+    def markers_in_flight(self) -> int:
+        """Decided transactions whose markers are not all written (0 while crashed: the next
+        coordinator resends them)."""
+        return self.driver.markers_in_flight if self.alive else 0
+
     # -- life -------------------------------------------------------------------------------------
     def _load(self) -> None:
         now = self.cluster.world.now_ms

@@ -201,6 +201,11 @@ class TxnDriver:
         job.in_flight.pop(attempt, None)
         self._apply(self._round_ended(job, now_ms), now_ms)
 
+    @property
+    def markers_in_flight(self) -> int:
+        """Decided transactions whose markers are not all written yet."""
+        return len(self._jobs)
+
     # -- time -----------------------------------------------------------------------------------
     def next_deadline_ms(self) -> int | None:
         """When :meth:`tick` next has something to do (None: nothing is scheduled)."""
