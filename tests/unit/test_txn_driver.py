@@ -131,7 +131,7 @@ def test_retriable_answers_are_asked_again_after_a_doubling_backoff() -> None:
     driver.markers_answered(attempt, {T0: ErrorCode.NONE,
                                       T1: ErrorCode.TRANSACTION_COORDINATOR_FENCED}, now)
     assert ports.states()[-1] is TxnState.COMPLETE_COMMIT
-    assert any("refused: TRANSACTION_COORDINATOR_FENCED" in r for r in ports.reports)
+    assert any("refused by broker 1: TRANSACTION_COORDINATOR_FENCED" in r for r in ports.reports)
 
 
 def test_an_unanswered_request_times_out_and_its_late_answer_is_ignored() -> None:

@@ -91,8 +91,8 @@ class _MarkerJob:
     backoff_ms: int
     next_round_ms: int | None = None  # None: a round is in flight
     rounds: int = 0
-    in_flight: dict[int, tuple[frozenset[Partition], int]] = field(default_factory=dict)
-    # attempt -> (its partitions, when it is given up)
+    in_flight: dict[int, tuple[frozenset[Partition], int, int]] = field(default_factory=dict)
+    # attempt -> (its partitions, when it is given up, the leader asked)
 
 
 ReplyTo = Callable[[Reply], None]
@@ -179,7 +179,7 @@ class TxnDriver:
         job = self._attempts.pop(attempt, None)
         if job is None or self._jobs.get(job.markers.transactional_id) is not job:
             return  # given up on, or the transaction's markers were sent again since
-        partitions, _ = job.in_flight.pop(attempt)
+        partitions, _, leader = job.in_flight.pop(attempt)
         m = job.markers
         for tp in sorted(partitions):
             code = answers.get(tp)
@@ -188,7 +188,7 @@ class TxnDriver:
             if code != ErrorCode.NONE:
                 self.ports.report(logging.ERROR, (
                     f"transaction coordinator: {_what(m)} marker of {m.transactional_id!r} on "
-                    f"{tp[0]}-{tp[1]} refused: {_name(code)}; not retried"))
+                    f"{tp[0]}-{tp[1]} refused by broker {leader}: {_name(code)}; not retried"))
             job.remaining.discard(tp)
             self.markers_sent += 1
         self._apply(self._round_ended(job, now_ms), now_ms)
@@ -213,7 +213,7 @@ class TxnDriver:
         for job in self._jobs.values():
             if job.next_round_ms is not None:
                 times.append(job.next_round_ms)
-            times.extend(deadline for _, deadline in job.in_flight.values())
+            times.extend(deadline for _, deadline, _ in job.in_flight.values())
         return min(times, default=None)
 
     def tick(self, now_ms: int) -> None:
@@ -221,7 +221,7 @@ class TxnDriver:
             return
         effects: list[Effect] = []
         for job in list(self._jobs.values()):
-            expired = [a for a, (_, deadline) in job.in_flight.items() if deadline <= now_ms]
+            expired = [a for a, (_, deadline, _) in job.in_flight.items() if deadline <= now_ms]
             for attempt in expired:
                 del job.in_flight[attempt]
                 self._attempts.pop(attempt, None)
@@ -300,7 +300,7 @@ class TxnDriver:
         for leader, partitions in by_leader.items():
             attempt = next(self._ids)
             job.in_flight[attempt] = (frozenset(partitions),
-                                      now_ms + self.policy.request_timeout_ms)
+                                      now_ms + self.policy.request_timeout_ms, leader)
             self._attempts[attempt] = job
             if not self.ports.send_markers(attempt, leader, m, tuple(partitions)):
                 del job.in_flight[attempt]
