@@ -98,9 +98,12 @@ def _rebuild_before_issue_28() -> Iterator[None]:
 
 
 # -- the simulator -------------------------------------------------------------------------------
-SIM_SEEDS = range(1, 8)
+SIM_SEEDS = range(1, 9)
 """Transactional explorer seeds with broker restarts: 0 violations on the fix; the rebuild
-before it fails seeds 2 (a lost commit, an aborted read) and 5 (an aborted read)."""
+before it fails seeds 5 (an aborted read) and 15 (a lost commit, an aborted read). Re-picked
+when the coordinator moved onto ``replication.transactions.driver`` (its marker retries back
+off as the broker's do): seeds 1-7 then restarted brokers 19 times, 1-8 24 times; of seeds
+1-20 only 15 shows the lost commit."""
 
 
 def _rereads_after_restarts(trace: list[str]) -> int:
@@ -166,14 +169,14 @@ def test_sim_transactional_restarts_keep_read_committed() -> None:
 
 def test_sim_finds_the_rebuild_before_issue_28() -> None:
     with _rebuild_before_issue_28():
-        results = [run_seed(seed, TXN) for seed in (2, 5)]
+        results = [run_seed(seed, TXN) for seed in (5, 15)]
     details = [v.detail for result in results for v in result.violations
                if v.invariant == "read-committed"]
     assert all(result.violations for result in results)
     assert any("a lost commit" in d for d in details), details
     assert any("of an aborted transaction" in d for d in details), details
-    assert reproduce_command(2, TXN) == (
-        "floodmark sim replay --seed 2 --truncation leader-epoch --replicas 3 --transactions")
+    assert reproduce_command(15, TXN) == (
+        "floodmark sim replay --seed 15 --truncation leader-epoch --replicas 3 --transactions")
 
 
 # -- the model checker ---------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from typing import Any, cast
 
 import pytest
 
-from floodmark.broker.txn_coordinator import TransactionCoordinatorDriver
+from floodmark.broker.txn_coordinator import BrokerTxnCoordinator
 from floodmark.replication.modes import Truncation
 from floodmark.replication.transactions import log as txn_log
 from floodmark.replication.transactions.coordinator import Effect, TxnCoordinator
@@ -38,7 +38,7 @@ def test_the_scenario_runs_the_brokers_core_and_its_log(monkeypatch: pytest.Monk
                                                          ) -> None:
     result, coordinator = _scenario_coordinator(monkeypatch, "transaction-visibility")
     assert result.as_expected, result.verdict
-    driver = TransactionCoordinatorDriver(cast(Any, None), cast(Any, None), max_timeout_ms=1,
+    driver = BrokerTxnCoordinator(cast(Any, None), cast(Any, None), max_timeout_ms=1,
                                           cleanup_interval_ms=1)
     assert type(coordinator.core) is type(driver.core) is TxnCoordinator
     # Its log is ``__transaction_state`` as the broker writes it: the codec replays it.

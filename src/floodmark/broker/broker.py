@@ -52,7 +52,7 @@ from floodmark.broker.purgatory import FetchPurgatory
 from floodmark.broker.quotas import ClientQuotas
 from floodmark.broker.replica_fetcher import ReplicaManager, replica_of
 from floodmark.broker.server import Connection, start_listener
-from floodmark.broker.txn_coordinator import TransactionCoordinatorDriver
+from floodmark.broker.txn_coordinator import BrokerTxnCoordinator
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import INTERNAL_TOPICS, OFFSETS_TOPIC, TopicMeta
 from floodmark.records import TimestampType
@@ -121,7 +121,7 @@ class Broker:
             heartbeat_interval_ms=config.get_int("group.consumer.heartbeat.interval.ms"),
             assignors=consumer_group_assignors(config.get("group.consumer.assignors"))))
         self._expiring_members: asyncio.Task[None] | None = None
-        self.transactions = TransactionCoordinatorDriver(
+        self.transactions = BrokerTxnCoordinator(
             self, functools.partial(data.append_partition, self),
             max_timeout_ms=config.get_int("transaction.max.timeout.ms"),
             cleanup_interval_ms=config.get_int(

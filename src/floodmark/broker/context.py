@@ -28,7 +28,7 @@ from floodmark.broker.purgatory import FetchPurgatory
 from floodmark.broker.quotas import ClientQuotas
 from floodmark.broker.replica_fetcher import ReplicaManager
 from floodmark.broker.storage_glue import LogDir, Storage
-from floodmark.broker.txn_coordinator import TransactionCoordinatorDriver
+from floodmark.broker.txn_coordinator import BrokerTxnCoordinator
 from floodmark.errors import ErrorCode
 from floodmark.metadata import CoordinatorType, TopicMeta
 from floodmark.replication.election import AlterPartitionRequest
@@ -136,7 +136,7 @@ class MemberHost(BrokerCore, Protocol):
     """What a membership sees of its broker."""
 
     offsets: OffsetStore
-    transactions: TransactionCoordinatorDriver
+    transactions: BrokerTxnCoordinator
     purgatory: FetchPurgatory
     replicas: ReplicaManager | None
     isr_shrinks: int
@@ -185,7 +185,7 @@ class HandlerContext(BrokerCore, Protocol):
     offsets: OffsetStore
     groups: GroupCoordinator
     consumer_groups: ConsumerGroupCoordinator
-    transactions: TransactionCoordinatorDriver
+    transactions: BrokerTxnCoordinator
     authentication: Authentication
     quotas: ClientQuotas
     # /metrics on: counted where answers are built (None: off)

@@ -1,30 +1,31 @@
-"""The transaction coordinator's driver: the I/O around ``replication.transactions``.
+"""The broker's transaction coordinator: ``replication.transactions``' core and driver, with the
+broker's ports.
 
-The core decides; this carries its effects out on the broker:
+The core decides and the driver (``TxnDriver``) carries out every decision, retries markers and
+keeps the coordinator's timers; this shell only adapts the ports:
 
-* ``WriteTxnLog``: one record appended to the ``__transaction_state`` partition through the one
-  leader produce path with acks=all (the answer waits for the high watermark), then the outcome
-  goes back to the core;
-* ``SendMarkers``: WriteTxnMarkers (API key 27) to each partition's leader, over the wire with
+* the log: a record is appended to its ``__transaction_state`` partition through the one leader
+  produce path with acks=all (the answer waits for the high watermark);
+* the network: WriteTxnMarkers (API key 27) to a partition's leader over the wire with
   floodmark's client (``client.connection.AsyncKafkaConnection``), the coordinator's own broker
-  included; partitions are retried, leaders looked up again, until every one answered; a
-  partition whose topic was deleted needs no marker;
-* ``Reply``: the request parked on a future is answered.
+  included; leaders are looked up in the controller's metadata;
+* the clock: one task sleeps until ``TxnDriver.next_deadline_ms`` (or until woken by a new
+  input) and ticks the driver;
+* producer ids: taken from the controller ahead of a request (the core's port is synchronous).
 
-Which transactional ids it serves follows leadership: :meth:`TransactionCoordinatorDriver.refresh`
+Which transactional ids it serves follows leadership: :meth:`BrokerTxnCoordinator.refresh`
 (called after every metadata change) loads a ``__transaction_state`` partition this broker now
-leads by replaying its log, and drops one it no longer leads (its marker senders stop; the new
-leader resends). Every ``transaction.abort.timed.out.transaction.cleanup.interval.ms`` the core
-looks for transactions past their timeout.
+leads by replaying its log, and drops one it no longer leads (the new leader resends its
+markers). KIP-890 verification for partition leaders is answered here too (:meth:`verify`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
-import itertools
 import logging
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Protocol
 
 from floodmark.broker.peer_logins import PeerLogins
@@ -38,14 +39,13 @@ from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import TRANSACTION_STATE_TOPIC, coordinator_partition
 from floodmark.replication.transactions import log as txn_log
 from floodmark.replication.transactions.coordinator import (
-    RETRIABLE_MARKER_ERRORS,
     Effect,
     Reply,
     SendMarkers,
     TxnCoordinator,
-    WriteTxnLog,
 )
-from floodmark.replication.transactions.state import Partition, TxnState
+from floodmark.replication.transactions.driver import MarkerPolicy, TxnDriver
+from floodmark.replication.transactions.state import Partition, TxnMetadata, TxnState
 
 if TYPE_CHECKING:
     from floodmark.broker.config import BrokerConfig
@@ -57,10 +57,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # A leader answers WriteTxnMarkers once its marker is below the HW, or after 30 s
-# (``handlers.txn_markers.MARKER_TIMEOUT_MS``): waiting less would send the marker again while
-# the first one is still on its way to the followers.
-MARKER_REQUEST_TIMEOUT_S = 35.0
-MARKER_BACKOFF_MS = (20, 1000)  # first retry, most between retries
+# (``handlers.txn_markers.MARKER_TIMEOUT_MS``): the driver waits a little longer than that.
+MARKERS = MarkerPolicy(request_timeout_ms=35_000, backoff_ms=20, backoff_max_ms=1_000)
 LOG_WRITE_TIMEOUT_MS = 10_000
 API_ADD_PARTITIONS_TO_TXN = 24
 VERIFY_VERSION = 4
@@ -82,7 +80,7 @@ class BrokerAddresses(Protocol):
 
 
 class CoordinatorHost(Protocol):
-    """What the driver sees of its broker."""
+    """What the coordinator sees of its broker."""
 
     node_id: int
     config: BrokerConfig
@@ -96,40 +94,46 @@ class CoordinatorHost(Protocol):
     def now_ms(self) -> int: ...
 
 
-class TransactionCoordinatorDriver:
+class BrokerTxnCoordinator:
     def __init__(self, host: CoordinatorHost, append: Append, *, max_timeout_ms: int,
                  cleanup_interval_ms: int, expiration_ms: int = 604_800_000) -> None:
         self.host = host
         self._append = append
-        self.core = TxnCoordinator(max_timeout_ms=max_timeout_ms,
-                                   allocate_producer_id=self._allocate_producer_id,
-                                   expiration_ms=expiration_ms)
-        self._cleanup_interval_ms = cleanup_interval_ms
-        self._ids = itertools.count(1)
-        self._waiting: dict[int, asyncio.Future[Reply]] = {}
-        self._senders: dict[str, asyncio.Task[None]] = {}  # transactional id -> marker sender
+        self.driver = TxnDriver(
+            TxnCoordinator(max_timeout_ms=max_timeout_ms,
+                           allocate_producer_id=self._allocate_producer_id,
+                           expiration_ms=expiration_ms),
+            self, cleanup_interval_ms=cleanup_interval_ms, markers=MARKERS)
+        self._waiting: set[asyncio.Future[Reply]] = set()
         self._conns: dict[int, tuple[AsyncKafkaConnection, asyncio.Lock]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
-        self._deferred: list[Effect] = []  # effects decided before the event loop ran
+        self._wake = asyncio.Event()
         self._spare_pid: int | None = None  # a producer id taken ahead for the core's port
         self._running = False
-        self.markers_sent = 0  # partitions that answered a marker (for tests and metrics)
+
+    @property
+    def core(self) -> TxnCoordinator:
+        return self.driver.core
+
+    @property
+    def markers_sent(self) -> int:
+        return self.driver.markers_sent
 
     # -- lifecycle ------------------------------------------------------------------------------
     def start(self) -> None:
         self._running = True
-        self._spawn(self._cleanup_loop())
-        deferred, self._deferred = self._deferred, []
-        self._apply(deferred)
+        self._spawn(self._timer())
+        self._after(self.driver.start)
 
     def stop(self) -> None:
         self._running = False
-        for task in [*self._tasks, *self._senders.values()]:
+        self.driver.stop()
+        for task in self._tasks:
             task.cancel()
         for conn, _ in self._conns.values():
             conn.close()
         self._conns.clear()
-        for fut in self._waiting.values():
+        for fut in self._waiting:
             if not fut.done():
                 fut.cancel()
 
@@ -139,6 +143,21 @@ class TransactionCoordinatorDriver:
         task.add_done_callback(self._tasks.discard)
         return task
 
+    def _after(self, call: Callable[[int], None]) -> None:
+        """Call the driver with the time now, then let the timer see its new deadline."""
+        call(self.host.now_ms())
+        self._wake.set()
+
+    async def _timer(self) -> None:
+        while self._running:
+            deadline = self.driver.next_deadline_ms()
+            delay_s = None if deadline is None else max(0, deadline - self.host.now_ms()) / 1000
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), delay_s)
+            self.driver.tick(self.host.now_ms())
+
+    # -- the core's producer id port ----------------------------------------------------------------
     def _allocate_producer_id(self) -> int:
         """The core's port (synchronous): the producer id taken from the controller ahead of
         the decision (``run``); none in hand is the retriable COORDINATOR_NOT_AVAILABLE."""
@@ -172,7 +191,6 @@ class TransactionCoordinatorDriver:
     def refresh(self) -> None:
         """Load the ``__transaction_state`` partitions this broker now leads (or leads under a
         new leader epoch), unload the ones it no longer leads."""
-        effects: list[Effect] = []
         led: dict[int, PartitionState] = {}
         for (topic, index), ps in list(self.host.partitions.items()):
             if topic == TRANSACTION_STATE_TOPIC and ps.core.is_leader:
@@ -182,12 +200,10 @@ class TransactionCoordinatorDriver:
             if index not in led:
                 log.info("transaction coordinator: %s-%d no longer led here, unloaded",
                          TRANSACTION_STATE_TOPIC, index)
-                self._stop_senders(index)
-                effects.extend(self.core.unload(index))
+                self._after(functools.partial(self.driver.unload, index))
         for index, ps in led.items():
             if loaded.get(index) == ps.leader_epoch:
                 continue
-            self._stop_senders(index)
             try:
                 replayed = txn_log.replay(self.host.storage.read_all(ps.log, ps.log_end_offset))
             except KafkaError as exc:
@@ -200,81 +216,96 @@ class TransactionCoordinatorDriver:
                      "transactional ids (%d records, %d unreadable), %d in flight", ps.name,
                      ps.leader_epoch, len(replayed.transactions), replayed.records,
                      replayed.unreadable, in_flight)
-            effects.extend(self.core.load(index, ps.leader_epoch, replayed.transactions,
-                                          self.host.now_ms()))
-        self._apply(effects)
-
-    def _stop_senders(self, txn_partition: int) -> None:
-        for txn_id, task in list(self._senders.items()):
-            if self.txn_partition(txn_id) == txn_partition:
-                task.cancel()
-                del self._senders[txn_id]
+            self._after(functools.partial(self.driver.load, index, ps.leader_epoch,
+                                          replayed.transactions))
 
     # -- requests ---------------------------------------------------------------------------------
     async def run(self, decide: Callable[[int], list[Effect]]) -> Reply:
         """Hand the core one request (``decide(request_id)``); wait for its answer."""
         await self._have_producer_id()
-        request_id = next(self._ids)
         fut: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
-        self._waiting[request_id] = fut
+        self._waiting.add(fut)
+        fut.add_done_callback(self._waiting.discard)
+
+        def answer(reply: Reply) -> None:
+            if not fut.done():
+                fut.set_result(reply)
+
         try:
-            self._apply(decide(request_id))
+            self._after(functools.partial(self.driver.request, decide, answer))
         except KafkaError as exc:  # e.g. no producer id from the controller now
-            self._waiting.pop(request_id, None)
             log.warning("transaction coordinator: %s", exc)
-            return Reply(request_id, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            return Reply(-1, ErrorCode.COORDINATOR_NOT_AVAILABLE)
         return await fut
 
-    # -- effects ----------------------------------------------------------------------------------
-    def _apply(self, effects: Iterable[Effect]) -> None:
-        queue = list(effects)
-        while queue:
-            effect = queue.pop(0)
-            if isinstance(effect, Reply):
-                fut = self._waiting.pop(effect.request_id, None)
-                if fut is not None and not fut.done():
-                    fut.set_result(effect)
-            elif not self._running:
-                self._deferred.append(effect)
-            elif isinstance(effect, WriteTxnLog):
-                queue.extend(self._write(effect))
-            elif isinstance(effect, SendMarkers):
-                old = self._senders.pop(effect.transactional_id, None)
-                if old is not None:
-                    old.cancel()
-                self._senders[effect.transactional_id] = self._spawn(self._send_markers(effect))
-
-    def _write(self, effect: WriteTxnLog) -> list[Effect]:
-        m = effect.metadata
-        now = self.host.now_ms()
-        result = self._append(TRANSACTION_STATE_TOPIC, effect.txn_partition,
-                              txn_log.build_record_batch(m, now), -1, now, LOG_WRITE_TIMEOUT_MS)
+    # -- the driver's ports -------------------------------------------------------------------------
+    def append(self, txn_partition: int, metadata: TxnMetadata, batch: bytes,
+               now_ms: int) -> ErrorCode | None:
+        result = self._append(TRANSACTION_STATE_TOPIC, txn_partition, batch, -1, now_ms,
+                              LOG_WRITE_TIMEOUT_MS)
         if result.pending is None:
-            return self.core.on_log_written(m.transactional_id, ErrorCode(result.error_code),
-                                            self.host.now_ms())
-        self._spawn(self._await_write(m.transactional_id, m.state.kafka_name, result.pending))
-        return []
+            return ErrorCode(result.error_code)
+        self._spawn(self._await_write(metadata.transactional_id, result.pending))
+        return None
 
-    async def _await_write(self, txn_id: str, state: str,
+    async def _await_write(self, txn_id: str,
                            pending: asyncio.Future[tuple[ErrorCode, int]]) -> None:
         error, _offset = await pending
-        if error is not ErrorCode.NONE:
-            log.warning("transaction coordinator: %s of %r not written: %s", state, txn_id,
-                        error.name)
-        self._apply(self.core.on_log_written(txn_id, error, self.host.now_ms()))
+        self._after(functools.partial(self.driver.log_written, txn_id, error))
 
-    async def _cleanup_loop(self) -> None:
-        while self._running:
-            await asyncio.sleep(self._cleanup_interval_ms / 1000)
-            effects = self.core.tick(self.host.now_ms())
-            for effect in effects:
-                if (isinstance(effect, WriteTxnLog)
-                        and effect.metadata.state is TxnState.PREPARE_ABORT):
-                    log.info("transaction coordinator: transaction of %r timed out after %d ms: "
-                             "aborting (producer id %d fenced to epoch %d)",
-                             effect.metadata.transactional_id, effect.metadata.txn_timeout_ms,
-                             effect.metadata.producer_id, effect.metadata.producer_epoch)
-            self._apply(effects)
+    def leader_of(self, partition: Partition) -> int | None:
+        meta = self.host.controller.topics().get(partition[0])
+        if meta is None or not 0 <= partition[1] < len(meta.partitions):
+            return None
+        return int(meta.partitions[partition[1]].leader)
+
+    def send_markers(self, attempt: int, leader: int, markers: SendMarkers,
+                     partitions: tuple[Partition, ...]) -> bool:
+        held = self._connection(leader)
+        if held is None or self._logins.wait_s(leader) > 0:
+            return False
+        self._spawn(self._send_markers(attempt, leader, held, markers, partitions))
+        return True
+
+    @functools.cached_property
+    def _logins(self) -> PeerLogins:
+        """Brokers that refused this one's login: one line each (the simulator has no host
+        and sends no markers over the wire, hence made on first use)."""
+        return PeerLogins(self.host.node_id, "transaction markers")
+
+    def report(self, level: int, line: str) -> None:
+        log.log(level, "%s", line)
+
+    async def _send_markers(self, attempt: int, leader: int,
+                            held: tuple[AsyncKafkaConnection, asyncio.Lock],
+                            markers: SendMarkers, partitions: tuple[Partition, ...]) -> None:
+        """One WriteTxnMarkers to ``leader``; its answer (or its failure) to the driver."""
+        conn, lock = held
+        body = write_txn_markers_body(markers.producer_id, markers.producer_epoch,
+                                      markers.committed, markers.coordinator_epoch, partitions)
+        try:
+            async with lock:
+                resp = await conn.request(API_WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION, body,
+                                          MARKERS.request_timeout_ms / 1000)
+        except AuthenticationFailed as exc:  # the leader refused this broker's login
+            self._logins.refused(leader, str(exc), "logging in "
+                                 f"{self.host.config.inter_broker_security.describe()}")
+            self._after(functools.partial(self.driver.markers_failed, attempt))
+            return
+        except RequestFailed as exc:
+            log.debug("transaction coordinator: WriteTxnMarkers to broker %d failed: %s",
+                      leader, exc)
+            self._after(functools.partial(self.driver.markers_failed, attempt))
+            return
+        except Exception:  # never leave a decided transaction without its markers
+            log.exception("transaction coordinator: WriteTxnMarkers to broker %d failed; "
+                          "retrying", leader)
+            self._after(functools.partial(self.driver.markers_failed, attempt))
+            return
+        self._logins.accepted(leader)
+        answers = {(str(t.name), int(p.partition_index)): int(p.error_code)
+                   for marker in resp.markers for t in marker.topics for p in t.partitions}
+        self._after(functools.partial(self.driver.markers_answered, attempt, answers))
 
     # -- KIP-890 part 1: verification for partition leaders ---------------------------------------
     async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
@@ -318,20 +349,6 @@ class TransactionCoordinatorDriver:
                         int(r.partition_error_code))
         return out
 
-    # -- markers ----------------------------------------------------------------------------------
-    def _leader_of(self, tp: Partition) -> int | None:
-        """The partition's leader (-1: none now), None if the partition no longer exists."""
-        meta = self.host.controller.topics().get(tp[0])
-        if meta is None or not 0 <= tp[1] < len(meta.partitions):
-            return None
-        return int(meta.partitions[tp[1]].leader)
-
-    @functools.cached_property
-    def _logins(self) -> PeerLogins:
-        """Brokers that refused this one's login: one line each (the simulator has no host
-        and sends no markers over the wire, hence made on first use)."""
-        return PeerLogins(self.host.node_id, "transaction markers")
-
     def _connection(self, node_id: int) -> tuple[AsyncKafkaConnection, asyncio.Lock] | None:
         address = self.host.membership.broker_address(node_id)
         if address is None:
@@ -346,90 +363,3 @@ class TransactionCoordinatorDriver:
                     asyncio.Lock())
             self._conns[node_id] = held
         return held
-
-    async def _send_markers(self, effect: SendMarkers) -> None:
-        remaining = set(effect.partitions)
-        what = "COMMIT" if effect.committed else "ABORT"
-        backoff_ms = MARKER_BACKOFF_MS[0]
-        attempt = 0
-        while remaining:
-            if self.core.loaded().get(effect.txn_partition) != effect.coordinator_epoch:
-                return  # no longer the coordinator: the new one sends them
-            by_leader: dict[int, list[Partition]] = {}
-            for tp in sorted(remaining):
-                leader = self._leader_of(tp)
-                if leader is None:
-                    log.info("transaction coordinator: %s marker of %r: %s-%d no longer exists",
-                             what, effect.transactional_id, *tp)
-                    remaining.discard(tp)
-                elif leader >= 0:
-                    by_leader.setdefault(leader, []).append(tp)
-            try:
-                answers = await asyncio.gather(*(self._send_to(leader, parts, effect)
-                                                 for leader, parts in by_leader.items()))
-            except Exception:  # never leave a decided transaction without its markers
-                log.exception("transaction coordinator: %s markers of %r: sending failed; "
-                              "retrying", what, effect.transactional_id)
-                answers = []
-            for done in answers:
-                remaining -= done
-                self.markers_sent += len(done)
-            if remaining:
-                attempt += 1
-                if attempt % 50 == 0:
-                    log.warning("transaction coordinator: %s markers of %r: %d partition(s) "
-                                "still without a marker after %d attempts: %s", what,
-                                effect.transactional_id, len(remaining), attempt,
-                                sorted(remaining))
-                await asyncio.sleep(backoff_ms / 1000)
-                backoff_ms = min(backoff_ms * 2, MARKER_BACKOFF_MS[1])
-        self._senders.pop(effect.transactional_id, None)
-        self._apply(self.core.on_markers_written(effect.transactional_id, effect.producer_epoch,
-                                                 self.host.now_ms()))
-
-    async def _send_to(self, leader: int, parts: list[Partition],
-                       effect: SendMarkers) -> set[Partition]:
-        """One WriteTxnMarkers to ``leader``; the partitions that have their marker."""
-        held = self._connection(leader)
-        if held is None or self._logins.wait_s(leader) > 0:
-            return set()
-        conn, lock = held
-        body = write_txn_markers_body(effect.producer_id, effect.producer_epoch,
-                                      effect.committed, effect.coordinator_epoch, parts)
-        try:
-            async with lock:
-                resp = await conn.request(API_WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION, body,
-                                          MARKER_REQUEST_TIMEOUT_S)
-        except AuthenticationFailed as exc:  # the leader refused this broker's login
-            self._logins.refused(leader, str(exc), "logging in "
-                                 f"{self.host.config.inter_broker_security.describe()}")
-            return set()
-        except RequestFailed as exc:
-            log.debug("transaction coordinator: WriteTxnMarkers to broker %d failed: %s",
-                      leader, exc)
-            return set()
-        self._logins.accepted(leader)
-        done: set[Partition] = set()
-        for marker in resp.markers:
-            for t in marker.topics:
-                for p in t.partitions:
-                    tp = (str(t.name), int(p.partition_index))
-                    code = int(p.error_code)
-                    if code == ErrorCode.NONE:
-                        done.add(tp)
-                    elif code not in RETRIABLE_MARKER_ERRORS:
-                        log.error("transaction coordinator: %s marker of %r on %s-%d refused "
-                                  "by broker %d: %s; not retried",
-                                  "COMMIT" if effect.committed else "ABORT",
-                                  effect.transactional_id, tp[0], tp[1], leader,
-                                  _name(code))
-                        done.add(tp)
-        return done
-
-
-@functools.cache
-def _name(code: int) -> str:
-    try:
-        return ErrorCode(code).name
-    except ValueError:
-        return f"error {code}"

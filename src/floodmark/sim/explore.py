@@ -397,6 +397,23 @@ def run_seed(seed: int, options: ExploreOptions, *, keep_trace: bool = False) ->
     )
 
 
+SETTLE_STEP_MS = 10
+
+
+def _finish_open_transaction(cluster: Cluster, writer: TxnWriter, limit_ms: int) -> None:
+    """A stopped writer starts no transaction, but the one it has open still runs (its retries,
+    EndTxn, the coordinator's markers): wait, at most ``limit_ms``, until it has ended and every
+    marker is written, so that the convergence wait after it starts from a quiet partition
+    (else a marker written just before the end is a false ``converged-after-heal`` or
+    ``txn-all-or-nothing``)."""
+    world = cluster.world
+    coordinator = cluster.txn_coordinator()
+    deadline_ms = world.now_ms + limit_ms
+    while ((writer.phase != "idle" or coordinator.markers_in_flight)
+           and world.now_ms < deadline_ms):
+        world.run_until(min(world.now_ms + SETTLE_STEP_MS, deadline_ms))
+
+
 def _run(cluster: Cluster, nemesis: Nemesis, options: ExploreOptions) -> None:
     world = cluster.world
     # Mostly acks=all (what the loss invariant is about); some seeds use acks=1 or acks=0, where
@@ -431,6 +448,7 @@ def _run(cluster: Cluster, nemesis: Nemesis, options: ExploreOptions) -> None:
     cluster.producer.stop()
     if writer is not None:
         writer.stop()
+        _finish_open_transaction(cluster, writer, options.converge_ms)
     world.run_until(world.now_ms + options.converge_ms)
     cluster.consumer.stop()
     if rereader is not None:

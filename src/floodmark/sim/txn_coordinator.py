@@ -1,43 +1,43 @@
-"""The simulator's transaction coordinator: the broker's core (``replication.transactions``)
-driven over the simulated network, as ``broker.txn_coordinator`` drives it over sockets.
+"""The simulator's transaction coordinator: the broker's core and driver
+(``replication.transactions``) with the simulator's ports, as ``broker.txn_coordinator`` plugs
+in the broker's.
 
-The core decides every request and every step of a commit or an abort; this node carries out
-its effects:
+The core decides and ``TxnDriver`` carries out every decision (markers grouped, retried and
+timed out by the same rule as on the broker); this shell only adapts the ports:
 
-* ``WriteTxnLog``: the record the broker appends to ``__transaction_state``
-  (``txn_log.build_record_batch``) is appended to this node's log in simulated storage, which
-  survives a crash; then the outcome goes back to the core. A ``PrepareCommit``/``PrepareAbort``
-  in the log is the decision: the checker learns it then.
-* ``SendMarkers``: a ``WriteTxnMarker`` to the partition's leader (the broker's WriteTxnMarkers
-  path, ``replication.produce.write_marker_as_leader``), retried after a timeout or a retriable
-  error (``RETRIABLE_MARKER_ERRORS``, the broker driver's list) until answered; then the core
-  writes CompleteCommit/CompleteAbort.
-* ``Reply``: a ``TxnReply`` to the client that asked.
+* the log: the record the broker appends to ``__transaction_state`` is appended to this node's
+  log in simulated storage, which survives a crash. A ``PrepareCommit``/``PrepareAbort`` in the
+  log is the decision: the checker learns it then;
+* the network: a ``WriteTxnMarker`` to the partition's leader (the broker's WriteTxnMarkers
+  path, ``replication.produce.write_marker_as_leader``), answered with a ``ProduceReply``; an
+  acknowledged marker is an acks=all write the checker holds the cluster to;
+* the clock: a world event at ``TxnDriver.next_deadline_ms``;
+* requests: a ``TxnReply`` to the client that asked.
 
 A fault: with ``crash_after`` set to a state, the coordinator crashes right after that state's
 record reaches its log (before it answers or sends a marker). :meth:`restart` is a new
-coordinator (coordinator epoch + 1) that replays the log into a new core (``TxnCoordinator.load``)
-and finishes what was prepared.
+coordinator (coordinator epoch + 1) that replays the log into a new core and driver and finishes
+what was prepared.
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
 from typing import Any, Protocol
 
 from floodmark.errors import ErrorCode
-from floodmark.replication.election import NO_LEADER, PartitionRegistration
+from floodmark.replication.election import PartitionRegistration
 from floodmark.replication.partition import ACKS_ALL
 from floodmark.replication.transactions import log as txn_log
 from floodmark.replication.transactions.coordinator import (
-    RETRIABLE_MARKER_ERRORS,
     Effect,
     Reply,
     SendMarkers,
     TxnCoordinator,
-    WriteTxnLog,
 )
-from floodmark.replication.transactions.state import Partition, TxnState
+from floodmark.replication.transactions.driver import MarkerPolicy, TxnDriver
+from floodmark.replication.transactions.state import Partition, TxnMetadata, TxnState
 from floodmark.sim import messages as m
 from floodmark.sim.broker import marker_label
 from floodmark.sim.clients import ProduceOutcome
@@ -75,8 +75,8 @@ class SimTxnCoordinator:
                  cleanup_interval_ms: int = 0) -> None:
         self.cluster = cluster
         self.name = NAME
-        self.request_timeout_ms = request_timeout_ms
-        self.retry_backoff_ms = retry_backoff_ms
+        self.markers = MarkerPolicy(request_timeout_ms=request_timeout_ms,
+                                    backoff_ms=retry_backoff_ms)
         self.cleanup_interval_ms = cleanup_interval_ms
         self.log: list[bytes] = []  # ``__transaction_state`` batches: simulated storage
         self.coordinator_epoch = 0
@@ -85,29 +85,38 @@ class SimTxnCoordinator:
         self.restart_after_ms: tuple[int, int] | None = None  # explorer: back after a crash
         self.crashes = 0
         self._producer_ids = itertools.count(first_producer_id)
-        self._ids = itertools.count(1)
-        self._routes: dict[int, tuple[str, int]] = {}  # core request id -> (client, its id)
-        self._attempts: dict[int, tuple[SendMarkers, Partition]] = {}
-        self._remaining: dict[str, tuple[SendMarkers, set[Partition]]] = {}
         self.marker_status: dict[int, ErrorCode | None] = {}  # producer id -> last marker answer
         self.acknowledged: list[ProduceOutcome] = []  # markers a leader answered NONE
         self._sent_ms: dict[int, int] = {}  # marker attempt -> when it was sent
-        self.core: TxnCoordinator
+        self._wake_at: int | None = None
+        self.driver: TxnDriver
         self._load()
         cluster.net.add_node(self.name, self.on_message)
-        if cleanup_interval_ms > 0:
-            cluster.world.schedule(cleanup_interval_ms, self._tick, self.coordinator_epoch)
+
+    @property
+    def core(self) -> TxnCoordinator:
+        return self.driver.core
+
+    @property
+    def markers_in_flight(self) -> int:
+        """Decided transactions whose markers are not all written (0 while crashed: the next
+        coordinator resends them)."""
+        return self.driver.markers_in_flight if self.alive else 0
 
     # -- life -------------------------------------------------------------------------------------
     def _load(self) -> None:
+        now = self.cluster.world.now_ms
         core = TxnCoordinator(max_timeout_ms=MAX_TIMEOUT_MS,
                               allocate_producer_id=lambda: next(self._producer_ids))
+        self.driver = TxnDriver(core, self, cleanup_interval_ms=self.cleanup_interval_ms,
+                                markers=self.markers)
+        self._wake_at = None
         replayed = txn_log.replay(self.log)
         self._record(f"loads {replayed.records} record(s) of __transaction_state, "
                      f"coordinator epoch {self.coordinator_epoch}")
-        self.core = core
-        self._apply(core.load(TXN_PARTITION, self.coordinator_epoch, replayed.transactions,
-                              self.cluster.world.now_ms))
+        self.driver.start(now)
+        self.driver.load(TXN_PARTITION, self.coordinator_epoch, replayed.transactions, now)
+        self._reschedule()
 
     def crash(self) -> None:
         """The coordinator's broker dies: memory, requests and marker senders are gone; its
@@ -115,11 +124,9 @@ class SimTxnCoordinator:
         self._record("crashes")
         self.alive = False
         self.crashes += 1
+        self.driver.stop()
         self.cluster.net.node_down(self.name)
-        self._routes.clear()
-        self._attempts.clear()
         self._sent_ms.clear()
-        self._remaining.clear()
         if self.restart_after_ms is not None:
             world = self.cluster.world
             world.schedule(world.rng.randint(*self.restart_after_ms), self.restart)
@@ -131,15 +138,27 @@ class SimTxnCoordinator:
         self.coordinator_epoch += 1
         self.cluster.net.node_up(self.name)
         self._load()
-        if self.cleanup_interval_ms > 0:
-            self.cluster.world.schedule(self.cleanup_interval_ms, self._tick,
-                                        self.coordinator_epoch)
 
-    def _tick(self, epoch: int) -> None:
-        if not self.alive or epoch != self.coordinator_epoch:
+    def _reschedule(self) -> None:
+        """A world event when the driver next has something to do."""
+        if not self.alive:
             return
-        self._apply(self.core.tick(self.cluster.world.now_ms))
-        self.cluster.world.schedule(self.cleanup_interval_ms, self._tick, epoch)
+        deadline = self.driver.next_deadline_ms()
+        if deadline is None:
+            return
+        now = self.cluster.world.now_ms
+        when = max(now, deadline)
+        if self._wake_at is not None and now <= self._wake_at <= when:
+            return  # an earlier wake-up is pending; it reschedules
+        self._wake_at = when
+        self.cluster.world.schedule(when - now, self._wake, self.coordinator_epoch, when)
+
+    def _wake(self, epoch: int, when: int) -> None:
+        if not self.alive or epoch != self.coordinator_epoch or when != self._wake_at:
+            return
+        self._wake_at = None
+        self.driver.tick(self.cluster.world.now_ms)
+        self._reschedule()
 
     def _record(self, line: str) -> None:
         self.cluster.world.record(f"{self.name} {line}")
@@ -148,115 +167,80 @@ class SimTxnCoordinator:
     def on_message(self, src: str, message: Any) -> None:
         if not self.alive:
             return
+        now = self.cluster.world.now_ms
         if isinstance(message, m.ProduceReply):
             self._on_marker_reply(message)
-            return
-        now = self.cluster.world.now_ms
-        request_id = next(self._ids)
-        self._routes[request_id] = (src, message.request_id)
-        core = self.core
-        if isinstance(message, m.InitProducerId):
-            effects = core.init_producer_id(request_id, TXN_PARTITION, message.transactional_id,
-                                            message.txn_timeout_ms, now)
-        elif isinstance(message, m.AddPartitionsToTxn):
-            effects = core.add_partitions(request_id, TXN_PARTITION, message.transactional_id,
-                                          message.producer_id, message.producer_epoch,
-                                          [self._partition()], now)
-        elif isinstance(message, m.EndTxn):
-            effects = core.end_txn(request_id, TXN_PARTITION, message.transactional_id,
-                                   message.producer_id, message.producer_epoch,
-                                   message.committed, now)
+        elif isinstance(message, m.InitProducerId | m.AddPartitionsToTxn | m.EndTxn):
+            def reply_to(reply: Reply) -> None:
+                self.cluster.net.send(self.name, src, m.TxnReply(
+                    message.request_id, reply.error, reply.producer_id, reply.producer_epoch))
+            self.driver.request(lambda request_id: self._decide(request_id, message, now),
+                                reply_to, now)
         else:
             raise TypeError(f"{self.name}: unexpected {message!r}")
-        self._apply(effects)
+        self._reschedule()
+
+    def _decide(self, request_id: int,
+                message: m.InitProducerId | m.AddPartitionsToTxn | m.EndTxn,
+                now_ms: int) -> list[Effect]:
+        core = self.core
+        if isinstance(message, m.InitProducerId):
+            return core.init_producer_id(request_id, TXN_PARTITION, message.transactional_id,
+                                         message.txn_timeout_ms, now_ms)
+        if isinstance(message, m.AddPartitionsToTxn):
+            return core.add_partitions(request_id, TXN_PARTITION, message.transactional_id,
+                                       message.producer_id, message.producer_epoch,
+                                       [self._partition()], now_ms)
+        return core.end_txn(request_id, TXN_PARTITION, message.transactional_id,
+                            message.producer_id, message.producer_epoch, message.committed,
+                            now_ms)
 
     def _partition(self) -> Partition:
         return (self.cluster.config.topic, self.cluster.config.partition)
 
-    # -- effects ----------------------------------------------------------------------------------
-    def _apply(self, effects: list[Effect]) -> None:
-        queue = list(effects)
-        while queue and self.alive:
-            effect = queue.pop(0)
-            if isinstance(effect, Reply):
-                route = self._routes.pop(effect.request_id, None)
-                if route is not None:
-                    self.cluster.net.send(self.name, route[0], m.TxnReply(
-                        route[1], effect.error, effect.producer_id, effect.producer_epoch))
-            elif isinstance(effect, WriteTxnLog):
-                queue.extend(self._write(effect))
-            elif isinstance(effect, SendMarkers):
-                self._remaining[effect.transactional_id] = (effect, set(effect.partitions))
-                for tp in sorted(effect.partitions):
-                    self._send_marker(effect, tp)
-
-    def _write(self, effect: WriteTxnLog) -> list[Effect]:
-        meta = effect.metadata
-        now = self.cluster.world.now_ms
-        self.log.append(txn_log.build_record_batch(meta, now))
-        self._record(f"writes {meta.state.kafka_name} of {meta.transactional_id!r} "
-                     f"p{meta.producer_id} epoch {meta.producer_epoch}")
-        if meta.state.is_prepare:  # in the log: decided, whatever happens to this coordinator
-            self.cluster.on_transaction_decided(meta.producer_id,
-                                                meta.state is TxnState.PREPARE_COMMIT)
-        if self.crash_after is meta.state:
+    # -- the driver's ports -------------------------------------------------------------------------
+    def append(self, txn_partition: int, metadata: TxnMetadata, batch: bytes,
+               now_ms: int) -> ErrorCode | None:
+        self.log.append(batch)
+        self._record(f"writes {metadata.state.kafka_name} of {metadata.transactional_id!r} "
+                     f"p{metadata.producer_id} epoch {metadata.producer_epoch}")
+        if metadata.state.is_prepare:  # in the log: decided, whatever happens to this node
+            self.cluster.on_transaction_decided(metadata.producer_id,
+                                                metadata.state is TxnState.PREPARE_COMMIT)
+        if self.crash_after is metadata.state:
             self.crash()
-            return []
-        return self.core.on_log_written(meta.transactional_id, ErrorCode.NONE, now)
+            return None  # never answered: this coordinator is gone
+        return ErrorCode.NONE
 
-    # -- markers ----------------------------------------------------------------------------------
-    def _send_marker(self, effect: SendMarkers, tp: Partition) -> None:
-        if not self.alive or effect.coordinator_epoch != self.coordinator_epoch:
-            return
-        held = self._remaining.get(effect.transactional_id)
-        if held is None or held[0] is not effect or tp not in held[1]:
-            return
-        world = self.cluster.world
-        leader = self.cluster.controller.registration.leader
-        if leader == NO_LEADER:
-            world.schedule(self.retry_backoff_ms, self._send_marker, effect, tp)
-            return
-        attempt = next(self._ids)
-        self._attempts[attempt] = (effect, tp)
-        self._sent_ms[attempt] = world.now_ms
-        self.marker_status[effect.producer_id] = None
-        self._record(f"WriteTxnMarkers {'COMMIT' if effect.committed else 'ABORT'} "
-                     f"p{effect.producer_id} to {self.cluster.name_of(leader)}")
+    def leader_of(self, partition: Partition) -> int | None:
+        return self.cluster.controller.registration.leader
+
+    def send_markers(self, attempt: int, leader: int, markers: SendMarkers,
+                     partitions: tuple[Partition, ...]) -> bool:
+        self._sent_ms[attempt] = self.cluster.world.now_ms
+        self.marker_status[markers.producer_id] = None
+        self._record(f"WriteTxnMarkers {'COMMIT' if markers.committed else 'ABORT'} "
+                     f"p{markers.producer_id} to {self.cluster.name_of(leader)}")
         self.cluster.net.send(self.name, self.cluster.name_of(leader), m.WriteTxnMarker(
-            attempt, effect.producer_id, effect.producer_epoch, effect.committed,
-            self.request_timeout_ms, effect.coordinator_epoch))
-        world.schedule(self.request_timeout_ms, self._marker_timeout, attempt)
+            attempt, markers.producer_id, markers.producer_epoch, markers.committed,
+            self.markers.request_timeout_ms, markers.coordinator_epoch))
+        return True
 
-    def _marker_timeout(self, attempt: int) -> None:
-        held = self._attempts.pop(attempt, None)
-        self._sent_ms.pop(attempt, None)
-        if held is not None:
-            self._send_marker(*held)
+    def report(self, level: int, line: str) -> None:
+        if level >= logging.INFO:
+            self._record(line)
 
     def _on_marker_reply(self, reply: m.ProduceReply) -> None:
-        held = self._attempts.pop(reply.produce_id, None)
-        if held is None:
-            return
-        effect, tp = held
-        sent_ms = self._sent_ms.pop(reply.produce_id)
-        self.marker_status[effect.producer_id] = reply.error
+        attempt = reply.produce_id
+        sent_ms = self._sent_ms.pop(attempt, None)
+        markers = self.driver.markers_of(attempt)
+        if sent_ms is None or markers is None:
+            return  # given up on (timed out, or the coordinator moved on)
+        self.marker_status[markers.producer_id] = reply.error
         if reply.error is ErrorCode.NONE:  # an acks=all write like any other: never lost
-            outcome = ProduceOutcome(marker_label(effect.producer_id, effect.committed),
+            outcome = ProduceOutcome(marker_label(markers.producer_id, markers.committed),
                                      ACKS_ALL, sent_ms, ErrorCode.NONE, reply.base_offset)
             self.acknowledged.append(outcome)
             self.cluster.on_acknowledged(outcome)
-        if reply.error in RETRIABLE_MARKER_ERRORS:
-            self.cluster.world.schedule(self.retry_backoff_ms, self._send_marker, effect, tp)
-            return
-        if reply.error is not ErrorCode.NONE:
-            self._record(f"marker of p{effect.producer_id} refused: {reply.error.name}; "
-                         "not retried")
-        entry = self._remaining.get(effect.transactional_id)
-        if entry is None or entry[0] is not effect:
-            return
-        entry[1].discard(tp)
-        if not entry[1]:
-            del self._remaining[effect.transactional_id]
-            self._apply(self.core.on_markers_written(effect.transactional_id,
-                                                     effect.producer_epoch,
-                                                     self.cluster.world.now_ms))
+        self.driver.markers_answered(attempt, {self._partition(): reply.error},
+                                     self.cluster.world.now_ms)

@@ -3,10 +3,10 @@ AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, DescribeTransactions, ListTransacti
 TxnOffsetCommit, which the *group* coordinator serves (the offsets stay pending until the
 transaction's marker lands on the group's ``__consumer_offsets`` partition).
 
-The decisions are the core's (``replication.transactions.coordinator``), carried out by the
-broker's ``txn_coordinator`` driver; these handlers only translate requests and answers, version
-by version. KIP-588: PRODUCER_FENCED is answered as INVALID_PRODUCER_EPOCH to request versions
-older than the one that introduced it.
+The decisions are the core's (``replication.transactions.coordinator``), carried out by its
+driver (``replication.transactions.driver``) under the broker's ``txn_coordinator``; these
+handlers only translate requests and answers, version by version. KIP-588: PRODUCER_FENCED is
+answered as INVALID_PRODUCER_EPOCH to request versions older than the one that introduced it.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The transaction coordinator (KIP-98), sans-I/O: every decision about a transactional id.
 
-The broker's driver (``floodmark.broker.txn_coordinator``) hands it requests and what happened
-to the effects it asked for; it answers with effects, in order:
+The driver (``driver.TxnDriver``, under the broker and the simulator) hands it requests and
+what happened to the effects it asked for; it answers with effects, in order:
 
 * ``WriteTxnLog``: append the new state of a transactional id to its ``__transaction_state``
   partition with acks=all, then call :meth:`TxnCoordinator.on_log_written` with the outcome. The
@@ -98,8 +98,8 @@ _WRITE_ERRORS = {
 
 
 # A partition leader's answer to WriteTxnMarkers that means "not now, ask again" (Kafka's marker
-# handler retries these); any other error is reported and the partition is left alone. Every
-# driver (the broker's, the simulator's) retries by this one list.
+# handler retries these); any other error is reported and the partition is left alone. The one
+# driver (``driver.TxnDriver``) retries by this list.
 RETRIABLE_MARKER_ERRORS = frozenset({
     ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
     ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
