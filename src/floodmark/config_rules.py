@@ -182,6 +182,13 @@ RULES: dict[str, Rule] = {
     "offsets.retention.minutes": at_least(1),
     "group.consumer.session.timeout.ms": at_least(1),
     "group.consumer.heartbeat.interval.ms": at_least(1),
+    # Kafka's bounds for share groups (GroupCoordinatorConfig / ShareGroupConfig)
+    "group.share.session.timeout.ms": at_least(1),
+    "group.share.heartbeat.interval.ms": at_least(1),
+    "group.share.record.lock.duration.ms": Between(1000, 3_600_000),
+    "group.share.delivery.count.limit": Between(2, 10),
+    "group.share.partition.max.record.locks": Between(100, 10_000),
+    "share.auto.offset.reset": OneOf(("latest", "earliest")),
     "transactional.id.expiration.ms": at_least(1),
     "transaction.max.timeout.ms": at_least(1),
     "transaction.state.log.num.partitions": at_least(1),

@@ -216,6 +216,17 @@ class SharePartition:
         return True
 
     # -- acquiring ------------------------------------------------------------------------
+    def first_acquirable(self, fetch_bound: int) -> int | None:
+        """The lowest offset ``acquire`` could hand out now (where the leader reads from), or
+        None when there is none below ``fetch_bound`` (``expire_locks`` first)."""
+        for offset in range(self.start_offset, min(self.end_offset, fetch_bound)):
+            if self.in_flight[offset].state is RecordState.AVAILABLE:
+                return offset
+        window_end = self.start_offset + self.config.max_record_locks
+        if self.end_offset < min(fetch_bound, window_end):
+            return self.end_offset
+        return None
+
     def acquire(self, member_id: str, fetch_bound: int, max_records: int,
                 now_ms: int) -> AcquireResult:
         """Lock up to ``max_records`` records for ``member_id``: AVAILABLE records in the window
