@@ -9,12 +9,14 @@ neither advertises nor serves them."""
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from typing import Any
 
 import pytest
 
+from floodmark.cli.main import main
 from floodmark.client.connection import KafkaConnection
 from floodmark.errors import ErrorCode
 from floodmark.records import Record, build_batch
@@ -65,7 +67,8 @@ def acquired(resp: Any) -> list[tuple[int, int, int]]:
 
 
 @pytest.mark.timeout(120)
-def test_share_group_apis_on_a_real_broker(broker_factory: Any) -> None:
+def test_share_group_apis_on_a_real_broker(broker_factory: Any,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
     b = broker_factory(*ON)
     with KafkaConnection(b.bootstrap, timeout_s=10) as c:
         keys = {k.api_key for k in c.request(ApiKey.API_VERSIONS, 3, {
@@ -108,6 +111,17 @@ def test_share_group_apis_on_a_real_broker(broker_factory: Any) -> None:
         offsets = c.request(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0, {"groups": [
             {"group_id": GROUP, "topics": [{"topic_name": TOPIC, "partitions": [0]}]}]})
         assert offsets.groups[0].topics[0].partitions[0].start_offset == 5
+        # the CLI: floodmark share-group list|describe --json
+        capsys.readouterr()
+        assert main(["share-group", "list", "--json", "--bootstrap-server", b.bootstrap]) == 0
+        assert json.loads(capsys.readouterr().out) == [{"group": GROUP, "state": "Stable"}]
+        assert main(["share-group", "describe", GROUP, "--json",
+                     "--bootstrap-server", b.bootstrap]) == 0
+        described = json.loads(capsys.readouterr().out)
+        assert sorted(m["member_id"] for m in described["members"]) == [a, bm]
+        assert described["members"][0]["assignment"] == [f"{TOPIC}-0"]
+        assert described["partitions"] == [{"topic": TOPIC, "partition": 0, "start_offset": 5,
+                                            "log_end_offset": 6, "lag": 1, "error": None}]
         refused = c.request(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, {"group_id": GROUP, "topics": [
             {"topic_name": TOPIC, "partitions": [{"partition_index": 0, "start_offset": 0}]}]})
         assert refused.error_code == ErrorCode.NON_EMPTY_GROUP
