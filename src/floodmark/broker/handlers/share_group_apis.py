@@ -210,6 +210,7 @@ def _acknowledge(ctx: HandlerContext, member_id: str, key: ShareKey,
     res = _share_partition(ctx, key, ps).acknowledge(member_id, acks)
     if res.changed:
         changed.append(key)
+        ctx.purgatory.wake((ps.topic, ps.partition))  # released records: a waiting fetch
     return res.error, res.message
 
 
