@@ -255,13 +255,13 @@ async def _share_fetch(ctx: HandlerContext, header: RequestHeader, req: WireRequ
         return _session_error(ErrorCode.INVALID_REQUEST,
                               "a new share session carries no acknowledgements",
                               acquisition_lock_timeout=lock_ms)
-    started = groups.sessions.begin(group_id, member_id, epoch)
+    started = groups.sessions.begin(group_id, member_id, epoch, ctx.now_ms())
     if started.error is not ErrorCode.NONE:
         return _session_error(started.error, started.message,
                               acquisition_lock_timeout=lock_ms)
     changed: list[ShareKey] = []
-    if started.replaced is not None:
-        changed += groups.close_session(started.replaced)
+    for closed in started.closed:
+        changed += groups.close_session(closed)
     session = started.session
     names = _names_by_id(ctx)
     # acknowledgements first (KIP-932: piggy-backed on the fetch), one answer per partition
@@ -384,7 +384,8 @@ def share_acknowledge(ctx: HandlerContext, header: RequestHeader, req: WireReque
         return _session_error(ErrorCode.UNSUPPORTED_VERSION, DISABLED)
     group_id, member_id = str(req.group_id or ""), str(req.member_id or "")
     epoch = int(req.share_session_epoch)
-    started = groups.sessions.begin(group_id, member_id, epoch, acknowledging_only=True)
+    started = groups.sessions.begin(group_id, member_id, epoch, ctx.now_ms(),
+                                    acknowledging_only=True)
     if started.error is not ErrorCode.NONE:
         return _session_error(started.error, started.message)
     names = _names_by_id(ctx)

@@ -7,8 +7,8 @@ the cores do; it loads, keeps and stores them. No sockets here; the handlers
 A share partition is loaded on its first ShareFetch at this leader: from the store when the
 stored state was written at this broker under the partition's current leader epoch or when no
 other broker can lead the partition (it has one replica), else it starts over by
-``share.auto.offset.reset`` (another leader may have served it meanwhile). It is dropped when
-this broker stops leading the partition.
+``share.auto.offset.reset`` (another leader may have served it meanwhile). A share partition
+kept from an earlier leader epoch is loaded again the same way at its next fetch.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ class ShareGroups:
         self.settings = settings
         self.store = store
         self.coordinator = ShareGroupCoordinator(settings.group)
-        self.sessions = ShareSessionCache()
+        self.sessions = ShareSessionCache(idle_ms=settings.group.session_timeout_ms)
         self.partitions: dict[ShareKey, LoadedPartition] = {}
 
     def partition(self, key: ShareKey, leader_epoch: int, single_replica: bool,
@@ -123,11 +123,6 @@ class ShareGroups:
         """The member left the group or its session at the coordinator timed out."""
         session = self.sessions.close(group_id, member_id)
         return [] if session is None else self.close_session(session)
-
-    def not_leading(self, still_leads: set[tuple[uuid.UUID, int]]) -> None:
-        """Drop the share partitions of partitions this broker no longer leads."""
-        for key in [k for k in self.partitions if (k[1], k[2]) not in still_leads]:
-            del self.partitions[key]
 
 
 def share_groups_of(config: BrokerConfig, fs: FileSystem, data_dir: Path) -> ShareGroups:

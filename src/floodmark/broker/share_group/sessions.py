@@ -5,8 +5,9 @@ orders its ShareFetch/ShareAcknowledge requests.
 ``share_session_epoch`` 0 opens a session (a member's first ShareFetch, or after an error);
 -1 closes it (the member's last request; acknowledgements still count); any other value must
 be the session's next epoch, which every request then advances (wrapping past 2**31 - 1 to 1).
-A bounded number of sessions (``max_sessions``) is kept: a new one beyond that is
-SHARE_SESSION_LIMIT_REACHED.
+A bounded number of sessions (``max_sessions``) is kept: when a new one finds the cache full,
+the sessions idle for longer than ``idle_ms`` (a member that vanished without closing its
+session) are evicted; when none is, the new one is SHARE_SESSION_LIMIT_REACHED.
 """
 
 from __future__ import annotations
@@ -27,13 +28,15 @@ class ShareSession:
     member_id: str
     epoch: int = 1  # the next request's epoch
     partitions: set[TopicPartition] = field(default_factory=set)
+    last_used_ms: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class SessionAnswer:
     error: ErrorCode
     session: ShareSession | None = None
-    replaced: ShareSession | None = None  # an older session of the member, now closed
+    # sessions closed to make this one: the member's older one, idle ones evicted
+    closed: tuple[ShareSession, ...] = ()
     message: str | None = None
 
 
@@ -42,12 +45,13 @@ def next_epoch(epoch: int) -> int:
 
 
 class ShareSessionCache:
-    def __init__(self, max_sessions: int = 1_000) -> None:
-        assert max_sessions > 0
+    def __init__(self, max_sessions: int = 1_000, idle_ms: int = 45_000) -> None:
+        assert max_sessions > 0 and idle_ms > 0
         self.max_sessions = max_sessions
+        self.idle_ms = idle_ms
         self.sessions: dict[tuple[str, str], ShareSession] = {}
 
-    def begin(self, group_id: str, member_id: str, epoch: int, *,
+    def begin(self, group_id: str, member_id: str, epoch: int, now_ms: int, *,
               acknowledging_only: bool = False) -> SessionAnswer:
         """The session a request with ``epoch`` runs in; advanced (or opened) when it is
         valid. A final request gets its session (or None: it had none) and closes it."""
@@ -57,11 +61,16 @@ class ShareSessionCache:
             if acknowledging_only:  # ShareAcknowledge cannot open a session
                 return SessionAnswer(ErrorCode.INVALID_SHARE_SESSION_EPOCH,
                                      message="ShareAcknowledge needs an open share session")
+            closed = [] if current is None else [current]
             if current is None and len(self.sessions) >= self.max_sessions:
-                return SessionAnswer(ErrorCode.SHARE_SESSION_LIMIT_REACHED)
-            session = ShareSession(group_id, member_id)
+                idle = [k for k, s in self.sessions.items()
+                        if now_ms - s.last_used_ms > self.idle_ms]
+                if not idle:
+                    return SessionAnswer(ErrorCode.SHARE_SESSION_LIMIT_REACHED)
+                closed += [self.sessions.pop(k) for k in idle]
+            session = ShareSession(group_id, member_id, last_used_ms=now_ms)
             self.sessions[key] = session
-            return SessionAnswer(ErrorCode.NONE, session, replaced=current)
+            return SessionAnswer(ErrorCode.NONE, session, closed=tuple(closed))
         if current is None:
             if epoch == FINAL_EPOCH:
                 return SessionAnswer(ErrorCode.NONE, None)
@@ -75,6 +84,7 @@ class ShareSessionCache:
                                  message=f"share session epoch {epoch}, expected "
                                          f"{current.epoch}")
         current.epoch = next_epoch(current.epoch)
+        current.last_used_ms = now_ms
         return SessionAnswer(ErrorCode.NONE, current)
 
     def close(self, group_id: str, member_id: str) -> ShareSession | None:
