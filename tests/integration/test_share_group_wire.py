@@ -4,7 +4,8 @@ group and share one partition (ShareGroupHeartbeat, ShareGroupDescribe), each ac
 different records (ShareFetch), acknowledgements ride on the next ShareFetch, a RELEASE is
 delivered again with a higher delivery count, ShareAcknowledge closes a session and gives back
 what it held, a restart of the broker keeps what was acknowledged, and the offset APIs describe,
-refuse to alter a group with members, then alter and delete. A broker with share groups off
+refuse to alter a group with members, then alter and delete; DeleteGroups removes the empty
+group. A broker with share groups off
 neither advertises nor serves them."""
 
 from __future__ import annotations
@@ -145,6 +146,12 @@ def test_share_group_apis_on_a_real_broker(broker_factory: Any,
         deleted = c.request(ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, {
             "group_id": GROUP, "topics": [{"topic_name": TOPIC}]})
         assert deleted.error_code == 0 and deleted.responses[0].error_code == 0
+        # DeleteGroups removes the empty share group
+        gone = c.request(ApiKey.DELETE_GROUPS, 2, {"groups_names": [GROUP]})
+        assert gone.results[0].error_code == 0
+        listed = c.request(ApiKey.LIST_GROUPS, 5, {"states_filter": [],
+                                                   "types_filter": ["share"]})
+        assert listed.groups == ()
 
 
 def test_share_groups_off_by_default(broker: Any) -> None:

@@ -654,7 +654,8 @@ class Broker:
         counts[key] = counts.get(key, 0) + 1
         if key == ApiKey.API_VERSIONS and version > SUPPORTED[ApiKey.API_VERSIONS].max_version:
             # Too new: answer in the v0 layout with our table, without parsing the body (P1).
-            return api_versions_error_response(corr, admin.api_keys_table())
+            return api_versions_error_response(
+                corr, admin.api_keys_table(self.share_groups.settings.enabled))
         rng = accepted_range(key, version)
         if rng is None:
             raise ProtocolError(f"unknown api_key {key} (correlation_id={corr})")

@@ -405,6 +405,8 @@ async def _delete_groups(broker: HandlerContext, names: list[str]) -> WireRespon
     for group in names:
         if not broker.is_coordinator(group):
             err = ErrorCode.NOT_COORDINATOR
+        elif group in broker.share_groups.coordinator.groups:  # KIP-932: empty ones go
+            err = broker.share_groups.delete_group(group)
         elif group in broker.consumer_groups.groups:  # KIP-848: empty ones go
             refused: list[ErrorCode] = []
 

@@ -28,6 +28,7 @@ from floodmark.broker.share_group.partition import (
 )
 from floodmark.broker.share_group.sessions import ShareSession, ShareSessionCache
 from floodmark.broker.share_group.state_store import ShareStateStore
+from floodmark.errors import ErrorCode
 from floodmark.storage.fs import FileSystem
 
 log = logging.getLogger(__name__)
@@ -101,6 +102,18 @@ class ShareGroups:
         """DeleteShareGroupOffsets: the group's state of the partition goes."""
         self.partitions.pop(key, None)
         self.store.delete(*key)
+
+    def delete_group(self, group_id: str) -> ErrorCode:
+        """DeleteGroups of an empty share group: the group and the state this broker keeps of
+        its partitions go (NON_EMPTY_GROUP while it has members)."""
+        err = self.coordinator.delete(group_id)
+        if err is ErrorCode.NONE:
+            for key in [k for k in self.partitions if k[0] == group_id]:
+                del self.partitions[key]
+            for key in self.store.stored():
+                if key[0] == group_id:
+                    self.store.delete(*key)
+        return err
 
     def stored_state(self, key: ShareKey) -> ShareState | None:
         loaded = self.partitions.get(key)
