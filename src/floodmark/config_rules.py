@@ -189,6 +189,7 @@ RULES: dict[str, Rule] = {
     "group.share.delivery.count.limit": Between(2, 10),
     "group.share.partition.max.record.locks": Between(100, 10_000),
     "share.auto.offset.reset": OneOf(("latest", "earliest")),
+    "share.isolation.level": OneOf(("read_uncommitted", "read_committed")),
     "transactional.id.expiration.ms": at_least(1),
     "transaction.max.timeout.ms": at_least(1),
     "transaction.state.log.num.partitions": at_least(1),

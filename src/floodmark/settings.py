@@ -98,7 +98,8 @@ DEFAULTS: dict[str, Any] = {
     # KIP-932's share groups (broker/share_group). Kafka 4.1 serves them only once the cluster
     # finalized share.version=1 (off by default, a preview); floodmark's switch is Kafka 4.1's
     # internal group.share.enable, off by default too. The others are Kafka's defaults;
-    # share.auto.offset.reset is a group config in Kafka, a broker-wide default here.
+    # share.auto.offset.reset and share.isolation.level are group configs in Kafka, broker-wide
+    # here.
     "group.share.enable": False,
     "group.share.session.timeout.ms": 45_000,
     "group.share.heartbeat.interval.ms": 5_000,
@@ -106,6 +107,7 @@ DEFAULTS: dict[str, Any] = {
     "group.share.delivery.count.limit": 5,
     "group.share.partition.max.record.locks": 2_000,
     "share.auto.offset.reset": "latest",
+    "share.isolation.level": "read_uncommitted",
     # Kafka's default is 50 partitions; one keeps a small broker small.
     "offsets.topic.num.partitions": 1,
     "offsets.retention.minutes": 10080,

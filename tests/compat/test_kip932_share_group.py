@@ -3,7 +3,8 @@
 partition's records: every record is delivered, none twice. In explicit acknowledgement mode a
 RELEASEd record comes back, a record whose acquisition lock ran out goes to another consumer,
 and a broker restart in the middle loses nothing acknowledged and delivers nothing
-acknowledged again."""
+acknowledged again. With ``share.isolation.level=read_committed`` aborted transactions are
+never delivered."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from typing import Any
 import pytest
 from confluent_kafka import AcknowledgeType, Message, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from floodmark.client.connection import KafkaConnection
 
 pytestmark = pytest.mark.compat
 
@@ -162,3 +165,52 @@ def test_release_lock_timeout_and_restart(broker_factory: Any) -> None:
     finally:
         c.close()  # closing twice is harmless
         d.close()
+
+
+@pytest.mark.timeout(120)
+def test_read_committed_skips_aborted_transactions(broker_factory: Any) -> None:
+    """``share.isolation.level=read_committed``: records of an aborted transaction and the
+    transaction markers are never acquired (ShareFetch's ``acquired_records``, asked with
+    floodmark's own client); committed ones are, up to the last stable offset; the share
+    consumer gets the committed records."""
+    b = broker_factory(*SHARE, "--set", "share.isolation.level=read_committed")
+    group = "txn"
+    topic = group + "-t"
+    create(b.bootstrap, topic)
+    p = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": "share-txn"})
+    p.init_transactions(30)
+    # offsets: c0 c1 c2 COMMIT(3) a0 a1 a2 ABORT(7) c3 end COMMIT(10)
+    for values, commit in ((["c0", "c1", "c2"], True), (["a0", "a1", "a2"], False),
+                           (["c3", "end"], True)):
+        p.begin_transaction()
+        for v in values:
+            p.produce(topic, value=v.encode(), partition=0)
+        assert p.flush(30) == 0  # in the log before the abort (it would drop them unsent)
+        if commit:
+            p.commit_transaction(30)
+        else:
+            p.abort_transaction(30)
+    with KafkaConnection(b.bootstrap, timeout_s=10) as conn:
+        meta = conn.request(3, 12, {"topics": [{"name": topic, "topic_id": None}],
+                                    "allow_auto_topic_creation": False,
+                                    "include_topic_authorized_operations": False})
+        resp = conn.request(78, 1, {
+            "group_id": "txn-wire", "member_id": "m", "share_session_epoch": 0,
+            "max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20, "max_records": 100,
+            "batch_size": 100, "forgotten_topics_data": [], "topics": [{
+                "topic_id": meta.topics[0].topic_id, "partitions": [
+                    {"partition_index": 0, "acknowledgement_batches": []}]}]})
+        part = resp.responses[0].partitions[0]
+        acquired = [o for a in part.acquired_records
+                    for o in range(a.first_offset, a.last_offset + 1)]
+        assert acquired == [0, 1, 2, 8, 9], acquired
+    c = consumer(b.bootstrap, group, "c")
+    got: list[str] = []
+    try:
+        deadline = time.monotonic() + STALL_S
+        while "end" not in got:
+            got += [m.value().decode() for m in records(c, 0.5)]
+            assert time.monotonic() < deadline, f"only {got}"
+        assert sorted(got) == ["c0", "c1", "c2", "c3", "end"], got
+    finally:
+        c.close()

@@ -98,6 +98,17 @@ class SharePartitionMachine(RuleBasedStateMachine):
             assert not res.changed
         self._observe_settled()
 
+    @rule(data=st.data())
+    def skip_aborted(self, data: st.DataObject) -> None:
+        """A read_committed leader archives control and aborted records before acquiring."""
+        offsets = data.draw(st.sets(st.integers(0, self.hw + 3), max_size=4))
+        self.sp.skip(offsets)
+        for o in offsets:
+            r = self.sp.in_flight.get(o)
+            if r is not None and r.state is RecordState.ARCHIVED and o not in self.held:
+                self.done.add(o)
+        self._observe_settled()
+
     @rule(ms=st.integers(1, 2 * LOCK_MS))
     def wait(self, ms: int) -> None:
         self.now_ms += ms

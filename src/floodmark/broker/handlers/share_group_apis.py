@@ -29,7 +29,9 @@ from floodmark.broker.share_group.partition import (
 from floodmark.broker.share_group.sessions import FINAL_EPOCH, INITIAL_EPOCH, ShareSession
 from floodmark.errors import ErrorCode
 from floodmark.metadata import OFFSETS_TOPIC
+from floodmark.records import iter_batches
 from floodmark.replication.partition import LeaderState
+from floodmark.replication.producer_state import AbortedTxn
 from floodmark.replication.reads import FetchIsolation, read_for_fetch
 from floodmark.wire.codec import RequestHeader, ms
 
@@ -173,11 +175,33 @@ def _leader(ctx: HandlerContext, topic_id: uuid.UUID | None, index: int,
     return ErrorCode.NONE, ps
 
 
+def _fetch_bound(ctx: HandlerContext, ps: PartitionState) -> int:
+    """How far records are handed out: the high watermark, or the last stable offset
+    (``share.isolation.level=read_committed``)."""
+    return ps.last_stable_offset if ctx.share_groups.settings.read_committed \
+        else ps.high_watermark
+
+
 def _share_partition(ctx: HandlerContext, key: ShareKey, ps: PartitionState) -> SharePartition:
     role = ps.core.role
     single = isinstance(role, LeaderState) and len(role.replicas) <= 1
     return ctx.share_groups.partition(key, ps.leader_epoch, single, ps.log_start_offset,
-                                      ps.high_watermark)
+                                      _fetch_bound(ctx, ps))
+
+
+def _not_for_consumers(data: bytes | memoryview,
+                       aborted: Iterable[AbortedTxn]) -> list[int]:
+    """The offsets of ``data``'s batches a read_committed member never gets: control batches
+    (transaction markers) and the batches of aborted transactions."""
+    out: list[int] = []
+    spans = list(aborted)
+    for _position, h in iter_batches(data, validate=False):
+        last = h.base_offset + h.last_offset_delta
+        if h.is_control or (h.is_transactional and any(
+                a.producer_id == h.producer_id and a.first_offset <= h.base_offset
+                <= a.last_offset for a in spans)):
+            out.extend(range(h.base_offset, last + 1))
+    return out
 
 
 def _persist(ctx: HandlerContext, keys: Iterable[ShareKey]) -> None:
@@ -332,16 +356,21 @@ def _acquire_all(ctx: HandlerContext, session: ShareSession, max_records: int, b
         core = _share_partition(ctx, key, ps)
         if core.expire_locks(ctx.now_ms()):
             changed.append(key)
-        start = core.first_acquirable(ps.high_watermark)
+        committed = ctx.share_groups.settings.read_committed
+        start = core.first_acquirable(_fetch_bound(ctx, ps))
         if start is None:
             continue
-        read = read_for_fetch(ps.core, ps.log, start, -1, FetchIsolation.HIGH_WATERMARK,
-                              budget)
+        read = read_for_fetch(ps.core, ps.log, start, -1,
+                              FetchIsolation.TXN_COMMITTED if committed
+                              else FetchIsolation.HIGH_WATERMARK, budget)
         if read.error is not ErrorCode.NONE:
             entry["error_code"] = int(read.error)
             continue
         if read.records is None or read.records.next_offset <= start:
             continue
+        if committed and core.skip(_not_for_consumers(read.records.records,
+                                                      read.aborted or ())):
+            changed.append(key)
         got = core.acquire(session.member_id, read.records.next_offset, left, ctx.now_ms())
         if not got.changed:
             continue

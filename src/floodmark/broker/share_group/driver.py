@@ -41,6 +41,7 @@ class ShareSettings:
     group: ShareGroupConfig = field(default_factory=ShareGroupConfig)
     partition: ShareConfig = field(default_factory=ShareConfig)
     reset: OffsetReset = OffsetReset.LATEST  # share.auto.offset.reset
+    read_committed: bool = False  # share.isolation.level
 
 
 @dataclass
@@ -59,6 +60,7 @@ class ShareGroups:
 
     def partition(self, key: ShareKey, leader_epoch: int, single_replica: bool,
                   log_start_offset: int, fetch_bound: int) -> SharePartition:
+        """``fetch_bound``: the high watermark, or the last stable offset (read_committed)."""
         """The share partition of ``key`` at this leader, loaded or started on first use."""
         loaded = self.partitions.get(key)
         if loaded is not None and loaded.leader_epoch == leader_epoch:
@@ -149,5 +151,6 @@ def share_groups_of(config: BrokerConfig, fs: FileSystem, data_dir: Path) -> Sha
             record_lock_duration_ms=config.get_int("group.share.record.lock.duration.ms"),
             delivery_count_limit=config.get_int("group.share.delivery.count.limit"),
             max_record_locks=config.get_int("group.share.partition.max.record.locks")),
-        reset=OffsetReset(str(config.get("share.auto.offset.reset"))))
+        reset=OffsetReset(str(config.get("share.auto.offset.reset"))),
+        read_committed=str(config.get("share.isolation.level")) == "read_committed")
     return ShareGroups(settings, ShareStateStore(fs, data_dir))

@@ -216,6 +216,29 @@ class SharePartition:
         return True
 
     # -- acquiring ------------------------------------------------------------------------
+    def skip(self, offsets: Iterable[int]) -> bool:
+        """Offsets that must never be delivered (a transaction's control record, a record of
+        an aborted transaction, for ``read_committed``): ARCHIVED if they are AVAILABLE in
+        the window or not acquired yet (the window grows over them, at most
+        ``max_record_locks`` past the SPSO)."""
+        changed = False
+        window_end = self.start_offset + self.config.max_record_locks
+        for offset in sorted(set(offsets)):
+            if offset < self.start_offset or offset >= window_end:
+                continue
+            while self.end_offset < offset:  # records before it: never delivered yet
+                self.in_flight[self.end_offset] = InFlight(RecordState.AVAILABLE, 0)
+                self.end_offset += 1
+            if offset == self.end_offset:
+                self.in_flight[offset] = InFlight(RecordState.ARCHIVED, 0)
+                self.end_offset += 1
+                changed = True
+            elif self.in_flight[offset].state is RecordState.AVAILABLE:
+                self._settle(self.in_flight[offset], RecordState.ARCHIVED)
+                changed = True
+        self._advance()
+        return changed
+
     def first_acquirable(self, fetch_bound: int) -> int | None:
         """The lowest offset ``acquire`` could hand out now (where the leader reads from), or
         None when there is none below ``fetch_bound`` (``expire_locks`` first)."""
