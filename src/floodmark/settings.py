@@ -95,6 +95,19 @@ DEFAULTS: dict[str, Any] = {
     "group.consumer.session.timeout.ms": 45_000,
     "group.consumer.heartbeat.interval.ms": 5_000,
     "group.consumer.assignors": "uniform,range",
+    # KIP-932's share groups (broker/share_group). Kafka 4.1 serves them only once the cluster
+    # finalized share.version=1 (off by default, a preview); floodmark's switch is Kafka 4.1's
+    # internal group.share.enable, off by default too. The others are Kafka's defaults;
+    # share.auto.offset.reset and share.isolation.level are group configs in Kafka, broker-wide
+    # here.
+    "group.share.enable": False,
+    "group.share.session.timeout.ms": 45_000,
+    "group.share.heartbeat.interval.ms": 5_000,
+    "group.share.record.lock.duration.ms": 30_000,
+    "group.share.delivery.count.limit": 5,
+    "group.share.partition.max.record.locks": 2_000,
+    "share.auto.offset.reset": "latest",
+    "share.isolation.level": "read_uncommitted",
     # Kafka's default is 50 partitions; one keeps a small broker small.
     "offsets.topic.num.partitions": 1,
     "offsets.retention.minutes": 10080,
@@ -288,6 +301,11 @@ _INT_SETTINGS = frozenset({"node.id", "num.partitions", "default.replication.fac
                            "group.min.session.timeout.ms", "group.max.session.timeout.ms",
                            "group.consumer.session.timeout.ms",
                            "group.consumer.heartbeat.interval.ms",
+                           "group.share.session.timeout.ms",
+                           "group.share.heartbeat.interval.ms",
+                           "group.share.record.lock.duration.ms",
+                           "group.share.delivery.count.limit",
+                           "group.share.partition.max.record.locks",
                            "offsets.topic.num.partitions", "offsets.retention.minutes",
                            "log.checkpoint.interval.ms", "replica.lag.time.max.ms",
                            "transactional.id.expiration.ms", "transaction.max.timeout.ms",

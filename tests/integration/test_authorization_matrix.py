@@ -298,6 +298,61 @@ def _cg_describe(c: KafkaConnection) -> Any:
     return _errors(r.groups[0].error_code)
 
 
+# KIP-932's share groups (the broker runs with group.share.enable=true)
+def _topic_id(c: KafkaConnection, topic: str) -> Any:
+    r = c.request(3, 12, {"topics": [{"name": topic, "topic_id": None}],
+                          "allow_auto_topic_creation": False,
+                          "include_topic_authorized_operations": False})
+    return r.topics[0].topic_id
+
+
+def _share_heartbeat(c: KafkaConnection) -> Any:
+    r = c.request(76, 1, {"group_id": "g-share", "member_id": "m-share", "member_epoch": 0,
+                          "subscribed_topic_names": ["t1"]})
+    return _errors(r.error_code)
+
+
+def _share_describe(c: KafkaConnection) -> Any:
+    r = c.request(77, 1, {"group_ids": ["g-share"], "include_authorized_operations": False})
+    return _errors(r.groups[0].error_code)
+
+
+def _share_fetch(c: KafkaConnection) -> Any:
+    topic_id = _topic_id(c, "t1")
+    r = c.request(78, 1, {"group_id": "g-share", "member_id": "m-share",
+                          "share_session_epoch": 0, "max_wait": 0, "min_bytes": 1,
+                          "max_records": 1, "batch_size": 1, "forgotten_topics_data": [],
+                          "topics": [{"topic_id": topic_id, "partitions": [
+                              {"partition_index": 0, "acknowledgement_batches": []}]}]})
+    return _errors(r.error_code, *(p.error_code for t in r.responses for p in t.partitions))
+
+
+def _share_acknowledge(c: KafkaConnection) -> Any:
+    topic_id = _topic_id(c, "t1")
+    r = c.request(79, 1, {"group_id": "g-share", "member_id": "m-share-ack",
+                          "share_session_epoch": -1, "topics": [{"topic_id": topic_id,
+                          "partitions": [{"partition_index": 0,
+                                          "acknowledgement_batches": []}]}]})
+    return _errors(r.error_code, *(p.error_code for t in r.responses for p in t.partitions))
+
+
+def _describe_share_offsets(c: KafkaConnection) -> Any:
+    r = c.request(90, 0, {"groups": [{"group_id": "g-share-offsets", "topics": [
+        {"topic_name": "t1", "partitions": [0]}]}]})
+    return _errors(r.groups[0].error_code)
+
+
+def _alter_share_offsets(c: KafkaConnection) -> Any:
+    r = c.request(91, 0, {"group_id": "g-share-offsets", "topics": [
+        {"topic_name": "t1", "partitions": [{"partition_index": 0, "start_offset": 0}]}]})
+    return _errors(r.error_code, *(p.error_code for t in r.responses for p in t.partitions))
+
+
+def _delete_share_offsets(c: KafkaConnection) -> Any:
+    r = c.request(92, 0, {"group_id": "g-share-offsets", "topics": [{"topic_name": "t1"}]})
+    return _errors(r.error_code, *(t.error_code for t in r.responses))
+
+
 def _api_versions(c: KafkaConnection) -> Any:
     return _errors(c.request(18, 3, {"client_software_name": "matrix",
                                      "client_software_version": "1"}).error_code)
@@ -619,6 +674,29 @@ CASES: dict[ApiKey, list[Case]] = {
     ],
     ApiKey.CONSUMER_GROUP_DESCRIBE: [case("ConsumerGroupDescribe", _cg_describe,
                                           (GROUP_DENIED,), (RT.GROUP, "g-848", Op.DESCRIBE))],
+    ApiKey.SHARE_GROUP_HEARTBEAT: [
+        case("ShareGroupHeartbeat", _share_heartbeat, (GROUP_DENIED,),
+             (RT.GROUP, "g-share", Op.READ), (RT.TOPIC, "t1", Op.DESCRIBE), allowed=(0,))],
+    ApiKey.SHARE_GROUP_DESCRIBE: [case("ShareGroupDescribe", _share_describe, (GROUP_DENIED,),
+                                       (RT.GROUP, "g-share", Op.DESCRIBE))],
+    ApiKey.SHARE_FETCH: [case("ShareFetch", _share_fetch, (GROUP_DENIED,),
+                              (RT.GROUP, "g-share", Op.READ), (RT.TOPIC, "t1", Op.READ),
+                              allowed=(0, 0))],
+    ApiKey.SHARE_ACKNOWLEDGE: [case("ShareAcknowledge", _share_acknowledge, (GROUP_DENIED,),
+                                    (RT.GROUP, "g-share", Op.READ), (RT.TOPIC, "t1", Op.READ),
+                                    allowed=(0, 0))],
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: [case(
+        "DescribeShareGroupOffsets", _describe_share_offsets, (GROUP_DENIED,),
+        (RT.GROUP, "g-share-offsets", Op.DESCRIBE), (RT.TOPIC, "t1", Op.DESCRIBE),
+        allowed=(0,))],
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: [case(
+        "AlterShareGroupOffsets", _alter_share_offsets, (GROUP_DENIED,),
+        (RT.GROUP, "g-share-offsets", Op.READ), (RT.TOPIC, "t1", Op.READ),
+        allowed=(0, 0))],
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: [case(
+        "DeleteShareGroupOffsets", _delete_share_offsets, (GROUP_DENIED,),
+        (RT.GROUP, "g-share-offsets", Op.DELETE), (RT.TOPIC, "t1", Op.READ),
+        allowed=(0, 0))],
     ApiKey.LIST_GROUPS: [
         case("ListGroups(filtered)", _list_groups, [], (RT.GROUP, "g-listed", Op.DESCRIBE),
              allowed=["g-listed"]),
@@ -779,6 +857,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
         "--set", "authorizer.class.name="
                  "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "--set", "super.users=User:admin",
+        "--set", "group.share.enable=true",
         *(a for user, password in PASSWORDS.items()
           for a in ("--add-scram", f"SCRAM-SHA-512=[name={user},password={password}]")),
     ]).start()

@@ -28,9 +28,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from floodmark.broker.boundary import ClientConnection, WireRequest, WireResponse
+from floodmark.broker.boundary import ClientConnection, HandlerResult, WireRequest, WireResponse
 from floodmark.broker.context import Handler, HandlerContext
-from floodmark.broker.handlers import data, replication
+from floodmark.broker.handlers import data, replication, share_group_apis
 from floodmark.broker.replica_fetcher import replica_of
 from floodmark.errors import ErrorCode
 from floodmark.security.acl import CLUSTER_NAME, AclOperation, ResourceType
@@ -41,7 +41,7 @@ from floodmark.security.authorizer import (
     authorizer_settings,
 )
 from floodmark.security.principal import KafkaPrincipal
-from floodmark.wire.api_table import SUPPORTED, UNADVERTISED, ApiKey
+from floodmark.wire.api_table import SERVED, ApiKey
 from floodmark.wire.codec import RequestHeader
 from floodmark.wire.hot import ProduceRequest
 
@@ -545,6 +545,81 @@ def _consumer_group_describe(caller: Caller, header: RequestHeader, req: WireReq
     return Verdict(request=dataclasses.replace(req, group_ids=tuple(kept)), finish=finish)
 
 
+# -- share groups (KIP-932) -------------------------------------------------------------------
+def _share_group_heartbeat(caller: Caller, header: RequestHeader, req: WireRequest,
+                           ctx: HandlerContext) -> Verdict | None:
+    """Read on the group, Describe on every topic it subscribes to (Kafka's check)."""
+    if not caller.may(Op.READ, RT.GROUP, req.group_id):
+        return _refuse(error_code=GROUP_DENIED, member_epoch=int(req.member_epoch))
+    for topic in req.subscribed_topic_names or ():
+        if not caller.may(Op.DESCRIBE, RT.TOPIC, topic):
+            return _refuse(error_code=TOPIC_DENIED, member_epoch=int(req.member_epoch))
+    return None
+
+
+def _share_group_describe(caller: Caller, header: RequestHeader, req: WireRequest,
+                          ctx: HandlerContext) -> Verdict | None:
+    kept, refused = _split(req.group_ids, lambda g: caller.may(Op.DESCRIBE, RT.GROUP, g))
+    if not refused:
+        return None
+
+    def finish(resp: WireResponse) -> WireResponse:
+        return {**resp, "groups": [*resp.get("groups", ()), *({
+            "group_id": g, "error_code": GROUP_DENIED, "group_state": "", "group_epoch": -1,
+            "assignment_epoch": -1, "assignor_name": "", "members": [],
+            "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED} for g in refused)]}
+    return Verdict(request=dataclasses.replace(req, group_ids=tuple(kept)), finish=finish)
+
+
+def _share_records(handler: Callable[..., HandlerResult]) -> Check:
+    """ShareFetch, ShareAcknowledge: Read on the group (else the whole request is
+    GROUP_AUTHORIZATION_FAILED), Read on each topic (else its partitions answer
+    TOPIC_AUTHORIZATION_FAILED)."""
+    def check(caller: Caller, header: RequestHeader, req: WireRequest,
+              ctx: HandlerContext) -> Verdict | None:
+        if not caller.may(Op.READ, RT.GROUP, req.group_id or ""):
+            return _refuse(error_code=GROUP_DENIED, responses=[], node_endpoints=[])
+
+        def denied(name: str) -> ErrorCode | None:
+            return None if caller.may(Op.READ, RT.TOPIC, name) else \
+                ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        gated: Handler = functools.partial(handler, denied=denied)
+        return Verdict(handler=gated)
+    return check
+
+
+def _describe_share_group_offsets(caller: Caller, header: RequestHeader, req: WireRequest,
+                                  ctx: HandlerContext) -> Verdict | None:
+    """Describe on each group (else that group answers GROUP_AUTHORIZATION_FAILED) and on each
+    topic named (else the whole group's answer is TOPIC_AUTHORIZATION_FAILED)."""
+    def allowed(g: WireRequest) -> bool:
+        return caller.may(Op.DESCRIBE, RT.GROUP, g.group_id) and all(
+            caller.may(Op.DESCRIBE, RT.TOPIC, t.topic_name) for t in g.topics or ())
+    kept, refused = _split(req.groups, allowed)
+    if not refused:
+        return None
+
+    def finish(resp: WireResponse) -> WireResponse:
+        return {**resp, "groups": [*resp.get("groups", ()), *({
+            "group_id": g.group_id, "topics": [],
+            "error_code": GROUP_DENIED if not caller.may(Op.DESCRIBE, RT.GROUP, g.group_id)
+            else TOPIC_DENIED} for g in refused)]}
+    return Verdict(request=dataclasses.replace(req, groups=tuple(kept)), finish=finish)
+
+
+def _share_group_offsets_change(group_op: AclOperation) -> Check:
+    """Alter (Read on the group) and Delete (Delete on the group) ShareGroupOffsets; Read on
+    each topic, else the request is TOPIC_AUTHORIZATION_FAILED."""
+    def check(caller: Caller, header: RequestHeader, req: WireRequest,
+              ctx: HandlerContext) -> Verdict | None:
+        if not caller.may(group_op, RT.GROUP, req.group_id):
+            return _refuse(error_code=GROUP_DENIED, responses=[])
+        if not all(caller.may(Op.READ, RT.TOPIC, t.topic_name) for t in req.topics):
+            return _refuse(error_code=TOPIC_DENIED, responses=[])
+        return None
+    return check
+
+
 def _list_groups(caller: Caller, header: RequestHeader, req: WireRequest,
                  ctx: HandlerContext) -> Verdict | None:
     """Describe on the cluster lists every group; else only the groups it may Describe."""
@@ -750,6 +825,13 @@ CHECKS: dict[ApiKey, Check] = {
     ApiKey.LIST_GROUPS: _list_groups,
     ApiKey.CONSUMER_GROUP_HEARTBEAT: _consumer_group_heartbeat,
     ApiKey.CONSUMER_GROUP_DESCRIBE: _consumer_group_describe,
+    ApiKey.SHARE_GROUP_HEARTBEAT: _share_group_heartbeat,
+    ApiKey.SHARE_GROUP_DESCRIBE: _share_group_describe,
+    ApiKey.SHARE_FETCH: _share_records(share_group_apis.share_fetch),
+    ApiKey.SHARE_ACKNOWLEDGE: _share_records(share_group_apis.share_acknowledge),
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: _describe_share_group_offsets,
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: _share_group_offsets_change(Op.READ),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: _share_group_offsets_change(Op.DELETE),
     ApiKey.DESCRIBE_GROUPS: _describe_groups,
     ApiKey.DELETE_GROUPS: _delete_groups,
     ApiKey.INIT_PRODUCER_ID: _init_producer_id,
@@ -784,5 +866,5 @@ CHECKS: dict[ApiKey, Check] = {
          "entity": [{"entity_type": d.entity_type, "entity_name": d.entity_name}
                     for d in e.entity]} for e in req.entries]),
 }
-assert set(CHECKS) | {ApiKey.PRODUCE} == set(SUPPORTED) | set(UNADVERTISED), (
+assert set(CHECKS) | {ApiKey.PRODUCE} == SERVED, (
     "every API served has its authorization check")

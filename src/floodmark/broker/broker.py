@@ -43,6 +43,7 @@ from floodmark.broker.handlers import (
     consumer_group_apis,
     data,
     group_apis,
+    share_group_apis,
 )
 from floodmark.broker.membership import LocalMembership
 from floodmark.broker.metadata import Controller, LocalController
@@ -52,6 +53,7 @@ from floodmark.broker.purgatory import FetchPurgatory
 from floodmark.broker.quotas import ClientQuotas
 from floodmark.broker.replica_fetcher import ReplicaManager, replica_of
 from floodmark.broker.server import Connection, start_listener
+from floodmark.broker.share_group.driver import share_groups_of
 from floodmark.broker.txn_coordinator import BrokerTxnCoordinator
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import INTERNAL_TOPICS, OFFSETS_TOPIC, TopicMeta
@@ -131,6 +133,7 @@ class Broker:
         self.authentication = Authentication(config, lambda: self.controller.scram_credentials())
         self.max_request_bytes = config.get_int("socket.request.max.bytes")
         self.storage = storage_glue.Storage(self.data_dir, config)
+        self.share_groups = share_groups_of(config, self.storage.fs, self.data_dir)
         self._servers: list[asyncio.Server | TlsServer] = []
         self._stopping: asyncio.Event | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -260,6 +263,9 @@ class Broker:
                     self._expiring_members is None or self._expiring_members.done()):
                 self._expiring_members = asyncio.get_running_loop().create_task(
                     consumer_group_apis.expire_members(self))
+            deadline_ms = self.share_groups.coordinator.next_deadline_ms()
+            if deadline_ms is not None and deadline_ms <= self.now_ms():
+                share_group_apis.expire_members(self)
             now = self.now_ms()
             for ps in self.partitions.values():
                 ps.expire_produces(now)
@@ -655,7 +661,8 @@ class Broker:
         counts[key] = counts.get(key, 0) + 1
         if key == ApiKey.API_VERSIONS and version > SUPPORTED[ApiKey.API_VERSIONS].max_version:
             # Too new: answer in the v0 layout with our table, without parsing the body (P1).
-            return api_versions_error_response(corr, admin.api_keys_table())
+            return api_versions_error_response(
+                corr, admin.api_keys_table(self.share_groups.settings.enabled))
         rng = accepted_range(key, version)
         if rng is None:
             raise ProtocolError(f"unknown api_key {key} (correlation_id={corr})")

@@ -27,6 +27,7 @@ from floodmark.broker.partition_state import PartitionState
 from floodmark.broker.purgatory import FetchPurgatory
 from floodmark.broker.quotas import ClientQuotas
 from floodmark.broker.replica_fetcher import ReplicaManager
+from floodmark.broker.share_group.driver import ShareGroups
 from floodmark.broker.storage_glue import LogDir, Storage
 from floodmark.broker.txn_coordinator import BrokerTxnCoordinator
 from floodmark.errors import ErrorCode
@@ -185,6 +186,7 @@ class HandlerContext(BrokerCore, Protocol):
     offsets: OffsetStore
     groups: GroupCoordinator
     consumer_groups: ConsumerGroupCoordinator
+    share_groups: ShareGroups
     transactions: BrokerTxnCoordinator
     authentication: Authentication
     quotas: ClientQuotas

@@ -46,6 +46,8 @@ COMMANDS: tuple[Command, ...] = (
                      "configs", ("floodmark.cli.topic",)),
     Command("group", "consumer groups: list, describe, delete, reset or delete offsets "
                      "(kafka-consumer-groups.sh)", ("floodmark.cli.group",)),
+    Command("share-group", "KIP-932 share groups: list, describe (kafka-share-groups.sh)",
+            ("floodmark.cli.share_group",), nested=True),
     Command("acl", "add, list, remove ACLs (kafka-acls.sh)", ("floodmark.cli.acl",)),
     Command("quota", "set, list, remove client quotas (kafka-configs.sh --entity-type "
                      "users/clients)", ("floodmark.cli.quota",)),

@@ -61,6 +61,13 @@ class ApiKey(enum.IntEnum):
     LIST_TRANSACTIONS = 66
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
+    SHARE_GROUP_HEARTBEAT = 76
+    SHARE_GROUP_DESCRIBE = 77
+    SHARE_FETCH = 78
+    SHARE_ACKNOWLEDGE = 79
+    DESCRIBE_SHARE_GROUP_OFFSETS = 90
+    ALTER_SHARE_GROUP_OFFSETS = 91
+    DELETE_SHARE_GROUP_OFFSETS = 92
 
 
 @dataclass(frozen=True)
@@ -155,9 +162,25 @@ UNADVERTISED: dict[ApiKey, VersionRange] = {
     ApiKey.DESCRIBE_QUORUM: VersionRange(0, 1),
 }
 
+# KIP-932's share groups (broker/share_group), Kafka 4.1.1's versions: served, and advertised in
+# ApiVersions, only while ``group.share.enable`` is on (Kafka 4.1 serves them once the cluster
+# finalized share.version=1, a preview off by default). ShareFetch/ShareAcknowledge v2 and
+# DescribeShareGroupOffsets v1 are Kafka 4.2's.
+SHARE_GROUP: dict[ApiKey, VersionRange] = {
+    ApiKey.SHARE_GROUP_HEARTBEAT: VersionRange(1, 1),
+    ApiKey.SHARE_GROUP_DESCRIBE: VersionRange(1, 1),
+    ApiKey.SHARE_FETCH: VersionRange(1, 1),
+    ApiKey.SHARE_ACKNOWLEDGE: VersionRange(1, 1),
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: VersionRange(0, 0),
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: VersionRange(0, 0),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: VersionRange(0, 0),
+}
+# Every API a handler serves (advertised or not).
+SERVED = frozenset({*SUPPORTED, *UNADVERTISED, *SHARE_GROUP})
 
 _RANGES: dict[int, tuple[VersionRange | None, VersionRange | None]] = {
-    int(key): (SUPPORTED.get(key), UNADVERTISED.get(key)) for key in (*SUPPORTED, *UNADVERTISED)
+    int(key): (SUPPORTED.get(key, SHARE_GROUP.get(key)), UNADVERTISED.get(key))
+    for key in SERVED
 }
 
 

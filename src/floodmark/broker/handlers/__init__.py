@@ -22,10 +22,11 @@ from floodmark.broker.handlers import (
     replication,
     sasl_apis,
     scram_apis,
+    share_group_apis,
     txn_apis,
     txn_markers,
 )
-from floodmark.wire.api_table import SUPPORTED, UNADVERTISED, ApiKey
+from floodmark.wire.api_table import SERVED, ApiKey
 
 RawHandler = Callable[[HandlerContext, memoryview, int, data.ProduceGate | None],
                      Encoded | Awaitable[Encoded | None] | None]
@@ -81,10 +82,18 @@ HANDLERS: dict[int, Handler] = {
         consumer_group_apis.consumer_group_heartbeat),
     ApiKey.CONSUMER_GROUP_DESCRIBE: consumer_group_apis.consumer_group_describe,
     ApiKey.ALTER_CLIENT_QUOTAS: quotas.alter_client_quotas,
+    # KIP-932 (share_group_apis checks group.share.enable and the coordinator itself)
+    ApiKey.SHARE_GROUP_HEARTBEAT: share_group_apis.share_group_heartbeat,
+    ApiKey.SHARE_GROUP_DESCRIBE: share_group_apis.share_group_describe,
+    ApiKey.SHARE_FETCH: share_group_apis.share_fetch,
+    ApiKey.SHARE_ACKNOWLEDGE: share_group_apis.share_acknowledge,
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: share_group_apis.describe_share_group_offsets,
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: share_group_apis.alter_share_group_offsets,
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: share_group_apis.delete_share_group_offsets,
 }
 # Hot path: handlers that take the raw frame (no kio decode, records stay views into the frame).
 RAW_HANDLERS: dict[int, RawHandler] = {
     ApiKey.PRODUCE: data.produce_raw,
 }
-assert set(HANDLERS) | set(RAW_HANDLERS) == set(SUPPORTED) | set(UNADVERTISED), (
+assert set(HANDLERS) | set(RAW_HANDLERS) == SERVED, (
     "API table and handlers must agree")

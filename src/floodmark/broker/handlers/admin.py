@@ -24,7 +24,7 @@ from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import validate_topic_name
 from floodmark.security.quotas import TokenBucket
 from floodmark.settings import is_sensitive, topic_config_setting
-from floodmark.wire.api_table import SUPPORTED, ApiKey
+from floodmark.wire.api_table import SHARE_GROUP, SUPPORTED, ApiKey
 from floodmark.wire.codec import RequestHeader, encode_response
 
 if TYPE_CHECKING:
@@ -47,10 +47,12 @@ def forwarding_controller_id(broker: HandlerContext, *, besides: int | None = No
     return random.choice(live) if live else -1
 
 
-def api_keys_table() -> list[dict[str, int]]:
+def api_keys_table(share_groups: bool = False) -> list[dict[str, int]]:
+    """ApiVersions' list; KIP-932's APIs only while share groups are on."""
+    served = {**SUPPORTED, **SHARE_GROUP} if share_groups else SUPPORTED
     return [
         {"api_key": int(k), "min_version": r.min_version, "max_version": r.max_version}
-        for k, r in sorted(SUPPORTED.items())
+        for k, r in sorted(served.items())
     ]
 
 
@@ -60,12 +62,13 @@ _API_VERSIONS_CACHE: dict[tuple[int, int], bytes] = {}
 def api_versions(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection | None = None) -> list[bytes | memoryview]:
     # The body never changes, so the encoded bytes are cached per version; only the correlation
     # id differs (bytes 4..7 of the frame).
-    key = (header.api_version, 0)
+    share_groups = broker.share_groups.settings.enabled
+    key = (header.api_version, int(share_groups))
     cached = _API_VERSIONS_CACHE.get(key)
     if cached is None:
         parts = encode_response(
             ApiKey.API_VERSIONS, header.api_version, 0,
-            {"error_code": 0, "api_keys": api_keys_table(), "throttle_time": 0},
+            {"error_code": 0, "api_keys": api_keys_table(share_groups), "throttle_time": 0},
         )
         cached = b"".join(parts)
         _API_VERSIONS_CACHE[key] = cached

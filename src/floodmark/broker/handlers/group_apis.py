@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 
 CLASSIC = "classic"  # the group types of ListGroups v5: JoinGroup's groups
 CONSUMER = "consumer"  # and KIP-848's (ConsumerGroupHeartbeat)
+SHARE = "share"  # and KIP-932's (ShareGroupHeartbeat)
 
 
 async def _join(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> WireResponse:
@@ -338,14 +339,21 @@ def offset_fetch(broker: HandlerContext, header: RequestHeader, req: WireRequest
 
 def list_groups(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> HandlerResult:
     wanted = set(getattr(req, "states_filter", ()) or ())
-    # v5 (KIP-848): the types filter, matched in any case (classic or consumer)
+    # v5 (KIP-848): the types filter, matched in any case (classic, consumer or share)
     types = {str(t).lower() for t in getattr(req, "types_filter", ()) or ()}
     consumer_groups = broker.consumer_groups.groups
     names = set(broker.groups.groups) | set(broker.offsets.groups()) | set(consumer_groups)
+    share_groups = broker.share_groups.coordinator.groups  # KIP-932
     out = []
-    for name in sorted(names):
+    for name in sorted(names | set(share_groups)):
         if broker.coordinator_error(name) is not ErrorCode.NONE:
             continue  # as Kafka: a broker lists the groups it coordinates, no stale ones
+        if name in share_groups:
+            state = share_groups[name].state.value
+            if (not wanted or state in wanted) and (not types or SHARE in types):
+                out.append({"group_id": name, "protocol_type": "share",
+                            "group_state": state, "group_type": SHARE})
+            continue
         if name in consumer_groups:  # KIP-848
             state = consumer_groups[name].state.value
             if (not wanted or state in wanted) and (not types or CONSUMER in types):
@@ -397,6 +405,8 @@ async def _delete_groups(broker: HandlerContext, names: list[str]) -> WireRespon
     for group in names:
         if not broker.is_coordinator(group):
             err = ErrorCode.NOT_COORDINATOR
+        elif group in broker.share_groups.coordinator.groups:  # KIP-932: empty ones go
+            err = broker.share_groups.delete_group(group)
         elif group in broker.consumer_groups.groups:  # KIP-848: empty ones go
             refused: list[ErrorCode] = []
 

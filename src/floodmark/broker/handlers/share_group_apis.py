@@ -1,0 +1,554 @@
+"""KIP-932's share-group APIs, translated between the wire and the share cores
+(``broker/share_group``): ShareGroupHeartbeat and ShareGroupDescribe at the group's
+coordinator; ShareFetch and ShareAcknowledge at each partition's leader (share sessions,
+acknowledgements piggy-backed on ShareFetch); Describe/Alter/DeleteShareGroupOffsets at the
+coordinator, for the partitions this broker leads.
+
+Every API answers UNSUPPORTED_VERSION while ``group.share.enable`` is off (ApiVersions does not
+advertise them then, as Kafka 4.1 does not while ``share.version`` is 0). A share partition's
+state is stored before the request that changed it is answered, so nothing acknowledged is
+delivered again and no delivery beyond the limit follows a restart.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+from floodmark.broker.boundary import ClientConnection, HandlerResult, WireRequest, WireResponse
+from floodmark.broker.partition_state import PartitionState
+from floodmark.broker.share_group.coordinator import ShareGroup, ShareHeartbeat, TopicInfo
+from floodmark.broker.share_group.driver import ShareKey
+from floodmark.broker.share_group.partition import (
+    Acknowledgement,
+    AcknowledgeType,
+    SharePartition,
+)
+from floodmark.broker.share_group.sessions import FINAL_EPOCH, INITIAL_EPOCH, ShareSession
+from floodmark.errors import ErrorCode
+from floodmark.metadata import OFFSETS_TOPIC
+from floodmark.records import iter_batches
+from floodmark.replication.partition import LeaderState
+from floodmark.replication.producer_state import AbortedTxn
+from floodmark.replication.reads import FetchIsolation, read_for_fetch
+from floodmark.wire.codec import RequestHeader, ms
+
+if TYPE_CHECKING:
+    from floodmark.broker.context import HandlerContext
+
+log = logging.getLogger(__name__)
+MAX_WAIT_MS = 30_000  # a ShareFetch waits at most this long for records
+MAX_RECORDS_CAP = 10_000
+DISABLED = "share groups are off on this broker (group.share.enable=false)"
+
+
+def topics_view(ctx: HandlerContext) -> dict[str, TopicInfo]:
+    return {name: TopicInfo(meta.topic_id, name, len(meta.partitions))
+            for name, meta in ctx.controller.topics().items() if name != OFFSETS_TOPIC}
+
+
+def _names_by_id(ctx: HandlerContext) -> dict[uuid.UUID, str]:
+    return {meta.topic_id: name for name, meta in ctx.controller.topics().items()}
+
+
+def _wire_partitions(parts: Iterable[tuple[uuid.UUID, int]],
+                     names: dict[uuid.UUID, str] | None = None) -> list[WireResponse]:
+    by_topic: dict[uuid.UUID, list[int]] = {}
+    for topic_id, p in parts:
+        by_topic.setdefault(topic_id, []).append(p)
+    out: list[WireResponse] = []
+    for t, ps in sorted(by_topic.items(), key=lambda kv: str(kv[0])):
+        entry: WireResponse = {"topic_id": t, "partitions": sorted(ps)}
+        if names is not None:
+            entry["topic_name"] = names.get(t, "")
+        out.append(entry)
+    return out
+
+
+# -- the coordinator -------------------------------------------------------------------------
+def share_group_heartbeat(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
+                          conn: ClientConnection) -> HandlerResult:
+    groups = ctx.share_groups
+    group_id, member_id, epoch = str(req.group_id), str(req.member_id or ""), int(
+        req.member_epoch)
+    interval_ms = groups.settings.group.heartbeat_interval_ms
+
+    def refuse(err: ErrorCode, message: str | None = None) -> WireResponse:
+        return {"throttle_time": 0, "error_code": int(err), "error_message": message,
+                "member_id": member_id or None, "member_epoch": epoch,
+                "heartbeat_interval": interval_ms, "assignment": None}
+
+    if not groups.settings.enabled:
+        return refuse(ErrorCode.UNSUPPORTED_VERSION, DISABLED)
+    err = ctx.coordinator_error(group_id)
+    if err is not ErrorCode.NONE:
+        return refuse(err)
+    if group_id in ctx.consumer_groups.groups or (
+            group_id in ctx.groups.groups and ctx.groups.groups[group_id].members):
+        return refuse(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group")
+    names = req.subscribed_topic_names
+    topics = topics_view(ctx)
+    ans = groups.coordinator.heartbeat(ShareHeartbeat(
+        group_id, member_id, epoch, client_id=header.client_id or "",
+        client_host="/" + conn.peer.rsplit(":", 1)[0], rack_id=req.rack_id,
+        subscribed_topic_names=None if names is None else tuple(str(n) for n in names)),
+        topics, ctx.now_ms())
+    if ans.error is not ErrorCode.NONE:
+        log.info("share group %s member %s epoch %d: ShareGroupHeartbeat refused: %s (%s)",
+                 group_id, member_id, epoch, ans.error.name, ans.message)
+        return refuse(ans.error, ans.message)
+    if epoch == -1:
+        _persist(ctx, groups.release_member(group_id, member_id))
+    out: WireResponse = {"throttle_time": 0, "error_code": 0, "error_message": None,
+                         "member_id": ans.member_id, "member_epoch": ans.member_epoch,
+                         "heartbeat_interval": ans.heartbeat_interval_ms, "assignment": None}
+    if ans.assignment is not None:
+        out["assignment"] = {"topic_partitions": _wire_partitions(ans.assignment)}
+    return out
+
+
+def expire_members(ctx: HandlerContext) -> None:
+    """Members whose session timed out leave their groups (and their locks come back)."""
+    groups = ctx.share_groups
+    for group_id, member_id in groups.coordinator.expire(topics_view(ctx), ctx.now_ms()):
+        log.info("share group %s: member %s session timed out, removed", group_id, member_id)
+        _persist(ctx, groups.release_member(group_id, member_id))
+
+
+def _describe_group(g: ShareGroup, names: dict[uuid.UUID, str]) -> WireResponse:
+    return {"error_code": 0, "error_message": None, "group_id": g.group_id,
+            "group_state": g.state.value, "group_epoch": g.group_epoch,
+            "assignment_epoch": g.assignment_epoch, "assignor_name": "simple",
+            "authorized_operations": -(2**31),
+            "members": [{"member_id": m.member_id, "rack_id": m.rack_id,
+                         "member_epoch": m.member_epoch, "client_id": m.client_id,
+                         "client_host": m.client_host,
+                         "subscribed_topic_names": list(m.subscribed),
+                         "assignment": {"topic_partitions": _wire_partitions(m.assignment,
+                                                                             names)}}
+                        for m in sorted(g.members.values(), key=lambda m: m.member_id)]}
+
+
+def share_group_describe(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
+                         conn: ClientConnection) -> WireResponse:
+    names = _names_by_id(ctx)
+    out = []
+    for group_id in req.group_ids:
+        base: WireResponse = {"group_id": group_id, "group_state": "", "group_epoch": -1,
+                              "assignment_epoch": -1, "assignor_name": "", "members": [],
+                              "authorized_operations": -(2**31), "error_message": None}
+        err = ErrorCode.UNSUPPORTED_VERSION if not ctx.share_groups.settings.enabled \
+            else ctx.coordinator_error(group_id)
+        g = ctx.share_groups.coordinator.groups.get(group_id)
+        if err is ErrorCode.NONE and g is None:
+            err = ErrorCode.GROUP_ID_NOT_FOUND
+            base["error_message"] = f"Group {group_id} not found."
+        if err is not ErrorCode.NONE or g is None:
+            out.append({**base, "error_code": int(err)})
+            continue
+        out.append(_describe_group(g, names))
+    return {"throttle_time": 0, "groups": out}
+
+
+# -- the partition leader --------------------------------------------------------------------
+TopicGate = Callable[[str], "ErrorCode | None"]
+
+
+def _leader(ctx: HandlerContext, topic_id: uuid.UUID | None, index: int,
+            names: dict[uuid.UUID, str], denied: TopicGate | None = None
+            ) -> tuple[ErrorCode, PartitionState | None]:
+    name = names.get(topic_id) if topic_id is not None else None
+    if name is None:
+        return ErrorCode.UNKNOWN_TOPIC_ID, None
+    refusal = denied(name) if denied is not None else None
+    if refusal is not None:
+        return refusal, None
+    ps = ctx.partitions.get((name, index))
+    if ps is None:
+        known = index < len(ctx.controller.topics()[name].partitions)
+        return (ErrorCode.NOT_LEADER_OR_FOLLOWER if known
+                else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), None
+    if not ps.core.is_leader or ctx.membership.steps_down(ps.core, ctx.now_ms()):
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER, ps
+    return ErrorCode.NONE, ps
+
+
+def _fetch_bound(ctx: HandlerContext, ps: PartitionState) -> int:
+    """How far records are handed out: the high watermark, or the last stable offset
+    (``share.isolation.level=read_committed``)."""
+    return ps.last_stable_offset if ctx.share_groups.settings.read_committed \
+        else ps.high_watermark
+
+
+def _share_partition(ctx: HandlerContext, key: ShareKey, ps: PartitionState) -> SharePartition:
+    role = ps.core.role
+    single = isinstance(role, LeaderState) and len(role.replicas) <= 1
+    return ctx.share_groups.partition(key, ps.leader_epoch, single, ps.log_start_offset,
+                                      _fetch_bound(ctx, ps))
+
+
+def _not_for_consumers(data: bytes | memoryview,
+                       aborted: Iterable[AbortedTxn]) -> list[int]:
+    """The offsets of ``data``'s batches a read_committed member never gets: control batches
+    (transaction markers) and the batches of aborted transactions."""
+    out: list[int] = []
+    spans = list(aborted)
+    for _position, h in iter_batches(data, validate=False):
+        last = h.base_offset + h.last_offset_delta
+        if h.is_control or (h.is_transactional and any(
+                a.producer_id == h.producer_id and a.first_offset <= h.base_offset
+                <= a.last_offset for a in spans)):
+            out.extend(range(h.base_offset, last + 1))
+    return out
+
+
+def _persist(ctx: HandlerContext, keys: Iterable[ShareKey]) -> None:
+    for key in set(keys):
+        ctx.share_groups.save(key)
+
+
+def _acknowledgements(batches: Iterable[WireRequest]) -> list[Acknowledgement] | None:
+    out = []
+    try:
+        for b in batches:
+            out.append(Acknowledgement(int(b.first_offset), int(b.last_offset),
+                                       tuple(AcknowledgeType(int(t))
+                                             for t in b.acknowledge_types)))
+    except ValueError:
+        return None
+    return out
+
+
+def _acknowledge(ctx: HandlerContext, member_id: str, key: ShareKey,
+                 batches: Iterable[WireRequest], names: dict[uuid.UUID, str],
+                 changed: list[ShareKey], denied: TopicGate | None
+                 ) -> tuple[ErrorCode, str | None]:
+    err, ps = _leader(ctx, key[1], key[2], names, denied)
+    if err is not ErrorCode.NONE or ps is None:
+        return err, None
+    acks = _acknowledgements(batches)
+    if acks is None:
+        return ErrorCode.INVALID_REQUEST, "unknown acknowledge type"
+    res = _share_partition(ctx, key, ps).acknowledge(member_id, acks)
+    if res.changed:
+        changed.append(key)
+        ctx.purgatory.wake((ps.topic, ps.partition))  # released records: a waiting fetch
+    return res.error, res.message
+
+
+def _leader_entry(ps: PartitionState | None, node_id: int) -> WireResponse:
+    if ps is None or not ps.core.is_leader:
+        return {"leader_id": -1, "leader_epoch": -1}
+    return {"leader_id": node_id, "leader_epoch": ps.leader_epoch}
+
+
+def _node_endpoints(ctx: HandlerContext, conn: ClientConnection) -> list[WireResponse]:
+    listener: str | None = getattr(conn, "listener_name", None)
+    return [{"node_id": b["node_id"], "host": b["host"], "port": b["port"], "rack": b["rack"]}
+            for b in ctx.live_brokers(listener)]
+
+
+def _session_error(err: ErrorCode, message: str | None,
+                   **extra: object) -> WireResponse:
+    return {"throttle_time": 0, "error_code": int(err), "error_message": message,
+            "responses": [], "node_endpoints": [], **extra}
+
+
+def share_fetch(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
+                conn: ClientConnection, denied: TopicGate | None = None) -> HandlerResult:
+    """``denied``: the topics authorization refuses (answered with its error, not read)."""
+    return _share_fetch(ctx, header, req, conn, denied)
+
+
+async def _share_fetch(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
+                       conn: ClientConnection, denied: TopicGate | None) -> WireResponse:
+    groups = ctx.share_groups
+    lock_ms = groups.settings.partition.record_lock_duration_ms
+    if not groups.settings.enabled:
+        return _session_error(ErrorCode.UNSUPPORTED_VERSION, DISABLED,
+                              acquisition_lock_timeout=lock_ms)
+    group_id, member_id = str(req.group_id or ""), str(req.member_id or "")
+    epoch = int(req.share_session_epoch)
+    if not group_id or not member_id:
+        return _session_error(ErrorCode.INVALID_REQUEST, "group id and member id needed",
+                              acquisition_lock_timeout=lock_ms)
+    has_acks = any(p.acknowledgement_batches for t in req.topics for p in t.partitions)
+    if epoch == INITIAL_EPOCH and has_acks:
+        return _session_error(ErrorCode.INVALID_REQUEST,
+                              "a new share session carries no acknowledgements",
+                              acquisition_lock_timeout=lock_ms)
+    started = groups.sessions.begin(group_id, member_id, epoch, ctx.now_ms())
+    if started.error is not ErrorCode.NONE:
+        return _session_error(started.error, started.message,
+                              acquisition_lock_timeout=lock_ms)
+    changed: list[ShareKey] = []
+    for closed in started.closed:
+        changed += groups.close_session(closed)
+    session = started.session
+    names = _names_by_id(ctx)
+    # acknowledgements first (KIP-932: piggy-backed on the fetch), one answer per partition
+    ack_errors: dict[tuple[uuid.UUID, int], tuple[ErrorCode, str | None]] = {}
+    for t in req.topics:
+        for p in t.partitions:
+            if t.topic_id is None:
+                continue
+            tp = (t.topic_id, int(p.partition_index))
+            if p.acknowledgement_batches:
+                ack_errors[tp] = _acknowledge(ctx, member_id, (group_id, *tp),
+                                              p.acknowledgement_batches, names, changed,
+                                              denied)
+    if session is not None and epoch != FINAL_EPOCH:
+        for t in req.topics:
+            if t.topic_id is not None:
+                session.partitions.update((t.topic_id, int(p.partition_index))
+                                          for p in t.partitions)
+        for f in req.forgotten_topics_data:
+            if f.topic_id is not None:
+                for index in f.partitions:
+                    session.partitions.discard((f.topic_id, int(index)))
+                    key = (group_id, f.topic_id, int(index))
+                    loaded = groups.partitions.get(key)
+                    if loaded is not None and loaded.core.release_member(member_id):
+                        changed.append(key)
+    if epoch == FINAL_EPOCH:
+        if session is not None:
+            changed += groups.close_session(session)
+        _persist(ctx, changed)
+        return {"throttle_time": 0, "error_code": 0, "acquisition_lock_timeout": lock_ms,
+                "responses": _partition_answers(ctx, ack_errors, {}, names, denied),
+                "node_endpoints": _node_endpoints(ctx, conn)}
+    assert session is not None
+    max_records = max(1, min(int(req.max_records), MAX_RECORDS_CAP))
+    budget = max(1, int(req.max_bytes))
+    fetched = _acquire_all(ctx, session, max_records, budget, names, changed, denied)
+    _persist(ctx, changed)
+    wait_ms = min(max(ms(req.max_wait), 0), MAX_WAIT_MS)
+    if wait_ms > 0 and not ack_errors and not any(
+            f.get("acquired_records") for f in fetched.values()):
+        keys = [(names[t], p) for t, p in session.partitions if t in names]
+        await ctx.purgatory.wait(keys, wait_ms)
+        if groups.sessions.sessions.get((group_id, member_id)) is session:
+            changed = []
+            fetched = _acquire_all(ctx, session, max_records, budget, names, changed,
+                                   denied)
+            _persist(ctx, changed)
+    return {"throttle_time": 0, "error_code": 0, "acquisition_lock_timeout": lock_ms,
+            "responses": _partition_answers(ctx, ack_errors, fetched, names, denied),
+            "node_endpoints": _node_endpoints(ctx, conn)}
+
+
+def _acquire_all(ctx: HandlerContext, session: ShareSession, max_records: int, budget: int,
+                 names: dict[uuid.UUID, str], changed: list[ShareKey],
+                 denied: TopicGate | None) -> dict[tuple[uuid.UUID, int], WireResponse]:
+    out: dict[tuple[uuid.UUID, int], WireResponse] = {}
+    left = max_records
+    for tp in sorted(session.partitions, key=lambda x: (str(x[0]), x[1])):
+        key = (session.group_id, *tp)
+        err, ps = _leader(ctx, tp[0], tp[1], names, denied)
+        entry: WireResponse = {"partition_index": tp[1], "error_code": int(err),
+                               "current_leader": _leader_entry(ps, ctx.node_id),
+                               "records": b"", "acquired_records": []}
+        out[tp] = entry
+        if err is not ErrorCode.NONE or ps is None or left <= 0 or budget <= 0:
+            continue
+        core = _share_partition(ctx, key, ps)
+        if core.expire_locks(ctx.now_ms()):
+            changed.append(key)
+        committed = ctx.share_groups.settings.read_committed
+        start = core.first_acquirable(_fetch_bound(ctx, ps))
+        if start is None:
+            continue
+        read = read_for_fetch(ps.core, ps.log, start, -1,
+                              FetchIsolation.TXN_COMMITTED if committed
+                              else FetchIsolation.HIGH_WATERMARK, budget)
+        if read.error is not ErrorCode.NONE:
+            entry["error_code"] = int(read.error)
+            continue
+        if read.records is None or read.records.next_offset <= start:
+            continue
+        if committed and core.skip(_not_for_consumers(read.records.records,
+                                                      read.aborted or ())):
+            changed.append(key)
+        got = core.acquire(session.member_id, read.records.next_offset, left, ctx.now_ms())
+        if not got.changed:
+            continue
+        changed.append(key)
+        data = read.records.records
+        entry["records"] = bytes(data)
+        budget -= len(data)
+        entry["acquired_records"] = [
+            {"first_offset": a.first_offset, "last_offset": a.last_offset,
+             "delivery_count": a.delivery_count} for a in got.acquired]
+        left -= sum(a.last_offset - a.first_offset + 1 for a in got.acquired)
+    return out
+
+
+def _partition_answers(ctx: HandlerContext,
+                       ack_errors: dict[tuple[uuid.UUID, int], tuple[ErrorCode, str | None]],
+                       fetched: dict[tuple[uuid.UUID, int], WireResponse],
+                       names: dict[uuid.UUID, str], denied: TopicGate | None
+                       ) -> list[WireResponse]:
+    by_topic: dict[uuid.UUID, list[WireResponse]] = {}
+    for tp in sorted({*ack_errors, *fetched}, key=lambda x: (str(x[0]), x[1])):
+        entry = fetched.get(tp)
+        if entry is None:
+            _err, ps = _leader(ctx, tp[0], tp[1], names)
+            entry = {"partition_index": tp[1], "error_code": 0,
+                     "current_leader": _leader_entry(ps, ctx.node_id), "records": b"",
+                     "acquired_records": []}
+        ack_err, ack_message = ack_errors.get(tp, (ErrorCode.NONE, None))
+        entry = {**entry, "acknowledge_error_code": int(ack_err),
+                 "acknowledge_error_message": ack_message}
+        by_topic.setdefault(tp[0], []).append(entry)
+    return [{"topic_id": t, "partitions": ps} for t, ps in by_topic.items()]
+
+
+def share_acknowledge(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
+                      conn: ClientConnection, denied: TopicGate | None = None
+                      ) -> WireResponse:
+    groups = ctx.share_groups
+    if not groups.settings.enabled:
+        return _session_error(ErrorCode.UNSUPPORTED_VERSION, DISABLED)
+    group_id, member_id = str(req.group_id or ""), str(req.member_id or "")
+    epoch = int(req.share_session_epoch)
+    started = groups.sessions.begin(group_id, member_id, epoch, ctx.now_ms(),
+                                    acknowledging_only=True)
+    if started.error is not ErrorCode.NONE:
+        return _session_error(started.error, started.message)
+    names = _names_by_id(ctx)
+    changed: list[ShareKey] = []
+    by_topic: dict[uuid.UUID, list[WireResponse]] = {}
+    for t in req.topics:
+        if t.topic_id is None:
+            continue
+        for p in t.partitions:
+            tp = (t.topic_id, int(p.partition_index))
+            err, message = _acknowledge(ctx, member_id, (group_id, *tp),
+                                        p.acknowledgement_batches, names, changed, denied)
+            _err, ps = _leader(ctx, tp[0], tp[1], names)
+            by_topic.setdefault(t.topic_id, []).append({
+                "partition_index": tp[1], "error_code": int(err), "error_message": message,
+                "current_leader": _leader_entry(ps, ctx.node_id)})
+    if epoch == FINAL_EPOCH and started.session is not None:
+        changed += groups.close_session(started.session)
+    _persist(ctx, changed)
+    return {"throttle_time": 0, "error_code": 0, "error_message": None,
+            "responses": [{"topic_id": t, "partitions": ps} for t, ps in by_topic.items()],
+            "node_endpoints": _node_endpoints(ctx, conn)}
+
+
+# -- the share-group offset APIs -------------------------------------------------------------
+def _offsets_refusal(ctx: HandlerContext, group_id: str) -> ErrorCode:
+    if not ctx.share_groups.settings.enabled:
+        return ErrorCode.UNSUPPORTED_VERSION
+    return ctx.coordinator_error(group_id)
+
+
+def describe_share_group_offsets(ctx: HandlerContext, header: RequestHeader,
+                                 req: WireRequest, conn: ClientConnection) -> WireResponse:
+    topics = ctx.controller.topics()
+    out = []
+    for g in req.groups:
+        group_id = str(g.group_id)
+        err = _offsets_refusal(ctx, group_id)
+        if err is not ErrorCode.NONE:
+            out.append({"group_id": group_id, "topics": [], "error_code": int(err)})
+            continue
+        wanted: list[tuple[str, list[int]]]
+        if g.topics is None:  # every partition with a stored state of this group
+            seen: dict[str, set[int]] = {}
+            ids = {meta.topic_id: name for name, meta in topics.items()}
+            for sg, topic_id, index in ctx.share_groups.store.stored():
+                if sg == group_id and topic_id in ids:
+                    seen.setdefault(ids[topic_id], set()).add(index)
+            for sg, topic_id, index in ctx.share_groups.partitions:
+                if sg == group_id and topic_id in ids:
+                    seen.setdefault(ids[topic_id], set()).add(index)
+            wanted = [(n, sorted(ps)) for n, ps in sorted(seen.items())]
+        else:
+            wanted = [(str(t.topic_name), [int(p) for p in t.partitions]) for t in g.topics]
+        answers = []
+        for name, indexes in wanted:
+            meta = topics.get(name)
+            parts = []
+            for index in indexes:
+                entry: WireResponse = {"partition_index": index, "start_offset": -1,
+                                       "leader_epoch": -1, "error_code": 0}
+                if meta is None:
+                    entry["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                else:
+                    state = ctx.share_groups.stored_state((group_id, meta.topic_id, index))
+                    ps = ctx.partitions.get((name, index))
+                    if state is not None:
+                        entry["start_offset"] = state.start_offset
+                        entry["leader_epoch"] = ps.leader_epoch if ps is not None else -1
+                parts.append(entry)
+            answers.append({"topic_name": name,
+                            "topic_id": meta.topic_id if meta is not None else None,
+                            "partitions": parts})
+        out.append({"group_id": group_id, "topics": answers, "error_code": 0})
+    return {"throttle_time": 0, "groups": out}
+
+
+def alter_share_group_offsets(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
+                              conn: ClientConnection) -> WireResponse:
+    group_id = str(req.group_id)
+    err = _offsets_refusal(ctx, group_id)
+    g = ctx.share_groups.coordinator.groups.get(group_id)
+    if err is ErrorCode.NONE and g is not None and g.members:
+        err = ErrorCode.NON_EMPTY_GROUP
+    if err is not ErrorCode.NONE:
+        return {"throttle_time": 0, "error_code": int(err), "responses": []}
+    topics = ctx.controller.topics()
+    names = _names_by_id(ctx)
+    changed: list[ShareKey] = []
+    answers = []
+    for t in req.topics:
+        meta = topics.get(str(t.topic_name))
+        parts = []
+        for p in t.partitions:
+            index, start = int(p.partition_index), int(p.start_offset)
+            entry: WireResponse = {"partition_index": index, "error_code": 0}
+            if meta is None:
+                entry["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            else:
+                perr, ps = _leader(ctx, meta.topic_id, index, names)
+                if perr is not ErrorCode.NONE or ps is None:
+                    entry["error_code"] = int(perr)
+                elif not ps.log_start_offset <= start <= ps.high_watermark:
+                    entry["error_code"] = int(ErrorCode.OFFSET_OUT_OF_RANGE)
+                else:
+                    ctx.share_groups.reset((group_id, meta.topic_id, index), start,
+                                           ps.leader_epoch)
+            parts.append(entry)
+        answers.append({"topic_name": str(t.topic_name),
+                        "topic_id": meta.topic_id if meta is not None else None,
+                        "partitions": parts})
+    _persist(ctx, changed)
+    return {"throttle_time": 0, "error_code": 0, "responses": answers}
+
+
+def delete_share_group_offsets(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
+                               conn: ClientConnection) -> WireResponse:
+    group_id = str(req.group_id)
+    err = _offsets_refusal(ctx, group_id)
+    g = ctx.share_groups.coordinator.groups.get(group_id)
+    if err is ErrorCode.NONE and g is not None and g.members:
+        err = ErrorCode.NON_EMPTY_GROUP
+    if err is not ErrorCode.NONE:
+        return {"throttle_time": 0, "error_code": int(err), "responses": []}
+    topics = ctx.controller.topics()
+    answers: list[WireResponse] = []
+    for t in req.topics:
+        name = str(t.topic_name)
+        meta = topics.get(name)
+        if meta is None:
+            answers.append({"topic_name": name, "topic_id": None,
+                            "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)})
+            continue
+        for index in range(len(meta.partitions)):
+            ctx.share_groups.forget((group_id, meta.topic_id, index))
+        answers.append({"topic_name": name, "topic_id": meta.topic_id, "error_code": 0})
+    return {"throttle_time": 0, "error_code": 0, "responses": answers}

@@ -1,0 +1,68 @@
+"""The share-group coordinator core (KIP-932's ShareGroupHeartbeat): joins, the simple
+assignor's spread, epochs and fencing, a lost answer, leaving and session expiry."""
+
+from __future__ import annotations
+
+import uuid
+
+from floodmark.broker.share_group.coordinator import (
+    ShareGroupConfig,
+    ShareGroupCoordinator,
+    ShareHeartbeat,
+    TopicInfo,
+    simple_assignment,
+)
+from floodmark.errors import ErrorCode
+
+T = uuid.UUID(int=7)
+ONE = {"t": TopicInfo(T, "t", 1)}
+FOUR = {"t": TopicInfo(T, "t", 4)}
+
+
+def join(c: ShareGroupCoordinator, member: str, topics: dict[str, TopicInfo], now_ms: int = 0
+         ) -> tuple[ErrorCode, int, frozenset[tuple[uuid.UUID, int]] | None]:
+    a = c.heartbeat(ShareHeartbeat("g", member, 0, subscribed_topic_names=("t",)), topics,
+                    now_ms)
+    return a.error, a.member_epoch, a.assignment
+
+
+def test_two_members_share_one_partition() -> None:
+    c = ShareGroupCoordinator(ShareGroupConfig())
+    assert join(c, "a", ONE) == (ErrorCode.NONE, 1, frozenset({(T, 0)}))
+    assert join(c, "b", ONE) == (ErrorCode.NONE, 2, frozenset({(T, 0)}))
+    # a learns its new epoch (same partition) on its next beat
+    a = c.heartbeat(ShareHeartbeat("g", "a", 1), ONE, 1)
+    assert (a.error, a.member_epoch, a.assignment) == (ErrorCode.NONE, 2, frozenset({(T, 0)}))
+    assert c.heartbeat(ShareHeartbeat("g", "a", 2), ONE, 2).assignment is None
+
+
+def test_partitions_spread_over_members() -> None:
+    got = simple_assignment(["b", "a"], [(T, p) for p in range(4)])
+    assert got == {"a": frozenset({(T, 0), (T, 2)}), "b": frozenset({(T, 1), (T, 3)})}
+    assert simple_assignment(["a", "b", "c"], [(T, 0)]) == {
+        m: frozenset({(T, 0)}) for m in "abc"}
+
+
+def test_fencing_lost_answer_and_unknown_member() -> None:
+    c = ShareGroupCoordinator(ShareGroupConfig())
+    join(c, "a", FOUR)
+    join(c, "b", FOUR)  # group epoch 2; a still at 1
+    assert c.heartbeat(ShareHeartbeat("g", "a", 1), FOUR, 1).member_epoch == 2
+    # the answer was lost: a sends 1 again, is answered its assignment again
+    again = c.heartbeat(ShareHeartbeat("g", "a", 1), FOUR, 2)
+    assert again.error is ErrorCode.NONE and again.assignment is not None
+    assert c.heartbeat(ShareHeartbeat("g", "a", 7), FOUR, 3).error is \
+        ErrorCode.FENCED_MEMBER_EPOCH
+    assert c.heartbeat(ShareHeartbeat("g", "zz", 3), FOUR, 3).error is \
+        ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def test_leave_and_expiry_reassign() -> None:
+    c = ShareGroupCoordinator(ShareGroupConfig(session_timeout_ms=100))
+    join(c, "a", FOUR, 0)
+    join(c, "b", FOUR, 50)
+    assert c.heartbeat(ShareHeartbeat("g", "b", -1), FOUR, 60).member_epoch == -1
+    assert c.groups["g"].members["a"].assignment == frozenset((T, p) for p in range(4))
+    assert c.next_deadline_ms() == 100
+    assert c.expire(FOUR, 100) == [("g", "a")]
+    assert c.delete("g") is ErrorCode.NONE
