@@ -117,7 +117,7 @@ def _driver_env(spark_cluster: SparkStandalone) -> dict[str, str]:
                    "failed at query start, the driver's Python planning worker missing Spark's "
                    "fixed 10 s connect-back", strict=False)
 def test_pipeline_demo_on_a_standalone_cluster_through_a_leader_and_an_executor_sigkill(
-        spark_cluster: SparkStandalone) -> None:
+        spark_cluster: SparkStandalone, tmp_path: Path) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "floodmark.cli", "demo", "--spark-master", spark_cluster.url,
          "--events", "3000", "--rate", "100", "--down-s", "6"],
@@ -143,6 +143,7 @@ def test_pipeline_demo_on_a_standalone_cluster_through_a_leader_and_an_executor_
                 proc.kill()
                 proc.wait(10)
     text = out.text()
+    (tmp_path / "demo.out").write_text(text)  # the whole run, for a failure's diagnosis
     tail = text[-6000:]
     assert proc.returncode == 0, tail
     # the master replaced the killed executor: a third one was launched for the application

@@ -75,10 +75,13 @@ class Stalled(RuntimeError):
 # Spark's driver starts a fresh Python process for each planning step of a Python data source
 # and each commit of a Python sink, and waits a fixed 10 s for it to connect back (hard-coded in
 # PythonWorkerFactory.createSimpleWorker). On a machine loaded many times over its cores, that
-# start (importing pyspark, numpy, pyarrow) can take longer and the query fails with this
-# message. Nothing of the failed micro-batch was committed, so the pipeline is restarted from its
-# checkpoints, as a job supervisor would do; any other failure still ends the demo.
-TRANSIENT_SPARK_ERRORS = ("Timed out while waiting for the Python worker to connect back",)
+# start (importing pyspark, numpy, pyarrow) can take longer and the query fails with
+# SparkException "Python worker failed to connect back." (caused by SocketTimeoutException "Timed
+# out while waiting for the Python worker to connect back"). Nothing of the failed micro-batch was
+# committed, so the pipeline is restarted from its checkpoints, as a job supervisor would do; any
+# other failure still ends the demo.
+TRANSIENT_SPARK_ERRORS = ("Python worker failed to connect back",
+                          "Timed out while waiting for the Python worker to connect back")
 MAX_RESTARTS = 3
 
 
