@@ -43,7 +43,7 @@ SOURCE_FORMATS = {"floodmark": "floodmark", "jvm": "kafka"}
 SOURCE_LABELS = {"floodmark": "floodmark source", "jvm": "Spark's JVM Kafka connector"}
 
 
-def _wait(port: int, timeout_s: float = 20) -> None:
+def _wait(port: int, timeout_s: float = 120) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
