@@ -392,7 +392,8 @@ def main() -> int:
         for _ in range(0 if args.batch_only else args.repeat):
             for source in sources:
                 runs[source].append(stream(source))
-        steady_rates = {source: max(r[1] for r in runs[source]) for source in sources}
+        steady_rates = {source: max((r[1] for r in runs[source]), default=0.0)
+                        for source in sources}
         for source in sources if not args.batch_only else []:
             label, batches = SOURCE_LABELS[source], runs[source][-1][2]
             results[f"Spark streaming availableNow ({batches} micro-batches, incl. query "

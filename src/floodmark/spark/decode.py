@@ -125,17 +125,20 @@ def _record_starts(buf: bytes, arr: np.ndarray, count: int, limit: int) -> np.nd
         rest = count - done
         if rest >= 16:
             length, after = read_varint(buf, pos)
-            stride = after - pos + length
-            if stride > 0:
+            size = after - pos
+            stride = size + length
+            if stride > 0 and size <= 5:
+                # a record of the same stride has the very same length-varint bytes
                 m = min(rest, window)
                 guess = pos + stride * np.arange(m, dtype=np.int64)
                 ok = guess + stride <= limit
-                lens, sizes = _varints(arr, np.minimum(guess, limit), long=False, strict=False)
-                ok &= (lens + sizes) == stride
+                at = np.minimum(guess, limit)
+                for j in range(size):
+                    ok &= arr[at + j] == arr[pos + j]
                 bad = np.flatnonzero(~ok)
                 good = m if len(bad) == 0 else int(bad[0])
                 if good >= 8:
-                    out.append(guess[:good] + sizes[:good])
+                    out.append(guess[:good] + size)
                     done += good
                     pos += stride * good
                     window = min(window * 2, _GUESS_MAX) if good == m else _GUESS_MIN
