@@ -190,7 +190,7 @@ def _gather_equal_runs(arr: np.ndarray, starts: np.ndarray, length: int) -> np.n
     cuts = np.flatnonzero(steps[1:] != steps[:-1]) + 1  # a run ends where the step changes
     if len(cuts) > max(16, len(starts) // 32):
         return None
-    out = np.empty(len(starts) * length, dtype=np.uint8)
+    out = np.empty((len(starts), length), dtype=np.uint8)
     bounds = [0, *(cuts + 1).tolist(), len(starts)]
     for lo, hi in itertools.pairwise(bounds):
         if hi <= lo:
@@ -198,10 +198,10 @@ def _gather_equal_runs(arr: np.ndarray, starts: np.ndarray, length: int) -> np.n
         step = int(steps[lo]) if hi - lo > 1 else length
         if step < length:
             return None
-        view = np.lib.stride_tricks.as_strided(
+        # one copy, from the strided view straight into the rows of ``out``
+        out[lo:hi] = np.lib.stride_tricks.as_strided(
             arr[int(starts[lo]):], shape=(hi - lo, length), strides=(step, 1))
-        out[lo * length : hi * length] = view.reshape(-1)
-    return out
+    return out.reshape(-1)
 
 
 def _gather_binary(arr: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> pa.Array:
