@@ -43,7 +43,7 @@ SOURCE_FORMATS = {"floodmark": "floodmark", "jvm": "kafka"}
 SOURCE_LABELS = {"floodmark": "floodmark source", "jvm": "Spark's JVM Kafka connector"}
 
 
-def _wait(port: int, timeout_s: float = 20) -> None:
+def _wait(port: int, timeout_s: float = 120) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
@@ -151,6 +151,48 @@ def librdkafka_consume(bootstrap: str, topic: str, total: int) -> float:
     return dt
 
 
+# ---------------------------------------------------------------- where the CPU goes
+def _stat(pid: int) -> tuple[int, str, float, float]:
+    """(parent pid, command name, own CPU s, reaped children's CPU s) from /proc/PID/stat."""
+    tick = os.sysconf("SC_CLK_TCK")
+    with open(f"/proc/{pid}/stat") as fh:
+        head, rest = fh.read().rsplit(")", 1)
+    f = rest.split()
+    return (int(f[1]), head.split("(", 1)[1], (int(f[11]) + int(f[12])) / tick,
+            (int(f[13]) + int(f[14])) / tick)
+
+
+def cpu_by_role(broker_pid: int | None) -> dict[str, float]:
+    """CPU seconds so far of the Spark JVM (this process's java child), the Python processes
+    under it (executors' Python workers, the driver's planning workers once reaped), and the
+    broker. Deltas of two calls give where a run's CPU went, which the other load on a shared
+    machine bends far less than wall-clock times."""
+    procs: dict[int, tuple[int, str, float, float]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                procs[int(entry.name)] = _stat(int(entry.name))
+            except (OSError, IndexError, ValueError):
+                continue
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, *_rest) in procs.items():
+        children.setdefault(ppid, []).append(pid)
+    out = {"Spark JVM": 0.0, "Python workers": 0.0, "broker": 0.0}
+    for jvm in children.get(os.getpid(), []):
+        if procs[jvm][1] != "java":
+            continue
+        out["Spark JVM"] += procs[jvm][2]
+        out["Python workers"] += procs[jvm][3]  # reaped: planning workers, a restarted daemon
+        todo = list(children.get(jvm, []))
+        while todo:
+            pid = todo.pop()
+            out["Python workers"] += procs[pid][2] + procs[pid][3]
+            todo.extend(children.get(pid, []))
+    if broker_pid is not None and broker_pid in procs:
+        out["broker"] = procs[broker_pid][2] + procs[broker_pid][3]
+    return out
+
+
 def spark_ceiling_source():  # type: ignore[no-untyped-def]
     """A data source that yields ready-made Arrow batches of the same schema and size from
     memory: what Spark itself can ingest on this machine right now (no broker, no decoding)."""
@@ -224,6 +266,9 @@ def main() -> int:
     ap.add_argument("--source", choices=["floodmark", "jvm", "both"], default="floodmark",
                     help="which Spark source reads the topic: floodmark's PySpark source, "
                          "Spark's JVM Kafka connector (format \"kafka\"), or both in one run")
+    ap.add_argument("--batch-only", action="store_true",
+                    help="only the Spark batch reads beside the ceiling (no raw Fetch, no "
+                         "librdkafka, no streaming)")
     args = ap.parse_args()
     sources = ["floodmark", "jvm"] if args.source == "both" else [args.source]
 
@@ -244,14 +289,15 @@ def main() -> int:
         results: dict[str, float] = {}
         n, size, secs = raw_fetch(bootstrap, topic, decode=False)
         total = n
-        for _ in range(args.repeat - 1):
+        for _ in range(0 if args.batch_only else args.repeat - 1):
             secs = min(secs, raw_fetch(bootstrap, topic, decode=False)[2])
         results["raw Fetch (1 connection, no decode)"] = n / secs
         print(f"raw Fetch: {n:,} records, {size / 1e6:.0f} MB, best {secs:.2f} s")
-        secs = min(raw_fetch(bootstrap, topic, decode=True)[2] for _ in range(args.repeat))
-        results["raw Fetch + Arrow decode (1 process)"] = n / secs
-        secs = min(librdkafka_consume(bootstrap, topic, total) for _ in range(args.repeat))
-        results["librdkafka consumer (confluent-kafka)"] = n / secs
+        if not args.batch_only:
+            secs = min(raw_fetch(bootstrap, topic, decode=True)[2] for _ in range(args.repeat))
+            results["raw Fetch + Arrow decode (1 process)"] = n / secs
+            secs = min(librdkafka_consume(bootstrap, topic, total) for _ in range(args.repeat))
+            results["librdkafka consumer (confluent-kafka)"] = n / secs
 
         from pyspark.sql import SparkSession
 
@@ -278,33 +324,48 @@ def main() -> int:
                     .option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
                     .load())
 
-        for source in sources:
-            assert df(source).count() == total  # warm-up (workers, connections, JIT)
-        times: dict[str, list[float]] = {source: [] for source in sources}
-        for _ in range(args.repeat):
-            for source in sources:
-                t0 = time.perf_counter()
-                got = df(source).count()
-                times[source].append(time.perf_counter() - t0)
-                assert got == total, (got, total)
-        batch_rates = {source: total / min(times[source]) for source in sources}
-        for source in sources:
-            results[f"Spark batch read -> count(), {SOURCE_LABELS[source]}"] = batch_rates[source]
-            print(f"spark batch count() times, {SOURCE_LABELS[source]}:",
-                  ", ".join(f"{t:.2f}s" for t in times[source]))
-
         spark.dataSource.register(spark_ceiling_source())
         ceiling = (spark.read.format("arrow_ceiling").option("rows", str(total))
                    .option("parts", str(args.partitions))
                    .option("value_bytes", str(args.value_bytes)).load())
-        ceiling.count()
-        ctimes = []
+
+        # The ceiling's repetitions alternate with the sources' too: every ratio printed is of
+        # runs side by side, under the same load.
+        def count(what: str) -> int:
+            return int(ceiling.count() if what == "ceiling" else df(what).count())
+
+        broker_pid = proc.pid if proc is not None else None
+        order = [*sources, "ceiling"]
+        for what in order:
+            assert count(what) == total  # warm-up (workers, connections, JIT)
+        times: dict[str, list[float]] = {what: [] for what in order}
+        cpu: dict[str, list[dict[str, float]]] = {what: [] for what in order}
         for _ in range(args.repeat):
-            t0 = time.perf_counter()
-            ceiling.count()
-            ctimes.append(time.perf_counter() - t0)
+            for what in order:
+                before = cpu_by_role(broker_pid)
+                t0 = time.perf_counter()
+                got = count(what)
+                times[what].append(time.perf_counter() - t0)
+                after = cpu_by_role(broker_pid)
+                cpu[what].append({k: after[k] - before[k] for k in after})
+                assert got == total, (what, got, total)
+        batch_rates = {source: total / min(times[source]) for source in sources}
+        for source in sources:
+            results[f"Spark batch read -> count(), {SOURCE_LABELS[source]}"] = batch_rates[source]
         results["Spark ceiling: same batches from memory -> count() (no broker)"] = \
-            total / min(ctimes)
+            total / min(times["ceiling"])
+        print(f"\nbatch count() of {total:,} rows, repetitions side by side (wall s; CPU s of "
+              "the Spark JVM / its Python workers / the broker)")
+        for what in order:
+            label = "Spark ceiling" if what == "ceiling" else SOURCE_LABELS[what]
+            print(f"  {label:<30}" + "  ".join(
+                f"{t:5.2f}s ({c['Spark JVM']:.2f}/{c['Python workers']:.2f}/{c['broker']:.2f})"
+                for t, c in zip(times[what], cpu[what], strict=True)))
+        for source in sources:
+            ratios = [c / t for t, c in zip(times[source], times["ceiling"], strict=True)]
+            print(f"  {SOURCE_LABELS[source]} / ceiling, each repetition: "
+                  + ", ".join(f"{r:.2f}" for r in ratios)
+                  + f"; best against best {batch_rates[source] / (total / min(times['ceiling'])):.2f}")
 
         def stream(source: str) -> tuple[float, float, int]:
             """(seconds incl. query start, steady-state rows/s, micro-batches) of one
@@ -328,11 +389,12 @@ def main() -> int:
             return secs, steady, len(prog)
 
         runs: dict[str, list[tuple[float, float, int]]] = {source: [] for source in sources}
-        for _ in range(args.repeat):
+        for _ in range(0 if args.batch_only else args.repeat):
             for source in sources:
                 runs[source].append(stream(source))
-        steady_rates = {source: max(r[1] for r in runs[source]) for source in sources}
-        for source in sources:
+        steady_rates = {source: max((r[1] for r in runs[source]), default=0.0)
+                        for source in sources}
+        for source in sources if not args.batch_only else []:
             label, batches = SOURCE_LABELS[source], runs[source][-1][2]
             results[f"Spark streaming availableNow ({batches} micro-batches, incl. query "
                     f"start), {label}"] = total / min(r[0] for r in runs[source])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import struct
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -11,7 +13,7 @@ pytest.importorskip("numpy")
 
 from floodmark.compression import Compression
 from floodmark.records import LOG_APPEND_TIME, AbortedTracker, Record, build_batch
-from floodmark.spark.decode import decode_batch, iter_batches
+from floodmark.spark.decode import CorruptBatchError, decode_batch, decode_batches, iter_batches
 
 BASE_TS = 1_700_000_000_000
 
@@ -108,3 +110,59 @@ def test_read_committed_drops_aborted_and_control_batches() -> None:
                           include_headers=False)
         shown += [r["value"] for r in rb.to_pylist()]
     assert shown == [b"kept"]
+
+
+# ------------------------------------------------------------ several batches of one response
+def _decode_together(buf: bytes, start: int = 0, end: int = 1 << 62,
+                     headers: bool = True) -> list:
+    rb = decode_batches([(h, r) for h, r in iter_batches(buf) if not h.is_control], topic="t",
+                        partition=3, start=start, end=end, include_headers=headers)
+    return [] if rb is None else rb.to_pylist()
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.lists(record_st, min_size=0, max_size=40),
+                          st.sampled_from(list(Compression)), st.booleans()),
+                min_size=1, max_size=6),
+       st.integers(min_value=0, max_value=10**9))
+def test_batches_of_a_response_decode_together_like_one_by_one(
+        batches, base_offset) -> None:  # type: ignore[no-untyped-def]
+    """Batches of mixed codecs, sizes and timestamp types, laid end to end as in a Fetch
+    response (empty batches too), decode into one Arrow batch equal to decoding them one by
+    one; an offset window cutting through the middle batches keeps exactly its offsets."""
+    buf, records, offset = b"", [], base_offset
+    for items, codec, log_append in batches:
+        recs = [Record(offset + i, BASE_TS + dts, k, v, h)
+                for i, (k, v, h, dts) in enumerate(items)]
+        if recs:
+            buf += build_batch(recs, base_offset=offset, compression=codec,
+                               timestamp_type=LOG_APPEND_TIME if log_append else 0)
+        records += recs
+        offset += len(recs)
+    assert _decode_together(buf) == _decode_all(buf)
+    lo, hi = base_offset + len(records) // 3, base_offset + 2 * len(records) // 3
+    assert [r["offset"] for r in _decode_together(buf, lo, hi, headers=False)] == \
+        list(range(lo, hi))
+
+
+def test_equal_records_across_many_batches_take_the_strided_paths() -> None:
+    """Fifty batches of 300 equal records (the offset delta grows a byte at 64 in each): the
+    stride runs and strided copies span batch boundaries."""
+    buf, records = b"", []
+    for b in range(50):
+        recs = [Record(b * 300 + i, BASE_TS + i, b"key-%05d" % i, bytes([i % 251]) * 100, ())
+                for i in range(300)]
+        buf += build_batch(recs, base_offset=b * 300)
+        records += recs
+    assert _normalise(_decode_together(buf)) == _expect(records)
+
+
+def test_a_records_count_that_does_not_match_the_bytes_is_a_corrupt_batch() -> None:
+    """A batch whose header promises one record more than its bytes hold is refused, not read
+    into the next batch's records."""
+    one = bytearray(build_batch([Record(i, BASE_TS, None, b"v" * 20) for i in range(40)]))
+    two = build_batch([Record(40 + i, BASE_TS, None, b"w" * 20) for i in range(40)],
+                      base_offset=40)
+    struct.pack_into(">i", one, 57, 41)  # recordsCount (outside the CRC's reach here)
+    with pytest.raises(CorruptBatchError):
+        _decode_together(bytes(one) + two)

@@ -113,11 +113,13 @@ def _driver_env(spark_cluster: SparkStandalone) -> dict[str, str]:
     return env
 
 
-@pytest.mark.xfail(reason="open (docs/spark.md, 'By hand'): on the loaded 2-core VM, 4 of 4 runs "
-                   "failed at query start, the driver's Python planning worker missing Spark's "
-                   "fixed 10 s connect-back", strict=False)
+@pytest.mark.xfail(reason="open (docs/spark.md, 'By hand'): on the 2-core VM at load 25-33 the "
+                   "stream reader's driver-side Python process misses Spark's hard-coded 10 s "
+                   "connect-back at query start (pyspark imported from pyspark.zip, compiled on "
+                   "every start); passed once at load 13-19, not yet twice in a row",
+                   strict=False)
 def test_pipeline_demo_on_a_standalone_cluster_through_a_leader_and_an_executor_sigkill(
-        spark_cluster: SparkStandalone) -> None:
+        spark_cluster: SparkStandalone, tmp_path: Path) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "floodmark.cli", "demo", "--spark-master", spark_cluster.url,
          "--events", "3000", "--rate", "100", "--down-s", "6"],
@@ -143,6 +145,7 @@ def test_pipeline_demo_on_a_standalone_cluster_through_a_leader_and_an_executor_
                 proc.kill()
                 proc.wait(10)
     text = out.text()
+    (tmp_path / "demo.out").write_text(text)  # the whole run, for a failure's diagnosis
     tail = text[-6000:]
     assert proc.returncode == 0, tail
     # the master replaced the killed executor: a third one was launched for the application

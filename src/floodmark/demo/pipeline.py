@@ -73,6 +73,67 @@ class Stalled(FloodmarkError, RuntimeError):
     """The demo stopped waiting because what it waited on stopped moving (one line, no traceback)."""
 
 
+# Spark's driver starts a fresh Python process for each planning step of a Python data source
+# and each commit of a Python sink, and waits a fixed 10 s for it to connect back (hard-coded in
+# PythonWorkerFactory.createSimpleWorker). On a machine loaded many times over its cores, that
+# start (importing pyspark, numpy, pyarrow) can take longer and the query fails with
+# SparkException "Python worker failed to connect back." (caused by SocketTimeoutException "Timed
+# out while waiting for the Python worker to connect back"). Nothing of the failed micro-batch was
+# committed, so the pipeline is restarted from its checkpoints, as a job supervisor would do; any
+# other failure still ends the demo.
+TRANSIENT_SPARK_ERRORS = ("Python worker failed to connect back",
+                          "Timed out while waiting for the Python worker to connect back")
+MAX_RESTARTS = 3
+
+
+def transient(exc: object) -> bool:
+    """A query failure that a restart from the checkpoints recovers from (see above)."""
+    return exc is not None and any(t in str(exc) for t in TRANSIENT_SPARK_ERRORS)
+
+
+class _Pipeline:
+    """The example's streaming queries, restartable from their checkpoints."""
+
+    def __init__(self, example: ModuleType, spark: Any, bootstrap: str, out_dir: str) -> None:
+        self.example, self.spark, self.bootstrap, self.out_dir = example, spark, bootstrap, out_dir
+        self.queries: dict[str, Any] = {}
+        self.restarts = 0
+
+    def start(self) -> None:
+        self.queries.update(self.example.start_pipeline(self.spark, self.bootstrap, self.out_dir))
+
+    def failure(self) -> tuple[str, object] | None:
+        """(name, exception or None) of a query that stopped, else None."""
+        for name, q in self.queries.items():
+            if not q.isActive:
+                return name, q.exception()
+        return None
+
+    def recover(self) -> str | None:
+        """Restart every query from its checkpoint when one died of a transient Spark error
+        (at most MAX_RESTARTS times); return why a query stopped for good, else None."""
+        failed = self.failure()
+        if failed is None:
+            return None
+        name, exc = failed
+        why = _first_line(exc) or "stopped"
+        if not transient(exc) or self.restarts >= MAX_RESTARTS:
+            return f"query {name} stopped: {why}"
+        self.restarts += 1
+        _say(f"[spark] query {name} failed ({why}); restarting the queries from their "
+             f"checkpoints ({self.restarts} of at most {MAX_RESTARTS})")
+        self.stop()
+        self.start()
+        return None
+
+    def stop(self) -> None:
+        for q in self.queries.values():
+            try:
+                q.stop()
+            except Exception as exc:  # the JVM may already be gone on Ctrl-C
+                _say(f"[cleanup] stopping query {q.name}: {exc}")
+
+
 class _Producer:
     """Runs the example's producer in a thread; counts events handed to it and keeps every
     delivery report."""
@@ -184,7 +245,7 @@ def run(events: int, rate: float, keep: bool, down_s: float,
     work = Path(tempfile.mkdtemp(prefix="floodmark-pipeline-"))
     cluster = LocalCluster(work / "cluster", brokers=3)
     spark: Any = None
-    queries: dict[str, Any] = {}
+    pipeline: _Pipeline | None = None
     ui: Any = None
 
     def on_term(signum: int, frame: FrameType | None) -> None:
@@ -221,14 +282,17 @@ def run(events: int, rate: float, keep: bool, down_s: float,
         _say(f"[spark] starting a SparkSession on {spark_master} and the streaming job ...")
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only, like the cluster
         spark = example.spark_session(spark_master)
-        queries = example.start_pipeline(spark, bootstrap, str(work / "out"))
-        _say(f"[spark] queries started: {', '.join(q.name for q in queries.values())}; "
+        if not spark_master.startswith("local"):
+            _warm_up_executors(spark)
+        pipeline = _Pipeline(example, spark, bootstrap, str(work / "out"))
+        pipeline.start()
+        _say(f"[spark] queries started: {', '.join(q.name for q in pipeline.queries.values())}; "
              f"{spark.version}, application {spark.sparkContext.applicationId}, "
              f"{time.monotonic() - started:.0f} s since start")
-        progress = _Progress(queries)
+        progress = _Progress(pipeline.queries)
         producer = _Producer(example, bootstrap, events, rate, hold_at=int(events * 0.4))
         with Bars(show_progress) as bars:
-            ok = _drive(cluster, example, producer, progress, events, rate, down_s, bars)
+            ok = _drive(cluster, example, producer, progress, pipeline, events, down_s, bars)
         ok &= _final_check(spark, example, bootstrap, producer, progress, str(work / "out"))
         for name, batches in progress.batches.items():  # kept with --keep
             (work / "out" / f"progress-{name}.json").write_text(
@@ -237,11 +301,8 @@ def run(events: int, rate: float, keep: bool, down_s: float,
     finally:
         cleanup_started = time.monotonic()
         signal.signal(signal.SIGTERM, previous)
-        for q in queries.values():
-            try:
-                q.stop()
-            except Exception as exc:  # the JVM may already be gone on Ctrl-C
-                _say(f"[cleanup] stopping query {q.name}: {exc}")
+        if pipeline is not None:
+            pipeline.stop()
         try:
             if spark is not None:
                 spark.stop()
@@ -263,8 +324,20 @@ def run(events: int, rate: float, keep: bool, down_s: float,
             shutil.rmtree(work, ignore_errors=True)
 
 
+def _warm_up_executors(spark: Any) -> None:
+    """On a cluster, wait for the executors and start their Python workers with a tiny job
+    before the queries start: their JVMs and Python start-up then do not compete with the
+    driver's first planning processes (see TRANSIENT_SPARK_ERRORS)."""
+    t0 = time.monotonic()
+    sc = spark.sparkContext
+    n = max(2, sc.defaultParallelism)
+    sc.parallelize(range(n), n).map(lambda x: x).count()
+    _say(f"[spark] executors ready ({sc.defaultParallelism} cores) in "
+         f"{time.monotonic() - t0:.0f} s")
+
+
 def _drive(cluster: LocalCluster, example: ModuleType, producer: _Producer, progress: _Progress,
-           events: int, rate: float, down_s: float, bars: Bars) -> bool:
+           pipeline: _Pipeline, events: int, down_s: float, bars: Bars) -> bool:
     """Produce, kill the leader of page-views-0 at 40 % of the stream, restart it, report:
     progress bars (produced, acknowledged, rows each query read) where ``bars`` are drawn, else
     a line every 5 s."""
@@ -312,11 +385,10 @@ def _drive(cluster: LocalCluster, example: ModuleType, producer: _Producer, prog
         if stalled is not None:
             producer.release.set()
             raise Stalled(f"the stream stopped before the producer finished: {stalled}")
-        for name, q in progress.queries.items():  # a failed query never moves again: say so now
-            if not q.isActive:
-                producer.release.set()
-                raise Stalled(f"query {name} stopped mid-stream: "
-                              f"{_first_line(q.exception()) or 'stopped'}")
+        stopped = pipeline.recover()  # a failed query never moves again: say so now
+        if stopped is not None:
+            producer.release.set()
+            raise Stalled(f"{stopped} (mid-stream)")
         # the kill waits until both queries have processed data
         if killed is None and not held and produced >= producer.hold_at and not all(
                 progress.data_batches(name) for name in progress.queries):
@@ -386,7 +458,7 @@ def _drive(cluster: LocalCluster, example: ModuleType, producer: _Producer, prog
             bars.update(bar, int(closed[name]))
         if all(closed.values()):
             break
-        if any(q.exception() is not None or not q.isActive for q in progress.queries.values()):
+        if pipeline.recover() is not None:
             break
         stalled = watch.observe(_now_ms(), _query_motion(progress))
         if stalled is not None:

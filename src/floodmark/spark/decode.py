@@ -1,11 +1,14 @@
 """Kafka v2 record batches -> Arrow columns, vectorised with numpy.
 
 A Fetch response's ``records`` field is a concatenation of v2 record batches (the last one may be
-cut short by the byte budget). For each batch we walk the record lengths in Python (one varint per
-record) and decode every other field for all records at once with numpy (varints as a window of
-bytes per record); keys and values are gathered out of the batch bytes into contiguous Arrow
-binary buffers. That keeps the Python work per record to a few bytecodes, which is what lets the
-Spark reader approach the raw fetch rate (see benchmarks/spark_read.py).
+cut short by the byte budget). ``decode_batches`` decodes all the data batches of one response
+together: their record bytes (decompressed where needed) are laid end to end, so the records of
+every batch form one sequence; record boundaries are found for runs of equal-size records at once
+(a guessed stride checked with numpy, a short Python walk where the stride changes), every other
+field is decoded for all records at once with numpy (varints as a window of bytes per record), and
+keys and values are gathered into contiguous Arrow binary buffers. The numpy calls are then per
+Fetch response, not per Kafka batch (producers often write batches of a few hundred records),
+which is what lets the Spark reader approach Spark's own ceiling (see benchmarks/spark_read.py).
 
 Control batches (transaction markers) are skipped; under read_committed, records of aborted
 transactions are dropped using the Fetch response's aborted-transactions list, as Kafka consumers do
@@ -16,7 +19,7 @@ from __future__ import annotations
 
 import itertools
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -74,10 +77,9 @@ def decompress(codec: int, data: bytes | memoryview) -> bytes:
 
 
 # ---------------------------------------------------------------- varints
-def _record_starts_py(buf: bytes, pos: int, count: int, starts: list[int]) -> int:
+def _record_starts_py(buf: bytes, pos: int, count: int, starts: list[int], limit: int) -> int:
     """Walk ``count`` records from ``pos`` in Python; append body starts; return the end."""
     append = starts.append
-    limit = len(buf)
     for _ in range(count):
         if pos >= limit:
             raise CorruptBatchError("record batch ends before its records count")
@@ -100,41 +102,56 @@ def _record_starts_py(buf: bytes, pos: int, count: int, starts: list[int]) -> in
     return pos
 
 
-def _record_starts(buf: bytes, arr: np.ndarray, count: int) -> np.ndarray:
-    """Positions of each record's body (after its length varint).
+_GUESS_MIN = 256
+_GUESS_MAX = 1 << 15
 
-    Records of one batch very often all have the same encoded size. So guess that the rest of
-    the batch repeats the stride of the record at hand, check every guess at once with numpy
-    (the length varint found at each guessed position must give the same stride), keep the
+
+def _record_starts(buf: bytes, arr: np.ndarray, count: int, limit: int) -> np.ndarray:
+    """Positions of each record's body (after its length varint), for ``count`` records laid
+    end to end in ``buf[:limit]``.
+
+    Records of one batch very often all have the same encoded size. So guess that the next
+    records repeat the stride of the record at hand, check a window of guesses at once with
+    numpy (the length varint found at each guessed position must give the same stride), keep the
     verified prefix (each verified record proves where the next one starts), and walk a few
-    records in Python wherever the stride changes.
+    records in Python wherever the stride changes. The window doubles while whole windows verify
+    and shrinks back where the stride changes, so the work stays linear in the records however
+    many runs there are.
     """
     out: list[np.ndarray] = []
     done = 0
     pos = 0
-    limit = len(buf)
+    window = _GUESS_MIN
     while done < count:
         rest = count - done
         if rest >= 16:
-            first, size = _varints(arr, np.array([pos], dtype=np.int64), long=False)
-            stride = int(size[0] + first[0])
-            if stride > 0:
-                guess = pos + stride * np.arange(rest, dtype=np.int64)
+            length, after = read_varint(buf, pos)
+            size = after - pos
+            stride = size + length
+            if stride > 0 and size <= 5:
+                # a record of the same stride has the very same length-varint bytes
+                m = min(rest, window)
+                guess = pos + stride * np.arange(m, dtype=np.int64)
                 ok = guess + stride <= limit
-                lens, sizes = _varints(arr, np.minimum(guess, limit), long=False, strict=False)
-                ok &= (lens + sizes) == stride
+                at = np.minimum(guess, limit)
+                for j in range(size):
+                    ok &= arr[at + j] == arr[pos + j]
                 bad = np.flatnonzero(~ok)
-                good = rest if len(bad) == 0 else int(bad[0])
+                good = m if len(bad) == 0 else int(bad[0])
                 if good >= 8:
-                    out.append(guess[:good] + sizes[:good])
+                    out.append(guess[:good] + size)
                     done += good
                     pos += stride * good
+                    window = min(window * 2, _GUESS_MAX) if good == m else _GUESS_MIN
                     continue
+                window = _GUESS_MIN
         step = min(rest, 64)
         starts: list[int] = []
-        pos = _record_starts_py(buf, pos, step, starts)
+        pos = _record_starts_py(buf, pos, step, starts, limit)
         out.append(np.asarray(starts, dtype=np.int64))
         done += step
+    if pos != limit:
+        raise CorruptBatchError(f"records end at byte {pos} of {limit}: a record length is wrong")
     return np.concatenate(out) if len(out) != 1 else out[0]
 
 
@@ -172,9 +189,9 @@ def _gather_equal_runs(arr: np.ndarray, starts: np.ndarray, length: int) -> np.n
     run. None when there are too many runs to be worth it."""
     steps = np.diff(starts)
     cuts = np.flatnonzero(steps[1:] != steps[:-1]) + 1  # a run ends where the step changes
-    if len(cuts) > 16:
+    if len(cuts) > max(16, len(starts) // 32):
         return None
-    out = np.empty(len(starts) * length, dtype=np.uint8)
+    out = np.empty((len(starts), length), dtype=np.uint8)
     bounds = [0, *(cuts + 1).tolist(), len(starts)]
     for lo, hi in itertools.pairwise(bounds):
         if hi <= lo:
@@ -182,10 +199,10 @@ def _gather_equal_runs(arr: np.ndarray, starts: np.ndarray, length: int) -> np.n
         step = int(steps[lo]) if hi - lo > 1 else length
         if step < length:
             return None
-        view = np.lib.stride_tricks.as_strided(
+        # one copy, from the strided view straight into the rows of ``out``
+        out[lo:hi] = np.lib.stride_tricks.as_strided(
             arr[int(starts[lo]):], shape=(hi - lo, length), strides=(step, 1))
-        out[lo * length : hi * length] = view.reshape(-1)
-    return out
+    return out.reshape(-1)
 
 
 def _gather_binary(arr: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> pa.Array:
@@ -269,12 +286,38 @@ def decode_batch(
     include_headers: bool,
 ) -> pa.RecordBatch | None:
     """Decode one data batch into Arrow, keeping only offsets in [start, end)."""
-    n = hdr.records_count
-    if n <= 0:
+    return decode_batches([(hdr, records)], topic=topic, partition=partition, start=start,
+                          end=end, include_headers=include_headers)
+
+
+def decode_batches(
+    batches: Sequence[tuple[BatchHeader, memoryview]],
+    *,
+    topic: str,
+    partition: int,
+    start: int,
+    end: int,
+    include_headers: bool,
+) -> pa.RecordBatch | None:
+    """Decode data batches (no control batches) into one Arrow batch, keeping only offsets in
+    [start, end); None when no record is kept."""
+    batches = [(h, r) for h, r in batches if h.records_count > 0]
+    if not batches:
         return None
-    body = decompress(hdr.compression, records) if hdr.compression else bytes(records)
-    arr = np.frombuffer(body + _PAD, dtype=np.uint8)
-    p = _record_starts(body, arr, n)
+    bodies: list[bytes | memoryview] = [
+        decompress(h.compression, r) if h.compression else r for h, r in batches]
+    limit = sum(len(b) for b in bodies)
+    body = b"".join([*bodies, _PAD])  # one copy of the records, with room for varint windows
+    arr = np.frombuffer(body, dtype=np.uint8)
+    counts = np.array([h.records_count for h, _ in batches], dtype=np.int64)
+    n = int(counts.sum())
+    p = _record_starts(body, arr, n, limit)
+    ends = np.cumsum([len(b) for b in bodies])
+    firsts = np.cumsum(counts) - counts
+    # each batch's first record starts right after the previous batch's bytes
+    gap = p[firsts[1:]] - ends[:-1]
+    if ((gap < 1) | (gap > 5)).any():
+        raise CorruptBatchError("a batch's records count does not match its bytes")
     ts_delta, s1 = _varints(arr, p + 1, long=True)
     q = p + 1 + s1
     off_delta, s2 = _varints(arr, q, long=False)
@@ -286,19 +329,33 @@ def decode_batch(
     val_start = q + s4
     q = val_start + np.maximum(val_len, 0)
 
-    offsets = hdr.base_offset + off_delta
+    if len(batches) == 1:
+        h = batches[0][0]
+        offsets = h.base_offset + off_delta
+        if h.timestamp_type == LOG_APPEND_TIME:
+            ts_ms = np.full(n, h.max_timestamp, dtype=np.int64)
+        else:
+            ts_ms = ts_delta + h.base_timestamp
+        ts_types = np.full(n, h.timestamp_type, dtype=np.int32)
+    else:
+        which = np.repeat(np.arange(len(batches)), counts)
+        offsets = np.array([h.base_offset for h, _ in batches], dtype=np.int64)[which] + off_delta
+        log_append = np.array([h.timestamp_type == LOG_APPEND_TIME for h, _ in batches])
+        base_ts = np.array([h.max_timestamp if h.timestamp_type == LOG_APPEND_TIME
+                            else h.base_timestamp for h, _ in batches], dtype=np.int64)[which]
+        ts_ms = np.where(log_append[which], base_ts, base_ts + ts_delta)
+        ts_types = np.array([h.timestamp_type for h, _ in batches], dtype=np.int32)[which]
+
     keep = (offsets >= start) & (offsets < end)
     if not keep.all():
         if not keep.any():
             return None
         idx = np.nonzero(keep)[0]
-        offsets, ts_delta, key_len, key_start = offsets[idx], ts_delta[idx], key_len[idx], key_start[idx]
+        offsets, ts_ms, ts_types, key_len, key_start = (
+            offsets[idx], ts_ms[idx], ts_types[idx], key_len[idx], key_start[idx])
         val_len, val_start, q = val_len[idx], val_start[idx], q[idx]
     m = len(offsets)
-    if hdr.timestamp_type == LOG_APPEND_TIME:
-        ts_us = np.full(m, hdr.max_timestamp * 1000, dtype=np.int64)
-    else:
-        ts_us = (ts_delta + hdr.base_timestamp) * 1000
+    ts_us = ts_ms * 1000
     cols = [
         _gather_binary(arr, key_start, key_len),
         _gather_binary(arr, val_start, val_len),
@@ -306,11 +363,11 @@ def decode_batch(
         pa.array(np.full(m, partition, dtype=np.int32)),
         pa.array(offsets),
         pa.Array.from_buffers(TS_TYPE, m, [None, pa.py_buffer(ts_us)]),
-        pa.array(np.full(m, hdr.timestamp_type, dtype=np.int32)),
+        pa.array(ts_types),
     ]
     names = list(BASE_NAMES)
     if include_headers:
-        counts, s5 = _varints(arr, q, long=False)
-        cols.append(_headers_column(body, q + s5, counts))
+        counts_h, s5 = _varints(arr, q, long=False)
+        cols.append(_headers_column(body, q + s5, counts_h))
         names.append("headers")
     return pa.RecordBatch.from_arrays(cols, names=names)

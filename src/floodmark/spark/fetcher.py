@@ -25,7 +25,7 @@ from floodmark.client.fetch import READ_COMMITTED, FetchClient, FetchedPartition
 from floodmark.errors import ErrorCode, FloodmarkError
 from floodmark.records import AbortedTracker
 from floodmark.security.client_security import ClientSecurity
-from floodmark.spark.decode import decode_batch, iter_batches
+from floodmark.spark.decode import decode_batches, iter_batches
 
 log = logging.getLogger(__name__)
 
@@ -120,9 +120,6 @@ def read_range(
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-_MERGE_BELOW_ROWS = 4096
-
-
 def _read_range(
     client: FetchClient,
     cfg: ClientConfig,
@@ -189,27 +186,18 @@ def _read_range(
             future = fetch_at(next_offset)  # prefetch while we decode
 
         tracker = AbortedTracker.from_response(fp.aborted) if tracker_needed else None
-        small: list[pa.RecordBatch] = []
-        small_rows = 0
+        data = []
         for hdr, records in todo:
             if tracker is not None and tracker.skip(hdr):
                 continue
-            if hdr.is_control:
-                continue
-            rb = decode_batch(hdr, records, topic=topic, partition=partition, start=offset,
-                              end=limit, include_headers=include_headers)
-            if rb is None or rb.num_rows == 0:
-                continue
-            if rb.num_rows >= _MERGE_BELOW_ROWS and not small:
-                yield rb
-                continue
-            small.append(rb)
-            small_rows += rb.num_rows
-            if small_rows >= _MERGE_BELOW_ROWS:
-                yield _merge(small)
-                small, small_rows = [], 0
-        if small:
-            yield _merge(small)
+            if not hdr.is_control:
+                data.append((hdr, records))
+        # every data batch of the response in one Arrow batch: one set of numpy calls per
+        # response (fetch.max.bytes bounds its size), not per Kafka batch
+        rb = decode_batches(data, topic=topic, partition=partition, start=offset, end=limit,
+                            include_headers=include_headers)
+        if rb is not None and rb.num_rows:
+            yield rb
 
         if next_offset > offset:
             offset = next_offset
@@ -224,10 +212,3 @@ def _read_range(
                                f"high watermark is {fp.high_watermark} "
                                f"(kafkaConsumer.pollTimeoutMs={cfg.poll_timeout_ms})")
         time.sleep(0.01)
-
-
-def _merge(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
-    if len(batches) == 1:
-        return batches[0]
-    return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
-
