@@ -49,6 +49,13 @@ from floodmark.progress import ProgressWatch
 
 MAX_BASE_PORT = 65535 - 200
 DEFAULT_CONTROLLERS = 3
+UP_CONTROLLER_DEFAULTS = {"broker.session.timeout.ms": "9000"}
+"""A new cluster's controller settings unless ``--controller-set`` gives them: Kafka's broker
+session (9 s; ``LocalCluster`` keeps 2 s for the test suite's quick fencing). A 2 s session
+fenced live brokers of a loaded machine whose event loop was busy for a moment (a metadata
+batch that made a broker leader of hundreds of partitions, a shared CPU), and their leaders
+moved away and back again. A killed broker is fenced at once all the same (its connections
+close: ``controller.liveness``); a hung one after the session."""
 
 
 def register(subparsers: Any) -> None:
@@ -99,7 +106,8 @@ def register(subparsers: Any) -> None:
                    metavar="NAME=VALUE", help="broker setting (Kafka names), repeatable")
     p.add_argument("--controller-set", dest="controller_overrides", action="append", default=[],
                    metavar="NAME=VALUE",
-                   help="controller setting: broker.session.timeout.ms, "
+                   help="controller setting: broker.session.timeout.ms (9000 by default, "
+                        "as Kafka), "
                         "unclean.leader.election.enable, auto.leader.rebalance.enable, "
                         "leader.imbalance.check.interval.ms, "
                         "eligible.leader.replicas.version (KIP-966, 1 by default; 0 turns it "
@@ -250,7 +258,8 @@ def _cluster_for_up(args: argparse.Namespace) -> LocalCluster:
                   f"{args.data_dir}", flush=True)
         return cluster
     return LocalCluster(args.data_dir, 3 if args.brokers is None else args.brokers,
-                        broker_settings, controller_settings, base_port=args.base_port,
+                        broker_settings, {**UP_CONTROLLER_DEFAULTS, **controller_settings},
+                        base_port=args.base_port,
                         listen_host=args.listen_host or "127.0.0.1",
                         advertised_host=args.advertised_host, controller=args.controller,
                         first_broker_id=args.first_broker_id or 1,
