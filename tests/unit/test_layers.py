@@ -88,3 +88,18 @@ def test_the_cycle_check_finds_a_cycle() -> None:
 def test_lint_checks_for_cycles() -> None:
     text = (REPO / "pyproject.toml").read_text()
     assert 'type = "acyclic_siblings"' in text and 'ancestors = ["floodmark"]' in text
+
+
+def test_unit_tests_mirror_the_source_tree() -> None:
+    """``tests/unit/<package>/`` for the tests of ``floodmark.<package>``; only the tests of the
+    top-level modules (``records.py``, ``errors.py``, ...) sit in ``tests/unit/`` itself."""
+    src, unit = REPO / "src" / "floodmark", REPO / "tests" / "unit"
+    packages = {p.name for p in src.iterdir() if (p / "__init__.py").exists()}
+    folders = {p.name for p in unit.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert folders <= packages, f"tests/unit folders without a package: {folders - packages}"
+    modules = {p.stem for p in src.glob("*.py")}
+    loose = [p.name for p in unit.glob("test_*.py")
+             if not any(p.stem.startswith(f"test_{m}") for m in modules)
+             and p.stem not in ("test_layers", "test_package_start", "test_error_hierarchy",
+                                "test_constants_once")]
+    assert loose == [], f"move these into tests/unit/<package>/: {loose}"
