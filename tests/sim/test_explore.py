@@ -55,8 +55,9 @@ def test_idempotent_producer_retries_the_same_sequence() -> None:
     """In the trace of an isolated leader: request timeouts, resends with the same sequence,
     each one a duplicate the broker parks instead of acknowledging (the leader answering as
     Kafka's does; stepping down, it answers NOT_LEADER_OR_FOLLOWER instead: below)."""
-    # a seed whose trace shows it
-    result = run_seed(49, ExploreOptions(step_down_on_lapse=False), keep_trace=True)
+    # a seed whose trace shows it (49 until the partition node's own timers moved the events
+    # of issue 25; re-picked as the first of 1.. that shows it)
+    result = run_seed(6, ExploreOptions(step_down_on_lapse=False), keep_trace=True)
     assert result.violations == []
     trace = "\n".join(result.trace)
     assert "isolate" in trace and "request timeout" in trace
@@ -69,7 +70,9 @@ def test_isolated_leader_steps_down_for_clients_and_writes_move_on() -> None:
     waiting produce answered NOT_LEADER_OR_FOLLOWER), the producer writes at the new leader
     while the cut lasts, and no invariant breaks (one writer per epoch, nothing acknowledged
     lost)."""
-    result = run_seed(40, ExploreOptions(), keep_trace=True)
+    # 40 until the partition node's own timers moved the events (issue 25); re-picked as the
+    # first of 1.. whose trace shows it
+    result = run_seed(4, ExploreOptions(), keep_trace=True)
     assert result.violations == []
     trace = "\n".join(result.trace)
     assert "isolate" in trace and "steps down for clients" in trace
