@@ -124,10 +124,12 @@ def test_cli_explore_json_contract(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_cli_replay_prints_trace(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["sim", "replay", "--seed", "19", "--truncation", "high-watermark"]) == 0
+    assert main(["sim", "replay", "--seed", "7", "--truncation", "high-watermark"]) == 0
     out = capsys.readouterr().out
     assert "NEMESIS" in out and "trace hash" in out
-    assert "VIOLATION" in out  # seed 19 loses data under the pre-0.11 rule
+    # seed 7 loses data under the pre-0.11 rule (19 did until the partition node's own timers
+    # moved the events, issue 25; 7 is the first of ``explore --seeds 120`` that does now)
+    assert "VIOLATION" in out
 
 
 @pytest.mark.slow

@@ -81,7 +81,6 @@ def test_tick_runs_the_isr_check_flush_and_checkpoint_when_due() -> None:
     leader = leader_with(log, reg([1, 2], [1, 2], 1), 0, lag_ms=1000)
     leader.config = PartitionConfig("t", 0, 1, replica_lag_time_max_ms=1000,
                                     flush_check_interval_ms=400, checkpoint_interval_ms=700)
-    leader.schedule = leader.config.schedule()
     leader.high_watermark = 2
     leader.start_timers(0)
     assert leader.next_deadline_ms() == 400

@@ -209,11 +209,9 @@ class Partition:
     local_broker_epoch: int = -1
     producers: ProducerStateTable = field(default_factory=ProducerStateTable)
     """Idempotence and open transactions, rebuilt from the log; the LSO is read from it."""
-    schedule: Schedule = field(init=False)
-    """The periodic work's timers (``next_deadline_ms`` / ``tick``), armed by ``start_timers``."""
-
-    def __post_init__(self) -> None:
-        self.schedule = self.config.schedule()
+    schedule: Schedule | None = field(default=None, init=False)
+    """The periodic work's timers (``next_deadline_ms`` / ``tick``), armed by ``start_timers``
+    (a replica the model checker builds for one step has none)."""
 
     # -- views -------------------------------------------------------------------------------
     @property
@@ -431,13 +429,14 @@ class Partition:
                      first_due: Mapping[PeriodicWork, int] | None = None) -> None:
         """Arm the periodic work from ``now_ms`` (at open; the timers do not survive a restart,
         as no process's do)."""
+        self.schedule = self.config.schedule()
         self.schedule.start(now_ms, first_due)
 
     def next_deadline_ms(self) -> int | None:
         """When ``tick`` has work next: a periodic task, or the first parked produce's timeout.
         None: nothing, until an input arrives (and the runner asks again after each input)."""
-        return min((d for d in (self.schedule.next_deadline_ms(),
-                                self.purgatory.next_deadline_ms()) if d is not None),
+        periodic = None if self.schedule is None else self.schedule.next_deadline_ms()
+        return min((d for d in (periodic, self.purgatory.next_deadline_ms()) if d is not None),
                    default=None)
 
     def tick(self, log: LogView, now_ms: int) -> list[Effect]:
@@ -446,7 +445,7 @@ class Partition:
         replicas lagging more than ``replica.lag.time.max.ms``, and say when the log's flush
         check and the HW checkpoint are due."""
         effects = self.expire_produces(now_ms)
-        for work in self.schedule.take_due(now_ms):
+        for work in () if self.schedule is None else self.schedule.take_due(now_ms):
             if work is PeriodicWork.ISR_CHECK:
                 effects.extend(self.maybe_shrink_isr(log, now_ms))
             elif work is PeriodicWork.FLUSH:
