@@ -55,8 +55,9 @@ def test_idempotent_producer_retries_the_same_sequence() -> None:
     """In the trace of an isolated leader: request timeouts, resends with the same sequence,
     each one a duplicate the broker parks instead of acknowledging (the leader answering as
     Kafka's does; stepping down, it answers NOT_LEADER_OR_FOLLOWER instead: below)."""
-    # a seed whose trace shows it
-    result = run_seed(49, ExploreOptions(step_down_on_lapse=False), keep_trace=True)
+    # a seed whose trace shows it (49 until the partition node's own timers moved the events
+    # of issue 25; re-picked as the first of 1.. that shows it)
+    result = run_seed(6, ExploreOptions(step_down_on_lapse=False), keep_trace=True)
     assert result.violations == []
     trace = "\n".join(result.trace)
     assert "isolate" in trace and "request timeout" in trace
@@ -69,7 +70,9 @@ def test_isolated_leader_steps_down_for_clients_and_writes_move_on() -> None:
     waiting produce answered NOT_LEADER_OR_FOLLOWER), the producer writes at the new leader
     while the cut lasts, and no invariant breaks (one writer per epoch, nothing acknowledged
     lost)."""
-    result = run_seed(40, ExploreOptions(), keep_trace=True)
+    # 40 until the partition node's own timers moved the events (issue 25); re-picked as the
+    # first of 1.. whose trace shows it
+    result = run_seed(4, ExploreOptions(), keep_trace=True)
     assert result.violations == []
     trace = "\n".join(result.trace)
     assert "isolate" in trace and "steps down for clients" in trace
@@ -121,10 +124,12 @@ def test_cli_explore_json_contract(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_cli_replay_prints_trace(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["sim", "replay", "--seed", "19", "--truncation", "high-watermark"]) == 0
+    assert main(["sim", "replay", "--seed", "7", "--truncation", "high-watermark"]) == 0
     out = capsys.readouterr().out
     assert "NEMESIS" in out and "trace hash" in out
-    assert "VIOLATION" in out  # seed 19 loses data under the pre-0.11 rule
+    # seed 7 loses data under the pre-0.11 rule (19 did until the partition node's own timers
+    # moved the events, issue 25; 7 is the first of ``explore --seeds 120`` that does now)
+    assert "VIOLATION" in out
 
 
 @pytest.mark.slow

@@ -85,6 +85,12 @@ log = logging.getLogger(__name__)
 
 
 
+PERIODIC_MIN_SLEEP_S = 0.01
+PERIODIC_MAX_SLEEP_S = 0.5
+FLUSH_CHECK_INTERVAL_MS = 500
+"""How often each partition applies its flush policy (``log.flush.interval.*``)."""
+
+
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -143,6 +149,7 @@ class Broker:
         self._next_produce_id = 0
         self._produce_settings: dict[int, tuple[LogConfig, ProduceSettings]] = {}
         self._last_disk_warning_s = 0.0
+        self._checkpoint_due = False  # a partition's HW checkpoint is due: write them all
         self._waiting_produces: dict[int, asyncio.Future[tuple[ErrorCode, int]]] = {}
         self.request_counts: dict[int, int] = {}  # api key -> requests received
         # Set (before serve) to count requests, latency and bytes per API for /metrics.
@@ -183,7 +190,10 @@ class Broker:
             topic, index, self.node_id, plog, hooks=self, min_insync_replicas=min_isr,
             topic_configs=dict(configs),
             checkpointed_high_watermark=hw, truncation=self.config.truncation,
-            replica_lag_time_max_ms=self.config.get_int("replica.lag.time.max.ms"))
+            replica_lag_time_max_ms=self.config.get_int("replica.lag.time.max.ms"),
+            flush_check_interval_ms=FLUSH_CHECK_INTERVAL_MS,
+            checkpoint_interval_ms=self.config.get_int("log.checkpoint.interval.ms"),
+            opened_ms=self.now_ms())
         self.partitions[(topic, index)] = ps
         return ps
 
@@ -252,11 +262,13 @@ class Broker:
             self._stopping.set()
 
     async def _periodic(self) -> None:
-        interval_s = self.config.get_int("log.checkpoint.interval.ms") / 1000
+        """The broker-wide periodic work, and every partition's own (``Partition.tick``, when
+        its ``next_deadline_ms`` is due: ISR shrink, produce timeouts, flush, HW checkpoint).
+        Sleeps until the earliest partition deadline, between 10 ms and 500 ms."""
         retention_s = self.config.get_int("log.retention.check.interval.ms") / 1000
-        last_checkpoint = last_retention = time.monotonic()
+        last_retention = time.monotonic()
         while True:
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(self._periodic_sleep_s())
             self.groups.expire_sessions()
             deadline_ms = self.consumer_groups.next_deadline_ms()
             if deadline_ms is not None and deadline_ms <= self.now_ms() and (
@@ -267,15 +279,7 @@ class Broker:
             if deadline_ms is not None and deadline_ms <= self.now_ms():
                 share_group_apis.expire_members(self)
             now = self.now_ms()
-            for ps in self.partitions.values():
-                ps.expire_produces(now)
-            # Disk work below may fail (a full disk, an offline log): say so and carry on, so
-            # produce timeouts above keep being answered and the work is retried next round.
-            for ps in list(self.partitions.values()):
-                try:
-                    self.storage.maybe_flush(ps.log, self.now_ms())
-                except (OSError, KafkaError) as exc:
-                    self._disk_trouble(f"flush of {ps.name}", exc)
+            self.tick_partitions(now)
             self.check_log_dirs()
             if time.monotonic() - last_retention >= retention_s:
                 last_retention = time.monotonic()
@@ -283,8 +287,8 @@ class Broker:
                     self.apply_retention(now)
                 except (OSError, KafkaError) as exc:
                     self._disk_trouble("retention", exc)
-            if time.monotonic() - last_checkpoint >= interval_s:
-                last_checkpoint = time.monotonic()
+            if self._checkpoint_due:
+                self._checkpoint_due = False
                 # Snapshot on the loop, fsync+rename on a worker thread: the event loop never
                 # waits for the disk in steady state.
                 snapshot = self.storage.checkpoint_snapshot(self.partitions)
@@ -292,6 +296,27 @@ class Broker:
                     await asyncio.to_thread(self.storage.write_checkpoint_snapshot, snapshot)
                 except (OSError, KafkaError) as exc:
                     self._disk_trouble("checkpoint", exc)
+
+    def _periodic_sleep_s(self) -> float:
+        earliest = min((d for ps in self.partitions.values()
+                        if (d := ps.driver.next_deadline_ms()) is not None), default=None)
+        if earliest is None:
+            return PERIODIC_MAX_SLEEP_S
+        return min(PERIODIC_MAX_SLEEP_S, max(PERIODIC_MIN_SLEEP_S,
+                                             (earliest - self.now_ms()) / 1000))
+
+    def tick_partitions(self, now_ms: int) -> None:
+        """Run each partition's due periodic work; one partition's failure is logged and the
+        others carry on (its work is retried at its next deadline)."""
+        for ps in list(self.partitions.values()):
+            deadline = ps.driver.next_deadline_ms()
+            if deadline is None or deadline > now_ms:
+                continue
+            try:
+                ps.driver.tick(now_ms)
+            except Exception:
+                log.exception("partition %s leader_epoch=%d periodic work failed", ps.name,
+                              ps.leader_epoch)
 
     def check_log_dirs(self) -> None:
         """A log directory that is gone or replaced, or where a log met an I/O error, fails
@@ -599,6 +624,20 @@ class Broker:
         fut = self._waiting_produces.pop(produce_id, None)
         if fut is not None and not fut.done():
             fut.set_result((error, base_offset))
+
+    def flush_log(self, key: tuple[str, int]) -> None:
+        """The partition's flush check is due: its log's flush policy decides. A disk error is
+        said (one line per 10 s) and the next check tries again."""
+        ps = self.partitions.get(key)
+        if ps is None:
+            return
+        try:
+            self.storage.maybe_flush(ps.log, self.now_ms())
+        except (OSError, KafkaError) as exc:
+            self._disk_trouble(f"flush of {ps.name}", exc)
+
+    def checkpoint_due(self) -> None:
+        self._checkpoint_due = True
 
     # -- metadata changes ----------------------------------------------------------------------
     async def create_topic(self, name: str, num_partitions: int, replication_factor: int,

@@ -179,7 +179,6 @@ class ClusterMembership(MembershipBase):
                 for name, meta in self.controller_client.topics().items()})
         self._tasks.append(asyncio.create_task(self._heartbeats()))
         self._poll_task = asyncio.create_task(self._metadata_poll())
-        self._tasks.append(asyncio.create_task(self._isr_checks()))
         self._tasks.append(asyncio.create_task(self._lease_checks()))
         if ready is not None:
             ready(port)
@@ -290,20 +289,6 @@ class ClusterMembership(MembershipBase):
             stepped_down = bool(down)
             for ps in down:
                 ps.apply(ps.core.fail_waiting_produces())
-
-    async def _isr_checks(self) -> None:
-        host = self.host
-        lag_ms = host.config.get_int("replica.lag.time.max.ms")
-        while not host.closing:
-            await asyncio.sleep(max(0.05, lag_ms / 2000))
-            now = host.now_ms()
-            for ps in list(host.partitions.values()):
-                if ps.core.is_leader:
-                    try:
-                        ps.apply(ps.core.maybe_shrink_isr(ps.log, now))
-                    except Exception:
-                        log.exception("partition %s leader_epoch=%d ISR check failed", ps.name,
-                                      ps.leader_epoch)
 
     async def leave(self) -> None:
         """Ask the controller to move leadership away, wait (bounded) until it has."""

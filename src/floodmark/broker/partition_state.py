@@ -45,6 +45,8 @@ class BrokerHooks(Protocol):
     def wake_replica_fetches(self, key: tuple[str, int]) -> None: ...
     def complete_produce(self, produce_id: int, error: ErrorCode, base_offset: int) -> None: ...
     def propose_isr(self, key: tuple[str, int], request: AlterPartitionRequest) -> None: ...
+    def flush_log(self, key: tuple[str, int]) -> None: ...
+    def checkpoint_due(self) -> None: ...
 
 
 class _Ports:
@@ -80,6 +82,15 @@ class _Ports:
     def follower_appended(self, records: bytes | bytearray | memoryview) -> None:
         pass
 
+    def flush_log(self) -> None:
+        if self.hooks is not None:
+            self.hooks.flush_log(self.key)
+
+    def checkpoint_high_watermark(self, high_watermark: int) -> None:
+        # One file holds every partition's HW: the broker writes it once for the whole tick.
+        if self.hooks is not None:
+            self.hooks.checkpoint_due()
+
 
 @dataclass(eq=False)
 class PartitionState:
@@ -92,23 +103,28 @@ class PartitionState:
     replica_lag_time_max_ms: int = 30_000
     checkpointed_high_watermark: int = 0
     truncation: Truncation = DEFAULT_TRUNCATION
+    flush_check_interval_ms: int | None = None
+    checkpoint_interval_ms: int | None = None
+    opened_ms: int = 0  # the periodic work's timers start here (``Partition.start_timers``)
     topic_configs: Configs = field(default_factory=dict)  # as last applied
     core: Partition = field(init=False)
     driver: ReplicaDriver = field(init=False)
 
     def __post_init__(self) -> None:
-        self.core = Partition(PartitionConfig(
-            self.topic, self.partition, self.node_id,
-            min_insync_replicas=self.min_insync_replicas,
-            replica_lag_time_max_ms=self.replica_lag_time_max_ms,
-            truncation=self.truncation))
-        self.core.high_watermark = Partition.clamp_high_watermark(
-            self.checkpointed_high_watermark, self.log)
-        self.driver = ReplicaDriver(self.core, self.log,
-                                    _Ports(self.hooks, (self.topic, self.partition)))
         # Idempotence and open transactions survive restarts: the producer table is rebuilt
         # from the batch headers, the aborted-transaction index checked against it.
-        self.driver.load_producer_state()
+        self.driver = ReplicaDriver.open(
+            PartitionConfig(
+                self.topic, self.partition, self.node_id,
+                min_insync_replicas=self.min_insync_replicas,
+                replica_lag_time_max_ms=self.replica_lag_time_max_ms,
+                truncation=self.truncation,
+                flush_check_interval_ms=self.flush_check_interval_ms,
+                checkpoint_interval_ms=self.checkpoint_interval_ms),
+            self.log, _Ports(self.hooks, (self.topic, self.partition)),
+            checkpointed_high_watermark=self.checkpointed_high_watermark,
+            now_ms=self.opened_ms)
+        self.core = self.driver.partition
         log.info("partition %s opened at log_end_offset=%d high_watermark=%d", self.name,
                  self.log_end_offset, self.high_watermark)
 
@@ -180,9 +196,6 @@ class PartitionState:
         """After an append that is not a client produce (e.g. committed offsets)."""
         self.apply(self.core.on_leader_append(self.log, -1, 0, self.log_end_offset,
                                               self.log_end_offset, now_ms, 0))
-
-    def expire_produces(self, now_ms: int) -> None:
-        self.apply(self.core.expire_produces(now_ms))
 
     def end_offset_for_epoch(self, current_leader_epoch: int,
                              leader_epoch: int) -> tuple[ErrorCode, EpochEndOffset]:

@@ -50,9 +50,10 @@ from floodmark.replication.epochs import EpochEndOffset
 from floodmark.replication.partition import (
     EpochQuery,
     FetchResponse,
-    FollowerActionKind,
+    FollowerAction,
     FollowerFetch,
     FollowerState,
+    NextFetch,
 )
 from floodmark.security.client_security import PLAINTEXT, ClientSecurity
 from floodmark.wire.codec import RequestHeader, ms
@@ -391,14 +392,17 @@ class ReplicaFetcher:
             return
         # The driver applies the answer (the core ignores it if the log moved since the request
         # was built: a truncation by new metadata); the action says when to fetch again.
-        action = ps.driver.on_fetch_response(response, records or b"", self.manager.now_ms())
-        kind = action.kind
-        if kind is FollowerActionKind.RETRY:
-            if action.backoff:
-                await self._wait_for_change(REPLICA_FETCH_BACKOFF_S)
-        elif kind is FollowerActionKind.STOP:
+        await self._before_next_fetch(
+            ps.driver.on_fetch_response(response, records or b"", self.manager.now_ms()))
+
+    async def _before_next_fetch(self, action: FollowerAction) -> None:
+        """Wait as the answer's action says (``FollowerAction.next_fetch``)."""
+        after = action.next_fetch
+        if after is NextFetch.AFTER_BACKOFF:
+            await self._wait_for_change(REPLICA_FETCH_BACKOFF_S)
+        elif after is NextFetch.ON_NEW_METADATA:
             log.info("partition %s leader_epoch=%d fetching stopped (%s) until new metadata",
-                     ps.name, ps.leader_epoch, action.reason)
+                     self.ps.name, self.ps.leader_epoch, action.reason)
             await self._wait_for_change(1.0)
 
     async def _leader_log_end_offset(self, conn: AsyncKafkaConnection, epoch: int) -> int:
@@ -421,8 +425,6 @@ class ReplicaFetcher:
         part = resp.topics[0].partitions[0]
         if self._stopped:
             return
-        action = ps.driver.on_epoch_answer(
+        await self._before_next_fetch(ps.driver.on_epoch_answer(
             q.current_leader_epoch, ErrorCode(int(part.error_code)),
-            EpochEndOffset(int(part.leader_epoch), int(part.end_offset)))
-        if action.kind in (FollowerActionKind.RETRY, FollowerActionKind.STOP):
-            await self._wait_for_change(REPLICA_FETCH_BACKOFF_S)
+            EpochEndOffset(int(part.leader_epoch), int(part.end_offset))))

@@ -357,6 +357,13 @@ class ModelPorts:
     def follower_appended(self, records: bytes | bytearray | memoryview) -> None:
         pass
 
+    # The model sets no flush or checkpoint interval (``partition_config``): never called.
+    def flush_log(self) -> None:
+        pass
+
+    def checkpoint_high_watermark(self, high_watermark: int) -> None:
+        pass
+
 
 @dataclass(eq=False, slots=True)
 class LiveReplica:

@@ -35,7 +35,6 @@ from floodmark.mc.pieces import Batches, Entry, ModelPorts, partition_config
 from floodmark.records import iter_batches
 from floodmark.replication.driver import ReplicaDriver
 from floodmark.replication.modes import Truncation
-from floodmark.replication.partition import Partition
 from floodmark.replication.producer_state import AbortedTxn, ProducerStateTable
 from floodmark.storage.config import LogConfig
 from floodmark.storage.fs import MemoryFileSystem
@@ -146,9 +145,9 @@ class Restarts:
             try:
                 # The broker's start-up path (``PartitionState``): the HW checkpoint clamped to
                 # the log, then the producer state and the .txnindex rebuilt from the log.
-                partition = Partition(partition_config(0, Truncation.LEADER_EPOCH, 1))
-                partition.high_watermark = Partition.clamp_high_watermark(hw, storage)
-                ReplicaDriver(partition, storage, ModelPorts()).load_producer_state()
+                partition = ReplicaDriver.open(
+                    partition_config(0, Truncation.LEADER_EPOCH, 1), storage, ModelPorts(),
+                    checkpointed_high_watermark=hw, now_ms=0).partition
                 lso = partition.last_stable_offset
                 read = storage.read(0, READ_MAX_BYTES, lso)
                 aborted = tuple(storage.collect_aborted_transactions(0, read.next_offset))

@@ -16,7 +16,7 @@ then lets the core keep HW ≤ LEO (``after_truncate``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -26,21 +26,25 @@ from floodmark.replication.election import AlterPartitionRequest
 from floodmark.replication.epochs import EpochEndOffset
 from floodmark.replication.partition import (
     AssignEpoch,
+    CheckpointHighWatermark,
     Effect,
     FetchDecision,
     FetchResponse,
+    FlushLog,
     FollowerAction,
     FollowerActionKind,
     FollowerFetch,
     HighWatermarkChanged,
     LogView,
     Partition,
+    PartitionConfig,
     ProposeIsr,
     TruncateTo,
     WakeFollowerFetches,
 )
 from floodmark.replication.producer_state import AbortedTxn
 from floodmark.replication.purgatory import CompleteProduce
+from floodmark.replication.schedule import PeriodicWork
 
 Records = bytes | bytearray | memoryview
 ReadBatches = Callable[[int, int], Records]
@@ -112,12 +116,35 @@ class ReplicaPorts(Protocol):
     def follower_appended(self, records: bytes | bytearray | memoryview) -> None:
         """Records fetched from the leader are in the log."""
 
+    def flush_log(self) -> None:
+        """The flush check is due: apply the log's flush policy (the simulator: the OS writes
+        the page cache back) and record the recovery point."""
+
+    def checkpoint_high_watermark(self, high_watermark: int) -> None:
+        """The HW checkpoint is due (a broker gathers its partitions' into one write)."""
+
 
 @dataclass(eq=False, slots=True)
 class ReplicaDriver:
     partition: Partition
     log: ReplicaLog
     ports: ReplicaPorts
+
+    @classmethod
+    def open(cls, config: PartitionConfig, log: ReplicaLog, ports: ReplicaPorts, *,
+             checkpointed_high_watermark: int, now_ms: int,
+             first_due: Mapping[PeriodicWork, int] | None = None) -> ReplicaDriver:
+        """A replica at process start, the one way every runner opens one: the core with the
+        HW checkpoint clamped to the recovered log, the producer table and the
+        aborted-transaction index rebuilt from the log (``load_producer_state``), the periodic
+        work's timers armed from ``now_ms``. Its role comes with the first metadata."""
+        partition = Partition(config)
+        partition.high_watermark = Partition.clamp_high_watermark(checkpointed_high_watermark,
+                                                                  log)
+        driver = cls(partition, log, ports)
+        driver.load_producer_state()
+        partition.start_timers(now_ms, first_due)
+        return driver
 
     def apply(self, effects: Iterable[Effect]) -> None:
         for effect in effects:
@@ -135,8 +162,20 @@ class ReplicaDriver:
                 self.ports.propose_isr(effect.request)
             elif isinstance(effect, WakeFollowerFetches):
                 self.ports.wake_follower_fetches()
+            elif isinstance(effect, FlushLog):
+                self.ports.flush_log()
+            elif isinstance(effect, CheckpointHighWatermark):
+                self.ports.checkpoint_high_watermark(effect.high_watermark)
             else:  # pragma: no cover - the Effect union is closed
                 raise TypeError(f"unknown effect {effect!r}")
+
+    # -- the core's timers: the runner calls ``tick`` when ``next_deadline_ms`` is due ----------
+    def next_deadline_ms(self) -> int | None:
+        return self.partition.next_deadline_ms()
+
+    def tick(self, now_ms: int) -> None:
+        """The periodic work due at ``now_ms`` (``Partition.tick``), carried out."""
+        self.apply(self.partition.tick(self.log, now_ms))
 
     def load_producer_state(self) -> None:
         """At open (the log recovered, the HW loaded): rebuild the producer table from the

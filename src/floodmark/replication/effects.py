@@ -52,8 +52,24 @@ class WakeFollowerFetches:
     ``tryCompleteDelayedRequests``; the runner re-runs ``handle_follower_fetch`` for each."""
 
 
+@dataclass(frozen=True, slots=True)
+class FlushLog:
+    """The periodic flush check is due (``schedule.PeriodicWork.FLUSH``): the runner applies
+    its log's flush policy (``Log.maybe_flush``; the simulator's OS writes its page cache
+    back) and records the recovery point."""
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointHighWatermark:
+    """The periodic HW checkpoint is due (``schedule.PeriodicWork.CHECKPOINT``): write
+    ``high_watermark`` to ``replication-offset-checkpoint`` (a broker writes every partition's
+    in one file, once per tick)."""
+
+    high_watermark: int
+
+
 Effect = (AssignEpoch | TruncateTo | HighWatermarkChanged | CompleteProduce | ProposeIsr
-          | WakeFollowerFetches)
+          | WakeFollowerFetches | FlushLog | CheckpointHighWatermark)
 
 
 # -- requests and answers ----------------------------------------------------------------------
@@ -130,9 +146,25 @@ class FollowerActionKind(enum.Enum):
     IGNORE = "ignore"  # stale response for an older epoch
 
 
+class NextFetch(enum.Enum):
+    """When a follower sends its next request, after an answer was carried out."""
+
+    NOW = "now"
+    AFTER_BACKOFF = "after-backoff"  # replica.fetch.backoff.ms
+    ON_NEW_METADATA = "on-new-metadata"  # fenced: the next metadata restarts fetching
+
+
 @dataclass(frozen=True, slots=True)
 class FollowerAction:
     kind: FollowerActionKind
     offset: int = -1
     backoff: bool = False
     reason: str = ""
+
+    @property
+    def next_fetch(self) -> NextFetch:
+        """The one rule both fetch loops (the broker's ``ReplicaFetcher``, the simulator's
+        broker) follow after an answer to a fetch or an epoch query."""
+        if self.kind is FollowerActionKind.STOP:
+            return NextFetch.ON_NEW_METADATA
+        return NextFetch.AFTER_BACKOFF if self.backoff else NextFetch.NOW

@@ -20,8 +20,8 @@ Driving it, leader side::
                                  now_ms, timeout_ms)
     decision = p.handle_follower_fetch(log, fetch, now_ms)   # then read and answer:
     #   ReplicaDriver.answer_follower_fetch does both, for a new fetch and a parked one alike
-    effects = p.maybe_shrink_isr(log, now_ms)       # every replica.lag.time.max.ms / 2
-    effects = p.expire_produces(now_ms)
+    effects = p.tick(log, now_ms)       # at p.next_deadline_ms(): ISR shrink, produce
+                                        # timeouts, FlushLog, CheckpointHighWatermark
     effects = p.handle_alter_partition_response(log, proposal, error, registration, now_ms)
 
 Follower side::
@@ -53,14 +53,17 @@ from floodmark.replication import fencing
 from floodmark.replication import isr as isr_rules
 from floodmark.replication.effects import (
     AssignEpoch,
+    CheckpointHighWatermark,
     Effect,
     EpochQuery,
     FetchDecision,
     FetchResponse,
+    FlushLog,
     FollowerAction,
     FollowerActionKind,
     FollowerFetch,
     HighWatermarkChanged,
+    NextFetch,
     ProposeIsr,
     TruncateTo,
     WakeFollowerFetches,
@@ -82,6 +85,7 @@ from floodmark.replication.isr import (
 from floodmark.replication.modes import DEFAULT_TRUNCATION, Truncation
 from floodmark.replication.producer_state import ProducerStateTable
 from floodmark.replication.purgatory import CompleteProduce, DelayedProduce, ProducePurgatory
+from floodmark.replication.schedule import PeriodicWork, Schedule
 from floodmark.replication.truncation import (
     FetchValidation,
     leader_end_offset_for,
@@ -96,11 +100,13 @@ __all__ = [
     "ACKS_LEADER",
     "ACKS_NONE",
     "AssignEpoch",
+    "CheckpointHighWatermark",
     "Effect",
     "EpochQuery",
     "FetchDecision",
     "FetchPhase",
     "FetchResponse",
+    "FlushLog",
     "FollowerAction",
     "FollowerActionKind",
     "FollowerFetch",
@@ -108,6 +114,7 @@ __all__ = [
     "HighWatermarkChanged",
     "LeaderState",
     "LogView",
+    "NextFetch",
     "Partition",
     "PartitionConfig",
     "ProposeIsr",
@@ -143,6 +150,21 @@ class PartitionConfig:
     min_insync_replicas: int = 1
     replica_lag_time_max_ms: int = 30_000
     truncation: Truncation = DEFAULT_TRUNCATION
+    flush_check_interval_ms: int | None = None
+    """How often the runner applies the log's flush policy (``FlushLog``); None: never."""
+    checkpoint_interval_ms: int | None = None
+    """How often the HW is checkpointed (``CheckpointHighWatermark``); None: never."""
+
+    def schedule(self) -> Schedule:
+        """The periodic work of a replica with this config (``replication.schedule``): the ISR
+        check every ``replica.lag.time.max.ms`` / 2 (Kafka's isr-expiration task), the flush
+        check and the HW checkpoint where an interval is given."""
+        intervals = {PeriodicWork.ISR_CHECK: max(1, self.replica_lag_time_max_ms // 2)}
+        if self.flush_check_interval_ms is not None:
+            intervals[PeriodicWork.FLUSH] = self.flush_check_interval_ms
+        if self.checkpoint_interval_ms is not None:
+            intervals[PeriodicWork.CHECKPOINT] = self.checkpoint_interval_ms
+        return Schedule(intervals)
 
 
 # -- role states -------------------------------------------------------------------------------
@@ -187,6 +209,9 @@ class Partition:
     local_broker_epoch: int = -1
     producers: ProducerStateTable = field(default_factory=ProducerStateTable)
     """Idempotence and open transactions, rebuilt from the log; the LSO is read from it."""
+    schedule: Schedule | None = field(default=None, init=False)
+    """The periodic work's timers (``next_deadline_ms`` / ``tick``), armed by ``start_timers``
+    (a replica the model checker builds for one step has none)."""
 
     # -- views -------------------------------------------------------------------------------
     @property
@@ -397,6 +422,36 @@ class Partition:
             phase=phase,
         )
         self._log("became follower of %d", registration.leader)
+        return effects
+
+    # -- timers: the periodic work (``replication.schedule``) ----------------------------------
+    def start_timers(self, now_ms: int,
+                     first_due: Mapping[PeriodicWork, int] | None = None) -> None:
+        """Arm the periodic work from ``now_ms`` (at open; the timers do not survive a restart,
+        as no process's do)."""
+        self.schedule = self.config.schedule()
+        self.schedule.start(now_ms, first_due)
+
+    def next_deadline_ms(self) -> int | None:
+        """When ``tick`` has work next: a periodic task, or the first parked produce's timeout.
+        None: nothing, until an input arrives (and the runner asks again after each input)."""
+        periodic = None if self.schedule is None else self.schedule.next_deadline_ms()
+        return min((d for d in (periodic, self.purgatory.next_deadline_ms()) if d is not None),
+                   default=None)
+
+    def tick(self, log: LogView, now_ms: int) -> list[Effect]:
+        """Do the work due at ``now_ms`` (call it at ``next_deadline_ms()`` or later): answer
+        the parked produces whose timeout passed (REQUEST_TIMED_OUT), propose an ISR shrink for
+        replicas lagging more than ``replica.lag.time.max.ms``, and say when the log's flush
+        check and the HW checkpoint are due."""
+        effects = self.expire_produces(now_ms)
+        for work in () if self.schedule is None else self.schedule.take_due(now_ms):
+            if work is PeriodicWork.ISR_CHECK:
+                effects.extend(self.maybe_shrink_isr(log, now_ms))
+            elif work is PeriodicWork.FLUSH:
+                effects.append(FlushLog())
+            else:
+                effects.append(CheckpointHighWatermark(self.high_watermark))
         return effects
 
     # -- leader: produce ---------------------------------------------------------------------

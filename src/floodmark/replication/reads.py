@@ -7,6 +7,8 @@ transactions overlapping what was read (the client skips their records).
 
 ``read_bound`` is the pure decision; ``read_for_fetch`` carries it out against a log that can
 read whole batches and search its aborted-transaction index (``floodmark.storage.Log`` fits).
+A leader that stepped down for clients (``replication.lease``) answers a consumer
+NOT_LEADER_OR_FOLLOWER before anything else; a replica or tool (``LOG_END``) still reads.
 A follower's fetch on the leader is another rule (``Partition.handle_follower_fetch``: it records
 the follower's progress and may answer a diverging epoch).
 """
@@ -58,8 +60,11 @@ class ReadBound:
 
 
 def read_bound(partition: Partition, log: LogView, fetch_offset: int, current_leader_epoch: int,
-               isolation: FetchIsolation) -> ReadBound:
-    """Fence, range-check and bound a read at ``fetch_offset``."""
+               isolation: FetchIsolation, *, stepped_down: bool = False) -> ReadBound:
+    """Fence, range-check and bound a read at ``fetch_offset``. ``stepped_down``: this broker
+    stepped down for clients (``replication.lease.steps_down``)."""
+    if stepped_down and isolation is not FetchIsolation.LOG_END:
+        return ReadBound(ErrorCode.NOT_LEADER_OR_FOLLOWER, isolation)
     error = fencing.check_leader_request(partition.leader_epoch, current_leader_epoch,
                                          is_leader=partition.is_leader)
     if error is not ErrorCode.NONE:
@@ -110,11 +115,12 @@ class FetchRead:
 
 def read_for_fetch(partition: Partition, log: ReadableLog, fetch_offset: int,
                    current_leader_epoch: int, isolation: FetchIsolation, max_bytes: int | None,
-                   *, lazy_min_bytes: int | None = None) -> FetchRead:
-    """Decide and read. ``max_bytes`` None: the response has no room left, nothing is read
+                   *, lazy_min_bytes: int | None = None, stepped_down: bool = False) -> FetchRead:
+    """Decide and read (``read_bound``). ``max_bytes`` None: the response has no room left, nothing is read
     (the first partition with data may still exceed a small ``max_bytes`` by one whole batch,
     KIP-74: the storage's rule)."""
-    bound = read_bound(partition, log, fetch_offset, current_leader_epoch, isolation)
+    bound = read_bound(partition, log, fetch_offset, current_leader_epoch, isolation,
+                       stepped_down=stepped_down)
     if bound.error is not ErrorCode.NONE:
         return FetchRead(bound, bound.error)
     committed = isolation is FetchIsolation.TXN_COMMITTED

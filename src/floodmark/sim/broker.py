@@ -15,13 +15,7 @@ from typing import Any, ClassVar, Protocol
 
 from floodmark.client.fetch import READ_COMMITTED
 from floodmark.errors import ErrorCode, KafkaError
-from floodmark.records import (
-    AbortedTracker,
-    decode_batch,
-    iter_batches,
-    read_end_txn_marker,
-    simple_batch,
-)
+from floodmark.records import AbortedTracker, iter_batches, simple_batch
 from floodmark.replication import lease
 from floodmark.replication.controller_session import ControllerSession
 from floodmark.replication.driver import ReplicaDriver
@@ -30,9 +24,10 @@ from floodmark.replication.partition import (
     ACKS_NONE,
     Effect,
     EpochQuery,
+    FollowerAction,
     FollowerActionKind,
     FollowerState,
-    LeaderState,
+    NextFetch,
     Partition,
     PartitionConfig,
 )
@@ -42,10 +37,13 @@ from floodmark.replication.produce import (
     write_marker_as_leader,
 )
 from floodmark.replication.purgatory import CompleteProduce
-from floodmark.replication.reads import FetchIsolation, FetchRead, read_for_fetch
+from floodmark.replication.reads import FetchIsolation, read_for_fetch
+from floodmark.replication.schedule import PeriodicWork
 from floodmark.sim import messages as m
+from floodmark.sim import replica_view
 from floodmark.sim.config import SimConfig
 from floodmark.sim.network import Network
+from floodmark.sim.replica_view import Entry, LogMirror, decode_entries, marker_label
 from floodmark.sim.world import World
 from floodmark.storage.checkpoints import OffsetCheckpointFile, TopicPartition
 from floodmark.storage.config import LogConfig
@@ -75,31 +73,6 @@ logger = logging.getLogger("floodmark.sim")
 DATA_DIR = "/data"
 HW_CHECKPOINT = f"{DATA_DIR}/replication-offset-checkpoint"
 RECOVERY_CHECKPOINT = f"{DATA_DIR}/recovery-point-offset-checkpoint"
-
-Entry = tuple[int, str]  # (leader epoch stamped in the batch, value)
-
-
-def marker_label(producer_id: int, committed: bool) -> str:
-    """How a transaction marker shows in the mirror and the step tables."""
-    return f"{'COMMIT' if committed else 'ABORT'}(p{producer_id})"
-
-
-def decode_entries(buffer: bytes | bytearray | memoryview) -> list[tuple[int, int, str]]:
-    """(offset, epoch, value) for every record in a run of batches (a marker as its label)."""
-    out: list[tuple[int, int, str]] = []
-    for position, header in iter_batches(buffer, validate=False):
-        _, records = decode_batch(buffer, position, validate=False)
-        epoch = header.partition_leader_epoch
-        if header.is_control:
-            committed = read_end_txn_marker(header).committed
-            label = marker_label(header.producer_id, committed)
-            out.extend((r.offset, epoch, label) for r in records)
-            continue
-        for record in records:
-            value = record.value.decode() if record.value is not None else ""
-            out.append((record.offset, epoch, value))
-    return out
-
 
 @dataclass(slots=True)
 class ParkedFetch:
@@ -133,9 +106,10 @@ class SimBroker:
             unsafe_ack_duplicates_before_commit=self.config.unsafe_ack_duplicates_before_commit,
             kafka_aborted_batch_duplicates=self.config.kafka_aborted_batch_duplicates,
         )
-        self.entries: list[Entry] = []  # mirror of the log: index = offset
+        self.mirror = LogMirror()  # the log as (epoch, value) entries: index = offset
         self.parked: list[ParkedFetch] = []
         self.woken = False  # WakeFollowerFetches in this step: ask the parked fetches again
+        self._tick_at: int | None = None  # when the node's timer fires next (``_arm_tick``)
         self.deferred: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
         self.fetch_session = 0
         self.fetch_inflight = False
@@ -175,7 +149,9 @@ class SimBroker:
         )
         checkpointed = OffsetCheckpointFile(self.fs, HW_CHECKPOINT).read().get(self.tp, 0)
         cfg = self.config
-        self.partition = Partition(
+        # The core's timers (ISR check, HW checkpoint, the OS writing its page cache back at a
+        # random phase) run in autonomous worlds only (``_arm_tick``): a script steps by hand.
+        self.driver = ReplicaDriver.open(
             PartitionConfig(
                 topic=cfg.topic,
                 partition=cfg.partition,
@@ -183,13 +159,12 @@ class SimBroker:
                 min_insync_replicas=cfg.min_insync_replicas,
                 replica_lag_time_max_ms=cfg.replica_lag_time_max_ms,
                 truncation=cfg.truncation,
+                flush_check_interval_ms=cfg.os_flush_interval_ms if cfg.autonomous else None,
+                checkpoint_interval_ms=cfg.hw_checkpoint_interval_ms if cfg.autonomous else None,
             ),
-        )
-        self.partition.high_watermark = Partition.clamp_high_watermark(checkpointed, self.log)
-        self.driver = ReplicaDriver(self.partition, self.log, self)
-        self.entries = [(epoch, value) for _o, epoch, value in decode_entries(self.log.read_all())]
-        assert len(self.entries) == self.log.log_end_offset, "mirror out of step with the log"
-        self.driver.load_producer_state()
+            self.log, self, checkpointed_high_watermark=checkpointed, now_ms=now)
+        self.partition = self.driver.partition
+        self.mirror.load(self.log)
         self.parked = []
         self.woken = False
         self.deferred = []
@@ -210,12 +185,15 @@ class SimBroker:
             m.Register(self.broker_id, self.incarnation, self.lost_data_on_crash,
                        self.world.now_ms),
         )
+        self._tick_at = None
         if cfg.autonomous:
             self._timer(cfg.heartbeat_interval_ms, self._heartbeat_tick)
-            self._timer(cfg.replica_lag_time_max_ms // 2, self._shrink_tick)
-            self._timer(cfg.hw_checkpoint_interval_ms, self._checkpoint_tick)
-            self._timer(self.world.rng.randint(1, cfg.os_flush_interval_ms), self._flush_tick)
-            self._timer(50, self._expire_tick)
+            self.partition.start_timers(now, {
+                PeriodicWork.ISR_CHECK: now + cfg.replica_lag_time_max_ms // 2,
+                PeriodicWork.CHECKPOINT: now + cfg.hw_checkpoint_interval_ms,
+                PeriodicWork.FLUSH: now + self.world.rng.randint(1, cfg.os_flush_interval_ms),
+            })
+            self._arm_tick()
 
     def shutdown(self) -> None:
         """A clean shutdown: the log flushed and closed, the recovery point and the HW
@@ -261,7 +239,7 @@ class SimBroker:
             deferred, self.deferred = self.deferred, []
             for fn, args in deferred:
                 fn(*args)
-            self._answer_woken_fetches()
+            self._after_step()
             self.net.resume(self.name)
 
     def _timer(self, delay_ms: int, fn: Callable[..., None], *args: Any) -> None:
@@ -274,8 +252,35 @@ class SimBroker:
             self.deferred.append((fn, args))
             return
         fn(*args)
-        self._answer_woken_fetches()
+        self._after_step()
         self.cluster.after_broker_event(self)
+
+    def _after_step(self) -> None:
+        """After every input: the parked fetches the core woke are asked again, and the node's
+        timer is set for its next deadline."""
+        self._answer_woken_fetches()
+        self._arm_tick()
+
+    def _arm_tick(self) -> None:
+        """Schedule the core's ``tick`` at ``next_deadline_ms`` (autonomous worlds; a scripted
+        one runs each step by hand). An earlier pending wake-up stays: it re-arms."""
+        if not self.config.autonomous or not self.alive or self.driver is None:
+            return
+        deadline = self.driver.next_deadline_ms()
+        if deadline is None:
+            return
+        now = self.world.now_ms
+        when = max(now, deadline)
+        if self._tick_at is not None and now <= self._tick_at <= when:
+            return
+        self._tick_at = when
+        self._timer(when - now, self._tick, when)
+
+    def _tick(self, when: int) -> None:
+        if when != self._tick_at or self.driver is None:
+            return  # superseded by an earlier wake-up
+        self._tick_at = None
+        self.driver.tick(self.world.now_ms)
 
     # -- periodic work ------------------------------------------------------------------------
     def _heartbeat_tick(self) -> None:
@@ -313,27 +318,6 @@ class SimBroker:
         if down:
             assert self.partition is not None
             self.apply(self.partition.fail_waiting_produces())
-
-    def _shrink_tick(self) -> None:
-        assert self.partition is not None and self.log is not None
-        self.apply(self.partition.maybe_shrink_isr(self.log, self.world.now_ms))
-        self._timer(self.config.replica_lag_time_max_ms // 2, self._shrink_tick)
-
-    def _checkpoint_tick(self) -> None:
-        self.checkpoint_hw()
-        self._timer(self.config.hw_checkpoint_interval_ms, self._checkpoint_tick)
-
-    def _flush_tick(self) -> None:
-        self.flush()
-        self._timer(self.config.os_flush_interval_ms, self._flush_tick)
-
-    def _expire_tick(self) -> None:
-        assert self.partition is not None
-        self.apply(self.partition.expire_produces(self.world.now_ms))
-        now = self.world.now_ms
-        if any(p.deadline_ms <= now for p in self.parked):
-            self._complete_parked(lambda p: p.deadline_ms <= now)
-        self._timer(50, self._expire_tick)
 
     def checkpoint_hw(self) -> None:
         if self.partition is not None:
@@ -373,17 +357,22 @@ class SimBroker:
         self.woken = True
 
     def log_truncated(self, before: int, after: int, reason: str, *, fully: bool) -> None:
+        self.mirror.truncate(after, fully=fully)
         if fully:
-            self.entries = [(-1, "")] * after  # below the log start: unknown
             self.world.record(f"{self.name} truncate fully, start at {after}")
         else:
-            del self.entries[after:]
             self.world.record(f"{self.name} truncate to {after} (LEO {before}->{after}): {reason}")
         if after < before:
             self.cluster.on_truncate(self, after, before)
 
     def follower_appended(self, records: bytes | bytearray | memoryview) -> None:
-        self.entries.extend((epoch, value) for _o, epoch, value in decode_entries(records))
+        self.mirror.append_records(records)
+
+    def flush_log(self) -> None:
+        self.flush()
+
+    def checkpoint_high_watermark(self, high_watermark: int) -> None:
+        self.checkpoint_hw()
 
     def _send_alter_partition(self, request: AlterPartitionRequest) -> None:
         """Send an ISR proposal; resend it while it is still pending after a request timeout
@@ -406,7 +395,7 @@ class SimBroker:
         if handler is None:
             raise TypeError(f"{self.name}: unexpected message {message!r}")
         handler(self, src, message)
-        self._answer_woken_fetches()
+        self._after_step()
         self.cluster.after_broker_event(self)
 
     def _on_register_reply(self, src: str, msg: m.RegisterReply) -> None:
@@ -499,7 +488,7 @@ class SimBroker:
         )
         if result.appended:
             self.cluster.on_leader_append(self, p.leader_epoch)
-            self.entries.append((p.leader_epoch, msg.value))
+            self.mirror.append(p.leader_epoch, msg.value)
             self.world.record(
                 f"{self.name} append {result.base_offset}:e{p.leader_epoch}:{msg.value} "
                 f"acks={msg.acks}"
@@ -529,7 +518,7 @@ class SimBroker:
             produce_id=produce_id, now_ms=self.world.now_ms, timeout_ms=msg.timeout_ms)
         label = marker_label(msg.producer_id, msg.committed)
         if result.appended:
-            self.entries.append((p.leader_epoch, label))
+            self.mirror.append(p.leader_epoch, label)
             self.world.record(f"{self.name} append {result.base_offset}:e{p.leader_epoch}:{label}")
         if result.parked:
             self.produce_routes[produce_id] = (src, msg.produce_id, -1)
@@ -555,8 +544,17 @@ class SimBroker:
             self.net.send(self.name, src,
                           m.FetchReplyMsg(msg.session, answer.response, bytes(answer.records)))
             return
-        wait = self.config.fetch_wait_max_ms if self.config.autonomous else 10**12
-        self.parked.append(ParkedFetch(src, msg, self.world.now_ms + wait))
+        if not self.config.autonomous:  # a scenario releases it (``release_parked``)
+            self.parked.append(ParkedFetch(src, msg, 10**12))
+            return
+        parked = ParkedFetch(src, msg, self.world.now_ms + self.config.fetch_wait_max_ms)
+        self.parked.append(parked)
+        self._timer(self.config.fetch_wait_max_ms, self._fetch_wait_over, parked)
+
+    def _fetch_wait_over(self, parked: ParkedFetch) -> None:
+        """A parked follower fetch's ``replica.fetch.wait.max.ms`` ran out: asked again and
+        answered, whatever it holds (nothing, as a rule)."""
+        self._complete_parked(lambda p: p is parked)
 
     def _read_batches(self, start: int, upto: int) -> bytes:
         assert self.log is not None
@@ -620,10 +618,8 @@ class SimBroker:
         assert self.partition is not None and self.log is not None
         committed = msg.isolation_level == READ_COMMITTED
         read = read_for_fetch(self.partition, self.log, msg.offset, msg.current_leader_epoch,
-                              FetchIsolation.of(-1, committed), self.config.fetch_max_bytes)
-        if read.error is ErrorCode.NONE and self.steps_down():
-            # a leader that stepped down for clients (replication.lease) answers nothing
-            read = FetchRead(read.bound, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                              FetchIsolation.of(-1, committed), self.config.fetch_max_bytes,
+                              stepped_down=self.steps_down())
         bound = read.bound
         records: tuple[tuple[int, int, str], ...] = ()
         next_offset = msg.offset
@@ -676,10 +672,12 @@ class SimBroker:
     def _send_fetch_timer(self) -> None:
         self.send_fetch()
 
-    def _next_fetch_after(self, backoff: bool) -> None:
-        if self.manual_fetch:
+    def _next_fetch_after(self, action: FollowerAction) -> None:
+        """Fetch again as the answer's action says (``FollowerAction.next_fetch``)."""
+        after = action.next_fetch
+        if self.manual_fetch or after is NextFetch.ON_NEW_METADATA:
             return
-        if backoff:
+        if after is NextFetch.AFTER_BACKOFF:
             self._timer(self.config.fetch_backoff_ms, self._send_fetch_timer)
         else:
             self.send_fetch()
@@ -693,8 +691,8 @@ class SimBroker:
             f"{self.name} epoch answer e{msg.answer.epoch}@{msg.answer.end_offset} ({msg.error.name})"
         )
         assert self.driver is not None
-        action = self.driver.on_epoch_answer(msg.request_leader_epoch, msg.error, msg.answer)
-        self._next_fetch_after(action.kind is FollowerActionKind.RETRY)
+        self._next_fetch_after(
+            self.driver.on_epoch_answer(msg.request_leader_epoch, msg.error, msg.answer))
 
     def _on_fetch_reply(self, src: str, msg: m.FetchReplyMsg) -> None:
         if msg.session != self.fetch_session or not self.fetch_inflight:
@@ -706,7 +704,7 @@ class SimBroker:
             action = self.driver.on_fetch_response(response, msg.records, self.world.now_ms)
         except KafkaError as exc:
             self.world.record(f"{self.name} follower append rejected: {exc}")
-            self._next_fetch_after(True)
+            self._next_fetch_after(FollowerAction(FollowerActionKind.RETRY, backoff=True))
             return
         kind = action.kind
         if kind is FollowerActionKind.APPEND and msg.records:
@@ -720,8 +718,7 @@ class SimBroker:
             self.diverging_answers += 1
         elif kind in (FollowerActionKind.RETRY, FollowerActionKind.STOP):
             self.world.record(f"{self.name} fetch error {action.reason}")
-        if kind is not FollowerActionKind.STOP:
-            self._next_fetch_after(action.backoff)
+        self._next_fetch_after(action)
 
     _handlers: ClassVar[dict[type, Callable[[SimBroker, str, Any], None]]] = {
         m.RegisterReply: _on_register_reply,
@@ -739,30 +736,12 @@ class SimBroker:
     }
 
     # -- views for the checker and the step tables ----------------------------------------------
+    @property
+    def entries(self) -> list[Entry]:
+        return self.mirror.entries
+
     def snapshot(self) -> dict[str, Any]:
         """{"log": [[offset, epoch, value]...], "leo", "hw", "epochs", ...} of this replica."""
         if not self.alive or self.log is None or self.partition is None:
-            return {"log": [], "leo": -1, "hw": -1, "epochs": [], "alive": False}
-        p = self.partition
-        out: dict[str, Any] = {
-            "log": [[i, e, v] for i, (e, v) in enumerate(self.entries)],
-            "leo": self.log.log_end_offset,
-            "hw": p.high_watermark,
-            "lso": p.last_stable_offset,
-            "open_txns": {f"p{pid}": first
-                          for pid, first in sorted(p.producers.open_transactions().items())},
-            "epochs": self.log.epoch_cache.as_pairs(),
-            "alive": True,
-            "role": "leader"
-            if isinstance(p.role, LeaderState)
-            else "follower"
-            if p.role
-            else "none",
-            "leader_epoch": p.leader_epoch,
-        }
-        if p.is_leader:
-            out["remote_leos"] = {
-                self.cluster.name_of(r): leo for r, leo in p.remote_log_end_offsets().items()
-            }
-            out["isr"] = [self.cluster.name_of(r) for r in p.isr]
-        return out
+            return dict(replica_view.DOWN)
+        return replica_view.snapshot(self.partition, self.log, self.mirror, self.cluster.name_of)

@@ -52,7 +52,6 @@ from floodmark.controller.snapshot import (
     snapshot_epoch,
 )
 from floodmark.sim import quorum_invariants as inv
-from floodmark.sim.broker import decode_entries
 from floodmark.sim.network import Network, NetworkConfig, PartitionMode
 from floodmark.sim.quorum_invariants import (
     Entry,
@@ -62,6 +61,7 @@ from floodmark.sim.quorum_invariants import (
     other_leader,
     under_replicated,
 )
+from floodmark.sim.replica_view import decode_entries
 from floodmark.sim.world import World
 from floodmark.storage.config import LogConfig
 from floodmark.storage.fs import MemoryFileSystem

@@ -18,10 +18,10 @@ from floodmark.replication.modes import Truncation
 from floodmark.replication.partition import ACKS_ALL, EpochQuery, FollowerFetch
 from floodmark.replication.transactions.state import TxnState
 from floodmark.sim import messages as m
-from floodmark.sim.broker import marker_label
 from floodmark.sim.cluster import Cluster
 from floodmark.sim.config import SimConfig
 from floodmark.sim.network import NetworkConfig, PartitionMode
+from floodmark.sim.replica_view import marker_label
 from floodmark.sim.txn_coordinator import SimTxnCoordinator
 
 CONTROLLER = "controller"

@@ -39,10 +39,10 @@ from floodmark.replication.transactions.coordinator import (
 from floodmark.replication.transactions.driver import MarkerPolicy, TxnDriver
 from floodmark.replication.transactions.state import Partition, TxnMetadata, TxnState
 from floodmark.sim import messages as m
-from floodmark.sim.broker import marker_label
 from floodmark.sim.clients import ProduceOutcome
 from floodmark.sim.config import SimConfig
 from floodmark.sim.network import Network
+from floodmark.sim.replica_view import marker_label
 from floodmark.sim.world import World
 
 NAME = "txn-coordinator"

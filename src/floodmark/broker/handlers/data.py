@@ -258,7 +258,8 @@ def _count_produce_errors(broker: HandlerContext,
 
 # -- Fetch -----------------------------------------------------------------------------------------
 def _read_partition(ps: PartitionState | None, p: WireRequest, replica_id: int,
-                    budget: int, lazy: bool = False, isolation: int = 0) -> FetchPartitionResult:
+                    budget: int, lazy: bool = False, isolation: int = 0, *,
+                    stepped_down: bool = False) -> FetchPartitionResult:
     """One partition of a Fetch that is not a follower's: the read rule is the replication
     layer's (``replication.reads``); this translates its answer to the wire."""
     index = int(p.partition)
@@ -270,7 +271,7 @@ def _read_partition(ps: PartitionState | None, p: WireRequest, replica_id: int,
         ps.core, ps.log, int(p.fetch_offset), int(getattr(p, "current_leader_epoch", -1)),
         FetchIsolation.of(replica_id, isolation == READ_COMMITTED),
         min(int(p.partition_max_bytes), budget) if budget > 0 else None,
-        lazy_min_bytes=LAZY_MIN_BYTES if lazy else None)
+        lazy_min_bytes=LAZY_MIN_BYTES if lazy else None, stepped_down=stepped_down)
     bound = read.bound
     if read.error is not ErrorCode.NONE:
         return FetchPartitionResult(index, read.error, bound.high_watermark,
@@ -335,16 +336,10 @@ def _fetch_once(broker: HandlerContext, plan: FetchPlan, budget: int, replica_id
                 errors = True
                 continue
             ps = broker.partitions.get((name, int(p.partition)))
-            if ps is not None and replica_id < 0 and broker.membership.steps_down(ps.core, now):
-                # A consumer's fetch at a leader that stepped down (replication.lease); its
-                # followers' fetches are served as before (leader epochs fence them).
-                parts.append(FetchPartitionResult(
-                    int(p.partition), ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1, -1, None))
-                errors = True
-                continue
             # KIP-74: the first partition with data may exceed max_bytes by one whole batch.
             out = _read_partition(ps, p, replica_id, budget - total if total else max(budget, 1),
-                                  lazy, isolation)
+                                  lazy, isolation, stepped_down=ps is not None
+                                  and broker.membership.steps_down(ps.core, now))
             n = len(out.records) if out.records else 0
             total += n
             errors = errors or out.error_code != 0

@@ -1,0 +1,89 @@
+"""What the checker and the step tables see of one simulated replica: a mirror of its log as
+(epoch, value) entries, decoded from the bytes the storage holds, and a snapshot of its state.
+
+No rule lives here: the replica's state is the shared core's (``replication.Partition``) and
+its log is the real storage's; this only reads them in the simulator's vocabulary (a record's
+value as text, a transaction marker as ``COMMIT(p7)``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from floodmark.records import decode_batch, iter_batches, read_end_txn_marker
+from floodmark.replication.partition import LeaderState, Partition
+from floodmark.storage.log import Log
+
+Entry = tuple[int, str]  # (leader epoch stamped in the batch, value)
+
+
+def marker_label(producer_id: int, committed: bool) -> str:
+    """How a transaction marker shows in the mirror and the step tables."""
+    return f"{'COMMIT' if committed else 'ABORT'}(p{producer_id})"
+
+
+def decode_entries(buffer: bytes | bytearray | memoryview) -> list[tuple[int, int, str]]:
+    """(offset, epoch, value) for every record in a run of batches (a marker as its label)."""
+    out: list[tuple[int, int, str]] = []
+    for position, header in iter_batches(buffer, validate=False):
+        _, records = decode_batch(buffer, position, validate=False)
+        epoch = header.partition_leader_epoch
+        if header.is_control:
+            committed = read_end_txn_marker(header).committed
+            label = marker_label(header.producer_id, committed)
+            out.extend((r.offset, epoch, label) for r in records)
+            continue
+        for record in records:
+            value = record.value.decode() if record.value is not None else ""
+            out.append((record.offset, epoch, value))
+    return out
+
+
+@dataclass(slots=True)
+class LogMirror:
+    """The log's entries, index = offset, kept in step with every append and truncation."""
+
+    entries: list[Entry] = field(default_factory=list)
+
+    def load(self, log: Log) -> None:
+        self.entries = [(epoch, value) for _o, epoch, value in decode_entries(log.read_all())]
+        assert len(self.entries) == log.log_end_offset, "mirror out of step with the log"
+
+    def append(self, epoch: int, value: str) -> None:
+        self.entries.append((epoch, value))
+
+    def append_records(self, records: bytes | bytearray | memoryview) -> None:
+        self.entries.extend((epoch, value) for _o, epoch, value in decode_entries(records))
+
+    def truncate(self, after: int, *, fully: bool) -> None:
+        if fully:
+            self.entries = [(-1, "")] * after  # below the log start: unknown
+        else:
+            del self.entries[after:]
+
+
+DOWN: dict[str, Any] = {"log": [], "leo": -1, "hw": -1, "epochs": [], "alive": False}
+
+
+def snapshot(partition: Partition, log: Log, mirror: LogMirror,
+             name_of: Callable[[int], str]) -> dict[str, Any]:
+    """{"log": [[offset, epoch, value]...], "leo", "hw", "epochs", ...} of a live replica."""
+    p = partition
+    out: dict[str, Any] = {
+        "log": [[i, e, v] for i, (e, v) in enumerate(mirror.entries)],
+        "leo": log.log_end_offset,
+        "hw": p.high_watermark,
+        "lso": p.last_stable_offset,
+        "open_txns": {f"p{pid}": first
+                      for pid, first in sorted(p.producers.open_transactions().items())},
+        "epochs": log.epoch_cache.as_pairs(),
+        "alive": True,
+        "role": "leader" if isinstance(p.role, LeaderState) else "follower" if p.role else "none",
+        "leader_epoch": p.leader_epoch,
+    }
+    if p.is_leader:
+        out["remote_leos"] = {name_of(r): leo for r, leo in p.remote_log_end_offsets().items()}
+        out["isr"] = [name_of(r) for r in p.isr]
+    return out
