@@ -22,12 +22,8 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from floodmark.client.fetch import (
-    READ_COMMITTED,
-    READ_UNCOMMITTED,
-    FetchedPartition,
-    visible_records,
-)
+from floodmark.client.fetch import FetchedPartition, visible_records
+from floodmark.constants import READ_COMMITTED, READ_UNCOMMITTED
 from floodmark.records import Record, build_batch
 from floodmark.replication.driver import ReplicaDriver
 from floodmark.replication.election import PartitionRegistration

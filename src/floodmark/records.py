@@ -24,16 +24,14 @@ from dataclasses import dataclass, field
 import crc32c
 
 from floodmark.compression import Compression, CompressionError, compress, decompress
+from floodmark.constants import NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from floodmark.errors import CorruptDataError
 
 HEADER_SIZE = 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength: the bytes not counted in batchLength
 MAGIC_V2 = 2
 NO_TIMESTAMP = -1
-NO_PRODUCER_ID = -1
-NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
-NO_PARTITION_LEADER_EPOCH = -1
 
 BASE_OFFSET_POS = 0
 LENGTH_POS = 8

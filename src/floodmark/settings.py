@@ -392,8 +392,6 @@ def _setting(name: str, default: Any) -> Setting:
     return Setting(name, default, kind, name in DYNAMIC)
 
 
-
-
 def eligible_leader_replicas_enabled(value: Any) -> bool:
     """``eligible.leader.replicas.version`` (text or typed) as on/off; ValueError with Kafka's
     wording for anything but a known version."""

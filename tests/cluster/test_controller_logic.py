@@ -220,7 +220,6 @@ def test_records_about_an_older_incarnation_are_ignored() -> None:
     assert image.brokers[1].fenced and 1 in image.ineligible()
 
 
-
 def test_dynamic_broker_configs_are_records_and_the_default_drives_unclean_election() -> None:
     """KIP-226 in the controller: each resource's whole set is one record (replayed by any
     image); an empty set removes it; the cluster-wide default's unclean.leader.election.enable

@@ -13,9 +13,10 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from floodmark.client.cluster import ClusterClient
-from floodmark.client.fetch import LATEST_TIMESTAMP, READ_COMMITTED, FetchClient
+from floodmark.client.fetch import FetchClient
 from floodmark.client.replica_state import replica_state
 from floodmark.client.transactions import write_txn_marker
+from floodmark.constants import LATEST_TIMESTAMP, READ_COMMITTED
 from floodmark.replication.producer_state import AbortedTxn
 from floodmark.storage.txn_index import decode_entries
 from tests.cluster.helpers import start_cluster, wait_until

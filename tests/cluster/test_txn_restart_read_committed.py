@@ -37,8 +37,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
-from floodmark.client.fetch import READ_COMMITTED, FetchClient, OffsetBounds
+from floodmark.client.fetch import FetchClient, OffsetBounds
 from floodmark.cluster import LocalCluster, waiting
+from floodmark.constants import READ_COMMITTED
 from floodmark.records import HEADER_SIZE, BatchHeader
 from floodmark.storage.segment import SCAN_CHUNK_BYTES
 from tests.cluster.helpers import cluster_progress, start_cluster, wait_progress

@@ -13,14 +13,9 @@ import uuid
 import pytest
 
 from floodmark.client.cluster import ClusterClient
-from floodmark.client.fetch import (
-    LATEST_TIMESTAMP,
-    READ_COMMITTED,
-    READ_UNCOMMITTED,
-    FetchClient,
-    visible_records,
-)
+from floodmark.client.fetch import FetchClient, visible_records
 from floodmark.client.transactions import MarkerRefused, write_txn_marker
+from floodmark.constants import LATEST_TIMESTAMP, READ_COMMITTED, READ_UNCOMMITTED
 from floodmark.errors import ErrorCode
 from floodmark.records import decode_records, iter_batches
 from tests.compat.txn_helpers import (

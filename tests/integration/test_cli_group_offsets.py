@@ -21,7 +21,6 @@ from tests.integration.conftest import Run
 pytestmark = pytest.mark.integration
 
 
-
 @pytest.fixture
 def fm(fm_in_process: Run) -> Run:
     """``fm(*argv) -> (exit status, stdout, stderr)`` (tests/integration/conftest.py)."""

@@ -19,6 +19,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from floodmark.constants import ACKS_ALL
 from floodmark.errors import ErrorCode
 from floodmark.replication.election import (
     AlterPartitionRequest,
@@ -28,7 +29,6 @@ from floodmark.replication.election import (
 )
 from floodmark.replication.epochs import EpochCache
 from floodmark.replication.partition import (
-    ACKS_ALL,
     AssignEpoch,
     Effect,
     FollowerFetch,

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from floodmark.client.fetch import READ_COMMITTED, FetchedPartition, visible_records
+from floodmark.client.fetch import FetchedPartition, visible_records
+from floodmark.constants import READ_COMMITTED
 from floodmark.errors import ErrorCode
 from floodmark.records import ControlType, EndTxnMarker, simple_batch
 from floodmark.replication.driver import ReplicaDriver

@@ -18,8 +18,8 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from floodmark.constants import NO_LEADER
 from floodmark.errors import ErrorCode
-from floodmark.replication.election import NO_LEADER
 from floodmark.replication.transactions import log as txn_log
 from floodmark.replication.transactions.coordinator import Reply, SendMarkers, TxnCoordinator
 from floodmark.replication.transactions.driver import MarkerPolicy, TxnDriver

@@ -36,7 +36,8 @@ from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
 from floodmark.client.connection import KafkaConnection
-from floodmark.client.fetch import READ_COMMITTED, FetchClient, visible_records
+from floodmark.client.fetch import FetchClient, visible_records
+from floodmark.constants import READ_COMMITTED
 from floodmark.errors import ErrorCode
 from floodmark.records import Record, build_batch
 

@@ -29,7 +29,8 @@ from dataclasses import dataclass
 import confluent_kafka as ck
 
 from floodmark.client.connection import KafkaConnection
-from floodmark.client.fetch import READ_COMMITTED, READ_UNCOMMITTED, FetchClient, visible_records
+from floodmark.client.fetch import FetchClient, visible_records
+from floodmark.constants import READ_COMMITTED, READ_UNCOMMITTED
 
 CREATE_TOPICS, FIND_COORDINATOR, METADATA = 19, 10, 3
 

@@ -6,10 +6,12 @@ from pathlib import Path
 
 import pytest
 
+from floodmark.constants import READ_COMMITTED
+
 pytest.importorskip("pyarrow")
 pytest.importorskip("numpy")
 
-from floodmark.client.fetch import READ_COMMITTED
+
 from floodmark.compression import Compression
 from floodmark.spark.options import (
     OptionError,

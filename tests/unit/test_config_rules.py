@@ -159,7 +159,6 @@ def test_a_floor_is_kept_exactly_by_the_topic_and_its_broker_default(
         check_value(broker_name, str(value))
 
 
-
 def test_a_record_from_before_a_rule_keeps_its_good_values() -> None:
     """A metadata record with a value the table refuses (written before the rule existed, as
     a topic's retention.ms=-5 was, or by hand) is applied without that value, and reported;

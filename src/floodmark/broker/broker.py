@@ -84,7 +84,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-
 PERIODIC_MIN_SLEEP_S = 0.01
 PERIODIC_MAX_SLEEP_S = 0.5
 FLUSH_CHECK_INTERVAL_MS = 500

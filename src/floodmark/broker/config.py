@@ -266,8 +266,6 @@ class BrokerConfig:
         return config
 
 
-
-
 def _flatten(table: Mapping[str, object], prefix: str = "") -> Configs:
     """TOML may write Kafka names quoted (``"log.segment.bytes" = 1``) or as tables; a list is
     Kafka's comma-separated LIST, any other TOML value (a date) its text."""

@@ -59,7 +59,7 @@ FINAL_COMMITTED_PROCESS = "final-rc"
 # Reads of the whole log before the brokers are restarted for the final read (ordinary reads)
 LIVE_PROCESS = "live"
 LIVE_COMMITTED_PROCESS = "live-rc"
-READ_COMMITTED = "read_committed"
+ISOLATION_READ_COMMITTED = "read_committed"  # the history's isolation field
 _MISSING: Any = object()
 
 Event = Mapping[str, Any]
@@ -185,7 +185,7 @@ def check(events: Sequence[Event], replicas: Replicas | None = None,
     # markers: their order is what read_committed polls saw
     seen_committed: dict[str, set[int]] = defaultdict(set)
     for _line_no, event in polls:
-        if event.get("isolation") == READ_COMMITTED:
+        if event.get("isolation") == ISOLATION_READ_COMMITTED:
             for topic, partition, offset, _value in event.get("records", []):
                 seen_committed[key_of(topic, int(partition))].add(int(offset))
     known_committed = {key: sorted(offsets) for key, offsets in seen_committed.items()}
@@ -310,7 +310,7 @@ def check(events: Sequence[Event], replicas: Replicas | None = None,
                         "process": process, "key": key, "offsets": [prev, offset],
                         "lines": lines})
                 else:
-                    positions = (known_committed if event.get("isolation") == READ_COMMITTED
+                    positions = (known_committed if event.get("isolation") == ISOLATION_READ_COMMITTED
                                  else known).get(key, [])
                     i = bisect.bisect_right(positions, prev)
                     if i < len(positions) and positions[i] < offset:
@@ -354,7 +354,6 @@ def _duplicate_class(ack: tuple[str, int | None, int] | None, definitely_failed:
     if ack is not None:
         return "acknowledged"
     return "failed" if definitely_failed else "unacknowledged"
-
 
 
 # -- the transactional workload -----------------------------------------------------------------
@@ -465,11 +464,11 @@ def check_txn(events: Sequence[Event], replicas: Replicas | None = None,
                 elif process == FINAL_COMMITTED_PROCESS:
                     committed_view[key][value] = int(offset)
                     committed_view_line.setdefault(value, line)
-                elif event.get("isolation") == READ_COMMITTED:
+                elif event.get("isolation") == ISOLATION_READ_COMMITTED:
                     other_reads[value].append((key, int(offset), line, str(process)))
         elif f == "final" and event.get("process") == FINAL_COMMITTED_PROCESS:
             rc_final, rc_final_line = event, line
-        elif f == "final" and event.get("isolation") == READ_COMMITTED:
+        elif f == "final" and event.get("isolation") == ISOLATION_READ_COMMITTED:
             rc_others.append((event, line))
 
     rc_hw: dict[str, int] = {}

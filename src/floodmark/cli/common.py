@@ -63,7 +63,6 @@ def _local_cluster_bootstrap(data_dir: str | Path) -> str:
     return load_cluster(data_dir).bootstrap
 
 
-
 def security_of(args: argparse.Namespace) -> ClientSecurity:
     """``--command-config``, else ``--data-dir``'s ``client.properties``, else PLAINTEXT. A file
     that does not parse is a one-line CliError (never a value from it)."""

@@ -40,10 +40,10 @@ from floodmark.cli.offset_specs import (
 from floodmark.client.cluster import ClusterClient, error_text
 from floodmark.client.connection import RequestFailed
 from floodmark.client.group import COORDINATOR_MOVED
+from floodmark.constants import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from floodmark.progress import Bars, add_progress_flag
 
 INACTIVE_STATES = frozenset({"Empty", "Dead"})
-EARLIEST, LATEST = -2, -1  # ListOffsets' timestamps
 
 
 def register(gsub: Any) -> None:
@@ -170,16 +170,16 @@ def _targets(args: argparse.Namespace, cluster: ClusterClient, group: str, topic
              now_ms: int) -> dict[int, int]:
     """The new offset of each partition of ``topic`` by the one mode given."""
     if args.to_earliest:
-        return offsets_at(cluster, topic, parts, EARLIEST)
+        return offsets_at(cluster, topic, parts, EARLIEST_TIMESTAMP)
     if args.to_latest:
-        return offsets_at(cluster, topic, parts, LATEST)
+        return offsets_at(cluster, topic, parts, LATEST_TIMESTAMP)
     if args.to_datetime is not None or args.by_duration is not None:
         ts = (parse_datetime_ms(args.to_datetime) if args.to_datetime is not None
               else now_ms - parse_duration_ms(args.by_duration))
         return offsets_at(cluster, topic, parts, ts)  # none at or after it: the log end
     if args.to_current:
         without = [p for p in parts if (topic, p) not in committed]
-        ends = offsets_at(cluster, topic, without, LATEST) if without else {}
+        ends = offsets_at(cluster, topic, without, LATEST_TIMESTAMP) if without else {}
         return {p: committed.get((topic, p), ends.get(p, 0)) for p in parts}
     if args.shift_by is not None:
         missing = [p for p in parts if (topic, p) not in committed]
@@ -195,8 +195,8 @@ def _targets(args: argparse.Namespace, cluster: ClusterClient, group: str, topic
 
 def _clamped(cluster: ClusterClient, topic: str, wanted: dict[int, int]) -> dict[int, int]:
     parts = sorted(wanted)
-    low = offsets_at(cluster, topic, parts, EARLIEST)
-    high = offsets_at(cluster, topic, parts, LATEST)
+    low = offsets_at(cluster, topic, parts, EARLIEST_TIMESTAMP)
+    high = offsets_at(cluster, topic, parts, LATEST_TIMESTAMP)
     out = {}
     for p in parts:
         out[p] = clamp(wanted[p], low[p], high[p])

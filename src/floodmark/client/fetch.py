@@ -28,6 +28,7 @@ from typing import Any
 
 from floodmark.client.cluster import RETRIABLE, ClusterClient, Retriable, error_text
 from floodmark.client.connection import RequestFailed
+from floodmark.constants import EARLIEST_TIMESTAMP, READ_COMMITTED, READ_UNCOMMITTED
 from floodmark.errors import ErrorCode
 from floodmark.records import (
     AbortedTracker,
@@ -44,11 +45,6 @@ API_LIST_OFFSETS = 2
 FETCH_VERSION = 11
 LIST_OFFSETS_VERSION = 4
 
-EARLIEST_TIMESTAMP = -2
-LATEST_TIMESTAMP = -1
-
-READ_UNCOMMITTED = 0
-READ_COMMITTED = 1
 
 # Answers a Fetch/ListOffsets gets while leadership moves: refresh Metadata and ask again.
 RETRIABLE_CODES = frozenset(int(c) for c in RETRIABLE)  # the one list: client.cluster

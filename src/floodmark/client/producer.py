@@ -29,6 +29,7 @@ from floodmark.client.cluster import ClusterClient, Retriable, error_text
 from floodmark.client.connection import RequestFailed
 from floodmark.client.partitioner import partition_for_key
 from floodmark.compression import Compression
+from floodmark.constants import ACKS_ALL
 from floodmark.errors import ErrorCode
 from floodmark.records import Record, build_batch
 
@@ -38,7 +39,6 @@ API_PRODUCE = 0
 PRODUCE_VERSION = 8
 API_INIT_PRODUCER_ID = 22
 INIT_PRODUCER_ID_VERSION = 3  # v0-v2 fail on Tansu 0.6; v3 is Kafka 2.5+ (and floodmark)
-ACKS_ALL = -1
 
 MAX_BATCH_BYTES = 512 * 1024
 """A batch is closed at about this many bytes of keys, values and headers (Kafka's

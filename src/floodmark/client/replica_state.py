@@ -14,9 +14,9 @@ from __future__ import annotations
 from typing import Any
 
 from floodmark.client.connection import KafkaConnection
+from floodmark.constants import DEBUG_REPLICA_ID
 from floodmark.security.client_security import PLAINTEXT, ClientSecurity
 
-DEBUG_REPLICA_ID = -2
 PartitionKey = tuple[str, int]
 
 

@@ -39,6 +39,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from floodmark.constants import NO_LEADER
 from floodmark.controller import placement, scram
 from floodmark.controller.image import (
     MetadataImage,
@@ -52,7 +53,6 @@ from floodmark.controller.record_check import check_record
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import check_partition_count, validate_topic_name
 from floodmark.replication.election import (
-    NO_LEADER,
     AlterPartitionRequest,
     ElectionKind,
     PartitionRegistration,

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from floodmark.constants import NO_LEADER
 from floodmark.controller import rpc
 from floodmark.controller.client import AsyncRpc
 from floodmark.controller.quorum.codec import decode_message, encode_message
@@ -27,7 +28,6 @@ from floodmark.controller.quorum.directory_id import load_or_format
 from floodmark.controller.quorum.driver import QuorumDriver, SnapshotFiles
 from floodmark.controller.quorum.effects import RoleChanged
 from floodmark.controller.quorum.messages import (
-    NO_LEADER,
     QuorumFetchRequest,
     QuorumFetchResponse,
     QuorumMessage,

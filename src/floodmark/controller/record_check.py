@@ -19,10 +19,11 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from floodmark.constants import NO_LEADER
 from floodmark.controller import scram
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import validate_topic_name
-from floodmark.replication.election import NO_LEADER, LeaderRecoveryState
+from floodmark.replication.election import LeaderRecoveryState
 from floodmark.security.acl import AclError, new_binding
 from floodmark.security.listeners import Endpoint
 from floodmark.security.quotas import QUOTA_KEYS, QuotaError, new_entity, validate_quota

@@ -52,6 +52,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
+from floodmark.constants import ACKS_ALL, ACKS_LEADER, NO_LEADER
 from floodmark.errors import ErrorCode
 from floodmark.mc.pieces import (
     COORDINATOR_EPOCH,
@@ -79,8 +80,6 @@ from floodmark.mc.restart import Restarts
 from floodmark.replication.epochs import UNDEFINED_EPOCH, EpochCache
 from floodmark.replication.modes import Truncation
 from floodmark.replication.partition import (
-    ACKS_ALL,
-    ACKS_LEADER,
     EpochQuery,
     FollowerActionKind,
     FollowerState,
@@ -90,7 +89,6 @@ from floodmark.replication.partition import (
 from floodmark.replication.produce import produce_as_leader, write_marker_as_leader
 from floodmark.replication.producer_state import ProducerStateTable
 
-NO_LEADER = -1
 STUCK_FETCH = "StuckFetch"
 """Action kind of a diverging fetch whose truncation cuts nothing (a livelock)."""
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from floodmark.constants import NO_LEADER
 from floodmark.mc.checker import CheckResult, TraceStep
-from floodmark.mc.model import NO_LEADER, STUCK_FETCH, Action, ModelConfig, StateView
+from floodmark.mc.model import STUCK_FETCH, Action, ModelConfig, StateView
 from floodmark.mc.pieces import ControllerValue, ReplicaValue, record_name
 from floodmark.replication import isr as isr_rules
 from floodmark.replication.partition import FollowerState, LeaderState

@@ -34,9 +34,8 @@ import enum
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 
+from floodmark.constants import NO_LEADER
 from floodmark.errors import ErrorCode
-
-NO_LEADER = -1
 
 
 class LeaderRecoveryState(enum.Enum):

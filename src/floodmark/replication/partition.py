@@ -48,6 +48,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
+from floodmark.constants import ACKS_ALL, ACKS_LEADER, ACKS_NONE, NO_LEADER
 from floodmark.errors import ErrorCode
 from floodmark.replication import fencing
 from floodmark.replication import isr as isr_rules
@@ -69,7 +70,6 @@ from floodmark.replication.effects import (
     WakeFollowerFetches,
 )
 from floodmark.replication.election import (
-    NO_LEADER,
     AlterPartitionRequest,
     LeaderRecoveryState,
     PartitionRegistration,
@@ -123,10 +123,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("floodmark.replication")
-
-ACKS_NONE = 0
-ACKS_LEADER = 1
-ACKS_ALL = -1
 
 
 class LogView(Protocol):

@@ -63,6 +63,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from floodmark.constants import ACKS_ALL, ACKS_LEADER, ACKS_NONE
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.records import (
     ControlType,
@@ -79,14 +80,7 @@ from floodmark.replication.log_validator import (
     out_of_range_timestamps,
     recompress,
 )
-from floodmark.replication.partition import (
-    ACKS_ALL,
-    ACKS_LEADER,
-    ACKS_NONE,
-    Effect,
-    LogView,
-    Partition,
-)
+from floodmark.replication.partition import Effect, LogView, Partition
 from floodmark.replication.producer_state import AbortedTxn, BatchMeta, batch_metas
 from floodmark.replication.purgatory import CompleteProduce
 

@@ -42,6 +42,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from floodmark.constants import NO_PRODUCER_ID
 from floodmark.errors import ErrorCode
 from floodmark.records import (
     CorruptRecordError,
@@ -49,7 +50,6 @@ from floodmark.records import (
     read_end_txn_marker,
 )
 
-NO_PRODUCER_ID = -1
 MAX_CACHED_BATCHES = 5
 _SEQ_MOD = 2**31
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
-from floodmark.client.fetch import READ_COMMITTED
+from floodmark.constants import ACKS_NONE, READ_COMMITTED
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.records import AbortedTracker, iter_batches, simple_batch
 from floodmark.replication import lease
@@ -21,7 +21,6 @@ from floodmark.replication.controller_session import ControllerSession
 from floodmark.replication.driver import ReplicaDriver
 from floodmark.replication.election import AlterPartitionRequest
 from floodmark.replication.partition import (
-    ACKS_NONE,
     Effect,
     EpochQuery,
     FollowerAction,

@@ -29,9 +29,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from floodmark.constants import ACKS_ALL, ACKS_LEADER, ACKS_NONE, NO_LEADER
 from floodmark.errors import ErrorCode
-from floodmark.replication.election import NO_LEADER
-from floodmark.replication.partition import ACKS_ALL, ACKS_LEADER, ACKS_NONE
 from floodmark.sim import messages as m
 from floodmark.sim.broker import SimBroker
 from floodmark.sim.network import Network

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from floodmark.replication.election import NO_LEADER
-from floodmark.replication.partition import ACKS_ALL
+from floodmark.constants import ACKS_ALL, NO_LEADER
 from floodmark.sim.broker import SimBroker
 from floodmark.sim.checker import Checker
 from floodmark.sim.clients import Consumer, ProduceOutcome, Producer

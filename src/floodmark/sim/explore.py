@@ -52,8 +52,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from floodmark.constants import ACKS_ALL, ACKS_LEADER, ACKS_NONE
 from floodmark.replication.modes import Truncation
-from floodmark.replication.partition import ACKS_ALL, ACKS_LEADER, ACKS_NONE
 from floodmark.replication.transactions.state import TxnState
 from floodmark.sim.broker import SimBroker
 from floodmark.sim.checker import Violation

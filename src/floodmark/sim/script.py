@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from floodmark.constants import ACKS_ALL, NO_LEADER
 from floodmark.errors import ErrorCode
-from floodmark.replication.election import NO_LEADER
 from floodmark.replication.modes import Truncation
-from floodmark.replication.partition import ACKS_ALL, EpochQuery, FollowerFetch
+from floodmark.replication.partition import EpochQuery, FollowerFetch
 from floodmark.replication.transactions.state import TxnState
 from floodmark.sim import messages as m
 from floodmark.sim.cluster import Cluster

@@ -26,9 +26,9 @@ import itertools
 import logging
 from typing import Any, Protocol
 
+from floodmark.constants import ACKS_ALL
 from floodmark.errors import ErrorCode
 from floodmark.replication.election import PartitionRegistration
-from floodmark.replication.partition import ACKS_ALL
 from floodmark.replication.transactions import log as txn_log
 from floodmark.replication.transactions.coordinator import (
     Effect,

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from floodmark.client.fetch import READ_COMMITTED, FetchClient, FetchedPartition, FetchError
+from floodmark.client.fetch import FetchClient, FetchedPartition, FetchError
+from floodmark.constants import READ_COMMITTED
 from floodmark.errors import ErrorCode, FloodmarkError
 from floodmark.records import AbortedTracker
 from floodmark.security.client_security import ClientSecurity

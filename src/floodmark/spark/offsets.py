@@ -10,9 +10,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from floodmark.client.fetch import EARLIEST_TIMESTAMP, FetchClient, OffsetBounds
+from floodmark.client.fetch import FetchClient, OffsetBounds
+from floodmark.constants import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from floodmark.spark.fetcher import data_loss
-from floodmark.spark.options import EARLIEST, LATEST, Offsets, OffsetSpec, OptionError, Subscription
+from floodmark.spark.options import Offsets, OffsetSpec, OptionError, Subscription
 
 log = logging.getLogger(__name__)
 
@@ -81,8 +82,8 @@ def resolve(
             if v is None:
                 if what == "startingOffsets":
                     raise OptionError(f"startingOffsets does not name {tp.topic}-{tp.partition}")
-                v = LATEST
-            out[tp] = b.log_start_offset if v == EARLIEST else end if v == LATEST else v
+                v = LATEST_TIMESTAMP
+            out[tp] = b.log_start_offset if v == EARLIEST_TIMESTAMP else end if v == LATEST_TIMESTAMP else v
         else:
             ts = spec.timestamp if spec.kind == "timestamp" else spec.lookup(tp.topic, tp.partition)
             if ts is None:

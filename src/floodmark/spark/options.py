@@ -16,15 +16,13 @@ from dataclasses import dataclass, field
 from typing import ParamSpec, TypeVar
 
 from floodmark.client.cluster import BadAddress, NoBrokerAvailable, parse_bootstrap
-from floodmark.client.fetch import READ_COMMITTED, READ_UNCOMMITTED
 from floodmark.compression import Compression
+from floodmark.constants import EARLIEST_TIMESTAMP, READ_COMMITTED, READ_UNCOMMITTED
 from floodmark.errors import FloodmarkError
 from floodmark.spark.fetcher import ClientConfig, SecurityProperties, security_of
 
 log = logging.getLogger(__name__)
 
-EARLIEST = -2
-LATEST = -1
 
 Offsets = dict[str, dict[str, int]]  # topic -> partition (as a string) -> offset
 
@@ -181,10 +179,10 @@ def parse_offsets_json(value: str, what: str) -> Offsets:
         for p, o in ps.items():
             if int(p) < 0:
                 raise OptionError(f"{what}: partition {p} of {t} is negative")
-            if "Timestamp" not in what and o < EARLIEST:
+            if "Timestamp" not in what and o < EARLIEST_TIMESTAMP:
                 raise OptionError(f"{what}: offset {o} of {t}-{p} must be >= 0, or -1 (latest) "
                                   "or -2 (earliest)")
-            if what == "endingOffsets" and o == EARLIEST:
+            if what == "endingOffsets" and o == EARLIEST_TIMESTAMP:
                 raise OptionError(f"{what}: -2 (earliest) is not allowed as an ending offset "
                                   f"({t}-{p})")
     return out

@@ -8,15 +8,13 @@ import bisect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from floodmark.constants import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from floodmark.records import HEADER_SIZE, NO_TIMESTAMP, BatchHeader, decode_batch
 from floodmark.replication.epochs import EpochCache
 from floodmark.storage.file_slice import FileSlice
 from floodmark.storage.segment import Segment, scan_headers
 
 # ListOffsets special timestamps.
-LATEST_TIMESTAMP = -1
-EARLIEST_TIMESTAMP = -2
-MAX_TIMESTAMP = -3
 
 
 @dataclass(frozen=True, slots=True)

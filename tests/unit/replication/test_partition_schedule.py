@@ -6,13 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.unit.test_replication_core import FakeLog, leader_with, reg
+from tests.unit.replication.test_replication_core import FakeLog, leader_with, reg
 
 from floodmark.broker.partition_state import PartitionState
+from floodmark.constants import ACKS_ALL
 from floodmark.errors import ErrorCode
 from floodmark.replication.election import AlterPartitionRequest, PartitionRegistration
 from floodmark.replication.partition import (
-    ACKS_ALL,
     CheckpointHighWatermark,
     FlushLog,
     FollowerAction,

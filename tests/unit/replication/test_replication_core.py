@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from floodmark.constants import ACKS_ALL, ACKS_LEADER
 from floodmark.errors import ErrorCode
 from floodmark.replication.election import (
     AlterPartitionRequest,
@@ -22,8 +23,6 @@ from floodmark.replication.epochs import EpochCache, EpochEndOffset
 from floodmark.replication.isr import CommittedIsr, PendingExpandIsr, PendingShrinkIsr
 from floodmark.replication.modes import Truncation
 from floodmark.replication.partition import (
-    ACKS_ALL,
-    ACKS_LEADER,
     AssignEpoch,
     Effect,
     EpochQuery,

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from floodmark.constants import ACKS_LEADER
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.replication.driver import FollowerFetchAnswer, follower_fetch_response
 from floodmark.replication.election import PartitionRegistration
 from floodmark.replication.epochs import EpochCache, EpochEndOffset
 from floodmark.replication.partition import (
-    ACKS_LEADER,
     FetchDecision,
     FetchResponse,
     FollowerFetch,

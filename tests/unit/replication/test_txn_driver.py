@@ -9,8 +9,8 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
+from floodmark.constants import NO_LEADER
 from floodmark.errors import ErrorCode
-from floodmark.replication.election import NO_LEADER
 from floodmark.replication.transactions import log as txn_log
 from floodmark.replication.transactions.coordinator import Reply, SendMarkers, TxnCoordinator
 from floodmark.replication.transactions.driver import MarkerPolicy, TxnDriver

@@ -23,6 +23,7 @@ from floodmark.broker.fetch_sessions import (
     ReadPlan,
 )
 from floodmark.broker.sendfile import LAZY_MIN_BYTES, SendfileParts
+from floodmark.constants import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, READ_COMMITTED
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.replication.produce import produce_as_leader
 from floodmark.replication.producer_state import batch_metas
@@ -49,17 +50,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-LATEST = -1
-EARLIEST = -2
-MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4  # KIP-405: no tiered storage here, so the log start offset
 LATEST_TIERED = -5  # KIP-1005: nothing is tiered, so no offset (-1)
 # The first ListOffsets version that may ask for each special timestamp; an older version, or a
 # spec no served version defines (-6, KIP-1023's earliest pending upload, and below), is
 # answered UNSUPPORTED_VERSION, as Kafka does.
-_SPEC_MIN_VERSION = {LATEST: 0, EARLIEST: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8,
+_SPEC_MIN_VERSION = {LATEST_TIMESTAMP: 0, EARLIEST_TIMESTAMP: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8,
                      LATEST_TIERED: 9}
-READ_COMMITTED = 1
 
 
 # -- Produce ---------------------------------------------------------------------------------------
@@ -533,17 +530,17 @@ def _list_partition(broker: HandlerContext, ps: PartitionState | None, p: WireRe
         out["error_code"] = int(ErrorCode.UNSUPPORTED_VERSION)
     elif ts == LATEST_TIERED:
         pass  # offset -1, leader epoch -1: no tiered segment exists
-    elif ts == LATEST and replica_id != -1:
+    elif ts == LATEST_TIMESTAMP and replica_id != -1:
         # Replicas and debug tools (replica_id != -1) see the log end, consumers the HW (§2.7).
         out["offset"] = ps.log_end_offset
         out["leader_epoch"] = ps.leader_epoch
-    elif ts == LATEST and not ps.core.offsets_available:
+    elif ts == LATEST_TIMESTAMP and not ps.core.offsets_available:
         out["error_code"] = int(ErrorCode.OFFSET_NOT_AVAILABLE)  # KIP-207: HW not caught up yet
-    elif ts == LATEST:
+    elif ts == LATEST_TIMESTAMP:
         # read_committed: the LSO (no record of an open transaction counts as written yet)
         out["offset"] = ps.last_stable_offset if isolation == READ_COMMITTED else ps.high_watermark
         out["leader_epoch"] = ps.leader_epoch
-    elif ts in (EARLIEST, EARLIEST_LOCAL):
+    elif ts in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL):
         out["offset"] = ps.log_start_offset
         out["leader_epoch"] = cache.epoch_for_offset(ps.log_start_offset)
     else:  # MAX_TIMESTAMP or a time (every other negative spec is refused above)

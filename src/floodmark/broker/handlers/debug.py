@@ -10,11 +10,11 @@ from __future__ import annotations
 from floodmark.broker.boundary import ClientConnection, HandlerResult, WireRequest, WireResponse
 from floodmark.broker.context import HandlerContext
 from floodmark.broker.handlers import data
+from floodmark.constants import DEBUG_REPLICA_ID
 from floodmark.errors import ErrorCode
 from floodmark.replication.partition import LeaderState
 from floodmark.wire.codec import RequestHeader
 
-DEBUG_REPLICA_ID = -2
 # A debug ListOffsets(latest) with this isolation level answers the replica's last stable offset
 # (floodmark only: Kafka's levels are 0 and 1, and 1 answers the HW here, for the tools).
 DEBUG_LAST_STABLE = 2

@@ -29,6 +29,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, replace
 
+from floodmark.constants import NO_LEADER
 from floodmark.controller.quorum.effects import (
     AppendFetched,
     AppendLeaderChange,
@@ -42,7 +43,6 @@ from floodmark.controller.quorum.effects import (
     TruncateTo,
 )
 from floodmark.controller.quorum.messages import (
-    NO_LEADER,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     EndQuorumEpochRequest,

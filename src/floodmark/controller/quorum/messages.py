@@ -14,8 +14,6 @@ from floodmark.controller.quorum.voter_set import Bindings
 from floodmark.errors import ErrorCode
 from floodmark.replication.epochs import EpochEndOffset
 
-NO_LEADER = -1
-
 
 @dataclass(frozen=True, slots=True)
 class VoteRequest:

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from floodmark.controller.quorum.messages import NO_LEADER
+from floodmark.constants import NO_LEADER
 from floodmark.controller.quorum.voter_set import Bindings
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from floodmark.controller.quorum.messages import NO_LEADER
+from floodmark.constants import NO_LEADER
 from floodmark.controller.quorum.roles import Leader, leader_of, voted_for
 from floodmark.mc.quorum.checker import QuorumResult
 from floodmark.mc.quorum.model import Action, QuorumModel, StateView

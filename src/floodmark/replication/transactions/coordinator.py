@@ -37,13 +37,9 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from floodmark.constants import NO_PRODUCER_EPOCH
 from floodmark.errors import ErrorCode
-from floodmark.replication.transactions.state import (
-    NO_PRODUCER_EPOCH,
-    Partition,
-    TxnMetadata,
-    TxnState,
-)
+from floodmark.replication.transactions.state import Partition, TxnMetadata, TxnState
 
 _S = TxnState
 

@@ -33,8 +33,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from floodmark.constants import NO_LEADER
 from floodmark.errors import ErrorCode
-from floodmark.replication.election import NO_LEADER
 from floodmark.replication.transactions import log as txn_log
 from floodmark.replication.transactions.coordinator import (
     RETRIABLE_MARKER_ERRORS,

@@ -25,8 +25,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field, replace
 
-NO_PRODUCER_ID = -1
-NO_PRODUCER_EPOCH = -1
+from floodmark.constants import NO_PRODUCER_EPOCH
+
 MAX_PRODUCER_EPOCH = 32767
 Partition = tuple[str, int]
 
