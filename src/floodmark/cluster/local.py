@@ -436,12 +436,17 @@ class LocalCluster:
             cmd += ["--set", f"broker.rack={n['rack']}"]
         secure = self.security
         if secure is not None:
-            for k, v in secure.broker_settings(node_id, self.listen_host, n["port"]).items():
+            host = self._node_listen_host(node_id)
+            for k, v in secure.broker_settings(node_id, host, n["port"]).items():
                 cmd += ["--set", f"{k}={v}"]
             secrets_file = secure.broker_config_file()
             if secrets_file is not None:  # the JAAS entry: a file, not a flag (ps shows flags)
                 cmd += ["--config", str(secrets_file)]
         return cmd
+
+    def _node_listen_host(self, node_id: int) -> str:
+        """The host a node's listeners bind (the same for every node here)."""
+        return self.listen_host
 
     def _controller_args(self) -> list[str]:
         """A controller's settings as flags (Kafka's names with dashes): the same for a
