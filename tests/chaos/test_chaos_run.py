@@ -115,6 +115,25 @@ def test_power_cut_of_the_last_isr_member(tmp_path: Path, elr: str) -> None:
 
 
 @pytest.mark.slow
+def test_sasl_ssl_cluster_survives_kills_and_pauses(tmp_path: Path) -> None:
+    """The CI-sized run on ``cluster up --security sasl_ssl``'s cluster: SASL_SSL + SCRAM-SHA-512
+    on the client and inter-broker listeners (every client logs in as the admin, the brokers as
+    ``floodmark-node``), mTLS on the controller channel. About 4 minutes here: slow."""
+    code, result = chaos_run(tmp_path, "--time-limit-s", "60", "--faults", "kill,pause",
+                             "--seed", "3", "--security", "sasl_ssl")
+    _assert_contract(result, 3)
+    assert result["config"]["security"] == "sasl_ssl"
+    counts = {k: v for k, v in result["anomaly_counts"].items() if v}
+    assert result["valid"] and code == 0, (counts, result.get("work_dir"))
+    assert result["final"]["complete"]
+    assert result["acknowledged"] > 2000, result["acknowledged"]
+    logs = (tmp_path / "run" / "cluster" / "logs").glob("broker-*.log")
+    refused = [line for log in logs for line in log.read_text(errors="replace").splitlines()
+               if " refused: " in line and "SASL" in line]
+    assert not refused, refused[:3]  # no broker's login was ever refused by another
+
+
+@pytest.mark.slow
 def test_default_configuration_survives_every_fault(tmp_path: Path) -> None:
     code, result = chaos_run(tmp_path, "--time-limit-s", "240", "--seed", "7",
                              timeout_s=900)

@@ -188,8 +188,10 @@ class LocalCluster:
         - ``controllers``: how many controller processes (more than one: a quorum);
         - ``combined``: no controller processes: every broker is also a voter of the quorum
           (``process.roles=broker,controller``; ``controllers`` and ``controller`` unused);
-        - ``security``: a secured cluster (``cluster.secure.MODES``: ``ssl``): TLS client
-          listeners, mTLS between nodes, certificates of a throwaway CA under ``tls/``;
+        - ``security``: a secured cluster (``cluster.secure.MODES``): ``ssl``, TLS client
+          listeners and mTLS between nodes; ``sasl_ssl``, SASL_SSL + SCRAM-SHA-512 on the
+          client and inter-broker listeners, mTLS on the controller channel, ACLs on;
+          certificates of a throwaway CA under ``tls/``;
         - ``racks``: ``broker.rack`` of each broker, round-robin in id order (brokers added
           later continue the round-robin);
         - ``broker_settings``: every broker's settings; ``{node_id}`` in a value is the
