@@ -1,7 +1,9 @@
 """``floodmark cluster up --security sasl_ssl`` (issue 21's contract) on real processes: client
-listeners SASL_SSL with SCRAM-SHA-512, internal channels mTLS; ``D/client.properties`` holds the
-admin's settings in librdkafka's names, and ``cluster status --json`` gives the listener as
-``bootstrap``. The admin's password is made at random, kept 0600, and is on no command line."""
+listeners SASL_SSL with SCRAM-SHA-512; the inter-broker listener SASL_SSL with SCRAM-SHA-512 too
+(the brokers log in as ``floodmark-node``, with their certificates), the controller channel
+mTLS; ``D/client.properties`` holds the admin's settings in librdkafka's names, and ``cluster
+status --json`` gives the listener as ``bootstrap``. The passwords are made at random, kept
+0600, and are on no command line."""
 
 from __future__ import annotations
 
@@ -16,7 +18,12 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaError, Producer
 
+from floodmark.client.connection import KafkaConnection, RequestFailed
 from floodmark.cluster import LocalCluster
+from floodmark.cluster.secure import NODE_USER
+from floodmark.controller import rpc
+from floodmark.security.client_security import ClientSecurity
+from floodmark.security.listeners import SecurityProtocol
 from tests.cluster.helpers import replicated_round_trip
 
 
@@ -70,14 +77,58 @@ def test_a_wrong_password_is_refused_and_the_password_is_on_no_command_line(
     bad.flush(20)
     assert "_AUTHENTICATION" in errors
     assert outcome and outcome[0] is not None  # not delivered
-    password = props["sasl.password"]
+    passwords = [props["sasl.password"],
+                 (cluster.data_dir / "tls" / f"{NODE_USER}.password").read_text().strip()]
     for node_id in cluster.node_ids:
         pid = cluster.pid(node_id)
         if pid:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-            assert password not in cmdline
+            assert not any(p in cmdline for p in passwords)
     for log in (cluster.data_dir / "logs").glob("*.log"):
-        assert password not in log.read_text(errors="replace")
+        text = log.read_text(errors="replace")
+        assert not any(p in text for p in passwords)
+
+
+def _fetch(conn: KafkaConnection, replica_id: int) -> int:
+    r = conn.request(1, 12, {
+        "replica_id": replica_id, "max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+        "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+        "topics": [{"topic": "__consumer_offsets", "partitions": [
+            {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
+             "last_fetched_epoch": -1, "log_start_offset": -1,
+             "partition_max_bytes": 1 << 20}]}],
+        "forgotten_topics_data": [], "rack_id": ""})
+    return int(r.error_code)
+
+
+def test_brokers_log_in_to_each_other_with_scram(cluster: LocalCluster) -> None:
+    """The INTERNAL listener is SASL_SSL: a node certificate alone no longer fetches; the node
+    certificate and the ``floodmark-node`` login do. The JAAS entry comes from a 0600 file."""
+    sec = cluster.security
+    assert sec is not None
+    jaas_file = sec.inter_broker_config_path
+    assert stat.S_IMODE(jaas_file.stat().st_mode) == 0o600
+    assert stat.S_IMODE(sec.password_path(NODE_USER).stat().st_mode) == 0o600
+    status = rpc.blocking_call(cluster.controller_address, "status", {}, 5.0,
+                               cluster.channel_security)
+    brokers = status["result"]["brokers"]
+    internal = next(ep for ep in brokers[0]["listeners"] if ep["name"] == "INTERNAL")
+    where = f"{internal['host']}:{internal['port']}"
+    node = sec.node_files("node-2")
+    tls_only = ClientSecurity(SecurityProtocol.SSL, str(sec.ca_path), str(node.cert),
+                              str(node.key))
+    with pytest.raises((OSError, RequestFailed)), \
+            KafkaConnection(where, timeout_s=5, security=tls_only) as conn:
+        _fetch(conn, replica_id=2)  # before any SASL login: the connection is closed
+    password = sec.password_path(NODE_USER).read_text().strip()
+    as_node = ClientSecurity(SecurityProtocol.SASL_SSL, str(sec.ca_path), str(node.cert),
+                             str(node.key), sasl_mechanism="SCRAM-SHA-512",
+                             sasl_username=NODE_USER, sasl_password=password)
+    with KafkaConnection(where, timeout_s=5, security=as_node) as conn:
+        assert _fetch(conn, replica_id=2) == 0  # a super user: ClusterAction
+    # No broker was ever refused by another (their one line, ``peer_logins``).
+    for log in (cluster.data_dir / "logs").glob("broker-*.log"):
+        assert " refused: " not in log.read_text(errors="replace"), log
 
 
 def _cli(cluster: LocalCluster, *args: str, stdin: str | None = None

@@ -591,6 +591,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--listen", default="127.0.0.1:0")
     p.add_argument("--advertised-host", default=None,
                    help="the host clients and other brokers are told (default: --listen's)")
+    p.add_argument("--config", default=None, metavar="FILE",
+                   help="TOML file of Kafka-named settings (--set wins over it); the place for "
+                        "secrets such as a JAAS entry, which a command line would show")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE")
     p.add_argument("--controller-data-dir", default=None,
                    help="combined mode (process.roles=broker,controller): also run the "
@@ -608,7 +611,7 @@ def main(argv: list[str] | None = None) -> int:
     advertised = f"{args.advertised_host}:0" if args.advertised_host else None  # bound port
     try:
         config = BrokerConfig.load(data_dir=args.data_dir, listen=args.listen,
-                                   advertised=advertised, config_file=None,
+                                   advertised=advertised, config_file=args.config,
                                    overrides=[f"process.roles={roles}", *args.overrides],
                                    node_id=args.node_id)
         # A bad eligible.leader.replicas.version is one line, broker or combined.

@@ -1,7 +1,8 @@
 """``floodmark chaos``: fault injection against real processes.
 
 ``floodmark chaos run [--brokers 3] [--time-limit-s 60] [--faults partition,kill,pause,flap,
-controller] [--acks all|1] [--truncation MODE] [--unclean] [--seed S] [--json] [--report DIR]``
+controller] [--acks all|1] [--security ssl|sasl_ssl] [--truncation MODE] [--unclean] [--seed S]
+[--json] [--report DIR]``
 runs a cluster in network namespaces under a workload and a seeded fault schedule, then checks
 the history (``floodmark.chaos.run``); exit status 0 only when the history is valid, 2 when it
 cannot run here (not root) or the arguments are wrong. ``--workload txn`` runs Jepsen's queue
@@ -34,6 +35,7 @@ from floodmark.chaos.schedule import (
     TXN_DEFAULT_FAULTS,
     all_names,
 )
+from floodmark.cluster.secure import MODES
 from floodmark.replication.modes import DEFAULT_TRUNCATION, Truncation
 
 
@@ -83,6 +85,10 @@ def register(subparsers: Any) -> None:
                         "(SIGTERM), then the final read, so it judges what the brokers rebuilt "
                         "from their files (default: on with --workload txn, off otherwise)")
     r.add_argument("--acks", default="all", choices=["all", "1"])
+    r.add_argument("--security", default=None, choices=sorted(MODES),
+                   help="a secured cluster as `cluster up --security` makes it; sasl_ssl: "
+                        "SASL_SSL + SCRAM-SHA-512 on the client and inter-broker listeners "
+                        "(the workload logs in as the admin), mTLS on the controller channel")
     r.add_argument("--truncation", default=DEFAULT_TRUNCATION.value,
                    help=f"broker truncation mode: {', '.join(m.value for m in Truncation)} "
                         "(anything but the default is unsafe)")
@@ -145,7 +151,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         rate=args.rate,
         topics=args.topics, name=args.name, workload=args.workload,
         txn_producers=args.txn_producers, final_restart=args.final_restart,
-        group_members=args.group_members,
+        group_members=args.group_members, security=args.security,
         work_dir=Path(args.work_dir) if args.work_dir else None,
         report_dir=Path(args.report) if args.report else None)
     try:

@@ -19,12 +19,16 @@ from floodmark.chaos.netns import Lab, enter_namespace
 from floodmark.chaos.nodes import LabCluster, host_of
 from floodmark.chaos.schedule import Fault
 from floodmark.controller import rpc
+from floodmark.security.client_security import PLAINTEXT, ClientSecurity
 
 
 class Observer(threading.Thread):
     def __init__(self, netns_name: str, controller_addresses: Sequence[str],
-                 interval_s: float = 0.5) -> None:
+                 interval_s: float = 0.5, security: ClientSecurity = PLAINTEXT) -> None:
+        """``security``: how to call the controllers (a secured cluster's admin
+        certificate)."""
         super().__init__(name="chaos-observer", daemon=True)
+        self.security = security
         self.netns_name = netns_name
         self.controller_addresses = list(controller_addresses)
         self.active: str | None = None  # the active controller's address, as last seen
@@ -46,7 +50,7 @@ class Observer(threading.Thread):
         order = sorted(self.controller_addresses, key=lambda a: a != self.active)
         for address in order:
             try:
-                answer = rpc.blocking_call(address, "status", {}, 1.0)
+                answer = rpc.blocking_call(address, "status", {}, 1.0, self.security)
             except rpc.RpcError:
                 continue
             result = answer.get("result")

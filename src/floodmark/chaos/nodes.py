@@ -8,15 +8,18 @@ from here.
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from floodmark.chaos.netns import Lab
+from floodmark.chaos.netns import Lab, namespace_executor, run_in
 from floodmark.cluster import CONTROLLER_ID, LocalCluster
 from floodmark.cluster.diff import read_partition_values
+from floodmark.cluster.layout import CLIENT_PROPERTIES
+from floodmark.cluster.secure import ClusterSecurity
 from floodmark.cluster.waiting import LIMIT_S
 from floodmark.controller import rpc
 
@@ -59,9 +62,12 @@ class LabCluster(LocalCluster):
 
     def __init__(self, lab: Lab, data_dir: str | Path, brokers: int,
                  broker_settings: dict[str, str], controller_settings: dict[str, str],
-                 controllers: int = 1) -> None:
-        """``controllers`` > 1: a controller quorum (``--controller-quorum-voters``)."""
-        super().__init__(data_dir, brokers, broker_settings, controller_settings, metrics=False)
+                 controllers: int = 1, security: str | None = None) -> None:
+        """``controllers`` > 1: a controller quorum (``--controller-quorum-voters``);
+        ``security``: ``cluster up``'s modes (``cluster.secure.MODES``), the nodes'
+        certificates naming their lab addresses."""
+        super().__init__(data_dir, brokers, broker_settings, controller_settings, metrics=False,
+                         security=security)
         self.lab = lab
         for node_id in controller_ids(controllers)[1:]:
             self.state["nodes"][str(node_id)] = self._new_node("controller", node_id)
@@ -71,6 +77,24 @@ class LabCluster(LocalCluster):
     @property
     def controller_ids(self) -> list[int]:
         return sorted(int(i) for i, n in self.state["nodes"].items() if n["role"] == "controller")
+
+    @property
+    def security(self) -> ClusterSecurity | None:
+        """``LocalCluster``'s, with every lab address in the certificates (nodes check the
+        host they dial, so do the clients)."""
+        sec = super().security
+        if sec is None:
+            return None
+        return dataclasses.replace(sec, hosts=tuple(sorted({*sec.hosts,
+                                                            *self.lab.address.values()})))
+
+    def _node_listen_host(self, node_id: int) -> str:
+        return self.lab.address[host_of(node_id)]
+
+    @property
+    def client_properties_path(self) -> Path | None:
+        """What the workload's clients read (``--command-config``), None when plaintext."""
+        return None if self.security is None else self.data_dir / CLIENT_PROPERTIES
 
     def address(self, node_id: int) -> str:
         return f"{self.lab.address[host_of(node_id)]}:{self.state['nodes'][str(node_id)]['port']}"
@@ -106,11 +130,25 @@ class LabCluster(LocalCluster):
         ``timeout_s`` bounds each node's start (it fails sooner when a node stops moving)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._save()
+        secure = self.security
+        if secure is not None:
+            secure.prepare(self.node_ids)
         for group in (self.controller_ids, self.broker_ids):
             launched = [(n, *self._launch(n)) for n in group]
             for n, proc, path, start in launched:
                 self._await_or_rebind(n, proc, path, start, timeout_s)
+            if secure is not None and group == self.controller_ids:
+                self._make_scram_users_in_lab(secure, timeout_s)  # before the brokers log in
         return self
+
+    def _make_scram_users_in_lab(self, secure: ClusterSecurity, timeout_s: float) -> None:
+        """``make_scram_users`` from the first controller's namespace (the lab's addresses are
+        not reachable from the machine's own)."""
+        executor = namespace_executor(self.lab.ns(host_of(CONTROLLER_ID)))
+        try:
+            run_in(executor, lambda: self.make_scram_users(secure, timeout_s), timeout_s + 15)
+        finally:
+            executor.shutdown(wait=False, cancel_futures=True)
 
     def stop(self, timeout_s: float = 20.0) -> None:
         """SIGCONT and SIGTERM the brokers (their controlled shutdown needs the controllers),
@@ -135,7 +173,8 @@ class LabCluster(LocalCluster):
         """The active controller's status (None while no controller is active or reachable)."""
         for node_id in self.controller_ids:
             try:
-                answer = rpc.blocking_call(self.address(node_id), "status", {}, timeout_s)
+                answer = rpc.blocking_call(self.address(node_id), "status", {}, timeout_s,
+                                           self.channel_security)
             except rpc.RpcError:
                 continue
             result = answer.get("result")

@@ -74,6 +74,7 @@ from floodmark.chaos.schedule import (
     plan,
 )
 from floodmark.client.cluster import ClusterClient
+from floodmark.cluster.secure import MODES
 from floodmark.replication.modes import DEFAULT_TRUNCATION, Truncation
 
 CLIENTS_HOST = "clients"
@@ -113,6 +114,9 @@ class ChaosConfig:
     # read, restart every broker in turn (SIGTERM), then the final read; None: the
     # transactional workload does, the plain one does not
     final_restart: bool | None = None
+    # ``cluster up``'s security modes (``cluster.secure.MODES``); None: plaintext. ``sasl_ssl``:
+    # every client (workload, final reads, FindCoordinator) logs in as the admin
+    security: str | None = None
 
     @property
     def restarts_before_final_read(self) -> bool:
@@ -143,6 +147,8 @@ class ChaosConfig:
         if not 1 <= self.group_members <= 20:
             raise ValueError("--group-members must be between 1 and 20")
         Truncation.parse(self.truncation)
+        if self.security is not None and self.security not in MODES:
+            raise ValueError(f"--security must be one of {', '.join(MODES)}")
         member_faults = sorted(GROUP_ONLY & set(expand(self.faults)))
         if member_faults and self.workload != "group":
             raise ValueError(f"fault {', '.join(member_faults)} needs --workload group")
@@ -192,8 +198,12 @@ def _signals_raise() -> Iterator[None]:
 class _Workers:
     """The client processes in the clients' namespace."""
 
-    def __init__(self, lab: Lab, config: ChaosConfig, bootstrap: str, work: Path) -> None:
+    def __init__(self, lab: Lab, config: ChaosConfig, bootstrap: str, work: Path,
+                 command_config: Path | None = None) -> None:
+        """``command_config``: the clients' security settings (a secured cluster's
+        ``client.properties``)."""
         self.lab, self.config, self.bootstrap, self.work = lab, config, bootstrap, work
+        self.command_config = command_config
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self._counted: dict[str, tuple[int, int]] = {}   # process -> bytes read, acks seen
         (work / "history").mkdir(parents=True, exist_ok=True)
@@ -207,6 +217,8 @@ class _Workers:
                 "--bootstrap", self.bootstrap, "--topics", self.config.topics,
                 "--history", str(self.history_path(process)), "--acks", self.config.acks,
                 "--seed", str(self.config.seed), *extra]
+        if self.command_config is not None:  # a file: the password stays off the command line
+            argv += ["--command-config", str(self.command_config)]
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         with open(self.work / "logs" / f"{process}.log", "ab") as log:
             proc = self.lab.popen(CLIENTS_HOST, argv, stdout=log, stderr=log,
@@ -309,18 +321,23 @@ def run(config: ChaosConfig, say: Callable[[str], None] = lambda _m: None) -> di
     result: dict[str, Any] = {}
     with _signals_raise(), Lab([*controllers, *brokers, CLIENTS_HOST], prefix=config.name) as lab:
         cluster = LabCluster(lab, work / "cluster", config.brokers, _broker_settings(config),
-                             _controller_settings(config), controllers=config.controllers)
+                             _controller_settings(config), controllers=config.controllers,
+                             security=config.security)
         workers: _Workers | None = None
         observer: Observer | None = None
         try:
-            say(f"lab {lab.id}: controller and {config.brokers} brokers; work dir {work}")
+            say(f"lab {lab.id}: controller and {config.brokers} brokers"
+                f"{'' if config.security is None else ', security ' + config.security}; "
+                f"work dir {work}")
             cluster.start()
-            workers = _Workers(lab, config, cluster.bootstrap, work)
+            workers = _Workers(lab, config, cluster.bootstrap, work,
+                               cluster.client_properties_path)
             setup = workers.start("setup", "setup", "--duration-s", "120")
             if setup.wait(150) != 0:
                 raise RuntimeError(f"topic setup failed; see {work / 'logs' / 'setup.log'}")
             observer = Observer(lab.ns(CLIENTS_HOST),
-                                [cluster.address(c) for c in cluster.controller_ids])
+                                [cluster.address(c) for c in cluster.controller_ids],
+                                security=cluster.channel_security)
             observer.start()
             result = _workload_and_faults(config, schedule, lab, cluster, workers, observer,
                                           work, say)
@@ -389,8 +406,8 @@ def _workload_and_faults(config: ChaosConfig, schedule: list[Any], lab: Lab, clu
 
         def ask() -> list[int]:
             # a coordinator being elected answers COORDINATOR_NOT_AVAILABLE: ask again, bounded
-            with ClusterClient(cluster.bootstrap, timeout_s=3.0,
-                               client_id="chaos-nemesis") as client:
+            with ClusterClient(cluster.bootstrap, timeout_s=3.0, client_id="chaos-nemesis",
+                               security=cluster.client_security) as client:
                 for _attempt in range(FIND_COORDINATOR_ATTEMPTS):
                     resp = client.request_any(10, 4, {"key_type": key_type,
                                                       "coordinator_keys": ids})
@@ -477,6 +494,7 @@ def _workload_and_faults(config: ChaosConfig, schedule: list[Any], lab: Lab, clu
                    "truncation": config.truncation, "unclean": config.unclean,
                    "eligible_leader_replicas": config.eligible_leader_replicas,
                    "topics": config.topics, "rate": config.rate,
+                   "security": config.security,
                    "workload": config.workload,
                    "final_restart": config.restarts_before_final_read,
                    **({"txn_producers": config.txn_producers} if txn else {}),

@@ -1,6 +1,7 @@
 """What every chaos worker builds its clients from: the topic spec, the confluent-kafka
-consumer settings and the record form the history keeps (shared by ``workload`` and
-``group_member``)."""
+consumer settings, the cluster's client security (``--command-config``: librdkafka's names, as
+``cluster up`` writes them to ``D/client.properties``; the same settings in kafka-python's names)
+and the record form the history keeps (shared by ``workload`` and ``group_member``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,17 @@ import os
 from typing import Any
 
 from floodmark.chaos.history import value_id
+from floodmark.security.client_security import read_properties
+
+KAFKA_PYTHON_NAMES = {
+    "security.protocol": "security_protocol",
+    "sasl.mechanisms": "sasl_mechanism",
+    "sasl.username": "sasl_plain_username",
+    "sasl.password": "sasl_plain_password",
+    "ssl.ca.location": "ssl_cafile",
+}
+"""librdkafka's client security settings -> kafka-python's arguments (its SCRAM login takes
+the ``sasl_plain_*`` names too)."""
 
 
 def topics_of(spec: str) -> list[tuple[str, int]]:
@@ -25,8 +37,26 @@ def records_confluent(msgs: list[Any]) -> list[list[Any]]:
             for m in msgs if m.error() is None]
 
 
+def security_properties(args: argparse.Namespace) -> dict[str, str]:
+    """The clients' security settings in librdkafka's names (none for a plaintext cluster)."""
+    path = getattr(args, "command_config", None)
+    return read_properties(path) if path else {}
+
+
+def kafka_python_security(args: argparse.Namespace) -> dict[str, Any]:
+    """The same settings as kafka-python's keyword arguments. ValueError: a setting it has no
+    name for (one line, never a value)."""
+    out: dict[str, Any] = {}
+    for name, value in security_properties(args).items():
+        if name not in KAFKA_PYTHON_NAMES:
+            raise ValueError(f"--command-config: {name} has no kafka-python equivalent here")
+        out[KAFKA_PYTHON_NAMES[name]] = value
+    return out
+
+
 def confluent_config(args: argparse.Namespace, group: str) -> dict[str, Any]:
     config: dict[str, Any] = {
+        **security_properties(args),
         "bootstrap.servers": args.bootstrap, "group.id": group,
         "enable.auto.commit": False, "auto.offset.reset": "earliest",
         "isolation.level": "read_committed", "topic.metadata.refresh.interval.ms": 1000,

@@ -41,7 +41,9 @@ from typing import Any
 
 from floodmark.chaos.history import HistoryWriter, padded, value_id
 from floodmark.chaos.worker_config import confluent_config as _confluent_config
+from floodmark.chaos.worker_config import kafka_python_security as _kafka_python_security
 from floodmark.chaos.worker_config import records_confluent as _records_confluent
+from floodmark.chaos.worker_config import security_properties as _security
 from floodmark.chaos.worker_config import topics_of as _topics
 
 STOP = {"now": False}
@@ -58,7 +60,7 @@ def _stopping(deadline: float) -> bool:
 def setup(args: argparse.Namespace, history: HistoryWriter) -> int:
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-    admin = AdminClient({"bootstrap.servers": args.bootstrap})
+    admin = AdminClient({**_security(args), "bootstrap.servers": args.bootstrap})
     keys = _topics(args.topics)
     counts: dict[str, int] = {}
     for topic, _p in keys:
@@ -112,7 +114,7 @@ def producer_confluent(args: argparse.Namespace, history: HistoryWriter) -> int:
 
     keys = _topics(args.topics)
     rng = random.Random(args.seed)
-    config = {"bootstrap.servers": args.bootstrap, "acks": args.acks,
+    config = {**_security(args), "bootstrap.servers": args.bootstrap, "acks": args.acks,
               "enable.idempotence": args.acks == "all", "linger.ms": 5,
               "request.timeout.ms": 3000, "message.timeout.ms": 30000,
               "retry.backoff.ms": 100, "topic.metadata.refresh.interval.ms": 1000}
@@ -190,6 +192,7 @@ def producer_txn(args: argparse.Namespace, history: HistoryWriter) -> int:
     keys = _topics(args.topics)
     rng = random.Random(f"{args.seed}:{args.process}")
     config: dict[str, Any] = {
+        **_security(args),
         "bootstrap.servers": args.bootstrap, "transactional.id": f"chaos-{args.process}",
         "enable.idempotence": True, "acks": "all", "linger.ms": 2,
         "transaction.timeout.ms": args.txn_timeout_ms,
@@ -357,7 +360,7 @@ def producer_kafka_python(args: argparse.Namespace, history: HistoryWriter) -> i
             bootstrap_servers=args.bootstrap.split(","), acks=acks,
             enable_idempotence=args.acks == "all", linger_ms=5, request_timeout_ms=3000,
             delivery_timeout_ms=30000, retry_backoff_ms=100, metadata_max_age_ms=1000,
-            max_in_flight_requests_per_connection=5)
+            max_in_flight_requests_per_connection=5, **_kafka_python_security(args))
 
     producer = make()
     deadline = time.monotonic() + args.duration_s
@@ -502,7 +505,8 @@ def consumer_group_kafka_python(args: argparse.Namespace, history: HistoryWriter
             bootstrap_servers=args.bootstrap.split(","), group_id=args.group,
             enable_auto_commit=False, auto_offset_reset="earliest",
             isolation_level="read_committed", metadata_max_age_ms=1000,
-            session_timeout_ms=6000, heartbeat_interval_ms=500, request_timeout_ms=8000)
+            session_timeout_ms=6000, heartbeat_interval_ms=500, request_timeout_ms=8000,
+            **_kafka_python_security(args))
         consumer.subscribe(topics, listener=Listener())
         history.event("ok", "subscribe", group=args.group, topics=topics)
         crash_at = time.monotonic() + rng.uniform(0.5, 1.5) * args.crash_s
@@ -655,6 +659,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bootstrap", required=True)
     p.add_argument("--topics", required=True, help="NAME:PARTITIONS,...")
     p.add_argument("--history", required=True)
+    p.add_argument("--command-config", default=None, metavar="FILE",
+                   help="the clients' security settings, librdkafka's names (a secured "
+                        "cluster's client.properties)")
     p.add_argument("--acks", default="all", choices=["all", "1"])
     p.add_argument("--rate", type=float, default=50.0, help="sends per second")
     p.add_argument("--group", default="chaos-group")

@@ -97,8 +97,10 @@ def register(subparsers: Any) -> None:
                    help="with --controller: the first broker id here (ids must be unique)")
     p.add_argument("--security", default=None, choices=sorted(MODES),
                    help="a new cluster: ssl = TLS client listeners and mTLS between every node "
-                        "(a throwaway CA under DATA_DIR/tls); writes DATA_DIR/client.properties "
-                        "for clients (--command-config)")
+                        "(a throwaway CA under DATA_DIR/tls); sasl_ssl = SASL_SSL + "
+                        "SCRAM-SHA-512 on the client and inter-broker listeners (users admin "
+                        "and floodmark-node), mTLS on the controller channel, ACLs on; writes "
+                        "DATA_DIR/client.properties for clients (--command-config)")
     p.add_argument("--racks", default=None, metavar="A,B,C",
                    help="a new cluster: broker.rack of each broker, assigned round-robin in "
                         "broker id order (KIP-36: replicas spread over racks)")

@@ -188,8 +188,10 @@ class LocalCluster:
         - ``controllers``: how many controller processes (more than one: a quorum);
         - ``combined``: no controller processes: every broker is also a voter of the quorum
           (``process.roles=broker,controller``; ``controllers`` and ``controller`` unused);
-        - ``security``: a secured cluster (``cluster.secure.MODES``: ``ssl``): TLS client
-          listeners, mTLS between nodes, certificates of a throwaway CA under ``tls/``;
+        - ``security``: a secured cluster (``cluster.secure.MODES``): ``ssl``, TLS client
+          listeners and mTLS between nodes; ``sasl_ssl``, SASL_SSL + SCRAM-SHA-512 on the
+          client and inter-broker listeners, mTLS on the controller channel, ACLs on;
+          certificates of a throwaway CA under ``tls/``;
         - ``racks``: ``broker.rack`` of each broker, round-robin in id order (brokers added
           later continue the round-robin);
         - ``broker_settings``: every broker's settings; ``{node_id}`` in a value is the
@@ -436,9 +438,17 @@ class LocalCluster:
             cmd += ["--set", f"broker.rack={n['rack']}"]
         secure = self.security
         if secure is not None:
-            for k, v in secure.broker_settings(node_id, self.listen_host, n["port"]).items():
+            host = self._node_listen_host(node_id)
+            for k, v in secure.broker_settings(node_id, host, n["port"]).items():
                 cmd += ["--set", f"{k}={v}"]
+            secrets_file = secure.broker_config_file()
+            if secrets_file is not None:  # the JAAS entry: a file, not a flag (ps shows flags)
+                cmd += ["--config", str(secrets_file)]
         return cmd
+
+    def _node_listen_host(self, node_id: int) -> str:
+        """The host a node's listeners bind (the same for every node here)."""
+        return self.listen_host
 
     def _controller_args(self) -> list[str]:
         """A controller's settings as flags (Kafka's names with dashes): the same for a
@@ -607,24 +617,31 @@ class LocalCluster:
             self._await_or_rebind(c, proc, path, start, timeout_s)
         if own and self.is_quorum:
             self.wait_active_controller(timeout_s)
+        # The SCRAM users before the brokers when the controllers run on their own (the
+        # brokers' first replica fetches then log in at once); combined nodes after.
+        users_made = False
+        if secure is not None and (own or not self.has_controller):
+            self.make_scram_users(secure, timeout_s)
+            users_made = True
         launched = [(b, *self._launch(b)) for b in self.broker_ids]
         for b, proc, path, start in launched:
             self._await_or_rebind(b, proc, path, start, timeout_s)
-        if secure is not None:
-            self._make_scram_admin(secure, timeout_s)
+        if secure is not None and not users_made:
+            self.make_scram_users(secure, timeout_s)
         return self
 
-    def _make_scram_admin(self, secure: ClusterSecurity, timeout_s: float) -> None:
-        """``--security sasl_ssl``: the admin's SCRAM credential, made through the active
-        controller over the controller channel (mTLS, the admin certificate): the password
-        never leaves ``D/tls``, and no command line carries it. Again at every start (a new
-        salt, the same password): a cluster whose metadata lost it gets it back."""
-        admin = secure.scram_admin()
-        if admin is None:
+    def make_scram_users(self, secure: ClusterSecurity, timeout_s: float) -> None:
+        """``--security sasl_ssl``: the SCRAM credentials of the admin and of the nodes'
+        user, made through the active controller over the controller channel (mTLS, the
+        admin certificate): the passwords never leave ``D/tls``, and no command line carries
+        them. Again at every start (a new salt, the same password): a cluster whose metadata
+        lost them gets them back."""
+        users = secure.scram_users()
+        if not users:
             return
         args = scram.alterations_to_json([], [scram.Upsertion(
-            admin.name, int(admin.mechanism), admin.iterations, admin.salt,
-            admin.salted_password)])
+            u.name, int(u.mechanism), u.iterations, u.salt, u.salted_password)
+            for u in users])
         deadline = time.monotonic() + timeout_s
         last = "no controller answered"
         while True:
@@ -646,8 +663,8 @@ class LocalCluster:
             elif "error" in answer:
                 last = f"{ErrorCode(int(answer['error'])).name}: {answer.get('message') or ''}"
             if time.monotonic() >= deadline:
-                raise RuntimeError(f"cluster up --security {secure.mode.name}: the admin's "
-                                   f"SCRAM user could not be made ({last})")
+                raise RuntimeError(f"cluster up --security {secure.mode.name}: the SCRAM "
+                                   f"users could not be made ({last})")
             time.sleep(0.2)
 
     def kill(self, node_id: int, sig: int = signal.SIGKILL) -> None:

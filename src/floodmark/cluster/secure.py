@@ -9,15 +9,19 @@ fetching and transaction markers, ``inter.broker.listener.name``); the controlle
 holds a certificate of the cluster's throwaway CA (``D/tls``), so nodes authenticate each other
 (mTLS); ``cluster`` commands use the ``admin`` certificate for the controller channel.
 
-``sasl_ssl``: the same, but the ``CLIENT`` listener is SASL_SSL with SCRAM-SHA-512: clients
-authenticate as a SCRAM user. ``cluster up`` makes the ``admin`` user (its password, random,
-in ``D/tls/admin.password``, mode 0600, never on a command line) through the controller channel
-with the admin certificate, once the controllers run, and ``D/client.properties`` carries its
-SASL settings. The internal channels stay mTLS. It also sets the ACL authorizer (Kafka's
-``StandardAuthorizer``): ``super.users`` are the admin (``User:admin``, the SCRAM user) and the
-nodes (each node certificate's subject is mapped to ``User:floodmark-node`` on the ``INTERNAL``
-listener, so a node added later is a super user to the nodes already running); every other user
-may do only what ACLs grant (``floodmark acl add``).
+``sasl_ssl``: the ``CLIENT`` and ``INTERNAL`` listeners are SASL_SSL with SCRAM-SHA-512:
+clients authenticate as a SCRAM user, and so do brokers to each other (replica fetching,
+transaction markers) as the SCRAM user ``floodmark-node``
+(``sasl.mechanism.inter.broker.protocol``), still with their node certificate on ``INTERNAL``
+(``ssl.client.auth=required``: a node needs both). ``cluster up`` makes the ``admin`` and
+``floodmark-node`` users (passwords random, in ``D/tls/<user>.password``, mode 0600, never on a
+command line) through the controller channel with the admin certificate, once the controllers
+run; ``D/client.properties`` carries the admin's SASL settings, and every broker reads its JAAS
+entry (``listener.name.internal.scram-sha-512.sasl.jaas.config``) from
+``D/tls/inter-broker.toml`` (0600, ``--config``). The controller channel stays mTLS (it takes no
+SASL by design). It also sets the ACL authorizer (Kafka's ``StandardAuthorizer``): ``super.users``
+are ``User:admin`` and ``User:floodmark-node``; every other user may do only what ACLs grant
+(``floodmark acl add``).
 
 Extending: a mode is a ``Mode`` entry.
 """
@@ -33,14 +37,20 @@ from pathlib import Path
 from floodmark.cluster.layout import CLIENT_PROPERTIES
 from floodmark.security import certs
 from floodmark.security.client_security import ClientSecurity
+from floodmark.security.inter_broker import INTER_BROKER_MECHANISM, jaas_setting
+from floodmark.security.jaas import SCRAM_LOGIN_MODULE
 from floodmark.security.listeners import SecurityProtocol
 from floodmark.security.sasl.scram import DEFAULT_ITERATIONS, ScramMechanism, salted_password
 
 TLS_DIR = "tls"
 ADMIN = "admin"
-NODE_PRINCIPAL = "floodmark-node"
-"""The principal every node's certificate maps to on the ``INTERNAL`` listener (a super user)."""
+NODE_USER = "floodmark-node"
+"""The SCRAM user every broker logs in to the others as (``sasl_ssl``; a super user)."""
+INTER_BROKER_CONFIG = "inter-broker.toml"
+"""The brokers' settings file (under ``D/tls``, 0600) holding their JAAS entry."""
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+INTERNAL = "INTERNAL"
+"""The inter-broker listener's name."""
 
 
 @dataclass(frozen=True)
@@ -53,18 +63,21 @@ class Mode:
     """The client listener's SASL mechanism (its users are SCRAM users), None without SASL."""
     authorizer: bool = False
     """ACLs decide what each user may do (the admin and the nodes are super users)."""
+    inter_broker_sasl: bool = False
+    """The ``INTERNAL`` listener is SASL_SSL too: brokers log in as ``NODE_USER`` with
+    ``sasl_mechanism`` (and their certificates)."""
 
 
 MODES: dict[str, Mode] = {
     "ssl": Mode("ssl", SecurityProtocol.SSL),
     "sasl_ssl": Mode("sasl_ssl", SecurityProtocol.SASL_SSL, ScramMechanism.SCRAM_SHA_512,
-                     authorizer=True),
+                     authorizer=True, inter_broker_sasl=True),
 }
 
 
 @dataclass(frozen=True)
-class ScramAdmin:
-    """The SCRAM credential ``cluster up`` makes for the admin user: KIP-554's upsertion
+class ScramUser:
+    """A SCRAM credential ``cluster up`` makes (the admin, the nodes): KIP-554's upsertion
     values (the password is salted here; the controller derives the keys)."""
 
     name: str
@@ -74,7 +87,7 @@ class ScramAdmin:
     salted_password: bytes
 
     def __repr__(self) -> str:  # nothing secret in logs
-        return f"ScramAdmin({self.name!r}, {self.mechanism.mechanism_name})"
+        return f"ScramUser({self.name!r}, {self.mechanism.mechanism_name})"
 
 
 @dataclass(frozen=True)
@@ -108,27 +121,58 @@ class ClusterSecurity:
         return certs.NodeFiles(d / f"{name}.keystore.pem", d / f"{name}.cert.pem",
                                d / f"{name}.key.pem")
 
+    def password_path(self, user: str) -> Path:
+        return self.directory / f"{user}.password"
+
     @property
     def admin_password_path(self) -> Path:
-        return self.directory / f"{ADMIN}.password"
+        return self.password_path(ADMIN)
+
+    @property
+    def inter_broker_config_path(self) -> Path:
+        """The brokers' ``--config`` file (their JAAS entry, 0600)."""
+        return self.directory / INTER_BROKER_CONFIG
+
+    @property
+    def scram_user_names(self) -> tuple[str, ...]:
+        """The SCRAM users this mode makes (none without SASL)."""
+        if self.mode.sasl_mechanism is None:
+            return ()
+        return (ADMIN, NODE_USER) if self.mode.inter_broker_sasl else (ADMIN,)
 
     def prepare(self, node_ids: list[int]) -> None:
         """The CA, every node's certificate and the admin's (those missing: a restart or a
-        grown cluster keeps what exists), the admin's SCRAM password when the mode has SASL,
-        and ``client.properties``."""
+        grown cluster keeps what exists), the SCRAM users' passwords when the mode has SASL,
+        the brokers' JAAS file when they log in to each other, and ``client.properties``."""
         ca, _ = certs.load_or_make_ca(self.directory)
         for name in [f"node-{n}" for n in node_ids] + [ADMIN]:
             if not self.node_files(name).keystore.exists():
                 certs.issue_files(self.directory, name, ca, self.hosts)
-        if self.mode.sasl_mechanism is not None and not self.admin_password_path.exists():
-            fd = os.open(self.admin_password_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as out:
-                out.write(secrets.token_urlsafe(24) + "\n")
+        for user in self.scram_user_names:
+            path = self.password_path(user)
+            if not path.exists():
+                _write_private(path, secrets.token_urlsafe(24) + "\n", exclusive=True)
+        jaas = self.inter_broker_jaas()
+        if jaas is not None:
+            name, text = jaas
+            # TOML basic string: the JAAS text's quotes and backslashes escaped
+            quoted = text.replace("\\", "\\\\").replace('"', '\\"')
+            _write_private(self.inter_broker_config_path, f'"{name}" = "{quoted}"\n')
         props = self.client_properties()
-        path = self.data_dir / CLIENT_PROPERTIES
-        path.touch(0o600)
-        path.chmod(0o600)  # before the password goes in
-        path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        _write_private(self.data_dir / CLIENT_PROPERTIES,
+                       "".join(f"{k}={v}\n" for k, v in props.items()))
+
+    def inter_broker_jaas(self) -> tuple[str, str] | None:
+        """The brokers' JAAS setting (Kafka's name) and text (holding ``NODE_USER``'s
+        password); None when brokers do not log in to each other with SASL."""
+        mechanism = self.mode.sasl_mechanism
+        if mechanism is None or not self.mode.inter_broker_sasl:
+            return None
+        password = self.password_path(NODE_USER).read_text().strip()
+        # token_urlsafe: letters, digits, '-' and '_' only, nothing to escape in JAAS
+        text = (f'{SCRAM_LOGIN_MODULE} required username="{NODE_USER}" '
+                f'password="{password}";')
+        return jaas_setting(INTERNAL, mechanism.mechanism_name), text
 
     def client_properties(self) -> dict[str, str]:
         """What a client of the ``CLIENT`` listener needs (librdkafka's names)."""
@@ -140,15 +184,20 @@ class ClusterSecurity:
                       "sasl.password": self.admin_password_path.read_text().strip()}
         return props
 
-    def scram_admin(self) -> ScramAdmin | None:
-        """The admin's SCRAM credential to make (None: no SASL in this mode)."""
+    def scram_users(self) -> list[ScramUser]:
+        """The SCRAM credentials to make (the admin's, the nodes' user's; none without
+        SASL), each with a new salt."""
         mechanism = self.mode.sasl_mechanism
         if mechanism is None:
-            return None
-        salt = secrets.token_bytes(32)
-        password = self.admin_password_path.read_text().strip()
-        return ScramAdmin(ADMIN, mechanism, DEFAULT_ITERATIONS, salt,
-                          salted_password(mechanism, password, salt, DEFAULT_ITERATIONS))
+            return []
+        out = []
+        for user in self.scram_user_names:
+            salt = secrets.token_bytes(32)
+            password = self.password_path(user).read_text().strip()
+            out.append(ScramUser(user, mechanism, DEFAULT_ITERATIONS, salt,
+                                 salted_password(mechanism, password, salt,
+                                                 DEFAULT_ITERATIONS)))
+        return out
 
     def _node_ssl(self, node_id: int) -> dict[str, str]:
         return {"ssl.keystore.type": "PEM",
@@ -158,34 +207,50 @@ class ClusterSecurity:
 
     def broker_settings(self, node_id: int, listen_host: str, port: int) -> dict[str, str]:
         """A broker's (or combined node's) settings: the listeners, their protocols, its key
-        and trust stores, client certificates required between nodes."""
+        and trust stores, client certificates required between nodes; with inter-broker SASL
+        the mechanism (the JAAS entry is in ``inter_broker_config_path``, not here: these
+        become command-line flags)."""
         client = self.mode.client_protocol.value
+        mechanism = self.mode.sasl_mechanism
+        internal = SecurityProtocol.SASL_SSL if self.mode.inter_broker_sasl else \
+            SecurityProtocol.SSL
+        sasl: dict[str, str] = {}
+        if mechanism is not None:
+            sasl["listener.name.client.sasl.enabled.mechanisms"] = mechanism.mechanism_name
+            if self.mode.inter_broker_sasl:
+                sasl |= {"listener.name.internal.sasl.enabled.mechanisms":
+                         mechanism.mechanism_name,
+                         INTER_BROKER_MECHANISM: mechanism.mechanism_name}
         return {
-            "listeners": f"CLIENT://{listen_host}:{port},INTERNAL://{listen_host}:0",
+            "listeners": f"CLIENT://{listen_host}:{port},{INTERNAL}://{listen_host}:0",
             "listener.security.protocol.map":
-                f"CLIENT:{client},INTERNAL:SSL,CONTROLLER:SSL",
-            "inter.broker.listener.name": "INTERNAL",
+                f"CLIENT:{client},{INTERNAL}:{internal.value},CONTROLLER:SSL",
+            "inter.broker.listener.name": INTERNAL,
             "controller.listener.names": "CONTROLLER",
             "listener.name.internal.ssl.client.auth": "required",
             "listener.name.controller.ssl.client.auth": "required",
             **self._node_ssl(node_id),
-            **({} if self.mode.sasl_mechanism is None else {
-                "listener.name.client.sasl.enabled.mechanisms":
-                    self.mode.sasl_mechanism.mechanism_name}),
+            **sasl,
             **(self.authorizer_settings() if self.mode.authorizer else {}),
         }
 
-    @staticmethod
-    def authorizer_settings() -> dict[str, str]:
-        """The ACL authorizer, with the admin and the nodes as super users. A node's
-        certificate (``CN=node-N,O=floodmark``) maps to ``User:floodmark-node`` on the
-        ``INTERNAL`` listener only; any other certificate keeps its subject (not a super user)."""
-        return {
-            "authorizer.class.name": AUTHORIZER,
-            "super.users": f"User:{ADMIN};User:{NODE_PRINCIPAL}",
-            "listener.name.internal.ssl.principal.mapping.rules":
-                f"RULE:^CN=node-[0-9]+,O=floodmark$/{NODE_PRINCIPAL}/,DEFAULT",
-        }
+    def broker_config_file(self) -> Path | None:
+        """The file every broker reads its secret settings from (``--config``), None when
+        there is none."""
+        return self.inter_broker_config_path if self.mode.inter_broker_sasl else None
+
+    def authorizer_settings(self) -> dict[str, str]:
+        """The ACL authorizer, with the admin and the nodes as super users. With inter-broker
+        SASL the nodes are the SCRAM user ``NODE_USER``; without it (an authorizer over mTLS
+        between nodes), a node's certificate (``CN=node-N,O=floodmark``) maps to
+        ``User:floodmark-node`` on the ``INTERNAL`` listener only, any other certificate
+        keeping its subject (not a super user)."""
+        settings = {"authorizer.class.name": AUTHORIZER,
+                    "super.users": f"User:{ADMIN};User:{NODE_USER}"}
+        if not self.mode.inter_broker_sasl:
+            settings["listener.name.internal.ssl.principal.mapping.rules"] = (
+                f"RULE:^CN=node-[0-9]+,O=floodmark$/{NODE_USER}/,DEFAULT")
+        return settings
 
     def controller_settings(self, node_id: int) -> dict[str, str]:
         return {"controller.listener.names": "CONTROLLER",
@@ -197,3 +262,13 @@ class ClusterSecurity:
         admin = self.node_files(ADMIN)
         return ClientSecurity(SecurityProtocol.SSL, str(self.ca_path), str(admin.cert),
                               str(admin.key))
+
+
+def _write_private(path: Path, text: str, *, exclusive: bool = False) -> None:
+    """Write ``text`` to ``path`` with mode 0600 from the first byte (it holds a password);
+    ``exclusive``: only when the file is new."""
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_EXCL if exclusive else os.O_TRUNC)
+    fd = os.open(path, flags, 0o600)
+    os.fchmod(fd, 0o600)  # an older file of another mode
+    with os.fdopen(fd, "w") as out:
+        out.write(text)
