@@ -115,6 +115,7 @@ class ClusterMembership(MembershipBase):
         self._tasks: list[asyncio.Task[None]] = []
         self._poll_task: asyncio.Task[None] | None = None
         self._started = False
+        self._caught_up = asyncio.Event()  # set once the first metadata catch-up is done
         self.session = ControllerSession()  # is this broker's leadership in doubt?
         self._fenced_since: dict[int, int] = {}  # broker id -> when this broker saw it fenced
 
@@ -141,6 +142,19 @@ class ClusterMembership(MembershipBase):
     def start(self, port: int, ready: Callable[[int], None] | None) -> None:
         self._tasks.append(asyncio.create_task(self._join(port, ready)))
 
+    async def metadata_ready(self, timeout_s: float) -> bool:
+        """The listeners are bound before the broker registers and reads the metadata log
+        (it registers its ports); until it has caught up once, a SCRAM user or an ACL it has not
+        read yet would be refused. Requests that need them wait here, as Kafka holds requests
+        until the broker's first metadata catch-up."""
+        if self._caught_up.is_set():
+            return True
+        try:
+            await asyncio.wait_for(self._caught_up.wait(), timeout_s)
+        except TimeoutError:
+            return False
+        return True
+
     async def _join(self, port: int, ready: Callable[[int], None] | None) -> None:
         host = self.host
         address, adv_port = host.advertised
@@ -164,6 +178,7 @@ class ClusterMembership(MembershipBase):
         log.info("broker %d registered broker_epoch=%d", host.node_id, epoch)
         await self.controller_client.catch_up()
         self._started = True
+        self._caught_up.set()
         self._on_metadata([])
         # Directories of partitions this broker no longer holds (deleted topics, replicas moved
         # away while it was down) go; not while its metadata skipped a record (an incomplete

@@ -118,6 +118,10 @@ class Membership(Protocol):
         """``core`` leads in this broker's metadata but must answer clients as a non-leader:
         its leadership is in doubt and nothing says it still leads (``replication.lease``)."""
 
+    async def metadata_ready(self, timeout_s: float) -> bool:
+        """Wait until this broker has caught up with the cluster's metadata once after its
+        start (SCRAM credentials and ACLs are metadata); False if ``timeout_s`` passed first."""
+
 
 class BrokerCore(Protocol):
     """What every part sees of the broker: its settings, controller, storage and partitions."""
@@ -167,6 +171,11 @@ class MembershipBase:
 
     def attach(self, host: MemberHost) -> None:
         self._host = host
+
+    async def metadata_ready(self, timeout_s: float) -> bool:
+        """A membership whose metadata is there from the start (a lone node's own controller):
+        ready at once."""
+        return True
 
     @property
     def host(self) -> MemberHost:
