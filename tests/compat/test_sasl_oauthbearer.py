@@ -194,3 +194,72 @@ def test_short_lived_tokens_are_refreshed_and_the_session_reauthenticates(
     # A connection librdkafka leaves idle (its bootstrap one) may not re-authenticate: the
     # broker closes it at its next request once the token's session ended, and the client
     # connects again with a fresh token. The producer's acknowledgements never stopped.
+
+
+def test_floodmarks_own_cli_logs_in_with_a_token_file_and_a_token_endpoint(
+        oauth_broker: tuple[SaslBroker, Path], tmp_path: Path) -> None:
+    """floodmark's own client (every CLI command's ``--command-config``) speaks OAUTHBEARER:
+    the token from ``sasl.oauthbearer.token.endpoint.url`` as a ``file://`` URL, or from a token
+    endpoint by the client-credentials grant (a local one here, playing the identity provider);
+    a forged token is refused in one line."""
+    import http.server
+    import json
+    import subprocess
+    import sys
+    import threading
+    import urllib.parse
+
+    broker, _ = oauth_broker
+    idp = Idp(KEY, "cli-user")
+
+    def run(props: dict[str, str]) -> subprocess.CompletedProcess[str]:
+        config = tmp_path / "client.properties"
+        config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        return subprocess.run([sys.executable, "-m", "floodmark.cli", "topic", "list", "--json",
+                               "--bootstrap-server", broker.sasl, "--command-config",
+                               str(config)], capture_output=True, text=True, timeout=60)
+
+    base = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "OAUTHBEARER"}
+    token_file = tmp_path / "token"
+    token_file.write_text(idp.token()[0] + "\n")
+    done = run({**base, "sasl.oauthbearer.token.endpoint.url": f"file://{token_file}"})
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+
+    seen: list[dict[str, list[str]]] = []
+
+    class TokenEndpoint(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            form = urllib.parse.parse_qs(
+                self.rfile.read(int(self.headers["Content-Length"])).decode())
+            seen.append({**form, "authorization": [self.headers.get("Authorization", "")]})
+            body = json.dumps({"access_token": idp.token()[0], "token_type": "bearer",
+                               "expires_in": 300}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_args: object) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), TokenEndpoint)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        done = run({**base, "sasl.oauthbearer.token.endpoint.url":
+                    f"http://127.0.0.1:{server.server_port}/token",
+                    "sasl.oauthbearer.client.id": "cli", "sasl.oauthbearer.client.secret": "s3",
+                    "sasl.oauthbearer.scope": "kafka"})
+    finally:
+        server.shutdown()
+    assert done.returncode == 0, done.stderr
+    assert seen and seen[0]["grant_type"] == ["client_credentials"]
+    assert seen[0]["scope"] == ["kafka"] and seen[0]["authorization"][0].startswith("Basic ")
+
+    token_file.write_text(FORGER.token(claims("cli-user", 300, aud=AUDIENCE)))
+    done = run({**base, "sasl.oauthbearer.token.endpoint.url": f"file://{token_file}"})
+    assert done.returncode != 0
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "SASL_AUTHENTICATION_FAILED" in lines[0], done.stderr
+    assert "s3" not in done.stderr and FORGER.token(claims("x", 1)) not in done.stderr

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Generator, Mapping
 from typing import Any
 
+from floodmark.client.oauthbearer import TokenUnavailable, access_token, initial_response
 from floodmark.errors import FloodmarkError
 from floodmark.security.client_security import ClientSecurity
 
@@ -49,6 +50,22 @@ def sasl_steps(security: ClientSecurity) -> Generator[Request, Any, None]:
             "listener.name.<listener>.<mechanism>.sasl.jaas.config)")
     answer = yield (SASL_HANDSHAKE, HANDSHAKE_VERSION, {"mechanism": mechanism})
     _check(answer, f"SaslHandshake {mechanism}")
+    if mechanism == "OAUTHBEARER":
+        try:
+            jwt = access_token(security.extra)
+        except TokenUnavailable as exc:
+            raise AuthenticationError(f"SASL/OAUTHBEARER: {exc}") from None
+        answer = yield (SASL_AUTHENTICATE, AUTHENTICATE_VERSION,
+                        {"auth_bytes": initial_response(jwt)})
+        _check(answer, "SASL/OAUTHBEARER authentication")
+        if bytes(answer.auth_bytes or b""):
+            # RFC 7628 §3.2.2: a refusal comes as an error challenge; the client answers
+            # with a lone 0x01 and the broker then fails the exchange (with its message).
+            answer = yield (SASL_AUTHENTICATE, AUTHENTICATE_VERSION, {"auth_bytes": b"\x01"})
+            _check(answer, "SASL/OAUTHBEARER authentication")
+            raise AuthenticationError("SASL/OAUTHBEARER authentication: the broker refused the "
+                                      "token")
+        return
     if mechanism == "PLAIN":
         token = b"\0" + security.sasl_username.encode() + b"\0" + security.sasl_password.encode()
         answer = yield (SASL_AUTHENTICATE, AUTHENTICATE_VERSION, {"auth_bytes": token})

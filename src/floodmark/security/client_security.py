@@ -15,6 +15,10 @@ librdkafka's names (what ``client.properties`` files hold):
 ``sasl.mechanisms`` (``sasl.mechanism``)   PLAIN | SCRAM-SHA-256 | SCRAM-SHA-512, for
                                            sasl_plaintext and sasl_ssl
 ``sasl.username``, ``sasl.password``       the SASL user (``client/sasl.py`` authenticates)
+``sasl.oauthbearer.token.endpoint.url``    OAUTHBEARER: ``file:///path`` (the token in a file) or
+                                           the token endpoint (client credentials:
+                                           ``sasl.oauthbearer.client.id``/``.client.secret``,
+                                           ``sasl.oauthbearer.scope``; ``client/oauthbearer.py``)
 ``sasl.jaas.config``                       the Java client's way to give them: a PlainLoginModule
                                            or ScramLoginModule entry's ``username="..."
                                            password="..."`` (what Spark users set as
@@ -110,10 +114,15 @@ class ClientSecurity:
             username, password = jaas_credentials(
                 text["sasl.jaas.config"], mechanism if mechanism in SASL_MECHANISMS else None)
         if protocol.uses_sasl:
-            if mechanism not in SASL_MECHANISMS:
+            if mechanism not in (*SASL_MECHANISMS, "OAUTHBEARER"):
                 raise ValueError(f"sasl.mechanisms={mechanism or '(unset)'}: expected one of "
-                                 f"{', '.join(SASL_MECHANISMS)} with {protocol.value}")
-            if not username or not password:
+                                 f"{', '.join(SASL_MECHANISMS)}, OAUTHBEARER with "
+                                 f"{protocol.value}")
+            if mechanism == "OAUTHBEARER":
+                if not text.get("sasl.oauthbearer.token.endpoint.url"):
+                    raise ValueError("OAUTHBEARER needs sasl.oauthbearer.token.endpoint.url "
+                                     "(file:///path/to/token or the token endpoint)")
+            elif not username or not password:
                 raise ValueError(f"{protocol.value} needs sasl.username and sasl.password")
         return cls(protocol, ca, cert, key, text.get("ssl.key.password") or None,
                    algorithm == "https",
