@@ -58,3 +58,41 @@ def test_fuzz_every_advertised_api_broker_survives(broker_factory) -> None:  # t
 @pytest.mark.timeout(2400)
 def test_fuzz_long_run(broker_factory) -> None:  # type: ignore[no-untyped-def]
     _fuzz(broker_factory, frames=1_000_000, time_limit_s=1800, seed=7)
+
+
+def test_fuzz_over_tls_before_a_sasl_login(tmp_path: Path) -> None:
+    """Issue 21: the fuzzer over a SASL_SSL listener. Its frames go over TLS and before any
+    login, so they meet the broker's TLS handshake path and its pre-authentication rules
+    (only ApiVersions and the SASL exchange, bounded sizes), SaslHandshake and SaslAuthenticate
+    fuzzed among them; a SCRAM-logged-in producer keeps writing throughout and loses nothing."""
+    from tests.conftest import BrokerProcess
+    from tests.tls_pki import make_pki
+
+    pki = make_pki(tmp_path / "tls")
+    password = "fuzz-secret-1"
+    broker = BrokerProcess(tmp_path / "data", [
+        "--set", "listeners=SASL://127.0.0.1:0",
+        "--set", "listener.security.protocol.map=SASL:SASL_SSL",
+        "--set", "sasl.enabled.mechanisms=SCRAM-SHA-512",
+        "--set", "ssl.keystore.type=PEM",
+        "--set", f"ssl.keystore.location={pki.broker.keystore}",
+        "--set", "connection.failed.authentication.delay.ms=100",
+        "--add-scram", f"SCRAM-SHA-512=[name=fuzzer,password={password}]"]).start()
+    try:
+        props = {"security.protocol": "SASL_SSL", "sasl.mechanisms": "SCRAM-SHA-512",
+                 "sasl.username": "fuzzer", "sasl.password": password,
+                 "ssl.ca.location": str(pki.ca)}
+        assert broker.proc is not None
+        report = run_fuzz(FuzzConfig(broker.bootstrap, frames=4_000, time_limit_s=20, seed=3,
+                                     broker_pid=broker.proc.pid, connections=4,
+                                     client_properties=props))
+        data = report.as_json()
+        print(data)
+        assert report.broker_alive, "the broker process died"
+        assert report.frames > 200 and report.answered > 0 and report.closed > 0, data
+        assert report.acknowledged > 0 and not report.lost and not report.client_errors, data
+        log = Path(broker.log_path).read_text(errors="replace")
+        assert "handler failed" not in log and "Traceback" not in log, \
+            [line for line in log.splitlines() if "rror" in line][:10]
+    finally:
+        broker.stop()

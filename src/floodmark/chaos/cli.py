@@ -53,6 +53,9 @@ def register(subparsers: Any) -> None:
                       help="the broker's process id: checked alive, its memory reported")
     fuzz.add_argument("--no-client", action="store_true",
                       help="no well-behaved client alongside the fuzzer")
+    fuzz.add_argument("--command-config", metavar="FILE", default=None,
+                      help="client properties (librdkafka's names) for an SSL or SASL_SSL "
+                           "listener: the frames go over TLS, the bystander logs in")
     fuzz.add_argument("--json", action="store_true")
     fuzz.set_defaults(func=cmd_fuzz)
     r = sub.add_parser("run", help="a cluster in network namespaces, a workload, a seeded "
@@ -117,9 +120,20 @@ def _progress(report: FuzzReport) -> None:
 
 
 def cmd_fuzz(args: argparse.Namespace) -> int:
+    props: dict[str, str] = {}
+    if args.command_config is not None:
+        from floodmark.security.client_security import ClientSecurity, read_properties
+
+        try:
+            props = read_properties(args.command_config)
+            ClientSecurity.from_properties(props)
+        except (OSError, ValueError) as exc:
+            print(f"error: --command-config {args.command_config}: {exc}", file=sys.stderr)
+            return 2
     config = FuzzConfig(args.bootstrap, frames=args.frames, time_limit_s=args.time_limit_s,
                         seed=args.seed, broker_pid=args.broker_pid,
-                        well_behaved_client=not args.no_client, connections=args.connections)
+                        well_behaved_client=not args.no_client, connections=args.connections,
+                        client_properties=props)
     try:
         report = run_fuzz(config, progress=None if args.json else _progress)
     except OSError as exc:

@@ -45,6 +45,7 @@ from floodmark.address import parse_bootstrap
 from floodmark.chaos.readback import read_partition
 from floodmark.client.connection import encode_request
 from floodmark.records import simple_batch
+from floodmark.security.client_security import ClientSecurity
 
 MUTATIONS = ("valid", "truncate", "flip", "overwrite", "huge", "random-body", "random",
              "size-lie", "slow")
@@ -61,6 +62,15 @@ class FuzzConfig:
     well_behaved_client: bool = True
     topic: str = "fuzz-bystander"
     connections: int = 8  # frames in flight at once (each sender thread has its own rng)
+    # librdkafka-named client properties (``--command-config``): the raw frames go over TLS when
+    # the listener is SSL/SASL_SSL (they are sent before any SASL login, so on a SASL listener
+    # they exercise the broker's pre-authentication rules and the SASL exchange itself); the
+    # set-up requests, the bystander producer and the read-back log in with them.
+    client_properties: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    @property
+    def security(self) -> ClientSecurity:
+        return ClientSecurity.from_properties(self.client_properties)
 
 
 @dataclasses.dataclass(slots=True)
@@ -247,10 +257,12 @@ def pid_alive(pid: int) -> bool:
         return False
 
 
-def advertised_versions(bootstrap: str) -> list[tuple[int, int]]:
+def advertised_versions(bootstrap: str,
+                        security: ClientSecurity | None = None) -> list[tuple[int, int]]:
     from floodmark.client import KafkaConnection
 
-    with KafkaConnection(bootstrap, timeout_s=30) as conn:
+    with KafkaConnection(bootstrap, timeout_s=30,
+                         security=security or ClientSecurity()) as conn:
         resp = conn.request(API_VERSIONS_KEY, 3, {"client_software_name": "fuzz",
                                                   "client_software_version": "1"})
     out = []
@@ -267,14 +279,20 @@ def advertised_versions(bootstrap: str) -> list[tuple[int, int]]:
 class _Sender:
     """One raw connection, reopened whenever the broker closes it."""
 
-    def __init__(self, address: tuple[str, int]) -> None:
+    def __init__(self, address: tuple[str, int], security: ClientSecurity | None = None) -> None:
         self.address = address
         self.sock: socket.socket | None = None
+        self.context = None if security is None else security.ssl_context()
+        self.server_hostname = (None if security is None
+                                else security.server_hostname(address[0]))
 
     def _open(self) -> socket.socket:
         if self.sock is None:
-            self.sock = socket.create_connection(self.address, timeout=10)
-            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock = socket.create_connection(self.address, timeout=10)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.context is not None:  # the TLS handshake first, then the raw frames
+                sock = self.context.wrap_socket(sock, server_hostname=self.server_hostname)
+            self.sock = sock
         return self.sock
 
     def close(self) -> None:
@@ -323,7 +341,8 @@ class _Sender:
 
 
 def _bystander(bootstrap: str, topic: str, stop: threading.Event,
-               acked: dict[str, int], errors: list[str]) -> threading.Thread:
+               acked: dict[str, int], errors: list[str],
+               client_properties: dict[str, str]) -> threading.Thread:
     """A well-behaved confluent-kafka producer (acks=all, idempotent), bounded in count."""
 
     def run() -> None:
@@ -335,7 +354,7 @@ def _bystander(bootstrap: str, topic: str, stop: threading.Event,
             else:
                 errors.append(str(err))
 
-        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
+        producer = Producer({**client_properties, "bootstrap.servers": bootstrap, "acks": "all",
                              "enable.idempotence": True, "linger.ms": 5,
                              "message.timeout.ms": 60_000})
         i = 0
@@ -353,10 +372,10 @@ def _bystander(bootstrap: str, topic: str, stop: threading.Event,
     return thread
 
 
-def _create_topic(bootstrap: str, topic: str) -> None:
+def _create_topic(bootstrap: str, topic: str, security: ClientSecurity) -> None:
     from floodmark.client import KafkaConnection
 
-    with KafkaConnection(bootstrap, timeout_s=30) as conn:
+    with KafkaConnection(bootstrap, timeout_s=30, security=security) as conn:
         conn.request(19, 4, {"topics": [{"name": topic, "num_partitions": 1,
                                          "replication_factor": -1}], "timeout": 10_000})
 
@@ -365,7 +384,8 @@ def run_fuzz(config: FuzzConfig,
              progress: Callable[[FuzzReport], None] | None = None) -> FuzzReport:
     report = FuzzReport()
     address = _address(config.bootstrap)
-    apis = advertised_versions(config.bootstrap)
+    security = config.security
+    apis = advertised_versions(config.bootstrap, security)
     report.apis = len(apis)
     if config.broker_pid is not None:
         report.rss_before_kb = rss_kb(config.broker_pid)
@@ -373,8 +393,9 @@ def run_fuzz(config: FuzzConfig,
     acked: dict[str, int] = {}
     thread = None
     if config.well_behaved_client:
-        _create_topic(config.bootstrap, config.topic)
-        thread = _bystander(config.bootstrap, config.topic, stop, acked, report.client_errors)
+        _create_topic(config.bootstrap, config.topic, security)
+        thread = _bystander(config.bootstrap, config.topic, stop, acked, report.client_errors,
+                            config.client_properties)
     started = time.monotonic()
     lock = threading.Lock()
     # The broker's memory at every quarter of the frames (frames sent so far, kB): flat or not.
@@ -382,7 +403,7 @@ def run_fuzz(config: FuzzConfig,
 
     def send_frames(worker: int) -> None:
         wrng = random.Random(config.seed * 1000 + worker)
-        sender = _Sender(address)
+        sender = _Sender(address, security if security.uses_tls else None)
         correlation_id = 0
         try:
             while time.monotonic() - started < config.time_limit_s:
@@ -441,6 +462,7 @@ def run_fuzz(config: FuzzConfig,
             report.broker_alive = False
     if config.well_behaved_client and report.broker_alive:
         report.acknowledged = len(acked)
-        values = read_partition(config.bootstrap, config.topic)
+        values = read_partition(config.bootstrap, config.topic,
+                                client_properties=config.client_properties)
         report.lost = sorted((o, v) for v, o in acked.items() if values.get(o) != v.encode())
     return report

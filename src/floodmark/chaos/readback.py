@@ -4,14 +4,17 @@ consumer: the final read of every fault test ("is every acknowledged record at i
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 
 
 def read_partition(bootstrap: str, topic: str, partition: int = 0,
-                   timeout_s: float = 60.0) -> dict[int, bytes | None]:
+                   timeout_s: float = 60.0, *,
+                   client_properties: Mapping[str, str] | None = None) -> dict[int, bytes | None]:
     """offset -> value for every record below the HW (stops early only at ``timeout_s``)."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "floodmark-readback",
+    consumer = Consumer({**(client_properties or {}),
+                         "bootstrap.servers": bootstrap, "group.id": "floodmark-readback",
                          "enable.auto.commit": False,
                          "topic.metadata.refresh.interval.ms": 500})
     try:
