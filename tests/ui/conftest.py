@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @contextlib.contextmanager
-def run_ui(log_path: Path, *args: str) -> Iterator[str]:
+def run_ui(log_path: Path, *args: str, scheme: str = "http") -> Iterator[str]:
     """``floodmark ui ARGS --listen 127.0.0.1:0``; yields its base URL, stops it after."""
     with open(log_path, "w") as log:
         proc = subprocess.Popen([sys.executable, "-m", "floodmark.cli", "ui", *args,
@@ -26,7 +26,7 @@ def run_ui(log_path: Path, *args: str) -> Iterator[str]:
         try:
             assert proc.stdout is not None
             line = proc.stdout.readline()
-            assert "listening on http://" in line, line
+            assert f"listening on {scheme}://" in line, line
             yield line.split()[-1]
         finally:
             stop_process(proc)

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ipaddress
 import logging
 import signal
 import sys
 from typing import Any
 
 from floodmark.address import BadAddress
+from floodmark.ui.access import Access, read_password, tls_context
 from floodmark.ui.server import Dashboard, bind, serve
 from floodmark.ui.source import BootstrapSource, LocalClusterSource, Source
 
@@ -35,6 +37,13 @@ def register(subparsers: Any) -> None:
                    help="serve the buttons that change the cluster: create and delete topics, "
                         "reset consumer group offsets, fault drills (each asks to confirm; "
                         "without this flag they are hidden and their API answers 403)")
+    p.add_argument("--tls-cert", metavar="FILE", default=None,
+                   help="serve HTTPS with this PEM certificate (chain) (with --tls-key)")
+    p.add_argument("--tls-key", metavar="FILE", default=None, help="its PEM private key")
+    p.add_argument("--password-file", metavar="FILE", default=None,
+                   help="ask every request for HTTP Basic credentials: --user and the file's "
+                        "first line (needs --tls-cert unless the dashboard listens on loopback)")
+    p.add_argument("--user", default="floodmark", help="the user name (default %(default)s)")
     p.set_defaults(func=cmd_ui)
 
 
@@ -55,6 +64,17 @@ def cmd_ui(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     try:
+        tls = None
+        if (args.tls_cert is None) != (args.tls_key is None):
+            raise ValueError("--tls-cert and --tls-key go together")
+        if args.tls_cert is not None:
+            tls = tls_context(args.tls_cert, args.tls_key)
+        access = Access(args.user, None if args.password_file is None
+                        else read_password(args.password_file))
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    try:
         sock = bind(args.listen)
     except BadAddress as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -63,6 +83,12 @@ def cmd_ui(args: argparse.Namespace) -> int:
         print(f"error: cannot listen on {args.listen}: {exc}", file=sys.stderr)
         return 1
     host, port = sock.getsockname()[:2]
+    if access.password is not None and tls is None and not _loopback(host):
+        sock.close()
+        print(f"error: --password-file on {host} without --tls-cert would send the password in "
+              "the clear: add --tls-cert/--tls-key or listen on loopback", file=sys.stderr)
+        return 1
+    scheme = "https" if tls is not None else "http"
 
     async def run() -> None:
         stop = asyncio.Event()
@@ -71,7 +97,15 @@ def cmd_ui(args: argparse.Namespace) -> int:
             loop.add_signal_handler(sig, stop.set)
         dashboard = Dashboard(source, args.interval_ms, args.allow_changes)
         await serve(dashboard, sock, stop, lambda: print(
-            f"floodmark ui listening on http://{host}:{port}/", flush=True))
+            f"floodmark ui listening on {scheme}://{host}:{port}/", flush=True),
+            tls=tls, access=access)
 
     asyncio.run(run())
     return 0
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"

@@ -7,7 +7,8 @@ only when all of these hold, else it answers 403 with one line saying which fail
 2. the method is POST (a GET never changes anything: links, prefetchers, crawlers);
 3. the ``Host`` header names the dashboard's own address (a DNS-rebinding page reaches us under
    another name);
-4. an ``Origin`` header, when the request has one, is this same address over http (a browser
+4. an ``Origin`` header, when the request has one, is this same address over http (https when
+   the dashboard serves TLS) (a browser
    sends it on every POST; another site's page posting here carries its own origin). A request
    without ``Origin`` is not a browser's (curl, scripts) and is not a cross-site one.
 
@@ -52,6 +53,7 @@ def own_hosts(listen_host: str, port: int) -> frozenset[str]:
 class ChangeGuard:
     allow_changes: bool
     hosts: frozenset[str]  # own_hosts(...)
+    scheme: str = "http"  # "https" when the dashboard serves TLS (--tls-cert)
 
     def refusal(self, method: str, headers: Mapping[str, str]) -> str | None:
         """None: serve the change. Else the one line the 403 answer (and the log) says."""
@@ -64,6 +66,7 @@ class ChangeGuard:
         if host not in self.hosts:
             return f"Host {host!r} is not this dashboard's address"
         origin = headers.get("Origin")
-        if origin is not None and origin.lower() != f"http://{host}":
-            return f"cross-site request refused (Origin {origin!r}, this dashboard is http://{host})"
+        own = f"{self.scheme}://{host}"
+        if origin is not None and origin.lower() != own:
+            return f"cross-site request refused (Origin {origin!r}, this dashboard is {own})"
         return None

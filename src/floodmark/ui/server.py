@@ -33,6 +33,7 @@ import contextlib
 import json
 import logging
 import socket
+import ssl
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
@@ -45,6 +46,7 @@ from floodmark.client.connection import RequestFailed
 from floodmark.client.fetch import FetchClient, FetchError
 from floodmark.errors import ErrorCode
 from floodmark.ui import admin
+from floodmark.ui.access import REALM, Access
 from floodmark.ui.guard import ChangeGuard, own_hosts
 from floodmark.ui.messages import BadQuery, browse, parse_query
 from floodmark.ui.scenarios import scenario_list, scenario_steps
@@ -425,6 +427,17 @@ def build_app(dashboard: Dashboard, guard: ChangeGuard | None = None) -> web.App
     return app
 
 
+def _password_middleware(access: Access) -> Any:
+    @web.middleware
+    async def check(request: web.Request, handler: Any) -> web.StreamResponse:
+        if access.allowed(request.headers.get("Authorization")):
+            response: web.StreamResponse = await handler(request)
+            return response
+        return web.Response(status=401, text="a password is needed: HTTP Basic\n",
+                            headers={"WWW-Authenticate": f'Basic realm="{REALM}"'})
+    return check
+
+
 def bind(listen: str) -> socket.socket:
     """A socket bound to ``listen`` (HOST:PORT; HOST alone: port 8080). BadAddress, OSError."""
     host, port = parse_host_port(listen, DEFAULT_PORT, what="--listen")
@@ -439,13 +452,19 @@ def bind(listen: str) -> socket.socket:
 
 
 async def serve(dashboard: Dashboard, sock: socket.socket, stop: asyncio.Event,
-                ready: Callable[[], None] | None = None) -> None:
-    """Serve on ``sock`` until ``stop`` is set; ``ready()`` once connections are accepted."""
+                ready: Callable[[], None] | None = None, *,
+                tls: ssl.SSLContext | None = None, access: Access | None = None) -> None:
+    """Serve on ``sock`` until ``stop`` is set; ``ready()`` once connections are accepted.
+    ``tls``: serve HTTPS; ``access``: the password every request must carry (``ui.access``)."""
     host, port = sock.getsockname()[:2]
-    guard = ChangeGuard(dashboard.allow_changes, own_hosts(host, port))
-    runner = web.AppRunner(build_app(dashboard, guard), handle_signals=False)
+    guard = ChangeGuard(dashboard.allow_changes, own_hosts(host, port),
+                        "https" if tls is not None else "http")
+    app = build_app(dashboard, guard)
+    if access is not None and access.password is not None:
+        app.middlewares.insert(0, _password_middleware(access))
+    runner = web.AppRunner(app, handle_signals=False)
     await runner.setup()
-    site = web.SockSite(runner, sock, shutdown_timeout=1.0)
+    site = web.SockSite(runner, sock, shutdown_timeout=1.0, ssl_context=tls)
     await site.start()
     if ready is not None:
         ready()
