@@ -16,6 +16,8 @@ histograms are folded in at scrape time.
 Each process serves its registry on its own port with prometheus_client's HTTP server (a daemon
 thread) and prints ``floodmark <role> <id> metrics on http://HOST:PORT/metrics`` before its
 ``listening on`` line, so ``LocalCluster`` records the address (``cluster status --json``).
+``--metrics-keystore`` serves it over HTTPS (then the line says ``https://``) and
+``--metrics-password-file`` asks scrapes for HTTP Basic credentials.
 """
 
 from __future__ import annotations
@@ -254,12 +256,61 @@ class RequestMetrics(Collector):
         yield errors
 
 
-def serve_metrics(collectors: Sequence[Collector], listen: str) -> tuple[str, int]:
+def serve_metrics(collectors: Sequence[Collector], listen: str, *,
+                  keystore: str | None = None, password: str | None = None,
+                  user: str = "prometheus") -> tuple[str, int]:
     """Serve ``collectors`` on ``listen`` (HOST:PORT, port 0 = any; a bad one is a
-    BadAddress, before anything starts); returns (host, port)."""
+    BadAddress, before anything starts); returns (host, port). ``keystore``: a PEM file with the
+    certificate (chain) and key, to serve HTTPS (TLS 1.2+); ``password``: every scrape must carry
+    HTTP Basic credentials (``user`` and it; Prometheus's ``basic_auth``), else 401."""
     host, port = parse_host_port(listen, what="--metrics-listen")
     registry = CollectorRegistry(auto_describe=False)
     for c in collectors:
         registry.register(c)
-    server, _thread = start_http_server(port, addr=host, registry=registry)
-    return host, int(server.server_port)
+    if keystore is None and password is None:
+        server, _thread = start_http_server(port, addr=host, registry=registry)
+        return host, int(server.server_port)
+    import ssl
+    import threading
+    from wsgiref.simple_server import make_server
+
+    from prometheus_client import make_wsgi_app
+    from prometheus_client.exposition import ThreadingWSGIServer, _SilentHandler
+
+    app = make_wsgi_app(registry)
+    if password is not None:
+        app = _basic_auth(app, user, password)
+    httpd = make_server(host, port, app, ThreadingWSGIServer, handler_class=_SilentHandler)
+    if keystore is not None:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        context.load_cert_chain(keystore)
+        httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
+    threading.Thread(target=httpd.serve_forever, name="metrics", daemon=True).start()
+    return host, int(httpd.server_port)
+
+
+def _basic_auth(app: Any, user: str, password: str) -> Any:
+    import base64
+    import binascii
+    import hmac
+
+    want_user, want_password = user.encode(), password.encode()
+
+    def guarded(environ: dict[str, Any], start_response: Any) -> Any:
+        header = str(environ.get("HTTP_AUTHORIZATION", ""))
+        ok = False
+        if header.startswith("Basic "):
+            try:
+                given_user, _, given = base64.b64decode(
+                    header[6:].strip(), validate=True).partition(b":")
+                ok = hmac.compare_digest(given_user, want_user) & hmac.compare_digest(
+                    given, want_password)
+            except (binascii.Error, ValueError):
+                ok = False
+        if ok:
+            return app(environ, start_response)
+        start_response("401 Unauthorized", [("WWW-Authenticate", 'Basic realm="floodmark"'),
+                                            ("Content-Type", "text/plain")])
+        return [b"a password is needed: HTTP Basic\n"]
+    return guarded

@@ -68,6 +68,7 @@ from floodmark.controller.startup import (
 )
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import OFFSETS_TOPIC, CoordinatorType, coordinator_partition
+from floodmark.metrics_flags import add_metrics_security_arguments, metrics_security
 from floodmark.replication import lease
 from floodmark.replication.controller_session import ControllerSession
 from floodmark.replication.election import AlterPartitionRequest
@@ -617,6 +618,7 @@ def main(argv: list[str] | None = None) -> int:
                         "on its voter address")
     p.add_argument("--metrics-listen", default=None, metavar="HOST:PORT",
                    help="serve Prometheus /metrics here (port 0: any free port)")
+    add_metrics_security_arguments(p)
     add_controller_arguments(p)  # the controller process's own options (combined mode)
     p.add_argument("--log-level", default=os.environ.get("FLOODMARK_LOG_LEVEL", "INFO"))
     args = p.parse_args(argv)
@@ -652,6 +654,7 @@ def main(argv: list[str] | None = None) -> int:
             parse_host_port(controller_listen, what="--controller (combined mode: one address)")
         if args.metrics_listen:
             parse_host_port(args.metrics_listen, what="--metrics-listen")
+        metrics_keystore, metrics_password = metrics_security(args)
     except ValueError as exc:  # a bad address or setting: one line
         print(f"floodmark broker {args.node_id}: {exc}", file=sys.stderr)
         return 2
@@ -699,8 +702,10 @@ def main(argv: list[str] | None = None) -> int:
                                        BrokerCollector(broker)]
         if controller is not None:
             collectors.append(ControllerCollector(controller))
-        mhost, mport = serve_metrics(collectors, args.metrics_listen)
-        print(f"floodmark broker {args.node_id} metrics on http://{mhost}:{mport}/metrics",
+        mhost, mport = serve_metrics(collectors, args.metrics_listen,
+                                     keystore=metrics_keystore, password=metrics_password)
+        scheme = "https" if metrics_keystore else "http"
+        print(f"floodmark broker {args.node_id} metrics on {scheme}://{mhost}:{mport}/metrics",
               flush=True)
 
     async def run() -> None:

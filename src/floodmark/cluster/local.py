@@ -62,7 +62,7 @@ from floodmark.storage.fs import RealFileSystem
 CONTROLLER_ID = 0
 COMBINED_ROLE = "broker,controller"  # Kafka's process.roles of a combined node
 _LISTENING = re.compile(r"listening on (\S+):(\d+)")
-_METRICS = re.compile(r"metrics on http://(\S+):(\d+)/metrics")
+_METRICS = re.compile(r"metrics on https?://(\S+):(\d+)/metrics")
 
 # Local-cluster defaults: loopback, so detection can be much quicker than Kafka's
 # (broker.session.timeout.ms 9000, replica.lag.time.max.ms 30000).

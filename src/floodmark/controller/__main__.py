@@ -20,6 +20,7 @@ from floodmark.controller.startup import (
     open_controller,
     start_controller,
 )
+from floodmark.metrics_flags import add_metrics_security_arguments, metrics_security
 from floodmark.storage.data_dir import DataDirLockedError
 
 LISTEN_DEFAULT = "127.0.0.1:0"
@@ -32,6 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--node-id", type=int, default=0)
     p.add_argument("--metrics-listen", default=None, metavar="HOST:PORT",
                    help="serve Prometheus /metrics here (port 0: any free port)")
+    add_metrics_security_arguments(p)
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE",
                    help="a Kafka-named setting: controller.listener.names, "
                         "listener.security.protocol.map, ssl.* (the controller channel's TLS)")
@@ -52,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         parse_host_port(args.listen, what="--listen")
         if args.metrics_listen:
             parse_host_port(args.metrics_listen, what="--metrics-listen")
+        metrics_keystore, metrics_password = metrics_security(args)
     except (BadAddress, ValueError) as exc:
         print(f"floodmark controller: {exc}", file=sys.stderr)
         return 2
@@ -69,8 +72,10 @@ def main(argv: list[str] | None = None) -> int:
             from floodmark.controller.metrics import ControllerCollector
             from floodmark.metrics import serve_metrics
 
-            mhost, mport = serve_metrics([ControllerCollector(server)], args.metrics_listen)
-            print(f"floodmark controller {args.node_id} metrics on http://{mhost}:{mport}"
+            mhost, mport = serve_metrics([ControllerCollector(server)], args.metrics_listen,
+                                         keystore=metrics_keystore, password=metrics_password)
+            scheme = "https" if metrics_keystore else "http"
+            print(f"floodmark controller {args.node_id} metrics on {scheme}://{mhost}:{mport}"
                   "/metrics", flush=True)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
