@@ -546,31 +546,6 @@ def _consumer_group_describe(caller: Caller, header: RequestHeader, req: WireReq
 
 
 # -- share groups (KIP-932) -------------------------------------------------------------------
-def _share_group_heartbeat(caller: Caller, header: RequestHeader, req: WireRequest,
-                           ctx: HandlerContext) -> Verdict | None:
-    """Read on the group, Describe on every topic it subscribes to (Kafka's check)."""
-    if not caller.may(Op.READ, RT.GROUP, req.group_id):
-        return _refuse(error_code=GROUP_DENIED, member_epoch=int(req.member_epoch))
-    for topic in req.subscribed_topic_names or ():
-        if not caller.may(Op.DESCRIBE, RT.TOPIC, topic):
-            return _refuse(error_code=TOPIC_DENIED, member_epoch=int(req.member_epoch))
-    return None
-
-
-def _share_group_describe(caller: Caller, header: RequestHeader, req: WireRequest,
-                          ctx: HandlerContext) -> Verdict | None:
-    kept, refused = _split(req.group_ids, lambda g: caller.may(Op.DESCRIBE, RT.GROUP, g))
-    if not refused:
-        return None
-
-    def finish(resp: WireResponse) -> WireResponse:
-        return {**resp, "groups": [*resp.get("groups", ()), *({
-            "group_id": g, "error_code": GROUP_DENIED, "group_state": "", "group_epoch": -1,
-            "assignment_epoch": -1, "assignor_name": "", "members": [],
-            "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED} for g in refused)]}
-    return Verdict(request=dataclasses.replace(req, group_ids=tuple(kept)), finish=finish)
-
-
 def _share_records(handler: Callable[..., HandlerResult]) -> Check:
     """ShareFetch, ShareAcknowledge: Read on the group (else the whole request is
     GROUP_AUTHORIZATION_FAILED), Read on each topic (else its partitions answer
@@ -825,8 +800,9 @@ CHECKS: dict[ApiKey, Check] = {
     ApiKey.LIST_GROUPS: _list_groups,
     ApiKey.CONSUMER_GROUP_HEARTBEAT: _consumer_group_heartbeat,
     ApiKey.CONSUMER_GROUP_DESCRIBE: _consumer_group_describe,
-    ApiKey.SHARE_GROUP_HEARTBEAT: _share_group_heartbeat,
-    ApiKey.SHARE_GROUP_DESCRIBE: _share_group_describe,
+    # Kafka checks a share group as a consumer group: the same rules, the same answer fields.
+    ApiKey.SHARE_GROUP_HEARTBEAT: _consumer_group_heartbeat,
+    ApiKey.SHARE_GROUP_DESCRIBE: _consumer_group_describe,
     ApiKey.SHARE_FETCH: _share_records(share_group_apis.share_fetch),
     ApiKey.SHARE_ACKNOWLEDGE: _share_records(share_group_apis.share_acknowledge),
     ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: _describe_share_group_offsets,

@@ -492,18 +492,24 @@ def describe_share_group_offsets(ctx: HandlerContext, header: RequestHeader,
     return {"throttle_time": 0, "groups": out}
 
 
-def alter_share_group_offsets(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
-                              conn: ClientConnection) -> WireResponse:
-    group_id = str(req.group_id)
+def _change_refusal(ctx: HandlerContext, group_id: str) -> ErrorCode:
+    """Alter and Delete ShareGroupOffsets: what ``_offsets_refusal`` refuses, and a group that
+    still has members (NON_EMPTY_GROUP, as Kafka answers)."""
     err = _offsets_refusal(ctx, group_id)
     g = ctx.share_groups.coordinator.groups.get(group_id)
     if err is ErrorCode.NONE and g is not None and g.members:
-        err = ErrorCode.NON_EMPTY_GROUP
+        return ErrorCode.NON_EMPTY_GROUP
+    return err
+
+
+def alter_share_group_offsets(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
+                              conn: ClientConnection) -> WireResponse:
+    group_id = str(req.group_id)
+    err = _change_refusal(ctx, group_id)
     if err is not ErrorCode.NONE:
         return {"throttle_time": 0, "error_code": int(err), "responses": []}
     topics = ctx.controller.topics()
     names = _names_by_id(ctx)
-    changed: list[ShareKey] = []
     answers = []
     for t in req.topics:
         meta = topics.get(str(t.topic_name))
@@ -520,23 +526,20 @@ def alter_share_group_offsets(ctx: HandlerContext, header: RequestHeader, req: W
                 elif not ps.log_start_offset <= start <= ps.high_watermark:
                     entry["error_code"] = int(ErrorCode.OFFSET_OUT_OF_RANGE)
                 else:
+                    # stored by reset, before this answer
                     ctx.share_groups.reset((group_id, meta.topic_id, index), start,
                                            ps.leader_epoch)
             parts.append(entry)
         answers.append({"topic_name": str(t.topic_name),
                         "topic_id": meta.topic_id if meta is not None else None,
                         "partitions": parts})
-    _persist(ctx, changed)
     return {"throttle_time": 0, "error_code": 0, "responses": answers}
 
 
 def delete_share_group_offsets(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
                                conn: ClientConnection) -> WireResponse:
     group_id = str(req.group_id)
-    err = _offsets_refusal(ctx, group_id)
-    g = ctx.share_groups.coordinator.groups.get(group_id)
-    if err is ErrorCode.NONE and g is not None and g.members:
-        err = ErrorCode.NON_EMPTY_GROUP
+    err = _change_refusal(ctx, group_id)
     if err is not ErrorCode.NONE:
         return {"throttle_time": 0, "error_code": int(err), "responses": []}
     topics = ctx.controller.topics()
