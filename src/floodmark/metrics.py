@@ -38,6 +38,7 @@ from prometheus_client.registry import Collector
 
 from floodmark.address import parse_host_port
 from floodmark.errors import ErrorCode
+from floodmark.metrics_flags import basic_auth_ok
 from floodmark.wire.api_table import ApiKey
 
 # Kafka's RequestMetrics TotalTimeMs, as histogram buckets in milliseconds.
@@ -291,24 +292,8 @@ def serve_metrics(collectors: Sequence[Collector], listen: str, *,
 
 
 def _basic_auth(app: Any, user: str, password: str) -> Any:
-    import base64
-    import binascii
-    import hmac
-
-    want_user, want_password = user.encode(), password.encode()
-
     def guarded(environ: dict[str, Any], start_response: Any) -> Any:
-        header = str(environ.get("HTTP_AUTHORIZATION", ""))
-        ok = False
-        if header.startswith("Basic "):
-            try:
-                given_user, _, given = base64.b64decode(
-                    header[6:].strip(), validate=True).partition(b":")
-                ok = hmac.compare_digest(given_user, want_user) & hmac.compare_digest(
-                    given, want_password)
-            except (binascii.Error, ValueError):
-                ok = False
-        if ok:
+        if basic_auth_ok(environ.get("HTTP_AUTHORIZATION"), user, password):
             return app(environ, start_response)
         start_response("401 Unauthorized", [("WWW-Authenticate", 'Basic realm="floodmark"'),
                                             ("Content-Type", "text/plain")])

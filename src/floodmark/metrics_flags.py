@@ -5,7 +5,24 @@ does the serving)."""
 from __future__ import annotations
 
 import argparse
+import base64
+import binascii
+import hmac
 import ssl
+
+
+def basic_auth_ok(authorization: str | None, user: str, password: str) -> bool:
+    """Does an HTTP ``Authorization`` header carry ``user`` and ``password`` (Basic)? Compared
+    in constant time; the one check the dashboard and ``/metrics`` both apply."""
+    if not authorization or not authorization.startswith("Basic "):
+        return False
+    try:
+        given = base64.b64decode(authorization[6:].strip(), validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    given_user, _, given_password = given.partition(b":")
+    return (hmac.compare_digest(given_user, user.encode())
+            & hmac.compare_digest(given_password, password.encode()))
 
 
 def add_metrics_security_arguments(p: argparse.ArgumentParser) -> None:

@@ -10,12 +10,11 @@ on. Pure apart from reading the files; the server applies ``allowed`` to every r
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hmac
 import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from floodmark.metrics_flags import basic_auth_ok
 
 REALM = "floodmark"
 
@@ -27,17 +26,7 @@ class Access:
 
     def allowed(self, authorization: str | None) -> bool:
         """Does an ``Authorization`` header carry this user and password?"""
-        if self.password is None:
-            return True
-        if not authorization or not authorization.startswith("Basic "):
-            return False
-        try:
-            given = base64.b64decode(authorization[6:].strip(), validate=True).decode()
-        except (binascii.Error, UnicodeDecodeError):
-            return False
-        user, _, password = given.partition(":")
-        return (hmac.compare_digest(user.encode(), self.user.encode())
-                & hmac.compare_digest(password.encode(), self.password.encode()))
+        return self.password is None or basic_auth_ok(authorization, self.user, self.password)
 
 
 def read_password(path: str | Path) -> str:
