@@ -23,6 +23,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from floodmark.constants import RACK_AWARE_REPLICA_SELECTOR
+
 
 class Rule(Protocol):
     def reject(self, value: Any) -> tuple[str, str] | None:
@@ -189,6 +191,8 @@ RULES: dict[str, Rule] = {
     "group.share.delivery.count.limit": Between(2, 10),
     "group.share.partition.max.record.locks": Between(100, 10_000),
     "share.auto.offset.reset": OneOf(("latest", "earliest")),
+    # KIP-392: the one selector floodmark has (Kafka loads any class; unset: the leader)
+    "replica.selector.class": OneOf((RACK_AWARE_REPLICA_SELECTOR,)),
     "share.isolation.level": OneOf(("read_uncommitted", "read_committed")),
     "transactional.id.expiration.ms": at_least(1),
     "transaction.max.timeout.ms": at_least(1),

@@ -28,3 +28,7 @@ NO_PARTITION_LEADER_EPOCH = -1
 # Fetch's replica_id: a consumer, or floodmark's debug reader (reads up to the log end offset)
 CONSUMER_REPLICA_ID = -1
 DEBUG_REPLICA_ID = -2
+
+# replica.selector.class (KIP-392): Kafka's rack-aware selector, the one class floodmark has
+# (unset: consumers read from the leader)
+RACK_AWARE_REPLICA_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"

@@ -81,6 +81,11 @@ DEFAULTS: dict[str, Any] = {
     # default). Registered with the controller; Metadata and DescribeCluster answer it and
     # replica placement spreads each partition over racks (controller/placement.py).
     "broker.rack": None,
+    # KIP-392: which replica a consumer with client.rack reads from. Null (Kafka's default):
+    # the leader. org.apache.kafka.common.replica.RackAwareReplicaSelector: an in-sync replica
+    # in the consumer's rack (replication/replica_selector.py); any other value is refused at
+    # start.
+    "replica.selector.class": None,
     # JBOD (KIP-112 / KIP-858): the log directories partitions live in, comma-separated
     # (Kafka's name). Null: --data-dir alone, as before. Broker-wide files (the metadata cache,
     # the cleaner's checkpoint) stay in --data-dir (Kafka's metadata.log.dir).

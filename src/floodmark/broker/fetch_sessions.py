@@ -101,6 +101,8 @@ class CachedPartition:
         if result.error_code != 0:
             respond = True
             self.high_watermark = -1  # answered again once the error is gone
+        if result.preferred_read_replica >= 0:
+            respond = True  # KIP-392: the consumer must learn where to read from
         return respond
 
 

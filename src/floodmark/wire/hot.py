@@ -240,6 +240,8 @@ class FetchPartitionResult:
     # returned records (KIP-98). None (null on the wire, as Kafka sends) for read_uncommitted,
     # replicas and errors.
     aborted_transactions: tuple[tuple[int, int], ...] | None = None
+    # KIP-392 (v11+): the replica the consumer should fetch from instead (-1: this broker).
+    preferred_read_replica: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,7 +298,7 @@ def encode_fetch_response(version: int, correlation_id: int,
                 if flexible:
                     out.append(0)  # tagged fields of the aborted transaction
             if version >= 11:
-                out += _I32.pack(-1)  # preferred_read_replica
+                out += _I32.pack(p.preferred_read_replica)
             # Kafka never sends null records, an errored partition included: librdkafka rejects
             # the whole response on "MessageSetSize -1" and re-fetches in a tight loop.
             rec = p.records if p.records is not None else b""

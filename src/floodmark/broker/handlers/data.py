@@ -6,6 +6,7 @@ import logging
 import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from floodmark.broker.boundary import (
@@ -28,6 +29,7 @@ from floodmark.errors import ErrorCode, KafkaError
 from floodmark.replication.produce import produce_as_leader
 from floodmark.replication.producer_state import batch_metas
 from floodmark.replication.reads import FetchIsolation, read_for_fetch
+from floodmark.replication.replica_selector import ReplicaSelection
 from floodmark.storage.file_slice import FileSlice
 from floodmark.wire.api_table import ApiKey
 from floodmark.wire.codec import RequestHeader, ms
@@ -254,27 +256,58 @@ def _count_produce_errors(broker: HandlerContext,
 
 
 # -- Fetch -----------------------------------------------------------------------------------------
-def _read_partition(ps: PartitionState | None, p: WireRequest, replica_id: int,
+@dataclass(frozen=True, slots=True)
+class FetchSource:
+    """Who fetches, as the read rule needs it: ``replica_id`` (-1 a consumer), ``leader_only``
+    (Kafka's ``fetchOnlyLeader``: False for a consumer Fetch v11+, which a follower may serve,
+    KIP-392) and ``selection`` (the consumer's rack and the brokers', when
+    ``replica.selector.class`` is set and the consumer named its rack)."""
+
+    replica_id: int = -1
+    leader_only: bool = True
+    selection: ReplicaSelection | None = None
+
+
+def fetch_source(broker: HandlerContext, version: int, req: WireRequest, replica_id: int,
+                 listener: str | None) -> FetchSource:
+    """The read rule's view of one Fetch (``FetchSource``)."""
+    if replica_id >= 0 or version < 11:
+        return FetchSource(replica_id)
+    rack = str(getattr(req, "rack_id", "") or "")
+    selector = broker.config.get("replica.selector.class")
+    if not rack or not selector:
+        return FetchSource(replica_id, leader_only=False)
+    racks = {int(b["node_id"]): b["rack"] for b in broker.live_brokers(listener)}
+    return FetchSource(replica_id, False, ReplicaSelection(rack, racks, broker.now_ms()))
+
+
+def _read_partition(ps: PartitionState | None, p: WireRequest, source: FetchSource,
                     budget: int, lazy: bool = False, isolation: int = 0, *,
-                    stepped_down: bool = False) -> FetchPartitionResult:
+                    stepped_down: bool = False, known: bool = False) -> FetchPartitionResult:
     """One partition of a Fetch that is not a follower's: the read rule is the replication
-    layer's (``replication.reads``); this translates its answer to the wire."""
+    layer's (``replication.reads``); this translates its answer to the wire. ``known``: the
+    cluster's metadata has this partition (a broker not hosting it answers
+    NOT_LEADER_OR_FOLLOWER then, as Kafka does, so a consumer sent to a replica that has just
+    lost it goes back to the leader)."""
     index = int(p.partition)
     if ps is None:
         # Kafka answers an unknown partition with an empty (not null) aborted list
-        return FetchPartitionResult(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1, None,
-                                    aborted_transactions=())
+        return FetchPartitionResult(
+            index, ErrorCode.NOT_LEADER_OR_FOLLOWER if known
+            else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1, None, aborted_transactions=())
     read = read_for_fetch(
         ps.core, ps.log, int(p.fetch_offset), int(getattr(p, "current_leader_epoch", -1)),
-        FetchIsolation.of(replica_id, isolation == READ_COMMITTED),
+        FetchIsolation.of(source.replica_id, isolation == READ_COMMITTED),
         min(int(p.partition_max_bytes), budget) if budget > 0 else None,
-        lazy_min_bytes=LAZY_MIN_BYTES if lazy else None, stepped_down=stepped_down)
+        lazy_min_bytes=LAZY_MIN_BYTES if lazy else None, stepped_down=stepped_down,
+        leader_only=source.leader_only, selection=source.selection)
     bound = read.bound
     if read.error is not ErrorCode.NONE:
         return FetchPartitionResult(index, read.error, bound.high_watermark,
                                     bound.last_stable_offset, bound.log_start_offset, None)
     out = FetchPartitionResult(index, 0, bound.high_watermark, bound.last_stable_offset,
-                               bound.log_start_offset, b"")
+                               bound.log_start_offset, b"",
+                               preferred_read_replica=bound.preferred_read_replica)
     if read.aborted is not None:
         out.aborted_transactions = tuple((a.producer_id, a.first_offset) for a in read.aborted)
     info = read.records
@@ -315,13 +348,17 @@ def _resolve(broker: HandlerContext, read: ReadPlan, by_id: bool) -> FetchPlan:
             for key, parts in read]
 
 
-def _fetch_once(broker: HandlerContext, plan: FetchPlan, budget: int, replica_id: int,
+def _fetch_once(broker: HandlerContext, plan: FetchPlan, budget: int, source: FetchSource,
                 lazy: bool = False, isolation: int = 0, denied: TopicGate | None = None
                 ) -> tuple[FetchTopics, int, bool]:
+    """Read every partition once: the answer's topics, the record bytes read, and whether the
+    answer must go now (an error, or a consumer sent to another replica: Kafka answers those
+    at once rather than parking the Fetch)."""
     total = 0
     errors = False
     topics: FetchTopics = []
     now = broker.now_ms()
+    metas = broker.controller.topics()
     for key, name, partitions in plan:
         parts = []
         refusal = denied(name) if denied is not None and name is not None else None
@@ -334,12 +371,15 @@ def _fetch_once(broker: HandlerContext, plan: FetchPlan, budget: int, replica_id
                 continue
             ps = broker.partitions.get((name, int(p.partition)))
             # KIP-74: the first partition with data may exceed max_bytes by one whole batch.
-            out = _read_partition(ps, p, replica_id, budget - total if total else max(budget, 1),
+            meta = metas.get(name) if ps is None else None
+            out = _read_partition(ps, p, source, budget - total if total else max(budget, 1),
                                   lazy, isolation, stepped_down=ps is not None
-                                  and broker.membership.steps_down(ps.core, now))
+                                  and broker.membership.steps_down(ps.core, now),
+                                  known=meta is not None
+                                  and 0 <= int(p.partition) < len(meta.partitions))
             n = len(out.records) if out.records else 0
             total += n
-            errors = errors or out.error_code != 0
+            errors = errors or out.error_code != 0 or out.preferred_read_replica >= 0
             parts.append(out)
         topics.append((key, parts))
     return topics, total, errors
@@ -430,7 +470,7 @@ def _close_slices(topics: FetchTopics) -> None:
 
 
 async def _fetch_delayed(broker: HandlerContext, header: RequestHeader, plan: FetchPlan, budget: int,
-                         replica_id: int, wait_ms: int, min_bytes: int, lazy: bool,
+                         source: FetchSource, wait_ms: int, min_bytes: int, lazy: bool,
                          ctx: FetchContext | None, isolation: int,
                          denied: TopicGate | None, listener: str | None) -> Encoded:
     keys = [(name, int(p.partition)) for _, name, parts in plan if name is not None
@@ -441,13 +481,14 @@ async def _fetch_delayed(broker: HandlerContext, header: RequestHeader, plan: Fe
         if remaining <= 0:
             break
         await broker.purgatory.wait(keys, remaining)
-        topics, total, errors = _fetch_once(broker, plan, budget, replica_id, lazy, isolation,
+        topics, total, errors = _fetch_once(broker, plan, budget, source, lazy, isolation,
                                             denied)
         if total >= min_bytes or errors:
-            return _encode_fetch(broker, header, plan, topics, errors, ctx, listener, replica_id)
+            return _encode_fetch(broker, header, plan, topics, errors, ctx, listener,
+                                 source.replica_id)
         _close_slices(topics)
-    topics, _, errors = _fetch_once(broker, plan, budget, replica_id, lazy, isolation, denied)
-    return _encode_fetch(broker, header, plan, topics, errors, ctx, listener, replica_id)
+    topics, _, errors = _fetch_once(broker, plan, budget, source, lazy, isolation, denied)
+    return _encode_fetch(broker, header, plan, topics, errors, ctx, listener, source.replica_id)
 
 
 _ZERO_UUID = uuid.UUID(int=0)
@@ -500,14 +541,15 @@ def fetch(broker: HandlerContext, header: RequestHeader, req: WireRequest,
     plan = _resolve(broker, read, by_id)
     budget = int(getattr(req, "max_bytes", 0x7FFFFFFF))
     isolation = int(getattr(req, "isolation_level", 0))
-    topics, total, errors = _fetch_once(broker, plan, budget, replica_id, lazy, isolation,
+    source = fetch_source(broker, version, req, replica_id, listener)
+    topics, total, errors = _fetch_once(broker, plan, budget, source, lazy, isolation,
                                         denied)
     wait_ms = min(max(ms(req.max_wait), 0), 60_000)
     min_bytes = int(req.min_bytes)
     if wait_ms <= 0 or total >= min_bytes or errors or not topics:
         return _encode_fetch(broker, header, plan, topics, errors, ctx, listener, replica_id)
     _close_slices(topics)
-    return _fetch_delayed(broker, header, plan, budget, replica_id, wait_ms, min_bytes, lazy,
+    return _fetch_delayed(broker, header, plan, budget, source, wait_ms, min_bytes, lazy,
                           ctx, isolation, denied, listener)
 
 
