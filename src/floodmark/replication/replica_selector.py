@@ -13,6 +13,10 @@ Only in-sync followers that hold ``fetch_offset`` (log start <= offset <= log en
 leader last saw them) and that have an endpoint on the client's listener (a live broker) are
 candidates, as in Kafka's ``ReplicaManager.findPreferredReadReplica``: an out-of-sync follower
 may lag for good, and the consumer would fall further behind on every metadata refresh.
+One more than Kafka: a follower whose last fetch came from an older incarnation of its broker
+(it re-registered since, with a new broker epoch, KIP-903) is no candidate until it fetches
+again; it may have restarted without its unflushed tail, and would answer the consumer
+OFFSET_OUT_OF_RANGE (found by the simulator scenario ``follower-fetch-leader-moves``).
 
 Pure: the caller passes the racks of the live brokers and the clock.
 """
@@ -80,6 +84,9 @@ def preferred_read_replica(partition: Partition, leader_log_end_offset: int, fet
         state = partition.replica_states.get(replica_id)
         if state is None or not state.log_start_offset <= fetch_offset <= state.log_end_offset:
             continue
+        registered = partition.broker_epochs.get(replica_id, -1)
+        if -1 < state.broker_epoch < registered:
+            continue  # what it fetched was before it restarted: its log may be shorter now
         followers.append(ReplicaView(replica_id, racks[replica_id], state.log_end_offset,
                                      selection.now_ms - state.last_caught_up_time_ms))
     chosen = rack_aware_select(selection.client_rack, leader, tuple(followers))

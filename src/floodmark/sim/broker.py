@@ -37,6 +37,7 @@ from floodmark.replication.produce import (
 )
 from floodmark.replication.purgatory import CompleteProduce
 from floodmark.replication.reads import FetchIsolation, read_for_fetch
+from floodmark.replication.replica_selector import ReplicaSelection
 from floodmark.replication.schedule import PeriodicWork
 from floodmark.sim import messages as m
 from floodmark.sim import replica_view
@@ -66,6 +67,10 @@ class BrokerHost(Protocol):
     def on_consumer_read(self, broker: SimBroker, records: tuple[tuple[int, int, str], ...],
                          hw: int, last_stable_offset: int, isolation_level: int,
                          read: tuple[int, int]) -> None: ...
+
+    racks: dict[int, str]
+    """broker.rack by broker id; empty: no replica.selector.class (leaders serve consumers)."""
+
 
 logger = logging.getLogger("floodmark.sim")
 
@@ -618,7 +623,8 @@ class SimBroker:
         committed = msg.isolation_level == READ_COMMITTED
         read = read_for_fetch(self.partition, self.log, msg.offset, msg.current_leader_epoch,
                               FetchIsolation.of(-1, committed), self.config.fetch_max_bytes,
-                              stepped_down=self.steps_down())
+                              stepped_down=self.steps_down(), leader_only=msg.rack_id is None,
+                              selection=self._replica_selection(msg.rack_id))
         bound = read.bound
         records: tuple[tuple[int, int, str], ...] = ()
         next_offset = msg.offset
@@ -640,7 +646,16 @@ class SimBroker:
                                           (msg.offset, min(next_offset, bound.read_upto)))
         self.net.send(self.name, src, m.ConsumerFetchReply(
             msg.fetch_id, read.error, records, bound.high_watermark, bound.log_end_offset,
-            bound.last_stable_offset, next_offset))
+            bound.last_stable_offset, next_offset, bound.preferred_read_replica))
+
+    def _replica_selection(self, rack_id: str | None) -> ReplicaSelection | None:
+        """KIP-392, as the broker's ``fetch_source``: the consumer's rack and the racks of the
+        brokers this one's metadata does not fence (a dead broker counts until it is fenced)."""
+        racks = self.cluster.racks
+        if not rack_id or not racks or self.partition is None:
+            return None
+        live = {b: r for b, r in racks.items() if b not in self.partition.ineligible}
+        return ReplicaSelection(rack_id, live, self.world.now_ms)
 
     # -- follower side ------------------------------------------------------------------------
     def send_fetch(self) -> bool:

@@ -352,6 +352,14 @@ class Consumer:
     """Read the partition again from offset 0 whenever a new leader (epoch) is learned: a
     leader that restarted since it last led serves the whole log from what its restart rebuilt
     (the producer state, the LSO, the ``.txnindex``), and every read is checked."""
+    rack: str | None = None
+    """KIP-392: None, a client before Fetch v11 (reads from the leader); else its client.rack,
+    and it reads from the replica the leader prefers (``preferred_read_replica``) until that
+    replica answers an error or stops answering, then from the leader again (librdkafka's and
+    the Java consumer's rule)."""
+    preferred: int = NO_LEADER
+    went_back: list[str] = field(default_factory=list)
+    """Every time an answer moved the position backwards (outside ``rewind``): must stay empty."""
 
     def __post_init__(self) -> None:
         self.cluster.net.add_node(self.name, self.on_message)
@@ -373,19 +381,33 @@ class Consumer:
         self.cluster.world.schedule(self.interval_ms, self._tick)
 
     def fetch_once(self, leader: int, leader_epoch: int) -> None:
-        """One Fetch from ``position`` (scenario steps call it directly)."""
+        """One Fetch from ``position`` (scenario steps call it directly), to the preferred
+        replica if the leader named one."""
         self.next_id += 1
         self.inflight = self.next_id
+        target = self.preferred if self.preferred != NO_LEADER else leader
         self.cluster.net.send(
             self.name,
-            self.cluster.name_of(leader),
-            m.ConsumerFetch(self.next_id, self.position, leader_epoch, self.isolation_level),
+            self.cluster.name_of(target),
+            m.ConsumerFetch(self.next_id, self.position, leader_epoch, self.isolation_level,
+                            self.rack),
         )
 
     def _timeout(self, fetch_id: int) -> None:
         if self.inflight == fetch_id:
             self.inflight = 0
+            self._back_to_leader("no answer")
             self.cluster.net.send(self.name, "controller", m.MetadataRequest())
+
+    def request_timed_out(self) -> None:
+        """Scenario step: the Fetch in flight got no answer within the request timeout."""
+        self._timeout(self.inflight)
+
+    def _back_to_leader(self, why: str) -> None:
+        if self.preferred != NO_LEADER:
+            self.cluster.world.record(f"{self.name} leaves replica "
+                                      f"{self.cluster.name_of(self.preferred)} ({why})")
+            self.preferred = NO_LEADER
 
     def rewind(self, why: str) -> None:
         """Read the partition again from offset 0 (an answer in flight no longer counts)."""
@@ -400,6 +422,8 @@ class Consumer:
                     and registration.leader_epoch > self.leader_epoch):
                 self.rewind(f"new leader {self.cluster.name_of(registration.leader)} "
                             f"e{registration.leader_epoch}")
+            if registration.leader_epoch > self.leader_epoch:
+                self._back_to_leader(f"new leader epoch {registration.leader_epoch}")
             self.leader = registration.leader
             self.leader_epoch = registration.leader_epoch
             return
@@ -408,6 +432,24 @@ class Consumer:
         if message.fetch_id != self.inflight:
             return
         self.inflight = 0
+        before = self.position
+        self._on_fetch_reply(src, message)
+        if self.position < before:
+            self.went_back.append(f"{before} -> {self.position} after {src}'s answer")
+
+    def _on_fetch_reply(self, src: str, message: m.ConsumerFetchReply) -> None:
+        if message.preferred_read_replica >= 0:
+            self.preferred = message.preferred_read_replica
+            self.cluster.world.record(f"{self.name} told to read from "
+                                      f"{self.cluster.name_of(self.preferred)} by {src}")
+            return
+        if (message.error is not ErrorCode.NONE and self.preferred != NO_LEADER
+                and src == self.cluster.name_of(self.preferred)):
+            # Out of range included: a follower's answer is not the leader's (KIP-392)
+            self._back_to_leader(message.error.name)
+            if message.error is not ErrorCode.OFFSET_OUT_OF_RANGE:
+                self.cluster.net.send(self.name, "controller", m.MetadataRequest())
+            return
         if message.error is ErrorCode.OFFSET_OUT_OF_RANGE:
             # Our position is past the leader's log: it was truncated under us (KIP-320 would
             # detect this by epoch); reset to the leader's end.

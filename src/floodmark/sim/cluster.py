@@ -16,6 +16,7 @@ from floodmark.sim.checker import Checker
 from floodmark.sim.clients import Consumer, ProduceOutcome, Producer
 from floodmark.sim.config import SimConfig
 from floodmark.sim.controller import SimController
+from floodmark.sim.follower_reads import FollowerReadCheck
 from floodmark.sim.network import Network
 from floodmark.sim.txn_coordinator import SimTxnCoordinator
 from floodmark.sim.world import World
@@ -46,6 +47,10 @@ class Cluster:
         self.consumer = Consumer(self)
         self.check_every_event = True
         self._txn_coordinator: SimTxnCoordinator | None = None
+        self.racks: dict[int, str] = {}
+        """broker.rack by broker id with replica.selector.class set (KIP-392); empty: unset."""
+        self.follower_reads: FollowerReadCheck | None = None
+        """Checks what followers serve consumers (``follower_reads``), when a run asks."""
 
     @property
     def has_txn_coordinator(self) -> bool:
@@ -127,6 +132,8 @@ class Cluster:
         last_stable_offset: int, isolation_level: int, read: tuple[int, int],
     ) -> None:
         self.checker.on_served(broker, records, hw, last_stable_offset, isolation_level, read)
+        if self.follower_reads is not None:
+            self.follower_reads.on_served(self, broker, records)
 
     # -- running ----------------------------------------------------------------------------------
     def boot(self) -> None:

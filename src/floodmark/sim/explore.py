@@ -60,6 +60,7 @@ from floodmark.sim.checker import Violation
 from floodmark.sim.clients import Consumer, TxnWriter
 from floodmark.sim.cluster import Cluster
 from floodmark.sim.config import SimConfig
+from floodmark.sim.follower_reads import enable_follower_fetching
 from floodmark.sim.network import NetworkConfig, PartitionMode
 
 CONTROLLER = "controller"
@@ -90,6 +91,9 @@ class ExploreOptions:
     committed records). Only to show the explorer catches it."""
     step_down_on_lapse: bool = True
     """``SimConfig.step_down_on_lapse``: False runs Kafka's stale leader (issue 26 §4)."""
+    follower_fetching: bool = False
+    """KIP-392: racks, the rack-aware selector, and a consumer in broker 2's rack, which reads
+    from a follower whenever broker 2 follows (``follower_reads.enable_follower_fetching``)."""
 
     @property
     def min_insync_replicas(self) -> int:
@@ -341,7 +345,10 @@ def build_cluster(seed: int, options: ExploreOptions) -> Cluster:
         # floodmark's (KRaft's) rule: a new incarnation leaves every ISR.
         restart_keeps_isr=options.truncation is not Truncation.LEADER_EPOCH,
     )
-    return Cluster(config, seed=seed)
+    cluster = Cluster(config, seed=seed)
+    if options.follower_fetching:
+        enable_follower_fetching(cluster)
+    return cluster
 
 
 CRASH_AFTER = (TxnState.PREPARE_COMMIT, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT,

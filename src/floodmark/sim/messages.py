@@ -162,6 +162,9 @@ class ConsumerFetch:
     offset: int
     current_leader_epoch: int
     isolation_level: int = 0  # 1: read_committed (below the LSO, aborted records dropped)
+    # KIP-392: None, a client without Fetch v11 (leaders only); else its client.rack ("" none),
+    # and any replica may serve it
+    rack_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +176,7 @@ class ConsumerFetchReply:
     log_end_offset: int
     last_stable_offset: int = -1
     next_offset: int = -1  # after the last batch read (records may skip offsets: markers...)
+    preferred_read_replica: int = -1  # KIP-392: read from that broker instead
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,10 +15,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from floodmark.constants import NO_LEADER
 from floodmark.errors import ErrorCode
 from floodmark.replication.modes import Truncation
 from floodmark.replication.transactions import log as txn_log
 from floodmark.replication.transactions.state import TxnState
+from floodmark.sim import messages as m
+from floodmark.sim.follower_reads import FollowerReadCheck
 from floodmark.sim.script import Script
 
 HW = Truncation.HIGH_WATERMARK
@@ -600,6 +603,136 @@ def retry_below_min_isr(mode: Truncation) -> ScenarioResult:
     return _result("retry-below-min-isr", s, exp, facts)
 
 
+# -- follower-fetch-leader-moves (issue 26, KIP-392) -----------------------------------------
+def _rack_read(s: Script, note: str = "", *, refresh: bool = True) -> list[str]:
+    """The rack-aware consumer learns the metadata (unless ``refresh`` is False), sends one
+    Fetch (to its preferred replica, else the leader) and takes the answer; returns the values
+    it got."""
+    consumer = s.cluster.consumer
+    if refresh:
+        s.cluster.net.send(consumer.name, "controller", m.MetadataRequest())
+        s.cluster.settle()
+    target = consumer.preferred if consumer.preferred != NO_LEADER else consumer.leader
+    before = len(consumer.seen)
+    position = consumer.position
+    consumer.fetch_once(consumer.leader, consumer.leader_epoch)
+    s.cluster.settle()
+    got = [value for offset, (_e, value) in sorted(consumer.seen.items())][before:]
+    answered = "no answer" if consumer.inflight else (got or "nothing")
+    s.record(f"consumer (rack c) fetches at {position} from {s.cluster.name_of(target)}: "
+             f"{answered}{note}")
+    return got
+
+
+def follower_fetch_leader_moves(mode: Truncation) -> ScenarioResult:
+    """Brokers A, B, C in racks a, b, c with the rack-aware selector; a consumer in rack c.
+    The leader A sends it to C, which serves up to its own HW (nothing above it, no error, while
+    C lags the leader's HW). The leadership moves to B: C fences the consumer's old epoch, the
+    consumer goes back to the new leader, which sends it to C again once it knows C holds the
+    offset. C dies mid-read: the consumer times out, the leader keeps naming C until the
+    controller fences it, then serves itself. C comes back without its unflushed tail: its log
+    ends below the consumer's position, it answers OFFSET_OUT_OF_RANGE and the consumer returns
+    to the leader without resetting. Every record a follower served was committed when served;
+    the consumer's position never moved back; it read every acknowledged record once, in
+    order."""
+    s = Script(("A", "B", "C"), mode)
+    s.cluster.racks = {1: "a", 2: "b", 3: "c"}
+    check = s.cluster.follower_reads = FollowerReadCheck()
+    consumer = s.cluster.consumer
+    consumer.rack = "c"
+    s.boot()
+    for value in ("p0", "p1", "p2"):
+        s.produce(value)
+    s.replicate("B")
+    s.replicate("C")
+    reads = [_rack_read(s, " (the leader names C)"), _rack_read(s)]
+    s.produce("p3")
+    s.produce("p4")
+    s.fetch("C")
+    s.fetch("B")
+    s.fetch("B")
+    s.fetch("C", note=" (the leader's HW reaches 5; C's own is still 3)")
+    reads.append(_rack_read(s, " (above C's HW: nothing, no error)"))
+    s.release("C")
+    reads.append(_rack_read(s, " (C's HW is 5 now)"))
+    s.produce("p5")
+    s.fetch("C", note=" (C has p5, B not yet: not committed)")
+    reads.append(_rack_read(s, " (p5 is in C's log, above every HW: nothing)"))
+    s.fetch("B")
+    s.fetch("B")
+    s.fetch("C")
+    s.release("C")
+    reads.append(_rack_read(s, " (p5 committed)"))
+    s.move_leadership("controller moves leadership to B")
+    reads.append(_rack_read(s, " (C is at epoch 1, the consumer still at 0: FENCED_LEADER_EPOCH,"
+                               " back to the leader)", refresh=False))
+    s.produce("p6")
+    s.fetch_until_idle("C")
+    s.release("C")
+    s.fetch_until_idle("A")
+    s.release("A")
+    reads.append(_rack_read(s, " (the new leader B)"))
+    reads.append(_rack_read(s))
+    s.produce("p7")
+    s.fetch_until_idle("A")
+    s.crash("C", lose_unsynced=False)
+    reads.append(_rack_read(s, " (C is dead)"))
+    consumer.request_timed_out()
+    reads.append(_rack_read(s, " (C is not fenced yet: B names it again)"))
+    consumer.request_timed_out()
+    s.fence("C", "the controller fences the dead C")
+    reads.append(_rack_read(s, " (B serves itself)"))
+    reads.append(_rack_read(s))
+    s.restart("C")
+    s.rejoin("C")
+    s.fetch_until_idle("C")
+    s.release("C")
+    reads.append(_rack_read(s, " (B names C again)"))
+    s.produce("p8")
+    s.fetch_until_idle("A")
+    s.fetch_until_idle("C")
+    s.release("C")
+    s.release("A")
+    reads.append(_rack_read(s))
+    s.crash("C", lose_unsynced=True)
+    s.restart("C")
+    reads.append(_rack_read(s, " (C lost its unflushed log: its end is below the position, "
+                               "OFFSET_OUT_OF_RANGE, back to the leader, no reset)",
+                            refresh=False))
+    s.produce("p9")
+    s.fetch_until_idle("A")
+    s.release("A")
+    reads.append(_rack_read(s, " (C restarted since its last fetch: B serves itself; p9 "
+                               "waits for C, still in the ISR)"))
+    s.fetch_until_idle("C")
+    s.release("C")
+    reads.append(_rack_read(s, " (caught up again: B names C)"))
+    reads.append(_rack_read(s))
+    consumer_values = [value for _o, (_e, value) in sorted(consumer.seen.items())]
+    left = [line.rsplit("(", 1)[1].rstrip(")") for line in s.cluster.world.trace
+            if "leaves replica" in line]
+    facts = {
+        "reads": reads,
+        "back_to_leader": left,
+        "consumer_read": consumer_values,
+        "follower_records_served": check.records_served,
+        "follower_violations": check.violations,
+        "went_back": consumer.went_back,
+        "violations": [v.invariant for v in s.cluster.checker.violations],
+    }
+    exp = Expectation(
+        (), False,
+        "a consumer in rack c reads p0..p9 once, in order, mostly from C; C never serves above "
+        "its own HW, a fenced epoch and a dead C send the consumer back to the leader, and "
+        "nothing a follower served was uncommitted",
+        (("consumer_read", [f"p{i}" for i in range(10)]), ("follower_violations", []),
+         ("went_back", []), ("violations", []),
+         ("back_to_leader", ["FENCED_LEADER_EPOCH", "no answer", "no answer",
+                             "OFFSET_OUT_OF_RANGE"])),
+    )
+    return _result("follower-fetch-leader-moves", s, exp, facts)
+
+
 SCENARIOS: dict[str, tuple[Callable[[Truncation], ScenarioResult], str]] = {
     "hw-truncation-data-loss": (
         hw_truncation_data_loss,
@@ -646,6 +779,11 @@ SCENARIOS: dict[str, tuple[Callable[[Truncation], ScenarioResult], str]] = {
     "transaction-visibility": (
         transaction_visibility,
         "KIP-98: read_committed stops at the last stable offset; an abort hides its records",
+    ),
+    "follower-fetch-leader-moves": (
+        follower_fetch_leader_moves,
+        "KIP-392: a consumer reads from a follower in its rack while the leadership moves and "
+        "that follower dies; nothing uncommitted is served, its position never moves back",
     ),
 }
 
