@@ -32,10 +32,11 @@ def replica(broker_id: int, *, replicas: tuple[int, ...] = (1, 2, 3),
 
 
 def caught_up(p: Partition, broker_id: int, leo: int, *, start: int = 0,
-              caught_up_ms: int = 1000) -> None:
+              caught_up_ms: int = 1000, broker_epoch: int = -1) -> None:
     p.replica_states[broker_id] = ReplicaState(broker_id, log_end_offset=leo,
                                                log_start_offset=start,
-                                               last_caught_up_time_ms=caught_up_ms)
+                                               last_caught_up_time_ms=caught_up_ms,
+                                               broker_epoch=broker_epoch)
 
 
 def selection(rack: str, racks: dict[int, str | None] | None = None,
@@ -141,3 +142,14 @@ def test_replica_without_a_role_answers_not_leader_or_follower() -> None:
     nobody = Partition(PartitionConfig("t", 0, 2))
     bound = read_bound(nobody, Log(), 1, -1, HW, leader_only=False)
     assert bound.error is ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+def test_follower_known_only_from_before_its_restart_is_no_candidate() -> None:
+    p = replica(1)
+    p.broker_epochs = {1: 10, 2: 11, 3: 12}
+    caught_up(p, 2, 10, broker_epoch=11)
+    assert preferred_read_replica(p, 10, 5, selection("b")) == 2
+    p.broker_epochs[2] = 15  # broker 2 re-registered; its last fetch came from before
+    assert preferred_read_replica(p, 10, 5, selection("b")) == -1
+    caught_up(p, 2, 10, broker_epoch=15)  # it fetched again
+    assert preferred_read_replica(p, 10, 5, selection("b")) == 2

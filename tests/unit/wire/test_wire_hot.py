@@ -79,7 +79,8 @@ def test_produce_response_matches_kio(version, topics) -> None:
 @given(topics=st.lists(st.tuples(names, st.uuids(), st.lists(
     st.tuples(partition_ids, st.sampled_from([0, 1, 3, 6, 74, 75, 100]), offsets, offsets,
               offsets, st.sampled_from(["none", "empty", "data"]),
-              st.none() | st.tuples(st.integers(-1, 2**31 - 1), st.integers(-1, 2**31 - 1))),
+              st.none() | st.tuples(st.integers(-1, 2**31 - 1), st.integers(-1, 2**31 - 1)),
+              st.integers(-1, 2**31 - 1)),  # preferred_read_replica (KIP-392, v11+)
     min_size=1, max_size=3)), max_size=3),
        session_id=st.integers(0, 2**31 - 1), error_code=st.sampled_from([0, 70, 71]),
        endpoints=st.lists(st.tuples(st.integers(0, 2**31 - 1), names, st.integers(0, 65535),
@@ -91,7 +92,8 @@ def test_fetch_response_matches_kio(version, topics, session_id, error_code, end
     leaders = version >= 16
     ours = b"".join(bytes(p) for p in encode_fetch_response(version, 11, [
         (tid if by_id else n,
-         [FetchPartitionResult(i, e, hw, lso, ls, recs[r], cl) for i, e, hw, lso, ls, r, cl in ps])
+         [FetchPartitionResult(i, e, hw, lso, ls, recs[r], cl, preferred_read_replica=pr)
+          for i, e, hw, lso, ls, r, cl, pr in ps])
         for n, tid, ps in topics], error_code=error_code, session_id=session_id,
         node_endpoints=[NodeEndpoint(*e) for e in endpoints]))
     theirs = b"".join(encode_response(1, version, 11, {
@@ -103,12 +105,12 @@ def test_fetch_response_matches_kio(version, topics, session_id, error_code, end
                 {"partition_index": i, "error_code": e, "high_watermark": hw,
                  "last_stable_offset": lso, "log_start_offset": ls,
                  "aborted_transactions": None,  # null unless read_committed, as Kafka
-                 "preferred_read_replica": -1,
+                 "preferred_read_replica": pr,
                  **({"current_leader": {"leader_id": cl[0], "leader_epoch": cl[1]}}
                     if cl is not None and leaders else {}),
                  # never null on the wire: Kafka sends empty records for an errored partition
                  "records": recs[r] if recs[r] is not None else b""}
-                for i, e, hw, lso, ls, r, cl in ps]} for n, tid, ps in topics]}))
+                for i, e, hw, lso, ls, r, cl, pr in ps]} for n, tid, ps in topics]}))
     assert ours == theirs
 
 
