@@ -52,6 +52,10 @@ KAFKA_ABORTED_DUPLICATES_HELP = (
     "new batch with its epoch and sequence as a duplicate (loses committed records)"
 )
 
+FOLLOWER_FETCHING_HELP = (
+    "KIP-392: every broker in its own rack, the rack-aware selector on, the consumer in broker "
+    "2's rack (it reads from that broker while it follows); every record a follower serves must "
+    "be committed, the consumer's position must never move back")
 NO_STEP_DOWN_HELP = (
     "Kafka's stale leader: a broker whose controller session lapsed answers clients as leader "
     "until the metadata moves its partitions (floodmark steps down for clients, issue 26)"
@@ -119,6 +123,8 @@ def register(sim_subparsers: Any) -> None:
                         help=KAFKA_ABORTED_DUPLICATES_HELP)
     explore_p.add_argument("--no-step-down-on-lapse", action="store_true",
                            help=NO_STEP_DOWN_HELP)
+    explore_p.add_argument("--follower-fetching", action="store_true",
+                           help=FOLLOWER_FETCHING_HELP)
     explore_p.add_argument("--scan-chunk-bytes", type=_scan_chunk_bytes, default=None,
                           metavar="N", help=SCAN_CHUNK_HELP)
     explore_p.add_argument("--json", action="store_true")
@@ -151,6 +157,7 @@ def register(sim_subparsers: Any) -> None:
     replay.add_argument("--kafka-aborted-batch-duplicates", action="store_true",
                         help=KAFKA_ABORTED_DUPLICATES_HELP)
     replay.add_argument("--no-step-down-on-lapse", action="store_true", help=NO_STEP_DOWN_HELP)
+    replay.add_argument("--follower-fetching", action="store_true", help=FOLLOWER_FETCHING_HELP)
     replay.add_argument("--scan-chunk-bytes", type=_scan_chunk_bytes, default=None,
                           metavar="N", help=SCAN_CHUNK_HELP)
     replay.add_argument("--json", action="store_true")
@@ -221,6 +228,7 @@ def _options(args: argparse.Namespace) -> ExploreOptions:
         kafka_aborted_batch_duplicates=args.kafka_aborted_batch_duplicates,
         scan_chunk_bytes=args.scan_chunk_bytes,
         step_down_on_lapse=not args.no_step_down_on_lapse,
+        follower_fetching=args.follower_fetching,
     )
 
 

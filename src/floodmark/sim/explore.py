@@ -150,6 +150,8 @@ def reproduce_command(seed: int, options: ExploreOptions) -> str:
         command += " --kafka-aborted-batch-duplicates"
     if not options.step_down_on_lapse:
         command += " --no-step-down-on-lapse"
+    if options.follower_fetching:
+        command += " --follower-fetching"
     return command
 
 

@@ -308,6 +308,12 @@ def _read_partition(ps: PartitionState | None, p: WireRequest, source: FetchSour
     out = FetchPartitionResult(index, 0, bound.high_watermark, bound.last_stable_offset,
                                bound.log_start_offset, b"",
                                preferred_read_replica=bound.preferred_read_replica)
+    if bound.preferred_read_replica >= 0 and log.isEnabledFor(logging.DEBUG):
+        selection = source.selection
+        log.debug("partition %s leader_epoch=%d: consumer in rack %s at offset %d sent to "
+                  "replica %d", ps.name, ps.leader_epoch,
+                  selection.client_rack if selection is not None else "-", int(p.fetch_offset),
+                  bound.preferred_read_replica)
     if read.aborted is not None:
         out.aborted_transactions = tuple((a.producer_id, a.first_offset) for a in read.aborted)
     info = read.records
