@@ -45,20 +45,39 @@ def _produce(bootstrap: str, prefix: bytes, count: int, acked: set[tuple[int, by
     assert p.flush(90) == 0 and not failed, failed[:3]
 
 
-def _check_leader_hint(cluster: Any, leader: int) -> None:
-    """KIP-951: a follower answers Fetch v16 with NOT_LEADER_OR_FOLLOWER, the current leader
-    and epoch, and where that leader listens."""
-    follower = next(b for b in cluster.broker_ids if b != leader)
-    with KafkaConnection(cluster.address(follower)) as conn:
+def _fetch_v16(cluster: Any, broker: int, epoch_delta: int) -> tuple[Any, Any, int]:
+    """A consumer Fetch v16 of partition 0 at ``broker``, carrying the leader epoch its Metadata
+    names plus ``epoch_delta``: (the answer, its partition, that epoch)."""
+    with KafkaConnection(cluster.address(broker)) as conn:
         meta = conn.request(3, 12, {"topics": [{"name": TOPIC, "topic_id": None}]})
         (t,) = meta.topics
         epoch = next(int(p.leader_epoch) for p in t.partitions if int(p.partition_index) == 0)
         resp = conn.request(1, 16, {"max_wait": 0, "min_bytes": 1, "session_epoch": -1,
                                     "topics": [{"topic_id": t.topic_id, "partitions": [
                                         {"partition": 0, "fetch_offset": 0,
+                                         "current_leader_epoch": epoch + epoch_delta,
                                          "partition_max_bytes": 1024}]}]})
-    part = resp.responses[0].partitions[0]
-    assert int(part.error_code) == 6
+    return resp, resp.responses[0].partitions[0], epoch
+
+
+def _check_follower_serves(cluster: Any, leader: int) -> None:
+    """KIP-392, as Kafka 4.x: a follower serves a consumer Fetch v11+ (up to its own HW)."""
+    follower = next(b for b in cluster.broker_ids if b != leader)
+    _resp, part, _epoch = _fetch_v16(cluster, follower, 0)
+    assert int(part.error_code) == 0 and part.records
+
+
+def _check_leader_hint(cluster: Any, leader: int, follower: int) -> None:
+    """KIP-951: a follower answers a Fetch v16 with a stale leader epoch FENCED_LEADER_EPOCH,
+    the current leader and epoch, and where that leader listens."""
+    answer: list[tuple[Any, Any, int]] = []
+
+    def fenced() -> bool:
+        answer[:] = [_fetch_v16(cluster, follower, -1)]
+        return int(answer[0][1].error_code) == 74 and answer[0][2] >= 1
+
+    wait_until(fenced, 20, f"broker {follower} to know the new leader epoch")
+    resp, part, epoch = answer[0]
     assert (int(part.current_leader.leader_id), int(part.current_leader.leader_epoch)) == (
         leader, epoch)
     host, port = cluster.address(leader).rsplit(":", 1)
@@ -115,11 +134,14 @@ def test_sessions_through_a_leader_change(tmp_path: Path) -> None:
             th.start()
         wait_until(lambda: len(seen_kp) >= 600 and len(seen_rd) >= 600, 60, "the first 600")
         killed = cluster.leader_of(TOPIC, 0)
-        _check_leader_hint(cluster, killed)
+        _check_follower_serves(cluster, killed)
         moved = [i for i in range(PARTITIONS) if cluster.leader_of(TOPIC, i) == killed]
         cluster.kill(killed, signal.SIGKILL)
         wait_until(lambda: all(cluster.leader_of(TOPIC, i) not in (killed, -1) for i in moved),
                    30, "new leaders")
+        new_leader = cluster.leader_of(TOPIC, 0)
+        _check_leader_hint(cluster, new_leader,
+                           next(b for b in cluster.broker_ids if b not in (killed, new_leader)))
         _produce(cluster.bootstrap, b"b", 600, acked)
         wait_until(lambda: set(seen_kp) >= acked and set(seen_rd) >= acked, 90,
                    "every acknowledged record at both consumers", 0.2)
