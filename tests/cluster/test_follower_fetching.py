@@ -76,7 +76,8 @@ def test_consumer_reads_from_follower_in_its_rack_and_survives_its_death(tmp_pat
     cluster = LocalCluster(tmp_path / "c", 3,
                            {"replica.selector.class": RACK_AWARE_REPLICA_SELECTOR,
                             "replica.lag.time.max.ms": "2000", "min.insync.replicas": "2"},
-                           {"broker.session.timeout.ms": str(SESSION_TIMEOUT_MS)},
+                           {"broker.session.timeout.ms": str(SESSION_TIMEOUT_MS),
+                            "auto.leader.rebalance.enable": "false"},  # the leader stays put
                            racks=["a", "b", "c"]).start()
     try:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
