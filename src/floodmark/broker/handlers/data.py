@@ -364,7 +364,6 @@ def _fetch_once(broker: HandlerContext, plan: FetchPlan, budget: int, source: Fe
     errors = False
     topics: FetchTopics = []
     now = broker.now_ms()
-    metas = broker.controller.topics()
     for key, name, partitions in plan:
         parts = []
         refusal = denied(name) if denied is not None and name is not None else None
@@ -377,18 +376,22 @@ def _fetch_once(broker: HandlerContext, plan: FetchPlan, budget: int, source: Fe
                 continue
             ps = broker.partitions.get((name, int(p.partition)))
             # KIP-74: the first partition with data may exceed max_bytes by one whole batch.
-            meta = metas.get(name) if ps is None else None
             out = _read_partition(ps, p, source, budget - total if total else max(budget, 1),
                                   lazy, isolation, stepped_down=ps is not None
                                   and broker.membership.steps_down(ps.core, now),
-                                  known=meta is not None
-                                  and 0 <= int(p.partition) < len(meta.partitions))
+                                  known=ps is None and _known(broker, name, int(p.partition)))
             n = len(out.records) if out.records else 0
             total += n
             errors = errors or out.error_code != 0 or out.preferred_read_replica >= 0
             parts.append(out)
         topics.append((key, parts))
     return topics, total, errors
+
+
+def _known(broker: HandlerContext, topic: str, partition: int) -> bool:
+    """Does the cluster's metadata have this partition (hosted here or not)?"""
+    meta = broker.controller.topics().get(topic)
+    return meta is not None and 0 <= partition < len(meta.partitions)
 
 
 _LEADER_HINT_ERRORS = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH})
