@@ -6,7 +6,8 @@ back, while the leadership moves and the follower dies, restarts and loses its t
   every mode by ``test_scenarios``);
 * the same scenario with a broken read rule (followers serving up to their log end) is caught;
 * the explorer's random fault schedules with ``follower_fetching`` (racks, the selector, the
-  consumer in broker 2's rack) find nothing.
+  consumer in broker 2's rack) find nothing, with transactions too (the consumer then reads
+  read_committed: a follower's LSO bounds it).
 """
 
 from __future__ import annotations
@@ -54,8 +55,9 @@ def test_a_follower_serving_past_its_high_watermark_is_caught(
     assert any("served p5@5" in v for v in result.facts["follower_violations"])
 
 
-def _explore(seeds: range) -> tuple[int, list[tuple[int, str, str]]]:
-    options = ExploreOptions(follower_fetching=True)
+def _explore(seeds: range, *, transactions: bool = False
+             ) -> tuple[int, list[tuple[int, str, str]]]:
+    options = ExploreOptions(follower_fetching=True, transactions=transactions)
     served = 0
     found: list[tuple[int, str, str]] = []
     for seed in seeds:
@@ -74,8 +76,19 @@ def test_explorer_with_follower_fetching_finds_nothing() -> None:
     assert served > 0
 
 
+def test_read_committed_from_a_follower_finds_nothing() -> None:
+    """With transactions the consumer reads read_committed: a follower serves below its own
+    LSO, and the explorer's read-committed checks hold for what it serves."""
+    served, found = _explore(range(200, 202), transactions=True)
+    assert not found, found[:3]
+    assert served > 0
+
+
 @pytest.mark.slow
 def test_explorer_with_follower_fetching_finds_nothing_in_40_seeds() -> None:
     served, found = _explore(range(100, 140))
     assert not found, found[:3]
     assert served > 1000
+    served, found = _explore(range(300, 320), transactions=True)
+    assert not found, found[:3]
+    assert served > 500
