@@ -19,11 +19,27 @@ between are committed all the same. The count shows how often a run met that win
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from floodmark.sim.broker import SimBroker
-    from floodmark.sim.cluster import Cluster
+from floodmark.sim.broker import SimBroker
+from floodmark.sim.checker import Checker
+from floodmark.sim.clients import Consumer
+
+
+class ReadHost(Protocol):
+    """What the check sees of its cluster (``cluster.Cluster``)."""
+
+    racks: dict[int, str]
+    follower_reads: FollowerReadCheck | None
+    brokers: list[SimBroker]
+
+    @property
+    def checker(self) -> Checker: ...
+
+    @property
+    def consumer(self) -> Consumer: ...
+
+    def leader(self) -> SimBroker | None: ...
 
 
 @dataclass(slots=True)
@@ -38,7 +54,7 @@ class FollowerReadCheck:
     violations: list[str] = field(default_factory=list)
     moves_back_seen: int = 0
 
-    def on_served(self, cluster: Cluster, broker: SimBroker,
+    def on_served(self, cluster: ReadHost, broker: SimBroker,
                   records: tuple[tuple[int, int, str], ...]) -> None:
         consumer = cluster.consumer
         if self.flag and len(consumer.went_back) > self.moves_back_seen:
@@ -65,7 +81,8 @@ class FollowerReadCheck:
                     cluster.checker.flag("follower-read-committed", detail)
 
 
-def enable_follower_fetching(cluster: Cluster, consumer_rack_of: int = 2) -> FollowerReadCheck:
+def enable_follower_fetching(cluster: ReadHost, consumer_rack_of: int = 2
+                             ) -> FollowerReadCheck:
     """Turn a simulated cluster into KIP-392's: every broker in its own rack (``r<id>``), the
     rack-aware selector on, and the consumer in broker ``consumer_rack_of``'s rack (it reads
     from that broker while it follows, from the leader otherwise); returns the check, which
