@@ -5,9 +5,13 @@ leader). Pure: a stand-in for the handler context."""
 
 from __future__ import annotations
 
+import re
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
+from floodmark.broker.config import BrokerConfig
 from floodmark.broker.handlers.data import FetchSource, _read_partition, fetch_source
 from floodmark.constants import RACK_AWARE_REPLICA_SELECTOR
 from floodmark.errors import ErrorCode
@@ -55,3 +59,14 @@ def test_a_partition_not_hosted_here() -> None:
     assert known.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
     unknown = _read_partition(None, p, FetchSource(), 100)
     assert unknown.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_replica_selector_class_is_kafkas_rack_aware_one_or_unset(tmp_path: Any) -> None:
+    ok = BrokerConfig.load(data_dir=tmp_path, overrides=[
+        f"replica.selector.class={RACK_AWARE_REPLICA_SELECTOR}"])
+    assert ok.get("replica.selector.class") == RACK_AWARE_REPLICA_SELECTOR
+    assert BrokerConfig.load(data_dir=tmp_path).get("replica.selector.class") is None
+    with pytest.raises(ValueError, match=re.escape(
+            "Invalid value com.example.Nearest for configuration replica.selector.class")):
+        BrokerConfig.load(data_dir=tmp_path,
+                          overrides=["replica.selector.class=com.example.Nearest"])
