@@ -704,6 +704,20 @@ def _write_txn_markers(caller: Caller, header: RequestHeader, req: WireRequest,
         for m in req.markers])
 
 
+def _share_state(**partition_fields: Any) -> Check:
+    """The share coordinator's APIs (KIP-932): ClusterAction on the cluster, as Kafka; every
+    partition refused CLUSTER_AUTHORIZATION_FAILED."""
+    def check(caller: Caller, header: RequestHeader, req: WireRequest,
+              ctx: HandlerContext) -> Verdict | None:
+        if caller.may_cluster(Op.CLUSTER_ACTION):
+            return None
+        return _refuse(results=[{"topic_id": t.topic_id, "partitions": [
+            {"partition": int(p.partition), "error_code": CLUSTER_DENIED,
+             "error_message": None, **partition_fields} for p in t.partitions]}
+            for t in req.topics])
+    return check
+
+
 # -- cluster operations with per-partition answers -------------------------------------------
 def _elect_leaders(caller: Caller, header: RequestHeader, req: WireRequest,
                    ctx: HandlerContext) -> Verdict | None:
@@ -808,6 +822,12 @@ CHECKS: dict[ApiKey, Check] = {
     ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: _describe_share_group_offsets,
     ApiKey.ALTER_SHARE_GROUP_OFFSETS: _share_group_offsets_change(Op.READ),
     ApiKey.DELETE_SHARE_GROUP_OFFSETS: _share_group_offsets_change(Op.DELETE),
+    ApiKey.READ_SHARE_GROUP_STATE: _share_state(state_epoch=0, start_offset=-1,
+                                                state_batches=[]),
+    ApiKey.WRITE_SHARE_GROUP_STATE: _share_state(),
+    ApiKey.DELETE_SHARE_GROUP_STATE: _share_state(),
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: _share_state(state_epoch=0, leader_epoch=-1,
+                                                        start_offset=-1),
     ApiKey.DESCRIBE_GROUPS: _describe_groups,
     ApiKey.DELETE_GROUPS: _delete_groups,
     ApiKey.INIT_PRODUCER_ID: _init_producer_id,

@@ -54,9 +54,12 @@ from floodmark.broker.quotas import ClientQuotas
 from floodmark.broker.replica_fetcher import ReplicaManager, replica_of
 from floodmark.broker.server import Connection, start_listener
 from floodmark.broker.share_group.driver import share_groups_of
+from floodmark.broker.share_group.persister import SharePersister
+from floodmark.broker.share_group.share_coordinator import ShareCoordinator, load_led
+from floodmark.broker.share_group.state_service import ShareStateService
 from floodmark.broker.txn_coordinator import BrokerTxnCoordinator
 from floodmark.errors import ErrorCode, KafkaError
-from floodmark.metadata import INTERNAL_TOPICS, OFFSETS_TOPIC, TopicMeta
+from floodmark.metadata import INTERNAL_TOPICS, OFFSETS_TOPIC, SHARE_STATE_TOPIC, TopicMeta
 from floodmark.records import TimestampType
 from floodmark.replication.election import AlterPartitionRequest
 from floodmark.replication.log_validator import TimestampBounds, target_compression
@@ -138,7 +141,17 @@ class Broker:
         self.authentication = Authentication(config, lambda: self.controller.scram_credentials())
         self.max_request_bytes = config.get_int("socket.request.max.bytes")
         self.storage = storage_glue.Storage(self.data_dir, config)
-        self.share_groups = share_groups_of(config, self.storage.fs, self.data_dir)
+        # KIP-932: the share coordinator (the state of the share partitions whose
+        # __share_group_state partition this broker leads) and the share groups, whose
+        # share partitions keep their state there (persister)
+        self.share_coordinator = ShareCoordinator()
+        self.share_state = ShareStateService(
+            self.share_coordinator, self._share_state_partitions,
+            self._share_state_leader_epoch,
+            functools.partial(group_apis.append_record_replicated, self, SHARE_STATE_TOPIC))
+        self.share_groups = share_groups_of(config, SharePersister(
+            self.node_id, self.membership, self.share_state,
+            lambda: self.config.inter_broker_security))
         self._servers: list[asyncio.Server | TlsServer] = []
         self._stopping: asyncio.Event | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -419,6 +432,7 @@ class Broker:
             conn.abort()
         self.groups.shutdown()
         self.transactions.stop()
+        self.share_groups.persister.close()
         self.purgatory.wake_all()
         await asyncio.sleep(0)
         self.close()
@@ -499,6 +513,26 @@ class Broker:
                  len(loaded.consumer_groups),
                  f", {loaded.unreadable} unreadable group records skipped"
                  if loaded.unreadable else "")
+
+    def _share_state_partitions(self) -> int:
+        topic = self.controller.topics().get(SHARE_STATE_TOPIC)
+        return 0 if topic is None else len(topic.partitions)
+
+    def _share_state_leader_epoch(self, index: int) -> int | None:
+        ps = self.partitions.get((SHARE_STATE_TOPIC, index))
+        if ps is None or not ps.core.is_leader:
+            return None
+        return ps.leader_epoch
+
+    def refresh_share_state(self) -> None:
+        """Load the ``__share_group_state`` partitions this broker now leads (or leads at a
+        new leader epoch) into the share coordinator; forget the ones it no longer leads."""
+        led = {index: (ps.leader_epoch, functools.partial(self.storage.read_all, ps.log,
+                                                          ps.log_end_offset))
+               for (topic, index), ps in self.partitions.items()
+               if topic == SHARE_STATE_TOPIC and ps.core.is_leader}
+        load_led(self.share_coordinator, led, self._share_state_partitions(),
+                 SHARE_STATE_TOPIC)
 
     def unload_offsets_partition(self, index: int) -> None:
         """Another broker leads ``__consumer_offsets-index`` now (or nobody): forget its groups
