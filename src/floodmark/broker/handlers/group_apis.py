@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 from floodmark.broker.boundary import ClientConnection, HandlerResult, WireRequest, WireResponse
 from floodmark.broker.consumer_group import records as cg_records
 from floodmark.broker.consumer_group.core import ConsumerGroupCoordinator
-from floodmark.broker.handlers import share_group_apis
 from floodmark.broker.offsets import CommittedOffset, GroupRecord, partition_for
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import OFFSETS_TOPIC
@@ -255,7 +254,14 @@ async def store_consumer_group_records(
         recs: Iterable[cg_records.ConsumerGroupRecord]) -> ErrorCode:
     """Store a KIP-848 consumer group's records (``consumer_group.records``) as one batch in
     its offsets partition, answered once replicated: what a new coordinator replays."""
-    pairs = [cg_records.encode(r) for r in recs]
+    return await store_record_pairs(broker, group, [cg_records.encode(r) for r in recs])
+
+
+async def store_record_pairs(broker: HandlerContext, group: str,
+                             pairs: Sequence[tuple[bytes, bytes | None]]) -> ErrorCode:
+    """Store a group's records ((key, value) pairs, a None value a tombstone) as one batch in
+    its offsets partition, answered once replicated: what a new coordinator replays (KIP-848
+    consumer groups, KIP-932 share groups)."""
     if not pairs:
         return ErrorCode.NONE
     err, _last = await _append_replicated(broker, group, lambda now: build_batch(
@@ -430,8 +436,8 @@ async def _delete_groups(broker: HandlerContext, names: list[str]) -> WireRespon
         if not broker.is_coordinator(group):
             err = ErrorCode.NOT_COORDINATOR
         elif group in broker.share_groups.coordinator.groups:  # KIP-932: empty ones go
-            err = await broker.share_groups.delete_group(
-                group, share_group_apis.share_group_keys(broker, group))
+            err = await broker.share_groups.delete_group(group, broker.controller.topics(),
+                                                         broker.now_ms())
         elif group in broker.consumer_groups.groups:  # KIP-848: empty ones go
             refused: list[ErrorCode] = []
 

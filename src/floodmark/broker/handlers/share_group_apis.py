@@ -23,8 +23,13 @@ from typing import TYPE_CHECKING
 
 from floodmark.broker.boundary import ClientConnection, HandlerResult, WireRequest, WireResponse
 from floodmark.broker.partition_state import PartitionState
-from floodmark.broker.share_group.coordinator import ShareGroup, ShareHeartbeat, TopicInfo
-from floodmark.broker.share_group.driver import ShareKey
+from floodmark.broker.share_group.coordinator import (
+    ShareGroup,
+    ShareHeartbeat,
+    ShareHeartbeatAnswer,
+    TopicInfo,
+)
+from floodmark.broker.share_group.driver import ShareKey, share_topics
 from floodmark.broker.share_group.partition import (
     Acknowledgement,
     AcknowledgeType,
@@ -32,7 +37,6 @@ from floodmark.broker.share_group.partition import (
 )
 from floodmark.broker.share_group.sessions import FINAL_EPOCH, INITIAL_EPOCH, ShareSession
 from floodmark.errors import ErrorCode
-from floodmark.metadata import OFFSETS_TOPIC
 from floodmark.records import iter_batches
 from floodmark.replication.producer_state import AbortedTxn
 from floodmark.replication.reads import FetchIsolation, read_for_fetch
@@ -48,8 +52,7 @@ DISABLED = "share groups are off on this broker (group.share.enable=false)"
 
 
 def topics_view(ctx: HandlerContext) -> dict[str, TopicInfo]:
-    return {name: TopicInfo(meta.topic_id, name, len(meta.partitions))
-            for name, meta in ctx.controller.topics().items() if name != OFFSETS_TOPIC}
+    return share_topics(ctx.controller.topics())
 
 
 def _names_by_id(ctx: HandlerContext) -> dict[uuid.UUID, str]:
@@ -73,6 +76,11 @@ def _wire_partitions(parts: Iterable[tuple[uuid.UUID, int]],
 # -- the coordinator -------------------------------------------------------------------------
 def share_group_heartbeat(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
                           conn: ClientConnection) -> HandlerResult:
+    return _heartbeat(ctx, header, req, conn)
+
+
+async def _heartbeat(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
+                     conn: ClientConnection) -> WireResponse:
     groups = ctx.share_groups
     group_id, member_id, epoch = str(req.group_id), str(req.member_id or ""), int(
         req.member_epoch)
@@ -92,16 +100,21 @@ def share_group_heartbeat(ctx: HandlerContext, header: RequestHeader, req: WireR
             group_id in ctx.groups.groups and ctx.groups.groups[group_id].members):
         return refuse(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group")
     names = req.subscribed_topic_names
-    topics = topics_view(ctx)
-    ans = groups.coordinator.heartbeat(ShareHeartbeat(
+    hb = ShareHeartbeat(
         group_id, member_id, epoch, client_id=header.client_id or "",
         client_host="/" + conn.peer.rsplit(":", 1)[0], rack_id=req.rack_id,
-        subscribed_topic_names=None if names is None else tuple(str(n) for n in names)),
-        topics, ctx.now_ms())
+        subscribed_topic_names=None if names is None else tuple(str(n) for n in names))
+    answers: list[ShareHeartbeatAnswer] = []
+    stored = await groups.change(group_id, lambda: answers.append(
+        groups.coordinator.heartbeat(hb, topics_view(ctx), ctx.now_ms())),
+        topics_view(ctx), ctx.now_ms())
+    ans = answers[0]
     if ans.error is not ErrorCode.NONE:
         log.info("share group %s member %s epoch %d: ShareGroupHeartbeat refused: %s (%s)",
                  group_id, member_id, epoch, ans.error.name, ans.message)
         return refuse(ans.error, ans.message)
+    if stored is not ErrorCode.NONE:
+        return refuse(stored)
     if epoch == -1:
         groups.save_later(groups.release_member(group_id, member_id))
     out: WireResponse = {"throttle_time": 0, "error_code": 0, "error_message": None,
@@ -112,12 +125,24 @@ def share_group_heartbeat(ctx: HandlerContext, header: RequestHeader, req: WireR
     return out
 
 
-def expire_members(ctx: HandlerContext) -> None:
-    """Members whose session timed out leave their groups (and their locks come back)."""
+async def expire_members(ctx: HandlerContext) -> None:
+    """Members whose session timed out leave their groups (and their locks come back); the
+    groups' records say so."""
     groups = ctx.share_groups
-    for group_id, member_id in groups.coordinator.expire(topics_view(ctx), ctx.now_ms()):
-        log.info("share group %s: member %s session timed out, removed", group_id, member_id)
-        groups.save_later(groups.release_member(group_id, member_id))
+    for group_id in list(groups.coordinator.groups):
+        gone: list[tuple[str, str]] = []
+
+        def expire(group_id: str = group_id, gone: list[tuple[str, str]] = gone) -> None:
+            gone.extend(groups.coordinator.expire(topics_view(ctx), ctx.now_ms(),
+                                                  only=group_id))
+
+        err = await groups.change(group_id, expire, topics_view(ctx), ctx.now_ms())
+        if err is not ErrorCode.NONE:
+            continue  # undone; retried at the next tick
+        for _group, member_id in gone:
+            log.info("share group %s: member %s session timed out, removed", group_id,
+                     member_id)
+            groups.save_later(groups.release_member(group_id, member_id))
 
 
 def _describe_group(g: ShareGroup, names: dict[uuid.UUID, str]) -> WireResponse:
@@ -499,12 +524,6 @@ def describe_share_group_offsets(ctx: HandlerContext, header: RequestHeader,
     return _describe_share_group_offsets(ctx, req)
 
 
-def _share_topics(ctx: HandlerContext) -> dict[str, uuid.UUID]:
-    """The topics a share group may have state of (every topic but the internal ones)."""
-    return {name: meta.topic_id for name, meta in ctx.controller.topics().items()
-            if not meta.internal}
-
-
 async def _describe_share_group_offsets(ctx: HandlerContext, req: WireRequest
                                         ) -> WireResponse:
     topics = ctx.controller.topics()
@@ -518,7 +537,7 @@ async def _describe_share_group_offsets(ctx: HandlerContext, req: WireRequest
         wanted: list[tuple[str, list[int]]]
         if g.topics is None:  # every partition with a stored state of this group
             wanted = []
-            for name in sorted(_share_topics(ctx)):
+            for name in sorted(topics_view(ctx)):
                 parts_of = topics[name].partitions
                 found = await asyncio.gather(*(
                     ctx.share_groups.start_offset((group_id, topics[name].topic_id,
@@ -633,8 +652,3 @@ async def _delete_share_group_offsets(ctx: HandlerContext, req: WireRequest) -> 
     return {"throttle_time": 0, "error_code": 0, "responses": answers}
 
 
-def share_group_keys(ctx: HandlerContext, group_id: str) -> list[ShareKey]:
-    """Every share partition ``group_id`` may have state of (DeleteGroups deletes them)."""
-    topics = ctx.controller.topics()
-    return [(group_id, topic_id, p.partition) for name, topic_id in _share_topics(ctx).items()
-            for p in topics[name].partitions]

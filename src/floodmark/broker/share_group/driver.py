@@ -18,21 +18,30 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from floodmark.broker.config import BrokerConfig
-from floodmark.broker.share_group.coordinator import ShareGroupConfig, ShareGroupCoordinator
+from floodmark.broker.share_group import records as sg_records
+from floodmark.broker.share_group.coordinator import (
+    ShareGroupConfig,
+    ShareGroupCoordinator,
+    TopicInfo,
+)
 from floodmark.broker.share_group.partition import (
     OffsetReset,
     ShareConfig,
     SharePartition,
 )
 from floodmark.broker.share_group.persister import SharePersister
+from floodmark.broker.share_group.records import GroupView
 from floodmark.broker.share_group.sessions import ShareSession, ShareSessionCache
 from floodmark.errors import ErrorCode
+from floodmark.metadata import TopicMeta
 
 log = logging.getLogger(__name__)
 ShareKey = tuple[str, uuid.UUID, int]  # group, topic id, partition
+StoreRecords = Callable[[str, list[tuple[bytes, bytes | None]]], Awaitable[ErrorCode]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,9 +60,14 @@ class LoadedPartition:
 
 
 class ShareGroups:
-    def __init__(self, settings: ShareSettings, persister: SharePersister) -> None:
+    def __init__(self, settings: ShareSettings, persister: SharePersister,
+                 store_records: StoreRecords) -> None:
+        """``store_records(group, pairs)``: append a group's records to its
+        ``__consumer_offsets`` partition, answered once replicated."""
         self.settings = settings
         self.persister = persister
+        self.store_records = store_records
+        self._group_locks: dict[str, asyncio.Lock] = {}
         self.coordinator = ShareGroupCoordinator(settings.group)
         self.sessions = ShareSessionCache(idle_ms=settings.group.session_timeout_ms)
         self.partitions: dict[ShareKey, LoadedPartition] = {}
@@ -158,16 +172,54 @@ class ShareGroups:
         self.partitions.pop(key, None)
         return await self.persister.delete(key)
 
-    async def delete_group(self, group_id: str, keys: list[ShareKey]) -> ErrorCode:
-        """DeleteGroups of an empty share group: the group and its state of ``keys`` go
-        (NON_EMPTY_GROUP while it has members)."""
-        err = self.coordinator.delete(group_id)
-        if err is ErrorCode.NONE:
-            for key in [k for k in self.partitions if k[0] == group_id]:
-                del self.partitions[key]
-            errors = await asyncio.gather(*(self.persister.delete(k) for k in keys))
-            err = next((e for e in errors if e is not ErrorCode.NONE), ErrorCode.NONE)
-        return err
+    async def change(self, group_id: str, change: Callable[[], object],
+                     topics: Mapping[str, TopicInfo], now_ms: int) -> ErrorCode:
+        """Run ``change`` (a call of the coordinator core) one at a time per group and store
+        the records of what it changed (``records.changes``) in the group's
+        ``__consumer_offsets`` partition before the caller answers; when they cannot be
+        stored the group goes back to what it was (the core never runs ahead of its log)."""
+        lock = self._group_locks.setdefault(group_id, asyncio.Lock())
+        async with lock:
+            before = self.coordinator.view(group_id)
+            change()
+            recs = sg_records.changes(group_id, before, self.coordinator.view(group_id))
+            if not recs:
+                return ErrorCode.NONE
+            err = await self.store_records(group_id,
+                                           [p for r in recs for p in sg_records.encode(r)])
+            if err is not ErrorCode.NONE:
+                log.warning("share group %s: storing its records failed (%s): the change is "
+                            "undone", group_id, err.name)
+                self.coordinator.restore(group_id, before, topics, now_ms)
+            return err
+
+    async def delete_group(self, group_id: str, cluster: Mapping[str, TopicMeta],
+                           now_ms: int) -> ErrorCode:
+        """DeleteGroups of a share group: NON_EMPTY_GROUP while it has members; else its
+        records become tombstones and its state of every share partition is deleted at their
+        share coordinators (``cluster``: the cluster's topics)."""
+        topics = share_topics(cluster)
+        keys = [(group_id, t.topic_id, p) for t in topics.values() for p in range(t.partitions)]
+        refused: list[ErrorCode] = []
+        err = await self.change(group_id, lambda: refused.append(
+            self.coordinator.delete(group_id)), topics, now_ms)
+        if refused and refused[0] is not ErrorCode.NONE:
+            return refused[0]
+        if err is not ErrorCode.NONE:
+            return err
+        for key in [k for k in self.partitions if k[0] == group_id]:
+            del self.partitions[key]
+        errors = await asyncio.gather(*(self.persister.delete(k) for k in keys))
+        return next((e for e in errors if e is not ErrorCode.NONE), ErrorCode.NONE)
+
+    def load_groups(self, views: Mapping[str, GroupView], unloaded: Iterable[str],
+                    topics: Mapping[str, TopicInfo], now_ms: int) -> None:
+        """A ``__consumer_offsets`` partition was loaded: its share groups are what their
+        records say (``unloaded``: the groups of that partition known here before)."""
+        for group_id in unloaded:
+            self.coordinator.groups.pop(group_id, None)
+        for group_id, view in views.items():
+            self.coordinator.restore(group_id, view, topics, now_ms)
 
     async def start_offset(self, key: ShareKey) -> tuple[ErrorCode, int]:
         """The share-partition start offset (-1: no state), as loaded here or stored."""
@@ -192,7 +244,14 @@ class ShareGroups:
         return [] if session is None else self.close_session(session)
 
 
-def share_groups_of(config: BrokerConfig, persister: SharePersister) -> ShareGroups:
+def share_topics(cluster: Mapping[str, TopicMeta]) -> dict[str, TopicInfo]:
+    """The topics a share group may subscribe to (every topic but the internal ones)."""
+    return {name: TopicInfo(meta.topic_id, name, len(meta.partitions))
+            for name, meta in cluster.items() if not meta.internal}
+
+
+def share_groups_of(config: BrokerConfig, persister: SharePersister,
+                    store_records: StoreRecords) -> ShareGroups:
     """The broker's share groups from its settings (``settings.DEFAULTS``' group.share.*)."""
     settings = ShareSettings(
         enabled=config.get_bool("group.share.enable"),
@@ -205,4 +264,4 @@ def share_groups_of(config: BrokerConfig, persister: SharePersister) -> ShareGro
             max_record_locks=config.get_int("group.share.partition.max.record.locks")),
         reset=OffsetReset(str(config.get("share.auto.offset.reset"))),
         read_committed=str(config.get("share.isolation.level")) == "read_committed")
-    return ShareGroups(settings, persister)
+    return ShareGroups(settings, persister, store_records)
