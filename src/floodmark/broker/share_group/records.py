@@ -209,6 +209,6 @@ def decode(key: bytes, value: bytes | None) -> ShareGroupRecord:
                                     v.topic_partitions())
         raise BadShareGroupRecord(f"record type {kind} is not a share group's")
     except (struct.error, UnicodeDecodeError, ValueError) as exc:
-        if isinstance(exc, BadConsumerGroupRecord):
+        if isinstance(exc, BadShareGroupRecord):
             raise
         raise BadShareGroupRecord(f"share group record: {exc}") from exc
