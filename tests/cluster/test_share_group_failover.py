@@ -11,7 +11,9 @@ Two librdkafka share consumers (explicit acknowledgement) consume a 3-way replic
 once the first half is acknowledged, the second half is produced and its leader is SIGKILLed
 while the records of the first poll of it are delivered and not acknowledged; afterwards every
 record is acknowledged, no acknowledged record comes back, and the records that were in
-flight come back with delivery count 2.
+flight come back with delivery count 2. The membership is stored too (Kafka's share-group
+records in ``__consumer_offsets``): when the killed broker was also the group coordinator, the
+new one knows both members and refuses none of their heartbeats.
 """
 
 from __future__ import annotations
@@ -65,12 +67,14 @@ def test_share_partition_state_survives_a_leader_sigkill(tmp_path: Path) -> None
         counts: dict[int, list[int]] = {}  # value -> the delivery count of each delivery
         held: set[int] = set()  # delivered, not acknowledged when the leader died
         killed = -1
+        second_half = False
         last_progress = time.monotonic()
         for turn in range(100_000):
             if len(accepted) == RECORDS:
                 break
-            if len(accepted) == half and len(counts) == half:
+            if not second_half and len(accepted) == half:
                 produce(range(half, RECORDS))
+                second_half = True
             c = members[turn % 2]
             polled = [m for m in c.poll(0.2) if m.error() is None]
             for m in polled:
@@ -83,6 +87,9 @@ def test_share_partition_state_survives_a_leader_sigkill(tmp_path: Path) -> None
                 # the leader dies while these records are delivered and not acknowledged
                 held = {int(m.value()) for m in polled}
                 killed = cluster.leader_of(TOPIC)
+                roles = [name for name, topic in (("group coordinator", "__consumer_offsets"),
+                                                  ("share coordinator", "__share_group_state"))
+                         if cluster.leader_of(topic) == killed]
                 cluster.kill(killed)
             if polled:
                 results = c.commit_sync(5)
@@ -102,7 +109,14 @@ def test_share_partition_state_survives_a_leader_sigkill(tmp_path: Path) -> None
         # twice: its delivery count survived the failover
         assert held and set(again) >= held, (sorted(held)[:5], sorted(again)[:5])
         assert all(again[v][-1] >= 2 for v in held)
-        print(f"share-partition leader {killed} SIGKILLed at {half} acknowledged, "
+        # the membership was stored too: a new group coordinator knows both members, so no
+        # heartbeat was refused (UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH) after the kill
+        refused = [line for b in cluster.broker_ids if b != killed
+                   for line in cluster.log_path(b).read_text(errors="replace").splitlines()
+                   if f"share group {GROUP} member" in line and "refused" in line]
+        assert not refused, refused[:3]
+        print(f"share-partition leader {killed} ({', '.join(roles) or 'no coordinator'}) "
+              f"SIGKILLed at {half} acknowledged, "
               f"{len(held)} in flight: "
               f"{RECORDS} acknowledged once each, {len(again)} delivered again (unacknowledged "
               f"when the leader died), max delivery count "

@@ -133,13 +133,16 @@ class ShareGroups:
 
     async def save(self, keys: list[ShareKey]) -> dict[ShareKey, ErrorCode]:
         """Write the state of each of ``keys`` (before the change is answered); a key whose
-        write failed is dropped here (loaded again from the coordinator at its next use)."""
+        write failed is dropped here (loaded again from the coordinator at its next use), and
+        a key no longer loaded here fails."""
         keys = sorted(set(keys), key=lambda k: (k[0], str(k[1]), k[2]))
         snapshots = [(k, self.partitions[k]) for k in keys if k in self.partitions]
         errors = await asyncio.gather(*(self.persister.write(k, loaded.core.snapshot(),
                                                               loaded.leader_epoch)
                                         for k, loaded in snapshots))
-        out: dict[ShareKey, ErrorCode] = {}
+        # a key dropped meanwhile (a concurrent write failed, its offsets were deleted): what
+        # this request changed is not stored, so it is not answered as done either
+        out = {k: ErrorCode.COORDINATOR_NOT_AVAILABLE for k in keys if k not in self.partitions}
         for (k, loaded), err in zip(snapshots, errors, strict=True):
             out[k] = err
             if err is not ErrorCode.NONE:
