@@ -666,6 +666,8 @@ CASES: dict[ApiKey, list[Case]] = {
              (RT.GROUP, "g1", Op.DESCRIBE), allowed=(0,)),
         case("FindCoordinator(transaction)", _find_coordinator(1, "tx1"), (TXN_DENIED,),
              (RT.TRANSACTIONAL_ID, "tx1", Op.DESCRIBE), allowed=(0,)),
+        case("FindCoordinator(share)", _find_coordinator(2, "g:0:0"), (CLUSTER_DENIED,),
+             (RT.CLUSTER, CLUSTER, Op.CLUSTER_ACTION)),
     ],
     ApiKey.JOIN_GROUP: [case("JoinGroup", _join, (GROUP_DENIED,),
                              (RT.GROUP, "g-join", Op.READ), probe=_groups)],

@@ -488,14 +488,25 @@ def _offset_fetch(caller: Caller, header: RequestHeader, req: WireRequest,
 
 def _find_coordinator(caller: Caller, header: RequestHeader, req: WireRequest,
                       ctx: HandlerContext) -> Verdict | None:
-    """Describe on the group (key type 0) or on the transactional id (key type 1)."""
-    txn = int(getattr(req, "key_type", 0)) == 1
+    """Describe on the group (key type 0) or on the transactional id (key type 1);
+    ClusterAction on the cluster for a share partition's coordinator (key type 2, KIP-932:
+    asked by brokers only)."""
+    key_type = int(getattr(req, "key_type", 0))
+    txn = key_type == 1
     rt, error = (RT.TRANSACTIONAL_ID, TXN_DENIED) if txn else (RT.GROUP, GROUP_DENIED)
+    if key_type == 2:
+        error = CLUSTER_DENIED
+
+    def may(key: str) -> bool:
+        if key_type == 2:
+            return caller.may_cluster(Op.CLUSTER_ACTION)
+        return caller.may(Op.DESCRIBE, rt, key)
+
     if header.api_version < 4:
-        if caller.may(Op.DESCRIBE, rt, req.key):
+        if may(req.key):
             return None
         return _refuse(error_code=error, error_message=None, node_id=-1, host="", port=-1)
-    kept, refused = _split(req.coordinator_keys, lambda k: caller.may(Op.DESCRIBE, rt, k))
+    kept, refused = _split(req.coordinator_keys, may)
     if not refused:
         return None
     return _narrow(req, "coordinator_keys", kept, _add("coordinators", [
