@@ -194,6 +194,9 @@ RULES: dict[str, Rule] = {
     # KIP-392: the one selector floodmark has (Kafka loads any class; unset: the leader)
     "replica.selector.class": OneOf((RACK_AWARE_REPLICA_SELECTOR,)),
     "share.isolation.level": OneOf(("read_uncommitted", "read_committed")),
+    "share.coordinator.state.topic.num.partitions": at_least(1),
+    "share.coordinator.state.topic.replication.factor": at_least(1),
+    "share.coordinator.state.topic.min.isr": at_least(1),
     "transactional.id.expiration.ms": at_least(1),
     "transaction.max.timeout.ms": at_least(1),
     "transaction.state.log.num.partitions": at_least(1),

@@ -20,7 +20,8 @@ from floodmark.errors import ErrorCode, KafkaError
 
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
+SHARE_STATE_TOPIC = "__share_group_state"  # KIP-932's share coordinator
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_STATE_TOPIC})
 
 
 class CoordinatorType(enum.IntEnum):
@@ -29,10 +30,13 @@ class CoordinatorType(enum.IntEnum):
 
     GROUP = 0
     TRANSACTION = 1
+    SHARE = 2  # KIP-932: "group:topic id:partition", a share partition's state
 
     @property
     def topic(self) -> str:
-        return OFFSETS_TOPIC if self is CoordinatorType.GROUP else TRANSACTION_STATE_TOPIC
+        return {CoordinatorType.GROUP: OFFSETS_TOPIC,
+                CoordinatorType.TRANSACTION: TRANSACTION_STATE_TOPIC,
+                CoordinatorType.SHARE: SHARE_STATE_TOPIC}[self]
 _TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 
 

@@ -113,6 +113,11 @@ DEFAULTS: dict[str, Any] = {
     "group.share.partition.max.record.locks": 2_000,
     "share.auto.offset.reset": "latest",
     "share.isolation.level": "read_uncommitted",
+    # The share coordinator's __share_group_state (Kafka's names; Kafka's default is 50
+    # partitions, one keeps a small broker small, as for __consumer_offsets).
+    "share.coordinator.state.topic.num.partitions": 1,
+    "share.coordinator.state.topic.replication.factor": 3,
+    "share.coordinator.state.topic.min.isr": 2,
     # Kafka's default is 50 partitions; one keeps a small broker small.
     "offsets.topic.num.partitions": 1,
     "offsets.retention.minutes": 10080,
@@ -311,6 +316,9 @@ _INT_SETTINGS = frozenset({"node.id", "num.partitions", "default.replication.fac
                            "group.share.record.lock.duration.ms",
                            "group.share.delivery.count.limit",
                            "group.share.partition.max.record.locks",
+                           "share.coordinator.state.topic.num.partitions",
+                           "share.coordinator.state.topic.replication.factor",
+                           "share.coordinator.state.topic.min.isr",
                            "offsets.topic.num.partitions", "offsets.retention.minutes",
                            "log.checkpoint.interval.ms", "replica.lag.time.max.ms",
                            "transactional.id.expiration.ms", "transaction.max.timeout.ms",

@@ -317,6 +317,15 @@ def _share_describe(c: KafkaConnection) -> Any:
     return _errors(r.groups[0].error_code)
 
 
+def _share_state(api_key: int, **fields: Any) -> Callable[[KafkaConnection], Any]:
+    """The share coordinator's inter-broker APIs (84-87) for t1-0 of group g-state."""
+    def call(c: KafkaConnection) -> Any:
+        r = c.request(api_key, 0, {"group_id": "g-state", "topics": [
+            {"topic_id": _topic_id(c, "t1"), "partitions": [{"partition": 0, **fields}]}]})
+        return _errors(*(p.error_code for t in r.results for p in t.partitions))
+    return call
+
+
 def _share_fetch(c: KafkaConnection) -> Any:
     topic_id = _topic_id(c, "t1")
     r = c.request(78, 1, {"group_id": "g-share", "member_id": "m-share",
@@ -657,6 +666,8 @@ CASES: dict[ApiKey, list[Case]] = {
              (RT.GROUP, "g1", Op.DESCRIBE), allowed=(0,)),
         case("FindCoordinator(transaction)", _find_coordinator(1, "tx1"), (TXN_DENIED,),
              (RT.TRANSACTIONAL_ID, "tx1", Op.DESCRIBE), allowed=(0,)),
+        case("FindCoordinator(share)", _find_coordinator(2, "g:0:0"), (CLUSTER_DENIED,),
+             (RT.CLUSTER, CLUSTER, Op.CLUSTER_ACTION)),
     ],
     ApiKey.JOIN_GROUP: [case("JoinGroup", _join, (GROUP_DENIED,),
                              (RT.GROUP, "g-join", Op.READ), probe=_groups)],
@@ -697,6 +708,20 @@ CASES: dict[ApiKey, list[Case]] = {
         "DeleteShareGroupOffsets", _delete_share_offsets, (GROUP_DENIED,),
         (RT.GROUP, "g-share-offsets", Op.DELETE), (RT.TOPIC, "t1", Op.READ),
         allowed=(0, 0))],
+    # the share coordinator: ClusterAction, as Kafka
+    ApiKey.READ_SHARE_GROUP_STATE: [case(
+        "ReadShareGroupState", _share_state(84, leader_epoch=0), (CLUSTER_DENIED,),
+        (RT.CLUSTER, CLUSTER, Op.CLUSTER_ACTION))],
+    ApiKey.WRITE_SHARE_GROUP_STATE: [case(
+        "WriteShareGroupState", _share_state(85, state_epoch=0, leader_epoch=0,
+                                             start_offset=0, state_batches=[]),
+        (CLUSTER_DENIED,), (RT.CLUSTER, CLUSTER, Op.CLUSTER_ACTION))],
+    ApiKey.DELETE_SHARE_GROUP_STATE: [case(
+        "DeleteShareGroupState", _share_state(86), (CLUSTER_DENIED,),
+        (RT.CLUSTER, CLUSTER, Op.CLUSTER_ACTION))],
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: [case(
+        "ReadShareGroupStateSummary", _share_state(87, leader_epoch=-1), (CLUSTER_DENIED,),
+        (RT.CLUSTER, CLUSTER, Op.CLUSTER_ACTION))],
     ApiKey.LIST_GROUPS: [
         case("ListGroups(filtered)", _list_groups, [], (RT.GROUP, "g-listed", Op.DESCRIBE),
              allowed=["g-listed"]),

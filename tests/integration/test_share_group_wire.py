@@ -126,18 +126,26 @@ def test_share_group_apis_on_a_real_broker(broker_factory: Any,
         refused = c.request(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, {"group_id": GROUP, "topics": [
             {"topic_name": TOPIC, "partitions": [{"partition_index": 0, "start_offset": 0}]}]})
         assert refused.error_code == ErrorCode.NON_EMPTY_GROUP
+        epochs = {m.member_id: m.member_epoch for m in c.request(
+            ApiKey.SHARE_GROUP_DESCRIBE, 1, {"group_ids": [GROUP],
+                                             "include_authorized_operations": False}
+        ).groups[0].members}
     b.restart()  # 5 is still acquired by a: the lock does not outlive the broker
     with KafkaConnection(b.bootstrap, timeout_s=10) as c:
         deadline = time.monotonic() + 30
         while True:  # the broker answers once it leads the partition again
-            h = heartbeat(c, "member-c", 0, subscribed_topic_names=[TOPIC])
+            h = heartbeat(c, a, epochs[a])
             if h.error_code == 0 or time.monotonic() > deadline:
                 break
             time.sleep(0.2)
-        assert h.error_code == 0, h
+        # the membership was stored in __consumer_offsets: a and b go on with their epochs
+        assert h.error_code == 0 and h.member_epoch == epochs[a], h
+        h = heartbeat(c, "member-c", 0, subscribed_topic_names=[TOPIC])
+        assert h.error_code == 0 and h.member_epoch == max(epochs.values()) + 1, h
         got = acquired(share_fetch(c, "member-c", 0, topic_id, max_records=10))
         assert got == [(5, 5, 3)], "the acknowledged records stay done after a restart"
-        assert heartbeat(c, "member-c", -1).error_code == 0
+        for member in ("member-c", a, bm):
+            assert heartbeat(c, member, -1).error_code == 0
         assert c.request(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, {"group_id": GROUP, "topics": [
             {"topic_name": TOPIC, "partitions": [{"partition_index": 0, "start_offset": 0}]}]}
             ).responses[0].partitions[0].error_code == 0

@@ -29,6 +29,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from floodmark.client.connection import KafkaConnection
 from tests.reference.kafka_node import KAFKA_DIR, LIB, KafkaUnavailable, fetch_jars
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
@@ -92,6 +93,14 @@ def _compile(out: Path) -> str:
     return f"{out}:{LIB}/*"
 
 
+def _members(bootstrap: str) -> int:
+    """How many members the share group has (ShareGroupDescribe)."""
+    with KafkaConnection(bootstrap, timeout_s=10) as c:
+        g = c.request(77, 1, {"group_ids": [GROUP],
+                              "include_authorized_operations": False}).groups[0]
+        return len(g.members) if g.error_code == 0 else 0
+
+
 def _produce(bootstrap: str, values: list[str]) -> None:
     p = Producer({"bootstrap.servers": bootstrap})
     for v in values:
@@ -134,6 +143,10 @@ def test_java_share_consumers_on_floodmark(tmp_path: Path, broker_factory: Any) 
     try:
         # 1. two members share the partition; "release:" records come back once
         a, bm = start("a"), start("b")
+        # both JVMs up and in the group before the first record (a JVM takes up to 30 s to
+        # start on a loaded machine: the first one up would take every record)
+        _wait("both members joined", lambda: _members(b.bootstrap) == 2,
+              lambda: sum(len(m.lines) for m in members) + _members(b.bootstrap))
         values = [f"release:{i}" if i % 25 == 3 else f"v{i}" for i in range(100)]
         for i in range(0, 100, 20):
             _produce(b.bootstrap, values[i:i + 20])

@@ -488,14 +488,25 @@ def _offset_fetch(caller: Caller, header: RequestHeader, req: WireRequest,
 
 def _find_coordinator(caller: Caller, header: RequestHeader, req: WireRequest,
                       ctx: HandlerContext) -> Verdict | None:
-    """Describe on the group (key type 0) or on the transactional id (key type 1)."""
-    txn = int(getattr(req, "key_type", 0)) == 1
+    """Describe on the group (key type 0) or on the transactional id (key type 1);
+    ClusterAction on the cluster for a share partition's coordinator (key type 2, KIP-932:
+    asked by brokers only)."""
+    key_type = int(getattr(req, "key_type", 0))
+    txn = key_type == 1
     rt, error = (RT.TRANSACTIONAL_ID, TXN_DENIED) if txn else (RT.GROUP, GROUP_DENIED)
+    if key_type == 2:
+        error = CLUSTER_DENIED
+
+    def may(key: str) -> bool:
+        if key_type == 2:
+            return caller.may_cluster(Op.CLUSTER_ACTION)
+        return caller.may(Op.DESCRIBE, rt, key)
+
     if header.api_version < 4:
-        if caller.may(Op.DESCRIBE, rt, req.key):
+        if may(req.key):
             return None
         return _refuse(error_code=error, error_message=None, node_id=-1, host="", port=-1)
-    kept, refused = _split(req.coordinator_keys, lambda k: caller.may(Op.DESCRIBE, rt, k))
+    kept, refused = _split(req.coordinator_keys, may)
     if not refused:
         return None
     return _narrow(req, "coordinator_keys", kept, _add("coordinators", [
@@ -704,6 +715,20 @@ def _write_txn_markers(caller: Caller, header: RequestHeader, req: WireRequest,
         for m in req.markers])
 
 
+def _share_state(**partition_fields: Any) -> Check:
+    """The share coordinator's APIs (KIP-932): ClusterAction on the cluster, as Kafka; every
+    partition refused CLUSTER_AUTHORIZATION_FAILED."""
+    def check(caller: Caller, header: RequestHeader, req: WireRequest,
+              ctx: HandlerContext) -> Verdict | None:
+        if caller.may_cluster(Op.CLUSTER_ACTION):
+            return None
+        return _refuse(results=[{"topic_id": t.topic_id, "partitions": [
+            {"partition": int(p.partition), "error_code": CLUSTER_DENIED,
+             "error_message": None, **partition_fields} for p in t.partitions]}
+            for t in req.topics])
+    return check
+
+
 # -- cluster operations with per-partition answers -------------------------------------------
 def _elect_leaders(caller: Caller, header: RequestHeader, req: WireRequest,
                    ctx: HandlerContext) -> Verdict | None:
@@ -808,6 +833,12 @@ CHECKS: dict[ApiKey, Check] = {
     ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: _describe_share_group_offsets,
     ApiKey.ALTER_SHARE_GROUP_OFFSETS: _share_group_offsets_change(Op.READ),
     ApiKey.DELETE_SHARE_GROUP_OFFSETS: _share_group_offsets_change(Op.DELETE),
+    ApiKey.READ_SHARE_GROUP_STATE: _share_state(state_epoch=0, start_offset=-1,
+                                                state_batches=[]),
+    ApiKey.WRITE_SHARE_GROUP_STATE: _share_state(),
+    ApiKey.DELETE_SHARE_GROUP_STATE: _share_state(),
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: _share_state(state_epoch=0, leader_epoch=-1,
+                                                        start_offset=-1),
     ApiKey.DESCRIBE_GROUPS: _describe_groups,
     ApiKey.DELETE_GROUPS: _delete_groups,
     ApiKey.INIT_PRODUCER_ID: _init_producer_id,

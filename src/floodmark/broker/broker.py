@@ -53,10 +53,13 @@ from floodmark.broker.purgatory import FetchPurgatory
 from floodmark.broker.quotas import ClientQuotas
 from floodmark.broker.replica_fetcher import ReplicaManager, replica_of
 from floodmark.broker.server import Connection, start_listener
-from floodmark.broker.share_group.driver import share_groups_of
+from floodmark.broker.share_group.driver import share_groups_of, share_topics
+from floodmark.broker.share_group.persister import SharePersister
+from floodmark.broker.share_group.share_coordinator import ShareCoordinator, load_led
+from floodmark.broker.share_group.state_service import ShareStateService
 from floodmark.broker.txn_coordinator import BrokerTxnCoordinator
 from floodmark.errors import ErrorCode, KafkaError
-from floodmark.metadata import INTERNAL_TOPICS, OFFSETS_TOPIC, TopicMeta
+from floodmark.metadata import INTERNAL_TOPICS, OFFSETS_TOPIC, SHARE_STATE_TOPIC, TopicMeta
 from floodmark.records import TimestampType
 from floodmark.replication.election import AlterPartitionRequest
 from floodmark.replication.log_validator import TimestampBounds, target_compression
@@ -128,6 +131,7 @@ class Broker:
             heartbeat_interval_ms=config.get_int("group.consumer.heartbeat.interval.ms"),
             assignors=consumer_group_assignors(config.get("group.consumer.assignors"))))
         self._expiring_members: asyncio.Task[None] | None = None
+        self._expiring_share_members: asyncio.Task[None] | None = None
         self.transactions = BrokerTxnCoordinator(
             self, functools.partial(data.append_partition, self),
             max_timeout_ms=config.get_int("transaction.max.timeout.ms"),
@@ -138,7 +142,18 @@ class Broker:
         self.authentication = Authentication(config, lambda: self.controller.scram_credentials())
         self.max_request_bytes = config.get_int("socket.request.max.bytes")
         self.storage = storage_glue.Storage(self.data_dir, config)
-        self.share_groups = share_groups_of(config, self.storage.fs, self.data_dir)
+        # KIP-932: the share coordinator (the state of the share partitions whose
+        # __share_group_state partition this broker leads) and the share groups, whose
+        # share partitions keep their state there (persister)
+        self.share_coordinator = ShareCoordinator()
+        self.share_state = ShareStateService(
+            self.share_coordinator, self._share_state_partitions,
+            self._share_state_leader_epoch,
+            functools.partial(group_apis.append_record_replicated, self, SHARE_STATE_TOPIC))
+        self.share_groups = share_groups_of(config, SharePersister(
+            self.node_id, self.membership, self.share_state,
+            lambda: self.config.inter_broker_security),
+            functools.partial(group_apis.store_record_pairs, self))
         self._servers: list[asyncio.Server | TlsServer] = []
         self._stopping: asyncio.Event | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -275,8 +290,11 @@ class Broker:
                 self._expiring_members = asyncio.get_running_loop().create_task(
                     consumer_group_apis.expire_members(self))
             deadline_ms = self.share_groups.coordinator.next_deadline_ms()
-            if deadline_ms is not None and deadline_ms <= self.now_ms():
-                share_group_apis.expire_members(self)
+            if deadline_ms is not None and deadline_ms <= self.now_ms() and (
+                    self._expiring_share_members is None
+                    or self._expiring_share_members.done()):
+                self._expiring_share_members = asyncio.get_running_loop().create_task(
+                    share_group_apis.expire_members(self))
             now = self.now_ms()
             self.tick_partitions(now)
             self.check_log_dirs()
@@ -419,6 +437,7 @@ class Broker:
             conn.abort()
         self.groups.shutdown()
         self.transactions.stop()
+        self.share_groups.persister.close()
         self.purgatory.wake_all()
         await asyncio.sleep(0)
         self.close()
@@ -491,14 +510,39 @@ class Broker:
             for rec_ in records:
                 self.consumer_groups.apply(rec_)
         self.consumer_groups.loaded(loaded.consumer_groups, self.now_ms())
+        self.share_groups.load_groups(
+            loaded.share_groups, [g for g in self.share_groups.coordinator.groups
+                                  if partition_for(g, n) == ps.partition],
+            share_topics(self.controller.topics()), self.now_ms())
         self.offsets_loaded[ps.partition] = ps.leader_epoch
         stable = sum(1 for r in loaded.groups.values() if r.members)
         log.info("partition %s leader_epoch=%d coordinator: loaded %d committed offsets, %d "
-                 "groups (%d with members), %d consumer groups (KIP-848)%s", ps.name,
+                 "groups (%d with members), %d consumer groups (KIP-848), %d share groups "
+                 "(KIP-932)%s", ps.name,
                  ps.leader_epoch, loaded.offsets, len(loaded.groups), stable,
-                 len(loaded.consumer_groups),
+                 len(loaded.consumer_groups), len(loaded.share_groups),
                  f", {loaded.unreadable} unreadable group records skipped"
                  if loaded.unreadable else "")
+
+    def _share_state_partitions(self) -> int:
+        topic = self.controller.topics().get(SHARE_STATE_TOPIC)
+        return 0 if topic is None else len(topic.partitions)
+
+    def _share_state_leader_epoch(self, index: int) -> int | None:
+        ps = self.partitions.get((SHARE_STATE_TOPIC, index))
+        if ps is None or not ps.core.is_leader:
+            return None
+        return ps.leader_epoch
+
+    def refresh_share_state(self) -> None:
+        """Load the ``__share_group_state`` partitions this broker now leads (or leads at a
+        new leader epoch) into the share coordinator; forget the ones it no longer leads."""
+        led = {index: (ps.leader_epoch, functools.partial(self.storage.read_all, ps.log,
+                                                          ps.log_end_offset))
+               for (topic, index), ps in self.partitions.items()
+               if topic == SHARE_STATE_TOPIC and ps.core.is_leader}
+        load_led(self.share_coordinator, led, self._share_state_partitions(),
+                 SHARE_STATE_TOPIC)
 
     def unload_offsets_partition(self, index: int) -> None:
         """Another broker leads ``__consumer_offsets-index`` now (or nobody): forget its groups
@@ -513,6 +557,9 @@ class Broker:
         self.groups.unload(gone + [g for g in self.groups.groups if partition_for(g, n) == index])
         self.consumer_groups.unload([g for g in self.consumer_groups.groups
                                      if partition_for(g, n) == index])
+        self.share_groups.load_groups({}, [g for g in self.share_groups.coordinator.groups
+                                           if partition_for(g, n) == index], {},
+                                      self.now_ms())
         log.info("partition %s-%d coordinator no more: %d groups unloaded", OFFSETS_TOPIC, index,
                  len(set(gone)))
 

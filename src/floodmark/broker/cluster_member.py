@@ -408,6 +408,7 @@ class ClusterMembership(MembershipBase):
                 log.info("partition %s-%d removed from broker %d (deleted=True)", key[0], key[1],
                          host.node_id)
         host.transactions.refresh()  # load / unload the __transaction_state partitions
+        host.refresh_share_state()  # and the __share_group_state ones
 
     def _touched_topics(self, change: metadata_delta.Touched
                         ) -> list[tuple[str, TopicImage]]:
@@ -571,12 +572,18 @@ class ClusterMembership(MembershipBase):
         if key_type is CoordinatorType.GROUP:
             n = self.host.config.get_int("offsets.topic.num.partitions")
             rf = max(1, min(3, live))
-        else:
+        elif key_type is CoordinatorType.TRANSACTION:
             n = self.host.config.get_int("transaction.state.log.num.partitions")
             rf = max(1, min(self.host.config.get_int(
                 "transaction.state.log.replication.factor"), live))
             configs["min.insync.replicas"] = min(
                 rf, self.host.config.get_int("transaction.state.log.min.isr"))
+        else:  # KIP-932's share coordinator
+            n = self.host.config.get_int("share.coordinator.state.topic.num.partitions")
+            rf = max(1, min(self.host.config.get_int(
+                "share.coordinator.state.topic.replication.factor"), live))
+            configs["min.insync.replicas"] = min(
+                rf, self.host.config.get_int("share.coordinator.state.topic.min.isr"))
         try:
             await self.controller_client.create_topic(name, n, rf, configs)
         except KafkaError as exc:

@@ -28,6 +28,7 @@ from floodmark.broker.purgatory import FetchPurgatory
 from floodmark.broker.quotas import ClientQuotas
 from floodmark.broker.replica_fetcher import ReplicaManager
 from floodmark.broker.share_group.driver import ShareGroups
+from floodmark.broker.share_group.state_service import ShareStateService
 from floodmark.broker.storage_glue import LogDir, Storage
 from floodmark.broker.txn_coordinator import BrokerTxnCoordinator
 from floodmark.errors import ErrorCode
@@ -102,8 +103,8 @@ class Membership(Protocol):
 
     def coordinator_for(self, key: str, key_type: CoordinatorType = CoordinatorType.GROUP
                         ) -> int:
-        """The node id coordinating ``key``, a group or a transactional id (-1: none
-        available); creates the internal topic on first use."""
+        """The node id coordinating ``key``, a group, a transactional id or a share
+        partition (-1: none available); creates the internal topic on first use."""
 
     def broker_address(self, node_id: int,
                        listener_name: str | None = None) -> tuple[str, int] | None:
@@ -155,6 +156,7 @@ class MemberHost(BrokerCore, Protocol):
     def advertised_endpoints(self) -> list[Endpoint]: ...
     def load_offsets_partition(self, ps: PartitionState) -> None: ...
     def unload_offsets_partition(self, index: int) -> None: ...
+    def refresh_share_state(self) -> None: ...
     @property
     def advertised(self) -> tuple[str, int]: ...
     def stop(self) -> None: ...
@@ -196,6 +198,7 @@ class HandlerContext(BrokerCore, Protocol):
     groups: GroupCoordinator
     consumer_groups: ConsumerGroupCoordinator
     share_groups: ShareGroups
+    share_state: ShareStateService  # the share coordinator (__share_group_state)
     transactions: BrokerTxnCoordinator
     authentication: Authentication
     quotas: ClientQuotas

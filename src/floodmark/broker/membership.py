@@ -81,6 +81,7 @@ class LocalMembership(MembershipBase):
                     replicas=replicas, isr=p.isr or replicas, leader=host.node_id,
                     leader_epoch=p.leader_epoch, partition_epoch=0), host.now_ms())
         host.transactions.refresh()  # the transaction coordinator of what it now leads
+        host.refresh_share_state()  # and the share coordinator
 
     def start(self, port: int, ready: Callable[[int], None] | None) -> None:
         if ready is not None:
@@ -119,9 +120,11 @@ class LocalMembership(MembershipBase):
     def coordinator_for(self, key: str, key_type: CoordinatorType = CoordinatorType.GROUP
                         ) -> int:
         """A single broker coordinates every group and transactional id."""
-        if key_type is CoordinatorType.TRANSACTION and key_type.topic not in \
+        if key_type is not CoordinatorType.GROUP and key_type.topic not in \
                 self._local.topics():
-            n = self.host.config.get_int("transaction.state.log.num.partitions")
+            n = self.host.config.get_int(
+                "transaction.state.log.num.partitions" if key_type is CoordinatorType.TRANSACTION
+                else "share.coordinator.state.topic.num.partitions")
             self._local.create_topic_now(key_type.topic, n, 1, {"cleanup.policy": "compact"})
             self.metadata_changed()
         return self.host.node_id

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from floodmark.broker.consumer_group import records as cg_records
+from floodmark.broker.share_group import records as sg_records
 from floodmark.errors import FloodmarkError
 from floodmark.metadata import coordinator_partition
 from floodmark.records import (
@@ -272,6 +273,8 @@ class Loaded:
     # KIP-848 consumer groups: each group's records in log order, for the core to replay
     consumer_groups: dict[str, list[cg_records.ConsumerGroupRecord]] = \
         dataclasses.field(default_factory=dict)
+    # KIP-932 share groups, as their records say (tombstoned: absent)
+    share_groups: dict[str, sg_records.GroupView] = dataclasses.field(default_factory=dict)
 
 
 class OffsetStore:
@@ -286,6 +289,7 @@ class OffsetStore:
         self.group_records: dict[str, GroupRecord] = {}  # as last loaded or stored
         # KIP-848 consumer-group records met by a replay, until ``load_partition`` hands them on
         self._consumer_records: dict[str, list[cg_records.ConsumerGroupRecord]] = {}
+        self._share_groups: dict[str, sg_records.GroupView] = {}  # the same, KIP-932's
 
     def apply_replicated(self, group: str, entries: Iterable[tuple[str, int,
                                                                     CommittedOffset | None]],
@@ -328,13 +332,17 @@ class OffsetStore:
         metadata) from its log, from nothing."""
         self.unload_partition(partition, num_partitions)
         self._consumer_records.clear()
+        self._share_groups.clear()
         n, unreadable = self._replay(read_batches)
         groups = {g: r for g, r in self.group_records.items()
                   if partition_for(g, num_partitions) == partition}
         consumer_groups = {g: recs for g, recs in self._consumer_records.items()
                            if partition_for(g, num_partitions) == partition}
+        share_groups = {g: v for g, v in self._share_groups.items()
+                        if partition_for(g, num_partitions) == partition}
         self._consumer_records.clear()
-        return Loaded(n, groups, unreadable, consumer_groups)
+        self._share_groups.clear()
+        return Loaded(n, groups, unreadable, consumer_groups, share_groups)
 
     def store_group(self, group: str, record: GroupRecord | None) -> None:
         """A group metadata record (None: a tombstone) is replicated."""
@@ -457,6 +465,9 @@ class OffsetStore:
             if version in cg_records.KEY_VERSIONS:
                 rec = cg_records.decode(key, value)
                 self._consumer_records.setdefault(rec.group_id, []).append(rec)
+                return 0
+            if version in sg_records.KEY_VERSIONS:
+                sg_records.replay(self._share_groups, sg_records.decode(key, value))
                 return 0
             if version != GROUP_KEY_VERSION:
                 raise BadGroupRecord(f"offsets key version {version}")

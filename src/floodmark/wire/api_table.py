@@ -68,6 +68,10 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_SHARE_GROUP_OFFSETS = 90
     ALTER_SHARE_GROUP_OFFSETS = 91
     DELETE_SHARE_GROUP_OFFSETS = 92
+    READ_SHARE_GROUP_STATE = 84
+    WRITE_SHARE_GROUP_STATE = 85
+    DELETE_SHARE_GROUP_STATE = 86
+    READ_SHARE_GROUP_STATE_SUMMARY = 87
 
 
 @dataclass(frozen=True)
@@ -158,8 +162,14 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
 
 # Served but not advertised in ApiVersions: debug requests. DescribeQuorum for a partition's
 # leader view (``floodmark ui``; Kafka answers it for the metadata partition only).
+# The share coordinator's inter-broker APIs (KIP-932, broker/share_group/persister): asked by
+# share-partition leaders only, whether or not group.share.enable is on here.
 UNADVERTISED: dict[ApiKey, VersionRange] = {
     ApiKey.DESCRIBE_QUORUM: VersionRange(0, 1),
+    ApiKey.READ_SHARE_GROUP_STATE: VersionRange(0, 0),
+    ApiKey.WRITE_SHARE_GROUP_STATE: VersionRange(0, 0),
+    ApiKey.DELETE_SHARE_GROUP_STATE: VersionRange(0, 0),
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: VersionRange(0, 0),
 }
 
 # KIP-932's share groups (broker/share_group), Kafka 4.1.1's versions: served, and advertised in

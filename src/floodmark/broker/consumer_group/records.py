@@ -332,3 +332,11 @@ def decode(key: bytes, value: bytes | None) -> ConsumerGroupRecord:
 
 def group_of(rec: ConsumerGroupRecord) -> str:
     return rec.group_id
+
+
+# The same layouts' pieces, for KIP-932's share-group records (``share_group.records``).
+Reader = _Reader
+uvarint = _uvarint
+string = _string
+compact_string = _compact_string
+topic_partitions = _topic_partitions

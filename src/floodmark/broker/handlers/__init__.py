@@ -23,6 +23,7 @@ from floodmark.broker.handlers import (
     sasl_apis,
     scram_apis,
     share_group_apis,
+    share_state_apis,
     txn_apis,
     txn_markers,
 )
@@ -90,6 +91,11 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: share_group_apis.describe_share_group_offsets,
     ApiKey.ALTER_SHARE_GROUP_OFFSETS: share_group_apis.alter_share_group_offsets,
     ApiKey.DELETE_SHARE_GROUP_OFFSETS: share_group_apis.delete_share_group_offsets,
+    # the share coordinator (inter-broker)
+    ApiKey.READ_SHARE_GROUP_STATE: share_state_apis.read_share_group_state,
+    ApiKey.WRITE_SHARE_GROUP_STATE: share_state_apis.write_share_group_state,
+    ApiKey.DELETE_SHARE_GROUP_STATE: share_state_apis.delete_share_group_state,
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: share_state_apis.read_share_group_state_summary,
 }
 # Hot path: handlers that take the raw frame (no kio decode, records stay views into the frame).
 RAW_HANDLERS: dict[int, RawHandler] = {

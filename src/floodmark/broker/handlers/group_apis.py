@@ -138,7 +138,14 @@ def _append(broker: HandlerContext, group: str,
     partition, last offset appended)."""
     meta = broker.controller.topics()[OFFSETS_TOPIC]
     p = partition_for(group, len(meta.partitions))
-    ps = broker.partitions.get((OFFSETS_TOPIC, p))
+    return _append_to(broker, OFFSETS_TOPIC, p, batch, f"the records of group {group}")
+
+
+def _append_to(broker: HandlerContext, topic: str, p: int, batch: Callable[[int], bytes],
+               what: str) -> tuple[ErrorCode, PartitionState | None, int]:
+    """Append ``batch(now_ms)`` to internal partition ``topic-p`` as its leader, acks=all
+    checked first (NOT_ENOUGH_REPLICAS below min ISR, mapped to a coordinator's error)."""
+    ps = broker.partitions.get((topic, p))
     if ps is None or not ps.core.is_leader:
         return ErrorCode.NOT_COORDINATOR, None, -1
     refused = ps.core.check_produce(-1)  # acks=all: NOT_ENOUGH_REPLICAS below min ISR
@@ -148,8 +155,8 @@ def _append(broker: HandlerContext, group: str,
     try:
         info = ps.log.append_as_leader(batch(now), ps.leader_epoch, now)
     except KafkaError as exc:
-        log.error("partition %s leader_epoch=%d: cannot store offsets of group %s: %s",
-                  ps.name, ps.leader_epoch, group, exc)
+        log.error("partition %s leader_epoch=%d: cannot store %s: %s",
+                  ps.name, ps.leader_epoch, what, exc)
         return ErrorCode.UNKNOWN_SERVER_ERROR, None, -1
     return ErrorCode.NONE, ps, info.last_offset
 
@@ -160,7 +167,23 @@ async def _append_replicated(broker: HandlerContext, group: str,
     ``offsets.commit.required.acks=-1``: a coordinator failover cannot lose what was answered;
     ``tests/cluster/test_offset_commit_durability.py`` lost an acknowledged commit before);
     (error, last offset of the batch)."""
-    err, ps, last = _append(broker, group, batch)
+    return await _replicated(broker, _append(broker, group, batch))
+
+
+async def append_record_replicated(broker: HandlerContext, topic: str, p: int, key: bytes,
+                                   value: bytes | None) -> tuple[ErrorCode, int]:
+    """Append one record (``value`` None: a tombstone) to internal partition ``topic-p``,
+    answered once replicated to the ISR, as the offsets are (the share coordinator's
+    ``__share_group_state``); (error, its offset)."""
+    return await _replicated(broker, _append_to(
+        broker, topic, p, lambda now: build_batch([Record(0, now, key, value)]),
+        f"a record of {topic}"))
+
+
+async def _replicated(broker: HandlerContext,
+                      appended: tuple[ErrorCode, PartitionState | None, int]
+                      ) -> tuple[ErrorCode, int]:
+    err, ps, last = appended
     if ps is None:
         return err, -1
     produce_id = broker.next_produce_id()
@@ -231,7 +254,14 @@ async def store_consumer_group_records(
         recs: Iterable[cg_records.ConsumerGroupRecord]) -> ErrorCode:
     """Store a KIP-848 consumer group's records (``consumer_group.records``) as one batch in
     its offsets partition, answered once replicated: what a new coordinator replays."""
-    pairs = [cg_records.encode(r) for r in recs]
+    return await store_record_pairs(broker, group, [cg_records.encode(r) for r in recs])
+
+
+async def store_record_pairs(broker: HandlerContext, group: str,
+                             pairs: Sequence[tuple[bytes, bytes | None]]) -> ErrorCode:
+    """Store a group's records ((key, value) pairs, a None value a tombstone) as one batch in
+    its offsets partition, answered once replicated: what a new coordinator replays (KIP-848
+    consumer groups, KIP-932 share groups)."""
     if not pairs:
         return ErrorCode.NONE
     err, _last = await _append_replicated(broker, group, lambda now: build_batch(
@@ -406,7 +436,8 @@ async def _delete_groups(broker: HandlerContext, names: list[str]) -> WireRespon
         if not broker.is_coordinator(group):
             err = ErrorCode.NOT_COORDINATOR
         elif group in broker.share_groups.coordinator.groups:  # KIP-932: empty ones go
-            err = broker.share_groups.delete_group(group)
+            err = await broker.share_groups.delete_group(group, broker.controller.topics(),
+                                                         broker.now_ms())
         elif group in broker.consumer_groups.groups:  # KIP-848: empty ones go
             refused: list[ErrorCode] = []
 

@@ -6,12 +6,16 @@ coordinator, for the partitions this broker leads.
 
 Every API answers UNSUPPORTED_VERSION while ``group.share.enable`` is off (ApiVersions does not
 advertise them then, as Kafka 4.1 does not while ``share.version`` is 0). A share partition's
-state is stored before the request that changed it is answered, so nothing acknowledged is
-delivered again and no delivery beyond the limit follows a restart.
+state is written to its share coordinator (``__share_group_state``, replicated) before the
+request that changed it is answered, so nothing acknowledged is delivered again and no
+delivery beyond the limit follows a restart or a leader failover. A partition whose state is
+not loaded here yet (a new leader reading it back) or could not be written is answered with
+a retriable error (``state_error``), and its records are not handed out.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import Callable, Iterable
@@ -19,8 +23,13 @@ from typing import TYPE_CHECKING
 
 from floodmark.broker.boundary import ClientConnection, HandlerResult, WireRequest, WireResponse
 from floodmark.broker.partition_state import PartitionState
-from floodmark.broker.share_group.coordinator import ShareGroup, ShareHeartbeat, TopicInfo
-from floodmark.broker.share_group.driver import ShareKey
+from floodmark.broker.share_group.coordinator import (
+    ShareGroup,
+    ShareHeartbeat,
+    ShareHeartbeatAnswer,
+    TopicInfo,
+)
+from floodmark.broker.share_group.driver import ShareKey, share_topics
 from floodmark.broker.share_group.partition import (
     Acknowledgement,
     AcknowledgeType,
@@ -28,9 +37,7 @@ from floodmark.broker.share_group.partition import (
 )
 from floodmark.broker.share_group.sessions import FINAL_EPOCH, INITIAL_EPOCH, ShareSession
 from floodmark.errors import ErrorCode
-from floodmark.metadata import OFFSETS_TOPIC
 from floodmark.records import iter_batches
-from floodmark.replication.partition import LeaderState
 from floodmark.replication.producer_state import AbortedTxn
 from floodmark.replication.reads import FetchIsolation, read_for_fetch
 from floodmark.wire.codec import RequestHeader, ms
@@ -45,8 +52,7 @@ DISABLED = "share groups are off on this broker (group.share.enable=false)"
 
 
 def topics_view(ctx: HandlerContext) -> dict[str, TopicInfo]:
-    return {name: TopicInfo(meta.topic_id, name, len(meta.partitions))
-            for name, meta in ctx.controller.topics().items() if name != OFFSETS_TOPIC}
+    return share_topics(ctx.controller.topics())
 
 
 def _names_by_id(ctx: HandlerContext) -> dict[uuid.UUID, str]:
@@ -70,6 +76,11 @@ def _wire_partitions(parts: Iterable[tuple[uuid.UUID, int]],
 # -- the coordinator -------------------------------------------------------------------------
 def share_group_heartbeat(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
                           conn: ClientConnection) -> HandlerResult:
+    return _heartbeat(ctx, header, req, conn)
+
+
+async def _heartbeat(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
+                     conn: ClientConnection) -> WireResponse:
     groups = ctx.share_groups
     group_id, member_id, epoch = str(req.group_id), str(req.member_id or ""), int(
         req.member_epoch)
@@ -89,18 +100,23 @@ def share_group_heartbeat(ctx: HandlerContext, header: RequestHeader, req: WireR
             group_id in ctx.groups.groups and ctx.groups.groups[group_id].members):
         return refuse(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group")
     names = req.subscribed_topic_names
-    topics = topics_view(ctx)
-    ans = groups.coordinator.heartbeat(ShareHeartbeat(
+    hb = ShareHeartbeat(
         group_id, member_id, epoch, client_id=header.client_id or "",
         client_host="/" + conn.peer.rsplit(":", 1)[0], rack_id=req.rack_id,
-        subscribed_topic_names=None if names is None else tuple(str(n) for n in names)),
-        topics, ctx.now_ms())
+        subscribed_topic_names=None if names is None else tuple(str(n) for n in names))
+    answers: list[ShareHeartbeatAnswer] = []
+    stored = await groups.change(group_id, lambda: answers.append(
+        groups.coordinator.heartbeat(hb, topics_view(ctx), ctx.now_ms())),
+        topics_view(ctx), ctx.now_ms())
+    ans = answers[0]
     if ans.error is not ErrorCode.NONE:
         log.info("share group %s member %s epoch %d: ShareGroupHeartbeat refused: %s (%s)",
                  group_id, member_id, epoch, ans.error.name, ans.message)
         return refuse(ans.error, ans.message)
+    if stored is not ErrorCode.NONE:
+        return refuse(stored)
     if epoch == -1:
-        _persist(ctx, groups.release_member(group_id, member_id))
+        groups.save_later(groups.release_member(group_id, member_id))
     out: WireResponse = {"throttle_time": 0, "error_code": 0, "error_message": None,
                          "member_id": ans.member_id, "member_epoch": ans.member_epoch,
                          "heartbeat_interval": ans.heartbeat_interval_ms, "assignment": None}
@@ -109,12 +125,24 @@ def share_group_heartbeat(ctx: HandlerContext, header: RequestHeader, req: WireR
     return out
 
 
-def expire_members(ctx: HandlerContext) -> None:
-    """Members whose session timed out leave their groups (and their locks come back)."""
+async def expire_members(ctx: HandlerContext) -> None:
+    """Members whose session timed out leave their groups (and their locks come back); the
+    groups' records say so."""
     groups = ctx.share_groups
-    for group_id, member_id in groups.coordinator.expire(topics_view(ctx), ctx.now_ms()):
-        log.info("share group %s: member %s session timed out, removed", group_id, member_id)
-        _persist(ctx, groups.release_member(group_id, member_id))
+    for group_id in list(groups.coordinator.groups):
+        gone: list[tuple[str, str]] = []
+
+        def expire(group_id: str = group_id, gone: list[tuple[str, str]] = gone) -> None:
+            gone.extend(groups.coordinator.expire(topics_view(ctx), ctx.now_ms(),
+                                                  only=group_id))
+
+        err = await groups.change(group_id, expire, topics_view(ctx), ctx.now_ms())
+        if err is not ErrorCode.NONE:
+            continue  # undone; retried at the next tick
+        for _group, member_id in gone:
+            log.info("share group %s: member %s session timed out, removed", group_id,
+                     member_id)
+            groups.save_later(groups.release_member(group_id, member_id))
 
 
 def _describe_group(g: ShareGroup, names: dict[uuid.UUID, str]) -> WireResponse:
@@ -182,11 +210,26 @@ def _fetch_bound(ctx: HandlerContext, ps: PartitionState) -> int:
         else ps.high_watermark
 
 
-def _share_partition(ctx: HandlerContext, key: ShareKey, ps: PartitionState) -> SharePartition:
-    role = ps.core.role
-    single = isinstance(role, LeaderState) and len(role.replicas) <= 1
-    return ctx.share_groups.partition(key, ps.leader_epoch, single, ps.log_start_offset,
-                                      _fetch_bound(ctx, ps))
+def state_error(err: ErrorCode) -> ErrorCode:
+    """A partition's answer when its state could not be read or written at the share
+    coordinator (Kafka's SharePartition mapping): the coordinator's troubles are
+    COORDINATOR_NOT_AVAILABLE (retriable), a fenced leader NOT_LEADER_OR_FOLLOWER."""
+    if err in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+               ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.REQUEST_TIMED_OUT):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if err is ErrorCode.FENCED_LEADER_EPOCH:
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    if err is ErrorCode.FENCED_STATE_EPOCH:
+        return ErrorCode.FENCED_STATE_EPOCH
+    return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+async def _share_partition(ctx: HandlerContext, key: ShareKey, ps: PartitionState
+                           ) -> tuple[ErrorCode, SharePartition | None]:
+    """The share partition at this leader, read back from its share coordinator first."""
+    err, core = await ctx.share_groups.load(key, ps.leader_epoch, ps.log_start_offset,
+                                            _fetch_bound(ctx, ps))
+    return (ErrorCode.NONE, core) if core is not None else (state_error(err), None)
 
 
 def _not_for_consumers(data: bytes | memoryview,
@@ -204,9 +247,11 @@ def _not_for_consumers(data: bytes | memoryview,
     return out
 
 
-def _persist(ctx: HandlerContext, keys: Iterable[ShareKey]) -> None:
-    for key in set(keys):
-        ctx.share_groups.save(key)
+async def _persist(ctx: HandlerContext, keys: Iterable[ShareKey]) -> dict[ShareKey, ErrorCode]:
+    """Write the changed share partitions' state; the keys whose write failed, with the
+    error to answer for them."""
+    errors = await ctx.share_groups.save(list(keys))
+    return {k: state_error(e) for k, e in errors.items() if e is not ErrorCode.NONE}
 
 
 def _acknowledgements(batches: Iterable[WireRequest]) -> list[Acknowledgement] | None:
@@ -221,17 +266,20 @@ def _acknowledgements(batches: Iterable[WireRequest]) -> list[Acknowledgement] |
     return out
 
 
-def _acknowledge(ctx: HandlerContext, member_id: str, key: ShareKey,
-                 batches: Iterable[WireRequest], names: dict[uuid.UUID, str],
-                 changed: list[ShareKey], denied: TopicGate | None
-                 ) -> tuple[ErrorCode, str | None]:
+async def _acknowledge(ctx: HandlerContext, member_id: str, key: ShareKey,
+                       batches: Iterable[WireRequest], names: dict[uuid.UUID, str],
+                       changed: list[ShareKey], denied: TopicGate | None
+                       ) -> tuple[ErrorCode, str | None]:
     err, ps = _leader(ctx, key[1], key[2], names, denied)
     if err is not ErrorCode.NONE or ps is None:
         return err, None
     acks = _acknowledgements(batches)
     if acks is None:
         return ErrorCode.INVALID_REQUEST, "unknown acknowledge type"
-    res = _share_partition(ctx, key, ps).acknowledge(member_id, acks)
+    err, core = await _share_partition(ctx, key, ps)
+    if core is None:
+        return err, "the share partition's state is not loaded here yet"
+    res = core.acknowledge(member_id, acks)
     if res.changed:
         changed.append(key)
         ctx.purgatory.wake((ps.topic, ps.partition))  # released records: a waiting fetch
@@ -296,9 +344,9 @@ async def _share_fetch(ctx: HandlerContext, header: RequestHeader, req: WireRequ
                 continue
             tp = (t.topic_id, int(p.partition_index))
             if p.acknowledgement_batches:
-                ack_errors[tp] = _acknowledge(ctx, member_id, (group_id, *tp),
-                                              p.acknowledgement_batches, names, changed,
-                                              denied)
+                ack_errors[tp] = await _acknowledge(ctx, member_id, (group_id, *tp),
+                                                    p.acknowledgement_batches, names, changed,
+                                                    denied)
     if session is not None and epoch != FINAL_EPOCH:
         for t in req.topics:
             if t.topic_id is not None:
@@ -315,15 +363,15 @@ async def _share_fetch(ctx: HandlerContext, header: RequestHeader, req: WireRequ
     if epoch == FINAL_EPOCH:
         if session is not None:
             changed += groups.close_session(session)
-        _persist(ctx, changed)
+        _unsaved(ack_errors, {}, await _persist(ctx, changed))
         return {"throttle_time": 0, "error_code": 0, "acquisition_lock_timeout": lock_ms,
                 "responses": _partition_answers(ctx, ack_errors, {}, names, denied),
                 "node_endpoints": _node_endpoints(ctx, conn)}
     assert session is not None
     max_records = max(1, min(int(req.max_records), MAX_RECORDS_CAP))
     budget = max(1, int(req.max_bytes))
-    fetched = _acquire_all(ctx, session, max_records, budget, names, changed, denied)
-    _persist(ctx, changed)
+    fetched = await _acquire_all(ctx, session, max_records, budget, names, changed, denied)
+    _unsaved(ack_errors, fetched, await _persist(ctx, changed))
     wait_ms = min(max(ms(req.max_wait), 0), MAX_WAIT_MS)
     if wait_ms > 0 and not ack_errors and not any(
             f.get("acquired_records") for f in fetched.values()):
@@ -331,17 +379,32 @@ async def _share_fetch(ctx: HandlerContext, header: RequestHeader, req: WireRequ
         await ctx.purgatory.wait(keys, wait_ms)
         if groups.sessions.sessions.get((group_id, member_id)) is session:
             changed = []
-            fetched = _acquire_all(ctx, session, max_records, budget, names, changed,
-                                   denied)
-            _persist(ctx, changed)
+            fetched = await _acquire_all(ctx, session, max_records, budget, names, changed,
+                                         denied)
+            _unsaved({}, fetched, await _persist(ctx, changed))
     return {"throttle_time": 0, "error_code": 0, "acquisition_lock_timeout": lock_ms,
             "responses": _partition_answers(ctx, ack_errors, fetched, names, denied),
             "node_endpoints": _node_endpoints(ctx, conn)}
 
 
-def _acquire_all(ctx: HandlerContext, session: ShareSession, max_records: int, budget: int,
-                 names: dict[uuid.UUID, str], changed: list[ShareKey],
-                 denied: TopicGate | None) -> dict[tuple[uuid.UUID, int], WireResponse]:
+def _unsaved(ack_errors: dict[tuple[uuid.UUID, int], tuple[ErrorCode, str | None]],
+             fetched: dict[tuple[uuid.UUID, int], WireResponse],
+             failed: dict[ShareKey, ErrorCode]) -> None:
+    """The partitions whose state could not be written: their acknowledgements failed and
+    their acquired records are not handed out (the share partition was dropped at this leader
+    and is read back from the coordinator at its next use)."""
+    for (_group, topic_id, index), err in failed.items():
+        tp = (topic_id, index)
+        if tp in ack_errors and ack_errors[tp][0] is ErrorCode.NONE:
+            ack_errors[tp] = (err, "the acknowledgement could not be stored")
+        entry = fetched.get(tp)
+        if entry is not None:
+            entry.update(error_code=int(err), records=b"", acquired_records=[])
+
+
+async def _acquire_all(ctx: HandlerContext, session: ShareSession, max_records: int,
+                       budget: int, names: dict[uuid.UUID, str], changed: list[ShareKey],
+                       denied: TopicGate | None) -> dict[tuple[uuid.UUID, int], WireResponse]:
     out: dict[tuple[uuid.UUID, int], WireResponse] = {}
     left = max_records
     for tp in sorted(session.partitions, key=lambda x: (str(x[0]), x[1])):
@@ -353,7 +416,10 @@ def _acquire_all(ctx: HandlerContext, session: ShareSession, max_records: int, b
         out[tp] = entry
         if err is not ErrorCode.NONE or ps is None or left <= 0 or budget <= 0:
             continue
-        core = _share_partition(ctx, key, ps)
+        err, core = await _share_partition(ctx, key, ps)
+        if core is None:
+            entry["error_code"] = int(err)
+            continue
         if core.expire_locks(ctx.now_ms()):
             changed.append(key)
         committed = ctx.share_groups.settings.read_committed
@@ -407,7 +473,12 @@ def _partition_answers(ctx: HandlerContext,
 
 def share_acknowledge(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
                       conn: ClientConnection, denied: TopicGate | None = None
-                      ) -> WireResponse:
+                      ) -> HandlerResult:
+    return _share_acknowledge(ctx, req, conn, denied)
+
+
+async def _share_acknowledge(ctx: HandlerContext, req: WireRequest, conn: ClientConnection,
+                             denied: TopicGate | None) -> WireResponse:
     groups = ctx.share_groups
     if not groups.settings.enabled:
         return _session_error(ErrorCode.UNSUPPORTED_VERSION, DISABLED)
@@ -419,21 +490,23 @@ def share_acknowledge(ctx: HandlerContext, header: RequestHeader, req: WireReque
         return _session_error(started.error, started.message)
     names = _names_by_id(ctx)
     changed: list[ShareKey] = []
-    by_topic: dict[uuid.UUID, list[WireResponse]] = {}
+    answers: dict[tuple[uuid.UUID, int], tuple[ErrorCode, str | None]] = {}
     for t in req.topics:
         if t.topic_id is None:
             continue
         for p in t.partitions:
             tp = (t.topic_id, int(p.partition_index))
-            err, message = _acknowledge(ctx, member_id, (group_id, *tp),
-                                        p.acknowledgement_batches, names, changed, denied)
-            _err, ps = _leader(ctx, tp[0], tp[1], names)
-            by_topic.setdefault(t.topic_id, []).append({
-                "partition_index": tp[1], "error_code": int(err), "error_message": message,
-                "current_leader": _leader_entry(ps, ctx.node_id)})
+            answers[tp] = await _acknowledge(ctx, member_id, (group_id, *tp),
+                                             p.acknowledgement_batches, names, changed, denied)
     if epoch == FINAL_EPOCH and started.session is not None:
         changed += groups.close_session(started.session)
-    _persist(ctx, changed)
+    _unsaved(answers, {}, await _persist(ctx, changed))
+    by_topic: dict[uuid.UUID, list[WireResponse]] = {}
+    for (topic_id, index), (err, message) in answers.items():
+        _err, ps = _leader(ctx, topic_id, index, names)
+        by_topic.setdefault(topic_id, []).append({
+            "partition_index": index, "error_code": int(err), "error_message": message,
+            "current_leader": _leader_entry(ps, ctx.node_id)})
     return {"throttle_time": 0, "error_code": 0, "error_message": None,
             "responses": [{"topic_id": t, "partitions": ps} for t, ps in by_topic.items()],
             "node_endpoints": _node_endpoints(ctx, conn)}
@@ -447,7 +520,12 @@ def _offsets_refusal(ctx: HandlerContext, group_id: str) -> ErrorCode:
 
 
 def describe_share_group_offsets(ctx: HandlerContext, header: RequestHeader,
-                                 req: WireRequest, conn: ClientConnection) -> WireResponse:
+                                 req: WireRequest, conn: ClientConnection) -> HandlerResult:
+    return _describe_share_group_offsets(ctx, req)
+
+
+async def _describe_share_group_offsets(ctx: HandlerContext, req: WireRequest
+                                        ) -> WireResponse:
     topics = ctx.controller.topics()
     out = []
     for g in req.groups:
@@ -458,15 +536,17 @@ def describe_share_group_offsets(ctx: HandlerContext, header: RequestHeader,
             continue
         wanted: list[tuple[str, list[int]]]
         if g.topics is None:  # every partition with a stored state of this group
-            seen: dict[str, set[int]] = {}
-            ids = {meta.topic_id: name for name, meta in topics.items()}
-            for sg, topic_id, index in ctx.share_groups.store.stored():
-                if sg == group_id and topic_id in ids:
-                    seen.setdefault(ids[topic_id], set()).add(index)
-            for sg, topic_id, index in ctx.share_groups.partitions:
-                if sg == group_id and topic_id in ids:
-                    seen.setdefault(ids[topic_id], set()).add(index)
-            wanted = [(n, sorted(ps)) for n, ps in sorted(seen.items())]
+            wanted = []
+            for name in sorted(topics_view(ctx)):
+                parts_of = topics[name].partitions
+                found = await asyncio.gather(*(
+                    ctx.share_groups.start_offset((group_id, topics[name].topic_id,
+                                                   p.partition))
+                    for p in parts_of))
+                have = [p.partition for p, (_e, start) in zip(parts_of, found, strict=True)
+                        if start >= 0]
+                if have:
+                    wanted.append((name, sorted(have)))
         else:
             wanted = [(str(t.topic_name), [int(p) for p in t.partitions]) for t in g.topics]
         answers = []
@@ -479,10 +559,13 @@ def describe_share_group_offsets(ctx: HandlerContext, header: RequestHeader,
                 if meta is None:
                     entry["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 else:
-                    state = ctx.share_groups.stored_state((group_id, meta.topic_id, index))
+                    serr, start = await ctx.share_groups.start_offset(
+                        (group_id, meta.topic_id, index))
                     ps = ctx.partitions.get((name, index))
-                    if state is not None:
-                        entry["start_offset"] = state.start_offset
+                    if serr is not ErrorCode.NONE:
+                        entry["error_code"] = int(state_error(serr))
+                    elif start >= 0:
+                        entry["start_offset"] = start
                         entry["leader_epoch"] = ps.leader_epoch if ps is not None else -1
                 parts.append(entry)
             answers.append({"topic_name": name,
@@ -503,7 +586,11 @@ def _change_refusal(ctx: HandlerContext, group_id: str) -> ErrorCode:
 
 
 def alter_share_group_offsets(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
-                              conn: ClientConnection) -> WireResponse:
+                              conn: ClientConnection) -> HandlerResult:
+    return _alter_share_group_offsets(ctx, req)
+
+
+async def _alter_share_group_offsets(ctx: HandlerContext, req: WireRequest) -> WireResponse:
     group_id = str(req.group_id)
     err = _change_refusal(ctx, group_id)
     if err is not ErrorCode.NONE:
@@ -527,8 +614,10 @@ def alter_share_group_offsets(ctx: HandlerContext, header: RequestHeader, req: W
                     entry["error_code"] = int(ErrorCode.OFFSET_OUT_OF_RANGE)
                 else:
                     # stored by reset, before this answer
-                    ctx.share_groups.reset((group_id, meta.topic_id, index), start,
-                                           ps.leader_epoch)
+                    rerr = await ctx.share_groups.reset((group_id, meta.topic_id, index),
+                                                        start, ps.leader_epoch)
+                    entry["error_code"] = int(rerr if rerr is ErrorCode.NONE
+                                              else state_error(rerr))
             parts.append(entry)
         answers.append({"topic_name": str(t.topic_name),
                         "topic_id": meta.topic_id if meta is not None else None,
@@ -537,7 +626,11 @@ def alter_share_group_offsets(ctx: HandlerContext, header: RequestHeader, req: W
 
 
 def delete_share_group_offsets(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
-                               conn: ClientConnection) -> WireResponse:
+                               conn: ClientConnection) -> HandlerResult:
+    return _delete_share_group_offsets(ctx, req)
+
+
+async def _delete_share_group_offsets(ctx: HandlerContext, req: WireRequest) -> WireResponse:
     group_id = str(req.group_id)
     err = _change_refusal(ctx, group_id)
     if err is not ErrorCode.NONE:
@@ -551,7 +644,11 @@ def delete_share_group_offsets(ctx: HandlerContext, header: RequestHeader, req: 
             answers.append({"topic_name": name, "topic_id": None,
                             "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)})
             continue
-        for index in range(len(meta.partitions)):
-            ctx.share_groups.forget((group_id, meta.topic_id, index))
-        answers.append({"topic_name": name, "topic_id": meta.topic_id, "error_code": 0})
+        errors = await asyncio.gather(*(ctx.share_groups.forget((group_id, meta.topic_id, i))
+                                        for i in range(len(meta.partitions))))
+        err = next((e for e in errors if e is not ErrorCode.NONE), ErrorCode.NONE)
+        answers.append({"topic_name": name, "topic_id": meta.topic_id,
+                        "error_code": int(err if err is ErrorCode.NONE else state_error(err))})
     return {"throttle_time": 0, "error_code": 0, "responses": answers}
+
+

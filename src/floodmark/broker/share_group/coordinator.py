@@ -20,10 +20,11 @@ goes to one member (round robin over the sorted members); with fewer, each membe
 partition and each partition is shared by members in turn, so every member has work and every
 partition a consumer.
 
-Membership is kept in memory (not in ``__consumer_offsets`` as Kafka's records do): after a
-coordinator failover the members get UNKNOWN_MEMBER_ID and rejoin with epoch 0. Nothing a
-share group owns is lost by that: the delivery state of the records lives with the partitions
-(``state_store``), not with the members (docs/wire.md).
+Membership is stored as Kafka's share-group records in ``__consumer_offsets`` (``records``):
+the handler stores what a call changed (``view`` before and after) before it answers, and a new
+coordinator replays them (``restore``), so after a coordinator failover the members go on with
+their member ids and epochs. The delivery state of the records lives with the partitions, at
+the share coordinator (``share_coordinator``), not with the members.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from floodmark.broker.share_group.records import GroupView, MemberView
 from floodmark.errors import ErrorCode
 
 LEAVE_GROUP_MEMBER_EPOCH = -1
@@ -217,15 +219,50 @@ class ShareGroupCoordinator:
         deadlines = [d for g in self.groups.values() for d in g.session_deadline_ms.values()]
         return min(deadlines) if deadlines else None
 
-    def expire(self, topics: Mapping[str, TopicInfo], now_ms: int) -> list[tuple[str, str]]:
-        """Remove the members whose session timed out: (group, member) of each."""
+    def expire(self, topics: Mapping[str, TopicInfo], now_ms: int, *,
+               only: str | None = None) -> list[tuple[str, str]]:
+        """Remove the members whose session timed out (of group ``only``, or of every
+        group): (group, member) of each."""
         gone: list[tuple[str, str]] = []
         for group in self.groups.values():
+            if only is not None and group.group_id != only:
+                continue
             for member_id, deadline_ms in list(group.session_deadline_ms.items()):
                 if deadline_ms <= now_ms:
                     self._remove(group, member_id, topics)
                     gone.append((group.group_id, member_id))
         return gone
+
+    # -- what is stored ---------------------------------------------------------------------
+    def view(self, group_id: str) -> GroupView | None:
+        """The group as its records store it (None: no group)."""
+        g = self.groups.get(group_id)
+        if g is None:
+            return None
+        return GroupView(g.group_epoch, {
+            m.member_id: MemberView(m.rack_id, m.client_id, m.client_host, m.subscribed,
+                                    m.member_epoch, m.previous_epoch, m.assignment)
+            for m in g.members.values()})
+
+    def restore(self, group_id: str, view: GroupView | None,
+                topics: Mapping[str, TopicInfo], now_ms: int) -> None:
+        """Make the group what ``view`` says (a replay after a failover, or a change whose
+        records could not be stored undone): the members keep their ids, epochs and
+        assignments; each has a fresh session; the assignment is the one of their epoch."""
+        if view is None:
+            self.groups.pop(group_id, None)
+            return
+        g = ShareGroup(group_id, view.group_epoch)
+        for member_id, m in sorted(view.members.items()):
+            g.members[member_id] = ShareMember(member_id, m.client_id, m.client_host,
+                                               m.rack_id, m.subscribed, m.member_epoch,
+                                               m.previous_epoch, m.assignment)
+            g.session_deadline_ms[member_id] = now_ms + self.config.session_timeout_ms
+        g.assignment_epoch = max((m.member_epoch for m in view.members.values()),
+                                 default=view.group_epoch)
+        wanted = sorted({n for m in g.members.values() for n in m.subscribed})
+        g.subscribed_shape = tuple((n, topics[n].partitions) for n in wanted if n in topics)
+        self.groups[group_id] = g
 
     def delete(self, group_id: str) -> ErrorCode:
         group = self.groups.get(group_id)

@@ -1,38 +1,47 @@
 """The broker's share groups: the coordinator core (membership), the share partitions this
 broker leads (``partition.SharePartition``, one per group and partition), the share sessions,
-and the store that keeps each share partition across restarts. It decides nothing itself:
-the cores do; it loads, keeps and stores them. No sockets here; the handlers
+and the persister that keeps each share partition's state at its share coordinator. It decides
+nothing itself: the cores do; it loads, keeps and stores them. No sockets here; the handlers
 (``broker/handlers/share_group_apis``) translate the wire.
 
-A share partition is loaded on its first ShareFetch at this leader: from the store when the
-stored state was written at this broker under the partition's current leader epoch or when no
-other broker can lead the partition (it has one replica), else it starts over by
-``share.auto.offset.reset`` (another leader may have served it meanwhile). A share partition
-kept from an earlier leader epoch is loaded again the same way at its next fetch.
+A share partition is loaded at this leader before it serves it (``load``): its state is read
+from the share coordinator (``persister``; Kafka's ReadShareGroupState, which also fences the
+previous leader of the partition), or, when none was ever written, placed by
+``share.auto.offset.reset`` and written. A share partition kept from an earlier leader epoch
+is loaded again the same way. Every change is written (``save``) before the request that made
+it is answered; a write that fails drops the share partition here, so the next request loads
+what the coordinator holds: nothing is answered that a failover could forget.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from floodmark.broker.config import BrokerConfig
-from floodmark.broker.share_group.coordinator import ShareGroupConfig, ShareGroupCoordinator
+from floodmark.broker.share_group import records as sg_records
+from floodmark.broker.share_group.coordinator import (
+    ShareGroupConfig,
+    ShareGroupCoordinator,
+    TopicInfo,
+)
 from floodmark.broker.share_group.partition import (
     OffsetReset,
     ShareConfig,
     SharePartition,
-    ShareState,
 )
+from floodmark.broker.share_group.persister import SharePersister
+from floodmark.broker.share_group.records import GroupView
 from floodmark.broker.share_group.sessions import ShareSession, ShareSessionCache
-from floodmark.broker.share_group.state_store import ShareStateStore
 from floodmark.errors import ErrorCode
-from floodmark.storage.fs import FileSystem
+from floodmark.metadata import TopicMeta
 
 log = logging.getLogger(__name__)
 ShareKey = tuple[str, uuid.UUID, int]  # group, topic id, partition
+StoreRecords = Callable[[str, list[tuple[bytes, bytes | None]]], Awaitable[ErrorCode]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,78 +60,176 @@ class LoadedPartition:
 
 
 class ShareGroups:
-    def __init__(self, settings: ShareSettings, store: ShareStateStore) -> None:
+    def __init__(self, settings: ShareSettings, persister: SharePersister,
+                 store_records: StoreRecords) -> None:
+        """``store_records(group, pairs)``: append a group's records to its
+        ``__consumer_offsets`` partition, answered once replicated."""
         self.settings = settings
-        self.store = store
+        self.persister = persister
+        self.store_records = store_records
+        self._group_locks: dict[str, asyncio.Lock] = {}
         self.coordinator = ShareGroupCoordinator(settings.group)
         self.sessions = ShareSessionCache(idle_ms=settings.group.session_timeout_ms)
         self.partitions: dict[ShareKey, LoadedPartition] = {}
+        self._loading: dict[tuple[ShareKey, int], asyncio.Future[ErrorCode]] = {}
+        self._saving: set[asyncio.Task[dict[ShareKey, ErrorCode]]] = set()
 
-    def partition(self, key: ShareKey, leader_epoch: int, single_replica: bool,
-                  log_start_offset: int, fetch_bound: int) -> SharePartition:
-        """``fetch_bound``: the high watermark, or the last stable offset (read_committed)."""
-        """The share partition of ``key`` at this leader, loaded or started on first use."""
+    def loaded(self, key: ShareKey, leader_epoch: int,
+               log_start_offset: int) -> SharePartition | None:
+        """The share partition of ``key`` when it is loaded at ``leader_epoch``."""
         loaded = self.partitions.get(key)
-        if loaded is not None and loaded.leader_epoch == leader_epoch:
-            loaded.core.log_start_moved(log_start_offset)
-            return loaded.core
+        if loaded is None or loaded.leader_epoch != leader_epoch:
+            return None
+        loaded.core.log_start_moved(log_start_offset)
+        return loaded.core
+
+    async def load(self, key: ShareKey, leader_epoch: int, log_start_offset: int,
+                   fetch_bound: int) -> tuple[ErrorCode, SharePartition | None]:
+        """The share partition of ``key`` at this leader, read from its share coordinator
+        (or started by ``share.auto.offset.reset`` and written) on first use at this leader
+        epoch. ``fetch_bound``: the high watermark, or the last stable offset."""
+        core = self.loaded(key, leader_epoch, log_start_offset)
+        if core is not None:
+            return ErrorCode.NONE, core
+        pending = self._loading.get((key, leader_epoch))
+        if pending is None:
+            pending = asyncio.ensure_future(self._load(key, leader_epoch, log_start_offset,
+                                                       fetch_bound))
+            self._loading[(key, leader_epoch)] = pending
+            pending.add_done_callback(lambda _f: self._loading.pop((key, leader_epoch), None))
+        err = await asyncio.shield(pending)
+        if err is not ErrorCode.NONE:
+            return err, None
+        return ErrorCode.NONE, self.loaded(key, leader_epoch, log_start_offset)
+
+    async def _load(self, key: ShareKey, leader_epoch: int, log_start_offset: int,
+                    fetch_bound: int) -> ErrorCode:
+        err, snap = await self.persister.read(key, leader_epoch)
+        if err is not ErrorCode.NONE:
+            log.warning("share group %s partition %s-%d leader_epoch=%d: its state could not "
+                        "be read from the share coordinator: %s", key[0], key[1], key[2],
+                        leader_epoch, err.name)
+            return err
         core = SharePartition(self.settings.partition)
-        stored = self.store.load(*key)
-        epoch = -1 if stored is None else stored.leader_epoch
-        if stored is not None and (single_replica or epoch == leader_epoch):
-            core.restore(stored.state)
+        if snap is not None:
+            core.restore(snap.state)
             core.log_start_moved(log_start_offset)
             log.info("share group %s partition %s-%d leader_epoch=%d: loaded, start offset "
                      "%d, end offset %d", key[0], key[1], key[2], leader_epoch,
                      core.start_offset, core.end_offset)
         else:
-            if stored is not None:
-                log.warning("share group %s partition %s-%d leader_epoch=%d: the stored state "
-                            "was written at leader epoch %d, another leader may have served "
-                            "since: starting over by share.auto.offset.reset=%s", key[0],
-                            key[1], key[2], leader_epoch, epoch,
-                            self.settings.reset.value)
             core.initialize(self.settings.reset, log_start_offset,
                             max(log_start_offset, fetch_bound))
-        self.partitions[key] = LoadedPartition(core, leader_epoch)
-        return core
+            err = await self.persister.write(key, core.snapshot(), leader_epoch)
+            if err is not ErrorCode.NONE:
+                return err
+            log.info("share group %s partition %s-%d leader_epoch=%d: started at offset %d "
+                     "(share.auto.offset.reset=%s)", key[0], key[1], key[2], leader_epoch,
+                     core.start_offset, self.settings.reset.value)
+        current = self.partitions.get(key)
+        if current is None or current.leader_epoch <= leader_epoch:
+            self.partitions[key] = LoadedPartition(core, leader_epoch)
+        return ErrorCode.NONE
 
-    def save(self, key: ShareKey) -> None:
-        """Store ``key``'s state (before the change is answered)."""
-        loaded = self.partitions[key]
-        self.store.save(*key, loaded.core.snapshot(), loaded.leader_epoch)
+    async def save(self, keys: list[ShareKey]) -> dict[ShareKey, ErrorCode]:
+        """Write the state of each of ``keys`` (before the change is answered); a key whose
+        write failed is dropped here (loaded again from the coordinator at its next use), and
+        a key no longer loaded here fails."""
+        keys = sorted(set(keys), key=lambda k: (k[0], str(k[1]), k[2]))
+        snapshots = [(k, self.partitions[k]) for k in keys if k in self.partitions]
+        errors = await asyncio.gather(*(self.persister.write(k, loaded.core.snapshot(),
+                                                              loaded.leader_epoch)
+                                        for k, loaded in snapshots))
+        # a key dropped meanwhile (a concurrent write failed, its offsets were deleted): what
+        # this request changed is not stored, so it is not answered as done either
+        out = {k: ErrorCode.COORDINATOR_NOT_AVAILABLE for k in keys if k not in self.partitions}
+        for (k, loaded), err in zip(snapshots, errors, strict=True):
+            out[k] = err
+            if err is not ErrorCode.NONE:
+                log.warning("share group %s partition %s-%d leader_epoch=%d: its state could "
+                            "not be written (%s): it is loaded again from the share "
+                            "coordinator", k[0], k[1], k[2], loaded.leader_epoch, err.name)
+                if self.partitions.get(k) is loaded:
+                    del self.partitions[k]
+        return out
 
-    def reset(self, key: ShareKey, start_offset: int, leader_epoch: int) -> None:
-        """AlterShareGroupOffsets: the share partition starts over at ``start_offset``."""
-        loaded = self.partitions.get(key)
-        core = loaded.core if loaded is not None else SharePartition(self.settings.partition)
+    def save_later(self, keys: list[ShareKey]) -> None:
+        """``save`` without a request waiting on it (a member left or timed out: the records
+        it held came back; a failed write drops the partition, which is read back)."""
+        if keys:
+            task = asyncio.get_running_loop().create_task(self.save(keys))
+            self._saving.add(task)
+            task.add_done_callback(self._saving.discard)
+
+    async def reset(self, key: ShareKey, start_offset: int, leader_epoch: int) -> ErrorCode:
+        """AlterShareGroupOffsets: the share partition starts over at ``start_offset`` (a new
+        state epoch)."""
+        err, core = await self.load(key, leader_epoch, start_offset, start_offset)
+        if core is None:
+            return err
         core.reset_to(start_offset)
-        self.partitions[key] = LoadedPartition(core, leader_epoch)
-        self.save(key)
+        return (await self.save([key])).get(key, ErrorCode.NONE)
 
-    def forget(self, key: ShareKey) -> None:
+    async def forget(self, key: ShareKey) -> ErrorCode:
         """DeleteShareGroupOffsets: the group's state of the partition goes."""
         self.partitions.pop(key, None)
-        self.store.delete(*key)
+        return await self.persister.delete(key)
 
-    def delete_group(self, group_id: str) -> ErrorCode:
-        """DeleteGroups of an empty share group: the group and the state this broker keeps of
-        its partitions go (NON_EMPTY_GROUP while it has members)."""
-        err = self.coordinator.delete(group_id)
-        if err is ErrorCode.NONE:
-            for key in [k for k in self.partitions if k[0] == group_id]:
-                del self.partitions[key]
-            for key in self.store.stored():
-                if key[0] == group_id:
-                    self.store.delete(*key)
-        return err
+    async def change(self, group_id: str, change: Callable[[], object],
+                     topics: Mapping[str, TopicInfo], now_ms: int) -> ErrorCode:
+        """Run ``change`` (a call of the coordinator core) one at a time per group and store
+        the records of what it changed (``records.changes``) in the group's
+        ``__consumer_offsets`` partition before the caller answers; when they cannot be
+        stored the group goes back to what it was (the core never runs ahead of its log)."""
+        lock = self._group_locks.setdefault(group_id, asyncio.Lock())
+        async with lock:
+            before = self.coordinator.view(group_id)
+            change()
+            recs = sg_records.changes(group_id, before, self.coordinator.view(group_id))
+            if not recs:
+                return ErrorCode.NONE
+            err = await self.store_records(group_id,
+                                           [p for r in recs for p in sg_records.encode(r)])
+            if err is not ErrorCode.NONE:
+                log.warning("share group %s: storing its records failed (%s): the change is "
+                            "undone", group_id, err.name)
+                self.coordinator.restore(group_id, before, topics, now_ms)
+            return err
 
-    def stored_state(self, key: ShareKey) -> ShareState | None:
+    async def delete_group(self, group_id: str, cluster: Mapping[str, TopicMeta],
+                           now_ms: int) -> ErrorCode:
+        """DeleteGroups of a share group: NON_EMPTY_GROUP while it has members; else its
+        records become tombstones and its state of every share partition is deleted at their
+        share coordinators (``cluster``: the cluster's topics)."""
+        topics = share_topics(cluster)
+        keys = [(group_id, t.topic_id, p) for t in topics.values() for p in range(t.partitions)]
+        refused: list[ErrorCode] = []
+        err = await self.change(group_id, lambda: refused.append(
+            self.coordinator.delete(group_id)), topics, now_ms)
+        if refused and refused[0] is not ErrorCode.NONE:
+            return refused[0]
+        if err is not ErrorCode.NONE:
+            return err
+        for key in [k for k in self.partitions if k[0] == group_id]:
+            del self.partitions[key]
+        errors = await asyncio.gather(*(self.persister.delete(k) for k in keys))
+        return next((e for e in errors if e is not ErrorCode.NONE), ErrorCode.NONE)
+
+    def load_groups(self, views: Mapping[str, GroupView], unloaded: Iterable[str],
+                    topics: Mapping[str, TopicInfo], now_ms: int) -> None:
+        """A ``__consumer_offsets`` partition was loaded: its share groups are what their
+        records say (``unloaded``: the groups of that partition known here before)."""
+        for group_id in unloaded:
+            self.coordinator.groups.pop(group_id, None)
+        for group_id, view in views.items():
+            self.coordinator.restore(group_id, view, topics, now_ms)
+
+    async def start_offset(self, key: ShareKey) -> tuple[ErrorCode, int]:
+        """The share-partition start offset (-1: no state), as loaded here or stored."""
         loaded = self.partitions.get(key)
         if loaded is not None:
-            return loaded.core.snapshot()
-        stored = self.store.load(*key)
-        return None if stored is None else stored.state
+            return ErrorCode.NONE, loaded.core.start_offset
+        return await self.persister.summary(key)
 
     def close_session(self, session: ShareSession) -> list[ShareKey]:
         """A session ended (the member left or reopened it): what it held comes back."""
@@ -140,7 +247,14 @@ class ShareGroups:
         return [] if session is None else self.close_session(session)
 
 
-def share_groups_of(config: BrokerConfig, fs: FileSystem, data_dir: Path) -> ShareGroups:
+def share_topics(cluster: Mapping[str, TopicMeta]) -> dict[str, TopicInfo]:
+    """The topics a share group may subscribe to (every topic but the internal ones)."""
+    return {name: TopicInfo(meta.topic_id, name, len(meta.partitions))
+            for name, meta in cluster.items() if not meta.internal}
+
+
+def share_groups_of(config: BrokerConfig, persister: SharePersister,
+                    store_records: StoreRecords) -> ShareGroups:
     """The broker's share groups from its settings (``settings.DEFAULTS``' group.share.*)."""
     settings = ShareSettings(
         enabled=config.get_bool("group.share.enable"),
@@ -153,4 +267,4 @@ def share_groups_of(config: BrokerConfig, fs: FileSystem, data_dir: Path) -> Sha
             max_record_locks=config.get_int("group.share.partition.max.record.locks")),
         reset=OffsetReset(str(config.get("share.auto.offset.reset"))),
         read_committed=str(config.get("share.isolation.level")) == "read_committed")
-    return ShareGroups(settings, ShareStateStore(fs, data_dir))
+    return ShareGroups(settings, persister, store_records)
