@@ -42,6 +42,7 @@ from floodmark.controller.image import (
 )
 from floodmark.controller.snapshot import image_from_records
 from floodmark.errors import ErrorCode, KafkaError
+from floodmark.features import FinalizedFeatures
 from floodmark.metadata import PartitionMeta, TopicMeta, deletable_topic
 from floodmark.security.acl import AclBinding, AclBindingFilter, AclStore
 from floodmark.security.client_security import PLAINTEXT, ClientSecurity
@@ -369,6 +370,9 @@ class ControllerClient:
 
     def client_quotas(self) -> QuotaStore:
         return self.image.client_quotas
+
+    def finalized_features(self) -> FinalizedFeatures:
+        return self.image.features
 
     async def elect_leaders(self, partitions: list[tuple[str, int]], *, unclean: bool
                             ) -> list[tuple[str, int, ErrorCode, str]]:
