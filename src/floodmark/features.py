@@ -58,3 +58,25 @@ class FinalizedFeatures:
 
 
 NONE_FINALIZED = FinalizedFeatures(-1, ())
+
+# UpdateFeatures' upgrade types (Kafka's FeatureUpdate.UpgradeType)
+UPGRADE = 1
+SAFE_DOWNGRADE = 2
+UNSAFE_DOWNGRADE = 3
+
+
+def update_refusal(name: str, current: int, wanted: int, upgrade_type: int) -> str | None:
+    """Why ``name`` may not go from ``current`` to ``wanted`` (Kafka's rules: an upgrade
+    request may not lower a level; a level below 1 removes the feature, i.e. level 0), or None.
+    floodmark's features keep no data that a lower level cannot read, so a downgrade of either
+    kind is allowed."""
+    try:
+        check_level(name, max(wanted, 0))
+    except FeatureError as exc:
+        return str(exc)
+    if upgrade_type not in (UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE):
+        return f"unknown upgrade type {upgrade_type} for {name}"
+    if upgrade_type == UPGRADE and max(wanted, 0) < current:
+        return (f"cannot downgrade {name} from {current} to {max(wanted, 0)} with an upgrade "
+                "request (use a downgrade)")
+    return None

@@ -80,6 +80,8 @@ class Controller(Protocol):
                                   ) -> None: ...
     def client_quotas(self) -> QuotaStore: ...
     def finalized_features(self) -> FinalizedFeatures: ...
+    async def update_features(self, updates: list[tuple[str, int, int]], validate_only: bool
+                              ) -> list[tuple[str, str | None]]: ...
     @property
     def cluster_id(self) -> str: ...
 
@@ -278,6 +280,12 @@ class LocalController:
 
     def finalized_features(self) -> FinalizedFeatures:
         return self.logic.image.features
+
+    async def update_features(self, updates: list[tuple[str, int, int]], validate_only: bool
+                              ) -> list[tuple[str, str | None]]:
+        refusals = self.logic.update_features(updates, validate_only)
+        self._persist()
+        return refusals
 
     async def elect_leaders(self, partitions: list[tuple[str, int]], *, unclean: bool
                       ) -> list[tuple[str, int, ErrorCode, str]]:

@@ -374,6 +374,13 @@ class ControllerClient:
     def finalized_features(self) -> FinalizedFeatures:
         return self.image.features
 
+    async def update_features(self, updates: list[tuple[str, int, int]], validate_only: bool
+                              ) -> list[tuple[str, str | None]]:
+        answer = await self._admin("update_features", {
+            "updates": [list(u) for u in updates], "validate_only": validate_only})
+        return [(str(name), None if why is None else str(why))
+                for name, why in answer["refusals"]]
+
     async def elect_leaders(self, partitions: list[tuple[str, int]], *, unclean: bool
                             ) -> list[tuple[str, int, ErrorCode, str]]:
         answer = await self._admin("elect_leaders", {"partitions": [list(p) for p in partitions],

@@ -308,6 +308,7 @@ class MetadataImage:
         elif kind == "feature_level":
             levels = dict(self.features.levels)
             levels[str(rec["name"])] = int(rec["level"])
+            levels = {name: level for name, level in levels.items() if level > 0}
             # the epoch: the record's offset (``next_offset`` until the caller moves past it),
             # or the one a snapshot kept
             epoch = int(rec.get("epoch", self.next_offset))

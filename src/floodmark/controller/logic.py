@@ -757,6 +757,23 @@ class ControllerLogic:
     def _partition_total(self) -> int:
         return sum(len(t.partitions) for t in self.image.topics.values())
 
+    # -- features (Kafka's FeatureControlManager) ------------------------------------------------
+    def update_features(self, updates: list[tuple[str, int, int]], validate_only: bool
+                        ) -> list[tuple[str, str | None]]:
+        """UpdateFeatures: per (feature, level, upgrade type), why it is refused or None. All or
+        nothing, as in Kafka: one refusal writes no record; else one ``feature_level`` record per
+        level that changes."""
+        refusals = [(name, features.update_refusal(
+            name, self.image.features.level(name), level, upgrade_type))
+            for name, level, upgrade_type in updates]
+        if validate_only or any(why is not None for _, why in refusals):
+            return refusals
+        for name, level, _ in updates:
+            if self.image.features.level(name) != max(level, 0):
+                self.emit({"type": "feature_level", "name": name, "level": max(level, 0)})
+                self.log.info("feature %s finalized at level %d", name, max(level, 0))
+        return refusals
+
     # -- ACLs (Kafka's AclControlManager) --------------------------------------------------------
     def create_acls(self, bindings: list[AclBinding]) -> None:
         """One ``acl`` record per binding not already in force, under a new id (creating an ACL

@@ -56,6 +56,7 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_CLIENT_QUOTAS = 48
     ALTER_CLIENT_QUOTAS = 49
     DESCRIBE_QUORUM = 55
+    UPDATE_FEATURES = 57
     DESCRIBE_CLUSTER = 60
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
@@ -144,6 +145,9 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
     ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 2),
     ApiKey.DESCRIBE_TRANSACTIONS: VersionRange(0, 0),
     ApiKey.LIST_TRANSACTIONS: VersionRange(0, 2),
+    # Feature levels (KIP-584; ``floodmark.features``): ApiVersions answers them, UpdateFeatures
+    # changes them (kafka-features upgrade/downgrade).
+    ApiKey.UPDATE_FEATURES: VersionRange(0, 2),
     # SASL (KIP-43, KIP-152, KIP-368) and SCRAM credentials (KIP-554). SaslHandshake v0's
     # raw-token mode is not served (security/sasl/session.py).
     ApiKey.SASL_HANDSHAKE: VersionRange(0, 1),

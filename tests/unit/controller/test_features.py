@@ -64,3 +64,29 @@ def test_api_versions_fields() -> None:
                                          "min_version_level": 2}]
     assert features_fields(4, finalized)["supported_features"] == [
         {"name": TRANSACTION_VERSION, "min_version": 0, "max_version": 2}]
+
+
+def test_update_features_upgrades_downgrades_and_refuses_all_or_nothing() -> None:
+    lg = ControllerLogic(MetadataImage(), ControllerConfig(bootstrap_features=()))
+    lg.bootstrap()
+    lg.take_pending()
+    assert lg.image.features.level(TRANSACTION_VERSION) == 0  # an older cluster
+    assert lg.update_features([(TRANSACTION_VERSION, 2, 1)], validate_only=True) == [
+        (TRANSACTION_VERSION, None)]
+    assert lg.take_pending() == []  # validate only
+    assert lg.update_features([(TRANSACTION_VERSION, 2, 1)], False) == [
+        (TRANSACTION_VERSION, None)]
+    assert lg.image.features.level(TRANSACTION_VERSION) == 2
+    assert [r["level"] for _, r in lg.take_pending()] == [2]
+    # an upgrade request may not lower it; a downgrade may; a level past 2 is refused
+    (refused,) = lg.update_features([(TRANSACTION_VERSION, 1, 1)], False)
+    assert refused[1] is not None and "downgrade" in refused[1]
+    (refused,) = lg.update_features([(TRANSACTION_VERSION, 3, 1)], False)
+    assert refused[1] is not None and "supported range" in refused[1]
+    assert lg.take_pending() == []
+    assert lg.update_features([(TRANSACTION_VERSION, 0, 2)], False) == [
+        (TRANSACTION_VERSION, None)]
+    assert lg.image.features.levels == ()  # level 0: no longer finalized
+    assert lg.update_features([(TRANSACTION_VERSION, 0, 2)], False) == [
+        (TRANSACTION_VERSION, None)]
+    assert [r["level"] for _, r in lg.take_pending()] == [0]  # the second wrote nothing
