@@ -114,7 +114,7 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
     # transaction version 2 (KIP-890 part 2): an epoch bump at every EndTxn (v5 answers the
     # new id and epoch), the partition (Produce v12) and the group (TxnOffsetCommit v5) added
     # to the transaction by the broker. A client uses them when ApiVersions finalizes
-    # ``transaction.version`` 2 (``wire.features``). InitProducerId v5 only lets the answer
+    # ``transaction.version`` 2 (``floodmark.features``). InitProducerId v5 only lets the answer
     # carry TRANSACTION_ABORTABLE.
     ApiKey.ADD_PARTITIONS_TO_TXN: VersionRange(0, 5),
     ApiKey.ADD_OFFSETS_TO_TXN: VersionRange(0, 4),
