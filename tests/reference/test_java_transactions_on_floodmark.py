@@ -15,7 +15,9 @@ themselves say, not from a guess:
 - read_committed shows exactly the committed records, in order, and none of the aborted ones;
   the group's committed offset is the last transaction's.
 
-Default suite (one JVM, about 20 s with the jars fetched; skipped without Java or Maven).
+Default suite: one broker (one JVM, about 30 s with javac on a loaded machine; skipped without
+Java or Maven). ``-m slow``: three brokers, RF 3, a partition led by each (the leaders that are
+not the coordinator add their partition over the wire, AddPartitionsToTxn v5).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from floodmark.client.connection import KafkaConnection
 from floodmark.client.fetch import FetchClient
 from floodmark.constants import READ_UNCOMMITTED
 from floodmark.records import iter_batches, read_end_txn_marker
+from tests.cluster.helpers import start_cluster
 from tests.reference.kafka_node import KAFKA_DIR, LIB, KafkaUnavailable, fetch_jars
 
 pytestmark = pytest.mark.integration
@@ -94,20 +97,21 @@ def _markers(bootstrap: str, topic: str, partition: int) -> list[tuple[int, bool
     return out
 
 
-def test_java_producer_runs_transaction_version_2(broker: Any, tmp_path: Path) -> None:
+def _run_and_check(bootstrap: str, tmp_path: Path, partitions: int, replicas: int, *,
+                   remote_leaders: bool = False) -> None:
     classpath = _compile(tmp_path / "classes")
     topic, txn_id, group = (f"java-txn-{uuid.uuid4().hex[:8]}", f"tx-{uuid.uuid4().hex[:8]}",
                             f"g-{uuid.uuid4().hex[:8]}")
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, replicas)])[topic].result(30)
 
     log = tmp_path / "producer.log"
     with log.open("wb") as err:
         done = subprocess.run(
             ["java", "-Xmx256m", f"-Dlog4j2.configurationFile={KAFKA_DIR}/log4j2-tools.properties",
-             "-cp", classpath, "TxnProducer", broker.bootstrap, topic, txn_id, group,
-             str(ROUNDS)],
-            stdout=subprocess.PIPE, stderr=err, text=True, timeout=120, check=False)
+             "-cp", classpath, "TxnProducer", bootstrap, topic, txn_id, group, str(ROUNDS),
+             str(partitions)],
+            stdout=subprocess.PIPE, stderr=err, text=True, timeout=180, check=False)
     lines = done.stdout.splitlines()
     assert done.returncode == 0 and lines[-1:] == ["DONE"], (lines, log.read_text()[-3000:])
 
@@ -115,29 +119,50 @@ def test_java_producer_runs_transaction_version_2(broker: Any, tmp_path: Path) -
     assert "TV2 true" in lines, lines
     # the epoch after InitProducerId, then after each of the 2 * ROUNDS transaction ends
     held = [tuple(int(x) for x in line.split()[1:]) for line in lines if line.startswith("EPOCH")]
-    pid = held[0][0]
-    assert held == [(pid, e) for e in range(held[0][1], held[0][1] + 2 * ROUNDS + 1)], held
-    last_epoch = held[-1][1]
+    pid, first = held[0]
+    assert held == [(pid, e) for e in range(first, first + 2 * ROUNDS + 1)], held
 
-    with KafkaConnection(broker.bootstrap, client_id="describe") as conn:
+    with KafkaConnection(bootstrap, client_id="describe") as conn:
+        coordinator = conn.request(10, 4, {"key_type": 1, "coordinator_keys": [txn_id]})
+        found = coordinator.coordinators[0]
+    with KafkaConnection(f"{found.host}:{found.port}", client_id="describe") as conn:
         described = conn.request(API_DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [txn_id]})
     state = described.transaction_states[0]
+    if remote_leaders:  # some partition's leader is not the coordinator: it added over the wire
+        leaders = {p.leader for p in admin.list_topics(topic, timeout=30).topics[topic]
+                   .partitions.values()}
+        assert leaders - {int(found.node_id)}, (leaders, found.node_id)
     assert (int(state.error_code), int(state.producer_id), int(state.producer_epoch),
-            state.transaction_state) == (0, pid, last_epoch, "CompleteAbort")
+            state.transaction_state) == (0, pid, held[-1][1], "CompleteAbort")
 
     # every marker carries the epoch its EndTxn bumped to: commit at first+1, abort at +2, ...
-    first = held[0][1]
     expected_markers = [(first + 1 + k, k % 2 == 0) for k in range(2 * ROUNDS)]
-    assert _markers(broker.bootstrap, topic, 0) == expected_markers
-    assert _markers(broker.bootstrap, topic, 1) == expected_markers
+    for p in range(partitions):
+        assert _markers(bootstrap, topic, p) == expected_markers, p
 
     # each partition: a record and a marker per transaction
     end = 4 * ROUNDS
-    assert _read_committed(broker.bootstrap, topic, 0, end) == [
-        f"commit-{i}" for i in range(ROUNDS)]
-    assert _read_committed(broker.bootstrap, topic, 1, end) == [
-        f"side-{i}" for i in range(ROUNDS)]
+    assert _read_committed(bootstrap, topic, 0, end) == [f"commit-{i}" for i in range(ROUNDS)]
+    for p in range(1, partitions):
+        assert _read_committed(bootstrap, topic, p, end) == [f"side-{i}" for i in range(ROUNDS)]
 
     offsets = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])
     committed = offsets[group].result(30).topic_partitions
     assert [(tp.topic, tp.partition, tp.offset) for tp in committed] == [(topic, 0, ROUNDS)]
+
+
+def test_java_producer_runs_transaction_version_2(broker: Any, tmp_path: Path) -> None:
+    """One broker: it is the coordinator and every partition's leader."""
+    _run_and_check(broker.bootstrap, tmp_path, partitions=2, replicas=1)
+
+
+@pytest.mark.slow
+def test_java_producer_runs_transaction_version_2_on_three_brokers(tmp_path: Path) -> None:
+    """Three brokers, a partition led by each: the leaders that are not the coordinator add
+    their partition with AddPartitionsToTxn v5 over the wire, and the markers reach each."""
+    cluster = start_cluster(tmp_path / "cluster", 3)
+    try:
+        _run_and_check(cluster.bootstrap, tmp_path, partitions=3, replicas=3,
+                       remote_leaders=True)
+    finally:
+        cluster.stop()

@@ -1,8 +1,8 @@
 // A transactional producer of Kafka's own Java client, for tests/reference/test_java_transactions_on_floodmark.py.
-// Args: bootstrap topic transactional.id group rounds.
-// Each round: a transaction that writes "commit-<i>" to partition 0 and "side-<i>" to partition 1
-// and commits offset i+1 of the group (sendOffsetsToTransaction), then a transaction that writes
-// "abort-<i>" to both partitions and aborts. Prints, one line each:
+// Args: bootstrap topic transactional.id group rounds partitions.
+// Each round: a transaction that writes "commit-<i>" to partition 0 and "side-<i>" to each other
+// partition and commits offset i+1 of the group (sendOffsetsToTransaction), then a transaction
+// that writes "abort-<i>" to every partition and aborts. Prints, one line each:
 //   TV2 <true|false>        whether the client negotiated transaction version 2 (its
 //                           TransactionManager, read by reflection: no public API says it)
 //   EPOCH <id> <epoch>      the producer id and epoch the client holds after each transaction
@@ -38,6 +38,7 @@ public class TxnProducer {
     public static void main(String[] args) throws Exception {
         String bootstrap = args[0], topic = args[1], txnId = args[2], group = args[3];
         int rounds = Integer.parseInt(args[4]);
+        int partitions = Integer.parseInt(args[5]);
         Properties p = new Properties();
         p.put("bootstrap.servers", bootstrap);
         p.put("transactional.id", txnId);
@@ -55,7 +56,9 @@ public class TxnProducer {
                     System.out.println("TV2 " + v2.invoke(tm));
                 }
                 producer.send(new ProducerRecord<>(topic, 0, "k", "commit-" + i));
-                producer.send(new ProducerRecord<>(topic, 1, "k", "side-" + i));
+                for (int p2 = 1; p2 < partitions; p2++) {
+                    producer.send(new ProducerRecord<>(topic, p2, "k", "side-" + i));
+                }
                 producer.sendOffsetsToTransaction(
                     Map.of(new TopicPartition(topic, 0), new OffsetAndMetadata(i + 1)),
                     new ConsumerGroupMetadata(group));
@@ -63,8 +66,9 @@ public class TxnProducer {
                 System.out.println("COMMITTED " + i);
                 printEpoch(tm);
                 producer.beginTransaction();
-                producer.send(new ProducerRecord<>(topic, 0, "k", "abort-" + i));
-                producer.send(new ProducerRecord<>(topic, 1, "k", "abort-" + i));
+                for (int p2 = 0; p2 < partitions; p2++) {
+                    producer.send(new ProducerRecord<>(topic, p2, "k", "abort-" + i));
+                }
                 producer.flush();
                 producer.abortTransaction();
                 System.out.println("ABORTED " + i);
