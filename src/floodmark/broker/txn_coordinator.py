@@ -65,6 +65,12 @@ LOG_WRITE_TIMEOUT_MS = 10_000
 API_ADD_PARTITIONS_TO_TXN = 24
 VERIFY_VERSION = 4
 ADD_VERSION = 5  # a broker adding partitions for a client of transaction version 2
+# Kafka 4.0 (KAFKA-18654) retries an add the coordinator answers CONCURRENT_TRANSACTIONS (the
+# previous transaction's markers are still going out, the usual case right after a commit) in
+# the broker rather than making the producer back off its 100 ms: every 20 ms for at most
+# 100 ms (the defaults of add.partitions.to.txn.retry.backoff.ms and ...backoff.max.ms).
+ADD_RETRY_BACKOFF_MS = 20
+ADD_RETRY_MAX_MS = 100
 VERIFY_TIMEOUT_S = 5.0
 
 
@@ -318,7 +324,24 @@ class BrokerTxnCoordinator:
         version 2: Produce v12, TxnOffsetCommit v5), put it there. Asked of the transactional
         id's coordinator (this broker's core, or AddPartitionsToTxn over the wire: v4
         ``verify_only``, v5 to add). A coordinator that cannot be asked: NOT_ENOUGH_REPLICAS
-        (the producer retries, as Kafka answers)."""
+        (the producer retries, as Kafka answers). An add answered CONCURRENT_TRANSACTIONS is
+        asked again here for a while (``ADD_RETRY_*``)."""
+        answers = await self._verify_once(transactional_id, producer_id, producer_epoch,
+                                          partitions, add)
+        waited_ms = 0
+        while add and waited_ms < ADD_RETRY_MAX_MS:
+            busy = [tp for tp, e in answers.items() if e is ErrorCode.CONCURRENT_TRANSACTIONS]
+            if not busy:
+                break
+            await asyncio.sleep(ADD_RETRY_BACKOFF_MS / 1000)
+            waited_ms += ADD_RETRY_BACKOFF_MS
+            answers.update(await self._verify_once(transactional_id, producer_id,
+                                                   producer_epoch, busy, add))
+        return answers
+
+    async def _verify_once(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                           partitions: list[Partition], add: bool
+                           ) -> dict[Partition, ErrorCode]:
         unknown = dict.fromkeys(partitions, ErrorCode.NOT_ENOUGH_REPLICAS)
         p = self.txn_partition(transactional_id)
         if p in self.core.loaded():

@@ -7,6 +7,7 @@
 //                           TransactionManager, read by reflection: no public API says it)
 //   EPOCH <id> <epoch>      the producer id and epoch the client holds after each transaction
 //   COMMITTED <i> / ABORTED <i>
+//   ELAPSED_MS <ms>         the rounds' wall time (initTransactions excluded)
 //   DONE
 import java.lang.reflect.Field;
 import java.lang.reflect.Method;
@@ -49,6 +50,7 @@ public class TxnProducer {
             Object tm = transactionManager(producer);
             producer.initTransactions();
             printEpoch(tm);
+            long started = System.nanoTime();
             for (int i = 0; i < rounds; i++) {
                 producer.beginTransaction();
                 if (i == 0) {
@@ -74,6 +76,7 @@ public class TxnProducer {
                 System.out.println("ABORTED " + i);
                 printEpoch(tm);
             }
+            System.out.println("ELAPSED_MS " + (System.nanoTime() - started) / 1_000_000);
         }
         System.out.println("DONE");
     }
