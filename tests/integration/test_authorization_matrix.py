@@ -561,6 +561,14 @@ def _alter_client_quotas(c: KafkaConnection) -> Any:
     return _errors(r.entries[0].error_code)
 
 
+def _update_features(c: KafkaConnection) -> Any:
+    # validate only: the shared broker's levels stay as they are for every other case
+    r = c.request(57, 1, {"feature_updates": [{"feature": "transaction.version",
+                                               "max_version_level": 2, "upgrade_type": 1}],
+                          "validate_only": True})
+    return _errors(r.error_code)
+
+
 def _describe_scram(c: KafkaConnection) -> Any:
     return _errors(c.request(50, 0, {"users": None}).error_code)
 
@@ -848,6 +856,9 @@ CASES: dict[ApiKey, list[Case]] = {
     ApiKey.ALTER_CLIENT_QUOTAS: [case(
         "AlterClientQuotas", _alter_client_quotas, (CLUSTER_DENIED,),
         (RT.CLUSTER, CLUSTER, Op.ALTER_CONFIGS), allowed=(0,), probe=_quotas)],
+    ApiKey.UPDATE_FEATURES: [case(
+        "UpdateFeatures", _update_features, (CLUSTER_DENIED,),
+        (RT.CLUSTER, CLUSTER, Op.ALTER), allowed=(0,))],
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: [case(
         "DescribeUserScramCredentials", _describe_scram, (CLUSTER_DENIED,),
         (RT.CLUSTER, CLUSTER, Op.DESCRIBE), allowed=(0,))],

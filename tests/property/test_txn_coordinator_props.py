@@ -8,7 +8,9 @@ failovers (a new core loaded from the log). Invariants, after every step:
   a PrepareAbort only by its CompleteAbort;
 * markers carry the outcome, epoch and partitions of the transaction's last record (a
   PrepareCommit or PrepareAbort);
-* a producer is never told NONE with an epoch older than the coordinator's.
+* a producer is never told NONE with an epoch older than the coordinator's;
+* transaction version 2 (EndTxn v5, KIP-890 part 2): an EndTxn told NONE names the producer's
+  id and epoch after the bump, never the epoch it came with; the markers carry the bumped one.
 """
 
 from __future__ import annotations
@@ -122,15 +124,28 @@ class CoordinatorMachine(RuleBasedStateMachine):
         self._check_not_stale(reply, txn_id, epoch)
 
     @rule(txn_id=st.sampled_from(IDS), commit=st.booleans(),
-          stale=st.sampled_from([False, False, False, True]))
-    def end(self, txn_id: str, commit: bool, stale: bool) -> None:
+          stale=st.sampled_from([False, False, False, True]),
+          version=st.sampled_from([0, 2, 2]))
+    def end(self, txn_id: str, commit: bool, stale: bool, version: int) -> None:
         if txn_id not in self.clients:
             return
         pid, epoch = self.clients[txn_id]
         epoch -= int(stale)
+        before = self._current(txn_id)
         reply = self._run(self.core.end_txn(next(self.requests), P, txn_id, pid, epoch, commit,
-                                            self.now_ms))
-        self._check_not_stale(reply, txn_id, epoch)
+                                            self.now_ms, transaction_version=version))
+        if version < 2:
+            self._check_not_stale(reply, txn_id, epoch)
+            return
+        if reply.error is ErrorCode.NONE:
+            # KIP-890 part 2: the answer names the producer's new id and epoch, which is the
+            # coordinator's (or, epoch exhausted, the id that takes over at epoch 0)
+            now = self._current(txn_id)
+            assert now is not None and (reply.producer_id, reply.producer_epoch) == (
+                now.client_producer()), (reply, now)
+            assert before is not None and (reply.producer_id != before.producer_id
+                                           or reply.producer_epoch > epoch), (before, reply)
+            self.clients[txn_id] = (reply.producer_id, reply.producer_epoch)
 
     @rule(ms=st.sampled_from([10, 1_000, 6_000, 40_000]))
     def time_passes(self, ms: int) -> None:
@@ -179,7 +194,10 @@ class CoordinatorMachine(RuleBasedStateMachine):
                     assert m.producer_epoch >= before.producer_epoch, (before, m)
                 if before.state is TxnState.PREPARE_COMMIT:
                     assert m.state is TxnState.COMPLETE_COMMIT
-                    assert m.producer_epoch == before.producer_epoch
+                    # the same epoch, or the producer id put aside takes over (KIP-890 part 2)
+                    assert (m.producer_id, m.producer_epoch) == (
+                        (before.producer_id, before.producer_epoch)
+                        if before.next_producer_id < 0 else (before.next_producer_id, 0))
                 if before.state is TxnState.PREPARE_ABORT:
                     assert m.state is TxnState.COMPLETE_ABORT
             previous[m.transactional_id] = m

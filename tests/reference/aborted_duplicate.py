@@ -17,10 +17,10 @@ request by request, so that the same bytes go to real Kafka and to floodmark:
 
 Two protocols (``Protocol``). ``V1``: the requests librdkafka-era clients send (Produce v9,
 AddPartitionsToTxn v3, EndTxn v3: the transaction protocol before KIP-890 part 2, where the
-epoch stays the same from one transaction to the next). ``V2`` (Kafka only: floodmark does not
-serve EndTxn v5): KIP-890 part 2, ``transaction.version=2``: no AddPartitionsToTxn (a Produce
-v12 adds its partition), and EndTxn v5 bumps the epoch and answers the new one; the second
-record is still sent with the old (P, E, S), as the faulty client would.
+epoch stays the same from one transaction to the next). ``V2``: KIP-890 part 2,
+``transaction.version=2``: no AddPartitionsToTxn (a Produce v12 adds its partition), and
+EndTxn v5 bumps the epoch and answers the new one; the second record is still sent with the
+old (P, E, S), as the faulty client would.
 ``python -m tests.reference.aborted_duplicate [--v2] BOOTSTRAP [BOOTSTRAP...]`` prints the
 answers of each broker side by side.
 """

@@ -10,7 +10,9 @@ nothing: refuse the record, or have it readable after the commit (since 3542a36 
 OUT_OF_ORDER_SEQUENCE_NUMBER).
 
 With transaction.version 2 (KIP-890 part 2: EndTxn v5 bumps the epoch when a transaction ends),
-Kafka fences the old (P, E) instead: the same bytes are refused with INVALID_PRODUCER_EPOCH.
+Kafka fences the old (P, E) instead: the same bytes are refused with INVALID_PRODUCER_EPOCH;
+floodmark serves EndTxn v5 and Produce v12 and answers the same, step by step (compared field by
+field with Kafka's answers).
 """
 
 from __future__ import annotations
@@ -61,3 +63,28 @@ def test_floodmark_loses_nothing(broker: Any) -> None:
         assert o.second_produce_error == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
         assert b"committed" not in o.committed_values
     assert not o.lost_acknowledged_record
+
+
+def _without_ids(o: Outcome) -> dict[str, object]:
+    """The answers, less what each broker numbers its own way (the producer id)."""
+    return {k: v for k, v in vars(o).items() if k != "producer_id"}
+
+
+def test_floodmark_with_transaction_version_2_fences_the_old_epoch(broker: Any) -> None:
+    """floodmark serves EndTxn v5 and Produce v12 (KIP-890 part 2): the same requests, the
+    same answers as Kafka's above."""
+    o = run(broker.bootstrap, protocol=V2)
+    assert (o.aborted_produce_error, o.abort_error) == (0, 0)
+    assert o.epoch_after_abort == o.producer_epoch + 1
+    assert o.second_produce_error == ErrorCode.INVALID_PRODUCER_EPOCH
+    assert o.commit_error == ErrorCode.INVALID_TXN_STATE
+    assert o.end_after_commit == o.end_after_abort == 2
+    assert o.committed_values == ()
+
+
+def test_transaction_version_2_answers_equal_kafkas(kafka_broker: KafkaCluster,
+                                                    broker: Any) -> None:
+    kafka = run(kafka_broker.bootstrap, protocol=V2)
+    ours = run(broker.bootstrap, protocol=V2)
+    print("\n" + side_by_side({f"Kafka {kafka_version()}": kafka, "floodmark": ours}))
+    assert _without_ids(ours) == _without_ids(kafka)

@@ -1,6 +1,6 @@
 """floodmark advertises one Kafka release's API versions: for every API key floodmark serves, its
 ApiVersions max is the max the real Kafka (the release ``tools/kafka/pom.xml`` pins, the session's
-``kafka_broker``) advertises, except the reasoned list ``api_table.KIP890_PART2``. Minimums are
+``kafka_broker``) advertises, except the reasoned list ``api_table.BELOW_KAFKA``. Minimums are
 floodmark's own (never raised, docs/wire.md), so only maxima are compared. A mix no release has
 made clients that infer the broker's version from ApiVersions guess wrong (issue 23)."""
 
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from floodmark.client.connection import KafkaConnection
-from floodmark.wire.api_table import KAFKA_REFERENCE, KIP890_PART2, SUPPORTED, ApiKey
+from floodmark.wire.api_table import BELOW_KAFKA, KAFKA_REFERENCE, SUPPORTED, ApiKey
 from tests.reference.kafka_node import KafkaCluster, kafka_version
 
 pytestmark = pytest.mark.integration
@@ -34,7 +34,7 @@ def test_every_served_api_goes_up_to_kafkas_max(kafka_broker: KafkaCluster) -> N
     mismatched = {
         key.name: {"kafka": kafka.get(int(key), (None, None))[1], "floodmark": rng.max_version}
         for key, rng in SUPPORTED.items()
-        if key not in KIP890_PART2 and kafka.get(int(key), (None, None))[1] != rng.max_version}
+        if key not in BELOW_KAFKA and kafka.get(int(key), (None, None))[1] != rng.max_version}
     assert not mismatched, f"max versions that differ from Kafka {KAFKA_REFERENCE}: {mismatched}"
 
 
@@ -42,7 +42,7 @@ def test_the_exceptions_are_still_exceptions(kafka_broker: KafkaCluster) -> None
     """Each listed key really is below Kafka's max (else it leaves the list), at the max the
     list records for Kafka."""
     kafka = _advertised(kafka_broker.bootstrap)
-    for key, kafka_max in KIP890_PART2.items():
+    for key, kafka_max in BELOW_KAFKA.items():
         assert kafka[int(key)][1] == kafka_max, (key.name, kafka[int(key)])
         assert SUPPORTED[key].max_version < kafka_max, f"{key.name} is served: drop it"
 

@@ -9,8 +9,8 @@ Each tool is a JVM start (3-5 s on a quiet machine, far more on a loaded one), s
 One broker serves the module, with the StandardAuthorizer on and ``User:ANONYMOUS`` a super user,
 so that kafka-acls has ACLs to write and read while every other tool is allowed everything.
 Not served by floodmark, so not run: kafka-metadata-quorum (DescribeQuorum belongs to Kafka's
-KRaft quorum; floodmark's controllers speak their own RPC, docs/wire.md), kafka-features (no
-feature flags), kafka-delegation-tokens, kafka-client-metrics.
+KRaft quorum; floodmark's controllers speak their own RPC, docs/wire.md),
+kafka-delegation-tokens, kafka-client-metrics.
 """
 
 from __future__ import annotations
@@ -232,3 +232,26 @@ def test_log_dirs_leader_election_transactions_acls_api_versions(bootstrap: str)
     out = tool("kafka-broker-api-versions", *bs)
     assert "Produce(0):" in out and "Fetch(1):" in out
     assert "Cluster ID:" in tool("kafka-cluster", "cluster-id", *bs)
+
+
+@pytest.mark.slow
+def test_kafka_features_describe_downgrade_upgrade(bootstrap: str) -> None:
+    """kafka-features reads the finalized levels from ApiVersions and changes them with
+    UpdateFeatures: a new floodmark cluster is at transaction.version 2, as Kafka 4.x's."""
+    bs = ("--bootstrap-server", bootstrap)
+
+    def described() -> str:
+        out = tool("kafka-features", *bs, "describe")
+        (line,) = [x for x in out.splitlines() if "Feature: transaction.version" in x]
+        return line
+
+    assert "FinalizedVersionLevel: 2" in described()
+    assert "SupportedMaxVersion: 2" in described()
+    refused = run_tool("kafka-features", [*bs, "upgrade", "--feature", "transaction.version=1"],
+                       timeout_s=300)
+    assert refused.returncode != 0  # an upgrade request may not lower a level
+    assert "FinalizedVersionLevel: 2" in described()
+    tool("kafka-features", *bs, "downgrade", "--feature", "transaction.version=0")
+    assert "FinalizedVersionLevel: 0" in described() or "FinalizedVersionLevel: -" in described()
+    tool("kafka-features", *bs, "upgrade", "--feature", "transaction.version=2")
+    assert "FinalizedVersionLevel: 2" in described()

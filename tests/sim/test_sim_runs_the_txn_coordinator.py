@@ -63,9 +63,9 @@ def test_a_change_to_the_core_changes_the_scenario(monkeypatch: pytest.MonkeyPat
 
     def always_abort(self: TxnCoordinator, request_id: int, txn_partition: int,
                      transactional_id: str, producer_id: int, producer_epoch: int,
-                     committed: bool, now_ms: int) -> list[Effect]:
+                     committed: bool, now_ms: int, **version: int) -> list[Effect]:
         return end_txn(self, request_id, txn_partition, transactional_id, producer_id,
-                       producer_epoch, False, now_ms)
+                       producer_epoch, False, now_ms, **version)
 
     monkeypatch.setattr(TxnCoordinator, "end_txn", always_abort)
     result = run_scenario("transaction-visibility", Truncation.LEADER_EPOCH)

@@ -867,6 +867,13 @@ CHECKS: dict[ApiKey, Check] = {
     ApiKey.DESCRIBE_CLIENT_QUOTAS: _cluster(Op.DESCRIBE_CONFIGS, error_code=CLUSTER_DENIED,
                                             error_message="Authorization failed.",
                                             entries=None),
+    # Feature levels: Alter on the cluster, as in Kafka.
+    ApiKey.UPDATE_FEATURES: lambda caller, header, req, ctx: None
+    if caller.may_cluster(Op.ALTER) else _refuse(
+        error_code=CLUSTER_DENIED, error_message="Authorization failed.",
+        **({"results": [{"feature": u.feature, "error_code": CLUSTER_DENIED,
+                         "error_message": "Authorization failed."}
+                        for u in req.feature_updates]} if header.api_version < 2 else {})),
     ApiKey.ALTER_CLIENT_QUOTAS: lambda caller, header, req, ctx: None
     if caller.may_cluster(Op.ALTER_CONFIGS) else _refuse(entries=[
         {"error_code": CLUSTER_DENIED, "error_message": "Authorization failed.",

@@ -30,6 +30,7 @@ from floodmark.controller.image import (
 from floodmark.controller.logic import ControllerConfig, ControllerLogic, elr_config
 from floodmark.controller.metadata_log import MetadataLog
 from floodmark.errors import ErrorCode, KafkaError
+from floodmark.features import FinalizedFeatures
 from floodmark.metadata import INTERNAL_TOPICS, PartitionMeta, TopicMeta, deletable_topic
 from floodmark.replication.election import PartitionRegistration
 from floodmark.security.acl import AclBinding, AclBindingFilter, AclStore
@@ -78,6 +79,9 @@ class Controller(Protocol):
     async def alter_client_quotas(self, entries: list[tuple[QuotaEntity, QuotaChanges]]
                                   ) -> None: ...
     def client_quotas(self) -> QuotaStore: ...
+    def finalized_features(self) -> FinalizedFeatures: ...
+    async def update_features(self, updates: list[tuple[str, int, int]], validate_only: bool
+                              ) -> list[tuple[str, str | None]]: ...
     @property
     def cluster_id(self) -> str: ...
 
@@ -273,6 +277,15 @@ class LocalController:
 
     def client_quotas(self) -> QuotaStore:
         return self.logic.image.client_quotas
+
+    def finalized_features(self) -> FinalizedFeatures:
+        return self.logic.image.features
+
+    async def update_features(self, updates: list[tuple[str, int, int]], validate_only: bool
+                              ) -> list[tuple[str, str | None]]:
+        refusals = self.logic.update_features(updates, validate_only)
+        self._persist()
+        return refusals
 
     async def elect_leaders(self, partitions: list[tuple[str, int]], *, unclean: bool
                       ) -> list[tuple[str, int, ErrorCode, str]]:

@@ -16,7 +16,9 @@ keeps the coordinator's timers; this shell only adapts the ports:
 Which transactional ids it serves follows leadership: :meth:`BrokerTxnCoordinator.refresh`
 (called after every metadata change) loads a ``__transaction_state`` partition this broker now
 leads by replaying its log, and drops one it no longer leads (the new leader resends its
-markers). KIP-890 verification for partition leaders is answered here too (:meth:`verify`).
+markers). KIP-890 verification for partition leaders is answered here too (:meth:`verify`),
+and, with transaction version 2 (KIP-890 part 2), the partitions a leader adds to a transaction
+for a Produce v12 or TxnOffsetCommit v5 (``verify(..., add=True)``).
 """
 
 from __future__ import annotations
@@ -62,6 +64,13 @@ MARKERS = MarkerPolicy(request_timeout_ms=35_000, backoff_ms=20, backoff_max_ms=
 LOG_WRITE_TIMEOUT_MS = 10_000
 API_ADD_PARTITIONS_TO_TXN = 24
 VERIFY_VERSION = 4
+ADD_VERSION = 5  # a broker adding partitions for a client of transaction version 2
+# Kafka 4.0 (KAFKA-18654) retries an add the coordinator answers CONCURRENT_TRANSACTIONS (the
+# previous transaction's markers are still going out, the usual case right after a commit) in
+# the broker rather than making the producer back off its 100 ms: every 20 ms for at most
+# 100 ms (the defaults of add.partitions.to.txn.retry.backoff.ms and ...backoff.max.ms).
+ADD_RETRY_BACKOFF_MS = 20
+ADD_RETRY_MAX_MS = 100
 VERIFY_TIMEOUT_S = 5.0
 
 
@@ -307,18 +316,42 @@ class BrokerTxnCoordinator:
                    for marker in resp.markers for t in marker.topics for p in t.partitions}
         self._after(functools.partial(self.driver.markers_answered, attempt, answers))
 
-    # -- KIP-890 part 1: verification for partition leaders ---------------------------------------
+    # -- KIP-890: verification (part 1) and the implicit add (part 2) for partition leaders -----
     async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                     partitions: list[Partition]) -> dict[Partition, ErrorCode]:
-        """Is each partition in the producer's ongoing transaction? Asked of the transactional
-        id's coordinator (this broker's core, or AddPartitionsToTxn v4 ``verify_only`` over
-        the wire). A coordinator that cannot be asked: NOT_ENOUGH_REPLICAS (the producer
-        retries, as Kafka answers)."""
+                     partitions: list[Partition], *, add: bool = False
+                     ) -> dict[Partition, ErrorCode]:
+        """Is each partition in the producer's ongoing transaction? Or, ``add`` (transaction
+        version 2: Produce v12, TxnOffsetCommit v5), put it there. Asked of the transactional
+        id's coordinator (this broker's core, or AddPartitionsToTxn over the wire: v4
+        ``verify_only``, v5 to add). A coordinator that cannot be asked: NOT_ENOUGH_REPLICAS
+        (the producer retries, as Kafka answers). An add answered CONCURRENT_TRANSACTIONS is
+        asked again here for a while (``ADD_RETRY_*``)."""
+        answers = await self._verify_once(transactional_id, producer_id, producer_epoch,
+                                          partitions, add)
+        waited_ms = 0
+        while add and waited_ms < ADD_RETRY_MAX_MS:
+            busy = [tp for tp, e in answers.items() if e is ErrorCode.CONCURRENT_TRANSACTIONS]
+            if not busy:
+                break
+            await asyncio.sleep(ADD_RETRY_BACKOFF_MS / 1000)
+            waited_ms += ADD_RETRY_BACKOFF_MS
+            answers.update(await self._verify_once(transactional_id, producer_id,
+                                                   producer_epoch, busy, add))
+        return answers
+
+    async def _verify_once(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                           partitions: list[Partition], add: bool
+                           ) -> dict[Partition, ErrorCode]:
         unknown = dict.fromkeys(partitions, ErrorCode.NOT_ENOUGH_REPLICAS)
         p = self.txn_partition(transactional_id)
         if p in self.core.loaded():
-            return self.core.verify_partitions(p, transactional_id, producer_id,
-                                               producer_epoch, partitions)
+            if not add:
+                return self.core.verify_partitions(p, transactional_id, producer_id,
+                                                   producer_epoch, partitions)
+            core, now_ms = self.core, self.host.now_ms()
+            reply = await self.run(lambda rid: core.add_partitions(
+                rid, p, transactional_id, producer_id, producer_epoch, partitions, now_ms))
+            return dict.fromkeys(partitions, reply.error)
         meta = self.host.controller.topics().get(TRANSACTION_STATE_TOPIC)
         if meta is None or p < 0:
             return unknown
@@ -332,14 +365,16 @@ class BrokerTxnCoordinator:
             topics.setdefault(topic, []).append(index)
         body = {"transactions": [{
             "transactional_id": transactional_id, "producer_id": producer_id,
-            "producer_epoch": producer_epoch, "verify_only": True,
+            "producer_epoch": producer_epoch, "verify_only": not add,
             "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}]}
         try:
             async with lock:
-                resp = await conn.request(API_ADD_PARTITIONS_TO_TXN, VERIFY_VERSION, body,
+                resp = await conn.request(API_ADD_PARTITIONS_TO_TXN,
+                                          ADD_VERSION if add else VERIFY_VERSION, body,
                                           VERIFY_TIMEOUT_S)
         except RequestFailed as exc:
-            log.debug("transaction verification at broker %d failed: %s", node, exc)
+            log.debug("transaction %s at broker %d failed: %s",
+                      "add" if add else "verification", node, exc)
             return unknown
         out = dict(unknown)
         for result in resp.results_by_transaction:

@@ -42,6 +42,7 @@ from floodmark.controller.image import (
 )
 from floodmark.controller.snapshot import image_from_records
 from floodmark.errors import ErrorCode, KafkaError
+from floodmark.features import FinalizedFeatures
 from floodmark.metadata import PartitionMeta, TopicMeta, deletable_topic
 from floodmark.security.acl import AclBinding, AclBindingFilter, AclStore
 from floodmark.security.client_security import PLAINTEXT, ClientSecurity
@@ -369,6 +370,16 @@ class ControllerClient:
 
     def client_quotas(self) -> QuotaStore:
         return self.image.client_quotas
+
+    def finalized_features(self) -> FinalizedFeatures:
+        return self.image.features
+
+    async def update_features(self, updates: list[tuple[str, int, int]], validate_only: bool
+                              ) -> list[tuple[str, str | None]]:
+        answer = await self._admin("update_features", {
+            "updates": [list(u) for u in updates], "validate_only": validate_only})
+        return [(str(name), None if why is None else str(why))
+                for name, why in answer["refusals"]]
 
     async def elect_leaders(self, partitions: list[tuple[str, int]], *, unclean: bool
                             ) -> list[tuple[str, int, ErrorCode, str]]:

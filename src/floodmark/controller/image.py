@@ -34,6 +34,10 @@ floodmark's own log format. Kafka's record names, reduced to what floodmark need
                        a user's SCRAM credential for one mechanism (salt, stored and server
                        keys, iterations; never a password), or its removal (``scram.py``)
 ``cluster_id``         written once, first record of a new cluster
+``feature_level``      a feature's finalized level (Kafka's FeatureLevelRecord, KIP-584):
+                       ``name`` and ``level`` (``floodmark.features``); written with the cluster
+                       id for a new cluster; in a snapshot also the
+                       ``epoch`` (the offset of the last change) it had
 ``acl``                an ACL binding under its id (Kafka's AccessControlEntryRecord): resource
                        type, name and pattern type, principal, host, operation, permission type,
                        Kafka's numbers for each
@@ -53,6 +57,7 @@ from typing import Any
 from floodmark.controller import scram
 from floodmark.controller.record_check import MetadataRecord, check_record
 from floodmark.errors import KafkaError
+from floodmark.features import NONE_FINALIZED, FinalizedFeatures
 from floodmark.metadata import INTERNAL_TOPICS, PartitionMeta, TopicMeta
 from floodmark.replication.election import LeaderRecoveryState, PartitionRegistration
 from floodmark.security.acl import AclBinding, AclStore, new_binding
@@ -228,6 +233,7 @@ class MetadataImage:
         # user -> mechanism -> credential (SASL/SCRAM, KIP-554)
         self.scram_credentials: dict[str, dict[ScramMechanism, ScramCredential]] = {}
         self.client_quotas = QuotaStore()  # every broker's quota manager reads this one
+        self.features = NONE_FINALIZED  # finalized feature levels (KIP-584)
 
     # -- views ---------------------------------------------------------------------------------
     def acceptable_brokers(self) -> set[int]:
@@ -299,6 +305,14 @@ class MetadataImage:
         kind = rec["type"]
         if kind == "cluster_id":
             self.cluster_id = str(rec["cluster_id"])
+        elif kind == "feature_level":
+            levels = dict(self.features.levels)
+            levels[str(rec["name"])] = int(rec["level"])
+            levels = {name: level for name, level in levels.items() if level > 0}
+            # the epoch: the record's offset (``next_offset`` until the caller moves past it),
+            # or the one a snapshot kept
+            epoch = int(rec.get("epoch", self.next_offset))
+            self.features = FinalizedFeatures(epoch, tuple(sorted(levels.items())))
         elif kind == "register_broker":
             bid = int(rec["broker_id"])
             self.brokers[bid] = BrokerRegistration(

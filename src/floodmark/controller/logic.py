@@ -39,6 +39,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from floodmark import features
 from floodmark.constants import NO_LEADER
 from floodmark.controller import placement, scram
 from floodmark.controller.image import (
@@ -85,6 +86,9 @@ class ControllerConfig:
     bootstrap_scram: tuple[ScramUser, ...] = ()
     """SCRAM users a brand-new metadata log starts with (Kafka's ``kafka-storage format
     --add-scram``): written with the cluster id, ignored once the cluster exists."""
+    bootstrap_features: tuple[tuple[str, int], ...] = tuple(sorted(features.BOOTSTRAP.items()))
+    """Feature levels a brand-new metadata log is finalized at (Kafka's ``kafka-storage
+    format --feature``); a cluster made before a feature existed stays at level 0."""
 
 
 def elr_config(enabled: bool, min_insync_replicas: int) -> dict[str, Any]:
@@ -166,6 +170,8 @@ class ControllerLogic:
         users, salted here: their passwords are never written)."""
         if not self.image.cluster_id:
             self.emit({"type": "cluster_id", "cluster_id": uuid.uuid4().hex[:22]})
+            for name, level in self.config.bootstrap_features:
+                self.emit({"type": "feature_level", "name": name, "level": level})
             for user in self.config.bootstrap_scram:
                 self.emit(scram.credential_record(user.name, user.credential()))
                 self.log.info("bootstrap SCRAM credential for user %s (%s)", user.name,
@@ -750,6 +756,23 @@ class ControllerLogic:
 
     def _partition_total(self) -> int:
         return sum(len(t.partitions) for t in self.image.topics.values())
+
+    # -- features (Kafka's FeatureControlManager) ------------------------------------------------
+    def update_features(self, updates: list[tuple[str, int, int]], validate_only: bool
+                        ) -> list[tuple[str, str | None]]:
+        """UpdateFeatures: per (feature, level, upgrade type), why it is refused or None. All or
+        nothing, as in Kafka: one refusal writes no record; else one ``feature_level`` record per
+        level that changes."""
+        refusals = [(name, features.update_refusal(
+            name, self.image.features.level(name), level, upgrade_type))
+            for name, level, upgrade_type in updates]
+        if validate_only or any(why is not None for _, why in refusals):
+            return refusals
+        for name, level, _ in updates:
+            if self.image.features.level(name) != max(level, 0):
+                self.emit({"type": "feature_level", "name": name, "level": max(level, 0)})
+                self.log.info("feature %s finalized at level %d", name, max(level, 0))
+        return refusals
 
     # -- ACLs (Kafka's AclControlManager) --------------------------------------------------------
     def create_acls(self, bindings: list[AclBinding]) -> None:

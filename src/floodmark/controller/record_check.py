@@ -22,6 +22,7 @@ from typing import Any
 from floodmark.constants import NO_LEADER
 from floodmark.controller import scram
 from floodmark.errors import ErrorCode, KafkaError
+from floodmark.features import FeatureError, check_level
 from floodmark.metadata import validate_topic_name
 from floodmark.replication.election import LeaderRecoveryState
 from floodmark.security.acl import AclError, new_binding
@@ -166,6 +167,15 @@ def _cluster_id(rec: MetadataRecord) -> None:
     _str(rec, "cluster_id")
 
 
+def _feature_level(rec: MetadataRecord) -> None:
+    try:
+        check_level(_str(rec, "name"), _int(rec, "level"))
+        if "epoch" in rec:
+            _int(rec, "epoch")
+    except FeatureError as exc:
+        raise _bad(rec, str(exc)) from None
+
+
 def _remove_topic(rec: MetadataRecord) -> None:
     _topic(rec, "name")
 
@@ -236,6 +246,7 @@ def _client_quota(rec: MetadataRecord) -> None:
 
 _CHECKS: dict[str, Callable[[MetadataRecord], None]] = {
     "cluster_id": _cluster_id,
+    "feature_level": _feature_level,
     "register_broker": _register_broker,
     "fence_broker": _broker,
     "unfence_broker": _broker,

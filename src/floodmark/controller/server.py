@@ -720,6 +720,12 @@ class ControllerServer:
             results.append([str(topic), int(partition), int(err), message])
         return {"results": results}
 
+    def _rpc_update_features(self, a: dict[str, Any]) -> dict[str, Any]:
+        refusals = self._active().update_features(
+            [(str(n), int(level), int(kind)) for n, level, kind in a["updates"]],
+            bool(a.get("validate_only", False)))
+        return {"refusals": [[name, why] for name, why in refusals]}
+
     def _rpc_create_acls(self, a: dict[str, Any]) -> dict[str, Any]:
         self._active().create_acls([record_to_acl(r) for r in a["acls"]])
         return {}

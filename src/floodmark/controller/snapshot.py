@@ -74,7 +74,7 @@ def parse_file_name(name: str) -> SnapshotId | None:
 # -- image <-> records ---------------------------------------------------------------------------
 IMAGE_FIELDS = frozenset({"next_offset", "cluster_id", "brokers", "topics", "next_producer_id",
                           "broker_configs", "reassignments", "acls", "scram_credentials",
-                          "client_quotas"})
+                          "client_quotas", "features"})
 """Every attribute of ``MetadataImage`` that ``image_records`` writes (a test compares this
 with the class, so a new image field cannot be forgotten by snapshots)."""
 
@@ -84,6 +84,8 @@ def image_records(image: MetadataImage) -> list[MetadataRecord]:
     out: list[MetadataRecord] = []
     if image.cluster_id:
         out.append({"type": "cluster_id", "cluster_id": image.cluster_id})
+    out.extend({"type": "feature_level", "name": name, "level": level,
+                "epoch": image.features.epoch} for name, level in image.features.levels)
     for bid, b in sorted(image.brokers.items()):
         reg: MetadataRecord = {"type": "register_broker", "broker_id": bid,
                                "broker_epoch": b.broker_epoch, "host": b.host, "port": b.port,

@@ -667,6 +667,12 @@ class TxnWriter:
         else:
             world.record(f"{self.name} {'COMMIT' if self.committed else 'ABORT'} "
                          f"p{self.producer_id} e{self.producer_epoch} done")
+            if (reply.producer_id, reply.producer_epoch) != (self.producer_id,
+                                                             self.producer_epoch):
+                # EndTxn v5 (KIP-890 part 2) answers the bumped epoch (or a new producer id):
+                # the next transaction uses it, its sequences from 0
+                self.producer_id, self.producer_epoch = reply.producer_id, reply.producer_epoch
+                self.sequence = 0
             self.transactions += 1
             self.phase = "idle"
             if self.reinit_after_end:  # InitProducerId next: a new epoch, sequences from 0

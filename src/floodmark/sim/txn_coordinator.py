@@ -14,6 +14,10 @@ timed out by the same rule as on the broker); this shell only adapts the ports:
 * the clock: a world event at ``TxnDriver.next_deadline_ms``;
 * requests: a ``TxnReply`` to the client that asked.
 
+``transaction_version`` is the version its clients' EndTxn carries (0: EndTxn v4 and older, the
+protocol of KIP-98; 2: EndTxn v5, KIP-890 part 2, every transaction end bumps the epoch and the
+markers carry the bumped one). The simulator's clients are all of one version.
+
 A fault: with ``crash_after`` set to a state, the coordinator crashes right after that state's
 record reaches its log (before it answers or sends a marker). :meth:`restart` is a new
 coordinator (coordinator epoch + 1) that replays the log into a new core and driver and finishes
@@ -72,8 +76,9 @@ class CoordinatorHost(Protocol):
 class SimTxnCoordinator:
     def __init__(self, cluster: CoordinatorHost, *, first_producer_id: int,
                  request_timeout_ms: int, retry_backoff_ms: int = 20,
-                 cleanup_interval_ms: int = 0) -> None:
+                 cleanup_interval_ms: int = 0, transaction_version: int = 0) -> None:
         self.cluster = cluster
+        self.transaction_version = transaction_version
         self.name = NAME
         self.markers = MarkerPolicy(request_timeout_ms=request_timeout_ms,
                                     backoff_ms=retry_backoff_ms)
@@ -193,7 +198,7 @@ class SimTxnCoordinator:
                                        [self._partition()], now_ms)
         return core.end_txn(request_id, TXN_PARTITION, message.transactional_id,
                             message.producer_id, message.producer_epoch, message.committed,
-                            now_ms)
+                            now_ms, transaction_version=self.transaction_version)
 
     def _partition(self) -> Partition:
         return (self.cluster.config.topic, self.cluster.config.partition)

@@ -56,6 +56,7 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_CLIENT_QUOTAS = 48
     ALTER_CLIENT_QUOTAS = 49
     DESCRIBE_QUORUM = 55
+    UPDATE_FEATURES = 57
     DESCRIBE_CLUSTER = 60
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
@@ -84,20 +85,18 @@ class VersionRange:
 
 
 # Every advertised API is served up to the versions Apache Kafka 4.1.1 advertises (docs/wire.md),
-# except these, above floodmark's max: KIP-890 part 2 (transaction version 2). A client that
-# sees them expects the coordinator to bump the producer epoch at every EndTxn (v5 answers the
-# new id and epoch), Produce v12 to add its partition to the transaction implicitly and
-# TxnOffsetCommit v5 to add the group's; floodmark's coordinator does neither. Produce v13
-# (topic ids) needs v12 below it. ``tests/reference/test_api_versions.py`` checks this list.
+# except these, above floodmark's max: Produce v13 (KIP-516 topic ids in Produce: the
+# hand-written parser in ``wire/hot.py`` reads topic names only).
+# ``tests/reference/test_api_versions.py`` checks this list.
 KAFKA_REFERENCE = "4.1.1"
-KIP890_PART2: dict[ApiKey, int] = {  # key -> Kafka 4.1.1's max version
+BELOW_KAFKA: dict[ApiKey, int] = {  # key -> Kafka 4.1.1's max version
     ApiKey.PRODUCE: 13,
-    ApiKey.END_TXN: 5,
-    ApiKey.TXN_OFFSET_COMMIT: 5,
 }
 
 SUPPORTED: dict[ApiKey, VersionRange] = {
-    ApiKey.PRODUCE: VersionRange(3, 11),
+    # v12: transaction version 2 (KIP-890 part 2): the leader adds a transactional batch's
+    # partition to its transaction itself (``handlers.data``).
+    ApiKey.PRODUCE: VersionRange(3, 12),
     ApiKey.FETCH: VersionRange(4, 18),
     ApiKey.LIST_OFFSETS: VersionRange(1, 10),
     ApiKey.METADATA: VersionRange(0, 13),
@@ -115,13 +114,16 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
     ApiKey.DELETE_TOPICS: VersionRange(1, 6),
     ApiKey.INIT_PRODUCER_ID: VersionRange(0, 5),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: VersionRange(2, 4),
-    # The transaction coordinator (KIP-98). EndTxn v5, TxnOffsetCommit v5 (and Produce v12+)
-    # belong to KIP-890 part 2 (an epoch bump per transaction): not served (KIP890_PART2 below).
-    # InitProducerId v5 only lets the answer carry TRANSACTION_ABORTABLE: served.
+    # The transaction coordinator (KIP-98). EndTxn v5, TxnOffsetCommit v5 and Produce v12 are
+    # transaction version 2 (KIP-890 part 2): an epoch bump at every EndTxn (v5 answers the
+    # new id and epoch), the partition (Produce v12) and the group (TxnOffsetCommit v5) added
+    # to the transaction by the broker. A client uses them when ApiVersions finalizes
+    # ``transaction.version`` 2 (``floodmark.features``). InitProducerId v5 only lets the answer
+    # carry TRANSACTION_ABORTABLE.
     ApiKey.ADD_PARTITIONS_TO_TXN: VersionRange(0, 5),
     ApiKey.ADD_OFFSETS_TO_TXN: VersionRange(0, 4),
-    ApiKey.END_TXN: VersionRange(0, 4),
-    ApiKey.TXN_OFFSET_COMMIT: VersionRange(0, 4),
+    ApiKey.END_TXN: VersionRange(0, 5),
+    ApiKey.TXN_OFFSET_COMMIT: VersionRange(0, 5),
     ApiKey.WRITE_TXN_MARKERS: VersionRange(1, 1),  # v2 names the marker's TV2 version
     # ACLs (KIP-140; v1 adds PREFIXED patterns, KIP-290; v2 flexible). v0 is gone from
     # Kafka 4 and from kio; every client floodmark is tested with asks v1 or later.
@@ -147,6 +149,9 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
     ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 2),
     ApiKey.DESCRIBE_TRANSACTIONS: VersionRange(0, 0),
     ApiKey.LIST_TRANSACTIONS: VersionRange(0, 2),
+    # Feature levels (KIP-584; ``floodmark.features``): ApiVersions answers them, UpdateFeatures
+    # changes them (kafka-features upgrade/downgrade).
+    ApiKey.UPDATE_FEATURES: VersionRange(0, 2),
     # SASL (KIP-43, KIP-152, KIP-368) and SCRAM credentials (KIP-554). SaslHandshake v0's
     # raw-token mode is not served (security/sasl/session.py).
     ApiKey.SASL_HANDSHAKE: VersionRange(0, 1),

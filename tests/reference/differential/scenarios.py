@@ -535,3 +535,77 @@ def transactions(s: Session) -> None:
         s.record("init_again_epoch_bumped", int(again.producer_epoch) == epoch + 1)
         s.record("init_again_same_producer", int(again.producer_id) == pid)
     add("add_old_epoch_after_bump", pid, epoch)
+
+
+@scenario
+def transactions_v2(s: Session) -> None:
+    """Transaction version 2 (KIP-890 part 2): the finalized ``transaction.version`` in
+    ApiVersions v4; EndTxn v5 with nothing open (commit refused, abort bumps the epoch); a
+    Produce v12 that adds its partition itself; the commit's epoch bump and the new epoch in the
+    answer; a retry of that EndTxn one epoch behind, a commit at the new epoch with nothing
+    open, a zombie two epochs behind; the old epoch's late Produce, fenced."""
+    versions = s.ask(K.API_VERSIONS, 4, {"client_software_name": "differential",
+                                         "client_software_version": "0"})
+    if versions is not CLOSED:
+        s.record("finalized_transaction_version", [
+            (str(f.name), int(f.min_version_level), int(f.max_version_level))
+            for f in versions.finalized_features if f.name == "transaction.version"])
+        s.record("supported_transaction_version", [
+            (str(f.name), int(f.min_version), int(f.max_version))
+            for f in versions.supported_features if f.name == "transaction.version"])
+    topic = s.create_topic("txn2-topic")
+    txn = s.name("txn2")
+    s.coordinator(txn, TXN)
+    init = s.record("init", s.settled(K.INIT_PRODUCER_ID, 5, {
+        "transactional_id": txn, "transaction_timeout": 60_000, "producer_id": -1,
+        "producer_epoch": -1}, lambda r: int(r.error_code)))
+    pid, epoch = (int(init.producer_id), int(init.producer_epoch)) if init is not CLOSED \
+        else (-1, -1)
+
+    def end(step: str, commit: bool, e: int) -> int:
+        """EndTxn v5: its error code and the epoch the answer names, relative to ``epoch``
+        (producer ids differ between brokers; the epochs they hand out do not)."""
+        answer = s.settled(K.END_TXN, 5, {"transactional_id": txn, "producer_id": pid,
+                                           "producer_epoch": e, "committed": commit},
+                           lambda r: int(r.error_code))
+        if answer is CLOSED:
+            s.record(step, CLOSED)
+            return e
+        same_pid = int(answer.producer_id) in (pid, -1)
+        new_epoch = int(answer.producer_epoch)
+        s.record(step, {"error_code": int(answer.error_code), "same_producer_id": same_pid,
+                        "epoch_bumps": new_epoch - epoch if new_epoch >= 0 else None})
+        return new_epoch if new_epoch >= 0 else e
+
+    def produce(step: str, e: int, seq: int, value: bytes) -> None:
+        batch = build_batch([Record(0, BASE_TS, None, value)], producer_id=pid, producer_epoch=e,
+                            base_sequence=seq, is_transactional=True)
+        answer = s.settled(K.PRODUCE, 12, {
+            "transactional_id": txn, "acks": -1, "timeout": 10_000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}]},
+            lambda r: int(r.responses[0].partition_responses[0].error_code))
+        if answer is not CLOSED:
+            p = answer.responses[0].partition_responses[0]
+            s.record(step, {"error_code": int(p.error_code), "base_offset": int(p.base_offset)})
+
+    end("commit_with_nothing_open", True, epoch)
+    e1 = end("abort_with_nothing_open", False, epoch)
+    produce("produce_adds_its_partition", e1, 0, b"committed")
+    s.until(lambda: s.ask(K.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [txn]}),
+            lambda r: r is CLOSED or str(r.transaction_states[0].transaction_state)
+            == "Ongoing", "the partition in the transaction")
+    s.record("described_ongoing", [
+        (str(st.transaction_state), int(st.producer_epoch) - epoch,
+         [(str(t.topic) == topic, list(t.partitions)) for t in st.topics])
+        for st in s.ask(K.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [txn]})
+        .transaction_states])
+    e2 = end("commit", True, e1)
+    s.until(lambda: s.ask(K.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [txn]}),
+            lambda r: r is CLOSED or str(r.transaction_states[0].transaction_state)
+            == "CompleteCommit", "the commit complete")
+    end("commit_retried_one_epoch_behind", True, e1)
+    end("abort_retried_one_epoch_behind", False, e1)
+    end("commit_at_new_epoch_with_nothing_open", True, e2)
+    end("commit_two_epochs_behind", True, e2 - 2)
+    produce("late_produce_old_epoch", e1, 1, b"late")
+    _list_offsets(s, "last_stable", topic, [(0, -1)], isolation=1)

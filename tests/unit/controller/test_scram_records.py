@@ -40,7 +40,7 @@ def logic() -> ControllerLogic:
 def test_bootstrap_users_are_written_with_the_cluster_id_never_the_password() -> None:
     lg = logic()
     records = [r for _, r in lg.take_pending()]
-    assert [r["type"] for r in records] == ["cluster_id", "user_scram_credential"]
+    assert [r["type"] for r in records] == ["cluster_id", "feature_level", "user_scram_credential"]
     assert "admin-secret" not in repr(records)
     cred = lg.image.scram_credentials["admin"][SHA512]
     assert cred == credential_from_password(SHA512, "admin-secret", cred.iterations, cred.salt)

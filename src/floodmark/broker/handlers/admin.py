@@ -7,8 +7,9 @@ import random
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from floodmark import features
 from floodmark.broker import dynamic_configs
 from floodmark.broker.boundary import ClientConnection, WireRequest, WireResponse
 from floodmark.broker.config import (
@@ -21,6 +22,7 @@ from floodmark.broker.config import (
     render,
 )
 from floodmark.errors import ErrorCode, KafkaError
+from floodmark.features import FinalizedFeatures
 from floodmark.metadata import validate_topic_name
 from floodmark.security.quotas import TokenBucket
 from floodmark.settings import is_sensitive, topic_config_setting
@@ -56,19 +58,36 @@ def api_keys_table(share_groups: bool = False) -> list[dict[str, int]]:
     ]
 
 
-_API_VERSIONS_CACHE: dict[tuple[int, int], bytes] = {}
+def features_fields(version: int, finalized: FinalizedFeatures) -> dict[str, Any]:
+    """ApiVersions v3+'s tagged fields (KIP-584): the features this broker supports and the
+    levels the cluster finalized. Before v4 a supported feature whose lowest level is 0 is left
+    out (KAFKA-17011: older clients cannot read a range from 0); v4 lists them all."""
+    if version < 3:
+        return {}
+    supported = [{"name": name, "min_version": low, "max_version": high}
+                 for name, (low, high) in sorted(features.SUPPORTED.items())
+                 if version >= 4 or low > 0]
+    return {"supported_features": supported, "finalized_features_epoch": finalized.epoch,
+            "finalized_features": [{"name": name, "max_version_level": level,
+                                    "min_version_level": level}
+                                   for name, level in finalized.levels]}
+
+
+_API_VERSIONS_CACHE: dict[tuple[int, int, FinalizedFeatures], bytes] = {}
 
 
 def api_versions(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection | None = None) -> list[bytes | memoryview]:
-    # The body never changes, so the encoded bytes are cached per version; only the correlation
-    # id differs (bytes 4..7 of the frame).
+    # The body changes only with the finalized features, so the encoded bytes are cached per
+    # version and features; only the correlation id differs (bytes 4..7 of the frame).
     share_groups = broker.share_groups.settings.enabled
-    key = (header.api_version, int(share_groups))
+    finalized = broker.controller.finalized_features()
+    key = (header.api_version, int(share_groups), finalized)
     cached = _API_VERSIONS_CACHE.get(key)
     if cached is None:
         parts = encode_response(
             ApiKey.API_VERSIONS, header.api_version, 0,
-            {"error_code": 0, "api_keys": api_keys_table(share_groups), "throttle_time": 0},
+            {"error_code": 0, "api_keys": api_keys_table(share_groups), "throttle_time": 0,
+             **features_fields(header.api_version, finalized)},
         )
         cached = b"".join(parts)
         _API_VERSIONS_CACHE[key] = cached

@@ -141,7 +141,7 @@ def produce_raw(broker: HandlerContext, frame: memoryview, version: int,
     except HotDecodeError as exc:
         raise ProtocolError(f"bad Produce v{version} request: {exc}") from exc
     refused = gate(req) if gate is not None else {}
-    unverified = _unverified(broker, req)
+    unverified = _unverified(broker, req, version)
     for tp in refused:
         unverified.pop(tp, None)
     if unverified:
@@ -162,11 +162,20 @@ _VERIFY_REFUSALS = {
 }
 
 
-def _unverified(broker: HandlerContext, req: ProduceRequest) -> dict[tuple[str, int], tuple[int, int]]:
+# Produce v12 (KIP-890 part 2, transaction version 2): the client sent no AddPartitionsToTxn;
+# the leader adds the partition to the transaction before the first batch (always: without the
+# add the coordinator would never write this partition's marker).
+IMPLICIT_ADD_VERSION = 12
+
+
+def _unverified(broker: HandlerContext, req: ProduceRequest, version: int
+                ) -> dict[tuple[str, int], tuple[int, int]]:
     """Partitions of a transactional Produce whose producer has no open transaction there yet:
-    (producer id, epoch) of each, to verify with the coordinator first (KIP-890 part 1)."""
-    if req.transactional_id is None or req.acks == 0 or not broker.config.get_bool(
-            "transaction.partition.verification.enable"):
+    (producer id, epoch) of each, to verify with the coordinator first (KIP-890 part 1), or to
+    add to the transaction (v12+, part 2)."""
+    if req.transactional_id is None or req.acks == 0 or (
+            version < IMPLICIT_ADD_VERSION
+            and not broker.config.get_bool("transaction.partition.verification.enable")):
         return {}
     out: dict[tuple[str, int], tuple[int, int]] = {}
     for name, parts in req.topics:
@@ -195,8 +204,9 @@ async def _verify_then_produce(broker: HandlerContext, req: ProduceRequest, vers
     for tp, producer in unverified.items():
         by_producer.setdefault(producer, []).append(tp)
     refused: dict[tuple[str, int], ErrorCode] = dict(denied)
+    add = version >= IMPLICIT_ADD_VERSION
     for (pid, epoch), partitions in by_producer.items():
-        answers = await broker.transactions.verify(txn_id, pid, epoch, partitions)
+        answers = await broker.transactions.verify(txn_id, pid, epoch, partitions, add=add)
         for tp, error in answers.items():
             if error is not ErrorCode.NONE:
                 refused[tp] = _VERIFY_REFUSALS.get(error, ErrorCode.INVALID_TXN_STATE)

@@ -23,7 +23,7 @@ from floodmark.broker.offsets import partition_for
 from floodmark.errors import ErrorCode
 from floodmark.metadata import OFFSETS_TOPIC, CoordinatorType
 from floodmark.replication.transactions.coordinator import ListFilter
-from floodmark.replication.transactions.state import Partition, TxnState
+from floodmark.replication.transactions.state import TV_2, Partition, TxnState
 from floodmark.wire.codec import RequestHeader, ms
 
 if TYPE_CHECKING:
@@ -99,7 +99,9 @@ async def _add_partitions(ctx: HandlerContext, version: int, txn_id: str, produc
                           producer_epoch: int, topics: list[tuple[str, list[int]]],
                           verify_only: bool) -> dict[Partition, ErrorCode]:
     wanted = [(t, p) for t, ps in topics for p in ps]
-    bad = _partition_errors(ctx, topics, internal_ok=verify_only)
+    # v4+ come from brokers, which add a group's __consumer_offsets partition themselves
+    # (TxnOffsetCommit v5, KIP-890 part 2); a client (v3 and below) may not name one.
+    bad = _partition_errors(ctx, topics, internal_ok=verify_only or version >= 4)
     if bad:  # Kafka: nothing is added, the others are OPERATION_NOT_ATTEMPTED
         return {tp: bad.get(tp, ErrorCode.OPERATION_NOT_ATTEMPTED) for tp in wanted}
     p = _txn_partition(ctx, txn_id)
@@ -172,17 +174,28 @@ def add_offsets_to_txn(ctx: HandlerContext, header: RequestHeader, req: WireRequ
 
 
 # -- EndTxn -----------------------------------------------------------------------------------------
+END_TXN_V2_VERSION = 5
 def end_txn(ctx: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> Awaitable[Answer]:
     version = header.api_version
     p = _txn_partition(ctx, req.transactional_id)
     core = ctx.transactions.core
     now = ctx.now_ms()
 
+    # v5 (KIP-890 part 2): the client uses transaction version 2, so the epoch is bumped as the
+    # transaction ends and the answer names the producer's new id and epoch.
+    transaction_version = TV_2 if version >= END_TXN_V2_VERSION else 0
+
     async def answer() -> Answer:
         reply = await ctx.transactions.run(lambda rid: core.end_txn(
             rid, p, req.transactional_id, int(req.producer_id), int(req.producer_epoch),
-            bool(req.committed), now))
-        return {"throttle_time": 0, "error_code": int(_fenced_for(version, 2, reply.error))}
+            bool(req.committed), now, transaction_version=transaction_version))
+        error = _fenced_for(version, 2, reply.error)
+        out: Answer = {"throttle_time": 0, "error_code": int(error)}
+        if version >= END_TXN_V2_VERSION:
+            ok = error is ErrorCode.NONE
+            out.update(producer_id=reply.producer_id if ok else -1,
+                       producer_epoch=reply.producer_epoch if ok else -1)
+        return out
 
     return answer()
 
@@ -208,14 +221,52 @@ def _txn_commit_member_error(ctx: HandlerContext, req: WireRequest) -> ErrorCode
     return ErrorCode.NONE
 
 
+# TxnOffsetCommit v5 (KIP-890 part 2): the client sent no AddOffsetsToTxn; the group
+# coordinator adds the group's __consumer_offsets partition to the transaction first. What the
+# transaction coordinator answers, as this API's client knows it: retriable trouble reaching it
+# is COORDINATOR_LOAD_IN_PROGRESS (every client retries that at the same coordinator).
+TXN_OFFSET_COMMIT_ADD_VERSION = 5
+_ADD_REFUSALS = {
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.CONCURRENT_TRANSACTIONS: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.NOT_COORDINATOR: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.PRODUCER_FENCED: ErrorCode.INVALID_PRODUCER_EPOCH,
+    ErrorCode.INVALID_PRODUCER_EPOCH: ErrorCode.INVALID_PRODUCER_EPOCH,
+    ErrorCode.INVALID_PRODUCER_ID_MAPPING: ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+}
+
+
 def txn_offset_commit(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
                       conn: ClientConnection) -> Awaitable[Answer]:
     """Offsets written in a transactional batch of the producer to the group's offsets
     partition, answered once replicated (acks=all); pending (OffsetFetch does not return them)
-    until the transaction's marker."""
-    return group_apis.store_offsets(ctx, str(req.group_id), req.topics,
-                                    _txn_commit_member_error(ctx, req),
-                                    (int(req.producer_id), int(req.producer_epoch)))
+    until the transaction's marker. v5: the group's partition joins the transaction first."""
+    group = str(req.group_id)
+    producer = (int(req.producer_id), int(req.producer_epoch))
+    member_error = _txn_commit_member_error(ctx, req)
+    if header.api_version < TXN_OFFSET_COMMIT_ADD_VERSION or member_error is not ErrorCode.NONE:
+        return group_apis.store_offsets(ctx, group, req.topics, member_error, producer)
+
+    async def answer() -> Answer:
+        error = ErrorCode.NONE
+        meta = ctx.controller.topics().get(OFFSETS_TOPIC)
+        if meta is None:
+            error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        else:
+            tp = (OFFSETS_TOPIC, partition_for(group, len(meta.partitions)))
+            added = await ctx.transactions.verify(str(req.transactional_id), *producer, [tp],
+                                                  add=True)
+            found = added.get(tp, ErrorCode.NOT_ENOUGH_REPLICAS)
+            if found is not ErrorCode.NONE:
+                error = _ADD_REFUSALS.get(found, ErrorCode.INVALID_TXN_STATE)
+                log.info("TxnOffsetCommit v%d of group %s: %s-%d not added to the "
+                         "transaction of %r: %s", header.api_version, group, tp[0], tp[1],
+                         str(req.transactional_id)[:200], found.name)
+        return await group_apis.store_offsets(ctx, group, req.topics, error, producer)
+
+    return answer()
 
 
 # -- DescribeTransactions / ListTransactions ----------------------------------------------------------

@@ -39,7 +39,14 @@ from dataclasses import dataclass, field
 
 from floodmark.constants import NO_PRODUCER_EPOCH
 from floodmark.errors import ErrorCode
-from floodmark.replication.transactions.state import Partition, TxnMetadata, TxnState
+from floodmark.replication.transactions.state import (
+    MAX_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    TV_2,
+    Partition,
+    TxnMetadata,
+    TxnState,
+)
 
 _S = TxnState
 
@@ -208,8 +215,10 @@ class TxnCoordinator:
     def _fence_and_abort(self, entry: _Entry, now_ms: int) -> list[Effect]:
         m = entry.metadata
         epoch = m.producer_epoch + 1 if m.producer_epoch + 1 <= 32766 else m.producer_epoch
+        # Version 0 from here: the fenced producer's next EndTxn (one epoch behind) must be
+        # told PRODUCER_FENCED, not taken for a retry of a transaction version 2 bump.
         fence = m.transit(_S.PREPARE_EPOCH_FENCE, now_ms, producer_epoch=epoch,
-                          last_producer_epoch=m.producer_epoch)
+                          last_producer_epoch=m.producer_epoch, client_transaction_version=0)
         return self._write(entry, fence.transit(_S.PREPARE_ABORT, now_ms), None)
 
     # -- AddPartitionsToTxn / AddOffsetsToTxn -------------------------------------------------------
@@ -268,21 +277,72 @@ class TxnCoordinator:
     # -- EndTxn -----------------------------------------------------------------------------------
     def end_txn(self, request_id: int, txn_partition: int, transactional_id: str,
                 producer_id: int, producer_epoch: int, committed: bool,
-                now_ms: int) -> list[Effect]:
-        err, entry = self._check_producer(txn_partition, transactional_id, producer_id,
-                                          producer_epoch, to_change=True)
-        if entry is None:
+                now_ms: int, *, transaction_version: int = 0) -> list[Effect]:
+        """EndTxn. ``transaction_version`` 2 (EndTxn v5, KIP-890 part 2): the epoch is bumped as
+        the transaction ends (its markers carry the new one, so a late write of the old epoch
+        is fenced at every partition), the answer names the new (producer id, epoch), and an
+        abort with no transaction open is allowed (it only bumps the epoch)."""
+        tv2 = transaction_version >= TV_2
+        if not transactional_id:
+            return [Reply(request_id, ErrorCode.INVALID_REQUEST)]
+        if (err := self._check_loaded(txn_partition)) is not ErrorCode.NONE:
             return [Reply(request_id, err)]
-        state = entry.metadata.state
+        entry = self._entries.get(transactional_id)
+        if entry is None or entry.metadata.producer_epoch == NO_PRODUCER_EPOCH:
+            return [Reply(request_id, ErrorCode.INVALID_PRODUCER_ID_MAPPING)]
+        m = entry.metadata
+        state = m.state
+        v2 = m.bumps_epoch_per_transaction
+        # A retry of a transaction version 2 EndTxn carries the epoch before its bump (or, when
+        # the bump handed out a new producer id, the old id at the last usable epoch).
+        retry_of_bump = v2 and producer_id == m.producer_id and producer_epoch + 1 == (
+            m.producer_epoch)
+        retry_of_overflow = (v2 and producer_id == m.previous_producer_id != m.producer_id
+                             and producer_epoch == MAX_PRODUCER_EPOCH - 1
+                             and m.producer_epoch == 0)
+        if producer_id != m.producer_id and not retry_of_overflow:
+            return [Reply(request_id, ErrorCode.INVALID_PRODUCER_ID_MAPPING)]
+        same_epoch = producer_epoch == m.producer_epoch
+        if v2 and state.is_prepare:
+            valid = retry_of_bump or same_epoch
+        elif v2 and state.is_complete:
+            valid = retry_of_bump or retry_of_overflow or same_epoch
+        else:
+            valid = same_epoch
+        if not valid:
+            return [Reply(request_id, ErrorCode.PRODUCER_FENCED)]
+        if entry.pending is not None:
+            return [Reply(request_id, ErrorCode.CONCURRENT_TRANSACTIONS)]
         same = _S.COMPLETE_COMMIT if committed else _S.COMPLETE_ABORT
         preparing = _S.PREPARE_COMMIT if committed else _S.PREPARE_ABORT
         if state is _S.ONGOING:
-            return self._write(entry, entry.metadata.transit(preparing, now_ms), request_id)
-        if state is same:
-            return [Reply(request_id, ErrorCode.NONE)]  # a retry of an EndTxn that was done
+            return self._write(entry, self._prepare(m, preparing, tv2, now_ms), request_id)
         if state is preparing:
             return [Reply(request_id, ErrorCode.CONCURRENT_TRANSACTIONS)]
+        if state is same and (retry_of_bump or retry_of_overflow or not (v2 or tv2)):
+            # a retry of an EndTxn that was done: the same answer
+            pid, epoch = m.client_producer()
+            return [Reply(request_id, ErrorCode.NONE, pid, epoch)]
+        if (tv2 and not committed and same_epoch
+                and state in (_S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT)):
+            # KIP-890 part 2: the client cannot know whether a Produce it gave up on added a
+            # partition, so it may abort with nothing open: nothing to mark, the epoch bumped.
+            return self._write(entry, self._prepare(m, _S.PREPARE_ABORT, tv2, now_ms,
+                                                    partitions=frozenset()), request_id)
         return [Reply(request_id, ErrorCode.INVALID_TXN_STATE)]
+
+    def _prepare(self, m: TxnMetadata, preparing: TxnState, tv2: bool, now_ms: int,
+                 **changes: object) -> TxnMetadata:
+        """PrepareCommit/PrepareAbort; under transaction version 2 with the epoch bumped (a new
+        producer id put aside once the epoch is exhausted: the markers use the last epoch)."""
+        if not tv2:
+            return m.transit(preparing, now_ms, client_transaction_version=0, **changes)
+        next_pid = self._allocate() if m.epoch_exhausted else NO_PRODUCER_ID
+        start_ms = m.txn_start_timestamp_ms if m.state is _S.ONGOING else now_ms
+        return m.transit(preparing, now_ms, producer_epoch=m.producer_epoch + 1,
+                         last_producer_epoch=m.producer_epoch, next_producer_id=next_pid,
+                         client_transaction_version=TV_2, txn_start_timestamp_ms=start_ms,
+                         **changes)
 
     # -- what the driver reports ------------------------------------------------------------------
     def _write(self, entry: _Entry, target: TxnMetadata, waiter: int | None) -> list[Effect]:
@@ -319,7 +379,7 @@ class TxnCoordinator:
         entry.metadata = target
         entry.complete_failed = False
         if waiter is not None:
-            out.append(Reply(waiter, ErrorCode.NONE, target.producer_id, target.producer_epoch))
+            out.append(Reply(waiter, ErrorCode.NONE, *target.client_producer()))
         if target.state.is_prepare:
             out.append(self._markers(transactional_id))
         return out
@@ -334,7 +394,16 @@ class TxnCoordinator:
         if not m.state.is_prepare or m.producer_epoch != producer_epoch:
             return []
         done = _S.COMPLETE_COMMIT if m.state is _S.PREPARE_COMMIT else _S.COMPLETE_ABORT
-        return self._write(entry, m.transit(done, now_ms, partitions=frozenset()), None)
+        if m.next_producer_id != NO_PRODUCER_ID:
+            # The bump exhausted the epoch: the producer id put aside takes over, at epoch 0.
+            complete = m.transit(done, now_ms, partitions=frozenset(),
+                                 producer_id=m.next_producer_id, producer_epoch=0,
+                                 previous_producer_id=m.producer_id,
+                                 next_producer_id=NO_PRODUCER_ID,
+                                 last_producer_epoch=NO_PRODUCER_EPOCH)
+        else:
+            complete = m.transit(done, now_ms, partitions=frozenset())
+        return self._write(entry, complete, None)
 
     def tick(self, now_ms: int) -> list[Effect]:
         """Periodic work: abort transactions whose ``transaction.timeout.ms`` has passed (the

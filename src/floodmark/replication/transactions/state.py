@@ -6,8 +6,10 @@ each one may follow, as one table (``VALID_PREVIOUS``)::
     Empty              <- Empty, CompleteCommit, CompleteAbort          (InitProducerId)
     Ongoing            <- Ongoing, Empty, CompleteCommit, CompleteAbort (AddPartitionsToTxn)
     PrepareCommit      <- Ongoing                                       (EndTxn commit)
-    PrepareAbort       <- Ongoing, PrepareEpochFence                    (EndTxn abort, timeout,
-                                                                         a newer producer)
+    PrepareAbort       <- Ongoing, PrepareEpochFence,                   (EndTxn abort, timeout,
+                          Empty, CompleteCommit, CompleteAbort           a newer producer; from
+                                                                         no transaction only with
+                                                                         transaction.version 2)
     CompleteCommit     <- PrepareCommit                                 (every marker written)
     CompleteAbort      <- PrepareAbort                                  (every marker written)
     Dead               <- Empty, CompleteCommit, CompleteAbort          (transactional id expired)
@@ -18,6 +20,14 @@ each one may follow, as one table (``VALID_PREVIOUS``)::
 
 A transition is a new ``TxnMetadata`` value (frozen); ``transit`` refuses one the table does not
 allow, so no code path can skip a state.
+
+Transaction version 2 (KIP-890 part 2, ``transaction.version`` 2; a client says it uses it by
+sending EndTxn v5): every EndTxn bumps the producer epoch. ``client_transaction_version`` is the
+version the last EndTxn came with (Kafka's ``clientTransactionVersion``); it decides how a retried
+EndTxn is recognised (its epoch is one behind). When the bump would reach the last epoch, a new
+producer id is handed out: the markers still go out under the old id at the last epoch, the new
+id waits in ``next_producer_id`` and becomes the producer id (epoch 0) when the transaction
+completes; the old one is kept as ``previous_producer_id`` so a retry of that EndTxn is known.
 """
 
 from __future__ import annotations
@@ -28,7 +38,12 @@ from dataclasses import dataclass, field, replace
 from floodmark.constants import NO_PRODUCER_EPOCH
 
 MAX_PRODUCER_EPOCH = 32767
+NO_PRODUCER_ID = -1
 Partition = tuple[str, int]
+
+TV_2 = 2
+"""``transaction.version`` 2: an epoch bump at every EndTxn, partitions and groups added to a
+transaction by the brokers (KIP-890 part 2). Levels 0 and 1 keep the protocol of KIP-98."""
 
 
 class TxnState(enum.IntEnum):
@@ -72,7 +87,8 @@ VALID_PREVIOUS: dict[TxnState, frozenset[TxnState]] = {
     _S.EMPTY: frozenset({_S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT}),
     _S.ONGOING: frozenset({_S.ONGOING, _S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT}),
     _S.PREPARE_COMMIT: frozenset({_S.ONGOING}),
-    _S.PREPARE_ABORT: frozenset({_S.ONGOING, _S.PREPARE_EPOCH_FENCE}),
+    _S.PREPARE_ABORT: frozenset({_S.ONGOING, _S.PREPARE_EPOCH_FENCE, _S.EMPTY,
+                                 _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT}),
     _S.COMPLETE_COMMIT: frozenset({_S.PREPARE_COMMIT}),
     _S.COMPLETE_ABORT: frozenset({_S.PREPARE_ABORT}),
     _S.DEAD: frozenset({_S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT}),
@@ -99,6 +115,10 @@ class TxnMetadata:
     # The epoch before the last bump (a retried InitProducerId or EndTxn of that producer is
     # recognised, not fenced); in memory only, as Kafka's lastProducerEpoch.
     last_producer_epoch: int = NO_PRODUCER_EPOCH
+    # Transaction version 2 (see the module's docstring); written to the log (value v1).
+    client_transaction_version: int = 0
+    previous_producer_id: int = NO_PRODUCER_ID
+    next_producer_id: int = NO_PRODUCER_ID
 
     def __post_init__(self) -> None:
         assert self.producer_epoch <= MAX_PRODUCER_EPOCH, self
@@ -119,6 +139,18 @@ class TxnMetadata:
         """(producer id, epoch) after one bump; the id stays while the epoch has room (Kafka
         hands out a new id when it would overflow; the coordinator does that, not this)."""
         return self.producer_id, self.producer_epoch + 1
+
+    @property
+    def bumps_epoch_per_transaction(self) -> bool:
+        """Written by an EndTxn of transaction version 2 (KIP-890 part 2)."""
+        return self.client_transaction_version >= TV_2
+
+    def client_producer(self) -> tuple[int, int]:
+        """The (producer id, epoch) a client is told: the next producer id at epoch 0 while one
+        waits for the transaction to complete (an exhausted epoch), else the current pair."""
+        if self.next_producer_id != NO_PRODUCER_ID:
+            return self.next_producer_id, 0
+        return self.producer_id, self.producer_epoch
 
     @property
     def epoch_exhausted(self) -> bool:
