@@ -19,7 +19,7 @@ from floodmark.errors import ErrorCode
 from floodmark.replication.modes import Truncation
 from floodmark.replication.transactions import log as txn_log
 from floodmark.replication.transactions.state import TxnState
-from floodmark.sim.script import Script
+from floodmark.sim.partition.script import Script
 
 HW = Truncation.HIGH_WATERMARK
 EO = Truncation.EPOCH_OFFSET
