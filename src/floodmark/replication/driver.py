@@ -117,9 +117,10 @@ class ReplicaPorts(Protocol):
         """Send AlterPartition to the controller (and resend it while ``is_proposal_pending``)."""
 
     def wake_follower_fetches(self) -> None:
-        """Ask the core again for the follower fetches parked on this partition
-        (``ReplicaDriver.answer_follower_fetch``), after the current step: they have records
-        now, or an error."""
+        """Ask the core again for the follower fetches parked on this partition, after the
+        current step (``ReplicaDriver.answer_parked_follower_fetches`` over the runner's
+        ``FollowerFetchPurgatory``; the broker re-runs each waiting request's partitions
+        through ``answer_follower_fetch``): they may have records now, or an error."""
 
     def log_truncated(self, before: int, after: int, reason: str, *, fully: bool) -> None:
         """The log was cut from ``before`` to ``after`` (``fully``: emptied, starting there)."""
