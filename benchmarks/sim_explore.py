@@ -13,7 +13,7 @@ import platform
 import sys
 
 from floodmark.replication.modes import Truncation
-from floodmark.sim.explore import ExploreOptions, explore
+from floodmark.sim.partition.explore import ExploreOptions, explore
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,7 +12,7 @@ from floodmark.controller.quorum.rules import (
     majority,
     majority_end_offset,
 )
-from floodmark.sim.quorum_explore import QuorumExploreOptions, run_quorum_seed
+from floodmark.sim.quorum.explore import QuorumExploreOptions, run_quorum_seed
 
 offsets = st.lists(st.integers(-1, 1000), min_size=1, max_size=7)
 

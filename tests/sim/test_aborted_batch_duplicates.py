@@ -19,7 +19,7 @@ simulator moves them, pick them again with that command.
 
 from __future__ import annotations
 
-from floodmark.sim.explore import ExploreOptions, run_seed
+from floodmark.sim.partition.explore import ExploreOptions, run_seed
 
 SEEDS = (2,)
 FLOODMARK = ExploreOptions(transactions=True)

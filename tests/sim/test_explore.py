@@ -12,7 +12,7 @@ import pytest
 
 from floodmark.cli import main
 from floodmark.replication.modes import Truncation
-from floodmark.sim.explore import ExploreOptions, explore, run_seed
+from floodmark.sim.partition.explore import ExploreOptions, explore, run_seed
 
 
 def test_high_watermark_mode_violations_are_found() -> None:
@@ -95,7 +95,7 @@ def test_same_seed_same_trace() -> None:
 
 def test_trace_independent_of_hash_seed() -> None:
     code = (
-        "from floodmark.sim.explore import ExploreOptions, run_seed;"
+        "from floodmark.sim.partition.explore import ExploreOptions, run_seed;"
         "print(run_seed(5, ExploreOptions()).trace_hash)"
     )
     hashes = set()

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from floodmark.cli import main
-from floodmark.sim.distributed import explore_on_spark, seed_ranges
-from floodmark.sim.explore import ExploreOptions, explore
+from floodmark.sim.partition.distributed import explore_on_spark, seed_ranges
+from floodmark.sim.partition.explore import ExploreOptions, explore
 
 # The Spark runs start the process's SparkSession (its JVM): on the worker that holds the
 # session of tests/spark (tests/conftest.py, SHARED_SESSION_GROUPS), so a run starts one JVM.

@@ -42,10 +42,10 @@ from floodmark.replication import producer_state
 from floodmark.replication.driver import ReplicaDriver
 from floodmark.replication.modes import Truncation
 from floodmark.replication.producer_state import AbortedTxn, ProducerStateTable
-from floodmark.sim import explore
-from floodmark.sim.cluster import Cluster
-from floodmark.sim.config import SimConfig
-from floodmark.sim.explore import ExploreOptions, SeedResult, reproduce_command, run_seed
+from floodmark.sim.partition import explore
+from floodmark.sim.partition.cluster import Cluster
+from floodmark.sim.partition.config import SimConfig
+from floodmark.sim.partition.explore import ExploreOptions, SeedResult, reproduce_command, run_seed
 from floodmark.storage import log as storage_log
 from floodmark.storage.fs import FileHandle
 from floodmark.storage.segment import SCAN_CHUNK_BYTES

@@ -22,7 +22,7 @@ from floodmark.replication.driver import ReplicaDriver
 from floodmark.replication.epochs import EpochCache
 from floodmark.replication.modes import Truncation
 from floodmark.replication.partition import FollowerState, LeaderState, Partition
-from floodmark.sim.script import Script
+from floodmark.sim.partition.script import Script
 
 LE = Truncation.LEADER_EPOCH
 NAMES = ("A", "B", "C")

@@ -15,10 +15,10 @@ from floodmark.controller.logic import ControllerConfig, ControllerLogic, elr_co
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.replication.election import AlterPartitionRequest, PartitionRegistration
 from floodmark.replication.modes import Truncation
-from floodmark.sim import controller as sim_controller
-from floodmark.sim.cluster import Cluster
-from floodmark.sim.config import SimConfig
-from floodmark.sim.explore import ExploreOptions, build_cluster
+from floodmark.sim.partition import controller as sim_controller
+from floodmark.sim.partition.cluster import Cluster
+from floodmark.sim.partition.config import SimConfig
+from floodmark.sim.partition.explore import ExploreOptions, build_cluster
 
 
 def test_the_simulated_controller_is_the_controller_logic() -> None:

@@ -13,8 +13,8 @@ from floodmark.controller.quorum import core as quorum_core
 from floodmark.controller.quorum import state_file as quorum_state_file
 from floodmark.controller.quorum.core import QuorumCore
 from floodmark.controller.quorum.driver import QuorumDriver
-from floodmark.sim.quorum import QuorumSimConfig, QuorumWorld
-from floodmark.sim.quorum_explore import QuorumExploreOptions, run_quorum_seed
+from floodmark.sim.quorum.explore import QuorumExploreOptions, run_quorum_seed
+from floodmark.sim.quorum.world import QuorumSimConfig, QuorumWorld
 
 
 def test_the_simulated_voter_runs_the_controllers_core_and_driver() -> None:
@@ -86,7 +86,8 @@ def test_the_invariants_catch_a_vote_that_is_not_persisted(
 
 
 def test_election_scenario_step_by_step() -> None:
-    from floodmark.sim.quorum_scenario import render_quorum_steps, run_election_scenario
+    from floodmark.sim.quorum.scenario import run_election_scenario
+    from floodmark.spec.quorum_steps import render_quorum_steps
 
     result = run_election_scenario()
     assert result.as_expected, (result.committed, result.lost_uncommitted, result.violations)

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from floodmark.controller.quorum.core import QuorumCore
-from floodmark.sim.quorum import QuorumSimConfig, QuorumWorld
-from floodmark.sim.quorum_explore import QuorumExploreOptions, run_quorum_seed
+from floodmark.sim.quorum.explore import QuorumExploreOptions, run_quorum_seed
+from floodmark.sim.quorum.world import QuorumSimConfig, QuorumWorld
 
 SNAPSHOTS = QuorumExploreOptions(snapshot_interval=8)
 

@@ -1,5 +1,5 @@
 """A controller voter that lost its whole data dir (log, snapshots, ``quorum-state``,
-directory id) and comes back (``sim/quorum_wipe.py``). Trusted as the same voter (KIP-595's
+directory id) and comes back (``sim/quorum/wipe.py``). Trusted as the same voter (KIP-595's
 static voter set) it lost a committed record or elected two leaders in one epoch (these
 scenarios failed before ``voter_set``); on a new directory id it is an observer until the
 leader re-admits it (KIP-853)."""
@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from floodmark.controller.quorum import core
-from floodmark.sim.quorum_explore import QuorumExploreOptions, run_quorum_seed
-from floodmark.sim.quorum_wipe import WIPE_SCENARIOS, run_wipe_scenario
+from floodmark.sim.quorum.explore import QuorumExploreOptions, run_quorum_seed
+from floodmark.sim.quorum.wipe import WIPE_SCENARIOS, run_wipe_scenario
 
 
 @pytest.mark.parametrize("name", WIPE_SCENARIOS)

@@ -22,7 +22,7 @@ learned in an earlier epoch are forgotten and the HW waits for each follower's n
 from __future__ import annotations
 
 from floodmark.replication.modes import Truncation
-from floodmark.sim.script import Script
+from floodmark.sim.partition.script import Script
 
 
 def test_reelected_leader_does_not_ack_with_follower_state_from_an_earlier_epoch() -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from floodmark.cli import main
 from floodmark.replication.modes import Truncation
-from floodmark.sim.scenarios import SCENARIOS, run_scenario
+from floodmark.sim.partition.scenarios import SCENARIOS, run_scenario
 
 HW = Truncation.HIGH_WATERMARK
 EO = Truncation.EPOCH_OFFSET

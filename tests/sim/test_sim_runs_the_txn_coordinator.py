@@ -14,10 +14,10 @@ from floodmark.replication.modes import Truncation
 from floodmark.replication.transactions import log as txn_log
 from floodmark.replication.transactions.coordinator import Effect, TxnCoordinator
 from floodmark.replication.transactions.state import TxnMetadata, TxnState
-from floodmark.sim import explore
-from floodmark.sim.cluster import Cluster
-from floodmark.sim.scenarios import run_scenario
-from floodmark.sim.txn_coordinator import SimTxnCoordinator
+from floodmark.sim.partition import explore
+from floodmark.sim.partition.cluster import Cluster
+from floodmark.sim.partition.scenarios import run_scenario
+from floodmark.sim.partition.txn_coordinator import SimTxnCoordinator
 
 
 def _scenario_coordinator(monkeypatch: pytest.MonkeyPatch, name: str

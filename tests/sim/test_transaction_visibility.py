@@ -11,8 +11,8 @@ import pytest
 from floodmark.cli import main
 from floodmark.replication.modes import Truncation
 from floodmark.replication.partition import Partition
-from floodmark.sim.report import render_steps
-from floodmark.sim.scenarios import run_scenario
+from floodmark.sim.partition.report import render_steps
+from floodmark.sim.partition.scenarios import run_scenario
 
 
 def test_lso_column_only_where_a_transaction_is_open() -> None:
@@ -56,7 +56,7 @@ def test_the_checker_catches_an_lso_that_ignores_open_transactions(
 
 def _explore_seed(seed: int) -> tuple[list[str], int]:
     """One explorer seed with transactions: (violated invariants, committed records served)."""
-    from floodmark.sim import explore
+    from floodmark.sim.partition import explore
 
     clusters = []
     build = explore.build_cluster

@@ -20,7 +20,7 @@ from playwright import sync_api
 
 from floodmark.client.replica_state import replica_state
 from floodmark.replication.modes import DEFAULT_TRUNCATION
-from floodmark.sim.scenarios import run_scenario
+from floodmark.sim.partition.scenarios import run_scenario
 from tests.cluster.helpers import wait_until
 from tests.compat.txn_helpers import create_topic
 from tests.ui.conftest import chromium, run_ui

@@ -13,7 +13,7 @@ import pytest
 from playwright import sync_api
 
 from floodmark.replication.modes import Truncation
-from floodmark.sim.scenarios import run_scenario
+from floodmark.sim.partition.scenarios import run_scenario
 from tests.ui.conftest import chromium, run_ui
 
 pytestmark = [

@@ -173,10 +173,13 @@ class ReplicaManager:
         keys = [(self._topic_name(t, version), int(p.partition))
                 for t in req.topics for p in t.partitions]
         while True:
-            responses, total, errors = self._fetch_once(host, req, version, replica_id,
-                                                        broker_epoch)
+            # Each partition asks the core again (``answer_follower_fetch``); the request is
+            # answered once one of its partitions has an answer (``FollowerFetchAnswer.
+            # complete``, the rule the simulator's parked fetches follow through
+            # ``ReplicaDriver.answer_parked_follower_fetches``) or its wait is over.
+            responses, ready = self._fetch_once(host, req, version, replica_id, broker_epoch)
             remaining = deadline - self.now_ms()
-            if total > 0 or errors or remaining <= 0:
+            if ready or remaining <= 0:
                 if host.topic_metrics is not None:
                     host.topic_metrics.replication_bytes_out += sum(
                         len(p["records"]) for t in responses for p in t["partitions"])
@@ -193,9 +196,9 @@ class ReplicaManager:
         return ""
 
     def _fetch_once(self, host: LeaderHost, req: WireRequest, version: int, replica_id: int,
-                    broker_epoch: int) -> tuple[list[WireResponse], int, bool]:
-        total = 0
-        errors = False
+                    broker_epoch: int) -> tuple[list[WireResponse], bool]:
+        """Every partition's answer, and whether one of them has something to say now."""
+        ready = False
         responses = []
         for t in req.topics:
             name = self._topic_name(t, version)
@@ -207,18 +210,17 @@ class ReplicaManager:
                                   "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
                                   "high_watermark": -1, "aborted_transactions": None,
                                   "records": b""})
-                    errors = True
+                    ready = True
                     continue
-                out, n = self._follower_read(host, ps, replica_id, broker_epoch, p)
-                errors = errors or out["error_code"] != 0
-                total += n
+                out, complete = self._follower_read(host, ps, replica_id, broker_epoch, p)
+                ready = ready or complete
                 parts.append(out)
             key = {"topic": name} if version < 13 else {"topic_id": t.topic_id}
             responses.append({**key, "partitions": parts})
-        return responses, total, errors
+        return responses, ready
 
     def _follower_read(self, host: LeaderHost, ps: PartitionState, replica_id: int,
-                       broker_epoch: int, p: WireRequest) -> tuple[WireResponse, int]:
+                       broker_epoch: int, p: WireRequest) -> tuple[WireResponse, bool]:
         index = int(p.partition)
         fetch = FollowerFetch(
             replica_id=replica_id,
@@ -251,8 +253,7 @@ class ReplicaManager:
             log.info("partition %s leader_epoch=%d follower %d diverges at epoch %d end %d",
                      ps.name, ps.leader_epoch, replica_id, response.diverging.epoch,
                      response.diverging.end_offset)
-            return out, 1  # counts as "something to answer"
-        return out, len(answer.records)
+        return out, answer.complete
 
 
 # -- follower side ------------------------------------------------------------------------------

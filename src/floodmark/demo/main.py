@@ -21,8 +21,8 @@ from typing import Any
 
 from floodmark.progress import add_progress_flag
 from floodmark.replication.modes import Truncation
-from floodmark.sim.report import render_steps
-from floodmark.sim.scenarios import SCENARIOS, run_scenario
+from floodmark.sim.partition.report import render_steps
+from floodmark.sim.partition.scenarios import SCENARIOS, run_scenario
 
 MODES = (Truncation.HIGH_WATERMARK, Truncation.EPOCH_OFFSET, Truncation.LEADER_EPOCH)
 
@@ -80,7 +80,7 @@ def tour_scenarios() -> bool:
 
 
 def tour_explorer(seeds: int) -> bool:
-    from floodmark.sim.explore import ExploreOptions, explore, reproduce_command
+    from floodmark.sim.partition.explore import ExploreOptions, explore, reproduce_command
 
     _banner(f"4. Random fault schedules: {seeds} seeds per mode, SPEC §4 checked after every event")
     found: dict[Truncation, int] = {}

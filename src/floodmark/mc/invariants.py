@@ -1,6 +1,10 @@
 """SPEC §4 invariants over model states (and, for the monotonic ones, over transitions).
 
-Each check returns ``None`` when it holds or a one-line description of the violation.
+Each check returns ``None`` when it holds or a one-line description of the violation. The
+properties the simulator checks too are defined once, in ``floodmark.spec.partition``, over
+``ReplicaView`` values (``replica_views``); what only a state shows (the controller's ISR
+against the leader's, the history of committed records, a restarted replica's read_committed
+view) is judged here.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from floodmark.mc.pieces import (
 from floodmark.records import AbortedTracker, iter_batches
 from floodmark.replication import isr as isr_rules
 from floodmark.replication.partition import LeaderState
+from floodmark.spec import partition as spec
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,38 +45,30 @@ StateCheck = Callable[[Model, StateView], str | None]
 TransitionCheck = Callable[[Model, StateView, Action, StateView], str | None]
 
 
+def replica_views(model: Model, state: StateView) -> list[spec.ReplicaView]:
+    """The state's replicas as the shared invariants see them (no producer state: no LSO)."""
+    return [spec.ReplicaView(model.config.name(r), rep.log, rep.hw, rep.leader_epoch,
+                             rep.is_leader)
+            for r, rep in enumerate(state.replicas)]
+
+
 def hw_below_leo(model: Model, state: StateView) -> str | None:
     """HW <= LEO on every replica."""
-    for r, rep in enumerate(state.replicas):
-        if rep.hw > rep.leo:
-            return f"{model.config.name(r)} has HW {rep.hw} > LEO {rep.leo}"
+    for view in replica_views(model, state):
+        found = spec.hw_above_leo(view)
+        if found is not None:
+            return found
     return None
 
 
 def one_leader_per_epoch(model: Model, state: StateView) -> str | None:
     """No two replicas presume leadership in the same leader epoch."""
-    seen: dict[int, int] = {}
-    for r, rep in enumerate(state.replicas):
-        if rep.is_leader:
-            other = seen.get(rep.leader_epoch)
-            if other is not None:
-                names = model.config.name(other), model.config.name(r)
-                return f"{names[0]} and {names[1]} both lead epoch {rep.leader_epoch}"
-            seen[rep.leader_epoch] = r
-    return None
+    return spec.one_leader_per_epoch(replica_views(model, state))
 
 
 def log_matching(model: Model, state: StateView) -> str | None:
     """Below min(HW_a, HW_b) two replicas hold identical records."""
-    reps = state.replicas
-    for a in range(len(reps)):
-        for b in range(a + 1, len(reps)):
-            bound = min(reps[a].hw, reps[b].hw)
-            if reps[a].log[:bound] != reps[b].log[:bound]:
-                o = next(o for o in range(bound) if reps[a].log[o] != reps[b].log[o])
-                na, nb = model.config.name(a), model.config.name(b)
-                return f"{na} and {nb} differ at offset {o} < min HW {bound}"
-    return None
+    return spec.log_matching(replica_views(model, state))
 
 
 def strong_isr(model: Model, state: StateView) -> str | None:
@@ -116,20 +113,22 @@ def replication_quorum_superset(model: Model, state: StateView) -> str | None:
 
 def single_record_per_committed_offset(model: Model, state: StateView) -> str | None:
     """No two different records were ever committed at one offset."""
-    last_offset = -1
-    for offset, _epoch, _record in state.committed:
-        if offset == last_offset:
-            return f"two different records were committed at offset {offset}"
-        last_offset = offset
+    known: dict[int, object] = {}
+    for offset, epoch, record in state.committed:
+        earlier = spec.commit_conflict(known, offset, (epoch, record))
+        if earlier is not None:
+            return (f"two different records were committed at offset {offset}: {earlier} and "
+                    f"{(epoch, record)}")
+        known[offset] = (epoch, record)
     return None
 
 
 def no_committed_record_lost(model: Model, state: StateView) -> str | None:
     """Every record that was ever below some leader's HW is still held, at its offset, by some
     replica."""
+    views = replica_views(model, state)
     for offset, epoch, record in state.committed:
-        entry = (epoch, record)
-        if not any(rep.leo > offset and rep.log[offset] == entry for rep in state.replicas):
+        if all(spec.lacks_record(view, offset, record, epoch=epoch) for view in views):
             return f"committed record r{record} (offset {offset}, epoch {epoch}) is on no replica"
     return None
 
@@ -140,8 +139,10 @@ def leader_hw_monotonic(
     """A replica's HW never decreases while it stays leader (of the same epoch or a later one)."""
     for r in range(len(before.replicas)):
         a, b = before.replicas[r], after.replicas[r]
-        if a.is_leader and b.is_leader and b.hw < a.hw:
-            return f"leader {model.config.name(r)}'s HW went from {a.hw} to {b.hw}"
+        if a.is_leader and b.is_leader:
+            found = spec.leader_hw_decreased(model.config.name(r), b.leader_epoch, a.hw, b.hw)
+            if found is not None:
+                return found
     return None
 
 
@@ -154,8 +155,11 @@ def epochs_monotonic(
         return "controller epoch decreased"
     for r in range(len(before.replicas)):
         b = after.replicas[r]
-        if b.role is not None and b.leader_epoch < before.replicas[r].leader_epoch:
-            return f"{model.config.name(r)}'s leader epoch decreased"
+        if b.role is not None:
+            found = spec.epoch_decreased(model.config.name(r), before.replicas[r].leader_epoch,
+                                         b.leader_epoch)
+            if found is not None:
+                return found
     return None
 
 
@@ -237,8 +241,9 @@ def _uncommitted_seen(model: Model, rep: ReplicaValue) -> str | None:
             if kind.txn is None:
                 continue
             marker = _marker_at(rep.log, kind.txn)
-            if marker is None or marker[0] >= lso or not marker[1]:
-                what = "open" if marker is None or marker[0] >= lso else "aborted"
+            what = spec.uncommitted_shown(None if marker is None or marker[0] >= lso
+                                          else marker[1])
+            if what is not None:
                 found = (f"(LSO {lso}, {how}) sees {record_name(rep.log[offset][1])} at "
                          f"offset {offset} of an {what} transaction")
                 break

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.records import iter_batches
@@ -43,7 +43,7 @@ from floodmark.replication.partition import (
     WakeFollowerFetches,
 )
 from floodmark.replication.producer_state import AbortedTxn
-from floodmark.replication.purgatory import CompleteProduce
+from floodmark.replication.purgatory import CompleteProduce, FollowerFetchPurgatory, Parked
 from floodmark.replication.schedule import PeriodicWork
 
 Records = bytes | bytearray | memoryview
@@ -77,6 +77,17 @@ class FollowerFetchAnswer:
                 or self.response.diverging is not None or bool(self.records))
 
 
+class ParkedFollowerFetch(Protocol):
+    """What the driver needs of a parked follower fetch: the fetch (the runner's value also
+    says where to send the answer)."""
+
+    @property
+    def fetch(self) -> FollowerFetch: ...
+
+
+F = TypeVar("F", bound=ParkedFollowerFetch)
+
+
 class ReplicaLog(LogView, Protocol):
     """What the driver needs of ``floodmark.storage.Log``: the core's view plus the writes."""
 
@@ -106,9 +117,10 @@ class ReplicaPorts(Protocol):
         """Send AlterPartition to the controller (and resend it while ``is_proposal_pending``)."""
 
     def wake_follower_fetches(self) -> None:
-        """Ask the core again for the follower fetches parked on this partition
-        (``ReplicaDriver.answer_follower_fetch``), after the current step: they have records
-        now, or an error."""
+        """Ask the core again for the follower fetches parked on this partition, after the
+        current step (``ReplicaDriver.answer_parked_follower_fetches`` over the runner's
+        ``FollowerFetchPurgatory``; the broker re-runs each waiting request's partitions
+        through ``answer_follower_fetch``): they may have records now, or an error."""
 
     def log_truncated(self, before: int, after: int, reason: str, *, fully: bool) -> None:
         """The log was cut from ``before`` to ``after`` (``fully``: emptied, starting there)."""
@@ -237,6 +249,35 @@ class ReplicaDriver:
                                          decision.log_end_offset)
         return FollowerFetchAnswer(decision, follower_fetch_response(decision, fetch, records),
                                    records)
+
+    def answer_parked_follower_fetches(
+        self, parked: FollowerFetchPurgatory[F], now_ms: int, read: ReadBatches,
+        send: Callable[[F, FollowerFetchAnswer], None], *,
+        which: Callable[[F], bool] | None = None, force: bool = False,
+    ) -> int:
+        """The parked follower fetches ``which`` selects (all by default), each asked again in
+        its turn (``answer_follower_fetch``, as when it arrived): one the core now has an
+        answer for, one whose wait is over, and with ``force`` every one asked, leaves the
+        purgatory and its answer is sent (``send``, before the next one is asked); the others
+        stay parked. The runner calls this after a step in which the core said
+        ``WakeFollowerFetches`` (a produce's own answer goes first), when a wait runs out, or
+        to release fetches by hand (a scenario). Returns how many were answered."""
+        answered_count = 0
+
+        def selected(p: Parked[F]) -> bool:
+            return which is None or which(p.request)
+
+        def answered(p: Parked[F]) -> bool:
+            nonlocal answered_count
+            answer = self.answer_follower_fetch(p.request.fetch, now_ms, read)
+            if not (answer.complete or force or now_ms >= p.deadline_ms):
+                return False
+            send(p.request, answer)
+            answered_count += 1
+            return True
+
+        parked.release(selected, answered)
+        return answered_count
 
     # -- follower ------------------------------------------------------------------------------
     def on_fetch_response(self, response: FetchResponse,

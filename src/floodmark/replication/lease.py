@@ -29,7 +29,7 @@ Availability: the rule does not step down where stepping down helps no one.
 * No other replica is in the ISR (the maximal one, a pending change included): the controller
   cannot elect another leader cleanly, so the partition's only server stays.
 
-Checked: the simulator runs this rule (``sim/broker.py``, ``SimBroker.steps_down``) under the
+Checked: the simulator runs this rule (``sim/partition/broker.py``, ``SimBroker.steps_down``) under the
 explorer's faults, the isolated leader among them, with the invariants ``one-writer-per-epoch``
 and ``acked-write-lost`` (``tests/sim/test_explore.py``). The model checker (``mc/model.py``)
 lets any replica that presumes leadership write, a zombie included: the behaviours with this

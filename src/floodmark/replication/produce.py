@@ -1,7 +1,7 @@
 """The leader's produce path for one partition: checks, idempotence, append, the purgatory.
 
 One place for the rule the broker and the simulator both run (``broker/handlers/data.py`` and
-``sim/broker.py`` call :func:`produce_as_leader`; only the log underneath differs: real files or
+``sim/partition/broker.py`` call :func:`produce_as_leader`; only the log underneath differs: real files or
 the simulator's ``MemoryFileSystem``).
 
 The rule that matters most here (KAFKA's ``DelayedProduce``): **every** acks=all answer waits

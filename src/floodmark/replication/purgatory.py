@@ -1,4 +1,7 @@
-"""acks=all produces waiting for the high watermark (Kafka's ``DelayedProduce``), as values.
+"""What a leader keeps waiting, as values: acks=all produces waiting for the high watermark
+(Kafka's ``DelayedProduce``) and follower fetches waiting for the leader's next append (its
+``DelayedFetch`` for replicas: ``FollowerFetchPurgatory``; the driver asks the core again for
+them, ``ReplicaDriver.answer_parked_follower_fetches``).
 
 A parked produce completes, per ``try_complete``:
 
@@ -18,9 +21,13 @@ waits and times out (or succeeds once the ISR recovers); AFTER_APPEND only happe
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from floodmark.errors import ErrorCode
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +96,56 @@ class ProducePurgatory:
         done = [CompleteProduce(p.produce_id, error, -1) for p in self._waiting]
         self._waiting = []
         return done
+
+    def next_deadline_ms(self) -> int | None:
+        return min((p.deadline_ms for p in self._waiting), default=None)
+
+
+@dataclass(frozen=True, slots=True)
+class Parked(Generic[T]):
+    """One parked request and when its wait is over."""
+
+    request: T
+    deadline_ms: int
+
+
+class FollowerFetchPurgatory(Generic[T]):
+    """Follower fetches parked at a leader, in arrival order, each until the core has an answer
+    for it (records, an error, a diverging epoch) or its wait (``replica.fetch.wait.max.ms``)
+    is over. ``T``: the fetch with whatever the runner needs to send the answer back. Bounded
+    by ``max_waiting``. Which ones to answer is the driver's call
+    (``ReplicaDriver.answer_parked_follower_fetches``); this only keeps them."""
+
+    __slots__ = ("_waiting", "max_waiting")
+
+    def __init__(self, max_waiting: int = 10_000) -> None:
+        self._waiting: list[Parked[T]] = []
+        self.max_waiting = max_waiting
+
+    def __len__(self) -> int:
+        return len(self._waiting)
+
+    def park(self, request: T, deadline_ms: int) -> Parked[T]:
+        if len(self._waiting) >= self.max_waiting:
+            raise OverflowError(f"follower fetch purgatory full ({self.max_waiting} waiting)")
+        parked = Parked(request, deadline_ms)
+        self._waiting.append(parked)
+        return parked
+
+    def release(self, which: Callable[[Parked[T]], bool],
+                answered: Callable[[Parked[T]], bool]) -> None:
+        """For each parked fetch ``which`` selects, in order: ``answered`` says whether it
+        was answered (it leaves) or not (it stays, in its place)."""
+        self._waiting = [p for p in self._waiting if not (which(p) and answered(p))]
+
+    def drop(self, which: Callable[[Parked[T]], bool]) -> int:
+        """Forget the parked fetches ``which`` selects, unanswered; how many."""
+        before = len(self._waiting)
+        self._waiting = [p for p in self._waiting if not which(p)]
+        return before - len(self._waiting)
+
+    def clear(self) -> None:
+        self._waiting = []
 
     def next_deadline_ms(self) -> int | None:
         return min((p.deadline_ms for p in self._waiting), default=None)

@@ -18,7 +18,7 @@ import sys
 from typing import Any
 
 from floodmark.replication.modes import DEFAULT_TRUNCATION, Truncation
-from floodmark.sim.explore import (
+from floodmark.sim.partition.explore import (
     DEFAULT_TXN_GIVE_UP_AFTER_MS,
     ExploreOptions,
     SeedResult,
@@ -26,8 +26,8 @@ from floodmark.sim.explore import (
     reproduce_command,
     run_seed,
 )
-from floodmark.sim.report import render_steps, transactions_open
-from floodmark.sim.scenarios import SCENARIOS, run_scenario
+from floodmark.sim.partition.report import render_steps, transactions_open
+from floodmark.sim.partition.scenarios import SCENARIOS, run_scenario
 
 MODES = [m.value for m in Truncation]
 
@@ -163,7 +163,7 @@ def register(sim_subparsers: Any) -> None:
     replay.add_argument("--json", action="store_true")
     replay.set_defaults(func=cmd_replay)
 
-    from floodmark.sim import quorum_cli
+    from floodmark.sim.quorum import cli as quorum_cli
 
     quorum_cli.register(sim_subparsers)
 
@@ -241,7 +241,7 @@ def cmd_explore(args: argparse.Namespace) -> int:
         if args.spark_parts <= 0:
             sys.stderr.write("--spark-parts must be positive\n")
             return 2
-        from floodmark.sim.distributed import explore_on_spark
+        from floodmark.sim.partition.distributed import explore_on_spark
 
         report = explore_on_spark(args.seeds, options, args.spark, start_seed=args.start_seed,
                                   parts=args.spark_parts)

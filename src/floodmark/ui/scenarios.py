@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from floodmark.replication.modes import DEFAULT_TRUNCATION, Truncation
-from floodmark.sim.scenarios import SCENARIOS, run_scenario
+from floodmark.sim.partition.scenarios import SCENARIOS, run_scenario
 
 
 def scenario_list() -> dict[str, Any]:

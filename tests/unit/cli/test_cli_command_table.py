@@ -114,7 +114,7 @@ def test_a_user_mistake_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
 # Registrars that another registrar calls (not listed in the table themselves), and modules whose
 # ``register`` is not a command's (Spark's data source).
 CALLED_BY_ANOTHER = {"floodmark.cli.group_offsets": "floodmark.cli.group",
-                     "floodmark.sim.quorum_cli": "floodmark.sim.cli"}
+                     "floodmark.sim.quorum.cli": "floodmark.sim.cli"}
 NOT_COMMANDS = {"floodmark.spark"}
 
 

@@ -1,5 +1,5 @@
 """The quorum's invariants over model states: the simulator's definitions
-(``floodmark.sim.quorum_invariants``), applied to every state and every step the checker
+(``floodmark.spec.quorum``), applied to every state and every step the checker
 reaches. Names and details are the simulator's.
 
 State invariants read the voters' values and the histories: election safety (over every
@@ -23,7 +23,7 @@ from floodmark.mc.quorum.model import (
     committed_entries,
 )
 from floodmark.mc.quorum.voter import VoterValue
-from floodmark.sim import quorum_invariants as inv
+from floodmark.spec import quorum as inv
 
 
 def _name(i: int) -> str:

@@ -10,8 +10,7 @@ from floodmark.controller.quorum.roles import Leader, leader_of, voted_for
 from floodmark.mc.quorum.checker import QuorumResult
 from floodmark.mc.quorum.model import Action, QuorumModel, StateView
 from floodmark.mc.quorum.voter import RETRY_MS, VoterValue
-from floodmark.sim.quorum import describe_message, node_name
-from floodmark.sim.quorum_scenario import QuorumStep, render_quorum_steps
+from floodmark.spec.quorum_steps import QuorumStep, describe_message, node_name, render_quorum_steps
 
 
 def describe(model: QuorumModel, action: Action | None, after: StateView) -> str:

@@ -3,4 +3,4 @@
 every request and every step of a commit or an abort (``coordinator``), and the one driver that
 carries its decisions out through ports (``driver``: writes, markers and their retries, timers).
 The broker (``floodmark.broker.txn_coordinator``) and the simulator
-(``floodmark.sim.txn_coordinator``) only plug their ports into that driver."""
+(``floodmark.sim.partition.txn_coordinator``) only plug their ports into that driver."""

@@ -1,7 +1,7 @@
 """The one interpreter of the transaction coordinator's effects, sans-I/O.
 
 The broker (``floodmark.broker.txn_coordinator``) and the simulator
-(``floodmark.sim.txn_coordinator``) each hold a ``TxnDriver`` over the same ``TxnCoordinator``
+(``floodmark.sim.partition.txn_coordinator``) each hold a ``TxnDriver`` over the same ``TxnCoordinator``
 core; they differ only in their ``TxnPorts`` (the leader produce path and sockets, or the
 simulated disk and network) and in the clock that calls :meth:`TxnDriver.tick`. Every rule about
 carrying out a decision is here, once:

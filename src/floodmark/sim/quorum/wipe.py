@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from floodmark.sim.network import NetworkConfig, PartitionMode
-from floodmark.sim.quorum import QuorumSimConfig, QuorumWorld, SimVoter
-from floodmark.sim.quorum_scenario import QuorumStep, _run_until, _snapshot
+from floodmark.sim.quorum.scenario import _run_until, _snapshot
+from floodmark.sim.quorum.world import QuorumSimConfig, QuorumWorld, SimVoter
+from floodmark.spec.quorum_steps import QuorumStep
 
 WIPE_SCENARIOS = ("wiped-records", "wiped-vote")
 WIPE_SEED = 7

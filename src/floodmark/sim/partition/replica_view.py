@@ -1,5 +1,6 @@
 """What the checker and the step tables see of one simulated replica: a mirror of its log as
-(epoch, value) entries, decoded from the bytes the storage holds, and a snapshot of its state.
+(epoch, value) entries, decoded from the bytes the storage holds, the ``spec.partition``
+view the invariants judge, and a snapshot of its state.
 
 No rule lives here: the replica's state is the shared core's (``replication.Partition``) and
 its log is the real storage's; this only reads them in the simulator's vocabulary (a record's
@@ -12,33 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from floodmark.records import decode_batch, iter_batches, read_end_txn_marker
 from floodmark.replication.partition import LeaderState, Partition
+from floodmark.spec.entries import Entry, decode_entries
+from floodmark.spec.partition import ReplicaView
 from floodmark.storage.log import Log
-
-Entry = tuple[int, str]  # (leader epoch stamped in the batch, value)
-
-
-def marker_label(producer_id: int, committed: bool) -> str:
-    """How a transaction marker shows in the mirror and the step tables."""
-    return f"{'COMMIT' if committed else 'ABORT'}(p{producer_id})"
-
-
-def decode_entries(buffer: bytes | bytearray | memoryview) -> list[tuple[int, int, str]]:
-    """(offset, epoch, value) for every record in a run of batches (a marker as its label)."""
-    out: list[tuple[int, int, str]] = []
-    for position, header in iter_batches(buffer, validate=False):
-        _, records = decode_batch(buffer, position, validate=False)
-        epoch = header.partition_leader_epoch
-        if header.is_control:
-            committed = read_end_txn_marker(header).committed
-            label = marker_label(header.producer_id, committed)
-            out.extend((r.offset, epoch, label) for r in records)
-            continue
-        for record in records:
-            value = record.value.decode() if record.value is not None else ""
-            out.append((record.offset, epoch, value))
-    return out
 
 
 @dataclass(slots=True)
@@ -62,6 +40,12 @@ class LogMirror:
             self.entries = [(-1, "")] * after  # below the log start: unknown
         else:
             del self.entries[after:]
+
+
+def replica_view(name: str, partition: Partition, mirror: LogMirror) -> ReplicaView:
+    """The replica as the shared invariants see it (``floodmark.spec.partition``)."""
+    return ReplicaView(name, mirror.entries, partition.high_watermark, partition.leader_epoch,
+                       partition.is_leader, partition.last_stable_offset)
 
 
 DOWN: dict[str, Any] = {"log": [], "leo": -1, "hw": -1, "epochs": [], "alive": False}

@@ -20,9 +20,9 @@ from floodmark.errors import ErrorCode
 from floodmark.replication.modes import Truncation
 from floodmark.replication.transactions import log as txn_log
 from floodmark.replication.transactions.state import TxnState
-from floodmark.sim import messages as m
-from floodmark.sim.follower_reads import FollowerReadCheck
-from floodmark.sim.script import Script
+from floodmark.sim.partition import messages as m
+from floodmark.sim.partition.follower_reads import FollowerReadCheck
+from floodmark.sim.partition.script import Script
 
 HW = Truncation.HIGH_WATERMARK
 EO = Truncation.EPOCH_OFFSET

@@ -18,15 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from floodmark.sim.network import NetworkConfig
-from floodmark.sim.quorum import QuorumSimConfig, QuorumWorld, SimVoter, node_name
+from floodmark.sim.quorum.world import QuorumSimConfig, QuorumWorld, SimVoter
+from floodmark.spec.quorum_steps import QuorumStep, node_name
 
 SCENARIO_SEED = 11
-
-
-@dataclass(slots=True)
-class QuorumStep:
-    event: str
-    voters: dict[str, dict[str, Any]]
 
 
 @dataclass(slots=True)
@@ -137,25 +132,3 @@ def _run_until(qw: QuorumWorld, done: Any, limit_ms: int = 10_000) -> None:
     while not done() and qw.now_ms < deadline:
         if not qw.world.step():
             break
-
-
-def render_quorum_steps(steps: list[QuorumStep]) -> list[str]:
-    lines: list[str] = []
-    for index, s in enumerate(steps, 1):
-        lines.append(f"{index:>2}. {s.event}")
-        for name, snap in s.voters.items():
-            if not snap.get("alive"):
-                lines.append(f"    {name}  (down)")
-                continue
-            mark = "*" if snap["role"] == "Leader" else " "
-            cells = " ".join(f"{o}:e{e}:{v}" for o, e, v in snap["log"])
-            epochs = "{" + ", ".join(f"{e}:{o}" for e, o in snap["epochs"]) + "}"
-            voted = snap["voted_for"] if snap["voted_for"] >= 0 else "-"
-            line = (f"    {name}{mark} {snap['role']:<11} epoch={snap['epoch']:<2} "
-                    f"voted={voted:<2} [{cells}]".ljust(72)
-                    + f" LEO={snap['leo']:<3} HW={snap['hw']:<3} epochs={epochs}")
-            if "voter_leos" in snap:
-                line += "  voter LEOs: " + " ".join(f"{k}={v}"
-                                                    for k, v in snap["voter_leos"].items())
-            lines.append(line)
-    return lines

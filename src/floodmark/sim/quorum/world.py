@@ -4,7 +4,7 @@ the controller process runs, over a real ``Log`` and ``quorum-state`` file on a
 loss, partitions, paused nodes) and virtual time. Only sockets, clocks and disks are swapped.
 
 ``QuorumWorld`` also keeps the books the invariants need (defined once in
-``sim.quorum_invariants``, which the model checker shares):
+``floodmark.spec.quorum``, which the model checker shares):
 
 * election safety: at most one leader per epoch, ever;
 * leader completeness: a new leader's log holds every record committed before;
@@ -51,9 +51,11 @@ from floodmark.controller.snapshot import (
     open_with_snapshot,
     snapshot_epoch,
 )
-from floodmark.sim import quorum_invariants as inv
 from floodmark.sim.network import Network, NetworkConfig, PartitionMode
-from floodmark.sim.quorum_invariants import (
+from floodmark.sim.world import World
+from floodmark.spec import quorum as inv
+from floodmark.spec.entries import decode_entries
+from floodmark.spec.quorum import (
     Entry,
     commit_conflict,
     log_matching,
@@ -61,8 +63,7 @@ from floodmark.sim.quorum_invariants import (
     other_leader,
     under_replicated,
 )
-from floodmark.sim.replica_view import decode_entries
-from floodmark.sim.world import World
+from floodmark.spec.quorum_steps import describe_message, node_name
 from floodmark.storage.config import LogConfig
 from floodmark.storage.fs import MemoryFileSystem
 from floodmark.storage.log import Log
@@ -110,10 +111,6 @@ class QuorumSimConfig:
                             request_timeout_ms=self.request_timeout_ms,
                             retry_backoff_ms=self.retry_backoff_ms,
                             fetch_idle_backoff_ms=self.fetch_idle_backoff_ms)
-
-
-def node_name(node_id: int) -> str:
-    return f"c{node_id}"
 
 
 class SimVoter:
@@ -583,9 +580,3 @@ def _durable_entries(voter: SimVoter) -> dict[int, Entry]:
         log.close()
 
 
-def describe_message(message: QuorumMessage) -> str:
-    """``VoteRequest(candidate_epoch=1, ...)``: the fields that are set."""
-    name = type(message).__name__
-    fields = ", ".join(f"{k}={getattr(message, k)}" for k in message.__dataclass_fields__
-                       if getattr(message, k) not in (None, -1))
-    return f"{name}({fields})"

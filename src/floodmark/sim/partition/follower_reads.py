@@ -21,9 +21,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from floodmark.sim.broker import SimBroker
-from floodmark.sim.checker import Checker
-from floodmark.sim.clients import Consumer
+from floodmark.sim.partition.broker import SimBroker
+from floodmark.sim.partition.checker import Checker
+from floodmark.sim.partition.clients import Consumer
 
 
 class ReadHost(Protocol):

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 
 from floodmark.controller.quorum.voter_set import directory_of
 from floodmark.sim.network import NetworkConfig, PartitionMode
-from floodmark.sim.quorum import QuorumSimConfig, QuorumWorld, SimVoter, Violation
+from floodmark.sim.quorum.world import QuorumSimConfig, QuorumWorld, SimVoter, Violation
 
 FAULTS = ("crash", "crash-lose-unsynced", "stop", "restart", "pause", "resume",
           "partition-hold", "partition-reset", "heal")

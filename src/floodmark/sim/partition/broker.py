@@ -18,13 +18,14 @@ from floodmark.errors import ErrorCode, KafkaError
 from floodmark.records import AbortedTracker, iter_batches, simple_batch
 from floodmark.replication import lease
 from floodmark.replication.controller_session import ControllerSession
-from floodmark.replication.driver import ReplicaDriver
+from floodmark.replication.driver import FollowerFetchAnswer, ReplicaDriver
 from floodmark.replication.election import AlterPartitionRequest
 from floodmark.replication.partition import (
     Effect,
     EpochQuery,
     FollowerAction,
     FollowerActionKind,
+    FollowerFetch,
     FollowerState,
     NextFetch,
     Partition,
@@ -35,16 +36,18 @@ from floodmark.replication.produce import (
     produce_as_leader,
     write_marker_as_leader,
 )
-from floodmark.replication.purgatory import CompleteProduce
+from floodmark.replication.purgatory import CompleteProduce, FollowerFetchPurgatory
 from floodmark.replication.reads import FetchIsolation, read_for_fetch
 from floodmark.replication.replica_selector import ReplicaSelection
 from floodmark.replication.schedule import PeriodicWork
-from floodmark.sim import messages as m
-from floodmark.sim import replica_view
-from floodmark.sim.config import SimConfig
 from floodmark.sim.network import Network
-from floodmark.sim.replica_view import Entry, LogMirror, decode_entries, marker_label
+from floodmark.sim.partition import messages as m
+from floodmark.sim.partition import replica_view
+from floodmark.sim.partition.config import SimConfig
+from floodmark.sim.partition.replica_view import LogMirror
 from floodmark.sim.world import World
+from floodmark.spec.entries import Entry, decode_entries, marker_label
+from floodmark.spec.partition import ReplicaView
 from floodmark.storage.checkpoints import OffsetCheckpointFile, TopicPartition
 from floodmark.storage.config import LogConfig
 from floodmark.storage.fs import MemoryFileSystem
@@ -78,11 +81,16 @@ DATA_DIR = "/data"
 HW_CHECKPOINT = f"{DATA_DIR}/replication-offset-checkpoint"
 RECOVERY_CHECKPOINT = f"{DATA_DIR}/recovery-point-offset-checkpoint"
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class ParkedFetch:
+    """A follower fetch parked at this leader, with where its answer goes."""
+
     src: str
     request: m.FetchRequestMsg
-    deadline_ms: int
+
+    @property
+    def fetch(self) -> FollowerFetch:
+        return self.request.fetch
 
 
 class SimBroker:
@@ -111,7 +119,7 @@ class SimBroker:
             kafka_aborted_batch_duplicates=self.config.kafka_aborted_batch_duplicates,
         )
         self.mirror = LogMirror()  # the log as (epoch, value) entries: index = offset
-        self.parked: list[ParkedFetch] = []
+        self.parked: FollowerFetchPurgatory[ParkedFetch] = FollowerFetchPurgatory()
         self.woken = False  # WakeFollowerFetches in this step: ask the parked fetches again
         self._tick_at: int | None = None  # when the node's timer fires next (``_arm_tick``)
         self.deferred: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
@@ -169,7 +177,7 @@ class SimBroker:
             self.log, self, checkpointed_high_watermark=checkpointed, now_ms=now)
         self.partition = self.driver.partition
         self.mirror.load(self.log)
-        self.parked = []
+        self.parked.clear()
         self.woken = False
         self.deferred = []
         self.fetch_inflight = False
@@ -226,7 +234,7 @@ class SimBroker:
         self.log = None
         self.partition = None
         self.driver = None
-        self.parked = []
+        self.parked.clear()
         self.woken = False
         self.world.record(f"{self.name} crash lose_unsynced={lose_unsynced}")
 
@@ -540,72 +548,51 @@ class SimBroker:
             self.net.send(self.name, src, self.last_metadata)
 
     def _on_fetch_request(self, src: str, msg: m.FetchRequestMsg) -> None:
-        assert self.partition is not None and self.log is not None
         assert self.driver is not None
         answer = self.driver.answer_follower_fetch(msg.fetch, self.world.now_ms,
                                                    self._read_batches)
         if answer.complete:
-            self.net.send(self.name, src,
-                          m.FetchReplyMsg(msg.session, answer.response, bytes(answer.records)))
-            return
-        if not self.config.autonomous:  # a scenario releases it (``release_parked``)
-            self.parked.append(ParkedFetch(src, msg, 10**12))
-            return
-        parked = ParkedFetch(src, msg, self.world.now_ms + self.config.fetch_wait_max_ms)
-        self.parked.append(parked)
-        self._timer(self.config.fetch_wait_max_ms, self._fetch_wait_over, parked)
-
-    def _fetch_wait_over(self, parked: ParkedFetch) -> None:
-        """A parked follower fetch's ``replica.fetch.wait.max.ms`` ran out: asked again and
-        answered, whatever it holds (nothing, as a rule)."""
-        self._complete_parked(lambda p: p is parked)
+            self._send_fetch_answer(ParkedFetch(src, msg), answer)
+        elif not self.config.autonomous:  # a scenario releases it (``release_parked``)
+            self.parked.park(ParkedFetch(src, msg), 10**12)
+        else:
+            wait_ms = self.config.fetch_wait_max_ms
+            parked = self.parked.park(ParkedFetch(src, msg), self.world.now_ms + wait_ms)
+            self._timer(wait_ms, self._answer_parked, lambda p: p is parked.request, False)
 
     def _read_batches(self, start: int, upto: int) -> bytes:
         assert self.log is not None
         return bytes(self.log.read(start, self.config.fetch_max_bytes, upto).records)
 
-    def _complete_parked(self, which: Callable[[ParkedFetch], bool]) -> None:
-        """Answer the parked follower fetches ``which`` selects now (their wait is over, or a
-        scenario releases them), each by asking the core again, as the broker does."""
-        self._ask_parked_again(which, force=True)
+    def _send_fetch_answer(self, parked: ParkedFetch, answer: FollowerFetchAnswer) -> None:
+        self.net.send(self.name, parked.src, m.FetchReplyMsg(
+            parked.request.session, answer.response, bytes(answer.records)))
 
-    def _ask_parked_again(self, which: Callable[[ParkedFetch], bool], *, force: bool) -> None:
-        """Ask the core again for the parked follower fetches ``which`` selects
-        (``answer_follower_fetch``): one that now has an answer (records, an error, a diverging
-        epoch) is answered, and with ``force`` every one asked; the others stay parked."""
-        if not self.parked:
+    def _answer_parked(self, which: Callable[[ParkedFetch], bool] | None, force: bool) -> None:
+        """The parked follower fetches ``which`` selects, asked again by the driver
+        (``answer_parked_follower_fetches``): those with an answer, or whose
+        ``replica.fetch.wait.max.ms`` ran out, or all with ``force``, are answered."""
+        if self.driver is None or not self.parked:
             return
-        assert self.driver is not None
-        keep: list[ParkedFetch] = []
-        for parked in self.parked:
-            if not which(parked):
-                keep.append(parked)
-                continue
-            fetch = parked.request.fetch
-            answer = self.driver.answer_follower_fetch(fetch, self.world.now_ms,
-                                                       self._read_batches)
-            if answer.complete or force:
-                self.net.send(self.name, parked.src, m.FetchReplyMsg(
-                    parked.request.session, answer.response, bytes(answer.records)))
-            else:
-                keep.append(parked)
-        self.parked = keep
+        self.driver.answer_parked_follower_fetches(
+            self.parked, self.world.now_ms, self._read_batches, self._send_fetch_answer,
+            which=which, force=force)
 
     def _answer_woken_fetches(self) -> None:
         """The core said ``WakeFollowerFetches`` during this step: after the step (a produce's
         own answer goes first, as on the broker, whose wake runs the fetches later)."""
-        if self.woken and self.alive and self.driver is not None:
+        if self.woken and self.alive:
             self.woken = False
-            self._ask_parked_again(lambda _p: True, force=False)
+            self._answer_parked(None, force=False)
 
     def release_parked(self, follower_name: str) -> bool:
         """Scenario helper: answer the parked fetch of one follower now."""
         before = len(self.parked)
-        self._complete_parked(lambda p: p.src == follower_name)
+        self._answer_parked(lambda p: p.src == follower_name, force=True)
         return len(self.parked) < before
 
     def drop_parked(self, follower_name: str) -> None:
-        self.parked = [p for p in self.parked if p.src != follower_name]
+        self.parked.drop(lambda p: p.request.src == follower_name)
 
     def _on_epoch_query(self, src: str, msg: m.EpochQueryMsg) -> None:
         assert self.partition is not None and self.log is not None
@@ -753,6 +740,12 @@ class SimBroker:
     @property
     def entries(self) -> list[Entry]:
         return self.mirror.entries
+
+    def view(self) -> ReplicaView | None:
+        """This replica for the shared invariants (``spec.partition``); None while down."""
+        if not self.alive or self.log is None or self.partition is None:
+            return None
+        return replica_view.replica_view(self.name, self.partition, self.mirror)
 
     def snapshot(self) -> dict[str, Any]:
         """{"log": [[offset, epoch, value]...], "leo", "hw", "epochs", ...} of this replica."""

@@ -17,12 +17,12 @@ from floodmark.errors import ErrorCode
 from floodmark.replication.modes import Truncation
 from floodmark.replication.partition import EpochQuery, FollowerFetch
 from floodmark.replication.transactions.state import TxnState
-from floodmark.sim import messages as m
-from floodmark.sim.cluster import Cluster
-from floodmark.sim.config import SimConfig
 from floodmark.sim.network import NetworkConfig, PartitionMode
-from floodmark.sim.replica_view import marker_label
-from floodmark.sim.txn_coordinator import SimTxnCoordinator
+from floodmark.sim.partition import messages as m
+from floodmark.sim.partition.cluster import Cluster
+from floodmark.sim.partition.config import SimConfig
+from floodmark.sim.partition.txn_coordinator import SimTxnCoordinator
+from floodmark.spec.entries import marker_label
 
 CONTROLLER = "controller"
 CLIENT = "txn-client"  # the scenario's transactional producer, as the coordinator sees it

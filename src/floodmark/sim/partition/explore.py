@@ -55,13 +55,13 @@ from typing import Any
 from floodmark.constants import ACKS_ALL, ACKS_LEADER, ACKS_NONE
 from floodmark.replication.modes import Truncation
 from floodmark.replication.transactions.state import TxnState
-from floodmark.sim.broker import SimBroker
-from floodmark.sim.checker import Violation
-from floodmark.sim.clients import Consumer, TxnWriter
-from floodmark.sim.cluster import Cluster
-from floodmark.sim.config import SimConfig
-from floodmark.sim.follower_reads import enable_follower_fetching
 from floodmark.sim.network import NetworkConfig, PartitionMode
+from floodmark.sim.partition.broker import SimBroker
+from floodmark.sim.partition.checker import Violation
+from floodmark.sim.partition.clients import Consumer, TxnWriter
+from floodmark.sim.partition.cluster import Cluster
+from floodmark.sim.partition.config import SimConfig
+from floodmark.sim.partition.follower_reads import enable_follower_fetching
 
 CONTROLLER = "controller"
 DEFAULT_FAULT_PHASE_MS = 4000
@@ -473,7 +473,7 @@ class ExploreReport:
     elapsed_s: float
     totals: tuple[int, int, int] | None = None
     """(acknowledged writes, events, broker restarts) over every seed, when ``results`` holds
-    only the seeds that found something (``sim/distributed.py``); None: ``results`` holds every
+    only the seeds that found something (``sim/partition/distributed.py``); None: ``results`` holds every
     seed."""
 
     @property

@@ -42,12 +42,12 @@ from floodmark.replication.transactions.coordinator import (
 )
 from floodmark.replication.transactions.driver import MarkerPolicy, TxnDriver
 from floodmark.replication.transactions.state import Partition, TxnMetadata, TxnState
-from floodmark.sim import messages as m
-from floodmark.sim.clients import ProduceOutcome
-from floodmark.sim.config import SimConfig
 from floodmark.sim.network import Network
-from floodmark.sim.replica_view import marker_label
+from floodmark.sim.partition import messages as m
+from floodmark.sim.partition.clients import ProduceOutcome
+from floodmark.sim.partition.config import SimConfig
 from floodmark.sim.world import World
+from floodmark.spec.entries import marker_label
 
 NAME = "txn-coordinator"
 TXN_PARTITION = 0  # the one ``__transaction_state`` partition of the simulated cluster

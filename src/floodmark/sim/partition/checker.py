@@ -1,5 +1,9 @@
 """SPEC section 4 invariants, checked by the simulator after every event.
 
+Each property is defined once, in ``floodmark.spec.partition`` (the model checker judges its
+states with the same functions); this module keeps the run's histories (leaders per epoch, the
+acknowledged and served records, the transactions' decisions) and asks the spec.
+
 =====================  ======================================================================
 invariant               checked
 =====================  ======================================================================
@@ -40,10 +44,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from floodmark.sim.broker import SimBroker
-from floodmark.sim.clients import Producer
-from floodmark.sim.controller import SimController
+from floodmark.sim.partition.broker import SimBroker
+from floodmark.sim.partition.clients import Producer
+from floodmark.sim.partition.controller import SimController
 from floodmark.sim.world import World
+from floodmark.spec import partition as spec
+from floodmark.spec.entries import is_marker_label
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,8 +108,8 @@ class Checker:
 
     # -- hooks ----------------------------------------------------------------------------------
     def on_acknowledged(self, offset: int, value: str) -> None:
-        previous = self.acked.get(offset)
-        if previous is not None and previous != value:
+        previous = spec.commit_conflict(self.acked, offset, value)
+        if previous is not None:
             # One offset holds one record: the first acknowledged write there is gone.
             self.flag(
                 "acked-write-lost",
@@ -148,8 +154,8 @@ class Checker:
                 self.flag("consumer-below-hw", f"{broker.name} served offset {offset} >= HW {hw}")
             if isolation_level == 1:
                 self._check_read_committed(broker, offset, value, last_stable_offset)
-            previous = self.served.get(offset)
-            if previous is not None and previous != value:
+            previous = spec.commit_conflict(self.served, offset, value)
+            if previous is not None:
                 self.flag(
                     "no-divergence",
                     f"consumers were served {previous} and {value} at offset {offset}",
@@ -177,13 +183,10 @@ class Checker:
         txn = self.txn_of_value.get(value)
         if txn is None:
             return
-        decision = self.decided.get(txn)
-        if decision is None:
-            self.flag("read-committed", f"{broker.name} served {value} of the open transaction "
+        why = spec.uncommitted_shown(self.decided.get(txn))
+        if why is not None:
+            self.flag("read-committed", f"{broker.name} served {value} of an {why} transaction "
                       f"of producer {txn[0]} to a read_committed consumer")
-        elif not decision:
-            self.flag("read-committed", f"{broker.name} served {value} of an aborted "
-                      f"transaction of producer {txn[0]} to a read_committed consumer")
 
     def on_leader_append(self, broker: SimBroker, epoch: int) -> None:
         writer = self.writer_of_epoch.setdefault(epoch, broker.name)
@@ -192,16 +195,18 @@ class Checker:
                       f"{writer} and {broker.name} both appended records in epoch {epoch}")
 
     def on_become_leader(self, broker: SimBroker, epoch: int) -> None:
-        holder = self.leader_of_epoch.get(epoch)
-        if holder is not None and holder != broker.name:
-            self.flag("one-leader-per-epoch", f"{holder} and {broker.name} both led epoch {epoch}")
+        holder = spec.other_leader(self.leader_of_epoch, epoch, broker.name)
+        if holder is not None:
+            self.flag("one-leader-per-epoch", spec.two_leaders(epoch, holder, broker.name))
         self.leader_of_epoch.setdefault(epoch, broker.name)
         # Leader completeness: a leader of epoch e holds every record committed in epochs < e.
         # (A stale broker applying old metadata late need not hold what later epochs committed.)
         self.check_complete(broker, f"new leader {broker.name} (epoch {epoch})", below_epoch=epoch)
 
     def check_complete(self, broker: SimBroker, who: str, below_epoch: int | None = None) -> None:
-        entries = broker.entries
+        view = broker.view()
+        if view is None:
+            return
         for source, values in (("acknowledged", self.acked), ("consumed", self.served)):
             for offset, value in values.items():
                 if (
@@ -209,73 +214,49 @@ class Checker:
                     and self.commit_epoch.get((offset, value), below_epoch) >= below_epoch
                 ):
                     continue
-                if offset >= len(entries) or entries[offset][1] != value:
-                    have = entries[offset][1] if offset < len(entries) else "nothing"
-                    self.flag(
-                        "acked-write-lost",
-                        f"{who} lacks {source} {value} at offset {offset} (has {have})",
-                    )
+                lacks = spec.lacks_record(view, offset, value, what=source, who=who)
+                if lacks is not None:
+                    self.flag("acked-write-lost", lacks)
 
     # -- after every event ----------------------------------------------------------------------
     def check_state(self) -> None:
-        live: list[SimBroker] = []
+        live: list[spec.ReplicaView] = []
         for broker in self.cluster.brokers:
-            p = broker.partition
-            log = broker.log
-            if not broker.alive or p is None or log is None:
+            view = broker.view()
+            if view is None:
                 continue
-            live.append(broker)
-            leo = log.log_end_offset
-            if p.high_watermark > leo:
-                self.flag("hw-le-leo", f"{broker.name} HW {p.high_watermark} > LEO {leo}")
-            if p.last_stable_offset > p.high_watermark:
-                self.flag("lso-le-hw", f"{broker.name} LSO {p.last_stable_offset} > HW "
-                          f"{p.high_watermark}")
-            epoch = p.leader_epoch
+            live.append(view)
+            for invariant, found in (("hw-le-leo", spec.hw_above_leo(view)),
+                                     ("lso-le-hw", spec.lso_above_hw(view))):
+                if found is not None:
+                    self.flag(invariant, found)
+            epoch = view.leader_epoch
             if epoch >= 0:
-                if epoch < self.max_epoch.get(broker.name, -1):
-                    self.flag(
-                        "epoch-monotonic",
-                        f"{broker.name} went from epoch {self.max_epoch[broker.name]} to {epoch}",
-                    )
+                known = self.max_epoch.get(broker.name, -1)
+                went_back = spec.epoch_decreased(broker.name, known, epoch)
+                if went_back is not None:
+                    self.flag("epoch-monotonic", went_back)
                 else:
                     self.max_epoch[broker.name] = epoch
-            if p.is_leader:
+            if view.is_leader:
+                # One leadership: (broker, incarnation, epoch).
                 key = (broker.name, broker.incarnation, epoch)
-                old = self.tenure_hw.get(key, -1)
-                if p.high_watermark < old:
-                    self.flag(
-                        "leader-hw-monotonic",
-                        f"{broker.name} leader HW {old} -> {p.high_watermark} in epoch {epoch}",
-                    )
-                self.tenure_hw[key] = p.high_watermark
-        for i, a in enumerate(live):
-            assert a.partition is not None
-            for b in live[i + 1 :]:
-                assert b.partition is not None
-                bound = min(a.partition.high_watermark, b.partition.high_watermark)
-                if bound > 0 and a.entries[:bound] != b.entries[:bound]:
-                    at = next(o for o in range(bound) if a.entries[o] != b.entries[o])
-                    self.flag(
-                        "log-matching",
-                        f"{a.name} and {b.name} differ at offset {at} below min HW {bound}: "
-                        f"{a.entries[at]} vs {b.entries[at]}",
-                    )
+                went_back = spec.leader_hw_decreased(broker.name, epoch,
+                                                     self.tenure_hw.get(key, -1),
+                                                     view.high_watermark)
+                if went_back is not None:
+                    self.flag("leader-hw-monotonic", went_back)
+                self.tenure_hw[key] = view.high_watermark
+        mismatch = spec.log_matching(live)
+        if mismatch is not None:
+            self.flag("log-matching", mismatch)
 
     # -- at the end -----------------------------------------------------------------------------
     def final_check(self) -> None:
-        brokers = [b for b in self.cluster.brokers if b.alive]
-        longest = max((len(b.entries) for b in brokers), default=0)
-        for offset in range(longest):
-            values = {b.entries[offset] for b in brokers if offset < len(b.entries)}
-            if len(values) > 1:
-                detail = ", ".join(
-                    f"{b.name}={b.entries[offset][1]}@e{b.entries[offset][0]}"
-                    for b in brokers
-                    if offset < len(b.entries)
-                )
-                self.flag("no-divergence", f"replicas differ at offset {offset}: {detail}")
-                break
+        views = [v for v in (b.view() for b in self.cluster.brokers) if v is not None]
+        diverged = spec.divergence(views)
+        if diverged is not None:
+            self.flag("no-divergence", diverged)
         leader = self.cluster.leader()
         if leader is not None:
             self.check_complete(leader, f"final leader {leader.name}")
@@ -301,17 +282,11 @@ class Checker:
                 return
 
     def check_no_duplicates(self, broker: SimBroker) -> None:
-        first: dict[str, int] = {}
-        for offset, (_epoch, value) in enumerate(broker.entries):
-            if value.startswith(("COMMIT(", "ABORT(")):
-                continue  # a retried marker is written again (it completes nothing)
-            if value and value in first:
-                self.flag(
-                    "idempotent-duplicate",
-                    f"{broker.name} holds {value} at offsets {first[value]} and {offset}",
-                )
-                return
-            first.setdefault(value, offset)
+        view = broker.view()
+        found = None if view is None else spec.duplicate_record(
+            view, lambda record: isinstance(record, str) and is_marker_label(record))
+        if found is not None:
+            self.flag("idempotent-duplicate", found)
 
     def check_converged(self) -> None:
         cluster = self.cluster

@@ -31,9 +31,9 @@ from typing import Any, Protocol
 
 from floodmark.constants import ACKS_ALL, ACKS_LEADER, ACKS_NONE, NO_LEADER
 from floodmark.errors import ErrorCode
-from floodmark.sim import messages as m
-from floodmark.sim.broker import SimBroker
 from floodmark.sim.network import Network
+from floodmark.sim.partition import messages as m
+from floodmark.sim.partition.broker import SimBroker
 from floodmark.sim.world import World
 
 

@@ -4,7 +4,7 @@
   — random fault schedules; exit 1 with ``--fail-on-violation`` if any seed broke an invariant.
 * ``floodmark sim quorum --scenario election [--json]`` — an election step by step.
 * ``floodmark sim quorum --scenario wiped-records|wiped-vote [--json]`` — a voter that lost its
-  data dir comes back (``sim/quorum_wipe.py``).
+  data dir comes back (``sim/quorum/wipe.py``).
 * ``floodmark sim quorum --replay SEED`` — one seed's trace.
 """
 
@@ -17,13 +17,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from floodmark.sim.quorum_explore import QuorumExploreOptions, run_quorum_seed
-from floodmark.sim.quorum_scenario import (
-    QuorumStep,
-    render_quorum_steps,
-    run_election_scenario,
-)
-from floodmark.sim.quorum_wipe import WIPE_SCENARIOS, run_wipe_scenario
+from floodmark.sim.quorum.explore import QuorumExploreOptions, run_quorum_seed
+from floodmark.sim.quorum.scenario import run_election_scenario
+from floodmark.sim.quorum.wipe import WIPE_SCENARIOS, run_wipe_scenario
+from floodmark.spec.quorum_steps import QuorumStep, render_quorum_steps
 
 
 def _print(text: str = "") -> None:

@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from floodmark.sim.explore import ExploreOptions, ExploreReport, SeedResult, run_seed
+from floodmark.sim.partition.explore import ExploreOptions, ExploreReport, SeedResult, run_seed
 
 DEFAULT_PARTS = 64
 

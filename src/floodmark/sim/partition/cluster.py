@@ -11,14 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 from floodmark.constants import ACKS_ALL, NO_LEADER
-from floodmark.sim.broker import SimBroker
-from floodmark.sim.checker import Checker
-from floodmark.sim.clients import Consumer, ProduceOutcome, Producer
-from floodmark.sim.config import SimConfig
-from floodmark.sim.controller import SimController
-from floodmark.sim.follower_reads import FollowerReadCheck
 from floodmark.sim.network import Network
-from floodmark.sim.txn_coordinator import SimTxnCoordinator
+from floodmark.sim.partition.broker import SimBroker
+from floodmark.sim.partition.checker import Checker
+from floodmark.sim.partition.clients import Consumer, ProduceOutcome, Producer
+from floodmark.sim.partition.config import SimConfig
+from floodmark.sim.partition.controller import SimController
+from floodmark.sim.partition.follower_reads import FollowerReadCheck
+from floodmark.sim.partition.txn_coordinator import SimTxnCoordinator
 from floodmark.sim.world import World
 
 

@@ -27,14 +27,14 @@ from floodmark.controller.image import MetadataImage
 from floodmark.controller.logic import ControllerConfig, ControllerLogic, PartitionChangeNote
 from floodmark.errors import ErrorCode
 from floodmark.replication.election import PartitionRegistration
-from floodmark.sim import messages as m
-from floodmark.sim.config import SimConfig
 from floodmark.sim.network import Network
+from floodmark.sim.partition import messages as m
+from floodmark.sim.partition.config import SimConfig
 from floodmark.sim.world import World
 
 NAME = "controller"
 # The logic's log lines say what the trace already says (with names, in virtual time).
-_QUIET = logging.getLogger("floodmark.sim.controller")
+_QUIET = logging.getLogger("floodmark.sim.partition.controller")
 _QUIET.addHandler(logging.NullHandler())
 _QUIET.propagate = False
 _BROKER_ID = re.compile(r"\b(broker|from) (\d+)\b")
