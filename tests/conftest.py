@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from floodmark.cluster import single
+from tests import cpu_usage
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -75,6 +76,7 @@ class _GroupNames:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(_GroupNames(), "floodmark-xdist-group-names")
+    cpu_usage.register(config)  # FLOODMARK_TEST_CPU=DIR: CPU seconds per test (tests/cpu_usage.py)
 
 
 @pytest.fixture(scope="module")
