@@ -7,13 +7,15 @@ Turned on by ``FLOODMARK_TEST_CPU=DIR`` (tests/conftest.py registers it): every 
 - the test process itself (``RUSAGE_SELF``),
 - its children that ended and were reaped during the test (``RUSAGE_CHILDREN``, which also holds
   the grandchildren those children reaped),
-- the descendants still alive when the test ends (a module's broker, the SparkSession's JVM):
-  their CPU since the test began, read from ``/proc/PID/stat`` (own time + reaped children).
+- the processes still alive when the test ends that descend from the test process or carry its
+  mark in their environment (``FLOODMARK_TEST_CPU_OWNER``: a detached cluster, re-parented to
+  init by a double fork, still has it): their CPU since the test began, read from
+  ``/proc/PID/stat`` (own time + reaped children).
 
-A long-lived descendant's CPU is charged to the tests during which it used it; one that was
+A long-lived process's CPU is charged to the tests during which it used it; a child that was
 alive at the start and reaped during the test has only its CPU after the start counted. A
-process started by a test but not a descendant of the test process (re-parented to init by a
-double fork) is missed: the table says what it sees, no more.
+detached process that ends before the test does (``cluster down``) is seen only up to the
+test's start: the table says what it sees, no more.
 
 ``python -m tests.cpu_usage DIR [N]`` prints the N costliest tests (default 25) and the total.
 """
@@ -31,6 +33,7 @@ from pathlib import Path
 import pytest
 
 ENV = "FLOODMARK_TEST_CPU"
+OWNER_ENV = "FLOODMARK_TEST_CPU_OWNER"  # the pytest process whose tests started this process
 _TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 
 
@@ -53,19 +56,38 @@ def _proc_table() -> dict[int, tuple[int, float]]:
     return table
 
 
-def descendants_cpu_s(root_pid: int) -> dict[int, float]:
-    """CPU seconds of every live descendant of ``root_pid`` (not the root itself)."""
+def _marked(pid: int, mark: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return mark in f.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def descendants_cpu_s(root_pid: int, *, marked: bool = False) -> dict[int, float]:
+    """CPU seconds of every live descendant of ``root_pid`` (not the root itself); ``marked``:
+    also of every process whose environment names ``root_pid`` as its owner (OWNER_ENV)."""
     table = _proc_table()
     children: dict[int, list[int]] = {}
     for pid, (ppid, _) in table.items():
         children.setdefault(ppid, []).append(pid)
+    roots = list(children.get(root_pid, []))
+    if marked:
+        mark = f"{OWNER_ENV}={root_pid}".encode()
+        roots += [pid for pid in table if pid != root_pid and _marked(pid, mark)]
     out: dict[int, float] = {}
-    stack = list(children.get(root_pid, []))
+    stack = roots
     while stack:
         pid = stack.pop()
+        if pid in out:
+            continue
         out[pid] = table[pid][1]
         stack.extend(children.get(pid, []))
     return out
+
+
+def _children_of(pid: int) -> set[int]:
+    return {p for p, (ppid, _) in _proc_table().items() if ppid == pid}
 
 
 def _rusage_s(who: int) -> float:
@@ -79,6 +101,7 @@ class CpuRecorder:
         worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
         self._out = (out_dir / f"cpu-{worker}.jsonl").open("a", encoding="utf-8")
         self._worker = worker
+        os.environ[OWNER_ENV] = str(os.getpid())  # inherited by every process a test starts
         self._out_dir = out_dir
 
     @pytest.hookimpl(hookwrapper=True)
@@ -86,16 +109,18 @@ class CpuRecorder:
         me = os.getpid()
         self_0 = _rusage_s(resource.RUSAGE_SELF)
         reaped_0 = _rusage_s(resource.RUSAGE_CHILDREN)
-        live_0 = descendants_cpu_s(me)
+        live_0 = descendants_cpu_s(me, marked=True)
+        mine_0 = _children_of(me)
         wall_0 = time.monotonic()
         yield
         wall_s = time.monotonic() - wall_0
         self_s = _rusage_s(resource.RUSAGE_SELF) - self_0
         reaped_s = _rusage_s(resource.RUSAGE_CHILDREN) - reaped_0
-        live_1 = descendants_cpu_s(me)
+        live_1 = descendants_cpu_s(me, marked=True)
         live_s = sum(cpu - live_0.get(pid, 0.0) for pid, cpu in live_1.items())
-        # a process alive at the start and reaped since: RUSAGE_CHILDREN holds its whole life
-        gone_before_s = sum(cpu for pid, cpu in live_0.items() if pid not in live_1)
+        # a child alive at the start and reaped since: RUSAGE_CHILDREN holds its whole life
+        gone_before_s = sum(cpu for pid, cpu in live_0.items()
+                            if pid not in live_1 and pid in mine_0)
         children_s = max(0.0, reaped_s - gone_before_s) + live_s
         self._out.write(json.dumps({
             "nodeid": item.nodeid, "worker": self._worker, "wall_s": round(wall_s, 3),

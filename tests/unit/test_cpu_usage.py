@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -35,3 +36,27 @@ def test_the_table_sorts_and_sums(tmp_path: Path, capsys: pytest.CaptureFixture[
     out = capsys.readouterr().out
     assert "t::b" in out and "t::a" not in out  # the costliest only
     assert "2 tests, 6 CPU s in tests" in out
+
+
+def test_a_detached_process_is_found_by_its_mark(tmp_path: Path) -> None:
+    """A double fork re-parents the process to init; the owner mark in its environment still
+    ties it to this test process."""
+    ready = tmp_path / "pid"
+    env = dict(os.environ, **{cpu_usage.OWNER_ENV: str(os.getpid())})
+    code = BUSY.replace("print('done', flush=True)",
+                        f"open({str(ready)!r} + '.tmp', 'w').write(str(__import__('os').getpid()));"
+                        f"__import__('os').rename({str(ready)!r} + '.tmp', {str(ready)!r})")
+    subprocess.run(["sh", "-c", f'"{sys.executable}" -c "$0" >/dev/null 2>&1 &', code],
+                   env=env, check=True, timeout=30)
+    deadline_tries = 600  # bounded: the child writes its pid once its CPU is spent
+    for _ in range(deadline_tries):
+        if ready.exists():
+            break
+        time.sleep(0.1)
+    pid = int(ready.read_text())
+    try:
+        assert pid not in cpu_usage.descendants_cpu_s(os.getpid())  # not a descendant any more
+        seen = cpu_usage.descendants_cpu_s(os.getpid(), marked=True)
+        assert seen.get(pid, 0.0) >= 0.25, seen
+    finally:
+        os.kill(pid, 9)
