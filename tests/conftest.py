@@ -11,14 +11,13 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from floodmark.cluster import single
-from tests import cpu_usage, jvm
+from tests import cpu_usage
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -102,7 +101,6 @@ class _GroupNames:
 def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(_GroupNames(), "floodmark-xdist-group-names")
     cpu_usage.register(config)  # FLOODMARK_TEST_CPU=DIR: CPU seconds per test (tests/cpu_usage.py)
-    jvm.set_spark_env(os.environ)  # Spark's JVMs start with the short-run options (tests/jvm.py)
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from tests import jvm
 
 import floodmark.spark
 from floodmark.ports import free_port
@@ -143,8 +142,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     (tests/sim) start it before tests/spark, and a JVM started without the jars never finds
     format("kafka") (a later SparkContext's ``spark.jars`` does not reach the driver)."""
     jars = _jvm_kafka_jars(session)
-    if jars:
-        jvm.set_spark_env(os.environ, jars)
+    if jars and "PYSPARK_SUBMIT_ARGS" not in os.environ:
+        os.environ["PYSPARK_SUBMIT_ARGS"] = f"--jars {','.join(jars)} pyspark-shell"
 
 
 _JARS: list[list[str]] = []  # computed once per session
