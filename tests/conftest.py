@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from floodmark.cluster import single
+from tests import cpu_usage
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -41,8 +42,32 @@ SHARED_SESSION_GROUPS = {
 }
 
 
+# The longest tests outside those groups (minutes of wall each on the 2-core CI machine), in
+# the order they start. xdist hands tests out in collection order (after the groups, largest
+# first), so a long test collected last (tests/test_demo.py sorts after tests/spark) would start
+# when the others are done and keep one worker busy alone at the end. Modules move as a whole.
+START_FIRST = (
+    "tests/test_demo.py",                       # the Spark pipeline through a leader failure
+    "tests/quix/",                              # Quix Streams exactly-once through SIGKILLs
+    "tests/chaos/test_chaos_run.py",            # chaos runs of 12-60 s each, under faults
+    "tests/chaos/test_chaos_txn_run.py",
+    "tests/cluster/test_cluster_cli.py",        # clusters up and down through the CLI
+    "tests/integration/test_fuzz.py",
+    "tests/cluster/test_benchmark_controller_failover.py",
+    "tests/cluster/test_combined_quorum.py",
+    "tests/cluster/test_cluster_quorum_cli.py",
+)
+
+
+def _start_rank(item: pytest.Item) -> int:
+    path = item.nodeid.split("::", 1)[0]
+    return next((i for i, prefix in enumerate(START_FIRST) if path.startswith(prefix)),
+                len(START_FIRST))
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (its own modifyitems)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=_start_rank)  # stable: the rest keep their order
     for item in items:
         names = getattr(item, "fixturenames", ())
         for fixture, group in SHARED_SESSION_GROUPS.items():
@@ -75,6 +100,7 @@ class _GroupNames:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(_GroupNames(), "floodmark-xdist-group-names")
+    cpu_usage.register(config)  # FLOODMARK_TEST_CPU=DIR: CPU seconds per test (tests/cpu_usage.py)
 
 
 @pytest.fixture(scope="module")

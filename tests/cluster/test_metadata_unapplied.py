@@ -37,7 +37,7 @@ def _metric(url: str, name: str) -> float:
 
 def test_a_record_no_broker_can_apply_is_skipped_reported_and_the_rest_applied(
         tmp_path: Path) -> None:
-    cluster = start_cluster(tmp_path, brokers=2)
+    cluster = start_cluster(tmp_path, brokers=2, metrics=True)
     try:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
         admin.create_topics([NewTopic("before", 1, 2)])["before"].result(30)

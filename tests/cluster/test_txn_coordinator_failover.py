@@ -74,7 +74,7 @@ def _read(bootstrap: str, isolation: str, ends: dict[tuple[str, int], int]) -> l
 
 
 def test_sigkill_of_the_coordinator_mid_commit(tmp_path: Path) -> None:
-    cluster = start_cluster(tmp_path / "txncoord-cluster")
+    cluster = start_cluster(tmp_path / "txncoord-cluster", metrics=True)
     try:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
         admin.create_topics([NewTopic(TOPIC, 3, 3, config={"min.insync.replicas": "2"})]

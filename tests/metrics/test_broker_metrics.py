@@ -25,7 +25,7 @@ Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
-    c = start_cluster(tmp_path / "cluster")
+    c = start_cluster(tmp_path / "cluster", metrics=True)
     try:
         yield c
     finally:

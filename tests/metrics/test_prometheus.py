@@ -44,7 +44,7 @@ def _status(cluster: LocalCluster) -> dict[str, Any]:
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
-    c = start_cluster(tmp_path / "cluster")
+    c = start_cluster(tmp_path / "cluster", metrics=True)
     try:
         yield c
     finally:

@@ -21,7 +21,8 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaClus
         pytest.skip(reason)
     # Fewer partitions of Kafka's internal topics than its 50: created on first use, each one
     # costs the test time and changes no answer the tests compare.
-    cluster = KafkaCluster(tmp_path_factory.mktemp("kafka"), 1, INTERNAL_PARTITIONS).start()
+    cluster = KafkaCluster(tmp_path_factory.mktemp("kafka"), 1, INTERNAL_PARTITIONS,
+                           short_run_jvm=True).start()
     try:
         yield cluster
     finally:

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from floodmark.client.connection import KafkaConnection, RequestFailed
 from floodmark.ports import free_port
+from tests.jvm import SHORT_RUN_JVM_OPTS
 
 REPO = Path(__file__).resolve().parents[2]
 KAFKA_DIR = REPO / "tools" / "kafka"
@@ -148,11 +149,16 @@ def fetch_jars(*, quiet: bool = True) -> float:
     return fetch_maven_jars(POM, LIB, quiet=quiet)
 
 
-def _java(main: str, args: Sequence[str], *, log4j: str, heap: str | None = None) -> list[str]:
+def _java(main: str, args: Sequence[str], *, log4j: str, heap: str | None = None,
+          short_run: bool = True) -> list[str]:
+    """The command running Kafka's ``main``; ``short_run``: the quick JIT and serial GC
+    (tests/jvm.py), for the tools and for servers a test starts; a server that a benchmark
+    measures keeps the JVM's defaults (G1, the optimizing JIT)."""
     java = shutil.which("java")
     if java is None:
         raise KafkaUnavailable("real Kafka needs `java` on PATH (Java 17)")
-    return [java, *(heap or "").split(), "-XX:+UseG1GC", "-Djava.awt.headless=true",
+    jvm_opts = SHORT_RUN_JVM_OPTS if short_run else ("-XX:+UseG1GC",)
+    return [java, *(heap or "").split(), *jvm_opts, "-Djava.awt.headless=true",
             f"-Dlog4j2.configurationFile={KAFKA_DIR / log4j}", "-cp", f"{LIB}/*", main, *args]
 
 
@@ -227,6 +233,7 @@ class KafkaCluster:
     nodes: list[KafkaNode] = field(default_factory=list)
     cluster_id: str = ""
     start_s: float = 0.0
+    short_run_jvm: bool = False  # the tests' session cluster: see _java
 
     @property
     def bootstrap(self) -> str:
@@ -301,7 +308,7 @@ class KafkaCluster:
         with open(node.log_path, "ab") as log:
             proc = subprocess.Popen(
                 _java("kafka.Kafka", [str(node.config_path)], log4j="log4j2-broker.properties",
-                      heap=HEAP_OPTS),
+                      heap=HEAP_OPTS, short_run=self.short_run_jvm),
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True, cwd=str(node.directory))
         node.pid = proc.pid

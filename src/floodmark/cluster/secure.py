@@ -33,14 +33,17 @@ import secrets
 import socket
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from floodmark.cluster.layout import CLIENT_PROPERTIES
-from floodmark.security import certs
 from floodmark.security.client_security import ClientSecurity
 from floodmark.security.inter_broker import INTER_BROKER_MECHANISM, jaas_setting
 from floodmark.security.jaas import SCRAM_LOGIN_MODULE
 from floodmark.security.listeners import SecurityProtocol
 from floodmark.security.sasl.scram import DEFAULT_ITERATIONS, ScramMechanism, salted_password
+
+if TYPE_CHECKING:
+    from floodmark.security import certs
 
 TLS_DIR = "tls"
 ADMIN = "admin"
@@ -117,6 +120,10 @@ class ClusterSecurity:
         return self.directory / "ca.pem"
 
     def node_files(self, name: str) -> certs.NodeFiles:
+        # certs loads the cryptography package (~0.17 s of CPU): only where certificates are
+        # made or named, not in every `floodmark cluster` command and chaos run that imports us
+        from floodmark.security import certs
+
         d = self.directory
         return certs.NodeFiles(d / f"{name}.keystore.pem", d / f"{name}.cert.pem",
                                d / f"{name}.key.pem")
@@ -144,6 +151,8 @@ class ClusterSecurity:
         """The CA, every node's certificate and the admin's (those missing: a restart or a
         grown cluster keeps what exists), the SCRAM users' passwords when the mode has SASL,
         the brokers' JAAS file when they log in to each other, and ``client.properties``."""
+        from floodmark.security import certs
+
         ca, _ = certs.load_or_make_ca(self.directory)
         for name in [f"node-{n}" for n in node_ids] + [ADMIN]:
             if not self.node_files(name).keystore.exists():
