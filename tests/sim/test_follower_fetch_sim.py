@@ -16,12 +16,12 @@ import dataclasses
 from typing import Any
 
 import pytest
-from floodmark.sim.scenarios import run_scenario
 
 from floodmark.errors import ErrorCode
 from floodmark.replication import reads
 from floodmark.replication.modes import Truncation
 from floodmark.sim.partition.explore import ExploreOptions, Nemesis, _run, build_cluster
+from floodmark.sim.partition.scenarios import run_scenario
 
 NAME = "follower-fetch-leader-moves"
 
