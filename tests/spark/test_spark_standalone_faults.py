@@ -144,8 +144,8 @@ def test_pipeline_demo_on_a_standalone_cluster_through_a_leader_and_an_executor_
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(10)
+        (tmp_path / "demo.out").write_text(out.text())  # the whole run, for a diagnosis
     text = out.text()
-    (tmp_path / "demo.out").write_text(text)  # the whole run, for a failure's diagnosis
     tail = text[-6000:]
     assert proc.returncode == 0, tail
     # the master replaced the killed executor: a third one was launched for the application

@@ -100,7 +100,8 @@ class _Pipeline:
         self.restarts = 0
 
     def start(self) -> None:
-        self.queries.update(self.example.start_pipeline(self.spark, self.bootstrap, self.out_dir))
+        self.queries.update(self.example.start_pipeline(self.spark, self.bootstrap, self.out_dir,
+                                                        started=_until_running))
 
     def failure(self) -> tuple[str, object] | None:
         """(name, exception or None) of a query that stopped, else None."""
@@ -132,6 +133,18 @@ class _Pipeline:
                 q.stop()
             except Exception as exc:  # the JVM may already be gone on Ctrl-C
                 _say(f"[cleanup] stopping query {q.name}: {exc}")
+
+
+def _until_running(query: Any) -> None:
+    """Return once ``query`` has reported its first progress (its source's driver-side Python
+    process is up and answered) or has stopped: the next query's process then starts alone, not
+    beside this one (see TRANSIENT_SPARK_ERRORS). Waits on Spark's status, not on a clock."""
+    watch = ProgressWatch(int(STALL_S * 1000), _now_ms())
+    while query.isActive and query.lastProgress is None:
+        stalled = watch.observe(_now_ms(), {"status": query.status.get("message")})
+        if stalled is not None:
+            raise Stalled(f"query {query.name} did not start: {stalled}")
+        time.sleep(0.1)
 
 
 class _Producer:
