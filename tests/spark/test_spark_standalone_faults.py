@@ -113,11 +113,6 @@ def _driver_env(spark_cluster: SparkStandalone) -> dict[str, str]:
     return env
 
 
-@pytest.mark.xfail(reason="open (docs/spark.md, 'By hand'): on the 2-core VM at load 25-33 the "
-                   "stream reader's driver-side Python process misses Spark's hard-coded 10 s "
-                   "connect-back at query start (pyspark imported from pyspark.zip, compiled on "
-                   "every start); passed once at load 13-19, not yet twice in a row",
-                   strict=False)
 def test_pipeline_demo_on_a_standalone_cluster_through_a_leader_and_an_executor_sigkill(
         spark_cluster: SparkStandalone, tmp_path: Path) -> None:
     proc = subprocess.Popen(
