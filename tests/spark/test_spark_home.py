@@ -60,7 +60,7 @@ def test_spark_home_is_set_only_where_the_workers_run_this_interpreter(
 
 
 @pytest.mark.spark
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(900)  # a hang guard: the first test of a run pays the SparkSession's start
 def test_spark_s_python_workers_import_pyspark_from_site_packages(spark) -> None:  # type: ignore[no-untyped-def]
     from pyspark.sql.functions import udf
 
