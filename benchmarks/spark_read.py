@@ -11,7 +11,7 @@ Prints figures (never pass/fail):
   from the batch headers (no decoding) - the rate the broker hands the data out;
 - raw Fetch + decode: the same plus the connector's Arrow decoding, in this one process;
 - librdkafka consumer: confluent-kafka assign+consume of the same data (a second reference);
-- Spark batch: spark.read.format("floodmark")...load().count() on local[2] (best of 3, warm);
+- Spark batch: spark.read.format("floodmark")...load().count() on local[2] (medians of --repeat, warm);
 - Spark streaming: readStream availableNow with maxOffsetsPerTrigger, noop sink.
 With ``--source jvm`` or ``both``, the Spark rows are measured for Spark's own JVM Kafka connector
 (``format("kafka")``, jars from Maven Central via tests/reference/spark_kafka.py) too, on the same
@@ -24,6 +24,7 @@ import argparse
 import os
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -35,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.reference.
 
 import floodmark.spark
 from floodmark.client.fetch import FetchClient
+from floodmark.demo.pipeline import transient
 from floodmark.ports import free_port
 from floodmark.spark.decode import decode_batch, iter_batches
 
@@ -193,50 +195,95 @@ def cpu_by_role(broker_pid: int | None) -> dict[str, float]:
     return out
 
 
+def _ceiling_batches(p: int, lo: int, hi: int, value_bytes: int):  # type: ignore[no-untyped-def]
+    """Ready-made Arrow batches of the source's schema for offsets [lo, hi) of partition ``p``,
+    10,000 rows each (the size the source's batches have), built from memory."""
+    import numpy as np
+    import pyarrow as pa
+
+    from floodmark.spark.decode import TS_TYPE
+
+    n = 10_000
+    val = pa.py_buffer(b"x" * (value_bytes * n))
+    voff = pa.py_buffer(np.arange(0, (n + 1) * value_bytes, value_bytes, dtype=np.int32))
+    key = pa.py_buffer(b"key-00000" * n)
+    koff = pa.py_buffer(np.arange(0, (n + 1) * 9, 9, dtype=np.int32))
+    topic = pa.py_buffer(b"t" * n)
+    toff = pa.py_buffer(np.arange(0, n + 1, dtype=np.int32))
+    for first in range(lo, hi, n):
+        m = min(n, hi - first)
+        offs = np.arange(first, first + m, dtype=np.int64)
+        yield pa.RecordBatch.from_arrays([
+            pa.Array.from_buffers(pa.binary(), m, [None, koff, key]),
+            pa.Array.from_buffers(pa.binary(), m, [None, voff, val]),
+            pa.Array.from_buffers(pa.string(), m, [None, toff, topic]),
+            pa.array(np.full(m, p, dtype=np.int32)),
+            pa.array(offs),
+            pa.Array.from_buffers(TS_TYPE, m, [None, pa.py_buffer(offs * 1000)]),
+            pa.array(np.zeros(m, dtype=np.int32)),
+        ], names=["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"])
+
+
 def spark_ceiling_source():  # type: ignore[no-untyped-def]
     """A data source that yields ready-made Arrow batches of the same schema and size from
-    memory: what Spark itself can ingest on this machine right now (no broker, no decoding)."""
-    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+    memory: what Spark itself can ingest on this machine right now (no broker, no decoding).
+    Batch reads, and streaming reads with ``maxOffsetsPerTrigger`` micro-batches (offsets
+    ``{"p": next offset}``), so a stream's steady state has its own ceiling: Spark's fixed cost
+    per micro-batch (offset log, commit log, planning) paid on the same batches."""
+    from pyspark.sql.datasource import (
+        DataSource,
+        DataSourceReader,
+        DataSourceStreamReader,
+        InputPartition,
+    )
+    from pyspark.sql.streaming.datasource import (
+        ReadAllAvailable,
+        ReadMaxRows,
+        SupportsTriggerAvailableNow,
+    )
 
     from floodmark.spark.source import spark_schema
 
     class Part(InputPartition):
-        def __init__(self, p: int, rows: int) -> None:
-            self.p, self.rows = p, rows
+        def __init__(self, p: int, lo: int, hi: int) -> None:
+            self.p, self.lo, self.hi = p, lo, hi
 
     class Reader(DataSourceReader):
         def __init__(self, rows: int, parts: int, value_bytes: int) -> None:
             self.rows, self.parts, self.value_bytes = rows, parts, value_bytes
 
         def partitions(self):  # type: ignore[no-untyped-def]
-            return [Part(i, self.rows // self.parts) for i in range(self.parts)]
+            return [Part(i, 0, self.rows // self.parts) for i in range(self.parts)]
 
         def read(self, part):  # type: ignore[no-untyped-def]
-            import numpy as np
-            import pyarrow as pa
+            yield from _ceiling_batches(part.p, part.lo, part.hi, self.value_bytes)
 
-            from floodmark.spark.decode import TS_TYPE
+    class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+        def __init__(self, rows: int, parts: int, value_bytes: int, max_rows: int) -> None:
+            self.per_part = rows // parts
+            self.parts, self.value_bytes, self.max_rows = parts, value_bytes, max_rows
 
-            n = 10_000
-            val = pa.py_buffer(b"x" * (self.value_bytes * n))
-            voff = pa.py_buffer(np.arange(0, (n + 1) * self.value_bytes, self.value_bytes,
-                                          dtype=np.int32))
-            key = pa.py_buffer(b"key-00000" * n)
-            koff = pa.py_buffer(np.arange(0, (n + 1) * 9, 9, dtype=np.int32))
-            topic = pa.py_buffer(b"t" * n)
-            toff = pa.py_buffer(np.arange(0, n + 1, dtype=np.int32))
-            for lo in range(0, part.rows, n):
-                offs = np.arange(lo, lo + n, dtype=np.int64)
-                yield pa.RecordBatch.from_arrays([
-                    pa.Array.from_buffers(pa.binary(), n, [None, koff, key]),
-                    pa.Array.from_buffers(pa.binary(), n, [None, voff, val]),
-                    pa.Array.from_buffers(pa.string(), n, [None, toff, topic]),
-                    pa.array(np.full(n, part.p, dtype=np.int32)),
-                    pa.array(offs),
-                    pa.Array.from_buffers(TS_TYPE, n, [None, pa.py_buffer(offs * 1000)]),
-                    pa.array(np.zeros(n, dtype=np.int32)),
-                ], names=["key", "value", "topic", "partition", "offset", "timestamp",
-                          "timestampType"])
+        def initialOffset(self):  # type: ignore[no-untyped-def]
+            return {str(p): 0 for p in range(self.parts)}
+
+        def getDefaultReadLimit(self):  # type: ignore[no-untyped-def]
+            return ReadMaxRows(self.max_rows) if self.max_rows else ReadAllAvailable()
+
+        def prepareForTriggerAvailableNow(self) -> None:
+            pass
+
+        def latestOffset(self, start=None, limit=None):  # type: ignore[no-untyped-def]
+            cur = start or self.initialOffset()
+            budget = limit.max_rows if isinstance(limit, ReadMaxRows) else self.per_part * self.parts
+            each = budget // self.parts
+            return {p: min(self.per_part, int(o) + each) for p, o in cur.items()}
+
+        def partitions(self, start, end):  # type: ignore[no-untyped-def]
+            return [Part(int(p), int(start[p]), int(end[p])) for p in end
+                    if int(end[p]) > int(start[p])]
+
+        def read(self, part):  # type: ignore[no-untyped-def]
+            yield from _ceiling_batches(part.p, part.lo, part.hi, self.value_bytes)
 
     class Ceiling(DataSource):
         @classmethod
@@ -246,9 +293,15 @@ def spark_ceiling_source():  # type: ignore[no-untyped-def]
         def schema(self):  # type: ignore[no-untyped-def]
             return spark_schema(False)
 
-        def reader(self, schema):  # type: ignore[no-untyped-def]
+        def _args(self) -> tuple[int, int, int]:
             o = self.options
-            return Reader(int(o["rows"]), int(o["parts"]), int(o["value_bytes"]))
+            return int(o["rows"]), int(o["parts"]), int(o["value_bytes"])
+
+        def reader(self, schema):  # type: ignore[no-untyped-def]
+            return Reader(*self._args())
+
+        def streamReader(self, schema):  # type: ignore[no-untyped-def]
+            return StreamReader(*self._args(), int(self.options.get("maxOffsetsPerTrigger", 0)))
 
     return Ceiling
 
@@ -273,6 +326,7 @@ def main() -> int:
     sources = ["floodmark", "jvm"] if args.source == "both" else [args.source]
 
     floodmark.spark.prepare_environment()
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only, like the broker
     workdir = Path(tempfile.mkdtemp(prefix="fm-spark-bench-"))
     proc = None
     try:
@@ -349,11 +403,12 @@ def main() -> int:
                 after = cpu_by_role(broker_pid)
                 cpu[what].append({k: after[k] - before[k] for k in after})
                 assert got == total, (what, got, total)
-        batch_rates = {source: total / min(times[source]) for source in sources}
+        batch_rates = {source: statistics.median(total / t for t in times[source])
+                       for source in sources}
         for source in sources:
             results[f"Spark batch read -> count(), {SOURCE_LABELS[source]}"] = batch_rates[source]
         results["Spark ceiling: same batches from memory -> count() (no broker)"] = \
-            total / min(times["ceiling"])
+            statistics.median(total / t for t in times["ceiling"])
         print(f"\nbatch count() of {total:,} rows, repetitions side by side (wall s; CPU s of "
               "the Spark JVM / its Python workers / the broker)")
         for what in order:
@@ -365,43 +420,79 @@ def main() -> int:
             ratios = [c / t for t, c in zip(times[source], times["ceiling"], strict=True)]
             print(f"  {SOURCE_LABELS[source]} / ceiling, each repetition: "
                   + ", ".join(f"{r:.2f}" for r in ratios)
-                  + f"; best against best {batch_rates[source] / (total / min(times['ceiling'])):.2f}")
+                  + f"; median {statistics.median(ratios):.2f}; best against best "
+                  f"{min(times['ceiling']) / min(times[source]):.2f}")
 
-        def stream(source: str) -> tuple[float, float, int]:
-            """(seconds incl. query start, steady-state rows/s, micro-batches) of one
-            availableNow query from the earliest offsets into the noop sink."""
+        def stream(source: str) -> tuple[float, float, int, dict[str, float]]:
+            """(seconds incl. query start, steady-state rows/s, micro-batches, median ms per
+            micro-batch of each part of Spark's trigger) of one availableNow query from the
+            earliest offsets into the noop sink; steady state: the micro-batches after the
+            first."""
             ckpt = workdir / f"ckpt-{uuid.uuid4().hex[:6]}"
-            sdf = (spark.readStream.format(SOURCE_FORMATS[source])
-                   .option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
-                   .option("startingOffsets", "earliest")
-                   .option("maxOffsetsPerTrigger", str(args.max_offsets_per_trigger)).load())
-            t0 = time.perf_counter()
-            q = (sdf.writeStream.format("noop").option("checkpointLocation", str(ckpt))
-                 .trigger(availableNow=True).start())
-            q.awaitTermination()
+            if source == "ceiling":
+                sdf = (spark.readStream.format("arrow_ceiling").option("rows", str(total))
+                       .option("parts", str(args.partitions))
+                       .option("value_bytes", str(args.value_bytes)))
+            else:
+                sdf = (spark.readStream.format(SOURCE_FORMATS[source])
+                       .option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+                       .option("startingOffsets", "earliest"))
+            sdf = sdf.option("maxOffsetsPerTrigger", str(args.max_offsets_per_trigger)).load()
+            for attempt in range(1, 4):
+                t0 = time.perf_counter()
+                q = (sdf.writeStream.format("noop").option("checkpointLocation", str(ckpt))
+                     .trigger(availableNow=True).start())
+                try:
+                    q.awaitTermination()
+                    break
+                except Exception as exc:
+                    # the stream reader's driver process missed Spark's fixed 10 s connect-back
+                    # (docs/spark.md, "Why it used to fail"): not a measurement; run it again
+                    if attempt == 3 or not transient(exc):
+                        raise
+                    print(f"  ({source} stream: Python worker failed to connect back; again)")
+                    shutil.rmtree(ckpt, ignore_errors=True)
             secs = time.perf_counter() - t0
             rows = sum(p["numInputRows"] for p in q.recentProgress)
             prog = [p for p in q.recentProgress if p["numInputRows"]]
-            assert rows == total, (rows, total)
+            assert rows == total, (source, rows, total)
             later = prog[1:] or prog
             steady = (sum(p["numInputRows"] for p in later)
                       / (sum(p["durationMs"]["triggerExecution"] for p in later) / 1000))
-            return secs, steady, len(prog)
+            parts = {k: statistics.median(p["durationMs"].get(k, 0) for p in later)
+                     for k in later[0]["durationMs"]}
+            return secs, steady, len(prog), parts
 
-        runs: dict[str, list[tuple[float, float, int]]] = {source: [] for source in sources}
+        stream_order = [*sources, "ceiling"]
+        runs: dict[str, list[tuple[float, float, int, dict[str, float]]]] = {
+            what: [] for what in stream_order}
         for _ in range(0 if args.batch_only else args.repeat):
-            for source in sources:
-                runs[source].append(stream(source))
-        steady_rates = {source: max((r[1] for r in runs[source]), default=0.0)
-                        for source in sources}
-        for source in sources if not args.batch_only else []:
-            label, batches = SOURCE_LABELS[source], runs[source][-1][2]
+            for what in stream_order:  # side by side, the ceiling's stream too
+                runs[what].append(stream(what))
+        steady_rates = {what: statistics.median(r[1] for r in runs[what]) if runs[what] else 0.0
+                        for what in stream_order}
+        for what in stream_order if not args.batch_only else []:
+            label = "Spark ceiling" if what == "ceiling" else SOURCE_LABELS[what]
+            batches = runs[what][-1][2]
             results[f"Spark streaming availableNow ({batches} micro-batches, incl. query "
-                    f"start), {label}"] = total / min(r[0] for r in runs[source])
+                    f"start), {label}"] = statistics.median(total / r[0] for r in runs[what])
             results[f"Spark streaming, steady state (micro-batches after the first), {label}"] = \
-                steady_rates[source]
-            print(f"spark streaming times, {label}:",
-                  ", ".join(f"{r[0]:.2f}s" for r in runs[source]))
+                steady_rates[what]
+            print(f"spark streaming, {label}: query s " + ", ".join(
+                f"{r[0]:.2f}" for r in runs[what]) + "; steady rows/s " + ", ".join(
+                f"{r[1]:,.0f}" for r in runs[what]))
+            med = {k: statistics.median(r[3][k] for r in runs[what]) for k in runs[what][0][3]}
+            print("    median ms per steady micro-batch: " + ", ".join(
+                f"{k} {v:.0f}" for k, v in sorted(med.items(), key=lambda kv: -kv[1])))
+        if not args.batch_only:
+            batch_ceiling = statistics.median(total / t for t in times["ceiling"])
+            for source in sources:
+                per_rep = [r[1] / c[1] for r, c in zip(runs[source], runs["ceiling"],
+                                                       strict=True)]
+                print(f"  {SOURCE_LABELS[source]} streaming steady state / streaming ceiling, "
+                      "each repetition: " + ", ".join(f"{x:.2f}" for x in per_rep)
+                      + f"; median {statistics.median(per_rep):.2f}; / batch ceiling (medians) "
+                      f"{steady_rates[source] / batch_ceiling:.2f}")
         spark.stop()
 
         raw = results["raw Fetch (1 connection, no decode)"]

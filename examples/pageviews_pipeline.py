@@ -93,8 +93,10 @@ def spark_session(master: str = "local[2]") -> Any:
     return spark
 
 
-def start_pipeline(spark: Any, bootstrap: str, out_dir: str) -> dict[str, Any]:
-    """The Spark job: read page views, count per page in 10 s windows, write to a topic and Parquet."""
+def start_pipeline(spark: Any, bootstrap: str, out_dir: str,
+                   started: Callable[[Any], None] = lambda query: None) -> dict[str, Any]:
+    """The Spark job: read page views, count per page in 10 s windows, write to a topic and Parquet.
+    ``started(query)`` runs after each query's start, before the next one is started."""
     from pyspark.sql import functions as F
 
     views = (spark.readStream.format("floodmark")
@@ -110,6 +112,7 @@ def start_pipeline(spark: Any, bootstrap: str, out_dir: str) -> dict[str, Any]:
                   .option("path", f"{out_dir}/counts-parquet")
                   .option("checkpointLocation", f"{out_dir}/checkpoint-parquet")
                   .trigger(processingTime="2 seconds").queryName("counts_to_parquet").start())
+    started(to_parquet)
     as_records = counts.select(
         F.col("page").alias("key"),
         F.to_json(F.struct("page", F.unix_millis("window.start").alias("window_start_ms"),
@@ -120,6 +123,7 @@ def start_pipeline(spark: Any, bootstrap: str, out_dir: str) -> dict[str, Any]:
                 .option("floodmark.exactlyOnce", "true")  # see docs/spark.md, "Sink"
                 .option("checkpointLocation", f"{out_dir}/checkpoint-topic")
                 .trigger(processingTime="2 seconds").queryName("counts_to_topic").start())
+    started(to_topic)
     return {"parquet": to_parquet, "topic": to_topic}
 
 

@@ -62,7 +62,13 @@ class SparkStandalone:
                  memory: str = "1g", env: dict[str, str] | None = None) -> None:
         import pyspark
 
-        self.home = Path(pyspark.__file__).parent
+        from floodmark.spark.spark_home import compiled_spark_home, pip_spark_home
+
+        # the executors' Python workers import PySpark compiled from site-packages, not from
+        # pyspark.zip (floodmark/spark/spark_home.py): a third of the CPU per Python start
+        pip_home = pip_spark_home()
+        self.home = (compiled_spark_home(pip_home, workdir / "spark-home") if pip_home
+                     else Path(pyspark.__file__).parent)
         self.workdir = workdir
         self.workers, self.cores, self.memory = workers, cores, memory
         self.port, self.ui_port = free_port(), free_port()

@@ -4,6 +4,7 @@ Pure unit tests: fake query objects stand in for Spark's."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
@@ -18,6 +19,7 @@ CAUSE = ("org.apache.spark.SparkException: java.net.SocketTimeoutException: Time
 class FakeQuery:
     def __init__(self, name: str, error: str | None = None) -> None:
         self.name, self.error, self.stopped = name, error, False
+        self.lastProgress = None if error else {"batchId": 0}  # Spark's name
 
     @property
     def isActive(self) -> bool:  # Spark's name
@@ -32,18 +34,22 @@ class FakeQuery:
 
 def _pipeline(errors: list[dict[str, str | None]]) -> tuple[_Pipeline, list[dict[str, Any]]]:
     """A pipeline whose n-th start makes queries failing with errors[n] (then healthy ones)."""
-    started: list[dict[str, Any]] = []
+    starts: list[dict[str, Any]] = []
 
-    def start_pipeline(spark: object, bootstrap: str, out_dir: str) -> dict[str, Any]:
-        e = errors[len(started)] if len(started) < len(errors) else {}
-        qs = {n: FakeQuery(n, e.get(n)) for n in ("parquet", "topic")}
-        started.append(qs)
+    def start_pipeline(spark: object, bootstrap: str, out_dir: str,
+                       started: Callable[[Any], None]) -> dict[str, Any]:
+        e = errors[len(starts)] if len(starts) < len(errors) else {}
+        qs = {}
+        for n in ("parquet", "topic"):
+            qs[n] = FakeQuery(n, e.get(n))
+            started(qs[n])  # the demo's wait: this one has reported progress or stopped
+        starts.append(qs)
         return qs
 
     p = _Pipeline(SimpleNamespace(start_pipeline=start_pipeline),  # type: ignore[arg-type]
                   spark=None, bootstrap="b", out_dir="o")
     p.start()
-    return p, started
+    return p, starts
 
 
 def test_healthy_queries_are_left_alone() -> None:

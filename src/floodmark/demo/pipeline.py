@@ -100,7 +100,8 @@ class _Pipeline:
         self.restarts = 0
 
     def start(self) -> None:
-        self.queries.update(self.example.start_pipeline(self.spark, self.bootstrap, self.out_dir))
+        self.queries.update(self.example.start_pipeline(self.spark, self.bootstrap, self.out_dir,
+                                                        started=_until_running))
 
     def failure(self) -> tuple[str, object] | None:
         """(name, exception or None) of a query that stopped, else None."""
@@ -132,6 +133,27 @@ class _Pipeline:
                 q.stop()
             except Exception as exc:  # the JVM may already be gone on Ctrl-C
                 _say(f"[cleanup] stopping query {q.name}: {exc}")
+
+
+# A query's status while its sources are made: its stream reader's driver-side Python process
+# starts then (Spark's StreamExecution and MicroBatchExecution set these messages).
+INITIALIZING = ("Initializing StreamExecution", "Initializing sources")
+
+
+def _until_running(query: Any) -> None:
+    """Return once ``query``'s sources are up (its status has moved past INITIALIZING: the stream
+    reader's driver-side Python process connected back) or the query has stopped, so the next
+    query's process starts alone, not beside this one (see TRANSIENT_SPARK_ERRORS). Waits on
+    Spark's state, not on a clock; a failed connect-back stops the query within Spark's 10 s."""
+    watch = ProgressWatch(int(STALL_S * 1000), _now_ms())
+    while query.isActive and query.lastProgress is None:
+        message = query.status.get("message")
+        if message not in INITIALIZING:
+            return
+        stalled = watch.observe(_now_ms(), {"status": message})
+        if stalled is not None:
+            raise Stalled(f"query {query.name} did not start: {stalled}")
+        time.sleep(0.1)
 
 
 class _Producer:
@@ -194,9 +216,24 @@ class _Producer:
 class _Progress:
     """Every micro-batch's progress of every query, by batch id."""
 
-    def __init__(self, queries: dict[str, Any]) -> None:
+    def __init__(self, queries: dict[str, Any], spark: Any = None) -> None:
         self.queries = queries
+        self.spark = spark
         self.batches: dict[str, dict[int, dict[str, Any]]] = {name: {} for name in queries}
+
+    def tasks(self) -> tuple[tuple[int, ...], int]:
+        """Spark's running stages and the tasks they finished: they move while a long
+        micro-batch runs (on a loaded machine one can take minutes), when nothing in a
+        query's progress does."""
+        if self.spark is None:
+            return (), 0
+        tracker = self.spark.sparkContext.statusTracker()
+        stages = tuple(sorted(tracker.getActiveStageIds()))
+        done = 0
+        for sid in stages:
+            info = tracker.getStageInfo(sid)
+            done += info.numCompletedTasks if info is not None else 0
+        return stages, done
 
     def poll(self) -> None:
         for name, q in self.queries.items():
@@ -289,7 +326,7 @@ def run(events: int, rate: float, keep: bool, down_s: float,
         _say(f"[spark] queries started: {', '.join(q.name for q in pipeline.queries.values())}; "
              f"{spark.version}, application {spark.sparkContext.applicationId}, "
              f"{time.monotonic() - started:.0f} s since start")
-        progress = _Progress(pipeline.queries)
+        progress = _Progress(pipeline.queries, spark)
         producer = _Producer(example, bootstrap, events, rate, hold_at=int(events * 0.4))
         with Bars(show_progress) as bars:
             ok = _drive(cluster, example, producer, progress, pipeline, events, down_s, bars)
@@ -502,6 +539,7 @@ def _query_motion(progress: _Progress) -> dict[str, object]:
         motion[f"{name} rows read"] = progress.rows_read(name)
         motion[f"{name} rows in state"] = ops[0].get("numRowsTotal", 0)
         motion[f"{name} status"] = progress.queries[name].status.get("message", "")
+    motion["spark stages, tasks done"] = progress.tasks()
     return motion
 
 

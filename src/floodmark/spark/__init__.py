@@ -41,9 +41,16 @@ def register(spark: Any) -> None:
 
 
 def prepare_environment() -> None:
-    """Point PySpark workers at this interpreter (call before creating the SparkSession)."""
+    """Point PySpark workers at this interpreter, and let the Python processes Spark starts import
+    PySpark compiled from this interpreter's site-packages rather than from the pip package's
+    pyspark.zip (``spark_home.use_compiled_pyspark``: a 3x cheaper start, which keeps the stream
+    reader's driver process inside Spark's 10 s connect-back on a loaded machine). Call it before
+    creating the SparkSession."""
+    from floodmark.spark.spark_home import use_compiled_pyspark
+
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    use_compiled_pyspark()
 
 
 def batch_session(master: str, app_name: str) -> Any:
