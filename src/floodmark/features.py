@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from floodmark.errors import FloodmarkError
+
 TRANSACTION_VERSION = "transaction.version"
 
 # feature -> (lowest, highest) level this release supports
@@ -31,7 +33,7 @@ BOOTSTRAP: dict[str, int] = {
 }
 
 
-class FeatureError(ValueError):
+class FeatureError(FloodmarkError, ValueError):
     """A level this release cannot finalize; the message is one line for the operator."""
 
 

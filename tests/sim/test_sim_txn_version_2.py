@@ -16,7 +16,7 @@ import pytest
 
 from floodmark.replication.transactions import log as txn_log
 from floodmark.replication.transactions.state import TV_2, TxnState
-from floodmark.sim import cluster as sim_cluster
+from floodmark.sim.partition import cluster as sim_cluster
 from floodmark.sim.partition import explore
 from floodmark.sim.partition.cluster import Cluster
 from floodmark.sim.partition.txn_coordinator import SimTxnCoordinator

@@ -37,11 +37,10 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from floodmark.constants import NO_PRODUCER_EPOCH
+from floodmark.constants import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from floodmark.errors import ErrorCode
 from floodmark.replication.transactions.state import (
     MAX_PRODUCER_EPOCH,
-    NO_PRODUCER_ID,
     TV_2,
     Partition,
     TxnMetadata,

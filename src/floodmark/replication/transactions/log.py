@@ -18,9 +18,10 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from floodmark.constants import NO_PRODUCER_ID
 from floodmark.errors import FloodmarkError
 from floodmark.records import CorruptRecordError, Record, build_batch, decode_records, read_uvarint
-from floodmark.replication.transactions.state import NO_PRODUCER_ID, TxnMetadata, TxnState
+from floodmark.replication.transactions.state import TxnMetadata, TxnState
 
 KEY_VERSION = 0
 VALUE_VERSION = 0

@@ -35,10 +35,9 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field, replace
 
-from floodmark.constants import NO_PRODUCER_EPOCH
+from floodmark.constants import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 
 MAX_PRODUCER_EPOCH = 32767
-NO_PRODUCER_ID = -1
 Partition = tuple[str, int]
 
 TV_2 = 2

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from tests import cpu_usage
 
 BUSY = "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass\n" \
