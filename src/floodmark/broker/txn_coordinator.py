@@ -30,6 +30,7 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Protocol
 
+from floodmark.broker.peer_connections import PeerConnections
 from floodmark.broker.peer_logins import PeerLogins
 from floodmark.client.connection import AsyncKafkaConnection, AuthenticationFailed, RequestFailed
 from floodmark.client.transactions import (
@@ -114,7 +115,9 @@ class BrokerTxnCoordinator:
                            expiration_ms=expiration_ms),
             self, cleanup_interval_ms=cleanup_interval_ms, markers=MARKERS)
         self._waiting: set[asyncio.Future[Reply]] = set()
-        self._conns: dict[int, tuple[AsyncKafkaConnection, asyncio.Lock]] = {}
+        self._conns = PeerConnections(f"floodmark-txn-coordinator-{host.node_id}",
+                                      host.membership.broker_address,
+                                      lambda: host.config.inter_broker_security)
         self._tasks: set[asyncio.Task[None]] = set()
         self._wake = asyncio.Event()
         self._spare_pid: int | None = None  # a producer id taken ahead for the core's port
@@ -139,9 +142,7 @@ class BrokerTxnCoordinator:
         self.driver.stop()
         for task in self._tasks:
             task.cancel()
-        for conn, _ in self._conns.values():
-            conn.close()
-        self._conns.clear()
+        self._conns.close()
         for fut in self._waiting:
             if not fut.done():
                 fut.cancel()
@@ -270,7 +271,7 @@ class BrokerTxnCoordinator:
 
     def send_markers(self, attempt: int, leader: int, markers: SendMarkers,
                      partitions: tuple[Partition, ...]) -> bool:
-        held = self._connection(leader)
+        held = self._conns.get(leader)
         if held is None or self._logins.wait_s(leader) > 0:
             return False
         self._spawn(self._send_markers(attempt, leader, held, markers, partitions))
@@ -356,7 +357,7 @@ class BrokerTxnCoordinator:
         if meta is None or p < 0:
             return unknown
         node = int(meta.partitions[p].leader)
-        held = self._connection(node) if node >= 0 else None
+        held = self._conns.get(node) if node >= 0 else None
         if held is None or node == self.host.node_id:
             return unknown  # this broker leads it but has not loaded it yet
         conn, lock = held
@@ -383,18 +384,3 @@ class BrokerTxnCoordinator:
                     out[(str(t.name), int(r.partition_index))] = ErrorCode(
                         int(r.partition_error_code))
         return out
-
-    def _connection(self, node_id: int) -> tuple[AsyncKafkaConnection, asyncio.Lock] | None:
-        address = self.host.membership.broker_address(node_id)
-        if address is None:
-            return None
-        held = self._conns.get(node_id)
-        if held is None or (held[0].host, held[0].port) != tuple(address):
-            if held is not None:
-                held[0].close()
-            held = (AsyncKafkaConnection(address[0], address[1],
-                                         f"floodmark-txn-coordinator-{self.host.node_id}",
-                                         self.host.config.inter_broker_security),
-                    asyncio.Lock())
-            self._conns[node_id] = held
-        return held

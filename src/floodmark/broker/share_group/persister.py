@@ -17,10 +17,11 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
+from floodmark.broker.peer_connections import PeerConnections
 from floodmark.broker.share_group.partition import RecordState, ShareState, StateBatch
 from floodmark.broker.share_group.state_records import ShareKey, Snapshot, coordinator_key
 from floodmark.broker.share_group.state_service import ShareStateService
-from floodmark.client.connection import AsyncKafkaConnection, RequestFailed
+from floodmark.client.connection import RequestFailed
 from floodmark.errors import ErrorCode
 from floodmark.metadata import CoordinatorType
 from floodmark.security.client_security import ClientSecurity
@@ -72,7 +73,8 @@ class SharePersister:
         self.routes = routes
         self.service = service
         self._security = security
-        self._conns: dict[int, tuple[AsyncKafkaConnection, asyncio.Lock]] = {}
+        self._conns = PeerConnections(f"floodmark-share-persister-{node_id}",
+                                      routes.broker_address, security)
 
     # -- the operations --------------------------------------------------------------------
     async def read(self, key: ShareKey, leader_epoch: int
@@ -149,7 +151,7 @@ class SharePersister:
         node = self.routes.coordinator_for(coordinator_key(key), CoordinatorType.SHARE)
         if node == self.node_id:
             return await local()
-        held = self._connection(node) if node >= 0 else None
+        held = self._conns.get(node) if node >= 0 else None
         if held is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, nothing[0]
         conn, lock = held
@@ -162,24 +164,8 @@ class SharePersister:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, nothing[0]
         return remote(resp)
 
-    def _connection(self, node_id: int) -> tuple[AsyncKafkaConnection, asyncio.Lock] | None:
-        address = self.routes.broker_address(node_id)
-        if address is None:
-            return None
-        held = self._conns.get(node_id)
-        if held is None or (held[0].host, held[0].port) != tuple(address):
-            if held is not None:
-                held[0].close()
-            held = (AsyncKafkaConnection(address[0], address[1],
-                                         f"floodmark-share-persister-{self.node_id}",
-                                         self._security()), asyncio.Lock())
-            self._conns[node_id] = held
-        return held
-
     def close(self) -> None:
-        for conn, _lock in self._conns.values():
-            conn.close()
-        self._conns.clear()
+        self._conns.close()
 
 
 def _error_only(resp: Any) -> tuple[ErrorCode, None]:
