@@ -61,10 +61,18 @@ def _fetch_v16(cluster: Any, broker: int, epoch_delta: int) -> tuple[Any, Any, i
 
 
 def _check_follower_serves(cluster: Any, leader: int) -> None:
-    """KIP-392, as Kafka 4.x: a follower serves a consumer Fetch v11+ (up to its own HW)."""
+    """KIP-392, as Kafka 4.x: a follower serves a consumer Fetch v11+ (up to its own HW). The
+    follower learns the HW from its next fetch answer, which the leader may hold up to
+    replica.fetch.wait.max.ms when nothing new arrives: until then it answers no error and no
+    records."""
     follower = next(b for b in cluster.broker_ids if b != leader)
-    _resp, part, _epoch = _fetch_v16(cluster, follower, 0)
-    assert int(part.error_code) == 0 and part.records
+
+    def serves() -> bool:
+        _resp, part, _epoch = _fetch_v16(cluster, follower, 0)
+        assert int(part.error_code) == 0, part
+        return bool(part.records)
+
+    wait_until(serves, 20, f"follower {follower} to serve partition 0 up to its HW")
 
 
 def _check_leader_hint(cluster: Any, leader: int, follower: int) -> None:

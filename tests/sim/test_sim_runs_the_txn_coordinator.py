@@ -5,6 +5,7 @@ after PrepareCommit is finished by a new coordinator from the log (all-or-nothin
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
@@ -38,8 +39,10 @@ def test_the_scenario_runs_the_brokers_core_and_its_log(monkeypatch: pytest.Monk
                                                          ) -> None:
     result, coordinator = _scenario_coordinator(monkeypatch, "transaction-visibility")
     assert result.as_expected, result.verdict
-    driver = BrokerTxnCoordinator(cast(Any, None), cast(Any, None), max_timeout_ms=1,
-                                          cleanup_interval_ms=1)
+    host = SimpleNamespace(node_id=0, membership=SimpleNamespace(broker_address=lambda _: None),
+                           config=None)
+    driver = BrokerTxnCoordinator(cast(Any, host), cast(Any, None), max_timeout_ms=1,
+                                  cleanup_interval_ms=1)
     assert type(coordinator.core) is type(driver.core) is TxnCoordinator
     # Its log is ``__transaction_state`` as the broker writes it: the codec replays it.
     replayed = txn_log.replay(coordinator.log)
