@@ -49,6 +49,7 @@ from floodmark.broker.membership import LocalMembership
 from floodmark.broker.metadata import Controller, LocalController
 from floodmark.broker.offsets import OffsetStore, partition_for
 from floodmark.broker.partition_state import PartitionState
+from floodmark.broker.produce_order import ProduceOrder
 from floodmark.broker.purgatory import FetchPurgatory
 from floodmark.broker.quotas import ClientQuotas
 from floodmark.broker.replica_fetcher import ReplicaManager, replica_of
@@ -138,6 +139,7 @@ class Broker:
             cleanup_interval_ms=config.get_int(
                 "transaction.abort.timed.out.transaction.cleanup.interval.ms"),
             expiration_ms=config.get_int("transactional.id.expiration.ms"))
+        self.produce_order = ProduceOrder()  # a transactional producer's appends, in order
         self.connections: set[Connection] = set()
         self.authentication = Authentication(config, lambda: self.controller.scram_credentials())
         self.max_request_bytes = config.get_int("socket.request.max.bytes")

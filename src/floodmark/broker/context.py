@@ -24,6 +24,7 @@ from floodmark.broker.groups import GroupCoordinator
 from floodmark.broker.metadata import Controller
 from floodmark.broker.offsets import OffsetStore
 from floodmark.broker.partition_state import PartitionState
+from floodmark.broker.produce_order import ProduceOrder
 from floodmark.broker.purgatory import FetchPurgatory
 from floodmark.broker.quotas import ClientQuotas
 from floodmark.broker.replica_fetcher import ReplicaManager
@@ -200,6 +201,7 @@ class HandlerContext(BrokerCore, Protocol):
     share_groups: ShareGroups
     share_state: ShareStateService  # the share coordinator (__share_group_state)
     transactions: BrokerTxnCoordinator
+    produce_order: ProduceOrder  # transactional Produce waiting for verification, in order
     authentication: Authentication
     quotas: ClientQuotas
     # /metrics on: counted where answers are built (None: off)

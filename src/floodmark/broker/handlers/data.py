@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections import Counter
@@ -141,12 +142,32 @@ def produce_raw(broker: HandlerContext, frame: memoryview, version: int,
     except HotDecodeError as exc:
         raise ProtocolError(f"bad Produce v{version} request: {exc}") from exc
     refused = gate(req) if gate is not None else {}
+    if req.transactional_id is None:
+        return _produce(broker, req, version, refused)
+    keys = _order_keys(req)
+    ahead = broker.produce_order.ahead(keys)
     unverified = _unverified(broker, req, version)
     for tp in refused:
         unverified.pop(tp, None)
-    if unverified:
-        return _verify_then_produce(broker, req, version, unverified, refused)
+    if unverified or ahead:
+        # In the order the producer sent them (broker/produce_order.py): this request waits
+        # for the ones ahead of it, then for its own verification, then appends.
+        release = broker.produce_order.enter(keys)
+        return _verify_then_produce(broker, req, version, refused, ahead, release)
     return _produce(broker, req, version, refused)
+
+
+def _order_keys(req: ProduceRequest) -> list[tuple[str, int, int]]:
+    """(topic, partition, producer id) of each transactional batch of a Produce."""
+    keys: list[tuple[str, int, int]] = []
+    for name, parts in req.topics:
+        for p in parts:
+            if p.records is None:
+                continue
+            metas = batch_metas(p.records)
+            if metas and metas[0].is_transactional and metas[0].producer_id >= 0:
+                keys.append((name, p.index, metas[0].producer_id))
+    return keys
 
 
 # KIP-890 part 1: what a leader answers for a batch whose transaction the coordinator does not
@@ -195,22 +216,31 @@ def _unverified(broker: HandlerContext, req: ProduceRequest, version: int
 
 
 async def _verify_then_produce(broker: HandlerContext, req: ProduceRequest, version: int,
-                               unverified: dict[tuple[str, int], tuple[int, int]],
-                               denied: dict[tuple[str, int], ErrorCode]
-                               ) -> list[bytes | memoryview]:
+                               denied: dict[tuple[str, int], ErrorCode],
+                               ahead: list[asyncio.Future[None]],
+                               release: Callable[[], None]) -> list[bytes | memoryview]:
     txn_id = req.transactional_id
-    assert txn_id is not None  # ``_unverified`` names partitions only then
-    by_producer: dict[tuple[int, int], list[tuple[str, int]]] = {}
-    for tp, producer in unverified.items():
-        by_producer.setdefault(producer, []).append(tp)
-    refused: dict[tuple[str, int], ErrorCode] = dict(denied)
-    add = version >= IMPLICIT_ADD_VERSION
-    for (pid, epoch), partitions in by_producer.items():
-        answers = await broker.transactions.verify(txn_id, pid, epoch, partitions, add=add)
-        for tp, error in answers.items():
-            if error is not ErrorCode.NONE:
-                refused[tp] = _VERIFY_REFUSALS.get(error, ErrorCode.INVALID_TXN_STATE)
-    answer = _produce(broker, req, version, refused)
+    assert txn_id is not None  # only a transactional Produce is ordered
+    try:
+        for earlier in ahead:
+            await earlier
+        # Asked now, not on arrival: a request ahead may have opened the transaction here.
+        unverified = _unverified(broker, req, version)
+        for tp in denied:
+            unverified.pop(tp, None)
+        by_producer: dict[tuple[int, int], list[tuple[str, int]]] = {}
+        for tp, producer in unverified.items():
+            by_producer.setdefault(producer, []).append(tp)
+        refused: dict[tuple[str, int], ErrorCode] = dict(denied)
+        add = version >= IMPLICIT_ADD_VERSION
+        for (pid, epoch), partitions in by_producer.items():
+            answers = await broker.transactions.verify(txn_id, pid, epoch, partitions, add=add)
+            for tp, error in answers.items():
+                if error is not ErrorCode.NONE:
+                    refused[tp] = _VERIFY_REFUSALS.get(error, ErrorCode.INVALID_TXN_STATE)
+        answer = _produce(broker, req, version, refused)  # appends (or refuses) now
+    finally:
+        release()  # the next request of this producer may append; this one waits for acks
     if answer is None:
         return []
     if isinstance(answer, list):
