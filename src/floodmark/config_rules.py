@@ -72,15 +72,18 @@ class OneOf:
 @dataclass(frozen=True, slots=True)
 class ListOf:
     """ConfigDef.ValidList.in: a comma-separated list whose every item is one of these; the
-    first item that is not is the one named. An empty list is refused too: Kafka 4.1 takes an
-    empty ``cleanup.policy`` (neither delete nor compact), floodmark's storage has no such
-    policy (docs/kafka-differences.md)."""
+    first item that is not is the one named. ``empty_allowed``: an empty list is a value (Kafka
+    4.1's ``cleanup.policy``: neither delete nor compact, so nothing is ever removed but what
+    DeleteRecords removes); otherwise it is refused."""
 
     choices: tuple[str, ...]
+    empty_allowed: bool = False
 
     def reject(self, value: Any) -> tuple[str, str] | None:
         items = [item.strip() for item in str(value).split(",")]
         if items == [""]:
+            if self.empty_allowed:
+                return None
             return "[]", f"List must name at least one of: {', '.join(self.choices)}"
         for item in items:
             if item not in self.choices:
@@ -155,7 +158,7 @@ RULES: dict[str, Rule] = {
     "max.compaction.lag.ms": at_least(1),
     "file.delete.delay.ms": at_least(0),
     "min.cleanable.dirty.ratio": Between(0, 1),
-    "cleanup.policy": ListOf(CLEANUP_POLICIES),
+    "cleanup.policy": ListOf(CLEANUP_POLICIES, empty_allowed=True),
     "min.insync.replicas": at_least(1),
     "compression.type": OneOf(COMPRESSION_TYPES),
     "compression.gzip.level": GzipLevel(),

@@ -138,8 +138,10 @@ def test_broker_configs_dynamic_default_and_per_broker(broker_factory) -> None: 
         ("DYNAMIC_BROKER_CONFIG", "5400000"), ("DYNAMIC_DEFAULT_BROKER_CONFIG", "7200000"),
         ("STATIC_BROKER_CONFIG", "3600000")]  # no DEFAULT: log.retention.ms is null (Kafka)
     assert got["log.segment.bytes"].source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
+    # min.insync.replicas: the controller's own, written with eligible leader replicas on
     assert _describe_default(b.bootstrap) == {"log.retention.ms": "7200000",
-                                              "log.segment.bytes": "2048"}
+                                              "log.segment.bytes": "2048",
+                                              "min.insync.replicas": "1"}
     topic = _describe(admin, ConfigResource.Type.TOPIC, "dyn-t")
     assert _chain(b.bootstrap, 2, "dyn-t", "retention.ms")[0] == (
         "DYNAMIC_BROKER_CONFIG", "5400000")

@@ -78,7 +78,10 @@ def test_config_topics_and_brokers(broker, fm: Run) -> None:
         assert out.splitlines() == [
             "Default configs for brokers in the cluster are:",
             "  log.retention.ms=3600000 sensitive=false "
-            "synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=3600000}"]
+            "synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=3600000}",
+            # written by the controller, eligible leader replicas being on (as Kafka 4.1)
+            "  min.insync.replicas=1 sensitive=false "
+            "synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:min.insync.replicas=1}"]
         rc, out, _err = fm("config", "describe", *entity, "--all")
         assert ("  retention.ms=3600000 sensitive=false synonyms={"
                 "DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=3600000}") in out.splitlines()

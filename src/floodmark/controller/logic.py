@@ -176,6 +176,21 @@ class ControllerLogic:
                 self.emit(scram.credential_record(user.name, user.credential()))
                 self.log.info("bootstrap SCRAM credential for user %s (%s)", user.name,
                               user.mechanism.mechanism_name)
+        self._elr_safety_config()
+
+    def _elr_safety_config(self) -> None:
+        """With eligible leader replicas on, the cluster's min.insync.replicas is a dynamic
+        cluster-wide config, written once by the active controller from its own setting if the
+        metadata has none (as Kafka 4.1's controller does at activation): every broker and the
+        ELR then count against one value, and DescribeConfigs reports it as
+        DYNAMIC_DEFAULT_BROKER_CONFIG, as Kafka's does."""
+        name = "min.insync.replicas"
+        if (not self.config.eligible_leader_replicas_enable
+                or self.image.cluster_default(name, None) is not None):
+            return
+        configs = dict(self.image.broker_configs.get("", {}))
+        configs[name] = str(self.config.min_insync_replicas)
+        self.emit({"type": "broker_configs", "resource": "", "configs": configs})
 
     def bootstrap_topic(self, name: str, replicas: list[tuple[int, ...]],
                         configs: dict[str, Any]) -> None:

@@ -99,12 +99,10 @@ class LogConfig:
                              f"{self.scan_chunk_bytes}")
         if self.max_message_bytes < 0:  # 0 (Kafka's floor too): every batch is too large
             raise ValueError("max_message_bytes must be >= 0")
-        policies = self.cleanup_policy.split(",")
-        if not policies or not set(policies) <= {"compact", "delete"} or len(set(policies)) != len(
-            policies
-        ):
+        policies = [p for p in self.cleanup_policy.split(",") if p]  # empty: neither
+        if not set(policies) <= {"compact", "delete"} or len(set(policies)) != len(policies):
             raise ValueError(
-                f"cleanup.policy must be delete, compact or compact,delete, got "
+                f"cleanup.policy must be delete, compact, compact,delete or empty, got "
                 f"{self.cleanup_policy!r}"
             )
         if not 0.0 <= self.min_cleanable_dirty_ratio <= 1.0:

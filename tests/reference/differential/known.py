@@ -66,13 +66,6 @@ KNOWN: list[Known] = [
           "Harness: node.id is in the Kafka node's server.properties (STATIC); floodmark takes "
           "it from a default (DEFAULT_CONFIG)."),
     # -- floodmark gaps (where the fix goes) ------------------------------------------------------
-    Known("*[name=min.insync.replicas]*.*source",
-          "Kafka 4.1 formats min.insync.replicas as a cluster-wide dynamic default "
-          "(DYNAMIC_DEFAULT_BROKER_CONFIG); floodmark reports DEFAULT_CONFIG (issue 23). Fix: "
-          "the cluster default written at bootstrap (controller) or its source in "
-          "broker/dynamic_configs.py."),
-    Known("*[name=min.insync.replicas].synonyms.length",
-          "The DYNAMIC_DEFAULT synonym of min.insync.replicas (above)."),
     Known("*[name=num.partitions].synonyms.length",
           "Harness: Kafka lists the STATIC value and the default; floodmark only the default."),
     Known("*[name=group.initial.rebalance.delay.ms]*",

@@ -53,9 +53,13 @@ def test_configs_kafka_names_defaults_and_validation() -> None:
     assert broker_level.compact and not broker_level.delete
     for bad in ({"cleanup.policy": "shred"}, {"min.cleanable.dirty.ratio": "1.5"},
                 {"min.compaction.lag.ms": "-1"}, {"delete.retention.ms": "-1"},
-                {"cleanup.policy": ""}):
+                {"cleanup.policy": "delete,delete"}):
         with pytest.raises(ValueError):
             LogConfig.from_kafka(bad)
+    # Kafka 4.1: an empty policy is neither (retention removes nothing, nothing is compacted).
+    neither = LogConfig.from_kafka({"cleanup.policy": ""})
+    assert not neither.compact and not neither.delete
+    assert neither.to_kafka()["cleanup.policy"] == ""
 
 
 def test_dirty_ratio_threshold_and_min_compaction_lag() -> None:
