@@ -107,8 +107,8 @@ class LeaderHost(Protocol):
 
 class ReplicaManager:
     """A cluster member's replication over the wire: one ``ReplicaFetcher`` per partition it
-    follows, and the leader's answers to the fetches of its followers (parked in ``waiters``
-    until the leader appends or their wait expires). ``image``: the member's metadata (broker
+    follows, and the leader's answers to the fetches of its followers (waiting in the broker's
+    purgatory until the leader appends or their wait expires). ``image``: the member's metadata (broker
     addresses, topic ids)."""
 
     def __init__(self, node_id: int, image: Callable[[], MetadataImage],
@@ -122,7 +122,6 @@ class ReplicaManager:
         self.image = image
         self.now_ms = now_ms
         self.fetchers: dict[tuple[str, int], ReplicaFetcher] = {}
-        self.waiters = FetchPurgatory()
         self.closing = False  # fetchers check it too (see ReplicaFetcher.stop on wait_for)
 
     # -- follower side ---------------------------------------------------------------------------
@@ -160,11 +159,6 @@ class ReplicaManager:
             fetcher.stop()
 
     # -- leader side -------------------------------------------------------------------------------
-    def wake(self, key: tuple[str, int]) -> None:
-        """The partition's core said ``WakeFollowerFetches``: the fetches parked on ``key``
-        ask it again."""
-        self.waiters.wake(key)
-
     async def answer_fetch(self, host: LeaderHost, header: RequestHeader,
                            req: WireRequest) -> WireResponse:
         """A replica's Fetch: answered at once when there is data or an error, else when the
@@ -188,7 +182,10 @@ class ReplicaManager:
                         len(p["records"]) for t in responses for p in t["partitions"])
                 return {"throttle_time": 0, "error_code": 0, "session_id": 0,
                         "responses": responses}
-            await self.waiters.wait(keys, remaining)
+            # The broker's one purgatory, as a consumer's Fetch waits (Kafka's DelayedFetch):
+            # the core's WakeFollowerFetches after an append, a HW move or new metadata on one
+            # of ``keys`` wakes it (``Broker.wake_replica_fetches``, ``wake_fetches``).
+            await host.purgatory.wait(keys, remaining)
 
     def _topic_name(self, t: WireRequest, version: int) -> str:
         if version < 13:
