@@ -21,6 +21,7 @@ from floodmark.replication.controller_session import ControllerSession
 from floodmark.replication.driver import FollowerFetchAnswer, ReplicaDriver
 from floodmark.replication.election import AlterPartitionRequest
 from floodmark.replication.fetcher import APPEND_REJECTED, FetchLoop, FetchToSend
+from floodmark.replication.follower_waits import FollowerFetchWaits
 from floodmark.replication.partition import (
     Effect,
     EpochQuery,
@@ -34,7 +35,7 @@ from floodmark.replication.produce import (
     produce_as_leader,
     write_marker_as_leader,
 )
-from floodmark.replication.purgatory import CompleteProduce, FollowerFetchPurgatory
+from floodmark.replication.purgatory import CompleteProduce
 from floodmark.replication.reads import FetchIsolation, read_for_fetch
 from floodmark.replication.replica_selector import ReplicaSelection
 from floodmark.replication.schedule import PeriodicWork
@@ -117,8 +118,7 @@ class SimBroker:
             kafka_aborted_batch_duplicates=self.config.kafka_aborted_batch_duplicates,
         )
         self.mirror = LogMirror()  # the log as (epoch, value) entries: index = offset
-        self.parked: FollowerFetchPurgatory[ParkedFetch] = FollowerFetchPurgatory()
-        self.woken = False  # WakeFollowerFetches in this step: ask the parked fetches again
+        self.waits: FollowerFetchWaits[ParkedFetch] | None = None  # follower fetches parked here
         self._tick_at: int | None = None  # when the node's timer fires next (``_arm_tick``)
         self.deferred: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
         self.fetcher: FetchLoop | None = None  # the node's follower fetch loop
@@ -173,8 +173,10 @@ class SimBroker:
             self.log, self, checkpointed_high_watermark=checkpointed, now_ms=now)
         self.partition = self.driver.partition
         self.mirror.load(self.log)
-        self.parked.clear()
-        self.woken = False
+        # A scripted world's parked fetches wait until a step releases them.
+        self.waits = FollowerFetchWaits(
+            self.driver, self._read_batches, self._send_fetch_answer,
+            cfg.fetch_wait_max_ms if cfg.autonomous else None)
         self.deferred = []
         # A scripted world times nothing out: its steps answer or drop requests by hand.
         self.fetcher = FetchLoop(
@@ -235,8 +237,7 @@ class SimBroker:
         self.log = None
         self.partition = None
         self.driver = None
-        self.parked.clear()
-        self.woken = False
+        self.waits = None  # the parked fetches die with the process
         self.world.record(f"{self.name} crash lose_unsynced={lose_unsynced}")
 
     def pause(self) -> None:
@@ -271,7 +272,8 @@ class SimBroker:
     def _after_step(self) -> None:
         """After every input: the parked fetches the core woke are asked again, and the node's
         timer is set for its next deadline."""
-        self._answer_woken_fetches()
+        if self.alive and self.waits is not None:
+            self.waits.after_step(self.world.now_ms)
         self._arm_tick()
 
     def _arm_tick(self) -> None:
@@ -367,7 +369,8 @@ class SimBroker:
         self._send_alter_partition(request)
 
     def wake_follower_fetches(self) -> None:
-        self.woken = True
+        if self.waits is not None:
+            self.waits.wake()
 
     def log_truncated(self, before: int, after: int, reason: str, *, fully: bool) -> None:
         self.mirror.truncate(after, fully=fully)
@@ -546,17 +549,14 @@ class SimBroker:
             self.net.send(self.name, src, self.last_metadata)
 
     def _on_fetch_request(self, src: str, msg: m.FetchRequestMsg) -> None:
-        assert self.driver is not None
-        answer = self.driver.answer_follower_fetch(msg.fetch, self.world.now_ms,
-                                                   self._read_batches)
-        if answer.complete:
-            self._send_fetch_answer(ParkedFetch(src, msg), answer)
-        elif not self.config.autonomous:  # a scenario releases it (``release_parked``)
-            self.parked.park(ParkedFetch(src, msg), 10**12)
-        else:
-            wait_ms = self.config.fetch_wait_max_ms
-            parked = self.parked.park(ParkedFetch(src, msg), self.world.now_ms + wait_ms)
-            self._timer(wait_ms, self._answer_parked, lambda p: p is parked.request, False)
+        assert self.waits is not None
+        deadline = self.waits.receive(ParkedFetch(src, msg), self.world.now_ms)
+        if deadline is not None and self.config.autonomous:
+            self._timer(deadline - self.world.now_ms, self._waits_tick)
+
+    def _waits_tick(self) -> None:
+        if self.waits is not None:
+            self.waits.tick(self.world.now_ms)
 
     def _read_batches(self, start: int, upto: int) -> bytes:
         assert self.log is not None
@@ -566,31 +566,16 @@ class SimBroker:
         self.net.send(self.name, parked.src, m.FetchReplyMsg(
             parked.request.session, answer.response, bytes(answer.records)))
 
-    def _answer_parked(self, which: Callable[[ParkedFetch], bool] | None, force: bool) -> None:
-        """The parked follower fetches ``which`` selects, asked again by the driver
-        (``answer_parked_follower_fetches``): those with an answer, or whose
-        ``replica.fetch.wait.max.ms`` ran out, or all with ``force``, are answered."""
-        if self.driver is None or not self.parked:
-            return
-        self.driver.answer_parked_follower_fetches(
-            self.parked, self.world.now_ms, self._read_batches, self._send_fetch_answer,
-            which=which, force=force)
-
-    def _answer_woken_fetches(self) -> None:
-        """The core said ``WakeFollowerFetches`` during this step: after the step (a produce's
-        own answer goes first, as on the broker, whose wake runs the fetches later)."""
-        if self.woken and self.alive:
-            self.woken = False
-            self._answer_parked(None, force=False)
-
     def release_parked(self, follower_name: str) -> bool:
         """Scenario helper: answer the parked fetch of one follower now."""
-        before = len(self.parked)
-        self._answer_parked(lambda p: p.src == follower_name, force=True)
-        return len(self.parked) < before
+        if self.waits is None:
+            return False
+        return self.waits.answer(self.world.now_ms, lambda p: p.src == follower_name,
+                                 force=True) > 0
 
     def drop_parked(self, follower_name: str) -> None:
-        self.parked.drop(lambda p: p.request.src == follower_name)
+        if self.waits is not None:
+            self.waits.drop(lambda p: p.src == follower_name)
 
     def _on_epoch_query(self, src: str, msg: m.EpochQueryMsg) -> None:
         assert self.partition is not None and self.log is not None
