@@ -5,10 +5,12 @@ real storage on the memory file system); the requests are carried by hand."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from floodmark.errors import ErrorCode
 from floodmark.records import simple_batch
 from floodmark.replication.driver import ReplicaDriver
-from floodmark.replication.election import AlterPartitionRequest, PartitionRegistration
+from floodmark.replication.election import PartitionRegistration
 from floodmark.replication.fetcher import APPEND_REJECTED, FetchLoop, FetchToSend
 from floodmark.replication.partition import (
     FetchResponse,
@@ -18,7 +20,6 @@ from floodmark.replication.partition import (
     PartitionConfig,
 )
 from floodmark.replication.produce import ProduceSettings, produce_as_leader
-from floodmark.replication.purgatory import CompleteProduce
 from floodmark.storage.fs import MemoryFileSystem
 from floodmark.storage.log import Log
 
@@ -27,7 +28,7 @@ BACKOFF_MS = 100
 
 
 class Replica:
-    """Broker ``broker_id`` hosting t-0; the ports do nothing."""
+    """Broker ``broker_id`` hosting t-0; every port does nothing (``__getattr__``)."""
 
     def __init__(self, broker_id: int) -> None:
         fs = MemoryFileSystem()
@@ -36,18 +37,12 @@ class Replica:
         self.core = Partition(PartitionConfig("t", 0, broker_id, min_insync_replicas=1))
         self.driver = ReplicaDriver(self.core, self.log, self)
 
+    def __getattr__(self, port: str) -> Callable[..., None]:
+        return lambda *args, **kwargs: None
+
     def metadata(self, leader: int, epoch: int) -> None:
         self.driver.apply(self.core.apply_metadata(
             self.log, PartitionRegistration((1, 2), (1, 2), leader, epoch, epoch), 0))
-
-    def complete_produce(self, done: CompleteProduce) -> None: ...
-    def high_watermark_changed(self, old: int, new: int) -> None: ...
-    def propose_isr(self, request: AlterPartitionRequest) -> None: ...
-    def wake_follower_fetches(self) -> None: ...
-    def log_truncated(self, before: int, after: int, reason: str, *, fully: bool) -> None: ...
-    def follower_appended(self, records: bytes | bytearray | memoryview) -> None: ...
-    def flush_log(self) -> None: ...
-    def checkpoint_high_watermark(self, high_watermark: int) -> None: ...
 
 
 def pair(epoch: int = 3) -> tuple[Replica, Replica, FetchLoop]:
@@ -83,13 +78,18 @@ def test_nothing_is_sent_before_metadata_names_a_leader() -> None:
     assert loop.next_deadline_ms() == TIMEOUT_MS
 
 
-def test_an_answer_is_carried_out_and_the_next_fetch_goes_at_once() -> None:
-    leader, follower, loop = pair()
+def first_fetch(leader: Replica, loop: FetchLoop) -> tuple[FetchToSend, FetchResponse, bytes]:
+    """One record at the leader; the loop's first fetch, and the leader's answer at 10 ms."""
     produce(leader, b"a")
     loop.on_metadata(0)
     out = loop.poll(0)
     assert out is not None
-    response, records = answer(leader, out, 10)
+    return (out, *answer(leader, out, 10))
+
+
+def test_an_answer_is_carried_out_and_the_next_fetch_goes_at_once() -> None:
+    leader, follower, loop = pair()
+    out, response, records = first_fetch(leader, loop)
     action = loop.on_fetch_answer(out.session, response, records, 10)
     assert action is not None and action.kind is FollowerActionKind.APPEND
     assert follower.log.log_end_offset == 1
@@ -101,11 +101,7 @@ def test_an_answer_is_carried_out_and_the_next_fetch_goes_at_once() -> None:
 
 def test_a_late_or_stale_answer_is_dropped_before_the_core_sees_it() -> None:
     leader, follower, loop = pair()
-    produce(leader, b"a")
-    loop.on_metadata(0)
-    out = loop.poll(0)
-    assert out is not None
-    response, records = answer(leader, out, 10)
+    out, response, records = first_fetch(leader, loop)
     loop.tick(TIMEOUT_MS - 1)
     assert loop.inflight, "not yet timed out"
     loop.tick(TIMEOUT_MS)  # given up: due again at once
