@@ -661,9 +661,9 @@ class Broker:
 
     def wake_replica_fetches(self, key: tuple[str, int]) -> None:
         """The core's ``WakeFollowerFetches`` (the leader appended, or stopped leading): the
-        follower fetches parked on ``key`` ask it again (``ReplicaManager.answer_fetch``)."""
-        if self.replicas is not None:
-            self.replicas.wake(key)
+        fetches waiting on ``key`` in the one purgatory ask it again (a follower's through
+        ``ReplicaManager.answer_fetch``; a consumer's re-reads, as Kafka's DelayedFetch)."""
+        self.purgatory.wake(key)
 
     def propose_isr(self, key: tuple[str, int], request: AlterPartitionRequest) -> None:
         self.membership.propose_isr(key, request)

@@ -393,9 +393,7 @@ class ClusterMembership(MembershipBase):
                                  reg.leader, list(reg.isr))
                     if replicas is not None:
                         replicas.sync(key, ps)
-                    host.purgatory.wake(key)
-                    if replicas is not None:
-                        replicas.wake(key)
+                    host.purgatory.wake(key)  # consumers' and followers' fetches alike
                     self._bad_partitions.pop(key, None)
                 except (KafkaError, OSError, ValueError, TypeError) as exc:
                     # One partition that cannot be applied (a bad config value that slipped

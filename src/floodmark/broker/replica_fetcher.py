@@ -45,8 +45,9 @@ from floodmark.client.connection import (
     RequestFailed,
 )
 from floodmark.controller.image import MetadataImage
-from floodmark.errors import ErrorCode, KafkaError
+from floodmark.errors import ErrorCode
 from floodmark.replication.epochs import EpochEndOffset
+from floodmark.replication.fetcher import APPEND_REJECTED, FetchLoop, FetchToSend
 from floodmark.replication.partition import (
     EpochQuery,
     FetchResponse,
@@ -72,7 +73,8 @@ EPOCH_QUERY_VERSION = 3
 LIST_OFFSETS_VERSION = 4
 REPLICA_MAX_WAIT_MS = 500
 REPLICA_PARTITION_MAX_BYTES = 1 << 20
-REPLICA_FETCH_BACKOFF_S = 0.2
+REPLICA_FETCH_BACKOFF_MS = 200
+IDLE_RETRY_MS = 1000  # nothing to fetch, or stopped until new metadata: look again anyway
 MAX_REPLICA_WAIT_MS = 5000
 
 
@@ -105,8 +107,8 @@ class LeaderHost(Protocol):
 
 class ReplicaManager:
     """A cluster member's replication over the wire: one ``ReplicaFetcher`` per partition it
-    follows, and the leader's answers to the fetches of its followers (parked in ``waiters``
-    until the leader appends or their wait expires). ``image``: the member's metadata (broker
+    follows, and the leader's answers to the fetches of its followers (waiting in the broker's
+    purgatory until the leader appends or their wait expires). ``image``: the member's metadata (broker
     addresses, topic ids)."""
 
     def __init__(self, node_id: int, image: Callable[[], MetadataImage],
@@ -120,24 +122,24 @@ class ReplicaManager:
         self.image = image
         self.now_ms = now_ms
         self.fetchers: dict[tuple[str, int], ReplicaFetcher] = {}
-        self.waiters = FetchPurgatory()
         self.closing = False  # fetchers check it too (see ReplicaFetcher.stop on wait_for)
 
     # -- follower side ---------------------------------------------------------------------------
     def sync(self, key: tuple[str, int], ps: PartitionState) -> None:
         """The partition's role changed or may have: follow its current leader and epoch with
-        a fetcher of its own, or stop following."""
+        a fetcher of its own (the node's fetch loop decides when the target changed), or stop
+        following."""
         fetcher = self.fetchers.get(key)
-        role = ps.core.role
-        if isinstance(role, FollowerState) and not self.closing:
-            target = (role.leader_id, role.leader_epoch)
-            if fetcher is not None and fetcher.target != target:
+        if isinstance(ps.core.role, FollowerState) and not self.closing:
+            loop = fetcher.loop if fetcher is not None else FetchLoop(
+                ps.driver, request_timeout_ms=None, backoff_ms=REPLICA_FETCH_BACKOFF_MS,
+                idle_retry_ms=IDLE_RETRY_MS)
+            if loop.on_metadata(self.now_ms()) or fetcher is None:
                 # New leader or epoch: drop any request in flight to the old one (it may be
                 # stopped and never answer) and start over against the new one.
-                fetcher.stop()
-                fetcher = None
-            if fetcher is None:
-                fetcher = ReplicaFetcher(self, ps, target)
+                if fetcher is not None:
+                    fetcher.stop()
+                fetcher = ReplicaFetcher(self, ps, loop)
                 self.fetchers[key] = fetcher
                 fetcher.start()
             fetcher.changed.set()
@@ -157,11 +159,6 @@ class ReplicaManager:
             fetcher.stop()
 
     # -- leader side -------------------------------------------------------------------------------
-    def wake(self, key: tuple[str, int]) -> None:
-        """The partition's core said ``WakeFollowerFetches``: the fetches parked on ``key``
-        ask it again."""
-        self.waiters.wake(key)
-
     async def answer_fetch(self, host: LeaderHost, header: RequestHeader,
                            req: WireRequest) -> WireResponse:
         """A replica's Fetch: answered at once when there is data or an error, else when the
@@ -185,7 +182,10 @@ class ReplicaManager:
                         len(p["records"]) for t in responses for p in t["partitions"])
                 return {"throttle_time": 0, "error_code": 0, "session_id": 0,
                         "responses": responses}
-            await self.waiters.wait(keys, remaining)
+            # The broker's one purgatory, as a consumer's Fetch waits (Kafka's DelayedFetch):
+            # the core's WakeFollowerFetches after an append, a HW move or new metadata on one
+            # of ``keys`` wakes it (``Broker.wake_replica_fetches``, ``wake_fetches``).
+            await host.purgatory.wait(keys, remaining)
 
     def _topic_name(self, t: WireRequest, version: int) -> str:
         if version < 13:
@@ -260,11 +260,10 @@ class ReplicaManager:
 class ReplicaFetcher:
     """Follows one partition's leader until stopped."""
 
-    def __init__(self, manager: ReplicaManager, ps: PartitionState,
-                 target: tuple[int, int]) -> None:
+    def __init__(self, manager: ReplicaManager, ps: PartitionState, loop: FetchLoop) -> None:
         self.manager = manager
         self.ps = ps
-        self.target = target  # (leader id, leader epoch) this fetcher follows
+        self.loop = loop  # the node's fetch loop; its target is this fetcher's leader and epoch
         self.changed = asyncio.Event()  # metadata changed: re-read leader / epoch
         self._conn: AsyncKafkaConnection | None = None
         self._conn_target: tuple[int, str, int] | None = None
@@ -305,26 +304,33 @@ class ReplicaFetcher:
         self.changed.clear()
 
     async def _run(self) -> None:
+        """Drive the node's fetch loop (``replication.fetcher.FetchLoop``): send what it says
+        is due, hand it the answer, and wait until its next deadline or new metadata."""
         ps = self.ps
+        loop = self.loop
         while not self._stopped and not self.manager.closing:
+            out: FetchToSend | None = None
             try:
-                request = ps.core.next_fetch(ps.log)
-                if request is None:
-                    await self._wait_for_change(1.0)
-                    continue
-                leader = ps.core.leader_id
-                refused_s = self.manager.logins.wait_s(leader)
+                now = self.manager.now_ms()
+                refused_s = self.manager.logins.wait_s(ps.core.leader_id)
                 if refused_s > 0:
                     await self._wait_for_change(refused_s)
                     continue
-                conn = self._connection(leader)
-                if conn is None:
-                    await self._wait_for_change(REPLICA_FETCH_BACKOFF_S)
+                loop.tick(now)
+                out = loop.poll(now)
+                if out is None:
+                    deadline = loop.next_deadline_ms()
+                    wait_ms = IDLE_RETRY_MS if deadline is None else deadline - now
+                    await self._wait_for_change(min(max(wait_ms, 0), IDLE_RETRY_MS) / 1000)
                     continue
-                if isinstance(request, EpochQuery):
-                    await self._epoch_query(conn, request)
+                conn = self._connection(out.leader_id)
+                if conn is None:
+                    loop.request_failed(out.session, self.manager.now_ms())
+                    continue
+                if isinstance(out.request, EpochQuery):
+                    await self._epoch_query(conn, out.session, out.request)
                 else:
-                    await self._fetch(conn, request)
+                    await self._fetch(conn, out.session, out.request)
             except asyncio.CancelledError:
                 raise
             except AuthenticationFailed as exc:  # the leader refused this broker's login
@@ -338,18 +344,16 @@ class ReplicaFetcher:
             except RequestFailed as exc:
                 log.info("partition %s leader_epoch=%d fetch from leader %d failed: %s",
                          ps.name, ps.leader_epoch, ps.core.leader_id, exc)
-                await self._wait_for_change(REPLICA_FETCH_BACKOFF_S)
-            except KafkaError as exc:
-                log.warning("partition %s leader_epoch=%d follower append failed: %s", ps.name,
-                            ps.leader_epoch, exc)
-                await self._wait_for_change(REPLICA_FETCH_BACKOFF_S)
             except Exception:
                 # A fetcher must outlive any one bad answer: log it, back off, fetch again.
                 log.exception("partition %s leader_epoch=%d replica fetcher error", ps.name,
                               ps.leader_epoch)
                 await self._wait_for_change(1.0)
+            finally:
+                if out is not None:  # no answer carried out: the loop backs off (else no-op)
+                    loop.request_failed(out.session, self.manager.now_ms())
 
-    async def _fetch(self, conn: AsyncKafkaConnection, f: FollowerFetch) -> None:
+    async def _fetch(self, conn: AsyncKafkaConnection, session: int, f: FollowerFetch) -> None:
         ps = self.ps
         timage = self.manager.image().topics.get(ps.topic)
         if timage is None:
@@ -391,20 +395,20 @@ class ReplicaFetcher:
             diverging=diverging, has_records=bool(records), fetch_offset=f.fetch_offset)
         if self._stopped:
             return
-        # The driver applies the answer (the core ignores it if the log moved since the request
-        # was built: a truncation by new metadata); the action says when to fetch again.
-        await self._before_next_fetch(
-            ps.driver.on_fetch_response(response, records or b"", self.manager.now_ms()))
+        # The loop hands the answer to the driver (the core ignores it if the log moved since
+        # the request was built: a truncation by new metadata) and says when to fetch again.
+        self._log_action(self.loop.on_fetch_answer(session, response, records or b"",
+                                                   self.manager.now_ms()))
 
-    async def _before_next_fetch(self, action: FollowerAction) -> None:
-        """Wait as the answer's action says (``FollowerAction.next_fetch``)."""
-        after = action.next_fetch
-        if after is NextFetch.AFTER_BACKOFF:
-            await self._wait_for_change(REPLICA_FETCH_BACKOFF_S)
-        elif after is NextFetch.ON_NEW_METADATA:
+    def _log_action(self, action: FollowerAction | None) -> None:
+        if action is None:
+            return
+        if action.reason.startswith(APPEND_REJECTED):
+            log.warning("partition %s leader_epoch=%d %s", self.ps.name, self.ps.leader_epoch,
+                        action.reason)
+        elif action.next_fetch is NextFetch.ON_NEW_METADATA:
             log.info("partition %s leader_epoch=%d fetching stopped (%s) until new metadata",
                      self.ps.name, self.ps.leader_epoch, action.reason)
-            await self._wait_for_change(1.0)
 
     async def _leader_log_end_offset(self, conn: AsyncKafkaConnection, epoch: int) -> int:
         ps = self.ps
@@ -416,7 +420,8 @@ class ReplicaFetcher:
         part = resp.topics[0].partitions[0]
         return int(part.offset) if int(part.error_code) == 0 else -1
 
-    async def _epoch_query(self, conn: AsyncKafkaConnection, q: EpochQuery) -> None:
+    async def _epoch_query(self, conn: AsyncKafkaConnection, session: int,
+                           q: EpochQuery) -> None:
         ps = self.ps
         resp = await conn.request(23, EPOCH_QUERY_VERSION, {
             "replica_id": self.manager.node_id,
@@ -426,6 +431,6 @@ class ReplicaFetcher:
         part = resp.topics[0].partitions[0]
         if self._stopped:
             return
-        await self._before_next_fetch(ps.driver.on_epoch_answer(
-            q.current_leader_epoch, ErrorCode(int(part.error_code)),
-            EpochEndOffset(int(part.leader_epoch), int(part.end_offset))))
+        self._log_action(self.loop.on_epoch_answer(
+            session, q.current_leader_epoch, ErrorCode(int(part.error_code)),
+            EpochEndOffset(int(part.leader_epoch), int(part.end_offset)), self.manager.now_ms()))

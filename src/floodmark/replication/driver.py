@@ -253,7 +253,7 @@ class ReplicaDriver:
     def answer_parked_follower_fetches(
         self, parked: FollowerFetchPurgatory[F], now_ms: int, read: ReadBatches,
         send: Callable[[F, FollowerFetchAnswer], None], *,
-        which: Callable[[F], bool] | None = None, force: bool = False,
+        which: Callable[[F], bool] | None = None, force: bool = False, due_only: bool = False,
     ) -> int:
         """The parked follower fetches ``which`` selects (all by default), each asked again in
         its turn (``answer_follower_fetch``, as when it arrived): one the core now has an
@@ -261,11 +261,13 @@ class ReplicaDriver:
         purgatory and its answer is sent (``send``, before the next one is asked); the others
         stay parked. The runner calls this after a step in which the core said
         ``WakeFollowerFetches`` (a produce's own answer goes first), when a wait runs out, or
-        to release fetches by hand (a scenario). Returns how many were answered."""
+        to release fetches by hand (a scenario). ``due_only``: only those whose wait is over
+        are asked (a wait timer). Returns how many were answered."""
         answered_count = 0
 
         def selected(p: Parked[F]) -> bool:
-            return which is None or which(p.request)
+            return ((which is None or which(p.request))
+                    and (not due_only or now_ms >= p.deadline_ms))
 
         def answered(p: Parked[F]) -> bool:
             nonlocal answered_count

@@ -13,6 +13,7 @@ from floodmark.errors import ErrorCode
 from floodmark.records import simple_batch
 from floodmark.replication.driver import FollowerFetchAnswer, ReplicaDriver
 from floodmark.replication.election import AlterPartitionRequest, PartitionRegistration
+from floodmark.replication.follower_waits import FollowerFetchWaits
 from floodmark.replication.partition import FollowerFetch, Partition, PartitionConfig
 from floodmark.replication.produce import ProduceSettings, produce_as_leader
 from floodmark.replication.purgatory import CompleteProduce, FollowerFetchPurgatory
@@ -126,3 +127,47 @@ def test_the_purgatory_is_bounded_and_knows_its_next_deadline() -> None:
     assert parked.next_deadline_ms() == 200
     with pytest.raises(OverflowError):
         parked.park("c", 100)
+
+
+# -- FollowerFetchWaits: the wait around them, for a runner of one-partition fetches ------------
+def waits(wait_ms: int | None) -> tuple[Leader, FollowerFetchWaits[Waiting], Sent]:
+    leader = Leader()
+    sent: Sent = []
+    return leader, FollowerFetchWaits(leader.driver, leader.read,
+                                      lambda w, a: sent.append((w.follower, a)), wait_ms), sent
+
+
+def test_a_fetch_with_nothing_to_answer_waits_until_the_wake_after_an_append() -> None:
+    leader, w, sent = waits(500)
+    assert w.receive(Waiting("B", caught_up(2, 0)), 10) == 510  # parked until 510
+    assert w.next_deadline_ms() == 510 and not sent
+    w.after_step(20)  # not woken: nobody is asked
+    assert not sent
+    leader.produce(now_ms=30)  # the core says WakeFollowerFetches; the port is the runner's
+    w.wake()
+    w.after_step(30)
+    assert [n for n, _a in sent] == ["B"] and sent[0][1].records
+    assert w.next_deadline_ms() is None
+
+
+def test_a_fetch_the_core_answers_at_once_is_not_parked_and_the_wait_ends_empty() -> None:
+    _leader, w, sent = waits(500)
+    fenced = Waiting("C", FollowerFetch(3, 0, 5, 4, 0))  # epoch 4 < 5
+    assert w.receive(fenced, 10) is None
+    assert [a.response.error for _n, a in sent] == [ErrorCode.FENCED_LEADER_EPOCH]
+    w.receive(Waiting("B", caught_up(2, 0)), 20)
+    w.tick(519)
+    assert len(sent) == 1, "its wait is not over"
+    w.tick(520)
+    assert [n for n, _a in sent] == ["C", "B"] and not sent[1][1].records
+
+
+def test_without_a_wait_a_fetch_stays_until_released_or_dropped() -> None:
+    _leader, w, sent = waits(None)
+    w.receive(Waiting("B", caught_up(2, 0)), 10)
+    w.receive(Waiting("C", caught_up(3, 0)), 10)
+    assert w.next_deadline_ms() is None
+    w.tick(10**9)
+    assert not sent
+    assert w.answer(20, lambda p: p.follower == "C", force=True) == 1
+    assert w.drop(lambda p: p.follower == "B") == 1 and not w.parked

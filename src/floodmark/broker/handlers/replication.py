@@ -5,7 +5,8 @@ consumer's).
 An append on a leader wakes the follower fetches parked there right after the append, whoever
 appends (a Produce, WriteTxnMarkers, the group and transaction coordinators): the core's
 ``Partition.on_leader_append`` returns ``WakeFollowerFetches`` and the partition's driver applies
-it (``Broker.wake_replica_fetches`` -> ``ReplicaManager.wake``). Not from a wrapper around the
+it (``Broker.wake_replica_fetches`` wakes the broker's one purgatory, where a replica's Fetch
+waits as a consumer's does). Not from a wrapper around the
 handler: a handler that appends after an await (a produce whose transaction is verified first,
 KIP-890) would wake them before its append, and each follower would miss it and wait out its
 fetch's max wait."""

@@ -14,20 +14,19 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
 from floodmark.constants import ACKS_NONE, READ_COMMITTED
-from floodmark.errors import ErrorCode, KafkaError
+from floodmark.errors import ErrorCode
 from floodmark.records import AbortedTracker, iter_batches, simple_batch
 from floodmark.replication import lease
 from floodmark.replication.controller_session import ControllerSession
 from floodmark.replication.driver import FollowerFetchAnswer, ReplicaDriver
 from floodmark.replication.election import AlterPartitionRequest
+from floodmark.replication.fetcher import APPEND_REJECTED, FetchLoop, FetchToSend
+from floodmark.replication.follower_waits import FollowerFetchWaits
 from floodmark.replication.partition import (
     Effect,
     EpochQuery,
-    FollowerAction,
     FollowerActionKind,
     FollowerFetch,
-    FollowerState,
-    NextFetch,
     Partition,
     PartitionConfig,
 )
@@ -36,7 +35,7 @@ from floodmark.replication.produce import (
     produce_as_leader,
     write_marker_as_leader,
 )
-from floodmark.replication.purgatory import CompleteProduce, FollowerFetchPurgatory
+from floodmark.replication.purgatory import CompleteProduce
 from floodmark.replication.reads import FetchIsolation, read_for_fetch
 from floodmark.replication.replica_selector import ReplicaSelection
 from floodmark.replication.schedule import PeriodicWork
@@ -119,14 +118,11 @@ class SimBroker:
             kafka_aborted_batch_duplicates=self.config.kafka_aborted_batch_duplicates,
         )
         self.mirror = LogMirror()  # the log as (epoch, value) entries: index = offset
-        self.parked: FollowerFetchPurgatory[ParkedFetch] = FollowerFetchPurgatory()
-        self.woken = False  # WakeFollowerFetches in this step: ask the parked fetches again
+        self.waits: FollowerFetchWaits[ParkedFetch] | None = None  # follower fetches parked here
         self._tick_at: int | None = None  # when the node's timer fires next (``_arm_tick``)
         self.deferred: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
-        self.fetch_session = 0
-        self.fetch_inflight = False
-        self.fetch_target: tuple[int, int] = (-1, -1)  # (leader id, leader epoch) being fetched
-        self.manual_fetch = not self.config.autonomous
+        self.fetcher: FetchLoop | None = None  # the node's follower fetch loop
+        self._fetch_timer_at: int | None = None
         self.produce_routes: dict[int, tuple[str, int, int]] = {}  # id -> (client, client id, acks)
         self.next_produce_id = 0
         self.last_metadata: m.Metadata | None = None
@@ -177,11 +173,18 @@ class SimBroker:
             self.log, self, checkpointed_high_watermark=checkpointed, now_ms=now)
         self.partition = self.driver.partition
         self.mirror.load(self.log)
-        self.parked.clear()
-        self.woken = False
+        # A scripted world's parked fetches wait until a step releases them.
+        self.waits = FollowerFetchWaits(
+            self.driver, self._read_batches, self._send_fetch_answer,
+            cfg.fetch_wait_max_ms if cfg.autonomous else None)
         self.deferred = []
-        self.fetch_inflight = False
-        self.fetch_target = (-1, -1)
+        # A scripted world times nothing out: its steps answer or drop requests by hand.
+        self.fetcher = FetchLoop(
+            self.driver,
+            request_timeout_ms=(cfg.request_timeout_ms + cfg.fetch_wait_max_ms
+                                if cfg.autonomous else None),
+            backoff_ms=cfg.fetch_backoff_ms)
+        self._fetch_timer_at = None
         self.produce_routes = {}
         self.last_metadata = None
         self.broker_epoch = -1  # until the controller answers this incarnation's registration
@@ -234,8 +237,7 @@ class SimBroker:
         self.log = None
         self.partition = None
         self.driver = None
-        self.parked.clear()
-        self.woken = False
+        self.waits = None  # the parked fetches die with the process
         self.world.record(f"{self.name} crash lose_unsynced={lose_unsynced}")
 
     def pause(self) -> None:
@@ -270,7 +272,8 @@ class SimBroker:
     def _after_step(self) -> None:
         """After every input: the parked fetches the core woke are asked again, and the node's
         timer is set for its next deadline."""
-        self._answer_woken_fetches()
+        if self.alive and self.waits is not None:
+            self.waits.after_step(self.world.now_ms)
         self._arm_tick()
 
     def _arm_tick(self) -> None:
@@ -366,7 +369,8 @@ class SimBroker:
         self._send_alter_partition(request)
 
     def wake_follower_fetches(self) -> None:
-        self.woken = True
+        if self.waits is not None:
+            self.waits.wake()
 
     def log_truncated(self, before: int, after: int, reason: str, *, fully: bool) -> None:
         self.mirror.truncate(after, fully=fully)
@@ -452,12 +456,9 @@ class SimBroker:
         self.apply(effects)
         if p.is_leader and after != before:
             self.cluster.on_become_leader(self, p.leader_epoch)
-        if isinstance(p.role, FollowerState) and after != self.fetch_target:
-            self.fetch_target = after
-            self.fetch_inflight = False
-            self.fetch_session += 1
-            if not self.manual_fetch:
-                self.send_fetch()
+        assert self.fetcher is not None
+        self.fetcher.on_metadata(self.world.now_ms)
+        self._fetch_due()
 
     def _on_alter_partition_reply(self, src: str, msg: m.AlterPartitionReply) -> None:
         assert self.partition is not None and self.log is not None
@@ -548,17 +549,14 @@ class SimBroker:
             self.net.send(self.name, src, self.last_metadata)
 
     def _on_fetch_request(self, src: str, msg: m.FetchRequestMsg) -> None:
-        assert self.driver is not None
-        answer = self.driver.answer_follower_fetch(msg.fetch, self.world.now_ms,
-                                                   self._read_batches)
-        if answer.complete:
-            self._send_fetch_answer(ParkedFetch(src, msg), answer)
-        elif not self.config.autonomous:  # a scenario releases it (``release_parked``)
-            self.parked.park(ParkedFetch(src, msg), 10**12)
-        else:
-            wait_ms = self.config.fetch_wait_max_ms
-            parked = self.parked.park(ParkedFetch(src, msg), self.world.now_ms + wait_ms)
-            self._timer(wait_ms, self._answer_parked, lambda p: p is parked.request, False)
+        assert self.waits is not None
+        deadline = self.waits.receive(ParkedFetch(src, msg), self.world.now_ms)
+        if deadline is not None and self.config.autonomous:
+            self._timer(deadline - self.world.now_ms, self._waits_tick)
+
+    def _waits_tick(self) -> None:
+        if self.waits is not None:
+            self.waits.tick(self.world.now_ms)
 
     def _read_batches(self, start: int, upto: int) -> bytes:
         assert self.log is not None
@@ -568,31 +566,16 @@ class SimBroker:
         self.net.send(self.name, parked.src, m.FetchReplyMsg(
             parked.request.session, answer.response, bytes(answer.records)))
 
-    def _answer_parked(self, which: Callable[[ParkedFetch], bool] | None, force: bool) -> None:
-        """The parked follower fetches ``which`` selects, asked again by the driver
-        (``answer_parked_follower_fetches``): those with an answer, or whose
-        ``replica.fetch.wait.max.ms`` ran out, or all with ``force``, are answered."""
-        if self.driver is None or not self.parked:
-            return
-        self.driver.answer_parked_follower_fetches(
-            self.parked, self.world.now_ms, self._read_batches, self._send_fetch_answer,
-            which=which, force=force)
-
-    def _answer_woken_fetches(self) -> None:
-        """The core said ``WakeFollowerFetches`` during this step: after the step (a produce's
-        own answer goes first, as on the broker, whose wake runs the fetches later)."""
-        if self.woken and self.alive:
-            self.woken = False
-            self._answer_parked(None, force=False)
-
     def release_parked(self, follower_name: str) -> bool:
         """Scenario helper: answer the parked fetch of one follower now."""
-        before = len(self.parked)
-        self._answer_parked(lambda p: p.src == follower_name, force=True)
-        return len(self.parked) < before
+        if self.waits is None:
+            return False
+        return self.waits.answer(self.world.now_ms, lambda p: p.src == follower_name,
+                                 force=True) > 0
 
     def drop_parked(self, follower_name: str) -> None:
-        self.parked.drop(lambda p: p.request.src == follower_name)
+        if self.waits is not None:
+            self.waits.drop(lambda p: p.src == follower_name)
 
     def _on_epoch_query(self, src: str, msg: m.EpochQueryMsg) -> None:
         assert self.partition is not None and self.log is not None
@@ -644,82 +627,78 @@ class SimBroker:
         live = {b: r for b, r in racks.items() if b not in self.partition.ineligible}
         return ReplicaSelection(rack_id, live, self.world.now_ms)
 
-    # -- follower side ------------------------------------------------------------------------
+    # -- follower side: the node's fetch loop (``replication.fetcher``); this only routes -------
+    @property
+    def fetch_inflight(self) -> bool:
+        return self.fetcher is not None and self.fetcher.inflight
+
     def send_fetch(self) -> bool:
-        """Send the next fetch (or epoch query) to the leader; False if there is nothing to send."""
-        if not self.alive or self.partition is None or self.log is None or self.fetch_inflight:
+        """Scenario step: send the next fetch (or epoch query) to the leader now; False if
+        there is nothing to send (one is in flight, no leader)."""
+        if not self.alive or self.fetcher is None:
             return False
-        p = self.partition
-        request = p.next_fetch(self.log)
-        if request is None or p.leader_id < 0:
+        return self._send(self.fetcher.poll(self.world.now_ms, force=True))
+
+    def _fetch_due(self) -> None:
+        """After an input to the fetch loop: send what it says is due now, and wake it at its
+        next deadline (autonomous worlds; a scripted one sends by hand)."""
+        if self.fetcher is None or not self.config.autonomous:
+            return
+        self._send(self.fetcher.poll(self.world.now_ms))
+        deadline = self.fetcher.next_deadline_ms()
+        if deadline is not None and deadline != self._fetch_timer_at:
+            self._fetch_timer_at = deadline
+            self._timer(max(0, deadline - self.world.now_ms), self._fetch_tick, deadline)
+
+    def _fetch_tick(self, at: int) -> None:
+        if at == self._fetch_timer_at:
+            self._fetch_timer_at = None
+        if self.fetcher is not None:
+            self.fetcher.tick(self.world.now_ms)
+            self._fetch_due()
+
+    def _send(self, out: FetchToSend | None) -> bool:
+        if out is None:
             return False
-        leader = self.cluster.name_of(p.leader_id)
-        self.fetch_session += 1
-        self.fetch_inflight = True
-        if isinstance(request, EpochQuery):
-            self.net.send(self.name, leader, m.EpochQueryMsg(self.fetch_session, request))
+        leader = self.cluster.name_of(out.leader_id)
+        if isinstance(out.request, EpochQuery):
+            self.net.send(self.name, leader, m.EpochQueryMsg(out.session, out.request))
         else:
-            self.net.send(self.name, leader, m.FetchRequestMsg(self.fetch_session, request))
-        if not self.manual_fetch:
-            timeout = self.config.request_timeout_ms + self.config.fetch_wait_max_ms
-            self._timer(timeout, self._fetch_timeout, self.fetch_session)
+            self.net.send(self.name, leader, m.FetchRequestMsg(out.session, out.request))
         return True
 
-    def _fetch_timeout(self, session: int) -> None:
-        if session == self.fetch_session and self.fetch_inflight:
-            self.fetch_inflight = False
-            self.send_fetch()
-
-    def _send_fetch_timer(self) -> None:
-        self.send_fetch()
-
-    def _next_fetch_after(self, action: FollowerAction) -> None:
-        """Fetch again as the answer's action says (``FollowerAction.next_fetch``)."""
-        after = action.next_fetch
-        if self.manual_fetch or after is NextFetch.ON_NEW_METADATA:
-            return
-        if after is NextFetch.AFTER_BACKOFF:
-            self._timer(self.config.fetch_backoff_ms, self._send_fetch_timer)
-        else:
-            self.send_fetch()
-
     def _on_epoch_reply(self, src: str, msg: m.EpochReplyMsg) -> None:
-        if msg.session != self.fetch_session or not self.fetch_inflight:
+        assert self.fetcher is not None
+        if msg.session != self.fetcher.session or not self.fetcher.inflight:
             return
-        assert self.partition is not None and self.log is not None
-        self.fetch_inflight = False
         self.world.record(
             f"{self.name} epoch answer e{msg.answer.epoch}@{msg.answer.end_offset} ({msg.error.name})"
         )
-        assert self.driver is not None
-        self._next_fetch_after(
-            self.driver.on_epoch_answer(msg.request_leader_epoch, msg.error, msg.answer))
+        self.fetcher.on_epoch_answer(msg.session, msg.request_leader_epoch, msg.error,
+                                     msg.answer, self.world.now_ms)
+        self._fetch_due()
 
     def _on_fetch_reply(self, src: str, msg: m.FetchReplyMsg) -> None:
-        if msg.session != self.fetch_session or not self.fetch_inflight:
-            return
-        assert self.driver is not None and self.log is not None
-        self.fetch_inflight = False
-        response = msg.response
-        try:
-            action = self.driver.on_fetch_response(response, msg.records, self.world.now_ms)
-        except KafkaError as exc:
-            self.world.record(f"{self.name} follower append rejected: {exc}")
-            self._next_fetch_after(FollowerAction(FollowerActionKind.RETRY, backoff=True))
+        assert self.fetcher is not None and self.log is not None
+        action = self.fetcher.on_fetch_answer(msg.session, msg.response, msg.records,
+                                              self.world.now_ms)
+        if action is None:
             return
         kind = action.kind
-        if kind is FollowerActionKind.APPEND and msg.records:
+        if action.reason.startswith(APPEND_REJECTED):
+            self.world.record(f"{self.name} {action.reason}")
+        elif kind is FollowerActionKind.APPEND and msg.records:
             assert len(self.entries) == self.log.log_end_offset
             new = decode_entries(msg.records)
             self.world.record(
                 f"{self.name} fetched {new[0][0]}..{new[-1][0]} (LEO {self.log.log_end_offset}) "
-                f"leader HW {response.high_watermark}"
+                f"leader HW {msg.response.high_watermark}"
             )
         elif kind is FollowerActionKind.TRUNCATE:
             self.diverging_answers += 1
         elif kind in (FollowerActionKind.RETRY, FollowerActionKind.STOP):
             self.world.record(f"{self.name} fetch error {action.reason}")
-        self._next_fetch_after(action)
+        self._fetch_due()
 
     _handlers: ClassVar[dict[type, Callable[[SimBroker, str, Any], None]]] = {
         m.RegisterReply: _on_register_reply,
