@@ -1,0 +1,427 @@
+"""librdkafka's own test suite against a floodmark cluster (issues 21 and 26).
+
+On demand, not part of pytest's suite (a whole run takes tens of minutes):
+
+    .venv/bin/python -m tests.compat.librdkafka_suite                      # PLAINTEXT, every broker test
+    .venv/bin/python -m tests.compat.librdkafka_suite --security sasl_ssl  # SCRAM-SHA-512
+    .venv/bin/python -m tests.compat.librdkafka_suite --security sasl_ssl --mechanism PLAIN
+    .venv/bin/python -m tests.compat.librdkafka_suite --racks --tests 0101  # fetch from follower
+
+What it does, each step skipped when already done:
+
+1. Debian packages the build needs (a C/C++ tool chain, OpenSSL, zlib, zstd, lz4, Cyrus SASL's
+   headers, RapidJSON for 0101's JSON parts), installed with apt-get when missing.
+2. librdkafka's source with its ``tests/``: from ``--source DIR`` (a checkout), else the npm
+   package ``@confluentinc/kafka-javascript`` (``NPM_VERSION``), which carries librdkafka's
+   complete source tree in ``deps/librdkafka``; unpacked under ``~/.cache/floodmark/librdkafka``.
+   No registry carries the exact librdkafka of the confluent-kafka wheel (2.16.0 for
+   confluent-kafka 2.16.1); the script prints both versions.
+3. The library and the suite's ``test-runner``, built once (``make -j2``, no optimisation: the
+   machine is small and the code under test is the broker).
+4. A floodmark cluster (``floodmark.cluster.LocalCluster``: 3 brokers and a controller):
+   PLAINTEXT; or ``--security sasl_ssl`` (``cluster up --security sasl_ssl``: SASL_SSL client
+   listeners with the admin's SCRAM-SHA-512 login, ACLs on, the admin a super user), with
+   ``--mechanism PLAIN`` the client listener also takes PLAIN (a users file with the admin);
+   ``--racks``: broker N in rack ``RACKN`` with Kafka's RackAwareReplicaSelector, as
+   librdkafka's own test clusters (0101 skips itself otherwise).
+5. The suite's ``test.conf`` (bootstrap servers, client security, ``test.timeout.multiplier``).
+6. Each selected test number in its own ``test-runner`` process (quick mode ``-Q``, broker tests
+   only ``-L``), at most ``--timeout-s`` each (then killed, a TIMEOUT), ``--jobs`` at a time;
+   one line per test (PASSED, FAILED with librdkafka's reason, SKIPPED with why, TIMEOUT) and the
+   totals. Logs and ``results.json`` stay in the run directory it names.
+
+The broker-test set: every test of the suite's table (``tests/test.c``) that is not local
+(TEST_F_LOCAL), not manual and not a known issue. ``--tests`` picks numbers from it (or any
+test, manual ones included, when named explicitly).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from floodmark.cluster.local import LocalCluster
+from floodmark.cluster.secure import ADMIN
+
+NPM_PACKAGE = "@confluentinc/kafka-javascript"
+NPM_VERSION = "1.10.1"
+LIBRDKAFKA_VERSION = "2.15.1"
+"""What NPM_VERSION bundles (its package.json's ``librdkafka``): the newest librdkafka with its
+tests that a package registry carries here."""
+DEBIAN_PACKAGES = ("build-essential", "pkg-config", "python3", "libssl-dev", "zlib1g-dev",
+                   "libzstd-dev", "liblz4-dev", "libsasl2-dev", "rapidjson-dev")
+CACHE_DIR = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "floodmark" / \
+    "librdkafka"
+KAFKA_VERSION = "4.1.1"
+"""The broker version the suite is told (TEST_KAFKA_VERSION): the Kafka floodmark answers as."""
+RACK_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+MECHANISMS = ("SCRAM-SHA-512", "PLAIN")
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_SUMMARY_ROW = re.compile(
+    r"^\|\s*(?P<name>\d{4}_\w+)\s*\|\s*(?P<state>[A-Z ]+?)\s*\|\s*(?P<secs>[\d.]+)s\s*\|"
+    r"\s*(?P<reason>.*)$")
+_TEST_ENTRY = re.compile(r"_TEST\(\s*(?P<name>\d{4}_\w+)\s*,\s*(?P<flags>[^,)]*)")
+
+
+def say(line: str) -> None:
+    print(line, flush=True)
+
+
+# -- 1. Debian packages ------------------------------------------------------------------------
+def ensure_debian_packages() -> None:
+    missing = [p for p in DEBIAN_PACKAGES if not _dpkg_installed(p)]
+    if shutil.which("npm") is None:
+        missing.append("npm")
+    if not missing:
+        return
+    say(f"[setup] installing Debian packages: {' '.join(missing)}")
+    sudo = [] if os.geteuid() == 0 else ["sudo"]
+    subprocess.run([*sudo, "apt-get", "update", "-qq"], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run([*sudo, "apt-get", "install", "-y", "-qq", *missing], check=True,
+                   stdout=subprocess.DEVNULL,
+                   env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+
+
+def _dpkg_installed(package: str) -> bool:
+    done = subprocess.run(["dpkg-query", "-W", "-f=${Status}", package],
+                          capture_output=True, text=True, check=False)
+    return done.returncode == 0 and done.stdout.endswith(" installed")
+
+
+# -- 2. the source -----------------------------------------------------------------------------
+def source_version(src: Path) -> str:
+    """librdkafka's version from its header (``RD_KAFKA_VERSION 0xMMmmrrff``)."""
+    text = (src / "src" / "rdkafka.h").read_text()
+    found = re.search(r"#define RD_KAFKA_VERSION\s+0x([0-9a-fA-F]{8})", text)
+    if found is None:
+        raise SystemExit(f"{src}: no RD_KAFKA_VERSION in src/rdkafka.h")
+    v = int(found.group(1), 16)
+    return f"{v >> 24 & 0xff}.{v >> 16 & 0xff}.{v >> 8 & 0xff}"
+
+
+def npm_source() -> Path:
+    """librdkafka's tree out of the npm package (``deps/librdkafka``), unpacked once."""
+    src = CACHE_DIR / LIBRDKAFKA_VERSION / "src"
+    if (src / "tests" / "test.c").is_file():
+        return src
+    if shutil.which("npm") is None:
+        raise SystemExit("npm is not installed (apt-get install npm), or pass --source DIR")
+    src.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=src.parent) as tmp:
+        say(f"[source] npm pack {NPM_PACKAGE}@{NPM_VERSION}")
+        subprocess.run(["npm", "pack", "--silent", f"{NPM_PACKAGE}@{NPM_VERSION}"], cwd=tmp,
+                       check=True, stdout=subprocess.DEVNULL)
+        (tarball,) = Path(tmp).glob("*.tgz")
+        prefix = "package/deps/librdkafka/"
+        with tarfile.open(tarball) as archive:
+            members = [m for m in archive.getmembers() if m.name.startswith(prefix)]
+            if not members:
+                raise SystemExit(f"{NPM_PACKAGE}@{NPM_VERSION} carries no {prefix}")
+            archive.extractall(tmp, members=members, filter="data")
+        shutil.move(Path(tmp) / prefix, src)
+    for script in ("configure", "lds-gen.py", "tests/run-test.sh"):
+        (src / script).chmod(0o755)
+    if source_version(src) != LIBRDKAFKA_VERSION:
+        say(f"[source] note: {NPM_PACKAGE}@{NPM_VERSION} carries librdkafka "
+            f"{source_version(src)}, not {LIBRDKAFKA_VERSION}")
+    return src
+
+
+def wheel_version() -> str:
+    try:
+        import confluent_kafka
+    except ImportError:
+        return "(confluent-kafka not installed)"
+    version: str = confluent_kafka.libversion()[0]
+    return version
+
+
+# -- 3. the build ------------------------------------------------------------------------------
+def build(src: Path, jobs: int) -> Path:
+    """The library and ``tests/test-runner``; returns the tests directory."""
+    tests = src / "tests"
+    if (tests / "test-runner").is_file():
+        return tests
+    log = src.parent / "build.log"
+    say(f"[build] librdkafka in {src} (log: {log}); this takes a while")
+    steps = [["./configure", "--disable-gssapi", "--disable-optimization",
+              "--disable-debug-symbols"],
+             ["make", f"-j{jobs}", "libs"],
+             ["make", "-C", "tests", f"-j{jobs}", "build"]]
+    with log.open("a") as out:
+        for step in steps:
+            if step[0] == "./configure" and (src / "Makefile.config").is_file():
+                continue
+            done = subprocess.run(step, cwd=src, stdout=out, stderr=subprocess.STDOUT,
+                                  check=False)
+            if done.returncode != 0:
+                tail = log.read_text(errors="replace").splitlines()[-15:]
+                raise SystemExit(f"[build] {' '.join(step)} failed ({done.returncode}):\n" +
+                                 "\n".join(tail))
+    if not (src / "Makefile.config").read_text().count("WITH_RAPIDJSON"):
+        say("[build] RapidJSON not found: 0101 will skip itself")
+    return tests
+
+
+# -- the suite's table ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SuiteTest:
+    name: str
+    flags: str
+
+    @property
+    def number(self) -> str:
+        return self.name[:4]
+
+    @property
+    def broker_test(self) -> bool:
+        """Needs a broker, runs unattended, and is not a known issue on Linux."""
+        return not any(f in self.flags for f in ("TEST_F_LOCAL", "TEST_F_MANUAL")) and \
+            self.flags.strip() != "TEST_F_KNOWN_ISSUE"
+
+
+def suite_table(tests_dir: Path) -> list[SuiteTest]:
+    text = (tests_dir / "test.c").read_text()
+    start = text.index("struct test tests[] = {")
+    block = text[start:text.index("\n};", start)]
+    return [SuiteTest(m.group("name"), m.group("flags").strip())
+            for m in _TEST_ENTRY.finditer(block)]
+
+
+def selected(table: Sequence[SuiteTest], numbers: Iterable[str] | None) -> list[SuiteTest]:
+    if numbers is None:
+        return [t for t in table if t.broker_test]
+    wanted = set(numbers)
+    return [t for t in table if t.number in wanted and "TEST_F_LOCAL" not in t.flags]
+
+
+# -- 4. the cluster ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Target:
+    """The cluster to start and the client settings the suite's test.conf gets."""
+    security: str | None
+    mechanism: str
+    racks: bool
+    brokers: int
+
+
+def start_cluster(target: Target, run_dir: Path) -> tuple[LocalCluster, dict[str, str]]:
+    settings: dict[str, str] = {}
+    plain_password = ""
+    if target.racks:
+        settings["replica.selector.class"] = RACK_SELECTOR
+    if target.security == "sasl_ssl" and target.mechanism == "PLAIN":
+        users = run_dir / "plain-users"
+        plain_password = secrets.token_urlsafe(18)
+        fd = os.open(users, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(f"{ADMIN}:{plain_password}\n")
+        settings |= {"floodmark.sasl.plain.users.file": str(users),
+                     "listener.name.client.sasl.enabled.mechanisms": "SCRAM-SHA-512,PLAIN"}
+    racks = [f"RACK{n}" for n in range(1, target.brokers + 1)] if target.racks else []
+    cluster = LocalCluster(run_dir / "cluster", brokers=target.brokers,
+                           broker_settings=settings, security=target.security, racks=racks)
+    say(f"[cluster] {target.brokers} brokers, {target.security or 'PLAINTEXT'}"
+        f"{' ' + target.mechanism if target.security else ''}"
+        f"{', racks RACK1..' if target.racks else ''} in {cluster.data_dir}")
+    cluster.start()
+    client = {"bootstrap.servers": cluster.bootstrap}
+    if target.security is not None:
+        props = cluster.data_dir / "client.properties"
+        for line in props.read_text().splitlines():
+            key, sep, value = line.partition("=")
+            if sep and not key.lstrip().startswith("#"):
+                client[key.strip()] = value.strip()
+        if target.mechanism == "PLAIN":
+            client |= {"sasl.mechanisms": "PLAIN", "sasl.password": plain_password}
+    return cluster, client
+
+
+# -- 5. test.conf --------------------------------------------------------------------------------
+def write_test_conf(path: Path, client: dict[str, str], timeout_multiplier: float) -> None:
+    lines = ["# written by tests/compat/librdkafka_suite.py",
+             f"test.timeout.multiplier={timeout_multiplier}",
+             *(f"{k}={v}" for k, v in client.items())]
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # it may hold a password
+    with os.fdopen(fd, "w") as out:
+        out.write("\n".join(lines) + "\n")
+
+
+# -- 6. running ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Outcome:
+    name: str
+    state: str  # PASSED, FAILED, SKIPPED, TIMEOUT, CRASHED
+    seconds: float
+    reason: str
+    log: str
+
+
+def run_number(tests_dir: Path, number: str, names: Sequence[str], conf: Path, logs: Path,
+               timeout_s: float, extra_args: Sequence[str]) -> list[Outcome]:
+    """One ``test-runner`` process for the tests of one number (0045 has two)."""
+    log = logs / f"{number}.log"
+    env = {**os.environ, "TESTS": number, "RDKAFKA_TEST_CONF": str(conf),
+           "TEST_KAFKA_VERSION": KAFKA_VERSION,
+           "LD_LIBRARY_PATH": f"{tests_dir.parent / 'src'}:{tests_dir.parent / 'src-cpp'}"}
+    env.pop("CI", None)  # librdkafka's CI mode changes timeouts and parallelism
+    started = time.monotonic()
+    with log.open("wb") as out:
+        proc = subprocess.Popen(["./test-runner", "-Q", "-L", *extra_args], cwd=tests_dir,
+                                env=env, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        try:
+            code: int | None = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            code = None
+    elapsed = time.monotonic() - started
+    rows = {m.group("name"): m for m in
+            (_SUMMARY_ROW.match(_ANSI.sub("", line).rstrip())
+             for line in log.read_text(errors="replace").splitlines()) if m}
+    outcomes = []
+    for name in names:
+        row = rows.get(name)
+        if code is None:
+            outcomes.append(Outcome(name, "TIMEOUT", elapsed,
+                                    f"killed after {timeout_s:.0f} s", str(log)))
+        elif row is None:
+            outcomes.append(Outcome(name, "CRASHED", elapsed,
+                                    f"test-runner exited {code} without a summary", str(log)))
+        else:
+            state = row.group("state")
+            if state not in ("PASSED", "FAILED", "SKIPPED"):
+                state = "FAILED"
+            outcomes.append(Outcome(name, state, float(row.group("secs")),
+                                    row.group("reason").strip(), str(log)))
+    return outcomes
+
+
+def run_suite(tests_dir: Path, chosen: Sequence[SuiteTest], conf: Path, logs: Path,
+              timeout_s: float, jobs: int, extra_args: Sequence[str]) -> list[Outcome]:
+    by_number: dict[str, list[str]] = {}
+    for t in chosen:
+        by_number.setdefault(t.number, []).append(t.name)
+    results: list[Outcome] = []
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = [pool.submit(run_number, tests_dir, number, names, conf, logs, timeout_s,
+                               extra_args) for number, names in by_number.items()]
+        for future in futures:
+            for o in future.result():
+                results.append(o)
+                tail = f"  {o.reason}" if o.reason and o.state != "PASSED" else ""
+                say(f"{o.name:<44} {o.state:<8} {o.seconds:8.1f}s{tail[:300]}")
+    return results
+
+
+def totals(results: Sequence[Outcome]) -> dict[str, int]:
+    count = {s: 0 for s in ("PASSED", "FAILED", "TIMEOUT", "CRASHED", "SKIPPED")}
+    for o in results:
+        count[o.state] += 1
+    return count
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m tests.compat.librdkafka_suite",
+        description="Build librdkafka's test suite and run it against a floodmark cluster: "
+                    "pass/fail per test and the totals.")
+    p.add_argument("--security", choices=("plaintext", "sasl_ssl"), default="plaintext",
+                   help="the client listeners: PLAINTEXT, or SASL_SSL as `cluster up "
+                        "--security sasl_ssl` makes them (TLS with the cluster's CA, SASL, "
+                        "ACLs on, the tests log in as the super user admin)")
+    p.add_argument("--mechanism", choices=MECHANISMS, default="SCRAM-SHA-512",
+                   help="with sasl_ssl: the SASL mechanism the tests log in with")
+    p.add_argument("--racks", action="store_true",
+                   help="broker N in rack RACKN and Kafka's RackAwareReplicaSelector, as "
+                        "librdkafka's test clusters (needed by 0101 fetch-from-follower)")
+    p.add_argument("--brokers", type=int, default=3)
+    p.add_argument("--tests", default=None,
+                   help="comma-separated test numbers (0001,0101); default: every broker test")
+    p.add_argument("--skip", default="", help="comma-separated test numbers to leave out")
+    p.add_argument("--timeout-s", type=float, default=300.0,
+                   help="a test-runner process killed after this long (a TIMEOUT)")
+    p.add_argument("--timeout-multiplier", type=float, default=2.0,
+                   help="test.timeout.multiplier: the suite's own timeouts scaled for a small "
+                        "shared machine")
+    p.add_argument("--jobs", type=int, default=2, help="test numbers run at once")
+    p.add_argument("--build-jobs", type=int, default=2, help="make -jN")
+    p.add_argument("--source", type=Path, default=None,
+                   help="a librdkafka source tree (with tests/) instead of the npm package's")
+    p.add_argument("--run-dir", type=Path, default=None,
+                   help="logs, test.conf, results.json and the cluster (default: under "
+                        f"{CACHE_DIR}/runs)")
+    p.add_argument("--no-sockem", action="store_true",
+                   help="leave out the socket-emulation tests (test-runner -E)")
+    p.add_argument("--build-only", action="store_true", help="get and build, run nothing")
+    p.add_argument("--keep-cluster-data", action="store_true")
+    args = p.parse_args(argv)
+
+    ensure_debian_packages()
+    src = args.source.resolve() if args.source else npm_source()
+    say(f"[source] librdkafka {source_version(src)} at {src}; the installed confluent-kafka "
+        f"wheel bundles librdkafka {wheel_version()}")
+    tests_dir = build(src, args.build_jobs)
+    if args.build_only:
+        return 0
+    table = suite_table(tests_dir)
+    numbers = args.tests.split(",") if args.tests else None
+    skip = set(filter(None, args.skip.split(",")))
+    chosen = [t for t in selected(table, numbers) if t.number not in skip]
+    if not chosen:
+        raise SystemExit(f"no test of the suite matches --tests {args.tests}")
+
+    security = None if args.security == "plaintext" else args.security
+    label = f"{args.security}{'-' + args.mechanism.lower() if security else ''}" \
+            f"{'-racks' if args.racks else ''}"
+    run_dir = (args.run_dir or CACHE_DIR / "runs" /
+               f"{time.strftime('%Y%m%dT%H%M%S')}-{label}").resolve()
+    logs = run_dir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    target = Target(security, args.mechanism, args.racks, args.brokers)
+    started = time.monotonic()
+    cluster, client = start_cluster(target, run_dir)
+    try:
+        conf = run_dir / "test.conf"
+        write_test_conf(conf, client, args.timeout_multiplier)
+        say(f"[suite] {len(chosen)} tests, {args.jobs} at a time, at most {args.timeout_s:.0f} "
+            f"s each; logs in {logs}")
+        results = run_suite(tests_dir, chosen, conf, logs, args.timeout_s, args.jobs,
+                            ["-E"] if args.no_sockem else [])
+    finally:
+        cluster.stop()
+        if not args.keep_cluster_data:
+            shutil.rmtree(cluster.data_dir, ignore_errors=True)
+    wall_s = time.monotonic() - started
+    count = totals(results)
+    ran = len(results) - count["SKIPPED"]
+    (run_dir / "results.json").write_text(json.dumps({
+        "librdkafka": source_version(src), "target": asdict(target), "wall_s": round(wall_s),
+        "totals": count, "tests": [asdict(o) for o in results]}, indent=1))
+    failed = count["FAILED"] + count["TIMEOUT"] + count["CRASHED"]
+    say(f"[suite] {label}: {count['PASSED']} of {ran} run passed ({count['FAILED']} failed, "
+        f"{count['TIMEOUT']} timed out, {count['CRASHED']} crashed), {count['SKIPPED']} "
+        f"skipped by the suite, in {wall_s / 60:.1f} min; {run_dir / 'results.json'}")
+    say(f"librdkafka suite: {count['PASSED']} passed, {failed} failed, "
+        f"{count['SKIPPED']} skipped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
