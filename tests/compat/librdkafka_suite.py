@@ -5,7 +5,7 @@ On demand, not part of pytest's suite (a whole run takes tens of minutes):
     .venv/bin/python -m tests.compat.librdkafka_suite                      # PLAINTEXT, every broker test
     .venv/bin/python -m tests.compat.librdkafka_suite --security sasl_ssl  # SCRAM-SHA-512
     .venv/bin/python -m tests.compat.librdkafka_suite --security sasl_ssl --mechanism PLAIN
-    .venv/bin/python -m tests.compat.librdkafka_suite --racks --tests 0101  # fetch from follower
+    .venv/bin/python -m tests.compat.librdkafka_suite --tests 0101          # fetch from follower
 
 What it does, each step skipped when already done:
 
@@ -18,12 +18,13 @@ What it does, each step skipped when already done:
    confluent-kafka 2.16.1); the script prints both versions.
 3. The library and the suite's ``test-runner``, built once (``make -j2``, no optimisation: the
    machine is small and the code under test is the broker).
-4. A floodmark cluster (``floodmark.cluster.LocalCluster``: 3 brokers and a controller):
-   PLAINTEXT; or ``--security sasl_ssl`` (``cluster up --security sasl_ssl``: SASL_SSL client
-   listeners with the admin's SCRAM-SHA-512 login, ACLs on, the admin a super user), with
-   ``--mechanism PLAIN`` the client listener also takes PLAIN (a users file with the admin);
-   ``--racks``: broker N in rack ``RACKN`` with Kafka's RackAwareReplicaSelector, as
-   librdkafka's own test clusters (0101 skips itself otherwise).
+4. A floodmark cluster (``floodmark.cluster.LocalCluster``: 3 brokers and a controller) shaped
+   as librdkafka's own test clusters: ``num.partitions=3``, replication factor 3, broker N in
+   rack ``RACKN`` with Kafka's RackAwareReplicaSelector (``--no-racks``: none; 0101 then skips
+   itself). PLAINTEXT; or ``--security sasl_ssl`` (``cluster up --security sasl_ssl``: SASL_SSL
+   client listeners with the admin's SCRAM-SHA-512 login, ACLs on, the admin a super user);
+   with ``--mechanism PLAIN`` the client listener also takes PLAIN (a users file with the
+   admin).
 5. The suite's ``test.conf`` (bootstrap servers, client security, ``test.timeout.multiplier``).
 6. Each selected test number in its own ``test-runner`` process (quick mode ``-Q``, broker tests
    only ``-L``), at most ``--timeout-s`` each (then killed, a TIMEOUT), ``--jobs`` at a time;
@@ -76,6 +77,10 @@ _SUMMARY_ROW = re.compile(
     r"^\|\s*(?P<name>\d{4}_\w+)\s*\|\s*(?P<state>[A-Z ]+?)\s*\|\s*(?P<secs>[\d.]+)s\s*\|"
     r"\s*(?P<reason>.*)$")
 _TEST_ENTRY = re.compile(r"_TEST\(\s*(?P<name>\d{4}_\w+)\s*,\s*(?P<flags>[^,)]*)")
+_FAILURE = re.compile(r'^### Test "(?P<name>\d{4}_\w+)" failed at (?P<where>\S+)')
+SUITE_BROKER_SETTINGS = {"num.partitions": "3"}
+"""What librdkafka's own test clusters (trivup's KafkaBrokerApp) set that Kafka's defaults do
+not: tests produce to partitions 0..2 of auto-created topics."""
 
 
 def say(line: str) -> None:
@@ -221,7 +226,7 @@ class Target:
 
 
 def start_cluster(target: Target, run_dir: Path) -> tuple[LocalCluster, dict[str, str]]:
-    settings: dict[str, str] = {}
+    settings = dict(SUITE_BROKER_SETTINGS)
     plain_password = ""
     if target.racks:
         settings["replica.selector.class"] = RACK_SELECTOR
@@ -272,6 +277,10 @@ class Outcome:
     log: str
 
 
+_running: set[int] = set()
+"""Process groups of the test-runners running now (killed when the run is interrupted)."""
+
+
 def run_number(tests_dir: Path, number: str, names: Sequence[str], conf: Path, logs: Path,
                timeout_s: float, extra_args: Sequence[str]) -> list[Outcome]:
     """One ``test-runner`` process for the tests of one number (0045 has two)."""
@@ -285,22 +294,36 @@ def run_number(tests_dir: Path, number: str, names: Sequence[str], conf: Path, l
         proc = subprocess.Popen(["./test-runner", "-Q", "-L", *extra_args], cwd=tests_dir,
                                 env=env, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)
+        _running.add(proc.pid)
         try:
             code: int | None = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             code = None
+        finally:
+            _running.discard(proc.pid)
     elapsed = time.monotonic() - started
-    rows = {m.group("name"): m for m in
-            (_SUMMARY_ROW.match(_ANSI.sub("", line).rstrip())
-             for line in log.read_text(errors="replace").splitlines()) if m}
+    lines = [_ANSI.sub("", line).rstrip()
+             for line in log.read_text(errors="replace").splitlines()]
+    rows = {m.group("name"): m for m in map(_SUMMARY_ROW.match, lines) if m}
+    failures: dict[str, str] = {}  # test -> where and why (a failed test aborts test-runner
+    for i, line in enumerate(lines):  # before its summary)
+        failed = _FAILURE.match(line)
+        if failed and failed.group("name") not in failures:
+            why = lines[i + 1] if i + 1 < len(lines) else ""
+            failures[failed.group("name")] = f"{failed.group('where')}: {why}"
     outcomes = []
     for name in names:
         row = rows.get(name)
-        if code is None:
+        if name in failures:
+            outcomes.append(Outcome(name, "FAILED", elapsed, failures[name], str(log)))
+        elif code is None:
             outcomes.append(Outcome(name, "TIMEOUT", elapsed,
                                     f"killed after {timeout_s:.0f} s", str(log)))
+        elif row is None and code == 0:  # skipped silently (a scenario, test flags)
+            outcomes.append(Outcome(name, "SKIPPED", elapsed, "not run by test-runner",
+                                    str(log)))
         elif row is None:
             outcomes.append(Outcome(name, "CRASHED", elapsed,
                                     f"test-runner exited {code} without a summary", str(log)))
@@ -308,8 +331,8 @@ def run_number(tests_dir: Path, number: str, names: Sequence[str], conf: Path, l
             state = row.group("state")
             if state not in ("PASSED", "FAILED", "SKIPPED"):
                 state = "FAILED"
-            outcomes.append(Outcome(name, state, float(row.group("secs")),
-                                    row.group("reason").strip(), str(log)))
+            outcomes.append(Outcome(name, state, elapsed, row.group("reason").strip(),
+                                    str(log)))
     return outcomes
 
 
@@ -319,7 +342,8 @@ def run_suite(tests_dir: Path, chosen: Sequence[SuiteTest], conf: Path, logs: Pa
     for t in chosen:
         by_number.setdefault(t.number, []).append(t.name)
     results: list[Outcome] = []
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
+    pool = ThreadPoolExecutor(max_workers=jobs)
+    try:
         futures = [pool.submit(run_number, tests_dir, number, names, conf, logs, timeout_s,
                                extra_args) for number, names in by_number.items()]
         for future in futures:
@@ -327,6 +351,12 @@ def run_suite(tests_dir: Path, chosen: Sequence[SuiteTest], conf: Path, logs: Pa
                 results.append(o)
                 tail = f"  {o.reason}" if o.reason and o.state != "PASSED" else ""
                 say(f"{o.name:<44} {o.state:<8} {o.seconds:8.1f}s{tail[:300]}")
+    except KeyboardInterrupt:  # SIGINT, or SIGTERM (main): no new test, the running ones end
+        pool.shutdown(wait=False, cancel_futures=True)
+        for pgid in list(_running):
+            os.killpg(pgid, signal.SIGKILL)
+        raise
+    pool.shutdown()
     return results
 
 
@@ -335,6 +365,10 @@ def totals(results: Sequence[Outcome]) -> dict[str, int]:
     for o in results:
         count[o.state] += 1
     return count
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -348,9 +382,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "ACLs on, the tests log in as the super user admin)")
     p.add_argument("--mechanism", choices=MECHANISMS, default="SCRAM-SHA-512",
                    help="with sasl_ssl: the SASL mechanism the tests log in with")
-    p.add_argument("--racks", action="store_true",
-                   help="broker N in rack RACKN and Kafka's RackAwareReplicaSelector, as "
-                        "librdkafka's test clusters (needed by 0101 fetch-from-follower)")
+    p.add_argument("--no-racks", dest="racks", action="store_false",
+                   help="brokers without racks (by default broker N is in rack RACKN with "
+                        "Kafka's RackAwareReplicaSelector, as in librdkafka's own test "
+                        "clusters; 0101 fetch-from-follower skips itself without them)")
     p.add_argument("--brokers", type=int, default=3)
     p.add_argument("--tests", default=None,
                    help="comma-separated test numbers (0001,0101); default: every broker test")
@@ -372,6 +407,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--build-only", action="store_true", help="get and build, run nothing")
     p.add_argument("--keep-cluster-data", action="store_true")
     args = p.parse_args(argv)
+    signal.signal(signal.SIGTERM, _interrupt)
 
     ensure_debian_packages()
     src = args.source.resolve() if args.source else npm_source()
@@ -389,7 +425,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     security = None if args.security == "plaintext" else args.security
     label = f"{args.security}{'-' + args.mechanism.lower() if security else ''}" \
-            f"{'-racks' if args.racks else ''}"
+            f"{'' if args.racks else '-no-racks'}"
     run_dir = (args.run_dir or CACHE_DIR / "runs" /
                f"{time.strftime('%Y%m%dT%H%M%S')}-{label}").resolve()
     logs = run_dir / "logs"
