@@ -71,6 +71,8 @@ KAFKA_VERSION = "4.1.1"
 """The broker version the suite is told (TEST_KAFKA_VERSION): the Kafka floodmark answers as."""
 RACK_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 MECHANISMS = ("SCRAM-SHA-512", "PLAIN")
+TEST_USER = "testuser"
+"""The suite's login on a SASL listener: no super user (ACLs apply to it)."""
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _SUMMARY_ROW = re.compile(
@@ -78,9 +80,13 @@ _SUMMARY_ROW = re.compile(
     r"\s*(?P<reason>.*)$")
 _TEST_ENTRY = re.compile(r"_TEST\(\s*(?P<name>\d{4}_\w+)\s*,\s*(?P<flags>[^,)]*)")
 _FAILURE = re.compile(r'^### Test "(?P<name>\d{4}_\w+)" failed at (?P<where>\S+)')
-SUITE_BROKER_SETTINGS = {"num.partitions": "3", "replica.lag.time.max.ms": "30000"}
-"""What librdkafka's own test clusters (trivup's KafkaBrokerApp) set: tests produce to
-partitions 0..2 of auto-created topics; and Kafka's default ISR lag in place of LocalCluster's
+SUITE_BROKER_SETTINGS = {"num.partitions": "4", "replica.lag.time.max.ms": "30000",
+                         "authorizer.class.name": "org.apache.kafka.metadata.authorizer."
+                                                  "StandardAuthorizer",
+                         "allow.everyone.if.no.acl.found": "true"}
+"""What librdkafka's own test clusters (trivup) set: tests produce to partitions 0..3 of
+auto-created topics (0029); an ACL authorizer that lets everyone do what no ACL covers (0109,
+0115 and 0119 add DENY ACLs with kafka-acls.sh); and Kafka's default ISR lag in place of LocalCluster's
 quick 3 s (the suite is a client test, not a failover drill, on a loaded machine)."""
 SUITE_CONTROLLER_SETTINGS = {"broker.session.timeout.ms": "9000"}
 """Kafka's default, in place of LocalCluster's 2 s: a broker slowed by a loaded machine is not
@@ -229,17 +235,25 @@ class Target:
     brokers: int
 
 
-def start_cluster(target: Target, run_dir: Path) -> tuple[LocalCluster, dict[str, str]]:
+@dataclass(frozen=True)
+class Clients:
+    """librdkafka settings of the two logins: ``admin`` (a super user: Kafka's tools) and
+    ``tests`` (what test.conf gets: on a SASL listener the ordinary user ``TEST_USER``, as
+    librdkafka's SASL clusters log the suite in as ``testuser``; on PLAINTEXT the same)."""
+    admin: dict[str, str]
+    tests: dict[str, str]
+
+
+def start_cluster(target: Target, run_dir: Path) -> tuple[LocalCluster, Clients]:
     settings = dict(SUITE_BROKER_SETTINGS)
-    plain_password = ""
+    passwords = {ADMIN: secrets.token_urlsafe(18), TEST_USER: secrets.token_urlsafe(18)}
     if target.racks:
         settings["replica.selector.class"] = RACK_SELECTOR
     if target.security == "sasl_ssl" and target.mechanism == "PLAIN":
         users = run_dir / "plain-users"
-        plain_password = secrets.token_urlsafe(18)
         fd = os.open(users, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as out:
-            out.write(f"{ADMIN}:{plain_password}\n")
+            out.write("".join(f"{user}:{password}\n" for user, password in passwords.items()))
         settings |= {"floodmark.sasl.plain.users.file": str(users),
                      "listener.name.client.sasl.enabled.mechanisms": "SCRAM-SHA-512,PLAIN"}
     racks = [f"RACK{n}" for n in range(1, target.brokers + 1)] if target.racks else []
@@ -251,16 +265,86 @@ def start_cluster(target: Target, run_dir: Path) -> tuple[LocalCluster, dict[str
         f"{' ' + target.mechanism if target.security else ''}"
         f"{', racks RACK1..' if target.racks else ''} in {cluster.data_dir}")
     cluster.start()
-    client = {"bootstrap.servers": cluster.bootstrap}
-    if target.security is not None:
-        props = cluster.data_dir / "client.properties"
-        for line in props.read_text().splitlines():
-            key, sep, value = line.partition("=")
-            if sep and not key.lstrip().startswith("#"):
-                client[key.strip()] = value.strip()
-        if target.mechanism == "PLAIN":
-            client |= {"sasl.mechanisms": "PLAIN", "sasl.password": plain_password}
-    return cluster, client
+    admin = {"bootstrap.servers": cluster.bootstrap}
+    if target.security is None:
+        return cluster, Clients(admin, admin)
+    props = cluster.data_dir / "client.properties"
+    for line in props.read_text().splitlines():
+        key, sep, value = line.partition("=")
+        if sep and not key.lstrip().startswith("#"):
+            admin[key.strip()] = value.strip()
+    if target.mechanism == "PLAIN":
+        admin |= {"sasl.mechanisms": "PLAIN", "sasl.password": passwords[ADMIN]}
+    else:
+        add_scram_user(admin, TEST_USER, passwords[TEST_USER])
+    tests = admin | {"sasl.username": TEST_USER, "sasl.password": passwords[TEST_USER]}
+    return cluster, Clients(admin, tests)
+
+
+def add_scram_user(admin: dict[str, str], user: str, password: str) -> None:
+    """``user``'s SCRAM-SHA-512 credential, made by the admin (AlterUserScramCredentials)."""
+    from confluent_kafka.admin import (
+        AdminClient,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+
+    upsert = UserScramCredentialUpsertion(
+        user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), password.encode())
+    config: dict[str, str | int | float | bool] = dict(admin)
+    for future in AdminClient(config).alter_user_scram_credentials([upsert]).values():
+        future.result(60)
+
+
+# -- Kafka's tools (KAFKA_PATH) ------------------------------------------------------------------
+KAFKA_TOOLS = ("kafka-topics", "kafka-acls", "kafka-configs")
+"""What tests run from ``$KAFKA_PATH/bin`` (0052 and 0077 create topics with kafka-topics.sh,
+0109/0115/0119 add ACLs with kafka-acls.sh)."""
+REPO = Path(__file__).resolve().parents[2]
+
+
+def kafka_path(run_dir: Path, client: dict[str, str]) -> Path | None:
+    """A ``KAFKA_PATH`` whose ``bin/<tool>.sh`` run Apache Kafka's own tools (the jars of
+    ``./dev kafka``, tests/reference/kafka_node.py) against the cluster, with the client's
+    security as a Java client config; None without Java or Maven (the tests that need it then
+    fail on KAFKA_PATH, as they do outside librdkafka's own clusters)."""
+    from tests.reference import kafka_node
+
+    reason = kafka_node.missing_reason()
+    if reason is not None:
+        say(f"[kafka tools] none: {reason}")
+        return None
+    kafka_node.fetch_jars()
+    home = run_dir / "kafka"
+    (home / "bin").mkdir(parents=True, exist_ok=True)
+    command_config = ""
+    if client.get("security.protocol", "PLAINTEXT") != "PLAINTEXT":
+        config = home / "client.properties"
+        fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write("\n".join(f"{k}={v}" for k, v in java_client_security(client).items())
+                      + "\n")
+        command_config = f" --command-config '{config}'"
+    for tool in KAFKA_TOOLS:
+        script = home / "bin" / f"{tool}.sh"
+        script.write_text(
+            "#!/bin/sh\n# tests/compat/librdkafka_suite.py: Apache Kafka's own tool on floodmark\n"
+            f"cd '{REPO}' && PYTHONPATH='{REPO / 'src'}' exec '{sys.executable}' -m "
+            f"tests.reference.kafka_node tool {tool} \"$@\"{command_config}\n")
+        script.chmod(0o755)
+    return home
+
+
+def java_client_security(client: dict[str, str]) -> dict[str, str]:
+    """librdkafka's security settings in the Java client's names."""
+    mechanism = client["sasl.mechanisms"]
+    module = ("org.apache.kafka.common.security.plain.PlainLoginModule" if mechanism == "PLAIN"
+              else "org.apache.kafka.common.security.scram.ScramLoginModule")
+    return {"security.protocol": client["security.protocol"], "sasl.mechanism": mechanism,
+            "sasl.jaas.config": f'{module} required username="{client["sasl.username"]}" '
+                                f'password="{client["sasl.password"]}";',
+            "ssl.truststore.type": "PEM", "ssl.truststore.location": client["ssl.ca.location"]}
 
 
 # -- 5. test.conf --------------------------------------------------------------------------------
@@ -288,10 +372,11 @@ _running: set[int] = set()
 
 
 def run_number(tests_dir: Path, number: str, names: Sequence[str], conf: Path, logs: Path,
-               timeout_s: float, extra_args: Sequence[str]) -> list[Outcome]:
-    """One ``test-runner`` process for the tests of one number (0045 has two)."""
+               timeout_s: float, extra_args: Sequence[str],
+               extra_env: dict[str, str]) -> list[Outcome]:
+    """One ``test-runner`` process for the tests of one number (0045 has five)."""
     log = logs / f"{number}.log"
-    env = {**os.environ, "TESTS": number, "RDKAFKA_TEST_CONF": str(conf),
+    env = {**os.environ, **extra_env, "TESTS": number, "RDKAFKA_TEST_CONF": str(conf),
            "TEST_KAFKA_VERSION": KAFKA_VERSION,
            "LD_LIBRARY_PATH": f"{tests_dir.parent / 'src'}:{tests_dir.parent / 'src-cpp'}"}
     env.pop("CI", None)  # librdkafka's CI mode changes timeouts and parallelism
@@ -343,7 +428,8 @@ def run_number(tests_dir: Path, number: str, names: Sequence[str], conf: Path, l
 
 
 def run_suite(tests_dir: Path, chosen: Sequence[SuiteTest], conf: Path, logs: Path,
-              timeout_s: float, jobs: int, extra_args: Sequence[str]) -> list[Outcome]:
+              timeout_s: float, jobs: int, extra_args: Sequence[str],
+              extra_env: dict[str, str]) -> list[Outcome]:
     by_number: dict[str, list[str]] = {}
     for t in chosen:
         by_number.setdefault(t.number, []).append(t.name)
@@ -351,7 +437,7 @@ def run_suite(tests_dir: Path, chosen: Sequence[SuiteTest], conf: Path, logs: Pa
     pool = ThreadPoolExecutor(max_workers=jobs)
     try:
         futures = [pool.submit(run_number, tests_dir, number, names, conf, logs, timeout_s,
-                               extra_args) for number, names in by_number.items()]
+                               extra_args, extra_env) for number, names in by_number.items()]
         for future in futures:
             for o in future.result():
                 results.append(o)
@@ -410,6 +496,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         f"{CACHE_DIR}/runs)")
     p.add_argument("--no-sockem", action="store_true",
                    help="leave out the socket-emulation tests (test-runner -E)")
+    p.add_argument("--no-kafka-tools", dest="kafka_tools", action="store_false",
+                   help="no KAFKA_PATH (by default its bin/ runs Apache Kafka's own "
+                        "kafka-topics/kafka-acls/kafka-configs from ./dev kafka's jars)")
     p.add_argument("--build-only", action="store_true", help="get and build, run nothing")
     p.add_argument("--keep-cluster-data", action="store_true")
     args = p.parse_args(argv)
@@ -438,14 +527,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     logs.mkdir(parents=True, exist_ok=True)
     target = Target(security, args.mechanism, args.racks, args.brokers)
     started = time.monotonic()
-    cluster, client = start_cluster(target, run_dir)
+    cluster, clients = start_cluster(target, run_dir)
     try:
         conf = run_dir / "test.conf"
-        write_test_conf(conf, client, args.timeout_multiplier)
+        write_test_conf(conf, clients.tests, args.timeout_multiplier)
+        extra_env = {"BROKERS": cluster.bootstrap}
+        home = kafka_path(run_dir, clients.admin) if args.kafka_tools else None
+        if home is not None:
+            extra_env["KAFKA_PATH"] = str(home)
         say(f"[suite] {len(chosen)} tests, {args.jobs} at a time, at most {args.timeout_s:.0f} "
             f"s each; logs in {logs}")
         results = run_suite(tests_dir, chosen, conf, logs, args.timeout_s, args.jobs,
-                            ["-E"] if args.no_sockem else [])
+                            ["-E"] if args.no_sockem else [], extra_env)
     finally:
         cluster.stop()
         for node in cluster.node_ids:  # the nodes' logs stay with the run's
