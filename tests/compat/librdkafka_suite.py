@@ -79,6 +79,10 @@ _SUMMARY_ROW = re.compile(
     r"^\|\s*(?P<name>\d{4}_\w+)\s*\|\s*(?P<state>[A-Z ]+?)\s*\|\s*(?P<secs>[\d.]+)s\s*\|"
     r"\s*(?P<reason>.*)$")
 _TEST_ENTRY = re.compile(r"_TEST\(\s*(?P<name>\d{4}_\w+)\s*,\s*(?P<flags>[^,)]*)")
+_SCENARIO = re.compile(r'\.scenario\s*=\s*"(?P<names>[^"]*)"')
+SCENARIOS = {"default": {}, "noautocreate": {"auto.create.topics.enable": "false"}}
+"""librdkafka's test scenarios (tests/scenarios/*.json) as broker settings: a test names the
+scenarios it runs in (default: "default")."""
 _FAILURE = re.compile(r'^### Test "(?P<name>\d{4}_\w+)" failed at (?P<where>\S+)')
 SUITE_BROKER_SETTINGS = {"num.partitions": "4", "replica.lag.time.max.ms": "30000",
                          "authorizer.class.name": "org.apache.kafka.metadata.authorizer."
@@ -198,6 +202,7 @@ def build(src: Path, jobs: int) -> Path:
 class SuiteTest:
     name: str
     flags: str
+    scenarios: tuple[str, ...] = ("default",)
 
     @property
     def number(self) -> str:
@@ -214,15 +219,26 @@ def suite_table(tests_dir: Path) -> list[SuiteTest]:
     text = (tests_dir / "test.c").read_text()
     start = text.index("struct test tests[] = {")
     block = text[start:text.index("\n};", start)]
-    return [SuiteTest(m.group("name"), m.group("flags").strip())
-            for m in _TEST_ENTRY.finditer(block)]
+    entries = list(_TEST_ENTRY.finditer(block))
+    table = []
+    for m, after in zip(entries, [*entries[1:], None], strict=True):
+        text = block[m.start():after.start() if after else len(block)]
+        scenario = _SCENARIO.search(text)
+        table.append(SuiteTest(m.group("name"), m.group("flags").strip(),
+                               tuple(scenario.group("names").split(",")) if scenario
+                               else ("default",)))
+    return table
 
 
-def selected(table: Sequence[SuiteTest], numbers: Iterable[str] | None) -> list[SuiteTest]:
+def selected(table: Sequence[SuiteTest], numbers: Iterable[str] | None,
+             scenario: str = "default") -> list[SuiteTest]:
+    """The broker tests of ``scenario``, or the tests ``numbers`` names (those of them that
+    run in ``scenario``)."""
     if numbers is None:
-        return [t for t in table if t.broker_test]
+        return [t for t in table if t.broker_test and scenario in t.scenarios]
     wanted = set(numbers)
-    return [t for t in table if t.number in wanted and "TEST_F_LOCAL" not in t.flags]
+    return [t for t in table if t.number in wanted and "TEST_F_LOCAL" not in t.flags
+            and scenario in t.scenarios]
 
 
 # -- 4. the cluster ------------------------------------------------------------------------------
@@ -233,6 +249,7 @@ class Target:
     mechanism: str
     racks: bool
     brokers: int
+    scenario: str = "default"
 
 
 @dataclass(frozen=True)
@@ -245,7 +262,7 @@ class Clients:
 
 
 def start_cluster(target: Target, run_dir: Path) -> tuple[LocalCluster, Clients]:
-    settings = dict(SUITE_BROKER_SETTINGS)
+    settings = SUITE_BROKER_SETTINGS | SCENARIOS[target.scenario]
     passwords = {ADMIN: secrets.token_urlsafe(18), TEST_USER: secrets.token_urlsafe(18)}
     if target.racks:
         settings["replica.selector.class"] = RACK_SELECTOR
@@ -482,6 +499,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "Kafka's RackAwareReplicaSelector, as in librdkafka's own test "
                         "clusters; 0101 fetch-from-follower skips itself without them)")
     p.add_argument("--brokers", type=int, default=3)
+    p.add_argument("--scenario", choices=sorted(SCENARIOS), default="default",
+                   help="librdkafka's test scenario: noautocreate runs its 4 tests on brokers "
+                        "with auto.create.topics.enable=false")
     p.add_argument("--tests", default=None,
                    help="comma-separated test numbers (0001,0101); default: every broker test")
     p.add_argument("--skip", default="", help="comma-separated test numbers to leave out")
@@ -522,24 +542,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     table = suite_table(tests_dir)
     numbers = args.tests.split(",") if args.tests else None
     skip = set(filter(None, args.skip.split(",")))
-    chosen = [t for t in selected(table, numbers) if t.number not in skip]
+    chosen = [t for t in selected(table, numbers, args.scenario) if t.number not in skip]
     if not chosen:
         raise SystemExit(f"no test of the suite matches --tests {args.tests}")
 
     security = None if args.security == "plaintext" else args.security
     label = f"{args.security}{'-' + args.mechanism.lower() if security else ''}" \
-            f"{'' if args.racks else '-no-racks'}"
+            f"{'' if args.racks else '-no-racks'}" \
+            f"{'' if args.scenario == 'default' else '-' + args.scenario}"
     run_dir = (args.run_dir or CACHE_DIR / "runs" /
                f"{time.strftime('%Y%m%dT%H%M%S')}-{label}").resolve()
     logs = run_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    target = Target(security, args.mechanism, args.racks, args.brokers)
+    target = Target(security, args.mechanism, args.racks, args.brokers, args.scenario)
     started = time.monotonic()
     cluster, clients = start_cluster(target, run_dir)
     try:
         conf = run_dir / "test.conf"
         write_test_conf(conf, clients.tests, args.timeout_multiplier)
-        extra_env = {"BROKERS": cluster.bootstrap}
+        extra_env = {"BROKERS": cluster.bootstrap, "TEST_SCENARIO": args.scenario}
         extra_env["CI"] = "" if args.strict_timing else "true"
         home = kafka_path(run_dir, clients.admin) if args.kafka_tools else None
         if home is not None:
