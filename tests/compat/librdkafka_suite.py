@@ -83,7 +83,8 @@ _SCENARIO = re.compile(r'\.scenario\s*=\s*"(?P<names>[^"]*)"')
 SCENARIOS = {"default": {}, "noautocreate": {"auto.create.topics.enable": "false"}}
 """librdkafka's test scenarios (tests/scenarios/*.json) as broker settings: a test names the
 scenarios it runs in (default: "default")."""
-_FAILURE = re.compile(r'^### Test "(?P<name>\d{4}_\w+)" failed at (?P<where>\S+)')
+_FAILURE = re.compile(
+    r'^### Test "(?P<name>\d{4}_\w+)(?: \((?P<subtest>.*)\))?" failed at (?P<where>\S+)')
 SUITE_BROKER_SETTINGS = {"num.partitions": "4", "replica.lag.time.max.ms": "30000",
                          "authorizer.class.name": "org.apache.kafka.metadata.authorizer."
                                                   "StandardAuthorizer",
@@ -423,7 +424,9 @@ def run_number(tests_dir: Path, number: str, names: Sequence[str], conf: Path, l
         failed = _FAILURE.match(line)
         if failed and failed.group("name") not in failures:
             why = lines[i + 1] if i + 1 < len(lines) else ""
-            failures[failed.group("name")] = f"{failed.group('where')}: {why}"
+            sub = failed.group("subtest")
+            failures[failed.group("name")] = \
+                f"{failed.group('where')}{f' ({sub})' if sub else ''}: {why}"
     outcomes = []
     for name in names:
         row = rows.get(name)
