@@ -396,7 +396,11 @@ def run_number(tests_dir: Path, number: str, names: Sequence[str], conf: Path, l
     """One ``test-runner`` process for the tests of one number (0045 has five); ``extra_env``
     includes CI=true or not (librdkafka's CI mode)."""
     log = logs / f"{number}.log"
-    env = {**os.environ, **extra_env, "TESTS": number, "RDKAFKA_TEST_CONF": str(conf),
+    own_conf = conf.with_name(f"test-{number}.conf")  # its own topic prefix: -D (delete the
+    shutil.copy(conf, own_conf)                        # test topics at the end) deletes only
+    with own_conf.open("a") as out:                    # this process's
+        out.write(f"test.topic.prefix=rdkafkatest{number}\n")
+    env = {**os.environ, **extra_env, "TESTS": number, "RDKAFKA_TEST_CONF": str(own_conf),
            "TEST_KAFKA_VERSION": KAFKA_VERSION,
            "LD_LIBRARY_PATH": f"{tests_dir.parent / 'src'}:{tests_dir.parent / 'src-cpp'}"}
     if not env.get("CI"):
@@ -525,6 +529,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--no-kafka-tools", dest="kafka_tools", action="store_false",
                    help="no KAFKA_PATH (by default its bin/ runs Apache Kafka's own "
                         "kafka-topics/kafka-acls/kafka-configs from ./dev kafka's jars)")
+    p.add_argument("--keep-topics", dest="delete_topics", action="store_false",
+                   help="keep every test's topics (by default each test-runner deletes its "
+                        "own, test-runner -D: a run creates thousands of partitions, more than "
+                        "three Python brokers on a shared 2-core machine keep healthy)")
     p.add_argument("--strict-timing", action="store_true",
                    help="fail tests on their timing windows (by default the suite runs in "
                         "librdkafka's CI mode, as its own CI does: a timing window missed is "
@@ -570,8 +578,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             extra_env["KAFKA_PATH"] = str(home)
         say(f"[suite] {len(chosen)} tests, {args.jobs} at a time, at most {args.timeout_s:.0f} "
             f"s each; logs in {logs}")
+        runner_args = [*(["-E"] if args.no_sockem else []),
+                       *(["-D"] if args.delete_topics else [])]
         results = run_suite(tests_dir, chosen, conf, logs, args.timeout_s, args.jobs,
-                            ["-E"] if args.no_sockem else [], extra_env)
+                            runner_args, extra_env)
     finally:
         cluster.stop()
         for node in cluster.node_ids:  # the nodes' logs stay with the run's
