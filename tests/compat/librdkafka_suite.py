@@ -401,7 +401,7 @@ def run_number(tests_dir: Path, number: str, names: Sequence[str], conf: Path, l
     with own_conf.open("a") as out:                    # this process's
         out.write(f"test.topic.prefix=rdkafkatest{number}\n")
     env = {**os.environ, **extra_env, "TESTS": number, "RDKAFKA_TEST_CONF": str(own_conf),
-           "TEST_KAFKA_VERSION": KAFKA_VERSION,
+           "TEST_KAFKA_VERSION": extra_env.get("TEST_KAFKA_VERSION", KAFKA_VERSION),
            "LD_LIBRARY_PATH": f"{tests_dir.parent / 'src'}:{tests_dir.parent / 'src-cpp'}"}
     if not env.get("CI"):
         env.pop("CI", None)  # test-runner takes any CI, even empty, for its CI mode
@@ -506,6 +506,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "Kafka's RackAwareReplicaSelector, as in librdkafka's own test "
                         "clusters; 0101 fetch-from-follower skips itself without them)")
     p.add_argument("--brokers", type=int, default=3)
+    p.add_argument("--kafka-version", default=KAFKA_VERSION,
+                   help="the broker version the suite is told (TEST_KAFKA_VERSION); tests "
+                        "for a later Kafka skip themselves (the share consumer's want 4.2)")
     p.add_argument("--scenario", choices=sorted(SCENARIOS), default="default",
                    help="librdkafka's test scenario: noautocreate runs its 4 tests on brokers "
                         "with auto.create.topics.enable=false")
@@ -571,7 +574,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         conf = run_dir / "test.conf"
         write_test_conf(conf, clients.tests, args.timeout_multiplier)
-        extra_env = {"BROKERS": cluster.bootstrap, "TEST_SCENARIO": args.scenario}
+        extra_env = {"BROKERS": cluster.bootstrap, "TEST_SCENARIO": args.scenario,
+                     "TEST_KAFKA_VERSION": args.kafka_version}
         extra_env["CI"] = "" if args.strict_timing else "true"
         home = kafka_path(run_dir, clients.admin) if args.kafka_tools else None
         if home is not None:
