@@ -345,6 +345,17 @@ def kafka_path(run_dir: Path, client: dict[str, str]) -> Path | None:
             out.write("\n".join(f"{k}={v}" for k, v in java_client_security(client).items())
                       + "\n")
         command_config = f" --command-config '{config}'"
+    # libs/ and kafka-run-class.sh: the suite's Java helpers (tests/java, 0098's transactional
+    # producer) build against kafka-clients and run with Kafka's jars
+    libs = home / "libs"
+    if not libs.exists():
+        libs.symlink_to(kafka_node.LIB)
+    run_class = home / "bin" / "kafka-run-class.sh"
+    run_class.write_text(
+        "#!/bin/sh\n# tests/compat/librdkafka_suite.py: a class with Apache Kafka's jars\n"
+        f"exec java -Xmx512m -Dlog4j2.configurationFile='{kafka_node.KAFKA_DIR}/"
+        f"log4j2-tools.properties' -cp \"${{CLASSPATH:+$CLASSPATH:}}{kafka_node.LIB}/*\" \"$@\"\n")
+    run_class.chmod(0o755)
     for tool in KAFKA_TOOLS:
         script = home / "bin" / f"{tool}.sh"
         script.write_text(
