@@ -251,6 +251,7 @@ class Target:
     racks: bool
     brokers: int
     scenario: str = "default"
+    broker_settings: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -263,7 +264,7 @@ class Clients:
 
 
 def start_cluster(target: Target, run_dir: Path) -> tuple[LocalCluster, Clients]:
-    settings = SUITE_BROKER_SETTINGS | SCENARIOS[target.scenario]
+    settings = SUITE_BROKER_SETTINGS | SCENARIOS[target.scenario] | dict(target.broker_settings)
     passwords = {ADMIN: secrets.token_urlsafe(18), TEST_USER: secrets.token_urlsafe(18)}
     if target.racks:
         settings["replica.selector.class"] = RACK_SELECTOR
@@ -517,6 +518,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "Kafka's RackAwareReplicaSelector, as in librdkafka's own test "
                         "clusters; 0101 fetch-from-follower skips itself without them)")
     p.add_argument("--brokers", type=int, default=3)
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="one more broker setting (repeatable), e.g. "
+                        "connections.max.reauth.ms=10000 for 0142 (re-authentication)")
     p.add_argument("--kafka-version", default=KAFKA_VERSION,
                    help="the broker version the suite is told (TEST_KAFKA_VERSION); tests "
                         "for a later Kafka skip themselves (the share consumer's want 4.2)")
@@ -579,7 +583,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                f"{time.strftime('%Y%m%dT%H%M%S')}-{label}").resolve()
     logs = run_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    target = Target(security, args.mechanism, args.racks, args.brokers, args.scenario)
+    sets = tuple((name, value) for name, _, value in (s.partition("=") for s in args.set))
+    target = Target(security, args.mechanism, args.racks, args.brokers, args.scenario, sets)
     started = time.monotonic()
     cluster, clients = start_cluster(target, run_dir)
     try:
