@@ -86,11 +86,13 @@ scenarios it runs in (default: "default")."""
 _FAILURE = re.compile(
     r'^### Test "(?P<name>\d{4}_\w+)(?: \((?P<subtest>.*)\))?" failed at (?P<where>\S+)')
 SUITE_BROKER_SETTINGS = {"num.partitions": "4", "replica.lag.time.max.ms": "30000",
+                         "group.initial.rebalance.delay.ms": "3000",
                          "authorizer.class.name": "org.apache.kafka.metadata.authorizer."
                                                   "StandardAuthorizer",
                          "allow.everyone.if.no.acl.found": "true"}
 """What librdkafka's own test clusters (trivup) set: tests produce to partitions 0..3 of
-auto-created topics (0029); an ACL authorizer that lets everyone do what no ACL covers (0109,
+auto-created topics (0029); Kafka's 3 s initial rebalance delay, so consumers started together
+join the first generation together (0118 counts on it); an ACL authorizer that lets everyone do what no ACL covers (0109,
 0115 and 0119 add DENY ACLs with kafka-acls.sh); and Kafka's default ISR lag in place of LocalCluster's
 quick 3 s (the suite is a client test, not a failover drill, on a loaded machine)."""
 SUITE_CONTROLLER_SETTINGS = {"broker.session.timeout.ms": "9000"}
