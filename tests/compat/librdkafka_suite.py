@@ -26,8 +26,8 @@ What it does, each step skipped when already done:
    with ``--mechanism PLAIN`` the client listener also takes PLAIN (a users file with the
    admin).
 5. The suite's ``test.conf`` (bootstrap servers, client security, ``test.timeout.multiplier``).
-6. Each selected test number in its own ``test-runner`` process (quick mode ``-Q``, broker tests
-   only ``-L``), at most ``--timeout-s`` each (then killed, a TIMEOUT), ``--jobs`` at a time;
+6. Each selected test number in its own ``test-runner`` process (quick mode ``-Q`` unless
+   ``--no-quick``, broker tests only ``-L``), at most ``--timeout-s`` each (then killed, a TIMEOUT), ``--jobs`` at a time;
    one line per test (PASSED, FAILED with librdkafka's reason, SKIPPED with why, TIMEOUT) and the
    totals. Logs and ``results.json`` stay in the run directory it names.
 
@@ -421,7 +421,7 @@ def run_number(tests_dir: Path, number: str, names: Sequence[str], conf: Path, l
         env.pop("CI", None)  # test-runner takes any CI, even empty, for its CI mode
     started = time.monotonic()
     with log.open("wb") as out:
-        proc = subprocess.Popen(["./test-runner", "-Q", "-L", *extra_args], cwd=tests_dir,
+        proc = subprocess.Popen(["./test-runner", "-L", *extra_args], cwd=tests_dir,
                                 env=env, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)
         _running.add(proc.pid)
@@ -544,6 +544,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--run-dir", type=Path, default=None,
                    help="logs, test.conf, results.json and the cluster (default: under "
                         f"{CACHE_DIR}/runs)")
+    p.add_argument("--no-quick", action="store_true",
+                   help="the suite's full mode (no -Q): every subtest, more data; the "
+                        "share-consumer tests (0170-0185) have no quick subtests at all")
     p.add_argument("--no-sockem", action="store_true",
                    help="leave out the socket-emulation tests (test-runner -E)")
     p.add_argument("--no-kafka-tools", dest="kafka_tools", action="store_false",
@@ -600,7 +603,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             extra_env["KAFKA_PATH"] = str(home)
         say(f"[suite] {len(chosen)} tests, {args.jobs} at a time, at most {args.timeout_s:.0f} "
             f"s each; logs in {logs}")
-        runner_args = [*(["-E"] if args.no_sockem else []),
+        runner_args = [*([] if args.no_quick else ["-Q"]), *(["-E"] if args.no_sockem else []),
                        *(["-D"] if args.delete_topics else [])]
         results = run_suite(tests_dir, chosen, conf, logs, args.timeout_s, args.jobs,
                             runner_args, extra_env)
