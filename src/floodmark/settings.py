@@ -201,6 +201,14 @@ DEFAULTS: dict[str, Any] = {
     "sasl.oauthbearer.scope.claim.name": "scope",
     "sasl.oauthbearer.clock.skew.seconds": 30,
     "floodmark.unsafe.sasl.oauthbearer.unsecured.jwt": False,
+    # GSSAPI (Kerberos) is not served. Its settings are Kafka's, with Kafka's defaults, kept and
+    # described, dynamic as Kafka's listener SASL settings are, and without effect: a copied
+    # server.properties loads, and an AlterConfigs naming one (librdkafka's admin test 0081
+    # sets sasl.kerberos.min.time.before.relogin on a broker) succeeds as on Kafka.
+    "sasl.kerberos.kinit.cmd": "/usr/bin/kinit",
+    "sasl.kerberos.min.time.before.relogin": 60_000,
+    "sasl.kerberos.ticket.renew.jitter": 0.05,
+    "sasl.kerberos.ticket.renew.window.factor": 0.8,
     # Client quotas (Kafka's names and defaults): a rate is measured over quota.window.num
     # samples of quota.window.size.seconds each; the quotas themselves are metadata records
     # (AlterClientQuotas, ``floodmark quota set``).
@@ -304,6 +312,8 @@ DYNAMIC: frozenset[str] = frozenset({
     "log.message.timestamp.after.max.ms", "log.roll.ms", "log.roll.jitter.ms",
     "log.index.size.max.bytes", "log.index.interval.bytes", "log.preallocate",
     "log.segment.delete.delay.ms", "log.local.retention.ms", "log.local.retention.bytes",
+    "sasl.kerberos.kinit.cmd", "sasl.kerberos.min.time.before.relogin",
+    "sasl.kerberos.ticket.renew.jitter", "sasl.kerberos.ticket.renew.window.factor",
 })
 _INT_SETTINGS = frozenset({"node.id", "num.partitions", "default.replication.factor",
                            "min.insync.replicas", "socket.request.max.bytes", "message.max.bytes",

@@ -259,3 +259,24 @@ def test_cluster_default_min_insync_replicas_applies_on_every_broker(tmp_path: P
         wait_until(lambda: produce_error() is None, 60, "acks=all to succeed again")
     finally:
         cluster.stop()
+
+
+def test_kerberos_settings_are_accepted_as_kafka_accepts_them(broker_factory) -> None:  # type: ignore[no-untyped-def]
+    """What librdkafka's admin test (0081) asks of a broker: AlterConfigs (the legacy API, as
+    0081 sends it) setting sasl.kerberos.min.time.before.relogin on a broker succeeds, as on
+    Kafka, although floodmark serves no GSSAPI; DescribeConfigs shows it as a dynamic broker
+    config and the other Kerberos settings at Kafka's defaults. An unknown name is still
+    refused."""
+    b = broker_factory()
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    res = ConfigResource(BROKER, "1", set_config={"sasl.kerberos.min.time.before.relogin":
+                                                  "58000"})
+    assert next(iter(admin.alter_configs([res]).values())).result(30) is None
+    got = _describe(admin, BROKER, "1")
+    assert got["sasl.kerberos.min.time.before.relogin"].value == "58000"
+    assert got["sasl.kerberos.min.time.before.relogin"].source == \
+        ConfigSource.DYNAMIC_BROKER_CONFIG.value
+    assert got["sasl.kerberos.kinit.cmd"].value == "/usr/bin/kinit"
+    unknown = ConfigResource(BROKER, "1", set_config={"sasl.kerberos.no.such.setting": "1"})
+    with pytest.raises(KafkaException, match="Unknown broker config"):
+        next(iter(admin.alter_configs([unknown]).values())).result(30)

@@ -432,10 +432,6 @@ class LocalCluster:
                     *self._controller_args()]
         if self.advertised_host != self.listen_host:
             cmd += ["--advertised-host", self.advertised_host]
-        for k, v in self.state["broker_settings"].items():
-            cmd += ["--set", f"{k}={str(v).replace('{node_id}', str(node_id))}"]
-        if n.get("rack"):
-            cmd += ["--set", f"broker.rack={n['rack']}"]
         secure = self.security
         if secure is not None:
             host = self._node_listen_host(node_id)
@@ -444,6 +440,13 @@ class LocalCluster:
             secrets_file = secure.broker_config_file()
             if secrets_file is not None:  # the JAAS entry: a file, not a flag (ps shows flags)
                 cmd += ["--config", str(secrets_file)]
+        # after the security mode's: the last --set of a name wins, so a setting the user gave
+        # (`cluster up --security sasl_ssl --set listener.name.client.sasl.enabled.mechanisms=
+        # SCRAM-SHA-512,PLAIN`) replaces the mode's
+        for k, v in self.state["broker_settings"].items():
+            cmd += ["--set", f"{k}={str(v).replace('{node_id}', str(node_id))}"]
+        if n.get("rack"):
+            cmd += ["--set", f"broker.rack={n['rack']}"]
         return cmd
 
     def _node_listen_host(self, node_id: int) -> str:

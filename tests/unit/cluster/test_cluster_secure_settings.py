@@ -87,3 +87,29 @@ def test_chaos_workers_take_the_client_properties(tmp_path: Path) -> None:
     odd.write_text("sasl.oauthbearer.method=oidc\n")
     with pytest.raises(ValueError, match="no kafka-python equivalent"):
         kafka_python_security(argparse.Namespace(command_config=str(odd)))
+
+
+def test_a_broker_setting_given_replaces_the_security_modes(tmp_path: Path) -> None:
+    """``cluster up --security sasl_ssl --set listener.name.client.sasl.enabled.mechanisms=...``:
+    the user's value comes after the mode's in the broker's flags, and the last one wins
+    (tests/compat/librdkafka_suite.py adds PLAIN this way)."""
+    from floodmark.cluster.local import LocalCluster
+
+    mechanisms = "listener.name.client.sasl.enabled.mechanisms"
+    users = tmp_path / "plain-users"
+    users.write_text("admin:admin-secret\n")
+    users.chmod(0o600)
+    cluster = LocalCluster(tmp_path / "c", brokers=1, security="sasl_ssl",
+                           broker_settings={mechanisms: "SCRAM-SHA-512,PLAIN",
+                                            "floodmark.sasl.plain.users.file": str(users)})
+    (broker,) = cluster.broker_ids
+    secure = cluster.security
+    assert secure is not None
+    secure.prepare(cluster.broker_ids)
+    cmd = cluster._command(broker)
+    sets = [cmd[i + 1] for i, arg in enumerate(cmd) if arg == "--set"]
+    assert f"{mechanisms}=SCRAM-SHA-512" in sets  # the mode's, first
+    config = BrokerConfig.load(data_dir=tmp_path / "b", listen="127.0.0.1:9092",
+                               config_file=Path(cmd[cmd.index("--config") + 1]),
+                               overrides=sets)
+    assert config.get(mechanisms) == "SCRAM-SHA-512,PLAIN"
