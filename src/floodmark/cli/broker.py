@@ -51,6 +51,11 @@ def run_broker(args: argparse.Namespace) -> int:
     from floodmark.broker.config import BrokerConfig
     from floodmark.broker.membership import LocalMembership
 
+    try:  # input first: nothing is started for a level this release cannot format
+        levels = features.bootstrap_features(args)
+    except features.FeatureError as exc:
+        print(f"floodmark broker: {exc}", file=sys.stderr)
+        return 2
     lifeline.hold()  # started by a test run: end with it
 
     if not isinstance(logging.getLevelName(args.log_level.upper()), int):
@@ -61,11 +66,6 @@ def run_broker(args: argparse.Namespace) -> int:
         level=args.log_level.upper(), stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    try:
-        levels = features.bootstrap_features(args)
-    except features.FeatureError as exc:
-        print(f"floodmark broker: {exc}", file=sys.stderr)
-        return 2
     try:
         config = BrokerConfig.load(
             data_dir=args.data_dir, listen=args.listen, advertised=args.advertised,
