@@ -176,3 +176,68 @@ def test_kip_890_a_leader_verifies_a_transaction_before_its_first_batch(conn: An
         ("wire-txn", 1): 0}
     assert _produce_txn(conn, "verify-1", pid, epoch, 0, partition=1) == \
         ErrorCode.INVALID_PRODUCER_EPOCH
+
+
+def _offsets(conn: Any, topic: str, partition: int) -> tuple[int, int]:
+    """(high watermark, last stable offset): ListOffsets latest, read_uncommitted and
+    read_committed."""
+    def latest(isolation: int) -> int:
+        resp = conn.request(2, 7, {"replica_id": -1, "isolation_level": isolation, "topics": [
+            {"name": topic, "partitions": [{"partition_index": partition, "timestamp": -1,
+                                            "current_leader_epoch": -1}]}]})
+        return int(resp.topics[0].partitions[0].offset)
+    return latest(0), latest(1)
+
+
+def _produce_plain(conn: Any, topic: str, partition: int) -> int:
+    from floodmark.records import Record, build_batch
+
+    batch = build_batch([Record(0, int(time.time() * 1000), None, b"plain")])
+    resp = conn.request(0, 9, {"transactional_id": None, "acks": -1, "timeout": 10_000,
+                               "topic_data": [{"name": topic, "partition_data": [
+                                   {"index": partition, "records": batch}]}]})
+    return int(resp.responses[0].partition_responses[0].error_code)
+
+
+def _late_produce(conn: Any, txn_id: str, topic: str) -> Any:
+    """A producer's raw Produce of a transactional batch for partition 0 of ``topic``, which
+    its transaction never added (a late retry after the transaction ended looks the same)."""
+    from floodmark.records import Record, build_batch
+
+    r = _init(conn, txn_id)
+    pid, epoch = int(r.producer_id), int(r.producer_epoch)
+    batch = build_batch([Record(0, int(time.time() * 1000), None, b"late")], producer_id=pid,
+                        producer_epoch=epoch, base_sequence=0, is_transactional=True)
+    resp = conn.request(0, 9, {"transactional_id": txn_id, "acks": -1, "timeout": 10_000,
+                               "topic_data": [{"name": topic, "partition_data": [
+                                   {"index": 0, "records": batch}]}]})
+    return resp.responses[0].partition_responses[0]
+
+
+def _create(conn: Any, topic: str) -> None:
+    conn.request(CREATE_TOPICS, 4, {"topics": [{"name": topic, "num_partitions": 1,
+                                                "replication_factor": 1, "assignments": [],
+                                                "configs": []}],
+                                    "timeout": 5000, "validate_only": False})
+
+
+def test_kip_890_a_late_batch_never_added_is_refused_and_holds_no_lso(conn: Any) -> None:
+    _create(conn, "late-txn")
+    answer = _late_produce(conn, "late-1", "late-txn")
+    assert int(answer.error_code) == ErrorCode.INVALID_TXN_STATE
+    assert answer.error_message == "Partition was not added to the transaction"
+    assert _produce_plain(conn, "late-txn", 0) == 0
+    # nothing of the late batch is in the log, and nothing holds the LSO back
+    assert _offsets(conn, "late-txn", 0) == (1, 1)
+
+
+def test_without_verification_the_same_batch_hangs_the_lso(broker_factory: Any) -> None:
+    """Why the guard exists (transaction versions 0 and 1, verification off as before Kafka
+    3.6): the batch is appended and opens a transaction no coordinator knows of; the LSO stays
+    at it while the partition's HW moves on."""
+    b = broker_factory("--set", "transaction.partition.verification.enable=false")
+    with KafkaConnection(b.bootstrap) as c:
+        _create(c, "late-txn")
+        assert int(_late_produce(c, "late-2", "late-txn").error_code) == 0
+        assert _produce_plain(c, "late-txn", 0) == 0
+        assert _offsets(c, "late-txn", 0) == (2, 0)

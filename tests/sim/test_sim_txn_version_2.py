@@ -9,25 +9,20 @@ lost) are the same as for version 0.
 
 from __future__ import annotations
 
-import functools
 import itertools
 
 import pytest
 
 from floodmark.replication.transactions import log as txn_log
 from floodmark.replication.transactions.state import TV_2, TxnState
-from floodmark.sim.partition import cluster as sim_cluster
 from floodmark.sim.partition import explore
 from floodmark.sim.partition.cluster import Cluster
-from floodmark.sim.partition.txn_coordinator import SimTxnCoordinator
 
 TV2_SEEDS = 3
 
 
 def _explore_tv2(monkeypatch: pytest.MonkeyPatch, seeds: range
                  ) -> list[tuple[explore.SeedResult, Cluster]]:
-    monkeypatch.setattr(sim_cluster, "SimTxnCoordinator",
-                        functools.partial(SimTxnCoordinator, transaction_version=TV_2))
     clusters: list[Cluster] = []
     build = explore.build_cluster
 
@@ -37,7 +32,8 @@ def _explore_tv2(monkeypatch: pytest.MonkeyPatch, seeds: range
         return cluster
 
     monkeypatch.setattr(explore, "build_cluster", keep)
-    results = [explore.run_seed(seed, explore.ExploreOptions(transactions=True))
+    results = [explore.run_seed(seed, explore.ExploreOptions(transactions=True,
+                                                             transaction_version=TV_2))
                for seed in seeds]
     return list(zip(results, clusters, strict=True))
 

@@ -28,9 +28,13 @@ log = logging.getLogger(__name__)
 
 class LocalMembership(MembershipBase):
     def __init__(self, data_dir: Path, node_id: int,
-                 bootstrap_scram: tuple[ScramUser, ...] = (), *, rack: str | None = None) -> None:
-        """``rack``: this node's ``broker.rack`` (registered, and answered in Metadata)."""
-        self._local = LocalController(data_dir, node_id, bootstrap_scram, rack=rack)
+                 bootstrap_scram: tuple[ScramUser, ...] = (), *, rack: str | None = None,
+                 bootstrap_features: tuple[tuple[str, int], ...] | None = None) -> None:
+        """``rack``: this node's ``broker.rack`` (registered, and answered in Metadata);
+        ``bootstrap_features``: the levels a new metadata log starts at (None: this
+        release's, ``features.BOOTSTRAP``)."""
+        self._local = LocalController(data_dir, node_id, bootstrap_scram, rack=rack,
+                                      bootstrap_features=bootstrap_features)
         self._rack = rack
 
     @property

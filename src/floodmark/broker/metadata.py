@@ -19,6 +19,7 @@ import uuid
 from pathlib import Path
 from typing import Protocol
 
+from floodmark import features
 from floodmark.broker.config import Configs
 from floodmark.controller import scram
 from floodmark.controller.image import (
@@ -105,15 +106,19 @@ class LocalController:
     """``ControllerLogic`` in process, with this node the only registered broker."""
 
     def __init__(self, data_dir: Path, node_id: int,
-                 bootstrap_scram: tuple[ScramUser, ...] = (), *, rack: str | None = None) -> None:
+                 bootstrap_scram: tuple[ScramUser, ...] = (), *, rack: str | None = None,
+                 bootstrap_features: tuple[tuple[str, int], ...] | None = None) -> None:
         """``bootstrap_scram``: SCRAM users a new metadata log starts with (``--add-scram``);
-        ``rack``: this node's ``broker.rack``."""
+        ``rack``: this node's ``broker.rack``; ``bootstrap_features``: the feature levels a
+        new metadata log starts at (``--feature``; None: ``features.BOOTSTRAP``)."""
         self._node_id = node_id
         self._mlog = MetadataLog(str(data_dir / CONTROLLER_DIR))
         # KIP-966 as every controller runs it (one broker: its restart is always clean here,
         # so the ELR only carries it across its own fencing at start).
         self.logic = ControllerLogic(MetadataImage(), ControllerConfig(
             auto_leader_rebalance_enable=False, bootstrap_scram=bootstrap_scram,
+            bootstrap_features=(features.bootstrap_levels() if bootstrap_features is None
+                                else bootstrap_features),
             **elr_config(eligible_leader_replicas_enabled(
                 DEFAULTS["eligible.leader.replicas.version"]), DEFAULTS["min.insync.replicas"])))
         self._replay()

@@ -11,6 +11,7 @@ import signal
 import sys
 from typing import Any
 
+from floodmark import features
 from floodmark.cli.checks import check_bindable, check_data_dir
 from floodmark.cli.errors import CliError
 
@@ -39,6 +40,7 @@ def register(subparsers: Any) -> None:
                    help="a SCRAM user a new data directory starts with, in kafka-storage "
                         "format's syntax (SCRAM-SHA-512=[name=admin,password=admin-secret]); "
                         "repeatable; ignored once the node's metadata exists")
+    features.add_feature_arguments(p)
     p.add_argument("--log-level", default=os.environ.get("FLOODMARK_LOG_LEVEL", "INFO"))
     p.set_defaults(func=run_broker)
 
@@ -49,6 +51,11 @@ def run_broker(args: argparse.Namespace) -> int:
     from floodmark.broker.config import BrokerConfig
     from floodmark.broker.membership import LocalMembership
 
+    try:  # input first: nothing is started for a level this release cannot format
+        levels = features.bootstrap_features(args)
+    except features.FeatureError as exc:
+        print(f"floodmark broker: {exc}", file=sys.stderr)
+        return 2
     lifeline.hold()  # started by a test run: end with it
 
     if not isinstance(logging.getLevelName(args.log_level.upper()), int):
@@ -91,7 +98,8 @@ def run_broker(args: argparse.Namespace) -> int:
         pass
     try:
         broker = Broker(config, LocalMembership(config.data_dir, config.node_id,
-                                                tuple(args.add_scram), rack=config.rack))
+                                                tuple(args.add_scram), rack=config.rack,
+                                                bootstrap_features=levels))
         broker.open()
     except OSError as exc:
         print(f"floodmark broker: cannot open --data-dir {args.data_dir}: {exc.strerror or exc}",

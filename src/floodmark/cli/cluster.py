@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from floodmark import features
 from floodmark.address import BadAddress, parse_bootstrap
 from floodmark.cli import elect_leaders, health, log_dirs, reassign
 from floodmark.cli.checks import check_bindable, check_data_dir
@@ -106,6 +107,15 @@ def register(subparsers: Any) -> None:
                         "broker id order (KIP-36: replicas spread over racks)")
     p.add_argument("--set", dest="overrides", action="append", default=[],
                    metavar="NAME=VALUE", help="broker setting (Kafka names), repeatable")
+    p.add_argument("--feature", dest="features", action="append", default=[],
+                   metavar="NAME=LEVEL",
+                   help="a new cluster: a feature level its metadata starts at, as "
+                        "kafka-storage format --feature (transaction.version=0|1|2; default "
+                        "2, as Kafka 4.x); repeatable")
+    p.add_argument("--release-version", default=None, metavar="X.Y",
+                   help="a new cluster: the feature levels of this Kafka release, as "
+                        "kafka-storage format --release-version (3.3 ... 4.1); --feature "
+                        "overrides one")
     p.add_argument("--controller-set", dest="controller_overrides", action="append", default=[],
                    metavar="NAME=VALUE",
                    help="controller setting: broker.session.timeout.ms (9000 by default, "
@@ -188,6 +198,26 @@ def _racks(value: str) -> list[str]:
     return racks
 
 
+def _feature_levels(args: argparse.Namespace) -> dict[str, int] | None:
+    """``--feature``/``--release-version``: every level the new cluster starts at, checked
+    (one line each: an unknown feature, a level out of range, an unknown release); None when
+    neither is given (the controller's defaults, ``features.BOOTSTRAP``)."""
+    if not args.features and args.release_version is None:
+        return None
+    if args.controller is not None:
+        raise CliError("--feature and --release-version set a new cluster's levels where its "
+                       "controllers run; with --controller HOST:PORT they run elsewhere")
+    try:
+        given = [features.parse_feature(text) for text in args.features]
+        return dict(features.bootstrap_levels(args.release_version, given))
+    except features.FeatureError as exc:
+        raise CliError(str(exc)) from None
+
+
+def _features_text(levels: dict[str, int] | None) -> str:
+    return " ".join(f"--feature {k}={v}" for k, v in sorted((levels or {}).items()))
+
+
 def _cluster_for_up(args: argparse.Namespace) -> LocalCluster:
     if args.brokers is not None and args.brokers < 1:
         raise CliError(f"--brokers {args.brokers}: a cluster needs at least one broker")
@@ -225,6 +255,7 @@ def _cluster_for_up(args: argparse.Namespace) -> LocalCluster:
         raise CliError("--racks gives each broker its broker.rack; --set broker.rack=... gives "
                        "all of them one: give one of them")
     controller_settings = pairs(args.controller_overrides, "--controller-set")
+    levels = _feature_levels(args)
     check_configs(broker_settings, topic=False)  # before a process starts, in Kafka's words
     check_configs(controller_settings, topic=False)
     check_data_dir(args.data_dir)
@@ -236,6 +267,9 @@ def _cluster_for_up(args: argparse.Namespace) -> LocalCluster:
                                f"{', '.join(map(str, running))}; see `floodmark cluster status "
                                f"--data-dir {args.data_dir}`)")
         conflicts = _shape_conflicts(cluster, args)
+        if levels is not None and levels != cluster.features:
+            conflicts.append(f"{_features_text(levels)} (it has "
+                             f"{_features_text(cluster.features) or 'what its metadata says'})")
         for flag, asked, have in (
                 ("--set", broker_settings, cluster.state["broker_settings"]),
                 ("--controller-set", controller_settings, cluster.state["controller_settings"])):
@@ -270,7 +304,8 @@ def _cluster_for_up(args: argparse.Namespace) -> LocalCluster:
                         combined=bool(args.combined),
                         die_with_supervisor=False,  # --detach: they outlive this command
                         security=args.security,
-                        racks=_racks(args.racks) if args.racks is not None else ())
+                        racks=_racks(args.racks) if args.racks is not None else (),
+                        features=levels)
 
 
 def _check_ports(cluster: LocalCluster) -> None:

@@ -40,7 +40,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -173,7 +173,7 @@ class LocalCluster:
                  controller: str | None = None, first_broker_id: int = 1,
                  controllers: int = 1, combined: bool = False,
                  die_with_supervisor: bool = True, security: str | None = None,
-                 racks: Sequence[str] = ()) -> None:
+                 racks: Sequence[str] = (), features: Mapping[str, int] | None = None) -> None:
         """A new cluster's shape (ignored when ``data_dir`` already holds one):
 
         - ``metrics``: every node serves Prometheus ``/metrics`` on a port of its own;
@@ -194,6 +194,8 @@ class LocalCluster:
           certificates of a throwaway CA under ``tls/``;
         - ``racks``: ``broker.rack`` of each broker, round-robin in id order (brokers added
           later continue the round-robin);
+        - ``features``: the feature levels its metadata log starts at (``kafka-storage format
+          --feature``; None: the controller's defaults, ``floodmark.features.BOOTSTRAP``);
         - ``broker_settings``: every broker's settings; ``{node_id}`` in a value is the
           broker's id (``log.dirs=/disks/b{node_id}-a,/disks/b{node_id}-b``).
 
@@ -236,6 +238,8 @@ class LocalCluster:
                 self.state["security"] = security
             if racks:
                 self.state["racks"] = list(racks)
+            if features is not None:
+                self.state["features"] = dict(features)
             if controller is None:
                 for k in range(controllers):
                     node_id = controller_node_id(k)
@@ -396,6 +400,11 @@ class LocalCluster:
         return ",".join(self.controller_endpoint(c) for c in self.controller_ids)
 
     @property
+    def features(self) -> dict[str, int]:
+        """The feature levels this cluster was made with (empty: the defaults)."""
+        return {str(k): int(v) for k, v in (self.state.get("features") or {}).items()}
+
+    @property
     def bootstrap(self) -> str:
         return ",".join(self.address(b) for b in self.broker_ids)
 
@@ -467,6 +476,8 @@ class LocalCluster:
         for name in (*METADATA_LOG_SETTINGS, "eligible.leader.replicas.version"):
             if name in c:  # Kafka's names, passed when set (older state files lack some)
                 args += ["--" + name.replace(".", "-"), str(c[name])]
+        for name, level in sorted(self.features.items()):  # only a new metadata log reads them
+            args += ["--feature", f"{name}={level}"]
         min_isr = self.state["broker_settings"].get("min.insync.replicas")
         if min_isr is not None:  # the brokers' cluster default, for the ELR
             args += ["--min-insync-replicas", str(min_isr)]

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from floodmark import features
 from floodmark.address import format_host_port, parse_host_port
 from floodmark.controller.logic import ControllerConfig, elr_config
 from floodmark.controller.metadata_log import MetadataLogConfig
@@ -101,6 +102,7 @@ def add_controller_arguments(p: argparse.ArgumentParser) -> None:
                    help="a SCRAM user the cluster starts with, in kafka-storage format's syntax "
                         "(e.g. SCRAM-SHA-512=[name=admin,password=admin-secret]); only a new "
                         "metadata log takes it (repeatable)")
+    features.add_feature_arguments(p)
     mlog = MetadataLogConfig()
     p.add_argument("--metadata-log-segment-bytes", type=int, default=mlog.segment_bytes)
     p.add_argument("--metadata-log-max-record-bytes-between-snapshots", type=int,
@@ -167,6 +169,7 @@ def controller_setup(args: argparse.Namespace, node_id: int,
         leader_imbalance_check_interval_ms=args.leader_imbalance_check_interval_ms,
         **elr_config(eligible_leader_replicas_enabled(elr_version), min_isr),
         bootstrap_scram=tuple(args.add_scram),
+        bootstrap_features=features.bootstrap_features(args),
     )
     mlog = MetadataLogConfig(args.metadata_log_segment_bytes,
                              args.metadata_log_max_record_bytes_between_snapshots)

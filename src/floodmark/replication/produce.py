@@ -47,9 +47,13 @@ answers a recognised duplicate as it would have answered the original still wait
   is answered NONE when the ISR grows back is never renumbered;
 * acks=1: NONE at once (the leader has it), as before.
 
-Transactional batches are accepted as Kafka accepts them without KIP-890 verification: the
-partition does not ask the transaction coordinator whether the transaction is ongoing (a late
-batch of an aborted transaction would open a new one, which the coordinator's timeout aborts).
+Transactional batches, with ``verify_transactions`` (``transaction.partition.verification
+.enable``, or a Produce v12 whose leader adds the partition itself): a batch whose producer has
+no transaction open here at its epoch is appended only with the verification guard the
+partition's producer state still holds for it (``replication.txn_verification``: the caller
+asked the coordinator first); else INVALID_TXN_STATE, nothing appended, so a late batch of an
+ended transaction never opens one that no marker closes. Without it they are accepted as Kafka
+accepts them without KIP-890.
 
 :func:`write_marker_as_leader` is the second way in: the commit/abort marker the transaction
 coordinator asks for (WriteTxnMarkers). It is appended as a control batch and answered like
@@ -81,8 +85,14 @@ from floodmark.replication.log_validator import (
     recompress,
 )
 from floodmark.replication.partition import Effect, LogView, Partition
-from floodmark.replication.producer_state import AbortedTxn, BatchMeta, batch_metas
+from floodmark.replication.producer_state import (
+    AbortedTxn,
+    BatchMeta,
+    VerificationGuard,
+    batch_metas,
+)
 from floodmark.replication.purgatory import CompleteProduce
+from floodmark.replication.txn_verification import NOT_VERIFIED_MESSAGE
 
 LOG_OVERHEAD_BYTES = 12  # base offset + batch length, outside Kafka's max.message.bytes
 
@@ -171,8 +181,14 @@ def produce_as_leader(
     settings: ProduceSettings = ProduceSettings(),
     leadership_in_doubt: bool = False,
     stepped_down: bool = False,
+    verify_transactions: bool = False,
+    verification_guard: VerificationGuard | None = None,
 ) -> LeaderProduce:
     """Check, deduplicate, append and park one partition's records as its leader.
+
+    ``verify_transactions`` (KIP-890 part 1): a transactional batch that would open its
+    producer's transaction here needs ``verification_guard``, the guard the coordinator's
+    answer was asked under and the producer state still holds (see the module docstring).
 
     ``leadership_in_doubt``: this broker's controller session lapsed and its metadata has not
     caught up since (``replication/controller_session.py``); another leader may hold the sequences
@@ -245,6 +261,10 @@ def produce_as_leader(
                            "another broker may lead this partition now")
         if check.error is not ErrorCode.NONE:
             return _refuse(produce_id, check.error)
+    if verify_transactions:
+        for meta in idempotent:
+            if meta.is_transactional and not producers.verified(meta, verification_guard):
+                return _refuse(produce_id, ErrorCode.INVALID_TXN_STATE, NOT_VERIFIED_MESSAGE)
     if settings.compression is not None:
         try:
             records = recompress(records, settings.compression)

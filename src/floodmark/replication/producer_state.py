@@ -28,6 +28,15 @@ last stable offset right after it) for the segment's ``.txnindex``: read_committ
 use the list to drop aborted records. Leader and follower run the same :meth:`record` on every
 batch they append, so both have the same open transactions and the same LSO rule.
 
+KIP-890 part 1, the leader's verification guard (Kafka's ``VerificationStateEntry``): before
+a producer's first transactional batch of a transaction reaches a partition, the leader asks
+the transaction coordinator whether the partition is in that transaction
+(``replication.txn_verification``). The question is asynchronous, so the table hands out a
+:class:`VerificationGuard` when it is asked (:meth:`start_verification`) and forgets it when a
+marker or a transactional batch of that producer is recorded: a transaction that ended while
+the question was out (its marker written meanwhile) leaves the answer without a guard, and the
+append is refused (:meth:`verified`) rather than opening a transaction nobody will end.
+
 Pure logic (no I/O): the leader's produce path (``replication.produce``) calls :meth:`check`
 before appending and :meth:`record` after; a follower records what it replicates
 (:meth:`record_batches`); after a truncation or at startup the table is rebuilt from the batch
@@ -51,6 +60,10 @@ from floodmark.records import (
 )
 
 MAX_CACHED_BATCHES = 5
+MAX_VERIFICATIONS = 10_000
+"""Verifications a partition keeps open at once (one per producer); past it the oldest is
+forgotten, and its answer, when it comes, finds no guard (the batch is refused, retriably for
+the client's next attempt)."""
 _SEQ_MOD = 2**31
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")  # v2 batch header, 61 bytes
@@ -164,6 +177,17 @@ class ProducerEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class VerificationGuard:
+    """One verification of (producer id, epoch) at one partition: the append that follows the
+    coordinator's answer must present the guard the table still holds (``token`` is unique
+    within the table)."""
+
+    producer_id: int
+    producer_epoch: int
+    token: int
+
+
+@dataclass(frozen=True, slots=True)
 class SequenceCheck:
     error: ErrorCode
     duplicate_of: CachedBatch | None = None
@@ -182,6 +206,8 @@ class ProducerStateTable:
         self._unreplicated: list[CompletedTxn] = []  # markers at or above the HW
         self._high_watermark = 0  # the last HW this table was told (see on_high_watermark)
         self._log_start_offset = 0  # the last one it was told (see on_log_start_offset)
+        self._verifying: dict[int, VerificationGuard] = {}  # producer id -> its open question
+        self._next_token = 0
 
     def __len__(self) -> int:
         return len(self._producers)
@@ -245,6 +271,49 @@ class ProducerStateTable:
             return ErrorCode.TRANSACTION_COORDINATOR_FENCED
         return ErrorCode.NONE
 
+    # -- KIP-890 part 1: the verification guard ----------------------------------------------
+    def in_transaction(self, producer_id: int, producer_epoch: int) -> bool:
+        """Has this producer, at this epoch, a transaction open here (begun by a batch already
+        verified, or written before verification existed)?"""
+        entry = self._producers.get(producer_id)
+        return (entry is not None and entry.current_txn_first_offset >= 0
+                and entry.producer_epoch == producer_epoch)
+
+    def start_verification(self, producer_id: int, producer_epoch: int
+                           ) -> VerificationGuard | None:
+        """A transactional batch of (producer id, epoch) is about to be verified with the
+        coordinator: the guard its append must present. None: its transaction is open here
+        already, nothing to verify. The guard of a question still out for the same epoch is
+        shared (a client's retry while the first answer is pending)."""
+        if self.in_transaction(producer_id, producer_epoch):
+            return None
+        held = self._verifying.get(producer_id)
+        if held is not None and held.producer_epoch == producer_epoch:
+            return held
+        self._verifying.pop(producer_id, None)
+        if len(self._verifying) >= MAX_VERIFICATIONS:
+            del self._verifying[next(iter(self._verifying))]
+        self._next_token += 1
+        guard = VerificationGuard(producer_id, producer_epoch, self._next_token)
+        self._verifying[producer_id] = guard
+        return guard
+
+    def end_verification(self, guard: VerificationGuard) -> None:
+        """The coordinator refused (or could not answer): forget the guard if it is still
+        this one."""
+        if self._verifying.get(guard.producer_id) == guard:
+            del self._verifying[guard.producer_id]
+
+    def verified(self, meta: BatchMeta, guard: VerificationGuard | None) -> bool:
+        """May this transactional batch be appended where verification is on? Yes if its
+        producer's transaction is open here at its epoch, or it presents the guard the table
+        still holds for it (no marker and no other verification came in between)."""
+        if self.in_transaction(meta.producer_id, meta.producer_epoch):
+            return True
+        return (guard is not None and guard.producer_id == meta.producer_id
+                and guard.producer_epoch == meta.producer_epoch
+                and self._verifying.get(meta.producer_id) == guard)
+
     # -- after an append ----------------------------------------------------------------------
     def record(self, meta: BatchMeta, first_offset: int) -> AbortedTxn | None:
         """Remember an appended batch (leader append, follower append or log scan). A marker
@@ -261,6 +330,8 @@ class ProducerStateTable:
                 entry.current_txn_first_offset = old.current_txn_first_offset
                 entry.coordinator_epoch = old.coordinator_epoch
             self._producers[meta.producer_id] = entry
+        if meta.is_transactional:  # a marker, or the batch a verification was for
+            self._verifying.pop(meta.producer_id, None)
         if meta.is_control:
             return self._complete(meta, entry, first_offset)
         entry.batches.append(
@@ -329,6 +400,7 @@ class ProducerStateTable:
         self._producers.clear()
         self._open.clear()
         self._unreplicated.clear()
+        self._verifying.clear()
 
     # -- the last stable offset ---------------------------------------------------------------
     def on_high_watermark(self, high_watermark: int) -> None:

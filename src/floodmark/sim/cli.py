@@ -19,7 +19,9 @@ from typing import Any
 
 from floodmark.replication.modes import DEFAULT_TRUNCATION, Truncation
 from floodmark.sim.partition.explore import (
+    DEFAULT_TRANSACTION_VERSION,
     DEFAULT_TXN_GIVE_UP_AFTER_MS,
+    TRANSACTION_VERSIONS,
     ExploreOptions,
     SeedResult,
     explore,
@@ -46,6 +48,15 @@ TXN_GIVE_UP_HELP = (
     "with --transactions: the writer purges a record unacknowledged this long and aborts, "
     "reusing its sequence next, as librdkafka does (0: never; default "
     f"{DEFAULT_TXN_GIVE_UP_AFTER_MS})"
+)
+TRANSACTION_VERSION_HELP = (
+    "with --transactions: the writer's transaction.version, 0 or 1 (EndTxn without an epoch "
+    "bump) or 2 (KIP-890 part 2: every EndTxn bumps the epoch; default "
+    f"{DEFAULT_TRANSACTION_VERSION})"
+)
+NO_VERIFICATION_HELP = (
+    "with --transactions: transaction.partition.verification.enable=false on the brokers (no "
+    "KIP-890 part 1 verification before a transaction's first batch on the partition)"
 )
 KAFKA_ABORTED_DUPLICATES_HELP = (
     "UNSAFE, to show it is caught: Kafka's rule, a batch of an aborted transaction answers a "
@@ -119,6 +130,11 @@ def register(sim_subparsers: Any) -> None:
     explore_p.add_argument("--transactions", action="store_true", help=TRANSACTIONS_HELP)
     explore_p.add_argument("--txn-give-up-after-ms", type=int, default=DEFAULT_TXN_GIVE_UP_AFTER_MS,
                         metavar="MS", help=TXN_GIVE_UP_HELP)
+    explore_p.add_argument("--transaction-version", type=int, choices=TRANSACTION_VERSIONS,
+                        default=DEFAULT_TRANSACTION_VERSION, metavar="N",
+                        help=TRANSACTION_VERSION_HELP)
+    explore_p.add_argument("--no-transaction-verification", action="store_true",
+                        help=NO_VERIFICATION_HELP)
     explore_p.add_argument("--kafka-aborted-batch-duplicates", action="store_true",
                         help=KAFKA_ABORTED_DUPLICATES_HELP)
     explore_p.add_argument("--no-step-down-on-lapse", action="store_true",
@@ -154,6 +170,11 @@ def register(sim_subparsers: Any) -> None:
     replay.add_argument("--transactions", action="store_true", help=TRANSACTIONS_HELP)
     replay.add_argument("--txn-give-up-after-ms", type=int, default=DEFAULT_TXN_GIVE_UP_AFTER_MS,
                         metavar="MS", help=TXN_GIVE_UP_HELP)
+    replay.add_argument("--transaction-version", type=int, choices=TRANSACTION_VERSIONS,
+                        default=DEFAULT_TRANSACTION_VERSION, metavar="N",
+                        help=TRANSACTION_VERSION_HELP)
+    replay.add_argument("--no-transaction-verification", action="store_true",
+                        help=NO_VERIFICATION_HELP)
     replay.add_argument("--kafka-aborted-batch-duplicates", action="store_true",
                         help=KAFKA_ABORTED_DUPLICATES_HELP)
     replay.add_argument("--no-step-down-on-lapse", action="store_true", help=NO_STEP_DOWN_HELP)
@@ -226,10 +247,19 @@ def _options(args: argparse.Namespace) -> ExploreOptions:
         transactions=args.transactions,
         txn_give_up_after_ms=args.txn_give_up_after_ms,
         kafka_aborted_batch_duplicates=args.kafka_aborted_batch_duplicates,
+        transaction_version=args.transaction_version,
+        transaction_verification=not args.no_transaction_verification,
         scan_chunk_bytes=args.scan_chunk_bytes,
         step_down_on_lapse=not args.no_step_down_on_lapse,
         follower_fetching=args.follower_fetching,
     )
+
+
+def _transactions_note(options: ExploreOptions) -> str:
+    if not options.transactions:
+        return ""
+    verification = "" if options.transaction_verification else ", verification off"
+    return f", transactions at transaction.version {options.transaction_version}{verification}"
 
 
 def cmd_explore(args: argparse.Namespace) -> int:
@@ -253,7 +283,8 @@ def cmd_explore(args: argparse.Namespace) -> int:
     else:
         _print(
             f"explored {data['seeds']} seeds in {options.truncation.value} mode "
-            f"(RF {options.replicas}, min.insync.replicas {options.min_insync_replicas}): "
+            f"(RF {options.replicas}, min.insync.replicas {options.min_insync_replicas}"
+            f"{_transactions_note(options)}): "
             f"{len(data['failing_seeds'])} seeds with violations, "
             f"{data['acknowledged_writes']} acknowledged writes checked, "
             f"{data['restarts']} broker restarts, "

@@ -251,6 +251,18 @@ def test_a_regular_expression_subscription_follows_new_topics() -> None:
     assert bad.error is ErrorCode.INVALID_REGULAR_EXPRESSION
 
 
+def test_a_regular_expression_matches_internal_topics_as_in_kafka() -> None:
+    """Kafka resolves a KIP-848 regex against every topic, the internal ones included
+    (franz-go's Test848RegexBrokerResolves adopts ``__consumer_offsets`` that way)."""
+    offsets = rec.TopicMetadata(uuid.UUID(int=10), "__consumer_offsets", 1)
+    topics = {**TOPICS, "__consumer_offsets": offsets}
+    c = coordinator()
+    hb = c.heartbeat(Heartbeat("g", "a", 0, rebalance_timeout_ms=1_000,
+                               subscribed_topic_names=(), subscribed_topic_regex="__consumer.*",
+                               owned=NOTHING), topics, 0)
+    assert hb.error is ErrorCode.NONE and hb.assignment == {(offsets.topic_id, 0)}
+
+
 def test_restore_undoes_a_change_that_could_not_be_stored() -> None:
     c = coordinator()
     join(c, "a")

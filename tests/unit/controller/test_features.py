@@ -90,3 +90,38 @@ def test_update_features_upgrades_downgrades_and_refuses_all_or_nothing() -> Non
     assert lg.update_features([(TRANSACTION_VERSION, 0, 2)], False) == [
         (TRANSACTION_VERSION, None)]
     assert [r["level"] for _, r in lg.take_pending()] == [0]  # the second wrote nothing
+
+
+def test_format_options_parse_and_merge_over_a_release() -> None:
+    from floodmark.features import FeatureError, bootstrap_levels, parse_feature
+
+    assert parse_feature(" transaction.version = 0") == (TRANSACTION_VERSION, 0)
+    assert bootstrap_levels() == ((TRANSACTION_VERSION, 2),)  # Kafka 4.x's, and floodmark's
+    assert bootstrap_levels("3.9") == ((TRANSACTION_VERSION, 0),)
+    assert bootstrap_levels("4.0") == ((TRANSACTION_VERSION, 2),)
+    assert bootstrap_levels("3.9", [(TRANSACTION_VERSION, 1)]) == ((TRANSACTION_VERSION, 1),)
+    for bad in ("transaction.version=3", "x=1", "transaction.version", "=1",
+                "transaction.version=-1"):
+        with pytest.raises(FeatureError):
+            parse_feature(bad)
+    with pytest.raises(FeatureError, match="is not one this release knows"):
+        bootstrap_levels("2.8")
+
+
+def test_the_controller_formats_the_levels_its_options_name() -> None:
+    import argparse
+
+    from floodmark.controller.startup import add_controller_arguments, controller_setup
+
+    p = argparse.ArgumentParser()
+    p.add_argument("--node-id", type=int, default=0)
+    add_controller_arguments(p)
+    setup = controller_setup(p.parse_args(["--feature", "transaction.version=0"]), 0)
+    assert setup.config.bootstrap_features == ((TRANSACTION_VERSION, 0),)
+    lg = ControllerLogic(MetadataImage(), setup.config)
+    lg.bootstrap()
+    assert [(r["name"], r["level"]) for _, r in lg.take_pending()
+            if r["type"] == "feature_level"] == [(TRANSACTION_VERSION, 0)]
+    assert lg.image.features.level(TRANSACTION_VERSION) == 0
+    default = controller_setup(p.parse_args([]), 0)
+    assert default.config.bootstrap_features == ((TRANSACTION_VERSION, 2),)

@@ -205,12 +205,14 @@ def reconcile(current: CurrentAssignment, target: Partitions, target_epoch: int,
 def subscribed(s: Subscription, topics: Mapping[str, TopicMetadata]) -> set[str]:
     """The existing topics a subscription names: its topic names, and the topics its regular
     expression matches in full (Python's ``re``; Kafka uses RE2/J: the common syntax is the
-    same; internal topics never match)."""
+    same). Internal topics match like any other, as in Kafka (``GroupMetadataManager
+    .refreshRegularExpressions`` scans every topic of the image; leaving them out is the
+    client's ``exclude.internal.topics``)."""
     out = {n for n in s.subscribed_topic_names if n in topics}
     if s.subscribed_topic_regex:
         pattern = _compiled(s.subscribed_topic_regex)
         if pattern is not None:
-            out.update(n for n in topics if not n.startswith("__") and pattern.fullmatch(n))
+            out.update(n for n in topics if pattern.fullmatch(n))
     return out
 
 

@@ -22,7 +22,6 @@ from floodmark.broker.consumer_group.assignors import Partitions
 from floodmark.broker.consumer_group.core import ConsumerGroup, Heartbeat, HeartbeatAnswer
 from floodmark.broker.handlers.group_apis import change_consumer_group, store_group
 from floodmark.errors import ErrorCode
-from floodmark.metadata import OFFSETS_TOPIC
 from floodmark.wire.codec import RequestHeader, ms
 
 if TYPE_CHECKING:
@@ -33,13 +32,14 @@ log = logging.getLogger(__name__)
 
 def topics_view(ctx: HandlerContext) -> dict[str, cg_records.TopicMetadata]:
     """The cluster's topics as the core sees them (name -> id, partition count, and the racks
-    of each partition's replicas on live brokers, for the rack-aware assignor)."""
+    of each partition's replicas on live brokers, for the rack-aware assignor); the internal
+    ones too: a member may subscribe to them, by name or regular expression, as in Kafka."""
     racks = {b["node_id"]: rack for b in ctx.live_brokers() if (rack := b.get("rack"))}
     return {name: cg_records.TopicMetadata(
                 meta.topic_id, name, len(meta.partitions),
                 tuple(frozenset(racks[r] for r in p.replicas if r in racks)
                       for p in sorted(meta.partitions, key=lambda p: p.partition)))
-            for name, meta in ctx.controller.topics().items() if name != OFFSETS_TOPIC}
+            for name, meta in ctx.controller.topics().items()}
 
 
 def _partitions(topic_partitions: Iterable[WireRequest] | None) -> Partitions | None:

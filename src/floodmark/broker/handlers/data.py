@@ -28,9 +28,10 @@ from floodmark.broker.sendfile import LAZY_MIN_BYTES, SendfileParts
 from floodmark.constants import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, READ_COMMITTED
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.replication.produce import produce_as_leader
-from floodmark.replication.producer_state import batch_metas
+from floodmark.replication.producer_state import VerificationGuard, batch_metas
 from floodmark.replication.reads import FetchIsolation, read_for_fetch
 from floodmark.replication.replica_selector import ReplicaSelection
+from floodmark.replication.txn_verification import needs_verification, produce_refusal
 from floodmark.storage.file_slice import FileSlice
 from floodmark.wire.api_table import ApiKey
 from floodmark.wire.codec import RequestHeader, ms
@@ -82,9 +83,13 @@ def _warn_refusal(ps: PartitionState, error: ErrorCode, message: str | None, now
 
 
 def append_partition(broker: HandlerContext, topic: str, partition: int, records: bytes | memoryview | None,
-                     acks: int, now_ms: int, timeout_ms: int = 30_000) -> ProducePartitionResult:
+                     acks: int, now_ms: int, timeout_ms: int = 30_000, *,
+                     verify_transactions: bool = False,
+                     verification_guard: VerificationGuard | None = None
+                     ) -> ProducePartitionResult:
     """One partition of a Produce request, through the one leader produce path
-    (``replication.produce``): every acks=all answer, a duplicate's included, waits for the HW."""
+    (``replication.produce``): every acks=all answer, a duplicate's included, waits for the HW.
+    ``verify_transactions`` / ``verification_guard``: KIP-890 part 1 (``_verify_then_produce``)."""
     out = ProducePartitionResult(partition, 0, -1, -1, -1)
     ps = broker.partitions.get((topic, partition))
     if ps is None:
@@ -98,7 +103,8 @@ def append_partition(broker: HandlerContext, topic: str, partition: int, records
         ps.core, ps.log, records, acks=acks, produce_id=produce_id,
         now_ms=now_ms, timeout_ms=timeout_ms, settings=broker.produce_settings(ps),
         leadership_in_doubt=broker.membership.leadership_in_doubt(),
-        stepped_down=broker.membership.steps_down(ps.core, now_ms))
+        stepped_down=broker.membership.steps_down(ps.core, now_ms),
+        verify_transactions=verify_transactions, verification_guard=verification_guard)
     if topic_metrics is not None:
         counts = topic_metrics.counts(topic)
         counts.total_produce += 1
@@ -142,19 +148,26 @@ def produce_raw(broker: HandlerContext, frame: memoryview, version: int,
     except HotDecodeError as exc:
         raise ProtocolError(f"bad Produce v{version} request: {exc}") from exc
     refused = gate(req) if gate is not None else {}
-    if req.transactional_id is None:
+    verify = _verifies(broker, req, version)
+    if not verify:
         return _produce(broker, req, version, refused)
+    # A transactional producer's requests append in the order they came
+    # (broker/produce_order.py): one behind a request still waiting (for the ones ahead of it
+    # or for its verification) waits too, and is looked at only when its turn comes.
     keys = _order_keys(req)
     ahead = broker.produce_order.ahead(keys)
-    unverified = _unverified(broker, req, version)
-    for tp in refused:
-        unverified.pop(tp, None)
-    if unverified or ahead:
-        # In the order the producer sent them (broker/produce_order.py): this request waits
-        # for the ones ahead of it, then for its own verification, then appends.
+    if ahead:
         release = broker.produce_order.enter(keys)
-        return _verify_then_produce(broker, req, version, refused, ahead, release)
-    return _produce(broker, req, version, refused)
+        return _verify_then_produce(broker, req, version, None, refused, ahead, release)
+    unverified = _unverified(broker, req)
+    for tp in refused:
+        guard = unverified.pop(tp, None)
+        if guard is not None:
+            _end_verification(broker, tp, guard)
+    if unverified:
+        release = broker.produce_order.enter(keys)
+        return _verify_then_produce(broker, req, version, unverified, refused, [], release)
+    return _produce(broker, req, version, refused, verify=True)
 
 
 def _order_keys(req: ProduceRequest) -> list[tuple[str, int, int]]:
@@ -162,25 +175,10 @@ def _order_keys(req: ProduceRequest) -> list[tuple[str, int, int]]:
     keys: list[tuple[str, int, int]] = []
     for name, parts in req.topics:
         for p in parts:
-            if p.records is None:
-                continue
-            metas = batch_metas(p.records)
-            if metas and metas[0].is_transactional and metas[0].producer_id >= 0:
-                keys.append((name, p.index, metas[0].producer_id))
+            producer = needs_verification(batch_metas(p.records)) if p.records else None
+            if producer is not None:
+                keys.append((name, p.index, producer[0]))
     return keys
-
-
-# KIP-890 part 1: what a leader answers for a batch whose transaction the coordinator does not
-# know of (not added, or already ended: a late retry would open a transaction nobody ends and
-# hold the LSO back for good), and when the coordinator cannot be asked.
-_VERIFY_REFUSALS = {
-    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.NOT_ENOUGH_REPLICAS,
-    ErrorCode.CONCURRENT_TRANSACTIONS: ErrorCode.NOT_ENOUGH_REPLICAS,
-    ErrorCode.NOT_COORDINATOR: ErrorCode.NOT_ENOUGH_REPLICAS,
-    ErrorCode.COORDINATOR_NOT_AVAILABLE: ErrorCode.NOT_ENOUGH_REPLICAS,
-    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: ErrorCode.NOT_ENOUGH_REPLICAS,
-    ErrorCode.PRODUCER_FENCED: ErrorCode.INVALID_PRODUCER_EPOCH,
-}
 
 
 # Produce v12 (KIP-890 part 2, transaction version 2): the client sent no AddPartitionsToTxn;
@@ -189,56 +187,78 @@ _VERIFY_REFUSALS = {
 IMPLICIT_ADD_VERSION = 12
 
 
-def _unverified(broker: HandlerContext, req: ProduceRequest, version: int
-                ) -> dict[tuple[str, int], tuple[int, int]]:
-    """Partitions of a transactional Produce whose producer has no open transaction there yet:
-    (producer id, epoch) of each, to verify with the coordinator first (KIP-890 part 1), or to
-    add to the transaction (v12+, part 2)."""
-    if req.transactional_id is None or req.acks == 0 or (
-            version < IMPLICIT_ADD_VERSION
-            and not broker.config.get_bool("transaction.partition.verification.enable")):
-        return {}
-    out: dict[tuple[str, int], tuple[int, int]] = {}
+def _verifies(broker: HandlerContext, req: ProduceRequest, version: int) -> bool:
+    """Does this Produce's transactional data go through KIP-890's verification (part 1:
+    ``transaction.partition.verification.enable``) or implicit add (part 2: v12+)?"""
+    return req.transactional_id is not None and (
+        version >= IMPLICIT_ADD_VERSION
+        or broker.config.get_bool("transaction.partition.verification.enable"))
+
+
+def _unverified(broker: HandlerContext, req: ProduceRequest
+                ) -> dict[tuple[str, int], VerificationGuard]:
+    """Partitions of a transactional Produce whose producer has no open transaction there yet,
+    each with the guard its verification runs under (``replication.txn_verification``): to
+    verify with the coordinator first (KIP-890 part 1), or to add to the transaction (v12+,
+    part 2)."""
+    out: dict[tuple[str, int], VerificationGuard] = {}
     for name, parts in req.topics:
         for p in parts:
             ps = broker.partitions.get((name, p.index))
             if ps is None or p.records is None or not ps.core.is_leader:
                 continue
-            metas = batch_metas(p.records)
-            if not metas or not metas[0].is_transactional or metas[0].producer_id < 0:
+            producer = needs_verification(batch_metas(p.records))
+            if producer is None:
                 continue
-            entry = ps.core.producers.entry(metas[0].producer_id)
-            if (entry is not None and entry.current_txn_first_offset >= 0
-                    and entry.producer_epoch == metas[0].producer_epoch):
-                continue  # its transaction is open here: verified when it began
-            out[(name, p.index)] = (metas[0].producer_id, metas[0].producer_epoch)
+            guard = ps.core.producers.start_verification(*producer)
+            if guard is not None:  # None: its transaction is open here, verified when it began
+                out[(name, p.index)] = guard
     return out
 
 
+def _end_verification(broker: HandlerContext, tp: tuple[str, int],
+                      guard: VerificationGuard) -> None:
+    ps = broker.partitions.get(tp)
+    if ps is not None:
+        ps.core.producers.end_verification(guard)
+
+
 async def _verify_then_produce(broker: HandlerContext, req: ProduceRequest, version: int,
+                               unverified: dict[tuple[str, int], VerificationGuard] | None,
                                denied: dict[tuple[str, int], ErrorCode],
                                ahead: list[asyncio.Future[None]],
                                release: Callable[[], None]) -> list[bytes | memoryview]:
+    """``unverified`` None: the request waited behind others (``ahead``); which of its
+    partitions need the coordinator is asked when its turn comes (one ahead may have opened
+    the transaction there)."""
     txn_id = req.transactional_id
-    assert txn_id is not None  # only a transactional Produce is ordered
+    assert txn_id is not None  # only a transactional Produce is verified
     try:
         for earlier in ahead:
             await earlier
-        # Asked now, not on arrival: a request ahead may have opened the transaction here.
-        unverified = _unverified(broker, req, version)
-        for tp in denied:
-            unverified.pop(tp, None)
+        if unverified is None:
+            unverified = _unverified(broker, req)
+            for tp in denied:
+                guard = unverified.pop(tp, None)
+                if guard is not None:
+                    _end_verification(broker, tp, guard)
         by_producer: dict[tuple[int, int], list[tuple[str, int]]] = {}
-        for tp, producer in unverified.items():
-            by_producer.setdefault(producer, []).append(tp)
+        for tp, guard in unverified.items():
+            by_producer.setdefault((guard.producer_id, guard.producer_epoch), []).append(tp)
         refused: dict[tuple[str, int], ErrorCode] = dict(denied)
+        messages: dict[tuple[str, int], str] = {}
         add = version >= IMPLICIT_ADD_VERSION
         for (pid, epoch), partitions in by_producer.items():
             answers = await broker.transactions.verify(txn_id, pid, epoch, partitions, add=add)
             for tp, error in answers.items():
                 if error is not ErrorCode.NONE:
-                    refused[tp] = _VERIFY_REFUSALS.get(error, ErrorCode.INVALID_TXN_STATE)
-        answer = _produce(broker, req, version, refused)  # appends (or refuses) now
+                    refused[tp], message = produce_refusal(error)
+                    if message is not None:
+                        messages[tp] = message
+                    _end_verification(broker, tp, unverified[tp])
+        guards = {tp: g for tp, g in unverified.items() if tp not in refused}
+        answer = _produce(broker, req, version, refused, verify=True, guards=guards,
+                          messages=messages)  # appends (or refuses) now
     finally:
         release()  # the next request of this producer may append; this one waits for acks
     if answer is None:
@@ -249,17 +269,23 @@ async def _verify_then_produce(broker: HandlerContext, req: ProduceRequest, vers
 
 
 def _produce(broker: HandlerContext, req: ProduceRequest, version: int,
-             refused: dict[tuple[str, int], ErrorCode]
+             refused: dict[tuple[str, int], ErrorCode], *, verify: bool = False,
+             guards: dict[tuple[str, int], VerificationGuard] | None = None,
+             messages: dict[tuple[str, int], str] | None = None
              ) -> list[bytes | memoryview] | Awaitable[list[bytes | memoryview]] | None:
     acks = req.acks
     now_ms = broker.now_ms()
     timeout_ms = max(0, min(req.timeout_ms, 300_000))
     results: list[tuple[str, list[ProducePartitionResult]]] = []
     pending: list[ProducePartitionResult] = []
+    guards = guards or {}
+    messages = messages or {}
     for name, parts in req.topics:
-        outs = [append_partition(broker, name, p.index, p.records, acks, now_ms, timeout_ms)
+        outs = [append_partition(broker, name, p.index, p.records, acks, now_ms, timeout_ms,
+                                 verify_transactions=verify,
+                                 verification_guard=guards.get((name, p.index)))
                 if (name, p.index) not in refused
-                else ProducePartitionResult(p.index, refused[(name, p.index)], -1, -1, -1)
+                else _refused(p.index, refused[(name, p.index)], messages.get((name, p.index)))
                 for p in parts]
         pending.extend(o for o in outs if o.pending is not None)
         results.append((name, outs))
@@ -269,6 +295,12 @@ def _produce(broker: HandlerContext, req: ProduceRequest, version: int,
         return _await_produce(broker, version, req.correlation_id, results, pending)
     _count_produce_errors(broker, results)
     return [encode_produce_response(version, req.correlation_id, results)]
+
+
+def _refused(partition: int, error: ErrorCode, message: str | None) -> ProducePartitionResult:
+    out = ProducePartitionResult(partition, error, -1, -1, -1)
+    out.error_message = message
+    return out
 
 
 async def _await_produce(broker: HandlerContext, version: int, correlation_id: int,

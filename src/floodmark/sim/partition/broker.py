@@ -35,10 +35,12 @@ from floodmark.replication.produce import (
     produce_as_leader,
     write_marker_as_leader,
 )
+from floodmark.replication.producer_state import VerificationGuard
 from floodmark.replication.purgatory import CompleteProduce
 from floodmark.replication.reads import FetchIsolation, read_for_fetch
 from floodmark.replication.replica_selector import ReplicaSelection
 from floodmark.replication.schedule import PeriodicWork
+from floodmark.replication.txn_verification import produce_refusal
 from floodmark.sim.network import Network
 from floodmark.sim.partition import messages as m
 from floodmark.sim.partition import replica_view
@@ -124,6 +126,9 @@ class SimBroker:
         self.fetcher: FetchLoop | None = None  # the node's follower fetch loop
         self._fetch_timer_at: int | None = None
         self.produce_routes: dict[int, tuple[str, int, int]] = {}  # id -> (client, client id, acks)
+        # KIP-890 verifications out at the coordinator: request id -> (client, produce, guard)
+        self.verifications: dict[int, tuple[str, m.Produce, VerificationGuard]] = {}
+        self.next_verification_id = 0
         self.next_produce_id = 0
         self.last_metadata: m.Metadata | None = None
         self.lost_data_on_crash = False
@@ -186,6 +191,7 @@ class SimBroker:
             backoff_ms=cfg.fetch_backoff_ms)
         self._fetch_timer_at = None
         self.produce_routes = {}
+        self.verifications = {}
         self.last_metadata = None
         self.broker_epoch = -1  # until the controller answers this incarnation's registration
         self.session = ControllerSession(session_timeout_ms=cfg.session_timeout_ms)
@@ -473,7 +479,57 @@ class SimBroker:
 
     # -- leader side: produce, fetch, epoch queries, consumers ----------------------------------
     def _on_produce(self, src: str, msg: m.Produce) -> None:
-        """The broker's own produce path (``replication.produce``): idempotence, the purgatory."""
+        """The broker's own produce path (``replication.produce``): idempotence, the purgatory;
+        with ``transaction_verification``, KIP-890 part 1 first (``_verify_then_produce``)."""
+        assert self.partition is not None
+        verify = self.config.transaction_verification and bool(msg.transactional_id)
+        if verify and msg.transactional and self.partition.is_leader:
+            guard = self.partition.producers.start_verification(msg.producer_id,
+                                                                msg.producer_epoch)
+            if guard is not None:
+                self._verify_then_produce(src, msg, guard)
+                return
+        self._produce(src, msg, verify, None)
+
+    def _verify_then_produce(self, src: str, msg: m.Produce, guard: VerificationGuard) -> None:
+        """Ask the coordinator (``VerifyTxn``) and append on its answer; an answer that never
+        comes (the coordinator is down) is forgotten at the produce's timeout, unanswered, as
+        the client's own timeout fires."""
+        self.next_verification_id += 1
+        request_id = self.next_verification_id
+        self.verifications[request_id] = (src, msg, guard)
+        self.world.record(f"{self.name} verifies p{msg.producer_id} e{msg.producer_epoch} "
+                          f"{msg.value} with {m.TXN_COORDINATOR}")
+        self.net.send(self.name, m.TXN_COORDINATOR, m.VerifyTxn(
+            request_id, msg.transactional_id, msg.producer_id, msg.producer_epoch))
+        self.world.schedule(msg.timeout_ms, self._verification_expired, self.incarnation,
+                            request_id)
+
+    def _verification_expired(self, incarnation: int, request_id: int) -> None:
+        if incarnation != self.incarnation or not self.alive:
+            return
+        held = self.verifications.pop(request_id, None)
+        if held is not None and self.partition is not None:
+            self.partition.producers.end_verification(held[2])
+
+    def _on_verification(self, src: str, reply: m.TxnReply) -> None:
+        held = self.verifications.pop(reply.request_id, None)
+        if held is None:
+            return
+        client, msg, guard = held
+        assert self.partition is not None
+        if reply.error is ErrorCode.NONE:
+            self._produce(client, msg, True, guard)
+            return
+        self.partition.producers.end_verification(guard)
+        error, _message = produce_refusal(reply.error)
+        self.world.record(f"{self.name} verification of p{msg.producer_id} "
+                          f"e{msg.producer_epoch} {msg.value}: {reply.error.name} -> {error.name}")
+        if msg.acks != ACKS_NONE:
+            self.net.send(self.name, client, m.ProduceReply(msg.produce_id, error, -1))
+
+    def _produce(self, src: str, msg: m.Produce, verify: bool,
+                 guard: VerificationGuard | None) -> None:
         assert self.partition is not None and self.log is not None
         p = self.partition
         now = self.world.now_ms
@@ -498,6 +554,8 @@ class SimBroker:
             settings=self.produce_settings,
             leadership_in_doubt=self.session.leadership_in_doubt(now, 0),
             stepped_down=self.steps_down(),
+            verify_transactions=verify,
+            verification_guard=guard,
         )
         if result.appended:
             self.cluster.on_leader_append(self, p.leader_epoch)
@@ -710,6 +768,7 @@ class SimBroker:
         m.EpochQueryMsg: _on_epoch_query,
         m.ConsumerFetch: _on_consumer_fetch,
         m.WriteTxnMarker: _on_write_txn_marker,
+        m.TxnReply: _on_verification,
         m.MetadataRequest: _on_metadata_request,
         m.EpochReplyMsg: _on_epoch_reply,
         m.FetchReplyMsg: _on_fetch_reply,

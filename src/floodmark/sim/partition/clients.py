@@ -573,7 +573,7 @@ class TxnWriter:
             message = m.Produce(self.attempt, self.value, ACKS_ALL, self.timeout_ms,
                                 producer_id=self.producer_id,
                                 producer_epoch=self.producer_epoch, sequence=self.sequence,
-                                transactional=True)
+                                transactional=True, transactional_id=self.transactional_id)
         world.record(f"{self.name} {self.phase} p{self.producer_id} e{self.producer_epoch} "
                      f"to {target}")
         self.cluster.net.send(self.name, target, message)

@@ -64,7 +64,8 @@ class Cluster:
                 self, first_producer_id=first_producer_id,
                 request_timeout_ms=self.config.produce_timeout_ms,
                 retry_backoff_ms=self.config.retry_backoff_ms,
-                cleanup_interval_ms=200 if self.config.autonomous else 0)
+                cleanup_interval_ms=200 if self.config.autonomous else 0,
+                transaction_version=self.config.transaction_version)
         return self._txn_coordinator
 
     # -- naming ---------------------------------------------------------------------------------

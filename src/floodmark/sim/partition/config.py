@@ -45,6 +45,16 @@ class SimConfig:
     issue 26 §4). False: Kafka's behaviour (and floodmark's before), answering as leader until
     the metadata moves the partition; with the unsafe switch above, the explorer shows issue 8's
     loss, which the stepping down otherwise hides."""
+    transaction_version: int = 0
+    """``transaction.version`` of the simulated clients (``txn_coordinator.SimTxnCoordinator``):
+    0 and 1 end a transaction without an epoch bump (EndTxn v4 and older); 2 is KIP-890 part 2
+    (EndTxn v5, every end bumps the epoch). Scripted scenarios run 0; the explorer takes its
+    ``--transaction-version``."""
+    transaction_verification: bool = True
+    """``transaction.partition.verification.enable`` (KIP-890 part 1, Kafka's default): the
+    leader asks the transaction coordinator before a producer's first transactional batch of a
+    transaction (a Produce naming its transactional id) and appends it only if the partition
+    is in that transaction (``replication.txn_verification``)."""
     network: NetworkConfig = field(default_factory=NetworkConfig)
     autonomous: bool = True
     """True: brokers fetch, heartbeat, shrink ISRs and checkpoint on timers (explorer).

@@ -66,6 +66,8 @@ from floodmark.sim.partition.follower_reads import enable_follower_fetching
 CONTROLLER = "controller"
 DEFAULT_FAULT_PHASE_MS = 4000
 DEFAULT_TXN_GIVE_UP_AFTER_MS = 1500
+DEFAULT_TRANSACTION_VERSION = 2
+TRANSACTION_VERSIONS = (0, 1, 2)
 CLIENTS = ("producer", "consumer")
 
 
@@ -86,6 +88,11 @@ class ExploreOptions:
     txn_give_up_after_ms: int = DEFAULT_TXN_GIVE_UP_AFTER_MS
     """The transactional writer purges a record unacknowledged this long and aborts, reusing
     its sequence in the next transaction, as librdkafka does (``TxnWriter``); 0: never."""
+    transaction_version: int = DEFAULT_TRANSACTION_VERSION
+    """The transactional writer's ``transaction.version`` (0, 1: EndTxn without an epoch bump;
+    2: KIP-890 part 2, Kafka 4.x's default for a new cluster, and floodmark's)."""
+    transaction_verification: bool = True
+    """``transaction.partition.verification.enable`` on the brokers (KIP-890 part 1)."""
     kafka_aborted_batch_duplicates: bool = False
     """Kafka's duplicate rule across an ABORT marker (UNSAFE with such a writer: it loses
     committed records). Only to show the explorer catches it."""
@@ -142,6 +149,10 @@ def reproduce_command(seed: int, options: ExploreOptions) -> str:
         command += " --unsafe-ack-duplicates-before-commit"
     if options.transactions:
         command += " --transactions"
+        if options.transaction_version != DEFAULT_TRANSACTION_VERSION:
+            command += f" --transaction-version {options.transaction_version}"
+        if not options.transaction_verification:
+            command += " --no-transaction-verification"
     if options.scan_chunk_bytes is not None:
         command += f" --scan-chunk-bytes {options.scan_chunk_bytes}"
     if options.txn_give_up_after_ms != DEFAULT_TXN_GIVE_UP_AFTER_MS:
@@ -341,6 +352,8 @@ def build_cluster(seed: int, options: ExploreOptions) -> Cluster:
         ),
         unsafe_ack_duplicates_before_commit=options.unsafe_ack_duplicates_before_commit,
         kafka_aborted_batch_duplicates=options.kafka_aborted_batch_duplicates,
+        transaction_version=options.transaction_version,
+        transaction_verification=options.transaction_verification,
         step_down_on_lapse=options.step_down_on_lapse,
         # The historical truncation modes run with the controller rule of their time (ZooKeeper:
         # a broker restarted within its session kept its ISR membership); leader-epoch mode runs

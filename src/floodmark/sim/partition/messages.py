@@ -100,6 +100,22 @@ class Produce:
     producer_epoch: int = -1
     sequence: int = -1
     transactional: bool = False
+    transactional_id: str = ""  # "": none named (no KIP-890 verification, as on the broker)
+
+
+TXN_COORDINATOR = "txn-coordinator"  # the transaction coordinator's node
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyTxn:
+    """A partition leader to the transaction coordinator (KIP-890 part 1, AddPartitionsToTxn
+    ``verify_only``): is the partition in this producer's ongoing transaction? Answered with
+    a ``TxnReply``."""
+
+    request_id: int
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
 
 
 @dataclass(frozen=True, slots=True)

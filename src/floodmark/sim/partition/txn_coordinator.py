@@ -12,7 +12,8 @@ timed out by the same rule as on the broker); this shell only adapts the ports:
   path, ``replication.produce.write_marker_as_leader``), answered with a ``ProduceReply``; an
   acknowledged marker is an acks=all write the checker holds the cluster to;
 * the clock: a world event at ``TxnDriver.next_deadline_ms``;
-* requests: a ``TxnReply`` to the client that asked.
+* requests: a ``TxnReply`` to the client that asked, and to a leader's KIP-890 verification
+  (``VerifyTxn``, the core's ``verify_partitions``).
 
 ``transaction_version`` is the version its clients' EndTxn carries (0: EndTxn v4 and older, the
 protocol of KIP-98; 2: EndTxn v5, KIP-890 part 2, every transaction end bumps the epoch and the
@@ -49,7 +50,7 @@ from floodmark.sim.partition.config import SimConfig
 from floodmark.sim.world import World
 from floodmark.spec.entries import marker_label
 
-NAME = "txn-coordinator"
+NAME = m.TXN_COORDINATOR
 TXN_PARTITION = 0  # the one ``__transaction_state`` partition of the simulated cluster
 MAX_TIMEOUT_MS = 900_000  # transaction.max.timeout.ms (Kafka's default)
 
@@ -175,6 +176,11 @@ class SimTxnCoordinator:
         now = self.cluster.world.now_ms
         if isinstance(message, m.ProduceReply):
             self._on_marker_reply(message)
+        elif isinstance(message, m.VerifyTxn):  # a read of the core: answered at once
+            answer = self.core.verify_partitions(
+                TXN_PARTITION, message.transactional_id, message.producer_id,
+                message.producer_epoch, [self._partition()])[self._partition()]
+            self.cluster.net.send(self.name, src, m.TxnReply(message.request_id, answer))
         elif isinstance(message, m.InitProducerId | m.AddPartitionsToTxn | m.EndTxn):
             def reply_to(reply: Reply) -> None:
                 self.cluster.net.send(self.name, src, m.TxnReply(

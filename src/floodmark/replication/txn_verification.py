@@ -1,0 +1,73 @@
+"""KIP-890 part 1: a partition leader verifies a producer's transaction before its first
+transactional batch opens it on the partition.
+
+Without it (transaction versions 0 and 1, before KIP-890), a transactional batch that reaches
+a leader after its transaction ended (a client's retry of a timed-out Produce, delayed in the
+network while the application aborted) opens a transaction no coordinator knows of: no marker
+ever closes it, and the last stable offset stays behind it for good (a *hanging transaction*:
+every read_committed consumer stops there).
+
+With ``transaction.partition.verification.enable`` (true by default, as in Kafka 3.6+), the
+leader asks the transactional id's coordinator (AddPartitionsToTxn v4+ with ``verify_only``,
+Kafka's batched broker-to-coordinator form) whether the partition is in the producer's
+ongoing transaction, and appends only if it is. The question is asynchronous: the partition's
+producer state hands out a guard when it is asked and forgets it when a marker of that
+producer is written meanwhile (``producer_state.VerificationGuard``); the append checks it
+(``produce.produce_as_leader``'s ``verify_transactions``).
+
+This module owns the two rules the broker and the simulator share: which batch needs the
+question (:func:`needs_verification`), and what the producer is answered when the coordinator
+says no or cannot say (:func:`produce_refusal`, Kafka's ``ReplicaManager`` and
+``AddPartitionsToTxnManager`` mapping).
+"""
+
+from __future__ import annotations
+
+from floodmark.errors import ErrorCode
+from floodmark.replication.producer_state import BatchMeta
+
+NOT_ADDED_MESSAGE = "Partition was not added to the transaction"
+NOT_VERIFIED_MESSAGE = ("The transaction was not verified: its state changed at this partition "
+                        "while the transaction coordinator was asked")
+
+# Coordinator answers a producer's client may not retry correctly before KIP-890: answered
+# NOT_ENOUGH_REPLICAS, which every client retries without a metadata refresh (Kafka's choice).
+_RETRIABLE = frozenset({
+    ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NETWORK_EXCEPTION,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_COORDINATOR, ErrorCode.NOT_ENOUGH_REPLICAS,
+})
+
+
+def needs_verification(metas: list[BatchMeta] | None) -> tuple[int, int] | None:
+    """(producer id, epoch) of a partition's records when they are transactional (Produce v3+
+    carries one batch per partition and partition), else None. Whether the producer's
+    transaction is open at the partition already is the producer state's to say
+    (``ProducerStateTable.start_verification``)."""
+    if not metas or not metas[0].is_transactional or metas[0].producer_id < 0:
+        return None
+    return metas[0].producer_id, metas[0].producer_epoch
+
+
+def produce_refusal(coordinator_error: ErrorCode) -> tuple[ErrorCode, str | None]:
+    """What a Produce is answered for a partition the coordinator did not confirm:
+
+    * not in the transaction (INVALID_TXN_STATE): INVALID_TXN_STATE, "Partition was not added
+      to the transaction";
+    * the coordinator busy, moving or unreachable: NOT_ENOUGH_REPLICAS (retriable), naming the
+      underlying error;
+    * PRODUCER_FENCED (a newer epoch): INVALID_PRODUCER_EPOCH, which every client knows
+      (Kafka's ``AddPartitionsToTxnManager``); CLUSTER_AUTHORIZATION_FAILED (this broker may
+      not ask): INVALID_TXN_STATE;
+    * anything else (INVALID_PRODUCER_ID_MAPPING, INVALID_PRODUCER_EPOCH, ...): as it is."""
+    if coordinator_error is ErrorCode.INVALID_TXN_STATE:
+        return ErrorCode.INVALID_TXN_STATE, NOT_ADDED_MESSAGE
+    if coordinator_error in _RETRIABLE:
+        return ErrorCode.NOT_ENOUGH_REPLICAS, (
+            "Unable to verify the partition has been added to the transaction. Underlying "
+            f"error: {coordinator_error.name}")
+    if coordinator_error is ErrorCode.PRODUCER_FENCED:
+        return ErrorCode.INVALID_PRODUCER_EPOCH, None
+    if coordinator_error is ErrorCode.CLUSTER_AUTHORIZATION_FAILED:
+        return ErrorCode.INVALID_TXN_STATE, None
+    return coordinator_error, None

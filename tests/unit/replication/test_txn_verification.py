@@ -1,0 +1,136 @@
+"""KIP-890 part 1 in the sans-I/O core: the verification guard the producer state hands out
+while the leader asks the coordinator (``ProducerStateTable.start_verification``), the append
+that needs it (``produce_as_leader(verify_transactions=True)``), the race it closes (a marker
+written while the question is out), and what a refusal is answered
+(``txn_verification.produce_refusal``)."""
+
+from __future__ import annotations
+
+from tests.unit.replication.test_transactions_core import Replica
+
+from floodmark.errors import ErrorCode
+from floodmark.records import simple_batch
+from floodmark.replication.election import PartitionRegistration
+from floodmark.replication.produce import produce_as_leader, write_marker_as_leader
+from floodmark.replication.producer_state import (
+    MAX_VERIFICATIONS,
+    BatchMeta,
+    ProducerStateTable,
+    VerificationGuard,
+)
+from floodmark.replication.txn_verification import (
+    NOT_ADDED_MESSAGE,
+    NOT_VERIFIED_MESSAGE,
+    needs_verification,
+    produce_refusal,
+)
+
+PID = 9
+
+
+def _leader() -> Replica:
+    r = Replica(1)
+    r.apply(r.core.apply_metadata(r.log, PartitionRegistration((1,), (1,), 1, 1, 0), 0))
+    return r
+
+
+def _txn_produce(r: Replica, seq: int, guard: VerificationGuard | None, epoch: int = 0
+                 ) -> tuple[ErrorCode | None, str | None]:
+    r.next_id += 1
+    batch = simple_batch([b"v"], producer_id=PID, producer_epoch=epoch, base_sequence=seq,
+                         is_transactional=True)
+    out = produce_as_leader(r.core, r.log, batch, acks=1, produce_id=r.next_id, now_ms=0,
+                            timeout_ms=1000, verify_transactions=True,
+                            verification_guard=guard)
+    r.apply(out.effects)
+    return out.answer, out.error_message
+
+
+def test_a_verified_batch_opens_the_transaction_and_the_next_needs_no_question() -> None:
+    r = _leader()
+    table = r.core.producers
+    guard = table.start_verification(PID, 0)
+    assert guard is not None
+    assert table.start_verification(PID, 0) == guard  # a retry while it is out shares it
+    assert _txn_produce(r, 0, guard) == (ErrorCode.NONE, None)
+    assert table.start_verification(PID, 0) is None  # open here now
+    assert _txn_produce(r, 1, None) == (ErrorCode.NONE, None)
+    assert r.core.producers.open_transactions() == {PID: 0}
+
+
+def test_without_the_guard_a_batch_that_would_open_a_transaction_is_refused() -> None:
+    r = _leader()
+    assert _txn_produce(r, 0, None) == (ErrorCode.INVALID_TXN_STATE, NOT_VERIFIED_MESSAGE)
+    assert r.log.log_end_offset == 0 and r.core.producers.open_transactions() == {}
+    other = VerificationGuard(PID, 0, 12345)  # not one this table handed out
+    assert _txn_produce(r, 0, other)[0] is ErrorCode.INVALID_TXN_STATE
+
+
+def test_a_marker_written_while_the_question_is_out_voids_the_answer() -> None:
+    """The hanging-transaction race: the coordinator said yes, but the transaction ended (its
+    abort marker reached this partition) before the batch's append. The append is refused,
+    nothing opens, the LSO is not held."""
+    r = _leader()
+    guard = r.core.producers.start_verification(PID, 0)
+    r.next_id += 1
+    marker = write_marker_as_leader(r.core, r.log, PID, 0, False, 0, produce_id=r.next_id,
+                                    now_ms=0, timeout_ms=1000)
+    r.apply(marker.effects)
+    assert marker.appended
+    assert _txn_produce(r, 0, guard) == (ErrorCode.INVALID_TXN_STATE, NOT_VERIFIED_MESSAGE)
+    assert r.core.producers.open_transactions() == {}
+    assert r.core.last_stable_offset == r.core.high_watermark
+
+
+def test_a_new_epoch_is_verified_again_and_its_guard_replaces_the_old() -> None:
+    r = _leader()
+    table = r.core.producers
+    first = table.start_verification(PID, 0)
+    assert _txn_produce(r, 0, first)[0] is ErrorCode.NONE
+    second = table.start_verification(PID, 1)  # its transaction is open at epoch 0 only
+    assert second is not None and second != first
+    stale = table.start_verification(PID, 2)
+    assert stale is not None
+    assert not table.verified(BatchMeta(PID, 1, 0, 1, 0, True), second)
+
+
+def test_end_verification_forgets_only_its_own_guard() -> None:
+    t = ProducerStateTable()
+    a = t.start_verification(1, 0)
+    assert a is not None
+    t.end_verification(VerificationGuard(1, 0, a.token + 1))
+    assert t.verified(BatchMeta(1, 0, 0, 1, 0, True), a)
+    t.end_verification(a)
+    assert not t.verified(BatchMeta(1, 0, 0, 1, 0, True), a)
+
+
+def test_open_verifications_are_bounded() -> None:
+    t = ProducerStateTable()
+    first = t.start_verification(0, 0)
+    for pid in range(1, MAX_VERIFICATIONS + 1):
+        t.start_verification(pid, 0)
+    assert first is not None and not t.verified(BatchMeta(0, 0, 0, 1, 0, True), first)
+    assert len(t._verifying) == MAX_VERIFICATIONS
+
+
+def test_needs_verification_only_for_transactional_batches() -> None:
+    assert needs_verification(None) is None
+    assert needs_verification([BatchMeta(-1, -1, -1, 1, 0, False)]) is None
+    assert needs_verification([BatchMeta(4, 0, 0, 1, 0, False)]) is None
+    assert needs_verification([BatchMeta(4, 2, 0, 1, 0, True)]) == (4, 2)
+
+
+def test_refusals_are_answered_as_kafka_answers_them() -> None:
+    assert produce_refusal(ErrorCode.INVALID_TXN_STATE) == (ErrorCode.INVALID_TXN_STATE,
+                                                            NOT_ADDED_MESSAGE)
+    for busy in (ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NOT_COORDINATOR,
+                 ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                 ErrorCode.NETWORK_EXCEPTION):
+        error, message = produce_refusal(busy)
+        assert error is ErrorCode.NOT_ENOUGH_REPLICAS
+        assert message is not None and message.endswith(f"Underlying error: {busy.name}")
+    assert produce_refusal(ErrorCode.PRODUCER_FENCED) == (ErrorCode.INVALID_PRODUCER_EPOCH, None)
+    assert produce_refusal(ErrorCode.CLUSTER_AUTHORIZATION_FAILED) == (
+        ErrorCode.INVALID_TXN_STATE, None)
+    assert produce_refusal(ErrorCode.INVALID_PRODUCER_ID_MAPPING) == (
+        ErrorCode.INVALID_PRODUCER_ID_MAPPING, None)
