@@ -38,6 +38,13 @@ after each N is printed with it (the machine is shared). Prints figures; never p
 
     .venv/bin/python benchmarks/scale.py [--partitions 1000,5000,10000] [--quick]
         [--connections 1000] [--session-timeout-ms MS] [--src OTHER/src] [--keep-dir DIR]
+        [--only idle,leaders,...] [--idle-window-s S]
+
+``--only`` runs just the named measurements (and what they need: the cluster, the topics):
+``idle`` (memory, fds, idle CPU), ``metadata``, ``propagation``, ``ctl``, ``leaders``,
+``start-kill``, ``start-clean``, ``connections``. Idle CPU is the brokers' user + system CPU
+seconds (``/proc/PID/stat``) over ``--idle-window-s``, so other load on the machine does not
+inflate it (it only makes the window noisier).
 
 ``FLOODMARK_PROFILE_DIR=DIR`` runs every node under cProfile (``benchmarks/profiling``'s
 ``sitecustomize``): each node writes ``DIR/<pid>.prof`` when it exits.
@@ -330,13 +337,14 @@ def run(root: Path, n: int, args: argparse.Namespace) -> Row:
         rss = {b: rss_kb(_pid(cluster, b)) for b in cluster.broker_ids}
         per = statistics.median((rss[b] - base[b]) * 1024 / n for b in cluster.broker_ids)
         fds = statistics.median(fd_count(_pid(cluster, b)) for b in cluster.broker_ids)
-        cpu = _idle_cpu(cluster)
+        cpu = _idle_cpu(cluster, args.idle_window_s)
         row["RSS MB"] = f"{statistics.median(rss.values()) / 1024:.0f}"
         row["kB/partition"] = f"{per / 1000:.1f}"
         row["fds"] = f"{fds:.0f}"
-        row["idle CPU %"] = f"{cpu:.0f}"
+        row["idle CPU %"] = f"{cpu:.1f}"
         print(f"  idle RSS: {rss} kB; {per / 1000:.1f} kB per partition; fds {fds:.0f}; "
-              f"idle CPU {cpu:.0f} % of a core per broker (median)", flush=True)
+              f"idle CPU {cpu:.1f} % of a core per broker (median over "
+              f"{args.idle_window_s:.0f} s)", flush=True)
 
     def metadata() -> None:
         address = cluster.address(1)
@@ -405,20 +413,30 @@ def run(root: Path, n: int, args: argparse.Namespace) -> Row:
             f"broker {b} +{g} kB, Metadata {t * 1000:.0f} ms" for b, (g, t) in
             conns.items()), flush=True)
 
+    def wanted(name: str) -> bool:
+        return args.only is None or name in args.only
+
     try:
         settled = phase("idle", idle_before)
         created = settled and phase("create s", create_all)
         if settled:  # (created but not all at full ISR in time: what needs no ISR still runs)
-            phase("kB/partition", idle_after)
-            phase("metadata all ms", metadata)
+            if wanted("idle"):
+                phase("kB/partition", idle_after)
+            if wanted("metadata"):
+                phase("metadata all ms", metadata)
         if created:
-            phase("propagation ms", propagation)
-            phase("ctl failover s", controller)
-            phase("leader failover s", leaders)
-            phase("start kill s", lambda: start_after("kill"))
-            if phase("start clean s", lambda: start_after("clean")):
+            if wanted("propagation"):
+                phase("propagation ms", propagation)
+            if wanted("ctl"):
+                phase("ctl failover s", controller)
+            if wanted("leaders"):
+                phase("leader failover s", leaders)
+            if wanted("start-kill"):
+                phase("start kill s", lambda: start_after("kill"))
+            if wanted("start-clean") and phase("start clean s",
+                                               lambda: start_after("clean")):
                 phase("kB/partition fresh", fresh_memory)
-            if args.connections:
+            if args.connections and wanted("connections"):
                 phase("kB/connection", idle_connections)
         row["load"] = _load()
         print(f"  load {row['load']}", flush=True)
@@ -466,6 +484,12 @@ def main() -> int:
     ap.add_argument("--src", default=None, metavar="DIR",
                     help="run the floodmark in DIR (another checkout's src/)")
     ap.add_argument("--keep-dir", default=None, help="run the clusters here and keep them")
+    ap.add_argument("--only", default=None, type=lambda v: set(v.split(",")),
+                    help="comma-separated measurements to run (default: all): idle, "
+                         "metadata, propagation, ctl, leaders, start-kill, start-clean, "
+                         "connections")
+    ap.add_argument("--idle-window-s", type=float, default=5.0,
+                    help="idle CPU: CPU seconds over this window (default 5)")
     args = ap.parse_args()
     counts = [200] if args.quick else [int(x) for x in args.partitions.split(",")]
     if os.environ.get(PROFILE_ENV):

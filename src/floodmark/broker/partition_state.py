@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from floodmark.broker.config import Configs
+from floodmark.broker.partition_timers import PartitionTimers
 from floodmark.errors import ErrorCode
 from floodmark.replication import fencing
 from floodmark.replication.driver import ReplicaDriver
@@ -34,6 +35,7 @@ from floodmark.replication.partition import (
 from floodmark.replication.purgatory import CompleteProduce
 from floodmark.storage.config import LogConfig
 from floodmark.storage.log import Log
+from floodmark.storage.policies import flush_checks_needed
 
 log = logging.getLogger(__name__)
 
@@ -104,9 +106,14 @@ class PartitionState:
     checkpointed_high_watermark: int = 0
     truncation: Truncation = DEFAULT_TRUNCATION
     flush_check_interval_ms: int | None = None
+    """How often the log's flush policy is checked, when it has anything to check
+    (``policies.flush_checks_needed``: not with Kafka's default, the OS's writeback)."""
     checkpoint_interval_ms: int | None = None
     opened_ms: int = 0  # the periodic work's timers start here (``Partition.start_timers``)
     topic_configs: Configs = field(default_factory=dict)  # as last applied
+    timers: PartitionTimers | None = None
+    """The broker's deadline heap: told of every input (``apply``), which may move the core's
+    next deadline."""
     core: Partition = field(init=False)
     driver: ReplicaDriver = field(init=False)
 
@@ -119,7 +126,7 @@ class PartitionState:
                 min_insync_replicas=self.min_insync_replicas,
                 replica_lag_time_max_ms=self.replica_lag_time_max_ms,
                 truncation=self.truncation,
-                flush_check_interval_ms=self.flush_check_interval_ms,
+                flush_check_interval_ms=self._flush_check_ms(self.log.config),
                 checkpoint_interval_ms=self.checkpoint_interval_ms),
             self.log, _Ports(self.hooks, (self.topic, self.partition)),
             checkpointed_high_watermark=self.checkpointed_high_watermark,
@@ -128,12 +135,28 @@ class PartitionState:
         log.info("partition %s opened at log_end_offset=%d high_watermark=%d", self.name,
                  self.log_end_offset, self.high_watermark)
 
-    def reconfigure(self, log_config: LogConfig, min_insync_replicas: int) -> None:
+    @property
+    def key(self) -> tuple[str, int]:
+        return self.topic, self.partition
+
+    def _flush_check_ms(self, log_config: LogConfig) -> int | None:
+        return self.flush_check_interval_ms if flush_checks_needed(log_config) else None
+
+    def reconfigure(self, log_config: LogConfig, min_insync_replicas: int, now_ms: int) -> None:
         """New topic configs (AlterConfigs): the log's settings and the core's min ISR; they
-        apply from the next append, roll, retention or cleaning pass."""
+        apply from the next append, roll, retention or cleaning pass. A flush policy that now
+        needs (or no longer needs) a check timer re-arms the core's timers (aligned, so the
+        other work keeps its due times)."""
         self.log.config = log_config
         self.min_insync_replicas = min_insync_replicas
-        self.core.config = replace(self.core.config, min_insync_replicas=min_insync_replicas)
+        flush_check_ms = self._flush_check_ms(log_config)
+        restart = flush_check_ms != self.core.config.flush_check_interval_ms
+        self.core.config = replace(self.core.config, min_insync_replicas=min_insync_replicas,
+                                   flush_check_interval_ms=flush_check_ms)
+        if restart and self.core.schedule is not None:
+            self.core.start_timers(now_ms)
+            if self.timers is not None:
+                self.timers.touch(self.key)
 
     def replace_log(self, moved: Log) -> None:
         """The same log, reopened from another log directory (AlterReplicaLogDirs): every
@@ -183,6 +206,8 @@ class PartitionState:
     # -- effects -------------------------------------------------------------------------------
     def apply(self, effects: list[Effect] | tuple[Effect, ...]) -> None:
         self.driver.apply(effects)
+        if self.timers is not None:  # the input may have parked a produce (a new deadline)
+            self.timers.touch(self.key)
 
     def truncate_to(self, offset: int, reason: str) -> None:
         self.driver.truncate_to(offset, reason)

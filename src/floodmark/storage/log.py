@@ -24,7 +24,7 @@ import logging
 import posixpath
 import zlib
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.records import (
@@ -96,7 +96,10 @@ class Log:
         self._epoch_checkpoint_pending = False
         self._flush_generation = 0  # bumped by truncation: older flush tickets are stale
         self._storage_error: str | None = None
-        self.last_io_error: str | None = None  # see ``_failed_write``
+        self._last_io_error: str | None = None  # see ``_failed_write``
+        self.on_trouble: Callable[[], None] | None = None
+        """Called when the log meets an I/O error or goes offline (the broker's log-directory
+        check looks at such logs only, not at every log each round)."""
         self._was_compacted = False  # see ``gaps_allowed``
         # Bytes read per step when scanning from an index entry to a batch: one index interval
         # plus room for the next header.
@@ -444,7 +447,7 @@ class Log:
             segment.index.truncate_to_position(position)
             segment.time_index.truncate_to_offset(first_offset)
         except OSError as exc:  # pragma: no cover - truncation frees space; EIO only
-            self._storage_error = f"could not undo a failed append at position {position}: {exc}"
+            self._go_offline(f"could not undo a failed append at position {position}: {exc}")
             logger.error("%s %s; the log is offline", self._ctx(), self._storage_error)
             return  # offline: recovery at the next start truncates the torn tail
         (segment.bytes_since_last_index_entry, segment.max_timestamp,
@@ -810,7 +813,7 @@ class Log:
         except swap.SwapError as exc:
             if exc.started:
                 # Half swapped: the log is offline; the next open completes the swap.
-                self._storage_error = str(exc)
+                self._go_offline(str(exc))
                 logger.error("%s %s; the log is offline", self._ctx(), self._storage_error)
                 raise self._failed_write(f"swapping in cleaned segment {first}",
                                          exc.cause) from exc
@@ -872,7 +875,7 @@ class Log:
 
     def complete_flush(self, ticket: FlushTicket) -> None:
         if not ticket.done:
-            self._storage_error = f"fsync failed: {ticket.error}"
+            self._go_offline(f"fsync failed: {ticket.error}")
             logger.error("%s %s; the log is offline", self._ctx(), self._storage_error)
             raise KafkaError(
                 ErrorCode.KAFKA_STORAGE_ERROR, f"{self.topic_partition}: {self._storage_error}"
@@ -902,7 +905,23 @@ class Log:
         from now on, as after a failed fsync; the next start recovers it (if its disk is
         back)."""
         if self._storage_error is None:
-            self._storage_error = reason
+            self._go_offline(reason)
+
+    @property
+    def last_io_error(self) -> str | None:
+        """The last I/O error a write met (not a full disk): its directory has failed."""
+        return self._last_io_error
+
+    @last_io_error.setter
+    def last_io_error(self, error: str | None) -> None:
+        self._last_io_error = error
+        if error is not None and self.on_trouble is not None:
+            self.on_trouble()
+
+    def _go_offline(self, reason: str) -> None:
+        self._storage_error = reason
+        if self.on_trouble is not None:
+            self.on_trouble()
 
     @property
     def offline(self) -> bool:
