@@ -46,6 +46,12 @@ after each N is printed with it (the machine is shared). Prints figures; never p
 seconds (``/proc/PID/stat``) over ``--idle-window-s``, so other load on the machine does not
 inflate it (it only makes the window noisier).
 
+``--periodic`` measures instead, in this process, the broker's periodic loop alone: one broker
+(a single node, its own controller) with N idle partitions (RF 1, N of ``--partitions``) runs
+``Broker._periodic`` for ``--idle-window-s``; the figure is this process's CPU seconds over
+that window (``time.process_time``), so the machine's other load does not count. No fetchers,
+no client: only the loop whose cost should not grow with N.
+
 ``FLOODMARK_PROFILE_DIR=DIR`` runs every node under cProfile (``benchmarks/profiling``'s
 ``sitecustomize``): each node writes ``DIR/<pid>.prof`` when it exits.
 """
@@ -74,6 +80,11 @@ SRC = next((sys.argv[i + 1] for i, a in enumerate(sys.argv[:-1]) if a == "--src"
            str(HERE.parent / "src"))
 sys.path.insert(0, str(Path(SRC).resolve()))
 sys.path.insert(0, str(HERE))
+
+# floodmark from SRC before controller_failover, which puts this checkout's src/ first on the
+# path: once the package is imported, every submodule (and the nodes' PYTHONPATH,
+# ``cluster.node_env``) comes from SRC.
+import floodmark  # noqa: E402, F401, I001
 
 from controller_failover import controller_failover_once, propagation_once  # noqa: E402
 
@@ -461,6 +472,44 @@ def _idle_cpu(cluster: LocalCluster, window_s: float = 5.0) -> float:
                                                                             strict=True))
 
 
+def periodic_figures(counts: list[int], window_s: float) -> None:
+    """CPU of the broker's periodic loop with N idle partitions, in this process."""
+    import asyncio
+    import logging
+
+    from floodmark.broker.broker import Broker
+    from floodmark.broker.config import BrokerConfig
+
+    logging.disable(logging.WARNING)
+    for n in counts:
+        with tempfile.TemporaryDirectory(prefix="scale-periodic-") as tmp:
+            config = BrokerConfig.load(data_dir=Path(tmp), listen="127.0.0.1:0",
+                                       overrides=["offsets.topic.num.partitions=1"])
+            broker = Broker(config)
+            broker.open()
+
+            async def measure(broker: Broker = broker, n: int = n) -> tuple[float, float]:
+                for i in range(0, n, 100):
+                    await broker.create_topic(f"scale-{i // 100}", min(100, n - i), 1, {})
+                assert len(broker.partitions) >= n, len(broker.partitions)
+                print("  (floodmark from", Path(sys.modules["floodmark"].__file__).parent, ")")
+                task = asyncio.create_task(broker._periodic())
+                await asyncio.sleep(1.0)  # settle: the first checkpoint of the new partitions
+                cpu0, wall0 = time.process_time(), time.perf_counter()
+                await asyncio.sleep(window_s)
+                cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+                task.cancel()
+                return cpu, wall
+
+            try:
+                cpu, wall = asyncio.run(measure())
+            finally:
+                broker.close()
+            print(f"  {n} idle partitions: the periodic loop used {cpu:.2f} CPU s in "
+                  f"{wall:.1f} s ({cpu / wall * 100:.1f} % of a core); load {_load()}",
+                  flush=True)
+
+
 def table(rows: list[Row]) -> str:
     cols = list(dict.fromkeys(k for r in rows for k in r))
     widths = {c: max(len(c), *(len(r.get(c, "")) for r in rows)) for c in cols}
@@ -490,8 +539,13 @@ def main() -> int:
                          "connections")
     ap.add_argument("--idle-window-s", type=float, default=5.0,
                     help="idle CPU: CPU seconds over this window (default 5)")
+    ap.add_argument("--periodic", action="store_true",
+                    help="only the broker's periodic loop with N idle partitions, in process")
     args = ap.parse_args()
     counts = [200] if args.quick else [int(x) for x in args.partitions.split(",")]
+    if args.periodic:
+        periodic_figures(counts, args.idle_window_s)
+        return 0
     if os.environ.get(PROFILE_ENV):
         os.environ["PYTHONPATH"] = os.pathsep.join(
             [str(HERE / "profiling"), *filter(None, [os.environ.get("PYTHONPATH")])])
