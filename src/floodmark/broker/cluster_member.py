@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING
 
 from floodmark import lifeline
 from floodmark.address import format_host_port, parse_host_port
-from floodmark.broker import dynamic_configs, metadata_delta
+from floodmark.broker import dir_assignments, dynamic_configs, metadata_delta
 from floodmark.broker.broker import Broker, now_ms
 from floodmark.broker.config import BrokerConfig, Configs
 from floodmark.broker.context import BrokerInfo, MembershipBase, PartitionKey
@@ -215,11 +215,16 @@ class ClusterMembership(MembershipBase):
         timeout_s = min(HEARTBEAT_TIMEOUT_MAX_S, max(1.0, 5 * interval_s))
         while not host.closing:
             await asyncio.sleep(interval_s)
+            offline = host.storage.offline_partitions()
+            if len(host.storage.dirs) > 1:
+                await self._assign_directories()
+                # The replicas the metadata places in a failed directory go offline through
+                # it (the heartbeat names the directory); the broker lists the others.
+                offline = [k for k in offline if self._recorded_dir(k) != self._actual_dir(k)]
             sent_ms = _monotonic_ms()
             try:
                 answer = await self.controller_client.heartbeat(
-                    timeout_s=timeout_s,
-                    offline_replicas=host.storage.offline_partitions(),
+                    timeout_s=timeout_s, offline_replicas=offline,
                     offline_log_dirs=host.storage.offline_directory_ids())
             except (RpcError, KafkaError) as exc:
                 log.warning("broker %d heartbeat failed: %s", host.node_id, exc)
@@ -250,6 +255,39 @@ class ClusterMembership(MembershipBase):
                     self.session.registered(sent_ms, self.controller_client.session_timeout_ms)
                 except (RpcError, KafkaError) as exc:
                     log.warning("broker %d re-registration failed: %s", host.node_id, exc)
+
+    def _recorded_dir(self, key: PartitionKey) -> str | None:
+        """The log directory id the metadata records for this broker's replica of ``key``."""
+        timage = self.controller_client.image.topics.get(key[0])
+        if timage is None:
+            return None
+        return timage.directories.get(key[1], {}).get(self.host.node_id)
+
+    def _actual_dir(self, key: PartitionKey) -> str | None:
+        where = self.host.storage.dir_of(*key)
+        return None if where is None or key not in self.host.partitions else where.directory_id
+
+    async def _assign_directories(self) -> None:
+        """AssignReplicasToDirs for the replicas placed or moved since the metadata last
+        showed them where they are (``dir_assignments``); a failure is retried next time."""
+        todo = dir_assignments.pending(self.host.storage.unassigned, self._actual_dir,
+                                       self._recorded_dir)
+        if not todo:
+            return
+        try:
+            answer = await self.controller_client.assign_replicas_to_dirs(
+                dir_assignments.request_directories(todo))
+        except (RpcError, KafkaError) as exc:
+            log.warning("broker %d AssignReplicasToDirs of %d replica(s) failed: %s",
+                        self.host.node_id, sum(map(len, todo.values())), exc)
+            return
+        refused = [f"{t['name']}-{p['partition_index']}: {ErrorCode(p['error_code']).name}"
+                   for d in answer.get("directories", ()) for t in d["topics"]
+                   for p in t["partitions"] if p["error_code"]]
+        if refused or answer.get("error_code"):
+            log.warning("broker %d AssignReplicasToDirs refused (%s): %s", self.host.node_id,
+                        ErrorCode(int(answer.get("error_code", 0))).name,
+                        ", ".join(refused[:10]) or "the request")
 
     def _restart_metadata_poll(self) -> None:
         if self._poll_task is not None:

@@ -177,6 +177,9 @@ class Storage:
         # Logs that met an I/O error or went offline since the broker last looked
         # (``Log.on_trouble``): its log-directory check looks at these, not at every log.
         self._troubled: set[tuple[str, int]] = set()
+        # Replicas placed or moved in a log directory and not yet seen assigned there in the
+        # metadata (AssignReplicasToDirs, ``broker.dir_assignments``).
+        self.unassigned: set[tuple[str, int]] = set()
         self._snapshot_seq = 0
         self._written_seq = 0
         self._written: dict[tuple[Path, str], Offsets] = {}  # (dir, file) -> what it holds
@@ -255,6 +258,7 @@ class Storage:
                 plog.close()
                 raise
         self._where[key] = where
+        self.unassigned.add(key)
         hw = clamp_high_watermark(where.hw.get(key), plog.log_start_offset, plog.log_end_offset)
         return plog, hw
 
@@ -321,6 +325,7 @@ class Storage:
             shutil.rmtree(future.path, ignore_errors=True)
             raise
         self._where[key] = future.destination
+        self.unassigned.add(key)
         source.forget(key)
         moved = self._watched(key, Log.open(
             str(target), old.config, fs=self.fs, now_ms=now_ms,
