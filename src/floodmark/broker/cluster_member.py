@@ -75,6 +75,7 @@ from floodmark.replication.election import AlterPartitionRequest
 from floodmark.replication.partition import Partition
 from floodmark.security.channel import ChannelSecurity
 from floodmark.settings import eligible_leader_replicas_enabled
+from floodmark.storage.epoch_checkpoints import EpochCheckpointBatch
 
 if TYPE_CHECKING:  # a combined node's controller; open_controller loads it only for one
     from floodmark.controller.server import ControllerServer
@@ -392,6 +393,9 @@ class ClusterMembership(MembershipBase):
         broker_epochs = image.broker_epochs()
         ineligible = image.ineligible()
         replicas = host.replicas
+        # The leader-epoch checkpoints this batch makes new leaders write: made durable
+        # together, their fsyncs off the event loop (heartbeats go on meanwhile).
+        epoch_writes = EpochCheckpointBatch()
         for name, timage in self._touched_topics(change):
             indexes = (timage.partitions if change.everything or name in change.topics
                        else [i for t, i in change.partitions if t == name])
@@ -412,7 +416,8 @@ class ClusterMembership(MembershipBase):
                     host.reconfigure_partition(ps, timage.configs)
                     was_leader = ps.core.is_leader
                     isr_before = len(ps.core.isr)
-                    ps.apply_metadata(reg, now, broker_epochs=broker_epochs, ineligible=ineligible)
+                    ps.apply_metadata(reg, now, broker_epochs=broker_epochs, ineligible=ineligible,
+                                      epoch_writes=epoch_writes)
                     if was_leader and ps.core.is_leader:  # e.g. the controller fenced a follower
                         host.isr_shrinks += int(len(ps.core.isr) < isr_before)
                         host.isr_expands += int(len(ps.core.isr) > isr_before)
@@ -445,8 +450,19 @@ class ClusterMembership(MembershipBase):
             if host.remove_partition(key, delete=True) is not None:
                 log.info("partition %s-%d removed from broker %d (deleted=True)", key[0], key[1],
                          host.node_id)
+        if epoch_writes:
+            task = asyncio.create_task(self._write_epoch_checkpoints(epoch_writes))
+            self._tasks.append(task)
+            task.add_done_callback(lambda t: self._tasks.remove(t) if t in self._tasks else None)
         host.transactions.refresh()  # load / unload the __transaction_state partitions
         host.refresh_share_state()  # and the __share_group_state ones
+
+    async def _write_epoch_checkpoints(self, batch: EpochCheckpointBatch) -> None:
+        """The new leaders of one metadata batch take writes once their epoch is durable."""
+        started = time.monotonic()
+        durable = await batch.run(self.host.now_ms)
+        log.info("leader-epoch checkpoints of %d partitions written (%d durable) in %.0f ms",
+                 len(batch), durable, (time.monotonic() - started) * 1000)
 
     def _touched_topics(self, change: metadata_delta.Touched
                         ) -> list[tuple[str, TopicImage]]:

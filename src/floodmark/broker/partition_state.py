@@ -14,6 +14,7 @@ controller).
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass, field, replace
 from typing import Protocol
@@ -27,13 +28,16 @@ from floodmark.replication.election import AlterPartitionRequest, PartitionRegis
 from floodmark.replication.epochs import EpochEndOffset
 from floodmark.replication.modes import DEFAULT_TRUNCATION, Truncation
 from floodmark.replication.partition import (
+    AssignEpoch,
     Effect,
     EpochQuery,
+    LeaderState,
     Partition,
     PartitionConfig,
 )
 from floodmark.replication.purgatory import CompleteProduce
 from floodmark.storage.config import LogConfig
+from floodmark.storage.epoch_checkpoints import EpochCheckpointBatch
 from floodmark.storage.log import Log
 from floodmark.storage.policies import flush_checks_needed
 
@@ -158,7 +162,7 @@ class PartitionState:
             if self.timers is not None:
                 self.timers.touch(self.key)
 
-    def replace_log(self, moved: Log) -> None:
+    def replace_log(self, moved: Log, now_ms: int) -> None:
         """The same log, reopened from another log directory (AlterReplicaLogDirs): every
         offset, epoch and aborted transaction is in its files, so the core's state (HW, ISR,
         producers) stays as it is."""
@@ -166,13 +170,48 @@ class PartitionState:
         assert moved.log_start_offset == self.log.log_start_offset, (moved, self.log)
         self.log = moved
         self.driver.log = moved
+        role = self.core.role
+        if isinstance(role, LeaderState) and not role.epoch_start_durable:
+            # A batch was making the old copy's epoch checkpoint durable (it skips a closed
+            # log): this copy's, now, so the leader takes writes.
+            moved.assign_epoch(role.leader_epoch, role.leader_epoch_start_offset)
+            self.core.epoch_start_durable(role.leader_epoch, now_ms)
 
     def apply_metadata(self, registration: PartitionRegistration, now_ms: int, *,
                        broker_epochs: dict[int, int] | None = None,
-                       ineligible: frozenset[int] = frozenset()) -> None:
-        """The partition's registration from metadata decides the role."""
-        self.apply(self.core.apply_metadata(self.log, registration, now_ms,
-                                            broker_epochs=broker_epochs, ineligible=ineligible))
+                       ineligible: frozenset[int] = frozenset(),
+                       epoch_writes: EpochCheckpointBatch | None = None) -> None:
+        """The partition's registration from metadata decides the role. With
+        ``epoch_writes``, becoming leader puts the epoch checkpoint into that batch (the
+        partition takes writes once the batch made it durable)."""
+        effects = self.core.apply_metadata(self.log, registration, now_ms,
+                                           broker_epochs=broker_epochs, ineligible=ineligible)
+        if epoch_writes is None:
+            self.apply(effects)
+            return
+        before: list[Effect] = []  # carried out in order: the ones before each AssignEpoch first
+        for effect in effects:
+            if isinstance(effect, AssignEpoch):
+                self.apply(before)
+                before = []
+                self._assign_epoch_in_batch(effect, epoch_writes)
+            else:
+                before.append(effect)
+        self.apply(before)
+
+    def _assign_epoch_in_batch(self, effect: AssignEpoch,
+                               epoch_writes: EpochCheckpointBatch) -> None:
+        """The driver's ``AssignEpoch`` (``ReplicaDriver.apply``: the same idempotence), its
+        durable write deferred to ``epoch_writes``: until that batch made it durable the
+        leader accepts no write (``Partition.epoch_start_pending``). (Here rather than in the
+        driver while the driver is being changed by other work; it belongs there.) In a batch
+        the file is written even when the cache has the epoch already: an earlier batch may
+        still be writing it."""
+        if self.log.epoch_cache.latest_epoch < effect.epoch:
+            self.log.assign_epoch(effect.epoch, effect.start_offset, durable=False)
+        self.core.epoch_start_pending(effect.epoch)
+        epoch_writes.add(self.log, functools.partial(self.core.epoch_start_durable,
+                                                     effect.epoch))
 
     # -- views ---------------------------------------------------------------------------------
     @property

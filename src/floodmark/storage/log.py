@@ -22,6 +22,7 @@ import contextlib
 import errno
 import logging
 import posixpath
+import threading
 import zlib
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
@@ -94,6 +95,15 @@ class Log:
         self._dir_dirty = False
         self._closed = False
         self._epoch_checkpoint_pending = False
+        # Every write of leader-epoch-checkpoint started gets a version; the latest one known
+        # durable is kept, so a batched write (``storage.epoch_checkpoints``) that a later one
+        # overtook neither renames its older text over the newer file nor counts as durable.
+        self._epoch_checkpoint_version = 0
+        self._epoch_checkpoint_durable_version = 0
+        # Held while the checkpoint's files are touched, by the loop's writes and by a batch's
+        # worker thread (``storage.epoch_checkpoints``): a worker checks that its write is still
+        # the latest and renames it under it, so no older text lands over a newer one.
+        self.epoch_checkpoint_lock = threading.Lock()
         self._flush_generation = 0  # bumped by truncation: older flush tickets are stale
         self._storage_error: str | None = None
         self._last_io_error: str | None = None  # see ``_failed_write``
@@ -173,11 +183,51 @@ class Log:
 
     def _write_epoch_checkpoint(self) -> None:
         try:
-            self._epoch_file.write(self.epoch_cache.entries())
+            with self.epoch_checkpoint_lock:
+                self._epoch_checkpoint_version += 1
+                version = self._epoch_checkpoint_version
+                self._epoch_file.write(self.epoch_cache.entries())
         except OSError as exc:
             self._epoch_checkpoint_pending = True
             raise self._failed_write("writing leader-epoch-checkpoint", exc) from exc
         self._epoch_checkpoint_pending = False
+        self._epoch_checkpoint_durable_version = version
+
+    # -- A batched (deferred) epoch checkpoint write: ``storage.epoch_checkpoints`` ----------------
+    def begin_epoch_checkpoint(self) -> tuple[int, str, bytes]:
+        """Start a write of the checkpoint as the cache is now: (version, path, contents).
+        The caller (any thread) writes ``path + ".tmp"`` and later renames it, each holding
+        ``epoch_checkpoint_lock`` and only while ``epoch_checkpoint_current(version)``; fsyncs
+        the temp file before the rename and the directory after it; then calls
+        ``end_epoch_checkpoint`` on the log's own thread."""
+        with self.epoch_checkpoint_lock:
+            self._epoch_checkpoint_version += 1
+            return (self._epoch_checkpoint_version, self._epoch_file.path,
+                    self._epoch_file.render(self.epoch_cache.entries()))
+
+    def epoch_checkpoint_current(self, version: int) -> bool:
+        """No later write of the checkpoint started since ``version`` (and the log is open):
+        its temporary file is its own, and may be renamed over the checkpoint. Ask holding
+        ``epoch_checkpoint_lock``."""
+        return version == self._epoch_checkpoint_version and not self._closed
+
+    def end_epoch_checkpoint(self, version: int, error: OSError | None, *,
+                             installed: bool) -> bool:
+        """The batched write ``version`` ended: its temp file synced, renamed if it was still
+        current (``installed``), the directory synced. True when the file now durably holds
+        at least what that write held (this write, or a later one that completed)."""
+        if error is not None:
+            if version == self._epoch_checkpoint_version:
+                self._epoch_checkpoint_pending = True  # retried at the next append or flush
+            failed = self._failed_write("writing leader-epoch-checkpoint", error)
+            logger.error("%s %s", self._ctx(), failed.message)
+            return False
+        if installed:
+            if version == self._epoch_checkpoint_version:
+                self._epoch_checkpoint_pending = False
+            self._epoch_checkpoint_durable_version = max(self._epoch_checkpoint_durable_version,
+                                                         version)
+        return self._epoch_checkpoint_durable_version >= version
 
     def _write_epoch_checkpoint_after_append(self) -> None:
         """The batches are written: a checkpoint that cannot be written now (full disk) is
@@ -464,14 +514,17 @@ class Log:
         return KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
                           f"{self.topic_partition}: {doing} failed: {exc.strerror or exc}")
 
-    def assign_epoch(self, epoch: int, start_offset: int) -> None:
+    def assign_epoch(self, epoch: int, start_offset: int, *, durable: bool = True) -> None:
         """Becoming leader of ``epoch`` (KAFKA-7415): record it at ``start_offset`` (normally
-        the LEO) and make the checkpoint durable before accepting writes."""
+        the LEO) and make the checkpoint durable before accepting writes. ``durable=False``
+        only records it: the caller makes the checkpoint durable (a batch of many partitions'
+        writes, ``storage.epoch_checkpoints``) and accepts no write before that."""
         if self.epoch_cache.assign(epoch, start_offset):
             logger.info(
                 "%s assigned leader epoch %d at offset %d", self._ctx(), epoch, start_offset
             )
-        self._write_epoch_checkpoint()
+        if durable:
+            self._write_epoch_checkpoint()
 
     # -- Reads -------------------------------------------------------------------------------------
     @property
