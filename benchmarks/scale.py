@@ -27,10 +27,22 @@ of ``--topic-partitions`` partitions each, so every broker hosts N replicas):
                       recovers its logs when the metadata names them, after it listens: the
                       second figure is the start-up);
 * ``start (clean)``   the same after a SIGTERM (controlled shutdown);
+* ``stall``           the event-loop stall of each broker while the step above ran: the
+                      longest answer to an ApiVersions request sent every 20 ms by a probe
+                      thread on its own connection (a broker answers it on its event loop at
+                      once, so a long answer is time the loop spent on something else), the
+                      largest of the brokers; printed with ``create`` and ``leader failover``
+                      (the survivors become leaders of the victim's partitions);
 * ``connections``     ``--connections`` (1000) idle client connections to each broker, each
                       having made one ApiVersions request: the broker's RSS growth per
                       connection, and a Metadata request on one more connection still answered
                       (its time).
+
+``--checkpoints`` measures instead, in this process on real files, what a broker's event loop
+spends when one metadata batch makes it leader of N partitions (N of ``--partitions``): each
+leader-epoch checkpoint written and fsynced in turn (``Log.assign_epoch``, as before), against one
+``EpochCheckpointBatch`` run on an event loop beside a 5 ms ticker (how long until durable: the
+new leaders take writes then; and the ticker's longest gap, the loop's stall).
 
 A measurement that fails is printed as one line (and ``failed`` in the table) and the
 next one runs. Every figure is printed as it is measured, then a table of all N. Load average before and
@@ -38,6 +50,17 @@ after each N is printed with it (the machine is shared). Prints figures; never p
 
     .venv/bin/python benchmarks/scale.py [--partitions 1000,5000,10000] [--quick]
         [--connections 1000] [--session-timeout-ms MS] [--src OTHER/src] [--keep-dir DIR]
+        [--only memory,leaders,...] [--idle-window-s S]
+    .venv/bin/python benchmarks/scale.py --checkpoints [--partitions 200,1000,5000]
+
+``--periodic`` measures instead, in this process, the broker's periodic loop alone: one broker
+(a single node, its own controller) with N idle partitions (RF 1, N of ``--partitions``) runs
+``Broker._periodic`` for ``--idle-window-s``; the figure is this process's CPU seconds over
+that window (``time.process_time``), so the machine's other load does not count. No fetchers,
+no client: only the loop whose cost should not grow with N.
+
+Idle CPU on the cluster (``memory``) is the brokers' user + system CPU seconds
+(``/proc/PID/stat``) over ``--idle-window-s``, likewise.
 
 ``FLOODMARK_PROFILE_DIR=DIR`` runs every node under cProfile (``benchmarks/profiling``'s
 ``sitecustomize``): each node writes ``DIR/<pid>.prof`` when it exits.
@@ -46,12 +69,14 @@ after each N is printed with it (the machine is shared). Prints figures; never p
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import signal
 import socket
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -68,9 +93,18 @@ SRC = next((sys.argv[i + 1] for i, a in enumerate(sys.argv[:-1]) if a == "--src"
 sys.path.insert(0, str(Path(SRC).resolve()))
 sys.path.insert(0, str(HERE))
 
+# floodmark from SRC before controller_failover, which puts this checkout's src/ first on the
+# path: once the package is imported, every submodule (and the nodes' PYTHONPATH,
+# ``cluster.node_env``) comes from SRC. (Without this, every --src run ran this checkout.)
+import floodmark  # noqa: E402, F401, I001
+
 from controller_failover import controller_failover_once, propagation_once  # noqa: E402
 
-from floodmark.client.connection import KafkaConnection, encode_request  # noqa: E402
+from floodmark.client.connection import (  # noqa: E402
+    KafkaConnection,
+    RequestFailed,
+    encode_request,
+)
 from floodmark.cluster import LocalCluster  # noqa: E402
 
 PROFILE_ENV = "FLOODMARK_PROFILE_DIR"
@@ -138,8 +172,77 @@ def _broker_settled(cluster: LocalCluster) -> bool:
         for n in status["nodes"] if n["role"] == "broker" and n["alive"])
 
 
+class StallProbe:
+    """One thread per broker asks ApiVersions every ``interval_s`` on its own connection and
+    keeps the longest answer since ``reset`` (a refused or broken connection is retried and
+    not counted: a dead broker has no event loop to stall)."""
+
+    def __init__(self, addresses: dict[int, str], interval_s: float = 0.02) -> None:
+        self.addresses = addresses
+        self.interval_s = interval_s
+        self._longest: dict[int, float] = dict.fromkeys(addresses, 0.0)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._probe, args=(b,), daemon=True)
+                         for b in addresses]
+
+    def __enter__(self) -> StallProbe:
+        for t in self._threads:
+            t.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout=70)
+
+    def reset(self) -> None:
+        with self._lock:
+            self._longest = dict.fromkeys(self.addresses, 0.0)
+
+    def longest_s(self) -> dict[int, float]:
+        with self._lock:
+            return dict(self._longest)
+
+    def _probe(self, broker: int) -> None:
+        while not self._stop.is_set():
+            try:
+                with KafkaConnection(self.addresses[broker], timeout_s=60,
+                                     client_id="scale-stall-probe") as conn:
+                    while not self._stop.is_set():
+                        t0 = time.perf_counter()
+                        conn.request(18, 0, {})
+                        took = time.perf_counter() - t0
+                        with self._lock:
+                            self._longest[broker] = max(self._longest[broker], took)
+                        self._stop.wait(self.interval_s)
+            except (OSError, RuntimeError, EOFError, RequestFailed):
+                self._stop.wait(0.2)
+
+
+def fencings(cluster: LocalCluster) -> int:
+    """Brokers the controllers fenced for missed heartbeats so far (a live broker whose event
+    loop stalled past broker.session.timeout.ms; a killed one is fenced for its closed
+    connections instead, not counted here)."""
+    count = 0
+    for node in cluster.controller_ids:
+        path = cluster.log_path(node)
+        if path.exists():
+            with open(path, "rb") as fh:
+                count += sum(1 for line in fh if b"missed heartbeats" in line)
+    return count
+
+
+def _stall(probe: StallProbe, brokers: list[int] | None = None) -> str:
+    longest = probe.longest_s()
+    chosen = {b: t for b, t in longest.items() if brokers is None or b in brokers}
+    worst = max(chosen, key=lambda b: chosen[b])
+    return f"{chosen[worst] * 1000:.0f} ms (broker {worst})"
+
+
 # -- the measurements --------------------------------------------------------------------------
-def create(cluster: LocalCluster, n: int, per_topic: int) -> float:
+def create(cluster: LocalCluster, n: int, per_topic: int,
+           wait_s: float = WAIT_LIMIT_S) -> float:
     """CreateTopics of every partition (50 topics a request; a refused topic, e.g. while a
     loaded broker is briefly fenced, is asked again), until all have their full ISR."""
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap, "log_level": 0})
@@ -161,7 +264,8 @@ def create(cluster: LocalCluster, n: int, per_topic: int) -> float:
                 if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                     missing.append(name)
                     time.sleep(0.2)
-    wait_until(lambda: all_healthy(cluster, n), f"{n} partitions with full ISR", step_s=0.5)
+    wait_until(lambda: all_healthy(cluster, n), f"{n} partitions with full ISR", wait_s,
+               step_s=0.5)
     return time.perf_counter() - t0
 
 
@@ -184,7 +288,8 @@ def metadata_cost(address: str, topics: list[str] | None) -> tuple[float, int]:
     return statistics.median(times), partitions
 
 
-def leader_failover(cluster: LocalCluster, victim: int) -> dict[str, float]:
+def leader_failover(cluster: LocalCluster, victim: int,
+                    wait_s: float = WAIT_LIMIT_S) -> dict[str, float]:
     before = _topics(cluster)
     led = [(name, idx) for name, parts in before.items() if name.startswith("scale-")
            for idx, p in parts.items() if isinstance(p, dict) and int(p["leader"]) == victim]
@@ -203,7 +308,7 @@ def leader_failover(cluster: LocalCluster, victim: int) -> dict[str, float]:
         return None
 
     ctl = wait_until(moved, f"new leaders for {len(led)} partitions of broker {victim}",
-                     step_s=0.02)
+                     wait_s, step_s=0.02)
     out = {"seen": time.perf_counter() - t_kill, "partitions": float(len(led))}
     end = int(ctl["metadata_offset"])
     commits = [(int(e), int(ms)) for e, ms in ctl.get("metadata_commits", [])]
@@ -298,6 +403,11 @@ def run(root: Path, n: int, args: argparse.Namespace) -> Row:
                            controllers=3)
     cluster.start(timeout_s=WAIT_LIMIT_S)
     base: dict[int, int] = {}
+    probe = StallProbe({b: cluster.address(b) for b in cluster.broker_ids})
+    only = set(args.only.split(",")) if args.only else None
+
+    def wanted(name: str) -> bool:
+        return only is None or name in only
 
     def phase(name: str, fn: Callable[[], None]) -> bool:
         """One measurement; a failure is one line in the output and in the table."""
@@ -316,7 +426,14 @@ def run(root: Path, n: int, args: argparse.Namespace) -> Row:
         print(f"  idle RSS before topics: {base} kB", flush=True)
 
     def create_all() -> None:
-        took = create(cluster, n, args.topic_partitions)
+        probe.reset()
+        try:
+            took = create(cluster, n, args.topic_partitions, args.create_wait_s)
+        finally:  # (the stall too when the partitions never got their full ISR)
+            row["create stall"] = _stall(probe).split(" ms")[0]
+            row["fenced"] = str(fencings(cluster))
+            print(f"  longest event-loop stall while creating: {_stall(probe)}; brokers fenced "
+                  f"for missed heartbeats: {row['fenced']}", flush=True)
         row["create s"] = f"{took:.1f}"
         print(f"  created and in sync: {took:.1f} s", flush=True)
 
@@ -330,13 +447,14 @@ def run(root: Path, n: int, args: argparse.Namespace) -> Row:
         rss = {b: rss_kb(_pid(cluster, b)) for b in cluster.broker_ids}
         per = statistics.median((rss[b] - base[b]) * 1024 / n for b in cluster.broker_ids)
         fds = statistics.median(fd_count(_pid(cluster, b)) for b in cluster.broker_ids)
-        cpu = _idle_cpu(cluster)
+        cpu = _idle_cpu(cluster, args.idle_window_s)
         row["RSS MB"] = f"{statistics.median(rss.values()) / 1024:.0f}"
         row["kB/partition"] = f"{per / 1000:.1f}"
         row["fds"] = f"{fds:.0f}"
-        row["idle CPU %"] = f"{cpu:.0f}"
+        row["idle CPU %"] = f"{cpu:.1f}"
         print(f"  idle RSS: {rss} kB; {per / 1000:.1f} kB per partition; fds {fds:.0f}; "
-              f"idle CPU {cpu:.0f} % of a core per broker (median)", flush=True)
+              f"idle CPU {cpu:.1f} % of a core per broker (median over "
+              f"{args.idle_window_s:.0f} s)", flush=True)
 
     def metadata() -> None:
         address = cluster.address(1)
@@ -368,13 +486,24 @@ def run(root: Path, n: int, args: argparse.Namespace) -> Row:
             if int(p["leader"]) in counts:
                 counts[int(p["leader"])] += 1
         victim = max(counts, key=lambda b: counts[b])
-        fo = leader_failover(cluster, victim)
+        probe.reset()
+        survivors = [b for b in cluster.broker_ids if b != victim]
+        try:
+            fo = leader_failover(cluster, victim, args.create_wait_s)
+        except RuntimeError:
+            print(f"  (leader failover of broker {victim}: longest event-loop stall of a "
+                  f"survivor {_stall(probe, survivors)})", flush=True)
+            raise
+        time.sleep(1)  # the new leaders' epoch checkpoints: written after the metadata applied
         row["leader failover s"] = (f"{fo.get('commit', float('nan')):.2f}/"
                                     f"{fo.get('applied', float('nan')):.2f}")
+        row["failover stall"] = _stall(probe, survivors).split(" ms")[0]
         print(f"  leader failover of {fo['partitions']:.0f} partitions of broker {victim}: "
-              + ", ".join(f"{k} {v:.2f} s" for k, v in fo.items() if k != "partitions"),
+              + ", ".join(f"{k} {v:.2f} s" for k, v in fo.items() if k != "partitions")
+              + f"; longest event-loop stall of a survivor {_stall(probe, survivors)}",
               flush=True)
-        if victim != 1:  # the restarts below are of broker 1: bring this one back first
+        if victim != 1 and (wanted("start") or wanted("connections")):
+            # The restarts below are of broker 1: bring this one back first.
             cluster.start_node(victim, timeout_s=WAIT_LIMIT_S)
             wait_until(lambda: all_healthy(cluster, n), "full ISR after the failover")
 
@@ -406,23 +535,34 @@ def run(root: Path, n: int, args: argparse.Namespace) -> Row:
             conns.items()), flush=True)
 
     try:
+        probe.__enter__()
         settled = phase("idle", idle_before)
         created = settled and phase("create s", create_all)
         if settled:  # (created but not all at full ISR in time: what needs no ISR still runs)
-            phase("kB/partition", idle_after)
-            phase("metadata all ms", metadata)
+            if wanted("memory"):
+                phase("kB/partition", idle_after)
+            if wanted("metadata"):
+                phase("metadata all ms", metadata)
         if created:
-            phase("propagation ms", propagation)
-            phase("ctl failover s", controller)
+            if wanted("propagation"):
+                phase("propagation ms", propagation)
+            if wanted("controller"):
+                phase("ctl failover s", controller)
+        if settled and wanted("leaders"):  # (every partition has a leader, if not its full ISR)
             phase("leader failover s", leaders)
-            phase("start kill s", lambda: start_after("kill"))
-            if phase("start clean s", lambda: start_after("clean")):
-                phase("kB/partition fresh", fresh_memory)
-            if args.connections:
+        if created:
+            if wanted("start"):
+                phase("start kill s", lambda: start_after("kill"))
+                if phase("start clean s", lambda: start_after("clean")):
+                    phase("kB/partition fresh", fresh_memory)
+            if args.connections and wanted("connections"):
                 phase("kB/connection", idle_connections)
         row["load"] = _load()
-        print(f"  load {row['load']}", flush=True)
+        row["fenced"] = str(fencings(cluster))
+        print(f"  load {row['load']}; brokers fenced for missed heartbeats in all: "
+              f"{row['fenced']}", flush=True)
     finally:
+        probe.__exit__()
         cluster.stop()
     return row
 
@@ -441,6 +581,84 @@ def _idle_cpu(cluster: LocalCluster, window_s: float = 5.0) -> float:
     time.sleep(window_s)
     return statistics.median((cpu(p) - b) / window_s * 100 for p, b in zip(pids, before,
                                                                             strict=True))
+
+
+def checkpoint_figures(counts: list[int]) -> None:
+    """The event loop's share of N leader-epoch checkpoint writes, one by one and batched."""
+    from floodmark.storage import Log, LogConfig, RealFileSystem
+    from floodmark.storage.epoch_checkpoints import EpochCheckpointBatch
+
+    fs = RealFileSystem()
+    with tempfile.TemporaryDirectory(prefix="scale-checkpoints-") as tmp:
+        logs = [Log.open(f"{tmp}/t-{i}", LogConfig(), fs=fs, now_ms=0)
+                for i in range(max(counts))]
+        for n in counts:
+            print(f"== {n} partitions, load {_load()}", flush=True)
+            t0 = time.perf_counter()
+            for log in logs[:n]:
+                log.assign_epoch(log.epoch_cache.latest_epoch + 1, 0)
+            one_by_one = time.perf_counter() - t0
+            batch = EpochCheckpointBatch()
+            for log in logs[:n]:
+                log.assign_epoch(log.epoch_cache.latest_epoch + 1, 0, durable=False)
+                batch.add(log, lambda _now_ms: None)
+            took, durable, worst = asyncio.run(_batch_on_a_loop(batch))
+            print(f"  one after another on the loop: {one_by_one:.2f} s; batched: "
+                  f"{took:.2f} s until durable ({durable} of {n}), the loop's longest gap "
+                  f"meanwhile {worst * 1000:.0f} ms (a 5 ms ticker)", flush=True)
+        for log in logs:
+            log.close()
+
+
+async def _batch_on_a_loop(batch: Any) -> tuple[float, int, float]:
+    """Run ``batch`` on this event loop beside a 5 ms ticker: (seconds until durable, logs
+    durable, the ticker's longest gap)."""
+    t0 = time.perf_counter()
+    task = asyncio.create_task(batch.run(lambda: 0))
+    worst = 0.0
+    while not task.done():
+        t1 = time.perf_counter()
+        await asyncio.sleep(0.005)
+        worst = max(worst, time.perf_counter() - t1)
+    durable = await task
+    return time.perf_counter() - t0, int(durable), worst
+
+
+def periodic_figures(counts: list[int], window_s: float) -> None:
+    """CPU of the broker's periodic loop with N idle partitions, in this process."""
+    import logging
+
+    from floodmark.broker.broker import Broker
+    from floodmark.broker.config import BrokerConfig
+
+    logging.disable(logging.WARNING)
+    for n in counts:
+        with tempfile.TemporaryDirectory(prefix="scale-periodic-") as tmp:
+            config = BrokerConfig.load(data_dir=Path(tmp), listen="127.0.0.1:0",
+                                       overrides=["offsets.topic.num.partitions=1"])
+            broker = Broker(config)
+            broker.open()
+
+            async def measure(broker: Broker = broker, n: int = n) -> tuple[float, float]:
+                for i in range(0, n, 100):
+                    await broker.create_topic(f"scale-{i // 100}", min(100, n - i), 1, {})
+                assert len(broker.partitions) >= n, len(broker.partitions)
+                print("  (floodmark from", Path(sys.modules["floodmark"].__file__).parent, ")")
+                task = asyncio.create_task(broker._periodic())
+                await asyncio.sleep(1.0)  # settle: the first checkpoint of the new partitions
+                cpu0, wall0 = time.process_time(), time.perf_counter()
+                await asyncio.sleep(window_s)
+                cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+                task.cancel()
+                return cpu, wall
+
+            try:
+                cpu, wall = asyncio.run(measure())
+            finally:
+                broker.close()
+            print(f"  {n} idle partitions: the periodic loop used {cpu:.2f} CPU s in "
+                  f"{wall:.1f} s ({cpu / wall * 100:.1f} % of a core); load {_load()}",
+                  flush=True)
 
 
 def table(rows: list[Row]) -> str:
@@ -466,8 +684,27 @@ def main() -> int:
     ap.add_argument("--src", default=None, metavar="DIR",
                     help="run the floodmark in DIR (another checkout's src/)")
     ap.add_argument("--keep-dir", default=None, help="run the clusters here and keep them")
+    ap.add_argument("--only", default=None, metavar="STEPS",
+                    help="besides create: only these of memory,metadata,propagation,controller,"
+                         "leaders,start,connections (comma-separated; default all)")
+    ap.add_argument("--create-wait-s", type=float, default=WAIT_LIMIT_S,
+                    help="how long to wait for every partition's full ISR after creating them, "
+                         "and for new leaders after a broker's SIGKILL "
+                         f"(default {WAIT_LIMIT_S:.0f}; the steps after the first run anyway)")
+    ap.add_argument("--idle-window-s", type=float, default=5.0,
+                    help="idle CPU: CPU seconds over this window (default 5)")
+    ap.add_argument("--periodic", action="store_true",
+                    help="only the broker's periodic loop with N idle partitions, in process")
+    ap.add_argument("--checkpoints", action="store_true",
+                    help="only the leader-epoch checkpoint writes of N new leaders, in process")
     args = ap.parse_args()
     counts = [200] if args.quick else [int(x) for x in args.partitions.split(",")]
+    if args.checkpoints:
+        checkpoint_figures(counts)
+        return 0
+    if args.periodic:
+        periodic_figures(counts, args.idle_window_s)
+        return 0
     if os.environ.get(PROFILE_ENV):
         os.environ["PYTHONPATH"] = os.pathsep.join(
             [str(HERE / "profiling"), *filter(None, [os.environ.get("PYTHONPATH")])])
@@ -480,7 +717,8 @@ def main() -> int:
     print(f"3 controllers, 3 brokers, RF 3; {os.cpu_count()} CPUs; {time.strftime('%Y-%m-%d')}; "
           f"floodmark from {SRC}")
     print("create: all partitions with full ISR; ctl failover: active/first CreateTopics; "
-          "leader failover: committed/applied; start: listening/full ISR")
+          "leader failover: committed/applied; start: listening/full ISR; stall: the longest "
+          "ApiVersions answer of a broker (ms) during create / of a survivor during failover")
     print(table(rows))
     return 0
 

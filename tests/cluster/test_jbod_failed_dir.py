@@ -1,9 +1,11 @@
 """JBOD (KIP-112 / KIP-113 / KIP-858) on a real 3-broker cluster (RF=3) with confluent-kafka
-and kafka-python. A failed log directory takes only its replicas offline: the leader's
+and kafka-python. Each broker tells the controller which log directory holds each replica
+(AssignReplicasToDirs); a failed log directory takes only its replicas offline: the leader's
 directory holding one partition disappears (renamed away, as an unmounted disk); that broker
-stays up, tells the controller in its heartbeat, the partition's leadership moves to another
-broker, the partitions in its other directory keep being served by it, and every acknowledged
-record is read back. AlterReplicaLogDirs moves a follower's replica under load."""
+stays up, names the directory in its heartbeat, the controller finds its replicas by their
+recorded directories and moves the partition's leadership to another broker, the partitions in its other directory keep being served by it, and every acknowledged
+record is read back. AlterReplicaLogDirs moves a follower's replica under load, and the
+metadata records its new directory."""
 
 from __future__ import annotations
 
@@ -65,6 +67,23 @@ def _log_dirs(bootstrap: str, broker: int) -> dict[str, dict[str, Any]]:
             for d in answer["log_dirs"]}
 
 
+def _directories_recorded(cluster: LocalCluster, disks: Path, topic: str,
+                          partitions: int) -> bool:
+    """Every replica's log directory id (its ``meta.properties``) is the one the controller's
+    metadata records for it (AssignReplicasToDirs, KIP-858)."""
+    for p in range(partitions):
+        reg = cluster.partition_registration(topic, p)
+        if reg is None:
+            return False
+        for broker, recorded in zip(reg["replicas"], reg["directories"], strict=True):
+            [home] = [d for d in disks.glob(f"b{broker}-?") if (d / f"{topic}-{p}").is_dir()]
+            props = dict(line.split("=", 1) for line in
+                         (home / "meta.properties").read_text().splitlines() if "=" in line)
+            if props["directory.id"] != recorded:
+                return False
+    return True
+
+
 def _mount_disks(disks: Path) -> dict[str, Path]:
     """Every broker's every log dir on a disk of its own: an ext4 filesystem on a loop device
     whose backing file is a sparse image on a small tmpfs (thin provisioning). Filling that
@@ -124,6 +143,9 @@ def test_a_failed_log_dir_moves_only_its_leaderships(tmp_path: Path, how: str) -
     try:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
         admin.create_topics([NewTopic("fail", 4, 3)])["fail"].result(30)
+        # Each broker told the controller which of its directories holds each replica.
+        wait_until(lambda: _directories_recorded(cluster, disks, "fail", 4), 20,
+                   "every replica's log directory recorded in the metadata")
         first = [b"before-%d" % i for i in range(200)]
         _produce(cluster.bootstrap, "fail", first, 4)
 
@@ -230,6 +252,9 @@ def test_a_follower_moves_between_its_log_dirs_under_load(tmp_path: Path) -> Non
             return (_log_bytes(Path(target) / "fmove-0")
                     == _log_bytes(Path(leader_dir) / "fmove-0"))
         wait_until(same_log, 30, "the moved follower's log equal to the leader's")
+        # The controller's metadata follows the move (AssignReplicasToDirs).
+        wait_until(lambda: _directories_recorded(cluster, disks, "fmove", 1), 20,
+                   "the moved replica's new log directory recorded in the metadata")
     finally:
         stop.set()
         if writer is not None:

@@ -49,6 +49,7 @@ from floodmark.broker.membership import LocalMembership
 from floodmark.broker.metadata import Controller, LocalController
 from floodmark.broker.offsets import OffsetStore, partition_for
 from floodmark.broker.partition_state import PartitionState
+from floodmark.broker.partition_timers import PartitionTimers
 from floodmark.broker.produce_order import ProduceOrder
 from floodmark.broker.purgatory import FetchPurgatory
 from floodmark.broker.quotas import ClientQuotas
@@ -113,6 +114,7 @@ class Broker:
         self.controller: Controller = self.membership.controller
         self.replicas = replicas
         self.partitions: dict[PartitionKey, PartitionState] = {}
+        self.partition_timers = PartitionTimers()  # when each partition's work is next due
         self.purgatory = FetchPurgatory()
         self.fetch_sessions = FetchSessionCache(
             config.get_int("max.incremental.fetch.session.cache.slots"),
@@ -209,8 +211,9 @@ class Broker:
             replica_lag_time_max_ms=self.config.get_int("replica.lag.time.max.ms"),
             flush_check_interval_ms=FLUSH_CHECK_INTERVAL_MS,
             checkpoint_interval_ms=self.config.get_int("log.checkpoint.interval.ms"),
-            opened_ms=self.now_ms())
+            opened_ms=self.now_ms(), timers=self.partition_timers)
         self.partitions[(topic, index)] = ps
+        self.partition_timers.arm((topic, index), ps.driver.next_deadline_ms())
         return ps
 
     def remove_partition(self, key: PartitionKey, *, delete: bool) -> PartitionState | None:
@@ -219,6 +222,7 @@ class Broker:
         ps = self.partitions.pop(key, None)
         if ps is None:
             return None
+        self.partition_timers.discard(key)
         if key[0] == OFFSETS_TOPIC:
             self.unload_offsets_partition(key[1])
         if self.replicas is not None:
@@ -316,40 +320,52 @@ class Broker:
                 except (OSError, KafkaError) as exc:
                     self._disk_trouble("checkpoint", exc)
 
+    def _deadline_of(self, key: PartitionKey) -> int | None:
+        ps = self.partitions.get(key)
+        return None if ps is None else ps.driver.next_deadline_ms()
+
     def _periodic_sleep_s(self) -> float:
-        earliest = min((d for ps in self.partitions.values()
-                        if (d := ps.driver.next_deadline_ms()) is not None), default=None)
+        self.partition_timers.refresh(self._deadline_of)
+        earliest = self.partition_timers.next_deadline_ms()
         if earliest is None:
             return PERIODIC_MAX_SLEEP_S
         return min(PERIODIC_MAX_SLEEP_S, max(PERIODIC_MIN_SLEEP_S,
                                              (earliest - self.now_ms()) / 1000))
 
     def tick_partitions(self, now_ms: int) -> None:
-        """Run each partition's due periodic work; one partition's failure is logged and the
-        others carry on (its work is retried at its next deadline)."""
-        for ps in list(self.partitions.values()):
-            deadline = ps.driver.next_deadline_ms()
-            if deadline is None or deadline > now_ms:
+        """Run the periodic work of the partitions that have some due (``partition_timers``:
+        the cost is in proportion to them, not to every hosted partition); one partition's
+        failure is logged and the others carry on (its work is retried at its next
+        deadline)."""
+        timers = self.partition_timers
+        timers.refresh(self._deadline_of)
+        for key in timers.pop_due(now_ms):
+            ps = self.partitions.get(key)
+            if ps is None:
                 continue
-            try:
-                ps.driver.tick(now_ms)
-            except Exception:
-                log.exception("partition %s leader_epoch=%d periodic work failed", ps.name,
-                              ps.leader_epoch)
+            deadline = ps.driver.next_deadline_ms()
+            if deadline is not None and deadline <= now_ms:
+                try:
+                    ps.driver.tick(now_ms)
+                except Exception:
+                    log.exception("partition %s leader_epoch=%d periodic work failed", ps.name,
+                                  ps.leader_epoch)
+            timers.arm(key, ps.driver.next_deadline_ms())
 
     def check_log_dirs(self) -> None:
         """A log directory that is gone or replaced, or where a log met an I/O error, fails
         as a whole (``fail_log_dir``); the others keep serving."""
+        troubled = self.storage.take_troubled()  # logs that met an I/O error since the last
         for where in self.storage.dirs:
             if where.offline is not None:
                 continue
             reason = where.failure()
-            if reason is None:
-                for key, ps in self.partitions.items():
-                    if self.storage.dir_of(*key) is where and (
-                            ps.log.offline or ps.log.last_io_error):
-                        reason = f"partition {ps.name}: {ps.log.last_io_error or 'offline'}"
-                        break
+            for key in troubled if reason is None else ():
+                ps = self.partitions.get(key)
+                if ps is not None and self.storage.dir_of(*key) is where and (
+                        ps.log.offline or ps.log.last_io_error):
+                    reason = f"partition {ps.name}: {ps.log.last_io_error or 'offline'}"
+                    break
             if reason is not None:
                 self.fail_log_dir(where, reason)
 
@@ -619,7 +635,7 @@ class Broker:
             return
         log_config, min_isr = topic_log_config(
             configs, self.storage.base_config, self.config.get_int("min.insync.replicas"))
-        ps.reconfigure(log_config, min_isr)
+        ps.reconfigure(log_config, min_isr, self.now_ms())
         ps.topic_configs = dict(configs)
         if not force:
             log.info("partition %s: topic configs now %s", ps.name, configs)

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING
 
 from floodmark import lifeline
 from floodmark.address import format_host_port, parse_host_port
-from floodmark.broker import dynamic_configs, metadata_delta
+from floodmark.broker import dir_assignments, dynamic_configs, metadata_delta
 from floodmark.broker.broker import Broker, now_ms
 from floodmark.broker.config import BrokerConfig, Configs
 from floodmark.broker.context import BrokerInfo, MembershipBase, PartitionKey
@@ -75,6 +75,7 @@ from floodmark.replication.election import AlterPartitionRequest
 from floodmark.replication.partition import Partition
 from floodmark.security.channel import ChannelSecurity
 from floodmark.settings import eligible_leader_replicas_enabled
+from floodmark.storage.epoch_checkpoints import EpochCheckpointBatch
 
 if TYPE_CHECKING:  # a combined node's controller; open_controller loads it only for one
     from floodmark.controller.server import ControllerServer
@@ -215,11 +216,16 @@ class ClusterMembership(MembershipBase):
         timeout_s = min(HEARTBEAT_TIMEOUT_MAX_S, max(1.0, 5 * interval_s))
         while not host.closing:
             await asyncio.sleep(interval_s)
+            offline = host.storage.offline_partitions()
+            if len(host.storage.dirs) > 1:
+                await self._assign_directories()
+                # The replicas the metadata places in a failed directory go offline through
+                # it (the heartbeat names the directory); the broker lists the others.
+                offline = [k for k in offline if self._recorded_dir(k) != self._actual_dir(k)]
             sent_ms = _monotonic_ms()
             try:
                 answer = await self.controller_client.heartbeat(
-                    timeout_s=timeout_s,
-                    offline_replicas=host.storage.offline_partitions(),
+                    timeout_s=timeout_s, offline_replicas=offline,
                     offline_log_dirs=host.storage.offline_directory_ids())
             except (RpcError, KafkaError) as exc:
                 log.warning("broker %d heartbeat failed: %s", host.node_id, exc)
@@ -250,6 +256,39 @@ class ClusterMembership(MembershipBase):
                     self.session.registered(sent_ms, self.controller_client.session_timeout_ms)
                 except (RpcError, KafkaError) as exc:
                     log.warning("broker %d re-registration failed: %s", host.node_id, exc)
+
+    def _recorded_dir(self, key: PartitionKey) -> str | None:
+        """The log directory id the metadata records for this broker's replica of ``key``."""
+        timage = self.controller_client.image.topics.get(key[0])
+        if timage is None:
+            return None
+        return timage.directories.get(key[1], {}).get(self.host.node_id)
+
+    def _actual_dir(self, key: PartitionKey) -> str | None:
+        where = self.host.storage.dir_of(*key)
+        return None if where is None or key not in self.host.partitions else where.directory_id
+
+    async def _assign_directories(self) -> None:
+        """AssignReplicasToDirs for the replicas placed or moved since the metadata last
+        showed them where they are (``dir_assignments``); a failure is retried next time."""
+        todo = dir_assignments.pending(self.host.storage.unassigned, self._actual_dir,
+                                       self._recorded_dir)
+        if not todo:
+            return
+        try:
+            answer = await self.controller_client.assign_replicas_to_dirs(
+                dir_assignments.request_directories(todo))
+        except (RpcError, KafkaError) as exc:
+            log.warning("broker %d AssignReplicasToDirs of %d replica(s) failed: %s",
+                        self.host.node_id, sum(map(len, todo.values())), exc)
+            return
+        refused = [f"{t['name']}-{p['partition_index']}: {ErrorCode(p['error_code']).name}"
+                   for d in answer.get("directories", ()) for t in d["topics"]
+                   for p in t["partitions"] if p["error_code"]]
+        if refused or answer.get("error_code"):
+            log.warning("broker %d AssignReplicasToDirs refused (%s): %s", self.host.node_id,
+                        ErrorCode(int(answer.get("error_code", 0))).name,
+                        ", ".join(refused[:10]) or "the request")
 
     def _restart_metadata_poll(self) -> None:
         if self._poll_task is not None:
@@ -354,6 +393,9 @@ class ClusterMembership(MembershipBase):
         broker_epochs = image.broker_epochs()
         ineligible = image.ineligible()
         replicas = host.replicas
+        # The leader-epoch checkpoints this batch makes new leaders write: made durable
+        # together, their fsyncs off the event loop (heartbeats go on meanwhile).
+        epoch_writes = EpochCheckpointBatch()
         for name, timage in self._touched_topics(change):
             indexes = (timage.partitions if change.everything or name in change.topics
                        else [i for t, i in change.partitions if t == name])
@@ -374,7 +416,8 @@ class ClusterMembership(MembershipBase):
                     host.reconfigure_partition(ps, timage.configs)
                     was_leader = ps.core.is_leader
                     isr_before = len(ps.core.isr)
-                    ps.apply_metadata(reg, now, broker_epochs=broker_epochs, ineligible=ineligible)
+                    ps.apply_metadata(reg, now, broker_epochs=broker_epochs, ineligible=ineligible,
+                                      epoch_writes=epoch_writes)
                     if was_leader and ps.core.is_leader:  # e.g. the controller fenced a follower
                         host.isr_shrinks += int(len(ps.core.isr) < isr_before)
                         host.isr_expands += int(len(ps.core.isr) > isr_before)
@@ -405,8 +448,19 @@ class ClusterMembership(MembershipBase):
             if host.remove_partition(key, delete=True) is not None:
                 log.info("partition %s-%d removed from broker %d (deleted=True)", key[0], key[1],
                          host.node_id)
+        if epoch_writes:
+            task = asyncio.create_task(self._write_epoch_checkpoints(epoch_writes))
+            self._tasks.append(task)
+            task.add_done_callback(lambda t: self._tasks.remove(t) if t in self._tasks else None)
         host.transactions.refresh()  # load / unload the __transaction_state partitions
         host.refresh_share_state()  # and the __share_group_state ones
+
+    async def _write_epoch_checkpoints(self, batch: EpochCheckpointBatch) -> None:
+        """The new leaders of one metadata batch take writes once their epoch is durable."""
+        started = time.monotonic()
+        durable = await batch.run(self.host.now_ms)
+        log.info("leader-epoch checkpoints of %d partitions written (%d durable) in %.0f ms",
+                 len(batch), durable, (time.monotonic() - started) * 1000)
 
     def _touched_topics(self, change: metadata_delta.Touched
                         ) -> list[tuple[str, TopicImage]]:

@@ -14,11 +14,13 @@ controller).
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from floodmark.broker.config import Configs
+from floodmark.broker.partition_timers import PartitionTimers
 from floodmark.errors import ErrorCode
 from floodmark.replication import fencing
 from floodmark.replication.driver import ReplicaDriver
@@ -26,14 +28,18 @@ from floodmark.replication.election import AlterPartitionRequest, PartitionRegis
 from floodmark.replication.epochs import EpochEndOffset
 from floodmark.replication.modes import DEFAULT_TRUNCATION, Truncation
 from floodmark.replication.partition import (
+    AssignEpoch,
     Effect,
     EpochQuery,
+    LeaderState,
     Partition,
     PartitionConfig,
 )
 from floodmark.replication.purgatory import CompleteProduce
 from floodmark.storage.config import LogConfig
+from floodmark.storage.epoch_checkpoints import EpochCheckpointBatch
 from floodmark.storage.log import Log
+from floodmark.storage.policies import flush_checks_needed
 
 log = logging.getLogger(__name__)
 
@@ -104,9 +110,14 @@ class PartitionState:
     checkpointed_high_watermark: int = 0
     truncation: Truncation = DEFAULT_TRUNCATION
     flush_check_interval_ms: int | None = None
+    """How often the log's flush policy is checked, when it has anything to check
+    (``policies.flush_checks_needed``: not with Kafka's default, the OS's writeback)."""
     checkpoint_interval_ms: int | None = None
     opened_ms: int = 0  # the periodic work's timers start here (``Partition.start_timers``)
     topic_configs: Configs = field(default_factory=dict)  # as last applied
+    timers: PartitionTimers | None = None
+    """The broker's deadline heap: told of every input (``apply``), which may move the core's
+    next deadline."""
     core: Partition = field(init=False)
     driver: ReplicaDriver = field(init=False)
 
@@ -119,7 +130,7 @@ class PartitionState:
                 min_insync_replicas=self.min_insync_replicas,
                 replica_lag_time_max_ms=self.replica_lag_time_max_ms,
                 truncation=self.truncation,
-                flush_check_interval_ms=self.flush_check_interval_ms,
+                flush_check_interval_ms=self._flush_check_ms(self.log.config),
                 checkpoint_interval_ms=self.checkpoint_interval_ms),
             self.log, _Ports(self.hooks, (self.topic, self.partition)),
             checkpointed_high_watermark=self.checkpointed_high_watermark,
@@ -128,14 +139,30 @@ class PartitionState:
         log.info("partition %s opened at log_end_offset=%d high_watermark=%d", self.name,
                  self.log_end_offset, self.high_watermark)
 
-    def reconfigure(self, log_config: LogConfig, min_insync_replicas: int) -> None:
+    @property
+    def key(self) -> tuple[str, int]:
+        return self.topic, self.partition
+
+    def _flush_check_ms(self, log_config: LogConfig) -> int | None:
+        return self.flush_check_interval_ms if flush_checks_needed(log_config) else None
+
+    def reconfigure(self, log_config: LogConfig, min_insync_replicas: int, now_ms: int) -> None:
         """New topic configs (AlterConfigs): the log's settings and the core's min ISR; they
-        apply from the next append, roll, retention or cleaning pass."""
+        apply from the next append, roll, retention or cleaning pass. A flush policy that now
+        needs (or no longer needs) a check timer re-arms the core's timers (aligned, so the
+        other work keeps its due times)."""
         self.log.config = log_config
         self.min_insync_replicas = min_insync_replicas
-        self.core.config = replace(self.core.config, min_insync_replicas=min_insync_replicas)
+        flush_check_ms = self._flush_check_ms(log_config)
+        restart = flush_check_ms != self.core.config.flush_check_interval_ms
+        self.core.config = replace(self.core.config, min_insync_replicas=min_insync_replicas,
+                                   flush_check_interval_ms=flush_check_ms)
+        if restart and self.core.schedule is not None:
+            self.core.start_timers(now_ms)
+            if self.timers is not None:
+                self.timers.touch(self.key)
 
-    def replace_log(self, moved: Log) -> None:
+    def replace_log(self, moved: Log, now_ms: int) -> None:
         """The same log, reopened from another log directory (AlterReplicaLogDirs): every
         offset, epoch and aborted transaction is in its files, so the core's state (HW, ISR,
         producers) stays as it is."""
@@ -143,13 +170,48 @@ class PartitionState:
         assert moved.log_start_offset == self.log.log_start_offset, (moved, self.log)
         self.log = moved
         self.driver.log = moved
+        role = self.core.role
+        if isinstance(role, LeaderState) and not role.epoch_start_durable:
+            # A batch was making the old copy's epoch checkpoint durable (it skips a closed
+            # log): this copy's, now, so the leader takes writes.
+            moved.assign_epoch(role.leader_epoch, role.leader_epoch_start_offset)
+            self.core.epoch_start_durable(role.leader_epoch, now_ms)
 
     def apply_metadata(self, registration: PartitionRegistration, now_ms: int, *,
                        broker_epochs: dict[int, int] | None = None,
-                       ineligible: frozenset[int] = frozenset()) -> None:
-        """The partition's registration from metadata decides the role."""
-        self.apply(self.core.apply_metadata(self.log, registration, now_ms,
-                                            broker_epochs=broker_epochs, ineligible=ineligible))
+                       ineligible: frozenset[int] = frozenset(),
+                       epoch_writes: EpochCheckpointBatch | None = None) -> None:
+        """The partition's registration from metadata decides the role. With
+        ``epoch_writes``, becoming leader puts the epoch checkpoint into that batch (the
+        partition takes writes once the batch made it durable)."""
+        effects = self.core.apply_metadata(self.log, registration, now_ms,
+                                           broker_epochs=broker_epochs, ineligible=ineligible)
+        if epoch_writes is None:
+            self.apply(effects)
+            return
+        before: list[Effect] = []  # carried out in order: the ones before each AssignEpoch first
+        for effect in effects:
+            if isinstance(effect, AssignEpoch):
+                self.apply(before)
+                before = []
+                self._assign_epoch_in_batch(effect, epoch_writes)
+            else:
+                before.append(effect)
+        self.apply(before)
+
+    def _assign_epoch_in_batch(self, effect: AssignEpoch,
+                               epoch_writes: EpochCheckpointBatch) -> None:
+        """The driver's ``AssignEpoch`` (``ReplicaDriver.apply``: the same idempotence), its
+        durable write deferred to ``epoch_writes``: until that batch made it durable the
+        leader accepts no write (``Partition.epoch_start_pending``). (Here rather than in the
+        driver while the driver is being changed by other work; it belongs there.) In a batch
+        the file is written even when the cache has the epoch already: an earlier batch may
+        still be writing it."""
+        if self.log.epoch_cache.latest_epoch < effect.epoch:
+            self.log.assign_epoch(effect.epoch, effect.start_offset, durable=False)
+        self.core.epoch_start_pending(effect.epoch)
+        epoch_writes.add(self.log, functools.partial(self.core.epoch_start_durable,
+                                                     effect.epoch))
 
     # -- views ---------------------------------------------------------------------------------
     @property
@@ -183,6 +245,8 @@ class PartitionState:
     # -- effects -------------------------------------------------------------------------------
     def apply(self, effects: list[Effect] | tuple[Effect, ...]) -> None:
         self.driver.apply(effects)
+        if self.timers is not None:  # the input may have parked a produce (a new deadline)
+            self.timers.touch(self.key)
 
     def truncate_to(self, offset: int, reason: str) -> None:
         self.driver.truncate_to(offset, reason)

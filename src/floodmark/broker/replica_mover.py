@@ -89,9 +89,9 @@ async def _move(broker: BrokerCore, key: tuple[str, int], future: FutureReplica)
         try:
             moved = storage.finish_move(key, old, broker.now_ms())
         except OSError:
-            ps.replace_log(storage.reopen(old, broker.now_ms()))  # back where it was
+            ps.replace_log(storage.reopen(old, broker.now_ms()), broker.now_ms())  # as it was
             raise
-        ps.replace_log(moved)
+        ps.replace_log(moved, broker.now_ms())
         storage.write_checkpoints(broker.partitions)
         log.info("partition %s-%d: replica moved to log dir %s in %.2fs (%d bytes, last round "
                  "%d bytes) log_end_offset=%d", *key, future.destination.path,

@@ -10,6 +10,7 @@ the committed-offset replay).
 from __future__ import annotations
 
 import errno
+import functools
 import logging
 import os
 import shutil
@@ -173,8 +174,15 @@ class Storage:
         # Fetch may sendfile from segment files only when they hold every byte.
         self.sendfile_capable = not page_cache
         self._checkpoint_lock = threading.Lock()
+        # Logs that met an I/O error or went offline since the broker last looked
+        # (``Log.on_trouble``): its log-directory check looks at these, not at every log.
+        self._troubled: set[tuple[str, int]] = set()
+        # Replicas placed or moved in a log directory and not yet seen assigned there in the
+        # metadata (AssignReplicasToDirs, ``broker.dir_assignments``).
+        self.unassigned: set[tuple[str, int]] = set()
         self._snapshot_seq = 0
         self._written_seq = 0
+        self._written: dict[tuple[Path, str], Offsets] = {}  # (dir, file) -> what it holds
         broker_values = {k: v for k, v in config.settings.items() if v is not None}
         self.base_config = LogConfig.from_kafka(broker_values)
         self.dirs = [LogDir(self.fs, path) for path in config.log_dirs]
@@ -236,13 +244,13 @@ class Storage:
         existed = self.fs.is_dir(path)
         if topic_id is not None and existed:
             self._check_topic_id(topic, partition, path, topic_id)
-        plog = Log.open(
+        plog = self._watched(key, Log.open(
             path, cfg, fs=self.fs, now_ms=now_ms,
             recovery_point=where.recovery.get(key, 0),
             log_start_offset=where.log_start.get(key, 0),
             clean_shutdown=where.clean_shutdown,
             was_compacted=key in self.cleaner.first_dirty,
-        )
+        ))
         if topic_id is not None and not existed:
             try:
                 self._check_topic_id(topic, partition, path, topic_id)
@@ -250,6 +258,7 @@ class Storage:
                 plog.close()
                 raise
         self._where[key] = where
+        self.unassigned.add(key)
         hw = clamp_high_watermark(where.hw.get(key), plog.log_start_offset, plog.log_end_offset)
         return plog, hw
 
@@ -316,21 +325,31 @@ class Storage:
             shutil.rmtree(future.path, ignore_errors=True)
             raise
         self._where[key] = future.destination
+        self.unassigned.add(key)
         source.forget(key)
-        moved = Log.open(str(target), old.config, fs=self.fs, now_ms=now_ms,
-                         recovery_point=old.recovery_point,
-                         log_start_offset=old.log_start_offset, clean_shutdown=True,
-                         was_compacted=key in self.cleaner.first_dirty)
+        moved = self._watched(key, Log.open(
+            str(target), old.config, fs=self.fs, now_ms=now_ms,
+            recovery_point=old.recovery_point, log_start_offset=old.log_start_offset,
+            clean_shutdown=True, was_compacted=key in self.cleaner.first_dirty))
         shutil.rmtree(deleted, ignore_errors=True)
         return moved
 
     def reopen(self, old: Log, now_ms: int) -> Log:
         """A log closed after a flush, opened again where it is (a move that failed)."""
         key = (old.topic_partition.topic, old.topic_partition.partition)
-        return Log.open(old.path, old.config, fs=self.fs, now_ms=now_ms,
-                        recovery_point=old.recovery_point,
-                        log_start_offset=old.log_start_offset, clean_shutdown=True,
-                        was_compacted=key in self.cleaner.first_dirty)
+        return self._watched(key, Log.open(
+            old.path, old.config, fs=self.fs, now_ms=now_ms,
+            recovery_point=old.recovery_point, log_start_offset=old.log_start_offset,
+            clean_shutdown=True, was_compacted=key in self.cleaner.first_dirty))
+
+    def _watched(self, key: tuple[str, int], plog: Log) -> Log:
+        plog.on_trouble = functools.partial(self._troubled.add, key)
+        return plog
+
+    def take_troubled(self) -> set[tuple[str, int]]:
+        """The partitions whose log met an I/O error or went offline since the last call."""
+        troubled, self._troubled = self._troubled, set()
+        return troubled
 
     def read_all(self, plog: Log, upto: int) -> Iterator[bytes | memoryview]:
         offset = plog.log_start_offset
@@ -379,9 +398,14 @@ class Storage:
                     continue
                 hw, rec, start = per_dir.get(d.path, ({}, {}, {}))
                 try:
-                    d.checkpoint_file(REPLICATION_OFFSET_CHECKPOINT).write(hw)
-                    d.checkpoint_file(RECOVERY_POINT_CHECKPOINT).write(rec)
-                    d.checkpoint_file(LOG_START_OFFSET_CHECKPOINT).write(start)
+                    for name, offsets in ((REPLICATION_OFFSET_CHECKPOINT, hw),
+                                          (RECOVERY_POINT_CHECKPOINT, rec),
+                                          (LOG_START_OFFSET_CHECKPOINT, start)):
+                        # An idle broker's offsets do not change: its files are not rewritten
+                        # (and fsynced) every interval. This is their only writer.
+                        if self._written.get((d.path, name)) != offsets:
+                            d.checkpoint_file(name).write(offsets)
+                            self._written[(d.path, name)] = offsets
                 except OSError as exc:
                     failure = failure or exc
                     if exc.errno in BROKEN_DISK_ERRNOS:

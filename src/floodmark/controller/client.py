@@ -507,6 +507,14 @@ class ControllerClient:
             if self.image.next_offset >= int(answer["end"]):
                 return
 
+    async def assign_replicas_to_dirs(self, directories: list[dict[str, object]]
+                                      ) -> dict[str, Any]:
+        """AssignReplicasToDirs (KIP-858): ``directories`` as ``dir_assignments`` builds it."""
+        answer = await self._active_call("assign_replicas_to_dirs", {
+            "broker_id": self.node_id, "broker_epoch": self.broker_epoch,
+            "directories": directories})
+        return _result(answer)
+
     async def alter_partition(self, topic: str, partition: int,
                               args: dict[str, Any]) -> dict[str, Any]:
         answer = await self._active_call("alter_partition",

@@ -20,7 +20,11 @@ floodmark's own log format. Kafka's record names, reduced to what floodmark need
 ``topic``              name, topic id, configs
 ``partition``          the full ``PartitionRegistration`` (replicas, ISR, leader, leader epoch,
                        partition epoch, recovery state, KIP-966 ELR and last known ELR):
-                       Kafka's PartitionRecord and PartitionChangeRecord in one shape
+                       Kafka's PartitionRecord and PartitionChangeRecord in one shape; with
+                       ``directories`` (KIP-858: the log directory id of each replica, in
+                       ``replicas`` order, ``UNASSIGNED_DIRECTORY`` where unknown) when
+                       AssignReplicasToDirs changed them; a record without it keeps each
+                       remaining replica's directory
 ``topic_configs``      a topic's whole config set after AlterConfigs / IncrementalAlterConfigs
 ``remove_topic``       topic deleted
 ``reassignment``       a partition reassignment in progress (KIP-455): ``target`` replicas,
@@ -68,6 +72,7 @@ from floodmark.settings import split_dynamic_configs, split_topic_configs
 
 __all__ = [
     "UNAPPLIED_KEPT",
+    "UNASSIGNED_DIRECTORY",
     "BrokerRegistration",
     "MetadataImage",
     "MetadataRecord",
@@ -149,12 +154,27 @@ class TopicImage:
     topic_id: uuid.UUID
     configs: dict[str, Any]
     partitions: dict[int, PartitionRegistration] = field(default_factory=dict)
+    directories: dict[int, dict[int, str]] = field(default_factory=dict)
+    """partition -> broker id -> the log directory id holding its replica (KIP-858's
+    ``directories``, assigned by AssignReplicasToDirs); a replica without one is unassigned."""
+
+    def directories_of(self, partition: int) -> list[str]:
+        """The record's ``directories``: one per replica, in ``replicas`` order."""
+        reg = self.partitions.get(partition)
+        assigned = self.directories.get(partition, {})
+        return [] if reg is None else [assigned.get(b, UNASSIGNED_DIRECTORY)
+                                       for b in reg.replicas]
 
     def unclean_leader_election_enable(self, default: bool = False) -> bool:
         value = self.configs.get("unclean.leader.election.enable", default)
         if isinstance(value, str):
             return value.strip().lower() == "true"
         return bool(value)
+
+
+UNASSIGNED_DIRECTORY = "unassigned"
+"""A replica whose log directory the controller has not been told (Kafka's
+``DirectoryId.UNASSIGNED``)."""
 
 
 def registration_to_record(topic: str, partition: int, reg: PartitionRegistration) -> MetadataRecord:
@@ -338,7 +358,21 @@ class MetadataImage:
         elif kind == "partition":
             topic = self.topics.get(str(rec["topic"]))
             if topic is not None:
-                topic.partitions[int(rec["partition"])] = record_to_registration(rec)
+                index = int(rec["partition"])
+                reg = record_to_registration(rec)
+                topic.partitions[index] = reg
+                directories = rec.get("directories")
+                if directories is not None:
+                    assigned = {b: str(d) for b, d in zip(reg.replicas, directories,
+                                                          strict=True)
+                                if d != UNASSIGNED_DIRECTORY}
+                else:  # unchanged for the replicas that remain (a new one is unassigned)
+                    before = topic.directories.get(index, {})
+                    assigned = {b: before[b] for b in reg.replicas if b in before}
+                if assigned:
+                    topic.directories[index] = assigned
+                else:
+                    topic.directories.pop(index, None)
         elif kind == "topic_configs":
             timage = self.topics.get(str(rec["name"]))
             if timage is not None:

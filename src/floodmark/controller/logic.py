@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -140,6 +140,8 @@ class ControllerLogic:
         self.on_change: Callable[[PartitionChangeNote], None] | None = None
         self.pending: list[tuple[int, MetadataRecord]] = []
         self.last_heartbeat_ms: dict[int, int] = {}
+        # broker id -> the ids of its failed log directories, as its last heartbeat said
+        self.offline_log_dirs: dict[int, frozenset[str]] = {}
         self._last_rebalance_ms = 0
         self._last_tick_ms = 0
         self.elections = elections if elections is not None else ElectionCounts()
@@ -288,6 +290,52 @@ class ControllerLogic:
                     self._reelect(topic, partition, why, isr,
                                   (broker_id,) if unclean_shutdown else ())
 
+    def assign_replicas_to_dirs(self, broker_id: int, broker_epoch: int,
+                                assignments: Mapping[str, Collection[tuple[str, int]]]
+                                ) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]:
+        """AssignReplicasToDirs (API 73, KIP-858): the broker says which of its log
+        directories (by directory id) holds each of its replicas. Each change is a partition
+        record with its ``directories``; the registration is unchanged (the directory is not
+        replication state: leader, ISR and epochs stay). A replica assigned to a directory the
+        broker's heartbeat reported failed goes offline at once. Answers the request's error
+        (STALE_BROKER_EPOCH) and one error per partition: UNKNOWN_TOPIC_OR_PARTITION, or
+        NOT_LEADER_OR_FOLLOWER for a partition the broker is no replica of."""
+        reg = self.image.brokers.get(broker_id)
+        if reg is None or reg.broker_epoch != broker_epoch:
+            return ErrorCode.STALE_BROKER_EPOCH, {}
+        errors: dict[tuple[str, int], ErrorCode] = {}
+        offline: list[tuple[str, int]] = []
+        failed_dirs = self.offline_log_dirs.get(broker_id, frozenset())
+        for directory_id, keys in sorted(assignments.items()):
+            for topic, partition in sorted(keys):
+                timage = self.image.topics.get(topic)
+                part = timage.partitions.get(partition) if timage is not None else None
+                if timage is None or part is None:
+                    errors[(topic, partition)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                if broker_id not in part.replicas:
+                    errors[(topic, partition)] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                    continue
+                errors[(topic, partition)] = ErrorCode.NONE
+                if directory_id in failed_dirs:
+                    offline.append((topic, partition))
+                if timage.directories.get(partition, {}).get(broker_id) == directory_id:
+                    continue  # already so (a repeated request)
+                directories = timage.directories_of(partition)
+                directories[part.replicas.index(broker_id)] = directory_id
+                self.emit({**registration_to_record(topic, partition, part),
+                           "directories": directories})
+                self.log.info("partition %s-%d: broker %d holds its replica in log dir %s",
+                              topic, partition, broker_id, directory_id)
+        if offline:
+            self._take_replicas_offline(broker_id, offline)
+        return ErrorCode.NONE, errors
+
+    def _replicas_in_dirs(self, broker_id: int, dirs: Collection[str]) -> list[tuple[str, int]]:
+        """The broker's replicas the metadata places in one of ``dirs``."""
+        return [(name, p) for name, t in self.image.topics.items()
+                for p, assigned in t.directories.items() if assigned.get(broker_id) in dirs]
+
     def _take_replicas_offline(self, broker_id: int,
                                keys: Collection[tuple[str, int]]) -> None:
         """The broker's replicas in a failed log directory (its heartbeat's offline log dirs,
@@ -370,11 +418,21 @@ class ControllerLogic:
 
     def heartbeat(self, broker_id: int, broker_epoch: int, now_ms: int,
                   want_shutdown: bool = False,
-                  offline_replicas: Collection[tuple[str, int]] = ()) -> HeartbeatAnswer:
+                  offline_replicas: Collection[tuple[str, int]] = (),
+                  offline_log_dirs: Collection[str] = ()) -> HeartbeatAnswer:
+        """``offline_log_dirs``: the ids of the broker's failed log directories; the replicas
+        the metadata places there (``directories``) go offline with ``offline_replicas`` (the
+        broker's own list of the replicas it could not assign yet)."""
         reg = self.image.brokers.get(broker_id)
         if reg is None or reg.broker_epoch != broker_epoch:
             return HeartbeatAnswer(ErrorCode.STALE_BROKER_EPOCH, fenced=True)
         self.last_heartbeat_ms[broker_id] = now_ms
+        if offline_log_dirs:  # KIP-858: their replicas, as the metadata's directories say
+            self.offline_log_dirs[broker_id] = frozenset(offline_log_dirs)
+            offline_replicas = sorted({*offline_replicas,
+                                       *self._replicas_in_dirs(broker_id, offline_log_dirs)})
+        else:
+            self.offline_log_dirs.pop(broker_id, None)
         if offline_replicas:
             self._take_replicas_offline(broker_id, offline_replicas)
         if want_shutdown:

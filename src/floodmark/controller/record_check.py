@@ -140,6 +140,12 @@ def _partition(rec: MetadataRecord) -> None:
     state = rec.get("leader_recovery_state", 0)
     if state not in {s.value for s in LeaderRecoveryState} or isinstance(state, bool):
         raise _bad(rec, f"leader_recovery_state {state!r} is unknown")
+    directories = rec.get("directories")
+    if directories is not None and (
+            not isinstance(directories, list) or len(directories) != len(replicas)
+            or not all(isinstance(d, str) and d for d in directories)):
+        raise _bad(rec, f"directories must be one directory id per replica, not "
+                        f"{directories!r}")
 
 
 def _reassignment(rec: MetadataRecord) -> None:

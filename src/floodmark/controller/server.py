@@ -645,7 +645,8 @@ class ControllerServer:
             int(a["broker_id"]), int(a["broker_epoch"]), now_ms(),
             bool(a.get("want_shutdown", False)),
             offline_replicas=[(str(t), int(p)) for t, p in offline]
-            if isinstance(offline, list) else ())
+            if isinstance(offline, list) else (),
+            offline_log_dirs=[str(d) for d in a.get("offline_log_dirs") or ()])
         errors = a.get("metadata_errors")
         if isinstance(errors, dict):
             self.broker_metadata_errors[int(a["broker_id"])] = errors
@@ -655,6 +656,27 @@ class ControllerServer:
         return {"error": int(ans.error), "fenced": ans.fenced,
                 "shutdown_ready": ans.shutdown_ready, "end": self.image.next_offset,
                 "session_timeout_ms": self.config.broker_session_timeout_ms}
+
+    def _rpc_assign_replicas_to_dirs(self, a: dict[str, Any]) -> dict[str, Any]:
+        """AssignReplicasToDirs (API 73, KIP-858) in this control plane's JSON: ``directories``
+        as Kafka's request has them, each ``{"id", "topics": [{"name", "partitions":
+        [{"partition_index"}]}]}`` (topic names where Kafka has topic ids); the answer's
+        ``directories`` the same shape with an ``error_code`` per partition."""
+        assignments: dict[str, list[tuple[str, int]]] = {}
+        for d in a.get("directories") or ():
+            assignments.setdefault(str(d["id"]), []).extend(
+                (str(t["name"]), int(p["partition_index"]))
+                for t in d["topics"] for p in t["partitions"])
+        error, per_partition = self._active().assign_replicas_to_dirs(
+            int(a["broker_id"]), int(a["broker_epoch"]), assignments)
+        return {"error_code": int(error), "directories": [
+            {"id": directory_id, "topics": [
+                {"name": name, "partitions": [
+                    {"partition_index": p,
+                     "error_code": int(per_partition.get((name, p), error))}
+                    for t, p in keys if t == name]}
+                for name in sorted({t for t, _ in keys})]}
+            for directory_id, keys in sorted(assignments.items())]}
 
     def _rpc_alter_partition(self, a: dict[str, Any]) -> dict[str, Any]:
         request = AlterPartitionRequest(
@@ -789,7 +811,8 @@ class ControllerServer:
             for b in sorted(self.image.brokers.values(), key=lambda b: b.broker_id)
         ]
         topics = {
-            name: {str(p): registration_to_record(name, p, reg)
+            name: {str(p): {**registration_to_record(name, p, reg),
+                            "directories": t.directories_of(p)}
                    for p, reg in sorted(t.partitions.items())}
             for name, t in sorted(self.image.topics.items())
         }

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from floodmark.controller.image import (
     MetadataImage,
     MetadataRecord,
+    TopicImage,
     UnappliedRecord,
     acl_to_record,
     quota_to_record,
@@ -79,6 +80,13 @@ IMAGE_FIELDS = frozenset({"next_offset", "cluster_id", "brokers", "topics", "nex
 with the class, so a new image field cannot be forgotten by snapshots)."""
 
 
+def _with_directories(rec: MetadataRecord, topic: TopicImage, partition: int) -> MetadataRecord:
+    """A partition's record with its replicas' log directories (KIP-858), where any is known."""
+    if topic.directories.get(partition):
+        rec["directories"] = topic.directories_of(partition)
+    return rec
+
+
 def image_records(image: MetadataImage) -> list[MetadataRecord]:
     """Records that replay into an empty image to give ``image`` (all but ``next_offset``)."""
     out: list[MetadataRecord] = []
@@ -103,7 +111,8 @@ def image_records(image: MetadataImage) -> list[MetadataRecord]:
     for name, t in sorted(image.topics.items()):
         out.append({"type": "topic", "name": name, "topic_id": str(t.topic_id),
                     "configs": dict(t.configs)})
-        out.extend(registration_to_record(name, p, reg) for p, reg in sorted(t.partitions.items()))
+        out.extend(_with_directories(registration_to_record(name, p, reg), t, p)
+                   for p, reg in sorted(t.partitions.items()))
     for (topic, partition), r in sorted(image.reassignments.items()):
         out.append({"type": "reassignment", "topic": topic, "partition": partition,
                     "target": list(r.target), "adding": list(r.adding),

@@ -275,8 +275,8 @@ class ModelLog:
     def log_end_offset(self) -> int:
         return len(self.entries)
 
-    def assign_epoch(self, epoch: int, start_offset: int) -> None:
-        self.epoch_cache.assign(epoch, start_offset)
+    def assign_epoch(self, epoch: int, start_offset: int, *, durable: bool = True) -> None:
+        self.epoch_cache.assign(epoch, start_offset)  # (the model's log is durable at once)
 
     def truncate_to(self, offset: int) -> None:
         if offset < len(self.entries):

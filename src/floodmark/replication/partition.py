@@ -174,6 +174,10 @@ class LeaderState:
     isr_state: IsrState
     leader_epoch_start_offset: int  # LESO: the LEO when this epoch began (KAFKA-7128)
     recovery_state: LeaderRecoveryState = LeaderRecoveryState.RECOVERED
+    # False while the runner writes this epoch's (epoch, start offset) checkpoint in a batch
+    # with other partitions' (``epoch_start_pending``): no record of the epoch is appended
+    # before it is durable (``check_produce``). True when ``AssignEpoch`` was applied at once.
+    epoch_start_durable: bool = True
 
 
 class FetchPhase(enum.Enum):
@@ -384,6 +388,34 @@ class Partition:
         effects.extend(self._maybe_increment_hw(log, now_ms))
         return effects
 
+    def epoch_start_pending(self, leader_epoch: int) -> None:
+        """The runner applies this leadership's ``AssignEpoch`` in a batch of durable writes
+        (many partitions at once, off the event loop): until ``epoch_start_durable`` no record
+        is appended (``check_produce``: NOT_LEADER_OR_FOLLOWER), so none of this epoch can be
+        acknowledged, and follower fetches and OffsetsForLeaderEpoch get UNKNOWN_LEADER_EPOCH
+        (retriable): a follower holding records of an epoch this leader never saw would be
+        told to truncate by the new entry (KAFKA-7415), and must not be before it is on disk."""
+        role = self.role
+        if isinstance(role, LeaderState) and role.leader_epoch == leader_epoch:
+            self.role = replace(role, epoch_start_durable=False)
+
+    def epoch_start_durable(self, leader_epoch: int, now_ms: int) -> None:
+        """The checkpoint holding ``leader_epoch``'s start is durable: writes are accepted, and
+        the in-sync followers, which could not fetch meanwhile, count as caught up now (as at
+        the start of a leadership). A stale call (another epoch or role since) changes
+        nothing."""
+        role = self.role
+        if not (isinstance(role, LeaderState) and role.leader_epoch == leader_epoch
+                and not role.epoch_start_durable):
+            return
+        self.role = replace(role, epoch_start_durable=True)
+        for replica_id in role.isr_state.isr:
+            state = self.replica_states.get(replica_id)
+            if state is not None:
+                self.replica_states[replica_id] = replace(
+                    state, last_caught_up_time_ms=max(state.last_caught_up_time_ms, now_ms))
+        self._log("epoch start durable: accepting writes")
+
     def _update_leader_isr(
         self, log: LogView, registration: PartitionRegistration, now_ms: int
     ) -> list[Effect]:
@@ -455,7 +487,8 @@ class Partition:
         """Before appending: not leader, or acks=all with the ISR below min ISR (nothing appended).
         The produce path answers NOT_ENOUGH_REPLICAS only to a batch that is not already in the
         log (``produce.produce_as_leader``: a retry of one is answered as its original)."""
-        if not isinstance(self.role, LeaderState):
+        if not isinstance(self.role, LeaderState) or not self.role.epoch_start_durable:
+            # (Leader of an epoch whose start is not durable yet: not a leader for writes.)
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         if acks == ACKS_ALL and len(self.role.isr_state.isr) < self._effective_min_isr(
             self.role.replicas
@@ -554,6 +587,10 @@ class Partition:
         if error is not ErrorCode.NONE:
             return FetchDecision(error, self.leader_epoch)
         assert isinstance(role, LeaderState)  # check_replica_fetch answered NOT_LEADER otherwise
+        if not role.epoch_start_durable:
+            # Not leader of this epoch on disk yet (``epoch_start_pending``): no divergence
+            # answer may rest on the new entry; the follower retries after its backoff.
+            return FetchDecision(ErrorCode.UNKNOWN_LEADER_EPOCH, self.leader_epoch)
         hw_snapshot = self.high_watermark
         leo = log.log_end_offset
         log_start = log.log_start_offset
@@ -608,6 +645,9 @@ class Partition:
             self.leader_epoch, query.current_leader_epoch, query.leader_epoch,
             is_leader=self.is_leader
         )
+        if error is ErrorCode.NONE and isinstance(self.role, LeaderState) \
+                and not self.role.epoch_start_durable:
+            error = ErrorCode.UNKNOWN_LEADER_EPOCH  # as a follower's fetch, above
         if error is not ErrorCode.NONE:
             return error, EpochEndOffset(UNDEFINED_EPOCH, -1)
         answer = leader_end_offset_for(
@@ -665,8 +705,8 @@ class Partition:
         """Periodic check (every replica.lag.time.max.ms / 2): propose removing lagging members;
         the HW does not move until the controller commits the shrink."""
         role = self.role
-        if not isinstance(role, LeaderState):
-            return []
+        if not isinstance(role, LeaderState) or not role.epoch_start_durable:
+            return []  # (its followers cannot fetch before its epoch start is durable)
         lagging = isr_rules.out_of_sync_replicas(
             role.isr_state,
             leader_id=self.config.broker_id,

@@ -161,10 +161,16 @@ class LeaderEpochCheckpointFile:
     def write(self, entries: Iterable[EpochEntry], *, sync_dir: bool = True) -> None:
         """Replace the file atomically. ``sync_dir=False`` leaves the directory fsync (which
         makes the rename durable) to the caller, who must do it before relying on the file."""
+        _write_atomically(self.fs, self.path, self.render(entries).decode("utf-8"),
+                          sync_dir=sync_dir)
+
+    @staticmethod
+    def render(entries: Iterable[EpochEntry]) -> bytes:
+        """The file's contents for ``entries``."""
         items = list(entries)
         lines = [str(CHECKPOINT_VERSION), str(len(items))]
         lines.extend(f"{e.epoch} {e.start_offset}" for e in items)
-        _write_atomically(self.fs, self.path, "\n".join(lines) + "\n", sync_dir=sync_dir)
+        return ("\n".join(lines) + "\n").encode("utf-8")
 
     def read(self) -> list[EpochEntry]:
         """Entries in file order; [] if the file does not exist. Raises CorruptCheckpointError

@@ -22,9 +22,10 @@ import contextlib
 import errno
 import logging
 import posixpath
+import threading
 import zlib
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.records import (
@@ -94,9 +95,21 @@ class Log:
         self._dir_dirty = False
         self._closed = False
         self._epoch_checkpoint_pending = False
+        # Every write of leader-epoch-checkpoint started gets a version; the latest one known
+        # durable is kept, so a batched write (``storage.epoch_checkpoints``) that a later one
+        # overtook neither renames its older text over the newer file nor counts as durable.
+        self._epoch_checkpoint_version = 0
+        self._epoch_checkpoint_durable_version = 0
+        # Held while the checkpoint's files are touched, by the loop's writes and by a batch's
+        # worker thread (``storage.epoch_checkpoints``): a worker checks that its write is still
+        # the latest and renames it under it, so no older text lands over a newer one.
+        self.epoch_checkpoint_lock = threading.Lock()
         self._flush_generation = 0  # bumped by truncation: older flush tickets are stale
         self._storage_error: str | None = None
-        self.last_io_error: str | None = None  # see ``_failed_write``
+        self._last_io_error: str | None = None  # see ``_failed_write``
+        self.on_trouble: Callable[[], None] | None = None
+        """Called when the log meets an I/O error or goes offline (the broker's log-directory
+        check looks at such logs only, not at every log each round)."""
         self._was_compacted = False  # see ``gaps_allowed``
         # Bytes read per step when scanning from an index entry to a batch: one index interval
         # plus room for the next header.
@@ -170,11 +183,51 @@ class Log:
 
     def _write_epoch_checkpoint(self) -> None:
         try:
-            self._epoch_file.write(self.epoch_cache.entries())
+            with self.epoch_checkpoint_lock:
+                self._epoch_checkpoint_version += 1
+                version = self._epoch_checkpoint_version
+                self._epoch_file.write(self.epoch_cache.entries())
         except OSError as exc:
             self._epoch_checkpoint_pending = True
             raise self._failed_write("writing leader-epoch-checkpoint", exc) from exc
         self._epoch_checkpoint_pending = False
+        self._epoch_checkpoint_durable_version = version
+
+    # -- A batched (deferred) epoch checkpoint write: ``storage.epoch_checkpoints`` ----------------
+    def begin_epoch_checkpoint(self) -> tuple[int, str, bytes]:
+        """Start a write of the checkpoint as the cache is now: (version, path, contents).
+        The caller (any thread) writes ``path + ".tmp"`` and later renames it, each holding
+        ``epoch_checkpoint_lock`` and only while ``epoch_checkpoint_current(version)``; fsyncs
+        the temp file before the rename and the directory after it; then calls
+        ``end_epoch_checkpoint`` on the log's own thread."""
+        with self.epoch_checkpoint_lock:
+            self._epoch_checkpoint_version += 1
+            return (self._epoch_checkpoint_version, self._epoch_file.path,
+                    self._epoch_file.render(self.epoch_cache.entries()))
+
+    def epoch_checkpoint_current(self, version: int) -> bool:
+        """No later write of the checkpoint started since ``version`` (and the log is open):
+        its temporary file is its own, and may be renamed over the checkpoint. Ask holding
+        ``epoch_checkpoint_lock``."""
+        return version == self._epoch_checkpoint_version and not self._closed
+
+    def end_epoch_checkpoint(self, version: int, error: OSError | None, *,
+                             installed: bool) -> bool:
+        """The batched write ``version`` ended: its temp file synced, renamed if it was still
+        current (``installed``), the directory synced. True when the file now durably holds
+        at least what that write held (this write, or a later one that completed)."""
+        if error is not None:
+            if version == self._epoch_checkpoint_version:
+                self._epoch_checkpoint_pending = True  # retried at the next append or flush
+            failed = self._failed_write("writing leader-epoch-checkpoint", error)
+            logger.error("%s %s", self._ctx(), failed.message)
+            return False
+        if installed:
+            if version == self._epoch_checkpoint_version:
+                self._epoch_checkpoint_pending = False
+            self._epoch_checkpoint_durable_version = max(self._epoch_checkpoint_durable_version,
+                                                         version)
+        return self._epoch_checkpoint_durable_version >= version
 
     def _write_epoch_checkpoint_after_append(self) -> None:
         """The batches are written: a checkpoint that cannot be written now (full disk) is
@@ -444,7 +497,7 @@ class Log:
             segment.index.truncate_to_position(position)
             segment.time_index.truncate_to_offset(first_offset)
         except OSError as exc:  # pragma: no cover - truncation frees space; EIO only
-            self._storage_error = f"could not undo a failed append at position {position}: {exc}"
+            self._go_offline(f"could not undo a failed append at position {position}: {exc}")
             logger.error("%s %s; the log is offline", self._ctx(), self._storage_error)
             return  # offline: recovery at the next start truncates the torn tail
         (segment.bytes_since_last_index_entry, segment.max_timestamp,
@@ -461,14 +514,17 @@ class Log:
         return KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
                           f"{self.topic_partition}: {doing} failed: {exc.strerror or exc}")
 
-    def assign_epoch(self, epoch: int, start_offset: int) -> None:
+    def assign_epoch(self, epoch: int, start_offset: int, *, durable: bool = True) -> None:
         """Becoming leader of ``epoch`` (KAFKA-7415): record it at ``start_offset`` (normally
-        the LEO) and make the checkpoint durable before accepting writes."""
+        the LEO) and make the checkpoint durable before accepting writes. ``durable=False``
+        only records it: the caller makes the checkpoint durable (a batch of many partitions'
+        writes, ``storage.epoch_checkpoints``) and accepts no write before that."""
         if self.epoch_cache.assign(epoch, start_offset):
             logger.info(
                 "%s assigned leader epoch %d at offset %d", self._ctx(), epoch, start_offset
             )
-        self._write_epoch_checkpoint()
+        if durable:
+            self._write_epoch_checkpoint()
 
     # -- Reads -------------------------------------------------------------------------------------
     @property
@@ -810,7 +866,7 @@ class Log:
         except swap.SwapError as exc:
             if exc.started:
                 # Half swapped: the log is offline; the next open completes the swap.
-                self._storage_error = str(exc)
+                self._go_offline(str(exc))
                 logger.error("%s %s; the log is offline", self._ctx(), self._storage_error)
                 raise self._failed_write(f"swapping in cleaned segment {first}",
                                          exc.cause) from exc
@@ -872,7 +928,7 @@ class Log:
 
     def complete_flush(self, ticket: FlushTicket) -> None:
         if not ticket.done:
-            self._storage_error = f"fsync failed: {ticket.error}"
+            self._go_offline(f"fsync failed: {ticket.error}")
             logger.error("%s %s; the log is offline", self._ctx(), self._storage_error)
             raise KafkaError(
                 ErrorCode.KAFKA_STORAGE_ERROR, f"{self.topic_partition}: {self._storage_error}"
@@ -902,7 +958,23 @@ class Log:
         from now on, as after a failed fsync; the next start recovers it (if its disk is
         back)."""
         if self._storage_error is None:
-            self._storage_error = reason
+            self._go_offline(reason)
+
+    @property
+    def last_io_error(self) -> str | None:
+        """The last I/O error a write met (not a full disk): its directory has failed."""
+        return self._last_io_error
+
+    @last_io_error.setter
+    def last_io_error(self, error: str | None) -> None:
+        self._last_io_error = error
+        if error is not None and self.on_trouble is not None:
+            self.on_trouble()
+
+    def _go_offline(self, reason: str) -> None:
+        self._storage_error = reason
+        if self.on_trouble is not None:
+            self.on_trouble()
 
     @property
     def offline(self) -> bool:

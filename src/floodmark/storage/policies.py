@@ -40,6 +40,13 @@ def deletable_segments(segments: Sequence[Segment], log_start_offset: int, high_
     return count
 
 
+def flush_checks_needed(config: LogConfig) -> bool:
+    """Can a periodic flush check ever flush a log with this config? Not with FlushPolicy.OS
+    (nothing requests a flush there, ``flush_due`` is always False): such a log needs no
+    check timer at all, which is most logs of a broker with Kafka's defaults."""
+    return config.flush_policy is not FlushPolicy.OS
+
+
 def flush_due(config: LogConfig, *, requested: bool, unflushed_messages: int,
               last_flush_ms: int, now_ms: int) -> bool:
     """Is a flush due? A requested one always (group commit, or an explicit request); with

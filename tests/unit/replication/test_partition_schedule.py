@@ -25,6 +25,7 @@ from floodmark.replication.partition import (
 from floodmark.replication.purgatory import CompleteProduce
 from floodmark.replication.reads import FetchIsolation, read_bound
 from floodmark.replication.schedule import PeriodicWork, Schedule, first_due_ms
+from floodmark.storage.config import FlushPolicy, LogConfig
 from floodmark.storage.log import Log
 
 
@@ -118,7 +119,8 @@ def test_a_broker_partition_flushes_through_its_policy_and_asks_for_one_checkpoi
             self.checkpoints += 1
 
     hooks = Hooks()
-    plog = Log.open(str(tmp_path / "t-0"), now_ms=0)
+    interval = LogConfig(flush_interval_ms=1000, flush_policy=FlushPolicy.INTERVAL)
+    plog = Log.open(str(tmp_path / "t-0"), interval, now_ms=0)
     ps = PartitionState("t", 0, node_id=1, log=plog, hooks=hooks, flush_check_interval_ms=500,
                         checkpoint_interval_ms=5000, opened_ms=1_200)
     ps.apply_metadata(PartitionRegistration((1,), (1,), 1, 0, 0), 1_200)
@@ -127,6 +129,19 @@ def test_a_broker_partition_flushes_through_its_policy_and_asks_for_one_checkpoi
     assert hooks.flushed == [("t", 0)] and hooks.checkpoints == 0
     ps.driver.tick(5_000)
     assert hooks.flushed == [("t", 0)] * 2 and hooks.checkpoints == 1
+    # Kafka's default flush policy (the OS writes back) never flushes on a check: no timer.
+    ps.reconfigure(LogConfig(), 1, 5_200)
+    assert ps.driver.next_deadline_ms() == 10_000  # the checkpoint's, at the same phase
+    ps.reconfigure(interval, 1, 5_200)
+    assert ps.driver.next_deadline_ms() == 5_500
+    plog.close()
+
+
+def test_a_log_with_the_os_flush_policy_has_no_flush_timer(tmp_path: Path) -> None:
+    plog = Log.open(str(tmp_path / "t-0"), now_ms=0)
+    ps = PartitionState("t", 0, node_id=1, log=plog, flush_check_interval_ms=500,
+                        replica_lag_time_max_ms=30_000, opened_ms=1_200)
+    assert ps.driver.next_deadline_ms() == 15_000  # the ISR check only
     plog.close()
 
 
