@@ -33,3 +33,12 @@ def test_crc32c_is_the_packages_function() -> None:
     for data in (b"", b"123456789", bytes(range(256)) * 3):
         assert records.crc32c_of(data) == crc32c.crc32c(data)
     assert records.crc32c_of(b"123456789") == 0xE3069283  # CRC-32C's check value
+
+
+def test_the_cli_filters_by_kafkas_config_source_names() -> None:
+    from floodmark.cli import config as cli_config
+    from floodmark.settings import ConfigSource
+
+    assert set(cli_config._DYNAMIC.values()) <= set(ConfigSource.__members__)
+    assert cli_config.source_name(int(ConfigSource.DYNAMIC_TOPIC_CONFIG)) == "DYNAMIC_TOPIC_CONFIG"
+    assert cli_config.source_name(99) == "source 99"
