@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import enum
 import functools
+import importlib.machinery
+import importlib.util
 import struct
-from collections.abc import Iterator, Sequence
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-
-import crc32c
+from typing import Any
 
 from floodmark.compression import Compression, CompressionError, compress, decompress
 from floodmark.constants import NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID
@@ -93,7 +95,27 @@ class CorruptRecordError(CorruptDataError, ValueError):
         self.position = position
 
 
-_crc32c = crc32c.crc32c
+def _crc32c_function() -> Callable[[Any], int]:
+    """The ``crc32c`` package's C function, loaded without the package's ``__init__``: that
+    one asks ``importlib.metadata`` for the package's own version, which imports email, zipfile,
+    csv and datetime and reads the installed distributions' metadata (more CPU than the rest of
+    a CLI command's start-up takes). Imported as usual when the extension is not found alone or
+    the package is loaded already."""
+    if "crc32c" not in sys.modules:
+        found = importlib.util.find_spec("crc32c")  # finds, does not run, the package
+        places = None if found is None else found.submodule_search_locations
+        spec = (None if places is None
+                else importlib.machinery.PathFinder.find_spec("crc32c._crc32c", list(places)))
+        if spec is not None and isinstance(spec.loader, importlib.machinery.ExtensionFileLoader):
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            return module.crc32c  # type: ignore[no-any-return]
+    import crc32c
+
+    return crc32c.crc32c
+
+
+_crc32c = _crc32c_function()
 
 
 def crc32c_of(data: Buffer) -> int:

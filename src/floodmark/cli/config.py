@@ -33,7 +33,6 @@ from floodmark.cli.common import (
 )
 from floodmark.client.cluster import ClusterClient, error_text
 from floodmark.security.quotas import CLIENT_ID, USER
-from floodmark.settings import ConfigSource
 
 API_DESCRIBE_CONFIGS, DESCRIBE_CONFIGS_VERSION = 32, 4
 API_INCREMENTAL_ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS_VERSION = 44, 1
@@ -41,10 +40,11 @@ RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
 OP_SET, OP_DELETE = 0, 1
 ENTITY_TYPES = ("topics", "brokers", "users", "clients")
 _QUOTA_TYPES = {"users": USER, "clients": CLIENT_ID}
-# What ``describe`` without ``--all`` shows (kafka-configs.sh's filter): the entity's own layer.
-_DYNAMIC = {"topics": ConfigSource.DYNAMIC_TOPIC_CONFIG,
-            "brokers": ConfigSource.DYNAMIC_BROKER_CONFIG,
-            "broker-default": ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG}
+# What ``describe`` without ``--all`` shows (kafka-configs.sh's filter): the entity's own layer,
+# by its ConfigSource name (floodmark.settings.ConfigSource: the CLI does not import the broker's
+# settings, which load the storage layer, at every command's start).
+_DYNAMIC = {"topics": "DYNAMIC_TOPIC_CONFIG", "brokers": "DYNAMIC_BROKER_CONFIG",
+            "broker-default": "DYNAMIC_DEFAULT_BROKER_CONFIG"}
 _SCRAM_PREFIX = "SCRAM-SHA-"
 
 
@@ -72,6 +72,8 @@ class ConfigEntry:
 
 
 def source_name(code: int) -> str:
+    from floodmark.settings import ConfigSource
+
     try:
         return ConfigSource(code).name
     except ValueError:
@@ -196,7 +198,7 @@ def config_describe(args: argparse.Namespace) -> int:
             resource_type = RESOURCE_TOPIC if kind == "topics" else RESOURCE_BROKER
             entries = describe_configs(cluster, resource_type, resource, node)
             if not args.all:
-                entries = [e for e in entries if e.source == _DYNAMIC[kind].name]
+                entries = [e for e in entries if e.source == _DYNAMIC[kind]]
             results.append({"kind": kind, "name": resource, "configs": entries})
     if args.json:
         print(json.dumps([{"entity_type": "brokers" if r["kind"] == "broker-default"

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import base64
 import json
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -61,6 +59,9 @@ def _client_credentials(url: str, props: Mapping[str, str]) -> str:
     form = {"grant_type": "client_credentials"}
     if props.get("sasl.oauthbearer.scope"):
         form["scope"] = props["sasl.oauthbearer.scope"]
+    import urllib.error  # http.client, email, ...: only a client asking a token endpoint
+    import urllib.request
+
     basic = base64.b64encode(
         f"{urllib.parse.quote(client_id)}:{urllib.parse.quote(secret)}".encode()).decode()
     request = urllib.request.Request(

@@ -45,11 +45,17 @@ StateCheck = Callable[[Model, StateView], str | None]
 TransitionCheck = Callable[[Model, StateView, Action, StateView], str | None]
 
 
-def replica_views(model: Model, state: StateView) -> list[spec.ReplicaView]:
-    """The state's replicas as the shared invariants see them (no producer state: no LSO)."""
-    return [spec.ReplicaView(model.config.name(r), rep.log, rep.hw, rep.leader_epoch,
-                             rep.is_leader)
-            for r, rep in enumerate(state.replicas)]
+def replica_views(model: Model, state: StateView) -> tuple[spec.ReplicaView, ...]:
+    """The state's replicas as the shared invariants see them (no producer state: no LSO);
+    built once per view (several invariants read them)."""
+    cached = model.replica_views_of
+    if cached is not None and cached[0] is state:
+        return cached[1]
+    name = model.config.name
+    views = tuple([spec.ReplicaView(name(r), rep.log, rep.hw, rep.leader_epoch, rep.is_leader)
+                   for r, rep in enumerate(state.replicas)])
+    model.replica_views_of = (state, views)
+    return views
 
 
 def hw_below_leo(model: Model, state: StateView) -> str | None:

@@ -88,6 +88,7 @@ from floodmark.replication.partition import (
 )
 from floodmark.replication.produce import produce_as_leader, write_marker_as_leader
 from floodmark.replication.producer_state import ProducerStateTable
+from floodmark.spec.partition import ReplicaView
 
 STUCK_FETCH = "StuckFetch"
 """Action kind of a diverging fetch whose truncation cuts nothing (a livelock)."""
@@ -278,6 +279,12 @@ class Model:
         self.skip_noop_metadata = True
         self.state_verdicts: dict[tuple[object, ...], object] = {}
         self.transition_verdicts: dict[tuple[object, ...], object] = {}
+        # The search checks every step out of one state (the same ``before``) and then each new
+        # state (the step's ``after``): the two views used last are kept, by identity.
+        self._views: list[tuple[ModelState, StateView]] = []
+        self.replica_views_of: tuple[StateView, tuple[ReplicaView, ...]] | None = None
+        """The last view's replicas as the shared invariants see them (``mc.invariants``
+        judges one view with several of them)."""
 
     # -- values ------------------------------------------------------------------------------
     def replica(self, rid: int) -> ReplicaValue:
@@ -291,8 +298,14 @@ class Model:
         return value
 
     def view(self, state: ModelState) -> StateView:
+        views = self._views
+        for i, (seen, view) in enumerate(views):
+            if seen is state:
+                if i == 0 and len(views) == 2:
+                    views.reverse()  # the most recently used last
+                return view
         values = self._replicas.values
-        return StateView(
+        view = StateView(
             tuple([values[r] for r in state.replicas]),  # type: ignore[misc]
             self.controller(state.controller),
             state.committed,
@@ -300,6 +313,8 @@ class Model:
             state.changes_left,
             txns=state.txns,
         )
+        self._views = [views[-1], (state, view)] if views else [(state, view)]
+        return view
 
     def full_view(self, state: ModelState) -> StateView:
         """``view`` plus the published changes not yet applied everywhere (for traces)."""

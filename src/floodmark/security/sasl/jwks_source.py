@@ -13,7 +13,6 @@ import logging
 import os
 import threading
 import urllib.parse
-import urllib.request
 from pathlib import Path
 
 from floodmark.security.sasl.oauthbearer import JsonWebKey, parse_jwks
@@ -79,6 +78,8 @@ class KeySet:
                 raise ValueError(f"sasl.oauthbearer.jwks.endpoint.url={self.url}: not UTF-8 "
                                  "text") from None
             return parse_jwks(text, f"sasl.oauthbearer.jwks.endpoint.url={self.url}")
+        import urllib.request  # http.client, email, ...: only a broker with a JWKS URL loads them
+
         try:
             with urllib.request.urlopen(self.url, timeout=FETCH_TIMEOUT_S) as resp:
                 body = resp.read(MAX_DOCUMENT_BYTES + 1)
