@@ -29,7 +29,7 @@ from floodmark.broker.share_group.coordinator import (
     ShareHeartbeatAnswer,
     TopicInfo,
 )
-from floodmark.broker.share_group.driver import ShareKey, share_topics
+from floodmark.broker.share_group.driver import Change, ShareKey, share_topics
 from floodmark.broker.share_group.partition import (
     Acknowledgement,
     AcknowledgeType,
@@ -247,10 +247,11 @@ def _not_for_consumers(data: bytes | memoryview,
     return out
 
 
-async def _persist(ctx: HandlerContext, keys: Iterable[ShareKey]) -> dict[ShareKey, ErrorCode]:
+async def _persist(ctx: HandlerContext, changes: Iterable[Change]
+                   ) -> dict[ShareKey, ErrorCode]:
     """Write the changed share partitions' state; the keys whose write failed, with the
     error to answer for them."""
-    errors = await ctx.share_groups.save(list(keys))
+    errors = await ctx.share_groups.save(changes)
     return {k: state_error(e) for k, e in errors.items() if e is not ErrorCode.NONE}
 
 
@@ -268,7 +269,7 @@ def _acknowledgements(batches: Iterable[WireRequest]) -> list[Acknowledgement] |
 
 async def _acknowledge(ctx: HandlerContext, member_id: str, key: ShareKey,
                        batches: Iterable[WireRequest], names: dict[uuid.UUID, str],
-                       changed: list[ShareKey], denied: TopicGate | None
+                       changed: list[Change], denied: TopicGate | None
                        ) -> tuple[ErrorCode, str | None]:
     err, ps = _leader(ctx, key[1], key[2], names, denied)
     if err is not ErrorCode.NONE or ps is None:
@@ -281,7 +282,7 @@ async def _acknowledge(ctx: HandlerContext, member_id: str, key: ShareKey,
         return err, "the share partition's state is not loaded here yet"
     res = core.acknowledge(member_id, acks)
     if res.changed:
-        changed.append(key)
+        changed.append((key, core))
         ctx.purgatory.wake((ps.topic, ps.partition))  # released records: a waiting fetch
     return res.error, res.message
 
@@ -331,7 +332,7 @@ async def _share_fetch(ctx: HandlerContext, header: RequestHeader, req: WireRequ
     if started.error is not ErrorCode.NONE:
         return _session_error(started.error, started.message,
                               acquisition_lock_timeout=lock_ms)
-    changed: list[ShareKey] = []
+    changed: list[Change] = []
     for closed in started.closed:
         changed += groups.close_session(closed)
     session = started.session
@@ -359,7 +360,7 @@ async def _share_fetch(ctx: HandlerContext, header: RequestHeader, req: WireRequ
                     key = (group_id, f.topic_id, int(index))
                     loaded = groups.partitions.get(key)
                     if loaded is not None and loaded.core.release_member(member_id):
-                        changed.append(key)
+                        changed.append((key, loaded.core))
     if epoch == FINAL_EPOCH:
         if session is not None:
             changed += groups.close_session(session)
@@ -403,7 +404,7 @@ def _unsaved(ack_errors: dict[tuple[uuid.UUID, int], tuple[ErrorCode, str | None
 
 
 async def _acquire_all(ctx: HandlerContext, session: ShareSession, max_records: int,
-                       budget: int, names: dict[uuid.UUID, str], changed: list[ShareKey],
+                       budget: int, names: dict[uuid.UUID, str], changed: list[Change],
                        denied: TopicGate | None) -> dict[tuple[uuid.UUID, int], WireResponse]:
     out: dict[tuple[uuid.UUID, int], WireResponse] = {}
     left = max_records
@@ -421,7 +422,7 @@ async def _acquire_all(ctx: HandlerContext, session: ShareSession, max_records: 
             entry["error_code"] = int(err)
             continue
         if core.expire_locks(ctx.now_ms()):
-            changed.append(key)
+            changed.append((key, core))
         committed = ctx.share_groups.settings.read_committed
         start = core.first_acquirable(_fetch_bound(ctx, ps))
         if start is None:
@@ -436,11 +437,11 @@ async def _acquire_all(ctx: HandlerContext, session: ShareSession, max_records: 
             continue
         if committed and core.skip(_not_for_consumers(read.records.records,
                                                       read.aborted or ())):
-            changed.append(key)
+            changed.append((key, core))
         got = core.acquire(session.member_id, read.records.next_offset, left, ctx.now_ms())
         if not got.changed:
             continue
-        changed.append(key)
+        changed.append((key, core))
         data = read.records.records
         entry["records"] = bytes(data)
         budget -= len(data)
@@ -489,7 +490,7 @@ async def _share_acknowledge(ctx: HandlerContext, req: WireRequest, conn: Client
     if started.error is not ErrorCode.NONE:
         return _session_error(started.error, started.message)
     names = _names_by_id(ctx)
-    changed: list[ShareKey] = []
+    changed: list[Change] = []
     answers: dict[tuple[uuid.UUID, int], tuple[ErrorCode, str | None]] = {}
     for t in req.topics:
         if t.topic_id is None:

@@ -11,6 +11,22 @@ previous leader of the partition), or, when none was ever written, placed by
 is loaded again the same way. Every change is written (``save``) before the request that made
 it is answered; a write that fails drops the share partition here, so the next request loads
 what the coordinator holds: nothing is answered that a failover could forget.
+
+**A new leader epoch at the same leader.** The leader epoch can move on while this broker keeps
+leading the partition (re-elected after its controller session lapsed while it was the only
+in-sync replica; a re-registration). Loading again from the coordinator would throw away the
+locks this broker holds: a record it had just handed out (its write landed before the new
+epoch's read) came back AVAILABLE and went to a second member while the first still held it.
+So the load at the new epoch reads first (that fences every later write at the old epoch) and,
+when the coordinator holds a state this share partition itself stored or is storing (no other
+leader changed it meanwhile), keeps the same share partition, locks and all, at the new epoch
+(Kafka keeps its ``SharePartition`` until the broker stops leading). A write fenced at the old
+epoch is then made again at the new one with the current state, which holds its change.
+
+A change is saved as the share partition it was made on (``Change``), never by key alone: a
+request that changed a share partition which was replaced meanwhile (loaded again from the
+coordinator) is answered as not stored. Saving whatever is loaded under the key answered an
+ACCEPT as stored that was never written, and the records were delivered again as new.
 """
 
 from __future__ import annotations
@@ -32,6 +48,7 @@ from floodmark.broker.share_group.partition import (
     OffsetReset,
     ShareConfig,
     SharePartition,
+    ShareState,
 )
 from floodmark.broker.share_group.persister import SharePersister
 from floodmark.broker.share_group.records import GroupView
@@ -41,6 +58,8 @@ from floodmark.metadata import TopicMeta
 
 log = logging.getLogger(__name__)
 ShareKey = tuple[str, uuid.UUID, int]  # group, topic id, partition
+Change = tuple[ShareKey, SharePartition]  # a share partition a request changed
+WRITE_ATTEMPTS = 3  # a save fenced by a new epoch of the same leader is written again
 StoreRecords = Callable[[str, list[tuple[bytes, bytes | None]]], Awaitable[ErrorCode]]
 
 
@@ -55,8 +74,17 @@ class ShareSettings:
 
 @dataclass
 class LoadedPartition:
+    """A share partition loaded at this leader. ``stored``: the last state the share
+    coordinator confirmed holding (read or written); ``sending``: the states being written.
+    A stored state among them means no other leader changed it since."""
+
     core: SharePartition
     leader_epoch: int
+    stored: ShareState | None = None
+    sending: list[ShareState] = field(default_factory=list)
+
+    def holds_mine(self, state: ShareState) -> bool:
+        return state == self.stored or state in self.sending
 
 
 class ShareGroups:
@@ -110,17 +138,29 @@ class ShareGroups:
                         "be read from the share coordinator: %s", key[0], key[1], key[2],
                         leader_epoch, err.name)
             return err
+        current = self.partitions.get(key)
+        if snap is not None and current is not None and current.leader_epoch < leader_epoch \
+                and current.holds_mine(snap.state):
+            # the same leader at a new epoch, and nobody else changed the state: keep it (no
+            # await since the read, so no write at the old epoch has been answered meanwhile)
+            log.info("share group %s partition %s-%d leader_epoch=%d: leader epoch moved on "
+                     "from %d at this leader; the share partition and its locks are kept",
+                     key[0], key[1], key[2], leader_epoch, current.leader_epoch)
+            current.leader_epoch = leader_epoch
+            return ErrorCode.NONE
         core = SharePartition(self.settings.partition)
         if snap is not None:
             core.restore(snap.state)
             core.log_start_moved(log_start_offset)
+            stored = snap.state
             log.info("share group %s partition %s-%d leader_epoch=%d: loaded, start offset "
                      "%d, end offset %d", key[0], key[1], key[2], leader_epoch,
                      core.start_offset, core.end_offset)
         else:
             core.initialize(self.settings.reset, log_start_offset,
                             max(log_start_offset, fetch_bound))
-            err = await self.persister.write(key, core.snapshot(), leader_epoch)
+            stored = core.snapshot()
+            err = await self.persister.write(key, stored, leader_epoch)
             if err is not ErrorCode.NONE:
                 return err
             log.info("share group %s partition %s-%d leader_epoch=%d: started at offset %d "
@@ -128,36 +168,58 @@ class ShareGroups:
                      core.start_offset, self.settings.reset.value)
         current = self.partitions.get(key)
         if current is None or current.leader_epoch <= leader_epoch:
-            self.partitions[key] = LoadedPartition(core, leader_epoch)
+            self.partitions[key] = LoadedPartition(core, leader_epoch, stored)
         return ErrorCode.NONE
 
-    async def save(self, keys: list[ShareKey]) -> dict[ShareKey, ErrorCode]:
-        """Write the state of each of ``keys`` (before the change is answered); a key whose
-        write failed is dropped here (loaded again from the coordinator at its next use), and
-        a key no longer loaded here fails."""
-        keys = sorted(set(keys), key=lambda k: (k[0], str(k[1]), k[2]))
-        snapshots = [(k, self.partitions[k]) for k in keys if k in self.partitions]
-        errors = await asyncio.gather(*(self.persister.write(k, loaded.core.snapshot(),
-                                                              loaded.leader_epoch)
-                                        for k, loaded in snapshots))
-        # a key dropped meanwhile (a concurrent write failed, its offsets were deleted): what
-        # this request changed is not stored, so it is not answered as done either
-        out = {k: ErrorCode.COORDINATOR_NOT_AVAILABLE for k in keys if k not in self.partitions}
-        for (k, loaded), err in zip(snapshots, errors, strict=True):
-            out[k] = err
-            if err is not ErrorCode.NONE:
-                log.warning("share group %s partition %s-%d leader_epoch=%d: its state could "
-                            "not be written (%s): it is loaded again from the share "
-                            "coordinator", k[0], k[1], k[2], loaded.leader_epoch, err.name)
-                if self.partitions.get(k) is loaded:
-                    del self.partitions[k]
-        return out
+    async def save(self, changes: Iterable[Change]) -> dict[ShareKey, ErrorCode]:
+        """Write the state of each changed share partition (before the change is answered). A
+        share partition no longer loaded here, or replaced meanwhile, fails (what the request
+        changed is not stored, so it is not answered as done); a write that failed drops it
+        here (loaded again from the coordinator at its next use)."""
+        cores: dict[ShareKey, SharePartition] = {}
+        for key, core in changes:
+            assert cores.setdefault(key, core) is core, f"two share partitions of {key}"
+        keys = sorted(cores, key=lambda k: (k[0], str(k[1]), k[2]))
+        errors = await asyncio.gather(*(self._write(k, cores[k]) for k in keys))
+        return dict(zip(keys, errors, strict=True))
 
-    def save_later(self, keys: list[ShareKey]) -> None:
+    async def _write(self, key: ShareKey, core: SharePartition) -> ErrorCode:
+        err = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        for _attempt in range(WRITE_ATTEMPTS):
+            loaded = self.partitions.get(key)
+            if loaded is None or loaded.core is not core:
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE  # dropped or replaced meanwhile
+            state, epoch = core.snapshot(), loaded.leader_epoch
+            loaded.sending.append(state)
+            try:
+                err = await self.persister.write(key, state, epoch)
+            finally:
+                loaded.sending.remove(state)
+            if err is ErrorCode.NONE:
+                loaded.stored = state
+                return err
+            if err is ErrorCode.FENCED_LEADER_EPOCH:
+                # a load at a later epoch fenced it: when this leader keeps the share
+                # partition there, its current state (with this change) is written again
+                later = [f for (k, e), f in list(self._loading.items())
+                         if k == key and e > epoch]
+                for pending in later:
+                    await asyncio.shield(pending)
+                if self.partitions.get(key) is loaded and loaded.leader_epoch > epoch:
+                    continue
+            break
+        log.warning("share group %s partition %s-%d: its state could not be written (%s): "
+                    "it is loaded again from the share coordinator", key[0], key[1], key[2],
+                    err.name)
+        if self.partitions.get(key) is not None and self.partitions[key].core is core:
+            del self.partitions[key]
+        return err
+
+    def save_later(self, changes: list[Change]) -> None:
         """``save`` without a request waiting on it (a member left or timed out: the records
         it held came back; a failed write drops the partition, which is read back)."""
-        if keys:
-            task = asyncio.get_running_loop().create_task(self.save(keys))
+        if changes:
+            task = asyncio.get_running_loop().create_task(self.save(changes))
             self._saving.add(task)
             task.add_done_callback(self._saving.discard)
 
@@ -168,7 +230,7 @@ class ShareGroups:
         if core is None:
             return err
         core.reset_to(start_offset)
-        return (await self.save([key])).get(key, ErrorCode.NONE)
+        return (await self.save([(key, core)]))[key]
 
     async def forget(self, key: ShareKey) -> ErrorCode:
         """DeleteShareGroupOffsets: the group's state of the partition goes."""
@@ -231,17 +293,17 @@ class ShareGroups:
             return ErrorCode.NONE, loaded.core.start_offset
         return await self.persister.summary(key)
 
-    def close_session(self, session: ShareSession) -> list[ShareKey]:
+    def close_session(self, session: ShareSession) -> list[Change]:
         """A session ended (the member left or reopened it): what it held comes back."""
-        changed = []
+        changed: list[Change] = []
         for topic_id, index in session.partitions:
             key = (session.group_id, topic_id, index)
             loaded = self.partitions.get(key)
             if loaded is not None and loaded.core.release_member(session.member_id):
-                changed.append(key)
+                changed.append((key, loaded.core))
         return changed
 
-    def release_member(self, group_id: str, member_id: str) -> list[ShareKey]:
+    def release_member(self, group_id: str, member_id: str) -> list[Change]:
         """The member left the group or its session at the coordinator timed out."""
         session = self.sessions.close(group_id, member_id)
         return [] if session is None else self.close_session(session)
