@@ -100,7 +100,11 @@ def test_a_leader_epoch_bump_at_the_same_leader_keeps_the_locks(tmp_path: Path) 
 
         wait_until(leads_again, 30, "the same broker leading at a later epoch")
         with KafkaConnection(address, timeout_s=10) as c:
-            again = held(share_fetch(c, "b", 0, topic_id))
+            # the share partition's state is read from its share coordinator first (which
+            # may have moved off the paused broker): retriable errors until then
+            served = wait_until(lambda: (lambda p: p if p.error_code == 0 else None)(
+                share_fetch(c, "b", 0, topic_id)), 30, "the share partition served")
+            again = held(served)
             assert not again, f"a's locked records handed to b: {sorted(again)}"
             p = share_fetch(c, "a", 1, topic_id, ((0, RECORDS - 1),))
             assert p.acknowledge_error_code == 0, p
