@@ -70,7 +70,7 @@ class Routes:
         return None
 
 
-def share_groups(log: HeldLog) -> ShareGroups:
+def share_groups(log: HeldLog, reset: OffsetReset = OffsetReset.EARLIEST) -> ShareGroups:
     core = ShareCoordinator()
     core.load(0, 0, 1, [])
     service = ShareStateService(core, lambda: 1, lambda _i: 0, log.append)
@@ -79,8 +79,7 @@ def share_groups(log: HeldLog) -> ShareGroups:
     async def store(_group: str, _pairs: list[tuple[bytes, bytes | None]]) -> ErrorCode:
         return ErrorCode.NONE
 
-    return ShareGroups(ShareSettings(enabled=True, reset=OffsetReset.EARLIEST), persister,
-                       store)
+    return ShareGroups(ShareSettings(enabled=True, reset=reset), persister, store)
 
 
 async def until(cond: Callable[[], bool]) -> None:

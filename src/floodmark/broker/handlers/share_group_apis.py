@@ -19,6 +19,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable, Iterable
+from functools import partial
 from typing import TYPE_CHECKING
 
 from floodmark.broker.boundary import ClientConnection, HandlerResult, WireRequest, WireResponse
@@ -28,6 +29,7 @@ from floodmark.broker.share_group.coordinator import (
     ShareHeartbeat,
     ShareHeartbeatAnswer,
     TopicInfo,
+    TopicPartition,
 )
 from floodmark.broker.share_group.driver import Change, ShareKey, share_topics
 from floodmark.broker.share_group.partition import (
@@ -105,9 +107,16 @@ async def _heartbeat(ctx: HandlerContext, header: RequestHeader, req: WireReques
         client_host="/" + conn.peer.rsplit(":", 1)[0], rack_id=req.rack_id,
         subscribed_topic_names=None if names is None else tuple(str(n) for n in names))
     answers: list[ShareHeartbeatAnswer] = []
-    stored = await groups.change(group_id, lambda: answers.append(
-        groups.coordinator.heartbeat(hb, topics_view(ctx), ctx.now_ms())),
-        topics_view(ctx), ctx.now_ms())
+    initialize: list[TopicPartition] = []
+    topics = topics_view(ctx)
+
+    def beat() -> None:
+        answers.append(groups.coordinator.heartbeat(hb, topics, ctx.now_ms()))
+        if answers[0].error is ErrorCode.NONE and epoch != -1:
+            # newly subscribed partitions become initializing in the same records
+            initialize.extend(groups.coordinator.to_initialize(group_id, topics, ctx.now_ms()))
+
+    stored = await groups.change(group_id, beat, topics, ctx.now_ms())
     ans = answers[0]
     if ans.error is not ErrorCode.NONE:
         log.info("share group %s member %s epoch %d: ShareGroupHeartbeat refused: %s (%s)",
@@ -117,6 +126,9 @@ async def _heartbeat(ctx: HandlerContext, header: RequestHeader, req: WireReques
         return refuse(stored)
     if epoch == -1:
         groups.save_later(groups.release_member(group_id, member_id))
+    g = groups.coordinator.groups.get(group_id)
+    if initialize and g is not None:
+        groups.initialize_later(group_id, initialize, g.group_epoch, topics, ctx.now_ms)
     out: WireResponse = {"throttle_time": 0, "error_code": 0, "error_message": None,
                          "member_id": ans.member_id, "member_epoch": ans.member_epoch,
                          "heartbeat_interval": ans.heartbeat_interval_ms, "assignment": None}
@@ -648,6 +660,12 @@ async def _delete_share_group_offsets(ctx: HandlerContext, req: WireRequest) -> 
         errors = await asyncio.gather(*(ctx.share_groups.forget((group_id, meta.topic_id, i))
                                         for i in range(len(meta.partitions))))
         err = next((e for e in errors if e is not ErrorCode.NONE), ErrorCode.NONE)
+        if err is ErrorCode.NONE and group_id in ctx.share_groups.coordinator.groups:
+            # the group's ShareGroupStatePartitionMetadata no longer names the topic
+            coordinator = ctx.share_groups.coordinator
+            err = await ctx.share_groups.change(
+                group_id, partial(coordinator.state_deleted, group_id, [meta.topic_id]),
+                topics_view(ctx), ctx.now_ms())
         answers.append({"topic_name": name, "topic_id": meta.topic_id,
                         "error_code": int(err if err is ErrorCode.NONE else state_error(err))})
     return {"throttle_time": 0, "error_code": 0, "responses": answers}

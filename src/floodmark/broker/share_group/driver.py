@@ -43,6 +43,7 @@ from floodmark.broker.share_group.coordinator import (
     ShareGroupConfig,
     ShareGroupCoordinator,
     TopicInfo,
+    TopicPartition,
 )
 from floodmark.broker.share_group.partition import (
     OffsetReset,
@@ -101,6 +102,7 @@ class ShareGroups:
         self.partitions: dict[ShareKey, LoadedPartition] = {}
         self._loading: dict[tuple[ShareKey, int], asyncio.Future[ErrorCode]] = {}
         self._saving: set[asyncio.Task[dict[ShareKey, ErrorCode]]] = set()
+        self._initializing: set[asyncio.Task[None]] = set()
 
     def loaded(self, key: ShareKey, leader_epoch: int,
                log_start_offset: int) -> SharePartition | None:
@@ -140,7 +142,7 @@ class ShareGroups:
             return err
         current = self.partitions.get(key)
         if snap is not None and current is not None and current.leader_epoch < leader_epoch \
-                and current.holds_mine(snap.state):
+                and snap.state.start_offset >= 0 and current.holds_mine(snap.state):
             # the same leader at a new epoch, and nobody else changed the state: keep it (no
             # await since the read, so no write at the old epoch has been answered meanwhile)
             log.info("share group %s partition %s-%d leader_epoch=%d: leader epoch moved on "
@@ -149,7 +151,7 @@ class ShareGroups:
             current.leader_epoch = leader_epoch
             return ErrorCode.NONE
         core = SharePartition(self.settings.partition)
-        if snap is not None:
+        if snap is not None and snap.state.start_offset >= 0:
             core.restore(snap.state)
             core.log_start_moved(log_start_offset)
             stored = snap.state
@@ -157,8 +159,11 @@ class ShareGroups:
                      "%d, end offset %d", key[0], key[1], key[2], leader_epoch,
                      core.start_offset, core.end_offset)
         else:
+            # never written, or initialized by the group coordinator without a start offset
+            # (InitializeShareGroupState): placed here, at the state epoch it was given
             core.initialize(self.settings.reset, log_start_offset,
                             max(log_start_offset, fetch_bound))
+            core.state_epoch = snap.state.state_epoch if snap is not None else 0
             stored = core.snapshot()
             err = await self.persister.write(key, stored, leader_epoch)
             if err is not ErrorCode.NONE:
@@ -222,6 +227,35 @@ class ShareGroups:
             task = asyncio.get_running_loop().create_task(self.save(changes))
             self._saving.add(task)
             task.add_done_callback(self._saving.discard)
+
+    def initialize_later(self, group_id: str, parts: list[TopicPartition], state_epoch: int,
+                         topics: Mapping[str, TopicInfo], now_ms: Callable[[], int]) -> None:
+        """InitializeShareGroupState for the partitions ``to_initialize`` marked, off the
+        heartbeat's path (as Kafka's group coordinator); the outcome is stored in the group's
+        ``ShareGroupStatePartitionMetadata``."""
+        if parts:
+            task = asyncio.get_running_loop().create_task(
+                self._initialize(group_id, parts, state_epoch, topics, now_ms))
+            self._initializing.add(task)
+            task.add_done_callback(self._initializing.discard)
+
+    async def _initialize(self, group_id: str, parts: list[TopicPartition], state_epoch: int,
+                          topics: Mapping[str, TopicInfo], now_ms: Callable[[], int]) -> None:
+        errors = await asyncio.gather(*(self.persister.initialize((group_id, *tp), state_epoch,
+                                                                  -1) for tp in parts))
+        done = [tp for tp, err in zip(parts, errors, strict=True) if err is ErrorCode.NONE]
+        failed = [(tp, err) for tp, err in zip(parts, errors, strict=True)
+                  if err is not ErrorCode.NONE]
+        if failed:
+            log.warning("share group %s: the share state of %d partitions could not be "
+                        "initialized (first: %s-%d, %s); a later heartbeat tries again",
+                        group_id, len(failed), failed[0][0][0], failed[0][0][1],
+                        failed[0][1].name)
+        else:
+            log.info("share group %s state_epoch=%d: share state of %d partitions initialized",
+                     group_id, state_epoch, len(done))
+        await self.change(group_id, lambda: self.coordinator.state_initialized(
+            group_id, done, [tp for tp, _err in failed]), topics, now_ms())
 
     async def reset(self, key: ShareKey, start_offset: int, leader_epoch: int) -> ErrorCode:
         """AlterShareGroupOffsets: the share partition starts over at ``start_offset`` (a new
