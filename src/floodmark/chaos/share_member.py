@@ -1,0 +1,99 @@
+"""The share-group workload's members (``--workload share``, KIP-932): confluent-kafka share
+consumers of one share group, every record acknowledged ACCEPT, the acknowledgements committed
+synchronously after each poll; every delivery and every acknowledgement's outcome is a history
+line (``floodmark.chaos.share_checker`` judges them):
+
+* ``share-poll`` ``ok`` (``group``, ``records`` = ``[[topic, partition, offset, value,
+  delivery_count], ...]``);
+* ``share-ack`` ``invoke`` (``group``, ``id``, ``values``), then ``ok`` with the values whose
+  partition's acknowledgement the leader answered without error, ``fail`` with those it refused
+  (not applied: the record comes back) and ``info`` when the outcome is unknown (a timeout, a
+  client error);
+* ``crash``: the client failed and a new one was built (what it held comes back when its locks
+  expire).
+
+``--idle-s``: the member stops once no record has come for that long, and says so
+(``share-drained`` ``ok``): the run's final drainer, after which every record written has been
+delivered at least once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from floodmark.chaos.history import HistoryWriter, value_id
+from floodmark.chaos.worker_config import security_properties, topics_of
+
+COMMIT_TIMEOUT_S = 10.0
+POLL_S = 0.5
+
+
+def share_member(args: argparse.Namespace, history: HistoryWriter, stop: Mapping[str, bool]
+                 ) -> int:
+    from confluent_kafka import AcknowledgeType, ShareConsumer
+
+    deadline = time.monotonic() + args.duration_s
+    topics = sorted({t for t, _p in topics_of(args.topics)})
+    config: dict[str, Any] = {**security_properties(args), "bootstrap.servers": args.bootstrap,
+                              "group.id": args.group, "client.id": args.process,
+                              "share.acknowledgement.mode": "explicit",
+                              "socket.timeout.ms": 5000}
+    acks = 0
+    last_record = time.monotonic()
+    while not stop.get("now") and time.monotonic() < deadline:
+        consumer = ShareConsumer(config)
+        consumer.subscribe(topics)
+        history.event("ok", "subscribe", group=args.group, topics=topics)
+        try:
+            while not stop.get("now") and time.monotonic() < deadline:
+                if args.idle_s and time.monotonic() - last_record > args.idle_s:
+                    history.event("ok", "share-drained", group=args.group, idle_s=args.idle_s)
+                    return 0  # (closed below)
+                msgs = [m for m in consumer.poll(POLL_S) if m.error() is None]
+                if not msgs:
+                    continue
+                last_record = time.monotonic()
+                history.event("ok", "share-poll", group=args.group, records=[
+                    [m.topic(), m.partition(), m.offset(), value_id(m.value()),
+                     int(m.delivery_count() or 0)] for m in msgs])
+                for m in msgs:
+                    consumer.acknowledge(m, AcknowledgeType.ACCEPT)
+                acks += 1
+                values: dict[tuple[str, int], list[str]] = {}
+                for m in msgs:
+                    tp = (str(m.topic()), int(m.partition() or 0))
+                    values.setdefault(tp, []).append(value_id(m.value()))
+                every = [v for vs in values.values() for v in vs]
+                history.event("invoke", "share-ack", group=args.group, id=acks, values=every)
+                try:
+                    results = consumer.commit_sync(COMMIT_TIMEOUT_S)
+                except Exception as exc:  # the outcome is unknown
+                    history.event("info", "share-ack", group=args.group, id=acks,
+                                  values=every, error=str(exc))
+                    continue
+                ok: list[str] = []
+                refused: list[str] = []
+                unknown: list[str] = []
+                for (topic, partition), vs in values.items():
+                    found = [err for tp, err in (results or {}).items()
+                             if (tp.topic, tp.partition) == (topic, partition)]
+                    if found and found[0] is None:
+                        ok += vs
+                    elif found:
+                        refused += vs
+                    else:
+                        unknown += vs
+                for type_, vs in (("ok", ok), ("fail", refused), ("info", unknown)):
+                    if vs:
+                        history.event(type_, "share-ack", group=args.group, id=acks, values=vs)
+        except Exception as exc:  # the client failed: a new one
+            history.event("info", "crash", group=args.group, error=str(exc))
+            time.sleep(0.5)
+        finally:
+            with contextlib.suppress(Exception):  # closing a failed client: nothing to do
+                consumer.close()
+    return 0
