@@ -25,6 +25,7 @@ from floodmark.broker.share_group.partition import (
     AcknowledgeType,
     OffsetReset,
     SharePartition,
+    ShareState,
 )
 from floodmark.broker.share_group.persister import SharePersister
 from floodmark.broker.share_group.share_coordinator import ShareCoordinator
@@ -189,5 +190,28 @@ def test_a_state_another_leader_changed_is_loaded_not_kept() -> None:
         assert core3 is not core1 and core3.start_offset == 10
         assert (await groups.save([(KEY, core1)]))[KEY] is not ErrorCode.NONE, \
             "a change of the replaced share partition is not answered as stored"
+
+    asyncio.run(run())
+
+
+def test_one_request_that_changed_a_replaced_share_partition_and_its_successor() -> None:
+    async def run() -> None:
+        groups = share_groups(HeldLog())
+        core1 = await loaded(groups, 5)
+        assert offsets(core1, "m1", 0) == set(range(10))
+        assert (await groups.save([(KEY, core1)]))[KEY] is ErrorCode.NONE
+        res = core1.acknowledge("m1", [Acknowledgement(0, 4, (AcknowledgeType.ACCEPT,))])
+        assert res.error is ErrorCode.NONE
+        # another leader changed the state meanwhile (it accepted everything), so this one
+        # loads it anew
+        err, _m = await groups.persister.service.write(KEY, ShareState(10, 10), 6)
+        assert err is ErrorCode.NONE
+        core2 = await loaded(groups, 7)
+        assert core2 is not core1
+        core2.skip([10])  # a change of the successor in the same request
+        errors = await groups.save([(KEY, core1), (KEY, core2)])
+        assert errors[KEY] is not ErrorCode.NONE, "the ACCEPT on core1 was not stored"
+        stored = groups.persister.service.core.snapshots[KEY].state
+        assert stored == core2.snapshot(), "the successor's change is stored"
 
     asyncio.run(run())

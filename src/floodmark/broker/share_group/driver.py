@@ -181,12 +181,25 @@ class ShareGroups:
         share partition no longer loaded here, or replaced meanwhile, fails (what the request
         changed is not stored, so it is not answered as done); a write that failed drops it
         here (loaded again from the coordinator at its next use)."""
-        cores: dict[ShareKey, SharePartition] = {}
+        cores: dict[ShareKey, list[SharePartition]] = {}
         for key, core in changes:
-            assert cores.setdefault(key, core) is core, f"two share partitions of {key}"
+            known = cores.setdefault(key, [])
+            if not any(c is core for c in known):
+                known.append(core)
         keys = sorted(cores, key=lambda k: (k[0], str(k[1]), k[2]))
-        errors = await asyncio.gather(*(self._write(k, cores[k]) for k in keys))
+        errors = await asyncio.gather(*(self._write_all(k, cores[k]) for k in keys))
         return dict(zip(keys, errors, strict=True))
+
+    async def _write_all(self, key: ShareKey, cores: list[SharePartition]) -> ErrorCode:
+        """One request changed ``key``'s share partition and, after it was replaced (loaded
+        again), its successor too: the successor is written, and the key still fails (the
+        change made on the replaced one is not stored)."""
+        loaded = self.partitions.get(key)
+        current = [c for c in cores if loaded is not None and c is loaded.core]
+        err = await self._write(key, current[0] if current else cores[0])
+        if err is ErrorCode.NONE and len(cores) > len(current):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return err
 
     async def _write(self, key: ShareKey, core: SharePartition) -> ErrorCode:
         err = ErrorCode.COORDINATOR_NOT_AVAILABLE
