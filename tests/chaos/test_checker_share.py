@@ -30,10 +30,10 @@ class History:
                         records=[[T, 0, o, f"v{o}", c] for o, c in deliveries])
 
     def ack(self, process: str, outcome: str, *offsets: int) -> int:
-        self.add(process=process, type="invoke", f="share-ack", group=G, id=1,
-                 values=[f"v{o}" for o in offsets])
+        records = [[T, 0, o, f"v{o}"] for o in offsets]
+        self.add(process=process, type="invoke", f="share-ack", group=G, id=1, records=records)
         return self.add(process=process, type=outcome, f="share-ack", group=G, id=1,
-                        values=[f"v{o}" for o in offsets])
+                        records=records)
 
     def drained(self) -> None:
         self.add(process=SHARE_FINAL_PROCESS, type="ok", f="share-drained", group=G)
@@ -93,3 +93,17 @@ def test_without_the_drainer_going_idle_nothing_is_judged_undelivered() -> None:
     h = History()
     h.sends(1)
     assert h.counts() == {"undrained": 1}
+
+
+def test_a_value_written_twice_by_a_producers_resend_is_two_records() -> None:
+    """A producer's resend under a new epoch can write one value at two offsets: each copy is
+    its own record, delivered once with count 1, and accepting one does not accept the
+    other."""
+    h = History()
+    h.sends(1)
+    h.add(process="p", type="ok", f="share-poll", group=G,
+          records=[[T, 0, 0, "v0", 1], [T, 0, 1, "v0", 1]])
+    h.ack("a", "ok", 0)
+    h.add(process="p", type="ok", f="share-poll", group=G, records=[[T, 0, 1, "v0", 2]])
+    h.drained()
+    assert h.counts() == {}

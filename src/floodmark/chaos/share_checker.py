@@ -6,14 +6,14 @@ producers, the final read, the replicas) and then judges the share members' line
 (``floodmark.chaos.share_member``, ``share-poll`` and ``share-ack``). Anomalies, each with the
 lines proving it:
 
-* ``redelivered_after_accept`` — a record delivered again after an ACCEPT of it came back
-  ``ok`` (an acknowledged record is never delivered again);
-* ``undelivered`` — a record its producer was told was written (``send`` ``ok``) that no share
-  member was ever given, although the final drainer (process ``share-final``) ran until it was
+* ``redelivered_after_accept`` — a record (topic, partition, offset) delivered again after an
+  ACCEPT of it came back ``ok`` (an acknowledged record is never delivered again);
+* ``undelivered`` — a value its producer was told was written (``send`` ``ok``) that no share
+  member was ever given (at any offset: a producer's resend may write a value twice), although the final drainer (process ``share-final``) ran until it was
   idle (every record comes at least once; one that reaches the delivery-count limit is archived
   only after it was delivered that many times);
 * ``delivery_count`` — a delivery whose count is above ``limit``, or not above the count of an
-  earlier delivery of the same record (each delivery counts one more, and the count survives a
+  earlier delivery of the same record (topic, partition, offset) (each delivery counts one more, and the count survives a
   leader or coordinator failover: it is stored with the share partition's state);
 * ``undrained`` — the final drainer never went idle (``share-drained``): records kept coming,
   so ``undelivered`` could not be judged.
@@ -55,8 +55,10 @@ def check_share(events: Sequence[Event], replicas: Replicas | None = None,
             anomalies[name].append(example)
 
     produced: dict[str, int] = {}                 # value -> line of its send ok
-    accepted: dict[str, int] = {}                 # value -> first line of an ok ACCEPT
-    deliveries: dict[str, list[tuple[int, int, str]]] = defaultdict(list)  # (line, count, who)
+    Record = tuple[str, int, int]                 # topic, partition, offset
+    accepted: dict[Record, int] = {}              # record -> first line of an ok ACCEPT
+    deliveries: dict[Record, list[tuple[int, int]]] = defaultdict(list)  # (line, count)
+    delivered_values: set[str] = set()
     acks = {"ok": 0, "fail": 0, "info": 0}
     drained = False
     for index, event in enumerate(events):
@@ -69,27 +71,30 @@ def check_share(events: Sequence[Event], replicas: Replicas | None = None,
             continue
         if f == "share-poll" and type_ == "ok":
             for topic, partition, offset, value, count in event.get("records", []):
-                value = str(value)
-                seen = deliveries[value]
-                where = {"value": value, "topic": topic, "partition": int(partition),
+                record = (str(topic), int(partition), int(offset))
+                delivered_values.add(str(value))
+                seen = deliveries[record]
+                where = {"value": str(value), "topic": topic, "partition": int(partition),
                          "offset": int(offset), "delivery_count": int(count), "line": line,
                          "process": event.get("process")}
-                if value in accepted and accepted[value] < line:
-                    add("redelivered_after_accept", {**where, "accepted_line": accepted[value]})
+                if record in accepted and accepted[record] < line:
+                    add("redelivered_after_accept",
+                        {**where, "accepted_line": accepted[record]})
                 if int(count) > limit or (seen and int(count) <= seen[-1][1]):
                     add("delivery_count", {**where, "earlier": [
-                        {"line": a, "delivery_count": c} for a, c, _p in seen[-3:]]})
-                seen.append((line, int(count), str(event.get("process"))))
+                        {"line": a, "delivery_count": c} for a, c in seen[-3:]]})
+                seen.append((line, int(count)))
         elif f == "share-ack" and type_ in acks:
-            acks[type_] += 1
+            if type_ != "invoke":
+                acks[type_] += 1
             if type_ == "ok":
-                for value in event.get("values", []):
-                    accepted.setdefault(str(value), line)
+                for topic, partition, offset, _value in event.get("records", []):
+                    accepted.setdefault((str(topic), int(partition), int(offset)), line)
         elif f == "share-drained" and type_ == "ok":
             drained = True
     if drained:
         for value, line in sorted(produced.items(), key=lambda kv: kv[1]):
-            if value not in deliveries:
+            if value not in delivered_values:
                 add("undelivered", {"value": value, "send_line": line})
     else:
         add("undrained", {"process": SHARE_FINAL_PROCESS})
@@ -100,7 +105,7 @@ def check_share(events: Sequence[Event], replicas: Replicas | None = None,
         "group": group, "deliveries": sum(len(s) for s in deliveries.values()),
         "records_delivered": len(deliveries), "accepted": len(accepted),
         "acknowledgements": acks, "redelivered_records": redelivered,
-        "max_delivery_count": max((c for s in deliveries.values() for _l, c, _p in s),
+        "max_delivery_count": max((c for s in deliveries.values() for _l, c in s),
                                   default=0),
         "drained": drained}
     return base

@@ -5,10 +5,10 @@ line (``floodmark.chaos.share_checker`` judges them):
 
 * ``share-poll`` ``ok`` (``group``, ``records`` = ``[[topic, partition, offset, value,
   delivery_count], ...]``);
-* ``share-ack`` ``invoke`` (``group``, ``id``, ``values``), then ``ok`` with the values whose
-  partition's acknowledgement the leader answered without error, ``fail`` with those it refused
-  (not applied: the record comes back) and ``info`` when the outcome is unknown (a timeout, a
-  client error);
+* ``share-ack`` ``invoke`` (``group``, ``id``, ``records`` = ``[[topic, partition, offset,
+  value], ...]``, all ACCEPT), then ``ok`` with the records whose partition's acknowledgement
+  the leader answered without error, ``fail`` with those it refused (not applied: the record
+  comes back) and ``info`` when the outcome is unknown (a timeout, a client error);
 * ``crash``: the client failed and a new one was built (what it held comes back when its locks
   expire).
 
@@ -63,33 +63,36 @@ def share_member(args: argparse.Namespace, history: HistoryWriter, stop: Mapping
                 for m in msgs:
                     consumer.acknowledge(m, AcknowledgeType.ACCEPT)
                 acks += 1
-                values: dict[tuple[str, int], list[str]] = {}
+                # the records by partition: [topic, partition, offset, value]
+                held: dict[tuple[str, int], list[list[Any]]] = {}
                 for m in msgs:
                     tp = (str(m.topic()), int(m.partition() or 0))
-                    values.setdefault(tp, []).append(value_id(m.value()))
-                every = [v for vs in values.values() for v in vs]
-                history.event("invoke", "share-ack", group=args.group, id=acks, values=every)
+                    held.setdefault(tp, []).append([tp[0], tp[1], m.offset(),
+                                                    value_id(m.value())])
+                every = [r for rs in held.values() for r in rs]
+                history.event("invoke", "share-ack", group=args.group, id=acks, records=every)
                 try:
                     results = consumer.commit_sync(COMMIT_TIMEOUT_S)
                 except Exception as exc:  # the outcome is unknown
                     history.event("info", "share-ack", group=args.group, id=acks,
-                                  values=every, error=str(exc))
+                                  records=every, error=str(exc))
                     continue
-                ok: list[str] = []
-                refused: list[str] = []
-                unknown: list[str] = []
-                for (topic, partition), vs in values.items():
+                ok: list[list[Any]] = []
+                refused: list[list[Any]] = []
+                unknown: list[list[Any]] = []
+                for (topic, partition), rs in held.items():
                     found = [err for tp, err in (results or {}).items()
                              if (tp.topic, tp.partition) == (topic, partition)]
                     if found and found[0] is None:
-                        ok += vs
+                        ok += rs
                     elif found:
-                        refused += vs
+                        refused += rs
                     else:
-                        unknown += vs
-                for type_, vs in (("ok", ok), ("fail", refused), ("info", unknown)):
-                    if vs:
-                        history.event(type_, "share-ack", group=args.group, id=acks, values=vs)
+                        unknown += rs
+                for type_, rs in (("ok", ok), ("fail", refused), ("info", unknown)):
+                    if rs:
+                        history.event(type_, "share-ack", group=args.group, id=acks,
+                                      records=rs)
         except Exception as exc:  # the client failed: a new one
             history.event("info", "crash", group=args.group, error=str(exc))
             time.sleep(0.5)
