@@ -107,3 +107,20 @@ def test_a_value_written_twice_by_a_producers_resend_is_two_records() -> None:
     h.add(process="p", type="ok", f="share-poll", group=G, records=[[T, 0, 1, "v0", 2]])
     h.drained()
     assert h.counts() == {}
+
+
+def test_a_refused_accept_whose_record_never_comes_back() -> None:
+    h = History()
+    h.sends(2)
+    h.poll("a", (0, 1), (1, 1))
+    h.ack("a", "fail", 0, 1)       # refused: both must come back...
+    h.poll("b", (1, 2))            # ...1 does, 0 never does
+    h.ack("b", "ok", 1)
+    h.drained()
+    assert h.counts() == {"refused_not_redelivered": 1}
+    h = History()
+    h.sends(1)
+    h.poll("a", (0, 1))
+    h.ack("a", "info", 0)          # unknown (a transport failure): it may have been applied
+    h.drained()
+    assert h.counts() == {}

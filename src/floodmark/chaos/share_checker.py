@@ -15,6 +15,10 @@ lines proving it:
 * ``delivery_count`` — a delivery whose count is above ``limit``, or not above the count of an
   earlier delivery of the same record (topic, partition, offset) (each delivery counts one more, and the count survives a
   leader or coordinator failover: it is stored with the share partition's state);
+* ``refused_not_redelivered`` — a record whose ACCEPT the leader refused (``fail``: not
+  applied), never delivered again although the drainer went idle and its delivery count was
+  below the limit (a refused record stays with its member until its lock expires, then comes
+  back);
 * ``undrained`` — the final drainer never went idle (``share-drained``): records kept coming,
   so ``undelivered`` could not be judged.
 
@@ -29,7 +33,8 @@ from typing import Any
 
 from floodmark.chaos.checker import MAX_EXAMPLES, CheckResult, Event, Replicas, check
 
-SHARE_ANOMALIES = ("redelivered_after_accept", "undelivered", "delivery_count", "undrained")
+SHARE_ANOMALIES = ("redelivered_after_accept", "undelivered", "delivery_count",
+                   "refused_not_redelivered", "undrained")
 SHARE_FINAL_PROCESS = "share-final"
 
 
@@ -57,6 +62,7 @@ def check_share(events: Sequence[Event], replicas: Replicas | None = None,
     produced: dict[str, int] = {}                 # value -> line of its send ok
     Record = tuple[str, int, int]                 # topic, partition, offset
     accepted: dict[Record, int] = {}              # record -> first line of an ok ACCEPT
+    refused: dict[Record, int] = {}               # record -> last line of a refused ACCEPT
     deliveries: dict[Record, list[tuple[int, int]]] = defaultdict(list)  # (line, count)
     delivered_values: set[str] = set()
     acks = {"ok": 0, "fail": 0, "info": 0}
@@ -87,15 +93,26 @@ def check_share(events: Sequence[Event], replicas: Replicas | None = None,
         elif f == "share-ack" and type_ in acks:
             if type_ != "invoke":
                 acks[type_] += 1
-            if type_ == "ok":
-                for topic, partition, offset, _value in event.get("records", []):
-                    accepted.setdefault((str(topic), int(partition), int(offset)), line)
+            for topic, partition, offset, _value in event.get("records", []):
+                record = (str(topic), int(partition), int(offset))
+                if type_ == "ok":
+                    accepted.setdefault(record, line)
+                elif type_ == "fail":
+                    refused[record] = line
         elif f == "share-drained" and type_ == "ok":
             drained = True
     if drained:
         for value, line in sorted(produced.items(), key=lambda kv: kv[1]):
             if value not in delivered_values:
                 add("undelivered", {"value": value, "send_line": line})
+        for record, line in sorted(refused.items(), key=lambda kv: kv[1]):
+            seen = deliveries.get(record, [])
+            if record not in accepted and seen and seen[-1][0] < line \
+                    and seen[-1][1] < limit:
+                add("refused_not_redelivered", {
+                    "topic": record[0], "partition": record[1], "offset": record[2],
+                    "refused_line": line, "delivered_line": seen[-1][0],
+                    "delivery_count": seen[-1][1]})
     else:
         add("undrained", {"process": SHARE_FINAL_PROCESS})
     redelivered = sum(1 for seen in deliveries.values() if len(seen) > 1)

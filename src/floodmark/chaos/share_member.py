@@ -7,8 +7,10 @@ line (``floodmark.chaos.share_checker`` judges them):
   delivery_count], ...]``);
 * ``share-ack`` ``invoke`` (``group``, ``id``, ``records`` = ``[[topic, partition, offset,
   value], ...]``, all ACCEPT), then ``ok`` with the records whose partition's acknowledgement
-  the leader answered without error, ``fail`` with those it refused (not applied: the record
-  comes back) and ``info`` when the outcome is unknown (a timeout, a client error);
+  the leader answered without error, ``fail`` (``error``) with those it refused with an error
+  code (not applied: the record comes back) and ``info`` when the outcome is unknown
+  (librdkafka's local errors, a broker transport failure among them: the leader may have
+  applied it before the connection broke);
 * ``crash``: the client failed and a new one was built (what it held comes back when its locks
   expire).
 
@@ -77,22 +79,15 @@ def share_member(args: argparse.Namespace, history: HistoryWriter, stop: Mapping
                     history.event("info", "share-ack", group=args.group, id=acks,
                                   records=every, error=str(exc))
                     continue
-                ok: list[list[Any]] = []
-                refused: list[list[Any]] = []
-                unknown: list[list[Any]] = []
+                outcomes: dict[tuple[str, str | None], list[list[Any]]] = {}
                 for (topic, partition), rs in held.items():
                     found = [err for tp, err in (results or {}).items()
                              if (tp.topic, tp.partition) == (topic, partition)]
-                    if found and found[0] is None:
-                        ok += rs
-                    elif found:
-                        refused += rs
-                    else:
-                        unknown += rs
-                for type_, rs in (("ok", ok), ("fail", refused), ("info", unknown)):
-                    if rs:
-                        history.event(type_, "share-ack", group=args.group, id=acks,
-                                      records=rs)
+                    outcome = _outcome(found[0]) if found else ("info", "no result")
+                    outcomes.setdefault(outcome, []).extend(rs)
+                for (type_, error), rs in sorted(outcomes.items(), key=str):
+                    history.event(type_, "share-ack", group=args.group, id=acks, records=rs,
+                                  **({"error": error} if error else {}))
         except Exception as exc:  # the client failed: a new one
             history.event("info", "crash", group=args.group, error=str(exc))
             time.sleep(0.5)
@@ -100,3 +95,17 @@ def share_member(args: argparse.Namespace, history: HistoryWriter, stop: Mapping
             with contextlib.suppress(Exception):  # closing a failed client: nothing to do
                 consumer.close()
     return 0
+
+
+def _outcome(err: Any) -> tuple[str, str | None]:
+    """A partition's acknowledgement result: ``ok`` (None), ``fail`` for the broker's error
+    codes (the leader refused it: not applied), ``info`` for librdkafka's local ones (a
+    transport failure, a timeout: the leader may have applied it before the answer was
+    lost)."""
+    if err is None:
+        return "ok", None
+    args = getattr(err, "args", None) or (None,)
+    kafka_error: Any = args[0]
+    if not (hasattr(kafka_error, "code") and hasattr(kafka_error, "name")):
+        return "info", str(err)
+    return ("fail" if int(kafka_error.code()) > 0 else "info"), str(kafka_error.name())
