@@ -97,15 +97,25 @@ def share_member(args: argparse.Namespace, history: HistoryWriter, stop: Mapping
     return 0
 
 
+# Errors that do not say the acknowledgement was not applied: librdkafka reports its own request
+# timeout as REQUEST_TIMED_OUT, and a leader whose state write could not be confirmed by the
+# share coordinator (the write may have landed) answers COORDINATOR_NOT_AVAILABLE.
+INDETERMINATE = frozenset({"REQUEST_TIMED_OUT", "COORDINATOR_NOT_AVAILABLE", "NOT_COORDINATOR",
+                           "COORDINATOR_LOAD_IN_PROGRESS", "UNKNOWN_SERVER_ERROR",
+                           "NETWORK_EXCEPTION"})
+
+
 def _outcome(err: Any) -> tuple[str, str | None]:
-    """A partition's acknowledgement result: ``ok`` (None), ``fail`` for the broker's error
-    codes (the leader refused it: not applied), ``info`` for librdkafka's local ones (a
-    transport failure, a timeout: the leader may have applied it before the answer was
-    lost)."""
+    """A partition's acknowledgement result: ``ok`` (None); ``fail`` for a broker error that
+    refuses it (INVALID_RECORD_STATE, NOT_LEADER_OR_FOLLOWER...: not applied); ``info`` for
+    librdkafka's local errors and ``INDETERMINATE`` (a transport failure, a timeout: the leader
+    may have applied and stored it before the answer was lost)."""
     if err is None:
         return "ok", None
     args = getattr(err, "args", None) or (None,)
     kafka_error: Any = args[0]
     if not (hasattr(kafka_error, "code") and hasattr(kafka_error, "name")):
         return "info", str(err)
-    return ("fail" if int(kafka_error.code()) > 0 else "info"), str(kafka_error.name())
+    name = str(kafka_error.name())
+    return ("fail" if int(kafka_error.code()) > 0 and name not in INDETERMINATE
+            else "info"), name
