@@ -717,6 +717,9 @@ CASES: dict[ApiKey, list[Case]] = {
         (RT.GROUP, "g-share-offsets", Op.DELETE), (RT.TOPIC, "t1", Op.READ),
         allowed=(0, 0))],
     # the share coordinator: ClusterAction, as Kafka
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: [case(
+        "InitializeShareGroupState", _share_state(83, state_epoch=0, start_offset=-1),
+        (CLUSTER_DENIED,), (RT.CLUSTER, CLUSTER, Op.CLUSTER_ACTION))],
     ApiKey.READ_SHARE_GROUP_STATE: [case(
         "ReadShareGroupState", _share_state(84, leader_epoch=0), (CLUSTER_DENIED,),
         (RT.CLUSTER, CLUSTER, Op.CLUSTER_ACTION))],

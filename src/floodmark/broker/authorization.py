@@ -833,6 +833,7 @@ CHECKS: dict[ApiKey, Check] = {
     ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: _describe_share_group_offsets,
     ApiKey.ALTER_SHARE_GROUP_OFFSETS: _share_group_offsets_change(Op.READ),
     ApiKey.DELETE_SHARE_GROUP_OFFSETS: _share_group_offsets_change(Op.DELETE),
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: _share_state(),
     ApiKey.READ_SHARE_GROUP_STATE: _share_state(state_epoch=0, start_offset=-1,
                                                 state_batches=[]),
     ApiKey.WRITE_SHARE_GROUP_STATE: _share_state(),

@@ -9,7 +9,9 @@ cannot run here (not root) or the arguments are wrong. ``--workload txn`` runs J
 with transactions (transactional producers, read_committed and read_uncommitted final reads,
 ``checker.check_txn``) instead of the plain producers and consumers; ``--workload group
 [--group-members 3]`` runs one consumer group's members through rebalances and coordinator
-failovers (``group_checker.check_group``).
+failovers (``group_checker.check_group``); ``--workload share [--group-members 3]`` runs one
+share group's members (KIP-932) acknowledging every record while brokers fail
+(``share_checker.check_share``).
 
 ``floodmark chaos fuzz --bootstrap HOST:PORT [--frames N] [--time-limit-s S] [--seed S]
 [--broker-pid PID] [--json]`` sends malformed requests for every API the broker advertises while
@@ -71,15 +73,16 @@ def register(subparsers: Any) -> None:
                         f"default {','.join(DEFAULT_FAULTS)}, with --workload txn "
                         f"{','.join(TXN_DEFAULT_FAULTS)}, with --workload group "
                         f"{','.join(GROUP_DEFAULT_FAULTS)}")
-    r.add_argument("--workload", default="plain", choices=["plain", "txn", "group"],
+    r.add_argument("--workload", default="plain", choices=["plain", "txn", "group", "share"],
                    help="plain: idempotent producers and consumers (default); txn: Jepsen's "
                         "queue with transactions (transactional producers committing or "
                         "aborting, read_committed and read_uncommitted reads); group: one "
                         "consumer group's members polling and committing through rebalances "
-                        "and coordinator failovers")
+                        "and coordinator failovers; share: one share group's members (KIP-932) "
+                        "acknowledging every record")
     r.add_argument("--group-members", type=int, default=3,
                    help="--workload group: members of the group at any time (confluent-kafka, "
-                        "the classic protocol)")
+                        "the classic protocol); --workload share: the share group's members")
     r.add_argument("--txn-producers", type=int, default=3,
                    help="--workload txn: transactional producers (transactional.id "
                         "chaos-tp1, ...); --rate is then transactions per second for each")
@@ -204,7 +207,15 @@ def cmd_run(args: argparse.Namespace) -> int:
                   f"read_committed final read "
                   f"{'complete' if committed_read else 'INCOMPLETE'}")
         group = result.get("group")
-        if group:
+        if group and "accepted" in group:  # the share-group workload
+            acks = group["acknowledgements"]
+            print(f"share group: {group['deliveries']} deliveries of "
+                  f"{group['records_delivered']} records, {group['accepted']} accepted, "
+                  f"{group['redelivered_records']} delivered more than once (max delivery "
+                  f"count {group['max_delivery_count']}); acknowledgements {acks['ok']} ok, "
+                  f"{acks['fail']} refused, {acks['info']} unknown; final drain "
+                  f"{'idle' if group['drained'] else 'NOT IDLE'}")
+        elif group:
             commits = group["commits"]
             print(f"group: {group['deliveries']} deliveries over {group['spans']} assignments "
                   f"in {group['generations']} generations, {group['redelivered_allowed']} "

@@ -73,13 +73,18 @@ from floodmark.chaos.schedule import (
     expand,
     plan,
 )
+from floodmark.chaos.share_checker import SHARE_FINAL_PROCESS, check_share
 from floodmark.client.cluster import ClusterClient
 from floodmark.cluster.secure import MODES
 from floodmark.replication.modes import DEFAULT_TRUNCATION, Truncation
 
 CLIENTS_HOST = "clients"
-WORKLOADS = ("plain", "txn", "group")
+WORKLOADS = ("plain", "txn", "group", "share")
 GROUP = "chaos-group"   # the consumer-group workload's group
+SHARE_GROUP = "chaos-share"  # the share-group workload's group (KIP-932)
+SHARE_DELIVERY_COUNT_LIMIT = 5  # group.share.delivery.count.limit (Kafka's default)
+SHARE_LOCK_MS = 10_000  # group.share.record.lock.duration.ms: a dead member's records return
+SHARE_IDLE_S = SHARE_LOCK_MS / 1000 + 10  # the final drainer stops after this long idle
 # The transactional workload's final read_committed read waits at most this long for the last
 # stable offset to reach the high watermark: well past the producers' transaction.timeout.ms,
 # after which the coordinator aborts whatever a producer left open. Still below it: stuck.
@@ -110,7 +115,7 @@ class ChaosConfig:
     workload: str = "plain"         # "txn": Jepsen's queue with transactions
     txn_producers: int = 3          # transactional producers (workload "txn"); --rate is
                                     # transactions per second for each
-    group_members: int = 3          # the consumer-group workload's members at any time
+    group_members: int = 3          # the consumer-group (or share-group) workload's members
     # read, restart every broker in turn (SIGTERM), then the final read; None: the
     # transactional workload does, the plain one does not
     final_restart: bool | None = None
@@ -165,6 +170,11 @@ class ChaosConfig:
 def _broker_settings(config: ChaosConfig) -> dict[str, str]:
     settings = {"replica.lag.time.max.ms": "3000", "min.insync.replicas": "2",
                 "auto.create.topics.enable": "false", "group.initial.rebalance.delay.ms": "100"}
+    if config.workload == "share":
+        settings.update({"group.share.enable": "true", "share.auto.offset.reset": "earliest",
+                         "group.share.record.lock.duration.ms": str(SHARE_LOCK_MS),
+                         "group.share.delivery.count.limit": str(SHARE_DELIVERY_COUNT_LIMIT),
+                         "group.share.heartbeat.interval.ms": "1000"})
     if POWER_CUTS & set(expand(config.faults)):
         settings["floodmark.unsafe.power.loss.page.cache"] = "true"
     if Truncation.parse(config.truncation) is not DEFAULT_TRUNCATION:
@@ -372,6 +382,7 @@ def _workload_and_faults(config: ChaosConfig, schedule: list[Any], lab: Lab, clu
     crash = str(config.crash_s)
     txn = config.workload == "txn"
     group = config.workload == "group"
+    share = config.workload == "share"
     internal = [TXN_STATE_KEY] if txn else [OFFSETS_KEY]
     members: _GroupMembers | None = None
     txn_processes = [f"tp{i}" for i in range(1, config.txn_producers + 1)] if txn else []
@@ -387,6 +398,12 @@ def _workload_and_faults(config: ChaosConfig, schedule: list[Any], lab: Lab, clu
         members = _GroupMembers(workers, duration)
         for _n in range(config.group_members):
             members.join()
+    elif share:
+        workers.start("cp1", "producer-confluent", "--rate", rate, "--duration-s", duration)
+        workers.start("kp1", "producer-kafka-python", "--rate", rate, "--duration-s", duration)
+        for n in range(1, config.group_members + 1):
+            workers.start(f"sm{n}", "share-member", "--group", SHARE_GROUP,
+                          "--duration-s", duration)
     else:
         workers.start("cp1", "producer-confluent", "--rate", rate, "--duration-s", duration)
         workers.start("kp1", "producer-kafka-python", "--rate", rate, "--duration-s", duration)
@@ -462,6 +479,11 @@ def _workload_and_faults(config: ChaosConfig, schedule: list[Any], lab: Lab, clu
     if group:
         workers.start(GROUP_FINAL_PROCESS, "group-offsets", "--group", GROUP,
                       "--duration-s", "60").wait(90)
+    if share:
+        # every record written comes at least once: a drainer of the group, until idle
+        # (records the stopped members held come back when their locks expire)
+        workers.start(SHARE_FINAL_PROCESS, "share-member", "--group", SHARE_GROUP,
+                      "--idle-s", str(SHARE_IDLE_S), "--duration-s", "240").wait(300)
     say("final reads done")
     in_sync = {k: list((observer.view(k) or {}).get("isr", [])) for k in config.keys}
     timeline = list(observer.timeline)
@@ -478,6 +500,9 @@ def _workload_and_faults(config: ChaosConfig, schedule: list[Any], lab: Lab, clu
     events = merge(sorted((work / "history").glob("*.jsonl")), work / "history.jsonl")
     if group:
         verdict = check_group(events, replicas, in_sync, group=GROUP)
+    elif share:
+        verdict = check_share(events, replicas, in_sync, group=SHARE_GROUP,
+                              limit=SHARE_DELIVERY_COUNT_LIMIT)
     else:
         verdict = (check_txn if txn else check)(events, replicas, in_sync)
     if verdict.counts.get("duplicated"):
@@ -498,7 +523,7 @@ def _workload_and_faults(config: ChaosConfig, schedule: list[Any], lab: Lab, clu
                    "workload": config.workload,
                    "final_restart": config.restarts_before_final_read,
                    **({"txn_producers": config.txn_producers} if txn else {}),
-                   **({"group_members": config.group_members} if group else {})},
+                   **({"group_members": config.group_members} if group or share else {})},
         "history": str(work / "history.jsonl"),
         "leaders": timeline, "controller_up": controller_up,
         **longest_ack_gap(events),

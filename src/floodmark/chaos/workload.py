@@ -20,6 +20,8 @@ Roles:
 * ``group-member`` / ``group-offsets`` — the consumer-group workload's members of one classic
   group, committing after processing, sync or async, and the group's committed offsets at the
   end (``floodmark.chaos.group_member``);
+* ``share-member`` — the share-group workload's members (KIP-932), every record acknowledged
+  ACCEPT; ``--idle-s`` makes it the final drainer (``floodmark.chaos.share_member``);
 * ``final-read`` — a fresh client reads every partition from its low to its high watermark
   (``--isolation``: read_committed by default; ``--sparse``: offsets may be taken by
   transaction markers, so a partition is done at its end-of-partition event).
@@ -624,6 +626,12 @@ def group_member(args: argparse.Namespace, history: HistoryWriter) -> int:
     return run_member(args, history, STOP)
 
 
+def share_member(args: argparse.Namespace, history: HistoryWriter) -> int:
+    from floodmark.chaos.share_member import share_member as run_member
+
+    return run_member(args, history, STOP)
+
+
 def group_offsets(args: argparse.Namespace, history: HistoryWriter) -> int:
     from floodmark.chaos.group_member import group_offsets as read_offsets
 
@@ -641,6 +649,7 @@ ROLES: dict[str, Callable[[argparse.Namespace, HistoryWriter], int]] = {
     "producer-txn": producer_txn,
     "group-member": group_member,
     "group-offsets": group_offsets,
+    "share-member": share_member,
 }
 
 
@@ -692,6 +701,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="group-member: each poll's processing takes up to this long")
     p.add_argument("--async-commit-p", type=float, default=0.5,
                    help="group-member: the share of commits made asynchronously")
+    p.add_argument("--idle-s", type=float, default=0.0,
+                   help="share-member: stop once no record came for this long (0: never)")
     args = p.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: STOP.update(now=True))
     signal.signal(signal.SIGINT, lambda *_: STOP.update(now=True))

@@ -69,6 +69,7 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_SHARE_GROUP_OFFSETS = 90
     ALTER_SHARE_GROUP_OFFSETS = 91
     DELETE_SHARE_GROUP_OFFSETS = 92
+    INITIALIZE_SHARE_GROUP_STATE = 83
     READ_SHARE_GROUP_STATE = 84
     WRITE_SHARE_GROUP_STATE = 85
     DELETE_SHARE_GROUP_STATE = 86
@@ -171,6 +172,7 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
 # share-partition leaders only, whether or not group.share.enable is on here.
 UNADVERTISED: dict[ApiKey, VersionRange] = {
     ApiKey.DESCRIBE_QUORUM: VersionRange(0, 1),
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: VersionRange(0, 0),
     ApiKey.READ_SHARE_GROUP_STATE: VersionRange(0, 0),
     ApiKey.WRITE_SHARE_GROUP_STATE: VersionRange(0, 0),
     ApiKey.DELETE_SHARE_GROUP_STATE: VersionRange(0, 0),

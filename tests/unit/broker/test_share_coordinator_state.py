@@ -37,6 +37,10 @@ def test_a_snapshot_round_trips_in_kafkas_layout() -> None:
     assert decode_value(value) == Snapshot(STATE, 7, 3)
     empty = ShareState(42, 42, (), 0)
     assert decode_value(encode_value(Snapshot(empty, 0))).state == empty
+    # InitializeShareGroupState's record: start offset -1 (not placed yet), no batches; a
+    # coordinator that replays it after a failover reads it (it was refused before)
+    initialized = Snapshot(ShareState(-1, -1, (), 3), -1)
+    assert decode_value(encode_value(initialized)) == initialized
     assert coordinator_key(KEY) == f"g:{TOPIC}:3"
 
 
@@ -46,6 +50,8 @@ def test_a_snapshot_round_trips_in_kafkas_layout() -> None:
     encode_value(Snapshot(ShareState(10, 12, (StateBatch(11, 11, RecordState.AVAILABLE, 1),
                                               StateBatch(10, 10, RecordState.AVAILABLE, 1))),
                           0)),  # out of order
+    encode_value(Snapshot(ShareState(-1, 1, (StateBatch(0, 0, RecordState.AVAILABLE, 1),)),
+                          0)),  # batches without a start offset
 ])
 def test_a_bad_value_is_one_clear_error(value: bytes) -> None:
     with pytest.raises(BadShareStateRecord):

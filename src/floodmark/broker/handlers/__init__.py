@@ -94,6 +94,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.ALTER_SHARE_GROUP_OFFSETS: share_group_apis.alter_share_group_offsets,
     ApiKey.DELETE_SHARE_GROUP_OFFSETS: share_group_apis.delete_share_group_offsets,
     # the share coordinator (inter-broker)
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: share_state_apis.initialize_share_group_state,
     ApiKey.READ_SHARE_GROUP_STATE: share_state_apis.read_share_group_state,
     ApiKey.WRITE_SHARE_GROUP_STATE: share_state_apis.write_share_group_state,
     ApiKey.DELETE_SHARE_GROUP_STATE: share_state_apis.delete_share_group_state,

@@ -19,6 +19,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable, Iterable
+from functools import partial
 from typing import TYPE_CHECKING
 
 from floodmark.broker.boundary import ClientConnection, HandlerResult, WireRequest, WireResponse
@@ -28,8 +29,9 @@ from floodmark.broker.share_group.coordinator import (
     ShareHeartbeat,
     ShareHeartbeatAnswer,
     TopicInfo,
+    TopicPartition,
 )
-from floodmark.broker.share_group.driver import ShareKey, share_topics
+from floodmark.broker.share_group.driver import Change, ShareKey, share_topics
 from floodmark.broker.share_group.partition import (
     Acknowledgement,
     AcknowledgeType,
@@ -105,9 +107,16 @@ async def _heartbeat(ctx: HandlerContext, header: RequestHeader, req: WireReques
         client_host="/" + conn.peer.rsplit(":", 1)[0], rack_id=req.rack_id,
         subscribed_topic_names=None if names is None else tuple(str(n) for n in names))
     answers: list[ShareHeartbeatAnswer] = []
-    stored = await groups.change(group_id, lambda: answers.append(
-        groups.coordinator.heartbeat(hb, topics_view(ctx), ctx.now_ms())),
-        topics_view(ctx), ctx.now_ms())
+    initialize: list[TopicPartition] = []
+    topics = topics_view(ctx)
+
+    def beat() -> None:
+        answers.append(groups.coordinator.heartbeat(hb, topics, ctx.now_ms()))
+        if answers[0].error is ErrorCode.NONE and epoch != -1:
+            # newly subscribed partitions become initializing in the same records
+            initialize.extend(groups.coordinator.to_initialize(group_id, topics, ctx.now_ms()))
+
+    stored = await groups.change(group_id, beat, topics, ctx.now_ms())
     ans = answers[0]
     if ans.error is not ErrorCode.NONE:
         log.info("share group %s member %s epoch %d: ShareGroupHeartbeat refused: %s (%s)",
@@ -117,6 +126,9 @@ async def _heartbeat(ctx: HandlerContext, header: RequestHeader, req: WireReques
         return refuse(stored)
     if epoch == -1:
         groups.save_later(groups.release_member(group_id, member_id))
+    g = groups.coordinator.groups.get(group_id)
+    if initialize and g is not None:
+        groups.initialize_later(group_id, initialize, g.group_epoch, topics, ctx.now_ms)
     out: WireResponse = {"throttle_time": 0, "error_code": 0, "error_message": None,
                          "member_id": ans.member_id, "member_epoch": ans.member_epoch,
                          "heartbeat_interval": ans.heartbeat_interval_ms, "assignment": None}
@@ -247,10 +259,11 @@ def _not_for_consumers(data: bytes | memoryview,
     return out
 
 
-async def _persist(ctx: HandlerContext, keys: Iterable[ShareKey]) -> dict[ShareKey, ErrorCode]:
+async def _persist(ctx: HandlerContext, changes: Iterable[Change]
+                   ) -> dict[ShareKey, ErrorCode]:
     """Write the changed share partitions' state; the keys whose write failed, with the
     error to answer for them."""
-    errors = await ctx.share_groups.save(list(keys))
+    errors = await ctx.share_groups.save(changes)
     return {k: state_error(e) for k, e in errors.items() if e is not ErrorCode.NONE}
 
 
@@ -268,7 +281,7 @@ def _acknowledgements(batches: Iterable[WireRequest]) -> list[Acknowledgement] |
 
 async def _acknowledge(ctx: HandlerContext, member_id: str, key: ShareKey,
                        batches: Iterable[WireRequest], names: dict[uuid.UUID, str],
-                       changed: list[ShareKey], denied: TopicGate | None
+                       changed: list[Change], denied: TopicGate | None
                        ) -> tuple[ErrorCode, str | None]:
     err, ps = _leader(ctx, key[1], key[2], names, denied)
     if err is not ErrorCode.NONE or ps is None:
@@ -281,7 +294,7 @@ async def _acknowledge(ctx: HandlerContext, member_id: str, key: ShareKey,
         return err, "the share partition's state is not loaded here yet"
     res = core.acknowledge(member_id, acks)
     if res.changed:
-        changed.append(key)
+        changed.append((key, core))
         ctx.purgatory.wake((ps.topic, ps.partition))  # released records: a waiting fetch
     return res.error, res.message
 
@@ -331,7 +344,7 @@ async def _share_fetch(ctx: HandlerContext, header: RequestHeader, req: WireRequ
     if started.error is not ErrorCode.NONE:
         return _session_error(started.error, started.message,
                               acquisition_lock_timeout=lock_ms)
-    changed: list[ShareKey] = []
+    changed: list[Change] = []
     for closed in started.closed:
         changed += groups.close_session(closed)
     session = started.session
@@ -359,7 +372,7 @@ async def _share_fetch(ctx: HandlerContext, header: RequestHeader, req: WireRequ
                     key = (group_id, f.topic_id, int(index))
                     loaded = groups.partitions.get(key)
                     if loaded is not None and loaded.core.release_member(member_id):
-                        changed.append(key)
+                        changed.append((key, loaded.core))
     if epoch == FINAL_EPOCH:
         if session is not None:
             changed += groups.close_session(session)
@@ -403,7 +416,7 @@ def _unsaved(ack_errors: dict[tuple[uuid.UUID, int], tuple[ErrorCode, str | None
 
 
 async def _acquire_all(ctx: HandlerContext, session: ShareSession, max_records: int,
-                       budget: int, names: dict[uuid.UUID, str], changed: list[ShareKey],
+                       budget: int, names: dict[uuid.UUID, str], changed: list[Change],
                        denied: TopicGate | None) -> dict[tuple[uuid.UUID, int], WireResponse]:
     out: dict[tuple[uuid.UUID, int], WireResponse] = {}
     left = max_records
@@ -421,7 +434,7 @@ async def _acquire_all(ctx: HandlerContext, session: ShareSession, max_records: 
             entry["error_code"] = int(err)
             continue
         if core.expire_locks(ctx.now_ms()):
-            changed.append(key)
+            changed.append((key, core))
         committed = ctx.share_groups.settings.read_committed
         start = core.first_acquirable(_fetch_bound(ctx, ps))
         if start is None:
@@ -436,11 +449,11 @@ async def _acquire_all(ctx: HandlerContext, session: ShareSession, max_records: 
             continue
         if committed and core.skip(_not_for_consumers(read.records.records,
                                                       read.aborted or ())):
-            changed.append(key)
+            changed.append((key, core))
         got = core.acquire(session.member_id, read.records.next_offset, left, ctx.now_ms())
         if not got.changed:
             continue
-        changed.append(key)
+        changed.append((key, core))
         data = read.records.records
         entry["records"] = bytes(data)
         budget -= len(data)
@@ -489,7 +502,7 @@ async def _share_acknowledge(ctx: HandlerContext, req: WireRequest, conn: Client
     if started.error is not ErrorCode.NONE:
         return _session_error(started.error, started.message)
     names = _names_by_id(ctx)
-    changed: list[ShareKey] = []
+    changed: list[Change] = []
     answers: dict[tuple[uuid.UUID, int], tuple[ErrorCode, str | None]] = {}
     for t in req.topics:
         if t.topic_id is None:
@@ -647,6 +660,12 @@ async def _delete_share_group_offsets(ctx: HandlerContext, req: WireRequest) -> 
         errors = await asyncio.gather(*(ctx.share_groups.forget((group_id, meta.topic_id, i))
                                         for i in range(len(meta.partitions))))
         err = next((e for e in errors if e is not ErrorCode.NONE), ErrorCode.NONE)
+        if err is ErrorCode.NONE and group_id in ctx.share_groups.coordinator.groups:
+            # the group's ShareGroupStatePartitionMetadata no longer names the topic
+            coordinator = ctx.share_groups.coordinator
+            err = await ctx.share_groups.change(
+                group_id, partial(coordinator.state_deleted, group_id, [meta.topic_id]),
+                topics_view(ctx), ctx.now_ms())
         answers.append({"topic_name": name, "topic_id": meta.topic_id,
                         "error_code": int(err if err is ErrorCode.NONE else state_error(err))})
     return {"throttle_time": 0, "error_code": 0, "responses": answers}

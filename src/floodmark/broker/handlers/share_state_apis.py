@@ -1,6 +1,8 @@
 """The share coordinator's inter-broker APIs (KIP-932): ReadShareGroupState,
 WriteShareGroupState, DeleteShareGroupState and ReadShareGroupStateSummary, asked by the
-leaders of share partitions (``share_group.persister``) of the leader of the key's
+leaders of share partitions (``share_group.persister``), and InitializeShareGroupState, asked
+by group coordinators for the partitions a share group newly subscribes to, of the leader of
+the key's
 ``__share_group_state`` partition. The wire is translated to ``share_group.state_service``'s
 calls, which decide and store (acks=all) before the answer; NOT_COORDINATOR or
 COORDINATOR_LOAD_IN_PROGRESS per partition send the asker to the coordinator again.
@@ -36,6 +38,16 @@ async def _each(req: WireRequest, answer: PartitionAnswer) -> WireResponse:
                           **(await answer(key, p))})
         results.append({"topic_id": t.topic_id, "partitions": parts})
     return {"results": results}
+
+
+def initialize_share_group_state(ctx: HandlerContext, header: RequestHeader,
+                                 req: WireRequest, conn: ClientConnection) -> HandlerResult:
+    async def answer(key: ShareKey, p: WireRequest) -> WireResponse:
+        err, message = await ctx.share_state.initialize(key, int(p.state_epoch),
+                                                        max(int(p.start_offset), -1))
+        return {"error_code": int(err), "error_message": message}
+
+    return _each(req, answer)
 
 
 def read_share_group_state(ctx: HandlerContext, header: RequestHeader, req: WireRequest,

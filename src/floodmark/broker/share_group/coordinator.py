@@ -23,7 +23,16 @@ partition a consumer.
 Membership is stored as Kafka's share-group records in ``__consumer_offsets`` (``records``):
 the handler stores what a call changed (``view`` before and after) before it answers, and a new
 coordinator replays them (``restore``), so after a coordinator failover the members go on with
-their member ids and epochs. The delivery state of the records lives with the partitions, at
+their member ids, epochs and assignments (the target assignment and its epoch are stored too).
+
+The share state of the partitions a group subscribes to is initialized at their share
+coordinators as Kafka 4.1 does (InitializeShareGroupState, at the group epoch, start offset -1):
+``to_initialize`` marks the subscribed partitions with no state yet as initializing (stored in
+the heartbeat's records, ``ShareGroupStatePartitionMetadata``), the handler asks the share
+coordinators after it answers, and ``state_initialized`` records the outcome (a failure is
+retried by a later heartbeat, as is one still initializing after ``INITIALIZE_RETRY_MS``).
+Unlike Kafka, the assignment does not wait for it: a partition's leader that finds no state
+places the start offset itself, so a member never waits a heartbeat for its first records. The delivery state of the records lives with the partitions, at
 the share coordinator (``share_coordinator``), not with the members.
 """
 
@@ -34,10 +43,16 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from floodmark.broker.share_group.records import GroupView, MemberView
+from floodmark.broker.share_group.records import (
+    GroupView,
+    MemberView,
+    StatePartitions,
+    TopicState,
+)
 from floodmark.errors import ErrorCode
 
 LEAVE_GROUP_MEMBER_EPOCH = -1
+INITIALIZE_RETRY_MS = 30_000  # Kafka's group.share.initialize.retry.interval.ms default
 TopicPartition = tuple[uuid.UUID, int]
 Partitions = frozenset[TopicPartition]
 
@@ -102,6 +117,7 @@ class ShareGroup:
     members: dict[str, ShareMember] = field(default_factory=dict)
     subscribed_shape: tuple[tuple[str, int], ...] = ()  # (topic, partitions), sorted
     session_deadline_ms: dict[str, int] = field(default_factory=dict)
+    state_partitions: StatePartitions = field(default_factory=StatePartitions)
 
     @property
     def state(self) -> ShareGroupState:
@@ -242,7 +258,8 @@ class ShareGroupCoordinator:
         return GroupView(g.group_epoch, {
             m.member_id: MemberView(m.rack_id, m.client_id, m.client_host, m.subscribed,
                                     m.member_epoch, m.previous_epoch, m.assignment)
-            for m in g.members.values()})
+            for m in g.members.values()}, g.assignment_epoch,
+            {m.member_id: m.assignment for m in g.members.values()}, g.state_partitions)
 
     def restore(self, group_id: str, view: GroupView | None,
                 topics: Mapping[str, TopicInfo], now_ms: int) -> None:
@@ -252,17 +269,89 @@ class ShareGroupCoordinator:
         if view is None:
             self.groups.pop(group_id, None)
             return
-        g = ShareGroup(group_id, view.group_epoch)
+        g = ShareGroup(group_id, view.group_epoch, state_partitions=view.state)
+        g.assignment_epoch = view.assignment_epoch if view.assignment_epoch >= 0 else max(
+            (m.member_epoch for m in view.members.values()), default=view.group_epoch)
         for member_id, m in sorted(view.members.items()):
-            g.members[member_id] = ShareMember(member_id, m.client_id, m.client_host,
-                                               m.rack_id, m.subscribed, m.member_epoch,
-                                               m.previous_epoch, m.assignment)
+            member = ShareMember(member_id, m.client_id, m.client_host, m.rack_id,
+                                 m.subscribed, m.member_epoch, m.previous_epoch, m.assignment)
+            target = view.targets.get(member_id)
+            if target is not None and m.member_epoch < g.assignment_epoch:
+                # its target is ahead of what it was answered: it moves there, and its next
+                # heartbeat (with its old epoch, now its previous one) is sent the assignment
+                member.previous_epoch, member.member_epoch = m.member_epoch, g.assignment_epoch
+                member.assignment = target
+            g.members[member_id] = member
             g.session_deadline_ms[member_id] = now_ms + self.config.session_timeout_ms
-        g.assignment_epoch = max((m.member_epoch for m in view.members.values()),
-                                 default=view.group_epoch)
         wanted = sorted({n for m in g.members.values() for n in m.subscribed})
         g.subscribed_shape = tuple((n, topics[n].partitions) for n in wanted if n in topics)
         self.groups[group_id] = g
+
+    # -- the share state of the subscribed partitions --------------------------------------
+    def to_initialize(self, group_id: str, topics: Mapping[str, TopicInfo],
+                      now_ms: int) -> list[TopicPartition]:
+        """The subscribed partitions whose share state the group has not initialized (nor
+        is initializing, unless for ``INITIALIZE_RETRY_MS``): they become initializing."""
+        g = self.groups.get(group_id)
+        if g is None:
+            return []
+        state = g.state_partitions
+        initializing = dict(state.initializing)
+        out: list[TopicPartition] = []
+        for name in sorted({n for m in g.members.values() for n in m.subscribed}):
+            t = topics.get(name)
+            if t is None:
+                continue
+            done = state.initialized.get(t.topic_id)
+            pending = initializing.get(t.topic_id)
+            fresh = set() if pending is None or \
+                pending.create_ms + INITIALIZE_RETRY_MS <= now_ms else set(pending.partitions)
+            new = [p for p in range(t.partitions)
+                   if (done is None or p not in done.partitions) and p not in fresh]
+            if not new:
+                continue
+            out += [(t.topic_id, p) for p in new]
+            initializing[t.topic_id] = TopicState(name, frozenset(fresh | set(new)), now_ms)
+        if out:
+            g.state_partitions = StatePartitions(initializing, state.initialized,
+                                                 state.deleting)
+        return out
+
+    def state_initialized(self, group_id: str, done: list[TopicPartition],
+                          failed: list[TopicPartition]) -> None:
+        """The share coordinators answered: ``done`` are initialized, ``failed`` are not
+        (a later heartbeat tries them again)."""
+        g = self.groups.get(group_id)
+        if g is None:
+            return
+        state = g.state_partitions
+        initializing = dict(state.initializing)
+        initialized = dict(state.initialized)
+        for (topic_id, p), ok in [(tp, True) for tp in done] + [(tp, False) for tp in failed]:
+            pending = initializing.get(topic_id)
+            if pending is None or p not in pending.partitions:
+                continue
+            left = pending.partitions - {p}
+            if left:
+                initializing[topic_id] = TopicState(pending.name, left, pending.create_ms)
+            else:
+                del initializing[topic_id]
+            if ok:
+                had = initialized.get(topic_id)
+                initialized[topic_id] = TopicState(
+                    pending.name, (had.partitions if had else frozenset()) | {p})
+        g.state_partitions = StatePartitions(initializing, initialized, state.deleting)
+
+    def state_deleted(self, group_id: str, topic_ids: list[uuid.UUID]) -> None:
+        """DeleteShareGroupOffsets deleted the share state of these topics' partitions."""
+        g = self.groups.get(group_id)
+        if g is None:
+            return
+        state = g.state_partitions
+        g.state_partitions = StatePartitions(
+            {t: v for t, v in state.initializing.items() if t not in topic_ids},
+            {t: v for t, v in state.initialized.items() if t not in topic_ids},
+            {t: v for t, v in state.deleting.items() if t not in topic_ids})
 
     def delete(self, group_id: str) -> ErrorCode:
         group = self.groups.get(group_id)

@@ -11,6 +11,22 @@ previous leader of the partition), or, when none was ever written, placed by
 is loaded again the same way. Every change is written (``save``) before the request that made
 it is answered; a write that fails drops the share partition here, so the next request loads
 what the coordinator holds: nothing is answered that a failover could forget.
+
+**A new leader epoch at the same leader.** The leader epoch can move on while this broker keeps
+leading the partition (re-elected after its controller session lapsed while it was the only
+in-sync replica; a re-registration). Loading again from the coordinator would throw away the
+locks this broker holds: a record it had just handed out (its write landed before the new
+epoch's read) came back AVAILABLE and went to a second member while the first still held it.
+So the load at the new epoch reads first (that fences every later write at the old epoch) and,
+when the coordinator holds a state this share partition itself stored or is storing (no other
+leader changed it meanwhile), keeps the same share partition, locks and all, at the new epoch
+(Kafka keeps its ``SharePartition`` until the broker stops leading). A write fenced at the old
+epoch is then made again at the new one with the current state, which holds its change.
+
+A change is saved as the share partition it was made on (``Change``), never by key alone: a
+request that changed a share partition which was replaced meanwhile (loaded again from the
+coordinator) is answered as not stored. Saving whatever is loaded under the key answered an
+ACCEPT as stored that was never written, and the records were delivered again as new.
 """
 
 from __future__ import annotations
@@ -27,11 +43,13 @@ from floodmark.broker.share_group.coordinator import (
     ShareGroupConfig,
     ShareGroupCoordinator,
     TopicInfo,
+    TopicPartition,
 )
 from floodmark.broker.share_group.partition import (
     OffsetReset,
     ShareConfig,
     SharePartition,
+    ShareState,
 )
 from floodmark.broker.share_group.persister import SharePersister
 from floodmark.broker.share_group.records import GroupView
@@ -41,6 +59,8 @@ from floodmark.metadata import TopicMeta
 
 log = logging.getLogger(__name__)
 ShareKey = tuple[str, uuid.UUID, int]  # group, topic id, partition
+Change = tuple[ShareKey, SharePartition]  # a share partition a request changed
+WRITE_ATTEMPTS = 3  # a save fenced by a new epoch of the same leader is written again
 StoreRecords = Callable[[str, list[tuple[bytes, bytes | None]]], Awaitable[ErrorCode]]
 
 
@@ -55,8 +75,17 @@ class ShareSettings:
 
 @dataclass
 class LoadedPartition:
+    """A share partition loaded at this leader. ``stored``: the last state the share
+    coordinator confirmed holding (read or written); ``sending``: the states being written.
+    A stored state among them means no other leader changed it since."""
+
     core: SharePartition
     leader_epoch: int
+    stored: ShareState | None = None
+    sending: list[ShareState] = field(default_factory=list)
+
+    def holds_mine(self, state: ShareState) -> bool:
+        return state == self.stored or state in self.sending
 
 
 class ShareGroups:
@@ -73,6 +102,7 @@ class ShareGroups:
         self.partitions: dict[ShareKey, LoadedPartition] = {}
         self._loading: dict[tuple[ShareKey, int], asyncio.Future[ErrorCode]] = {}
         self._saving: set[asyncio.Task[dict[ShareKey, ErrorCode]]] = set()
+        self._initializing: set[asyncio.Task[None]] = set()
 
     def loaded(self, key: ShareKey, leader_epoch: int,
                log_start_offset: int) -> SharePartition | None:
@@ -110,17 +140,32 @@ class ShareGroups:
                         "be read from the share coordinator: %s", key[0], key[1], key[2],
                         leader_epoch, err.name)
             return err
+        current = self.partitions.get(key)
+        if snap is not None and current is not None and current.leader_epoch < leader_epoch \
+                and snap.state.start_offset >= 0 and current.holds_mine(snap.state):
+            # the same leader at a new epoch, and nobody else changed the state: keep it (no
+            # await since the read, so no write at the old epoch has been answered meanwhile)
+            log.info("share group %s partition %s-%d leader_epoch=%d: leader epoch moved on "
+                     "from %d at this leader; the share partition and its locks are kept",
+                     key[0], key[1], key[2], leader_epoch, current.leader_epoch)
+            current.leader_epoch = leader_epoch
+            return ErrorCode.NONE
         core = SharePartition(self.settings.partition)
-        if snap is not None:
+        if snap is not None and snap.state.start_offset >= 0:
             core.restore(snap.state)
             core.log_start_moved(log_start_offset)
+            stored = snap.state
             log.info("share group %s partition %s-%d leader_epoch=%d: loaded, start offset "
                      "%d, end offset %d", key[0], key[1], key[2], leader_epoch,
                      core.start_offset, core.end_offset)
         else:
+            # never written, or initialized by the group coordinator without a start offset
+            # (InitializeShareGroupState): placed here, at the state epoch it was given
             core.initialize(self.settings.reset, log_start_offset,
                             max(log_start_offset, fetch_bound))
-            err = await self.persister.write(key, core.snapshot(), leader_epoch)
+            core.state_epoch = snap.state.state_epoch if snap is not None else 0
+            stored = core.snapshot()
+            err = await self.persister.write(key, stored, leader_epoch)
             if err is not ErrorCode.NONE:
                 return err
             log.info("share group %s partition %s-%d leader_epoch=%d: started at offset %d "
@@ -128,38 +173,102 @@ class ShareGroups:
                      core.start_offset, self.settings.reset.value)
         current = self.partitions.get(key)
         if current is None or current.leader_epoch <= leader_epoch:
-            self.partitions[key] = LoadedPartition(core, leader_epoch)
+            self.partitions[key] = LoadedPartition(core, leader_epoch, stored)
         return ErrorCode.NONE
 
-    async def save(self, keys: list[ShareKey]) -> dict[ShareKey, ErrorCode]:
-        """Write the state of each of ``keys`` (before the change is answered); a key whose
-        write failed is dropped here (loaded again from the coordinator at its next use), and
-        a key no longer loaded here fails."""
-        keys = sorted(set(keys), key=lambda k: (k[0], str(k[1]), k[2]))
-        snapshots = [(k, self.partitions[k]) for k in keys if k in self.partitions]
-        errors = await asyncio.gather(*(self.persister.write(k, loaded.core.snapshot(),
-                                                              loaded.leader_epoch)
-                                        for k, loaded in snapshots))
-        # a key dropped meanwhile (a concurrent write failed, its offsets were deleted): what
-        # this request changed is not stored, so it is not answered as done either
-        out = {k: ErrorCode.COORDINATOR_NOT_AVAILABLE for k in keys if k not in self.partitions}
-        for (k, loaded), err in zip(snapshots, errors, strict=True):
-            out[k] = err
-            if err is not ErrorCode.NONE:
-                log.warning("share group %s partition %s-%d leader_epoch=%d: its state could "
-                            "not be written (%s): it is loaded again from the share "
-                            "coordinator", k[0], k[1], k[2], loaded.leader_epoch, err.name)
-                if self.partitions.get(k) is loaded:
-                    del self.partitions[k]
-        return out
+    async def save(self, changes: Iterable[Change]) -> dict[ShareKey, ErrorCode]:
+        """Write the state of each changed share partition (before the change is answered). A
+        share partition no longer loaded here, or replaced meanwhile, fails (what the request
+        changed is not stored, so it is not answered as done); a write that failed drops it
+        here (loaded again from the coordinator at its next use)."""
+        cores: dict[ShareKey, list[SharePartition]] = {}
+        for key, core in changes:
+            known = cores.setdefault(key, [])
+            if not any(c is core for c in known):
+                known.append(core)
+        keys = sorted(cores, key=lambda k: (k[0], str(k[1]), k[2]))
+        errors = await asyncio.gather(*(self._write_all(k, cores[k]) for k in keys))
+        return dict(zip(keys, errors, strict=True))
 
-    def save_later(self, keys: list[ShareKey]) -> None:
+    async def _write_all(self, key: ShareKey, cores: list[SharePartition]) -> ErrorCode:
+        """One request changed ``key``'s share partition and, after it was replaced (loaded
+        again), its successor too: the successor is written, and the key still fails (the
+        change made on the replaced one is not stored)."""
+        loaded = self.partitions.get(key)
+        current = [c for c in cores if loaded is not None and c is loaded.core]
+        err = await self._write(key, current[0] if current else cores[0])
+        if err is ErrorCode.NONE and len(cores) > len(current):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return err
+
+    async def _write(self, key: ShareKey, core: SharePartition) -> ErrorCode:
+        err = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        for _attempt in range(WRITE_ATTEMPTS):
+            loaded = self.partitions.get(key)
+            if loaded is None or loaded.core is not core:
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE  # dropped or replaced meanwhile
+            state, epoch = core.snapshot(), loaded.leader_epoch
+            loaded.sending.append(state)
+            try:
+                err = await self.persister.write(key, state, epoch)
+            finally:
+                loaded.sending.remove(state)
+            if err is ErrorCode.NONE:
+                loaded.stored = state
+                return err
+            if err is ErrorCode.FENCED_LEADER_EPOCH:
+                # a load at a later epoch fenced it: when this leader keeps the share
+                # partition there, its current state (with this change) is written again
+                later = [f for (k, e), f in list(self._loading.items())
+                         if k == key and e > epoch]
+                for pending in later:
+                    await asyncio.shield(pending)
+                if self.partitions.get(key) is loaded and loaded.leader_epoch > epoch:
+                    continue
+            break
+        log.warning("share group %s partition %s-%d: its state could not be written (%s): "
+                    "it is loaded again from the share coordinator", key[0], key[1], key[2],
+                    err.name)
+        if self.partitions.get(key) is not None and self.partitions[key].core is core:
+            del self.partitions[key]
+        return err
+
+    def save_later(self, changes: list[Change]) -> None:
         """``save`` without a request waiting on it (a member left or timed out: the records
         it held came back; a failed write drops the partition, which is read back)."""
-        if keys:
-            task = asyncio.get_running_loop().create_task(self.save(keys))
+        if changes:
+            task = asyncio.get_running_loop().create_task(self.save(changes))
             self._saving.add(task)
             task.add_done_callback(self._saving.discard)
+
+    def initialize_later(self, group_id: str, parts: list[TopicPartition], state_epoch: int,
+                         topics: Mapping[str, TopicInfo], now_ms: Callable[[], int]) -> None:
+        """InitializeShareGroupState for the partitions ``to_initialize`` marked, off the
+        heartbeat's path (as Kafka's group coordinator); the outcome is stored in the group's
+        ``ShareGroupStatePartitionMetadata``."""
+        if parts:
+            task = asyncio.get_running_loop().create_task(
+                self._initialize(group_id, parts, state_epoch, topics, now_ms))
+            self._initializing.add(task)
+            task.add_done_callback(self._initializing.discard)
+
+    async def _initialize(self, group_id: str, parts: list[TopicPartition], state_epoch: int,
+                          topics: Mapping[str, TopicInfo], now_ms: Callable[[], int]) -> None:
+        errors = await asyncio.gather(*(self.persister.initialize((group_id, *tp), state_epoch,
+                                                                  -1) for tp in parts))
+        done = [tp for tp, err in zip(parts, errors, strict=True) if err is ErrorCode.NONE]
+        failed = [(tp, err) for tp, err in zip(parts, errors, strict=True)
+                  if err is not ErrorCode.NONE]
+        if failed:
+            log.warning("share group %s: the share state of %d partitions could not be "
+                        "initialized (first: %s-%d, %s); a later heartbeat tries again",
+                        group_id, len(failed), failed[0][0][0], failed[0][0][1],
+                        failed[0][1].name)
+        else:
+            log.info("share group %s state_epoch=%d: share state of %d partitions initialized",
+                     group_id, state_epoch, len(done))
+        await self.change(group_id, lambda: self.coordinator.state_initialized(
+            group_id, done, [tp for tp, _err in failed]), topics, now_ms())
 
     async def reset(self, key: ShareKey, start_offset: int, leader_epoch: int) -> ErrorCode:
         """AlterShareGroupOffsets: the share partition starts over at ``start_offset`` (a new
@@ -168,7 +277,7 @@ class ShareGroups:
         if core is None:
             return err
         core.reset_to(start_offset)
-        return (await self.save([key])).get(key, ErrorCode.NONE)
+        return (await self.save([(key, core)]))[key]
 
     async def forget(self, key: ShareKey) -> ErrorCode:
         """DeleteShareGroupOffsets: the group's state of the partition goes."""
@@ -231,17 +340,17 @@ class ShareGroups:
             return ErrorCode.NONE, loaded.core.start_offset
         return await self.persister.summary(key)
 
-    def close_session(self, session: ShareSession) -> list[ShareKey]:
+    def close_session(self, session: ShareSession) -> list[Change]:
         """A session ended (the member left or reopened it): what it held comes back."""
-        changed = []
+        changed: list[Change] = []
         for topic_id, index in session.partitions:
             key = (session.group_id, topic_id, index)
             loaded = self.partitions.get(key)
             if loaded is not None and loaded.core.release_member(session.member_id):
-                changed.append(key)
+                changed.append((key, loaded.core))
         return changed
 
-    def release_member(self, group_id: str, member_id: str) -> list[ShareKey]:
+    def release_member(self, group_id: str, member_id: str) -> list[Change]:
         """The member left the group or its session at the coordinator timed out."""
         session = self.sessions.close(group_id, member_id)
         return [] if session is None else self.close_session(session)

@@ -1,5 +1,6 @@
 """A share-partition leader's way to its state (Kafka's ``Persister``): Read, Write and
-DeleteShareGroupState, and ReadShareGroupStateSummary, sent to the share coordinator of each
+DeleteShareGroupState, and ReadShareGroupStateSummary (and the group coordinator's:
+InitializeShareGroupState), sent to the share coordinator of each
 share partition (the leader of the ``__share_group_state`` partition its key hashes to).
 
 When that coordinator is this broker the request is the local service's call
@@ -27,7 +28,7 @@ from floodmark.metadata import CoordinatorType
 from floodmark.security.client_security import ClientSecurity
 
 log = logging.getLogger(__name__)
-API_READ, API_WRITE, API_DELETE, API_SUMMARY = 84, 85, 86, 87
+API_INITIALIZE, API_READ, API_WRITE, API_DELETE, API_SUMMARY = 83, 84, 85, 86, 87
 REQUEST_TIMEOUT_S = 10.0
 RETRY_FOR_MS = 5_000
 BACKOFF_MS = (20, 50, 100, 200, 400)
@@ -77,10 +78,23 @@ class SharePersister:
                                       routes.broker_address, security)
 
     # -- the operations --------------------------------------------------------------------
+    async def initialize(self, key: ShareKey, state_epoch: int, start_offset: int
+                         ) -> ErrorCode:
+        """InitializeShareGroupState (the group coordinator, for a newly subscribed
+        partition; ``start_offset`` -1: placed by the leader when it first loads it)."""
+        async def local() -> tuple[ErrorCode, None]:
+            err, _message = await self.service.initialize(key, state_epoch, start_offset)
+            return err, None
+
+        body = {"group_id": key[0], "topics": [{"topic_id": key[1], "partitions": [
+            {"partition": key[2], "state_epoch": state_epoch,
+             "start_offset": start_offset}]}]}
+        return (await self._ask(key, local, API_INITIALIZE, body, _error_only, (None,)))[0]
+
     async def read(self, key: ShareKey, leader_epoch: int
                    ) -> tuple[ErrorCode, Snapshot | None]:
-        """The stored state (None: never written); FENCED_LEADER_EPOCH when a later leader
-        has read or written it."""
+        """The stored state (None: never written; start offset -1: initialized, not placed
+        yet); FENCED_LEADER_EPOCH when a later leader has read or written it."""
         async def local() -> tuple[ErrorCode, Snapshot | None]:
             err, snap, _message = await self.service.read(key, leader_epoch)
             return err, snap
@@ -88,8 +102,12 @@ class SharePersister:
         def remote(resp: Any) -> tuple[ErrorCode, Snapshot | None]:
             p = resp.results[0].partitions[0]
             err = ErrorCode(int(p.error_code))
-            if err is not ErrorCode.NONE or int(p.start_offset) < 0:
+            if err is not ErrorCode.NONE:
                 return err, None
+            if int(p.start_offset) < 0:  # never written, or initialized and not placed
+                if int(p.state_epoch) <= 0:
+                    return err, None
+                return err, Snapshot(ShareState(-1, -1, (), int(p.state_epoch)), leader_epoch)
             state = state_of(int(p.start_offset), int(p.state_epoch), p.state_batches)
             return err, Snapshot(state, leader_epoch)
 

@@ -9,6 +9,14 @@ decides what a request writes; the shell (``handlers.share_state_apis``) appends
 acks=all and, once it is replicated, hands it back (``written``): only what a failover of this
 coordinator keeps is ever answered.
 
+InitializeShareGroupState (Kafka 4.1's group coordinator initializes the state of the partitions
+a share group newly subscribes to, ``initialize``): a state that does not exist is stored at the
+given state epoch and start offset (-1: not placed yet; the partition's leader places it by
+``share.auto.offset.reset`` when it first loads it); a lower state epoch than the stored one is
+FENCED_STATE_EPOCH; a state that exists is never wiped by it unless the state epoch is higher and
+a start offset is given (floodmark's choice: a retried or late initialization of a partition
+whose leader already wrote its progress changes nothing).
+
 Fencing, as Kafka's share coordinator: every request carries the share partition's leader
 epoch. A write or read with a lower leader epoch than the stored one is FENCED_LEADER_EPOCH (a
 leader that lost its partition must not overwrite its successor's state); a read with a higher
@@ -150,6 +158,20 @@ class ShareCoordinator:
                                 message=f"state epoch {state.state_epoch} < "
                                         f"{current.state.state_epoch}")
         return Decision(ErrorCode.NONE, store=self._next(key, state, leader_epoch))
+
+    def initialize(self, key: ShareKey, state_epoch: int, start_offset: int) -> Decision:
+        """InitializeShareGroupState (see the module's text)."""
+        current = self.snapshots.get(key)
+        fresh = ShareState(start_offset, start_offset, (), state_epoch)
+        if current is None:
+            return Decision(ErrorCode.NONE, store=self._next(key, fresh, -1))
+        if state_epoch < current.state.state_epoch:
+            return Decision(ErrorCode.FENCED_STATE_EPOCH,
+                            message=f"state epoch {state_epoch} < "
+                                    f"{current.state.state_epoch}")
+        if start_offset < 0 or state_epoch == current.state.state_epoch:
+            return Decision(ErrorCode.NONE)  # initialized already
+        return Decision(ErrorCode.NONE, store=self._next(key, fresh, current.leader_epoch))
 
     def keys_of(self, group_id: str) -> list[ShareKey]:
         return sorted((k for k in self.snapshots if k[0] == group_id),

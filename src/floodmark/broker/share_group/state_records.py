@@ -131,7 +131,8 @@ def decode_value(value: bytes) -> Snapshot:
         if isinstance(exc, BadShareStateRecord):
             raise
         raise BadShareStateRecord(f"share snapshot value: {exc}") from exc
-    if start < 0:
+    if start < -1 or (start == -1 and batches):
+        # -1: initialized (InitializeShareGroupState) and not placed yet, with no batches
         raise BadShareStateRecord(f"start offset {start}")
     return Snapshot(ShareState(start, end, tuple(batches), state_epoch), leader_epoch,
                     snapshot_epoch)

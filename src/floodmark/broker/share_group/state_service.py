@@ -102,6 +102,17 @@ class ShareStateService:
                 return d.error, d.message
             return await self._store(key, d.store), None
 
+    async def initialize(self, key: ShareKey, state_epoch: int, start_offset: int
+                         ) -> tuple[ErrorCode, str | None]:
+        async with self._one_at_a_time(key):
+            err = self.error_for(key)
+            if err is not ErrorCode.NONE:
+                return err, None
+            d = self.core.initialize(key, state_epoch, start_offset)
+            if d.error is not ErrorCode.NONE or d.store is None:
+                return d.error, d.message
+            return await self._store(key, d.store), None
+
     async def delete(self, key: ShareKey) -> ErrorCode:
         async with self._one_at_a_time(key):
             err = self.error_for(key)
