@@ -29,6 +29,8 @@ import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from tests.reference.suite_cluster import detached_cluster
+
 CACHE = (Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "floodmark"
          / "confluent-kafka-python")
 LEFT_OUT = {
@@ -90,21 +92,11 @@ def run(args: argparse.Namespace) -> int:
         raise SystemExit("--source must be a checkout of confluent-kafka-python (with "
                          "tests/integration); PyPI's sdist has no tests")
     python = suite_python(source)
-    repo = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": str(repo / "src")}
-    floodmark = [sys.executable, "-m", "floodmark.cli"]
     with tempfile.TemporaryDirectory(prefix="ckp-suite-") as tmp:
         data = args.data_dir or str(Path(tmp) / "cluster")
         report = Path(tmp) / "junit.xml"
-        subprocess.run([*floodmark, "cluster", "up", "--detach", "--brokers", str(args.brokers),
-                        "--controller-set", "broker.session.timeout.ms=9000",
-                        *(a for kv in TRIVUP_SETTINGS for a in ("--set", kv)),
-                        *(a for kv in TRIVUP_SETTINGS for a in ("--controller-set", kv)),
-                        "--data-dir", data], check=True, env=env, capture_output=True)
-        try:
-            status = subprocess.run([*floodmark, "cluster", "status", "--json", "--data-dir",
-                                     data], check=True, env=env, capture_output=True, text=True)
-            brokers = json.loads(status.stdout)["bootstrap"]
+        settings = [a for kv in TRIVUP_SETTINGS for a in ("--set", kv, "--controller-set", kv)]
+        with detached_cluster(data, args.brokers, settings) as brokers:
             cmd = [str(python), "-m", "pytest", "tests/integration", "-q", "-p",
                    "no:cacheprovider", f"--timeout={args.timeout_s}", f"--junitxml={report}",
                    *(f"--ignore={p}" for p in LEFT_OUT if p.startswith("tests/"))]
@@ -114,9 +106,6 @@ def run(args: argparse.Namespace) -> int:
             test_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
             test_env.update({"BROKERS": brokers, "PYTHONPATH": str(source)})
             done = subprocess.run(cmd, cwd=source, env=test_env, capture_output=True, text=True)
-        finally:
-            subprocess.run([*floodmark, "cluster", "down", "--data-dir", data], env=env,
-                           capture_output=True)
         if not report.exists():
             print(done.stdout[-3000:], done.stderr[-3000:], sep="\n", file=sys.stderr)
             raise SystemExit("the suite did not run (no junit report)")

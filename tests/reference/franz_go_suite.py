@@ -26,6 +26,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from tests.reference.suite_cluster import detached_cluster
+
 DEFAULT_VERSION = "v1.22.3"
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "floodmark" / "franz-go"
 RESULT = re.compile(r"^--- (PASS|FAIL|SKIP): (\S+) ")
@@ -59,30 +61,15 @@ def test_binary(version: str) -> Path:
 
 def run(args: argparse.Namespace) -> int:
     binary = test_binary(args.version)
-    repo = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": str(repo / "src")}
-    floodmark = [sys.executable, "-m", "floodmark.cli"]
-    with tempfile.TemporaryDirectory(prefix="franz-go-") as tmp:
-        data = args.data_dir or tmp
-        # Kafka's session timeout (the local cluster's 2 s default fences brokers of a
-        # machine this suite loads, which is not what it measures).
-        subprocess.run([*floodmark, "cluster", "up", "--detach", "--brokers", str(args.brokers),
-                        "--controller-set", "broker.session.timeout.ms=9000",
-                        "--data-dir", data], check=True, env=env, capture_output=True)
-        try:
-            status = subprocess.run([*floodmark, "cluster", "status", "--json", "--data-dir",
-                                     data], check=True, env=env, capture_output=True, text=True)
-            seeds = json.loads(status.stdout)["bootstrap"]
-            test_env = {**os.environ, "KGO_SEEDS": seeds, "KGO_TEST_RF": str(args.brokers),
-                        "KGO_TEST_RECORDS": str(args.records), "KGO_LOG_LEVEL": "none"}
-            cmd = [str(binary), "-test.v", "-test.timeout", f"{args.timeout_m}m"]
-            if args.run:
-                cmd += ["-test.run", args.run]
-            done = subprocess.run(cmd, env=test_env, capture_output=True, text=True,
-                                  cwd=binary.parent)
-        finally:
-            subprocess.run([*floodmark, "cluster", "down", "--data-dir", data], env=env,
-                           capture_output=True)
+    with tempfile.TemporaryDirectory(prefix="franz-go-") as tmp, \
+            detached_cluster(args.data_dir or tmp, args.brokers) as seeds:
+        test_env = {**os.environ, "KGO_SEEDS": seeds, "KGO_TEST_RF": str(args.brokers),
+                    "KGO_TEST_RECORDS": str(args.records), "KGO_LOG_LEVEL": "none"}
+        cmd = [str(binary), "-test.v", "-test.timeout", f"{args.timeout_m}m"]
+        if args.run:
+            cmd += ["-test.run", args.run]
+        done = subprocess.run(cmd, env=test_env, capture_output=True, text=True,
+                              cwd=binary.parent)
     results: dict[str, str] = {}
     first_error: dict[str, str] = {}
     pending: list[str] = []
