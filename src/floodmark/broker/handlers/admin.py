@@ -3,6 +3,7 @@ AlterConfigs/IncrementalAlterConfigs (topics and brokers), and the other admin A
 
 from __future__ import annotations
 
+import asyncio
 import random
 import uuid
 from collections.abc import Awaitable, Callable
@@ -23,11 +24,11 @@ from floodmark.broker.config import (
 )
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.features import FinalizedFeatures
-from floodmark.metadata import validate_topic_name
+from floodmark.metadata import TopicMeta, validate_topic_name
 from floodmark.security.quotas import TokenBucket
 from floodmark.settings import is_sensitive, topic_config_setting
 from floodmark.wire.api_table import SHARE_GROUP, SUPPORTED, ApiKey
-from floodmark.wire.codec import RequestHeader, encode_response
+from floodmark.wire.codec import RequestHeader, encode_response, ms
 
 if TYPE_CHECKING:
     from floodmark.broker.context import HandlerContext
@@ -261,14 +262,24 @@ def _took(broker: HandlerContext, bucket: TokenBucket | None, partitions: int) -
 
 async def create_topics(broker: HandlerContext, header: RequestHeader, req: WireRequest,
                         conn: ClientConnection | None = None) -> WireResponse:
+    """Every topic of the request is checked here, then all are handed to the controller at
+    once (side by side, as Kafka's controller takes them in one event), and the answer waits
+    at most the request's ``timeout_ms``: a topic not created by then answers
+    REQUEST_TIMED_OUT (its creation may still complete, as in Kafka). A timeout of 0 or less
+    is a deadline already past: Kafka's controller expires the event before it writes
+    anything, so nothing is created and every topic answers REQUEST_TIMED_OUT."""
     validate_only = bool(getattr(req, "validate_only", False))
+    timeout_ms = ms(getattr(req, "timeout", None))
     bucket = _mutation_bucket(broker, header, conn, validate_only)
-    results = []
+    results: list[WireResponse] = []
+    creations: dict[int, asyncio.Task[TopicMeta]] = {}
+    mutations: dict[int, int] = {}
     seen: set[str] = set()
     for t in req.topics:
         entry: WireResponse = {"name": t.name, "topic_id": None, "error_code": 0,
                                  "error_message": None, "num_partitions": -1,
                                  "replication_factor": -1, "configs": []}
+        results.append(entry)
         try:
             if t.name in seen:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "topic listed twice")
@@ -282,22 +293,59 @@ async def create_topics(broker: HandlerContext, header: RequestHeader, req: Wire
                 assignments = [tuple(int(b) for b in a.broker_ids) for a in ordered]
             configs = {c.name: c.value for c in t.configs}
             _admit_mutation(broker, bucket, header.api_version >= 6)
-            meta = await broker.create_topic(
+            if timeout_ms <= 0:
+                raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, TIMED_OUT)
+            # The bucket is charged at admission, so the next topic of this request sees it
+            # (KIP-599: topic by topic); given back if the controller refuses the topic.
+            mutations[len(results) - 1] = max(0, len(assignments) if assignments else (
+                int(t.num_partitions) if int(t.num_partitions) != -1
+                else broker.config.get_int("num.partitions")))
+            _took(broker, bucket, mutations[len(results) - 1])
+            creations[len(results) - 1] = asyncio.ensure_future(broker.create_topic(
                 t.name, int(t.num_partitions), int(t.replication_factor), configs,
-                validate_only=validate_only, assignments=assignments,
-            )
-            _took(broker, bucket, len(meta.partitions))
-            entry.update(topic_id=meta.topic_id, num_partitions=len(meta.partitions),
-                         replication_factor=len(meta.partitions[0].replicas))
-            if header.api_version >= 5:  # KIP-525: the new topic's configs, as described
-                entry["configs"] = [
-                    {k: c[k] for k in ("name", "value", "read_only", "config_source",
-                                       "is_sensitive")}
-                    for c in _topic_entries(broker, meta.configs, False)]
+                validate_only=validate_only, assignments=assignments))
         except KafkaError as exc:
             entry.update(error_code=int(exc.code), error_message=exc.message or None)
-        results.append(entry)
+    if creations:
+        await asyncio.wait(creations.values(), timeout=timeout_ms / 1000)
+    for at, creation in creations.items():
+        entry = results[at]
+        if not creation.done():
+            _still_creating(creation)
+            entry.update(error_code=int(ErrorCode.REQUEST_TIMED_OUT), error_message=TIMED_OUT)
+            continue
+        refused = creation.exception()
+        if isinstance(refused, KafkaError):
+            _took(broker, bucket, -mutations[at])
+            entry.update(error_code=int(refused.code), error_message=refused.message or None)
+            continue
+        meta = creation.result()  # (any other exception is the handler's, as before)
+        entry.update(topic_id=meta.topic_id, num_partitions=len(meta.partitions),
+                     replication_factor=len(meta.partitions[0].replicas))
+        if header.api_version >= 5:  # KIP-525: the new topic's configs, as described
+            entry["configs"] = [
+                {k: c[k] for k in ("name", "value", "read_only", "config_source",
+                                   "is_sensitive")}
+                for c in _topic_entries(broker, meta.configs, False)]
     return {"throttle_time": broker.quotas.mutation_throttled(bucket, conn), "topics": results}
+
+
+TIMED_OUT = "The request timed out."
+_CREATING: set[asyncio.Task[TopicMeta]] = set()
+
+
+def _still_creating(creation: asyncio.Task[TopicMeta]) -> None:
+    """A creation the answer no longer waits for runs to its end (the controller may commit
+    it yet); held here until then, and its outcome, whatever it is, is not an error of the
+    handler any more."""
+    _CREATING.add(creation)
+
+    def done(task: asyncio.Task[TopicMeta]) -> None:
+        _CREATING.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: no "exception was never retrieved" warning
+
+    creation.add_done_callback(done)
 
 
 async def delete_topics(broker: HandlerContext, header: RequestHeader, req: WireRequest,
