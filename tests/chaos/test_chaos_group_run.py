@@ -1,5 +1,5 @@
 """``floodmark chaos run --workload group`` end to end: three confluent-kafka members of one
-classic group polling and committing (sync and async) while members leave, die and join and the
+group (the classic protocol, and KIP-848's with ``--group-protocol consumer``) polling and committing (sync and async) while members leave, die and join and the
 group coordinator is killed, restarted, paused and cut off, beside the input leaders' faults.
 
 A run costs two to three minutes of a real cluster in namespaces (set-up, recovery, final read),
@@ -38,6 +38,18 @@ def test_group_workload_through_member_and_coordinator_faults(tmp_path: Path) ->
 
 
 @pytest.mark.slow
+def test_kip848_group_workload_through_member_and_coordinator_faults(tmp_path: Path) -> None:
+    """The same faults with KIP-848's protocol: the broker assigns, partitions move one by one
+    (each increment or revocation is a span of its own)."""
+    code, result = chaos_run(tmp_path, "--workload", "group", "--group-protocol", "consumer",
+                             "--time-limit-s", "60", "--faults", "group,group-coordinator",
+                             "--seed", "3")
+    group = _assert_valid_group_run(code, result)
+    assert group["spans"] >= 4, group  # members left and joined: partitions moved
+    assert result["config"]["group_protocol"] == "consumer"
+
+
+@pytest.mark.slow
 def test_group_workload_five_minutes_of_every_default_fault(tmp_path: Path) -> None:
     code, result = chaos_run(tmp_path, "--workload", "group", "--time-limit-s", "300",
                              "--seed", "1", timeout_s=1500)
@@ -45,14 +57,17 @@ def test_group_workload_five_minutes_of_every_default_fault(tmp_path: Path) -> N
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
 def test_consumer_moved_back_past_its_commits_is_caught(tmp_path: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+                                                        monkeypatch: pytest.MonkeyPatch,
+                                                        protocol: str) -> None:
     """The drill (``FLOODMARK_CHAOS_GROUP_REWIND=1``): members start every assignment at the
     beginning of its partitions, as issue 22's new coordinator made a Quix application do; a
-    member leaving makes the others start again, past what the group committed."""
+    member leaving makes the others start again, past what the group committed. Under KIP-848
+    too: its spans are per increment, and the check still sees the rewind."""
     monkeypatch.setenv("FLOODMARK_CHAOS_GROUP_REWIND", "1")
-    code, result = chaos_run(tmp_path, "--workload", "group", "--time-limit-s", "20",
-                             "--faults", "member-leave", "--seed", "1")
+    code, result = chaos_run(tmp_path, "--workload", "group", "--group-protocol", protocol,
+                             "--time-limit-s", "20", "--faults", "member-leave", "--seed", "1")
     assert code == 1 and not result["valid"]
     counts = result["anomaly_counts"]
     assert counts["rewound"] > 0 and counts["redelivered"] > 0, counts

@@ -83,6 +83,10 @@ def register(subparsers: Any) -> None:
     r.add_argument("--group-members", type=int, default=3,
                    help="--workload group: members of the group at any time (confluent-kafka, "
                         "the classic protocol); --workload share: the share group's members")
+    r.add_argument("--group-protocol", default="classic", choices=["classic", "consumer"],
+                   help="--workload group: the members' group.protocol (classic: JoinGroup/"
+                        "SyncGroup with the eager roundrobin assignor; consumer: KIP-848's "
+                        "ConsumerGroupHeartbeat, incremental assignment by the broker)")
     r.add_argument("--txn-producers", type=int, default=3,
                    help="--workload txn: transactional producers (transactional.id "
                         "chaos-tp1, ...); --rate is then transactions per second for each")
@@ -168,7 +172,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         rate=args.rate,
         topics=args.topics, name=args.name, workload=args.workload,
         txn_producers=args.txn_producers, final_restart=args.final_restart,
-        group_members=args.group_members, security=args.security,
+        group_members=args.group_members, group_protocol=args.group_protocol,
+        security=args.security,
         work_dir=Path(args.work_dir) if args.work_dir else None,
         report_dir=Path(args.report) if args.report else None)
     try:

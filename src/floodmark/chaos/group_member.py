@@ -1,7 +1,13 @@
-"""The consumer-group workload's clients (``--workload group``): members of one classic group.
+"""The consumer-group workload's clients (``--workload group``): members of one group.
 
-``group-member`` — a confluent-kafka consumer of group ``--group`` (the classic protocol, the
-eager ``roundrobin`` assignor) subscribed to every topic. Each poll's records are
+``group-member`` — a confluent-kafka consumer of group ``--group`` subscribed to every topic:
+with ``--group-protocol classic`` the classic protocol and the eager ``roundrobin`` assignor;
+with ``consumer`` KIP-848's protocol, where the broker assigns and partitions come and go one
+by one (incremental assignment). Under KIP-848 the generation in librdkafka's metadata is the
+member's own epoch, which says nothing across members: it is written as ``member_epoch`` and
+``generation`` stays None (the checker's ``split_ownership`` is a classic-protocol rule), and
+each increment or revocation of the assignment closes the member's span and opens one with what
+it owns then. Each poll's records are
 "processed" (written to the history, then a pause of up to ``--process-ms``), then their next
 offsets are committed explicitly: synchronously or asynchronously, chosen at random per poll
 (``--async-commit-p``). The member lives until SIGTERM (it closes: revoke, LeaveGroup) or
@@ -42,6 +48,9 @@ GROUP_METADATA_MAGIC = b"CGMDv2:"
 REFUSALS = frozenset({"ILLEGAL_GENERATION", "UNKNOWN_MEMBER_ID", "REBALANCE_IN_PROGRESS",
                       "FENCED_INSTANCE_ID", "STALE_MEMBER_EPOCH"})
 COMMITTED_ATTEMPTS = 20
+# Settings KIP-848's members may not set (librdkafka refuses or ignores them there).
+CLASSIC_ONLY = frozenset({"session.timeout.ms", "heartbeat.interval.ms",
+                          "partition.assignment.strategy"})
 # A drill for the checker, never on by default: every assignment starts at the beginning of its
 # partitions instead of the committed offsets (what issue 22's new coordinator did to a Quix
 # application), so ``rewound`` and ``redelivered`` must be reported.
@@ -78,11 +87,15 @@ def group_member(args: argparse.Namespace, history: HistoryWriter, stop: Mapping
     pending: dict[tuple[tuple[str, int, int], ...], list[int]] = {}  # async offsets -> ids
     group = args.group
 
+    incremental = args.group_protocol == "consumer"
+
     def where(consumer: Any) -> dict[str, Any]:
         try:
             generation = generation_of(consumer.consumer_group_metadata())
         except Exception:  # not in a group (yet)
             generation = None
+        if incremental:
+            return {"group": group, "generation": None, "member_epoch": generation}
         return {"group": group, "generation": generation}
 
     def on_commit(err: Any, partitions: list[Any]) -> None:
@@ -99,25 +112,49 @@ def group_member(args: argparse.Namespace, history: HistoryWriter, stop: Mapping
         history.event("fail" if name in REFUSALS else "info", "commit", group=group, id=cid,
                       mode="async", offsets=offsets, error=name)
 
-    # (roundrobin: every member has partitions to own; range would leave the third of three
-    # members idle on topics of two partitions)
-    consumer = Consumer({**_confluent_config(args, group), "on_commit": on_commit,
-                         "partition.assignment.strategy": "roundrobin"})
+    if incremental:  # (KIP-848: the assignor, session and heartbeat are the broker's)
+        settings = {k: v for k, v in _confluent_config(args, group).items()
+                    if k not in CLASSIC_ONLY}
+        consumer = Consumer({**settings, "group.protocol": "consumer", "on_commit": on_commit})
+    else:
+        # (roundrobin: every member has partitions to own; range would leave the third of
+        # three members idle on topics of two partitions)
+        consumer = Consumer({**_confluent_config(args, group), "on_commit": on_commit,
+                             "partition.assignment.strategy": "roundrobin"})
+
+    def owned(c: Any) -> list[list[Any]]:
+        return sorted([tp.topic, tp.partition] for tp in c.assignment())
 
     def on_assign(c: Any, partitions: list[Any]) -> None:
+        start = OFFSET_BEGINNING if rewind else None
+        chosen = [TopicPartition(tp.topic, tp.partition, start) if start is not None else tp
+                  for tp in partitions]
+        if incremental:
+            if not partitions:
+                return  # (librdkafka's empty increment after a revocation: nothing new)
+            c.incremental_assign(chosen)
+            history.event("ok", "rebalance", member=c.memberid(), assigned=owned(c),
+                          added=[[tp.topic, tp.partition] for tp in partitions], **where(c))
+            return
         history.event("ok", "rebalance", member=c.memberid(),
                       assigned=[[tp.topic, tp.partition] for tp in partitions], **where(c))
         if rewind:  # the checker's own drill: a consumer moved back past what was committed
-            c.assign([TopicPartition(tp.topic, tp.partition, OFFSET_BEGINNING)
-                      for tp in partitions])
+            c.assign(chosen)
 
     def on_revoke(c: Any, partitions: list[Any]) -> None:
         history.event("ok", "revoke", partitions=[[tp.topic, tp.partition] for tp in partitions],
                       **where(c))
+        if incremental:
+            c.incremental_unassign(partitions)
+            if c.assignment():  # what it keeps: a new span (its positions go on)
+                history.event("ok", "rebalance", member=c.memberid(), assigned=owned(c),
+                              added=[], **where(c))
 
     def on_lost(c: Any, partitions: list[Any]) -> None:
         history.event("ok", "lost", partitions=[[tp.topic, tp.partition] for tp in partitions],
                       **where(c))
+        if incremental:
+            c.incremental_unassign(partitions)
 
     consumer.subscribe(topics, on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
     history.event("ok", "subscribe", group=group, topics=topics)

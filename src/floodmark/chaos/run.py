@@ -81,6 +81,9 @@ from floodmark.replication.modes import DEFAULT_TRUNCATION, Truncation
 CLIENTS_HOST = "clients"
 WORKLOADS = ("plain", "txn", "group", "share")
 GROUP = "chaos-group"   # the consumer-group workload's group
+GROUP_PROTOCOLS = ("classic", "consumer")
+CONSUMER_SESSION_MS = 6000   # group.consumer.session.timeout.ms with --group-protocol consumer
+CONSUMER_HEARTBEAT_MS = 500  # group.consumer.heartbeat.interval.ms
 SHARE_GROUP = "chaos-share"  # the share-group workload's group (KIP-932)
 SHARE_DELIVERY_COUNT_LIMIT = 5  # group.share.delivery.count.limit (Kafka's default)
 SHARE_LOCK_MS = 10_000  # group.share.record.lock.duration.ms: a dead member's records return
@@ -116,6 +119,8 @@ class ChaosConfig:
     txn_producers: int = 3          # transactional producers (workload "txn"); --rate is
                                     # transactions per second for each
     group_members: int = 3          # the consumer-group (or share-group) workload's members
+    group_protocol: str = "classic"  # the consumer-group workload's group.protocol (KIP-848:
+                                     # "consumer")
     # read, restart every broker in turn (SIGTERM), then the final read; None: the
     # transactional workload does, the plain one does not
     final_restart: bool | None = None
@@ -151,6 +156,10 @@ class ChaosConfig:
             raise ValueError("--txn-producers must be between 1 and 20")
         if not 1 <= self.group_members <= 20:
             raise ValueError("--group-members must be between 1 and 20")
+        if self.group_protocol not in GROUP_PROTOCOLS:
+            raise ValueError(f"--group-protocol must be one of {', '.join(GROUP_PROTOCOLS)}")
+        if self.group_protocol != "classic" and self.workload != "group":
+            raise ValueError("--group-protocol consumer needs --workload group")
         Truncation.parse(self.truncation)
         if self.security is not None and self.security not in MODES:
             raise ValueError(f"--security must be one of {', '.join(MODES)}")
@@ -175,6 +184,12 @@ def _broker_settings(config: ChaosConfig) -> dict[str, str]:
                          "group.share.record.lock.duration.ms": str(SHARE_LOCK_MS),
                          "group.share.delivery.count.limit": str(SHARE_DELIVERY_COUNT_LIMIT),
                          "group.share.heartbeat.interval.ms": "1000"})
+    if config.workload == "group" and config.group_protocol == "consumer":
+        # KIP-848: the session and heartbeat are the broker's to say (a member cannot ask for
+        # them); the classic members ask for 6 s / 0.5 s, and these are the same, so a dead
+        # member's partitions move on as soon under either protocol
+        settings.update({"group.consumer.session.timeout.ms": str(CONSUMER_SESSION_MS),
+                         "group.consumer.heartbeat.interval.ms": str(CONSUMER_HEARTBEAT_MS)})
     if POWER_CUTS & set(expand(config.faults)):
         settings["floodmark.unsafe.power.loss.page.cache"] = "true"
     if Truncation.parse(config.truncation) is not DEFAULT_TRUNCATION:
@@ -278,14 +293,16 @@ class _GroupMembers:
     """The consumer-group workload's members (``nemesis.Members``): processes ``gm1``,
     ``gm2``, ...; a member that ends is never restarted under its name, a new one joins."""
 
-    def __init__(self, workers: _Workers, duration_s: str) -> None:
+    def __init__(self, workers: _Workers, duration_s: str, group_protocol: str) -> None:
         self.workers, self.duration_s = workers, duration_s
+        self.group_protocol = group_protocol
         self.count = 0
 
     def join(self) -> str:
         self.count += 1
         process = f"gm{self.count}"
         self.workers.start(process, "group-member", "--group", GROUP,
+                           "--group-protocol", self.group_protocol,
                            "--duration-s", self.duration_s)
         return process
 
@@ -395,7 +412,7 @@ def _workload_and_faults(config: ChaosConfig, schedule: list[Any], lab: Lab, clu
     elif group:
         workers.start("cp1", "producer-confluent", "--rate", rate, "--duration-s", duration)
         workers.start("kp1", "producer-kafka-python", "--rate", rate, "--duration-s", duration)
-        members = _GroupMembers(workers, duration)
+        members = _GroupMembers(workers, duration, config.group_protocol)
         for _n in range(config.group_members):
             members.join()
     elif share:
@@ -523,7 +540,8 @@ def _workload_and_faults(config: ChaosConfig, schedule: list[Any], lab: Lab, clu
                    "workload": config.workload,
                    "final_restart": config.restarts_before_final_read,
                    **({"txn_producers": config.txn_producers} if txn else {}),
-                   **({"group_members": config.group_members} if group or share else {})},
+                   **({"group_members": config.group_members} if group or share else {}),
+                   **({"group_protocol": config.group_protocol} if group else {})},
         "history": str(work / "history.jsonl"),
         "leaders": timeline, "controller_up": controller_up,
         **longest_ack_gap(events),

@@ -699,6 +699,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="producer-txn: filler bytes after each value (random in the span)")
     p.add_argument("--process-ms", type=float, default=20.0,
                    help="group-member: each poll's processing takes up to this long")
+    p.add_argument("--group-protocol", default="classic", choices=["classic", "consumer"],
+                   help="group-member: group.protocol (consumer: KIP-848)")
     p.add_argument("--async-commit-p", type=float, default=0.5,
                    help="group-member: the share of commits made asynchronously")
     p.add_argument("--idle-s", type=float, default=0.0,
