@@ -571,15 +571,23 @@ class ClassicGroupCore:
     # -- OffsetCommit, DeleteGroups, and what others ask -----------------------------------------
     def validate_commit(self, group_id: str, member_id: str, generation_id: int,
                         group_instance_id: str | None, now_ms: int) -> ErrorCode:
-        """OffsetCommit's member check; generation -1 with no member is a simple (manual) commit."""
+        """OffsetCommit's member check (``commit_error``); an accepted member is alive."""
+        err = self.commit_error(group_id, member_id, generation_id, group_instance_id)
+        if err is ErrorCode.NONE and member_id:
+            self.groups[group_id].members[member_id].last_heartbeat_ms = now_ms
+        return err
+
+    def commit_error(self, group_id: str, member_id: str, generation_id: int,
+                     group_instance_id: str | None) -> ErrorCode:
+        """May this member commit now? Generation -1 with no member is a simple (manual)
+        commit, accepted only while the group has no members."""
         if self.fenced(group_id, member_id, group_instance_id):
             return ErrorCode.FENCED_INSTANCE_ID
+        g = self.groups.get(group_id)
         if generation_id < 0 and not member_id:
-            g = self.groups.get(group_id)
             if g is not None and g.members:
                 return ErrorCode.UNKNOWN_MEMBER_ID
             return ErrorCode.NONE
-        g = self.groups.get(group_id)
         if g is None or member_id not in g.members:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if generation_id != g.generation_id:
@@ -591,7 +599,6 @@ class ClassicGroupCore:
         # STABLE, and PREPARING_REBALANCE too: a member still in the generation commits what it
         # consumed before it rejoins (the revoke callback, kafka-python's commit on join
         # prepare). Refusing it made the next owner read those records again.
-        g.members[member_id].last_heartbeat_ms = now_ms
         return ErrorCode.NONE
 
     def delete(self, group_id: str) -> ErrorCode:
