@@ -79,12 +79,14 @@ class ClassicGroupConfig:
 
 @dataclass(frozen=True, slots=True)
 class _PendingStore:
-    """A generation's assignment being stored; the leader's SyncGroup waits for it."""
+    """A record being stored that a request waits for: a generation's assignment (the
+    leader's SyncGroup) or a static member's new member id (its JoinGroup, ``replaced`` set)."""
 
     group: Group
     generation_id: int
-    leader: Member
+    member: Member  # the leader, or the static member's new incarnation
     request_id: int
+    replaced: Member | None = None  # the static member's previous incarnation
 
 
 class ClassicGroupCore:
@@ -267,8 +269,19 @@ class ClassicGroupCore:
         if g.state is GroupState.STABLE and old.protocols == req.protocols:
             # The leader too (as Kafka before KIP-814's skip_assignment): it may compute an
             # assignment again, but SyncGroup in a stable group hands out the current one.
-            self._store_later(g, f"static member {instance_id} replaced", now_ms, out)
-            out.append(AnswerJoin(req.request_id, self._join_result(g, member)))
+            # As Kafka (updateStaticMemberAndRebalance): answered once the new member id is
+            # stored, and undone if it cannot be. Answered before, a failover that lost the
+            # record brought the old member id back, and the old process (paused, not dead)
+            # committed its older offsets over the new one's (``floodmark sim groups``).
+            if not self.config.store_groups:
+                out.append(AnswerJoin(req.request_id, self._join_result(g, member)))
+                return
+            token = self._next_token
+            self._next_token += 1
+            self._stores[token] = _PendingStore(g, g.generation_id, member, req.request_id,
+                                                replaced=old)
+            out.append(StoreGroup(g.group_id, self.record_of(g, now_ms), token,
+                                  f"static member {instance_id} replaced"))
             return
         # Otherwise the group rebalances with the new member in the old one's place.
         member.join_request = req.request_id
@@ -418,6 +431,8 @@ class ClassicGroupCore:
         pending = self._stores.pop(token, None)
         if pending is None:
             return []
+        if pending.replaced is not None:
+            return self._static_member_stored(pending, pending.replaced, error, now_ms)
         out: list[ClassicEffect] = []
         g = pending.group
         g.storing = False
@@ -441,7 +456,39 @@ class ClassicGroupCore:
                                     now_ms, out)
             return answer(error)
         self._complete_sync(g, now_ms, out)
-        return answer(ErrorCode.NONE, pending.leader.assignment, g.state)
+        return answer(ErrorCode.NONE, pending.member.assignment, g.state)
+
+    def _static_member_stored(self, pending: _PendingStore, old: Member, error: ErrorCode,
+                              now_ms: int) -> list[ClassicEffect]:
+        """A static member's new member id is stored: its JoinGroup is answered. Not stored:
+        the old member is put back (Kafka reverts the replacement) and the new one is told why
+        (it joins again)."""
+        g, new = pending.group, pending.member
+        instance_id = new.group_instance_id
+        assert instance_id
+        current = self.groups.get(g.group_id) is g and \
+            g.static_members.get(instance_id) == new.member_id and new.member_id in g.members
+        if error is ErrorCode.NONE:
+            if current:
+                result = self._join_result(g, new)
+            elif self.groups.get(g.group_id) is not g:
+                result = JoinResult(ErrorCode.NOT_COORDINATOR, member_id=new.member_id)
+            elif g.static_members.get(instance_id, new.member_id) != new.member_id:
+                result = JoinResult(ErrorCode.FENCED_INSTANCE_ID, member_id=new.member_id)
+            else:
+                result = JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=new.member_id)
+            return [AnswerJoin(pending.request_id, result)]
+        log.warning("group %s: storing static member %s's new member id %s failed: %s; %s "
+                    "keeps its place", g.group_id, instance_id, new.member_id, error.name,
+                    old.member_id)
+        if current:
+            del g.members[new.member_id]
+            old.last_heartbeat_ms = now_ms
+            g.members[old.member_id] = old
+            g.static_members[instance_id] = old.member_id
+            if g.leader_id == new.member_id:
+                g.leader_id = old.member_id
+        return [AnswerJoin(pending.request_id, JoinResult(error, member_id=""))]
 
     @staticmethod
     def _complete_sync(g: Group, now_ms: int, out: list[ClassicEffect]) -> None:

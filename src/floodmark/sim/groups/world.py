@@ -309,10 +309,12 @@ class GroupWorld:
                           f"stored generation {rec.generation} after {self.log[-1].generation}")
         self.log.append(rec)
 
-    def failover(self) -> None:
-        """The coordinator's broker dies: stores in flight reach the log or not (a prefix), a
-        new coordinator loads the last record; requests in flight are NOT_COORDINATOR."""
-        landed = self.rng.randint(0, len(self.stores))
+    def failover(self, landed: int | None = None) -> None:
+        """The coordinator's broker dies: stores in flight reach the log or not (a prefix of
+        ``landed`` of them, drawn when None), a new coordinator loads the last record; requests
+        in flight are NOT_COORDINATOR."""
+        if landed is None:
+            landed = self.rng.randint(0, len(self.stores))
         for s in list(self.stores)[:landed]:
             self._append(s.record)
         self.stores.clear()
