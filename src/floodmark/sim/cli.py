@@ -188,10 +188,6 @@ def register(sim_subparsers: Any) -> None:
 
     quorum_cli.register(sim_subparsers)
 
-    from floodmark.sim.groups import cli as groups_cli
-
-    groups_cli.register(sim_subparsers)
-
 
 def cmd_scenario(args: argparse.Namespace) -> int:
     if args.list or not args.name:
