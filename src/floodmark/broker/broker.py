@@ -128,6 +128,7 @@ class Broker:
             min_session_timeout_ms=config.get_int("group.min.session.timeout.ms"),
             max_session_timeout_ms=config.get_int("group.max.session.timeout.ms"),
             persist=functools.partial(group_apis.store_group, self),
+            clock_ms=now_ms,  # the records' state timestamps are wall-clock time (as Kafka's)
         )
         self.consumer_groups = ConsumerGroupCoordinator(CoreConfig(
             session_timeout_ms=config.get_int("group.consumer.session.timeout.ms"),

@@ -37,6 +37,7 @@ class Command:
 COMMANDS: tuple[Command, ...] = (
     Command("sim", "deterministic simulator, scenarios, explorer, model checker",
             ("floodmark.sim.cli",  # scenario, explore, replay, quorum
+             "floodmark.sim.groups.cli",  # groups (the classic group coordinator)
              "floodmark.mc.cli",  # check (the model checker)
              "floodmark.mc.quorum.cli"),  # check-quorum (the controller quorum's checker)
             nested=True),
