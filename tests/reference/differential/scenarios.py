@@ -487,6 +487,13 @@ def transactions(s: Session) -> None:
     add("add_wrong_producer_id", pid + 1000, epoch)
     add("add_unknown_txn_id", pid, epoch, name=s.name("no-txn"))
     add("add", pid, epoch)
+    # Transactional records in a Produce that names no transactional id: refused whole
+    # (KafkaApis.handleProduceRequest), authorizer or not; nothing is appended.
+    s.step("produce_txn_records_without_id", K.PRODUCE, 9, {
+        "transactional_id": None, "acks": -1, "timeout": 10_000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": _batch(
+            [b"no-id"], producer_id=pid, producer_epoch=epoch, base_sequence=0,
+            is_transactional=True)}]}]})
     s.step("describe_ongoing", K.DESCRIBE_TRANSACTIONS, 0,
            {"transactional_ids": [txn, s.name("no-txn")]})
 
