@@ -120,6 +120,33 @@ def metadata(s: Session) -> None:
             "include_fenced_brokers": fenced})
 
 
+@scenario
+def describe_topic_partitions(s: Session) -> None:
+    """DescribeTopicPartitions (KIP-966): a topic of 3 partitions; paged one partition at a
+    time with the cursor; two topics with the limit reached at the first one's end, then from
+    the cursor; every topic from a cursor; an unknown topic and a bad name; a cursor naming a
+    topic not asked for, a negative cursor partition; a limit of 0."""
+    a = s.create_topic("dtp-a", 3)
+    b = s.create_topic("dtp-b", 2)
+
+    def ask(step: str, names: list[str], limit: int = 2000,
+            cursor: tuple[str, int] | None = None) -> None:
+        s.step(step, K.DESCRIBE_TOPIC_PARTITIONS, 0, {
+            "topics": [{"name": n} for n in names], "response_partition_limit": limit,
+            "cursor": None if cursor is None else {"topic_name": cursor[0],
+                                                   "partition_index": cursor[1]}})
+    ask("one_topic", [a])
+    ask("first_page", [a], 1)
+    ask("second_page", [a], 1, (a, 1))
+    ask("limit_at_a_topic_end", [b, a], 3)
+    ask("from_the_next_topic", [a, b], 3, (b, 0))
+    ask("all_topics_from_a_cursor", [], 4, (a, 0))
+    ask("unknown_and_bad_name", [s.name("nothing"), "bad/name"])
+    ask("cursor_not_asked_for", [a], 10, (b, 0))
+    ask("negative_cursor_partition", [a], 10, (a, -1))
+    ask("zero_limit", [a], 0)
+
+
 # -- produce and fetch -------------------------------------------------------------------------
 @scenario
 def produce(s: Session) -> None:
