@@ -183,6 +183,17 @@ def test_describe_topic_partitions_hides_and_refuses_undescribable_topics(
         cluster.revoke(grant)
 
 
+def test_list_config_resources_needs_describe_configs_on_the_cluster(cluster: Cluster) -> None:
+    with cluster.user() as c:
+        r = c.request(74, 1, {"resource_types": [2]})
+        assert (int(r.error_code), list(r.config_resources)) == (
+            ErrorCode.CLUSTER_AUTHORIZATION_FAILED, [])
+    with cluster.admin() as c:
+        r = c.request(74, 1, {"resource_types": [2]})
+        assert int(r.error_code) == 0
+        assert {"t1", "secret"} <= {x.resource_name for x in r.config_resources}
+
+
 # -- the matrix: each API without its ACL is refused and changes nothing; with it, it works ---
 def _produce(c: KafkaConnection, topic: str) -> int:
     from floodmark.records import simple_batch

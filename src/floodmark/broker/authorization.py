@@ -837,6 +837,8 @@ CHECKS: dict[ApiKey, Check] = {
     ApiKey.CONSUMER_GROUP_HEARTBEAT: _consumer_group_heartbeat,
     ApiKey.CONSUMER_GROUP_DESCRIBE: _consumer_group_describe,
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: _describe_topic_partitions,
+    ApiKey.LIST_CONFIG_RESOURCES: _cluster(Op.DESCRIBE_CONFIGS, error_code=CLUSTER_DENIED,
+                                           config_resources=[]),
     # Kafka checks a share group as a consumer group: the same rules, the same answer fields.
     ApiKey.SHARE_GROUP_HEARTBEAT: _consumer_group_heartbeat,
     ApiKey.SHARE_GROUP_DESCRIBE: _consumer_group_describe,

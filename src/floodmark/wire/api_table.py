@@ -62,6 +62,7 @@ class ApiKey(enum.IntEnum):
     LIST_TRANSACTIONS = 66
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
+    LIST_CONFIG_RESOURCES = 74
     DESCRIBE_TOPIC_PARTITIONS = 75
     SHARE_GROUP_HEARTBEAT = 76
     SHARE_GROUP_DESCRIBE = 77
@@ -167,6 +168,8 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
     # KIP-966's paged topic description (``handlers.topic_partitions``); Kafka's admin client
     # describes topics with it where it is offered.
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: VersionRange(0, 0),
+    # v0: KIP-714's ListClientMetricsResources; v1: KIP-1142 (``handlers.config_resources``).
+    ApiKey.LIST_CONFIG_RESOURCES: VersionRange(0, 1),
 }
 
 

@@ -147,6 +147,26 @@ def describe_topic_partitions(s: Session) -> None:
     ask("zero_limit", [a], 0)
 
 
+@scenario
+def list_config_resources(s: Session) -> None:
+    """ListConfigResources: v0 (client-metrics subscriptions: none), v1 for brokers and broker
+    loggers, client metrics, groups, the topic created here (by name, among the others), and
+    an unsupported type; v0 and v1 with no type named."""
+    topic = s.create_topic("lcr")
+    s.step("v0", K.LIST_CONFIG_RESOURCES, 0, {})
+    for step, types in (("v1_brokers_and_loggers", [4, 8]), ("v1_client_metrics", [16]),
+                        ("v1_groups", [32]), ("v1_unsupported_type", [1]),
+                        ("v1_topic_and_broker_unsupported", [2, 4, 64])):
+        s.step(step, K.LIST_CONFIG_RESOURCES, 1, {"resource_types": types})
+    answer = s.ask(K.LIST_CONFIG_RESOURCES, 1, {"resource_types": [2]})
+    s.record("v1_topics_include_the_new_one", None if answer is CLOSED else (
+        int(answer.error_code), (topic, 2) in {(str(r.resource_name), int(r.resource_type))
+                                               for r in answer.config_resources}))
+    answer = s.ask(K.LIST_CONFIG_RESOURCES, 1, {"resource_types": []})
+    s.record("v1_every_type", None if answer is CLOSED else (
+        int(answer.error_code), sorted({int(r.resource_type) for r in answer.config_resources})))
+
+
 # -- produce and fetch -------------------------------------------------------------------------
 @scenario
 def produce(s: Session) -> None:
