@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -115,12 +115,15 @@ def dir_bytes(path: Path) -> int:
 
 
 def start_cluster(data_dir: Path, brokers: int = 3, *, metrics: bool = False,
+                  broker_settings: Mapping[str, str] | None = None,
                   **controller: str) -> LocalCluster:
     """A cluster for a test; ``metrics``: every node serves /metrics (off unless the test reads
-    them: loading prometheus_client and serving costs each node about 0.15 s of CPU)."""
+    them: loading prometheus_client and serving costs each node about 0.15 s of CPU);
+    ``broker_settings``: more settings of every broker."""
     settings = {"broker.session.timeout.ms": str(SESSION_TIMEOUT_MS),
                 "leader.imbalance.check.interval.ms": "3000", **controller}
-    return LocalCluster(data_dir, brokers, {"replica.lag.time.max.ms": "2000"},
+    return LocalCluster(data_dir, brokers,
+                        {"replica.lag.time.max.ms": "2000", **(broker_settings or {})},
                         settings, metrics=metrics).start()
 
 

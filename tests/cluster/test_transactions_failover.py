@@ -21,6 +21,7 @@ from floodmark.replication.producer_state import AbortedTxn
 from floodmark.storage.txn_index import decode_entries
 from tests.cluster.helpers import start_cluster, wait_until
 from tests.compat.txn_helpers import (
+    UNVERIFIED,
     new_producer_id,
     produce,
     read_committed_confluent,
@@ -51,7 +52,7 @@ def _lso(bootstrap: str) -> int | None:
 
 
 def test_lso_and_aborted_index_survive_a_leader_sigkill(tmp_path: Path) -> None:
-    cluster = start_cluster(tmp_path / "txnlog-cluster")
+    cluster = start_cluster(tmp_path / "txnlog-cluster", broker_settings=UNVERIFIED)
     try:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
         admin.create_topics([NewTopic(TOPIC, 1, 3, config={"min.insync.replicas": "2"})]

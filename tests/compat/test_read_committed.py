@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 
 import pytest
 
@@ -19,17 +20,27 @@ from floodmark.constants import LATEST_TIMESTAMP, READ_COMMITTED, READ_UNCOMMITT
 from floodmark.errors import ErrorCode
 from floodmark.records import decode_records, iter_batches
 from tests.compat.txn_helpers import (
+    NO_VERIFICATION,
     create_topic,
     new_producer_id,
     produce,
     read_committed_confluent,
     read_committed_kafka_python,
 )
+from tests.conftest import BrokerProcess
 
 pytestmark = pytest.mark.integration
 
 pytest.importorskip("confluent_kafka")
 pytest.importorskip("kafka")
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """The module's broker, without KIP-890 verification (``txn_helpers``)."""
+    b = BrokerProcess(tmp_path_factory.mktemp("broker") / "data", list(NO_VERIFICATION)).start()
+    yield b
+    b.stop()
 
 
 def _lso(bootstrap: str, topic: str) -> int:

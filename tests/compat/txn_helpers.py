@@ -1,7 +1,13 @@
 """Writing transactions without a transaction coordinator: transactional batches built with
 floodmark's records encoder, sent as Produce with a transactional id, and ended with
 WriteTxnMarkers through floodmark's client (``client.transactions``); read back with real
-consumers in read_committed mode."""
+consumers in read_committed mode.
+
+A Produce of transactional batches must name a transactional id (Kafka refuses the whole
+request with TRANSACTIONAL_ID_AUTHORIZATION_FAILED otherwise), and a leader that verifies
+transactions (KIP-890 part 1) asks that id's coordinator, which knows nothing of these
+hand-made transactions: the brokers these helpers write to run with ``NO_VERIFICATION``, as a
+Kafka broker would have to."""
 
 from __future__ import annotations
 
@@ -14,6 +20,10 @@ from floodmark.records import Record, build_batch
 
 API_PRODUCE = 0
 API_INIT_PRODUCER_ID = 22
+# The setting of the brokers ``produce(..., transactional=True)`` writes to: as a dict
+# (``LocalCluster``'s broker settings) and as flags (``BrokerProcess``).
+UNVERIFIED = {"transaction.partition.verification.enable": "false"}
+NO_VERIFICATION = tuple(a for k, v in UNVERIFIED.items() for a in ("--set", f"{k}={v}"))
 
 
 def new_producer_id(cluster: ClusterClient) -> int:
@@ -27,8 +37,8 @@ def new_producer_id(cluster: ClusterClient) -> int:
 def produce(cluster: ClusterClient, topic: str, partition: int, values: list[bytes], *,
             producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
             transactional: bool = False) -> tuple[int, int]:
-    """One batch, acks=all, to the partition's leader (retried across a failover with the same
-    bytes); returns (error code, base offset)."""
+    """One batch, acks=all, to the partition's leader; returns (error code, base offset). A
+    transactional batch goes with the transactional id ``txn-helpers-<producer id>``."""
     now = int(time.time() * 1000)
     batch = build_batch([Record(i, now, None, v) for i, v in enumerate(values)],
                         producer_id=producer_id, producer_epoch=producer_epoch,
@@ -37,9 +47,8 @@ def produce(cluster: ClusterClient, topic: str, partition: int, values: list[byt
     def once() -> tuple[int, int]:
         leader = cluster.leader(topic, partition)
         resp = cluster.request_node(leader, API_PRODUCE, 9, {
-            # No transactional id: these transactions have no coordinator, so the leader has
-            # nobody to verify them with (KIP-890 part 1 verifies Produce requests naming one).
-            "transactional_id": None, "acks": -1,
+            "transactional_id": f"txn-helpers-{producer_id}" if transactional else None,
+            "acks": -1,
             "timeout": 30_000, "topic_data": [{"name": topic, "partition_data": [
                 {"index": partition, "records": batch}]}]})
         p = resp.responses[0].partition_responses[0]

@@ -152,6 +152,48 @@ def test_metadata_hides_and_refuses_undescribable_topics(cluster: Cluster) -> No
         cluster.revoke(grant)
 
 
+def _describe_topic_partitions(c: KafkaConnection, topics: list[str]) -> dict[str, int]:
+    r = c.request(75, 0, {"topics": [{"name": n} for n in topics],
+                          "response_partition_limit": 2000, "cursor": None})
+    return {t.name: int(t.error_code) for t in r.topics}
+
+
+def test_describe_topic_partitions_hides_and_refuses_undescribable_topics(
+        cluster: Cluster) -> None:
+    """As Metadata: every topic lists only the describable ones, a named one refused answers
+    TOPIC_AUTHORIZATION_FAILED whether it exists or not."""
+    with cluster.user() as c:
+        assert _describe_topic_partitions(c, []) == {}
+        assert _describe_topic_partitions(c, ["t1", "nope"]) == {
+            "t1": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+            "nope": ErrorCode.TOPIC_AUTHORIZATION_FAILED}
+    grant = _creation(RT.TOPIC, "t", Op.READ, USER_HOST, PatternType.PREFIXED)
+    cluster.grant(grant)
+    try:
+        with cluster.user() as c:
+            assert _describe_topic_partitions(c, []) == {"t1": 0}  # secret hidden
+            r = c.request(75, 0, {"topics": [{"name": "t1"}, {"name": "secret"}],
+                                  "response_partition_limit": 2000, "cursor": None})
+            answers = {t.name: (int(t.error_code), t.topic_authorized_operations,
+                                len(t.partitions)) for t in r.topics}
+            assert answers == {
+                "t1": (0, (1 << Op.READ) | (1 << Op.DESCRIBE), 1),
+                "secret": (ErrorCode.TOPIC_AUTHORIZATION_FAILED, -(2**31), 0)}
+    finally:
+        cluster.revoke(grant)
+
+
+def test_list_config_resources_needs_describe_configs_on_the_cluster(cluster: Cluster) -> None:
+    with cluster.user() as c:
+        r = c.request(74, 1, {"resource_types": [2]})
+        assert (int(r.error_code), list(r.config_resources)) == (
+            ErrorCode.CLUSTER_AUTHORIZATION_FAILED, [])
+    with cluster.admin() as c:
+        r = c.request(74, 1, {"resource_types": [2]})
+        assert int(r.error_code) == 0
+        assert {"t1", "secret"} <= {x.resource_name for x in r.config_resources}
+
+
 # -- the matrix: each API without its ACL is refused and changes nothing; with it, it works ---
 def _produce(c: KafkaConnection, topic: str) -> int:
     from floodmark.records import simple_batch

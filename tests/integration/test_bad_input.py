@@ -13,6 +13,7 @@ import pytest
 
 from floodmark.client import KafkaConnection
 from floodmark.client.connection import encode_request
+from floodmark.errors import ErrorCode
 from floodmark.records import ATTRIBUTES_POS, CRC_POS, crc32c_of, simple_batch
 
 # serial: a fixture checks that a background client kept being served (a count of its
@@ -40,8 +41,10 @@ def _raw(broker) -> socket.socket:
     return socket.create_connection((host, int(port)), timeout=10)
 
 
-def _produce(conn: KafkaConnection, records: bytes, topic: str = TOPIC, acks: int = -1):
-    resp = conn.request(0, 9, {"acks": acks, "timeout": 5000, "topic_data": [
+def _produce(conn: KafkaConnection, records: bytes, topic: str = TOPIC, acks: int = -1,
+             transactional_id: str | None = None):
+    resp = conn.request(0, 9, {"transactional_id": transactional_id, "acks": acks,
+                               "timeout": 5000, "topic_data": [
         {"name": topic, "partition_data": [{"index": 0, "records": records}]}]})
     return resp.responses[0].partition_responses[0]
 
@@ -252,19 +255,35 @@ def _with_attributes(attributes: int) -> bytes:
     return bytes(batch)
 
 
-@pytest.mark.parametrize("records", [b"\x00" * 10, bytes(range(200)), b"\xff" * 61,
-                                     simple_batch([b"ok"])[:-3],
-                                     # codec ids 5-7 do not exist; with and without the
-                                     # control bit (a fuzzer found the handler raising)
-                                     _with_attributes(0x05), _with_attributes(0x07),
-                                     _with_attributes(0x20 | 0x06), _with_attributes(0x30 | 0x07)],
-                         ids=["zeros", "range", "ff", "truncated", "codec5", "codec7",
-                              "control-codec6", "txn-control-codec7"])
-def test_garbage_records_are_corrupt_message(broker, bystander, records: bytes) -> None:
+@pytest.mark.parametrize(("records", "transactional_id"), [
+    (b"\x00" * 10, None), (bytes(range(200)), None), (b"\xff" * 61, None),
+    (simple_batch([b"ok"])[:-3], None),
+    # codec ids 5-7 do not exist; with and without the control bit (a fuzzer found the
+    # handler raising); a transactional batch goes with a transactional id, without which the
+    # request is refused before its records are looked at (the test below)
+    (_with_attributes(0x05), None), (_with_attributes(0x07), None),
+    (_with_attributes(0x20 | 0x06), None), (_with_attributes(0x30 | 0x07), "bad-input")],
+    ids=["zeros", "range", "ff", "truncated", "codec5", "codec7", "control-codec6",
+         "txn-control-codec7"])
+def test_garbage_records_are_corrupt_message(broker, bystander, records: bytes,
+                                             transactional_id: str | None) -> None:
     before = _latest(bystander)
     with KafkaConnection(broker.bootstrap) as conn:
-        p = _produce(conn, records)
+        p = _produce(conn, records, transactional_id=transactional_id)
         assert p.error_code in (2, 87)  # CORRUPT_MESSAGE (or INVALID_RECORD)
+        assert _latest(conn) == before
+    _still_served(broker, bystander)
+
+
+def test_transactional_records_without_a_transactional_id(broker, bystander) -> None:
+    """Kafka's first check of a Produce: transactional records (the first batch's attribute,
+    however malformed the rest) with no transactional id refuse the request,
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED, nothing appended."""
+    before = _latest(bystander)
+    with KafkaConnection(broker.bootstrap) as conn:
+        p = _produce(conn, _with_attributes(0x30 | 0x07))
+        assert (p.error_code, p.base_offset) == (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                                 -1)
         assert _latest(conn) == before
     _still_served(broker, bystander)
 

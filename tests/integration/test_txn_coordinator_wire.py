@@ -241,3 +241,29 @@ def test_without_verification_the_same_batch_hangs_the_lso(broker_factory: Any) 
         assert int(_late_produce(c, "late-2", "late-txn").error_code) == 0
         assert _produce_plain(c, "late-txn", 0) == 0
         assert _offsets(c, "late-txn", 0) == (2, 0)
+
+
+def test_transactional_records_without_a_transactional_id_refuse_the_whole_request(
+        conn: Any) -> None:
+    """Kafka's ``KafkaApis.handleProduceRequest``: a Produce whose records are transactional
+    but which names no transactional id is refused whole, every partition (the plain one
+    beside it too) TRANSACTIONAL_ID_AUTHORIZATION_FAILED, and nothing is appended; with the id
+    the same bytes are verified as usual (the partition was not added: INVALID_TXN_STATE)."""
+    from floodmark.records import Record, build_batch
+
+    r = _init(conn, "no-id-1")
+    pid, epoch = int(r.producer_id), int(r.producer_epoch)
+    now = int(time.time() * 1000)
+    txn = build_batch([Record(0, now, None, b"t")], producer_id=pid, producer_epoch=epoch,
+                      base_sequence=0, is_transactional=True)
+    plain = build_batch([Record(0, now, None, b"p")])
+    before = (_offsets(conn, "wire-txn", 0), _offsets(conn, "wire-txn", 1))
+    resp = conn.request(0, 9, {"transactional_id": None, "acks": -1, "timeout": 10_000,
+                               "topic_data": [{"name": "wire-txn", "partition_data": [
+                                   {"index": 0, "records": txn}, {"index": 1, "records": plain}]}]})
+    answers = {int(p.index): (int(p.error_code), int(p.base_offset))
+               for t in resp.responses for p in t.partition_responses}
+    denied = int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    assert answers == {0: (denied, -1), 1: (denied, -1)}
+    assert (_offsets(conn, "wire-txn", 0), _offsets(conn, "wire-txn", 1)) == before
+    assert _produce_txn(conn, "no-id-1", pid, epoch, 0) == ErrorCode.INVALID_TXN_STATE

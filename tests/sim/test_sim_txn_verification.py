@@ -72,3 +72,27 @@ def test_the_world_is_in_the_reproduce_command_and_the_cli_takes_it(
     assert "transactions at transaction.version 0" in capsys.readouterr().out
     with pytest.raises(SystemExit):  # argparse: one line, exit 2
         main(["sim", "explore", "--transactions", "--transaction-version", "3"])
+
+
+def test_transactional_records_naming_no_transactional_id_are_refused() -> None:
+    """The broker handler's first check, in the simulator's broker too
+    (``txn_verification.lacks_transactional_id``): a transactional batch sent without its
+    transactional id is answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED and not appended; the
+    same batch naming its id is verified and appended."""
+    from floodmark.constants import ACKS_ALL
+    from floodmark.replication.modes import Truncation
+    from floodmark.sim.partition.script import Script
+
+    s = Script(("A", "B"), Truncation.LEADER_EPOCH)
+    s.boot()
+    producer_id, _epoch = s.producer_of("tx-a")
+    leader = s.cluster.controller.registration.leader
+    sent = s.cluster.producer.send("t0", ACKS_ALL, to=leader, producer_id=producer_id,
+                                   sequence=0, transactional=True)
+    s.cluster.settle()
+    assert s.cluster.producer.outcomes[sent].error is \
+        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert s.final()["A"]["log"] == []
+    s.produce_txn("t0", "tx-a", 0)
+    s.replicate("B")
+    assert s.acknowledged() == ["t0"]

@@ -443,17 +443,18 @@ def test_exactly_once_sink_survives_replay_and_a_half_published_batch(
 
 
 def test_read_committed_stops_at_the_lso_and_drops_aborted_records(
-        spark, broker, topic_name) -> None:  # type: ignore[no-untyped-def]
+        spark, broker_factory, topic_name) -> None:  # type: ignore[no-untyped-def]
     """``kafka.isolation.level=read_committed`` (Spark's option): the reader plans up to the
     last stable offset and drops the records of aborted transactions and the markers; the
-    default read_uncommitted reads up to the HW, transactional records included."""
-    from tests.compat.txn_helpers import new_producer_id
+    default read_uncommitted reads up to the HW, transactional records included. The
+    transactions are written by hand (``txn_helpers``), to a broker of their own."""
+    from tests.compat.txn_helpers import NO_VERIFICATION, new_producer_id
     from tests.compat.txn_helpers import produce as produce_batch
 
     from floodmark.client.cluster import ClusterClient
     from floodmark.client.transactions import write_txn_marker
 
-    bs = broker.bootstrap
+    bs = broker_factory(*NO_VERIFICATION).bootstrap
     create_topic(bs, topic_name, 1)
     with ClusterClient(bs) as client:
         aborted, committed = new_producer_id(client), new_producer_id(client)

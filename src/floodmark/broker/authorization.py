@@ -30,7 +30,7 @@ from typing import Any
 
 from floodmark.broker.boundary import ClientConnection, HandlerResult, WireRequest, WireResponse
 from floodmark.broker.context import Handler, HandlerContext
-from floodmark.broker.handlers import data, replication, share_group_apis
+from floodmark.broker.handlers import data, replication, share_group_apis, topic_partitions
 from floodmark.broker.replica_fetcher import replica_of
 from floodmark.errors import ErrorCode
 from floodmark.security.acl import CLUSTER_NAME, AclOperation, ResourceType
@@ -306,6 +306,17 @@ def _metadata(caller: Caller, header: RequestHeader, req: WireRequest,
         return out
     finish = finish_
     return Verdict(request=req, finish=finish)
+
+
+def _describe_topic_partitions(caller: Caller, header: RequestHeader, req: WireRequest,
+                               ctx: HandlerContext) -> Verdict | None:
+    """Describe on each topic (KIP-966), checked by the handler in its own order (paging
+    counts only the topics shown): a named topic refused answers TOPIC_AUTHORIZATION_FAILED,
+    an all-topics request leaves it out. KIP-430 operations for each topic shown."""
+    return Verdict(handler=functools.partial(
+        topic_partitions.describe_topic_partitions,
+        may_describe=lambda name: caller.may(Op.DESCRIBE, RT.TOPIC, name),
+        operations=lambda name: caller.operations(RT.TOPIC, name)))
 
 
 def _cluster_operations(caller: Caller) -> int:
@@ -825,6 +836,9 @@ CHECKS: dict[ApiKey, Check] = {
     ApiKey.LIST_GROUPS: _list_groups,
     ApiKey.CONSUMER_GROUP_HEARTBEAT: _consumer_group_heartbeat,
     ApiKey.CONSUMER_GROUP_DESCRIBE: _consumer_group_describe,
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: _describe_topic_partitions,
+    ApiKey.LIST_CONFIG_RESOURCES: _cluster(Op.DESCRIBE_CONFIGS, error_code=CLUSTER_DENIED,
+                                           config_resources=[]),
     # Kafka checks a share group as a consumer group: the same rules, the same answer fields.
     ApiKey.SHARE_GROUP_HEARTBEAT: _consumer_group_heartbeat,
     ApiKey.SHARE_GROUP_DESCRIBE: _consumer_group_describe,

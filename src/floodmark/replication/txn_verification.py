@@ -18,13 +18,21 @@ producer is written meanwhile (``producer_state.VerificationGuard``); the append
 This module owns the two rules the broker and the simulator share: which batch needs the
 question (:func:`needs_verification`), and what the producer is answered when the coordinator
 says no or cannot say (:func:`produce_refusal`, Kafka's ``ReplicaManager`` and
-``AddPartitionsToTxnManager`` mapping).
+``AddPartitionsToTxnManager`` mapping); and the request-level rule before both: transactional
+records need a transactional id (:func:`lacks_transactional_id`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from floodmark.errors import ErrorCode
+from floodmark.records import TRANSACTIONAL_MASK
 from floodmark.replication.producer_state import BatchMeta
+
+# Where a v2 batch header keeps its magic byte and the low byte of its attributes (int16 at 21).
+_MAGIC_AT = 16
+_ATTRIBUTES_LOW_AT = 22
 
 NOT_ADDED_MESSAGE = "Partition was not added to the transaction"
 NOT_VERIFIED_MESSAGE = ("The transaction was not verified: its state changed at this partition "
@@ -47,6 +55,22 @@ def needs_verification(metas: list[BatchMeta] | None) -> tuple[int, int] | None:
     if not metas or not metas[0].is_transactional or metas[0].producer_id < 0:
         return None
     return metas[0].producer_id, metas[0].producer_epoch
+
+
+def lacks_transactional_id(transactional_id: str | None,
+                           record_sets: Iterable[bytes | memoryview | None]) -> bool:
+    """Does a Produce carry transactional records but name no transactional id? Kafka's
+    ``KafkaApis.handleProduceRequest`` then refuses the whole request, every partition
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED, authorizer or not: no coordinator could verify such
+    a batch nor write the marker that ends its transaction. As Kafka's
+    ``RequestUtils.hasTransactionalRecords``, only the first batch of each partition is looked
+    at (a malformed record set is not transactional here; the append refuses it)."""
+    if transactional_id is not None:
+        return False
+    return any(records is not None and len(records) > _ATTRIBUTES_LOW_AT
+               and records[_MAGIC_AT] == 2
+               and records[_ATTRIBUTES_LOW_AT] & TRANSACTIONAL_MASK
+               for records in record_sets)
 
 
 def produce_refusal(coordinator_error: ErrorCode) -> tuple[ErrorCode, str | None]:

@@ -62,6 +62,8 @@ class ApiKey(enum.IntEnum):
     LIST_TRANSACTIONS = 66
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
+    LIST_CONFIG_RESOURCES = 74
+    DESCRIBE_TOPIC_PARTITIONS = 75
     SHARE_GROUP_HEARTBEAT = 76
     SHARE_GROUP_DESCRIBE = 77
     SHARE_FETCH = 78
@@ -163,6 +165,11 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
     # member id. Regular-expression subscriptions are refused (INVALID_REQUEST) for now.
     ApiKey.CONSUMER_GROUP_HEARTBEAT: VersionRange(0, 1),
     ApiKey.CONSUMER_GROUP_DESCRIBE: VersionRange(0, 1),
+    # KIP-966's paged topic description (``handlers.topic_partitions``); Kafka's admin client
+    # describes topics with it where it is offered.
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: VersionRange(0, 0),
+    # v0: KIP-714's ListClientMetricsResources; v1: KIP-1142 (``handlers.config_resources``).
+    ApiKey.LIST_CONFIG_RESOURCES: VersionRange(0, 1),
 }
 
 

@@ -120,6 +120,53 @@ def metadata(s: Session) -> None:
             "include_fenced_brokers": fenced})
 
 
+@scenario
+def describe_topic_partitions(s: Session) -> None:
+    """DescribeTopicPartitions (KIP-966): a topic of 3 partitions; paged one partition at a
+    time with the cursor; two topics with the limit reached at the first one's end, then from
+    the cursor; every topic from a cursor; an unknown topic and a bad name; a cursor naming a
+    topic not asked for, a negative cursor partition; a limit of 0."""
+    a = s.create_topic("dtp-a", 3)
+    b = s.create_topic("dtp-b", 2)
+
+    def ask(step: str, names: list[str], limit: int = 2000,
+            cursor: tuple[str, int] | None = None) -> None:
+        s.step(step, K.DESCRIBE_TOPIC_PARTITIONS, 0, {
+            "topics": [{"name": n} for n in names], "response_partition_limit": limit,
+            "cursor": None if cursor is None else {"topic_name": cursor[0],
+                                                   "partition_index": cursor[1]}})
+    ask("one_topic", [a])
+    ask("first_page", [a], 1)
+    ask("second_page", [a], 1, (a, 1))
+    ask("limit_at_a_topic_end", [b, a], 3)
+    ask("from_the_next_topic", [a, b], 3, (b, 0))
+    ask("all_topics_from_a_cursor", [], 4, (a, 0))
+    ask("unknown_and_bad_name", [s.name("nothing"), "bad/name"])
+    ask("cursor_not_asked_for", [a], 10, (b, 0))
+    ask("negative_cursor_partition", [a], 10, (a, -1))
+    ask("zero_limit", [a], 0)
+
+
+@scenario
+def list_config_resources(s: Session) -> None:
+    """ListConfigResources: v0 (client-metrics subscriptions: none), v1 for brokers and broker
+    loggers, client metrics, groups, the topic created here (by name, among the others), and
+    an unsupported type; v0 and v1 with no type named."""
+    topic = s.create_topic("lcr")
+    s.step("v0", K.LIST_CONFIG_RESOURCES, 0, {})
+    for step, types in (("v1_brokers_and_loggers", [4, 8]), ("v1_client_metrics", [16]),
+                        ("v1_groups", [32]), ("v1_unsupported_type", [1]),
+                        ("v1_topic_and_broker_unsupported", [2, 4, 64])):
+        s.step(step, K.LIST_CONFIG_RESOURCES, 1, {"resource_types": types})
+    answer = s.ask(K.LIST_CONFIG_RESOURCES, 1, {"resource_types": [2]})
+    s.record("v1_topics_include_the_new_one", None if answer is CLOSED else (
+        int(answer.error_code), (topic, 2) in {(str(r.resource_name), int(r.resource_type))
+                                               for r in answer.config_resources}))
+    answer = s.ask(K.LIST_CONFIG_RESOURCES, 1, {"resource_types": []})
+    s.record("v1_every_type", None if answer is CLOSED else (
+        int(answer.error_code), sorted({int(r.resource_type) for r in answer.config_resources})))
+
+
 # -- produce and fetch -------------------------------------------------------------------------
 @scenario
 def produce(s: Session) -> None:
@@ -487,6 +534,13 @@ def transactions(s: Session) -> None:
     add("add_wrong_producer_id", pid + 1000, epoch)
     add("add_unknown_txn_id", pid, epoch, name=s.name("no-txn"))
     add("add", pid, epoch)
+    # Transactional records in a Produce that names no transactional id: refused whole
+    # (KafkaApis.handleProduceRequest), authorizer or not; nothing is appended.
+    s.step("produce_txn_records_without_id", K.PRODUCE, 9, {
+        "transactional_id": None, "acks": -1, "timeout": 10_000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": _batch(
+            [b"no-id"], producer_id=pid, producer_epoch=epoch, base_sequence=0,
+            is_transactional=True)}]}]})
     s.step("describe_ongoing", K.DESCRIBE_TRANSACTIONS, 0,
            {"transactional_ids": [txn, s.name("no-txn")]})
 

@@ -2,7 +2,8 @@
 while the leader asks the coordinator (``ProducerStateTable.start_verification``), the append
 that needs it (``produce_as_leader(verify_transactions=True)``), the race it closes (a marker
 written while the question is out), and what a refusal is answered
-(``txn_verification.produce_refusal``)."""
+(``txn_verification.produce_refusal``); and the request-level rule before all of it, Kafka's:
+transactional records need a transactional id (``txn_verification.lacks_transactional_id``)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from floodmark.replication.producer_state import (
 from floodmark.replication.txn_verification import (
     NOT_ADDED_MESSAGE,
     NOT_VERIFIED_MESSAGE,
+    lacks_transactional_id,
     needs_verification,
     produce_refusal,
 )
@@ -134,3 +136,23 @@ def test_refusals_are_answered_as_kafka_answers_them() -> None:
         ErrorCode.INVALID_TXN_STATE, None)
     assert produce_refusal(ErrorCode.INVALID_PRODUCER_ID_MAPPING) == (
         ErrorCode.INVALID_PRODUCER_ID_MAPPING, None)
+
+
+def test_transactional_records_need_a_transactional_id() -> None:
+    txn = simple_batch([b"v"], producer_id=PID, producer_epoch=0, base_sequence=0,
+                       is_transactional=True)
+    plain = simple_batch([b"v"])
+    idempotent = simple_batch([b"v"], producer_id=PID, producer_epoch=0, base_sequence=0)
+    assert lacks_transactional_id(None, [plain, txn])
+    assert lacks_transactional_id(None, [memoryview(txn)])
+    assert not lacks_transactional_id("t", [txn])  # named: verified or appended as usual
+    assert not lacks_transactional_id(None, [plain, idempotent, None])
+    # Only the first batch of each partition is looked at (Kafka's hasTransactionalRecords).
+    assert not lacks_transactional_id(None, [plain + txn])
+    assert lacks_transactional_id(None, [txn + plain])
+    # A record set too short or of another magic is not transactional here (the append
+    # refuses it as malformed).
+    assert not lacks_transactional_id(None, [txn[:20], b""])
+    old_magic = bytearray(txn)
+    old_magic[16] = 1
+    assert not lacks_transactional_id(None, [bytes(old_magic)])

@@ -13,6 +13,7 @@ from floodmark.broker.context import Handler, HandlerContext
 from floodmark.broker.handlers import (
     acls,
     admin,
+    config_resources,
     consumer_group_apis,
     coordination,
     data,
@@ -25,6 +26,7 @@ from floodmark.broker.handlers import (
     scram_apis,
     share_group_apis,
     share_state_apis,
+    topic_partitions,
     txn_apis,
     txn_markers,
 )
@@ -84,6 +86,8 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.CONSUMER_GROUP_HEARTBEAT: coordination.coordinated(
         consumer_group_apis.consumer_group_heartbeat),
     ApiKey.CONSUMER_GROUP_DESCRIBE: consumer_group_apis.consumer_group_describe,
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: topic_partitions.describe_topic_partitions,
+    ApiKey.LIST_CONFIG_RESOURCES: config_resources.list_config_resources,
     ApiKey.ALTER_CLIENT_QUOTAS: quotas.alter_client_quotas,
     # KIP-932 (share_group_apis checks group.share.enable and the coordinator itself)
     ApiKey.SHARE_GROUP_HEARTBEAT: share_group_apis.share_group_heartbeat,

@@ -31,7 +31,11 @@ from floodmark.replication.produce import produce_as_leader
 from floodmark.replication.producer_state import VerificationGuard, batch_metas
 from floodmark.replication.reads import FetchIsolation, read_for_fetch
 from floodmark.replication.replica_selector import ReplicaSelection
-from floodmark.replication.txn_verification import needs_verification, produce_refusal
+from floodmark.replication.txn_verification import (
+    lacks_transactional_id,
+    needs_verification,
+    produce_refusal,
+)
 from floodmark.storage.file_slice import FileSlice
 from floodmark.wire.api_table import ApiKey
 from floodmark.wire.codec import RequestHeader, ms
@@ -147,6 +151,11 @@ def produce_raw(broker: HandlerContext, frame: memoryview, version: int,
         req = parse_produce_request(frame)
     except HotDecodeError as exc:
         raise ProtocolError(f"bad Produce v{version} request: {exc}") from exc
+    if lacks_transactional_id(req.transactional_id,
+                              (p.records for _name, parts in req.topics for p in parts)):
+        return _produce(broker, req, version, {
+            (name, p.index): ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            for name, parts in req.topics for p in parts})
     refused = gate(req) if gate is not None else {}
     verify = _verifies(broker, req, version)
     if not verify:

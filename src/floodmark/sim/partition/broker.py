@@ -40,7 +40,7 @@ from floodmark.replication.purgatory import CompleteProduce
 from floodmark.replication.reads import FetchIsolation, read_for_fetch
 from floodmark.replication.replica_selector import ReplicaSelection
 from floodmark.replication.schedule import PeriodicWork
-from floodmark.replication.txn_verification import produce_refusal
+from floodmark.replication.txn_verification import lacks_transactional_id, produce_refusal
 from floodmark.sim.network import Network
 from floodmark.sim.partition import messages as m
 from floodmark.sim.partition import replica_view
@@ -480,8 +480,17 @@ class SimBroker:
     # -- leader side: produce, fetch, epoch queries, consumers ----------------------------------
     def _on_produce(self, src: str, msg: m.Produce) -> None:
         """The broker's own produce path (``replication.produce``): idempotence, the purgatory;
-        with ``transaction_verification``, KIP-890 part 1 first (``_verify_then_produce``)."""
+        with ``transaction_verification``, KIP-890 part 1 first (``_verify_then_produce``).
+        Before all of it, as the broker's handler: transactional records naming no
+        transactional id are refused (``txn_verification.lacks_transactional_id``)."""
         assert self.partition is not None
+        if lacks_transactional_id(msg.transactional_id or None, [self._batch(msg)]):
+            self.world.record(f"{self.name} refuses {msg.value}: transactional, no "
+                              "transactional id")
+            if msg.acks != ACKS_NONE:
+                self.net.send(self.name, src, m.ProduceReply(
+                    msg.produce_id, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1))
+            return
         verify = self.config.transaction_verification and bool(msg.transactional_id)
         if verify and msg.transactional and self.partition.is_leader:
             guard = self.partition.producers.start_verification(msg.producer_id,
@@ -533,14 +542,7 @@ class SimBroker:
         assert self.partition is not None and self.log is not None
         p = self.partition
         now = self.world.now_ms
-        batch = simple_batch(
-            [msg.value.encode()],
-            timestamp_ms=now,
-            producer_id=msg.producer_id,
-            producer_epoch=msg.producer_epoch,
-            base_sequence=msg.sequence,
-            is_transactional=msg.transactional,
-        )
+        batch = self._batch(msg)
         self.next_produce_id += 1
         produce_id = self.next_produce_id
         result = produce_as_leader(
@@ -576,6 +578,12 @@ class SimBroker:
             assert result.answer is not None
             offset = result.base_offset if result.answer is ErrorCode.NONE else -1
             self.net.send(self.name, src, m.ProduceReply(msg.produce_id, result.answer, offset))
+
+    def _batch(self, msg: m.Produce) -> bytes:
+        """The record batch a produce carries (the sim's messages carry its fields)."""
+        return simple_batch([msg.value.encode()], timestamp_ms=self.world.now_ms,
+                            producer_id=msg.producer_id, producer_epoch=msg.producer_epoch,
+                            base_sequence=msg.sequence, is_transactional=msg.transactional)
 
     def _on_write_txn_marker(self, src: str, msg: m.WriteTxnMarker) -> None:
         """The broker's WriteTxnMarkers path (``replication.produce.write_marker_as_leader``):

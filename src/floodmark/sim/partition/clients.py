@@ -267,10 +267,11 @@ class Producer:
         self.retry_scheduled = False
 
     def send(self, value: str, acks: int, to: int | None = None, *, producer_id: int = -1,
-             sequence: int = -1, transactional: bool = False, producer_epoch: int = 0) -> int:
+             sequence: int = -1, transactional: bool = False, producer_epoch: int = 0,
+             transactional_id: str = "") -> int:
         """Send one produce; returns its id. ``to`` overrides the believed leader. With
         ``producer_id``: that producer's batch (``producer_epoch``) at ``sequence``, in its
-        transaction if ``transactional``."""
+        transaction (``transactional_id``'s) if ``transactional``."""
         produce_id = self._track(value, acks)
         target = self.leader if to is None else to
         what = f" pid={producer_id} seq={sequence}" if producer_id >= 0 else ""
@@ -284,7 +285,7 @@ class Producer:
             m.Produce(produce_id, value, acks, self.timeout_ms, producer_id=producer_id,
                       producer_epoch=producer_epoch if producer_id >= 0 else -1,
                       sequence=sequence,
-                      transactional=transactional),
+                      transactional=transactional, transactional_id=transactional_id),
         )
         return produce_id
 

@@ -100,7 +100,7 @@ class Produce:
     producer_epoch: int = -1
     sequence: int = -1
     transactional: bool = False
-    transactional_id: str = ""  # "": none named (no KIP-890 verification, as on the broker)
+    transactional_id: str = ""  # "": none named (transactional records are then refused)
 
 
 TXN_COORDINATOR = "txn-coordinator"  # the transaction coordinator's node

@@ -176,7 +176,8 @@ class Script:
         self.cluster.checker.on_transactional_send(value, producer_id)
         produce_id = self.cluster.producer.send(value, ACKS_ALL, to=reg.leader,
                                                 producer_id=producer_id, sequence=sequence,
-                                                transactional=True)
+                                                transactional=True,
+                                                transactional_id=transactional_id)
         self.produced[value] = produce_id
         self._settle()
         outcome = self.cluster.producer.outcomes[produce_id]
