@@ -122,8 +122,8 @@ def main() -> int:
     import uvloop
 
     with tempfile.TemporaryDirectory(prefix="floodmark-bench-reads-") as tmp:
-        ca, ca_path = certs.load_or_make_ca(Path(tmp))
-        files = certs.issue_files(Path(tmp), "broker", ca, ("127.0.0.1", "localhost"))
+        authority, ca_path = certs.load_or_make_ca(Path(tmp))
+        files = certs.issue_files(Path(tmp), "broker", authority, ("127.0.0.1", "localhost"))
         settings = {"ssl.keystore.location": str(files.keystore)}
         tls = ServerTls(ssl_settings(settings.get))
         uvloop.run(run(args, tls, str(ca_path)))
