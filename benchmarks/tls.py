@@ -5,9 +5,11 @@ One broker with two listeners, ``PLAINTEXT`` and ``SSL`` (a throwaway CA from
 ``floodmark.security.certs``); each round produces ``--mb`` MB into a fresh topic over one
 listener with confluent-kafka (librdkafka: acks=all, lz4 off, batches as a throughput
 producer sends them), then consumes it back from the beginning; the variants alternate
-(``--rounds``), and the broker's utime+stime (procfs) is sampled around each phase. Loopback on
-a shared machine: compare the ratio, not the absolute numbers. TLS loses sendfile (the kernel
-cannot encrypt), as Kafka does.
+(``--rounds``), and the broker's utime+stime (procfs) is sampled around each phase, as is this
+process's (the client: librdkafka's threads encrypt and decrypt here). Loopback on a shared
+machine: compare the ratio, not the absolute numbers; on two cores the client's TLS work
+competes with the broker's for the same CPUs. TLS loses sendfile (the kernel cannot encrypt),
+as Kafka does.
 
     .venv/bin/python benchmarks/tls.py [--mb 200] [--rounds 3]
 """
@@ -113,7 +115,8 @@ def main() -> int:
         files = certs.issue_files(work / "tls", "broker", ca, ("127.0.0.1", "localhost"))
         proc, listeners = start_broker(work, files.keystore)
         results: dict[str, dict[str, list[float]]] = {
-            v: {"produce": [], "consume": [], "produce_cpu": [], "consume_cpu": []}
+            v: {"produce": [], "consume": [], "produce_cpu": [], "consume_cpu": [],
+                "produce_client_cpu": [], "consume_client_cpu": []}
             for v in ("PLAINTEXT", "SSL")}
         try:
             admin = AdminClient({"bootstrap.servers": listeners["PLAINTEXT"]})
@@ -124,14 +127,18 @@ def main() -> int:
                     conf = client_conf(variant, listeners[variant], ca_path)
                     for phase, run in (("produce", produce), ("consume", consume)):
                         cpu0, t0 = cpu_seconds(proc.pid), time.perf_counter()
+                        own0 = time.process_time()
                         run(conf, topic, count)
                         elapsed = time.perf_counter() - t0
                         cpu = cpu_seconds(proc.pid) - cpu0
+                        own = time.process_time() - own0
+                        gb = count * RECORD / 1e9
                         results[variant][phase].append(count * RECORD / MB / elapsed)
-                        results[variant][f"{phase}_cpu"].append(cpu / (count * RECORD / 1e9))
+                        results[variant][f"{phase}_cpu"].append(cpu / gb)
+                        results[variant][f"{phase}_client_cpu"].append(own / gb)
                         print(f"{variant:9s} {phase:7s} {count * RECORD / MB / elapsed:8.1f} "
-                              f"MB/s  broker CPU {cpu / (count * RECORD / 1e9):6.2f} s/GB",
-                              flush=True)
+                              f"MB/s  broker CPU {cpu / gb:6.2f} s/GB  client CPU "
+                              f"{own / gb:6.2f} s/GB", flush=True)
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(60)
@@ -141,9 +148,12 @@ def main() -> int:
         tls = statistics.median(results["SSL"][phase])
         cpu_plain = statistics.median(results["PLAINTEXT"][f"{phase}_cpu"])
         cpu_tls = statistics.median(results["SSL"][f"{phase}_cpu"])
-        print(f"  {phase:7s} PLAINTEXT {plain:7.1f} MB/s ({cpu_plain:5.2f} CPU s/GB)  "
-              f"SSL {tls:7.1f} MB/s ({cpu_tls:5.2f} CPU s/GB)  TLS/plaintext "
-              f"{tls / plain:.2f}x")
+        client_plain = statistics.median(results["PLAINTEXT"][f"{phase}_client_cpu"])
+        client_tls = statistics.median(results["SSL"][f"{phase}_client_cpu"])
+        print(f"  {phase:7s} PLAINTEXT {plain:7.1f} MB/s (broker {cpu_plain:5.2f}, client "
+              f"{client_plain:5.2f} CPU s/GB)  SSL {tls:7.1f} MB/s (broker {cpu_tls:5.2f}, "
+              f"client {client_tls:5.2f} CPU s/GB)  TLS/plaintext {tls / plain:.2f}x, broker "
+              f"CPU {cpu_tls / cpu_plain:.2f}x")
     return 0
 
 
