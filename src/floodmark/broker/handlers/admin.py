@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from floodmark import features
-from floodmark.broker import dynamic_configs
+from floodmark.broker import dynamic_configs, group_config_admin
 from floodmark.broker.boundary import ClientConnection, WireRequest, WireResponse
 from floodmark.broker.config import (
     SETTINGS,
@@ -351,6 +351,7 @@ async def create_partitions(broker: HandlerContext, header: RequestHeader, req: 
 
 _TOPIC_RESOURCE = 2
 _BROKER_RESOURCE = 4
+_GROUP_RESOURCE = 32  # KIP-848 / KIP-932 group configs (floodmark.group_configs)
 
 
 def describe_configs(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection | None = None) -> WireResponse:
@@ -391,6 +392,11 @@ def describe_configs(broker: HandlerContext, header: RequestHeader, req: WireReq
                                   or [(ConfigSource.STATIC_BROKER_CONFIG, listeners[name])],
                                   name, synonyms)
                            for name in names]
+        elif res.resource_type == _GROUP_RESOURCE:
+            try:
+                configs = group_config_admin.describe(broker, res.resource_name, synonyms)
+            except KafkaError as exc:
+                entry.update(error_code=int(exc.code), error_message=exc.message)
         else:
             entry.update(error_code=int(ErrorCode.INVALID_REQUEST),
                          error_message=f"unsupported resource type {res.resource_type}")
@@ -623,6 +629,13 @@ async def _alter_resource(broker: HandlerContext, res: WireRequest, validate_onl
             await dynamic_configs.alter(broker, res.resource_name,
                                         new_configs(current, in_force),
                                         validate_only=validate_only)
+            return out
+        if res.resource_type == _GROUP_RESOURCE:  # KIP-848 / KIP-932 group configs
+            current = group_config_admin.current(broker, res.resource_name)
+            in_force = {name: broker.config.get(name) for name in SETTINGS}
+            await group_config_admin.alter(broker, res.resource_name,
+                                           new_configs(current, in_force),
+                                           validate_only=validate_only)
             return out
         if res.resource_type != _TOPIC_RESOURCE:
             raise KafkaError(ErrorCode.INVALID_REQUEST,

@@ -86,7 +86,7 @@ async def _heartbeat(ctx: HandlerContext, header: RequestHeader, req: WireReques
     groups = ctx.share_groups
     group_id, member_id, epoch = str(req.group_id), str(req.member_id or ""), int(
         req.member_epoch)
-    interval_ms = groups.settings.group.heartbeat_interval_ms
+    interval_ms = groups.settings_of(group_id).group.heartbeat_interval_ms
 
     def refuse(err: ErrorCode, message: str | None = None) -> WireResponse:
         return {"throttle_time": 0, "error_code": int(err), "error_message": message,
@@ -215,11 +215,18 @@ def _leader(ctx: HandlerContext, topic_id: uuid.UUID | None, index: int,
     return ErrorCode.NONE, ps
 
 
-def _fetch_bound(ctx: HandlerContext, ps: PartitionState) -> int:
+def _fetch_bound(ctx: HandlerContext, group_id: str, ps: PartitionState) -> int:
     """How far records are handed out: the high watermark, or the last stable offset
     (``share.isolation.level=read_committed``)."""
-    return ps.last_stable_offset if ctx.share_groups.settings.read_committed \
+    return ps.last_stable_offset if ctx.share_groups.settings_of(group_id).read_committed \
         else ps.high_watermark
+
+
+def _offset_no_older(ctx: HandlerContext, ps: PartitionState, duration_ms: int) -> int | None:
+    """share.auto.offset.reset=by_duration: the first offset whose timestamp is at or after
+    now minus ``duration_ms`` (ListOffsets' rule); None when no record is that recent."""
+    found = ps.log.offset_for_timestamp(max(0, ctx.now_ms() - duration_ms))
+    return None if found is None else found[0]
 
 
 def state_error(err: ErrorCode) -> ErrorCode:
@@ -240,7 +247,8 @@ async def _share_partition(ctx: HandlerContext, key: ShareKey, ps: PartitionStat
                            ) -> tuple[ErrorCode, SharePartition | None]:
     """The share partition at this leader, read back from its share coordinator first."""
     err, core = await ctx.share_groups.load(key, ps.leader_epoch, ps.log_start_offset,
-                                            _fetch_bound(ctx, ps))
+                                            _fetch_bound(ctx, key[0], ps),
+                                            lambda ms: _offset_no_older(ctx, ps, ms))
     return (ErrorCode.NONE, core) if core is not None else (state_error(err), None)
 
 
@@ -326,11 +334,11 @@ def share_fetch(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
 async def _share_fetch(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
                        conn: ClientConnection, denied: TopicGate | None) -> WireResponse:
     groups = ctx.share_groups
-    lock_ms = groups.settings.partition.record_lock_duration_ms
+    group_id, member_id = str(req.group_id or ""), str(req.member_id or "")
+    lock_ms = groups.settings_of(group_id).partition.record_lock_duration_ms
     if not groups.settings.enabled:
         return _session_error(ErrorCode.UNSUPPORTED_VERSION, DISABLED,
                               acquisition_lock_timeout=lock_ms)
-    group_id, member_id = str(req.group_id or ""), str(req.member_id or "")
     epoch = int(req.share_session_epoch)
     if not group_id or not member_id:
         return _session_error(ErrorCode.INVALID_REQUEST, "group id and member id needed",
@@ -435,8 +443,8 @@ async def _acquire_all(ctx: HandlerContext, session: ShareSession, max_records: 
             continue
         if core.expire_locks(ctx.now_ms()):
             changed.append((key, core))
-        committed = ctx.share_groups.settings.read_committed
-        start = core.first_acquirable(_fetch_bound(ctx, ps))
+        committed = ctx.share_groups.settings_of(session.group_id).read_committed
+        start = core.first_acquirable(_fetch_bound(ctx, key[0], ps))
         if start is None:
             continue
         read = read_for_fetch(ps.core, ps.log, start, -1,

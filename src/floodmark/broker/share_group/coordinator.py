@@ -144,11 +144,19 @@ def simple_assignment(members: list[str], partitions: list[TopicPartition]
 class ShareGroupCoordinator:
     def __init__(self, config: ShareGroupConfig) -> None:
         self.config = config
+        # a group's own share.session.timeout.ms / share.heartbeat.interval.ms (group
+        # configs): the broker keeps this up to date from its metadata
+        self.group_configs: dict[str, ShareGroupConfig] = {}
         self.groups: dict[str, ShareGroup] = {}
+
+    def config_of(self, group_id: str) -> ShareGroupConfig:
+        """The settings ``group_id`` runs with: its group configs, else the broker's."""
+        return self.group_configs.get(group_id, self.config)
 
     def heartbeat(self, hb: ShareHeartbeat, topics: Mapping[str, TopicInfo],
                   now_ms: int) -> ShareHeartbeatAnswer:
-        interval_ms = self.config.heartbeat_interval_ms
+        config = self.config_of(hb.group_id)
+        interval_ms = config.heartbeat_interval_ms
 
         def refuse(error: ErrorCode, message: str) -> ShareHeartbeatAnswer:
             return ShareHeartbeatAnswer(error, hb.member_id, hb.member_epoch, interval_ms,
@@ -193,7 +201,7 @@ class ShareGroupCoordinator:
             if hb.rack_id is not None:
                 member.rack_id = hb.rack_id
         self._assign(group, topics)
-        group.session_deadline_ms[hb.member_id] = now_ms + self.config.session_timeout_ms
+        group.session_deadline_ms[hb.member_id] = now_ms + config.session_timeout_ms
         send = member.sent_epoch != member.member_epoch
         member.sent_epoch = member.member_epoch
         return ShareHeartbeatAnswer(ErrorCode.NONE, hb.member_id, member.member_epoch,
@@ -282,7 +290,8 @@ class ShareGroupCoordinator:
                 member.previous_epoch, member.member_epoch = m.member_epoch, g.assignment_epoch
                 member.assignment = target
             g.members[member_id] = member
-            g.session_deadline_ms[member_id] = now_ms + self.config.session_timeout_ms
+            g.session_deadline_ms[member_id] = \
+                now_ms + self.config_of(group_id).session_timeout_ms
         wanted = sorted({n for m in g.members.values() for n in m.subscribed})
         g.subscribed_shape = tuple((n, topics[n].partitions) for n in wanted if n in topics)
         self.groups[group_id] = g
