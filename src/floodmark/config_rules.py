@@ -274,7 +274,8 @@ RULES: dict[str, Rule] = {
     "streams.initial.rebalance.delay.ms": at_least(0),
     # KIP-392: the one selector floodmark has (Kafka loads any class; unset: the leader)
     "replica.selector.class": OneOf((RACK_AWARE_REPLICA_SELECTOR,)),
-    "share.isolation.level": OneOf(("read_uncommitted", "read_committed")),
+    # Kafka's GroupConfig order (its message lists them so)
+    "share.isolation.level": OneOf(("read_committed", "read_uncommitted")),
     "share.coordinator.state.topic.num.partitions": at_least(1),
     "share.coordinator.state.topic.replication.factor": at_least(1),
     "share.coordinator.state.topic.min.isr": at_least(1),

@@ -58,7 +58,7 @@ def test_values_are_typed() -> None:
      "least 1000"),
     ({"share.isolation.level": "hello"},
      "Invalid value hello for configuration share.isolation.level: String must be one of: "
-     "read_uncommitted, read_committed"),
+     "read_committed, read_uncommitted"),
     ({"share.renew.acknowledge.enable": "1"},
      "Invalid value 1 for configuration share.renew.acknowledge.enable: Expected value to be "
      "either true or false"),

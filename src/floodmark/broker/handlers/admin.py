@@ -662,13 +662,17 @@ async def incremental_alter_configs(broker: HandlerContext, header: RequestHeade
             for c in res.configs:
                 op, name, value = int(c.config_operation), str(c.name), c.value
                 if op == _OP_SET:
+                    if value is None:  # Kafka's ConfigurationControlManager, every resource
+                        raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                         f"Null value not supported for : {name}")
                     current[name] = value
                 elif op == _OP_DELETE:
                     current.pop(name, None)
                 elif op in (_OP_APPEND, _OP_SUBTRACT):
                     if name not in _LIST_CONFIGS:
                         raise KafkaError(ErrorCode.INVALID_CONFIG,
-                                         f"{name} is not a list config")
+                                         f"Can't {'APPEND' if op == _OP_APPEND else 'SUBTRACT'}"
+                                         f" to key {name} because its type is not LIST.")
                     now = render(current.get(name, defaults.get(name, ""))) or ""
                     items = [x for x in now.split(",") if x]
                     change = [x.strip() for x in str(value or "").split(",") if x.strip()]
