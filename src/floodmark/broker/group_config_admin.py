@@ -19,6 +19,7 @@ from floodmark.group_configs import GROUP_CONFIGS, effective, validate
 from floodmark.settings import render
 
 log = logging.getLogger(__name__)
+_LOGGED = 10  # groups named per change in the log; the rest are counted
 
 
 def _check_name(group: str) -> None:
@@ -83,10 +84,19 @@ def apply(broker: HandlerContext) -> bool:
         except (KafkaError, ValueError) as exc:
             log.error("broker %d: group %s: cannot apply its group configs %s (%s); it runs "
                       "with the broker's", broker.node_id, group, own, exc)
-    if consumer == broker.consumer_groups.group_configs and \
-            share == broker.share_groups.group_settings:
+    before_consumer = broker.consumer_groups.group_configs
+    before_share = broker.share_groups.group_settings
+    changed = sorted(g for g in set(consumer) | set(before_consumer)
+                     if consumer.get(g) != before_consumer.get(g)
+                     or share.get(g) != before_share.get(g))
+    if not changed:
         return False
     broker.consumer_groups.group_configs = consumer
     broker.share_groups.set_group_settings(share)
-    log.info("broker %d: group configs now %s", broker.node_id, every)
+    for group in changed[:_LOGGED]:
+        log.info("broker %d: group %s now runs with its group configs %s", broker.node_id,
+                 group, every.get(group, {}))
+    if len(changed) > _LOGGED:
+        log.info("broker %d: and %d more groups' configs changed", broker.node_id,
+                 len(changed) - _LOGGED)
     return True
