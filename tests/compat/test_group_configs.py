@@ -3,7 +3,8 @@ AdminClient sets ``share.auto.offset.reset=earliest`` for one share group
 (incremental_alter_configs), describe_configs answers it as DYNAMIC_GROUP_CONFIG and the
 others as defaults, Kafka's refusals come back as INVALID_CONFIG, a share consumer of that group
 starts at the log start while a group without the config starts at the end (the broker's
-default, latest), and the config survives a broker restart."""
+default, latest), one with ``by_duration:PT1H`` at its first record of the last hour, and the
+config survives a broker restart."""
 
 from __future__ import annotations
 
@@ -110,6 +111,16 @@ def test_group_configs_set_described_used_and_kept(broker_factory: Any) -> None:
     # a group without it runs with the broker's latest: it never sees offsets 0..4
     other = offsets_polled(b.bootstrap, "other", topic, 1, produce_more=p)
     assert min(other) >= 5, other
+
+    # by_duration: the first record no older than the duration (ListOffsets by time)
+    old_ms = int(time.time() * 1000) - 2 * 3_600_000
+    admin.create_topics([NewTopic("gc-d", 1, 1)])["gc-d"].result(30)
+    for i in range(5):
+        p.produce("gc-d", value=b"%d" % i, partition=0,
+                  timestamp=old_ms if i < 3 else int(time.time() * 1000))
+    assert p.flush(30) == 0
+    alter(admin, "d", ("share.auto.offset.reset", "by_duration:PT1H", AlterConfigOpType.SET))
+    assert offsets_polled(b.bootstrap, "d", "gc-d", 2)[:2] == [3, 4]
 
     b.restart()
     admin = AdminClient({"bootstrap.servers": b.bootstrap})
