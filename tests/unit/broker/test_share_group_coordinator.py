@@ -76,3 +76,16 @@ def test_a_groups_own_session_and_heartbeat_win() -> None:
     assert answer.heartbeat_interval_ms == 30
     assert c.next_deadline_ms() == 300
     assert c.expire(FOUR, 100) == []
+
+
+def test_a_topic_created_again_under_its_name_is_assigned_anew() -> None:
+    """Deleted and created again (confluent-kafka-python's
+    test_topic_recreate_resumes_with_fresh_delivery): same name and partition count, a new
+    topic id; the member is assigned the new topic's partition at its next heartbeat."""
+    c = ShareGroupCoordinator(ShareGroupConfig())
+    _err, epoch, assigned = join(c, "a", ONE)
+    assert assigned == frozenset({(T, 0)})
+    new_id = uuid.UUID(int=8)
+    again = {"t": TopicInfo(new_id, "t", 1)}
+    answer = c.heartbeat(ShareHeartbeat("g", "a", epoch), again, 10)
+    assert answer.assignment == frozenset({(new_id, 0)})

@@ -300,7 +300,13 @@ async def _acknowledge(ctx: HandlerContext, member_id: str, key: ShareKey,
     err, core = await _share_partition(ctx, key, ps)
     if core is None:
         return err, "the share partition's state is not loaded here yet"
+    # A lock that ran out is gone before the acknowledgement is judged: the record is no
+    # longer the member's (INVALID_RECORD_STATE, as Kafka's timer has released it by then).
+    expired = core.expire_locks(ctx.now_ms())
     res = core.acknowledge(member_id, acks)
+    if expired and not res.changed:
+        changed.append((key, core))
+        ctx.purgatory.wake((ps.topic, ps.partition))
     if res.changed:
         changed.append((key, core))
         ctx.purgatory.wake((ps.topic, ps.partition))  # released records: a waiting fetch

@@ -115,7 +115,9 @@ class ShareGroup:
     group_epoch: int = 0
     assignment_epoch: int = 0
     members: dict[str, ShareMember] = field(default_factory=dict)
-    subscribed_shape: tuple[tuple[str, int], ...] = ()  # (topic, partitions), sorted
+    # (topic, topic id, partitions), sorted: a topic deleted and created again under its name
+    # is a new topic (a new id), and the group is assigned its partitions
+    subscribed_shape: tuple[tuple[str, uuid.UUID, int], ...] = ()
     session_deadline_ms: dict[str, int] = field(default_factory=dict)
     state_partitions: StatePartitions = field(default_factory=StatePartitions)
 
@@ -210,7 +212,8 @@ class ShareGroupCoordinator:
     def _assign(self, group: ShareGroup, topics: Mapping[str, TopicInfo]) -> None:
         """A new assignment when the group epoch moved or the subscribed topics changed."""
         wanted = sorted({n for m in group.members.values() for n in m.subscribed})
-        shape = tuple((n, topics[n].partitions) for n in wanted if n in topics)
+        shape = tuple((n, topics[n].topic_id, topics[n].partitions) for n in wanted
+                      if n in topics)
         if shape != group.subscribed_shape:
             group.subscribed_shape = shape
             if group.assignment_epoch == group.group_epoch:
@@ -293,7 +296,8 @@ class ShareGroupCoordinator:
             g.session_deadline_ms[member_id] = \
                 now_ms + self.config_of(group_id).session_timeout_ms
         wanted = sorted({n for m in g.members.values() for n in m.subscribed})
-        g.subscribed_shape = tuple((n, topics[n].partitions) for n in wanted if n in topics)
+        g.subscribed_shape = tuple((n, topics[n].topic_id, topics[n].partitions)
+                                   for n in wanted if n in topics)
         self.groups[group_id] = g
 
     # -- the share state of the subscribed partitions --------------------------------------
