@@ -19,6 +19,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -35,6 +36,7 @@ from floodmark.broker.share_group.driver import Change, ShareKey, share_topics
 from floodmark.broker.share_group.partition import (
     Acknowledgement,
     AcknowledgeType,
+    AcquireResult,
     SharePartition,
 )
 from floodmark.broker.share_group.sessions import FINAL_EPOCH, INITIAL_EPOCH, ShareSession
@@ -464,11 +466,12 @@ async def _acquire_all(ctx: HandlerContext, session: ShareSession, max_records: 
         if committed and core.skip(_not_for_consumers(read.records.records,
                                                       read.aborted or ())):
             changed.append((key, core))
+        data = read.records.records
         got = core.acquire(session.member_id, read.records.next_offset, left, ctx.now_ms())
         if not got.changed:
             continue
+        got = _to_batch_end(core, session.member_id, got, data, ctx.now_ms())
         changed.append((key, core))
-        data = read.records.records
         entry["records"] = bytes(data)
         budget -= len(data)
         entry["acquired_records"] = [
@@ -476,6 +479,29 @@ async def _acquire_all(ctx: HandlerContext, session: ShareSession, max_records: 
              "delivery_count": a.delivery_count} for a in got.acquired]
         left -= sum(a.last_offset - a.first_offset + 1 for a in got.acquired)
     return out
+
+
+def _to_batch_end(core: SharePartition, member_id: str, got: AcquireResult,
+                  data: bytes | memoryview, now_ms: int) -> AcquireResult:
+    """ShareFetch's ``max_records`` is a soft limit at batch boundaries (KIP-932, Kafka's
+    batch-optimized acquisition): when it cut a batch of ``data`` the rest of that batch is
+    acquired too, so a batch larger than the limit comes whole, not split across polls."""
+    last = got.acquired[-1].last_offset
+    for _position, h in iter_batches(data, validate=False):
+        batch_last = h.base_offset + h.last_offset_delta
+        if h.base_offset <= last < batch_last:
+            more = core.acquire(member_id, batch_last + 1, batch_last - last, now_ms)
+            if not more.changed:
+                break
+            runs = list(got.acquired)
+            for a in more.acquired:  # one range where they meet (as Kafka answers it)
+                if runs[-1].last_offset + 1 == a.first_offset and \
+                        runs[-1].delivery_count == a.delivery_count:
+                    runs[-1] = replace(runs[-1], last_offset=a.last_offset)
+                else:
+                    runs.append(a)
+            return AcquireResult(tuple(runs), True)
+    return got
 
 
 def _partition_answers(ctx: HandlerContext,
