@@ -133,6 +133,46 @@ class NoTieredStorage:
         return (str(value), NO_TIERED_STORAGE) if value is True else None
 
 
+# ISO-8601 durations as Java's Duration.parse reads them (PnDTnHnMn.nS, case-insensitive).
+_ISO_DURATION = re.compile(
+    r"([-+]?)P(?:([-+]?[0-9]+)D)?(T(?:([-+]?[0-9]+)H)?(?:([-+]?[0-9]+)M)?"
+    r"(?:([-+]?[0-9]+)(?:[.,]([0-9]{0,9}))?S)?)?", re.IGNORECASE)
+BY_DURATION = "by_duration:"
+
+
+def iso_duration_ms(text: str) -> int | None:
+    """An ISO-8601 duration (Java's ``Duration.parse``: ``P1D``, ``PT1H30M``, ``PT0.5S``) in
+    milliseconds; None when ``text`` is not one."""
+    m = _ISO_DURATION.fullmatch(text)
+    if m is None or (m.group(3) is not None and m.group(3).upper() == "T"):
+        return None  # "PT", "P1DT": a T with no time section
+    days, _t, hours, minutes, seconds, fraction = m.group(2, 3, 4, 5, 6, 7)
+    if days is None and hours is None and minutes is None and seconds is None:
+        return None
+    ms = ((int(days or 0) * 24 + int(hours or 0)) * 60 + int(minutes or 0)) * 60_000
+    sign = -1 if seconds is not None and seconds.startswith("-") else 1
+    ms += int(seconds or 0) * 1000 + sign * int(((fraction or "") + "000")[:3])
+    return -ms if m.group(1) == "-" else ms
+
+
+@dataclass(frozen=True, slots=True)
+class ShareAutoOffsetReset:
+    """Kafka's ShareGroupAutoOffsetResetStrategy.Validator: ``earliest``, ``latest`` or
+    ``by_duration:<ISO-8601 duration>`` (not negative); case as written."""
+
+    def reject(self, value: Any) -> tuple[str, str] | None:
+        text = str(value)
+        if text in ("earliest", "latest"):
+            return None
+        if text.startswith(BY_DURATION):
+            ms = iso_duration_ms(text[len(BY_DURATION):])
+            if ms is not None and ms >= 0:
+                return None
+        return text, (f"Invalid value `{text}` for configuration share.auto.offset.reset. The "
+                      f"value must be either 'earliest', 'latest' or of the format "
+                      f"'by_duration:<PnDTnHnMn.nS>'.")
+
+
 # compression.type: Kafka's BrokerCompressionType names, in Kafka's order.
 COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
@@ -187,16 +227,55 @@ RULES: dict[str, Rule] = {
     "offsets.retention.minutes": at_least(1),
     "group.consumer.session.timeout.ms": at_least(1),
     "group.consumer.heartbeat.interval.ms": at_least(1),
+    "group.consumer.min.session.timeout.ms": at_least(1),
+    "group.consumer.max.session.timeout.ms": at_least(1),
+    "group.consumer.min.heartbeat.interval.ms": at_least(1),
+    "group.consumer.max.heartbeat.interval.ms": at_least(1),
+    "group.streams.session.timeout.ms": at_least(1),
+    "group.streams.heartbeat.interval.ms": at_least(1),
+    "group.streams.min.session.timeout.ms": at_least(1),
+    "group.streams.max.session.timeout.ms": at_least(1),
+    "group.streams.min.heartbeat.interval.ms": at_least(1),
+    "group.streams.max.heartbeat.interval.ms": at_least(1),
+    "group.streams.num.standby.replicas": at_least(0),
+    "group.streams.max.standby.replicas": at_least(0),
+    "group.streams.initial.rebalance.delay.ms": at_least(0),
     # Kafka's bounds for share groups (GroupCoordinatorConfig / ShareGroupConfig)
     "group.share.session.timeout.ms": at_least(1),
     "group.share.heartbeat.interval.ms": at_least(1),
     "group.share.record.lock.duration.ms": Between(1000, 3_600_000),
     "group.share.delivery.count.limit": Between(2, 10),
     "group.share.partition.max.record.locks": Between(100, 10_000),
-    "share.auto.offset.reset": OneOf(("latest", "earliest")),
+    "group.share.min.session.timeout.ms": at_least(1),
+    "group.share.max.session.timeout.ms": at_least(1),
+    "group.share.min.heartbeat.interval.ms": at_least(1),
+    "group.share.max.heartbeat.interval.ms": at_least(1),
+    "group.share.min.record.lock.duration.ms": Between(1000, 30_000),
+    "group.share.max.record.lock.duration.ms": Between(30_000, 3_600_000),
+    "group.share.min.delivery.count.limit": Between(2, 5),
+    "group.share.max.delivery.count.limit": Between(5, 25),
+    "group.share.min.partition.max.record.locks": Between(100, 2_000),
+    "group.share.max.partition.max.record.locks": Between(2_000, 10_000),
+    # -- group configs (ConfigResource type GROUP, Kafka's GroupConfig; KIP-848, KIP-932,
+    # KIP-1071): the ConfigDef's own check; the broker's min/max settings above bound them
+    # further (``floodmark.group_configs``). share.auto.offset.reset and share.isolation.level
+    # are broker settings too in floodmark (the default of every share group).
+    "consumer.session.timeout.ms": at_least(1),
+    "consumer.heartbeat.interval.ms": at_least(1),
+    "share.session.timeout.ms": at_least(1),
+    "share.heartbeat.interval.ms": at_least(1),
+    "share.record.lock.duration.ms": at_least(1000),
+    "share.delivery.count.limit": at_least(2),
+    "share.partition.max.record.locks": at_least(100),
+    "share.auto.offset.reset": ShareAutoOffsetReset(),
+    "streams.session.timeout.ms": at_least(1),
+    "streams.heartbeat.interval.ms": at_least(1),
+    "streams.num.standby.replicas": at_least(0),
+    "streams.initial.rebalance.delay.ms": at_least(0),
     # KIP-392: the one selector floodmark has (Kafka loads any class; unset: the leader)
     "replica.selector.class": OneOf((RACK_AWARE_REPLICA_SELECTOR,)),
-    "share.isolation.level": OneOf(("read_uncommitted", "read_committed")),
+    # Kafka's GroupConfig order (its message lists them so)
+    "share.isolation.level": OneOf(("read_committed", "read_uncommitted")),
     "share.coordinator.state.topic.num.partitions": at_least(1),
     "share.coordinator.state.topic.replication.factor": at_least(1),
     "share.coordinator.state.topic.min.isr": at_least(1),

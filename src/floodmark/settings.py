@@ -54,6 +54,7 @@ class ConfigSource(enum.IntEnum):
     DYNAMIC_DEFAULT_BROKER_CONFIG = 3
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
+    DYNAMIC_GROUP_CONFIG = 8  # a group's own value (Kafka's GROUP_CONFIG, ConfigResource 32)
 
 
 # Broker-level defaults, Kafka's names. Where floodmark differs from Kafka it says why.
@@ -100,17 +101,47 @@ DEFAULTS: dict[str, Any] = {
     "group.consumer.session.timeout.ms": 45_000,
     "group.consumer.heartbeat.interval.ms": 5_000,
     "group.consumer.assignors": "uniform,range",
+    # The bounds a group's own consumer.session.timeout.ms / consumer.heartbeat.interval.ms
+    # (a group config, floodmark.group_configs) are checked against (Kafka's names and
+    # defaults). Unlike Kafka, floodmark does not refuse to start with a broker default
+    # outside them (its tests run 300 ms heartbeats).
+    "group.consumer.min.session.timeout.ms": 45_000,
+    "group.consumer.max.session.timeout.ms": 60_000,
+    "group.consumer.min.heartbeat.interval.ms": 5_000,
+    "group.consumer.max.heartbeat.interval.ms": 15_000,
+    # KIP-1071's streams groups: floodmark serves none, but their group configs are kept and
+    # described as Kafka's are, with these defaults and bounds (Kafka's).
+    "group.streams.session.timeout.ms": 45_000,
+    "group.streams.min.session.timeout.ms": 45_000,
+    "group.streams.max.session.timeout.ms": 60_000,
+    "group.streams.heartbeat.interval.ms": 5_000,
+    "group.streams.min.heartbeat.interval.ms": 5_000,
+    "group.streams.max.heartbeat.interval.ms": 15_000,
+    "group.streams.num.standby.replicas": 0,
+    "group.streams.max.standby.replicas": 2,
+    "group.streams.initial.rebalance.delay.ms": 3_000,
     # KIP-932's share groups (broker/share_group). Kafka 4.1 serves them only once the cluster
     # finalized share.version=1 (off by default, a preview); floodmark's switch is Kafka 4.1's
     # internal group.share.enable, off by default too. The others are Kafka's defaults;
     # share.auto.offset.reset and share.isolation.level are group configs in Kafka, broker-wide
-    # here.
+    # here, and each share group's own value (a group config) wins.
     "group.share.enable": False,
     "group.share.session.timeout.ms": 45_000,
     "group.share.heartbeat.interval.ms": 5_000,
     "group.share.record.lock.duration.ms": 30_000,
     "group.share.delivery.count.limit": 5,
     "group.share.partition.max.record.locks": 2_000,
+    # The bounds of a share group's own values (Kafka's names and defaults).
+    "group.share.min.session.timeout.ms": 45_000,
+    "group.share.max.session.timeout.ms": 60_000,
+    "group.share.min.heartbeat.interval.ms": 5_000,
+    "group.share.max.heartbeat.interval.ms": 15_000,
+    "group.share.min.record.lock.duration.ms": 15_000,
+    "group.share.max.record.lock.duration.ms": 60_000,
+    "group.share.min.delivery.count.limit": 2,
+    "group.share.max.delivery.count.limit": 10,
+    "group.share.min.partition.max.record.locks": 100,
+    "group.share.max.partition.max.record.locks": 4_000,
     "share.auto.offset.reset": "latest",
     "share.isolation.level": "read_uncommitted",
     # The share coordinator's __share_group_state (Kafka's names; Kafka's default is 50
@@ -326,6 +357,9 @@ _INT_SETTINGS = frozenset({"node.id", "num.partitions", "default.replication.fac
                            "group.share.record.lock.duration.ms",
                            "group.share.delivery.count.limit",
                            "group.share.partition.max.record.locks",
+                           *(n for n in DEFAULTS if n.startswith(("group.consumer.m",
+                                                                  "group.share.m",
+                                                                  "group.streams."))),
                            "share.coordinator.state.topic.num.partitions",
                            "share.coordinator.state.topic.replication.factor",
                            "share.coordinator.state.topic.min.isr",

@@ -128,6 +128,43 @@ def test_config_topics_and_brokers(broker, fm: Run) -> None:
     assert topic_config_seen_by_confluent(broker.bootstrap, "cfg")["segment.ms"] == ("100000", 1)
 
 
+def test_config_groups(broker, fm: Run) -> None:
+    """``--entity-type groups`` (kafka-configs.sh's, Kafka 4): a group's own configs
+    (ConfigResource GROUP), seen by confluent-kafka's admin client too."""
+    entity = ["--entity-type", "groups", "--entity-name", "app"]
+    rc, out, err = fm("config", "alter", *entity, "--add-config",
+                      "share.auto.offset.reset=earliest,consumer.session.timeout.ms=50000")
+    assert rc == 0 and out.strip() == "Completed updating config for group app.", err
+    rc, out, err = fm("config", "describe", *entity)
+    assert rc == 0, err
+    assert out.splitlines() == [
+        "Dynamic configs for group app are:",
+        "  consumer.session.timeout.ms=50000 sensitive=false "
+        "synonyms={DYNAMIC_GROUP_CONFIG:consumer.session.timeout.ms=50000}",
+        "  share.auto.offset.reset=earliest sensitive=false "
+        "synonyms={DYNAMIC_GROUP_CONFIG:share.auto.offset.reset=earliest}"]
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    (future,) = admin.describe_configs([ConfigResource(ResourceType.GROUP, "app")]).values()
+    seen = {name: (entry.value, int(entry.source)) for name, entry in future.result(20).items()}
+    assert seen["share.auto.offset.reset"] == ("earliest", 8)  # GROUP_CONFIG
+    assert seen["share.session.timeout.ms"] == ("45000", 5)  # DEFAULT_CONFIG
+    # refused before sending (Kafka's rule), and by the broker (its bounds)
+    rc, _out, err = fm("config", "alter", *entity, "--add-config", "share.isolation.level=x")
+    assert rc != 0
+    one_error_line(err, "Invalid value x for configuration share.isolation.level")
+    rc, _out, err = fm("config", "alter", *entity, "--add-config",
+                       "consumer.session.timeout.ms=1000")
+    assert rc == 1
+    one_error_line(err, "group app", "INVALID_CONFIG",
+                   "consumer.session.timeout.ms must be greater than or equal to "
+                   "group.consumer.min.session.timeout.ms")
+    rc, out, err = fm("config", "alter", *entity, "--delete-config",
+                      "share.auto.offset.reset,consumer.session.timeout.ms")
+    assert rc == 0, err
+    rc, out, err = fm("config", "describe", *entity)
+    assert out.splitlines() == ["Dynamic configs for group app are:"], err
+
+
 def test_config_users_and_clients(fm: Run) -> None:
     alice = ["--entity-type", "users", "--entity-name", "alice"]
     rc, out, err = fm("config", "alter", *alice, "--add-config",

@@ -29,10 +29,13 @@ ACCEPT, RELEASE = 1, 2
 
 
 def produce(c: KafkaConnection, values: list[bytes]) -> None:
-    batch = build_batch([Record(i, 0, None, v) for i, v in enumerate(values)])
-    resp = c.request(ApiKey.PRODUCE, 9, {"acks": -1, "timeout": 10_000, "topic_data": [
-        {"name": TOPIC, "partition_data": [{"index": 0, "records": batch}]}]})
-    assert resp.responses[0].partition_responses[0].error_code == 0
+    """One batch per record: ShareFetch's max_records is a soft limit at batch boundaries (a
+    batch is acquired whole, as Kafka's), and this test counts records one by one."""
+    for v in values:
+        batch = build_batch([Record(0, 0, None, v)])
+        resp = c.request(ApiKey.PRODUCE, 9, {"acks": -1, "timeout": 10_000, "topic_data": [
+            {"name": TOPIC, "partition_data": [{"index": 0, "records": batch}]}]})
+        assert resp.responses[0].partition_responses[0].error_code == 0
 
 
 def create_topic(c: KafkaConnection) -> uuid.UUID:

@@ -41,11 +41,13 @@ LEFT_OUT = {
 }
 # What trivup's Kafka runs with for this suite (its server.properties template and the suite's
 # broker_conf): an authorizer allowing everyone where no ACL is found (the ACL tests need one),
-# Kafka's 4 partitions a new topic, share groups on (Kafka 4.2's default) with a 1 s lock.
+# Kafka's 4 partitions a new topic, share groups on (Kafka 4.2's default) with a 1 s lock (and
+# the same 1 s as the floor of a group's own share.record.lock.duration.ms, as trivup sets it).
 TRIVUP_SETTINGS = (
     "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
     "allow.everyone.if.no.acl.found=true", "super.users=User:admin", "num.partitions=4",
     "group.share.enable=true", "group.share.record.lock.duration.ms=1000",
+    "group.share.min.record.lock.duration.ms=1000",
 )
 # The suite's test requirements that are formatters/linters, not needed to run it.
 NOT_NEEDED = ("flake8", "mypy", "black", "isort", "pytest_cov", "types-")

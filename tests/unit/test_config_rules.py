@@ -19,6 +19,7 @@ from floodmark.config_rules import NOT_FOR_BROKER_DEFAULT, RULES, Between
 from floodmark.controller.image import MetadataImage, UnappliedRecord
 from floodmark.controller.record_check import check_record
 from floodmark.errors import ErrorCode, KafkaError
+from floodmark.group_configs import GROUP_CONFIGS
 from floodmark.settings import (
     SETTINGS,
     TOPIC_CONFIG_DEFAULTS,
@@ -121,7 +122,8 @@ def test_a_broker_does_not_start_with_a_setting_kafka_refuses(
 
 
 def test_every_rule_names_a_setting_or_topic_config() -> None:
-    known = set(SETTINGS) | set(TOPIC_CONFIG_DEFAULTS) | set(TOPIC_ONLY_CONFIGS)
+    known = (set(SETTINGS) | set(TOPIC_CONFIG_DEFAULTS) | set(TOPIC_ONLY_CONFIGS)
+             | set(GROUP_CONFIGS))
     assert set(RULES) <= known, sorted(set(RULES) - known)
 
 

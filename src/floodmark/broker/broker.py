@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from floodmark.broker import replica_mover, sendfile, storage_glue
+from floodmark.broker import group_config_admin, replica_mover, sendfile, storage_glue
 from floodmark.broker.authentication import Authentication
 from floodmark.broker.authorization import Authorization, Finish
 from floodmark.broker.boundary import Answer, Encoded
@@ -552,6 +552,10 @@ class Broker:
         if ps is None or not ps.core.is_leader:
             return None
         return ps.leader_epoch
+
+    def apply_group_configs(self) -> None:
+        """Take the groups' own configs in the metadata into use (``group_config_admin``)."""
+        group_config_admin.apply(self)
 
     def refresh_share_state(self) -> None:
         """Load the ``__share_group_state`` partitions this broker now leads (or leads at a

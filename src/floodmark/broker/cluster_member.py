@@ -454,6 +454,7 @@ class ClusterMembership(MembershipBase):
             task.add_done_callback(lambda t: self._tasks.remove(t) if t in self._tasks else None)
         host.transactions.refresh()  # load / unload the __transaction_state partitions
         host.refresh_share_state()  # and the __share_group_state ones
+        host.apply_group_configs()  # the groups' own configs (ConfigResource GROUP)
 
     async def _write_epoch_checkpoints(self, batch: EpochCheckpointBatch) -> None:
         """The new leaders of one metadata batch take writes once their epoch is durable."""

@@ -86,6 +86,7 @@ class LocalMembership(MembershipBase):
                     leader_epoch=p.leader_epoch, partition_epoch=0), host.now_ms())
         host.transactions.refresh()  # the transaction coordinator of what it now leads
         host.refresh_share_state()  # and the share coordinator
+        host.apply_group_configs()  # the groups' own configs (ConfigResource GROUP)
 
     def start(self, port: int, ready: Callable[[int], None] | None) -> None:
         if ready is not None:

@@ -66,6 +66,8 @@ class Controller(Protocol):
     async def alter_topic_configs(self, name: str, configs: Configs) -> None: ...
     async def alter_broker_configs(self, resource: str, configs: Configs) -> None: ...
     def broker_configs(self) -> dict[str, Configs]: ...
+    async def alter_group_configs(self, group: str, configs: Configs) -> None: ...
+    def group_configs(self) -> dict[str, Configs]: ...
     async def alter_scram_credentials(self, deletions: list[scram.Deletion],
                                       upsertions: list[scram.Upsertion]
                                       ) -> list[scram.AlterResult]: ...
@@ -239,6 +241,13 @@ class LocalController:
 
     def broker_configs(self) -> dict[str, Configs]:
         return self.logic.image.broker_configs
+
+    async def alter_group_configs(self, group: str, configs: Configs) -> None:
+        self.logic.alter_group_configs(group, configs)
+        self._persist()
+
+    def group_configs(self) -> dict[str, Configs]:
+        return self.logic.image.group_configs
 
     async def alter_scram_credentials(self, deletions: list[scram.Deletion],
                                       upsertions: list[scram.Upsertion]

@@ -27,7 +27,7 @@ _EVERY_PARTITION = frozenset({"register_broker", "fence_broker", "unfence_broker
                               "broker_shutdown", "broker_configs", "cluster_id"})
 _ONE_TOPIC = frozenset({"topic", "topic_configs", "remove_topic"})
 _ONE_PARTITION = frozenset({"partition", "reassignment"})
-_NO_PARTITION = frozenset({"producer_ids", "acl", "remove_acl", "client_quota", "leader_change",
+_NO_PARTITION = frozenset({"producer_ids", "group_configs", "acl", "remove_acl", "client_quota", "leader_change",
                            "voters", scram.CREDENTIAL, scram.REMOVE})
 
 

@@ -1,11 +1,14 @@
 """``floodmark config describe|alter``: kafka-configs.sh's job in its vocabulary.
 
-The entity: ``--entity-type topics|brokers|users|clients`` with ``--entity-name NAME`` or
+The entity: ``--entity-type topics|brokers|groups|users|clients`` with ``--entity-name NAME`` or
 ``--entity-default`` (brokers: the cluster-wide default; users/clients: the default quota), in
 the order given; ``--entity-type users --entity-name U --entity-type clients --entity-name C``
 names a (user, client id) pair, as kafka-configs.sh does.
 
-Topics and brokers go through DescribeConfigs v4 (with synonyms: every layer that holds a value,
+Groups (KIP-848 / KIP-932 group configs, ConfigResource GROUP: ``share.auto.offset.reset``,
+``consumer.session.timeout.ms``...) are asked one by name, as topics are.
+
+Topics, brokers and groups go through DescribeConfigs v4 (with synonyms: every layer that holds a value,
 most specific first) and IncrementalAlterConfigs (SET for ``--add-config k=v,k2=[a,b]``, DELETE
 for ``--delete-config k``). ``describe`` shows the dynamic configs of the entity (a topic's own,
 a broker's own, the cluster default's), ``--all`` every config with its source. A broker is
@@ -36,14 +39,16 @@ from floodmark.security.quotas import CLIENT_ID, USER
 
 API_DESCRIBE_CONFIGS, DESCRIBE_CONFIGS_VERSION = 32, 4
 API_INCREMENTAL_ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS_VERSION = 44, 1
-RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
+RESOURCE_TOPIC, RESOURCE_BROKER, RESOURCE_GROUP = 2, 4, 32
 OP_SET, OP_DELETE = 0, 1
-ENTITY_TYPES = ("topics", "brokers", "users", "clients")
+ENTITY_TYPES = ("topics", "brokers", "groups", "users", "clients")
+_RESOURCE_OF = {"topics": RESOURCE_TOPIC, "groups": RESOURCE_GROUP}
 _QUOTA_TYPES = {"users": USER, "clients": CLIENT_ID}
 # What ``describe`` without ``--all`` shows (kafka-configs.sh's filter): the entity's own layer,
 # by its ConfigSource name (floodmark.settings.ConfigSource: the CLI does not import the broker's
 # settings, which load the storage layer, at every command's start).
 _DYNAMIC = {"topics": "DYNAMIC_TOPIC_CONFIG", "brokers": "DYNAMIC_BROKER_CONFIG",
+            "groups": "DYNAMIC_GROUP_CONFIG",
             "broker-default": "DYNAMIC_DEFAULT_BROKER_CONFIG"}
 _SCRAM_PREFIX = "SCRAM-SHA-"
 
@@ -106,7 +111,7 @@ def describe_configs(cluster: ClusterClient, resource_type: int, name: str,
 def _resource_text(resource_type: int, name: str) -> str:
     if resource_type == RESOURCE_BROKER:
         return "default config for brokers" if name == "" else f"broker {name}"
-    return f"topic {name}"
+    return f"group {name}" if resource_type == RESOURCE_GROUP else f"topic {name}"
 
 
 def register(subparsers: Any) -> None:
@@ -160,8 +165,10 @@ def _entities(args: argparse.Namespace) -> list[tuple[str, str | None]]:
     out: list[tuple[str, str | None]] = []
     for i, t in enumerate(types):
         name = names[i] if i < len(names) else "..."
-        if t == "topics" and name is None:
-            raise CliError("--entity-default is not supported for topics")
+        if t in ("topics", "groups") and name is None:
+            raise CliError(f"--entity-default is not supported for {t}")
+        if t == "groups" and name == "...":
+            raise CliError("--entity-type groups needs --entity-name GROUP")
         if t == "brokers" and name not in (None, "..."):
             try:
                 int(str(name))
@@ -184,6 +191,8 @@ def config_describe(args: argparse.Namespace) -> int:
             names = ([str(name)] if name != "..." else
                      sorted(str(t.name) for t in meta.topics if int(t.error_code) == 0))
             targets: list[tuple[str, str, int | None]] = [("topics", n, None) for n in names]
+        elif entity_type == "groups":
+            targets = [("groups", str(name), None)]
         elif name == "...":  # every live broker, then the cluster default (as kafka-configs.sh)
             targets = [("brokers", str(int(b.node_id)), int(b.node_id))
                        for b in sorted(meta.brokers, key=lambda b: int(b.node_id))]
@@ -195,7 +204,7 @@ def config_describe(args: argparse.Namespace) -> int:
                 raise CliError(f"broker {name} is not a live broker of this cluster")
             targets = [("brokers", str(name), int(name))]
         for kind, resource, node in targets:
-            resource_type = RESOURCE_TOPIC if kind == "topics" else RESOURCE_BROKER
+            resource_type = _RESOURCE_OF.get(kind, RESOURCE_BROKER)
             entries = describe_configs(cluster, resource_type, resource, node)
             if not args.all:
                 entries = [e for e in entries if e.source == _DYNAMIC[kind]]
@@ -258,8 +267,11 @@ def config_alter(args: argparse.Namespace) -> int:
     if entities[0][0] in _QUOTA_TYPES:
         return _alter_quotas(args, entities, to_set, to_delete)
     ((entity_type, name),) = entities
-    resource_type = RESOURCE_TOPIC if entity_type == "topics" else RESOURCE_BROKER
-    check_configs(to_set, topic=resource_type == RESOURCE_TOPIC)
+    resource_type = _RESOURCE_OF.get(entity_type, RESOURCE_BROKER)
+    if resource_type == RESOURCE_GROUP:
+        _check_group_configs(to_set)
+    else:
+        check_configs(to_set, topic=resource_type == RESOURCE_TOPIC)
     resource = "" if name is None else str(name)
     ops = [{"name": k, "config_operation": OP_SET, "value": v} for k, v in to_set.items()]
     ops += [{"name": k, "config_operation": OP_DELETE, "value": None} for k in to_delete]
@@ -278,6 +290,18 @@ def config_alter(args: argparse.Namespace) -> int:
     else:
         print(f"Completed updating config for {entity_type[:-1]} {resource}.")
     return 0
+
+
+def _check_group_configs(configs: dict[str, str]) -> None:
+    """A group's values checked before they are sent (Kafka's names, types and rules; the
+    broker checks its bounds)."""
+    from floodmark.errors import KafkaError
+    from floodmark.group_configs import validate  # when asked of (it loads the settings)
+
+    try:
+        validate(configs)
+    except KafkaError as exc:
+        raise CliError(exc.message) from None
 
 
 def _alter_quotas(args: argparse.Namespace, entities: list[tuple[str, str | None]],

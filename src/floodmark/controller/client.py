@@ -332,6 +332,12 @@ class ControllerClient:
     def broker_configs(self) -> dict[str, dict[str, Any]]:
         return self.image.broker_configs
 
+    async def alter_group_configs(self, group: str, configs: dict[str, Any]) -> None:
+        await self._admin("alter_group_configs", {"name": group, "configs": configs})
+
+    def group_configs(self) -> dict[str, dict[str, Any]]:
+        return self.image.group_configs
+
     async def alter_scram_credentials(self, deletions: list[scram.Deletion],
                                       upsertions: list[scram.Upsertion]
                                       ) -> list[scram.AlterResult]:

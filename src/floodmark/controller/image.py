@@ -33,6 +33,9 @@ floodmark's own log format. Kafka's record names, reduced to what floodmark need
 ``broker_configs``     the dynamic broker configs of one resource after AlterConfigs /
                        IncrementalAlterConfigs: ``resource`` is a broker id, or "" for the
                        cluster-wide default (KIP-226); the whole set, typed
+``group_configs``      a group's whole config set after AlterConfigs / IncrementalAlterConfigs
+                       of resource type GROUP (Kafka's ConfigRecord of type 32): ``name``,
+                       ``configs`` typed (``floodmark.group_configs``); empty: none left
 ``producer_ids``       next unallocated producer id (blocks handed to brokers)
 ``user_scram_credential``, ``remove_user_scram_credential``
                        a user's SCRAM credential for one mechanism (salt, stored and server
@@ -62,6 +65,7 @@ from floodmark.controller import scram
 from floodmark.controller.record_check import MetadataRecord, check_record
 from floodmark.errors import KafkaError
 from floodmark.features import NONE_FINALIZED, FinalizedFeatures
+from floodmark.group_configs import split as split_group_configs
 from floodmark.metadata import INTERNAL_TOPICS, PartitionMeta, TopicMeta
 from floodmark.replication.election import LeaderRecoveryState, PartitionRegistration
 from floodmark.security.acl import AclBinding, AclStore, new_binding
@@ -248,6 +252,7 @@ class MetadataImage:
         self.topics: dict[str, TopicImage] = {}
         self.next_producer_id = 1000
         self.broker_configs: dict[str, dict[str, Any]] = {}  # resource ("" = default) -> set
+        self.group_configs: dict[str, dict[str, Any]] = {}  # group id -> its own configs
         self.reassignments: dict[tuple[str, int], Reassignment] = {}
         self.acls = AclStore()  # the authorizer of every broker reads this one
         # user -> mechanism -> credential (SASL/SCRAM, KIP-554)
@@ -314,7 +319,8 @@ class MetadataImage:
                     # check refuses, reported all the same.
                     self.apply(kept)
                     rec = kept
-                    which = "broker" if rec["type"] == "broker_configs" else "topic"
+                    which = {"broker_configs": "broker", "group_configs": "group"}.get(
+                        rec["type"], "topic")
                     on_unapplied(UnappliedRecord(offset, f"applied without the {which} config "
                                                          f"values refused: {reason}"))
             self.next_offset = offset + 1
@@ -395,6 +401,11 @@ class MetadataImage:
                 self.broker_configs[str(rec["resource"])] = dict(rec["configs"])
             else:
                 self.broker_configs.pop(str(rec["resource"]), None)
+        elif kind == "group_configs":
+            if rec["configs"]:
+                self.group_configs[str(rec["name"])] = dict(rec["configs"])
+            else:
+                self.group_configs.pop(str(rec["name"]), None)
         elif kind == scram.CREDENTIAL:
             user, cred = scram.record_credential(rec)
             self.scram_credentials.setdefault(user, {})[cred.mechanism] = cred
@@ -428,10 +439,12 @@ def _without_bad_configs(rec: MetadataRecord) -> MetadataRecord | None:
     config values (one written before a rule of ``config_rules`` existed): the same record with
     the values the setting registry takes; None for anything else."""
     kind = rec.get("type")
-    if kind not in ("topic", "topic_configs", "broker_configs") or not isinstance(
-            rec.get("configs"), dict):
+    if kind not in ("topic", "topic_configs", "broker_configs", "group_configs") or not \
+            isinstance(rec.get("configs"), dict):
         return None
-    if kind == "broker_configs":
+    if kind == "group_configs":
+        kept, refused = split_group_configs(rec["configs"])
+    elif kind == "broker_configs":
         kept, refused = split_dynamic_configs(rec["configs"], str(rec.get("resource", "")))
     else:
         kept, refused = split_topic_configs(rec["configs"])

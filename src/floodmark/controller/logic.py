@@ -759,6 +759,14 @@ class ControllerLogic:
                                            self.config.unclean_leader_election_enable)
         return value if isinstance(value, bool) else str(value).strip().lower() == "true"
 
+    def alter_group_configs(self, group: str, configs: dict[str, Any]) -> None:
+        """Replace a group's configs (ConfigResource type GROUP) with ``configs``, which the
+        broker checked against its bounds (``floodmark.group_configs``); an empty set removes
+        them. Kafka refuses the default group resource ("")."""
+        if not group:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "Default group resources are not allowed.")
+        self.emit({"type": "group_configs", "name": group, "configs": dict(configs)})
+
     def alter_broker_configs(self, resource: str, configs: dict[str, Any]) -> None:
         """Replace the dynamic configs of one broker (``resource`` = its id) or of the
         cluster-wide default (""); the broker validated them against the setting registry.

@@ -23,6 +23,7 @@ from floodmark.constants import NO_LEADER
 from floodmark.controller import scram
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.features import FeatureError, check_level
+from floodmark.group_configs import validate as validate_group_configs
 from floodmark.metadata import validate_topic_name
 from floodmark.replication.election import LeaderRecoveryState
 from floodmark.security.acl import AclError, new_binding
@@ -169,6 +170,12 @@ def _broker_configs(rec: MetadataRecord) -> None:
         raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from exc
 
 
+def _group_configs(rec: MetadataRecord) -> None:
+    """A group's set: Kafka's names, types and rules (the bounds are the writing broker's)."""
+    _str(rec, "name")
+    validate_group_configs(_configs(rec))
+
+
 def _cluster_id(rec: MetadataRecord) -> None:
     _str(rec, "cluster_id")
 
@@ -263,6 +270,7 @@ _CHECKS: dict[str, Callable[[MetadataRecord], None]] = {
     "remove_topic": _remove_topic,
     "reassignment": _reassignment,
     "broker_configs": _broker_configs,
+    "group_configs": _group_configs,
     "producer_ids": _producer_ids,
     scram.CREDENTIAL: _scram(scram.record_credential),
     scram.REMOVE: _scram(scram.record_removal),

@@ -74,7 +74,7 @@ def parse_file_name(name: str) -> SnapshotId | None:
 
 # -- image <-> records ---------------------------------------------------------------------------
 IMAGE_FIELDS = frozenset({"next_offset", "cluster_id", "brokers", "topics", "next_producer_id",
-                          "broker_configs", "reassignments", "acls", "scram_credentials",
+                          "broker_configs", "group_configs", "reassignments", "acls", "scram_credentials",
                           "client_quotas", "features"})
 """Every attribute of ``MetadataImage`` that ``image_records`` writes (a test compares this
 with the class, so a new image field cannot be forgotten by snapshots)."""
@@ -119,6 +119,8 @@ def image_records(image: MetadataImage) -> list[MetadataRecord]:
                     "removing": list(r.removing), "original": list(r.original)})
     for resource, configs in sorted(image.broker_configs.items()):
         out.append({"type": "broker_configs", "resource": resource, "configs": dict(configs)})
+    out.extend({"type": "group_configs", "name": name, "configs": dict(configs)}
+               for name, configs in sorted(image.group_configs.items()))
     out.extend(acl_to_record(acl_id, b) for acl_id, b in sorted(image.acls.items()))
     for user, creds in sorted(image.scram_credentials.items()):
         out.extend(credential_record(user, cred) for _, cred in sorted(creds.items()))

@@ -276,7 +276,7 @@ def offset_for_leader_epoch(s: Session) -> None:
 
 
 # -- configs -----------------------------------------------------------------------------------
-TOPIC, BROKER = 2, 4  # ConfigResource types
+TOPIC, BROKER, GROUP_RESOURCE = 2, 4, 32  # ConfigResource types
 
 
 def _describe(s: Session, step: str, rtype: int, name: str, keys: list[str] | None,
@@ -367,6 +367,60 @@ def incremental_alter_configs(s: Session) -> None:
            validate_only=True)
     _alter(s, "broker_bad_value", BROKER, "1", [("log.cleaner.threads", 0, "many")],
            validate_only=True)
+
+
+# The group configs Kafka 4.1 has (4.2 adds share.delivery.count.limit,
+# share.partition.max.record.locks, share.renew.acknowledge.enable and
+# streams.initial.rebalance.delay.ms, which floodmark has too).
+GROUP_KEYS = ["consumer.session.timeout.ms", "consumer.heartbeat.interval.ms",
+              "share.session.timeout.ms", "share.heartbeat.interval.ms",
+              "share.record.lock.duration.ms", "share.auto.offset.reset",
+              "share.isolation.level", "streams.session.timeout.ms",
+              "streams.heartbeat.interval.ms", "streams.num.standby.replicas", "no.such.config"]
+
+
+@scenario
+def group_configs(s: Session) -> None:
+    """Group configs (ConfigResource GROUP, KIP-848 / KIP-932): a group without any (every key
+    a default), set two then describe (DYNAMIC_GROUP_CONFIG), an unknown name, a bad value, a
+    value below its rule or the broker's minimum or above its maximum, APPEND to a string, a
+    null value, by_duration good and bad, validate_only, DELETE back to the default and of an
+    unknown name, the default group resource (""), legacy AlterConfigs."""
+    group = s.name("gc")
+    _describe(s, "defaults", GROUP_RESOURCE, group, GROUP_KEYS)
+    _alter(s, "set", GROUP_RESOURCE, group, [("share.auto.offset.reset", 0, "earliest"),
+                                    ("consumer.session.timeout.ms", 0, "50000")])
+    _describe_once_applied(s, "after_set", GROUP_RESOURCE, group, "share.auto.offset.reset",
+                           lambda c: str(c.value) == "earliest")
+    _describe(s, "after_set_all", GROUP_RESOURCE, group, GROUP_KEYS)
+    _alter(s, "unknown_name", GROUP_RESOURCE, group, [("no.such.config", 0, "1")])
+    _alter(s, "bad_value", GROUP_RESOURCE, group, [("share.isolation.level", 0, "sometimes")])
+    _alter(s, "not_a_number", GROUP_RESOURCE, group, [("share.record.lock.duration.ms", 0, "many")])
+    _alter(s, "below_rule", GROUP_RESOURCE, group, [("share.record.lock.duration.ms", 0, "500")])
+    _alter(s, "below_minimum", GROUP_RESOURCE, group, [("consumer.session.timeout.ms", 0, "1000")])
+    _alter(s, "above_maximum", GROUP_RESOURCE, group, [("consumer.heartbeat.interval.ms", 0, "16000")])
+    _alter(s, "append_to_a_string", GROUP_RESOURCE, group, [("share.auto.offset.reset", 2, "x")])
+    _alter(s, "null_value", GROUP_RESOURCE, group, [("share.isolation.level", 0, None)])
+    _alter(s, "by_duration", GROUP_RESOURCE, group, [("share.auto.offset.reset", 0, "by_duration:PT1H")],
+           validate_only=True)
+    _alter(s, "by_duration_negative", GROUP_RESOURCE, group,
+           [("share.auto.offset.reset", 0, "by_duration:-PT1H")])
+    _alter(s, "validate_only", GROUP_RESOURCE, group, [("share.record.lock.duration.ms", 0, "20000")],
+           validate_only=True)
+    _describe(s, "after_validate_only", GROUP_RESOURCE, group, ["share.record.lock.duration.ms"])
+    _alter(s, "delete", GROUP_RESOURCE, group, [("share.auto.offset.reset", 1, None)])
+    _describe_once_applied(s, "after_delete", GROUP_RESOURCE, group, "share.auto.offset.reset",
+                           lambda c: str(c.value) == "latest")
+    _alter(s, "delete_unknown", GROUP_RESOURCE, group, [("no.such.config", 1, None)])
+    _alter(s, "default_group", GROUP_RESOURCE, "", [("share.auto.offset.reset", 0, "earliest")])
+    _describe(s, "describe_default_group", GROUP_RESOURCE, "", ["share.auto.offset.reset"])
+    legacy = s.name("gc-legacy")
+    s.step("legacy_alter", K.ALTER_CONFIGS, 2, {"resources": [
+        {"resource_type": GROUP_RESOURCE, "resource_name": legacy,
+         "configs": [{"name": "share.isolation.level", "value": "read_committed"}]}],
+        "validate_only": False})
+    _describe_once_applied(s, "after_legacy_alter", GROUP_RESOURCE, legacy, "share.isolation.level",
+                           lambda c: str(c.value) == "read_committed")
 
 
 # -- partitions and records --------------------------------------------------------------------

@@ -276,3 +276,15 @@ def test_restore_undoes_a_change_that_could_not_be_stored() -> None:
     join(fresh, "a")
     fresh.restore("g", none)
     assert fresh.groups == {}
+
+
+def test_a_groups_own_configs_win_over_the_brokers() -> None:
+    """consumer.session.timeout.ms / consumer.heartbeat.interval.ms set for the group (group
+    configs): its next heartbeat is answered with them; other groups keep the broker's."""
+    c = coordinator()
+    c.group_configs["g"] = CoreConfig(session_timeout_ms=50_000, heartbeat_interval_ms=6_000)
+    assert join(c, "a", now_ms=0).heartbeat_interval_ms == 6_000
+    assert c.next_deadline_ms() == 50_000
+    other = c.heartbeat(Heartbeat("h", "x", 0, rebalance_timeout_ms=10_000,
+                                  subscribed_topic_names=("t",), owned=NOTHING), TOPICS, 0)
+    assert other.heartbeat_interval_ms == 1_000

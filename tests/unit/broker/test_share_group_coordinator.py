@@ -66,3 +66,26 @@ def test_leave_and_expiry_reassign() -> None:
     assert c.next_deadline_ms() == 100
     assert c.expire(FOUR, 100) == [("g", "a")]
     assert c.delete("g") is ErrorCode.NONE
+
+
+def test_a_groups_own_session_and_heartbeat_win() -> None:
+    """share.session.timeout.ms / share.heartbeat.interval.ms set for the group."""
+    c = ShareGroupCoordinator(ShareGroupConfig(session_timeout_ms=100, heartbeat_interval_ms=10))
+    c.group_configs["g"] = ShareGroupConfig(session_timeout_ms=300, heartbeat_interval_ms=30)
+    answer = c.heartbeat(ShareHeartbeat("g", "a", 0, subscribed_topic_names=("t",)), FOUR, 0)
+    assert answer.heartbeat_interval_ms == 30
+    assert c.next_deadline_ms() == 300
+    assert c.expire(FOUR, 100) == []
+
+
+def test_a_topic_created_again_under_its_name_is_assigned_anew() -> None:
+    """Deleted and created again (confluent-kafka-python's
+    test_topic_recreate_resumes_with_fresh_delivery): same name and partition count, a new
+    topic id; the member is assigned the new topic's partition at its next heartbeat."""
+    c = ShareGroupCoordinator(ShareGroupConfig())
+    _err, epoch, assigned = join(c, "a", ONE)
+    assert assigned == frozenset({(T, 0)})
+    new_id = uuid.UUID(int=8)
+    again = {"t": TopicInfo(new_id, "t", 1)}
+    answer = c.heartbeat(ShareHeartbeat("g", "a", epoch), again, 10)
+    assert answer.assignment == frozenset({(new_id, 0)})

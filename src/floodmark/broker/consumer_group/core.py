@@ -244,7 +244,14 @@ class ConsumerGroupCoordinator:
             raise ValueError(f"group.consumer.assignors: {list(config.assignors)}; "
                              f"known: {sorted(ASSIGNORS)}")
         self.config = config
+        # a group's own consumer.session.timeout.ms / consumer.heartbeat.interval.ms (group
+        # configs): the broker keeps this up to date from its metadata
+        self.group_configs: dict[str, CoreConfig] = {}
         self.groups: dict[str, ConsumerGroup] = {}
+
+    def config_of(self, group_id: str) -> CoreConfig:
+        """The settings ``group_id`` runs with: its group configs, else the broker's."""
+        return self.group_configs.get(group_id, self.config)
 
     # -- the one applier ------------------------------------------------------------------------
     def apply(self, rec: ConsumerGroupRecord) -> None:
@@ -294,7 +301,8 @@ class ConsumerGroupCoordinator:
             if g is None:
                 continue
             for member_id, m in g.members.items():
-                g.session_deadline_ms[member_id] = now_ms + self.config.session_timeout_ms
+                g.session_deadline_ms[member_id] = \
+                    now_ms + self.config_of(group_id).session_timeout_ms
                 if m.current.state == MemberState.UNREVOKED_PARTITIONS:
                     g.revocation_deadline_ms[member_id] = \
                         now_ms + m.subscription.rebalance_timeout_ms
@@ -307,7 +315,8 @@ class ConsumerGroupCoordinator:
     def heartbeat(self, hb: Heartbeat, topics: Mapping[str, TopicMetadata],
                   now_ms: int) -> HeartbeatAnswer:
         """One heartbeat; ``topics`` is the cluster's topics by name."""
-        interval_ms = self.config.heartbeat_interval_ms
+        config = self.config_of(hb.group_id)
+        interval_ms = config.heartbeat_interval_ms
 
         def refuse(error: ErrorCode, message: str) -> HeartbeatAnswer:
             return HeartbeatAnswer(error, hb.member_id, hb.member_epoch, interval_ms,
@@ -332,7 +341,7 @@ class ConsumerGroupCoordinator:
                     leaving.current, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
                     previous_member_epoch=leaving.member_epoch,
                     state=int(MemberState.STABLE), pending_revocation=_NONE)))
-                g.session_deadline_ms[hb.member_id] = now_ms + self.config.session_timeout_ms
+                g.session_deadline_ms[hb.member_id] = now_ms + config.session_timeout_ms
                 g.revocation_deadline_ms.pop(hb.member_id, None)
             else:
                 self._remove(g, hb.member_id, topics, records)
@@ -373,7 +382,7 @@ class ConsumerGroupCoordinator:
         if g.group_epoch > g.assignment_epoch:
             self._assign(g, records, topics)
         self._reconcile(g, member, hb.owned, records, now_ms)
-        g.session_deadline_ms[member.member_id] = now_ms + self.config.session_timeout_ms
+        g.session_deadline_ms[member.member_id] = now_ms + config.session_timeout_ms
         full = hb.member_epoch == 0 or (hb.rebalance_timeout_ms != -1
                                         and hb.subscribed_topic_names is not None
                                         and hb.owned is not None)

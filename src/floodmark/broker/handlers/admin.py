@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from floodmark import features
-from floodmark.broker import dynamic_configs
+from floodmark.broker import dynamic_configs, group_config_admin
 from floodmark.broker.boundary import ClientConnection, WireRequest, WireResponse
 from floodmark.broker.config import (
     SETTINGS,
@@ -399,6 +399,7 @@ async def create_partitions(broker: HandlerContext, header: RequestHeader, req: 
 
 _TOPIC_RESOURCE = 2
 _BROKER_RESOURCE = 4
+_GROUP_RESOURCE = 32  # KIP-848 / KIP-932 group configs (floodmark.group_configs)
 
 
 def describe_configs(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection | None = None) -> WireResponse:
@@ -439,6 +440,11 @@ def describe_configs(broker: HandlerContext, header: RequestHeader, req: WireReq
                                   or [(ConfigSource.STATIC_BROKER_CONFIG, listeners[name])],
                                   name, synonyms)
                            for name in names]
+        elif res.resource_type == _GROUP_RESOURCE:
+            try:
+                configs = group_config_admin.describe(broker, res.resource_name, synonyms)
+            except KafkaError as exc:
+                entry.update(error_code=int(exc.code), error_message=exc.message)
         else:
             entry.update(error_code=int(ErrorCode.INVALID_REQUEST),
                          error_message=f"unsupported resource type {res.resource_type}")
@@ -672,6 +678,13 @@ async def _alter_resource(broker: HandlerContext, res: WireRequest, validate_onl
                                         new_configs(current, in_force),
                                         validate_only=validate_only)
             return out
+        if res.resource_type == _GROUP_RESOURCE:  # KIP-848 / KIP-932 group configs
+            current = group_config_admin.current(broker, res.resource_name)
+            in_force = {name: broker.config.get(name) for name in SETTINGS}
+            await group_config_admin.alter(broker, res.resource_name,
+                                           new_configs(current, in_force),
+                                           validate_only=validate_only)
+            return out
         if res.resource_type != _TOPIC_RESOURCE:
             raise KafkaError(ErrorCode.INVALID_REQUEST,
                              f"unsupported resource type {res.resource_type}")
@@ -697,13 +710,17 @@ async def incremental_alter_configs(broker: HandlerContext, header: RequestHeade
             for c in res.configs:
                 op, name, value = int(c.config_operation), str(c.name), c.value
                 if op == _OP_SET:
+                    if value is None:  # Kafka's ConfigurationControlManager, every resource
+                        raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                         f"Null value not supported for : {name}")
                     current[name] = value
                 elif op == _OP_DELETE:
                     current.pop(name, None)
                 elif op in (_OP_APPEND, _OP_SUBTRACT):
                     if name not in _LIST_CONFIGS:
                         raise KafkaError(ErrorCode.INVALID_CONFIG,
-                                         f"{name} is not a list config")
+                                         f"Can't {'APPEND' if op == _OP_APPEND else 'SUBTRACT'}"
+                                         f" to key {name} because its type is not LIST.")
                     now = render(current.get(name, defaults.get(name, ""))) or ""
                     items = [x for x in now.split(",") if x]
                     change = [x.strip() for x in str(value or "").split(",") if x.strip()]

@@ -81,7 +81,7 @@ async def _heartbeat(ctx: HandlerContext, header: RequestHeader, req: WireReques
     member_id = str(req.member_id or "")
     if not member_id and epoch == 0 and header.api_version == 0:
         member_id = str(uuid.uuid4())  # v0: the coordinator names a new member
-    interval_ms = ctx.consumer_groups.config.heartbeat_interval_ms
+    interval_ms = ctx.consumer_groups.config_of(group_id).heartbeat_interval_ms
     classic = ctx.groups.groups.get(group_id)
     if classic is not None and classic.members:
         return {"throttle_time": 0, "error_code": int(ErrorCode.GROUP_ID_NOT_FOUND),

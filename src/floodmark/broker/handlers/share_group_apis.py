@@ -19,6 +19,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -35,6 +36,7 @@ from floodmark.broker.share_group.driver import Change, ShareKey, share_topics
 from floodmark.broker.share_group.partition import (
     Acknowledgement,
     AcknowledgeType,
+    AcquireResult,
     SharePartition,
 )
 from floodmark.broker.share_group.sessions import FINAL_EPOCH, INITIAL_EPOCH, ShareSession
@@ -86,7 +88,7 @@ async def _heartbeat(ctx: HandlerContext, header: RequestHeader, req: WireReques
     groups = ctx.share_groups
     group_id, member_id, epoch = str(req.group_id), str(req.member_id or ""), int(
         req.member_epoch)
-    interval_ms = groups.settings.group.heartbeat_interval_ms
+    interval_ms = groups.settings_of(group_id).group.heartbeat_interval_ms
 
     def refuse(err: ErrorCode, message: str | None = None) -> WireResponse:
         return {"throttle_time": 0, "error_code": int(err), "error_message": message,
@@ -215,11 +217,18 @@ def _leader(ctx: HandlerContext, topic_id: uuid.UUID | None, index: int,
     return ErrorCode.NONE, ps
 
 
-def _fetch_bound(ctx: HandlerContext, ps: PartitionState) -> int:
+def _fetch_bound(ctx: HandlerContext, group_id: str, ps: PartitionState) -> int:
     """How far records are handed out: the high watermark, or the last stable offset
     (``share.isolation.level=read_committed``)."""
-    return ps.last_stable_offset if ctx.share_groups.settings.read_committed \
+    return ps.last_stable_offset if ctx.share_groups.settings_of(group_id).read_committed \
         else ps.high_watermark
+
+
+def _offset_no_older(ctx: HandlerContext, ps: PartitionState, duration_ms: int) -> int | None:
+    """share.auto.offset.reset=by_duration: the first offset whose timestamp is at or after
+    now minus ``duration_ms`` (ListOffsets' rule); None when no record is that recent."""
+    found = ps.log.offset_for_timestamp(max(0, ctx.now_ms() - duration_ms))
+    return None if found is None else found[0]
 
 
 def state_error(err: ErrorCode) -> ErrorCode:
@@ -240,7 +249,8 @@ async def _share_partition(ctx: HandlerContext, key: ShareKey, ps: PartitionStat
                            ) -> tuple[ErrorCode, SharePartition | None]:
     """The share partition at this leader, read back from its share coordinator first."""
     err, core = await ctx.share_groups.load(key, ps.leader_epoch, ps.log_start_offset,
-                                            _fetch_bound(ctx, ps))
+                                            _fetch_bound(ctx, key[0], ps),
+                                            lambda ms: _offset_no_older(ctx, ps, ms))
     return (ErrorCode.NONE, core) if core is not None else (state_error(err), None)
 
 
@@ -292,7 +302,13 @@ async def _acknowledge(ctx: HandlerContext, member_id: str, key: ShareKey,
     err, core = await _share_partition(ctx, key, ps)
     if core is None:
         return err, "the share partition's state is not loaded here yet"
+    # A lock that ran out is gone before the acknowledgement is judged: the record is no
+    # longer the member's (INVALID_RECORD_STATE, as Kafka's timer has released it by then).
+    expired = core.expire_locks(ctx.now_ms())
     res = core.acknowledge(member_id, acks)
+    if expired and not res.changed:
+        changed.append((key, core))
+        ctx.purgatory.wake((ps.topic, ps.partition))
     if res.changed:
         changed.append((key, core))
         ctx.purgatory.wake((ps.topic, ps.partition))  # released records: a waiting fetch
@@ -326,11 +342,11 @@ def share_fetch(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
 async def _share_fetch(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
                        conn: ClientConnection, denied: TopicGate | None) -> WireResponse:
     groups = ctx.share_groups
-    lock_ms = groups.settings.partition.record_lock_duration_ms
+    group_id, member_id = str(req.group_id or ""), str(req.member_id or "")
+    lock_ms = groups.settings_of(group_id).partition.record_lock_duration_ms
     if not groups.settings.enabled:
         return _session_error(ErrorCode.UNSUPPORTED_VERSION, DISABLED,
                               acquisition_lock_timeout=lock_ms)
-    group_id, member_id = str(req.group_id or ""), str(req.member_id or "")
     epoch = int(req.share_session_epoch)
     if not group_id or not member_id:
         return _session_error(ErrorCode.INVALID_REQUEST, "group id and member id needed",
@@ -435,8 +451,8 @@ async def _acquire_all(ctx: HandlerContext, session: ShareSession, max_records: 
             continue
         if core.expire_locks(ctx.now_ms()):
             changed.append((key, core))
-        committed = ctx.share_groups.settings.read_committed
-        start = core.first_acquirable(_fetch_bound(ctx, ps))
+        committed = ctx.share_groups.settings_of(session.group_id).read_committed
+        start = core.first_acquirable(_fetch_bound(ctx, key[0], ps))
         if start is None:
             continue
         read = read_for_fetch(ps.core, ps.log, start, -1,
@@ -450,11 +466,12 @@ async def _acquire_all(ctx: HandlerContext, session: ShareSession, max_records: 
         if committed and core.skip(_not_for_consumers(read.records.records,
                                                       read.aborted or ())):
             changed.append((key, core))
+        data = read.records.records
         got = core.acquire(session.member_id, read.records.next_offset, left, ctx.now_ms())
         if not got.changed:
             continue
+        got = _to_batch_end(core, session.member_id, got, data, ctx.now_ms())
         changed.append((key, core))
-        data = read.records.records
         entry["records"] = bytes(data)
         budget -= len(data)
         entry["acquired_records"] = [
@@ -462,6 +479,29 @@ async def _acquire_all(ctx: HandlerContext, session: ShareSession, max_records: 
              "delivery_count": a.delivery_count} for a in got.acquired]
         left -= sum(a.last_offset - a.first_offset + 1 for a in got.acquired)
     return out
+
+
+def _to_batch_end(core: SharePartition, member_id: str, got: AcquireResult,
+                  data: bytes | memoryview, now_ms: int) -> AcquireResult:
+    """ShareFetch's ``max_records`` is a soft limit at batch boundaries (KIP-932, Kafka's
+    batch-optimized acquisition): when it cut a batch of ``data`` the rest of that batch is
+    acquired too, so a batch larger than the limit comes whole, not split across polls."""
+    last = got.acquired[-1].last_offset
+    for _position, h in iter_batches(data, validate=False):
+        batch_last = h.base_offset + h.last_offset_delta
+        if h.base_offset <= last < batch_last:
+            more = core.acquire(member_id, batch_last + 1, batch_last - last, now_ms)
+            if not more.changed:
+                break
+            runs = list(got.acquired)
+            for a in more.acquired:  # one range where they meet (as Kafka answers it)
+                if runs[-1].last_offset + 1 == a.first_offset and \
+                        runs[-1].delivery_count == a.delivery_count:
+                    runs[-1] = replace(runs[-1], last_offset=a.last_offset)
+                else:
+                    runs.append(a)
+            return AcquireResult(tuple(runs), True)
+    return got
 
 
 def _partition_answers(ctx: HandlerContext,

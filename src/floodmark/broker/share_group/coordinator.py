@@ -115,7 +115,9 @@ class ShareGroup:
     group_epoch: int = 0
     assignment_epoch: int = 0
     members: dict[str, ShareMember] = field(default_factory=dict)
-    subscribed_shape: tuple[tuple[str, int], ...] = ()  # (topic, partitions), sorted
+    # (topic, topic id, partitions), sorted: a topic deleted and created again under its name
+    # is a new topic (a new id), and the group is assigned its partitions
+    subscribed_shape: tuple[tuple[str, uuid.UUID, int], ...] = ()
     session_deadline_ms: dict[str, int] = field(default_factory=dict)
     state_partitions: StatePartitions = field(default_factory=StatePartitions)
 
@@ -144,11 +146,19 @@ def simple_assignment(members: list[str], partitions: list[TopicPartition]
 class ShareGroupCoordinator:
     def __init__(self, config: ShareGroupConfig) -> None:
         self.config = config
+        # a group's own share.session.timeout.ms / share.heartbeat.interval.ms (group
+        # configs): the broker keeps this up to date from its metadata
+        self.group_configs: dict[str, ShareGroupConfig] = {}
         self.groups: dict[str, ShareGroup] = {}
+
+    def config_of(self, group_id: str) -> ShareGroupConfig:
+        """The settings ``group_id`` runs with: its group configs, else the broker's."""
+        return self.group_configs.get(group_id, self.config)
 
     def heartbeat(self, hb: ShareHeartbeat, topics: Mapping[str, TopicInfo],
                   now_ms: int) -> ShareHeartbeatAnswer:
-        interval_ms = self.config.heartbeat_interval_ms
+        config = self.config_of(hb.group_id)
+        interval_ms = config.heartbeat_interval_ms
 
         def refuse(error: ErrorCode, message: str) -> ShareHeartbeatAnswer:
             return ShareHeartbeatAnswer(error, hb.member_id, hb.member_epoch, interval_ms,
@@ -193,7 +203,7 @@ class ShareGroupCoordinator:
             if hb.rack_id is not None:
                 member.rack_id = hb.rack_id
         self._assign(group, topics)
-        group.session_deadline_ms[hb.member_id] = now_ms + self.config.session_timeout_ms
+        group.session_deadline_ms[hb.member_id] = now_ms + config.session_timeout_ms
         send = member.sent_epoch != member.member_epoch
         member.sent_epoch = member.member_epoch
         return ShareHeartbeatAnswer(ErrorCode.NONE, hb.member_id, member.member_epoch,
@@ -202,7 +212,8 @@ class ShareGroupCoordinator:
     def _assign(self, group: ShareGroup, topics: Mapping[str, TopicInfo]) -> None:
         """A new assignment when the group epoch moved or the subscribed topics changed."""
         wanted = sorted({n for m in group.members.values() for n in m.subscribed})
-        shape = tuple((n, topics[n].partitions) for n in wanted if n in topics)
+        shape = tuple((n, topics[n].topic_id, topics[n].partitions) for n in wanted
+                      if n in topics)
         if shape != group.subscribed_shape:
             group.subscribed_shape = shape
             if group.assignment_epoch == group.group_epoch:
@@ -282,9 +293,11 @@ class ShareGroupCoordinator:
                 member.previous_epoch, member.member_epoch = m.member_epoch, g.assignment_epoch
                 member.assignment = target
             g.members[member_id] = member
-            g.session_deadline_ms[member_id] = now_ms + self.config.session_timeout_ms
+            g.session_deadline_ms[member_id] = \
+                now_ms + self.config_of(group_id).session_timeout_ms
         wanted = sorted({n for m in g.members.values() for n in m.subscribed})
-        g.subscribed_shape = tuple((n, topics[n].partitions) for n in wanted if n in topics)
+        g.subscribed_shape = tuple((n, topics[n].topic_id, topics[n].partitions)
+                                   for n in wanted if n in topics)
         self.groups[group_id] = g
 
     # -- the share state of the subscribed partitions --------------------------------------

@@ -50,17 +50,20 @@ from floodmark.broker.share_group.partition import (
     ShareConfig,
     SharePartition,
     ShareState,
+    parse_reset,
 )
 from floodmark.broker.share_group.persister import SharePersister
 from floodmark.broker.share_group.records import GroupView
 from floodmark.broker.share_group.sessions import ShareSession, ShareSessionCache
 from floodmark.errors import ErrorCode
+from floodmark.group_configs import effective
 from floodmark.metadata import TopicMeta
 
 log = logging.getLogger(__name__)
 ShareKey = tuple[str, uuid.UUID, int]  # group, topic id, partition
 Change = tuple[ShareKey, SharePartition]  # a share partition a request changed
 WRITE_ATTEMPTS = 3  # a save fenced by a new epoch of the same leader is written again
+OffsetAt = Callable[[int], int | None]  # a duration (ms) -> the first offset no older, or None
 StoreRecords = Callable[[str, list[tuple[bytes, bytes | None]]], Awaitable[ErrorCode]]
 
 
@@ -71,6 +74,7 @@ class ShareSettings:
     partition: ShareConfig = field(default_factory=ShareConfig)
     reset: OffsetReset = OffsetReset.LATEST  # share.auto.offset.reset
     read_committed: bool = False  # share.isolation.level
+    reset_duration_ms: int = 0  # share.auto.offset.reset=by_duration:<this>
 
 
 @dataclass
@@ -94,6 +98,9 @@ class ShareGroups:
         """``store_records(group, pairs)``: append a group's records to its
         ``__consumer_offsets`` partition, answered once replicated."""
         self.settings = settings
+        # each share group's own settings (its group configs over the broker's): the broker
+        # keeps them up to date from its metadata (``set_group_settings``)
+        self.group_settings: dict[str, ShareSettings] = {}
         self.persister = persister
         self.store_records = store_records
         self._group_locks: dict[str, asyncio.Lock] = {}
@@ -103,6 +110,23 @@ class ShareGroups:
         self._loading: dict[tuple[ShareKey, int], asyncio.Future[ErrorCode]] = {}
         self._saving: set[asyncio.Task[dict[ShareKey, ErrorCode]]] = set()
         self._initializing: set[asyncio.Task[None]] = set()
+
+    def settings_of(self, group_id: str) -> ShareSettings:
+        """The settings ``group_id`` runs with: its group configs, else the broker's."""
+        return self.group_settings.get(group_id, self.settings)
+
+    def set_group_settings(self, group_settings: Mapping[str, ShareSettings]) -> None:
+        """The share groups' own settings changed (group configs): they apply to the running
+        groups at once, as in Kafka: the next heartbeat's interval and session, the share
+        partitions' next lock, delivery count limit and window, the next placement of a start
+        offset and the next fetch's isolation."""
+        changed = {g for g in set(self.group_settings) | set(group_settings)
+                   if self.group_settings.get(g) != group_settings.get(g)}
+        self.group_settings = dict(group_settings)
+        self.coordinator.group_configs = {g: s.group for g, s in group_settings.items()}
+        for key, loaded in self.partitions.items():
+            if key[0] in changed:
+                loaded.core.config = self.settings_of(key[0]).partition
 
     def loaded(self, key: ShareKey, leader_epoch: int,
                log_start_offset: int) -> SharePartition | None:
@@ -114,17 +138,19 @@ class ShareGroups:
         return loaded.core
 
     async def load(self, key: ShareKey, leader_epoch: int, log_start_offset: int,
-                   fetch_bound: int) -> tuple[ErrorCode, SharePartition | None]:
+                   fetch_bound: int, offset_for_duration: OffsetAt | None = None
+                   ) -> tuple[ErrorCode, SharePartition | None]:
         """The share partition of ``key`` at this leader, read from its share coordinator
         (or started by ``share.auto.offset.reset`` and written) on first use at this leader
-        epoch. ``fetch_bound``: the high watermark, or the last stable offset."""
+        epoch. ``fetch_bound``: the high watermark, or the last stable offset;
+        ``offset_for_duration(ms)``: the first offset no older than ``ms`` (by_duration)."""
         core = self.loaded(key, leader_epoch, log_start_offset)
         if core is not None:
             return ErrorCode.NONE, core
         pending = self._loading.get((key, leader_epoch))
         if pending is None:
             pending = asyncio.ensure_future(self._load(key, leader_epoch, log_start_offset,
-                                                       fetch_bound))
+                                                       fetch_bound, offset_for_duration))
             self._loading[(key, leader_epoch)] = pending
             pending.add_done_callback(lambda _f: self._loading.pop((key, leader_epoch), None))
         err = await asyncio.shield(pending)
@@ -133,7 +159,7 @@ class ShareGroups:
         return ErrorCode.NONE, self.loaded(key, leader_epoch, log_start_offset)
 
     async def _load(self, key: ShareKey, leader_epoch: int, log_start_offset: int,
-                    fetch_bound: int) -> ErrorCode:
+                    fetch_bound: int, offset_for_duration: OffsetAt | None) -> ErrorCode:
         err, snap = await self.persister.read(key, leader_epoch)
         if err is not ErrorCode.NONE:
             log.warning("share group %s partition %s-%d leader_epoch=%d: its state could not "
@@ -150,7 +176,8 @@ class ShareGroups:
                      key[0], key[1], key[2], leader_epoch, current.leader_epoch)
             current.leader_epoch = leader_epoch
             return ErrorCode.NONE
-        core = SharePartition(self.settings.partition)
+        settings = self.settings_of(key[0])
+        core = SharePartition(settings.partition)
         if snap is not None and snap.state.start_offset >= 0:
             core.restore(snap.state)
             core.log_start_moved(log_start_offset)
@@ -161,8 +188,11 @@ class ShareGroups:
         else:
             # never written, or initialized by the group coordinator without a start offset
             # (InitializeShareGroupState): placed here, at the state epoch it was given
-            core.initialize(self.settings.reset, log_start_offset,
-                            max(log_start_offset, fetch_bound))
+            by_duration = None
+            if settings.reset is OffsetReset.BY_DURATION and offset_for_duration is not None:
+                by_duration = offset_for_duration(settings.reset_duration_ms)
+            core.initialize(settings.reset, log_start_offset,
+                            max(log_start_offset, fetch_bound), by_duration)
             core.state_epoch = snap.state.state_epoch if snap is not None else 0
             stored = core.snapshot()
             err = await self.persister.write(key, stored, leader_epoch)
@@ -170,7 +200,7 @@ class ShareGroups:
                 return err
             log.info("share group %s partition %s-%d leader_epoch=%d: started at offset %d "
                      "(share.auto.offset.reset=%s)", key[0], key[1], key[2], leader_epoch,
-                     core.start_offset, self.settings.reset.value)
+                     core.start_offset, settings.reset.value)
         current = self.partitions.get(key)
         if current is None or current.leader_epoch <= leader_epoch:
             self.partitions[key] = LoadedPartition(core, leader_epoch, stored)
@@ -362,18 +392,27 @@ def share_topics(cluster: Mapping[str, TopicMeta]) -> dict[str, TopicInfo]:
             for name, meta in cluster.items() if not meta.internal}
 
 
+def share_settings(enabled: bool, values: Mapping[str, object]) -> ShareSettings:
+    """Share-group settings from group-config values (``group_configs.effective``: a group's
+    own over the broker's)."""
+    reset, duration_ms = parse_reset(str(values["share.auto.offset.reset"]))
+    return ShareSettings(
+        enabled=enabled,
+        group=ShareGroupConfig(
+            session_timeout_ms=int(str(values["share.session.timeout.ms"])),
+            heartbeat_interval_ms=int(str(values["share.heartbeat.interval.ms"]))),
+        partition=ShareConfig(
+            record_lock_duration_ms=int(str(values["share.record.lock.duration.ms"])),
+            delivery_count_limit=int(str(values["share.delivery.count.limit"])),
+            max_record_locks=int(str(values["share.partition.max.record.locks"]))),
+        reset=reset, reset_duration_ms=duration_ms,
+        read_committed=str(values["share.isolation.level"]) == "read_committed")
+
+
 def share_groups_of(config: BrokerConfig, persister: SharePersister,
                     store_records: StoreRecords) -> ShareGroups:
-    """The broker's share groups from its settings (``settings.DEFAULTS``' group.share.*)."""
-    settings = ShareSettings(
-        enabled=config.get_bool("group.share.enable"),
-        group=ShareGroupConfig(
-            session_timeout_ms=config.get_int("group.share.session.timeout.ms"),
-            heartbeat_interval_ms=config.get_int("group.share.heartbeat.interval.ms")),
-        partition=ShareConfig(
-            record_lock_duration_ms=config.get_int("group.share.record.lock.duration.ms"),
-            delivery_count_limit=config.get_int("group.share.delivery.count.limit"),
-            max_record_locks=config.get_int("group.share.partition.max.record.locks")),
-        reset=OffsetReset(str(config.get("share.auto.offset.reset"))),
-        read_committed=str(config.get("share.isolation.level")) == "read_committed")
+    """The broker's share groups from its settings (``settings.DEFAULTS``' group.share.*, the
+    defaults of every share group's group configs)."""
+    settings = share_settings(config.get_bool("group.share.enable"),
+                              effective({}, config.get))
     return ShareGroups(settings, persister, store_records)

@@ -30,6 +30,7 @@ import enum
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
+from floodmark.config_rules import BY_DURATION, iso_duration_ms
 from floodmark.errors import ErrorCode
 
 
@@ -52,10 +53,20 @@ class AcknowledgeType(enum.IntEnum):
 
 
 class OffsetReset(enum.Enum):
-    """``share.auto.offset.reset`` (a group config; Kafka's default is latest)."""
+    """``share.auto.offset.reset`` (a group config; Kafka's default is latest):
+    ``by_duration:<ISO-8601 duration>`` starts at the first record no older than that."""
 
     LATEST = "latest"
     EARLIEST = "earliest"
+    BY_DURATION = "by_duration"
+
+
+def parse_reset(text: str) -> tuple[OffsetReset, int]:
+    """A ``share.auto.offset.reset`` value (checked by ``config_rules.ShareAutoOffsetReset``)
+    -> its strategy and, for by_duration, the duration in ms."""
+    if text.startswith(BY_DURATION):
+        return OffsetReset.BY_DURATION, iso_duration_ms(text[len(BY_DURATION):]) or 0
+    return OffsetReset(text), 0
 
 
 DONE = frozenset({RecordState.ACKNOWLEDGED, RecordState.ARCHIVED})
@@ -69,7 +80,7 @@ class ShareConfig:
 
     def __post_init__(self) -> None:
         assert self.record_lock_duration_ms > 0, self
-        assert 2 <= self.delivery_count_limit <= 10, self  # Kafka's bounds for the setting
+        assert self.delivery_count_limit >= 2, self  # Kafka's bounds: 2 up to the broker's max
         assert self.max_record_locks > 0, self
 
 
@@ -154,11 +165,16 @@ class SharePartition:
         return self.start_offset >= 0
 
     # -- starting -------------------------------------------------------------------------
-    def initialize(self, reset: OffsetReset, log_start_offset: int, fetch_bound: int) -> None:
-        """Place the SPSO by ``share.auto.offset.reset``: the log start (earliest) or the
-        fetch bound, the high watermark or the last stable offset (latest)."""
+    def initialize(self, reset: OffsetReset, log_start_offset: int, fetch_bound: int,
+                   by_duration_offset: int | None = None) -> None:
+        """Place the SPSO by ``share.auto.offset.reset``: the log start (earliest), the fetch
+        bound, the high watermark or the last stable offset (latest), or for by_duration the
+        first offset with a timestamp at or after now minus the duration
+        (``by_duration_offset``; None: no such record, the fetch bound, as Kafka)."""
         assert 0 <= log_start_offset <= fetch_bound, (log_start_offset, fetch_bound)
         offset = log_start_offset if reset is OffsetReset.EARLIEST else fetch_bound
+        if reset is OffsetReset.BY_DURATION and by_duration_offset is not None:
+            offset = min(max(by_duration_offset, log_start_offset), fetch_bound)
         self.start_offset = self.end_offset = offset
         self.in_flight.clear()
 
