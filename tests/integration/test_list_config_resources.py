@@ -42,10 +42,31 @@ def test_brokers_topics_and_what_floodmark_has_none_of(conn: KafkaConnection) ->
     error, topics = _listed(conn, [TOPIC])
     assert error == 0 and (name, TOPIC) in topics
     assert topics == sorted(topics)
-    assert _listed(conn, [CLIENT_METRICS, GROUP]) == (0, [])
+    assert _listed(conn, [CLIENT_METRICS]) == (0, [])
     # No type named: every type; an unknown one refuses the whole request.
     error, every = _listed(conn, [])
-    assert error == 0 and {t for _, t in every} == {TOPIC, BROKER, BROKER_LOGGER}
+    assert error == 0 and {t for _, t in every} - {GROUP} == {TOPIC, BROKER, BROKER_LOGGER}
     assert _listed(conn, [TOPIC, 64]) == (ErrorCode.UNSUPPORTED_VERSION, [])
     r = conn.request(API, 0, {})
     assert (int(r.error_code), list(r.config_resources)) == (0, [])
+
+
+def test_a_group_with_a_config_of_its_own_is_listed(conn: KafkaConnection) -> None:
+    """KIP-1142: a group is a config resource once it has a config of its own; deleting its
+    last config takes it off the list."""
+    group = f"lcr-group-{uuid.uuid4().hex[:8]}"
+
+    def alter(op: int, value: str | None) -> int:
+        r = conn.request(44, 1, {"resources": [{
+            "resource_type": GROUP, "resource_name": group,
+            "configs": [{"name": "consumer.session.timeout.ms", "config_operation": op,
+                         "value": value}]}], "validate_only": False})
+        return int(r.responses[0].error_code)
+
+    assert (group, GROUP) not in _listed(conn, [GROUP])[1]
+    assert alter(0, "50000") == 0  # SET
+    error, listed = _listed(conn, [GROUP])
+    assert error == 0 and (group, GROUP) in listed and listed == sorted(listed)
+    assert (group, GROUP) in _listed(conn, [])[1]
+    assert alter(1, None) == 0  # DELETE
+    assert (group, GROUP) not in _listed(conn, [GROUP])[1]

@@ -4,9 +4,10 @@ ListClientMetricsResources (client-metrics subscriptions only); v1 (KIP-1142) ta
 resource types to list, every supported one when none is given.
 
 * Listed, in Kafka's order: groups with configs, client-metrics subscriptions, broker loggers
-  and brokers (one per registered broker, by id), topics. floodmark has no client-metrics
-  subscriptions (no client telemetry) and no group config resources yet: none of either is
-  listed.
+  and brokers (one per registered broker, by id), topics. Groups are those with a config of
+  their own (set with IncrementalAlterConfigs / AlterConfigs on a GROUP resource, in the
+  metadata image). floodmark has no client-metrics subscriptions (no client telemetry): none
+  is listed.
 * A type outside the version's supported set: UNSUPPORTED_VERSION, nothing listed.
 * Authorization (dispatch): DescribeConfigs on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
 """
@@ -50,7 +51,11 @@ def list_config_resources(broker: HandlerContext, header: RequestHeader, req: Wi
     broker_ids = sorted({b["node_id"] for b in (*broker.membership.listed_brokers(listener),
                                                  *broker.membership.fenced_brokers(listener))})
     found: list[tuple[str, ConfigResourceType]] = []
-    # GROUP: no group config resources yet; CLIENT_METRICS: no subscriptions.
+    if ConfigResourceType.GROUP in asked:
+        found += [(group, ConfigResourceType.GROUP)
+                  for group, configs in sorted(broker.controller.group_configs().items())
+                  if configs]
+    # CLIENT_METRICS: no subscriptions.
     for kind in (ConfigResourceType.BROKER_LOGGER, ConfigResourceType.BROKER):
         if kind in asked:
             found += [(str(i), kind) for i in broker_ids]
