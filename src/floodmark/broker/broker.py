@@ -128,6 +128,7 @@ class Broker:
         self.storage = storage_glue.Storage(self.data_dir, config)
         self._servers: list[asyncio.Server | TlsServer] = []
         self._stopping: asyncio.Event | None = None
+        self._serving = False
         self._tasks: list[asyncio.Task[None]] = []
         self.bound_port: int = config.listen_port  # the first listener's
         self.bound_ports: dict[str, int] = {}  # listener name -> bound port
@@ -196,7 +197,8 @@ class Broker:
 
     @functools.cached_property
     def transactions(self) -> BrokerTxnCoordinator:
-        """Started at once when the broker already serves (its timer runs on the loop)."""
+        """Started at once when built on a serving broker (its timer runs on the loop); else
+        by ``serve``."""
         from floodmark.broker.txn_coordinator import BrokerTxnCoordinator
 
         config = self.config
@@ -206,7 +208,7 @@ class Broker:
             cleanup_interval_ms=config.get_int(
                 "transaction.abort.timed.out.transaction.cleanup.interval.ms"),
             expiration_ms=config.get_int("transactional.id.expiration.ms"))
-        if self._stopping is not None and not self._closing:
+        if self._serving and not self._closing:
             coordinator.start()
         return coordinator
 
@@ -344,6 +346,7 @@ class Broker:
                      ep.security_protocol.value,
                      f"{adv.host}:{adv.port}" if adv is not None else "nowhere")
         self._tasks.append(asyncio.create_task(self._periodic()))
+        self._serving = True  # from here a coordinator built at first use starts at once
         if self._built("transactions"):
             self.transactions.start()
         if self.config.get("log.cleaner.enable"):

@@ -5,6 +5,7 @@ The coordinators themselves are tested where they are used (their handlers' test
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from pathlib import Path
@@ -85,3 +86,19 @@ def test_the_handler_table_imports_a_module_at_the_first_request_of_its_api() ->
     assert join.__wrapped__.__module__ == "floodmark.broker.handlers.group_apis"  # coordinated
     assert HANDLERS[ApiKey.API_VERSIONS].__module__ == "floodmark.broker.handlers.admin"
     assert len(HANDLERS) == len(list(HANDLERS))
+
+
+def test_a_coordinator_built_on_a_serving_broker_is_started(tmp_path: Path) -> None:
+    broker = Broker(BrokerConfig.load(data_dir=tmp_path / "d", listen="127.0.0.1:0"))
+    broker.open()
+    running: list[bool] = []
+
+    def ready(_port: int) -> None:
+        running.append(broker.transactions._running)  # built now, by the first use
+        broker.stop()
+
+    async def main() -> None:
+        await asyncio.wait_for(broker.serve(ready), 60)
+
+    asyncio.run(main())
+    assert running == [True]
