@@ -600,6 +600,17 @@ def _list_transactions(c: KafkaConnection) -> Any:
     return sorted(s.transactional_id for s in r.transaction_states)
 
 
+def _list_config_resources(c: KafkaConnection) -> Any:
+    r = c.request(74, 1, {"resource_types": []})
+    return _errors(r.error_code)
+
+
+def _describe_topic_partitions(c: KafkaConnection) -> Any:
+    r = c.request(75, 0, {"topics": [{"name": "t1"}], "response_partition_limit": 2000,
+                          "cursor": None})
+    return _errors(*(t.error_code for t in r.topics))
+
+
 # -- the matrix -----------------------------------------------------------------------------------
 Expect = Any | Callable[[Any], bool]
 
@@ -881,6 +892,12 @@ CASES: dict[ApiKey, list[Case]] = {
     ApiKey.LIST_TRANSACTIONS: [case(
         "ListTransactions", _list_transactions, [],
         (RT.TRANSACTIONAL_ID, "tx-listed", Op.DESCRIBE), allowed=["tx-listed"])],
+    ApiKey.LIST_CONFIG_RESOURCES: [case(
+        "ListConfigResources", _list_config_resources, (CLUSTER_DENIED,),
+        (RT.CLUSTER, CLUSTER, Op.DESCRIBE_CONFIGS), allowed=(0,))],
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: [case(
+        "DescribeTopicPartitions", _describe_topic_partitions, (TOPIC_DENIED,),
+        (RT.TOPIC, "t1", Op.DESCRIBE), allowed=(0,))],
 }
 ALL_CASES = [c for cases in CASES.values() for c in cases]
 

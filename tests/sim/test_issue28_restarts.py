@@ -21,6 +21,7 @@ taken for none) and must find it.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -221,7 +222,7 @@ def test_mc_restarts_run_the_storage_rebuild_over_straddling_batches(
     counted(storage_log.Log, "iter_whole_batches")
     counted(storage_log.Log, "restore_aborted_transactions")
     counted(storage_log.Log, "collect_aborted_transactions")
-    result = check(ONE_PRODUCER, max_states=10_000, time_limit_s=120)
+    result = check(ONE_PRODUCER, max_states=10_000, time_limit_s=math.inf)
     assert result.holds, result.violation
     assert all(calls[name] > 0 for name in (
         "ReplicaDriver.load_producer_state", "Log.iter_whole_batches",
@@ -246,7 +247,7 @@ def test_mc_live_replicas_go_on_from_the_rebuilt_producer_state() -> None:
 
 
 def test_mc_two_replicas_one_producer_hold() -> None:
-    result = check(TWO_REPLICAS, max_states=100_000, time_limit_s=300)
+    result = check(TWO_REPLICAS, max_states=100_000, time_limit_s=math.inf)
     assert result.holds, result.violation
     assert result.states > 500
 
@@ -255,7 +256,7 @@ def test_mc_two_replicas_one_producer_hold() -> None:
                          ids=["one-replica", "two-replicas-one-change"])
 def test_mc_finds_the_rebuild_before_issue_28(config: ModelConfig) -> None:
     with _rebuild_before_issue_28():
-        result = check(config, max_states=100_000, time_limit_s=120)
+        result = check(config, max_states=100_000, time_limit_s=math.inf)
         assert result.violation is not None
         actions = [step.action for step in result.trace if step.action is not None]
         assert replay(config, actions) is not None  # a fresh model (same mutant) replays it
@@ -274,6 +275,6 @@ def test_mc_the_rebuild_before_issue_28_fails_only_where_a_marker_straddles_a_ch
     with _rebuild_before_issue_28():
         for chunk in (4096, 61, 139, 211):
             result = check(dataclasses.replace(ONE_PRODUCER, scan_chunk_bytes=(chunk,)),
-                           max_states=10_000, time_limit_s=120)
+                           max_states=10_000, time_limit_s=math.inf)
             found[chunk] = result.violation is not None
     assert found == {4096: False, 61: False, 139: True, 211: True}

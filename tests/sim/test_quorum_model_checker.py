@@ -5,6 +5,7 @@ them (each mutation patches the running code where the core looks it up)."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Iterable
 
 import pytest
@@ -36,7 +37,7 @@ def _replay(config: QuorumModelConfig, result: QuorumResult) -> list[StateView]:
 def test_a_small_bound_holds_exhaustively() -> None:
     """Two voters, two elections, one client record, one message in flight at a time."""
     model, result = check(QuorumModelConfig(voters=2, max_epoch=2, max_records=1,
-                                            max_in_flight=1), time_limit_s=120)
+                                            max_in_flight=1), time_limit_s=math.inf)
     assert result.violation is None
     assert result.complete and result.holds
     assert result.states > 20_000
@@ -55,7 +56,7 @@ def test_larger_bounds_hold_exhaustively(voters: int, max_epoch: int, max_record
                                          max_crashes: int, states: int) -> None:
     _model, result = check(QuorumModelConfig(voters=voters, max_epoch=max_epoch,
                                              max_records=max_records, max_crashes=max_crashes,
-                                             max_in_flight=1), time_limit_s=3600)
+                                             max_in_flight=1), time_limit_s=math.inf)
     assert result.holds, result.violation
     assert result.states > states
 
@@ -64,7 +65,7 @@ def test_a_minority_quorum_elects_two_leaders_in_one_epoch(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(quorum_core, "majority", lambda voters: voters // 2)
     config = QuorumModelConfig(voters=2, max_epoch=1, max_records=0)
-    model, result = check(config, time_limit_s=60)
+    model, result = check(config, time_limit_s=math.inf)
     assert result.violation is not None
     assert result.violation.invariant == "election-safety"
     final = model.view(result.path[-1][1])
@@ -148,7 +149,7 @@ def test_a_voter_that_skips_the_log_check_elects_a_leader_without_committed_reco
     script = Script(config)
     script.elect_c1_and_commit_on_c2()
     monkeypatch.setattr(quorum_core, "log_is_up_to_date", lambda *_args: True)
-    model, result = check(config, prefix=script.actions, time_limit_s=120)
+    model, result = check(config, prefix=script.actions, time_limit_s=math.inf)
     assert result.violation is not None
     assert result.violation.invariant == "leader-completeness"
     assert _replay(config, result) == [model.view(s) for _a, s in result.path]
@@ -225,7 +226,7 @@ def test_a_leader_that_commits_an_old_epochs_record_by_counting_loses_it(
     config = QuorumModelConfig(voters=3, max_epoch=4, max_records=0, max_in_flight=2)
     script = _figure_8_prefix(config)
     assert script.model.view(script.state).committed == ((0, 1, "LC(c1)"),)
-    model, result = check(config, prefix=script.actions, time_limit_s=300)
+    model, result = check(config, prefix=script.actions, time_limit_s=math.inf)
     print(result_text(model, result))
     assert result.violation is not None
     assert result.violation.invariant == "leader-completeness"
@@ -262,7 +263,7 @@ def test_a_vote_that_is_not_persisted_elects_two_leaders_in_one_epoch(
     (``ForgetfulDriver``) the search finds a second leader of epoch 1."""
     monkeypatch.setattr(quorum_voter, "QuorumDriver", ForgetfulDriver)
     model, result = check(_FORGET_CONFIG, prefix=_c2_voted_for_c1_and_restarted(),
-                          time_limit_s=120)
+                          time_limit_s=math.inf)
     assert result.violation is not None and result.violation.invariant == "election-safety"
     assert _replay(_FORGET_CONFIG, result) == [model.view(s) for _a, s in result.path]
 
@@ -272,7 +273,7 @@ def test_a_persisted_vote_keeps_one_leader_per_epoch_across_a_restart() -> None:
     """The control of the test above: the real driver, the same prefix, the whole space below
     it (about 120,000 states) holds."""
     _model, result = check(_FORGET_CONFIG, prefix=_c2_voted_for_c1_and_restarted(),
-                           time_limit_s=600)
+                           time_limit_s=math.inf)
     assert result.holds, result.violation
     assert result.states > 100_000
 

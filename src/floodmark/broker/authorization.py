@@ -26,11 +26,11 @@ import datetime
 import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from floodmark.broker.boundary import ClientConnection, HandlerResult, WireRequest, WireResponse
 from floodmark.broker.context import Handler, HandlerContext
-from floodmark.broker.handlers import data, replication, share_group_apis, topic_partitions
+from floodmark.broker.handlers import HANDLERS, data, replication
 from floodmark.broker.replica_fetcher import replica_of
 from floodmark.errors import ErrorCode
 from floodmark.security.acl import CLUSTER_NAME, AclOperation, ResourceType
@@ -314,7 +314,7 @@ def _describe_topic_partitions(caller: Caller, header: RequestHeader, req: WireR
     counts only the topics shown): a named topic refused answers TOPIC_AUTHORIZATION_FAILED,
     an all-topics request leaves it out. KIP-430 operations for each topic shown."""
     return Verdict(handler=functools.partial(
-        topic_partitions.describe_topic_partitions,
+        cast(Callable[..., HandlerResult], HANDLERS[ApiKey.DESCRIBE_TOPIC_PARTITIONS]),
         may_describe=lambda name: caller.may(Op.DESCRIBE, RT.TOPIC, name),
         operations=lambda name: caller.operations(RT.TOPIC, name)))
 
@@ -568,10 +568,11 @@ def _consumer_group_describe(caller: Caller, header: RequestHeader, req: WireReq
 
 
 # -- share groups (KIP-932) -------------------------------------------------------------------
-def _share_records(handler: Callable[..., HandlerResult]) -> Check:
+def _share_records(api: ApiKey) -> Check:
     """ShareFetch, ShareAcknowledge: Read on the group (else the whole request is
     GROUP_AUTHORIZATION_FAILED), Read on each topic (else its partitions answer
-    TOPIC_AUTHORIZATION_FAILED)."""
+    TOPIC_AUTHORIZATION_FAILED). The table's handler (its module loaded at the first such
+    request), given who may read what."""
     def check(caller: Caller, header: RequestHeader, req: WireRequest,
               ctx: HandlerContext) -> Verdict | None:
         if not caller.may(Op.READ, RT.GROUP, req.group_id or ""):
@@ -580,6 +581,7 @@ def _share_records(handler: Callable[..., HandlerResult]) -> Check:
         def denied(name: str) -> ErrorCode | None:
             return None if caller.may(Op.READ, RT.TOPIC, name) else \
                 ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        handler = cast(Callable[..., HandlerResult], HANDLERS[api])
         gated: Handler = functools.partial(handler, denied=denied)
         return Verdict(handler=gated)
     return check
@@ -842,8 +844,8 @@ CHECKS: dict[ApiKey, Check] = {
     # Kafka checks a share group as a consumer group: the same rules, the same answer fields.
     ApiKey.SHARE_GROUP_HEARTBEAT: _consumer_group_heartbeat,
     ApiKey.SHARE_GROUP_DESCRIBE: _consumer_group_describe,
-    ApiKey.SHARE_FETCH: _share_records(share_group_apis.share_fetch),
-    ApiKey.SHARE_ACKNOWLEDGE: _share_records(share_group_apis.share_acknowledge),
+    ApiKey.SHARE_FETCH: _share_records(ApiKey.SHARE_FETCH),
+    ApiKey.SHARE_ACKNOWLEDGE: _share_records(ApiKey.SHARE_ACKNOWLEDGE),
     ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: _describe_share_group_offsets,
     ApiKey.ALTER_SHARE_GROUP_OFFSETS: _share_group_offsets_change(Op.READ),
     ApiKey.DELETE_SHARE_GROUP_OFFSETS: _share_group_offsets_change(Op.DELETE),

@@ -23,31 +23,16 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from floodmark.broker import group_config_admin, replica_mover, sendfile, storage_glue
+from floodmark.broker import replica_mover, sendfile, storage_glue
 from floodmark.broker.authentication import Authentication
 from floodmark.broker.authorization import Authorization, Finish
 from floodmark.broker.boundary import Answer, Encoded
 from floodmark.broker.config import BrokerConfig, Configs
-from floodmark.broker.consumer_group.core import (
-    ConsumerGroupCoordinator,
-    CoreConfig,
-    consumer_group_assignors,
-)
 from floodmark.broker.context import BrokerInfo, Membership, PartitionKey
 from floodmark.broker.fetch_sessions import FetchSessionCache
-from floodmark.broker.groups import GroupCoordinator
-from floodmark.broker.handlers import (
-    HANDLERS,
-    RAW_HANDLERS,
-    admin,
-    consumer_group_apis,
-    data,
-    group_apis,
-    share_group_apis,
-)
+from floodmark.broker.handlers import HANDLERS, RAW_HANDLERS, data
 from floodmark.broker.membership import LocalMembership
 from floodmark.broker.metadata import Controller, LocalController
-from floodmark.broker.offsets import OffsetStore, partition_for
 from floodmark.broker.partition_state import PartitionState
 from floodmark.broker.partition_timers import PartitionTimers
 from floodmark.broker.produce_order import ProduceOrder
@@ -55,13 +40,15 @@ from floodmark.broker.purgatory import FetchPurgatory
 from floodmark.broker.quotas import ClientQuotas
 from floodmark.broker.replica_fetcher import ReplicaManager, replica_of
 from floodmark.broker.server import Connection, start_listener
-from floodmark.broker.share_group.driver import share_groups_of, share_topics
-from floodmark.broker.share_group.persister import SharePersister
-from floodmark.broker.share_group.share_coordinator import ShareCoordinator, load_led
-from floodmark.broker.share_group.state_service import ShareStateService
-from floodmark.broker.txn_coordinator import BrokerTxnCoordinator
 from floodmark.errors import ErrorCode, KafkaError
-from floodmark.metadata import INTERNAL_TOPICS, OFFSETS_TOPIC, SHARE_STATE_TOPIC, TopicMeta
+from floodmark.metadata import (
+    INTERNAL_TOPICS,
+    OFFSETS_TOPIC,
+    SHARE_STATE_TOPIC,
+    TRANSACTION_STATE_TOPIC,
+    TopicMeta,
+    coordinator_partition,
+)
 from floodmark.records import TimestampType
 from floodmark.replication.election import AlterPartitionRequest
 from floodmark.replication.log_validator import TimestampBounds, target_compression
@@ -83,7 +70,14 @@ from floodmark.wire.codec import (
 from floodmark.wire.errors import ProtocolError
 
 if TYPE_CHECKING:
+    from floodmark.broker.consumer_group.core import ConsumerGroupCoordinator
+    from floodmark.broker.groups import GroupCoordinator
+    from floodmark.broker.offsets import OffsetStore
+    from floodmark.broker.share_group.driver import ShareGroups
+    from floodmark.broker.share_group.share_coordinator import ShareCoordinator
+    from floodmark.broker.share_group.state_service import ShareStateService
     from floodmark.broker.topic_metrics import BrokerTopicMetrics
+    from floodmark.broker.txn_coordinator import BrokerTxnCoordinator
     from floodmark.metrics import RequestMetrics
 
 log = logging.getLogger(__name__)
@@ -119,48 +113,23 @@ class Broker:
         self.fetch_sessions = FetchSessionCache(
             config.get_int("max.incremental.fetch.session.cache.slots"),
             config.get_int("min.incremental.fetch.session.eviction.ms"))
-        self.offsets = OffsetStore()
         # __consumer_offsets partition -> the leader epoch at which this broker loaded it: it
         # coordinates that partition's groups only while it leads at that epoch.
         self.offsets_loaded: dict[int, int] = {}
-        self.groups = GroupCoordinator(
-            initial_rebalance_delay_ms=config.get_int("group.initial.rebalance.delay.ms"),
-            min_session_timeout_ms=config.get_int("group.min.session.timeout.ms"),
-            max_session_timeout_ms=config.get_int("group.max.session.timeout.ms"),
-            persist=functools.partial(group_apis.store_group, self),
-            clock_ms=now_ms,  # the records' state timestamps are wall-clock time (as Kafka's)
-        )
-        self.consumer_groups = ConsumerGroupCoordinator(CoreConfig(
-            session_timeout_ms=config.get_int("group.consumer.session.timeout.ms"),
-            heartbeat_interval_ms=config.get_int("group.consumer.heartbeat.interval.ms"),
-            assignors=consumer_group_assignors(config.get("group.consumer.assignors"))))
+        # The coordinators (offsets, groups, consumer groups, transactions, share groups) are
+        # built at their first use (the properties below), with their modules: a broker that
+        # is never asked about groups or transactions neither imports nor builds them.
+        self._group_configs_seen = False  # a group had configs of its own (apply_group_configs)
         self._expiring_members: asyncio.Task[None] | None = None
         self._expiring_share_members: asyncio.Task[None] | None = None
-        self.transactions = BrokerTxnCoordinator(
-            self, functools.partial(data.append_partition, self),
-            max_timeout_ms=config.get_int("transaction.max.timeout.ms"),
-            cleanup_interval_ms=config.get_int(
-                "transaction.abort.timed.out.transaction.cleanup.interval.ms"),
-            expiration_ms=config.get_int("transactional.id.expiration.ms"))
         self.produce_order = ProduceOrder()  # a transactional producer's appends, in order
         self.connections: set[Connection] = set()
         self.authentication = Authentication(config, lambda: self.controller.scram_credentials())
         self.max_request_bytes = config.get_int("socket.request.max.bytes")
         self.storage = storage_glue.Storage(self.data_dir, config)
-        # KIP-932: the share coordinator (the state of the share partitions whose
-        # __share_group_state partition this broker leads) and the share groups, whose
-        # share partitions keep their state there (persister)
-        self.share_coordinator = ShareCoordinator()
-        self.share_state = ShareStateService(
-            self.share_coordinator, self._share_state_partitions,
-            self._share_state_leader_epoch,
-            functools.partial(group_apis.append_record_replicated, self, SHARE_STATE_TOPIC))
-        self.share_groups = share_groups_of(config, SharePersister(
-            self.node_id, self.membership, self.share_state,
-            lambda: self.config.inter_broker_security),
-            functools.partial(group_apis.store_record_pairs, self))
         self._servers: list[asyncio.Server | TlsServer] = []
         self._stopping: asyncio.Event | None = None
+        self._serving = False
         self._tasks: list[asyncio.Task[None]] = []
         self.bound_port: int = config.listen_port  # the first listener's
         self.bound_ports: dict[str, int] = {}  # listener name -> bound port
@@ -187,6 +156,118 @@ class Broker:
         self.quotas = ClientQuotas(self.controller.client_quotas, self.now_ms,
                                    config.get_int("quota.window.num"),
                                    config.get_int("quota.window.size.seconds") * 1000)
+
+    # -- the coordinators, built at first use -----------------------------------------------------
+    def _built(self, name: str) -> bool:
+        """Has the coordinator property ``name`` been built yet (``functools.cached_property``
+        keeps it in the instance's ``__dict__``)?"""
+        return name in self.__dict__
+
+    @functools.cached_property
+    def offsets(self) -> OffsetStore:
+        from floodmark.broker.offsets import OffsetStore
+
+        return OffsetStore()
+
+    @functools.cached_property
+    def groups(self) -> GroupCoordinator:
+        from floodmark.broker.groups import GroupCoordinator
+        from floodmark.broker.handlers import group_apis
+
+        config = self.config
+        return GroupCoordinator(
+            initial_rebalance_delay_ms=config.get_int("group.initial.rebalance.delay.ms"),
+            min_session_timeout_ms=config.get_int("group.min.session.timeout.ms"),
+            max_session_timeout_ms=config.get_int("group.max.session.timeout.ms"),
+            persist=functools.partial(group_apis.store_group, self),
+            clock_ms=now_ms,  # the records' state timestamps are wall-clock time (as Kafka's)
+        )
+
+    @functools.cached_property
+    def consumer_groups(self) -> ConsumerGroupCoordinator:
+        from floodmark.broker.consumer_group.core import (
+            ConsumerGroupCoordinator,
+            CoreConfig,
+            consumer_group_assignors,
+        )
+
+        config = self.config
+        return ConsumerGroupCoordinator(CoreConfig(
+            session_timeout_ms=config.get_int("group.consumer.session.timeout.ms"),
+            heartbeat_interval_ms=config.get_int("group.consumer.heartbeat.interval.ms"),
+            assignors=consumer_group_assignors(config.get("group.consumer.assignors"))))
+
+    @functools.cached_property
+    def transactions(self) -> BrokerTxnCoordinator:
+        """Started at once when built on a serving broker (its timer runs on the loop); else
+        by ``serve``."""
+        from floodmark.broker.txn_coordinator import BrokerTxnCoordinator
+
+        config = self.config
+        coordinator = BrokerTxnCoordinator(
+            self, functools.partial(data.append_partition, self),
+            max_timeout_ms=config.get_int("transaction.max.timeout.ms"),
+            cleanup_interval_ms=config.get_int(
+                "transaction.abort.timed.out.transaction.cleanup.interval.ms"),
+            expiration_ms=config.get_int("transactional.id.expiration.ms"))
+        if self._serving and not self._closing:
+            coordinator.start()
+        return coordinator
+
+    # KIP-932: the share coordinator (the state of the share partitions whose
+    # __share_group_state partition this broker leads) and the share groups, whose share
+    # partitions keep their state there (persister)
+    @functools.cached_property
+    def share_coordinator(self) -> ShareCoordinator:
+        from floodmark.broker.share_group.share_coordinator import ShareCoordinator
+
+        return ShareCoordinator()
+
+    @functools.cached_property
+    def share_state(self) -> ShareStateService:
+        from floodmark.broker.handlers import group_apis
+        from floodmark.broker.share_group.state_service import ShareStateService
+
+        return ShareStateService(
+            self.share_coordinator, self._share_state_partitions,
+            self._share_state_leader_epoch,
+            functools.partial(group_apis.append_record_replicated, self, SHARE_STATE_TOPIC))
+
+    @functools.cached_property
+    def share_groups(self) -> ShareGroups:
+        from floodmark.broker.handlers import group_apis
+        from floodmark.broker.share_group.driver import share_groups_of
+        from floodmark.broker.share_group.persister import SharePersister
+
+        return share_groups_of(self.config, SharePersister(
+            self.node_id, self.membership, self.share_state,
+            lambda: self.config.inter_broker_security),
+            functools.partial(group_apis.store_record_pairs, self))
+
+    def _group_state_built(self) -> bool:
+        """Is any state of ``__consumer_offsets`` held yet (offsets, groups)?"""
+        return any(self._built(name) for name in
+                   ("offsets", "groups", "consumer_groups", "share_groups"))
+
+    @property
+    def share_groups_enabled(self) -> bool:
+        """Are share groups on here (ApiVersions lists their APIs then)? The share groups'
+        own setting once they are built; before, ``group.share.enable``, which they will be
+        built with (``share_group.driver.share_groups_of``): every client's first request
+        asks, and the answer does not build them."""
+        if self._built("share_groups"):
+            return self.share_groups.settings.enabled
+        return self.config.get_bool("group.share.enable")
+
+    def _leads_any(self, topic: str) -> bool:
+        return any(t == topic and ps.core.is_leader for (t, _), ps in self.partitions.items())
+
+    def refresh_transactions(self) -> None:
+        """The transaction coordinator loads the ``__transaction_state`` partitions this broker
+        now leads and unloads the others (``BrokerTxnCoordinator.refresh``); with none led
+        and none loaded (the coordinator not built yet), there is nothing to do."""
+        if self._built("transactions") or self._leads_any(TRANSACTION_STATE_TOPIC):
+            self.transactions.refresh()
 
     # -- lifecycle -------------------------------------------------------------------------------
     def open(self) -> None:
@@ -267,7 +348,9 @@ class Broker:
                      ep.security_protocol.value,
                      f"{adv.host}:{adv.port}" if adv is not None else "nowhere")
         self._tasks.append(asyncio.create_task(self._periodic()))
-        self.transactions.start()
+        self._serving = True  # from here a coordinator built at first use starts at once
+        if self._built("transactions"):
+            self.transactions.start()
         if self.config.get("log.cleaner.enable"):
             self._tasks.append(asyncio.create_task(self._cleaner()))
         self.membership.start(self.bound_port, ready)
@@ -290,18 +373,7 @@ class Broker:
         last_retention = time.monotonic()
         while True:
             await asyncio.sleep(self._periodic_sleep_s())
-            self.groups.expire_sessions()
-            deadline_ms = self.consumer_groups.next_deadline_ms()
-            if deadline_ms is not None and deadline_ms <= self.now_ms() and (
-                    self._expiring_members is None or self._expiring_members.done()):
-                self._expiring_members = asyncio.get_running_loop().create_task(
-                    consumer_group_apis.expire_members(self))
-            deadline_ms = self.share_groups.coordinator.next_deadline_ms()
-            if deadline_ms is not None and deadline_ms <= self.now_ms() and (
-                    self._expiring_share_members is None
-                    or self._expiring_share_members.done()):
-                self._expiring_share_members = asyncio.get_running_loop().create_task(
-                    share_group_apis.expire_members(self))
+            self._expire_group_members()
             now = self.now_ms()
             self.tick_partitions(now)
             self.check_log_dirs()
@@ -320,6 +392,29 @@ class Broker:
                     await asyncio.to_thread(self.storage.write_checkpoint_snapshot, snapshot)
                 except (OSError, KafkaError) as exc:
                     self._disk_trouble("checkpoint", exc)
+
+    def _expire_group_members(self) -> None:
+        """Sessions past their timeout, in the coordinators built so far (one not built has
+        no members)."""
+        if self._built("groups"):
+            self.groups.expire_sessions()
+        if self._built("consumer_groups"):
+            deadline_ms = self.consumer_groups.next_deadline_ms()
+            if deadline_ms is not None and deadline_ms <= self.now_ms() and (
+                    self._expiring_members is None or self._expiring_members.done()):
+                from floodmark.broker.handlers import consumer_group_apis
+
+                self._expiring_members = asyncio.get_running_loop().create_task(
+                    consumer_group_apis.expire_members(self))
+        if self._built("share_groups"):
+            deadline_ms = self.share_groups.coordinator.next_deadline_ms()
+            if deadline_ms is not None and deadline_ms <= self.now_ms() and (
+                    self._expiring_share_members is None
+                    or self._expiring_share_members.done()):
+                from floodmark.broker.handlers import share_group_apis
+
+                self._expiring_share_members = asyncio.get_running_loop().create_task(
+                    share_group_apis.expire_members(self))
 
     def _deadline_of(self, key: PartitionKey) -> int | None:
         ps = self.partitions.get(key)
@@ -454,9 +549,12 @@ class Broker:
             server.close()
         for conn in list(self.connections):
             conn.abort()
-        self.groups.shutdown()
-        self.transactions.stop()
-        self.share_groups.persister.close()
+        if self._built("groups"):
+            self.groups.shutdown()
+        if self._built("transactions"):
+            self.transactions.stop()
+        if self._built("share_groups"):
+            self.share_groups.persister.close()
         self.purgatory.wake_all()
         await asyncio.sleep(0)
         self.close()
@@ -502,7 +600,7 @@ class Broker:
         if topic is None or self.membership.coordinator_for(group) != self.node_id:
             return ErrorCode.NOT_COORDINATOR
         n = len(topic.partitions)
-        index = partition_for(group, n)
+        index = coordinator_partition(group, n)
         ps = self.partitions.get((OFFSETS_TOPIC, index))
         if ps is None or not ps.core.is_leader or self.offsets_loaded.get(index) != \
                 ps.leader_epoch:
@@ -513,9 +611,16 @@ class Broker:
         """This broker leads ``ps`` (a ``__consumer_offsets`` partition) now: load its groups'
         committed offsets and metadata from its log, from nothing, and coordinate them."""
         n = len(self.controller.topics()[OFFSETS_TOPIC].partitions)
+        if ps.log_end_offset == ps.log_start_offset and not self._group_state_built():
+            # An empty log loads nothing: the coordinators, built at their first use, start
+            # as loading it would leave them (a new broker's start does not build them).
+            self.offsets_loaded[ps.partition] = ps.leader_epoch
+            log.info("partition %s leader_epoch=%d coordinator: empty, nothing to load",
+                     ps.name, ps.leader_epoch)
+            return
         self.groups.unload(self.offsets.unload_partition(ps.partition, n)
                            + [g for g in self.groups.groups
-                              if partition_for(g, n) == ps.partition])
+                              if coordinator_partition(g, n) == ps.partition])
         loaded = self.offsets.load_partition(
             ps.partition, n, functools.partial(self.storage.read_all, ps.log,
                                                ps.log_end_offset))
@@ -524,14 +629,16 @@ class Broker:
                 continue  # an empty classic group that a consumer group replaced
             self.groups.load(group_id, rec)
         self.consumer_groups.unload([g for g in self.consumer_groups.groups
-                                     if partition_for(g, n) == ps.partition])
+                                     if coordinator_partition(g, n) == ps.partition])
         for records in loaded.consumer_groups.values():
             for rec_ in records:
                 self.consumer_groups.apply(rec_)
         self.consumer_groups.loaded(loaded.consumer_groups, self.now_ms())
+        from floodmark.broker.share_group.driver import share_topics
+
         self.share_groups.load_groups(
             loaded.share_groups, [g for g in self.share_groups.coordinator.groups
-                                  if partition_for(g, n) == ps.partition],
+                                  if coordinator_partition(g, n) == ps.partition],
             share_topics(self.controller.topics()), self.now_ms())
         self.offsets_loaded[ps.partition] = ps.leader_epoch
         stable = sum(1 for r in loaded.groups.values() if r.members)
@@ -554,7 +661,15 @@ class Broker:
         return ps.leader_epoch
 
     def apply_group_configs(self) -> None:
-        """Take the groups' own configs in the metadata into use (``group_config_admin``)."""
+        """Take the groups' own configs in the metadata into use (``group_config_admin``).
+        While no group has configs of its own and none ever had on this broker, there is
+        nothing to take: the coordinators are not built for it (they are built at first use,
+        and then run with the broker's settings)."""
+        if not self._group_configs_seen and not self.controller.group_configs():
+            return
+        self._group_configs_seen = True
+        from floodmark.broker import group_config_admin
+
         group_config_admin.apply(self)
 
     def refresh_share_state(self) -> None:
@@ -564,6 +679,10 @@ class Broker:
                                                           ps.log_end_offset))
                for (topic, index), ps in self.partitions.items()
                if topic == SHARE_STATE_TOPIC and ps.core.is_leader}
+        if not led and not self._built("share_coordinator"):
+            return  # nothing led, nothing loaded
+        from floodmark.broker.share_group.share_coordinator import load_led
+
         load_led(self.share_coordinator, led, self._share_state_partitions(),
                  SHARE_STATE_TOPIC)
 
@@ -575,13 +694,15 @@ class Broker:
         topic = self.controller.topics().get(OFFSETS_TOPIC)
         if topic is None:
             return
+        if not self._group_state_built():
+            return  # nothing was loaded: nothing to forget
         n = len(topic.partitions)
         gone = self.offsets.unload_partition(index, n)
-        self.groups.unload(gone + [g for g in self.groups.groups if partition_for(g, n) == index])
+        self.groups.unload(gone + [g for g in self.groups.groups if coordinator_partition(g, n) == index])
         self.consumer_groups.unload([g for g in self.consumer_groups.groups
-                                     if partition_for(g, n) == index])
+                                     if coordinator_partition(g, n) == index])
         self.share_groups.load_groups({}, [g for g in self.share_groups.coordinator.groups
-                                           if partition_for(g, n) == index], {},
+                                           if coordinator_partition(g, n) == index], {},
                                       self.now_ms())
         log.info("partition %s-%d coordinator no more: %d groups unloaded", OFFSETS_TOPIC, index,
                  len(set(gone)))
@@ -740,7 +861,8 @@ class Broker:
         # (with the answer): never before the controller decided, which it may not (stopped,
         # NOT_CONTROLLER, REQUEST_TIMED_OUT), and the topic would stay without them.
         meta = await self.controller.delete_topic(name)
-        self.offsets.remove_topic(name)
+        if self._built("offsets"):
+            self.offsets.remove_topic(name)
         try:
             self.checkpoint()
         except OSError as exc:
@@ -769,8 +891,10 @@ class Broker:
         counts[key] = counts.get(key, 0) + 1
         if key == ApiKey.API_VERSIONS and version > SUPPORTED[ApiKey.API_VERSIONS].max_version:
             # Too new: answer in the v0 layout with our table, without parsing the body (P1).
+            from floodmark.broker.handlers import admin
+
             return api_versions_error_response(
-                corr, admin.api_keys_table(self.share_groups.settings.enabled))
+                corr, admin.api_keys_table(self.share_groups_enabled))
         rng = accepted_range(key, version)
         if rng is None:
             raise ProtocolError(f"unknown api_key {key} (correlation_id={corr})")

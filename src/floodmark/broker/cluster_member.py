@@ -452,7 +452,7 @@ class ClusterMembership(MembershipBase):
             task = asyncio.create_task(self._write_epoch_checkpoints(epoch_writes))
             self._tasks.append(task)
             task.add_done_callback(lambda t: self._tasks.remove(t) if t in self._tasks else None)
-        host.transactions.refresh()  # load / unload the __transaction_state partitions
+        host.refresh_transactions()  # load / unload the __transaction_state partitions
         host.refresh_share_state()  # and the __share_group_state ones
         host.apply_group_configs()  # the groups' own configs (ConfigResource GROUP)
 

@@ -15,23 +15,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypedDict
 
-from floodmark.broker.authentication import Authentication
 from floodmark.broker.boundary import ClientConnection, HandlerResult, WireRequest
 from floodmark.broker.config import BrokerConfig, Configs
-from floodmark.broker.consumer_group.core import ConsumerGroupCoordinator
 from floodmark.broker.fetch_sessions import FetchSessionCache
-from floodmark.broker.groups import GroupCoordinator
 from floodmark.broker.metadata import Controller
-from floodmark.broker.offsets import OffsetStore
 from floodmark.broker.partition_state import PartitionState
 from floodmark.broker.produce_order import ProduceOrder
 from floodmark.broker.purgatory import FetchPurgatory
-from floodmark.broker.quotas import ClientQuotas
 from floodmark.broker.replica_fetcher import ReplicaManager
-from floodmark.broker.share_group.driver import ShareGroups
-from floodmark.broker.share_group.state_service import ShareStateService
 from floodmark.broker.storage_glue import LogDir, Storage
-from floodmark.broker.txn_coordinator import BrokerTxnCoordinator
 from floodmark.errors import ErrorCode
 from floodmark.metadata import CoordinatorType, TopicMeta
 from floodmark.replication.election import AlterPartitionRequest
@@ -40,8 +32,16 @@ from floodmark.replication.produce import ProduceSettings
 from floodmark.security.listeners import Endpoint
 from floodmark.wire.codec import RequestHeader
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # only named here: imported where they are built (``broker.broker``)
+    from floodmark.broker.authentication import Authentication
+    from floodmark.broker.consumer_group.core import ConsumerGroupCoordinator
+    from floodmark.broker.groups import GroupCoordinator
+    from floodmark.broker.offsets import OffsetStore
+    from floodmark.broker.quotas import ClientQuotas
+    from floodmark.broker.share_group.driver import ShareGroups
+    from floodmark.broker.share_group.state_service import ShareStateService
     from floodmark.broker.topic_metrics import BrokerTopicMetrics
+    from floodmark.broker.txn_coordinator import BrokerTxnCoordinator
     from floodmark.metrics import RequestMetrics
 
 PartitionKey = tuple[str, int]
@@ -142,8 +142,10 @@ class BrokerCore(Protocol):
 class MemberHost(BrokerCore, Protocol):
     """What a membership sees of its broker."""
 
-    offsets: OffsetStore
-    transactions: BrokerTxnCoordinator
+    @property
+    def offsets(self) -> OffsetStore: ...
+    @property
+    def transactions(self) -> BrokerTxnCoordinator: ...
     purgatory: FetchPurgatory
     replicas: ReplicaManager | None
     isr_shrinks: int
@@ -159,6 +161,7 @@ class MemberHost(BrokerCore, Protocol):
     def unload_offsets_partition(self, index: int) -> None: ...
     def refresh_share_state(self) -> None: ...
     def apply_group_configs(self) -> None: ...
+    def refresh_transactions(self) -> None: ...
     @property
     def advertised(self) -> tuple[str, int]: ...
     def stop(self) -> None: ...
@@ -196,12 +199,20 @@ class HandlerContext(BrokerCore, Protocol):
     replicas: ReplicaManager | None
     purgatory: FetchPurgatory
     fetch_sessions: FetchSessionCache
-    offsets: OffsetStore
-    groups: GroupCoordinator
-    consumer_groups: ConsumerGroupCoordinator
-    share_groups: ShareGroups
-    share_state: ShareStateService  # the share coordinator (__share_group_state)
-    transactions: BrokerTxnCoordinator
+    @property
+    def offsets(self) -> OffsetStore: ...
+    @property
+    def groups(self) -> GroupCoordinator: ...
+    @property
+    def consumer_groups(self) -> ConsumerGroupCoordinator: ...
+    @property
+    def share_groups(self) -> ShareGroups: ...
+    @property
+    def share_groups_enabled(self) -> bool: ...
+    @property
+    def share_state(self) -> ShareStateService: ...  # the share coordinator (__share_group_state)
+    @property
+    def transactions(self) -> BrokerTxnCoordinator: ...
     produce_order: ProduceOrder  # transactional Produce waiting for verification, in order
     authentication: Authentication
     quotas: ClientQuotas

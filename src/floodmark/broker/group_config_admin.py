@@ -9,14 +9,17 @@ value (source DYNAMIC_GROUP_CONFIG) or the broker's (DEFAULT_CONFIG), as Kafka d
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from floodmark.broker.config import Configs, ConfigSource
-from floodmark.broker.consumer_group.core import CoreConfig
 from floodmark.broker.context import BrokerCore, HandlerContext
-from floodmark.broker.share_group.driver import ShareSettings, share_settings
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.group_configs import GROUP_CONFIGS, effective, validate
 from floodmark.settings import render
+
+if TYPE_CHECKING:  # (the coordinators' modules load with the coordinators, at first use)
+    from floodmark.broker.consumer_group.core import CoreConfig
+    from floodmark.broker.share_group.driver import ShareSettings
 
 log = logging.getLogger(__name__)
 _LOGGED = 10  # groups named per change in the log; the rest are counted
@@ -68,6 +71,9 @@ def describe(broker: BrokerCore, group: str, synonyms: bool) -> list[dict[str, o
 
 def apply(broker: HandlerContext) -> bool:
     """Take the group configs in the metadata into use; True when something changed."""
+    from floodmark.broker.consumer_group.core import CoreConfig
+    from floodmark.broker.share_group.driver import share_settings
+
     every = broker.controller.group_configs()
     consumer: dict[str, CoreConfig] = {}
     share: dict[str, ShareSettings] = {}

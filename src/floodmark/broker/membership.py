@@ -84,7 +84,7 @@ class LocalMembership(MembershipBase):
                 ps.apply_metadata(PartitionRegistration(
                     replicas=replicas, isr=p.isr or replicas, leader=host.node_id,
                     leader_epoch=p.leader_epoch, partition_epoch=0), host.now_ms())
-        host.transactions.refresh()  # the transaction coordinator of what it now leads
+        host.refresh_transactions()  # the transaction coordinator of what it now leads
         host.refresh_share_state()  # and the share coordinator
         host.apply_group_configs()  # the groups' own configs (ConfigResource GROUP)
 

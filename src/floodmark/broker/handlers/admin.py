@@ -80,7 +80,7 @@ _API_VERSIONS_CACHE: dict[tuple[int, int, FinalizedFeatures], bytes] = {}
 def api_versions(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection | None = None) -> list[bytes | memoryview]:
     # The body changes only with the finalized features, so the encoded bytes are cached per
     # version and features; only the correlation id differs (bytes 4..7 of the frame).
-    share_groups = broker.share_groups.settings.enabled
+    share_groups = broker.share_groups_enabled
     finalized = broker.controller.finalized_features()
     key = (header.api_version, int(share_groups), finalized)
     cached = _API_VERSIONS_CACHE.get(key)
