@@ -286,6 +286,15 @@ RULES: dict[str, Rule] = {
     "transaction.state.log.min.isr": at_least(1),
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": at_least(1),
     "max.incremental.fetch.session.cache.slots": at_least(0),
+    # Replica fetching (ReplicationConfigs). Kafka has no bound on the fetcher count, the min
+    # bytes or the wait; floodmark refuses a count below one (no fetcher would follow anything)
+    # and a negative wait or min bytes.
+    "num.replica.fetchers": at_least(1),
+    "replica.fetch.max.bytes": at_least(0),
+    "replica.fetch.response.max.bytes": at_least(0),
+    "replica.fetch.min.bytes": at_least(0),
+    "replica.fetch.wait.max.ms": at_least(0),
+    "replica.fetch.backoff.ms": at_least(0),
     "min.incremental.fetch.session.eviction.ms": at_least(0),
     "quota.window.num": at_least(1),
     "quota.window.size.seconds": at_least(1),

@@ -164,6 +164,15 @@ DEFAULTS: dict[str, Any] = {
     "log.cleaner.delete.retention.ms": 86_400_000,
     "log.retention.check.interval.ms": 300_000,
     "replica.lag.time.max.ms": 30000,
+    # Replica fetching (Kafka's names and defaults): the fetchers per source broker, each one
+    # connection carrying one Fetch for all its partitions (partition -> fetcher by hash of
+    # topic and partition), and that Fetch's sizes and long poll.
+    "num.replica.fetchers": 1,
+    "replica.fetch.max.bytes": 1_048_576,
+    "replica.fetch.response.max.bytes": 10_485_760,
+    "replica.fetch.min.bytes": 1,
+    "replica.fetch.wait.max.ms": 500,
+    "replica.fetch.backoff.ms": 1000,
     # Incremental fetch sessions (KIP-227): slots in the cache, and how long a session is kept
     # from eviction by a newcomer (Kafka's names and defaults).
     "max.incremental.fetch.session.cache.slots": 1000,
@@ -365,6 +374,9 @@ _INT_SETTINGS = frozenset({"node.id", "num.partitions", "default.replication.fac
                            "share.coordinator.state.topic.min.isr",
                            "offsets.topic.num.partitions", "offsets.retention.minutes",
                            "log.checkpoint.interval.ms", "replica.lag.time.max.ms",
+                           "num.replica.fetchers", "replica.fetch.max.bytes",
+                           "replica.fetch.response.max.bytes", "replica.fetch.min.bytes",
+                           "replica.fetch.wait.max.ms", "replica.fetch.backoff.ms",
                            "transactional.id.expiration.ms", "transaction.max.timeout.ms",
                            "transaction.state.log.num.partitions",
                            "transaction.state.log.replication.factor",

@@ -10,8 +10,8 @@ The broker is the one ``Broker``; what makes it a cluster member is what it is g
   of stale metadata by partition epoch). Partitions open with no role, when the metadata names
   this broker a replica; ISR proposals (the driver's ``propose_isr`` port) go to the controller
   as AlterPartition and the answer goes back to the core. Metadata lists every live broker.
-* ``replica_fetcher.ReplicaManager``: followers run ``ReplicaFetcher`` loops, and Fetch requests
-  from replicas (v15 ``replica_state``, or v12 ``replica_id >= 0``) are answered by the leader.
+* ``replica_fetcher.ReplicaManager``: followers fetch through ``ReplicaFetcherThread``s (one
+  connection per leader and fetcher id), and Fetch requests from replicas (v15 ``replica_state``, or v12 ``replica_id >= 0``) are answered by the leader.
 
 Consumer groups: ``__consumer_offsets`` is a replicated topic; a group's coordinator is the leader
 of its partition (FindCoordinator says so, other brokers answer NOT_COORDINATOR: see
@@ -50,6 +50,7 @@ from floodmark.broker.context import BrokerInfo, MembershipBase, PartitionKey
 from floodmark.broker.metadata import Controller
 from floodmark.broker.partition_state import PartitionState
 from floodmark.broker.replica_fetcher import ReplicaManager
+from floodmark.broker.replica_fetcher_thread import ReplicaFetchConfig
 from floodmark.controller.client import ControllerClient
 from floodmark.controller.image import (
     MetadataRecord,
@@ -741,7 +742,8 @@ def main(argv: list[str] | None = None) -> int:
         pass
     controller_client = ControllerClient(controllers, config.node_id, channel.client)
     replicas = ReplicaManager(config.node_id, lambda: controller_client.image, now_ms,
-                              config.inter_broker_security)
+                              config.inter_broker_security,
+                              ReplicaFetchConfig.from_settings(config.get))
     try:  # a partition in two log dirs, an unreadable meta.properties: one line
         broker = Broker(config, ClusterMembership(controller_client), replicas)
     except ValueError as exc:

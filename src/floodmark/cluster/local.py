@@ -69,6 +69,7 @@ _METRICS = re.compile(r"metrics on https?://(\S+):(\d+)/metrics")
 BROKER_DEFAULTS = {
     "broker.heartbeat.interval.ms": "200",
     "replica.lag.time.max.ms": "3000",
+    "replica.fetch.backoff.ms": "200",
     "group.initial.rebalance.delay.ms": "100",
 }
 CONTROLLER_DEFAULTS = {

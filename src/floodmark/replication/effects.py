@@ -163,7 +163,7 @@ class FollowerAction:
 
     @property
     def next_fetch(self) -> NextFetch:
-        """The one rule both fetch loops (the broker's ``ReplicaFetcher``, the simulator's
+        """The one rule both fetch loops (the broker's ``ReplicaFetcherThread``, the simulator's
         broker) follow after an answer to a fetch or an epoch query."""
         if self.kind is FollowerActionKind.STOP:
             return NextFetch.ON_NEW_METADATA

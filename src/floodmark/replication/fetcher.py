@@ -3,7 +3,7 @@
 The follower's rules live in the core (``Partition.next_fetch`` builds the request,
 ``Partition.on_fetch_response`` / ``on_epoch_answer`` decide what an answer means) and the
 driver carries them out (``ReplicaDriver``). Around them sits a loop that both the broker's
-``ReplicaFetcher`` and the simulator's broker used to write out themselves, with their own
+``ReplicaFetcherThread`` and the simulator's broker used to write out themselves, with their own
 timers: follow the leader and epoch the metadata names (a new one drops the request in flight:
 its answer is ignored), one request in flight at a time, give it up after a timeout, fetch again
 at once, after ``replica.fetch.backoff.ms``, or when new metadata comes (``FollowerAction.

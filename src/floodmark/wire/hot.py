@@ -29,6 +29,7 @@ _I64 = struct.Struct(">q")
 _ABORTED = struct.Struct(">qq")  # producer_id, first_offset
 _FETCH_PART = struct.Struct(">ihqq")  # partition_index, error_code, high_watermark, last_stable
 _LEADER = struct.Struct(">ii")  # leader_id, leader_epoch
+_DIVERGING = struct.Struct(">iq")  # epoch, end_offset
 
 
 class HotDecodeError(FloodmarkError, ValueError):
@@ -242,6 +243,9 @@ class FetchPartitionResult:
     aborted_transactions: tuple[tuple[int, int], ...] | None = None
     # KIP-392 (v11+): the replica the consumer should fetch from instead (-1: this broker).
     preferred_read_replica: int = -1
+    # KIP-320 (v12+, tag 0): (epoch, end offset) where a follower's log diverges from the
+    # leader's (replica fetches only).
+    diverging_epoch: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -314,11 +318,21 @@ def encode_fetch_response(version: int, correlation_id: int,
                 out = bytearray()
             if not flexible:
                 continue
-            if leaders and p.current_leader is not None and p.current_leader != (-1, -1):
-                # tagged fields: one, tag 1 (current_leader), 9 bytes: id, epoch, no tags
-                out += b"\x01\x01\x09" + _LEADER.pack(*p.current_leader) + b"\x00"
+            leader = (leaders and p.current_leader is not None
+                      and p.current_leader != (-1, -1))
+            if p.diverging_epoch is not None:
+                # tagged fields in tag order: tag 0 (diverging_epoch), 13 bytes: epoch, end
+                # offset, no tags; then maybe tag 1
+                out.append(2 if leader else 1)
+                out += b"\x00\x0d" + _DIVERGING.pack(*p.diverging_epoch) + b"\x00"
+            elif leader:
+                out.append(1)
             else:
                 out.append(0)
+            if leader:
+                assert p.current_leader is not None
+                # tag 1 (current_leader), 9 bytes: id, epoch, no tags
+                out += b"\x01\x09" + _LEADER.pack(*p.current_leader) + b"\x00"
         if flexible:
             out.append(0)
     if flexible:
@@ -458,3 +472,42 @@ def with_throttle_time(api_key: int, version: int, parts: list[Any], throttle_ms
     else:
         raise ValueError(f"no hand-packed response for api key {api_key}")
     parts[0] = bytes(out)
+
+
+# -- Fetch v15 requests, sent by a follower's replica fetcher -------------------------------------
+_FETCH_REQ_HEAD = struct.Struct(">hhi")  # api_key, api_version, correlation_id
+_FETCH_REQ_LIMITS = struct.Struct(">iiibii")  # max_wait, min/max bytes, isolation, session
+_FETCH_REQ_PART = struct.Struct(">iiqiqi")
+_REPLICA_STATE = struct.Struct(">iq")  # replica_id, replica_epoch
+
+ReplicaFetchPartition = tuple[int, int, int, int, int, int]
+"""(partition, current_leader_epoch, fetch_offset, last_fetched_epoch, log_start_offset,
+partition_max_bytes)."""
+
+
+def encode_replica_fetch_request(correlation_id: int, client_id: str, replica_id: int,
+                                 replica_epoch: int, max_wait_ms: int, min_bytes: int,
+                                 max_bytes: int,
+                                 topics: list[tuple[uuid.UUID, list[ReplicaFetchPartition]]],
+                                 ) -> bytes:
+    """A follower's Fetch v15 request (KIP-903 ``replica_state``, topics by id, no session),
+    framed: the bytes kio writes for it, packed by hand (kio took ~13 ms for 100 partitions)."""
+    out = bytearray(b"\0\0\0\0")
+    out += _FETCH_REQ_HEAD.pack(1, 15, correlation_id)
+    _put_string(out, client_id, False)  # the request header's client id is never compact
+    out.append(0)  # header tagged fields
+    out += _FETCH_REQ_LIMITS.pack(max_wait_ms, min_bytes, max_bytes, 0, 0, -1)
+    _put_length(out, len(topics), True)
+    for topic_id, partitions in topics:
+        out += topic_id.bytes
+        _put_length(out, len(partitions), True)
+        for p in partitions:
+            out += _FETCH_REQ_PART.pack(*p)
+            out.append(0)
+        out.append(0)
+    _put_length(out, 0, True)  # forgotten_topics_data
+    _put_string(out, "", True)  # rack_id
+    # tagged fields: tag 1 (replica_state), 13 bytes: replica id, epoch, no tags
+    out += b"\x01\x01\x0d" + _REPLICA_STATE.pack(replica_id, replica_epoch) + b"\x00"
+    _I32.pack_into(out, 0, len(out) - 4)
+    return bytes(out)

@@ -80,7 +80,9 @@ def test_produce_response_matches_kio(version, topics) -> None:
     st.tuples(partition_ids, st.sampled_from([0, 1, 3, 6, 74, 75, 100]), offsets, offsets,
               offsets, st.sampled_from(["none", "empty", "data"]),
               st.none() | st.tuples(st.integers(-1, 2**31 - 1), st.integers(-1, 2**31 - 1)),
-              st.integers(-1, 2**31 - 1)),  # preferred_read_replica (KIP-392, v11+)
+              st.integers(-1, 2**31 - 1),  # preferred_read_replica (KIP-392, v11+)
+              # diverging_epoch (a replica's answer, v12+)
+              st.none() | st.tuples(st.integers(0, 2**31 - 1), st.integers(0, 2**62))),
     min_size=1, max_size=3)), max_size=3),
        session_id=st.integers(0, 2**31 - 1), error_code=st.sampled_from([0, 70, 71]),
        endpoints=st.lists(st.tuples(st.integers(0, 2**31 - 1), names, st.integers(0, 65535),
@@ -92,8 +94,9 @@ def test_fetch_response_matches_kio(version, topics, session_id, error_code, end
     leaders = version >= 16
     ours = b"".join(bytes(p) for p in encode_fetch_response(version, 11, [
         (tid if by_id else n,
-         [FetchPartitionResult(i, e, hw, lso, ls, recs[r], cl, preferred_read_replica=pr)
-          for i, e, hw, lso, ls, r, cl, pr in ps])
+         [FetchPartitionResult(i, e, hw, lso, ls, recs[r], cl, preferred_read_replica=pr,
+                               diverging_epoch=de)
+          for i, e, hw, lso, ls, r, cl, pr, de in ps])
         for n, tid, ps in topics], error_code=error_code, session_id=session_id,
         node_endpoints=[NodeEndpoint(*e) for e in endpoints]))
     theirs = b"".join(encode_response(1, version, 11, {
@@ -108,9 +111,11 @@ def test_fetch_response_matches_kio(version, topics, session_id, error_code, end
                  "preferred_read_replica": pr,
                  **({"current_leader": {"leader_id": cl[0], "leader_epoch": cl[1]}}
                     if cl is not None and leaders else {}),
+                 **({"diverging_epoch": {"epoch": de[0], "end_offset": de[1]}}
+                    if de is not None and version >= 12 else {}),
                  # never null on the wire: Kafka sends empty records for an errored partition
                  "records": recs[r] if recs[r] is not None else b""}
-                for i, e, hw, lso, ls, r, cl, pr in ps]} for n, tid, ps in topics]}))
+                for i, e, hw, lso, ls, r, cl, pr, de in ps]} for n, tid, ps in topics]}))
     assert ours == theirs
 
 
@@ -203,3 +208,27 @@ def test_fetch_response_read_refuses_a_truncated_frame() -> None:
         parse_fetch_response(memoryview(frame[:-10]), 11)
     with pytest.raises(HotDecodeError):
         parse_fetch_response(memoryview(frame), 12)
+
+
+@settings(max_examples=50, deadline=None)
+@given(topics=st.lists(st.tuples(st.uuids(), st.lists(st.tuples(
+    partition_ids, st.integers(-1, 2**31 - 1), st.integers(0, 2**62),
+    st.integers(-1, 2**31 - 1), st.integers(0, 2**62), st.integers(0, 2**31 - 1)),
+    max_size=4)), max_size=4),
+       replica=st.tuples(st.integers(0, 2**31 - 1), st.integers(-1, 2**62)),
+       limits=st.tuples(st.integers(0, 2**31 - 1), st.integers(0, 2**31 - 1),
+                        st.integers(0, 2**31 - 1)))
+def test_replica_fetch_request_matches_kio(topics, replica, limits) -> None:
+    from floodmark.wire.hot import encode_replica_fetch_request
+
+    ours = encode_replica_fetch_request(7, "floodmark-replica-2", *replica, *limits, topics)
+    theirs = encode_request(1, 15, 7, {
+        "replica_state": {"replica_id": replica[0], "replica_epoch": replica[1]},
+        "max_wait": limits[0], "min_bytes": limits[1], "max_bytes": limits[2],
+        "isolation_level": 0, "session_id": 0, "session_epoch": -1, "rack_id": "",
+        "topics": [{"topic_id": tid, "partitions": [{
+            "partition": p, "current_leader_epoch": e, "fetch_offset": fo,
+            "last_fetched_epoch": le, "log_start_offset": ls, "partition_max_bytes": pm}
+            for p, e, fo, le, ls, pm in parts]} for tid, parts in topics],
+        "forgotten_topics_data": []}, "floodmark-replica-2")
+    assert ours == theirs

@@ -1,0 +1,216 @@
+"""Replica fetchers at scale, two floodmarks side by side: connections between brokers, idle
+broker CPU and acks=all latency on a 3-broker cluster with N partitions (RF 3).
+
+For each floodmark (``--src`` directories, e.g. main's ``src/`` and this checkout's; each run
+in a child process whose nodes import that ``src/``), ``--rounds`` times in turn:
+
+1. a cluster of one controller and 3 brokers (``broker.session.timeout.ms`` 9000, so a loaded
+   machine does not fence brokers while they create), ``--partitions`` partitions in topics of
+   ``--per-topic``, RF 3; wait (at most ``--create-wait-s``) until every partition has its
+   full ISR, then 5 s more;
+2. ``peer conns``: each broker's established TCP connections to another broker's listener
+   (``ss -tnp``, by pid), summed over the brokers; ``fds``: the brokers' open file descriptors,
+   summed;
+3. ``idle CPU``: each broker's CPU time (``/proc/PID/stat``) over ``--idle-window-s``, median
+   of the brokers, in percent of one core;
+4. ``acks=all p50/p99``: ``--samples`` single writes (produce + flush, one at a time, linger 0)
+   to partitions spread over the topics, after one warm-up write to each sampled partition.
+
+    .venv/bin/python benchmarks/replica_fetchers.py --src /work/main/src --src src \\
+        [--partitions 1000] [--rounds 1] [--samples 300] [--idle-window-s 10]
+
+Prints figures and the load average; never passes or fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+RESULT = "RESULT "
+_PID = re.compile(r"pid=(\d+)")
+
+
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def _wait(pred: Callable[[], Any], limit_s: float, what: str) -> Any:
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        value = pred()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise RuntimeError(f"timed out after {limit_s:.0f} s waiting for {what}")
+
+
+def peer_connections(addresses: dict[int, str], pids: dict[int, int]) -> int:
+    """Established TCP connections from a broker to another broker's listener, summed."""
+    ports = {int(a.rsplit(":", 1)[1]): b for b, a in addresses.items()}
+    by_pid = {p: b for b, p in pids.items()}
+    out = subprocess.run(["ss", "-tnpH", "state", "established"], capture_output=True,
+                         text=True, check=True, timeout=30).stdout
+    total = 0
+    for line in out.splitlines():
+        fields = line.split()
+        if len(fields) < 4:
+            continue
+        peer = ports.get(int(fields[3].rsplit(":", 1)[1]))
+        owners = [by_pid[int(p)] for p in _PID.findall(line) if int(p) in by_pid]
+        if peer is not None and owners and owners[0] != peer:
+            total += 1
+    return total
+
+
+def cpu_s(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def latency(bootstrap: str, topics: list[str], per_topic: int, samples: int) -> dict[str, Any]:
+    """p50 and p99 of ``samples`` single acks=all writes, one at a time."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                         "enable.idempotence": True, "linger.ms": 0, "log_level": 0})
+    targets = [(topics[i % len(topics)], (i * 37) % per_topic) for i in range(samples)]
+    for topic, p in dict.fromkeys(targets):  # warm-up: leaders known, connections up
+        producer.produce(topic, value=b"warm", partition=p)
+    assert producer.flush(120) == 0, "warm-up writes not acknowledged"
+    took = []
+    for topic, p in targets:
+        t0 = time.perf_counter()
+        producer.produce(topic, value=b"x" * 100, partition=p)
+        assert producer.flush(60) == 0, "write not acknowledged"
+        took.append((time.perf_counter() - t0) * 1000)
+    took.sort()
+    return {"p50 ms": round(took[len(took) // 2], 1),
+            "p99 ms": round(took[min(len(took) - 1, int(len(took) * 0.99))], 1)}
+
+
+def child(args: argparse.Namespace) -> dict[str, Any]:
+    """One measurement with the floodmark this process imports (PYTHONPATH)."""
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    import floodmark
+    from floodmark.cluster import LocalCluster
+
+    n, per_topic = args.partitions, args.per_topic
+    row: dict[str, Any] = {"floodmark": str(Path(floodmark.__file__).parent.parent)}
+    with tempfile.TemporaryDirectory(prefix="replica-fetchers-") as tmp:
+        cluster = LocalCluster(Path(tmp) / "c", 3, {},
+                               {"broker.session.timeout.ms": "9000",
+                                "leader.imbalance.check.interval.ms": "3600000"},
+                               metrics=False)
+        cluster.start()
+        try:
+            def registered() -> bool:
+                status = cluster.status()
+                brokers = [x for x in status["nodes"] if x["role"] == "broker"]
+                return len(brokers) == 3 and all(
+                    x["alive"] and x.get("fenced") is False for x in brokers)
+
+            _wait(registered, 120, "three unfenced brokers")
+            admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+            topics = [f"scale-{i}" for i in range((n + per_topic - 1) // per_topic)]
+            started = time.monotonic()
+            missing = list(topics)
+            while missing:  # a topic refused (a loaded broker briefly fenced) is asked again
+                if time.monotonic() - started > args.create_wait_s:
+                    raise RuntimeError(f"{len(missing)} topics not created")
+                name = missing.pop(0)
+                try:
+                    admin.create_topics([NewTopic(name, per_topic, 3)],
+                                        request_timeout=120)[name].result(180)
+                except KafkaException as exc:
+                    if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                        missing.append(name)
+                        time.sleep(1)
+
+            def healthy() -> bool:
+                st = cluster.controller_status(timeout_s=30) or {}
+                parts = [p for t, ps in st.get("topics", {}).items() if t.startswith("scale-")
+                         for p in ps.values() if isinstance(p, dict)]
+                return len(parts) == len(topics) * per_topic and all(
+                    int(p["leader"]) > 0 and len(p["isr"]) == 3 for p in parts)
+
+            try:  # not settled in time: what follows is measured anyway, and said so
+                _wait(healthy, max(1.0, args.create_wait_s - (time.monotonic() - started)),
+                      "every partition at full ISR")
+                row["create s"] = round(time.monotonic() - started, 1)
+            except RuntimeError:
+                row["create s"] = f"no full ISR in {args.create_wait_s:.0f}"
+            with open(cluster.log_path(0)) as fh:
+                row["fencings"] = sum("missed heartbeats" in line for line in fh)
+            time.sleep(5)
+            addresses = {b: cluster.address(b) for b in cluster.broker_ids}
+            pids = {b: p for b in cluster.broker_ids if (p := cluster.pid(b)) is not None}
+            row["peer conns"] = peer_connections(addresses, pids)
+            row["fds"] = sum(len(os.listdir(f"/proc/{p}/fd")) for p in pids.values())
+            before = {b: cpu_s(p) for b, p in pids.items()}
+            time.sleep(args.idle_window_s)
+            row["idle CPU %"] = round(statistics.median(
+                (cpu_s(p) - before[b]) / args.idle_window_s * 100 for b, p in pids.items()), 1)
+
+            try:
+                row.update(latency(cluster.bootstrap, topics, per_topic, args.samples))
+            except (AssertionError, KafkaException) as exc:
+                row["p50 ms"] = row["p99 ms"] = f"failed ({exc})"
+            row["load"] = _load()
+        finally:
+            cluster.stop()
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--src", action="append", default=[], metavar="DIR",
+                    help="a floodmark src/ directory to measure (repeat: side by side)")
+    ap.add_argument("--partitions", type=int, default=1000)
+    ap.add_argument("--per-topic", type=int, default=100)
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--samples", type=int, default=300)
+    ap.add_argument("--idle-window-s", type=float, default=10.0)
+    ap.add_argument("--create-wait-s", type=float, default=300.0)
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        print(RESULT + json.dumps(child(args)), flush=True)
+        return
+    sources = [str(Path(s).resolve()) for s in (args.src or [Path(__file__).parents[1] / "src"])]
+    passthrough = [f"--partitions={args.partitions}", f"--per-topic={args.per_topic}",
+                   f"--samples={args.samples}", f"--idle-window-s={args.idle_window_s}",
+                   f"--create-wait-s={args.create_wait_s}"]
+    print(f"{args.partitions} partitions RF 3 on 3 brokers; load {_load()}", flush=True)
+    rows = []
+    for r in range(args.rounds):
+        for src in sources:
+            env = {**os.environ, "PYTHONPATH": src}
+            proc = subprocess.run([sys.executable, __file__, "--child", *passthrough], env=env,
+                                  capture_output=True, text=True, timeout=3600, check=False)
+            line = next((x for x in proc.stdout.splitlines() if x.startswith(RESULT)), None)
+            if line is None:
+                print(f"round {r + 1} {src}: failed\n{proc.stderr[-2000:]}", flush=True)
+                continue
+            row = json.loads(line[len(RESULT):])
+            rows.append(row)
+            print(f"round {r + 1} {src}: " + ", ".join(f"{k} {v}" for k, v in row.items()
+                                                       if k != "floodmark"), flush=True)
+    print(f"load after: {_load()}")
+
+
+if __name__ == "__main__":
+    main()
