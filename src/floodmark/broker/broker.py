@@ -158,7 +158,7 @@ class Broker:
                                    config.get_int("quota.window.size.seconds") * 1000)
 
     # -- the coordinators, built at first use -----------------------------------------------------
-    def _built(self, name: str) -> bool:
+    def built(self, name: str) -> bool:
         """Has the coordinator property ``name`` been built yet (``functools.cached_property``
         keeps it in the instance's ``__dict__``)?"""
         return name in self.__dict__
@@ -246,7 +246,7 @@ class Broker:
 
     def _group_state_built(self) -> bool:
         """Is any state of ``__consumer_offsets`` held yet (offsets, groups)?"""
-        return any(self._built(name) for name in
+        return any(self.built(name) for name in
                    ("offsets", "groups", "consumer_groups", "share_groups"))
 
     @property
@@ -255,7 +255,7 @@ class Broker:
         own setting once they are built; before, ``group.share.enable``, which they will be
         built with (``share_group.driver.share_groups_of``): every client's first request
         asks, and the answer does not build them."""
-        if self._built("share_groups"):
+        if self.built("share_groups"):
             return self.share_groups.settings.enabled
         return self.config.get_bool("group.share.enable")
 
@@ -266,7 +266,7 @@ class Broker:
         """The transaction coordinator loads the ``__transaction_state`` partitions this broker
         now leads and unloads the others (``BrokerTxnCoordinator.refresh``); with none led
         and none loaded (the coordinator not built yet), there is nothing to do."""
-        if self._built("transactions") or self._leads_any(TRANSACTION_STATE_TOPIC):
+        if self.built("transactions") or self._leads_any(TRANSACTION_STATE_TOPIC):
             self.transactions.refresh()
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -349,7 +349,7 @@ class Broker:
                      f"{adv.host}:{adv.port}" if adv is not None else "nowhere")
         self._tasks.append(asyncio.create_task(self._periodic()))
         self._serving = True  # from here a coordinator built at first use starts at once
-        if self._built("transactions"):
+        if self.built("transactions"):
             self.transactions.start()
         if self.config.get("log.cleaner.enable"):
             self._tasks.append(asyncio.create_task(self._cleaner()))
@@ -396,9 +396,9 @@ class Broker:
     def _expire_group_members(self) -> None:
         """Sessions past their timeout, in the coordinators built so far (one not built has
         no members)."""
-        if self._built("groups"):
+        if self.built("groups"):
             self.groups.expire_sessions()
-        if self._built("consumer_groups"):
+        if self.built("consumer_groups"):
             deadline_ms = self.consumer_groups.next_deadline_ms()
             if deadline_ms is not None and deadline_ms <= self.now_ms() and (
                     self._expiring_members is None or self._expiring_members.done()):
@@ -406,7 +406,7 @@ class Broker:
 
                 self._expiring_members = asyncio.get_running_loop().create_task(
                     consumer_group_apis.expire_members(self))
-        if self._built("share_groups"):
+        if self.built("share_groups"):
             deadline_ms = self.share_groups.coordinator.next_deadline_ms()
             if deadline_ms is not None and deadline_ms <= self.now_ms() and (
                     self._expiring_share_members is None
@@ -549,11 +549,11 @@ class Broker:
             server.close()
         for conn in list(self.connections):
             conn.abort()
-        if self._built("groups"):
+        if self.built("groups"):
             self.groups.shutdown()
-        if self._built("transactions"):
+        if self.built("transactions"):
             self.transactions.stop()
-        if self._built("share_groups"):
+        if self.built("share_groups"):
             self.share_groups.persister.close()
         self.purgatory.wake_all()
         await asyncio.sleep(0)
@@ -679,7 +679,7 @@ class Broker:
                                                           ps.log_end_offset))
                for (topic, index), ps in self.partitions.items()
                if topic == SHARE_STATE_TOPIC and ps.core.is_leader}
-        if not led and not self._built("share_coordinator"):
+        if not led and not self.built("share_coordinator"):
             return  # nothing led, nothing loaded
         from floodmark.broker.share_group.share_coordinator import load_led
 
@@ -861,7 +861,7 @@ class Broker:
         # (with the answer): never before the controller decided, which it may not (stopped,
         # NOT_CONTROLLER, REQUEST_TIMED_OUT), and the topic would stay without them.
         meta = await self.controller.delete_topic(name)
-        if self._built("offsets"):
+        if self.built("offsets"):
             self.offsets.remove_topic(name)
         try:
             self.checkpoint()

@@ -109,15 +109,20 @@ class BrokerCollector(Collector):
                                 "High watermark minus the group's committed offset (groups "
                                 "coordinated here, partitions led here)",
                                 labels=["consumergroup", "topic", "partition"])
-        offsets = b.offsets
-        for group in list(offsets.groups()):
-            for (topic, index), committed in list(offsets.group_offsets(group).items()):
-                top = high_watermarks.get((topic, index))
-                if top is not None and committed.offset >= 0:
-                    lag.add_metric([group, topic, str(index)], max(0, top - committed.offset))
+        # (a scrape runs on the metrics server's thread: it reads the coordinators a broker has
+        # built, and never builds one, whose timers belong on the broker's loop)
+        if b.built("offsets"):
+            offsets = b.offsets
+            for group in list(offsets.groups()):
+                for (topic, index), committed in list(offsets.group_offsets(group).items()):
+                    top = high_watermarks.get((topic, index))
+                    if top is not None and committed.offset >= 0:
+                        lag.add_metric([group, topic, str(index)],
+                                       max(0, top - committed.offset))
         yield lag
         by_state: dict[str, int] = {}
-        for m in b.transactions.core.transactions():
+        transactions = b.transactions if b.built("transactions") else None
+        for m in transactions.core.transactions() if transactions is not None else ():
             by_state[m.state.kafka_name] = by_state.get(m.state.kafka_name, 0) + 1
         txns = GaugeMetricFamily("floodmark_transactions",
                                  "Transactional ids this broker coordinates, by state",
@@ -128,4 +133,5 @@ class BrokerCollector(Collector):
         yield CounterMetricFamily("floodmark_transaction_markers_written",
                                   "Transaction markers partition leaders confirmed to this "
                                   "coordinator (one per partition and transaction)",
-                                  value=b.transactions.markers_sent)
+                                  value=transactions.markers_sent
+                                  if transactions is not None else 0)
