@@ -45,7 +45,7 @@ CLUSTER_DENIED = int(E.CLUSTER_AUTHORIZATION_FAILED)
 TXN_DENIED = int(E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
 CLUSTER = "kafka-cluster"
 BROKER_ID = "1"
-CONFIG_TOPIC, CONFIG_BROKER = 2, 4
+CONFIG_TOPIC, CONFIG_BROKER, CONFIG_GROUP = 2, 4, 32
 
 
 def _security(user: str) -> ClientSecurity:
@@ -824,6 +824,8 @@ CASES: dict[ApiKey, list[Case]] = {
              (RT.TOPIC, "t1", Op.DESCRIBE_CONFIGS), allowed=(0,)),
         case("DescribeConfigs(broker)", _describe_configs(CONFIG_BROKER, BROKER_ID),
              (CLUSTER_DENIED,), (RT.CLUSTER, CLUSTER, Op.DESCRIBE_CONFIGS), allowed=(0,)),
+        case("DescribeConfigs(group)", _describe_configs(CONFIG_GROUP, "g-configs"),
+             (GROUP_DENIED,), (RT.GROUP, "g-configs", Op.DESCRIBE_CONFIGS), allowed=(0,)),
     ],
     ApiKey.ALTER_CONFIGS: [case("AlterConfigs", _alter_configs, (TOPIC_DENIED,),
                                 (RT.TOPIC, "t1", Op.ALTER_CONFIGS), allowed=(0,),
@@ -837,6 +839,10 @@ CASES: dict[ApiKey, list[Case]] = {
              _incremental_alter_configs(CONFIG_BROKER, BROKER_ID, "log.retention.ms",
                                         "604800000"),
              (CLUSTER_DENIED,), (RT.CLUSTER, CLUSTER, Op.ALTER_CONFIGS), allowed=(0,)),
+        case("IncrementalAlterConfigs(group)",
+             _incremental_alter_configs(CONFIG_GROUP, "g-configs",
+                                        "consumer.session.timeout.ms", "50000"),
+             (GROUP_DENIED,), (RT.GROUP, "g-configs", Op.ALTER_CONFIGS), allowed=(0,)),
     ],
     ApiKey.DESCRIBE_LOG_DIRS: [case("DescribeLogDirs", _describe_log_dirs,
                                     ((CLUSTER_DENIED,), False),

@@ -77,8 +77,10 @@ SUPPORTED_OPERATIONS: Mapping[ResourceType, frozenset[AclOperation]] = {
         AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE, AclOperation.DESCRIBE,
         AclOperation.DELETE, AclOperation.ALTER, AclOperation.DESCRIBE_CONFIGS,
         AclOperation.ALTER_CONFIGS}),
+    # (DescribeConfigs / AlterConfigs on a group: its group configs, KIP-848 / KIP-932)
     ResourceType.GROUP: frozenset({AclOperation.READ, AclOperation.DESCRIBE,
-                                   AclOperation.DELETE}),
+                                   AclOperation.DELETE, AclOperation.DESCRIBE_CONFIGS,
+                                   AclOperation.ALTER_CONFIGS}),
     ResourceType.CLUSTER: frozenset({
         AclOperation.CREATE, AclOperation.CLUSTER_ACTION, AclOperation.DESCRIBE_CONFIGS,
         AclOperation.ALTER_CONFIGS, AclOperation.IDEMPOTENT_WRITE, AclOperation.ALTER,
