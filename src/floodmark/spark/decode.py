@@ -1,18 +1,23 @@
 """Kafka v2 record batches -> Arrow columns, vectorised with numpy.
 
 A Fetch response's ``records`` field is a concatenation of v2 record batches (the last one may be
-cut short by the byte budget). ``decode_batches`` decodes all the data batches of one response
-together: their record bytes (decompressed where needed) are laid end to end, so the records of
-every batch form one sequence; record boundaries are found for runs of equal-size records at once
-(a guessed stride checked with numpy, a short Python walk where the stride changes), every other
-field is decoded for all records at once with numpy (varints as a window of bytes per record), and
-keys and values are gathered into contiguous Arrow binary buffers. The numpy calls are then per
-Fetch response, not per Kafka batch (producers often write batches of a few hundred records),
-which is what lets the Spark reader approach Spark's own ceiling (see benchmarks/spark_read.py).
+cut short by the byte budget). ``visible_rows`` turns the batches of one answer into the rows a
+consumer is shown, in one Arrow batch: CRC-32C checked (Kafka's ``check.crcs``), control batches
+skipped, and under read_committed the records of aborted transactions dropped using the answer's
+aborted-transactions list, as Kafka consumers do (``floodmark.records.AbortedTracker``, the one
+copy of that rule).
 
-Control batches (transaction markers) are skipped; under read_committed, records of aborted
-transactions are dropped using the Fetch response's aborted-transactions list, as Kafka consumers do
-(``floodmark.records.AbortedTracker``, the one copy of that rule).
+``decode_batches`` decodes all the data batches of an answer together, with numpy calls per
+answer, not per Kafka batch (producers often write batches of a few hundred records): their
+record bytes (decompressed where needed) are laid end to end, so the records of every batch form
+one sequence; record boundaries are found a run of equal-size records at a time (a guessed stride
+checked on strided views, a short Python walk where the stride changes); every other field is
+decoded for all records at once (varints with ``np.take`` gathers, one per byte); keys and values
+become Arrow binary columns with one strided copy per run of equal-size fields, or Arrow's
+``take`` of the fields out of the records seen as (field, gap) pairs. No Python object per
+record, which is what lets the Spark reader approach Spark's own ceiling (see
+benchmarks/spark_read.py and benchmarks/spark_read_path.py). Reading uncompressed records where
+they lie in the answer (no copy) was tried and measured no cheaper.
 """
 
 from __future__ import annotations
@@ -175,8 +180,8 @@ def _varints(arr: np.ndarray, pos: np.ndarray, long: bool) -> tuple[np.ndarray, 
     For all records at once, with ``np.take`` (a gather, several times cheaper than fancy
     indexing). Deltas and lengths almost always fit in one or two bytes, which take one or two
     gathers and a few operations; longer varints go byte by byte, up to 5 bytes (int32) or 10
-    (int64). ``arr`` is padded, so reading past a record's end stays inside it; the caller checks
-    every field against its record's end."""
+    (int64). ``arr`` is padded and ``take`` clips, so a corrupt length reads garbage, never
+    past the buffer; the caller checks every field against its record's end."""
     b0 = np.take(arr, pos, mode="clip")
     more = b0 >> 7  # 1 where a second byte follows
     if not more.any():
