@@ -206,10 +206,18 @@ _ABORTED_THEN_PLAIN = [("txn", 1, [(b"k", b"aborted", (), 0)], Compression.NONE,
                        ("abort", 1, [], Compression.NONE, False),
                        ("plain", 1, [(None, b"shown", (("h", b"v"),), 5)], Compression.GZIP, True)]
 
+# an aborted transaction, then a committed one of the same producer, read from inside the second:
+# the abort marker before the window must still end the first (the answer's list names it)
+_ABORTED_THEN_COMMITTED = [("txn", 1, [(None, b"aborted", (), 0)], Compression.NONE, False),
+                           ("abort", 1, [], Compression.NONE, False),
+                           ("txn", 1, [(None, b"committed", (), 0)], Compression.NONE, False),
+                           ("commit", 1, [], Compression.NONE, False)]
+
 
 @settings(max_examples=100, deadline=None)
 @example(_ABORTED_THEN_PLAIN, 7, True, True, 0.0, 1.0, 0)
 @example(_ABORTED_THEN_PLAIN, 7, False, True, 0.0, 1.0, 0)
+@example(_ABORTED_THEN_COMMITTED, 0, True, False, 0.5, 0.0, 0)
 @given(batch_plan_st, st.integers(min_value=0, max_value=10**6), st.booleans(), st.booleans(),
        st.floats(min_value=0, max_value=1), st.floats(min_value=0, max_value=1),
        st.integers(min_value=0, max_value=40))

@@ -439,14 +439,12 @@ def decode_batches(
 def batches_in_range(
     records: memoryview | bytes, start: int, end: int
 ) -> tuple[list[tuple[BatchHeader, memoryview]], int]:
-    """The complete batches of a Fetch answer's records that hold offsets in [start, end) (from
-    the batch headers only), and the offset after them, where the next Fetch starts (``start``
-    when there is none)."""
+    """The complete batches of a Fetch answer's records below ``end`` (from the batch headers
+    only; batches wholly before ``start`` too, which read_committed's tracker must see), and the
+    offset after the last, where the next Fetch starts (``start`` when none reaches past it)."""
     selected = []
     next_offset = start
     for hdr, body in iter_batches(records):
-        if hdr.next_offset <= start:
-            continue
         if hdr.base_offset >= end:
             break
         next_offset = max(next_offset, min(hdr.next_offset, end))
@@ -480,8 +478,13 @@ def visible_rows(
                     f"CRC-32C (stored {hdr.crc:#010x}): corrupted on the wire or on disk "
                     "(kafka.check.crcs=true)")
     tracker = AbortedTracker.from_response(aborted) if read_committed else None
-    data = [(hdr, body) for hdr, body in batches
-            if not (tracker.skip(hdr) if tracker is not None else hdr.is_control)]
+    data = []
+    for hdr, body in batches:
+        # the tracker sees every batch in order, those before ``start`` too: an abort marker
+        # there ends an aborted transaction that the answer's list still names
+        hidden = tracker.skip(hdr) if tracker is not None else hdr.is_control
+        if not hidden and hdr.next_offset > start:
+            data.append((hdr, body))
     # every data batch of the answer in one Arrow batch: one set of numpy calls per answer
     # (fetch.max.bytes bounds its size), not per Kafka batch
     return decode_batches(data, topic=topic, partition=partition, start=start, end=end,
