@@ -5,15 +5,33 @@ from __future__ import annotations
 import struct
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 pytest.importorskip("pyarrow")
 pytest.importorskip("numpy")
 
+from floodmark.client.fetch import FetchedPartition, visible_records
 from floodmark.compression import Compression
-from floodmark.records import LOG_APPEND_TIME, AbortedTracker, Record, build_batch
-from floodmark.spark.decode import CorruptBatchError, decode_batch, decode_batches, iter_batches
+from floodmark.constants import READ_COMMITTED, READ_UNCOMMITTED
+from floodmark.records import (
+    LOG_APPEND_TIME,
+    AbortedTracker,
+    ControlType,
+    EndTxnMarker,
+    Record,
+    build_batch,
+    build_marker_batch,
+    set_base_offset,
+)
+from floodmark.spark.decode import (
+    CorruptBatchError,
+    batches_in_range,
+    decode_batch,
+    decode_batches,
+    iter_batches,
+    visible_rows,
+)
 
 BASE_TS = 1_700_000_000_000
 
@@ -166,3 +184,132 @@ def test_a_records_count_that_does_not_match_the_bytes_is_a_corrupt_batch() -> N
     struct.pack_into(">i", one, 57, 41)  # recordsCount (outside the CRC's reach here)
     with pytest.raises(CorruptBatchError):
         _decode_together(bytes(one) + two)
+
+
+# ------------------------------------------------- one Fetch answer, against the reference reader
+def _rows_of_reference(records: list[Record], ts_types: dict[int, int]) -> list[dict]:
+    return [{"key": r.key, "value": r.value, "topic": "t", "partition": 3, "offset": r.offset,
+             "timestamp_us": r.timestamp_ms * 1000, "timestampType": ts_types[r.offset],
+             "headers": [{"key": k, "value": v} for k, v in r.headers]} for r in records]
+
+
+batch_plan_st = st.lists(st.tuples(
+    st.sampled_from(["plain", "txn", "commit", "abort"]),
+    st.integers(min_value=1, max_value=2),  # producer id of a transaction
+    st.lists(record_st, min_size=1, max_size=25),
+    st.sampled_from(list(Compression)),
+    st.booleans(),  # log-append time
+), min_size=1, max_size=8)
+
+
+_ABORTED_THEN_PLAIN = [("txn", 1, [(b"k", b"aborted", (), 0)], Compression.NONE, False),
+                       ("abort", 1, [], Compression.NONE, False),
+                       ("plain", 1, [(None, b"shown", (("h", b"v"),), 5)], Compression.GZIP, True)]
+
+# an aborted transaction, then a committed one of the same producer, read from inside the second:
+# the abort marker before the window must still end the first (the answer's list names it)
+_ABORTED_THEN_COMMITTED = [("txn", 1, [(None, b"aborted", (), 0)], Compression.NONE, False),
+                           ("abort", 1, [], Compression.NONE, False),
+                           ("txn", 1, [(None, b"committed", (), 0)], Compression.NONE, False),
+                           ("commit", 1, [], Compression.NONE, False)]
+
+
+@settings(max_examples=100, deadline=None)
+@example(_ABORTED_THEN_PLAIN, 7, True, True, 0.0, 1.0, 0)
+@example(_ABORTED_THEN_PLAIN, 7, False, True, 0.0, 1.0, 0)
+@example(_ABORTED_THEN_COMMITTED, 0, True, False, 0.5, 0.0, 0)
+@given(batch_plan_st, st.integers(min_value=0, max_value=10**6), st.booleans(), st.booleans(),
+       st.floats(min_value=0, max_value=1), st.floats(min_value=0, max_value=1),
+       st.integers(min_value=0, max_value=40))
+def test_a_fetch_answer_shows_what_the_reference_consumer_shows(  # type: ignore[no-untyped-def]
+        plan, base_offset, read_committed, headers, lo_at, hi_at, cut) -> None:
+    """A Fetch answer of data batches (plain and transactional), commit and abort markers, any
+    codec and timestamp type, its last batch possibly cut short: the vectorised reader
+    (``batches_in_range`` + ``visible_rows``) shows exactly the rows that the record codec's
+    reference consumer (``client.fetch.visible_records``: records.decode_batch per batch,
+    records.AbortedTracker) shows, under read_uncommitted and read_committed, for any window."""
+    buf = b""
+    offset = base_offset
+    open_txn: dict[int, int] = {}  # producer id -> first offset of its open transaction
+    aborted: list[tuple[int, int]] = []
+    ts_types: dict[int, int] = {}
+    for kind, pid, items, codec, log_append in plan:
+        if kind in ("commit", "abort"):
+            if pid not in open_txn:
+                continue
+            first = open_txn.pop(pid)
+            control = ControlType.COMMIT if kind == "commit" else ControlType.ABORT
+            marker = bytearray(build_marker_batch(pid, 0, EndTxnMarker(control, 0),
+                                                  timestamp_ms=BASE_TS))
+            set_base_offset(marker, 0, offset)
+            if kind == "abort":
+                aborted.append((pid, first))
+            buf += bytes(marker)
+            offset += 1
+            continue
+        txn = kind == "txn"
+        recs = [Record(offset + i, BASE_TS + dts, k, v, h) for i, (k, v, h, dts) in enumerate(items)]
+        buf += build_batch(recs, base_offset=offset, compression=codec,
+                           timestamp_type=LOG_APPEND_TIME if log_append else 0,
+                           producer_id=pid if txn else -1, producer_epoch=0 if txn else -1,
+                           is_transactional=txn)
+        if txn:
+            open_txn.setdefault(pid, offset)
+        ts_types.update((r.offset, 1 if log_append else 0) for r in recs)
+        offset += len(recs)
+    answer = buf[: len(buf) - cut]  # the byte budget may cut the last batch
+    start = base_offset + int(lo_at * (offset - base_offset))
+    end = start + int(hi_at * (offset - start)) + 1
+    # read_committed: the broker answers below the LSO only (the first open transaction)
+    lso = min([end, *open_txn.values()]) if read_committed else end
+    fetched = FetchedPartition(0, end, lso if read_committed else -1, 0, tuple(aborted), answer)
+    isolation = READ_COMMITTED if read_committed else READ_UNCOMMITTED
+    expected = _rows_of_reference(visible_records(fetched, start, isolation), ts_types)
+
+    limit = min(end, lso)
+    batches, next_offset = batches_in_range(answer, start, limit)
+    rb = visible_rows(batches, fetched.aborted, read_committed=read_committed, check_crcs=True,
+                      topic="t", partition=3, start=start, end=limit, include_headers=headers)
+    rows = _normalise(rb.to_pylist()) if rb is not None else []
+    if not headers:
+        expected = [{k: v for k, v in r.items() if k != "headers"} for r in expected]
+    assert rows == expected
+    assert next_offset == max([start, *(min(h.next_offset, limit) for h, _ in batches)])
+
+
+def test_check_crcs_refuses_a_corrupted_batch_and_false_reads_it() -> None:
+    """kafka.check.crcs=true (Kafka's default): a batch whose bytes changed after it was sealed
+    is refused with one line naming its offset; with false it is decoded as it is."""
+    good = build_batch([Record(i, BASE_TS, None, b"value-%d" % i) for i in range(10)])
+    bad = bytearray(good)
+    bad[-2] ^= 0x01  # the last value's last byte ("9" -> "8"; the last byte is its headers count)
+    batches, _ = batches_in_range(bytes(bad), 0, 10)
+    with pytest.raises(CorruptBatchError, match=r"offset 0 of t-3 fails its CRC-32C"):
+        visible_rows(batches, (), read_committed=False, check_crcs=True, topic="t",
+                     partition=3, start=0, end=10, include_headers=False)
+    rb = visible_rows(batches, (), read_committed=False, check_crcs=False, topic="t",
+                      partition=3, start=0, end=10, include_headers=False)
+    assert rb is not None and rb.column("value").to_pylist()[-1] == b"value-8"
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(record_st, min_size=1, max_size=30), st.data())
+def test_corrupt_records_fail_with_one_error_never_a_crash(  # type: ignore[no-untyped-def]
+        items, data) -> None:
+    """Bytes of the records changed at random (CRC checking off, so the decoder sees them): the
+    decoder answers rows or CorruptBatchError, never another exception (an IndexError, an Arrow
+    error, a crash on offsets that point outside the records)."""
+    records = [Record(i, BASE_TS + dts, k, v, h) for i, (k, v, h, dts) in enumerate(items)]
+    buf = bytearray(build_batch(records))
+    for _ in range(data.draw(st.integers(min_value=1, max_value=4))):
+        at = data.draw(st.integers(min_value=61, max_value=len(buf) - 1))
+        buf[at] = data.draw(st.integers(min_value=0, max_value=255))
+    batches, _ = batches_in_range(bytes(buf), 0, len(records))
+    try:
+        rb = visible_rows(batches, (), read_committed=False, check_crcs=False, topic="t",
+                          partition=3, start=0, end=1 << 62,
+                          include_headers=data.draw(st.booleans()))
+    except CorruptBatchError:
+        return
+    if rb is not None:
+        rb.validate(full=True)

@@ -123,3 +123,13 @@ def test_security_options_pass_through_to_the_client(tmp_path: Path) -> None:
             with pytest.raises(OptionError, match=needle) as err:
                 parse(bad)
             assert "pw-123" not in str(err.value) and "\n" not in str(err.value)
+
+
+def test_check_crcs_is_kafkas_setting_default_true() -> None:
+    """kafka.check.crcs: Kafka's consumer default (true), which Spark's Kafka source keeps."""
+    src = {**BS, "subscribe": "a"}
+    assert parse_source_options(src, streaming=False).client.check_crcs is True
+    off = parse_source_options({**src, "kafka.check.crcs": "false"}, streaming=False)
+    assert off.client.check_crcs is False
+    with pytest.raises(OptionError, match=r"kafka\.check\.crcs must be true or false"):
+        parse_source_options({**src, "kafka.check.crcs": "sometimes"}, streaming=False)

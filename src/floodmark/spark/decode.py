@@ -1,23 +1,27 @@
 """Kafka v2 record batches -> Arrow columns, vectorised with numpy.
 
 A Fetch response's ``records`` field is a concatenation of v2 record batches (the last one may be
-cut short by the byte budget). ``decode_batches`` decodes all the data batches of one response
-together: their record bytes (decompressed where needed) are laid end to end, so the records of
-every batch form one sequence; record boundaries are found for runs of equal-size records at once
-(a guessed stride checked with numpy, a short Python walk where the stride changes), every other
-field is decoded for all records at once with numpy (varints as a window of bytes per record), and
-keys and values are gathered into contiguous Arrow binary buffers. The numpy calls are then per
-Fetch response, not per Kafka batch (producers often write batches of a few hundred records),
-which is what lets the Spark reader approach Spark's own ceiling (see benchmarks/spark_read.py).
+cut short by the byte budget). ``visible_rows`` turns the batches of one answer into the rows a
+consumer is shown, in one Arrow batch: CRC-32C checked (Kafka's ``check.crcs``), control batches
+skipped, and under read_committed the records of aborted transactions dropped using the answer's
+aborted-transactions list, as Kafka consumers do (``floodmark.records.AbortedTracker``, the one
+copy of that rule).
 
-Control batches (transaction markers) are skipped; under read_committed, records of aborted
-transactions are dropped using the Fetch response's aborted-transactions list, as Kafka consumers do
-(``floodmark.records.AbortedTracker``, the one copy of that rule).
+``decode_batches`` decodes all the data batches of an answer together, with numpy calls per
+answer, not per Kafka batch (producers often write batches of a few hundred records): their
+record bytes (decompressed where needed) are laid end to end, so the records of every batch form
+one sequence; record boundaries are found a run of equal-size records at a time (a guessed stride
+checked on strided views, a short Python walk where the stride changes); every other field is
+decoded for all records at once (varints with ``np.take`` gathers, one per byte); keys and values
+become Arrow binary columns with one strided copy per run of equal-size fields, or Arrow's
+``take`` of the fields out of the records seen as (field, gap) pairs. No Python object per
+record, which is what lets the Spark reader approach Spark's own ceiling (see
+benchmarks/spark_read.py and benchmarks/spark_read_path.py). Reading uncompressed records where
+they lie in the answer (no copy) was tried and measured no cheaper.
 """
 
 from __future__ import annotations
 
-import itertools
 import struct
 from collections.abc import Iterator, Sequence
 
@@ -25,10 +29,13 @@ import numpy as np
 import pyarrow as pa
 
 from floodmark.errors import CorruptDataError
-from floodmark.records import BatchHeader, read_varint
+from floodmark.records import AbortedTracker, BatchHeader, read_varint
 
 BATCH_HEADER_BYTES = 61
 _PAD = b"\x00" * 16
+MAX_RECORDS_BYTES = (1 << 31) - 1
+"""What one Fetch response's records may decompress to: Arrow binary columns index them with
+int32 offsets."""
 
 CREATE_TIME = 0
 LOG_APPEND_TIME = 1
@@ -76,10 +83,11 @@ def decompress(codec: int, data: bytes | memoryview) -> bytes:
         raise CorruptBatchError(f"cannot decompress a batch with codec {codec}: {exc}") from exc
 
 
-# ---------------------------------------------------------------- varints
-def _record_starts_py(buf: bytes, pos: int, count: int, starts: list[int], limit: int) -> int:
-    """Walk ``count`` records from ``pos`` in Python; append body starts; return the end."""
-    append = starts.append
+# ---------------------------------------------------------------- record boundaries
+def _record_starts_py(buf: bytes, pos: int, count: int, starts: list[int], ends: list[int],
+                      limit: int) -> int:
+    """Walk ``count`` records from ``pos`` in Python; append each body's start and end; return
+    the end of the last."""
     for _ in range(count):
         if pos >= limit:
             raise CorruptBatchError("record batch ends before its records count")
@@ -91,14 +99,20 @@ def _record_starts_py(buf: bytes, pos: int, count: int, starts: list[int], limit
             ln = b & 0x7F
             shift = 7
             while True:
+                if pos >= limit or shift > 28:
+                    raise CorruptBatchError("a record length varint is longer than 5 bytes")
                 b = buf[pos]
                 pos += 1
                 ln |= (b & 0x7F) << shift
                 if b < 0x80:
                     break
                 shift += 7
-        append(pos)
-        pos += (ln >> 1) ^ -(ln & 1)
+        ln = (ln >> 1) ^ -(ln & 1)
+        if ln < 0:
+            raise CorruptBatchError(f"a record has the negative length {ln}")
+        starts.append(pos)
+        pos += ln
+        ends.append(pos)
     return pos
 
 
@@ -106,19 +120,20 @@ _GUESS_MIN = 256
 _GUESS_MAX = 1 << 15
 
 
-def _record_starts(buf: bytes, arr: np.ndarray, count: int, limit: int) -> np.ndarray:
-    """Positions of each record's body (after its length varint), for ``count`` records laid
+def _record_starts(buf: bytes, count: int, limit: int) -> tuple[np.ndarray, np.ndarray]:
+    """(start, end) of each record's body (after its length varint), for ``count`` records laid
     end to end in ``buf[:limit]``.
 
     Records of one batch very often all have the same encoded size. So guess that the next
     records repeat the stride of the record at hand, check a window of guesses at once with
-    numpy (the length varint found at each guessed position must give the same stride), keep the
-    verified prefix (each verified record proves where the next one starts), and walk a few
-    records in Python wherever the stride changes. The window doubles while whole windows verify
-    and shrinks back where the stride changes, so the work stays linear in the records however
-    many runs there are.
+    numpy (the length varint found at each guessed position must have the very same bytes: a
+    strided view, no index arrays), keep the verified prefix (each verified record proves where
+    the next one starts), and walk a few records in Python wherever the stride changes. The
+    window doubles while whole windows verify and shrinks back where the stride changes, so the
+    work stays linear in the records however many runs there are.
     """
-    out: list[np.ndarray] = []
+    starts = np.empty(count, dtype=np.int64)
+    ends = np.empty(count, dtype=np.int64)
     done = 0
     pos = 0
     window = _GUESS_MIN
@@ -128,106 +143,131 @@ def _record_starts(buf: bytes, arr: np.ndarray, count: int, limit: int) -> np.nd
             length, after = read_varint(buf, pos)
             size = after - pos
             stride = size + length
-            if stride > 0 and size <= 5:
-                # a record of the same stride has the very same length-varint bytes
-                m = min(rest, window)
-                guess = pos + stride * np.arange(m, dtype=np.int64)
-                ok = guess + stride <= limit
-                at = np.minimum(guess, limit)
-                for j in range(size):
-                    ok &= arr[at + j] == arr[pos + j]
-                bad = np.flatnonzero(~ok)
-                good = m if len(bad) == 0 else int(bad[0])
+            # only guesses whose whole record lies inside the records are made
+            m = min(rest, window, (limit - pos) // stride) if stride > 0 else 0
+            if m >= 8 and size <= 5:
+                ok = np.ndarray((m,), np.uint8, buf, pos, (stride,)) == buf[pos]
+                for j in range(1, size):
+                    ok &= np.ndarray((m,), np.uint8, buf, pos + j, (stride,)) == buf[pos + j]
+                good = m if ok.all() else int(ok.argmin())  # argmin: the first False
                 if good >= 8:
-                    out.append(guess[:good] + size)
+                    first = pos + size
+                    starts[done : done + good] = np.arange(first, first + stride * good, stride)
+                    ends[done : done + good] = np.arange(pos + stride, pos + stride * (good + 1),
+                                                         stride)
                     done += good
                     pos += stride * good
                     window = min(window * 2, _GUESS_MAX) if good == m else _GUESS_MIN
                     continue
                 window = _GUESS_MIN
         step = min(rest, 64)
-        starts: list[int] = []
-        pos = _record_starts_py(buf, pos, step, starts, limit)
-        out.append(np.asarray(starts, dtype=np.int64))
+        s: list[int] = []
+        e: list[int] = []
+        pos = _record_starts_py(buf, pos, step, s, e, limit)
+        starts[done : done + step] = s
+        ends[done : done + step] = e
         done += step
     if pos != limit:
         raise CorruptBatchError(f"records end at byte {pos} of {limit}: a record length is wrong")
-    return np.concatenate(out) if len(out) != 1 else out[0]
+    return starts, ends
 
 
-def _varints(
-    arr: np.ndarray, pos: np.ndarray, long: bool, strict: bool = True
-) -> tuple[np.ndarray, np.ndarray]:
-    """Zigzag varints at ``pos`` (one per record) -> (values int64, sizes int64).
+# ---------------------------------------------------------------- varints
+def _varints(arr: np.ndarray, pos: np.ndarray, long: bool) -> tuple[np.ndarray, np.ndarray | int]:
+    """Zigzag varints at ``pos`` (one per record) -> (values int64, sizes: an integer array, or
+    the int 1 when every varint is one byte).
 
-    Byte by byte for all records at once; the loop runs as many times as the longest varint has
-    bytes (1-3 in practice), up to 5 (int32) or 10 (int64).
-    """
-    b = arr[pos]
-    raw = (b & 0x7F).astype(np.uint64)
-    cont = b >= 0x80
+    For all records at once, with ``np.take`` (a gather, several times cheaper than fancy
+    indexing). Deltas and lengths almost always fit in one or two bytes, which take one or two
+    gathers and a few operations; longer varints go byte by byte, up to 5 bytes (int32) or 10
+    (int64). ``arr`` is padded and ``take`` clips, so a corrupt length reads garbage, never
+    past the buffer; the caller checks every field against its record's end."""
+    b0 = np.take(arr, pos, mode="clip")
+    more = b0 >> 7  # 1 where a second byte follows
+    if not more.any():
+        v = b0.astype(np.int64)
+        return (v >> 1) ^ -(v & 1), 1
+    b1 = np.take(arr, pos + 1, mode="clip")
+    more2 = (b1 >> 7) & more  # 1 where a third byte follows
+    raw = (b0 & 0x7F).astype(np.int64) | (b1 & 0x7F * more).astype(np.int64) << 7
+    if not more2.any():
+        return (raw >> 1) ^ -(raw & 1), more + 1
+    b2 = np.take(arr, pos + 2, mode="clip")
+    if not (b2 & (more2 << 7)).any():  # no varint has a fourth byte
+        raw |= (b2 * more2).astype(np.int64) << 14
+        return (raw >> 1) ^ -(raw & 1), more + more2 + 1
+    raw_u = (b0 & 0x7F).astype(np.uint64)
+    cont = more.astype(bool)
     size = np.ones(len(pos), dtype=np.int64)
     max_bytes = 10 if long else 5
     k = 1
-    while k < max_bytes and cont.any():
-        b = arr[pos + k]
-        raw |= np.where(cont, (b & 0x7F).astype(np.uint64) << np.uint64(7 * k), np.uint64(0))
+    while cont.any():
+        if k == max_bytes:
+            raise CorruptBatchError("varint longer than allowed")
+        b = np.take(arr, pos + k, mode="clip")
+        raw_u |= ((b & 0x7F) * cont).astype(np.uint64) << np.uint64(7 * k)
         size += cont
         cont &= b >= 0x80
         k += 1
-    if cont.any():
-        if strict:
-            raise CorruptBatchError("varint longer than allowed")
-        size[cont] = max_bytes + 1  # a size no valid record has: fails any stride check
-    values = (raw >> np.uint64(1)).astype(np.int64) ^ -(raw & np.uint64(1)).astype(np.int64)
+    values = (raw_u >> np.uint64(1)).view(np.int64) ^ -(raw_u & np.uint64(1)).view(np.int64)
     return values, size
 
 
-def _gather_equal_runs(arr: np.ndarray, starts: np.ndarray, length: int) -> np.ndarray | None:
+# ---------------------------------------------------------------- keys and values
+_MAX_RUNS_DIVISOR = 32
+
+
+def _equal_runs(body: bytes, starts: np.ndarray, length: int) -> np.ndarray | None:
     """Equal-length fields whose starts advance by a constant step over a few runs (records of
     one size, where the offset-delta varint grows a byte at 64 and 8192): one strided copy per
     run. None when there are too many runs to be worth it."""
-    steps = np.diff(starts)
+    n = len(starts)
+    steps = starts[1:] - starts[:-1]
     cuts = np.flatnonzero(steps[1:] != steps[:-1]) + 1  # a run ends where the step changes
-    if len(cuts) > max(16, len(starts) // 32):
+    if len(cuts) > max(16, n // _MAX_RUNS_DIVISOR):
         return None
-    out = np.empty((len(starts), length), dtype=np.uint8)
-    bounds = [0, *(cuts + 1).tolist(), len(starts)]
-    for lo, hi in itertools.pairwise(bounds):
+    out = np.empty((n, length), dtype=np.uint8)
+    lo = 0
+    for hi in [*(cuts + 1).tolist(), n]:
         if hi <= lo:
             continue
         step = int(steps[lo]) if hi - lo > 1 else length
         if step < length:
             return None
         # one copy, from the strided view straight into the rows of ``out``
-        out[lo:hi] = np.lib.stride_tricks.as_strided(
-            arr[int(starts[lo]):], shape=(hi - lo, length), strides=(step, 1))
+        out[lo:hi] = np.ndarray((hi - lo, length), np.uint8, body, int(starts[lo]), (step, 1))
+        lo = hi
     return out.reshape(-1)
 
 
-def _gather_binary(arr: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> pa.Array:
-    """Binary array of arr[starts[i]: starts[i]+lengths[i]]; length -1 means null."""
+def _binary_column(body: bytes, starts: np.ndarray, lengths: np.ndarray) -> pa.Array:
+    """Binary array of body[starts[i]: starts[i]+lengths[i]]; length -1 means null. The fields
+    must be in order and apart (checked by the caller against the records' ends)."""
     n = len(starts)
     nulls = lengths < 0
-    lens = np.where(nulls, 0, lengths)
-    offsets = np.zeros(n + 1, dtype=np.int32)
-    np.cumsum(lens, out=offsets[1:])
-    total = int(offsets[-1])
-    if total and n > 1 and not nulls.any() and lens[0] == lens[-1] and (lens == lens[0]).all():
-        data = _gather_equal_runs(arr, starts, int(lens[0]))
+    any_null = bool(nulls.any())
+    if not any_null and n > 1 and lengths[0] == lengths[-1] and (lengths == lengths[0]).all():
+        length = int(lengths[0])
+        data = _equal_runs(body, starts, length) if length else np.empty(0, np.uint8)
         if data is not None:
+            offsets = np.arange(0, (n + 1) * length, length, dtype=np.int32) if length \
+                else np.zeros(n + 1, dtype=np.int32)
             return pa.Array.from_buffers(
                 pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
-    if total:
-        idx = np.repeat(starts - offsets[:-1], lens) + np.arange(total, dtype=np.int64)
-        data = arr[idx]
-    else:
-        data = np.zeros(0, dtype=np.uint8)
-    validity = None
-    if nulls.any():
-        validity = pa.array(~nulls).buffers()[1]
-    return pa.Array.from_buffers(
-        pa.binary(), n, [validity, pa.py_buffer(offsets), pa.py_buffer(data)])
+    # Any lengths: the body seen as 2n binary values, each field and the gap after it (zero
+    # copy), and Arrow's take of the fields (one memcpy each, in C++).
+    ends = starts + lengths if not any_null else starts + np.where(nulls, 0, lengths)
+    bounds = np.empty(2 * n + 1, dtype=np.int32)
+    bounds[0 : 2 * n : 2] = starts
+    bounds[1 : 2 * n : 2] = ends
+    bounds[2 * n] = bounds[2 * n - 1]
+    both = pa.Array.from_buffers(pa.binary(), 2 * n, [None, pa.py_buffer(bounds),
+                                                      pa.py_buffer(body)])
+    fields = both.take(pa.array(np.arange(0, 2 * n, 2, dtype=np.int32)))
+    if not any_null:
+        return fields
+    validity = pa.array(~nulls).buffers()[1]
+    return pa.Array.from_buffers(pa.binary(), n, [validity, *fields.buffers()[1:]])
 
 
 def _const_string(value: str, n: int) -> pa.Array:
@@ -239,23 +279,36 @@ def _const_string(value: str, n: int) -> pa.Array:
         pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(b * n)])
 
 
-def _headers_column(buf: bytes, hdr_pos: np.ndarray, counts: np.ndarray) -> pa.Array:
+def _headers_column(buf: bytes, hdr_pos: np.ndarray, counts: np.ndarray,
+                    ends: np.ndarray) -> pa.Array:
+    """The headers of each record (a count at ``hdr_pos``, then that many key/value pairs),
+    which must end where the record ends."""
     n = len(counts)
+    if (counts < 0).any():
+        raise CorruptBatchError("a record has a negative headers count")
     if not counts.any():
+        if (hdr_pos != ends).any():
+            raise CorruptBatchError("a record's fields end before the record does")
         offsets = pa.py_buffer(np.zeros(n + 1, dtype=np.int32))
         empty = pa.array([], type=HEADERS_TYPE.value_type)
         return pa.ListArray.from_buffers(HEADERS_TYPE, n, [None, offsets], children=[empty])
     rows: list[list[dict[str, object]]] = []
-    for p, c in zip(hdr_pos.tolist(), counts.tolist(), strict=True):
+    for p, c, e in zip(hdr_pos.tolist(), counts.tolist(), ends.tolist(), strict=True):
         items: list[dict[str, object]] = []
         for _ in range(c):
             kl, p = read_varint(buf, p)
+            if kl < 0 or p + kl > e:
+                raise CorruptBatchError("a record header's key runs past the record's end")
             k = buf[p : p + kl].decode("utf-8", "replace")
             p += kl
             vl, p = read_varint(buf, p)
+            if p + max(vl, 0) > e:
+                raise CorruptBatchError("a record header's value runs past the record's end")
             v = None if vl < 0 else buf[p : p + vl]
             p += max(vl, 0)
             items.append({"key": k, "value": v})
+        if p != e:
+            raise CorruptBatchError("a record's headers do not end where the record does")
         rows.append(items)
     return pa.array(rows, type=HEADERS_TYPE)
 
@@ -306,18 +359,21 @@ def decode_batches(
         return None
     bodies: list[bytes | memoryview] = [
         decompress(h.compression, r) if h.compression else r for h, r in batches]
-    limit = sum(len(b) for b in bodies)
+    sizes = [len(b) for b in bodies]
+    limit = sum(sizes)
+    if limit > MAX_RECORDS_BYTES:
+        raise CorruptBatchError(f"the records of one Fetch response take {limit} bytes "
+                                f"decompressed, more than {MAX_RECORDS_BYTES}")
     body = b"".join([*bodies, _PAD])  # one copy of the records, with room for varint windows
     arr = np.frombuffer(body, dtype=np.uint8)
     counts = np.array([h.records_count for h, _ in batches], dtype=np.int64)
     n = int(counts.sum())
-    p = _record_starts(body, arr, n, limit)
-    ends = np.cumsum([len(b) for b in bodies])
-    firsts = np.cumsum(counts) - counts
-    # each batch's first record starts right after the previous batch's bytes
-    gap = p[firsts[1:]] - ends[:-1]
-    if ((gap < 1) | (gap > 5)).any():
-        raise CorruptBatchError("a batch's records count does not match its bytes")
+    p, rec_end = _record_starts(body, n, limit)
+    if len(batches) > 1:
+        # each batch's last record ends where the batch's bytes end
+        lasts = np.cumsum(counts)[:-1] - 1
+        if (rec_end[lasts] != np.cumsum(sizes)[:-1]).any():
+            raise CorruptBatchError("a batch's records count does not match its bytes")
     ts_delta, s1 = _varints(arr, p + 1, long=True)
     q = p + 1 + s1
     off_delta, s2 = _varints(arr, q, long=False)
@@ -328,46 +384,108 @@ def decode_batches(
     val_len, s4 = _varints(arr, q, long=False)
     val_start = q + s4
     q = val_start + np.maximum(val_len, 0)
+    # every field inside its record (so the columns below read only what they should)
+    if not ((q <= rec_end).all() and (key_len >= -1).all() and (val_len >= -1).all()):
+        raise CorruptBatchError("a record's key or value runs past the record's end")
 
+    h0 = batches[0][0]
     if len(batches) == 1:
-        h = batches[0][0]
-        offsets = h.base_offset + off_delta
-        if h.timestamp_type == LOG_APPEND_TIME:
-            ts_ms = np.full(n, h.max_timestamp, dtype=np.int64)
-        else:
-            ts_ms = ts_delta + h.base_timestamp
-        ts_types = np.full(n, h.timestamp_type, dtype=np.int32)
+        offsets = off_delta + h0.base_offset
     else:
-        which = np.repeat(np.arange(len(batches)), counts)
-        offsets = np.array([h.base_offset for h, _ in batches], dtype=np.int64)[which] + off_delta
-        log_append = np.array([h.timestamp_type == LOG_APPEND_TIME for h, _ in batches])
-        base_ts = np.array([h.max_timestamp if h.timestamp_type == LOG_APPEND_TIME
-                            else h.base_timestamp for h, _ in batches], dtype=np.int64)[which]
-        ts_ms = np.where(log_append[which], base_ts, base_ts + ts_delta)
-        ts_types = np.array([h.timestamp_type for h, _ in batches], dtype=np.int32)[which]
+        offsets = off_delta + np.repeat(
+            np.array([h.base_offset for h, _ in batches], dtype=np.int64), counts)
+    types = [h.timestamp_type for h, _ in batches]
+    if all(t == CREATE_TIME for t in types):
+        ts_ms = ts_delta + (h0.base_timestamp if len(batches) == 1 else np.repeat(
+            np.array([h.base_timestamp for h, _ in batches], dtype=np.int64), counts))
+    else:
+        log_append = np.repeat(np.array([t == LOG_APPEND_TIME for t in types]), counts)
+        base_ts = np.repeat(np.array([h.max_timestamp if t == LOG_APPEND_TIME
+                                      else h.base_timestamp for (h, _), t in zip(
+                                          batches, types, strict=True)], dtype=np.int64), counts)
+        ts_ms = np.where(log_append, base_ts, base_ts + ts_delta)
+    if all(t == types[0] for t in types):
+        ts_types = np.full(n, types[0], dtype=np.int32)
+    else:
+        ts_types = np.repeat(np.array(types, dtype=np.int32), counts)
 
-    keep = (offsets >= start) & (offsets < end)
-    if not keep.all():
+    if not (offsets.min() >= start and offsets.max() < end):
+        keep = (offsets >= start) & (offsets < end)
         if not keep.any():
             return None
-        idx = np.nonzero(keep)[0]
+        idx = np.flatnonzero(keep)
         offsets, ts_ms, ts_types, key_len, key_start = (
             offsets[idx], ts_ms[idx], ts_types[idx], key_len[idx], key_start[idx])
-        val_len, val_start, q = val_len[idx], val_start[idx], q[idx]
+        val_len, val_start, q, rec_end = val_len[idx], val_start[idx], q[idx], rec_end[idx]
     m = len(offsets)
-    ts_us = ts_ms * 1000
     cols = [
-        _gather_binary(arr, key_start, key_len),
-        _gather_binary(arr, val_start, val_len),
+        _binary_column(body, key_start, key_len),
+        _binary_column(body, val_start, val_len),
         _const_string(topic, m),
         pa.array(np.full(m, partition, dtype=np.int32)),
         pa.array(offsets),
-        pa.Array.from_buffers(TS_TYPE, m, [None, pa.py_buffer(ts_us)]),
+        pa.Array.from_buffers(TS_TYPE, m, [None, pa.py_buffer(ts_ms * 1000)]),
         pa.array(ts_types),
     ]
     names = list(BASE_NAMES)
     if include_headers:
         counts_h, s5 = _varints(arr, q, long=False)
-        cols.append(_headers_column(body, q + s5, counts_h))
+        cols.append(_headers_column(body, q + s5, counts_h, rec_end))
         names.append("headers")
     return pa.RecordBatch.from_arrays(cols, names=names)
+
+
+# ---------------------------------------------------------------- one Fetch answer
+def batches_in_range(
+    records: memoryview | bytes, start: int, end: int
+) -> tuple[list[tuple[BatchHeader, memoryview]], int]:
+    """The complete batches of a Fetch answer's records below ``end`` (from the batch headers
+    only; batches wholly before ``start`` too, which read_committed's tracker must see), and the
+    offset after the last, where the next Fetch starts (``start`` when none reaches past it)."""
+    selected = []
+    next_offset = start
+    for hdr, body in iter_batches(records):
+        if hdr.base_offset >= end:
+            break
+        next_offset = max(next_offset, min(hdr.next_offset, end))
+        selected.append((hdr, body))
+    return selected, next_offset
+
+
+def visible_rows(
+    batches: Sequence[tuple[BatchHeader, memoryview]],
+    aborted: Sequence[tuple[int, int]],
+    *,
+    read_committed: bool,
+    check_crcs: bool,
+    topic: str,
+    partition: int,
+    start: int,
+    end: int,
+    include_headers: bool,
+) -> pa.RecordBatch | None:
+    """The rows a Kafka consumer is shown of the ``batches`` of one Fetch answer (in offset
+    order), offsets in [start, end), in one Arrow batch (None when there are none): with
+    ``check_crcs`` (Kafka's ``check.crcs``) every batch is checked against its CRC-32C first;
+    control batches are never shown; under read_committed the batches of aborted transactions
+    are dropped by the answer's (producer id, first offset) list, with
+    ``floodmark.records.AbortedTracker``, the one copy of that rule."""
+    if check_crcs:
+        for hdr, _ in batches:
+            if not hdr.verify_crc():
+                raise CorruptBatchError(
+                    f"record batch at offset {hdr.base_offset} of {topic}-{partition} fails its "
+                    f"CRC-32C (stored {hdr.crc:#010x}): corrupted on the wire or on disk "
+                    "(kafka.check.crcs=true)")
+    tracker = AbortedTracker.from_response(aborted) if read_committed else None
+    data = []
+    for hdr, body in batches:
+        # the tracker sees every batch in order, those before ``start`` too: an abort marker
+        # there ends an aborted transaction that the answer's list still names
+        hidden = tracker.skip(hdr) if tracker is not None else hdr.is_control
+        if not hidden and hdr.next_offset > start:
+            data.append((hdr, body))
+    # every data batch of the answer in one Arrow batch: one set of numpy calls per answer
+    # (fetch.max.bytes bounds its size), not per Kafka batch
+    return decode_batches(data, topic=topic, partition=partition, start=start, end=end,
+                          include_headers=include_headers)

@@ -24,9 +24,9 @@ import pyarrow as pa
 from floodmark.client.fetch import FetchClient, FetchedPartition, FetchError
 from floodmark.constants import READ_COMMITTED
 from floodmark.errors import ErrorCode, FloodmarkError
-from floodmark.records import AbortedTracker
 from floodmark.security.client_security import ClientSecurity
-from floodmark.spark.decode import decode_batches, iter_batches
+from floodmark.spark.decode import batches_in_range, visible_rows
+from floodmark.spark.heap import keep_freed_memory
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +57,9 @@ class ClientConfig:
     max_wait_ms: int = 500
     poll_timeout_ms: int = 120_000
     truncation_grace_ms: int = 10_000
+    check_crcs: bool = True
+    """Kafka's ``check.crcs`` (default true, as in Kafka's consumer and so in Spark's Kafka
+    source): every record batch read is checked against its CRC-32C before it is decoded."""
     security_properties: SecurityProperties = field(default=(), repr=False)
     """TLS / SASL settings (passwords among them: never in a repr)."""
 
@@ -106,6 +109,7 @@ def read_range(
     The next Fetch is sent (on a helper thread) before the current response is decoded, so the
     network wait overlaps the decoding.
     """
+    keep_freed_memory()  # the decoder's buffers reuse freed pages (spark/heap.py)
     client = client_for(cfg)
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"fetch-{topic}-{partition}")
 
@@ -136,7 +140,7 @@ def _read_range(
     offset = start
     deadline = time.monotonic() + cfg.poll_timeout_ms / 1000
     grace_deadline = time.monotonic() + cfg.truncation_grace_ms / 1000
-    tracker_needed = cfg.isolation_level == READ_COMMITTED
+    read_committed = cfg.isolation_level == READ_COMMITTED
     future: Future[FetchedPartition] | None = None
     while offset < end:
         fp = (future or fetch_at(offset)).result()
@@ -159,7 +163,7 @@ def _read_range(
                       f"{fp.log_start_offset} (requested range [{start}, {end}))",
                       fail_on_data_loss)
         limit = min(end, fp.high_watermark)
-        if cfg.isolation_level == READ_COMMITTED and fp.last_stable_offset >= 0:
+        if read_committed and fp.last_stable_offset >= 0:
             limit = min(limit, fp.last_stable_offset)
         if limit <= offset:
             # Nothing committed at `offset` although the driver planned up to `end`: either the
@@ -174,29 +178,12 @@ def _read_range(
         grace_deadline = time.monotonic() + cfg.truncation_grace_ms / 1000
 
         # Headers only: which batches to decode and where the next fetch starts.
-        todo = []
-        next_offset = offset
-        for hdr, records in iter_batches(fp.records):
-            if hdr.next_offset <= offset:
-                continue
-            if hdr.base_offset >= limit:
-                break
-            next_offset = max(next_offset, min(hdr.next_offset, limit))
-            todo.append((hdr, records))
+        batches, next_offset = batches_in_range(fp.records, offset, limit)
         if next_offset < end and next_offset > offset:
             future = fetch_at(next_offset)  # prefetch while we decode
-
-        tracker = AbortedTracker.from_response(fp.aborted) if tracker_needed else None
-        data = []
-        for hdr, records in todo:
-            if tracker is not None and tracker.skip(hdr):
-                continue
-            if not hdr.is_control:
-                data.append((hdr, records))
-        # every data batch of the response in one Arrow batch: one set of numpy calls per
-        # response (fetch.max.bytes bounds its size), not per Kafka batch
-        rb = decode_batches(data, topic=topic, partition=partition, start=offset, end=limit,
-                            include_headers=include_headers)
+        rb = visible_rows(batches, fp.aborted, read_committed=read_committed,
+                          check_crcs=cfg.check_crcs, topic=topic, partition=partition,
+                          start=offset, end=limit, include_headers=include_headers)
         if rb is not None and rb.num_rows:
             yield rb
 

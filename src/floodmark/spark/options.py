@@ -243,7 +243,7 @@ class SourceOptions:
 
 _READER_PARAMS = {
     "bootstrap.servers", "client.id", "request.timeout.ms", "isolation.level", "fetch.max.bytes",
-    "fetch.max.wait.ms", "fetch.wait.max.ms", "security.protocol", "group.id",
+    "fetch.max.wait.ms", "fetch.wait.max.ms", "security.protocol", "group.id", "check.crcs",
 }
 
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|min|h)?\s*$")
@@ -305,6 +305,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool | None) 
                                500),
         poll_timeout_ms=_int(options, "kafkaConsumer.pollTimeoutMs", minimum=1) or 120_000,
         truncation_grace_ms=_first_int(options, ("floodmark.truncationGraceMs",), 10_000),
+        check_crcs=_bool(options, "kafka.check.crcs", True),
         security_properties=security,
     )
     subscription = parse_subscription(options)
