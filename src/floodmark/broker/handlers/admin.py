@@ -301,9 +301,9 @@ async def create_topics(broker: HandlerContext, header: RequestHeader, req: Wire
                 int(t.num_partitions) if int(t.num_partitions) != -1
                 else broker.config.get_int("num.partitions")))
             _took(broker, bucket, mutations[len(results) - 1])
-            creations[len(results) - 1] = asyncio.ensure_future(broker.create_topic(
+            creations[len(results) - 1] = _held(asyncio.ensure_future(broker.create_topic(
                 t.name, int(t.num_partitions), int(t.replication_factor), configs,
-                validate_only=validate_only, assignments=assignments))
+                validate_only=validate_only, assignments=assignments)))
         except KafkaError as exc:
             entry.update(error_code=int(exc.code), error_message=exc.message or None)
     if creations:
@@ -311,7 +311,6 @@ async def create_topics(broker: HandlerContext, header: RequestHeader, req: Wire
     for at, creation in creations.items():
         entry = results[at]
         if not creation.done():
-            _still_creating(creation)
             entry.update(error_code=int(ErrorCode.REQUEST_TIMED_OUT), error_message=TIMED_OUT)
             continue
         refused = creation.exception()
@@ -334,18 +333,20 @@ TIMED_OUT = "The request timed out."
 _CREATING: set[asyncio.Task[TopicMeta]] = set()
 
 
-def _still_creating(creation: asyncio.Task[TopicMeta]) -> None:
-    """A creation the answer no longer waits for runs to its end (the controller may commit
-    it yet); held here until then, and its outcome, whatever it is, is not an error of the
-    handler any more."""
+def _held(creation: asyncio.Task[TopicMeta]) -> asyncio.Task[TopicMeta]:
+    """Every creation runs to its end even when the answer stops waiting for it (past
+    ``timeout_ms``, or the client went away and its request was cancelled: the controller may
+    commit it yet, as Kafka's does); held here until then, and its outcome is retrieved, so a
+    refusal nobody waits for any more is not logged as an error."""
     _CREATING.add(creation)
 
     def done(task: asyncio.Task[TopicMeta]) -> None:
         _CREATING.discard(task)
         if not task.cancelled():
-            task.exception()  # retrieved: no "exception was never retrieved" warning
+            task.exception()  # retrieved: no "exception was never retrieved" traceback
 
     creation.add_done_callback(done)
+    return creation
 
 
 async def delete_topics(broker: HandlerContext, header: RequestHeader, req: WireRequest,
