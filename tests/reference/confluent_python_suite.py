@@ -21,7 +21,6 @@ a test failed.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -112,22 +111,10 @@ def run(args: argparse.Namespace) -> int:
             print(done.stdout[-3000:], done.stderr[-3000:], sep="\n", file=sys.stderr)
             raise SystemExit("the suite did not run (no junit report)")
         results = parse(report)
-    counts = {k: sum(1 for v, _ in results.values() if v == k)
-              for k in ("passed", "failed", "skipped")}
-    failed = {t: why for t, (v, why) in results.items() if v == "failed"}
-    if args.json:
-        print(json.dumps({"confluent_kafka": installed_confluent_kafka(),
-                          "brokers": args.brokers, **counts, "failed": failed,
-                          "left_out": LEFT_OUT}))
-    else:
-        print(f"confluent-kafka-python {installed_confluent_kafka()} tests/integration on "
-              f"{args.brokers} floodmark broker(s): {counts['passed']} passed, "
-              f"{counts['failed']} failed, {counts['skipped']} skipped")
-        for t, why in sorted(failed.items()):
-            print(f"  FAIL {t}: {why[:240]}")
-        for path, why in LEFT_OUT.items():
-            print(f"  left out {path}: {why}")
-    return 1 if counts["failed"] else 0
+    return report(results, f"confluent-kafka-python {installed_confluent_kafka()} "
+                           f"tests/integration on {args.brokers} floodmark broker(s)",
+                  {"confluent_kafka": installed_confluent_kafka(), "brokers": args.brokers},
+                  LEFT_OUT, args.json)
 
 
 def parse(report: Path) -> dict[str, tuple[str, str]]:

@@ -31,7 +31,6 @@ test failed.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import subprocess
@@ -122,22 +121,10 @@ def run(args: argparse.Namespace) -> int:
             print(done.stdout[-3000:], done.stderr[-3000:], sep="\n", file=sys.stderr)
             raise SystemExit("the suite did not run (no junit report)")
         results = parse(report)
-    counts = {k: sum(1 for v, _ in results.values() if v == k)
-              for k in ("passed", "failed", "skipped")}
-    failed = {t: why for t, (v, why) in results.items() if v == "failed"}
-    if args.json:
-        print(json.dumps({"kafka_python": installed_kafka_python(), "against": args.against,
-                          "brokers": args.brokers, **counts, "failed": failed,
-                          "left_out": LEFT_OUT}))
-    else:
-        print(f"kafka-python {installed_kafka_python()} test/integration on {args.brokers} "
-              f"{args.against} broker(s): {counts['passed']} passed, {counts['failed']} failed, "
-              f"{counts['skipped']} skipped")
-        for t, why in sorted(failed.items()):
-            print(f"  FAIL {t}: {why[:240]}")
-        for path, why in LEFT_OUT.items():
-            print(f"  left out {path}: {why}")
-    return 1 if counts["failed"] else 0
+    return report(results, f"kafka-python {installed_kafka_python()} test/integration on "
+                           f"{args.brokers} {args.against} broker(s)",
+                  {"kafka_python": installed_kafka_python(), "against": args.against,
+                   "brokers": args.brokers}, LEFT_OUT, args.json)
 
 
 def main() -> int:

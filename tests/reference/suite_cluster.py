@@ -31,3 +31,22 @@ def detached_cluster(data_dir: str, brokers: int, extra: Sequence[str] = ()) -> 
     finally:
         subprocess.run([*floodmark, "cluster", "down", "--data-dir", data_dir], env=env,
                        capture_output=True)
+
+
+def report(results: dict[str, tuple[str, str]], headline: str, fields: dict[str, object],
+           left_out: dict[str, str], as_json: bool) -> int:
+    """Print a suite's outcome (one JSON object, or ``headline`` with the counts, each failure
+    and what was left out) and return the exit code: 1 when a test failed."""
+    counts = {k: sum(1 for v, _ in results.values() if v == k)
+              for k in ("passed", "failed", "skipped")}
+    failed = {t: why for t, (v, why) in results.items() if v == "failed"}
+    if as_json:
+        print(json.dumps({**fields, **counts, "failed": failed, "left_out": left_out}))
+    else:
+        print(f"{headline}: {counts['passed']} passed, {counts['failed']} failed, "
+              f"{counts['skipped']} skipped")
+        for t, why in sorted(failed.items()):
+            print(f"  FAIL {t}: {why[:240]}")
+        for path, why in left_out.items():
+            print(f"  left out {path}: {why}")
+    return 1 if counts["failed"] else 0
