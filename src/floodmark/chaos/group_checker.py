@@ -83,24 +83,58 @@ class Commit:
 
 
 class _Committed:
-    """Every ``ok`` commit of one partition, in the order their ``ok`` lines came: the highest
-    offset committed before a line."""
+    """Every ``ok`` commit of one partition, in the order their ``ok`` lines came, and the
+    group's committed offset after each: the highest so far, except where a member's own
+    commits came back out of the order it asked for them (``reordered``).
 
-    def __init__(self, commits: list[Commit]) -> None:
+    A classic coordinator stores OffsetCommits in the order they reach it, with no rule against
+    a lower offset (Kafka's neither). When a member asks for commit A, then for a higher B, A
+    comes back ``ok`` after B, and the coordinator's log (``stored``: the offsets in the order
+    ``__consumer_offsets`` holds them) has A after B, the client sent A after B (librdkafka
+    re-sends a timed-out commit behind a newer one, docs/chaos.md): the group's committed offset
+    is then A's, because its own member asked for that last. The ``ok`` order alone proves
+    nothing (an asynchronous commit's callback is served at a later poll), so without the log
+    every lower commit leaves the highest in place, as it does for any other member's."""
+
+    def __init__(self, commits: list[Commit], stored: Sequence[int] | None = None) -> None:
         self.commits = sorted(commits, key=lambda c: c.ok_line)
         self.lines = [c.ok_line for c in self.commits]
+        self.reordered: list[tuple[Commit, Commit]] = []  # (the late lower one, the higher one)
         best: list[Commit] = []
+        top: Commit | None = None
         for c in self.commits:
-            best.append(c if not best or c.offset > best[-1].offset else best[-1])
+            prev = best[-1] if best else None
+            if (prev is not None and c.offset < prev.offset and prev.process == c.process
+                    and prev.invoke_line > c.invoke_line
+                    and _stored_after(stored, prev.offset, c.offset)):
+                best.append(c)
+                self.reordered.append((c, prev))
+            else:
+                best.append(c if prev is None or c.offset > prev.offset else prev)
+            top = c if top is None or c.offset > top.offset else top
         self.best = best
+        self.top = top
 
     def before(self, line: int) -> Commit | None:
-        """The highest ``ok`` commit whose ``ok`` line precedes ``line``."""
+        """The group's committed offset (its commit) as of ``line``: the highest ``ok`` commit
+        before it, or a member's own reordered lower one (above)."""
         i = bisect.bisect_left(self.lines, line)
         return self.best[i - 1] if i else None
 
-    def highest(self) -> Commit | None:
+    def last(self) -> Commit | None:
+        """The group's committed offset after every ``ok`` commit."""
         return self.best[-1] if self.best else None
+
+    def highest(self) -> Commit | None:
+        """The highest offset ever committed ``ok``."""
+        return self.top
+
+
+def _stored_after(stored: Sequence[int] | None, first: int, then: int) -> bool:
+    """Does the coordinator's log hold ``first`` and, later, ``then``?"""
+    if stored is None or first not in stored:
+        return False
+    return then in stored[stored.index(first) + 1:]
 
 
 def _line(event: Event, index: int) -> int:
@@ -122,9 +156,11 @@ def _commit_example(c: Commit) -> dict[str, Any]:
 
 def check_group(events: Sequence[Event], replicas: Replicas | None = None,
                 in_sync: Mapping[str, Sequence[int]] | None = None, *,
-                group: str | None = None) -> CheckResult:
+                group: str | None = None,
+                stored_commits: Mapping[str, Sequence[int]] | None = None) -> CheckResult:
     """``check`` plus the group checks above, for the members of ``group`` (default: every
-    member line's group)."""
+    member line's group). ``stored_commits``: per partition, the offsets the group's
+    coordinator stored, in its log's order (``nodes.read_stored_commits``; see ``_Committed``)."""
     base = check(events, replicas, in_sync)
     anomalies = {name: list(examples) for name, examples in base.anomalies.items()}
     counts = dict(base.counts)
@@ -240,7 +276,8 @@ def check_group(events: Sequence[Event], replicas: Replicas | None = None,
             example["skipped"] = positions[i]
         _add(anomalies, counts, name, example)
 
-    committed = {key: _Committed(cs) for key, cs in commits.items()}
+    committed = {key: _Committed(cs, None if stored_commits is None else stored_commits.get(key))
+                 for key, cs in commits.items()}
 
     # -- split ownership ----------------------------------------------------------------------
     for (generation, key), members in sorted(owners.items()):
@@ -306,7 +343,7 @@ def check_group(events: Sequence[Event], replicas: Replicas | None = None,
                     "process": c.process, "generation": c.generation, "mode": c.mode,
                     "earlier": _commit_example(before),
                     "lines": sorted({*_commit_lines(before), c.invoke_line, c.ok_line})})
-        top = history.highest()
+        top = history.last()
         if final_committed is not None and top is not None:
             at_end = final_committed.get(key)
             if at_end is None or at_end < top.offset:
@@ -315,12 +352,19 @@ def check_group(events: Sequence[Event], replicas: Replicas | None = None,
                     "highest": _commit_example(top),
                     "lines": sorted({*_commit_lines(top), final_committed_line})})
 
+    reordered = [(low, high) for history in committed.values() for low, high in history.reordered]
     stats = {
         "spans": len(spans),
         "generations": len({s.generation for s in spans if s.generation is not None}),
         "deliveries": sum(len(v) for v in deliveries.values()),
         "redelivered_allowed": allowed,
         "commits": outcomes,
+        # a member's commits that came back out of the order it asked for them (not anomalies:
+        # the coordinator stored what its member asked for last; see _Committed)
+        "client_reordered_commits": len(reordered),
+        "client_reordered_examples": [
+            {"key": low.key, "process": low.process, "later_lower": _commit_example(low),
+             "earlier_higher": _commit_example(high)} for low, high in reordered[:MAX_EXAMPLES]],
         "committed_at_end": (None if final_committed is None
                              else dict(sorted(final_committed.items()))),
     }

@@ -211,6 +211,26 @@ def iter_data_records(partition_dir: str | Path) -> Iterator[tuple[BatchHeader, 
                 yield header, r
 
 
+def read_stored_commits(data_dir: str | Path, group: str) -> dict[str, list[int]]:
+    """The offsets ``group`` committed, per ``topic-partition``, in the order its coordinator
+    stored them in ``__consumer_offsets`` (read-only; the fullest replica of the group's
+    partition; deletions, tombstones, skipped)."""
+    from floodmark.broker.offsets import decode_key, decode_value, partition_for
+    from floodmark.metadata import OFFSETS_TOPIC
+
+    count = len(list(Path(data_dir).glob(f"{OFFSETS_TOPIC}-*")))
+    stored: dict[str, list[int]] = {}
+    if count == 0:
+        return stored
+    partition_dir = Path(data_dir) / f"{OFFSETS_TOPIC}-{partition_for(group, count)}"
+    for _header, r in iter_data_records(partition_dir):
+        key = None if r.key is None else decode_key(r.key)
+        if key is None or key[0] != group or r.value is None:
+            continue
+        stored.setdefault(f"{key[1]}-{key[2]}", []).append(decode_value(r.value).offset)
+    return stored
+
+
 def read_partition_data(partition_dir: str | Path) -> dict[int, bytes | None]:
     """offset -> value of every data record in a partition directory's segment files
     (read-only): ``read_partition_values`` without control batches (transaction markers), which

@@ -63,6 +63,7 @@ from floodmark.chaos.nodes import (
     controller_ids,
     host_of,
     read_partition_data,
+    read_stored_commits,
 )
 from floodmark.chaos.schedule import (
     DEFAULT_FAULTS,
@@ -76,6 +77,7 @@ from floodmark.chaos.schedule import (
 from floodmark.chaos.share_checker import SHARE_FINAL_PROCESS, check_share
 from floodmark.client.cluster import ClusterClient
 from floodmark.cluster.secure import MODES
+from floodmark.metadata import OFFSETS_TOPIC
 from floodmark.replication.modes import DEFAULT_TRUNCATION, Truncation
 
 CLIENTS_HOST = "clients"
@@ -516,7 +518,14 @@ def _workload_and_faults(config: ChaosConfig, schedule: list[Any], lab: Lab, clu
                 o: None if v is None else value_id(v) for o, v in values.items()}
     events = merge(sorted((work / "history").glob("*.jsonl")), work / "history.jsonl")
     if group:
-        verdict = check_group(events, replicas, in_sync, group=GROUP)
+        stored_commits: dict[str, list[int]] = {}
+        for broker in cluster.broker_ids:
+            data_dir = cluster.partition_dir(broker, OFFSETS_TOPIC, 0).parent
+            for key, offsets in read_stored_commits(data_dir, GROUP).items():
+                if len(offsets) > len(stored_commits.get(key, [])):
+                    stored_commits[key] = offsets  # the fullest replica's
+        verdict = check_group(events, replicas, in_sync, group=GROUP,
+                              stored_commits=stored_commits)
     elif share:
         verdict = check_share(events, replicas, in_sync, group=SHARE_GROUP,
                               limit=SHARE_DELIVERY_COUNT_LIMIT)
