@@ -7,12 +7,14 @@ is ``wire/api_table.py``). Record timestamps are fixed, so ListOffsets by time c
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from floodmark.records import Record, build_batch
 from floodmark.wire.api_table import ApiKey as K
+from tests.reference.differential.normalise import plain
 from tests.reference.differential.session import CLOSED, Session
 
 BASE_TS = 1_700_000_000_000  # record timestamps: fixed, so answers by time compare
@@ -171,7 +173,8 @@ def list_config_resources(s: Session) -> None:
 @scenario
 def produce(s: Session) -> None:
     """Produce: acks 1 and -1, an invalid acks value, unknown topic and partition, a batch
-    above max.message.bytes, a batch with a bad CRC, a batch at offset 2 after two records."""
+    above max.message.bytes, a batch with a bad CRC, a batch at offset 2 after two records;
+    one topic named twice in one request."""
     topic = s.create_topic("produce", 1, {"max.message.bytes": "2000"})
     _produce(s, "acks_all", topic, _batch([b"a", b"b"]))
     _produce(s, "acks_one", topic, _batch([b"c"]), acks=1)
@@ -185,7 +188,57 @@ def produce(s: Session) -> None:
     _produce(s, "after_refusals", topic, _batch([b"h"]))
     _produce(s, "v11", topic, _batch([b"i"]), version=11)
     _produce(s, "v11_unknown_partition", topic, _batch([b"j"]), partition=7, version=11)
+    # One topic named twice in a request: one topic in the answer, both partitions' answers
+    s.step("topic_named_twice", K.PRODUCE, 9, {
+        "transactional_id": None, "acks": -1, "timeout": 10_000, "topic_data": [
+            {"name": topic, "partition_data": [{"index": 0, "records": _batch([b"k"])}]},
+            {"name": s.name("no-such-topic"), "partition_data": [
+                {"index": 0, "records": _batch([b"l"])}]},
+            {"name": topic, "partition_data": [{"index": 3, "records": _batch([b"m"])}]}]})
 
+
+
+def _topic_id(s: Session, topic: str) -> uuid.UUID | None:
+    answer = s.ask(K.METADATA, 12, {"topics": [{"name": topic, "topic_id": None}],
+                                    "allow_auto_topic_creation": False})
+    return None if answer is CLOSED else answer.topics[0].topic_id
+
+
+@scenario
+def produce_by_topic_id(s: Session) -> None:
+    """Produce v13 (KIP-516, topics named by topic id): a produce by id (acks -1 and 1); an id
+    no topic has (UNKNOWN_TOPIC_ID); the zero id; a known id with an unknown partition; one
+    request mixing a known id, an unknown id and the known id's second partition; then Fetch
+    by name finds the records written by id."""
+    topic = s.create_topic("produce-id", 2)
+    known = _topic_id(s, topic)
+    unknown = uuid.uuid4()
+    zero = uuid.UUID(int=0)
+    # Topic ids differ between the brokers: the answer's ids are shown as which they are.
+    labels = {known: "known", unknown: "unknown", zero: "zero"}
+    value = iter(range(1000))
+
+    def by_id(step: str, topics: list[tuple[uuid.UUID, list[int]]], acks: int = -1) -> None:
+        answer = s.ask(K.PRODUCE, 13, {
+            "transactional_id": None, "acks": acks, "timeout": 10_000, "topic_data": [
+                {"topic_id": tid, "partition_data": [
+                    {"index": i, "records": _batch([b"v%d" % next(value)])} for i in parts]}
+                for tid, parts in topics]})
+        if answer is CLOSED:
+            s.record(step, CLOSED)
+            return
+        s.record(step, {"throttle_time": answer.throttle_time, "responses": [
+            {"name": labels.get(r.topic_id, f"other {r.topic_id}"),
+             "partition_responses": plain(r.partition_responses)}
+            for r in answer.responses]})
+    by_id("by_id", [(known, [0])])
+    by_id("by_id_acks_one", [(known, [1])], acks=1)
+    by_id("unknown_id", [(unknown, [0])])
+    by_id("zero_id", [(zero, [0])])
+    by_id("unknown_partition", [(known, [5])])
+    by_id("mixed", [(known, [0]), (unknown, [0, 1]), (known, [1])])
+    _fetch(s, "fetch_by_name", topic, 0)
+    _fetch(s, "fetch_by_name_p1", topic, 0, partition=1)
 
 def _fetch(s: Session, step: str, topic: str, offset: int, partition: int = 0,
            epoch: int = -1, version: int = 12, log_start: int = -1) -> Any:
