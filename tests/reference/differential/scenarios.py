@@ -770,3 +770,64 @@ def transactions_v2(s: Session) -> None:
     end("commit_two_epochs_behind", True, e2 - 2)
     produce("late_produce_old_epoch", e1, 1, b"late")
     _list_offsets(s, "last_stable", topic, [(0, -1)], isolation=1)
+
+
+@scenario
+def end_txn_v0_retries_a_v2_bump(s: Session) -> None:
+    """A version-0 EndTxn that retries an EndTxn v5 (transaction version 2) which bumped the
+    epoch, at the old epoch: after an abort with nothing open (the epoch bumped, CompleteAbort),
+    EndTxn v0 abort and commit at the old epoch; after a committed transaction (Produce v12,
+    EndTxn v5 commit, CompleteCommit), EndTxn v0 commit and abort at the old epoch, v5's own
+    retry for comparison, and EndTxn v0 commit and abort at the new epoch. What Kafka answers decides the coordinator's rule
+    (``replication/transactions/``, tests/property/test_txn_coordinator_props.py)."""
+    topic = s.create_topic("txn-v0-retry")
+    txn = s.name("txn-v0-retry")
+    s.coordinator(txn, TXN)
+    init = s.settled(K.INIT_PRODUCER_ID, 5, {
+        "transactional_id": txn, "transaction_timeout": 60_000, "producer_id": -1,
+        "producer_epoch": -1}, lambda r: int(r.error_code))
+    if init is CLOSED:
+        s.record("init", CLOSED)
+        return
+    pid, epoch = int(init.producer_id), int(init.producer_epoch)
+
+    def end(step: str, version: int, commit: bool, e: int) -> int:
+        answer = s.settled(K.END_TXN, version, {"transactional_id": txn, "producer_id": pid,
+                                                 "producer_epoch": e, "committed": commit},
+                           lambda r: int(r.error_code))
+        if answer is CLOSED:
+            s.record(step, CLOSED)
+            return e
+        new_epoch = int(getattr(answer, "producer_epoch", -1))
+        s.record(step, {"error_code": int(answer.error_code),
+                        "epoch_bumps": new_epoch - epoch if new_epoch >= 0 else None})
+        return new_epoch if new_epoch >= 0 else e
+
+    def state(want: str) -> None:
+        s.until(lambda: s.ask(K.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [txn]}),
+                lambda r: r is CLOSED or str(r.transaction_states[0].transaction_state) == want,
+                want)
+
+    e1 = end("abort_v5_nothing_open", 5, False, epoch)
+    state("CompleteAbort")
+    end("abort_v0_old_epoch", 0, False, epoch)
+    end("commit_v0_old_epoch", 0, True, epoch)
+    end("abort_v3_old_epoch", 3, False, epoch)
+    batch = build_batch([Record(0, BASE_TS, None, b"v0-retry")], producer_id=pid,
+                        producer_epoch=e1, base_sequence=0, is_transactional=True)
+    produced = s.settled(K.PRODUCE, 12, {
+        "transactional_id": txn, "acks": -1, "timeout": 10_000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}]},
+        lambda r: int(r.responses[0].partition_responses[0].error_code))
+    s.record("produce_v12", produced if produced is CLOSED else
+             int(produced.responses[0].partition_responses[0].error_code))
+    end("commit_v5", 5, True, e1)
+    state("CompleteCommit")
+    end("commit_v0_old_epoch_after_commit", 0, True, e1)
+    end("abort_v0_old_epoch_after_commit", 0, False, e1)
+    e2 = end("commit_v5_retry_old_epoch", 5, True, e1)
+    # at the epoch the commit bumped to: a version-0 EndTxn asks for what was done (the same
+    # outcome again) or the other one (refused)
+    end("commit_v0_new_epoch_after_commit", 0, True, e2)
+    end("abort_v0_new_epoch_after_commit", 0, False, e2)
+    s.step("describe_after", K.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [txn]})
