@@ -169,15 +169,16 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: VersionRange(0, 0),
     # v0: KIP-714's ListClientMetricsResources; v1: KIP-1142 (``handlers.config_resources``).
     ApiKey.LIST_CONFIG_RESOURCES: VersionRange(0, 1),
+    # The metadata quorum (``__cluster_metadata``), answered by the controllers' Raft leader
+    # (``handlers.quorum``); v2 (KIP-853): directory ids and the voters' endpoints. Data
+    # partitions: a leader's view, floodmark's debug read (``floodmark ui``).
+    ApiKey.DESCRIBE_QUORUM: VersionRange(0, 2),
 }
 
 
-# Served but not advertised in ApiVersions: debug requests. DescribeQuorum for a partition's
-# leader view (``floodmark ui``; Kafka answers it for the metadata partition only).
-# The share coordinator's inter-broker APIs (KIP-932, broker/share_group/persister): asked by
+# Served but not advertised in ApiVersions. The share coordinator's inter-broker APIs (KIP-932, broker/share_group/persister): asked by
 # share-partition leaders only, whether or not group.share.enable is on here.
 UNADVERTISED: dict[ApiKey, VersionRange] = {
-    ApiKey.DESCRIBE_QUORUM: VersionRange(0, 1),
     ApiKey.INITIALIZE_SHARE_GROUP_STATE: VersionRange(0, 0),
     ApiKey.READ_SHARE_GROUP_STATE: VersionRange(0, 0),
     ApiKey.WRITE_SHARE_GROUP_STATE: VersionRange(0, 0),

@@ -7,6 +7,7 @@ is ``wire/api_table.py``). Record timestamps are fixed, so ListOffsets by time c
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -831,3 +832,65 @@ def end_txn_v0_retries_a_v2_bump(s: Session) -> None:
     end("commit_v0_new_epoch_after_commit", 0, True, e2)
     end("abort_v0_new_epoch_after_commit", 0, False, e2)
     s.step("describe_after", K.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [txn]})
+
+
+# -- the metadata quorum -----------------------------------------------------------------------
+@scenario
+def describe_quorum(s: Session) -> None:
+    """DescribeQuorum (KIP-595, KIP-836; v2 KIP-853) for ``__cluster_metadata`` partition 0 at
+    v0, v1, v2: leader, epoch, voters and observers, fetch times, the voters' endpoints. Ids,
+    offsets and times differ by nature between the clusters: recorded is what they must
+    satisfy (the leader is a voter, its high watermark is its log end offset, the times are
+    the leader's clock's now). Then what is refused: partition 1, two partitions, the metadata
+    topic with another topic, no topic at all."""
+    def quorum(step: str, version: int) -> None:
+        before = time.time_ns() // 1_000_000 - 60_000
+        answer = s.ask(K.DESCRIBE_QUORUM, version, {"topics": [
+            {"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]})
+        if answer is CLOSED:
+            s.record(step, CLOSED)
+            return
+        after = time.time_ns() // 1_000_000 + 60_000
+        out: dict[str, Any] = {"error_code": int(answer.error_code),
+                               "error_message": getattr(answer, "error_message", None)}
+        topics = []
+        for t in answer.topics:
+            parts = []
+            for p in t.partitions:
+                voters = {int(v.replica_id): v for v in p.current_voters}
+                leader = voters.get(int(p.leader_id))
+                part: dict[str, Any] = {
+                    "partition_index": int(p.partition_index), "error_code": int(p.error_code),
+                    "error_message": getattr(p, "error_message", None),
+                    "leader_is_a_voter": leader is not None,
+                    "leader_epoch_at_least_one": int(p.leader_epoch) >= 1,
+                    "voters": len(voters), "observers": len(p.observers),
+                    "high_watermark_is_leaders_end": leader is not None and int(
+                        p.high_watermark) == int(leader.log_end_offset)}
+                if version >= 1 and leader is not None:
+                    part["leader_times_now"] = all(
+                        before <= int(ts) <= after for ts in (
+                            leader.last_fetch_timestamp, leader.last_caught_up_timestamp))
+                if version >= 2 and leader is not None:
+                    part["leader_directory_id"] = plain(leader.replica_directory_id)
+                parts.append(part)
+            topics.append({"topic_name": str(t.topic_name), "partitions": parts})
+        out["topics"] = topics
+        if version >= 2:
+            voter_ids = {int(v.replica_id) for t in answer.topics for p in t.partitions
+                         for v in p.current_voters}
+            out["nodes"] = [{"is_a_voter": int(n.node_id) in voter_ids,
+                             "listeners": [str(li.name) for li in n.listeners]}
+                            for n in answer.nodes]
+        s.record(step, out)
+    for version in (0, 1, 2):
+        quorum(f"v{version}", version)
+
+    def refused(step: str, topics: list[tuple[str, list[int]]]) -> None:
+        s.step(step, K.DESCRIBE_QUORUM, 2, {"topics": [
+            {"topic_name": name, "partitions": [{"partition_index": i} for i in parts]}
+            for name, parts in topics]})
+    refused("partition_1", [("__cluster_metadata", [1])])
+    refused("two_partitions", [("__cluster_metadata", [0, 0])])
+    refused("with_another_topic", [("__cluster_metadata", [0]), (s.name("nothing"), [0])])
+    refused("no_topic", [])
