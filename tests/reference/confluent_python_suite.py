@@ -28,7 +28,7 @@ import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from tests.reference.suite_cluster import detached_cluster
+from tests.reference.suite_cluster import detached_cluster, report
 
 CACHE = (Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "floodmark"
          / "confluent-kafka-python")
@@ -95,11 +95,11 @@ def run(args: argparse.Namespace) -> int:
     python = suite_python(source)
     with tempfile.TemporaryDirectory(prefix="ckp-suite-") as tmp:
         data = args.data_dir or str(Path(tmp) / "cluster")
-        report = Path(tmp) / "junit.xml"
+        junit = Path(tmp) / "junit.xml"
         settings = [a for kv in TRIVUP_SETTINGS for a in ("--set", kv, "--controller-set", kv)]
         with detached_cluster(data, args.brokers, settings) as brokers:
             cmd = [str(python), "-m", "pytest", "tests/integration", "-q", "-p",
-                   "no:cacheprovider", f"--timeout={args.timeout_s}", f"--junitxml={report}",
+                   "no:cacheprovider", f"--timeout={args.timeout_s}", f"--junitxml={junit}",
                    *(f"--ignore={p}" for p in LEFT_OUT if p.startswith("tests/"))]
             # Tests taking trivup's own SASL cluster as a parameter (it downloads Kafka).
             selection = "not sasl_cluster"
@@ -107,10 +107,10 @@ def run(args: argparse.Namespace) -> int:
             test_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
             test_env.update({"BROKERS": brokers, "PYTHONPATH": str(source)})
             done = subprocess.run(cmd, cwd=source, env=test_env, capture_output=True, text=True)
-        if not report.exists():
+        if not junit.exists():
             print(done.stdout[-3000:], done.stderr[-3000:], sep="\n", file=sys.stderr)
             raise SystemExit("the suite did not run (no junit report)")
-        results = parse(report)
+        results = parse(junit)
     return report(results, f"confluent-kafka-python {installed_confluent_kafka()} "
                            f"tests/integration on {args.brokers} floodmark broker(s)",
                   {"confluent_kafka": installed_confluent_kafka(), "brokers": args.brokers},

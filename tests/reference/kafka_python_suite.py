@@ -41,7 +41,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tests.reference.confluent_python_suite import parse
-from tests.reference.suite_cluster import detached_cluster
+from tests.reference.suite_cluster import detached_cluster, report
 
 # The Kafka release whose API versions floodmark advertises (docs/wire.md).
 KAFKA_VERSION = "4.1.1"
@@ -98,12 +98,12 @@ def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="kpy-suite-") as tmp:
         suite = scratch_copy(source, Path(tmp) / "suite")
         data = args.data_dir or str(Path(tmp) / "cluster")
-        report = Path(tmp) / "junit.xml"
+        junit = Path(tmp) / "junit.xml"
         with cluster(args.against, data, args.brokers) as brokers:
             first = brokers.split(",")[0]
             cmd = [sys.executable, "-m", "pytest", "test/integration", "-q", "-p",
                    "no:cacheprovider", "-o", "log_level=WARNING",
-                   f"--timeout={args.timeout_s}", f"--junitxml={report}",
+                   f"--timeout={args.timeout_s}", f"--junitxml={junit}",
                    *(f"--ignore={p}" for p in LEFT_OUT)]
             if args.k:
                 cmd += ["-k", args.k]
@@ -117,10 +117,10 @@ def run(args: argparse.Namespace) -> int:
                 "KAFKA_ROOT": str(suite),
             })
             done = subprocess.run(cmd, cwd=suite, env=test_env, capture_output=True, text=True)
-        if not report.exists():
+        if not junit.exists():
             print(done.stdout[-3000:], done.stderr[-3000:], sep="\n", file=sys.stderr)
             raise SystemExit("the suite did not run (no junit report)")
-        results = parse(report)
+        results = parse(junit)
     return report(results, f"kafka-python {installed_kafka_python()} test/integration on "
                            f"{args.brokers} {args.against} broker(s)",
                   {"kafka_python": installed_kafka_python(), "against": args.against,

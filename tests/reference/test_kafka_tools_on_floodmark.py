@@ -8,9 +8,7 @@ Each tool is a JVM start (3-5 s on a quiet machine, far more on a loaded one), s
 
 One broker serves the module, with the StandardAuthorizer on and ``User:ANONYMOUS`` a super user,
 so that kafka-acls has ACLs to write and read while every other tool is allowed everything.
-Not served by floodmark, so not run: kafka-metadata-quorum (DescribeQuorum belongs to Kafka's
-KRaft quorum; floodmark's controllers speak their own RPC, docs/wire.md),
-kafka-delegation-tokens, kafka-client-metrics.
+Not served by floodmark, so not run: kafka-delegation-tokens, kafka-client-metrics.
 """
 
 from __future__ import annotations
@@ -232,6 +230,23 @@ def test_log_dirs_leader_election_transactions_acls_api_versions(bootstrap: str)
     out = tool("kafka-broker-api-versions", *bs)
     assert "Produce(0):" in out and "Fetch(1):" in out
     assert "Cluster ID:" in tool("kafka-cluster", "cluster-id", *bs)
+
+
+@pytest.mark.slow
+def test_kafka_metadata_quorum_describe_status_and_replication(bootstrap: str) -> None:
+    """kafka-metadata-quorum reads DescribeQuorum through the broker: the lone broker is the
+    metadata quorum's only voter and its leader, the high watermark its metadata log's end."""
+    bs = ("--bootstrap-server", bootstrap)
+    status = dict(line.split(":", 1) for line in tool(
+        "kafka-metadata-quorum", *bs, "describe", "--status").splitlines() if ":" in line)
+    leader = int(status["LeaderId"])
+    assert int(status["HighWatermark"]) > 0 and int(status["MaxFollowerLag"]) == 0
+    assert json.loads(status["CurrentVoters"]) == [{"id": leader}]
+    assert json.loads(status["CurrentObservers"]) == []
+    rows = [line.split() for line in tool("kafka-metadata-quorum", *bs, "describe",
+                                          "--replication").splitlines()[1:] if line.strip()]
+    assert [(int(r[0]), int(r[2]), r[-1]) for r in rows] == [
+        (leader, int(status["HighWatermark"]), "Leader")]
 
 
 @pytest.mark.slow

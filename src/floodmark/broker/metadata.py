@@ -30,6 +30,7 @@ from floodmark.controller.image import (
 )
 from floodmark.controller.logic import ControllerConfig, ControllerLogic, elr_config
 from floodmark.controller.metadata_log import MetadataLog
+from floodmark.controller.quorum_view import QuorumView, ReplicaProgress
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.features import FinalizedFeatures
 from floodmark.metadata import INTERNAL_TOPICS, PartitionMeta, TopicMeta, deletable_topic
@@ -85,6 +86,7 @@ class Controller(Protocol):
     def finalized_features(self) -> FinalizedFeatures: ...
     async def update_features(self, updates: list[tuple[str, int, int]], validate_only: bool
                               ) -> list[tuple[str, str | None]]: ...
+    async def describe_quorum(self) -> QuorumView: ...
     @property
     def cluster_id(self) -> str: ...
 
@@ -283,6 +285,14 @@ class LocalController:
 
     def acls(self) -> AclStore:
         return self.logic.image.acls
+
+    async def describe_quorum(self) -> QuorumView:
+        """The metadata quorum of a lone node: itself, the only voter, always the leader, at
+        epoch 0 (it holds no elections), its metadata log's end committed. No controller
+        listener of its own, so no endpoint."""
+        end = self._mlog.log_end_offset
+        now = _now_ms()
+        return QuorumView(self._node_id, 0, end, (ReplicaProgress(self._node_id, end, now, now),))
 
     async def alter_client_quotas(self, entries: list[tuple[QuotaEntity, QuotaChanges]]
                                   ) -> None:

@@ -40,6 +40,7 @@ from floodmark.controller.image import (
     record_to_acl,
     topic_metas,
 )
+from floodmark.controller.quorum_view import QuorumView, from_controller, is_leader_answer
 from floodmark.controller.snapshot import image_from_records
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.features import FinalizedFeatures
@@ -276,6 +277,46 @@ class ControllerClient:
         raise KafkaError(ErrorCode.REQUEST_TIMED_OUT,
                          f"{method}: no controller answered within {self.admin_timeout_s:g} s "
                          f"({last})")
+
+    async def describe_quorum(self) -> QuorumView:
+        """DescribeQuorum, answered by the controllers' Raft leader (Kafka's brokers forward it
+        to the active controller): asked of the controller this broker follows (in process in
+        combined mode), then of the leader it names, else the next voter.
+        NOT_LEADER_OR_FOLLOWER when none leads within ``admin_timeout_s``."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.admin_timeout_s
+        address = self.address
+        last = "no controller answered"
+        if self.local is not None:
+            result = _result(self.local.call("describe_quorum", {}))
+            if is_leader_answer(result):
+                return from_controller(result, time.time_ns() // 1_000_000)
+            address = str(result.get("leader_address") or self._next_voter(address))
+        for _ in range(2 * len(self.addresses) + 1):
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            conn = AsyncRpc(address, security=self.security)
+            try:
+                result = _result(await conn.call("describe_quorum", {},
+                                                 min(remaining, ADMIN_ATTEMPT_TIMEOUT_S)))
+            except rpc.RpcError as exc:
+                last = str(exc)
+                address = self._next_voter(address)
+                continue
+            finally:
+                conn.close()
+            if is_leader_answer(result):
+                return from_controller(result, time.time_ns() // 1_000_000)
+            last = f"controller {address} is not the leader"
+            leader = result.get("leader_address")
+            if leader and leader != address:
+                address = str(leader)
+            else:
+                address = self._next_voter(address)
+                await asyncio.sleep(min(0.1, max(0.0, deadline - loop.time())))
+        raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                         f"no controller leads the metadata quorum ({last})")
 
     def _next_voter(self, address: str) -> str:
         at = self.addresses.index(address) if address in self.addresses else -1

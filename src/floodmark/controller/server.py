@@ -163,6 +163,7 @@ class ControllerServer:
         self._writers: set[asyncio.StreamWriter] = set()
         self._stopping: asyncio.Event | None = None
         self.bound_port = 0
+        self.bound_host = ""
         log.info("controller %d loaded metadata: snapshot at %d, %d records after it, "
                  "%d brokers, %d topics", node_id, self.records_base, len(self.records),
                  len(self.image.brokers), len(self.image.topics))
@@ -430,6 +431,7 @@ class ControllerServer:
             server = await asyncio.start_server(self._on_connection, host, port)
         self._server = server
         self.bound_port = server.sockets[0].getsockname()[1]
+        self.bound_host = host
         log.info("controller %d listening on %s:%d (%s)", self.node_id, host, self.bound_port,
                  self.security.protocol.value)
         ticker = asyncio.create_task(self._ticker())
@@ -792,9 +794,27 @@ class ControllerServer:
                     "leader_address": None, "voters": [{"voter_id": self.node_id,
                                                         "log_end_offset": end, "lag": 0,
                                                         "last_fetch_ms_ago": None}],
-                    "voter_ids": [self.node_id], "active": True, **self._snapshot_facts()}
+                    "voter_ids": [self.node_id], "active": True, **self._snapshot_facts(),
+                    "voter_endpoints": ({str(self.node_id): f"{self.bound_host}:{self.bound_port}"}
+                                        if self.bound_port else {}),
+                    "brokers": self._broker_progress()}
         return {**self.quorum.describe(), "active": self.logic is not None,
-                **self._snapshot_facts()}
+                **self._snapshot_facts(),
+                "voter_endpoints": {str(v): address for v in sorted(self.quorum.voters)
+                                    if (address := self.quorum.address_of(v)) is not None},
+                "brokers": self._broker_progress()}
+
+    def _broker_progress(self) -> list[dict[str, Any]]:
+        """The active controller's brokers as DescribeQuorum's observers see them: the metadata
+        offset each one's last heartbeat reported, and how long ago that was."""
+        if self.logic is None:
+            return []
+        now = now_ms()
+        beats = self.logic.last_heartbeat_ms
+        return [{"broker_id": b, "metadata_offset": progress.get("metadata_offset"),
+                 "last_heartbeat_ms_ago": now - beats[b] if b in beats else None}
+                for b, progress in sorted(self.broker_metadata_progress.items())
+                if b in self.image.brokers]
 
     def _snapshot_facts(self) -> dict[str, Any]:
         sid = self.snapshot[0] if self.snapshot is not None else None

@@ -87,19 +87,18 @@ class VersionRange:
         return isinstance(version, int) and self.min_version <= version <= self.max_version
 
 
-# Every advertised API is served up to the versions Apache Kafka 4.1.1 advertises (docs/wire.md),
-# except these, above floodmark's max: Produce v13 (KIP-516 topic ids in Produce: the
-# hand-written parser in ``wire/hot.py`` reads topic names only).
+# Every advertised API is served up to the versions Apache Kafka 4.1.1 advertises (docs/wire.md);
+# an API listed here would be one floodmark serves below Kafka's max (none now: Produce v13,
+# KIP-516 topic ids in Produce, is served since the hot parser reads topic ids).
 # ``tests/reference/test_api_versions.py`` checks this list.
 KAFKA_REFERENCE = "4.1.1"
-BELOW_KAFKA: dict[ApiKey, int] = {  # key -> Kafka 4.1.1's max version
-    ApiKey.PRODUCE: 13,
-}
+BELOW_KAFKA: dict[ApiKey, int] = {}  # key -> Kafka 4.1.1's max version
 
 SUPPORTED: dict[ApiKey, VersionRange] = {
     # v12: transaction version 2 (KIP-890 part 2): the leader adds a transactional batch's
-    # partition to its transaction itself (``handlers.data``).
-    ApiKey.PRODUCE: VersionRange(3, 12),
+    # partition to its transaction itself (``handlers.data``). v13 (KIP-516): topics named by
+    # topic id, UNKNOWN_TOPIC_ID for an id the broker does not know.
+    ApiKey.PRODUCE: VersionRange(3, 13),
     ApiKey.FETCH: VersionRange(4, 18),
     ApiKey.LIST_OFFSETS: VersionRange(1, 10),
     ApiKey.METADATA: VersionRange(0, 13),
@@ -170,15 +169,16 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: VersionRange(0, 0),
     # v0: KIP-714's ListClientMetricsResources; v1: KIP-1142 (``handlers.config_resources``).
     ApiKey.LIST_CONFIG_RESOURCES: VersionRange(0, 1),
+    # The metadata quorum (``__cluster_metadata``), answered by the controllers' Raft leader
+    # (``handlers.quorum``); v2 (KIP-853): directory ids and the voters' endpoints. Data
+    # partitions: a leader's view, floodmark's debug read (``floodmark ui``).
+    ApiKey.DESCRIBE_QUORUM: VersionRange(0, 2),
 }
 
 
-# Served but not advertised in ApiVersions: debug requests. DescribeQuorum for a partition's
-# leader view (``floodmark ui``; Kafka answers it for the metadata partition only).
-# The share coordinator's inter-broker APIs (KIP-932, broker/share_group/persister): asked by
+# Served but not advertised in ApiVersions. The share coordinator's inter-broker APIs (KIP-932, broker/share_group/persister): asked by
 # share-partition leaders only, whether or not group.share.enable is on here.
 UNADVERTISED: dict[ApiKey, VersionRange] = {
-    ApiKey.DESCRIBE_QUORUM: VersionRange(0, 1),
     ApiKey.INITIALIZE_SHARE_GROUP_STATE: VersionRange(0, 0),
     ApiKey.READ_SHARE_GROUP_STATE: VersionRange(0, 0),
     ApiKey.WRITE_SHARE_GROUP_STATE: VersionRange(0, 0),

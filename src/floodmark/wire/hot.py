@@ -6,8 +6,8 @@ storage layer can patch offsets in place without another copy), and responses ar
 into a few buffers with record bytes passed by reference to ``writelines``. Output is
 byte-identical to kio's (golden tests in tests/unit/wire/test_wire_hot.py).
 
-Versions: Produce 3..10 (flexible from 9), Fetch 4..18 (flexible from 12, topic ids from 13,
-KIP-951 leader hints from 16).
+Versions: Produce 3..13 (flexible from 9, topic ids from 13), Fetch 4..18 (flexible from 12,
+topic ids from 13, KIP-951 leader hints from 16).
 """
 
 from __future__ import annotations
@@ -50,6 +50,13 @@ class ProduceRequest:
     acks: int
     timeout_ms: int
     topics: list[tuple[str, list[ProducePartition]]]
+    # v13+ (KIP-516): each topic's id, in the order of ``topics`` (whose names are "" until the
+    # broker resolves them); None before v13.
+    topic_ids: tuple[uuid.UUID, ...] | None = None
+
+
+# Produce names its topics by id from this version (KIP-516), in the request and the answer.
+PRODUCE_TOPIC_ID_VERSION = 13
 
 
 def _uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
@@ -98,10 +105,13 @@ def _length(buf: memoryview, pos: int, compact: bool) -> tuple[int, int]:
 
 
 def parse_produce_request(frame: memoryview) -> ProduceRequest:
-    """Parse a Produce v3..v10 request frame (without the size prefix)."""
+    """Parse a Produce v3..v13 request frame (without the size prefix). From v13 the topics
+    are named by id (``topic_ids``; their names are left "")."""
     try:
         _key, version, corr = _HHI.unpack_from(frame, 0)
         flexible = version >= 9
+        by_id = version >= PRODUCE_TOPIC_ID_VERSION
+        ids: list[uuid.UUID] = []
         (n,) = _I16.unpack_from(frame, 8)
         pos = 10
         client_id = None
@@ -118,7 +128,14 @@ def parse_produce_request(frame: memoryview) -> ProduceRequest:
             raise HotDecodeError(f"bad topic count {n_topics}")
         topics = []
         for _ in range(n_topics):
-            name, pos = _string(frame, pos, flexible)
+            name: str | None = ""
+            if by_id:
+                if pos + 16 > len(frame):
+                    raise HotDecodeError("topic id runs past the end of the frame")
+                ids.append(uuid.UUID(bytes=bytes(frame[pos:pos + 16])))
+                pos += 16
+            else:
+                name, pos = _string(frame, pos, flexible)
             n_parts, pos = _length(frame, pos, flexible)
             if n_parts < 0 or n_parts > 1_000_000:
                 raise HotDecodeError(f"bad partition count {n_parts}")
@@ -145,7 +162,8 @@ def parse_produce_request(frame: memoryview) -> ProduceRequest:
             raise HotDecodeError("request runs past the end of the frame")
     except (struct.error, ValueError) as exc:
         raise HotDecodeError(str(exc)) from exc
-    return ProduceRequest(corr, client_id, txn, acks, timeout_ms, topics)
+    return ProduceRequest(corr, client_id, txn, acks, timeout_ms, topics,
+                          tuple(ids) if by_id else None)
 
 
 # -- encoding --------------------------------------------------------------------------------------
@@ -191,16 +209,28 @@ class ProducePartitionResult:
     record_errors: list[tuple[int, str | None]] | None = None
 
 
+# A topic of a Produce answer is named by its name (v3..12) or by its topic id (v13+).
+ProduceTopicKey = str | uuid.UUID
+
+
 def encode_produce_response(version: int, correlation_id: int,
-                            topics: list[tuple[str, list[ProducePartitionResult]]]) -> bytes:
+                            topics: list[tuple[ProduceTopicKey, list[ProducePartitionResult]]],
+                            ) -> bytes:
+    """Produce v3..v13 response; topics keyed by name before v13 and by topic id from v13."""
     flexible = version >= 9
+    by_id = version >= PRODUCE_TOPIC_ID_VERSION
     out = bytearray(b"\0\0\0\0")
     out += _I32.pack(correlation_id)
     if flexible:
         out.append(0)  # response header v1 tagged fields
     _put_length(out, len(topics), flexible)
-    for name, parts in topics:
-        _put_string(out, name, flexible)
+    for key, parts in topics:
+        if by_id:
+            assert isinstance(key, uuid.UUID)
+            out += key.bytes
+        else:
+            assert isinstance(key, str)
+            _put_string(out, key, flexible)
         _put_length(out, len(parts), flexible)
         for p in parts:
             out += _PRODUCE_PART.pack(p.index, p.error_code, p.base_offset, p.log_append_time_ms)

@@ -56,6 +56,15 @@ KNOWN: list[Known] = [
           "Kafka's (-1, -1) for log truncation and resets the consumer's position backwards "
           "(found by floodmark chaos run); UNKNOWN_LEADER_EPOCH is retriable and refreshes "
           "metadata instead."),
+    Known("describe_quorum:v*.topics[0].partitions[0].leader_epoch_at_least_one",
+          "A lone floodmark broker runs its controller in process and holds no election: the "
+          "metadata quorum's epoch is 0 (as a lone controller's describe_quorum); Kafka's "
+          "single voter elects itself at epoch 1, and again at every start. A controller "
+          "quorum (cluster up --controllers 3) answers its Raft epoch."),
+    Known("describe_quorum:v2.nodes.length",
+          "A lone floodmark broker's controller runs in process with no listener of its own, "
+          "so DescribeQuorum v2 lists no voter endpoint; a cluster's controllers are listed "
+          "with their addresses under the listener name CONTROLLER."),
     # -- the test harness, not floodmark ----------------------------------------------------------
     Known("describe_configs:broker_keys.*[name=group.initial.rebalance.delay.ms]*",
           "Harness: the Kafka node sets group.initial.rebalance.delay.ms=0 in its "

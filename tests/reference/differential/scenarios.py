@@ -7,12 +7,15 @@ is ``wire/api_table.py``). Record timestamps are fixed, so ListOffsets by time c
 
 from __future__ import annotations
 
+import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from floodmark.records import Record, build_batch
 from floodmark.wire.api_table import ApiKey as K
+from tests.reference.differential.normalise import plain
 from tests.reference.differential.session import CLOSED, Session
 
 BASE_TS = 1_700_000_000_000  # record timestamps: fixed, so answers by time compare
@@ -171,7 +174,8 @@ def list_config_resources(s: Session) -> None:
 @scenario
 def produce(s: Session) -> None:
     """Produce: acks 1 and -1, an invalid acks value, unknown topic and partition, a batch
-    above max.message.bytes, a batch with a bad CRC, a batch at offset 2 after two records."""
+    above max.message.bytes, a batch with a bad CRC, a batch at offset 2 after two records;
+    one topic named twice in one request."""
     topic = s.create_topic("produce", 1, {"max.message.bytes": "2000"})
     _produce(s, "acks_all", topic, _batch([b"a", b"b"]))
     _produce(s, "acks_one", topic, _batch([b"c"]), acks=1)
@@ -185,7 +189,57 @@ def produce(s: Session) -> None:
     _produce(s, "after_refusals", topic, _batch([b"h"]))
     _produce(s, "v11", topic, _batch([b"i"]), version=11)
     _produce(s, "v11_unknown_partition", topic, _batch([b"j"]), partition=7, version=11)
+    # One topic named twice in a request: one topic in the answer, both partitions' answers
+    s.step("topic_named_twice", K.PRODUCE, 9, {
+        "transactional_id": None, "acks": -1, "timeout": 10_000, "topic_data": [
+            {"name": topic, "partition_data": [{"index": 0, "records": _batch([b"k"])}]},
+            {"name": s.name("no-such-topic"), "partition_data": [
+                {"index": 0, "records": _batch([b"l"])}]},
+            {"name": topic, "partition_data": [{"index": 3, "records": _batch([b"m"])}]}]})
 
+
+
+def _topic_id(s: Session, topic: str) -> uuid.UUID | None:
+    answer = s.ask(K.METADATA, 12, {"topics": [{"name": topic, "topic_id": None}],
+                                    "allow_auto_topic_creation": False})
+    return None if answer is CLOSED else answer.topics[0].topic_id
+
+
+@scenario
+def produce_by_topic_id(s: Session) -> None:
+    """Produce v13 (KIP-516, topics named by topic id): a produce by id (acks -1 and 1); an id
+    no topic has (UNKNOWN_TOPIC_ID); the zero id; a known id with an unknown partition; one
+    request mixing a known id, an unknown id and the known id's second partition; then Fetch
+    by name finds the records written by id."""
+    topic = s.create_topic("produce-id", 2)
+    known = _topic_id(s, topic)
+    unknown = uuid.uuid4()
+    zero = uuid.UUID(int=0)
+    # Topic ids differ between the brokers: the answer's ids are shown as which they are.
+    labels = {known: "known", unknown: "unknown", zero: "zero"}
+    value = iter(range(1000))
+
+    def by_id(step: str, topics: list[tuple[uuid.UUID, list[int]]], acks: int = -1) -> None:
+        answer = s.ask(K.PRODUCE, 13, {
+            "transactional_id": None, "acks": acks, "timeout": 10_000, "topic_data": [
+                {"topic_id": tid, "partition_data": [
+                    {"index": i, "records": _batch([b"v%d" % next(value)])} for i in parts]}
+                for tid, parts in topics]})
+        if answer is CLOSED:
+            s.record(step, CLOSED)
+            return
+        s.record(step, {"throttle_time": answer.throttle_time, "responses": [
+            {"name": labels.get(r.topic_id, f"other {r.topic_id}"),
+             "partition_responses": plain(r.partition_responses)}
+            for r in answer.responses]})
+    by_id("by_id", [(known, [0])])
+    by_id("by_id_acks_one", [(known, [1])], acks=1)
+    by_id("unknown_id", [(unknown, [0])])
+    by_id("zero_id", [(zero, [0])])
+    by_id("unknown_partition", [(known, [5])])
+    by_id("mixed", [(known, [0]), (unknown, [0, 1]), (known, [1])])
+    _fetch(s, "fetch_by_name", topic, 0)
+    _fetch(s, "fetch_by_name_p1", topic, 0, partition=1)
 
 def _fetch(s: Session, step: str, topic: str, offset: int, partition: int = 0,
            epoch: int = -1, version: int = 12, log_start: int = -1) -> Any:
@@ -717,3 +771,126 @@ def transactions_v2(s: Session) -> None:
     end("commit_two_epochs_behind", True, e2 - 2)
     produce("late_produce_old_epoch", e1, 1, b"late")
     _list_offsets(s, "last_stable", topic, [(0, -1)], isolation=1)
+
+
+@scenario
+def end_txn_v0_retries_a_v2_bump(s: Session) -> None:
+    """A version-0 EndTxn that retries an EndTxn v5 (transaction version 2) which bumped the
+    epoch, at the old epoch: after an abort with nothing open (the epoch bumped, CompleteAbort),
+    EndTxn v0 abort and commit at the old epoch; after a committed transaction (Produce v12,
+    EndTxn v5 commit, CompleteCommit), EndTxn v0 commit and abort at the old epoch, v5's own
+    retry for comparison, and EndTxn v0 commit and abort at the new epoch. What Kafka answers decides the coordinator's rule
+    (``replication/transactions/``, tests/property/test_txn_coordinator_props.py)."""
+    topic = s.create_topic("txn-v0-retry")
+    txn = s.name("txn-v0-retry")
+    s.coordinator(txn, TXN)
+    init = s.settled(K.INIT_PRODUCER_ID, 5, {
+        "transactional_id": txn, "transaction_timeout": 60_000, "producer_id": -1,
+        "producer_epoch": -1}, lambda r: int(r.error_code))
+    if init is CLOSED:
+        s.record("init", CLOSED)
+        return
+    pid, epoch = int(init.producer_id), int(init.producer_epoch)
+
+    def end(step: str, version: int, commit: bool, e: int) -> int:
+        answer = s.settled(K.END_TXN, version, {"transactional_id": txn, "producer_id": pid,
+                                                 "producer_epoch": e, "committed": commit},
+                           lambda r: int(r.error_code))
+        if answer is CLOSED:
+            s.record(step, CLOSED)
+            return e
+        new_epoch = int(getattr(answer, "producer_epoch", -1))
+        s.record(step, {"error_code": int(answer.error_code),
+                        "epoch_bumps": new_epoch - epoch if new_epoch >= 0 else None})
+        return new_epoch if new_epoch >= 0 else e
+
+    def state(want: str) -> None:
+        s.until(lambda: s.ask(K.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [txn]}),
+                lambda r: r is CLOSED or str(r.transaction_states[0].transaction_state) == want,
+                want)
+
+    e1 = end("abort_v5_nothing_open", 5, False, epoch)
+    state("CompleteAbort")
+    end("abort_v0_old_epoch", 0, False, epoch)
+    end("commit_v0_old_epoch", 0, True, epoch)
+    end("abort_v3_old_epoch", 3, False, epoch)
+    batch = build_batch([Record(0, BASE_TS, None, b"v0-retry")], producer_id=pid,
+                        producer_epoch=e1, base_sequence=0, is_transactional=True)
+    produced = s.settled(K.PRODUCE, 12, {
+        "transactional_id": txn, "acks": -1, "timeout": 10_000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}]},
+        lambda r: int(r.responses[0].partition_responses[0].error_code))
+    s.record("produce_v12", produced if produced is CLOSED else
+             int(produced.responses[0].partition_responses[0].error_code))
+    end("commit_v5", 5, True, e1)
+    state("CompleteCommit")
+    end("commit_v0_old_epoch_after_commit", 0, True, e1)
+    end("abort_v0_old_epoch_after_commit", 0, False, e1)
+    e2 = end("commit_v5_retry_old_epoch", 5, True, e1)
+    # at the epoch the commit bumped to: a version-0 EndTxn asks for what was done (the same
+    # outcome again) or the other one (refused)
+    end("commit_v0_new_epoch_after_commit", 0, True, e2)
+    end("abort_v0_new_epoch_after_commit", 0, False, e2)
+    s.step("describe_after", K.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [txn]})
+
+
+# -- the metadata quorum -----------------------------------------------------------------------
+@scenario
+def describe_quorum(s: Session) -> None:
+    """DescribeQuorum (KIP-595, KIP-836; v2 KIP-853) for ``__cluster_metadata`` partition 0 at
+    v0, v1, v2: leader, epoch, voters and observers, fetch times, the voters' endpoints. Ids,
+    offsets and times differ by nature between the clusters: recorded is what they must
+    satisfy (the leader is a voter, its high watermark is its log end offset, the times are
+    the leader's clock's now). Then what is refused: partition 1, two partitions, the metadata
+    topic with another topic, no topic at all."""
+    def quorum(step: str, version: int) -> None:
+        before = time.time_ns() // 1_000_000 - 60_000
+        answer = s.ask(K.DESCRIBE_QUORUM, version, {"topics": [
+            {"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]})
+        if answer is CLOSED:
+            s.record(step, CLOSED)
+            return
+        after = time.time_ns() // 1_000_000 + 60_000
+        out: dict[str, Any] = {"error_code": int(answer.error_code),
+                               "error_message": getattr(answer, "error_message", None)}
+        topics = []
+        for t in answer.topics:
+            parts = []
+            for p in t.partitions:
+                voters = {int(v.replica_id): v for v in p.current_voters}
+                leader = voters.get(int(p.leader_id))
+                part: dict[str, Any] = {
+                    "partition_index": int(p.partition_index), "error_code": int(p.error_code),
+                    "error_message": getattr(p, "error_message", None),
+                    "leader_is_a_voter": leader is not None,
+                    "leader_epoch_at_least_one": int(p.leader_epoch) >= 1,
+                    "voters": len(voters), "observers": len(p.observers),
+                    "high_watermark_is_leaders_end": leader is not None and int(
+                        p.high_watermark) == int(leader.log_end_offset)}
+                if version >= 1 and leader is not None:
+                    part["leader_times_now"] = all(
+                        before <= int(ts) <= after for ts in (
+                            leader.last_fetch_timestamp, leader.last_caught_up_timestamp))
+                if version >= 2 and leader is not None:
+                    part["leader_directory_id"] = plain(leader.replica_directory_id)
+                parts.append(part)
+            topics.append({"topic_name": str(t.topic_name), "partitions": parts})
+        out["topics"] = topics
+        if version >= 2:
+            voter_ids = {int(v.replica_id) for t in answer.topics for p in t.partitions
+                         for v in p.current_voters}
+            out["nodes"] = [{"is_a_voter": int(n.node_id) in voter_ids,
+                             "listeners": [str(li.name) for li in n.listeners]}
+                            for n in answer.nodes]
+        s.record(step, out)
+    for version in (0, 1, 2):
+        quorum(f"v{version}", version)
+
+    def refused(step: str, topics: list[tuple[str, list[int]]]) -> None:
+        s.step(step, K.DESCRIBE_QUORUM, 2, {"topics": [
+            {"topic_name": name, "partitions": [{"partition_index": i} for i in parts]}
+            for name, parts in topics]})
+    refused("partition_1", [("__cluster_metadata", [1])])
+    refused("two_partitions", [("__cluster_metadata", [0, 0])])
+    refused("with_another_topic", [("__cluster_metadata", [0]), (s.name("nothing"), [0])])
+    refused("no_topic", [])

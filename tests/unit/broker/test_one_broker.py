@@ -57,6 +57,42 @@ def test_a_lone_broker_answers_describe_quorum_for_what_it_leads(broker: Broker)
     assert unknown.partitions[0].error_code != 0
 
 
+def _call_async(broker: Broker, api_key: int, version: int, body: dict[str, Any]) -> Any:
+    """A request answered later (a coroutine out of dispatch), awaited here."""
+    frame = encode_request(api_key, version, 7, body)[4:]
+
+    async def answer() -> Any:
+        out = broker.dispatch(memoryview(frame), None)  # type: ignore[arg-type]
+        return out if isinstance(out, list) else await out
+
+    out = asyncio.run(answer())
+    return decode_response(b"".join(bytes(p) for p in out)[4:], api_key, version, 7)
+
+
+def test_a_lone_broker_answers_describe_quorum_for_the_metadata_log(broker: Broker) -> None:
+    """``__cluster_metadata``: the lone node is the only voter and the leader (epoch 0: no
+    election), its metadata log's end committed, no observer, no controller endpoint."""
+    answer = _call_async(broker, ApiKey.DESCRIBE_QUORUM, 2, {"topics": [
+        {"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]})
+    assert answer.error_code == 0 and answer.nodes == ()
+    (topic,) = answer.topics
+    (p,) = topic.partitions
+    (voter,) = p.current_voters
+    assert (p.error_code, p.leader_id, p.leader_epoch) == (0, broker.node_id, 0)
+    assert voter.replica_id == broker.node_id and p.high_watermark == voter.log_end_offset > 0
+    assert voter.last_fetch_timestamp > 0 and p.observers == ()
+
+
+def test_describe_quorum_refuses_any_other_metadata_partition(broker: Broker) -> None:
+    """As Kafka's ``KafkaRaftClient``: exactly ``__cluster_metadata``-0 or every partition
+    named answers UNKNOWN_TOPIC_OR_PARTITION with Kafka's unset values."""
+    answer = _call(broker, ApiKey.DESCRIBE_QUORUM, 2, {"topics": [
+        {"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]},
+        {"topic_name": "t", "partitions": [{"partition_index": 0}]}]})
+    parts = [p for t in answer.topics for p in t.partitions]
+    assert [(p.error_code, p.leader_id, p.high_watermark) for p in parts] == [(3, 0, 0)] * 2
+
+
 def test_a_lone_broker_answers_debug_reads_from_its_own_log(broker: Broker) -> None:
     ps = broker.partitions[("t", 0)]
     answer = _call(broker, ApiKey.LIST_OFFSETS, 4, {

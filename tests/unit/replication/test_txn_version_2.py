@@ -80,6 +80,29 @@ def test_a_retry_one_epoch_behind_gets_the_same_answer() -> None:
     assert len(h.log) == 4  # Empty, Ongoing, PrepareCommit, CompleteCommit: no more writes
 
 
+
+def test_an_end_txn_before_v5_is_no_retry_of_a_bump() -> None:
+    """Kafka's transaction version 1 way for an EndTxn below v5, whatever version wrote the
+    transaction (Kafka 4.1.1, differential scenario end_txn_v0_retries_a_v2_bump): at the epoch
+    before a v5 bump it is fenced; at the bumped epoch the outcome done is answered again."""
+    h = Harness()
+    pid, epoch = _started(h)
+    _end(h, pid, epoch, commit=True)
+    h.deliver_markers()
+    assert _end(h, pid, epoch, commit=True, tv=0).error is ErrorCode.PRODUCER_FENCED
+    assert _end(h, pid, epoch, commit=False, tv=0).error is ErrorCode.PRODUCER_FENCED
+    again = _end(h, pid, epoch + 1, commit=True, tv=0)
+    assert (again.error, again.producer_id, again.producer_epoch) == (
+        ErrorCode.NONE, pid, epoch + 1)
+    assert _end(h, pid, epoch + 1, commit=False, tv=0).error is ErrorCode.INVALID_TXN_STATE
+    # an abort with nothing open (v5) bumps too: below v5, the old epoch is fenced
+    h2 = Harness()
+    r = h2.init()
+    _end(h2, r.producer_id, r.producer_epoch, commit=False)
+    h2.deliver_markers()
+    assert _end(h2, r.producer_id, r.producer_epoch, commit=False,
+                tv=0).error is ErrorCode.PRODUCER_FENCED
+
 def test_an_abort_with_nothing_open_bumps_the_epoch_without_markers() -> None:
     h = Harness()
     r0 = h.init()

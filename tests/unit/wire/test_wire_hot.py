@@ -26,17 +26,19 @@ partition_ids = st.integers(0, 2**31 - 1)
 offsets = st.integers(-1, 2**62)
 
 
-@pytest.mark.parametrize("version", range(3, 11))
+@pytest.mark.parametrize("version", range(3, 14))
 @settings(max_examples=25, deadline=None)
-@given(topics=st.lists(st.tuples(names, st.lists(st.tuples(partition_ids, st.booleans()),
-                                                    min_size=1, max_size=3)),
-                       min_size=1, max_size=3),
+@given(topics=st.lists(st.tuples(names, st.uuids(), st.lists(
+    st.tuples(partition_ids, st.booleans()), min_size=1, max_size=3)), min_size=1, max_size=3),
        acks=st.sampled_from([-1, 0, 1]), txn=st.none() | names)
 def test_produce_request_parse_matches_kio(version, topics, acks, txn) -> None:
+    """Topics by name (v3..12) or by topic id (v13+, KIP-516: names left "")."""
     batch = simple_batch([b"v1", None, b"v3"], keys=[b"k", None, b"kk"])
+    by_id = version >= 13
     body = {"transactional_id": txn, "acks": acks, "timeout": 1234, "topic_data": [
-        {"name": n, "partition_data": [{"index": i, "records": batch if has else None}
-                                       for i, has in parts]} for n, parts in topics]}
+        {**({"topic_id": tid} if by_id else {"name": n}), "partition_data": [
+            {"index": i, "records": batch if has else None} for i, has in parts]}
+        for n, tid, parts in topics]}
     frame = encode_request(0, version, 99, body, client_id="cid")[4:]
     ours = parse_produce_request(memoryview(frame))
     _, theirs = decode_request(frame)
@@ -44,9 +46,10 @@ def test_produce_request_parse_matches_kio(version, topics, acks, txn) -> None:
     assert ours.transactional_id == theirs.transactional_id
     got = [(n, [(p.index, None if p.records is None else bytes(p.records)) for p in ps])
            for n, ps in ours.topics]
-    want = [(t.name, [(p.index, None if p.records is None else bytes(p.records))
-                      for p in t.partition_data]) for t in theirs.topic_data]
+    want = [("" if by_id else t.name, [(p.index, None if p.records is None else bytes(p.records))
+                                       for p in t.partition_data]) for t in theirs.topic_data]
     assert got == want
+    assert ours.topic_ids == (tuple(t.topic_id for t in theirs.topic_data) if by_id else None)
 
 
 def test_produce_request_truncated_is_an_error() -> None:
@@ -56,21 +59,22 @@ def test_produce_request_truncated_is_an_error() -> None:
         parse_produce_request(memoryview(frame[:-20]))
 
 
-@pytest.mark.parametrize("version", range(3, 11))
+@pytest.mark.parametrize("version", range(3, 14))
 @settings(max_examples=25, deadline=None)
-@given(topics=st.lists(st.tuples(names, st.lists(
-    st.tuples(partition_ids, st.sampled_from([0, 2, 3, 19, 45]), offsets,
+@given(topics=st.lists(st.tuples(names, st.uuids(), st.lists(
+    st.tuples(partition_ids, st.sampled_from([0, 2, 3, 19, 45, 100]), offsets,
               st.integers(-1, 4_000_000_000_000), offsets,
               st.none() | st.text(max_size=8)), min_size=1, max_size=3)), max_size=3))
 def test_produce_response_matches_kio(version, topics) -> None:
+    by_id = version >= 13
     ours = encode_produce_response(version, 7, [
-        (n, [ProducePartitionResult(i, e, b, t, s, m) for i, e, b, t, s, m in ps])
-        for n, ps in topics])
+        (tid if by_id else n, [ProducePartitionResult(i, e, b, t, s, m) for i, e, b, t, s, m in ps])
+        for n, tid, ps in topics])
     theirs = b"".join(encode_response(0, version, 7, {"throttle_time": 0, "responses": [
-        {"name": n, "partition_responses": [
+        {**({"topic_id": tid} if by_id else {"name": n}), "partition_responses": [
             {"index": i, "error_code": e, "base_offset": b, "log_append_time": t,
              "log_start_offset": s, "record_errors": [], "error_message": m}
-            for i, e, b, t, s, m in ps]} for n, ps in topics]}))
+            for i, e, b, t, s, m in ps]} for n, tid, ps in topics]}))
     assert ours == theirs
 
 
@@ -126,11 +130,11 @@ def test_fetch_response_passes_record_bytes_by_reference() -> None:
 
 
 def test_schema_versions_exist() -> None:
-    for v in range(3, 11):
+    for v in range(3, 14):
         load_request_schema(0, v)
 
 
-@pytest.mark.parametrize("version", range(8, 11))
+@pytest.mark.parametrize("version", range(8, 13))
 def test_produce_response_record_errors_match_kio(version) -> None:
     """KIP-467: per-record errors (a keyless record sent to a compacted topic)."""
     errors = [(1, "Compacted topic cannot accept message without key"), (3, None)]

@@ -63,7 +63,7 @@ TABLE: dict[int, tuple[str, str]] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: ("admin", "incremental_alter_configs"),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: ("admin", "alter_partition_reassignments"),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: ("admin", "list_partition_reassignments"),
-    ApiKey.DESCRIBE_QUORUM: ("debug", "describe_quorum"),
+    ApiKey.DESCRIBE_QUORUM: ("quorum", "describe_quorum"),
     ApiKey.WRITE_TXN_MARKERS: ("txn_markers", "write_txn_markers"),
     ApiKey.DESCRIBE_ACLS: ("acls", "describe_acls"),
     ApiKey.CREATE_ACLS: ("acls", "create_acls"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import uuid
 from collections import Counter
@@ -45,8 +46,10 @@ from floodmark.wire.hot import (
     FetchTopicKey,
     HotDecodeError,
     NodeEndpoint,
+    ProducePartition,
     ProducePartitionResult,
     ProduceRequest,
+    ProduceTopicKey,
     encode_fetch_response,
     encode_produce_response,
     parse_produce_request,
@@ -151,12 +154,13 @@ def produce_raw(broker: HandlerContext, frame: memoryview, version: int,
         req = parse_produce_request(frame)
     except HotDecodeError as exc:
         raise ProtocolError(f"bad Produce v{version} request: {exc}") from exc
+    req, unknown_ids = _resolve_topic_ids(broker, req)
     if lacks_transactional_id(req.transactional_id,
                               (p.records for _name, parts in req.topics for p in parts)):
         return _produce(broker, req, version, {
             (name, p.index): ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
             for name, parts in req.topics for p in parts})
-    refused = gate(req) if gate is not None else {}
+    refused = {**(gate(req) if gate is not None else {}), **unknown_ids}
     verify = _verifies(broker, req, version)
     if not verify:
         return _produce(broker, req, version, refused)
@@ -177,6 +181,26 @@ def produce_raw(broker: HandlerContext, frame: memoryview, version: int,
         release = broker.produce_order.enter(keys)
         return _verify_then_produce(broker, req, version, unverified, refused, [], release)
     return _produce(broker, req, version, refused, verify=True)
+
+
+def _resolve_topic_ids(broker: HandlerContext, req: ProduceRequest
+                       ) -> tuple[ProduceRequest, dict[tuple[str, int], ErrorCode]]:
+    """Produce v13+ (KIP-516) names its topics by id: each id becomes its topic's name. An id
+    this broker does not know answers UNKNOWN_TOPIC_ID on each of its partitions, ahead of
+    authorization, as Kafka's ``handleProduceRequest``; it stands under a name no topic can
+    have (so nothing is appended or verified for it) and keeps its id in the answer."""
+    if req.topic_ids is None:
+        return req, {}
+    names = topic_names_by_id(broker)
+    topics: list[tuple[str, list[ProducePartition]]] = []
+    unknown: dict[tuple[str, int], ErrorCode] = {}
+    for topic_id, (_none, parts) in zip(req.topic_ids, req.topics, strict=True):
+        name = names.get(topic_id)
+        if name is None:
+            name = f"<unknown topic id {topic_id}>"  # '<', ' ' are never in a topic name
+            unknown.update({(name, p.index): ErrorCode.UNKNOWN_TOPIC_ID for p in parts})
+        topics.append((name, parts))
+    return dataclasses.replace(req, topics=topics), unknown
 
 
 def _order_keys(req: ProduceRequest) -> list[tuple[str, int, int]]:
@@ -285,11 +309,15 @@ def _produce(broker: HandlerContext, req: ProduceRequest, version: int,
     acks = req.acks
     now_ms = broker.now_ms()
     timeout_ms = max(0, min(req.timeout_ms, 300_000))
-    results: list[tuple[str, list[ProducePartitionResult]]] = []
+    # A topic named twice in the request is one topic in the answer (first place, its
+    # partitions in request order), as Kafka's answer, built from a map by topic.
+    by_topic: dict[ProduceTopicKey, list[ProducePartitionResult]] = {}
     pending: list[ProducePartitionResult] = []
     guards = guards or {}
     messages = messages or {}
-    for name, parts in req.topics:
+    keys: list[ProduceTopicKey] = (list(req.topic_ids) if req.topic_ids is not None
+                                   else [name for name, _parts in req.topics])
+    for key, (name, parts) in zip(keys, req.topics, strict=True):
         outs = [append_partition(broker, name, p.index, p.records, acks, now_ms, timeout_ms,
                                  verify_transactions=verify,
                                  verification_guard=guards.get((name, p.index)))
@@ -297,7 +325,8 @@ def _produce(broker: HandlerContext, req: ProduceRequest, version: int,
                 else _refused(p.index, refused[(name, p.index)], messages.get((name, p.index)))
                 for p in parts]
         pending.extend(o for o in outs if o.pending is not None)
-        results.append((name, outs))
+        by_topic.setdefault(key, []).extend(outs)
+    results = list(by_topic.items())
     if acks == 0:
         return None  # acks=0: no response at all (P4)
     if pending:
@@ -313,7 +342,7 @@ def _refused(partition: int, error: ErrorCode, message: str | None) -> ProducePa
 
 
 async def _await_produce(broker: HandlerContext, version: int, correlation_id: int,
-                         results: list[tuple[str, list[ProducePartitionResult]]],
+                         results: list[tuple[ProduceTopicKey, list[ProducePartitionResult]]],
                          pending: list[ProducePartitionResult]) -> list[bytes | memoryview]:
     for out in pending:
         assert out.pending is not None
@@ -327,7 +356,8 @@ async def _await_produce(broker: HandlerContext, version: int, correlation_id: i
 
 
 def _count_produce_errors(broker: HandlerContext,
-                          results: list[tuple[str, list[ProducePartitionResult]]]) -> None:
+                          results: list[tuple[ProduceTopicKey, list[ProducePartitionResult]]]
+                          ) -> None:
     """The answer's error codes, one per partition (Kafka's ErrorsPerSec for Produce)."""
     metrics = broker.request_metrics
     if metrics is not None:

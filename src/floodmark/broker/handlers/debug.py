@@ -1,9 +1,10 @@
 """Debug reads (replica id -2, as Kafka's DEBUGGING_REPLICA_ID): any replica, leader or not,
 answers ListOffsets and OffsetsForLeaderEpoch from its own log, so tools can show every
-replica's LEO, HW, LSO and epoch cache (``floodmark cluster describe``). DescribeQuorum (not
-advertised) is the same kind of read for a partition's leader: its HW and what it knows of every
-replica (the remote LEOs of its followers, ISR members as voters, the others as observers), for
-``floodmark ui``. Other requests go to the ordinary handlers."""
+replica's LEO, HW, LSO and epoch cache (``floodmark cluster describe``). DescribeQuorum naming
+data topics (``handlers.quorum`` answers ``__cluster_metadata``) is the same kind of read for a
+partition's leader: its HW and what it knows of every replica (the remote LEOs of its followers,
+ISR members as voters, the others as observers), for ``floodmark ui``. Other requests go to the
+ordinary handlers."""
 
 from __future__ import annotations
 
@@ -32,11 +33,6 @@ def offset_for_leader_epoch(ctx: HandlerContext, header: RequestHeader, req: Wir
     if header.api_version >= 3 and int(req.replica_id) == DEBUG_REPLICA_ID:
         return _epochs(ctx, req)
     return data.offset_for_leader_epoch(ctx, header, req, conn)
-
-
-def describe_quorum(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
-                    conn: ClientConnection) -> WireResponse:
-    return _leader_view(ctx, req)
 
 
 def _list_offsets(ctx: HandlerContext, body: WireRequest) -> WireResponse:
@@ -84,23 +80,26 @@ def _epochs(ctx: HandlerContext, body: WireRequest) -> WireResponse:
         topics.append({"topic": t.topic, "partitions": parts})
     return {"throttle_time": 0, "topics": topics}
 
-def _leader_view(ctx: HandlerContext, body: WireRequest) -> WireResponse:
+def leader_view(ctx: HandlerContext, body: WireRequest) -> WireResponse:
     """DescribeQuorum for ordinary partitions: the leader's HW and, per replica, the LEO it
-    has learned from that replica's fetches (its own LEO for itself; -1 = not yet known)."""
+    has learned from that replica's fetches (its own LEO for itself; -1 = not yet known). A
+    partition not answered has Kafka's unset values (0) and the error's message."""
     topics = []
     for t in body.topics:
         parts = []
         for p in t.partitions:
             index = int(p.partition_index)
             out: WireResponse = {"partition_index": index, "error_code": 0,
-                                   "leader_id": -1, "leader_epoch": -1,
-                                   "high_watermark": -1, "current_voters": [],
-                                   "observers": []}
+                                 "error_message": "", "leader_id": 0, "leader_epoch": 0,
+                                 "high_watermark": 0, "current_voters": [], "observers": []}
             ps = ctx.partitions.get((t.topic_name, index))
             if ps is None:
                 out["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                out["error_message"] = "This server does not host this topic-partition."
             elif not isinstance(ps.core.role, LeaderState):
                 out["error_code"] = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                out["error_message"] = "For requests intended only for the leader, this error " \
+                    "indicates that the broker is not the current leader."
             else:
                 core = ps.core
                 isr = set(core.isr)
@@ -122,4 +121,4 @@ def _leader_view(ctx: HandlerContext, body: WireRequest) -> WireResponse:
                     out[key].append(entry)
             parts.append(out)
         topics.append({"topic_name": t.topic_name, "partitions": parts})
-    return {"error_code": 0, "topics": topics}
+    return {"error_code": 0, "error_message": "", "topics": topics, "nodes": []}

@@ -302,7 +302,13 @@ class TxnCoordinator:
         if producer_id != m.producer_id and not retry_of_overflow:
             return [Reply(request_id, ErrorCode.INVALID_PRODUCER_ID_MAPPING)]
         same_epoch = producer_epoch == m.producer_epoch
-        if v2 and state.is_prepare:
+        if not tv2:
+            # An EndTxn below v5 goes Kafka's transaction version 1 way (``endTransactionWithTV1``)
+            # whatever version wrote the transaction: the epoch must be the current one. A retry
+            # of a bump is an EndTxn v5's alone; one below v5 at the epoch before the bump is
+            # fenced (Kafka 4.1.1, differential scenario end_txn_v0_retries_a_v2_bump).
+            valid = same_epoch
+        elif v2 and state.is_prepare:
             valid = retry_of_bump or same_epoch
         elif v2 and state.is_complete:
             valid = retry_of_bump or retry_of_overflow or same_epoch
@@ -318,8 +324,9 @@ class TxnCoordinator:
             return self._write(entry, self._prepare(m, preparing, tv2, now_ms), request_id)
         if state is preparing:
             return [Reply(request_id, ErrorCode.CONCURRENT_TRANSACTIONS)]
-        if state is same and (retry_of_bump or retry_of_overflow or not (v2 or tv2)):
-            # a retry of an EndTxn that was done: the same answer
+        if state is same and (retry_of_bump or retry_of_overflow or not tv2):
+            # a retry of an EndTxn that was done: the same answer (below v5: at the current
+            # epoch, whatever version wrote the transaction, as Kafka's TV1 path)
             pid, epoch = m.client_producer()
             return [Reply(request_id, ErrorCode.NONE, pid, epoch)]
         if (tv2 and not committed and same_epoch
