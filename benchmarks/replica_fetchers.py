@@ -19,7 +19,7 @@ in a child process whose nodes import that ``src/``), ``--rounds`` times in turn
 
 By default the floodmarks run one after the other. On a machine whose load comes and goes (other
 jobs), that compares one moment's load with the next's: at load 8 to 14, before/after ``ccd8fb0``
-gave p50 4.8/10.6 ms in one round and 11.3/2.9 ms in another. ``--interleave N`` runs every floodmark's
+gave p50 4.8/10.6 ms in one round and 7.3/2.3 ms two rounds later (``docs/scale.md``). ``--interleave N`` runs every floodmark's
 cluster at once, starts each phase (creation, idle window, warm-up) together, and alternates the
 writes N at a time between them (the order flipped every turn), so the load falls on both alike.
 
