@@ -321,13 +321,19 @@ def main() -> None:
         print(RESULT + json.dumps(child(args)), flush=True)
         return
     sources = [str(Path(s).resolve()) for s in (args.src or [Path(__file__).parents[1] / "src"])]
+    for src in sources:  # else the child would import whichever floodmark is installed
+        if not (Path(src) / "floodmark" / "__init__.py").is_file():
+            raise SystemExit(f"--src {src}: no floodmark/ package there")
     passthrough = [f"--partitions={args.partitions}", f"--per-topic={args.per_topic}",
                    f"--samples={args.samples}", f"--idle-window-s={args.idle_window_s}",
                    f"--create-wait-s={args.create_wait_s}"]
     print(f"{args.partitions} partitions RF 3 on 3 brokers; load {_load()}", flush=True)
     for r in range(args.rounds):
         if args.interleave:
-            _interleaved(r, sources, passthrough, args.samples, args.interleave)
+            try:
+                _interleaved(r, sources, passthrough, args.samples, args.interleave)
+            except (RuntimeError, OSError) as exc:  # a child failed: said, and the next round
+                print(f"round {r + 1}: failed: {exc}", flush=True)
         else:
             _sequential(r, sources, passthrough)
     print(f"load after: {_load()}")
