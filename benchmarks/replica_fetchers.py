@@ -13,11 +13,18 @@ in a child process whose nodes import that ``src/``), ``--rounds`` times in turn
    summed;
 3. ``idle CPU``: each broker's CPU time (``/proc/PID/stat``) over ``--idle-window-s``, median
    of the brokers, in percent of one core;
-4. ``acks=all p50/p99``: ``--samples`` single writes (produce + flush, one at a time, linger 0)
-   to partitions spread over the topics, after one warm-up write to each sampled partition.
+4. ``acks=all p50/p99/max``: ``--samples`` single writes (produce + flush, one at a time,
+   linger 0) to partitions spread over the topics, after one warm-up write to each sampled
+   partition; ``CPU ms/write``: the brokers' CPU time over the writes, summed, per write.
+
+By default the floodmarks run one after the other. On a machine whose load comes and goes (other
+jobs), that compares one moment's load with the next's: at load 8 to 14, before/after ``ccd8fb0``
+gave p50 4.8/10.6 ms in one round and 7.3/2.3 ms two rounds later (``docs/scale.md``). ``--interleave N`` runs every floodmark's
+cluster at once, starts each phase (creation, idle window, warm-up) together, and alternates the
+writes N at a time between them (the order flipped every turn), so the load falls on both alike.
 
     .venv/bin/python benchmarks/replica_fetchers.py --src /work/main/src --src src \\
-        [--partitions 1000] [--rounds 1] [--samples 300] [--idle-window-s 10]
+        [--partitions 1000] [--rounds 1] [--samples 300] [--idle-window-s 10] [--interleave 1]
 
 Prints figures and the load average; never passes or fails.
 """
@@ -25,6 +32,7 @@ Prints figures and the load average; never passes or fails.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -38,6 +46,8 @@ from pathlib import Path
 from typing import Any
 
 RESULT = "RESULT "
+READY = "READY "
+LATENCY = "LATENCY "
 _PID = re.compile(r"pid=(\d+)")
 
 
@@ -79,25 +89,57 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def latency(bootstrap: str, topics: list[str], per_topic: int, samples: int) -> dict[str, Any]:
-    """p50 and p99 of ``samples`` single acks=all writes, one at a time."""
-    from confluent_kafka import Producer
+class Writer:
+    """Single acks=all writes, one at a time, to partitions spread over the topics (sample
+    ``i`` goes to ``targets[i]``), after one warm-up write to each of them."""
 
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
-                         "enable.idempotence": True, "linger.ms": 0, "log_level": 0})
-    targets = [(topics[i % len(topics)], (i * 37) % per_topic) for i in range(samples)]
-    for topic, p in dict.fromkeys(targets):  # warm-up: leaders known, connections up
-        producer.produce(topic, value=b"warm", partition=p)
-    assert producer.flush(120) == 0, "warm-up writes not acknowledged"
-    took = []
-    for topic, p in targets:
+    def __init__(self, bootstrap: str, topics: list[str], per_topic: int, samples: int) -> None:
+        from confluent_kafka import Producer
+
+        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                                  "enable.idempotence": True, "linger.ms": 0, "log_level": 0})
+        self.targets = [(topics[i % len(topics)], (i * 37) % per_topic) for i in range(samples)]
+        for topic, p in dict.fromkeys(self.targets):  # warm-up: leaders known, connections up
+            self.producer.produce(topic, value=b"warm", partition=p)
+        assert self.producer.flush(120) == 0, "warm-up writes not acknowledged"
+
+    def write(self, i: int) -> float:
+        """Sample ``i``: ms from produce to acknowledgement."""
+        topic, p = self.targets[i]
         t0 = time.perf_counter()
-        producer.produce(topic, value=b"x" * 100, partition=p)
-        assert producer.flush(60) == 0, "write not acknowledged"
-        took.append((time.perf_counter() - t0) * 1000)
-    took.sort()
+        self.producer.produce(topic, value=b"x" * 100, partition=p)
+        assert self.producer.flush(60) == 0, "write not acknowledged"
+        return (time.perf_counter() - t0) * 1000
+
+
+def percentiles(took: list[float]) -> dict[str, Any]:
+    took = sorted(took)
     return {"p50 ms": round(took[len(took) // 2], 1),
-            "p99 ms": round(took[min(len(took) - 1, int(len(took) * 0.99))], 1)}
+            "p99 ms": round(took[min(len(took) - 1, int(len(took) * 0.99))], 1),
+            "max ms": round(took[-1], 1)}
+
+
+def _step(args: argparse.Namespace, name: str) -> None:
+    """Interleaved (``--serve``): say the phase ``name`` is reached and wait for the parent's
+    go, so the clusters measured side by side do each phase at the same time."""
+    if args.serve:
+        print(f"{READY}{name}", flush=True)
+        if sys.stdin.readline().strip() != "go":
+            raise SystemExit("the parent went away")
+
+
+def _writes(args: argparse.Namespace, writer: Writer) -> list[float]:
+    """The samples: all in a row, or (``--serve``) one per ``write`` line from the parent."""
+    if not args.serve:
+        return [writer.write(i) for i in range(args.samples)]
+    took = []
+    for line in sys.stdin:
+        if line.startswith("write "):
+            took.append(writer.write(int(line.split()[1])))
+            print(f"{LATENCY}{took[-1]}", flush=True)
+        elif line.strip() == "end":
+            break
+    return took
 
 
 def child(args: argparse.Namespace) -> dict[str, Any]:
@@ -124,6 +166,7 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
                     x["alive"] and x.get("fenced") is False for x in brokers)
 
             _wait(registered, 120, "three unfenced brokers")
+            _step(args, "started")
             admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
             topics = [f"scale-{i}" for i in range((n + per_topic - 1) // per_topic)]
             started = time.monotonic()
@@ -155,6 +198,7 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
                 row["create s"] = f"no full ISR in {args.create_wait_s:.0f}"
             with open(cluster.log_path(0)) as fh:
                 row["fencings"] = sum("missed heartbeats" in line for line in fh)
+            _step(args, "created")
             time.sleep(5)
             addresses = {b: cluster.address(b) for b in cluster.broker_ids}
             pids = {b: p for b in cluster.broker_ids if (p := cluster.pid(b)) is not None}
@@ -166,13 +210,95 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
                 (cpu_s(p) - before[b]) / args.idle_window_s * 100 for b, p in pids.items()), 1)
 
             try:
-                row.update(latency(cluster.bootstrap, topics, per_topic, args.samples))
+                writer = Writer(cluster.bootstrap, topics, per_topic, args.samples)
+                _step(args, "warm")
+                cpu_before = {b: cpu_s(p) for b, p in pids.items()}
+                took = _writes(args, writer)
+                row.update(percentiles(took))
+                row["CPU ms/write"] = round(sum(cpu_s(p) - cpu_before[b] for b, p in pids.items())
+                                            * 1000 / max(len(took), 1), 2)
             except (AssertionError, KafkaException) as exc:
                 row["p50 ms"] = row["p99 ms"] = f"failed ({exc})"
             row["load"] = _load()
         finally:
             cluster.stop()
     return row
+
+
+def _report(r: int, src: str, row: dict[str, Any]) -> None:
+    print(f"round {r + 1} {src}: " + ", ".join(f"{k} {v}" for k, v in row.items()
+                                               if k != "floodmark"), flush=True)
+
+
+def _sequential(r: int, sources: list[str], passthrough: list[str]) -> None:
+    for src in sources:
+        env = {**os.environ, "PYTHONPATH": src}
+        proc = subprocess.run([sys.executable, __file__, "--child", *passthrough], env=env,
+                              capture_output=True, text=True, timeout=3600, check=False)
+        line = next((x for x in proc.stdout.splitlines() if x.startswith(RESULT)), None)
+        if line is None:
+            print(f"round {r + 1} {src}: failed\n{proc.stderr[-2000:]}", flush=True)
+            continue
+        _report(r, src, json.loads(line[len(RESULT):]))
+
+
+def _interleaved(r: int, sources: list[str], passthrough: list[str], samples: int,
+                 block: int) -> None:
+    """Every floodmark's cluster up at once, each phase started together, and the writes
+    alternated between them, ``block`` writes to each in turn (the order flipped every turn):
+    a load that comes and goes falls on all of them alike."""
+    with tempfile.TemporaryDirectory(prefix="replica-fetchers-") as tmp:
+        procs = []
+        for k, src in enumerate(sources):
+            err = open(Path(tmp) / f"stderr-{k}", "w+")  # noqa: SIM115 - closed below
+            procs.append((subprocess.Popen(
+                [sys.executable, __file__, "--child", "--serve", *passthrough],
+                env={**os.environ, "PYTHONPATH": src}, stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=err, text=True), err))
+
+        def expect(k: int, prefix: str) -> str:
+            proc, err = procs[k]
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                if line.startswith(prefix):
+                    return line[len(prefix):].strip()
+            err.seek(0)
+            raise RuntimeError(f"{sources[k]}: child ended\n{err.read()[-2000:]}")
+
+        def tell(k: int, line: str) -> None:
+            stdin = procs[k][0].stdin
+            assert stdin is not None
+            stdin.write(line + "\n")
+            stdin.flush()
+
+        try:
+            for phase in ("started", "created", "warm"):
+                for k in range(len(procs)):
+                    if expect(k, READY) != phase:
+                        raise RuntimeError(f"{sources[k]}: not at {phase}")
+                for k in range(len(procs)):
+                    tell(k, "go")
+            order = list(range(len(procs)))
+            for turn, first in enumerate(range(0, samples, block)):
+                for k in (order if turn % 2 == 0 else order[::-1]):
+                    for i in range(first, min(first + block, samples)):
+                        tell(k, f"write {i}")
+                        expect(k, LATENCY)
+            for k in range(len(procs)):
+                tell(k, "end")
+            for k, src in enumerate(sources):
+                _report(r, src, json.loads(expect(k, RESULT)))
+        finally:
+            for proc, err in procs:
+                with contextlib.suppress(OSError):
+                    if proc.stdin is not None:
+                        proc.stdin.close()
+                try:
+                    proc.wait(timeout=120)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+                err.close()
 
 
 def main() -> None:
@@ -185,30 +311,31 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=300)
     ap.add_argument("--idle-window-s", type=float, default=10.0)
     ap.add_argument("--create-wait-s", type=float, default=300.0)
+    ap.add_argument("--interleave", type=int, default=0, metavar="N",
+                    help="run the --src clusters at once and alternate their writes, N at a "
+                    "time (0: one cluster after the other)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         print(RESULT + json.dumps(child(args)), flush=True)
         return
     sources = [str(Path(s).resolve()) for s in (args.src or [Path(__file__).parents[1] / "src"])]
+    for src in sources:  # else the child would import whichever floodmark is installed
+        if not (Path(src) / "floodmark" / "__init__.py").is_file():
+            raise SystemExit(f"--src {src}: no floodmark/ package there")
     passthrough = [f"--partitions={args.partitions}", f"--per-topic={args.per_topic}",
                    f"--samples={args.samples}", f"--idle-window-s={args.idle_window_s}",
                    f"--create-wait-s={args.create_wait_s}"]
     print(f"{args.partitions} partitions RF 3 on 3 brokers; load {_load()}", flush=True)
-    rows = []
     for r in range(args.rounds):
-        for src in sources:
-            env = {**os.environ, "PYTHONPATH": src}
-            proc = subprocess.run([sys.executable, __file__, "--child", *passthrough], env=env,
-                                  capture_output=True, text=True, timeout=3600, check=False)
-            line = next((x for x in proc.stdout.splitlines() if x.startswith(RESULT)), None)
-            if line is None:
-                print(f"round {r + 1} {src}: failed\n{proc.stderr[-2000:]}", flush=True)
-                continue
-            row = json.loads(line[len(RESULT):])
-            rows.append(row)
-            print(f"round {r + 1} {src}: " + ", ".join(f"{k} {v}" for k, v in row.items()
-                                                       if k != "floodmark"), flush=True)
+        if args.interleave:
+            try:
+                _interleaved(r, sources, passthrough, args.samples, args.interleave)
+            except (RuntimeError, OSError) as exc:  # a child failed: said, and the next round
+                print(f"round {r + 1}: failed: {exc}", flush=True)
+        else:
+            _sequential(r, sources, passthrough)
     print(f"load after: {_load()}")
 
 
