@@ -107,7 +107,7 @@ def test_the_policy_and_the_protocol_type_decide_the_upgrade() -> None:
     assert "consumer embedded protocol" in (can_upgrade(MigrationPolicy.BIDIRECTIONAL,
                                                         connect) or "")
     assert MigrationPolicy.parse("UPGRADE") is MigrationPolicy.UPGRADE
-    with pytest.raises(ValueError, match="group.consumer.migration.policy"):
+    with pytest.raises(ValueError, match=r"group\.consumer\.migration\.policy"):
         MigrationPolicy.parse("sideways")
 
 
