@@ -124,7 +124,9 @@ def upgrade_records(classic: ClassicSnapshot,
     subscriptions: dict[str, Subscription] = {}
     assigned: dict[str, Partitions] = {}
     for m in classic.members:
-        sub = decode_subscription(m.metadata_for(classic.protocol_name or ""))
+        # the group's protocol; in a first rebalance not chosen yet: the member's first
+        sub = decode_subscription(m.metadata_for(classic.protocol_name or "") if
+                                  classic.protocol_name else m.protocols[0][1])
         subscriptions[m.member_id] = Subscription(
             m.instance_id, sub.rack_id, m.client_id, m.client_host, tuple(sorted(sub.topics)),
             None, m.rebalance_timeout_ms, None,

@@ -196,7 +196,7 @@ def _describe_member(g: ConsumerGroup, member_id: str,
             "subscribed_topic_regex": s.subscribed_topic_regex,
             "assignment": assignment(m.current.assigned),
             "target_assignment": assignment(g.target.get(member_id, frozenset())),
-            "member_type": 1}
+            "member_type": 0 if m.uses_classic_protocol else 1}  # v1: classic 0, consumer 1
 
 
 def consumer_group_describe(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
