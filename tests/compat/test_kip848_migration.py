@@ -1,7 +1,7 @@
 """KIP-848's online migration with real clients (confluent-kafka / librdkafka): a classic
 group with members is upgraded when a ``group.protocol=consumer`` member joins it, the classic
 member stays in the consumer group (JoinGroup/SyncGroup/Heartbeat against the consumer group's
-reconciliation), both consume one topic with every record delivered once and no partition
+reconciliation; a classic member may also join a consumer group), both consume one topic with every record delivered once and no partition
 owned twice, the offsets one committed are where the other starts; when the consumer-protocol
 member leaves, the group is a classic group again (ListGroups says so) and the classic member
 takes every partition. With ``group.consumer.migration.policy=disabled`` the heartbeat is
@@ -148,6 +148,38 @@ def test_upgrade_mixed_consumption_then_downgrade(broker_factory, strategy: str)
         # the classic member resumed the partitions the consumer had where it had committed
         assert {got[v] for v in range(300, 400) if v % PARTITIONS in taken_from_classic} \
             == {"classic"}
+    finally:
+        for c in members.values():
+            c.close()
+
+
+def test_a_classic_member_joins_a_consumer_group_which_then_downgrades(broker_factory) -> None:  # type: ignore[no-untyped-def]
+    """The other way in: a consumer group with a member, a classic member's JoinGroup is
+    served (Kafka 4, whatever the policy) and the two share the partitions; the consumer
+    member leaves and the group becomes a classic group."""
+    group = "mig-join"
+    bootstrap = broker_factory("--set", "group.consumer.heartbeat.interval.ms=300").bootstrap
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(30)
+    members = {"consumer": member(bootstrap, group, "consumer", "consumer")}
+    got: dict[int, str] = {}
+    try:
+        poll_until(members, lambda: assigned(members)["consumer"] == set(range(PARTITIONS)),
+                   got)
+        assert group_type(admin, group) == "consumer"
+        members["classic"] = member(bootstrap, group, "classic", "classic")
+        poll_until(members, lambda: all(len(ps) == PARTITIONS // 2
+                                        for ps in assigned(members).values()), got)
+        produce(bootstrap, 0, 200)
+        poll_until(members, lambda: len(got) == 200, got)
+        assert set(got.values()) == {"classic", "consumer"}
+        members.pop("consumer").close()
+        poll_until(members, lambda: assigned(members)["classic"] == set(range(PARTITIONS)),
+                   got)
+        assert group_type(admin, group) == "classic"
+        produce(bootstrap, 200, 40)
+        poll_until(members, lambda: len(got) == 240, got)
+        assert sorted(got) == list(range(240))
     finally:
         for c in members.values():
             c.close()
