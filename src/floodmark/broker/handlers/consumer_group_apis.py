@@ -99,7 +99,7 @@ async def _heartbeat(ctx: HandlerContext, header: RequestHeader, req: WireReques
                     "error_message": f"Group {group_id} is not a consumer group",
                     "member_id": member_id or None, "member_epoch": epoch,
                     "heartbeat_interval": interval_ms, "assignment": None}
-    if epoch == 0 and group_id not in ctx.consumer_groups.groups and (
+    if upgrade is None and epoch == 0 and group_id not in ctx.consumer_groups.groups and (
             classic is not None or group_id in ctx.offsets.group_records):
         # An empty classic group gives way to the consumer group (its record goes).
         ctx.groups.delete(group_id)
