@@ -59,12 +59,15 @@ def at_least(low: int | float) -> Between:
 
 @dataclass(frozen=True, slots=True)
 class OneOf:
-    """ConfigDef.ValidString.in: one of these strings, case as written."""
+    """ConfigDef.ValidString.in: one of these strings, case as written
+    (``any_case``: ConfigDef.CaseInsensitiveValidString.in)."""
 
     choices: tuple[str, ...]
+    any_case: bool = False
 
     def reject(self, value: Any) -> tuple[str, str] | None:
-        if str(value) in self.choices:
+        if str(value) in self.choices or (
+                self.any_case and str(value).lower() in {c.lower() for c in self.choices}):
             return None
         return str(value), f"String must be one of: {', '.join(self.choices)}"
 
@@ -230,6 +233,8 @@ RULES: dict[str, Rule] = {
     "group.consumer.min.session.timeout.ms": at_least(1),
     "group.consumer.max.session.timeout.ms": at_least(1),
     "group.consumer.min.heartbeat.interval.ms": at_least(1),
+    "group.consumer.migration.policy": OneOf(
+        ("bidirectional", "upgrade", "downgrade", "disabled"), any_case=True),
     "group.consumer.max.heartbeat.interval.ms": at_least(1),
     "group.streams.session.timeout.ms": at_least(1),
     "group.streams.heartbeat.interval.ms": at_least(1),

@@ -101,6 +101,9 @@ DEFAULTS: dict[str, Any] = {
     "group.consumer.session.timeout.ms": 45_000,
     "group.consumer.heartbeat.interval.ms": 5_000,
     "group.consumer.assignors": "uniform,range",
+    # KIP-848's online migration between classic and consumer groups (Kafka 4's default):
+    # bidirectional, upgrade, downgrade or disabled, in any case
+    "group.consumer.migration.policy": "bidirectional",
     # The bounds a group's own consumer.session.timeout.ms / consumer.heartbeat.interval.ms
     # (a group config, floodmark.group_configs) are checked against (Kafka's names and
     # defaults). Unlike Kafka, floodmark does not refuse to start with a broker default
@@ -368,7 +371,8 @@ _INT_SETTINGS = frozenset({"node.id", "num.partitions", "default.replication.fac
                            "group.share.partition.max.record.locks",
                            *(n for n in DEFAULTS if n.startswith(("group.consumer.m",
                                                                   "group.share.m",
-                                                                  "group.streams."))),
+                                                                  "group.streams."))
+                             and n != "group.consumer.migration.policy"),
                            "share.coordinator.state.topic.num.partitions",
                            "share.coordinator.state.topic.replication.factor",
                            "share.coordinator.state.topic.min.isr",

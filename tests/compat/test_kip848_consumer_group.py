@@ -2,7 +2,8 @@
 (confluent-kafka). Three members share a topic's partitions, one leaves and the others take its
 partitions; every record is delivered once (each is committed before the next poll, so a
 partition's next owner starts where the last one stopped); the commits are there afterwards;
-the AdminClient describes the group (ConsumerGroupDescribe); a classic member cannot join it.
+the AdminClient describes the group (ConsumerGroupDescribe). Classic members beside consumer
+members, and the migration between the two kinds: ``test_kip848_migration``.
 A regular-expression subscription follows new topics, and a static member keeps its place."""
 
 from __future__ import annotations
@@ -144,26 +145,6 @@ def test_members_share_partitions_one_leaves_nothing_lost_or_doubled(broker_fact
         assert {r["partition"]: r["current_offset"] for r in cli["partitions"]} == {
             p: 240 // PARTITIONS for p in range(PARTITIONS)}
         assert {r["client_id"] for r in cli["partitions"]} == {"c1", "c2"}
-
-        # a classic member may not join a consumer group with members
-        classic = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP,
-                            "session.timeout.ms": 6000})
-        try:
-            classic.subscribe([TOPIC])
-            errors = []
-            for _ in range(150):  # bounded: 30 s
-                try:
-                    m = classic.poll(0.2)
-                except KafkaException as exc:
-                    errors.append(exc.args[0].code())
-                    break
-                if m is not None and m.error():
-                    errors.append(m.error().code())
-                    if errors[-1] == KafkaError.INCONSISTENT_GROUP_PROTOCOL:
-                        break
-            assert KafkaError.INCONSISTENT_GROUP_PROTOCOL in errors, errors
-        finally:
-            classic.close()
     finally:
         for c in members.values():
             c.close()
@@ -217,36 +198,3 @@ def test_regex_subscription_and_a_static_member_coming_back(broker_factory) -> N
         assert [m.member_id for m in desc.members] == [c.memberid()]
     finally:
         c.close()
-
-
-def test_a_consumer_protocol_member_cannot_join_a_classic_group(broker_factory) -> None:  # type: ignore[no-untyped-def]
-    """One group id, one kind: while a classic member is in the group, ConsumerGroupHeartbeat
-    is GROUP_ID_NOT_FOUND (Kafka's answer without online migration)."""
-    from floodmark.client.connection import KafkaConnection
-
-    bootstrap = broker_factory().bootstrap
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic("mixed", 1, 1)])["mixed"].result(30)
-    classic = Consumer({"bootstrap.servers": bootstrap, "group.id": "mixed-g",
-                        "session.timeout.ms": 6000})
-    classic.subscribe(["mixed"])
-    try:
-        since = time.monotonic()
-        while not classic.assignment():
-            classic.poll(0.1)
-            assert time.monotonic() - since < 30, "the classic member got no assignment"
-        conn = KafkaConnection(bootstrap)
-        try:
-            ans = conn.request(68, 1, {"group_id": "mixed-g", "member_id": "m-1",
-                                       "member_epoch": 0, "rebalance_timeout": 30000,
-                                       "subscribed_topic_names": ["mixed"],
-                                       "topic_partitions": []})
-            assert int(ans.error_code) == int(KafkaError.GROUP_ID_NOT_FOUND)
-            assert ans.error_message == "Group mixed-g is not a consumer group"
-            desc = conn.request(69, 1, {"group_ids": ["mixed-g"],
-                                        "include_authorized_operations": False})
-            assert int(desc.groups[0].error_code) == int(KafkaError.GROUP_ID_NOT_FOUND)
-        finally:
-            conn.close()
-    finally:
-        classic.close()

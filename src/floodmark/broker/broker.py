@@ -190,12 +190,15 @@ class Broker:
             CoreConfig,
             consumer_group_assignors,
         )
+        from floodmark.broker.consumer_group.migration import MigrationPolicy
 
         config = self.config
         return ConsumerGroupCoordinator(CoreConfig(
             session_timeout_ms=config.get_int("group.consumer.session.timeout.ms"),
             heartbeat_interval_ms=config.get_int("group.consumer.heartbeat.interval.ms"),
-            assignors=consumer_group_assignors(config.get("group.consumer.assignors"))))
+            assignors=consumer_group_assignors(config.get("group.consumer.assignors")),
+            migration_policy=MigrationPolicy.parse(
+                config.get("group.consumer.migration.policy"))))
 
     @functools.cached_property
     def transactions(self) -> BrokerTxnCoordinator:

@@ -36,7 +36,8 @@ from floodmark.broker.classic_group.messages import (
     SyncGroup,
 )
 from floodmark.broker.classic_group.state import Group, GroupState, Member
-from floodmark.broker.offsets import GroupRecord
+from floodmark.broker.consumer_group.migration import ClassicMember, ClassicSnapshot
+from floodmark.broker.offsets import GroupRecord, MemberRecord
 from floodmark.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -173,9 +174,15 @@ class GroupCoordinator:
         self._apply(effects)
         return g
 
-    def unload(self, group_ids: list[str]) -> None:
-        """Another broker coordinates these groups now (``core.unload``)."""
-        self._apply(self.core.unload(group_ids))
+    def unload(self, group_ids: list[str],
+               error: ErrorCode = ErrorCode.NOT_COORDINATOR) -> None:
+        """Another broker coordinates these groups now, or they became consumer groups
+        (``core.unload``)."""
+        self._apply(self.core.unload(group_ids, error))
+
+    def rebalance(self, group_id: str, reason: str) -> None:
+        """``core.rebalance``: a group a consumer group became rebalances."""
+        self._apply(self.core.rebalance(group_id, reason, self._clock_ms()))
 
     # -- the APIs ------------------------------------------------------------------------------
     async def join(
@@ -247,3 +254,24 @@ class GroupCoordinator:
         for fut in futures:
             if not fut.done():
                 fut.cancel()
+
+
+# -- KIP-848's online migration: a classic group as the consumer-group rules read it ------------
+def snapshot_of(g: Group) -> ClassicSnapshot:
+    """A classic group as ``consumer_group.migration`` reads it (its upgrade)."""
+    return ClassicSnapshot(
+        g.group_id, g.generation_id, g.protocol_type, g.protocol_name, g.leader_id,
+        tuple(ClassicMember(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                            m.session_timeout_ms, m.rebalance_timeout_ms, m.protocols,
+                            m.assignment) for m in g.members.values()))
+
+
+def record_of_snapshot(s: ClassicSnapshot, now_ms: int) -> GroupRecord:
+    """The ``GroupMetadataValue`` of the classic group a consumer group became (its
+    downgrade): what is stored, and what the classic core loads."""
+    protocol = s.protocol_name or ""
+    return GroupRecord(s.protocol_type or "", s.generation, s.protocol_name, s.leader, now_ms,
+                       tuple(MemberRecord(m.member_id, m.instance_id, m.client_id,
+                                          m.client_host, m.rebalance_timeout_ms,
+                                          m.session_timeout_ms, m.metadata_for(protocol),
+                                          m.assignment) for m in s.members))

@@ -83,7 +83,7 @@ def test_the_coordinators_are_built_at_first_use(tmp_path: Path) -> None:
 def test_the_handler_table_imports_a_module_at_the_first_request_of_its_api() -> None:
     join = HANDLERS[ApiKey.JOIN_GROUP]
     assert HANDLERS[ApiKey.JOIN_GROUP] is join  # resolved once
-    assert join.__wrapped__.__module__ == "floodmark.broker.handlers.group_apis"  # coordinated
+    assert join.__wrapped__.__module__ == "floodmark.broker.handlers.classic_protocol"  # coordinated
     assert HANDLERS[ApiKey.API_VERSIONS].__module__ == "floodmark.broker.handlers.admin"
     assert len(HANDLERS) == len(list(HANDLERS))
 

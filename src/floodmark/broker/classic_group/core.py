@@ -130,9 +130,11 @@ class ClassicGroupCore:
         self.groups[group_id] = g
         return g, out
 
-    def unload(self, group_ids: list[str]) -> list[ClassicEffect]:
+    def unload(self, group_ids: list[str],
+               error: ErrorCode = ErrorCode.NOT_COORDINATOR) -> list[ClassicEffect]:
         """Another broker coordinates these groups now: forget them here; members parked in
-        JoinGroup or SyncGroup are told NOT_COORDINATOR (they find the new coordinator)."""
+        JoinGroup or SyncGroup are told NOT_COORDINATOR (they find the new coordinator), or
+        ``error`` (REBALANCE_IN_PROGRESS: the group became a consumer group, KIP-848)."""
         out: list[ClassicEffect] = []
         for group_id in group_ids:
             g = self.groups.pop(group_id, None)
@@ -141,11 +143,10 @@ class ClassicGroupCore:
             for m in g.members.values():
                 if m.join_request is not None:
                     out.append(AnswerJoin(m.join_request, JoinResult(
-                        ErrorCode.NOT_COORDINATOR, member_id=m.member_id)))
+                        error, member_id=m.member_id)))
                     m.join_request = None
                 if m.sync_request is not None:
-                    out.append(AnswerSync(m.sync_request, ErrorCode.NOT_COORDINATOR, b"",
-                                          g.state))
+                    out.append(AnswerSync(m.sync_request, error, b"", g.state))
                     m.sync_request = None
         return out
 
@@ -316,6 +317,15 @@ class ClassicGroupCore:
         g.rebalance_deadline_ms = now_ms + timeout_ms
         if was_empty and self.config.initial_rebalance_delay_ms > 0:
             g.initial_delay_deadline_ms = now_ms + self.config.initial_rebalance_delay_ms
+
+    def rebalance(self, group_id: str, reason: str, now_ms: int) -> list[ClassicEffect]:
+        """Start a rebalance of a group with members (one a consumer group became, KIP-848's
+        downgrade): its members learn it from their heartbeats and rejoin."""
+        out: list[ClassicEffect] = []
+        g = self.groups.get(group_id)
+        if g is not None and g.members:
+            self._prepare_rebalance(g, reason, now_ms, out)
+        return out
 
     def _initial_delay_done(self, g: Group, now_ms: int, out: list[ClassicEffect]) -> None:
         g.initial_delay_deadline_ms = None

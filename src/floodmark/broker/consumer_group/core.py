@@ -29,7 +29,13 @@ The protocol, as Kafka's ``GroupMetadataManager`` runs it:
 Subscriptions name topics, or a regular expression matched against the cluster's topics at
 each heartbeat (a new matching topic bumps the group epoch). The ``uniform`` assignor is
 rack-aware (members' ``client.rack`` against the racks of the partitions' replicas; see
-``assignors``). Not served yet: the online migration of classic groups.
+``assignors``).
+
+KIP-848's online migration (``migration``): a classic group upgraded to a consumer group keeps
+its members as *classic protocol members* (``classic_members`` serves their JoinGroup,
+SyncGroup, Heartbeat and LeaveGroup); when the last member speaking the consumer protocol goes
+and only classic members remain, ``_remove`` writes the group's tombstones and leaves the
+classic group it becomes in ``downgrades`` for the broker's shell to take over.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
+from floodmark.broker.consumer_group import migration
 from floodmark.broker.consumer_group.assignors import ASSIGNORS, AssignmentSpec, Partitions
 from floodmark.broker.consumer_group.records import (
     ConsumerGroupRecord,
@@ -82,6 +89,7 @@ class CoreConfig:
     session_timeout_ms: int = 45_000
     heartbeat_interval_ms: int = 5_000
     assignors: tuple[str, ...] = ("uniform", "range")  # the first is the default
+    migration_policy: migration.MigrationPolicy = migration.MigrationPolicy.BIDIRECTIONAL
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +139,15 @@ class Member:
     def holds(self) -> Partitions:
         """What the member may still consume: assigned, and being revoked."""
         return self.current.assigned | self.current.pending_revocation
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        return self.subscription.classic is not None
+
+    def session_timeout_ms(self, config: CoreConfig) -> int:
+        """A classic protocol member's own (its JoinGroup's), else the group's."""
+        classic = self.subscription.classic
+        return classic.session_timeout_ms if classic is not None else config.session_timeout_ms
 
 
 @dataclass
@@ -248,6 +265,9 @@ class ConsumerGroupCoordinator:
         # configs): the broker keeps this up to date from its metadata
         self.group_configs: dict[str, CoreConfig] = {}
         self.groups: dict[str, ConsumerGroup] = {}
+        # the classic groups that consumer groups became (downgrades), until the shell takes
+        # them (``take_downgrade``) with the records that wrote them
+        self.downgrades: dict[str, migration.ClassicSnapshot] = {}
 
     def config_of(self, group_id: str) -> CoreConfig:
         """The settings ``group_id`` runs with: its group configs, else the broker's."""
@@ -294,6 +314,23 @@ class ConsumerGroupCoordinator:
                 m = g.members[rec.member_id] = Member(rec.member_id, _NO_SUBSCRIPTION)
             m.current = rec.value
 
+    def upgrade(self, classic: migration.ClassicSnapshot, topics: Mapping[str, TopicMetadata],
+                now_ms: int) -> list[ConsumerGroupRecord]:
+        """A non-empty classic group becomes a consumer group (``migration.upgrade_records``;
+        ``ValueError`` when a member's embedded protocol cannot be read): its records, each
+        classic member with a fresh session of its own timeout."""
+        records: list[ConsumerGroupRecord] = []
+        for rec in migration.upgrade_records(classic, topics):
+            self._emit(records, rec)
+        g = self.groups[classic.group_id]
+        for m in g.members.values():
+            g.session_deadline_ms[m.member_id] = now_ms + m.session_timeout_ms(self.config)
+        return records
+
+    def take_downgrade(self, group_id: str) -> migration.ClassicSnapshot | None:
+        """The classic group ``group_id`` became by the change just made (None: it did not)."""
+        return self.downgrades.pop(group_id, None)
+
     def loaded(self, group_ids: Iterable[str], now_ms: int) -> None:
         """The replay of these groups is complete: every member has a fresh session."""
         for group_id in group_ids:
@@ -302,7 +339,7 @@ class ConsumerGroupCoordinator:
                 continue
             for member_id, m in g.members.items():
                 g.session_deadline_ms[member_id] = \
-                    now_ms + self.config_of(group_id).session_timeout_ms
+                    now_ms + m.session_timeout_ms(self.config_of(group_id))
                 if m.current.state == MemberState.UNREVOKED_PARTITIONS:
                     g.revocation_deadline_ms[member_id] = \
                         now_ms + m.subscription.rebalance_timeout_ms
@@ -555,7 +592,21 @@ class ConsumerGroupCoordinator:
 
     def _remove(self, g: ConsumerGroup, member_id: str, topics: Mapping[str, TopicMetadata],
                 records: list[ConsumerGroupRecord]) -> None:
-        """A member goes (left, timed out, fenced): its partitions are free at once."""
+        """A member goes (left, timed out, fenced): its partitions are free at once. When it
+        was the last member speaking the consumer protocol and classic members remain, the
+        group becomes a classic group (KIP-848's downgrade, when the policy allows it)."""
+        if migration.can_downgrade(self.config.migration_policy,
+                                   {m: v.subscription for m, v in g.members.items()},
+                                   member_id):
+            names = {t.topic_id: t.name for t in (*g.topics, *topics.values())}
+            self.downgrades[g.group_id] = migration.downgrade(
+                g.group_id, g.group_epoch,
+                [migration.MemberView(m.member_id, m.subscription,
+                                      g.target.get(m.member_id, _NONE))
+                 for m in g.members.values()], member_id, names)
+            for rec in migration.tombstones(g.group_id, sorted(set(g.members) | set(g.target))):
+                self._emit(records, rec)
+            return
         self._emit(records, MemberAssignment(g.group_id, member_id, None))
         self._emit(records, TargetMember(g.group_id, member_id, None))
         self._emit(records, MemberSubscription(g.group_id, member_id, None))
@@ -619,6 +670,7 @@ class ConsumerGroupCoordinator:
     def restore(self, group_id: str, snapshot: ConsumerGroup | None) -> None:
         """The group goes back to ``snapshot`` (Kafka reverts to its last committed state when
         a write fails): what the members were told stays what a failover would load."""
+        self.downgrades.pop(group_id, None)
         if snapshot is None:
             self.groups.pop(group_id, None)
         else:
@@ -635,6 +687,9 @@ class ConsumerGroupCoordinator:
         member = g.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
+        if member.uses_classic_protocol:  # its generation is its member epoch
+            return ErrorCode.NONE if member_epoch == member.member_epoch \
+                else ErrorCode.ILLEGAL_GENERATION
         if not transactional and api_version < 9:
             return ErrorCode.UNSUPPORTED_VERSION
         if member_epoch != member.member_epoch:
@@ -650,7 +705,8 @@ class ConsumerGroupCoordinator:
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if member_epoch != member.member_epoch:
-            return ErrorCode.STALE_MEMBER_EPOCH
+            return ErrorCode.ILLEGAL_GENERATION if member.uses_classic_protocol \
+                else ErrorCode.STALE_MEMBER_EPOCH
         return ErrorCode.NONE
 
     def delete(self, group_id: str) -> tuple[ErrorCode, list[ConsumerGroupRecord]]:

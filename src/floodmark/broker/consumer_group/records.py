@@ -50,6 +50,16 @@ class TopicMetadata:
 
 
 @dataclass(frozen=True, slots=True)
+class ClassicMemberMetadata:
+    """A member that speaks the classic protocol (JoinGroup/SyncGroup/Heartbeat) inside a
+    consumer group (KIP-848's online migration): ``ConsumerGroupMemberMetadataValue``'s tagged
+    field ``ClassicMemberMetadata`` (tag 0)."""
+
+    session_timeout_ms: int
+    supported_protocols: tuple[tuple[str, bytes], ...]  # (name, metadata), the member's order
+
+
+@dataclass(frozen=True, slots=True)
 class Subscription:
     """``ConsumerGroupMemberMetadataValue``."""
 
@@ -61,6 +71,7 @@ class Subscription:
     subscribed_topic_regex: str | None
     rebalance_timeout_ms: int
     server_assignor: str | None
+    classic: ClassicMemberMetadata | None = None  # None: the member speaks the consumer protocol
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,7 +191,14 @@ def encode(rec: ConsumerGroupRecord) -> tuple[bytes, bytes | None]:
         body += b"".join(_compact_string(n) for n in s.subscribed_topic_names)
         body += _compact_string(s.subscribed_topic_regex)
         body += struct.pack(">i", s.rebalance_timeout_ms) + _compact_string(s.server_assignor)
-        return key, bytes(body) + b"\x00"
+        if s.classic is None:
+            return key, bytes(body) + b"\x00"
+        classic = bytearray(struct.pack(">i", s.classic.session_timeout_ms))
+        classic += _uvarint(len(s.classic.supported_protocols) + 1)
+        for name, metadata in s.classic.supported_protocols:
+            classic += _compact_string(name) + _uvarint(len(metadata) + 1) + metadata + b"\x00"
+        classic += b"\x00"
+        return key, bytes(body) + b"\x01\x00" + _uvarint(len(classic)) + bytes(classic)
     if isinstance(rec, TargetEpoch):
         key = struct.pack(">h", TARGET_ASSIGNMENT_METADATA) + _string(rec.group_id)
         if rec.assignment_epoch is None:
@@ -311,7 +329,7 @@ def decode(key: bytes, value: bytes | None) -> ConsumerGroupRecord:
             assignor = v.compact_string()
             return MemberSubscription(group_id, member_id, Subscription(
                 instance_id, rack_id, client_id, client_host, names, regex,
-                rebalance_timeout_ms, assignor))
+                rebalance_timeout_ms, assignor, _classic_member(v)))
         if kind == TARGET_ASSIGNMENT_METADATA:
             return TargetEpoch(group_id, None if v is None else v.int32())
         if kind == TARGET_ASSIGNMENT_MEMBER:
@@ -328,6 +346,26 @@ def decode(key: bytes, value: bytes | None) -> ConsumerGroupRecord:
         if isinstance(exc, BadConsumerGroupRecord):
             raise
         raise BadConsumerGroupRecord(f"consumer group record: {exc}") from exc
+
+
+def _classic_member(v: _Reader) -> ClassicMemberMetadata | None:
+    """The tagged fields ending a ``ConsumerGroupMemberMetadataValue``: tag 0 is
+    ``ClassicMemberMetadata``, others are skipped (as Kafka skips unknown tags)."""
+    out = None
+    for _ in range(v.uvarint()):
+        tag, size = v.uvarint(), v.uvarint()
+        raw = _Reader(v.take(size))
+        if tag != 0:
+            continue
+        session_timeout_ms = raw.int32()
+        protocols = []
+        for _ in range(raw.count()):
+            name = raw.compact_string() or ""
+            n = raw.uvarint()
+            protocols.append((name, raw.take(n - 1) if n else b""))
+            raw.tags()
+        out = ClassicMemberMetadata(session_timeout_ms, tuple(protocols))
+    return out
 
 
 def group_of(rec: ConsumerGroupRecord) -> str:

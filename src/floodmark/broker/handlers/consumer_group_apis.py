@@ -3,10 +3,11 @@ coordinator: the wire translated to the core's typed values (``consumer_group.co
 the records the core emits are stored in the group's ``__consumer_offsets`` partition and the
 member is answered only once they are replicated (a failover then loads what it was told).
 
-A group id is either a classic group or a consumer group: a heartbeat for a classic group with
-members is GROUP_ID_NOT_FOUND (Kafka's answer while online migration is off), a JoinGroup for a
-consumer group with members INCONSISTENT_GROUP_PROTOCOL (``group_apis``); an empty group of
-the other kind gives way.
+A group id is either a classic group or a consumer group. A heartbeat joining (epoch 0) a
+classic group with members upgrades it to a consumer group (KIP-848's online migration,
+``consumer_group.migration``) when ``group.consumer.migration.policy`` allows it and the group
+uses the consumer protocol; else it is GROUP_ID_NOT_FOUND, as Kafka answers. An empty classic
+group gives way. Classic members of a consumer group are ``classic_protocol``'s.
 """
 
 from __future__ import annotations
@@ -17,10 +18,13 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from floodmark.broker.boundary import ClientConnection, HandlerResult, WireRequest, WireResponse
+from floodmark.broker.consumer_group import migration
 from floodmark.broker.consumer_group import records as cg_records
 from floodmark.broker.consumer_group.assignors import Partitions
 from floodmark.broker.consumer_group.core import ConsumerGroup, Heartbeat, HeartbeatAnswer
+from floodmark.broker.groups import record_of_snapshot, snapshot_of
 from floodmark.broker.handlers.group_apis import change_consumer_group, store_group
+from floodmark.broker.offsets import GroupRecord
 from floodmark.errors import ErrorCode
 from floodmark.wire.codec import RequestHeader, ms
 
@@ -83,12 +87,19 @@ async def _heartbeat(ctx: HandlerContext, header: RequestHeader, req: WireReques
         member_id = str(uuid.uuid4())  # v0: the coordinator names a new member
     interval_ms = ctx.consumer_groups.config_of(group_id).heartbeat_interval_ms
     classic = ctx.groups.groups.get(group_id)
+    upgrade: migration.ClassicSnapshot | None = None
     if classic is not None and classic.members:
-        return {"throttle_time": 0, "error_code": int(ErrorCode.GROUP_ID_NOT_FOUND),
-                "error_message": f"Group {group_id} is not a consumer group",
-                "member_id": member_id or None, "member_epoch": epoch,
-                "heartbeat_interval": interval_ms, "assignment": None}
-    if epoch == 0 and group_id not in ctx.consumer_groups.groups and (
+        upgrade = snapshot_of(classic)
+        why = "the heartbeat does not join (member epoch 0)" if epoch != 0 else \
+            migration.can_upgrade(ctx.consumer_groups.config.migration_policy, upgrade)
+        if why is not None:
+            log.info("group %s: a classic group is not upgraded to a consumer group: %s",
+                     group_id, why)
+            return {"throttle_time": 0, "error_code": int(ErrorCode.GROUP_ID_NOT_FOUND),
+                    "error_message": f"Group {group_id} is not a consumer group",
+                    "member_id": member_id or None, "member_epoch": epoch,
+                    "heartbeat_interval": interval_ms, "assignment": None}
+    if upgrade is None and epoch == 0 and group_id not in ctx.consumer_groups.groups and (
             classic is not None or group_id in ctx.offsets.group_records):
         # An empty classic group gives way to the consumer group (its record goes).
         ctx.groups.delete(group_id)
@@ -108,13 +119,36 @@ async def _heartbeat(ctx: HandlerContext, header: RequestHeader, req: WireReques
         subscribed_topic_regex=getattr(req, "subscribed_topic_regex", None),
         server_assignor=req.server_assignor, owned=_partitions(req.topic_partitions))
     answers: list[HeartbeatAnswer] = []
+    replaces: GroupRecord | None = None
+    if upgrade is not None:
+        # its members answer to the consumer group's rules from now on (parked JoinGroup and
+        # SyncGroup requests: REBALANCE_IN_PROGRESS, they rejoin); back if the store fails
+        replaces = record_of_snapshot(upgrade, ctx.now_ms())
+        ctx.groups.unload([group_id], ErrorCode.REBALANCE_IN_PROGRESS)
 
     def beat() -> tuple[cg_records.ConsumerGroupRecord, ...]:
-        answers.append(ctx.consumer_groups.heartbeat(hb, topics_view(ctx), ctx.now_ms()))
-        return answers[0].records
+        records: list[cg_records.ConsumerGroupRecord] = []
+        if upgrade is not None:
+            try:
+                records = ctx.consumer_groups.upgrade(upgrade, topics_view(ctx), ctx.now_ms())
+            except ValueError as exc:
+                answers.append(HeartbeatAnswer(
+                    ErrorCode.GROUP_ID_NOT_FOUND, member_id, epoch, interval_ms,
+                    message=f"Cannot upgrade the classic group {group_id} to a consumer "
+                            f"group: {exc}"))
+                return ()
+        ans = ctx.consumer_groups.heartbeat(hb, topics_view(ctx), ctx.now_ms())
+        answers.append(ans)
+        if ans.error is not ErrorCode.NONE:
+            if upgrade is not None:  # a refused heartbeat converts nothing (as in Kafka)
+                ctx.consumer_groups.restore(group_id, None)
+            return ()
+        return (*records, *ans.records)
 
-    err = await change_consumer_group(ctx, group_id, beat)
+    err = await change_consumer_group(ctx, group_id, beat, replaces_classic=replaces)
     ans = answers[0]
+    if replaces is not None and ans.error is not ErrorCode.NONE:
+        ctx.groups.load(group_id, replaces)  # not converted: the classic group stays
     if ans.error is not ErrorCode.NONE:
         log.info("group %s member %s epoch %d: ConsumerGroupHeartbeat refused: %s (%s)",
                  group_id, member_id, epoch, ans.error.name, ans.message)
@@ -162,7 +196,7 @@ def _describe_member(g: ConsumerGroup, member_id: str,
             "subscribed_topic_regex": s.subscribed_topic_regex,
             "assignment": assignment(m.current.assigned),
             "target_assignment": assignment(g.target.get(member_id, frozenset())),
-            "member_type": 1}
+            "member_type": 0 if m.uses_classic_protocol else 1}  # v1: classic 0, consumer 1
 
 
 def consumer_group_describe(ctx: HandlerContext, header: RequestHeader, req: WireRequest,

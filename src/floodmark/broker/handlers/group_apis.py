@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING
 from floodmark.broker.boundary import ClientConnection, HandlerResult, WireRequest, WireResponse
 from floodmark.broker.consumer_group import records as cg_records
 from floodmark.broker.consumer_group.core import ConsumerGroupCoordinator
-from floodmark.broker.offsets import CommittedOffset, GroupRecord, partition_for
+from floodmark.broker.groups import record_of_snapshot
+from floodmark.broker.offsets import (
+    CommittedOffset,
+    GroupRecord,
+    encode_group_key,
+    encode_group_value,
+    partition_for,
+)
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import OFFSETS_TOPIC
 from floodmark.records import Record, build_batch
@@ -60,14 +67,9 @@ async def _join(broker: HandlerContext, header: RequestHeader, req: WireRequest,
 
 
 def join_group(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> HandlerResult:
+    """A JoinGroup into a classic group, or into an empty consumer group (which gives way);
+    a consumer group with members takes classic members (``classic_protocol``)."""
     consumer = broker.consumer_groups.groups.get(req.group_id)
-    if consumer is not None and consumer.members:
-        # A KIP-848 consumer group with members: no classic member joins it (Kafka's answer
-        # without online migration).
-        return {"throttle_time": 0, "error_code": int(ErrorCode.INCONSISTENT_GROUP_PROTOCOL),
-                "generation_id": -1, "protocol_type": None,
-                "protocol_name": None if header.api_version >= 7 else "", "leader": "",
-                "member_id": "", "members": []}
     if consumer is not None:
         return _join_after_empty_consumer_group(broker, header, req, conn)
     return _join(broker, header, req, conn)
@@ -230,22 +232,55 @@ _CONSUMER_GROUP_LOCKS: weakref.WeakKeyDictionary[ConsumerGroupCoordinator,
 
 async def change_consumer_group(
         broker: HandlerContext, group: str,
-        change: Callable[[], Sequence[cg_records.ConsumerGroupRecord]]) -> ErrorCode:
+        change: Callable[[], Sequence[cg_records.ConsumerGroupRecord]],
+        replaces_classic: GroupRecord | None = None) -> ErrorCode:
     """Run ``change`` (a call of the consumer-group core that returns the records it emitted)
     one at a time per group, and store its records; when they cannot be stored the group
     goes back to what it was before (so the core never runs ahead of its log), and the error
-    is returned."""
+    is returned.
+
+    KIP-848's migration, in the same batch: ``replaces_classic`` (an upgrade: the classic
+    group's record as it was, already taken out of the classic coordinator) has its record
+    written as a tombstone first, and put back if the batch fails; a change that downgraded
+    the group (``core.take_downgrade``) writes the classic group's record after the
+    tombstones, and the classic coordinator takes the group over and rebalances it."""
     core = broker.consumer_groups
     lock = _CONSUMER_GROUP_LOCKS.setdefault(core, {}).setdefault(group, asyncio.Lock())
     async with lock:
         before = core.snapshot(group)
         records = change()
+        downgraded = core.take_downgrade(group)
         if not records:
             return ErrorCode.NONE
+        pairs = [cg_records.encode(r) for r in records]
+        if replaces_classic is not None:
+            pairs.insert(0, (encode_group_key(group), None))
+        classic: GroupRecord | None = None
+        if downgraded is not None:
+            classic = record_of_snapshot(downgraded, broker.now_ms())
+            pairs.append((encode_group_key(group), encode_group_value(classic)))
+            # its members heartbeat to the classic coordinator from now on
+            broker.groups.load(group, classic)
         changed = core.groups.get(group)
-        err = await store_consumer_group_records(broker, group, records)
-        if err is not ErrorCode.NONE and core.groups.get(group) is changed:
-            core.restore(group, before)  # not if unloaded (or reloaded) meanwhile
+        err = await store_record_pairs(broker, group, pairs)
+        if err is not ErrorCode.NONE:
+            if core.groups.get(group) is changed:
+                core.restore(group, before)  # not if unloaded (or reloaded) meanwhile
+                if classic is not None:
+                    broker.groups.unload([group], ErrorCode.REBALANCE_IN_PROGRESS)
+                if replaces_classic is not None:
+                    broker.groups.load(group, replaces_classic)
+            return err
+        if replaces_classic is not None:
+            broker.offsets.store_group(group, None)
+            log.info("group %s: upgraded from a classic group to a consumer group "
+                     "(KIP-848), generation %d", group, replaces_classic.generation)
+        if classic is not None:
+            broker.offsets.store_group(group, classic)
+            log.info("group %s: downgraded from a consumer group to a classic group "
+                     "(KIP-848) at generation %d with %d members", group, classic.generation,
+                     len(classic.members))
+            broker.groups.rebalance(group, "downgraded from a consumer group")
         return err
 
 
