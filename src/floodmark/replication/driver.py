@@ -22,6 +22,7 @@ from typing import Any, Protocol, TypeVar
 
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.records import iter_batches
+from floodmark.replication import lease
 from floodmark.replication.election import AlterPartitionRequest
 from floodmark.replication.epochs import EpochEndOffset
 from floodmark.replication.partition import (
@@ -231,6 +232,19 @@ class ReplicaDriver:
         if deleted:
             self.partition.producers.on_log_start_offset(self.log.log_start_offset)
         return deleted
+
+    # -- leader: the controller session's lease -------------------------------------------------
+    def check_lease(self, now_ms: int, *, in_doubt: bool, session_timeout_ms: int) -> bool:
+        """``replication.lease``: does this leader step down for clients now? If so, the
+        produce waiting in its purgatory is answered NOT_LEADER_OR_FOLLOWER at once, not when
+        its timeout runs out (the client retries at the leader the controller elected). The
+        runner calls this on its lease timer (the broker's ``_lease_checks``, the simulator's
+        heartbeat tick); ``in_doubt``: ``ControllerSession.leadership_in_doubt``."""
+        down = lease.steps_down(self.partition, now_ms, in_doubt=in_doubt,
+                                session_timeout_ms=session_timeout_ms)
+        if down:
+            self.apply(self.partition.fail_waiting_produces())
+        return down
 
     # -- leader: a follower's fetch -------------------------------------------------------------
     def answer_follower_fetch(self, fetch: FollowerFetch, now_ms: int,

@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Protocol
 from floodmark.constants import ACKS_NONE, READ_COMMITTED
 from floodmark.errors import ErrorCode
 from floodmark.records import AbortedTracker, iter_batches, simple_batch
-from floodmark.replication import lease
+from floodmark.replication import lease, txn_verification
 from floodmark.replication.controller_session import ControllerSession
 from floodmark.replication.driver import FollowerFetchAnswer, ReplicaDriver
 from floodmark.replication.election import AlterPartitionRequest
@@ -40,7 +40,7 @@ from floodmark.replication.purgatory import CompleteProduce
 from floodmark.replication.reads import FetchIsolation, read_for_fetch
 from floodmark.replication.replica_selector import ReplicaSelection
 from floodmark.replication.schedule import PeriodicWork
-from floodmark.replication.txn_verification import lacks_transactional_id, produce_refusal
+from floodmark.replication.txn_verification import lacks_transactional_id
 from floodmark.sim.network import Network
 from floodmark.sim.partition import messages as m
 from floodmark.sim.partition import replica_view
@@ -329,16 +329,16 @@ class SimBroker:
             session_timeout_ms=self.session.session_timeout_ms)
 
     def _lease_check(self) -> None:
-        """Produce waiting for the HW at a leader that stepped down is answered at once (the
-        real broker's ``_lease_checks``)."""
-        down = self.steps_down()
+        """The lease check the broker runs too (``ReplicaDriver.check_lease``)."""
+        if self.driver is None or not self.config.step_down_on_lapse:
+            return
+        now = self.world.now_ms
+        down = self.driver.check_lease(now, in_doubt=self.session.leadership_in_doubt(now, 0),
+                                       session_timeout_ms=self.session.session_timeout_ms)
         if down != self.stepped_down:
             self.stepped_down = down
             self.world.record(f"{self.name} steps down for clients (controller session lapsed)"
                               if down else f"{self.name} no longer steps down for clients")
-        if down:
-            assert self.partition is not None
-            self.apply(self.partition.fail_waiting_produces())
 
     def checkpoint_hw(self) -> None:
         if self.partition is not None:
@@ -484,7 +484,8 @@ class SimBroker:
         Before all of it, as the broker's handler: transactional records naming no
         transactional id are refused (``txn_verification.lacks_transactional_id``)."""
         assert self.partition is not None
-        if lacks_transactional_id(msg.transactional_id or None, [self._batch(msg)]):
+        batch = self._batch(msg)
+        if lacks_transactional_id(msg.transactional_id or None, [batch]):
             self.world.record(f"{self.name} refuses {msg.value}: transactional, no "
                               "transactional id")
             if msg.acks != ACKS_NONE:
@@ -492,12 +493,10 @@ class SimBroker:
                     msg.produce_id, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1))
             return
         verify = self.config.transaction_verification and bool(msg.transactional_id)
-        if verify and msg.transactional and self.partition.is_leader:
-            guard = self.partition.producers.start_verification(msg.producer_id,
-                                                                msg.producer_epoch)
-            if guard is not None:
-                self._verify_then_produce(src, msg, guard)
-                return
+        guard = txn_verification.begin(self.partition, batch) if verify else None
+        if guard is not None:
+            self._verify_then_produce(src, msg, guard)
+            return
         self._produce(src, msg, verify, None)
 
     def _verify_then_produce(self, src: str, msg: m.Produce, guard: VerificationGuard) -> None:
@@ -519,7 +518,7 @@ class SimBroker:
             return
         held = self.verifications.pop(request_id, None)
         if held is not None and self.partition is not None:
-            self.partition.producers.end_verification(held[2])
+            txn_verification.abandon(self.partition, held[2])
 
     def _on_verification(self, src: str, reply: m.TxnReply) -> None:
         held = self.verifications.pop(reply.request_id, None)
@@ -530,8 +529,7 @@ class SimBroker:
         if reply.error is ErrorCode.NONE:
             self._produce(client, msg, True, guard)
             return
-        self.partition.producers.end_verification(guard)
-        error, _message = produce_refusal(reply.error)
+        error, _message = txn_verification.refuse(self.partition, guard, reply.error)
         self.world.record(f"{self.name} verification of p{msg.producer_id} "
                           f"e{msg.producer_epoch} {msg.value}: {reply.error.name} -> {error.name}")
         if msg.acks != ACKS_NONE:
