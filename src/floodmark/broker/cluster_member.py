@@ -539,8 +539,7 @@ class ClusterMembership(MembershipBase):
             host.isr_expands += int(len(reg.isr) > before)
         if host.partitions.get(key) is not ps:
             return
-        ps.apply(ps.core.handle_alter_partition_response(ps.log, req, error, reg,
-                                                         host.now_ms()))
+        ps.on_alter_partition_response(req, error, reg, host.now_ms())
 
     # -- the cluster as this broker sees it -------------------------------------------------------
     def live_brokers(self, listener_name: str | None = None) -> list[BrokerInfo]:

@@ -442,24 +442,18 @@ class SimBroker:
         self.apply_metadata(msg)
 
     def apply_metadata(self, md: m.Metadata) -> None:
-        assert self.partition is not None and self.log is not None
+        assert self.partition is not None and self.driver is not None
         if md == self.last_metadata or self.broker_epoch < 0:
             return
         self.last_metadata = md
         p = self.partition
         before = (p.leader_id, p.leader_epoch)
-        effects = p.apply_metadata(
-            self.log,
-            md.registration,
-            self.world.now_ms,
-            broker_epochs=dict(md.broker_epochs),
-            ineligible=md.fenced,
-        )
+        self.driver.apply_metadata(md.registration, self.world.now_ms,
+                                   broker_epochs=dict(md.broker_epochs), ineligible=md.fenced)
         after = (p.leader_id, p.leader_epoch)
         if after != before:
             role = "leader" if p.is_leader else f"follower of {self.cluster.name_of(p.leader_id)}"
             self.world.record(f"{self.name} becomes {role} epoch={p.leader_epoch}")
-        self.apply(effects)
         if p.is_leader and after != before:
             self.cluster.on_become_leader(self, p.leader_epoch)
         assert self.fetcher is not None
@@ -467,15 +461,12 @@ class SimBroker:
         self._fetch_due()
 
     def _on_alter_partition_reply(self, src: str, msg: m.AlterPartitionReply) -> None:
-        assert self.partition is not None and self.log is not None
+        assert self.driver is not None
         self.world.record(
             f"{self.name} AlterPartition {list(msg.request.new_isr)} -> {msg.error.name}"
         )
-        self.apply(
-            self.partition.handle_alter_partition_response(
-                self.log, msg.request, msg.error, msg.registration, self.world.now_ms
-            )
-        )
+        self.driver.on_alter_partition_response(msg.request, msg.error, msg.registration,
+                                                self.world.now_ms)
 
     # -- leader side: produce, fetch, epoch queries, consumers ----------------------------------
     def _on_produce(self, src: str, msg: m.Produce) -> None:
@@ -642,8 +633,8 @@ class SimBroker:
             self.waits.drop(lambda p: p.src == follower_name)
 
     def _on_epoch_query(self, src: str, msg: m.EpochQueryMsg) -> None:
-        assert self.partition is not None and self.log is not None
-        error, answer = self.partition.handle_epoch_query(self.log, msg.query)
+        assert self.driver is not None
+        error, answer = self.driver.answer_epoch_query(msg.query)
         self.net.send(
             self.name,
             src,
