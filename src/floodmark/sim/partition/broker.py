@@ -15,16 +15,14 @@ from typing import Any, ClassVar, Protocol
 
 from floodmark.constants import ACKS_NONE, READ_COMMITTED
 from floodmark.errors import ErrorCode
-from floodmark.records import AbortedTracker, iter_batches, simple_batch
+from floodmark.records import simple_batch
 from floodmark.replication import lease, txn_verification
 from floodmark.replication.controller_session import ControllerSession
 from floodmark.replication.driver import FollowerFetchAnswer, ReplicaDriver
 from floodmark.replication.election import AlterPartitionRequest
-from floodmark.replication.fetcher import APPEND_REJECTED, FetchLoop, FetchToSend
 from floodmark.replication.follower_waits import FollowerFetchWaits
 from floodmark.replication.partition import (
     Effect,
-    EpochQuery,
     FollowerActionKind,
     FollowerFetch,
     Partition,
@@ -45,9 +43,10 @@ from floodmark.sim.network import Network
 from floodmark.sim.partition import messages as m
 from floodmark.sim.partition import replica_view
 from floodmark.sim.partition.config import SimConfig
-from floodmark.sim.partition.replica_view import LogMirror
+from floodmark.sim.partition.follower_side import FollowerSide
+from floodmark.sim.partition.replica_view import LogMirror, Served
 from floodmark.sim.world import World
-from floodmark.spec.entries import Entry, decode_entries, marker_label
+from floodmark.spec.entries import Entry, marker_label
 from floodmark.spec.partition import ReplicaView
 from floodmark.storage.checkpoints import OffsetCheckpointFile, TopicPartition
 from floodmark.storage.config import LogConfig
@@ -123,8 +122,7 @@ class SimBroker:
         self.waits: FollowerFetchWaits[ParkedFetch] | None = None  # follower fetches parked here
         self._tick_at: int | None = None  # when the node's timer fires next (``_arm_tick``)
         self.deferred: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
-        self.fetcher: FetchLoop | None = None  # the node's follower fetch loop
-        self._fetch_timer_at: int | None = None
+        self.follower: FollowerSide | None = None  # the node's follower fetch loop, routed
         self.produce_routes: dict[int, tuple[str, int, int]] = {}  # id -> (client, client id, acks)
         # KIP-890 verifications out at the coordinator: request id -> (client, produce, guard)
         self.verifications: dict[int, tuple[str, m.Produce, VerificationGuard]] = {}
@@ -183,13 +181,8 @@ class SimBroker:
             self.driver, self._read_batches, self._send_fetch_answer,
             cfg.fetch_wait_max_ms if cfg.autonomous else None)
         self.deferred = []
-        # A scripted world times nothing out: its steps answer or drop requests by hand.
-        self.fetcher = FetchLoop(
-            self.driver,
-            request_timeout_ms=(cfg.request_timeout_ms + cfg.fetch_wait_max_ms
-                                if cfg.autonomous else None),
-            backoff_ms=cfg.fetch_backoff_ms)
-        self._fetch_timer_at = None
+        self.follower = FollowerSide(self.name, self.world, self.net, self.cluster.name_of, cfg,
+                                     self.driver, self.log, self.mirror, self._timer)
         self.produce_routes = {}
         self.verifications = {}
         self.last_metadata = None
@@ -456,9 +449,8 @@ class SimBroker:
             self.world.record(f"{self.name} becomes {role} epoch={p.leader_epoch}")
         if p.is_leader and after != before:
             self.cluster.on_become_leader(self, p.leader_epoch)
-        assert self.fetcher is not None
-        self.fetcher.on_metadata(self.world.now_ms)
-        self._fetch_due()
+        assert self.follower is not None
+        self.follower.on_metadata()
 
     def _on_alter_partition_reply(self, src: str, msg: m.AlterPartitionReply) -> None:
         assert self.driver is not None
@@ -642,8 +634,8 @@ class SimBroker:
         )
 
     def _on_consumer_fetch(self, src: str, msg: m.ConsumerFetch) -> None:
-        """A consumer reads by the broker's rule (``replication.reads``); like a client, it
-        drops the records of aborted transactions and the markers (``records.AbortedTracker``)."""
+        """A consumer reads by the broker's rule (``replication.reads``) and keeps what a
+        client keeps of it (``replica_view.consumer_kept``)."""
         assert self.partition is not None and self.log is not None
         committed = msg.isolation_level == READ_COMMITTED
         read = read_for_fetch(self.partition, self.log, msg.offset, msg.current_leader_epoch,
@@ -651,21 +643,11 @@ class SimBroker:
                               stepped_down=self.steps_down(), leader_only=msg.rack_id is None,
                               selection=self._replica_selection(msg.rack_id))
         bound = read.bound
-        records: tuple[tuple[int, int, str], ...] = ()
+        records: tuple[Served, ...] = ()
         next_offset = msg.offset
         if read.records is not None:
-            data = read.records
-            next_offset = data.next_offset
-            tracker = (None if read.aborted is None else AbortedTracker.from_response(
-                [(a.producer_id, a.first_offset) for a in read.aborted]))
-            kept: list[tuple[int, int, str]] = []
-            for _position, header in iter_batches(data.records, validate=False):
-                if (tracker is not None and tracker.skip(header)) or header.is_control:
-                    continue
-                batch = bytes(header.batch_bytes())
-                kept.extend(e for e in decode_entries(batch)
-                            if msg.offset <= e[0] < bound.read_upto)
-            records = tuple(kept)
+            next_offset = read.records.next_offset
+            records = replica_view.consumer_kept(read, msg.offset)
             self.cluster.on_consumer_read(self, records, bound.high_watermark,
                                           bound.last_stable_offset, msg.isolation_level,
                                           (msg.offset, min(next_offset, bound.read_upto)))
@@ -682,78 +664,25 @@ class SimBroker:
         live = {b: r for b, r in racks.items() if b not in self.partition.ineligible}
         return ReplicaSelection(rack_id, live, self.world.now_ms)
 
-    # -- follower side: the node's fetch loop (``replication.fetcher``); this only routes -------
+    # -- follower side: the node's fetch loop, routed (``follower_side``) ----------------------
     @property
     def fetch_inflight(self) -> bool:
-        return self.fetcher is not None and self.fetcher.inflight
+        return self.follower is not None and self.follower.inflight
 
     def send_fetch(self) -> bool:
         """Scenario step: send the next fetch (or epoch query) to the leader now; False if
         there is nothing to send (one is in flight, no leader)."""
-        if not self.alive or self.fetcher is None:
-            return False
-        return self._send(self.fetcher.poll(self.world.now_ms, force=True))
-
-    def _fetch_due(self) -> None:
-        """After an input to the fetch loop: send what it says is due now, and wake it at its
-        next deadline (autonomous worlds; a scripted one sends by hand)."""
-        if self.fetcher is None or not self.config.autonomous:
-            return
-        self._send(self.fetcher.poll(self.world.now_ms))
-        deadline = self.fetcher.next_deadline_ms()
-        if deadline is not None and deadline != self._fetch_timer_at:
-            self._fetch_timer_at = deadline
-            self._timer(max(0, deadline - self.world.now_ms), self._fetch_tick, deadline)
-
-    def _fetch_tick(self, at: int) -> None:
-        if at == self._fetch_timer_at:
-            self._fetch_timer_at = None
-        if self.fetcher is not None:
-            self.fetcher.tick(self.world.now_ms)
-            self._fetch_due()
-
-    def _send(self, out: FetchToSend | None) -> bool:
-        if out is None:
-            return False
-        leader = self.cluster.name_of(out.leader_id)
-        if isinstance(out.request, EpochQuery):
-            self.net.send(self.name, leader, m.EpochQueryMsg(out.session, out.request))
-        else:
-            self.net.send(self.name, leader, m.FetchRequestMsg(out.session, out.request))
-        return True
+        return self.alive and self.follower is not None and self.follower.send_now()
 
     def _on_epoch_reply(self, src: str, msg: m.EpochReplyMsg) -> None:
-        assert self.fetcher is not None
-        if msg.session != self.fetcher.session or not self.fetcher.inflight:
-            return
-        self.world.record(
-            f"{self.name} epoch answer e{msg.answer.epoch}@{msg.answer.end_offset} ({msg.error.name})"
-        )
-        self.fetcher.on_epoch_answer(msg.session, msg.request_leader_epoch, msg.error,
-                                     msg.answer, self.world.now_ms)
-        self._fetch_due()
+        assert self.follower is not None
+        self.follower.on_epoch_reply(msg)
 
     def _on_fetch_reply(self, src: str, msg: m.FetchReplyMsg) -> None:
-        assert self.fetcher is not None and self.log is not None
-        action = self.fetcher.on_fetch_answer(msg.session, msg.response, msg.records,
-                                              self.world.now_ms)
-        if action is None:
-            return
-        kind = action.kind
-        if action.reason.startswith(APPEND_REJECTED):
-            self.world.record(f"{self.name} {action.reason}")
-        elif kind is FollowerActionKind.APPEND and msg.records:
-            assert len(self.entries) == self.log.log_end_offset
-            new = decode_entries(msg.records)
-            self.world.record(
-                f"{self.name} fetched {new[0][0]}..{new[-1][0]} (LEO {self.log.log_end_offset}) "
-                f"leader HW {msg.response.high_watermark}"
-            )
-        elif kind is FollowerActionKind.TRUNCATE:
+        assert self.follower is not None
+        action = self.follower.on_fetch_reply(msg)
+        if action is not None and action.kind is FollowerActionKind.TRUNCATE:
             self.diverging_answers += 1
-        elif kind in (FollowerActionKind.RETRY, FollowerActionKind.STOP):
-            self.world.record(f"{self.name} fetch error {action.reason}")
-        self._fetch_due()
 
     _handlers: ClassVar[dict[type, Callable[[SimBroker, str, Any], None]]] = {
         m.RegisterReply: _on_register_reply,
