@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
 from floodmark.constants import ACKS_NONE, READ_COMMITTED
@@ -18,13 +17,11 @@ from floodmark.errors import ErrorCode
 from floodmark.records import simple_batch
 from floodmark.replication import lease, txn_verification
 from floodmark.replication.controller_session import ControllerSession
-from floodmark.replication.driver import FollowerFetchAnswer, ReplicaDriver
+from floodmark.replication.driver import ReplicaDriver
 from floodmark.replication.election import AlterPartitionRequest
-from floodmark.replication.follower_waits import FollowerFetchWaits
 from floodmark.replication.partition import (
     Effect,
     FollowerActionKind,
-    FollowerFetch,
     Partition,
     PartitionConfig,
 )
@@ -44,6 +41,7 @@ from floodmark.sim.partition import messages as m
 from floodmark.sim.partition import replica_view
 from floodmark.sim.partition.config import SimConfig
 from floodmark.sim.partition.follower_side import FollowerSide
+from floodmark.sim.partition.parked_fetches import ParkedFetches
 from floodmark.sim.partition.replica_view import LogMirror, Served
 from floodmark.sim.world import World
 from floodmark.spec.entries import Entry, marker_label
@@ -81,17 +79,6 @@ DATA_DIR = "/data"
 HW_CHECKPOINT = f"{DATA_DIR}/replication-offset-checkpoint"
 RECOVERY_CHECKPOINT = f"{DATA_DIR}/recovery-point-offset-checkpoint"
 
-@dataclass(frozen=True, slots=True)
-class ParkedFetch:
-    """A follower fetch parked at this leader, with where its answer goes."""
-
-    src: str
-    request: m.FetchRequestMsg
-
-    @property
-    def fetch(self) -> FollowerFetch:
-        return self.request.fetch
-
 
 class SimBroker:
     def __init__(self, cluster: BrokerHost, broker_id: int, name: str) -> None:
@@ -119,7 +106,7 @@ class SimBroker:
             kafka_aborted_batch_duplicates=self.config.kafka_aborted_batch_duplicates,
         )
         self.mirror = LogMirror()  # the log as (epoch, value) entries: index = offset
-        self.waits: FollowerFetchWaits[ParkedFetch] | None = None  # follower fetches parked here
+        self.parked: ParkedFetches | None = None  # follower fetches parked here, routed
         self._tick_at: int | None = None  # when the node's timer fires next (``_arm_tick``)
         self.deferred: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
         self.follower: FollowerSide | None = None  # the node's follower fetch loop, routed
@@ -176,10 +163,8 @@ class SimBroker:
             self.log, self, checkpointed_high_watermark=checkpointed, now_ms=now)
         self.partition = self.driver.partition
         self.mirror.load(self.log)
-        # A scripted world's parked fetches wait until a step releases them.
-        self.waits = FollowerFetchWaits(
-            self.driver, self._read_batches, self._send_fetch_answer,
-            cfg.fetch_wait_max_ms if cfg.autonomous else None)
+        self.parked = ParkedFetches(self.name, self.world, self.net, cfg, self.driver, self.log,
+                                    self._timer)
         self.deferred = []
         self.follower = FollowerSide(self.name, self.world, self.net, self.cluster.name_of, cfg,
                                      self.driver, self.log, self.mirror, self._timer)
@@ -236,7 +221,7 @@ class SimBroker:
         self.log = None
         self.partition = None
         self.driver = None
-        self.waits = None  # the parked fetches die with the process
+        self.parked = None  # the parked fetches die with the process
         self.world.record(f"{self.name} crash lose_unsynced={lose_unsynced}")
 
     def pause(self) -> None:
@@ -271,8 +256,8 @@ class SimBroker:
     def _after_step(self) -> None:
         """After every input: the parked fetches the core woke are asked again, and the node's
         timer is set for its next deadline."""
-        if self.alive and self.waits is not None:
-            self.waits.after_step(self.world.now_ms)
+        if self.alive and self.parked is not None:
+            self.parked.after_step()
         self._arm_tick()
 
     def _arm_tick(self) -> None:
@@ -368,8 +353,8 @@ class SimBroker:
         self._send_alter_partition(request)
 
     def wake_follower_fetches(self) -> None:
-        if self.waits is not None:
-            self.waits.wake()
+        if self.parked is not None:
+            self.parked.wake()
 
     def log_truncated(self, before: int, after: int, reason: str, *, fully: bool) -> None:
         self.mirror.truncate(after, fully=fully)
@@ -596,33 +581,16 @@ class SimBroker:
             self.net.send(self.name, src, self.last_metadata)
 
     def _on_fetch_request(self, src: str, msg: m.FetchRequestMsg) -> None:
-        assert self.waits is not None
-        deadline = self.waits.receive(ParkedFetch(src, msg), self.world.now_ms)
-        if deadline is not None and self.config.autonomous:
-            self._timer(deadline - self.world.now_ms, self._waits_tick)
-
-    def _waits_tick(self) -> None:
-        if self.waits is not None:
-            self.waits.tick(self.world.now_ms)
-
-    def _read_batches(self, start: int, upto: int) -> bytes:
-        assert self.log is not None
-        return bytes(self.log.read(start, self.config.fetch_max_bytes, upto).records)
-
-    def _send_fetch_answer(self, parked: ParkedFetch, answer: FollowerFetchAnswer) -> None:
-        self.net.send(self.name, parked.src, m.FetchReplyMsg(
-            parked.request.session, answer.response, bytes(answer.records)))
+        assert self.parked is not None
+        self.parked.receive(src, msg)
 
     def release_parked(self, follower_name: str) -> bool:
         """Scenario helper: answer the parked fetch of one follower now."""
-        if self.waits is None:
-            return False
-        return self.waits.answer(self.world.now_ms, lambda p: p.src == follower_name,
-                                 force=True) > 0
+        return self.parked is not None and self.parked.release(follower_name)
 
     def drop_parked(self, follower_name: str) -> None:
-        if self.waits is not None:
-            self.waits.drop(lambda p: p.src == follower_name)
+        if self.parked is not None:
+            self.parked.drop(follower_name)
 
     def _on_epoch_query(self, src: str, msg: m.EpochQueryMsg) -> None:
         assert self.driver is not None
