@@ -321,9 +321,9 @@ class ClusterMembership(MembershipBase):
                 await asyncio.sleep(1.0)
 
     async def _lease_checks(self) -> None:
-        """Produce waiting in the purgatory of a partition this broker stepped down from
-        (``replication.lease``) is answered NOT_LEADER_OR_FOLLOWER at once, not when its
-        timeout runs out: the client retries at the leader the controller elected."""
+        """The lease check of every partition (``ReplicaDriver.check_lease``, the simulator's
+        too): produce waiting at a leader that stepped down for clients is answered
+        NOT_LEADER_OR_FOLLOWER at once."""
         host = self.host
         # Not in doubt costs one clock read: look often, so waiting produce is answered within
         # 100 ms of the lapse.
@@ -335,16 +335,15 @@ class ClusterMembership(MembershipBase):
                 stepped_down = False
                 continue
             now = host.now_ms()
+            timeout_ms = self.session.session_timeout_ms
             down = [ps for ps in list(host.partitions.values())
-                    if self.steps_down(ps.core, now)]
+                    if ps.driver.check_lease(now, in_doubt=True, session_timeout_ms=timeout_ms)]
             if down and not stepped_down:
                 log.warning("broker %d stepped down for clients from %d partition(s) it leads: "
                             "its controller session lapsed (Produce and Fetch answer "
                             "NOT_LEADER_OR_FOLLOWER until the metadata says again)",
                             host.node_id, len(down))
             stepped_down = bool(down)
-            for ps in down:
-                ps.apply(ps.core.fail_waiting_produces())
 
     async def leave(self) -> None:
         """Ask the controller to move leadership away, wait (bounded) until it has."""
@@ -540,8 +539,7 @@ class ClusterMembership(MembershipBase):
             host.isr_expands += int(len(reg.isr) > before)
         if host.partitions.get(key) is not ps:
             return
-        ps.apply(ps.core.handle_alter_partition_response(ps.log, req, error, reg,
-                                                         host.now_ms()))
+        ps.on_alter_partition_response(req, error, reg, host.now_ms())
 
     # -- the cluster as this broker sees it -------------------------------------------------------
     def live_brokers(self, listener_name: str | None = None) -> list[BrokerInfo]:

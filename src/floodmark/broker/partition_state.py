@@ -14,7 +14,6 @@ controller).
 
 from __future__ import annotations
 
-import functools
 import logging
 from dataclasses import dataclass, field, replace
 from typing import Protocol
@@ -28,7 +27,6 @@ from floodmark.replication.election import AlterPartitionRequest, PartitionRegis
 from floodmark.replication.epochs import EpochEndOffset
 from floodmark.replication.modes import DEFAULT_TRUNCATION, Truncation
 from floodmark.replication.partition import (
-    AssignEpoch,
     Effect,
     EpochQuery,
     LeaderState,
@@ -184,34 +182,15 @@ class PartitionState:
         """The partition's registration from metadata decides the role. With
         ``epoch_writes``, becoming leader puts the epoch checkpoint into that batch (the
         partition takes writes once the batch made it durable)."""
-        effects = self.core.apply_metadata(self.log, registration, now_ms,
-                                           broker_epochs=broker_epochs, ineligible=ineligible)
-        if epoch_writes is None:
-            self.apply(effects)
-            return
-        before: list[Effect] = []  # carried out in order: the ones before each AssignEpoch first
-        for effect in effects:
-            if isinstance(effect, AssignEpoch):
-                self.apply(before)
-                before = []
-                self._assign_epoch_in_batch(effect, epoch_writes)
-            else:
-                before.append(effect)
-        self.apply(before)
+        self.driver.apply_metadata(registration, now_ms, broker_epochs=broker_epochs,
+                                   ineligible=ineligible, epoch_writes=epoch_writes)
+        self._touch()
 
-    def _assign_epoch_in_batch(self, effect: AssignEpoch,
-                               epoch_writes: EpochCheckpointBatch) -> None:
-        """The driver's ``AssignEpoch`` (``ReplicaDriver.apply``: the same idempotence), its
-        durable write deferred to ``epoch_writes``: until that batch made it durable the
-        leader accepts no write (``Partition.epoch_start_pending``). (Here rather than in the
-        driver while the driver is being changed by other work; it belongs there.) In a batch
-        the file is written even when the cache has the epoch already: an earlier batch may
-        still be writing it."""
-        if self.log.epoch_cache.latest_epoch < effect.epoch:
-            self.log.assign_epoch(effect.epoch, effect.start_offset, durable=False)
-        self.core.epoch_start_pending(effect.epoch)
-        epoch_writes.add(self.log, functools.partial(self.core.epoch_start_durable,
-                                                     effect.epoch))
+    def on_alter_partition_response(self, request: AlterPartitionRequest, error: ErrorCode,
+                                    registration: PartitionRegistration | None,
+                                    now_ms: int) -> None:
+        self.driver.on_alter_partition_response(request, error, registration, now_ms)
+        self._touch()
 
     # -- views ---------------------------------------------------------------------------------
     @property
@@ -245,6 +224,9 @@ class PartitionState:
     # -- effects -------------------------------------------------------------------------------
     def apply(self, effects: list[Effect] | tuple[Effect, ...]) -> None:
         self.driver.apply(effects)
+        self._touch()
+
+    def _touch(self) -> None:
         if self.timers is not None:  # the input may have parked a produce (a new deadline)
             self.timers.touch(self.key)
 
@@ -263,5 +245,4 @@ class PartitionState:
 
     def end_offset_for_epoch(self, current_leader_epoch: int,
                              leader_epoch: int) -> tuple[ErrorCode, EpochEndOffset]:
-        return self.core.handle_epoch_query(
-            self.log, EpochQuery(-1, current_leader_epoch, leader_epoch))
+        return self.driver.answer_epoch_query(EpochQuery(-1, current_leader_epoch, leader_epoch))

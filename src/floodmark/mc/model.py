@@ -672,11 +672,9 @@ class Model:
         if found is None:
             ctrl = self.controller(cid)
             live = self._live(r, rid)
-            effects = live.partition.apply_metadata(
-                live.log, ctrl.registration, NOW_MS,
-                broker_epochs=dict(ctrl.broker_epochs), ineligible=ctrl.ineligible,
-            )
-            live.driver.apply(effects)
+            live.driver.apply_metadata(ctrl.registration, NOW_MS,
+                                       broker_epochs=dict(ctrl.broker_epochs),
+                                       ineligible=ctrl.ineligible)
             found = self._memo[key] = self._rid(live)
         assert isinstance(found, int)
         return found
@@ -733,10 +731,8 @@ class Model:
             assert request is not None
             logic = live_controller(self.controller(cid), self.controller_config)
             error, registration = logic.alter_partition(TOPIC, PARTITION, request)
-            live.driver.apply(live.partition.handle_alter_partition_response(
-                live.log, request, error, registration if error is ErrorCode.NONE else None,
-                NOW_MS,
-            ))
+            live.driver.on_alter_partition_response(
+                request, error, registration if error is ErrorCode.NONE else None, NOW_MS)
             found = self._memo[key] = (self._controllers.id(controller_value(logic)),
                                        self._rid(live))
         assert isinstance(found, tuple)
@@ -759,7 +755,7 @@ class Model:
         if isinstance(request, EpochQuery):
             query = request if self.config.fenced else replace(
                 request, current_leader_epoch=UNDEFINED_EPOCH)
-            error, answer = leader.partition.handle_epoch_query(leader.log, query)
+            error, answer = leader.driver.answer_epoch_query(query)
             follower.driver.on_epoch_answer(request.current_leader_epoch, error, answer)
             new_f = self._rid(follower)
             if new_f != fid:

@@ -16,18 +16,21 @@ then lets the core keep HW ≤ LEO (``after_truncate``).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.records import iter_batches
-from floodmark.replication.election import AlterPartitionRequest
+from floodmark.replication import lease
+from floodmark.replication.election import AlterPartitionRequest, PartitionRegistration
 from floodmark.replication.epochs import EpochEndOffset
 from floodmark.replication.partition import (
     AssignEpoch,
     CheckpointHighWatermark,
     Effect,
+    EpochQuery,
     FetchDecision,
     FetchResponse,
     FlushLog,
@@ -91,7 +94,7 @@ F = TypeVar("F", bound=ParkedFollowerFetch)
 class ReplicaLog(LogView, Protocol):
     """What the driver needs of ``floodmark.storage.Log``: the core's view plus the writes."""
 
-    def assign_epoch(self, epoch: int, start_offset: int) -> None: ...
+    def assign_epoch(self, epoch: int, start_offset: int, *, durable: bool = True) -> None: ...
     def truncate_to(self, offset: int) -> None: ...
     def truncate_fully_and_start_at(self, offset: int) -> None: ...
     def maybe_increment_log_start_offset(self, offset: int, high_watermark: int) -> bool: ...
@@ -102,6 +105,14 @@ class ReplicaLog(LogView, Protocol):
         (the producer state decodes the transaction markers)."""
     def append_aborted_transactions(self, entries: Sequence[AbortedTxn]) -> None: ...
     def restore_aborted_transactions(self, entries: Sequence[AbortedTxn]) -> None: ...
+
+
+class EpochCheckpointWrites(Protocol):
+    """A batch of leader-epoch checkpoint writes many partitions share (the broker's
+    ``storage.epoch_checkpoints.EpochCheckpointBatch``): ``on_durable`` runs once ``log``'s
+    checkpoint is on disk."""
+
+    def add(self, log: Any, on_durable: Callable[[int], None]) -> None: ...
 
 
 class ReplicaPorts(Protocol):
@@ -181,6 +192,56 @@ class ReplicaDriver:
             else:  # pragma: no cover - the Effect union is closed
                 raise TypeError(f"unknown effect {effect!r}")
 
+    # -- the controller's word: metadata, AlterPartition answers --------------------------------
+    def apply_metadata(self, registration: PartitionRegistration, now_ms: int, *,
+                       broker_epochs: Mapping[int, int] | None = None,
+                       ineligible: frozenset[int] = frozenset(),
+                       epoch_writes: EpochCheckpointWrites | None = None) -> None:
+        """The partition's registration from metadata decides the role
+        (``Partition.apply_metadata``), carried out. With ``epoch_writes``, becoming leader
+        puts the epoch checkpoint into that batch: the epoch is recorded at once, made durable
+        by the batch, and until then the leader accepts no write
+        (``Partition.epoch_start_pending``); the other effects run in order around it."""
+        effects = self.partition.apply_metadata(self.log, registration, now_ms,
+                                                broker_epochs=broker_epochs,
+                                                ineligible=ineligible)
+        if epoch_writes is None:
+            self.apply(effects)
+            return
+        before: list[Effect] = []  # carried out in order: the ones before each AssignEpoch first
+        for effect in effects:
+            if isinstance(effect, AssignEpoch):
+                self.apply(before)
+                before = []
+                self._assign_epoch_in_batch(effect, epoch_writes)
+            else:
+                before.append(effect)
+        self.apply(before)
+
+    def _assign_epoch_in_batch(self, effect: AssignEpoch,
+                               epoch_writes: EpochCheckpointWrites) -> None:
+        """``apply``'s ``AssignEpoch`` (the same idempotence), its durable write deferred to
+        ``epoch_writes``. In a batch the file is written even when the cache has the epoch
+        already: an earlier batch may still be writing it."""
+        if self.log.epoch_cache.latest_epoch < effect.epoch:
+            self.log.assign_epoch(effect.epoch, effect.start_offset, durable=False)
+        self.partition.epoch_start_pending(effect.epoch)
+        epoch_writes.add(self.log, functools.partial(self.partition.epoch_start_durable,
+                                                     effect.epoch))
+
+    def on_alter_partition_response(self, request: AlterPartitionRequest, error: ErrorCode,
+                                    registration: PartitionRegistration | None,
+                                    now_ms: int) -> None:
+        """The controller's answer to this leader's ISR proposal: committed, reverted or kept
+        pending (``Partition.handle_alter_partition_response``), carried out. A runner resends
+        a proposal while ``Partition.is_proposal_pending`` says it is still open."""
+        self.apply(self.partition.handle_alter_partition_response(
+            self.log, request, error, registration, now_ms))
+
+    def answer_epoch_query(self, query: EpochQuery) -> tuple[ErrorCode, EpochEndOffset]:
+        """OffsetsForLeaderEpoch at this replica (``Partition.handle_epoch_query``)."""
+        return self.partition.handle_epoch_query(self.log, query)
+
     # -- the core's timers: the runner calls ``tick`` when ``next_deadline_ms`` is due ----------
     def next_deadline_ms(self) -> int | None:
         return self.partition.next_deadline_ms()
@@ -231,6 +292,19 @@ class ReplicaDriver:
         if deleted:
             self.partition.producers.on_log_start_offset(self.log.log_start_offset)
         return deleted
+
+    # -- leader: the controller session's lease -------------------------------------------------
+    def check_lease(self, now_ms: int, *, in_doubt: bool, session_timeout_ms: int) -> bool:
+        """``replication.lease``: does this leader step down for clients now? If so, the
+        produce waiting in its purgatory is answered NOT_LEADER_OR_FOLLOWER at once, not when
+        its timeout runs out (the client retries at the leader the controller elected). The
+        runner calls this on its lease timer (the broker's ``_lease_checks``, the simulator's
+        heartbeat tick); ``in_doubt``: ``ControllerSession.leadership_in_doubt``."""
+        down = lease.steps_down(self.partition, now_ms, in_doubt=in_doubt,
+                                session_timeout_ms=session_timeout_ms)
+        if down:
+            self.apply(self.partition.fail_waiting_produces())
+        return down
 
     # -- leader: a follower's fetch -------------------------------------------------------------
     def answer_follower_fetch(self, fetch: FollowerFetch, now_ms: int,

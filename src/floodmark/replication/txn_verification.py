@@ -15,11 +15,12 @@ producer state hands out a guard when it is asked and forgets it when a marker o
 producer is written meanwhile (``producer_state.VerificationGuard``); the append checks it
 (``produce.produce_as_leader``'s ``verify_transactions``).
 
-This module owns the two rules the broker and the simulator share: which batch needs the
-question (:func:`needs_verification`), and what the producer is answered when the coordinator
-says no or cannot say (:func:`produce_refusal`, Kafka's ``ReplicaManager`` and
-``AddPartitionsToTxnManager`` mapping); and the request-level rule before both: transactional
-records need a transactional id (:func:`lacks_transactional_id`).
+This module owns the rules the broker and the simulator share, each called by both: which
+partition's records need the question, and the guard it is asked under (:func:`begin`); what
+the producer is answered when the coordinator says no or cannot say, the guard given up
+(:func:`refuse`, Kafka's ``ReplicaManager`` and ``AddPartitionsToTxnManager`` mapping); and the
+request-level rule before both: transactional records need a transactional id
+(:func:`lacks_transactional_id`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from collections.abc import Iterable
 
 from floodmark.errors import ErrorCode
 from floodmark.records import TRANSACTIONAL_MASK
-from floodmark.replication.producer_state import BatchMeta
+from floodmark.replication.partition import Partition
+from floodmark.replication.producer_state import BatchMeta, VerificationGuard, batch_metas
 
 # Where a v2 batch header keeps its magic byte and the low byte of its attributes (int16 at 21).
 _MAGIC_AT = 16
@@ -55,6 +57,34 @@ def needs_verification(metas: list[BatchMeta] | None) -> tuple[int, int] | None:
     if not metas or not metas[0].is_transactional or metas[0].producer_id < 0:
         return None
     return metas[0].producer_id, metas[0].producer_epoch
+
+
+def begin(core: Partition, records: bytes | memoryview | None) -> VerificationGuard | None:
+    """The leader's first step for one partition of a transactional Produce: the guard the
+    coordinator is asked under, or None when there is no question to ask (not the leader, not
+    transactional records, or the producer's transaction is open here already, verified when
+    it began). The caller asks the coordinator, then appends with the guard
+    (``produce_as_leader``'s ``verification_guard``) or gives it up (:func:`refuse`,
+    :func:`abandon`)."""
+    if records is None or not core.is_leader:
+        return None
+    producer = needs_verification(batch_metas(records))
+    if producer is None:
+        return None
+    return core.producers.start_verification(*producer)
+
+
+def abandon(core: Partition, guard: VerificationGuard) -> None:
+    """The verification ends without an append (the request refused, or no answer came)."""
+    core.producers.end_verification(guard)
+
+
+def refuse(core: Partition, guard: VerificationGuard,
+           coordinator_error: ErrorCode) -> tuple[ErrorCode, str | None]:
+    """The coordinator did not confirm the partition: the guard is given up and the producer
+    is answered :func:`produce_refusal`."""
+    abandon(core, guard)
+    return produce_refusal(coordinator_error)
 
 
 def lacks_transactional_id(transactional_id: str | None,

@@ -75,3 +75,22 @@ def test_waiting_produce_is_answered_not_leader_and_the_state_is_kept() -> None:
     leader.follower_fetch(2, 1, now_ms=40)
     leader.follower_fetch(3, 1, now_ms=40)
     assert leader.answers(first.produce_id) == [ErrorCode.NOT_LEADER_OR_FOLLOWER]
+
+
+def test_the_drivers_lease_check_answers_waiting_produce_only_when_it_steps_down() -> None:
+    """``ReplicaDriver.check_lease``, what the broker's ``_lease_checks`` and the simulator's
+    heartbeat tick both run: a leader still followed keeps its waiting produce; one that
+    steps down answers it NOT_LEADER_OR_FOLLOWER at once, the partition state kept."""
+    leader = Leader()
+    leader.follower_fetch(2, 0, now_ms=1000)
+    first = leader.produce(0, now_ms=1000)
+    assert first.parked
+    followed = 1000 + SESSION_MS // 2
+    assert not leader.driver.check_lease(followed, in_doubt=True, session_timeout_ms=SESSION_MS)
+    assert leader.answers(first.produce_id) == []
+    assert not leader.driver.check_lease(followed + 1, in_doubt=False,
+                                         session_timeout_ms=SESSION_MS)
+    assert leader.answers(first.produce_id) == []
+    assert leader.driver.check_lease(followed + 1, in_doubt=True, session_timeout_ms=SESSION_MS)
+    assert leader.answers(first.produce_id) == [ErrorCode.NOT_LEADER_OR_FOLLOWER]
+    assert leader.core.is_leader and leader.log.log_end_offset == 1

@@ -22,9 +22,11 @@ from floodmark.replication.producer_state import (
 from floodmark.replication.txn_verification import (
     NOT_ADDED_MESSAGE,
     NOT_VERIFIED_MESSAGE,
+    begin,
     lacks_transactional_id,
     needs_verification,
     produce_refusal,
+    refuse,
 )
 
 PID = 9
@@ -156,3 +158,35 @@ def test_transactional_records_need_a_transactional_id() -> None:
     old_magic = bytearray(txn)
     old_magic[16] = 1
     assert not lacks_transactional_id(None, [bytes(old_magic)])
+
+
+def _txn_batch(seq: int = 0, epoch: int = 0, transactional: bool = True) -> bytes:
+    return simple_batch([b"v"], producer_id=PID, producer_epoch=epoch, base_sequence=seq,
+                        is_transactional=transactional)
+
+
+def test_begin_asks_only_a_leader_about_transactional_records_not_open_here() -> None:
+    """``txn_verification.begin``, the first step of the broker's and the simulator's
+    verification: a guard for a transactional batch at its leader, none otherwise."""
+    follower = Replica(1)
+    follower.apply(follower.core.apply_metadata(
+        follower.log, PartitionRegistration((1, 2), (1, 2), 2, 1, 0), 0))
+    assert begin(follower.core, _txn_batch()) is None  # not the leader: no question
+    r = _leader()
+    assert begin(r.core, None) is None
+    assert begin(r.core, _txn_batch(transactional=False)) is None
+    guard = begin(r.core, _txn_batch())
+    assert guard is not None and (guard.producer_id, guard.producer_epoch) == (PID, 0)
+    assert _txn_produce(r, 0, guard) == (ErrorCode.NONE, None)
+    assert begin(r.core, _txn_batch(1)) is None  # its transaction is open here now
+
+
+def test_refuse_gives_the_guard_up_and_answers_as_kafka() -> None:
+    r = _leader()
+    guard = begin(r.core, _txn_batch())
+    assert guard is not None
+    assert refuse(r.core, guard, ErrorCode.INVALID_TXN_STATE) == (ErrorCode.INVALID_TXN_STATE,
+                                                                  NOT_ADDED_MESSAGE)
+    # the guard is gone: a batch appended with it would open the transaction unverified
+    answer, message = _txn_produce(r, 0, guard)
+    assert answer is not ErrorCode.NONE and message == NOT_VERIFIED_MESSAGE

@@ -28,15 +28,12 @@ from floodmark.broker.fetch_sessions import (
 from floodmark.broker.sendfile import LAZY_MIN_BYTES, SendfileParts
 from floodmark.constants import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, READ_COMMITTED
 from floodmark.errors import ErrorCode, KafkaError
+from floodmark.replication import txn_verification
 from floodmark.replication.produce import produce_as_leader
 from floodmark.replication.producer_state import VerificationGuard, batch_metas
 from floodmark.replication.reads import FetchIsolation, read_for_fetch
 from floodmark.replication.replica_selector import ReplicaSelection
-from floodmark.replication.txn_verification import (
-    lacks_transactional_id,
-    needs_verification,
-    produce_refusal,
-)
+from floodmark.replication.txn_verification import lacks_transactional_id, needs_verification
 from floodmark.storage.file_slice import FileSlice
 from floodmark.wire.api_table import ApiKey
 from floodmark.wire.codec import RequestHeader, ms
@@ -238,13 +235,8 @@ def _unverified(broker: HandlerContext, req: ProduceRequest
     for name, parts in req.topics:
         for p in parts:
             ps = broker.partitions.get((name, p.index))
-            if ps is None or p.records is None or not ps.core.is_leader:
-                continue
-            producer = needs_verification(batch_metas(p.records))
-            if producer is None:
-                continue
-            guard = ps.core.producers.start_verification(*producer)
-            if guard is not None:  # None: its transaction is open here, verified when it began
+            guard = None if ps is None else txn_verification.begin(ps.core, p.records)
+            if guard is not None:
                 out[(name, p.index)] = guard
     return out
 
@@ -253,7 +245,7 @@ def _end_verification(broker: HandlerContext, tp: tuple[str, int],
                       guard: VerificationGuard) -> None:
     ps = broker.partitions.get(tp)
     if ps is not None:
-        ps.core.producers.end_verification(guard)
+        txn_verification.abandon(ps.core, guard)
 
 
 async def _verify_then_produce(broker: HandlerContext, req: ProduceRequest, version: int,
@@ -285,10 +277,14 @@ async def _verify_then_produce(broker: HandlerContext, req: ProduceRequest, vers
             answers = await broker.transactions.verify(txn_id, pid, epoch, partitions, add=add)
             for tp, error in answers.items():
                 if error is not ErrorCode.NONE:
-                    refused[tp], message = produce_refusal(error)
+                    ps = broker.partitions.get(tp)
+                    if ps is not None:
+                        refused[tp], message = txn_verification.refuse(ps.core, unverified[tp],
+                                                                       error)
+                    else:
+                        refused[tp], message = txn_verification.produce_refusal(error)
                     if message is not None:
                         messages[tp] = message
-                    _end_verification(broker, tp, unverified[tp])
         guards = {tp: g for tp, g in unverified.items() if tp not in refused}
         answer = _produce(broker, req, version, refused, verify=True, guards=guards,
                           messages=messages)  # appends (or refuses) now

@@ -10,23 +10,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
 from floodmark.constants import ACKS_NONE, READ_COMMITTED
 from floodmark.errors import ErrorCode
-from floodmark.records import AbortedTracker, iter_batches, simple_batch
-from floodmark.replication import lease
+from floodmark.records import simple_batch
+from floodmark.replication import lease, txn_verification
 from floodmark.replication.controller_session import ControllerSession
-from floodmark.replication.driver import FollowerFetchAnswer, ReplicaDriver
+from floodmark.replication.driver import ReplicaDriver
 from floodmark.replication.election import AlterPartitionRequest
-from floodmark.replication.fetcher import APPEND_REJECTED, FetchLoop, FetchToSend
-from floodmark.replication.follower_waits import FollowerFetchWaits
 from floodmark.replication.partition import (
     Effect,
-    EpochQuery,
     FollowerActionKind,
-    FollowerFetch,
     Partition,
     PartitionConfig,
 )
@@ -40,14 +35,16 @@ from floodmark.replication.purgatory import CompleteProduce
 from floodmark.replication.reads import FetchIsolation, read_for_fetch
 from floodmark.replication.replica_selector import ReplicaSelection
 from floodmark.replication.schedule import PeriodicWork
-from floodmark.replication.txn_verification import lacks_transactional_id, produce_refusal
+from floodmark.replication.txn_verification import lacks_transactional_id
 from floodmark.sim.network import Network
 from floodmark.sim.partition import messages as m
 from floodmark.sim.partition import replica_view
 from floodmark.sim.partition.config import SimConfig
-from floodmark.sim.partition.replica_view import LogMirror
+from floodmark.sim.partition.follower_side import FollowerSide
+from floodmark.sim.partition.parked_fetches import ParkedFetches
+from floodmark.sim.partition.replica_view import LogMirror, Served
 from floodmark.sim.world import World
-from floodmark.spec.entries import Entry, decode_entries, marker_label
+from floodmark.spec.entries import Entry, marker_label
 from floodmark.spec.partition import ReplicaView
 from floodmark.storage.checkpoints import OffsetCheckpointFile, TopicPartition
 from floodmark.storage.config import LogConfig
@@ -82,17 +79,6 @@ DATA_DIR = "/data"
 HW_CHECKPOINT = f"{DATA_DIR}/replication-offset-checkpoint"
 RECOVERY_CHECKPOINT = f"{DATA_DIR}/recovery-point-offset-checkpoint"
 
-@dataclass(frozen=True, slots=True)
-class ParkedFetch:
-    """A follower fetch parked at this leader, with where its answer goes."""
-
-    src: str
-    request: m.FetchRequestMsg
-
-    @property
-    def fetch(self) -> FollowerFetch:
-        return self.request.fetch
-
 
 class SimBroker:
     def __init__(self, cluster: BrokerHost, broker_id: int, name: str) -> None:
@@ -120,11 +106,10 @@ class SimBroker:
             kafka_aborted_batch_duplicates=self.config.kafka_aborted_batch_duplicates,
         )
         self.mirror = LogMirror()  # the log as (epoch, value) entries: index = offset
-        self.waits: FollowerFetchWaits[ParkedFetch] | None = None  # follower fetches parked here
+        self.parked: ParkedFetches | None = None  # follower fetches parked here, routed
         self._tick_at: int | None = None  # when the node's timer fires next (``_arm_tick``)
         self.deferred: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
-        self.fetcher: FetchLoop | None = None  # the node's follower fetch loop
-        self._fetch_timer_at: int | None = None
+        self.follower: FollowerSide | None = None  # the node's follower fetch loop, routed
         self.produce_routes: dict[int, tuple[str, int, int]] = {}  # id -> (client, client id, acks)
         # KIP-890 verifications out at the coordinator: request id -> (client, produce, guard)
         self.verifications: dict[int, tuple[str, m.Produce, VerificationGuard]] = {}
@@ -178,18 +163,11 @@ class SimBroker:
             self.log, self, checkpointed_high_watermark=checkpointed, now_ms=now)
         self.partition = self.driver.partition
         self.mirror.load(self.log)
-        # A scripted world's parked fetches wait until a step releases them.
-        self.waits = FollowerFetchWaits(
-            self.driver, self._read_batches, self._send_fetch_answer,
-            cfg.fetch_wait_max_ms if cfg.autonomous else None)
+        self.parked = ParkedFetches(self.name, self.world, self.net, cfg, self.driver, self.log,
+                                    self._timer)
         self.deferred = []
-        # A scripted world times nothing out: its steps answer or drop requests by hand.
-        self.fetcher = FetchLoop(
-            self.driver,
-            request_timeout_ms=(cfg.request_timeout_ms + cfg.fetch_wait_max_ms
-                                if cfg.autonomous else None),
-            backoff_ms=cfg.fetch_backoff_ms)
-        self._fetch_timer_at = None
+        self.follower = FollowerSide(self.name, self.world, self.net, self.cluster.name_of, cfg,
+                                     self.driver, self.log, self.mirror, self._timer)
         self.produce_routes = {}
         self.verifications = {}
         self.last_metadata = None
@@ -243,7 +221,7 @@ class SimBroker:
         self.log = None
         self.partition = None
         self.driver = None
-        self.waits = None  # the parked fetches die with the process
+        self.parked = None  # the parked fetches die with the process
         self.world.record(f"{self.name} crash lose_unsynced={lose_unsynced}")
 
     def pause(self) -> None:
@@ -278,8 +256,8 @@ class SimBroker:
     def _after_step(self) -> None:
         """After every input: the parked fetches the core woke are asked again, and the node's
         timer is set for its next deadline."""
-        if self.alive and self.waits is not None:
-            self.waits.after_step(self.world.now_ms)
+        if self.alive and self.parked is not None:
+            self.parked.after_step()
         self._arm_tick()
 
     def _arm_tick(self) -> None:
@@ -329,16 +307,16 @@ class SimBroker:
             session_timeout_ms=self.session.session_timeout_ms)
 
     def _lease_check(self) -> None:
-        """Produce waiting for the HW at a leader that stepped down is answered at once (the
-        real broker's ``_lease_checks``)."""
-        down = self.steps_down()
+        """The lease check the broker runs too (``ReplicaDriver.check_lease``)."""
+        if self.driver is None or not self.config.step_down_on_lapse:
+            return
+        now = self.world.now_ms
+        down = self.driver.check_lease(now, in_doubt=self.session.leadership_in_doubt(now, 0),
+                                       session_timeout_ms=self.session.session_timeout_ms)
         if down != self.stepped_down:
             self.stepped_down = down
             self.world.record(f"{self.name} steps down for clients (controller session lapsed)"
                               if down else f"{self.name} no longer steps down for clients")
-        if down:
-            assert self.partition is not None
-            self.apply(self.partition.fail_waiting_produces())
 
     def checkpoint_hw(self) -> None:
         if self.partition is not None:
@@ -375,8 +353,8 @@ class SimBroker:
         self._send_alter_partition(request)
 
     def wake_follower_fetches(self) -> None:
-        if self.waits is not None:
-            self.waits.wake()
+        if self.parked is not None:
+            self.parked.wake()
 
     def log_truncated(self, before: int, after: int, reason: str, *, fully: bool) -> None:
         self.mirror.truncate(after, fully=fully)
@@ -442,40 +420,30 @@ class SimBroker:
         self.apply_metadata(msg)
 
     def apply_metadata(self, md: m.Metadata) -> None:
-        assert self.partition is not None and self.log is not None
+        assert self.partition is not None and self.driver is not None
         if md == self.last_metadata or self.broker_epoch < 0:
             return
         self.last_metadata = md
         p = self.partition
         before = (p.leader_id, p.leader_epoch)
-        effects = p.apply_metadata(
-            self.log,
-            md.registration,
-            self.world.now_ms,
-            broker_epochs=dict(md.broker_epochs),
-            ineligible=md.fenced,
-        )
+        self.driver.apply_metadata(md.registration, self.world.now_ms,
+                                   broker_epochs=dict(md.broker_epochs), ineligible=md.fenced)
         after = (p.leader_id, p.leader_epoch)
         if after != before:
             role = "leader" if p.is_leader else f"follower of {self.cluster.name_of(p.leader_id)}"
             self.world.record(f"{self.name} becomes {role} epoch={p.leader_epoch}")
-        self.apply(effects)
         if p.is_leader and after != before:
             self.cluster.on_become_leader(self, p.leader_epoch)
-        assert self.fetcher is not None
-        self.fetcher.on_metadata(self.world.now_ms)
-        self._fetch_due()
+        assert self.follower is not None
+        self.follower.on_metadata()
 
     def _on_alter_partition_reply(self, src: str, msg: m.AlterPartitionReply) -> None:
-        assert self.partition is not None and self.log is not None
+        assert self.driver is not None
         self.world.record(
             f"{self.name} AlterPartition {list(msg.request.new_isr)} -> {msg.error.name}"
         )
-        self.apply(
-            self.partition.handle_alter_partition_response(
-                self.log, msg.request, msg.error, msg.registration, self.world.now_ms
-            )
-        )
+        self.driver.on_alter_partition_response(msg.request, msg.error, msg.registration,
+                                                self.world.now_ms)
 
     # -- leader side: produce, fetch, epoch queries, consumers ----------------------------------
     def _on_produce(self, src: str, msg: m.Produce) -> None:
@@ -484,7 +452,8 @@ class SimBroker:
         Before all of it, as the broker's handler: transactional records naming no
         transactional id are refused (``txn_verification.lacks_transactional_id``)."""
         assert self.partition is not None
-        if lacks_transactional_id(msg.transactional_id or None, [self._batch(msg)]):
+        batch = self._batch(msg)
+        if lacks_transactional_id(msg.transactional_id or None, [batch]):
             self.world.record(f"{self.name} refuses {msg.value}: transactional, no "
                               "transactional id")
             if msg.acks != ACKS_NONE:
@@ -492,12 +461,10 @@ class SimBroker:
                     msg.produce_id, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1))
             return
         verify = self.config.transaction_verification and bool(msg.transactional_id)
-        if verify and msg.transactional and self.partition.is_leader:
-            guard = self.partition.producers.start_verification(msg.producer_id,
-                                                                msg.producer_epoch)
-            if guard is not None:
-                self._verify_then_produce(src, msg, guard)
-                return
+        guard = txn_verification.begin(self.partition, batch) if verify else None
+        if guard is not None:
+            self._verify_then_produce(src, msg, guard)
+            return
         self._produce(src, msg, verify, None)
 
     def _verify_then_produce(self, src: str, msg: m.Produce, guard: VerificationGuard) -> None:
@@ -519,7 +486,7 @@ class SimBroker:
             return
         held = self.verifications.pop(request_id, None)
         if held is not None and self.partition is not None:
-            self.partition.producers.end_verification(held[2])
+            txn_verification.abandon(self.partition, held[2])
 
     def _on_verification(self, src: str, reply: m.TxnReply) -> None:
         held = self.verifications.pop(reply.request_id, None)
@@ -530,8 +497,7 @@ class SimBroker:
         if reply.error is ErrorCode.NONE:
             self._produce(client, msg, True, guard)
             return
-        self.partition.producers.end_verification(guard)
-        error, _message = produce_refusal(reply.error)
+        error, _message = txn_verification.refuse(self.partition, guard, reply.error)
         self.world.record(f"{self.name} verification of p{msg.producer_id} "
                           f"e{msg.producer_epoch} {msg.value}: {reply.error.name} -> {error.name}")
         if msg.acks != ACKS_NONE:
@@ -615,37 +581,20 @@ class SimBroker:
             self.net.send(self.name, src, self.last_metadata)
 
     def _on_fetch_request(self, src: str, msg: m.FetchRequestMsg) -> None:
-        assert self.waits is not None
-        deadline = self.waits.receive(ParkedFetch(src, msg), self.world.now_ms)
-        if deadline is not None and self.config.autonomous:
-            self._timer(deadline - self.world.now_ms, self._waits_tick)
-
-    def _waits_tick(self) -> None:
-        if self.waits is not None:
-            self.waits.tick(self.world.now_ms)
-
-    def _read_batches(self, start: int, upto: int) -> bytes:
-        assert self.log is not None
-        return bytes(self.log.read(start, self.config.fetch_max_bytes, upto).records)
-
-    def _send_fetch_answer(self, parked: ParkedFetch, answer: FollowerFetchAnswer) -> None:
-        self.net.send(self.name, parked.src, m.FetchReplyMsg(
-            parked.request.session, answer.response, bytes(answer.records)))
+        assert self.parked is not None
+        self.parked.receive(src, msg)
 
     def release_parked(self, follower_name: str) -> bool:
         """Scenario helper: answer the parked fetch of one follower now."""
-        if self.waits is None:
-            return False
-        return self.waits.answer(self.world.now_ms, lambda p: p.src == follower_name,
-                                 force=True) > 0
+        return self.parked is not None and self.parked.release(follower_name)
 
     def drop_parked(self, follower_name: str) -> None:
-        if self.waits is not None:
-            self.waits.drop(lambda p: p.src == follower_name)
+        if self.parked is not None:
+            self.parked.drop(follower_name)
 
     def _on_epoch_query(self, src: str, msg: m.EpochQueryMsg) -> None:
-        assert self.partition is not None and self.log is not None
-        error, answer = self.partition.handle_epoch_query(self.log, msg.query)
+        assert self.driver is not None
+        error, answer = self.driver.answer_epoch_query(msg.query)
         self.net.send(
             self.name,
             src,
@@ -653,8 +602,8 @@ class SimBroker:
         )
 
     def _on_consumer_fetch(self, src: str, msg: m.ConsumerFetch) -> None:
-        """A consumer reads by the broker's rule (``replication.reads``); like a client, it
-        drops the records of aborted transactions and the markers (``records.AbortedTracker``)."""
+        """A consumer reads by the broker's rule (``replication.reads``) and keeps what a
+        client keeps of it (``replica_view.consumer_kept``)."""
         assert self.partition is not None and self.log is not None
         committed = msg.isolation_level == READ_COMMITTED
         read = read_for_fetch(self.partition, self.log, msg.offset, msg.current_leader_epoch,
@@ -662,21 +611,11 @@ class SimBroker:
                               stepped_down=self.steps_down(), leader_only=msg.rack_id is None,
                               selection=self._replica_selection(msg.rack_id))
         bound = read.bound
-        records: tuple[tuple[int, int, str], ...] = ()
+        records: tuple[Served, ...] = ()
         next_offset = msg.offset
         if read.records is not None:
-            data = read.records
-            next_offset = data.next_offset
-            tracker = (None if read.aborted is None else AbortedTracker.from_response(
-                [(a.producer_id, a.first_offset) for a in read.aborted]))
-            kept: list[tuple[int, int, str]] = []
-            for _position, header in iter_batches(data.records, validate=False):
-                if (tracker is not None and tracker.skip(header)) or header.is_control:
-                    continue
-                batch = bytes(header.batch_bytes())
-                kept.extend(e for e in decode_entries(batch)
-                            if msg.offset <= e[0] < bound.read_upto)
-            records = tuple(kept)
+            next_offset = read.records.next_offset
+            records = replica_view.consumer_kept(read, msg.offset)
             self.cluster.on_consumer_read(self, records, bound.high_watermark,
                                           bound.last_stable_offset, msg.isolation_level,
                                           (msg.offset, min(next_offset, bound.read_upto)))
@@ -693,78 +632,25 @@ class SimBroker:
         live = {b: r for b, r in racks.items() if b not in self.partition.ineligible}
         return ReplicaSelection(rack_id, live, self.world.now_ms)
 
-    # -- follower side: the node's fetch loop (``replication.fetcher``); this only routes -------
+    # -- follower side: the node's fetch loop, routed (``follower_side``) ----------------------
     @property
     def fetch_inflight(self) -> bool:
-        return self.fetcher is not None and self.fetcher.inflight
+        return self.follower is not None and self.follower.inflight
 
     def send_fetch(self) -> bool:
         """Scenario step: send the next fetch (or epoch query) to the leader now; False if
         there is nothing to send (one is in flight, no leader)."""
-        if not self.alive or self.fetcher is None:
-            return False
-        return self._send(self.fetcher.poll(self.world.now_ms, force=True))
-
-    def _fetch_due(self) -> None:
-        """After an input to the fetch loop: send what it says is due now, and wake it at its
-        next deadline (autonomous worlds; a scripted one sends by hand)."""
-        if self.fetcher is None or not self.config.autonomous:
-            return
-        self._send(self.fetcher.poll(self.world.now_ms))
-        deadline = self.fetcher.next_deadline_ms()
-        if deadline is not None and deadline != self._fetch_timer_at:
-            self._fetch_timer_at = deadline
-            self._timer(max(0, deadline - self.world.now_ms), self._fetch_tick, deadline)
-
-    def _fetch_tick(self, at: int) -> None:
-        if at == self._fetch_timer_at:
-            self._fetch_timer_at = None
-        if self.fetcher is not None:
-            self.fetcher.tick(self.world.now_ms)
-            self._fetch_due()
-
-    def _send(self, out: FetchToSend | None) -> bool:
-        if out is None:
-            return False
-        leader = self.cluster.name_of(out.leader_id)
-        if isinstance(out.request, EpochQuery):
-            self.net.send(self.name, leader, m.EpochQueryMsg(out.session, out.request))
-        else:
-            self.net.send(self.name, leader, m.FetchRequestMsg(out.session, out.request))
-        return True
+        return self.alive and self.follower is not None and self.follower.send_now()
 
     def _on_epoch_reply(self, src: str, msg: m.EpochReplyMsg) -> None:
-        assert self.fetcher is not None
-        if msg.session != self.fetcher.session or not self.fetcher.inflight:
-            return
-        self.world.record(
-            f"{self.name} epoch answer e{msg.answer.epoch}@{msg.answer.end_offset} ({msg.error.name})"
-        )
-        self.fetcher.on_epoch_answer(msg.session, msg.request_leader_epoch, msg.error,
-                                     msg.answer, self.world.now_ms)
-        self._fetch_due()
+        assert self.follower is not None
+        self.follower.on_epoch_reply(msg)
 
     def _on_fetch_reply(self, src: str, msg: m.FetchReplyMsg) -> None:
-        assert self.fetcher is not None and self.log is not None
-        action = self.fetcher.on_fetch_answer(msg.session, msg.response, msg.records,
-                                              self.world.now_ms)
-        if action is None:
-            return
-        kind = action.kind
-        if action.reason.startswith(APPEND_REJECTED):
-            self.world.record(f"{self.name} {action.reason}")
-        elif kind is FollowerActionKind.APPEND and msg.records:
-            assert len(self.entries) == self.log.log_end_offset
-            new = decode_entries(msg.records)
-            self.world.record(
-                f"{self.name} fetched {new[0][0]}..{new[-1][0]} (LEO {self.log.log_end_offset}) "
-                f"leader HW {msg.response.high_watermark}"
-            )
-        elif kind is FollowerActionKind.TRUNCATE:
+        assert self.follower is not None
+        action = self.follower.on_fetch_reply(msg)
+        if action is not None and action.kind is FollowerActionKind.TRUNCATE:
             self.diverging_answers += 1
-        elif kind in (FollowerActionKind.RETRY, FollowerActionKind.STOP):
-            self.world.record(f"{self.name} fetch error {action.reason}")
-        self._fetch_due()
 
     _handlers: ClassVar[dict[type, Callable[[SimBroker, str, Any], None]]] = {
         m.RegisterReply: _on_register_reply,

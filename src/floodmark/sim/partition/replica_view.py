@@ -13,7 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from floodmark.records import AbortedTracker, iter_batches
 from floodmark.replication.partition import LeaderState, Partition
+from floodmark.replication.reads import FetchRead
 from floodmark.spec.entries import Entry, decode_entries
 from floodmark.spec.partition import ReplicaView
 from floodmark.storage.log import Log
@@ -46,6 +48,28 @@ def replica_view(name: str, partition: Partition, mirror: LogMirror) -> ReplicaV
     """The replica as the shared invariants see it (``floodmark.spec.partition``)."""
     return ReplicaView(name, mirror.entries, partition.high_watermark, partition.leader_epoch,
                        partition.is_leader, partition.last_stable_offset)
+
+
+Served = tuple[int, int, str]
+"""A record a consumer was served: (offset, epoch, value)."""
+
+
+def consumer_kept(read: FetchRead, fetch_offset: int) -> tuple[Served, ...]:
+    """What a consumer keeps of a read (``replication.reads.read_for_fetch``), as a client
+    does: not the records of aborted transactions nor the markers (``records.AbortedTracker``
+    over the read's aborted list), nor records before its position or at or past the read's
+    bound."""
+    if read.records is None:
+        return ()
+    tracker = (None if read.aborted is None else AbortedTracker.from_response(
+        [(a.producer_id, a.first_offset) for a in read.aborted]))
+    kept: list[Served] = []
+    for _position, header in iter_batches(read.records.records, validate=False):
+        if (tracker is not None and tracker.skip(header)) or header.is_control:
+            continue
+        kept.extend(e for e in decode_entries(bytes(header.batch_bytes()))
+                    if fetch_offset <= e[0] < read.bound.read_upto)
+    return tuple(kept)
 
 
 DOWN: dict[str, Any] = {"log": [], "leo": -1, "hw": -1, "epochs": [], "alive": False}
