@@ -14,9 +14,19 @@ def _started_as_floodmark() -> bool:
     return len(argv) > 1 and str(argv[1]).rsplit("/", 1)[-1] == "floodmark"
 
 
+def _started_as_pyspark_worker() -> bool:
+    """Is this process one of PySpark's Python workers (``python -m pyspark.daemon`` and the
+    workers it forks, ``pyspark.worker``, the data source planners and the streaming source
+    runner), which import floodmark to run its data source?"""
+    argv = getattr(_sys, "orig_argv", [])
+    return "-m" in argv[:-1] and str(argv[argv.index("-m") + 1]).startswith("pyspark.")
+
+
 # kio registers Hypothesis strategies for its types whenever Hypothesis is importable (it is in
 # a development install): about a quarter of a broker's or a CLI command's start-up CPU, and
-# the test suite starts a great many of them. floodmark's own code never imports Hypothesis, so a
-# floodmark process hides it, as in a user's install where it is absent.
-if _started_as_floodmark():
+# the test suite starts a great many of them; 0.45 CPU s of every fresh Spark Python worker that
+# reads or writes with floodmark's data source. floodmark's own code never imports Hypothesis, so
+# a floodmark process and a PySpark worker hide it, as in a user's install where it is absent
+# (it is only in the dev extra).
+if _started_as_floodmark() or _started_as_pyspark_worker():
     _sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import struct
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from hypothesis import example, given, settings
@@ -10,6 +13,8 @@ from hypothesis import strategies as st
 
 pytest.importorskip("pyarrow")
 pytest.importorskip("numpy")
+
+import pyarrow as pa
 
 from floodmark.client.fetch import FetchedPartition, visible_records
 from floodmark.compression import Compression
@@ -24,7 +29,9 @@ from floodmark.records import (
     build_marker_batch,
     set_base_offset,
 )
+from floodmark.spark import decode as decode_module
 from floodmark.spark.decode import (
+    BATCH_HEADER_BYTES,
     CorruptBatchError,
     batches_in_range,
     decode_batch,
@@ -313,3 +320,195 @@ def test_corrupt_records_fail_with_one_error_never_a_crash(  # type: ignore[no-u
         return
     if rb is not None:
         rb.validate(full=True)
+
+
+# ------------------------------------------- the compiled decoder against the numpy decoder
+compiled_only = pytest.mark.skipif(
+    decode_module._compiled is None,
+    reason="the compiled decoder was not built (setup.py build_ext --inplace, or pip install -e)")
+
+
+@contextlib.contextmanager
+def _numpy_decoder() -> Iterator[None]:
+    """Decode with numpy, as where ``_recdecode`` was not built."""
+    saved = decode_module._compiled
+    decode_module._compiled = None
+    try:
+        yield
+    finally:
+        decode_module._compiled = saved
+
+
+def _both(**kwargs: Any) -> tuple[object, object]:
+    """``visible_rows`` with the compiled decoder and with numpy: each a RecordBatch, None, or
+    the CorruptBatchError's type (the messages may differ; the refusal must not)."""
+    out: list[object] = []
+    for numpy_only in (False, True):
+        with _numpy_decoder() if numpy_only else contextlib.nullcontext():
+            try:
+                out.append(visible_rows(**kwargs))
+            except CorruptBatchError:
+                out.append(CorruptBatchError)
+    return out[0], out[1]
+
+
+def _same(compiled: object, numpy: object) -> None:
+    if isinstance(compiled, pa.RecordBatch) and isinstance(numpy, pa.RecordBatch):
+        compiled.validate(full=True)
+        assert compiled.equals(numpy), (compiled.to_pylist()[:3], numpy.to_pylist()[:3])
+    else:
+        assert compiled is numpy
+
+
+def _answer(plan: list, base_offset: int) -> tuple[bytes, list[tuple[int, int]], int, dict]:
+    """A Fetch answer's records from a plan of batch_plan_st: data batches (plain and
+    transactional), commit and abort markers; the aborted transactions' list; the next offset;
+    the first offset of every transaction still open."""
+    buf = b""
+    offset = base_offset
+    open_txn: dict[int, int] = {}
+    aborted: list[tuple[int, int]] = []
+    for kind, pid, items, codec, log_append in plan:
+        if kind in ("commit", "abort"):
+            if pid not in open_txn:
+                continue
+            first = open_txn.pop(pid)
+            control = ControlType.COMMIT if kind == "commit" else ControlType.ABORT
+            marker = bytearray(build_marker_batch(pid, 0, EndTxnMarker(control, 0),
+                                                  timestamp_ms=BASE_TS))
+            set_base_offset(marker, 0, offset)
+            if kind == "abort":
+                aborted.append((pid, first))
+            buf += bytes(marker)
+            offset += 1
+            continue
+        txn = kind == "txn"
+        recs = [Record(offset + i, BASE_TS + dts, k, v, h) for i, (k, v, h, dts) in enumerate(items)]
+        buf += build_batch(recs, base_offset=offset, compression=codec,
+                           timestamp_type=LOG_APPEND_TIME if log_append else 0,
+                           producer_id=pid if txn else -1, producer_epoch=0 if txn else -1,
+                           is_transactional=txn)
+        if txn:
+            open_txn.setdefault(pid, offset)
+        offset += len(recs)
+    return buf, aborted, offset, open_txn
+
+
+@compiled_only
+@settings(max_examples=150, deadline=None)
+@example(_ABORTED_THEN_PLAIN, 7, True, True, 0.0, 1.0, 0, [])
+@example(_ABORTED_THEN_COMMITTED, 0, True, False, 0.5, 0.0, 0, [])
+@given(batch_plan_st, st.integers(min_value=0, max_value=10**6), st.booleans(), st.booleans(),
+       st.floats(min_value=0, max_value=1), st.floats(min_value=0, max_value=1),
+       st.integers(min_value=0, max_value=40),
+       st.lists(st.tuples(st.floats(min_value=0, max_value=1), st.integers(0, 255)),
+                max_size=3))
+def test_the_compiled_decoder_shows_what_the_numpy_decoder_shows(  # type: ignore[no-untyped-def]
+        plan, base_offset, read_committed, headers, lo_at, hi_at, cut, corrupt) -> None:
+    """Arbitrary Fetch answers (plain and transactional batches, commit and abort markers, every
+    codec, both timestamp types, a cut last batch, any window, read_committed or not, headers or
+    not), sometimes with record bytes changed at random (CRCs not checked, so the decoders see
+    them): the compiled decoder and the numpy one give the same Arrow batch, or both refuse it
+    with CorruptBatchError."""
+    buf, aborted, offset, open_txn = _answer(plan, base_offset)
+    answer = bytearray(buf[: len(buf) - cut])
+    # record bytes only (a changed batch header is the CRC's and batches_in_range's business)
+    spots = [i for hdr, _ in iter_batches(bytes(answer))
+             for i in range(hdr.position + BATCH_HEADER_BYTES, hdr.position + hdr.size)]
+    for at, byte in corrupt if spots else ():
+        answer[spots[int(at * (len(spots) - 1))]] = byte
+    start = base_offset + int(lo_at * (offset - base_offset))
+    end = start + int(hi_at * (offset - start)) + 1
+    limit = min([end, *open_txn.values()]) if read_committed else end
+    try:
+        batches, _ = batches_in_range(bytes(answer), start, limit)
+    except CorruptBatchError:
+        return  # a batch header changed: refused before either decoder runs
+    _same(*_both(batches=batches, aborted=aborted, read_committed=read_committed,
+                 check_crcs=False, topic="t", partition=3, start=start, end=limit,
+                 include_headers=headers))
+
+
+small_record_st = st.builds(
+    lambda key, value, hdrs, dts: (key, value, tuple(hdrs), dts),
+    st.one_of(st.none(), st.binary(max_size=3)),
+    st.one_of(st.none(), st.binary(max_size=3)),
+    st.lists(st.tuples(st.text(max_size=2), st.one_of(st.none(), st.binary(max_size=2))),
+             max_size=2),
+    st.integers(min_value=0, max_value=10**7),
+)
+"""Records of a few bytes: a changed byte lands on a length, a varint or a header count more
+often than on a key's or value's bytes."""
+
+
+@compiled_only
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.lists(record_st, min_size=1, max_size=30),
+                 st.lists(small_record_st, min_size=1, max_size=30)), st.data())
+def test_the_compiled_and_numpy_decoders_refuse_the_same_corrupt_records(  # type: ignore[no-untyped-def]
+        items, data) -> None:
+    """Record bytes changed at random inside one batch (lengths, varints, header counts): the
+    same rows from both decoders, or CorruptBatchError from both."""
+    records = [Record(i, BASE_TS + dts, k, v, h) for i, (k, v, h, dts) in enumerate(items)]
+    buf = bytearray(build_batch(records))
+    for _ in range(data.draw(st.integers(min_value=1, max_value=4))):
+        at = data.draw(st.integers(min_value=61, max_value=len(buf) - 1))
+        # a nudge keeps a varint plausible (a count one less, a length two more); or any byte
+        nudge = data.draw(st.sampled_from([-2, -1, 1, 2, None]))
+        buf[at] = (buf[at] + nudge) % 256 if nudge is not None else data.draw(
+            st.integers(min_value=0, max_value=255))
+    batches, _ = batches_in_range(bytes(buf), 0, len(records))
+    _same(*_both(batches=batches, aborted=(), read_committed=False, check_crcs=False,
+                 topic="t", partition=3, start=0, end=1 << 62,
+                 include_headers=data.draw(st.booleans())))
+
+
+@compiled_only
+def test_a_bad_crc_is_the_same_error_with_either_decoder() -> None:
+    bad = bytearray(build_batch([Record(i, BASE_TS, None, b"value-%d" % i) for i in range(10)]))
+    bad[-2] ^= 0x01
+    batches, _ = batches_in_range(bytes(bad), 0, 10)
+    messages = []
+    for numpy_only in (False, True):
+        with _numpy_decoder() if numpy_only else contextlib.nullcontext(), \
+                pytest.raises(CorruptBatchError) as err:
+            visible_rows(batches, (), read_committed=False, check_crcs=True, topic="t",
+                         partition=3, start=0, end=10, include_headers=False)
+        messages.append(str(err.value))
+    assert messages[0] == messages[1]
+    assert "fails its CRC-32C" in messages[0]
+
+
+@compiled_only
+def test_header_keys_that_are_not_utf8_decode_alike() -> None:
+    """A header key that is not UTF-8 (Kafka's clients write String keys, but bytes on the wire
+    may be anything): both decoders show it with the bad bytes replaced, as Python's
+    ``decode("utf-8", "replace")`` does."""
+    rec = Record(0, BASE_TS, b"k", b"v", (("ok", b"1"),))
+    buf = bytearray(build_batch([rec]))
+    at = bytes(buf).index(b"ok")
+    buf[at] = 0xFF
+    batches, _ = batches_in_range(bytes(buf), 0, 1)
+    compiled, numpy = _both(batches=batches, aborted=(), read_committed=False, check_crcs=False,
+                            topic="t", partition=3, start=0, end=1, include_headers=True)
+    _same(compiled, numpy)
+    assert isinstance(compiled, pa.RecordBatch)
+    assert compiled.column("headers").to_pylist() == [[{"key": "\ufffdk", "value": b"1"}]]
+
+
+@compiled_only
+@pytest.mark.parametrize("n", [1, 17, 9000])
+def test_the_compiled_decoder_keeps_nulls_and_empty_fields(n: int) -> None:
+    """Null keys, tombstones (null values), empty keys and values, and records with headers
+    beside records without, in one answer."""
+    records = [Record(i, BASE_TS + i, None if i % 3 == 0 else b"" if i % 3 == 1 else b"k%d" % i,
+                      None if i % 5 == 0 else b"" if i % 5 == 1 else b"v" * (i % 200),
+                      (("h", None), ("", b"x")) if i % 7 == 0 else ()) for i in range(n)]
+    buf = build_batch(records)
+    batches, _ = batches_in_range(buf, 0, n)
+    for headers in (True, False):
+        compiled, numpy = _both(batches=batches, aborted=(), read_committed=False,
+                                check_crcs=True, topic="t", partition=3, start=0, end=n,
+                                include_headers=headers)
+        _same(compiled, numpy)
+    assert _normalise(_decode_together(buf)) == _expect(records)

@@ -72,3 +72,23 @@ def test_spark_s_python_workers_import_pyspark_from_site_packages(spark) -> None
 
     where = spark.range(1).select(pyspark_file()).first()[0]
     assert ".zip" not in where and where.endswith(os.path.join("pyspark", "__init__.py")), where
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(900)
+def test_spark_s_python_workers_do_not_import_hypothesis(spark) -> None:  # type: ignore[no-untyped-def]
+    """kio registers Hypothesis strategies at import where Hypothesis is importable (0.45 CPU s
+    per fresh worker); a worker that imports floodmark hides it (floodmark/__init__.py)."""
+    from pyspark.sql.functions import udf
+
+    @udf("string")
+    def hypothesis_in_worker() -> str:
+        import importlib
+        import sys
+
+        # floodmark first, as the data source's reader imports it; then kio's module
+        importlib.import_module("floodmark.spark.decode")
+        phantom = importlib.import_module("kio.static._phantom")
+        return f"{phantom.hypothesis is None} {sys.modules.get('hypothesis', 'absent')}"
+
+    assert spark.range(1).select(hypothesis_in_worker()).first()[0] == "True None"

@@ -1,5 +1,5 @@
-"""A floodmark process hides Hypothesis (kio would register its strategies at every start);
-a program that imports floodmark, pytest included, keeps it."""
+"""A floodmark process and a PySpark Python worker hide Hypothesis (kio would register its
+strategies at every start); a program that imports floodmark, pytest included, keeps it."""
 
 from __future__ import annotations
 
@@ -30,3 +30,18 @@ def test_this_test_run_keeps_hypothesis() -> None:
     import kio.static._phantom as phantom
 
     assert phantom.hypothesis is not None
+
+
+@pytest.mark.parametrize(("argv", "hidden"), [
+    (["/srv/venv/bin/python", "-m", "pyspark.daemon"], True),
+    (["python3", "-m", "pyspark.worker"], True),
+    (["python3", "-m", "pyspark.sql.streaming.python_streaming_source_runner"], True),
+    (["python", "-m", "pyspark"], False),
+    (["python", "app.py"], False),
+    (["python", "-m", "pytest", "tests/spark"], False),
+    (["python", "-m"], False),
+])
+def test_a_pyspark_worker_hides_hypothesis(monkeypatch: pytest.MonkeyPatch, argv: list[str],
+                                           hidden: bool) -> None:
+    monkeypatch.setattr(sys, "orig_argv", argv)
+    assert floodmark._started_as_pyspark_worker() is hidden

@@ -24,12 +24,29 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator, Sequence
+from types import ModuleType
 
 import numpy as np
 import pyarrow as pa
 
 from floodmark.errors import CorruptDataError
-from floodmark.records import AbortedTracker, BatchHeader, read_varint
+from floodmark.records import LOG_APPEND_TIME, AbortedTracker, BatchHeader, read_varint
+
+_COMPILED_ABI = 1
+
+
+def _load_compiled() -> ModuleType | None:
+    """The compiled decoder, when it was built from this tree's ``_recdecode.c`` (setup.py
+    builds it; optional: without it numpy decodes; an older build answers another ABI_VERSION
+    and is left unused)."""
+    try:
+        from floodmark.spark import _recdecode
+    except ImportError:
+        return None
+    return _recdecode if getattr(_recdecode, "ABI_VERSION", None) == _COMPILED_ABI else None
+
+
+_compiled = _load_compiled()
 
 BATCH_HEADER_BYTES = 61
 _PAD = b"\x00" * 16
@@ -38,7 +55,6 @@ MAX_RECORDS_BYTES = (1 << 31) - 1
 int32 offsets."""
 
 CREATE_TIME = 0
-LOG_APPEND_TIME = 1
 
 TS_TYPE = pa.timestamp("us", tz="UTC")
 HEADERS_TYPE = pa.list_(
@@ -353,7 +369,8 @@ def decode_batches(
     include_headers: bool,
 ) -> pa.RecordBatch | None:
     """Decode data batches (no control batches) into one Arrow batch, keeping only offsets in
-    [start, end); None when no record is kept."""
+    [start, end); None when no record is kept. With the compiled decoder where it was built,
+    else with numpy (the same columns, the same refusals: tests/spark/test_decode.py)."""
     batches = [(h, r) for h, r in batches if h.records_count > 0]
     if not batches:
         return None
@@ -364,6 +381,87 @@ def decode_batches(
     if limit > MAX_RECORDS_BYTES:
         raise CorruptBatchError(f"the records of one Fetch response take {limit} bytes "
                                 f"decompressed, more than {MAX_RECORDS_BYTES}")
+    if _compiled is not None:
+        rb = _decode_compiled(_compiled, batches, bodies, topic=topic, partition=partition,
+                              start=start, end=end, include_headers=include_headers)
+        if rb is not _NOT_UTF8:
+            return rb
+    return _decode_numpy(batches, bodies, sizes, topic=topic, partition=partition, start=start,
+                         end=end, include_headers=include_headers)
+
+
+_NOT_UTF8 = pa.record_batch([pa.array([0])], names=["not utf-8"])
+"""The compiled decoder's answer for header keys that are not UTF-8: the numpy decoder then
+replaces their bad bytes, as Python's ``decode("utf-8", "replace")`` does."""
+
+
+def _decode_compiled(
+    compiled: ModuleType,
+    batches: Sequence[tuple[BatchHeader, memoryview]],
+    bodies: Sequence[bytes | memoryview],
+    *,
+    topic: str,
+    partition: int,
+    start: int,
+    end: int,
+    include_headers: bool,
+) -> pa.RecordBatch | None:
+    """``decode_batches`` with ``_recdecode.c``: one pass over the records in C writes the
+    columns' buffers, which become Arrow arrays here without a copy."""
+    args = [(body, h.records_count, h.base_offset,
+             h.max_timestamp if h.timestamp_type == LOG_APPEND_TIME else h.base_timestamp,
+             int(h.timestamp_type)) for (h, _), body in zip(batches, bodies, strict=True)]
+    try:
+        (m, offsets, ts_us, ts_types, k_valid, k_offsets, k_data, v_valid, v_offsets, v_data,
+         headers) = compiled.decode(args, start, end, include_headers)
+    except ValueError as exc:
+        raise CorruptBatchError(str(exc)) from None
+    if m == 0:
+        return None
+    buf = pa.py_buffer
+    cols = [
+        pa.Array.from_buffers(pa.binary(), m, [k_valid and buf(k_valid), buf(k_offsets),
+                                               buf(k_data)]),
+        pa.Array.from_buffers(pa.binary(), m, [v_valid and buf(v_valid), buf(v_offsets),
+                                               buf(v_data)]),
+        _const_string(topic, m),
+        pa.array(np.full(m, partition, dtype=np.int32)),
+        pa.Array.from_buffers(pa.int64(), m, [None, buf(offsets)]),
+        pa.Array.from_buffers(TS_TYPE, m, [None, buf(ts_us)]),
+        pa.Array.from_buffers(pa.int32(), m, [None, buf(ts_types)]),
+    ]
+    names = list(BASE_NAMES)
+    if include_headers:
+        count, lists, hk_offsets, hk_data, hv_valid, hv_offsets, hv_data = headers
+        keys = pa.Array.from_buffers(pa.string(), count, [None, buf(hk_offsets), buf(hk_data)])
+        if count:
+            try:
+                keys.validate(full=True)
+            except pa.ArrowInvalid:
+                return _NOT_UTF8
+        values = pa.Array.from_buffers(pa.binary(), count, [hv_valid and buf(hv_valid),
+                                                            buf(hv_offsets), buf(hv_data)])
+        pairs = pa.StructArray.from_arrays([keys, values], fields=list(HEADERS_TYPE.value_type))
+        cols.append(pa.ListArray.from_buffers(HEADERS_TYPE, m, [None, buf(lists)],
+                                              children=[pairs]))
+        names.append("headers")
+    return pa.RecordBatch.from_arrays(cols, names=names)
+
+
+def _decode_numpy(
+    batches: Sequence[tuple[BatchHeader, memoryview]],
+    bodies: Sequence[bytes | memoryview],
+    sizes: Sequence[int],
+    *,
+    topic: str,
+    partition: int,
+    start: int,
+    end: int,
+    include_headers: bool,
+) -> pa.RecordBatch | None:
+    """``decode_batches`` with numpy calls per answer (the decoder where the compiled one was
+    not built)."""
+    limit = sum(sizes)
     body = b"".join([*bodies, _PAD])  # one copy of the records, with room for varint windows
     arr = np.frombuffer(body, dtype=np.uint8)
     counts = np.array([h.records_count for h, _ in batches], dtype=np.int64)
