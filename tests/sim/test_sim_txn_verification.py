@@ -96,3 +96,51 @@ def test_transactional_records_naming_no_transactional_id_are_refused() -> None:
     s.produce_txn("t0", "tx-a", 0)
     s.replicate("B")
     assert s.acknowledged() == ["t0"]
+
+
+def test_pipelined_batches_keep_their_order_through_verification() -> None:
+    """librdkafka's 0103 (``do_test_fatal_idempo_error_without_kip360``) and confluent-kafka's
+    ``test_commit_transaction``, replayed step by step: seq 1 arrives while seq 0 waits for the
+    coordinator and asks it too; seq 0 is verified and appended, opening the transaction; seq 2
+    arrives while seq 1's question is still out. Without the produce order
+    (``replication/produce_order.py``) seq 2 skips verification (the transaction is open) and
+    meets the sequence check before seq 1 is appended: OUT_OF_ORDER_SEQUENCE_NUMBER, fatal to
+    the client. With it, seq 2 waits behind seq 1, and all three append in order."""
+    from floodmark.constants import ACKS_LEADER
+    from floodmark.replication.modes import Truncation
+    from floodmark.sim.partition import messages as m
+    from floodmark.sim.partition.script import Script
+
+    s = Script(("b1", "b2", "b3"), Truncation.LEADER_EPOCH)
+    s.boot()
+    pid, epoch = s.producer_of("tx")
+    s._must(m.AddPartitionsToTxn(0, "tx", pid, epoch))
+    world, net, producer = s.cluster.world, s.cluster.net, s.cluster.producer
+    coordinator = s._coordinator().name
+    leader = s.cluster.controller.registration.leader
+
+    def send(sequence: int) -> int:
+        return producer.send(f"x{sequence}", ACKS_LEADER, to=leader, producer_id=pid,
+                             producer_epoch=epoch, sequence=sequence, transactional=True,
+                             transactional_id="tx")
+
+    # Before the produce order (the trace of that code, 1 ms per hop): 11 the leader asks about
+    # seq 0; 12 it asks about seq 1; 13 seq 0 appended, then seq 2 arrives, finds the
+    # transaction open and is refused OUT_OF_ORDER_SEQUENCE_NUMBER; 14 seq 1 appended.
+    net.pause(coordinator)  # seq 0's question waits at the coordinator
+    t = world.now_ms
+    first = send(0)
+    world.run_until(t + 1)  # seq 0 at the leader, its question held
+    net.resume(coordinator)
+    second = send(1)  # arrives while seq 0's question is out
+    world.run_until(t + 2)
+    net.pause(coordinator)  # seq 1's question (if it asks) stays out
+    third = send(2)  # arrives just after seq 0 is appended
+    world.run_until(t + 3)
+    net.resume(coordinator)
+    world.run_until_idle()
+    outcomes = [producer.outcomes[i] for i in (first, second, third)]
+    assert [o.error for o in outcomes] == [ErrorCode.NONE] * 3, outcomes
+    assert [o.offset for o in outcomes] == sorted(o.offset for o in outcomes)
+    assert any("holds x1 of p" in line for line in world.trace)  # it waited its turn
+    assert len(s.cluster.broker("b1").produce_order) == 0  # and nothing is left held

@@ -1,58 +1,39 @@
-"""A transactional producer's batches reach a partition's log in the order they arrived.
-
-A transactional Produce whose producer has no open transaction on a partition yet waits for the
-transaction coordinator (KIP-890's verification, or the implicit add of transaction version 2)
-before it is appended. A producer pipelines its requests (up to five in flight), so while its
-first batch waits, its next ones arrive: without an order they would be appended as soon as the
-first one had opened the transaction, ahead of a batch still waiting, and that batch's successor
-would be refused OUT_OF_ORDER_SEQUENCE_NUMBER, which is fatal to the producer. (Kafka keeps the
-order by reading nothing more from a connection while one of its requests is in progress.)
-
-So a request that must wait, or that arrives behind one that waits, for the same (topic,
-partition, producer id) takes its place at the end of that key's queue and is appended only
-after every request before it has been appended or refused. Requests with nothing ahead of them
-and nothing to verify go straight to the log, as before.
-"""
+"""The broker's side of ``replication/produce_order.py`` (a transactional producer's batches
+reach a partition's log in the order they arrived, across the coordinator's verification): a
+request's turn is an asyncio future, set when the core says its turn came."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable
 
-OrderKey = tuple[str, int, int]
-"""(topic, partition, producer id)."""
+from floodmark.replication.produce_order import OrderKey
+from floodmark.replication.produce_order import ProduceOrder as OrderCore
 
 
 class ProduceOrder:
     def __init__(self) -> None:
-        self._tails: dict[OrderKey, asyncio.Future[None]] = {}
+        self._core: OrderCore[asyncio.Future[None]] = OrderCore()
 
-    def ahead(self, keys: Iterable[OrderKey]) -> list[asyncio.Future[None]]:
-        """The requests still waiting ahead of a new one for these keys (each key's last)."""
-        tails = self._tails
-        out: list[asyncio.Future[None]] = []
-        for key in keys:
-            tail = tails.get(key)
-            if tail is not None and tail not in out:
-                out.append(tail)
-        return out
+    def holds(self, keys: Iterable[OrderKey]) -> bool:
+        """Is a request of these keys still waiting or appending (a new one must then enter)?"""
+        return self._core.holds(keys)
 
-    def enter(self, keys: Iterable[OrderKey]) -> Callable[[], None]:
-        """Put a request at the end of each key's queue; the function it returns lets the next
-        one go (call it once the request's batches are appended or refused)."""
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        mine = list(dict.fromkeys(keys))
-        for key in mine:
-            self._tails[key] = done
+    def enter(self, keys: Iterable[OrderKey]
+              ) -> tuple[asyncio.Future[None], Callable[[], None]]:
+        """Put a request at the end of each key's queue: the future done when its turn comes
+        (at once when nothing is ahead), and the function that lets the next ones go (call it
+        once, when the request's batches are appended or refused, or it is given up)."""
+        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if not self._core.enter(turn, keys):
+            turn.set_result(None)
 
         def release() -> None:
-            if not done.done():
-                done.set_result(None)
-            for key in mine:
-                if self._tails.get(key) is done:
-                    del self._tails[key]
+            for later in self._core.leave(turn):
+                if not later.done():
+                    later.set_result(None)
 
-        return release
+        return turn, release
 
     def __len__(self) -> int:
-        return len(self._tails)
+        return len(self._core)

@@ -1,5 +1,6 @@
-"""broker/produce_order.py: a transactional producer's requests for one partition append in the
-order they arrived, whichever one's verification answers first."""
+"""broker/produce_order.py (the broker's futures over ``replication/produce_order.py``): a
+transactional producer's requests for one partition append in the order they arrived, whichever
+one's verification answers first."""
 
 from __future__ import annotations
 
@@ -16,14 +17,12 @@ def test_requests_append_in_arrival_order_whatever_the_verification_order() -> N
         key = ("t", 0, 7)
 
         async def request(name: str, needs_verification: bool) -> None:
-            ahead = order.ahead([key])
-            if not (needs_verification or ahead):
+            if not (needs_verification or order.holds([key])):
                 appended.append(name)  # nothing ahead, nothing to ask: straight to the log
                 return
-            release = order.enter([key])
+            turn, release = order.enter([key])
             try:
-                for earlier in ahead:
-                    await earlier
+                await turn
                 if needs_verification:
                     await verified[name].wait()
                 appended.append(name)
@@ -49,11 +48,43 @@ def test_requests_append_in_arrival_order_whatever_the_verification_order() -> N
 def test_other_producers_and_partitions_do_not_wait() -> None:
     async def scenario() -> None:
         order = ProduceOrder()
-        release = order.enter([("t", 0, 7)])
-        assert order.ahead([("t", 0, 7)])
-        assert order.ahead([("t", 1, 7)]) == []
-        assert order.ahead([("t", 0, 8)]) == []
+        turn, release = order.enter([("t", 0, 7)])
+        assert turn.done()  # nothing ahead
+        assert order.holds([("t", 0, 7)])
+        assert not order.holds([("t", 1, 7)])
+        assert not order.holds([("t", 0, 8)])
         release()
-        assert order.ahead([("t", 0, 7)]) == []
+        assert not order.holds([("t", 0, 7)])
+
+    asyncio.run(scenario())
+
+
+def test_a_request_cancelled_before_it_ever_ran_lets_the_next_ones_go() -> None:
+    """The connection closes and cancels a queued request's task before its first step (its
+    ``finally`` never runs): the handler's task callback releases its place all the same
+    (``handlers/data._in_turn``), so the producer's next request is not stuck behind it."""
+    from floodmark.broker.handlers.data import _in_turn
+
+    async def scenario() -> None:
+        order = ProduceOrder()
+        key = ("t", 0, 7)
+        first_turn, release_first = order.enter([key])
+        second_turn, release_second = order.enter([key])
+        assert first_turn.done() and not second_turn.done()
+
+        async def never_started() -> list[bytes | memoryview]:
+            try:
+                await second_turn
+                return []
+            finally:
+                release_second()
+
+        task = _in_turn(never_started(), release_second)
+        task.cancel()  # before the loop ran it
+        release_first()
+        third_turn, release_third = order.enter([key])
+        await asyncio.wait_for(third_turn, 5)
+        release_third()
+        assert len(order) == 0
 
     asyncio.run(scenario())

@@ -7,7 +7,7 @@ import dataclasses
 import logging
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -162,22 +162,34 @@ def produce_raw(broker: HandlerContext, frame: memoryview, version: int,
     if not verify:
         return _produce(broker, req, version, refused)
     # A transactional producer's requests append in the order they came
-    # (broker/produce_order.py): one behind a request still waiting (for the ones ahead of it
-    # or for its verification) waits too, and is looked at only when its turn comes.
+    # (replication/produce_order.py): one behind a request still waiting (for the ones ahead
+    # of it or for its verification) waits too, and is looked at only when its turn comes.
     keys = _order_keys(req)
-    ahead = broker.produce_order.ahead(keys)
-    if ahead:
-        release = broker.produce_order.enter(keys)
-        return _verify_then_produce(broker, req, version, None, refused, ahead, release)
+    if broker.produce_order.holds(keys):
+        turn, release = broker.produce_order.enter(keys)
+        return _in_turn(_verify_then_produce(broker, req, version, None, refused, turn, release),
+                        release)
     unverified = _unverified(broker, req)
     for tp in refused:
         guard = unverified.pop(tp, None)
         if guard is not None:
             _end_verification(broker, tp, guard)
     if unverified:
-        release = broker.produce_order.enter(keys)
-        return _verify_then_produce(broker, req, version, unverified, refused, [], release)
+        turn, release = broker.produce_order.enter(keys)  # nothing ahead: its turn is now
+        return _in_turn(_verify_then_produce(broker, req, version, unverified, refused, turn,
+                                             release), release)
     return _produce(broker, req, version, refused, verify=True)
+
+
+def _in_turn(answer: Coroutine[object, object, list[bytes | memoryview]],
+             release: Callable[[], None]) -> asyncio.Task[list[bytes | memoryview]]:
+    """The answer of a request in the produce order, as a task that lets the next ones go
+    however it ends: also when the connection closes and cancels it before it ever ran (its
+    own ``finally`` then never runs, and every later request of its key would wait for good).
+    ``release`` is idempotent."""
+    task = asyncio.ensure_future(answer)
+    task.add_done_callback(lambda _task: release())
+    return task
 
 
 def _resolve_topic_ids(broker: HandlerContext, req: ProduceRequest
@@ -251,16 +263,15 @@ def _end_verification(broker: HandlerContext, tp: tuple[str, int],
 async def _verify_then_produce(broker: HandlerContext, req: ProduceRequest, version: int,
                                unverified: dict[tuple[str, int], VerificationGuard] | None,
                                denied: dict[tuple[str, int], ErrorCode],
-                               ahead: list[asyncio.Future[None]],
+                               turn: asyncio.Future[None],
                                release: Callable[[], None]) -> list[bytes | memoryview]:
-    """``unverified`` None: the request waited behind others (``ahead``); which of its
+    """``unverified`` None: the request waited behind others (until ``turn``); which of its
     partitions need the coordinator is asked when its turn comes (one ahead may have opened
     the transaction there)."""
     txn_id = req.transactional_id
     assert txn_id is not None  # only a transactional Produce is verified
     try:
-        for earlier in ahead:
-            await earlier
+        await turn
         if unverified is None:
             unverified = _unverified(broker, req)
             for tp in denied:

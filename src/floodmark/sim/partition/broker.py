@@ -30,6 +30,7 @@ from floodmark.replication.produce import (
     produce_as_leader,
     write_marker_as_leader,
 )
+from floodmark.replication.produce_order import ProduceOrder
 from floodmark.replication.producer_state import VerificationGuard
 from floodmark.replication.purgatory import CompleteProduce
 from floodmark.replication.reads import FetchIsolation, read_for_fetch
@@ -111,9 +112,15 @@ class SimBroker:
         self.deferred: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
         self.follower: FollowerSide | None = None  # the node's follower fetch loop, routed
         self.produce_routes: dict[int, tuple[str, int, int]] = {}  # id -> (client, client id, acks)
-        # KIP-890 verifications out at the coordinator: request id -> (client, produce, guard)
-        self.verifications: dict[int, tuple[str, m.Produce, VerificationGuard]] = {}
+        # KIP-890 verifications out at the coordinator: request id -> (client, produce, guard,
+        # its place in the produce order)
+        self.verifications: dict[int, tuple[str, m.Produce, VerificationGuard, int]] = {}
         self.next_verification_id = 0
+        # Transactional produces in their producer's order (``replication.produce_order``, the
+        # broker's rule): place -> (client, produce) of those waiting for their turn.
+        self.produce_order: ProduceOrder[int] = ProduceOrder()
+        self.held_produces: dict[int, tuple[str, m.Produce]] = {}
+        self.next_order_place = 0
         self.next_produce_id = 0
         self.last_metadata: m.Metadata | None = None
         self.lost_data_on_crash = False
@@ -170,6 +177,8 @@ class SimBroker:
                                      self.driver, self.log, self.mirror, self._timer)
         self.produce_routes = {}
         self.verifications = {}
+        self.produce_order = ProduceOrder()
+        self.held_produces = {}
         self.last_metadata = None
         self.broker_epoch = -1  # until the controller answers this incarnation's registration
         self.session = ControllerSession(session_timeout_ms=cfg.session_timeout_ms)
@@ -461,19 +470,50 @@ class SimBroker:
                     msg.produce_id, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1))
             return
         verify = self.config.transaction_verification and bool(msg.transactional_id)
-        guard = txn_verification.begin(self.partition, batch) if verify else None
-        if guard is not None:
-            self._verify_then_produce(src, msg, guard)
-            return
+        if verify and self.partition.is_leader:
+            # In its producer's order (replication/produce_order.py): behind one still waiting
+            # it waits too; one that must ask the coordinator takes a place others wait behind.
+            keys = [(self.tp.topic, self.tp.partition, msg.producer_id)]
+            self.next_order_place += 1
+            place = self.next_order_place
+            if self.produce_order.holds(keys):
+                self.produce_order.enter(place, keys)
+                self.held_produces[place] = (src, msg)
+                self.world.record(f"{self.name} holds {msg.value} of p{msg.producer_id} behind "
+                                  "its earlier produce")
+                return
+            guard = txn_verification.begin(self.partition, batch)
+            if guard is not None:
+                self.produce_order.enter(place, keys)  # nothing ahead: its turn is now
+                self._verify_then_produce(src, msg, guard, place)
+                return
         self._produce(src, msg, verify, None)
 
-    def _verify_then_produce(self, src: str, msg: m.Produce, guard: VerificationGuard) -> None:
+    def _leave_produce_order(self, place: int) -> None:
+        """The produce at ``place`` is appended, refused or given up: the ones whose turn
+        comes, in order, as the broker's handler (``_verify_then_produce``) takes them."""
+        assert self.partition is not None
+        turns = self.produce_order.leave(place)
+        while turns:
+            turn = turns.pop(0)
+            src, msg = self.held_produces.pop(turn)
+            if self.partition.is_leader:
+                guard = txn_verification.begin(self.partition, self._batch(msg))
+                if guard is not None:  # the one ahead did not open the transaction here
+                    self._verify_then_produce(src, msg, guard, turn)
+                    continue
+            self._produce(src, msg, True, None)
+            turns.extend(self.produce_order.leave(turn))
+
+    def _verify_then_produce(self, src: str, msg: m.Produce, guard: VerificationGuard,
+                             place: int) -> None:
         """Ask the coordinator (``VerifyTxn``) and append on its answer; an answer that never
         comes (the coordinator is down) is forgotten at the produce's timeout, unanswered, as
-        the client's own timeout fires."""
+        the client's own timeout fires. Either way the produce then leaves its ``place`` in
+        the produce order."""
         self.next_verification_id += 1
         request_id = self.next_verification_id
-        self.verifications[request_id] = (src, msg, guard)
+        self.verifications[request_id] = (src, msg, guard, place)
         self.world.record(f"{self.name} verifies p{msg.producer_id} e{msg.producer_epoch} "
                           f"{msg.value} with {m.TXN_COORDINATOR}")
         self.net.send(self.name, m.TXN_COORDINATOR, m.VerifyTxn(
@@ -487,21 +527,24 @@ class SimBroker:
         held = self.verifications.pop(request_id, None)
         if held is not None and self.partition is not None:
             txn_verification.abandon(self.partition, held[2])
+            self._leave_produce_order(held[3])
 
     def _on_verification(self, src: str, reply: m.TxnReply) -> None:
         held = self.verifications.pop(reply.request_id, None)
         if held is None:
             return
-        client, msg, guard = held
+        client, msg, guard, place = held
         assert self.partition is not None
         if reply.error is ErrorCode.NONE:
             self._produce(client, msg, True, guard)
+            self._leave_produce_order(place)
             return
         error, _message = txn_verification.refuse(self.partition, guard, reply.error)
         self.world.record(f"{self.name} verification of p{msg.producer_id} "
                           f"e{msg.producer_epoch} {msg.value}: {reply.error.name} -> {error.name}")
         if msg.acks != ACKS_NONE:
             self.net.send(self.name, client, m.ProduceReply(msg.produce_id, error, -1))
+        self._leave_produce_order(place)
 
     def _produce(self, src: str, msg: m.Produce, verify: bool,
                  guard: VerificationGuard | None) -> None:
