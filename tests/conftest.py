@@ -56,6 +56,10 @@ START_FIRST = (
     "tests/cluster/test_benchmark_controller_failover.py",
     "tests/cluster/test_combined_quorum.py",
     "tests/cluster/test_cluster_quorum_cli.py",
+    # collected after two thirds of the suite (sim/ and ui/ sort late): 37 s and 22 s of wall
+    # in the fresh-clone run of 21a2548, the longest there outside the modules above
+    "tests/sim/test_explore.py",
+    "tests/ui/test_dashboard.py",
 )
 
 
