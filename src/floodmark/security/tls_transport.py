@@ -48,7 +48,7 @@ import socket
 import ssl
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 from floodmark.security.tls import TlsRefused
 from floodmark.wire.frames import BufferPool, FrameReader
@@ -339,12 +339,15 @@ class TlsTransport(asyncio.Transport):
                 return
             self._t_handshake()
         else:
-            while self._out_current is not None or self._outbound:
-                progress = self._t_encrypt()
-                if self.gone or not self._t_send():
-                    return
-                if self._cipher or not progress:
-                    break  # the socket is full, or a renegotiation waits for the peer
+            while True:
+                if self._cipher and not self._t_send():
+                    return  # closed on an error
+                if self._cipher or (self._out_current is None and not self._outbound):
+                    break  # the socket is full (watched for WRITE), or all is sent
+                if not self._t_encrypt():
+                    break  # a renegotiation waits for the peer (TLS 1.2), or closed
+            if self.gone:
+                return
             if self._t_may_read():
                 self._t_read(mask)
             if self.gone:
@@ -437,44 +440,64 @@ class TlsTransport(asyncio.Transport):
 
     def _t_read(self, mask: int) -> None:
         """Decrypt into the frame reader what OpenSSL holds, receiving more from the socket
-        while it has some, up to ``READ_BUDGET_BYTES`` or the read-ahead limit."""
+        while it has some, up to ``READ_BUDGET_BYTES`` or the read-ahead limit.
+
+        One ``SSL_read`` answers one TLS record, and clients write small ones (librdkafka: a
+        record per buffer segment, 2.2 KiB on average for 1 KiB messages), so the inner loop
+        is kept short: the reader's buffer is filled record after record, and the frames are
+        cut once it is full or OpenSSL wants more."""
         reader = self._reader
-        tls = self._tls
+        read = self._tls.read
         error: BaseException | None = None
+        eof = False
         self._cut_bytes = 0
         got = 0
         receive = bool(mask & READ)
         while got < READ_BUDGET_BYTES:
             buffer = reader.get_buffer()
-            try:
-                # With a buffer, read() answers the count (typeshed says bytes).
-                n = cast(int, tls.read(len(buffer), buffer))
-            except ssl.SSLWantReadError:
+            size = len(buffer)
+            filled = 0
+            starved = False  # OpenSSL holds no whole record any more
+            while filled < size:
+                try:
+                    # With a buffer, read() answers the count (typeshed says bytes).
+                    n: int = read(size - filled,  # type: ignore[assignment]
+                                  buffer[filled:] if filled else buffer)
+                except ssl.SSLWantReadError:
+                    starved = True
+                    break
+                except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
+                    n = 0
+                except (OSError, ValueError) as exc:
+                    error = exc
+                    break
+                if n == 0:
+                    eof = True
+                    break
+                filled += n
+            if filled:
+                got += filled
+                reader.buffer_updated(filled)
+                if self._refused is not None:
+                    break
+                if (self._read_total + self._cut_bytes - self._delivered_total
+                        >= READ_AHEAD_BYTES):
+                    break
+            if eof or error is not None:
+                break
+            if starved:
                 if not receive or self._raw_eof:
                     break
                 if not self._t_receive():
                     return
                 if self._received == 0 and not self._raw_eof:
                     break  # the socket is empty
-                continue
-            except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
-                n = 0
-            except (OSError, ValueError) as exc:
-                error = exc
-                break
-            if n == 0:
-                self._eof_read = True
-                self._inbound.append(_EOF)
-                break
-            got += n
-            reader.buffer_updated(n)
-            if self._refused is not None:
-                break
-            if self._read_total + self._cut_bytes - self._delivered_total >= READ_AHEAD_BYTES:
-                break
         else:  # the budget is spent: come back to what OpenSSL still holds after the others
             self._thread.again(self)
-        if self._cut_bytes or self._eof_read:
+        if eof:
+            self._eof_read = True
+            self._inbound.append(_EOF)
+        if self._cut_bytes or eof:
             self._read_total += self._cut_bytes
             if not self._deliver_posted:
                 self._deliver_posted = True
