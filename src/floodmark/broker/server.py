@@ -6,20 +6,24 @@ JoinGroup waiting for the rebalance). A frame that cannot be decoded, an unknown
 unsupported version closes this connection only (what Kafka does); every other client keeps going.
 
 One server per listener (``security.listeners``): each accepted ``Connection`` knows its listener
-name and security protocol. A TLS listener (SSL, SASL_SSL) accepts sockets itself
-(``serve_tls``) and hands each one to the loop with the listener's *current* ``ssl.SSLContext``
-(``ServerTls.context``, which reloads changed key and trust stores), so a rotated certificate is
-served to new connections without a restart, and not a byte is read outside TLS; a failed
-handshake (plaintext bytes, an untrusted, expired or missing client certificate, a silent peer)
-is one log line and closes that connection only. TLS connections never use sendfile.
+name and security protocol. A TLS listener (SSL, SASL_SSL) is a ``ThreadedTlsServer``: it
+accepts sockets itself and hands each one, with the listener's *current* ``ssl.SSLContext``
+(``ServerTls.context``, which reloads changed key and trust stores), to one of its
+``num.network.threads`` network threads (``security.network_threads``), which does the
+handshake and all of that connection's decryption, framing and encryption
+(``security.tls_transport``) and hands whole frames to the loop (``frame_received``). So a
+rotated certificate is served to new connections without a restart, not a byte is read outside
+TLS, and the event loop never touches a TLS byte; a failed handshake (plaintext bytes, an
+untrusted, expired or missing client certificate, a silent peer) is one log line and closes that
+connection only. TLS connections never use sendfile.
 
-Reads are buffered (``asyncio.BufferedProtocol``): the loop reads, or on a TLS listener decrypts,
-straight into a buffer this connection hands out (``get_buffer``). A frame larger than what is
-left of the current read buffer gets a ``bytearray`` of exactly its size once its size prefix
-is known, and the rest of it is read (decrypted) into that without another copy; small frames
-are cut out of a read buffer that is never written twice. Either way a handler gets a writable
-view, so storage stamps offsets in place. With a plain ``Protocol`` every TLS record became a
-new ``bytes`` object, joined into another, then copied into the frame (issue 21's profile).
+A plaintext connection's reads are buffered (``asyncio.BufferedProtocol``): the loop reads
+straight into a buffer this connection hands out (``get_buffer``), and ``wire.frames``
+cuts the frames (each byte copied at most once, a large frame read into a buffer of exactly its
+size); a TLS connection's network thread drives the same ``FrameReader``. Either way a handler
+gets a writable view, so storage stamps offsets in place. The size of each frame is checked
+before it is read (``frame_size_problem``: ``socket.request.max.bytes``, or
+``sasl.server.max.receive.size`` before SASL authentication), by whichever thread reads.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from floodmark.security.tls_transport import TlsTransport
+from floodmark.security.tls_transport import RECEIVE_BYTES, TlsTransport
 from floodmark.wire.frames import BufferPool
 
 log = logging.getLogger(__name__)
@@ -48,6 +48,7 @@ class NetworkThread:
         self.load = 0  # loop-only: connections given to this thread and not yet lost
         # Thread-only.
         self.pool = BufferPool()
+        self.receive_view = memoryview(bytearray(RECEIVE_BYTES))
         self._again: list[TlsTransport] = []
         self._transports: set[TlsTransport] = set()
         self._handshakes: set[TlsTransport] = set()

@@ -104,6 +104,9 @@ class NetworkThread(Protocol):
 
     pool: BufferPool
     """The read buffers of the thread's frame readers."""
+    receive_view: memoryview
+    """The thread's buffer for ciphertext on its way from a socket into a MemoryBIO (which
+    copies it at once, so one buffer serves all the thread's connections)."""
 
     def kick(self, transport: TlsTransport) -> None:
         """(loop) Look at this connection again: it has something to write, may read again,
@@ -166,7 +169,6 @@ class TlsTransport(asyncio.Transport):
         self.fd = sock.fileno()
         self.handshaking = True
         self.handshake_deadline_s = 0.0
-        self._receive_view = memoryview(bytearray(RECEIVE_BYTES))
         self._received = 0
         self._raw_eof = False  # the socket's end of stream was read
         self._cipher: deque[memoryview] = deque()  # ciphertext waiting for the socket
@@ -392,7 +394,7 @@ class TlsTransport(asyncio.Transport):
         if self._raw_eof:
             return True
         try:
-            n = self._raw.recv_into(self._receive_view)
+            n = self._raw.recv_into(self._thread.receive_view)
         except (BlockingIOError, InterruptedError):
             return True
         except OSError as exc:
@@ -402,7 +404,7 @@ class TlsTransport(asyncio.Transport):
             self._raw_eof = True
             self._incoming.write_eof()
         else:
-            self._incoming.write(self._receive_view[:n])
+            self._incoming.write(self._thread.receive_view[:n])
         self._received = n
         return True
 
