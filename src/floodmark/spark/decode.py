@@ -22,6 +22,7 @@ they lie in the answer (no copy) was tried and measured no cheaper.
 
 from __future__ import annotations
 
+import importlib
 import struct
 from collections.abc import Iterator, Sequence
 from types import ModuleType
@@ -39,8 +40,8 @@ def _load_compiled() -> ModuleType | None:
     """The compiled decoder, when it was built from this tree's ``_recdecode.c`` (setup.py
     builds it; optional: without it numpy decodes; an older build answers another ABI_VERSION
     and is left unused)."""
-    try:
-        from floodmark.spark import _recdecode
+    try:  # by name: an optional extension module, not a dependency of the package's graph
+        _recdecode = importlib.import_module("floodmark.spark._recdecode")
     except ImportError:
         return None
     return _recdecode if getattr(_recdecode, "ABI_VERSION", None) == _COMPILED_ABI else None

@@ -26,6 +26,8 @@ from kio.schema.consumer_protocol_subscription.v2 import data as subscription_v2
 from kio.schema.consumer_protocol_subscription.v3 import data as subscription_v3
 from kio.serial import entity_reader, entity_writer
 
+from floodmark.errors import FloodmarkError
+
 PROTOCOL_TYPE = "consumer"  # the JoinGroup protocol type of consumers
 HIGHEST_VERSION = 3
 
@@ -36,7 +38,7 @@ _ASSIGNMENTS: tuple[Any, ...] = (assignment_v0, assignment_v1, assignment_v2, as
 TopicPartitions = dict[str, tuple[int, ...]]  # topic name -> partitions
 
 
-class BadEmbeddedProtocol(ValueError):
+class BadEmbeddedProtocol(FloodmarkError, ValueError):
     """Embedded consumer-protocol bytes floodmark cannot read."""
 
 
