@@ -8,6 +8,7 @@ across a restart; DescribeConfigs names the source of every value and its synony
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -150,7 +151,9 @@ def test_broker_configs_dynamic_default_and_per_broker(broker_factory) -> None: 
 
     # Applied live: the topic (no segment.bytes of its own) rolls at 2048 bytes now ...
     p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 0})
-    old_ms = 1_000_000_000_000  # 2001: far behind any retention
+    # ten minutes old: inside this broker's 5,400,000 ms (the periodic retention check, every
+    # 300 ms here, must find nothing to delete yet), far past the 1,000 ms set below
+    old_ms = int(time.time() * 1000) - 600_000
     for i in range(60):
         p.produce("dyn-t", value=b"x" * 200, key=b"%d" % i, timestamp=old_ms)
         p.flush(10)
