@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 
-from floodmark.broker.server import Connection
-from floodmark.wire.frames import READ_BUFFER_BYTES
+from floodmark.broker.server import READ_BUFFER_BYTES, Connection
 
 
 class Transport:
