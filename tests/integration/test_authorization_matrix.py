@@ -392,6 +392,11 @@ def _delete_records(c: KafkaConnection) -> Any:
     return _errors(r.topics[0].partitions[0].error_code)
 
 
+def _describe_producers(c: KafkaConnection) -> Any:
+    r = c.request(61, 0, {"topics": [{"name": "t1", "partition_indexes": [0]}]})
+    return _errors(r.topics[0].partitions[0].error_code)
+
+
 def _init_producer_id(txn: str | None) -> Callable[[KafkaConnection], Any]:
     def call(c: KafkaConnection) -> Any:
         return _errors(c.request(22, 4, {"transactional_id": txn, "transaction_timeout": 60000,
@@ -895,6 +900,9 @@ CASES: dict[ApiKey, list[Case]] = {
     ApiKey.DESCRIBE_TRANSACTIONS: [case(
         "DescribeTransactions", _describe_transactions, (TXN_DENIED,),
         (RT.TRANSACTIONAL_ID, "tx-listed", Op.DESCRIBE), allowed=(0,))],
+    ApiKey.DESCRIBE_PRODUCERS: [case(
+        "DescribeProducers", _describe_producers, (TOPIC_DENIED,), (RT.TOPIC, "t1", Op.READ),
+        allowed=(0,))],
     ApiKey.LIST_TRANSACTIONS: [case(
         "ListTransactions", _list_transactions, [],
         (RT.TRANSACTIONAL_ID, "tx-listed", Op.DESCRIBE), allowed=["tx-listed"])],

@@ -866,6 +866,11 @@ CHECKS: dict[ApiKey, Check] = {
     ApiKey.WRITE_TXN_MARKERS: _write_txn_markers,
     ApiKey.DESCRIBE_TRANSACTIONS: _describe_transactions,
     ApiKey.LIST_TRANSACTIONS: _list_transactions,
+    ApiKey.DESCRIBE_PRODUCERS: _topics(Op.READ, "topics", "topics", "name", lambda t: {
+        "name": t.name, "partitions": [
+            {"partition_index": int(i), "error_code": TOPIC_DENIED,
+             "error_message": "Topic authorization failed.", "active_producers": []}
+            for i in t.partition_indexes]}),
     # SASL's exchange comes before any principal (the connection's authenticator admits it).
     ApiKey.SASL_HANDSHAKE: _none,
     ApiKey.SASL_AUTHENTICATE: _none,

@@ -58,6 +58,8 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_QUORUM = 55
     UPDATE_FEATURES = 57
     DESCRIBE_CLUSTER = 60
+    DESCRIBE_PRODUCERS = 61
+    UNREGISTER_BROKER = 64
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
     CONSUMER_GROUP_HEARTBEAT = 68
@@ -151,6 +153,9 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
     ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 2),
     ApiKey.DESCRIBE_TRANSACTIONS: VersionRange(0, 0),
     ApiKey.LIST_TRANSACTIONS: VersionRange(0, 2),
+    # KIP-664: the producers of each partition, from its producer state
+    # (``handlers.describe_producers``).
+    ApiKey.DESCRIBE_PRODUCERS: VersionRange(0, 0),
     # Feature levels (KIP-584; ``floodmark.features``): ApiVersions answers them, UpdateFeatures
     # changes them (kafka-features upgrade/downgrade).
     ApiKey.UPDATE_FEATURES: VersionRange(0, 2),

@@ -42,6 +42,7 @@ TABLE: dict[int, tuple[str, str]] = {
     ApiKey.TXN_OFFSET_COMMIT: ("txn_apis", "txn_offset_commit"),
     ApiKey.DESCRIBE_TRANSACTIONS: ("txn_apis", "describe_transactions"),
     ApiKey.LIST_TRANSACTIONS: ("txn_apis", "list_transactions"),
+    ApiKey.DESCRIBE_PRODUCERS: ("describe_producers", "describe_producers"),
     ApiKey.FIND_COORDINATOR: ("coordination", "find_coordinator"),
     # a consumer group's classic protocol members (KIP-848's migration), else group_apis
     ApiKey.JOIN_GROUP: ("classic_protocol", "join_group"),
