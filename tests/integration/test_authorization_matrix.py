@@ -397,6 +397,10 @@ def _describe_producers(c: KafkaConnection) -> Any:
     return _errors(r.topics[0].partitions[0].error_code)
 
 
+def _unregister_broker(c: KafkaConnection) -> Any:
+    return _errors(c.request(64, 0, {"broker_id": 9}).error_code)
+
+
 def _init_producer_id(txn: str | None) -> Callable[[KafkaConnection], Any]:
     def call(c: KafkaConnection) -> Any:
         return _errors(c.request(22, 4, {"transactional_id": txn, "transaction_timeout": 60000,
@@ -903,6 +907,10 @@ CASES: dict[ApiKey, list[Case]] = {
     ApiKey.DESCRIBE_PRODUCERS: [case(
         "DescribeProducers", _describe_producers, (TOPIC_DENIED,), (RT.TOPIC, "t1", Op.READ),
         allowed=(0,))],
+    # No broker 9: allowed, the controller answers that it is not registered.
+    ApiKey.UNREGISTER_BROKER: [case(
+        "UnregisterBroker", _unregister_broker, (CLUSTER_DENIED,), (RT.CLUSTER, CLUSTER, Op.ALTER),
+        allowed=(int(E.BROKER_ID_NOT_REGISTERED),))],
     ApiKey.LIST_TRANSACTIONS: [case(
         "ListTransactions", _list_transactions, [],
         (RT.TRANSACTIONAL_ID, "tx-listed", Op.DESCRIBE), allowed=["tx-listed"])],

@@ -889,6 +889,7 @@ CHECKS: dict[ApiKey, Check] = {
     ApiKey.DESCRIBE_CLIENT_QUOTAS: _cluster(Op.DESCRIBE_CONFIGS, error_code=CLUSTER_DENIED,
                                             error_message="Authorization failed.",
                                             entries=None),
+    ApiKey.UNREGISTER_BROKER: _cluster(Op.ALTER, error_code=CLUSTER_DENIED, error_message=None),
     # Feature levels: Alter on the cluster, as in Kafka.
     ApiKey.UPDATE_FEATURES: lambda caller, header, req, ctx: None
     if caller.may_cluster(Op.ALTER) else _refuse(

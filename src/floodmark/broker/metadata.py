@@ -69,6 +69,7 @@ class Controller(Protocol):
     def broker_configs(self) -> dict[str, Configs]: ...
     async def alter_group_configs(self, group: str, configs: Configs) -> None: ...
     def group_configs(self) -> dict[str, Configs]: ...
+    async def unregister_broker(self, broker_id: int) -> None: ...
     async def alter_scram_credentials(self, deletions: list[scram.Deletion],
                                       upsertions: list[scram.Upsertion]
                                       ) -> list[scram.AlterResult]: ...
@@ -116,6 +117,7 @@ class LocalController:
         ``rack``: this node's ``broker.rack``; ``bootstrap_features``: the feature levels a
         new metadata log starts at (``--feature``; None: ``features.BOOTSTRAP``)."""
         self._node_id = node_id
+        self._rack = rack
         self._mlog = MetadataLog(str(data_dir / CONTROLLER_DIR))
         # KIP-966 as every controller runs it (one broker: its restart is always clean here,
         # so the ELR only carries it across its own fencing at start).
@@ -250,6 +252,15 @@ class LocalController:
 
     def group_configs(self) -> dict[str, Configs]:
         return self.logic.image.group_configs
+
+    async def unregister_broker(self, broker_id: int) -> None:
+        """Only this node is registered: unregistered, it registers again at once (a new
+        incarnation), as a running Kafka broker does at its next heartbeat."""
+        self.logic.unregister_broker(broker_id)
+        if broker_id == self._node_id:
+            self.logic.register_broker(self._node_id, "localhost", 0, uuid.uuid4().hex,
+                                       _now_ms(), rack=self._rack)
+        self._persist()
 
     async def alter_scram_credentials(self, deletions: list[scram.Deletion],
                                       upsertions: list[scram.Upsertion]

@@ -379,6 +379,10 @@ class ControllerClient:
     def group_configs(self) -> dict[str, dict[str, Any]]:
         return self.image.group_configs
 
+    async def unregister_broker(self, broker_id: int) -> None:
+        """UnregisterBroker: KafkaError BROKER_ID_NOT_REGISTERED for an id not registered."""
+        await self._admin("unregister_broker", {"broker_id": broker_id})
+
     async def alter_scram_credentials(self, deletions: list[scram.Deletion],
                                       upsertions: list[scram.Upsertion]
                                       ) -> list[scram.AlterResult]:

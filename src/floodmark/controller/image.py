@@ -17,6 +17,9 @@ floodmark's own log format. Kafka's record names, reduced to what floodmark need
                        replaced it); not acceptable as leader or ISR member
 ``unfence_broker``     heartbeating again with its current broker epoch
 ``broker_shutdown``    in controlled shutdown: leadership moves away, not acceptable
+``unregister_broker``  that registration (id and broker epoch) removed (Kafka's
+                       UnregisterBrokerRecord, UnregisterBroker / ``kafka-cluster unregister``);
+                       a record naming another epoch changes nothing
 ``topic``              name, topic id, configs
 ``partition``          the full ``PartitionRegistration`` (replicas, ISR, leader, leader epoch,
                        partition epoch, recovery state, KIP-966 ELR and last known ELR):
@@ -358,6 +361,11 @@ class MetadataImage:
                 self.brokers[bid] = replace(old, fenced=False, in_controlled_shutdown=False)
             else:
                 self.brokers[bid] = replace(old, in_controlled_shutdown=True)
+        elif kind == "unregister_broker":
+            bid = int(rec["broker_id"])
+            old = self.brokers.get(bid)
+            if old is not None and old.broker_epoch == int(rec["broker_epoch"]):
+                del self.brokers[bid]
         elif kind == "topic":
             self.topics[str(rec["name"])] = TopicImage(
                 str(rec["name"]), uuid.UUID(str(rec["topic_id"])), dict(rec["configs"]))

@@ -416,6 +416,27 @@ class ControllerLogic:
         self._elect_leaderless(f"broker {broker_id} registered")
         return epoch
 
+    def unregister_broker(self, broker_id: int) -> None:
+        """UnregisterBroker (Kafka's ``ReplicationControlManager.unregisterBroker``): the
+        registration goes, after its broker left every ISR and ELR it was in (leaderships
+        move, as for an unclean shutdown). Kafka refuses only an id with no registration
+        (BROKER_ID_NOT_REGISTERED); a broker still running finds its epoch stale at its next
+        heartbeat and registers again."""
+        reg = self.image.brokers.get(broker_id)
+        if reg is None:
+            raise KafkaError(ErrorCode.BROKER_ID_NOT_REGISTERED,
+                             f"Broker ID {broker_id} is not currently registered")
+        self._remove_from_isrs(broker_id, f"broker {broker_id} unregistered",
+                               unclean_shutdown=True)
+        self.emit({"type": "unregister_broker", "broker_id": broker_id,
+                   "broker_epoch": reg.broker_epoch})
+        self.last_heartbeat_ms.pop(broker_id, None)
+        self.offline_log_dirs.pop(broker_id, None)
+        self.log.info("unregistered broker %d broker_epoch=%d (%s)", broker_id,
+                      reg.broker_epoch, "fenced" if reg.fenced else "in controlled shutdown"
+                      if reg.in_controlled_shutdown else "active: it registers again at its "
+                      "next heartbeat")
+
     def heartbeat(self, broker_id: int, broker_epoch: int, now_ms: int,
                   want_shutdown: bool = False,
                   offline_replicas: Collection[tuple[str, int]] = (),

@@ -264,6 +264,7 @@ _CHECKS: dict[str, Callable[[MetadataRecord], None]] = {
     "fence_broker": _broker,
     "unfence_broker": _broker,
     "broker_shutdown": _broker,
+    "unregister_broker": _broker,
     "topic": _topic_record,
     "partition": _partition,
     "topic_configs": _topic_configs,

@@ -726,6 +726,10 @@ class ControllerServer:
         self._active().alter_group_configs(str(a["name"]), dict(a["configs"]))
         return {}
 
+    def _rpc_unregister_broker(self, a: dict[str, Any]) -> dict[str, Any]:
+        self._active().unregister_broker(int(a["broker_id"]))
+        return {}
+
     def _rpc_alter_scram_credentials(self, a: dict[str, Any]) -> dict[str, Any]:
         deletions, upsertions = scram.alterations_from_json(a)
         return {"results": scram.results_to_json(

@@ -156,6 +156,9 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
     # KIP-664: the producers of each partition, from its producer state
     # (``handlers.describe_producers``).
     ApiKey.DESCRIBE_PRODUCERS: VersionRange(0, 0),
+    # ``kafka-cluster unregister``: the controller removes a broker's registration
+    # (``handlers.unregister_broker``).
+    ApiKey.UNREGISTER_BROKER: VersionRange(0, 0),
     # Feature levels (KIP-584; ``floodmark.features``): ApiVersions answers them, UpdateFeatures
     # changes them (kafka-features upgrade/downgrade).
     ApiKey.UPDATE_FEATURES: VersionRange(0, 2),

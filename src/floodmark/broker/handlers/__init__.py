@@ -43,6 +43,7 @@ TABLE: dict[int, tuple[str, str]] = {
     ApiKey.DESCRIBE_TRANSACTIONS: ("txn_apis", "describe_transactions"),
     ApiKey.LIST_TRANSACTIONS: ("txn_apis", "list_transactions"),
     ApiKey.DESCRIBE_PRODUCERS: ("describe_producers", "describe_producers"),
+    ApiKey.UNREGISTER_BROKER: ("unregister_broker", "unregister_broker"),
     ApiKey.FIND_COORDINATOR: ("coordination", "find_coordinator"),
     # a consumer group's classic protocol members (KIP-848's migration), else group_apis
     ApiKey.JOIN_GROUP: ("classic_protocol", "join_group"),
