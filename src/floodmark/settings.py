@@ -236,6 +236,12 @@ DEFAULTS: dict[str, Any] = {
     # OAUTHBEARER (KIP-255, KIP-768): JWTs signed by a key of this JSON Web Key Set (a file,
     # file:// URL or http(s) URL, re-read every refresh.ms), with Kafka's claim checks.
     # Unsecured tokens (alg none) only with the unsafe setting.
+    # Delegation tokens (KIP-48, Kafka's names and defaults): off until the secret is set (the
+    # same on every broker: each computes a token's HMAC from its id with it); a token lives at
+    # most max.lifetime.ms and expires expiry.time.ms after its creation or last renewal.
+    "delegation.token.secret.key": "",
+    "delegation.token.max.lifetime.ms": 604_800_000,
+    "delegation.token.expiry.time.ms": 86_400_000,
     "sasl.oauthbearer.jwks.endpoint.url": "",
     "sasl.oauthbearer.jwks.endpoint.refresh.ms": 3_600_000,
     "sasl.oauthbearer.expected.audience": "",
@@ -498,7 +504,7 @@ def render(value: Any) -> str | None:
 
 
 SENSITIVE_SUFFIXES = (".password", "ssl.keystore.key", "sasl.jaas.config",
-                      "sasl.oauthbearer.client.secret")
+                      "sasl.oauthbearer.client.secret", "delegation.token.secret.key")
 
 
 def is_sensitive(name: str) -> bool:

@@ -31,6 +31,7 @@ from typing import Any, cast
 from floodmark.broker.boundary import ClientConnection, HandlerResult, WireRequest, WireResponse
 from floodmark.broker.context import Handler, HandlerContext
 from floodmark.broker.handlers import HANDLERS, data, replication
+from floodmark.broker.handlers.delegation_tokens.create import owner_of, refused
 from floodmark.broker.replica_fetcher import replica_of
 from floodmark.errors import ErrorCode
 from floodmark.security.acl import CLUSTER_NAME, AclOperation, ResourceType
@@ -787,6 +788,34 @@ def _alter_scram(caller: Caller, header: RequestHeader, req: WireRequest,
                              "error_message": "Authorization failed."} for u in users])
 
 
+def _create_delegation_token(caller: Caller, header: RequestHeader, req: WireRequest,
+                             ctx: HandlerContext) -> Verdict | None:
+    """A token for another owner (v3) takes CreateTokens on that user (``User:name``), else
+    DELEGATION_TOKEN_AUTHORIZATION_FAILED; the caller's own needs nothing (Kafka)."""
+    me = KafkaPrincipal(caller.principal.principal_type, caller.principal.name)
+    owner = owner_of(req, me)
+    if owner == me or caller.may(Op.CREATE_TOKENS, RT.USER, str(owner)):
+        return None
+    return Verdict(refused=refused(ErrorCode.DELEGATION_TOKEN_AUTHORIZATION_FAILED, owner, me))
+
+
+def _describe_delegation_token(caller: Caller, header: RequestHeader, req: WireRequest,
+                               ctx: HandlerContext) -> Verdict | None:
+    """Each token answered only if the caller owns or renews it, or may Describe the token or
+    DescribeTokens its owner (Kafka's ``filterToken``)."""
+    me = KafkaPrincipal(caller.principal.principal_type, caller.principal.name)
+
+    def visible(t: WireResponse) -> bool:
+        owner = KafkaPrincipal(t["principal_type"], t["principal_name"])
+        renewers = [KafkaPrincipal(r["principal_type"], r["principal_name"])
+                    for r in t["renewers"]]
+        return (me == owner or me in renewers
+                or caller.may(Op.DESCRIBE, RT.DELEGATION_TOKEN, t["token_id"])
+                or caller.may(Op.DESCRIBE_TOKENS, RT.USER, str(owner)))
+    return Verdict(request=req, finish=lambda r: {
+        **r, "tokens": [t for t in r.get("tokens", ()) if visible(t)]})
+
+
 def _alter_replica_log_dirs(caller: Caller, header: RequestHeader, req: WireRequest,
                             ctx: HandlerContext) -> Verdict | None:
     """Alter on the cluster, else every partition asked about answers
@@ -878,6 +907,12 @@ CHECKS: dict[ApiKey, Check] = {
         Op.DESCRIBE, error_code=CLUSTER_DENIED, error_message="Authorization failed.",
         results=[]),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: _alter_scram,
+    # Delegation tokens (KIP-48): only the owner and renewers renew or expire a token (decided
+    # by the controller's rules), so those two need no ACL, as in Kafka.
+    ApiKey.CREATE_DELEGATION_TOKEN: _create_delegation_token,
+    ApiKey.RENEW_DELEGATION_TOKEN: _none,
+    ApiKey.EXPIRE_DELEGATION_TOKEN: _none,
+    ApiKey.DESCRIBE_DELEGATION_TOKEN: _describe_delegation_token,
     ApiKey.DESCRIBE_ACLS: _cluster(Op.DESCRIBE, error_code=CLUSTER_DENIED,
                                    error_message="Authorization failed.", resources=[]),
     ApiKey.CREATE_ACLS: _acl_apis(Op.ALTER, "results", {

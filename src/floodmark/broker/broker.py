@@ -124,7 +124,8 @@ class Broker:
         self._expiring_share_members: asyncio.Task[None] | None = None
         self.produce_order = ProduceOrder()  # a transactional producer's appends, in order
         self.connections: set[Connection] = set()
-        self.authentication = Authentication(config, lambda: self.controller.scram_credentials())
+        self.authentication = Authentication(config, lambda: self.controller.scram_credentials(),
+                                             lambda: self.controller.delegation_token_infos())
         self.max_request_bytes = config.get_int("socket.request.max.bytes")
         self.storage = storage_glue.Storage(self.data_dir, config)
         self._servers: list[asyncio.Server | TlsServer] = []

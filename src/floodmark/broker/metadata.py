@@ -21,7 +21,7 @@ from typing import Protocol
 
 from floodmark import features
 from floodmark.broker.config import Configs
-from floodmark.controller import scram
+from floodmark.controller import delegation_tokens, scram
 from floodmark.controller.image import (
     MetadataImage,
     Reassignment,
@@ -36,6 +36,7 @@ from floodmark.features import FinalizedFeatures
 from floodmark.metadata import INTERNAL_TOPICS, PartitionMeta, TopicMeta, deletable_topic
 from floodmark.replication.election import PartitionRegistration
 from floodmark.security.acl import AclBinding, AclBindingFilter, AclStore
+from floodmark.security.principal import KafkaPrincipal
 from floodmark.security.quotas import QuotaChanges, QuotaEntity, QuotaStore
 from floodmark.security.sasl.scram import ScramUser
 from floodmark.settings import DEFAULTS, eligible_leader_replicas_enabled, split_topic_configs
@@ -70,6 +71,16 @@ class Controller(Protocol):
     async def alter_group_configs(self, group: str, configs: Configs) -> None: ...
     def group_configs(self) -> dict[str, Configs]: ...
     async def unregister_broker(self, broker_id: int) -> None: ...
+    async def create_delegation_token(self, owner: KafkaPrincipal, requester: KafkaPrincipal,
+                                      renewers: list[KafkaPrincipal], max_lifetime_ms: int,
+                                      settings: delegation_tokens.TokenSettings
+                                      ) -> delegation_tokens.Decision: ...
+    async def renew_delegation_token(self, token_id: str, principal: KafkaPrincipal,
+                                     period_ms: int, settings: delegation_tokens.TokenSettings
+                                     ) -> delegation_tokens.Decision: ...
+    async def expire_delegation_token(self, token_id: str, principal: KafkaPrincipal,
+                                      period_ms: int) -> delegation_tokens.Decision: ...
+    def delegation_token_infos(self) -> delegation_tokens.Tokens: ...
     async def alter_scram_credentials(self, deletions: list[scram.Deletion],
                                       upsertions: list[scram.Upsertion]
                                       ) -> list[scram.AlterResult]: ...
@@ -252,6 +263,33 @@ class LocalController:
 
     def group_configs(self) -> dict[str, Configs]:
         return self.logic.image.group_configs
+
+    async def create_delegation_token(self, owner: KafkaPrincipal, requester: KafkaPrincipal,
+                                      renewers: list[KafkaPrincipal], max_lifetime_ms: int,
+                                      settings: delegation_tokens.TokenSettings
+                                      ) -> delegation_tokens.Decision:
+        decision = self.logic.create_delegation_token(owner, requester, renewers,
+                                                      max_lifetime_ms, settings, _now_ms())
+        self._persist()
+        return decision
+
+    async def renew_delegation_token(self, token_id: str, principal: KafkaPrincipal,
+                                     period_ms: int, settings: delegation_tokens.TokenSettings
+                                     ) -> delegation_tokens.Decision:
+        decision = self.logic.renew_delegation_token(token_id, principal, period_ms, settings,
+                                                     _now_ms())
+        self._persist()
+        return decision
+
+    async def expire_delegation_token(self, token_id: str, principal: KafkaPrincipal,
+                                      period_ms: int) -> delegation_tokens.Decision:
+        decision = self.logic.expire_delegation_token(token_id, principal, period_ms,
+                                                      _now_ms())
+        self._persist()
+        return decision
+
+    def delegation_token_infos(self) -> delegation_tokens.Tokens:
+        return self.logic.image.delegation_tokens
 
     async def unregister_broker(self, broker_id: int) -> None:
         """Only this node is registered: unregistered, it registers again at once (a new

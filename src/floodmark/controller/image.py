@@ -43,6 +43,9 @@ floodmark's own log format. Kafka's record names, reduced to what floodmark need
 ``user_scram_credential``, ``remove_user_scram_credential``
                        a user's SCRAM credential for one mechanism (salt, stored and server
                        keys, iterations; never a password), or its removal (``scram.py``)
+``delegation_token``, ``remove_delegation_token``
+                       a delegation token (KIP-48: owner, requester, renewers, issue, max and
+                       expiry times; never its HMAC) or its removal (``delegation_tokens.py``)
 ``cluster_id``         written once, first record of a new cluster
 ``feature_level``      a feature's finalized level (Kafka's FeatureLevelRecord, KIP-584):
                        ``name`` and ``level`` (``floodmark.features``); written with the cluster
@@ -64,7 +67,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from floodmark.controller import scram
+from floodmark.controller import delegation_tokens, scram
 from floodmark.controller.record_check import MetadataRecord, check_record
 from floodmark.errors import KafkaError
 from floodmark.features import NONE_FINALIZED, FinalizedFeatures
@@ -260,6 +263,8 @@ class MetadataImage:
         self.acls = AclStore()  # the authorizer of every broker reads this one
         # user -> mechanism -> credential (SASL/SCRAM, KIP-554)
         self.scram_credentials: dict[str, dict[ScramMechanism, ScramCredential]] = {}
+        # token id -> delegation token (KIP-48)
+        self.delegation_tokens: dict[str, delegation_tokens.TokenInfo] = {}
         self.client_quotas = QuotaStore()  # every broker's quota manager reads this one
         self.features = NONE_FINALIZED  # finalized feature levels (KIP-584)
 
@@ -423,6 +428,11 @@ class MetadataImage:
             creds.pop(mech, None)
             if not creds:
                 self.scram_credentials.pop(user, None)
+        elif kind == delegation_tokens.TOKEN:
+            token = delegation_tokens.record_token(rec)
+            self.delegation_tokens[token.token_id] = token
+        elif kind == delegation_tokens.REMOVE:
+            self.delegation_tokens.pop(delegation_tokens.record_token_id(rec), None)
         elif kind == "producer_ids":
             self.next_producer_id = int(rec["next"])
         elif kind == "acl":

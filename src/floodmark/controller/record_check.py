@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from floodmark.constants import NO_LEADER
-from floodmark.controller import scram
+from floodmark.controller import delegation_tokens, scram
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.features import FeatureError, check_level
 from floodmark.group_configs import validate as validate_group_configs
@@ -275,6 +275,8 @@ _CHECKS: dict[str, Callable[[MetadataRecord], None]] = {
     "producer_ids": _producer_ids,
     scram.CREDENTIAL: _scram(scram.record_credential),
     scram.REMOVE: _scram(scram.record_removal),
+    delegation_tokens.TOKEN: _scram(delegation_tokens.record_token),
+    delegation_tokens.REMOVE: _scram(delegation_tokens.record_token_id),
     "leader_change": _leader_change,
     "voters": _voters,
     "acl": _acl,

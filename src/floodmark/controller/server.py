@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from floodmark.controller import placement, rpc, scram
+from floodmark.controller import delegation_tokens, placement, rpc, scram
 from floodmark.controller.image import (
     UNAPPLIED_KEPT,
     MetadataImage,
@@ -725,6 +725,24 @@ class ControllerServer:
     def _rpc_alter_group_configs(self, a: dict[str, Any]) -> dict[str, Any]:
         self._active().alter_group_configs(str(a["name"]), dict(a["configs"]))
         return {}
+
+    def _rpc_create_delegation_token(self, a: dict[str, Any]) -> dict[str, Any]:
+        owner, requester = delegation_tokens.principals_from_json(a["principals"])
+        return delegation_tokens.decision_to_json(self._active().create_delegation_token(
+            owner, requester, delegation_tokens.principals_from_json(a["renewers"]),
+            int(a["max_lifetime_ms"]), delegation_tokens.settings_from_json(a["settings"]),
+            now_ms()))
+
+    def _rpc_renew_delegation_token(self, a: dict[str, Any]) -> dict[str, Any]:
+        [principal] = delegation_tokens.principals_from_json(a["principals"])
+        return delegation_tokens.decision_to_json(self._active().renew_delegation_token(
+            str(a["token_id"]), principal, int(a["period_ms"]),
+            delegation_tokens.settings_from_json(a["settings"]), now_ms()))
+
+    def _rpc_expire_delegation_token(self, a: dict[str, Any]) -> dict[str, Any]:
+        [principal] = delegation_tokens.principals_from_json(a["principals"])
+        return delegation_tokens.decision_to_json(self._active().expire_delegation_token(
+            str(a["token_id"]), principal, int(a["period_ms"]), now_ms()))
 
     def _rpc_unregister_broker(self, a: dict[str, Any]) -> dict[str, Any]:
         self._active().unregister_broker(int(a["broker_id"]))

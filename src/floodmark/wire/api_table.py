@@ -45,6 +45,10 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_LOG_DIRS = 35
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
+    CREATE_DELEGATION_TOKEN = 38
+    RENEW_DELEGATION_TOKEN = 39
+    EXPIRE_DELEGATION_TOKEN = 40
+    DESCRIBE_DELEGATION_TOKEN = 41
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
@@ -168,6 +172,12 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
     ApiKey.SASL_AUTHENTICATE: VersionRange(0, 2),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: VersionRange(0, 0),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: VersionRange(0, 0),
+    # Delegation tokens (KIP-48; v0 is gone from Kafka 4 and from kio; CreateDelegationToken
+    # v3 names another owner, KIP-373): ``handlers.delegation_tokens``.
+    ApiKey.CREATE_DELEGATION_TOKEN: VersionRange(1, 3),
+    ApiKey.RENEW_DELEGATION_TOKEN: VersionRange(1, 2),
+    ApiKey.EXPIRE_DELEGATION_TOKEN: VersionRange(1, 2),
+    ApiKey.DESCRIBE_DELEGATION_TOKEN: VersionRange(1, 3),
     # KIP-848's consumer groups (broker/consumer_group); v1 (KIP-1082): the client makes its
     # member id. Regular-expression subscriptions are refused (INVALID_REQUEST) for now.
     ApiKey.CONSUMER_GROUP_HEARTBEAT: VersionRange(0, 1),
