@@ -397,6 +397,23 @@ def _describe_producers(c: KafkaConnection) -> Any:
     return _errors(r.topics[0].partitions[0].error_code)
 
 
+def _token_error(api_key: int, version: int, body: dict[str, Any]
+                 ) -> Callable[[KafkaConnection], Any]:
+    """A delegation token API's error code, read from the raw answer: a refusal carries
+    Kafka's -1 times, which kio's reader refuses (flexible versions: correlation id, tags)."""
+    def call(c: KafkaConnection) -> Any:
+        c.send(api_key, version, body)
+        size = int.from_bytes(bytes(c._read_exact(4)), "big")
+        frame = bytes(c._read_exact(size))
+        return _errors(int.from_bytes(frame[5:7], "big", signed=True))
+    return call
+
+
+def _describe_tokens(c: KafkaConnection) -> Any:
+    r = c.request(41, 3, {"owners": None})
+    return sorted(t.principal_name for t in r.tokens)
+
+
 def _unregister_broker(c: KafkaConnection) -> Any:
     return _errors(c.request(64, 0, {"broker_id": 9}).error_code)
 
@@ -907,6 +924,25 @@ CASES: dict[ApiKey, list[Case]] = {
     ApiKey.DESCRIBE_PRODUCERS: [case(
         "DescribeProducers", _describe_producers, (TOPIC_DENIED,), (RT.TOPIC, "t1", Op.READ),
         allowed=(0,))],
+    # A token for another owner takes CreateTokens on that user; renewing and expiring need no
+    # ACL (the owner and renewers only: a made-up HMAC is not found either way); described
+    # tokens are filtered to the caller's own and those it may DescribeTokens the owner of.
+    ApiKey.CREATE_DELEGATION_TOKEN: [case(
+        "CreateDelegationToken(for bob)", _token_error(38, 3, {
+            "owner_principal_type": "User", "owner_principal_name": "bob", "renewers": [],
+            "max_lifetime": -1}),
+        (int(E.DELEGATION_TOKEN_AUTHORIZATION_FAILED),),
+        (RT.USER, "User:bob", Op.CREATE_TOKENS), allowed=(0,))],
+    ApiKey.RENEW_DELEGATION_TOKEN: [case(
+        "RenewDelegationToken", _token_error(39, 2, {"hmac": b"made-up", "renew_period": 1}),
+        (int(E.DELEGATION_TOKEN_NOT_FOUND),), allowed=(int(E.DELEGATION_TOKEN_NOT_FOUND),))],
+    ApiKey.EXPIRE_DELEGATION_TOKEN: [case(
+        "ExpireDelegationToken", _token_error(40, 2, {"hmac": b"made-up",
+                                                      "expiry_time_period": -1}),
+        (int(E.DELEGATION_TOKEN_NOT_FOUND),), allowed=(int(E.DELEGATION_TOKEN_NOT_FOUND),))],
+    ApiKey.DESCRIBE_DELEGATION_TOKEN: [case(
+        "DescribeDelegationToken", _describe_tokens, [],
+        (RT.USER, "User:bob", Op.DESCRIBE_TOKENS), allowed=lambda owners: "bob" in owners)],
     # No broker 9: allowed, the controller answers that it is not registered.
     ApiKey.UNREGISTER_BROKER: [case(
         "UnregisterBroker", _unregister_broker, (CLUSTER_DENIED,), (RT.CLUSTER, CLUSTER, Op.ALTER),
@@ -936,6 +972,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
                  "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "--set", "super.users=User:admin",
         "--set", "group.share.enable=true",
+        "--set", "delegation.token.secret.key=matrix-secret",
         *(a for user, password in PASSWORDS.items()
           for a in ("--add-scram", f"SCRAM-SHA-512=[name={user},password={password}]")),
     ]).start()
@@ -959,6 +996,9 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
             assert int(r.topics[0].partitions[0].error_code) == 0
         r = b.admin(22, 4, {"transactional_id": "tx-listed", "transaction_timeout": 60000,
                             "producer_id": -1, "producer_epoch": -1})
+        assert int(r.error_code) == 0
+        r = b.admin(38, 3, {"owner_principal_type": "User", "owner_principal_name": "bob",
+                            "renewers": [], "max_lifetime": -1})  # a token of bob's
         assert int(r.error_code) == 0
         yield b
         b.close()
