@@ -5,14 +5,18 @@ tokens."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+from pathlib import Path
 
 import pytest
 
 from floodmark.controller import delegation_tokens as dt
+from floodmark.controller.client import ControllerClient
 from floodmark.controller.image import MetadataImage
 from floodmark.controller.logic import ControllerConfig, ControllerLogic
 from floodmark.controller.record_check import check_record
+from floodmark.controller.server import ControllerServer
 from floodmark.controller.snapshot import image_from_records, image_records
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.security.principal import KafkaPrincipal
@@ -113,3 +117,29 @@ def test_records_replay_into_every_image_and_snapshots() -> None:
 def test_a_malformed_record_is_refused(bad: dict[str, object]) -> None:
     with pytest.raises(KafkaError):
         check_record(bad)
+
+
+def test_the_calls_a_broker_makes_and_a_restarted_controller(tmp_path: Path) -> None:
+    """The broker's calls (JSON) on a controller, whose answer's records the broker applies;
+    a controller started again on the same metadata log has the token."""
+    server = ControllerServer(str(tmp_path), ControllerConfig())
+    client = ControllerClient("127.0.0.1:1", 1)
+    client.local = server
+    try:
+        made = asyncio.run(client.create_delegation_token(ALICE, BOB, [CAROL], -1, SETTINGS))
+        assert made.error is ErrorCode.NONE and made.token is not None
+        token_id = made.token.token_id
+        assert client.delegation_token_infos()[token_id] == made.token
+        renewed = asyncio.run(client.renew_delegation_token(token_id, BOB, -1, SETTINGS))
+        assert renewed.error is ErrorCode.DELEGATION_TOKEN_OWNER_MISMATCH
+        expired = asyncio.run(client.expire_delegation_token(token_id, CAROL, 60_000))
+        assert expired.error is ErrorCode.NONE
+        assert client.delegation_token_infos()[token_id].expiry_ms == expired.expiry_ms
+    finally:
+        client.close()
+        server.mlog.close()
+    again = ControllerServer(str(tmp_path), ControllerConfig())
+    try:
+        assert again.image.delegation_tokens[token_id].expiry_ms == expired.expiry_ms
+    finally:
+        again.mlog.close()
