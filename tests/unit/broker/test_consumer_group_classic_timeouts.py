@@ -196,3 +196,17 @@ def test_the_sizes_bound_the_upgrade_and_the_downgrade() -> None:
     both = {**subs, "k": plain}
     assert can_downgrade(MigrationPolicy.BIDIRECTIONAL, both, "k", classic_max_size=2)
     assert not can_downgrade(MigrationPolicy.BIDIRECTIONAL, both, "k", classic_max_size=1)
+
+
+def test_a_snapshot_restores_members_and_timers_as_they_were() -> None:
+    import copy
+
+    c = coordinator()
+    consumer_joins(c, 0)
+    heartbeat(c, "a", 1_000)  # a join timer
+    expected = copy.deepcopy(c.groups["g"])
+    before = c.snapshot("g")
+    a = join(c, "a", 2_000)  # a's assignment, subscription and timers change
+    assert a.error is ErrorCode.NONE and c.groups["g"] != expected
+    c.restore("g", before)
+    assert c.groups["g"] == expected
