@@ -210,3 +210,34 @@ def test_a_snapshot_restores_members_and_timers_as_they_were() -> None:
     assert a.error is ErrorCode.NONE and c.groups["g"] != expected
     c.restore("g", before)
     assert c.groups["g"] == expected
+
+
+def test_a_classic_instance_replacing_the_last_consumer_member_downgrades_at_once() -> None:
+    c = coordinator()
+    ans = c.heartbeat(Heartbeat("g", "k", 0, instance_id="ik",
+                                rebalance_timeout_ms=REBALANCE_MS,
+                                subscribed_topic_names=("t",), owned=frozenset()), TOPICS, 0)
+    assert ans.error is ErrorCode.NONE
+    epoch = c.groups["g"].group_epoch
+    # k's process restarts as a classic consumer under the same instance id
+    new = join(c, "", 1_000, instance_id="ik")
+    assert new.error is ErrorCode.NONE and new.generation_id == epoch
+    assert "g" not in c.groups  # tombstones written
+    classic = c.take_downgrade("g")
+    assert classic is not None and not classic.rebalance  # no rebalance: it syncs from here
+    assert classic.generation == epoch
+    assert {m.member_id for m in classic.members} == {"a", "b", new.member_id}
+    kinds = [type(r).__name__ for r in new.records]
+    assert kinds[-1] == "GroupEpoch" and new.records[-1].epoch is None  # type: ignore[union-attr]
+
+
+def test_no_downgrade_at_a_replacement_while_consumer_members_remain() -> None:
+    c = coordinator()
+    for member, instance in (("k", "ik"), ("j", None)):
+        assert c.heartbeat(Heartbeat("g", member, 0, instance_id=instance,
+                                     rebalance_timeout_ms=REBALANCE_MS,
+                                     subscribed_topic_names=("t",), owned=frozenset()),
+                           TOPICS, 0).error is ErrorCode.NONE
+    new = join(c, "", 1_000, instance_id="ik")
+    assert new.error is ErrorCode.NONE and "g" in c.groups
+    assert c.take_downgrade("g") is None

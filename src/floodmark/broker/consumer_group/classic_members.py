@@ -107,6 +107,7 @@ def join(core: ConsumerGroupCoordinator, req: ClassicJoin, topics: Mapping[str, 
                                  message=f"Member {member_id} does not use the classic "
                                          f"protocol.")
     records: list[ConsumerGroupRecord] = []
+    replaced_consumer_member = False
     if req.instance_id is not None:
         holder = next((m for m in g.members.values()
                        if m.subscription.instance_id == req.instance_id), None)
@@ -115,6 +116,7 @@ def join(core: ConsumerGroupCoordinator, req: ClassicJoin, topics: Mapping[str, 
                 # KIP-345 under KIP-848: the new instance takes the old one's place and
                 # partitions (Kafka's getOrMaybeSubscribeStaticConsumerGroupMember); the old
                 # member id is fenced, the others do not rebalance
+                replaced_consumer_member = not holder.uses_classic_protocol
                 core.replace_member(g, holder, member_id, records)
                 member = g.members[member_id]
         elif holder is None:
@@ -148,6 +150,10 @@ def join(core: ConsumerGroupCoordinator, req: ClassicJoin, topics: Mapping[str, 
     # timeout, else the member is removed)
     g.join_deadline_ms.pop(member_id, None)
     g.sync_deadline_ms[member_id] = now_ms + req.rebalance_timeout_ms
+    if replaced_consumer_member:
+        # the last consumer-protocol member may be gone: a classic group at once (the member
+        # then syncs with it)
+        core.downgrade_after_replacement(g, topics, records)
     return ClassicJoinAnswer(ErrorCode.NONE, member_id, member.member_epoch,
                              req.protocols[0][0], records=tuple(records))
 

@@ -626,6 +626,32 @@ class ConsumerGroupCoordinator:
         else:
             g.revocation_deadline_ms.pop(member.member_id, None)
 
+    def _downgrade(self, g: ConsumerGroup, leaving: str, topics: Mapping[str, TopicMetadata],
+                   records: list[ConsumerGroupRecord], rebalance: bool) -> None:
+        """The group becomes the classic group of its members but ``leaving`` ("": all stay):
+        its records as tombstones, the classic group in ``downgrades`` for the shell (which
+        rebalances it when ``rebalance``)."""
+        names = {t.topic_id: t.name for t in (*g.topics, *topics.values())}
+        self.downgrades[g.group_id] = replace(migration.downgrade(
+            g.group_id, g.group_epoch,
+            [migration.MemberView(m.member_id, m.subscription, g.target.get(m.member_id, _NONE))
+             for m in g.members.values()], leaving, names), rebalance=rebalance)
+        for rec in migration.tombstones(g.group_id, sorted(set(g.members) | set(g.target))):
+            self._emit(records, rec)
+
+    def downgrade_after_replacement(self, g: ConsumerGroup, topics: Mapping[str, TopicMetadata],
+                                    records: list[ConsumerGroupRecord]) -> bool:
+        """A classic member's JoinGroup replaced the last consumer-protocol member (a static
+        instance): when the policy and ``group.max.size`` allow it, the group becomes a
+        classic group at once, without a rebalance (Kafka's
+        ``validateOnlineDowngradeWithReplacedMemberId``). True: it did."""
+        if not (self.config.migration_policy.downgrade_enabled and g.members
+                and len(g.members) <= self.config.classic_max_size
+                and all(m.uses_classic_protocol for m in g.members.values())):
+            return False
+        self._downgrade(g, "", topics, records, rebalance=False)
+        return True
+
     def _remove(self, g: ConsumerGroup, member_id: str, topics: Mapping[str, TopicMetadata],
                 records: list[ConsumerGroupRecord]) -> None:
         """A member goes (left, timed out, fenced): its partitions are free at once. When it
@@ -634,14 +660,7 @@ class ConsumerGroupCoordinator:
         if migration.can_downgrade(self.config.migration_policy,
                                    {m: v.subscription for m, v in g.members.items()},
                                    member_id, self.config.classic_max_size):
-            names = {t.topic_id: t.name for t in (*g.topics, *topics.values())}
-            self.downgrades[g.group_id] = migration.downgrade(
-                g.group_id, g.group_epoch,
-                [migration.MemberView(m.member_id, m.subscription,
-                                      g.target.get(m.member_id, _NONE))
-                 for m in g.members.values()], member_id, names)
-            for rec in migration.tombstones(g.group_id, sorted(set(g.members) | set(g.target))):
-                self._emit(records, rec)
+            self._downgrade(g, member_id, topics, records, rebalance=True)
             return
         self._emit(records, MemberAssignment(g.group_id, member_id, None))
         self._emit(records, TargetMember(g.group_id, member_id, None))

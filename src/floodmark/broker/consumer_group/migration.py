@@ -103,6 +103,9 @@ class ClassicSnapshot:
     protocol_name: str | None
     leader: str | None
     members: tuple[ClassicMember, ...]
+    # a downgrade: the classic group rebalances once loaded (not after a static replacement,
+    # whose joining member is answered from it)
+    rebalance: bool = True
 
 
 def can_upgrade(policy: MigrationPolicy, classic: ClassicSnapshot,

@@ -125,6 +125,7 @@ class MixedGroupWorld:
         self.log: list[Entry] = []  # the group's records in __consumer_offsets, in order
         self.committed: dict[int, int] = {}
         self.failovers = self.commits = self.upgrades = self.downgrades = 0
+        self.classic_timeouts = 0  # classic members removed by a join or sync timeout
         self.violations: list[Violation] = []
         self.trace: deque[str] = deque(maxlen=c.max_trace)
         self._request_ids = 0
@@ -182,8 +183,9 @@ class MixedGroupWorld:
             self.log.append(rec)
             _, effects = self.classic.load(GROUP, rec, self.now_ms)
             self._apply(effects)
-            self._apply(self.classic.rebalance(GROUP, "downgraded from a consumer group",
-                                               self.now_ms))
+            if downgraded.rebalance:
+                self._apply(self.classic.rebalance(GROUP, "downgraded from a consumer group",
+                                                   self.now_ms))
             self.downgrades += 1
             self._note(f"downgraded to a classic group at generation {rec.generation} "
                        f"with {len(rec.members)} members")
@@ -252,7 +254,7 @@ class MixedGroupWorld:
     def _on_join(self, m: Member, r: JoinResult) -> None:
         if r.error is ErrorCode.NONE:
             m.member_id, m.epoch = r.member_id, r.generation_id
-            if self._is_consumer_group(with_members=False) and self.rng.random() < 0.3:
+            if self._is_consumer_group(with_members=False) and self.rng.random() < 0.5:
                 m.sync_due = True  # a slow client: its SyncGroup comes in a later step
                 return
             self._sync(m, r)
@@ -349,7 +351,7 @@ class MixedGroupWorld:
             m.member_id, m.epoch = "", -1
             self.join(m)
         elif err is ErrorCode.REBALANCE_IN_PROGRESS and self._is_consumer_group(False) and \
-                self.rng.random() < 0.3:
+                self.rng.random() < 0.5:
             m.join_due = True  # a slow client: it rejoins in a later step
         elif err is not ErrorCode.NONE:
             self.join(m)
@@ -532,6 +534,7 @@ class MixedGroupWorld:
             self._apply(self.classic.tick(self.now_ms))
         for group_id, member_id, why in self.consumer.expired(self.now_ms):
             self._note(f"consumer group: member {member_id} {why}")
+            self.classic_timeouts += why.startswith("(a classic member)")
             self._change(self._expiry(group_id, member_id))
         self._check()
 
@@ -608,7 +611,7 @@ class MixedGroupWorld:
     ACTIONS: ClassVar[Mapping[str, float]] = {
         "deliver": 6, "heartbeat": 8, "consume": 4, "commit": 4, "store": 4, "advance": 3,
         "join": 1, "store_fail": 0.5, "leave": 0.3, "crash": 0.3, "restart": 0.5,
-        "switch": 0.3, "late": 3}
+        "switch": 0.3, "late": 1}
 
     def step(self, action: str, who: int, amount_ms: int) -> None:
         self.steps += 1
