@@ -205,8 +205,11 @@ def test_a_restarted_static_classic_member_takes_its_place_without_a_rebalance(
         broker_factory: Any) -> None:
     bootstrap = setup(broker_factory)
     k = consumer(bootstrap, "static-t", "consumer", "k")
-    a = consumer(bootstrap, "static-t", "classic", "a", instance_id="a-1")
     a2: Consumer | None = None
+    # k first: a classic JoinGroup first would make a classic group that k upgrades, and the
+    # JoinGroup parked there is answered REBALANCE_IN_PROGRESS (as Kafka answers it)
+    poll_until([k], lambda: owned(k) == set(range(PARTITIONS)), "assignment of k")
+    a = consumer(bootstrap, "static-t", "classic", "a", instance_id="a-1")
     try:
         poll_until([k, a], lambda: len(owned(k)) == len(owned(a)) == PARTITIONS // 2,
                    "k and a sharing")
@@ -319,3 +322,38 @@ def describe_share_members(bootstrap: str, group: str) -> int:
         return len(g.members) if int(g.error_code) == 0 else 0
     finally:
         conn.close()
+
+
+def group_type(bootstrap: str, group: str) -> str:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for g in admin.list_consumer_groups().result(30).valid:
+        if g.group_id == group:
+            return str(g.type.name).lower()
+    return "absent"
+
+
+@pytest.mark.timeout(120)
+def test_a_static_consumer_member_restarted_as_classic_downgrades_the_group(
+        broker_factory: Any) -> None:
+    """The rollback of a static member: its consumer-protocol process stops, a classic one
+    starts under the same group.instance.id; it was the last consumer-protocol member, so the
+    group is a classic group at once, and the classic members share the partitions."""
+    bootstrap = setup(broker_factory)
+    k = consumer(bootstrap, "rollback", "consumer", "k", instance_id="k-1")
+    k2: Consumer | None = None
+    poll_until([k], lambda: owned(k) == set(range(PARTITIONS)), "assignment of k")
+    a = consumer(bootstrap, "rollback", "classic", "a", instance_id="a-1")
+    try:
+        poll_until([k, a], lambda: len(owned(k)) == len(owned(a)) == PARTITIONS // 2,
+                   "k and a sharing")
+        assert group_type(bootstrap, "rollback") == "consumer"
+        k.close()  # a static consumer-protocol member: leaves with epoch -2, its place kept
+        k = None  # type: ignore[assignment]
+        k2 = consumer(bootstrap, "rollback", "classic", "k2", instance_id="k-1")
+        poll_until([a, k2], lambda: group_type(bootstrap, "rollback") == "classic"
+                   and owned(a) | owned(k2) == set(range(PARTITIONS))  # type: ignore[arg-type]
+                   and not owned(a) & owned(k2), "a classic group of a and k2")  # type: ignore[arg-type]
+    finally:
+        for c in (k, a, k2):
+            if c is not None:
+                c.close()
