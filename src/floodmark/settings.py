@@ -96,6 +96,12 @@ DEFAULTS: dict[str, Any] = {
     "group.initial.rebalance.delay.ms": 300,
     "group.min.session.timeout.ms": 6000,
     "group.max.session.timeout.ms": 1_800_000,
+    # The most members a group may have (Kafka's names and defaults): a classic group's
+    # (group.max.size, Integer.MAX_VALUE), a consumer group's (KIP-848, Integer.MAX_VALUE), a
+    # share group's (KIP-932, 200); a member past it is GROUP_MAX_SIZE_REACHED.
+    "group.max.size": 2_147_483_647,
+    "group.consumer.max.size": 2_147_483_647,
+    "group.share.max.size": 200,
     # KIP-848's consumer groups (group.protocol=consumer), Kafka's defaults; the first assignor
     # is the one a group uses when no member names one.
     "group.consumer.session.timeout.ms": 45_000,
@@ -368,6 +374,7 @@ _INT_SETTINGS = frozenset({"node.id", "num.partitions", "default.replication.fac
                            "min.insync.replicas", "socket.request.max.bytes", "message.max.bytes",
                            "log.segment.bytes", "group.initial.rebalance.delay.ms",
                            "group.min.session.timeout.ms", "group.max.session.timeout.ms",
+                           "group.max.size",
                            "group.consumer.session.timeout.ms",
                            "group.consumer.heartbeat.interval.ms",
                            "group.share.session.timeout.ms",

@@ -180,6 +180,7 @@ class Broker:
             initial_rebalance_delay_ms=config.get_int("group.initial.rebalance.delay.ms"),
             min_session_timeout_ms=config.get_int("group.min.session.timeout.ms"),
             max_session_timeout_ms=config.get_int("group.max.session.timeout.ms"),
+            max_size=config.get_int("group.max.size"),
             persist=functools.partial(group_apis.store_group, self),
             clock_ms=now_ms,  # the records' state timestamps are wall-clock time (as Kafka's)
         )
@@ -199,7 +200,9 @@ class Broker:
             heartbeat_interval_ms=config.get_int("group.consumer.heartbeat.interval.ms"),
             assignors=consumer_group_assignors(config.get("group.consumer.assignors")),
             migration_policy=MigrationPolicy.parse(
-                config.get("group.consumer.migration.policy"))))
+                config.get("group.consumer.migration.policy")),
+            max_size=config.get_int("group.consumer.max.size"),
+            classic_max_size=config.get_int("group.max.size")))
 
     @functools.cached_property
     def transactions(self) -> BrokerTxnCoordinator:
