@@ -176,6 +176,10 @@ def controller_setup(args: argparse.Namespace, node_id: int,
     quorum: tuple[QuorumConfig, Voters] | None = None
     if args.controller_quorum_voters:
         voters = parse_voters(args.controller_quorum_voters)
+        if node_id not in voters:
+            # The quorum core runs observers (KIP-853: a controller waiting for AddRaftVoter),
+            # but this process finds its own listener in the voters list.
+            raise ValueError(f"node {node_id} is not one of the voters {sorted(voters)}")
         quorum = (QuorumConfig(
             node_id, tuple(sorted(voters)),
             election_timeout_ms=args.controller_quorum_election_timeout_ms,
