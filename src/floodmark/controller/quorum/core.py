@@ -226,7 +226,9 @@ class QuorumCore:
         an observer: one not added yet, removed, or back on a new data dir)."""
         return self.in_voter_set and accepts(self.directories, self.node_id, self.directory_id)
 
-    def _refresh_voters(self, log: QuorumLogView) -> None:
+    def refresh_voters(self, log: QuorumLogView) -> None:
+        """Recompute the voter set in force from the log end offset (the model checker calls
+        it when it rebuilds a running core from its values)."""
         self.voters = in_force(self.voter_sets, log.log_end_offset, self.config.voters)
 
     def _set_voter_sets(self, history: VoterHistory, log: QuorumLogView,
@@ -237,7 +239,7 @@ class QuorumCore:
         if history != self._stored.voter_sets:
             self._stored = replace(self._stored, voter_sets=history)
             effects.append(PersistElectionState(self._stored))
-        self._refresh_voters(log)
+        self.refresh_voters(log)
 
     def _set_directories(self, directories: Bindings, effects: list[QuorumEffect]) -> None:
         if directories != self._stored.directories:
@@ -389,7 +391,7 @@ class QuorumCore:
         Resigned (its followers may have moved on), a follower follows the leader it knew."""
         effects: list[QuorumEffect] = []
         stored = self._stored
-        self._refresh_voters(log)
+        self.refresh_voters(log)
         single = self.is_voter and len(self.voters) == 1
         if stored.leader_id == self.node_id:
             self.role = Resigned(stored.epoch, self.others, frozenset(self.others),
@@ -765,7 +767,7 @@ class QuorumCore:
     def after_leader_append(self, log: QuorumLogView, now_ms: int) -> list[QuorumEffect]:
         """The leader appended and flushed: its own end offset counts now."""
         effects: list[QuorumEffect] = []
-        self._refresh_voters(log)
+        self.refresh_voters(log)
         self._maybe_advance_high_watermark(log, now_ms, effects)
         return effects
 
@@ -997,7 +999,7 @@ class QuorumCore:
                 received)))
             return effects
         self.snapshot_written(resp.snapshot_end_offset, resp.snapshot_epoch, resp.size)
-        self._refresh_voters(log)
+        self.refresh_voters(log)
         self.role = replace(role, fetch_sent_ms=-1, next_fetch_ms=now_ms, snapshot=None)
         new = min(max(self.high_watermark, resp.snapshot_end_offset), log.log_end_offset)
         if new != self.high_watermark:
@@ -1008,7 +1010,7 @@ class QuorumCore:
     def after_follower_append(self, log: QuorumLogView,
                               resp: QuorumFetchResponse) -> list[QuorumEffect]:
         """Follower HW = min(leader HW, own end offset), never moved back by a late answer."""
-        self._refresh_voters(log)  # a voter_set record just appended is in force
+        self.refresh_voters(log)  # a voter_set record just appended is in force
         new = max(self.high_watermark, min(resp.high_watermark, log.log_end_offset))
         if new == self.high_watermark:
             return []
