@@ -754,6 +754,29 @@ class ControllerServer:
             bool(a.get("validate_only", False)))
         return {"refusals": [[name, why] for name, why in refusals]}
 
+    def _rpc_add_raft_voter(self, a: dict[str, Any]) -> dict[str, Any]:
+        return self._change_voters(True, a)
+
+    def _rpc_remove_raft_voter(self, a: dict[str, Any]) -> dict[str, Any]:
+        return self._change_voters(False, a)
+
+    def _change_voters(self, add: bool, a: dict[str, Any]) -> dict[str, Any]:
+        """AddRaftVoter / RemoveRaftVoter (KIP-853) on the quorum leader: the core decides
+        (``QuorumCore.add_voter``); the call is answered once the voter set record is committed
+        (``_handle`` waits for the log end), as Kafka's leader answers."""
+        self._active()
+        if self.quorum is None:
+            raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, "this controller runs alone, without "
+                             "a metadata quorum (controller.quorum.voters): its voter set is "
+                             "fixed")
+        driver = self.quorum.driver
+        change = driver.add_voter if add else driver.remove_voter
+        error, message, _offset = change(int(a["voter_id"]), str(a.get("directory_id") or ""),
+                                         now_ms())
+        if error is not ErrorCode.NONE:
+            raise KafkaError(error, message)
+        return {}
+
     def _rpc_create_acls(self, a: dict[str, Any]) -> dict[str, Any]:
         self._active().create_acls([record_to_acl(r) for r in a["acls"]])
         return {}
