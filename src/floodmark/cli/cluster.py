@@ -1,5 +1,5 @@
 """``floodmark cluster up|down|status|describe|diff|kill|start|quorum|health|elect-leaders|
-log-dirs|reassign-partitions``: the front end of the local-cluster supervisor
+log-dirs|reassign-partitions|add-controller|remove-controller``: the front end of the local-cluster supervisor
 (``floodmark.cluster``); ``health``, ``elect-leaders``, ``log-dirs`` and ``reassign-partitions``
 ask any cluster over the wire (``floodmark.cli.health``, ``floodmark.cli.elect_leaders``,
 ``floodmark.cli.log_dirs``, ``floodmark.cli.reassign``).
@@ -30,7 +30,7 @@ from typing import Any
 
 from floodmark import features
 from floodmark.address import BadAddress, parse_bootstrap
-from floodmark.cli import elect_leaders, health, log_dirs, reassign
+from floodmark.cli import elect_leaders, health, log_dirs, raft_voters, reassign
 from floodmark.cli.checks import check_bindable, check_data_dir
 from floodmark.cli.common import CliError, check_configs, pairs
 from floodmark.cluster.describe import describe
@@ -169,6 +169,7 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=cmd_start)
     health.add_parser(sub)
     elect_leaders.add_parser(sub)
+    raft_voters.add_parsers(sub)
     log_dirs.add_parser(sub)
     reassign.add_parser(sub)
     cluster.set_defaults(func=lambda a: (cluster.print_help(), 2)[1])
