@@ -466,9 +466,9 @@ def cmd_quorum(args: argparse.Namespace) -> int:
         print(f"  voter {v['voter_id']:>4} {v.get('address', '?'):<22} {v.get('state', '?'):<8} "
               f"log_end_offset {v['log_end_offset']} lag {v['lag']}"
               + ("" if ago is None else f" last_fetch {ago} ms ago"))
-    for o in q.get("observers", []):
-        print(f"  observer {o['voter_id']:>1} on new directory {o['directory_id']} "
-              f"log_end_offset {o['log_end_offset']} (re-admitted once caught up)")
+    for o in q.get("observers", []):  # controllers fetching outside the voter set (KIP-853)
+        print(f"  observer {o['voter_id']:>1} directory {o['directory_id']} "
+              f"log_end_offset {o['log_end_offset']}")
     for c, d in q["controllers"].items():
         if d is None:
             print(f"  controller {c}: no answer")

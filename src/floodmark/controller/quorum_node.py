@@ -264,12 +264,16 @@ class QuorumNode:
                             if v.last_fetch_ms >= 0 else None,
                             "directory_id": v.directory_id or None}
                            for v in desc.voters],
-                "voter_ids": sorted(self.voters),
+                "voter_ids": list(self.core.voters),  # the voter set in force (KIP-853)
                 # KIP-853: this voter's data dir, whether the quorum counts it, the committed
                 # bindings, and (on the leader) voter ids fetching from a new data dir.
                 "directory_id": desc.directory_id,
                 "is_voter": desc.is_voter,
                 "voter_directories": [{"voter_id": b.voter_id, "directory_id": b.directory_id,
                                        "bound_at": b.bound_at} for b in desc.directories],
+                # (on the leader) controllers outside the voter set that fetch: added, removed,
+                # or a voter id on a new data dir.
                 "observers": [{"voter_id": o.voter_id, "directory_id": o.directory_id,
-                               "log_end_offset": o.log_end_offset} for o in desc.observers]}
+                               "log_end_offset": o.log_end_offset,
+                               "last_fetch_ms_ago": now - o.last_fetch_ms
+                               if o.last_fetch_ms >= 0 else None} for o in desc.observers]}
