@@ -1,20 +1,23 @@
 """KIP-853 with real processes: ``floodmark cluster remove-controller|add-controller`` (Kafka's
 kafka-metadata-quorum.sh commands) through a broker, forwarded to the quorum leader, on a
 three-controller ``cluster up``. A removed controller keeps running as an observer and is
-added back once caught up; the leader removes itself and hands over; then the leader is
-SIGKILLed and the cluster keeps creating topics."""
+added back once caught up; the leader removes itself and hands over; a fourth controller
+process started outside ``controller.quorum.voters`` is added; leaders are SIGKILLed and the
+cluster keeps creating topics."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.cluster.helpers import REPO, stop_process, wait_until
 from tests.cluster.helpers import cli_ok as _ok
 from tests.cluster.helpers import run_cli as _cli
-from tests.cluster.helpers import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -92,4 +95,46 @@ def test_remove_add_back_remove_the_leader_then_sigkill_it(tmp_path: Path) -> No
         listed = _ok("topic", "list", "--bootstrap-server", bootstrap).split()
         assert {"with-two-voters", "after-the-leader-left", "after-sigkill"} <= set(listed)
     finally:
+        _cli("cluster", "down", *dd)
+
+
+def test_a_fourth_controller_joins_as_an_observer_is_added_and_outlives_a_leader_sigkill(
+        tmp_path: Path) -> None:
+    """A controller process outside ``controller.quorum.voters`` (``--listen`` given) starts as
+    an observer: it finds the leader by fetching, the voters learn its address from its
+    messages. add-controller adds it once caught up, remove-controller removes another voter,
+    the leader is SIGKILLed: the three voters left (the new one among them) elect a leader and
+    the cluster keeps creating topics."""
+    dd = ["--data-dir", str(tmp_path / "four")]
+    up = _ok("cluster", "up", "--detach", "--brokers", "1", *QUICK_QUORUM, *dd)
+    bootstrap = next(line.split("bootstrap: ")[1].strip() for line in up.splitlines()
+                     if "bootstrap: " in line)
+    fourth: subprocess.Popen[str] | None = None
+    try:
+        leader = _leader(dd)
+        status = json.loads(_ok("cluster", "status", "--json", *dd))
+        book = ",".join(f"{n['id']}@{n['address']}" for n in status["nodes"]
+                        if n["role"] == "controller")
+        fourth = subprocess.Popen(
+            [sys.executable, "-m", "floodmark.controller", "--node-id", "1003",
+             "--data-dir", str(tmp_path / "controller-1003"), "--listen", "127.0.0.1:0",
+             "--controller-quorum-voters", book,
+             "--controller-quorum-election-timeout-ms", "300",
+             "--controller-quorum-fetch-timeout-ms", "600"],
+            cwd=str(REPO), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
+        assert "Added controller 1003" in _change("add-controller", 1003, bootstrap)
+        assert _voters(dd) == [0, 1001, 1002, 1003]
+        _ok("topic", "create", "with-four-voters", "--bootstrap-server", bootstrap)
+        other = next(c for c in (0, 1001, 1002) if c != leader)
+        _change("remove-controller", other, bootstrap)
+        assert _voters(dd) == sorted({0, 1001, 1002, 1003} - {other})
+
+        _ok("cluster", "kill", str(leader), *dd)
+        _ok("topic", "create", "after-sigkill", "--bootstrap-server", bootstrap)
+        listed = _ok("topic", "list", "--bootstrap-server", bootstrap).split()
+        assert {"with-four-voters", "after-sigkill"} <= set(listed)
+        assert fourth.poll() is None  # the added controller still runs
+    finally:
+        if fourth is not None:
+            stop_process(fourth)
         _cli("cluster", "down", *dd)

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from floodmark.address import format_host_port
 from floodmark.controller import placement, rpc, scram
 from floodmark.controller.image import (
     UNAPPLIED_KEPT,
@@ -432,6 +433,8 @@ class ControllerServer:
         self._server = server
         self.bound_port = server.sockets[0].getsockname()[1]
         self.bound_host = host
+        if self.quorum is not None:
+            self.quorum.own_address = format_host_port(host, self.bound_port)
         log.info("controller %d listening on %s:%d (%s)", self.node_id, host, self.bound_port,
                  self.security.protocol.value)
         ticker = asyncio.create_task(self._ticker())
