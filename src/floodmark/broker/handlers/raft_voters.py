@@ -5,8 +5,8 @@ so does this one (``Controller.change_raft_voters``), whose quorum leader decide
 (``QuorumCore.add_voter``/``remove_voter``) and answers once the voter set record is committed.
 
 Differences from Kafka (docs/wire.md): the new voter's listeners are not taken from the request
-(floodmark's controllers find each other through ``controller.quorum.voters``, so a voter added
-must be listed there); ``ack_when_committed`` false is answered after the commit too.
+(the controllers learn a new controller's address from its own quorum messages,
+``controller/quorum_node.py``); ``ack_when_committed`` false is answered after the commit too.
 UpdateRaftVoter (82) is controller-only in Kafka (a voter tells the leader its endpoints), and
 floodmark's controllers do that over their own RPC: brokers do not serve it, as Kafka's.
 """
