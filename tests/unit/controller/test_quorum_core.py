@@ -589,3 +589,41 @@ def test_the_voter_set_survives_a_restart() -> None:
     assert [e.ids for e in stored.voter_sets] == [(1, 2, 3, 4)]
     restarted = Node(2, (1, 2, 3), fs=nodes[2].fs).start()
     assert restarted.core.voters == (1, 2, 3, 4)
+
+
+@pytest.mark.parametrize("one_at_a_time", [True, False])
+def test_two_changes_at_once_let_two_disjoint_majorities_commit(
+        one_at_a_time: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Why one change at a time: leader c1 of {1,2,3} removes c3, then c2 before the first is
+    committed. Without the rule (the mutation) its set in force is {1}, so it commits X alone,
+    while c2 and c3, which never got the records, still count {1,2,3}: they elect c2, which
+    commits its own records past X's offset — one offset committed twice. With the rule the second change is
+    refused (REQUEST_TIMED_OUT) and X needs c2's copy."""
+    from floodmark.controller.quorum import core as quorum_core
+    if not one_at_a_time:
+        monkeypatch.setattr(quorum_core, "uncommitted", lambda *_args: False)
+    voters = (1, 2, 3)
+    nodes = {i: Node(i, voters).start() for i in voters}
+    now = elect(nodes, 1, 0)
+    now = _run(nodes, {1, 2, 3}, now, lambda: all(n.core.high_watermark == 1
+                                                  for n in nodes.values()))
+    c1 = nodes[1].driver
+    assert c1 is not None
+    assert c1.remove_voter(3, "", now)[0] is ErrorCode.NONE
+    second = c1.remove_voter(2, "", now)[0]
+    first, _ = c1.append_as_leader([b"X"], now)
+    nodes[1].outbox.clear()  # c1 is cut off from here on
+    if one_at_a_time:
+        assert second is ErrorCode.REQUEST_TIMED_OUT
+        assert nodes[1].core.high_watermark <= first  # X waits for c2's copy
+        return
+    assert second is ErrorCode.NONE and nodes[1].core.voters == (1,)
+    assert nodes[1].core.high_watermark > first  # X committed by c1 alone
+    _run(nodes, {2, 3}, now + 1, lambda: nodes[2].core.is_leader or nodes[3].core.is_leader)
+    new = nodes[2] if nodes[2].core.is_leader else nodes[3]
+    while new.log.log_end_offset <= first:
+        new.driver.append_as_leader([b"Y"], now)  # type: ignore[union-attr]
+    _run(nodes, {2, 3}, now + 1, lambda: new.core.high_watermark > first)
+    # Offset ``first`` is committed twice: X by c1 alone, another record by c2 and c3.
+    assert _values(nodes[1])[first] == b"X" and _values(new)[first] != b"X"
+    assert nodes[1].core.high_watermark > first and new.core.high_watermark > first
