@@ -610,6 +610,17 @@ def _describe_quorum(c: KafkaConnection) -> Any:
     return _errors(r.error_code)
 
 
+def _add_raft_voter(c: KafkaConnection) -> Any:
+    r = c.request(80, 1, {"cluster_id": None, "timeout": 1000, "voter_id": 7,
+                          "voter_directory_id": None, "listeners": []})
+    return _errors(r.error_code)
+
+
+def _remove_raft_voter(c: KafkaConnection) -> Any:
+    r = c.request(81, 0, {"cluster_id": None, "voter_id": 7, "voter_directory_id": None})
+    return _errors(r.error_code)
+
+
 def _describe_cluster(c: KafkaConnection) -> Any:
     r = c.request(60, 1, {"include_cluster_authorized_operations": True, "endpoint_type": 1})
     return _errors(r.error_code), int(r.cluster_authorized_operations)
@@ -913,6 +924,11 @@ CASES: dict[ApiKey, list[Case]] = {
         (RT.CLUSTER, CLUSTER, Op.ALTER), probe=_scram_users)],
     ApiKey.DESCRIBE_QUORUM: [case("DescribeQuorum", _describe_quorum, (CLUSTER_DENIED,),
                                   (RT.CLUSTER, CLUSTER, Op.DESCRIBE))],
+    # KIP-853: Alter on the cluster; a lone broker's voter set is fixed (UNSUPPORTED_VERSION).
+    ApiKey.ADD_RAFT_VOTER: [case("AddRaftVoter", _add_raft_voter, (CLUSTER_DENIED,),
+                                 (RT.CLUSTER, CLUSTER, Op.ALTER), allowed=(35,))],
+    ApiKey.REMOVE_RAFT_VOTER: [case("RemoveRaftVoter", _remove_raft_voter, (CLUSTER_DENIED,),
+                                    (RT.CLUSTER, CLUSTER, Op.ALTER), allowed=(35,))],
     # Kafka answers DescribeCluster to anyone; cluster Describe only unlocks the KIP-430
     # operations (0 without it).
     ApiKey.DESCRIBE_CLUSTER: [case("DescribeCluster", _describe_cluster, ((0,), 0),

@@ -99,6 +99,7 @@ class Controller(Protocol):
     async def update_features(self, updates: list[tuple[str, int, int]], validate_only: bool
                               ) -> list[tuple[str, str | None]]: ...
     async def describe_quorum(self) -> QuorumView: ...
+    async def change_raft_voters(self, add: bool, voter_id: int, directory_id: str) -> None: ...
     @property
     def cluster_id(self) -> str: ...
 
@@ -334,6 +335,11 @@ class LocalController:
 
     def acls(self) -> AclStore:
         return self.logic.image.acls
+
+    async def change_raft_voters(self, add: bool, voter_id: int, directory_id: str) -> None:
+        """A lone node's voter set is itself, fixed (Kafka's static quorum answers so too)."""
+        raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, "a lone broker has no metadata quorum "
+                         "(controller.quorum.voters): its voter set is fixed")
 
     async def describe_quorum(self) -> QuorumView:
         """The metadata quorum of a lone node: itself, the only voter, always the leader, at

@@ -279,6 +279,12 @@ class ControllerClient:
                          f"{method}: no controller answered within {self.admin_timeout_s:g} s "
                          f"({last})")
 
+    async def change_raft_voters(self, add: bool, voter_id: int, directory_id: str) -> None:
+        """AddRaftVoter / RemoveRaftVoter, forwarded to the active controller (the quorum
+        leader), answered once the change is committed; Kafka's error otherwise."""
+        await self._admin("add_raft_voter" if add else "remove_raft_voter",
+                          {"voter_id": voter_id, "directory_id": directory_id})
+
     async def describe_quorum(self) -> QuorumView:
         """DescribeQuorum, answered by the controllers' Raft leader (Kafka's brokers forward it
         to the active controller): asked of the controller this broker follows (in process in

@@ -445,9 +445,9 @@ class MetadataImage:
                 self.client_quotas.remove(q_entity, q_key)
             else:
                 self.client_quotas.set(q_entity, q_key, q_value)
-        elif kind in ("leader_change", "voters"):
+        elif kind in ("leader_change", "voters", "voter_set"):
             pass  # the controller quorum's own records (controller/quorum): an epoch's opening,
-            # a voter's data dir binding
+            # a voter's data dir binding, the voter set (KIP-853)
         else:
             raise ValueError(f"unknown metadata record type {kind!r}")
 

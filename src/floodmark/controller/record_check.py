@@ -217,6 +217,15 @@ def _voters(rec: MetadataRecord) -> None:
     _str(rec, "directory_id")
 
 
+def _voter_set(rec: MetadataRecord) -> None:
+    _int(rec, "epoch")
+    voters = rec.get("voters")
+    if not isinstance(voters, list) or not voters or not all(
+            isinstance(v, list) and len(v) == 2 and isinstance(v[0], int)
+            and isinstance(v[1], str) for v in voters):
+        raise _bad(rec, "voters is not a non-empty list of [id, directory id]")
+
+
 def _acl_id(rec: MetadataRecord) -> None:
     try:
         uuid.UUID(_str(rec, "id"))
@@ -279,6 +288,7 @@ _CHECKS: dict[str, Callable[[MetadataRecord], None]] = {
     delegation_tokens.REMOVE: _scram(delegation_tokens.record_token_id),
     "leader_change": _leader_change,
     "voters": _voters,
+    "voter_set": _voter_set,
     "acl": _acl,
     "remove_acl": _acl_id,
     "client_quota": _client_quota,

@@ -74,6 +74,8 @@ class ApiKey(enum.IntEnum):
     SHARE_GROUP_DESCRIBE = 77
     SHARE_FETCH = 78
     SHARE_ACKNOWLEDGE = 79
+    ADD_RAFT_VOTER = 80
+    REMOVE_RAFT_VOTER = 81
     DESCRIBE_SHARE_GROUP_OFFSETS = 90
     ALTER_SHARE_GROUP_OFFSETS = 91
     DELETE_SHARE_GROUP_OFFSETS = 92
@@ -191,6 +193,9 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
     # (``handlers.quorum``); v2 (KIP-853): directory ids and the voters' endpoints. Data
     # partitions: a leader's view, floodmark's debug read (``floodmark ui``).
     ApiKey.DESCRIBE_QUORUM: VersionRange(0, 2),
+    # KIP-853: forwarded to the quorum leader (``handlers.raft_voters``), as Kafka's brokers do.
+    ApiKey.ADD_RAFT_VOTER: VersionRange(0, 1),
+    ApiKey.REMOVE_RAFT_VOTER: VersionRange(0, 0),
 }
 
 

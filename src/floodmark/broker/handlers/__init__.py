@@ -67,6 +67,8 @@ TABLE: dict[int, tuple[str, str]] = {
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: ("admin", "alter_partition_reassignments"),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: ("admin", "list_partition_reassignments"),
     ApiKey.DESCRIBE_QUORUM: ("quorum", "describe_quorum"),
+    ApiKey.ADD_RAFT_VOTER: ("raft_voters", "add_raft_voter"),
+    ApiKey.REMOVE_RAFT_VOTER: ("raft_voters", "remove_raft_voter"),
     ApiKey.WRITE_TXN_MARKERS: ("txn_markers", "write_txn_markers"),
     ApiKey.DESCRIBE_ACLS: ("acls", "describe_acls"),
     ApiKey.CREATE_ACLS: ("acls", "create_acls"),
