@@ -18,7 +18,7 @@ from typing import Any
 from floodmark.cli.common import CliError, add_bootstrap, connect
 from floodmark.client.cluster import error_text
 
-API_ADD_RAFT_VOTER, ADD_RAFT_VOTER_VERSION = 80, 1
+API_ADD_RAFT_VOTER, ADD_RAFT_VOTER_VERSION = 80, 0
 API_REMOVE_RAFT_VOTER, REMOVE_RAFT_VOTER_VERSION = 81, 0
 TIMEOUT_MS = 30_000
 
@@ -50,7 +50,7 @@ def cluster_change_controllers(args: argparse.Namespace) -> int:
     with connect(args) as cluster:
         if args.add:
             resp = cluster.request_any(API_ADD_RAFT_VOTER, ADD_RAFT_VOTER_VERSION, {
-                **body, "timeout": TIMEOUT_MS, "listeners": [], "ack_when_committed": True})
+                **body, "timeout": TIMEOUT_MS, "listeners": []})
         else:
             resp = cluster.request_any(API_REMOVE_RAFT_VOTER, REMOVE_RAFT_VOTER_VERSION, body)
     code = int(resp.error_code)

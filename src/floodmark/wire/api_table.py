@@ -194,7 +194,7 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
     # partitions: a leader's view, floodmark's debug read (``floodmark ui``).
     ApiKey.DESCRIBE_QUORUM: VersionRange(0, 2),
     # KIP-853: forwarded to the quorum leader (``handlers.raft_voters``), as Kafka's brokers do.
-    ApiKey.ADD_RAFT_VOTER: VersionRange(0, 1),
+    ApiKey.ADD_RAFT_VOTER: VersionRange(0, 0),  # Kafka 4.1.1 brokers advertise v0 only
     ApiKey.REMOVE_RAFT_VOTER: VersionRange(0, 0),
 }
 

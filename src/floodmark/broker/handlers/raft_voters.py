@@ -6,7 +6,7 @@ so does this one (``Controller.change_raft_voters``), whose quorum leader decide
 
 Differences from Kafka (docs/wire.md): the new voter's listeners are not taken from the request
 (the controllers learn a new controller's address from its own quorum messages,
-``controller/quorum_node.py``); ``ack_when_committed`` false is answered after the commit too.
+``controller/quorum_node.py``); v0 only, what Kafka 4.1.1 brokers advertise.
 UpdateRaftVoter (82) is controller-only in Kafka (a voter tells the leader its endpoints), and
 floodmark's controllers do that over their own RPC: brokers do not serve it, as Kafka's.
 """
