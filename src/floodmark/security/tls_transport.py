@@ -1,8 +1,8 @@
 """floodmark's own TLS transport: one TLS connection whose handshake, decryption, framing and
 encryption run on a network thread (``network_threads.NetworkThread``), not on the event loop.
 
-The network thread owns the ``ssl.SSLSocket`` (a non-blocking socket that OpenSSL reads and
-writes directly: no MemoryBIO copies) and is the only thread that ever calls into it, so the one
+The network thread owns the ``ssl.SSLObject`` (over two MemoryBIOs, fed from and drained
+into the non-blocking socket) and is the only thread that ever calls into it, so the one
 ``SSL`` object is never used from two threads at once. ``_ssl`` releases the GIL inside
 ``SSL_read``/``SSL_write``, so AES-GCM, the kernel's copies and the page faults of fresh frame
 buffers run beside the loop.
@@ -20,9 +20,12 @@ line, the connection closed) and nothing more is read.
 
 Writing: ``writelines`` queues the parts and wakes the thread, which encrypts and sends them
 (small parts joined into one TLS record, large ones written whole: OpenSSL cuts them into 16 KiB
-records in one call). The write buffer size is what was queued and not yet sent; above
-``WRITE_HIGH_BYTES`` the protocol is paused (``pause_writing``) until it drains below
-``WRITE_LOW_BYTES``.
+records in one call). A step of the thread ends only when ciphertext waits for a full socket
+(then WRITE is watched), everything queued is sent, or OpenSSL waits for the peer: every send,
+the one after reading too, is followed by more encryption while plaintext is queued, since the
+socket is not watched for WRITE while no ciphertext waits. The write buffer size is what was
+queued and not yet encrypted; above ``WRITE_HIGH_BYTES`` the protocol is paused
+(``pause_writing``) until it drains below ``WRITE_LOW_BYTES``.
 
 Closing: ``abort`` drops what is queued and closes the socket (``connection_lost`` comes at
 once, on the loop); ``close`` (and the peer's end of stream, unless ``eof_received`` keeps the
@@ -341,20 +344,17 @@ class TlsTransport(asyncio.Transport):
                 return
             self._t_handshake()
         else:
-            while True:
-                if self._cipher and not self._t_send():
-                    return  # closed on an error
-                if self._cipher or (self._out_current is None and not self._outbound):
-                    break  # the socket is full (watched for WRITE), or all is sent
-                if not self._t_encrypt():
-                    break  # a renegotiation waits for the peer (TLS 1.2), or closed
-            if self.gone:
+            if not self._t_flush():
                 return
             if self._t_may_read():
                 self._t_read(mask)
             if self.gone:
                 return
-        if self._cipher and not self._t_send():
+        # Not a bare send: if it empties the ciphertext (the peer read meanwhile), the
+        # plaintext still queued must be encrypted now, as WRITE is watched only while
+        # ciphertext waits (_t_events): a bare send here was the lost wake-up of the write
+        # stall.
+        if not self._t_flush():
             return
         if (self._closing and not self.handshaking and not self._cipher
                 and self._out_current is None and not self._outbound):
@@ -362,6 +362,19 @@ class TlsTransport(asyncio.Transport):
             return
         if not self.gone:
             self._thread.watch(self, self._t_events())
+
+    def _t_flush(self) -> bool:
+        """Send the ciphertext and encrypt more, until the socket is full (ciphertext waits:
+        WRITE is watched), everything queued is sent, or OpenSSL waits for the peer (a TLS 1.2
+        renegotiation). During the handshake, only send. False when the connection closed."""
+        while True:
+            if self._cipher and not self._t_send():
+                return False  # closed on an error
+            if (self.handshaking or self._cipher
+                    or (self._out_current is None and not self._outbound)):
+                return not self.gone  # the socket is full, or all is sent
+            if not self._t_encrypt():
+                return not self.gone  # a renegotiation waits for the peer, or closed
 
     def _t_events(self) -> int:
         events = WRITE if self._cipher else 0

@@ -1,12 +1,15 @@
 """floodmark's TLS transport on its network threads, over real sockets and real TLS (loopback):
 frames arrive whole and in order and answers go back; a paused reader stops the thread within
-the read-ahead bound and a client that does not read pauses the writer, both resuming; a
-refused size closes with one call; either side closes cleanly; stopping the threads ends their
+the read-ahead bound and a client that does not read pauses the writer, both resuming, even
+when the client drains the socket while the thread reads (the write stall's race); a refused
+size closes with one call; either side closes cleanly; stopping the threads ends their
 connections; a failed handshake is one log line and makes no protocol."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
 import logging
 import socket
 import ssl
@@ -22,6 +25,8 @@ from tests.tls_pki import Pki, make_pki
 from floodmark.security import tls_transport
 from floodmark.security.tls import ServerTls, ssl_settings
 from floodmark.security.tls_server import ThreadedTlsServer
+
+SIOCOUTQ = 0x5411  # Linux: bytes in a socket's send queue (unsent or not yet acknowledged)
 
 
 @pytest.fixture(scope="module")
@@ -209,6 +214,61 @@ def test_a_client_that_does_not_read_pauses_the_writer(pki: Pki) -> None:
         assert len(rec.transport._cipher) <= 2
         got = await asyncio.to_thread(c.read_exactly, size)  # the client reads
         assert got == payload
+        await until(lambda: "resume_writing" in rec.events, "resume_writing")
+        c.sock.close()
+
+    serve(pki, body)
+
+
+def test_a_socket_drained_while_the_thread_reads_does_not_stall_the_writer(
+        pki: Pki, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The race behind the write stall, made certain: the write loop stops on a full socket,
+    then, while the thread reads, the client drains the socket, so the send after the read
+    takes all the ciphertext. The plaintext still queued must be encrypted then: WRITE is
+    watched only while ciphertext waits, and the client sends nothing that would wake the
+    thread."""
+    size = 32 << 20
+    gate = threading.Event()  # the race was set up (once)
+    drained = threading.Event()  # the socket was empty within the bound
+    read = tls_transport.TlsTransport._t_read
+
+    def read_then_wait_for_the_client(transport: Any, mask: int) -> None:
+        read(transport, mask)
+        if gate.is_set() or not transport._cipher or transport._out_current is None:
+            return
+        gate.set()  # the socket is full and plaintext waits: let the client drain it all
+        deadline = time.monotonic() + 10.0
+        while time.monotonic() < deadline:
+            queued = fcntl.ioctl(transport.fd, SIOCOUTQ, b"\0\0\0\0")
+            if struct.unpack("i", queued)[0] == 0:
+                drained.set()
+                return
+            time.sleep(0.001)
+
+    monkeypatch.setattr(tls_transport.TlsTransport, "_t_read", read_then_wait_for_the_client)
+
+    async def body(server: ThreadedTlsServer, made: list[Recorder]) -> None:
+        port = server.sockets[0].getsockname()[1]
+        c = await asyncio.to_thread(Client, port, pki)
+        c.sock.settimeout(10)  # a stall ends the read after 10 s of nothing
+        await until(lambda: bool(made) and made[0].transport is not None, "the connection")
+        rec = made[0]
+        payload = bytes(range(256)) * (size // 256)
+        got = bytearray()
+
+        def client() -> None:
+            with contextlib.suppress(TimeoutError):  # a stall: got stays short
+                while len(got) < size:
+                    chunk = c.sock.recv(1 << 20)
+                    if not chunk:
+                        return
+                    got.extend(chunk)
+
+        t = in_thread(client)
+        rec.transport.writelines([payload])
+        await until(lambda: not t.is_alive(), "the client's read", timeout_s=60.0)
+        assert gate.is_set() and drained.is_set()
+        assert len(got) == size and got == payload
         await until(lambda: "resume_writing" in rec.events, "resume_writing")
         c.sock.close()
 
