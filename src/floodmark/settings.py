@@ -96,6 +96,12 @@ DEFAULTS: dict[str, Any] = {
     "group.initial.rebalance.delay.ms": 300,
     "group.min.session.timeout.ms": 6000,
     "group.max.session.timeout.ms": 1_800_000,
+    # The most members a group may have (Kafka's names and defaults): a classic group's
+    # (group.max.size, Integer.MAX_VALUE), a consumer group's (KIP-848, Integer.MAX_VALUE), a
+    # share group's (KIP-932, 200); a member past it is GROUP_MAX_SIZE_REACHED.
+    "group.max.size": 2_147_483_647,
+    "group.consumer.max.size": 2_147_483_647,
+    "group.share.max.size": 200,
     # KIP-848's consumer groups (group.protocol=consumer), Kafka's defaults; the first assignor
     # is the one a group uses when no member names one.
     "group.consumer.session.timeout.ms": 45_000,
@@ -240,6 +246,12 @@ DEFAULTS: dict[str, Any] = {
     # OAUTHBEARER (KIP-255, KIP-768): JWTs signed by a key of this JSON Web Key Set (a file,
     # file:// URL or http(s) URL, re-read every refresh.ms), with Kafka's claim checks.
     # Unsecured tokens (alg none) only with the unsafe setting.
+    # Delegation tokens (KIP-48, Kafka's names and defaults): off until the secret is set (the
+    # same on every broker: each computes a token's HMAC from its id with it); a token lives at
+    # most max.lifetime.ms and expires expiry.time.ms after its creation or last renewal.
+    "delegation.token.secret.key": "",
+    "delegation.token.max.lifetime.ms": 604_800_000,
+    "delegation.token.expiry.time.ms": 86_400_000,
     "sasl.oauthbearer.jwks.endpoint.url": "",
     "sasl.oauthbearer.jwks.endpoint.refresh.ms": 3_600_000,
     "sasl.oauthbearer.expected.audience": "",
@@ -366,6 +378,7 @@ _INT_SETTINGS = frozenset({"node.id", "num.partitions", "default.replication.fac
                            "min.insync.replicas", "socket.request.max.bytes", "message.max.bytes",
                            "log.segment.bytes", "group.initial.rebalance.delay.ms",
                            "group.min.session.timeout.ms", "group.max.session.timeout.ms",
+                           "group.max.size",
                            "group.consumer.session.timeout.ms",
                            "group.consumer.heartbeat.interval.ms",
                            "group.share.session.timeout.ms",
@@ -503,7 +516,7 @@ def render(value: Any) -> str | None:
 
 
 SENSITIVE_SUFFIXES = (".password", "ssl.keystore.key", "sasl.jaas.config",
-                      "sasl.oauthbearer.client.secret")
+                      "sasl.oauthbearer.client.secret", "delegation.token.secret.key")
 
 
 def is_sensitive(name: str) -> bool:

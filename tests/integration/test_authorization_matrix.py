@@ -392,6 +392,32 @@ def _delete_records(c: KafkaConnection) -> Any:
     return _errors(r.topics[0].partitions[0].error_code)
 
 
+def _describe_producers(c: KafkaConnection) -> Any:
+    r = c.request(61, 0, {"topics": [{"name": "t1", "partition_indexes": [0]}]})
+    return _errors(r.topics[0].partitions[0].error_code)
+
+
+def _token_error(api_key: int, version: int, body: dict[str, Any]
+                 ) -> Callable[[KafkaConnection], Any]:
+    """A delegation token API's error code, read from the raw answer: a refusal carries
+    Kafka's -1 times, which kio's reader refuses (flexible versions: correlation id, tags)."""
+    def call(c: KafkaConnection) -> Any:
+        c.send(api_key, version, body)
+        size = int.from_bytes(bytes(c._read_exact(4)), "big")
+        frame = bytes(c._read_exact(size))
+        return _errors(int.from_bytes(frame[5:7], "big", signed=True))
+    return call
+
+
+def _describe_tokens(c: KafkaConnection) -> Any:
+    r = c.request(41, 3, {"owners": None})
+    return sorted(t.principal_name for t in r.tokens)
+
+
+def _unregister_broker(c: KafkaConnection) -> Any:
+    return _errors(c.request(64, 0, {"broker_id": 9}).error_code)
+
+
 def _init_producer_id(txn: str | None) -> Callable[[KafkaConnection], Any]:
     def call(c: KafkaConnection) -> Any:
         return _errors(c.request(22, 4, {"transactional_id": txn, "transaction_timeout": 60000,
@@ -581,6 +607,17 @@ def _alter_scram(c: KafkaConnection) -> Any:
 def _describe_quorum(c: KafkaConnection) -> Any:
     r = c.request(55, 1, {"topics": [{"topic_name": "t1",
                                       "partitions": [{"partition_index": 0}]}]})
+    return _errors(r.error_code)
+
+
+def _add_raft_voter(c: KafkaConnection) -> Any:
+    r = c.request(80, 1, {"cluster_id": None, "timeout": 1000, "voter_id": 7,
+                          "voter_directory_id": None, "listeners": []})
+    return _errors(r.error_code)
+
+
+def _remove_raft_voter(c: KafkaConnection) -> Any:
+    r = c.request(81, 0, {"cluster_id": None, "voter_id": 7, "voter_directory_id": None})
     return _errors(r.error_code)
 
 
@@ -887,6 +924,11 @@ CASES: dict[ApiKey, list[Case]] = {
         (RT.CLUSTER, CLUSTER, Op.ALTER), probe=_scram_users)],
     ApiKey.DESCRIBE_QUORUM: [case("DescribeQuorum", _describe_quorum, (CLUSTER_DENIED,),
                                   (RT.CLUSTER, CLUSTER, Op.DESCRIBE))],
+    # KIP-853: Alter on the cluster; a lone broker's voter set is fixed (UNSUPPORTED_VERSION).
+    ApiKey.ADD_RAFT_VOTER: [case("AddRaftVoter", _add_raft_voter, (CLUSTER_DENIED,),
+                                 (RT.CLUSTER, CLUSTER, Op.ALTER), allowed=(35,))],
+    ApiKey.REMOVE_RAFT_VOTER: [case("RemoveRaftVoter", _remove_raft_voter, (CLUSTER_DENIED,),
+                                    (RT.CLUSTER, CLUSTER, Op.ALTER), allowed=(35,))],
     # Kafka answers DescribeCluster to anyone; cluster Describe only unlocks the KIP-430
     # operations (0 without it).
     ApiKey.DESCRIBE_CLUSTER: [case("DescribeCluster", _describe_cluster, ((0,), 0),
@@ -895,6 +937,32 @@ CASES: dict[ApiKey, list[Case]] = {
     ApiKey.DESCRIBE_TRANSACTIONS: [case(
         "DescribeTransactions", _describe_transactions, (TXN_DENIED,),
         (RT.TRANSACTIONAL_ID, "tx-listed", Op.DESCRIBE), allowed=(0,))],
+    ApiKey.DESCRIBE_PRODUCERS: [case(
+        "DescribeProducers", _describe_producers, (TOPIC_DENIED,), (RT.TOPIC, "t1", Op.READ),
+        allowed=(0,))],
+    # A token for another owner takes CreateTokens on that user; renewing and expiring need no
+    # ACL (the owner and renewers only: a made-up HMAC is not found either way); described
+    # tokens are filtered to the caller's own and those it may DescribeTokens the owner of.
+    ApiKey.CREATE_DELEGATION_TOKEN: [case(
+        "CreateDelegationToken(for bob)", _token_error(38, 3, {
+            "owner_principal_type": "User", "owner_principal_name": "bob", "renewers": [],
+            "max_lifetime": -1}),
+        (int(E.DELEGATION_TOKEN_AUTHORIZATION_FAILED),),
+        (RT.USER, "User:bob", Op.CREATE_TOKENS), allowed=(0,))],
+    ApiKey.RENEW_DELEGATION_TOKEN: [case(
+        "RenewDelegationToken", _token_error(39, 2, {"hmac": b"made-up", "renew_period": 1}),
+        (int(E.DELEGATION_TOKEN_NOT_FOUND),), allowed=(int(E.DELEGATION_TOKEN_NOT_FOUND),))],
+    ApiKey.EXPIRE_DELEGATION_TOKEN: [case(
+        "ExpireDelegationToken", _token_error(40, 2, {"hmac": b"made-up",
+                                                      "expiry_time_period": -1}),
+        (int(E.DELEGATION_TOKEN_NOT_FOUND),), allowed=(int(E.DELEGATION_TOKEN_NOT_FOUND),))],
+    ApiKey.DESCRIBE_DELEGATION_TOKEN: [case(
+        "DescribeDelegationToken", _describe_tokens, [],
+        (RT.USER, "User:bob", Op.DESCRIBE_TOKENS), allowed=lambda owners: "bob" in owners)],
+    # No broker 9: allowed, the controller answers that it is not registered.
+    ApiKey.UNREGISTER_BROKER: [case(
+        "UnregisterBroker", _unregister_broker, (CLUSTER_DENIED,), (RT.CLUSTER, CLUSTER, Op.ALTER),
+        allowed=(int(E.BROKER_ID_NOT_REGISTERED),))],
     ApiKey.LIST_TRANSACTIONS: [case(
         "ListTransactions", _list_transactions, [],
         (RT.TRANSACTIONAL_ID, "tx-listed", Op.DESCRIBE), allowed=["tx-listed"])],
@@ -920,6 +988,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
                  "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "--set", "super.users=User:admin",
         "--set", "group.share.enable=true",
+        "--set", "delegation.token.secret.key=matrix-secret",
         *(a for user, password in PASSWORDS.items()
           for a in ("--add-scram", f"SCRAM-SHA-512=[name={user},password={password}]")),
     ]).start()
@@ -943,6 +1012,9 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
             assert int(r.topics[0].partitions[0].error_code) == 0
         r = b.admin(22, 4, {"transactional_id": "tx-listed", "transaction_timeout": 60000,
                             "producer_id": -1, "producer_epoch": -1})
+        assert int(r.error_code) == 0
+        r = b.admin(38, 3, {"owner_principal_type": "User", "owner_principal_name": "bob",
+                            "renewers": [], "max_lifetime": -1})  # a token of bob's
         assert int(r.error_code) == 0
         yield b
         b.close()

@@ -8,7 +8,7 @@ Each tool is a JVM start (3-5 s on a quiet machine, far more on a loaded one), s
 
 One broker serves the module, with the StandardAuthorizer on and ``User:ANONYMOUS`` a super user,
 so that kafka-acls has ACLs to write and read while every other tool is allowed everything.
-Not served by floodmark, so not run: kafka-delegation-tokens, kafka-client-metrics.
+Not served by floodmark, so not run: kafka-client-metrics.
 """
 
 from __future__ import annotations
@@ -230,6 +230,54 @@ def test_log_dirs_leader_election_transactions_acls_api_versions(bootstrap: str)
     out = tool("kafka-broker-api-versions", *bs)
     assert "Produce(0):" in out and "Fetch(1):" in out
     assert "Cluster ID:" in tool("kafka-cluster", "cluster-id", *bs)
+
+
+def _table(out: str) -> list[dict[str, str]]:
+    """Kafka's ``ToolsUtils.prettyPrintTable``: a header line, then rows, columns of spaces."""
+    lines = [line.split() for line in out.strip().splitlines() if line.strip()]
+    return [dict(zip(lines[0], row, strict=True)) for row in lines[1:]]
+
+
+@pytest.mark.slow
+def test_kafka_transactions_describe_producers(bootstrap: str) -> None:
+    """describe-producers (DescribeProducers, KIP-664): an idempotent producer's two records,
+    then a transaction of three left open, on one partition; each producer's epoch, last
+    sequence, last timestamp (the records' own) and the open transaction's first offset, as
+    the partition's producer state holds them; after the commit, no transaction open and the
+    coordinator epoch of the marker."""
+    bs = ("--bootstrap-server", bootstrap)
+    tool("kafka-topics", *bs, "--create", "--topic", "kt-prod", "--partitions", "2")
+    idem = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for i in range(2):
+        idem.produce("kt-prod", b"i", partition=0, timestamp=1_700_000_000_000 + i)
+    assert idem.flush(60) == 0
+    txn = Producer({"bootstrap.servers": bootstrap, "transactional.id": "kt-prod-txn",
+                    "linger.ms": 0})
+    txn.init_transactions(30)
+    txn.begin_transaction()
+    for i in range(3):
+        txn.produce("kt-prod", b"t", partition=0, timestamp=1_700_000_001_000 + i)
+        txn.flush(30)  # one batch per record: the last sequence is 2
+    rows = _table(tool("kafka-transactions", *bs, "describe-producers", "--topic", "kt-prod",
+                       "--partition", "0"))
+    assert len(rows) == 2, rows
+    by_start = {r["CurrentTransactionStartOffset"]: r for r in rows}
+    assert set(by_start) == {"None", "2"}, rows
+    plain, open_txn = by_start["None"], by_start["2"]
+    assert (plain["ProducerEpoch"], plain["LastSequence"], plain["LastTimestamp"],
+            plain["LatestCoordinatorEpoch"]) == ("0", "1", "1700000000001", "-1")
+    assert (open_txn["ProducerEpoch"], open_txn["LastSequence"],
+            open_txn["LastTimestamp"]) == ("0", "2", "1700000001002")
+    txn.commit_transaction(30)
+    rows = _table(tool("kafka-transactions", *bs, "describe-producers", "--topic", "kt-prod",
+                       "--partition", "0", "--broker-id", "1"))
+    committed = next(r for r in rows if r["ProducerId"] == open_txn["ProducerId"])
+    assert committed["CurrentTransactionStartOffset"] == "None"
+    assert int(committed["LatestCoordinatorEpoch"]) >= 0
+    # no producer wrote to partition 1 (an unknown topic the admin client retries on its
+    # metadata until its timeout, against Kafka as here: tests/integration/test_describe_producers)
+    assert _table(tool("kafka-transactions", *bs, "describe-producers", "--topic", "kt-prod",
+                       "--partition", "1")) == []
 
 
 @pytest.mark.slow

@@ -292,3 +292,19 @@ def test_cli_prints_a_counterexample_step_by_step(monkeypatch: pytest.MonkeyPatc
     assert violation["invariant"] == "election-safety"
     assert [step["kind"] for step in violation["trace"]] == ["Init", "Timer", "Timer"]
     assert violation["trace"][-1]["voters"]["c2"]["role"] == "Leader"
+
+
+def test_voter_changes_hold_exhaustively_and_a_removed_leader_hands_over() -> None:
+    """KIP-853: c1 alone is the bootstrap voter set, c2 an observer; up to two AddRaftVoter /
+    RemoveRaftVoter reach whichever voter believes it leads. Every state holds, and the search
+    reaches c2 added, c1 removed (it resigned after the commit) and c2 leading epoch 2."""
+    config = QuorumModelConfig(voters=2, bootstrap_voters=1, max_changes=2, max_epoch=2,
+                               max_records=0)
+    model, result = check(config, time_limit_s=math.inf)
+    assert result.holds and result.complete, result.violation
+    views = [model.voter(v) for v in range(len(model._voters.values))]
+    sets = {tuple(e.ids for e in v.stored.voter_sets) for v in views}
+    assert ((1, 2), (2,)) in sets and ((1, 2), (1,)) in sets
+    assert any(v.is_leader and v.epoch == 2 and v.stored.leader_id == 2
+               and [e.ids for e in v.stored.voter_sets][-1] == (2,) for v in views)
+    assert main(["sim", "check-quorum", "--voters", "2", "--bootstrap-voters", "3"]) == 2

@@ -23,7 +23,10 @@ from collections.abc import Callable
 
 from floodmark.broker.boundary import ClientConnection
 from floodmark.broker.config import BrokerConfig
+from floodmark.controller.delegation_tokens import Tokens
 from floodmark.controller.scram import Credentials
+from floodmark.security.delegation_token import SECRET_SETTING, TokenCredentials
+from floodmark.security.principal import KafkaPrincipal
 from floodmark.security.sasl.exchange import MechanismServer
 from floodmark.security.sasl.jwks_source import KeySet
 from floodmark.security.sasl.oauthbearer import OAUTHBEARER, OAuthBearerServer, OAuthSettings
@@ -43,9 +46,15 @@ log = logging.getLogger(__name__)
 class Authentication:
     """The broker's SASL listeners and mechanisms (one per broker)."""
 
-    def __init__(self, config: BrokerConfig, credentials: Callable[[], Credentials]) -> None:
+    def __init__(self, config: BrokerConfig, credentials: Callable[[], Credentials],
+                 tokens: Callable[[], Tokens] = dict) -> None:
+        """``tokens``: the delegation tokens of the metadata image (KIP-48)."""
         self._config = config
         self._credentials = credentials
+        self._tokens = tokens
+        secret = str(config.get(SECRET_SETTING) or "")
+        self.token_credentials = TokenCredentials(secret) if secret else None
+        """None: delegation tokens are off (``delegation.token.secret.key`` unset)."""
         self._plain: PlainUsers | None = None
         self._oauth: OAuthSettings | None = None
         self._key_set: KeySet | None = None
@@ -93,10 +102,22 @@ class Authentication:
             assert self._oauth is not None, "check_listener read OAUTHBEARER's settings"
             keys = self._key_set.keys() if self._key_set is not None else ()
             return OAuthBearerServer(keys, self._oauth, int(time.time() * 1000))
-        return ScramServer(ScramMechanism.parse(mechanism), self._scram_credential)
+        return ScramServer(ScramMechanism.parse(mechanism), self._scram_credential,
+                           token_lookup=self._token_credential)
 
     def _scram_credential(self, user: str, mechanism: ScramMechanism) -> ScramCredential | None:
         return self._credentials().get(user, {}).get(mechanism)
+
+    def _token_credential(self, token_id: str, mechanism: ScramMechanism
+                          ) -> tuple[ScramCredential, KafkaPrincipal] | None:
+        """SCRAM with ``tokenauth=true``: the token's credential (its HMAC as the password)
+        and its owner; None when tokens are off, the token unknown, or past its expiry or
+        max time (refused before the controller's sweep removes it)."""
+        token = self._tokens().get(token_id)
+        if self.token_credentials is None or token is None or token.expired(
+                int(time.time() * 1000)):
+            return None
+        return self.token_credentials.credential(token_id, mechanism), token.owner
 
     def failed(self, conn: ClientConnection, why: str) -> None:
         """One line for the log, then the connection closes after

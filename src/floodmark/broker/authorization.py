@@ -31,6 +31,7 @@ from typing import Any, cast
 from floodmark.broker.boundary import ClientConnection, HandlerResult, WireRequest, WireResponse
 from floodmark.broker.context import Handler, HandlerContext
 from floodmark.broker.handlers import HANDLERS, data, replication
+from floodmark.broker.handlers.delegation_tokens.create import owner_of, refused
 from floodmark.broker.replica_fetcher import replica_of
 from floodmark.errors import ErrorCode
 from floodmark.security.acl import CLUSTER_NAME, AclOperation, ResourceType
@@ -787,6 +788,34 @@ def _alter_scram(caller: Caller, header: RequestHeader, req: WireRequest,
                              "error_message": "Authorization failed."} for u in users])
 
 
+def _create_delegation_token(caller: Caller, header: RequestHeader, req: WireRequest,
+                             ctx: HandlerContext) -> Verdict | None:
+    """A token for another owner (v3) takes CreateTokens on that user (``User:name``), else
+    DELEGATION_TOKEN_AUTHORIZATION_FAILED; the caller's own needs nothing (Kafka)."""
+    me = KafkaPrincipal(caller.principal.principal_type, caller.principal.name)
+    owner = owner_of(req, me)
+    if owner == me or caller.may(Op.CREATE_TOKENS, RT.USER, str(owner)):
+        return None
+    return Verdict(refused=refused(ErrorCode.DELEGATION_TOKEN_AUTHORIZATION_FAILED, owner, me))
+
+
+def _describe_delegation_token(caller: Caller, header: RequestHeader, req: WireRequest,
+                               ctx: HandlerContext) -> Verdict | None:
+    """Each token answered only if the caller owns or renews it, or may Describe the token or
+    DescribeTokens its owner (Kafka's ``filterToken``)."""
+    me = KafkaPrincipal(caller.principal.principal_type, caller.principal.name)
+
+    def visible(t: WireResponse) -> bool:
+        owner = KafkaPrincipal(t["principal_type"], t["principal_name"])
+        renewers = [KafkaPrincipal(r["principal_type"], r["principal_name"])
+                    for r in t["renewers"]]
+        return (me == owner or me in renewers
+                or caller.may(Op.DESCRIBE, RT.DELEGATION_TOKEN, t["token_id"])
+                or caller.may(Op.DESCRIBE_TOKENS, RT.USER, str(owner)))
+    return Verdict(request=req, finish=lambda r: {
+        **r, "tokens": [t for t in r.get("tokens", ()) if visible(t)]})
+
+
 def _alter_replica_log_dirs(caller: Caller, header: RequestHeader, req: WireRequest,
                             ctx: HandlerContext) -> Verdict | None:
     """Alter on the cluster, else every partition asked about answers
@@ -827,6 +856,9 @@ CHECKS: dict[ApiKey, Check] = {
                                                   error_message=None, topics=[]),
     ApiKey.DESCRIBE_CLUSTER: _describe_cluster,
     ApiKey.DESCRIBE_QUORUM: _cluster(Op.DESCRIBE, error_code=CLUSTER_DENIED, topics=[]),
+    ApiKey.ADD_RAFT_VOTER: _cluster(Op.ALTER, error_code=CLUSTER_DENIED, error_message=None),
+    ApiKey.REMOVE_RAFT_VOTER: _cluster(Op.ALTER, error_code=CLUSTER_DENIED,
+                                       error_message=None),
     ApiKey.FIND_COORDINATOR: _find_coordinator,
     ApiKey.JOIN_GROUP: _group(Op.READ),
     ApiKey.SYNC_GROUP: _group(Op.READ),
@@ -866,6 +898,11 @@ CHECKS: dict[ApiKey, Check] = {
     ApiKey.WRITE_TXN_MARKERS: _write_txn_markers,
     ApiKey.DESCRIBE_TRANSACTIONS: _describe_transactions,
     ApiKey.LIST_TRANSACTIONS: _list_transactions,
+    ApiKey.DESCRIBE_PRODUCERS: _topics(Op.READ, "topics", "topics", "name", lambda t: {
+        "name": t.name, "partitions": [
+            {"partition_index": int(i), "error_code": TOPIC_DENIED,
+             "error_message": "Topic authorization failed.", "active_producers": []}
+            for i in t.partition_indexes]}),
     # SASL's exchange comes before any principal (the connection's authenticator admits it).
     ApiKey.SASL_HANDSHAKE: _none,
     ApiKey.SASL_AUTHENTICATE: _none,
@@ -873,6 +910,12 @@ CHECKS: dict[ApiKey, Check] = {
         Op.DESCRIBE, error_code=CLUSTER_DENIED, error_message="Authorization failed.",
         results=[]),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: _alter_scram,
+    # Delegation tokens (KIP-48): only the owner and renewers renew or expire a token (decided
+    # by the controller's rules), so those two need no ACL, as in Kafka.
+    ApiKey.CREATE_DELEGATION_TOKEN: _create_delegation_token,
+    ApiKey.RENEW_DELEGATION_TOKEN: _none,
+    ApiKey.EXPIRE_DELEGATION_TOKEN: _none,
+    ApiKey.DESCRIBE_DELEGATION_TOKEN: _describe_delegation_token,
     ApiKey.DESCRIBE_ACLS: _cluster(Op.DESCRIBE, error_code=CLUSTER_DENIED,
                                    error_message="Authorization failed.", resources=[]),
     ApiKey.CREATE_ACLS: _acl_apis(Op.ALTER, "results", {
@@ -884,6 +927,7 @@ CHECKS: dict[ApiKey, Check] = {
     ApiKey.DESCRIBE_CLIENT_QUOTAS: _cluster(Op.DESCRIBE_CONFIGS, error_code=CLUSTER_DENIED,
                                             error_message="Authorization failed.",
                                             entries=None),
+    ApiKey.UNREGISTER_BROKER: _cluster(Op.ALTER, error_code=CLUSTER_DENIED, error_message=None),
     # Feature levels: Alter on the cluster, as in Kafka.
     ApiKey.UPDATE_FEATURES: lambda caller, header, req, ctx: None
     if caller.may_cluster(Op.ALTER) else _refuse(

@@ -124,7 +124,8 @@ class Broker:
         self._expiring_share_members: asyncio.Task[None] | None = None
         self.produce_order = ProduceOrder()  # a transactional producer's appends, in order
         self.connections: set[Connection] = set()
-        self.authentication = Authentication(config, lambda: self.controller.scram_credentials())
+        self.authentication = Authentication(config, lambda: self.controller.scram_credentials(),
+                                             lambda: self.controller.delegation_token_infos())
         self.max_request_bytes = config.get_int("socket.request.max.bytes")
         self.storage = storage_glue.Storage(self.data_dir, config)
         self._servers: list[asyncio.Server | TlsServer] = []
@@ -179,6 +180,7 @@ class Broker:
             initial_rebalance_delay_ms=config.get_int("group.initial.rebalance.delay.ms"),
             min_session_timeout_ms=config.get_int("group.min.session.timeout.ms"),
             max_session_timeout_ms=config.get_int("group.max.session.timeout.ms"),
+            max_size=config.get_int("group.max.size"),
             persist=functools.partial(group_apis.store_group, self),
             clock_ms=now_ms,  # the records' state timestamps are wall-clock time (as Kafka's)
         )
@@ -198,7 +200,9 @@ class Broker:
             heartbeat_interval_ms=config.get_int("group.consumer.heartbeat.interval.ms"),
             assignors=consumer_group_assignors(config.get("group.consumer.assignors")),
             migration_policy=MigrationPolicy.parse(
-                config.get("group.consumer.migration.policy"))))
+                config.get("group.consumer.migration.policy")),
+            max_size=config.get_int("group.consumer.max.size"),
+            classic_max_size=config.get_int("group.max.size")))
 
     @functools.cached_property
     def transactions(self) -> BrokerTxnCoordinator:

@@ -66,6 +66,7 @@ class GroupCoordinator:
         initial_rebalance_delay_ms: int,
         min_session_timeout_ms: int,
         max_session_timeout_ms: int,
+        max_size: int = 2**31 - 1,
         on_group_emptied: Callable[[str], None] | None = None,
         persist: Callable[[str, GroupRecord | None], Awaitable[ErrorCode]] | None = None,
         clock_ms: Callable[[], int] = monotonic_ms,
@@ -73,7 +74,8 @@ class GroupCoordinator:
     ) -> None:
         self.core = ClassicGroupCore(
             ClassicGroupConfig(initial_rebalance_delay_ms, min_session_timeout_ms,
-                               max_session_timeout_ms, store_groups=persist is not None),
+                               max_session_timeout_ms, store_groups=persist is not None,
+                               max_size=max_size),
             rng if rng is not None else random.SystemRandom())
         self._on_group_emptied = on_group_emptied
         self._persist = persist

@@ -21,7 +21,7 @@ from typing import Protocol
 
 from floodmark import features
 from floodmark.broker.config import Configs
-from floodmark.controller import scram
+from floodmark.controller import delegation_tokens, scram
 from floodmark.controller.image import (
     MetadataImage,
     Reassignment,
@@ -36,6 +36,7 @@ from floodmark.features import FinalizedFeatures
 from floodmark.metadata import INTERNAL_TOPICS, PartitionMeta, TopicMeta, deletable_topic
 from floodmark.replication.election import PartitionRegistration
 from floodmark.security.acl import AclBinding, AclBindingFilter, AclStore
+from floodmark.security.principal import KafkaPrincipal
 from floodmark.security.quotas import QuotaChanges, QuotaEntity, QuotaStore
 from floodmark.security.sasl.scram import ScramUser
 from floodmark.settings import DEFAULTS, eligible_leader_replicas_enabled, split_topic_configs
@@ -69,6 +70,17 @@ class Controller(Protocol):
     def broker_configs(self) -> dict[str, Configs]: ...
     async def alter_group_configs(self, group: str, configs: Configs) -> None: ...
     def group_configs(self) -> dict[str, Configs]: ...
+    async def unregister_broker(self, broker_id: int) -> None: ...
+    async def create_delegation_token(self, owner: KafkaPrincipal, requester: KafkaPrincipal,
+                                      renewers: list[KafkaPrincipal], max_lifetime_ms: int,
+                                      settings: delegation_tokens.TokenSettings
+                                      ) -> delegation_tokens.Decision: ...
+    async def renew_delegation_token(self, token_id: str, principal: KafkaPrincipal,
+                                     period_ms: int, settings: delegation_tokens.TokenSettings
+                                     ) -> delegation_tokens.Decision: ...
+    async def expire_delegation_token(self, token_id: str, principal: KafkaPrincipal,
+                                      period_ms: int) -> delegation_tokens.Decision: ...
+    def delegation_token_infos(self) -> delegation_tokens.Tokens: ...
     async def alter_scram_credentials(self, deletions: list[scram.Deletion],
                                       upsertions: list[scram.Upsertion]
                                       ) -> list[scram.AlterResult]: ...
@@ -87,6 +99,7 @@ class Controller(Protocol):
     async def update_features(self, updates: list[tuple[str, int, int]], validate_only: bool
                               ) -> list[tuple[str, str | None]]: ...
     async def describe_quorum(self) -> QuorumView: ...
+    async def change_raft_voters(self, add: bool, voter_id: int, directory_id: str) -> None: ...
     @property
     def cluster_id(self) -> str: ...
 
@@ -116,6 +129,7 @@ class LocalController:
         ``rack``: this node's ``broker.rack``; ``bootstrap_features``: the feature levels a
         new metadata log starts at (``--feature``; None: ``features.BOOTSTRAP``)."""
         self._node_id = node_id
+        self._rack = rack
         self._mlog = MetadataLog(str(data_dir / CONTROLLER_DIR))
         # KIP-966 as every controller runs it (one broker: its restart is always clean here,
         # so the ELR only carries it across its own fencing at start).
@@ -251,6 +265,42 @@ class LocalController:
     def group_configs(self) -> dict[str, Configs]:
         return self.logic.image.group_configs
 
+    async def create_delegation_token(self, owner: KafkaPrincipal, requester: KafkaPrincipal,
+                                      renewers: list[KafkaPrincipal], max_lifetime_ms: int,
+                                      settings: delegation_tokens.TokenSettings
+                                      ) -> delegation_tokens.Decision:
+        decision = self.logic.create_delegation_token(owner, requester, renewers,
+                                                      max_lifetime_ms, settings, _now_ms())
+        self._persist()
+        return decision
+
+    async def renew_delegation_token(self, token_id: str, principal: KafkaPrincipal,
+                                     period_ms: int, settings: delegation_tokens.TokenSettings
+                                     ) -> delegation_tokens.Decision:
+        decision = self.logic.renew_delegation_token(token_id, principal, period_ms, settings,
+                                                     _now_ms())
+        self._persist()
+        return decision
+
+    async def expire_delegation_token(self, token_id: str, principal: KafkaPrincipal,
+                                      period_ms: int) -> delegation_tokens.Decision:
+        decision = self.logic.expire_delegation_token(token_id, principal, period_ms,
+                                                      _now_ms())
+        self._persist()
+        return decision
+
+    def delegation_token_infos(self) -> delegation_tokens.Tokens:
+        return self.logic.image.delegation_tokens
+
+    async def unregister_broker(self, broker_id: int) -> None:
+        """Only this node is registered: unregistered, it registers again at once (a new
+        incarnation), as a running Kafka broker does at its next heartbeat."""
+        self.logic.unregister_broker(broker_id)
+        if broker_id == self._node_id:
+            self.logic.register_broker(self._node_id, "localhost", 0, uuid.uuid4().hex,
+                                       _now_ms(), rack=self._rack)
+        self._persist()
+
     async def alter_scram_credentials(self, deletions: list[scram.Deletion],
                                       upsertions: list[scram.Upsertion]
                                       ) -> list[scram.AlterResult]:
@@ -285,6 +335,11 @@ class LocalController:
 
     def acls(self) -> AclStore:
         return self.logic.image.acls
+
+    async def change_raft_voters(self, add: bool, voter_id: int, directory_id: str) -> None:
+        """A lone node's voter set is itself, fixed (Kafka's static quorum answers so too)."""
+        raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, "a lone broker has no metadata quorum "
+                         "(controller.quorum.voters): its voter set is fixed")
 
     async def describe_quorum(self) -> QuorumView:
         """The metadata quorum of a lone node: itself, the only voter, always the leader, at

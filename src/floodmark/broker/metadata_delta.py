@@ -28,7 +28,7 @@ _EVERY_PARTITION = frozenset({"register_broker", "fence_broker", "unfence_broker
 _ONE_TOPIC = frozenset({"topic", "topic_configs", "remove_topic"})
 _ONE_PARTITION = frozenset({"partition", "reassignment"})
 _NO_PARTITION = frozenset({"producer_ids", "group_configs", "acl", "remove_acl", "client_quota", "leader_change",
-                           "voters", scram.CREDENTIAL, scram.REMOVE})
+                           "voters", "voter_set", scram.CREDENTIAL, scram.REMOVE})
 
 
 @dataclass(frozen=True)

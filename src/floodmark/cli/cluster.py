@@ -1,5 +1,5 @@
 """``floodmark cluster up|down|status|describe|diff|kill|start|quorum|health|elect-leaders|
-log-dirs|reassign-partitions``: the front end of the local-cluster supervisor
+log-dirs|reassign-partitions|add-controller|remove-controller``: the front end of the local-cluster supervisor
 (``floodmark.cluster``); ``health``, ``elect-leaders``, ``log-dirs`` and ``reassign-partitions``
 ask any cluster over the wire (``floodmark.cli.health``, ``floodmark.cli.elect_leaders``,
 ``floodmark.cli.log_dirs``, ``floodmark.cli.reassign``).
@@ -30,7 +30,7 @@ from typing import Any
 
 from floodmark import features
 from floodmark.address import BadAddress, parse_bootstrap
-from floodmark.cli import elect_leaders, health, log_dirs, reassign
+from floodmark.cli import elect_leaders, health, log_dirs, raft_voters, reassign
 from floodmark.cli.checks import check_bindable, check_data_dir
 from floodmark.cli.common import CliError, check_configs, pairs
 from floodmark.cluster.describe import describe
@@ -169,6 +169,7 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=cmd_start)
     health.add_parser(sub)
     elect_leaders.add_parser(sub)
+    raft_voters.add_parsers(sub)
     log_dirs.add_parser(sub)
     reassign.add_parser(sub)
     cluster.set_defaults(func=lambda a: (cluster.print_help(), 2)[1])
@@ -465,9 +466,9 @@ def cmd_quorum(args: argparse.Namespace) -> int:
         print(f"  voter {v['voter_id']:>4} {v.get('address', '?'):<22} {v.get('state', '?'):<8} "
               f"log_end_offset {v['log_end_offset']} lag {v['lag']}"
               + ("" if ago is None else f" last_fetch {ago} ms ago"))
-    for o in q.get("observers", []):
-        print(f"  observer {o['voter_id']:>1} on new directory {o['directory_id']} "
-              f"log_end_offset {o['log_end_offset']} (re-admitted once caught up)")
+    for o in q.get("observers", []):  # controllers fetching outside the voter set (KIP-853)
+        print(f"  observer {o['voter_id']:>1} directory {o['directory_id']} "
+              f"log_end_offset {o['log_end_offset']}")
     for c, d in q["controllers"].items():
         if d is None:
             print(f"  controller {c}: no answer")

@@ -29,7 +29,10 @@ LISTEN_DEFAULT = "127.0.0.1:0"
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="floodmark-controller")
     p.add_argument("--data-dir", required=True)
-    p.add_argument("--listen", default=LISTEN_DEFAULT)
+    p.add_argument("--listen", default=None, metavar="HOST:PORT",
+                   help=f"where to listen (default: this node's entry of "
+                        f"controller.quorum.voters, else {LISTEN_DEFAULT}); a controller "
+                        "outside that list is an observer until AddRaftVoter (KIP-853)")
     p.add_argument("--node-id", type=int, default=0)
     p.add_argument("--metrics-listen", default=None, metavar="HOST:PORT",
                    help="serve Prometheus /metrics here (port 0: any free port)")
@@ -48,9 +51,11 @@ def main(argv: list[str] | None = None) -> int:
             if not sep or not name.strip():
                 raise ValueError(f"--set expects name=value, got {item.split('=')[0]!r}")
             settings[name.strip()] = value.strip()
-        setup = controller_setup(args, args.node_id, settings.get)
-        if args.listen == LISTEN_DEFAULT and setup.own_address is not None:
-            args.listen = format_host_port(*setup.own_address)  # where the other voters call
+        setup = controller_setup(args, args.node_id, settings.get,
+                                 observer=args.listen is not None)
+        if args.listen is None:
+            args.listen = (LISTEN_DEFAULT if setup.own_address is None
+                           else format_host_port(*setup.own_address))  # where the others call
         parse_host_port(args.listen, what="--listen")
         if args.metrics_listen:
             parse_host_port(args.metrics_listen, what="--metrics-listen")

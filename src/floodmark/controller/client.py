@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from floodmark.address import parse_host_port
-from floodmark.controller import rpc, scram
+from floodmark.controller import delegation_tokens, rpc, scram
 from floodmark.controller.image import (
     UNAPPLIED_KEPT,
     MetadataImage,
@@ -47,6 +47,7 @@ from floodmark.features import FinalizedFeatures
 from floodmark.metadata import PartitionMeta, TopicMeta, deletable_topic
 from floodmark.security.acl import AclBinding, AclBindingFilter, AclStore
 from floodmark.security.client_security import PLAINTEXT, ClientSecurity
+from floodmark.security.principal import KafkaPrincipal
 from floodmark.security.quotas import QuotaChanges, QuotaEntity, QuotaStore
 
 log = logging.getLogger(__name__)
@@ -278,6 +279,12 @@ class ControllerClient:
                          f"{method}: no controller answered within {self.admin_timeout_s:g} s "
                          f"({last})")
 
+    async def change_raft_voters(self, add: bool, voter_id: int, directory_id: str) -> None:
+        """AddRaftVoter / RemoveRaftVoter, forwarded to the active controller (the quorum
+        leader), answered once the change is committed; Kafka's error otherwise."""
+        await self._admin("add_raft_voter" if add else "remove_raft_voter",
+                          {"voter_id": voter_id, "directory_id": directory_id})
+
     async def describe_quorum(self) -> QuorumView:
         """DescribeQuorum, answered by the controllers' Raft leader (Kafka's brokers forward it
         to the active controller): asked of the controller this broker follows (in process in
@@ -378,6 +385,39 @@ class ControllerClient:
 
     def group_configs(self) -> dict[str, dict[str, Any]]:
         return self.image.group_configs
+
+    async def create_delegation_token(self, owner: KafkaPrincipal, requester: KafkaPrincipal,
+                                      renewers: list[KafkaPrincipal], max_lifetime_ms: int,
+                                      settings: delegation_tokens.TokenSettings
+                                      ) -> delegation_tokens.Decision:
+        answer = await self._admin("create_delegation_token", {
+            "principals": delegation_tokens.principals_to_json([owner, requester]),
+            "renewers": delegation_tokens.principals_to_json(renewers),
+            "max_lifetime_ms": max_lifetime_ms,
+            "settings": delegation_tokens.settings_to_json(settings)})
+        return delegation_tokens.decision_from_json(answer)
+
+    async def renew_delegation_token(self, token_id: str, principal: KafkaPrincipal,
+                                     period_ms: int, settings: delegation_tokens.TokenSettings
+                                     ) -> delegation_tokens.Decision:
+        answer = await self._admin("renew_delegation_token", {
+            "token_id": token_id, "principals": delegation_tokens.principals_to_json([principal]),
+            "period_ms": period_ms, "settings": delegation_tokens.settings_to_json(settings)})
+        return delegation_tokens.decision_from_json(answer)
+
+    async def expire_delegation_token(self, token_id: str, principal: KafkaPrincipal,
+                                      period_ms: int) -> delegation_tokens.Decision:
+        answer = await self._admin("expire_delegation_token", {
+            "token_id": token_id, "principals": delegation_tokens.principals_to_json([principal]),
+            "period_ms": period_ms})
+        return delegation_tokens.decision_from_json(answer)
+
+    def delegation_token_infos(self) -> delegation_tokens.Tokens:
+        return self.image.delegation_tokens
+
+    async def unregister_broker(self, broker_id: int) -> None:
+        """UnregisterBroker: KafkaError BROKER_ID_NOT_REGISTERED for an id not registered."""
+        await self._admin("unregister_broker", {"broker_id": broker_id})
 
     async def alter_scram_credentials(self, deletions: list[scram.Deletion],
                                       upsertions: list[scram.Upsertion]

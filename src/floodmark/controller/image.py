@@ -17,6 +17,9 @@ floodmark's own log format. Kafka's record names, reduced to what floodmark need
                        replaced it); not acceptable as leader or ISR member
 ``unfence_broker``     heartbeating again with its current broker epoch
 ``broker_shutdown``    in controlled shutdown: leadership moves away, not acceptable
+``unregister_broker``  that registration (id and broker epoch) removed (Kafka's
+                       UnregisterBrokerRecord, UnregisterBroker / ``kafka-cluster unregister``);
+                       a record naming another epoch changes nothing
 ``topic``              name, topic id, configs
 ``partition``          the full ``PartitionRegistration`` (replicas, ISR, leader, leader epoch,
                        partition epoch, recovery state, KIP-966 ELR and last known ELR):
@@ -40,6 +43,9 @@ floodmark's own log format. Kafka's record names, reduced to what floodmark need
 ``user_scram_credential``, ``remove_user_scram_credential``
                        a user's SCRAM credential for one mechanism (salt, stored and server
                        keys, iterations; never a password), or its removal (``scram.py``)
+``delegation_token``, ``remove_delegation_token``
+                       a delegation token (KIP-48: owner, requester, renewers, issue, max and
+                       expiry times; never its HMAC) or its removal (``delegation_tokens.py``)
 ``cluster_id``         written once, first record of a new cluster
 ``feature_level``      a feature's finalized level (Kafka's FeatureLevelRecord, KIP-584):
                        ``name`` and ``level`` (``floodmark.features``); written with the cluster
@@ -61,7 +67,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from floodmark.controller import scram
+from floodmark.controller import delegation_tokens, scram
 from floodmark.controller.record_check import MetadataRecord, check_record
 from floodmark.errors import KafkaError
 from floodmark.features import NONE_FINALIZED, FinalizedFeatures
@@ -257,6 +263,8 @@ class MetadataImage:
         self.acls = AclStore()  # the authorizer of every broker reads this one
         # user -> mechanism -> credential (SASL/SCRAM, KIP-554)
         self.scram_credentials: dict[str, dict[ScramMechanism, ScramCredential]] = {}
+        # token id -> delegation token (KIP-48)
+        self.delegation_tokens: dict[str, delegation_tokens.TokenInfo] = {}
         self.client_quotas = QuotaStore()  # every broker's quota manager reads this one
         self.features = NONE_FINALIZED  # finalized feature levels (KIP-584)
 
@@ -358,6 +366,11 @@ class MetadataImage:
                 self.brokers[bid] = replace(old, fenced=False, in_controlled_shutdown=False)
             else:
                 self.brokers[bid] = replace(old, in_controlled_shutdown=True)
+        elif kind == "unregister_broker":
+            bid = int(rec["broker_id"])
+            old = self.brokers.get(bid)
+            if old is not None and old.broker_epoch == int(rec["broker_epoch"]):
+                del self.brokers[bid]
         elif kind == "topic":
             self.topics[str(rec["name"])] = TopicImage(
                 str(rec["name"]), uuid.UUID(str(rec["topic_id"])), dict(rec["configs"]))
@@ -415,6 +428,11 @@ class MetadataImage:
             creds.pop(mech, None)
             if not creds:
                 self.scram_credentials.pop(user, None)
+        elif kind == delegation_tokens.TOKEN:
+            token = delegation_tokens.record_token(rec)
+            self.delegation_tokens[token.token_id] = token
+        elif kind == delegation_tokens.REMOVE:
+            self.delegation_tokens.pop(delegation_tokens.record_token_id(rec), None)
         elif kind == "producer_ids":
             self.next_producer_id = int(rec["next"])
         elif kind == "acl":
@@ -427,9 +445,9 @@ class MetadataImage:
                 self.client_quotas.remove(q_entity, q_key)
             else:
                 self.client_quotas.set(q_entity, q_key, q_value)
-        elif kind in ("leader_change", "voters"):
+        elif kind in ("leader_change", "voters", "voter_set"):
             pass  # the controller quorum's own records (controller/quorum): an epoch's opening,
-            # a voter's data dir binding
+            # a voter's data dir binding, the voter set (KIP-853)
         else:
             raise ValueError(f"unknown metadata record type {kind!r}")
 

@@ -41,7 +41,7 @@ from typing import Any
 
 from floodmark import features
 from floodmark.constants import NO_LEADER
-from floodmark.controller import placement, scram
+from floodmark.controller import delegation_tokens, placement, scram
 from floodmark.controller.image import (
     MetadataImage,
     MetadataRecord,
@@ -63,6 +63,7 @@ from floodmark.replication.election import (
     validate_alter_partition,
 )
 from floodmark.security.acl import AclBinding, AclBindingFilter
+from floodmark.security.principal import KafkaPrincipal
 from floodmark.security.quotas import QuotaChanges, QuotaEntity
 from floodmark.security.sasl.scram import ScramUser
 
@@ -86,6 +87,9 @@ class ControllerConfig:
     bootstrap_scram: tuple[ScramUser, ...] = ()
     """SCRAM users a brand-new metadata log starts with (Kafka's ``kafka-storage format
     --add-scram``): written with the cluster id, ignored once the cluster exists."""
+    delegation_token_expiry_check_interval_ms: int = 3_600_000
+    """How often expired delegation tokens are removed (Kafka's
+    ``delegation.token.expiry.check.interval.ms``; brokers refuse an expired one at once)."""
     bootstrap_features: tuple[tuple[str, int], ...] = tuple(sorted(features.BOOTSTRAP.items()))
     """Feature levels a brand-new metadata log is finalized at (Kafka's ``kafka-storage
     format --feature``); a cluster made before a feature existed stays at level 0."""
@@ -143,6 +147,7 @@ class ControllerLogic:
         # broker id -> the ids of its failed log directories, as its last heartbeat said
         self.offline_log_dirs: dict[int, frozenset[str]] = {}
         self._last_rebalance_ms = 0
+        self._last_token_sweep_ms = 0
         self._last_tick_ms = 0
         self.elections = elections if elections is not None else ElectionCounts()
 
@@ -416,6 +421,27 @@ class ControllerLogic:
         self._elect_leaderless(f"broker {broker_id} registered")
         return epoch
 
+    def unregister_broker(self, broker_id: int) -> None:
+        """UnregisterBroker (Kafka's ``ReplicationControlManager.unregisterBroker``): the
+        registration goes, after its broker left every ISR and ELR it was in (leaderships
+        move, as for an unclean shutdown). Kafka refuses only an id with no registration
+        (BROKER_ID_NOT_REGISTERED); a broker still running finds its epoch stale at its next
+        heartbeat and registers again."""
+        reg = self.image.brokers.get(broker_id)
+        if reg is None:
+            raise KafkaError(ErrorCode.BROKER_ID_NOT_REGISTERED,
+                             f"Broker ID {broker_id} is not currently registered")
+        self._remove_from_isrs(broker_id, f"broker {broker_id} unregistered",
+                               unclean_shutdown=True)
+        self.emit({"type": "unregister_broker", "broker_id": broker_id,
+                   "broker_epoch": reg.broker_epoch})
+        self.last_heartbeat_ms.pop(broker_id, None)
+        self.offline_log_dirs.pop(broker_id, None)
+        self.log.info("unregistered broker %d broker_epoch=%d (%s)", broker_id,
+                      reg.broker_epoch, "fenced" if reg.fenced else "in controlled shutdown"
+                      if reg.in_controlled_shutdown else "active: it registers again at its "
+                      "next heartbeat")
+
     def heartbeat(self, broker_id: int, broker_epoch: int, now_ms: int,
                   want_shutdown: bool = False,
                   offline_replicas: Collection[tuple[str, int]] = (),
@@ -467,6 +493,10 @@ class ControllerLogic:
                 self.log.warning("broker %d broker_epoch=%d missed heartbeats for %d ms: fencing",
                             bid, reg.broker_epoch, now_ms - last)
                 self.fence_broker(bid, f"broker {bid} session expired")
+        if (self.image.delegation_tokens and now_ms - self._last_token_sweep_ms
+                >= self.config.delegation_token_expiry_check_interval_ms):
+            self._last_token_sweep_ms = now_ms
+            self.sweep_delegation_tokens(now_ms)
         if (self.config.auto_leader_rebalance_enable
                 and now_ms - self._last_rebalance_ms >= self.config.leader_imbalance_check_interval_ms):
             self._last_rebalance_ms = now_ms
@@ -804,6 +834,42 @@ class ControllerLogic:
             if r.error is ErrorCode.NONE:
                 self.log.info("SCRAM credentials of user %s altered", r.user)
         return results
+
+    # -- delegation tokens (KIP-48: ``delegation_tokens.py``) ------------------------------------
+    def create_delegation_token(self, owner: KafkaPrincipal, requester: KafkaPrincipal,
+                                renewers: Sequence[KafkaPrincipal], max_lifetime_ms: int,
+                                settings: delegation_tokens.TokenSettings, now_ms: int
+                                ) -> delegation_tokens.Decision:
+        decision = delegation_tokens.create(owner, requester, renewers, max_lifetime_ms,
+                                            settings, now_ms)
+        return self._token_decision(decision, "created")
+
+    def renew_delegation_token(self, token_id: str, principal: KafkaPrincipal,
+                               renew_period_ms: int, settings: delegation_tokens.TokenSettings,
+                               now_ms: int) -> delegation_tokens.Decision:
+        decision = delegation_tokens.renew(self.image.delegation_tokens.get(token_id),
+                                           principal, renew_period_ms, settings, now_ms)
+        return self._token_decision(decision, "renewed")
+
+    def expire_delegation_token(self, token_id: str, principal: KafkaPrincipal,
+                                expiry_period_ms: int, now_ms: int
+                                ) -> delegation_tokens.Decision:
+        decision = delegation_tokens.expire(self.image.delegation_tokens.get(token_id),
+                                            principal, expiry_period_ms, now_ms)
+        return self._token_decision(decision, "expired")
+
+    def _token_decision(self, decision: delegation_tokens.Decision, what: str
+                        ) -> delegation_tokens.Decision:
+        for rec in decision.records:
+            self.emit(rec)
+            self.log.info("delegation token %s %s", rec["token_id"], what)
+        return decision
+
+    def sweep_delegation_tokens(self, now_ms: int) -> None:
+        """Tokens past their expiry or max time are removed (Kafka's periodic sweep)."""
+        for rec in delegation_tokens.sweep(self.image.delegation_tokens, now_ms):
+            self.emit(rec)
+            self.log.info("delegation token %s removed: past its expiry", rec["token_id"])
 
     def delete_topic(self, name: str) -> None:
         if name not in self.image.topics:

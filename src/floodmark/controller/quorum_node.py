@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from floodmark.address import parse_host_port
 from floodmark.constants import NO_LEADER
 from floodmark.controller import rpc
 from floodmark.controller.client import AsyncRpc
@@ -41,6 +42,9 @@ log = logging.getLogger(__name__)
 
 MAX_TICK_S = 0.05
 MAX_QUEUED_PER_PEER = 256
+MAX_LEARNED_PEERS = 16
+"""Controllers outside ``controller.quorum.voters`` whose address this one learned from their
+own messages (KIP-853 observers: a controller to be added), at most."""
 FETCH_MAX_WAIT_MS = 500
 """A caught-up voter's fetch waits on the leader this long for something new (a long poll,
 as KRaft's leader holds a Fetch); the follower's request timeout must be longer."""
@@ -60,7 +64,10 @@ class QuorumNode:
         """``security``: how this voter dials the others (the controller channel's)."""
         self.config = config
         self.security = security
-        self.voters = voters
+        self.voters = dict(voters)  # the address book: controller.quorum.voters, then learned
+        self.own_address: str | None = None
+        """Where this controller listens (set once it does); sent with every message by a
+        controller outside the address book, so the others can answer it."""
         self.on_high_watermark = on_high_watermark
         self.on_role = on_role
         fs = RealFileSystem()
@@ -164,7 +171,9 @@ class QuorumNode:
         peer = self._peers.get(destination)
         if peer is None or self._queued[destination] >= MAX_QUEUED_PER_PEER:
             return  # the core resends what matters
-        args = {"src": self.config.node_id, "message": encode_message(message)}
+        args: dict[str, Any] = {"src": self.config.node_id, "message": encode_message(message)}
+        if self.config.node_id not in self.config.voters and self.own_address is not None:
+            args["address"] = self.own_address  # an observer: tell them where to answer
         if records:
             args["records"] = base64.b64encode(records).decode("ascii")
         self._queued[destination] += 1
@@ -226,10 +235,25 @@ class QuorumNode:
             if self._wake is not None:
                 self._wake.set()
 
+    def _learn(self, node_id: int, address: str) -> None:
+        """A controller outside the address book (an observer, KIP-853) said where it listens."""
+        if len(self.voters) - len(self.config.voters) >= MAX_LEARNED_PEERS:
+            raise ValueError(f"quorum message from {node_id}: already {MAX_LEARNED_PEERS} "
+                             "controllers outside controller.quorum.voters")
+        host, port = parse_host_port(address, min_port=1)
+        self.voters[node_id] = (host, port)
+        self._peers[node_id] = AsyncRpc(f"{host}:{port}", timeout_s=max(
+            1.0, self.config.request_timeout_ms / 1000), security=self.security)
+        self._queued[node_id] = 0
+        log.info("controller %d: controller %d (outside controller.quorum.voters) listens on "
+                 "%s", self.config.node_id, node_id, address)
+
     # -- incoming ----------------------------------------------------------------------------------
     def deliver(self, args: dict[str, Any]) -> None:
         """A ``quorum`` call from another voter. Raises ValueError on a malformed message."""
         src = int(args["src"])
+        if src not in self.voters and src != self.config.node_id and args.get("address"):
+            self._learn(src, str(args["address"]))
         if src not in self.voters or src == self.config.node_id:
             raise ValueError(f"quorum message from {src}, not another voter")
         message = decode_message(args.get("message"))
@@ -264,12 +288,16 @@ class QuorumNode:
                             if v.last_fetch_ms >= 0 else None,
                             "directory_id": v.directory_id or None}
                            for v in desc.voters],
-                "voter_ids": sorted(self.voters),
+                "voter_ids": list(self.core.voters),  # the voter set in force (KIP-853)
                 # KIP-853: this voter's data dir, whether the quorum counts it, the committed
                 # bindings, and (on the leader) voter ids fetching from a new data dir.
                 "directory_id": desc.directory_id,
                 "is_voter": desc.is_voter,
                 "voter_directories": [{"voter_id": b.voter_id, "directory_id": b.directory_id,
                                        "bound_at": b.bound_at} for b in desc.directories],
+                # (on the leader) controllers outside the voter set that fetch: added, removed,
+                # or a voter id on a new data dir.
                 "observers": [{"voter_id": o.voter_id, "directory_id": o.directory_id,
-                               "log_end_offset": o.log_end_offset} for o in desc.observers]}
+                               "log_end_offset": o.log_end_offset,
+                               "last_fetch_ms_ago": now - o.last_fetch_ms
+                               if o.last_fetch_ms >= 0 else None} for o in desc.observers]}

@@ -86,6 +86,12 @@ def from_controller(answer: dict[str, Any], now_ms: int) -> QuorumView:
                       for b in answer.get("brokers") or ()
                       if int(b["broker_id"]) not in voter_ids and b.get("metadata_offset")
                       is not None)
+    # Controllers fetching outside the voter set (KIP-853: one waiting to be added, one
+    # removed), as Kafka's leader lists them among the observers.
+    observers += tuple(progress(int(o["voter_id"]), int(o["log_end_offset"]),
+                                o.get("last_fetch_ms_ago"), o.get("directory_id"))
+                       for o in answer.get("observers") or ()
+                       if int(o["voter_id"]) not in voter_ids)
     endpoints = []
     for node, address in sorted((answer.get("voter_endpoints") or {}).items()):
         host, port = parse_host_port(str(address))

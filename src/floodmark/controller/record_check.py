@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from floodmark.constants import NO_LEADER
-from floodmark.controller import scram
+from floodmark.controller import delegation_tokens, scram
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.features import FeatureError, check_level
 from floodmark.group_configs import validate as validate_group_configs
@@ -217,6 +217,15 @@ def _voters(rec: MetadataRecord) -> None:
     _str(rec, "directory_id")
 
 
+def _voter_set(rec: MetadataRecord) -> None:
+    _int(rec, "epoch")
+    voters = rec.get("voters")
+    if not isinstance(voters, list) or not voters or not all(
+            isinstance(v, list) and len(v) == 2 and isinstance(v[0], int)
+            and isinstance(v[1], str) for v in voters):
+        raise _bad(rec, "voters is not a non-empty list of [id, directory id]")
+
+
 def _acl_id(rec: MetadataRecord) -> None:
     try:
         uuid.UUID(_str(rec, "id"))
@@ -264,6 +273,7 @@ _CHECKS: dict[str, Callable[[MetadataRecord], None]] = {
     "fence_broker": _broker,
     "unfence_broker": _broker,
     "broker_shutdown": _broker,
+    "unregister_broker": _broker,
     "topic": _topic_record,
     "partition": _partition,
     "topic_configs": _topic_configs,
@@ -274,8 +284,11 @@ _CHECKS: dict[str, Callable[[MetadataRecord], None]] = {
     "producer_ids": _producer_ids,
     scram.CREDENTIAL: _scram(scram.record_credential),
     scram.REMOVE: _scram(scram.record_removal),
+    delegation_tokens.TOKEN: _scram(delegation_tokens.record_token),
+    delegation_tokens.REMOVE: _scram(delegation_tokens.record_token_id),
     "leader_change": _leader_change,
     "voters": _voters,
+    "voter_set": _voter_set,
     "acl": _acl,
     "remove_acl": _acl_id,
     "client_quota": _client_quota,

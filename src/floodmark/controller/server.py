@@ -18,7 +18,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from floodmark.controller import placement, rpc, scram
+from floodmark.address import format_host_port
+from floodmark.controller import delegation_tokens, placement, rpc, scram
 from floodmark.controller.image import (
     UNAPPLIED_KEPT,
     MetadataImage,
@@ -432,6 +433,8 @@ class ControllerServer:
         self._server = server
         self.bound_port = server.sockets[0].getsockname()[1]
         self.bound_host = host
+        if self.quorum is not None:
+            self.quorum.own_address = format_host_port(host, self.bound_port)
         log.info("controller %d listening on %s:%d (%s)", self.node_id, host, self.bound_port,
                  self.security.protocol.value)
         ticker = asyncio.create_task(self._ticker())
@@ -726,6 +729,28 @@ class ControllerServer:
         self._active().alter_group_configs(str(a["name"]), dict(a["configs"]))
         return {}
 
+    def _rpc_create_delegation_token(self, a: dict[str, Any]) -> dict[str, Any]:
+        owner, requester = delegation_tokens.principals_from_json(a["principals"])
+        return delegation_tokens.decision_to_json(self._active().create_delegation_token(
+            owner, requester, delegation_tokens.principals_from_json(a["renewers"]),
+            int(a["max_lifetime_ms"]), delegation_tokens.settings_from_json(a["settings"]),
+            now_ms()))
+
+    def _rpc_renew_delegation_token(self, a: dict[str, Any]) -> dict[str, Any]:
+        [principal] = delegation_tokens.principals_from_json(a["principals"])
+        return delegation_tokens.decision_to_json(self._active().renew_delegation_token(
+            str(a["token_id"]), principal, int(a["period_ms"]),
+            delegation_tokens.settings_from_json(a["settings"]), now_ms()))
+
+    def _rpc_expire_delegation_token(self, a: dict[str, Any]) -> dict[str, Any]:
+        [principal] = delegation_tokens.principals_from_json(a["principals"])
+        return delegation_tokens.decision_to_json(self._active().expire_delegation_token(
+            str(a["token_id"]), principal, int(a["period_ms"]), now_ms()))
+
+    def _rpc_unregister_broker(self, a: dict[str, Any]) -> dict[str, Any]:
+        self._active().unregister_broker(int(a["broker_id"]))
+        return {}
+
     def _rpc_alter_scram_credentials(self, a: dict[str, Any]) -> dict[str, Any]:
         deletions, upsertions = scram.alterations_from_json(a)
         return {"results": scram.results_to_json(
@@ -753,6 +778,29 @@ class ControllerServer:
             [(str(n), int(level), int(kind)) for n, level, kind in a["updates"]],
             bool(a.get("validate_only", False)))
         return {"refusals": [[name, why] for name, why in refusals]}
+
+    def _rpc_add_raft_voter(self, a: dict[str, Any]) -> dict[str, Any]:
+        return self._change_voters(True, a)
+
+    def _rpc_remove_raft_voter(self, a: dict[str, Any]) -> dict[str, Any]:
+        return self._change_voters(False, a)
+
+    def _change_voters(self, add: bool, a: dict[str, Any]) -> dict[str, Any]:
+        """AddRaftVoter / RemoveRaftVoter (KIP-853) on the quorum leader: the core decides
+        (``QuorumCore.add_voter``); the call is answered once the voter set record is committed
+        (``_handle`` waits for the log end), as Kafka's leader answers."""
+        self._active()
+        if self.quorum is None:
+            raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, "this controller runs alone, without "
+                             "a metadata quorum (controller.quorum.voters): its voter set is "
+                             "fixed")
+        driver = self.quorum.driver
+        change = driver.add_voter if add else driver.remove_voter
+        error, message, _offset = change(int(a["voter_id"]), str(a.get("directory_id") or ""),
+                                         now_ms())
+        if error is not ErrorCode.NONE:
+            raise KafkaError(error, message)
+        return {}
 
     def _rpc_create_acls(self, a: dict[str, Any]) -> dict[str, Any]:
         self._active().create_acls([record_to_acl(r) for r in a["acls"]])

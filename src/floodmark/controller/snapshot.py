@@ -25,6 +25,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from floodmark.controller.delegation_tokens import token_record
 from floodmark.controller.image import (
     MetadataImage,
     MetadataRecord,
@@ -75,7 +76,7 @@ def parse_file_name(name: str) -> SnapshotId | None:
 # -- image <-> records ---------------------------------------------------------------------------
 IMAGE_FIELDS = frozenset({"next_offset", "cluster_id", "brokers", "topics", "next_producer_id",
                           "broker_configs", "group_configs", "reassignments", "acls", "scram_credentials",
-                          "client_quotas", "features"})
+                          "client_quotas", "features", "delegation_tokens"})
 """Every attribute of ``MetadataImage`` that ``image_records`` writes (a test compares this
 with the class, so a new image field cannot be forgotten by snapshots)."""
 
@@ -124,6 +125,7 @@ def image_records(image: MetadataImage) -> list[MetadataRecord]:
     out.extend(acl_to_record(acl_id, b) for acl_id, b in sorted(image.acls.items()))
     for user, creds in sorted(image.scram_credentials.items()):
         out.extend(credential_record(user, cred) for _, cred in sorted(creds.items()))
+    out.extend(token_record(t) for _, t in sorted(image.delegation_tokens.items()))
     out.extend(quota_to_record(e, key, value)
                for e, values in sorted(image.client_quotas.items(), key=lambda i: str(i[0]))
                for key, value in sorted(values.items()))

@@ -130,8 +130,9 @@ class ControllerSetup:
 
     @property
     def own_address(self) -> tuple[str, int] | None:
-        """Where this voter listens (the voter set names it), or None without a quorum."""
-        return None if self.quorum is None else self.quorum[1][self.node_id]
+        """Where this voter listens (the voter set names it), or None without a quorum or
+        for an observer outside it."""
+        return None if self.quorum is None else self.quorum[1].get(self.node_id)
 
 
 def voter_addresses(voters: Voters) -> list[str]:
@@ -141,7 +142,8 @@ def voter_addresses(voters: Voters) -> list[str]:
 
 
 def controller_setup(args: argparse.Namespace, node_id: int,
-                     settings: Callable[[str], Any] | None = None) -> ControllerSetup:
+                     settings: Callable[[str], Any] | None = None, *,
+                     observer: bool = False) -> ControllerSetup:
     """The controller's settings from the parsed options; ValueError (one line) on a bad one.
     ``settings``: where ``eligible.leader.replicas.version`` and ``min.insync.replicas`` come
     from when no flag gives them (combined mode: the node's own broker settings), else the
@@ -176,6 +178,11 @@ def controller_setup(args: argparse.Namespace, node_id: int,
     quorum: tuple[QuorumConfig, Voters] | None = None
     if args.controller_quorum_voters:
         voters = parse_voters(args.controller_quorum_voters)
+        if node_id not in voters and not observer:
+            # A controller outside the bootstrap voter set is an observer until AddRaftVoter
+            # (KIP-853); it needs its own listener (``--listen``), which the list cannot give.
+            raise ValueError(f"node {node_id} is not one of the voters {sorted(voters)} (an "
+                             "observer controller needs --listen HOST:PORT)")
         quorum = (QuorumConfig(
             node_id, tuple(sorted(voters)),
             election_timeout_ms=args.controller_quorum_election_timeout_ms,

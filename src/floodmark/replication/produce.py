@@ -64,7 +64,7 @@ failover can still truncate.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from floodmark.constants import ACKS_ALL, ACKS_LEADER, ACKS_NONE
@@ -276,6 +276,8 @@ def produce_as_leader(
         return _refuse(produce_id, exc.code, exc.message or None)
     first = info.first_offset
     for meta in metas:
+        if info.log_append_time_ms >= 0:  # LogAppendTime: the broker's time is the batch's
+            meta = replace(meta, max_timestamp=info.log_append_time_ms)
         producers.record(meta, first)
         first += meta.last_offset_delta + 1
     effects = core.on_leader_append(log, produce_id, acks, info.first_offset, info.last_offset,
@@ -318,7 +320,7 @@ def write_marker_as_leader(
         info = log.append_as_leader(batch, core.leader_epoch, now_ms)
     except KafkaError as exc:
         return _refuse(produce_id, exc.code, exc.message or None)
-    meta = BatchMeta(producer_id, producer_epoch, -1, 1, 0, True, True, marker)
+    meta = BatchMeta(producer_id, producer_epoch, -1, 1, 0, True, True, marker, now_ms)
     aborted = producers.record(meta, info.first_offset)
     if aborted is not None:
         log.append_aborted_transactions([aborted])

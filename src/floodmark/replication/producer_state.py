@@ -83,6 +83,8 @@ class BatchMeta:
     marker: EndTxnMarker | None = None
     """A control batch's commit/abort marker (None: not a control batch, or one a client sent,
     which the produce path refuses without reading it)."""
+    max_timestamp: int = -1
+    """The batch's max timestamp (the producer's last timestamp, DescribeProducers)."""
 
     @classmethod
     def from_header(cls, h: Any) -> BatchMeta:
@@ -102,7 +104,8 @@ class BatchMeta:
                     f"{h.producer_id}, epoch {h.producer_epoch}) cannot be read: {exc}",
                     h.position) from exc
         return cls(h.producer_id, h.producer_epoch, h.base_sequence, h.records_count,
-                   h.last_offset_delta, bool(h.attributes & 0x10), is_control, marker)
+                   h.last_offset_delta, bool(h.attributes & 0x10), is_control, marker,
+                   h.max_timestamp)
 
     @property
     def last_sequence(self) -> int:
@@ -119,12 +122,12 @@ def batch_metas(records: bytes | memoryview) -> list[BatchMeta] | None:
     while pos < end:
         if end - pos < _HEADER.size:
             return None
-        (_base, length, _ple, magic, _crc, attrs, last_delta, _bts, _mts,
+        (_base, length, _ple, magic, _crc, attrs, last_delta, _bts, max_ts,
          pid, pepoch, base_seq, count) = _HEADER.unpack_from(records, pos)
         if magic != 2 or length < _HEADER.size - 12 or pos + 12 + length > end:
             return None
         out.append(BatchMeta(pid, pepoch, base_seq, count, last_delta, bool(attrs & 0x10),
-                             bool(attrs & 0x20)))
+                             bool(attrs & 0x20), max_timestamp=max_ts))
         pos += 12 + length
     return out or None
 
@@ -166,6 +169,8 @@ class ProducerEntry:
     """The first offset of this producer's open transaction (-1: none open)."""
     coordinator_epoch: int = -1
     """The coordinator epoch of the last marker written for this producer."""
+    last_timestamp: int = -1
+    """The max timestamp of the producer's last batch or marker (DescribeProducers)."""
     last_abort_offset: int = -1
     """The offset of the last ABORT marker of this producer under this epoch (-1: none). A
     batch written before it belongs to an aborted transaction and is never answered as a
@@ -214,6 +219,10 @@ class ProducerStateTable:
 
     def entry(self, producer_id: int) -> ProducerEntry | None:
         return self._producers.get(producer_id)
+
+    def active(self) -> list[tuple[int, ProducerEntry]]:
+        """Every producer the partition remembers, by producer id (DescribeProducers)."""
+        return sorted(self._producers.items())
 
     # -- checks before an append --------------------------------------------------------------
     def check(self, meta: BatchMeta, aborted_batches_are_duplicates: bool = False
@@ -332,6 +341,7 @@ class ProducerStateTable:
             self._producers[meta.producer_id] = entry
         if meta.is_transactional:  # a marker, or the batch a verification was for
             self._verifying.pop(meta.producer_id, None)
+        entry.last_timestamp = meta.max_timestamp
         if meta.is_control:
             return self._complete(meta, entry, first_offset)
         entry.batches.append(

@@ -7,7 +7,7 @@ carried in the request context to the authorizer; no handler decides who may cal
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 USER_TYPE = "User"
 
@@ -16,6 +16,9 @@ USER_TYPE = "User"
 class KafkaPrincipal:
     principal_type: str
     name: str
+    token_authenticated: bool = field(default=False, compare=False)
+    """Authenticated with a delegation token (KIP-48): the principal is the token's owner, and
+    the connection may not create, renew or expire tokens. Not part of equality, as Kafka's."""
 
     def __str__(self) -> str:
         return f"{self.principal_type}:{self.name}"

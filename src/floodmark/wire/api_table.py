@@ -45,6 +45,10 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_LOG_DIRS = 35
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
+    CREATE_DELEGATION_TOKEN = 38
+    RENEW_DELEGATION_TOKEN = 39
+    EXPIRE_DELEGATION_TOKEN = 40
+    DESCRIBE_DELEGATION_TOKEN = 41
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
@@ -58,6 +62,8 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_QUORUM = 55
     UPDATE_FEATURES = 57
     DESCRIBE_CLUSTER = 60
+    DESCRIBE_PRODUCERS = 61
+    UNREGISTER_BROKER = 64
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
     CONSUMER_GROUP_HEARTBEAT = 68
@@ -68,6 +74,8 @@ class ApiKey(enum.IntEnum):
     SHARE_GROUP_DESCRIBE = 77
     SHARE_FETCH = 78
     SHARE_ACKNOWLEDGE = 79
+    ADD_RAFT_VOTER = 80
+    REMOVE_RAFT_VOTER = 81
     DESCRIBE_SHARE_GROUP_OFFSETS = 90
     ALTER_SHARE_GROUP_OFFSETS = 91
     DELETE_SHARE_GROUP_OFFSETS = 92
@@ -151,6 +159,12 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
     ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 2),
     ApiKey.DESCRIBE_TRANSACTIONS: VersionRange(0, 0),
     ApiKey.LIST_TRANSACTIONS: VersionRange(0, 2),
+    # KIP-664: the producers of each partition, from its producer state
+    # (``handlers.describe_producers``).
+    ApiKey.DESCRIBE_PRODUCERS: VersionRange(0, 0),
+    # ``kafka-cluster unregister``: the controller removes a broker's registration
+    # (``handlers.unregister_broker``).
+    ApiKey.UNREGISTER_BROKER: VersionRange(0, 0),
     # Feature levels (KIP-584; ``floodmark.features``): ApiVersions answers them, UpdateFeatures
     # changes them (kafka-features upgrade/downgrade).
     ApiKey.UPDATE_FEATURES: VersionRange(0, 2),
@@ -160,6 +174,12 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
     ApiKey.SASL_AUTHENTICATE: VersionRange(0, 2),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: VersionRange(0, 0),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: VersionRange(0, 0),
+    # Delegation tokens (KIP-48; v0 is gone from Kafka 4 and from kio; CreateDelegationToken
+    # v3 names another owner, KIP-373): ``handlers.delegation_tokens``.
+    ApiKey.CREATE_DELEGATION_TOKEN: VersionRange(1, 3),
+    ApiKey.RENEW_DELEGATION_TOKEN: VersionRange(1, 2),
+    ApiKey.EXPIRE_DELEGATION_TOKEN: VersionRange(1, 2),
+    ApiKey.DESCRIBE_DELEGATION_TOKEN: VersionRange(1, 3),
     # KIP-848's consumer groups (broker/consumer_group); v1 (KIP-1082): the client makes its
     # member id. Regular-expression subscriptions are refused (INVALID_REQUEST) for now.
     ApiKey.CONSUMER_GROUP_HEARTBEAT: VersionRange(0, 1),
@@ -173,6 +193,9 @@ SUPPORTED: dict[ApiKey, VersionRange] = {
     # (``handlers.quorum``); v2 (KIP-853): directory ids and the voters' endpoints. Data
     # partitions: a leader's view, floodmark's debug read (``floodmark ui``).
     ApiKey.DESCRIBE_QUORUM: VersionRange(0, 2),
+    # KIP-853: forwarded to the quorum leader (``handlers.raft_voters``), as Kafka's brokers do.
+    ApiKey.ADD_RAFT_VOTER: VersionRange(0, 1),
+    ApiKey.REMOVE_RAFT_VOTER: VersionRange(0, 0),
 }
 
 

@@ -28,6 +28,7 @@ from floodmark.wire.bounds import check_request
 from floodmark.wire.errors import ProtocolError
 
 _UTC = datetime.UTC
+_EPOCH = datetime.datetime.fromtimestamp(0, tz=_UTC)
 _ZERO_UUID = uuid.UUID(int=0)
 _ERRORS = KioErrorCode._value2member_map_
 
@@ -161,6 +162,8 @@ def _neutral(kind: str, nullable: bool) -> Any:
         return _ERRORS[0]
     if kind.startswith("timedelta"):
         return datetime.timedelta(0)
+    if kind.startswith("datetime"):
+        return _EPOCH
     if kind == "uuid":
         return _ZERO_UUID
     if kind == "bytes":

@@ -606,6 +606,33 @@ def groups(s: Session) -> None:
             "protocols": PROTOCOLS, "reason": "differential test"}, lambda r: int(r.error_code)))
 
 
+@scenario
+def unregister_broker(s: Session) -> None:
+    """UnregisterBroker of an id no broker registered (a live one would be unregistered)."""
+    s.step("not_registered", K.UNREGISTER_BROKER, 0, {"broker_id": 9})
+
+
+# -- transactions ------------------------------------------------------------------------------
+@scenario
+def describe_producers(s: Session) -> None:
+    """DescribeProducers (KIP-664): an idempotent producer's two batches on partition 0 (its
+    epoch, last sequence and last timestamp), partition 1 without producers, a partition the
+    topic does not have, an unknown topic."""
+    topic = s.create_topic("producers", 2)
+    init = s.record("init", s.settled(K.INIT_PRODUCER_ID, 4, {
+        "transactional_id": None, "transaction_timeout": 60_000, "producer_id": -1,
+        "producer_epoch": -1}, lambda r: int(r.error_code)))
+    pid, epoch = (int(init.producer_id), int(init.producer_epoch)) if init is not CLOSED \
+        else (-1, -1)
+    _produce(s, "first", topic, _batch([b"a", b"b"], producer_id=pid, producer_epoch=epoch,
+                                       base_sequence=0))
+    _produce(s, "second", topic, _batch([b"c"], ts=[BASE_TS + 50], producer_id=pid,
+                                        producer_epoch=epoch, base_sequence=2))
+    s.step("describe", K.DESCRIBE_PRODUCERS, 0, {"topics": [
+        {"name": topic, "partition_indexes": [0, 1, 9]},
+        {"name": s.name("no-such-topic"), "partition_indexes": [0]}]})
+
+
 # -- transactions ------------------------------------------------------------------------------
 @scenario
 def transactions(s: Session) -> None:

@@ -124,3 +124,49 @@ def test_the_driver_abandons_a_request_whose_client_went_away() -> None:
         gc.shutdown()
 
     asyncio.run(scenario())
+
+
+def _sized(max_size: int) -> ClassicGroupCore:
+    return ClassicGroupCore(ClassicGroupConfig(0, 10, 60_000, max_size=max_size),
+                            random.Random(7))
+
+
+def test_group_max_size_turns_away_a_new_member_of_a_full_group() -> None:
+    core = _sized(2)
+    a = core.join(_join(1), 0)[0].result.member_id  # type: ignore[union-attr]
+    assert core.join(_join(2), 1) == []  # b joins: a new round
+    core.join(_join(3, a), 2)
+    g = core.groups["g"]
+    assert g.state is GroupState.COMPLETING_REBALANCE and len(g.members) == 2
+    (refused,) = core.join(_join(4), 3)  # c: the group is full
+    assert isinstance(refused, AnswerJoin)
+    assert (refused.result.error, refused.result.member_id) == (
+        ErrorCode.GROUP_MAX_SIZE_REACHED, "")
+    assert len(g.members) == 2 and g.state is GroupState.COMPLETING_REBALANCE
+    # an existing member is accepted
+    assert all(not (isinstance(e, AnswerJoin) and e.result.error is
+                    ErrorCode.GROUP_MAX_SIZE_REACHED) for e in core.join(_join(5, a), 4))
+
+
+def test_a_group_over_a_lowered_size_keeps_the_first_members_to_rejoin() -> None:
+    core = _sized(5)
+    ids = []
+    for rid in range(1, 4):
+        out = core.join(_join(rid, rebalance_ms=60_000), rid)
+        ids += [e.result.member_id for e in out if isinstance(e, AnswerJoin)]
+    core.join(_join(10, ids[0], rebalance_ms=60_000), 10)
+    g = core.groups["g"]
+    members = list(g.members)
+    assert len(members) == 3
+    core.config = ClassicGroupConfig(0, 10, 60_000, max_size=2)  # group.max.size lowered
+    core.rebalance("g", "test", 20)
+    assert g.state is GroupState.PREPARING_REBALANCE
+    assert core.join(_join(21, members[0], rebalance_ms=60_000), 21) == []
+    assert core.join(_join(22, members[1], rebalance_ms=60_000), 22) == []
+    # the third to rejoin finds two places taken: turned away and out of the group, so the
+    # round completes with the first two
+    out = core.join(_join(23, members[2], rebalance_ms=60_000), 23)
+    answers = {e.request_id: e.result for e in out if isinstance(e, AnswerJoin)}
+    assert answers[23].error is ErrorCode.GROUP_MAX_SIZE_REACHED
+    assert {answers[21].error, answers[22].error} == {ErrorCode.NONE}
+    assert set(g.members) == set(members[:2]) and g.generation_id == 3

@@ -205,8 +205,11 @@ def test_a_classic_members_session_timeout_is_its_own_and_expiry_downgrades() ->
     for now_ms in range(3000, 48_000, 3000):
         for m in ("a", "b"):
             epoch = c.groups["g"].members[m].member_epoch
-            rejoin_classic(c, m) if classic_members.heartbeat(
-                c, "g", m, epoch, None, now_ms) is ErrorCode.REBALANCE_IN_PROGRESS else None
+            if classic_members.heartbeat(c, "g", m, epoch, None,
+                                         now_ms) is ErrorCode.REBALANCE_IN_PROGRESS:
+                joined = rejoin_classic(c, m)  # then SyncGroup, as a client does
+                classic_members.sync(c, "g", m, joined.generation_id, None, None, None,
+                                     now_ms)
             c.groups["g"].session_deadline_ms[m] = now_ms + 6000
         if c.tick(TOPICS, now_ms):
             break

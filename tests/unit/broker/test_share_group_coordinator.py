@@ -89,3 +89,17 @@ def test_a_topic_created_again_under_its_name_is_assigned_anew() -> None:
     again = {"t": TopicInfo(new_id, "t", 1)}
     answer = c.heartbeat(ShareHeartbeat("g", "a", epoch), again, 10)
     assert answer.assignment == frozenset({(new_id, 0)})
+
+
+def test_group_share_max_size_turns_away_new_members_only() -> None:
+    c = ShareGroupCoordinator(ShareGroupConfig(), max_size=2)
+    assert join(c, "a", FOUR)[0] is ErrorCode.NONE
+    assert join(c, "b", FOUR)[0] is ErrorCode.NONE
+    full = c.heartbeat(ShareHeartbeat("g", "c", 0, subscribed_topic_names=("t",)), FOUR, 0)
+    assert full.error is ErrorCode.GROUP_MAX_SIZE_REACHED
+    assert full.message == "The share group has reached its maximum capacity of 2 members."
+    assert set(c.groups["g"].members) == {"a", "b"}
+    # a member already in goes on (a rejoin with its id too); once one leaves, c gets in
+    assert join(c, "a", FOUR)[0] is ErrorCode.NONE
+    c.heartbeat(ShareHeartbeat("g", "b", -1), FOUR, 1)
+    assert join(c, "c", FOUR, 2)[0] is ErrorCode.NONE

@@ -134,8 +134,7 @@ def test_rules() -> None:
 def test_config_refuses_bad_voter_lists() -> None:
     with pytest.raises(ValueError, match="distinct"):
         QuorumConfig(1, (1, 1))
-    with pytest.raises(ValueError, match="not one of the voters"):
-        QuorumConfig(4, (1, 2, 3))
+    assert QuorumConfig(4, (1, 2, 3)).voters == (1, 2, 3)  # node 4: an observer (KIP-853)
     with pytest.raises(ValueError, match="positive"):
         QuorumConfig(1, (1,), election_timeout_ms=0)
 
@@ -476,3 +475,155 @@ def test_the_leader_answers_a_fetch_it_cannot_serve_from_its_log_with_its_snapsh
     assert beyond.error is ErrorCode.POSITION_OUT_OF_RANGE
     fenced = answer(FetchSnapshotRequest(2, epoch + 1, 5, epoch, 0))
     assert isinstance(fenced, FetchSnapshotResponse) and fenced.error is not ErrorCode.NONE
+
+
+# -- KIP-853: the voter set as replicated state (AddRaftVoter, RemoveRaftVoter) ---------------
+def _with_observer() -> tuple[dict[int, Node], int]:
+    """Voters 1..3 with 1 leading and a committed record of its epoch, and controller 4 (not
+    in the bootstrap set) fetching from 1 as an observer, caught up."""
+    voters = (1, 2, 3)
+    nodes = {i: Node(i, voters).start() for i in (1, 2, 3, 4)}
+    now = elect({i: nodes[i] for i in voters}, 1, 0)
+    assert nodes[1].core.is_leader
+    nodes[1].driver.append_as_leader([b"a"], now)  # type: ignore[union-attr]
+    leader = nodes[1].core
+
+    def caught_up() -> bool:  # the leader has seen 4 fetch from its end offset
+        seen = leader.role.observer(4) if isinstance(leader.role, Leader) else None
+        end = nodes[1].log.log_end_offset
+        return (seen is not None and seen.observed_offset == end
+                and leader.high_watermark == end and isinstance(nodes[4].core.role, Follower))
+
+    now = _run(nodes, {1, 2, 3, 4}, now, caught_up)
+    assert not nodes[4].core.is_voter and nodes[4].core.voters == (1, 2, 3)
+    return nodes, now
+
+
+def test_an_observer_is_added_once_caught_up_and_the_set_is_in_every_log() -> None:
+    nodes, now = _with_observer()
+    leader = nodes[1].driver
+    assert leader is not None
+    error, _message, offset = leader.add_voter(4, "", now)
+    assert error is ErrorCode.NONE and offset >= 0
+    assert nodes[1].core.voters == (1, 2, 3, 4)  # in force from the append, not the commit
+    now = _run(nodes, {1, 2, 3, 4}, now, lambda: nodes[1].core.high_watermark > offset
+               and all(n.core.high_watermark > offset for n in nodes.values()))
+    assert all(n.core.voters == (1, 2, 3, 4) for n in nodes.values())
+    assert nodes[4].core.is_voter
+    assert b'"type": "voter_set"' in _values(nodes[2])[offset]
+    # Four voters: a majority is three, so two voters alone no longer commit.
+    leader.append_as_leader([b"b"], now)
+    end = nodes[1].log.log_end_offset
+    _run(nodes, {1, 2}, now, lambda: nodes[2].log.log_end_offset == end, limit_ms=200)
+    assert nodes[1].core.high_watermark < end
+
+
+def test_voter_changes_answer_as_kafka_does() -> None:
+    nodes, now = _with_observer()
+    leader, follower = nodes[1].driver, nodes[2].driver
+    assert leader is not None and follower is not None
+    assert follower.add_voter(4, "", now)[0] is ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert leader.add_voter(2, "", now)[0] is ErrorCode.DUPLICATE_VOTER
+    assert leader.add_voter(7, "", now)[0] is ErrorCode.REQUEST_TIMED_OUT  # not fetching
+    assert leader.add_voter(4, "other-dir", now)[0] is ErrorCode.REQUEST_TIMED_OUT
+    assert leader.remove_voter(9, "", now)[0] is ErrorCode.VOTER_NOT_FOUND
+    assert leader.remove_voter(3, "", now)[0] is ErrorCode.NONE
+    # One change at a time: the next waits until the previous one is committed.
+    assert leader.add_voter(4, "", now)[0] is ErrorCode.REQUEST_TIMED_OUT
+    assert leader.remove_voter(2, "", now)[0] is ErrorCode.REQUEST_TIMED_OUT
+    assert nodes[1].core.voters == (1, 2)
+
+
+def test_a_leader_that_removes_itself_resigns_after_commit_and_never_stands_again() -> None:
+    nodes, now = _with_observer()
+    leader = nodes[1].driver
+    assert leader is not None
+    assert leader.add_voter(4, "", now)[0] is ErrorCode.NONE
+    now = _run(nodes, {1, 2, 3, 4}, now, lambda: all(
+        n.core.high_watermark == nodes[1].log.log_end_offset for n in nodes.values()))
+    error, _message, offset = leader.remove_voter(1, "", now)
+    assert error is ErrorCode.NONE
+    since = len(nodes[1].roles)
+    assert nodes[1].core.is_leader  # until the removal is committed
+    now = _run(nodes, {1, 2, 3, 4}, now, lambda: not nodes[1].core.is_leader)
+    assert nodes[1].core.high_watermark > offset
+    assert isinstance(nodes[1].core.role, Resigned)
+    now = _run(nodes, {1, 2, 3, 4}, now, lambda: any(
+        n.core.is_leader for n in nodes.values() if n.node_id != 1))
+    new_leader = next(n for n in nodes.values() if n.core.is_leader)
+    assert new_leader.core.voters == (2, 3, 4)
+    # Node 1 follows as an observer; it never campaigns again.
+    new_leader.driver.append_as_leader([b"after"], now)  # type: ignore[union-attr]
+    end = new_leader.log.log_end_offset
+    now = _run(nodes, {1, 2, 3, 4}, now, lambda: nodes[1].log.log_end_offset == end
+               and nodes[1].core.high_watermark == end)
+    assert not nodes[1].core.is_voter
+    assert [r.role for r in nodes[1].roles[since:]
+            if r.role in ("prospective", "candidate", "leader")] == []
+
+
+def test_an_uncommitted_voter_set_is_cut_with_its_record() -> None:
+    voters = (1, 2, 3)
+    nodes = {i: Node(i, voters).start() for i in voters}
+    now = elect(nodes, 1, 0)
+    now = _run(nodes, {1, 2, 3}, now, lambda: all(n.core.high_watermark == 1
+                                                  for n in nodes.values()))
+    assert nodes[1].driver.remove_voter(3, "", now)[0] is ErrorCode.NONE  # type: ignore[union-attr]
+    nodes[1].outbox.clear()  # nobody gets it
+    assert nodes[1].core.voters == (1, 2)
+    now = _run(nodes, {2, 3}, now + 1, lambda: any(n.core.is_leader for n in (nodes[2],
+                                                                              nodes[3])))
+    now = _run(nodes, {1, 2, 3}, now, lambda: nodes[1].log.log_end_offset == max(
+        nodes[2].log.log_end_offset, nodes[3].log.log_end_offset) and not nodes[1].core.is_leader
+        and nodes[1].core.high_watermark == nodes[1].log.log_end_offset)
+    assert nodes[1].core.voters == (1, 2, 3)
+    assert nodes[1].core.voter_sets == ()
+
+
+def test_the_voter_set_survives_a_restart() -> None:
+    nodes, now = _with_observer()
+    assert nodes[1].driver.add_voter(4, "", now)[0] is ErrorCode.NONE  # type: ignore[union-attr]
+    _run(nodes, {1, 2, 3, 4}, now, lambda: all(
+        n.core.high_watermark == nodes[1].log.log_end_offset for n in nodes.values()))
+    stored = QuorumStateFile(nodes[2].fs, "/c").read()
+    assert [e.ids for e in stored.voter_sets] == [(1, 2, 3, 4)]
+    restarted = Node(2, (1, 2, 3), fs=nodes[2].fs).start()
+    assert restarted.core.voters == (1, 2, 3, 4)
+
+
+@pytest.mark.parametrize("one_at_a_time", [True, False])
+def test_two_changes_at_once_let_two_disjoint_majorities_commit(
+        one_at_a_time: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Why one change at a time: leader c1 of {1,2,3} removes c3, then c2 before the first is
+    committed. Without the rule (the mutation) its set in force is {1}, so it commits X alone,
+    while c2 and c3, which never got the records, still count {1,2,3}: they elect c2, which
+    commits its own records past X's offset — one offset committed twice. With the rule the second change is
+    refused (REQUEST_TIMED_OUT) and X needs c2's copy."""
+    from floodmark.controller.quorum import core as quorum_core
+    if not one_at_a_time:
+        monkeypatch.setattr(quorum_core, "uncommitted", lambda *_args: False)
+    voters = (1, 2, 3)
+    nodes = {i: Node(i, voters).start() for i in voters}
+    now = elect(nodes, 1, 0)
+    now = _run(nodes, {1, 2, 3}, now, lambda: all(n.core.high_watermark == 1
+                                                  for n in nodes.values()))
+    c1 = nodes[1].driver
+    assert c1 is not None
+    assert c1.remove_voter(3, "", now)[0] is ErrorCode.NONE
+    second = c1.remove_voter(2, "", now)[0]
+    first, _ = c1.append_as_leader([b"X"], now)
+    nodes[1].outbox.clear()  # c1 is cut off from here on
+    if one_at_a_time:
+        assert second is ErrorCode.REQUEST_TIMED_OUT
+        assert nodes[1].core.high_watermark <= first  # X waits for c2's copy
+        return
+    assert second is ErrorCode.NONE and nodes[1].core.voters == (1,)
+    assert nodes[1].core.high_watermark > first  # X committed by c1 alone
+    _run(nodes, {2, 3}, now + 1, lambda: nodes[2].core.is_leader or nodes[3].core.is_leader)
+    new = nodes[2] if nodes[2].core.is_leader else nodes[3]
+    while new.log.log_end_offset <= first:
+        new.driver.append_as_leader([b"Y"], now)  # type: ignore[union-attr]
+    _run(nodes, {2, 3}, now + 1, lambda: new.core.high_watermark > first)
+    # Offset ``first`` is committed twice: X by c1 alone, another record by c2 and c3.
+    assert _values(nodes[1])[first] == b"X" and _values(new)[first] != b"X"
+    assert nodes[1].core.high_watermark > first and new.core.high_watermark > first

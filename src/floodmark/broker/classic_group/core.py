@@ -75,6 +75,7 @@ class ClassicGroupConfig:
     max_session_timeout_ms: int  # group.max.session.timeout.ms
     store_groups: bool = True
     """The runner stores group records (``StoreGroup``); without, nothing survives it."""
+    max_size: int = 2**31 - 1  # group.max.size (Kafka's default: Integer.MAX_VALUE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +185,13 @@ class ClassicGroupCore:
         g = self.group(req.group_id)
         if g.state is GroupState.DEAD:
             return answer(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if not self._accepts(g, member_id):
+            # Kafka's acceptJoiningMember: a member turned away while the group is full is
+            # out of it (the last ones to rejoin a group over its size are kicked out)
+            if member_id in g.members:
+                self._remove_member(g, member_id, "turned away: the group is full "
+                                    f"(group.max.size {self.config.max_size})", now_ms, out)
+            return answer(ErrorCode.GROUP_MAX_SIZE_REACHED, "")
         names = {p for p, _ in req.protocols}
         others = any(m != member_id for m in g.members)
         if not req.protocols or (
@@ -240,6 +248,20 @@ class ClassicGroupCore:
         self._prepare_rebalance(g, f"member {member_id} joined", now_ms, out)
         self._maybe_complete_join(g, now_ms, out)
         return out
+
+    def _accepts(self, g: Group, member_id: str) -> bool:
+        """Room for ``member_id`` under ``group.max.size`` (Kafka's acceptJoiningMember): an
+        empty group takes anyone; while members rejoin, one already rejoined or a place among
+        those rejoining (the group may be over a size lowered since); else a member or a
+        free place."""
+        max_size = self.config.max_size
+        if g.state in (GroupState.EMPTY, GroupState.DEAD):
+            return True
+        member = g.members.get(member_id)
+        if g.state is GroupState.PREPARING_REBALANCE:
+            return (member is not None and member.join_request is not None) or \
+                sum(m.join_request is not None for m in g.members.values()) < max_size
+        return member is not None or len(g.members) < max_size
 
     def _replace_static_member(self, g: Group, req: JoinGroup, old_id: str, now_ms: int,
                                out: list[ClassicEffect]) -> None:

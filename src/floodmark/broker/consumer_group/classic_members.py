@@ -88,10 +88,13 @@ def join(core: ConsumerGroupCoordinator, req: ClassicJoin, topics: Mapping[str, 
          now_ms: int) -> ClassicJoinAnswer:
     g = core.groups[req.group_id]
     member_id = req.member_id or str(uuid.uuid4())
+    if g.full(member_id, core.config.max_size):
+        return ClassicJoinAnswer(ErrorCode.GROUP_MAX_SIZE_REACHED, "",
+                                 message=core.full_message())
     if not supports(g, req.protocol_type, {n for n, _ in req.protocols}):
         return ClassicJoinAnswer(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, req.member_id,
                                  message=f"Member {member_id}'s protocols are not supported.")
-    if not req.member_id and req.require_known_member_id:
+    if not req.member_id and req.require_known_member_id and req.instance_id is None:
         return ClassicJoinAnswer(ErrorCode.MEMBER_ID_REQUIRED, member_id)
     try:
         sub = decode_subscription(req.protocols[0][1])
@@ -103,18 +106,32 @@ def join(core: ConsumerGroupCoordinator, req: ClassicJoin, topics: Mapping[str, 
         return ClassicJoinAnswer(ErrorCode.UNKNOWN_MEMBER_ID, member_id,
                                  message=f"Member {member_id} does not use the classic "
                                          f"protocol.")
-    if req.instance_id is not None and any(
-            m.subscription.instance_id == req.instance_id and m.member_id != member_id
-            for m in g.members.values()):
-        return ClassicJoinAnswer(ErrorCode.FENCED_INSTANCE_ID, member_id,
-                                 message=f"Instance id {req.instance_id} belongs to another "
-                                         f"member.")
+    records: list[ConsumerGroupRecord] = []
+    replaced_consumer_member = False
+    if req.instance_id is not None:
+        holder = next((m for m in g.members.values()
+                       if m.subscription.instance_id == req.instance_id), None)
+        if not req.member_id:
+            if holder is not None:
+                # KIP-345 under KIP-848: the new instance takes the old one's place and
+                # partitions (Kafka's getOrMaybeSubscribeStaticConsumerGroupMember); the old
+                # member id is fenced, the others do not rebalance
+                replaced_consumer_member = not holder.uses_classic_protocol
+                core.replace_member(g, holder, member_id, records)
+                member = g.members[member_id]
+        elif holder is None:
+            return ClassicJoinAnswer(ErrorCode.UNKNOWN_MEMBER_ID, member_id,
+                                     message=f"Instance id {req.instance_id} is unknown.")
+        elif holder.member_id != member_id:
+            return ClassicJoinAnswer(ErrorCode.FENCED_INSTANCE_ID, member_id,
+                                     message=f"Static member {member_id} with instance id "
+                                             f"{req.instance_id} is fenced by member "
+                                             f"{holder.member_id}.")
     old = member.subscription if member is not None else None
     new = Subscription(
         req.instance_id, sub.rack_id, req.client_id, req.client_host, tuple(sorted(sub.topics)),
         None, req.rebalance_timeout_ms, None,
         ClassicMemberMetadata(req.session_timeout_ms, req.protocols))
-    records: list[ConsumerGroupRecord] = []
     bump = False
     if new != old:
         core._emit(records, MemberSubscription(g.group_id, member_id, new))
@@ -129,6 +146,14 @@ def join(core: ConsumerGroupCoordinator, req: ClassicJoin, topics: Mapping[str, 
                       for p in ps)
     core._reconcile(g, member, owned, records, now_ms)
     g.session_deadline_ms[member_id] = now_ms + req.session_timeout_ms
+    # Kafka's join timeout is done; its sync timeout starts (SyncGroup in the rebalance
+    # timeout, else the member is removed)
+    g.join_deadline_ms.pop(member_id, None)
+    g.sync_deadline_ms[member_id] = now_ms + req.rebalance_timeout_ms
+    if replaced_consumer_member:
+        # the last consumer-protocol member may be gone: a classic group at once (the member
+        # then syncs with it)
+        core.downgrade_after_replacement(g, topics, records)
     return ClassicJoinAnswer(ErrorCode.NONE, member_id, member.member_epoch,
                              req.protocols[0][0], records=tuple(records))
 
@@ -171,7 +196,9 @@ def sync(core: ConsumerGroupCoordinator, group_id: str, member_id: str, generati
         return ErrorCode.INCONSISTENT_GROUP_PROTOCOL, frozenset(), 0
     if g.group_epoch > m.member_epoch and \
             m.current.state != MemberState.UNREVOKED_PARTITIONS:
+        _must_rejoin(g, m, now_ms)
         return ErrorCode.REBALANCE_IN_PROGRESS, frozenset(), 0
+    g.sync_deadline_ms.pop(m.member_id, None)
     g.session_deadline_ms[m.member_id] = now_ms + classic.session_timeout_ms
     meta = classic.supported_protocols[0][1]
     return ErrorCode.NONE, m.current.assigned, version_of(meta) if len(meta) >= 2 else 0
@@ -191,8 +218,17 @@ def heartbeat(core: ConsumerGroupCoordinator, group_id: str, member_id: str,
     state = m.current.state
     if m.member_epoch < g.group_epoch or state == MemberState.UNREVOKED_PARTITIONS or (
             state == MemberState.UNRELEASED_PARTITIONS and not _waiting_on_unreleased(g, m)):
+        _must_rejoin(g, m, now_ms)
         return ErrorCode.REBALANCE_IN_PROGRESS
     return ErrorCode.NONE
+
+
+def _must_rejoin(g: ConsumerGroup, m: Member, now_ms: int) -> None:
+    """The member is told REBALANCE_IN_PROGRESS: it must send JoinGroup within its rebalance
+    timeout, counted from the first time it is told (Kafka's
+    ``scheduleConsumerGroupJoinTimeoutIfAbsent``), else it is removed."""
+    g.join_deadline_ms.setdefault(
+        m.member_id, now_ms + max(m.subscription.rebalance_timeout_ms, 0))
 
 
 def _waiting_on_unreleased(g: ConsumerGroup, m: Member) -> bool:

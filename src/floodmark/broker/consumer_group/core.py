@@ -45,7 +45,7 @@ import enum
 import functools
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 
 from floodmark.broker.consumer_group import migration
 from floodmark.broker.consumer_group.assignors import ASSIGNORS, AssignmentSpec, Partitions
@@ -65,6 +65,8 @@ from floodmark.errors import ErrorCode
 
 LEAVE_GROUP_MEMBER_EPOCH = -1
 LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
+GROUP_MAX_SIZE_DEFAULT = 2**31 - 1  # group.consumer.max.size and group.max.size: Kafka's
+# Integer.MAX_VALUE
 _NONE: Partitions = frozenset()
 
 
@@ -90,6 +92,8 @@ class CoreConfig:
     heartbeat_interval_ms: int = 5_000
     assignors: tuple[str, ...] = ("uniform", "range")  # the first is the default
     migration_policy: migration.MigrationPolicy = migration.MigrationPolicy.BIDIRECTIONAL
+    max_size: int = GROUP_MAX_SIZE_DEFAULT  # group.consumer.max.size
+    classic_max_size: int = GROUP_MAX_SIZE_DEFAULT  # group.max.size (a downgrade's bound)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +165,21 @@ class ConsumerGroup:
     # not stored: timers, restarted by a new coordinator from its load
     session_deadline_ms: dict[str, int] = field(default_factory=dict)
     revocation_deadline_ms: dict[str, int] = field(default_factory=dict)
+    # classic protocol members (``classic_members``): told to rejoin, they must send JoinGroup
+    # within their rebalance timeout; answered, SyncGroup within it (Kafka's join and sync
+    # timeouts)
+    join_deadline_ms: dict[str, int] = field(default_factory=dict)
+    sync_deadline_ms: dict[str, int] = field(default_factory=dict)
+
+    def deadlines(self) -> tuple[dict[str, int], ...]:
+        """Every member timer of the group, the session's first."""
+        return (self.session_deadline_ms, self.revocation_deadline_ms, self.join_deadline_ms,
+                self.sync_deadline_ms)
+
+    def full(self, member_id: str, max_size: int) -> bool:
+        """Kafka's ``throwIfConsumerGroupIsFull``: the group holds ``max_size`` members and
+        ``member_id`` is not one of them."""
+        return len(self.members) >= max_size and member_id not in self.members
 
     @property
     def state(self) -> GroupState:
@@ -298,8 +317,8 @@ class ConsumerGroupCoordinator:
         elif isinstance(rec, MemberSubscription):
             if rec.value is None:
                 g.members.pop(rec.member_id, None)
-                g.session_deadline_ms.pop(rec.member_id, None)
-                g.revocation_deadline_ms.pop(rec.member_id, None)
+                for timers in g.deadlines():
+                    timers.pop(rec.member_id, None)
             elif rec.member_id in g.members:
                 g.members[rec.member_id].subscription = rec.value
             else:
@@ -387,6 +406,8 @@ class ConsumerGroupCoordinator:
         if g is None and hb.member_epoch != 0:
             return refuse(ErrorCode.GROUP_ID_NOT_FOUND,
                           f"Consumer group {hb.group_id} not found.")
+        if g is not None and g.full(hb.member_id, self.config.max_size):
+            return refuse(ErrorCode.GROUP_MAX_SIZE_REACHED, self.full_message())
         if g is None:
             g = ConsumerGroup(hb.group_id)
             self.groups[hb.group_id] = g
@@ -490,21 +511,36 @@ class ConsumerGroupCoordinator:
             return False
         if holder is None or holder.member_id == hb.member_id:
             return False
-        if holder.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+        if holder.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH and \
+                not holder.uses_classic_protocol:
+            # (a classic protocol holder is replaced at once, as Kafka does: the classic
+            # protocol has no static leave)
             return (ErrorCode.UNRELEASED_INSTANCE_ID,
                     f"Static member {holder.member_id} with instance id {hb.instance_id} "
                     f"is not released.")
+        self.replace_member(g, holder, hb.member_id, records)
+        return True
+
+    def replace_member(self, g: ConsumerGroup, holder: Member, member_id: str,
+                       records: list[ConsumerGroupRecord]) -> None:
+        """KIP-345/KIP-848 static membership: ``member_id`` (a new instance under the same
+        ``group.instance.id``) takes ``holder``'s place, subscription, target and partitions,
+        at member epoch 0, without a new group epoch (Kafka's ``replaceMember``); ``holder``
+        is gone (its id is UNKNOWN_MEMBER_ID, its instance id FENCED_INSTANCE_ID to it)."""
         target = g.target.get(holder.member_id, _NONE)
         for rec in (MemberAssignment(g.group_id, holder.member_id, None),
                     TargetMember(g.group_id, holder.member_id, None),
                     MemberSubscription(g.group_id, holder.member_id, None),
-                    MemberSubscription(g.group_id, hb.member_id, holder.subscription),
-                    TargetMember(g.group_id, hb.member_id, target),
-                    MemberAssignment(g.group_id, hb.member_id, replace(
+                    MemberSubscription(g.group_id, member_id, holder.subscription),
+                    TargetMember(g.group_id, member_id, target),
+                    MemberAssignment(g.group_id, member_id, replace(
                         holder.current, member_epoch=0, previous_member_epoch=0,
                         state=int(MemberState.STABLE), pending_revocation=_NONE))):
             self._emit(records, rec)
-        return True
+
+    def full_message(self) -> str:
+        return (f"The consumer group has reached its maximum capacity of "
+                f"{self.config.max_size} members.")
 
     @staticmethod
     def _fenced(member: Member, hb: Heartbeat) -> str | None:
@@ -590,6 +626,32 @@ class ConsumerGroupCoordinator:
         else:
             g.revocation_deadline_ms.pop(member.member_id, None)
 
+    def _downgrade(self, g: ConsumerGroup, leaving: str, topics: Mapping[str, TopicMetadata],
+                   records: list[ConsumerGroupRecord], rebalance: bool) -> None:
+        """The group becomes the classic group of its members but ``leaving`` ("": all stay):
+        its records as tombstones, the classic group in ``downgrades`` for the shell (which
+        rebalances it when ``rebalance``)."""
+        names = {t.topic_id: t.name for t in (*g.topics, *topics.values())}
+        self.downgrades[g.group_id] = replace(migration.downgrade(
+            g.group_id, g.group_epoch,
+            [migration.MemberView(m.member_id, m.subscription, g.target.get(m.member_id, _NONE))
+             for m in g.members.values()], leaving, names), rebalance=rebalance)
+        for rec in migration.tombstones(g.group_id, sorted(set(g.members) | set(g.target))):
+            self._emit(records, rec)
+
+    def downgrade_after_replacement(self, g: ConsumerGroup, topics: Mapping[str, TopicMetadata],
+                                    records: list[ConsumerGroupRecord]) -> bool:
+        """A classic member's JoinGroup replaced the last consumer-protocol member (a static
+        instance): when the policy and ``group.max.size`` allow it, the group becomes a
+        classic group at once, without a rebalance (Kafka's
+        ``validateOnlineDowngradeWithReplacedMemberId``). True: it did."""
+        if not (self.config.migration_policy.downgrade_enabled and g.members
+                and len(g.members) <= self.config.classic_max_size
+                and all(m.uses_classic_protocol for m in g.members.values())):
+            return False
+        self._downgrade(g, "", topics, records, rebalance=False)
+        return True
+
     def _remove(self, g: ConsumerGroup, member_id: str, topics: Mapping[str, TopicMetadata],
                 records: list[ConsumerGroupRecord]) -> None:
         """A member goes (left, timed out, fenced): its partitions are free at once. When it
@@ -597,15 +659,8 @@ class ConsumerGroupCoordinator:
         group becomes a classic group (KIP-848's downgrade, when the policy allows it)."""
         if migration.can_downgrade(self.config.migration_policy,
                                    {m: v.subscription for m, v in g.members.items()},
-                                   member_id):
-            names = {t.topic_id: t.name for t in (*g.topics, *topics.values())}
-            self.downgrades[g.group_id] = migration.downgrade(
-                g.group_id, g.group_epoch,
-                [migration.MemberView(m.member_id, m.subscription,
-                                      g.target.get(m.member_id, _NONE))
-                 for m in g.members.values()], member_id, names)
-            for rec in migration.tombstones(g.group_id, sorted(set(g.members) | set(g.target))):
-                self._emit(records, rec)
+                                   member_id, self.config.classic_max_size):
+            self._downgrade(g, member_id, topics, records, rebalance=True)
             return
         self._emit(records, MemberAssignment(g.group_id, member_id, None))
         self._emit(records, TargetMember(g.group_id, member_id, None))
@@ -615,20 +670,25 @@ class ConsumerGroupCoordinator:
 
     # -- timers ---------------------------------------------------------------------------------
     def next_deadline_ms(self) -> int | None:
-        deadlines = [d for g in self.groups.values()
-                     for d in (*g.session_deadline_ms.values(), *g.revocation_deadline_ms.values())]
+        deadlines = [d for g in self.groups.values() for timers in g.deadlines()
+                     for d in timers.values()]
         return min(deadlines, default=None)
 
+    _WHY = ("session timed out", "did not revoke its partitions in its rebalance timeout",
+            "(a classic member) did not rejoin in its rebalance timeout",
+            "(a classic member) did not sync in its rebalance timeout")
+
     def expired(self, now_ms: int) -> list[tuple[str, str, str]]:
-        """(group, member, why) of every member whose session timed out or who did not revoke
-        in its rebalance timeout (nothing changes: ``expire`` removes one)."""
+        """(group, member, why) of every member whose session timed out, who did not revoke
+        in its rebalance timeout, or (a classic member) did not send JoinGroup or SyncGroup in
+        it (nothing changes: ``expire`` removes one)."""
         out: list[tuple[str, str, str]] = []
         for g in self.groups.values():
-            expired = {m: "session timed out" for m, d in g.session_deadline_ms.items()
-                       if d <= now_ms}
-            expired.update({m: "did not revoke its partitions in its rebalance timeout"
-                            for m, d in g.revocation_deadline_ms.items()
-                            if d <= now_ms and m not in expired})
+            expired: dict[str, str] = {}
+            for why, timers in zip(self._WHY, g.deadlines(), strict=True):
+                for m, d in timers.items():
+                    if d <= now_ms:
+                        expired.setdefault(m, why)
             out.extend((g.group_id, m, why) for m, why in sorted(expired.items()))
         return out
 
@@ -639,11 +699,10 @@ class ConsumerGroupCoordinator:
         g = self.groups.get(group_id)
         if g is None:
             return []
-        due = [d for d in (g.session_deadline_ms.get(member_id),
-                           g.revocation_deadline_ms.get(member_id)) if d is not None]
+        due = [d for timers in g.deadlines() if (d := timers.get(member_id)) is not None]
         if member_id not in g.members:
-            g.session_deadline_ms.pop(member_id, None)
-            g.revocation_deadline_ms.pop(member_id, None)
+            for timers in g.deadlines():
+                timers.pop(member_id, None)
             return []
         if not due or min(due) > now_ms:
             return []
@@ -665,7 +724,18 @@ class ConsumerGroupCoordinator:
     def snapshot(self, group_id: str) -> ConsumerGroup | None:
         """A copy of the group as it is (None: no such group), for ``restore``."""
         g = self.groups.get(group_id)
-        return copy.deepcopy(g) if g is not None else None
+        if g is None:
+            return None
+        # Every value a group holds is immutable (frozen records, frozensets, ints) but its
+        # members and its dicts: those are copied, the rest shared (a deep copy cost more than
+        # the heartbeat it guards).
+        out = copy.copy(g)
+        for f in fields(g):
+            value = getattr(g, f.name)
+            if isinstance(value, dict):
+                setattr(out, f.name, dict(value))
+        out.members = {m: copy.copy(x) for m, x in g.members.items()}
+        return out
 
     def restore(self, group_id: str, snapshot: ConsumerGroup | None) -> None:
         """The group goes back to ``snapshot`` (Kafka reverts to its last committed state when

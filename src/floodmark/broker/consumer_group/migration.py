@@ -103,15 +103,23 @@ class ClassicSnapshot:
     protocol_name: str | None
     leader: str | None
     members: tuple[ClassicMember, ...]
+    # a downgrade: the classic group rebalances once loaded (not after a static replacement,
+    # whose joining member is answered from it)
+    rebalance: bool = True
 
 
-def can_upgrade(policy: MigrationPolicy, classic: ClassicSnapshot) -> str | None:
-    """Why the classic group may not become a consumer group (None: it may)."""
+def can_upgrade(policy: MigrationPolicy, classic: ClassicSnapshot,
+                max_size: int = 2**31 - 1) -> str | None:
+    """Why the classic group may not become a consumer group (None: it may); ``max_size``
+    is ``group.consumer.max.size`` (Kafka's ``validateOnlineUpgrade``)."""
     if not policy.upgrade_enabled:
         return "the online upgrade is disabled (group.consumer.migration.policy)"
     if classic.protocol_type != PROTOCOL_TYPE:
         return (f"the group does not use the consumer embedded protocol "
                 f"(protocol type {classic.protocol_type!r})")
+    if len(classic.members) > max_size:
+        return (f"its {len(classic.members)} members exceed group.consumer.max.size "
+                f"({max_size})")
     return None
 
 
@@ -157,13 +165,15 @@ class MemberView:
 
 
 def can_downgrade(policy: MigrationPolicy, members: Mapping[str, Subscription],
-                  leaving: str) -> bool:
+                  leaving: str, classic_max_size: int = 2**31 - 1) -> bool:
     """Whether ``leaving`` going turns the group back into a classic group: it speaks the
-    consumer protocol, every other member the classic one, there is another member, and the
-    policy allows downgrades (Kafka's ``validateOnlineDowngradeWithFencedMember``)."""
+    consumer protocol, every other member the classic one, there is another member, no more
+    of them than ``group.max.size`` (``classic_max_size``), and the policy allows downgrades
+    (Kafka's ``validateOnlineDowngradeWithFencedMember``)."""
     others = [s for mid, s in members.items() if mid != leaving]
     return (policy.downgrade_enabled and leaving in members
             and members[leaving].classic is None and bool(others)
+            and len(others) <= classic_max_size
             and all(s.classic is not None for s in others))
 
 

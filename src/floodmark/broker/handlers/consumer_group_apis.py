@@ -91,7 +91,8 @@ async def _heartbeat(ctx: HandlerContext, header: RequestHeader, req: WireReques
     if classic is not None and classic.members:
         upgrade = snapshot_of(classic)
         why = "the heartbeat does not join (member epoch 0)" if epoch != 0 else \
-            migration.can_upgrade(ctx.consumer_groups.config.migration_policy, upgrade)
+            migration.can_upgrade(ctx.consumer_groups.config.migration_policy, upgrade,
+                                  ctx.consumer_groups.config.max_size)
         if why is not None:
             log.info("group %s: a classic group is not upgraded to a consumer group: %s",
                      group_id, why)

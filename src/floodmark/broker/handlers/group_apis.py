@@ -280,7 +280,8 @@ async def change_consumer_group(
             log.info("group %s: downgraded from a consumer group to a classic group "
                      "(KIP-848) at generation %d with %d members", group, classic.generation,
                      len(classic.members))
-            broker.groups.rebalance(group, "downgraded from a consumer group")
+            if downgraded is not None and downgraded.rebalance:
+                broker.groups.rebalance(group, "downgraded from a consumer group")
         return err
 
 

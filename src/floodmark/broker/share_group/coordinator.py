@@ -143,9 +143,14 @@ def simple_assignment(members: list[str], partitions: list[TopicPartition]
     return {m: frozenset(tps) for m, tps in out.items()}
 
 
+SHARE_GROUP_MAX_SIZE_DEFAULT = 200  # group.share.max.size (Kafka's default)
+
+
 class ShareGroupCoordinator:
-    def __init__(self, config: ShareGroupConfig) -> None:
+    def __init__(self, config: ShareGroupConfig,
+                 max_size: int = SHARE_GROUP_MAX_SIZE_DEFAULT) -> None:
         self.config = config
+        self.max_size = max_size  # group.share.max.size, broker-wide
         # a group's own share.session.timeout.ms / share.heartbeat.interval.ms (group
         # configs): the broker keeps this up to date from its metadata
         self.group_configs: dict[str, ShareGroupConfig] = {}
@@ -168,6 +173,11 @@ class ShareGroupCoordinator:
             return refuse(ErrorCode.INVALID_REQUEST, "MemberId can't be empty.")
         group = self.groups.get(hb.group_id)
         member = None if group is None else group.members.get(hb.member_id)
+        if group is not None and member is None and len(group.members) >= self.max_size:
+            # Kafka's throwIfShareGroupIsFull
+            return refuse(ErrorCode.GROUP_MAX_SIZE_REACHED,
+                          f"The share group has reached its maximum capacity of "
+                          f"{self.max_size} members.")
         if hb.member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
             if group is not None and member is not None:
                 self._remove(group, hb.member_id, topics)

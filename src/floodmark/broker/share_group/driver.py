@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from floodmark.broker.config import BrokerConfig
 from floodmark.broker.share_group import records as sg_records
 from floodmark.broker.share_group.coordinator import (
+    SHARE_GROUP_MAX_SIZE_DEFAULT,
     ShareGroupConfig,
     ShareGroupCoordinator,
     TopicInfo,
@@ -94,7 +95,8 @@ class LoadedPartition:
 
 class ShareGroups:
     def __init__(self, settings: ShareSettings, persister: SharePersister,
-                 store_records: StoreRecords) -> None:
+                 store_records: StoreRecords,
+                 max_size: int = SHARE_GROUP_MAX_SIZE_DEFAULT) -> None:
         """``store_records(group, pairs)``: append a group's records to its
         ``__consumer_offsets`` partition, answered once replicated."""
         self.settings = settings
@@ -104,7 +106,7 @@ class ShareGroups:
         self.persister = persister
         self.store_records = store_records
         self._group_locks: dict[str, asyncio.Lock] = {}
-        self.coordinator = ShareGroupCoordinator(settings.group)
+        self.coordinator = ShareGroupCoordinator(settings.group, max_size)
         self.sessions = ShareSessionCache(idle_ms=settings.group.session_timeout_ms)
         self.partitions: dict[ShareKey, LoadedPartition] = {}
         self._loading: dict[tuple[ShareKey, int], asyncio.Future[ErrorCode]] = {}
@@ -415,4 +417,5 @@ def share_groups_of(config: BrokerConfig, persister: SharePersister,
     defaults of every share group's group configs)."""
     settings = share_settings(config.get_bool("group.share.enable"),
                               effective({}, config.get))
-    return ShareGroups(settings, persister, store_records)
+    return ShareGroups(settings, persister, store_records,
+                       config.get_int("group.share.max.size"))

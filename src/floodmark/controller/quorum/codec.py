@@ -25,6 +25,7 @@ from floodmark.controller.quorum.messages import (
     VoteRequest,
     VoteResponse,
 )
+from floodmark.controller.quorum.voter_history import VoterSetEntry
 from floodmark.controller.quorum.voter_set import VoterDirectory
 from floodmark.errors import ErrorCode
 from floodmark.replication.epochs import EpochEndOffset
@@ -43,6 +44,8 @@ def encode_message(message: QuorumMessage) -> dict[str, Any]:
             value = [value.epoch, value.end_offset]
         elif isinstance(value, ErrorCode):
             value = int(value)
+        elif f.name == "voter_sets":
+            value = [[e.offset, [[v, d] for v, d in e.voters]] for e in value]
         elif isinstance(value, tuple):
             value = [[v.voter_id, v.directory_id, v.bound_at]
                      if isinstance(v, VoterDirectory) else v for v in value]
@@ -77,6 +80,13 @@ def decode_message(data: Any) -> QuorumMessage:
                 value = tuple(VoterDirectory(int(v), str(d), int(at)) for v, d, at in value)
             except (TypeError, ValueError):
                 raise ValueError("voter_directories is not a list of [id, dir, at]") from None
+        elif f.name == "voter_sets":
+            try:
+                value = tuple(VoterSetEntry(int(at), tuple((int(v), str(d)) for v, d in voters))
+                              for at, voters in value)
+            except (TypeError, ValueError):
+                raise ValueError("voter_sets is not a list of [offset, [[id, dir]...]]"
+                                 ) from None
         else:
             value = int(value)
         kwargs[f.name] = value

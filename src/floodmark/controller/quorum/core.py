@@ -35,6 +35,7 @@ from floodmark.controller.quorum.effects import (
     AppendLeaderChange,
     AppendSnapshotChunk,
     AppendVoters,
+    AppendVoterSet,
     HighWatermarkChanged,
     PersistElectionState,
     QuorumEffect,
@@ -56,6 +57,7 @@ from floodmark.controller.quorum.messages import (
     VoteResponse,
 )
 from floodmark.controller.quorum.roles import (
+    MAX_OBSERVERS,
     Candidate,
     ElectionState,
     Follower,
@@ -76,11 +78,24 @@ from floodmark.controller.quorum.rules import (
     log_is_up_to_date,
     majority,
 )
+from floodmark.controller.quorum.voter_history import (
+    VoterHistory,
+    VoterSetEntry,
+    appended,
+    in_force,
+    latest_entry,
+    replace_from,
+    trimmed,
+    truncated,
+    uncommitted,
+    voters_of,
+)
 from floodmark.controller.quorum.voter_set import (
     Bindings,
     VoterDirectory,
     accepts,
     admission_candidate,
+    directory_of,
     merge,
 )
 from floodmark.errors import ErrorCode
@@ -98,7 +113,10 @@ class QuorumConfig:
     """Kafka's ``controller.quorum.*`` settings (milliseconds)."""
 
     node_id: int
-    voters: tuple[int, ...]  # controller.quorum.voters ids; one voter is a valid quorum
+    voters: tuple[int, ...]
+    """The bootstrap voter set (controller.quorum.voters ids; one voter is a valid quorum),
+    in force until the log holds a ``voter_set`` record (KIP-853). A node outside it starts
+    as an observer (a controller waiting for AddRaftVoter)."""
     election_timeout_ms: int = 1000  # controller.quorum.election.timeout.ms
     fetch_timeout_ms: int = 2000  # controller.quorum.fetch.timeout.ms
     election_backoff_max_ms: int = 1000  # controller.quorum.election.backoff.max.ms
@@ -110,15 +128,9 @@ class QuorumConfig:
     def __post_init__(self) -> None:
         if not self.voters or len(set(self.voters)) != len(self.voters):
             raise ValueError(f"controller.quorum.voters must list distinct ids: {self.voters}")
-        if self.node_id not in self.voters:
-            raise ValueError(f"node {self.node_id} is not one of the voters {self.voters}")
         for name in ("election_timeout_ms", "fetch_timeout_ms", "request_timeout_ms"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
-
-    @property
-    def others(self) -> tuple[int, ...]:
-        return tuple(v for v in sorted(self.voters) if v != self.node_id)
 
     @property
     def check_quorum_timeout_ms(self) -> int:
@@ -164,6 +176,9 @@ class QuorumCore:
         self.role: Role = Unattached(stored.epoch, stored.voted_for, 0)
         self.latest_snapshot: tuple[int, int, int] | None = None  # (end offset, epoch, size)
         self._snapshots: dict[tuple[int, int], int] = {}  # the retained ones -> size
+        self.voters: tuple[int, ...] = tuple(sorted(config.voters))
+        """The voter set in force (``voter_history``): the latest ``voter_set`` record in the
+        log, else the bootstrap set; kept current by ``_refresh_voters``."""
 
     # -- views ---------------------------------------------------------------------------------
     @property
@@ -192,9 +207,39 @@ class QuorumCore:
         return self._stored.directories
 
     @property
+    def voter_sets(self) -> VoterHistory:
+        """The ``voter_set`` records of this voter's log (``voter_history``)."""
+        return self._stored.voter_sets
+
+    @property
+    def others(self) -> tuple[int, ...]:
+        """The voters in force but this node."""
+        return tuple(v for v in self.voters if v != self.node_id)
+
+    @property
+    def in_voter_set(self) -> bool:
+        return self.node_id in self.voters
+
+    @property
     def is_voter(self) -> bool:
-        """This data dir is the voter ``node_id`` (else an observer until re-admitted)."""
-        return accepts(self.directories, self.node_id, self.directory_id)
+        """This node is in the voter set in force, on the data dir the quorum knows it by (else
+        an observer: one not added yet, removed, or back on a new data dir)."""
+        return self.in_voter_set and accepts(self.directories, self.node_id, self.directory_id)
+
+    def refresh_voters(self, log: QuorumLogView) -> None:
+        """Recompute the voter set in force from the log end offset (the model checker calls
+        it when it rebuilds a running core from its values)."""
+        self.voters = in_force(self.voter_sets, log.log_end_offset, self.config.voters)
+
+    def _set_voter_sets(self, history: VoterHistory, log: QuorumLogView,
+                        effects: list[QuorumEffect]) -> None:
+        """Record the log's ``voter_set`` entries (written before the records they describe
+        are appended) and the set in force they give."""
+        history = trimmed(history, log.log_start_offset)
+        if history != self._stored.voter_sets:
+            self._stored = replace(self._stored, voter_sets=history)
+            effects.append(PersistElectionState(self._stored))
+        self.refresh_voters(log)
 
     def _set_directories(self, directories: Bindings, effects: list[QuorumEffect]) -> None:
         if directories != self._stored.directories:
@@ -206,8 +251,11 @@ class QuorumCore:
         observers: list[VoterDescription] = []
         role = self.role
         if isinstance(role, Leader):
-            voters.append(VoterDescription(self.node_id, log.recovery_point, -1,
-                                           self.directory_id))
+            if self.in_voter_set:
+                voters.append(VoterDescription(self.node_id, log.recovery_point, -1,
+                                               self.directory_id))
+            observers.extend(VoterDescription(p.voter_id, p.observed_offset, p.last_fetch_ms,
+                                              p.directory_id) for p in role.observers)
             for p in role.progress:  # (not fetched yet in this epoch: a voter, directory unknown)
                 if not p.directory_id or accepts(self.directories, p.voter_id, p.directory_id):
                     voters.append(VoterDescription(p.voter_id, p.log_end_offset,
@@ -246,7 +294,8 @@ class QuorumCore:
         old = self.role
         self.role = role
         state = ElectionState(role.epoch, leader_of(role, self.node_id),
-                              voted_for(role, self.node_id), self._stored.directories)
+                              voted_for(role, self.node_id), self._stored.directories,
+                              self._stored.voter_sets)
         if state != self._stored:
             self._stored = state
             effects.append(PersistElectionState(state))
@@ -268,7 +317,10 @@ class QuorumCore:
                         effects: list[QuorumEffect]) -> None:
         """KIP-996: ask whether an election could be won before disturbing anyone."""
         role = self.role
-        if len(self.config.voters) == 1:
+        if not self.is_voter:  # an observer never stands: it looks for the leader instead
+            self._seek_leader(log, now_ms, effects)
+            return
+        if len(self.voters) == 1:
             self._to_candidate(log, now_ms, effects)
             return
         lost = role.leader_id if isinstance(role, Follower | Prospective) else NO_LEADER
@@ -283,19 +335,36 @@ class QuorumCore:
                                self._election_deadline(now_ms), now_ms), effects)
         self._send_vote_requests(log, now_ms, effects)
 
+    def _seek_leader(self, log: QuorumLogView, now_ms: int,
+                     effects: list[QuorumEffect]) -> None:
+        """An observer (outside the voter set) that knows no leader: Unattached, it asks one
+        voter at a time with a fetch; any answer names the leader it knows (KIP-853's observer
+        discovery), and the next timeout asks another."""
+        role = self.role
+        self._become(Unattached(role.epoch, voted_for(role, self.node_id),
+                                self._election_deadline(now_ms)), effects)
+        others = self.others
+        if others:
+            target = others[self.rng.randint(0, len(others) - 1)]
+            effects.append(Send(target, QuorumFetchRequest(
+                self.node_id, self.epoch, log.log_end_offset, last_log_epoch(log),
+                log.log_start_offset, replica_directory_id=self.directory_id)))
+
     def _to_leader(self, log: QuorumLogView, now_ms: int, effects: list[QuorumEffect]) -> None:
+        # Entries a leader once sent beyond what this log received describe nothing here.
+        self._set_voter_sets(truncated(self.voter_sets, log.log_end_offset), log, effects)
         epoch = self.epoch
-        others = self.config.others
+        others = self.others
         self._become(Leader(epoch, log.log_end_offset,
                             tuple(VoterProgress(v) for v in others),
                             now_ms + self.config.check_quorum_timeout_ms,
                             now_ms + self.config.request_timeout_ms), effects)
-        effects.append(AppendLeaderChange(epoch, self.node_id, tuple(sorted(self.config.voters))))
+        effects.append(AppendLeaderChange(epoch, self.node_id, self.voters))
         effects.extend(Send(v, BeginQuorumEpochRequest(epoch, self.node_id)) for v in others)
 
     def _to_resigned(self, log: QuorumLogView, now_ms: int, effects: list[QuorumEffect]) -> None:
         role = self.role
-        successors: tuple[int, ...] = self.config.others
+        successors: tuple[int, ...] = self.others
         if isinstance(role, Leader):  # the most caught-up voters first
             successors = tuple(p.voter_id for p in sorted(
                 role.progress, key=lambda p: (-p.log_end_offset, p.voter_id)))
@@ -322,11 +391,13 @@ class QuorumCore:
         Resigned (its followers may have moved on), a follower follows the leader it knew."""
         effects: list[QuorumEffect] = []
         stored = self._stored
+        self.refresh_voters(log)
+        single = self.is_voter and len(self.voters) == 1
         if stored.leader_id == self.node_id:
-            self.role = Resigned(stored.epoch, self.config.others, frozenset(self.config.others),
+            self.role = Resigned(stored.epoch, self.others, frozenset(self.others),
                                  self._election_deadline(now_ms), now_ms)
             effects.append(RoleChanged("resigned", stored.epoch, self.node_id))
-            if len(self.config.voters) == 1:
+            if single:
                 self._to_prospective(log, now_ms, effects)
             else:
                 self._send_end_quorum_epoch(now_ms, effects)
@@ -339,7 +410,7 @@ class QuorumCore:
             self.role = Unattached(stored.epoch, stored.voted_for,
                                    self._election_deadline(now_ms))
             effects.append(RoleChanged("unattached", stored.epoch, NO_LEADER))
-            if len(self.config.voters) == 1:
+            if single:
                 self._to_prospective(log, now_ms, effects)
         effects.extend(self.tick(log, now_ms))
         return effects
@@ -391,8 +462,9 @@ class QuorumCore:
 
     def _heard_from_majority(self, role: Leader, now_ms: int) -> bool:
         window_start = now_ms - self.config.check_quorum_timeout_ms
-        heard = 1 + sum(1 for p in role.progress if p.last_fetch_ms >= window_start)
-        return heard >= majority(len(self.config.voters))
+        heard = (1 if self.in_voter_set else 0) + sum(
+            1 for p in role.progress if p.last_fetch_ms >= window_start)
+        return heard >= majority(len(self.voters))
 
     def _follower_tick(self, role: Follower, log: QuorumLogView, now_ms: int,
                        effects: list[QuorumEffect]) -> None:
@@ -424,7 +496,7 @@ class QuorumCore:
         request = VoteRequest(role.epoch, self.node_id, last_log_epoch(log), log.log_end_offset,
                               pre_vote=isinstance(role, Prospective),
                               candidate_directory_id=self.directory_id)
-        for voter in self.config.others:
+        for voter in self.others:
             if voter not in role.granted and voter not in role.rejected:
                 effects.append(Send(voter, request))
         self.role = replace(role, next_retry_ms=now_ms + self.config.request_timeout_ms)
@@ -441,8 +513,8 @@ class QuorumCore:
         role = self.role
         if not isinstance(role, Prospective | Candidate):
             return
-        if len(role.granted) < majority(len(self.config.voters)):
-            return
+        if len(role.granted & set(self.voters)) < majority(len(self.voters)):
+            return  # only the votes of the voter set in force count
         if not self.is_voter:  # on a data dir the quorum does not know: never stands
             return
         if isinstance(role, Prospective):
@@ -571,8 +643,10 @@ class QuorumCore:
             self._update_progress(role, src, directory_id=req.replica_directory_id,
                                   observed_offset=req.fetch_offset, acknowledged=counted,
                                   forget=not counted)
-            role = self.role
-            assert isinstance(role, Leader)
+        elif src != self.node_id:
+            self._note_observer(role, src, req, now_ms)
+        role = self.role
+        assert isinstance(role, Leader)
         if snapshot is not None and start > 0 and (
                 req.fetch_offset < start
                 or req.last_fetched_epoch < self._log_start_epoch(log)):
@@ -585,7 +659,7 @@ class QuorumCore:
             effects.append(Send(src, QuorumFetchResponse(
                 ErrorCode.NONE, role.epoch, self.node_id, req.fetch_offset, self.high_watermark,
                 start, leo, snapshot_end_offset=snapshot[0], snapshot_epoch=snapshot[1],
-                voter_directories=bindings)))
+                voter_directories=bindings, voter_sets=self.voter_sets)))
             return
         check = validate_fetch(MODE, log.epoch_cache, start, leo, req.fetch_offset,
                                req.last_fetched_epoch)
@@ -602,12 +676,19 @@ class QuorumCore:
             return
         if counted:  # observers (brokers, a voter on a new data dir) are served, never counted
             self._update_progress(role, src, log_end_offset=req.fetch_offset, fetch_ms=now_ms)
-            self._maybe_advance_high_watermark(log, effects)
+            self._maybe_advance_high_watermark(log, now_ms, effects)
         self._maybe_bind(log, effects)
         effects.append(Send(src, QuorumFetchResponse(
             ErrorCode.NONE, role.epoch, self.node_id, req.fetch_offset, self.high_watermark,
             start, leo, read_from=req.fetch_offset, read_upto=leo,
-            voter_directories=self.directories)))
+            voter_directories=self.directories, voter_sets=self.voter_sets)))
+
+    def _note_observer(self, role: Leader, src: int, req: QuorumFetchRequest,
+                       now_ms: int) -> None:
+        """A replica outside the voter set fetched: its progress, newest last, bounded."""
+        seen = VoterProgress(src, -1, now_ms, True, req.replica_directory_id, req.fetch_offset)
+        rest = tuple(p for p in role.observers if p.voter_id != src)
+        self.role = replace(role, observers=(*rest, seen)[-MAX_OBSERVERS:])
 
     @staticmethod
     def _log_start_epoch(log: QuorumLogView) -> int:
@@ -642,8 +723,9 @@ class QuorumCore:
         on the leader's tick, never inside an append of the shell's own records."""
         role = self.role
         if (not isinstance(role, Leader) or role.binding is not None
-                or self.high_watermark <= role.epoch_start_offset):
-            return
+                or self.high_watermark <= role.epoch_start_offset
+                or uncommitted(self.voter_sets, self.high_watermark, log.log_end_offset)):
+            return  # (one change at a time: a voter set change is under way)
         seen = [(self.node_id, self.directory_id, log.log_end_offset)]
         seen.extend((p.voter_id, p.directory_id, p.observed_offset) for p in role.progress)
         chosen = admission_candidate(self.directories, seen, self.high_watermark)
@@ -653,17 +735,18 @@ class QuorumCore:
         self.role = replace(role, binding=(voter_id, directory_id, log.log_end_offset))
         effects.append(AppendVoters(role.epoch, voter_id, directory_id))
 
-    def _maybe_advance_high_watermark(self, log: QuorumLogView,
+    def _maybe_advance_high_watermark(self, log: QuorumLogView, now_ms: int,
                                       effects: list[QuorumEffect]) -> None:
         role = self.role
         if not isinstance(role, Leader):
             return
         new = leader_high_watermark(self.high_watermark, role.epoch_start_offset,
-                                    log.recovery_point, (p.log_end_offset for p in role.progress))
+                                    log.recovery_point if self.in_voter_set else None,
+                                    (p.log_end_offset for p in role.progress))
         if new == self.high_watermark:
             return
-        effects.append(HighWatermarkChanged(self.high_watermark, new))
-        self.high_watermark = new
+        old, self.high_watermark = self.high_watermark, new
+        effects.append(HighWatermarkChanged(old, new))
         if role.binding is not None and new > role.binding[2]:
             # The voters record is committed (by voters the quorum knew): the binding holds.
             voter_id, directory_id, offset = role.binding
@@ -671,12 +754,104 @@ class QuorumCore:
             self._set_directories(merge(self.directories,
                                         [VoterDirectory(voter_id, directory_id, offset)]),
                                   effects)
+        entry = latest_entry(self.voter_sets, log.log_end_offset)
+        if entry is None or not old <= entry.offset < new:
+            return
+        # A voter_set record is committed: the data dirs it names are bound (an added voter's).
+        self._set_directories(merge(self.directories, [
+            VoterDirectory(v, d, entry.offset) for v, d in entry.voters if d]), effects)
+        if self.node_id not in entry.ids:
+            # KIP-853: a leader that removed itself resigns once the removal is committed.
+            self._to_resigned(log, now_ms, effects)
 
     def after_leader_append(self, log: QuorumLogView, now_ms: int) -> list[QuorumEffect]:
         """The leader appended and flushed: its own end offset counts now."""
         effects: list[QuorumEffect] = []
-        self._maybe_advance_high_watermark(log, effects)
+        self.refresh_voters(log)
+        self._maybe_advance_high_watermark(log, now_ms, effects)
         return effects
+
+    # -- voter set changes (KIP-853: AddRaftVoter, RemoveRaftVoter) ----------------------------
+    def _change_refused(self, log: QuorumLogView) -> tuple[ErrorCode, str] | None:
+        """Why the leader cannot start a voter set change now (Kafka's answers), or None."""
+        role = self.role
+        if not isinstance(role, Leader):
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, "this controller is not the quorum leader"
+        if self.high_watermark <= role.epoch_start_offset:
+            return ErrorCode.REQUEST_TIMED_OUT, (
+                "the leader has not committed a record of its epoch yet")
+        if (uncommitted(self.voter_sets, self.high_watermark, log.log_end_offset)
+                or role.binding is not None):
+            return ErrorCode.REQUEST_TIMED_OUT, (
+                "the previous voter change is not committed yet")
+        return None
+
+    def add_voter(self, voter_id: int, directory_id: str, log: QuorumLogView,
+                  now_ms: int) -> tuple[ErrorCode, str, int, list[QuorumEffect]]:
+        """AddRaftVoter on the leader: (error, message, offset of the ``voter_set`` record
+        (-1: none), effects). The change holds once the record is committed (HW > offset);
+        the shell answers then, or REQUEST_TIMED_OUT. The new voter must be fetching, as an
+        observer on ``directory_id``, and have caught up to the high watermark."""
+        refused = self._change_refused(log)
+        if refused is None and voter_id in self.voters:
+            refused = ErrorCode.DUPLICATE_VOTER, f"{voter_id} is already a voter"
+        role = self.role
+        if refused is None and isinstance(role, Leader):
+            seen = role.observer(voter_id)
+            if seen is None or (directory_id and seen.directory_id != directory_id):
+                refused = ErrorCode.REQUEST_TIMED_OUT, (
+                    f"replica {voter_id} (directory {directory_id or '?'}) is not fetching "
+                    "from the leader")
+            elif seen.observed_offset < self.high_watermark:
+                refused = ErrorCode.REQUEST_TIMED_OUT, (
+                    f"replica {voter_id} has not caught up (fetch offset "
+                    f"{seen.observed_offset}, high watermark {self.high_watermark})")
+            else:
+                directory_id = seen.directory_id
+        if refused is not None:
+            return refused[0], refused[1], -1, []
+        found = {b.voter_id: b.directory_id for b in self.directories}
+        found[voter_id] = directory_id
+        return self._change_voters(voters_of((*self.voters, voter_id), found), log, now_ms)
+
+    def remove_voter(self, voter_id: int, directory_id: str, log: QuorumLogView,
+                     now_ms: int) -> tuple[ErrorCode, str, int, list[QuorumEffect]]:
+        """RemoveRaftVoter on the leader (see ``add_voter``). ``directory_id`` "" matches any
+        data dir. The leader may remove itself: it stops counting towards the high
+        watermark at once and resigns once the removal is committed."""
+        refused = self._change_refused(log)
+        bound = directory_of(self.directories, voter_id)
+        if refused is None and (voter_id not in self.voters or (
+                directory_id and bound is not None and bound != directory_id)):
+            refused = ErrorCode.VOTER_NOT_FOUND, (
+                f"{voter_id} (directory {directory_id or '?'}) is not one of the voters "
+                f"{list(self.voters)}")
+        if refused is None and self.voters == (voter_id,):
+            refused = ErrorCode.VOTER_NOT_FOUND, "cannot remove the only voter"
+        if refused is not None:
+            return refused[0], refused[1], -1, []
+        found = {b.voter_id: b.directory_id for b in self.directories}
+        return self._change_voters(
+            voters_of((v for v in self.voters if v != voter_id), found), log, now_ms)
+
+    def _change_voters(self, voters: tuple[tuple[int, str], ...], log: QuorumLogView,
+                       now_ms: int) -> tuple[ErrorCode, str, int, list[QuorumEffect]]:
+        role = self.role
+        assert isinstance(role, Leader)
+        effects: list[QuorumEffect] = []
+        entry = VoterSetEntry(log.log_end_offset, voters)
+        self._set_voter_sets(appended(self.voter_sets, entry), log, effects)
+        self.voters = entry.ids  # in force from the append on (the next effect)
+        known = {p.voter_id: replace(p, log_end_offset=p.observed_offset)
+                 for p in role.observers}  # an added voter's fetch offset counts from now
+        known.update((p.voter_id, p) for p in role.progress)
+        progress = tuple(known.get(v, VoterProgress(v)) for v in self.others)
+        dropped = tuple(p for p in role.progress if p.voter_id not in self.voters)
+        kept = tuple(p for p in role.observers if p.voter_id not in self.voters)
+        self.role = replace(role, progress=progress,
+                            observers=(*kept, *dropped)[-MAX_OBSERVERS:])
+        effects.append(AppendVoterSet(role.epoch, voters))
+        return ErrorCode.NONE, "", entry.offset, effects
 
     def resign(self, log: QuorumLogView, now_ms: int) -> list[QuorumEffect]:
         """Graceful shutdown of the leader: EndQuorumEpoch to every voter, best successor
@@ -736,6 +911,10 @@ class QuorumCore:
                 + ("" if point.final else " (intermediate)"))))
             return
         if resp.snapshot_end_offset >= 0:  # below the leader's log start: its snapshot first
+            # The leader's voter sets below the snapshot's end are committed: this log will
+            # restart there, so they are the ones that hold (``voter_history``).
+            self._set_voter_sets(truncated(resp.voter_sets, resp.snapshot_end_offset), log,
+                                 effects)
             held = role.snapshot
             position = (held[2] if held is not None
                         and held[:2] == (resp.snapshot_end_offset, resp.snapshot_epoch) else 0)
@@ -748,6 +927,9 @@ class QuorumCore:
         pause = 0 if resp.has_records else self.config.fetch_idle_backoff_ms
         self.role = replace(role, next_fetch_ms=now_ms + pause)
         if resp.has_records:
+            # The voter_set records among them are written down before they are appended.
+            self._set_voter_sets(replace_from(self.voter_sets, resp.read_from, resp.voter_sets,
+                                              resp.read_upto), log, effects)
             effects.append(AppendFetched(resp))
         else:
             effects.extend(self.after_follower_append(log, resp))
@@ -817,6 +999,7 @@ class QuorumCore:
                 received)))
             return effects
         self.snapshot_written(resp.snapshot_end_offset, resp.snapshot_epoch, resp.size)
+        self.refresh_voters(log)
         self.role = replace(role, fetch_sent_ms=-1, next_fetch_ms=now_ms, snapshot=None)
         new = min(max(self.high_watermark, resp.snapshot_end_offset), log.log_end_offset)
         if new != self.high_watermark:
@@ -827,6 +1010,7 @@ class QuorumCore:
     def after_follower_append(self, log: QuorumLogView,
                               resp: QuorumFetchResponse) -> list[QuorumEffect]:
         """Follower HW = min(leader HW, own end offset), never moved back by a late answer."""
+        self.refresh_voters(log)  # a voter_set record just appended is in force
         new = max(self.high_watermark, min(resp.high_watermark, log.log_end_offset))
         if new == self.high_watermark:
             return []
@@ -834,8 +1018,12 @@ class QuorumCore:
         return [HighWatermarkChanged(old, new)]
 
     def after_truncate(self, log: QuorumLogView) -> list[QuorumEffect]:
-        """HW <= LEO. (A committed record is never cut: the simulator checks that.)"""
+        """HW <= LEO. (A committed record is never cut: the simulator checks that.) A
+        ``voter_set`` record cut is no longer in force."""
+        effects: list[QuorumEffect] = []
+        self._set_voter_sets(truncated(self.voter_sets, log.log_end_offset), log, effects)
         if self.high_watermark <= log.log_end_offset:
-            return []
+            return effects
         old, self.high_watermark = self.high_watermark, log.log_end_offset
-        return [HighWatermarkChanged(old, self.high_watermark)]
+        effects.append(HighWatermarkChanged(old, self.high_watermark))
+        return effects

@@ -26,6 +26,7 @@ from floodmark.controller.quorum.effects import (
     AppendLeaderChange,
     AppendSnapshotChunk,
     AppendVoters,
+    AppendVoterSet,
     HighWatermarkChanged,
     PersistElectionState,
     QuorumEffect,
@@ -40,10 +41,12 @@ from floodmark.controller.quorum.messages import (
 )
 from floodmark.controller.quorum.roles import ElectionState
 from floodmark.controller.quorum.rules import QuorumLogView
+from floodmark.errors import ErrorCode
 from floodmark.records import Record, build_batch
 
 LEADER_CHANGE = "leader_change"
 VOTERS = "voters"
+VOTER_SET = "voter_set"  # Kafka's VotersRecord (``voters`` binds one voter to its data dir)
 MAX_FETCH_BYTES = 1 << 20
 
 
@@ -127,6 +130,19 @@ def voters_record(effect: AppendVoters) -> bytes:
                        "directory_id": effect.directory_id}, sort_keys=True).encode()
 
 
+def voter_set_record(effect: AppendVoterSet) -> bytes:
+    return json.dumps({"type": VOTER_SET, "epoch": effect.epoch,
+                       "voters": [[v, d] for v, d in effect.voters]}, sort_keys=True).encode()
+
+
+def _quorum_record(effect: AppendLeaderChange | AppendVoters | AppendVoterSet) -> bytes:
+    if isinstance(effect, AppendLeaderChange):
+        return leader_change_record(effect)
+    if isinstance(effect, AppendVoters):
+        return voters_record(effect)
+    return voter_set_record(effect)
+
+
 @dataclass(eq=False, slots=True)
 class QuorumDriver:
     core: QuorumCore
@@ -157,6 +173,23 @@ class QuorumDriver:
         """The shell's connection to ``leader_id`` closed: the core decides what it means."""
         self.apply(self.core.leader_disconnected(leader_id, now_ms), now_ms)
 
+    def add_voter(self, voter_id: int, directory_id: str, now_ms: int
+                  ) -> tuple[ErrorCode, str, int]:
+        """AddRaftVoter (``QuorumCore.add_voter``): (error, message, offset of the voter set
+        record); the change holds once the high watermark passes that offset."""
+        error, message, offset, effects = self.core.add_voter(voter_id, directory_id, self.log,
+                                                              now_ms)
+        self.apply(effects, now_ms)
+        return error, message, offset
+
+    def remove_voter(self, voter_id: int, directory_id: str, now_ms: int
+                     ) -> tuple[ErrorCode, str, int]:
+        """RemoveRaftVoter (``QuorumCore.remove_voter``), as ``add_voter``."""
+        error, message, offset, effects = self.core.remove_voter(voter_id, directory_id,
+                                                                 self.log, now_ms)
+        self.apply(effects, now_ms)
+        return error, message, offset
+
     def append_as_leader(self, values: list[bytes], now_ms: int) -> tuple[int, int]:
         """The active controller writes: one batch stamped with the leader's epoch, flushed.
         Returns (first offset, last offset); committed once the HW passes the last."""
@@ -174,13 +207,13 @@ class QuorumDriver:
                 self.state_file.write(effect.state)
             elif isinstance(effect, Send):
                 self.ports.send(effect.destination, effect.message, self._records_for(effect))
-            elif isinstance(effect, AppendLeaderChange | AppendVoters):
-                value = (leader_change_record(effect) if isinstance(effect, AppendLeaderChange)
-                         else voters_record(effect))
+            elif isinstance(effect, AppendLeaderChange | AppendVoters | AppendVoterSet):
+                value = _quorum_record(effect)
                 batch = build_batch([Record(0, now_ms, None, value)])
                 info = self.log.append_as_leader(bytearray(batch), effect.epoch, now_ms)
                 self.log.flush(now_ms)
-                if isinstance(effect, AppendVoters) and self.on_voters_record is not None:
+                if (isinstance(effect, AppendVoters | AppendVoterSet)
+                        and self.on_voters_record is not None):
                     self.on_voters_record(info.first_offset, value)
                 self.apply(self.core.after_leader_append(self.log, now_ms), now_ms)
             elif isinstance(effect, AppendFetched):

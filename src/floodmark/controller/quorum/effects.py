@@ -14,6 +14,7 @@ from floodmark.controller.quorum.messages import (
     QuorumMessage,
 )
 from floodmark.controller.quorum.roles import ElectionState
+from floodmark.controller.quorum.voter_history import Voters
 from floodmark.replication.partition import HighWatermarkChanged, TruncateTo
 
 
@@ -53,6 +54,16 @@ class AppendVoters:
 
 
 @dataclass(frozen=True, slots=True)
+class AppendVoterSet:
+    """Append (as leader of ``epoch``) a ``voter_set`` record naming every voter (KIP-853's
+    VotersRecord: the set after one voter was added or removed), flush, then
+    ``QuorumCore.after_leader_append``. In force from the append on (``voter_history``)."""
+
+    epoch: int
+    voters: Voters
+
+
+@dataclass(frozen=True, slots=True)
 class AppendFetched:
     """Append the records that came with ``response`` as follower, flush them (a voter reports
     only what is on its disk), then ``QuorumCore.after_follower_append``."""
@@ -79,8 +90,9 @@ class RoleChanged:
 
 
 QuorumEffect = (PersistElectionState | Send | AppendLeaderChange | AppendFetched | TruncateTo
-                | HighWatermarkChanged | RoleChanged | AppendSnapshotChunk | AppendVoters)
+                | HighWatermarkChanged | RoleChanged | AppendSnapshotChunk | AppendVoters
+                | AppendVoterSet)
 
-__all__ = ["AppendFetched", "AppendLeaderChange", "AppendSnapshotChunk", "AppendVoters",
-           "HighWatermarkChanged", "PersistElectionState",
+__all__ = ["AppendFetched", "AppendLeaderChange", "AppendSnapshotChunk", "AppendVoterSet",
+           "AppendVoters", "HighWatermarkChanged", "PersistElectionState",
            "QuorumEffect", "RoleChanged", "Send", "TruncateTo"]

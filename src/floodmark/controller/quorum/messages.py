@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from floodmark.controller.quorum.voter_history import VoterHistory
 from floodmark.controller.quorum.voter_set import Bindings
 from floodmark.errors import ErrorCode
 from floodmark.replication.epochs import EpochEndOffset
@@ -106,6 +107,9 @@ class QuorumFetchResponse:
     snapshot_epoch: int = -1
     voter_directories: Bindings = ()
     """The leader's committed voter bindings (``voter_set``), for the fetcher to keep."""
+    voter_sets: VoterHistory = ()
+    """The leader's ``voter_set`` entries (``voter_history``): the fetcher takes those of the
+    records it is sent (before appending them), or all below a snapshot's end offset."""
 
     @property
     def has_records(self) -> bool:

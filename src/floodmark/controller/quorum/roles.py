@@ -34,18 +34,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from floodmark.constants import NO_LEADER
+from floodmark.controller.quorum.voter_history import VoterHistory
 from floodmark.controller.quorum.voter_set import Bindings
 
 
 @dataclass(frozen=True, slots=True)
 class ElectionState:
-    """Persisted: the epoch, the leader known for it, this voter's vote in it, and the
-    committed voter bindings (``voter_set``: which data dir each voter is)."""
+    """Persisted: the epoch, the leader known for it, this voter's vote in it, the
+    committed voter bindings (``voter_set``: which data dir each voter is) and the
+    ``voter_set`` records of its log (``voter_history``: the voter set in force)."""
 
     epoch: int = 0
     leader_id: int = NO_LEADER
     voted_for: int = NO_LEADER
     directories: Bindings = ()
+    voter_sets: VoterHistory = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +93,9 @@ class VoterProgress:
     towards the HW) is re-admitted once this reaches the HW."""
 
 
+MAX_OBSERVERS = 16
+
+
 @dataclass(frozen=True, slots=True)
 class Leader:
     epoch: int
@@ -99,10 +105,20 @@ class Leader:
     next_begin_epoch_ms: int
     binding: tuple[int, str, int] | None = None
     """A ``voters`` record appended and not yet committed: (voter id, directory, offset)."""
+    observers: tuple[VoterProgress, ...] = ()
+    """Replicas outside the voter set that fetch (a controller waiting to be added, a voter
+    just removed): their fetch offset (``observed_offset``) and data dir, newest last, at most
+    ``MAX_OBSERVERS``. AddRaftVoter admits only one of them that has caught up."""
 
     def voter(self, voter_id: int) -> VoterProgress | None:
         for p in self.progress:
             if p.voter_id == voter_id:
+                return p
+        return None
+
+    def observer(self, replica_id: int) -> VoterProgress | None:
+        for p in self.observers:
+            if p.voter_id == replica_id:
                 return p
         return None
 

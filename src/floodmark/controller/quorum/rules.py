@@ -46,7 +46,8 @@ def majority_end_offset(end_offsets: Iterable[int]) -> int:
     return ordered[len(ordered) // 2]
 
 
-def leader_high_watermark(current: int, epoch_start_offset: int, leader_flushed_end_offset: int,
+def leader_high_watermark(current: int, epoch_start_offset: int,
+                          leader_flushed_end_offset: int | None,
                           voter_end_offsets: Iterable[int]) -> int:
     """The metadata high watermark (the commit index) after a fetch or a flush on the leader.
 
@@ -54,8 +55,11 @@ def leader_high_watermark(current: int, epoch_start_offset: int, leader_flushed_
     other voter's last fetch offset. It commits only when it passes the leader's epoch start
     offset, that is when a majority holds a record of the leader's own epoch (Raft §5.4.2: an
     older epoch's records are committed only indirectly, or a later leader could still cut them,
-    the Figure 8 case). The HW never decreases on a leader."""
-    candidate = majority_end_offset([leader_flushed_end_offset, *voter_end_offsets])
+    the Figure 8 case). The HW never decreases on a leader. ``leader_flushed_end_offset``
+    None: a leader that removed itself from the voter set (KIP-853) commits on the other
+    voters alone."""
+    own = [] if leader_flushed_end_offset is None else [leader_flushed_end_offset]
+    candidate = majority_end_offset([*own, *voter_end_offsets])
     if candidate > epoch_start_offset and candidate > current:
         return candidate
     return current

@@ -1,6 +1,7 @@
 """The ``quorum-state`` file: the election state a voter must never forget (KRaft's file of the
 same name, JSON: ``leaderEpoch``, ``leaderId``, ``votedId``, ``data_version``; floodmark adds
-``voterDirectories``, the committed ``[voter id, directory id, bound at]`` bindings).
+``voterDirectories``, the committed ``[voter id, directory id, bound at]`` bindings, and
+``voterSets``, the ``[offset, [[voter id, directory id]...]]`` of the log's ``voter_set`` records).
 
 Written durably (temp file, fsync, rename, fsync the directory) before the vote or the
 candidacy it records is sent. Unreadable content is refused loudly: starting with a forgotten
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 
 from floodmark.controller.quorum.roles import ElectionState
+from floodmark.controller.quorum.voter_history import VoterSetEntry
 from floodmark.controller.quorum.voter_set import VoterDirectory
 from floodmark.errors import CorruptDataError
 from floodmark.storage.checkpoints import write_text_atomically
@@ -39,7 +41,10 @@ class QuorumStateFile:
             state = ElectionState(int(data["leaderEpoch"]), int(data["leaderId"]),
                                   int(data["votedId"]), tuple(
                                       VoterDirectory(int(v), str(d), int(at))
-                                      for v, d, at in data.get("voterDirectories", [])))
+                                      for v, d, at in data.get("voterDirectories", [])),
+                                  tuple(VoterSetEntry(int(at), tuple((int(v), str(d))
+                                                                     for v, d in voters))
+                                        for at, voters in data.get("voterSets", [])))
         except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
             raise CorruptQuorumStateError(f"{self.path} is unreadable ({exc}); refusing to "
                                           "start without the vote it holds") from None
@@ -51,6 +56,8 @@ class QuorumStateFile:
         text = json.dumps({"leaderEpoch": state.epoch, "leaderId": state.leader_id,
                            "votedId": state.voted_for, "data_version": DATA_VERSION,
                            "voterDirectories": [[b.voter_id, b.directory_id, b.bound_at]
-                                                for b in state.directories]},
+                                                for b in state.directories],
+                           "voterSets": [[e.offset, [[v, d] for v, d in e.voters]]
+                                         for e in state.voter_sets]},
                           sort_keys=True)
         write_text_atomically(self.fs, self.path, text + "\n")

@@ -46,6 +46,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--max-in-flight", type=int, default=1,
                         help="messages in flight at once; each choice of the sends that fit "
                              "is explored, the others are lost (default 1)")
+    parser.add_argument("--bootstrap-voters", type=int, default=0,
+                        help="nodes 1..N start as the voter set, the rest as observers "
+                             "(default 0: all --voters)")
+    parser.add_argument("--max-changes", type=int, default=0,
+                        help="AddRaftVoter/RemoveRaftVoter changes accepted in all (KIP-853; "
+                             "default 0)")
     parser.add_argument("--max-states", type=int, default=DEFAULT_MAX_STATES,
                         help=f"stop after this many distinct states (default "
                              f"{DEFAULT_MAX_STATES})")
@@ -59,7 +65,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = QuorumModelConfig(voters=args.voters, max_epoch=args.max_epoch,
                                    max_records=args.max_records, max_crashes=args.max_crashes,
-                                   max_in_flight=args.max_in_flight)
+                                   max_in_flight=args.max_in_flight,
+                                   bootstrap_voters=args.bootstrap_voters,
+                                   max_changes=args.max_changes)
         if args.max_states < 1 or not args.time_limit_s > 0:
             raise ValueError("--max-states must be >= 1 and --time-limit-s > 0")
     except ValueError as exc:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from floodmark.controller.quorum.voter_history import in_force
 from floodmark.mc.invariants import Violation
 from floodmark.mc.quorum.model import (
     Action,
@@ -57,11 +58,24 @@ def committed_changed(state: StateView) -> str | None:
     return None
 
 
-def committed_on_majority(state: StateView) -> str | None:
-    found = inv.under_replicated(committed_entries(state.committed),
-                                 [v.entries() for v in state.voters], len(state.voters))
-    if found is None:
-        return None
+def committed_on_majority(state: StateView, bootstrap: int = 0) -> str | None:
+    """With a changing voter set (KIP-853): on a majority of *some* voter set in force on
+    some node (its log's latest ``voter_set`` record, else nodes 1..``bootstrap``; 0: every
+    node) — a record committed under one set is on a majority of it, and the set after one
+    change either keeps that (an added voter has caught up) or is in force only where the
+    change record is, past every record committed before it."""
+    committed = committed_entries(state.committed)
+    everyone = tuple(range(1, len(state.voters) + 1))
+    sets = sorted({everyone if not bootstrap else in_force(
+        v.stored.voter_sets, len(v.log), tuple(range(1, bootstrap + 1)))
+        for v in state.voters})
+    found = None
+    for voter_set in sets:
+        found = inv.under_replicated(committed, [state.voters[v - 1].entries()
+                                                 for v in voter_set], len(voter_set))
+        if found is None:
+            return None
+    assert found is not None
     offset, entry, holders = found
     return f"committed {entry} at offset {offset} is on {holders} voters"
 
@@ -124,6 +138,10 @@ class QuorumInvariants:
 
     def __init__(self, model: QuorumModel) -> None:
         self.model = model
+        bootstrap = model.config.bootstrap
+        self._state_checks = dict(STATE_INVARIANTS)
+        self._state_checks[inv.COMMITTED_LOST] = (
+            lambda view: committed_on_majority(view, bootstrap))
         self._states: dict[tuple[object, ...], Violation | None] = {}
         self._steps: dict[tuple[object, ...], Violation | None] = {}
 
@@ -132,7 +150,7 @@ class QuorumInvariants:
         if key not in self._states:
             view = self.model.view(state)
             self._states[key] = next(
-                (Violation(name, detail) for name, check in STATE_INVARIANTS.items()
+                (Violation(name, detail) for name, check in self._state_checks.items()
                  if (detail := check(view)) is not None), None)
         return self._states[key]
 

@@ -46,9 +46,12 @@ class IoPoints:
 
 def record_name(value: str) -> str:
     """A short, unique name for a record value: client writes keep theirs; a leader-change
-    record (``driver.leader_change_record``) is ``LC(c<leader>)`` (its epoch is the entry's)."""
+    record (``driver.leader_change_record``) is ``LC(c<leader>)`` (its epoch is the entry's), a
+    voter set record ``VS(c1,c3)``."""
     if value.startswith("{"):
         data = json.loads(value)
+        if data["type"] == "voter_set":  # VS(c1,c2): the voter set (KIP-853)
+            return "VS(" + ",".join(f"c{v}" for v, _d in data["voters"]) + ")"
         return f"LC(c{data['leader']})"
     return value
 

@@ -11,6 +11,10 @@ N voters (``c1``…) run the controller's ``QuorumCore`` through its ``QuorumDri
 * ``Write``: a voter that believes it leads appends the next client record (``m0``, ``m1``…;
   at most ``max_records`` in all) — a stale leader may write too;
 * ``LeaderGone``: a follower's connection to its leader closes (a reset, a dead process);
+* ``AddVoter`` / ``RemoveVoter``: an operator's AddRaftVoter or RemoveRaftVoter for any node
+  reaches a voter that believes it leads (KIP-853; at most ``max_changes`` accepted in all; the
+  core refuses what Kafka refuses, and a refused request is no step). With
+  ``bootstrap_voters`` < ``voters`` the nodes above it start as observers, ready to be added;
 * ``Crash`` a running voter between steps (at most ``max_crashes`` crashes in all), or in the
   middle of any of the steps above: before its k-th durable operation, keeping of its log what
   its disk holds then (``voter.crashed_outcomes``); ``Start`` a crashed voter again.
@@ -37,6 +41,7 @@ from floodmark.mc.quorum.log import Batches, Entry
 from floodmark.mc.quorum.voter import (
     EMPTY,
     TIMER_TIMES,
+    ChangeVoters,
     Deliver,
     Event,
     LeaderGone,
@@ -67,6 +72,14 @@ class QuorumModelConfig:
     fetch_max_bytes: int = 1
     """Bytes per fetch answer (at least one batch): 1 moves one record per fetch, which reaches
     a voter holding an old epoch's record without the new leader's first one."""
+    bootstrap_voters: int = 0
+    """Nodes 1..this form the bootstrap voter set (0: all ``voters``); the rest observe."""
+    max_changes: int = 0
+    """Voter set changes (AddRaftVoter, RemoveRaftVoter) accepted in all."""
+
+    @property
+    def bootstrap(self) -> int:
+        return self.bootstrap_voters or self.voters
 
     def __post_init__(self) -> None:
         if not 1 <= self.voters <= 5:
@@ -77,6 +90,8 @@ class QuorumModelConfig:
             raise ValueError("--max-records and --max-crashes must be >= 0")
         if self.max_in_flight < 1:
             raise ValueError(f"--max-in-flight must be >= 1, got {self.max_in_flight}")
+        if not 0 <= self.bootstrap_voters <= self.voters or self.max_changes < 0:
+            raise ValueError("--bootstrap-voters must be 0..--voters and --max-changes >= 0")
 
 
 class QuorumState(NamedTuple):
@@ -88,6 +103,7 @@ class QuorumState(NamedTuple):
     crashes_left: int
     leaders: Leaders
     committed: Committed
+    changes_left: int = 0
 
 
 class Action(NamedTuple):
@@ -115,6 +131,7 @@ class StateView(NamedTuple):
     crashes_left: int
     leaders: Leaders
     committed: Committed
+    changes_left: int = 0
 
 
 class _Interned:
@@ -160,16 +177,18 @@ class QuorumModel:
     def view(self, state: QuorumState) -> StateView:
         return StateView(tuple(self.voter(v) for v in state.voters),
                          tuple(self.message(m) for m in state.network), state.writes,
-                         state.crashes_left, state.leaders, state.committed)
+                         state.crashes_left, state.leaders, state.committed,
+                         state.changes_left)
 
     def key(self, state: QuorumState) -> tuple[int, ...]:
         history = self._histories.id((state.leaders, state.committed))
-        return (state.writes, state.crashes_left, history, *state.voters, *state.network)
+        return (state.writes, state.crashes_left, state.changes_left, history, *state.voters,
+                *state.network)
 
     def from_key(self, key: tuple[int, ...]) -> QuorumState:
-        leaders, committed = self._histories.values[key[2]]
-        return QuorumState(key[3:3 + self.n], key[3 + self.n:], key[0], key[1], leaders,
-                           committed)
+        leaders, committed = self._histories.values[key[3]]
+        return QuorumState(key[4:4 + self.n], key[4 + self.n:], key[0], key[1], leaders,
+                           committed, key[2])
 
     # -- the voters' code, memoised ----------------------------------------------------------
     def _run(self, i: int, vid: int, event_key: tuple[object, ...], event: Event,
@@ -179,7 +198,8 @@ class QuorumModel:
         memo_key = (i, vid, event_key, crash_at)
         found = self._steps.get(memo_key)
         if found is None:
-            outcomes, operations = run(i + 1, self.n, self.voter(vid), event, self.batches,
+            outcomes, operations = run(i + 1, self.config.bootstrap, self.voter(vid), event,
+                                       self.batches,
                                        self.config.fetch_max_bytes,
                                        None if crash_at < 0 else crash_at)
             found = self._steps[memo_key] = (
@@ -209,7 +229,8 @@ class QuorumModel:
     def initial_state(self) -> QuorumState:
         """Every voter starts on an empty disk (``Start``), nothing in flight."""
         empty = self._voter_id(EMPTY)
-        state = QuorumState((empty,) * self.n, (), 0, self.config.max_crashes, (), ())
+        state = QuorumState((empty,) * self.n, (), 0, self.config.max_crashes, (), (),
+                            self.config.max_changes)
         for i in range(self.n):
             (step,), _ = self._run(i, empty, ("start",), Start())
             assert step is not None
@@ -247,6 +268,13 @@ class QuorumModel:
                 yield from self._steps_of(nxt, i, ("write", state.writes),
                                           Write(f"m{state.writes}"),
                                           Action("Write", i + 1, state.writes))
+            if value.is_leader and state.changes_left > 0:
+                nxt = state._replace(changes_left=state.changes_left - 1)
+                for target in range(1, self.n + 1):
+                    for add in (True, False):
+                        yield from self._steps_of(
+                            nxt, i, ("voters", add, target), ChangeVoters(add, target),
+                            Action("AddVoter" if add else "RemoveVoter", i + 1, target))
             role = value.role
             if isinstance(role, Follower) and not role.leader_disconnected:
                 yield from self._steps_of(state, i, ("gone", role.leader_id),
@@ -298,7 +326,8 @@ class QuorumModel:
         crashes_left = state.crashes_left - (1 if crashed else 0)
         return [(None if len(choices) == 1 else tuple(messages[m] for m in chosen),
                  QuorumState(voters, tuple(sorted((*network, *chosen))) if chosen else network,
-                             state.writes, crashes_left, leaders, committed))
+                             state.writes, crashes_left, leaders, committed,
+                             state.changes_left))
                 for chosen in choices]
 
     def _history(self, leaders: Leaders, committed: Committed, i: int, vid: int

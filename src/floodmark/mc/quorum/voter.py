@@ -58,7 +58,8 @@ _CANONICAL_TIMES = {
 
 
 def quorum_config(node_id: int, voters: int) -> QuorumConfig:
-    """The core's settings in the model: every timeout 1 ms (see the module docstring)."""
+    """The core's settings in the model: every timeout 1 ms (see the module docstring);
+    ``voters``: the bootstrap voter set is nodes 1..voters (the others are observers)."""
     return QuorumConfig(node_id, tuple(range(1, voters + 1)), election_timeout_ms=1,
                         fetch_timeout_ms=1, election_backoff_max_ms=0, request_timeout_ms=1,
                         retry_backoff_ms=0, fetch_idle_backoff_ms=0)
@@ -113,6 +114,8 @@ def canonical_role(role: Role) -> Role:
     if isinstance(role, Leader):
         changes["progress"] = tuple(replace(p, last_fetch_ms=min(p.last_fetch_ms, 0))
                                     for p in role.progress)
+        changes["observers"] = tuple(replace(p, last_fetch_ms=min(p.last_fetch_ms, 0))
+                                     for p in role.observers)
     return replace(role, **changes)  # type: ignore[arg-type]
 
 
@@ -173,7 +176,15 @@ class LeaderGone(NamedTuple):
     leader_id: int
 
 
-Event = Deliver | Tick | Write | Start | LeaderGone
+class ChangeVoters(NamedTuple):
+    """An operator's AddRaftVoter (``add``) or RemoveRaftVoter for ``voter_id`` reaches the
+    voter (the core refuses it unless it leads and the change is allowed)."""
+
+    add: bool
+    voter_id: int
+
+
+Event = Deliver | Tick | Write | Start | LeaderGone | ChangeVoters
 
 
 class Outcome(NamedTuple):
@@ -191,11 +202,15 @@ def _live(node_id: int, voters: int, value: VoterValue, batches: Batches, io: Io
         core = QuorumCore(config, value.stored, NO_JITTER)
     else:  # a running core: its in-memory election state is its role's
         core = QuorumCore(config, ElectionState(role.epoch, leader_of(role, node_id),
-                                                voted_for(role, node_id)), NO_JITTER)
+                                                voted_for(role, node_id),
+                                                value.stored.directories,
+                                                value.stored.voter_sets), NO_JITTER)
         core.role = role
         core.high_watermark = value.high_watermark
     log = MetadataModelLog(list(value.log), EpochCache(value.cache), batches, io,
                            recovery_point=len(value.log))
+    if role is not None:
+        core.refresh_voters(log)
     state_file = ModelStateFile(value.stored, io)
     ports = ModelPorts(io)
     driver = QuorumDriver(core, log, state_file, ports, fetch_max_bytes=fetch_max_bytes)
@@ -220,6 +235,9 @@ def run(node_id: int, voters: int, value: VoterValue, event: Event, batches: Bat
             driver.append_as_leader([event.name.encode()], 0)
         elif isinstance(event, Start):
             driver.start(0)
+        elif isinstance(event, ChangeVoters):
+            change = driver.add_voter if event.add else driver.remove_voter
+            change(event.voter_id, "", 0)
         else:
             driver.leader_disconnected(event.leader_id, 0)
     except Crashed:

@@ -153,17 +153,26 @@ def credential_from_password(mechanism: ScramMechanism, password: str, iteration
 
 CredentialLookup = Callable[[str, ScramMechanism], ScramCredential | None]
 """(user name, mechanism) -> that user's credential, or None."""
+TokenLookup = Callable[[str, ScramMechanism], tuple[ScramCredential, KafkaPrincipal] | None]
+"""(token id, mechanism) -> the delegation token's credential and its owner; None: no such
+token, an expired one, or tokens disabled (KIP-48)."""
+TOKEN_AUTH = "tokenauth"
+"""Kafka's SCRAM extension (``tokenauth=true``): the user name is a delegation token's id."""
 
 
 class ScramServer:
     """One SCRAM exchange: client-first -> server-first, client-final -> server-final."""
 
     def __init__(self, mechanism: ScramMechanism, lookup: CredentialLookup,
-                 server_nonce: str | None = None) -> None:
+                 server_nonce: str | None = None, token_lookup: TokenLookup | None = None
+                 ) -> None:
         import scramp
 
         self._mech = mechanism
         self._lookup = lookup
+        self._token_lookup = token_lookup
+        self._token = False  # the client asked tokenauth=true
+        self._token_owner: KafkaPrincipal | None = None
         self._user: str | None = None
         self._known = False
         self._server = scramp.ScramMechanism(mechanism.mechanism_name).make_server(
@@ -176,7 +185,11 @@ class ScramServer:
 
     def _auth_info(self, user: str) -> tuple[bytes, bytes, bytes, int]:
         self._user = user
-        cred = self._lookup(user, self._mech)
+        if self._token:
+            found = self._token_lookup(user, self._mech) if self._token_lookup else None
+            cred, self._token_owner = (None, None) if found is None else found
+        else:
+            cred = self._lookup(user, self._mech)
         self._known = cred is not None
         if cred is None:  # fail at the proof, as a wrong password does
             digest = self._mech.digest_bytes
@@ -197,9 +210,14 @@ class ScramServer:
         except UnicodeDecodeError:
             raise self._fail("message is not UTF-8") from None
         if step == 0:
-            _check_client_first(text)
+            header, bare, extensions = _client_first(text)
+            self._token = extensions.get(TOKEN_AUTH, "").lower() == "true"
             try:
-                self._server.set_client_first(text)
+                # scramp reads no extensions: it is given the message without them, then
+                # the whole client-first-bare the client signed (scramp 1.5 keeps it as
+                # ``client_first_bare``; the AuthMessage of both proofs is made from it).
+                self._server.set_client_first(header + ",".join(bare.split(",")[:2]))
+                self._server.client_first_bare = bare
                 return Challenge(self._server.get_server_first().encode("utf-8"))
             except scramp.ScramException as exc:
                 raise self._fail(f"client-first refused ({_first_line(exc)})") from None
@@ -211,17 +229,34 @@ class ScramServer:
             if not self._known or self._user is None:  # a throwaway key cannot match; belt
                 raise self._fail("unknown user")
             final = self._server.get_server_final().encode("utf-8")
+            if self._token:
+                assert self._token_owner is not None, "a known token has its owner"
+                owner = self._token_owner
+                return Success(KafkaPrincipal(owner.principal_type, owner.name,
+                                              token_authenticated=True), final)
             return Success(KafkaPrincipal.user(self._user), final)
         raise self._fail("message after the exchange ended")
 
 
-def _check_client_first(text: str) -> None:
-    """Kafka's SCRAM extensions (``tokenauth=true``: delegation tokens) are not served: a
-    client-first that asks for one is refused rather than authenticated as a plain user."""
-    attributes = text.split(",")[2:]  # after the GS2 header: n=..., r=..., extensions
-    if any(a.startswith("tokenauth=") for a in attributes[2:]):
-        raise AuthenticationFailed("Authentication failed: delegation tokens are not supported",
-                                   "SCRAM client-first asks for tokenauth")
+def _client_first(text: str) -> tuple[str, str, dict[str, str]]:
+    """A client-first message as (GS2 header with its two commas, client-first-bare, its
+    extensions). Kafka's one extension is ``tokenauth`` (``ScramExtensions``); any other is
+    refused, as Kafka's ScramSaslServer refuses unsupported extensions."""
+    first = text.find(",")
+    second = text.find(",", first + 1) if first >= 0 else -1
+    if second < 0:
+        raise AuthenticationFailed(invalid_credentials("SCRAM"),
+                                   "SCRAM client-first has no GS2 header")
+    header, bare = text[:second + 1], text[second + 1:]
+    extensions: dict[str, str] = {}
+    for attribute in bare.split(",")[2:]:  # after n=..., r=...
+        key, sep, value = attribute.partition("=")
+        if not sep or key != TOKEN_AUTH:
+            raise AuthenticationFailed(
+                "Authentication failed: unsupported SCRAM extensions",
+                f"SCRAM client-first carries an unsupported extension {key!r}")
+        extensions[key] = value
+    return header, bare, extensions
 
 
 def _first_line(exc: BaseException) -> str:

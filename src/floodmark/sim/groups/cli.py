@@ -1,8 +1,11 @@
-"""``floodmark sim groups``: the classic group coordinator core under random steps.
+"""``floodmark sim groups``: the group coordinator cores under random steps, in two worlds
+(``explore``): a classic group, and classic and consumer-protocol members in one group (KIP-848's
+online migration).
 
-* ``floodmark sim groups --seeds N [--start-seed S] [--steps 3000] [--json]
-  [--fail-on-violation]`` — one line per seed with a violation, then a summary.
-* ``floodmark sim groups --replay SEED`` — one seed's trace (its last steps).
+* ``floodmark sim groups --seeds N [--start-seed S] [--steps 3000] [--world classic|mixed|both]
+  [--json] [--fail-on-violation]`` — one line per seed with a violation, then a summary per
+  world (``both``, the default, runs every seed in each).
+* ``floodmark sim groups --replay SEED [--world mixed]`` — one seed's trace (its last steps).
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import logging
 import sys
 from typing import Any
 
-from floodmark.sim.groups.explore import GroupExploreOptions, run_group_seed
+from floodmark.sim.groups.explore import WORLDS, GroupExploreOptions, run_group_seed
 
 
 def _print(text: str = "") -> None:
@@ -22,13 +25,17 @@ def _print(text: str = "") -> None:
 
 def register(sim_subparsers: Any) -> None:
     p = sim_subparsers.add_parser(
-        "groups", help="a classic consumer group (rebalances, static members, coordinator "
-                       "failovers) under random steps, spec.groups invariants after each")
+        "groups", help="a consumer group (rebalances, static members, coordinator "
+                       "failovers; classic and consumer-protocol members, upgrades and "
+                       "downgrades) under random steps, spec.groups invariants after each")
     p.add_argument("--seeds", type=int, default=100)
     p.add_argument("--start-seed", type=int, default=1)
     p.add_argument("--steps", type=int, default=3000, help="steps per seed (default 3000)")
     p.add_argument("--failover-weight", type=float, default=0.005,
                    help="chance that a step is a coordinator failover (default 0.005)")
+    p.add_argument("--world", choices=(*WORLDS, "both"), default="both",
+                   help="classic: a classic group; mixed: classic and consumer-protocol "
+                        "members in one group (KIP-848's migration); both (default)")
     p.add_argument("--replay", type=int, default=None, metavar="SEED",
                    help="run one seed and print its trace")
     p.add_argument("--json", action="store_true")
@@ -41,11 +48,16 @@ def cmd_groups(args: argparse.Namespace) -> int:
     if args.seeds < 1 or args.steps < 1 or not 0 <= args.failover_weight <= 1:
         sys.stderr.write("--seeds and --steps must be positive, --failover-weight in [0, 1]\n")
         return 2
-    # The core logs every rebalance and failed store: thousands per seed here.
-    logging.getLogger("floodmark.broker.classic_group").setLevel(logging.ERROR)
-    options = GroupExploreOptions(steps=args.steps, failover_weight=args.failover_weight)
+    # The cores log every rebalance, removal and failed store: thousands per seed here.
+    for name in ("floodmark.broker.classic_group", "floodmark.broker.consumer_group"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    worlds = WORLDS if args.world == "both" else (args.world,)
     if args.replay is not None:
-        result = run_group_seed(args.replay, options)
+        if len(worlds) != 1:
+            sys.stderr.write("--replay needs --world classic or --world mixed\n")
+            return 2
+        result = run_group_seed(args.replay, GroupExploreOptions(
+            steps=args.steps, failover_weight=args.failover_weight, world=worlds[0]))
         if args.json:
             _print(json.dumps({**result.as_json(), "trace": result.trace}))
         else:
@@ -53,20 +65,28 @@ def cmd_groups(args: argparse.Namespace) -> int:
                 _print(line)
             _print(f"seed {result.seed}: {'OK' if result.ok else 'VIOLATION'}")
         return 0 if result.ok else 1
-    results = [run_group_seed(seed, options)
+    results = [run_group_seed(seed, GroupExploreOptions(
+                   steps=args.steps, failover_weight=args.failover_weight, world=world))
+               for world in worlds
                for seed in range(args.start_seed, args.start_seed + args.seeds)]
     bad = [r for r in results if not r.ok]
     if args.json:
-        _print(json.dumps({"seeds": len(results), "violations": len(bad),
+        _print(json.dumps({"seeds": args.seeds, "worlds": list(worlds),
+                           "violations": len(bad),
                            "results": [r.as_json() for r in results]}))
     else:
         for r in bad:
             v = r.violations[0]
-            _print(f"seed {r.seed}: {v.invariant} at step {v.step}: {v.detail} "
-                   f"(replay: floodmark sim groups --replay {r.seed} --steps {args.steps})")
-        _print(f"{len(results)} seeds, {sum(r.steps for r in results)} steps, "
-               f"{sum(r.rebalances for r in results)} rebalances, "
-               f"{sum(r.commits for r in results)} commits, "
-               f"{sum(r.failovers for r in results)} coordinator failovers: "
-               f"{len(bad)} with violations")
+            _print(f"{r.world} seed {r.seed}: {v.invariant} at step {v.step}: {v.detail} "
+                   f"(replay: floodmark sim groups --replay {r.seed} --world {r.world} "
+                   f"--steps {args.steps})")
+        for world in worlds:
+            mine = [r for r in results if r.world == world]
+            moves = (f"{sum(r.rebalances for r in mine)} rebalances" if world == "classic"
+                     else f"{sum(r.upgrades for r in mine)} upgrades, "
+                          f"{sum(r.downgrades for r in mine)} downgrades")
+            _print(f"{world}: {len(mine)} seeds, {sum(r.steps for r in mine)} steps, {moves}, "
+                   f"{sum(r.commits for r in mine)} commits, "
+                   f"{sum(r.failovers for r in mine)} coordinator failovers: "
+                   f"{sum(not r.ok for r in mine)} with violations")
     return 1 if bad and args.fail_on_violation else 0

@@ -45,6 +45,9 @@ def register(sim_subparsers: Any) -> None:
     p.add_argument("--wipes", action="store_true",
                    help="also crash voters with the loss of their whole data dir (one at a "
                         "time; the voter restarts on a new directory id)")
+    p.add_argument("--voter-changes", action="store_true",
+                   help="also send AddRaftVoter / RemoveRaftVoter to the leader (KIP-853; the "
+                        "last node starts as an observer)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--fail-on-violation", action="store_true")
     p.set_defaults(func=cmd_quorum)
@@ -62,7 +65,7 @@ def cmd_quorum(args: argparse.Namespace) -> int:
     options = QuorumExploreOptions(voters=args.voters, fault_phase_ms=args.fault_phase_ms,
                                    loss_probability=args.loss,
                                    snapshot_interval=args.snapshot_interval,
-                                   wipes=args.wipes)
+                                   wipes=args.wipes, voter_changes=args.voter_changes)
     if args.replay is not None:
         result = run_quorum_seed(args.replay, options, trace=True)
         return _replay(args, result)
@@ -80,6 +83,7 @@ def cmd_quorum(args: argparse.Namespace) -> int:
                "snapshots_loaded": sum(r.snapshots_loaded for r in results),
                "wipes": sum(r.wipes for r in results),
                "readmissions": sum(r.readmissions for r in results),
+               "voter_changes": sum(r.voter_changes for r in results),
                "violations": [dict(v, seed=r.seed) for r in failing
                               for v in r.as_json()["violations"]]}  # type: ignore[attr-defined]
     if args.json:

@@ -18,6 +18,9 @@ from floodmark.sim.quorum.world import QuorumSimConfig, QuorumWorld, SimVoter, V
 
 FAULTS = ("crash", "crash-lose-unsynced", "stop", "restart", "pause", "resume",
           "partition-hold", "partition-reset", "heal")
+CHANGES = ("add-voter", "remove-voter")
+"""Drawn with ``voter_changes``: an operator asks the leader (if any) to add a node outside
+its voter set or remove one of its voters (never below one voter)."""
 WIPE = "wipe"
 """A crash that loses the whole data dir (log, snapshots, ``quorum-state``, directory id); the
 voter restarts later on a new directory. Drawn only while every other voter is a voter on its
@@ -36,12 +39,16 @@ class QuorumExploreOptions:
     """Committed records between snapshots (KIP-630; 0: off)."""
     wipes: bool = False
     """Also draw ``wipe`` faults (``--wipes``)."""
+    voter_changes: bool = False
+    """Also draw AddRaftVoter / RemoveRaftVoter sent to the leader (``--voter-changes``;
+    KIP-853); the last node starts as an observer."""
 
     def sim_config(self) -> QuorumSimConfig:
         return QuorumSimConfig(voters=self.voters, network=NetworkConfig(
             min_delay_ms=1, max_delay_ms=5, loss_probability=self.loss_probability),
             snapshot_interval=self.snapshot_interval,
-            segment_bytes=512 if self.snapshot_interval else 1 << 30)
+            segment_bytes=512 if self.snapshot_interval else 1 << 30,
+            bootstrap_voters=self.voters - 1 if self.voter_changes and self.voters > 1 else 0)
 
 
 @dataclass(slots=True)
@@ -57,6 +64,8 @@ class QuorumSeedResult:
     snapshots_loaded: int = 0
     wipes: int = 0
     readmissions: int = 0
+    voter_changes: int = 0
+    """AddRaftVoter / RemoveRaftVoter the leader accepted."""
 
     @property
     def ok(self) -> bool:
@@ -68,6 +77,7 @@ class QuorumSeedResult:
                 "faults": len(self.faults), "trace_hash": self.trace_hash,
                 "snapshots_loaded": self.snapshots_loaded,
                 "wipes": self.wipes, "readmissions": self.readmissions,
+                "voter_changes": self.voter_changes,
                 "violations": [{"time_ms": v.time_ms, "invariant": v.invariant,
                                 "detail": v.detail} for v in self.violations]}
 
@@ -79,11 +89,34 @@ def _rebound(voter: SimVoter) -> bool:
         core.directory_id)
 
 
-def _inject(qw: QuorumWorld, faults: list[str], wiped: set[int] | None = None) -> None:
+def _change_voters(qw: QuorumWorld, kind: str) -> str | None:
+    """AddRaftVoter / RemoveRaftVoter to a leader: what was asked and Kafka's answer."""
+    leaders = [v for v in qw.leaders() if not v.paused]
+    if not leaders:
+        return None
+    leader = qw.rng.choice(leaders)
+    assert leader.core is not None
+    add = kind == "add-voter"
+    voters = leader.core.voters
+    targets = [i for i in qw.voters if (i not in voters) == add]
+    if not targets:
+        return None
+    target = qw.rng.choice(targets)
+    return f"{leader.name} c{target} {leader.change_voters(add, target)}"
+
+
+def _inject(qw: QuorumWorld, faults: list[str], wiped: set[int] | None = None,
+            changes: bool = False) -> None:
     """One random fault. ``wiped``: voters that lost their data dir and are not re-admitted
-    yet (None: no wipes drawn)."""
+    yet (None: no wipes drawn); ``changes``: voter set changes drawn too."""
     rng = qw.rng
-    kind = rng.choice(FAULTS + ((WIPE,) if wiped is not None else ()))
+    kind = rng.choice(FAULTS + ((WIPE,) if wiped is not None else ())
+                      + (CHANGES if changes else ()))
+    if kind in CHANGES:
+        asked = _change_voters(qw, kind)
+        if asked is not None:
+            faults.append(f"{qw.now_ms} {kind} {asked}")
+        return
     voters = list(qw.voters.values())
     live = [v for v in voters if v.alive]
     dead = [v for v in voters if not v.alive]
@@ -141,7 +174,7 @@ def run_quorum_seed(seed: int, options: QuorumExploreOptions | None = None,
         qw.check_log_matching()
         qw.check_committed_on_majority()
         if qw.now_ms < end:
-            _inject(qw, faults, wiped)
+            _inject(qw, faults, wiped, opts.voter_changes)
     # Recovery: heal everything, let the quorum converge, then stop writing and settle.
     qw.heal()
     for voter in qw.voters.values():
@@ -158,7 +191,9 @@ def run_quorum_seed(seed: int, options: QuorumExploreOptions | None = None,
                             len(qw.committed), faults, qw.world.events_run,
                             qw.world.trace_hash,
                             sum(v.snapshots_loaded for v in qw.voters.values()),
-                            sum(1 for f in faults if f" {WIPE} " in f), qw.readmissions)
+                            sum(1 for f in faults if f" {WIPE} " in f), qw.readmissions,
+                            sum(1 for f in faults if f.split(" ")[1] in CHANGES
+                                and f.endswith(" NONE")))
 
 
 def _check_converged(qw: QuorumWorld) -> None:

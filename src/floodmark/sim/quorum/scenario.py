@@ -66,6 +66,8 @@ def _short(value: str) -> str:
             return f"LC(c{record['leader']})"
         if record.get("type") == "voters":  # a voter bound to its data dir (KIP-853)
             return f"V(c{record['voter']}={str(record['directory_id'])[-4:]})"
+        if record.get("type") == "voter_set":  # the voter set (KIP-853's VotersRecord)
+            return "VS(" + ",".join(f"c{v}" for v, _d in record["voters"]) + ")"
     return value
 
 

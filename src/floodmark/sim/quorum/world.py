@@ -41,6 +41,7 @@ from floodmark.controller.quorum.driver import QuorumDriver
 from floodmark.controller.quorum.effects import RoleChanged
 from floodmark.controller.quorum.messages import QuorumMessage
 from floodmark.controller.quorum.state_file import QuorumStateFile
+from floodmark.controller.quorum.voter_history import in_force
 from floodmark.controller.quorum.voter_set import directory_of
 from floodmark.controller.snapshot import (
     SnapshotId,
@@ -98,13 +99,20 @@ class QuorumSimConfig:
     first start and the leader binds them as it hears from them."""
     snapshot_chunk_bytes: int = 256
     """Bytes per FetchSnapshot answer: a transfer takes several round trips."""
+    bootstrap_voters: int = 0
+    """Nodes 1..this form the bootstrap voter set (0: all); the others start as observers,
+    to be added with AddRaftVoter (KIP-853)."""
     """Small with snapshots, so cutting the log deletes whole segments for real."""
 
     def log_config(self) -> LogConfig:
         return LogConfig(segment_bytes=self.segment_bytes, retention_ms=-1)
 
+    @property
+    def bootstrap(self) -> tuple[int, ...]:
+        return tuple(range(1, (self.bootstrap_voters or self.voters) + 1))
+
     def quorum_config(self, node_id: int) -> QuorumConfig:
-        return QuorumConfig(node_id, tuple(range(1, self.voters + 1)),
+        return QuorumConfig(node_id, self.bootstrap,
                             election_timeout_ms=self.election_timeout_ms,
                             fetch_timeout_ms=self.fetch_timeout_ms,
                             election_backoff_max_ms=self.election_backoff_max_ms,
@@ -267,6 +275,18 @@ class SimVoter:
         first, _ = self.driver.append_as_leader([value.encode()], self.world.now_ms)
         self.world.record(f"{self.name} append {value}@{first} epoch={self.driver.core.epoch}")
         self._after()
+
+    def change_voters(self, add: bool, voter_id: int) -> str:
+        """An operator's AddRaftVoter / RemoveRaftVoter reaches this node: Kafka's error name."""
+        if self.driver is None or self.paused:
+            return "UNREACHABLE"
+        change = self.driver.add_voter if add else self.driver.remove_voter
+        error, message, offset = change(voter_id, "", self.world.now_ms)
+        self.world.record(f"{self.name} {'add' if add else 'remove'}-voter c{voter_id}: "
+                          f"{error.name}{' ' + message if message else ''}"
+                          + (f" @{offset}" if offset >= 0 else ""))
+        self._after()
+        return error.name
 
     def _after(self) -> None:
         core = self.core
@@ -531,14 +551,34 @@ class QuorumWorld:
                            f"c{a} and c{b} agree on epoch at {top} but differ at "
                            f"{offset}: {la.get(offset)} vs {lb.get(offset)}")
 
+    def voter_sets_in_force(self, entries: dict[int, dict[int, Entry]]
+                            ) -> list[tuple[int, ...]]:
+        """The voter sets in force on the nodes (from each one's ``quorum-state`` file and its
+        log's end), the bootstrap set when there are no voter set records."""
+        found: set[tuple[int, ...]] = set()
+        for v in self.voters.values():
+            history = QuorumStateFile(v.fs, QUORUM_DIR).read().voter_sets if v.fs.exists(
+                f"{QUORUM_DIR}/quorum-state") else ()
+            end = max(entries[v.node_id], default=-1) + 1
+            found.add(in_force(history, end, self.config.bootstrap))
+        return sorted(found)
+
     def check_committed_on_majority(self) -> None:
         """Every committed record is on enough voters' disks that any future leader has it.
         A voter that lost its disk and is not re-admitted yet is absent: it can neither vote
-        nor count, so what its lost disk held is not needed (``under_replicated``)."""
-        absent = sum(1 for v in self.voters.values() if not v.readmitted)
-        logs = [v.entries() if v.log is not None else _durable_entries(v)
-                for v in self.voters.values() if v.readmitted]
-        found = under_replicated(self.committed, logs, len(self.voters), absent)
+        nor count, so what its lost disk held is not needed (``under_replicated``). With a
+        changing voter set (KIP-853): on a majority of some voter set in force on some node
+        (``mc.quorum.invariants.committed_on_majority`` says why that is the bound)."""
+        entries = {v.node_id: v.entries() if v.log is not None else _durable_entries(v)
+                   for v in self.voters.values()}
+        found = None
+        for voter_set in self.voter_sets_in_force(entries):
+            members = [self.voters[i] for i in voter_set]
+            absent = sum(1 for v in members if not v.readmitted)
+            found = under_replicated(self.committed, [entries[v.node_id] for v in members
+                                                      if v.readmitted], len(members), absent)
+            if found is None:
+                return
         if found is not None:
             offset, entry, holders = found
             self.violation(inv.COMMITTED_LOST,
