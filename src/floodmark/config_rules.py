@@ -298,6 +298,7 @@ RULES: dict[str, Rule] = {
     # bytes or the wait; floodmark refuses a count below one (no fetcher would follow anything)
     # and a negative wait or min bytes.
     "num.replica.fetchers": at_least(1),
+    "num.network.threads": at_least(1),  # Kafka's atLeast(1) (SocketServerConfigs)
     "replica.fetch.max.bytes": at_least(0),
     "replica.fetch.response.max.bytes": at_least(0),
     "replica.fetch.min.bytes": at_least(0),

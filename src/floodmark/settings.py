@@ -177,6 +177,10 @@ DEFAULTS: dict[str, Any] = {
     # connection carrying one Fetch for all its partitions (partition -> fetcher by hash of
     # topic and partition), and that Fetch's sizes and long poll.
     "num.replica.fetchers": 1,
+    # The network threads of each TLS listener (SSL, SASL_SSL): they do its connections'
+    # handshakes, decryption, framing and encryption off the event loop (Kafka's name and
+    # default; PLAINTEXT listeners are read by the event loop itself).
+    "num.network.threads": 3,
     "replica.fetch.max.bytes": 1_048_576,
     "replica.fetch.response.max.bytes": 10_485_760,
     "replica.fetch.min.bytes": 1,
@@ -391,7 +395,8 @@ _INT_SETTINGS = frozenset({"node.id", "num.partitions", "default.replication.fac
                            "share.coordinator.state.topic.min.isr",
                            "offsets.topic.num.partitions", "offsets.retention.minutes",
                            "log.checkpoint.interval.ms", "replica.lag.time.max.ms",
-                           "num.replica.fetchers", "replica.fetch.max.bytes",
+                           "num.replica.fetchers", "num.network.threads",
+                           "replica.fetch.max.bytes",
                            "replica.fetch.response.max.bytes", "replica.fetch.min.bytes",
                            "replica.fetch.wait.max.ms", "replica.fetch.backoff.ms",
                            "transactional.id.expiration.ms", "transaction.max.timeout.ms",

@@ -344,7 +344,8 @@ class Broker:
         for ep in listeners.listeners:
             server = await start_listener(
                 ep.host or self.config.listen_host, ep.port, dispatch, self.max_request_bytes,
-                self._connection_opened, self.connections.discard, ep, tls.get(ep.name))
+                self._connection_opened, self.connections.discard, ep, tls.get(ep.name),
+                self.config.get_int("num.network.threads"))
             self._servers.append(server)
             self.bound_ports[ep.name] = server.sockets[0].getsockname()[1]
         self.bound_port = self.bound_ports[listeners.listeners[0].name]

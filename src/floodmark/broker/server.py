@@ -6,27 +6,30 @@ JoinGroup waiting for the rebalance). A frame that cannot be decoded, an unknown
 unsupported version closes this connection only (what Kafka does); every other client keeps going.
 
 One server per listener (``security.listeners``): each accepted ``Connection`` knows its listener
-name and security protocol. A TLS listener (SSL, SASL_SSL) accepts sockets itself
-(``serve_tls``) and hands each one to the loop with the listener's *current* ``ssl.SSLContext``
-(``ServerTls.context``, which reloads changed key and trust stores), so a rotated certificate is
-served to new connections without a restart, and not a byte is read outside TLS; a failed
-handshake (plaintext bytes, an untrusted, expired or missing client certificate, a silent peer)
-is one log line and closes that connection only. TLS connections never use sendfile.
+name and security protocol. A TLS listener (SSL, SASL_SSL) is a ``ThreadedTlsServer``: it
+accepts sockets itself and hands each one, with the listener's *current* ``ssl.SSLContext``
+(``ServerTls.context``, which reloads changed key and trust stores), to one of its
+``num.network.threads`` network threads (``security.network_threads``), which does the
+handshake and all of that connection's decryption, framing and encryption
+(``security.tls_transport``) and hands whole frames to the loop (``frame_received``). So a
+rotated certificate is served to new connections without a restart, not a byte is read outside
+TLS, and the event loop never touches a TLS byte; a failed handshake (plaintext bytes, an
+untrusted, expired or missing client certificate, a silent peer) is one log line and closes that
+connection only. TLS connections never use sendfile.
 
-Reads are buffered (``asyncio.BufferedProtocol``): the loop reads, or on a TLS listener decrypts,
-straight into a buffer this connection hands out (``get_buffer``). A frame larger than what is
-left of the current read buffer gets a ``bytearray`` of exactly its size once its size prefix
-is known, and the rest of it is read (decrypted) into that without another copy; small frames
-are cut out of a read buffer that is never written twice. Either way a handler gets a writable
-view, so storage stamps offsets in place. With a plain ``Protocol`` every TLS record became a
-new ``bytes`` object, joined into another, then copied into the frame (issue 21's profile).
+A plaintext connection's reads are buffered (``asyncio.BufferedProtocol``): the loop reads
+straight into a buffer this connection hands out (``get_buffer``), and ``wire.frames``
+cuts the frames (each byte copied at most once, a large frame read into a buffer of exactly its
+size); a TLS connection's network thread drives the same ``FrameReader``. Either way a handler
+gets a writable view, so storage stamps offsets in place. The size of each frame is checked
+before it is read (``frame_size_problem``: ``socket.request.max.bytes``, or
+``sasl.server.max.receive.size`` before SASL authentication), by whichever thread reads.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import struct
 from collections import deque
 from collections.abc import Awaitable, Callable
 
@@ -36,8 +39,9 @@ from floodmark.security.listeners import Endpoint, SecurityProtocol
 from floodmark.security.principal import ANONYMOUS, KafkaPrincipal
 from floodmark.security.sasl.session import SaslSession
 from floodmark.security.tls import ServerTls, TlsRefused
-from floodmark.security.tls_server import TlsServer
+from floodmark.security.tls_server import ThreadedTlsServer
 from floodmark.wire.errors import ProtocolError
+from floodmark.wire.frames import BufferPool, FrameReader
 
 log = logging.getLogger(__name__)
 
@@ -47,27 +51,10 @@ Dispatch = Callable[[memoryview | bytes, "Connection"],
                     "Encoded | Awaitable[Encoded | None] | None"]
 
 
-# A read buffer for small frames: what the loop may fill in one read, whatever size it suggests
-# (uvloop: 64 KiB for TCP, the ciphertext pending, up to 256 KiB, under TLS). The head of a large
-# frame lands here and is copied into the frame's own buffer, so a larger read buffer copies
-# more: 64 KiB against the hint cost 1.41-1.64 against 1.89-2.00 CPU s/GB on TLS with 1 MB
-# frames (benchmarks/server_reads.py), and the same on 1 KiB frames.
-READ_BUFFER_BYTES = 64 * 1024
-# Below this much room a read buffer is replaced (its unread tail copied) rather than offered.
-MIN_READ_BYTES = 4 * 1024
-_SIZE = struct.Struct(">i").unpack_from
-
-
 class Connection(asyncio.BufferedProtocol):
     __slots__ = (
-        "_buffer",
-        "_buffer_end",
-        "_buffer_start",
-        "_buffer_view",
         "_dispatch",
-        "_filled",
-        "_frame",
-        "_frame_view",
+        "_frames",
         "_max_request_bytes",
         "_muted",
         "_on_close",
@@ -91,19 +78,16 @@ class Connection(asyncio.BufferedProtocol):
     def __init__(
         self, dispatch: Dispatch, max_request_bytes: int, on_close: Callable[[Connection], None],
         listener: Endpoint | None = None, tls: ServerTls | None = None,
+        pool: BufferPool | None = None,
     ) -> None:
+        """``pool``: the read buffers of the loop's connections on this listener (one per
+        loop; a pool is not thread-safe)."""
         self._dispatch = dispatch
         self._max_request_bytes = max_request_bytes
         self._on_close = on_close
-        # Small frames are cut out of a read buffer: bytes [start, end) are read but not yet
-        # framed; bytes before start were handed out (never written again), after end are free.
-        self._buffer: bytearray | None = None
-        self._buffer_view = memoryview(b"")
-        self._buffer_start = 0
-        self._buffer_end = 0
-        self._frame: bytearray | None = None  # a frame read into its own buffer, if any
-        self._frame_view = memoryview(b"")
-        self._filled = 0
+        # Reads by the loop (a TLS connection's are cut by its network thread).
+        self._frames = FrameReader(self._frame_cut, self._check_size,
+                                   pool if pool is not None else BufferPool())
         self._write_paused = False  # the transport's send buffer is above its high-water mark
         self._reading_paused = False
         self._muted = False  # throttled by a quota (KIP-219): nothing is read until _unmute
@@ -154,78 +138,49 @@ class Connection(asyncio.BufferedProtocol):
         self._on_close(self)
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        """Where the loop puts the next bytes: the rest of a frame being filled, else the free
-        tail of the read buffer (a new buffer when little room is left; its unread bytes, a
-        partial size prefix or small frame, are copied over)."""
-        if self._frame is not None:
-            return self._frame_view[self._filled :]
-        buffer = self._buffer
-        if buffer is None or len(buffer) - self._buffer_end < MIN_READ_BYTES:
-            unread = self._buffer_view[self._buffer_start : self._buffer_end]
-            buffer = bytearray(max(READ_BUFFER_BYTES, len(unread) + MIN_READ_BYTES))
-            buffer[: len(unread)] = unread
-            self._buffer = buffer
-            self._buffer_view = memoryview(buffer)
-            self._buffer_start, self._buffer_end = 0, len(unread)
-        return self._buffer_view[self._buffer_end :]
+        """Where the loop puts the next bytes (``wire.frames.FrameReader``)."""
+        return self._frames.get_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
-        """Cut the frames out of what was read; each byte is copied at most once (the part of
-        a large frame that came in with the read before its size was known)."""
-        if self.closed:
-            return
-        if self._frame is not None:
-            self._filled += nbytes
-            if self._filled == len(self._frame):
-                self._frame = None
-                self._on_frame(self._frame_view)
-            return
-        buffer = self._buffer
-        if buffer is None:  # pragma: no cover - get_buffer always precedes
-            return
-        view = self._buffer_view
-        start = self._buffer_start
-        end = self._buffer_end = self._buffer_end + nbytes
-        while end - start >= 4:
-            size = _SIZE(buffer, start)[0]
-            if not self._check_size(size):
-                return
-            if end - start - 4 >= size:
-                start += 4 + size
-                self._buffer_start = start
-                self._on_frame(view[start - size : start])
-                if self.closed:
-                    return
-                continue
-            if start + 4 + size > len(buffer):  # does not fit: a buffer of its own
-                frame = bytearray(size)
-                have = end - start - 4
-                frame[:have] = view[start + 4 : end]
-                self._frame, self._frame_view, self._filled = frame, memoryview(frame), have
-                start = end
-            break
-        self._buffer_start = start
-        if start == end:  # all handed out: the buffer lives on only in those frames
-            self._buffer, self._buffer_view = None, memoryview(b"")
-            self._buffer_start = self._buffer_end = 0
+        if not self.closed:
+            self._frames.buffer_updated(nbytes)
+
+    def _frame_cut(self, frame: memoryview) -> bool:
+        self._on_frame(frame)
+        return not self.closed
 
     def _check_size(self, size: int) -> bool:
+        problem = self.frame_size_problem(size)
+        if problem is None:
+            return True
+        self.frame_refused(problem)
+        return False
+
+    # -- what a network thread's TLS transport calls (``security.tls_transport``): it cuts the
+    # frames itself and hands them over whole.
+    def frame_size_problem(self, size: int) -> str | None:
+        """Why a frame of ``size`` bytes may not be read (None: it may). Reads settings only,
+        so a network thread may call it."""
         if self._tls is None and size >> 16 in _TLS_RECORD_PREFIXES:
-            log.warning("closing %s: a TLS handshake on %s listener %s (the client is "
-                        "configured for SSL)", self.peer, self.security_protocol,
-                        self.listener_name)
-            self.abort()
-            return False
+            return (f"a TLS handshake on {self.security_protocol} listener "
+                    f"{self.listener_name} (the client is configured for SSL)")
         limit = self._max_request_bytes
-        if self.sasl is not None:  # before SASL authentication: sasl.server.max.receive.size
-            limit = self.sasl.max_frame_bytes(limit)
+        sasl = self.sasl
+        if sasl is not None:  # before SASL authentication: sasl.server.max.receive.size
+            limit = sasl.max_frame_bytes(limit)
         if size < 8 or size > limit:
-            log.warning("closing %s: request size %d outside [8, %s=%d]", self.peer, size,
-                        "socket.request.max.bytes" if limit == self._max_request_bytes
-                        else "sasl.server.max.receive.size", limit)
-            self.abort()
-            return False
-        return True
+            name = ("socket.request.max.bytes" if limit == self._max_request_bytes
+                    else "sasl.server.max.receive.size")
+            return f"request size {size} outside [8, {name}={limit}]"
+        return None
+
+    def frame_refused(self, problem: str) -> None:
+        log.warning("closing %s: %s", self.peer, problem)
+        self.abort()
+
+    def frame_received(self, frame: memoryview) -> None:
+        if not self.closed:
+            self._on_frame(frame)
 
     # -- dispatch and ordered replies ----------------------------------------------------------
     def _on_frame(self, frame: memoryview | bytes) -> None:
@@ -362,16 +317,18 @@ _TLS_RECORD_PREFIXES = frozenset({0x1603})
 async def start_listener(
     host: str, port: int, dispatch: Dispatch, max_request_bytes: int,
     on_open: Callable[[Connection], None], on_close: Callable[[Connection], None],
-    listener: Endpoint | None = None, tls: ServerTls | None = None,
-) -> asyncio.Server | TlsServer:
+    listener: Endpoint | None = None, tls: ServerTls | None = None, network_threads: int = 1,
+) -> asyncio.Server | ThreadedTlsServer:
     loop = asyncio.get_running_loop()
+    pool = BufferPool()
 
     def factory() -> Connection:
-        conn = Connection(dispatch, max_request_bytes, on_close, listener, tls)
+        conn = Connection(dispatch, max_request_bytes, on_close, listener, tls, pool)
         on_open(conn)
         return conn
 
     if tls is not None:
-        return await TlsServer.start(host, port, factory, tls,
-                                     listener.name if listener is not None else "SSL")
+        return await ThreadedTlsServer.start_threaded(
+            host, port, factory, tls, listener.name if listener is not None else "SSL",
+            network_threads)
     return await loop.create_server(factory, host, port, reuse_address=True, backlog=1024)

@@ -6,6 +6,11 @@ next connection), so not a byte is read outside TLS; a failed handshake (plainte
 untrusted, expired or missing client certificate, a peer silent past the handshake timeout) is
 one log line naming the peer and the reason, and closes that connection only. At most
 ``MAX_HANDSHAKES`` handshakes run at once; further connections wait in the accept backlog.
+
+``TlsServer`` runs TLS on the event loop (the loop's own TLS transport: the controller's RPC).
+``ThreadedTlsServer`` (the broker's Kafka listeners) hands each accepted socket to one of its
+network threads (``network_threads``), which do the handshake and all encryption and decryption
+of that connection, off the event loop.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import logging
 import socket
 from collections.abc import Callable
 
+from floodmark.security.network_threads import NetworkThreads
 from floodmark.security.tls import ServerTls, TlsRefused
 
 log = logging.getLogger(__name__)
@@ -39,19 +45,7 @@ class TlsServer:
     @classmethod
     async def start(cls, host: str, port: int, factory: Callable[[], asyncio.BaseProtocol],
                     tls: ServerTls, name: str) -> TlsServer:
-        infos = await asyncio.get_running_loop().getaddrinfo(host, port,
-                                                              type=socket.SOCK_STREAM)
-        family, _, _, _, address = infos[0]
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind(address)
-            sock.listen(1024)
-            sock.setblocking(False)
-        except OSError:
-            sock.close()
-            raise
-        return cls(sock, factory, tls, name)
+        return cls(await _listening_socket(host, port), factory, tls, name)
 
     async def _accept_loop(self) -> None:
         loop = asyncio.get_running_loop()
@@ -74,8 +68,7 @@ class TlsServer:
 
     async def _handshake(self, sock: socket.socket, peer: object) -> None:
         loop = asyncio.get_running_loop()
-        where = (f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2
-                 else str(peer))
+        where = _where(peer)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             await loop.connect_accepted_socket(
@@ -94,3 +87,59 @@ class TlsServer:
             task.cancel()
         for sock in self.sockets:
             sock.close()
+
+
+async def _listening_socket(host: str, port: int) -> socket.socket:
+    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    family, _, _, _, address = infos[0]
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(1024)
+        sock.setblocking(False)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def _where(peer: object) -> str:
+    return (f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2
+            else str(peer))
+
+
+class ThreadedTlsServer(TlsServer):
+    """A TLS listener whose connections' TLS runs on ``network_threads`` network threads
+    (Kafka's ``num.network.threads``); ``close`` also ends the threads and so every connection
+    they hold."""
+
+    def __init__(self, sock: socket.socket, factory: Callable[[], asyncio.BaseProtocol],
+                 tls: ServerTls, name: str, network_threads: int = 1) -> None:
+        self._threads = NetworkThreads(network_threads, name)
+        super().__init__(sock, factory, tls, name)
+
+    @classmethod
+    async def start_threaded(cls, host: str, port: int,
+                             factory: Callable[[], asyncio.BaseProtocol], tls: ServerTls,
+                             name: str, network_threads: int) -> ThreadedTlsServer:
+        return cls(await _listening_socket(host, port), factory, tls, name, network_threads)
+
+    async def _handshake(self, sock: socket.socket, peer: object) -> None:
+        where = _where(peer)
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.setblocking(False)
+            await self._threads.start_connection(sock, self._tls.context(), self._factory,
+                                                 where, self._name,
+                                                 self._tls.handshake_timeout_s)
+        except OSError as exc:  # the peer left before it was handed over
+            log.warning("closing %s on listener %s: TLS handshake failed: %s", where,
+                        self._name, TlsRefused.describe(exc))
+            sock.close()
+        finally:
+            self._slots.release()
+
+    def close(self) -> None:
+        super().close()
+        self._threads.stop()

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from floodmark.broker.server import READ_BUFFER_BYTES, Connection
+from floodmark.broker.server import Connection
+from floodmark.wire.frames import READ_BUFFER_BYTES
 
 
 class Transport:
