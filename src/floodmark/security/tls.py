@@ -212,6 +212,9 @@ def server_context(s: SslSettings) -> ssl.SSLContext:
                          ) from None
     ctx.verify_mode = {ClientAuth.NONE: ssl.CERT_NONE, ClientAuth.REQUESTED: ssl.CERT_OPTIONAL,
                        ClientAuth.REQUIRED: ssl.CERT_REQUIRED}[s.client_auth]
+    # A client's TLS 1.2 renegotiation is refused, as Kafka's SslTransportLayer refuses it: an
+    # SSL_write waiting on a renegotiation while reading is paused would stall the connection.
+    ctx.options |= ssl.OP_NO_RENEGOTIATION
     return ctx
 
 
