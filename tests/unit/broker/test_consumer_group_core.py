@@ -18,8 +18,8 @@ from floodmark.broker.consumer_group.core import (
     CoreConfig,
     GroupState,
     Heartbeat,
-    MemberState,
 )
+from floodmark.broker.consumer_group.records import MemberState
 from floodmark.errors import ErrorCode
 
 T = uuid.UUID(int=7)

@@ -16,7 +16,6 @@ from floodmark.broker.consumer_group.core import (
     ConsumerGroupCoordinator,
     CoreConfig,
     Heartbeat,
-    MemberState,
 )
 from floodmark.broker.consumer_group.migration import (
     ClassicMember,
@@ -25,6 +24,7 @@ from floodmark.broker.consumer_group.migration import (
     can_downgrade,
     can_upgrade,
 )
+from floodmark.broker.consumer_group.records import MemberState
 from floodmark.client.group import encode_subscription
 from floodmark.errors import ErrorCode
 from floodmark.wire.consumer_protocol import decode_assignment, encode_assignment

@@ -30,12 +30,12 @@ from floodmark.broker.consumer_group.core import (
     ConsumerGroup,
     ConsumerGroupCoordinator,
     Member,
-    MemberState,
 )
 from floodmark.broker.consumer_group.records import (
     ClassicMemberMetadata,
     ConsumerGroupRecord,
     GroupEpoch,
+    MemberState,
     MemberSubscription,
     Subscription,
     TopicMetadata,

@@ -54,6 +54,7 @@ from floodmark.broker.consumer_group.records import (
     CurrentAssignment,
     GroupEpoch,
     MemberAssignment,
+    MemberState,
     MemberSubscription,
     PartitionMetadata,
     Subscription,
@@ -68,15 +69,6 @@ LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
 GROUP_MAX_SIZE_DEFAULT = 2**31 - 1  # group.consumer.max.size and group.max.size: Kafka's
 # Integer.MAX_VALUE
 _NONE: Partitions = frozenset()
-
-
-class MemberState(enum.IntEnum):
-    """Kafka's ``MemberState`` (its values are stored in CurrentMemberAssignment records)."""
-
-    STABLE = 0
-    UNREVOKED_PARTITIONS = 1
-    UNRELEASED_PARTITIONS = 2
-    UNKNOWN = 127
 
 
 class GroupState(enum.Enum):

@@ -33,6 +33,7 @@ from floodmark.broker.consumer_group.records import (
     CurrentAssignment,
     GroupEpoch,
     MemberAssignment,
+    MemberState,
     MemberSubscription,
     PartitionMetadata,
     Subscription,
@@ -47,8 +48,6 @@ from floodmark.wire.consumer_protocol import (
     encode_assignment,
     version_of,
 )
-
-STABLE = 0  # MemberState.STABLE (core's), as stored
 
 
 class MigrationPolicy(enum.Enum):
@@ -148,7 +147,7 @@ def upgrade_records(classic: ClassicSnapshot,
     records.extend(TargetMember(group_id, mid, parts) for mid, parts in assigned.items())
     records.append(TargetEpoch(group_id, epoch))
     records.extend(MemberAssignment(group_id, mid, CurrentAssignment(
-        epoch, epoch, STABLE, parts, frozenset())) for mid, parts in assigned.items())
+        epoch, epoch, MemberState.STABLE, parts, frozenset())) for mid, parts in assigned.items())
     names = sorted({t for s in subscriptions.values() for t in s.subscribed_topic_names
                     if t in topics})
     records.append(PartitionMetadata(group_id, tuple(topics[n] for n in names)))

@@ -16,6 +16,7 @@ rebuilds a group from the log after a coordinator failover.
 
 from __future__ import annotations
 
+import enum
 import struct
 import uuid
 from dataclasses import dataclass, field
@@ -74,13 +75,22 @@ class Subscription:
     classic: ClassicMemberMetadata | None = None  # None: the member speaks the consumer protocol
 
 
+class MemberState(enum.IntEnum):
+    """Kafka's ``MemberState`` (its values are stored in CurrentMemberAssignment records)."""
+
+    STABLE = 0
+    UNREVOKED_PARTITIONS = 1
+    UNRELEASED_PARTITIONS = 2
+    UNKNOWN = 127
+
+
 @dataclass(frozen=True, slots=True)
 class CurrentAssignment:
     """``ConsumerGroupCurrentMemberAssignmentValue``."""
 
     member_epoch: int
     previous_member_epoch: int
-    state: int  # MemberState's value
+    state: int  # a MemberState's value
     assigned: Partitions
     pending_revocation: Partitions
 
