@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from floodmark.broker.consumer_group.assignors import Partitions
 from floodmark.broker.consumer_group.records import (
     BadConsumerGroupRecord,
+    MemberState,
     Reader,
     compact_string,
     string,
@@ -50,7 +51,6 @@ KEY_VERSIONS = frozenset({MEMBER_METADATA, GROUP_METADATA, TARGET_ASSIGNMENT_MET
                           TARGET_ASSIGNMENT_MEMBER, CURRENT_MEMBER_ASSIGNMENT,
                           STATE_PARTITION_METADATA})
 _VALUE_VERSION = 0
-STABLE = 0  # MemberState.STABLE: a share group member has no other state
 
 
 class BadShareGroupRecord(BadConsumerGroupRecord):
@@ -281,7 +281,8 @@ def encode(rec: ShareGroupRecord) -> list[tuple[bytes, bytes | None]]:
         body += compact_string(rec.client_host) + uvarint(len(rec.subscribed) + 1)
         body += b"".join(compact_string(n) for n in rec.subscribed)
         return [(_key(MEMBER_METADATA, rec.group_id, rec.member_id), bytes(body) + b"\x00")]
-    value = head + struct.pack(">iib", rec.member_epoch, rec.previous_epoch, STABLE)
+    value = head + struct.pack(">iib", rec.member_epoch, rec.previous_epoch,
+                               MemberState.STABLE)  # a share member's only state
     value += topic_partitions(rec.assignment) + b"\x00"
     return [(_key(CURRENT_MEMBER_ASSIGNMENT, rec.group_id, rec.member_id), value)]
 
