@@ -17,7 +17,10 @@ and the records from ``fetch_offset`` up to the LEO, within the request's ``max_
 least one batch, KIP-74). The request is answered at once when a partition has an error or a
 diverging epoch or the records reach ``min_bytes``; else it waits (Kafka's DelayedFetch) until
 an append, a HW move or new metadata on any of its partitions wakes it (only the woken
-partitions are asked again) or its ``max_wait`` expires.
+partitions are asked again) or its ``max_wait`` expires. A follower's Fetch goes in a KIP-227
+incremental fetch session (``fetch_sessions``, the cache consumers' sessions use): it names only
+what changed, every partition of the session is asked as above with the fetch data the session
+remembers, and the answer keeps only the partitions with news.
 
 Follower: the partitions a broker follows are grouped by source broker and fetcher
 (``num.replica.fetchers`` per source broker, ``replica_fetcher_thread.fetcher_id``); each

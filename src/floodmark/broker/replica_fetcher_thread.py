@@ -16,6 +16,11 @@ questions of its partitions as one request, then their Fetch requests as one Fet
 partition's error (NOT_LEADER, FENCED, a diverging epoch, OFFSET_OUT_OF_RANGE) goes to that
 partition's loop only; a connection that fails gives every partition of the round its backoff,
 and the next round dials again.
+
+Rounds go in an incremental fetch session with the leader (KIP-227, ``fetch_session_handler``):
+after the first full Fetch a round names only the partitions added or whose fetch data changed
+and forgets those no longer fetched here; the leader answers only partitions with something to
+say, and the others (no news) fetch again at once without troubling their core.
 """
 
 from __future__ import annotations
