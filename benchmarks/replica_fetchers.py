@@ -239,10 +239,12 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
                 (cpu_s(p) - before[b]) / args.idle_window_s * 100 for b, p in pids.items()), 1)
             sent, received, fetches = (b - a for a, b in zip(
                 traffic, peer_traffic(addresses, pids), strict=True))
-            row["idle Fetches/s"] = round(fetches / args.idle_window_s, 1)
-            row["idle peer kB/s"] = round((sent + received) / args.idle_window_s / 1000, 1)
-            row["B/idle Fetch"] = (f"{sent // fetches}+{received // fetches}" if fetches > 0
-                                   else "-")
+            if fetches > 0 and sent >= 0 and received >= 0:
+                row["idle Fetches/s"] = round(fetches / args.idle_window_s, 1)
+                row["idle peer kB/s"] = round((sent + received) / args.idle_window_s / 1000, 1)
+                row["B/idle Fetch"] = f"{sent // fetches}+{received // fetches}"
+            else:  # connections re-made during the window: their counters started over
+                row["idle Fetches/s"] = row["idle peer kB/s"] = row["B/idle Fetch"] = "-"
 
             try:
                 writer = Writer(cluster.bootstrap, topics, per_topic, args.samples)
