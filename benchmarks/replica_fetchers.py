@@ -12,7 +12,9 @@ in a child process whose nodes import that ``src/``), ``--rounds`` times in turn
    (``ss -tnp``, by pid), summed over the brokers; ``fds``: the brokers' open file descriptors,
    summed;
 3. ``idle CPU``: each broker's CPU time (``/proc/PID/stat``) over ``--idle-window-s``, median
-   of the brokers, in percent of one core;
+   of the brokers, in percent of one core; over the same window the replica fetches between
+   the brokers (``peer_traffic``): Fetch requests per second, kB per second both ways, and
+   bytes per Fetch (request+answer);
 4. ``acks=all p50/p99/max``: ``--samples`` single writes (produce + flush, one at a time,
    linger 0) to partitions spread over the topics, after one warm-up write to each sampled
    partition; ``CPU ms/write``: the brokers' CPU time over the writes, summed, per write.
@@ -81,6 +83,32 @@ def peer_connections(addresses: dict[int, str], pids: dict[int, int]) -> int:
         if peer is not None and owners and owners[0] != peer:
             total += 1
     return total
+
+
+_TCP_COUNTER = re.compile(r"\b(bytes_sent|bytes_received|data_segs_out):(\d+)")
+
+
+def peer_traffic(addresses: dict[int, str], pids: dict[int, int]) -> tuple[int, int, int]:
+    """(bytes sent, bytes received, data segments sent) of the brokers' connections to another
+    broker's listener (the followers' side of the replica fetches), summed: the kernel's
+    per-socket counters (``ss -tni``). On loopback a Fetch request under 64 kB is written once
+    and goes as one segment, so the segments sent count the Fetch requests."""
+    ports = {int(a.rsplit(":", 1)[1]): b for b, a in addresses.items()}
+    by_pid = {p: b for b, p in pids.items()}
+    out = subprocess.run(["ss", "-tnpiH", "state", "established"], capture_output=True,
+                         text=True, check=True, timeout=30).stdout
+    totals = {"bytes_sent": 0, "bytes_received": 0, "data_segs_out": 0}
+    counting = False
+    for line in out.splitlines():
+        if not line[:1].isspace():  # a socket's line; its counters follow on the next one
+            fields = line.split()
+            peer = ports.get(int(fields[3].rsplit(":", 1)[1])) if len(fields) >= 4 else None
+            owners = [by_pid[int(p)] for p in _PID.findall(line) if int(p) in by_pid]
+            counting = peer is not None and bool(owners) and owners[0] != peer
+        elif counting:
+            for name, value in _TCP_COUNTER.findall(line):
+                totals[name] += int(value)
+    return totals["bytes_sent"], totals["bytes_received"], totals["data_segs_out"]
 
 
 def cpu_s(pid: int) -> float:
@@ -204,10 +232,19 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
             pids = {b: p for b in cluster.broker_ids if (p := cluster.pid(b)) is not None}
             row["peer conns"] = peer_connections(addresses, pids)
             row["fds"] = sum(len(os.listdir(f"/proc/{p}/fd")) for p in pids.values())
+            traffic = peer_traffic(addresses, pids)
             before = {b: cpu_s(p) for b, p in pids.items()}
             time.sleep(args.idle_window_s)
             row["idle CPU %"] = round(statistics.median(
                 (cpu_s(p) - before[b]) / args.idle_window_s * 100 for b, p in pids.items()), 1)
+            sent, received, fetches = (b - a for a, b in zip(
+                traffic, peer_traffic(addresses, pids), strict=True))
+            if fetches > 0 and sent >= 0 and received >= 0:
+                row["idle Fetches/s"] = round(fetches / args.idle_window_s, 1)
+                row["idle peer kB/s"] = round((sent + received) / args.idle_window_s / 1000, 1)
+                row["B/idle Fetch"] = f"{sent // fetches}+{received // fetches}"
+            else:  # connections re-made during the window: their counters started over
+                row["idle Fetches/s"] = row["idle peer kB/s"] = row["B/idle Fetch"] = "-"
 
             try:
                 writer = Writer(cluster.bootstrap, topics, per_topic, args.samples)

@@ -69,12 +69,14 @@ class FetchParams:
     partition_max_bytes: int
     current_leader_epoch: int = -1
     last_fetched_epoch: int = -1
+    log_start_offset: int = -1  # a follower's own log start (consumers send -1)
 
     @classmethod
     def of(cls, p: WireRequest) -> FetchParams:
         return cls(int(p.partition), int(p.fetch_offset), int(p.partition_max_bytes),
                    int(getattr(p, "current_leader_epoch", -1)),
-                   int(getattr(p, "last_fetched_epoch", -1)))
+                   int(getattr(p, "last_fetched_epoch", -1)),
+                   int(getattr(p, "log_start_offset", -1)))
 
 
 @dataclass(slots=True)
@@ -103,6 +105,8 @@ class CachedPartition:
             self.high_watermark = -1  # answered again once the error is gone
         if result.preferred_read_replica >= 0:
             respond = True  # KIP-392: the consumer must learn where to read from
+        if result.diverging_epoch is not None:
+            respond = True  # a follower must learn where its log diverged (KIP-320)
         return respond
 
 
@@ -185,6 +189,31 @@ class FetchContext:
                 else:
                     out.append((key, kept))
         return session.id, out
+
+
+_ZERO_UUID = uuid.UUID(int=0)
+
+
+def topic_key(t: WireRequest, by_id: bool) -> TopicKey:
+    """A request topic's key: its name before v13, its id from v13 (kio reads the all-zero id,
+    which names no topic, as None)."""
+    if by_id:
+        return t.topic_id if t.topic_id is not None else _ZERO_UUID
+    return str(t.topic)
+
+
+def session_context(cache: FetchSessionCache, req: WireRequest, *, by_id: bool,
+                    privileged: bool, now_ms: int) -> FetchContext | None:
+    """KIP-227 (Fetch v7+), for a consumer's Fetch and a follower's alike: None for the plain
+    "no session" fetch (session id 0, epoch -1: what librdkafka and aiokafka send), else the
+    session's view of this fetch (``privileged``: a follower's)."""
+    session_id, epoch = int(req.session_id), int(req.session_epoch)
+    if session_id == INVALID_SESSION_ID and epoch == FINAL_EPOCH:
+        return None
+    topics = [(topic_key(t, by_id), t.partitions) for t in req.topics]
+    forgotten = [(topic_key(f, by_id), f.partitions) for f in req.forgotten_topics_data]
+    return cache.new_context(session_id, epoch, topics, forgotten, uses_topic_ids=by_id,
+                             privileged=privileged, now_ms=now_ms)
 
 
 def _group(entries: list[tuple[TopicKey, WireRequest]]) -> ReadPlan:

@@ -17,7 +17,10 @@ and the records from ``fetch_offset`` up to the LEO, within the request's ``max_
 least one batch, KIP-74). The request is answered at once when a partition has an error or a
 diverging epoch or the records reach ``min_bytes``; else it waits (Kafka's DelayedFetch) until
 an append, a HW move or new metadata on any of its partitions wakes it (only the woken
-partitions are asked again) or its ``max_wait`` expires.
+partitions are asked again) or its ``max_wait`` expires. A follower's Fetch goes in a KIP-227
+incremental fetch session (``fetch_sessions``, the cache consumers' sessions use): it names only
+what changed, every partition of the session is asked as above with the fetch data the session
+remembers, and the answer keeps only the partitions with news.
 
 Follower: the partitions a broker follows are grouped by source broker and fetcher
 (``num.replica.fetchers`` per source broker, ``replica_fetcher_thread.fetcher_id``); each
@@ -38,6 +41,14 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Protocol
 
 from floodmark.broker.boundary import Parts, WireRequest
+from floodmark.broker.fetch_sessions import (
+    INVALID_SESSION_ID,
+    ContextKind,
+    FetchSessionCache,
+    ReadPlan,
+    session_context,
+    topic_key,
+)
 from floodmark.broker.partition_state import PartitionState
 from floodmark.broker.peer_logins import PeerLogins
 from floodmark.broker.purgatory import FetchPurgatory
@@ -85,6 +96,7 @@ class LeaderHost(Protocol):
 
     partitions: dict[tuple[str, int], PartitionState]
     purgatory: FetchPurgatory
+    fetch_sessions: FetchSessionCache  # KIP-227 sessions, followers' and consumers' alike
     topic_metrics: BrokerTopicMetrics | None  # /metrics on: ReplicationBytesOut counted here
 
 
@@ -175,15 +187,31 @@ class ReplicaManager:
                            req: WireRequest) -> Parts:
         """A replica's Fetch: answered at once when a partition has an error or a diverging
         epoch or the records reach ``min_bytes``, else when an append to any of its
-        partitions brings them there or the wait expires (Kafka's DelayedFetch)."""
+        partitions brings them there or the wait expires (Kafka's DelayedFetch).
+
+        In an incremental fetch session (KIP-227, ``fetch_sessions``: the cache a consumer's
+        sessions use) the request names only the partitions added or changed; every partition
+        of the session is read as if named, with the fetch data the session remembers (so the
+        leader records each followed partition's fetch, as Kafka's follower fetch state is
+        updated for the session's cached partitions), and the answer keeps only those with
+        something to say: records, an error, a diverging epoch, a high watermark or log start
+        offset the follower was not told yet."""
         version = header.api_version
         replica_id, broker_epoch = replica_of(req, version)
         wait_ms = min(max(ms(req.max_wait), 0), MAX_REPLICA_WAIT_MS)
         min_bytes = int(req.min_bytes)
         deadline = self.now_ms() + wait_ms
-        names = self._topic_names(req, version)
+        by_id = version >= 13
+        ctx = (session_context(host.fetch_sessions, req, by_id=by_id, privileged=True,
+                               now_ms=self.now_ms()) if version >= 7 else None)
+        if ctx is not None and ctx.kind is ContextKind.ERROR:
+            return encode_fetch_response(version, header.correlation_id, [],
+                                         error_code=int(ctx.error))
+        plan: ReadPlan = (ctx.plan if ctx is not None
+                          else [(topic_key(t, by_id), t.partitions) for t in req.topics])
+        names = self._topic_names(plan, by_id)
         asks = [((names[i], int(p.partition)), p)
-                for i, t in enumerate(req.topics) for p in t.partitions]
+                for i, (_, parts) in enumerate(plan) for p in parts]
         keys = [key for key, _ in asks]
         empty = FetchPartitionResult(-1, 0, -1, -1, -1, b"")
         answers: list[tuple[FetchPartitionResult, bool]] = [(empty, False)] * len(asks)
@@ -201,22 +229,28 @@ class ReplicaManager:
             if urgent or size >= min_bytes or remaining <= 0:
                 if host.topic_metrics is not None:
                     host.topic_metrics.replication_bytes_out += size
+                topics = self._responses(plan, answers)
+                session_id = INVALID_SESSION_ID
+                if ctx is not None:
+                    session_id, topics = ctx.finish(topics, self.now_ms())
                 # Packed by hand (``wire/hot.py``), as a consumer's Fetch answer: kio took
                 # ~14 ms for a 100-partition answer, on the path of every acks=all write.
-                return encode_fetch_response(version, header.correlation_id,
-                                             self._responses(req, version, names, answers))
+                return encode_fetch_response(version, header.correlation_id, topics,
+                                             session_id=session_id)
             # The broker's one purgatory, as a consumer's Fetch waits (Kafka's DelayedFetch):
             # the core's WakeFollowerFetches after an append, a HW move or new metadata on one
-            # of ``keys`` wakes it (``Broker.wake_replica_fetches``, ``wake_fetches``).
+            # of ``keys`` (every partition of its session) wakes it
+            # (``Broker.wake_replica_fetches``, ``wake_fetches``).
             woken = await host.purgatory.wait(keys, remaining)
             pending = [i for i, key in enumerate(keys) if key in woken]
 
-    def _topic_names(self, req: WireRequest, version: int) -> list[str]:
-        """Each requested topic's name (by topic id from v13; "" for an unknown id)."""
-        if version < 13:
-            return [str(t.topic) for t in req.topics]
-        by_id = {timage.topic_id: name for name, timage in self.image().topics.items()}
-        return [by_id.get(t.topic_id, "") for t in req.topics]
+    def _topic_names(self, plan: ReadPlan, by_id: bool) -> list[str]:
+        """Each planned topic's name (keyed by topic id from v13; "" for an unknown id)."""
+        if not by_id:
+            return [str(key) for key, _ in plan]
+        by_topic_id: dict[object, str] = {
+            timage.topic_id: name for name, timage in self.image().topics.items()}
+        return [by_topic_id.get(key, "") for key, _ in plan]
 
     def _answer_partitions(self, host: LeaderHost,
                            asks: list[tuple[TopicPartition, WireRequest]],
@@ -245,16 +279,14 @@ class ReplicaManager:
             answers[i] = (out, urgent)
 
     @staticmethod
-    def _responses(req: WireRequest, version: int, names: list[str],
-                   answers: list[tuple[FetchPartitionResult, bool]],
+    def _responses(plan: ReadPlan, answers: list[tuple[FetchPartitionResult, bool]],
                    ) -> list[tuple[FetchTopicKey, list[FetchPartitionResult]]]:
         responses: list[tuple[FetchTopicKey, list[FetchPartitionResult]]] = []
         at = 0
-        for i, t in enumerate(req.topics):
-            count = len(t.partitions)
-            parts = [out for out, _ in answers[at:at + count]]
+        for key, parts in plan:
+            count = len(parts)
+            responses.append((key, [out for out, _ in answers[at:at + count]]))
             at += count
-            responses.append((names[i] if version < 13 else t.topic_id, parts))
         return responses
 
     def _follower_read(self, host: LeaderHost, ps: PartitionState, replica_id: int,

@@ -16,6 +16,11 @@ questions of its partitions as one request, then their Fetch requests as one Fet
 partition's error (NOT_LEADER, FENCED, a diverging epoch, OFFSET_OUT_OF_RANGE) goes to that
 partition's loop only; a connection that fails gives every partition of the round its backoff,
 and the next round dials again.
+
+Rounds go in an incremental fetch session with the leader (KIP-227, ``fetch_session_handler``):
+after the first full Fetch a round names only the partitions added or whose fetch data changed
+and forgets those no longer fetched here; the leader answers only partitions with something to
+say, and the others (no news) fetch again at once without troubling their core.
 """
 
 from __future__ import annotations
@@ -23,11 +28,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from floodmark.broker.fetch_session_handler import FetchSessionHandler, SessionKey
 from floodmark.broker.partition_state import PartitionState
 from floodmark.broker.peer_logins import PeerLogins
 from floodmark.client.connection import (
@@ -65,6 +70,11 @@ FETCH_TIMEOUT_MARGIN_S = 3.0
 """A Fetch may take its long poll (``replica.fetch.wait.max.ms``) plus this."""
 
 TopicPartition = tuple[str, int]
+
+_SESSION_ERRORS = frozenset({ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+                             ErrorCode.INVALID_FETCH_SESSION_EPOCH,
+                             ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR})
+"""A leader's answers that only say the fetch session must start over (KIP-227)."""
 
 _REFUSALS = frozenset({ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                        ErrorCode.CLUSTER_AUTHORIZATION_FAILED})
@@ -153,6 +163,7 @@ class ReplicaFetcherThread:
         self.partitions: dict[TopicPartition, _Followed] = {}
         self.changed = asyncio.Event()  # a partition added or its metadata changed
         self.rounds = 0  # Fetch requests sent (tests and metrics)
+        self.session = FetchSessionHandler()  # KIP-227, with this source broker
         self._conn: AsyncKafkaConnection | None = None
         self._conn_target: tuple[str, int] | None = None
         self._task: asyncio.Task[None] | None = None
@@ -291,8 +302,8 @@ class ReplicaFetcherThread:
         owner = self.owner
         config = owner.config
         topics = owner.image().topics
-        by_topic: dict[uuid.UUID, list[ReplicaFetchPartition]] = {}
-        routes: dict[tuple[object, int], _Sent] = {}
+        wanted: dict[SessionKey, ReplicaFetchPartition] = {}
+        routes: dict[SessionKey, _Sent] = {}
         broker_epoch = -1
         for s in sent:
             f = s.out.request
@@ -301,38 +312,57 @@ class ReplicaFetcherThread:
             if timage is None:
                 continue  # not in metadata: it backs off (the finally of the round)
             broker_epoch = f.broker_epoch
-            by_topic.setdefault(timage.topic_id, []).append((
-                s.key[1], f.current_leader_epoch, f.fetch_offset, f.last_fetched_epoch,
-                f.log_start_offset, config.max_bytes))
-            routes[(timage.topic_id, s.key[1])] = s
+            key = (timage.topic_id, s.key[1])
+            wanted[key] = (s.key[1], f.current_leader_epoch, f.fetch_offset,
+                           f.last_fetched_epoch, f.log_start_offset, config.max_bytes)
+            routes[key] = s
         if not routes:
             return
         client_id = f"floodmark-replica-{owner.node_id}"
-        request_topics = list(by_topic.items())
+        # KIP-227: after the first full Fetch, only the partitions added or changed since the
+        # last one, and the ones no longer fetched here as forgotten (``fetch_session_handler``).
+        session = self.session.build(wanted)
 
         def encode(correlation_id: int) -> bytes:
             # Packed by hand (kio took ~13 ms for 100 partitions, on every acks=all write's
             # path); the same bytes as kio's (tests/unit/wire/test_wire_hot.py).
             return encode_replica_fetch_request(
                 correlation_id, client_id, owner.node_id, broker_epoch, config.wait_max_ms,
-                config.min_bytes, config.response_max_bytes, request_topics)
+                config.min_bytes, config.response_max_bytes, session.to_send,
+                session_id=session.session_id, session_epoch=session.session_epoch,
+                forgotten=session.forgotten)
 
         self.rounds += 1
-        resp = await conn.request(1, FETCH_VERSION, None,
-                                  config.wait_max_ms / 1000 + FETCH_TIMEOUT_MARGIN_S,
-                                  encode=encode)
-        if int(resp.error_code) != 0:
-            raise RequestFailed(f"fetch error {int(resp.error_code)}")
+        try:
+            resp = await conn.request(1, FETCH_VERSION, None,
+                                      config.wait_max_ms / 1000 + FETCH_TIMEOUT_MARGIN_S,
+                                      encode=encode)
+        except RequestFailed:
+            self.session.handle_error()
+            raise
+        error = ErrorCode(int(resp.error_code))
+        answered = [((t.topic_id, int(part.partition_index)), part)
+                    for t in resp.responses for part in t.partitions]
+        if not self.session.handle_response(error, int(resp.session_id),
+                                            (key for key, _ in answered)):
+            if error in _SESSION_ERRORS:
+                # The next round starts the session over with a full Fetch, at once: the
+                # partitions learned nothing and wait for nothing.
+                log.info("%s: fetch session %d with broker %d: %s, starting a new one",
+                         self.name, session.session_id, self.source_id, error.name)
+                now = owner.now_ms()
+                for s in routes.values():
+                    s.followed.loop.on_no_news(s.out.session, now)
+                return
+            raise RequestFailed(f"fetch error {error.name}" if error is not ErrorCode.NONE
+                                else "a fetch answer that does not fit its session")
         answers: list[tuple[_Sent, Any]] = []
-        for t in resp.responses:
-            for part in t.partitions:
-                asked = routes.get((t.topic_id, int(part.partition_index)))
-                if asked is None:
-                    continue  # not asked: ignored
-                error = ErrorCode(int(part.error_code))
-                if error in _REFUSALS:
-                    raise NotAuthorized(f"Fetch as replica: {error.name}")
-                answers.append((asked, part))
+        for key, part in answered:
+            asked = routes[key]
+            part_error = ErrorCode(int(part.error_code))
+            if part_error in _REFUSALS:
+                raise NotAuthorized(f"Fetch as replica: {part_error.name}")
+            answers.append((asked, part))
         owner.logins.accepted(self.source_id)
         out_of_range = [s for s, part in answers
                         if int(part.error_code) == ErrorCode.OFFSET_OUT_OF_RANGE]
@@ -364,6 +394,12 @@ class ReplicaFetcherThread:
                 # Kafka's updateAndMoveToEnd: a partition that got data goes to the back, so
                 # under replica.fetch.response.max.bytes no partition starves the others.
                 self.partitions[s.key] = self.partitions.pop(s.key)
+        if not session.full:
+            # An incremental answer leaves out the session's partitions the leader had nothing
+            # new for: they fetch again at once, from the same offset (for those answered
+            # above this does nothing).
+            for s in routes.values():
+                s.followed.loop.on_no_news(s.out.session, now)
 
     async def _leader_log_end_offsets(self, conn: AsyncKafkaConnection,
                                       sent: list[_Sent]) -> dict[TopicPartition, int]:

@@ -137,6 +137,14 @@ class FetchLoop:
         self._next(action, now_ms)
         return action
 
+    def on_no_news(self, session: int, now_ms: int) -> None:
+        """Request ``session`` was answered with nothing for this partition: an incremental
+        fetch session's answer (KIP-227) leaves out a partition without records, error or a
+        new high watermark or log start offset, so there is nothing for the core to learn.
+        Fetch again at once, as after an empty answer."""
+        if self._answers(session):
+            self.due_ms = now_ms
+
     def request_failed(self, session: int, now_ms: int) -> None:
         """Request ``session`` got no usable answer (the connection failed, the leader could
         not be reached): try again after the backoff."""

@@ -519,14 +519,18 @@ def encode_replica_fetch_request(correlation_id: int, client_id: str, replica_id
                                  replica_epoch: int, max_wait_ms: int, min_bytes: int,
                                  max_bytes: int,
                                  topics: list[tuple[uuid.UUID, list[ReplicaFetchPartition]]],
+                                 session_id: int = 0, session_epoch: int = -1,
+                                 forgotten: list[tuple[uuid.UUID, list[int]]] | None = None,
                                  ) -> bytes:
-    """A follower's Fetch v15 request (KIP-903 ``replica_state``, topics by id, no session),
+    """A follower's Fetch v15 request (KIP-903 ``replica_state``, topics by id; a KIP-227
+    session when ``session_id``/``session_epoch`` say so, with the ``forgotten`` partitions),
     framed: the bytes kio writes for it, packed by hand (kio took ~13 ms for 100 partitions)."""
     out = bytearray(b"\0\0\0\0")
     out += _FETCH_REQ_HEAD.pack(1, 15, correlation_id)
     _put_string(out, client_id, False)  # the request header's client id is never compact
     out.append(0)  # header tagged fields
-    out += _FETCH_REQ_LIMITS.pack(max_wait_ms, min_bytes, max_bytes, 0, 0, -1)
+    out += _FETCH_REQ_LIMITS.pack(max_wait_ms, min_bytes, max_bytes, 0, session_id,
+                                  session_epoch)
     _put_length(out, len(topics), True)
     for topic_id, partitions in topics:
         out += topic_id.bytes
@@ -535,7 +539,14 @@ def encode_replica_fetch_request(correlation_id: int, client_id: str, replica_id
             out += _FETCH_REQ_PART.pack(*p)
             out.append(0)
         out.append(0)
-    _put_length(out, 0, True)  # forgotten_topics_data
+    forgotten = forgotten or []
+    _put_length(out, len(forgotten), True)  # forgotten_topics_data
+    for topic_id, indexes in forgotten:
+        out += topic_id.bytes
+        _put_length(out, len(indexes), True)
+        for index in indexes:
+            out += _I32.pack(index)
+        out.append(0)
     _put_string(out, "", True)  # rack_id
     # tagged fields: tag 1 (replica_state), 13 bytes: replica id, epoch, no tags
     out += b"\x01\x01\x0d" + _REPLICA_STATE.pack(replica_id, replica_epoch) + b"\x00"

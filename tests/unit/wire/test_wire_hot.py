@@ -221,18 +221,25 @@ def test_fetch_response_read_refuses_a_truncated_frame() -> None:
     max_size=4)), max_size=4),
        replica=st.tuples(st.integers(0, 2**31 - 1), st.integers(-1, 2**62)),
        limits=st.tuples(st.integers(0, 2**31 - 1), st.integers(0, 2**31 - 1),
-                        st.integers(0, 2**31 - 1)))
-def test_replica_fetch_request_matches_kio(topics, replica, limits) -> None:
+                        st.integers(0, 2**31 - 1)),
+       session=st.tuples(st.integers(0, 2**31 - 1), st.integers(-1, 2**31 - 1)),
+       forgotten=st.lists(st.tuples(st.uuids(), st.lists(partition_ids, max_size=4)),
+                          max_size=3))
+def test_replica_fetch_request_matches_kio(topics, replica, limits, session, forgotten) -> None:
     from floodmark.wire.hot import encode_replica_fetch_request
 
-    ours = encode_replica_fetch_request(7, "floodmark-replica-2", *replica, *limits, topics)
+    ours = encode_replica_fetch_request(7, "floodmark-replica-2", *replica, *limits, topics,
+                                        session_id=session[0], session_epoch=session[1],
+                                        forgotten=forgotten)
     theirs = encode_request(1, 15, 7, {
         "replica_state": {"replica_id": replica[0], "replica_epoch": replica[1]},
         "max_wait": limits[0], "min_bytes": limits[1], "max_bytes": limits[2],
-        "isolation_level": 0, "session_id": 0, "session_epoch": -1, "rack_id": "",
+        "isolation_level": 0, "session_id": session[0], "session_epoch": session[1],
+        "rack_id": "",
         "topics": [{"topic_id": tid, "partitions": [{
             "partition": p, "current_leader_epoch": e, "fetch_offset": fo,
             "last_fetched_epoch": le, "log_start_offset": ls, "partition_max_bytes": pm}
             for p, e, fo, le, ls, pm in parts]} for tid, parts in topics],
-        "forgotten_topics_data": []}, "floodmark-replica-2")
+        "forgotten_topics_data": [{"topic_id": tid, "partitions": indexes}
+                                  for tid, indexes in forgotten]}, "floodmark-replica-2")
     assert ours == theirs

@@ -19,12 +19,12 @@ from floodmark.broker.boundary import (
     WireResponse,
 )
 from floodmark.broker.fetch_sessions import (
-    FINAL_EPOCH,
-    INVALID_SESSION_ID,
     ContextKind,
     FetchContext,
     ReadPlan,
+    session_context,
 )
+from floodmark.broker.fetch_sessions import topic_key as _topic_key
 from floodmark.broker.sendfile import LAZY_MIN_BYTES, SendfileParts
 from floodmark.constants import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, READ_COMMITTED
 from floodmark.errors import ErrorCode, KafkaError
@@ -618,30 +618,10 @@ async def _fetch_delayed(broker: HandlerContext, header: RequestHeader, plan: Fe
     return _encode_fetch(broker, header, plan, topics, errors, ctx, listener, source.replica_id)
 
 
-_ZERO_UUID = uuid.UUID(int=0)
-
-
-def _topic_key(t: WireRequest, by_id: bool) -> FetchTopicKey:
-    """A request topic's key: its name before v13, its id from v13 (kio reads the all-zero id,
-    which names no topic, as None)."""
-    if by_id:
-        return t.topic_id if t.topic_id is not None else _ZERO_UUID
-    return str(t.topic)
-
-
 def _session_context(broker: HandlerContext, req: WireRequest, by_id: bool, replica_id: int
                      ) -> FetchContext | None:
-    """KIP-227 (Fetch v7+): None for the plain "no session" fetch (session id 0, epoch -1: what
-    librdkafka and aiokafka send), else the session's view of this fetch."""
-    session_id, epoch = int(req.session_id), int(req.session_epoch)
-    if session_id == INVALID_SESSION_ID and epoch == FINAL_EPOCH:
-        return None
-    topics = [(_topic_key(t, by_id), t.partitions) for t in req.topics]
-    forgotten = [(_topic_key(f, by_id), f.partitions)
-                 for f in req.forgotten_topics_data]
-    return broker.fetch_sessions.new_context(
-        session_id, epoch, topics, forgotten, uses_topic_ids=by_id,
-        privileged=replica_id >= 0, now_ms=broker.now_ms())
+    return session_context(broker.fetch_sessions, req, by_id=by_id,
+                           privileged=replica_id >= 0, now_ms=broker.now_ms())
 
 
 def fetch(broker: HandlerContext, header: RequestHeader, req: WireRequest,
