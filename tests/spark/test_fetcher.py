@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pytest
 from confluent_kafka import Producer
 from spark_helpers import create_topic
@@ -82,3 +83,36 @@ def test_a_lagging_high_watermark_is_waited_for_not_data_loss(broker, topic_name
     finally:
         proxy.close()
     assert got == list(range(100))
+
+
+def test_one_arrow_batch_per_fetch_answer_of_kafka_fetch_max_bytes(broker, topic_name) -> None:  # type: ignore[no-untyped-def]
+    """A task yields one Arrow batch per Fetch answer, so ``kafka.fetch.max.bytes`` sets how
+    many requests (and batches) a range takes: the default (FETCH_MAX_BYTES, 16 MiB) reads
+    6 MB in one, 1 MiB in several; the rows are the same either way."""
+    import dataclasses
+
+    from floodmark.spark.fetcher import FETCH_MAX_BYTES
+    from floodmark.spark.options import parse_source_options
+
+    bs = broker.bootstrap
+    create_topic(bs, topic_name, 1)
+    p = Producer({"bootstrap.servers": bs, "acks": "all", "linger.ms": 20,
+                  "batch.size": 1_000_000})
+    n = 6_000
+    for i in range(n):
+        p.produce(topic_name, value=b"%06d" % i + b"v" * 994, partition=0)
+    assert p.flush(30) == 0
+
+    default = parse_source_options({"kafka.bootstrap.servers": bs, "subscribe": topic_name},
+                                   streaming=False).client
+    assert default.fetch_max_bytes == FETCH_MAX_BYTES
+    def read(cfg: ClientConfig) -> list[pa.RecordBatch]:
+        return list(read_range(cfg, topic_name, 0, 0, n, include_headers=False,
+                               fail_on_data_loss=True))
+
+    whole = read(default)
+    in_mib = read(dataclasses.replace(default, fetch_max_bytes=1 << 20))
+    assert len(whole) == 1
+    assert len(in_mib) >= 6  # 6 MB of records, at most 1 MiB per answer
+    for got in (whole, in_mib):
+        assert [r["offset"] for rb in got for r in rb.to_pylist()] == list(range(n))
