@@ -338,6 +338,8 @@ def main() -> int:
     ap.add_argument("--broker", choices=["tansu", "floodmark"], default="tansu")
     ap.add_argument("--bootstrap", help="use an existing broker instead of starting one")
     ap.add_argument("--topic", help="existing topic to read (skips producing)")
+    ap.add_argument("--broker-pid", type=int,
+                    help="with --bootstrap: the broker's pid, so its CPU is counted too")
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--value-bytes", type=int, default=100)
     ap.add_argument("--partitions", type=int, default=2)
@@ -425,7 +427,7 @@ def main() -> int:
         def count(what: str) -> int:
             return int(ceiling.count() if what == "ceiling" else frames[what].count())
 
-        broker_pid = proc.pid if proc is not None else None
+        broker_pid = proc.pid if proc is not None else args.broker_pid
         order = [*sources, "ceiling"]
         for what in order:
             assert count(what) == total  # warm-up (workers, connections, JIT)

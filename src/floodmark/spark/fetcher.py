@@ -74,6 +74,24 @@ class ClientConfig:
     """TLS / SASL settings (passwords among them: never in a repr)."""
 
 
+ARROW_BATCH_BYTES = 2 * 1024 * 1024
+"""About how many bytes of rows each Arrow batch handed to Spark carries: a Fetch answer of
+``fetch.max.bytes`` is decoded once and yielded in slices of this size (zero-copy views), so
+Spark's JVM takes in one slice while the Python worker sends the next, as it did with 2 MiB
+answers."""
+
+
+def arrow_slices(rb: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
+    """``rb`` in consecutive slices of about ``ARROW_BATCH_BYTES`` (views, no copy)."""
+    pieces = -(-rb.nbytes // ARROW_BATCH_BYTES)
+    if pieces <= 1:
+        yield rb
+        return
+    rows = -(-rb.num_rows // pieces)
+    for first in range(0, rb.num_rows, rows):
+        yield rb.slice(first, rows)
+
+
 def client_for(cfg: ClientConfig) -> FetchClient:
     key = (cfg.bootstrap_servers, cfg.client_id, cfg.request_timeout_ms, cfg.isolation_level,
            cfg.security_properties)
@@ -195,7 +213,7 @@ def _read_range(
                           check_crcs=cfg.check_crcs, topic=topic, partition=partition,
                           start=offset, end=limit, include_headers=include_headers)
         if rb is not None and rb.num_rows:
-            yield rb
+            yield from arrow_slices(rb)
 
         if next_offset > offset:
             offset = next_offset
