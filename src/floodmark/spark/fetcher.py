@@ -47,12 +47,12 @@ def security_of(properties: SecurityProperties) -> ClientSecurity:
 
 FETCH_MAX_BYTES = 16 * 1024 * 1024
 """The default of ``kafka.fetch.max.bytes``: the bytes one Fetch answer (one partition) may
-carry, so the size of the Arrow batches a task yields. Kafka's consumer allows 50 MiB per Fetch
-(``fetch.max.bytes``). 16 MiB rather than 2 MiB: eight times fewer Fetch requests, and so less
+carry (decoded once, handed to Spark in slices: ``arrow_slices``). Kafka's consumer allows
+50 MiB per Fetch (``fetch.max.bytes``). 16 MiB rather than 2 MiB: eight times fewer Fetch requests, and so less
 CPU in the reader (its per-request work) and in the broker (per 1,000,000 rows of 100 B, reader
 0.158 -> 0.133 s, broker 0.090 -> 0.030 s; docs/spark.md, "Performance"), at the price of up to
 two answers (the one decoded, the one prefetched) and one decoded batch of that size in memory
-per task."""
+per task. Streaming against Spark's JVM connector was not shown to gain from it (docs/spark.md)."""
 
 
 @dataclass(frozen=True)
