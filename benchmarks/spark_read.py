@@ -39,6 +39,7 @@ from floodmark.client.fetch import FetchClient
 from floodmark.demo.pipeline import transient
 from floodmark.ports import free_port
 from floodmark.spark.decode import decode_batch, iter_batches
+from floodmark.spark.fetcher import ClientConfig, client_for, read_range
 
 # Spark's name for each source the benchmark can read with
 SOURCE_FORMATS = {"floodmark": "floodmark", "jvm": "kafka"}
@@ -132,6 +133,22 @@ def raw_fetch(bootstrap: str, topic: str, decode: bool) -> tuple[int, int, float
     return n, size, dt
 
 
+def source_rows_per_batch(bootstrap: str, topic: str) -> int:
+    """Rows per Arrow batch the floodmark source yields for this topic with its default
+    options (one batch per Fetch answer, so set by ``kafka.fetch.max.bytes``): the ceiling's
+    batches are made the same size."""
+    cfg = ClientConfig(bootstrap)
+    c = client_for(cfg)
+    rows = batches = 0
+    for p in c.partitions_for(topic):
+        b = c.bounds(topic, p)
+        for rb in read_range(cfg, topic, p, b.log_start_offset, b.high_watermark,
+                             include_headers=False, fail_on_data_loss=True):
+            rows += rb.num_rows
+            batches += 1
+    return max(1, round(rows / max(1, batches)))
+
+
 def librdkafka_consume(bootstrap: str, topic: str, total: int) -> float:
     from confluent_kafka import Consumer, TopicPartition
 
@@ -195,21 +212,24 @@ def cpu_by_role(broker_pid: int | None) -> dict[str, float]:
     return out
 
 
-def _ceiling_batches(p: int, lo: int, hi: int, value_bytes: int):  # type: ignore[no-untyped-def]
+def _ceiling_batches(p: int, lo: int, hi: int, value_bytes: int, topic_name: str,
+                     rows_per_batch: int):  # type: ignore[no-untyped-def]
     """Ready-made Arrow batches of the source's schema for offsets [lo, hi) of partition ``p``,
-    10,000 rows each (the size the source's batches have), built from memory."""
+    as the source yields them: ``rows_per_batch`` rows each, the topic's own name in every row
+    (the same bytes for Spark to take in), built from memory."""
     import numpy as np
     import pyarrow as pa
 
     from floodmark.spark.decode import TS_TYPE
 
-    n = 10_000
+    n = rows_per_batch
     val = pa.py_buffer(b"x" * (value_bytes * n))
     voff = pa.py_buffer(np.arange(0, (n + 1) * value_bytes, value_bytes, dtype=np.int32))
     key = pa.py_buffer(b"key-00000" * n)
     koff = pa.py_buffer(np.arange(0, (n + 1) * 9, 9, dtype=np.int32))
-    topic = pa.py_buffer(b"t" * n)
-    toff = pa.py_buffer(np.arange(0, n + 1, dtype=np.int32))
+    name = topic_name.encode()
+    topic = pa.py_buffer(name * n)
+    toff = pa.py_buffer(np.arange(0, (n + 1) * len(name), len(name), dtype=np.int32))
     for first in range(lo, hi, n):
         m = min(n, hi - first)
         offs = np.arange(first, first + m, dtype=np.int64)
@@ -249,19 +269,24 @@ def spark_ceiling_source():  # type: ignore[no-untyped-def]
             self.p, self.lo, self.hi = p, lo, hi
 
     class Reader(DataSourceReader):
-        def __init__(self, rows: int, parts: int, value_bytes: int) -> None:
+        def __init__(self, rows: int, parts: int, value_bytes: int, topic: str,
+                     rows_per_batch: int) -> None:
             self.rows, self.parts, self.value_bytes = rows, parts, value_bytes
+            self.topic, self.rows_per_batch = topic, rows_per_batch
 
         def partitions(self):  # type: ignore[no-untyped-def]
             return [Part(i, 0, self.rows // self.parts) for i in range(self.parts)]
 
         def read(self, part):  # type: ignore[no-untyped-def]
-            yield from _ceiling_batches(part.p, part.lo, part.hi, self.value_bytes)
+            yield from _ceiling_batches(part.p, part.lo, part.hi, self.value_bytes, self.topic,
+                                        self.rows_per_batch)
 
     class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-        def __init__(self, rows: int, parts: int, value_bytes: int, max_rows: int) -> None:
+        def __init__(self, rows: int, parts: int, value_bytes: int, topic: str,
+                     rows_per_batch: int, max_rows: int) -> None:
             self.per_part = rows // parts
             self.parts, self.value_bytes, self.max_rows = parts, value_bytes, max_rows
+            self.topic, self.rows_per_batch = topic, rows_per_batch
 
         def initialOffset(self):  # type: ignore[no-untyped-def]
             return {str(p): 0 for p in range(self.parts)}
@@ -283,7 +308,8 @@ def spark_ceiling_source():  # type: ignore[no-untyped-def]
                     if int(end[p]) > int(start[p])]
 
         def read(self, part):  # type: ignore[no-untyped-def]
-            yield from _ceiling_batches(part.p, part.lo, part.hi, self.value_bytes)
+            yield from _ceiling_batches(part.p, part.lo, part.hi, self.value_bytes, self.topic,
+                                        self.rows_per_batch)
 
     class Ceiling(DataSource):
         @classmethod
@@ -293,9 +319,10 @@ def spark_ceiling_source():  # type: ignore[no-untyped-def]
         def schema(self):  # type: ignore[no-untyped-def]
             return spark_schema(False)
 
-        def _args(self) -> tuple[int, int, int]:
+        def _args(self) -> tuple[int, int, int, str, int]:
             o = self.options
-            return int(o["rows"]), int(o["parts"]), int(o["value_bytes"])
+            return (int(o["rows"]), int(o["parts"]), int(o["value_bytes"]), o["topic"],
+                    int(o["rows_per_batch"]))
 
         def reader(self, schema):  # type: ignore[no-untyped-def]
             return Reader(*self._args())
@@ -311,6 +338,8 @@ def main() -> int:
     ap.add_argument("--broker", choices=["tansu", "floodmark"], default="tansu")
     ap.add_argument("--bootstrap", help="use an existing broker instead of starting one")
     ap.add_argument("--topic", help="existing topic to read (skips producing)")
+    ap.add_argument("--broker-pid", type=int,
+                    help="with --bootstrap: the broker's pid, so its CPU is counted too")
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--value-bytes", type=int, default=100)
     ap.add_argument("--partitions", type=int, default=2)
@@ -353,6 +382,10 @@ def main() -> int:
             secs = min(librdkafka_consume(bootstrap, topic, total) for _ in range(args.repeat))
             results["librdkafka consumer (confluent-kafka)"] = n / secs
 
+        rows_per_batch = source_rows_per_batch(bootstrap, topic)
+        print(f"the floodmark source yields {rows_per_batch:,} rows per Arrow batch (one Fetch "
+              "answer); the ceiling's batches are that size, with the topic's name")
+
         from pyspark.sql import SparkSession
 
         builder = SparkSession.builder
@@ -380,6 +413,7 @@ def main() -> int:
 
         spark.dataSource.register(spark_ceiling_source())
         ceiling = (spark.read.format("arrow_ceiling").option("rows", str(total))
+                   .option("topic", topic).option("rows_per_batch", str(rows_per_batch))
                    .option("parts", str(args.partitions))
                    .option("value_bytes", str(args.value_bytes)).load())
 
@@ -393,7 +427,7 @@ def main() -> int:
         def count(what: str) -> int:
             return int(ceiling.count() if what == "ceiling" else frames[what].count())
 
-        broker_pid = proc.pid if proc is not None else None
+        broker_pid = proc.pid if proc is not None else args.broker_pid
         order = [*sources, "ceiling"]
         for what in order:
             assert count(what) == total  # warm-up (workers, connections, JIT)
@@ -436,6 +470,7 @@ def main() -> int:
             ckpt = workdir / f"ckpt-{uuid.uuid4().hex[:6]}"
             if source == "ceiling":
                 sdf = (spark.readStream.format("arrow_ceiling").option("rows", str(total))
+                       .option("topic", topic).option("rows_per_batch", str(rows_per_batch))
                        .option("parts", str(args.partitions))
                        .option("value_bytes", str(args.value_bytes)))
             else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pytest
 from confluent_kafka import Producer
 from spark_helpers import create_topic
@@ -82,3 +83,53 @@ def test_a_lagging_high_watermark_is_waited_for_not_data_loss(broker, topic_name
     finally:
         proxy.close()
     assert got == list(range(100))
+
+
+def test_fetch_max_bytes_sets_the_requests_and_arrow_slices_the_answers(broker, topic_name) -> None:  # type: ignore[no-untyped-def]
+    """``kafka.fetch.max.bytes`` sets how many Fetch requests a range takes (the default,
+    FETCH_MAX_BYTES = 16 MiB, reads 6 MB in one, 1 MiB in six or more), and each answer reaches
+    Spark in Arrow slices of about ARROW_BATCH_BYTES; the rows are the same either way."""
+    import dataclasses
+
+    from floodmark.spark.fetcher import ARROW_BATCH_BYTES, FETCH_MAX_BYTES, client_for
+    from floodmark.spark.options import parse_source_options
+
+    bs = broker.bootstrap
+    create_topic(bs, topic_name, 1)
+    p = Producer({"bootstrap.servers": bs, "acks": "all", "linger.ms": 20,
+                  "batch.size": 1_000_000})
+    n = 6_000
+    for i in range(n):
+        p.produce(topic_name, value=b"%06d" % i + b"v" * 994, partition=0)
+    assert p.flush(30) == 0
+
+    default = parse_source_options({"kafka.bootstrap.servers": bs, "subscribe": topic_name},
+                                   streaming=False).client
+    assert default.fetch_max_bytes == FETCH_MAX_BYTES
+
+    def read(cfg: ClientConfig) -> tuple[list[pa.RecordBatch], int]:
+        """(the batches yielded, the Fetch requests sent): the client's own fetch, counted."""
+        client = client_for(cfg)
+        real, calls = client.fetch, []
+
+        def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+            calls.append(args)
+            return real(*args, **kwargs)
+
+        client.fetch = counted  # type: ignore[method-assign]
+        try:
+            got = list(read_range(cfg, topic_name, 0, 0, n, include_headers=False,
+                                  fail_on_data_loss=True))
+        finally:
+            del client.fetch
+        return got, len(calls)
+
+    whole, whole_fetches = read(default)
+    in_mib, mib_fetches = read(dataclasses.replace(default, fetch_max_bytes=1 << 20))
+    assert whole_fetches == 1
+    assert mib_fetches >= 6  # 6 MB of records, at most 1 MiB per answer
+    # one answer of ~6 MB reaches Spark in slices of about 2 MiB (views of one decoded batch)
+    assert len(whole) == 3
+    assert max(rb.num_rows for rb in whole) * 1000 <= ARROW_BATCH_BYTES
+    for got in (whole, in_mib):
+        assert [r["offset"] for rb in got for r in rb.to_pylist()] == list(range(n))

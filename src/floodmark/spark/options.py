@@ -19,7 +19,12 @@ from floodmark.client.cluster import BadAddress, NoBrokerAvailable, parse_bootst
 from floodmark.compression import Compression
 from floodmark.constants import EARLIEST_TIMESTAMP, READ_COMMITTED, READ_UNCOMMITTED
 from floodmark.errors import FloodmarkError
-from floodmark.spark.fetcher import ClientConfig, SecurityProperties, security_of
+from floodmark.spark.fetcher import (
+    FETCH_MAX_BYTES,
+    ClientConfig,
+    SecurityProperties,
+    security_of,
+)
 
 log = logging.getLogger(__name__)
 
@@ -300,7 +305,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool | None) 
         client_id=params.get("client.id", "floodmark-spark"),
         request_timeout_ms=_int(options, "kafka.request.timeout.ms", minimum=1) or 30_000,
         isolation_level=_isolation(params.get("isolation.level")),
-        fetch_max_bytes=_int(options, "kafka.fetch.max.bytes", minimum=1) or 2 * 1024 * 1024,
+        fetch_max_bytes=_int(options, "kafka.fetch.max.bytes", minimum=1) or FETCH_MAX_BYTES,
         max_wait_ms=_first_int(options, ("kafka.fetch.max.wait.ms", "kafka.fetch.wait.max.ms"),
                                500),
         poll_timeout_ms=_int(options, "kafkaConsumer.pollTimeoutMs", minimum=1) or 120_000,
