@@ -49,11 +49,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("java_kip848_migr
 TOPIC, PARTITIONS = "java-migrate", 6
 STALL_S = 60.0
 # The consumer-protocol member's heartbeat and session are the broker's to say: reconciliation
-# in a few heartbeats; a session shorter than Kafka's 45 s, because a leave heartbeat that
-# reaches a coordinator being moved away from (NOT_COORDINATOR) is not retried by the Java
-# consumer (its AbstractHeartbeatRequestManager completes the leave), so the group keeps the
-# member for its session timeout before downgrading (seen when the restarted broker's
-# __consumer_offsets leadership moved again just as the member left, on a loaded machine)
+# in a few heartbeats; a session shorter than Kafka's 45 s, because a leave heartbeat that fails
+# while the coordinator moves is not retried by the Java consumer (it completes the leave), so
+# the group keeps the member for its session timeout before downgrading (seen when the restarted
+# broker's __consumer_offsets leadership moved again just as the member left, machine loaded)
 BROKER_SETTINGS = {"group.consumer.heartbeat.interval.ms": "500",
                    "group.consumer.min.session.timeout.ms": "15000",
                    "group.consumer.session.timeout.ms": "15000"}
