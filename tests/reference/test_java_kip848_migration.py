@@ -232,11 +232,16 @@ def test_java_mixed_group_through_a_coordinator_sigkill(tmp_path: Path, classpat
         cluster.start_node(victim)
         wait_consumed(members, 3000)
         # The restarted broker takes its __consumer_offsets partitions back (preferred leader
-        # election): wait for that second move before a member leaves, so that its leave
-        # most likely reaches the coordinator (see BROKER_SETTINGS when it does not).
+        # election): wait for that second move, then for both members' commits of more records
+        # (a commit goes to the coordinator the member knows), before a member leaves, so that
+        # its leave most likely reaches the coordinator (see BROKER_SETTINGS when it does not).
         wait_progress(lambda: group.coordinator() == victim,
                       lambda: _progress(group, members), STALL_S,
                       "the restarted broker coordinates the group again")
+        produce(cluster.bootstrap, TOPIC, 3000, 120)
+        wait_consumed(members, 3120)
+        wait_progress(lambda: sum(group.committed().values()) == 3120,
+                      lambda: _progress(group, members), STALL_S, "all 3120 records committed")
         # the new coordinator went on with the group: nothing revoked, lost or reassigned
         assert [m.callbacks() for m in members] == callbacks, [m.lines[-10:] for m in members]
         assert group.kind() == "consumer"
@@ -249,9 +254,9 @@ def test_java_mixed_group_through_a_coordinator_sigkill(tmp_path: Path, classpat
                       and classic.assigned() == set(range(PARTITIONS)),
                       lambda: _progress(group, members), STALL_S,
                       "a classic group again, its member owning every partition")
-        produce(cluster.bootstrap, TOPIC, 3000, 600)
-        wait_consumed(members, 3600)
-        _check_deliveries(members, group, 3600)
+        produce(cluster.bootstrap, TOPIC, 3120, 600)
+        wait_consumed(members, 3720)
+        _check_deliveries(members, group, 3720)
         assert not [c for m in members for c in m.callbacks() if c.kind == "LOST"]
     finally:
         cluster.stop()
