@@ -2,7 +2,8 @@
 // tests/reference/test_java_consumer_groups_on_floodmark.py. Arguments: bootstrap, group id,
 // topic, group.protocol (classic or consumer), client id. Polls until SIGTERM (then closes:
 // commits nothing more, leaves the group). Prints one line per event, flushed:
-//   ASSIGNED p,p,...   REVOKED p,p,...   LOST p,p,...
+//   ASSIGNED <ms> p,p,...   REVOKED <ms> p,p,...   LOST <ms> p,p,...   (ms: the wall clock at
+//                                  the callback, comparable between members on one machine)
 //   REC <partition> <offset>       every record, before the commit that covers it
 //   COMMITTED <partition>:<offset>,...   after each synchronous commit (the next offsets)
 //   ERROR <exception>              a commit or poll that failed (the member goes on)
@@ -60,17 +61,17 @@ public final class GroupConsumer {
         consumer.subscribe(List.of(args[2]), new ConsumerRebalanceListener() {
             @Override
             public void onPartitionsRevoked(Collection<TopicPartition> partitions) {
-                say("REVOKED " + names(partitions));
+                say("REVOKED " + System.currentTimeMillis() + " " + names(partitions));
             }
 
             @Override
             public void onPartitionsAssigned(Collection<TopicPartition> partitions) {
-                say("ASSIGNED " + names(partitions));
+                say("ASSIGNED " + System.currentTimeMillis() + " " + names(partitions));
             }
 
             @Override
             public void onPartitionsLost(Collection<TopicPartition> partitions) {
-                say("LOST " + names(partitions));
+                say("LOST " + System.currentTimeMillis() + " " + names(partitions));
             }
         });
         try {
