@@ -611,7 +611,7 @@ def _describe_quorum(c: KafkaConnection) -> Any:
 
 
 def _add_raft_voter(c: KafkaConnection) -> Any:
-    r = c.request(80, 1, {"cluster_id": None, "timeout": 1000, "voter_id": 7,
+    r = c.request(80, 0, {"cluster_id": None, "timeout": 1000, "voter_id": 7,
                           "voter_directory_id": None, "listeners": []})
     return _errors(r.error_code)
 
