@@ -403,3 +403,34 @@ def test_sasl_ssl_plain_and_scram_without_the_unsafe_setting(
             "sasl.username": user, "sasl.password": password, "ssl.ca.location": str(ca_path)})
         with KafkaConnection(sb.sasl, security=security) as conn:
             assert int(conn.request(50, 0, {"users": None}).error_code) == 0
+
+
+def test_a_refused_login_over_sasl_ssl_gets_its_answer_before_the_close(
+        broker_factory: Callable[..., BrokerProcess], tmp_path: Path) -> None:
+    """A wrong password over SASL_SSL with ``connection.failed.authentication.delay.ms=0``: the
+    client reads SASL_AUTHENTICATION_FAILED, every time, not a bare closed connection. The
+    delayed close used to drop what was queued (abort): a TLS connection's answer waits for its
+    network thread, which the close could beat (the Spark source's wrong-password test saw
+    "connection closed by the broker" in a loaded fresh-clone run)."""
+    from floodmark.security.certs import issue_files, load_or_make_ca
+
+    _ca, ca_path = load_or_make_ca(tmp_path / "tls")
+    node = issue_files(tmp_path / "tls", "broker-1", _ca, ("127.0.0.1", "localhost"))
+    b = broker_factory(
+        "--set", "listeners=PLAINTEXT://127.0.0.1:0,SASL://127.0.0.1:0",
+        "--set", "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL:SASL_SSL",
+        "--set", "sasl.enabled.mechanisms=SCRAM-SHA-512",
+        "--set", "connection.failed.authentication.delay.ms=0",
+        "--set", "ssl.keystore.type=PEM", "--set", f"ssl.keystore.location={node.keystore}",
+        "--add-scram", f"SCRAM-SHA-512=[name={SCRAM_USER},password={SCRAM_PASSWORD}]")
+    sb = SaslBroker(b)
+    security = ClientSecurity.from_properties({
+        "security.protocol": "SASL_SSL", "sasl.mechanisms": "SCRAM-SHA-512",
+        "sasl.username": SCRAM_USER, "sasl.password": "not-the-password",
+        "ssl.ca.location": str(ca_path)})
+    for attempt in range(20):
+        with pytest.raises(AuthenticationFailed) as err, \
+                KafkaConnection(sb.sasl, security=security) as conn:
+            conn.request(3, 12, {"topics": None, "allow_auto_topic_creation": False,
+                                 "include_topic_authorized_operations": False})
+        assert "SASL_AUTHENTICATION_FAILED" in str(err.value), (attempt, str(err.value))

@@ -121,7 +121,8 @@ class Authentication:
 
     def failed(self, conn: ClientConnection, why: str) -> None:
         """One line for the log, then the connection closes after
-        ``connection.failed.authentication.delay.ms`` (requests meanwhile are dropped)."""
+        ``connection.failed.authentication.delay.ms`` once the answers written are sent
+        (requests meanwhile are dropped)."""
         delay_ms = self._config.get_int("connection.failed.authentication.delay.ms")
         repeats = self._repeats.seen(conn.peer.rsplit(":", 1)[0], conn.listener_name, why)
         if repeats is not None:
@@ -129,7 +130,9 @@ class Authentication:
                         conn.peer, conn.listener_name, why, delay_ms,
                         f" ({repeats} more like it in the last {REPEAT_WINDOW_S:.0f} s, "
                         "not logged)" if repeats else "")
-        asyncio.get_running_loop().call_later(delay_ms / 1000, conn.abort)
+        # close, not abort: the failure's answer, already written, is sent first (Kafka sends
+        # it, then closes the channel after the delay)
+        asyncio.get_running_loop().call_later(delay_ms / 1000, conn.close)
 
 
 REPEAT_WINDOW_S = 60.0

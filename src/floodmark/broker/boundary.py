@@ -53,5 +53,8 @@ class ClientConnection(Protocol):
     def abort(self) -> None:
         """Close the connection now (what is queued is dropped)."""
 
+    def close(self) -> None:
+        """Close the connection once what is written is sent (within a bound)."""
+
     def mute_for(self, delay_ms: int) -> None:
         """A quota throttled this client: read nothing more from it for ``delay_ms``."""

@@ -51,8 +51,12 @@ Dispatch = Callable[[memoryview | bytes, "Connection"],
                     "Encoded | Awaitable[Encoded | None] | None"]
 
 
+CLOSE_GRACE_S = 10.0  # Connection.close(): how long what is written may take to be sent
+
+
 class Connection(asyncio.BufferedProtocol):
     __slots__ = (
+        "_closing",
         "_dispatch",
         "_frames",
         "_max_request_bytes",
@@ -95,6 +99,7 @@ class Connection(asyncio.BufferedProtocol):
         self._pending: deque[Encoded | asyncio.Future[Encoded | None] | None] = deque()
         self.transport: asyncio.Transport | None = None
         self.closed = False
+        self._closing = False  # close() called: the answers already due are sent, then it closes
         self.peer: str = "?"
         self.client_host: str = "?"  # the peer's address without the port (ACL host matching)
         # Who is on this connection: ANONYMOUS until TLS/SASL authentication says otherwise.
@@ -179,7 +184,7 @@ class Connection(asyncio.BufferedProtocol):
         self.abort()
 
     def frame_received(self, frame: memoryview) -> None:
-        if not self.closed:
+        if not self.closed and not self._closing:
             self._on_frame(frame)
 
     # -- dispatch and ordered replies ----------------------------------------------------------
@@ -279,6 +284,9 @@ class Connection(asyncio.BufferedProtocol):
                 pending.popleft()
                 if head is not None:
                     self.write(head)
+        if self._closing and not pending:
+            self._close_transport()
+            return
         self._update_reading()
 
     def write(self, parts: Encoded) -> None:
@@ -307,6 +315,26 @@ class Connection(asyncio.BufferedProtocol):
             if self._sender is not None:
                 self._sender.close()
             self.transport.abort()
+
+    def close(self, grace_s: float = CLOSE_GRACE_S) -> None:
+        """Close once the answers to the requests already read are written and sent (an
+        authentication failure's answer must reach the client, also when its handler has not
+        finished or a TLS connection's network thread has not sent it yet); requests arriving
+        meanwhile are dropped. If that takes longer than ``grace_s`` (a client that does not
+        read, a handler that does not finish), the connection is dropped."""
+        if self.closed or self._closing or self.transport is None:
+            return
+        self._closing = True
+        asyncio.get_running_loop().call_later(grace_s, self.transport.abort)
+        if not self._pending:
+            self._close_transport()
+
+    def _close_transport(self) -> None:
+        if not self.closed and self.transport is not None:
+            self.closed = True
+            if self._sender is not None:
+                self._sender.close()
+            self.transport.close()
 
 
 # A TLS ClientHello starts with a handshake record: content type 22, version 3.x. Read as a
