@@ -293,13 +293,16 @@ class LocalController:
         return self.logic.image.delegation_tokens
 
     async def unregister_broker(self, broker_id: int) -> None:
-        """Only this node is registered: unregistered, it registers again at once (a new
-        incarnation), as a running Kafka broker does at its next heartbeat."""
-        self.logic.unregister_broker(broker_id)
-        if broker_id == self._node_id:
-            self.logic.register_broker(self._node_id, "localhost", 0, uuid.uuid4().hex,
-                                       _now_ms(), rack=self._rack)
-        self._persist()
+        """Only this node can be registered, and it is running: a running Kafka broker whose
+        registration is removed registers again at its next heartbeat, so the registration
+        stays as it is (answered without error). Removing it first leaves every ISR and ELR,
+        and this broker holds the only replica of every partition: each was left without a
+        leader for good, and everything acknowledged before unreadable (found by the fuzzer's
+        valid UnregisterBroker frames; re-registering at once as a new incarnation did not
+        bring the leaders back either). Another id is BROKER_ID_NOT_REGISTERED."""
+        if broker_id != self._node_id or broker_id not in self.logic.image.brokers:
+            self.logic.unregister_broker(broker_id)
+            self._persist()
 
     async def alter_scram_credentials(self, deletions: list[scram.Deletion],
                                       upsertions: list[scram.Upsertion]
