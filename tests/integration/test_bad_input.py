@@ -164,9 +164,11 @@ def test_unknown_api_key_closes(broker, bystander) -> None:
     body = struct.pack(">hhih", 999, 0, 1, -1)
     s.sendall(struct.pack(">i", len(body)) + body)
     assert _closed_by_broker(s)
-    # A real Kafka API floodmark does not serve (CreateDelegationToken) is also refused.
+    # A real Kafka API floodmark does not serve (UpdateRaftVoter: controller-only, as Kafka) is
+    # also refused.
     s = _raw(broker)
-    s.sendall(encode_request(38, 2, 1, {}))
+    body = struct.pack(">hhih", 82, 0, 1, -1) + b"\x00"  # the header; the body never read
+    s.sendall(struct.pack(">i", len(body)) + body)
     assert _closed_by_broker(s)
     _still_served(broker, bystander)
 
