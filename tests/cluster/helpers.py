@@ -14,7 +14,14 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 
 from floodmark.cluster import LocalCluster, waiting
 from floodmark.cluster.waiting import LIMIT_S
@@ -269,7 +276,9 @@ def consumer_thread(bootstrap: str, topic: str, seen: dict[int, bytes],
 def high_watermark(c: Consumer, topic: str, partition: int = 0, timeout_s: float = 45) -> int:
     """The partition's HW as `c` sees it, retried while the answer is a retriable error: the
     local cluster's preferred-leader election (auto.leader.rebalance.enable, every 10 s) may move
-    the leadership between the metadata a client has and its ListOffsets."""
+    the leadership between the metadata a client has and its ListOffsets. A leader just elected
+    answers OFFSET_NOT_AVAILABLE until its HW caught up (KIP-207): retriable in Kafka, though
+    librdkafka does not flag it so here."""
     deadline = time.monotonic() + timeout_s
     while True:
         try:
@@ -277,7 +286,8 @@ def high_watermark(c: Consumer, topic: str, partition: int = 0, timeout_s: float
             return int(hw)
         except KafkaException as e:
             err = e.args[0]
-            if not err.retriable() or time.monotonic() > deadline:
+            again = err.retriable() or err.code() == KafkaError.OFFSET_NOT_AVAILABLE
+            if not again or time.monotonic() > deadline:
                 raise
             time.sleep(0.2)
 
