@@ -55,9 +55,8 @@ from floodmark.controller.snapshot import (
 from floodmark.sim.network import Network, NetworkConfig, PartitionMode
 from floodmark.sim.world import World
 from floodmark.spec import quorum as inv
-from floodmark.spec.entries import decode_entries
+from floodmark.spec.entries import Entry, decode_entries
 from floodmark.spec.quorum import (
-    Entry,
     commit_conflict,
     log_matching,
     missing_committed,
