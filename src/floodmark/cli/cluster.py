@@ -33,7 +33,7 @@ from floodmark.address import BadAddress, parse_bootstrap
 from floodmark.cli import elect_leaders, health, log_dirs, raft_voters, reassign
 from floodmark.cli.checks import check_bindable, check_data_dir
 from floodmark.cli.common import CliError, check_configs, pairs
-from floodmark.cluster.describe import describe
+from floodmark.cluster.describe import describe_replicas
 from floodmark.cluster.diff import lost_offsets, offset_runs, partitions_on_disk
 from floodmark.cluster.layout import CLIENT_PROPERTIES, DEFAULT_DATA_DIR, STATE_FILE
 from floodmark.cluster.local import (
@@ -485,7 +485,7 @@ def cmd_start(args: argparse.Namespace) -> int:
 def cmd_describe(args: argparse.Namespace) -> int:
     cluster = load_cluster(args.data_dir)
     try:
-        rows = describe(cluster, args.topic)
+        rows = describe_replicas(cluster, args.topic)
     except RuntimeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -9,7 +9,7 @@ from floodmark.client.replica_state import replica_state
 from floodmark.cluster.local import LocalCluster
 
 
-def describe(cluster: LocalCluster, topic: str) -> list[dict[str, Any]]:
+def describe_replicas(cluster: LocalCluster, topic: str) -> list[dict[str, Any]]:
     ctl = cluster.controller_status()
     if ctl is None:
         raise RuntimeError("the controller does not answer")
