@@ -25,7 +25,7 @@ from floodmark.cli.config import RESOURCE_TOPIC, describe_configs
 from floodmark.cli.partition_health import describe_line, live_brokers, partition_views
 from floodmark.client.cluster import ClusterClient, error_text
 from floodmark.client.connection import KafkaConnection, RequestFailed
-from floodmark.client.replica_state import epoch_cache, replica_state
+from floodmark.client.replica_state import epoch_cache, read_replica_state
 from floodmark.security.client_security import ClientSecurity
 
 
@@ -246,7 +246,7 @@ def _replica_states(meta: Any, topic: str, p: Any,
         try:
             if address is None:
                 raise RuntimeError("not a live broker")
-            entry.update(replica_state(address, topic, int(p.partition_index),
+            entry.update(read_replica_state(address, topic, int(p.partition_index),
                                        int(p.leader_epoch), security))
         except (OSError, RuntimeError) as exc:
             entry["error"] = str(exc)
