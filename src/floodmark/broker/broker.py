@@ -50,24 +50,27 @@ from floodmark.metadata import (
     coordinator_partition,
 )
 from floodmark.records import TimestampType
-from floodmark.replication.election import AlterPartitionRequest
-from floodmark.replication.log_validator import TimestampBounds, target_compression
-from floodmark.replication.produce import ProduceSettings
-from floodmark.security.listeners import Endpoint
-from floodmark.security.sasl.session import Verdict
-from floodmark.security.tls_server import TlsServer
+from floodmark.replication import (
+    AlterPartitionRequest,
+    ProduceSettings,
+    TimestampBounds,
+    target_compression,
+)
+from floodmark.security import Endpoint, TlsServer, Verdict
 from floodmark.settings import topic_log_config
-from floodmark.storage.config import LogConfig
-from floodmark.wire.api_table import SUPPORTED, ApiKey, accepted_range
-from floodmark.wire.codec import (
+from floodmark.storage import LogConfig
+from floodmark.wire import (
+    SUPPORTED,
+    ApiKey,
+    ProtocolError,
     RequestHeader,
+    accepted_range,
     api_versions_error_response,
     decode_request,
     encode_response,
     peek_client_id,
     peek_header,
 )
-from floodmark.wire.errors import ProtocolError
 
 if TYPE_CHECKING:
     from floodmark.broker.consumer_group.core import ConsumerGroupCoordinator

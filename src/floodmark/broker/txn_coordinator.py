@@ -32,23 +32,28 @@ from typing import TYPE_CHECKING, Protocol
 
 from floodmark.broker.peer_connections import PeerConnections
 from floodmark.broker.peer_logins import PeerLogins
-from floodmark.client.connection import AsyncKafkaConnection, AuthenticationFailed, RequestFailed
-from floodmark.client.transactions import (
+from floodmark.client import (
     API_WRITE_TXN_MARKERS,
     WRITE_TXN_MARKERS_VERSION,
+    AsyncKafkaConnection,
+    AuthenticationFailed,
+    RequestFailed,
     write_txn_markers_body,
 )
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import TRANSACTION_STATE_TOPIC, coordinator_partition
-from floodmark.replication.transactions import log as txn_log
-from floodmark.replication.transactions.coordinator import (
+from floodmark.replication import (
+    MarkerPolicy,
     Reply,
     SendMarkers,
     TxnCoordinator,
+    TxnDriver,
     TxnEffect,
+    TxnMetadata,
+    TxnPartition,
+    TxnState,
 )
-from floodmark.replication.transactions.driver import MarkerPolicy, TxnDriver
-from floodmark.replication.transactions.state import TxnMetadata, TxnPartition, TxnState
+from floodmark.replication import log as txn_log
 
 if TYPE_CHECKING:
     from floodmark.broker.config import BrokerConfig

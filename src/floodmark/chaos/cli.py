@@ -37,8 +37,8 @@ from floodmark.chaos.schedule import (
     TXN_DEFAULT_FAULTS,
     all_names,
 )
-from floodmark.cluster.secure import MODES
-from floodmark.replication.modes import DEFAULT_TRUNCATION, Truncation
+from floodmark.cluster import MODES
+from floodmark.replication import DEFAULT_TRUNCATION, Truncation
 
 
 def register(subparsers: Any) -> None:
@@ -129,7 +129,7 @@ def _progress(report: FuzzReport) -> None:
 def cmd_fuzz(args: argparse.Namespace) -> int:
     props: dict[str, str] = {}
     if args.command_config is not None:
-        from floodmark.security.client_security import ClientSecurity, read_properties
+        from floodmark.security import ClientSecurity, read_properties
 
         try:
             props = read_properties(args.command_config)

@@ -16,11 +16,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from floodmark.chaos.netns import Lab, namespace_executor, run_in
-from floodmark.cluster import CONTROLLER_ID, LocalCluster
-from floodmark.cluster.diff import read_partition_values
-from floodmark.cluster.layout import CLIENT_PROPERTIES
-from floodmark.cluster.secure import ClusterSecurity
-from floodmark.cluster.waiting import LIMIT_S
+from floodmark.cluster import (
+    CLIENT_PROPERTIES,
+    CONTROLLER_ID,
+    LIMIT_S,
+    ClusterSecurity,
+    LocalCluster,
+    read_partition_values,
+)
 from floodmark.controller import rpc
 
 if TYPE_CHECKING:
@@ -215,7 +218,7 @@ def read_stored_commits(data_dir: str | Path, group: str) -> dict[str, list[int]
     """The offsets ``group`` committed, per ``topic-partition``, in the order its coordinator
     stored them in ``__consumer_offsets`` (read-only; the fullest replica of the group's
     partition; deletions, tombstones, skipped)."""
-    from floodmark.broker.offsets import decode_key, decode_value, partition_for
+    from floodmark.broker import decode_key, decode_value, partition_for
     from floodmark.metadata import OFFSETS_TOPIC
 
     count = len(list(Path(data_dir).glob(f"{OFFSETS_TOPIC}-*")))

@@ -75,10 +75,10 @@ from floodmark.chaos.schedule import (
     plan,
 )
 from floodmark.chaos.share_checker import SHARE_FINAL_PROCESS, check_share
-from floodmark.client.cluster import ClusterClient
-from floodmark.cluster.secure import MODES
+from floodmark.client import ClusterClient
+from floodmark.cluster import MODES
 from floodmark.metadata import OFFSETS_TOPIC
-from floodmark.replication.modes import DEFAULT_TRUNCATION, Truncation
+from floodmark.replication import DEFAULT_TRUNCATION, Truncation
 
 CLIENTS_HOST = "clients"
 WORKLOADS = ("plain", "txn", "group", "share")

@@ -15,7 +15,7 @@ from typing import Any
 
 from floodmark.client.connection import KafkaConnection
 from floodmark.constants import DEBUG_REPLICA_ID
-from floodmark.security.client_security import PLAINTEXT, ClientSecurity
+from floodmark.security import PLAINTEXT, ClientSecurity
 
 PartitionKey = tuple[str, int]
 

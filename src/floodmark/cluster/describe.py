@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from floodmark.client.replica_state import read_replica_state
+from floodmark.client import read_replica_state
 from floodmark.cluster.local import LocalCluster
 
 

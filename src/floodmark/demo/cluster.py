@@ -52,9 +52,7 @@ def live_cluster_tour() -> bool:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-    from floodmark.cluster import LocalCluster
-    from floodmark.cluster.describe import describe_replicas
-    from floodmark.cluster.diff import read_partition_values
+    from floodmark.cluster import LocalCluster, describe_replicas, read_partition_values
 
     _say()
     _say("=" * 100)

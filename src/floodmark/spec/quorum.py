@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from floodmark.controller.quorum.rules import majority
+from floodmark.controller import majority
 from floodmark.spec.entries import Entry
 
 Entries = Mapping[int, Entry]

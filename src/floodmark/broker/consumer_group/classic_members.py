@@ -41,7 +41,7 @@ from floodmark.broker.consumer_group.records import (
     TopicMetadata,
 )
 from floodmark.errors import ErrorCode
-from floodmark.wire.consumer_protocol import (
+from floodmark.wire import (
     PROTOCOL_TYPE,
     BadEmbeddedProtocol,
     decode_subscription,

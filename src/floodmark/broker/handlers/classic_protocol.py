@@ -19,8 +19,7 @@ from floodmark.broker.consumer_group import records as cg_records
 from floodmark.broker.handlers import group_apis
 from floodmark.broker.handlers.consumer_group_apis import topics_view
 from floodmark.errors import ErrorCode
-from floodmark.wire.codec import RequestHeader, ms
-from floodmark.wire.consumer_protocol import PROTOCOL_TYPE, encode_assignment
+from floodmark.wire import PROTOCOL_TYPE, RequestHeader, encode_assignment, ms
 
 if TYPE_CHECKING:
     from floodmark.broker.context import HandlerContext

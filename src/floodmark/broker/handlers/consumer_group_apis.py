@@ -26,7 +26,7 @@ from floodmark.broker.groups import record_of_snapshot, snapshot_of
 from floodmark.broker.handlers.group_apis import change_consumer_group, store_group
 from floodmark.broker.offsets import GroupRecord
 from floodmark.errors import ErrorCode
-from floodmark.wire.codec import RequestHeader, ms
+from floodmark.wire import RequestHeader, ms
 
 if TYPE_CHECKING:
     from floodmark.broker.context import HandlerContext

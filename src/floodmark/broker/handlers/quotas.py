@@ -17,14 +17,14 @@ from collections.abc import Awaitable
 from floodmark.broker.boundary import ClientConnection, WireRequest, WireResponse
 from floodmark.broker.context import HandlerContext
 from floodmark.errors import ErrorCode, KafkaError
-from floodmark.security.quotas import (
+from floodmark.security import (
     QuotaChanges,
     QuotaEntity,
     QuotaError,
     new_alteration,
     new_quota_filter,
 )
-from floodmark.wire.codec import RequestHeader
+from floodmark.wire import RequestHeader
 
 log = logging.getLogger(__name__)
 

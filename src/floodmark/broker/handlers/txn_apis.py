@@ -22,9 +22,8 @@ from floodmark.broker.handlers import data, group_apis
 from floodmark.broker.offsets import partition_for
 from floodmark.errors import ErrorCode
 from floodmark.metadata import OFFSETS_TOPIC, CoordinatorType
-from floodmark.replication.transactions.coordinator import ListFilter
-from floodmark.replication.transactions.state import TV_2, TxnPartition, TxnState
-from floodmark.wire.codec import RequestHeader, ms
+from floodmark.replication import TV_2, ListFilter, TxnPartition, TxnState
+from floodmark.wire import RequestHeader, ms
 
 if TYPE_CHECKING:
     from floodmark.broker.context import HandlerContext

@@ -38,25 +38,33 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
-from floodmark.broker.classic_group.core import ClassicGroupConfig, ClassicGroupCore
-from floodmark.broker.classic_group.effects import AnswerJoin, AnswerSync, ClassicEffect, StoreGroup
-from floodmark.broker.classic_group.messages import JoinGroup, JoinResult, SyncGroup
-from floodmark.broker.consumer_group import classic_members, migration
-from floodmark.broker.consumer_group import records as cg_records
-from floodmark.broker.consumer_group.core import (
+from floodmark.broker import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    AnswerJoin,
+    AnswerSync,
+    ClassicEffect,
+    ClassicGroupConfig,
+    ClassicGroupCore,
     ConsumerGroupCoordinator,
     CoreConfig,
+    GroupRecord,
     Heartbeat,
+    JoinGroup,
+    JoinResult,
+    StoreGroup,
+    SyncGroup,
+    classic_members,
+    migration,
+    record_of_snapshot,
+    snapshot_of,
 )
-from floodmark.broker.groups import record_of_snapshot, snapshot_of
-from floodmark.broker.offsets import GroupRecord
-from floodmark.client.group import encode_subscription
+from floodmark.broker import records as cg_records
+from floodmark.client import encode_subscription
 from floodmark.errors import ErrorCode
 from floodmark.sim.groups.world import Violation
 from floodmark.spec import groups as spec
-from floodmark.wire.consumer_protocol import decode_assignment, encode_assignment
+from floodmark.wire import decode_assignment, encode_assignment
 
 GROUP = "g"
 TOPIC = "t"

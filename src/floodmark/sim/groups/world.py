@@ -21,17 +21,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from floodmark.broker.classic_group.core import ClassicGroupConfig, ClassicGroupCore
-from floodmark.broker.classic_group.effects import (
+from floodmark.broker import (
     AnswerJoin,
     AnswerSync,
     ClassicEffect,
+    ClassicGroupConfig,
+    ClassicGroupCore,
     GroupEmptied,
+    GroupRecord,
+    GroupState,
+    JoinGroup,
+    JoinResult,
     StoreGroup,
+    SyncGroup,
 )
-from floodmark.broker.classic_group.messages import JoinGroup, JoinResult, SyncGroup
-from floodmark.broker.classic_group.state import GroupState
-from floodmark.broker.offsets import GroupRecord
 from floodmark.errors import ErrorCode
 from floodmark.spec import groups as spec
 

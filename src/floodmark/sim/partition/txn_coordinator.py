@@ -33,22 +33,25 @@ from typing import Any, Protocol
 
 from floodmark.constants import ACKS_ALL
 from floodmark.errors import ErrorCode
-from floodmark.replication.election import PartitionRegistration
-from floodmark.replication.transactions import log as txn_log
-from floodmark.replication.transactions.coordinator import (
+from floodmark.replication import (
+    MarkerPolicy,
+    PartitionRegistration,
     Reply,
     SendMarkers,
     TxnCoordinator,
+    TxnDriver,
     TxnEffect,
+    TxnMetadata,
+    TxnPartition,
+    TxnState,
 )
-from floodmark.replication.transactions.driver import MarkerPolicy, TxnDriver
-from floodmark.replication.transactions.state import TxnMetadata, TxnPartition, TxnState
+from floodmark.replication import log as txn_log
 from floodmark.sim.network import Network
 from floodmark.sim.partition import messages as m
 from floodmark.sim.partition.clients import ProduceOutcome
 from floodmark.sim.partition.config import SimConfig
 from floodmark.sim.world import World
-from floodmark.spec.entries import marker_label
+from floodmark.spec import marker_label
 
 NAME = m.TXN_COORDINATOR
 TXN_PARTITION = 0  # the one ``__transaction_state`` partition of the simulated cluster
