@@ -157,7 +157,8 @@ def group_member(args: argparse.Namespace, history: HistoryWriter, stop: Mapping
             c.incremental_unassign(partitions)
 
     consumer.subscribe(topics, on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
-    history.event("ok", "subscribe", group=group, topics=topics)
+    history.event("ok", "subscribe", group=group, topics=topics,
+                  protocol=args.group_protocol)
     n = 0
     try:
         while not stop["now"] and time.monotonic() < deadline:
