@@ -1,9 +1,12 @@
-"""``--group-protocol mixed``'s plan (``chaos.protocol_switch``, pure) and the conversions read
-back from the coordinators' logs (``chaos.nodes.read_conversions``)."""
+"""``--group-protocol mixed``'s plan (``chaos.protocol_switch``, pure), the conversions read
+back from the coordinators' logs (``chaos.nodes.read_conversions``) and the members' stalls read
+from their logs (``chaos.run.member_stalls``)."""
 
 from __future__ import annotations
 
 import itertools
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +22,7 @@ from floodmark.chaos.protocol_switch import (
     retire,
     switch_plan,
 )
+from floodmark.chaos.run import member_stalls
 
 
 def test_members_start_mixed_and_come_back_with_the_other_protocol() -> None:
@@ -79,3 +83,18 @@ def test_conversions_read_from_the_coordinators_logs(tmp_path: Path) -> None:
                               tmp_path / "absent.log"], "chaos-group")
     assert found == {"upgrade": 1, "downgrade": 1, "events": [
         ["2026-11-28 21:41:17,445", "upgrade", 2], ["2026-11-28 21:41:18,724", "downgrade", 3]]}
+
+
+def test_a_stalled_member_is_reported_with_where_it_stood(tmp_path: Path) -> None:
+    """The member's watchdog is ``faulthandler``'s: its real output, parsed by the run."""
+    script = ("import faulthandler, sys, time\n"
+              "faulthandler.dump_traceback_later(0.2, repeat=True, file=sys.stderr)\n"
+              "time.sleep(0.7)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60)
+    (tmp_path / "gm4.log").write_text("librdkafka says things\n" + done.stderr)
+    (tmp_path / "gm5.log").write_text("nothing stalled\n")
+    (tmp_path / "cp1.log").write_text(done.stderr)  # not a member
+    stalls = member_stalls(tmp_path)
+    assert [s["process"] for s in stalls] == ["gm4"] and stalls[0]["dumps"] >= 2
+    assert stalls[0]["innermost"] == ['File "<string>", line 3 in <module>']

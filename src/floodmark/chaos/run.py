@@ -241,6 +241,7 @@ class _Workers:
         self.command_config = command_config
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self._counted: dict[str, tuple[int, int]] = {}   # process -> bytes read, acks seen
+        self.stuck: list[dict[str, Any]] = []  # processes SIGTERM did not end (``capture``)
         (work / "history").mkdir(parents=True, exist_ok=True)
         (work / "logs").mkdir(parents=True, exist_ok=True)
 
@@ -285,12 +286,46 @@ class _Workers:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + timeout_s
-        for proc in self.procs.values():
+        for process, proc in self.procs.items():
             try:
                 proc.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
+                self.capture(process)
                 proc.kill()
                 proc.wait(5)
+
+    def capture(self, process: str) -> None:
+        """A process SIGTERM did not end, before it is killed: its stacks, librdkafka's native
+        frames too (``py-spy dump --native``), and in the group workload the coordinator's
+        view of the group (``floodmark group describe``), into ``logs/``; listed in
+        ``stuck``."""
+        proc, logs = self.procs[process], self.work / "logs"
+        found: dict[str, Any] = {"process": process, "pid": proc.pid, "time": time.time()}
+        spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+        dump = logs / f"{process}.py-spy.txt"
+        try:
+            done = subprocess.run([spy, "dump", "--native", "--pid", str(proc.pid)],
+                                  capture_output=True, text=True, timeout=60)
+            dump.write_text(done.stdout + done.stderr)
+            found["py_spy"] = str(dump)
+        except (OSError, subprocess.SubprocessError) as exc:
+            found["py_spy_error"] = f"{type(exc).__name__}: {exc}"
+        if self.config.workload == "group":
+            view = logs / f"{process}.group-describe.txt"
+            argv = [sys.executable, "-m", "floodmark.cli", "group", "describe", GROUP,
+                    "--bootstrap-server", self.bootstrap]
+            if self.command_config is not None:
+                argv += ["--command-config", str(self.command_config)]
+            with open(view, "wb") as out:
+                describe = self.lab.popen(CLIENTS_HOST, argv, stdout=out, stderr=out,
+                                          stdin=subprocess.DEVNULL)
+                try:
+                    describe.wait(60)
+                except subprocess.TimeoutExpired:
+                    describe.kill()
+                    describe.wait(5)
+            found["group_describe"] = str(view)
+        self.stuck.append(found)
 
     def kill(self) -> None:
         for proc in self.procs.values():
@@ -386,6 +421,7 @@ class _GroupMembers:
         try:
             proc.wait(30)
         except subprocess.TimeoutExpired:
+            self.workers.capture(process)
             proc.kill()
             proc.wait(5)
 
@@ -680,10 +716,27 @@ def _workload_and_faults(config: ChaosConfig, schedule: list[Any], lab: Lab, clu
         "history": str(work / "history.jsonl"),
         "leaders": timeline, "controller_up": controller_up,
         **({"protocol_switches": switches.records} if switches is not None else {}),
+        **({"stuck": workers.stuck, "member_stalls": member_stalls(work / "logs")}
+           if group else {}),
         **longest_ack_gap(events),
     }
     (work / "result.json").write_text(json.dumps(result, indent=1))
     return result
+
+
+def member_stalls(logs: Path) -> list[dict[str, Any]]:
+    """The group members whose watchdog fired (``group_member.STALL_S`` without progress):
+    per member, how many times, and its first dump's innermost frame of each thread."""
+    out = []
+    for log in sorted(logs.glob("gm*.log")):
+        text = log.read_text(errors="replace")
+        if "Timeout (" not in text:
+            continue
+        first = text.split("Timeout (")[1].splitlines()  # the first dump
+        tops = [first[i + 1].strip() for i, line in enumerate(first[:-1])
+                if line.startswith(("Thread ", "Current thread "))]
+        out.append({"process": log.stem, "dumps": text.count("Timeout ("), "innermost": tops})
+    return out
 
 
 def _final_reads(workers: _Workers, txn: bool, process: str, committed_process: str) -> None:
