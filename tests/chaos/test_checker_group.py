@@ -99,6 +99,7 @@ def test_clean_group_history_with_a_rebalance() -> None:
     result = check_group(h.events, group=G)
     assert result.valid, bad(result)
     assert result.group["spans"] == 2 and result.group["generations"] == 2
+    assert result.group["lag_at_end"] == 0
     assert result.group["commits"] == {"ok": 4, "fail": 0, "info": 0}
 
 
@@ -281,6 +282,7 @@ def test_committed_offset_going_backwards() -> None:
     assert bad(result) == {"commit_backwards": 2}, bad(result)
     kinds = sorted(x["kind"] for x in result.anomalies["commit_backwards"])
     assert kinds == ["commit", "final"]
+    assert result.group["lag_at_end"] == 4  # the final log ends at 6, the group at 2
 
 
 def test_group_that_forgot_its_committed_offsets() -> None:
@@ -355,6 +357,7 @@ def test_a_group_converting_both_ways_with_one_owner_per_epoch_is_valid() -> Non
     result = check_group(h.events, group=G)
     assert result.valid, (bad(result), result.anomalies)
     assert result.group["spans_by_protocol"] == {"classic": 3, "consumer": 3}
+    assert result.group["lag_at_end"] == 0
 
 
 def test_a_classic_and_a_kip848_member_owning_one_partition_in_one_epoch_at_once() -> None:

@@ -397,6 +397,11 @@ def check_group(events: Sequence[Event], replicas: Replicas | None = None,
              "earlier_higher": _commit_example(high)} for low, high in reordered[:MAX_EXAMPLES]],
         "committed_at_end": (None if final_committed is None
                              else dict(sorted(final_committed.items()))),
+        # records of the final log above what the group committed at the end (a liveness
+        # figure: how far the group was behind when the run stopped it; not an anomaly)
+        "lag_at_end": None if final_committed is None else sum(
+            max(0, int(hw) - (final_committed.get(key) or 0))
+            for key, hw in base.final.get("high_watermarks", {}).items()),
     }
     return CheckResult(
         valid=not any(counts.values()), acknowledged=base.acknowledged,
