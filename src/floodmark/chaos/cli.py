@@ -8,8 +8,9 @@ the history (``floodmark.chaos.run``); exit status 0 only when the history is va
 cannot run here (not root) or the arguments are wrong. ``--workload txn`` runs Jepsen's queue
 with transactions (transactional producers, read_committed and read_uncommitted final reads,
 ``checker.check_txn``) instead of the plain producers and consumers; ``--workload group
-[--group-members 3]`` runs one consumer group's members through rebalances and coordinator
-failovers (``group_checker.check_group``); ``--workload share [--group-members 3]`` runs one
+[--group-members 3] [--group-protocol classic|consumer|mixed]`` runs one consumer group's
+members through rebalances and coordinator failovers (``group_checker.check_group``; ``mixed``:
+members switching protocol, so the group converts both ways, KIP-848's online migration); ``--workload share [--group-members 3]`` runs one
 share group's members (KIP-932) acknowledging every record while brokers fail
 (``share_checker.check_share``).
 
