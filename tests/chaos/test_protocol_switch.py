@@ -54,6 +54,14 @@ def test_the_walk_goes_down_to_a_downgrade_and_up_to_an_upgrade() -> None:
         retire([], True)
 
 
+def test_a_killed_member_counts_until_it_is_fenced() -> None:
+    """The last KIP-848 member SIGKILLed: while the group still holds it, the walk still goes
+    down and asks for a consumer-protocol member (the switch then waits); once it is fenced
+    (the downgrade), the walk turns and brings the protocol back (the upgrade)."""
+    assert retire([CLASSIC, CLASSIC, CONSUMER], True) == (CONSUMER, True)
+    assert retire([CLASSIC, CLASSIC, CLASSIC], True) == (CLASSIC, False)
+
+
 def test_the_switch_plan_is_seeded_and_spread_over_the_run() -> None:
     plan = switch_plan(1, 90)
     assert plan == switch_plan(1, 90) and plan != switch_plan(2, 90)

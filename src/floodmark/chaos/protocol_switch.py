@@ -26,6 +26,11 @@ SWITCH_EVERY_S = (3.0, 12.0)  # bounds of the switch interval, whatever the run'
 SWITCHES_PER_RUN = 8
 JITTER = 0.3
 KILL_P = 0.25  # a switch SIGKILLs its member (fenced at its session timeout), else SIGTERM
+# A SIGKILLed member stays in the group until the coordinator fences it (its 6 s session, longer
+# when the coordinator moves meanwhile): the walk counts it that long, so that the last member
+# of a protocol, killed, is fenced (a conversion) before the next switch brings that protocol
+# back.
+FENCED_AFTER_S = 12.0
 
 
 def other(protocol: str) -> str:
@@ -66,15 +71,17 @@ def switch_plan(seed: int, time_limit_s: float) -> list[Switch]:
     return out
 
 
-def retire(running: Sequence[str], downwards: bool) -> tuple[str, bool]:
-    """Which protocol's member the next switch ends, given the running members' protocols and
-    the walk's direction (``downwards``: fewer consumer-protocol members); and the direction
-    after it. The walk turns at none and at all."""
-    if not running:
-        raise ValueError("no member is running")
-    consumers = sum(1 for p in running if p == CONSUMER)
+def retire(present: Sequence[str], downwards: bool) -> tuple[str, bool]:
+    """Which protocol's member the next switch ends, given the protocols of the members in the
+    group (running, and killed ones not yet fenced: ``FENCED_AFTER_S``) and the walk's
+    direction (``downwards``: fewer consumer-protocol members); and the direction after it.
+    The walk turns at none and at all. (When only a killed member speaks that protocol, the
+    switch waits: it is skipped.)"""
+    if not present:
+        raise ValueError("no member is in the group")
+    consumers = sum(1 for p in present if p == CONSUMER)
     if downwards and consumers == 0:
         downwards = False
-    elif not downwards and consumers == len(running):
+    elif not downwards and consumers == len(present):
         downwards = True
     return (CONSUMER if downwards else CLASSIC), downwards

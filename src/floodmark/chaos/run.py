@@ -71,7 +71,7 @@ from floodmark.chaos.nodes import (
     read_partition_data,
     read_stored_commits,
 )
-from floodmark.chaos.protocol_switch import initial, other, retire, switch_plan
+from floodmark.chaos.protocol_switch import FENCED_AFTER_S, initial, other, retire, switch_plan
 from floodmark.chaos.schedule import (
     DEFAULT_FAULTS,
     GROUP_DEFAULT_FAULTS,
@@ -350,6 +350,7 @@ class _GroupMembers:
         self.count = 0
         self.protocols: dict[str, str] = {}  # process -> the protocol it speaks
         self._returning: str | None = None  # mixed: the protocol the next join comes back with
+        self._killed: dict[str, float] = {}  # process -> when it was SIGKILLed (monotonic)
         self._lock = threading.RLock()
 
     @property
@@ -392,6 +393,14 @@ class _GroupMembers:
         with self._lock:
             return {name: self.protocols[name] for name in self.running()}
 
+    def present_protocols(self) -> dict[str, str]:
+        """``running_protocols`` and the members SIGKILLed less than ``FENCED_AFTER_S`` ago
+        (still in the group until the coordinator fences them)."""
+        with self._lock:
+            now = time.monotonic()
+            return {**{name: self.protocols[name] for name, at in self._killed.items()
+                       if now - at < FENCED_AFTER_S}, **self.running_protocols()}
+
     def leave(self, process: str) -> None:
         with self._lock:
             self._end(process, kill=False)
@@ -416,6 +425,7 @@ class _GroupMembers:
         if kill:
             proc.kill()
             proc.wait(5)
+            self._killed[process] = time.monotonic()
             return
         proc.send_signal(signal.SIGTERM)
         try:
@@ -465,10 +475,14 @@ class _ProtocolSwitches:
                 if not running:
                     record["skipped"] = "no member is running"
                     continue
-                protocol, downwards = retire(list(running.values()), downwards)
-                # the oldest member of that protocol (gm2 before gm10)
-                target = min((p for p, speaks in running.items() if speaks == protocol),
-                             key=lambda p: int(p[2:]))
+                present = self.members.present_protocols()
+                protocol, downwards = retire(list(present.values()), downwards)
+                speaking = [p for p, speaks in running.items() if speaks == protocol]
+                if not speaking:
+                    record["skipped"] = (f"the {protocol} members in the group are killed ones "
+                                         f"not fenced yet")
+                    continue
+                target = min(speaking, key=lambda p: int(p[2:]))  # the oldest (gm2, gm10)
                 joined = self.members.switch(target, kill)
                 record.update(ended=target, how="kill" if kill else "leave",
                               protocol=protocol, joined=joined, joined_protocol=other(protocol))
