@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from floodmark.broker import group_routing, replica_mover, sendfile, storage_glue
+from floodmark.broker import replica_mover, sendfile, storage_glue
 from floodmark.broker.authentication import Authentication
 from floodmark.broker.authorization import Authorization, Finish
 from floodmark.broker.boundary import Answer, Encoded
@@ -635,6 +635,8 @@ class Broker:
         self.consumer_groups.unload([g for g in self.consumer_groups.groups
                                      if coordinator_partition(g, n) == ps.partition])
         # each group to its core (the rule the simulator's failovers run too)
+        from floodmark.broker import group_routing  # built at first use, as the cores
+
         self.groups.apply(group_routing.load(self.groups.core, self.consumer_groups, loaded,
                                              self.now_ms()))
         from floodmark.broker.share_group.driver import share_topics
