@@ -342,8 +342,8 @@ class BaseGroupWorld(abc.ABC, Generic[M]):
                 return
             self.zombies.append(replace(m, name=f"{m.name}-zombie{len(self.zombies)}",
                                         positions=dict(m.positions), zombie=True))
-        fresh = self._fresh(m, switch)
         self._note(f"{m.name} restarts")
+        fresh = self._fresh(m, switch)
         self.members[self.members.index(m)] = fresh
         self.join(fresh)
 
