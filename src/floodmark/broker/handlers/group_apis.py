@@ -375,7 +375,8 @@ def offset_fetch(broker: HandlerContext, header: RequestHeader, req: WireRequest
         groups = []
         for g in req.groups:
             err = ErrorCode.NONE
-            if g.group_id in broker.consumer_groups.groups and header.api_version >= 9:
+            if header.api_version >= 9 and group_routing.owner(
+                    broker.consumer_groups, g.group_id) is group_routing.Core.CONSUMER:
                 err = broker.consumer_groups.validate_fetch(
                     g.group_id, g.member_id, int(g.member_epoch))
             groups.append({"group_id": g.group_id, "error_code": int(err),
