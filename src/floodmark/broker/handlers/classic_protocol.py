@@ -1,8 +1,8 @@
 """JoinGroup, SyncGroup, Heartbeat and LeaveGroup, routed by the kind of the group they name
 (``group_routing``, the rule the simulator runs too): a classic group's are ``group_apis``'
-(the classic coordinator); a consumer group's come from
-*classic protocol members* of that consumer group (KIP-848's online migration, Kafka 4), served
-by ``consumer_group.classic_members`` and stored as the consumer group's records.
+(the classic coordinator); a consumer group's come from *classic protocol members* of that
+consumer group (KIP-848's online migration, Kafka 4), served by
+``consumer_group.classic_members`` and stored as the consumer group's records.
 
 A JoinGroup into a consumer group with members is always served this way (Kafka's
 ``classicGroupJoinToConsumerGroup``; the migration policy governs only the conversions); an

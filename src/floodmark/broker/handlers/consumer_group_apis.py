@@ -7,7 +7,8 @@ A group id is either a classic group or a consumer group (``group_routing``, the
 simulator runs too). A heartbeat joining (epoch 0) a classic group with members upgrades it to
 a consumer group (KIP-848's online migration, ``consumer_group.migration``) when
 ``group.consumer.migration.policy`` allows it and the group uses the consumer protocol; else it
-is GROUP_ID_NOT_FOUND, as Kafka answers. An empty classic group gives way. Classic members of a consumer group are ``classic_protocol``'s.
+is GROUP_ID_NOT_FOUND, as Kafka answers. An empty classic group gives way. Classic members of
+a consumer group are ``classic_protocol``'s.
 """
 
 from __future__ import annotations
