@@ -11,11 +11,19 @@ empty consumer group gives way to a classic group (``group_apis.join_group``).
 
 from __future__ import annotations
 
+import inspect
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeAlias
 
 from floodmark.broker import group_routing
-from floodmark.broker.boundary import ClientConnection, HandlerResult, WireRequest, WireResponse
+from floodmark.broker.boundary import (
+    Answer,
+    ClientConnection,
+    HandlerResult,
+    WireRequest,
+    WireResponse,
+)
 from floodmark.broker.consumer_group import classic_members
 from floodmark.broker.consumer_group import records as cg_records
 from floodmark.broker.handlers import group_apis
@@ -34,6 +42,31 @@ def _classic(ctx: HandlerContext, group_id: str) -> bool:
     return group_routing.owner(ctx.consumer_groups, group_id) is group_routing.Core.CLASSIC
 
 
+Handler: TypeAlias = \
+    "Callable[[HandlerContext, RequestHeader, WireRequest, ClientConnection], HandlerResult]"
+
+
+def _routed_when_settled(handler: Handler) -> Handler:
+    """Route a request by its group's kind only once no change of the group is being stored
+    (``group_apis.settled``): at once when none is, else after it."""
+
+    def run(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
+            conn: ClientConnection) -> HandlerResult:
+        if group_apis.change_in_flight(ctx, str(req.group_id)) is None:
+            return handler(ctx, header, req, conn)
+        return _after_settled(handler, ctx, header, req, conn)
+
+    return run
+
+
+async def _after_settled(handler: Handler, ctx: HandlerContext, header: RequestHeader,
+                         req: WireRequest, conn: ClientConnection) -> Answer:
+    await group_apis.settled(ctx, str(req.group_id))
+    result = handler(ctx, header, req, conn)
+    return await result if inspect.isawaitable(result) else result
+
+
+@_routed_when_settled
 def join_group(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
                conn: ClientConnection) -> HandlerResult:
     if group_routing.join_group(ctx.consumer_groups, req.group_id) is not \
@@ -81,6 +114,7 @@ async def _join(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
         "leader": "", "skip_assignment": False, "member_id": ans.member_id, "members": []}
 
 
+@_routed_when_settled
 def sync_group(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
                conn: ClientConnection) -> HandlerResult:
     if _classic(ctx, req.group_id):
@@ -104,6 +138,7 @@ def sync_group(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
             "protocol_name": protocol_name if ok else None, "assignment": assignment}
 
 
+@_routed_when_settled
 def heartbeat(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
               conn: ClientConnection) -> HandlerResult:
     if _classic(ctx, req.group_id):
@@ -114,6 +149,7 @@ def heartbeat(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
     return {"throttle_time": 0, "error_code": int(err)}
 
 
+@_routed_when_settled
 def leave_group(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
                 conn: ClientConnection) -> HandlerResult:
     if _classic(ctx, req.group_id):

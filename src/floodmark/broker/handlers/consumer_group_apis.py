@@ -23,7 +23,7 @@ from floodmark.broker.boundary import ClientConnection, HandlerResult, WireReque
 from floodmark.broker.consumer_group import records as cg_records
 from floodmark.broker.consumer_group.assignors import Partitions
 from floodmark.broker.consumer_group.core import ConsumerGroup, Heartbeat, HeartbeatAnswer
-from floodmark.broker.handlers.group_apis import change_consumer_group, store_group
+from floodmark.broker.handlers.group_apis import change_consumer_group, settled, store_group
 from floodmark.broker.offsets import GroupRecord
 from floodmark.errors import ErrorCode
 from floodmark.wire.codec import RequestHeader, ms
@@ -85,6 +85,7 @@ async def _heartbeat(ctx: HandlerContext, header: RequestHeader, req: WireReques
     member_id = str(req.member_id or "")
     if not member_id and epoch == 0 and header.api_version == 0:
         member_id = str(uuid.uuid4())  # v0: the coordinator names a new member
+    await settled(ctx, group_id)  # the group's kind, as stored (not a change being undone)
     interval_ms = ctx.consumer_groups.config_of(group_id).heartbeat_interval_ms
     route = group_routing.consumer_group_heartbeat(
         ctx.groups.groups, ctx.consumer_groups, group_id, epoch,

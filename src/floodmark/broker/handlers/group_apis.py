@@ -228,6 +228,26 @@ _CONSUMER_GROUP_LOCKS: weakref.WeakKeyDictionary[ConsumerGroupCoordinator,
     weakref.WeakKeyDictionary()
 
 
+def change_in_flight(broker: HandlerContext, group: str) -> asyncio.Lock | None:
+    """The lock of ``group`` while a change of it is being stored (``change_consumer_group``),
+    else None."""
+    lock = _CONSUMER_GROUP_LOCKS.get(broker.consumer_groups, {}).get(group)
+    return lock if lock is not None and lock.locked() else None
+
+
+async def settled(broker: HandlerContext, group: str) -> None:
+    """Wait until no change of ``group`` is being stored. A change is applied in memory before
+    its records are stored and undone if the store fails (a coordinator that was paused and has
+    not yet learnt it was replaced fails with NOT_COORDINATOR). Kafka's coordinator answers a
+    request only once the records written before it are committed; a request that reads what
+    kind of group this is waits here, so it never answers from a change that may be undone."""
+    lock = change_in_flight(broker, group)
+    while lock is not None:
+        async with lock:
+            pass
+        lock = change_in_flight(broker, group)
+
+
 async def change_consumer_group(
         broker: HandlerContext, group: str,
         change: Callable[[], Sequence[cg_records.ConsumerGroupRecord]],
