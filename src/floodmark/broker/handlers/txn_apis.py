@@ -17,6 +17,7 @@ import re
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
+from floodmark.broker import group_routing
 from floodmark.broker.boundary import ClientConnection, WireRequest, WireResponse
 from floodmark.broker.handlers import data, group_apis
 from floodmark.broker.offsets import partition_for
@@ -206,7 +207,8 @@ def _txn_commit_member_error(ctx: HandlerContext, req: WireRequest) -> ErrorCode
     group = str(req.group_id)
     member_id = str(getattr(req, "member_id", "") or "")
     generation = int(getattr(req, "generation_id", -1))
-    if group in ctx.consumer_groups.groups and (member_id or generation >= 0):
+    if group_routing.owner(ctx.consumer_groups, group) is group_routing.Core.CONSUMER and (
+            member_id or generation >= 0):
         # KIP-848: the generation is the member epoch (Kafka's transactional commit check)
         return ctx.consumer_groups.validate_commit(group, member_id, generation,
                                                    api_version=0, transactional=True)
