@@ -13,6 +13,7 @@ from floodmark.faces import face
 # The face: the names other packages import from here, each loaded from its module
 # the first time it is used (floodmark.faces).
 if TYPE_CHECKING:
+    from floodmark.broker import group_routing
     from floodmark.broker.broker import Broker
     from floodmark.broker.classic_group.core import ClassicGroupConfig, ClassicGroupCore
     from floodmark.broker.classic_group.effects import (
@@ -33,9 +34,16 @@ if TYPE_CHECKING:
         CoreConfig,
         Heartbeat,
     )
-    from floodmark.broker.groups import record_of_snapshot, snapshot_of
     from floodmark.broker.membership import LocalMembership
-    from floodmark.broker.offsets import GroupRecord, decode_key, decode_value, partition_for
+    from floodmark.broker.offsets import (
+        GroupRecord,
+        OffsetStore,
+        decode_key,
+        decode_value,
+        encode_group_key,
+        encode_group_value,
+        partition_for,
+    )
 
 __all__ = [
     "LEAVE_GROUP_MEMBER_EPOCH",
@@ -56,16 +64,18 @@ __all__ = [
     "JoinGroup",
     "JoinResult",
     "LocalMembership",
+    "OffsetStore",
     "StoreGroup",
     "SyncGroup",
     "classic_members",
     "decode_key",
     "decode_value",
+    "encode_group_key",
+    "encode_group_value",
+    "group_routing",
     "migration",
     "partition_for",
-    "record_of_snapshot",
     "records",
-    "snapshot_of",
 ]
 
 if not TYPE_CHECKING:  # mypy reads the imports above; Python loads them on use

@@ -16,19 +16,22 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import ClassVar, Generic, Protocol, TypeVar
 
-from floodmark.broker.classic_group.core import ClassicGroupConfig, ClassicGroupCore
-from floodmark.broker.classic_group.effects import (
+from floodmark.broker import (
     AnswerJoin,
     AnswerSync,
     ClassicEffect,
+    ClassicGroupConfig,
+    ClassicGroupCore,
     GroupEmptied,
+    JoinGroup,
+    JoinResult,
     StoreGroup,
+    SyncGroup,
 )
-from floodmark.broker.classic_group.messages import JoinGroup, JoinResult, SyncGroup
-from floodmark.client.group import encode_subscription
+from floodmark.client import encode_subscription
 from floodmark.errors import ErrorCode
 from floodmark.spec import groups as spec
-from floodmark.wire.consumer_protocol import decode_assignment, encode_assignment
+from floodmark.wire import decode_assignment, encode_assignment
 
 GROUP = "g"
 TOPIC = "t"

@@ -36,19 +36,22 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from floodmark.broker import group_routing
-from floodmark.broker.classic_group.effects import StoreGroup
-from floodmark.broker.classic_group.messages import JoinResult
-from floodmark.broker.consumer_group import classic_members
-from floodmark.broker.consumer_group import records as cg_records
-from floodmark.broker.consumer_group.core import (
+from floodmark.broker import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
     ConsumerGroupCoordinator,
     CoreConfig,
+    GroupRecord,
     Heartbeat,
+    JoinResult,
+    OffsetStore,
+    StoreGroup,
+    classic_members,
+    encode_group_key,
+    encode_group_value,
+    group_routing,
 )
-from floodmark.broker.offsets import GroupRecord, OffsetStore, encode_group_key, encode_group_value
+from floodmark.broker import records as cg_records
 from floodmark.errors import ErrorCode
 from floodmark.records import Record, build_batch
 from floodmark.sim.groups.base import GROUP, PROTOCOL, TOPIC, BaseGroupWorld, SimMember

@@ -19,9 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
-from floodmark.broker.classic_group.effects import ClassicEffect, StoreGroup
-from floodmark.broker.classic_group.state import GroupState
-from floodmark.broker.offsets import GroupRecord
+from floodmark.broker import ClassicEffect, GroupRecord, GroupState, StoreGroup
 from floodmark.errors import ErrorCode
 from floodmark.sim.groups.base import GROUP, PROTOCOL, BaseGroupWorld, SimMember, Violation
 from floodmark.spec import groups as spec
