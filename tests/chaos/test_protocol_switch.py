@@ -80,7 +80,7 @@ def test_conversions_read_from_the_coordinators_logs(tmp_path: Path) -> None:
         "2026-11-28 21:41:18,724 INFO floodmark.broker.handlers.group_apis: group chaos-group: "
         "downgraded from a consumer group to a classic group (KIP-848) at generation 3 with 2 "
         "members\n"
-        "2026-11-28 21:41:18,725 INFO floodmark.broker.classic_group.core: group chaos-group "
+        "2026-11-28 21:41:18,725 INFO floodmark.groups.classic_group.core: group chaos-group "
         "preparing rebalance generation=3: downgraded from a consumer group\n"
         "2026-11-28 21:41:19,000 INFO x: group other: upgraded from a classic group to a "
         "consumer group (KIP-848), generation 9\n")

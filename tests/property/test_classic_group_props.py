@@ -23,14 +23,14 @@ import random
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from floodmark.broker.classic_group.core import ClassicGroupConfig, ClassicGroupCore
-from floodmark.broker.classic_group.effects import AnswerJoin, AnswerSync, StoreGroup
-from floodmark.broker.classic_group.messages import JoinGroup, SyncGroup
-from floodmark.broker.classic_group.state import GroupState
 from floodmark.errors import ErrorCode
+from floodmark.groups.classic_group.core import ClassicGroupConfig, ClassicGroupCore
+from floodmark.groups.classic_group.effects import AnswerJoin, AnswerSync, StoreGroup
+from floodmark.groups.classic_group.messages import JoinGroup, SyncGroup
+from floodmark.groups.classic_group.state import GroupState
 from floodmark.sim.groups.world import GROUP, GroupSimConfig, GroupWorld
 
-logging.getLogger("floodmark.broker.classic_group").setLevel(logging.ERROR)
+logging.getLogger("floodmark.groups.classic_group").setLevel(logging.ERROR)
 
 # the explorer's weights (the members' routine, now and then a fault), and failovers
 ACTIONS = [*(a for a, w in GroupWorld.ACTIONS.items() for _ in range(max(1, round(w * 2)))),

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from floodmark.broker.consumer_group import records as rec
-from floodmark.broker.consumer_group.core import ConsumerGroupCoordinator, CoreConfig, Heartbeat
 from floodmark.errors import ErrorCode
+from floodmark.groups.consumer_group import records as rec
+from floodmark.groups.consumer_group.core import ConsumerGroupCoordinator, CoreConfig, Heartbeat
 
 T1, T2 = uuid.UUID(int=1), uuid.UUID(int=2)
 TOPICS = {"a": rec.TopicMetadata(T1, "a", 5), "b": rec.TopicMetadata(T2, "b", 3)}

@@ -14,7 +14,7 @@ from floodmark.sim.groups.explore import GroupExploreOptions, run_group_seed
 from floodmark.sim.groups.world import GROUP, GroupSimConfig, GroupWorld
 from floodmark.spec import groups as spec
 
-logging.getLogger("floodmark.broker.classic_group").setLevel(logging.ERROR)
+logging.getLogger("floodmark.groups.classic_group").setLevel(logging.ERROR)
 
 
 def test_random_runs_keep_the_group_invariants() -> None:

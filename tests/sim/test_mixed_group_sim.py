@@ -10,18 +10,18 @@ import logging
 
 import pytest
 
-from floodmark.broker import group_routing
-from floodmark.broker.classic_group.core import ClassicGroupCore
-from floodmark.broker.classic_group.effects import ClassicEffect
-from floodmark.broker.consumer_group.core import ConsumerGroupCoordinator
-from floodmark.broker.consumer_group.migration import ClassicSnapshot
-from floodmark.broker.offsets import GroupRecord
 from floodmark.errors import ErrorCode
+from floodmark.groups import routing as group_routing
+from floodmark.groups.classic_group.core import ClassicGroupCore
+from floodmark.groups.classic_group.effects import ClassicEffect
+from floodmark.groups.consumer_group.core import ConsumerGroupCoordinator
+from floodmark.groups.consumer_group.migration import ClassicSnapshot
+from floodmark.groups.offsets import GroupRecord
 from floodmark.sim.groups.explore import GroupExploreOptions, run_group_seed
 from floodmark.sim.groups.mixed import CLASSIC, CONSUMER, GROUP, MixedGroupWorld, MixedSimConfig
 from floodmark.spec import groups as spec
 
-for _name in ("floodmark.broker.classic_group", "floodmark.broker.consumer_group"):
+for _name in ("floodmark.groups.classic_group", "floodmark.groups.consumer_group"):
     logging.getLogger(_name).setLevel(logging.ERROR)
 
 

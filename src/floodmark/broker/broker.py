@@ -73,14 +73,13 @@ from floodmark.wire import (
 )
 
 if TYPE_CHECKING:
-    from floodmark.broker.consumer_group.core import ConsumerGroupCoordinator
     from floodmark.broker.groups import GroupCoordinator
-    from floodmark.broker.offsets import OffsetStore
     from floodmark.broker.share_group.driver import ShareGroups
     from floodmark.broker.share_group.share_coordinator import ShareCoordinator
     from floodmark.broker.share_group.state_service import ShareStateService
     from floodmark.broker.topic_metrics import BrokerTopicMetrics
     from floodmark.broker.txn_coordinator import BrokerTxnCoordinator
+    from floodmark.groups import ConsumerGroupCoordinator, OffsetStore
     from floodmark.metrics import RequestMetrics
 
 log = logging.getLogger(__name__)
@@ -169,7 +168,7 @@ class Broker:
 
     @functools.cached_property
     def offsets(self) -> OffsetStore:
-        from floodmark.broker.offsets import OffsetStore
+        from floodmark.groups import OffsetStore
 
         return OffsetStore()
 
@@ -190,12 +189,12 @@ class Broker:
 
     @functools.cached_property
     def consumer_groups(self) -> ConsumerGroupCoordinator:
-        from floodmark.broker.consumer_group.core import (
+        from floodmark.groups import (
             ConsumerGroupCoordinator,
             CoreConfig,
+            MigrationPolicy,
             consumer_group_assignors,
         )
-        from floodmark.broker.consumer_group.migration import MigrationPolicy
 
         config = self.config
         return ConsumerGroupCoordinator(CoreConfig(
@@ -638,7 +637,7 @@ class Broker:
         self.consumer_groups.unload([g for g in self.consumer_groups.groups
                                      if coordinator_partition(g, n) == ps.partition])
         # each group to its core (the rule the simulator's failovers run too)
-        from floodmark.broker import group_routing  # built at first use, as the cores
+        from floodmark.groups import routing as group_routing  # built at first use, as the cores
 
         self.groups.apply(group_routing.load(self.groups.core, self.consumer_groups, loaded,
                                              self.now_ms()))

@@ -32,14 +32,13 @@ from floodmark.wire import RequestHeader
 
 if TYPE_CHECKING:  # only named here: imported where they are built (``broker.broker``)
     from floodmark.broker.authentication import Authentication
-    from floodmark.broker.consumer_group.core import ConsumerGroupCoordinator
     from floodmark.broker.groups import GroupCoordinator
-    from floodmark.broker.offsets import OffsetStore
     from floodmark.broker.quotas import ClientQuotas
     from floodmark.broker.share_group.driver import ShareGroups
     from floodmark.broker.share_group.state_service import ShareStateService
     from floodmark.broker.topic_metrics import BrokerTopicMetrics
     from floodmark.broker.txn_coordinator import BrokerTxnCoordinator
+    from floodmark.groups import ConsumerGroupCoordinator, OffsetStore
     from floodmark.metrics import RequestMetrics
 
 PartitionKey = tuple[str, int]

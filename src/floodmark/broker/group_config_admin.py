@@ -18,8 +18,8 @@ from floodmark.group_configs import GROUP_CONFIGS, effective, validate
 from floodmark.settings import render
 
 if TYPE_CHECKING:  # (the coordinators' modules load with the coordinators, at first use)
-    from floodmark.broker.consumer_group.core import CoreConfig
     from floodmark.broker.share_group.driver import ShareSettings
+    from floodmark.groups import CoreConfig
 
 log = logging.getLogger(__name__)
 _LOGGED = 10  # groups named per change in the log; the rest are counted
@@ -71,8 +71,8 @@ def describe(broker: BrokerCore, group: str, synonyms: bool) -> list[dict[str, o
 
 def apply(broker: HandlerContext) -> bool:
     """Take the group configs in the metadata into use; True when something changed."""
-    from floodmark.broker.consumer_group.core import CoreConfig
     from floodmark.broker.share_group.driver import share_settings
+    from floodmark.groups import CoreConfig
 
     every = broker.controller.group_configs()
     consumer: dict[str, CoreConfig] = {}

@@ -20,24 +20,25 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 
-from floodmark.broker.classic_group.core import ClassicGroupConfig, ClassicGroupCore
-from floodmark.broker.classic_group.effects import (
+from floodmark.errors import ErrorCode
+from floodmark.groups import (
     AnswerJoin,
     AnswerSync,
     ClassicEffect,
-    GroupEmptied,
-    StoreGroup,
-)
-from floodmark.broker.classic_group.messages import (
+    ClassicGroupConfig,
+    ClassicGroupCore,
+    Group,
     GroupDescription,
+    GroupEmptied,
+    GroupRecord,
+    GroupState,
     JoinGroup,
     JoinResult,
+    Member,
     MemberDescription,
+    StoreGroup,
     SyncGroup,
 )
-from floodmark.broker.classic_group.state import Group, GroupState, Member
-from floodmark.broker.offsets import GroupRecord
-from floodmark.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 

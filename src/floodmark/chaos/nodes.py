@@ -219,7 +219,7 @@ def read_stored_commits(data_dir: str | Path, group: str) -> dict[str, list[int]
     """The offsets ``group`` committed, per ``topic-partition``, in the order its coordinator
     stored them in ``__consumer_offsets`` (read-only; the fullest replica of the group's
     partition; deletions, tombstones, skipped)."""
-    from floodmark.broker import decode_key, decode_value, partition_for
+    from floodmark.groups import decode_key, decode_value, partition_for
     from floodmark.metadata import OFFSETS_TOPIC
 
     count = len(list(Path(data_dir).glob(f"{OFFSETS_TOPIC}-*")))

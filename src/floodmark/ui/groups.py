@@ -12,8 +12,8 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from floodmark.broker import partition_for
 from floodmark.client import KafkaConnection, RequestFailed, decode_assignment
+from floodmark.groups import partition_for
 from floodmark.metadata import OFFSETS_TOPIC
 
 PartitionKey = tuple[str, int]

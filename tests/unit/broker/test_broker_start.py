@@ -17,8 +17,8 @@ from floodmark.client.connection import encode_request
 from floodmark.wire.api_table import ApiKey
 
 COORDINATOR_MODULES = (
-    "floodmark.broker.groups", "floodmark.broker.offsets",
-    "floodmark.broker.consumer_group.core", "floodmark.broker.share_group.driver",
+    "floodmark.broker.groups", "floodmark.groups.offsets",
+    "floodmark.groups.consumer_group.core", "floodmark.broker.share_group.driver",
     "floodmark.broker.share_group.share_coordinator", "floodmark.broker.txn_coordinator",
     "floodmark.broker.handlers.group_apis", "floodmark.broker.handlers.txn_apis",
     "floodmark.broker.handlers.share_group_apis", "floodmark.broker.handlers.acls",

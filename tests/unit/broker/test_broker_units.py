@@ -11,7 +11,9 @@ import pytest
 from floodmark.broker.config import BrokerConfig
 from floodmark.broker.groups import GroupCoordinator, GroupState
 from floodmark.broker.metadata import LocalController
-from floodmark.broker.offsets import (
+from floodmark.broker.partition_state import PartitionState
+from floodmark.errors import ErrorCode, KafkaError
+from floodmark.groups.offsets import (
     CommittedOffset,
     OffsetStore,
     decode_key,
@@ -19,8 +21,6 @@ from floodmark.broker.offsets import (
     encode_key,
     encode_value,
 )
-from floodmark.broker.partition_state import PartitionState
-from floodmark.errors import ErrorCode, KafkaError
 from floodmark.records import Record, build_batch
 from floodmark.replication.producer_state import BatchMeta, ProducerStateTable, batch_metas
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 import asyncio
 import random
 
-from floodmark.broker.classic_group.core import ClassicGroupConfig, ClassicGroupCore
-from floodmark.broker.classic_group.effects import AnswerJoin, AnswerSync, StoreGroup
-from floodmark.broker.classic_group.messages import JoinGroup, SyncGroup
-from floodmark.broker.classic_group.state import GroupState
 from floodmark.broker.groups import GroupCoordinator
 from floodmark.errors import ErrorCode
+from floodmark.groups.classic_group.core import ClassicGroupConfig, ClassicGroupCore
+from floodmark.groups.classic_group.effects import AnswerJoin, AnswerSync, StoreGroup
+from floodmark.groups.classic_group.messages import JoinGroup, SyncGroup
+from floodmark.groups.classic_group.state import GroupState
 
 
 def _core(delay_ms: int = 0) -> ClassicGroupCore:

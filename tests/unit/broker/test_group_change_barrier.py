@@ -17,8 +17,8 @@ import pytest
 from floodmark.broker.broker import Broker
 from floodmark.broker.config import BrokerConfig
 from floodmark.broker.handlers.group_apis import _CONSUMER_GROUP_LOCKS
-from floodmark.broker.offsets import GroupRecord, MemberRecord
 from floodmark.client.connection import decode_response, encode_request
+from floodmark.groups.offsets import GroupRecord, MemberRecord
 from floodmark.wire.api_table import ApiKey
 
 GROUP = "g"

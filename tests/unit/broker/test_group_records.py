@@ -10,7 +10,8 @@ import struct
 import pytest
 
 from floodmark.broker.groups import GroupCoordinator, GroupState
-from floodmark.broker.offsets import (
+from floodmark.errors import ErrorCode
+from floodmark.groups.offsets import (
     BadGroupRecord,
     CommittedOffset,
     GroupRecord,
@@ -21,7 +22,6 @@ from floodmark.broker.offsets import (
     encode_group_value,
     partition_for,
 )
-from floodmark.errors import ErrorCode
 
 MEMBERS = (
     MemberRecord("m-1", None, "client-a", "/127.0.0.1", 60000, 10000, b"sub-1", b"assign-1"),

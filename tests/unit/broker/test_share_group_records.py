@@ -10,7 +10,6 @@ import uuid
 
 import pytest
 
-from floodmark.broker.share_group import records as sg
 from floodmark.broker.share_group.coordinator import (
     ShareGroupConfig,
     ShareGroupCoordinator,
@@ -18,6 +17,7 @@ from floodmark.broker.share_group.coordinator import (
     TopicInfo,
 )
 from floodmark.errors import ErrorCode
+from floodmark.groups import share_records as sg
 
 T = uuid.UUID(int=7)
 TOPICS = {"t": TopicInfo(T, "t", 2)}

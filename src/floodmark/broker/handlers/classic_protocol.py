@@ -16,7 +16,6 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeAlias
 
-from floodmark.broker import group_routing
 from floodmark.broker.boundary import (
     Answer,
     ClientConnection,
@@ -24,11 +23,12 @@ from floodmark.broker.boundary import (
     WireRequest,
     WireResponse,
 )
-from floodmark.broker.consumer_group import classic_members
-from floodmark.broker.consumer_group import records as cg_records
 from floodmark.broker.handlers import group_apis
 from floodmark.broker.handlers.consumer_group_apis import topics_view
 from floodmark.errors import ErrorCode
+from floodmark.groups import classic_members
+from floodmark.groups import records as cg_records
+from floodmark.groups import routing as group_routing
 from floodmark.wire import PROTOCOL_TYPE, RequestHeader, encode_assignment, ms
 
 if TYPE_CHECKING:

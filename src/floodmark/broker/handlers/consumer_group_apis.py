@@ -18,14 +18,12 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from floodmark.broker import group_routing
 from floodmark.broker.boundary import ClientConnection, HandlerResult, WireRequest, WireResponse
-from floodmark.broker.consumer_group import records as cg_records
-from floodmark.broker.consumer_group.assignors import Partitions
-from floodmark.broker.consumer_group.core import ConsumerGroup, Heartbeat, HeartbeatAnswer
 from floodmark.broker.handlers.group_apis import change_consumer_group, settled, store_group
-from floodmark.broker.offsets import GroupRecord
 from floodmark.errors import ErrorCode
+from floodmark.groups import ConsumerGroup, GroupRecord, Heartbeat, HeartbeatAnswer, Partitions
+from floodmark.groups import records as cg_records
+from floodmark.groups import routing as group_routing
 from floodmark.wire import RequestHeader, ms
 
 if TYPE_CHECKING:

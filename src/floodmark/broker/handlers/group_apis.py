@@ -10,16 +10,16 @@ import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from floodmark.broker import group_routing
 from floodmark.broker.boundary import ClientConnection, HandlerResult, WireRequest, WireResponse
-from floodmark.broker.consumer_group import records as cg_records
-from floodmark.broker.consumer_group.core import ConsumerGroupCoordinator
-from floodmark.broker.offsets import (
+from floodmark.errors import ErrorCode, KafkaError
+from floodmark.groups import (
     CommittedOffset,
+    ConsumerGroupCoordinator,
     GroupRecord,
     partition_for,
 )
-from floodmark.errors import ErrorCode, KafkaError
+from floodmark.groups import records as cg_records
+from floodmark.groups import routing as group_routing
 from floodmark.metadata import OFFSETS_TOPIC
 from floodmark.records import Record, build_batch
 from floodmark.wire import RequestHeader, ms

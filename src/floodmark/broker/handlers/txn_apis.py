@@ -17,11 +17,11 @@ import re
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
-from floodmark.broker import group_routing
 from floodmark.broker.boundary import ClientConnection, WireRequest, WireResponse
 from floodmark.broker.handlers import data, group_apis
-from floodmark.broker.offsets import partition_for
 from floodmark.errors import ErrorCode
+from floodmark.groups import partition_for
+from floodmark.groups import routing as group_routing
 from floodmark.metadata import OFFSETS_TOPIC, CoordinatorType
 from floodmark.replication import TV_2, ListFilter, TxnPartition, TxnState
 from floodmark.wire import RequestHeader, ms

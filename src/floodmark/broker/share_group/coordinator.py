@@ -43,13 +43,13 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from floodmark.broker.share_group.records import (
+from floodmark.errors import ErrorCode
+from floodmark.groups import (
     GroupView,
     MemberView,
     StatePartitions,
     TopicState,
 )
-from floodmark.errors import ErrorCode
 
 LEAVE_GROUP_MEMBER_EPOCH = -1
 INITIALIZE_RETRY_MS = 30_000  # Kafka's group.share.initialize.retry.interval.ms default

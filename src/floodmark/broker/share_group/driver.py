@@ -38,7 +38,6 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from floodmark.broker.config import BrokerConfig
-from floodmark.broker.share_group import records as sg_records
 from floodmark.broker.share_group.coordinator import (
     SHARE_GROUP_MAX_SIZE_DEFAULT,
     ShareGroupConfig,
@@ -54,10 +53,11 @@ from floodmark.broker.share_group.partition import (
     parse_reset,
 )
 from floodmark.broker.share_group.persister import SharePersister
-from floodmark.broker.share_group.records import GroupView
 from floodmark.broker.share_group.sessions import ShareSession, ShareSessionCache
 from floodmark.errors import ErrorCode
 from floodmark.group_configs import effective
+from floodmark.groups import GroupView
+from floodmark.groups import share_records as sg_records
 from floodmark.metadata import TopicMeta
 
 log = logging.getLogger(__name__)

@@ -16,7 +16,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import ClassVar, Generic, Protocol, TypeVar
 
-from floodmark.broker import (
+from floodmark.client import encode_subscription
+from floodmark.errors import ErrorCode
+from floodmark.groups import (
     AnswerJoin,
     AnswerSync,
     ClassicEffect,
@@ -28,8 +30,6 @@ from floodmark.broker import (
     StoreGroup,
     SyncGroup,
 )
-from floodmark.client import encode_subscription
-from floodmark.errors import ErrorCode
 from floodmark.spec import groups as spec
 from floodmark.wire import decode_assignment, encode_assignment
 

@@ -49,7 +49,7 @@ def cmd_groups(args: argparse.Namespace) -> int:
         sys.stderr.write("--seeds and --steps must be positive, --failover-weight in [0, 1]\n")
         return 2
     # The cores log every rebalance, removal and failed store: thousands per seed here.
-    for name in ("floodmark.broker.classic_group", "floodmark.broker.consumer_group"):
+    for name in ("floodmark.groups.classic_group", "floodmark.groups.consumer_group"):
         logging.getLogger(name).setLevel(logging.ERROR)
     worlds = WORLDS if args.world == "both" else (args.world,)
     if args.replay is not None:

@@ -5,7 +5,7 @@ random steps.
 The coordinator is the broker's own pair of cores: ``ClassicGroupCore`` while the group is a
 classic group, ``ConsumerGroupCoordinator`` (with ``classic_members`` serving the classic
 members) while it is a consumer group; which one serves a request, and how the group converts
-between them, is the broker's own ``group_routing`` (what its handlers call): a
+between them, is the broker's own ``groups.routing`` (what its handlers call): a
 consumer-protocol member joining a classic group with members upgrades it (the classic group's
 parked requests are answered REBALANCE_IN_PROGRESS), the last consumer-protocol member leaving
 or removed downgrades it (the classic core loads the group and rebalances it), an empty group
@@ -36,7 +36,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from floodmark.broker import (
+from floodmark.errors import ErrorCode
+from floodmark.groups import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
     ConsumerGroupCoordinator,
@@ -49,10 +50,9 @@ from floodmark.broker import (
     classic_members,
     encode_group_key,
     encode_group_value,
-    group_routing,
 )
-from floodmark.broker import records as cg_records
-from floodmark.errors import ErrorCode
+from floodmark.groups import records as cg_records
+from floodmark.groups import routing as group_routing
 from floodmark.records import Record, build_batch
 from floodmark.sim.groups.base import GROUP, PROTOCOL, TOPIC, BaseGroupWorld, SimMember
 

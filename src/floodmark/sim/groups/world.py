@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
-from floodmark.broker import ClassicEffect, GroupRecord, GroupState, StoreGroup
 from floodmark.errors import ErrorCode
+from floodmark.groups import ClassicEffect, GroupRecord, GroupState, StoreGroup
 from floodmark.sim.groups.base import GROUP, PROTOCOL, BaseGroupWorld, SimMember, Violation
 from floodmark.spec import groups as spec
 

@@ -21,8 +21,8 @@ import struct
 import uuid
 from dataclasses import dataclass, field
 
-from floodmark.broker.consumer_group.assignors import Partitions, TopicPartition
 from floodmark.errors import FloodmarkError
+from floodmark.groups.consumer_group.assignors import Partitions, TopicPartition
 from floodmark.records import CorruptRecordError, read_uvarint
 
 GROUP_METADATA = 3

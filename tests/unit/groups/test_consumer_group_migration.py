@@ -10,23 +10,23 @@ import uuid
 
 import pytest
 
-from floodmark.broker.consumer_group import classic_members
-from floodmark.broker.consumer_group import records as rec
-from floodmark.broker.consumer_group.core import (
+from floodmark.client.group import encode_subscription
+from floodmark.errors import ErrorCode
+from floodmark.groups.consumer_group import classic_members
+from floodmark.groups.consumer_group import records as rec
+from floodmark.groups.consumer_group.core import (
     ConsumerGroupCoordinator,
     CoreConfig,
     Heartbeat,
 )
-from floodmark.broker.consumer_group.migration import (
+from floodmark.groups.consumer_group.migration import (
     ClassicMember,
     ClassicSnapshot,
     MigrationPolicy,
     can_downgrade,
     can_upgrade,
 )
-from floodmark.broker.consumer_group.records import MemberState
-from floodmark.client.group import encode_subscription
-from floodmark.errors import ErrorCode
+from floodmark.groups.consumer_group.records import MemberState
 from floodmark.wire.consumer_protocol import decode_assignment, encode_assignment
 
 T = uuid.UUID(int=7)

@@ -9,19 +9,19 @@ from __future__ import annotations
 import random
 import uuid
 
-from floodmark.broker import group_routing as routing
-from floodmark.broker.classic_group.core import ClassicGroupConfig, ClassicGroupCore
-from floodmark.broker.classic_group.state import GroupState
-from floodmark.broker.consumer_group import records as rec
-from floodmark.broker.consumer_group.core import ConsumerGroupCoordinator, CoreConfig, Heartbeat
-from floodmark.broker.consumer_group.migration import (
+from floodmark.client.group import encode_subscription
+from floodmark.errors import ErrorCode
+from floodmark.groups import routing
+from floodmark.groups.classic_group.core import ClassicGroupConfig, ClassicGroupCore
+from floodmark.groups.classic_group.state import GroupState
+from floodmark.groups.consumer_group import records as rec
+from floodmark.groups.consumer_group.core import ConsumerGroupCoordinator, CoreConfig, Heartbeat
+from floodmark.groups.consumer_group.migration import (
     ClassicMember,
     ClassicSnapshot,
     MigrationPolicy,
 )
-from floodmark.broker.offsets import OffsetStore, encode_group_key
-from floodmark.client.group import encode_subscription
-from floodmark.errors import ErrorCode
+from floodmark.groups.offsets import OffsetStore, encode_group_key
 from floodmark.records import Record, build_batch
 from floodmark.wire.consumer_protocol import encode_assignment
 

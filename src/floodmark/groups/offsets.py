@@ -31,9 +31,9 @@ import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from floodmark.broker.consumer_group import records as cg_records
-from floodmark.broker.share_group import records as sg_records
 from floodmark.errors import FloodmarkError
+from floodmark.groups import share_records as sg_records
+from floodmark.groups.consumer_group import records as cg_records
 from floodmark.metadata import coordinator_partition
 from floodmark.records import (
     CorruptRecordError,

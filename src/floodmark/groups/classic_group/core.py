@@ -43,23 +43,23 @@ import struct
 import uuid
 from dataclasses import dataclass
 
-from floodmark.broker.classic_group.effects import (
+from floodmark.client import decode_subscription
+from floodmark.errors import ErrorCode
+from floodmark.groups.classic_group.effects import (
     AnswerJoin,
     AnswerSync,
     ClassicEffect,
     GroupEmptied,
     StoreGroup,
 )
-from floodmark.broker.classic_group.messages import (
+from floodmark.groups.classic_group.messages import (
     GroupDescription,
     JoinGroup,
     JoinResult,
     SyncGroup,
 )
-from floodmark.broker.classic_group.state import Group, GroupState, Member
-from floodmark.broker.offsets import GroupRecord, MemberRecord
-from floodmark.client import decode_subscription
-from floodmark.errors import ErrorCode
+from floodmark.groups.classic_group.state import Group, GroupState, Member
+from floodmark.groups.offsets import GroupRecord, MemberRecord
 
 log = logging.getLogger(__name__)
 

@@ -24,13 +24,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from floodmark.broker.consumer_group.assignors import Partitions
-from floodmark.broker.consumer_group.core import (
+from floodmark.errors import ErrorCode
+from floodmark.groups.consumer_group.assignors import Partitions
+from floodmark.groups.consumer_group.core import (
     ConsumerGroup,
     ConsumerGroupCoordinator,
     Member,
 )
-from floodmark.broker.consumer_group.records import (
+from floodmark.groups.consumer_group.records import (
     ClassicMemberMetadata,
     ConsumerGroupRecord,
     GroupEpoch,
@@ -39,7 +40,6 @@ from floodmark.broker.consumer_group.records import (
     Subscription,
     TopicMetadata,
 )
-from floodmark.errors import ErrorCode
 from floodmark.wire import (
     PROTOCOL_TYPE,
     BadEmbeddedProtocol,

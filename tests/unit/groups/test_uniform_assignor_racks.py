@@ -8,9 +8,9 @@ import uuid
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from floodmark.broker.consumer_group import records as rec
-from floodmark.broker.consumer_group.assignors import AssignmentSpec, uniform_assignor, uses_racks
-from floodmark.broker.consumer_group.core import ConsumerGroupCoordinator, CoreConfig, Heartbeat
+from floodmark.groups.consumer_group import records as rec
+from floodmark.groups.consumer_group.assignors import AssignmentSpec, uniform_assignor, uses_racks
+from floodmark.groups.consumer_group.core import ConsumerGroupCoordinator, CoreConfig, Heartbeat
 
 T = uuid.UUID(int=7)
 U = uuid.UUID(int=8)

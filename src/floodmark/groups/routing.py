@@ -32,25 +32,25 @@ import enum
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from floodmark.broker.classic_group.core import ClassicGroupCore
-from floodmark.broker.classic_group.effects import ClassicEffect
-from floodmark.broker.classic_group.state import Group
-from floodmark.broker.consumer_group import migration
-from floodmark.broker.consumer_group import records as cg_records
-from floodmark.broker.consumer_group.core import (
+from floodmark.errors import ErrorCode
+from floodmark.groups.classic_group.core import ClassicGroupCore
+from floodmark.groups.classic_group.effects import ClassicEffect
+from floodmark.groups.classic_group.state import Group
+from floodmark.groups.consumer_group import migration
+from floodmark.groups.consumer_group import records as cg_records
+from floodmark.groups.consumer_group.core import (
     ConsumerGroup,
     ConsumerGroupCoordinator,
     Heartbeat,
     HeartbeatAnswer,
 )
-from floodmark.broker.offsets import (
+from floodmark.groups.offsets import (
     GroupRecord,
     Loaded,
     MemberRecord,
     encode_group_key,
     encode_group_value,
 )
-from floodmark.errors import ErrorCode
 
 __all__ = [
     "Change",

@@ -8,21 +8,21 @@ from __future__ import annotations
 
 import uuid
 
-from floodmark.broker.consumer_group import classic_members
-from floodmark.broker.consumer_group import records as rec
-from floodmark.broker.consumer_group.core import (
+from floodmark.client.group import encode_subscription
+from floodmark.errors import ErrorCode
+from floodmark.groups.consumer_group import classic_members
+from floodmark.groups.consumer_group import records as rec
+from floodmark.groups.consumer_group.core import (
     ConsumerGroupCoordinator,
     CoreConfig,
     Heartbeat,
 )
-from floodmark.broker.consumer_group.migration import (
+from floodmark.groups.consumer_group.migration import (
     ClassicMember,
     ClassicSnapshot,
     can_downgrade,
     can_upgrade,
 )
-from floodmark.client.group import encode_subscription
-from floodmark.errors import ErrorCode
 from floodmark.wire.consumer_protocol import encode_assignment
 
 T = uuid.UUID(int=7)
@@ -183,7 +183,7 @@ def test_group_consumer_max_size_turns_away_new_members_of_either_protocol() -> 
 
 
 def test_the_sizes_bound_the_upgrade_and_the_downgrade() -> None:
-    from floodmark.broker.consumer_group.migration import MigrationPolicy
+    from floodmark.groups.consumer_group.migration import MigrationPolicy
 
     c = coordinator()
     snapshot = ClassicSnapshot("g", 1, "consumer", "range", "a", tuple(

@@ -26,8 +26,8 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from floodmark.broker.consumer_group.assignors import Partitions
-from floodmark.broker.consumer_group.records import (
+from floodmark.groups.consumer_group.assignors import Partitions
+from floodmark.groups.consumer_group.records import (
     ClassicMemberMetadata,
     ConsumerGroupRecord,
     CurrentAssignment,

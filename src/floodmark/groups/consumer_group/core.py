@@ -49,9 +49,10 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 
-from floodmark.broker.consumer_group import migration
-from floodmark.broker.consumer_group.assignors import ASSIGNORS, AssignmentSpec, Partitions
-from floodmark.broker.consumer_group.records import (
+from floodmark.errors import ErrorCode
+from floodmark.groups.consumer_group import migration
+from floodmark.groups.consumer_group.assignors import ASSIGNORS, AssignmentSpec, Partitions
+from floodmark.groups.consumer_group.records import (
     ConsumerGroupRecord,
     CurrentAssignment,
     GroupEpoch,
@@ -64,7 +65,6 @@ from floodmark.broker.consumer_group.records import (
     TargetMember,
     TopicMetadata,
 )
-from floodmark.errors import ErrorCode
 
 LEAVE_GROUP_MEMBER_EPOCH = -1
 LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2

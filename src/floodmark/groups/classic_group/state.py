@@ -6,7 +6,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from floodmark.broker.classic_group.messages import Protocols
+from floodmark.groups.classic_group.messages import Protocols
 
 
 class GroupState(enum.Enum):

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from floodmark.broker.classic_group.messages import JoinResult
-from floodmark.broker.classic_group.state import GroupState
-from floodmark.broker.offsets import GroupRecord
 from floodmark.errors import ErrorCode
+from floodmark.groups.classic_group.messages import JoinResult
+from floodmark.groups.classic_group.state import GroupState
+from floodmark.groups.offsets import GroupRecord
 
 
 @dataclass(frozen=True, slots=True)

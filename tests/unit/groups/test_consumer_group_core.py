@@ -7,20 +7,20 @@ import uuid
 
 import pytest
 
-from floodmark.broker.consumer_group import records as rec
-from floodmark.broker.consumer_group.assignors import (
+from floodmark.errors import ErrorCode
+from floodmark.groups.consumer_group import records as rec
+from floodmark.groups.consumer_group.assignors import (
     AssignmentSpec,
     range_assignor,
     uniform_assignor,
 )
-from floodmark.broker.consumer_group.core import (
+from floodmark.groups.consumer_group.core import (
     ConsumerGroupCoordinator,
     CoreConfig,
     GroupState,
     Heartbeat,
 )
-from floodmark.broker.consumer_group.records import MemberState
-from floodmark.errors import ErrorCode
+from floodmark.groups.consumer_group.records import MemberState
 
 T = uuid.UUID(int=7)
 TOPICS = {"t": rec.TopicMetadata(T, "t", 4)}

@@ -30,8 +30,8 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from floodmark.broker.consumer_group.assignors import Partitions
-from floodmark.broker.consumer_group.records import (
+from floodmark.groups.consumer_group.assignors import Partitions
+from floodmark.groups.consumer_group.records import (
     BadConsumerGroupRecord,
     MemberState,
     Reader,
