@@ -312,7 +312,8 @@ class ReplicaDriver:
         """Ask the core (fencing, divergence, the follower's progress, ISR, HW), apply what it
         decided, and read what it allows. A parked fetch is asked again the same way."""
         decision = self.partition.handle_follower_fetch(self.log, fetch, now_ms)
-        self.apply(decision.effects)
+        if decision.effects:
+            self.apply(decision.effects)
         records: Records = b""
         if decision.has_data:
             try:

@@ -574,15 +574,15 @@ class Partition:
         """Fence, check divergence (leader-epoch mode), record the follower's LEO, maybe expand
         the ISR and advance the HW. The decision's HW is the pre-update snapshot."""
         role = self.role
-        replicas = role.replicas if role is not None else ()
+        replica_id = fetch.replica_id
         error = fencing.check_replica_fetch(
-            self.leader_epoch,
+            role.leader_epoch if role is not None else UNDEFINED_EPOCH,
             fetch.current_leader_epoch,
             is_leader=isinstance(role, LeaderState),
-            replica_id=fetch.replica_id,
-            replicas=replicas,
+            replica_id=replica_id,
+            replicas=role.replicas if role is not None else (),
             request_broker_epoch=fetch.broker_epoch,
-            registered_broker_epoch=self.broker_epochs.get(fetch.replica_id, -1),
+            registered_broker_epoch=self.broker_epochs.get(replica_id, -1),
         )
         if error is not ErrorCode.NONE:
             return FetchDecision(error, self.leader_epoch)
@@ -590,7 +590,7 @@ class Partition:
         if not role.epoch_start_durable:
             # Not leader of this epoch on disk yet (``epoch_start_pending``): no divergence
             # answer may rest on the new entry; the follower retries after its backoff.
-            return FetchDecision(ErrorCode.UNKNOWN_LEADER_EPOCH, self.leader_epoch)
+            return FetchDecision(ErrorCode.UNKNOWN_LEADER_EPOCH, role.leader_epoch)
         hw_snapshot = self.high_watermark
         leo = log.log_end_offset
         log_start = log.log_start_offset
@@ -615,16 +615,26 @@ class Partition:
             return FetchDecision(
                 ErrorCode.OFFSET_OUT_OF_RANGE, role.leader_epoch, hw_snapshot, log_start, leo
             )
-        old = self.replica_states.get(fetch.replica_id, ReplicaState(fetch.replica_id))
-        self.replica_states[fetch.replica_id] = isr_rules.update_fetch_state(
-            old,
+        old = self.replica_states.get(replica_id)
+        self.replica_states[replica_id] = isr_rules.update_fetch_state(
+            old if old is not None else ReplicaState(replica_id),
             fetch_offset=fetch.fetch_offset,
             follower_log_start_offset=fetch.log_start_offset,
             fetch_time_ms=now_ms,
             leader_log_end_offset_at_read=leo,
             broker_epoch=fetch.broker_epoch,
         )
-        effects = self._maybe_expand_isr(fetch.replica_id, log)
+        if hw_snapshot >= leo and replica_id in role.isr_state.isr:
+            # The idle round (a fetch session asks every partition on every Fetch): the
+            # follower's fetch is recorded above (its LEO, fetch time and last-caught-up time,
+            # what keeps it in the ISR), and nothing else can follow from it. A member of the
+            # ISR cannot be added to it (``can_expand_isr``), and a HW at the leader's LEO
+            # cannot advance (``leader_high_watermark`` never passes the LEO). Kafka skips the
+            # HW too when the follower's LEO did not move (``updateFollowerFetchState``).
+            # tests/unit/replication/test_idle_follower_fetch.py holds both steps to no-ops here.
+            return FetchDecision(ErrorCode.NONE, role.leader_epoch, hw_snapshot, log_start, leo,
+                                 read_from=fetch.fetch_offset, read_upto=leo)
+        effects = self._maybe_expand_isr(replica_id, log)
         effects.extend(self._maybe_increment_hw(log, now_ms))
         return FetchDecision(
             ErrorCode.NONE,
