@@ -305,6 +305,13 @@ class ReplicaManager:
         fetch = FollowerFetch(replica_id, int(p.fetch_offset), int(p.last_fetched_epoch),
                               int(p.current_leader_epoch), int(p.log_start_offset),
                               broker_epoch)
+        if ps.driver.record_idle_follower_fetch(fetch, now_ms):
+            # The idle round, most of every Fetch of a session: recorded, and answered with
+            # the HW and log start the core has (an answer the session then leaves out when the
+            # follower was told them already).
+            hw = ps.core.high_watermark
+            return FetchPartitionResult(int(p.partition), 0, hw, hw, ps.log.log_start_offset,
+                                        b""), False
         before = ps.core.replica_states.get(replica_id)
         answer = ps.driver.answer_follower_fetch(
             fetch, now_ms,

@@ -325,6 +325,13 @@ class ReplicaDriver:
         return FollowerFetchAnswer(decision, follower_fetch_response(decision, fetch, records),
                                    records)
 
+    def record_idle_follower_fetch(self, fetch: FollowerFetch, now_ms: int) -> bool:
+        """The idle round's fetch, the short way (``Partition.record_idle_follower_fetch``):
+        True when ``fetch`` was one and is recorded (nothing to apply, nothing to read: its
+        answer is the partition's HW and log start); False when nothing was done, and
+        ``answer_follower_fetch`` answers it."""
+        return self.partition.record_idle_follower_fetch(self.log, fetch, now_ms)
+
     def answer_parked_follower_fetches(
         self, parked: FollowerFetchPurgatory[F], now_ms: int, read: ReadBatches,
         send: Callable[[F, FollowerFetchAnswer], None], *,

@@ -1,18 +1,20 @@
 """The leader's idle round: a follower of the ISR fetching at the leader's LEO while the HW is
-there too (``Partition.handle_follower_fetch``'s short path, taken on every partition of a fetch
-session on every Fetch).
+there too (``Partition.record_idle_follower_fetch``: the short way ``handle_follower_fetch`` and
+the broker take, for every partition of a fetch session on every Fetch).
 
-The short path records the follower's fetch and skips the ISR expansion and the HW step. These
-tests hold it to what the full path would do: the skipped steps are no-ops in every state the
-short path is taken in (Hypothesis draws the ISR state, min ISR, eligibility and the other
-followers' progress), and the ISR rules that depend on the fetch (an idle member stays in sync
-past ``replica.lag.time.max.ms``; one that stops fetching is shrunk out; a caught-up
-non-member is still added) behave as before.
+The short way (``record_idle_follower_fetch``) records the follower's fetch and skips the ISR
+expansion and the HW step. These tests hold it to the full path: wherever it takes a fetch, the
+full path ends in the same state with no effect and no records (Hypothesis draws the ISR state,
+min ISR, eligibility, the followers' progress, stale epochs, moved log starts, a leader whose
+epoch start is not durable yet), and the ISR rules that depend on the fetch (an idle member
+stays in sync past ``replica.lag.time.max.ms``; one that stops fetching is shrunk out; a
+caught-up non-member is still added) behave as before.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import copy
+from dataclasses import dataclass, field, replace
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -30,6 +32,7 @@ from floodmark.replication.isr import (
 from floodmark.replication.partition import (
     AssignEpoch,
     FollowerFetch,
+    LeaderState,
     Partition,
     PartitionConfig,
     ProposeIsr,
@@ -115,40 +118,80 @@ def _isr_state(kind: str, isr: tuple[int, ...], others: tuple[int, ...]) -> IsrS
     return committed
 
 
-@settings(max_examples=300, deadline=None)
+PERTURBATIONS = ("offset below", "offset above", "hw below", "log start", "old leader epoch",
+                 "new leader epoch", "no leader epoch", "last epoch", "older broker",
+                 "not durable", "non-member", "never fetched")
+
+
+@settings(max_examples=400, deadline=None)
 @given(
     followers=st.integers(1, 4),
-    members=st.integers(0, 4),
+    members=st.integers(1, 4),
     kind=st.sampled_from(["committed", "expand", "shrink"]),
     min_isr=st.integers(1, 5),
     leo=st.integers(0, 50),
-    lags=st.lists(st.tuples(st.integers(-1, 50), st.integers(0, 3 * LAG_MS)), min_size=4,
-                  max_size=4),
+    states=st.lists(st.tuples(st.integers(-1, 50), st.integers(0, 3 * LAG_MS)), min_size=4,
+                    max_size=4),
     ineligible=st.sets(st.integers(2, 5)),
+    fetcher=st.integers(0, 3),
+    broker_epoch=st.integers(-1, 3),
+    perturb=st.one_of(st.none(), st.sampled_from(PERTURBATIONS)),
     now_ms=st.integers(0, 4 * LAG_MS),
 )
-def test_the_skipped_steps_are_no_ops_wherever_the_short_path_is_taken(
+def test_the_short_way_ends_where_the_full_path_does(
         followers: int, members: int, kind: str, min_isr: int, leo: int,
-        lags: list[tuple[int, int]], ineligible: set[int], now_ms: int) -> None:
+        states: list[tuple[int, int]], ineligible: set[int], fetcher: int, broker_epoch: int,
+        perturb: str | None, now_ms: int) -> None:
+    """Wherever ``record_idle_follower_fetch`` takes a fetch, the full path
+    (``_handle_follower_fetch``) on a copy of the partition records the same state and
+    decides nothing else: no effect, no records, the same HW and log start; where it does
+    not, it changed nothing. A draw is an idle fetch of a member, or that with one thing off."""
     replicas = (LEADER, *range(2, 2 + followers))
     isr = (LEADER, *replicas[1:1 + members])
     p, log = leader(replicas, isr, leo, min_isr=min_isr)
-    p.high_watermark = leo  # the short path's condition: the HW at the leader's LEO
+    log.epoch_cache.assign(EPOCH, max(0, leo - 3))
+    p.high_watermark = max(0, leo - 1) if perturb == "hw below" else leo
     p.ineligible = frozenset(ineligible)
     others = tuple(r for r in replicas if r not in isr)
-    assert p.role is not None
-    p.role = type(p.role)(**{**{f: getattr(p.role, f) for f in p.role.__slots__},
-                             "isr_state": _isr_state(kind, isr, others)})
-    for r, (follower_leo, caught_up_ms) in zip(replicas[1:], lags, strict=False):
-        p.replica_states[r] = ReplicaState(r, min(follower_leo, leo), 0, leo, caught_up_ms,
-                                           caught_up_ms)
-    fetching = [r for r in p.role.isr_state.isr if r != LEADER]
-    for r in fetching:
-        role_before = p.role
-        decision = p.handle_follower_fetch(log, fetch(r, leo), now_ms)
-        assert decision.error is ErrorCode.NONE and decision.effects == ()
-        assert p.replica_states[r].last_caught_up_time_ms >= now_ms
-        # What the full path would have done after recording the fetch: nothing.
-        assert p._maybe_expand_isr(r, log) == []
-        assert p._maybe_increment_hw(log, now_ms) == []
-        assert p.role == role_before and p.high_watermark == leo
+    assert isinstance(p.role, LeaderState)
+    p.role = replace(p.role, isr_state=_isr_state(kind, isr, others),
+                     epoch_start_durable=perturb != "not durable")
+    for r, (follower_leo, caught_up_ms) in zip(replicas[1:], states, strict=False):
+        p.replica_states[r] = ReplicaState(r, min(follower_leo, leo), 1, leo, caught_up_ms,
+                                           caught_up_ms, broker_epoch)
+    p.broker_epochs = {r: broker_epoch for r in replicas}
+    pool = others if perturb == "non-member" and others else p.role.isr_state.isr[1:] or (2,)
+    replica = pool[fetcher % len(pool)]
+    if perturb == "never fetched":
+        p.replica_states.pop(replica, None)
+    offset = {"offset below": leo - 1, "offset above": leo + 1}.get(perturb or "", leo)
+    request = FollowerFetch(
+        replica, max(0, offset),
+        {"last epoch": EPOCH + 1}.get(perturb or "", EPOCH),
+        {"old leader epoch": EPOCH - 1, "new leader epoch": EPOCH + 1,
+         "no leader epoch": -1}.get(perturb or "", EPOCH),
+        2 if perturb == "log start" else 1,
+        broker_epoch - 1 if perturb == "older broker" and broker_epoch > 0 else broker_epoch)
+    full = copy.deepcopy(p)
+    before = copy.deepcopy(p)
+    if p.record_idle_follower_fetch(log, request, now_ms):
+        TAKEN.append(True)
+        decision = full._handle_follower_fetch(log, request, now_ms)
+        assert decision.error is ErrorCode.NONE and decision.diverging is None
+        assert decision.effects == () and not decision.has_data
+        assert (decision.high_watermark, decision.log_start_offset) \
+            == (p.high_watermark, log.log_start_offset)
+        assert p.replica_states[replica].last_caught_up_time_ms >= now_ms
+        assert (p.replica_states, p.role, p.high_watermark) \
+            == (full.replica_states, full.role, full.high_watermark)
+    else:
+        assert (p.replica_states, p.role, p.high_watermark) \
+            == (before.replica_states, before.role, before.high_watermark)
+
+
+TAKEN: list[bool] = []
+
+
+def test_the_draws_take_the_short_way_often() -> None:
+    """(Runs after the property above: the short way was not a rare draw.)"""
+    assert len(TAKEN) >= 20
