@@ -16,7 +16,15 @@ follower 2 in every ISR, nothing to read) and the follower's side of the wire; e
 Rounds alternate (full, session, full, ...) so a machine whose load comes and goes weighs on
 both alike; CPU is ``time.process_time`` (this process only).
 
+``--leader-only`` runs only the leader's answer to the same session Fetch ``--rounds`` times
+(what an idle round costs the leader, without the follower's side). Its CPU on a loaded machine
+varies run to run; the instructions do not: under ``valgrind --tool=callgrind`` the difference
+of two runs (``--rounds 2`` and ``--rounds 12``) over 10 x N is the instructions of one
+partition's idle round on the leader.
+
     PYTHONPATH=src .venv/bin/python benchmarks/replica_fetch_session.py --partitions 100,300,1000
+    PYTHONPATH=src valgrind --tool=callgrind .venv/bin/python \
+        benchmarks/replica_fetch_session.py --partitions 300 --leader-only --rounds 12
 
 Prints figures; never passes or fails.
 """
@@ -146,15 +154,43 @@ async def measure(n: int, rounds: int) -> dict[str, Any]:
                 "session bytes": f"{size['session'][0]}+{size['session'][1]}"}
 
 
+async def leader_only(n: int, rounds: int) -> dict[str, Any]:
+    """The leader's answer to one incremental session Fetch that names nothing, ``rounds``
+    times (the session's epoch set back each time, so it is the same request)."""
+    with tempfile.TemporaryDirectory(prefix="fetch-session-") as tmp:
+        host, manager = leader(n, Path(tmp))
+        handler = FetchSessionHandler()
+        await one_round(host, manager, n, handler, 1)  # the full Fetch that opens the session
+        session = handler.build({(TOPIC_ID, p): (p, EPOCH, 0, -1, 0, 1_048_576)
+                                 for p in range(n)})
+        frame = encode_replica_fetch_request(
+            2, "replica-2", FOLLOWER, -1, 0, 1, 10_485_760, session.to_send,
+            session_id=session.session_id, session_epoch=session.session_epoch,
+            forgotten=session.forgotten)
+        header, req = decode_request(frame[4:])
+        cached = host.fetch_sessions.sessions[session.session_id]
+        cpu = []
+        for _ in range(rounds):
+            cached.epoch = session.session_epoch
+            t0 = time.process_time()
+            await manager.answer_fetch(host, header, req)
+            cpu.append((time.process_time() - t0) * 1000)
+        return {"partitions": n, "leader round ms": round(statistics.median(cpu), 3),
+                "us/partition": round(statistics.median(cpu) * 1000 / n, 2)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--partitions", default="100,300,1000",
                     help="comma-separated partition counts")
     ap.add_argument("--rounds", type=int, default=200)
+    ap.add_argument("--leader-only", action="store_true",
+                    help="only the leader's answer to an idle session Fetch, --rounds times")
     args = ap.parse_args()
     print("load " + " ".join(f"{x:.2f}" for x in os.getloadavg()), flush=True)
     for n in (int(x) for x in args.partitions.split(",")):
-        row = asyncio.run(measure(n, args.rounds))
+        row = asyncio.run(leader_only(n, args.rounds) if args.leader_only
+                          else measure(n, args.rounds))
         print(", ".join(f"{k} {v}" for k, v in row.items()), flush=True)
     print("load after " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
 

@@ -4,8 +4,8 @@ broker CPU and acks=all latency on a 3-broker cluster with N partitions (RF 3).
 For each floodmark (``--src`` directories, e.g. main's ``src/`` and this checkout's; each run
 in a child process whose nodes import that ``src/``), ``--rounds`` times in turn:
 
-1. a cluster of one controller and 3 brokers (``broker.session.timeout.ms`` 9000, so a loaded
-   machine does not fence brokers while they create), ``--partitions`` partitions in topics of
+1. a cluster of one controller and 3 brokers (``broker.session.timeout.ms`` 9000, or
+   ``--session-timeout-ms``, so a loaded machine does not fence brokers while they create), ``--partitions`` partitions in topics of
    ``--per-topic``, RF 3; wait (at most ``--create-wait-s``) until every partition has its
    full ISR, then 5 s more;
 2. ``peer conns``: each broker's established TCP connections to another broker's listener
@@ -182,7 +182,7 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
     row: dict[str, Any] = {"floodmark": str(Path(floodmark.__file__).parent.parent)}
     with tempfile.TemporaryDirectory(prefix="replica-fetchers-") as tmp:
         cluster = LocalCluster(Path(tmp) / "c", 3, {},
-                               {"broker.session.timeout.ms": "9000",
+                               {"broker.session.timeout.ms": str(args.session_timeout_ms),
                                 "leader.imbalance.check.interval.ms": "3600000"},
                                metrics=False)
         cluster.start()
@@ -348,6 +348,9 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=300)
     ap.add_argument("--idle-window-s", type=float, default=10.0)
     ap.add_argument("--create-wait-s", type=float, default=300.0)
+    ap.add_argument("--session-timeout-ms", type=int, default=9000,
+                    help="broker.session.timeout.ms (longer on a loaded machine: a broker "
+                    "fenced while creating leaves the cluster electing, not idle)")
     ap.add_argument("--interleave", type=int, default=0, metavar="N",
                     help="run the --src clusters at once and alternate their writes, N at a "
                     "time (0: one cluster after the other)")
@@ -363,7 +366,8 @@ def main() -> None:
             raise SystemExit(f"--src {src}: no floodmark/ package there")
     passthrough = [f"--partitions={args.partitions}", f"--per-topic={args.per_topic}",
                    f"--samples={args.samples}", f"--idle-window-s={args.idle_window_s}",
-                   f"--create-wait-s={args.create_wait_s}"]
+                   f"--create-wait-s={args.create_wait_s}",
+                   f"--session-timeout-ms={args.session_timeout_ms}"]
     print(f"{args.partitions} partitions RF 3 on 3 brokers; load {_load()}", flush=True)
     for r in range(args.rounds):
         if args.interleave:

@@ -37,7 +37,7 @@ connection.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from floodmark.broker.boundary import Parts, WireRequest
@@ -258,28 +258,36 @@ class ReplicaManager:
 
     def _answer_partitions(self, host: LeaderHost,
                            asks: list[tuple[TopicPartition, WireRequest]],
-                           pending: Iterable[int],
+                           pending: list[int],
                            answers: list[tuple[FetchPartitionResult, bool]],
                            replica_id: int, broker_epoch: int, max_bytes: int) -> None:
-        """Ask the core for the ``pending`` partitions' answers, within what ``max_bytes``
-        leaves after the others' records (the first records of the response may exceed it,
-        KIP-74; once it is spent the others get none this time). ``answers[i]``: the
-        partition's response and whether it must be answered now (an error, a diverging
-        epoch)."""
-        asked = set(pending)
-        used = sum(len(out.records or b"") for i, (out, _) in enumerate(answers)
-                   if i not in asked)
-        for i in sorted(asked):
+        """Ask the core for the ``pending`` partitions' answers (indexes into ``asks``, in
+        order), within what ``max_bytes`` leaves after the others' records (the first records
+        of the response may exceed it, KIP-74; once it is spent the others get none this time).
+        ``answers[i]``: the partition's response and whether it must be answered now (an
+        error, a diverging epoch). One clock reading for the pass: the fetch is recorded at
+        one time for all its partitions, as Kafka's ``fetchMessages`` does."""
+        if len(pending) == len(answers):
+            used = 0
+        else:
+            asked = set(pending)
+            used = sum(len(out.records or b"") for i, (out, _) in enumerate(answers)
+                       if i not in asked)
+        now_ms = self.now_ms()
+        partitions = host.partitions
+        for i in pending:
             key, p = asks[i]
-            ps = host.partitions.get(key)
+            ps = partitions.get(key)
             if ps is None:
                 answers[i] = (FetchPartitionResult(
                     key[1], int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), -1, -1, -1, b""), True)
                 continue
             left = max_bytes - used
             limit = None if used and left <= 0 else min(int(p.partition_max_bytes), left)
-            out, urgent = self._follower_read(host, ps, replica_id, broker_epoch, p, limit)
-            used += len(out.records or b"")
+            out, urgent = self._follower_read(host, ps, replica_id, broker_epoch, p, limit,
+                                              now_ms)
+            if out.records:
+                used += len(out.records)
             answers[i] = (out, urgent)
 
     @staticmethod
@@ -294,22 +302,23 @@ class ReplicaManager:
         return responses
 
     def _follower_read(self, host: LeaderHost, ps: PartitionState, replica_id: int,
-                       broker_epoch: int, p: WireRequest,
-                       max_bytes: int | None) -> tuple[FetchPartitionResult, bool]:
+                       broker_epoch: int, p: WireRequest, max_bytes: int | None,
+                       now_ms: int) -> tuple[FetchPartitionResult, bool]:
         """One partition's answer (``max_bytes`` None: the response is full, no records), and
         whether it must be sent now: an error or a diverging epoch."""
-        index = int(p.partition)
-        fetch = FollowerFetch(
-            replica_id=replica_id,
-            fetch_offset=int(p.fetch_offset),
-            last_fetched_epoch=int(p.last_fetched_epoch),
-            current_leader_epoch=int(p.current_leader_epoch),
-            log_start_offset=int(p.log_start_offset),
-            broker_epoch=broker_epoch,
-        )
+        fetch = FollowerFetch(replica_id, int(p.fetch_offset), int(p.last_fetched_epoch),
+                              int(p.current_leader_epoch), int(p.log_start_offset),
+                              broker_epoch)
+        if ps.driver.record_idle_follower_fetch(fetch, now_ms):
+            # The idle round, most of every Fetch of a session: recorded, and answered with
+            # the HW and log start the core has (an answer the session then leaves out when the
+            # follower was told them already).
+            hw = ps.core.high_watermark
+            return FetchPartitionResult(int(p.partition), 0, hw, hw, ps.log.log_start_offset,
+                                        b""), False
         before = ps.core.replica_states.get(replica_id)
         answer = ps.driver.answer_follower_fetch(
-            fetch, self.now_ms(),
+            fetch, now_ms,
             lambda start, upto: (b"" if max_bytes is None
                                  else bytes(ps.log.read(start, max_bytes, upto).records)))
         after = ps.core.replica_states.get(replica_id)
@@ -320,9 +329,11 @@ class ReplicaManager:
             host.purgatory.wake((ps.topic, ps.partition))
         response = answer.response
         diverging = response.diverging
+        records = answer.records
         out = FetchPartitionResult(
-            index, int(response.error), response.high_watermark, response.high_watermark,
-            response.log_start_offset, memoryview(answer.records),
+            int(p.partition), int(response.error), response.high_watermark,
+            response.high_watermark, response.log_start_offset,
+            memoryview(records) if records else b"",
             diverging_epoch=None if diverging is None else (diverging.epoch,
                                                             diverging.end_offset))
         if diverging is not None:
@@ -330,4 +341,4 @@ class ReplicaManager:
                      ps.name, ps.leader_epoch, replica_id, diverging.epoch, diverging.end_offset)
         # Records are never read with an error or a diverging epoch: a complete answer
         # without records is one of those (the rule is ``FollowerFetchAnswer.complete``).
-        return out, answer.complete and not answer.records
+        return out, answer.complete and not records

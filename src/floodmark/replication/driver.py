@@ -312,7 +312,8 @@ class ReplicaDriver:
         """Ask the core (fencing, divergence, the follower's progress, ISR, HW), apply what it
         decided, and read what it allows. A parked fetch is asked again the same way."""
         decision = self.partition.handle_follower_fetch(self.log, fetch, now_ms)
-        self.apply(decision.effects)
+        if decision.effects:
+            self.apply(decision.effects)
         records: Records = b""
         if decision.has_data:
             try:
@@ -323,6 +324,13 @@ class ReplicaDriver:
                                          decision.log_end_offset)
         return FollowerFetchAnswer(decision, follower_fetch_response(decision, fetch, records),
                                    records)
+
+    def record_idle_follower_fetch(self, fetch: FollowerFetch, now_ms: int) -> bool:
+        """The idle round's fetch, the short way (``Partition.record_idle_follower_fetch``):
+        True when ``fetch`` was one and is recorded (nothing to apply, nothing to read: its
+        answer is the partition's HW and log start); False when nothing was done, and
+        ``answer_follower_fetch`` answers it."""
+        return self.partition.record_idle_follower_fetch(self.log, fetch, now_ms)
 
     def answer_parked_follower_fetches(
         self, parked: FollowerFetchPurgatory[F], now_ms: int, read: ReadBatches,

@@ -572,17 +572,74 @@ class Partition:
         self, log: LogView, fetch: FollowerFetch, now_ms: int
     ) -> FetchDecision:
         """Fence, check divergence (leader-epoch mode), record the follower's LEO, maybe expand
-        the ISR and advance the HW. The decision's HW is the pre-update snapshot."""
+        the ISR and advance the HW. The decision's HW is the pre-update snapshot. The idle
+        fetch takes the short way (``record_idle_follower_fetch``), to the same end."""
+        if self.record_idle_follower_fetch(log, fetch, now_ms):
+            leo = log.log_end_offset
+            return FetchDecision(ErrorCode.NONE, self.leader_epoch, self.high_watermark,
+                                 log.log_start_offset, leo, read_from=leo, read_upto=leo)
+        return self._handle_follower_fetch(log, fetch, now_ms)
+
+    def record_idle_follower_fetch(self, log: LogView, fetch: FollowerFetch,
+                                   now_ms: int) -> bool:
+        """The idle round's fetch (a fetch session asks every partition on every Fetch): a
+        member of the ISR fetching at the leader's LEO, with the HW there too and its log start
+        as last recorded. If ``fetch`` is one, it is recorded as ``handle_follower_fetch``
+        records it (the follower's LEO, fetch time and last-caught-up time: what keeps it in
+        the ISR) and True says the answer is the partition's HW and log start, no records, no
+        effects; else nothing is recorded (False). Nothing else can follow from such a fetch:
+        it passes the same fencing and the same divergence check, a member cannot be added to
+        the ISR (``can_expand_isr``), a HW at the leader's LEO cannot advance
+        (``leader_high_watermark`` never passes the LEO; Kafka skips the HW step too when the
+        follower's LEO did not move, ``updateFollowerFetchState``).
+        tests/unit/replication/test_idle_follower_fetch.py holds it to the full path."""
         role = self.role
-        replicas = role.replicas if role is not None else ()
+        if not isinstance(role, LeaderState) or not role.epoch_start_durable:
+            return False
+        replica_id = fetch.replica_id
+        state = self.replica_states.get(replica_id)
+        leo = log.log_end_offset
+        if (state is None or fetch.fetch_offset != leo or self.high_watermark < leo
+                or fetch.log_start_offset != state.log_start_offset
+                or replica_id not in role.isr_state.isr):
+            return False
+        if fencing.check_replica_fetch(
+            role.leader_epoch,
+            fetch.current_leader_epoch,
+            is_leader=True,
+            replica_id=replica_id,
+            replicas=role.replicas,
+            request_broker_epoch=fetch.broker_epoch,
+            registered_broker_epoch=self.broker_epochs.get(replica_id, -1),
+        ) is not ErrorCode.NONE:
+            return False
+        if validate_fetch(self.config.truncation, log.epoch_cache, log.log_start_offset, leo,
+                          leo, fetch.last_fetched_epoch).result is not FetchValidation.OK:
+            return False
+        self.replica_states[replica_id] = isr_rules.update_fetch_state(
+            state,
+            fetch_offset=leo,
+            follower_log_start_offset=fetch.log_start_offset,
+            fetch_time_ms=now_ms,
+            leader_log_end_offset_at_read=leo,
+            broker_epoch=fetch.broker_epoch,
+        )
+        return True
+
+    def _handle_follower_fetch(
+        self, log: LogView, fetch: FollowerFetch, now_ms: int
+    ) -> FetchDecision:
+        """``handle_follower_fetch``, the whole way."""
+        role = self.role
+        replica_id = fetch.replica_id
         error = fencing.check_replica_fetch(
-            self.leader_epoch,
+            role.leader_epoch if role is not None else UNDEFINED_EPOCH,
             fetch.current_leader_epoch,
             is_leader=isinstance(role, LeaderState),
-            replica_id=fetch.replica_id,
-            replicas=replicas,
+            replica_id=replica_id,
+            replicas=role.replicas if role is not None else (),
             request_broker_epoch=fetch.broker_epoch,
-            registered_broker_epoch=self.broker_epochs.get(fetch.replica_id, -1),
+            registered_broker_epoch=self.broker_epochs.get(replica_id, -1),
         )
         if error is not ErrorCode.NONE:
             return FetchDecision(error, self.leader_epoch)
@@ -590,7 +647,7 @@ class Partition:
         if not role.epoch_start_durable:
             # Not leader of this epoch on disk yet (``epoch_start_pending``): no divergence
             # answer may rest on the new entry; the follower retries after its backoff.
-            return FetchDecision(ErrorCode.UNKNOWN_LEADER_EPOCH, self.leader_epoch)
+            return FetchDecision(ErrorCode.UNKNOWN_LEADER_EPOCH, role.leader_epoch)
         hw_snapshot = self.high_watermark
         leo = log.log_end_offset
         log_start = log.log_start_offset
@@ -615,16 +672,16 @@ class Partition:
             return FetchDecision(
                 ErrorCode.OFFSET_OUT_OF_RANGE, role.leader_epoch, hw_snapshot, log_start, leo
             )
-        old = self.replica_states.get(fetch.replica_id, ReplicaState(fetch.replica_id))
-        self.replica_states[fetch.replica_id] = isr_rules.update_fetch_state(
-            old,
+        old = self.replica_states.get(replica_id)
+        self.replica_states[replica_id] = isr_rules.update_fetch_state(
+            old if old is not None else ReplicaState(replica_id),
             fetch_offset=fetch.fetch_offset,
             follower_log_start_offset=fetch.log_start_offset,
             fetch_time_ms=now_ms,
             leader_log_end_offset_at_read=leo,
             broker_epoch=fetch.broker_epoch,
         )
-        effects = self._maybe_expand_isr(fetch.replica_id, log)
+        effects = self._maybe_expand_isr(replica_id, log)
         effects.extend(self._maybe_increment_hw(log, now_ms))
         return FetchDecision(
             ErrorCode.NONE,
