@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Protocol
 from floodmark.constants import ACKS_NONE, READ_COMMITTED
 from floodmark.errors import ErrorCode
 from floodmark.records import simple_batch
-from floodmark.replication import lease, txn_verification
+from floodmark.replication import lease
 from floodmark.replication.controller_session import ControllerSession
 from floodmark.replication.driver import ReplicaDriver
 from floodmark.replication.election import AlterPartitionRequest
@@ -30,12 +30,12 @@ from floodmark.replication.produce import (
     produce_as_leader,
     write_marker_as_leader,
 )
-from floodmark.replication.produce_order import ProduceOrder
 from floodmark.replication.producer_state import VerificationGuard
 from floodmark.replication.purgatory import CompleteProduce
 from floodmark.replication.reads import FetchIsolation, read_for_fetch
 from floodmark.replication.replica_selector import ReplicaSelection
 from floodmark.replication.schedule import PeriodicWork
+from floodmark.replication.txn_produce_gate import Ask, Step, TxnProduceGate
 from floodmark.replication.txn_verification import lacks_transactional_id
 from floodmark.sim.network import Network
 from floodmark.sim.partition import messages as m
@@ -112,14 +112,11 @@ class SimBroker:
         self.deferred: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
         self.follower: FollowerSide | None = None  # the node's follower fetch loop, routed
         self.produce_routes: dict[int, tuple[str, int, int]] = {}  # id -> (client, client id, acks)
-        # KIP-890 verifications out at the coordinator: request id -> (client, produce, guard,
-        # its place in the produce order)
-        self.verifications: dict[int, tuple[str, m.Produce, VerificationGuard, int]] = {}
-        self.next_verification_id = 0
-        # Transactional produces in their producer's order (``replication.produce_order``, the
-        # broker's rule): place -> (client, produce) of those waiting for their turn.
-        self.produce_order: ProduceOrder[int] = ProduceOrder()
-        self.held_produces: dict[int, tuple[str, m.Produce]] = {}
+        # Transactional produces on their way through KIP-890's verification, in their
+        # producer's order (``replication.txn_produce_gate``, the broker's): token -> (client,
+        # produce) until appended, refused or given up.
+        self.gate: TxnProduceGate[int] = TxnProduceGate(self._partition_of)
+        self.gated: dict[int, tuple[str, m.Produce]] = {}
         self.next_order_place = 0
         self.next_produce_id = 0
         self.last_metadata: m.Metadata | None = None
@@ -131,6 +128,9 @@ class SimBroker:
         self.stepped_down = False
         self.net.add_node(name, self.on_message)
         self.net.node_down(name)
+
+    def _partition_of(self, _tp: tuple[str, int]) -> Partition | None:
+        return self.partition
 
     @property
     def partition_dir(self) -> str:
@@ -176,9 +176,8 @@ class SimBroker:
         self.follower = FollowerSide(self.name, self.world, self.net, self.cluster.name_of, cfg,
                                      self.driver, self.log, self.mirror, self._timer)
         self.produce_routes = {}
-        self.verifications = {}
-        self.produce_order = ProduceOrder()
-        self.held_produces = {}
+        self.gate = TxnProduceGate(self._partition_of)
+        self.gated = {}
         self.last_metadata = None
         self.broker_epoch = -1  # until the controller answers this incarnation's registration
         self.session = ControllerSession(session_timeout_ms=cfg.session_timeout_ms)
@@ -457,8 +456,9 @@ class SimBroker:
     # -- leader side: produce, fetch, epoch queries, consumers ----------------------------------
     def _on_produce(self, src: str, msg: m.Produce) -> None:
         """The broker's own produce path (``replication.produce``): idempotence, the purgatory;
-        with ``transaction_verification``, KIP-890 part 1 first (``_verify_then_produce``).
-        Before all of it, as the broker's handler: transactional records naming no
+        with ``transaction_verification``, KIP-890 part 1 first, through the broker's
+        ``TxnProduceGate`` (the producer's order, the coordinator asked, the append or the
+        refusal). Before all of it, as the broker's handler: transactional records naming no
         transactional id are refused (``txn_verification.lacks_transactional_id``)."""
         assert self.partition is not None
         batch = self._batch(msg)
@@ -470,81 +470,57 @@ class SimBroker:
                     msg.produce_id, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1))
             return
         verify = self.config.transaction_verification and bool(msg.transactional_id)
-        if verify and self.partition.is_leader:
-            # In its producer's order (replication/produce_order.py): behind one still waiting
-            # it waits too; one that must ask the coordinator takes a place others wait behind.
-            keys = [(self.tp.topic, self.tp.partition, msg.producer_id)]
-            self.next_order_place += 1
-            place = self.next_order_place
-            if self.produce_order.holds(keys):
-                self.produce_order.enter(place, keys)
-                self.held_produces[place] = (src, msg)
-                self.world.record(f"{self.name} holds {msg.value} of p{msg.producer_id} behind "
-                                  "its earlier produce")
-                return
-            guard = txn_verification.begin(self.partition, batch)
-            if guard is not None:
-                self.produce_order.enter(place, keys)  # nothing ahead: its turn is now
-                self._verify_then_produce(src, msg, guard, place)
-                return
-        self._produce(src, msg, verify, None)
-
-    def _leave_produce_order(self, place: int) -> None:
-        """The produce at ``place`` is appended, refused or given up: the ones whose turn
-        comes, in order, as the broker's handler (``_verify_then_produce``) takes them."""
-        assert self.partition is not None
-        turns = self.produce_order.leave(place)
-        while turns:
-            turn = turns.pop(0)
-            src, msg = self.held_produces.pop(turn)
-            if self.partition.is_leader:
-                guard = txn_verification.begin(self.partition, self._batch(msg))
-                if guard is not None:  # the one ahead did not open the transaction here
-                    self._verify_then_produce(src, msg, guard, turn)
-                    continue
-            self._produce(src, msg, True, None)
-            turns.extend(self.produce_order.leave(turn))
-
-    def _verify_then_produce(self, src: str, msg: m.Produce, guard: VerificationGuard,
-                             place: int) -> None:
-        """Ask the coordinator (``VerifyTxn``) and append on its answer; an answer that never
-        comes (the coordinator is down) is forgotten at the produce's timeout, unanswered, as
-        the client's own timeout fires. Either way the produce then leaves its ``place`` in
-        the produce order."""
-        self.next_verification_id += 1
-        request_id = self.next_verification_id
-        self.verifications[request_id] = (src, msg, guard, place)
-        self.world.record(f"{self.name} verifies p{msg.producer_id} e{msg.producer_epoch} "
-                          f"{msg.value} with {m.TXN_COORDINATOR}")
-        self.net.send(self.name, m.TXN_COORDINATOR, m.VerifyTxn(
-            request_id, msg.transactional_id, msg.producer_id, msg.producer_epoch))
-        self.world.schedule(msg.timeout_ms, self._verification_expired, self.incarnation,
-                            request_id)
-
-    def _verification_expired(self, incarnation: int, request_id: int) -> None:
-        if incarnation != self.incarnation or not self.alive:
+        if not (verify and self.partition.is_leader):
+            self._produce(src, msg, verify, None)
             return
-        held = self.verifications.pop(request_id, None)
-        if held is not None and self.partition is not None:
-            txn_verification.abandon(self.partition, held[2])
-            self._leave_produce_order(held[3])
+        self.next_order_place += 1
+        token = self.next_order_place
+        self.gated[token] = (src, msg)
+        step = self.gate.arrive(token, {self.tp: batch})
+        if step is None:
+            self.world.record(f"{self.name} holds {msg.value} of p{msg.producer_id} behind "
+                              "its earlier produce")
+            return
+        self._gate_steps([step])
+
+    def _gate_steps(self, steps: list[Step[int]]) -> None:
+        """Carry out the gate's steps in order: ask the coordinator (``VerifyTxn``; an answer
+        that never comes is given up at the produce's timeout, unanswered, as the client's own
+        timeout fires), or append (or refuse) and let the next ones in the order go."""
+        while steps:
+            step = steps.pop(0)
+            src, msg = self.gated[step.request]
+            if isinstance(step, Ask):
+                self.world.record(f"{self.name} verifies p{msg.producer_id} "
+                                  f"e{msg.producer_epoch} {msg.value} with {m.TXN_COORDINATOR}")
+                self.net.send(self.name, m.TXN_COORDINATOR, m.VerifyTxn(
+                    step.request, msg.transactional_id, msg.producer_id, msg.producer_epoch))
+                self.world.schedule(msg.timeout_ms, self._verification_expired,
+                                    self.incarnation, step.request)
+                continue
+            refused = step.refused.get(self.tp)
+            if refused is None:
+                self._produce(src, msg, True, step.guards.get(self.tp))
+            elif msg.acks != ACKS_NONE:
+                self.net.send(self.name, src, m.ProduceReply(msg.produce_id, refused[0], -1))
+            del self.gated[step.request]
+            steps.extend(self.gate.done(step.request))
+
+    def _verification_expired(self, incarnation: int, token: int) -> None:
+        if incarnation == self.incarnation and self.alive and self.gate.asking(token):
+            del self.gated[token]
+            self._gate_steps(self.gate.give_up(token))
 
     def _on_verification(self, src: str, reply: m.TxnReply) -> None:
-        held = self.verifications.pop(reply.request_id, None)
-        if held is None:
+        step = self.gate.answered(reply.request_id, {self.tp: reply.error})
+        if step is None:
             return
-        client, msg, guard, place = held
-        assert self.partition is not None
-        if reply.error is ErrorCode.NONE:
-            self._produce(client, msg, True, guard)
-            self._leave_produce_order(place)
-            return
-        error, _message = txn_verification.refuse(self.partition, guard, reply.error)
-        self.world.record(f"{self.name} verification of p{msg.producer_id} "
-                          f"e{msg.producer_epoch} {msg.value}: {reply.error.name} -> {error.name}")
-        if msg.acks != ACKS_NONE:
-            self.net.send(self.name, client, m.ProduceReply(msg.produce_id, error, -1))
-        self._leave_produce_order(place)
+        if reply.error is not ErrorCode.NONE:
+            msg = self.gated[reply.request_id][1]
+            self.world.record(f"{self.name} verification of p{msg.producer_id} "
+                              f"e{msg.producer_epoch} {msg.value}: {reply.error.name} -> "
+                              f"{step.refused[self.tp][0].name}")
+        self._gate_steps([step])
 
     def _produce(self, src: str, msg: m.Produce, verify: bool,
                  guard: VerificationGuard | None) -> None:
