@@ -144,4 +144,4 @@ def test_pipelined_batches_keep_their_order_through_verification() -> None:
     assert [o.offset for o in outcomes] == sorted(o.offset for o in outcomes)
     assert any("holds x1 of p" in line for line in world.trace)  # it waited its turn
     b1 = s.cluster.broker("b1")
-    assert len(b1.gate.order) == 0 and not b1.gated  # and nothing is left held
+    assert len(b1.produces.gate.order) == 0 and not b1.produces.gated  # nothing left held

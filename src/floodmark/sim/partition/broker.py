@@ -12,9 +12,7 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar, Protocol
 
-from floodmark.constants import ACKS_NONE, READ_COMMITTED
-from floodmark.errors import ErrorCode
-from floodmark.records import simple_batch
+from floodmark.constants import READ_COMMITTED
 from floodmark.replication import lease
 from floodmark.replication.controller_session import ControllerSession
 from floodmark.replication.driver import ReplicaDriver
@@ -25,27 +23,20 @@ from floodmark.replication.partition import (
     Partition,
     PartitionConfig,
 )
-from floodmark.replication.produce import (
-    ProduceSettings,
-    produce_as_leader,
-    write_marker_as_leader,
-)
-from floodmark.replication.producer_state import VerificationGuard
 from floodmark.replication.purgatory import CompleteProduce
 from floodmark.replication.reads import FetchIsolation, read_for_fetch
 from floodmark.replication.replica_selector import ReplicaSelection
 from floodmark.replication.schedule import PeriodicWork
-from floodmark.replication.txn_produce_gate import Ask, Step, TxnProduceGate
-from floodmark.replication.txn_verification import lacks_transactional_id
 from floodmark.sim.network import Network
 from floodmark.sim.partition import messages as m
 from floodmark.sim.partition import replica_view
 from floodmark.sim.partition.config import SimConfig
 from floodmark.sim.partition.follower_side import FollowerSide
 from floodmark.sim.partition.parked_fetches import ParkedFetches
+from floodmark.sim.partition.produce_side import ProduceSide
 from floodmark.sim.partition.replica_view import LogMirror, Served
 from floodmark.sim.world import World
-from floodmark.spec.entries import Entry, marker_label
+from floodmark.spec.entries import Entry
 from floodmark.spec.partition import ReplicaView
 from floodmark.storage.checkpoints import OffsetCheckpointFile, TopicPartition
 from floodmark.storage.config import LogConfig
@@ -101,24 +92,14 @@ class SimBroker:
         self.log: Log | None = None
         self.partition: Partition | None = None
         self.driver: ReplicaDriver | None = None
-        self.produce_settings = ProduceSettings(
-            max_message_bytes=LogConfig().max_message_bytes,
-            unsafe_ack_duplicates_before_commit=self.config.unsafe_ack_duplicates_before_commit,
-            kafka_aborted_batch_duplicates=self.config.kafka_aborted_batch_duplicates,
-        )
         self.mirror = LogMirror()  # the log as (epoch, value) entries: index = offset
         self.parked: ParkedFetches | None = None  # follower fetches parked here, routed
         self._tick_at: int | None = None  # when the node's timer fires next (``_arm_tick``)
         self.deferred: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
         self.follower: FollowerSide | None = None  # the node's follower fetch loop, routed
-        self.produce_routes: dict[int, tuple[str, int, int]] = {}  # id -> (client, client id, acks)
-        # Transactional produces on their way through KIP-890's verification, in their
-        # producer's order (``replication.txn_produce_gate``, the broker's): token -> (client,
-        # produce) until appended, refused or given up.
-        self.gate: TxnProduceGate[int] = TxnProduceGate(self._partition_of)
-        self.gated: dict[int, tuple[str, m.Produce]] = {}
-        self.next_order_place = 0
-        self.next_produce_id = 0
+        # Produce and WriteTxnMarker, routed to the broker's produce path (``produce_side``).
+        self.produces: ProduceSide = ProduceSide(
+            self, lambda epoch: cluster.on_leader_append(self, epoch))
         self.last_metadata: m.Metadata | None = None
         self.lost_data_on_crash = False
         self.diverging_answers = 0
@@ -128,9 +109,6 @@ class SimBroker:
         self.stepped_down = False
         self.net.add_node(name, self.on_message)
         self.net.node_down(name)
-
-    def _partition_of(self, _tp: tuple[str, int]) -> Partition | None:
-        return self.partition
 
     @property
     def partition_dir(self) -> str:
@@ -175,9 +153,7 @@ class SimBroker:
         self.deferred = []
         self.follower = FollowerSide(self.name, self.world, self.net, self.cluster.name_of, cfg,
                                      self.driver, self.log, self.mirror, self._timer)
-        self.produce_routes = {}
-        self.gate = TxnProduceGate(self._partition_of)
-        self.gated = {}
+        self.produces.restart()
         self.last_metadata = None
         self.broker_epoch = -1  # until the controller answers this incarnation's registration
         self.session = ControllerSession(session_timeout_ms=cfg.session_timeout_ms)
@@ -351,10 +327,7 @@ class SimBroker:
             self.checkpoint_hw()
 
     def complete_produce(self, done: CompleteProduce) -> None:
-        route = self.produce_routes.pop(done.produce_id, None)
-        if route is not None and route[2] != ACKS_NONE:
-            client, client_id, _acks = route
-            self.net.send(self.name, client, m.ProduceReply(client_id, done.error, done.base_offset))
+        self.produces.complete(done)
 
     def propose_isr(self, request: AlterPartitionRequest) -> None:
         self.world.record(f"{self.name} propose ISR {list(request.new_isr)}")
@@ -453,145 +426,7 @@ class SimBroker:
         self.driver.on_alter_partition_response(msg.request, msg.error, msg.registration,
                                                 self.world.now_ms)
 
-    # -- leader side: produce, fetch, epoch queries, consumers ----------------------------------
-    def _on_produce(self, src: str, msg: m.Produce) -> None:
-        """The broker's own produce path (``replication.produce``): idempotence, the purgatory;
-        with ``transaction_verification``, KIP-890 part 1 first, through the broker's
-        ``TxnProduceGate`` (the producer's order, the coordinator asked, the append or the
-        refusal). Before all of it, as the broker's handler: transactional records naming no
-        transactional id are refused (``txn_verification.lacks_transactional_id``)."""
-        assert self.partition is not None
-        batch = self._batch(msg)
-        if lacks_transactional_id(msg.transactional_id or None, [batch]):
-            self.world.record(f"{self.name} refuses {msg.value}: transactional, no "
-                              "transactional id")
-            if msg.acks != ACKS_NONE:
-                self.net.send(self.name, src, m.ProduceReply(
-                    msg.produce_id, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1))
-            return
-        verify = self.config.transaction_verification and bool(msg.transactional_id)
-        if not (verify and self.partition.is_leader):
-            self._produce(src, msg, verify, None)
-            return
-        self.next_order_place += 1
-        token = self.next_order_place
-        self.gated[token] = (src, msg)
-        step = self.gate.arrive(token, {self.tp: batch})
-        if step is None:
-            self.world.record(f"{self.name} holds {msg.value} of p{msg.producer_id} behind "
-                              "its earlier produce")
-            return
-        self._gate_steps([step])
-
-    def _gate_steps(self, steps: list[Step[int]]) -> None:
-        """Carry out the gate's steps in order: ask the coordinator (``VerifyTxn``; an answer
-        that never comes is given up at the produce's timeout, unanswered, as the client's own
-        timeout fires), or append (or refuse) and let the next ones in the order go."""
-        while steps:
-            step = steps.pop(0)
-            src, msg = self.gated[step.request]
-            if isinstance(step, Ask):
-                self.world.record(f"{self.name} verifies p{msg.producer_id} "
-                                  f"e{msg.producer_epoch} {msg.value} with {m.TXN_COORDINATOR}")
-                self.net.send(self.name, m.TXN_COORDINATOR, m.VerifyTxn(
-                    step.request, msg.transactional_id, msg.producer_id, msg.producer_epoch))
-                self.world.schedule(msg.timeout_ms, self._verification_expired,
-                                    self.incarnation, step.request)
-                continue
-            refused = step.refused.get(self.tp)
-            if refused is None:
-                self._produce(src, msg, True, step.guards.get(self.tp))
-            elif msg.acks != ACKS_NONE:
-                self.net.send(self.name, src, m.ProduceReply(msg.produce_id, refused[0], -1))
-            del self.gated[step.request]
-            steps.extend(self.gate.done(step.request))
-
-    def _verification_expired(self, incarnation: int, token: int) -> None:
-        if incarnation == self.incarnation and self.alive and self.gate.asking(token):
-            del self.gated[token]
-            self._gate_steps(self.gate.give_up(token))
-
-    def _on_verification(self, src: str, reply: m.TxnReply) -> None:
-        step = self.gate.answered(reply.request_id, {self.tp: reply.error})
-        if step is None:
-            return
-        if reply.error is not ErrorCode.NONE:
-            msg = self.gated[reply.request_id][1]
-            self.world.record(f"{self.name} verification of p{msg.producer_id} "
-                              f"e{msg.producer_epoch} {msg.value}: {reply.error.name} -> "
-                              f"{step.refused[self.tp][0].name}")
-        self._gate_steps([step])
-
-    def _produce(self, src: str, msg: m.Produce, verify: bool,
-                 guard: VerificationGuard | None) -> None:
-        assert self.partition is not None and self.log is not None
-        p = self.partition
-        now = self.world.now_ms
-        batch = self._batch(msg)
-        self.next_produce_id += 1
-        produce_id = self.next_produce_id
-        result = produce_as_leader(
-            p,
-            self.log,
-            batch,
-            acks=msg.acks,
-            produce_id=produce_id,
-            now_ms=now,
-            timeout_ms=msg.timeout_ms,
-            settings=self.produce_settings,
-            leadership_in_doubt=self.session.leadership_in_doubt(now, 0),
-            stepped_down=self.steps_down(),
-            verify_transactions=verify,
-            verification_guard=guard,
-        )
-        if result.appended:
-            self.cluster.on_leader_append(self, p.leader_epoch)
-            self.mirror.append(p.leader_epoch, msg.value)
-            self.world.record(
-                f"{self.name} append {result.base_offset}:e{p.leader_epoch}:{msg.value} "
-                f"acks={msg.acks}"
-            )
-        elif result.duplicate:
-            self.world.record(
-                f"{self.name} duplicate {msg.value} of offset {result.base_offset} "
-                f"({'parked' if result.parked else 'answered'})"
-            )
-        if result.parked:
-            self.produce_routes[produce_id] = (src, msg.produce_id, msg.acks)
-        self.apply(result.effects)
-        if not result.parked and msg.acks != ACKS_NONE:
-            assert result.answer is not None
-            offset = result.base_offset if result.answer is ErrorCode.NONE else -1
-            self.net.send(self.name, src, m.ProduceReply(msg.produce_id, result.answer, offset))
-
-    def _batch(self, msg: m.Produce) -> bytes:
-        """The record batch a produce carries (the sim's messages carry its fields)."""
-        return simple_batch([msg.value.encode()], timestamp_ms=self.world.now_ms,
-                            producer_id=msg.producer_id, producer_epoch=msg.producer_epoch,
-                            base_sequence=msg.sequence, is_transactional=msg.transactional)
-
-    def _on_write_txn_marker(self, src: str, msg: m.WriteTxnMarker) -> None:
-        """The broker's WriteTxnMarkers path (``replication.produce.write_marker_as_leader``):
-        the control batch is answered once the HW passes it."""
-        assert self.partition is not None and self.log is not None
-        p = self.partition
-        self.next_produce_id += 1
-        produce_id = self.next_produce_id
-        result = write_marker_as_leader(
-            p, self.log, msg.producer_id, msg.producer_epoch, msg.committed, msg.coordinator_epoch,
-            produce_id=produce_id, now_ms=self.world.now_ms, timeout_ms=msg.timeout_ms)
-        label = marker_label(msg.producer_id, msg.committed)
-        if result.appended:
-            self.mirror.append(p.leader_epoch, label)
-            self.world.record(f"{self.name} append {result.base_offset}:e{p.leader_epoch}:{label}")
-        if result.parked:
-            self.produce_routes[produce_id] = (src, msg.produce_id, -1)
-        self.apply(result.effects)
-        if not result.parked:
-            assert result.answer is not None
-            offset = result.base_offset if result.answer is ErrorCode.NONE else -1
-            self.net.send(self.name, src, m.ProduceReply(msg.produce_id, result.answer, offset))
-
+    # -- leader side: fetch, epoch queries, consumers (produce: ``produce_side``) ---------------
     def _on_metadata_request(self, src: str, msg: m.MetadataRequest) -> None:
         """Clients learn the leader from any broker, which answers from the metadata it has
         applied: a broker cut off from the controller still names itself (a stale answer that
@@ -676,12 +511,12 @@ class SimBroker:
         m.HeartbeatReply: _on_heartbeat_reply,
         m.Metadata: _on_metadata,
         m.AlterPartitionReply: _on_alter_partition_reply,
-        m.Produce: _on_produce,
+        m.Produce: lambda b, src, msg: b.produces.on_produce(src, msg),
         m.FetchRequestMsg: _on_fetch_request,
         m.EpochQueryMsg: _on_epoch_query,
         m.ConsumerFetch: _on_consumer_fetch,
-        m.WriteTxnMarker: _on_write_txn_marker,
-        m.TxnReply: _on_verification,
+        m.WriteTxnMarker: lambda b, src, msg: b.produces.on_write_txn_marker(src, msg),
+        m.TxnReply: lambda b, src, msg: b.produces.on_verification(src, msg),
         m.MetadataRequest: _on_metadata_request,
         m.EpochReplyMsg: _on_epoch_reply,
         m.FetchReplyMsg: _on_fetch_reply,
