@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterable
 from typing import Any, ClassVar, Protocol
 
 from floodmark.constants import READ_COMMITTED
-from floodmark.replication import lease
 from floodmark.replication.controller_session import ControllerSession
 from floodmark.replication.driver import ReplicaDriver
 from floodmark.replication.election import AlterPartitionRequest
@@ -31,6 +30,7 @@ from floodmark.sim.network import Network
 from floodmark.sim.partition import messages as m
 from floodmark.sim.partition import replica_view
 from floodmark.sim.partition.config import SimConfig
+from floodmark.sim.partition.controller_side import ControllerSide
 from floodmark.sim.partition.follower_side import FollowerSide
 from floodmark.sim.partition.parked_fetches import ParkedFetches
 from floodmark.sim.partition.produce_side import ProduceSide
@@ -88,7 +88,6 @@ class SimBroker:
         self.alive = False
         self.paused = False
         self.incarnation = 0
-        self.broker_epoch = -1
         self.log: Log | None = None
         self.partition: Partition | None = None
         self.driver: ReplicaDriver | None = None
@@ -100,13 +99,11 @@ class SimBroker:
         # Produce and WriteTxnMarker, routed to the broker's produce path (``produce_side``).
         self.produces: ProduceSide = ProduceSide(
             self, lambda epoch: cluster.on_leader_append(self, epoch))
-        self.last_metadata: m.Metadata | None = None
-        self.lost_data_on_crash = False
+        # Registration, heartbeats, metadata, ISR proposals, the lease (``controller_side``).
+        self.controller_side: ControllerSide = ControllerSide(
+            self, self._timer, cluster.name_of,
+            lambda epoch: cluster.on_become_leader(self, epoch))
         self.diverging_answers = 0
-        # The broker's side of its controller session (autonomous worlds only: a scripted one
-        # sends no heartbeats); ``replication.lease`` steps a leader down for clients on it.
-        self.session = ControllerSession(session_timeout_ms=self.config.session_timeout_ms)
-        self.stepped_down = False
         self.net.add_node(name, self.on_message)
         self.net.node_down(name)
 
@@ -154,23 +151,13 @@ class SimBroker:
         self.follower = FollowerSide(self.name, self.world, self.net, self.cluster.name_of, cfg,
                                      self.driver, self.log, self.mirror, self._timer)
         self.produces.restart()
-        self.last_metadata = None
-        self.broker_epoch = -1  # until the controller answers this incarnation's registration
-        self.session = ControllerSession(session_timeout_ms=cfg.session_timeout_ms)
-        self.stepped_down = False
         self.world.record(
             f"{self.name} start LEO={self.log.log_end_offset} HW={self.partition.high_watermark} "
             f"epochs={self.log.epoch_cache.as_pairs()}"
         )
-        self.net.send(
-            self.name,
-            "controller",
-            m.Register(self.broker_id, self.incarnation, self.lost_data_on_crash,
-                       self.world.now_ms),
-        )
+        self.controller_side.start()  # registers
         self._tick_at = None
         if cfg.autonomous:
-            self._timer(cfg.heartbeat_interval_ms, self._heartbeat_tick)
             self.partition.start_timers(now, {
                 PeriodicWork.ISR_CHECK: now + cfg.replica_lag_time_max_ms // 2,
                 PeriodicWork.CHECKPOINT: now + cfg.hw_checkpoint_interval_ms,
@@ -199,9 +186,7 @@ class SimBroker:
         self.paused = False
         self.net.node_down(self.name)
         self.fs.crash(lose_unsynced, rng=None)
-        # A power loss is reported as an unclean shutdown on re-registration (KIP-966 style):
-        # the controller then removes this broker from the ISR. A process kill is not.
-        self.lost_data_on_crash = lose_unsynced
+        self.controller_side.lost_data_on_crash = lose_unsynced  # told at re-registration
         self.log = None
         self.partition = None
         self.driver = None
@@ -265,43 +250,19 @@ class SimBroker:
         self._tick_at = None
         self.driver.tick(self.world.now_ms)
 
-    # -- periodic work ------------------------------------------------------------------------
-    def _heartbeat_tick(self) -> None:
-        self._lease_check()
-        if self.broker_epoch >= 0:
-            self.net.send(self.name, "controller",
-                          m.Heartbeat(self.broker_id, self.broker_epoch, self.world.now_ms))
-        else:  # the registration (or its answer) was lost: register again
-            self.net.send(
-                self.name,
-                "controller",
-                m.Register(self.broker_id, self.incarnation, self.lost_data_on_crash,
-                           self.world.now_ms),
-            )
-        self._timer(self.config.heartbeat_interval_ms, self._heartbeat_tick)
+    # -- the controller: registration, heartbeats, metadata, the lease (``controller_side``) -----
+    @property
+    def broker_epoch(self) -> int:
+        return self.controller_side.broker_epoch
+
+    @property
+    def session(self) -> ControllerSession:
+        return self.controller_side.session
 
     def steps_down(self) -> bool:
-        """``replication.lease``: this broker leads in its metadata but its controller session
-        lapsed and no follower follows it: clients are answered NOT_LEADER_OR_FOLLOWER."""
-        if self.partition is None or not self.config.step_down_on_lapse:
-            return False
-        now = self.world.now_ms
-        return lease.steps_down(
-            self.partition, now, in_doubt=self.session.leadership_in_doubt(now, 0),
-            session_timeout_ms=self.session.session_timeout_ms)
+        return self.controller_side.steps_down()
 
-    def _lease_check(self) -> None:
-        """The lease check the broker runs too (``ReplicaDriver.check_lease``)."""
-        if self.driver is None or not self.config.step_down_on_lapse:
-            return
-        now = self.world.now_ms
-        down = self.driver.check_lease(now, in_doubt=self.session.leadership_in_doubt(now, 0),
-                                       session_timeout_ms=self.session.session_timeout_ms)
-        if down != self.stepped_down:
-            self.stepped_down = down
-            self.world.record(f"{self.name} steps down for clients (controller session lapsed)"
-                              if down else f"{self.name} no longer steps down for clients")
-
+    # -- checkpoints: the HW, and the recovery point after the OS writes the log back ----------
     def checkpoint_hw(self) -> None:
         if self.partition is not None:
             OffsetCheckpointFile(self.fs, HW_CHECKPOINT).write(
@@ -330,8 +291,7 @@ class SimBroker:
         self.produces.complete(done)
 
     def propose_isr(self, request: AlterPartitionRequest) -> None:
-        self.world.record(f"{self.name} propose ISR {list(request.new_isr)}")
-        self._send_alter_partition(request)
+        self.controller_side.propose_isr(request)
 
     def wake_follower_fetches(self) -> None:
         if self.parked is not None:
@@ -355,19 +315,6 @@ class SimBroker:
     def checkpoint_high_watermark(self, high_watermark: int) -> None:
         self.checkpoint_hw()
 
-    def _send_alter_partition(self, request: AlterPartitionRequest) -> None:
-        """Send an ISR proposal; resend it while it is still pending after a request timeout
-        (the request or its answer may be lost; a duplicate is answered INVALID_UPDATE_VERSION and
-        the metadata push then settles the state)."""
-        self.net.send(self.name, "controller", m.AlterPartition(request))
-        if self.config.autonomous:
-            self._timer(self.config.request_timeout_ms, self._retry_alter_partition, request)
-
-    def _retry_alter_partition(self, request: AlterPartitionRequest) -> None:
-        if self.partition is not None and self.partition.is_proposal_pending(request):
-            self.world.record(f"{self.name} resend AlterPartition {list(request.new_isr)}")
-            self._send_alter_partition(request)
-
     # -- messages -----------------------------------------------------------------------------
     def on_message(self, src: str, message: Any) -> None:
         if not self.alive:
@@ -379,61 +326,7 @@ class SimBroker:
         self._after_step()
         self.cluster.after_broker_event(self)
 
-    def _on_register_reply(self, src: str, msg: m.RegisterReply) -> None:
-        if msg.incarnation != self.incarnation:
-            return
-        self.broker_epoch = msg.broker_epoch
-        assert self.partition is not None
-        self.partition.local_broker_epoch = msg.broker_epoch
-        if self.config.autonomous:
-            self.session.registered(msg.sent_ms)
-        self.lost_data_on_crash = False
-        self.apply_metadata(msg.metadata)
-
-    def _on_heartbeat_reply(self, src: str, msg: m.HeartbeatReply) -> None:
-        if self.config.autonomous and self.broker_epoch >= 0:
-            # The sim's metadata rides on the answer: nothing to catch up on (end 0).
-            self.session.heartbeat_answered(msg.sent_ms, self.world.now_ms, stale_epoch=False,
-                                            metadata_end=0)
-        self.apply_metadata(msg.metadata)
-
-    def _on_metadata(self, src: str, msg: m.Metadata) -> None:
-        self.apply_metadata(msg)
-
-    def apply_metadata(self, md: m.Metadata) -> None:
-        assert self.partition is not None and self.driver is not None
-        if md == self.last_metadata or self.broker_epoch < 0:
-            return
-        self.last_metadata = md
-        p = self.partition
-        before = (p.leader_id, p.leader_epoch)
-        self.driver.apply_metadata(md.registration, self.world.now_ms,
-                                   broker_epochs=dict(md.broker_epochs), ineligible=md.fenced)
-        after = (p.leader_id, p.leader_epoch)
-        if after != before:
-            role = "leader" if p.is_leader else f"follower of {self.cluster.name_of(p.leader_id)}"
-            self.world.record(f"{self.name} becomes {role} epoch={p.leader_epoch}")
-        if p.is_leader and after != before:
-            self.cluster.on_become_leader(self, p.leader_epoch)
-        assert self.follower is not None
-        self.follower.on_metadata()
-
-    def _on_alter_partition_reply(self, src: str, msg: m.AlterPartitionReply) -> None:
-        assert self.driver is not None
-        self.world.record(
-            f"{self.name} AlterPartition {list(msg.request.new_isr)} -> {msg.error.name}"
-        )
-        self.driver.on_alter_partition_response(msg.request, msg.error, msg.registration,
-                                                self.world.now_ms)
-
     # -- leader side: fetch, epoch queries, consumers (produce: ``produce_side``) ---------------
-    def _on_metadata_request(self, src: str, msg: m.MetadataRequest) -> None:
-        """Clients learn the leader from any broker, which answers from the metadata it has
-        applied: a broker cut off from the controller still names itself (a stale answer that
-        clients only take while they know no newer leader epoch)."""
-        if self.last_metadata is not None:
-            self.net.send(self.name, src, self.last_metadata)
-
     def _on_fetch_request(self, src: str, msg: m.FetchRequestMsg) -> None:
         assert self.parked is not None
         self.parked.receive(src, msg)
@@ -507,17 +400,18 @@ class SimBroker:
             self.diverging_answers += 1
 
     _handlers: ClassVar[dict[type, Callable[[SimBroker, str, Any], None]]] = {
-        m.RegisterReply: _on_register_reply,
-        m.HeartbeatReply: _on_heartbeat_reply,
-        m.Metadata: _on_metadata,
-        m.AlterPartitionReply: _on_alter_partition_reply,
+        m.RegisterReply: lambda b, _src, msg: b.controller_side.on_register_reply(msg),
+        m.HeartbeatReply: lambda b, _src, msg: b.controller_side.on_heartbeat_reply(msg),
+        m.Metadata: lambda b, _src, msg: b.controller_side.apply_metadata(msg),
+        m.AlterPartitionReply: lambda b, _src, msg: b.controller_side.on_alter_partition_reply(
+            msg),
         m.Produce: lambda b, src, msg: b.produces.on_produce(src, msg),
         m.FetchRequestMsg: _on_fetch_request,
         m.EpochQueryMsg: _on_epoch_query,
         m.ConsumerFetch: _on_consumer_fetch,
         m.WriteTxnMarker: lambda b, src, msg: b.produces.on_write_txn_marker(src, msg),
         m.TxnReply: lambda b, src, msg: b.produces.on_verification(src, msg),
-        m.MetadataRequest: _on_metadata_request,
+        m.MetadataRequest: lambda b, src, _msg: b.controller_side.on_metadata_request(src),
         m.EpochReplyMsg: _on_epoch_reply,
         m.FetchReplyMsg: _on_fetch_reply,
     }

@@ -53,8 +53,9 @@ class ProduceHost(Protocol):
     partition: Partition | None
     log: Log | None
     mirror: LogMirror
-    session: ControllerSession
 
+    @property
+    def session(self) -> ControllerSession: ...
     def steps_down(self) -> bool: ...
     def apply(self, effects: Iterable[Effect]) -> None: ...
 
