@@ -35,7 +35,7 @@ from floodmark.broker.membership import LocalMembership
 from floodmark.broker.metadata import Controller, LocalController
 from floodmark.broker.partition_state import PartitionState
 from floodmark.broker.partition_timers import PartitionTimers
-from floodmark.broker.produce_order import ProduceOrder
+from floodmark.broker.produce_order import TxnProduces
 from floodmark.broker.purgatory import FetchPurgatory
 from floodmark.broker.quotas import ClientQuotas
 from floodmark.broker.replica_fetcher import ReplicaManager, replica_of
@@ -52,6 +52,7 @@ from floodmark.metadata import (
 from floodmark.records import TimestampType
 from floodmark.replication import (
     AlterPartitionRequest,
+    Partition,
     ProduceSettings,
     TimestampBounds,
     target_compression,
@@ -124,7 +125,8 @@ class Broker:
         self._group_configs_seen = False  # a group had configs of its own (apply_group_configs)
         self._expiring_members: asyncio.Task[None] | None = None
         self._expiring_share_members: asyncio.Task[None] | None = None
-        self.produce_order = ProduceOrder()  # a transactional producer's appends, in order
+        # Transactional Produce through KIP-890's verification, in each producer's order.
+        self.txn_produces = TxnProduces(self._partition_core)
         self.connections: set[Connection] = set()
         self.authentication = Authentication(config, lambda: self.controller.scram_credentials(),
                                              lambda: self.controller.delegation_token_infos())
@@ -425,6 +427,10 @@ class Broker:
 
                 self._expiring_share_members = asyncio.get_running_loop().create_task(
                     share_group_apis.expire_members(self))
+
+    def _partition_core(self, key: PartitionKey) -> Partition | None:
+        ps = self.partitions.get(key)
+        return None if ps is None else ps.core
 
     def _deadline_of(self, key: PartitionKey) -> int | None:
         ps = self.partitions.get(key)

@@ -20,7 +20,7 @@ from floodmark.broker.config import BrokerConfig, Configs
 from floodmark.broker.fetch_sessions import FetchSessionCache
 from floodmark.broker.metadata import Controller
 from floodmark.broker.partition_state import PartitionState
-from floodmark.broker.produce_order import ProduceOrder
+from floodmark.broker.produce_order import TxnProduces
 from floodmark.broker.purgatory import FetchPurgatory
 from floodmark.broker.replica_fetcher import ReplicaManager
 from floodmark.broker.storage_glue import LogDir, Storage
@@ -210,7 +210,7 @@ class HandlerContext(BrokerCore, Protocol):
     def share_state(self) -> ShareStateService: ...  # the share coordinator (__share_group_state)
     @property
     def transactions(self) -> BrokerTxnCoordinator: ...
-    produce_order: ProduceOrder  # transactional Produce waiting for verification, in order
+    txn_produces: TxnProduces  # transactional Produce through verification, in order
     authentication: Authentication
     quotas: ClientQuotas
     # /metrics on: counted where answers are built (None: off)

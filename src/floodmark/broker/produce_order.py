@@ -1,39 +1,62 @@
-"""The broker's side of ``replication/produce_order.py`` (a transactional producer's batches
-reach a partition's log in the order they arrived, across the coordinator's verification): a
-request's turn is an asyncio future, set when the core says its turn came."""
+"""The broker's side of ``replication/txn_produce_gate.py`` (a transactional Produce's way to
+the log through KIP-890's verification, in its producer's order): a request's next step is an
+asyncio future, set when the gate says its turn came."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 
-from floodmark.replication import OrderKey
-from floodmark.replication import ProduceOrder as OrderCore
+from floodmark.errors import ErrorCode
+from floodmark.replication import (
+    Append,
+    Partition,
+    Records,
+    Step,
+    TopicPartition,
+    TxnProduceGate,
+)
 
 
-class ProduceOrder:
-    def __init__(self) -> None:
-        self._core: OrderCore[asyncio.Future[None]] = OrderCore()
+class TxnProduces:
+    def __init__(self, partition: Callable[[TopicPartition], Partition | None]) -> None:
+        self.gate: TxnProduceGate[int] = TxnProduceGate(partition)
+        self._next_token = 0
+        self._turns: dict[int, asyncio.Future[Step[int]]] = {}  # requests waiting their turn
 
-    def holds(self, keys: Iterable[OrderKey]) -> bool:
-        """Is a request of these keys still waiting or appending (a new one must then enter)?"""
-        return self._core.holds(keys)
+    def arrive(self, parts: Mapping[TopicPartition, Records], denied: Collection[TopicPartition]
+               ) -> tuple[int, Step[int] | asyncio.Future[Step[int]]]:
+        """A transactional Produce to verify: its token and its first step, or the future of
+        that step while it waits behind an earlier request of its producer. Every request but
+        one answered ``Append`` at once ends with ``give_up`` (after its append, or when it is
+        given up: its guards go back, the next ones go)."""
+        self._next_token += 1
+        token = self._next_token
+        step = self.gate.arrive(token, parts, denied)
+        if step is not None:
+            return token, step
+        turn: asyncio.Future[Step[int]] = asyncio.get_running_loop().create_future()
+        self._turns[token] = turn
+        return token, turn
 
-    def enter(self, keys: Iterable[OrderKey]
-              ) -> tuple[asyncio.Future[None], Callable[[], None]]:
-        """Put a request at the end of each key's queue: the future done when its turn comes
-        (at once when nothing is ahead), and the function that lets the next ones go (call it
-        once, when the request's batches are appended or refused, or it is given up)."""
-        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        if not self._core.enter(turn, keys):
-            turn.set_result(None)
+    def answered(self, token: int, errors: Mapping[TopicPartition, ErrorCode]
+                 ) -> Append[int] | None:
+        return self.gate.answered(token, errors)
 
-        def release() -> None:
-            for later in self._core.leave(turn):
-                if not later.done():
-                    later.set_result(None)
+    def give_up(self, token: int) -> None:
+        """The request is appended or refused, or given up: the ones whose turn comes go.
+        Idempotent."""
+        self._turns.pop(token, None)
+        self._deliver(self.gate.give_up(token))
 
-        return turn, release
+    def _deliver(self, steps: Iterable[Step[int]]) -> None:
+        for step in steps:
+            turn = self._turns.pop(step.request, None)
+            if turn is not None and not turn.done():
+                turn.set_result(step)
+            else:  # its task is gone: it leaves in its turn
+                self.give_up(step.request)
 
     def __len__(self) -> int:
-        return len(self._core)
+        """Requests in the producers' order (waiting or in their turn)."""
+        return len(self.gate.order)

@@ -12,7 +12,7 @@ from floodmark.faces import face
 # The face: the names other packages import from here, each loaded from its module
 # the first time it is used (floodmark.faces).
 if TYPE_CHECKING:
-    from floodmark.replication import fencing, isr, lease, txn_verification
+    from floodmark.replication import fencing, isr, lease
     from floodmark.replication.controller_session import ControllerSession
     from floodmark.replication.driver import FollowerFetchAnswer, ReplicaDriver
     from floodmark.replication.effects import (
@@ -76,6 +76,14 @@ if TYPE_CHECKING:
     from floodmark.replication.transactions.driver import MarkerPolicy, TxnDriver
     from floodmark.replication.transactions.state import TV_2, TxnMetadata, TxnPartition, TxnState
     from floodmark.replication.truncation import FetchValidation, truncation_point, validate_fetch
+    from floodmark.replication.txn_produce_gate import (
+        Append,
+        Ask,
+        Records,
+        Step,
+        TopicPartition,
+        TxnProduceGate,
+    )
     from floodmark.replication.txn_verification import lacks_transactional_id, needs_verification
 
 __all__ = [
@@ -85,6 +93,8 @@ __all__ = [
     "UNDEFINED_EPOCH",
     "AbortedTxn",
     "AlterPartitionRequest",
+    "Append",
+    "Ask",
     "CompleteProduce",
     "ControllerSession",
     "Effect",
@@ -121,11 +131,14 @@ __all__ = [
     "ProduceSettings",
     "ProducerEntry",
     "ProducerStateTable",
+    "Records",
     "ReplicaDriver",
     "ReplicaSelection",
     "Reply",
     "SendMarkers",
+    "Step",
     "TimestampBounds",
+    "TopicPartition",
     "TruncateTo",
     "Truncation",
     "TxnCoordinator",
@@ -133,6 +146,7 @@ __all__ = [
     "TxnEffect",
     "TxnMetadata",
     "TxnPartition",
+    "TxnProduceGate",
     "TxnState",
     "VerificationGuard",
     "apply_alter_partition",
@@ -149,7 +163,6 @@ __all__ = [
     "read_for_fetch",
     "target_compression",
     "truncation_point",
-    "txn_verification",
     "validate_alter_partition",
     "validate_fetch",
     "write_marker_as_leader",

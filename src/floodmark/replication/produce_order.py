@@ -9,8 +9,9 @@ OUT_OF_ORDER_SEQUENCE_NUMBER, which is fatal to the producer (librdkafka's "sequ
 desynchronization"). Kafka keeps the order by reading nothing more from a connection while one
 of its requests is in progress (the channel is muted until the answer is sent).
 
-The rule, shared by the broker (``broker/produce_order.py``, over asyncio futures) and the
-simulator (``sim/partition/broker.py``, over its held messages): a request that must wait, or
+The rule, which ``txn_produce_gate.TxnProduceGate`` follows for the broker and the simulator
+alike (the broker's ``broker/produce_order.py`` over asyncio futures, the simulator's broker over
+its messages): a request that must wait, or
 that arrives behind one that waits, for the same (topic, partition, producer id) *enters* the
 order at the end of that key's queue; it *takes its turn* once every request that was ahead of
 it has *left* (appended or refused), and it leaves in its turn. A request with nothing ahead of

@@ -7,7 +7,7 @@ import dataclasses
 import logging
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -29,15 +29,15 @@ from floodmark.broker.sendfile import LAZY_MIN_BYTES, SendfileParts
 from floodmark.constants import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, READ_COMMITTED
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.replication import (
+    Append,
+    Ask,
     FetchIsolation,
     ReplicaSelection,
+    Step,
     VerificationGuard,
-    batch_metas,
     lacks_transactional_id,
-    needs_verification,
     produce_as_leader,
     read_for_fetch,
-    txn_verification,
 )
 from floodmark.storage import FileSlice
 from floodmark.wire import (
@@ -164,27 +164,17 @@ def produce_raw(broker: HandlerContext, frame: memoryview, version: int,
             (name, p.index): ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
             for name, parts in req.topics for p in parts})
     refused = {**(gate(req) if gate is not None else {}), **unknown_ids}
-    verify = _verifies(broker, req, version)
-    if not verify:
+    if not _verifies(broker, req, version):
         return _produce(broker, req, version, refused)
-    # A transactional producer's requests append in the order they came
-    # (replication/produce_order.py): one behind a request still waiting (for the ones ahead
-    # of it or for its verification) waits too, and is looked at only when its turn comes.
-    keys = _order_keys(req)
-    if broker.produce_order.holds(keys):
-        turn, release = broker.produce_order.enter(keys)
-        return _in_turn(_verify_then_produce(broker, req, version, None, refused, turn, release),
-                        release)
-    unverified = _unverified(broker, req)
-    for tp in refused:
-        guard = unverified.pop(tp, None)
-        if guard is not None:
-            _end_verification(broker, tp, guard)
-    if unverified:
-        turn, release = broker.produce_order.enter(keys)  # nothing ahead: its turn is now
-        return _in_turn(_verify_then_produce(broker, req, version, unverified, refused, turn,
-                                             release), release)
-    return _produce(broker, req, version, refused, verify=True)
+    # KIP-890 and the producer's order (replication/txn_produce_gate.py): straight to the log
+    # when nothing needs the coordinator and nothing of its producer is ahead; else the request
+    # waits its turn and asks first.
+    parts = {(name, p.index): p.records for name, parts in req.topics for p in parts}
+    token, step = broker.txn_produces.arrive(parts, refused)
+    if isinstance(step, Append):
+        return _produce(broker, req, version, refused, verify=True)
+    return _in_turn(_verify_then_produce(broker, req, version, refused, token, step),
+                    lambda: broker.txn_produces.give_up(token))
 
 
 def _in_turn(answer: Coroutine[object, object, list[bytes | memoryview]],
@@ -218,17 +208,6 @@ def _resolve_topic_ids(broker: HandlerContext, req: ProduceRequest
     return dataclasses.replace(req, topics=topics), unknown
 
 
-def _order_keys(req: ProduceRequest) -> list[tuple[str, int, int]]:
-    """(topic, partition, producer id) of each transactional batch of a Produce."""
-    keys: list[tuple[str, int, int]] = []
-    for name, parts in req.topics:
-        for p in parts:
-            producer = needs_verification(batch_metas(p.records)) if p.records else None
-            if producer is not None:
-                keys.append((name, p.index, producer[0]))
-    return keys
-
-
 # Produce v12 (KIP-890 part 2, transaction version 2): the client sent no AddPartitionsToTxn;
 # the leader adds the partition to the transaction before the first batch (always: without the
 # add the coordinator would never write this partition's marker).
@@ -243,70 +222,38 @@ def _verifies(broker: HandlerContext, req: ProduceRequest, version: int) -> bool
         or broker.config.get_bool("transaction.partition.verification.enable"))
 
 
-def _unverified(broker: HandlerContext, req: ProduceRequest
-                ) -> dict[tuple[str, int], VerificationGuard]:
-    """Partitions of a transactional Produce whose producer has no open transaction there yet,
-    each with the guard its verification runs under (``replication.txn_verification``): to
-    verify with the coordinator first (KIP-890 part 1), or to add to the transaction (v12+,
-    part 2)."""
-    out: dict[tuple[str, int], VerificationGuard] = {}
-    for name, parts in req.topics:
-        for p in parts:
-            ps = broker.partitions.get((name, p.index))
-            guard = None if ps is None else txn_verification.begin(ps.core, p.records)
-            if guard is not None:
-                out[(name, p.index)] = guard
-    return out
-
-
-def _end_verification(broker: HandlerContext, tp: tuple[str, int],
-                      guard: VerificationGuard) -> None:
-    ps = broker.partitions.get(tp)
-    if ps is not None:
-        txn_verification.abandon(ps.core, guard)
-
-
 async def _verify_then_produce(broker: HandlerContext, req: ProduceRequest, version: int,
-                               unverified: dict[tuple[str, int], VerificationGuard] | None,
-                               denied: dict[tuple[str, int], ErrorCode],
-                               turn: asyncio.Future[None],
-                               release: Callable[[], None]) -> list[bytes | memoryview]:
-    """``unverified`` None: the request waited behind others (until ``turn``); which of its
-    partitions need the coordinator is asked when its turn comes (one ahead may have opened
-    the transaction there)."""
+                               denied: dict[tuple[str, int], ErrorCode], token: int,
+                               first: Step[int] | asyncio.Future[Step[int]]
+                               ) -> list[bytes | memoryview]:
+    """The gate's steps for one request (``first``: a future while it waits its turn): ask
+    the coordinator (one question per producer and epoch; v12+ adds the partitions), then
+    append with the guards, each partition the coordinator did not confirm refused."""
     txn_id = req.transactional_id
     assert txn_id is not None  # only a transactional Produce is verified
+    produces = broker.txn_produces
     try:
-        await turn
-        if unverified is None:
-            unverified = _unverified(broker, req)
-            for tp in denied:
-                guard = unverified.pop(tp, None)
-                if guard is not None:
-                    _end_verification(broker, tp, guard)
-        by_producer: dict[tuple[int, int], list[tuple[str, int]]] = {}
-        for tp, guard in unverified.items():
-            by_producer.setdefault((guard.producer_id, guard.producer_epoch), []).append(tp)
-        refused: dict[tuple[str, int], ErrorCode] = dict(denied)
-        messages: dict[tuple[str, int], str] = {}
-        add = version >= IMPLICIT_ADD_VERSION
-        for (pid, epoch), partitions in by_producer.items():
-            answers = await broker.transactions.verify(txn_id, pid, epoch, partitions, add=add)
-            for tp, error in answers.items():
-                if error is not ErrorCode.NONE:
-                    ps = broker.partitions.get(tp)
-                    if ps is not None:
-                        refused[tp], message = txn_verification.refuse(ps.core, unverified[tp],
-                                                                       error)
-                    else:
-                        refused[tp], message = txn_verification.produce_refusal(error)
-                    if message is not None:
-                        messages[tp] = message
-        guards = {tp: g for tp, g in unverified.items() if tp not in refused}
-        answer = _produce(broker, req, version, refused, verify=True, guards=guards,
+        step = await first if isinstance(first, asyncio.Future) else first
+        if isinstance(step, Ask):
+            by_producer: dict[tuple[int, int], list[tuple[str, int]]] = {}
+            for tp, guard in step.guards.items():
+                by_producer.setdefault((guard.producer_id, guard.producer_epoch),
+                                       []).append(tp)
+            errors: dict[tuple[str, int], ErrorCode] = {}
+            add = version >= IMPLICIT_ADD_VERSION
+            for (pid, epoch), partitions in by_producer.items():
+                errors.update(await broker.transactions.verify(txn_id, pid, epoch, partitions,
+                                                               add=add))
+            answered = produces.answered(token, errors)
+            assert answered is not None  # only this task gives its request up
+            step = answered
+        refused = {**denied, **{tp: error for tp, (error, _m) in step.refused.items()}}
+        messages = {tp: message for tp, (_e, message) in step.refused.items()
+                    if message is not None}
+        answer = _produce(broker, req, version, refused, verify=True, guards=step.guards,
                           messages=messages)  # appends (or refuses) now
     finally:
-        release()  # the next request of this producer may append; this one waits for acks
+        produces.give_up(token)  # the next request of this producer may append
     if answer is None:
         return []
     if isinstance(answer, list):
@@ -316,7 +263,7 @@ async def _verify_then_produce(broker: HandlerContext, req: ProduceRequest, vers
 
 def _produce(broker: HandlerContext, req: ProduceRequest, version: int,
              refused: dict[tuple[str, int], ErrorCode], *, verify: bool = False,
-             guards: dict[tuple[str, int], VerificationGuard] | None = None,
+             guards: Mapping[tuple[str, int], VerificationGuard] | None = None,
              messages: dict[tuple[str, int], str] | None = None
              ) -> list[bytes | memoryview] | Awaitable[list[bytes | memoryview]] | None:
     acks = req.acks
