@@ -23,6 +23,10 @@ from collections.abc import Callable
 
 from floodmark.broker.boundary import ClientConnection
 from floodmark.broker.config import BrokerConfig
+from floodmark.broker.setting_keys import (
+    CONNECTION_FAILED_AUTHENTICATION_DELAY_MS,
+    SASL_OAUTHBEARER_JWKS_ENDPOINT_REFRESH_MS,
+)
 from floodmark.controller import Credentials, Tokens
 from floodmark.security import (
     JWKS_URL_SETTING,
@@ -85,8 +89,7 @@ class Authentication:
             self._oauth = oauth_settings(self._config.get)
             url = str(self._config.get(JWKS_URL_SETTING) or "")
             if url:
-                self._key_set = KeySet(url, self._config.get_int(
-                    "sasl.oauthbearer.jwks.endpoint.refresh.ms"))
+                self._key_set = KeySet(url, self._config.value(SASL_OAUTHBEARER_JWKS_ENDPOINT_REFRESH_MS))
                 log.info("SASL/OAUTHBEARER: %d key(s) from %s", len(self._key_set.keys()), url)
             if self._oauth.allow_unsecured:
                 log.warning("SASL/OAUTHBEARER accepts unsecured tokens (alg none): anyone can "
@@ -130,7 +133,7 @@ class Authentication:
         """One line for the log, then the connection closes after
         ``connection.failed.authentication.delay.ms`` once the answers written are sent
         (requests meanwhile are dropped)."""
-        delay_ms = self._config.get_int("connection.failed.authentication.delay.ms")
+        delay_ms = self._config.value(CONNECTION_FAILED_AUTHENTICATION_DELAY_MS)
         repeats = self._repeats.seen(conn.peer.rsplit(":", 1)[0], conn.listener_name, why)
         if repeats is not None:
             log.warning("SASL authentication of %s on listener %s failed: %s; closing in %d ms%s",

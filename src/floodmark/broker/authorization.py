@@ -33,6 +33,12 @@ from floodmark.broker.context import Handler, HandlerContext
 from floodmark.broker.handlers import HANDLERS, data, replication
 from floodmark.broker.handlers.delegation_tokens.create import owner_of, refused
 from floodmark.broker.replica_fetcher import replica_of
+from floodmark.broker.setting_keys import (
+    ALLOW_EVERYONE_IF_NO_ACL_FOUND,
+    AUTHORIZER_CLASS_NAME,
+    AUTO_CREATE_TOPICS_ENABLE,
+    SUPER_USERS,
+)
 from floodmark.errors import ErrorCode
 from floodmark.security import (
     AUTHORIZED_OPERATIONS_OMITTED,
@@ -103,9 +109,9 @@ class Authorization:
     def configured(cls, ctx: HandlerContext) -> Authorization | None:
         """None when ``authorizer.class.name`` is unset: nothing is checked, as today."""
         settings = authorizer_settings(
-            str(ctx.config.get("authorizer.class.name") or ""),
-            str(ctx.config.get("super.users") or ""),
-            ctx.config.get_bool("allow.everyone.if.no.acl.found"))
+            str(ctx.config.value(AUTHORIZER_CLASS_NAME) or ""),
+            str(ctx.config.value(SUPER_USERS) or ""),
+            ctx.config.value(ALLOW_EVERYONE_IF_NO_ACL_FOUND))
         return None if settings is None else cls(settings, ctx)
 
     def caller(self, conn: ClientConnection) -> Caller:
@@ -267,7 +273,7 @@ def _metadata(caller: Caller, header: RequestHeader, req: WireRequest,
     existing = ctx.controller.topics()
     may_create_all = caller.may_cluster(Op.CREATE)
     auto_create = bool(getattr(req, "allow_auto_topic_creation", True)) and \
-        ctx.config.get_bool("auto.create.topics.enable")
+        ctx.config.value(AUTO_CREATE_TOPICS_ENABLE)
     refused_names: list[str] = []
     finish: Finish | None = None
     if req.topics is not None and not (header.api_version == 0 and not req.topics):

@@ -40,6 +40,35 @@ from floodmark.broker.purgatory import FetchPurgatory
 from floodmark.broker.quotas import ClientQuotas
 from floodmark.broker.replica_fetcher import ReplicaManager, replica_of
 from floodmark.broker.server import Connection, start_listener
+from floodmark.broker.setting_keys import (
+    DEFAULT_REPLICATION_FACTOR,
+    GROUP_CONSUMER_ASSIGNORS,
+    GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS,
+    GROUP_CONSUMER_MAX_SIZE,
+    GROUP_CONSUMER_MIGRATION_POLICY,
+    GROUP_CONSUMER_SESSION_TIMEOUT_MS,
+    GROUP_INITIAL_REBALANCE_DELAY_MS,
+    GROUP_MAX_SESSION_TIMEOUT_MS,
+    GROUP_MAX_SIZE,
+    GROUP_MIN_SESSION_TIMEOUT_MS,
+    GROUP_SHARE_ENABLE,
+    LOG_CHECKPOINT_INTERVAL_MS,
+    LOG_CLEANER_BACKOFF_MS,
+    LOG_CLEANER_ENABLE,
+    LOG_RETENTION_CHECK_INTERVAL_MS,
+    MAX_INCREMENTAL_FETCH_SESSION_CACHE_SLOTS,
+    MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS,
+    MIN_INSYNC_REPLICAS,
+    NUM_NETWORK_THREADS,
+    NUM_PARTITIONS,
+    QUOTA_WINDOW_NUM,
+    QUOTA_WINDOW_SIZE_SECONDS,
+    REPLICA_LAG_TIME_MAX_MS,
+    SOCKET_REQUEST_MAX_BYTES,
+    TRANSACTION_ABORT_TIMED_OUT_TRANSACTION_CLEANUP_INTERVAL_MS,
+    TRANSACTION_MAX_TIMEOUT_MS,
+    TRANSACTIONAL_ID_EXPIRATION_MS,
+)
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import (
     INTERNAL_TOPICS,
@@ -114,8 +143,8 @@ class Broker:
         self.partition_timers = PartitionTimers()  # when each partition's work is next due
         self.purgatory = FetchPurgatory()
         self.fetch_sessions = FetchSessionCache(
-            config.get_int("max.incremental.fetch.session.cache.slots"),
-            config.get_int("min.incremental.fetch.session.eviction.ms"))
+            config.value(MAX_INCREMENTAL_FETCH_SESSION_CACHE_SLOTS),
+            config.value(MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS))
         # __consumer_offsets partition -> the leader epoch at which this broker loaded it: it
         # coordinates that partition's groups only while it leads at that epoch.
         self.offsets_loaded: dict[int, int] = {}
@@ -130,7 +159,7 @@ class Broker:
         self.connections: set[Connection] = set()
         self.authentication = Authentication(config, lambda: self.controller.scram_credentials(),
                                              lambda: self.controller.delegation_token_infos())
-        self.max_request_bytes = config.get_int("socket.request.max.bytes")
+        self.max_request_bytes = config.value(SOCKET_REQUEST_MAX_BYTES)
         self.storage = storage_glue.Storage(self.data_dir, config)
         self._servers: list[asyncio.Server | TlsServer] = []
         self._stopping: asyncio.Event | None = None
@@ -159,8 +188,8 @@ class Broker:
         self.authorization = Authorization.configured(self)
         # client quotas (metadata records): applied where the response is sent (broker/quotas)
         self.quotas = ClientQuotas(self.controller.client_quotas, self.now_ms,
-                                   config.get_int("quota.window.num"),
-                                   config.get_int("quota.window.size.seconds") * 1000)
+                                   config.value(QUOTA_WINDOW_NUM),
+                                   config.value(QUOTA_WINDOW_SIZE_SECONDS) * 1000)
 
     # -- the coordinators, built at first use -----------------------------------------------------
     def built(self, name: str) -> bool:
@@ -181,10 +210,10 @@ class Broker:
 
         config = self.config
         return GroupCoordinator(
-            initial_rebalance_delay_ms=config.get_int("group.initial.rebalance.delay.ms"),
-            min_session_timeout_ms=config.get_int("group.min.session.timeout.ms"),
-            max_session_timeout_ms=config.get_int("group.max.session.timeout.ms"),
-            max_size=config.get_int("group.max.size"),
+            initial_rebalance_delay_ms=config.value(GROUP_INITIAL_REBALANCE_DELAY_MS),
+            min_session_timeout_ms=config.value(GROUP_MIN_SESSION_TIMEOUT_MS),
+            max_session_timeout_ms=config.value(GROUP_MAX_SESSION_TIMEOUT_MS),
+            max_size=config.value(GROUP_MAX_SIZE),
             persist=functools.partial(group_apis.store_group, self),
             clock_ms=now_ms,  # the records' state timestamps are wall-clock time (as Kafka's)
         )
@@ -200,13 +229,13 @@ class Broker:
 
         config = self.config
         return ConsumerGroupCoordinator(CoreConfig(
-            session_timeout_ms=config.get_int("group.consumer.session.timeout.ms"),
-            heartbeat_interval_ms=config.get_int("group.consumer.heartbeat.interval.ms"),
-            assignors=consumer_group_assignors(config.get("group.consumer.assignors")),
+            session_timeout_ms=config.value(GROUP_CONSUMER_SESSION_TIMEOUT_MS),
+            heartbeat_interval_ms=config.value(GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS),
+            assignors=consumer_group_assignors(config.value(GROUP_CONSUMER_ASSIGNORS)),
             migration_policy=MigrationPolicy.parse(
-                config.get("group.consumer.migration.policy")),
-            max_size=config.get_int("group.consumer.max.size"),
-            classic_max_size=config.get_int("group.max.size")))
+                config.value(GROUP_CONSUMER_MIGRATION_POLICY)),
+            max_size=config.value(GROUP_CONSUMER_MAX_SIZE),
+            classic_max_size=config.value(GROUP_MAX_SIZE)))
 
     @functools.cached_property
     def transactions(self) -> BrokerTxnCoordinator:
@@ -217,10 +246,9 @@ class Broker:
         config = self.config
         coordinator = BrokerTxnCoordinator(
             self, functools.partial(data.append_partition, self),
-            max_timeout_ms=config.get_int("transaction.max.timeout.ms"),
-            cleanup_interval_ms=config.get_int(
-                "transaction.abort.timed.out.transaction.cleanup.interval.ms"),
-            expiration_ms=config.get_int("transactional.id.expiration.ms"))
+            max_timeout_ms=config.value(TRANSACTION_MAX_TIMEOUT_MS),
+            cleanup_interval_ms=config.value(TRANSACTION_ABORT_TIMED_OUT_TRANSACTION_CLEANUP_INTERVAL_MS),
+            expiration_ms=config.value(TRANSACTIONAL_ID_EXPIRATION_MS))
         if self._serving and not self._closing:
             coordinator.start()
         return coordinator
@@ -268,7 +296,7 @@ class Broker:
         asks, and the answer does not build them."""
         if self.built("share_groups"):
             return self.share_groups.settings.enabled
-        return self.config.get_bool("group.share.enable")
+        return self.config.value(GROUP_SHARE_ENABLE)
 
     def _leads_any(self, topic: str) -> bool:
         return any(t == topic and ps.core.is_leader for (t, _), ps in self.partitions.items())
@@ -301,9 +329,9 @@ class Broker:
             topic, index, self.node_id, plog, hooks=self, min_insync_replicas=min_isr,
             topic_configs=dict(configs),
             checkpointed_high_watermark=hw, truncation=self.config.truncation,
-            replica_lag_time_max_ms=self.config.get_int("replica.lag.time.max.ms"),
+            replica_lag_time_max_ms=self.config.value(REPLICA_LAG_TIME_MAX_MS),
             flush_check_interval_ms=FLUSH_CHECK_INTERVAL_MS,
-            checkpoint_interval_ms=self.config.get_int("log.checkpoint.interval.ms"),
+            checkpoint_interval_ms=self.config.value(LOG_CHECKPOINT_INTERVAL_MS),
             opened_ms=self.now_ms(), timers=self.partition_timers)
         self.partitions[(topic, index)] = ps
         self.partition_timers.arm((topic, index), ps.driver.next_deadline_ms())
@@ -349,7 +377,7 @@ class Broker:
             server = await start_listener(
                 ep.host or self.config.listen_host, ep.port, dispatch, self.max_request_bytes,
                 self._connection_opened, self.connections.discard, ep, tls.get(ep.name),
-                self.config.get_int("num.network.threads"))
+                self.config.value(NUM_NETWORK_THREADS))
             self._servers.append(server)
             self.bound_ports[ep.name] = server.sockets[0].getsockname()[1]
         self.bound_port = self.bound_ports[listeners.listeners[0].name]
@@ -363,7 +391,7 @@ class Broker:
         self._serving = True  # from here a coordinator built at first use starts at once
         if self.built("transactions"):
             self.transactions.start()
-        if self.config.get("log.cleaner.enable"):
+        if self.config.value(LOG_CLEANER_ENABLE):
             self._tasks.append(asyncio.create_task(self._cleaner()))
         self.membership.start(self.bound_port, ready)
         await self._stopping.wait()
@@ -381,7 +409,7 @@ class Broker:
         """The broker-wide periodic work, and every partition's own (``Partition.tick``, when
         its ``next_deadline_ms`` is due: ISR shrink, produce timeouts, flush, HW checkpoint).
         Sleeps until the earliest partition deadline, between 10 ms and 500 ms."""
-        retention_s = self.config.get_int("log.retention.check.interval.ms") / 1000
+        retention_s = self.config.value(LOG_RETENTION_CHECK_INTERVAL_MS) / 1000
         last_retention = time.monotonic()
         while True:
             await asyncio.sleep(self._periodic_sleep_s())
@@ -524,7 +552,7 @@ class Broker:
         plan and the segment swaps run on the event loop; reading and rewriting the data runs
         on a worker thread, so produce and fetch go on meanwhile."""
         while True:  # log.cleaner.backoff.ms is dynamic: read every round
-            await asyncio.sleep(self.config.get_int("log.cleaner.backoff.ms") / 1000)
+            await asyncio.sleep(self.config.value(LOG_CLEANER_BACKOFF_MS) / 1000)
             for ps in list(self.partitions.values()):
                 if ps.log.config.compact:
                     await self.clean_log(ps)
@@ -773,7 +801,7 @@ class Broker:
         if ps.topic_configs == configs and not force:
             return
         log_config, min_isr = topic_log_config(
-            configs, self.storage.base_config, self.config.get_int("min.insync.replicas"))
+            configs, self.storage.base_config, self.config.value(MIN_INSYNC_REPLICAS))
         ps.reconfigure(log_config, min_isr, self.now_ms())
         ps.topic_configs = dict(configs)
         if not force:
@@ -850,9 +878,9 @@ class Broker:
             raise KafkaError(ErrorCode.INVALID_REQUEST, "a manual replica assignment comes "
                              "with num_partitions and replication_factor -1")
         if num_partitions == -1:
-            num_partitions = self.config.get_int("num.partitions")
+            num_partitions = self.config.value(NUM_PARTITIONS)
         if replication_factor == -1:
-            replication_factor = self.config.get_int("default.replication.factor")
+            replication_factor = self.config.value(DEFAULT_REPLICATION_FACTOR)
         configs = self.storage.validate_topic_configs(configs)
         if name in INTERNAL_TOPICS:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"{name} is internal")

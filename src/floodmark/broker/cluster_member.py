@@ -51,6 +51,16 @@ from floodmark.broker.metadata import Controller
 from floodmark.broker.partition_state import PartitionState
 from floodmark.broker.replica_fetcher import ReplicaManager
 from floodmark.broker.replica_fetcher_thread import ReplicaFetchConfig
+from floodmark.broker.setting_keys import (
+    ELIGIBLE_LEADER_REPLICAS_VERSION,
+    OFFSETS_TOPIC_NUM_PARTITIONS,
+    SHARE_COORDINATOR_STATE_TOPIC_MIN_ISR,
+    SHARE_COORDINATOR_STATE_TOPIC_NUM_PARTITIONS,
+    SHARE_COORDINATOR_STATE_TOPIC_REPLICATION_FACTOR,
+    TRANSACTION_STATE_LOG_MIN_ISR,
+    TRANSACTION_STATE_LOG_NUM_PARTITIONS,
+    TRANSACTION_STATE_LOG_REPLICATION_FACTOR,
+)
 from floodmark.controller import (
     ControllerClient,
     MetadataRecord,
@@ -617,20 +627,18 @@ class ClusterMembership(MembershipBase):
         live = len(self.controller_client.image.acceptable_brokers())
         configs: Configs = {"cleanup.policy": "compact"}
         if key_type is CoordinatorType.GROUP:
-            n = self.host.config.get_int("offsets.topic.num.partitions")
+            n = self.host.config.value(OFFSETS_TOPIC_NUM_PARTITIONS)
             rf = max(1, min(3, live))
         elif key_type is CoordinatorType.TRANSACTION:
-            n = self.host.config.get_int("transaction.state.log.num.partitions")
-            rf = max(1, min(self.host.config.get_int(
-                "transaction.state.log.replication.factor"), live))
+            n = self.host.config.value(TRANSACTION_STATE_LOG_NUM_PARTITIONS)
+            rf = max(1, min(self.host.config.value(TRANSACTION_STATE_LOG_REPLICATION_FACTOR), live))
             configs["min.insync.replicas"] = min(
-                rf, self.host.config.get_int("transaction.state.log.min.isr"))
+                rf, self.host.config.value(TRANSACTION_STATE_LOG_MIN_ISR))
         else:  # KIP-932's share coordinator
-            n = self.host.config.get_int("share.coordinator.state.topic.num.partitions")
-            rf = max(1, min(self.host.config.get_int(
-                "share.coordinator.state.topic.replication.factor"), live))
+            n = self.host.config.value(SHARE_COORDINATOR_STATE_TOPIC_NUM_PARTITIONS)
+            rf = max(1, min(self.host.config.value(SHARE_COORDINATOR_STATE_TOPIC_REPLICATION_FACTOR), live))
             configs["min.insync.replicas"] = min(
-                rf, self.host.config.get_int("share.coordinator.state.topic.min.isr"))
+                rf, self.host.config.value(SHARE_COORDINATOR_STATE_TOPIC_MIN_ISR))
         try:
             await self.controller_client.create_topic(name, n, rf, configs)
         except KafkaError as exc:
@@ -686,7 +694,7 @@ def main(argv: list[str] | None = None) -> int:
                                    overrides=[f"process.roles={roles}", *args.overrides],
                                    node_id=args.node_id)
         # A bad eligible.leader.replicas.version is one line, broker or combined.
-        eligible_leader_replicas_enabled(config.get("eligible.leader.replicas.version"))
+        eligible_leader_replicas_enabled(config.value(ELIGIBLE_LEADER_REPLICAS_VERSION))
         # Combined: the controller takes this node's own min.insync.replicas and
         # eligible.leader.replicas.version unless its flags say otherwise.
         setup = controller_setup(args, args.node_id, config.get) if combined else None

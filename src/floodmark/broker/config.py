@@ -14,8 +14,10 @@ import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import overload
 
 from floodmark.address import parse_host_port
+from floodmark.broker.setting_keys import BoolKey, IntKey, RawKey
 from floodmark.controller import broker_rack
 from floodmark.replication import DEFAULT_TRUNCATION, Truncation
 from floodmark.security import (
@@ -98,6 +100,21 @@ class BrokerConfig:
             if name in layer:
                 return layer[name]
         return self.settings.get(name, DEFAULTS.get(name))
+
+    @overload
+    def value(self, key: IntKey) -> int: ...
+    @overload
+    def value(self, key: BoolKey) -> bool: ...
+    @overload
+    def value(self, key: RawKey) -> ConfigValue: ...
+
+    def value(self, key: IntKey | BoolKey | RawKey) -> int | bool | ConfigValue:
+        """A setting in force, by its typed key (``broker.setting_keys``)."""
+        if isinstance(key, IntKey):
+            return self.get_int(key.name)
+        if isinstance(key, BoolKey):
+            return self.get_bool(key.name)
+        return self.get(key.name)
 
     def get_int(self, name: str) -> int:
         """An INT or LONG setting in force (``validate`` checked its type at start)."""

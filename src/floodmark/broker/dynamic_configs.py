@@ -11,6 +11,7 @@ import logging
 
 from floodmark.broker.config import Configs, validate_dynamic
 from floodmark.broker.context import BrokerCore
+from floodmark.broker.setting_keys import LOG_CLEANER_DEDUPE_BUFFER_SIZE
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.settings import dynamic_layer
 from floodmark.storage import LogConfig
@@ -71,7 +72,7 @@ def apply(broker: BrokerCore) -> bool:
         return False
     broker.storage.base_config = base
     broker.storage.cleaner.max_map_keys = broker.storage.cleaner.keys_for(
-        broker.config.get_int("log.cleaner.dedupe.buffer.size"))
+        broker.config.value(LOG_CLEANER_DEDUPE_BUFFER_SIZE))
     for ps in list(broker.partitions.values()):
         broker.reconfigure_partition(ps, ps.topic_configs, force=True)
     log.info("broker %d: dynamic broker configs now cluster default %s, this broker %s",

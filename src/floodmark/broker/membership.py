@@ -16,6 +16,11 @@ from pathlib import Path
 from floodmark.broker import dynamic_configs
 from floodmark.broker.context import BrokerInfo, MembershipBase, PartitionKey
 from floodmark.broker.metadata import Controller, LocalController
+from floodmark.broker.setting_keys import (
+    OFFSETS_TOPIC_NUM_PARTITIONS,
+    SHARE_COORDINATOR_STATE_TOPIC_NUM_PARTITIONS,
+    TRANSACTION_STATE_LOG_NUM_PARTITIONS,
+)
 from floodmark.errors import KafkaError
 from floodmark.metadata import OFFSETS_TOPIC, CoordinatorType
 from floodmark.records import CorruptRecordError
@@ -47,7 +52,7 @@ class LocalMembership(MembershipBase):
         controller = self._local
         self.metadata_changed()
         if OFFSETS_TOPIC not in controller.topics():
-            n = host.config.get_int("offsets.topic.num.partitions")
+            n = host.config.value(OFFSETS_TOPIC_NUM_PARTITIONS)
             controller.create_topic_now(OFFSETS_TOPIC, n, 1, {"cleanup.policy": "compact"})
             self.metadata_changed()
         dynamic_configs.apply(host)  # KIP-226 dynamic broker configs from the metadata
@@ -126,9 +131,9 @@ class LocalMembership(MembershipBase):
         """A single broker coordinates every group and transactional id."""
         if key_type is not CoordinatorType.GROUP and key_type.topic not in \
                 self._local.topics():
-            n = self.host.config.get_int(
-                "transaction.state.log.num.partitions" if key_type is CoordinatorType.TRANSACTION
-                else "share.coordinator.state.topic.num.partitions")
+            n = self.host.config.value(
+                TRANSACTION_STATE_LOG_NUM_PARTITIONS if key_type is CoordinatorType.TRANSACTION
+                else SHARE_COORDINATOR_STATE_TOPIC_NUM_PARTITIONS)
             self._local.create_topic_now(key_type.topic, n, 1, {"cleanup.policy": "compact"})
             self.metadata_changed()
         return self.host.node_id

@@ -22,6 +22,10 @@ from pathlib import Path
 
 from floodmark.broker.config import BrokerConfig, Configs, ConfigValue
 from floodmark.broker.partition_state import PartitionState
+from floodmark.broker.setting_keys import (
+    FLOODMARK_UNSAFE_POWER_LOSS_PAGE_CACHE,
+    LOG_CLEANER_DEDUPE_BUFFER_SIZE,
+)
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import TopicMeta
 from floodmark.settings import validate_topic_configs
@@ -168,7 +172,7 @@ class Storage:
         self.data_dir = data_dir
         # UNSAFE test mode: unsynced writes live in this process, so a SIGKILL is a power cut
         # (floodmark chaos run --faults power-loss).
-        page_cache = bool(config.get("floodmark.unsafe.power.loss.page.cache"))
+        page_cache = bool(config.value(FLOODMARK_UNSAFE_POWER_LOSS_PAGE_CACHE))
         self.fs = PageCacheFileSystem() if page_cache else RealFileSystem()
         # Fetch may sendfile from segment files only when they hold every byte.
         self.sendfile_capable = not page_cache
@@ -193,7 +197,7 @@ class Storage:
         self.moving: dict[tuple[str, int], FutureReplica] = {}
         # Log compaction: first dirty offsets (cleaner-offset-checkpoint) per partition.
         self.cleaner = LogCleaner(self.fs, str(data_dir),
-                                  config.get_int("log.cleaner.dedupe.buffer.size"))
+                                  config.value(LOG_CLEANER_DEDUPE_BUFFER_SIZE))
 
     def validate_topic_configs(self, configs: Mapping[str, ConfigValue]) -> Configs:
         """The registry's check (``floodmark.settings``), the one the controller applies too."""

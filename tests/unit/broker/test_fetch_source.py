@@ -19,7 +19,8 @@ from floodmark.errors import ErrorCode
 
 class Context:
     def __init__(self, selector: str | None) -> None:
-        self.config = SimpleNamespace(get=lambda name: {"replica.selector.class": selector}[name])
+        self.config = SimpleNamespace(
+            value=lambda key: {"replica.selector.class": selector}[key.name])
         self.listeners: list[str | None] = []
 
     def live_brokers(self, listener: str | None = None) -> list[dict[str, Any]]:

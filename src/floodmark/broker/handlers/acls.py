@@ -15,6 +15,7 @@ from collections.abc import Awaitable
 
 from floodmark.broker.boundary import ClientConnection, WireRequest, WireResponse
 from floodmark.broker.context import HandlerContext
+from floodmark.broker.setting_keys import AUTHORIZER_CLASS_NAME
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.security import AclBinding, AclBindingFilter, AclError, new_binding, new_filter
 from floodmark.wire import RequestHeader
@@ -25,7 +26,7 @@ _DISABLED = "No Authorizer is configured on the broker"
 
 
 def _enabled(broker: HandlerContext) -> bool:
-    return bool(str(broker.config.get("authorizer.class.name") or ""))
+    return bool(str(broker.config.value(AUTHORIZER_CLASS_NAME) or ""))
 
 
 def _filter(f: WireRequest) -> AclBindingFilter:

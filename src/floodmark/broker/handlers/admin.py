@@ -22,6 +22,7 @@ from floodmark.broker.config import (
     ConfigValue,
     render,
 )
+from floodmark.broker.setting_keys import AUTO_CREATE_TOPICS_ENABLE, NUM_PARTITIONS
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.features import FinalizedFeatures
 from floodmark.metadata import TopicMeta, validate_topic_name
@@ -132,7 +133,7 @@ def metadata(broker: HandlerContext, header: RequestHeader, req: WireRequest,
     topics_meta = broker.controller.topics()
     requested = req.topics
     auto_create = bool(getattr(req, "allow_auto_topic_creation", True)) and bool(
-        broker.config.get("auto.create.topics.enable"))
+        broker.config.value(AUTO_CREATE_TOPICS_ENABLE))
     missing = [t.name for t in requested or () if t.name is not None
                and t.name not in topics_meta] if auto_create else []
     if missing and not (requested is None or (header.api_version == 0 and not requested)):
@@ -298,7 +299,7 @@ async def create_topics(broker: HandlerContext, header: RequestHeader, req: Wire
             # (KIP-599: topic by topic); given back if the controller refuses the topic.
             mutations[len(results) - 1] = max(0, len(assignments) if assignments else (
                 int(t.num_partitions) if int(t.num_partitions) != -1
-                else broker.config.get_int("num.partitions")))
+                else broker.config.value(NUM_PARTITIONS)))
             _took(broker, bucket, mutations[len(results) - 1])
             creations[len(results) - 1] = _held(asyncio.ensure_future(broker.create_topic(
                 t.name, int(t.num_partitions), int(t.replication_factor), configs,

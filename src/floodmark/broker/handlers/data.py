@@ -26,6 +26,10 @@ from floodmark.broker.fetch_sessions import (
 )
 from floodmark.broker.fetch_sessions import topic_key as _topic_key
 from floodmark.broker.sendfile import LAZY_MIN_BYTES, SendfileParts
+from floodmark.broker.setting_keys import (
+    REPLICA_SELECTOR_CLASS,
+    TRANSACTION_PARTITION_VERIFICATION_ENABLE,
+)
 from floodmark.constants import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, READ_COMMITTED
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.replication import (
@@ -219,7 +223,7 @@ def _verifies(broker: HandlerContext, req: ProduceRequest, version: int) -> bool
     ``transaction.partition.verification.enable``) or implicit add (part 2: v12+)?"""
     return req.transactional_id is not None and (
         version >= IMPLICIT_ADD_VERSION
-        or broker.config.get_bool("transaction.partition.verification.enable"))
+        or broker.config.value(TRANSACTION_PARTITION_VERIFICATION_ENABLE))
 
 
 async def _verify_then_produce(broker: HandlerContext, req: ProduceRequest, version: int,
@@ -345,7 +349,7 @@ def fetch_source(broker: HandlerContext, version: int, req: WireRequest, replica
     if replica_id >= 0 or version < 11:
         return FetchSource(replica_id)
     rack = str(getattr(req, "rack_id", "") or "")
-    selector = broker.config.get("replica.selector.class")
+    selector = broker.config.value(REPLICA_SELECTOR_CLASS)
     if not rack or not selector:
         return FetchSource(replica_id, leader_only=False)
     racks = {int(b["node_id"]): b["rack"] for b in broker.live_brokers(listener)}

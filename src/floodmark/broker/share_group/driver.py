@@ -38,6 +38,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from floodmark.broker.config import BrokerConfig
+from floodmark.broker.setting_keys import GROUP_SHARE_ENABLE, GROUP_SHARE_MAX_SIZE
 from floodmark.broker.share_group.coordinator import (
     SHARE_GROUP_MAX_SIZE_DEFAULT,
     ShareGroupConfig,
@@ -415,7 +416,7 @@ def share_groups_of(config: BrokerConfig, persister: SharePersister,
                     store_records: StoreRecords) -> ShareGroups:
     """The broker's share groups from its settings (``settings.DEFAULTS``' group.share.*, the
     defaults of every share group's group configs)."""
-    settings = share_settings(config.get_bool("group.share.enable"),
+    settings = share_settings(config.value(GROUP_SHARE_ENABLE),
                               effective({}, config.get))
     return ShareGroups(settings, persister, store_records,
-                       config.get_int("group.share.max.size"))
+                       config.value(GROUP_SHARE_MAX_SIZE))

@@ -14,6 +14,10 @@ import hmac as hmac_lib
 from typing import TYPE_CHECKING
 
 from floodmark.broker.boundary import ClientConnection
+from floodmark.broker.setting_keys import (
+    DELEGATION_TOKEN_EXPIRY_TIME_MS,
+    DELEGATION_TOKEN_MAX_LIFETIME_MS,
+)
 from floodmark.controller import TokenInfo, TokenSettings
 from floodmark.errors import ErrorCode
 from floodmark.security import ANONYMOUS, KafkaPrincipal
@@ -50,8 +54,8 @@ def requester(conn: ClientConnection) -> KafkaPrincipal:
 
 
 def settings(ctx: HandlerContext) -> TokenSettings:
-    return TokenSettings(ctx.config.get_int("delegation.token.max.lifetime.ms"),
-                         ctx.config.get_int("delegation.token.expiry.time.ms"))
+    return TokenSettings(ctx.config.value(DELEGATION_TOKEN_MAX_LIFETIME_MS),
+                         ctx.config.value(DELEGATION_TOKEN_EXPIRY_TIME_MS))
 
 
 def hmac_of(ctx: HandlerContext, token: TokenInfo) -> bytes:
