@@ -29,16 +29,12 @@ round; then the median of the rounds' ratios. ``--variant NAME:opt=value,...`` a
 source with other options as one more source of every round. ``--task-timings`` reads the
 floodmark sources through a thin wrapper that writes, per Spark task, the wall time to its first
 Arrow batch, the wall and CPU time inside the source (Fetch waits + decode) and the time Spark
-spent between two batches (sending them to the JVM); that wrapper also takes the option
-``bench.firstFetchBytes`` (the size of a range's first Fetch, which no user option sets), e.g.
-``--variant first16m:bench.firstFetchBytes=16777216`` for the reader before issue 27's growing
-Fetch sizes.
+spent between two batches (sending them to the JVM).
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import shutil
@@ -421,10 +417,6 @@ def timed_source():  # type: ignore[no-untyped-def]
         def __init__(self, options: dict[str, str], path: str) -> None:
             super().__init__(options)
             self.timings_file = path
-            first = options.get("bench.firstfetchbytes")
-            if first is not None:  # the size of a range's first Fetch (no user option sets it)
-                client = dataclasses.replace(self.opts.client, first_fetch_bytes=int(first))
-                self.opts = dataclasses.replace(self.opts, client=client)
 
         def __getstate__(self):  # type: ignore[no-untyped-def]
             return {**super().__getstate__(), "timings_file": self.timings_file}
@@ -486,8 +478,6 @@ def main() -> int:
         SOURCE_FORMATS[name] = "floodmark"
         SOURCE_LABELS[name] = f"floodmark source ({name})"
         SOURCE_OPTIONS[name] = dict(kv.split("=", 1) for kv in opts.split(","))
-        if any(k.startswith("bench.") for k in SOURCE_OPTIONS[name]) and not args.task_timings:
-            ap.error(f"--variant {spec!r}: bench.* options need --task-timings")
         sources.insert(sources.index("jvm") if "jvm" in sources else len(sources), name)
 
     floodmark.spark.prepare_environment()
@@ -669,6 +659,11 @@ def main() -> int:
                   f"{args.max_offsets_per_trigger:,}, in rounds side by side (wall s incl. query "
                   "start; steady rows/s; CPU s per 1,000,000 rows of the Spark JVM / its Python "
                   "workers / the broker)")
+        if rounds:
+            # one stream of each, not counted: the streaming code paths' first run (the JVM's
+            # JIT above all: the JVM connector's first stream ran 2-5x slower than its later ones)
+            for what in stream_order:
+                stream(what)
         for r in range(rounds):
             print(f"  round {r + 1}, load average {load_average()}")
             for what in stream_order:  # side by side, the ceiling's stream too

@@ -26,7 +26,7 @@ from floodmark.constants import READ_COMMITTED
 from floodmark.errors import ErrorCode, FloodmarkError
 from floodmark.security.client_security import ClientSecurity
 from floodmark.spark.decode import BATCH_HEADER_BYTES, batches_in_range, visible_rows
-from floodmark.spark.fetch_sizes import FIRST_FETCH_BYTES, FetchSizes
+from floodmark.spark.fetch_sizes import FetchSizes
 from floodmark.spark.heap import keep_freed_memory
 
 log = logging.getLogger(__name__)
@@ -53,8 +53,13 @@ carry (decoded once, handed to Spark in slices: ``arrow_slices``). Kafka's consu
 CPU in the reader (its per-request work) and in the broker (per 1,000,000 rows of 100 B, reader
 0.158 -> 0.133 s, broker 0.090 -> 0.030 s; docs/spark.md, "Performance"), at the price of up to
 two answers (the one decoded, the one prefetched) and one decoded batch of that size in memory
-per task. A range's first Fetch is smaller and the later ones grow to this (``fetch_sizes``), so
-a streaming micro-batch's task does not wait for one answer of this size before its first rows."""
+per task. Streaming reads default to ``STREAM_FETCH_MAX_BYTES`` instead."""
+
+STREAM_FETCH_MAX_BYTES = 2 * 1024 * 1024
+"""The default of ``kafka.fetch.max.bytes`` in a streaming query: 2 MiB answers, one Arrow slice
+each (``ARROW_BATCH_BYTES``), the next one fetched while Spark takes in the current one. Against
+16 MiB answers, side by side over ten rounds (issue 27, docs/spark.md): micro-batches 0.88 of the
+streaming ceiling (median) against 0.79-0.82, and as fast or faster in 6 of 10 rounds."""
 
 
 @dataclass(frozen=True)
@@ -66,8 +71,6 @@ class ClientConfig:
     request_timeout_ms: int = 30_000
     isolation_level: int = 0
     fetch_max_bytes: int = FETCH_MAX_BYTES
-    first_fetch_bytes: int = FIRST_FETCH_BYTES
-    """The first Fetch of each range (``fetch_sizes``); no user option sets it."""
     max_wait_ms: int = 500
     poll_timeout_ms: int = 120_000
     truncation_grace_ms: int = 10_000
@@ -139,13 +142,13 @@ def read_range(
     """Yield Arrow batches with every record at offsets [start, end) that the broker still has.
 
     The next Fetch is sent (on a helper thread) before the current response is decoded, so the
-    network wait overlaps the decoding and Spark's taking in of the current answer's rows. The
-    first Fetch is small and the later ones grow (``fetch_sizes``).
+    network wait overlaps the decoding and Spark's taking in of the current answer's rows. No
+    Fetch asks for much more than the range has left (``fetch_sizes``).
     """
     keep_freed_memory()  # the decoder's buffers reuse freed pages (spark/heap.py)
     client = client_for(cfg)
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"fetch-{topic}-{partition}")
-    sizes = FetchSizes(cfg.first_fetch_bytes, cfg.fetch_max_bytes)
+    sizes = FetchSizes(cfg.fetch_max_bytes)
 
     def fetch_at(off: int) -> Future[FetchedPartition]:
         return pool.submit(client.fetch, topic, partition, off, max_bytes=sizes.ask(off, end),

@@ -1,5 +1,5 @@
-"""spark/fetch_sizes.py: a range's Fetch sizes start small, double up to fetch.max.bytes, and
-never ask for much more than the range has left."""
+"""spark/fetch_sizes.py: a range's Fetches ask fetch.max.bytes, but never much more than the
+range has left."""
 
 from __future__ import annotations
 
@@ -24,46 +24,42 @@ def _read(sizes: FetchSizes, start: int, end: int, log_end: int) -> list[int]:
     return asked
 
 
-def test_sizes_double_from_the_first_up_to_fetch_max_bytes() -> None:
-    """A batch read of a whole partition: 1, 2, 4, 8, 16, 16... MiB, the last one cut to what
-    the range has left."""
+def test_a_whole_partition_is_read_in_answers_of_fetch_max_bytes() -> None:
     n = 70 * MIB // ROW_BYTES
-    asked = _read(FetchSizes(1 * MIB, 16 * MIB), 0, n, log_end=n)
-    assert asked[:7] == [1 * MIB, 2 * MIB, 4 * MIB, 8 * MIB, 16 * MIB, 16 * MIB, 16 * MIB]
-    assert len(asked) == 8
-    assert asked[-1] < 16 * MIB
+    asked = _read(FetchSizes(16 * MIB), 0, n, log_end=n)
+    assert asked[:4] == [16 * MIB] * 4
+    assert len(asked) == 5
+    assert asked[-1] < 16 * MIB  # the ~6 MiB left, and a margin
 
 
 def test_a_range_inside_the_log_asks_for_little_more_than_it_has_left() -> None:
-    """A micro-batch's range of 125,000 offsets (16 MB) in a longer log: the Fetch after 1+2+4+8
-    MiB asks for the ~1 MB left plus a margin, not 16 MiB of records the task would throw away;
-    what the broker sends past ``end`` in all is within the margins."""
-    end = 125_000
-    asked = _read(FetchSizes(1 * MIB, 16 * MIB), 0, end, log_end=10 * end)
-    assert asked[:4] == [1 * MIB, 2 * MIB, 4 * MIB, 8 * MIB]
-    assert len(asked) == 5
-    left = (end - sum(a // ROW_BYTES for a in asked[:4])) * ROW_BYTES
-    assert left <= asked[4] <= left + left // 8 + REST_MARGIN_BYTES
-    assert sum(asked) - end * ROW_BYTES < 2 * (left // 8 + REST_MARGIN_BYTES)
-
-
-def test_first_fetch_never_exceeds_fetch_max_bytes() -> None:
-    assert FetchSizes(1 * MIB, 100_000).ask(0, 10**9) == 100_000
-    sizes = FetchSizes(16 * MIB, 16 * MIB)  # a first Fetch as large as the rest: no growth
-    assert _read(sizes, 0, 300_000, log_end=300_000)[:2] == [16 * MIB, 16 * MIB]
+    """A range of 150,000 offsets (19.5 MB) in a longer log: after one answer of 16 MiB, the
+    next asks for the ~2.7 MB left plus a margin, not 16 MiB of records the task would throw
+    away."""
+    end = 150_000
+    asked = _read(FetchSizes(16 * MIB), 0, end, log_end=10 * end)
+    assert len(asked) == 2
+    left = (end - asked[0] // ROW_BYTES) * ROW_BYTES
+    assert left <= asked[1] <= left + left // 8 + REST_MARGIN_BYTES
 
 
 def test_an_answer_without_progress_makes_the_next_fetch_ask_fetch_max_bytes() -> None:
-    """A batch larger than the small first ask, cut by a broker instead of sent whole: the next
-    Fetch asks for the whole fetch.max.bytes, where the batch fits."""
-    sizes = FetchSizes(1 * MIB, 16 * MIB)
-    assert sizes.ask(0, 1000) == 1 * MIB
-    sizes.answered(0, 0, 0, 0)
-    assert sizes.ask(0, 1000) == 16 * MIB
+    """A batch larger than the guess, cut by a broker instead of sent whole: the next Fetch asks
+    for the whole fetch.max.bytes, where the batch fits; the guess comes back after progress."""
+    sizes = FetchSizes(16 * MIB)
+    sizes.answered(0, 1000, 1000 * ROW_BYTES, 1000)
+    assert sizes.ask(1000, 1010) == 10 * ROW_BYTES + REST_MARGIN_BYTES + 10 * ROW_BYTES // 8
+    sizes.answered(1000, 1000, 0, 0)
+    assert sizes.ask(1000, 1010) == 16 * MIB
+    sizes.answered(1000, 1005, 5 * ROW_BYTES, 5)
+    assert sizes.ask(1005, 1010) < 16 * MIB
 
 
-def test_a_guess_never_asks_less_than_one_byte() -> None:
-    sizes = FetchSizes(1 * MIB, 16 * MIB)
-    sizes.answered(0, 10, 0, 10)  # ten offsets in no bytes
-    assert sizes.ask(10, 11) == REST_MARGIN_BYTES
-    assert sizes.ask(10, 11) >= 1
+def test_a_guess_is_never_above_fetch_max_bytes_nor_below_one_byte() -> None:
+    sizes = FetchSizes(100_000)
+    assert sizes.ask(0, 10**9) == 100_000
+    sizes.answered(0, 10, 1_000_000, 10)
+    assert sizes.ask(10, 10**9) == 100_000
+    empty = FetchSizes(16 * MIB)
+    empty.answered(0, 10, 0, 10)  # ten offsets in no bytes
+    assert empty.ask(10, 11) == REST_MARGIN_BYTES
