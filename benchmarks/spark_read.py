@@ -20,7 +20,7 @@ topic in the same SparkSession, and the ratio floodmark / JVM connector is print
 Streaming against the JVM connector on a loaded machine (issue 27):
 
     .venv/bin/python benchmarks/spark_read.py --broker floodmark --source both --streaming-only \
-        --repeat 5 [--variant 2m:kafka.fetch.max.bytes=2097152] [--task-timings]
+        --repeat 5 [--variant 16m:kafka.fetch.max.bytes=16777216] [--task-timings]
 
 runs the streams in rounds (floodmark, JVM, ceiling, floodmark, JVM, ceiling, ...), and prints for
 every round its load average, each stream's wall and steady rows/s, the CPU seconds per 1,000,000
@@ -463,7 +463,7 @@ def main() -> int:
                          "rounds (no raw Fetch, no librdkafka, no batch count())")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME:OPT=VALUE,...",
                     help="the floodmark source with these options as one more source, e.g. "
-                         "2m:kafka.fetch.max.bytes=2097152 (repeatable)")
+                         "16m:kafka.fetch.max.bytes=16777216 (repeatable)")
     ap.add_argument("--task-timings", action="store_true",
                     help="streaming: time each floodmark task (first batch, inside the source, "
                          "inside Spark) through a thin wrapper source")
