@@ -39,7 +39,7 @@ from prometheus_client.registry import Collector
 from floodmark.address import parse_host_port
 from floodmark.errors import ErrorCode
 from floodmark.metrics_flags import basic_auth_ok
-from floodmark.wire.api_table import ApiKey
+from floodmark.wire import ApiKey
 
 # Kafka's RequestMetrics TotalTimeMs, as histogram buckets in milliseconds.
 LATENCY_BUCKETS_MS: tuple[float, ...] = (0.5, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 5000)

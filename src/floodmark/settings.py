@@ -30,7 +30,7 @@ from typing import Any
 
 from floodmark.config_rules import NOT_FOR_BROKER_DEFAULT, RULES, Rule, refusal
 from floodmark.errors import ErrorCode, KafkaError
-from floodmark.storage.config import LogConfig
+from floodmark.storage import LogConfig
 
 LONG_MAX = 9_223_372_036_854_775_807
 

@@ -37,6 +37,12 @@ class History:
                         generation=generation, member=member or f"m-{process}",
                         assigned=[[T, p] for p in partitions or (0,)])
 
+    def assign_kip848(self, process: str, member_epoch: int, *partitions: int) -> int:
+        """A KIP-848 member's span: its member epoch, no generation."""
+        return self.add(process=process, type="ok", f="rebalance", group=G, generation=None,
+                        member_epoch=member_epoch, member=f"m-{process}",
+                        assigned=[[T, p] for p in partitions])
+
     def revoke(self, process: str) -> int:
         return self.add(process=process, type="ok", f="revoke", group=G, partitions=[[T, 0]])
 
@@ -93,6 +99,7 @@ def test_clean_group_history_with_a_rebalance() -> None:
     result = check_group(h.events, group=G)
     assert result.valid, bad(result)
     assert result.group["spans"] == 2 and result.group["generations"] == 2
+    assert result.group["lag_at_end"] == 0
     assert result.group["commits"] == {"ok": 4, "fail": 0, "info": 0}
 
 
@@ -275,6 +282,7 @@ def test_committed_offset_going_backwards() -> None:
     assert bad(result) == {"commit_backwards": 2}, bad(result)
     kinds = sorted(x["kind"] for x in result.anomalies["commit_backwards"])
     assert kinds == ["commit", "final"]
+    assert result.group["lag_at_end"] == 4  # the final log ends at 6, the group at 2
 
 
 def test_group_that_forgot_its_committed_offsets() -> None:
@@ -316,3 +324,77 @@ def test_generation_from_librdkafka_group_metadata() -> None:
     assert generation_of(metadata) == 7
     assert generation_of(b"nonsense") is None and generation_of(None) is None
     assert generation_of(b"CGMDv2:\x01") is None
+
+
+# -- both protocols in one group (``--group-protocol mixed``) ----------------------------------
+
+
+def test_a_group_converting_both_ways_with_one_owner_per_epoch_is_valid() -> None:
+    """A consumer member at epoch 1, classic members of the consumer group at their member
+    epoch 3, the downgrade (a classic generation 4), an upgrade at 6 and a KIP-848 member at 7:
+    one owner per (epoch, partition), every record delivered once."""
+    h = History()
+    h.sends(4)
+    h.assign_kip848("c1", 1, 0, 1)
+    h.poll("c1", 0)
+    h.commit("c1", 1)
+    h.revoke("c1")
+    h.assign_kip848("c1", 1, 1)          # kept partition 1, still at epoch 1 (revoking)
+    h.assign("k1", 3, 0)                 # classic member of the consumer group: epoch 3
+    h.poll("k1", 1)
+    h.commit("k1", 2)
+    h.add(process="c1", type="info", f="leave", group=G)     # the last KIP-848 member leaves
+    h.revoke("k1")
+    h.assign("k1", 4, 0, 1)              # downgraded, rebalanced: classic generation 4
+    h.poll("k1", 2)
+    h.commit("k1", 3)
+    h.revoke("k1")
+    h.assign("k1", 6, 1)                 # upgraded at 6 (member epoch 6)
+    h.assign_kip848("c2", 7, 0)          # the member that upgraded it
+    h.poll("c2", 3)
+    h.commit("c2", 4)
+    h.final(4, committed=4)
+    result = check_group(h.events, group=G)
+    assert result.valid, (bad(result), result.anomalies)
+    assert result.group["spans_by_protocol"] == {"classic": 3, "consumer": 3}
+    assert result.group["lag_at_end"] == 0
+
+
+def test_a_classic_and_a_kip848_member_owning_one_partition_in_one_epoch_at_once() -> None:
+    h = History()
+    h.sends(2)
+    h.assign("k1", 5, 0)                 # a classic member of the consumer group, epoch 5
+    h.assign_kip848("c1", 5, 0)          # and a KIP-848 member at epoch 5, while k1 holds it
+    h.poll("c1", 0)
+    h.poll("k1", 1)                      # k1 is alive (an unclosed span ends at its last line)
+    h.final(2)
+    result = check_group(h.events, group=G)
+    assert bad(result) == {"split_ownership": 1}, bad(result)
+    example = result.anomalies["split_ownership"][0]
+    assert example["at_once"] and example["members"] == ["m-c1", "m-k1"]
+
+
+def test_epochs_start_over_when_the_group_is_created_again() -> None:
+    """A KIP-848 group took part, so an epoch may come back after the group emptied and the
+    other protocol created it again: two owners of one (epoch, partition) count only at once.
+    A killed member's span (no closing line) ends at its last line."""
+    h = History()
+    h.sends(3)
+    h.assign_kip848("c1", 2, 0)
+    h.poll("c1", 0)                      # c1's last line: SIGKILLed here
+    h.assign("k1", 2, 0)                 # a new classic group, generation 2 again, later
+    h.poll("k1", 0, 1, 2)
+    h.final(3)
+    result = check_group(h.events, group=G)
+    assert result.valid, (bad(result), result.anomalies)
+
+
+def test_only_classic_members_a_generation_is_never_reused() -> None:
+    """Without KIP-848 members two owners of one generation count even one after the other."""
+    h = History()
+    h.sends(2)
+    h.assign("a", 5, 0)
+    h.revoke("a")
+    h.assign("b", 5, 0)
+    h.final(2)
+    assert bad(check_group(h.events)) == {"split_ownership": 1}

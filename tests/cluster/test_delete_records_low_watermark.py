@@ -16,7 +16,7 @@ from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from floodmark.client import KafkaConnection
-from floodmark.client.replica_state import replica_state
+from floodmark.client.replica_state import read_replica_state
 from floodmark.storage.fs import RealFileSystem
 from floodmark.storage.partition_metadata import read_partition_metadata
 from tests.cluster.helpers import start_cluster, wait_until
@@ -34,7 +34,7 @@ def _produce(bootstrap: str, n: int) -> None:
 
 
 def _log_starts(cluster, nodes) -> dict[int, int]:  # type: ignore[no-untyped-def]
-    return {n: replica_state(cluster.address(n), TOPIC, 0, 5)["log_start_offset"] for n in nodes}
+    return {n: read_replica_state(cluster.address(n), TOPIC, 0, 5)["log_start_offset"] for n in nodes}
 
 
 def _delete(conn: KafkaConnection, offset: int, timeout_ms: int) -> tuple[int, int, float]:

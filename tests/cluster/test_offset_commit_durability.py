@@ -19,7 +19,7 @@ import pytest
 
 from floodmark.broker.replica_fetcher import REPLICA_MAX_WAIT_MS
 from floodmark.client.cluster import ClusterClient
-from floodmark.client.replica_state import replica_state
+from floodmark.client.replica_state import read_replica_state
 from floodmark.metadata import OFFSETS_TOPIC
 from tests.cluster.helpers import start_cluster, wait_until
 
@@ -66,7 +66,7 @@ def test_an_acknowledged_offset_commit_survives_its_coordinator(tmp_path: Path) 
             followers = [b for b in cluster.broker_ids if b != coordinator]
 
             def replicated() -> bool:
-                states = [replica_state(cluster.address(b), OFFSETS_TOPIC, 0, 8)
+                states = [read_replica_state(cluster.address(b), OFFSETS_TOPIC, 0, 8)
                           for b in cluster.broker_ids]
                 return len({(s["log_end_offset"], s["high_watermark"]) for s in states}) == 1
             wait_until(replicated, 30, "the first commit on every replica")

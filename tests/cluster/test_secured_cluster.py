@@ -50,9 +50,9 @@ def test_clients_produce_and_consume_over_ssl_with_replication(cluster: LocalClu
     # acks=all with min.insync.replicas=2: the follower fetched, mTLS
     replicated_round_trip(conf, topic, b"v" * 1024)
     # `cluster describe` reads every replica's own broker over the client listener (TLS).
-    from floodmark.cluster.describe import describe
+    from floodmark.cluster.describe import describe_replicas
 
-    (row,) = describe(cluster, topic)
+    (row,) = describe_replicas(cluster, topic)
     assert [r.get("error") for r in row["replicas"]] == [None, None]
     assert sorted(r["log_end_offset"] for r in row["replicas"]) == [20, 20]
 

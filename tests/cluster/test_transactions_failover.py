@@ -14,7 +14,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from floodmark.client.cluster import ClusterClient
 from floodmark.client.fetch import FetchClient
-from floodmark.client.replica_state import replica_state
+from floodmark.client.replica_state import read_replica_state
 from floodmark.client.transactions import write_txn_marker
 from floodmark.constants import LATEST_TIMESTAMP, READ_COMMITTED
 from floodmark.replication.producer_state import AbortedTxn
@@ -35,7 +35,7 @@ TOPIC = "txn"
 
 def _replica(cluster: object, node_id: int) -> dict[str, int] | None:
     try:
-        state = replica_state(cluster.address(node_id), TOPIC, 0, 8)  # type: ignore[attr-defined]
+        state = read_replica_state(cluster.address(node_id), TOPIC, 0, 8)  # type: ignore[attr-defined]
     except (OSError, RuntimeError):
         return None
     return state

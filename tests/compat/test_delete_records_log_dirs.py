@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from floodmark.client.replica_state import replica_state
+from floodmark.client.replica_state import read_replica_state
 from tests.cluster.helpers import start_cluster, wait_until
 
 pytestmark = pytest.mark.compat
@@ -90,7 +90,7 @@ def test_followers_follow_the_leaders_log_start(tmp_path: Path) -> None:
             out = {}
             for node in (1, 2, 3):
                 try:
-                    out[node] = replica_state(cluster.address(node), "lwr", 0, 5)[
+                    out[node] = read_replica_state(cluster.address(node), "lwr", 0, 5)[
                         "log_start_offset"]
                 except (OSError, RuntimeError):
                     return None

@@ -63,10 +63,10 @@ def test_a_stored_record_loaded_into_a_fresh_core_continues_the_generation(
         if not (w.answers or w.stores):
             break
         w.step("store" if w.stores else "deliver", 0, 0)
-    g = w.core.groups.get(GROUP)
+    g = w.classic.groups.get(GROUP)
     if g is None or g.state is not GroupState.STABLE or g.storing:
         return
-    record = w.core.record_of(g, w.now_ms)
+    record = w.classic.record_of(g, w.now_ms)
     fresh = ClassicGroupCore(ClassicGroupConfig(0, 1, 60_000), random.Random(seed))
     loaded, effects = fresh.load(GROUP, record, w.now_ms + 1)
     assert effects == []
@@ -89,21 +89,21 @@ def test_a_static_members_replacement_fences_the_old_member_id(seed: int, steps:
                                                                 store_ok: bool) -> None:
     w = _world(seed)
     w.run_random(steps, failover_weight=0.0)
-    g = w.core.groups.get(GROUP)
+    g = w.classic.groups.get(GROUP)
     static = [m for m in (g.members.values() if g else []) if m.group_instance_id]
     if g is None or not static:
         return
     old = static[0]
     instance = old.group_instance_id
     w.stores.clear()  # what was asked before is not this test's
-    effects = w.core.join(JoinGroup(9_999_999, GROUP, "", instance, "again", "/h",
+    effects = w.classic.join(JoinGroup(9_999_999, GROUP, "", instance, "again", "/h",
                                     old.session_timeout_ms, old.rebalance_timeout_ms,
                                     old.protocol_type, old.protocols, True), w.now_ms)
     new_id = g.static_members[instance]
     assert new_id != old.member_id
     generation = g.generation_id
-    for err in (w.core.heartbeat(GROUP, old.member_id, generation, instance, w.now_ms),
-                w.core.commit_error(GROUP, old.member_id, generation, instance)):
+    for err in (w.classic.heartbeat(GROUP, old.member_id, generation, instance, w.now_ms),
+                w.classic.commit_error(GROUP, old.member_id, generation, instance)):
         assert err is ErrorCode.FENCED_INSTANCE_ID
     stores = [e for e in effects if isinstance(e, StoreGroup)]
     answered = [e for e in effects if isinstance(e, AnswerJoin) and e.request_id == 9_999_999]
@@ -111,15 +111,15 @@ def test_a_static_members_replacement_fences_the_old_member_id(seed: int, steps:
         # answered only once stored; undone when the store fails
         token = stores[0].token
         assert token is not None
-        out = w.core.stored(token, ErrorCode.NONE if store_ok else
+        out = w.classic.stored(token, ErrorCode.NONE if store_ok else
                             ErrorCode.COORDINATOR_NOT_AVAILABLE, w.now_ms)
         (answer,) = [e for e in out if isinstance(e, AnswerJoin)]
         if store_ok:
             assert answer.result.error is ErrorCode.NONE and answer.result.member_id == new_id
-            assert w.core.heartbeat(GROUP, old.member_id, generation, instance,
+            assert w.classic.heartbeat(GROUP, old.member_id, generation, instance,
                                     w.now_ms) is ErrorCode.FENCED_INSTANCE_ID
         else:
             assert answer.result.error is ErrorCode.COORDINATOR_NOT_AVAILABLE
             assert g.static_members[instance] == old.member_id
-            assert w.core.heartbeat(GROUP, new_id, generation, instance,
+            assert w.classic.heartbeat(GROUP, new_id, generation, instance,
                                     w.now_ms) is ErrorCode.FENCED_INSTANCE_ID

@@ -24,10 +24,10 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from floodmark.errors import ErrorCode
 from floodmark.replication.transactions import log as txn_log
 from floodmark.replication.transactions.coordinator import (
-    Effect,
     Reply,
     SendMarkers,
     TxnCoordinator,
+    TxnEffect,
     WriteTxnLog,
 )
 from floodmark.replication.transactions.state import VALID_PREVIOUS, TxnMetadata, TxnState
@@ -59,7 +59,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
         self._settle(core, core.load(P, self.epoch, transactions, self.now_ms))
         return core
 
-    def _settle(self, core: TxnCoordinator, effects: list[Effect]) -> list[Reply]:
+    def _settle(self, core: TxnCoordinator, effects: list[TxnEffect]) -> list[Reply]:
         replies = []
         queue = list(effects)
         while queue:
@@ -82,7 +82,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
                 self.markers.append(e)
         return replies
 
-    def _run(self, effects: list[Effect]) -> Reply:
+    def _run(self, effects: list[TxnEffect]) -> Reply:
         (reply,) = self._settle(self.core, effects)
         return reply
 

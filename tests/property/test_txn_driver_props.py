@@ -23,10 +23,10 @@ from floodmark.errors import ErrorCode
 from floodmark.replication.transactions import log as txn_log
 from floodmark.replication.transactions.coordinator import Reply, SendMarkers, TxnCoordinator
 from floodmark.replication.transactions.driver import MarkerPolicy, TxnDriver
-from floodmark.replication.transactions.state import Partition, TxnMetadata, TxnState
+from floodmark.replication.transactions.state import TxnMetadata, TxnPartition, TxnState
 
 P = 0
-PARTITIONS: list[Partition] = [("t", 0), ("t", 1), ("u", 0)]
+PARTITIONS: list[TxnPartition] = [("t", 0), ("t", 1), ("u", 0)]
 LEADERS = [1, 2, 3, NO_LEADER]
 ANSWERS = [ErrorCode.NONE, ErrorCode.NONE, ErrorCode.NOT_LEADER_OR_FOLLOWER,
            ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.FENCED_LEADER_EPOCH,
@@ -36,20 +36,20 @@ POLICY = MarkerPolicy(request_timeout_ms=300, backoff_ms=10, backoff_max_ms=80)
 
 class Ports:
     def __init__(self) -> None:
-        self.leaders: dict[Partition, int | None] = dict.fromkeys(PARTITIONS, 1)
+        self.leaders: dict[TxnPartition, int | None] = dict.fromkeys(PARTITIONS, 1)
         self.log: list[bytes] = []
-        self.sent: dict[int, tuple[Partition, ...]] = {}
+        self.sent: dict[int, tuple[TxnPartition, ...]] = {}
 
     def append(self, txn_partition: int, metadata: TxnMetadata, batch: bytes,
                now_ms: int) -> ErrorCode | None:
         self.log.append(batch)
         return ErrorCode.NONE
 
-    def leader_of(self, partition: Partition) -> int | None:
+    def leader_of(self, partition: TxnPartition) -> int | None:
         return self.leaders[partition]
 
     def send_markers(self, attempt: int, leader: int, markers: SendMarkers,
-                     partitions: tuple[Partition, ...]) -> bool:
+                     partitions: tuple[TxnPartition, ...]) -> bool:
         assert leader != NO_LEADER
         assert all(self.leaders[tp] == leader for tp in partitions)
         self.sent[attempt] = partitions
@@ -74,8 +74,8 @@ class MarkerMachine(RuleBasedStateMachine):
         self.now_ms = 0
         self.driver.start(0)
         self.driver.load(P, 1, {}, 0)
-        self.done: set[Partition] = set()  # marker written, refused, or the partition gone
-        self.written: set[Partition] = set()
+        self.done: set[TxnPartition] = set()  # marker written, refused, or the partition gone
+        self.written: set[TxnPartition] = set()
         replies: list[Reply] = []
         self.driver.request(lambda r: core.init_producer_id(r, P, "tx", 60_000, 0),
                             replies.append, 0)
@@ -110,12 +110,12 @@ class MarkerMachine(RuleBasedStateMachine):
         self.driver.markers_failed(data.draw(st.sampled_from(self._in_flight())), self.now_ms)
 
     @rule(tp=st.sampled_from(PARTITIONS), leader=st.sampled_from(LEADERS))
-    def move_leader(self, tp: Partition, leader: int) -> None:
+    def move_leader(self, tp: TxnPartition, leader: int) -> None:
         if self.ports.leaders[tp] is not None:
             self.ports.leaders[tp] = leader
 
     @rule(tp=st.sampled_from(PARTITIONS))
-    def delete(self, tp: Partition) -> None:
+    def delete(self, tp: TxnPartition) -> None:
         self.ports.leaders[tp] = None
         self.done.add(tp)  # from the next round on it needs no marker
 

@@ -30,7 +30,7 @@ def test_random_runs_keep_the_group_invariants() -> None:
 def test_a_lost_static_replacement_lets_no_zombie_commit_backwards() -> None:
     w = GroupWorld(1, GroupSimConfig(members=1, static_members=1, partitions=1))
     m = w.members[0]
-    w.send_join(m)
+    w.join(m)
     w.deliver()  # JoinGroup answered: the leader syncs with its assignment
     w.store_done(True)  # the generation's assignment is stored
     w.deliver()  # SyncGroup answered
@@ -38,7 +38,7 @@ def test_a_lost_static_replacement_lets_no_zombie_commit_backwards() -> None:
     m.positions[0] = 7  # consumed, not committed
     w.restart(m)  # a new process under the same group.instance.id; the old one lingers
     zombie, fresh = w.zombies[0], w.members[0]
-    assert w.core.heartbeat(GROUP, zombie.member_id, zombie.generation, zombie.instance_id,
+    assert w.classic.heartbeat(GROUP, zombie.member_id, zombie.generation, zombie.instance_id,
                             w.now_ms) is ErrorCode.FENCED_INSTANCE_ID
     w.deliver()
     w.deliver()
@@ -53,7 +53,7 @@ def test_a_lost_static_replacement_lets_no_zombie_commit_backwards() -> None:
     w.commit(zombie)  # the old process wakes up and commits what it consumed
     assert not w.violations, [str(v) for v in w.violations]
     assert w.committed == {0: 7}
-    w.send_join(fresh)  # the new one joins again, replaces the old id, this time stored
+    w.join(fresh)  # the new one joins again, replaces the old id, this time stored
     for _ in range(6):
         w.step("store", 0, 0)
         w.deliver()

@@ -13,7 +13,7 @@ import pytest
 from floodmark.broker.txn_coordinator import BrokerTxnCoordinator
 from floodmark.replication.modes import Truncation
 from floodmark.replication.transactions import log as txn_log
-from floodmark.replication.transactions.coordinator import Effect, TxnCoordinator
+from floodmark.replication.transactions.coordinator import TxnCoordinator, TxnEffect
 from floodmark.replication.transactions.state import TxnMetadata, TxnState
 from floodmark.sim.partition import explore
 from floodmark.sim.partition.cluster import Cluster
@@ -66,7 +66,7 @@ def test_a_change_to_the_core_changes_the_scenario(monkeypatch: pytest.MonkeyPat
 
     def always_abort(self: TxnCoordinator, request_id: int, txn_partition: int,
                      transactional_id: str, producer_id: int, producer_epoch: int,
-                     committed: bool, now_ms: int, **version: int) -> list[Effect]:
+                     committed: bool, now_ms: int, **version: int) -> list[TxnEffect]:
         return end_txn(self, request_id, txn_partition, transactional_id, producer_id,
                        producer_epoch, False, now_ms, **version)
 
@@ -90,7 +90,7 @@ def test_a_coordinator_that_forgets_prepared_commits_is_caught(
     load = TxnCoordinator.load
 
     def forgetful(self: TxnCoordinator, txn_partition: int, coordinator_epoch: int,
-                  transactions: dict[str, TxnMetadata], now_ms: int) -> list[Effect]:
+                  transactions: dict[str, TxnMetadata], now_ms: int) -> list[TxnEffect]:
         load(self, txn_partition, coordinator_epoch, transactions, now_ms)
         return []
 

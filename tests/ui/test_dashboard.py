@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 from playwright import sync_api
 
-from floodmark.client.replica_state import replica_state
+from floodmark.client.replica_state import read_replica_state
 from floodmark.cluster import LocalCluster
 from tests.cluster.helpers import wait_until
 from tests.ui.conftest import REPO, chromium, run_ui
@@ -196,7 +196,7 @@ def _assert_page_matches_brokers(state: dict[str, Any], cluster: LocalCluster,
                                  brokers: list[int]) -> None:
     """Each live replica's drawing equals what its broker reports about itself right now."""
     for b in brokers:
-        truth = replica_state(cluster.address(b), TOPIC, 0, state["leader_epoch"])
+        truth = read_replica_state(cluster.address(b), TOPIC, 0, state["leader_epoch"])
         row = state["rows"][str(b)]
         leo, hw = truth["log_end_offset"], truth["high_watermark"]
         assert (row["leo"], row["hw"]) == (leo, hw), (b, row, truth)

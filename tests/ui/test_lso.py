@@ -18,7 +18,7 @@ import pytest
 from confluent_kafka import Producer
 from playwright import sync_api
 
-from floodmark.client.replica_state import replica_state
+from floodmark.client.replica_state import read_replica_state
 from floodmark.replication.modes import DEFAULT_TRUNCATION
 from floodmark.sim.partition.scenarios import run_scenario
 from tests.cluster.helpers import wait_until
@@ -123,7 +123,7 @@ def test_dashboard_marks_the_lso_of_an_open_transaction(txn_broker: Any, browser
         page.goto(f"{url}?topic={TOPIC}&partition=0")
         state = _wait(page, lambda s: s["hw"] == 8 and s["lso"] == 5,
                       "HW 8 and LSO 5 on the page")
-        truth = replica_state(bootstrap, TOPIC, 0, 0)
+        truth = read_replica_state(bootstrap, TOPIC, 0, 0)
         assert (truth["high_watermark"], truth["last_stable_offset"]) == (8, 5)
         assert state["held"] == "true"
         row = state["rows"][state["leader"]]

@@ -23,18 +23,25 @@ from collections.abc import Callable
 
 from floodmark.broker.boundary import ClientConnection
 from floodmark.broker.config import BrokerConfig
-from floodmark.controller.delegation_tokens import Tokens
-from floodmark.controller.scram import Credentials
-from floodmark.security.delegation_token import SECRET_SETTING, TokenCredentials
-from floodmark.security.principal import KafkaPrincipal
-from floodmark.security.sasl.exchange import MechanismServer
-from floodmark.security.sasl.jwks_source import KeySet
-from floodmark.security.sasl.oauthbearer import OAUTHBEARER, OAuthBearerServer, OAuthSettings
-from floodmark.security.sasl.plain import PLAIN, PlainServer, PlainUsers
-from floodmark.security.sasl.scram import ScramCredential, ScramMechanism, ScramServer
-from floodmark.security.sasl.session import SaslSession, SaslSettings
-from floodmark.security.sasl.settings import (
+from floodmark.controller import Credentials, Tokens
+from floodmark.security import (
     JWKS_URL_SETTING,
+    OAUTHBEARER,
+    PLAIN,
+    SECRET_SETTING,
+    KafkaPrincipal,
+    KeySet,
+    MechanismServer,
+    OAuthBearerServer,
+    OAuthSettings,
+    PlainServer,
+    PlainUsers,
+    SaslSession,
+    SaslSettings,
+    ScramCredential,
+    ScramMechanism,
+    ScramServer,
+    TokenCredentials,
     listener_sasl_settings,
     oauth_settings,
     plain_users,

@@ -34,17 +34,17 @@ from floodmark.broker.handlers import HANDLERS, data, replication
 from floodmark.broker.handlers.delegation_tokens.create import owner_of, refused
 from floodmark.broker.replica_fetcher import replica_of
 from floodmark.errors import ErrorCode
-from floodmark.security.acl import CLUSTER_NAME, AclOperation, ResourceType
-from floodmark.security.authorizer import (
+from floodmark.security import (
     AUTHORIZED_OPERATIONS_OMITTED,
+    CLUSTER_NAME,
+    AclOperation,
     Authorizer,
     AuthorizerSettings,
+    KafkaPrincipal,
+    ResourceType,
     authorizer_settings,
 )
-from floodmark.security.principal import KafkaPrincipal
-from floodmark.wire.api_table import SERVED, ApiKey
-from floodmark.wire.codec import RequestHeader
-from floodmark.wire.hot import ProduceRequest
+from floodmark.wire import SERVED, ApiKey, ProduceRequest, RequestHeader
 
 Op = AclOperation
 RT = ResourceType

@@ -17,8 +17,7 @@ from collections.abc import Awaitable
 from typing import Any, Protocol, TypeAlias
 
 from floodmark.broker.sendfile import SendfileParts
-from floodmark.security.principal import KafkaPrincipal
-from floodmark.security.sasl.session import SaslSession
+from floodmark.security import KafkaPrincipal, SaslSession
 
 WireRequest: TypeAlias = Any
 """A decoded kio request, or a part of one (kio's generated classes are untyped)."""

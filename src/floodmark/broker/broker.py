@@ -50,24 +50,27 @@ from floodmark.metadata import (
     coordinator_partition,
 )
 from floodmark.records import TimestampType
-from floodmark.replication.election import AlterPartitionRequest
-from floodmark.replication.log_validator import TimestampBounds, target_compression
-from floodmark.replication.produce import ProduceSettings
-from floodmark.security.listeners import Endpoint
-from floodmark.security.sasl.session import Verdict
-from floodmark.security.tls_server import TlsServer
+from floodmark.replication import (
+    AlterPartitionRequest,
+    ProduceSettings,
+    TimestampBounds,
+    target_compression,
+)
+from floodmark.security import Endpoint, TlsServer, Verdict
 from floodmark.settings import topic_log_config
-from floodmark.storage.config import LogConfig
-from floodmark.wire.api_table import SUPPORTED, ApiKey, accepted_range
-from floodmark.wire.codec import (
+from floodmark.storage import LogConfig
+from floodmark.wire import (
+    SUPPORTED,
+    ApiKey,
+    ProtocolError,
     RequestHeader,
+    accepted_range,
     api_versions_error_response,
     decode_request,
     encode_response,
     peek_client_id,
     peek_header,
 )
-from floodmark.wire.errors import ProtocolError
 
 if TYPE_CHECKING:
     from floodmark.broker.consumer_group.core import ConsumerGroupCoordinator
@@ -632,16 +635,13 @@ class Broker:
         loaded = self.offsets.load_partition(
             ps.partition, n, functools.partial(self.storage.read_all, ps.log,
                                                ps.log_end_offset))
-        for group_id, rec in loaded.groups.items():
-            if group_id in loaded.consumer_groups and not rec.members:
-                continue  # an empty classic group that a consumer group replaced
-            self.groups.load(group_id, rec)
         self.consumer_groups.unload([g for g in self.consumer_groups.groups
                                      if coordinator_partition(g, n) == ps.partition])
-        for records in loaded.consumer_groups.values():
-            for rec_ in records:
-                self.consumer_groups.apply(rec_)
-        self.consumer_groups.loaded(loaded.consumer_groups, self.now_ms())
+        # each group to its core (the rule the simulator's failovers run too)
+        from floodmark.broker import group_routing  # built at first use, as the cores
+
+        self.groups.apply(group_routing.load(self.groups.core, self.consumer_groups, loaded,
+                                             self.now_ms()))
         from floodmark.broker.share_group.driver import share_topics
 
         self.share_groups.load_groups(

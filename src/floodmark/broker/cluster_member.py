@@ -51,35 +51,30 @@ from floodmark.broker.metadata import Controller
 from floodmark.broker.partition_state import PartitionState
 from floodmark.broker.replica_fetcher import ReplicaManager
 from floodmark.broker.replica_fetcher_thread import ReplicaFetchConfig
-from floodmark.controller.client import ControllerClient
-from floodmark.controller.image import (
+from floodmark.controller import (
+    ControllerClient,
     MetadataRecord,
+    RpcError,
     TopicImage,
     UnappliedRecord,
-    record_to_registration,
-)
-from floodmark.controller.quorum.codec import parse_voters
-from floodmark.controller.rpc import RpcError
-from floodmark.controller.startup import (
     add_controller_arguments,
     controller_setup,
     open_controller,
+    parse_voters,
+    record_to_registration,
     start_controller,
     voter_addresses,
 )
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import OFFSETS_TOPIC, CoordinatorType, coordinator_partition
 from floodmark.metrics_flags import add_metrics_security_arguments, metrics_security
-from floodmark.replication import lease
-from floodmark.replication.controller_session import ControllerSession
-from floodmark.replication.election import AlterPartitionRequest
-from floodmark.replication.partition import Partition
-from floodmark.security.channel import ChannelSecurity
+from floodmark.replication import AlterPartitionRequest, ControllerSession, Partition, lease
+from floodmark.security import ChannelSecurity
 from floodmark.settings import eligible_leader_replicas_enabled
-from floodmark.storage.epoch_checkpoints import EpochCheckpointBatch
+from floodmark.storage import EpochCheckpointBatch
 
 if TYPE_CHECKING:  # a combined node's controller; open_controller loads it only for one
-    from floodmark.controller.server import ControllerServer
+    from floodmark.controller import ControllerServer
 
 log = logging.getLogger("floodmark.broker.cluster_member")
 
@@ -719,7 +714,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from floodmark.storage.data_dir import DataDirLock, DataDirLockedError, lock_data_dirs
+    from floodmark.storage import DataDirLock, DataDirLockedError, lock_data_dirs
 
     locks: list[DataDirLock] = []
     controller: ControllerServer | None = None
@@ -753,7 +748,7 @@ def main(argv: list[str] | None = None) -> int:
 
         from floodmark.broker.metrics import BrokerCollector
         from floodmark.broker.topic_metrics import BrokerTopicMetrics
-        from floodmark.controller.metrics import ControllerCollector
+        from floodmark.controller import ControllerCollector
         from floodmark.metrics import RequestMetrics, serve_metrics
 
         broker.request_metrics = RequestMetrics()

@@ -16,13 +16,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from floodmark.address import parse_host_port
-from floodmark.controller.placement import broker_rack
-from floodmark.replication.modes import DEFAULT_TRUNCATION, Truncation
-from floodmark.security.authorizer import authorizer_settings
-from floodmark.security.client_security import ClientSecurity
-from floodmark.security.listeners import ListenerConfig, listener_config
-from floodmark.security.sasl.settings import listener_sasl_settings, plain_users
-from floodmark.security.tls import ServerTls, ssl_settings
+from floodmark.controller import broker_rack
+from floodmark.replication import DEFAULT_TRUNCATION, Truncation
+from floodmark.security import (
+    ClientSecurity,
+    ListenerConfig,
+    ServerTls,
+    authorizer_settings,
+    listener_config,
+    listener_sasl_settings,
+    plain_users,
+    ssl_settings,
+)
 from floodmark.settings import (
     DEFAULTS,
     DERIVED_TOPIC_DEFAULTS,
@@ -39,7 +44,7 @@ from floodmark.settings import (
     render,
     validate_dynamic,
 )
-from floodmark.storage.log_dirs import parse_log_dirs
+from floodmark.storage import parse_log_dirs
 
 __all__ = ["DEFAULTS", "DYNAMIC", "LONG_MAX", "SETTINGS", "TOPIC_CONFIG_DEFAULTS", "BrokerConfig",
            "ConfigSource", "ConfigType", "ConfigValue", "Configs", "DynamicLayer", "Setting",

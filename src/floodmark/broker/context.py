@@ -26,11 +26,9 @@ from floodmark.broker.replica_fetcher import ReplicaManager
 from floodmark.broker.storage_glue import LogDir, Storage
 from floodmark.errors import ErrorCode
 from floodmark.metadata import CoordinatorType, TopicMeta
-from floodmark.replication.election import AlterPartitionRequest
-from floodmark.replication.partition import Partition
-from floodmark.replication.produce import ProduceSettings
-from floodmark.security.listeners import Endpoint
-from floodmark.wire.codec import RequestHeader
+from floodmark.replication import AlterPartitionRequest, Partition, ProduceSettings
+from floodmark.security import Endpoint
+from floodmark.wire import RequestHeader
 
 if TYPE_CHECKING:  # only named here: imported where they are built (``broker.broker``)
     from floodmark.broker.authentication import Authentication

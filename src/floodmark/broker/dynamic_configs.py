@@ -13,7 +13,7 @@ from floodmark.broker.config import Configs, validate_dynamic
 from floodmark.broker.context import BrokerCore
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.settings import dynamic_layer
-from floodmark.storage.config import LogConfig
+from floodmark.storage import LogConfig
 
 log = logging.getLogger(__name__)
 

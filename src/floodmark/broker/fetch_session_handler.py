@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from floodmark.broker.fetch_sessions import INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
 from floodmark.errors import ErrorCode
-from floodmark.wire.hot import ReplicaFetchPartition
+from floodmark.wire import ReplicaFetchPartition
 
 SessionKey = tuple[uuid.UUID, int]
 """(topic id, partition)."""

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 
 from floodmark.broker.boundary import WireRequest
 from floodmark.errors import ErrorCode
-from floodmark.wire.hot import FetchPartitionResult
+from floodmark.wire import FetchPartitionResult
 
 INVALID_SESSION_ID = 0
 INITIAL_EPOCH = 0

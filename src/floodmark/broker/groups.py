@@ -36,8 +36,7 @@ from floodmark.broker.classic_group.messages import (
     SyncGroup,
 )
 from floodmark.broker.classic_group.state import Group, GroupState, Member
-from floodmark.broker.consumer_group.migration import ClassicMember, ClassicSnapshot
-from floodmark.broker.offsets import GroupRecord, MemberRecord
+from floodmark.broker.offsets import GroupRecord
 from floodmark.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -92,6 +91,11 @@ class GroupCoordinator:
         return self.core.groups
 
     # -- applying the core's effects -----------------------------------------------------------
+    def apply(self, effects: list[ClassicEffect]) -> None:
+        """Carry out effects of the core returned by a rule outside it (``group_routing``'s
+        conversions between the classic and the consumer-group core)."""
+        self._apply(effects)
+
     def _apply(self, effects: list[ClassicEffect]) -> None:
         for effect in effects:
             if isinstance(effect, AnswerJoin):
@@ -256,24 +260,3 @@ class GroupCoordinator:
         for fut in futures:
             if not fut.done():
                 fut.cancel()
-
-
-# -- KIP-848's online migration: a classic group as the consumer-group rules read it ------------
-def snapshot_of(g: Group) -> ClassicSnapshot:
-    """A classic group as ``consumer_group.migration`` reads it (its upgrade)."""
-    return ClassicSnapshot(
-        g.group_id, g.generation_id, g.protocol_type, g.protocol_name, g.leader_id,
-        tuple(ClassicMember(m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                            m.session_timeout_ms, m.rebalance_timeout_ms, m.protocols,
-                            m.assignment) for m in g.members.values()))
-
-
-def record_of_snapshot(s: ClassicSnapshot, now_ms: int) -> GroupRecord:
-    """The ``GroupMetadataValue`` of the classic group a consumer group became (its
-    downgrade): what is stored, and what the classic core loads."""
-    protocol = s.protocol_name or ""
-    return GroupRecord(s.protocol_type or "", s.generation, s.protocol_name, s.leader, now_ms,
-                       tuple(MemberRecord(m.member_id, m.instance_id, m.client_id,
-                                          m.client_host, m.rebalance_timeout_ms,
-                                          m.session_timeout_ms, m.metadata_for(protocol),
-                                          m.assignment) for m in s.members))

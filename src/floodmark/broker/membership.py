@@ -19,9 +19,8 @@ from floodmark.broker.metadata import Controller, LocalController
 from floodmark.errors import KafkaError
 from floodmark.metadata import OFFSETS_TOPIC, CoordinatorType
 from floodmark.records import CorruptRecordError
-from floodmark.replication.election import AlterPartitionRequest, PartitionRegistration
-from floodmark.replication.partition import Partition
-from floodmark.security.sasl.scram import ScramUser
+from floodmark.replication import AlterPartitionRequest, Partition, PartitionRegistration
+from floodmark.security import ScramUser
 
 log = logging.getLogger(__name__)
 

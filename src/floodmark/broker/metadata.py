@@ -21,24 +21,34 @@ from typing import Protocol
 
 from floodmark import features
 from floodmark.broker.config import Configs
-from floodmark.controller import delegation_tokens, scram
-from floodmark.controller.image import (
+from floodmark.controller import (
+    ControllerConfig,
+    ControllerLogic,
     MetadataImage,
+    MetadataLog,
+    QuorumView,
     Reassignment,
+    ReplicaProgress,
+    delegation_tokens,
+    elr_config,
     registration_to_record,
+    scram,
     topic_metas,
 )
-from floodmark.controller.logic import ControllerConfig, ControllerLogic, elr_config
-from floodmark.controller.metadata_log import MetadataLog
-from floodmark.controller.quorum_view import QuorumView, ReplicaProgress
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.features import FinalizedFeatures
 from floodmark.metadata import INTERNAL_TOPICS, PartitionMeta, TopicMeta, deletable_topic
-from floodmark.replication.election import PartitionRegistration
-from floodmark.security.acl import AclBinding, AclBindingFilter, AclStore
-from floodmark.security.principal import KafkaPrincipal
-from floodmark.security.quotas import QuotaChanges, QuotaEntity, QuotaStore
-from floodmark.security.sasl.scram import ScramUser
+from floodmark.replication import PartitionRegistration
+from floodmark.security import (
+    AclBinding,
+    AclBindingFilter,
+    AclStore,
+    KafkaPrincipal,
+    QuotaChanges,
+    QuotaEntity,
+    QuotaStore,
+    ScramUser,
+)
 from floodmark.settings import DEFAULTS, eligible_leader_replicas_enabled, split_topic_configs
 
 log = logging.getLogger(__name__)

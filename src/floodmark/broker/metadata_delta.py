@@ -18,8 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from floodmark.broker.context import PartitionKey
-from floodmark.controller import scram
-from floodmark.controller.image import MetadataRecord
+from floodmark.controller import MetadataRecord, scram
 
 # Records whose change reaches every partition: broker epochs and eligibility (which followers
 # count, KIP-903 / KIP-966), broker configs (dynamic defaults of every log), the cluster id.

@@ -21,23 +21,22 @@ from typing import Protocol
 from floodmark.broker.config import Configs
 from floodmark.broker.partition_timers import PartitionTimers
 from floodmark.errors import ErrorCode
-from floodmark.replication import fencing
-from floodmark.replication.driver import ReplicaDriver
-from floodmark.replication.election import AlterPartitionRequest, PartitionRegistration
-from floodmark.replication.epochs import EpochEndOffset
-from floodmark.replication.modes import DEFAULT_TRUNCATION, Truncation
-from floodmark.replication.partition import (
+from floodmark.replication import (
+    DEFAULT_TRUNCATION,
+    AlterPartitionRequest,
+    CompleteProduce,
     Effect,
+    EpochEndOffset,
     EpochQuery,
     LeaderState,
     Partition,
     PartitionConfig,
+    PartitionRegistration,
+    ReplicaDriver,
+    Truncation,
+    fencing,
 )
-from floodmark.replication.purgatory import CompleteProduce
-from floodmark.storage.config import LogConfig
-from floodmark.storage.epoch_checkpoints import EpochCheckpointBatch
-from floodmark.storage.log import Log
-from floodmark.storage.policies import flush_checks_needed
+from floodmark.storage import EpochCheckpointBatch, Log, LogConfig, flush_checks_needed
 
 log = logging.getLogger(__name__)
 

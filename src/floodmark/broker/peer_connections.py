@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from floodmark.client.connection import AsyncKafkaConnection
-from floodmark.security.client_security import ClientSecurity
+from floodmark.client import AsyncKafkaConnection
+from floodmark.security import ClientSecurity
 
 Held = tuple[AsyncKafkaConnection, asyncio.Lock]
 

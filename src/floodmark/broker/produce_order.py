@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterable
 
-from floodmark.replication.produce_order import OrderKey
-from floodmark.replication.produce_order import ProduceOrder as OrderCore
+from floodmark.replication import OrderKey
+from floodmark.replication import ProduceOrder as OrderCore
 
 
 class ProduceOrder:

@@ -36,17 +36,15 @@ from dataclasses import fields
 from typing import Protocol
 
 from floodmark.broker.boundary import Encoded
-from floodmark.security.principal import KafkaPrincipal
-from floodmark.security.quotas import (
+from floodmark.security import (
+    KafkaPrincipal,
     QuotaStore,
     QuotaType,
     SampledRate,
     TokenBucket,
     record_and_throttle,
 )
-from floodmark.wire.api_table import ApiKey
-from floodmark.wire.codec import peek_client_id, response_class
-from floodmark.wire.hot import response_size, with_throttle_time
+from floodmark.wire import ApiKey, peek_client_id, response_class, response_size, with_throttle_time
 
 log = logging.getLogger(__name__)
 

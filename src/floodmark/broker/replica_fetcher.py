@@ -58,13 +58,17 @@ from floodmark.broker.replica_fetcher_thread import (
     ReplicaFetcherThread,
     fetcher_id,
 )
-from floodmark.controller.image import MetadataImage
+from floodmark.controller import MetadataImage
 from floodmark.errors import ErrorCode
-from floodmark.replication.fetcher import FetchLoop
-from floodmark.replication.partition import FollowerFetch, FollowerState
-from floodmark.security.client_security import PLAINTEXT, ClientSecurity
-from floodmark.wire.codec import RequestHeader, ms
-from floodmark.wire.hot import FetchPartitionResult, FetchTopicKey, encode_fetch_response
+from floodmark.replication import FetchLoop, FollowerFetch, FollowerState
+from floodmark.security import PLAINTEXT, ClientSecurity
+from floodmark.wire import (
+    FetchPartitionResult,
+    FetchTopicKey,
+    RequestHeader,
+    encode_fetch_response,
+    ms,
+)
 
 if TYPE_CHECKING:
     from floodmark.broker.topic_metrics import BrokerTopicMetrics

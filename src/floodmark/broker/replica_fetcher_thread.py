@@ -35,24 +35,26 @@ from typing import Any, Protocol
 from floodmark.broker.fetch_session_handler import FetchSessionHandler, SessionKey
 from floodmark.broker.partition_state import PartitionState
 from floodmark.broker.peer_logins import PeerLogins
-from floodmark.client.connection import (
+from floodmark.client import (
     AsyncKafkaConnection,
     AuthenticationFailed,
     RequestFailed,
 )
-from floodmark.controller.image import MetadataImage
+from floodmark.controller import MetadataImage
 from floodmark.errors import ErrorCode
-from floodmark.replication.epochs import EpochEndOffset
-from floodmark.replication.fetcher import APPEND_REJECTED, FetchLoop, FetchToSend
-from floodmark.replication.partition import (
+from floodmark.replication import (
+    APPEND_REJECTED,
+    EpochEndOffset,
     EpochQuery,
+    FetchLoop,
     FetchResponse,
+    FetchToSend,
     FollowerAction,
     FollowerFetch,
     NextFetch,
 )
-from floodmark.security.client_security import ClientSecurity
-from floodmark.wire.hot import ReplicaFetchPartition, encode_replica_fetch_request
+from floodmark.security import ClientSecurity
+from floodmark.wire import ReplicaFetchPartition, encode_replica_fetch_request
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ import time
 
 from floodmark.broker.context import BrokerCore
 from floodmark.broker.storage_glue import FutureReplica, LogDir
-from floodmark.storage.replica_move import fsync_tree, sync_copy
+from floodmark.storage import fsync_tree, sync_copy
 
 log = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ import socket
 from collections import deque
 from collections.abc import Callable, Iterable
 
-from floodmark.storage.file_slice import FileSlice, StaleSliceError
+from floodmark.storage import FileSlice, StaleSliceError
 
 log = logging.getLogger(__name__)
 

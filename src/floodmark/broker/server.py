@@ -35,13 +35,17 @@ from collections.abc import Awaitable, Callable
 
 from floodmark.broker.boundary import Encoded
 from floodmark.broker.sendfile import SendfileParts, SendfileWriter, sendfile_fd
-from floodmark.security.listeners import Endpoint, SecurityProtocol
-from floodmark.security.principal import ANONYMOUS, KafkaPrincipal
-from floodmark.security.sasl.session import SaslSession
-from floodmark.security.tls import ServerTls, TlsRefused
-from floodmark.security.tls_server import ThreadedTlsServer
-from floodmark.wire.errors import ProtocolError
-from floodmark.wire.frames import BufferPool, FrameReader
+from floodmark.security import (
+    ANONYMOUS,
+    Endpoint,
+    KafkaPrincipal,
+    SaslSession,
+    SecurityProtocol,
+    ServerTls,
+    ThreadedTlsServer,
+    TlsRefused,
+)
+from floodmark.wire import BufferPool, FrameReader, ProtocolError
 
 log = logging.getLogger(__name__)
 

@@ -25,34 +25,33 @@ from floodmark.broker.partition_state import PartitionState
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import TopicMeta
 from floodmark.settings import validate_topic_configs
-from floodmark.storage.checkpoints import (
+from floodmark.storage import (
+    DELETE_SUFFIX,
+    FUTURE_SUFFIX,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
+    CopyState,
     CorruptCheckpointError,
-    OffsetCheckpointFile,
-    clamp_high_watermark,
-)
-from floodmark.storage.clean_shutdown import (
-    consume_clean_shutdown_marker,
-    write_clean_shutdown_marker,
-)
-from floodmark.storage.cleaner import LogCleaner
-from floodmark.storage.config import LogConfig
-from floodmark.storage.fs import FileSystem, RealFileSystem
-from floodmark.storage.log import Log
-from floodmark.storage.log_dirs import (
-    DELETE_SUFFIX,
-    FUTURE_SUFFIX,
     DirUsage,
+    FileSystem,
+    Log,
+    LogCleaner,
+    LogConfig,
+    OffsetCheckpointFile,
+    PageCacheFileSystem,
+    RealFileSystem,
+    check_or_set_topic_id,
     choose_log_dir,
+    clamp_high_watermark,
+    consume_clean_shutdown_marker,
+    directory_bytes,
+    fsync_directory,
     load_or_create_directory_id,
     move_name,
     scan_log_dirs,
+    write_clean_shutdown_marker,
 )
-from floodmark.storage.page_cache import PageCacheFileSystem
-from floodmark.storage.partition_metadata import check_or_set_topic_id
-from floodmark.storage.replica_move import CopyState, directory_bytes, fsync_directory
 
 log = logging.getLogger(__name__)
 

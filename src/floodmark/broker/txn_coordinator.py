@@ -32,23 +32,28 @@ from typing import TYPE_CHECKING, Protocol
 
 from floodmark.broker.peer_connections import PeerConnections
 from floodmark.broker.peer_logins import PeerLogins
-from floodmark.client.connection import AsyncKafkaConnection, AuthenticationFailed, RequestFailed
-from floodmark.client.transactions import (
+from floodmark.client import (
     API_WRITE_TXN_MARKERS,
     WRITE_TXN_MARKERS_VERSION,
+    AsyncKafkaConnection,
+    AuthenticationFailed,
+    RequestFailed,
     write_txn_markers_body,
 )
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import TRANSACTION_STATE_TOPIC, coordinator_partition
-from floodmark.replication.transactions import log as txn_log
-from floodmark.replication.transactions.coordinator import (
-    Effect,
+from floodmark.replication import (
+    MarkerPolicy,
     Reply,
     SendMarkers,
     TxnCoordinator,
+    TxnDriver,
+    TxnEffect,
+    TxnMetadata,
+    TxnPartition,
+    TxnState,
 )
-from floodmark.replication.transactions.driver import MarkerPolicy, TxnDriver
-from floodmark.replication.transactions.state import Partition, TxnMetadata, TxnState
+from floodmark.replication import log as txn_log
 
 if TYPE_CHECKING:
     from floodmark.broker.config import BrokerConfig
@@ -230,7 +235,7 @@ class BrokerTxnCoordinator:
                                           replayed.transactions))
 
     # -- requests ---------------------------------------------------------------------------------
-    async def run(self, decide: Callable[[int], list[Effect]]) -> Reply:
+    async def run(self, decide: Callable[[int], list[TxnEffect]]) -> Reply:
         """Hand the core one request (``decide(request_id)``); wait for its answer."""
         await self._have_producer_id()
         fut: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
@@ -263,14 +268,14 @@ class BrokerTxnCoordinator:
         error, _offset = await pending
         self._after(functools.partial(self.driver.log_written, txn_id, error))
 
-    def leader_of(self, partition: Partition) -> int | None:
+    def leader_of(self, partition: TxnPartition) -> int | None:
         meta = self.host.controller.topics().get(partition[0])
         if meta is None or not 0 <= partition[1] < len(meta.partitions):
             return None
         return int(meta.partitions[partition[1]].leader)
 
     def send_markers(self, attempt: int, leader: int, markers: SendMarkers,
-                     partitions: tuple[Partition, ...]) -> bool:
+                     partitions: tuple[TxnPartition, ...]) -> bool:
         held = self._conns.get(leader)
         if held is None or self._logins.wait_s(leader) > 0:
             return False
@@ -288,7 +293,7 @@ class BrokerTxnCoordinator:
 
     async def _send_markers(self, attempt: int, leader: int,
                             held: tuple[AsyncKafkaConnection, asyncio.Lock],
-                            markers: SendMarkers, partitions: tuple[Partition, ...]) -> None:
+                            markers: SendMarkers, partitions: tuple[TxnPartition, ...]) -> None:
         """One WriteTxnMarkers to ``leader``; its answer (or its failure) to the driver."""
         conn, lock = held
         body = write_txn_markers_body(markers.producer_id, markers.producer_epoch,
@@ -319,8 +324,8 @@ class BrokerTxnCoordinator:
 
     # -- KIP-890: verification (part 1) and the implicit add (part 2) for partition leaders -----
     async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                     partitions: list[Partition], *, add: bool = False
-                     ) -> dict[Partition, ErrorCode]:
+                     partitions: list[TxnPartition], *, add: bool = False
+                     ) -> dict[TxnPartition, ErrorCode]:
         """Is each partition in the producer's ongoing transaction? Or, ``add`` (transaction
         version 2: Produce v12, TxnOffsetCommit v5), put it there. Asked of the transactional
         id's coordinator (this broker's core, or AddPartitionsToTxn over the wire: v4
@@ -341,8 +346,8 @@ class BrokerTxnCoordinator:
         return answers
 
     async def _verify_once(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                           partitions: list[Partition], add: bool
-                           ) -> dict[Partition, ErrorCode]:
+                           partitions: list[TxnPartition], add: bool
+                           ) -> dict[TxnPartition, ErrorCode]:
         unknown = dict.fromkeys(partitions, ErrorCode.NOT_ENOUGH_REPLICAS)
         p = self.txn_partition(transactional_id)
         if p in self.core.loaded():

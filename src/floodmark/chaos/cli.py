@@ -8,8 +8,9 @@ the history (``floodmark.chaos.run``); exit status 0 only when the history is va
 cannot run here (not root) or the arguments are wrong. ``--workload txn`` runs Jepsen's queue
 with transactions (transactional producers, read_committed and read_uncommitted final reads,
 ``checker.check_txn``) instead of the plain producers and consumers; ``--workload group
-[--group-members 3]`` runs one consumer group's members through rebalances and coordinator
-failovers (``group_checker.check_group``); ``--workload share [--group-members 3]`` runs one
+[--group-members 3] [--group-protocol classic|consumer|mixed]`` runs one consumer group's
+members through rebalances and coordinator failovers (``group_checker.check_group``; ``mixed``:
+members switching protocol, so the group converts both ways, KIP-848's online migration); ``--workload share [--group-members 3]`` runs one
 share group's members (KIP-932) acknowledging every record while brokers fail
 (``share_checker.check_share``).
 
@@ -37,8 +38,8 @@ from floodmark.chaos.schedule import (
     TXN_DEFAULT_FAULTS,
     all_names,
 )
-from floodmark.cluster.secure import MODES
-from floodmark.replication.modes import DEFAULT_TRUNCATION, Truncation
+from floodmark.cluster import MODES
+from floodmark.replication import DEFAULT_TRUNCATION, Truncation
 
 
 def register(subparsers: Any) -> None:
@@ -83,10 +84,14 @@ def register(subparsers: Any) -> None:
     r.add_argument("--group-members", type=int, default=3,
                    help="--workload group: members of the group at any time (confluent-kafka, "
                         "the classic protocol); --workload share: the share group's members")
-    r.add_argument("--group-protocol", default="classic", choices=["classic", "consumer"],
+    r.add_argument("--group-protocol", default="classic",
+                   choices=["classic", "consumer", "mixed"],
                    help="--workload group: the members' group.protocol (classic: JoinGroup/"
                         "SyncGroup with the eager roundrobin assignor; consumer: KIP-848's "
-                        "ConsumerGroupHeartbeat, incremental assignment by the broker)")
+                        "ConsumerGroupHeartbeat, incremental assignment by the broker; mixed: "
+                        "members of both, one at a time coming back with the other protocol "
+                        "on a seeded schedule, so the group converts both ways during the "
+                        "faults, KIP-848's online migration)")
     r.add_argument("--txn-producers", type=int, default=3,
                    help="--workload txn: transactional producers (transactional.id "
                         "chaos-tp1, ...); --rate is then transactions per second for each")
@@ -129,7 +134,7 @@ def _progress(report: FuzzReport) -> None:
 def cmd_fuzz(args: argparse.Namespace) -> int:
     props: dict[str, str] = {}
     if args.command_config is not None:
-        from floodmark.security.client_security import ClientSecurity, read_properties
+        from floodmark.security import ClientSecurity, read_properties
 
         try:
             props = read_properties(args.command_config)
@@ -226,6 +231,13 @@ def cmd_run(args: argparse.Namespace) -> int:
                   f"in {group['generations']} generations, {group['redelivered_allowed']} "
                   f"re-deliveries from the last committed offset; commits {commits['ok']} ok, "
                   f"{commits['fail']} refused, {commits['info']} unknown")
+            conversions = group.get("conversions")
+            if result.get("protocol_switches") is not None and conversions is not None:
+                switched = [s for s in result["protocol_switches"] if "joined" in s]
+                print(f"protocol switches: {len(switched)} of "
+                      f"{len(result['protocol_switches'])}; the group upgraded "
+                      f"{conversions['upgrade']} times, downgraded {conversions['downgrade']} "
+                      f"times")
         print("anomalies: " + (", ".join(f"{k} {v}" for k, v in counts.items()) or "none"))
         by_ack = result.get("duplicated_by_ack")
         if counts.get("duplicated") and by_ack:

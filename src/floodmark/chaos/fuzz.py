@@ -43,9 +43,9 @@ from kio.serial._introspect import (
 
 from floodmark.address import parse_bootstrap
 from floodmark.chaos.readback import read_partition
-from floodmark.client.connection import encode_request
+from floodmark.client import encode_request
 from floodmark.records import simple_batch
-from floodmark.security.client_security import ClientSecurity
+from floodmark.security import ClientSecurity
 
 MUTATIONS = ("valid", "truncate", "flip", "overwrite", "huge", "random-body", "random",
              "size-lie", "slow")

@@ -30,7 +30,23 @@ history is merged by wall-clock time on one machine). Anomalies, each with the l
 * ``commit_backwards`` — an ``ok`` commit of a partition below one that came back ``ok`` before
   it was asked for (kind ``commit``), or the group's committed offset at the end below the
   highest ``ok`` commit (kind ``final``; ``committed`` None: the group forgot it);
-* ``split_ownership`` — two members assigned one partition in one generation.
+* ``split_ownership`` — two members assigned one partition in one generation (below).
+
+**Ownership under each protocol.** A classic member's ``rebalance`` line carries the group's
+``generation`` (eager: the whole assignment, once per generation). A KIP-848 member's carries
+``member_epoch`` (``generation`` None): each increment or revocation is a span of its own, with
+the epoch read when its callback ran. Both count on one number line: the member epoch is the
+group epoch at which the member's assignment was reconciled, and the coordinator gives a
+partition to a member only once its previous owner has acknowledged its revocation, at a later
+epoch (KIP-848); a classic member of a consumer group is answered JoinGroup with its member
+epoch as its generation; an upgrade makes the classic generation the group epoch and every
+member's epoch, with the partitions it had; a downgrade makes the group epoch the classic
+generation, then rebalances. So a partition has at most one owner per generation or epoch
+(``Span.epoch``). Where only classic members took part a generation is never reused, and two
+owners of one (generation, partition) are an anomaly whenever they came. Where KIP-848 members
+took part, a group that empties and is re-created by the other protocol starts its epochs over
+(Kafka's coordinator does the same), so two owners count only when their spans were open at
+once (a span ends at the line that closes it, else at its process's last line).
 """
 
 from __future__ import annotations
@@ -69,6 +85,13 @@ class Span:
     assigned: frozenset[str]
     first: dict[str, tuple[int, int]] = field(default_factory=dict)  # key -> offset, line
     last: dict[str, tuple[int, int]] = field(default_factory=dict)
+    member_epoch: int | None = None  # a KIP-848 member's (its ``generation`` is None)
+    end: int | None = None  # the line that closed it (None: its process's last line)
+
+    @property
+    def epoch(self) -> int | None:
+        """What its ownership is judged by: the generation, else the member epoch."""
+        return self.generation if self.generation is not None else self.member_epoch
 
 
 @dataclass(frozen=True)
@@ -183,13 +206,14 @@ def check_group(events: Sequence[Event], replicas: Replicas | None = None,
     final_committed: dict[str, int | None] | None = None
     final_committed_line = 0
     final_log: dict[str, dict[int, str]] = defaultdict(dict)
-    owners: dict[tuple[int, str], dict[str, int]] = defaultdict(dict)  # (gen, key) -> member
+    last_line: dict[str, int] = {}  # process -> its last line
     known: dict[str, set[int]] = defaultdict(set)
     issues: list[tuple[str, dict[str, Any]]] = []
 
     for index, event in enumerate(events):
         line = _line(event, index)
         f, type_, process = event.get("f"), event.get("type"), str(event.get("process"))
+        last_line[process] = line
         if f == "poll":
             for topic, partition, offset, value in event.get("records", []):
                 known[key_of(topic, int(partition))].add(int(offset))
@@ -206,17 +230,18 @@ def check_group(events: Sequence[Event], replicas: Replicas | None = None,
         if not ours(event):
             continue
         if f in SPAN_ENDS:
+            closed = open_span.get(process)
+            if closed is not None:
+                closed.end = line
             open_span[process] = None
         if f == "rebalance" and type_ == "ok":
-            generation = event.get("generation")
+            generation, member_epoch = event.get("generation"), event.get("member_epoch")
             opened = Span(process, str(event.get("member")),
                           None if generation is None else int(generation), line,
-                          frozenset(key_of(t, int(p)) for t, p in event.get("assigned", [])))
+                          frozenset(key_of(t, int(p)) for t, p in event.get("assigned", [])),
+                          member_epoch=None if member_epoch is None else int(member_epoch))
             spans.append(opened)
             open_span[process] = opened
-            if opened.generation is not None:
-                for key in opened.assigned:
-                    owners[(opened.generation, key)].setdefault(opened.member, line)
         elif f == "poll" and type_ == "ok":
             span = open_span.get(process)
             seen_here: set[str] = set()
@@ -279,12 +304,12 @@ def check_group(events: Sequence[Event], replicas: Replicas | None = None,
     committed = {key: _Committed(cs, None if stored_commits is None else stored_commits.get(key))
                  for key, cs in commits.items()}
 
-    # -- split ownership ----------------------------------------------------------------------
-    for (generation, key), members in sorted(owners.items()):
-        if len(members) > 1:
-            _add(anomalies, counts, "split_ownership", {
-                "generation": generation, "key": key, "members": sorted(members),
-                "lines": sorted(members.values())})
+    # -- split ownership (see "Ownership under each protocol" above) --------------------------
+    for span in spans:
+        if span.end is None:
+            span.end = last_line.get(span.process, span.line)
+    for name, example in _split_ownership(spans):
+        _add(anomalies, counts, name, example)
 
     # -- rewound: a span's first record below what was committed before it began ---------------
     for span in spans:
@@ -355,6 +380,11 @@ def check_group(events: Sequence[Event], replicas: Replicas | None = None,
     reordered = [(low, high) for history in committed.values() for low, high in history.reordered]
     stats = {
         "spans": len(spans),
+        # assignment spans of classic members (a generation) and of KIP-848 members
+        "spans_by_protocol": {
+            "classic": sum(1 for s in spans if s.generation is not None),
+            "consumer": sum(1 for s in spans if s.generation is None
+                            and s.member_epoch is not None)},
         "generations": len({s.generation for s in spans if s.generation is not None}),
         "deliveries": sum(len(v) for v in deliveries.values()),
         "redelivered_allowed": allowed,
@@ -367,6 +397,11 @@ def check_group(events: Sequence[Event], replicas: Replicas | None = None,
              "earlier_higher": _commit_example(high)} for low, high in reordered[:MAX_EXAMPLES]],
         "committed_at_end": (None if final_committed is None
                              else dict(sorted(final_committed.items()))),
+        # records of the final log above what the group committed at the end (a liveness
+        # figure: how far the group was behind when the run stopped it; not an anomaly)
+        "lag_at_end": None if final_committed is None else sum(
+            max(0, int(hw) - (final_committed.get(key) or 0))
+            for key, hw in base.final.get("high_watermarks", {}).items()),
     }
     return CheckResult(
         valid=not any(counts.values()), acknowledged=base.acknowledged,
@@ -376,3 +411,37 @@ def check_group(events: Sequence[Event], replicas: Replicas | None = None,
 
 def _commit_lines(c: Commit) -> list[int]:
     return [c.invoke_line, c.ok_line]
+
+
+def _split_ownership(spans: Sequence[Span]) -> list[tuple[str, dict[str, Any]]]:
+    """Two members owning one partition in one generation or epoch: ever, where only classic
+    members took part; at once (their spans overlapping) where KIP-848 members did."""
+    at_once = any(s.generation is None and s.member_epoch is not None for s in spans)
+    held: dict[tuple[int, str], list[Span]] = defaultdict(list)
+    for span in spans:
+        if span.epoch is not None:
+            for key in span.assigned:
+                held[(span.epoch, key)].append(span)
+    out: list[tuple[str, dict[str, Any]]] = []
+    for (epoch, key), owners in sorted(held.items()):
+        if len({s.member for s in owners}) < 2:
+            continue
+        if not at_once:
+            first: dict[str, int] = {}
+            for s in owners:
+                first.setdefault(s.member, s.line)
+            out.append(("split_ownership", {"generation": epoch, "key": key,
+                                            "members": sorted(first),
+                                            "lines": sorted(first.values())}))
+            continue
+        both = [(a, b) for i, a in enumerate(owners) for b in owners[i + 1:]
+                if a.member != b.member and a.line <= (b.end or b.line)
+                and b.line <= (a.end or a.line)]
+        if both:
+            a, b = both[0]
+            out.append(("split_ownership", {
+                "generation": epoch, "key": key, "at_once": True,
+                "members": sorted({a.member, b.member}),
+                "processes": sorted({a.process, b.process}),
+                "lines": sorted({a.line, a.end or a.line, b.line, b.end or b.line})}))
+    return out

@@ -14,6 +14,11 @@ offsets are committed explicitly: synchronously or asynchronously, chosen at ran
 SIGKILL; the nemesis's member faults end members and start new ones, so each process is one
 member's life.
 
+A watchdog (``faulthandler``): when the member's loop (a poll, its callbacks, a commit) or its
+close makes no progress for ``STALL_S``, the Python stacks of every thread go to its log
+(``Timeout (0:00:20)!`` and the frames, again every ``STALL_S`` while it lasts), so a member
+stuck inside librdkafka says where (the run lists them: ``member_stalls``).
+
 ``FLOODMARK_CHAOS_GROUP_REWIND=1`` is a drill for the checker: members start every assignment
 at the beginning of its partitions, past what the group committed.
 
@@ -31,9 +36,11 @@ generation or member, a rebalance in progress), ``info`` otherwise; ``leave`` wh
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import os
 import random
 import struct
+import sys
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -55,6 +62,9 @@ CLASSIC_ONLY = frozenset({"session.timeout.ms", "heartbeat.interval.ms",
 # partitions instead of the committed offsets (what issue 22's new coordinator did to a Quix
 # application), so ``rewound`` and ``redelivered`` must be reported.
 REWIND_ENV = "FLOODMARK_CHAOS_GROUP_REWIND"
+# No progress for this long (a poll with its callbacks, a commit, the close): the member's
+# stacks go to its log. Well above a synchronous commit's wait on a failing coordinator.
+STALL_S = 20.0
 
 
 def generation_of(metadata: Any) -> int | None:
@@ -157,10 +167,12 @@ def group_member(args: argparse.Namespace, history: HistoryWriter, stop: Mapping
             c.incremental_unassign(partitions)
 
     consumer.subscribe(topics, on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
-    history.event("ok", "subscribe", group=group, topics=topics)
+    history.event("ok", "subscribe", group=group, topics=topics,
+                  protocol=args.group_protocol)
     n = 0
     try:
         while not stop["now"] and time.monotonic() < deadline:
+            faulthandler.dump_traceback_later(STALL_S, repeat=True, file=sys.stderr)
             records = _records_confluent(consumer.consume(100, 0.5))
             if not records:
                 continue
@@ -203,11 +215,14 @@ def group_member(args: argparse.Namespace, history: HistoryWriter, stop: Mapping
                               offsets=[[tp.topic, tp.partition, tp.offset] for tp in done])
     finally:
         # (close serves the revoke callback, waits for outstanding commits and leaves the group)
+        faulthandler.dump_traceback_later(STALL_S, repeat=True, file=sys.stderr)
         try:
             consumer.close()
             history.event("info", "leave", group=group)
         except Exception as exc:
             history.event("info", "leave", group=group, error=type(exc).__name__)
+        finally:
+            faulthandler.cancel_dump_traceback_later()
     return 0
 
 

@@ -19,7 +19,7 @@ from floodmark.chaos.netns import Lab, enter_namespace
 from floodmark.chaos.nodes import LabCluster, host_of
 from floodmark.chaos.schedule import Fault
 from floodmark.controller import rpc
-from floodmark.security.client_security import PLAINTEXT, ClientSecurity
+from floodmark.security import PLAINTEXT, ClientSecurity
 
 
 class Observer(threading.Thread):

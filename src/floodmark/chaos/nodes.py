@@ -9,18 +9,22 @@ from here.
 from __future__ import annotations
 
 import dataclasses
+import re
 import signal
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from floodmark.chaos.netns import Lab, namespace_executor, run_in
-from floodmark.cluster import CONTROLLER_ID, LocalCluster
-from floodmark.cluster.diff import read_partition_values
-from floodmark.cluster.layout import CLIENT_PROPERTIES
-from floodmark.cluster.secure import ClusterSecurity
-from floodmark.cluster.waiting import LIMIT_S
+from floodmark.cluster import (
+    CLIENT_PROPERTIES,
+    CONTROLLER_ID,
+    LIMIT_S,
+    ClusterSecurity,
+    LocalCluster,
+    read_partition_values,
+)
 from floodmark.controller import rpc
 
 if TYPE_CHECKING:
@@ -215,7 +219,7 @@ def read_stored_commits(data_dir: str | Path, group: str) -> dict[str, list[int]
     """The offsets ``group`` committed, per ``topic-partition``, in the order its coordinator
     stored them in ``__consumer_offsets`` (read-only; the fullest replica of the group's
     partition; deletions, tombstones, skipped)."""
-    from floodmark.broker.offsets import decode_key, decode_value, partition_for
+    from floodmark.broker import decode_key, decode_value, partition_for
     from floodmark.metadata import OFFSETS_TOPIC
 
     count = len(list(Path(data_dir).glob(f"{OFFSETS_TOPIC}-*")))
@@ -229,6 +233,32 @@ def read_stored_commits(data_dir: str | Path, group: str) -> dict[str, list[int]
             continue
         stored.setdefault(f"{key[1]}-{key[2]}", []).append(decode_value(r.value).offset)
     return stored
+
+
+_CONVERSION = re.compile(r"^(?P<when>\S+ \S+) .*group (?P<group>\S+): (?P<kind>up|down)graded "
+                         r"from a .*?generation (?P<generation>\d+)")
+
+
+def read_conversions(log_paths: Sequence[str | Path], group: str) -> dict[str, Any]:
+    """KIP-848's online migrations of ``group`` as its coordinators logged them (the broker's
+    ``upgraded from a classic group`` / ``downgraded from a consumer group`` lines): how many
+    of each, and each one's time (the log's), kind and generation, in time order."""
+    events: list[list[Any]] = []
+    for path in log_paths:
+        try:
+            text = Path(path).read_text(errors="replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            if "graded from a" not in line:
+                continue
+            m = _CONVERSION.match(line)
+            if m is None or m["group"] != group:
+                continue
+            events.append([m["when"], f"{m['kind']}grade", int(m["generation"])])
+    events.sort()
+    return {"upgrade": sum(1 for e in events if e[1] == "upgrade"),
+            "downgrade": sum(1 for e in events if e[1] == "downgrade"), "events": events}
 
 
 def read_partition_data(partition_dir: str | Path) -> dict[int, bytes | None]:

@@ -22,7 +22,11 @@ reads see what the brokers rebuilt from their files.
 and committing after processing; the ``group`` faults end members and start new ones
 (``_GroupMembers``), the ``group-coordinator`` faults hit the broker FindCoordinator names for
 the group. After the final read, the group's committed offsets are read (``group-offsets``) and
-``group_checker.check_group`` judges the history.
+``group_checker.check_group`` judges the history. ``group_protocol="mixed"`` starts members of
+both protocols and, on a seeded schedule of its own beside the faults (``protocol_switch``,
+``_ProtocolSwitches``), ends one member at a time and starts one speaking the other protocol,
+so the group converts classic -> consumer and back (KIP-848's online migration); the brokers'
+logs say how often (``group.conversions``).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -62,9 +67,11 @@ from floodmark.chaos.nodes import (
     LabCluster,
     controller_ids,
     host_of,
+    read_conversions,
     read_partition_data,
     read_stored_commits,
 )
+from floodmark.chaos.protocol_switch import FENCED_AFTER_S, initial, other, retire, switch_plan
 from floodmark.chaos.schedule import (
     DEFAULT_FAULTS,
     GROUP_DEFAULT_FAULTS,
@@ -75,15 +82,16 @@ from floodmark.chaos.schedule import (
     plan,
 )
 from floodmark.chaos.share_checker import SHARE_FINAL_PROCESS, check_share
-from floodmark.client.cluster import ClusterClient
-from floodmark.cluster.secure import MODES
+from floodmark.client import ClusterClient
+from floodmark.cluster import MODES
 from floodmark.metadata import OFFSETS_TOPIC
-from floodmark.replication.modes import DEFAULT_TRUNCATION, Truncation
+from floodmark.replication import DEFAULT_TRUNCATION, Truncation
 
 CLIENTS_HOST = "clients"
 WORKLOADS = ("plain", "txn", "group", "share")
 GROUP = "chaos-group"   # the consumer-group workload's group
-GROUP_PROTOCOLS = ("classic", "consumer")
+# "mixed": members of both, switching protocol on a schedule (KIP-848's online migration)
+GROUP_PROTOCOLS = ("classic", "consumer", "mixed")
 CONSUMER_SESSION_MS = 6000   # group.consumer.session.timeout.ms with --group-protocol consumer
 CONSUMER_HEARTBEAT_MS = 500  # group.consumer.heartbeat.interval.ms
 SHARE_GROUP = "chaos-share"  # the share-group workload's group (KIP-932)
@@ -122,7 +130,7 @@ class ChaosConfig:
                                     # transactions per second for each
     group_members: int = 3          # the consumer-group (or share-group) workload's members
     group_protocol: str = "classic"  # the consumer-group workload's group.protocol (KIP-848:
-                                     # "consumer")
+                                     # "consumer"; "mixed": both, members switching)
     # read, restart every broker in turn (SIGTERM), then the final read; None: the
     # transactional workload does, the plain one does not
     final_restart: bool | None = None
@@ -161,7 +169,7 @@ class ChaosConfig:
         if self.group_protocol not in GROUP_PROTOCOLS:
             raise ValueError(f"--group-protocol must be one of {', '.join(GROUP_PROTOCOLS)}")
         if self.group_protocol != "classic" and self.workload != "group":
-            raise ValueError("--group-protocol consumer needs --workload group")
+            raise ValueError(f"--group-protocol {self.group_protocol} needs --workload group")
         Truncation.parse(self.truncation)
         if self.security is not None and self.security not in MODES:
             raise ValueError(f"--security must be one of {', '.join(MODES)}")
@@ -186,7 +194,7 @@ def _broker_settings(config: ChaosConfig) -> dict[str, str]:
                          "group.share.record.lock.duration.ms": str(SHARE_LOCK_MS),
                          "group.share.delivery.count.limit": str(SHARE_DELIVERY_COUNT_LIMIT),
                          "group.share.heartbeat.interval.ms": "1000"})
-    if config.workload == "group" and config.group_protocol == "consumer":
+    if config.workload == "group" and config.group_protocol in ("consumer", "mixed"):
         # KIP-848: the session and heartbeat are the broker's to say (a member cannot ask for
         # them); the classic members ask for 6 s / 0.5 s, and these are the same, so a dead
         # member's partitions move on as soon under either protocol
@@ -233,6 +241,7 @@ class _Workers:
         self.command_config = command_config
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self._counted: dict[str, tuple[int, int]] = {}   # process -> bytes read, acks seen
+        self.stuck: list[dict[str, Any]] = []  # processes SIGTERM did not end (``capture``)
         (work / "history").mkdir(parents=True, exist_ok=True)
         (work / "logs").mkdir(parents=True, exist_ok=True)
 
@@ -259,7 +268,7 @@ class _Workers:
         needle = (b'"type":"ok","f":"commit"' if self.config.workload == "txn"
                   else b'"type":"ok","f":"send"')
         total = 0
-        for process in self.procs:
+        for process in list(self.procs):
             path = self.history_path(process)
             done, count = self._counted.get(process, (0, 0))
             if path.exists():
@@ -277,12 +286,46 @@ class _Workers:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + timeout_s
-        for proc in self.procs.values():
+        for process, proc in self.procs.items():
             try:
                 proc.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
+                self.capture(process)
                 proc.kill()
                 proc.wait(5)
+
+    def capture(self, process: str) -> None:
+        """A process SIGTERM did not end, before it is killed: its stacks, librdkafka's native
+        frames too (``py-spy dump --native``), and in the group workload the coordinator's
+        view of the group (``floodmark group describe``), into ``logs/``; listed in
+        ``stuck``."""
+        proc, logs = self.procs[process], self.work / "logs"
+        found: dict[str, Any] = {"process": process, "pid": proc.pid, "time": time.time()}
+        spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+        dump = logs / f"{process}.py-spy.txt"
+        try:
+            done = subprocess.run([spy, "dump", "--native", "--pid", str(proc.pid)],
+                                  capture_output=True, text=True, timeout=60)
+            dump.write_text(done.stdout + done.stderr)
+            found["py_spy"] = str(dump)
+        except (OSError, subprocess.SubprocessError) as exc:
+            found["py_spy_error"] = f"{type(exc).__name__}: {exc}"
+        if self.config.workload == "group":
+            view = logs / f"{process}.group-describe.txt"
+            argv = [sys.executable, "-m", "floodmark.cli", "group", "describe", GROUP,
+                    "--bootstrap-server", self.bootstrap]
+            if self.command_config is not None:
+                argv += ["--command-config", str(self.command_config)]
+            with open(view, "wb") as out:
+                describe = self.lab.popen(CLIENTS_HOST, argv, stdout=out, stderr=out,
+                                          stdin=subprocess.DEVNULL)
+                try:
+                    describe.wait(60)
+                except subprocess.TimeoutExpired:
+                    describe.kill()
+                    describe.wait(5)
+            found["group_describe"] = str(view)
+        self.stuck.append(found)
 
     def kill(self) -> None:
         for proc in self.procs.values():
@@ -293,38 +336,163 @@ class _Workers:
 
 class _GroupMembers:
     """The consumer-group workload's members (``nemesis.Members``): processes ``gm1``,
-    ``gm2``, ...; a member that ends is never restarted under its name, a new one joins."""
+    ``gm2``, ...; a member that ends is never restarted under its name, a new one joins.
+
+    With ``group_protocol`` "mixed" each member has a protocol of its own: the starting ones
+    ``protocol_switch.initial``'s, and a member that joins after one ended (a ``group`` fault)
+    speaks the other protocol than the last one that ended; an extra member (``member-join``) the
+    protocol fewer running members speak. Thread-safe: the protocol switches run beside the
+    nemesis."""
 
     def __init__(self, workers: _Workers, duration_s: str, group_protocol: str) -> None:
         self.workers, self.duration_s = workers, duration_s
         self.group_protocol = group_protocol
         self.count = 0
+        self.protocols: dict[str, str] = {}  # process -> the protocol it speaks
+        self._returning: str | None = None  # mixed: the protocol the next join comes back with
+        self._killed: dict[str, float] = {}  # process -> when it was SIGKILLed (monotonic)
+        self._lock = threading.RLock()
+
+    @property
+    def mixed(self) -> bool:
+        return self.group_protocol == "mixed"
+
+    def start(self, members: int) -> None:
+        """The starting members."""
+        protocols = initial(members) if self.mixed else [self.group_protocol] * members
+        for protocol in protocols:
+            self._join(protocol)
 
     def join(self) -> str:
-        self.count += 1
-        process = f"gm{self.count}"
-        self.workers.start(process, "group-member", "--group", GROUP,
-                           "--group-protocol", self.group_protocol,
-                           "--duration-s", self.duration_s)
-        return process
+        with self._lock:
+            if not self.mixed:
+                return self._join(self.group_protocol)
+            if self._returning is not None:
+                protocol, self._returning = self._returning, None
+                return self._join(protocol)
+            speaking = list(self.running_protocols().values())
+            fewer = min(("consumer", "classic"), key=speaking.count)
+            return self._join(fewer)
+
+    def _join(self, protocol: str) -> str:
+        with self._lock:
+            self.count += 1
+            process = f"gm{self.count}"
+            self.workers.start(process, "group-member", "--group", GROUP,
+                               "--group-protocol", protocol, "--duration-s", self.duration_s)
+            self.protocols[process] = protocol
+            return process
 
     def running(self) -> list[str]:
-        return [name for name, proc in self.workers.procs.items()
-                if name.startswith("gm") and proc.poll() is None]
+        with self._lock:
+            return [name for name, proc in self.workers.procs.items()
+                    if name.startswith("gm") and proc.poll() is None]
+
+    def running_protocols(self) -> dict[str, str]:
+        """process -> protocol of the members alive now."""
+        with self._lock:
+            return {name: self.protocols[name] for name in self.running()}
+
+    def present_protocols(self) -> dict[str, str]:
+        """``running_protocols`` and the members SIGKILLed less than ``FENCED_AFTER_S`` ago
+        (still in the group until the coordinator fences them)."""
+        with self._lock:
+            now = time.monotonic()
+            return {**{name: self.protocols[name] for name, at in self._killed.items()
+                       if now - at < FENCED_AFTER_S}, **self.running_protocols()}
 
     def leave(self, process: str) -> None:
+        with self._lock:
+            self._end(process, kill=False)
+            if self.mixed:
+                self._returning = other(self.protocols[process])
+
+    def kill(self, process: str) -> None:
+        with self._lock:
+            self._end(process, kill=True)
+            if self.mixed:
+                self._returning = other(self.protocols[process])
+
+    def switch(self, process: str, kill: bool) -> str:
+        """End ``process`` (SIGKILL or SIGTERM) and start a member of the other protocol; its
+        name."""
+        with self._lock:
+            self._end(process, kill)
+            return self._join(other(self.protocols[process]))
+
+    def _end(self, process: str, kill: bool) -> None:
         proc = self.workers.procs[process]
+        if kill:
+            proc.kill()
+            proc.wait(5)
+            self._killed[process] = time.monotonic()
+            return
         proc.send_signal(signal.SIGTERM)
         try:
             proc.wait(30)
         except subprocess.TimeoutExpired:
+            self.workers.capture(process)
             proc.kill()
             proc.wait(5)
 
-    def kill(self, process: str) -> None:
-        proc = self.workers.procs[process]
-        proc.kill()
-        proc.wait(5)
+
+class _ProtocolSwitches:
+    """``--group-protocol mixed``: at each of ``protocol_switch.switch_plan``'s times, one member
+    is ended (SIGTERM: revoke and leave; or, one time in four, SIGKILL: fenced at its session
+    timeout) and a member of the other protocol joins; which protocol's member
+    (``protocol_switch.retire``) walks the count of consumer-protocol members down to none
+    (a downgrade) and up to all (the first step an upgrade). A thread of its own, so the
+    switches come while the nemesis's faults are on; each is recorded (``records``)."""
+
+    def __init__(self, members: _GroupMembers, seed: int, time_limit_s: float,
+                 say: Callable[[str], None]) -> None:
+        self.members, self.say = members, say
+        self.plan = switch_plan(seed, time_limit_s)
+        self.records: list[dict[str, Any]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="protocol-switches",
+                                        daemon=True)
+        self._started = 0.0
+
+    def start(self) -> None:
+        self._started = time.monotonic()
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 60.0) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout_s)
+
+    def _run(self) -> None:
+        downwards = True
+        for planned in self.plan:
+            at, kill = planned.at_s, planned.kill
+            if self._stop.wait(max(0.0, self._started + at - time.monotonic())):
+                return
+            record: dict[str, Any] = {"at_s": at, "start": time.time()}
+            try:
+                running = self.members.running_protocols()
+                if not running:
+                    record["skipped"] = "no member is running"
+                    continue
+                present = self.members.present_protocols()
+                protocol, downwards = retire(list(present.values()), downwards)
+                speaking = [p for p, speaks in running.items() if speaks == protocol]
+                if not speaking:
+                    record["skipped"] = (f"the {protocol} members in the group are killed ones "
+                                         f"not fenced yet")
+                    continue
+                target = min(speaking, key=lambda p: int(p[2:]))  # the oldest (gm2, gm10)
+                joined = self.members.switch(target, kill)
+                record.update(ended=target, how="kill" if kill else "leave",
+                              protocol=protocol, joined=joined, joined_protocol=other(protocol))
+                self.say(f"protocol switch: {target} ({protocol}) "
+                         f"{'killed' if kill else 'left'}, {joined} joins ({other(protocol)})")
+            except Exception as exc:  # a failed switch is recorded, the run goes on
+                record["error"] = f"{type(exc).__name__}: {exc}"
+            finally:
+                record["end"] = time.time()
+                self.records.append(record)
 
 
 def _wait(what: str, ready: Callable[[], bool], timeout_s: float) -> bool:
@@ -415,8 +583,7 @@ def _workload_and_faults(config: ChaosConfig, schedule: list[Any], lab: Lab, clu
         workers.start("cp1", "producer-confluent", "--rate", rate, "--duration-s", duration)
         workers.start("kp1", "producer-kafka-python", "--rate", rate, "--duration-s", duration)
         members = _GroupMembers(workers, duration, config.group_protocol)
-        for _n in range(config.group_members):
-            members.join()
+        members.start(config.group_members)
     elif share:
         workers.start("cp1", "producer-confluent", "--rate", rate, "--duration-s", duration)
         workers.start("kp1", "producer-kafka-python", "--rate", rate, "--duration-s", duration)
@@ -463,9 +630,13 @@ def _workload_and_faults(config: ChaosConfig, schedule: list[Any], lab: Lab, clu
                       eligible_leader_replicas=config.eligible_leader_replicas,
                       txn_coordinators=txn_coordinators,
                       group_coordinators=coordinators(0, [GROUP]), members=members)
+    switches = (_ProtocolSwitches(members, config.seed, config.time_limit_s, say)
+                if members is not None and members.mixed else None)
     started = time.monotonic()
     faults: list[dict[str, Any]] = []
     try:
+        if switches is not None:
+            switches.start()
         for fault in schedule:
             delay = started + fault.start_s - time.monotonic()
             if delay > 0:
@@ -475,6 +646,8 @@ def _workload_and_faults(config: ChaosConfig, schedule: list[Any], lab: Lab, clu
         if rest > 0:
             time.sleep(rest)
     finally:
+        if switches is not None:
+            switches.stop()
         nemesis.heal_all()
         executor.shutdown(wait=False, cancel_futures=True)
     healed_at = workers.acknowledged()
@@ -526,6 +699,9 @@ def _workload_and_faults(config: ChaosConfig, schedule: list[Any], lab: Lab, clu
                     stored_commits[key] = offsets  # the fullest replica's
         verdict = check_group(events, replicas, in_sync, group=GROUP,
                               stored_commits=stored_commits)
+        # KIP-848's online migration, as the coordinators logged it
+        verdict.group["conversions"] = read_conversions(
+            [cluster.log_path(b) for b in cluster.broker_ids], GROUP)
     elif share:
         verdict = check_share(events, replicas, in_sync, group=SHARE_GROUP,
                               limit=SHARE_DELIVERY_COUNT_LIMIT)
@@ -553,10 +729,28 @@ def _workload_and_faults(config: ChaosConfig, schedule: list[Any], lab: Lab, clu
                    **({"group_protocol": config.group_protocol} if group else {})},
         "history": str(work / "history.jsonl"),
         "leaders": timeline, "controller_up": controller_up,
+        **({"protocol_switches": switches.records} if switches is not None else {}),
+        **({"stuck": workers.stuck, "member_stalls": member_stalls(work / "logs")}
+           if group else {}),
         **longest_ack_gap(events),
     }
     (work / "result.json").write_text(json.dumps(result, indent=1))
     return result
+
+
+def member_stalls(logs: Path) -> list[dict[str, Any]]:
+    """The group members whose watchdog fired (``group_member.STALL_S`` without progress):
+    per member, how many times, and its first dump's innermost frame of each thread."""
+    out = []
+    for log in sorted(logs.glob("gm*.log")):
+        text = log.read_text(errors="replace")
+        if "Timeout (" not in text:
+            continue
+        first = text.split("Timeout (")[1].splitlines()  # the first dump
+        tops = [first[i + 1].strip() for i, line in enumerate(first[:-1])
+                if line.startswith(("Thread ", "Current thread "))]
+        out.append({"process": log.stem, "dumps": text.count("Timeout ("), "innermost": tops})
+    return out
 
 
 def _final_reads(workers: _Workers, txn: bool, process: str, committed_process: str) -> None:

@@ -10,7 +10,7 @@ import os
 from typing import Any
 
 from floodmark.chaos.history import value_id
-from floodmark.security.client_security import read_properties
+from floodmark.security import read_properties
 
 KAFKA_PYTHON_NAMES = {
     "security.protocol": "security_protocol",

@@ -19,8 +19,8 @@ from floodmark.cli.common import (
     add_bootstrap,
     connect,
 )
-from floodmark.client.cluster import error_text
-from floodmark.security.acl import (
+from floodmark.client import error_text
+from floodmark.security import (
     CLUSTER_NAME,
     SUPPORTED_OPERATIONS,
     WILDCARD,

@@ -17,7 +17,7 @@ from floodmark.cli.errors import CliError
 
 
 def _add_scram(text: str) -> Any:
-    from floodmark.security.sasl.scram import parse_add_scram
+    from floodmark.security import parse_add_scram
 
     try:
         return parse_add_scram(text)
@@ -47,9 +47,7 @@ def register(subparsers: Any) -> None:
 
 def run_broker(args: argparse.Namespace) -> int:
     from floodmark import lifeline
-    from floodmark.broker.broker import Broker
-    from floodmark.broker.config import BrokerConfig
-    from floodmark.broker.membership import LocalMembership
+    from floodmark.broker import Broker, BrokerConfig, LocalMembership
 
     try:  # input first: nothing is started for a level this release cannot format
         levels = features.bootstrap_features(args)
@@ -83,7 +81,7 @@ def run_broker(args: argparse.Namespace) -> int:
     except CliError as exc:
         print(f"floodmark broker: {exc}", file=sys.stderr)
         return 2
-    from floodmark.storage.data_dir import DataDirLockedError, lock_data_dirs
+    from floodmark.storage import DataDirLockedError, lock_data_dirs
 
     try:  # held until the process ends
         locks = lock_data_dirs([str(config.data_dir), *map(str, config.log_dirs)])

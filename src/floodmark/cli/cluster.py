@@ -33,19 +33,23 @@ from floodmark.address import BadAddress, parse_bootstrap
 from floodmark.cli import elect_leaders, health, log_dirs, raft_voters, reassign
 from floodmark.cli.checks import check_bindable, check_data_dir
 from floodmark.cli.common import CliError, check_configs, pairs
-from floodmark.cluster.describe import describe
-from floodmark.cluster.diff import lost_offsets, offset_runs, partitions_on_disk
-from floodmark.cluster.layout import CLIENT_PROPERTIES, DEFAULT_DATA_DIR, STATE_FILE
-from floodmark.cluster.local import (
+from floodmark.cluster import (
+    CLIENT_PROPERTIES,
+    DEFAULT_DATA_DIR,
     MAX_CONTROLLERS,
+    MODES,
     QUORUM_METRICS_PORT_OFFSET,
     QUORUM_PORT_OFFSET,
+    STATE_FILE,
     ClusterError,
     LocalCluster,
+    describe_replicas,
     load_cluster,
+    lost_offsets,
+    offset_runs,
+    partitions_on_disk,
     pid_state,
 )
-from floodmark.cluster.secure import MODES
 from floodmark.progress import ProgressWatch
 
 MAX_BASE_PORT = 65535 - 200
@@ -485,7 +489,7 @@ def cmd_start(args: argparse.Namespace) -> int:
 def cmd_describe(args: argparse.Namespace) -> int:
     cluster = load_cluster(args.data_dir)
     try:
-        rows = describe(cluster, args.topic)
+        rows = describe_replicas(cluster, args.topic)
     except RuntimeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -15,11 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from floodmark.cli.errors import CliError as CliError  # re-exported for the client commands
-from floodmark.client.cluster import RETRIABLE, ClusterClient, Retriable, error_text
-from floodmark.client.connection import RequestFailed
-from floodmark.cluster.layout import CLIENT_PROPERTIES, DEFAULT_DATA_DIR, STATE_FILE
+from floodmark.client import RETRIABLE, ClusterClient, RequestFailed, Retriable, error_text
+from floodmark.cluster import CLIENT_PROPERTIES, DEFAULT_DATA_DIR, STATE_FILE
 from floodmark.errors import ErrorCode
-from floodmark.security.client_security import PLAINTEXT, ClientSecurity
+from floodmark.security import PLAINTEXT, ClientSecurity
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 BOOTSTRAP_ENV = "FLOODMARK_BOOTSTRAP"
@@ -58,7 +57,7 @@ def bootstrap_of(args: argparse.Namespace) -> str:
 
 
 def _local_cluster_bootstrap(data_dir: str | Path) -> str:
-    from floodmark.cluster.local import load_cluster  # the supervisor, only when it is asked of
+    from floodmark.cluster import load_cluster  # the supervisor, only when it is asked of
 
     return load_cluster(data_dir).bootstrap
 

@@ -34,8 +34,8 @@ from floodmark.cli.common import (
     kafka_config_list,
     pairs,
 )
-from floodmark.client.cluster import ClusterClient, error_text
-from floodmark.security.quotas import CLIENT_ID, USER
+from floodmark.client import ClusterClient, error_text
+from floodmark.security import CLIENT_ID, USER
 
 API_DESCRIBE_CONFIGS, DESCRIBE_CONFIGS_VERSION = 32, 4
 API_INCREMENTAL_ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS_VERSION = 44, 1

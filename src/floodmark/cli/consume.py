@@ -13,9 +13,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from floodmark.cli.common import RETRIABLE_CODES, CliError, add_bootstrap, connect, offsets_at
-from floodmark.client.cluster import ClusterClient, Retriable, error_text
-from floodmark.client.connection import RequestFailed
-from floodmark.client.group import GroupError, GroupMember
+from floodmark.client import (
+    ClusterClient,
+    GroupError,
+    GroupMember,
+    RequestFailed,
+    Retriable,
+    error_text,
+)
 from floodmark.records import (
     LOG_APPEND_TIME,
     AbortedTracker,

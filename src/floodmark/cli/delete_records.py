@@ -22,7 +22,7 @@ from floodmark.cli.common import (
     connect,
     read_partitions_json,
 )
-from floodmark.client.cluster import ClusterClient, Retriable, error_text
+from floodmark.client import ClusterClient, Retriable, error_text
 from floodmark.errors import ErrorCode
 
 API_DELETE_RECORDS, DELETE_RECORDS_VERSION = 21, 2

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from floodmark.cli.common import CliError, add_bootstrap, connect, read_partitions_json
-from floodmark.client.cluster import error_text
+from floodmark.client import error_text
 from floodmark.errors import ErrorCode
 
 API_ELECT_LEADERS, ELECT_LEADERS_VERSION = 43, 2

@@ -17,8 +17,7 @@ from floodmark.cli.common import (
     report,
 )
 from floodmark.cli.group_offsets import all_groups
-from floodmark.client.cluster import ClusterClient
-from floodmark.client.connection import RequestFailed
+from floodmark.client import ClusterClient, RequestFailed
 
 
 def register(subparsers: Any) -> None:
@@ -82,7 +81,7 @@ def _group_rows(cluster: ClusterClient, group: str) -> tuple[str, list[dict[str,
             "groups": [group], "include_authorized_operations": False})
         g = desc.groups[0]
         state = str(g.group_state)
-        from floodmark.client.group import decode_assignment
+        from floodmark.client import decode_assignment
 
         for m in g.members:
             try:

@@ -37,9 +37,7 @@ from floodmark.cli.offset_specs import (
     parse_topic_scope,
     read_offsets_csv,
 )
-from floodmark.client.cluster import ClusterClient, error_text
-from floodmark.client.connection import RequestFailed
-from floodmark.client.group import COORDINATOR_MOVED
+from floodmark.client import COORDINATOR_MOVED, ClusterClient, RequestFailed, error_text
 from floodmark.constants import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from floodmark.progress import Bars, add_progress_flag
 

@@ -19,9 +19,8 @@ from typing import Any
 
 from floodmark.cli.common import add_bootstrap, bootstrap_of, security_of
 from floodmark.cli.partition_health import PartitionView, live_brokers, partition_views
-from floodmark.client.cluster import ClusterClient
-from floodmark.client.connection import RequestFailed
-from floodmark.cluster.local import load_cluster
+from floodmark.client import ClusterClient, RequestFailed
+from floodmark.cluster import load_cluster
 
 PROBE_TIMEOUT_S = 10.0
 """How long a broker may take to answer before ``health`` counts it down."""

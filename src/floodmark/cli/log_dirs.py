@@ -19,8 +19,7 @@ import sys
 from typing import Any
 
 from floodmark.cli.common import CliError, add_bootstrap, connect
-from floodmark.client.cluster import error_text
-from floodmark.client.connection import RequestFailed
+from floodmark.client import RequestFailed, error_text
 
 API_DESCRIBE_LOG_DIRS, DESCRIBE_LOG_DIRS_VERSION = 35, 4
 

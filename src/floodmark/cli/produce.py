@@ -13,8 +13,7 @@ from collections.abc import Iterator
 from typing import Any, BinaryIO
 
 from floodmark.cli.common import CliError, add_bootstrap, connect, pairs
-from floodmark.client.cluster import ClusterClient
-from floodmark.client.producer import Header, IdempotentProducer
+from floodmark.client import ClusterClient, Header, IdempotentProducer
 from floodmark.errors import ErrorCode
 from floodmark.progress import Bar, add_progress_flag
 

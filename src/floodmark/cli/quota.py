@@ -22,8 +22,8 @@ from floodmark.cli.common import (
     add_bootstrap,
     connect,
 )
-from floodmark.client.cluster import error_text
-from floodmark.security.quotas import (
+from floodmark.client import error_text
+from floodmark.security import (
     CLIENT_ID,
     USER,
     MatchType,

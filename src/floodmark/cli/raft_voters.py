@@ -16,7 +16,7 @@ import uuid
 from typing import Any
 
 from floodmark.cli.common import CliError, add_bootstrap, connect
-from floodmark.client.cluster import error_text
+from floodmark.client import error_text
 
 API_ADD_RAFT_VOTER, ADD_RAFT_VOTER_VERSION = 80, 0
 API_REMOVE_RAFT_VOTER, REMOVE_RAFT_VOTER_VERSION = 81, 0

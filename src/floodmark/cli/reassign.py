@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from floodmark.cli.common import CliError, add_bootstrap, connect, read_tools_json_list
-from floodmark.client.cluster import ClusterClient, error_text
-from floodmark.controller.placement import place_replicas, topic_start
+from floodmark.client import ClusterClient, error_text
+from floodmark.controller import place_replicas, topic_start
 from floodmark.errors import KafkaError
 
 API_ALTER_REASSIGNMENTS, ALTER_REASSIGNMENTS_VERSION = 45, 0

@@ -10,8 +10,7 @@ import json
 from typing import Any
 
 from floodmark.cli.common import CliError, add_bootstrap, connect, coordinator_request
-from floodmark.client.cluster import ClusterClient
-from floodmark.client.connection import RequestFailed
+from floodmark.client import ClusterClient, RequestFailed
 from floodmark.errors import ErrorCode
 
 LIST_GROUPS, SHARE_GROUP_DESCRIBE, DESCRIBE_SHARE_GROUP_OFFSETS = 16, 77, 90

@@ -23,10 +23,15 @@ from floodmark.cli.common import (
 )
 from floodmark.cli.config import RESOURCE_TOPIC, describe_configs
 from floodmark.cli.partition_health import describe_line, live_brokers, partition_views
-from floodmark.client.cluster import ClusterClient, error_text
-from floodmark.client.connection import KafkaConnection, RequestFailed
-from floodmark.client.replica_state import epoch_cache, replica_state
-from floodmark.security.client_security import ClientSecurity
+from floodmark.client import (
+    ClusterClient,
+    KafkaConnection,
+    RequestFailed,
+    epoch_cache,
+    error_text,
+    read_replica_state,
+)
+from floodmark.security import ClientSecurity
 
 
 def register(subparsers: Any) -> None:
@@ -246,7 +251,7 @@ def _replica_states(meta: Any, topic: str, p: Any,
         try:
             if address is None:
                 raise RuntimeError("not a live broker")
-            entry.update(replica_state(address, topic, int(p.partition_index),
+            entry.update(read_replica_state(address, topic, int(p.partition_index),
                                        int(p.leader_epoch), security))
         except (OSError, RuntimeError) as exc:
             entry["error"] = str(exc)

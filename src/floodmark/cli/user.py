@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from floodmark.cli.common import CliError, add_bootstrap, connect, report
-from floodmark.security.sasl.scram import (
+from floodmark.security import (
     DEFAULT_ITERATIONS,
     ScramMechanism,
     check_iterations,

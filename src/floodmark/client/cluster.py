@@ -19,7 +19,7 @@ from floodmark.address import BadAddress as BadAddress
 from floodmark.address import parse_bootstrap as parse_bootstrap
 from floodmark.client.connection import KafkaConnection, RequestFailed
 from floodmark.errors import ErrorCode, FloodmarkError
-from floodmark.security.client_security import PLAINTEXT, ClientSecurity
+from floodmark.security import PLAINTEXT, ClientSecurity
 
 T = TypeVar("T")
 

@@ -23,10 +23,8 @@ from kio.serial import entity_reader, entity_writer
 from floodmark.address import parse_bootstrap
 from floodmark.client.sasl import AuthenticationError, authenticate, sasl_steps
 from floodmark.errors import FloodmarkError
-from floodmark.security.client_security import PLAINTEXT, ClientSecurity
-from floodmark.security.tls import TlsRefused
-from floodmark.wire.codec import build
-from floodmark.wire.hot import FETCH_READ_VERSIONS, HotDecodeError, parse_fetch_response
+from floodmark.security import PLAINTEXT, ClientSecurity, TlsRefused
+from floodmark.wire import FETCH_READ_VERSIONS, HotDecodeError, build, parse_fetch_response
 
 API_FETCH = 1
 MAX_RESPONSE_BYTES = 256 * 1024 * 1024

@@ -38,7 +38,7 @@ from floodmark.records import (
     decode_batch,
     iter_batches,
 )
-from floodmark.security.client_security import PLAINTEXT, ClientSecurity
+from floodmark.security import PLAINTEXT, ClientSecurity
 
 API_FETCH = 1
 API_LIST_OFFSETS = 2

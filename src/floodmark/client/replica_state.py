@@ -15,7 +15,7 @@ from typing import Any
 
 from floodmark.client.connection import KafkaConnection
 from floodmark.constants import DEBUG_REPLICA_ID
-from floodmark.security.client_security import PLAINTEXT, ClientSecurity
+from floodmark.security import PLAINTEXT, ClientSecurity
 
 PartitionKey = tuple[str, int]
 
@@ -45,7 +45,7 @@ def epoch_cache(conn: KafkaConnection, topic: str, partition: int, max_epoch: in
     return _cache_from_ends(ends, log_start_offset)
 
 
-def replica_state(address: str, topic: str, partition: int, max_epoch: int,
+def read_replica_state(address: str, topic: str, partition: int, max_epoch: int,
                   security: ClientSecurity = PLAINTEXT) -> dict[str, Any]:
     """``{"log_end_offset", "high_watermark", "log_start_offset", "epoch_cache": [[e, o]...]}``
     of the replica on the broker at ``address``."""

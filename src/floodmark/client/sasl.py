@@ -15,7 +15,7 @@ from typing import Any
 
 from floodmark.client.oauthbearer import TokenUnavailable, access_token, initial_response
 from floodmark.errors import FloodmarkError
-from floodmark.security.client_security import ClientSecurity
+from floodmark.security import ClientSecurity
 
 SASL_HANDSHAKE = 17
 SASL_AUTHENTICATE = 36

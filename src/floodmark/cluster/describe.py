@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from floodmark.client.replica_state import replica_state
+from floodmark.client import read_replica_state
 from floodmark.cluster.local import LocalCluster
 
 
-def describe(cluster: LocalCluster, topic: str) -> list[dict[str, Any]]:
+def describe_replicas(cluster: LocalCluster, topic: str) -> list[dict[str, Any]]:
     ctl = cluster.controller_status()
     if ctl is None:
         raise RuntimeError("the controller does not answer")
@@ -22,7 +22,7 @@ def describe(cluster: LocalCluster, topic: str) -> list[dict[str, Any]]:
         for r in reg["replicas"]:
             entry: dict[str, Any] = {"id": r}
             try:
-                entry.update(replica_state(cluster.address(r), topic, int(index),
+                entry.update(read_replica_state(cluster.address(r), topic, int(index),
                                            int(reg["leader_epoch"]), cluster.client_security))
             except (OSError, RuntimeError) as exc:
                 entry["error"] = str(exc)

@@ -48,16 +48,17 @@ from floodmark.cluster.layout import CLIENT_PROPERTIES, STATE_FILE
 from floodmark.cluster.node_env import node_env
 from floodmark.cluster.secure import ClusterSecurity
 from floodmark.cluster.waiting import LIMIT_S, STALL_MS, Stalled, process_progress, wait_progress
-from floodmark.controller import rpc, scram
-from floodmark.controller.quorum.directory_id import (
+from floodmark.controller import (
     bootstrap_bindings,
     format_directory,
     new_directory_id,
+    rpc,
+    scram,
 )
 from floodmark.errors import ErrorCode, FloodmarkError
 from floodmark.ports import free_port
-from floodmark.security.client_security import PLAINTEXT, ClientSecurity
-from floodmark.storage.fs import RealFileSystem
+from floodmark.security import PLAINTEXT, ClientSecurity
+from floodmark.storage import RealFileSystem
 
 CONTROLLER_ID = 0
 COMBINED_ROLE = "broker,controller"  # Kafka's process.roles of a combined node

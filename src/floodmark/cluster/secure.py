@@ -36,11 +36,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from floodmark.cluster.layout import CLIENT_PROPERTIES
-from floodmark.security.client_security import ClientSecurity
-from floodmark.security.inter_broker import INTER_BROKER_MECHANISM, jaas_setting
-from floodmark.security.jaas import SCRAM_LOGIN_MODULE
-from floodmark.security.listeners import SecurityProtocol
-from floodmark.security.sasl.scram import DEFAULT_ITERATIONS, ScramMechanism, salted_password
+from floodmark.security import (
+    DEFAULT_ITERATIONS,
+    INTER_BROKER_MECHANISM,
+    SCRAM_LOGIN_MODULE,
+    ClientSecurity,
+    ScramMechanism,
+    SecurityProtocol,
+    jaas_setting,
+    salted_password,
+)
 
 if TYPE_CHECKING:
     from floodmark.security import certs

@@ -21,7 +21,7 @@ from floodmark.controller.startup import (
     start_controller,
 )
 from floodmark.metrics_flags import add_metrics_security_arguments, metrics_security
-from floodmark.storage.data_dir import DataDirLockedError
+from floodmark.storage import DataDirLockedError
 
 LISTEN_DEFAULT = "127.0.0.1:0"
 

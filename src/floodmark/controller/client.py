@@ -45,10 +45,17 @@ from floodmark.controller.snapshot import image_from_records
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.features import FinalizedFeatures
 from floodmark.metadata import PartitionMeta, TopicMeta, deletable_topic
-from floodmark.security.acl import AclBinding, AclBindingFilter, AclStore
-from floodmark.security.client_security import PLAINTEXT, ClientSecurity
-from floodmark.security.principal import KafkaPrincipal
-from floodmark.security.quotas import QuotaChanges, QuotaEntity, QuotaStore
+from floodmark.security import (
+    PLAINTEXT,
+    AclBinding,
+    AclBindingFilter,
+    AclStore,
+    ClientSecurity,
+    KafkaPrincipal,
+    QuotaChanges,
+    QuotaEntity,
+    QuotaStore,
+)
 
 log = logging.getLogger(__name__)
 

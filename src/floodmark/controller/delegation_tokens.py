@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from floodmark.errors import ErrorCode
-from floodmark.security.principal import USER_TYPE, KafkaPrincipal, parse_principal
+from floodmark.security import USER_TYPE, KafkaPrincipal, parse_principal
 
 TOKEN = "delegation_token"
 REMOVE = "remove_delegation_token"

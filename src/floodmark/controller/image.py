@@ -73,11 +73,17 @@ from floodmark.errors import KafkaError
 from floodmark.features import NONE_FINALIZED, FinalizedFeatures
 from floodmark.group_configs import split as split_group_configs
 from floodmark.metadata import INTERNAL_TOPICS, PartitionMeta, TopicMeta
-from floodmark.replication.election import LeaderRecoveryState, PartitionRegistration
-from floodmark.security.acl import AclBinding, AclStore, new_binding
-from floodmark.security.listeners import Endpoint
-from floodmark.security.quotas import QuotaEntity, QuotaStore
-from floodmark.security.sasl.scram import ScramCredential, ScramMechanism
+from floodmark.replication import LeaderRecoveryState, PartitionRegistration
+from floodmark.security import (
+    AclBinding,
+    AclStore,
+    Endpoint,
+    QuotaEntity,
+    QuotaStore,
+    ScramCredential,
+    ScramMechanism,
+    new_binding,
+)
 from floodmark.settings import split_dynamic_configs, split_topic_configs
 
 __all__ = [

@@ -53,7 +53,7 @@ from floodmark.controller.image import (
 from floodmark.controller.record_check import check_record
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import check_partition_count, validate_topic_name
-from floodmark.replication.election import (
+from floodmark.replication import (
     AlterPartitionRequest,
     ElectionKind,
     PartitionRegistration,
@@ -62,10 +62,14 @@ from floodmark.replication.election import (
     bump_leader_epoch,
     validate_alter_partition,
 )
-from floodmark.security.acl import AclBinding, AclBindingFilter
-from floodmark.security.principal import KafkaPrincipal
-from floodmark.security.quotas import QuotaChanges, QuotaEntity
-from floodmark.security.sasl.scram import ScramUser
+from floodmark.security import (
+    AclBinding,
+    AclBindingFilter,
+    KafkaPrincipal,
+    QuotaChanges,
+    QuotaEntity,
+    ScramUser,
+)
 
 log = logging.getLogger(__name__)
 

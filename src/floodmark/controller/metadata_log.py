@@ -18,8 +18,7 @@ from dataclasses import dataclass
 
 from floodmark.controller.image import MetadataRecord
 from floodmark.records import Record, build_batch, decode_records
-from floodmark.storage.config import LogConfig
-from floodmark.storage.log import Log
+from floodmark.storage import Log, LogConfig
 
 log = logging.getLogger(__name__)
 

@@ -34,9 +34,8 @@ from floodmark.controller.quorum.messages import (
     QuorumMessage,
 )
 from floodmark.controller.quorum.state_file import QuorumStateFile
-from floodmark.security.client_security import PLAINTEXT, ClientSecurity
-from floodmark.storage.fs import RealFileSystem
-from floodmark.storage.log import Log
+from floodmark.security import PLAINTEXT, ClientSecurity
+from floodmark.storage import Log, RealFileSystem
 
 log = logging.getLogger(__name__)
 

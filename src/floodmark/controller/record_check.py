@@ -25,10 +25,16 @@ from floodmark.errors import ErrorCode, KafkaError
 from floodmark.features import FeatureError, check_level
 from floodmark.group_configs import validate as validate_group_configs
 from floodmark.metadata import validate_topic_name
-from floodmark.replication.election import LeaderRecoveryState
-from floodmark.security.acl import AclError, new_binding
-from floodmark.security.listeners import Endpoint
-from floodmark.security.quotas import QUOTA_KEYS, QuotaError, new_entity, validate_quota
+from floodmark.replication import LeaderRecoveryState
+from floodmark.security import (
+    QUOTA_KEYS,
+    AclError,
+    Endpoint,
+    QuotaError,
+    new_binding,
+    new_entity,
+    validate_quota,
+)
 from floodmark.settings import validate_dynamic, validate_topic_configs
 
 MetadataRecord = dict[str, Any]

@@ -19,7 +19,7 @@ from typing import Any
 
 from floodmark.address import parse_host_port
 from floodmark.errors import FloodmarkError
-from floodmark.security.client_security import PLAINTEXT, ClientSecurity
+from floodmark.security import PLAINTEXT, ClientSecurity
 
 MAX_FRAME_BYTES = 64 * 1024 * 1024
 _LEN = struct.Struct(">I")

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from floodmark.errors import ErrorCode
-from floodmark.security.sasl.scram import (
+from floodmark.security import (
     MAX_ITERATIONS,
     MIN_ITERATIONS,
     ScramCredential,

@@ -47,12 +47,9 @@ from floodmark.controller.snapshot import (
     snapshot_epoch,
 )
 from floodmark.errors import ErrorCode, KafkaError
-from floodmark.replication.election import AlterPartitionRequest
-from floodmark.security.acl import new_filter
-from floodmark.security.channel import PLAINTEXT_CHANNEL, ChannelSecurity
-from floodmark.security.listeners import Endpoint
-from floodmark.security.tls_server import TlsServer
-from floodmark.storage.fs import RealFileSystem
+from floodmark.replication import AlterPartitionRequest
+from floodmark.security import PLAINTEXT_CHANNEL, ChannelSecurity, Endpoint, TlsServer, new_filter
+from floodmark.storage import RealFileSystem
 
 log = logging.getLogger(__name__)
 

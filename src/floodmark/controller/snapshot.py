@@ -37,8 +37,7 @@ from floodmark.controller.image import (
 )
 from floodmark.controller.scram import credential_record
 from floodmark.errors import CorruptDataError
-from floodmark.storage.fs import FileHandle, FileSystem
-from floodmark.storage.log import Log
+from floodmark.storage import FileHandle, FileSystem, Log
 
 log = logging.getLogger(__name__)
 

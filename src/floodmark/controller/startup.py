@@ -23,10 +23,9 @@ from floodmark.controller.logic import ControllerConfig, elr_config
 from floodmark.controller.metadata_log import MetadataLogConfig
 from floodmark.controller.quorum.codec import parse_voters
 from floodmark.controller.quorum.core import QuorumConfig
-from floodmark.security.channel import PLAINTEXT_CHANNEL, ChannelSecurity
-from floodmark.security.sasl.scram import ScramUser, parse_add_scram
+from floodmark.security import PLAINTEXT_CHANNEL, ChannelSecurity, ScramUser, parse_add_scram
 from floodmark.settings import DEFAULTS, SETTINGS, eligible_leader_replicas_enabled
-from floodmark.storage.data_dir import DataDirLock, lock_data_dir
+from floodmark.storage import DataDirLock, lock_data_dir
 
 if TYPE_CHECKING:  # loaded by open_controller: a broker-only node takes the options, not the server
     from floodmark.controller.server import ControllerServer

@@ -52,9 +52,7 @@ def live_cluster_tour() -> bool:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-    from floodmark.cluster import LocalCluster
-    from floodmark.cluster.describe import describe
-    from floodmark.cluster.diff import read_partition_values
+    from floodmark.cluster import LocalCluster, describe_replicas, read_partition_values
 
     _say()
     _say("=" * 100)
@@ -125,7 +123,7 @@ def live_cluster_tour() -> bool:
 
             healed = wait_on_progress(lambda: isr() == [1, 2, 3], lambda: {
                 "isr": isr(), "log_end_offsets": [r.get("log_end_offset") for row in
-                                                  describe(cluster, TOPIC)
+                                                  describe_replicas(cluster, TOPIC)
                                                   for r in row["replicas"]]})
             _say(f"ISR full again: {healed}")
             c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "demo-verify",
@@ -152,7 +150,7 @@ def live_cluster_tour() -> bool:
             _say(f"acknowledged but missing: {len(missing)}; duplicates: {duplicates}")
             _say(f"$ floodmark cluster describe {TOPIC}")
             time.sleep(1.0)  # followers learn the final HW one fetch late
-            for row in describe(cluster, TOPIC):
+            for row in describe_replicas(cluster, TOPIC):
                 for r in row["replicas"]:
                     cache = ", ".join(f"{e}@{o}" for e, o in r.get("epoch_cache", []))
                     _say(f"  replica {r['id']}{' (leader)' if r['id'] == row['leader'] else ''}"

@@ -20,9 +20,8 @@ import time
 from typing import Any
 
 from floodmark.progress import add_progress_flag
-from floodmark.replication.modes import Truncation
-from floodmark.sim.partition.report import render_steps
-from floodmark.sim.partition.scenarios import SCENARIOS, run_scenario
+from floodmark.replication import Truncation
+from floodmark.sim import SCENARIOS, render_steps, run_scenario
 
 MODES = (Truncation.HIGH_WATERMARK, Truncation.EPOCH_OFFSET, Truncation.LEADER_EPOCH)
 
@@ -80,7 +79,7 @@ def tour_scenarios() -> bool:
 
 
 def tour_explorer(seeds: int) -> bool:
-    from floodmark.sim.partition.explore import ExploreOptions, explore, reproduce_command
+    from floodmark.sim import ExploreOptions, explore, reproduce_command
 
     _banner(f"4. Random fault schedules: {seeds} seeds per mode, SPEC §4 checked after every event")
     found: dict[Truncation, int] = {}

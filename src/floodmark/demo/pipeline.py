@@ -301,7 +301,7 @@ def run(events: int, rate: float, keep: bool, down_s: float,
              + ", ".join(f"{b} (pid {cluster.pid(b)}, {cluster.address(b)})"
                          for b in cluster.broker_ids))
         _say(f"[cluster] bootstrap {bootstrap}; logs in {work / 'cluster' / 'logs'}")
-        from floodmark.ui.launch import start_ui
+        from floodmark.ui import start_ui
 
         ui = start_ui(work / "cluster", work / "cluster" / "logs" / "ui.log")
         if ui is not None:
@@ -347,7 +347,7 @@ def run(events: int, rate: float, keep: bool, down_s: float,
             _say(f"[cleanup] stopping Spark: {exc}")
         spark_stopped = time.monotonic()
         if ui is not None:
-            from floodmark.ui.launch import stop_ui
+            from floodmark.ui import stop_ui
 
             stop_ui(ui[0])
         cluster.stop()

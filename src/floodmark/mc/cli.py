@@ -16,7 +16,7 @@ from floodmark.mc.checker import DEFAULT_MAX_STATES, DEFAULT_TIME_LIMIT_S, check
 from floodmark.mc.model import DEFAULT_SCAN_CHUNK_BYTES, MIN_SCAN_CHUNK_BYTES, ModelConfig
 from floodmark.mc.render import result_dict, result_text
 from floodmark.mc.walk import DEFAULT_WALK_DEPTH, random_walks
-from floodmark.replication.modes import DEFAULT_TRUNCATION, Truncation
+from floodmark.replication import DEFAULT_TRUNCATION, Truncation
 
 EXIT_HOLDS = 0
 EXIT_VIOLATED = 1

@@ -30,8 +30,8 @@ from floodmark.mc.pieces import (
     record_name,
 )
 from floodmark.records import AbortedTracker, iter_batches
+from floodmark.replication import LeaderState
 from floodmark.replication import isr as isr_rules
-from floodmark.replication.partition import LeaderState
 from floodmark.spec import partition as spec
 
 

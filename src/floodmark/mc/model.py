@@ -77,18 +77,20 @@ from floodmark.mc.pieces import (
     txn_record,
 )
 from floodmark.mc.restart import Restarts
-from floodmark.replication.epochs import UNDEFINED_EPOCH, EpochCache
-from floodmark.replication.modes import Truncation
-from floodmark.replication.partition import (
+from floodmark.replication import (
+    UNDEFINED_EPOCH,
+    EpochCache,
     EpochQuery,
     FollowerActionKind,
     FollowerState,
     LeaderState,
     PartitionConfig,
+    ProducerStateTable,
+    Truncation,
+    produce_as_leader,
+    write_marker_as_leader,
 )
-from floodmark.replication.produce import produce_as_leader, write_marker_as_leader
-from floodmark.replication.producer_state import ProducerStateTable
-from floodmark.spec.partition import ReplicaView
+from floodmark.spec import ReplicaView
 
 STUCK_FETCH = "StuckFetch"
 """Action kind of a diverging fetch whose truncation cuts nothing (a livelock)."""

@@ -32,8 +32,13 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
-from floodmark.controller.image import BrokerRegistration, MetadataImage, registration_to_record
-from floodmark.controller.logic import ControllerConfig, ControllerLogic
+from floodmark.controller import (
+    BrokerRegistration,
+    ControllerConfig,
+    ControllerLogic,
+    MetadataImage,
+    registration_to_record,
+)
 from floodmark.records import (
     BatchHeader,
     ControlType,
@@ -44,19 +49,21 @@ from floodmark.records import (
     set_partition_leader_epoch,
     simple_batch,
 )
-from floodmark.replication import isr as isr_rules
-from floodmark.replication.driver import ReplicaDriver
-from floodmark.replication.election import AlterPartitionRequest, PartitionRegistration
-from floodmark.replication.epochs import EpochCache
-from floodmark.replication.modes import Truncation
-from floodmark.replication.partition import (
+from floodmark.replication import (
+    AbortedTxn,
+    AlterPartitionRequest,
+    CompleteProduce,
+    EpochCache,
     FollowerState,
     LeaderState,
     Partition,
     PartitionConfig,
+    PartitionRegistration,
+    ProducerStateTable,
+    ReplicaDriver,
+    Truncation,
 )
-from floodmark.replication.producer_state import AbortedTxn, ProducerStateTable
-from floodmark.replication.purgatory import CompleteProduce
+from floodmark.replication import isr as isr_rules
 
 NOW_MS = 0
 LAG_MS = -1

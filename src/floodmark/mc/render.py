@@ -8,8 +8,8 @@ from floodmark.constants import NO_LEADER
 from floodmark.mc.checker import CheckResult, TraceStep
 from floodmark.mc.model import STUCK_FETCH, Action, ModelConfig, StateView
 from floodmark.mc.pieces import ControllerValue, ReplicaValue, record_name
+from floodmark.replication import FollowerState, LeaderState
 from floodmark.replication import isr as isr_rules
-from floodmark.replication.partition import FollowerState, LeaderState
 
 
 def _names(config: ModelConfig, isr: tuple[int, ...]) -> list[str]:

@@ -33,12 +33,8 @@ from dataclasses import dataclass
 
 from floodmark.mc.pieces import Batches, Entry, ModelPorts, partition_config
 from floodmark.records import iter_batches
-from floodmark.replication.driver import ReplicaDriver
-from floodmark.replication.modes import Truncation
-from floodmark.replication.producer_state import AbortedTxn, ProducerStateTable
-from floodmark.storage.config import LogConfig
-from floodmark.storage.fs import MemoryFileSystem
-from floodmark.storage.log import Log
+from floodmark.replication import AbortedTxn, ProducerStateTable, ReplicaDriver, Truncation
+from floodmark.storage import Log, LogConfig, MemoryFileSystem
 
 LOG_DIR = "/data/t-0"
 READ_MAX_BYTES = 1 << 20

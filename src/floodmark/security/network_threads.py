@@ -26,7 +26,7 @@ from collections import deque
 from collections.abc import Callable
 
 from floodmark.security.tls_transport import RECEIVE_BYTES, TlsTransport
-from floodmark.wire.frames import BufferPool
+from floodmark.wire import BufferPool
 
 log = logging.getLogger(__name__)
 

@@ -177,7 +177,7 @@ class FilterComponent:
         return True
 
 
-def new_filter(components: Iterable[tuple[str, int, str | None]]) -> list[FilterComponent]:
+def new_quota_filter(components: Iterable[tuple[str, int, str | None]]) -> list[FilterComponent]:
     """Validate DescribeClientQuotas filter components. Raises QuotaError."""
     out: list[FilterComponent] = []
     seen: set[str] = set()

@@ -54,7 +54,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from floodmark.security.tls import TlsRefused
-from floodmark.wire.frames import BufferPool, FrameReader
+from floodmark.wire import BufferPool, FrameReader
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ import json
 import sys
 from typing import Any
 
-from floodmark.replication.modes import DEFAULT_TRUNCATION, Truncation
+from floodmark.replication import DEFAULT_TRUNCATION, Truncation
 from floodmark.sim.partition.explore import (
     DEFAULT_TRANSACTION_VERSION,
     DEFAULT_TXN_GIVE_UP_AFTER_MS,

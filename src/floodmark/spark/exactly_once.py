@@ -39,9 +39,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import WriterCommitMessage
 
-from floodmark.client.cluster import RETRIABLE, Retriable, error_text
-from floodmark.client.connection import RequestFailed
-from floodmark.client.producer import IdempotentProducer
+from floodmark.client import RETRIABLE, IdempotentProducer, RequestFailed, Retriable, error_text
 from floodmark.errors import ErrorCode
 from floodmark.spark.fetcher import ClientConfig, client_for, read_range
 from floodmark.spark.options import OptionError, SinkOptions

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from floodmark.client.fetch import FetchClient, FetchedPartition, FetchError
+from floodmark.client import FetchClient, FetchedPartition, FetchError
 from floodmark.constants import READ_COMMITTED
 from floodmark.errors import ErrorCode, FloodmarkError
-from floodmark.security.client_security import ClientSecurity
+from floodmark.security import ClientSecurity
 from floodmark.spark.decode import BATCH_HEADER_BYTES, batches_in_range, visible_rows
 from floodmark.spark.fetch_sizes import FetchSizes
 from floodmark.spark.heap import keep_freed_memory

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from floodmark.client.fetch import FetchClient, OffsetBounds
+from floodmark.client import FetchClient, OffsetBounds
 from floodmark.constants import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from floodmark.spark.fetcher import data_loss
 from floodmark.spark.options import Offsets, OffsetSpec, OptionError, Subscription

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import ParamSpec, TypeVar
 
-from floodmark.client.cluster import BadAddress, NoBrokerAvailable, parse_bootstrap
+from floodmark.client import BadAddress, NoBrokerAvailable, parse_bootstrap
 from floodmark.compression import Compression
 from floodmark.constants import EARLIEST_TIMESTAMP, READ_COMMITTED, READ_UNCOMMITTED
 from floodmark.errors import FloodmarkError

@@ -15,8 +15,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import WriterCommitMessage
 from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 
-from floodmark.client.cluster import ClusterClient
-from floodmark.client.producer import IdempotentProducer
+from floodmark.client import ClusterClient, IdempotentProducer
 from floodmark.errors import FloodmarkError
 from floodmark.spark.fetcher import security_of
 from floodmark.spark.options import OptionError, SinkOptions

@@ -40,7 +40,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from floodmark.client.fetch import FetchClient
+from floodmark.client import FetchClient
 from floodmark.spark import offsets as ofs
 from floodmark.spark.fetcher import client_for, data_loss, read_range
 from floodmark.spark.options import (

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from floodmark.controller.quorum.rules import majority
+from floodmark.controller import majority
+from floodmark.spec.entries import Entry
 
-Entry = tuple[int, str]  # (epoch stamped in the batch, value)
 Entries = Mapping[int, Entry]
 
 ELECTION_SAFETY = "election-safety"

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from floodmark.controller.quorum.messages import QuorumMessage
+from floodmark.controller import QuorumMessage
 
 
 def node_name(node_id: int) -> str:

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
 from floodmark.errors import CorruptDataError
-from floodmark.replication.epochs import EpochEntry
+from floodmark.replication import EpochEntry
 from floodmark.storage.fs import FileSystem
 
 CHECKPOINT_VERSION = 0

@@ -58,7 +58,7 @@ from floodmark.records import (
     iter_batches,
     rebuild_batch,
 )
-from floodmark.replication.producer_state import AbortedTxn
+from floodmark.replication import AbortedTxn
 from floodmark.storage.checkpoints import CorruptCheckpointError, OffsetCheckpointFile
 from floodmark.storage.fs import FileHandle, FileSystem
 from floodmark.storage.log import Log

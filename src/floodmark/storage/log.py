@@ -37,8 +37,7 @@ from floodmark.records import (
     set_log_append_time,
     set_partition_leader_epoch,
 )
-from floodmark.replication.epochs import UNDEFINED_EPOCH, EpochCache
-from floodmark.replication.producer_state import AbortedTxn
+from floodmark.replication import UNDEFINED_EPOCH, AbortedTxn, EpochCache
 from floodmark.storage import swap
 from floodmark.storage.appends import AppendInfo, NonContiguousAppendError, validate_record_set
 from floodmark.storage.checkpoints import (

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from floodmark.constants import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from floodmark.records import HEADER_SIZE, NO_TIMESTAMP, BatchHeader, decode_batch
-from floodmark.replication.epochs import EpochCache
+from floodmark.replication import EpochCache
 from floodmark.storage.file_slice import FileSlice
 from floodmark.storage.segment import Segment, scan_headers
 

@@ -14,7 +14,7 @@ import logging
 from dataclasses import dataclass, field
 
 from floodmark.records import HEADER_SIZE, NO_TIMESTAMP, BatchHeader, CorruptRecordError
-from floodmark.replication.epochs import EpochCache, EpochEntry
+from floodmark.replication import EpochCache, EpochEntry
 from floodmark.storage.checkpoints import (
     LEADER_EPOCH_CHECKPOINT,
     CorruptCheckpointError,

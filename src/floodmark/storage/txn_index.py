@@ -25,7 +25,7 @@ import struct
 from collections.abc import Iterable, Sequence
 
 from floodmark.records import BatchHeader, ControlType, CorruptRecordError, control_type_of
-from floodmark.replication.producer_state import AbortedTxn
+from floodmark.replication import AbortedTxn
 from floodmark.storage.fs import FileHandle, FileSystem
 
 TXN_INDEX_SUFFIX = ".txnindex"

@@ -18,25 +18,29 @@ environment with floodmark installed).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from floodmark.faces import face
+
+# The face: the names other packages import from here, each loaded from its module
+# the first time it is used (floodmark.faces).
 if TYPE_CHECKING:
     from floodmark.testing.embedded_broker import EmbeddedBroker
     from floodmark.testing.embedded_cluster import EmbeddedCluster
     from floodmark.testing.serving import NotServing
 
-__all__ = ["EmbeddedBroker", "EmbeddedCluster", "NotServing"]
+__all__ = [
+    "EmbeddedBroker",
+    "EmbeddedCluster",
+    "NotServing",
+]
+
+if not TYPE_CHECKING:  # mypy reads the imports above; Python loads them on use
+    __getattr__ = face(__name__, __file__)
+
 
 _WHERE = {
     "EmbeddedBroker": "floodmark.testing.embedded_broker",
     "EmbeddedCluster": "floodmark.testing.embedded_cluster",
     "NotServing": "floodmark.testing.serving",
 }
-
-
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'floodmark.testing' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)

@@ -15,8 +15,7 @@ import signal
 from pathlib import Path
 from types import TracebackType
 
-from floodmark.cluster.single import BrokerProcess
-from floodmark.cluster.waiting import LIMIT_S, STALL_MS, process_progress
+from floodmark.cluster import LIMIT_S, STALL_MS, BrokerProcess, process_progress
 from floodmark.testing.data_dirs import DataDir
 from floodmark.testing.serving import wait_serving
 

@@ -19,9 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
-from floodmark.cluster import LocalCluster
-from floodmark.cluster.local import ClusterError
-from floodmark.cluster.waiting import LIMIT_S, STALL_MS, process_progress
+from floodmark.cluster import LIMIT_S, STALL_MS, ClusterError, LocalCluster, process_progress
 from floodmark.testing.data_dirs import DataDir
 from floodmark.testing.serving import wait_serving
 

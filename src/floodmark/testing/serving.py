@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from floodmark.client.connection import KafkaConnection, RequestFailed
-from floodmark.cluster.waiting import LIMIT_S, STALL_MS, Stalled, wait_progress
+from floodmark.client import KafkaConnection, RequestFailed
+from floodmark.cluster import LIMIT_S, STALL_MS, Stalled, wait_progress
 
 API_METADATA = 3
 METADATA_VERSION = 12

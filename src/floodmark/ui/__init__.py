@@ -10,3 +10,22 @@ topics, reset offsets, through the CLI's own code), ``guard`` (who may change th
 server-sent events), ``cli`` (the subcommand), ``static/`` (the page: HTML, vanilla JS and SVG,
 no build step).
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from floodmark.faces import face
+
+# The face: the names other packages import from here, each loaded from its module
+# the first time it is used (floodmark.faces).
+if TYPE_CHECKING:
+    from floodmark.ui.launch import start_ui, stop_ui
+
+__all__ = [
+    "start_ui",
+    "stop_ui",
+]
+
+if not TYPE_CHECKING:  # mypy reads the imports above; Python loads them on use
+    __getattr__ = face(__name__, __file__)

@@ -24,12 +24,15 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from floodmark.cli import group_offsets
-from floodmark.cli.common import check_configs
-from floodmark.cli.config import RESOURCE_BROKER, RESOURCE_TOPIC, describe_configs
-from floodmark.cli.errors import CliError
-from floodmark.client.cluster import ClusterClient, NoBrokerAvailable, Retriable, error_text
-from floodmark.client.connection import RequestFailed
+from floodmark.cli import (
+    RESOURCE_BROKER,
+    RESOURCE_TOPIC,
+    CliError,
+    check_configs,
+    describe_configs,
+    group_offsets,
+)
+from floodmark.client import ClusterClient, NoBrokerAvailable, RequestFailed, Retriable, error_text
 from floodmark.errors import ErrorCode, FloodmarkError
 from floodmark.settings import is_sensitive
 

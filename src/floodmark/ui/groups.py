@@ -12,9 +12,8 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from floodmark.broker.offsets import partition_for
-from floodmark.client.connection import KafkaConnection, RequestFailed
-from floodmark.client.group import decode_assignment
+from floodmark.broker import partition_for
+from floodmark.client import KafkaConnection, RequestFailed, decode_assignment
 from floodmark.metadata import OFFSETS_TOPIC
 
 PartitionKey = tuple[str, int]

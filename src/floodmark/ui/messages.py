@@ -20,7 +20,7 @@ import base64
 from dataclasses import dataclass
 from typing import Any
 
-from floodmark.client.fetch import FetchClient, FetchError, visible_records
+from floodmark.client import FetchClient, FetchError, visible_records
 from floodmark.constants import READ_UNCOMMITTED
 from floodmark.errors import ErrorCode, FloodmarkError
 from floodmark.records import CorruptRecordError, Record, iter_batches

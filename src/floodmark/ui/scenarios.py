@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from floodmark.replication.modes import DEFAULT_TRUNCATION, Truncation
-from floodmark.sim.partition.scenarios import SCENARIOS, run_scenario
+from floodmark.replication import DEFAULT_TRUNCATION, Truncation
+from floodmark.sim import SCENARIOS, run_scenario
 
 
 def scenario_list() -> dict[str, Any]:

@@ -42,8 +42,7 @@ from typing import Any
 from aiohttp import web
 
 from floodmark.address import parse_host_port
-from floodmark.client.connection import RequestFailed
-from floodmark.client.fetch import FetchClient, FetchError
+from floodmark.client import FetchClient, FetchError, RequestFailed
 from floodmark.errors import ErrorCode
 from floodmark.ui import admin
 from floodmark.ui.access import REALM, Access

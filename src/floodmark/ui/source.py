@@ -24,8 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from floodmark.address import format_host_port, parse_bootstrap
-from floodmark.client.connection import KafkaConnection, RequestFailed
-from floodmark.client.replica_state import leader_views, replica_states
+from floodmark.client import KafkaConnection, RequestFailed, leader_views, replica_states
 from floodmark.cluster import CONTROLLER_ID, LocalCluster
 from floodmark.ui.groups import read_groups
 from floodmark.ui.topic_stats import (

@@ -30,7 +30,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from floodmark.client.connection import KafkaConnection, RequestFailed
+from floodmark.client import KafkaConnection, RequestFailed
 
 PartitionKey = tuple[str, int]
 TIMEOUT_S = 2.0

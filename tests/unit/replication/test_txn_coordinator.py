@@ -11,11 +11,11 @@ import pytest
 from floodmark.errors import ErrorCode
 from floodmark.replication.transactions import log as txn_log
 from floodmark.replication.transactions.coordinator import (
-    Effect,
     ListFilter,
     Reply,
     SendMarkers,
     TxnCoordinator,
+    TxnEffect,
     WriteTxnLog,
 )
 from floodmark.replication.transactions.state import (
@@ -43,7 +43,7 @@ class Harness:
         self.ids = itertools.count(1)
         self.now_ms = 1_000
 
-    def settle(self, effects: list[Effect], fail: ErrorCode | None = None) -> list[Reply]:
+    def settle(self, effects: list[TxnEffect], fail: ErrorCode | None = None) -> list[Reply]:
         """Carry out effects: writes succeed (or fail with ``fail``), markers are kept."""
         replies: list[Reply] = []
         queue = list(effects)
@@ -60,7 +60,7 @@ class Harness:
                 self.markers.append(e)
         return replies
 
-    def one(self, effects: list[Effect], fail: ErrorCode | None = None) -> Reply:
+    def one(self, effects: list[TxnEffect], fail: ErrorCode | None = None) -> Reply:
         replies = self.settle(effects, fail)
         assert len(replies) == 1, replies
         return replies[0]

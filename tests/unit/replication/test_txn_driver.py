@@ -14,7 +14,7 @@ from floodmark.errors import ErrorCode
 from floodmark.replication.transactions import log as txn_log
 from floodmark.replication.transactions.coordinator import Reply, SendMarkers, TxnCoordinator
 from floodmark.replication.transactions.driver import MarkerPolicy, TxnDriver
-from floodmark.replication.transactions.state import Partition, TxnMetadata, TxnState
+from floodmark.replication.transactions.state import TxnMetadata, TxnPartition, TxnState
 
 P = 0
 T0 = ("orders", 0)
@@ -26,10 +26,10 @@ T2 = ("audit", 0)
 class Ports:
     """The log and the network in memory: appends succeed at once unless ``pending``."""
 
-    leaders: dict[Partition, int | None] = field(default_factory=dict)
+    leaders: dict[TxnPartition, int | None] = field(default_factory=dict)
     log: list[bytes] = field(default_factory=list)
     pending: bool = False
-    sent: list[tuple[int, int, tuple[Partition, ...]]] = field(default_factory=list)
+    sent: list[tuple[int, int, tuple[TxnPartition, ...]]] = field(default_factory=list)
     reports: list[str] = field(default_factory=list)
 
     def append(self, txn_partition: int, metadata: TxnMetadata, batch: bytes,
@@ -37,11 +37,11 @@ class Ports:
         self.log.append(batch)
         return None if self.pending else ErrorCode.NONE
 
-    def leader_of(self, partition: Partition) -> int | None:
+    def leader_of(self, partition: TxnPartition) -> int | None:
         return self.leaders.get(partition, 1)
 
     def send_markers(self, attempt: int, leader: int, markers: SendMarkers,
-                     partitions: tuple[Partition, ...]) -> bool:
+                     partitions: tuple[TxnPartition, ...]) -> bool:
         self.sent.append((attempt, leader, partitions))
         return True
 
@@ -70,7 +70,7 @@ def _ask(driver: TxnDriver, decide: object, now_ms: int = 0) -> list[Reply]:
     return replies
 
 
-def _open(driver: TxnDriver, *parts: Partition, timeout_ms: int = 60_000) -> tuple[int, int]:
+def _open(driver: TxnDriver, *parts: TxnPartition, timeout_ms: int = 60_000) -> tuple[int, int]:
     core = driver.core
     (init,) = _ask(driver, lambda r: core.init_producer_id(r, P, "tx", timeout_ms, 0))
     assert init.error is ErrorCode.NONE

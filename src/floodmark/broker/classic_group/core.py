@@ -58,7 +58,7 @@ from floodmark.broker.classic_group.messages import (
 )
 from floodmark.broker.classic_group.state import Group, GroupState, Member
 from floodmark.broker.offsets import GroupRecord, MemberRecord
-from floodmark.client.group import decode_subscription
+from floodmark.client import decode_subscription
 from floodmark.errors import ErrorCode
 
 log = logging.getLogger(__name__)

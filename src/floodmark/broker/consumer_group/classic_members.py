@@ -21,7 +21,6 @@ the consumer group's rules (Kafka's ``classicGroupJoinToConsumerGroup``,
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -41,7 +40,7 @@ from floodmark.broker.consumer_group.records import (
     TopicMetadata,
 )
 from floodmark.errors import ErrorCode
-from floodmark.wire.consumer_protocol import (
+from floodmark.wire import (
     PROTOCOL_TYPE,
     BadEmbeddedProtocol,
     decode_subscription,
@@ -87,7 +86,7 @@ def supports(g: ConsumerGroup, protocol_type: str, protocols: set[str]) -> bool:
 def join(core: ConsumerGroupCoordinator, req: ClassicJoin, topics: Mapping[str, TopicMetadata],
          now_ms: int) -> ClassicJoinAnswer:
     g = core.groups[req.group_id]
-    member_id = req.member_id or str(uuid.uuid4())
+    member_id = req.member_id or core.new_member_id()
     if g.full(member_id, core.config.max_size):
         return ClassicJoinAnswer(ErrorCode.GROUP_MAX_SIZE_REACHED, "",
                                  message=core.full_message())

@@ -43,7 +43,9 @@ from __future__ import annotations
 import copy
 import enum
 import functools
+import random
 import re
+import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 
@@ -267,7 +269,9 @@ class ConsumerGroupCoordinator:
     """Every consumer group of one coordinator (the groups of the ``__consumer_offsets``
     partitions it leads)."""
 
-    def __init__(self, config: CoreConfig) -> None:
+    def __init__(self, config: CoreConfig, rng: random.Random | None = None) -> None:
+        """``rng``: where new member ids come from (a seeded one in the simulator, so a seed
+        replays exactly; by default the system's)."""
         if not config.assignors or any(a not in ASSIGNORS for a in config.assignors):
             raise ValueError(f"group.consumer.assignors: {list(config.assignors)}; "
                              f"known: {sorted(ASSIGNORS)}")
@@ -279,6 +283,11 @@ class ConsumerGroupCoordinator:
         # the classic groups that consumer groups became (downgrades), until the shell takes
         # them (``take_downgrade``) with the records that wrote them
         self.downgrades: dict[str, migration.ClassicSnapshot] = {}
+        self._rng = rng if rng is not None else random.SystemRandom()
+
+    def new_member_id(self) -> str:
+        """A member id the coordinator names (a classic protocol member's JoinGroup)."""
+        return str(uuid.UUID(int=self._rng.getrandbits(128), version=4))
 
     def config_of(self, group_id: str) -> CoreConfig:
         """The settings ``group_id`` runs with: its group configs, else the broker's."""

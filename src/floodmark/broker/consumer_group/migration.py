@@ -41,7 +41,7 @@ from floodmark.broker.consumer_group.records import (
     TargetMember,
     TopicMetadata,
 )
-from floodmark.wire.consumer_protocol import (
+from floodmark.wire import (
     PROTOCOL_TYPE,
     decode_assignment,
     decode_subscription,

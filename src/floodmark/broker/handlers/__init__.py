@@ -19,7 +19,7 @@ from typing import cast
 from floodmark.broker.boundary import Encoded
 from floodmark.broker.context import Handler, HandlerContext
 from floodmark.broker.handlers import data  # produce and fetch: every broker serves them
-from floodmark.wire.api_table import SERVED, ApiKey
+from floodmark.wire import SERVED, ApiKey
 
 RawHandler = Callable[[HandlerContext, memoryview, int, data.ProduceGate | None],
                      Encoded | Awaitable[Encoded | None] | None]

@@ -16,8 +16,8 @@ from collections.abc import Awaitable
 from floodmark.broker.boundary import ClientConnection, WireRequest, WireResponse
 from floodmark.broker.context import HandlerContext
 from floodmark.errors import ErrorCode, KafkaError
-from floodmark.security.acl import AclBinding, AclBindingFilter, AclError, new_binding, new_filter
-from floodmark.wire.codec import RequestHeader
+from floodmark.security import AclBinding, AclBindingFilter, AclError, new_binding, new_filter
+from floodmark.wire import RequestHeader
 
 log = logging.getLogger(__name__)
 

@@ -25,10 +25,9 @@ from floodmark.broker.config import (
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.features import FinalizedFeatures
 from floodmark.metadata import TopicMeta, validate_topic_name
-from floodmark.security.quotas import TokenBucket
+from floodmark.security import TokenBucket
 from floodmark.settings import is_sensitive, topic_config_setting
-from floodmark.wire.api_table import SHARE_GROUP, SUPPORTED, ApiKey
-from floodmark.wire.codec import RequestHeader, encode_response, ms
+from floodmark.wire import SHARE_GROUP, SUPPORTED, ApiKey, RequestHeader, encode_response, ms
 
 if TYPE_CHECKING:
     from floodmark.broker.context import HandlerContext

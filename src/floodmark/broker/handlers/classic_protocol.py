@@ -1,7 +1,8 @@
-"""JoinGroup, SyncGroup, Heartbeat and LeaveGroup, routed by the kind of the group they name:
-a classic group's are ``group_apis``' (the classic coordinator); a consumer group's come from
-*classic protocol members* of that consumer group (KIP-848's online migration, Kafka 4), served
-by ``consumer_group.classic_members`` and stored as the consumer group's records.
+"""JoinGroup, SyncGroup, Heartbeat and LeaveGroup, routed by the kind of the group they name
+(``group_routing``, the rule the simulator runs too): a classic group's are ``group_apis``'
+(the classic coordinator); a consumer group's come from *classic protocol members* of that
+consumer group (KIP-848's online migration, Kafka 4), served by
+``consumer_group.classic_members`` and stored as the consumer group's records.
 
 A JoinGroup into a consumer group with members is always served this way (Kafka's
 ``classicGroupJoinToConsumerGroup``; the migration policy governs only the conversions); an
@@ -10,17 +11,25 @@ empty consumer group gives way to a classic group (``group_apis.join_group``).
 
 from __future__ import annotations
 
+import inspect
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeAlias
 
-from floodmark.broker.boundary import ClientConnection, HandlerResult, WireRequest, WireResponse
+from floodmark.broker import group_routing
+from floodmark.broker.boundary import (
+    Answer,
+    ClientConnection,
+    HandlerResult,
+    WireRequest,
+    WireResponse,
+)
 from floodmark.broker.consumer_group import classic_members
 from floodmark.broker.consumer_group import records as cg_records
 from floodmark.broker.handlers import group_apis
 from floodmark.broker.handlers.consumer_group_apis import topics_view
 from floodmark.errors import ErrorCode
-from floodmark.wire.codec import RequestHeader, ms
-from floodmark.wire.consumer_protocol import PROTOCOL_TYPE, encode_assignment
+from floodmark.wire import PROTOCOL_TYPE, RequestHeader, encode_assignment, ms
 
 if TYPE_CHECKING:
     from floodmark.broker.context import HandlerContext
@@ -28,14 +37,39 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def _consumer_group(ctx: HandlerContext, group_id: str, with_members: bool) -> bool:
-    g = ctx.consumer_groups.groups.get(group_id)
-    return g is not None and (bool(g.members) or not with_members)
+def _classic(ctx: HandlerContext, group_id: str) -> bool:
+    return group_routing.owner(ctx.consumer_groups, group_id) is group_routing.Core.CLASSIC
 
 
+Handler: TypeAlias = \
+    "Callable[[HandlerContext, RequestHeader, WireRequest, ClientConnection], HandlerResult]"
+
+
+def _routed_when_settled(handler: Handler) -> Handler:
+    """Route a request by its group's kind only once no change of the group is being stored
+    (``group_apis.settled``): at once when none is, else after it."""
+
+    def run(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
+            conn: ClientConnection) -> HandlerResult:
+        if group_apis.change_in_flight(ctx, str(req.group_id)) is None:
+            return handler(ctx, header, req, conn)
+        return _after_settled(handler, ctx, header, req, conn)
+
+    return run
+
+
+async def _after_settled(handler: Handler, ctx: HandlerContext, header: RequestHeader,
+                         req: WireRequest, conn: ClientConnection) -> Answer:
+    await group_apis.settled(ctx, str(req.group_id))
+    result = handler(ctx, header, req, conn)
+    return await result if inspect.isawaitable(result) else result
+
+
+@_routed_when_settled
 def join_group(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
                conn: ClientConnection) -> HandlerResult:
-    if not _consumer_group(ctx, req.group_id, with_members=True):
+    if group_routing.join_group(ctx.consumer_groups, req.group_id) is not \
+            group_routing.Join.CONSUMER:
         return group_apis.join_group(ctx, header, req, conn)
     return _join(ctx, header, req, conn)
 
@@ -54,7 +88,8 @@ async def _join(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
     answers: list[classic_members.ClassicJoinAnswer] = []
 
     def change() -> tuple[cg_records.ConsumerGroupRecord, ...]:
-        if not _consumer_group(ctx, join.group_id, with_members=True):
+        if group_routing.join_group(ctx.consumer_groups, join.group_id) is not \
+                group_routing.Join.CONSUMER:
             # it became a classic group (or went) meanwhile: the member joins again
             answers.append(classic_members.ClassicJoinAnswer(
                 ErrorCode.REBALANCE_IN_PROGRESS, join.member_id))
@@ -78,9 +113,10 @@ async def _join(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
         "leader": "", "skip_assignment": False, "member_id": ans.member_id, "members": []}
 
 
+@_routed_when_settled
 def sync_group(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
                conn: ClientConnection) -> HandlerResult:
-    if not _consumer_group(ctx, req.group_id, with_members=False):
+    if _classic(ctx, req.group_id):
         return group_apis.sync_group(ctx, header, req, conn)
     protocol_type = getattr(req, "protocol_type", None)
     protocol_name = getattr(req, "protocol_name", None)
@@ -101,9 +137,10 @@ def sync_group(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
             "protocol_name": protocol_name if ok else None, "assignment": assignment}
 
 
+@_routed_when_settled
 def heartbeat(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
               conn: ClientConnection) -> HandlerResult:
-    if not _consumer_group(ctx, req.group_id, with_members=False):
+    if _classic(ctx, req.group_id):
         return group_apis.heartbeat(ctx, header, req, conn)
     err = classic_members.heartbeat(ctx.consumer_groups, str(req.group_id), str(req.member_id),
                                     int(req.generation_id),
@@ -111,9 +148,10 @@ def heartbeat(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
     return {"throttle_time": 0, "error_code": int(err)}
 
 
+@_routed_when_settled
 def leave_group(ctx: HandlerContext, header: RequestHeader, req: WireRequest,
                 conn: ClientConnection) -> HandlerResult:
-    if not _consumer_group(ctx, req.group_id, with_members=False):
+    if _classic(ctx, req.group_id):
         return group_apis.leave_group(ctx, header, req, conn)
     return _leave(ctx, header, req)
 
@@ -127,7 +165,7 @@ async def _leave(ctx: HandlerContext, header: RequestHeader, req: WireRequest) -
     answers: list[tuple[str, str | None, ErrorCode]] = []
 
     def change() -> list[cg_records.ConsumerGroupRecord]:
-        if group_id not in ctx.consumer_groups.groups:
+        if _classic(ctx, group_id):
             answers.extend((m, i, ErrorCode.UNKNOWN_MEMBER_ID) for m, i in wanted)
             return []
         out, records = classic_members.leave(ctx.consumer_groups, group_id, wanted,

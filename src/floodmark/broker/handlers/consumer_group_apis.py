@@ -3,11 +3,12 @@ coordinator: the wire translated to the core's typed values (``consumer_group.co
 the records the core emits are stored in the group's ``__consumer_offsets`` partition and the
 member is answered only once they are replicated (a failover then loads what it was told).
 
-A group id is either a classic group or a consumer group. A heartbeat joining (epoch 0) a
-classic group with members upgrades it to a consumer group (KIP-848's online migration,
-``consumer_group.migration``) when ``group.consumer.migration.policy`` allows it and the group
-uses the consumer protocol; else it is GROUP_ID_NOT_FOUND, as Kafka answers. An empty classic
-group gives way. Classic members of a consumer group are ``classic_protocol``'s.
+A group id is either a classic group or a consumer group (``group_routing``, the rule the
+simulator runs too). A heartbeat joining (epoch 0) a classic group with members upgrades it to
+a consumer group (KIP-848's online migration, ``consumer_group.migration``) when
+``group.consumer.migration.policy`` allows it and the group uses the consumer protocol; else it
+is GROUP_ID_NOT_FOUND, as Kafka answers. An empty classic group gives way. Classic members of
+a consumer group are ``classic_protocol``'s.
 """
 
 from __future__ import annotations
@@ -17,16 +18,15 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
+from floodmark.broker import group_routing
 from floodmark.broker.boundary import ClientConnection, HandlerResult, WireRequest, WireResponse
-from floodmark.broker.consumer_group import migration
 from floodmark.broker.consumer_group import records as cg_records
 from floodmark.broker.consumer_group.assignors import Partitions
 from floodmark.broker.consumer_group.core import ConsumerGroup, Heartbeat, HeartbeatAnswer
-from floodmark.broker.groups import record_of_snapshot, snapshot_of
-from floodmark.broker.handlers.group_apis import change_consumer_group, store_group
+from floodmark.broker.handlers.group_apis import change_consumer_group, settled, store_group
 from floodmark.broker.offsets import GroupRecord
 from floodmark.errors import ErrorCode
-from floodmark.wire.codec import RequestHeader, ms
+from floodmark.wire import RequestHeader, ms
 
 if TYPE_CHECKING:
     from floodmark.broker.context import HandlerContext
@@ -85,23 +85,19 @@ async def _heartbeat(ctx: HandlerContext, header: RequestHeader, req: WireReques
     member_id = str(req.member_id or "")
     if not member_id and epoch == 0 and header.api_version == 0:
         member_id = str(uuid.uuid4())  # v0: the coordinator names a new member
+    await settled(ctx, group_id)  # the group's kind, as stored (not a change being undone)
     interval_ms = ctx.consumer_groups.config_of(group_id).heartbeat_interval_ms
-    classic = ctx.groups.groups.get(group_id)
-    upgrade: migration.ClassicSnapshot | None = None
-    if classic is not None and classic.members:
-        upgrade = snapshot_of(classic)
-        why = "the heartbeat does not join (member epoch 0)" if epoch != 0 else \
-            migration.can_upgrade(ctx.consumer_groups.config.migration_policy, upgrade,
-                                  ctx.consumer_groups.config.max_size)
-        if why is not None:
-            log.info("group %s: a classic group is not upgraded to a consumer group: %s",
-                     group_id, why)
-            return {"throttle_time": 0, "error_code": int(ErrorCode.GROUP_ID_NOT_FOUND),
-                    "error_message": f"Group {group_id} is not a consumer group",
-                    "member_id": member_id or None, "member_epoch": epoch,
-                    "heartbeat_interval": interval_ms, "assignment": None}
-    if upgrade is None and epoch == 0 and group_id not in ctx.consumer_groups.groups and (
-            classic is not None or group_id in ctx.offsets.group_records):
+    route = group_routing.consumer_group_heartbeat(
+        ctx.groups.groups, ctx.consumer_groups, group_id, epoch,
+        classic_stored=group_id in ctx.offsets.group_records)
+    if route.refused is not None:
+        log.info("group %s: a classic group is not upgraded to a consumer group: %s",
+                 group_id, route.refused)
+        return {"throttle_time": 0, "error_code": int(ErrorCode.GROUP_ID_NOT_FOUND),
+                "error_message": f"Group {group_id} is not a consumer group",
+                "member_id": member_id or None, "member_epoch": epoch,
+                "heartbeat_interval": interval_ms, "assignment": None}
+    if route.classic_gives_way:
         # An empty classic group gives way to the consumer group (its record goes).
         ctx.groups.delete(group_id)
         if group_id in ctx.offsets.group_records:
@@ -121,30 +117,18 @@ async def _heartbeat(ctx: HandlerContext, header: RequestHeader, req: WireReques
         server_assignor=req.server_assignor, owned=_partitions(req.topic_partitions))
     answers: list[HeartbeatAnswer] = []
     replaces: GroupRecord | None = None
-    if upgrade is not None:
-        # its members answer to the consumer group's rules from now on (parked JoinGroup and
-        # SyncGroup requests: REBALANCE_IN_PROGRESS, they rejoin); back if the store fails
-        replaces = record_of_snapshot(upgrade, ctx.now_ms())
-        ctx.groups.unload([group_id], ErrorCode.REBALANCE_IN_PROGRESS)
+    if route.upgrade is not None:
+        # its members answer to the consumer group's rules from now on; back if refused or
+        # if the store fails
+        replaces, effects = group_routing.begin_upgrade(ctx.groups.core, route.upgrade,
+                                                        ctx.now_ms())
+        ctx.groups.apply(effects)
 
-    def beat() -> tuple[cg_records.ConsumerGroupRecord, ...]:
-        records: list[cg_records.ConsumerGroupRecord] = []
-        if upgrade is not None:
-            try:
-                records = ctx.consumer_groups.upgrade(upgrade, topics_view(ctx), ctx.now_ms())
-            except ValueError as exc:
-                answers.append(HeartbeatAnswer(
-                    ErrorCode.GROUP_ID_NOT_FOUND, member_id, epoch, interval_ms,
-                    message=f"Cannot upgrade the classic group {group_id} to a consumer "
-                            f"group: {exc}"))
-                return ()
-        ans = ctx.consumer_groups.heartbeat(hb, topics_view(ctx), ctx.now_ms())
+    def beat() -> list[cg_records.ConsumerGroupRecord]:
+        ans, records = group_routing.heartbeat(ctx.consumer_groups, hb, route.upgrade,
+                                               topics_view(ctx), ctx.now_ms())
         answers.append(ans)
-        if ans.error is not ErrorCode.NONE:
-            if upgrade is not None:  # a refused heartbeat converts nothing (as in Kafka)
-                ctx.consumer_groups.restore(group_id, None)
-            return ()
-        return (*records, *ans.records)
+        return records
 
     err = await change_consumer_group(ctx, group_id, beat, replaces_classic=replaces)
     ans = answers[0]

@@ -16,8 +16,7 @@ from floodmark.broker.boundary import ClientConnection, HandlerResult, WireReque
 from floodmark.broker.context import Handler, HandlerContext
 from floodmark.errors import ErrorCode
 from floodmark.metadata import CoordinatorType
-from floodmark.wire.api_table import ApiKey
-from floodmark.wire.codec import RequestHeader
+from floodmark.wire import ApiKey, RequestHeader
 
 
 def find_coordinator(ctx: HandlerContext, header: RequestHeader, req: WireRequest,

@@ -28,17 +28,20 @@ from floodmark.broker.fetch_sessions import topic_key as _topic_key
 from floodmark.broker.sendfile import LAZY_MIN_BYTES, SendfileParts
 from floodmark.constants import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, READ_COMMITTED
 from floodmark.errors import ErrorCode, KafkaError
-from floodmark.replication import txn_verification
-from floodmark.replication.produce import produce_as_leader
-from floodmark.replication.producer_state import VerificationGuard, batch_metas
-from floodmark.replication.reads import FetchIsolation, read_for_fetch
-from floodmark.replication.replica_selector import ReplicaSelection
-from floodmark.replication.txn_verification import lacks_transactional_id, needs_verification
-from floodmark.storage.file_slice import FileSlice
-from floodmark.wire.api_table import ApiKey
-from floodmark.wire.codec import RequestHeader, ms
-from floodmark.wire.errors import ProtocolError
-from floodmark.wire.hot import (
+from floodmark.replication import (
+    FetchIsolation,
+    ReplicaSelection,
+    VerificationGuard,
+    batch_metas,
+    lacks_transactional_id,
+    needs_verification,
+    produce_as_leader,
+    read_for_fetch,
+    txn_verification,
+)
+from floodmark.storage import FileSlice
+from floodmark.wire import (
+    ApiKey,
     FetchPartitionResult,
     FetchTopicKey,
     HotDecodeError,
@@ -47,8 +50,11 @@ from floodmark.wire.hot import (
     ProducePartitionResult,
     ProduceRequest,
     ProduceTopicKey,
+    ProtocolError,
+    RequestHeader,
     encode_fetch_response,
     encode_produce_response,
+    ms,
     parse_produce_request,
 )
 

@@ -13,8 +13,8 @@ from floodmark.broker.context import HandlerContext
 from floodmark.broker.handlers import data
 from floodmark.constants import DEBUG_REPLICA_ID
 from floodmark.errors import ErrorCode
-from floodmark.replication.partition import LeaderState
-from floodmark.wire.codec import RequestHeader
+from floodmark.replication import LeaderState
+from floodmark.wire import RequestHeader
 
 # A debug ListOffsets(latest) with this isolation level answers the replica's last stable offset
 # (floodmark only: Kafka's levels are 0 and 1, and 1 answers the HW here, for the tools).

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 from floodmark.broker.boundary import ClientConnection, WireRequest, WireResponse
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import validate_topic_name
-from floodmark.replication.producer_state import ProducerEntry
-from floodmark.wire.codec import RequestHeader
+from floodmark.replication import ProducerEntry
+from floodmark.wire import RequestHeader
 
 if TYPE_CHECKING:
     from floodmark.broker.context import HandlerContext

@@ -17,7 +17,7 @@ from collections.abc import Awaitable
 from floodmark.broker.boundary import ClientConnection, WireRequest, WireResponse
 from floodmark.broker.context import HandlerContext
 from floodmark.errors import ErrorCode, KafkaError
-from floodmark.wire.codec import RequestHeader
+from floodmark.wire import RequestHeader
 
 log = logging.getLogger(__name__)
 

@@ -10,21 +10,19 @@ import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
+from floodmark.broker import group_routing
 from floodmark.broker.boundary import ClientConnection, HandlerResult, WireRequest, WireResponse
 from floodmark.broker.consumer_group import records as cg_records
 from floodmark.broker.consumer_group.core import ConsumerGroupCoordinator
-from floodmark.broker.groups import record_of_snapshot
 from floodmark.broker.offsets import (
     CommittedOffset,
     GroupRecord,
-    encode_group_key,
-    encode_group_value,
     partition_for,
 )
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import OFFSETS_TOPIC
 from floodmark.records import Record, build_batch
-from floodmark.wire.codec import RequestHeader, ms
+from floodmark.wire import RequestHeader, ms
 
 if TYPE_CHECKING:
     from floodmark.broker.context import HandlerContext
@@ -69,8 +67,8 @@ async def _join(broker: HandlerContext, header: RequestHeader, req: WireRequest,
 def join_group(broker: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection) -> HandlerResult:
     """A JoinGroup into a classic group, or into an empty consumer group (which gives way);
     a consumer group with members takes classic members (``classic_protocol``)."""
-    consumer = broker.consumer_groups.groups.get(req.group_id)
-    if consumer is not None:
+    if group_routing.join_group(broker.consumer_groups, req.group_id) is not \
+            group_routing.Join.CLASSIC:
         return _join_after_empty_consumer_group(broker, header, req, conn)
     return _join(broker, header, req, conn)
 
@@ -230,6 +228,26 @@ _CONSUMER_GROUP_LOCKS: weakref.WeakKeyDictionary[ConsumerGroupCoordinator,
     weakref.WeakKeyDictionary()
 
 
+def change_in_flight(broker: HandlerContext, group: str) -> asyncio.Lock | None:
+    """The lock of ``group`` while a change of it is being stored (``change_consumer_group``),
+    else None."""
+    lock = _CONSUMER_GROUP_LOCKS.get(broker.consumer_groups, {}).get(group)
+    return lock if lock is not None and lock.locked() else None
+
+
+async def settled(broker: HandlerContext, group: str) -> None:
+    """Wait until no change of ``group`` is being stored. A change is applied in memory before
+    its records are stored and undone if the store fails (a coordinator that was paused and has
+    not yet learnt it was replaced fails with NOT_COORDINATOR). Kafka's coordinator answers a
+    request only once the records written before it are committed; a request that reads what
+    kind of group this is waits here, so it never answers from a change that may be undone."""
+    lock = change_in_flight(broker, group)
+    while lock is not None:
+        async with lock:
+            pass
+        lock = change_in_flight(broker, group)
+
+
 async def change_consumer_group(
         broker: HandlerContext, group: str,
         change: Callable[[], Sequence[cg_records.ConsumerGroupRecord]],
@@ -239,49 +257,37 @@ async def change_consumer_group(
     goes back to what it was before (so the core never runs ahead of its log), and the error
     is returned.
 
-    KIP-848's migration, in the same batch: ``replaces_classic`` (an upgrade: the classic
-    group's record as it was, already taken out of the classic coordinator) has its record
-    written as a tombstone first, and put back if the batch fails; a change that downgraded
-    the group (``core.take_downgrade``) writes the classic group's record after the
-    tombstones, and the classic coordinator takes the group over and rebalances it."""
+    KIP-848's migration, in the same batch (``group_routing.change``, the rule the simulator
+    runs too): ``replaces_classic`` (an upgrade: the classic group's record as it was, already
+    taken out of the classic coordinator) has its record written as a tombstone first, and put
+    back if the batch fails; a change that downgraded the group writes the classic group's
+    record after the tombstones, and the classic coordinator takes the group over and
+    rebalances it."""
     core = broker.consumer_groups
     lock = _CONSUMER_GROUP_LOCKS.setdefault(core, {}).setdefault(group, asyncio.Lock())
     async with lock:
-        before = core.snapshot(group)
-        records = change()
-        downgraded = core.take_downgrade(group)
-        if not records:
+        made = group_routing.change(core, group, change, broker.now_ms(), replaces_classic)
+        if not made.records:
             return ErrorCode.NONE
-        pairs = [cg_records.encode(r) for r in records]
-        if replaces_classic is not None:
-            pairs.insert(0, (encode_group_key(group), None))
-        classic: GroupRecord | None = None
-        if downgraded is not None:
-            classic = record_of_snapshot(downgraded, broker.now_ms())
-            pairs.append((encode_group_key(group), encode_group_value(classic)))
-            # its members heartbeat to the classic coordinator from now on
-            broker.groups.load(group, classic)
+        # a downgrade: its members heartbeat to the classic coordinator from now on
+        broker.groups.apply(group_routing.take_over(broker.groups.core, made, broker.now_ms()))
         changed = core.groups.get(group)
-        err = await store_record_pairs(broker, group, pairs)
+        err = await store_record_pairs(broker, group, made.pairs())
         if err is not ErrorCode.NONE:
-            if core.groups.get(group) is changed:
-                core.restore(group, before)  # not if unloaded (or reloaded) meanwhile
-                if classic is not None:
-                    broker.groups.unload([group], ErrorCode.REBALANCE_IN_PROGRESS)
-                if replaces_classic is not None:
-                    broker.groups.load(group, replaces_classic)
+            if core.groups.get(group) is changed:  # not if unloaded (or reloaded) meanwhile
+                broker.groups.apply(group_routing.undo(broker.groups.core, core, made,
+                                                       broker.now_ms()))
             return err
         if replaces_classic is not None:
             broker.offsets.store_group(group, None)
             log.info("group %s: upgraded from a classic group to a consumer group "
                      "(KIP-848), generation %d", group, replaces_classic.generation)
-        if classic is not None:
-            broker.offsets.store_group(group, classic)
+        if made.classic is not None:
+            broker.offsets.store_group(group, made.classic)
             log.info("group %s: downgraded from a consumer group to a classic group "
-                     "(KIP-848) at generation %d with %d members", group, classic.generation,
-                     len(classic.members))
-            if downgraded is not None and downgraded.rebalance:
-                broker.groups.rebalance(group, "downgraded from a consumer group")
+                     "(KIP-848) at generation %d with %d members", group,
+                     made.classic.generation, len(made.classic.members))
+        broker.groups.apply(group_routing.stored(broker.groups.core, made, broker.now_ms()))
         return err
 
 
@@ -309,12 +315,9 @@ def offset_commit(broker: HandlerContext, header: RequestHeader, req: WireReques
                   conn: ClientConnection) -> HandlerResult:
     group = req.group_id
     generation = int(getattr(req, "generation_id_or_member_epoch", getattr(req, "generation_id", -1)))
-    if group in broker.consumer_groups.groups:  # KIP-848: the generation is the member epoch
-        err = broker.consumer_groups.validate_commit(group, req.member_id, generation,
-                                                     header.api_version)
-    else:
-        err = broker.groups.validate_commit(group, req.member_id, generation,
-                                            getattr(req, "group_instance_id", None))
+    err = group_routing.validate_commit(  # KIP-848: the generation is the member epoch
+        broker.groups.core, broker.consumer_groups, group, req.member_id, generation,
+        getattr(req, "group_instance_id", None), header.api_version, broker.now_ms())
     return store_offsets(broker, group, req.topics, err)
 
 
@@ -392,7 +395,8 @@ def offset_fetch(broker: HandlerContext, header: RequestHeader, req: WireRequest
         groups = []
         for g in req.groups:
             err = ErrorCode.NONE
-            if g.group_id in broker.consumer_groups.groups and header.api_version >= 9:
+            if header.api_version >= 9 and group_routing.owner(
+                    broker.consumer_groups, g.group_id) is group_routing.Core.CONSUMER:
                 err = broker.consumer_groups.validate_fetch(
                     g.group_id, g.member_id, int(g.member_epoch))
             groups.append({"group_id": g.group_id, "error_code": int(err),

@@ -14,14 +14,14 @@ from __future__ import annotations
 from floodmark.broker.boundary import ClientConnection, HandlerResult, WireRequest, WireResponse
 from floodmark.broker.context import HandlerContext
 from floodmark.broker.handlers import debug
-from floodmark.controller.quorum_view import (
+from floodmark.controller import (
     METADATA_PARTITION,
     METADATA_TOPIC,
     QuorumView,
     ReplicaProgress,
 )
 from floodmark.errors import ErrorCode, KafkaError
-from floodmark.wire.codec import RequestHeader
+from floodmark.wire import RequestHeader
 
 UNKNOWN_PARTITION_MESSAGE = "This server does not host this topic-partition."
 

@@ -17,14 +17,14 @@ from collections.abc import Awaitable
 from floodmark.broker.boundary import ClientConnection, WireRequest, WireResponse
 from floodmark.broker.context import HandlerContext
 from floodmark.errors import ErrorCode, KafkaError
-from floodmark.security.quotas import (
+from floodmark.security import (
     QuotaChanges,
     QuotaEntity,
     QuotaError,
     new_alteration,
-    new_filter,
+    new_quota_filter,
 )
-from floodmark.wire.codec import RequestHeader
+from floodmark.wire import RequestHeader
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ def _entity_fields(e: QuotaEntity) -> list[WireResponse]:
 def describe_client_quotas(broker: HandlerContext, header: RequestHeader, req: WireRequest,
                            conn: ClientConnection | None = None) -> WireResponse:
     try:
-        components = new_filter((c.entity_type, int(c.match_type), c.match)
+        components = new_quota_filter((c.entity_type, int(c.match_type), c.match)
                                 for c in req.components)
     except QuotaError as exc:
         return {"throttle_time": 0, "error_code": int(ErrorCode.INVALID_REQUEST),

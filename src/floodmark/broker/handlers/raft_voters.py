@@ -16,7 +16,7 @@ from __future__ import annotations
 from floodmark.broker.boundary import ClientConnection, WireRequest, WireResponse
 from floodmark.broker.context import HandlerContext
 from floodmark.errors import ErrorCode, KafkaError
-from floodmark.wire.codec import RequestHeader
+from floodmark.wire import RequestHeader
 
 ZERO_UUID = "00000000-0000-0000-0000-000000000000"  # Kafka's Uuid.ZERO_UUID: no directory
 

@@ -17,7 +17,7 @@ from floodmark.broker.boundary import ClientConnection, HandlerResult, WireReque
 from floodmark.broker.context import HandlerContext
 from floodmark.broker.handlers import data
 from floodmark.broker.replica_fetcher import replica_of
-from floodmark.wire.codec import RequestHeader
+from floodmark.wire import RequestHeader
 
 
 def fetch(ctx: HandlerContext, header: RequestHeader, req: WireRequest, conn: ClientConnection,

@@ -42,9 +42,8 @@ from floodmark.broker.share_group.partition import (
 from floodmark.broker.share_group.sessions import FINAL_EPOCH, INITIAL_EPOCH, ShareSession
 from floodmark.errors import ErrorCode
 from floodmark.records import iter_batches
-from floodmark.replication.producer_state import AbortedTxn
-from floodmark.replication.reads import FetchIsolation, read_for_fetch
-from floodmark.wire.codec import RequestHeader, ms
+from floodmark.replication import AbortedTxn, FetchIsolation, read_for_fetch
+from floodmark.wire import RequestHeader, ms
 
 if TYPE_CHECKING:
     from floodmark.broker.context import HandlerContext

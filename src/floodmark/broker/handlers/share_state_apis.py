@@ -19,7 +19,7 @@ from floodmark.broker.boundary import ClientConnection, HandlerResult, WireReque
 from floodmark.broker.share_group.persister import state_of
 from floodmark.broker.share_group.state_records import ShareKey
 from floodmark.errors import ErrorCode
-from floodmark.wire.codec import RequestHeader
+from floodmark.wire import RequestHeader
 
 if TYPE_CHECKING:
     from floodmark.broker.context import HandlerContext

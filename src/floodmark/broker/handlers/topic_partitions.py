@@ -32,7 +32,7 @@ from floodmark.broker.handlers.admin import (
 )
 from floodmark.errors import ErrorCode
 from floodmark.metadata import INTERNAL_TOPICS, TopicMeta
-from floodmark.wire.codec import RequestHeader
+from floodmark.wire import RequestHeader
 
 if TYPE_CHECKING:
     from floodmark.broker.context import HandlerContext

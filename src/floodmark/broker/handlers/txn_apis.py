@@ -17,14 +17,14 @@ import re
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
+from floodmark.broker import group_routing
 from floodmark.broker.boundary import ClientConnection, WireRequest, WireResponse
 from floodmark.broker.handlers import data, group_apis
 from floodmark.broker.offsets import partition_for
 from floodmark.errors import ErrorCode
 from floodmark.metadata import OFFSETS_TOPIC, CoordinatorType
-from floodmark.replication.transactions.coordinator import ListFilter
-from floodmark.replication.transactions.state import TV_2, Partition, TxnState
-from floodmark.wire.codec import RequestHeader, ms
+from floodmark.replication import TV_2, ListFilter, TxnPartition, TxnState
+from floodmark.wire import RequestHeader, ms
 
 if TYPE_CHECKING:
     from floodmark.broker.context import HandlerContext
@@ -79,12 +79,12 @@ def init_producer_id(ctx: HandlerContext, header: RequestHeader, req: WireReques
 
 # -- AddPartitionsToTxn / AddOffsetsToTxn ------------------------------------------------------------
 def _partition_errors(ctx: HandlerContext, topics: list[tuple[str, list[int]]],
-                      internal_ok: bool) -> dict[Partition, ErrorCode]:
+                      internal_ok: bool) -> dict[TxnPartition, ErrorCode]:
     """Partitions that do not exist (UNKNOWN_TOPIC_OR_PARTITION); internal topics cannot be
     added by a producer (INVALID_REQUEST; AddOffsetsToTxn adds ``__consumer_offsets``), but
     may be verified (``internal_ok``)."""
     metas = ctx.controller.topics()
-    out: dict[Partition, ErrorCode] = {}
+    out: dict[TxnPartition, ErrorCode] = {}
     for name, partitions in topics:
         meta = metas.get(name)
         for p in partitions:
@@ -97,7 +97,7 @@ def _partition_errors(ctx: HandlerContext, topics: list[tuple[str, list[int]]],
 
 async def _add_partitions(ctx: HandlerContext, version: int, txn_id: str, producer_id: int,
                           producer_epoch: int, topics: list[tuple[str, list[int]]],
-                          verify_only: bool) -> dict[Partition, ErrorCode]:
+                          verify_only: bool) -> dict[TxnPartition, ErrorCode]:
     wanted = [(t, p) for t, ps in topics for p in ps]
     # v4+ come from brokers, which add a group's __consumer_offsets partition themselves
     # (TxnOffsetCommit v5, KIP-890 part 2); a client (v3 and below) may not name one.
@@ -114,7 +114,7 @@ async def _add_partitions(ctx: HandlerContext, version: int, txn_id: str, produc
     return dict.fromkeys(wanted, _fenced_for(version, 2, reply.error))
 
 
-def _topic_results(topics: list[tuple[str, list[int]]], errors: dict[Partition, ErrorCode],
+def _topic_results(topics: list[tuple[str, list[int]]], errors: dict[TxnPartition, ErrorCode],
                    ) -> list[Answer]:
     return [{"name": name, "results_by_partition": [
         {"partition_index": p, "partition_error_code": int(errors[(name, p)])}
@@ -207,7 +207,8 @@ def _txn_commit_member_error(ctx: HandlerContext, req: WireRequest) -> ErrorCode
     group = str(req.group_id)
     member_id = str(getattr(req, "member_id", "") or "")
     generation = int(getattr(req, "generation_id", -1))
-    if group in ctx.consumer_groups.groups and (member_id or generation >= 0):
+    if group_routing.owner(ctx.consumer_groups, group) is group_routing.Core.CONSUMER and (
+            member_id or generation >= 0):
         # KIP-848: the generation is the member epoch (Kafka's transactional commit check)
         return ctx.consumer_groups.validate_commit(group, member_id, generation,
                                                    api_version=0, transactional=True)

@@ -22,8 +22,8 @@ from floodmark.broker.boundary import ClientConnection, HandlerResult, WireReque
 from floodmark.broker.context import HandlerContext
 from floodmark.errors import ErrorCode
 from floodmark.metadata import OFFSETS_TOPIC
-from floodmark.replication.produce import write_marker_as_leader
-from floodmark.wire.codec import RequestHeader
+from floodmark.replication import write_marker_as_leader
+from floodmark.wire import RequestHeader
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from floodmark.broker.boundary import ClientConnection, WireRequest, WireResponse
 from floodmark.errors import KafkaError
-from floodmark.wire.codec import RequestHeader
+from floodmark.wire import RequestHeader
 
 if TYPE_CHECKING:
     from floodmark.broker.context import HandlerContext

@@ -22,10 +22,10 @@ from floodmark.broker.peer_connections import PeerConnections
 from floodmark.broker.share_group.partition import RecordState, ShareState, StateBatch
 from floodmark.broker.share_group.state_records import ShareKey, Snapshot, coordinator_key
 from floodmark.broker.share_group.state_service import ShareStateService
-from floodmark.client.connection import RequestFailed
+from floodmark.client import RequestFailed
 from floodmark.errors import ErrorCode
 from floodmark.metadata import CoordinatorType
-from floodmark.security.client_security import ClientSecurity
+from floodmark.security import ClientSecurity
 
 log = logging.getLogger(__name__)
 API_INITIALIZE, API_READ, API_WRITE, API_DELETE, API_SUMMARY = 83, 84, 85, 86, 87

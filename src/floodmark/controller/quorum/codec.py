@@ -28,7 +28,7 @@ from floodmark.controller.quorum.messages import (
 from floodmark.controller.quorum.voter_history import VoterSetEntry
 from floodmark.controller.quorum.voter_set import VoterDirectory
 from floodmark.errors import ErrorCode
-from floodmark.replication.epochs import EpochEndOffset
+from floodmark.replication import EpochEndOffset
 
 _TYPES: dict[str, type[Any]] = {cls.__name__: cls for cls in (
     VoteRequest, VoteResponse, BeginQuorumEpochRequest, BeginQuorumEpochResponse,

@@ -99,9 +99,13 @@ from floodmark.controller.quorum.voter_set import (
     merge,
 )
 from floodmark.errors import ErrorCode
-from floodmark.replication import fencing
-from floodmark.replication.modes import Truncation
-from floodmark.replication.truncation import FetchValidation, truncation_point, validate_fetch
+from floodmark.replication import (
+    FetchValidation,
+    Truncation,
+    fencing,
+    truncation_point,
+    validate_fetch,
+)
 
 # The quorum always runs the safe rule; the historical modes are for partitions' stories.
 MODE = Truncation.LEADER_EPOCH

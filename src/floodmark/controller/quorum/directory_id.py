@@ -13,16 +13,16 @@ from collections.abc import Callable
 from floodmark.controller.quorum.roles import ElectionState
 from floodmark.controller.quorum.state_file import QuorumStateFile
 from floodmark.controller.quorum.voter_set import BOOTSTRAP, Bindings, VoterDirectory
-from floodmark.storage.checkpoints import write_text_atomically
-from floodmark.storage.fs import FileSystem
-from floodmark.storage.log_dirs import (
+from floodmark.storage import (
     DIRECTORY_ID_KEY as KEY,
 )
-from floodmark.storage.log_dirs import (
+from floodmark.storage import (
     META_PROPERTIES,
     BadMetaPropertiesError,
+    FileSystem,
     load_or_create_directory_id,
     new_directory_id,
+    write_text_atomically,
 )
 
 __all__ = ["KEY", "META_PROPERTIES", "BadMetaPropertiesError", "bootstrap_bindings",

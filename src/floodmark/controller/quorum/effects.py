@@ -15,7 +15,7 @@ from floodmark.controller.quorum.messages import (
 )
 from floodmark.controller.quorum.roles import ElectionState
 from floodmark.controller.quorum.voter_history import Voters
-from floodmark.replication.partition import HighWatermarkChanged, TruncateTo
+from floodmark.replication import HighWatermarkChanged, TruncateTo
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from floodmark.controller.quorum.voter_history import VoterHistory
 from floodmark.controller.quorum.voter_set import Bindings
 from floodmark.errors import ErrorCode
-from floodmark.replication.epochs import EpochEndOffset
+from floodmark.replication import EpochEndOffset
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,8 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
-from floodmark.replication.epochs import UNDEFINED_EPOCH
-from floodmark.replication.partition import LogView
+from floodmark.replication import UNDEFINED_EPOCH, LogView
 
 
 class QuorumLogView(LogView, Protocol):

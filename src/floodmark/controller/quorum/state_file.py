@@ -16,8 +16,7 @@ from floodmark.controller.quorum.roles import ElectionState
 from floodmark.controller.quorum.voter_history import VoterSetEntry
 from floodmark.controller.quorum.voter_set import VoterDirectory
 from floodmark.errors import CorruptDataError
-from floodmark.storage.checkpoints import write_text_atomically
-from floodmark.storage.fs import FileSystem
+from floodmark.storage import FileSystem, write_text_atomically
 
 QUORUM_STATE_FILE = "quorum-state"
 DATA_VERSION = 0

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from floodmark.controller.quorum.voter_history import in_force
+from floodmark.controller import in_force
 from floodmark.mc.invariants import Violation
 from floodmark.mc.quorum.model import (
     Action,

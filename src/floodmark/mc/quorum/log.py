@@ -20,8 +20,8 @@ import json
 from dataclasses import dataclass, field
 
 from floodmark.records import iter_batches, set_base_offset, set_partition_leader_epoch
-from floodmark.replication.epochs import EpochCache
-from floodmark.spec.entries import decode_entries
+from floodmark.replication import EpochCache
+from floodmark.spec import decode_entries
 
 Entry = tuple[int, str]
 """A log entry: (epoch stamped into its batch, its name: ``m0``… or ``LC(c2)`` for the

@@ -35,8 +35,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from floodmark.controller.quorum.messages import QuorumMessage
-from floodmark.controller.quorum.roles import Follower, Leader
+from floodmark.controller import Follower, Leader, QuorumMessage
 from floodmark.mc.quorum.log import Batches, Entry
 from floodmark.mc.quorum.voter import (
     EMPTY,

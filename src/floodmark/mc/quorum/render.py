@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from floodmark.constants import NO_LEADER
-from floodmark.controller.quorum.roles import Leader, leader_of, voted_for
+from floodmark.controller import Leader, leader_of, voted_for
 from floodmark.mc.quorum.checker import QuorumResult
 from floodmark.mc.quorum.model import Action, QuorumModel, StateView
 from floodmark.mc.quorum.voter import RETRY_MS, VoterValue
-from floodmark.spec.quorum_steps import QuorumStep, describe_message, node_name, render_quorum_steps
+from floodmark.spec import QuorumStep, describe_message, node_name, render_quorum_steps
 
 
 def describe(model: QuorumModel, action: Action | None, after: StateView) -> str:

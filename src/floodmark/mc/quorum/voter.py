@@ -25,20 +25,21 @@ import random
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
-from floodmark.controller.quorum.core import QuorumConfig, QuorumCore
-from floodmark.controller.quorum.driver import QuorumDriver
-from floodmark.controller.quorum.effects import RoleChanged
-from floodmark.controller.quorum.messages import QuorumMessage
-from floodmark.controller.quorum.roles import (
+from floodmark.controller import (
     ElectionState,
     Follower,
     Leader,
+    QuorumConfig,
+    QuorumCore,
+    QuorumDriver,
+    QuorumMessage,
     Role,
+    RoleChanged,
     leader_of,
     voted_for,
 )
 from floodmark.mc.quorum.log import Batches, Crashed, Entry, IoPoints, MetadataModelLog
-from floodmark.replication.epochs import EpochCache
+from floodmark.replication import EpochCache
 
 CachePairs = tuple[tuple[int, int], ...]
 

@@ -42,8 +42,8 @@ from floodmark.errors import ErrorCode
 from floodmark.replication.transactions.state import (
     MAX_PRODUCER_EPOCH,
     TV_2,
-    Partition,
     TxnMetadata,
+    TxnPartition,
     TxnState,
 )
 
@@ -62,7 +62,7 @@ class SendMarkers:
     producer_id: int
     producer_epoch: int
     committed: bool
-    partitions: frozenset[Partition]
+    partitions: frozenset[TxnPartition]
     coordinator_epoch: int
     txn_partition: int
 
@@ -75,7 +75,7 @@ class Reply:
     producer_epoch: int = -1
 
 
-Effect = WriteTxnLog | SendMarkers | Reply
+TxnEffect = WriteTxnLog | SendMarkers | Reply
 
 
 @dataclass(slots=True)
@@ -137,7 +137,7 @@ class TxnCoordinator:
         return self._loaded
 
     def load(self, txn_partition: int, coordinator_epoch: int,
-             transactions: Mapping[str, TxnMetadata], now_ms: int) -> list[Effect]:
+             transactions: Mapping[str, TxnMetadata], now_ms: int) -> list[TxnEffect]:
         """This broker now leads ``txn_partition`` (leader epoch ``coordinator_epoch``): take over
         the transactions its log holds, and finish the commits and aborts that were under way."""
         out = self.unload(txn_partition)
@@ -148,11 +148,11 @@ class TxnCoordinator:
                 out.append(self._markers(txn_id))
         return out
 
-    def unload(self, txn_partition: int) -> list[Effect]:
+    def unload(self, txn_partition: int) -> list[TxnEffect]:
         """This broker no longer leads ``txn_partition``: forget its transactions; requests
         waiting on a write there are told NOT_COORDINATOR (the client finds the new one)."""
         self._loaded.pop(txn_partition, None)
-        out: list[Effect] = []
+        out: list[TxnEffect] = []
         for txn_id, e in list(self._entries.items()):
             if e.txn_partition == txn_partition:
                 if e.waiter is not None:
@@ -166,8 +166,8 @@ class TxnCoordinator:
     # -- InitProducerId ---------------------------------------------------------------------------
     def init_producer_id(self, request_id: int, txn_partition: int, transactional_id: str,
                          txn_timeout_ms: int, now_ms: int, *, expected_producer_id: int = -1,
-                         expected_epoch: int = NO_PRODUCER_EPOCH) -> list[Effect]:
-        def answer(error: ErrorCode, pid: int = -1, epoch: int = -1) -> list[Effect]:
+                         expected_epoch: int = NO_PRODUCER_EPOCH) -> list[TxnEffect]:
+        def answer(error: ErrorCode, pid: int = -1, epoch: int = -1) -> list[TxnEffect]:
             return [Reply(request_id, error, pid, epoch)]
 
         if not transactional_id:
@@ -211,7 +211,7 @@ class TxnCoordinator:
                            partitions=frozenset(), txn_start_timestamp_ms=-1)
         return self._write(entry, target, request_id)
 
-    def _fence_and_abort(self, entry: _Entry, now_ms: int) -> list[Effect]:
+    def _fence_and_abort(self, entry: _Entry, now_ms: int) -> list[TxnEffect]:
         m = entry.metadata
         epoch = m.producer_epoch + 1 if m.producer_epoch + 1 <= 32766 else m.producer_epoch
         # Version 0 from here: the fenced producer's next EndTxn (one epoch behind) must be
@@ -242,8 +242,8 @@ class TxnCoordinator:
         return ErrorCode.NONE, entry
 
     def add_partitions(self, request_id: int, txn_partition: int, transactional_id: str,
-                       producer_id: int, producer_epoch: int, partitions: Iterable[Partition],
-                       now_ms: int) -> list[Effect]:
+                       producer_id: int, producer_epoch: int, partitions: Iterable[TxnPartition],
+                       now_ms: int) -> list[TxnEffect]:
         err, entry = self._check_producer(txn_partition, transactional_id, producer_id,
                                           producer_epoch, to_change=True)
         if entry is None:
@@ -262,8 +262,8 @@ class TxnCoordinator:
         return self._write(entry, target, request_id)
 
     def verify_partitions(self, txn_partition: int, transactional_id: str, producer_id: int,
-                          producer_epoch: int, partitions: Iterable[Partition]
-                          ) -> dict[Partition, ErrorCode]:
+                          producer_epoch: int, partitions: Iterable[TxnPartition]
+                          ) -> dict[TxnPartition, ErrorCode]:
         """KIP-890 ``verifyOnly``: is each partition in the producer's ongoing transaction?"""
         err, entry = self._check_producer(txn_partition, transactional_id, producer_id,
                                           producer_epoch)
@@ -276,7 +276,7 @@ class TxnCoordinator:
     # -- EndTxn -----------------------------------------------------------------------------------
     def end_txn(self, request_id: int, txn_partition: int, transactional_id: str,
                 producer_id: int, producer_epoch: int, committed: bool,
-                now_ms: int, *, transaction_version: int = 0) -> list[Effect]:
+                now_ms: int, *, transaction_version: int = 0) -> list[TxnEffect]:
         """EndTxn. ``transaction_version`` 2 (EndTxn v5, KIP-890 part 2): the epoch is bumped as
         the transaction ends (its markers carry the new one, so a late write of the old epoch
         is fenced at every partition), the answer names the new (producer id, epoch), and an
@@ -351,7 +351,7 @@ class TxnCoordinator:
                          **changes)
 
     # -- what the driver reports ------------------------------------------------------------------
-    def _write(self, entry: _Entry, target: TxnMetadata, waiter: int | None) -> list[Effect]:
+    def _write(self, entry: _Entry, target: TxnMetadata, waiter: int | None) -> list[TxnEffect]:
         assert entry.pending is None, entry
         entry.pending = target
         entry.waiter = waiter
@@ -365,14 +365,14 @@ class TxnCoordinator:
                            self._loaded[e.txn_partition], e.txn_partition)
 
     def on_log_written(self, transactional_id: str, error: ErrorCode,
-                       now_ms: int) -> list[Effect]:
+                       now_ms: int) -> list[TxnEffect]:
         """The write of this id's pending state ended with ``error`` (NONE: it is committed)."""
         entry = self._entries.get(transactional_id)
         if entry is None or entry.pending is None:
             return []  # unloaded meanwhile: the new coordinator has the log
         target, waiter = entry.pending, entry.waiter
         entry.pending = entry.waiter = None
-        out: list[Effect] = []
+        out: list[TxnEffect] = []
         if error is not ErrorCode.NONE:
             if target.state.is_complete:
                 entry.complete_failed = True  # retried by ``tick``
@@ -391,7 +391,7 @@ class TxnCoordinator:
         return out
 
     def on_markers_written(self, transactional_id: str, producer_epoch: int,
-                           now_ms: int) -> list[Effect]:
+                           now_ms: int) -> list[TxnEffect]:
         """Every partition of the transaction has its marker: write CompleteCommit/Abort."""
         entry = self._entries.get(transactional_id)
         if entry is None or entry.pending is not None:
@@ -411,11 +411,11 @@ class TxnCoordinator:
             complete = m.transit(done, now_ms, partitions=frozenset())
         return self._write(entry, complete, None)
 
-    def tick(self, now_ms: int) -> list[Effect]:
+    def tick(self, now_ms: int) -> list[TxnEffect]:
         """Periodic work: abort transactions whose ``transaction.timeout.ms`` has passed (the
         producer is fenced: its epoch is bumped), retry Complete records that failed, remove
         ids idle past ``transactional.id.expiration.ms``."""
-        out: list[Effect] = []
+        out: list[TxnEffect] = []
         for txn_id, e in self._entries.items():
             if e.pending is not None:
                 continue

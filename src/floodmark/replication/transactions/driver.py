@@ -38,13 +38,13 @@ from floodmark.errors import ErrorCode
 from floodmark.replication.transactions import log as txn_log
 from floodmark.replication.transactions.coordinator import (
     RETRIABLE_MARKER_ERRORS,
-    Effect,
     Reply,
     SendMarkers,
     TxnCoordinator,
+    TxnEffect,
     WriteTxnLog,
 )
-from floodmark.replication.transactions.state import Partition, TxnMetadata, TxnState
+from floodmark.replication.transactions.state import TxnMetadata, TxnPartition, TxnState
 
 WARN_EVERY_ROUNDS = 50  # a transaction still without all its markers is reported this often
 
@@ -58,11 +58,11 @@ class TxnPorts(Protocol):
         ``txn_partition`` with acks=all. Returns the outcome, or None while it is pending: the
         shell then reports it with :meth:`TxnDriver.log_written`."""
 
-    def leader_of(self, partition: Partition) -> int | None:
+    def leader_of(self, partition: TxnPartition) -> int | None:
         """The partition's leader now (``NO_LEADER``: none), None if it no longer exists."""
 
     def send_markers(self, attempt: int, leader: int, markers: SendMarkers,
-                     partitions: tuple[Partition, ...]) -> bool:
+                     partitions: tuple[TxnPartition, ...]) -> bool:
         """Send one WriteTxnMarkers for ``partitions`` to ``leader``; the shell reports the
         answer with :meth:`TxnDriver.markers_answered` or :meth:`TxnDriver.markers_failed`.
         False: it could not be sent (asked again after the backoff)."""
@@ -87,11 +87,11 @@ class _MarkerJob:
     """The markers of one decided transaction, not yet all written."""
 
     markers: SendMarkers
-    remaining: set[Partition]
+    remaining: set[TxnPartition]
     backoff_ms: int
     next_round_ms: int | None = None  # None: a round is in flight
     rounds: int = 0
-    in_flight: dict[int, tuple[frozenset[Partition], int, int]] = field(default_factory=dict)
+    in_flight: dict[int, tuple[frozenset[TxnPartition], int, int]] = field(default_factory=dict)
     # attempt -> (its partitions, when it is given up, the leader asked)
 
 
@@ -113,7 +113,7 @@ class TxnDriver:
         self._waiting: dict[int, ReplyTo] = {}
         self._jobs: dict[str, _MarkerJob] = {}  # transactional id -> its markers
         self._attempts: dict[int, _MarkerJob] = {}
-        self._deferred: list[Effect] = []
+        self._deferred: list[TxnEffect] = []
         self._next_cleanup_ms: int | None = None
         self._started = False
         self._stopped = False
@@ -135,7 +135,7 @@ class TxnDriver:
         self._next_cleanup_ms = None
 
     # -- inputs ---------------------------------------------------------------------------------
-    def request(self, decide: Callable[[int], list[Effect]], reply_to: ReplyTo,
+    def request(self, decide: Callable[[int], list[TxnEffect]], reply_to: ReplyTo,
                 now_ms: int) -> None:
         """Hand the core one request (``decide(request_id)``); its answer goes to ``reply_to``,
         now or once the writes it waits for end. What ``decide`` raises is raised here, and
@@ -172,7 +172,7 @@ class TxnDriver:
             return None
         return job.markers
 
-    def markers_answered(self, attempt: int, answers: Mapping[Partition, int],
+    def markers_answered(self, attempt: int, answers: Mapping[TxnPartition, int],
                          now_ms: int) -> None:
         """The leader answered ``attempt``: an error code per partition (one missing is asked
         again)."""
@@ -219,7 +219,7 @@ class TxnDriver:
     def tick(self, now_ms: int) -> None:
         if self._stopped or not self._started:
             return
-        effects: list[Effect] = []
+        effects: list[TxnEffect] = []
         for job in list(self._jobs.values()):
             expired = [a for a, (_, deadline, _) in job.in_flight.items() if deadline <= now_ms]
             for attempt in expired:
@@ -244,7 +244,7 @@ class TxnDriver:
         self._apply(effects, now_ms)
 
     # -- effects --------------------------------------------------------------------------------
-    def _apply(self, effects: Iterable[Effect], now_ms: int) -> None:
+    def _apply(self, effects: Iterable[TxnEffect], now_ms: int) -> None:
         queue = deque(effects)
         while queue and not self._stopped:
             effect = queue.popleft()
@@ -264,7 +264,7 @@ class TxnDriver:
             else:  # pragma: no cover - the effect union is closed
                 raise TypeError(f"unknown transaction coordinator effect {effect!r}")
 
-    def _write(self, effect: WriteTxnLog, now_ms: int) -> list[Effect]:
+    def _write(self, effect: WriteTxnLog, now_ms: int) -> list[TxnEffect]:
         m = effect.metadata
         error = self.ports.append(effect.txn_partition, m, txn_log.build_record_batch(m, now_ms),
                                   now_ms)
@@ -272,7 +272,7 @@ class TxnDriver:
             return []  # pending (``log_written``), or the shell stopped while writing
         return self._written(m.transactional_id, error, now_ms)
 
-    def _written(self, transactional_id: str, error: ErrorCode, now_ms: int) -> list[Effect]:
+    def _written(self, transactional_id: str, error: ErrorCode, now_ms: int) -> list[TxnEffect]:
         if error is not ErrorCode.NONE:
             self.ports.report(logging.WARNING, (
                 f"transaction coordinator: the record of {transactional_id!r} was not written: "
@@ -280,14 +280,14 @@ class TxnDriver:
         return self.core.on_log_written(transactional_id, error, now_ms)
 
     # -- markers --------------------------------------------------------------------------------
-    def _round(self, job: _MarkerJob, now_ms: int) -> list[Effect]:
+    def _round(self, job: _MarkerJob, now_ms: int) -> list[TxnEffect]:
         """Send the markers still missing, one request per leader."""
         m = job.markers
         if self.core.loaded().get(m.txn_partition) != m.coordinator_epoch:
             self._drop_job(m.transactional_id)  # no longer the coordinator: the new one sends
             return []
         job.next_round_ms = None
-        by_leader: dict[int, list[Partition]] = {}
+        by_leader: dict[int, list[TxnPartition]] = {}
         for tp in sorted(job.remaining):
             leader = self.ports.leader_of(tp)
             if leader is None:
@@ -307,7 +307,7 @@ class TxnDriver:
                 del self._attempts[attempt]
         return self._round_ended(job, now_ms)
 
-    def _round_ended(self, job: _MarkerJob, now_ms: int) -> list[Effect]:
+    def _round_ended(self, job: _MarkerJob, now_ms: int) -> list[TxnEffect]:
         """After an answer: finish the transaction once every marker is written, or ask again
         for the rest after the backoff once the round has no request left in flight."""
         if job.in_flight or job.next_round_ms is not None:

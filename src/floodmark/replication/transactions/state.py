@@ -38,7 +38,7 @@ from dataclasses import dataclass, field, replace
 from floodmark.constants import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 
 MAX_PRODUCER_EPOCH = 32767
-Partition = tuple[str, int]
+TxnPartition = tuple[str, int]
 
 TV_2 = 2
 """``transaction.version`` 2: an epoch bump at every EndTxn, partitions and groups added to a
@@ -108,7 +108,7 @@ class TxnMetadata:
     producer_epoch: int
     txn_timeout_ms: int
     state: TxnState
-    partitions: frozenset[Partition] = field(default_factory=frozenset)
+    partitions: frozenset[TxnPartition] = field(default_factory=frozenset)
     txn_start_timestamp_ms: int = -1
     txn_last_update_timestamp_ms: int = -1
     # The epoch before the last bump (a retried InitProducerId or EndTxn of that producer is

@@ -15,28 +15,28 @@ from typing import Any, ClassVar, Protocol
 from floodmark.constants import ACKS_NONE, READ_COMMITTED
 from floodmark.errors import ErrorCode
 from floodmark.records import simple_batch
-from floodmark.replication import lease, txn_verification
-from floodmark.replication.controller_session import ControllerSession
-from floodmark.replication.driver import ReplicaDriver
-from floodmark.replication.election import AlterPartitionRequest
-from floodmark.replication.partition import (
+from floodmark.replication import (
+    AlterPartitionRequest,
+    CompleteProduce,
+    ControllerSession,
     Effect,
+    FetchIsolation,
     FollowerActionKind,
     Partition,
     PartitionConfig,
-)
-from floodmark.replication.produce import (
+    PeriodicWork,
+    ProduceOrder,
     ProduceSettings,
+    ReplicaDriver,
+    ReplicaSelection,
+    VerificationGuard,
+    lacks_transactional_id,
+    lease,
     produce_as_leader,
+    read_for_fetch,
+    txn_verification,
     write_marker_as_leader,
 )
-from floodmark.replication.produce_order import ProduceOrder
-from floodmark.replication.producer_state import VerificationGuard
-from floodmark.replication.purgatory import CompleteProduce
-from floodmark.replication.reads import FetchIsolation, read_for_fetch
-from floodmark.replication.replica_selector import ReplicaSelection
-from floodmark.replication.schedule import PeriodicWork
-from floodmark.replication.txn_verification import lacks_transactional_id
 from floodmark.sim.network import Network
 from floodmark.sim.partition import messages as m
 from floodmark.sim.partition import replica_view
@@ -45,12 +45,8 @@ from floodmark.sim.partition.follower_side import FollowerSide
 from floodmark.sim.partition.parked_fetches import ParkedFetches
 from floodmark.sim.partition.replica_view import LogMirror, Served
 from floodmark.sim.world import World
-from floodmark.spec.entries import Entry, marker_label
-from floodmark.spec.partition import ReplicaView
-from floodmark.storage.checkpoints import OffsetCheckpointFile, TopicPartition
-from floodmark.storage.config import LogConfig
-from floodmark.storage.fs import MemoryFileSystem
-from floodmark.storage.log import Log
+from floodmark.spec import Entry, ReplicaView, marker_label
+from floodmark.storage import Log, LogConfig, MemoryFileSystem, OffsetCheckpointFile, TopicPartition
 
 
 class BrokerHost(Protocol):

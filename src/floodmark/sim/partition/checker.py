@@ -48,8 +48,8 @@ from floodmark.sim.partition.broker import SimBroker
 from floodmark.sim.partition.clients import Producer
 from floodmark.sim.partition.controller import SimController
 from floodmark.sim.world import World
+from floodmark.spec import is_marker_label
 from floodmark.spec import partition as spec
-from floodmark.spec.entries import is_marker_label
 
 
 @dataclass(frozen=True, slots=True)

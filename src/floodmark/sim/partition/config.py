@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from floodmark.replication.modes import DEFAULT_TRUNCATION, Truncation
+from floodmark.replication import DEFAULT_TRUNCATION, Truncation
 from floodmark.sim.network import NetworkConfig
 
 SIM_SCAN_CHUNK_BYTES = 64

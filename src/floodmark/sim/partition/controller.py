@@ -23,10 +23,14 @@ import logging
 import re
 from typing import Any, Protocol
 
-from floodmark.controller.image import MetadataImage
-from floodmark.controller.logic import ControllerConfig, ControllerLogic, PartitionChangeNote
+from floodmark.controller import (
+    ControllerConfig,
+    ControllerLogic,
+    MetadataImage,
+    PartitionChangeNote,
+)
 from floodmark.errors import ErrorCode
-from floodmark.replication.election import PartitionRegistration
+from floodmark.replication import PartitionRegistration
 from floodmark.sim.network import Network
 from floodmark.sim.partition import messages as m
 from floodmark.sim.partition.config import SimConfig

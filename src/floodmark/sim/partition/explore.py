@@ -53,8 +53,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from floodmark.constants import ACKS_ALL, ACKS_LEADER, ACKS_NONE
-from floodmark.replication.modes import Truncation
-from floodmark.replication.transactions.state import TxnState
+from floodmark.replication import Truncation, TxnState
 from floodmark.sim.network import NetworkConfig, PartitionMode
 from floodmark.sim.partition.broker import SimBroker
 from floodmark.sim.partition.checker import Violation

@@ -13,16 +13,22 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from floodmark.replication.driver import ReplicaDriver
-from floodmark.replication.fetcher import APPEND_REJECTED, FetchLoop, FetchToSend
-from floodmark.replication.partition import EpochQuery, FollowerAction, FollowerActionKind
+from floodmark.replication import (
+    APPEND_REJECTED,
+    EpochQuery,
+    FetchLoop,
+    FetchToSend,
+    FollowerAction,
+    FollowerActionKind,
+    ReplicaDriver,
+)
 from floodmark.sim.network import Network
 from floodmark.sim.partition import messages as m
 from floodmark.sim.partition.config import SimConfig
 from floodmark.sim.partition.replica_view import LogMirror
 from floodmark.sim.world import World
-from floodmark.spec.entries import decode_entries
-from floodmark.storage.log import Log
+from floodmark.spec import decode_entries
+from floodmark.storage import Log
 
 Timer = Callable[..., None]
 """``SimBroker._timer``: (delay_ms, fn, *args), run in the broker's incarnation."""

@@ -5,9 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from floodmark.errors import ErrorCode
-from floodmark.replication.election import AlterPartitionRequest, PartitionRegistration
-from floodmark.replication.epochs import EpochEndOffset
-from floodmark.replication.partition import EpochQuery, FetchResponse, FollowerFetch
+from floodmark.replication import (
+    AlterPartitionRequest,
+    EpochEndOffset,
+    EpochQuery,
+    FetchResponse,
+    FollowerFetch,
+    PartitionRegistration,
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,14 +12,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from floodmark.replication.driver import FollowerFetchAnswer, ReplicaDriver
-from floodmark.replication.follower_waits import FollowerFetchWaits
-from floodmark.replication.partition import FollowerFetch
+from floodmark.replication import (
+    FollowerFetch,
+    FollowerFetchAnswer,
+    FollowerFetchWaits,
+    ReplicaDriver,
+)
 from floodmark.sim.network import Network
 from floodmark.sim.partition import messages as m
 from floodmark.sim.partition.config import SimConfig
 from floodmark.sim.world import World
-from floodmark.storage.log import Log
+from floodmark.storage import Log
 
 Timer = Callable[..., None]
 """``SimBroker._timer``: (delay_ms, fn, *args), run in the broker's incarnation."""

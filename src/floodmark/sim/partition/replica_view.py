@@ -14,11 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from floodmark.records import AbortedTracker, iter_batches
-from floodmark.replication.partition import LeaderState, Partition
-from floodmark.replication.reads import FetchRead
-from floodmark.spec.entries import Entry, decode_entries
-from floodmark.spec.partition import ReplicaView
-from floodmark.storage.log import Log
+from floodmark.replication import FetchRead, LeaderState, Partition
+from floodmark.spec import Entry, ReplicaView, decode_entries
+from floodmark.storage import Log
 
 
 @dataclass(slots=True)

@@ -17,9 +17,8 @@ from typing import Any
 
 from floodmark.constants import NO_LEADER
 from floodmark.errors import ErrorCode
-from floodmark.replication.modes import Truncation
-from floodmark.replication.transactions import log as txn_log
-from floodmark.replication.transactions.state import TxnState
+from floodmark.replication import Truncation, TxnState
+from floodmark.replication import log as txn_log
 from floodmark.sim.partition import messages as m
 from floodmark.sim.partition.follower_reads import FollowerReadCheck
 from floodmark.sim.partition.script import Script

@@ -14,15 +14,13 @@ from typing import Any
 
 from floodmark.constants import ACKS_ALL, NO_LEADER
 from floodmark.errors import ErrorCode
-from floodmark.replication.modes import Truncation
-from floodmark.replication.partition import EpochQuery, FollowerFetch
-from floodmark.replication.transactions.state import TxnState
+from floodmark.replication import EpochQuery, FollowerFetch, Truncation, TxnState
 from floodmark.sim.network import NetworkConfig, PartitionMode
 from floodmark.sim.partition import messages as m
 from floodmark.sim.partition.cluster import Cluster
 from floodmark.sim.partition.config import SimConfig
 from floodmark.sim.partition.txn_coordinator import SimTxnCoordinator
-from floodmark.spec.entries import marker_label
+from floodmark.spec import marker_label
 
 CONTROLLER = "controller"
 CLIENT = "txn-client"  # the scenario's transactional producer, as the coordinator sees it

@@ -33,22 +33,25 @@ from typing import Any, Protocol
 
 from floodmark.constants import ACKS_ALL
 from floodmark.errors import ErrorCode
-from floodmark.replication.election import PartitionRegistration
-from floodmark.replication.transactions import log as txn_log
-from floodmark.replication.transactions.coordinator import (
-    Effect,
+from floodmark.replication import (
+    MarkerPolicy,
+    PartitionRegistration,
     Reply,
     SendMarkers,
     TxnCoordinator,
+    TxnDriver,
+    TxnEffect,
+    TxnMetadata,
+    TxnPartition,
+    TxnState,
 )
-from floodmark.replication.transactions.driver import MarkerPolicy, TxnDriver
-from floodmark.replication.transactions.state import Partition, TxnMetadata, TxnState
+from floodmark.replication import log as txn_log
 from floodmark.sim.network import Network
 from floodmark.sim.partition import messages as m
 from floodmark.sim.partition.clients import ProduceOutcome
 from floodmark.sim.partition.config import SimConfig
 from floodmark.sim.world import World
-from floodmark.spec.entries import marker_label
+from floodmark.spec import marker_label
 
 NAME = m.TXN_COORDINATOR
 TXN_PARTITION = 0  # the one ``__transaction_state`` partition of the simulated cluster
@@ -193,7 +196,7 @@ class SimTxnCoordinator:
 
     def _decide(self, request_id: int,
                 message: m.InitProducerId | m.AddPartitionsToTxn | m.EndTxn,
-                now_ms: int) -> list[Effect]:
+                now_ms: int) -> list[TxnEffect]:
         core = self.core
         if isinstance(message, m.InitProducerId):
             return core.init_producer_id(request_id, TXN_PARTITION, message.transactional_id,
@@ -206,7 +209,7 @@ class SimTxnCoordinator:
                             message.producer_id, message.producer_epoch, message.committed,
                             now_ms, transaction_version=self.transaction_version)
 
-    def _partition(self) -> Partition:
+    def _partition(self) -> TxnPartition:
         return (self.cluster.config.topic, self.cluster.config.partition)
 
     # -- the driver's ports -------------------------------------------------------------------------
@@ -223,11 +226,11 @@ class SimTxnCoordinator:
             return None  # never answered: this coordinator is gone
         return ErrorCode.NONE
 
-    def leader_of(self, partition: Partition) -> int | None:
+    def leader_of(self, partition: TxnPartition) -> int | None:
         return self.cluster.controller.registration.leader
 
     def send_markers(self, attempt: int, leader: int, markers: SendMarkers,
-                     partitions: tuple[Partition, ...]) -> bool:
+                     partitions: tuple[TxnPartition, ...]) -> bool:
         self._sent_ms[attempt] = self.cluster.world.now_ms
         self.marker_status[markers.producer_id] = None
         self._record(f"WriteTxnMarkers {'COMMIT' if markers.committed else 'ABORT'} "

@@ -20,7 +20,7 @@ from typing import Any
 from floodmark.sim.quorum.explore import QuorumExploreOptions, run_quorum_seed
 from floodmark.sim.quorum.scenario import run_election_scenario
 from floodmark.sim.quorum.wipe import WIPE_SCENARIOS, run_wipe_scenario
-from floodmark.spec.quorum_steps import QuorumStep, render_quorum_steps
+from floodmark.spec import QuorumStep, render_quorum_steps
 
 
 def _print(text: str = "") -> None:

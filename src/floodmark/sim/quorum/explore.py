@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from floodmark.controller.quorum.voter_set import directory_of
+from floodmark.controller import directory_of
 from floodmark.sim.network import NetworkConfig, PartitionMode
 from floodmark.sim.quorum.world import QuorumSimConfig, QuorumWorld, SimVoter, Violation
 

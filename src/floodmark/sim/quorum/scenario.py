@@ -19,7 +19,7 @@ from typing import Any
 
 from floodmark.sim.network import NetworkConfig
 from floodmark.sim.quorum.world import QuorumSimConfig, QuorumWorld, SimVoter
-from floodmark.spec.quorum_steps import QuorumStep, node_name
+from floodmark.spec import QuorumStep, node_name
 
 SCENARIO_SEED = 11
 

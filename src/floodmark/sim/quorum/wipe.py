@@ -24,7 +24,7 @@ from typing import Any
 from floodmark.sim.network import NetworkConfig, PartitionMode
 from floodmark.sim.quorum.scenario import _run_until, _snapshot
 from floodmark.sim.quorum.world import QuorumSimConfig, QuorumWorld, SimVoter
-from floodmark.spec.quorum_steps import QuorumStep
+from floodmark.spec import QuorumStep
 
 WIPE_SCENARIOS = ("wiped-records", "wiped-vote")
 WIPE_SEED = 7

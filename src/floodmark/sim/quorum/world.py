@@ -31,43 +31,41 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from floodmark.controller.quorum.core import QuorumConfig, QuorumCore
-from floodmark.controller.quorum.directory_id import (
-    bootstrap_bindings,
-    format_directory,
-    load_or_format,
-)
-from floodmark.controller.quorum.driver import QuorumDriver
-from floodmark.controller.quorum.effects import RoleChanged
-from floodmark.controller.quorum.messages import QuorumMessage
-from floodmark.controller.quorum.state_file import QuorumStateFile
-from floodmark.controller.quorum.voter_history import in_force
-from floodmark.controller.quorum.voter_set import directory_of
-from floodmark.controller.snapshot import (
+from floodmark.controller import (
+    QuorumConfig,
+    QuorumCore,
+    QuorumDriver,
+    QuorumMessage,
+    QuorumStateFile,
+    RoleChanged,
     SnapshotId,
     SnapshotStore,
+    bootstrap_bindings,
     cut_log_before,
     decode_snapshot,
+    directory_of,
     encode_snapshot,
+    format_directory,
+    in_force,
+    load_or_format,
     open_with_snapshot,
     snapshot_epoch,
 )
 from floodmark.sim.network import Network, NetworkConfig, PartitionMode
 from floodmark.sim.world import World
-from floodmark.spec import quorum as inv
-from floodmark.spec.entries import decode_entries
-from floodmark.spec.quorum import (
+from floodmark.spec import (
     Entry,
     commit_conflict,
+    decode_entries,
+    describe_message,
     log_matching,
     missing_committed,
+    node_name,
     other_leader,
     under_replicated,
 )
-from floodmark.spec.quorum_steps import describe_message, node_name
-from floodmark.storage.config import LogConfig
-from floodmark.storage.fs import MemoryFileSystem
-from floodmark.storage.log import Log
+from floodmark.spec import quorum as inv
+from floodmark.storage import Log, LogConfig, MemoryFileSystem
 
 QUORUM_DIR = "/controller"
 LOG_DIR = f"{QUORUM_DIR}/__cluster_metadata-0"

@@ -14,9 +14,9 @@ import hmac as hmac_lib
 from typing import TYPE_CHECKING
 
 from floodmark.broker.boundary import ClientConnection
-from floodmark.controller.delegation_tokens import TokenInfo, TokenSettings
+from floodmark.controller import TokenInfo, TokenSettings
 from floodmark.errors import ErrorCode
-from floodmark.security.principal import ANONYMOUS, KafkaPrincipal
+from floodmark.security import ANONYMOUS, KafkaPrincipal
 
 if TYPE_CHECKING:
     from floodmark.broker.context import HandlerContext

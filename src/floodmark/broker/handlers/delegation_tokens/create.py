@@ -16,8 +16,8 @@ from floodmark.broker.handlers.delegation_tokens import (
     wire_time,
 )
 from floodmark.errors import ErrorCode, KafkaError
-from floodmark.security.principal import KafkaPrincipal
-from floodmark.wire.codec import RequestHeader, ms
+from floodmark.security import KafkaPrincipal
+from floodmark.wire import RequestHeader, ms
 
 if TYPE_CHECKING:
     from floodmark.broker.context import HandlerContext

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING
 
 from floodmark.broker.boundary import ClientConnection, WireRequest, WireResponse
 from floodmark.broker.handlers.delegation_tokens import hmac_of, refusal
-from floodmark.controller.delegation_tokens import TokenInfo
-from floodmark.security.principal import KafkaPrincipal
-from floodmark.wire.codec import RequestHeader
+from floodmark.controller import TokenInfo
+from floodmark.security import KafkaPrincipal
+from floodmark.wire import RequestHeader
 
 if TYPE_CHECKING:
     from floodmark.broker.context import HandlerContext

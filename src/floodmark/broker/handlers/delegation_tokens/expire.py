@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from floodmark.broker.boundary import ClientConnection, WireRequest, WireResponse
 from floodmark.broker.handlers.delegation_tokens import requester
 from floodmark.broker.handlers.delegation_tokens.renew import change_expiry
-from floodmark.wire.codec import RequestHeader, ms
+from floodmark.wire import RequestHeader, ms
 
 if TYPE_CHECKING:
     from floodmark.broker.context import HandlerContext

@@ -15,9 +15,9 @@ from floodmark.broker.handlers.delegation_tokens import (
     token_by_hmac,
     wire_time,
 )
-from floodmark.controller.delegation_tokens import Decision
+from floodmark.controller import Decision
 from floodmark.errors import ErrorCode, KafkaError
-from floodmark.wire.codec import RequestHeader, ms
+from floodmark.wire import RequestHeader, ms
 
 if TYPE_CHECKING:
     from floodmark.broker.context import HandlerContext
