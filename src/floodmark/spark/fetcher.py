@@ -58,10 +58,9 @@ per task. Streaming reads default to ``STREAM_FETCH_MAX_BYTES`` instead."""
 STREAM_FETCH_MAX_BYTES = 2 * 1024 * 1024
 """The default of ``kafka.fetch.max.bytes`` in a streaming query: 2 MiB answers, one Arrow slice
 each (``ARROW_BATCH_BYTES``), the next one fetched while Spark takes in the current one. Against
-16 MiB answers, side by side in three runs of five rounds (issue 27, docs/spark.md, "Streaming
-against the JVM connector"): as fast or faster in 10 of 15 rounds, the shortest tasks and the
-micro-batches closest to the streaming ceiling in every run (0.88, 0.88, 1.03 against 0.82,
-0.79, 0.86)."""
+16 MiB answers, side by side (issue 27, docs/spark.md, "Streaming against the JVM connector"): a
+small gain under load (load 12-23: micro-batches 0.88, 0.88, 1.03 of the streaming ceiling
+against 0.82, 0.79, 0.86), none at load 4-5 (0.96 against 0.99), for a little more CPU."""
 
 
 @dataclass(frozen=True)
