@@ -16,11 +16,26 @@ Prints figures (never pass/fail):
 With ``--source jvm`` or ``both``, the Spark rows are measured for Spark's own JVM Kafka connector
 (``format("kafka")``, jars from Maven Central via tests/reference/spark_kafka.py) too, on the same
 topic in the same SparkSession, and the ratio floodmark / JVM connector is printed.
+
+Streaming against the JVM connector on a loaded machine (issue 27):
+
+    .venv/bin/python benchmarks/spark_read.py --broker floodmark --source both --streaming-only \
+        --repeat 5 [--variant 16m:kafka.fetch.max.bytes=16777216] [--task-timings]
+
+runs the streams in rounds (floodmark, JVM, ceiling, floodmark, JVM, ceiling, ...), and prints for
+every round its load average, each stream's wall and steady rows/s, the CPU seconds per 1,000,000
+rows of the Spark JVM / its Python workers / the broker, and the ratio floodmark / JVM of that
+round; then the median of the rounds' ratios. ``--variant NAME:opt=value,...`` adds the floodmark
+source with other options as one more source of every round. ``--task-timings`` reads the
+floodmark sources through a thin wrapper that writes, per Spark task, the wall time to its first
+Arrow batch, the wall and CPU time inside the source (Fetch waits + decode) and the time Spark
+spent between two batches (sending them to the JVM).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import socket
@@ -30,6 +45,7 @@ import sys
 import tempfile
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.reference.spark_kafka
@@ -41,9 +57,11 @@ from floodmark.ports import free_port
 from floodmark.spark.decode import decode_batch, iter_batches
 from floodmark.spark.fetcher import ClientConfig, client_for, read_range
 
-# Spark's name for each source the benchmark can read with
+# Spark's name for each source the benchmark can read with; a --variant is "floodmark" with
+# more options (SOURCE_OPTIONS)
 SOURCE_FORMATS = {"floodmark": "floodmark", "jvm": "kafka"}
 SOURCE_LABELS = {"floodmark": "floodmark source", "jvm": "Spark's JVM Kafka connector"}
+SOURCE_OPTIONS: dict[str, dict[str, str]] = {"floodmark": {}, "jvm": {}}
 
 
 def _wait(port: int, timeout_s: float = 120) -> None:
@@ -333,6 +351,95 @@ def spark_ceiling_source():  # type: ignore[no-untyped-def]
     return Ceiling
 
 
+@dataclass(frozen=True)
+class Stream:
+    """One streaming query's figures (``stream`` in ``main``)."""
+
+    secs: float
+    steady: float
+    micro_batches: int
+    parts: dict[str, float]
+    cpu_per_m: dict[str, float]
+    tasks: list[dict[str, float]]
+
+
+def task_summary(tasks: list[dict[str, float]]) -> str:
+    """Medians over Spark tasks of the timings ``timed_source`` writes."""
+    def med(key: str) -> float:
+        return statistics.median(t[key] for t in tasks)
+
+    return (f"{len(tasks)} tasks, median rows {med('rows'):,.0f}, first batch after "
+            f"{med('first_ms'):.0f} ms, inside the source {med('inside_ms'):.0f} ms "
+            f"(CPU {med('inside_cpu_ms'):.0f} ms of the reading thread), in Spark between "
+            f"batches {med('outside_ms'):.0f} ms, task {med('total_ms'):.0f} ms")
+
+
+def timed_source():  # type: ignore[no-untyped-def]
+    """``format("floodmark_timed")``: the floodmark source, its streaming tasks timed. Each task
+    appends one JSON line to the file of the option ``timingsFile``: rows, Arrow batches, the wall
+    ms to its first batch, the wall and thread-CPU ms spent inside the source's generator (the
+    reading thread: waits for a Fetch answer, the decode, the slicing), and the wall ms spent
+    outside it (Spark's Python worker sending each batch to the JVM, and waiting on it)."""
+    import json
+
+    from floodmark.spark.source import FloodmarkDataSource, FloodmarkStreamReader
+
+    def timed(batches, path: str, rows_wanted: int):  # type: ignore[no-untyped-def]
+        t0 = time.perf_counter()
+        inside = inside_cpu = outside = 0.0
+        first = -1.0
+        rows = count = 0
+        while True:
+            a, a_cpu = time.perf_counter(), time.thread_time()
+            try:
+                rb = next(batches)
+            except StopIteration:
+                inside += time.perf_counter() - a
+                inside_cpu += time.thread_time() - a_cpu
+                break
+            b = time.perf_counter()
+            inside += b - a
+            inside_cpu += time.thread_time() - a_cpu
+            if first < 0:
+                first = b - t0
+            rows += rb.num_rows
+            count += 1
+            yield rb
+            outside += time.perf_counter() - b
+        line = json.dumps({"rows": rows, "planned": rows_wanted, "batches": count,
+                           "first_ms": first * 1000, "inside_ms": inside * 1000,
+                           "inside_cpu_ms": inside_cpu * 1000, "outside_ms": outside * 1000,
+                           "total_ms": (time.perf_counter() - t0) * 1000})
+        with open(path, "a") as fh:
+            fh.write(line + "\n")
+
+    class TimedStreamReader(FloodmarkStreamReader):
+        def __init__(self, options: dict[str, str], path: str) -> None:
+            super().__init__(options)
+            self.timings_file = path
+
+        def __getstate__(self):  # type: ignore[no-untyped-def]
+            return {**super().__getstate__(), "timings_file": self.timings_file}
+
+        def read(self, partition):  # type: ignore[no-untyped-def]
+            planned = partition.until_offset - partition.from_offset
+            yield from timed(super().read(partition), self.timings_file, planned)
+
+    class Timed(FloodmarkDataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "floodmark_timed"
+
+        def streamReader(self, schema):  # type: ignore[no-untyped-def]
+            return TimedStreamReader(dict(self.options), self.options["timingsFile"])
+
+    return Timed
+
+
+def load_average() -> str:
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--broker", choices=["tansu", "floodmark"], default="tansu")
@@ -351,8 +458,27 @@ def main() -> int:
     ap.add_argument("--batch-only", action="store_true",
                     help="only the Spark batch reads beside the ceiling (no raw Fetch, no "
                          "librdkafka, no streaming)")
+    ap.add_argument("--streaming-only", action="store_true",
+                    help="only the Spark streams beside the streaming ceiling, in --repeat "
+                         "rounds (no raw Fetch, no librdkafka, no batch count())")
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME:OPT=VALUE,...",
+                    help="the floodmark source with these options as one more source, e.g. "
+                         "16m:kafka.fetch.max.bytes=16777216 (repeatable)")
+    ap.add_argument("--task-timings", action="store_true",
+                    help="streaming: time each floodmark task (first batch, inside the source, "
+                         "inside Spark) through a thin wrapper source")
     args = ap.parse_args()
+    if args.batch_only and args.streaming_only:
+        ap.error("--batch-only and --streaming-only exclude each other")
     sources = ["floodmark", "jvm"] if args.source == "both" else [args.source]
+    for spec in args.variant:
+        name, _, opts = spec.partition(":")
+        if not name or not opts or name in SOURCE_FORMATS:
+            ap.error(f"--variant {spec!r}: NAME:OPT=VALUE,... with a new NAME")
+        SOURCE_FORMATS[name] = "floodmark"
+        SOURCE_LABELS[name] = f"floodmark source ({name})"
+        SOURCE_OPTIONS[name] = dict(kv.split("=", 1) for kv in opts.split(","))
+        sources.insert(sources.index("jvm") if "jvm" in sources else len(sources), name)
 
     floodmark.spark.prepare_environment()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only, like the broker
@@ -372,11 +498,11 @@ def main() -> int:
         results: dict[str, float] = {}
         n, size, secs = raw_fetch(bootstrap, topic, decode=False)
         total = n
-        for _ in range(0 if args.batch_only else args.repeat - 1):
+        for _ in range(0 if args.batch_only or args.streaming_only else args.repeat - 1):
             secs = min(secs, raw_fetch(bootstrap, topic, decode=False)[2])
         results["raw Fetch (1 connection, no decode)"] = n / secs
         print(f"raw Fetch: {n:,} records, {size / 1e6:.0f} MB, best {secs:.2f} s")
-        if not args.batch_only:
+        if not (args.batch_only or args.streaming_only):
             secs = min(raw_fetch(bootstrap, topic, decode=True)[2] for _ in range(args.repeat))
             results["raw Fetch + Arrow decode (1 process)"] = n / secs
             secs = min(librdkafka_consume(bootstrap, topic, total) for _ in range(args.repeat))
@@ -409,7 +535,7 @@ def main() -> int:
         def df(source: str):  # type: ignore[no-untyped-def]
             return (spark.read.format(SOURCE_FORMATS[source])
                     .option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
-                    .load())
+                    .options(**SOURCE_OPTIONS[source]).load())
 
         spark.dataSource.register(spark_ceiling_source())
         ceiling = (spark.read.format("arrow_ceiling").option("rows", str(total))
@@ -422,51 +548,62 @@ def main() -> int:
         # and the sources' alike (each count() plans its read anew, so a source still finds the
         # topic's end at each count): a load() per count() for the sources only charged them a
         # Python planning call (create_data_source, schema) that the ceiling did not pay.
-        frames = {source: df(source) for source in sources}
-
-        def count(what: str) -> int:
-            return int(ceiling.count() if what == "ceiling" else frames[what].count())
-
         broker_pid = proc.pid if proc is not None else args.broker_pid
-        order = [*sources, "ceiling"]
-        for what in order:
-            assert count(what) == total  # warm-up (workers, connections, JIT)
-        times: dict[str, list[float]] = {what: [] for what in order}
-        cpu: dict[str, list[dict[str, float]]] = {what: [] for what in order}
-        for _ in range(args.repeat):
-            for what in order:
-                before = cpu_by_role(broker_pid)
-                t0 = time.perf_counter()
-                got = count(what)
-                times[what].append(time.perf_counter() - t0)
-                after = cpu_by_role(broker_pid)
-                cpu[what].append({k: after[k] - before[k] for k in after})
-                assert got == total, (what, got, total)
-        batch_rates = {source: statistics.median(total / t for t in times[source])
-                       for source in sources}
-        for source in sources:
-            results[f"Spark batch read -> count(), {SOURCE_LABELS[source]}"] = batch_rates[source]
-        results["Spark ceiling: same batches from memory -> count() (no broker)"] = \
-            statistics.median(total / t for t in times["ceiling"])
-        print(f"\nbatch count() of {total:,} rows, repetitions side by side (wall s; CPU s of "
-              "the Spark JVM / its Python workers / the broker)")
-        for what in order:
-            label = "Spark ceiling" if what == "ceiling" else SOURCE_LABELS[what]
-            print(f"  {label:<30}" + "  ".join(
-                f"{t:5.2f}s ({c['Spark JVM']:.2f}/{c['Python workers']:.2f}/{c['broker']:.2f})"
-                for t, c in zip(times[what], cpu[what], strict=True)))
-        for source in sources:
-            ratios = [c / t for t, c in zip(times[source], times["ceiling"], strict=True)]
-            print(f"  {SOURCE_LABELS[source]} / ceiling, each repetition: "
-                  + ", ".join(f"{r:.2f}" for r in ratios)
-                  + f"; median {statistics.median(ratios):.2f}; best against best "
-                  f"{min(times['ceiling']) / min(times[source]):.2f}")
+        batch_rates: dict[str, float] = {}
+        times: dict[str, list[float]] = {}
+        if not args.streaming_only:
+            frames = {source: df(source) for source in sources}
 
-        def stream(source: str) -> tuple[float, float, int, dict[str, float]]:
-            """(seconds incl. query start, steady-state rows/s, micro-batches, median ms per
-            micro-batch of each part of Spark's trigger) of one availableNow query from the
-            earliest offsets into the noop sink; steady state: the micro-batches after the
-            first."""
+            def count(what: str) -> int:
+                return int(ceiling.count() if what == "ceiling" else frames[what].count())
+
+            order = [*sources, "ceiling"]
+            for what in order:
+                assert count(what) == total  # warm-up (workers, connections, JIT)
+            times = {what: [] for what in order}
+            cpu: dict[str, list[dict[str, float]]] = {what: [] for what in order}
+            for _ in range(args.repeat):
+                for what in order:
+                    before = cpu_by_role(broker_pid)
+                    t0 = time.perf_counter()
+                    got = count(what)
+                    times[what].append(time.perf_counter() - t0)
+                    after = cpu_by_role(broker_pid)
+                    cpu[what].append({k: after[k] - before[k] for k in after})
+                    assert got == total, (what, got, total)
+            batch_rates = {source: statistics.median(total / t for t in times[source])
+                           for source in sources}
+            for source in sources:
+                results[f"Spark batch read -> count(), {SOURCE_LABELS[source]}"] = batch_rates[source]
+            results["Spark ceiling: same batches from memory -> count() (no broker)"] = \
+                statistics.median(total / t for t in times["ceiling"])
+            print(f"\nbatch count() of {total:,} rows, repetitions side by side (wall s; CPU s of "
+                  "the Spark JVM / its Python workers / the broker)")
+            for what in order:
+                label = "Spark ceiling" if what == "ceiling" else SOURCE_LABELS[what]
+                print(f"  {label:<30}" + "  ".join(
+                    f"{t:5.2f}s ({c['Spark JVM']:.2f}/{c['Python workers']:.2f}/{c['broker']:.2f})"
+                    for t, c in zip(times[what], cpu[what], strict=True)))
+            for source in sources:
+                ratios = [c / t for t, c in zip(times[source], times["ceiling"], strict=True)]
+                print(f"  {SOURCE_LABELS[source]} / ceiling, each repetition: "
+                      + ", ".join(f"{r:.2f}" for r in ratios)
+                      + f"; median {statistics.median(ratios):.2f}; best against best "
+                      f"{min(times['ceiling']) / min(times[source]):.2f}")
+
+        if args.streaming_only:  # warm-up (workers, connections, JIT), as the batch reads do
+            for source in sources:
+                assert df(source).count() == total
+            assert ceiling.count() == total
+        timings_file = workdir / "task-timings.jsonl"
+        if args.task_timings:
+            spark.dataSource.register(timed_source())
+
+        def stream(source: str) -> Stream:
+            """One availableNow query from the earliest offsets into the noop sink: its wall
+            seconds (query start included), steady-state rows/s (the micro-batches after the
+            first), micro-batches, median ms per micro-batch of each part of Spark's trigger, the
+            CPU seconds per 1,000,000 rows of each role, and (--task-timings) its tasks' timings."""
             ckpt = workdir / f"ckpt-{uuid.uuid4().hex[:6]}"
             if source == "ceiling":
                 sdf = (spark.readStream.format("arrow_ceiling").option("rows", str(total))
@@ -474,11 +611,18 @@ def main() -> int:
                        .option("parts", str(args.partitions))
                        .option("value_bytes", str(args.value_bytes)))
             else:
-                sdf = (spark.readStream.format(SOURCE_FORMATS[source])
+                fmt = SOURCE_FORMATS[source]
+                if fmt == "floodmark" and args.task_timings:
+                    fmt = "floodmark_timed"
+                sdf = (spark.readStream.format(fmt)
                        .option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
-                       .option("startingOffsets", "earliest"))
+                       .option("startingOffsets", "earliest").options(**SOURCE_OPTIONS[source]))
+                if fmt == "floodmark_timed":
+                    sdf = sdf.option("timingsFile", str(timings_file))
             sdf = sdf.option("maxOffsetsPerTrigger", str(args.max_offsets_per_trigger)).load()
             for attempt in range(1, 4):
+                timings_file.unlink(missing_ok=True)
+                before = cpu_by_role(broker_pid)
                 t0 = time.perf_counter()
                 q = (sdf.writeStream.format("noop").option("checkpointLocation", str(ckpt))
                      .trigger(availableNow=True).start())
@@ -493,6 +637,7 @@ def main() -> int:
                     print(f"  ({source} stream: Python worker failed to connect back; again)")
                     shutil.rmtree(ckpt, ignore_errors=True)
             secs = time.perf_counter() - t0
+            after = cpu_by_role(broker_pid)
             rows = sum(p["numInputRows"] for p in q.recentProgress)
             prog = [p for p in q.recentProgress if p["numInputRows"]]
             assert rows == total, (source, rows, total)
@@ -501,38 +646,82 @@ def main() -> int:
                       / (sum(p["durationMs"]["triggerExecution"] for p in later) / 1000))
             parts = {k: statistics.median(p["durationMs"].get(k, 0) for p in later)
                      for k in later[0]["durationMs"]}
-            return secs, steady, len(prog), parts
+            cpu_per_m = {k: (after[k] - before[k]) * 1_000_000 / total for k in after}
+            tasks = ([json.loads(line) for line in timings_file.read_text().splitlines()]
+                     if timings_file.exists() else [])
+            return Stream(secs, steady, len(prog), parts, cpu_per_m, tasks)
 
         stream_order = [*sources, "ceiling"]
-        runs: dict[str, list[tuple[float, float, int, dict[str, float]]]] = {
-            what: [] for what in stream_order}
-        for _ in range(0 if args.batch_only else args.repeat):
+        runs: dict[str, list[Stream]] = {what: [] for what in stream_order}
+        rounds = 0 if args.batch_only else args.repeat
+        if rounds:
+            print(f"\nstreams of {total:,} rows, maxOffsetsPerTrigger "
+                  f"{args.max_offsets_per_trigger:,}, in rounds side by side (wall s incl. query "
+                  "start; steady rows/s; CPU s per 1,000,000 rows of the Spark JVM / its Python "
+                  "workers / the broker)")
+        if rounds:
+            # one stream of each, not counted: the streaming code paths' first run (the JVM's
+            # JIT above all: the JVM connector's first stream ran 2-5x slower than its later ones)
+            for what in stream_order:
+                stream(what)
+        for r in range(rounds):
+            print(f"  round {r + 1}, load average {load_average()}")
             for what in stream_order:  # side by side, the ceiling's stream too
-                runs[what].append(stream(what))
-        steady_rates = {what: statistics.median(r[1] for r in runs[what]) if runs[what] else 0.0
-                        for what in stream_order}
-        for what in stream_order if not args.batch_only else []:
+                run = stream(what)
+                runs[what].append(run)
+                label = "Spark ceiling" if what == "ceiling" else SOURCE_LABELS[what]
+                c = run.cpu_per_m
+                print(f"    {label:<36} {run.secs:6.2f}s {run.steady:>10,.0f} rows/s  "
+                      f"({c['Spark JVM']:.2f}/{c['Python workers']:.2f}/{c['broker']:.2f})")
+                if run.tasks:
+                    print("      tasks: " + task_summary(run.tasks))
+            if "jvm" in sources:
+                print("    floodmark / JVM connector, steady state: " + ", ".join(
+                    f"{SOURCE_LABELS[s]} {runs[s][-1].steady / runs['jvm'][-1].steady:.2f}x"
+                    for s in sources if s != "jvm"))
+        if rounds:
+            print(f"  load average at the end {load_average()}")
+        steady_rates = {what: statistics.median(r.steady for r in runs[what]) if runs[what]
+                        else 0.0 for what in stream_order}
+        for what in stream_order if rounds else []:
             label = "Spark ceiling" if what == "ceiling" else SOURCE_LABELS[what]
-            batches = runs[what][-1][2]
+            batches = runs[what][-1].micro_batches
             results[f"Spark streaming availableNow ({batches} micro-batches, incl. query "
-                    f"start), {label}"] = statistics.median(total / r[0] for r in runs[what])
+                    f"start), {label}"] = statistics.median(total / r.secs for r in runs[what])
             results[f"Spark streaming, steady state (micro-batches after the first), {label}"] = \
                 steady_rates[what]
-            print(f"spark streaming, {label}: query s " + ", ".join(
-                f"{r[0]:.2f}" for r in runs[what]) + "; steady rows/s " + ", ".join(
-                f"{r[1]:,.0f}" for r in runs[what]))
-            med = {k: statistics.median(r[3][k] for r in runs[what]) for k in runs[what][0][3]}
-            print("    median ms per steady micro-batch: " + ", ".join(
-                f"{k} {v:.0f}" for k, v in sorted(med.items(), key=lambda kv: -kv[1])))
-        if not args.batch_only:
-            batch_ceiling = statistics.median(total / t for t in times["ceiling"])
-            for source in sources:
-                per_rep = [r[1] / c[1] for r, c in zip(runs[source], runs["ceiling"],
-                                                       strict=True)]
-                print(f"  {SOURCE_LABELS[source]} streaming steady state / streaming ceiling, "
-                      "each repetition: " + ", ".join(f"{x:.2f}" for x in per_rep)
-                      + f"; median {statistics.median(per_rep):.2f}; / batch ceiling (medians) "
-                      f"{steady_rates[source] / batch_ceiling:.2f}")
+            med = {k: statistics.median(r.parts[k] for r in runs[what])
+                   for k in runs[what][0].parts}
+            cpu_med = {k: statistics.median(r.cpu_per_m[k] for r in runs[what])
+                       for k in runs[what][0].cpu_per_m}
+            print(f"  {label}: median CPU s per 1,000,000 rows "
+                  f"{cpu_med['Spark JVM']:.2f}/{cpu_med['Python workers']:.2f}/"
+                  f"{cpu_med['broker']:.2f} (total "
+                  f"{sum(cpu_med.values()):.2f}); median ms per steady micro-batch: " + ", ".join(
+                      f"{k} {v:.0f}" for k, v in sorted(med.items(), key=lambda kv: -kv[1])))
+            if runs[what][0].tasks:
+                print("    tasks, all rounds: "
+                      + task_summary([t for r in runs[what] for t in r.tasks]))
+        for source in sources if rounds else []:
+            per_rep = [r.steady / c.steady for r, c in zip(runs[source], runs["ceiling"],
+                                                           strict=True)]
+            line = (f"  {SOURCE_LABELS[source]} steady state / streaming ceiling, each round: "
+                    + ", ".join(f"{x:.2f}" for x in per_rep)
+                    + f"; median {statistics.median(per_rep):.2f}")
+            if times:
+                batch_ceiling = statistics.median(total / t for t in times["ceiling"])
+                line += f"; / batch ceiling (medians) {steady_rates[source] / batch_ceiling:.2f}"
+            print(line)
+        stream_ratios = {}
+        for source in sources if rounds and "jvm" in sources else []:
+            if source == "jvm":
+                continue
+            per_round = [a.steady / b.steady for a, b in zip(runs[source], runs["jvm"],
+                                                             strict=True)]
+            stream_ratios[source] = statistics.median(per_round)
+            print(f"  {SOURCE_LABELS[source]} / JVM connector, steady state, each round: "
+                  + ", ".join(f"{x:.2f}" for x in per_round)
+                  + f"; median {stream_ratios[source]:.2f}x")
         spark.stop()
 
         raw = results["raw Fetch (1 connection, no decode)"]
@@ -542,11 +731,15 @@ def main() -> int:
         print(f"{'what':<{width}} {'rows/s':>12} {'vs raw Fetch':>13}")
         for what, rate in results.items():
             print(f"{what:<{width}} {rate:>12,.0f} {rate / raw:>12.2f}x")
-        if len(sources) == 2:
+        if "jvm" in sources and "floodmark" in sources:
+            said = []
+            if batch_rates:
+                said.append(f"batch count() {batch_rates['floodmark'] / batch_rates['jvm']:.2f}x")
+            if stream_ratios:
+                said.append("streaming steady state (median of the rounds' ratios) "
+                            f"{stream_ratios['floodmark']:.2f}x")
             print("\nfloodmark source / Spark's JVM Kafka connector, same topic, same run: "
-                  f"batch count() {batch_rates['floodmark'] / batch_rates['jvm']:.2f}x, "
-                  f"streaming steady state "
-                  f"{steady_rates['floodmark'] / steady_rates['jvm']:.2f}x")
+                  + ", ".join(said))
         return 0
     finally:
         if proc is not None:

@@ -86,12 +86,20 @@ def test_a_lagging_high_watermark_is_waited_for_not_data_loss(broker, topic_name
 
 
 def test_fetch_max_bytes_sets_the_requests_and_arrow_slices_the_answers(broker, topic_name) -> None:  # type: ignore[no-untyped-def]
-    """``kafka.fetch.max.bytes`` sets how many Fetch requests a range takes (the default,
-    FETCH_MAX_BYTES = 16 MiB, reads 6 MB in one, 1 MiB in six or more), and each answer reaches
-    Spark in Arrow slices of about ARROW_BATCH_BYTES; the rows are the same either way."""
+    """``kafka.fetch.max.bytes`` sets how many Fetch requests a range takes (the batch default,
+    FETCH_MAX_BYTES = 16 MiB, reads 6 MB in one; the streaming default, STREAM_FETCH_MAX_BYTES =
+    2 MiB, in three or more; 1 MiB in six or more), no Fetch asks for much more than the range
+    has left, and each answer reaches Spark in Arrow slices of about ARROW_BATCH_BYTES; the rows
+    are the same either way."""
     import dataclasses
 
-    from floodmark.spark.fetcher import ARROW_BATCH_BYTES, FETCH_MAX_BYTES, client_for
+    from floodmark.spark.fetch_sizes import REST_MARGIN_BYTES
+    from floodmark.spark.fetcher import (
+        ARROW_BATCH_BYTES,
+        FETCH_MAX_BYTES,
+        STREAM_FETCH_MAX_BYTES,
+        client_for,
+    )
     from floodmark.spark.options import parse_source_options
 
     bs = broker.bootstrap
@@ -103,33 +111,48 @@ def test_fetch_max_bytes_sets_the_requests_and_arrow_slices_the_answers(broker, 
         p.produce(topic_name, value=b"%06d" % i + b"v" * 994, partition=0)
     assert p.flush(30) == 0
 
-    default = parse_source_options({"kafka.bootstrap.servers": bs, "subscribe": topic_name},
-                                   streaming=False).client
-    assert default.fetch_max_bytes == FETCH_MAX_BYTES
+    options = {"kafka.bootstrap.servers": bs, "subscribe": topic_name}
+    default = parse_source_options(options, streaming=False).client
+    assert default.fetch_max_bytes == FETCH_MAX_BYTES == 16 << 20
+    stream = parse_source_options(options, streaming=True).client
+    assert stream.fetch_max_bytes == STREAM_FETCH_MAX_BYTES == 2 << 20
+    chosen = parse_source_options({**options, "kafka.fetch.max.bytes": "5000000"},
+                                  streaming=True).client
+    assert chosen.fetch_max_bytes == 5_000_000
 
-    def read(cfg: ClientConfig) -> tuple[list[pa.RecordBatch], int]:
-        """(the batches yielded, the Fetch requests sent): the client's own fetch, counted."""
+    def read(cfg: ClientConfig, end: int) -> tuple[list[pa.RecordBatch], list[int]]:
+        """(the batches yielded, the max_bytes of each Fetch request sent): the client's own
+        fetch, watched."""
         client = client_for(cfg)
-        real, calls = client.fetch, []
+        real, asked = client.fetch, []
 
-        def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
-            calls.append(args)
+        def watched(*args, **kwargs):  # type: ignore[no-untyped-def]
+            asked.append(kwargs["max_bytes"])
             return real(*args, **kwargs)
 
-        client.fetch = counted  # type: ignore[method-assign]
+        client.fetch = watched  # type: ignore[method-assign]
         try:
-            got = list(read_range(cfg, topic_name, 0, 0, n, include_headers=False,
+            got = list(read_range(cfg, topic_name, 0, 0, end, include_headers=False,
                                   fail_on_data_loss=True))
         finally:
             del client.fetch
-        return got, len(calls)
+        return got, asked
 
-    whole, whole_fetches = read(default)
-    in_mib, mib_fetches = read(dataclasses.replace(default, fetch_max_bytes=1 << 20))
-    assert whole_fetches == 1
-    assert mib_fetches >= 6  # 6 MB of records, at most 1 MiB per answer
+    whole, whole_asked = read(default, n)
+    in_2mib, stream_asked = read(stream, n)
+    in_mib, mib_asked = read(dataclasses.replace(default, fetch_max_bytes=1 << 20), n)
+    assert whole_asked == [16 << 20]
+    assert len(stream_asked) >= 3 and stream_asked[0] == 2 << 20
+    assert len(mib_asked) >= 6 and mib_asked[0] == 1 << 20  # 6 MB, at most 1 MiB per answer
     # one answer of ~6 MB reaches Spark in slices of about 2 MiB (views of one decoded batch)
     assert len(whole) == 3
     assert max(rb.num_rows for rb in whole) * 1000 <= ARROW_BATCH_BYTES
-    for got in (whole, in_mib):
+    for got in (whole, in_2mib, in_mib):
         assert [r["offset"] for rb in got for r in rb.to_pylist()] == list(range(n))
+
+    # a range that ends inside the log: its second Fetch asks for about the ~1 MB it has left
+    # (and a margin), not 2 MiB of records past its end
+    part, part_asked = read(stream, 3_000)
+    assert [r["offset"] for rb in part for r in rb.to_pylist()] == list(range(3_000))
+    assert part_asked[0] == 2 << 20
+    assert sum(part_asked) <= 3_000 * 1_100 + 2 * REST_MARGIN_BYTES

@@ -25,7 +25,8 @@ from floodmark.client import FetchClient, FetchedPartition, FetchError
 from floodmark.constants import READ_COMMITTED
 from floodmark.errors import ErrorCode, FloodmarkError
 from floodmark.security import ClientSecurity
-from floodmark.spark.decode import batches_in_range, visible_rows
+from floodmark.spark.decode import BATCH_HEADER_BYTES, batches_in_range, visible_rows
+from floodmark.spark.fetch_sizes import FetchSizes
 from floodmark.spark.heap import keep_freed_memory
 
 log = logging.getLogger(__name__)
@@ -52,7 +53,14 @@ carry (decoded once, handed to Spark in slices: ``arrow_slices``). Kafka's consu
 CPU in the reader (its per-request work) and in the broker (per 1,000,000 rows of 100 B, reader
 0.158 -> 0.133 s, broker 0.090 -> 0.030 s; docs/spark.md, "Performance"), at the price of up to
 two answers (the one decoded, the one prefetched) and one decoded batch of that size in memory
-per task. Streaming against Spark's JVM connector was not shown to gain from it (docs/spark.md)."""
+per task. Streaming reads default to ``STREAM_FETCH_MAX_BYTES`` instead."""
+
+STREAM_FETCH_MAX_BYTES = 2 * 1024 * 1024
+"""The default of ``kafka.fetch.max.bytes`` in a streaming query: 2 MiB answers, one Arrow slice
+each (``ARROW_BATCH_BYTES``), the next one fetched while Spark takes in the current one. Against
+16 MiB answers, side by side (issue 27, docs/spark.md, "Streaming against the JVM connector"): a
+small gain under load (load 12-23: micro-batches 0.88, 0.88, 1.03 of the streaming ceiling
+against 0.82, 0.79, 0.86), none at load 4-5 (0.96 against 0.99), for a little more CPU."""
 
 
 @dataclass(frozen=True)
@@ -135,18 +143,20 @@ def read_range(
     """Yield Arrow batches with every record at offsets [start, end) that the broker still has.
 
     The next Fetch is sent (on a helper thread) before the current response is decoded, so the
-    network wait overlaps the decoding.
+    network wait overlaps the decoding and Spark's taking in of the current answer's rows. No
+    Fetch asks for much more than the range has left (``fetch_sizes``).
     """
     keep_freed_memory()  # the decoder's buffers reuse freed pages (spark/heap.py)
     client = client_for(cfg)
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"fetch-{topic}-{partition}")
+    sizes = FetchSizes(cfg.fetch_max_bytes)
 
     def fetch_at(off: int) -> Future[FetchedPartition]:
-        return pool.submit(client.fetch, topic, partition, off, max_bytes=cfg.fetch_max_bytes,
+        return pool.submit(client.fetch, topic, partition, off, max_bytes=sizes.ask(off, end),
                            max_wait_ms=cfg.max_wait_ms)
 
     try:
-        yield from _read_range(client, cfg, topic, partition, start, end, fetch_at,
+        yield from _read_range(client, cfg, topic, partition, start, end, fetch_at, sizes,
                                include_headers=include_headers,
                                fail_on_data_loss=fail_on_data_loss)
     finally:
@@ -161,6 +171,7 @@ def _read_range(
     start: int,
     end: int,
     fetch_at: Callable[[int], Future[FetchedPartition]],
+    sizes: FetchSizes,
     *,
     include_headers: bool,
     fail_on_data_loss: bool,
@@ -207,6 +218,10 @@ def _read_range(
 
         # Headers only: which batches to decode and where the next fetch starts.
         batches, next_offset = batches_in_range(fp.records, offset, limit)
+        reaching = [(hdr, body) for hdr, body in batches if hdr.next_offset > offset]
+        sizes.answered(offset, next_offset,
+                       sum(BATCH_HEADER_BYTES + len(body) for _, body in reaching),
+                       sum(hdr.next_offset - hdr.base_offset for hdr, _ in reaching))
         if next_offset < end and next_offset > offset:
             future = fetch_at(next_offset)  # prefetch while we decode
         rb = visible_rows(batches, fp.aborted, read_committed=read_committed,

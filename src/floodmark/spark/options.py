@@ -21,6 +21,7 @@ from floodmark.constants import EARLIEST_TIMESTAMP, READ_COMMITTED, READ_UNCOMMI
 from floodmark.errors import FloodmarkError
 from floodmark.spark.fetcher import (
     FETCH_MAX_BYTES,
+    STREAM_FETCH_MAX_BYTES,
     ClientConfig,
     SecurityProperties,
     security_of,
@@ -305,7 +306,8 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool | None) 
         client_id=params.get("client.id", "floodmark-spark"),
         request_timeout_ms=_int(options, "kafka.request.timeout.ms", minimum=1) or 30_000,
         isolation_level=_isolation(params.get("isolation.level")),
-        fetch_max_bytes=_int(options, "kafka.fetch.max.bytes", minimum=1) or FETCH_MAX_BYTES,
+        fetch_max_bytes=(_int(options, "kafka.fetch.max.bytes", minimum=1)
+                         or (STREAM_FETCH_MAX_BYTES if streaming else FETCH_MAX_BYTES)),
         max_wait_ms=_first_int(options, ("kafka.fetch.max.wait.ms", "kafka.fetch.wait.max.ms"),
                                500),
         poll_timeout_ms=_int(options, "kafkaConsumer.pollTimeoutMs", minimum=1) or 120_000,
