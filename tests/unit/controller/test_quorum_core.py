@@ -675,7 +675,7 @@ def test_update_voter_answers_as_kafkas_update_voter_handler() -> None:
 def test_update_voter_checks_the_voters_directory() -> None:
     nodes, now = _with_observer()
     leader = nodes[1].core
-    leader._stored = replace(leader._stored, directories=(  # noqa: SLF001 - bound voter 3
+    leader._stored = replace(leader._stored, directories=(
         VoterDirectory(3, "dir-3", -1),))
     log = nodes[1].log
     assert leader.update_voter(3, "dir-other", "h:1", log, now)[0] is ErrorCode.VOTER_NOT_FOUND
