@@ -52,6 +52,8 @@ MAX_QUEUED_PER_PEER = 256
 MAX_LEARNED_PEERS = 16
 """Controllers outside ``controller.quorum.voters`` whose address this one learned from their
 own messages (KIP-853 observers: a controller to be added), at most."""
+WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", ""})
+"""Listen addresses that name no host another controller could dial."""
 FETCH_MAX_WAIT_MS = 500
 """A caught-up voter's fetch waits on the leader this long for something new (a long poll,
 as KRaft's leader holds a Fetch); the follower's request timeout must be longer."""
@@ -294,6 +296,17 @@ class QuorumNode:
             own = format_host_port(host, port)
         return own
 
+    def advertised_endpoint(self) -> str | None:
+        """Where the others should dial this voter: where it listens, with the recorded host
+        when it listens on a wildcard address (0.0.0.0, ::), which no one can dial."""
+        if self.own_address is None:
+            return None
+        host, port = parse_host_port(self.own_address, min_port=1)
+        recorded = self.recorded_endpoint()
+        if host in WILDCARD_HOSTS and recorded is not None:
+            return format_host_port(parse_host_port(recorded, min_port=1)[0], port)
+        return self.own_address
+
     async def _keep_own_endpoint(self) -> None:
         """KIP-853: a voter whose listener differs from what the voter set records (restarted
         on another port) sends UpdateRaftVoter to the leader, as Kafka's voter does every few
@@ -304,7 +317,7 @@ class QuorumNode:
         retry_s = max(0.05, self.config.election_timeout_ms / 1000)
         period_s = max(retry_s, 3 * self.config.fetch_timeout_ms / 1000)
         while True:
-            own, sent = self.own_address, False
+            own, sent = self.advertised_endpoint(), False
             if own is not None and self.core.is_voter and self.recorded_endpoint() != own:
                 with contextlib.suppress(rpc.RpcError):
                     sent = await self._update_own_endpoint(own)
