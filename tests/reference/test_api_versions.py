@@ -15,6 +15,7 @@ from floodmark.wire.api_table import BELOW_KAFKA, KAFKA_REFERENCE, SUPPORTED, Ap
 from tests.reference.kafka_node import KafkaCluster, kafka_version
 
 pytestmark = pytest.mark.integration
+UPDATE_RAFT_VOTER = 82  # not an ApiKey: no floodmark listener speaking Kafka's protocol serves it
 
 
 def _advertised(bootstrap: str) -> dict[int, tuple[int, int]]:
@@ -50,3 +51,14 @@ def test_the_exceptions_are_still_exceptions(kafka_broker: KafkaCluster) -> None
 def test_floodmark_answers_what_the_table_says(broker: Any) -> None:
     served = _advertised(broker.bootstrap)
     assert served == {int(k): (r.min_version, r.max_version) for k, r in SUPPORTED.items()}
+
+
+def test_update_raft_voter_is_controller_only_as_in_kafka(kafka_broker: KafkaCluster,
+                                                          broker: Any) -> None:
+    """UpdateRaftVoter (82, KIP-853) is on Kafka's controller listener only, v0: a voter sends
+    it to the quorum leader. Floodmark's brokers do not advertise it either; its controllers
+    serve it on their own channel (``controller/quorum/update_voter.py``, docs/quorum.md)."""
+    controller = _advertised(f"127.0.0.1:{kafka_broker.nodes[0].controller_port}")
+    assert controller.get(UPDATE_RAFT_VOTER) == (0, 0)
+    assert UPDATE_RAFT_VOTER not in _advertised(kafka_broker.bootstrap)
+    assert UPDATE_RAFT_VOTER not in _advertised(broker.bootstrap)

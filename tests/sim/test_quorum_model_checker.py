@@ -308,3 +308,18 @@ def test_voter_changes_hold_exhaustively_and_a_removed_leader_hands_over() -> No
     assert any(v.is_leader and v.epoch == 2 and v.stored.leader_id == 2
                and [e.ids for e in v.stored.voter_sets][-1] == (2,) for v in views)
     assert main(["sim", "check-quorum", "--voters", "2", "--bootstrap-voters", "3"]) == 2
+
+
+def test_an_endpoint_update_holds_exhaustively_and_reaches_every_voter() -> None:
+    """UpdateRaftVoter (KIP-853) among the changes: c1 and c2 the voters, one change (an
+    add, a remove or an endpoint update) reaches whichever voter believes it leads. Every
+    state holds, and the search reaches both voters holding a voter set record that names a
+    new endpoint, with the same two voters."""
+    config = QuorumModelConfig(voters=2, max_changes=1, max_epoch=2, max_records=0,
+                               updates=True)
+    model, result = check(config, time_limit_s=math.inf)
+    assert result.holds and result.complete, result.violation
+    views = [model.voter(v) for v in range(len(model._voters.values))]
+    moved = {(v.stored.voter_sets[-1].ids, v.stored.voter_sets[-1].endpoints) for v in views
+             if v.stored.voter_sets}
+    assert ((1, 2), ((1, "c1'"),)) in moved and ((1, 2), ((2, "c2'"),)) in moved

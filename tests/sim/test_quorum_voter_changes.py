@@ -1,4 +1,4 @@
-"""KIP-853 in the simulator: AddRaftVoter / RemoveRaftVoter sent to the leader of the quorum the
+"""KIP-853 in the simulator: AddRaftVoter / RemoveRaftVoter / UpdateRaftVoter sent to the leader of the quorum the
 controller runs (its ``QuorumCore`` and ``QuorumDriver``), among crashes, partitions, pauses and
 elections, with the invariants checked after every event."""
 
@@ -68,3 +68,35 @@ def test_explorer_with_voter_changes_finds_no_violation() -> None:
         assert result.ok, (seed, result.violations[:3], result.faults)
         accepted += result.voter_changes
     assert accepted > 0
+
+
+def test_an_updated_endpoint_reaches_every_voter_and_outlives_the_leaders_crash() -> None:
+    """UpdateRaftVoter (KIP-853): c2's new endpoint in a voter set record of the same voters;
+    once committed every voter has it in force, a crashed and restarted leader still has it
+    (its ``quorum-state``), and the quorum keeps committing with the same three voters."""
+    qw = QuorumWorld(7, QuorumSimConfig(voters=3))
+    qw.start_all()
+    qw.start_writes()
+    leader = _leader(qw)
+    answer = "REQUEST_TIMED_OUT"
+    for _ in range(100):
+        answer = leader.update_voter(2)
+        if answer != "REQUEST_TIMED_OUT":
+            break
+        qw.run_for(20)
+    assert answer == "NONE"
+
+    def everywhere() -> bool:
+        return all(v.core is not None and v.driver is not None and v.core.voters == (1, 2, 3)
+                   and set(v.core.voter_endpoints(v.driver.log)) == {2}
+                   for v in qw.voters.values())
+    _settle(qw, everywhere)
+    committed = len(qw.committed)
+    leader.crash(lose_unsynced=False)
+    _settle(qw, lambda: len(qw.committed) > committed + 5 and bool(qw.leaders()))
+    leader.start()
+    _settle(qw, everywhere)
+    qw.check_log_matching()
+    qw.check_committed_on_majority()
+    assert not qw.violations, qw.violations[:3]
+

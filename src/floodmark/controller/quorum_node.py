@@ -17,9 +17,10 @@ import logging
 import random
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
-from floodmark.address import parse_host_port
+from floodmark.address import format_host_port, parse_host_port
 from floodmark.constants import NO_LEADER
 from floodmark.controller import rpc
 from floodmark.controller.client import AsyncRpc
@@ -34,6 +35,13 @@ from floodmark.controller.quorum.messages import (
     QuorumMessage,
 )
 from floodmark.controller.quorum.state_file import QuorumStateFile
+from floodmark.controller.quorum.update_voter import (
+    DEFAULT_LISTENER,
+    METHOD,
+    SUPPORTED_KRAFT_VERSIONS,
+    UpdateVoterRequest,
+)
+from floodmark.errors import ErrorCode
 from floodmark.security import PLAINTEXT, ClientSecurity
 from floodmark.storage import Log, RealFileSystem
 
@@ -44,6 +52,8 @@ MAX_QUEUED_PER_PEER = 256
 MAX_LEARNED_PEERS = 16
 """Controllers outside ``controller.quorum.voters`` whose address this one learned from their
 own messages (KIP-853 observers: a controller to be added), at most."""
+WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", ""})
+"""Listen addresses that name no host another controller could dial."""
 FETCH_MAX_WAIT_MS = 500
 """A caught-up voter's fetch waits on the leader this long for something new (a long poll,
 as KRaft's leader holds a Fetch); the follower's request timeout must be longer."""
@@ -64,6 +74,8 @@ class QuorumNode:
         self.config = config
         self.security = security
         self.voters = dict(voters)  # the address book: controller.quorum.voters, then learned
+        self._bootstrap = dict(voters)  # controller.quorum.voters as given
+        self._endpoints: dict[int, str] = {}  # the voter set's endpoints last applied
         self.own_address: str | None = None
         """Where this controller listens (set once it does); sent with every message by a
         controller outside the address book, so the others can answer it."""
@@ -91,6 +103,7 @@ class QuorumNode:
         # process is gone (reported once per epoch and leader; the core decides).
         self._watched: tuple[int, int] | None = None  # (epoch, leader id)
         self._watch: asyncio.Task[None] | None = None
+        self._updater: asyncio.Task[None] | None = None
 
     @property
     def core(self) -> QuorumCore:
@@ -107,15 +120,18 @@ class QuorumNode:
         """In the running loop: the core's first decision (a single voter leads at once)."""
         self._wake = asyncio.Event()
         self.driver.start(now_ms())
+        self.endpoints_changed()
         self._ticker = asyncio.create_task(self._tick_loop())
+        self._updater = asyncio.create_task(self._keep_own_endpoint())
 
     async def stop(self) -> None:
         """Graceful: a leader resigns first (EndQuorumEpoch), so the others elect at once."""
         if self.core.is_leader:
             self.driver.resign(now_ms())
             await asyncio.sleep(0.05)  # let EndQuorumEpoch leave
-        if self._ticker is not None:
-            self._ticker.cancel()
+        for task in (self._ticker, self._updater):
+            if task is not None:
+                task.cancel()
         if self._watch is not None:
             self._watch.cancel()
         for task in list(self._tasks):
@@ -136,6 +152,7 @@ class QuorumNode:
             try:
                 self._answer_parked(now_ms())
                 self.driver.tick(now_ms())
+                self.endpoints_changed()
             except Exception:  # a failed tick must not stop elections for good
                 log.exception("controller %d quorum tick failed", self.config.node_id)
                 await asyncio.sleep(MAX_TICK_S)
@@ -247,6 +264,97 @@ class QuorumNode:
         log.info("controller %d: controller %d (outside controller.quorum.voters) listens on "
                  "%s", self.config.node_id, node_id, address)
 
+    # -- the voters' endpoints (KIP-853 VotersRecord, UpdateRaftVoter) ------------------------
+    def endpoints_changed(self) -> None:
+        """Dial each voter where the voter set in force says it listens (a voter the set does
+        not name: where ``controller.quorum.voters`` says)."""
+        endpoints = self.core.voter_endpoints(self.driver.log)
+        if endpoints == self._endpoints:
+            return
+        self._endpoints = endpoints
+        for node_id, address in endpoints.items():
+            if self.address_of(node_id) == address:
+                continue
+            host, port = parse_host_port(address, min_port=1)
+            self.voters[node_id] = (host, port)
+            if node_id == self.config.node_id:
+                continue  # (it does not dial itself)
+            old = self._peers.get(node_id)
+            if old is not None:
+                old.close()
+            self._peers[node_id] = AsyncRpc(address, timeout_s=max(
+                1.0, self.config.request_timeout_ms / 1000), security=self.security)
+            self._queued.setdefault(node_id, 0)
+            log.info("controller %d: voter %d listens on %s (voter set)", self.config.node_id,
+                     node_id, address)
+
+    def recorded_endpoint(self) -> str | None:
+        """This voter's listener as the voter set in force records it."""
+        own = self._endpoints.get(self.config.node_id)
+        if own is None and self.config.node_id in self._bootstrap:
+            host, port = self._bootstrap[self.config.node_id]
+            own = format_host_port(host, port)
+        return own
+
+    def advertised_endpoint(self) -> str | None:
+        """Where the others should dial this voter: where it listens, with the recorded host
+        when it listens on a wildcard address (0.0.0.0, ::), which no one can dial."""
+        if self.own_address is None:
+            return None
+        host, port = parse_host_port(self.own_address, min_port=1)
+        recorded = self.recorded_endpoint()
+        if host in WILDCARD_HOSTS and recorded is not None:
+            return format_host_port(parse_host_port(recorded, min_port=1)[0], port)
+        return self.own_address
+
+    async def _keep_own_endpoint(self) -> None:
+        """KIP-853: a voter whose listener differs from what the voter set records (restarted
+        on another port) sends UpdateRaftVoter to the leader, as Kafka's voter does every few
+        fetch timeouts while they differ. Its quorum messages' answers go to the recorded
+        address until then, so it finds the leader by asking the others (DescribeQuorum).
+        After an accepted request it waits Kafka's period (3 fetch timeouts) for the record
+        to reach it; after a refusal or no leader, an election timeout."""
+        retry_s = max(0.05, self.config.election_timeout_ms / 1000)
+        period_s = max(retry_s, 3 * self.config.fetch_timeout_ms / 1000)
+        while True:
+            own, sent = self.advertised_endpoint(), False
+            if own is not None and self.core.is_voter and self.recorded_endpoint() != own:
+                with contextlib.suppress(rpc.RpcError):
+                    sent = await self._update_own_endpoint(own)
+            await asyncio.sleep(period_s if sent else retry_s)
+
+    async def _update_own_endpoint(self, own: str) -> bool:
+        """One UpdateRaftVoter; True when the leader took it."""
+        host, port = parse_host_port(own, min_port=1)
+        request = UpdateVoterRequest(
+            self.core.epoch, self.config.node_id, self.core.directory_id,
+            ((DEFAULT_LISTENER, host, port),), *SUPPORTED_KRAFT_VERSIONS)
+        if self.core.is_leader:
+            error, message, _ = self.driver.update_voter(
+                request.voter_id, request.voter_directory_id, own, now_ms())
+            self.endpoints_changed()
+            log.info("controller %d: UpdateRaftVoter %s as leader: %s %s", self.config.node_id,
+                     own, error.name, message)
+            return error is ErrorCode.NONE
+        leader, epoch = NO_LEADER, -1
+        for node_id, peer in list(self._peers.items()):
+            if node_id not in self.core.voters:
+                continue
+            answer = await peer.call("describe_quorum", {})
+            found = answer.get("result") or {}
+            if int(found.get("leader_epoch", -1)) > epoch and found.get("leader_id") is not None:
+                leader, epoch = int(found["leader_id"]), int(found["leader_epoch"])
+        target = self._peers.get(leader)
+        if target is None:
+            return False
+        request = replace(request, current_leader_epoch=epoch)
+        answer = await target.call(METHOD, request.to_args())
+        log.info("controller %d: UpdateRaftVoter %s to leader %d (epoch %d): %s",
+                 self.config.node_id, own, leader, epoch,
+                 "NONE" if "result" in answer else
+                 f"{ErrorCode(int(answer['error'])).name} {answer.get('message')}")
+        return "result" in answer
+
     # -- incoming ----------------------------------------------------------------------------------
     def deliver(self, args: dict[str, Any]) -> None:
         """A ``quorum`` call from another voter. Raises ValueError on a malformed message."""
@@ -264,6 +372,7 @@ class QuorumNode:
             self._parked[src] = (message, now + wait_ms)
         else:
             self.driver.deliver(src, message, records, now)
+        self.endpoints_changed()
         if self._wake is not None:
             self._wake.set()
 

@@ -230,6 +230,11 @@ def _voter_set(rec: MetadataRecord) -> None:
             isinstance(v, list) and len(v) == 2 and isinstance(v[0], int)
             and isinstance(v[1], str) for v in voters):
         raise _bad(rec, "voters is not a non-empty list of [id, directory id]")
+    endpoints = rec.get("endpoints", [])
+    if not isinstance(endpoints, list) or not all(
+            isinstance(e, list) and len(e) == 2 and isinstance(e[0], int)
+            and isinstance(e[1], str) for e in endpoints):
+        raise _bad(rec, "endpoints is not a list of [id, host:port]")
 
 
 def _acl_id(rec: MetadataRecord) -> None:

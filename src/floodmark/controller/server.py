@@ -35,6 +35,7 @@ from floodmark.controller.logic import ControllerConfig, ControllerLogic, Electi
 from floodmark.controller.metadata_log import MetadataLog, MetadataLogConfig
 from floodmark.controller.quorum.core import QuorumConfig
 from floodmark.controller.quorum.effects import RoleChanged
+from floodmark.controller.quorum.update_voter import UpdateVoterRequest, request_error
 from floodmark.controller.quorum_node import QuorumNode
 from floodmark.controller.snapshot import (
     SnapshotId,
@@ -71,7 +72,7 @@ LISTENER_PROBE_TIMEOUT_S = 1.0  # a broker's connections all closed: how long to
 LISTENER_PROBES_S = (0.0, 0.01, 0.03, 0.1, 0.3, 0.6)
 STALL_MS = 1000  # the ticker ran this late: the controller itself was not running
 # Answered by every controller of a quorum; the rest only by the active one.
-ANY_CONTROLLER = frozenset({"status", "describe_quorum", "quorum"})
+ANY_CONTROLLER = frozenset({"status", "describe_quorum", "quorum", "update_raft_voter"})
 
 
 def _metadata_progress(args: dict[str, Any]) -> dict[str, Any] | None:
@@ -798,6 +799,25 @@ class ControllerServer:
         if error is not ErrorCode.NONE:
             raise KafkaError(error, message)
         return {}
+
+    def _rpc_update_raft_voter(self, a: dict[str, Any]) -> dict[str, Any]:
+        """UpdateRaftVoter (82, KIP-853), controller-only: a voter's new controller listener.
+        Kafka's leader answers at the append, without waiting for the commit (any controller
+        takes the call; a follower answers NOT_LEADER_OR_FOLLOWER, as Kafka's)."""
+        if self.quorum is None:
+            raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, "this controller runs alone, without "
+                             "a metadata quorum (controller.quorum.voters)")
+        req = UpdateVoterRequest.from_args(a)
+        core = self.quorum.core
+        refused = request_error(req, core.epoch, is_leader=core.is_leader)
+        if refused is None:
+            error, message, _offset = self.quorum.driver.update_voter(
+                req.voter_id, req.voter_directory_id, req.endpoint, now_ms())
+            refused = None if error is ErrorCode.NONE else (error, message)
+        if refused is not None:
+            raise KafkaError(refused[0], refused[1])
+        self.quorum.endpoints_changed()
+        return {"leader_id": core.leader_id, "leader_epoch": core.epoch}
 
     def _rpc_create_acls(self, a: dict[str, Any]) -> dict[str, Any]:
         self._active().create_acls([record_to_acl(r) for r in a["acls"]])

@@ -4,7 +4,7 @@ real ``Log``s and ``quorum-state`` files on in-memory disks; the test is the net
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 
@@ -33,6 +33,7 @@ from floodmark.controller.quorum.rules import (
     majority_end_offset,
 )
 from floodmark.controller.quorum.state_file import CorruptQuorumStateError, QuorumStateFile
+from floodmark.controller.quorum.voter_set import VoterDirectory
 from floodmark.errors import ErrorCode
 from floodmark.storage.config import LogConfig
 from floodmark.storage.fs import MemoryFileSystem
@@ -627,3 +628,55 @@ def test_two_changes_at_once_let_two_disjoint_majorities_commit(
     # Offset ``first`` is committed twice: X by c1 alone, another record by c2 and c3.
     assert _values(nodes[1])[first] == b"X" and _values(new)[first] != b"X"
     assert nodes[1].core.high_watermark > first and new.core.high_watermark > first
+
+
+# -- UpdateRaftVoter (KIP-853) ------------------------------------------------------------------
+def test_update_voter_writes_the_new_endpoint_into_every_voters_set() -> None:
+    nodes, now = _with_observer()
+    leader = nodes[1].driver
+    assert leader is not None
+    error, _message, offset = leader.update_voter(3, "", "127.0.0.1:9403", now)
+    assert error is ErrorCode.NONE and offset >= 0
+    assert nodes[1].core.voters == (1, 2, 3)  # the same voters
+    now = _run(nodes, {1, 2, 3, 4}, now, lambda: all(
+        n.core.high_watermark > offset for n in nodes.values()))
+    for n in nodes.values():
+        assert n.core.voter_endpoints(n.log) == {3: "127.0.0.1:9403"}
+    assert b'"endpoints": [[3, "127.0.0.1:9403"]]' in _values(nodes[2])[offset]
+    # A later change keeps the endpoints of the voters that stay, and the file keeps them.
+    assert leader.add_voter(4, "", now)[0] is ErrorCode.NONE
+    _run(nodes, {1, 2, 3, 4}, now, lambda: all(
+        n.core.high_watermark == nodes[1].log.log_end_offset for n in nodes.values()))
+    restarted = Node(2, (1, 2, 3), fs=nodes[2].fs).start()
+    assert restarted.core.voters == (1, 2, 3, 4)
+    assert restarted.core.voter_endpoints(restarted.log) == {3: "127.0.0.1:9403"}
+
+
+def test_update_voter_answers_as_kafkas_update_voter_handler() -> None:
+    nodes, now = _with_observer()
+    leader, follower = nodes[1].driver, nodes[2].driver
+    assert leader is not None and follower is not None
+    assert follower.update_voter(3, "", "h:1", now)[0] is ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert leader.update_voter(4, "", "h:1", now)[0] is ErrorCode.VOTER_NOT_FOUND  # observer
+    assert leader.update_voter(9, "", "h:1", now)[0] is ErrorCode.VOTER_NOT_FOUND
+    assert leader.update_voter(3, "", "", now)[0] is ErrorCode.INVALID_REQUEST  # no listener
+    assert leader.update_voter(3, "", "h:1", now)[0] is ErrorCode.NONE
+    # One change at a time, an update included.
+    assert leader.update_voter(2, "", "h:2", now)[0] is ErrorCode.REQUEST_TIMED_OUT
+    assert leader.remove_voter(2, "", now)[0] is ErrorCode.REQUEST_TIMED_OUT
+    assert leader.add_voter(4, "", now)[0] is ErrorCode.REQUEST_TIMED_OUT
+    # Removing the voter drops its endpoint from the next record.
+    now = _run(nodes, {1, 2, 3, 4}, now, lambda: nodes[1].core.high_watermark
+               == nodes[1].log.log_end_offset)
+    assert leader.remove_voter(3, "", now)[0] is ErrorCode.NONE
+    assert nodes[1].core.voter_endpoints(nodes[1].log) == {}
+
+
+def test_update_voter_checks_the_voters_directory() -> None:
+    nodes, now = _with_observer()
+    leader = nodes[1].core
+    leader._stored = replace(leader._stored, directories=(
+        VoterDirectory(3, "dir-3", -1),))
+    log = nodes[1].log
+    assert leader.update_voter(3, "dir-other", "h:1", log, now)[0] is ErrorCode.VOTER_NOT_FOUND
+    assert leader.update_voter(3, "dir-3", "h:1", log, now)[0] is ErrorCode.NONE

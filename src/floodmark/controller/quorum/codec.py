@@ -25,7 +25,7 @@ from floodmark.controller.quorum.messages import (
     VoteRequest,
     VoteResponse,
 )
-from floodmark.controller.quorum.voter_history import VoterSetEntry
+from floodmark.controller.quorum.voter_history import entry_from_json, entry_to_json
 from floodmark.controller.quorum.voter_set import VoterDirectory
 from floodmark.errors import ErrorCode
 from floodmark.replication import EpochEndOffset
@@ -45,7 +45,7 @@ def encode_message(message: QuorumMessage) -> dict[str, Any]:
         elif isinstance(value, ErrorCode):
             value = int(value)
         elif f.name == "voter_sets":
-            value = [[e.offset, [[v, d] for v, d in e.voters]] for e in value]
+            value = [entry_to_json(e) for e in value]
         elif isinstance(value, tuple):
             value = [[v.voter_id, v.directory_id, v.bound_at]
                      if isinstance(v, VoterDirectory) else v for v in value]
@@ -81,12 +81,9 @@ def decode_message(data: Any) -> QuorumMessage:
             except (TypeError, ValueError):
                 raise ValueError("voter_directories is not a list of [id, dir, at]") from None
         elif f.name == "voter_sets":
-            try:
-                value = tuple(VoterSetEntry(int(at), tuple((int(v), str(d)) for v, d in voters))
-                              for at, voters in value)
-            except (TypeError, ValueError):
-                raise ValueError("voter_sets is not a list of [offset, [[id, dir]...]]"
-                                 ) from None
+            if not isinstance(value, list):
+                raise ValueError("voter_sets is not a list")
+            value = tuple(entry_from_json(e) for e in value)
         else:
             value = int(value)
         kwargs[f.name] = value

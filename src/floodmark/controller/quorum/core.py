@@ -79,9 +79,11 @@ from floodmark.controller.quorum.rules import (
     majority,
 )
 from floodmark.controller.quorum.voter_history import (
+    Endpoints,
     VoterHistory,
     VoterSetEntry,
     appended,
+    endpoints_in_force,
     in_force,
     latest_entry,
     replace_from,
@@ -89,6 +91,7 @@ from floodmark.controller.quorum.voter_history import (
     truncated,
     uncommitted,
     voters_of,
+    with_endpoint,
 )
 from floodmark.controller.quorum.voter_set import (
     Bindings,
@@ -229,6 +232,11 @@ class QuorumCore:
         """This node is in the voter set in force, on the data dir the quorum knows it by (else
         an observer: one not added yet, removed, or back on a new data dir)."""
         return self.in_voter_set and accepts(self.directories, self.node_id, self.directory_id)
+
+    def voter_endpoints(self, log: QuorumLogView) -> dict[int, str]:
+        """The voters' controller listeners as the voter set in force names them (KIP-853's
+        VotersRecord endpoints; a voter not named: its ``controller.quorum.voters`` address)."""
+        return endpoints_in_force(self.voter_sets, log.log_end_offset)
 
     def refresh_voters(self, log: QuorumLogView) -> None:
         """Recompute the voter set in force from the log end offset (the model checker calls
@@ -838,12 +846,44 @@ class QuorumCore:
         return self._change_voters(
             voters_of((v for v in self.voters if v != voter_id), found), log, now_ms)
 
+    def update_voter(self, voter_id: int, directory_id: str, endpoint: str,
+                     log: QuorumLogView, now_ms: int
+                     ) -> tuple[ErrorCode, str, int, list[QuorumEffect]]:
+        """UpdateRaftVoter on the leader (KIP-853; Kafka's ``UpdateVoterHandler``): voter
+        ``voter_id`` on ``directory_id`` now listens on ``endpoint``. The same voters, with
+        that endpoint, go into a new ``voter_set`` record through the one-change-at-a-time
+        path of ``add_voter``; Kafka's leader answers at the append, without waiting for the
+        commit. The checks of the request itself (epoch, directory, listener, kraft.version
+        range) are the shell's, before this."""
+        refused = self._change_refused(log)
+        if refused is None and not endpoint:
+            refused = ErrorCode.INVALID_REQUEST, "the listeners lack the controller listener"
+        bound = directory_of(self.directories, voter_id)
+        if refused is None and (voter_id not in self.voters or (
+                bound is not None and bound != directory_id)):
+            refused = ErrorCode.VOTER_NOT_FOUND, (
+                f"{voter_id} (directory {directory_id or '?'}) is not one of the voters "
+                f"{list(self.voters)}")
+        if refused is not None:
+            return refused[0], refused[1], -1, []
+        found = {b.voter_id: b.directory_id for b in self.directories}
+        voters = voters_of(self.voters, found)
+        latest = latest_entry(self.voter_sets, log.log_end_offset)
+        return self._change_voters(voters, log, now_ms, with_endpoint(
+            () if latest is None else latest.endpoints, voters, voter_id, endpoint))
+
     def _change_voters(self, voters: tuple[tuple[int, str], ...], log: QuorumLogView,
-                       now_ms: int) -> tuple[ErrorCode, str, int, list[QuorumEffect]]:
+                       now_ms: int, endpoints: Endpoints | None = None
+                       ) -> tuple[ErrorCode, str, int, list[QuorumEffect]]:
+        """Append the ``voter_set`` record naming ``voters`` (and ``endpoints``; None: the
+        endpoints in force, for the voters that stay)."""
         role = self.role
         assert isinstance(role, Leader)
         effects: list[QuorumEffect] = []
-        entry = VoterSetEntry(log.log_end_offset, voters)
+        if endpoints is None:
+            latest = latest_entry(self.voter_sets, log.log_end_offset)
+            endpoints = with_endpoint(() if latest is None else latest.endpoints, voters)
+        entry = VoterSetEntry(log.log_end_offset, voters, endpoints)
         self._set_voter_sets(appended(self.voter_sets, entry), log, effects)
         self.voters = entry.ids  # in force from the append on (the next effect)
         known = {p.voter_id: replace(p, log_end_offset=p.observed_offset)
@@ -854,7 +894,7 @@ class QuorumCore:
         kept = tuple(p for p in role.observers if p.voter_id not in self.voters)
         self.role = replace(role, progress=progress,
                             observers=(*kept, *dropped)[-MAX_OBSERVERS:])
-        effects.append(AppendVoterSet(role.epoch, voters))
+        effects.append(AppendVoterSet(role.epoch, voters, endpoints))
         return ErrorCode.NONE, "", entry.offset, effects
 
     def resign(self, log: QuorumLogView, now_ms: int) -> list[QuorumEffect]:

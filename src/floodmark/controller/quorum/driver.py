@@ -131,8 +131,11 @@ def voters_record(effect: AppendVoters) -> bytes:
 
 
 def voter_set_record(effect: AppendVoterSet) -> bytes:
-    return json.dumps({"type": VOTER_SET, "epoch": effect.epoch,
-                       "voters": [[v, d] for v, d in effect.voters]}, sort_keys=True).encode()
+    record: dict[str, object] = {"type": VOTER_SET, "epoch": effect.epoch,
+                                 "voters": [[v, d] for v, d in effect.voters]}
+    if effect.endpoints:
+        record["endpoints"] = [[v, e] for v, e in effect.endpoints]
+    return json.dumps(record, sort_keys=True).encode()
 
 
 def _quorum_record(effect: AppendLeaderChange | AppendVoters | AppendVoterSet) -> bytes:
@@ -187,6 +190,14 @@ class QuorumDriver:
         """RemoveRaftVoter (``QuorumCore.remove_voter``), as ``add_voter``."""
         error, message, offset, effects = self.core.remove_voter(voter_id, directory_id,
                                                                  self.log, now_ms)
+        self.apply(effects, now_ms)
+        return error, message, offset
+
+    def update_voter(self, voter_id: int, directory_id: str, endpoint: str, now_ms: int
+                     ) -> tuple[ErrorCode, str, int]:
+        """UpdateRaftVoter (``QuorumCore.update_voter``), as ``add_voter``."""
+        error, message, offset, effects = self.core.update_voter(voter_id, directory_id,
+                                                                 endpoint, self.log, now_ms)
         self.apply(effects, now_ms)
         return error, message, offset
 

@@ -14,7 +14,7 @@ from floodmark.controller.quorum.messages import (
     QuorumMessage,
 )
 from floodmark.controller.quorum.roles import ElectionState
-from floodmark.controller.quorum.voter_history import Voters
+from floodmark.controller.quorum.voter_history import Endpoints, Voters
 from floodmark.replication import HighWatermarkChanged, TruncateTo
 
 
@@ -57,10 +57,12 @@ class AppendVoters:
 class AppendVoterSet:
     """Append (as leader of ``epoch``) a ``voter_set`` record naming every voter (KIP-853's
     VotersRecord: the set after one voter was added or removed), flush, then
-    ``QuorumCore.after_leader_append``. In force from the append on (``voter_history``)."""
+    ``QuorumCore.after_leader_append``. In force from the append on (``voter_history``).
+    ``endpoints``: the voters' controller listeners it names (UpdateRaftVoter changes one)."""
 
     epoch: int
     voters: Voters
+    endpoints: Endpoints = ()
 
 
 @dataclass(frozen=True, slots=True)

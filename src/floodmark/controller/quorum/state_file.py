@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 
 from floodmark.controller.quorum.roles import ElectionState
-from floodmark.controller.quorum.voter_history import VoterSetEntry
+from floodmark.controller.quorum.voter_history import entry_from_json, entry_to_json
 from floodmark.controller.quorum.voter_set import VoterDirectory
 from floodmark.errors import CorruptDataError
 from floodmark.storage import FileSystem, write_text_atomically
@@ -41,9 +41,7 @@ class QuorumStateFile:
                                   int(data["votedId"]), tuple(
                                       VoterDirectory(int(v), str(d), int(at))
                                       for v, d, at in data.get("voterDirectories", [])),
-                                  tuple(VoterSetEntry(int(at), tuple((int(v), str(d))
-                                                                     for v, d in voters))
-                                        for at, voters in data.get("voterSets", [])))
+                                  tuple(entry_from_json(e) for e in data.get("voterSets", [])))
         except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
             raise CorruptQuorumStateError(f"{self.path} is unreadable ({exc}); refusing to "
                                           "start without the vote it holds") from None
@@ -56,7 +54,6 @@ class QuorumStateFile:
                            "votedId": state.voted_for, "data_version": DATA_VERSION,
                            "voterDirectories": [[b.voter_id, b.directory_id, b.bound_at]
                                                 for b in state.directories],
-                           "voterSets": [[e.offset, [[v, d] for v, d in e.voters]]
-                                         for e in state.voter_sets]},
+                           "voterSets": [entry_to_json(e) for e in state.voter_sets]},
                           sort_keys=True)
         write_text_atomically(self.fs, self.path, text + "\n")

@@ -21,6 +21,9 @@ from dataclasses import dataclass
 
 Voters = tuple[tuple[int, str], ...]
 """(voter id, directory id) sorted by id; directory "" when not known."""
+Endpoints = tuple[tuple[int, str], ...]
+"""(voter id, ``host:port`` of its controller listener) sorted by id, for the voters whose
+endpoint a record names (KIP-853's VotersRecord ``Endpoints``; UpdateRaftVoter changes one)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +32,8 @@ class VoterSetEntry:
 
     offset: int
     voters: Voters
+    endpoints: Endpoints = ()
+    """The voters' endpoints the record names (none: the bootstrap addresses hold)."""
 
     @property
     def ids(self) -> tuple[int, ...]:
@@ -36,6 +41,28 @@ class VoterSetEntry:
 
 
 VoterHistory = tuple[VoterSetEntry, ...]  # ascending offsets, one entry per offset
+
+
+def entry_to_json(entry: VoterSetEntry) -> list[object]:
+    """``[offset, [[id, dir]...]]``, with ``[[id, host:port]...]`` third when it names any
+    endpoint (the ``quorum-state`` file and the fetch answer, one form)."""
+    out: list[object] = [entry.offset, [[v, d] for v, d in entry.voters]]
+    if entry.endpoints:
+        out.append([[v, e] for v, e in entry.endpoints])
+    return out
+
+
+def entry_from_json(value: object) -> VoterSetEntry:
+    """``entry_to_json``'s inverse; ValueError on anything else."""
+    try:
+        assert isinstance(value, list) and len(value) in (2, 3)
+        at, voters, *rest = value
+        endpoints = rest[0] if rest else []
+        return VoterSetEntry(int(at), tuple((int(v), str(d)) for v, d in voters),
+                             tuple((int(v), str(e)) for v, e in endpoints))
+    except (AssertionError, TypeError, ValueError):
+        raise ValueError("a voter set entry is not [offset, [[id, dir]...], "
+                         "[[id, host:port]...]]") from None
 
 
 def voters_of(ids: Iterable[int], directories: dict[int, str] | None = None) -> Voters:
@@ -57,6 +84,23 @@ def in_force(history: VoterHistory, end_offset: int, bootstrap: tuple[int, ...]
     """The voter ids in force for a log ending at ``end_offset``."""
     entry = latest_entry(history, end_offset)
     return tuple(sorted(bootstrap)) if entry is None else entry.ids
+
+
+def endpoints_in_force(history: VoterHistory, end_offset: int) -> dict[int, str]:
+    """Each voter's endpoint as the latest record below ``end_offset`` names it (a voter it
+    does not name: its ``controller.quorum.voters`` address holds)."""
+    entry = latest_entry(history, end_offset)
+    return {} if entry is None else dict(entry.endpoints)
+
+
+def with_endpoint(endpoints: Endpoints, voters: Voters, voter_id: int | None = None,
+                  endpoint: str = "") -> Endpoints:
+    """``endpoints`` kept for the ``voters`` only, ``voter_id``'s replaced by ``endpoint``."""
+    found = dict(endpoints)
+    if voter_id is not None:
+        found[voter_id] = endpoint
+    ids = {v for v, _ in voters}
+    return tuple((v, found[v]) for v in sorted(found) if v in ids)
 
 
 def uncommitted(history: VoterHistory, high_watermark: int, end_offset: int) -> bool:

@@ -52,6 +52,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--max-changes", type=int, default=0,
                         help="AddRaftVoter/RemoveRaftVoter changes accepted in all (KIP-853; "
                              "default 0)")
+    parser.add_argument("--updates", action="store_true",
+                        help="UpdateRaftVoter (a voter's new endpoint) among the --max-changes "
+                             "too (KIP-853)")
     parser.add_argument("--max-states", type=int, default=DEFAULT_MAX_STATES,
                         help=f"stop after this many distinct states (default "
                              f"{DEFAULT_MAX_STATES})")
@@ -67,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
                                    max_records=args.max_records, max_crashes=args.max_crashes,
                                    max_in_flight=args.max_in_flight,
                                    bootstrap_voters=args.bootstrap_voters,
-                                   max_changes=args.max_changes)
+                                   max_changes=args.max_changes, updates=args.updates)
         if args.max_states < 1 or not args.time_limit_s > 0:
             raise ValueError("--max-states must be >= 1 and --time-limit-s > 0")
     except ValueError as exc:

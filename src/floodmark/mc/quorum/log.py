@@ -47,11 +47,13 @@ class IoPoints:
 def record_name(value: str) -> str:
     """A short, unique name for a record value: client writes keep theirs; a leader-change
     record (``driver.leader_change_record``) is ``LC(c<leader>)`` (its epoch is the entry's), a
-    voter set record ``VS(c1,c3)``."""
+    voter set record ``VS(c1,c3)``, ``VS(c1,c3;c3@c3')`` when it names c3's endpoint
+    (UpdateRaftVoter)."""
     if value.startswith("{"):
         data = json.loads(value)
         if data["type"] == "voter_set":  # VS(c1,c2): the voter set (KIP-853)
-            return "VS(" + ",".join(f"c{v}" for v, _d in data["voters"]) + ")"
+            moved = "".join(f";c{v}@{e}" for v, e in data.get("endpoints", ()))
+            return "VS(" + ",".join(f"c{v}" for v, _d in data["voters"]) + moved + ")"
         return f"LC(c{data['leader']})"
     return value
 

@@ -15,6 +15,8 @@ N voters (``c1``…) run the controller's ``QuorumCore`` through its ``QuorumDri
   reaches a voter that believes it leads (KIP-853; at most ``max_changes`` accepted in all; the
   core refuses what Kafka refuses, and a refused request is no step). With
   ``bootstrap_voters`` < ``voters`` the nodes above it start as observers, ready to be added;
+* ``UpdateVoter`` (with ``updates``): a voter's UpdateRaftVoter, its new endpoint, reaches a
+  voter that believes it leads (from the same ``max_changes``);
 * ``Crash`` a running voter between steps (at most ``max_crashes`` crashes in all), or in the
   middle of any of the steps above: before its k-th durable operation, keeping of its log what
   its disk holds then (``voter.crashed_outcomes``); ``Start`` a crashed voter again.
@@ -47,6 +49,7 @@ from floodmark.mc.quorum.voter import (
     Outcome,
     Start,
     Tick,
+    UpdateVoter,
     VoterValue,
     Write,
     crash_between_steps,
@@ -75,6 +78,8 @@ class QuorumModelConfig:
     """Nodes 1..this form the bootstrap voter set (0: all ``voters``); the rest observe."""
     max_changes: int = 0
     """Voter set changes (AddRaftVoter, RemoveRaftVoter) accepted in all."""
+    updates: bool = False
+    """UpdateRaftVoter (a voter's new endpoint) among those changes too."""
 
     @property
     def bootstrap(self) -> int:
@@ -274,6 +279,10 @@ class QuorumModel:
                         yield from self._steps_of(
                             nxt, i, ("voters", add, target), ChangeVoters(add, target),
                             Action("AddVoter" if add else "RemoveVoter", i + 1, target))
+                    if self.config.updates:
+                        yield from self._steps_of(
+                            nxt, i, ("update", target), UpdateVoter(target),
+                            Action("UpdateVoter", i + 1, target))
             role = value.role
             if isinstance(role, Follower) and not role.leader_disconnected:
                 yield from self._steps_of(state, i, ("gone", role.leader_id),

@@ -185,7 +185,14 @@ class ChangeVoters(NamedTuple):
     voter_id: int
 
 
-Event = Deliver | Tick | Write | Start | LeaderGone | ChangeVoters
+class UpdateVoter(NamedTuple):
+    """Voter ``voter_id``'s UpdateRaftVoter (a new endpoint, ``c<id>'``) reaches the voter
+    (the core refuses it unless it leads and the change is allowed)."""
+
+    voter_id: int
+
+
+Event = Deliver | Tick | Write | Start | LeaderGone | ChangeVoters | UpdateVoter
 
 
 class Outcome(NamedTuple):
@@ -239,6 +246,8 @@ def run(node_id: int, voters: int, value: VoterValue, event: Event, batches: Bat
         elif isinstance(event, ChangeVoters):
             change = driver.add_voter if event.add else driver.remove_voter
             change(event.voter_id, "", 0)
+        elif isinstance(event, UpdateVoter):
+            driver.update_voter(event.voter_id, "", f"c{event.voter_id}'", 0)
         else:
             driver.leader_disconnected(event.leader_id, 0)
     except Crashed:

@@ -46,7 +46,7 @@ def register(sim_subparsers: Any) -> None:
                    help="also crash voters with the loss of their whole data dir (one at a "
                         "time; the voter restarts on a new directory id)")
     p.add_argument("--voter-changes", action="store_true",
-                   help="also send AddRaftVoter / RemoveRaftVoter to the leader (KIP-853; the "
+                   help="also send AddRaftVoter / RemoveRaftVoter / UpdateRaftVoter to the leader (KIP-853; the "
                         "last node starts as an observer)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--fail-on-violation", action="store_true")

@@ -18,9 +18,10 @@ from floodmark.sim.quorum.world import QuorumSimConfig, QuorumWorld, SimVoter, V
 
 FAULTS = ("crash", "crash-lose-unsynced", "stop", "restart", "pause", "resume",
           "partition-hold", "partition-reset", "heal")
-CHANGES = ("add-voter", "remove-voter")
+CHANGES = ("add-voter", "remove-voter", "update-voter")
 """Drawn with ``voter_changes``: an operator asks the leader (if any) to add a node outside
-its voter set or remove one of its voters (never below one voter)."""
+its voter set or remove one of its voters (never below one voter); or one of its voters tells
+it a new endpoint (UpdateRaftVoter, as a voter restarted on another port does)."""
 WIPE = "wipe"
 """A crash that loses the whole data dir (log, snapshots, ``quorum-state``, directory id); the
 voter restarts later on a new directory. Drawn only while every other voter is a voter on its
@@ -90,12 +91,16 @@ def _rebound(voter: SimVoter) -> bool:
 
 
 def _change_voters(qw: QuorumWorld, kind: str) -> str | None:
-    """AddRaftVoter / RemoveRaftVoter to a leader: what was asked and Kafka's answer."""
+    """AddRaftVoter / RemoveRaftVoter / UpdateRaftVoter to a leader: what was asked and
+    Kafka's answer."""
     leaders = [v for v in qw.leaders() if not v.paused]
     if not leaders:
         return None
     leader = qw.rng.choice(leaders)
     assert leader.core is not None
+    if kind == "update-voter":
+        target = qw.rng.choice(leader.core.voters)
+        return f"{leader.name} c{target} {leader.update_voter(target)}"
     add = kind == "add-voter"
     voters = leader.core.voters
     targets = [i for i in qw.voters if (i not in voters) == add]

@@ -286,6 +286,24 @@ class SimVoter:
         self._after()
         return error.name
 
+    def update_voter(self, voter_id: int) -> str:
+        """Voter ``voter_id``'s UpdateRaftVoter reaches this node: a new endpoint (the
+        simulated network routes by id; the endpoint is the voter set's record of it), with
+        the directory that voter is on now. Kafka's error name."""
+        if self.driver is None or self.paused:
+            return "UNREACHABLE"
+        sender = self.world.voters.get(voter_id)
+        directory = (sender.core.directory_id if sender is not None
+                     and sender.core is not None else "")
+        endpoint = f"c{voter_id}.sim:{self.world.now_ms}"
+        error, message, offset = self.driver.update_voter(voter_id, directory, endpoint,
+                                                          self.world.now_ms)
+        self.world.record(f"{self.name} update-voter c{voter_id} {endpoint}: {error.name}"
+                          f"{' ' + message if message else ''}"
+                          + (f" @{offset}" if offset >= 0 else ""))
+        self._after()
+        return error.name
+
     def _after(self) -> None:
         core = self.core
         if not self.readmitted and core is not None and directory_of(
