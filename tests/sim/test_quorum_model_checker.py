@@ -310,6 +310,8 @@ def test_voter_changes_hold_exhaustively_and_a_removed_leader_hands_over() -> No
     assert main(["sim", "check-quorum", "--voters", "2", "--bootstrap-voters", "3"]) == 2
 
 
+@pytest.mark.slow  # 68,136 states, ~28 s at load 13; the default suite's simulator test
+# (tests/sim/test_quorum_voter_changes.py) draws endpoint updates among its changes
 def test_an_endpoint_update_holds_exhaustively_and_reaches_every_voter() -> None:
     """UpdateRaftVoter (KIP-853) among the changes: c1 and c2 the voters, one change (an
     add, a remove or an endpoint update) reaches whichever voter believes it leads. Every
