@@ -39,9 +39,11 @@ pytestmark = [
 ]
 
 TOPIC = "dashboard"
-# Long enough that a paused follower stays in the ISR (and registered) while the page is read.
-SESSION_TIMEOUT_MS = 6000
-LAG_TIME_MAX_MS = 10000
+# Long enough that a paused follower stays in the ISR (and registered) while the page is read:
+# the page must show the leader's LEO ahead of its HW before the paused followers are fenced (a
+# 4 s window at 6 s failed once at load 10, the page still animating the HW when it closed).
+SESSION_TIMEOUT_MS = 12000
+LAG_TIME_MAX_MS = 15000
 
 # Everything the page shows about the chosen partition, read from its data attributes.
 READ_PAGE = """() => {
@@ -287,7 +289,8 @@ def test_dashboard_draws_hw_leo_and_isr_live(cluster: LocalCluster, ui_url: str,
                 _produce(cluster.address(leader), 30, 8, "1")
                 state = _wait_page(page, lambda s: s["rows"][str(leader)]["leo"] == 38
                                    and s["rows"][str(leader)]["hw"] == 30,
-                                   "the leader at LEO 38, HW 30", timeout_s=4.0)
+                                   "the leader at LEO 38, HW 30",
+                                   timeout_s=SESSION_TIMEOUT_MS / 1000 - 3)
                 _assert_page_matches_brokers(state, cluster, [leader])
                 assert state["rows"][str(leader)]["uncommitted"] == list(range(30, 38))
                 assert state["remote"] == {str(b): 30 for b in followers}
