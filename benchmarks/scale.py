@@ -6,6 +6,9 @@ of ``--topic-partitions`` partitions each, so every broker hosts N replicas):
 
 * ``create``          CreateTopics of all N partitions, until every partition has a leader
                       and its full ISR (the controller's view);
+* ``written``         then one acks=all record to every partition, until all are acknowledged
+                      (every replica has opened its log and fetched): from the first
+                      CreateTopics, the time until the cluster serves every partition;
 * ``rss/partition``   broker memory per idle partition: (RSS with N idle partitions - RSS of
                       the same broker with none) / N, the median of the 3 brokers; and the
                       same from the broker restarted cleanly (no creation garbage);
@@ -82,7 +85,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 HERE = Path(__file__).resolve().parent
@@ -269,6 +272,41 @@ def create(cluster: LocalCluster, n: int, per_topic: int,
     return time.perf_counter() - t0
 
 
+def write_each(cluster: LocalCluster, n: int, per_topic: int, wait_s: float) -> int:
+    """One acks=all record to every partition (librdkafka retries each one while its leader is
+    not ready, up to ``wait_s``): every replica of the ISR must have opened its log and fetched
+    it, so this is when the cluster really serves every partition (the controller's view,
+    ``all_healthy``, holds as soon as the partitions are created). Returns how many were
+    acknowledged (all of them, or it raises)."""
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
+                         "linger.ms": 50, "log_level": 0,
+                         "message.timeout.ms": int(wait_s * 1000)})
+    acked: list[int] = [0]
+    failed: list[str] = []
+
+    def done(err: Any, _msg: Any) -> None:
+        if err is None:
+            acked[0] += 1
+        else:
+            failed.append(str(err))
+
+    for i in range(n):
+        topic, partition = f"scale-{i // per_topic}", i % per_topic
+        while True:
+            try:
+                producer.produce(topic, b"x", partition=partition, on_delivery=done)
+                break
+            except BufferError:
+                producer.poll(0.1)
+    deadline = time.monotonic() + wait_s + 10
+    while acked[0] + len(failed) < n and time.monotonic() < deadline:
+        producer.poll(0.2)
+    if acked[0] < n:
+        raise RuntimeError(f"{acked[0]} of {n} acks=all writes acknowledged "
+                           f"({len(failed)} failed: {failed[:1]})")
+    return acked[0]
+
+
 def metadata_cost(address: str, topics: list[str] | None) -> tuple[float, int]:
     """The median time of one Metadata v9 request (for ``topics``; None: all), and the answer's
     partition count."""
@@ -427,15 +465,26 @@ def run(root: Path, n: int, args: argparse.Namespace) -> Row:
 
     def create_all() -> None:
         probe.reset()
+        t0 = time.perf_counter()
         try:
             took = create(cluster, n, args.topic_partitions, args.create_wait_s)
+            row["create s"] = f"{took:.1f}"
+            print(f"  created and in sync (the controller's view): {took:.1f} s", flush=True)
+            try:
+                write_each(cluster, n, args.topic_partitions, args.create_wait_s)
+            except RuntimeError as exc:
+                row["written s"] = "failed"
+                print(f"  acks=all writes FAILED: {exc}", flush=True)
+            else:
+                written = time.perf_counter() - t0
+                row["written s"] = f"{written:.1f}"
+                print(f"  an acks=all record acknowledged by every partition: {written:.1f} s "
+                      f"after the first CreateTopics", flush=True)
         finally:  # (the stall too when the partitions never got their full ISR)
             row["create stall"] = _stall(probe).split(" ms")[0]
             row["fenced"] = str(fencings(cluster))
             print(f"  longest event-loop stall while creating: {_stall(probe)}; brokers fenced "
                   f"for missed heartbeats: {row['fenced']}", flush=True)
-        row["create s"] = f"{took:.1f}"
-        print(f"  created and in sync: {took:.1f} s", flush=True)
 
     def idle_after() -> None:
         try:

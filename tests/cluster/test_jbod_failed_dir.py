@@ -76,7 +76,10 @@ def _directories_recorded(cluster: LocalCluster, disks: Path, topic: str,
         if reg is None:
             return False
         for broker, recorded in zip(reg["replicas"], reg["directories"], strict=True):
-            [home] = [d for d in disks.glob(f"b{broker}-?") if (d / f"{topic}-{p}").is_dir()]
+            homes = [d for d in disks.glob(f"b{broker}-?") if (d / f"{topic}-{p}").is_dir()]
+            if not homes:
+                return False  # not opened there yet (a broker opens new logs off its loop)
+            [home] = homes
             props = dict(line.split("=", 1) for line in
                          (home / "meta.properties").read_text().splitlines() if "=" in line)
             if props["directory.id"] != recorded:

@@ -88,7 +88,7 @@ from floodmark.replication import (
 )
 from floodmark.security import Endpoint, TlsServer, Verdict
 from floodmark.settings import topic_log_config
-from floodmark.storage import LogConfig
+from floodmark.storage import Log, LogConfig
 from floodmark.wire import (
     SUPPORTED,
     ApiKey,
@@ -322,9 +322,16 @@ class Broker:
         """Open (and recover) one partition's log; its role comes from the metadata applied
         next (``PartitionState.apply_metadata``). With ``topic_id``, a directory of another
         topic of the same name raises INCONSISTENT_TOPIC_ID (``partition.metadata``)."""
-        min_isr = self.config.min_insync_replicas(configs)
         plog, hw = self.storage.open_log(topic, index, configs, self.now_ms(),
                                          topic_id=topic_id)
+        return self.adopt_partition(topic, index, configs, plog, hw)
+
+    def adopt_partition(self, topic: str, index: int, configs: Configs, plog: Log,
+                        hw: int) -> PartitionState:
+        """Host a partition whose log was opened (``Storage.finish_open``: its files are
+        durable) with checkpointed high watermark ``hw``; its role comes from the metadata
+        applied next."""
+        min_isr = self.config.min_insync_replicas(configs)
         ps = PartitionState(
             topic, index, self.node_id, plog, hooks=self, min_insync_replicas=min_isr,
             topic_configs=dict(configs),

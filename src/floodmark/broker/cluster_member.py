@@ -39,6 +39,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from floodmark import lifeline
@@ -47,6 +48,7 @@ from floodmark.broker import dir_assignments, dynamic_configs, metadata_delta
 from floodmark.broker.broker import Broker, now_ms
 from floodmark.broker.config import BrokerConfig, Configs
 from floodmark.broker.context import BrokerInfo, MembershipBase, PartitionKey
+from floodmark.broker.log_opener import LogOpener, Opened
 from floodmark.broker.metadata import Controller
 from floodmark.broker.partition_state import PartitionState
 from floodmark.broker.replica_fetcher import ReplicaManager
@@ -78,7 +80,13 @@ from floodmark.controller import (
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.metadata import OFFSETS_TOPIC, CoordinatorType, coordinator_partition
 from floodmark.metrics_flags import add_metrics_security_arguments, metrics_security
-from floodmark.replication import AlterPartitionRequest, ControllerSession, Partition, lease
+from floodmark.replication import (
+    AlterPartitionRequest,
+    ControllerSession,
+    Partition,
+    PartitionRegistration,
+    lease,
+)
 from floodmark.security import ChannelSecurity
 from floodmark.settings import eligible_leader_replicas_enabled
 from floodmark.storage import EpochCheckpointBatch
@@ -110,6 +118,17 @@ def _monotonic_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
 
+@dataclass(frozen=True, slots=True)
+class _Step:
+    """What applying a batch of partitions' metadata shares: the time, the brokers' epochs and
+    eligibility, and the new leaders' epoch checkpoints to write as one batch."""
+
+    now_ms: int
+    broker_epochs: dict[int, int]
+    ineligible: frozenset[int]
+    epoch_writes: EpochCheckpointBatch
+
+
 class ClusterMembership(MembershipBase):
     """A broker's membership of a replicated cluster: its client of the controller quorum, the
     loops that keep it a member, and what it makes of the metadata."""
@@ -119,6 +138,7 @@ class ClusterMembership(MembershipBase):
         controller_client.on_records = self._on_metadata
         controller_client.on_unapplied = self._on_unapplied
         self._bad_partitions: dict[PartitionKey, str] = {}
+        self._opener: LogOpener | None = None
         self._creating: dict[str, asyncio.Task[None]] = {}  # internal topics being created
         self._tasks: list[asyncio.Task[None]] = []
         self._poll_task: asyncio.Task[None] | None = None
@@ -188,6 +208,9 @@ class ClusterMembership(MembershipBase):
         self._started = True
         self._caught_up.set()
         self._on_metadata([])
+        # The logs of the partitions it hosts, opened off the loop: served before it
+        # heartbeats (and so before the controller unfences it), as when opened in line.
+        await self.opener.idle()
         # Directories of partitions this broker no longer holds (deleted topics, replicas moved
         # away while it was down) go; not while its metadata skipped a record (an incomplete
         # picture must never delete data).
@@ -369,6 +392,8 @@ class ClusterMembership(MembershipBase):
         log.warning("broker %d controlled shutdown timed out", node_id)
 
     def stop(self) -> None:
+        if self._opener is not None:
+            self._opener.close()
         for task in self._tasks:
             task.cancel()
         if self._poll_task is not None:
@@ -385,7 +410,6 @@ class ClusterMembership(MembershipBase):
             # Shutting down: a change applied now could start a replica fetcher after every
             # fetcher was stopped, and that one would keep the process alive.
             return
-        image = self.controller_client.image
         dynamic_configs.apply(host)  # KIP-226 dynamic broker configs, before the partitions
         # Only the partitions these records can change (metadata_delta): re-applying every
         # hosted partition after each ISR change of one was linear in partitions.
@@ -393,14 +417,8 @@ class ClusterMembership(MembershipBase):
         if self._bad_partitions and not change.everything:  # tried again at every batch
             change = dataclasses.replace(
                 change, partitions=change.partitions | frozenset(self._bad_partitions))
-        now = host.now_ms()
+        step = self._step()
         wanted: set[PartitionKey] = set()
-        broker_epochs = image.broker_epochs()
-        ineligible = image.ineligible()
-        replicas = host.replicas
-        # The leader-epoch checkpoints this batch makes new leaders write: made durable
-        # together, their fsyncs off the event loop (heartbeats go on meanwhile).
-        epoch_writes = EpochCheckpointBatch()
         for name, timage in self._touched_topics(change):
             indexes = (timage.partitions if change.everything or name in change.topics
                        else [i for t, i in change.partitions if t == name])
@@ -410,56 +428,129 @@ class ClusterMembership(MembershipBase):
                     continue
                 key = (name, index)
                 wanted.add(key)
-                try:
-                    ps = host.partitions.get(key)
-                    if ps is not None and host.storage.is_offline(key):
-                        continue  # its log dir failed: the controller moves it elsewhere
-                    if ps is None:
-                        ps = host.open_partition(name, index, timage.configs,
-                                                 timage.topic_id)
-                        ps.core.local_broker_epoch = self.controller_client.broker_epoch
-                    host.reconfigure_partition(ps, timage.configs)
-                    was_leader = ps.core.is_leader
-                    isr_before = len(ps.core.isr)
-                    ps.apply_metadata(reg, now, broker_epochs=broker_epochs, ineligible=ineligible,
-                                      epoch_writes=epoch_writes)
-                    if was_leader and ps.core.is_leader:  # e.g. the controller fenced a follower
-                        host.isr_shrinks += int(len(ps.core.isr) < isr_before)
-                        host.isr_expands += int(len(ps.core.isr) > isr_before)
-                    if name == OFFSETS_TOPIC:
-                        if ps.core.is_leader and host.offsets_loaded.get(index) != \
-                                ps.leader_epoch:
-                            # Group coordinator for this partition now: load the committed
-                            # offsets and group metadata its replicated log holds (written by
-                            # the previous coordinator); until then COORDINATOR_LOAD_IN_PROGRESS.
-                            host.load_offsets_partition(ps)
-                        elif not ps.core.is_leader:
-                            host.unload_offsets_partition(index)
-                    if was_leader != ps.core.is_leader:
-                        log.info("partition %s leader_epoch=%d now %s (leader %d, isr %s)", ps.name,
-                                 ps.leader_epoch, "LEADER" if ps.core.is_leader else "follower",
-                                 reg.leader, list(reg.isr))
-                    if replicas is not None:
-                        replicas.sync(key, ps)
-                    host.purgatory.wake(key)  # consumers' and followers' fetches alike
-                    self._bad_partitions.pop(key, None)
-                except (KafkaError, OSError, ValueError, TypeError) as exc:
-                    # One partition that cannot be applied (a bad config value that slipped
-                    # into the metadata, a disk error) must not stop every later change.
-                    self._bad_partition(key, exc)
+                self._apply_partition(key, timage, reg, step)
         for key in [k for k in self._candidates(change) if k not in wanted]:
             # The topic was deleted, or this broker left the partition's replicas (a finished
             # or cancelled reassignment): Kafka's StopReplica with delete, through metadata.
             if host.remove_partition(key, delete=True) is not None:
                 log.info("partition %s-%d removed from broker %d (deleted=True)", key[0], key[1],
                          host.node_id)
-        if epoch_writes:
-            task = asyncio.create_task(self._write_epoch_checkpoints(epoch_writes))
+        self._finish_step(step)
+
+    def _step(self) -> _Step:
+        image = self.controller_client.image
+        # The leader-epoch checkpoints this step makes new leaders write: made durable
+        # together, their fsyncs off the event loop (heartbeats go on meanwhile).
+        return _Step(self.host.now_ms(), image.broker_epochs(), image.ineligible(),
+                     EpochCheckpointBatch())
+
+    def _finish_step(self, step: _Step) -> None:
+        host = self.host
+        if step.epoch_writes:
+            task = asyncio.create_task(self._write_epoch_checkpoints(step.epoch_writes))
             self._tasks.append(task)
             task.add_done_callback(lambda t: self._tasks.remove(t) if t in self._tasks else None)
         host.refresh_transactions()  # load / unload the __transaction_state partitions
         host.refresh_share_state()  # and the __share_group_state ones
         host.apply_group_configs()  # the groups' own configs (ConfigResource GROUP)
+
+    @property
+    def opener(self) -> LogOpener:
+        """Opens the logs of partitions new to this broker on worker threads (``log_opener``);
+        each comes back to ``_opened``, which hosts it and applies its metadata as it is
+        then."""
+        if self._opener is None:
+            self._opener = LogOpener(self.host.storage, self._opened, self._hosts_replica)
+        return self._opener
+
+    def _hosts_replica(self, key: PartitionKey) -> bool:
+        """Does the metadata name this broker a replica of ``key``?"""
+        reg = self.controller_client.image.partition(*key)
+        return reg is not None and self.host.node_id in reg.replicas
+
+    def _apply_partition(self, key: PartitionKey, timage: TopicImage,
+                         reg: PartitionRegistration, step: _Step) -> None:
+        """The metadata of one partition this broker is a replica of, applied (a partition not
+        hosted yet: its log is opened first, off the loop, and this runs again then)."""
+        host = self.host
+        name, index = key
+        try:
+            ps = host.partitions.get(key)
+            if ps is not None and host.storage.is_offline(key):
+                return  # its log dir failed: the controller moves it elsewhere
+            if ps is None:
+                if key not in self.opener:
+                    self.opener.request(host.storage.begin_open(
+                        name, index, timage.configs, step.now_ms, timage.topic_id),
+                        timage.configs)
+                return
+            host.reconfigure_partition(ps, timage.configs)
+            was_leader = ps.core.is_leader
+            isr_before = len(ps.core.isr)
+            ps.apply_metadata(reg, step.now_ms, broker_epochs=step.broker_epochs,
+                              ineligible=step.ineligible, epoch_writes=step.epoch_writes)
+            if was_leader and ps.core.is_leader:  # e.g. the controller fenced a follower
+                host.isr_shrinks += int(len(ps.core.isr) < isr_before)
+                host.isr_expands += int(len(ps.core.isr) > isr_before)
+            if name == OFFSETS_TOPIC:
+                if ps.core.is_leader and host.offsets_loaded.get(index) != ps.leader_epoch:
+                    # Group coordinator for this partition now: load the committed offsets and
+                    # group metadata its replicated log holds (written by the previous
+                    # coordinator); until then COORDINATOR_LOAD_IN_PROGRESS.
+                    host.load_offsets_partition(ps)
+                elif not ps.core.is_leader:
+                    host.unload_offsets_partition(index)
+            if was_leader != ps.core.is_leader:
+                log.info("partition %s leader_epoch=%d now %s (leader %d, isr %s)", ps.name,
+                         ps.leader_epoch, "LEADER" if ps.core.is_leader else "follower",
+                         reg.leader, list(reg.isr))
+            if host.replicas is not None:
+                host.replicas.sync(key, ps)
+            host.purgatory.wake(key)  # consumers' and followers' fetches alike
+            self._bad_partitions.pop(key, None)
+        except (KafkaError, OSError, ValueError, TypeError) as exc:
+            # One partition that cannot be applied (a bad config value that slipped into the
+            # metadata, a disk error) must not stop every later change.
+            self._bad_partition(key, exc)
+
+    def _opened(self, results: list[Opened]) -> None:
+        """Logs the opener opened (their files durable): hosted, then given their metadata as
+        it is now (the topic may have been deleted, or re-created, meanwhile)."""
+        host = self.host
+        storage = host.storage
+        if host.closing:
+            for r in results:
+                storage.abandon_open(r.opening)
+                if r.log is not None:
+                    r.log.close()
+            return
+        image = self.controller_client.image
+        step = self._step()
+        for r in results:
+            key = r.opening.key
+            if r.log is None:
+                storage.abandon_open(r.opening)
+                self._bad_partition(key, r.error or RuntimeError("not opened"))
+                continue
+            try:
+                plog, hw = storage.finish_open(r.opening, r.log)
+            except KafkaError as exc:
+                self._bad_partition(key, exc)
+                continue
+            ps = host.adopt_partition(key[0], key[1], r.configs, plog, hw)
+            ps.core.local_broker_epoch = self.controller_client.broker_epoch
+            timage = image.topics.get(key[0])
+            reg = timage.partitions.get(key[1]) if timage is not None else None
+            if (timage is None or reg is None or host.node_id not in reg.replicas
+                    or timage.topic_id != r.opening.topic_id):
+                # Deleted (or re-created under a new id, or moved away) while it was opened.
+                host.remove_partition(key, delete=True)
+                log.info("partition %s-%d removed from broker %d (deleted=True) as it opened",
+                         key[0], key[1], host.node_id)
+                if timage is None or reg is None or host.node_id not in reg.replicas:
+                    continue
+            self._apply_partition(key, timage, reg, step)
+        self._finish_step(step)
 
     async def _write_epoch_checkpoints(self, batch: EpochCheckpointBatch) -> None:
         """The new leaders of one metadata batch take writes once their epoch is durable."""

@@ -28,6 +28,7 @@ from floodmark.errors import ErrorCode
 from floodmark.metadata import CoordinatorType, TopicMeta
 from floodmark.replication import AlterPartitionRequest, Partition, ProduceSettings
 from floodmark.security import Endpoint
+from floodmark.storage import Log
 from floodmark.wire import RequestHeader
 
 if TYPE_CHECKING:  # only named here: imported where they are built (``broker.broker``)
@@ -164,6 +165,8 @@ class MemberHost(BrokerCore, Protocol):
     def stop(self) -> None: ...
     def open_partition(self, topic: str, index: int, configs: Configs,
                        topic_id: uuid.UUID | None = None) -> PartitionState: ...
+    def adopt_partition(self, topic: str, index: int, configs: Configs, plog: Log,
+                        hw: int) -> PartitionState: ...
     def remove_partition(self, key: PartitionKey, *, delete: bool) -> PartitionState | None: ...
 
 

@@ -164,6 +164,55 @@ class FutureReplica:
         return directory_bytes(str(self.path))
 
 
+@dataclass(frozen=True, slots=True)
+class LogOpening:
+    """One partition's log to open: what ``Storage.begin_open`` decided on the event loop.
+    ``run`` does the file work (and so may take long: a new log's files and directory are
+    fsynced, an old one is recovered); it touches nothing but the log's own directory, so
+    openings run on worker threads, several at once."""
+
+    key: tuple[str, int]
+    where: LogDir
+    fs: FileSystem
+    config: LogConfig
+    now_ms: int
+    topic_id: uuid.UUID | None
+    recovery_point: int
+    log_start_offset: int
+    clean_shutdown: bool
+    was_compacted: bool
+
+    @property
+    def path(self) -> str:
+        return str(self.where.path / f"{self.key[0]}-{self.key[1]}")
+
+    def run(self) -> Log:
+        """Open (recover) the log; any thread. With ``topic_id``, the directory's
+        ``partition.metadata`` is checked first (written, durably, when missing): a directory
+        of another topic of the same name raises INCONSISTENT_TOPIC_ID and is left as it
+        is."""
+        path = self.path
+        existed = self.fs.is_dir(path)
+        if self.topic_id is not None and existed:
+            self._check_topic_id(path, self.topic_id)
+        plog = Log.open(
+            path, self.config, fs=self.fs, now_ms=self.now_ms,
+            recovery_point=self.recovery_point, log_start_offset=self.log_start_offset,
+            clean_shutdown=self.clean_shutdown, was_compacted=self.was_compacted)
+        if self.topic_id is not None and not existed:
+            try:
+                self._check_topic_id(path, self.topic_id)
+            except (OSError, KafkaError):
+                plog.close()
+                raise
+        return plog
+
+    def _check_topic_id(self, path: str, topic_id: uuid.UUID) -> None:
+        if check_or_set_topic_id(self.fs, path, topic_id):
+            log.info("partition %s-%d: partition.metadata written (topic id %s)", self.key[0],
+                     self.key[1], topic_id)
+
+
 class Storage:
     def __init__(self, data_dir: Path, config: BrokerConfig) -> None:
         """``data_dir`` keeps the broker-wide files (the cleaner's checkpoint); partitions live
@@ -183,6 +232,9 @@ class Storage:
         # Replicas placed or moved in a log directory and not yet seen assigned there in the
         # metadata (AssignReplicasToDirs, ``broker.dir_assignments``).
         self.unassigned: set[tuple[str, int]] = set()
+        # New replicas placed in a log directory whose logs are being opened (``begin_open``):
+        # counted there by ``place`` as if open already.
+        self._placing: dict[tuple[str, int], LogDir] = {}
         self._snapshot_seq = 0
         self._written_seq = 0
         self._written: dict[tuple[Path, str], Offsets] = {}  # (dir, file) -> what it holds
@@ -213,7 +265,7 @@ class Storage:
         if not candidates:
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "no online log directory")
         counts = {id(d): 0 for d in candidates}
-        for d in self._where.values():
+        for d in (*self._where.values(), *self._placing.values()):
             if id(d) in counts:
                 counts[id(d)] += 1
         # Directories on one file system share its free space: one reading per device, so
@@ -230,9 +282,22 @@ class Storage:
 
     def open_log(self, topic: str, partition: int, topic_configs: Mapping[str, ConfigValue],
                  now_ms: int, topic_id: uuid.UUID | None = None) -> tuple[Log, int]:
-        """Open (recover) a partition's log. With ``topic_id``, the directory's
-        ``partition.metadata`` is checked first (written when missing): a directory of another
-        topic of the same name raises INCONSISTENT_TOPIC_ID and is left as it is."""
+        """Open (recover) a partition's log, here and now (``begin_open``, ``LogOpening.run``,
+        ``finish_open``)."""
+        opening = self.begin_open(topic, partition, topic_configs, now_ms, topic_id)
+        try:
+            plog = opening.run()
+        except BaseException:
+            self.abandon_open(opening)
+            raise
+        return self.finish_open(opening, plog)
+
+    def begin_open(self, topic: str, partition: int, topic_configs: Mapping[str, ConfigValue],
+                   now_ms: int, topic_id: uuid.UUID | None = None) -> LogOpening:
+        """The first step of opening a partition's log (no file is touched): its configuration
+        and log directory (a new replica's is chosen now and counted by ``place`` until
+        ``finish_open`` or ``abandon_open``). The file work is ``LogOpening.run``, on any
+        thread."""
         key = (topic, partition)
         cfg = LogConfig.from_kafka(dict(topic_configs), self.base_config)
         where = self._where.get(key)
@@ -241,34 +306,37 @@ class Storage:
                              f"{topic}-{partition}: log dir {where.path} is offline")
         if where is None:
             where = self.place()
+            self._placing[key] = where
             log.info("partition %s-%d: new replica placed in log dir %s", topic, partition,
                      where.path)
-        path = str(where.path / f"{topic}-{partition}")
-        existed = self.fs.is_dir(path)
-        if topic_id is not None and existed:
-            self._check_topic_id(topic, partition, path, topic_id)
-        plog = self._watched(key, Log.open(
-            path, cfg, fs=self.fs, now_ms=now_ms,
+        return LogOpening(
+            key, where, self.fs, cfg, now_ms, topic_id,
             recovery_point=where.recovery.get(key, 0),
             log_start_offset=where.log_start.get(key, 0),
             clean_shutdown=where.clean_shutdown,
-            was_compacted=key in self.cleaner.first_dirty,
-        ))
-        if topic_id is not None and not existed:
-            try:
-                self._check_topic_id(topic, partition, path, topic_id)
-            except (OSError, KafkaError):
-                plog.close()
-                raise
+            was_compacted=key in self.cleaner.first_dirty)
+
+    def finish_open(self, opening: LogOpening, plog: Log) -> tuple[Log, int]:
+        """The last step, after ``opening.run()`` returned ``plog`` (every file it made is
+        durable): the replica is this directory's, to be assigned there in the metadata;
+        returns the log and its checkpointed high watermark, clamped to the log."""
+        key = opening.key
+        self._placing.pop(key, None)
+        where = opening.where
+        if where.offline is not None:  # the directory failed while the log was opened
+            plog.close()
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
+                             f"{key[0]}-{key[1]}: log dir {where.path} is offline")
         self._where[key] = where
         self.unassigned.add(key)
+        self._watched(key, plog)
         hw = clamp_high_watermark(where.hw.get(key), plog.log_start_offset, plog.log_end_offset)
         return plog, hw
 
-    def _check_topic_id(self, topic: str, partition: int, path: str, topic_id: uuid.UUID) -> None:
-        if check_or_set_topic_id(self.fs, path, topic_id):
-            log.info("partition %s-%d: partition.metadata written (topic id %s)", topic,
-                     partition, topic_id)
+    def abandon_open(self, opening: LogOpening) -> None:
+        """``opening.run()`` failed (or its log is not wanted any more): the directory chosen
+        for it no longer counts it."""
+        self._placing.pop(opening.key, None)
 
     def take_offline(self, where: LogDir, reason: str) -> list[tuple[str, int]]:
         """The directory failed: no new replica goes there, no checkpoint or clean-shutdown

@@ -151,6 +151,11 @@ class ControllerClient:
             maxlen=APPLIED_KEPT)
         self.security = security
         self.control = AsyncRpc(address, security=security)
+        # Heartbeats on their own connection, as Kafka's BrokerLifecycleManager has its own
+        # channel: one request at a time per connection, so a heartbeat behind hundreds of
+        # AlterPartition calls (each answered once committed) waited minutes, the controller
+        # fenced the live broker, and the leader changes that followed stalled the quorum.
+        self.beat = AsyncRpc(address, security=security)
         self.poll = AsyncRpc(address, timeout_s=30.0, security=security)
         self._topics_cache: dict[str, TopicMeta] | None = None
         self._pid_next = 0
@@ -165,6 +170,7 @@ class ControllerClient:
             self.addresses = [address]
         self.address = address
         self.control = AsyncRpc(address, security=self.security)
+        self.beat = AsyncRpc(address, security=self.security)
         self.poll = AsyncRpc(address, timeout_s=30.0, security=self.security)
 
     def restart_poll(self) -> None:
@@ -192,13 +198,16 @@ class ControllerClient:
         self.close()
         self.address = address
         self.control = AsyncRpc(address, security=self.security)
+        self.beat = AsyncRpc(address, security=self.security)
         self.poll = AsyncRpc(address, timeout_s=30.0, security=self.security)
 
     async def _active_call(self, method: str, args: dict[str, Any],
-                           timeout_s: float | None = None) -> dict[str, Any]:
-        """A call the active controller must answer; follows it once on NOT_CONTROLLER."""
+                           timeout_s: float | None = None, *,
+                           heartbeat: bool = False) -> dict[str, Any]:
+        """A call the active controller must answer; follows it once on NOT_CONTROLLER.
+        ``heartbeat``: on the heartbeats' own connection."""
         for attempt in range(2):
-            control = self.control
+            control = self.beat if heartbeat else self.control
             try:
                 answer = await control.call(method, args, timeout_s)
             except rpc.RpcError:
@@ -572,7 +581,7 @@ class ControllerClient:
             "offline_replicas": [[t, p] for t, p in offline_replicas],
             "offline_log_dirs": list(offline_log_dirs),
             **self.metadata_progress()},
-            timeout_s=timeout_s)
+            timeout_s=timeout_s, heartbeat=True)
         return _result(answer)
 
     async def fetch_metadata(self, max_wait_ms: int) -> int:
@@ -617,4 +626,5 @@ class ControllerClient:
 
     def close(self) -> None:
         self.control.close()
+        self.beat.close()
         self.poll.close()

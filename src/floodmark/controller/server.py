@@ -357,12 +357,19 @@ class ControllerServer:
             self.logic = None
             self._sweep.deactivated()
             assert self.quorum is not None
-            if self.snapshot is not None:
+            committed = self.quorum.core.high_watermark
+            if self.image.next_offset == self.records_end <= committed:
+                # Every record it decided is committed (the image changes only through
+                # records, ``ControllerLogic.emit``): its image is the committed image already.
+                # Rebuilding it (the snapshot, then every record after it) is O(partitions)
+                # on the loop, at a moment when the quorum is already short of time.
+                pass
+            elif self.snapshot is not None:
                 self.install_snapshot(*self.snapshot)
             else:
                 self.image = MetadataImage()
                 self.records = []
-            self._apply_committed(self.quorum.core.high_watermark)
+            self._apply_committed(committed)
             for _, future in self._commit_waiters:
                 if not future.done():
                     future.set_result(False)
