@@ -240,3 +240,48 @@ def _try(action: Any) -> bool:
     except Exception:  # retried until the deadline (the caller times out)
         return False
     return True
+
+
+def test_a_refusal_waits_for_what_it_rests_on_to_be_committed(tmp_path: Path) -> None:
+    """A refusal of the active controller may rest on records not committed yet: with both
+    followers stopped, a second CreateTopics of a topic whose creation is not committed must
+    not be answered TOPIC_ALREADY_EXISTS (a new leader truncates that creation, and the client
+    would believe in a topic that never existed). Kafka's controller answers a refusal only once
+    everything written before it is committed; so does floodmark's (found at 5,000 partitions:
+    4 of 50 topics reported created were missing)."""
+    import threading
+
+    q = Quorum(tmp_path)
+    try:
+        for node in (1, 2, 3):
+            q.start(node)
+        nodes = [1, 2, 3]
+        first = wait_until(lambda: q.active(nodes), 30, "an active controller")
+        broker_port = socket.create_server(("127.0.0.1", 0))
+        q.closers.append(broker_port.close)
+        epoch_b = q.call(first, "register", {
+            "broker_id": 1, "host": "127.0.0.1", "port": broker_port.getsockname()[1],
+            "incarnation": "refusal1"})["result"]["broker_epoch"]
+        wait_until(lambda: not q.call(first, "heartbeat", {"broker_id": 1, "broker_epoch": epoch_b}
+                                      )["result"]["fenced"], 10, "the broker unfenced")
+        followers = [n for n in nodes if n != first]
+        for n in followers:
+            q.procs[n].send_signal(signal.SIGSTOP)
+        try:
+            answers: list[dict[str, Any]] = []
+            args = {"name": "t", "num_partitions": 1, "replication_factor": 1}
+            creating = threading.Thread(target=lambda: answers.append(
+                q.call(first, "create_topic", args)), daemon=True)
+            creating.start()
+            # the creation is written (not committed): the active controller's view has it
+            wait_until(lambda: "t" in q.call(first, "status", {})["result"]["topics"], 10,
+                       "the uncommitted creation on the active controller")
+            again = q.call(first, "create_topic", args)
+            assert again.get("error") != 36, again  # not TOPIC_ALREADY_EXISTS: not committed
+            creating.join(20)
+            assert answers and "result" not in answers[0], answers
+        finally:
+            for n in followers:
+                q.procs[n].send_signal(signal.SIGCONT)
+    finally:
+        q.stop_all()

@@ -590,11 +590,15 @@ class ControllerServer:
         args = req.get("args") or {}
         if method != "fetch_metadata":
             answer = self.call(method, args)
-            if self.quorum is not None and method not in ANY_CONTROLLER and "result" in answer:
-                # Answer only once the quorum has committed what the call wrote.
+            if self.quorum is not None and method not in ANY_CONTROLLER and \
+                    answer.get("error") != int(ErrorCode.NOT_CONTROLLER):
+                # Answer only once the quorum has committed what the call wrote; a refusal too,
+                # once everything written before it is, as Kafka's controller does: it may rest
+                # on records a new leader would truncate (TOPIC_ALREADY_EXISTS for a topic whose
+                # creation is never committed).
                 if not await self._committed(self.mlog.log_end_offset):
                     return {"id": rid, **self._not_controller()}
-                if "from_offset" in args:
+                if "result" in answer and "from_offset" in args:
                     answer["result"]["records"] = self.records_from(int(args["from_offset"]))
                     answer["result"]["snapshot"] = self.snapshot_for(int(args["from_offset"]))
             return {"id": rid, **answer}
