@@ -85,8 +85,18 @@ def test_retry_below_min_isr_waits_for_the_high_watermark_and_is_written_once(
             return simple_batch([value], timestamp_ms=int(time.time() * 1000), producer_id=pid,
                                 producer_epoch=epoch, base_sequence=sequence)
 
-        # Committed history: sequence 0, every replica in the ISR.
-        assert _produce(client, leader, batch(b"base", 0), 30_000) == (ErrorCode.NONE, 0)
+        # Committed history: sequence 0, every replica in the ISR. The controller's ISR is
+        # full from the creation on; the leader may not have opened the new partition's log
+        # yet (off its event loop, as a Kafka broker applies metadata after CreateTopics is
+        # answered): NOT_LEADER_OR_FOLLOWER or UNKNOWN_TOPIC_OR_PARTITION, nothing appended.
+        def first_write() -> bool:
+            code, offset = _produce(client, leader, batch(b"base", 0), 30_000)
+            if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+                return False
+            assert (code, offset) == (ErrorCode.NONE, 0)
+            return True
+
+        wait_until(first_write, 30, "the first write")
 
         for b in followers:
             proc = cluster.pid(b)
