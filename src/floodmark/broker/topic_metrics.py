@@ -58,7 +58,7 @@ _PER_TOPIC = (
      "bytes_out"),
     ("totalproducerequests", "Produce partitions received (Kafka TotalProduceRequestsPerSec)",
      "total_produce"),
-    ("failedproducerequests", "Produce partitions answered with an error (Kafka "
+    ("failedproducerequests", "Produce partitions answered with an unexpected error (Kafka "
      "FailedProduceRequestsPerSec)", "failed_produce"),
     ("totalfetchrequests", "Fetch partitions received (Kafka TotalFetchRequestsPerSec)",
      "total_fetch"),

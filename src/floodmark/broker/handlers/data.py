@@ -84,6 +84,15 @@ _ROUTINE_REFUSALS = frozenset({ErrorCode.NONE, ErrorCode.NOT_LEADER_OR_FOLLOWER,
                                ErrorCode.INVALID_PRODUCER_EPOCH})
 
 
+# Kafka's FailedProduceRequestsPerSec counts unexpected failures only: not a partition this
+# broker does not lead or know (yet), an oversized or corrupt batch, a failed log directory
+# (ReplicaManager.appendToLocalLog marks the meter for everything else).
+_EXPECTED_PRODUCE_ERRORS = frozenset({None, ErrorCode.NONE, ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                      ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                      ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE,
+                                      ErrorCode.CORRUPT_MESSAGE, ErrorCode.KAFKA_STORAGE_ERROR})
+
+
 _last_refusal_warning_ms: dict[tuple[str, ErrorCode], int] = {}
 
 
@@ -125,7 +134,7 @@ def append_partition(broker: HandlerContext, topic: str, partition: int, records
         if result.appended and records is not None:
             counts.bytes_in += len(records)
             counts.messages_in += ps.log_end_offset - end_before
-        elif result.answer not in (None, ErrorCode.NONE):
+        elif result.answer not in _EXPECTED_PRODUCE_ERRORS:
             counts.failed_produce += 1
     if result.answer is not None and result.answer not in _ROUTINE_REFUSALS:
         _warn_refusal(ps, result.answer, result.error_message, now_ms)
