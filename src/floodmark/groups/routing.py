@@ -20,6 +20,10 @@ A group id is one kind at a time:
   joins (member epoch 0), ``group.consumer.migration.policy`` allows it and the group uses the
   consumer protocol (``migration.can_upgrade``); otherwise it is GROUP_ID_NOT_FOUND. An empty
   classic group (or only its stored record) gives way to a joining member.
+* **ShareGroupHeartbeat** for an id that is a consumer group, or a classic group with members,
+  is refused (``share_group_conflict``): a group id is one kind.
+* **DeleteGroups** deletes a share group, else a consumer group, else the classic group or the
+  offsets stored under the id (``delete_route``).
 * A consumer-group **change** is stored in one batch: an upgrade's classic tombstone first,
   the consumer group's records, and, when the change downgraded the group (the last
   consumer-protocol member went), the classic group's record, which the classic core loads and
@@ -55,17 +59,20 @@ from floodmark.groups.offsets import (
 __all__ = [
     "Change",
     "Core",
+    "Delete",
     "HeartbeatRoute",
     "Join",
     "begin_upgrade",
     "change",
     "commit_error",
     "consumer_group_heartbeat",
+    "delete_route",
     "heartbeat",
     "join_group",
     "load",
     "owner",
     "record_of_snapshot",
+    "share_group_conflict",
     "snapshot_of",
     "stored",
     "take_over",
@@ -110,6 +117,40 @@ def join_group(consumer: ConsumerGroupCoordinator, group_id: str) -> Join:
     if _consumer_group(consumer, group_id, with_members=False):
         return Join.CONSUMER_GROUP_GIVES_WAY
     return Join.CLASSIC
+
+
+class Delete(enum.Enum):
+    """Which kind of group a DeleteGroups of an id deletes (Kafka's
+    ``GroupMetadataManager.groupsByType`` lookup in ``deleteGroups``)."""
+
+    SHARE = "share"  # KIP-932: an empty share group goes
+    CONSUMER = "consumer"  # KIP-848: an empty consumer group goes, with its offsets
+    CLASSIC = "classic"  # the classic group and/or the offsets stored under the id
+    NOT_FOUND = "not-found"
+
+
+def delete_route(share_group: bool, consumer: ConsumerGroupCoordinator,
+                 classic_groups: Mapping[str, Group], has_offsets: bool,
+                 group_id: str) -> Delete:
+    """``share_group``: the share coordinator has ``group_id``; ``has_offsets``: offsets are
+    stored under it."""
+    if share_group:
+        return Delete.SHARE
+    if _consumer_group(consumer, group_id, with_members=False):
+        return Delete.CONSUMER
+    if group_id in classic_groups or has_offsets:
+        return Delete.CLASSIC
+    return Delete.NOT_FOUND
+
+
+def share_group_conflict(consumer: ConsumerGroupCoordinator,
+                         classic_groups: Mapping[str, Group], group_id: str) -> bool:
+    """A ShareGroupHeartbeat for ``group_id`` is refused (GROUP_ID_NOT_FOUND, "not a share
+    group"): it is a consumer group, or a classic group with members (an empty classic group
+    may be only its stored offsets)."""
+    classic = classic_groups.get(group_id)
+    return _consumer_group(consumer, group_id, with_members=False) or (
+        classic is not None and bool(classic.members))
 
 
 @dataclass(frozen=True, slots=True)

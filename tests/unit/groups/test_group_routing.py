@@ -169,3 +169,28 @@ def test_a_new_coordinator_loads_each_group_into_its_core() -> None:
         Heartbeat("g", "k", -1), TOPICS, 1).records, 1)
     c3, k3 = load(log + down.pairs())
     assert "g" not in k3.groups and set(c3.groups["g"].members) == {"a", "b"}
+
+
+def test_delete_groups_and_share_heartbeats_see_one_kind_per_group_id() -> None:
+    classic, consumer = cores()
+    # a classic group with members: DeleteGroups goes to the classic core, a share member is
+    # refused
+    assert routing.delete_route(False, consumer, classic.groups, False, "g") is \
+        routing.Delete.CLASSIC
+    assert routing.share_group_conflict(consumer, classic.groups, "g")
+    # an id known only by its stored offsets is the classic core's to delete, no conflict
+    assert routing.delete_route(False, consumer, classic.groups, True, "o") is \
+        routing.Delete.CLASSIC
+    assert not routing.share_group_conflict(consumer, classic.groups, "o")
+    assert routing.delete_route(False, consumer, classic.groups, False, "o") is \
+        routing.Delete.NOT_FOUND
+    # a share group is deleted as one, whatever else the id has
+    assert routing.delete_route(True, consumer, classic.groups, True, "g") is \
+        routing.Delete.SHARE
+    upgrade(classic, consumer, stored=True)
+    assert routing.delete_route(False, consumer, classic.groups, True, "g") is \
+        routing.Delete.CONSUMER
+    consumer.groups["g"].members.clear()  # an empty consumer group is still one
+    assert routing.delete_route(False, consumer, classic.groups, False, "g") is \
+        routing.Delete.CONSUMER
+    assert routing.share_group_conflict(consumer, classic.groups, "g")

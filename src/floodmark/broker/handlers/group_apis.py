@@ -473,12 +473,15 @@ def delete_groups(broker: HandlerContext, header: RequestHeader, req: WireReques
 async def _delete_groups(broker: HandlerContext, names: list[str]) -> WireResponse:
     results = []
     for group in names:
+        route = group_routing.delete_route(group in broker.share_groups.coordinator.groups,
+                                     broker.consumer_groups, broker.groups.groups,
+                                     bool(broker.offsets.group_offsets(group)), group)
         if not broker.is_coordinator(group):
             err = ErrorCode.NOT_COORDINATOR
-        elif group in broker.share_groups.coordinator.groups:  # KIP-932: empty ones go
+        elif route is group_routing.Delete.SHARE:
             err = await broker.share_groups.delete_group(group, broker.controller.topics(),
                                                          broker.now_ms())
-        elif group in broker.consumer_groups.groups:  # KIP-848: empty ones go
+        elif route is group_routing.Delete.CONSUMER:
             refused: list[ErrorCode] = []
 
             def delete(group: str = group, refused: list[ErrorCode] = refused
@@ -494,7 +497,7 @@ async def _delete_groups(broker: HandlerContext, names: list[str]) -> WireRespon
             if err is ErrorCode.NONE and offsets:
                 err = await append_offsets_replicated(broker, group,
                                                       [(t, p, None) for t, p in offsets])
-        elif group not in broker.groups.groups and not broker.offsets.group_offsets(group):
+        elif route is group_routing.Delete.NOT_FOUND:
             err = ErrorCode.GROUP_ID_NOT_FOUND
         else:
             err = broker.groups.delete(group)

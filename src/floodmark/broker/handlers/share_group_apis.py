@@ -41,6 +41,7 @@ from floodmark.broker.share_group.partition import (
 )
 from floodmark.broker.share_group.sessions import FINAL_EPOCH, INITIAL_EPOCH, ShareSession
 from floodmark.errors import ErrorCode
+from floodmark.groups import routing as group_routing
 from floodmark.records import iter_batches
 from floodmark.replication import AbortedTxn, FetchIsolation, read_for_fetch
 from floodmark.wire import RequestHeader, ms
@@ -99,8 +100,7 @@ async def _heartbeat(ctx: HandlerContext, header: RequestHeader, req: WireReques
     err = ctx.coordinator_error(group_id)
     if err is not ErrorCode.NONE:
         return refuse(err)
-    if group_id in ctx.consumer_groups.groups or (
-            group_id in ctx.groups.groups and ctx.groups.groups[group_id].members):
+    if group_routing.share_group_conflict(ctx.consumer_groups, ctx.groups.groups, group_id):
         return refuse(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group")
     names = req.subscribed_topic_names
     hb = ShareHeartbeat(
