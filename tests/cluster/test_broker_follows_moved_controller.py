@@ -7,7 +7,9 @@ unchanged); each sends UpdateRaftVoter, and the committed voter set records name
 endpoints. Then the leader is SIGKILLed: the two moved controllers elect one of them, and
 every address in the brokers' lists is dead. A broker that knew controllers only by its list
 could never heartbeat to the new active controller again (it is fenced, and CreateTopics
-times out); one that replays the voter set dials them where they listen now."""
+times out); one that replays the voter set dials them where they listen now. Run twice: the
+brokers given ``--controller`` (addresses without ids: which controller each is, they learn from
+its answers) and ``--controller-quorum-voters`` (ids known from the start)."""
 
 from __future__ import annotations
 
@@ -30,11 +32,12 @@ pytestmark = pytest.mark.integration
 BROKERS = (101, 102)
 
 
-def _start_broker(root: Path, node: int, controllers: str) -> tuple[subprocess.Popen[bytes], str]:
+def _start_broker(root: Path, node: int, controllers: list[str]
+                  ) -> tuple[subprocess.Popen[bytes], str]:
     log = (root / f"broker-{node}.log").open("ab")
     proc = subprocess.Popen(
         [sys.executable, "-m", "floodmark.broker.cluster_member", "--node-id", str(node),
-         "--controller", controllers, "--data-dir", str(root / f"broker-{node}"),
+         *controllers, "--data-dir", str(root / f"broker-{node}"),
          "--listen", "127.0.0.1:0"], stdout=subprocess.PIPE, stderr=log, cwd=str(REPO),
         env=dict(os.environ, PYTHONUNBUFFERED="1"))
     log.close()
@@ -73,7 +76,9 @@ def _move(q: Quorum, node: int, leader: int) -> str:
     return new
 
 
-def test_brokers_reach_an_active_controller_only_the_voter_set_knows(tmp_path: Path) -> None:
+@pytest.mark.parametrize("given", ["--controller", "--controller-quorum-voters"])
+def test_brokers_reach_an_active_controller_only_the_voter_set_knows(tmp_path: Path,
+                                                                     given: str) -> None:
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -83,7 +88,8 @@ def test_brokers_reach_an_active_controller_only_the_voter_set_knows(tmp_path: P
         for node in (1, 2, 3):
             q.start(node)
         leader = int(wait_until(lambda: q.active([1, 2, 3]), 30, "an active controller"))
-        bootstrap = ",".join(q.address(n) for n in (1, 2, 3))
+        bootstrap = [given, ",".join(q.address(n) for n in (1, 2, 3))
+                     if given == "--controller" else q.voters]
         started = [_start_broker(tmp_path, b, bootstrap) for b in BROKERS]
         brokers.extend(proc for proc, _ in started)
         wait_until(lambda: all(not b["fenced"] for b in _brokers(q, leader).values())

@@ -29,7 +29,7 @@ import itertools
 import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from floodmark.address import parse_host_port
@@ -131,13 +131,15 @@ def _result(answer: dict[str, Any]) -> dict[str, Any]:
 
 
 class ControllerClient:
-    def __init__(self, address: str, node_id: int, security: ClientSecurity = PLAINTEXT) -> None:
+    def __init__(self, address: str, node_id: int, security: ClientSecurity = PLAINTEXT, *,
+                 voters: Mapping[int, str] | None = None) -> None:
         """``address``: one controller, or a quorum's voters as ``host:port,host:port,...``
         (the client follows the active controller: a dead one or a NOT_CONTROLLER answer moves
         it to the controller named as leader, or to the next one; a controller the committed
-        voter set places elsewhere is dialled there)."""
+        voter set places elsewhere is dialled there). ``voters``: whose each address is, when
+        known (``controller.quorum.voters``)."""
         self.endpoints = ControllerEndpoints(
-            [a.strip() for a in address.split(",") if a.strip()] or [address])
+            [a.strip() for a in address.split(",") if a.strip()] or [address], voters)
         address = self.endpoints.bootstrap[0]
         self.address = address
         self.node_id = node_id

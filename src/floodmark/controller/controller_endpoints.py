@@ -71,7 +71,11 @@ class ControllerEndpoints:
 
     def addresses(self) -> tuple[str, ...]:
         """The controllers to try, in order: the bootstrap list with each entry whose
-        controller moved replaced by its endpoint, then the voter set's other endpoints."""
-        out = [self.current(a) for a in self.bootstrap]
-        out.extend(address for _, address in sorted(self._named.items()))
-        return tuple(dict.fromkeys(out))
+        controller moved replaced by its endpoint, then the voter set's other endpoints. Once
+        the voter set names any, the entries whose controller is unknown come last: one of
+        them may be a moved controller's old address (on a real network a dial to a host that
+        went away waits out its timeout, not a refused connection)."""
+        known = [self.current(a) for a in self.bootstrap if not self._named or a in self._ids]
+        unknown = [a for a in self.bootstrap if self._named and a not in self._ids]
+        named = [address for _, address in sorted(self._named.items())]
+        return tuple(dict.fromkeys([*known, *named, *unknown]))

@@ -27,7 +27,7 @@ def test_a_moved_controller_replaces_the_entry_it_answered_on() -> None:
     ends.answered(C, 3)
     assert ends.learn_voter_set({3: C_NEW})
     assert not ends.learn_voter_set({3: C_NEW})  # nothing new
-    assert ends.addresses() == (A, B, C_NEW)
+    assert ends.addresses() == (C_NEW, A, B)  # A and B: whose, not known yet
     assert ends.current(C) == C_NEW and ends.current(A) == A
     assert ends.endpoint_of(3) == C_NEW
 
@@ -35,10 +35,12 @@ def test_a_moved_controller_replaces_the_entry_it_answered_on() -> None:
 def test_an_entry_never_answered_stays_beside_the_named_endpoint() -> None:
     ends = ControllerEndpoints([A, B, C])
     ends.learn_voter_set({3: C_NEW, 2: "127.0.0.1:9302"})
-    # Whose C is is not known: it stays (one refused connection), the endpoints come after.
-    assert ends.addresses() == (A, B, C, "127.0.0.1:9302", C_NEW)
+    # Whose entries these are is not known: they stay, after the voter set's endpoints (one
+    # may be a moved controller's old address).
+    assert ends.addresses() == ("127.0.0.1:9302", C_NEW, A, B, C)
+    ends.answered(A, 1)
     ends.answered(B, 2)
-    assert ends.addresses() == (A, "127.0.0.1:9302", C, C_NEW)
+    assert ends.addresses() == (A, "127.0.0.1:9302", C_NEW, C)
 
 
 def test_ids_given_with_the_list_count_as_answers() -> None:
@@ -83,5 +85,5 @@ def test_a_broker_dials_a_moved_controller_where_the_voter_set_says() -> None:
     client.apply_records([[0, _voter_set([[3, C_NEW]])]])
     assert client.address == C_NEW
     assert client.control.address == client.beat.address == client.poll.address == C_NEW
-    assert client.addresses == [A, C_NEW]
+    assert client.addresses == [C_NEW, A]
     client.close()
