@@ -789,10 +789,16 @@ def main(argv: list[str] | None = None) -> int:
         # Combined: the controller takes this node's own min.insync.replicas and
         # eligible.leader.replicas.version unless its flags say otherwise.
         setup = controller_setup(args, args.node_id, config.get) if combined else None
-        voters = (setup.voter_addresses if setup is not None
-                  else voter_addresses(parse_voters(args.controller_quorum_voters))
-                  if args.controller_quorum_voters else [])
+        quorum_voters = ((setup.quorum[1] if setup.quorum is not None else {})
+                         if setup is not None
+                         else parse_voters(args.controller_quorum_voters)
+                         if args.controller_quorum_voters else {})
+        voters = voter_addresses(quorum_voters)
         controllers = args.controller or ",".join(voters)
+        # Whose each address is, when the voter list says (a moved voter's entry is replaced
+        # by the voter set's endpoint at once, not once it answered there).
+        voter_ids = ({} if args.controller else
+                     {v: format_host_port(*address) for v, address in quorum_voters.items()})
         if not controllers:
             raise ValueError("--controller HOST:PORT or --controller-quorum-voters is needed")
         own = setup.own_address if setup is not None else None
@@ -832,7 +838,8 @@ def main(argv: list[str] | None = None) -> int:
         asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     except ImportError:  # pragma: no cover
         pass
-    controller_client = ControllerClient(controllers, config.node_id, channel.client)
+    controller_client = ControllerClient(controllers, config.node_id, channel.client,
+                                         voters=voter_ids)
     replicas = ReplicaManager(config.node_id, lambda: controller_client.image, now_ms,
                               config.inter_broker_security,
                               ReplicaFetchConfig.from_settings(config.get))

@@ -14,6 +14,11 @@ traffic, each on its own connection so a long poll never delays a heartbeat:
   continues (so the handler sees the topic it just created).
 
 ``on_records`` (set by the broker) is called after every batch of applied records.
+
+Which controller: the ``--controller`` list until the quorum says otherwise
+(``controller_endpoints``): the committed voter set in the replayed metadata log names the
+endpoints of controllers that moved (UpdateRaftVoter, KIP-853), and the client dials them
+there, as Kafka's broker dials the voter set's endpoint of the KRaft leader.
 """
 
 from __future__ import annotations
@@ -24,11 +29,12 @@ import itertools
 import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from floodmark.address import parse_host_port
 from floodmark.controller import delegation_tokens, rpc, scram
+from floodmark.controller.controller_endpoints import ControllerEndpoints
 from floodmark.controller.image import (
     UNAPPLIED_KEPT,
     MetadataImage,
@@ -125,12 +131,16 @@ def _result(answer: dict[str, Any]) -> dict[str, Any]:
 
 
 class ControllerClient:
-    def __init__(self, address: str, node_id: int, security: ClientSecurity = PLAINTEXT) -> None:
+    def __init__(self, address: str, node_id: int, security: ClientSecurity = PLAINTEXT, *,
+                 voters: Mapping[int, str] | None = None) -> None:
         """``address``: one controller, or a quorum's voters as ``host:port,host:port,...``
         (the client follows the active controller: a dead one or a NOT_CONTROLLER answer moves
-        it to the controller named as leader, or to the next one)."""
-        self.addresses = [a.strip() for a in address.split(",") if a.strip()] or [address]
-        address = self.addresses[0]
+        it to the controller named as leader, or to the next one; a controller the committed
+        voter set places elsewhere is dialled there). ``voters``: whose each address is, when
+        known (``controller.quorum.voters``)."""
+        self.endpoints = ControllerEndpoints(
+            [a.strip() for a in address.split(",") if a.strip()] or [address], voters)
+        address = self.endpoints.bootstrap[0]
         self.address = address
         self.node_id = node_id
         self.incarnation = uuid.uuid4().hex
@@ -163,11 +173,16 @@ class ControllerClient:
         self.local: LocalCall | None = None  # combined mode: the in-process controller
         self.admin_timeout_s = ADMIN_TIMEOUT_S
 
+    @property
+    def addresses(self) -> list[str]:
+        """The controllers to try, in order (``ControllerEndpoints.addresses``)."""
+        return list(self.endpoints.addresses())
+
     def set_address(self, address: str) -> None:
         """Point at another controller address (combined mode learns its port at bind time)."""
         self.close()
         if address not in self.addresses:
-            self.addresses = [address]
+            self.endpoints = ControllerEndpoints([address])
         self.address = address
         self.control = AsyncRpc(address, security=self.security)
         self.beat = AsyncRpc(address, security=self.security)
@@ -213,6 +228,7 @@ class ControllerClient:
             except rpc.RpcError:
                 self._follow(None, failed=control.address)
                 raise
+            self.endpoints.answered(control.address, answer.get("controller_id"))
             if answer.get("error") != int(ErrorCode.NOT_CONTROLLER) or attempt:
                 return answer
             before = self.address
@@ -272,6 +288,7 @@ class ControllerClient:
                         raise rpc.RpcError(f"controller {address} is silent; the broker "
                                            f"follows {self.address}")
                 answer = attempt.result()
+                self.endpoints.answered(address, answer.get("controller_id"))
             except rpc.RpcError as exc:
                 last = str(exc)
                 answer = {}
@@ -513,6 +530,7 @@ class ControllerClient:
             applied.extend(snap_records)
         applied += self.image.apply_all(((int(off), rec) for off, rec in records),
                                         self._unapplied)
+        self._learn_endpoints()
         try:
             if applied:
                 self._topics_cache = None
@@ -522,6 +540,22 @@ class ControllerClient:
             if self.image.next_offset > before:  # the broker has acted on them (on_records)
                 self.applied.append((self.image.next_offset, time.time_ns() // 1_000_000))
         return applied
+
+    def _learn_endpoints(self) -> None:
+        """The committed voter set's endpoints (the image's ``voter_set``): a controller it
+        moved is dialled where it listens now, the connections first (a call on the old ones
+        fails once, and goes on from the new address)."""
+        voter_set = self.image.voter_set
+        if not self.endpoints.learn_voter_set(dict(voter_set.endpoints) if voter_set else {}):
+            return
+        log.info("broker %d: the controller quorum's voter set names %s", self.node_id,
+                 ", ".join(f"{node}@{address}" for node, address
+                           in sorted(self.endpoints.named.items())) or "no endpoint")
+        moved = self.endpoints.current(self.address)
+        if moved != self.address:
+            log.info("broker %d follows controller %s (was %s): the voter set moved it",
+                     self.node_id, moved, self.address)
+            self._switch(moved)
 
     def _unapplied(self, bad: UnappliedRecord) -> None:
         """One record this broker cannot apply: say so loudly, keep it for the controller's
@@ -597,6 +631,7 @@ class ControllerClient:
             # Any voter serves committed metadata: try the next one.
             self._follow(None, failed=poll.address)
             raise
+        self.endpoints.answered(poll.address, answer.get("controller_id"))
         result = _result(answer)
         return len(self.apply_records(result["records"], result.get("snapshot")))
 

@@ -57,6 +57,11 @@ floodmark's own log format. Kafka's record names, reduced to what floodmark need
 ``remove_acl``         the ACL of that id deleted (RemoveAccessControlEntryRecord)
 ``client_quota``       a client quota (Kafka's ClientQuotaRecord): ``entity`` as [type, name or
                        null for the default] pairs, ``key``, and ``value`` or ``remove``: true
+``voter_set``          the controller quorum's voter set (KIP-853's VotersRecord, written by the
+                       quorum, ``controller/quorum``): ``epoch``, ``voters`` as [id, directory
+                       id], ``endpoints`` as [id, host:port] for the voters UpdateRaftVoter
+                       moved; the image keeps the latest (brokers dial the controllers there,
+                       ``controller_endpoints``) and a snapshot carries it
 =====================  ==========================================================================
 """
 
@@ -95,6 +100,7 @@ __all__ = [
     "Reassignment",
     "TopicImage",
     "UnappliedRecord",
+    "VoterSetImage",
     "acl_to_record",
     "quota_to_record",
     "record_to_acl",
@@ -162,6 +168,29 @@ class Reassignment:
     removing: tuple[int, ...]
     original: tuple[int, ...] = ()
     """The assignment before the move, in its order (a cancellation restores it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class VoterSetImage:
+    """The latest ``voter_set`` record replayed (KIP-853's VotersRecord): the controller
+    quorum's voters and the endpoints it names (a voter not named listens where
+    ``controller.quorum.voters`` says)."""
+
+    epoch: int
+    voters: tuple[tuple[int, str], ...]  # (voter id, directory id)
+    endpoints: tuple[tuple[int, str], ...] = ()  # (voter id, host:port)
+
+    @classmethod
+    def from_record(cls, rec: MetadataRecord) -> VoterSetImage:
+        return cls(int(rec["epoch"]), tuple((int(v), str(d)) for v, d in rec["voters"]),
+                   tuple((int(v), str(e)) for v, e in rec.get("endpoints") or ()))
+
+    def to_record(self) -> MetadataRecord:
+        rec: MetadataRecord = {"type": "voter_set", "epoch": self.epoch,
+                               "voters": [[v, d] for v, d in self.voters]}
+        if self.endpoints:
+            rec["endpoints"] = [[v, e] for v, e in self.endpoints]
+        return rec
 
 
 @dataclass(slots=True)
@@ -273,6 +302,7 @@ class MetadataImage:
         self.delegation_tokens: dict[str, delegation_tokens.TokenInfo] = {}
         self.client_quotas = QuotaStore()  # every broker's quota manager reads this one
         self.features = NONE_FINALIZED  # finalized feature levels (KIP-584)
+        self.voter_set: VoterSetImage | None = None  # the controller quorum's (KIP-853)
 
     # -- views ---------------------------------------------------------------------------------
     def acceptable_brokers(self) -> set[int]:
@@ -451,9 +481,11 @@ class MetadataImage:
                 self.client_quotas.remove(q_entity, q_key)
             else:
                 self.client_quotas.set(q_entity, q_key, q_value)
-        elif kind in ("leader_change", "voters", "voter_set"):
+        elif kind == "voter_set":  # the controller quorum's voter set (KIP-853)
+            self.voter_set = VoterSetImage.from_record(rec)
+        elif kind in ("leader_change", "voters"):
             pass  # the controller quorum's own records (controller/quorum): an epoch's opening,
-            # a voter's data dir binding, the voter set (KIP-853)
+            # a voter's data dir binding
         else:
             raise ValueError(f"unknown metadata record type {kind!r}")
 

@@ -500,6 +500,9 @@ class ControllerServer:
                               answer)
                 if who is not None:
                     self.broker_connections.spoke(writer, who)
+                # Who answered: a broker learns which controller its --controller entry is
+                # (controller_endpoints: it follows that controller when the voter set moves it).
+                answer["controller_id"] = self.node_id
                 writer.write(rpc.encode(answer))
                 await writer.drain()
         except (rpc.RpcError, ValueError, ConnectionError) as exc:

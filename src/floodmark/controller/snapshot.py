@@ -75,7 +75,8 @@ def parse_file_name(name: str) -> SnapshotId | None:
 # -- image <-> records ---------------------------------------------------------------------------
 IMAGE_FIELDS = frozenset({"next_offset", "cluster_id", "brokers", "topics", "next_producer_id",
                           "broker_configs", "group_configs", "reassignments", "acls", "scram_credentials",
-                          "client_quotas", "features", "delegation_tokens"})
+                          "client_quotas", "features", "delegation_tokens",
+                          "voter_set"})
 """Every attribute of ``MetadataImage`` that ``image_records`` writes (a test compares this
 with the class, so a new image field cannot be forgotten by snapshots)."""
 
@@ -129,6 +130,8 @@ def image_records(image: MetadataImage) -> list[MetadataRecord]:
                for e, values in sorted(image.client_quotas.items(), key=lambda i: str(i[0]))
                for key, value in sorted(values.items()))
     out.append({"type": "producer_ids", "next": image.next_producer_id})
+    if image.voter_set is not None:  # Kafka's snapshot carries its VotersRecord too
+        out.append(image.voter_set.to_record())
     return out
 
 
