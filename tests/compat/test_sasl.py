@@ -133,6 +133,8 @@ def test_confluent_kafka_produces_and_consumes(sasl_broker: SaslBroker, mechanis
 def test_kafka_python_produces_and_consumes(sasl_broker: SaslBroker, mechanism: str) -> None:
     from kafka import KafkaConsumer, KafkaProducer
 
+    from tests.compat.kafka_python_group import subscribe_when_known
+
     user, password = CREDENTIALS[mechanism]
     conf = {"bootstrap_servers": sasl_broker.sasl, "security_protocol": "SASL_PLAINTEXT",
             "sasl_mechanism": mechanism, "sasl_plain_username": user,
@@ -142,8 +144,9 @@ def test_kafka_python_produces_and_consumes(sasl_broker: SaslBroker, mechanism: 
     for i in range(3):
         producer.send(topic, value=f"v{i}".encode()).get(timeout=30)
     producer.close()
-    consumer = KafkaConsumer(topic, auto_offset_reset="earliest", group_id=f"g-{topic}",
+    consumer = KafkaConsumer(auto_offset_reset="earliest", group_id=f"g-{topic}",
                              consumer_timeout_ms=20000, **conf)
+    subscribe_when_known(consumer, topic, {0})  # kafka-python's races: kafka_python_group
     got = []
     for record in consumer:
         got.append(record.value)
