@@ -1,8 +1,10 @@
 // A transactional producer of Kafka's own Java client, for tests/reference/test_java_transactions_on_floodmark.py.
-// Args: bootstrap topic transactional.id group rounds partitions.
+// Args: bootstrap topic transactional.id group rounds partitions [unflushed-aborts].
 // Each round: a transaction that writes "commit-<i>" to partition 0 and "side-<i>" to each other
 // partition and commits offset i+1 of the group (sendOffsetsToTransaction), then a transaction
-// that writes "abort-<i>" to every partition and aborts. Prints, one line each:
+// that writes "abort-<i>" to every partition and aborts (with "unflushed-aborts": aborts at once,
+// without flushing, so its EndTxn follows the commit's straight away while the commit's markers
+// may still be written, as librdkafka's 0098 test 2 does). Prints, one line each:
 //   TV2 <true|false>        whether the client negotiated transaction version 2 (its
 //                           TransactionManager, read by reflection: no public API says it)
 //   EPOCH <id> <epoch>      the producer id and epoch the client holds after each transaction
@@ -40,6 +42,7 @@ public class TxnProducer {
         String bootstrap = args[0], topic = args[1], txnId = args[2], group = args[3];
         int rounds = Integer.parseInt(args[4]);
         int partitions = Integer.parseInt(args[5]);
+        boolean flushAborts = args.length < 7 || !args[6].equals("unflushed-aborts");
         Properties p = new Properties();
         p.put("bootstrap.servers", bootstrap);
         p.put("transactional.id", txnId);
@@ -71,7 +74,9 @@ public class TxnProducer {
                 for (int p2 = 0; p2 < partitions; p2++) {
                     producer.send(new ProducerRecord<>(topic, p2, "k", "abort-" + i));
                 }
-                producer.flush();
+                if (flushAborts) {
+                    producer.flush();
+                }
                 producer.abortTransaction();
                 System.out.println("ABORTED " + i);
                 printEpoch(tm);

@@ -316,14 +316,18 @@ class TxnCoordinator:
             valid = same_epoch
         if not valid:
             return [Reply(request_id, ErrorCode.PRODUCER_FENCED)]
-        if entry.pending is not None:
+        if entry.pending is not None or state.is_prepare:
+            # A write in flight, or the markers of the transaction that ended still being
+            # written (Kafka's pending Complete* transition from PrepareCommit/PrepareAbort):
+            # whatever this EndTxn asks, commit or abort, the client is told to try again.
+            # Kafka 4.1.1 answers so too: a transaction version 2 producer that commits and at
+            # once begins and aborts the next transaction (librdkafka's 0098 test 2) has its
+            # abort answered CONCURRENT_TRANSACTIONS until the commit's markers are written.
             return [Reply(request_id, ErrorCode.CONCURRENT_TRANSACTIONS)]
         same = _S.COMPLETE_COMMIT if committed else _S.COMPLETE_ABORT
         preparing = _S.PREPARE_COMMIT if committed else _S.PREPARE_ABORT
         if state is _S.ONGOING:
             return self._write(entry, self._prepare(m, preparing, tv2, now_ms), request_id)
-        if state is preparing:
-            return [Reply(request_id, ErrorCode.CONCURRENT_TRANSACTIONS)]
         if state is same and (retry_of_bump or retry_of_overflow or not tv2):
             # a retry of an EndTxn that was done: the same answer (below v5: at the current
             # epoch, whatever version wrote the transaction, as Kafka's TV1 path)
