@@ -714,10 +714,9 @@ class ControllerServer:
         self.alter_partition_requests += 1
         self.alter_partition_proposals += len(proposals)
         self.alter_partition_largest = max(self.alter_partition_largest, len(proposals))
-        if len(proposals) > 1:
-            log.info("controller %d: AlterPartition from broker %d: %d partitions, %d accepted",
-                     self.node_id, int(a["broker_id"]), len(proposals),
-                     sum(1 for _, error, _ in answers if error is ErrorCode.NONE))
+        log.info("controller %d: AlterPartition from broker %d: %d partition(s), %d accepted",
+                 self.node_id, int(a["broker_id"]), len(proposals),
+                 sum(1 for _, error, _ in answers if error is ErrorCode.NONE))
         return alter_partition_wire.encode_answer(answers)
 
     def _rpc_create_topic(self, a: dict[str, Any]) -> dict[str, Any]:
