@@ -243,9 +243,9 @@ _ALTER_PARTITION = re.compile(rb"AlterPartition from broker \d+: (\d+) partition
 def controller_log_counts(cluster: LocalCluster) -> tuple[int, int | None, int | None]:
     """From the controllers' logs so far: how many times a controller became the active one
     (the first activation included: elections = this - 1), and the AlterPartition requests and
-    the partitions they carried (None, None when the code does not log them: before batching,
-    one request a partition)."""
-    activations, requests, proposals = 0, 0, 0
+    the partitions they carried (None, N when the code does not log requests: before batching,
+    one request a partition, and N the accepted ones, each logged as a partition change)."""
+    activations, requests, proposals, accepted = 0, 0, 0, 0
     for node in cluster.controller_ids:
         path = cluster.log_path(node)
         if not path.exists():
@@ -257,8 +257,10 @@ def controller_log_counts(cluster: LocalCluster) -> tuple[int, int | None, int |
                 elif (m := _ALTER_PARTITION.search(line)) is not None:
                     requests += 1
                     proposals += int(m.group(1))
+                elif b"(AlterPartition from" in line:
+                    accepted += 1
     if requests == 0:
-        return activations, None, None
+        return activations, None, accepted
     return activations, requests, proposals
 
 
@@ -512,7 +514,7 @@ def run(root: Path, n: int, args: argparse.Namespace) -> Row:
             activations, requests, proposals = controller_log_counts(cluster)
             row["elections"] = str(max(0, activations - 1))
             row["AlterPartition"] = (f"{requests}/{proposals}" if requests is not None
-                                     else "-")
+                                     else f"{proposals} accepted, one a request")
             print(f"  longest event-loop stall while creating: {_stall(probe)}; brokers fenced "
                   f"for missed heartbeats: {row['fenced']}; controller quorum elections "
                   f"after the first: {row['elections']}; AlterPartition requests/partitions: "
