@@ -45,9 +45,11 @@ RETRIABLE_ALTER_PARTITION = frozenset({ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NO
                                        ErrorCode.STALE_BROKER_EPOCH})
 RETRY_BACKOFF_STEP_MS = 100
 RETRY_BACKOFF_MAX_MS = 1000
-MAX_PARTITIONS_PER_REQUEST = 1000
+MAX_PARTITIONS_PER_REQUEST = 250
 """A bound on one request (Kafka has none): the controller decides a request's partitions in one
-go on its loop; what is left goes in the next request."""
+go on its loop, and its quorum's fetch timeout is 1 s in ``LocalCluster``; what is left goes in
+the next request. At 10,000 partitions requests of 1,000 took the controller 0.2 to 0.8 s each
+(load 11) before the records were even appended."""
 
 
 @dataclass
