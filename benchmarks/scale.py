@@ -36,6 +36,10 @@ of ``--topic-partitions`` partitions each, so every broker hosts N replicas):
                       once, so a long answer is time the loop spent on something else), the
                       largest of the brokers; printed with ``create`` and ``leader failover``
                       (the survivors become leaders of the victim's partitions);
+* ``elections``       (with ``create``) how many times the controller quorum elected a new
+                      leader while creating, and ``AlterPartition``: the requests and the
+                      partitions they carried (before batching: the accepted ISR changes, one
+                      request each); both from the controllers' logs;
 * ``connections``     ``--connections`` (1000) idle client connections to each broker, each
                       having made one ApiVersions request: the broker's RSS growth per
                       connection, and a Metadata request on one more connection still answered
