@@ -75,10 +75,11 @@ def build(path: Path, records: int, snapshot_bytes: int) -> tuple[int, int]:
                     continue
                 leader = reg.leader
                 server.call("alter_partition", {
-                    "topic": f"topic-{t:05d}", "partition": p, "broker_id": leader,
-                    "broker_epoch": epochs[leader], "leader_epoch": reg.leader_epoch,
-                    "partition_epoch": reg.partition_epoch, "new_isr": [*reg.isr, b],
-                    "new_isr_broker_epochs": [epochs[r] for r in [*reg.isr, b]]})
+                    "broker_id": leader, "broker_epoch": epochs[leader],
+                    "topics": [{"topic_name": f"topic-{t:05d}", "partitions": [{
+                        "partition_index": p, "leader_epoch": reg.leader_epoch,
+                        "partition_epoch": reg.partition_epoch, "new_isr": [*reg.isr, b],
+                        "new_isr_broker_epochs": [epochs[r] for r in [*reg.isr, b]]}]}]})
         logic.alter_topic_configs(f"topic-{round_ % TOPICS:05d}",
                                   {"retention.ms": str(3600000 + round_)})
         server._persist()  # the server's own path: append, fsync, maybe snapshot

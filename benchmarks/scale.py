@@ -36,6 +36,10 @@ of ``--topic-partitions`` partitions each, so every broker hosts N replicas):
                       once, so a long answer is time the loop spent on something else), the
                       largest of the brokers; printed with ``create`` and ``leader failover``
                       (the survivors become leaders of the victim's partitions);
+* ``elections``       (with ``create``) how many times the controller quorum elected a new
+                      leader while creating, and ``AlterPartition``: the requests and the
+                      partitions they carried (before batching: the accepted ISR changes, one
+                      request each); both from the controllers' logs;
 * ``connections``     ``--connections`` (1000) idle client connections to each broker, each
                       having made one ApiVersions request: the broker's RSS growth per
                       connection, and a Metadata request on one more connection still answered
@@ -74,6 +78,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import signal
 import socket
 import statistics
@@ -234,6 +239,33 @@ def fencings(cluster: LocalCluster) -> int:
             with open(path, "rb") as fh:
                 count += sum(1 for line in fh if b"missed heartbeats" in line)
     return count
+
+
+_ALTER_PARTITION = re.compile(rb"AlterPartition from broker \d+: (\d+) partition")
+
+
+def controller_log_counts(cluster: LocalCluster) -> tuple[int, int | None, int | None]:
+    """From the controllers' logs so far: how many times a controller became the active one
+    (the first activation included: elections = this - 1), and the AlterPartition requests and
+    the partitions they carried (None, N when the code does not log requests: before batching,
+    one request a partition, and N the accepted ones, each logged as a partition change)."""
+    activations, requests, proposals, accepted = 0, 0, 0, 0
+    for node in cluster.controller_ids:
+        path = cluster.log_path(node)
+        if not path.exists():
+            continue
+        with open(path, "rb") as fh:
+            for line in fh:
+                if b"is the active controller (epoch" in line:
+                    activations += 1
+                elif (m := _ALTER_PARTITION.search(line)) is not None:
+                    requests += 1
+                    proposals += int(m.group(1))
+                elif b"(AlterPartition from" in line:
+                    accepted += 1
+    if requests == 0:
+        return activations, None, accepted
+    return activations, requests, proposals
 
 
 def _stall(probe: StallProbe, brokers: list[int] | None = None) -> str:
@@ -483,8 +515,14 @@ def run(root: Path, n: int, args: argparse.Namespace) -> Row:
         finally:  # (the stall too when the partitions never got their full ISR)
             row["create stall"] = _stall(probe).split(" ms")[0]
             row["fenced"] = str(fencings(cluster))
+            activations, requests, proposals = controller_log_counts(cluster)
+            row["elections"] = str(max(0, activations - 1))
+            row["AlterPartition"] = (f"{requests}/{proposals}" if requests is not None
+                                     else f"{proposals} accepted, one a request")
             print(f"  longest event-loop stall while creating: {_stall(probe)}; brokers fenced "
-                  f"for missed heartbeats: {row['fenced']}", flush=True)
+                  f"for missed heartbeats: {row['fenced']}; controller quorum elections "
+                  f"after the first: {row['elections']}; AlterPartition requests/partitions: "
+                  f"{row['AlterPartition']}", flush=True)
 
     def idle_after() -> None:
         try:

@@ -60,8 +60,10 @@ def test_clients_produce_and_consume_over_ssl_with_replication(cluster: LocalClu
 CALLS = [
     ("register", {"broker_id": 9, "host": "127.0.0.1", "port": 1, "incarnation": "x"}),
     ("heartbeat", {"broker_id": 1, "broker_epoch": 1}),
-    ("alter_partition", {"topic": "t", "partition": 0, "broker_id": 1, "broker_epoch": 1,
-                         "leader_epoch": 0, "partition_epoch": 0, "new_isr": [1]}),
+    ("alter_partition", {"broker_id": 1, "broker_epoch": 1, "topics": [
+        {"topic_name": "t", "partitions": [{"partition_index": 0, "leader_epoch": 0,
+                                            "partition_epoch": 0, "new_isr": [1],
+                                            "new_isr_broker_epochs": [1]}]}]}),
     ("quorum", {"kind": "vote", "candidate_id": 9, "epoch": 99}),
     ("fetch_metadata", {"offset": 0, "max_wait_ms": 0}),
 ]

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING
 from floodmark import lifeline
 from floodmark.address import format_host_port, parse_host_port
 from floodmark.broker import dir_assignments, dynamic_configs, metadata_delta
+from floodmark.broker.alter_partition_manager import AlterPartitionManager
 from floodmark.broker.broker import Broker, now_ms
 from floodmark.broker.config import BrokerConfig, Configs
 from floodmark.broker.context import BrokerInfo, MembershipBase, PartitionKey
@@ -73,7 +74,6 @@ from floodmark.controller import (
     controller_setup,
     open_controller,
     parse_voters,
-    record_to_registration,
     start_controller,
     voter_addresses,
 )
@@ -97,9 +97,6 @@ if TYPE_CHECKING:  # a combined node's controller; open_controller loads it only
 log = logging.getLogger("floodmark.broker.cluster_member")
 
 HEARTBEAT_TIMEOUT_MAX_S = 5.0  # a heartbeat unanswered this long moves on to the next voter
-RETRIABLE_ALTER_PARTITION = frozenset({int(ErrorCode.REQUEST_TIMED_OUT),
-                                       int(ErrorCode.NOT_CONTROLLER),
-                                       int(ErrorCode.STALE_BROKER_EPOCH)})
 FENCED_BROKER_LISTED_MS = 30_000
 """How long Metadata answers still list a broker after the controller fenced it. Kafka fences a
 SIGKILLed broker only when its session runs out (9 s by default), so clients keep a broker that
@@ -146,6 +143,10 @@ class ClusterMembership(MembershipBase):
         self._caught_up = asyncio.Event()  # set once the first metadata catch-up is done
         self.session = ControllerSession()  # is this broker's leadership in doubt?
         self._fenced_since: dict[int, int] = {}  # broker id -> when this broker saw it fenced
+        self.alter_partitions: AlterPartitionManager[PartitionState] = AlterPartitionManager(
+            controller_client.alter_partition, self._proposal_pending,
+            self._alter_partition_answered, _monotonic_ms)
+        self._isr_sender: asyncio.Task[None] | None = None
 
     @property
     def controller(self) -> Controller:
@@ -592,49 +593,34 @@ class ClusterMembership(MembershipBase):
 
     # -- ISR proposals ---------------------------------------------------------------------------
     def propose_isr(self, key: PartitionKey, request: AlterPartitionRequest) -> None:
+        """Into the next AlterPartition request (``alter_partition_manager``: one request of
+        every pending partition, one in flight)."""
         ps = self.host.partitions.get(key)
-        if ps is not None:
-            self._tasks.append(asyncio.create_task(self._alter_partition(ps, request)))
+        if ps is None:
+            return
+        if self._isr_sender is None:
+            self._isr_sender = asyncio.create_task(self.alter_partitions.run())
+            self._tasks.append(self._isr_sender)
+        self.alter_partitions.submit(key, ps, request)
 
-    async def _alter_partition(self, ps: PartitionState, req: AlterPartitionRequest) -> None:
+    def _proposal_pending(self, ps: PartitionState, req: AlterPartitionRequest) -> bool:
+        """Still hosted (not a re-created partition of the same name), still the proposal its
+        core waits for (not answered meanwhile by new metadata, still leader)."""
         host = self.host
-        key = (ps.topic, ps.partition)
-        args = {"broker_id": req.broker_id, "broker_epoch": req.broker_epoch,
-                "leader_epoch": req.leader_epoch, "partition_epoch": req.partition_epoch,
-                "new_isr": list(req.new_isr),
-                "new_isr_broker_epochs": list(req.new_isr_broker_epochs),
-                "leader_recovered": req.leader_recovered}
-        attempt = 0
-        while not host.closing:
-            if host.partitions.get(key) is not ps or not ps.core.is_proposal_pending(req):
-                return  # answered meanwhile by new metadata, or no longer leader
-            try:
-                answer = await self.controller_client.alter_partition(ps.topic, ps.partition, args)
-            except (RpcError, KafkaError) as exc:
-                answer = {"error": int(ErrorCode.REQUEST_TIMED_OUT), "message": str(exc)}
-            if int(answer["error"]) not in RETRIABLE_ALTER_PARTITION:
-                break
-            args["broker_epoch"] = self.controller_client.broker_epoch  # re-registered?
-            # Controller unreachable or behind: keep the proposal (the HW rules stay safe with
-            # the maximal ISR) and retry until it is answered or made moot by new metadata.
-            attempt += 1
-            log.warning("partition %s leader_epoch=%d AlterPartition attempt %d: %s %s",
-                        ps.name, ps.leader_epoch, attempt,
-                        ErrorCode(int(answer["error"])).name, answer.get("message", ""))
-            await asyncio.sleep(min(1.0, 0.1 * attempt))
-        else:
-            return  # shutting down
-        error = ErrorCode(int(answer["error"]))
-        reg_rec = answer.get("registration")
-        reg = record_to_registration(reg_rec) if reg_rec and error is ErrorCode.NONE else None
+        return (not host.closing and host.partitions.get((ps.topic, ps.partition)) is ps
+                and ps.core.is_proposal_pending(req))
+
+    def _alter_partition_answered(self, ps: PartitionState, req: AlterPartitionRequest,
+                                  error: ErrorCode, reg: PartitionRegistration | None) -> None:
+        host = self.host
         log.info("partition %s leader_epoch=%d AlterPartition isr=%s -> %s", ps.name,
                  ps.leader_epoch, list(req.new_isr), error.name)
+        if host.partitions.get((ps.topic, ps.partition)) is not ps:
+            return
         if reg is not None:  # accepted: Kafka's IsrShrinksPerSec / IsrExpandsPerSec
             before = len(ps.core.isr)
             host.isr_shrinks += int(len(reg.isr) < before)
             host.isr_expands += int(len(reg.isr) > before)
-        if host.partitions.get(key) is not ps:
-            return
         ps.on_alter_partition_response(req, error, reg, host.now_ms())
 
     # -- the cluster as this broker sees it -------------------------------------------------------

@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from floodmark.address import parse_host_port
-from floodmark.controller import delegation_tokens, rpc, scram
+from floodmark.controller import alter_partition_wire, delegation_tokens, rpc, scram
 from floodmark.controller.controller_endpoints import ControllerEndpoints
 from floodmark.controller.image import (
     UNAPPLIED_KEPT,
@@ -51,6 +51,7 @@ from floodmark.controller.snapshot import image_from_records
 from floodmark.errors import ErrorCode, KafkaError
 from floodmark.features import FinalizedFeatures
 from floodmark.metadata import PartitionMeta, TopicMeta, deletable_topic
+from floodmark.replication import AlterPartitionRequest
 from floodmark.security import (
     PLAINTEXT,
     AclBinding,
@@ -653,11 +654,16 @@ class ControllerClient:
             "directories": directories})
         return _result(answer)
 
-    async def alter_partition(self, topic: str, partition: int,
-                              args: dict[str, Any]) -> dict[str, Any]:
-        answer = await self._active_call("alter_partition",
-                                         {"topic": topic, "partition": partition, **args})
-        return _result(answer)
+    async def alter_partition(
+            self, proposals: Sequence[tuple[tuple[str, int], AlterPartitionRequest]]
+    ) -> dict[tuple[str, int], alter_partition_wire.Answer]:
+        """One AlterPartition request carrying ``proposals`` (one per partition), under this
+        broker's current epoch; each partition's error and new registration. A failed call
+        (no controller, a timeout, a refusal of the whole request) raises RpcError or
+        KafkaError."""
+        answer = await self._active_call("alter_partition", alter_partition_wire.encode_request(
+            self.node_id, self.broker_epoch, proposals))
+        return alter_partition_wire.decode_answer(_result(answer))
 
     def close(self) -> None:
         self.control.close()

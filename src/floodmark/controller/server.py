@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from floodmark.address import format_host_port
-from floodmark.controller import delegation_tokens, placement, rpc, scram
+from floodmark.controller import alter_partition_wire, delegation_tokens, placement, rpc, scram
 from floodmark.controller.image import (
     UNAPPLIED_KEPT,
     MetadataImage,
@@ -48,7 +48,7 @@ from floodmark.controller.snapshot import (
     snapshot_epoch,
 )
 from floodmark.errors import ErrorCode, KafkaError
-from floodmark.replication import AlterPartitionRequest
+from floodmark.replication import PartitionRegistration
 from floodmark.security import PLAINTEXT_CHANNEL, ChannelSecurity, Endpoint, TlsServer, new_filter
 from floodmark.storage import RealFileSystem
 
@@ -128,6 +128,11 @@ class ControllerServer:
         self.elections = ElectionCounts()
         self._commit_waiters: list[tuple[int, asyncio.Future[bool]]] = []
         self.broker_connections = BrokerConnections()
+        # AlterPartition requests decided, the proposals they carried and the most one carried
+        # (status shows them).
+        self.alter_partition_requests = 0
+        self.alter_partition_proposals = 0
+        self.alter_partition_largest = 0
         # What each broker's heartbeat says about metadata records it could not apply, and
         # the records this controller skipped replaying its own log (cluster status shows both).
         self.broker_metadata_errors: dict[int, dict[str, Any]] = {}
@@ -696,17 +701,26 @@ class ControllerServer:
             for directory_id, keys in sorted(assignments.items())]}
 
     def _rpc_alter_partition(self, a: dict[str, Any]) -> dict[str, Any]:
-        request = AlterPartitionRequest(
-            broker_id=int(a["broker_id"]), broker_epoch=int(a["broker_epoch"]),
-            leader_epoch=int(a["leader_epoch"]), partition_epoch=int(a["partition_epoch"]),
-            new_isr=tuple(int(r) for r in a["new_isr"]),
-            new_isr_broker_epochs=tuple(int(e) for e in a["new_isr_broker_epochs"]),
-            leader_recovered=bool(a.get("leader_recovered", False)),
-        )
-        topic, partition = str(a["topic"]), int(a["partition"])
-        error, reg = self._active().alter_partition(topic, partition, request)
-        return {"error": int(error),
-                "registration": registration_to_record(topic, partition, reg) if reg else None}
+        """AlterPartition: every proposal of the request decided in this one call, so their
+        PartitionChangeRecords are one batch for the metadata log and the answer waits for one
+        commit (``_handle``), as Kafka's controller handles a request of many partitions. A
+        malformed request changes nothing (decoded whole first)."""
+        proposals = alter_partition_wire.decode_request(a)
+        logic = self._active()
+        answers: list[tuple[tuple[str, int], ErrorCode, PartitionRegistration | None]] = []
+        for (topic, partition), request in proposals:
+            try:
+                error, reg = logic.alter_partition(topic, partition, request)
+            except KafkaError as exc:
+                error, reg = exc.code, None
+            answers.append(((topic, partition), error, reg))
+        self.alter_partition_requests += 1
+        self.alter_partition_proposals += len(proposals)
+        self.alter_partition_largest = max(self.alter_partition_largest, len(proposals))
+        log.info("controller %d: AlterPartition from broker %d: %d partition(s), %d accepted",
+                 self.node_id, int(a["broker_id"]), len(proposals),
+                 sum(1 for _, error, _ in answers if error is ErrorCode.NONE))
+        return alter_partition_wire.encode_answer(answers)
 
     def _rpc_create_topic(self, a: dict[str, Any]) -> dict[str, Any]:
         assignments = a.get("assignments")
@@ -925,6 +939,9 @@ class ControllerServer:
                 "brokers": brokers, "topics": topics,
                 "unclean_elections": self.elections.unclean_leader_elections,
                 "active": self.logic is not None,
+                "alter_partition": {"requests": self.alter_partition_requests,
+                                    "partitions": self.alter_partition_proposals,
+                                    "largest": self.alter_partition_largest},
                 "unapplied_records": [{"offset": bad.offset, "reason": bad.reason}
                                       for bad in self.unapplied],
                 "quorum": self._rpc_describe_quorum({})}
