@@ -24,7 +24,8 @@ class TxnProduces:
         self._next_token = 0
         self._turns: dict[int, asyncio.Future[Step[int]]] = {}  # requests waiting their turn
 
-    def arrive(self, parts: Mapping[TopicPartition, Records], denied: Collection[TopicPartition]
+    def arrive(self, parts: Mapping[TopicPartition, Records], denied: Collection[TopicPartition],
+               *, supports_epoch_bump: bool = False
                ) -> tuple[int, Step[int] | asyncio.Future[Step[int]]]:
         """A transactional Produce to verify: its token and its first step, or the future of
         that step while it waits behind an earlier request of its producer. Every request but
@@ -32,7 +33,7 @@ class TxnProduces:
         given up: its guards go back, the next ones go)."""
         self._next_token += 1
         token = self._next_token
-        step = self.gate.arrive(token, parts, denied)
+        step = self.gate.arrive(token, parts, denied, supports_epoch_bump=supports_epoch_bump)
         if step is not None:
             return token, step
         turn: asyncio.Future[Step[int]] = asyncio.get_running_loop().create_future()

@@ -35,7 +35,9 @@ the transaction coordinator whether the partition is in that transaction
 :class:`VerificationGuard` when it is asked (:meth:`start_verification`) and forgets it when a
 marker or a transactional batch of that producer is recorded: a transaction that ended while
 the question was out (its marker written meanwhile) leaves the answer without a guard, and the
-append is refused (:meth:`verified`) rather than opening a transaction nobody will end.
+append is refused (:meth:`verified`) rather than opening a transaction nobody will end. A
+transaction version 2 guard outlives a marker at its own epoch, which ends the transaction
+before the one asked about (:meth:`_outlives`).
 
 Pure logic (no I/O): the leader's produce path (``replication.produce``) calls :meth:`check`
 before appending and :meth:`record` after; a follower records what it replicates
@@ -190,6 +192,11 @@ class VerificationGuard:
     producer_id: int
     producer_epoch: int
     token: int
+    supports_epoch_bump: bool = False
+    """Asked for a transaction version 2 producer (Produce v12+, the coordinator adds the
+    partition): its transactions end with markers of the next epoch, so a marker at the guard's
+    own epoch ends the transaction before this one, not this one (Kafka 4.1's
+    ``VerificationStateEntry.supportsEpochBump``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,12 +295,13 @@ class ProducerStateTable:
         return (entry is not None and entry.current_txn_first_offset >= 0
                 and entry.producer_epoch == producer_epoch)
 
-    def start_verification(self, producer_id: int, producer_epoch: int
-                           ) -> VerificationGuard | None:
+    def start_verification(self, producer_id: int, producer_epoch: int,
+                           supports_epoch_bump: bool = False) -> VerificationGuard | None:
         """A transactional batch of (producer id, epoch) is about to be verified with the
         coordinator: the guard its append must present. None: its transaction is open here
         already, nothing to verify. The guard of a question still out for the same epoch is
-        shared (a client's retry while the first answer is pending)."""
+        shared (a client's retry while the first answer is pending). ``supports_epoch_bump``:
+        the producer runs transaction version 2 (see :class:`VerificationGuard`)."""
         if self.in_transaction(producer_id, producer_epoch):
             return None
         held = self._verifying.get(producer_id)
@@ -303,7 +311,8 @@ class ProducerStateTable:
         if len(self._verifying) >= MAX_VERIFICATIONS:
             del self._verifying[next(iter(self._verifying))]
         self._next_token += 1
-        guard = VerificationGuard(producer_id, producer_epoch, self._next_token)
+        guard = VerificationGuard(producer_id, producer_epoch, self._next_token,
+                                  supports_epoch_bump)
         self._verifying[producer_id] = guard
         return guard
 
@@ -323,6 +332,18 @@ class ProducerStateTable:
                 and guard.producer_epoch == meta.producer_epoch
                 and self._verifying.get(meta.producer_id) == guard)
 
+    def _outlives(self, meta: BatchMeta) -> bool:
+        """Does the producer's open question outlive this transactional batch? Only a
+        transaction version 2 guard, across a marker at its own epoch: that marker ends the
+        transaction before the one being verified (version 2 markers carry the bumped epoch,
+        the next transaction's), as Kafka 4.1's ``UnifiedLog.updateProducers`` keeps the entry.
+        Without it, a Produce that opens the next transaction right after a commit, verified
+        while the commit's markers land, is refused INVALID_TXN_STATE (Kafka's Java producer
+        then aborts the transaction: librdkafka's 0098 test 0 lost its first record)."""
+        held = self._verifying.get(meta.producer_id)
+        return (held is not None and held.supports_epoch_bump and meta.is_control
+                and meta.producer_epoch == held.producer_epoch)
+
     # -- after an append ----------------------------------------------------------------------
     def record(self, meta: BatchMeta, first_offset: int) -> AbortedTxn | None:
         """Remember an appended batch (leader append, follower append or log scan). A marker
@@ -339,7 +360,8 @@ class ProducerStateTable:
                 entry.current_txn_first_offset = old.current_txn_first_offset
                 entry.coordinator_epoch = old.coordinator_epoch
             self._producers[meta.producer_id] = entry
-        if meta.is_transactional:  # a marker, or the batch a verification was for
+        if meta.is_transactional and not self._outlives(meta):
+            # a marker, or the batch a verification was for
             self._verifying.pop(meta.producer_id, None)
         entry.last_timestamp = meta.max_timestamp
         if meta.is_control:

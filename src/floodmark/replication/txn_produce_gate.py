@@ -81,6 +81,7 @@ def order_keys(parts: Mapping[TopicPartition, Records]) -> list[OrderKey]:
 class _Request:
     parts: Mapping[TopicPartition, Records]
     denied: Collection[TopicPartition]
+    supports_epoch_bump: bool = False  # a transaction version 2 producer (Produce v12+)
     guards: dict[TopicPartition, VerificationGuard] = field(default_factory=dict)
 
 
@@ -94,11 +95,13 @@ class TxnProduceGate(Generic[T]):
         self._requests: dict[T, _Request] = {}  # entered the order, until they leave it
 
     def arrive(self, request: T, parts: Mapping[TopicPartition, Records],
-               denied: Collection[TopicPartition] = ()) -> Step[T] | None:
+               denied: Collection[TopicPartition] = (), *,
+               supports_epoch_bump: bool = False) -> Step[T] | None:
         """A transactional Produce to verify: its first step, or None while it waits behind
-        an earlier request of its producer (its step comes from a ``done`` or ``give_up``)."""
+        an earlier request of its producer (its step comes from a ``done`` or ``give_up``).
+        ``supports_epoch_bump``: its producer runs transaction version 2 (Produce v12+)."""
         keys = order_keys(parts)
-        held = _Request(parts, denied)
+        held = _Request(parts, denied, supports_epoch_bump)
         if self.order.holds(keys):
             self.order.enter(request, keys)
             self._requests[request] = held
@@ -167,7 +170,8 @@ class TxnProduceGate(Generic[T]):
         guards: dict[TopicPartition, VerificationGuard] = {}
         for tp, records in held.parts.items():
             core = self._partition(tp)
-            guard = None if core is None else txn_verification.begin(core, records)
+            guard = None if core is None else txn_verification.begin(
+                core, records, held.supports_epoch_bump)
             if guard is None or core is None:
                 continue
             if tp in held.denied:

@@ -59,11 +59,13 @@ def needs_verification(metas: list[BatchMeta] | None) -> tuple[int, int] | None:
     return metas[0].producer_id, metas[0].producer_epoch
 
 
-def begin(core: Partition, records: bytes | memoryview | None) -> VerificationGuard | None:
+def begin(core: Partition, records: bytes | memoryview | None,
+          supports_epoch_bump: bool = False) -> VerificationGuard | None:
     """The leader's first step for one partition of a transactional Produce: the guard the
     coordinator is asked under, or None when there is no question to ask (not the leader, not
     transactional records, or the producer's transaction is open here already, verified when
-    it began). The caller asks the coordinator, then appends with the guard
+    it began). ``supports_epoch_bump``: a transaction version 2 producer (Produce v12+). The
+    caller asks the coordinator, then appends with the guard
     (``produce_as_leader``'s ``verification_guard``) or gives it up (:func:`refuse`,
     :func:`abandon`)."""
     if records is None or not core.is_leader:
@@ -71,7 +73,7 @@ def begin(core: Partition, records: bytes | memoryview | None) -> VerificationGu
     producer = needs_verification(batch_metas(records))
     if producer is None:
         return None
-    return core.producers.start_verification(*producer)
+    return core.producers.start_verification(*producer, supports_epoch_bump)
 
 
 def abandon(core: Partition, guard: VerificationGuard) -> None:

@@ -86,6 +86,45 @@ def test_a_marker_written_while_the_question_is_out_voids_the_answer() -> None:
     assert r.core.last_stable_offset == r.core.high_watermark
 
 
+def test_a_version_2_guard_outlives_the_previous_transactions_marker_at_its_epoch() -> None:
+    """Transaction version 2 (Produce v12+): the commit of epoch 0's transaction writes its
+    marker at epoch 1, the next transaction's epoch. A Produce of that next transaction,
+    verified while the marker lands, keeps its guard and is appended (Kafka 4.1's
+    ``UnifiedLog.updateProducers``); before, it was refused INVALID_TXN_STATE and Kafka's Java
+    producer aborted the transaction (librdkafka's 0098 test 0). A marker at another epoch
+    still voids it, and a guard asked without version 2 is voided by any marker, as before."""
+    r = _leader()
+    opened = r.core.producers.start_verification(PID, 0, supports_epoch_bump=True)
+    assert _txn_produce(r, 0, opened)[0] is ErrorCode.NONE  # epoch 0's transaction
+    guard = r.core.producers.start_verification(PID, 1, supports_epoch_bump=True)
+    assert guard is not None and guard.supports_epoch_bump
+    r.next_id += 1
+    marker = write_marker_as_leader(r.core, r.log, PID, 1, True, 0, produce_id=r.next_id,
+                                    now_ms=0, timeout_ms=1000)  # the commit, at epoch 1
+    r.apply(marker.effects)
+    assert marker.appended and r.core.producers.open_transactions() == {}
+    assert _txn_produce(r, 0, guard, epoch=1) == (ErrorCode.NONE, None)
+    assert r.core.producers.open_transactions() == {PID: r.log.log_end_offset - 1}
+
+    # a marker of a later epoch (a timed-out transaction fenced) voids a version 2 guard
+    late = _leader()
+    guard = late.core.producers.start_verification(PID, 1, supports_epoch_bump=True)
+    late.next_id += 1
+    late.apply(write_marker_as_leader(late.core, late.log, PID, 2, False, 0,
+                                      produce_id=late.next_id, now_ms=0,
+                                      timeout_ms=1000).effects)
+    assert not late.core.producers.verified(BatchMeta(PID, 1, 0, 1, 0, True), guard)
+    assert _txn_produce(late, 0, guard, epoch=1)[0] is ErrorCode.INVALID_PRODUCER_EPOCH
+
+    # without version 2, a marker at the guard's epoch voids it (the race of the test above)
+    v1 = _leader()
+    guard = v1.core.producers.start_verification(PID, 1)
+    v1.next_id += 1
+    v1.apply(write_marker_as_leader(v1.core, v1.log, PID, 1, True, 0, produce_id=v1.next_id,
+                                    now_ms=0, timeout_ms=1000).effects)
+    assert _txn_produce(v1, 0, guard, epoch=1)[0] is ErrorCode.INVALID_TXN_STATE
+
+
 def test_a_new_epoch_is_verified_again_and_its_guard_replaces_the_old() -> None:
     r = _leader()
     table = r.core.producers

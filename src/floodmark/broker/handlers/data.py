@@ -183,7 +183,8 @@ def produce_raw(broker: HandlerContext, frame: memoryview, version: int,
     # when nothing needs the coordinator and nothing of its producer is ahead; else the request
     # waits its turn and asks first.
     parts = {(name, p.index): p.records for name, parts in req.topics for p in parts}
-    token, step = broker.txn_produces.arrive(parts, refused)
+    token, step = broker.txn_produces.arrive(
+        parts, refused, supports_epoch_bump=version >= IMPLICIT_ADD_VERSION)
     if isinstance(step, Append):
         return _produce(broker, req, version, refused, verify=True)
     return _in_turn(_verify_then_produce(broker, req, version, refused, token, step),
