@@ -69,9 +69,19 @@ def _start_rank(item: pytest.Item) -> int:
                 len(START_FIRST))
 
 
+def _spark_session_rank(item: pytest.Item) -> int:
+    """1 for a test of the "spark" group that does not ask for the ``spark`` fixture (tests/sim's
+    runs on Spark, whose ``batch_session`` takes the process's session or starts one with
+    Spark's defaults): after the group's fixture users, so the fixture starts the one JVM, with
+    its options (tests/spark/conftest.py: driver memory, the short-run JVM options)."""
+    grouped = any(m.args[:1] == ("spark",) for m in item.iter_markers("xdist_group"))
+    return int(grouped and "spark" not in getattr(item, "fixturenames", ()))
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (its own modifyitems)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    items.sort(key=_start_rank)  # stable: the rest keep their order
+    # stable: the rest keep their order
+    items.sort(key=lambda item: (_start_rank(item), _spark_session_rank(item)))
     for item in items:
         names = getattr(item, "fixturenames", ())
         for fixture, group in SHARED_SESSION_GROUPS.items():

@@ -1,4 +1,5 @@
-"""Java options for the JVMs the tests start (real Kafka's nodes and tools).
+"""Java options for the JVMs the tests start (real Kafka's nodes and tools, and the Java client
+programs under tests/reference/clients).
 
 A test's JVM lives seconds to minutes and runs little hot code: most of its CPU goes to the
 optimizing JIT compiler (C2) and the parallel garbage collector's threads, which pay off only in

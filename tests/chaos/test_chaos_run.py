@@ -13,7 +13,11 @@ unsafe setting must be caught by the fault that tells its story (seeds 000-002, 
   (KIP-966) comes out valid under the same fault.
 
 Each is run through the real CLI (``--json``) and judged from its output; the runs wait on the
-processes they start (bounded), never on fixed sleeps of the test's own.
+processes they start (bounded), never on fixed sleeps of the test's own. The runs that show an
+unsafe setting is caught end once it has been: no quiet period (``--quiet-s 0``: the final read
+follows the recovery), a time limit that ends with the one fault (the schedule asserted equal to
+the longer run's), or ``--end-on-anomaly`` (the faults left are skipped once the history shows
+an inconsistent offset); the verdict is the checker's over the whole run either way.
 """
 
 from __future__ import annotations
@@ -79,17 +83,31 @@ def test_default_configuration_survives_kills_and_pauses(tmp_path: Path) -> None
     assert result["acknowledged"] > 1300, result["acknowledged"]  # 2 producers x 40/s
 
 
+# The one fault of seed 1 (3 s in, 6.8 s long): a 10 s run has the same as a 12 or 20 s one,
+# which only ran on after it.
+ONE_FAULT_TIME_LIMIT_S = 10
+
+
+def _one_fault(fault: str) -> str:
+    assert plan(1, [fault], ONE_FAULT_TIME_LIMIT_S) == plan(1, [fault], 20)
+    assert [f.name for f in plan(1, [fault], ONE_FAULT_TIME_LIMIT_S)] == [fault]
+    return str(ONE_FAULT_TIME_LIMIT_S)
+
+
 def test_acks_1_under_leader_isolation_is_caught(tmp_path: Path) -> None:
-    code, result = chaos_run(tmp_path, "--time-limit-s", "12", "--faults", "isolate-leader",
-                             "--acks", "1", "--seed", "1")
+    code, result = chaos_run(tmp_path, "--time-limit-s", _one_fault("isolate-leader"),
+                             "--faults", "isolate-leader", "--acks", "1", "--seed", "1",
+                             "--quiet-s", "0")
     _assert_contract(result, 1)
     assert code == 1 and not result["valid"]
     assert result["anomaly_counts"]["lost"] > 0, result["anomaly_counts"]
 
 
 def test_unclean_election_is_caught(tmp_path: Path) -> None:
+    # the fault outlasts the 12 s (~16 s: it waits for the ISR to shrink and the restarts)
+    assert [f.name for f in plan(1, ["isolate-then-kill"], 12)] == ["isolate-then-kill"]
     code, result = chaos_run(tmp_path, "--time-limit-s", "12", "--faults", "isolate-then-kill",
-                             "--unclean", "--seed", "1")
+                             "--unclean", "--seed", "1", "--quiet-s", "0")
     _assert_contract(result, 1)
     assert code == 1 and not result["valid"]
     assert result["anomaly_counts"]["lost"] > 0, result["anomaly_counts"]
@@ -97,21 +115,34 @@ def test_unclean_election_is_caught(tmp_path: Path) -> None:
 
 @pytest.mark.serial  # the loss needs a race; at load 16 (3 workers) the run came out valid
 def test_high_watermark_truncation_is_caught(tmp_path: Path) -> None:
-    # three stories: each loses the ~one batch the cut-off follower had not yet seen committed
-    code, result = chaos_run(tmp_path, "--time-limit-s", "40", "--faults", "failover-twice",
-                             "--truncation", "high-watermark", "--rate", "100", "--seed", "1")
+    # up to five stories, each losing the ~one batch the cut-off follower had not yet seen
+    # committed when the race goes that way; the run ends after the first that did
+    assert [f.name for f in plan(1, ["failover-twice"], 60)] == ["failover-twice"] * 5
+    code, result = chaos_run(tmp_path, "--time-limit-s", "60", "--faults", "failover-twice",
+                             "--truncation", "high-watermark", "--rate", "100", "--seed", "1",
+                             "--end-on-anomaly", "--quiet-s", "0")
     _assert_contract(result, 1)
     assert code == 1 and not result["valid"]
     counts = result["anomaly_counts"]
     assert counts["lost"] + counts["inconsistent_offsets"] > 0, counts
+    # what ended the schedule is in the verdict (its lines were numbered in the history so far)
+    ended = result["ended_early"]
+    assert len(result["faults"]) == ended["after_faults"], (result["faults"], ended)
+    first = ended["inconsistent_offsets"][0]
+    assert any(a["kind"] == first["kind"] and a["key"] == first["key"]
+               and a.get("offset") == first.get("offset") and a.get("value") == first.get("value")
+               and set(first.get("values", ())) <= set(a.get("values", ()))
+               for a in result["anomalies"]["inconsistent_offsets"]), (first, counts)
 
 
 @pytest.mark.parametrize("elr", ["1", "0"], ids=["elr", "no-elr-unsafe"])
 def test_power_cut_of_the_last_isr_member(tmp_path: Path, elr: str) -> None:
-    # one story in 20 s (30 s told it twice, for half as much CPU again)
-    assert [f.name for f in plan(1, ["pause-then-power-cut"], 20)] == ["pause-then-power-cut"]
-    code, result = chaos_run(tmp_path, "--time-limit-s", "20", "--faults", "pause-then-power-cut",
-                             "--eligible-leader-replicas-version", elr, "--seed", "1")
+    # one story (30 s told it twice, 20 s once and ran on after it); the valid run keeps its
+    # quiet period, the unsafe one ends at its final read
+    quiet = ["--quiet-s", "0"] if elr == "0" else []
+    code, result = chaos_run(tmp_path, "--time-limit-s", _one_fault("pause-then-power-cut"),
+                             "--faults", "pause-then-power-cut",
+                             "--eligible-leader-replicas-version", elr, "--seed", "1", *quiet)
     _assert_contract(result, 1)
     cuts = [f for f in result["faults"] if f["name"] == "pause-then-power-cut"]
     assert len(cuts) == 1 and all(f["isr_at_cut"] == f["targets"] for f in cuts), cuts
@@ -189,7 +220,7 @@ def test_power_loss_of_every_broker_at_once_is_caught(tmp_path: Path) -> None:
     seed = 5  # plan(5, ["power-loss", "kill-all"], 12) is one kill-all, every broker's power
     assert [f.name for f in plan(seed, ["power-loss", "kill-all"], 12)] == ["kill-all"]
     code, result = chaos_run(tmp_path, "--time-limit-s", "12", "--faults", "power-loss,kill-all",
-                             "--seed", str(seed))
+                             "--seed", str(seed), "--quiet-s", "0")
     _assert_contract(result, seed)
     assert code == 1 and not result["valid"]
     assert result["anomaly_counts"]["lost"] > 0, result["anomaly_counts"]

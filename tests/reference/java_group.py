@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
+from tests.jvm import SHORT_RUN_JVM_OPTS
 from tests.reference.kafka_node import KAFKA_DIR, LIB, KafkaUnavailable, fetch_jars
 
 SOURCE = Path(__file__).with_name("clients") / "GroupConsumer.java"
@@ -59,7 +60,7 @@ class Member:
         self.lines: list[str] = []
         self._log = log.open("wb")
         self.proc = subprocess.Popen(
-            ["java", "-Xmx256m",
+            ["java", "-Xmx256m", *SHORT_RUN_JVM_OPTS,
              f"-Dlog4j2.configurationFile={KAFKA_DIR}/log4j2-tools.properties",
              "-cp", classpath, "GroupConsumer", bootstrap, group, topic, protocol, name],
             stdout=subprocess.PIPE, stderr=self._log, text=True)

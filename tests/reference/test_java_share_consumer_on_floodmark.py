@@ -30,6 +30,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from floodmark.client.connection import KafkaConnection
+from tests.jvm import SHORT_RUN_JVM_OPTS
 from tests.reference.kafka_node import KAFKA_DIR, LIB, KafkaUnavailable, fetch_jars
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
@@ -47,7 +48,7 @@ class Member:
         self.lines: list[str] = []
         self._log = log.open("wb")
         self.proc = subprocess.Popen(
-            ["java", "-Xmx256m",
+            ["java", "-Xmx256m", *SHORT_RUN_JVM_OPTS,
              f"-Dlog4j2.configurationFile={KAFKA_DIR}/log4j2-tools.properties",
              "-cp", classpath, "ShareMember", bootstrap, GROUP, TOPIC, name, mode],
             stdout=subprocess.PIPE, stderr=self._log, text=True)

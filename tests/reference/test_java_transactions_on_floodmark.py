@@ -37,6 +37,7 @@ from floodmark.client.fetch import FetchClient
 from floodmark.constants import READ_UNCOMMITTED
 from floodmark.records import iter_batches, read_end_txn_marker
 from tests.cluster.helpers import start_cluster
+from tests.jvm import SHORT_RUN_JVM_OPTS
 from tests.reference.kafka_node import KAFKA_DIR, LIB, KafkaUnavailable, fetch_jars
 
 pytestmark = pytest.mark.integration
@@ -110,7 +111,8 @@ def _run_and_check(bootstrap: str, tmp_path: Path, partitions: int, replicas: in
     log = tmp_path / "producer.log"
     with log.open("wb") as err:
         done = subprocess.run(
-            ["java", "-Xmx256m", f"-Dlog4j2.configurationFile={KAFKA_DIR}/log4j2-tools.properties",
+            ["java", "-Xmx256m", *SHORT_RUN_JVM_OPTS,
+             f"-Dlog4j2.configurationFile={KAFKA_DIR}/log4j2-tools.properties",
              "-cp", classpath, "TxnProducer", bootstrap, topic, txn_id, group, str(ROUNDS),
              str(partitions), *(["unflushed-aborts"] if unflushed_aborts else [])],
             stdout=subprocess.PIPE, stderr=err, text=True, timeout=180, check=False)

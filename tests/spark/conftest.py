@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from tests.jvm import SHORT_RUN_JVM_OPTS
 
 import floodmark.spark
 from floodmark.ports import free_port
@@ -187,6 +188,8 @@ def spark(spark_workdir: Path, request: pytest.FixtureRequest):  # type: ignore[
         builder.master("local[2]")
         .appName("floodmark-spark-tests")
         .config("spark.driver.memory", "2g")
+        # the short-run JVM options (tests/jvm.py): the driver lives for one test session
+        .config("spark.driver.extraJavaOptions", " ".join(SHORT_RUN_JVM_OPTS))
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")

@@ -69,6 +69,14 @@ def register(subparsers: Any) -> None:
                         "active one, kill-controllers all of them)")
     r.add_argument("--time-limit-s", type=float, default=60.0,
                    help="how long the workload runs under faults (then heal, quiet, final read)")
+    r.add_argument("--quiet-s", type=float, default=ChaosConfig.quiet_s,
+                   help="after the cluster recovered, how long the workload runs on before "
+                        "the clients stop and the final read")
+    r.add_argument("--end-on-anomaly", action="store_true",
+                   help="end the fault schedule once the history so far shows an inconsistent "
+                        "offset (two values at one offset, one value at two), for runs that "
+                        "show an unsafe setting is caught; the verdict is still the checker's "
+                        "over the whole run")
     r.add_argument("--faults", default=None,
                    help=f"families ({', '.join(FAMILIES)}) or faults ({', '.join(all_names())}); "
                         f"default {','.join(DEFAULT_FAULTS)}, with --workload txn "
@@ -178,7 +186,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         topics=args.topics, name=args.name, workload=args.workload,
         txn_producers=args.txn_producers, final_restart=args.final_restart,
         group_members=args.group_members, group_protocol=args.group_protocol,
-        security=args.security,
+        security=args.security, quiet_s=args.quiet_s, end_on_anomaly=args.end_on_anomaly,
         work_dir=Path(args.work_dir) if args.work_dir else None,
         report_dir=Path(args.report) if args.report else None)
     try:

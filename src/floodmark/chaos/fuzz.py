@@ -14,6 +14,11 @@ at a random position: counts and lengths far larger than the frame), ``random-bo
 header, random bytes after it), ``random`` (random bytes, random size prefix), ``size-lie`` (a
 size prefix larger than what follows, then the connection is closed) and ``slow`` (a valid
 frame trickled a few bytes at a time). Deterministic for a seed; bounded by frame count and time.
+
+The first frames sweep every (api key, version, mutation) once, in a seeded order, then the
+choice is random: a run of at least ``len(apis) * len(MUTATIONS)`` frames has sent every
+mutation of every advertised version (the report's ``unswept`` lists what a shorter run left
+out), so a short run covers what a long one does, once.
 """
 
 from __future__ import annotations
@@ -88,6 +93,8 @@ class FuzzReport:
     rss_before_kb: int = -1
     rss_after_kb: int = -1
     rss_samples_kb: list[tuple[int, int]] = dataclasses.field(default_factory=list)
+    # (api key, version, mutation) combinations the sweep had not reached when the run ended
+    unswept: list[tuple[int, int, str]] = dataclasses.field(default_factory=list)
 
     @property
     def frames_per_s(self) -> float:
@@ -105,7 +112,8 @@ class FuzzReport:
                 "lost": [list(x) for x in self.lost[:20]], "lost_count": len(self.lost),
                 "client_errors": self.client_errors[:20], "rss_before_kb": self.rss_before_kb,
                 "rss_after_kb": self.rss_after_kb,
-                "rss_samples_kb": [list(x) for x in self.rss_samples_kb], "ok": self.ok}
+                "rss_samples_kb": [list(x) for x in self.rss_samples_kb],
+                "unswept": len(self.unswept), "ok": self.ok}
 
 
 # -- random well-formed requests from kio's schema --------------------------------------------
@@ -400,6 +408,10 @@ def run_fuzz(config: FuzzConfig,
     lock = threading.Lock()
     # The broker's memory at every quarter of the frames (frames sent so far, kB): flat or not.
     sample_every = max(1, config.frames // 4)
+    # every (api, version, mutation) once first, in a seeded order; taken from the end
+    sweep = [(key, version, mutation) for key, version in apis for mutation in MUTATIONS]
+    random.Random(config.seed).shuffle(sweep)
+    sweep.reverse()
 
     def send_frames(worker: int) -> None:
         wrng = random.Random(config.seed * 1000 + worker)
@@ -414,14 +426,18 @@ def run_fuzz(config: FuzzConfig,
                     if config.broker_pid is not None and report.frames % sample_every == 0:
                         report.rss_samples_kb.append((report.frames,
                                                       rss_kb(config.broker_pid)))
-                key, version = wrng.choice(apis)
+                    swept = sweep.pop() if sweep else None
+                if swept is not None:
+                    key, version, mutation = swept
+                else:
+                    key, version = wrng.choice(apis)
+                    mutation = wrng.choice(MUTATIONS)
                 correlation_id += 1
                 try:
                     body = random_entity(load_request_schema(key, version), wrng)
                     frame = encode_request(key, version, correlation_id, body, "fuzz")
                 except Exception:  # kio refused a generated value: send it valid-but-empty
                     continue
-                mutation = wrng.choice(MUTATIONS)
                 data = frame if mutation in ("valid", "slow") else mutate(frame, mutation, wrng)
                 if mutation == "size-lie":
                     data = struct.pack(">i", len(data) + wrng.randint(1, 1000)) + data[4:]
@@ -449,6 +465,7 @@ def run_fuzz(config: FuzzConfig,
             w.join(config.time_limit_s + 30)
     finally:
         report.elapsed_s = time.monotonic() - started
+        report.unswept = sorted(sweep)
         stop.set()
         if thread is not None:
             thread.join(120)

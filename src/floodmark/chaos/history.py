@@ -93,18 +93,21 @@ def read_events(path: str | Path) -> Iterator[dict[str, Any]]:
                 yield event
 
 
-def merge(paths: Iterable[str | Path], out: str | Path) -> list[dict[str, Any]]:
+def merged(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
     """All events of all files ordered by time (ties keep each file's order), numbered from 1
-    (``line``) and written to ``out`` as the run's one history file."""
+    (``line``). Files still being written give their complete lines so far."""
     events: list[tuple[float, int, int, dict[str, Any]]] = []
     for n, path in enumerate(sorted(str(p) for p in paths)):
         for i, event in enumerate(read_events(path)):
             events.append((float(event.get("time", 0.0)), n, i, event))
     events.sort(key=lambda t: (t[0], t[1], t[2]))
-    merged = []
+    return [{"line": line, **event} for line, (_t, _n, _i, event) in enumerate(events, start=1)]
+
+
+def merge(paths: Iterable[str | Path], out: str | Path) -> list[dict[str, Any]]:
+    """``merged``, also written to ``out`` as the run's one history file."""
+    events = merged(paths)
     with open(out, "w") as fh:
-        for line, (_t, _n, _i, event) in enumerate(events, start=1):
-            event = {"line": line, **event}
-            merged.append(event)
+        for event in events:
             fh.write(json.dumps(event, separators=(",", ":")) + "\n")
-    return merged
+    return events
