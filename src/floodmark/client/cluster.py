@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from floodmark.address import Address as Address
@@ -32,6 +33,18 @@ RETRIABLE = frozenset({
     ErrorCode.OFFSET_NOT_AVAILABLE,  # a new leader whose HW has not caught up (KIP-207)
 })
 BACKOFF_S = 0.2
+
+
+@dataclass(frozen=True)
+class Sent:
+    """A request sent and not yet answered (``ClusterClient.send_request``)."""
+
+    node_id: int
+    address: Address
+    connection: KafkaConnection
+    correlation_id: int
+    api_key: int
+    version: int
 
 
 class NoBrokerAvailable(RequestFailed):
@@ -149,6 +162,45 @@ class ClusterClient:
         except OSError as exc:
             self._drop(address)
             raise RequestFailed(f"{address[0]}:{address[1]}: {exc}") from exc
+
+    # -- pipelined requests: several sent before the first answer is read; a Kafka connection
+    # answers its requests in the order they came, so they are read back in that order.
+    def send_request(self, node_id: int, api_key: int, version: int, body: Any) -> Sent:
+        """Send a request to ``node_id`` without waiting; ``receive`` reads its answer."""
+        address = self._address_of(node_id)
+        try:
+            conn = self.connection(address)
+            return Sent(node_id, address, conn, conn.send(api_key, version, body), api_key, version)
+        except (OSError, RequestFailed) as exc:
+            self._drop(address)
+            raise RequestFailed(f"{address[0]}:{address[1]}: {exc}") from exc
+
+    def receive(self, sent: Sent) -> Any:
+        """The answer to ``sent``: every request sent before it on its connection must have been
+        received already. A broken connection is dropped (the answers of every request still in
+        flight on it are lost: ``RequestFailed``)."""
+        address = sent.address
+        if self._conns.get(address) is not sent.connection:
+            raise RequestFailed(f"{address[0]}:{address[1]}: the connection was closed")
+        try:
+            return sent.connection.receive(sent.api_key, sent.version, sent.correlation_id)
+        except (OSError, RequestFailed) as exc:
+            self._drop(address)
+            raise RequestFailed(f"{address[0]}:{address[1]}: {exc}") from exc
+
+    def answered(self, sent: Sent) -> bool:
+        """Whether ``receive(sent)`` would find its answer (begun) without waiting; a closed
+        connection counts as answered (``receive`` then says so)."""
+        try:
+            return sent.connection.readable()
+        except (OSError, ValueError):
+            return True
+
+    def drop_node(self, node_id: int) -> None:
+        """Close the connection to ``node_id`` (answers still in flight on it are abandoned)."""
+        address = self.brokers.get(node_id)
+        if address is not None:
+            self._drop(address)
 
     def _address_of(self, node_id: int) -> Address:
         address = self.brokers.get(node_id)
