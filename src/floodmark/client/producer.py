@@ -119,6 +119,8 @@ class IdempotentProducer:
         self._requests: dict[int, deque[_Request]] = {}  # per leader, in send order
         self._acked: dict[PartitionKey, int] = {}  # since the last flush returned
         self._last_error = ""
+        self.retries = 0
+        """Batches sent again after a failed flight (Kafka's ``record-retry-total``, in batches)."""
 
     # -- identity ----------------------------------------------------------------------------
     def _init_producer_id(self) -> None:
@@ -296,6 +298,7 @@ class IdempotentProducer:
         if outcome is Outcome.ACKNOWLEDGED:
             self._acked[tp] = self._acked.get(tp, 0) + batch.count
         elif outcome is Outcome.RETRY:
+            self.retries += 1
             self._last_error = f"{tp[0]}-{tp[1]}: {error_text(code, message)}"
             self._retry_later(tp)
         else:
@@ -309,7 +312,9 @@ class IdempotentProducer:
         requests = self._requests.pop(node, deque())
         for sent in [*batches, *(r.batches for r in requests)]:
             for tp in sent:
-                if self._queues[tp].window.lost():
+                gone = self._queues[tp].window.lost()
+                if gone:
+                    self.retries += len(gone)
                     self._retry_later(tp)
         requests.clear()  # a loop still holding this deque reads no more from it
 
