@@ -206,6 +206,8 @@ class IdempotentProducer:
                                     f"ms; last error: {self._last_error or 'none'}")
             if not self._pump(wait=True):  # nothing in flight, nothing could go: back off
                 waits = [q.retry_at for q in self._queues.values() if q.ready]
+                if not waits:  # all went (acks=0: sent is all there is)
+                    break
                 time.sleep(min(max(0.0, min(waits) - time.monotonic()) or BACKOFF_S,
                                max(0.0, deadline - time.monotonic()), 1.0))
         acked, self._acked = self._acked, {}
