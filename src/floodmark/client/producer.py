@@ -213,6 +213,13 @@ class IdempotentProducer:
         acked, self._acked = self._acked, {}
         return acked
 
+    def close(self) -> None:
+        """Stop waiting for answers in flight (their connections are closed, so a client shared
+        with others never reads an answer meant for this producer). After a successful
+        ``flush`` there is none. Records not acknowledged stay buffered: a later ``flush``
+        sends them again, the same batches with the same sequences."""
+        self._abandon()
+
     def _pump(self, *, wait: bool) -> bool:
         """Send what the windows allow, then read answers: every answer already there and, with
         ``wait``, one that is not there yet (it blocks). Returns whether anything was in flight.
