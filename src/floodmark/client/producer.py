@@ -317,8 +317,9 @@ class IdempotentProducer:
         """The connection to ``node`` broke: the answers to ``batches`` and to every request
         still in flight on it will not come (each batch may or may not be written)."""
         self._last_error = error
-        self.cluster.drop_node(node)
         requests = self._requests.pop(node, deque())
+        for request in requests:
+            self.cluster.drop_pipeline(request.sent)
         for sent in [*batches, *(r.batches for r in requests)]:
             for tp in sent:
                 gone = self._queues[tp].window.lost()
