@@ -114,13 +114,13 @@ def produce_rows(producer: IdempotentProducer, rows: Iterable[Row],
     try:
         for topic, partition, key, value, hdrs in rows:
             producer.send(topic, value, key=key, headers=(*hdrs, *extra_headers),
-                          partition=partition)
+                          partition=partition)  # full batches go at once: a refusal may come here
             sent += 1
-        try:
-            counts = producer.flush()
-        except Exception as exc:
-            raise SinkWriteError(f"{sent} records written, not all acknowledged: {exc}"
-                                 ) from exc
+        counts = producer.flush()
+    except OptionError:  # a row the sink cannot write (no topic): said as such
+        raise
+    except Exception as exc:
+        raise SinkWriteError(f"{sent} records written, not all acknowledged: {exc}") from exc
     finally:  # batches already on their way when a row or the flush failed
         producer.close()
     acked = sum(counts.values())
