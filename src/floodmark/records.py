@@ -441,32 +441,59 @@ class Record:
     headers: Headers = ()
 
 
+_SMALL_VARINT_LIMIT = 1 << 13
+"""Zigzag varints of -1 .. this - 1 (null lengths, the lengths of small keys, values and
+headers, offset deltas in a batch, close timestamps) come from a table built once: a producer
+encodes six of them per record, and the table is what keeps that off its profile."""
+
+
+@functools.cache
+def _small_varints() -> tuple[bytes, ...]:
+    table = []
+    for value in range(-1, _SMALL_VARINT_LIMIT):
+        out = bytearray()
+        write_varint(out, value)
+        table.append(bytes(out))
+    return tuple(table)
+
+
+def _varint_bytes(value: int) -> bytes:
+    if -1 <= value < _SMALL_VARINT_LIMIT:
+        return _small_varints()[value + 1]
+    out = bytearray()
+    write_varint(out, value)
+    return bytes(out)
+
+
 def _encode_record(out: bytearray, offset_delta: int, timestamp_delta: int, record: Record) -> None:
-    body = bytearray()
-    body.append(0)  # record attributes (unused)
-    write_varint(body, timestamp_delta)
-    write_varint(body, offset_delta)
-    if record.key is None:
-        write_varint(body, -1)
-    else:
-        write_varint(body, len(record.key))
-        body += record.key
-    if record.value is None:
-        write_varint(body, -1)
-    else:
-        write_varint(body, len(record.value))
-        body += record.value
-    write_varint(body, len(record.headers))
-    for name, value in record.headers:
-        encoded_name = name.encode("utf-8")
-        write_varint(body, len(encoded_name))
-        body += encoded_name
-        if value is None:
-            write_varint(body, -1)
+    small = _small_varints()
+    limit = _SMALL_VARINT_LIMIT
+    parts = [b"\0",  # record attributes (unused)
+             small[timestamp_delta + 1] if -1 <= timestamp_delta < limit
+             else _varint_bytes(timestamp_delta),
+             small[offset_delta + 1] if -1 <= offset_delta < limit
+             else _varint_bytes(offset_delta)]
+    for field_bytes in (record.key, record.value):
+        if field_bytes is None:
+            parts.append(small[0])  # -1: null
         else:
-            write_varint(body, len(value))
-            body += value
-    write_varint(out, len(body))
+            n = len(field_bytes)
+            parts.append(small[n + 1] if n < limit else _varint_bytes(n))
+            parts.append(field_bytes)
+    headers = record.headers
+    parts.append(_varint_bytes(len(headers)))
+    for name, value in headers:
+        encoded_name = name.encode("utf-8")
+        parts.append(_varint_bytes(len(encoded_name)))
+        parts.append(encoded_name)
+        if value is None:
+            parts.append(small[0])
+        else:
+            parts.append(_varint_bytes(len(value)))
+            parts.append(value)
+    body = b"".join(parts)
+    n = len(body)
+    out += small[n + 1] if n < limit else _varint_bytes(n)
     out += body
 
 

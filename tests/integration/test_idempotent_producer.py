@@ -84,3 +84,29 @@ def test_a_resent_batch_keeps_its_sequence_and_is_written_once(broker) -> None: 
     got = _read_all(broker.bootstrap, topic, 1, 150)
     assert [m.value() for m in got] == [b"v%d" % i for i in range(150)]
     assert [m.offset() for m in got] == list(range(150))
+
+
+def test_batches_go_while_records_are_sent_and_close_leaves_the_shared_client_clean(broker) -> None:  # type: ignore[no-untyped-def]
+    """Full batches are sent as they close, before ``flush`` (up to five in flight per
+    connection); ``close`` with answers still in flight closes those connections, so the next
+    request on the shared client reads its own answer, not one of the abandoned ones."""
+    topic = f"p-{uuid.uuid4().hex[:8]}"
+    _create(broker.bootstrap, topic, 1)
+    value = b"x" * 64 * 1024  # 8 records close a batch
+    with ClusterClient(broker.bootstrap) as cluster:
+        first = IdempotentProducer(cluster)
+        assert first.max_in_flight == 5
+        for _ in range(40):
+            first.send(topic, value, partition=0)
+        assert any(first._requests.values())  # on their way before any flush
+        first.close()
+        assert not any(first._requests.values())
+        second = IdempotentProducer(cluster)
+        for i in range(10):
+            second.send(topic, b"after-%d" % i, partition=0)
+        assert second.flush() == {(topic, 0): 10}
+        assert first.flush() == {(topic, 0): 40}  # what was abandoned goes again, same sequences
+    got = _read_all(broker.bootstrap, topic, 1, 50)
+    assert len(got) == 50
+    assert sorted(m.value() for m in got if m.value() != value) == sorted(
+        b"after-%d" % i for i in range(10))

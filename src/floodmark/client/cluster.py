@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from floodmark.address import Address as Address
@@ -32,6 +33,18 @@ RETRIABLE = frozenset({
     ErrorCode.OFFSET_NOT_AVAILABLE,  # a new leader whose HW has not caught up (KIP-207)
 })
 BACKOFF_S = 0.2
+
+
+@dataclass(frozen=True)
+class Sent:
+    """A request sent and not yet answered (``ClusterClient.send_request``)."""
+
+    node_id: int
+    address: Address
+    connection: KafkaConnection
+    correlation_id: int
+    api_key: int
+    version: int
 
 
 class NoBrokerAvailable(RequestFailed):
@@ -93,11 +106,15 @@ class ClusterClient:
         self.leader_epochs: dict[tuple[str, int], int] = {}
         self.partition_counts: dict[str, int] = {}
         self._conns: dict[Address, KafkaConnection] = {}
+        # Pipelined requests (``send_request``) have connections of their own: a blocking
+        # request (metadata while a leader moves) must never read a pipelined request's answer.
+        self._pipes: dict[Address, KafkaConnection] = {}
 
     def close(self) -> None:
-        for conn in self._conns.values():
+        for conn in [*self._conns.values(), *self._pipes.values()]:
             conn.close()
         self._conns.clear()
+        self._pipes.clear()
 
     def __enter__(self) -> ClusterClient:
         return self
@@ -149,6 +166,55 @@ class ClusterClient:
         except OSError as exc:
             self._drop(address)
             raise RequestFailed(f"{address[0]}:{address[1]}: {exc}") from exc
+
+    # -- pipelined requests: several sent before the first answer is read; a Kafka connection
+    # answers its requests in the order they came, so they are read back in that order.
+    def send_request(self, node_id: int, api_key: int, version: int, body: Any) -> Sent:
+        """Send a request to ``node_id`` without waiting; ``receive`` reads its answer."""
+        address = self._address_of(node_id)
+        try:
+            conn = self._pipes.get(address)
+            if conn is None:
+                conn = KafkaConnection(f"{address[0]}:{address[1]}", timeout_s=self.timeout_s,
+                                       client_id=self.client_id, security=self.security)
+                self._pipes[address] = conn
+            return Sent(node_id, address, conn, conn.send(api_key, version, body), api_key,
+                        version)
+        except (OSError, RequestFailed) as exc:
+            self._drop_pipe(address)
+            raise RequestFailed(f"{address[0]}:{address[1]}: {exc}") from exc
+
+    def receive(self, sent: Sent) -> Any:
+        """The answer to ``sent``: every request sent before it on its connection must have been
+        received already. A broken connection is dropped (the answers of every request still in
+        flight on it are lost: ``RequestFailed``)."""
+        address = sent.address
+        if self._pipes.get(address) is not sent.connection:
+            raise RequestFailed(f"{address[0]}:{address[1]}: the connection was closed")
+        try:
+            return sent.connection.receive(sent.api_key, sent.version, sent.correlation_id)
+        except (OSError, RequestFailed) as exc:
+            self._drop_pipe(address)
+            raise RequestFailed(f"{address[0]}:{address[1]}: {exc}") from exc
+
+    def answered(self, sent: Sent) -> bool:
+        """Whether ``receive(sent)`` would find its answer (begun) without waiting; a closed
+        connection counts as answered (``receive`` then says so)."""
+        try:
+            return sent.connection.readable()
+        except (OSError, ValueError):
+            return True
+
+    def drop_pipeline(self, sent: Sent) -> None:
+        """Close the connection ``sent`` went out on (if still open): the answers in flight on it
+        are given up."""
+        if self._pipes.get(sent.address) is sent.connection:
+            self._drop_pipe(sent.address)
+
+    def _drop_pipe(self, address: Address) -> None:
+        conn = self._pipes.pop(address, None)
+        if conn is not None:
+            conn.close()
 
     def _address_of(self, node_id: int) -> Address:
         address = self.brokers.get(node_id)

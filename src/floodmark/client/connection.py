@@ -11,6 +11,7 @@ import asyncio
 import functools
 import io
 import itertools
+import select
 import socket
 import ssl
 import struct
@@ -151,6 +152,13 @@ class KafkaConnection:
     def request(self, api_key: int, version: int, body: Mapping[str, Any] | Any) -> Any:
         corr = self.send(api_key, version, body)
         return self.receive(api_key, version, corr)
+
+    def readable(self) -> bool:
+        """Whether an answer has (begun to) come in, so ``receive`` would not wait long."""
+        if isinstance(self.sock, ssl.SSLSocket) and self.sock.pending():
+            return True
+        ready, _, _ = select.select([self.sock], [], [], 0)
+        return bool(ready)
 
 
 class AsyncKafkaConnection:

@@ -111,14 +111,18 @@ def produce_rows(producer: IdempotentProducer, rows: Iterable[Row],
                  extra_headers: tuple[tuple[str, bytes | None], ...] = ()) -> dict[tuple[str, int], int]:
     """Send every row and wait until all are acknowledged (acks=all); raise on any failure."""
     sent = 0
-    for topic, partition, key, value, hdrs in rows:
-        producer.send(topic, value, key=key, headers=(*hdrs, *extra_headers),
-                      partition=partition)
-        sent += 1
     try:
+        for topic, partition, key, value, hdrs in rows:
+            producer.send(topic, value, key=key, headers=(*hdrs, *extra_headers),
+                          partition=partition)  # full batches go at once: a refusal may come here
+            sent += 1
         counts = producer.flush()
+    except OptionError:  # a row the sink cannot write (no topic): said as such
+        raise
     except Exception as exc:
         raise SinkWriteError(f"{sent} records written, not all acknowledged: {exc}") from exc
+    finally:  # batches already on their way when a row or the flush failed
+        producer.close()
     acked = sum(counts.values())
     if acked != sent:
         raise SinkWriteError(f"sent {sent} records but {acked} were acknowledged")
