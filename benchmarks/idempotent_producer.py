@@ -28,33 +28,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks.rf3_topics
+
+from benchmarks.rf3_topics import create_topic, written
+
 from floodmark.client import ClusterClient, IdempotentProducer
-from floodmark.client.fetch import FetchClient
 from floodmark.cluster import LocalCluster
-
-
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, 3, config={"min.insync.replicas": "2"})]
-                        )[topic].result(30)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        t = admin.list_topics(topic, timeout=5).topics.get(topic)
-        if t is not None and t.error is None and len(t.partitions) == partitions and all(
-                p.leader >= 0 and len(p.isrs) == 3 for p in t.partitions.values()):
-            return
-        time.sleep(0.1)
-    raise TimeoutError(f"topic {topic} has no leader or full ISR for every partition")
-
-
-def written(bootstrap: str, topic: str, partitions: int) -> int:
-    client = FetchClient(bootstrap)
-    try:
-        return sum(client.bounds(topic, p).high_watermark for p in range(partitions))
-    finally:
-        client.close()
 
 
 def new_producer(cluster: ClusterClient, in_flight: int) -> IdempotentProducer:

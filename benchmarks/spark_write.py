@@ -37,8 +37,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.reference.spark_kafka
 
+from benchmarks.rf3_topics import create_topic, written
+
 import floodmark.spark
-from floodmark.client.fetch import FetchClient
 from floodmark.cluster import LocalCluster
 
 SINKS = {
@@ -47,30 +48,6 @@ SINKS = {
     "floodmark": ("floodmark", {}, "floodmark default sink (idempotent producer per task)"),
     "jvm": ("kafka", {"kafka.acks": "all"}, "Spark's JVM Kafka connector (kafka.acks=all)"),
 }
-
-
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, 3, config={"min.insync.replicas": "2"})]
-                        )[topic].result(30)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        t = admin.list_topics(topic, timeout=5).topics.get(topic)
-        if t is not None and t.error is None and len(t.partitions) == partitions and all(
-                p.leader >= 0 and len(p.isrs) == 3 for p in t.partitions.values()):
-            return
-        time.sleep(0.1)
-    raise TimeoutError(f"topic {topic} has no leader or full ISR for every partition")
-
-
-def written(bootstrap: str, topic: str, partitions: int) -> int:
-    client = FetchClient(bootstrap)
-    try:
-        return sum(client.bounds(topic, p).high_watermark for p in range(partitions))
-    finally:
-        client.close()
 
 
 def main() -> int:
