@@ -34,7 +34,8 @@ def test_scenario_answers_as_kafka(sc: Scenario, kafka_broker: KafkaCluster,
     assert not new, "differences from Kafka not in the known list:\n" + render([o])
 
 
-def test_every_known_difference_still_occurs() -> None:
+@pytest.mark.xdist_group("kafka_reference")  # the scenarios' worker (they use kafka_broker),
+def test_every_known_difference_still_occurs() -> None:  # after them: it reads their outcomes
     if len(_outcomes) < len(SCENARIOS):
         pytest.skip("needs every scenario's outcome (run the whole module)")
     seen: list[Difference] = [d for o in _outcomes.values() for d in o.differences]
