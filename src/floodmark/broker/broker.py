@@ -125,6 +125,10 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+FIRST_CATCH_UP_WAIT_S = 30.0
+"""How long a request that reached a starting broker waits for its first metadata catch-up."""
+
+
 class Broker:
     def __init__(self, config: BrokerConfig, membership: Membership | None = None,
                  replicas: ReplicaManager | None = None) -> None:
@@ -164,6 +168,9 @@ class Broker:
         self._servers: list[asyncio.Server | TlsServer] = []
         self._stopping: asyncio.Event | None = None
         self._serving = False
+        # Requests are held until the first metadata catch-up after the start (Kafka enables
+        # request processing only then): see ``_after_first_catch_up``.
+        self._metadata_caught_up = False
         self._tasks: list[asyncio.Task[None]] = []
         self.bound_port: int = config.listen_port  # the first listener's
         self.bound_ports: dict[str, int] = {}  # listener name -> bound port
@@ -927,6 +934,14 @@ class Broker:
     # -- dispatch ------------------------------------------------------------------------------
     def dispatch(self, frame: memoryview | bytes,
                  conn: Connection) -> Encoded | Awaitable[Encoded | None] | None:
+        if not self._metadata_caught_up:
+            if not self.membership.metadata_caught_up():
+                return self._after_first_catch_up(bytes(frame), conn)
+            self._metadata_caught_up = True
+        return self._dispatch_now(frame, conn)
+
+    def _dispatch_now(self, frame: memoryview | bytes,
+                      conn: Connection) -> Encoded | Awaitable[Encoded | None] | None:
         key, version, corr = peek_header(frame)
         sasl = conn.sasl if conn is not None else None
         if sasl is not None:  # a SASL listener: before authentication, only the exchange
@@ -986,6 +1001,21 @@ class Broker:
             answer = quotas.fetch_answered(version, client_id, conn, answer)
         return quotas.request_answered(key, version, client_id, conn, answer,
                                        time.perf_counter_ns() - started_ns)
+
+    async def _after_first_catch_up(self, frame: bytes, conn: Connection) -> Encoded | None:
+        """A request that came before this broker's first metadata catch-up since its start,
+        answered after it. The listeners are bound before the broker registers (it registers
+        their ports), but until it has read the metadata log its image is empty or old: a
+        Metadata answer without the topics a consumer subscribes to makes librdkafka drop them
+        from its subscription and the whole group rebalance, a FindCoordinator would name the
+        wrong broker. Kafka enables request processing only after that catch-up. If it takes
+        longer than ``FIRST_CATCH_UP_WAIT_S`` (no controller reachable), the request is
+        answered from what the broker has, as before."""
+        await self.membership.metadata_ready(FIRST_CATCH_UP_WAIT_S)
+        answer = self._dispatch_now(frame, conn)
+        if answer is None or isinstance(answer, list):
+            return answer
+        return await answer
 
     async def _finish(self, header: RequestHeader, pending: Awaitable[Answer],
                       finish: Finish | None = None) -> Encoded | None:

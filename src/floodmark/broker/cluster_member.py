@@ -171,6 +171,9 @@ class ClusterMembership(MembershipBase):
     def start(self, port: int, ready: Callable[[int], None] | None) -> None:
         self._tasks.append(asyncio.create_task(self._join(port, ready)))
 
+    def metadata_caught_up(self) -> bool:
+        return self._caught_up.is_set()
+
     async def metadata_ready(self, timeout_s: float) -> bool:
         """The listeners are bound before the broker registers and reads the metadata log
         (it registers its ports); until it has caught up once, a SCRAM user or an ACL it has not

@@ -122,6 +122,9 @@ class Membership(Protocol):
         """Wait until this broker has caught up with the cluster's metadata once after its
         start (SCRAM credentials and ACLs are metadata); False if ``timeout_s`` passed first."""
 
+    def metadata_caught_up(self) -> bool:
+        """Has this broker caught up with the cluster's metadata once since its start?"""
+
 
 class BrokerCore(Protocol):
     """What every part sees of the broker: its settings, controller, storage and partitions."""
@@ -182,6 +185,9 @@ class MembershipBase:
     async def metadata_ready(self, timeout_s: float) -> bool:
         """A membership whose metadata is there from the start (a lone node's own controller):
         ready at once."""
+        return True
+
+    def metadata_caught_up(self) -> bool:
         return True
 
     @property
