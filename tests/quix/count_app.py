@@ -7,7 +7,7 @@ nor the tests. Every input record (key ``k<n>``, value the input's id) becomes o
 with a changelog topic). With ``processing_guarantee="exactly-once"`` the state's changelog, the
 output and the consumer offsets are written in one Kafka transaction per checkpoint.
 
-    python count_app.py BOOTSTRAP INPUT OUTPUT STATE_DIR
+    python count_app.py BOOTSTRAP INPUT OUTPUT STATE_DIR [SESSION_TIMEOUT_MS]
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ def count(value: str, key: str, _timestamp: int, _headers: Any, state: State) ->
 
 def main() -> None:
     bootstrap, source, sink, state_dir = sys.argv[1:5]
+    session_timeout_ms = int(sys.argv[5]) if len(sys.argv) > 5 else 6000
     app = Application(
         broker_address=bootstrap,
         consumer_group="quix-counter",
@@ -37,7 +38,7 @@ def main() -> None:
         # A broker SIGKILLed mid-run: librdkafka's own retries ride over the leader change.
         producer_extra_config={"reconnect.backoff.max.ms": 500,
                                "topic.metadata.refresh.interval.ms": 1000},
-        consumer_extra_config={"reconnect.backoff.max.ms": 500, "session.timeout.ms": 6000,
+        consumer_extra_config={"reconnect.backoff.max.ms": 500, "session.timeout.ms": session_timeout_ms,
                                "topic.metadata.refresh.interval.ms": 1000},
     )
     inputs = app.topic(source, key_deserializer="str", value_deserializer="str")

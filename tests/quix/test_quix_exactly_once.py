@@ -98,8 +98,9 @@ class QuixApp:
     """The Quix application as a child process; started again (bounded) if it exits, as a
     supervisor would restart it."""
 
-    def __init__(self, bootstrap: str, work: Path) -> None:
-        self.args = [str(quix_python()), str(APP), bootstrap, SOURCE, SINK, str(work / "state")]
+    def __init__(self, bootstrap: str, work: Path, session_timeout_ms: int = 6000) -> None:
+        self.args = [str(quix_python()), str(APP), bootstrap, SOURCE, SINK, str(work / "state"),
+                     str(session_timeout_ms)]
         self.log_path = work / "quix-app.log"
         self.starts = 0
         self.exits: list[int] = []
