@@ -8,7 +8,9 @@ each start), and Python's bytecode cache does not cover code made that way. The 
 starts hundreds of such processes. So a floodmark process (``floodmark/__init__.py``) installs
 this: ``dataclasses``' ``exec`` compiles each text once and keeps its code object, keyed by the
 text itself, in a file beside floodmark's bytecode (``__pycache__/``); the next process loads
-the code objects instead of compiling.
+the code objects instead of compiling. The file holds one table per module (the module whose
+globals the text runs in), each marshalled apart, so a process unpacks only the tables of the
+modules whose dataclasses it makes (a CLI command does not pay for the broker's).
 
 The code a text compiles to depends on nothing but the text, the interpreter (the file names
 its magic number and is ignored under another) and the compiler's flags (none: the text is
@@ -33,8 +35,10 @@ from types import CodeType
 from typing import Any
 
 MAGIC = importlib.util.MAGIC_NUMBER
-MAX_ENTRIES = 20_000  # beyond this (texts of sources long gone), the file starts over
-_FORMAT = 1
+MAX_FILE_BYTES = 32 * 1024 * 1024  # beyond this (texts of sources long gone), start over
+_FORMAT = 2
+
+Table = dict[str, CodeType]  # method text -> its code
 
 
 def cache_path() -> Path:
@@ -44,58 +48,84 @@ def cache_path() -> Path:
     return pyc.with_name(f"dataclass_code.{sys.implementation.cache_tag}.marshal")
 
 
-def _load(path: Path) -> dict[str, CodeType]:
+def _load(path: Path) -> dict[str, bytes]:
+    """module name -> its table, still marshalled (a process unpacks only the modules whose
+    dataclasses it makes)."""
     try:
         data = path.read_bytes()
     except OSError:
         return {}
-    if data[:len(MAGIC)] != MAGIC:
+    if data[:len(MAGIC)] != MAGIC or len(data) > MAX_FILE_BYTES:
         return {}
     try:
-        version, table = marshal.loads(data[len(MAGIC):])
+        version, blobs = marshal.loads(data[len(MAGIC):])
     except (EOFError, ValueError, TypeError):
         return {}
-    if version != _FORMAT or not isinstance(table, dict):
+    if version != _FORMAT or not isinstance(blobs, dict):
         return {}
-    return table
+    return blobs
 
 
-def _save(path: Path, new: dict[str, CodeType]) -> None:
-    table = _load(path)
-    if len(table) + len(new) > MAX_ENTRIES:
-        table = {}
-    table.update(new)
+def _table(blob: bytes | None) -> Table:
+    if blob is None:
+        return {}
+    try:
+        table = marshal.loads(blob)
+    except (EOFError, ValueError, TypeError):
+        return {}
+    return table if isinstance(table, dict) else {}
+
+
+def _save(path: Path, new: dict[str, Table]) -> None:
+    blobs = _load(path)  # what other processes added meanwhile
+    for module, entries in new.items():
+        table = _table(blobs.get(module))
+        table.update(entries)
+        blobs[module] = marshal.dumps(table)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_bytes(MAGIC + marshal.dumps((_FORMAT, table)))
+        tmp.write_bytes(MAGIC + marshal.dumps((_FORMAT, blobs)))
         os.replace(tmp, path)
     except OSError:
         tmp.unlink(missing_ok=True)
 
 
 class CodeCache:
-    """``dataclasses``' ``exec``: the code of a text seen before is loaded, not compiled."""
+    """``dataclasses``' ``exec``: the code of a text seen before is loaded, not compiled.
+    Kept per module (the one whose globals the text runs in)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.known = _load(path)
-        self.new: dict[str, CodeType] = {}
+        self.blobs = _load(path)
+        self.tables: dict[str, Table] = {}
+        self.new: dict[str, Table] = {}
+        self.compiled = 0
+        self.loaded = 0
 
     def __call__(self, source: Any, globals_: dict[str, Any] | None = None,
                  locals_: dict[str, Any] | None = None, /) -> None:
         if not isinstance(source, str):
             exec(source, globals_, locals_)  # what dataclasses would run
             return
-        code = self.known.get(source)
+        module = str((globals_ or {}).get("__name__", ""))
+        table = self.tables.get(module)
+        if table is None:
+            table = self.tables[module] = _table(self.blobs.pop(module, None))
+        code = table.get(source)
         if code is None:
             # as dataclasses' own exec(text) compiles it: no __future__ flags of this module
             code = compile(source, "<string>", "exec", dont_inherit=True)
-            self.known[source] = code
-            self.new[source] = code
+            table[source] = code
+            self.new.setdefault(module, {})[source] = code
+            self.compiled += 1
+        else:
+            self.loaded += 1
         exec(code, globals_, locals_)  # the code dataclasses wrote
 
     def save(self) -> None:
+        """Add what this process compiled to the file (nothing where Python writes no
+        bytecode)."""
         if self.new and not sys.dont_write_bytecode:
             _save(self.path, self.new)
             self.new = {}
@@ -113,8 +143,3 @@ def install(path: Path | None = None) -> CodeCache:
     atexit.register(cache.save)
     return cache
 
-
-if __name__ == "__main__":  # python -m floodmark.dataclass_code: the file, and is it in use here?
-    _installed = type(vars(dataclasses).get("exec")).__name__ == CodeCache.__name__
-    print(f"{cache_path()}: {len(_load(cache_path()))} code objects; "
-          f"installed in this process: {'yes' if _installed else 'no'}")
