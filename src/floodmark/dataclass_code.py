@@ -41,11 +41,13 @@ _FORMAT = 2
 Table = dict[str, CodeType]  # method text -> its code
 
 
-def cache_path() -> Path:
+def cache_path(user: str = "") -> Path:
     """Where the code objects are kept: beside this module's bytecode (``__pycache__`` of the
-    package, or under ``sys.pycache_prefix``)."""
+    package, or under ``sys.pycache_prefix``); ``user``: a file of its own for other programs
+    (the test suite's processes), so floodmark's own stays small."""
     pyc = Path(importlib.util.cache_from_source(__file__))
-    return pyc.with_name(f"dataclass_code.{sys.implementation.cache_tag}.marshal")
+    kind = f".{user}" if user else ""
+    return pyc.with_name(f"dataclass_code{kind}.{sys.implementation.cache_tag}.marshal")
 
 
 def _load(path: Path) -> dict[str, bytes]:

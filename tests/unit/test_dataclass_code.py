@@ -100,6 +100,7 @@ def test_install_is_idempotent_and_the_file_lives_beside_the_bytecode(
         monkeypatch.delattr(dataclasses, "exec")
     assert dataclass_code.cache_path().parent.name == "__pycache__"
     assert sys.implementation.cache_tag in dataclass_code.cache_path().name
+    assert dataclass_code.cache_path("tests") not in (dataclass_code.cache_path(), None)
 
 
 @pytest.mark.parametrize(("argv", "installed"), [
