@@ -9,8 +9,9 @@ starts hundreds of such processes. So a floodmark process (``floodmark/__init__.
 this: ``dataclasses``' ``exec`` compiles each text once and keeps its code object, keyed by the
 text itself, in a file beside floodmark's bytecode (``__pycache__/``); the next process loads
 the code objects instead of compiling. The file holds one table per module (the module whose
-globals the text runs in), each marshalled apart, so a process unpacks only the tables of the
-modules whose dataclasses it makes (a CLI command does not pay for the broker's).
+globals the text runs in), each marshalled apart behind an index, and is mapped into memory, so
+a process reads and unpacks only the tables of the modules whose dataclasses it makes (a CLI
+command does not pay for the broker's, nor for the file's size).
 
 The code a text compiles to depends on nothing but the text, the interpreter (the file names
 its magic number and is ignored under another) and the compiler's flags (none: the text is
@@ -28,7 +29,9 @@ import atexit
 import dataclasses
 import importlib.util
 import marshal
+import mmap
 import os
+import struct
 import sys
 from pathlib import Path
 from types import CodeType
@@ -36,7 +39,8 @@ from typing import Any
 
 MAGIC = importlib.util.MAGIC_NUMBER
 MAX_FILE_BYTES = 32 * 1024 * 1024  # beyond this (texts of sources long gone), start over
-_FORMAT = 2
+_FORMAT = 3
+_INDEX_SIZE = struct.Struct(">Q")
 
 Table = dict[str, CodeType]  # method text -> its code
 
@@ -50,25 +54,33 @@ def cache_path(user: str = "") -> Path:
     return pyc.with_name(f"dataclass_code{kind}.{sys.implementation.cache_tag}.marshal")
 
 
-def _load(path: Path) -> dict[str, bytes]:
-    """module name -> its table, still marshalled (a process unpacks only the modules whose
-    dataclasses it makes)."""
+def _load(path: Path) -> dict[str, memoryview]:
+    """module name -> its table, still marshalled. The file (the magic number, the index's
+    size, the index ``{module: (offset, size)}``, then the tables) is mapped, not read: a
+    process reads the pages of the modules whose dataclasses it makes, however large the file
+    grows."""
     try:
-        data = path.read_bytes()
-    except OSError:
+        with open(path, "rb") as fh:
+            mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):  # ValueError: an empty file cannot be mapped
         return {}
-    if data[:len(MAGIC)] != MAGIC or len(data) > MAX_FILE_BYTES:
+    view = memoryview(mapped)
+    head = len(MAGIC) + _INDEX_SIZE.size
+    if view[:len(MAGIC)] != MAGIC or len(view) > MAX_FILE_BYTES or len(view) < head:
         return {}
+    (size,) = _INDEX_SIZE.unpack(view[len(MAGIC):head])
     try:
-        version, blobs = marshal.loads(data[len(MAGIC):])
+        version, index = marshal.loads(view[head:head + size])
     except (EOFError, ValueError, TypeError):
         return {}
-    if version != _FORMAT or not isinstance(blobs, dict):
+    if version != _FORMAT or not isinstance(index, dict):
         return {}
-    return blobs
+    start = head + size
+    return {module: view[start + offset:start + offset + length]
+            for module, (offset, length) in index.items()}
 
 
-def _table(blob: bytes | None) -> Table:
+def _table(blob: bytes | memoryview | None) -> Table:
     if blob is None:
         return {}
     try:
@@ -79,15 +91,24 @@ def _table(blob: bytes | None) -> Table:
 
 
 def _save(path: Path, new: dict[str, Table]) -> None:
-    blobs = _load(path)  # what other processes added meanwhile
+    blobs: dict[str, bytes | memoryview] = dict(_load(path))  # what others added meanwhile
     for module, entries in new.items():
         table = _table(blobs.get(module))
         table.update(entries)
         blobs[module] = marshal.dumps(table)
+    index: dict[str, tuple[int, int]] = {}
+    offset = 0
+    for module, blob in blobs.items():
+        index[module] = (offset, len(blob))
+        offset += len(blob)
+    head = marshal.dumps((_FORMAT, index))
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_bytes(MAGIC + marshal.dumps((_FORMAT, blobs)))
+        with open(tmp, "wb") as fh:
+            fh.write(MAGIC + _INDEX_SIZE.pack(len(head)) + head)
+            for blob in blobs.values():
+                fh.write(blob)
         os.replace(tmp, path)
     except OSError:
         tmp.unlink(missing_ok=True)
