@@ -3,7 +3,9 @@ reader with a size cap, over a blocking socket (``KafkaConnection``: the CLI, te
 driver) or asyncio streams (``AsyncKafkaConnection``: the replica fetcher). Either runs over TLS
 when its ``security.ClientSecurity`` says so (``security.protocol=ssl``), and authenticates with
 SASL (``client/sasl.py``) before its first request on a SASL_PLAINTEXT / SASL_SSL listener; a
-refusal is an ``AuthenticationFailed`` (a ``RequestFailed``) that says why."""
+refusal is an ``AuthenticationFailed`` (a ``RequestFailed``) that says why. The SASL and TLS
+modules are loaded by a connection that uses them: a plaintext one (every CLI command's) does
+not load them."""
 
 from __future__ import annotations
 
@@ -22,9 +24,8 @@ from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
 from floodmark.address import parse_bootstrap
-from floodmark.client.sasl import AuthenticationError, authenticate, sasl_steps
 from floodmark.errors import FloodmarkError
-from floodmark.security import PLAINTEXT, ClientSecurity, TlsRefused
+from floodmark.security import PLAINTEXT, ClientSecurity
 from floodmark.wire import FETCH_READ_VERSIONS, HotDecodeError, build, parse_fetch_response
 
 API_FETCH = 1
@@ -108,6 +109,8 @@ class KafkaConnection:
         self.client_id = client_id
         self._correlation_id = 0
         if security.uses_sasl:
+            from floodmark.client.sasl import AuthenticationError, authenticate
+
             try:
                 authenticate(security, self.request)
             except AuthenticationError as exc:
@@ -201,6 +204,8 @@ class AsyncKafkaConnection:
                     self.host, self.port, ssl=context,
                     server_hostname=self.security.server_hostname(self.host))
             except ssl.SSLError as exc:  # a refused handshake, not a network error
+                from floodmark.security import TlsRefused
+
                 raise AuthenticationFailed(f"TLS handshake failed: {TlsRefused.describe(exc)}"
                                            ) from None
             self._reader, self._writer = reader, writer
@@ -220,6 +225,8 @@ class AsyncKafkaConnection:
 
     async def _authenticate(self, reader: asyncio.StreamReader,
                             writer: asyncio.StreamWriter) -> None:
+        from floodmark.client.sasl import AuthenticationError, sasl_steps
+
         steps = sasl_steps(self.security)
         try:
             step = next(steps)

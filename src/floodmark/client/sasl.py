@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable, Generator, Mapping
 from typing import Any
 
-from floodmark.client.oauthbearer import TokenUnavailable, access_token, initial_response
 from floodmark.errors import FloodmarkError
 from floodmark.security import ClientSecurity
 
@@ -51,6 +50,9 @@ def sasl_steps(security: ClientSecurity) -> Generator[Request, Any, None]:
     answer = yield (SASL_HANDSHAKE, HANDSHAKE_VERSION, {"mechanism": mechanism})
     _check(answer, f"SaslHandshake {mechanism}")
     if mechanism == "OAUTHBEARER":
+        # its module (JSON, URLs, HTTP) only for this mechanism
+        from floodmark.client.oauthbearer import TokenUnavailable, access_token, initial_response
+
         try:
             jwt = access_token(security.extra)
         except TokenUnavailable as exc:

@@ -37,11 +37,14 @@ import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from floodmark.security.inter_broker import inter_broker_sasl
-from floodmark.security.jaas import jaas_credentials
 from floodmark.security.listeners import SecurityProtocol
-from floodmark.security.tls import ReloadingContext, SslSettings, client_context, ssl_settings
+
+# TLS, SASL and JAAS are loaded by the paths that use them: a plaintext client (every CLI
+# command) loads none of them.
+if TYPE_CHECKING:
+    from floodmark.security.tls import ReloadingContext, SslSettings
 
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 KNOWN = frozenset({
@@ -111,6 +114,8 @@ class ClientSecurity:
         mechanism = (text.get("sasl.mechanisms") or text.get("sasl.mechanism") or "").upper()
         username, password = text.get("sasl.username", ""), text.get("sasl.password", "")
         if "sasl.jaas.config" in text and not (username or password):
+            from floodmark.security.jaas import jaas_credentials
+
             username, password = jaas_credentials(
                 text["sasl.jaas.config"], mechanism if mechanism in SASL_MECHANISMS else None)
         if protocol.uses_sasl:
@@ -142,9 +147,15 @@ class ClientSecurity:
         listener's ``listener.name.<name>.ssl.*`` first); on a SASL listener, logged in with
         ``sasl.mechanism.inter.broker.protocol`` and the listener's JAAS credentials
         (``security.inter_broker``). ValueError: one line, never a secret."""
-        sasl = (inter_broker_sasl(get, listener or protocol.value) if protocol.uses_sasl
-                else None)
-        settings = ssl_settings(get, listener) if protocol.uses_tls else None
+        sasl, settings = None, None
+        if protocol.uses_sasl:
+            from floodmark.security.inter_broker import inter_broker_sasl
+
+            sasl = inter_broker_sasl(get, listener or protocol.value)
+        if protocol.uses_tls:
+            from floodmark.security.tls import ssl_settings
+
+            settings = ssl_settings(get, listener)
         return cls(protocol,
                    check_hostname=True if settings is None else settings.check_hostname,
                    node_ssl=settings,
@@ -165,6 +176,8 @@ class ClientSecurity:
     def _node_context(self) -> ReloadingContext | None:
         if not self.uses_tls or self.node_ssl is None:
             return None
+        from floodmark.security.tls import ReloadingContext, client_context
+
         return ReloadingContext(self.node_ssl, client_context,
                                 f"outgoing TLS ({self.security_protocol.value})")
 
