@@ -117,7 +117,7 @@ def test_high_watermark_truncation_is_caught(tmp_path: Path) -> None:
     # up to eight stories, each losing the ~one batch the cut-off follower had not yet seen
     # committed when the race goes that way; the run ends after the first that did. Once
     # serial (at load 16 a 60 s run of five stories came out valid); at load 8-23, beside
-    # other chaos runs, the first or the second story caught it in each of 7 runs (about two
+    # other chaos runs, the first or the second story caught it in each of 13 runs (about two
     # stories in three catch it): the three more stories are the margin against five misses,
     # costing nothing when an earlier one catches it.
     assert [f.name for f in plan(1, ["failover-twice"], 90)] == ["failover-twice"] * 8
