@@ -113,12 +113,15 @@ def test_unclean_election_is_caught(tmp_path: Path) -> None:
     assert result["anomaly_counts"]["lost"] > 0, result["anomaly_counts"]
 
 
-@pytest.mark.serial  # the loss needs a race; at load 16 (3 workers) the run came out valid
 def test_high_watermark_truncation_is_caught(tmp_path: Path) -> None:
-    # up to five stories, each losing the ~one batch the cut-off follower had not yet seen
-    # committed when the race goes that way; the run ends after the first that did
-    assert [f.name for f in plan(1, ["failover-twice"], 60)] == ["failover-twice"] * 5
-    code, result = chaos_run(tmp_path, "--time-limit-s", "60", "--faults", "failover-twice",
+    # up to eight stories, each losing the ~one batch the cut-off follower had not yet seen
+    # committed when the race goes that way; the run ends after the first that did. Once
+    # serial (at load 16 a 60 s run of five stories came out valid); at load 8-23, beside
+    # other chaos runs, the first or the second story caught it in each of 13 runs (about two
+    # stories in three catch it): the three more stories are the margin against five misses,
+    # costing nothing when an earlier one catches it.
+    assert [f.name for f in plan(1, ["failover-twice"], 90)] == ["failover-twice"] * 8
+    code, result = chaos_run(tmp_path, "--time-limit-s", "90", "--faults", "failover-twice",
                              "--truncation", "high-watermark", "--rate", "100", "--seed", "1",
                              "--end-on-anomaly", "--quiet-s", "0")
     _assert_contract(result, 1)

@@ -70,8 +70,9 @@ def register(subparsers: Any) -> None:
     r.add_argument("--time-limit-s", type=float, default=60.0,
                    help="how long the workload runs under faults (then heal, quiet, final read)")
     r.add_argument("--quiet-s", type=float, default=ChaosConfig.quiet_s,
-                   help="after the cluster recovered, how long the workload runs on before "
-                        "the clients stop and the final read")
+                   help="after the cluster recovered, at most how long the workload runs "
+                        "on (until every client has moved on: an acknowledgement, a poll) "
+                        "before the clients stop and the final read")
     r.add_argument("--end-on-anomaly", action="store_true",
                    help="end the fault schedule once the history so far shows an inconsistent "
                         "offset (two values at one offset, one value at two), for runs that "

@@ -248,7 +248,8 @@ class _Workers:
         self.lab, self.config, self.bootstrap, self.work = lab, config, bootstrap, work
         self.command_config = command_config
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
-        self._counted: dict[str, tuple[int, int]] = {}   # process -> bytes read, acks seen
+        # process -> bytes read, acknowledgements seen, ``ok`` lines seen (of any kind)
+        self._counted: dict[str, tuple[int, int, int]] = {}
         self.stuck: list[dict[str, Any]] = []  # processes SIGTERM did not end (``capture``)
         (work / "history").mkdir(parents=True, exist_ok=True)
         (work / "logs").mkdir(parents=True, exist_ok=True)
@@ -270,24 +271,38 @@ class _Workers:
         self.procs[process] = proc
         return proc
 
-    def acknowledged(self) -> int:
-        """Acknowledged sends so far (reads only what was appended since the last call); in
-        the transactional workload, committed transactions."""
+    def _count(self) -> dict[str, tuple[int, int, int]]:
+        """``_counted`` brought up to date (reads only what was appended since the last
+        call)."""
         needle = (b'"type":"ok","f":"commit"' if self.config.workload == "txn"
                   else b'"type":"ok","f":"send"')
-        total = 0
         for process in list(self.procs):
             path = self.history_path(process)
-            done, count = self._counted.get(process, (0, 0))
+            done, count, oks = self._counted.get(process, (0, 0, 0))
             if path.exists():
                 with open(path, "rb") as fh:
                     fh.seek(done)
                     chunk = fh.read()
                 whole = chunk[:chunk.rfind(b"\n") + 1]
-                count += whole.count(needle)
-                self._counted[process] = (done + len(whole), count)
-            total += count
-        return total
+                self._counted[process] = (done + len(whole), count + whole.count(needle),
+                                          oks + whole.count(b'"type":"ok"'))
+        return self._counted
+
+    def acknowledged(self) -> int:
+        """Acknowledged sends so far; in the transactional workload, committed
+        transactions."""
+        return sum(acks for _done, acks, _oks in self._count().values())
+
+    def progress(self) -> dict[str, int]:
+        """process -> ``ok`` lines so far (an acknowledgement, a poll, a commit...)."""
+        return {process: oks for process, (_done, _acks, oks) in self._count().items()}
+
+    def all_moved_on(self, since: dict[str, int]) -> bool:
+        """Every client still running has written an ``ok`` line after ``since``
+        (``progress``): each producer had a send acknowledged, each consumer a poll."""
+        now = self.progress()
+        return all(now.get(process, 0) > since.get(process, 0)
+                   for process, proc in list(self.procs.items()) if proc.poll() is None)
 
     def stop(self, timeout_s: float = 60.0) -> None:
         for proc in self.procs.values():
@@ -682,7 +697,10 @@ def _workload_and_faults(config: ChaosConfig, schedule: list[Any], lab: Lab, clu
     recovered = _wait("recovery", lambda: observer.all_in_sync(keys)
                       and workers.acknowledged() > healed_at + 20, config.recovery_timeout_s)
     say("cluster recovered" if recovered else "cluster did not recover in time")
-    time.sleep(config.quiet_s)
+    # The quiet period: until every client still running has moved on in the healed cluster
+    # (a producer an acknowledgement, a consumer a poll), at most ``quiet_s``.
+    moved_from = workers.progress()
+    _wait("quiet period", lambda: workers.all_moved_on(moved_from), config.quiet_s)
     workers.stop()
     if config.restarts_before_final_read:
         # What the live state serves, then the same after every broker rebuilt its state from

@@ -52,6 +52,11 @@ STOP = {"now": False}
 CRASH_AFTER_ERRORS = 200  # kafka-python: a producer failing this many sends in a row is rebuilt
 END_ATTEMPTS = 2          # commit_transaction / abort_transaction calls per transaction
 INIT_ATTEMPTS = 20        # init_transactions calls per producer before it is rebuilt
+# A producer told to stop waits at most this long for the outcomes of its sends in flight: the
+# harness stops the clients once the healed cluster acknowledges writes again, where they come
+# within a second. A send still open after it stays indefinite (an ``invoke`` without an
+# outcome); waiting out a stuck client's 30 s delivery timeout told nothing more.
+STOP_FLUSH_S = 5.0
 
 
 def _stopping(deadline: float) -> bool:
@@ -162,7 +167,7 @@ def producer_confluent(args: argparse.Namespace, history: HistoryWriter) -> int:
             history.event("info", "crash", error=str(exc))
             producer = Producer(config)
     with contextlib.suppress(Exception):
-        producer.flush(30)
+        producer.flush(STOP_FLUSH_S)
         producer.purge()
         producer.flush(1)
     return 0
@@ -405,9 +410,10 @@ def producer_kafka_python(args: argparse.Namespace, history: HistoryWriter) -> i
             continue
         future.add_callback(on_ok(topic, partition, value))
         future.add_errback(on_error(topic, partition, value))
+    with contextlib.suppress(Exception):  # KafkaTimeoutError: sends still open
+        producer.flush(STOP_FLUSH_S)
     with contextlib.suppress(Exception):
-        producer.flush(30)
-        producer.close(5)
+        producer.close(1)
     return 0
 
 
