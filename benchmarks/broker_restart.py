@@ -32,6 +32,8 @@ from pathlib import Path
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+CREATE_CHUNK = 50
+"""Topics (of 10 partitions) a CreateTopics request."""
 _OPENED = re.compile(r"opened (\d+) partitions .* in ([0-9.]+)s")
 
 
@@ -77,8 +79,12 @@ def stop(proc: subprocess.Popen[bytes], sig: int, traced: bool = False) -> None:
 def populate(bootstrap: str, partitions: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     topics = [NewTopic(f"restart-{i}", 10, 1) for i in range((partitions + 9) // 10)]
-    for fut in admin.create_topics(topics, request_timeout=120).values():
-        fut.result(180)
+    # A few hundred partitions a CreateTopics: one request of thousands stalls the broker's
+    # loop past any client timeout while it creates the logs.
+    for i in range(0, len(topics), CREATE_CHUNK):
+        chunk = topics[i:i + CREATE_CHUNK]
+        for fut in admin.create_topics(chunk, request_timeout=300).values():
+            fut.result(600)
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
     for t in topics:
         for p in range(10):

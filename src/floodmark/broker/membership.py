@@ -10,6 +10,7 @@ its ISR never changes (there is no one to propose a change to). A cluster member
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from floodmark.metadata import OFFSETS_TOPIC, CoordinatorType
 from floodmark.records import CorruptRecordError
 from floodmark.replication import AlterPartitionRequest, Partition, PartitionRegistration
 from floodmark.security import ScramUser
+from floodmark.storage import EpochCheckpointBatch
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +65,12 @@ class LocalMembership(MembershipBase):
         host.storage.remove_orphans(controller.topics())
 
     def metadata_changed(self) -> None:
-        """Open the partitions not open yet; this node leads each of them."""
+        """Open the partitions not open yet; this node leads each of them. Their new leader
+        epochs' checkpoints are made durable together (``EpochCheckpointBatch``, concurrent
+        fsyncs) before any of them takes a write: one fsync after another cost a start-up
+        with 10,000 partitions two minutes."""
         host = self.host
+        epoch_writes = EpochCheckpointBatch()
         for meta in list(self._local.topics().values()):
             for p in meta.partitions:
                 if (meta.name, p.partition) in host.partitions:
@@ -87,7 +93,13 @@ class LocalMembership(MembershipBase):
                 replicas = p.replicas or (host.node_id,)
                 ps.apply_metadata(PartitionRegistration(
                     replicas=replicas, isr=p.isr or replicas, leader=host.node_id,
-                    leader_epoch=p.leader_epoch, partition_epoch=0), host.now_ms())
+                    leader_epoch=p.leader_epoch, partition_epoch=0), host.now_ms(),
+                    epoch_writes=epoch_writes)
+        if epoch_writes:
+            started = time.monotonic()
+            durable = epoch_writes.run_now(host.now_ms(), concurrent=True)
+            log.info("leader-epoch checkpoints of %d partitions written (%d durable) in %.0f ms",
+                     len(epoch_writes), durable, (time.monotonic() - started) * 1000)
         host.refresh_transactions()  # the transaction coordinator of what it now leads
         host.refresh_share_state()  # and the share coordinator
         host.apply_group_configs()  # the groups' own configs (ConfigResource GROUP)

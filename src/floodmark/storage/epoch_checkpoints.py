@@ -210,10 +210,12 @@ class EpochCheckpointBatch:
         failed = await asyncio.to_thread(self.write_durably, FSYNC_THREADS)
         return self.finish(failed, clock_ms())
 
-    def run_now(self, now_ms: int) -> int:
-        """The same phases in line (the simulator, tests, a caller with no event loop)."""
+    def run_now(self, now_ms: int, *, concurrent: bool = False) -> int:
+        """The same phases in line (the simulator, tests, a caller with no event loop: a lone
+        broker opening its partitions). ``concurrent``: each step's fsyncs on
+        ``FSYNC_THREADS`` threads (a real disk; the simulator's issues them one by one)."""
         self.prepare()
-        return self.finish(self.write_durably(), now_ms)
+        return self.finish(self.write_durably(FSYNC_THREADS if concurrent else 1), now_ms)
 
     @staticmethod
     def _close(write: _Write) -> None:
