@@ -34,7 +34,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 CREATE_CHUNK = 50
 """Topics (of 10 partitions) a CreateTopics request."""
-_OPENED = re.compile(r"opened (\d+) partitions .* in ([0-9.]+)s")
+_OPENED = re.compile(r"opened (\d+) partitions.* in ([0-9.]+)s")
 
 
 def start(data_dir: Path, log_path: Path, src: str | None,
