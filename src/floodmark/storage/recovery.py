@@ -87,9 +87,10 @@ class _Recovery:
         if not fs.is_dir(self.path):
             fs.mkdirs(self.path)
             self.dir_dirty = True
-        if complete_swaps(fs, self.path, self._ctx()):
-            self.dir_dirty = True
         names = fs.listdir(self.path)
+        if complete_swaps(fs, self.path, self._ctx(), names):
+            self.dir_dirty = True
+            names = fs.listdir(self.path)
         bases = self._segment_bases(names)
         epoch_entries_ok = True
         epoch_file_existed = LEADER_EPOCH_CHECKPOINT in names
@@ -104,7 +105,7 @@ class _Recovery:
             epoch_entries_ok = False
             self.epoch_cache = EpochCache()
 
-        recovered = self._recover_segments(bases, recovery_point)
+        recovered = self._recover_segments(bases, recovery_point, frozenset(names))
         if self.segments:
             log_end_offset = self.segments[-1].next_offset(self.config.scan_chunk_bytes)
             if not clean_shutdown or log_end_offset != recovery_point:
@@ -193,14 +194,16 @@ class _Recovery:
                 self.dir_dirty = True
         return bases
 
-    def _recover_segments(self, bases: list[int], recovery_point: int) -> list[Segment]:
+    def _recover_segments(self, bases: list[int], recovery_point: int,
+                          names: frozenset[str]) -> list[Segment]:
         """Open every segment, validating those at or after the recovery point; returns those
-        validated. Stops at the first corrupt point, deleting the later segments."""
+        validated. Stops at the first corrupt point, deleting the later segments. ``names``:
+        the directory's files (``_segment_bases`` removed only strays and orphan indexes)."""
         fs = self.fs
         recovered_from: int | None = None
         recovered: list[Segment] = []
         for i, base in enumerate(bases):
-            segment = Segment(fs, self.path, base)
+            segment = Segment(fs, self.path, base, names=names)
             self.segments.append(segment)
             if not segment.index_files_existed:
                 self.dir_dirty = True  # they are created below

@@ -409,22 +409,24 @@ class Segment:
         "txn_index",
     )
 
-    def __init__(self, fs: FileSystem, dir_path: str, base_offset: int) -> None:
+    def __init__(self, fs: FileSystem, dir_path: str, base_offset: int, *,
+                 names: frozenset[str] | None = None) -> None:
+        """``names``: the directory's files, when the caller has just listed it (recovery):
+        whether the index files exist is read from it instead of asked of the disk."""
         self.dir_path = dir_path
         self.base_offset = base_offset
-        self.log = fs.open(f"{dir_path}/{segment_file_name(base_offset, '.log')}")
-        self.index_files_existed = fs.exists(
-            f"{dir_path}/{segment_file_name(base_offset, '.index')}"
-        ) and fs.exists(f"{dir_path}/{segment_file_name(base_offset, '.timeindex')}")
-        self.index = OffsetIndex(
-            LazyFile(fs, f"{dir_path}/{segment_file_name(base_offset, '.index')}"), base_offset
-        )
-        self.time_index = TimeIndex(
-            LazyFile(fs, f"{dir_path}/{segment_file_name(base_offset, '.timeindex')}"),
-            base_offset,
-        )
-        self.txn_index = TxnIndex(
-            fs, f"{dir_path}/{segment_file_name(base_offset, TXN_INDEX_SUFFIX)}")
+        stem = segment_file_name(base_offset, "")
+        self.log = fs.open(f"{dir_path}/{stem}.log")
+        index_path = f"{dir_path}/{stem}.index"
+        time_index_path = f"{dir_path}/{stem}.timeindex"
+        if names is None:
+            self.index_files_existed = fs.exists(index_path) and fs.exists(time_index_path)
+        else:
+            self.index_files_existed = (f"{stem}.index" in names
+                                        and f"{stem}.timeindex" in names)
+        self.index = OffsetIndex(LazyFile(fs, index_path), base_offset)
+        self.time_index = TimeIndex(LazyFile(fs, time_index_path), base_offset)
+        self.txn_index = TxnIndex(fs, f"{dir_path}/{stem}{TXN_INDEX_SUFFIX}")
         self.bytes_since_last_index_entry = 0
         self.max_timestamp = NO_TIMESTAMP
         self.offset_of_max_timestamp = base_offset

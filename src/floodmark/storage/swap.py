@@ -107,12 +107,14 @@ def install(fs: FileSystem, dir_path: str, group: list[Segment], cleaned_path: s
     return replacement
 
 
-def complete_swaps(fs: FileSystem, dir_path: str, context: str) -> bool:
+def complete_swaps(fs: FileSystem, dir_path: str, context: str,
+                   names: list[str] | None = None) -> bool:
     """At open: finish a replacement ``install`` made durable but did not complete. A
     ``<base>.log.swap`` is a whole, fsynced cleaned segment, so it replaces ``<base>.log``; its
-    index files are removed, to be rebuilt. True if anything was renamed or removed."""
+    index files are removed, to be rebuilt. True if anything was renamed or removed.
+    ``names``: the directory's listing, when the caller has just read it."""
     changed = False
-    for name in fs.listdir(dir_path):
+    for name in fs.listdir(dir_path) if names is None else names:
         if not name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
             continue
         stem = name[: -len(LOG_SUFFIX + SWAP_SUFFIX)]

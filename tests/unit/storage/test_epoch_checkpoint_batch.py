@@ -197,6 +197,22 @@ def test_real_files_on_an_event_loop(tmp_path: Path) -> None:
         assert not Path(f"{log.path}/{LEADER_EPOCH_CHECKPOINT}.tmp").exists()
 
 
+def test_run_now_concurrent_on_real_files(tmp_path: Path) -> None:
+    """A lone broker opening its partitions (no event loop yet) runs the batch in line with
+    its fsyncs on threads: every checkpoint durable, the same phases, no temp file left."""
+    fs = RealFileSystem()
+    logs = _logs(fs, str(tmp_path), 20)
+    batch = EpochCheckpointBatch()
+    fired: list[int] = []
+    for log in logs:
+        _deferred(batch, log, 9, fired)
+    assert batch.run_now(0, concurrent=True) == 20
+    assert fired == [9] * 20
+    for log in logs:
+        assert _on_disk(fs, log) == [EpochEntry(9, 0)]
+        assert not Path(f"{log.path}/{LEADER_EPOCH_CHECKPOINT}.tmp").exists()
+
+
 # -- the new leader waits for the batch ------------------------------------------------------------
 def _leader_state(fs: FileSystem, epoch_writes: EpochCheckpointBatch | None) -> PartitionState:
     """The broker's partition (``PartitionState.apply_metadata`` defers the new leader's
