@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from floodmark.mc.invariants import Violation, check_state, check_transition
 from floodmark.mc.model import Action, Model, ModelConfig, StateView
@@ -94,10 +95,8 @@ def check(
     # The seen set holds each state as one flat tuple of small ints (``Model.key``), with its
     # parent's: about a third of the memory of the states themselves.
     found = breadth_first(
-        init, model.successors, model.key,
-        lambda state: check_state(model, state),
-        lambda before, action, after: check_transition(model, before, action, after),
-        max_states=max_states, time_limit_s=time_limit_s)
+        init, model.successors, model.key, partial(check_state, model),
+        partial(check_transition, model), max_states=max_states, time_limit_s=time_limit_s)
     trace = [TraceStep(action, model.full_view(state)) for action, state in found.path]
     if trace and prefix:
         trace = lead + trace[1:]

@@ -304,14 +304,19 @@ TRANSITION_INVARIANTS: dict[str, TransitionCheck] = {
 }
 
 
+_UNKNOWN = object()
+
+
 def check_state(model: Model, state: ModelState) -> Violation | None:
     """The first state invariant ``state`` violates. Invariants read only the replicas, the
     controller and the history, so the verdict is memoised on those ids per model run."""
     key = (state.replicas, state.controller, state.committed, state.txns)
     memo = model.state_verdicts
-    if key in memo:
-        return cast(Violation | None, memo[key])
+    known = memo.get(key, _UNKNOWN)
+    if known is not _UNKNOWN:
+        return cast(Violation | None, known)
     view = model.view(state)
+    model.replica_views_of = (view, model.spec_views(state.replicas))
     found = None
     for name, check in STATE_INVARIANTS.items():
         detail = check(model, view)
@@ -327,19 +332,17 @@ def check_transition(
 ) -> Violation | None:
     """The first transition invariant the step violates (memoised like ``check_state``)."""
     stuck = action.kind == STUCK_FETCH
-    if not stuck and before.replicas == after.replicas and before.controller == after.controller:
+    old, new = before.replicas, after.replicas
+    if not stuck and old == new and before.controller == after.controller:
         return None
     # The transition invariants compare a replica (and the controller) with itself across the
     # step: only the parts that changed can violate them, so the verdict is memoised on those.
-    changed = tuple([
-        (r, a, b)
-        for r, a, b in zip(range(len(before.replicas)), before.replicas, after.replicas, strict=True)
-        if a != b
-    ])
+    changed = tuple([(r, a, b) for r, (a, b) in enumerate(zip(old, new, strict=True)) if a != b])
     key = (changed, before.controller, after.controller, stuck)
     memo = model.transition_verdicts
-    if key in memo:
-        return cast(Violation | None, memo[key])
+    known = memo.get(key, _UNKNOWN)
+    if known is not _UNKNOWN:
+        return cast(Violation | None, known)
     views = model.view(before), model.view(after)
     found = None
     for name, check in TRANSITION_INVARIANTS.items():

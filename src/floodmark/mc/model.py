@@ -222,22 +222,23 @@ def cache_pairs(cache: EpochCache) -> CachePairs:
 
 
 class _Interned:
-    """Values <-> small ids; ``derived[id]`` is ``derive(value)``, computed once."""
+    """Values <-> small ids; ``derived[i][id]`` is ``derive[i](value)``, computed once."""
 
     __slots__ = ("derive", "derived", "ids", "values")
 
-    def __init__(self, derive: Callable[[Any], int]) -> None:
+    def __init__(self, *derive: Callable[[Any], int]) -> None:
         self.ids: dict[object, int] = {}
         self.values: list[object] = []
         self.derive = derive
-        self.derived: list[int] = []
+        self.derived: tuple[list[int], ...] = tuple([] for _ in derive)
 
     def id(self, value: object) -> int:
         found = self.ids.get(value)
         if found is None:
             found = self.ids[value] = len(self.values)
             self.values.append(value)
-            self.derived.append(self.derive(value))
+            for derive, derived in zip(self.derive, self.derived, strict=True):
+                derived.append(derive(value))
         return found
 
 
@@ -249,6 +250,16 @@ def _replica_epochs(value: ReplicaValue) -> int:
     if value.proposal is not None:
         held |= 1 << value.proposal.partition_epoch
     return held
+
+
+EXPOSES, PROPOSES = 1, 2
+"""``_replica_traits`` bits: a leader with records below its HW (it adds to the history of
+committed records); an AlterPartition request in flight."""
+
+
+def _replica_traits(value: ReplicaValue) -> int:
+    return ((EXPOSES if value.is_leader and value.hw else 0)
+            | (PROPOSES if value.proposal is not None else 0))
 
 
 def _controller_epochs(value: ControllerValue) -> int:
@@ -269,15 +280,17 @@ class Model:
             for r in range(self.n)
         )
         self.controller_config = controller_config(config.min_insync_replicas)
-        self._replicas = _Interned(_replica_epochs)
+        self._replicas = _Interned(_replica_epochs, _replica_traits)
         self._controllers = _Interned(_controller_epochs)
         self._memo: dict[tuple[object, ...], object] = {}
         self._canon: dict[tuple[object, ...], int] = {}
         self._commit: dict[tuple[Committed, int], Committed] = {}
         self._committed_ids: dict[Committed, int] = {}
         self._committed_values: list[Committed] = []
-        self._replica_epochs = self._replicas.derived
-        self._controller_epochs = self._controllers.derived
+        self._replica_epochs, self._replica_traits = self._replicas.derived
+        (self._controller_epochs,) = self._controllers.derived
+        self._sync_isr = not config.async_isr
+        self._spec_views: dict[tuple[int, int], ReplicaView] = {}
         self.skip_noop_metadata = True
         self.state_verdicts: dict[tuple[object, ...], object] = {}
         self.transition_verdicts: dict[tuple[object, ...], object] = {}
@@ -317,6 +330,20 @@ class Model:
         )
         self._views = [views[-1], (state, view)] if views else [(state, view)]
         return view
+
+    def spec_views(self, replicas: tuple[int, ...]) -> tuple[ReplicaView, ...]:
+        """The replicas (by id) as the shared invariants see them (``mc.invariants``), each
+        built once per model run."""
+        cache = self._spec_views
+        out = []
+        for r, rid in enumerate(replicas):
+            found = cache.get((r, rid))
+            if found is None:
+                rep = self.replica(rid)
+                found = cache[(r, rid)] = ReplicaView(self.config.name(r), rep.log, rep.hw,
+                                                      rep.leader_epoch, rep.is_leader)
+            out.append(found)
+        return tuple(out)
 
     def full_view(self, state: ModelState) -> StateView:
         """``view`` plus the published changes not yet applied everywhere (for traces)."""
@@ -520,11 +547,9 @@ class Model:
 
     # -- state assembly --------------------------------------------------------------------------
     def _publish(self, state: ModelState, cid: int) -> ModelState:
-        return state._replace(
-            controller=cid,
-            published=(*state.published, cid),
-            changes_left=state.changes_left - 1,
-        )
+        return ModelState(state.replicas, state.applied, cid, (*state.published, cid),
+                          state.changes_left - 1, state.restarts_left, state.next_record_id,
+                          state.committed, state.txns)
 
     def _next(
         self,
@@ -536,7 +561,7 @@ class Model:
     ) -> ModelState:
         """The successor: ``changed`` replicas, the history, then the canonical form (published
         changes every replica has passed are dropped; partition epochs renumbered to ranks)."""
-        if not self.config.async_isr:
+        if self._sync_isr:
             changed, controller = self._deliver_proposals(state, changed, controller)
         old = state.replicas
         replicas = list(old)
@@ -579,14 +604,17 @@ class Model:
         self, state: ModelState, changed: dict[int, int], controller: int | None
     ) -> tuple[dict[int, int], int | None]:
         """``async_isr=False``: a proposal made in this step is answered in this step."""
+        traits = self._replica_traits
         for r, rid in list(changed.items()):
-            if rid != state.replicas[r] and self.replica(rid).proposal is not None:
+            if rid != state.replicas[r] and traits[rid] & PROPOSES:
                 cid = state.controller if controller is None else controller
                 controller, changed[r] = self._alter_partition(r, rid, cid)
         return changed, controller
 
     def _committed(self, committed: Committed, rid: int) -> Committed:
         """Add what a leader exposes: its log below its HW."""
+        if not self._replica_traits[rid] & EXPOSES:
+            return committed
         key = (committed, rid)
         found = self._commit.get(key)
         if found is None:

@@ -63,13 +63,13 @@ def breadth_first(initial: S, successors: Callable[[S], Iterable[tuple[A, S]]],
     violation = check_state(initial)
     if violation is not None:
         return done(False, violation, init_key)
-    frontier = [initial]
+    # Each state waits in the frontier with its key (taken once, when the state was found).
+    frontier: list[tuple[S, Hashable]] = [(initial, init_key)]
     while frontier:
-        next_frontier: list[S] = []
-        for index, state in enumerate(frontier):
+        next_frontier: list[tuple[S, Hashable]] = []
+        for index, (state, state_key) in enumerate(frontier):
             if index % 256 == 0 and time.perf_counter() > deadline:
                 return done(False)
-            state_key = key(state)
             for action, succ in successors(state):
                 transitions += 1
                 violation = check_step(state, action, succ)
@@ -86,7 +86,7 @@ def breadth_first(initial: S, successors: Callable[[S], Iterable[tuple[A, S]]],
                     return done(False, violation, succ_key)
                 if len(parents) >= max_states:
                     return done(False)
-                next_frontier.append(succ)
+                next_frontier.append((succ, succ_key))
         if next_frontier:
             depth += 1
         frontier = next_frontier

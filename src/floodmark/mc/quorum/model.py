@@ -302,7 +302,8 @@ class QuorumModel:
         (step,), operations = self._run(i, vid, event_key, event)
         if step is not None and (step[0] != vid or step[1]):
             for kept, nxt in self._after(state, i, step):
-                yield action._replace(kept=kept), nxt
+                # (``action`` as given holds kept=None: only a choice of sends changes it)
+                yield (action if kept is None else action._replace(kept=kept)), nxt
         if state.crashes_left <= 0:
             return
         for crash_at in range(1, operations):

@@ -24,22 +24,29 @@ class LogMirror:
     """The log's entries, index = offset, kept in step with every append and truncation."""
 
     entries: list[Entry] = field(default_factory=list)
+    version: int = 0
+    """Bumped by every change of ``entries``: equal versions of one mirror, equal entries (the
+    checker judges log matching again only when some replica's log or HW changed)."""
 
     def load(self, log: Log) -> None:
         self.entries = [(epoch, value) for _o, epoch, value in decode_entries(log.read_all())]
+        self.version += 1
         assert len(self.entries) == log.log_end_offset, "mirror out of step with the log"
 
     def append(self, epoch: int, value: str) -> None:
         self.entries.append((epoch, value))
+        self.version += 1
 
     def append_records(self, records: bytes | bytearray | memoryview) -> None:
         self.entries.extend((epoch, value) for _o, epoch, value in decode_entries(records))
+        self.version += 1
 
     def truncate(self, after: int, *, fully: bool) -> None:
         if fully:
             self.entries = [(-1, "")] * after  # below the log start: unknown
         else:
             del self.entries[after:]
+        self.version += 1
 
 
 def replica_view(name: str, partition: Partition, mirror: LogMirror) -> ReplicaView:

@@ -136,6 +136,10 @@ class SimVoter:
         self.driver: QuorumDriver | None = None
         self.snapshots: SnapshotStore | None = None
         self._snapshot_entries: tuple[SnapshotId, dict[int, Entry]] | None = None
+        self._newest_snapshot = 0
+        """The end offset of the newest snapshot the store listed since this process started:
+        while a process runs its snapshots are only added (written, installed) or pruned below
+        the newest, so the newest one is never older than this."""
         self.snapshots_loaded = 0  # snapshots installed from the leader (FetchSnapshot)
         self.disks = 1  # data dirs so far (a wipe gives it a new one, with a new directory id)
         self.readmitted = True
@@ -163,6 +167,7 @@ class SimVoter:
         directory_id = load_or_format(self.fs, QUORUM_DIR, self.directory_name)
         core = QuorumCore(self.world.config.quorum_config(self.node_id), state_file.read(),
                           random.Random(self.world.rng.getrandbits(32)), directory_id)
+        self._newest_snapshot = 0
         if self.world.config.snapshot_interval > 0:
             self.snapshots = SnapshotStore(self.fs, LOG_DIR, on_installed=self._installed)
             found = open_with_snapshot(self.snapshots, self.log, may_start_empty=True)
@@ -194,6 +199,7 @@ class SimVoter:
         self.driver = None
         self.snapshots = None
         self._snapshot_entries = None
+        self._newest_snapshot = 0
         self.world.record(f"{self.name} crash lose_unsynced={lose_unsynced}")
         self.world.forget_leader(self.node_id)
         self.world.connections_closed(self.node_id)
@@ -325,9 +331,13 @@ class SimVoter:
         store, core, log = self.snapshots, self.core, self.log
         if store is None or core is None or log is None:
             return
-        newest = store.ids()[-1].end_offset if store.ids() else 0
         end = core.high_watermark
-        if end - newest < self.world.config.snapshot_interval:
+        interval = self.world.config.snapshot_interval
+        if end - self._newest_snapshot < interval:
+            return  # the newest snapshot is at least that new: no need to list the files
+        ids = store.ids()
+        newest = self._newest_snapshot = ids[-1].end_offset if ids else 0
+        if end - newest < interval:
             return
         entries = self.entries()
         if any(o not in entries for o in range(end)):
