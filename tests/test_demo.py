@@ -27,11 +27,12 @@ def _alive(pid: int) -> bool:
 @pytest.mark.spark
 @pytest.mark.integration
 def test_pipeline_demo_counts_every_acknowledged_event_once() -> None:
-    # 2,000 events at 100/s: the kill at 800 still falls mid-stream (the stream waits for it),
-    # for about a fifth less CPU than 3,000 (the demo's process tree: 87.5 s against 111.5 s)
+    # 2,000 events at 400/s: the kill at 800 still falls mid-stream (the stream waits for it),
+    # for about a fifth less CPU than 3,000 (the demo's process tree: 87.5 s against 111.5 s);
+    # at 100/s the stream alone took 20 s of waiting, and the broker stayed down 6 s
     proc = subprocess.run(
-        [sys.executable, "-m", "floodmark.cli", "demo", "--events", "2000", "--rate", "100",
-         "--down-s", "6", "--progress"],
+        [sys.executable, "-m", "floodmark.cli", "demo", "--events", "2000", "--rate", "400",
+         "--down-s", "3", "--progress"],
         cwd=REPO, capture_output=True, text=True, timeout=400, check=False,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )

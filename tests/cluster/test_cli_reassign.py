@@ -172,8 +172,11 @@ def _replicas(cluster: LocalCluster, partition: int) -> list[int] | None:
 
 
 def _live_brokers(cluster: LocalCluster) -> set[int]:
+    """The brokers DescribeCluster lists (unfenced), as the command asks."""
     with ClusterClient(cluster.bootstrap) as client:
-        return {int(b.node_id) for b in client.metadata(None).brokers}
+        described = client.request_any(60, 1, {"include_cluster_authorized_operations": False,
+                                                "endpoint_type": 1})
+        return {int(b.broker_id) for b in described.brokers}
 
 
 def test_propose_keeps_partition_count_and_factor_and_spreads_racks() -> None:

@@ -201,6 +201,7 @@ def test_cluster_up_combined(tmp_path: Path) -> None:
 # A session long enough that a fence before it can only come from the port probe.
 LONG_SESSION = {**SETTINGS, "broker.session.timeout.ms": "20000"}
 EARLY_S = 10.0  # "well before the session timeout"
+STOPPED_SESSION_MS = 8000  # the stopped broker's test: long beside the probe's moment
 
 
 def _fenced(cluster: LocalCluster, node: int) -> bool:
@@ -239,9 +240,10 @@ def test_new_active_controller_fences_the_killed_combined_node_early(tmp_path: P
 def test_new_active_controller_leaves_a_stopped_broker_to_its_session(tmp_path: Path) -> None:
     """Controllers of their own: a broker is SIGSTOPped, then the active controller is
     SIGKILLed. The new one finds the stopped broker holding no connection to it, but its port
-    still accepts (the kernel completes the handshake): it is fenced only when its 20 s session
-    ends, never early."""
-    cluster = LocalCluster(tmp_path / "separate-probeactive", 3, None, LONG_SESSION,
+    still accepts (the kernel completes the handshake): it is fenced only when its session
+    (8 s here) ends, never early (the probe of an early fence comes just after activation)."""
+    cluster = LocalCluster(tmp_path / "separate-probeactive", 3, None,
+                           {**SETTINGS, "broker.session.timeout.ms": str(STOPPED_SESSION_MS)},
                            metrics=False, controllers=3)
     cluster.start()
     stopped = cluster.broker_ids[1]
@@ -255,12 +257,13 @@ def test_new_active_controller_leaves_a_stopped_broker_to_its_session(tmp_path: 
         cluster.kill(active, signal.SIGKILL)
         cluster.wait_active_controller(STEP_S, besides=active)
         activated_at = time.monotonic()
-        wait_until(lambda: _fenced(cluster, stopped), 20.0 + STEP_S,
+        session_s = STOPPED_SESSION_MS / 1000
+        wait_until(lambda: _fenced(cluster, stopped), session_s + STEP_S,
                    f"stopped broker {stopped} fenced at its session timeout")
         fenced_at = time.monotonic()
-        assert fenced_at - activated_at >= 19.0, (
+        assert fenced_at - activated_at >= session_s - 1, (
             f"fenced {fenced_at - activated_at:.1f} s after a new controller became active "
-            f"({fenced_at - stopped_at:.1f} s after SIGSTOP); its session is 20 s")
+            f"({fenced_at - stopped_at:.1f} s after SIGSTOP); its session is {session_s:g} s")
         assert not any(_fenced(cluster, b) for b in cluster.broker_ids if b != stopped)
     finally:
         pid = cluster.pid(stopped)

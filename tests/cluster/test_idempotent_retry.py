@@ -31,6 +31,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from floodmark.chaos.readback import read_partition
+from floodmark.client import ClusterClient
 from floodmark.cluster import LocalCluster
 from tests.cluster.helpers import wait_until
 
@@ -120,6 +121,11 @@ def _run(tmp_path: Path, unsafe: bool) -> tuple[Deliveries, dict[int, bytes | No
         stopped.clear()
         wait_until(lambda: cluster.leader_of(TOPIC) in followers, SESSION_TIMEOUT_MS / 1000 + 60,
                    "a follower elected after the leader's death")
+        # The read below takes its metadata from the followers: one that has not applied the
+        # election yet names the dead leader, and the read's first ListOffsets waits there
+        # in vain (floodmark.chaos.readback.LIST_OFFSETS_ATTEMPT_S).
+        wait_until(lambda: all(_leader_seen_by(cluster, b) in followers for b in followers), 60,
+                   "both followers' metadata naming the new leader")
         producer.flush(10)
         values = read_partition(",".join(cluster.address(b) for b in followers), TOPIC)
         return deliveries, values, leader
@@ -127,6 +133,12 @@ def _run(tmp_path: Path, unsafe: bool) -> tuple[Deliveries, dict[int, bytes | No
         for pid in stopped:
             os.kill(pid, signal.SIGCONT)
         cluster.stop()
+
+
+def _leader_seen_by(cluster: LocalCluster, broker: int) -> int:
+    """The leader of the topic's partition 0 in ``broker``'s Metadata answer."""
+    with ClusterClient(cluster.address(broker)) as client:
+        return int(client.metadata([TOPIC]).topics[0].partitions[0].leader_id)
 
 
 def _lost(deliveries: Deliveries, values: dict[int, bytes | None]) -> list[tuple[bytes, int]]:

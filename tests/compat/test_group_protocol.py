@@ -106,8 +106,12 @@ def test_commit_in_revoke_during_rebalance_is_kept(broker) -> None:  # type: ign
 
 def _take_both(a: Consumer, seen_a: list[tuple[int, int]], b: Consumer,
                seen_b: list[tuple[int, int]]) -> None:
-    _take(a, seen_a)
-    _take(b, seen_b)
+    """What each member has ready (up to 100 records, 50 ms at most each): one record per
+    poll, with the other member idle, read 200 records in 5-10 s of waiting."""
+    for c, into in ((a, seen_a), (b, seen_b)):
+        for m in c.consume(100, 0.05):
+            if m.error() is None:
+                into.append((m.partition(), m.offset()))
 
 
 def _take(c: Consumer, into: list[tuple[int, int]]) -> None:
@@ -212,11 +216,12 @@ def _member_ids(admin: AdminClient, group: str) -> dict[str, str]:
 
 
 def test_frozen_member_misses_rebalance_timeout_killed_member_expires(broker) -> None:  # type: ignore[no-untyped-def]
-    """kafka-python workers: a (rebalance timeout 6 s, session 30 s) and b, c (session 10 s).
-    a is frozen and c joins: a is removed at the rebalance timeout, well before its session
-    would end; resumed, a rejoins under a new member id. Then c is SIGKILLed: its session
-    expires and a and b take its partitions. Committed offsets never decrease; every record
-    produced is read."""
+    """kafka-python workers: a (rebalance timeout 6 s, session 30 s) and b, c (session and
+    rebalance timeout 6 s, the broker's group.min.session.timeout.ms: the group's rebalance
+    timeout is its members' longest). a is frozen and c joins: a is removed at the rebalance
+    timeout, well before its session would end; resumed, a rejoins under a new member id. Then
+    c is SIGKILLed: its session expires and a and b take its partitions. Committed offsets
+    never decrease; every record produced is read."""
     topic, group, parts = "frozen-member-t", "frozen-member-g", 4
     _create(broker.bootstrap, topic, parts, 400)
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
@@ -224,7 +229,7 @@ def test_frozen_member_misses_rebalance_timeout_killed_member_expires(broker) ->
     workers: list[Worker] = []
     try:
         a = Worker(broker.bootstrap, group, topic, "worker-a", 30000, 6000)
-        b = Worker(broker.bootstrap, group, topic, "worker-b", 10000, 10000)
+        b = Worker(broker.bootstrap, group, topic, "worker-b", 6000, 6000)
         workers += [a, b]
 
         def owners(*ws: Worker) -> bool:
@@ -237,7 +242,7 @@ def test_frozen_member_misses_rebalance_timeout_killed_member_expires(broker) ->
         a.signal(signal.SIGSTOP)
         frozen_at = time.monotonic()
         b_assignments = b.assignments_seen()
-        c = Worker(broker.bootstrap, group, topic, "worker-c", 10000, 10000)
+        c = Worker(broker.bootstrap, group, topic, "worker-c", 6000, 6000)
         workers.append(c)
         _wait(lambda: b.assignments_seen() > b_assignments and owners(b, c),
               "b and c to take every partition", 60)

@@ -53,8 +53,15 @@ def _fill(path: Path, leave_bytes: int) -> None:
         fh.write(b"\0" * max(0, free - leave_bytes))
 
 
+# How long the producer retries a record the full disk refuses before it reports it failed: the
+# wait for those failures is most of a filling phase (8 s before: 9.4 s of the test's wall time
+# for 0.8 CPU s). A phase that must not fail keeps the longer bound.
+FILLING_TIMEOUT_MS = 4000
+SPACE_TIMEOUT_MS = 8000
+
+
 def _produce(bootstrap: str, count: int, acked: dict[int, bytes], failed: list[str],
-             tag: str) -> None:
+             tag: str, timeout_ms: int = FILLING_TIMEOUT_MS) -> None:
     lock = threading.Lock()
 
     def on_delivery(err: Any, msg: Any) -> None:
@@ -65,7 +72,7 @@ def _produce(bootstrap: str, count: int, acked: dict[int, bytes], failed: list[s
                 failed.append(err.str())
 
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                  "linger.ms": 5, "message.timeout.ms": 8000, "retry.backoff.ms": 200})
+                  "linger.ms": 5, "message.timeout.ms": timeout_ms, "retry.backoff.ms": 200})
     for i in range(count):
         while True:
             try:
@@ -112,7 +119,7 @@ def test_full_disk_answers_storage_error_and_loses_nothing(small_fs: Path) -> No
         ballast.unlink()  # space returns: writes resume without a restart
         more: dict[int, bytes] = {}
         more_failed: list[str] = []
-        _produce(broker.bootstrap, 300, more, more_failed, "b")
+        _produce(broker.bootstrap, 300, more, more_failed, "b", SPACE_TIMEOUT_MS)
         assert len(more) == 300 and not more_failed, more_failed[:3]
 
         values = read_partition(broker.bootstrap, TOPIC)

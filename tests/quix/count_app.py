@@ -36,9 +36,15 @@ def main() -> None:
         state_dir=state_dir,
         loglevel="INFO",
         # A broker SIGKILLed mid-run: librdkafka's own retries ride over the leader change.
+        # One transactional.id for every start of the app (Quix draws a random one unless told):
+        # a restarted app's InitProducerId fences its SIGKILLed incarnation and aborts the
+        # transaction it left open at once, instead of leaving it to the coordinator's
+        # transaction.timeout.ms (60 s), during which it holds back read_committed readers.
         producer_extra_config={"reconnect.backoff.max.ms": 500,
-                               "topic.metadata.refresh.interval.ms": 1000},
-        consumer_extra_config={"reconnect.backoff.max.ms": 500, "session.timeout.ms": session_timeout_ms,
+                               "topic.metadata.refresh.interval.ms": 1000,
+                               "transactional.id": "count-app"},
+        consumer_extra_config={"reconnect.backoff.max.ms": 500,
+                               "session.timeout.ms": session_timeout_ms,
                                "topic.metadata.refresh.interval.ms": 1000},
     )
     inputs = app.topic(source, key_deserializer="str", value_deserializer="str")

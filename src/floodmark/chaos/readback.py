@@ -6,6 +6,12 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
+# One ListOffsets attempt. librdkafka sends it to the leader its metadata names and, when that
+# broker is dead (a leader just killed, a new one elected meanwhile), waits out the whole
+# timeout before failing: measured 30.0 s for timeout=30 in 3 of 3 tries, against 2 s with
+# 2 s attempts. A short attempt, asked again with refreshed metadata, reaches the new leader.
+LIST_OFFSETS_ATTEMPT_S = 5.0
+
 
 def read_partition(bootstrap: str, topic: str, partition: int = 0,
                    timeout_s: float = 60.0, *,
@@ -22,11 +28,12 @@ def read_partition(bootstrap: str, topic: str, partition: int = 0,
         while True:
             try:
                 _low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition),
-                                                            timeout=30)
+                                                            timeout=LIST_OFFSETS_ATTEMPT_S)
                 break
             except KafkaException:
                 # A leader just elected answers OFFSET_NOT_AVAILABLE until its HW caught up
-                # (KIP-207); leaders may still be moving. Ask again until the deadline.
+                # (KIP-207); leaders may still be moving, or the attempt went to a dead one
+                # (LIST_OFFSETS_ATTEMPT_S). Ask again until the deadline.
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.2)

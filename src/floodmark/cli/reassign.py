@@ -161,9 +161,16 @@ def broker_list(value: str | None) -> list[int]:
 def _cluster_view(cluster: ClusterClient,
                   topics: list[str] | None) -> tuple[dict[int, str | None], Assignment]:
     """Every live broker with its rack, and the replicas of the topics' partitions (every topic
-    when ``topics`` is None). An unknown topic is a one-line error."""
+    when ``topics`` is None). An unknown topic is a one-line error. The live brokers are those
+    DescribeCluster lists, as kafka-reassign-partitions asks describeCluster: Metadata also
+    lists a broker fenced a moment ago (``FENCED_BROKER_LISTED_MS`` in the broker)."""
+    described = cluster.request_any(60, 1, {"include_cluster_authorized_operations": False,
+                                            "endpoint_type": 1})
+    if int(described.error_code):
+        why = error_text(int(described.error_code), described.error_message)
+        raise CliError(f"DescribeCluster: {why}")
+    racks = {int(b.broker_id): (str(b.rack) if b.rack else None) for b in described.brokers}
     meta = cluster.metadata(topics)
-    racks = {int(b.node_id): (str(b.rack) if b.rack else None) for b in meta.brokers}
     assignment: Assignment = {}
     for t in meta.topics:
         if int(t.error_code):

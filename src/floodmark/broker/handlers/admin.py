@@ -334,10 +334,10 @@ _CREATING: set[asyncio.Task[TopicMeta]] = set()
 
 
 def _held(creation: asyncio.Task[TopicMeta]) -> asyncio.Task[TopicMeta]:
-    """Every creation runs to its end even when the answer stops waiting for it (past
-    ``timeout_ms``, or the client went away and its request was cancelled: the controller may
-    commit it yet, as Kafka's does); held here until then, and its outcome is retrieved, so a
-    refusal nobody waits for any more is not logged as an error."""
+    """Every creation or deletion runs to its end even when the answer stops waiting for it
+    (past ``timeout_ms``, or the client went away and its request was cancelled: the controller
+    may commit it yet, as Kafka's does); held here until then, and its outcome is retrieved, so
+    a refusal nobody waits for any more is not logged as an error."""
     _CREATING.add(creation)
 
     def done(task: asyncio.Task[TopicMeta]) -> None:
@@ -351,10 +351,17 @@ def _held(creation: asyncio.Task[TopicMeta]) -> asyncio.Task[TopicMeta]:
 
 async def delete_topics(broker: HandlerContext, header: RequestHeader, req: WireRequest,
                         conn: ClientConnection | None = None) -> WireResponse:
+    """The topics are deleted one by one within one deadline, the request's ``timeout_ms``
+    (Kafka's controller gives the request's event that deadline): a deletion the controller
+    has not committed by then answers REQUEST_TIMED_OUT, and goes on (it may still complete,
+    as in Kafka); a topic reached past the deadline (a timeout of 0 or less included) is not
+    asked for, and answers REQUEST_TIMED_OUT."""
     if header.api_version >= 6:
         names = [(t.name, t.topic_id) for t in req.topics]
     else:
         names = [(n, None) for n in req.topic_names]
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + ms(getattr(req, "timeout", None)) / 1000
     results = []
     bucket = _mutation_bucket(broker, header, conn, False)
     by_id = {m.topic_id: m.name for m in broker.controller.topics().values()}
@@ -367,7 +374,13 @@ async def delete_topics(broker: HandlerContext, header: RequestHeader, req: Wire
             if name is None:
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "unknown topic id")
             _admit_mutation(broker, bucket, header.api_version >= 5)
-            meta = await broker.delete_topic(name)
+            if (remaining := deadline - loop.time()) <= 0:
+                raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, TIMED_OUT)
+            deletion = _held(asyncio.ensure_future(broker.delete_topic(name)))
+            await asyncio.wait({deletion}, timeout=remaining)
+            if not deletion.done():
+                raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, TIMED_OUT)
+            meta = deletion.result()
             _took(broker, bucket, len(meta.partitions))
             entry["topic_id"] = meta.topic_id
         except KafkaError as exc:
