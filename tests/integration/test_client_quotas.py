@@ -330,7 +330,7 @@ def _create(conn: KafkaConnection, version: int, topics: list[tuple[str, int]]
             ) -> tuple[list[tuple[str, int, str | None]], int]:
     resp = conn.request(19, version, {"topics": [
         {"name": n, "num_partitions": p, "replication_factor": 1, "assignments": [],
-         "configs": []} for n, p in topics], "timeout_ms": 10000, "validate_only": False})
+         "configs": []} for n, p in topics], "timeout": 10000, "validate_only": False})
     return ([(t.name, int(t.error_code), t.error_message) for t in resp.topics],
             int(resp.throttle_time.total_seconds() * 1000))
 
@@ -364,7 +364,7 @@ def test_controller_mutation_rate_refuses_topics_past_the_burst(
         assert old_throttle_ms > 0
         resp = creator.request(20, 6, {"topics": [{"name": "a", "topic_id": None},
                                                   {"name": "b", "topic_id": None}],
-                                       "timeout_ms": 10000})
+                                       "timeout": 10000})
         assert [(r.name, int(r.error_code), r.error_message) for r in resp.responses] == [
             ("a", 0, None), ("b", throttled, message)]
         delete_throttle_ms = int(resp.throttle_time.total_seconds() * 1000)
