@@ -31,7 +31,14 @@ import numpy as np
 import pyarrow as pa
 
 from floodmark.errors import CorruptDataError
-from floodmark.records import LOG_APPEND_TIME, AbortedTracker, BatchHeader, read_varint
+from floodmark.records import (
+    LOG_APPEND_TIME,
+    AbortedTracker,
+    BatchHeader,
+    CorruptRecordError,
+    read_uvarint,
+    read_varint,
+)
 
 _COMPILED_ABI = 1
 
@@ -296,6 +303,16 @@ def _const_string(value: str, n: int) -> pa.Array:
         pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(b * n)])
 
 
+def _header_varint(buf: bytes, p: int, end: int) -> tuple[int, int]:
+    """A header's zigzag varint length at ``p``, inside its record (which ends at ``end``): an
+    over-long or cut varint is the same refusal as the compiled decoder's."""
+    try:
+        raw, p = read_uvarint(buf, p, end=end)
+    except CorruptRecordError as exc:
+        raise CorruptBatchError(f"a record header's length: {exc}") from None
+    return (raw >> 1) ^ -(raw & 1), p
+
+
 def _headers_column(buf: bytes, hdr_pos: np.ndarray, counts: np.ndarray,
                     ends: np.ndarray) -> pa.Array:
     """The headers of each record (a count at ``hdr_pos``, then that many key/value pairs),
@@ -313,12 +330,12 @@ def _headers_column(buf: bytes, hdr_pos: np.ndarray, counts: np.ndarray,
     for p, c, e in zip(hdr_pos.tolist(), counts.tolist(), ends.tolist(), strict=True):
         items: list[dict[str, object]] = []
         for _ in range(c):
-            kl, p = read_varint(buf, p)
+            kl, p = _header_varint(buf, p, e)
             if kl < 0 or p + kl > e:
                 raise CorruptBatchError("a record header's key runs past the record's end")
             k = buf[p : p + kl].decode("utf-8", "replace")
             p += kl
-            vl, p = read_varint(buf, p)
+            vl, p = _header_varint(buf, p, e)
             if p + max(vl, 0) > e:
                 raise CorruptBatchError("a record header's value runs past the record's end")
             v = None if vl < 0 else buf[p : p + vl]
@@ -387,8 +404,11 @@ def decode_batches(
                               start=start, end=end, include_headers=include_headers)
         if rb is not _NOT_UTF8:
             return rb
-    return _decode_numpy(batches, bodies, sizes, topic=topic, partition=partition, start=start,
-                         end=end, include_headers=include_headers)
+    try:
+        return _decode_numpy(batches, bodies, sizes, topic=topic, partition=partition,
+                             start=start, end=end, include_headers=include_headers)
+    except CorruptRecordError as exc:  # a varint the record codec refused: the same refusal
+        raise CorruptBatchError(str(exc)) from None
 
 
 _NOT_UTF8 = pa.record_batch([pa.array([0])], names=["not utf-8"])
