@@ -10,6 +10,7 @@ moved (no rebalance), and the partitions are not initialized a second time."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ import pytest
 
 from floodmark.client.connection import KafkaConnection, RequestFailed
 from floodmark.cluster import LocalCluster
+from floodmark.errors import ErrorCode
 from floodmark.wire.api_table import ApiKey
 from tests.cluster.helpers import SESSION_TIMEOUT_MS, cluster_progress, wait_until
 
@@ -42,9 +44,17 @@ def coordinator(cluster: LocalCluster, key: str, key_type: int) -> int:
 
 
 def heartbeat(cluster: LocalCluster, node: int, member: str, epoch: int, **extra: Any) -> Any:
-    with KafkaConnection(cluster.address(node), timeout_s=10) as c:
-        return c.request(ApiKey.SHARE_GROUP_HEARTBEAT, 1, {
-            "group_id": GROUP, "member_id": member, "member_epoch": epoch, **extra})
+    """A ShareGroupHeartbeat to ``node``, asked again while the coordinator is still loading
+    (COORDINATOR_LOAD_IN_PROGRESS is retriable: a client retries it too), for at most 30 s."""
+    deadline = time.monotonic() + 30
+    while True:
+        with KafkaConnection(cluster.address(node), timeout_s=10) as c:
+            answer = c.request(ApiKey.SHARE_GROUP_HEARTBEAT, 1, {
+                "group_id": GROUP, "member_id": member, "member_epoch": epoch, **extra})
+        if (answer.error_code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+                or time.monotonic() > deadline):
+            return answer
+        time.sleep(0.1)
 
 
 def describe(cluster: LocalCluster, node: int) -> Any:

@@ -186,7 +186,7 @@ def test_configs_changes_and_throughput(cluster: LocalCluster, tmp_path: Path) -
             traffic.start()
             try:
                 seen = _wait(page, STATS, lambda s: s and all(
-                    float(s[k] or 0) > 0 for k in ("recordsInPerS", "recordsOutPerS",
+                    float(s.get(k) or 0) > 0 for k in ("recordsInPerS", "recordsOutPerS",
                                                    "bytesInPerS", "bytesOutPerS",
                                                    "sizeBytes", "sizeOnDiskBytes")),
                     "records and bytes flowing in and out, and a size", timeout_s=30, arg=TOPIC)
