@@ -601,7 +601,11 @@ def visible_rows(
     for hdr, body in batches:
         # the tracker sees every batch in order, those before ``start`` too: an abort marker
         # there ends an aborted transaction that the answer's list still names
-        hidden = tracker.skip(hdr) if tracker is not None else hdr.is_control
+        try:
+            hidden = tracker.skip(hdr) if tracker is not None else hdr.is_control
+        except CorruptRecordError as exc:  # a control batch whose marker cannot be read
+            raise CorruptBatchError(f"control batch at offset {hdr.base_offset} of "
+                                    f"{topic}-{partition}: {exc}") from None
         if not hidden and hdr.next_offset > start:
             data.append((hdr, body))
     # every data batch of the answer in one Arrow batch: one set of numpy calls per answer
