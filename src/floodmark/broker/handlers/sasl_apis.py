@@ -8,7 +8,6 @@ authenticated (there is nothing to authenticate).
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from floodmark.broker.boundary import ClientConnection, WireRequest, WireResponse
@@ -32,29 +31,16 @@ def sasl_handshake(broker: HandlerContext, header: RequestHeader, req: WireReque
     return {"error_code": int(answer.error), "mechanisms": list(answer.mechanisms)}
 
 
-METADATA_WAIT_S = 30.0
-"""How long an authentication waits for a starting broker's first metadata catch-up (its SCRAM
-credentials) before it is decided on what the broker has."""
-
-
 def sasl_authenticate(broker: HandlerContext, header: RequestHeader, req: WireRequest,
-                      conn: ClientConnection) -> WireResponse | Awaitable[WireResponse]:
+                      conn: ClientConnection) -> WireResponse:
+    """A starting broker answers this, like every request, only after its first metadata
+    catch-up (``Broker.dispatch``): a SCRAM user it has not read yet would fail as a wrong
+    password."""
     session = conn.sasl
     if session is None:
         return {"error_code": int(ErrorCode.ILLEGAL_SASL_STATE),
                 "error_message": f"SaslAuthenticate on {conn.security_protocol} listener "
                                  f"{conn.listener_name}: no SASL here"}
-    return _after_metadata(broker, req, conn)
-
-
-async def _after_metadata(broker: HandlerContext, req: WireRequest,
-                          conn: ClientConnection) -> WireResponse:
-    """A broker that has just started serves its listeners before it has read the metadata
-    log: a SCRAM user it has not read yet would fail as a wrong password. Wait for the first
-    catch-up (at once on a broker that has it)."""
-    await broker.membership.metadata_ready(METADATA_WAIT_S)
-    session = conn.sasl
-    assert session is not None
     answer = session.authenticate(bytes(req.auth_bytes), broker.now_ms())
     if answer.principal is not None:
         conn.principal = answer.principal
